@@ -1,0 +1,1 @@
+# report stage (owned by the report work)

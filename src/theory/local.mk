@@ -1,0 +1,1 @@
+# theory stage (owned by the theory work)

@@ -1,0 +1,90 @@
+/*
+ * config — the model and run options shared by `zerosim measure` and
+ * `zerosim theory`: their defaults (DESIGN.md's prototype sweep), parsing of
+ * option values and of a sweep spec file (docs/formats.md, zerosim-sweep/1),
+ * and the limits that keep every byte count exact in a double.
+ *
+ * This is plain data. The engine, the theory and the report may all include
+ * it; it includes none of them.
+ */
+#ifndef ZS_CONFIG_H
+#define ZS_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum zs_scheme { ZS_DP, ZS_ZERO1, ZS_ZERO2, ZS_ZERO3, ZS_NSCHEMES };
+enum zs_unit { ZS_UNIT_MODEL, ZS_UNIT_LAYER, ZS_NUNITS };
+enum zs_precision { ZS_MIXED, ZS_FP32 };
+enum zs_optimizer { ZS_ADAM, ZS_SGD };
+
+#define ZS_MAX_WIDTHS 33        /* up to 32 layers */
+#define ZS_MAX_WORLDS 64        /* entries in --world */
+#define ZS_MAX_WORLD 65536      /* largest world size */
+#define ZS_MAX_WIDTH 1000000    /* largest layer width */
+#define ZS_MAX_STEPS 1000000
+#define ZS_MAX_BATCH 65536
+/* Byte counts must stay exact in a double: 16 bytes/param * params < 2^53. */
+#define ZS_MAX_PARAMS 1e14
+
+struct zs_config {
+	size_t widths[ZS_MAX_WIDTHS];   /* d0..dL */
+	size_t nwidths;                 /* L + 1 */
+	unsigned world[ZS_MAX_WORLDS];
+	size_t nworld;
+	enum zs_scheme schemes[ZS_NSCHEMES];
+	size_t nschemes;
+	enum zs_unit units[ZS_NUNITS];
+	size_t nunits;
+	unsigned steps;
+	unsigned batch;
+	uint64_t seed;
+	double lr;
+	enum zs_precision precision;
+	enum zs_optimizer optimizer;
+};
+
+/* DESIGN.md's defaults: 64,256,64; N = 1..32 by doubling; all schemes;
+ * unit model; 3 steps; batch 4; seed 3; mixed; adam; lr 1e-3. */
+void zs_config_defaults(struct zs_config *c);
+
+/* Set one option from its command-line spelling: key is the long option
+ * name without dashes ("layers", "world", "schemes", "unit", "steps",
+ * "batch", "seed", "precision", "optimizer", "lr"). Returns 0 or -1 with
+ * *cause set ("--world: '0' is not a world size (1..65536)"). */
+int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause);
+
+/* Load a zerosim-sweep/1 file over `c` (keys it has replace c's). */
+int zs_config_load_spec(struct zs_config *c, const char *path, char **cause);
+
+/* Ψ for the widths: Σ d_l·d_{l+1} + d_{l+1}. */
+double zs_config_params(const struct zs_config *c);
+
+/* Elements of unit `u` for a given unit mode: unit=model has one unit of Ψ;
+ * unit=layer has nwidths-1 units. Returns the count of units; fills n[]
+ * (caller gives ZS_MAX_WIDTHS slots). */
+size_t zs_config_units(const struct zs_config *c, enum zs_unit unit, size_t *n);
+
+/* Check cross-option limits (Ψ not above ZS_MAX_PARAMS, ...). */
+int zs_config_validate(const struct zs_config *c, char **cause);
+
+/* Bytes per parameter for the precision and optimizer: p, g, k. */
+void zs_bytes_per_param(enum zs_precision pr, enum zs_optimizer opt,
+                        unsigned *p, unsigned *g, unsigned *k);
+
+const char *zs_scheme_name(enum zs_scheme s);
+const char *zs_unit_name(enum zs_unit u);
+const char *zs_precision_name(enum zs_precision p);
+const char *zs_optimizer_name(enum zs_optimizer o);
+int zs_scheme_parse(const char *s, enum zs_scheme *out);
+int zs_unit_parse(const char *s, enum zs_unit *out);
+
+/* Parse a byte size with a unit: "80GB" (1e9), "80GiB" (2^30), "512MB",
+ * "1e12" (bytes). Returns 0 or -1 with *cause set. */
+int zs_parse_bytes(const char *s, double *out, char **cause);
+
+/* Parse a positive count given as an integer or in e-notation ("7.5e9"),
+ * at most `max`. */
+int zs_parse_count(const char *s, double max, double *out, char **cause);
+
+#endif

@@ -1,0 +1,304 @@
+/*
+ * util — see util.h. The atomic write follows the usual recipe: a mkstemp
+ * file next to the target, write, fsync, rename (POSIX guarantees rename
+ * replaces the target atomically within one file system).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+void *zs_malloc_at(size_t n, const char *file, int line)
+{
+	void *p = malloc(n ? n : 1);
+	if (p == NULL) {
+		fprintf(stderr, "zerosim: out of memory allocating %zu bytes at %s:%d\n", n, file, line);
+		exit(ZS_EXIT_RUNTIME);
+	}
+	return p;
+}
+
+void *zs_calloc_at(size_t n, size_t size, const char *file, int line)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (p == NULL) {
+		fprintf(stderr, "zerosim: out of memory allocating %zu x %zu bytes at %s:%d\n", n, size, file, line);
+		exit(ZS_EXIT_RUNTIME);
+	}
+	return p;
+}
+
+char *zs_strdup_at(const char *s, const char *file, int line)
+{
+	size_t n = strlen(s) + 1;
+	char *d = zs_malloc_at(n, file, line);
+	memcpy(d, s, n);
+	return d;
+}
+
+static char *vasprintf_or_die(const char *fmt, va_list ap)
+{
+	va_list aq;
+	va_copy(aq, ap);
+	int n = vsnprintf(NULL, 0, fmt, aq);
+	va_end(aq);
+	if (n < 0)
+		n = 0;
+	char *s = zs_malloc((size_t)n + 1);
+	vsnprintf(s, (size_t)n + 1, fmt, ap);
+	return s;
+}
+
+char *zs_asprintf(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *s = vasprintf_or_die(fmt, ap);
+	va_end(ap);
+	return s;
+}
+
+int zs_fail(char **cause, const char *fmt, ...)
+{
+	if (cause != NULL) {
+		va_list ap;
+		va_start(ap, fmt);
+		free(*cause);
+		*cause = vasprintf_or_die(fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+int zs_read_file(const char *path, char **out, size_t *len, char **cause)
+{
+	FILE *f = fopen(path, "rb");
+	if (f == NULL)
+		return zs_fail(cause, "%s: %s", path, strerror(errno));
+	struct stat st;
+	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+		fclose(f);
+		return zs_fail(cause, "%s: is a directory", path);
+	}
+	size_t cap = 65536, n = 0;
+	char *buf = zs_malloc(cap);
+	for (;;) {
+		if (n + 1 >= cap) {
+			cap *= 2;
+			char *nb = realloc(buf, cap);
+			if (nb == NULL) {
+				free(buf);
+				fclose(f);
+				return zs_fail(cause, "%s: out of memory reading the file", path);
+			}
+			buf = nb;
+		}
+		size_t got = fread(buf + n, 1, cap - n - 1, f);
+		n += got;
+		if (got == 0)
+			break;
+	}
+	int err = ferror(f);
+	fclose(f);
+	if (err) {
+		free(buf);
+		return zs_fail(cause, "%s: read error", path);
+	}
+	buf[n] = '\0';
+	*out = buf;
+	if (len != NULL)
+		*len = n;
+	return 0;
+}
+
+int zs_write_atomic(const char *path, const char *data, size_t len, char **cause)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? zs_asprintf("%.*s", (int)(slash - path + 1), path) : zs_strdup("");
+	char *tmp = zs_asprintf("%s.%s.tmpXXXXXX", *dir ? dir : "", "zerosim");
+	free(dir);
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		free(tmp);
+		return zs_fail(cause, "%s: is a directory", path);
+	}
+	int fd = mkstemp(tmp);
+	if (fd < 0) {
+		int e = errno;
+		free(tmp);
+		return zs_fail(cause, "cannot write %s: %s", path, strerror(e));
+	}
+	size_t done = 0;
+	while (done < len) {
+		ssize_t w = write(fd, data + done, len - done);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			goto fail;
+		}
+		done += (size_t)w;
+	}
+	if (fsync(fd) != 0 && errno != EINVAL)
+		goto fail;
+	/* mkstemp makes 0600 files; outputs are ordinary files. */
+	mode_t mask = umask(0);
+	umask(mask);
+	if (fchmod(fd, 0666 & ~mask) != 0)
+		goto fail;
+	if (close(fd) != 0) {
+		fd = -1;
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, path) != 0)
+		goto fail;
+	free(tmp);
+	return 0;
+fail:;
+	int e = errno;
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	free(tmp);
+	return zs_fail(cause, "cannot write %s: %s", path, strerror(e));
+}
+
+int zs_json_load(const char *path, const char *format, cJSON **out, char **cause)
+{
+	char *text;
+	size_t len;
+	if (zs_read_file(path, &text, &len, cause) != 0)
+		return -1;
+	if (strlen(text) != len) {
+		free(text);
+		return zs_fail(cause, "%s: not JSON (it contains a NUL byte)", path);
+	}
+	const char *end = NULL;
+	cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+	if (root == NULL) {
+		size_t at = end ? (size_t)(end - text) : 0;
+		free(text);
+		return zs_fail(cause, "%s: not valid JSON (near byte %zu)", path, at);
+	}
+	free(text);
+	if (!cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return zs_fail(cause, "%s: not a zerosim file (the top level is not a JSON object)", path);
+	}
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
+	if (!cJSON_IsString(f)) {
+		cJSON_Delete(root);
+		return zs_fail(cause, "%s: this file has no \"format\" string, this zerosim reads %s", path, format);
+	}
+	if (strcmp(f->valuestring, format) != 0) {
+		int r = zs_fail(cause, "%s: this file is format %.80s, this zerosim reads %s", path, f->valuestring, format);
+		cJSON_Delete(root);
+		return r;
+	}
+	*out = root;
+	return 0;
+}
+
+int zs_json_write(const char *path, const cJSON *root, char **cause)
+{
+	char *text = cJSON_Print(root);
+	if (text == NULL)
+		return zs_fail(cause, "cannot write %s: out of memory printing JSON", path);
+	size_t n = strlen(text);
+	char *withnl = zs_malloc(n + 2);
+	memcpy(withnl, text, n);
+	withnl[n] = '\n';
+	withnl[n + 1] = '\0';
+	cJSON_free(text);
+	int r = zs_write_atomic(path, withnl, n + 1, cause);
+	free(withnl);
+	return r;
+}
+
+static const cJSON *get(const cJSON *obj, const char *key, const char *where, char **cause)
+{
+	if (!cJSON_IsObject(obj)) {
+		zs_fail(cause, "%s is not a JSON object", where);
+		return NULL;
+	}
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (it == NULL)
+		zs_fail(cause, "%s has no \"%s\"", where, key);
+	return it;
+}
+
+int zs_json_number(const cJSON *obj, const char *key, const char *where, double *out, char **cause)
+{
+	const cJSON *it = get(obj, key, where, cause);
+	if (it == NULL)
+		return -1;
+	if (!cJSON_IsNumber(it))
+		return zs_fail(cause, "%s.%s is not a number", where, key);
+	if (!isfinite(it->valuedouble))
+		return zs_fail(cause, "%s.%s is not a finite number", where, key);
+	*out = it->valuedouble;
+	return 0;
+}
+
+int zs_json_uint(const cJSON *obj, const char *key, const char *where, double min, double max,
+                 unsigned long long *out, char **cause)
+{
+	double v;
+	if (zs_json_number(obj, key, where, &v, cause) != 0)
+		return -1;
+	if (v != floor(v) || v < min || v > max)
+		return zs_fail(cause, "%s.%s is %g, not a whole number in %.0f..%.0f", where, key, v, min, max);
+	*out = (unsigned long long)v;
+	return 0;
+}
+
+int zs_json_string(const cJSON *obj, const char *key, const char *where, const char **out, char **cause)
+{
+	const cJSON *it = get(obj, key, where, cause);
+	if (it == NULL)
+		return -1;
+	if (!cJSON_IsString(it))
+		return zs_fail(cause, "%s.%s is not a string", where, key);
+	*out = it->valuestring;
+	return 0;
+}
+
+int zs_json_array(const cJSON *obj, const char *key, const char *where, const cJSON **out, char **cause)
+{
+	const cJSON *it = get(obj, key, where, cause);
+	if (it == NULL)
+		return -1;
+	if (!cJSON_IsArray(it))
+		return zs_fail(cause, "%s.%s is not an array", where, key);
+	*out = it;
+	return 0;
+}
+
+int zs_json_object(const cJSON *obj, const char *key, const char *where, const cJSON **out, char **cause)
+{
+	const cJSON *it = get(obj, key, where, cause);
+	if (it == NULL)
+		return -1;
+	if (!cJSON_IsObject(it))
+		return zs_fail(cause, "%s.%s is not an object", where, key);
+	*out = it;
+	return 0;
+}
+
+cJSON *zs_json_add_number(cJSON *obj, const char *key, double v)
+{
+	cJSON *n = cJSON_AddNumberToObject(obj, key, v);
+	if (n == NULL) {
+		fprintf(stderr, "zerosim: out of memory building JSON at %s:%d\n", __FILE__, __LINE__);
+		exit(ZS_EXIT_RUNTIME);
+	}
+	return n;
+}
