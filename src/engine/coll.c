@@ -1,1 +1,136 @@
+/*
+ * coll — the in-process backend and the ring cost accounting (coll.h).
+ */
 #include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/coll.h"
+#include "engine/fp16.h"
+#include "util/util.h"
+
+size_t coll_dtype_size(enum zs_dtype dt) { return dt == ZS_F16 ? 2 : 4; }
+
+const char *coll_kind_name(enum zs_coll_kind k)
+{
+	static const char *const names[ZS_NCOLL] = {"all_reduce", "reduce_scatter", "all_gather"};
+	return names[k];
+}
+
+static inline float load(const void *buf, size_t i, enum zs_dtype dt)
+{
+	return dt == ZS_F16 ? zs_half_to_float(((const zs_half *)buf)[i]) : ((const float *)buf)[i];
+}
+
+static inline void store(void *buf, size_t i, float v, enum zs_dtype dt)
+{
+	if (dt == ZS_F16)
+		((zs_half *)buf)[i] = zs_float_to_half(v);
+	else
+		((float *)buf)[i] = v;
+}
+
+static size_t shard_len(size_t n, unsigned world) { return (n + world - 1) / world; }
+
+/* Elements of rank r's slots that are real (not padding). */
+static size_t owned(size_t n, size_t s, unsigned r)
+{
+	size_t lo = (size_t)r * s;
+	return lo >= n ? 0 : (n - lo < s ? n - lo : s);
+}
+
+/* Mean over ranks 0..N-1 of element i of every buffer, in fp32. */
+static inline float mean_at(const void *const *bufs, unsigned world, size_t i, enum zs_dtype dt)
+{
+	float sum = 0.0f;
+	for (unsigned q = 0; q < world; q++)
+		sum += load(bufs[q], i, dt);
+	return sum / (float)world;
+}
+
+static void inproc_reduce_scatter(struct zs_coll *c, const void *const *full, void *const *shard, size_t n,
+                                  enum zs_dtype dt)
+{
+	size_t s = shard_len(n, c->world);
+	for (unsigned r = 0; r < c->world; r++) {
+		size_t lo = (size_t)r * s, cnt = owned(n, s, r);
+		for (size_t i = 0; i < cnt; i++)
+			store(shard[r], i, mean_at(full, c->world, lo + i, dt), dt);
+	}
+}
+
+static void inproc_all_gather(struct zs_coll *c, const void *const *shard, void *const *full, size_t n,
+                              enum zs_dtype dt)
+{
+	size_t s = shard_len(n, c->world), es = coll_dtype_size(dt);
+	for (unsigned q = 0; q < c->world; q++)
+		for (unsigned r = 0; r < c->world; r++) {
+			char *dst = (char *)full[q] + (size_t)r * s * es;
+			if (dst != (const char *)shard[r])
+				memcpy(dst, shard[r], owned(n, s, r) * es);
+		}
+}
+
+static void inproc_all_reduce(struct zs_coll *c, void *const *full, size_t n, enum zs_dtype dt)
+{
+	/* Element by element: the mean of element i is written to every rank
+	 * only after all ranks' element i were read. */
+	for (size_t i = 0; i < n; i++) {
+		float m = mean_at((const void *const *)full, c->world, i, dt);
+		for (unsigned q = 0; q < c->world; q++)
+			store(full[q], i, m, dt);
+	}
+}
+
+static const struct zs_coll_ops inprocess_ops = {
+	inproc_all_reduce,
+	inproc_reduce_scatter,
+	inproc_all_gather,
+};
+
+void coll_init_inprocess(struct zs_coll *c, unsigned world)
+{
+	c->world = world;
+	c->ops = &inprocess_ops;
+	c->stats = zs_calloc(world, sizeof *c->stats);
+}
+
+void coll_destroy(struct zs_coll *c)
+{
+	free(c->stats);
+	c->stats = NULL;
+}
+
+void coll_reset_stats(struct zs_coll *c) { memset(c->stats, 0, c->world * sizeof *c->stats); }
+
+static void count(struct zs_coll *c, enum zs_coll_kind k, size_t n, enum zs_dtype dt)
+{
+	unsigned long long s = shard_len(n, c->world);
+	unsigned long long elems = (unsigned long long)(c->world - 1) * s * (k == ZS_ALL_REDUCE ? 2 : 1);
+	for (unsigned r = 0; r < c->world; r++) {
+		c->stats[r].calls[k]++;
+		c->stats[r].elements[k] += elems;
+		c->stats[r].bytes[k] += elems * coll_dtype_size(dt);
+	}
+}
+
+void coll_all_reduce(struct zs_coll *c, void *const *full, size_t n, enum zs_dtype dt)
+{
+	count(c, ZS_ALL_REDUCE, n, dt);
+	c->ops->all_reduce(c, full, n, dt);
+}
+
+void coll_reduce_scatter(struct zs_coll *c, const void *const *full, void *const *shard, size_t n,
+                         enum zs_dtype dt)
+{
+	count(c, ZS_REDUCE_SCATTER, n, dt);
+	c->ops->reduce_scatter(c, full, shard, n, dt);
+}
+
+void coll_all_gather(struct zs_coll *c, const void *const *shard, void *const *full, size_t n,
+                     enum zs_dtype dt)
+{
+	count(c, ZS_ALL_GATHER, n, dt);
+	c->ops->all_gather(c, shard, full, n, dt);
+}

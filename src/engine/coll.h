@@ -1,0 +1,68 @@
+/*
+ * coll — the collectives ZeRO needs (all-reduce, reduce-scatter,
+ * all-gather) over one unit of N ranks' buffers, behind a small table of
+ * function pointers so that a second backend (one MPI process per rank) can
+ * implement the same calls. The in-process backend here runs all N ranks in
+ * one process.
+ *
+ * Semantics (docs/schedule.md): a unit of n elements is padded to N·s with
+ * s = ceil(n/N); rank r owns slots [r·s, (r+1)·s). Full buffers hold the n
+ * real elements only; padding slots of a shard are never written. Reductions
+ * sum ranks in order 0..N-1 in fp32, divide by N in fp32, and round once to
+ * the buffer type. In-place use is allowed: shard[r] may be full[r] + r·s.
+ *
+ * Cost accounting is the ring algorithm's (Patarasuk & Yuan 2009; the ZeRO
+ * paper §7): a reduce-scatter or all-gather of a padded buffer of M bytes
+ * sends (N-1)/N·M bytes per rank, an all-reduce twice that. It is counted
+ * here, once for every backend.
+ */
+#ifndef ZS_COLL_H
+#define ZS_COLL_H
+
+#include <stddef.h>
+
+#include "engine/fp16.h"
+
+enum zs_coll_kind { ZS_ALL_REDUCE, ZS_REDUCE_SCATTER, ZS_ALL_GATHER, ZS_NCOLL };
+
+struct zs_coll_stats {
+	unsigned long long calls[ZS_NCOLL];
+	unsigned long long bytes[ZS_NCOLL];    /* bytes sent */
+	unsigned long long elements[ZS_NCOLL]; /* elements sent */
+};
+
+struct zs_coll;
+
+struct zs_coll_ops {
+	/* full[r]: rank r's n elements; every rank receives the mean. */
+	void (*all_reduce)(struct zs_coll *c, void *const *full, size_t n, enum zs_dtype dt);
+	/* shard[r] receives the mean of slots [r·s, r·s + s) of every full[q]. */
+	void (*reduce_scatter)(struct zs_coll *c, const void *const *full, void *const *shard, size_t n,
+	                       enum zs_dtype dt);
+	/* full[q] receives every rank's shard[r] at slots [r·s, r·s + s). */
+	void (*all_gather)(struct zs_coll *c, const void *const *shard, void *const *full, size_t n,
+	                   enum zs_dtype dt);
+};
+
+struct zs_coll {
+	unsigned world;
+	const struct zs_coll_ops *ops;
+	struct zs_coll_stats *stats; /* one per rank */
+};
+
+size_t coll_dtype_size(enum zs_dtype dt);
+const char *coll_kind_name(enum zs_coll_kind k);
+
+/* The in-process backend. The caller frees with coll_destroy. */
+void coll_init_inprocess(struct zs_coll *c, unsigned world);
+void coll_destroy(struct zs_coll *c);
+void coll_reset_stats(struct zs_coll *c);
+
+/* Count, then run. Use these, not the ops directly. */
+void coll_all_reduce(struct zs_coll *c, void *const *full, size_t n, enum zs_dtype dt);
+void coll_reduce_scatter(struct zs_coll *c, const void *const *full, void *const *shard, size_t n,
+                         enum zs_dtype dt);
+void coll_all_gather(struct zs_coll *c, const void *const *shard, void *const *full, size_t n,
+                     enum zs_dtype dt);
+
+#endif

@@ -1,1 +1,522 @@
+/*
+ * engine — the step driver (engine.h). It implements docs/schedule.md:
+ * forward, backward, reduce, optimizer, with the scheme's hooks where the
+ * schemes differ. Compute is per rank; collectives meet all ranks at once,
+ * so ranks advance in lockstep between collectives, as real ranks would.
+ *
+ * Generator: splitmix64 (Steele, Lea & Flood 2014), counter-based, so any
+ * rank can produce any element of the initial weights without the others.
+ * Initial weights and biases of layer l: uniform in ±1/sqrt(d_l) (PyTorch's
+ * nn.Linear default). Batches: x uniform in [-1, 1); the target is a fixed
+ * teacher, y_j = 0.5·x_(j mod d0), so the loss can fall.
+ */
 #include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "engine/scheme.h"
+#include "util/util.h"
+
+/* ------------------------------------------------------------------------- */
+/* generator and digest */
+
+static uint64_t splitmix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ULL;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+float engine_uniform(uint64_t seed, uint64_t stream, uint64_t index)
+{
+	uint64_t h = splitmix64(splitmix64(seed ^ splitmix64(stream)) + index);
+	/* 24 random bits: every value is exact in a float. */
+	return (float)((double)(h >> 40) / 8388608.0 - 1.0);
+}
+
+uint64_t engine_fnv1a_floats(uint64_t h, const float *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t bits;
+		memcpy(&bits, &v[i], sizeof bits);
+		for (int b = 0; b < 4; b++) {
+			h ^= (bits >> (8 * b)) & 0xffu;
+			h *= 0x100000001b3ULL;
+		}
+	}
+	return h;
+}
+
+/* Streams of the generator. */
+#define STREAM_WEIGHTS 1
+#define STREAM_BATCH(t, k) (2 + (uint64_t)(t) * ZS_MAX_WORLD + (k))
+
+static float initial_weight(const struct zs_run *r, size_t i)
+{
+	if (r->cs != NULL)
+		return r->cs->weights[i];
+	size_t l = 0;
+	while (l + 1 < r->shape.nlayers && i >= r->shape.w_off[l + 1])
+		l++;
+	float bound = (float)(1.0 / sqrt((double)r->shape.width[l]));
+	return bound * engine_uniform(r->seed, STREAM_WEIGHTS, i);
+}
+
+/* ------------------------------------------------------------------------- */
+/* helpers for the schemes */
+
+size_t run_owned(const struct zs_run *r, size_t u, unsigned k)
+{
+	size_t lo = (size_t)k * r->unit_s[u], n = r->unit_n[u];
+	return lo >= n ? 0 : (n - lo < r->unit_s[u] ? n - lo : r->unit_s[u]);
+}
+
+static void **field(struct zs_run *r, unsigned k, size_t f)
+{
+	return (void **)((char *)&r->rank[k] + f);
+}
+
+void run_alloc_all(struct zs_run *r, size_t f, enum zs_cat cat, size_t bytes)
+{
+	for (unsigned k = 0; k < r->world; k++)
+		*field(r, k, f) = tracker_alloc(&r->tracker, k, cat, bytes);
+}
+
+void run_free_all(struct zs_run *r, size_t f)
+{
+	for (unsigned k = 0; k < r->world; k++) {
+		tracker_free(&r->tracker, k, *field(r, k, f));
+		*field(r, k, f) = NULL;
+	}
+}
+
+/* Where rank k's reduced slots of unit u go: its grad shard, or its own
+ * slots of the full grad buffer (zero1). */
+static void *grad_slots(struct zs_run *r, unsigned k, size_t u)
+{
+	struct zs_rank *rk = &r->rank[k];
+	if (r->ops->grads_sharded)
+		return run_elem(r, rk->grads, r->unit_soff[u]);
+	return run_elem(r, rk->grads, r->unit_off[u] + k * r->unit_s[u]);
+}
+
+/* Rank k's own slots of unit u in its working params. */
+static void *param_slots(struct zs_run *r, unsigned k, size_t u)
+{
+	struct zs_rank *rk = &r->rank[k];
+	if (r->ops->params_sharded)
+		return run_elem(r, rk->params, r->unit_soff[u]);
+	return run_elem(r, rk->params, r->unit_off[u] + (r->ops->state_sharded ? k * r->unit_s[u] : 0));
+}
+
+void run_reduce_scatter_unit(struct zs_run *r, size_t u, size_t f, size_t full_off)
+{
+	for (unsigned k = 0; k < r->world; k++) {
+		r->ptr_a[k] = run_elem(r, *field(r, k, f), full_off);
+		r->ptr_b[k] = grad_slots(r, k, u);
+	}
+	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, r->unit_n[u], r->dt);
+}
+
+void run_gather_params_unit(struct zs_run *r, size_t u, size_t f, size_t full_off)
+{
+	for (unsigned k = 0; k < r->world; k++) {
+		r->ptr_a[k] = param_slots(r, k, u);
+		r->ptr_b[k] = run_elem(r, *field(r, k, f), full_off);
+	}
+	coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, r->unit_n[u], r->dt);
+}
+
+void run_gather_params_in_place(struct zs_run *r)
+{
+	tracker_set_phase(&r->tracker, ZS_PH_GATHER);
+	for (size_t u = 0; u < r->nunits; u++)
+		run_gather_params_unit(r, u, RUN_FIELD(params), r->unit_off[u]);
+}
+
+/* ------------------------------------------------------------------------- */
+/* setup */
+
+static const struct zs_scheme_ops *const schemes[ZS_NSCHEMES] = {
+	&scheme_dp, &scheme_zero1, &scheme_zero2, &scheme_zero3,
+};
+
+static void setup_units(struct zs_run *r, enum zs_unit unit)
+{
+	const struct mlp_shape *s = &r->shape;
+	r->nunits = unit == ZS_UNIT_MODEL ? 1 : s->nlayers;
+	size_t soff = 0;
+	for (size_t u = 0; u < r->nunits; u++) {
+		if (unit == ZS_UNIT_MODEL) {
+			r->unit_off[u] = 0;
+			r->unit_n[u] = s->nparams;
+			r->unit_first[u] = 0;
+			r->unit_last[u] = s->nlayers - 1;
+		} else {
+			r->unit_off[u] = s->w_off[u];
+			r->unit_n[u] = s->width[u] * s->width[u + 1] + s->width[u + 1];
+			r->unit_first[u] = r->unit_last[u] = u;
+		}
+		r->unit_s[u] = (r->unit_n[u] + r->world - 1) / r->world;
+		r->unit_soff[u] = soff;
+		soff += r->unit_s[u];
+	}
+	r->shard = soff;
+}
+
+/* Allocate the resident model state and fill it with the initial weights. */
+static void setup_state(struct zs_run *r)
+{
+	const struct zs_scheme_ops *ops = r->ops;
+	size_t psi = r->shape.nparams, S = r->shard;
+	int mixed = r->precision == ZS_MIXED;
+	enum zs_cat pcat = mixed ? ZS_CAT_PARAM16 : ZS_CAT_PARAM32;
+	enum zs_cat gcat = mixed ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32;
+	size_t np = ops->params_sharded ? S : psi;
+	size_t ng = ops->grads_sharded ? S : psi;
+	size_t ns = ops->state_sharded ? S : psi;
+
+	tracker_set_phase(&r->tracker, ZS_PH_SETUP);
+	run_alloc_all(r, RUN_FIELD(params), pcat, np * r->esize);
+	run_alloc_all(r, RUN_FIELD(grads), gcat, ng * r->esize);
+	if (mixed)
+		run_alloc_all(r, RUN_FIELD(master), ZS_CAT_MASTER32, ns * sizeof(float));
+	if (r->opt.kind == ZS_ADAM) {
+		run_alloc_all(r, RUN_FIELD(m), ZS_CAT_ADAM_M, ns * sizeof(float));
+		run_alloc_all(r, RUN_FIELD(v), ZS_CAT_ADAM_V, ns * sizeof(float));
+	} else {
+		run_alloc_all(r, RUN_FIELD(m), ZS_CAT_MOMENTUM, ns * sizeof(float));
+	}
+
+	for (unsigned k = 0; k < r->world; k++) {
+		struct zs_rank *rk = &r->rank[k];
+		for (size_t u = 0; u < r->nunits; u++) {
+			/* params: everything, or this rank's slots */
+			size_t plo = ops->params_sharded ? k * r->unit_s[u] : 0;
+			size_t pcnt = ops->params_sharded ? run_owned(r, u, k) : r->unit_n[u];
+			size_t pdst = ops->params_sharded ? r->unit_soff[u] : r->unit_off[u];
+			for (size_t i = 0; i < pcnt; i++) {
+				float w = initial_weight(r, r->unit_off[u] + plo + i);
+				if (mixed)
+					((zs_half *)rk->params)[pdst + i] = zs_float_to_half(w);
+				else
+					((float *)rk->params)[pdst + i] = w;
+			}
+			if (!mixed)
+				continue;
+			size_t slo = ops->state_sharded ? k * r->unit_s[u] : 0;
+			size_t scnt = ops->state_sharded ? run_owned(r, u, k) : r->unit_n[u];
+			size_t sdst = ops->state_sharded ? r->unit_soff[u] : r->unit_off[u];
+			for (size_t i = 0; i < scnt; i++)
+				rk->master[sdst + i] = initial_weight(r, r->unit_off[u] + slo + i);
+		}
+	}
+}
+
+/* ------------------------------------------------------------------------- */
+/* the step */
+
+static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
+{
+	struct zs_rank *rk = &r->rank[k];
+	size_t d0 = r->shape.width[0], dL = r->shape.width[r->shape.nlayers], B = r->batch;
+	if (r->cs != NULL) {
+		size_t at = (size_t)t * r->world + k;
+		memcpy(rk->x, r->cs->x + at * B * d0, B * d0 * sizeof(float));
+		memcpy(rk->y, r->cs->y + at * B * dL, B * dL * sizeof(float));
+		return;
+	}
+	for (size_t e = 0; e < B * d0; e++)
+		rk->x[e] = engine_uniform(r->seed, STREAM_BATCH(t, k), e);
+	for (size_t b = 0; b < B; b++)
+		for (size_t j = 0; j < dL; j++)
+			rk->y[b * dL + j] = 0.5f * rk->x[b * d0 + j % d0];
+}
+
+/* Unit u's working params as this rank sees them now. */
+static const void *unit_params(struct zs_run *r, unsigned k, size_t u)
+{
+	struct zs_rank *rk = &r->rank[k];
+	if (rk->gathered != NULL)
+		return rk->gathered;
+	/* Sharded params are only used directly at N = 1, where S = Ψ. */
+	return run_elem(r, rk->params, r->ops->params_sharded ? r->unit_soff[u] : r->unit_off[u]);
+}
+
+/* Where backward writes unit u's grads on this rank. */
+static void *unit_grads(struct zs_run *r, unsigned k, size_t u)
+{
+	struct zs_rank *rk = &r->rank[k];
+	if (rk->full_grads != NULL)
+		return r->ops->params_sharded ? rk->full_grads : run_elem(r, rk->full_grads, r->unit_off[u]);
+	return run_elem(r, rk->grads, r->ops->grads_sharded ? r->unit_soff[u] : r->unit_off[u]);
+}
+
+static void forward_layer(struct zs_run *r, unsigned k, size_t l, const void *up, size_t uoff)
+{
+	struct zs_rank *rk = &r->rank[k];
+	const struct mlp_shape *s = &r->shape;
+	size_t din = s->width[l], dout = s->width[l + 1];
+	const float *in = l == 0 ? rk->x : rk->act[l - 1];
+	int relu = l + 1 < s->nlayers;
+	rk->act[l] = tracker_alloc(&r->tracker, k, ZS_CAT_ACTIVATIONS, r->batch * dout * sizeof(float));
+	const char *w = (const char *)up + (s->w_off[l] - uoff) * r->esize;
+	const char *b = (const char *)up + (s->b_off[l] - uoff) * r->esize;
+	if (r->dt == ZS_F16)
+		linear_forward_f16(rk->act[l], in, (const zs_half *)w, (const zs_half *)b, relu, r->batch, din, dout);
+	else
+		linear_forward_f32(rk->act[l], in, (const float *)w, (const float *)b, relu, r->batch, din, dout);
+}
+
+/* Backward of layer l: dy is in delta[*cur]; dx goes to the other one. */
+static void backward_layer(struct zs_run *r, unsigned k, size_t l, const void *up, void *ug, size_t uoff,
+                           int *cur)
+{
+	struct zs_rank *rk = &r->rank[k];
+	const struct mlp_shape *s = &r->shape;
+	size_t din = s->width[l], dout = s->width[l + 1];
+	const float *in = l == 0 ? rk->x : rk->act[l - 1];
+	float *dy = rk->delta[*cur], *dx = l == 0 ? NULL : rk->delta[1 - *cur];
+	size_t wo = (s->w_off[l] - uoff) * r->esize, bo = (s->b_off[l] - uoff) * r->esize;
+	const char *w = (const char *)up + wo;
+	char *gw = (char *)ug + wo, *gb = (char *)ug + bo;
+	if (r->dt == ZS_F16)
+		linear_backward_f16((zs_half *)gw, (zs_half *)gb, dx, dy, in, (const zs_half *)w, r->batch, din, dout);
+	else
+		linear_backward_f32((float *)gw, (float *)gb, dx, dy, in, (const float *)w, r->batch, din, dout);
+	*cur = 1 - *cur;
+}
+
+static void forward(struct zs_run *r, unsigned t)
+{
+	const struct mlp_shape *s = &r->shape;
+	size_t B = r->batch;
+	tracker_set_phase(&r->tracker, ZS_PH_FORWARD);
+	run_alloc_all(r, RUN_FIELD(x), ZS_CAT_ACTIVATIONS, B * s->width[0] * sizeof(float));
+	run_alloc_all(r, RUN_FIELD(y), ZS_CAT_ACTIVATIONS, B * s->width[s->nlayers] * sizeof(float));
+	for (unsigned k = 0; k < r->world; k++)
+		fill_batch(r, k, t);
+	for (size_t u = 0; u < r->nunits; u++) {
+		if (r->ops->begin_unit)
+			r->ops->begin_unit(r, u, ZS_PASS_FORWARD);
+		for (unsigned k = 0; k < r->world; k++)
+			for (size_t l = r->unit_first[u]; l <= r->unit_last[u]; l++)
+				forward_layer(r, k, l, unit_params(r, k, u), r->unit_off[u]);
+		if (r->ops->end_unit)
+			r->ops->end_unit(r, u, ZS_PASS_FORWARD);
+	}
+}
+
+static void backward(struct zs_run *r)
+{
+	const struct mlp_shape *s = &r->shape;
+	size_t B = r->batch, L = s->nlayers, dL = s->width[L];
+	tracker_set_phase(&r->tracker, ZS_PH_BACKWARD);
+	size_t dbytes = B * mlp_max_width(s) * sizeof(float);
+	run_alloc_all(r, RUN_FIELD(delta[0]), ZS_CAT_SCRATCH, dbytes);
+	run_alloc_all(r, RUN_FIELD(delta[1]), ZS_CAT_SCRATCH, dbytes);
+	for (unsigned k = 0; k < r->world; k++) {
+		struct zs_rank *rk = &r->rank[k];
+		rk->loss = mse_forward_backward(rk->delta[0], rk->act[L - 1], rk->y, B, dL);
+	}
+	if (r->ops->begin_backward)
+		r->ops->begin_backward(r);
+	/* Every rank's delta ping-pong starts in buffer 0 and flips per layer. */
+	for (size_t u = r->nunits; u-- > 0;) {
+		if (r->ops->begin_unit)
+			r->ops->begin_unit(r, u, ZS_PASS_BACKWARD);
+		for (unsigned k = 0; k < r->world; k++) {
+			int c = (int)((L - 1 - r->unit_last[u]) & 1);
+			for (size_t l = r->unit_last[u] + 1; l-- > r->unit_first[u];)
+				backward_layer(r, k, l, unit_params(r, k, u), unit_grads(r, k, u), r->unit_off[u], &c);
+		}
+		if (r->ops->end_unit)
+			r->ops->end_unit(r, u, ZS_PASS_BACKWARD);
+		tracker_set_phase(&r->tracker, ZS_PH_BACKWARD);
+	}
+	run_free_all(r, RUN_FIELD(delta[0]));
+	run_free_all(r, RUN_FIELD(delta[1]));
+	run_free_all(r, RUN_FIELD(x));
+	run_free_all(r, RUN_FIELD(y));
+	for (size_t l = 0; l < L; l++)
+		run_free_all(r, RUN_FIELD(act[l]));
+}
+
+static void optimizer(struct zs_run *r, unsigned t)
+{
+	const struct zs_scheme_ops *ops = r->ops;
+	int mixed = r->precision == ZS_MIXED;
+	tracker_set_phase(&r->tracker, ZS_PH_OPTIMIZER);
+	for (unsigned k = 0; k < r->world; k++) {
+		struct zs_rank *rk = &r->rank[k];
+		for (size_t u = 0; u < r->nunits; u++) {
+			size_t cnt = ops->state_sharded ? run_owned(r, u, k) : r->unit_n[u];
+			size_t so = ops->state_sharded ? r->unit_soff[u] : r->unit_off[u];
+			void *g = ops->grads_sharded ? run_elem(r, rk->grads, r->unit_soff[u])
+			                             : (ops->state_sharded ? grad_slots(r, k, u)
+			                                                   : run_elem(r, rk->grads, r->unit_off[u]));
+			void *p = param_slots(r, k, u);
+			float *w = mixed ? rk->master + so : (float *)p;
+			optim_update(&r->opt, t + 1, w, rk->m + so, rk->v ? rk->v + so : NULL, g, r->dt,
+			             mixed ? (zs_half *)p : NULL, cnt);
+		}
+	}
+}
+
+static void step(struct zs_run *r, unsigned t)
+{
+	forward(r, t);
+	backward(r);
+	tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
+	if (r->ops->reduce && r->world > 1)
+		r->ops->reduce(r);
+	optimizer(r, t);
+	if (r->ops->after_optimizer && r->world > 1)
+		r->ops->after_optimizer(r);
+}
+
+/* ------------------------------------------------------------------------- */
+/* results */
+
+/* Rank k's final fp32 weights of unit u: pointer and count (its slots). */
+static const float *final_weights(const struct zs_run *r, unsigned k, size_t u, size_t *cnt)
+{
+	const struct zs_scheme_ops *ops = r->ops;
+	const struct zs_rank *rk = &r->rank[k];
+	if (r->precision == ZS_MIXED) {
+		if (!ops->state_sharded) {
+			*cnt = k == 0 ? r->unit_n[u] : 0;
+			return rk->master + r->unit_off[u];
+		}
+		*cnt = run_owned(r, u, k);
+		return rk->master + r->unit_soff[u];
+	}
+	if (!ops->params_sharded) {
+		*cnt = k == 0 ? r->unit_n[u] : 0;
+		return (const float *)rk->params + r->unit_off[u];
+	}
+	*cnt = run_owned(r, u, k);
+	return (const float *)rk->params + r->unit_soff[u];
+}
+
+static void collect(struct zs_run *r, const struct zs_run_options *opt, struct zs_result *res)
+{
+	unsigned N = r->world;
+	res->resident = zs_calloc(N, sizeof *res->resident);
+	res->peak = zs_calloc(N, sizeof *res->peak);
+	res->binding_rank = 0;
+	for (unsigned k = 0; k < N; k++) {
+		res->resident[k] = r->tracker.rank[k].total;
+		res->peak[k] = r->tracker.rank[k].peak;
+		if (res->peak[k] > res->peak[res->binding_rank])
+			res->binding_rank = k;
+	}
+	const struct zs_rank_mem *bm = &r->tracker.rank[res->binding_rank];
+	memcpy(res->resident_breakdown, bm->cur, sizeof bm->cur);
+	memcpy(res->peak_breakdown, bm->at_peak, sizeof bm->at_peak);
+	res->comm = zs_calloc(N, sizeof *res->comm);
+	memcpy(res->comm, r->coll.stats, N * sizeof *res->comm);
+	res->nunits = r->nunits;
+	for (size_t u = 0; u < r->nunits; u++)
+		res->unit_n[u] = r->unit_n[u];
+	res->shard_elements = r->shard;
+	res->padded_elements = r->shard * N;
+
+	uint64_t h = ENGINE_FNV_INIT;
+	if (opt->weights)
+		res->weights = zs_malloc(r->shape.nparams * sizeof(float));
+	for (size_t u = 0; u < r->nunits; u++) {
+		size_t at = r->unit_off[u];
+		for (unsigned k = 0; k < N; k++) {
+			size_t cnt;
+			const float *w = final_weights(r, k, u, &cnt);
+			h = engine_fnv1a_floats(h, w, cnt);
+			if (res->weights)
+				memcpy(res->weights + at, w, cnt * sizeof(float));
+			at += cnt;
+		}
+	}
+	res->digest = h;
+	if (opt->timeline) {
+		res->ntimeline = r->tracker.nevents;
+		res->timeline = zs_malloc((res->ntimeline ? res->ntimeline : 1) * sizeof *res->timeline);
+		memcpy(res->timeline, r->tracker.events, res->ntimeline * sizeof *res->timeline);
+	}
+}
+
+int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world, enum zs_unit unit,
+               const struct zs_case *cs, const struct zs_run_options *opt, struct zs_result *res,
+               char **cause)
+{
+	if (zs_config_validate(c, cause) != 0)
+		return -1;
+	memset(res, 0, sizeof *res);
+	struct zs_run r;
+	memset(&r, 0, sizeof r);
+	r.ops = schemes[scheme];
+	mlp_shape_init(&r.shape, c->widths, c->nwidths);
+	r.world = world;
+	r.batch = c->batch;
+	r.precision = c->precision;
+	r.dt = c->precision == ZS_MIXED ? ZS_F16 : ZS_F32;
+	r.esize = coll_dtype_size(r.dt);
+	r.seed = c->seed;
+	r.cs = cs;
+	optim_init(&r.opt, c->optimizer, c->lr);
+	setup_units(&r, unit);
+	tracker_init(&r.tracker, world);
+	coll_init_inprocess(&r.coll, world);
+	r.rank = zs_calloc(world, sizeof *r.rank);
+	r.ptr_a = zs_calloc(world, sizeof *r.ptr_a);
+	r.ptr_b = zs_calloc(world, sizeof *r.ptr_b);
+
+	setup_state(&r);
+	res->losses = zs_calloc(c->steps, sizeof *res->losses);
+	for (unsigned t = 0; t < c->steps; t++) {
+		if (opt->timeline && t + 1 == c->steps)
+			tracker_record(&r.tracker);
+		step(&r, t);
+		tracker_stop_recording(&r.tracker);
+		double sum = 0;
+		for (unsigned k = 0; k < world; k++)
+			sum += r.rank[k].loss;
+		res->losses[t] = (float)(sum / world);
+	}
+	res->scheme = scheme;
+	res->world = world;
+	res->unit = unit;
+	res->steps = c->steps;
+	collect(&r, opt, res);
+
+	run_free_all(&r, RUN_FIELD(params));
+	run_free_all(&r, RUN_FIELD(grads));
+	run_free_all(&r, RUN_FIELD(master));
+	run_free_all(&r, RUN_FIELD(m));
+	run_free_all(&r, RUN_FIELD(v));
+	size_t left = tracker_outstanding(&r.tracker);
+	tracker_destroy(&r.tracker);
+	coll_destroy(&r.coll);
+	free(r.rank);
+	free(r.ptr_a);
+	free(r.ptr_b);
+	if (left != 0) {
+		engine_result_free(res);
+		return zs_fail(cause, "internal error: %zu tracked blocks were not freed", left);
+	}
+	return 0;
+}
+
+void engine_result_free(struct zs_result *res)
+{
+	free(res->resident);
+	free(res->peak);
+	free(res->comm);
+	free(res->losses);
+	free(res->timeline);
+	free(res->weights);
+	memset(res, 0, sizeof *res);
+}

@@ -1,0 +1,74 @@
+/*
+ * engine — runs real training steps of the MLP across N in-process ranks
+ * under one scheme, every buffer allocated through the tracker, and returns
+ * what was measured. The step is docs/schedule.md's.
+ *
+ * Data: with no case file, the initial weights and every rank's batches come
+ * from --seed through a counter-based generator (splitmix64), documented in
+ * docs/formats.md; with a case file (zerosim-case/1) they come from it.
+ *
+ * Ownership: engine_run fills a zs_result the caller releases with
+ * engine_result_free; engine_case_load returns a case the caller releases
+ * with engine_case_free.
+ */
+#ifndef ZS_ENGINE_H
+#define ZS_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/coll.h"
+#include "engine/tracker.h"
+#include "util/config.h"
+
+struct zs_case {
+	size_t widths[ZS_MAX_WIDTHS], nwidths;
+	unsigned world, batch, steps;
+	float *weights;   /* Ψ */
+	float *x, *y;     /* [step][rank][batch][d0] and [step][rank][batch][dL] */
+};
+
+struct zs_result {
+	enum zs_scheme scheme;
+	unsigned world;
+	enum zs_unit unit;
+	unsigned steps;
+	size_t nunits, unit_n[ZS_MAX_WIDTHS];
+	size_t shard_elements, padded_elements;
+	size_t *resident, *peak;            /* per rank */
+	unsigned binding_rank;              /* the rank with the highest peak */
+	size_t resident_breakdown[ZS_NCATS];
+	size_t peak_breakdown[ZS_NCATS];
+	struct zs_coll_stats *comm;         /* per rank, whole run */
+	float *losses;                      /* per step */
+	uint64_t digest;
+	struct zs_event *timeline;          /* rank 0, last step; NULL unless asked */
+	size_t ntimeline;
+	float *weights;                     /* final fp32 weights, Ψ; NULL unless asked */
+};
+
+struct zs_run_options {
+	int timeline;     /* record rank 0's events in the last step */
+	int weights;      /* return the final weights */
+};
+
+/* Run config's steps for one (scheme, world, unit). */
+int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world, enum zs_unit unit,
+               const struct zs_case *cs, const struct zs_run_options *opt, struct zs_result *out,
+               char **cause);
+void engine_result_free(struct zs_result *res);
+
+/* Load and check a case file. */
+int engine_case_load(const char *path, struct zs_case **out, char **cause);
+void engine_case_free(struct zs_case *cs);
+
+/* The generator behind --seed, exposed for tests: a uniform float in
+ * [-1, 1) for (seed, stream, index). */
+float engine_uniform(uint64_t seed, uint64_t stream, uint64_t index);
+
+/* FNV-1a 64 over little-endian fp32 values, continuing from h
+ * (start with ENGINE_FNV_INIT). */
+#define ENGINE_FNV_INIT 0xcbf29ce484222325ULL
+uint64_t engine_fnv1a_floats(uint64_t h, const float *v, size_t n);
+
+#endif

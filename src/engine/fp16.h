@@ -1,0 +1,46 @@
+/*
+ * fp16 — IEEE 754 binary16 storage for the working params and grads of
+ * mixed precision. Values are stored as 16-bit words (zs_half). Conversion
+ * uses the compiler's _Float16 when configure found it (with F16C when the
+ * build machine has it); the software conversion below is always built and
+ * always tested, and is what a compiler without _Float16 gets.
+ *
+ * float -> half rounds to nearest, ties to even; overflow gives infinity;
+ * results below the smallest normal become subnormals or zero; NaN stays NaN
+ * (quiet). half -> float is exact.
+ */
+#ifndef ZS_FP16_H
+#define ZS_FP16_H
+
+#include <stdint.h>
+#include <string.h>
+
+typedef uint16_t zs_half;
+
+/* Storage type of a params or grads buffer. */
+enum zs_dtype { ZS_F16, ZS_F32 };
+
+float zs_half_to_float_soft(zs_half h);
+zs_half zs_float_to_half_soft(float f);
+
+#ifdef HAVE_FLOAT16
+static inline float zs_half_to_float(zs_half h)
+{
+	_Float16 v;
+	memcpy(&v, &h, sizeof v);
+	return (float)v;
+}
+
+static inline zs_half zs_float_to_half(float f)
+{
+	_Float16 v = (_Float16)f;
+	zs_half h;
+	memcpy(&h, &v, sizeof h);
+	return h;
+}
+#else
+static inline float zs_half_to_float(zs_half h) { return zs_half_to_float_soft(h); }
+static inline zs_half zs_float_to_half(float f) { return zs_float_to_half_soft(f); }
+#endif
+
+#endif

@@ -1,1 +1,200 @@
+/*
+ * measure_json — see measure_json.h. Byte counts are integers below 2^53,
+ * exact as JSON numbers; ratios are plain doubles.
+ */
 #include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "engine/measure_json.h"
+#include "engine/tracker.h"
+#include "util/util.h"
+
+static void oom(void)
+{
+	fprintf(stderr, "zerosim: out of memory building JSON\n");
+	exit(ZS_EXIT_RUNTIME);
+}
+
+static cJSON *obj(cJSON *parent, const char *key)
+{
+	cJSON *o = cJSON_AddObjectToObject(parent, key);
+	if (o == NULL)
+		oom();
+	return o;
+}
+
+static cJSON *arr(cJSON *parent, const char *key)
+{
+	cJSON *a = cJSON_AddArrayToObject(parent, key);
+	if (a == NULL)
+		oom();
+	return a;
+}
+
+static void push(cJSON *a, double v)
+{
+	cJSON *n = cJSON_CreateNumber(v);
+	if (n == NULL || !cJSON_AddItemToArray(a, n))
+		oom();
+}
+
+static void str(cJSON *o, const char *key, const char *v)
+{
+	if (cJSON_AddStringToObject(o, key, v) == NULL)
+		oom();
+}
+
+static void breakdown(cJSON *parent, const char *key, const size_t *b)
+{
+	cJSON *o = obj(parent, key);
+	for (int c = 0; c < ZS_NCATS; c++)
+		zs_json_add_number(o, tracker_cat_name((enum zs_cat)c), (double)b[c]);
+}
+
+void measure_digest_string(char *buf, size_t n, unsigned long long digest)
+{
+	snprintf(buf, n, "fnv1a64:%016llx", digest);
+}
+
+cJSON *measure_json_new(const struct zs_config *c, const char *case_path)
+{
+	cJSON *root = cJSON_CreateObject();
+	if (root == NULL)
+		oom();
+	str(root, "format", "zerosim-measured/1");
+	str(root, "generator", PACKAGE_STRING);
+	cJSON *cfg = obj(root, "config");
+	cJSON *layers = arr(cfg, "layers");
+	for (size_t l = 0; l < c->nwidths; l++)
+		push(layers, (double)c->widths[l]);
+	zs_json_add_number(cfg, "params", zs_config_params(c));
+	zs_json_add_number(cfg, "steps", c->steps);
+	zs_json_add_number(cfg, "batch", c->batch);
+	zs_json_add_number(cfg, "seed", (double)c->seed);
+	zs_json_add_number(cfg, "lr", c->lr);
+	str(cfg, "precision", zs_precision_name(c->precision));
+	str(cfg, "optimizer", zs_optimizer_name(c->optimizer));
+	unsigned p, g, k;
+	zs_bytes_per_param(c->precision, c->optimizer, &p, &g, &k);
+	cJSON *bpp = obj(cfg, "bytes_per_param");
+	zs_json_add_number(bpp, "param", p);
+	zs_json_add_number(bpp, "grad", g);
+	zs_json_add_number(bpp, "optimizer", k);
+	if (case_path != NULL)
+		str(cfg, "case", case_path);
+	else if (cJSON_AddNullToObject(cfg, "case") == NULL)
+		oom();
+	arr(root, "runs");
+	return root;
+}
+
+void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct zs_result *res)
+{
+	double psi = zs_config_params(c);
+	unsigned N = res->world, b = res->binding_rank;
+	cJSON *run = cJSON_CreateObject();
+	if (run == NULL || !cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(root, "runs"), run))
+		oom();
+	str(run, "scheme", zs_scheme_name(res->scheme));
+	zs_json_add_number(run, "world", N);
+	str(run, "unit", zs_unit_name(res->unit));
+	cJSON *units = arr(run, "units");
+	for (size_t u = 0; u < res->nunits; u++)
+		push(units, (double)res->unit_n[u]);
+	zs_json_add_number(run, "shard_elements", (double)res->shard_elements);
+	zs_json_add_number(run, "padded_elements", (double)res->padded_elements);
+
+	zs_json_add_number(run, "resident_bytes", (double)res->resident[b]);
+	zs_json_add_number(run, "resident_bytes_per_param", (double)res->resident[b] / psi);
+	breakdown(run, "resident_breakdown", res->resident_breakdown);
+	zs_json_add_number(run, "peak_bytes", (double)res->peak[b]);
+	zs_json_add_number(run, "peak_bytes_per_param", (double)res->peak[b] / psi);
+	zs_json_add_number(run, "peak_rank", b);
+	breakdown(run, "peak_breakdown", res->peak_breakdown);
+
+	cJSON *per = obj(run, "per_rank");
+	cJSON *ra = arr(per, "resident_bytes"), *pa = arr(per, "peak_bytes"), *ca = arr(per, "comm_bytes_per_step");
+	for (unsigned k = 0; k < N; k++) {
+		unsigned long long sent = 0;
+		for (int kind = 0; kind < ZS_NCOLL; kind++)
+			sent += res->comm[k].bytes[kind];
+		push(ra, (double)res->resident[k]);
+		push(pa, (double)res->peak[k]);
+		push(ca, (double)sent / res->steps);
+	}
+
+	/* The binding rank for comm is the one that sends the most. */
+	unsigned cb = 0;
+	unsigned long long most = 0;
+	for (unsigned k = 0; k < N; k++) {
+		unsigned long long sent = 0;
+		for (int kind = 0; kind < ZS_NCOLL; kind++)
+			sent += res->comm[k].bytes[kind];
+		if (sent > most) {
+			most = sent;
+			cb = k;
+		}
+	}
+	unsigned long long elems = 0;
+	cJSON *coll = obj(run, "collectives");
+	for (int kind = 0; kind < ZS_NCOLL; kind++) {
+		cJSON *one = obj(coll, coll_kind_name((enum zs_coll_kind)kind));
+		zs_json_add_number(one, "calls_per_step", (double)res->comm[cb].calls[kind] / res->steps);
+		zs_json_add_number(one, "bytes_per_step", (double)res->comm[cb].bytes[kind] / res->steps);
+		elems += res->comm[cb].elements[kind];
+	}
+	double bytes_step = (double)most / res->steps;
+	zs_json_add_number(run, "comm_bytes_per_rank_per_step", bytes_step);
+	zs_json_add_number(run, "comm_per_param_fp32", bytes_step / (4.0 * psi));
+	zs_json_add_number(run, "comm_elements_per_param", (double)elems / res->steps / psi);
+
+	cJSON *losses = arr(run, "losses");
+	for (unsigned t = 0; t < res->steps; t++)
+		push(losses, res->losses[t]);
+	zs_json_add_number(run, "final_loss", res->losses[res->steps - 1]);
+	char digest[32];
+	measure_digest_string(digest, sizeof digest, res->digest);
+	str(run, "weights_digest", digest);
+
+	if (res->timeline == NULL) {
+		if (cJSON_AddNullToObject(run, "timeline") == NULL)
+			oom();
+		return;
+	}
+	cJSON *tl = arr(run, "timeline");
+	for (size_t e = 0; e < res->ntimeline; e++) {
+		const struct zs_event *ev = &res->timeline[e];
+		cJSON *o = cJSON_CreateObject();
+		if (o == NULL || !cJSON_AddItemToArray(tl, o))
+			oom();
+		str(o, "phase", tracker_phase_name(ev->phase));
+		str(o, "op", tracker_op_name(ev->op));
+		str(o, "category", ev->op == ZS_OP_START ? "none" : tracker_cat_name(ev->cat));
+		zs_json_add_number(o, "bytes", (double)ev->bytes);
+		zs_json_add_number(o, "current_bytes", (double)ev->current);
+	}
+}
+
+cJSON *measure_json_weights(const struct zs_config *c, const struct zs_result *res)
+{
+	cJSON *root = cJSON_CreateObject();
+	if (root == NULL)
+		oom();
+	str(root, "format", "zerosim-weights/1");
+	cJSON *layers = arr(root, "layers");
+	for (size_t l = 0; l < c->nwidths; l++)
+		push(layers, (double)c->widths[l]);
+	str(root, "scheme", zs_scheme_name(res->scheme));
+	zs_json_add_number(root, "world", res->world);
+	str(root, "unit", zs_unit_name(res->unit));
+	char digest[32];
+	measure_digest_string(digest, sizeof digest, res->digest);
+	str(root, "digest", digest);
+	size_t psi = (size_t)zs_config_params(c);
+	cJSON *w = arr(root, "weights");
+	for (size_t i = 0; i < psi; i++)
+		push(w, res->weights[i]);
+	return root;
+}

@@ -1,1 +1,22 @@
+/*
+ * ZeRO-1 (P_os, ZeRO paper §5.1): the optimizer state is sharded, params
+ * and grads are full: Ψ(p+g) + Ψk/N. Grads are reduce-scattered in place
+ * (each rank's own slots receive the mean), each rank updates its slots,
+ * and the fp16 params are all-gathered.
+ */
 #include "config.h"
+
+#include "engine/scheme.h"
+
+static void zero1_reduce(struct zs_run *r)
+{
+	for (size_t u = 0; u < r->nunits; u++)
+		run_reduce_scatter_unit(r, u, RUN_FIELD(grads), r->unit_off[u]);
+}
+
+const struct zs_scheme_ops scheme_zero1 = {
+	.name = "zero1",
+	.state_sharded = 1,
+	.reduce = zero1_reduce,
+	.after_optimizer = run_gather_params_in_place,
+};

@@ -1,1 +1,117 @@
+/*
+ * tracker — see tracker.h. Each block carries a small header with its size,
+ * category and rank, so a free needs only the pointer (zmalloc's
+ * PREFIX_SIZE). The header is bookkeeping and is not counted: the counts are
+ * the bytes the training step asked for, as a framework's allocator reports.
+ */
 #include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/tracker.h"
+#include "util/util.h"
+
+struct header {
+	size_t bytes;
+	unsigned rank;
+	enum zs_cat cat;
+};
+
+/* Keep the payload aligned for any type. */
+#define HEADER_SIZE ((sizeof(struct header) + 15) & ~(size_t)15)
+
+static const char *const cat_names[ZS_NCATS] = {
+	"param16", "param32", "grad16", "grad32", "master32", "adam_m", "adam_v",
+	"momentum", "gathered_params", "full_grads", "activations", "scratch",
+};
+static const char *const phase_names[] = {"setup", "forward", "backward", "reduce", "optimizer", "gather"};
+static const char *const op_names[] = {"start", "alloc", "free"};
+
+const char *tracker_cat_name(enum zs_cat c) { return cat_names[c]; }
+const char *tracker_phase_name(enum zs_phase p) { return phase_names[p]; }
+const char *tracker_op_name(enum zs_op o) { return op_names[o]; }
+
+void tracker_init(struct zs_tracker *t, unsigned nranks)
+{
+	memset(t, 0, sizeof *t);
+	t->nranks = nranks;
+	t->rank = zs_calloc(nranks, sizeof *t->rank);
+}
+
+void tracker_destroy(struct zs_tracker *t)
+{
+	free(t->rank);
+	free(t->events);
+	memset(t, 0, sizeof *t);
+}
+
+static void log_event(struct zs_tracker *t, enum zs_op op, enum zs_cat cat, size_t bytes)
+{
+	if (t->nevents == t->capevents) {
+		t->capevents = t->capevents ? 2 * t->capevents : 64;
+		struct zs_event *ne = realloc(t->events, t->capevents * sizeof *ne);
+		if (ne == NULL) {
+			fprintf(stderr, "zerosim: out of memory at %s:%d\n", __FILE__, __LINE__);
+			exit(ZS_EXIT_RUNTIME);
+		}
+		t->events = ne;
+	}
+	t->events[t->nevents++] = (struct zs_event){t->phase, op, cat, bytes, t->rank[0].total};
+}
+
+void *tracker_alloc(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t bytes)
+{
+	char *raw = zs_calloc(1, HEADER_SIZE + bytes);
+	struct header h = {bytes, rank, cat};
+	memcpy(raw, &h, sizeof h);
+	struct zs_rank_mem *m = &t->rank[rank];
+	m->cur[cat] += bytes;
+	m->total += bytes;
+	m->blocks++;
+	if (m->total > m->peak) {
+		m->peak = m->total;
+		memcpy(m->at_peak, m->cur, sizeof m->cur);
+	}
+	if (t->recording && rank == 0)
+		log_event(t, ZS_OP_ALLOC, cat, bytes);
+	return raw + HEADER_SIZE;
+}
+
+void tracker_free(struct zs_tracker *t, unsigned rank, void *p)
+{
+	if (p == NULL)
+		return;
+	char *raw = (char *)p - HEADER_SIZE;
+	struct header h;
+	memcpy(&h, raw, sizeof h);
+	if (h.rank != rank) {
+		fprintf(stderr, "zerosim: internal error: rank %u frees a block of rank %u\n", rank, h.rank);
+		abort();
+	}
+	struct zs_rank_mem *m = &t->rank[rank];
+	m->cur[h.cat] -= h.bytes;
+	m->total -= h.bytes;
+	m->blocks--;
+	if (t->recording && rank == 0)
+		log_event(t, ZS_OP_FREE, h.cat, h.bytes);
+	free(raw);
+}
+
+void tracker_record(struct zs_tracker *t)
+{
+	t->recording = 1;
+	t->nevents = 0;
+	log_event(t, ZS_OP_START, ZS_CAT_PARAM16, 0);
+}
+
+void tracker_stop_recording(struct zs_tracker *t) { t->recording = 0; }
+
+size_t tracker_outstanding(const struct zs_tracker *t)
+{
+	size_t n = 0;
+	for (unsigned r = 0; r < t->nranks; r++)
+		n += t->rank[r].blocks;
+	return n;
+}

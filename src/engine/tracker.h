@@ -1,0 +1,74 @@
+/*
+ * tracker — every byte the engine uses is allocated here, tagged with the
+ * rank that holds it and a category (docs/schedule.md). It keeps current
+ * and peak bytes per rank and per category, and the breakdown at the moment
+ * each rank first reached its peak: redis's zmalloc idea, made per rank.
+ *
+ * With recording on, it also logs rank 0's allocation events with the
+ * current phase, for the timeline figure.
+ *
+ * Ownership: tracker_alloc returns zeroed memory that the caller returns
+ * with tracker_free (same tracker, same rank). tracker_destroy frees the
+ * tracker's own tables, not outstanding blocks (it is an error to leave any;
+ * tracker_outstanding tells).
+ */
+#ifndef ZS_TRACKER_H
+#define ZS_TRACKER_H
+
+#include <stddef.h>
+
+enum zs_cat {
+	ZS_CAT_PARAM16, ZS_CAT_PARAM32, ZS_CAT_GRAD16, ZS_CAT_GRAD32,
+	ZS_CAT_MASTER32, ZS_CAT_ADAM_M, ZS_CAT_ADAM_V, ZS_CAT_MOMENTUM,
+	ZS_CAT_GATHERED, ZS_CAT_FULL_GRADS, ZS_CAT_ACTIVATIONS, ZS_CAT_SCRATCH,
+	ZS_NCATS
+};
+
+enum zs_phase { ZS_PH_SETUP, ZS_PH_FORWARD, ZS_PH_BACKWARD, ZS_PH_REDUCE, ZS_PH_OPTIMIZER, ZS_PH_GATHER };
+
+enum zs_op { ZS_OP_START, ZS_OP_ALLOC, ZS_OP_FREE };
+
+struct zs_event {
+	enum zs_phase phase;
+	enum zs_op op;
+	enum zs_cat cat;
+	size_t bytes;
+	size_t current; /* rank 0's bytes after the event */
+};
+
+struct zs_rank_mem {
+	size_t cur[ZS_NCATS];
+	size_t total;
+	size_t peak;
+	size_t at_peak[ZS_NCATS]; /* breakdown when peak was first reached */
+	size_t blocks;            /* outstanding allocations */
+};
+
+struct zs_tracker {
+	unsigned nranks;
+	struct zs_rank_mem *rank;
+	enum zs_phase phase;
+	int recording;
+	struct zs_event *events;
+	size_t nevents, capevents;
+};
+
+const char *tracker_cat_name(enum zs_cat c);
+const char *tracker_phase_name(enum zs_phase p);
+const char *tracker_op_name(enum zs_op o);
+
+void tracker_init(struct zs_tracker *t, unsigned nranks);
+void tracker_destroy(struct zs_tracker *t);
+
+void *tracker_alloc(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t bytes);
+void tracker_free(struct zs_tracker *t, unsigned rank, void *p);
+
+/* Start logging rank 0's events (clears any earlier log). */
+void tracker_record(struct zs_tracker *t);
+void tracker_stop_recording(struct zs_tracker *t);
+
+static inline void tracker_set_phase(struct zs_tracker *t, enum zs_phase p) { t->phase = p; }
+
+size_t tracker_outstanding(const struct zs_tracker *t);
+
+#endif
