@@ -1,0 +1,583 @@
+/*
+ * test_engine — the measurement engine. Golden values come from outside
+ * the code under test: the ZeRO paper's per-parameter floors (§5), IEEE 754
+ * binary16 bit patterns, a finite-difference gradient computed here in
+ * double precision, an Adam and an SGD step worked by hand, and the bitwise
+ * equality of all four schemes' weights.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/coll.h"
+#include "engine/engine.h"
+#include "engine/fp16.h"
+#include "engine/mlp.h"
+#include "engine/optim.h"
+#include "engine/tracker.h"
+#include "util/config.h"
+
+#define PSI 33088.0 /* 64·256 + 256 + 256·64 + 64 */
+
+static struct zs_result run(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
+{
+	struct zs_result res;
+	struct zs_run_options opt = {0, 0};
+	char *cause = NULL;
+	int r = engine_run(c, s, n, u, NULL, &opt, &res, &cause);
+	ck_assert_msg(r == 0, "engine_run failed: %s", cause ? cause : "?");
+	return res;
+}
+
+static size_t sum_breakdown(const size_t *b)
+{
+	size_t s = 0;
+	for (int c = 0; c < ZS_NCATS; c++)
+		s += b[c];
+	return s;
+}
+
+/* ------------------------------------------------------------------------- */
+/* fp16 */
+
+START_TEST(test_fp16_known_bit_patterns)
+{
+	/* From the IEEE 754 binary16 tables. */
+	ck_assert_uint_eq(zs_float_to_half_soft(1.0f), 0x3c00);
+	ck_assert_uint_eq(zs_float_to_half_soft(-2.0f), 0xc000);
+	ck_assert_uint_eq(zs_float_to_half_soft(65504.0f), 0x7bff);        /* largest finite */
+	ck_assert_uint_eq(zs_float_to_half_soft(6.103515625e-05f), 0x0400); /* smallest normal */
+	ck_assert_uint_eq(zs_float_to_half_soft(5.9604644775390625e-08f), 0x0001); /* smallest subnormal */
+	ck_assert_uint_eq(zs_float_to_half_soft(0.0f), 0x0000);
+	ck_assert_uint_eq(zs_float_to_half_soft(-0.0f), 0x8000);
+	ck_assert_float_eq(zs_half_to_float_soft(0x3555), 0.333251953125f);
+	ck_assert_float_eq(zs_half_to_float_soft(0x0001), 5.9604644775390625e-08f);
+}
+END_TEST
+
+START_TEST(test_fp16_ties_round_to_even)
+{
+	/* 1 + 2^-11 lies halfway between 1 and 1 + 2^-10: even is 1. */
+	ck_assert_uint_eq(zs_float_to_half_soft(1.0f + 0x1p-11f), 0x3c00);
+	/* 1 + 3·2^-11 lies halfway between 1 + 2^-10 and 1 + 2^-9: even is the upper. */
+	ck_assert_uint_eq(zs_float_to_half_soft(1.0f + 3 * 0x1p-11f), 0x3c02);
+	/* Just above a tie rounds up. */
+	ck_assert_uint_eq(zs_float_to_half_soft(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);
+	/* Subnormal tie: 2^-25 is halfway between 0 and 2^-24: even is 0. */
+	ck_assert_uint_eq(zs_float_to_half_soft(0x1p-25f), 0x0000);
+	ck_assert_uint_eq(zs_float_to_half_soft(3 * 0x1p-25f), 0x0002);
+}
+END_TEST
+
+START_TEST(test_fp16_overflow_and_nan)
+{
+	ck_assert_uint_eq(zs_float_to_half_soft(65520.0f), 0x7c00); /* rounds up past the largest */
+	ck_assert_uint_eq(zs_float_to_half_soft(65519.0f), 0x7bff);
+	ck_assert_uint_eq(zs_float_to_half_soft(1e10f), 0x7c00);
+	ck_assert_uint_eq(zs_float_to_half_soft(-INFINITY), 0xfc00);
+	zs_half n = zs_float_to_half_soft(NAN);
+	ck_assert_uint_eq(n & 0x7c00, 0x7c00);
+	ck_assert_uint_ne(n & 0x03ff, 0);
+	ck_assert(isnan(zs_half_to_float_soft(n)));
+	ck_assert(isinf(zs_half_to_float_soft(0x7c00)));
+	/* A NaN whose payload sits only in the low bits must stay a NaN. */
+	uint32_t bits = 0x7f800001u;
+	float f;
+	memcpy(&f, &bits, sizeof f);
+	ck_assert_uint_ne(zs_float_to_half_soft(f) & 0x03ff, 0);
+}
+END_TEST
+
+START_TEST(test_fp16_software_agrees_with_the_compiler)
+{
+	/* Every half converts the same way both routes, and back. */
+	for (uint32_t h = 0; h < 65536; h++) {
+		float a = zs_half_to_float_soft((zs_half)h), b = zs_half_to_float((zs_half)h);
+		if (isnan(a)) {
+			ck_assert(isnan(b));
+			continue;
+		}
+		ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "half 0x%04x", h);
+		ck_assert_uint_eq(zs_float_to_half_soft(a), h);
+	}
+	/* A sweep of floats, including every rounding case between halves. */
+	for (uint32_t bits = 0; bits < 0x7f800000u; bits += 0x1fffu) {
+		float f;
+		memcpy(&f, &bits, sizeof f);
+		ck_assert_msg(zs_float_to_half_soft(f) == zs_float_to_half(f), "float bits 0x%08x", bits);
+		ck_assert(zs_float_to_half_soft(-f) == zs_float_to_half(-f));
+	}
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+/* tracker and collectives */
+
+START_TEST(test_tracker_keeps_the_breakdown_at_the_peak)
+{
+	struct zs_tracker t;
+	tracker_init(&t, 2);
+	void *a = tracker_alloc(&t, 0, ZS_CAT_PARAM16, 100);
+	void *b = tracker_alloc(&t, 0, ZS_CAT_ACTIVATIONS, 50);
+	void *c = tracker_alloc(&t, 1, ZS_CAT_GRAD16, 7);
+	tracker_free(&t, 0, b);
+	void *d = tracker_alloc(&t, 0, ZS_CAT_SCRATCH, 20);
+	ck_assert_uint_eq(t.rank[0].total, 120);
+	ck_assert_uint_eq(t.rank[0].peak, 150);
+	ck_assert_uint_eq(t.rank[0].at_peak[ZS_CAT_PARAM16], 100);
+	ck_assert_uint_eq(t.rank[0].at_peak[ZS_CAT_ACTIVATIONS], 50);
+	ck_assert_uint_eq(t.rank[0].at_peak[ZS_CAT_SCRATCH], 0);
+	ck_assert_uint_eq(t.rank[1].peak, 7);
+	ck_assert_uint_eq(tracker_outstanding(&t), 3);
+	tracker_free(&t, 0, a);
+	tracker_free(&t, 0, d);
+	tracker_free(&t, 1, c);
+	ck_assert_uint_eq(tracker_outstanding(&t), 0);
+	tracker_destroy(&t);
+}
+END_TEST
+
+START_TEST(test_reduce_scatter_averages_and_skips_padding)
+{
+	/* n = 5 over N = 3: s = 2, rank 2 owns one real slot and one padding. */
+	struct zs_coll c;
+	coll_init_inprocess(&c, 3);
+	float f[3][5] = {{1, 2, 3, 4, 5}, {10, 20, 30, 40, 50}, {100, 200, 300, 400, 500}};
+	float sh[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
+	void *full[3] = {f[0], f[1], f[2]}, *shard[3] = {sh[0], sh[1], sh[2]};
+	coll_reduce_scatter(&c, (const void *const *)full, shard, 5, ZS_F32);
+	ck_assert_float_eq(sh[0][0], 37.0f);
+	ck_assert_float_eq(sh[0][1], 74.0f);
+	ck_assert_float_eq(sh[1][0], 111.0f);
+	ck_assert_float_eq(sh[1][1], 148.0f);
+	ck_assert_float_eq(sh[2][0], 185.0f);
+	ck_assert_float_eq(sh[2][1], -1.0f); /* padding untouched */
+	/* ring cost: (N-1)·s elements of 4 bytes per rank */
+	ck_assert_uint_eq(c.stats[1].bytes[ZS_REDUCE_SCATTER], 2 * 2 * 4);
+	coll_all_gather(&c, (const void *const *)shard, full, 5, ZS_F32);
+	for (int r = 0; r < 3; r++) {
+		ck_assert_float_eq(f[r][0], 37.0f);
+		ck_assert_float_eq(f[r][4], 185.0f);
+	}
+	coll_all_reduce(&c, full, 5, ZS_F32);
+	ck_assert_float_eq(f[2][3], 148.0f);
+	ck_assert_uint_eq(c.stats[0].bytes[ZS_ALL_REDUCE], 2 * 2 * 2 * 4);
+	ck_assert_uint_eq(c.stats[0].calls[ZS_ALL_GATHER], 1);
+	coll_destroy(&c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+/* training is real */
+
+/* An independent forward pass in double precision, for finite differences. */
+static double ref_loss(const size_t *w, size_t L, const double *p, const double *x, const double *y, size_t B)
+{
+	double loss = 0, a[64], h[64];
+	for (size_t b = 0; b < B; b++) {
+		for (size_t i = 0; i < w[0]; i++)
+			a[i] = x[b * w[0] + i];
+		size_t off = 0;
+		for (size_t l = 0; l < L; l++) {
+			const double *W = p + off, *bias = p + off + w[l] * w[l + 1];
+			for (size_t j = 0; j < w[l + 1]; j++) {
+				double s = bias[j];
+				for (size_t i = 0; i < w[l]; i++)
+					s += W[j * w[l] + i] * a[i];
+				h[j] = (l + 1 < L && s < 0) ? 0 : s;
+			}
+			memcpy(a, h, w[l + 1] * sizeof *a);
+			off += w[l] * w[l + 1] + w[l + 1];
+		}
+		for (size_t j = 0; j < w[L]; j++)
+			loss += (a[j] - y[b * w[L] + j]) * (a[j] - y[b * w[L] + j]);
+	}
+	return loss / (double)(B * w[L]);
+}
+
+START_TEST(test_backward_matches_finite_differences)
+{
+	const size_t widths[] = {5, 7, 6, 3}, B = 4;
+	struct mlp_shape s;
+	mlp_shape_init(&s, widths, 4);
+	size_t n = s.nparams;
+	float *p = calloc(n, sizeof *p), *g = calloc(n, sizeof *g);
+	double *pd = calloc(n, sizeof *pd);
+	float x[4 * 5], y[4 * 3], act[3][4 * 7], dl[2][4 * 7];
+	double xd[4 * 5], yd[4 * 3];
+	for (size_t i = 0; i < n; i++)
+		pd[i] = p[i] = 0.5f * engine_uniform(11, 1, i);
+	for (size_t i = 0; i < B * 5; i++)
+		xd[i] = x[i] = engine_uniform(11, 2, i);
+	for (size_t i = 0; i < B * 3; i++)
+		yd[i] = y[i] = engine_uniform(11, 3, i);
+
+	const float *in = x;
+	for (size_t l = 0; l < 3; l++) {
+		linear_forward_f32(act[l], in, p + s.w_off[l], p + s.b_off[l], l < 2, B, widths[l], widths[l + 1]);
+		in = act[l];
+	}
+	mse_forward_backward(dl[0], act[2], y, B, 3);
+	int cur = 0;
+	for (size_t l = 3; l-- > 0;) {
+		linear_backward_f32(g + s.w_off[l], g + s.b_off[l], l ? dl[1 - cur] : NULL, dl[cur],
+		                    l ? act[l - 1] : x, p + s.w_off[l], B, widths[l], widths[l + 1]);
+		cur = 1 - cur;
+	}
+	for (size_t i = 0; i < n; i++) {
+		double h = 1e-6, keep = pd[i];
+		pd[i] = keep + h;
+		double up = ref_loss(widths, 3, pd, xd, yd, B);
+		pd[i] = keep - h;
+		double down = ref_loss(widths, 3, pd, xd, yd, B);
+		pd[i] = keep;
+		double fd = (up - down) / (2 * h);
+		ck_assert_msg(fabs(fd - g[i]) <= 1e-4 + 1e-3 * fabs(fd), "param %zu: finite difference %g, backward %g",
+		              i, fd, (double)g[i]);
+	}
+	free(p);
+	free(g);
+	free(pd);
+}
+END_TEST
+
+START_TEST(test_adam_step_matches_the_hand_worked_values)
+{
+	/* By hand, Kingma & Ba's Algorithm 1 with lr 1e-3, β 0.9/0.999, ε 1e-8:
+	 * step 1, g = 0.5:  m = 0.05, v = 0.00025, m̂ = 0.5, v̂ = 0.25,
+	 *                   w = 1 - 1e-3·0.5/(0.5 + 1e-8) = 0.99900000002
+	 * step 2, g = 0.25: m = 0.07, v = 0.00031225, m̂ = 0.07/0.19 = 0.368421...,
+	 *                   v̂ = 0.00031225/0.001999 = 0.156203..., w = 0.998067820 */
+	struct optim o;
+	optim_init(&o, ZS_ADAM, 1e-3);
+	float w = 1.0f, m = 0, v = 0, g = 0.5f;
+	zs_half out;
+	optim_update(&o, 1, &w, &m, &v, &g, ZS_F32, &out, 1);
+	ck_assert_float_eq_tol(m, 0.05f, 1e-7f);
+	ck_assert_float_eq_tol(v, 0.00025f, 1e-10f);
+	ck_assert_float_eq_tol(w, 0.99900000002f, 1e-7f);
+	ck_assert_uint_eq(out, zs_float_to_half_soft(w));
+	g = 0.25f;
+	optim_update(&o, 2, &w, &m, &v, &g, ZS_F32, NULL, 1);
+	ck_assert_float_eq_tol(m, 0.07f, 1e-7f);
+	ck_assert_float_eq_tol(v, 0.00031225f, 1e-10f);
+	ck_assert_float_eq_tol(w, 0.998067820f, 2e-7f);
+}
+END_TEST
+
+START_TEST(test_sgd_momentum_step_matches_the_hand_worked_values)
+{
+	/* lr 0.1, μ 0.9, g = 0.5 twice: buf 0.5 then 0.95; w 0.95 then 0.855. */
+	struct optim o;
+	optim_init(&o, ZS_SGD, 0.1);
+	float w = 1.0f, m = 0, g = 0.5f;
+	optim_update(&o, 1, &w, &m, NULL, &g, ZS_F32, NULL, 1);
+	ck_assert_float_eq_tol(w, 0.95f, 1e-7f);
+	optim_update(&o, 2, &w, &m, NULL, &g, ZS_F32, NULL, 1);
+	ck_assert_float_eq_tol(m, 0.95f, 1e-7f);
+	ck_assert_float_eq_tol(w, 0.855f, 1e-7f);
+}
+END_TEST
+
+START_TEST(test_the_loss_falls_over_fifty_steps)
+{
+	struct zs_config c;
+	zs_config_defaults(&c);
+	c.steps = 50;
+	struct zs_result r = run(&c, ZS_ZERO2, 2, ZS_UNIT_MODEL);
+	double first = 0, last = 0;
+	for (int t = 0; t < 5; t++) {
+		first += r.losses[t];
+		last += r.losses[45 + t];
+	}
+	ck_assert_msg(last < 0.7 * first, "loss over the first five steps %g, over the last five %g", first / 5,
+	              last / 5);
+	engine_result_free(&r);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+/* what each scheme holds (the ZeRO paper's floors, §5) */
+
+START_TEST(test_default_sweep_resident_is_the_paper_floor)
+{
+	struct zs_config c;
+	zs_config_defaults(&c);
+	for (size_t w = 0; w < c.nworld; w++) {
+		unsigned N = c.world[w];
+		double floor[ZS_NSCHEMES] = {16.0, 4.0 + 12.0 / N, 2.0 + 14.0 / N, 16.0 / N};
+		for (int s = 0; s < ZS_NSCHEMES; s++) {
+			struct zs_result r = run(&c, (enum zs_scheme)s, N, ZS_UNIT_MODEL);
+			for (unsigned k = 0; k < N; k++)
+				ck_assert_double_eq((double)r.resident[k] / PSI, floor[s]);
+			ck_assert_uint_ge(r.peak[r.binding_rank], r.resident[r.binding_rank]);
+			ck_assert_uint_eq(sum_breakdown(r.peak_breakdown), r.peak[r.binding_rank]);
+			ck_assert_uint_eq(sum_breakdown(r.resident_breakdown), r.resident[r.binding_rank]);
+			engine_result_free(&r);
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_at_world_one_all_four_schemes_are_the_same)
+{
+	struct zs_config c;
+	zs_config_defaults(&c);
+	for (int u = 0; u < ZS_NUNITS; u++) {
+		struct zs_result dp = run(&c, ZS_DP, 1, (enum zs_unit)u);
+		for (int s = 1; s < ZS_NSCHEMES; s++) {
+			struct zs_result r = run(&c, (enum zs_scheme)s, 1, (enum zs_unit)u);
+			ck_assert_uint_eq(r.resident[0], dp.resident[0]);
+			ck_assert_uint_eq(r.peak[0], dp.peak[0]);
+			ck_assert_mem_eq(r.peak_breakdown, dp.peak_breakdown, sizeof dp.peak_breakdown);
+			for (int k = 0; k < ZS_NCOLL; k++)
+				ck_assert_uint_eq(r.comm[0].bytes[k] + r.comm[0].calls[k], 0);
+			ck_assert_uint_eq(r.digest, dp.digest);
+			engine_result_free(&r);
+		}
+		engine_result_free(&dp);
+	}
+}
+END_TEST
+
+START_TEST(test_weights_are_bitwise_identical_across_schemes)
+{
+	struct zs_config c;
+	zs_config_defaults(&c);
+	c.widths[0] = 13; /* odd sizes, so units pad unevenly */
+	c.widths[1] = 29;
+	c.widths[2] = 7;
+	c.widths[3] = 5;
+	c.nwidths = 4;
+	c.batch = 3;
+	static const unsigned worlds[] = {1, 2, 3, 5, 8};
+	for (int prec = 0; prec < 2; prec++)
+		for (int opt = 0; opt < 2; opt++)
+			for (int u = 0; u < ZS_NUNITS; u++)
+				for (size_t w = 0; w < sizeof worlds / sizeof *worlds; w++) {
+					c.precision = prec ? ZS_FP32 : ZS_MIXED;
+					c.optimizer = opt ? ZS_SGD : ZS_ADAM;
+					struct zs_result dp = run(&c, ZS_DP, worlds[w], (enum zs_unit)u);
+					for (int s = 1; s < ZS_NSCHEMES; s++) {
+						struct zs_result r = run(&c, (enum zs_scheme)s, worlds[w], (enum zs_unit)u);
+						ck_assert_msg(r.digest == dp.digest, "%s differs from dp: N=%u unit=%d prec=%d opt=%d",
+						              zs_scheme_name((enum zs_scheme)s), worlds[w], u, prec, opt);
+						ck_assert_float_eq(r.losses[2], dp.losses[2]);
+						engine_result_free(&r);
+					}
+					engine_result_free(&dp);
+				}
+}
+END_TEST
+
+START_TEST(test_default_weights_match_across_schemes_and_units)
+{
+	struct zs_config c;
+	zs_config_defaults(&c);
+	struct zs_result ref = run(&c, ZS_DP, 32, ZS_UNIT_MODEL);
+	for (int s = 0; s < ZS_NSCHEMES; s++)
+		for (int u = 0; u < ZS_NUNITS; u++) {
+			struct zs_result r = run(&c, (enum zs_scheme)s, 32, (enum zs_unit)u);
+			ck_assert_uint_eq(r.digest, ref.digest);
+			engine_result_free(&r);
+		}
+	engine_result_free(&ref);
+}
+END_TEST
+
+START_TEST(test_world_three_exceeds_the_floors_by_the_padding)
+{
+	struct zs_config c;
+	zs_config_defaults(&c);
+	double s = ceil(PSI / 3); /* 11030 slots per rank, 2 of them padding */
+	double pad = s - PSI / 3;
+	struct zs_result r3 = run(&c, ZS_ZERO3, 3, ZS_UNIT_MODEL);
+	ck_assert_double_eq((double)r3.resident[0] / PSI, 16.0 * 11030.0 / PSI);
+	ck_assert_double_eq_tol((double)r3.resident[0] - 16.0 * PSI / 3, 16.0 * pad, 1e-6);
+	struct zs_result r2 = run(&c, ZS_ZERO2, 3, ZS_UNIT_MODEL);
+	ck_assert_double_eq_tol((double)r2.resident[0] - (2.0 * PSI + 14.0 * PSI / 3), 14.0 * pad, 1e-6);
+	struct zs_result r1 = run(&c, ZS_ZERO1, 3, ZS_UNIT_MODEL);
+	ck_assert_double_eq_tol((double)r1.resident[0] - (4.0 * PSI + 12.0 * PSI / 3), 12.0 * pad, 1e-6);
+	engine_result_free(&r1);
+	engine_result_free(&r2);
+	engine_result_free(&r3);
+}
+END_TEST
+
+START_TEST(test_zero3_peak_gathering_the_model_is_above_zero2_resident)
+{
+	struct zs_config c;
+	zs_config_defaults(&c);
+	struct zs_result model = run(&c, ZS_ZERO3, 32, ZS_UNIT_MODEL);
+	struct zs_result layer = run(&c, ZS_ZERO3, 32, ZS_UNIT_LAYER);
+	struct zs_result z2 = run(&c, ZS_ZERO2, 32, ZS_UNIT_MODEL);
+	ck_assert_double_eq((double)z2.resident[0] / PSI, 2.4375);
+	ck_assert_double_gt((double)model.peak[0] / PSI, 2.4375);
+	/* unit=layer gathers the largest layer (64·256 + 256 = 16640), not Ψ:
+	 * params (2 B) and grads (2 B) of the difference. Same resident. */
+	ck_assert_uint_eq(model.peak[0] - layer.peak[0], (size_t)(PSI - 16640) * 4);
+	ck_assert_uint_eq(model.peak_breakdown[ZS_CAT_GATHERED], (size_t)PSI * 2);
+	ck_assert_uint_eq(layer.peak_breakdown[ZS_CAT_GATHERED], 16640 * 2);
+	engine_result_free(&model);
+	engine_result_free(&layer);
+	engine_result_free(&z2);
+}
+END_TEST
+
+START_TEST(test_comm_is_equal_for_dp_zero1_zero2_and_half_again_for_zero3)
+{
+	struct zs_config c;
+	zs_config_defaults(&c);
+	static const unsigned worlds[] = {1, 2, 3, 8, 32};
+	for (size_t w = 0; w < sizeof worlds / sizeof *worlds; w++) {
+		unsigned long long sent[ZS_NSCHEMES];
+		for (int s = 0; s < ZS_NSCHEMES; s++) {
+			struct zs_result r = run(&c, (enum zs_scheme)s, worlds[w], ZS_UNIT_MODEL);
+			sent[s] = 0;
+			for (int k = 0; k < ZS_NCOLL; k++)
+				sent[s] += r.comm[0].bytes[k];
+			engine_result_free(&r);
+		}
+		if (worlds[w] == 1) {
+			ck_assert_uint_eq(sent[0] + sent[1] + sent[2] + sent[3], 0);
+			continue;
+		}
+		/* the paper: 2Ψ elements per step, as N grows (ring: 2Ψ(N-1)/N) */
+		double N = worlds[w], P = N * ceil(PSI / N);
+		ck_assert_double_eq((double)sent[ZS_DP], 3 * 2.0 * 2 * (N - 1) / N * P);
+		ck_assert_uint_eq(sent[ZS_ZERO1], sent[ZS_DP]);
+		ck_assert_uint_eq(sent[ZS_ZERO2], sent[ZS_DP]);
+		ck_assert_uint_eq(2 * sent[ZS_ZERO3], 3 * sent[ZS_DP]);
+	}
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+/* case files */
+
+static const char *write_tmp(const char *text)
+{
+	static char path[64];
+	snprintf(path, sizeof path, "/tmp/zerosim-test-%d.json", (int)getpid());
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+START_TEST(test_a_case_file_fixes_weights_and_batches)
+{
+	/* layers 2,1,1: W0 = [1, -1], b0 = 0.5, W1 = [2], b1 = -1.
+	 * x = (3, 1): h = relu(3 - 1 + 0.5) = 2.5, out = 2·2.5 - 1 = 4, y = 1:
+	 * loss (4 - 1)^2 = 9 on rank 0. Rank 1: x = (0, 2): h = relu(-1.5) = 0,
+	 * out = -1, y = 0: loss 1. Mean over ranks: 5. */
+	const char *path = write_tmp(
+	    "{\"format\": \"zerosim-case/1\", \"layers\": [2, 1, 1], \"world\": 2, \"batch\": 1, \"steps\": 1,"
+	    " \"weights\": [1, -1, 0.5, 2, -1],"
+	    " \"batches\": [[{\"x\": [[3, 1]], \"y\": [[1]]}, {\"x\": [[0, 2]], \"y\": [[0]]}]]}");
+	struct zs_case *cs;
+	char *cause = NULL;
+	ck_assert_int_eq(engine_case_load(path, &cs, &cause), 0);
+	struct zs_config c;
+	zs_config_defaults(&c);
+	c.widths[0] = 2;
+	c.widths[1] = 1;
+	c.widths[2] = 1;
+	c.steps = 1;
+	c.batch = 1;
+	struct zs_run_options opt = {0, 1};
+	struct zs_result a, b;
+	ck_assert_int_eq(engine_run(&c, ZS_DP, 2, ZS_UNIT_MODEL, cs, &opt, &a, &cause), 0);
+	ck_assert_int_eq(engine_run(&c, ZS_ZERO3, 2, ZS_UNIT_LAYER, cs, &opt, &b, &cause), 0);
+	ck_assert_float_eq(a.losses[0], 5.0f);
+	ck_assert_uint_eq(a.digest, b.digest);
+	/* Adam's first step moves every weight with a nonzero mean grad by lr. */
+	ck_assert_float_eq_tol(a.weights[3], 2.0f - 1e-3f, 1e-6f);
+	engine_result_free(&a);
+	engine_result_free(&b);
+	engine_case_free(cs);
+	unlink(path);
+}
+END_TEST
+
+START_TEST(test_a_broken_case_file_is_refused_with_a_reason)
+{
+	static const char *const bad[] = {
+		"{\"format\": \"zerosim-case/2\"}",
+		"{\"format\": \"zerosim-case/1\", \"layers\": [2], \"world\": 1, \"batch\": 1, \"steps\": 1}",
+		"{\"format\": \"zerosim-case/1\", \"layers\": [2, 1], \"world\": 1, \"batch\": 1, \"steps\": 1,"
+		" \"weights\": [1, 2], \"batches\": [[{\"x\": [[1, 1]], \"y\": [[1]]}]]}",
+		"{\"format\": \"zerosim-case/1\", \"layers\": [2, 1], \"world\": 1, \"batch\": 1, \"steps\": 1,"
+		" \"weights\": [1, 2, 3], \"batches\": [[{\"x\": [[1, \"a\"]], \"y\": [[1]]}]]}",
+		"{\"format\": \"zerosim-case/1\", \"layers\": [2, 1], \"world\": 2, \"batch\": 1, \"steps\": 1,"
+		" \"weights\": [1, 2, 3], \"batches\": [[{\"x\": [[1, 1]], \"y\": [[1]]}]]}",
+		"{\"format\": \"zerosim-case/1\", \"layers\": [2, 1], \"world\": 1, \"batch\": 1, \"steps\": 1,"
+		" \"weights\": [1, 2, 1e39], \"batches\": [[{\"x\": [[1, 1]], \"y\": [[1]]}]]}",
+		"{\"format\": \"zerosim-case/1\", \"layers\": [2, 1], \"world\": 1, \"batch\": 1,",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		const char *path = write_tmp(bad[i]);
+		struct zs_case *cs = NULL;
+		char *cause = NULL;
+		ck_assert_int_eq(engine_case_load(path, &cs, &cause), -1);
+		ck_assert_ptr_nonnull(cause);
+		ck_assert_ptr_null(strchr(cause, '\n'));
+		free(cause);
+		unlink(path);
+	}
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+
+static Suite *engine_suite(void)
+{
+	Suite *s = suite_create("engine");
+	TCase *t = tcase_create("fp16");
+	tcase_add_test(t, test_fp16_known_bit_patterns);
+	tcase_add_test(t, test_fp16_ties_round_to_even);
+	tcase_add_test(t, test_fp16_overflow_and_nan);
+	tcase_add_test(t, test_fp16_software_agrees_with_the_compiler);
+	suite_add_tcase(s, t);
+	t = tcase_create("parts");
+	tcase_add_test(t, test_tracker_keeps_the_breakdown_at_the_peak);
+	tcase_add_test(t, test_reduce_scatter_averages_and_skips_padding);
+	suite_add_tcase(s, t);
+	t = tcase_create("training");
+	tcase_set_timeout(t, 120);
+	tcase_add_test(t, test_backward_matches_finite_differences);
+	tcase_add_test(t, test_adam_step_matches_the_hand_worked_values);
+	tcase_add_test(t, test_sgd_momentum_step_matches_the_hand_worked_values);
+	tcase_add_test(t, test_the_loss_falls_over_fifty_steps);
+	suite_add_tcase(s, t);
+	t = tcase_create("schemes");
+	tcase_set_timeout(t, 300);
+	tcase_add_test(t, test_default_sweep_resident_is_the_paper_floor);
+	tcase_add_test(t, test_at_world_one_all_four_schemes_are_the_same);
+	tcase_add_test(t, test_weights_are_bitwise_identical_across_schemes);
+	tcase_add_test(t, test_default_weights_match_across_schemes_and_units);
+	tcase_add_test(t, test_world_three_exceeds_the_floors_by_the_padding);
+	tcase_add_test(t, test_zero3_peak_gathering_the_model_is_above_zero2_resident);
+	tcase_add_test(t, test_comm_is_equal_for_dp_zero1_zero2_and_half_again_for_zero3);
+	suite_add_tcase(s, t);
+	t = tcase_create("case");
+	tcase_add_test(t, test_a_case_file_fixes_weights_and_batches);
+	tcase_add_test(t, test_a_broken_case_file_is_refused_with_a_reason);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(engine_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
