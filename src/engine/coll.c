@@ -18,11 +18,6 @@ const char *coll_kind_name(enum zs_coll_kind k)
 	return names[k];
 }
 
-static inline float load(const void *buf, size_t i, enum zs_dtype dt)
-{
-	return dt == ZS_F16 ? zs_half_to_float(((const zs_half *)buf)[i]) : ((const float *)buf)[i];
-}
-
 static inline void store(void *buf, size_t i, float v, enum zs_dtype dt)
 {
 	if (dt == ZS_F16)
@@ -40,23 +35,50 @@ static size_t owned(size_t n, size_t s, unsigned r)
 	return lo >= n ? 0 : (n - lo < s ? n - lo : s);
 }
 
-/* Mean over ranks 0..N-1 of element i of every buffer, in fp32. */
-static inline float mean_at(const void *const *bufs, unsigned world, size_t i, enum zs_dtype dt)
+/* Elements summed per pass: the running sums live in a small block on the
+ * stack, the size of a few vector registers' worth, so the rank loop can
+ * sit outside the element loop and still sum ranks in order 0..N-1. */
+#define BLOCK 256
+
+/* sum[i] = mean over ranks q = 0..N-1 of bufs[q][lo + i], i < cnt <= BLOCK. */
+static void mean_block(float *sum, const void *const *bufs, unsigned world, size_t lo, size_t cnt,
+                       enum zs_dtype dt)
 {
-	float sum = 0.0f;
-	for (unsigned q = 0; q < world; q++)
-		sum += load(bufs[q], i, dt);
-	return sum / (float)world;
+	for (size_t i = 0; i < cnt; i++)
+		sum[i] = 0.0f;
+	for (unsigned q = 0; q < world; q++) {
+		if (dt == ZS_F16) {
+			const zs_half *b = (const zs_half *)bufs[q] + lo;
+			for (size_t i = 0; i < cnt; i++)
+				sum[i] += zs_half_to_float(b[i]);
+		} else {
+			const float *b = (const float *)bufs[q] + lo;
+			for (size_t i = 0; i < cnt; i++)
+				sum[i] += b[i];
+		}
+	}
+	for (size_t i = 0; i < cnt; i++)
+		sum[i] /= (float)world;
+}
+
+static void store_block(void *buf, size_t lo, const float *v, size_t cnt, enum zs_dtype dt)
+{
+	for (size_t i = 0; i < cnt; i++)
+		store(buf, lo + i, v[i], dt);
 }
 
 static void inproc_reduce_scatter(struct zs_coll *c, const void *const *full, void *const *shard, size_t n,
                                   enum zs_dtype dt)
 {
 	size_t s = shard_len(n, c->world);
+	float sum[BLOCK];
 	for (unsigned r = 0; r < c->world; r++) {
 		size_t lo = (size_t)r * s, cnt = owned(n, s, r);
-		for (size_t i = 0; i < cnt; i++)
-			store(shard[r], i, mean_at(full, c->world, lo + i, dt), dt);
+		for (size_t i = 0; i < cnt; i += BLOCK) {
+			size_t m = cnt - i < BLOCK ? cnt - i : BLOCK;
+			mean_block(sum, full, c->world, lo + i, m, dt);
+			store_block(shard[r], i, sum, m, dt);
+		}
 	}
 }
 
@@ -74,12 +96,14 @@ static void inproc_all_gather(struct zs_coll *c, const void *const *shard, void 
 
 static void inproc_all_reduce(struct zs_coll *c, void *const *full, size_t n, enum zs_dtype dt)
 {
-	/* Element by element: the mean of element i is written to every rank
-	 * only after all ranks' element i were read. */
-	for (size_t i = 0; i < n; i++) {
-		float m = mean_at((const void *const *)full, c->world, i, dt);
+	/* A block's mean is written to every rank only after every rank's
+	 * block was read. */
+	float sum[BLOCK];
+	for (size_t i = 0; i < n; i += BLOCK) {
+		size_t m = n - i < BLOCK ? n - i : BLOCK;
+		mean_block(sum, (const void *const *)full, c->world, i, m, dt);
 		for (unsigned q = 0; q < c->world; q++)
-			store(full[q], i, m, dt);
+			store_block(full[q], i, sum, m, dt);
 	}
 }
 

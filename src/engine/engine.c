@@ -55,15 +55,29 @@ uint64_t engine_fnv1a_floats(uint64_t h, const float *v, size_t n)
 #define STREAM_WEIGHTS 1
 #define STREAM_BATCH(t, k) (2 + (uint64_t)(t) * ZS_MAX_WORLD + (k))
 
-static float initial_weight(const struct zs_run *r, size_t i)
+/* The initial fp32 weights of global elements [first, first + n) into
+ * w32 (if not NULL) and w16 (if not NULL). */
+static void initial_weights(const struct zs_run *r, size_t first, size_t n, float *w32, zs_half *w16)
 {
-	if (r->cs != NULL)
-		return r->cs->weights[i];
+	const struct mlp_shape *s = &r->shape;
+	uint64_t base = splitmix64(r->seed ^ splitmix64(STREAM_WEIGHTS));
 	size_t l = 0;
-	while (l + 1 < r->shape.nlayers && i >= r->shape.w_off[l + 1])
-		l++;
-	float bound = (float)(1.0 / sqrt((double)r->shape.width[l]));
-	return bound * engine_uniform(r->seed, STREAM_WEIGHTS, i);
+	for (size_t i = 0; i < n; i++) {
+		size_t g = first + i;
+		float v;
+		if (r->cs != NULL) {
+			v = r->cs->weights[g];
+		} else {
+			while (l + 1 < s->nlayers && g >= s->w_off[l + 1])
+				l++;
+			float bound = (float)(1.0 / sqrt((double)s->width[l]));
+			v = bound * (float)((double)(splitmix64(base + g) >> 40) / 8388608.0 - 1.0);
+		}
+		if (w32)
+			w32[i] = v;
+		if (w16)
+			w16[i] = zs_float_to_half(v);
+	}
 }
 
 /* ------------------------------------------------------------------------- */
@@ -198,21 +212,14 @@ static void setup_state(struct zs_run *r)
 			/* params: everything, or this rank's slots */
 			size_t plo = ops->params_sharded ? k * r->unit_s[u] : 0;
 			size_t pcnt = ops->params_sharded ? run_owned(r, u, k) : r->unit_n[u];
-			size_t pdst = ops->params_sharded ? r->unit_soff[u] : r->unit_off[u];
-			for (size_t i = 0; i < pcnt; i++) {
-				float w = initial_weight(r, r->unit_off[u] + plo + i);
-				if (mixed)
-					((zs_half *)rk->params)[pdst + i] = zs_float_to_half(w);
-				else
-					((float *)rk->params)[pdst + i] = w;
-			}
+			void *p = run_elem(r, rk->params, ops->params_sharded ? r->unit_soff[u] : r->unit_off[u]);
+			initial_weights(r, r->unit_off[u] + plo, pcnt, mixed ? NULL : p, mixed ? p : NULL);
 			if (!mixed)
 				continue;
 			size_t slo = ops->state_sharded ? k * r->unit_s[u] : 0;
 			size_t scnt = ops->state_sharded ? run_owned(r, u, k) : r->unit_n[u];
 			size_t sdst = ops->state_sharded ? r->unit_soff[u] : r->unit_off[u];
-			for (size_t i = 0; i < scnt; i++)
-				rk->master[sdst + i] = initial_weight(r, r->unit_off[u] + slo + i);
+			initial_weights(r, r->unit_off[u] + slo, scnt, rk->master + sdst, NULL);
 		}
 	}
 }

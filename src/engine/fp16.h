@@ -23,7 +23,8 @@ enum zs_dtype { ZS_F16, ZS_F32 };
 float zs_half_to_float_soft(zs_half h);
 zs_half zs_float_to_half_soft(float f);
 
-#ifdef HAVE_FLOAT16
+/* __FLT16_MANT_DIG__: the compiler at hand (not only configure's) has it. */
+#if defined(HAVE_FLOAT16) && defined(__FLT16_MANT_DIG__)
 static inline float zs_half_to_float(zs_half h)
 {
 	_Float16 v;

@@ -5,8 +5,49 @@
 #include "config.h"
 
 #include <string.h>
+#ifdef __F16C__
+#include <immintrin.h>
+#endif
 
 #include "engine/mlp.h"
+
+/* Eight fp32 lanes (GCC and clang vector extensions: elementwise IEEE
+ * arithmetic, the same as eight scalars). */
+typedef float v8f __attribute__((vector_size(32)));
+
+static inline v8f load8_f32(const float *p)
+{
+	v8f v;
+	memcpy(&v, p, sizeof v);
+	return v;
+}
+
+static inline void store8_f32(float *p, v8f v) { memcpy(p, &v, sizeof v); }
+
+static inline v8f load8_f16(const zs_half *p)
+{
+	v8f v;
+#ifdef __F16C__
+	__m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+	memcpy(&v, &f, sizeof v);
+#else
+	for (int k = 0; k < 8; k++)
+		v[k] = zs_half_to_float(p[k]);
+#endif
+	return v;
+}
+
+static inline void store8_f16(zs_half *p, v8f v)
+{
+#ifdef __F16C__
+	__m256 f;
+	memcpy(&f, &v, sizeof f);
+	_mm_storeu_si128((__m128i *)(void *)p, _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#else
+	for (int k = 0; k < 8; k++)
+		p[k] = zs_float_to_half(v[k]);
+#endif
+}
 
 void mlp_shape_init(struct mlp_shape *s, const size_t *widths, size_t nwidths)
 {
@@ -48,19 +89,27 @@ float mse_forward_backward(float *dy, const float *out, const float *y, size_t B
 #define T zs_half
 #define LOAD(x) zs_half_to_float(x)
 #define STORE(x) zs_float_to_half(x)
+#define LOAD8(p) load8_f16(p)
+#define STORE8(p, v) store8_f16((p), (v))
 #define NAME(f) f##_f16
 #include "engine/mlp_kernels.h"
 #undef T
 #undef LOAD
 #undef STORE
+#undef LOAD8
+#undef STORE8
 #undef NAME
 
 #define T float
 #define LOAD(x) (x)
 #define STORE(x) (x)
+#define LOAD8(p) load8_f32(p)
+#define STORE8(p, v) store8_f32((p), (v))
 #define NAME(f) f##_f32
 #include "engine/mlp_kernels.h"
 #undef T
 #undef LOAD
 #undef STORE
+#undef LOAD8
+#undef STORE8
 #undef NAME

@@ -1,25 +1,24 @@
 /*
  * mlp_kernels — the layer kernels, written once and included by mlp.c for
  * each working-parameter type. Define T (the storage type), LOAD(x) and
- * STORE(x) (to and from float) and NAME(f) (the suffixed name) first.
+ * STORE(x) (one element to and from float), LOAD8(p) and STORE8(p, v)
+ * (eight elements to and from a v8f), and NAME(f) (the suffixed name).
  *
- * Sums run in a fixed order, with eight independent fp32 lanes over the
- * contiguous index (the compiler turns them into vector code without
- * reassociating anything), so results never depend on threads or schedule.
+ * Sums run in a fixed order: eight fp32 lanes over the contiguous index,
+ * then the tail, then the lanes 0..7. Vector and scalar code give the same
+ * bits, and nothing depends on threads or on the schedule.
  */
-#define LANES 8
 
 static float NAME(dot)(const float *x, const T *w, size_t n)
 {
-	float acc[LANES] = {0};
+	v8f acc = {0};
 	size_t i = 0;
-	for (; i + LANES <= n; i += LANES)
-		for (size_t k = 0; k < LANES; k++)
-			acc[k] += x[i + k] * LOAD(w[i + k]);
+	for (; i + 8 <= n; i += 8)
+		acc += load8_f32(x + i) * LOAD8(w + i);
 	float s = 0.0f;
 	for (; i < n; i++)
 		s += x[i] * LOAD(w[i]);
-	for (size_t k = 0; k < LANES; k++)
+	for (int k = 0; k < 8; k++)
 		s += acc[k];
 	return s;
 }
@@ -47,15 +46,11 @@ void NAME(linear_backward)(T *dw, T *dbias, float *dx, const float *dy, const fl
 		dbias[j] = STORE(db);
 		T *dwj = dw + j * din;
 		size_t i = 0;
-		for (; i + LANES <= din; i += LANES) {
-			float acc[LANES] = {0};
-			for (size_t b = 0; b < B; b++) {
-				float d = dy[b * dout + j];
-				for (size_t k = 0; k < LANES; k++)
-					acc[k] += d * in[b * din + i + k];
-			}
-			for (size_t k = 0; k < LANES; k++)
-				dwj[i + k] = STORE(acc[k]);
+		for (; i + 8 <= din; i += 8) {
+			v8f acc = {0};
+			for (size_t b = 0; b < B; b++)
+				acc += dy[b * dout + j] * load8_f32(in + b * din + i);
+			STORE8(dwj + i, acc);
 		}
 		for (; i < din; i++) {
 			float acc = 0.0f;
@@ -72,7 +67,10 @@ void NAME(linear_backward)(T *dw, T *dbias, float *dx, const float *dy, const fl
 		for (size_t b = 0; b < B; b++) {
 			float d = dy[b * dout + j];
 			float *dxb = dx + b * din;
-			for (size_t i = 0; i < din; i++)
+			size_t i = 0;
+			for (; i + 8 <= din; i += 8)
+				store8_f32(dxb + i, load8_f32(dxb + i) + d * LOAD8(wj + i));
+			for (; i < din; i++)
 				dxb[i] += d * LOAD(wj[i]);
 		}
 	}
@@ -80,5 +78,3 @@ void NAME(linear_backward)(T *dw, T *dbias, float *dx, const float *dy, const fl
 		if (!(in[e] > 0.0f))
 			dx[e] = 0.0f;
 }
-
-#undef LANES

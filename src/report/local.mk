@@ -1,1 +1,19 @@
-# report stage (owned by the report work)
+# report stage (owned by the report work). Paths are relative to the top;
+# the report never links the engine or the theory (DESIGN.md).
+libzsreport_a_SOURCES = \
+	src/report/report.c src/report/report.h \
+	src/report/report_buf.c src/report/report_buf.h \
+	src/report/report_data.c src/report/report_data.h \
+	src/report/report_classify.c src/report/report_classify.h \
+	src/report/report_findings.c src/report/report_findings.h \
+	src/report/report_text.c src/report/report_text.h \
+	src/report/report_figures.c src/report/report_figures.h \
+	src/report/report_exec.c src/report/report_exec.h
+
+zerosim_SOURCES += src/cli/cmd_report.c
+
+check_PROGRAMS += tests/test_report
+TESTS += tests/test_report
+tests_test_report_SOURCES = tests/test_report.c
+tests_test_report_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_report_LDADD = libzsreport.a libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS) -lm

@@ -1,1 +1,23 @@
-# theory stage (owned by the theory work)
+# theory stage (owned by the theory work). Included by the top Makefile.am;
+# paths are relative to the top directory. The theory never links the engine:
+# neither libzstheory.a nor its tests name an engine object.
+libzstheory_a_SOURCES = \
+	src/theory/theory.c src/theory/theory.h \
+	src/theory/theory_json.c
+
+zerosim_SOURCES += src/cli/cmd_theory.c
+
+# Unit tests: the ZeRO paper's Table 1 and hand-worked schedules.
+check_PROGRAMS += tests/test_theory
+TESTS += tests/test_theory
+tests_test_theory_SOURCES = tests/test_theory.c
+tests_test_theory_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_theory_LDADD = libzstheory.a libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS) -lm
+
+# Integration: `zerosim theory` against `zerosim measure`, point by point,
+# through their JSON files, and the command line's answers to bad input.
+check_PROGRAMS += tests/json_agree
+tests_json_agree_SOURCES = tests/json_agree.c
+tests_json_agree_LDADD = libzsutil.a $(CJSON_LIBS)
+TESTS += tests/theory_vs_measure.sh tests/theory_cli.sh
+EXTRA_DIST += tests/theory_vs_measure.sh tests/theory_cli.sh

@@ -1,0 +1,256 @@
+/*
+ * cmd_theory — `zerosim theory`: the closed-form model (src/theory/) for the
+ * engine's model options, or for a model given only as a parameter count.
+ * Writes theory.json (docs/formats.md, zerosim-theory/1) or a text table
+ * like the ZeRO paper's Table 1.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "theory/theory.h"
+#include "util/config.h"
+#include "util/util.h"
+
+/* The paper's data-parallel degrees (Table 1), used with --params. */
+static const unsigned paper_worlds[] = { 1, 4, 16, 64, 256, 1024 };
+
+enum {
+	OPT_LAYERS = 256, OPT_WORLD, OPT_SCHEMES, OPT_UNIT, OPT_PRECISION,
+	OPT_OPTIMIZER, OPT_BATCH, OPT_STEPS, OPT_SEED, OPT_LR,
+	OPT_SPEC, OPT_PARAMS, OPT_LARGEST_UNIT, OPT_DEVICE_MEM, OPT_FORMAT,
+	OPT_OUT, OPT_HELP
+};
+
+/* The first ten entries are in the order of the enum from OPT_LAYERS: the
+ * option's name is the key zs_config_set takes. */
+static const struct option long_options[] = {
+	{ "layers", required_argument, NULL, OPT_LAYERS },
+	{ "world", required_argument, NULL, OPT_WORLD },
+	{ "schemes", required_argument, NULL, OPT_SCHEMES },
+	{ "unit", required_argument, NULL, OPT_UNIT },
+	{ "precision", required_argument, NULL, OPT_PRECISION },
+	{ "optimizer", required_argument, NULL, OPT_OPTIMIZER },
+	{ "batch", required_argument, NULL, OPT_BATCH },
+	/* Run options: accepted so one sweep's flags serve measure and theory. */
+	{ "steps", required_argument, NULL, OPT_STEPS },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "lr", required_argument, NULL, OPT_LR },
+	{ "spec", required_argument, NULL, OPT_SPEC },
+	{ "params", required_argument, NULL, OPT_PARAMS },
+	{ "largest-unit", required_argument, NULL, OPT_LARGEST_UNIT },
+	{ "device-mem", required_argument, NULL, OPT_DEVICE_MEM },
+	{ "format", required_argument, NULL, OPT_FORMAT },
+	{ "out", required_argument, NULL, OPT_OUT },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ NULL, 0, NULL, 0 }
+};
+
+static void usage(void)
+{
+	fputs(
+"Usage: zerosim theory [MODEL OPTIONS] [--out FILE]\n"
+"   or: zerosim theory --params P [--largest-unit L] [--world LIST] [--out FILE]\n"
+"Print or write the closed-form per-rank memory and communication of DP and\n"
+"ZeRO-1/2/3: the ZeRO paper's floors and the exact step schedule\n"
+"(docs/schedule.md).\n"
+"\n"
+"Model options (as for 'zerosim measure'):\n"
+"      --layers LIST      layer widths d0,...,dL (default 64,256,64)\n"
+"      --world LIST       world sizes N (default 1,2,4,8,16,32)\n"
+"      --schemes LIST     of dp,zero1,zero2,zero3 (default all)\n"
+"      --unit LIST        of model,layer (default model)\n"
+"      --precision P      mixed or fp32 (default mixed)\n"
+"      --optimizer O      adam or sgd (default adam)\n"
+"      --batch B          per-rank batch (default 4)\n"
+"      --steps, --seed, --lr  accepted and ignored (the theory needs none)\n"
+"      --spec FILE        read a zerosim-sweep/1 file; options override it\n"
+"\n"
+"A model known only by its size (floors only):\n"
+"      --params P         parameter count, e.g. 7.5e9 (default N list:\n"
+"                         1,4,16,64,256,1024 as in the paper's Table 1)\n"
+"      --largest-unit L   elements of the largest unit ZeRO-3 gathers; adds\n"
+"                         its transient L*(p+g) bytes\n"
+"\n"
+"Output:\n"
+"      --device-mem SIZE  device memory, e.g. 80GB (1e9) or 80GiB (2^30);\n"
+"                         says where the floor's model states fit\n"
+"      --format F         json or text (default json with --out, else text)\n"
+"      --out FILE         write there (atomically) instead of stdout\n"
+"  -h, --help             show this help and exit\n"
+"\n"
+"Exit status: 0 success, 1 failure at run time, 2 bad usage or input.\n",
+	stdout);
+}
+
+/* The shared parsers say what is wrong with a value; name the option too. */
+static void name_option(char **cause, const char *option)
+{
+	char *named = zs_asprintf("%s: %s", option, *cause != NULL ? *cause : "bad value");
+
+	free(*cause);
+	*cause = named;
+}
+
+static int usage_error(const char *cause)
+{
+	fprintf(stderr, "zerosim theory: %s\n", cause);
+	return ZS_EXIT_USAGE;
+}
+
+/* Model options are kept in order and applied after --spec, so that options
+ * override the file wherever --spec appears. */
+struct setting {
+	const char *key, *value;
+};
+
+int zs_cmd_theory(int argc, char **argv)
+{
+	struct zs_config config;
+	struct theory_request req = { .config = &config };
+	struct setting *settings = zs_calloc((size_t)argc + 1, sizeof *settings);
+	size_t nsettings = 0;
+	const char *spec = NULL, *out = NULL, *format = NULL;
+	int layers_given = 0, world_given = 0, params_given = 0, status = ZS_EXIT_USAGE, opt;
+	char *cause = NULL, *text = NULL, *json = NULL;
+	cJSON *root = NULL;
+
+	zs_config_defaults(&config);
+	optind = 1;
+	opterr = 0;      /* errors are ours: one line, our prefix */
+	while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
+		switch (opt) {
+		case OPT_LAYERS: case OPT_WORLD: case OPT_SCHEMES: case OPT_UNIT:
+		case OPT_PRECISION: case OPT_OPTIMIZER: case OPT_BATCH:
+		case OPT_STEPS: case OPT_SEED: case OPT_LR:
+			settings[nsettings].key = long_options[opt - OPT_LAYERS].name;
+			settings[nsettings++].value = optarg;
+			layers_given |= opt == OPT_LAYERS;
+			world_given |= opt == OPT_WORLD;
+			break;
+		case OPT_SPEC:
+			spec = optarg;
+			break;
+		case OPT_PARAMS:
+			if (zs_parse_count(optarg, ZS_MAX_PARAMS, &req.params, &cause) < 0) {
+				name_option(&cause, "--params");
+				goto bad;
+			}
+			params_given = 1;
+			break;
+		case OPT_LARGEST_UNIT:
+			if (zs_parse_count(optarg, ZS_MAX_PARAMS, &req.largest_unit, &cause) < 0) {
+				name_option(&cause, "--largest-unit");
+				goto bad;
+			}
+			break;
+		case OPT_DEVICE_MEM:
+			if (zs_parse_bytes(optarg, &req.device_mem, &cause) < 0) {
+				name_option(&cause, "--device-mem");
+				goto bad;
+			}
+			break;
+		case OPT_FORMAT:
+			if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0) {
+				cause = zs_asprintf("--format: '%s' is neither json nor text", optarg);
+				goto bad;
+			}
+			format = optarg;
+			break;
+		case OPT_OUT:
+			out = optarg;
+			break;
+		case 'h':
+		case OPT_HELP:
+			usage();
+			status = ZS_EXIT_OK;
+			goto end;
+		case ':':
+			cause = zs_asprintf("%s needs a value", argv[optind - 1]);
+			goto bad;
+		case '?':
+		default:
+			if (optopt != 0)
+				cause = zs_asprintf("unknown option '-%c' (try --help)", optopt);
+			else
+				cause = zs_asprintf("unknown option '%s' (try --help)", argv[optind - 1]);
+			goto bad;
+		}
+	}
+	if (optind < argc) {
+		cause = zs_asprintf("unexpected argument '%s' (try --help)", argv[optind]);
+		goto bad;
+	}
+
+	if (spec != NULL && zs_config_load_spec(&config, spec, &cause) < 0)
+		goto bad;
+	for (size_t i = 0; i < nsettings; i++)
+		if (zs_config_set(&config, settings[i].key, settings[i].value, &cause) < 0)
+			goto bad;
+	if (zs_config_validate(&config, &cause) < 0)
+		goto bad;
+
+	req.shape_known = !params_given;
+	if (!req.shape_known) {
+		if (layers_given) {
+			cause = zs_strdup("--params and --layers exclude each other: give the shape or the count");
+			goto bad;
+		}
+		if (!world_given && spec == NULL) {
+			config.nworld = sizeof paper_worlds / sizeof paper_worlds[0];
+			memcpy(config.world, paper_worlds, sizeof paper_worlds);
+		}
+		if (req.largest_unit > req.params) {
+			cause = zs_asprintf("--largest-unit: %.17g is more than the %.17g parameters",
+			                    req.largest_unit, req.params);
+			goto bad;
+		}
+	} else if (req.largest_unit > 0) {
+		cause = zs_strdup("--largest-unit needs --params (a model with layers knows its units)");
+		goto bad;
+	}
+
+	if (format == NULL)
+		format = out != NULL ? "json" : "text";
+	status = ZS_EXIT_RUNTIME;
+	if (strcmp(format, "json") == 0) {
+		root = theory_json(&req);
+		if (out != NULL) {
+			if (zs_json_write(out, root, &cause) < 0)
+				goto fail;
+		} else {
+			json = cJSON_Print(root);
+			if (json == NULL || puts(json) == EOF)
+				goto fail;
+		}
+	} else {
+		text = theory_text(&req);
+		if (out != NULL) {
+			if (zs_write_atomic(out, text, strlen(text), &cause) < 0)
+				goto fail;
+		} else if (fputs(text, stdout) == EOF) {
+			goto fail;
+		}
+	}
+	if (fflush(stdout) != 0)
+		goto fail;
+	status = ZS_EXIT_OK;
+	goto end;
+
+fail:
+	fprintf(stderr, "zerosim theory: %s\n", cause != NULL ? cause : "cannot write the output");
+	goto end;
+bad:
+	status = usage_error(cause != NULL ? cause : "bad usage");
+end:
+	free(cause);
+	free(text);
+	cJSON_free(json);
+	cJSON_Delete(root);
+	free(settings);
+	return status;
+}

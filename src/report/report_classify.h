@@ -1,0 +1,64 @@
+/*
+ * report_classify — every point (scheme, N, unit, metric) against the
+ * paper floor and the schedule model, and the causes of its departure from
+ * the floor.
+ *
+ * Causes are attributed from the MEASURED breakdowns, not from the theory:
+ *  - padding: model-state bytes above the floor, up to the shard padding
+ *    (S − Ψ/N)·(bytes of the sharded states) the run's own S implies; for
+ *    comm, bytes above the floor up to floor·(P − Ψ)/Ψ;
+ *  - gathered params, full grads: those transient categories at the peak;
+ *  - activations: the `activations` and `scratch` categories, merged as
+ *    "activations and scratch" (both are per-batch step buffers every scheme
+ *    holds alike);
+ *  - other: whatever departure is left (an unknown category, model state
+ *    beyond padding, a breakdown that does not sum to the total).
+ *
+ * Activations and scratch are the common baseline: every scheme's peak sits
+ * above its floor by them at every N, so a departure made only of them is
+ * reported (status BASELINE) but not flagged. Any other cause flags the
+ * point. Independently, a point whose measurement differs from the schedule
+ * model by a single byte is `unexplained`: a bug in the engine or in the
+ * theory (docs/schedule.md is the contract between them).
+ */
+#ifndef ZS_REPORT_CLASSIFY_H
+#define ZS_REPORT_CLASSIFY_H
+
+#include "report/report_data.h"
+
+enum report_cause {
+	REPORT_PADDING, REPORT_GATHERED, REPORT_FULL_GRADS, REPORT_ACTIVATIONS, REPORT_OTHER,
+	REPORT_NCAUSES
+};
+
+enum report_status { REPORT_NONE, REPORT_BASELINE, REPORT_FLAGGED };
+
+struct report_point {
+	const struct report_run *run;
+	enum report_metric metric;
+	double floor, schedule, measured;    /* bytes per rank */
+	double departure;                    /* measured − floor, bytes */
+	double cause[REPORT_NCAUSES];        /* bytes; they sum to the departure */
+	enum report_status status;
+	int unexplained;                     /* measured != schedule */
+};
+
+/* Classify one point of run r. `d` gives Ψ and the bytes per param. */
+void report_classify_point(const struct report_data *d, const struct report_run *r,
+                           enum report_metric m, struct report_point *pt);
+
+/* Classify every point: pts gets d->nruns·REPORT_NMETRICS entries, run by
+ * run, metric by metric. The caller frees it with free(). */
+struct report_point *report_classify(const struct report_data *d, size_t *npts);
+
+/* "padding", "gathered params", "full grads", "activations and scratch", "other". */
+const char *report_cause_name(enum report_cause c);
+/* One-letter mark used in table.tex: p g f a o. */
+char report_cause_mark(enum report_cause c);
+const char *report_status_name(enum report_status s);
+
+/* Whether a byte difference is zero, allowing for the rounding of
+ * fractional floors such as Ψ·14/3. */
+int report_is_zero(double bytes, double scale);
+
+#endif

@@ -1,0 +1,381 @@
+/*
+ * report_data — load, check and join measured.json and theory.json
+ * (docs/formats.md). Everything the later stages need is copied into plain
+ * structs here, so no other report module touches cJSON input.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/report_data.h"
+#include "util/util.h"
+
+static const char *const cat_names[REPORT_NCATS] = {
+	"param16", "param32", "grad16", "grad32", "master32", "adam_m", "adam_v", "momentum",
+	"gathered_params", "full_grads", "activations", "scratch", "other",
+};
+
+const char *report_cat_name(enum report_cat c)
+{
+	return cat_names[c];
+}
+
+int report_cat_is_state(enum report_cat c)
+{
+	return c <= REPORT_CAT_MOMENTUM;
+}
+
+const char *report_metric_name(enum report_metric m)
+{
+	static const char *const names[REPORT_NMETRICS] = {"resident", "peak", "comm"};
+	return names[m];
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* The model-describing part of a config object, read the same way from
+ * both files so the comparison is like for like. */
+struct model_cfg {
+	size_t widths[ZS_MAX_WIDTHS];
+	size_t nwidths;
+	double batch;
+	const char *precision, *optimizer;
+	double p, g, k;
+};
+
+static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg *m, char **cause)
+{
+	const cJSON *layers, *bpp, *w;
+	unsigned long long v;
+
+	memset(m, 0, sizeof *m);
+	layers = cJSON_GetObjectItemCaseSensitive(cfg, "layers");
+	if (layers == NULL || cJSON_IsNull(layers))
+		return zs_fail(cause, "%s: \"layers\" is null (a model given only as --params); "
+		               "the report needs the layer widths to compare with a measurement", where);
+	if (!cJSON_IsArray(layers))
+		return zs_fail(cause, "%s: \"layers\" is not an array", where);
+	cJSON_ArrayForEach(w, layers) {
+		if (!cJSON_IsNumber(w) || w->valuedouble < 1 || w->valuedouble > ZS_MAX_WIDTH ||
+		    w->valuedouble != (double)(size_t)w->valuedouble || m->nwidths == ZS_MAX_WIDTHS)
+			return zs_fail(cause, "%s: \"layers\" must be 2..%d widths in 1..%d", where,
+			               ZS_MAX_WIDTHS, ZS_MAX_WIDTH);
+		m->widths[m->nwidths++] = (size_t)w->valuedouble;
+	}
+	if (m->nwidths < 2)
+		return zs_fail(cause, "%s: \"layers\" must be 2..%d widths in 1..%d", where,
+		               ZS_MAX_WIDTHS, ZS_MAX_WIDTH);
+	if (zs_json_uint(cfg, "batch", where, 1, ZS_MAX_BATCH, &v, cause) < 0)
+		return -1;
+	m->batch = (double)v;
+	if (zs_json_string(cfg, "precision", where, &m->precision, cause) < 0 ||
+	    zs_json_string(cfg, "optimizer", where, &m->optimizer, cause) < 0 ||
+	    zs_json_object(cfg, "bytes_per_param", where, &bpp, cause) < 0 ||
+	    zs_json_number(bpp, "param", where, &m->p, cause) < 0 ||
+	    zs_json_number(bpp, "grad", where, &m->g, cause) < 0 ||
+	    zs_json_number(bpp, "optimizer", where, &m->k, cause) < 0)
+		return -1;
+	return 0;
+}
+
+/* The configurations must describe the same model and run, or the join
+ * would compare unlike things. */
+static int same_model(const struct model_cfg *a, const struct model_cfg *b, const char *an,
+                      const char *bn, char **cause)
+{
+	if (a->nwidths != b->nwidths || memcmp(a->widths, b->widths, a->nwidths * sizeof a->widths[0]))
+		return zs_fail(cause, "%s and %s describe different models: the layer widths differ", an, bn);
+	if (a->batch != b->batch)
+		return zs_fail(cause, "%s and %s differ in batch: %.0f and %.0f", an, bn, a->batch, b->batch);
+	if (strcmp(a->precision, b->precision))
+		return zs_fail(cause, "%s and %s differ in precision: %s and %s", an, bn, a->precision,
+		               b->precision);
+	if (strcmp(a->optimizer, b->optimizer))
+		return zs_fail(cause, "%s and %s differ in optimizer: %s and %s", an, bn, a->optimizer,
+		               b->optimizer);
+	if (a->p != b->p || a->g != b->g || a->k != b->k)
+		return zs_fail(cause, "%s and %s differ in bytes_per_param", an, bn);
+	return 0;
+}
+
+static int read_key(const cJSON *o, const char *where, enum zs_scheme *s, unsigned *world,
+                    enum zs_unit *u, char **cause)
+{
+	const char *str;
+	unsigned long long w;
+
+	if (zs_json_string(o, "scheme", where, &str, cause) < 0)
+		return -1;
+	if (zs_scheme_parse(str, s) < 0)
+		return zs_fail(cause, "%s: unknown scheme '%s' (dp, zero1, zero2, zero3)", where, str);
+	if (zs_json_uint(o, "world", where, 1, ZS_MAX_WORLD, &w, cause) < 0)
+		return -1;
+	*world = (unsigned)w;
+	if (zs_json_string(o, "unit", where, &str, cause) < 0)
+		return -1;
+	if (zs_unit_parse(str, u) < 0)
+		return zs_fail(cause, "%s: unknown unit '%s' (model, layer)", where, str);
+	return 0;
+}
+
+static int read_breakdown(const cJSON *run, const char *key, const char *where, double *bd,
+                          char **cause)
+{
+	const cJSON *obj, *c;
+	int i;
+
+	if (zs_json_object(run, key, where, &obj, cause) < 0)
+		return -1;
+	cJSON_ArrayForEach(c, obj) {
+		if (!cJSON_IsNumber(c))
+			return zs_fail(cause, "%s: %s.%s is not a number", where, key, c->string);
+		for (i = 0; i < REPORT_CAT_UNKNOWN; i++)
+			if (strcmp(c->string, cat_names[i]) == 0)
+				break;
+		bd[i] += c->valuedouble;
+	}
+	return 0;
+}
+
+static int read_timeline(const cJSON *run, const char *where, struct report_run *r, char **cause)
+{
+	const cJSON *tl = cJSON_GetObjectItemCaseSensitive(run, "timeline"), *ev;
+	size_t n = 0;
+
+	if (tl == NULL || cJSON_IsNull(tl))
+		return 0;
+	if (!cJSON_IsArray(tl))
+		return zs_fail(cause, "%s: \"timeline\" is neither null nor an array", where);
+	r->ntimeline = (size_t)cJSON_GetArraySize(tl);
+	if (r->ntimeline == 0)
+		return 0;
+	r->timeline = zs_calloc(r->ntimeline, sizeof *r->timeline);
+	cJSON_ArrayForEach(ev, tl) {
+		if (zs_json_number(ev, "current_bytes", where, &r->timeline[n++], cause) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int read_run(const cJSON *run, const char *where, struct report_run *r, char **cause)
+{
+	const cJSON *units, *u;
+
+	if (read_key(run, where, &r->scheme, &r->world, &r->unit, cause) < 0 ||
+	    zs_json_array(run, "units", where, &units, cause) < 0)
+		return -1;
+	cJSON_ArrayForEach(u, units) {
+		if (!cJSON_IsNumber(u))
+			return zs_fail(cause, "%s: \"units\" holds a non-number", where);
+		if (u->valuedouble > r->largest_unit)
+			r->largest_unit = u->valuedouble;
+	}
+	if (zs_json_number(run, "shard_elements", where, &r->shard_elements, cause) < 0 ||
+	    zs_json_number(run, "padded_elements", where, &r->padded_elements, cause) < 0 ||
+	    zs_json_number(run, "resident_bytes", where, &r->measured[REPORT_RESIDENT], cause) < 0 ||
+	    zs_json_number(run, "peak_bytes", where, &r->measured[REPORT_PEAK], cause) < 0 ||
+	    zs_json_number(run, "comm_bytes_per_rank_per_step", where, &r->measured[REPORT_COMM],
+	                   cause) < 0 ||
+	    read_breakdown(run, "resident_breakdown", where, r->resident_bd, cause) < 0 ||
+	    read_breakdown(run, "peak_breakdown", where, r->peak_bd, cause) < 0)
+		return -1;
+	return read_timeline(run, where, r, cause);
+}
+
+/* Fill the theory side of r from its row. */
+static int read_row(const cJSON *row, const char *where, struct report_run *r, char **cause)
+{
+	const cJSON *fl, *sc;
+
+	if (zs_json_object(row, "floor", where, &fl, cause) < 0 ||
+	    zs_json_number(fl, "resident_bytes", where, &r->floor[REPORT_RESIDENT], cause) < 0 ||
+	    zs_json_number(fl, "comm_bytes_per_rank_per_step", where, &r->floor[REPORT_COMM], cause) < 0)
+		return -1;
+	/* The paper counts no transients: the peak's floor is the resident one. */
+	r->floor[REPORT_PEAK] = r->floor[REPORT_RESIDENT];
+	sc = cJSON_GetObjectItemCaseSensitive(row, "schedule");
+	if (sc == NULL || cJSON_IsNull(sc))
+		return zs_fail(cause, "%s has no schedule model; the report needs one", where);
+	if (zs_json_number(sc, "resident_bytes", where, &r->schedule[REPORT_RESIDENT], cause) < 0 ||
+	    zs_json_number(sc, "peak_bytes", where, &r->schedule[REPORT_PEAK], cause) < 0 ||
+	    zs_json_number(sc, "comm_bytes_per_rank_per_step", where, &r->schedule[REPORT_COMM],
+	                   cause) < 0)
+		return -1;
+	return 0;
+}
+
+static int cmp_run(const void *a, const void *b)
+{
+	const struct report_run *x = a, *y = b;
+
+	if (x->unit != y->unit)
+		return x->unit < y->unit ? -1 : 1;
+	if (x->scheme != y->scheme)
+		return x->scheme < y->scheme ? -1 : 1;
+	return x->world < y->world ? -1 : x->world > y->world;
+}
+
+static const char *label(enum zs_scheme s, unsigned world, enum zs_unit u, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s N=%u unit=%s", zs_scheme_name(s), world, zs_unit_name(u));
+	return buf;
+}
+
+/* Find the theory row for run r; -1 with cause when there is none. */
+static int join_row(const cJSON *rows, const char *tname, struct report_run *r, char **cause)
+{
+	const cJSON *row;
+	char where[256], lab[96];
+	int i = 0;
+
+	cJSON_ArrayForEach(row, rows) {
+		enum zs_scheme s;
+		enum zs_unit u;
+		unsigned w;
+
+		snprintf(where, sizeof where, "%s: rows[%d]", tname, i++);
+		if (read_key(row, where, &s, &w, &u, cause) < 0)
+			return -1;
+		if (s == r->scheme && w == r->world && u == r->unit)
+			return read_row(row, where, r, cause);
+	}
+	return zs_fail(cause, "%s has no row for the measured run %s", tname,
+	               label(r->scheme, r->world, r->unit, lab, sizeof lab));
+}
+
+int report_data_from_json(const cJSON *measured, const cJSON *theory, const char *mname,
+                          const char *tname, struct report_data *d, char **cause)
+{
+	const cJSON *mcfg, *tcfg, *runs, *rows, *run;
+	struct model_cfg mm, tm;
+	double tparams;
+	char where[256], lab[96];
+	size_t i, j;
+
+	memset(d, 0, sizeof *d);
+	snprintf(where, sizeof where, "%s: config", mname);
+	if (zs_json_object(measured, "config", mname, &mcfg, cause) < 0 ||
+	    zs_json_number(mcfg, "params", where, &d->params, cause) < 0 ||
+	    read_model_cfg(mcfg, where, &mm, cause) < 0)
+		return -1;
+	snprintf(where, sizeof where, "%s: config", tname);
+	if (zs_json_number(theory, "params", tname, &tparams, cause) < 0 ||
+	    zs_json_object(theory, "config", tname, &tcfg, cause) < 0 ||
+	    read_model_cfg(tcfg, where, &tm, cause) < 0)
+		return -1;
+	if (d->params != tparams)
+		return zs_fail(cause, "%s and %s describe different models: %.0f and %.0f params", mname,
+		               tname, d->params, tparams);
+	if (d->params < 1)
+		return zs_fail(cause, "%s: config.params must be at least 1", mname);
+	if (same_model(&mm, &tm, mname, tname, cause) < 0)
+		return -1;
+	memcpy(d->widths, mm.widths, sizeof d->widths);
+	d->nwidths = mm.nwidths;
+	d->batch = mm.batch;
+	snprintf(d->precision, sizeof d->precision, "%s", mm.precision);
+	snprintf(d->optimizer, sizeof d->optimizer, "%s", mm.optimizer);
+	d->p = mm.p;
+	d->g = mm.g;
+	d->k = mm.k;
+
+	if (zs_json_array(measured, "runs", mname, &runs, cause) < 0 ||
+	    zs_json_array(theory, "rows", tname, &rows, cause) < 0)
+		return -1;
+	d->nruns = (size_t)cJSON_GetArraySize(runs);
+	if (d->nruns == 0)
+		return zs_fail(cause, "%s holds no runs", mname);
+	d->runs = zs_calloc(d->nruns, sizeof *d->runs);
+	i = 0;
+	cJSON_ArrayForEach(run, runs) {
+		snprintf(where, sizeof where, "%s: runs[%zu]", mname, i);
+		if (read_run(run, where, &d->runs[i], cause) < 0 ||
+		    join_row(rows, tname, &d->runs[i], cause) < 0)
+			goto fail;
+		i++;
+	}
+	qsort(d->runs, d->nruns, sizeof *d->runs, cmp_run);
+	for (j = 1; j < d->nruns; j++)
+		if (cmp_run(&d->runs[j - 1], &d->runs[j]) == 0) {
+			const struct report_run *r = &d->runs[j];
+			zs_fail(cause, "%s measures %s twice", mname,
+			        label(r->scheme, r->world, r->unit, lab, sizeof lab));
+			goto fail;
+		}
+	return 0;
+fail:
+	report_data_free(d);
+	return -1;
+}
+
+int report_data_load(const char *measured_path, const char *theory_path, struct report_data *d,
+                     char **cause)
+{
+	cJSON *m = NULL, *t = NULL;
+	int rc = -1;
+
+	memset(d, 0, sizeof *d);
+	if (zs_json_load(measured_path, REPORT_MEASURED_FORMAT, &m, cause) < 0 ||
+	    zs_json_load(theory_path, REPORT_THEORY_FORMAT, &t, cause) < 0)
+		goto end;
+	rc = report_data_from_json(m, t, measured_path, theory_path, d, cause);
+end:
+	cJSON_Delete(m);
+	cJSON_Delete(t);
+	return rc;
+}
+
+void report_data_free(struct report_data *d)
+{
+	size_t i;
+
+	for (i = 0; d->runs != NULL && i < d->nruns; i++)
+		free(d->runs[i].timeline);
+	free(d->runs);
+	d->runs = NULL;
+	d->nruns = 0;
+}
+
+const struct report_run *report_data_find(const struct report_data *d, enum zs_scheme s,
+                                          unsigned world, enum zs_unit u)
+{
+	size_t i;
+
+	for (i = 0; i < d->nruns; i++)
+		if (d->runs[i].scheme == s && d->runs[i].world == world && d->runs[i].unit == u)
+			return &d->runs[i];
+	return NULL;
+}
+
+size_t report_data_worlds(const struct report_data *d, enum zs_unit u, unsigned *w)
+{
+	size_t i, j, n = 0;
+
+	for (i = 0; i < d->nruns; i++) {
+		unsigned x = d->runs[i].world;
+		if (d->runs[i].unit != u)
+			continue;
+		for (j = 0; j < n && w[j] < x; j++)
+			;
+		if (j < n && w[j] == x)
+			continue;
+		if (n == ZS_MAX_WORLDS)
+			break;
+		memmove(&w[j + 1], &w[j], (n - j) * sizeof *w);
+		w[j] = x;
+		n++;
+	}
+	return n;
+}
+
+int report_data_has_unit(const struct report_data *d, enum zs_unit u)
+{
+	size_t i;
+
+	for (i = 0; i < d->nruns; i++)
+		if (d->runs[i].unit == u)
+			return 1;
+	return 0;
+}

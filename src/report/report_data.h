@@ -1,0 +1,93 @@
+/*
+ * report_data — the report's view of one measurement and one theory: both
+ * JSON files (docs/formats.md, zerosim-measured/1 and zerosim-theory/1)
+ * loaded, checked against each other and joined on (scheme, N, unit).
+ *
+ * The report reads only these files; it never includes an engine or theory
+ * header (DESIGN.md), so a measured.json made elsewhere can be diffed.
+ */
+#ifndef ZS_REPORT_DATA_H
+#define ZS_REPORT_DATA_H
+
+#include <stddef.h>
+#include <cjson/cJSON.h>
+#include "util/config.h"
+
+#define REPORT_MEASURED_FORMAT "zerosim-measured/1"
+#define REPORT_THEORY_FORMAT "zerosim-theory/1"
+
+/* The three metrics of a point (bytes per rank). */
+enum report_metric { REPORT_RESIDENT, REPORT_PEAK, REPORT_COMM, REPORT_NMETRICS };
+
+/* Tracker categories of docs/schedule.md. Any category this report does not
+ * know is summed into REPORT_CAT_UNKNOWN, so its bytes still show up. */
+enum report_cat {
+	REPORT_CAT_PARAM16, REPORT_CAT_PARAM32, REPORT_CAT_GRAD16, REPORT_CAT_GRAD32,
+	REPORT_CAT_MASTER32, REPORT_CAT_ADAM_M, REPORT_CAT_ADAM_V, REPORT_CAT_MOMENTUM,
+	REPORT_CAT_GATHERED, REPORT_CAT_FULL_GRADS, REPORT_CAT_ACTIVATIONS, REPORT_CAT_SCRATCH,
+	REPORT_CAT_UNKNOWN, REPORT_NCATS
+};
+
+/* One measured run joined with its theory row. Bytes are per rank. */
+struct report_run {
+	enum zs_scheme scheme;
+	unsigned world;
+	enum zs_unit unit;
+	double largest_unit;                 /* elements of the largest unit */
+	double shard_elements;               /* S */
+	double padded_elements;              /* P = N·S */
+	double measured[REPORT_NMETRICS];
+	double floor[REPORT_NMETRICS];       /* the paper; peak's floor is the resident floor */
+	double schedule[REPORT_NMETRICS];    /* the schedule model of docs/schedule.md */
+	double resident_bd[REPORT_NCATS];    /* measured resident_breakdown */
+	double peak_bd[REPORT_NCATS];        /* measured peak_breakdown */
+	double *timeline;                    /* rank 0's current_bytes per event, or NULL */
+	size_t ntimeline;
+};
+
+struct report_data {
+	double params;                       /* Ψ */
+	size_t widths[ZS_MAX_WIDTHS];
+	size_t nwidths;
+	double batch;
+	char precision[16];
+	char optimizer[16];
+	double p, g, k;                      /* bytes per param: working param, grad, optimizer */
+	struct report_run *runs;             /* sorted by unit, scheme, world */
+	size_t nruns;
+};
+
+/* Load both files, check their formats and that they describe the same
+ * model, and join them. Every measured run needs a theory row; extra theory
+ * rows are ignored. Returns 0, or -1 with *cause set (bad input: exit 2).
+ * The caller frees *d with report_data_free(). */
+int report_data_load(const char *measured_path, const char *theory_path,
+                     struct report_data *d, char **cause);
+
+/* The same from parsed trees (formats not checked); `mname` and `tname`
+ * name the files in messages. */
+int report_data_from_json(const cJSON *measured, const cJSON *theory, const char *mname,
+                          const char *tname, struct report_data *d, char **cause);
+
+void report_data_free(struct report_data *d);
+
+/* The run for (scheme, world, unit), or NULL. */
+const struct report_run *report_data_find(const struct report_data *d, enum zs_scheme s,
+                                          unsigned world, enum zs_unit u);
+
+/* Sorted distinct world sizes measured for a unit (any scheme); returns the
+ * count and fills w[] (ZS_MAX_WORLDS slots). */
+size_t report_data_worlds(const struct report_data *d, enum zs_unit u, unsigned *w);
+
+/* Whether any run has unit u. */
+int report_data_has_unit(const struct report_data *d, enum zs_unit u);
+
+/* Names for text: "resident", "peak", "comm"; the category's JSON key. */
+const char *report_metric_name(enum report_metric m);
+const char *report_cat_name(enum report_cat c);
+
+/* Whether a category is model state (held between steps) rather than a
+ * transient of the step. */
+int report_cat_is_state(enum report_cat c);
+
+#endif

@@ -1,0 +1,419 @@
+/*
+ * report_figures — gnuplot scripts and data for the five figures. The floor
+ * curves are the ZeRO paper's formulas (SC'20, section 5) written as gnuplot
+ * functions of p, g, k, so an edited script still draws the right floors.
+ *
+ * Every series has its own colour, point type and dash type, so the
+ * figures read in black and white; legends sit outside the plot area.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "report/report_buf.h"
+#include "report/report_figures.h"
+#include "util/util.h"
+
+const char *const report_figure_names[REPORT_NFIGURES] = {
+	"fig1-resident", "fig2-peak", "fig3-comm", "fig4-breakdown", "fig5-timeline",
+};
+
+static const char *const scheme_title[ZS_NSCHEMES] = {"DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
+
+/* ------------------------------------------------------------------------ */
+
+static int put(const char *dir, const char *name, const char *ext, const struct report_buf *b,
+               char **cause)
+{
+	char *path = zs_asprintf("%s/%s.%s", dir, name, ext);
+	int rc = report_buf_write(b, path, cause);
+
+	free(path);
+	return rc;
+}
+
+/* The unit the figures show: the prototype's whole-model unit when measured. */
+static enum zs_unit main_unit(const struct report_data *d)
+{
+	return report_data_has_unit(d, ZS_UNIT_MODEL) ? ZS_UNIT_MODEL : ZS_UNIT_LAYER;
+}
+
+/* A value or gnuplot's missing marker. */
+static void value(struct report_buf *b, const struct report_run *r, double v)
+{
+	if (r == NULL)
+		report_buf_printf(b, " ?");
+	else
+		report_buf_printf(b, " %.9g", v);
+}
+
+static void header(struct report_buf *b, const struct report_data *d, const char *name,
+                   const char *what)
+{
+	report_buf_printf(b,
+		"# %s.gp, written by zerosim report: %s.\n"
+		"# Reads %s.dat; run `gnuplot %s.gp` in this folder to rewrite %s.pdf and %s.png.\n"
+		"# Bytes per parameter are bytes per rank divided by Psi = %.0f.\n"
+		"Psi = %.0f\np = %g; g = %g; k = %g   # bytes per param: working param, grad, optimizer\n"
+		"set datafile missing '?'\n"
+		"set encoding utf8\n"
+		"# One style per series: colour, point type and dash type, for black and white too.\n"
+		"set style line 1 lc rgb '#000000' lw 2 dt 1 pt 7   # DP\n"
+		"set style line 2 lc rgb '#d95f02' lw 2 dt 2 pt 5   # ZeRO-1\n"
+		"set style line 3 lc rgb '#1b9e77' lw 2 dt 4 pt 9   # ZeRO-2\n"
+		"set style line 4 lc rgb '#7570b3' lw 2 dt 5 pt 13  # ZeRO-3\n"
+		"set style line 5 lc rgb '#e7298a' lw 2 dt 3 pt 6   # ZeRO-3 unit=layer\n"
+		"set style line 6 lc rgb '#777777' lw 1 dt 3        # reference lines\n"
+		"set key outside right top vertical Left reverse samplen 3 spacing 1.2\n"
+		"set grid back lc rgb '#dddddd'\n"
+		"set border 3\nset tics nomirror\n",
+		name, what, name, name, name, name, d->params, d->params, d->p, d->g, d->k);
+}
+
+static void n_axis(struct report_buf *b, const unsigned *w, size_t n)
+{
+	size_t i;
+
+	report_buf_printf(b, "set logscale x 2\nset xrange [%g:%g]\nset xtics (",
+	                  w[0] * 0.8, w[n - 1] * 1.25);
+	for (i = 0; i < n; i++)
+		report_buf_printf(b, "%s%u", i ? ", " : "", w[i]);
+	report_buf_printf(b, ")\nset xlabel 'world size N (ranks, log scale)'\n");
+}
+
+/* Draw to PDF, then the same plot to PNG. */
+static void render(struct report_buf *b, const char *name, const char *plot)
+{
+	report_buf_printf(b,
+		"# Vector PDF for the paper, PNG for a quick look; sizes tuned to each.\n"
+		"set terminal pdfcairo enhanced size 6in,3.3in font 'Helvetica,9' linewidth 1.5\n"
+		"pts = 0.6; set pointsize pts\n"
+		"set output '%s.pdf'\n%s\n"
+		"set terminal pngcairo enhanced size 1100,600 font 'Helvetica,12'\n"
+		"pts = 1.2; set pointsize pts\n"
+		"set output '%s.png'\nreplot\nset output\n",
+		name, plot, name);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static int fig_resident(const struct report_data *d, const char *dir, char **cause)
+{
+	struct report_buf dat = {0}, gp = {0}, plot = {0};
+	enum zs_unit u = main_unit(d);
+	unsigned w[ZS_MAX_WORLDS];
+	size_t n = report_data_worlds(d, u, w), i;
+	const char *name = report_figure_names[0];
+	int s, rc;
+
+	report_buf_printf(&dat, "# resident bytes per param per rank, unit=%s\n# N dp zero1 zero2 zero3\n",
+	                  zs_unit_name(u));
+	for (i = 0; i < n; i++) {
+		report_buf_printf(&dat, "%u", w[i]);
+		for (s = 0; s < ZS_NSCHEMES; s++) {
+			const struct report_run *r = report_data_find(d, (enum zs_scheme)s, w[i], u);
+			value(&dat, r, r ? r->measured[REPORT_RESIDENT] / d->params : 0);
+		}
+		report_buf_printf(&dat, "\n");
+	}
+	header(&gp, d, name, "resident bytes per parameter against N");
+	n_axis(&gp, w, n);
+	report_buf_printf(&gp,
+		"set ylabel 'resident bytes per parameter per rank'\nset yrange [0:*]\nset samples 400\n"
+		"# The paper's floors (ZeRO, SC'20): DP p+g+k, ZeRO-1 p+g+k/N, ZeRO-2 p+(g+k)/N, ZeRO-3 (p+g+k)/N.\n"
+		"# Drawn from N = 1 on (NaN below), where a world size starts.\n"
+		"f0(x) = x < 1 ? NaN : p+g+k\nf1(x) = x < 1 ? NaN : p+g+k/x\n"
+		"f2(x) = x < 1 ? NaN : p+(g+k)/x\nf3(x) = x < 1 ? NaN : (p+g+k)/x\n"
+		"set title 'Resident model state per rank (unit=%s): measured points over the paper floors'\n",
+		zs_unit_name(u));
+	report_buf_printf(&plot, "plot \\\n");
+	for (s = 0; s < ZS_NSCHEMES; s++)
+		report_buf_printf(&plot, "  f%d(x) with lines ls %d lw 1 title '%s floor', \\\n"
+		                  "  '%s.dat' using 1:%d with points ls %d title '%s measured', \\\n",
+		                  s, s + 1, scheme_title[s], name, s + 2, s + 1, scheme_title[s]);
+	report_buf_printf(&plot, "  p+g with lines ls 6 title 'asymptote p+g (ZeRO-1)', \\\n"
+	                  "  p with lines ls 6 dt 2 title 'asymptote p (ZeRO-2)'");
+	render(&gp, name, report_buf_str(&plot));
+	rc = put(dir, name, "dat", &dat, cause);
+	if (rc == 0)
+		rc = put(dir, name, "gp", &gp, cause);
+	report_buf_free(&dat);
+	report_buf_free(&gp);
+	report_buf_free(&plot);
+	return rc;
+}
+
+static int fig_peak(const struct report_data *d, const char *dir, char **cause)
+{
+	struct report_buf dat = {0}, gp = {0}, plot = {0};
+	enum zs_unit u = main_unit(d);
+	unsigned w[ZS_MAX_WORLDS];
+	size_t n = report_data_worlds(d, u, w), i;
+	const char *name = report_figure_names[1];
+	int s, rc, layer = u == ZS_UNIT_MODEL && report_data_has_unit(d, ZS_UNIT_LAYER);
+
+	report_buf_printf(&dat, "# peak bytes per param per rank, unit=%s (zero3_layer: unit=layer);\n"
+	                  "# zero2_res is ZeRO-2's resident bytes per param\n"
+	                  "# N dp zero1 zero2 zero3 zero3_layer zero2_res\n", zs_unit_name(u));
+	for (i = 0; i < n; i++) {
+		const struct report_run *r;
+		report_buf_printf(&dat, "%u", w[i]);
+		for (s = 0; s < ZS_NSCHEMES; s++) {
+			r = report_data_find(d, (enum zs_scheme)s, w[i], u);
+			value(&dat, r, r ? r->measured[REPORT_PEAK] / d->params : 0);
+		}
+		r = layer ? report_data_find(d, ZS_ZERO3, w[i], ZS_UNIT_LAYER) : NULL;
+		value(&dat, r, r ? r->measured[REPORT_PEAK] / d->params : 0);
+		r = report_data_find(d, ZS_ZERO2, w[i], u);
+		value(&dat, r, r ? r->measured[REPORT_RESIDENT] / d->params : 0);
+		report_buf_printf(&dat, "\n");
+	}
+	header(&gp, d, name, "peak bytes per parameter against N");
+	n_axis(&gp, w, n);
+	report_buf_printf(&gp, "set ylabel 'peak bytes per parameter per rank'\nset yrange [0:*]\n"
+	                  "set title 'Peak during a step per rank (unit=%s unless marked)'\n",
+	                  zs_unit_name(u));
+	report_buf_printf(&plot, "plot \\\n");
+	for (s = 0; s < ZS_NSCHEMES; s++)
+		report_buf_printf(&plot, "  '%s.dat' using 1:%d with linespoints ls %d title '%s peak', \\\n",
+		                  name, s + 2, s + 1, scheme_title[s]);
+	if (layer)
+		report_buf_printf(&plot, "  '%s.dat' using 1:6 with linespoints ls 5 "
+		                  "title 'ZeRO-3 peak, unit=layer', \\\n", name);
+	report_buf_printf(&plot, "  '%s.dat' using 1:7 with lines ls 3 lw 1 dt 1 "
+	                  "title 'ZeRO-2 resident'", name);
+	render(&gp, name, report_buf_str(&plot));
+	rc = put(dir, name, "dat", &dat, cause);
+	if (rc == 0)
+		rc = put(dir, name, "gp", &gp, cause);
+	report_buf_free(&dat);
+	report_buf_free(&gp);
+	report_buf_free(&plot);
+	return rc;
+}
+
+static int fig_comm(const struct report_data *d, const char *dir, char **cause)
+{
+	struct report_buf dat = {0}, gp = {0}, plot = {0};
+	enum zs_unit u = main_unit(d);
+	unsigned w[ZS_MAX_WORLDS];
+	size_t n = report_data_worlds(d, u, w), i;
+	const char *name = report_figure_names[2];
+	double top = 0, scale;
+	const char *unit_name;
+	int s, rc;
+
+	for (i = 0; i < d->nruns; i++)
+		top = fmax(top, d->runs[i].measured[REPORT_COMM]);
+	/* Decimal units (DESIGN.md: GB is 1e9), chosen so numbers stay short. */
+	scale = top < 1e6 ? 1e3 : top < 1e9 ? 1e6 : 1e9;
+	unit_name = top < 1e6 ? "kB" : top < 1e9 ? "MB" : "GB";
+	report_buf_printf(&dat, "# bytes sent per rank per step, in %s (%.0f B), unit=%s\n"
+	                  "# N dp zero1 zero2 zero3\n", unit_name, scale, zs_unit_name(u));
+	for (i = 0; i < n; i++) {
+		report_buf_printf(&dat, "%u", w[i]);
+		for (s = 0; s < ZS_NSCHEMES; s++) {
+			const struct report_run *r = report_data_find(d, (enum zs_scheme)s, w[i], u);
+			value(&dat, r, r ? r->measured[REPORT_COMM] / scale : 0);
+		}
+		report_buf_printf(&dat, "\n");
+	}
+	header(&gp, d, name, "communication per rank per step against N");
+	n_axis(&gp, w, n);
+	report_buf_printf(&gp, "scale = %.0f   # bytes per %s\n"
+	                  "set ylabel '%s sent per rank per step (1 %s = %.0f B)'\nset yrange [0:*]\n"
+	                  "set title 'Communication per rank per step (ring collectives, unit=%s)'\n",
+	                  scale, unit_name, unit_name, unit_name, scale, zs_unit_name(u));
+	report_buf_printf(&plot, "plot \\\n");
+	/* DP, ZeRO-1 and ZeRO-2 send the same bytes when p = g: open points of
+	 * decreasing size keep all three visible where they coincide. */
+	for (s = 0; s < ZS_NSCHEMES; s++) {
+		static const char *const points[ZS_NSCHEMES] = {
+			" pt 6 ps 2.6*pts", " pt 4 ps 1.7*pts", "", "",
+		};
+		report_buf_printf(&plot, "  '%s.dat' using 1:%d with linespoints ls %d%s title '%s', \\\n",
+		                  name, s + 2, s + 1, points[s], scheme_title[s]);
+	}
+	/* The paper's limits as N grows: 2Ψ elements (DP all-reduce of g bytes,
+	 * ZeRO-1/2 reduce-scatter + all-gather) and 3Ψ for ZeRO-3. */
+	report_buf_printf(&plot, "  2*g*Psi/scale with lines ls 6 title 'limit 2{/Symbol Y} elements (DP, ZeRO-1/2)', \\\n"
+	                  "  (2*p+g)*Psi/scale with lines ls 6 dt 2 title 'limit 3{/Symbol Y} elements (ZeRO-3)'");
+	render(&gp, name, report_buf_str(&plot));
+	rc = put(dir, name, "dat", &dat, cause);
+	if (rc == 0)
+		rc = put(dir, name, "gp", &gp, cause);
+	report_buf_free(&dat);
+	report_buf_free(&gp);
+	report_buf_free(&plot);
+	return rc;
+}
+
+/* Largest N (preferably above 1) of the main unit. */
+static unsigned largest_world(const struct report_data *d)
+{
+	unsigned w[ZS_MAX_WORLDS];
+	size_t n = report_data_worlds(d, main_unit(d), w);
+
+	return n ? w[n - 1] : 1;
+}
+
+static int fig_breakdown(const struct report_data *d, const char *dir, char **cause)
+{
+	/* Categories grouped as the paper groups model states, then the step's
+	 * transients one by one. */
+	static const struct { const char *title; int cats[4]; } groups[] = {
+		{"params", {REPORT_CAT_PARAM16, REPORT_CAT_PARAM32, -1, -1}},
+		{"grads", {REPORT_CAT_GRAD16, REPORT_CAT_GRAD32, -1, -1}},
+		{"optimizer states", {REPORT_CAT_MASTER32, REPORT_CAT_ADAM_M, REPORT_CAT_ADAM_V,
+		                      REPORT_CAT_MOMENTUM}},
+		{"gathered params", {REPORT_CAT_GATHERED, -1, -1, -1}},
+		{"full grads", {REPORT_CAT_FULL_GRADS, -1, -1, -1}},
+		{"activations", {REPORT_CAT_ACTIVATIONS, -1, -1, -1}},
+		{"scratch", {REPORT_CAT_SCRATCH, -1, -1, -1}},
+		{"other", {REPORT_CAT_UNKNOWN, -1, -1, -1}},
+	};
+	const size_t ngroups = sizeof groups / sizeof groups[0];
+	struct report_buf dat = {0}, gp = {0}, plot = {0};
+	enum zs_unit u = main_unit(d);
+	unsigned world = largest_world(d);
+	const char *name = report_figure_names[3];
+	size_t gi;
+	int s, j, rc, bars = 0;
+
+	report_buf_printf(&dat, "# peak bytes per param per rank by category at N = %u\n# scheme", world);
+	for (gi = 0; gi < ngroups; gi++)
+		report_buf_printf(&dat, " \"%s\"", groups[gi].title);
+	report_buf_printf(&dat, "\n");
+	for (s = 0; s <= ZS_NSCHEMES; s++) {
+		/* The fifth bar is ZeRO-3 with unit=layer, when measured. */
+		const struct report_run *r = s < ZS_NSCHEMES ?
+			report_data_find(d, (enum zs_scheme)s, world, u) :
+			u == ZS_UNIT_MODEL ? report_data_find(d, ZS_ZERO3, world, ZS_UNIT_LAYER) : NULL;
+		if (r == NULL)
+			continue;
+		bars++;
+		report_buf_printf(&dat, "\"%s%s\"", scheme_title[r->scheme],
+		                  s == ZS_NSCHEMES ? "\\n(unit=layer)" : "");
+		for (gi = 0; gi < ngroups; gi++) {
+			double v = 0;
+			for (j = 0; j < 4 && groups[gi].cats[j] >= 0; j++)
+				v += r->peak_bd[groups[gi].cats[j]];
+			report_buf_printf(&dat, " %.9g", v / d->params);
+		}
+		report_buf_printf(&dat, "\n");
+	}
+	header(&gp, d, name, "the peak broken down by category");
+	report_buf_printf(&gp,
+		"set ylabel 'bytes per parameter per rank at the peak'\nset yrange [0:*]\n"
+		"set xlabel 'scheme (unit=%s unless marked), N = %u'\n"
+		"set title 'What is alive at the peak, N = %u'\n"
+		"set style data histograms\nset style histogram rowstacked\n"
+		"set boxwidth 0.6 relative\nset xrange [-0.6:%d]\nset xtics scale 0\n"
+		"# Fill patterns as well as colours, so the stack reads in black and white.\n"
+		"set style fill pattern border -1\n",
+		zs_unit_name(u), world, world, bars);
+	report_buf_printf(&plot, "plot \\\n");
+	for (gi = 0; gi < ngroups; gi++) {
+		static const char *const colours[] = {"#000000", "#d95f02", "#1b9e77", "#7570b3",
+		                                      "#e7298a", "#66a61e", "#a6761d", "#777777"};
+		static const int patterns[] = {0, 1, 2, 4, 5, 6, 7, 3};
+		report_buf_printf(&plot, "  '%s.dat' using %zu%s title '%s' lc rgb '%s' fs pattern %d%s",
+		                  name, gi + 2, gi == 0 ? ":xtic(1)" : "", groups[gi].title,
+		                  colours[gi], patterns[gi], gi + 1 < ngroups ? ", \\\n" : "");
+	}
+	render(&gp, name, report_buf_str(&plot));
+	rc = put(dir, name, "dat", &dat, cause);
+	if (rc == 0)
+		rc = put(dir, name, "gp", &gp, cause);
+	report_buf_free(&dat);
+	report_buf_free(&gp);
+	report_buf_free(&plot);
+	return rc;
+}
+
+/* The runs the timeline figure shows: the largest N where the most
+ * schemes of the main unit carry a timeline. Returns the count. */
+static int timeline_runs(const struct report_data *d, const struct report_run **out)
+{
+	unsigned w[ZS_MAX_WORLDS];
+	enum zs_unit u = main_unit(d);
+	size_t n = report_data_worlds(d, u, w), i;
+	int best = 0, s, k;
+
+	for (i = n; i-- > 0;) {
+		const struct report_run *r[ZS_NSCHEMES + 1];
+		k = 0;
+		for (s = 0; s < ZS_NSCHEMES; s++) {
+			r[k] = report_data_find(d, (enum zs_scheme)s, w[i], u);
+			if (r[k] != NULL && r[k]->ntimeline > 0)
+				k++;
+		}
+		r[k] = u == ZS_UNIT_MODEL ? report_data_find(d, ZS_ZERO3, w[i], ZS_UNIT_LAYER) : NULL;
+		if (r[k] != NULL && r[k]->ntimeline > 0)
+			k++;
+		if (k > best) {
+			best = k;
+			for (s = 0; s < k; s++)
+				out[s] = r[s];
+		}
+	}
+	return best;
+}
+
+static int fig_timeline(const struct report_data *d, const char *dir, char **cause)
+{
+	struct report_buf dat = {0}, gp = {0}, plot = {0};
+	const struct report_run *r[ZS_NSCHEMES + 1];
+	const char *name = report_figure_names[4];
+	int n = timeline_runs(d, r), j, rc;
+	size_t i;
+
+	header(&gp, d, name, "rank 0's memory through the last step");
+	if (n == 0) {
+		/* Still a valid figure, so the report's PDF builds. */
+		report_buf_printf(&dat, "# no run in measured.json carries a timeline "
+		                  "(zerosim measure --timeline records one)\n");
+		report_buf_printf(&gp, "unset border\nunset tics\nunset key\nset xrange [0:1]\nset yrange [0:1]\n"
+		                  "set label 1 'No timeline in measured.json: measure with --timeline.' "
+		                  "at 0.5,0.5 center\n");
+		render(&gp, name, "plot 2 notitle");
+	} else {
+		report_buf_printf(&dat, "# rank 0's tracked bytes per param after each event of the last "
+		                  "step, N = %u; one block per run\n", r[0]->world);
+		report_buf_printf(&gp, "set xlabel 'allocation event in the last step (rank 0, N = %u)'\n"
+		                  "set ylabel 'bytes per parameter held by rank 0'\nset yrange [0:*]\n"
+		                  "set title 'Memory of rank 0 through one step, N = %u'\n",
+		                  r[0]->world, r[0]->world);
+		report_buf_printf(&plot, "plot \\\n");
+		for (j = 0; j < n; j++) {
+			const int layer = r[j]->unit == ZS_UNIT_LAYER && main_unit(d) == ZS_UNIT_MODEL;
+			report_buf_printf(&dat, "%s# %s unit=%s\n", j ? "\n\n" : "",
+			                  zs_scheme_name(r[j]->scheme), zs_unit_name(r[j]->unit));
+			for (i = 0; i < r[j]->ntimeline; i++)
+				report_buf_printf(&dat, "%zu %.9g\n", i, r[j]->timeline[i] / d->params);
+			report_buf_printf(&plot, "  '%s.dat' index %d using 1:2 with steps ls %d title '%s%s'%s",
+			                  name, j, layer ? 5 : (int)r[j]->scheme + 1,
+			                  scheme_title[r[j]->scheme], layer ? ", unit=layer" : "",
+			                  j + 1 < n ? ", \\\n" : "");
+		}
+		render(&gp, name, report_buf_str(&plot));
+	}
+	rc = put(dir, name, "dat", &dat, cause);
+	if (rc == 0)
+		rc = put(dir, name, "gp", &gp, cause);
+	report_buf_free(&dat);
+	report_buf_free(&gp);
+	report_buf_free(&plot);
+	return rc;
+}
+
+int report_figures_write(const struct report_data *d, const char *dir, char **cause)
+{
+	if (fig_resident(d, dir, cause) < 0 || fig_peak(d, dir, cause) < 0 ||
+	    fig_comm(d, dir, cause) < 0 || fig_breakdown(d, dir, cause) < 0 ||
+	    fig_timeline(d, dir, cause) < 0)
+		return -1;
+	return 0;
+}

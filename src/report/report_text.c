@@ -1,0 +1,465 @@
+/*
+ * report_text — diff.json, flags.txt and the LaTeX pieces (table.tex,
+ * findings.tex, flags.tex). Formats are in the header. Numbers in text are
+ * bytes per parameter (bytes / Ψ) with two decimals, as in the ZeRO paper.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "report/report_text.h"
+#include "util/util.h"
+
+static const char *const scheme_title[ZS_NSCHEMES] = {"DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
+static const char *const cause_key[REPORT_NCAUSES] = {
+	"padding", "gathered_params", "full_grads", "activations_and_scratch", "other",
+};
+
+static const struct report_point *point_of(const struct report_data *d,
+                                           const struct report_point *pts,
+                                           const struct report_run *r, enum report_metric m)
+{
+	return r == NULL ? NULL : &pts[(size_t)(r - d->runs) * REPORT_NMETRICS + m];
+}
+
+/* ------------------------------------------------------------------------ */
+/* diff.json */
+
+static cJSON *config_json(const struct report_data *d)
+{
+	cJSON *c = cJSON_CreateObject(), *layers = cJSON_AddArrayToObject(c, "layers"), *bpp;
+	size_t i;
+
+	for (i = 0; i < d->nwidths; i++)
+		cJSON_AddItemToArray(layers, cJSON_CreateNumber((double)d->widths[i]));
+	zs_json_add_number(c, "batch", d->batch);
+	cJSON_AddStringToObject(c, "precision", d->precision);
+	cJSON_AddStringToObject(c, "optimizer", d->optimizer);
+	bpp = cJSON_AddObjectToObject(c, "bytes_per_param");
+	zs_json_add_number(bpp, "param", d->p);
+	zs_json_add_number(bpp, "grad", d->g);
+	zs_json_add_number(bpp, "optimizer", d->k);
+	return c;
+}
+
+static cJSON *point_json(const struct report_data *d, const struct report_point *pt)
+{
+	cJSON *o = cJSON_CreateObject(), *causes;
+	int c;
+
+	cJSON_AddStringToObject(o, "scheme", zs_scheme_name(pt->run->scheme));
+	zs_json_add_number(o, "world", pt->run->world);
+	cJSON_AddStringToObject(o, "unit", zs_unit_name(pt->run->unit));
+	cJSON_AddStringToObject(o, "metric", report_metric_name(pt->metric));
+	zs_json_add_number(o, "floor_bytes", pt->floor);
+	zs_json_add_number(o, "schedule_bytes", pt->schedule);
+	zs_json_add_number(o, "measured_bytes", pt->measured);
+	zs_json_add_number(o, "departure_bytes", pt->departure);
+	zs_json_add_number(o, "departure_per_param", pt->departure / d->params);
+	if (pt->floor != 0)
+		zs_json_add_number(o, "departure_relative", pt->departure / pt->floor);
+	else if (pt->status == REPORT_NONE)
+		zs_json_add_number(o, "departure_relative", 0);
+	else
+		cJSON_AddNullToObject(o, "departure_relative");
+	causes = cJSON_AddObjectToObject(o, "causes");
+	for (c = 0; c < REPORT_NCAUSES; c++)
+		zs_json_add_number(causes, cause_key[c], pt->cause[c]);
+	cJSON_AddStringToObject(o, "status", report_status_name(pt->status));
+	cJSON_AddBoolToObject(o, "unexplained", pt->unexplained);
+	return o;
+}
+
+cJSON *report_diff_json(const struct report_data *d, const struct report_point *pts, size_t npts,
+                        const struct report_finding *f)
+{
+	cJSON *root = cJSON_CreateObject(), *arr, *sum, *o;
+	double flagged = 0, baseline = 0, unexplained = 0;
+	size_t i;
+
+	cJSON_AddStringToObject(root, "format", REPORT_DIFF_FORMAT);
+	cJSON_AddStringToObject(root, "generator", PACKAGE_STRING);
+	zs_json_add_number(root, "params", d->params);
+	cJSON_AddItemToObject(root, "config", config_json(d));
+	arr = cJSON_AddArrayToObject(root, "baseline_causes");
+	cJSON_AddItemToArray(arr, cJSON_CreateString(report_cause_name(REPORT_ACTIVATIONS)));
+	arr = cJSON_AddArrayToObject(root, "points");
+	for (i = 0; i < npts; i++) {
+		cJSON_AddItemToArray(arr, point_json(d, &pts[i]));
+		flagged += pts[i].status == REPORT_FLAGGED;
+		baseline += pts[i].status == REPORT_BASELINE;
+		unexplained += pts[i].unexplained;
+	}
+	sum = cJSON_AddObjectToObject(root, "summary");
+	zs_json_add_number(sum, "points", (double)npts);
+	zs_json_add_number(sum, "flagged", flagged);
+	zs_json_add_number(sum, "baseline", baseline);
+	zs_json_add_number(sum, "unexplained", unexplained);
+	arr = cJSON_AddArrayToObject(root, "findings");
+	for (i = 0; i < REPORT_NFINDINGS; i++) {
+		o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "key", f[i].key);
+		cJSON_AddStringToObject(o, "claim", f[i].claim);
+		cJSON_AddStringToObject(o, "verdict", report_verdict_name(f[i].verdict));
+		cJSON_AddStringToObject(o, "evidence", f[i].evidence);
+		cJSON_AddItemToArray(arr, o);
+	}
+	return root;
+}
+
+/* ------------------------------------------------------------------------ */
+/* flags.txt */
+
+/* A byte count: whole bytes as integers, fractional floors' shares with
+ * two decimals. */
+static void bytes(struct report_buf *b, double v, int sign)
+{
+	if (fabs(v - round(v)) < 1e-6)
+		report_buf_printf(b, sign ? "%+.0f B" : "%.0f B", round(v));
+	else
+		report_buf_printf(b, sign ? "%+.2f B" : "%.2f B", v);
+}
+
+void report_point_line(const struct report_data *d, const struct report_point *pt,
+                       struct report_buf *b)
+{
+	const struct report_run *r = pt->run;
+	const char *sep = " = ";
+	int c;
+
+	if (pt->unexplained) {
+		report_buf_printf(b, "UNEXPLAINED %s N=%u unit=%s %s: measured %.0f B, schedule model %.0f B "
+		                  "(%+.0f B): the engine or the theory departs from docs/schedule.md",
+		                  zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit),
+		                  report_metric_name(pt->metric), pt->measured, pt->schedule,
+		                  pt->measured - pt->schedule);
+		return;
+	}
+	report_buf_printf(b, "%s %s N=%u unit=%s %s: %+.4g B/param from the floor (",
+	                  pt->status == REPORT_FLAGGED ? "FLAG" : "baseline", zs_scheme_name(r->scheme),
+	                  r->world, zs_unit_name(r->unit), report_metric_name(pt->metric),
+	                  pt->departure / d->params);
+	bytes(b, pt->departure, 1);
+	if (pt->floor != 0)
+		report_buf_printf(b, ", %+.3g%%", 100 * pt->departure / pt->floor);
+	report_buf_printf(b, ")");
+	for (c = 0; c < REPORT_NCAUSES; c++)
+		if (pt->cause[c] != 0) {
+			report_buf_printf(b, "%s%s ", sep, report_cause_name((enum report_cause)c));
+			bytes(b, pt->cause[c], 0);
+			sep = " + ";
+		}
+}
+
+void report_flags_text(const struct report_data *d, const struct report_point *pts, size_t npts,
+                       struct report_buf *b)
+{
+	size_t i, flagged = 0, baseline = 0, unexplained = 0;
+
+	for (i = 0; i < npts; i++) {
+		flagged += pts[i].status == REPORT_FLAGGED;
+		baseline += pts[i].status == REPORT_BASELINE;
+		unexplained += (size_t)pts[i].unexplained;
+	}
+	report_buf_printf(b, "# zerosim report: %zu points (%zu runs x resident, peak, comm); "
+	                  "%zu flagged, %zu unexplained.\n"
+	                  "# A flag is a departure from the paper floor with a cause other than "
+	                  "activations and scratch;\n"
+	                  "# %zu points depart by activations and scratch alone (every scheme "
+	                  "holds them; listed in diff.json, not flagged).\n",
+	                  npts, d->nruns, flagged, unexplained, baseline);
+	for (i = 0; i < npts; i++)
+		if (pts[i].unexplained) {
+			report_point_line(d, &pts[i], b);
+			report_buf_printf(b, "\n");
+		}
+	for (i = 0; i < npts; i++)
+		if (!pts[i].unexplained && pts[i].status == REPORT_FLAGGED) {
+			report_point_line(d, &pts[i], b);
+			report_buf_printf(b, "\n");
+		}
+	if (flagged == 0 && unexplained == 0)
+		report_buf_printf(b, "nothing flagged\n");
+}
+
+/* ------------------------------------------------------------------------ */
+/* LaTeX */
+
+/* The marks of a point's cell, recorded in `used` for the legend. */
+static void cell(const struct report_data *d, const struct report_point *pt, int *used,
+                 struct report_buf *b)
+{
+	const char *sep = "";
+	int c;
+
+	if (pt == NULL) {
+		report_buf_printf(b, " & --");
+		return;
+	}
+	report_buf_printf(b, " & %.2f", pt->measured / d->params);
+	if (pt->status == REPORT_NONE && !pt->unexplained)
+		return;
+	report_buf_printf(b, "\\textsuperscript{");
+	for (c = 0; c < REPORT_NCAUSES; c++)
+		if (pt->cause[c] != 0) {
+			report_buf_printf(b, "%s%c", sep, report_cause_mark((enum report_cause)c));
+			used[c] = 1;
+			sep = ",";
+		}
+	if (pt->unexplained) {
+		report_buf_printf(b, "%su", sep);
+		used[REPORT_NCAUSES] = 1;
+	}
+	report_buf_printf(b, "}");
+}
+
+static void legend(const int *used, struct report_buf *b)
+{
+	static const char *const meaning[REPORT_NCAUSES + 1] = {
+		"padding of the shards", "gathered params", "full grads",
+		"activations and scratch (held by every scheme: not flagged)",
+		"other buffers", "UNEXPLAINED: the measurement differs from the schedule model",
+	};
+	const char *sep = ": ";
+	int c, any = 0;
+
+	for (c = 0; c <= REPORT_NCAUSES; c++)
+		any |= used[c];
+	if (!any) {
+		report_buf_printf(b, "\n\\smallskip\n\\footnotesize No cell departs from the paper floor");
+	} else {
+		report_buf_printf(b, "\n\\smallskip\n\\footnotesize Marked cells depart from the paper "
+		                  "floor; the marks give the cause");
+	}
+	for (c = 0; c <= REPORT_NCAUSES; c++)
+		if (used[c]) {
+			report_buf_printf(b, "%s\\textsuperscript{%c}~%s", sep, c == REPORT_NCAUSES ? 'u' :
+			                  report_cause_mark((enum report_cause)c), meaning[c]);
+			sep = "; ";
+		}
+	report_buf_printf(b, ".\n");
+}
+
+static void memory_table(const struct report_data *d, const struct report_point *pts,
+                         enum zs_unit u, struct report_buf *b)
+{
+	unsigned w[ZS_MAX_WORLDS];
+	size_t n = report_data_worlds(d, u, w), i;
+	int used[REPORT_NCAUSES + 1] = {0}, s;
+
+	report_buf_printf(b, "\\begin{table}[htbp]\n\\centering\n\\small\n"
+	                  "\\caption{Measured bytes per parameter per rank, unit=%s: resident "
+	                  "between steps and peak during a step.}\n\\label{tab:memory-%s}\n"
+	                  "\\begin{tabular}{r rr rr rr rr}\n\\toprule\n",
+	                  zs_unit_name(u), zs_unit_name(u));
+	for (s = 0; s < ZS_NSCHEMES; s++)
+		report_buf_printf(b, " & \\multicolumn{2}{c}{%s}", scheme_title[s]);
+	report_buf_printf(b, " \\\\\n\\cmidrule(lr){2-3} \\cmidrule(lr){4-5} \\cmidrule(lr){6-7} "
+	                  "\\cmidrule(lr){8-9}\n$N$");
+	for (s = 0; s < ZS_NSCHEMES; s++)
+		report_buf_printf(b, " & resident & peak");
+	report_buf_printf(b, " \\\\\n\\midrule\n");
+	for (i = 0; i < n; i++) {
+		report_buf_printf(b, "%u", w[i]);
+		for (s = 0; s < ZS_NSCHEMES; s++) {
+			const struct report_run *r = report_data_find(d, (enum zs_scheme)s, w[i], u);
+			cell(d, point_of(d, pts, r, REPORT_RESIDENT), used, b);
+			cell(d, point_of(d, pts, r, REPORT_PEAK), used, b);
+		}
+		report_buf_printf(b, " \\\\\n");
+	}
+	report_buf_printf(b, "\\bottomrule\n\\end{tabular}\n");
+	legend(used, b);
+	report_buf_printf(b, "\\end{table}\n\n");
+}
+
+static void comm_table(const struct report_data *d, const struct report_point *pts,
+                       struct report_buf *b)
+{
+	unsigned w[ZS_MAX_WORLDS], wu[ZS_MAX_WORLDS];
+	size_t n = 0, nu, i, j;
+	int used[REPORT_NCAUSES + 1] = {0}, s, u, nunits = 0;
+	enum zs_unit units[ZS_NUNITS];
+
+	/* Rows: the union of the units' world sizes. */
+	for (u = 0; u < ZS_NUNITS; u++) {
+		if (!report_data_has_unit(d, (enum zs_unit)u))
+			continue;
+		units[nunits++] = (enum zs_unit)u;
+		nu = report_data_worlds(d, (enum zs_unit)u, wu);
+		for (i = 0; i < nu; i++) {
+			for (j = 0; j < n && w[j] < wu[i]; j++)
+				;
+			if (j < n && w[j] == wu[i])
+				continue;
+			memmove(&w[j + 1], &w[j], (n - j) * sizeof *w);
+			w[j] = wu[i];
+			n++;
+		}
+	}
+	report_buf_printf(b, "\\begin{table}[htbp]\n\\centering\n\\small\n"
+	                  "\\caption{Measured bytes sent per rank per step, per parameter.}\n"
+	                  "\\label{tab:comm}\n\\begin{tabular}{r");
+	for (u = 0; u < nunits; u++)
+		report_buf_printf(b, " rrrr");
+	report_buf_printf(b, "}\n\\toprule\n");
+	for (u = 0; u < nunits; u++)
+		report_buf_printf(b, " & \\multicolumn{4}{c}{unit=%s}", zs_unit_name(units[u]));
+	report_buf_printf(b, " \\\\\n");
+	for (u = 0; u < nunits; u++)
+		report_buf_printf(b, "%s\\cmidrule(lr){%d-%d}", u ? " " : "", 2 + 4 * u, 5 + 4 * u);
+	report_buf_printf(b, "\n$N$");
+	for (u = 0; u < nunits; u++)
+		for (s = 0; s < ZS_NSCHEMES; s++)
+			report_buf_printf(b, " & %s", scheme_title[s]);
+	report_buf_printf(b, " \\\\\n\\midrule\n");
+	for (i = 0; i < n; i++) {
+		report_buf_printf(b, "%u", w[i]);
+		for (u = 0; u < nunits; u++)
+			for (s = 0; s < ZS_NSCHEMES; s++) {
+				const struct report_run *r = report_data_find(d, (enum zs_scheme)s, w[i], units[u]);
+				cell(d, point_of(d, pts, r, REPORT_COMM), used, b);
+			}
+		report_buf_printf(b, " \\\\\n");
+	}
+	report_buf_printf(b, "\\bottomrule\n\\end{tabular}\n");
+	legend(used, b);
+	report_buf_printf(b, "\\end{table}\n");
+}
+
+void report_table_tex(const struct report_data *d, const struct report_point *pts, size_t npts,
+                      struct report_buf *b)
+{
+	int u;
+
+	(void)npts;
+	report_buf_printf(b, "%% table.tex, written by zerosim report: measured bytes per parameter\n"
+	                  "%% per rank (bytes / %.0f params). Needs in the preamble:\n"
+	                  "%%   \\usepackage{booktabs}\n\n", d->params);
+	for (u = 0; u < ZS_NUNITS; u++)
+		if (report_data_has_unit(d, (enum zs_unit)u))
+			memory_table(d, pts, (enum zs_unit)u, b);
+	comm_table(d, pts, b);
+}
+
+void report_findings_tex(const struct report_data *d, const struct report_finding *f,
+                         struct report_buf *b)
+{
+	unsigned w[ZS_MAX_WORLDS];
+	size_t i, n;
+	int u;
+
+	report_buf_printf(b, "%% findings.tex, written by zerosim report from the data.\n"
+	                  "Model: layers ");
+	for (i = 0; i < d->nwidths; i++)
+		report_buf_printf(b, "%s%zu", i ? "," : "", d->widths[i]);
+	report_buf_printf(b, ", $\\Psi = %.0f$ parameters; precision %s, optimizer %s "
+	                  "($p = %g$, $g = %g$, $k = %g$ bytes per parameter); batch %.0f per rank.",
+	                  d->params, d->precision, d->optimizer, d->p, d->g, d->k, d->batch);
+	for (u = 0; u < ZS_NUNITS; u++) {
+		if ((n = report_data_worlds(d, (enum zs_unit)u, w)) == 0)
+			continue;
+		report_buf_printf(b, " Unit=%s measured at $N =", zs_unit_name((enum zs_unit)u));
+		for (i = 0; i < n; i++)
+			report_buf_printf(b, "%s%u", i ? ", " : " ", w[i]);
+		report_buf_printf(b, "$.");
+	}
+	report_buf_printf(b, "\n\n\\begin{itemize}\n");
+	for (i = 0; i < REPORT_NFINDINGS; i++) {
+		report_buf_printf(b, "\\item \\textbf{%s.} ",
+		                  f[i].verdict == REPORT_HOLDS ? "Holds" :
+		                  f[i].verdict == REPORT_FAILS ? "Does not hold" : "Not tested by this sweep");
+		report_buf_tex(b, f[i].claim);
+		report_buf_printf(b, " \\emph{");
+		report_buf_tex(b, f[i].evidence);
+		report_buf_printf(b, ".}\n");
+	}
+	report_buf_printf(b, "\\end{itemize}\n");
+}
+
+/* Whether pt is a flagged, explained point of (u, s, m) whose cause c (or,
+ * with c < 0, any cause) is present. */
+static int in_group(const struct report_point *pt, enum zs_unit u, enum zs_scheme s,
+                    enum report_metric m, int c)
+{
+	return pt->run->unit == u && pt->run->scheme == s && pt->metric == m &&
+	       pt->status == REPORT_FLAGGED && !pt->unexplained && (c < 0 || pt->cause[c] != 0);
+}
+
+/* The flagged points of one (unit, scheme, metric) as one item: each cause
+ * with the N where it appears and its largest size, so the PDF stays
+ * short; flags.txt lists every point. */
+static void flags_group(const struct report_data *d, const struct report_point *pts, size_t npts,
+                        enum zs_unit u, enum zs_scheme s, enum report_metric m,
+                        struct report_buf *b)
+{
+	const char *sep = "";
+	size_t i, k;
+	int c;
+
+	for (i = 0; i < npts && !in_group(&pts[i], u, s, m, -1); i++)
+		;
+	if (i == npts)
+		return;
+	report_buf_printf(b, "\\item %s %s, unit=%s:", scheme_title[s], report_metric_name(m),
+	                  zs_unit_name(u));
+	for (c = 0; c < REPORT_NCAUSES; c++) {
+		double most = 0;
+		for (i = 0, k = 0; i < npts; i++) {
+			if (!in_group(&pts[i], u, s, m, c))
+				continue;
+			if (k++ == 0)
+				report_buf_printf(b, "%s %s at $N =", sep, report_cause_name((enum report_cause)c));
+			report_buf_printf(b, "%s %u", k > 1 ? "," : "", pts[i].run->world);
+			most = fmax(most, fabs(pts[i].cause[c]));
+		}
+		if (k > 0) {
+			report_buf_printf(b, "$ (up to %.3g B/param)", most / d->params);
+			sep = ";";
+		}
+	}
+	report_buf_printf(b, ".\n");
+}
+
+void report_flags_tex(const struct report_data *d, const struct report_point *pts, size_t npts,
+                      struct report_buf *b)
+{
+	size_t i, flagged = 0, unexplained = 0;
+	int u, s, m;
+
+	report_buf_printf(b, "%% flags.tex, written by zerosim report (flags.txt lists every point).\n");
+	for (i = 0; i < npts; i++) {
+		flagged += pts[i].status == REPORT_FLAGGED && !pts[i].unexplained;
+		unexplained += (size_t)pts[i].unexplained;
+	}
+	if (unexplained > 0) {
+		report_buf_printf(b, "\\paragraph{%zu points are UNEXPLAINED} (the measurement differs "
+		                  "from the schedule model: a bug in the engine or the theory).\n"
+		                  "\\begin{itemize}\\footnotesize\n", unexplained);
+		for (i = 0; i < npts; i++) {
+			struct report_buf line = {0};
+			if (!pts[i].unexplained)
+				continue;
+			report_point_line(d, &pts[i], &line);
+			report_buf_printf(b, "\\item ");
+			report_buf_tex(b, report_buf_str(&line));
+			report_buf_printf(b, "\n");
+			report_buf_free(&line);
+		}
+		report_buf_printf(b, "\\end{itemize}\n");
+	}
+	if (flagged == 0) {
+		report_buf_printf(b, "No %spoint departs from its floor by more than activations and "
+		                  "scratch.\n", unexplained ? "other " : "");
+		return;
+	}
+	report_buf_printf(b, "%zu points are flagged, grouped here by scheme and metric.\n"
+	                  "\\begin{itemize}\\small\n", flagged);
+	for (u = 0; u < ZS_NUNITS; u++)
+		for (s = 0; s < ZS_NSCHEMES; s++)
+			for (m = 0; m < REPORT_NMETRICS; m++)
+				flags_group(d, pts, npts, (enum zs_unit)u, (enum zs_scheme)s,
+				            (enum report_metric)m, b);
+	report_buf_printf(b, "\\end{itemize}\n");
+}

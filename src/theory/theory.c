@@ -1,0 +1,221 @@
+/*
+ * theory — floors (ZeRO, SC'20, §5 and Table 1) and the exact step schedule
+ * (docs/schedule.md) as closed-form sums. See theory.h.
+ *
+ * The ring-collective costs are the usual ones (Patarasuk & Yuan, 2009): a
+ * reduce-scatter or all-gather of M bytes sends (N-1)/N·M bytes per rank, an
+ * all-reduce twice that.
+ *
+ * Decisions docs/formats.md leaves open (to be folded into docs/):
+ *   - theory.json rows come in the order schemes x units x worlds, each list
+ *     in the order the user gave it.
+ *   - Both "floor" and "schedule" carry "comm_per_param_fp32" (bytes / 4Ψ)
+ *     next to "comm_elements_per_param" (elements / Ψ), as measured.json does.
+ *   - "schedule" also carries "units" (n_u), "shard_elements" (S),
+ *     "padded_elements" (P) and "resident_breakdown", with the same keys as
+ *     measured.json.
+ *   - "padding_bytes" is the rank's share of the padding in its resident
+ *     state: (P - Ψ)/N elements at the bytes per param the scheme shards
+ *     (0 for dp, k for zero1, g+k for zero2, p+g+k for zero3). Hence
+ *     schedule resident = floor resident + padding_bytes, and it is a
+ *     fraction of a byte when N does not divide Ψ.
+ *   - With --params the unit list is still honoured (it only labels rows,
+ *     the floors do not depend on it); --largest-unit L gives every zero3
+ *     row "schedule": {"transient_bytes": L·(p+g)} whatever its unit label.
+ *     L must not exceed Ψ, and --largest-unit needs --params (a shape knows
+ *     its own units).
+ *   - "fits" compares the floor's resident bytes with --device-mem (<=), as
+ *     docs/formats.md says; the text output also shows the smallest N in the
+ *     list at which each scheme fits, or "none".
+ *   - Options always override a --spec file, wherever --spec appears.
+ *     With --params and neither --world nor --spec, N is the paper's list
+ *     1, 4, 16, 64, 256, 1024.
+ */
+#include "config.h"
+
+#include "theory/theory.h"
+
+static const char *const category_names[THEORY_NCATEGORIES] = {
+	"param16", "param32", "grad16", "grad32", "master32", "adam_m", "adam_v",
+	"momentum", "gathered_params", "full_grads", "activations", "scratch",
+};
+
+/* Activations are fp32 in both precisions (docs/schedule.md, `a`). */
+#define ACT_BYTES 4u
+
+const char *theory_category_name(enum theory_category c)
+{
+	return c < THEORY_NCATEGORIES ? category_names[c] : "?";
+}
+
+void theory_bytes_per_param(enum zs_precision pr, enum zs_optimizer opt,
+                            struct theory_bytes *out)
+{
+	int mixed = pr == ZS_MIXED;
+
+	out->p = mixed ? 2 : 4;
+	out->g = mixed ? 2 : 4;
+	/* fp32 mode updates the working params in place: no master copy. */
+	out->master = mixed ? 4 : 0;
+	out->adam = opt == ZS_ADAM ? 4 : 0;
+	out->momentum = opt == ZS_SGD ? 4 : 0;
+	out->k = out->master + 2 * out->adam + out->momentum;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Floors */
+
+void theory_floor(double params, enum zs_scheme scheme, unsigned world,
+                  const struct theory_bytes *b, struct theory_floor *out)
+{
+	double n = world, psi = params;
+	double p = b->p, g = b->g, k = b->k;
+	/* Ψ·(N-1) before dividing by N keeps the common cases exact. */
+	double sent = psi * (n - 1);
+
+	switch (scheme) {
+	case ZS_DP:
+		out->resident_bytes = psi * (p + g + k);
+		out->comm_bytes = sent * 2 * g / n;
+		out->comm_elements = sent * 2 / n;
+		break;
+	case ZS_ZERO1:
+		out->resident_bytes = psi * (p + g) + psi * k / n;
+		out->comm_bytes = sent * (g + p) / n;
+		out->comm_elements = sent * 2 / n;
+		break;
+	case ZS_ZERO2:
+		out->resident_bytes = psi * p + psi * (g + k) / n;
+		out->comm_bytes = sent * (g + p) / n;
+		out->comm_elements = sent * 2 / n;
+		break;
+	case ZS_ZERO3:
+	default:
+		out->resident_bytes = psi * (p + g + k) / n;
+		out->comm_bytes = sent * (2 * p + g) / n;
+		out->comm_elements = sent * 3 / n;
+		break;
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* Schedule */
+
+uint64_t theory_params(const struct theory_shape *s)
+{
+	uint64_t psi = 0;
+
+	for (size_t l = 0; l + 1 < s->nwidths; l++)
+		psi += (uint64_t)s->widths[l] * s->widths[l + 1] + s->widths[l + 1];
+	return psi;
+}
+
+/* Fill the resident categories for `full` working params and grads (else
+ * shards) and `full_opt` optimizer state (else a shard). */
+static void resident(uint64_t *cat, const struct theory_bytes *b, int mixed,
+                     uint64_t param_elems, uint64_t grad_elems, uint64_t opt_elems)
+{
+	cat[mixed ? THEORY_PARAM16 : THEORY_PARAM32] = param_elems * b->p;
+	cat[mixed ? THEORY_GRAD16 : THEORY_GRAD32] = grad_elems * b->g;
+	cat[THEORY_MASTER32] = opt_elems * b->master;
+	cat[THEORY_ADAM_M] = opt_elems * b->adam;
+	cat[THEORY_ADAM_V] = opt_elems * b->adam;
+	cat[THEORY_MOMENTUM] = opt_elems * b->momentum;
+}
+
+void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
+                     enum zs_unit unit, unsigned world,
+                     struct theory_schedule *out)
+{
+	const struct theory_bytes *b = &s->bytes;
+	uint64_t n = world, psi = theory_params(s), largest = 0;
+	uint64_t sum_d = 0, max_d = 0, sharded = 0;
+	int mixed = b->master != 0;
+
+	*out = (struct theory_schedule){0};
+	out->params = psi;
+
+	/* Units, and padding of each to a multiple of N. */
+	if (unit == ZS_UNIT_MODEL) {
+		out->nunits = 1;
+		out->units[0] = psi;
+	} else {
+		out->nunits = s->nwidths - 1;
+		for (size_t l = 0; l + 1 < s->nwidths; l++)
+			out->units[l] = (uint64_t)s->widths[l] * s->widths[l + 1]
+			                + s->widths[l + 1];
+	}
+	for (size_t u = 0; u < out->nunits; u++) {
+		out->shard_elements += (out->units[u] + n - 1) / n;
+		if (out->units[u] > largest)
+			largest = out->units[u];
+	}
+	out->padded_elements = n * out->shard_elements;
+
+	/* Resident model state. At N = 1, S = Ψ and all schemes coincide. */
+	uint64_t S = out->shard_elements;
+	switch (scheme) {
+	case ZS_DP:
+		resident(out->resident_breakdown, b, mixed, psi, psi, psi);
+		sharded = 0;
+		break;
+	case ZS_ZERO1:
+		resident(out->resident_breakdown, b, mixed, psi, psi, S);
+		sharded = b->k;
+		break;
+	case ZS_ZERO2:
+		resident(out->resident_breakdown, b, mixed, psi, S, S);
+		sharded = b->g + b->k;
+		break;
+	case ZS_ZERO3:
+	default:
+		resident(out->resident_breakdown, b, mixed, S, S, S);
+		sharded = b->p + b->g + b->k;
+		break;
+	}
+	for (int c = 0; c < THEORY_NCATEGORIES; c++)
+		out->resident_bytes += out->resident_breakdown[c];
+	out->padding_bytes = (double)((out->padded_elements - psi) * sharded) / (double)n;
+
+	/* Peak: during backward every activation, the two delta buffers and
+	 * the scheme's transients are alive at once. x and y hold d0 + dL
+	 * columns; each layer's output one more d_{l+1}. */
+	sum_d = s->widths[0] + s->widths[s->nwidths - 1];
+	for (size_t l = 1; l < s->nwidths; l++) {
+		sum_d += s->widths[l];
+		if (s->widths[l] > max_d)
+			max_d = s->widths[l];
+	}
+	for (int c = 0; c < THEORY_NCATEGORIES; c++)
+		out->peak_breakdown[c] = out->resident_breakdown[c];
+	out->peak_breakdown[THEORY_ACTIVATIONS] = (uint64_t)ACT_BYTES * s->batch * sum_d;
+	out->peak_breakdown[THEORY_SCRATCH] = 2ull * ACT_BYTES * s->batch * max_d;
+	if (n > 1 && scheme == ZS_ZERO2) {
+		out->peak_breakdown[THEORY_FULL_GRADS] = psi * b->g;
+	} else if (n > 1 && scheme == ZS_ZERO3) {
+		/* unit=model: largest = Ψ; unit=layer: the largest layer. */
+		out->peak_breakdown[THEORY_GATHERED_PARAMS] = largest * b->p;
+		out->peak_breakdown[THEORY_FULL_GRADS] = largest * b->g;
+	}
+	for (int c = 0; c < THEORY_NCATEGORIES; c++)
+		out->peak_bytes += out->peak_breakdown[c];
+
+	/* Communication: f·P = (N-1)·S elements per collective pass. */
+	uint64_t pass = (n - 1) * S;
+	switch (scheme) {
+	case ZS_DP:
+		out->comm_bytes = 2 * pass * b->g;
+		out->comm_elements = 2 * pass;
+		break;
+	case ZS_ZERO1:
+	case ZS_ZERO2:
+		out->comm_bytes = pass * (b->g + b->p);
+		out->comm_elements = 2 * pass;
+		break;
+	case ZS_ZERO3:
+	default:
+		out->comm_bytes = pass * (2 * b->p + b->g);
+		out->comm_elements = 3 * pass;
+		break;
+	}
+}

@@ -1,0 +1,1 @@
+# hardening: bad input and fuzzing (owned by the hardening work)

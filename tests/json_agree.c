@@ -1,0 +1,216 @@
+/*
+ * json_agree — join a zerosim-measured/1 file and a zerosim-theory/1 file on
+ * (scheme, world, unit) and require the schedule model to equal the
+ * measurement exactly: resident_bytes, peak_bytes,
+ * comm_bytes_per_rank_per_step, every category of peak_breakdown (and of
+ * resident_breakdown, and every rank's bytes, when the measurement has
+ * them). docs/schedule.md is the contract both sides implement, so any
+ * difference is a bug in one of them; the first one is printed and the
+ * program exits 1. Exit 2 if a file cannot be read.
+ *
+ * Usage: json_agree MEASURED.json THEORY.json
+ * Links libzsutil.a and cJSON only: it reads the files, nothing else.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/util.h"
+
+static const char *const categories[] = {
+	"param16", "param32", "grad16", "grad32", "master32", "adam_m", "adam_v",
+	"momentum", "gathered_params", "full_grads", "activations", "scratch",
+};
+#define NCATEGORIES (sizeof categories / sizeof categories[0])
+
+static const char *measured_path, *theory_path;
+
+static int fail_load(char *cause)
+{
+	fprintf(stderr, "json_agree: %s\n", cause != NULL ? cause : "cannot read input");
+	free(cause);
+	return 2;
+}
+
+/* A run's label for messages: "zero3 N=4 unit=layer". */
+static void label(char *buf, size_t size, const char *scheme, double world, const char *unit)
+{
+	snprintf(buf, size, "%s N=%.0f unit=%s", scheme, world, unit);
+}
+
+static int mismatch(const char *run, const char *metric, double measured, double theory)
+{
+	fprintf(stderr,
+	        "json_agree: MISMATCH %s %s: measured %.17g, schedule %.17g (measured - schedule = %.17g)\n"
+	        "  measured: %s\n  theory:   %s\n",
+	        run, metric, measured, theory, measured - theory, measured_path, theory_path);
+	return 1;
+}
+
+/* Compare one number that both objects must have. */
+static int same(const cJSON *m, const cJSON *t, const char *key, const char *run,
+                const char *prefix, char **cause)
+{
+	double mv, tv;
+	char metric[128];
+
+	if (zs_json_number(m, key, run, &mv, cause) < 0 || zs_json_number(t, key, run, &tv, cause) < 0)
+		return 2;
+	snprintf(metric, sizeof metric, "%s%s", prefix, key);
+	return mv == tv ? 0 : mismatch(run, metric, mv, tv);
+}
+
+static int same_breakdown(const cJSON *mrun, const cJSON *sched, const char *key,
+                          const char *run, int required, char **cause)
+{
+	const cJSON *mb, *tb;
+	char prefix[64];
+
+	if (!required && cJSON_GetObjectItemCaseSensitive(mrun, key) == NULL)
+		return 0;
+	if (zs_json_object(mrun, key, run, &mb, cause) < 0
+	    || zs_json_object(sched, key, run, &tb, cause) < 0)
+		return 2;
+	snprintf(prefix, sizeof prefix, "%s.", key);
+	for (size_t c = 0; c < NCATEGORIES; c++) {
+		int r = same(mb, tb, categories[c], run, prefix, cause);
+		if (r != 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Every rank holds and sends the schedule's bytes (all ranks are equal). */
+static int same_per_rank(const cJSON *mrun, const cJSON *sched, const char *run, char **cause)
+{
+	static const struct { const char *rank_key, *sched_key; } pairs[] = {
+		{ "resident_bytes", "resident_bytes" },
+		{ "peak_bytes", "peak_bytes" },
+		{ "comm_bytes_per_step", "comm_bytes_per_rank_per_step" },
+	};
+	const cJSON *per_rank = cJSON_GetObjectItemCaseSensitive(mrun, "per_rank");
+
+	if (!cJSON_IsObject(per_rank))
+		return 0;
+	for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+		const cJSON *arr, *v;
+		double want;
+		int r = 0;
+		char metric[96];
+
+		if (zs_json_array(per_rank, pairs[i].rank_key, run, &arr, cause) < 0
+		    || zs_json_number(sched, pairs[i].sched_key, run, &want, cause) < 0)
+			return 2;
+		cJSON_ArrayForEach(v, arr) {
+			snprintf(metric, sizeof metric, "per_rank.%s[%d]", pairs[i].rank_key, r++);
+			if (!cJSON_IsNumber(v) || v->valuedouble != want)
+				return mismatch(run, metric, cJSON_IsNumber(v) ? v->valuedouble : -1, want);
+		}
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	cJSON *measured = NULL, *theory = NULL;
+	const cJSON *runs, *rows, *mrun, *row;
+	char *cause = NULL;
+	double mparams, tparams;
+	int status = 2, points = 0, matched_rows = 0;
+
+	if (argc != 3) {
+		fputs("usage: json_agree MEASURED.json THEORY.json\n", stderr);
+		return 2;
+	}
+	measured_path = argv[1];
+	theory_path = argv[2];
+	if (zs_json_load(measured_path, "zerosim-measured/1", &measured, &cause) < 0
+	    || zs_json_load(theory_path, "zerosim-theory/1", &theory, &cause) < 0)
+		goto bad;
+	{
+		const cJSON *cfg;
+		if (zs_json_object(measured, "config", measured_path, &cfg, &cause) < 0
+		    || zs_json_number(cfg, "params", "config", &mparams, &cause) < 0
+		    || zs_json_number(theory, "params", theory_path, &tparams, &cause) < 0)
+			goto bad;
+	}
+	if (mparams != tparams) {
+		status = mismatch("config", "params", mparams, tparams);
+		goto end;
+	}
+	if (zs_json_array(measured, "runs", measured_path, &runs, &cause) < 0
+	    || zs_json_array(theory, "rows", theory_path, &rows, &cause) < 0)
+		goto bad;
+
+	cJSON_ArrayForEach(mrun, runs) {
+		const char *scheme, *unit;
+		double world;
+		const cJSON *match = NULL, *sched;
+		char run[96];
+		int r;
+
+		if (zs_json_string(mrun, "scheme", "runs[]", &scheme, &cause) < 0
+		    || zs_json_number(mrun, "world", "runs[]", &world, &cause) < 0
+		    || zs_json_string(mrun, "unit", "runs[]", &unit, &cause) < 0)
+			goto bad;
+		label(run, sizeof run, scheme, world, unit);
+		cJSON_ArrayForEach(row, rows) {
+			const cJSON *s = cJSON_GetObjectItemCaseSensitive(row, "scheme");
+			const cJSON *w = cJSON_GetObjectItemCaseSensitive(row, "world");
+			const cJSON *u = cJSON_GetObjectItemCaseSensitive(row, "unit");
+
+			if (cJSON_IsString(s) && strcmp(s->valuestring, scheme) == 0
+			    && cJSON_IsNumber(w) && w->valuedouble == world
+			    && cJSON_IsString(u) && strcmp(u->valuestring, unit) == 0) {
+				match = row;
+				break;
+			}
+		}
+		if (match == NULL) {
+			fprintf(stderr, "json_agree: MISMATCH %s: measured, but no theory row (%s)\n",
+			        run, theory_path);
+			status = 1;
+			goto end;
+		}
+		matched_rows++;
+		if (zs_json_object(match, "schedule", run, &sched, &cause) < 0)
+			goto bad;
+		if ((r = same(mrun, sched, "resident_bytes", run, "", &cause)) != 0
+		    || (r = same(mrun, sched, "peak_bytes", run, "", &cause)) != 0
+		    || (r = same(mrun, sched, "comm_bytes_per_rank_per_step", run, "", &cause)) != 0
+		    || (r = same_breakdown(mrun, sched, "peak_breakdown", run, 1, &cause)) != 0
+		    || (r = same_breakdown(mrun, sched, "resident_breakdown", run, 0, &cause)) != 0
+		    || (r = same_per_rank(mrun, sched, run, &cause)) != 0) {
+			if (r == 2)
+				goto bad;
+			status = r;
+			goto end;
+		}
+		points++;
+	}
+	if (matched_rows != cJSON_GetArraySize(rows)) {
+		fprintf(stderr, "json_agree: MISMATCH: %d measured runs but %d theory rows\n",
+		        matched_rows, cJSON_GetArraySize(rows));
+		status = 1;
+		goto end;
+	}
+	if (points == 0) {
+		fprintf(stderr, "json_agree: %s has no runs\n", measured_path);
+		status = 1;
+		goto end;
+	}
+	printf("json_agree: %d points agree exactly\n", points);
+	status = 0;
+	goto end;
+
+bad:
+	status = fail_load(cause);
+	cause = NULL;
+end:
+	free(cause);
+	cJSON_Delete(measured);
+	cJSON_Delete(theory);
+	return status;
+}

@@ -1,0 +1,962 @@
+/*
+ * test_report — the report stage on hand-made measured/theory pairs.
+ *
+ * The datasets are built here from docs/schedule.md's closed forms (the
+ * engine and the theory are not linked), then edited to carry a known
+ * departure: padding, gathered params, full grads, activations, an unknown
+ * buffer, a measurement that differs from the schedule model. Expected
+ * numbers are worked out by hand in the comments. Every finding is shown to
+ * hold on a consistent dataset and to turn false on one that contradicts it.
+ * No gnuplot or pdflatex is needed (the end-to-end test uses --no-render).
+ */
+/* nftw, mkdtemp */
+#define _XOPEN_SOURCE 700
+#include "config.h"
+
+#include <check.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "report/report.h"
+#include "report/report_classify.h"
+#include "report/report_data.h"
+#include "report/report_findings.h"
+#include "report/report_text.h"
+#include "util/util.h"
+
+/* ------------------------------------------------------------------------ */
+/* A dataset as the engine and the theory would write it (mixed, Adam). */
+
+#define P 2.0
+#define G 2.0
+#define K 12.0
+
+struct fixture {
+	cJSON *m, *t;
+};
+
+static double ceil_div(double n, double w)
+{
+	return ceil(n / w);
+}
+
+/* Add one run and its theory row, following docs/schedule.md exactly. */
+static void add_run(struct fixture *fx, const size_t *widths, size_t nw, double batch,
+                    enum zs_scheme s, unsigned world, enum zs_unit unit)
+{
+	double units[ZS_MAX_WIDTHS], psi = 0, S = 0, largest = 0, act, scratch, maxw = 0;
+	double params_n, grads_n, opt_n, R, peak, fg = 0, gp = 0, comm, fcomm, fres, f;
+	size_t nu = 0, l;
+	cJSON *run = cJSON_CreateObject(), *row = cJSON_CreateObject(), *o, *a;
+
+	for (l = 0; l + 1 < nw; l++) {
+		double n = (double)(widths[l] * widths[l + 1] + widths[l + 1]);
+		psi += n;
+		if (unit == ZS_UNIT_LAYER)
+			units[nu++] = n;
+		maxw = fmax(maxw, (double)widths[l + 1]);
+	}
+	if (unit == ZS_UNIT_MODEL)
+		units[nu++] = psi;
+	for (l = 0; l < nu; l++) {
+		S += ceil_div(units[l], world);
+		largest = fmax(largest, units[l]);
+	}
+	act = 4 * batch * (double)(widths[0] + widths[nw - 1]);
+	for (l = 1; l < nw; l++)
+		act += 4 * batch * (double)widths[l];
+	scratch = 2 * 4 * batch * maxw;
+
+	params_n = s == ZS_ZERO3 ? S : psi;
+	grads_n = s >= ZS_ZERO2 ? S : psi;
+	opt_n = s >= ZS_ZERO1 ? S : psi;
+	R = params_n * P + grads_n * G + opt_n * K;
+	if (world > 1 && s == ZS_ZERO2)
+		fg = psi * G;
+	if (world > 1 && s == ZS_ZERO3) {
+		gp = largest * P;
+		fg = largest * G;
+	}
+	peak = R + act + scratch + gp + fg;
+	f = world - 1.0;     /* (N-1)/N of the padded N·S elements */
+	comm = s == ZS_DP ? 2 * f * S * G : s == ZS_ZERO3 ? f * S * (2 * P + G) : f * S * (G + P);
+	fcomm = comm * psi / (S * world);
+	fres = s == ZS_DP ? psi * (P + G + K) : s == ZS_ZERO1 ? psi * (P + G) + psi * K / world :
+	       s == ZS_ZERO2 ? psi * P + psi * (G + K) / world : psi * (P + G + K) / world;
+
+	cJSON_AddStringToObject(run, "scheme", zs_scheme_name(s));
+	cJSON_AddNumberToObject(run, "world", world);
+	cJSON_AddStringToObject(run, "unit", zs_unit_name(unit));
+	a = cJSON_AddArrayToObject(run, "units");
+	for (l = 0; l < nu; l++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber(units[l]));
+	cJSON_AddNumberToObject(run, "shard_elements", S);
+	cJSON_AddNumberToObject(run, "padded_elements", S * world);
+	cJSON_AddNumberToObject(run, "resident_bytes", R);
+	o = cJSON_AddObjectToObject(run, "resident_breakdown");
+	cJSON_AddNumberToObject(o, "param16", params_n * P);
+	cJSON_AddNumberToObject(o, "grad16", grads_n * G);
+	cJSON_AddNumberToObject(o, "master32", opt_n * 4);
+	cJSON_AddNumberToObject(o, "adam_m", opt_n * 4);
+	cJSON_AddNumberToObject(o, "adam_v", opt_n * 4);
+	cJSON_AddNumberToObject(run, "peak_bytes", peak);
+	o = cJSON_AddObjectToObject(run, "peak_breakdown");
+	cJSON_AddNumberToObject(o, "param16", params_n * P);
+	cJSON_AddNumberToObject(o, "grad16", grads_n * G);
+	cJSON_AddNumberToObject(o, "master32", opt_n * 4);
+	cJSON_AddNumberToObject(o, "adam_m", opt_n * 4);
+	cJSON_AddNumberToObject(o, "adam_v", opt_n * 4);
+	cJSON_AddNumberToObject(o, "gathered_params", gp);
+	cJSON_AddNumberToObject(o, "full_grads", fg);
+	cJSON_AddNumberToObject(o, "activations", act);
+	cJSON_AddNumberToObject(o, "scratch", scratch);
+	cJSON_AddNumberToObject(run, "comm_bytes_per_rank_per_step", comm);
+	a = cJSON_AddArrayToObject(run, "timeline");
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "op", "start");
+	cJSON_AddNumberToObject(o, "current_bytes", R);
+	cJSON_AddItemToArray(a, o);
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "op", "alloc");
+	cJSON_AddNumberToObject(o, "current_bytes", peak);
+	cJSON_AddItemToArray(a, o);
+	cJSON_AddItemToArray(cJSON_GetObjectItem(fx->m, "runs"), run);
+
+	cJSON_AddStringToObject(row, "scheme", zs_scheme_name(s));
+	cJSON_AddNumberToObject(row, "world", world);
+	cJSON_AddStringToObject(row, "unit", zs_unit_name(unit));
+	o = cJSON_AddObjectToObject(row, "floor");
+	cJSON_AddNumberToObject(o, "resident_bytes", fres);
+	cJSON_AddNumberToObject(o, "comm_bytes_per_rank_per_step", fcomm);
+	o = cJSON_AddObjectToObject(row, "schedule");
+	cJSON_AddNumberToObject(o, "resident_bytes", R);
+	cJSON_AddNumberToObject(o, "padding_bytes", R - fres);
+	cJSON_AddNumberToObject(o, "peak_bytes", peak);
+	cJSON_AddNumberToObject(o, "comm_bytes_per_rank_per_step", comm);
+	cJSON_AddItemToArray(cJSON_GetObjectItem(fx->t, "rows"), row);
+}
+
+static cJSON *config_obj(const size_t *widths, size_t nw, double batch)
+{
+	cJSON *c = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(c, "layers"), *b;
+	size_t l;
+
+	for (l = 0; l < nw; l++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber((double)widths[l]));
+	cJSON_AddNumberToObject(c, "batch", batch);
+	cJSON_AddStringToObject(c, "precision", "mixed");
+	cJSON_AddStringToObject(c, "optimizer", "adam");
+	b = cJSON_AddObjectToObject(c, "bytes_per_param");
+	cJSON_AddNumberToObject(b, "param", P);
+	cJSON_AddNumberToObject(b, "grad", G);
+	cJSON_AddNumberToObject(b, "optimizer", K);
+	return c;
+}
+
+/* Every scheme at every world size for the given units (bit 0 model,
+ * bit 1 layer). */
+static void build(struct fixture *fx, const size_t *widths, size_t nw, const unsigned *worlds,
+                  size_t nworlds, int units)
+{
+	double psi = 0, batch = 1;
+	cJSON *cfg;
+	size_t l, i;
+	int u, s;
+
+	for (l = 0; l + 1 < nw; l++)
+		psi += (double)(widths[l] * widths[l + 1] + widths[l + 1]);
+	fx->m = cJSON_CreateObject();
+	cJSON_AddStringToObject(fx->m, "format", "zerosim-measured/1");
+	cfg = config_obj(widths, nw, batch);
+	cJSON_AddNumberToObject(cfg, "params", psi);
+	cJSON_AddItemToObject(fx->m, "config", cfg);
+	cJSON_AddArrayToObject(fx->m, "runs");
+	fx->t = cJSON_CreateObject();
+	cJSON_AddStringToObject(fx->t, "format", "zerosim-theory/1");
+	cJSON_AddNumberToObject(fx->t, "params", psi);
+	cJSON_AddItemToObject(fx->t, "config", config_obj(widths, nw, batch));
+	cJSON_AddArrayToObject(fx->t, "rows");
+	for (u = 0; u < ZS_NUNITS; u++)
+		for (s = 0; s < ZS_NSCHEMES; s++)
+			for (i = 0; i < nworlds; i++)
+				if (units & (1 << u))
+					add_run(fx, widths, nw, batch, (enum zs_scheme)s, worlds[i], (enum zs_unit)u);
+}
+
+static void fixture_free(struct fixture *fx)
+{
+	cJSON_Delete(fx->m);
+	cJSON_Delete(fx->t);
+}
+
+static cJSON *find_in(cJSON *arr, enum zs_scheme s, unsigned world, enum zs_unit u)
+{
+	cJSON *r;
+
+	cJSON_ArrayForEach(r, arr)
+		if (strcmp(cJSON_GetObjectItem(r, "scheme")->valuestring, zs_scheme_name(s)) == 0 &&
+		    cJSON_GetObjectItem(r, "world")->valuedouble == world &&
+		    strcmp(cJSON_GetObjectItem(r, "unit")->valuestring, zs_unit_name(u)) == 0)
+			return r;
+	ck_abort_msg("no run %s %u %s", zs_scheme_name(s), world, zs_unit_name(u));
+	return NULL;
+}
+
+static cJSON *mrun(struct fixture *fx, enum zs_scheme s, unsigned world, enum zs_unit u)
+{
+	return find_in(cJSON_GetObjectItem(fx->m, "runs"), s, world, u);
+}
+
+static cJSON *trow(struct fixture *fx, enum zs_scheme s, unsigned world, enum zs_unit u)
+{
+	return find_in(cJSON_GetObjectItem(fx->t, "rows"), s, world, u);
+}
+
+static double num(cJSON *o, const char *key)
+{
+	return cJSON_GetObjectItem(o, key)->valuedouble;
+}
+
+static void set(cJSON *o, const char *key, double v)
+{
+	cJSON_SetNumberValue(cJSON_GetObjectItem(o, key), v);
+}
+
+/* A measured number changed on both sides: the schedule model agrees, so
+ * only the findings see it. */
+static void set_both(struct fixture *fx, enum zs_scheme s, unsigned world, enum zs_unit u,
+                     const char *key, double v)
+{
+	set(mrun(fx, s, world, u), key, v);
+	set(cJSON_GetObjectItem(trow(fx, s, world, u), "schedule"), key, v);
+}
+
+static void load(struct fixture *fx, struct report_data *d)
+{
+	char *cause = NULL;
+	int rc = report_data_from_json(fx->m, fx->t, "m.json", "t.json", d, &cause);
+
+	ck_assert_msg(rc == 0, "load failed: %s", cause ? cause : "?");
+}
+
+static const size_t tiny[] = {2, 3, 1};      /* Ψ = 2·3+3 + 3·1+1 = 13; units 9 and 4 */
+static const size_t dflt[] = {64, 256, 64};  /* Ψ = 33088; units 16640 and 16448 */
+
+static struct report_point classify_one(struct report_data *d, enum zs_scheme s, unsigned w,
+                                        enum zs_unit u, enum report_metric m)
+{
+	struct report_point pt;
+	const struct report_run *r = report_data_find(d, s, w, u);
+
+	ck_assert_ptr_nonnull(r);
+	report_classify_point(d, r, m, &pt);
+	return pt;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Classifier */
+
+START_TEST(test_zero3_peak_departs_by_padding_gathered_params_full_grads_and_activations)
+{
+	static const unsigned w[] = {1, 2};
+	struct fixture fx;
+	struct report_data d;
+	struct report_point pt;
+
+	build(&fx, tiny, 3, w, 2, 1);
+	load(&fx, &d);
+	/* N = 2: S = 7 (13 padded to 14). Floor 16·13/2 = 104. Resident 7·16 = 112,
+	 * padding (7 − 6.5)·16 = 8. Gathered 13·2 = 26, full grads 26, activations
+	 * 4·(2+1+3) = 24 + 4 = 28 plus scratch 2·4·3 = 24: 52. Peak 216. */
+	pt = classify_one(&d, ZS_ZERO3, 2, ZS_UNIT_MODEL, REPORT_PEAK);
+	ck_assert_double_eq(pt.floor, 104);
+	ck_assert_double_eq(pt.measured, 216);
+	ck_assert_double_eq(pt.departure, 112);
+	ck_assert_double_eq_tol(pt.cause[REPORT_PADDING], 8, 1e-9);
+	ck_assert_double_eq(pt.cause[REPORT_GATHERED], 26);
+	ck_assert_double_eq(pt.cause[REPORT_FULL_GRADS], 26);
+	ck_assert_double_eq(pt.cause[REPORT_ACTIVATIONS], 52);
+	ck_assert_double_eq(pt.cause[REPORT_OTHER], 0);
+	ck_assert_int_eq(pt.status, REPORT_FLAGGED);
+	ck_assert_int_eq(pt.unexplained, 0);
+	report_data_free(&d);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_zero2_peak_departs_by_full_grads_and_padding)
+{
+	static const unsigned w[] = {4};
+	struct fixture fx;
+	struct report_data d;
+	struct report_point pt;
+
+	build(&fx, tiny, 3, w, 1, 1);
+	load(&fx, &d);
+	/* N = 4: S = 4, padding (4 − 3.25)·14 = 10.5; full grads 13·2 = 26. */
+	pt = classify_one(&d, ZS_ZERO2, 4, ZS_UNIT_MODEL, REPORT_PEAK);
+	ck_assert_double_eq_tol(pt.cause[REPORT_PADDING], 10.5, 1e-9);
+	ck_assert_double_eq(pt.cause[REPORT_FULL_GRADS], 26);
+	ck_assert_double_eq(pt.cause[REPORT_GATHERED], 0);
+	ck_assert_double_eq(pt.cause[REPORT_ACTIVATIONS], 52);
+	ck_assert_double_eq_tol(pt.cause[REPORT_OTHER], 0, 1e-9);
+	ck_assert_int_eq(pt.status, REPORT_FLAGGED);
+	/* The resident point departs by padding alone. */
+	pt = classify_one(&d, ZS_ZERO2, 4, ZS_UNIT_MODEL, REPORT_RESIDENT);
+	ck_assert_double_eq_tol(pt.departure, 10.5, 1e-9);
+	ck_assert_double_eq_tol(pt.cause[REPORT_PADDING], 10.5, 1e-9);
+	ck_assert_int_eq(pt.status, REPORT_FLAGGED);
+	report_data_free(&d);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_activations_alone_are_the_baseline_and_not_a_flag)
+{
+	static const unsigned w[] = {1, 2};
+	struct fixture fx;
+	struct report_data d;
+	struct report_point pt;
+
+	build(&fx, tiny, 3, w, 2, 1);
+	load(&fx, &d);
+	pt = classify_one(&d, ZS_DP, 2, ZS_UNIT_MODEL, REPORT_PEAK);
+	ck_assert_double_eq(pt.departure, 52);
+	ck_assert_double_eq(pt.cause[REPORT_ACTIVATIONS], 52);
+	ck_assert_int_eq(pt.status, REPORT_BASELINE);
+	pt = classify_one(&d, ZS_DP, 2, ZS_UNIT_MODEL, REPORT_RESIDENT);
+	ck_assert_int_eq(pt.status, REPORT_NONE);
+	report_data_free(&d);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_comm_departs_by_padding_of_the_sent_buffer)
+{
+	static const unsigned w[] = {2};
+	struct fixture fx;
+	struct report_data d;
+	struct report_point pt;
+
+	build(&fx, tiny, 3, w, 1, 1);
+	load(&fx, &d);
+	/* DP all-reduce: floor 2·(1/2)·13·2 = 26 B, sent 2·(1/2)·14·2 = 28 B. */
+	pt = classify_one(&d, ZS_DP, 2, ZS_UNIT_MODEL, REPORT_COMM);
+	ck_assert_double_eq_tol(pt.floor, 26, 1e-9);
+	ck_assert_double_eq(pt.measured, 28);
+	ck_assert_double_eq_tol(pt.cause[REPORT_PADDING], 2, 1e-9);
+	ck_assert_int_eq(pt.status, REPORT_FLAGGED);
+	report_data_free(&d);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_measurement_that_differs_from_the_schedule_is_unexplained)
+{
+	static const unsigned w[] = {2};
+	struct fixture fx;
+	struct report_data d;
+	struct report_point pt;
+	cJSON *r;
+
+	build(&fx, tiny, 3, w, 1, 1);
+	/* The engine keeps 40 bytes the schedule does not know of, in an
+	 * unknown category, at rest. */
+	r = mrun(&fx, ZS_DP, 2, ZS_UNIT_MODEL);
+	set(r, "resident_bytes", num(r, "resident_bytes") + 40);
+	cJSON_AddNumberToObject(cJSON_GetObjectItem(r, "resident_breakdown"), "bounce_buffer", 40);
+	load(&fx, &d);
+	pt = classify_one(&d, ZS_DP, 2, ZS_UNIT_MODEL, REPORT_RESIDENT);
+	ck_assert_int_eq(pt.unexplained, 1);
+	ck_assert_double_eq(pt.cause[REPORT_OTHER], 40);
+	ck_assert_int_eq(pt.status, REPORT_FLAGGED);
+	/* The peak of that run still matches the schedule. */
+	pt = classify_one(&d, ZS_DP, 2, ZS_UNIT_MODEL, REPORT_PEAK);
+	ck_assert_int_eq(pt.unexplained, 0);
+	report_data_free(&d);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_one_byte_off_the_schedule_is_unexplained_even_without_a_flag)
+{
+	static const unsigned w[] = {1};
+	struct fixture fx;
+	struct report_data d;
+	struct report_point pt;
+	cJSON *row;
+
+	build(&fx, tiny, 3, w, 1, 1);
+	row = cJSON_GetObjectItem(trow(&fx, ZS_ZERO1, 1, ZS_UNIT_MODEL), "schedule");
+	set(row, "peak_bytes", num(row, "peak_bytes") + 1);
+	load(&fx, &d);
+	pt = classify_one(&d, ZS_ZERO1, 1, ZS_UNIT_MODEL, REPORT_PEAK);
+	ck_assert_int_eq(pt.status, REPORT_BASELINE);
+	ck_assert_int_eq(pt.unexplained, 1);
+	report_data_free(&d);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_sweep_flags_zero2_zero3_peaks_and_padding_and_nothing_at_n1)
+{
+	static const unsigned w[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
+	struct fixture fx;
+	struct report_data d;
+	struct report_point *pts;
+	size_t npts, i;
+
+	build(&fx, dflt, 3, w, 10, 3);
+	load(&fx, &d);
+	pts = report_classify(&d, &npts);
+	ck_assert_uint_eq(npts, 2 * 4 * 10 * 3);
+	for (i = 0; i < npts; i++) {
+		const struct report_run *r = pts[i].run;
+		int padded = r->world % 3 == 0;   /* 33088, 16640, 16448: not multiples of 3 */
+		int transient = r->world > 1 && pts[i].metric == REPORT_PEAK && r->scheme >= ZS_ZERO2;
+		int sharded = r->scheme != ZS_DP || pts[i].metric == REPORT_COMM;
+		int expect = transient || (padded && sharded && r->world > 1);
+		ck_assert_int_eq(pts[i].unexplained, 0);
+		ck_assert_msg((pts[i].status == REPORT_FLAGGED) == expect, "%s N=%u %s %s: status %s",
+		              zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit),
+		              report_metric_name(pts[i].metric), report_status_name(pts[i].status));
+		if (pts[i].metric == REPORT_PEAK)
+			ck_assert_int_ne(pts[i].status, REPORT_NONE);
+		ck_assert_double_eq(pts[i].cause[REPORT_OTHER], 0);
+	}
+	free(pts);
+	report_data_free(&d);
+	fixture_free(&fx);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Loading */
+
+static char *load_error(struct fixture *fx)
+{
+	struct report_data d;
+	char *cause = NULL;
+
+	ck_assert_int_eq(report_data_from_json(fx->m, fx->t, "m.json", "t.json", &d, &cause), -1);
+	ck_assert_ptr_nonnull(cause);
+	return cause;
+}
+
+START_TEST(test_unknown_format_is_refused_naming_both_formats)
+{
+	char dir[] = "/tmp/test_report.XXXXXX", *mp, *tp, *cause = NULL;
+	static const char m[] = "{\"format\": \"zerosim-measured/2\", \"config\": {}, \"runs\": []}";
+	static const char t[] = "{\"format\": \"zerosim-theory/1\", \"params\": 1, \"rows\": []}";
+	struct report_data d;
+	char *want;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	mp = zs_asprintf("%s/m.json", dir);
+	tp = zs_asprintf("%s/t.json", dir);
+	ck_assert_int_eq(zs_write_atomic(mp, m, strlen(m), NULL), 0);
+	ck_assert_int_eq(zs_write_atomic(tp, t, strlen(t), NULL), 0);
+	ck_assert_int_eq(report_data_load(mp, tp, &d, &cause), -1);
+	want = zs_asprintf("%s: this file is format zerosim-measured/2, this zerosim reads "
+	                   "zerosim-measured/1", mp);
+	ck_assert_str_eq(cause, want);
+	free(cause);
+	cause = NULL;
+	free(want);
+	/* The theory file given as the measurement is refused the same way. */
+	ck_assert_int_eq(report_data_load(tp, tp, &d, &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "this file is format zerosim-theory/1"));
+	free(cause);
+	unlink(mp);
+	unlink(tp);
+	rmdir(dir);
+	free(mp);
+	free(tp);
+}
+END_TEST
+
+START_TEST(test_files_of_different_models_or_runs_are_refused)
+{
+	static const unsigned w[] = {1};
+	static const int other[] = {2, 4, 1};
+	struct fixture fx;
+	char *cause;
+	cJSON *cfg;
+
+	build(&fx, tiny, 3, w, 1, 1);
+	set(fx.t, "params", 14);
+	cause = load_error(&fx);
+	ck_assert_ptr_nonnull(strstr(cause, "13 and 14 params"));
+	free(cause);
+	set(fx.t, "params", 13);
+
+	cfg = cJSON_GetObjectItem(fx.t, "config");
+	cJSON_ReplaceItemInObject(cfg, "layers", cJSON_CreateIntArray(other, 3));
+	cause = load_error(&fx);
+	ck_assert_ptr_nonnull(strstr(cause, "layer widths differ"));
+	free(cause);
+	fixture_free(&fx);
+
+	build(&fx, tiny, 3, w, 1, 1);
+	cfg = cJSON_GetObjectItem(fx.t, "config");
+	cJSON_ReplaceItemInObject(cfg, "precision", cJSON_CreateString("fp32"));
+	cause = load_error(&fx);
+	ck_assert_ptr_nonnull(strstr(cause, "differ in precision: mixed and fp32"));
+	free(cause);
+	cJSON_ReplaceItemInObject(cfg, "precision", cJSON_CreateString("mixed"));
+	cJSON_ReplaceItemInObject(cfg, "optimizer", cJSON_CreateString("sgd"));
+	cause = load_error(&fx);
+	ck_assert_ptr_nonnull(strstr(cause, "differ in optimizer"));
+	free(cause);
+	cJSON_ReplaceItemInObject(cfg, "optimizer", cJSON_CreateString("adam"));
+	set(cfg, "batch", 8);
+	cause = load_error(&fx);
+	ck_assert_ptr_nonnull(strstr(cause, "differ in batch: 1 and 8"));
+	free(cause);
+	cJSON_ReplaceItemInObject(cfg, "layers", cJSON_CreateNull());
+	cause = load_error(&fx);
+	ck_assert_ptr_nonnull(strstr(cause, "only as --params"));
+	free(cause);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_a_measured_run_without_a_theory_row_is_refused)
+{
+	static const unsigned w[] = {1, 2};
+	struct fixture fx;
+	char *cause;
+
+	build(&fx, tiny, 3, w, 2, 1);
+	cJSON_DeleteItemFromArray(cJSON_GetObjectItem(fx.t, "rows"), 7);   /* zero3 N=2 */
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "t.json has no row for the measured run zero3 N=2 unit=model");
+	free(cause);
+	fixture_free(&fx);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* LaTeX table */
+
+static const char table_expected[] =
+	"% table.tex, written by zerosim report: measured bytes per parameter\n"
+	"% per rank (bytes / 13 params). Needs in the preamble:\n"
+	"%   \\usepackage{booktabs}\n"
+	"\n"
+	"\\begin{table}[htbp]\n"
+	"\\centering\n"
+	"\\small\n"
+	"\\caption{Measured bytes per parameter per rank, unit=model: resident between steps and peak during a step.}\n"
+	"\\label{tab:memory-model}\n"
+	"\\begin{tabular}{r rr rr rr rr}\n"
+	"\\toprule\n"
+	" & \\multicolumn{2}{c}{DP} & \\multicolumn{2}{c}{ZeRO-1} & \\multicolumn{2}{c}{ZeRO-2} & \\multicolumn{2}{c}{ZeRO-3} \\\\\n"
+	"\\cmidrule(lr){2-3} \\cmidrule(lr){4-5} \\cmidrule(lr){6-7} \\cmidrule(lr){8-9}\n"
+	"$N$ & resident & peak & resident & peak & resident & peak & resident & peak \\\\\n"
+	"\\midrule\n"
+	/* N = 1: 16·13 = 208 B at rest, + 52 B activations and scratch = 20.00. */
+	"1 & 16.00 & 20.00\\textsuperscript{a} & 16.00 & 20.00\\textsuperscript{a} & 16.00 & 20.00\\textsuperscript{a} & 16.00 & 20.00\\textsuperscript{a} \\\\\n"
+	/* N = 2, S = 7: zero1 52+84 = 136 (10.46), peak 188 (14.46); zero2 26+98 =
+	 * 124 (9.54), peak +26 full grads = 202 (15.54); zero3 112 (8.62), 216 (16.62). */
+	"2 & 16.00 & 20.00\\textsuperscript{a} & 10.46\\textsuperscript{p} & 14.46\\textsuperscript{p,a} & 9.54\\textsuperscript{p} & 15.54\\textsuperscript{p,f,a} & 8.62\\textsuperscript{p} & 16.62\\textsuperscript{p,g,f,a} \\\\\n"
+	"\\bottomrule\n"
+	"\\end{tabular}\n"
+	"\n"
+	"\\smallskip\n"
+	"\\footnotesize Marked cells depart from the paper floor; the marks give the cause: \\textsuperscript{p}~padding of the shards; \\textsuperscript{g}~gathered params; \\textsuperscript{f}~full grads; \\textsuperscript{a}~activations and scratch (held by every scheme: not flagged).\n"
+	"\\end{table}\n"
+	"\n"
+	"\\begin{table}[htbp]\n"
+	"\\centering\n"
+	"\\small\n"
+	"\\caption{Measured bytes sent per rank per step, per parameter.}\n"
+	"\\label{tab:comm}\n"
+	"\\begin{tabular}{r rrrr}\n"
+	"\\toprule\n"
+	" & \\multicolumn{4}{c}{unit=model} \\\\\n"
+	"\\cmidrule(lr){2-5}\n"
+	"$N$ & DP & ZeRO-1 & ZeRO-2 & ZeRO-3 \\\\\n"
+	"\\midrule\n"
+	"1 & 0.00 & 0.00 & 0.00 & 0.00 \\\\\n"
+	/* DP 2·(1/2)·14·2 = 28 B (2.15), ZeRO-1/2 (1/2)·14·4 = 28, ZeRO-3 (1/2)·14·6 = 42 (3.23). */
+	"2 & 2.15\\textsuperscript{p} & 2.15\\textsuperscript{p} & 2.15\\textsuperscript{p} & 3.23\\textsuperscript{p} \\\\\n"
+	"\\bottomrule\n"
+	"\\end{tabular}\n"
+	"\n"
+	"\\smallskip\n"
+	"\\footnotesize Marked cells depart from the paper floor; the marks give the cause: \\textsuperscript{p}~padding of the shards.\n"
+	"\\end{table}\n";
+
+START_TEST(test_latex_table_of_a_small_sweep_reads_exactly)
+{
+	static const unsigned w[] = {1, 2};
+	struct fixture fx;
+	struct report_data d;
+	struct report_point *pts;
+	struct report_buf b = {0};
+	size_t npts;
+
+	build(&fx, tiny, 3, w, 2, 1);
+	load(&fx, &d);
+	pts = report_classify(&d, &npts);
+	report_table_tex(&d, pts, npts, &b);
+	ck_assert_str_eq(report_buf_str(&b), table_expected);
+	report_buf_free(&b);
+	free(pts);
+	report_data_free(&d);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_latex_table_marks_an_unexplained_cell)
+{
+	static const unsigned w[] = {1};
+	struct fixture fx;
+	struct report_data d;
+	struct report_point *pts;
+	struct report_buf b = {0};
+	size_t npts;
+	cJSON *r;
+
+	build(&fx, tiny, 3, w, 1, 1);
+	r = mrun(&fx, ZS_ZERO3, 1, ZS_UNIT_MODEL);
+	set(r, "peak_bytes", num(r, "peak_bytes") + 13);
+	set(cJSON_GetObjectItem(r, "peak_breakdown"), "scratch", 24 + 13);
+	load(&fx, &d);
+	pts = report_classify(&d, &npts);
+	report_table_tex(&d, pts, npts, &b);
+	ck_assert_ptr_nonnull(strstr(report_buf_str(&b), "& 21.00\\textsuperscript{a,u} \\\\"));
+	ck_assert_ptr_nonnull(strstr(report_buf_str(&b), "\\textsuperscript{u}~UNEXPLAINED"));
+	report_buf_free(&b);
+	free(pts);
+	report_data_free(&d);
+	fixture_free(&fx);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Findings: each holds on the consistent sweep, each turns false on a
+ * dataset that contradicts it. */
+
+static const unsigned sweep[] = {1, 2, 3, 4, 8, 16, 32};
+
+static enum report_verdict verdict_of(struct fixture *fx, enum report_finding_id id)
+{
+	struct report_data d;
+	struct report_finding f[REPORT_NFINDINGS];
+	enum report_verdict v;
+
+	load(fx, &d);
+	report_findings(&d, f);
+	v = f[id].verdict;
+	ck_assert_ptr_nonnull(f[id].evidence);
+	report_findings_free(f);
+	report_data_free(&d);
+	return v;
+}
+
+START_TEST(test_every_finding_holds_on_the_consistent_sweep)
+{
+	struct fixture fx;
+	struct report_data d;
+	struct report_finding f[REPORT_NFINDINGS];
+	int i;
+
+	build(&fx, dflt, 3, sweep, 7, 3);
+	load(&fx, &d);
+	report_findings(&d, f);
+	for (i = 0; i < REPORT_NFINDINGS; i++)
+		ck_assert_msg(f[i].verdict == REPORT_HOLDS, "%s: %s (%s)", f[i].key,
+		              report_verdict_name(f[i].verdict), f[i].evidence);
+	/* The numbers are stated: with batch 1, ZeRO-3's peak at N = 32 is
+	 * (1034·16 + 4·448 + 2·4·256 + 33088·4) / 33088 = 4.62, ZeRO-2's resident
+	 * (33088·2 + 1034·14) / 33088 = 2.44. */
+	ck_assert_str_eq(f[REPORT_F_ZERO3_PEAK_WORSE].evidence,
+	                 "unit=model, N = 32: ZeRO-3 peak 4.62 B/param, ZeRO-2 resident 2.44 B/param");
+	report_findings_free(f);
+	report_data_free(&d);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_dp_finding_fails_when_dp_moves_with_n)
+{
+	struct fixture fx;
+
+	build(&fx, dflt, 3, sweep, 7, 3);
+	set_both(&fx, ZS_DP, 4, ZS_UNIT_MODEL, "resident_bytes", 33088 * 15.0);
+	ck_assert_int_eq(verdict_of(&fx, REPORT_F_DP_FLAT), REPORT_FAILS);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_flatten_finding_fails_when_zero1_goes_below_p_plus_g)
+{
+	struct fixture fx;
+
+	build(&fx, dflt, 3, sweep, 7, 3);
+	set_both(&fx, ZS_ZERO1, 32, ZS_UNIT_LAYER, "resident_bytes", 33088 * 3.9);
+	ck_assert_int_eq(verdict_of(&fx, REPORT_F_ZERO12_FLATTEN), REPORT_FAILS);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_flatten_finding_fails_when_zero2_stops_falling)
+{
+	struct fixture fx;
+
+	/* ZeRO-2 stuck at its N = 2 value: never below 2, but not flattening
+	 * toward it either. */
+	build(&fx, dflt, 3, sweep, 7, 1);
+	set_both(&fx, ZS_ZERO2, 32, ZS_UNIT_MODEL, "resident_bytes", 33088 * 9.0);
+	ck_assert_int_eq(verdict_of(&fx, REPORT_F_ZERO12_FLATTEN), REPORT_FAILS);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_halving_finding_fails_when_zero3_does_not_halve)
+{
+	struct fixture fx;
+
+	build(&fx, dflt, 3, sweep, 7, 3);
+	set_both(&fx, ZS_ZERO3, 16, ZS_UNIT_MODEL, "resident_bytes", 33088 * 1.1);
+	ck_assert_int_eq(verdict_of(&fx, REPORT_F_ZERO3_HALVES), REPORT_FAILS);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_n1_finding_fails_when_one_scheme_differs_at_n1)
+{
+	struct fixture fx;
+	cJSON *r;
+
+	build(&fx, dflt, 3, sweep, 7, 3);
+	r = mrun(&fx, ZS_ZERO2, 1, ZS_UNIT_LAYER);
+	set_both(&fx, ZS_ZERO2, 1, ZS_UNIT_LAYER, "peak_bytes", num(r, "peak_bytes") + 8);
+	ck_assert_int_eq(verdict_of(&fx, REPORT_F_N1_IDENTICAL), REPORT_FAILS);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_slow_peak_finding_fails_when_zero3_peak_falls_like_its_resident)
+{
+	struct fixture fx;
+	cJSON *r;
+
+	build(&fx, dflt, 3, sweep, 7, 1);
+	/* A peak that falls 30x from N = 1 to 32, as fast as the resident 32x. */
+	r = mrun(&fx, ZS_ZERO3, 1, ZS_UNIT_MODEL);
+	set_both(&fx, ZS_ZERO3, 32, ZS_UNIT_MODEL, "peak_bytes", num(r, "peak_bytes") / 30);
+	ck_assert_int_eq(verdict_of(&fx, REPORT_F_ZERO3_PEAK_SLOW), REPORT_FAILS);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_peak_above_zero2_finding_fails_when_zero3_peak_is_lower)
+{
+	struct fixture fx;
+	cJSON *r;
+
+	build(&fx, dflt, 3, sweep, 7, 3);
+	r = mrun(&fx, ZS_ZERO2, 32, ZS_UNIT_MODEL);
+	set_both(&fx, ZS_ZERO3, 32, ZS_UNIT_MODEL, "peak_bytes", num(r, "resident_bytes") - 1);
+	ck_assert_int_eq(verdict_of(&fx, REPORT_F_ZERO3_PEAK_WORSE), REPORT_FAILS);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_layer_gather_finding_fails_when_the_whole_model_is_gathered)
+{
+	struct fixture fx;
+
+	build(&fx, dflt, 3, sweep, 7, 3);
+	set(cJSON_GetObjectItem(mrun(&fx, ZS_ZERO3, 8, ZS_UNIT_LAYER), "peak_breakdown"),
+	    "gathered_params", 33088 * P);
+	ck_assert_int_eq(verdict_of(&fx, REPORT_F_LAYER_GATHER), REPORT_FAILS);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_comm_finding_fails_when_zero3_sends_as_much_as_dp)
+{
+	struct fixture fx;
+	cJSON *r;
+
+	build(&fx, dflt, 3, sweep, 7, 3);
+	r = mrun(&fx, ZS_DP, 4, ZS_UNIT_MODEL);
+	set_both(&fx, ZS_ZERO3, 4, ZS_UNIT_MODEL, "comm_bytes_per_rank_per_step",
+	         num(r, "comm_bytes_per_rank_per_step"));
+	ck_assert_int_eq(verdict_of(&fx, REPORT_F_COMM_RATIO), REPORT_FAILS);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_findings_without_their_runs_are_not_tested)
+{
+	static const unsigned one[] = {1};
+	struct fixture fx;
+	struct report_data d;
+	struct report_finding f[REPORT_NFINDINGS];
+	int i;
+
+	build(&fx, dflt, 3, one, 1, 1);
+	load(&fx, &d);
+	report_findings(&d, f);
+	/* N = 1 alone tests only the N = 1 claim. */
+	for (i = 0; i < REPORT_NFINDINGS; i++)
+		ck_assert_int_eq(f[i].verdict, i == REPORT_F_N1_IDENTICAL ? REPORT_HOLDS : REPORT_UNTESTED);
+	ck_assert_str_eq(report_verdict_name(f[REPORT_F_LAYER_GATHER].verdict),
+	                 "not tested by this sweep");
+	report_findings_free(f);
+	report_data_free(&d);
+	fixture_free(&fx);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* End to end, without rendering */
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static char *slurp(const char *dir, const char *name)
+{
+	char *path = zs_asprintf("%s/%s", dir, name), *text = NULL, *cause = NULL;
+	size_t len;
+
+	ck_assert_msg(zs_read_file(path, &text, &len, &cause) == 0, "%s", cause ? cause : "");
+	free(path);
+	return text;
+}
+
+START_TEST(test_report_writes_every_output_and_strict_fails_on_unexplained)
+{
+	static const char *const files[] = {
+		"diff.json", "flags.txt", "table.tex", "findings.tex", "flags.tex", "zerosim-report.tex",
+		"figures/fig1-resident.gp", "figures/fig1-resident.dat", "figures/fig2-peak.gp",
+		"figures/fig3-comm.gp", "figures/fig4-breakdown.gp", "figures/fig5-timeline.dat",
+	};
+	static const char tex[] = "\\documentclass{article}\\begin{document}x\\end{document}\n";
+	char dir[] = "/tmp/test_report.XXXXXX", *mp, *tp, *texp, *out, *text, *cause = NULL;
+	struct fixture fx;
+	struct report_options o;
+	size_t i;
+	cJSON *r;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	build(&fx, tiny, 3, sweep, 3, 3);
+	mp = zs_asprintf("%s/m.json", dir);
+	tp = zs_asprintf("%s/t.json", dir);
+	texp = zs_asprintf("%s/report.tex", dir);
+	out = zs_asprintf("%s/out/deeper", dir);
+	ck_assert_int_eq(zs_json_write(mp, fx.m, NULL), 0);
+	ck_assert_int_eq(zs_json_write(tp, fx.t, NULL), 0);
+	ck_assert_int_eq(zs_write_atomic(texp, tex, strlen(tex), NULL), 0);
+	o = (struct report_options){mp, tp, out, texp, 1, 0};
+	ck_assert_int_eq(report_main(&o, &cause), 0);
+	for (i = 0; i < sizeof files / sizeof files[0]; i++)
+		free(slurp(out, files[i]));
+	text = slurp(out, "flags.txt");
+	ck_assert_ptr_nonnull(strstr(text, "FLAG zero3 N=2 unit=model peak"));
+	ck_assert_ptr_null(strstr(text, "N=1 "));
+	ck_assert_ptr_null(strstr(text, "UNEXPLAINED"));
+	free(text);
+
+	/* One unexplained byte: reported, and --strict turns it into exit 1. */
+	r = mrun(&fx, ZS_ZERO1, 2, ZS_UNIT_LAYER);
+	set(r, "comm_bytes_per_rank_per_step", num(r, "comm_bytes_per_rank_per_step") + 1);
+	ck_assert_int_eq(zs_json_write(mp, fx.m, NULL), 0);
+	ck_assert_int_eq(report_main(&o, &cause), ZS_EXIT_RUNTIME);
+	ck_assert_ptr_nonnull(strstr(cause, "1 points unexplained"));
+	free(cause);
+	cause = NULL;
+	text = slurp(out, "flags.txt");
+	ck_assert_ptr_nonnull(strstr(text, "UNEXPLAINED zero1 N=2 unit=layer comm"));
+	free(text);
+	o.strict = 0;
+	ck_assert_int_eq(report_main(&o, &cause), 0);
+
+	/* A bad input is exit 2. */
+	o.theory = mp;
+	ck_assert_int_eq(report_main(&o, &cause), ZS_EXIT_USAGE);
+	free(cause);
+
+	fixture_free(&fx);
+	free(mp);
+	free(tp);
+	free(texp);
+	free(out);
+	/* Left for inspection under /tmp only when a check above failed. */
+	ck_assert_int_eq(nftw(dir, remove_one, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+
+static Suite *report_suite(void)
+{
+	Suite *s = suite_create("report");
+	TCase *c;
+
+	c = tcase_create("classify");
+	tcase_add_test(c, test_zero3_peak_departs_by_padding_gathered_params_full_grads_and_activations);
+	tcase_add_test(c, test_zero2_peak_departs_by_full_grads_and_padding);
+	tcase_add_test(c, test_activations_alone_are_the_baseline_and_not_a_flag);
+	tcase_add_test(c, test_comm_departs_by_padding_of_the_sent_buffer);
+	tcase_add_test(c, test_measurement_that_differs_from_the_schedule_is_unexplained);
+	tcase_add_test(c, test_one_byte_off_the_schedule_is_unexplained_even_without_a_flag);
+	tcase_add_test(c, test_sweep_flags_zero2_zero3_peaks_and_padding_and_nothing_at_n1);
+	suite_add_tcase(s, c);
+
+	c = tcase_create("load");
+	tcase_add_test(c, test_unknown_format_is_refused_naming_both_formats);
+	tcase_add_test(c, test_files_of_different_models_or_runs_are_refused);
+	tcase_add_test(c, test_a_measured_run_without_a_theory_row_is_refused);
+	suite_add_tcase(s, c);
+
+	c = tcase_create("latex");
+	tcase_add_test(c, test_latex_table_of_a_small_sweep_reads_exactly);
+	tcase_add_test(c, test_latex_table_marks_an_unexplained_cell);
+	suite_add_tcase(s, c);
+
+	c = tcase_create("findings");
+	tcase_add_test(c, test_every_finding_holds_on_the_consistent_sweep);
+	tcase_add_test(c, test_dp_finding_fails_when_dp_moves_with_n);
+	tcase_add_test(c, test_flatten_finding_fails_when_zero1_goes_below_p_plus_g);
+	tcase_add_test(c, test_flatten_finding_fails_when_zero2_stops_falling);
+	tcase_add_test(c, test_halving_finding_fails_when_zero3_does_not_halve);
+	tcase_add_test(c, test_n1_finding_fails_when_one_scheme_differs_at_n1);
+	tcase_add_test(c, test_slow_peak_finding_fails_when_zero3_peak_falls_like_its_resident);
+	tcase_add_test(c, test_peak_above_zero2_finding_fails_when_zero3_peak_is_lower);
+	tcase_add_test(c, test_layer_gather_finding_fails_when_the_whole_model_is_gathered);
+	tcase_add_test(c, test_comm_finding_fails_when_zero3_sends_as_much_as_dp);
+	tcase_add_test(c, test_findings_without_their_runs_are_not_tested);
+	suite_add_tcase(s, c);
+
+	c = tcase_create("end_to_end");
+	tcase_add_test(c, test_report_writes_every_output_and_strict_fails_on_unexplained);
+	tcase_set_timeout(c, 30);
+	suite_add_tcase(s, c);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(report_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,615 @@
+/*
+ * test_theory — the closed-form model against values from outside it:
+ *   - the ZeRO paper's Table 1 (Rajbhandari et al., SC'20), every cell for
+ *     7.5B, 128B and 1T parameters, compared to the digits the paper prints;
+ *   - schedules of a tiny model (layers 2,3,1) worked by hand from
+ *     docs/schedule.md, where padding appears at N = 2, 3 and 8;
+ *   - relations the docs state: floors = schedule resident when N divides
+ *     every unit and differ by the padding otherwise; zero3 sends 1.5x dp's
+ *     bytes when p = g; at N = 1 all four schemes are one.
+ * Links libzstheory.a and libzsutil.a only: no engine object.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "theory/theory.h"
+#include "util/config.h"
+#include "util/util.h"
+
+static const enum zs_scheme schemes[] = { ZS_DP, ZS_ZERO1, ZS_ZERO2, ZS_ZERO3 };
+
+/* ------------------------------------------------------------------------ */
+/* The ZeRO paper's Table 1 */
+
+static const unsigned table1_worlds[6] = { 1, 4, 16, 64, 256, 1024 };
+
+/* As printed in the paper, GB per device; [scheme][N]. */
+struct table1 {
+	double params;
+	const char *gb[4][6];
+};
+
+static const struct table1 table1[] = {
+	{ 7.5e9, {
+		{ "120", "120", "120", "120", "120", "120" },
+		{ "120", "52.5", "35.6", "31.4", "30.4", "30.1" },
+		{ "120", "41.3", "21.6", "16.6", "15.4", "15.1" },
+		{ "120", "30", "7.5", "1.88", "0.47", "0.12" } } },
+	{ 128e9, {
+		{ "2048", "2048", "2048", "2048", "2048", "2048" },
+		{ "2048", "896", "608", "536", "518", "513" },
+		{ "2048", "704", "368", "284", "263", "257" },
+		{ "2048", "512", "128", "32", "8", "2" } } },
+	{ 1e12, {
+		{ "16000", "16000", "16000", "16000", "16000", "16000" },
+		{ "16000", "7000", "4750", "4187", "4046", "4011" },
+		{ "16000", "5500", "2875", "2218", "2054", "2013" },
+		{ "16000", "4000", "1000", "250", "62.5", "15.6" } } },
+};
+
+/* One unit in the last digit the paper prints: it rounds (1.875 -> 1.88)
+ * and sometimes truncates (4011.7 -> 4011), never more than that. */
+static double last_digit(const char *printed)
+{
+	const char *dot = strchr(printed, '.');
+
+	return dot == NULL ? 1.0 : pow(10.0, -(double)strlen(dot + 1));
+}
+
+START_TEST(test_floors_reproduce_every_cell_of_the_papers_table_1)
+{
+	struct theory_bytes b;
+
+	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &b);
+	for (size_t m = 0; m < sizeof table1 / sizeof table1[0]; m++)
+		for (int s = 0; s < 4; s++)
+			for (int w = 0; w < 6; w++) {
+				struct theory_floor f;
+				const char *printed = table1[m].gb[s][w];
+
+				theory_floor(table1[m].params, schemes[s], table1_worlds[w], &b, &f);
+				ck_assert_msg(fabs(f.resident_bytes / 1e9 - strtod(printed, NULL))
+				              < last_digit(printed),
+				              "Psi=%g %s N=%u: %.6g GB, paper prints %s",
+				              table1[m].params, zs_scheme_name(schemes[s]),
+				              table1_worlds[w], f.resident_bytes / 1e9, printed);
+			}
+}
+END_TEST
+
+START_TEST(test_mixed_adam_is_two_two_twelve_bytes_per_param)
+{
+	struct theory_bytes b;
+
+	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &b);
+	ck_assert_uint_eq(b.p, 2);
+	ck_assert_uint_eq(b.g, 2);
+	ck_assert_uint_eq(b.k, 12);
+	theory_bytes_per_param(ZS_MIXED, ZS_SGD, &b);
+	ck_assert_uint_eq(b.k, 8);
+	theory_bytes_per_param(ZS_FP32, ZS_ADAM, &b);
+	ck_assert_uint_eq(b.p, 4);
+	ck_assert_uint_eq(b.g, 4);
+	ck_assert_uint_eq(b.k, 8);
+	theory_bytes_per_param(ZS_FP32, ZS_SGD, &b);
+	ck_assert_uint_eq(b.k, 4);
+}
+END_TEST
+
+START_TEST(test_floor_comm_tends_to_two_psi_and_three_psi_elements)
+{
+	struct theory_bytes b;
+	struct theory_floor f;
+	double psi = 7.5e9;
+
+	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &b);
+	theory_floor(psi, ZS_DP, 64, &b, &f);
+	ck_assert_double_eq_tol(f.comm_elements, 2 * psi * 63 / 64, 1);
+	ck_assert_double_eq_tol(f.comm_bytes, 2 * 2 * psi * 63 / 64, 1);
+	theory_floor(psi, ZS_ZERO2, 64, &b, &f);
+	ck_assert_double_eq_tol(f.comm_elements, 2 * psi * 63 / 64, 1);
+	theory_floor(psi, ZS_ZERO3, 64, &b, &f);
+	ck_assert_double_eq_tol(f.comm_elements, 3 * psi * 63 / 64, 1);
+	ck_assert_double_eq_tol(f.comm_bytes, 3 * 2 * psi * 63 / 64, 1);
+	/* docs/formats.md's example: Ψ = 33088, zero3, N = 4 sends 148896 B. */
+	theory_floor(33088, ZS_ZERO3, 4, &b, &f);
+	ck_assert_double_eq(f.comm_bytes, 148896);
+	ck_assert_double_eq(f.comm_elements / 33088, 2.25);
+	ck_assert_double_eq(f.resident_bytes, 132352);
+	theory_floor(psi, ZS_ZERO3, 1, &b, &f);
+	ck_assert_double_eq(f.comm_bytes, 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Hand-worked schedules: layers 2,3,1. Units: layer 0 = 3·2+3 = 9,
+ * layer 1 = 1·3+1 = 4; Ψ = 13. With b = 1 and a = 4:
+ * A = 4·(d0 + dL + d1 + d2) = 4·(2+1+3+1) = 28; D = 2·4·max(3,1) = 24. */
+
+static const size_t tiny_widths[] = { 2, 3, 1 };
+
+static struct theory_shape tiny(enum zs_precision pr, enum zs_optimizer opt)
+{
+	struct theory_shape s = { tiny_widths, 3, 1, { 0 } };
+
+	theory_bytes_per_param(pr, opt, &s.bytes);
+	return s;
+}
+
+static struct theory_schedule sched(const struct theory_shape *s, enum zs_scheme scheme,
+                                    enum zs_unit unit, unsigned n)
+{
+	struct theory_schedule out;
+
+	theory_schedule(s, scheme, unit, n, &out);
+	return out;
+}
+
+START_TEST(test_tiny_model_has_thirteen_params_in_units_of_nine_and_four)
+{
+	struct theory_shape s = tiny(ZS_MIXED, ZS_ADAM);
+	struct theory_schedule r = sched(&s, ZS_ZERO3, ZS_UNIT_LAYER, 2);
+
+	ck_assert_uint_eq(theory_params(&s), 13);
+	ck_assert_uint_eq(r.nunits, 2);
+	ck_assert_uint_eq(r.units[0], 9);
+	ck_assert_uint_eq(r.units[1], 4);
+	r = sched(&s, ZS_ZERO3, ZS_UNIT_MODEL, 2);
+	ck_assert_uint_eq(r.nunits, 1);
+	ck_assert_uint_eq(r.units[0], 13);
+}
+END_TEST
+
+START_TEST(test_tiny_model_at_two_ranks_pads_thirteen_to_fourteen)
+{
+	struct theory_shape s = tiny(ZS_MIXED, ZS_ADAM);
+	struct theory_schedule r;
+
+	/* S = ceil(13/2) = 7 (model) = ceil(9/2) + ceil(4/2) = 5 + 2 (layer). */
+	for (int u = 0; u < 2; u++) {
+		r = sched(&s, ZS_DP, (enum zs_unit)u, 2);
+		ck_assert_uint_eq(r.shard_elements, 7);
+		ck_assert_uint_eq(r.padded_elements, 14);
+		ck_assert_uint_eq(r.resident_bytes, 13 * 16);          /* 208 */
+		ck_assert_uint_eq(r.peak_bytes, 208 + 28 + 24);
+		ck_assert_uint_eq(r.comm_bytes, 2 * 7 * 2);            /* 2·f·P·g */
+		ck_assert_uint_eq(r.comm_elements, 14);
+
+		r = sched(&s, ZS_ZERO1, (enum zs_unit)u, 2);
+		ck_assert_uint_eq(r.resident_bytes, 13 * 4 + 7 * 12);  /* 136 */
+		ck_assert_uint_eq(r.peak_bytes, 136 + 28 + 24);
+		ck_assert_uint_eq(r.comm_bytes, 7 * (2 + 2));
+		ck_assert_double_eq(r.padding_bytes, 1.0 * 12 / 2);
+
+		r = sched(&s, ZS_ZERO2, (enum zs_unit)u, 2);
+		ck_assert_uint_eq(r.resident_bytes, 13 * 2 + 7 * 14);  /* 124 */
+		ck_assert_uint_eq(r.peak_bytes, 124 + 28 + 24 + 13 * 2);
+		ck_assert_uint_eq(r.peak_breakdown[THEORY_FULL_GRADS], 26);
+		ck_assert_uint_eq(r.comm_bytes, 28);
+	}
+
+	r = sched(&s, ZS_ZERO3, ZS_UNIT_MODEL, 2);
+	ck_assert_uint_eq(r.resident_bytes, 7 * 16);               /* 112 */
+	ck_assert_uint_eq(r.peak_bytes, 112 + 28 + 24 + 13 * 4);   /* 216 */
+	ck_assert_uint_eq(r.comm_bytes, 7 * (2 * 2 + 2));          /* 42 */
+	ck_assert_uint_eq(r.comm_elements, 21);
+	ck_assert_double_eq(r.padding_bytes, 1.0 * 16 / 2);
+
+	/* unit=layer: the transient is the 9-element layer, not the model. */
+	r = sched(&s, ZS_ZERO3, ZS_UNIT_LAYER, 2);
+	ck_assert_uint_eq(r.resident_bytes, 112);
+	ck_assert_uint_eq(r.peak_bytes, 112 + 28 + 24 + 9 * 4);    /* 200 */
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_PARAM16], 14);
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_GRAD16], 14);
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_MASTER32], 28);
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_ADAM_M], 28);
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_ADAM_V], 28);
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_MOMENTUM], 0);
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_PARAM32], 0);
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_GRAD32], 0);
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_GATHERED_PARAMS], 18);
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_FULL_GRADS], 18);
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_ACTIVATIONS], 28);
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_SCRATCH], 24);
+}
+END_TEST
+
+START_TEST(test_tiny_model_at_three_ranks_pads_to_fifteen)
+{
+	struct theory_shape s = tiny(ZS_MIXED, ZS_ADAM);
+	struct theory_schedule r;
+	struct theory_floor f;
+
+	/* S = ceil(13/3) = 5 = ceil(9/3) + ceil(4/3) = 3 + 2; P = 15. */
+	r = sched(&s, ZS_ZERO1, ZS_UNIT_MODEL, 3);
+	ck_assert_uint_eq(r.shard_elements, 5);
+	ck_assert_uint_eq(r.padded_elements, 15);
+	ck_assert_uint_eq(r.resident_bytes, 52 + 5 * 12);          /* 112 */
+	ck_assert_uint_eq(r.comm_bytes, 2 * 5 * 4);                /* f·P·(g+p) */
+	theory_floor(13, ZS_ZERO1, 3, &s.bytes, &f);
+	ck_assert_double_eq(f.resident_bytes, 104);                /* 52 + 156/3 */
+	ck_assert_double_eq(r.padding_bytes, 8);                   /* 2·12/3 */
+
+	r = sched(&s, ZS_DP, ZS_UNIT_LAYER, 3);
+	ck_assert_uint_eq(r.comm_bytes, 2 * 2 * 5 * 2);            /* 40 */
+	theory_floor(13, ZS_DP, 3, &s.bytes, &f);
+	ck_assert_double_eq_tol(f.comm_bytes, 2.0 * 13 * 2 * 2 / 3, 1e-9);
+
+	r = sched(&s, ZS_ZERO3, ZS_UNIT_LAYER, 3);
+	ck_assert_uint_eq(r.resident_bytes, 5 * 16);               /* 80 */
+	ck_assert_uint_eq(r.peak_bytes, 80 + 28 + 24 + 9 * 4);     /* 168 */
+	ck_assert_uint_eq(r.comm_bytes, 2 * 5 * 6);                /* 60 */
+	ck_assert_uint_eq(r.comm_elements, 30);
+}
+END_TEST
+
+START_TEST(test_tiny_model_at_eight_ranks_pads_layers_more_than_the_model)
+{
+	struct theory_shape s = tiny(ZS_MIXED, ZS_ADAM);
+	struct theory_schedule r;
+
+	/* model: ceil(13/8) = 2; layer: ceil(9/8) + ceil(4/8) = 2 + 1 = 3. */
+	r = sched(&s, ZS_ZERO3, ZS_UNIT_MODEL, 8);
+	ck_assert_uint_eq(r.padded_elements, 16);
+	ck_assert_uint_eq(r.resident_bytes, 2 * 16);
+	ck_assert_uint_eq(r.peak_bytes, 32 + 28 + 24 + 13 * 4);
+	ck_assert_uint_eq(r.comm_bytes, 7 * 2 * 6);
+	r = sched(&s, ZS_ZERO3, ZS_UNIT_LAYER, 8);
+	ck_assert_uint_eq(r.padded_elements, 24);
+	ck_assert_uint_eq(r.resident_bytes, 3 * 16);
+	ck_assert_uint_eq(r.peak_bytes, 48 + 28 + 24 + 9 * 4);
+	ck_assert_uint_eq(r.comm_bytes, 7 * 3 * 6);
+	ck_assert_double_eq(r.padding_bytes, 11.0 * 16 / 8);
+}
+END_TEST
+
+START_TEST(test_fp32_sgd_keeps_only_momentum_and_no_master_copy)
+{
+	struct theory_shape s = tiny(ZS_FP32, ZS_SGD);
+	struct theory_schedule r = sched(&s, ZS_DP, ZS_UNIT_MODEL, 1);
+
+	ck_assert_uint_eq(r.resident_breakdown[THEORY_PARAM32], 52);
+	ck_assert_uint_eq(r.resident_breakdown[THEORY_GRAD32], 52);
+	ck_assert_uint_eq(r.resident_breakdown[THEORY_MOMENTUM], 52);
+	ck_assert_uint_eq(r.resident_breakdown[THEORY_MASTER32], 0);
+	ck_assert_uint_eq(r.resident_breakdown[THEORY_PARAM16], 0);
+	ck_assert_uint_eq(r.resident_breakdown[THEORY_ADAM_M], 0);
+	ck_assert_uint_eq(r.resident_bytes, 13 * 12);
+	ck_assert_uint_eq(r.peak_bytes, 156 + 28 + 24);
+
+	/* zero2 at N = 2: params full 13·4, grads and momentum 7·4 each;
+	 * full fp32 grads 13·4 during backward. */
+	r = sched(&s, ZS_ZERO2, ZS_UNIT_MODEL, 2);
+	ck_assert_uint_eq(r.resident_bytes, 52 + 28 + 28);
+	ck_assert_uint_eq(r.peak_bytes, 108 + 28 + 24 + 52);
+	ck_assert_uint_eq(r.comm_bytes, 7 * 8);
+}
+END_TEST
+
+START_TEST(test_mixed_sgd_keeps_master_and_momentum)
+{
+	struct theory_shape s = tiny(ZS_MIXED, ZS_SGD);
+	struct theory_schedule r = sched(&s, ZS_ZERO1, ZS_UNIT_MODEL, 2);
+
+	ck_assert_uint_eq(r.resident_breakdown[THEORY_MASTER32], 28);
+	ck_assert_uint_eq(r.resident_breakdown[THEORY_MOMENTUM], 28);
+	ck_assert_uint_eq(r.resident_breakdown[THEORY_ADAM_V], 0);
+	ck_assert_uint_eq(r.resident_bytes, 52 + 56);
+}
+END_TEST
+
+START_TEST(test_activations_and_scratch_grow_with_the_batch)
+{
+	struct theory_shape s = tiny(ZS_MIXED, ZS_ADAM);
+	struct theory_schedule r;
+
+	s.batch = 4;
+	r = sched(&s, ZS_ZERO1, ZS_UNIT_MODEL, 2);
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_ACTIVATIONS], 4 * 28);
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_SCRATCH], 4 * 24);
+	ck_assert_uint_eq(r.peak_bytes, 136 + 4 * 52);
+}
+END_TEST
+
+START_TEST(test_default_model_has_33088_params_and_the_documented_zero3_row)
+{
+	static const size_t widths[] = { 64, 256, 64 };
+	struct theory_shape s = { widths, 3, 4, { 0 } };
+	struct theory_schedule r;
+
+	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &s.bytes);
+	ck_assert_uint_eq(theory_params(&s), 33088);
+	r = sched(&s, ZS_ZERO3, ZS_UNIT_MODEL, 4);
+	/* docs/formats.md's example row: 8272 elements per shard, no padding. */
+	ck_assert_uint_eq(r.shard_elements, 8272);
+	ck_assert_uint_eq(r.resident_bytes, 132352);
+	ck_assert_uint_eq(r.comm_bytes, 148896);
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_GATHERED_PARAMS], 66176);
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_FULL_GRADS], 66176);
+	/* A = 4·4·(64 + 64 + 256 + 64), D = 2·4·4·256. */
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_ACTIVATIONS], 7168);
+	ck_assert_uint_eq(r.peak_breakdown[THEORY_SCRATCH], 8192);
+	ck_assert_uint_eq(r.peak_bytes, 132352 + 2 * 66176 + 7168 + 8192);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Relations between floors and schedule */
+
+static const size_t shape_a[] = { 2, 3, 1 };
+static const size_t shape_b[] = { 4, 8, 4 };            /* units 40, 36 */
+static const size_t shape_c[] = { 64, 256, 256, 256, 64 };
+static const size_t shape_d[] = { 64, 256, 64 };
+
+static const struct { const size_t *w; size_t n; } shapes[] = {
+	{ shape_a, 3 }, { shape_b, 3 }, { shape_c, 5 }, { shape_d, 3 },
+};
+
+/* Bytes per param that a scheme shards, from DESIGN.md's table. */
+static unsigned sharded(enum zs_scheme scheme, const struct theory_bytes *b)
+{
+	switch (scheme) {
+	case ZS_ZERO1: return b->k;
+	case ZS_ZERO2: return b->g + b->k;
+	case ZS_ZERO3: return b->p + b->g + b->k;
+	case ZS_DP:
+	default: return 0;
+	}
+}
+
+START_TEST(test_floors_equal_schedule_when_n_divides_every_unit_and_differ_by_the_padding_otherwise)
+{
+	int exact = 0, padded = 0;
+
+	for (size_t m = 0; m < sizeof shapes / sizeof shapes[0]; m++)
+		for (int pr = 0; pr < 2; pr++)
+			for (int opt = 0; opt < 2; opt++)
+				for (int u = 0; u < 2; u++)
+					for (unsigned n = 1; n <= 32; n++)
+						for (int sc = 0; sc < 4; sc++) {
+		struct theory_shape s = { shapes[m].w, shapes[m].n, 2, { 0 } };
+		struct theory_schedule r;
+		struct theory_floor f;
+		uint64_t psi = 0, padded_len = 0;
+		int divides = 1;
+
+		theory_bytes_per_param((enum zs_precision)pr, (enum zs_optimizer)opt, &s.bytes);
+		/* Units and their padding, counted here and not by the theory. */
+		for (size_t l = 0; l + 1 < s.nwidths; l++) {
+			uint64_t nu = s.widths[l] * s.widths[l + 1] + s.widths[l + 1];
+
+			psi += nu;
+			if (u == ZS_UNIT_LAYER) {
+				padded_len += (nu + n - 1) / n * n;
+				divides &= nu % n == 0;
+			}
+		}
+		if (u == ZS_UNIT_MODEL) {
+			padded_len = (psi + n - 1) / n * n;
+			divides = psi % n == 0;
+		}
+		r = sched(&s, schemes[sc], (enum zs_unit)u, n);
+		theory_floor((double)psi, schemes[sc], n, &s.bytes, &f);
+		if (divides) {
+			ck_assert_double_eq((double)r.resident_bytes, f.resident_bytes);
+			ck_assert_double_eq(r.padding_bytes, 0);
+			exact++;
+		} else {
+			double pad = (double)((padded_len - psi) * sharded(schemes[sc], &s.bytes)) / n;
+
+			ck_assert_double_eq_tol((double)r.resident_bytes - f.resident_bytes, pad, 1e-6);
+			ck_assert_double_eq_tol(r.padding_bytes, pad, 1e-9);
+			padded += schemes[sc] != ZS_DP;
+		}
+		/* The peak is the resident state plus transients. */
+		uint64_t sum = 0;
+		for (int c = 0; c < THEORY_NCATEGORIES; c++)
+			sum += r.peak_breakdown[c];
+		ck_assert_uint_eq(sum, r.peak_bytes);
+		ck_assert_uint_ge(r.peak_bytes, r.resident_bytes);
+	}
+	/* Both branches ran. */
+	ck_assert_int_gt(exact, 100);
+	ck_assert_int_gt(padded, 100);
+}
+END_TEST
+
+START_TEST(test_zero3_sends_one_and_a_half_times_dp_when_p_equals_g)
+{
+	for (size_t m = 0; m < sizeof shapes / sizeof shapes[0]; m++)
+		for (int pr = 0; pr < 2; pr++)
+			for (unsigned n = 1; n <= 32; n++) {
+				struct theory_shape s = { shapes[m].w, shapes[m].n, 1, { 0 } };
+				struct theory_schedule dp, z3;
+				struct theory_floor fdp, fz3;
+
+				theory_bytes_per_param((enum zs_precision)pr, ZS_ADAM, &s.bytes);
+				ck_assert_uint_eq(s.bytes.p, s.bytes.g);
+				dp = sched(&s, ZS_DP, ZS_UNIT_LAYER, n);
+				z3 = sched(&s, ZS_ZERO3, ZS_UNIT_LAYER, n);
+				ck_assert_uint_eq(2 * z3.comm_bytes, 3 * dp.comm_bytes);
+				theory_floor((double)theory_params(&s), ZS_DP, n, &s.bytes, &fdp);
+				theory_floor((double)theory_params(&s), ZS_ZERO3, n, &s.bytes, &fz3);
+				ck_assert_double_eq_tol(fz3.comm_bytes, 1.5 * fdp.comm_bytes, 1e-6);
+			}
+}
+END_TEST
+
+START_TEST(test_at_one_rank_all_four_schemes_are_the_same)
+{
+	for (size_t m = 0; m < sizeof shapes / sizeof shapes[0]; m++)
+		for (int pr = 0; pr < 2; pr++)
+			for (int opt = 0; opt < 2; opt++)
+				for (int u = 0; u < 2; u++) {
+		struct theory_shape s = { shapes[m].w, shapes[m].n, 3, { 0 } };
+		struct theory_schedule dp = { 0 }, r;
+		struct theory_floor fdp, f;
+
+		theory_bytes_per_param((enum zs_precision)pr, (enum zs_optimizer)opt, &s.bytes);
+		dp = sched(&s, ZS_DP, (enum zs_unit)u, 1);
+		theory_floor((double)dp.params, ZS_DP, 1, &s.bytes, &fdp);
+		ck_assert_uint_eq(dp.comm_bytes, 0);
+		ck_assert_double_eq((double)dp.resident_bytes, fdp.resident_bytes);
+		for (int sc = 1; sc < 4; sc++) {
+			r = sched(&s, schemes[sc], (enum zs_unit)u, 1);
+			theory_floor((double)dp.params, schemes[sc], 1, &s.bytes, &f);
+			ck_assert_uint_eq(r.resident_bytes, dp.resident_bytes);
+			ck_assert_uint_eq(r.peak_bytes, dp.peak_bytes);
+			ck_assert_uint_eq(r.comm_bytes, 0);
+			ck_assert_mem_eq(r.peak_breakdown, dp.peak_breakdown, sizeof r.peak_breakdown);
+			ck_assert_double_eq(f.resident_bytes, fdp.resident_bytes);
+			ck_assert_double_eq(f.comm_bytes, 0);
+		}
+	}
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* theory.json and the text table */
+
+static struct zs_config paper_config(void)
+{
+	struct zs_config c;
+	static const unsigned worlds[] = { 1, 4, 16, 64, 256, 1024 };
+
+	zs_config_defaults(&c);
+	c.nworld = 6;
+	memcpy(c.world, worlds, sizeof worlds);
+	return c;
+}
+
+START_TEST(test_json_has_one_row_per_scheme_unit_and_world_in_that_order)
+{
+	struct zs_config c;
+	struct theory_request req = { .config = &c, .shape_known = 1 };
+	cJSON *root, *rows, *row, *sched, *bd;
+	static const char *const cats[] = {
+		"param16", "param32", "grad16", "grad32", "master32", "adam_m", "adam_v",
+		"momentum", "gathered_params", "full_grads", "activations", "scratch",
+	};
+
+	zs_config_defaults(&c);
+	c.nunits = 2;
+	c.units[0] = ZS_UNIT_MODEL;
+	c.units[1] = ZS_UNIT_LAYER;
+	root = theory_json(&req);
+	ck_assert_str_eq(cJSON_GetObjectItem(root, "format")->valuestring, "zerosim-theory/1");
+	ck_assert_double_eq(cJSON_GetObjectItem(root, "params")->valuedouble, 33088);
+	rows = cJSON_GetObjectItem(root, "rows");
+	ck_assert_int_eq(cJSON_GetArraySize(rows), (int)(c.nschemes * 2 * c.nworld));
+
+	/* schemes x units x worlds: row 1 is dp/model/N=2, row nworld is dp/layer. */
+	row = cJSON_GetArrayItem(rows, 1);
+	ck_assert_str_eq(cJSON_GetObjectItem(row, "scheme")->valuestring, "dp");
+	ck_assert_str_eq(cJSON_GetObjectItem(row, "unit")->valuestring, "model");
+	ck_assert_double_eq(cJSON_GetObjectItem(row, "world")->valuedouble, 2);
+	row = cJSON_GetArrayItem(rows, (int)c.nworld);
+	ck_assert_str_eq(cJSON_GetObjectItem(row, "unit")->valuestring, "layer");
+	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(row, "fits")));
+
+	/* The last row is zero3/layer/N=32; every category is present. */
+	row = cJSON_GetArrayItem(rows, cJSON_GetArraySize(rows) - 1);
+	ck_assert_str_eq(cJSON_GetObjectItem(row, "scheme")->valuestring, "zero3");
+	sched = cJSON_GetObjectItem(row, "schedule");
+	ck_assert_ptr_nonnull(cJSON_GetObjectItem(sched, "peak_bytes"));
+	ck_assert_ptr_nonnull(cJSON_GetObjectItem(sched, "comm_bytes_per_rank_per_step"));
+	ck_assert_ptr_nonnull(cJSON_GetObjectItem(cJSON_GetObjectItem(row, "floor"), "resident_bytes"));
+	bd = cJSON_GetObjectItem(sched, "peak_breakdown");
+	ck_assert_int_eq(cJSON_GetArraySize(bd), 12);
+	for (size_t i = 0; i < 12; i++)
+		ck_assert_msg(cJSON_IsNumber(cJSON_GetObjectItem(bd, cats[i])), "no %s", cats[i]);
+	/* Layer 0 is the largest unit: 256·64 + 256 = 16640 elements, against
+	 * layer 1's 64·256 + 64 = 16448; gathered at 2 bytes each. */
+	ck_assert_double_eq(cJSON_GetObjectItem(bd, "gathered_params")->valuedouble, 16640 * 2);
+	cJSON_Delete(root);
+}
+END_TEST
+
+START_TEST(test_json_for_a_count_has_no_schedule_but_the_zero3_transient)
+{
+	struct zs_config c = paper_config();
+	struct theory_request req = { .config = &c, .params = 7.5e9,
+	                              .largest_unit = 1e9, .device_mem = 80e9 };
+	cJSON *root = theory_json(&req), *rows, *row;
+
+	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "config"), "layers")));
+	rows = cJSON_GetObjectItem(root, "rows");
+	ck_assert_int_eq(cJSON_GetArraySize(rows), 24);
+	row = cJSON_GetArrayItem(rows, 0);              /* dp, N = 1: 120 GB */
+	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(row, "schedule")));
+	ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(row, "fits")));
+	row = cJSON_GetArrayItem(rows, 6 + 3);          /* zero1, N = 64: 31.4 GB */
+	ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(row, "fits")));
+	row = cJSON_GetArrayItem(rows, 18 + 3);         /* zero3, N = 64 */
+	ck_assert_double_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(row, "schedule"),
+	                                        "transient_bytes")->valuedouble, 4e9);
+	ck_assert_double_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(row, "floor"),
+	                                        "resident_bytes")->valuedouble, 1.875e9);
+	cJSON_Delete(root);
+}
+END_TEST
+
+START_TEST(test_text_prints_table_1_and_where_each_scheme_fits)
+{
+	struct zs_config c = paper_config();
+	struct theory_request req = { .config = &c, .params = 7.5e9, .device_mem = 32e9 };
+	char *text = theory_text(&req);
+
+	ck_assert_msg(strstr(text, "      64        120       31.4       16.6       1.88\n") != NULL,
+	              "%s", text);
+	ck_assert_msg(strstr(text, "    1024        120       30.1       15.1      0.117\n") != NULL,
+	              "%s", text);
+	/* 32 GB: dp never; zero1 from 31.4 (N = 64); zero2 from 21.6 (N = 16);
+	 * zero3 from 30 (N = 4). */
+	ck_assert_msg(strstr(text, "dp     none\n") != NULL, "%s", text);
+	ck_assert_msg(strstr(text, "zero1  N = 64\n") != NULL, "%s", text);
+	ck_assert_msg(strstr(text, "zero2  N = 16\n") != NULL, "%s", text);
+	ck_assert_msg(strstr(text, "zero3  N = 4\n") != NULL, "%s", text);
+	free(text);
+}
+END_TEST
+
+static Suite *theory_suite(void)
+{
+	Suite *s = suite_create("theory");
+	TCase *paper = tcase_create("paper"), *hand = tcase_create("schedule");
+	TCase *rel = tcase_create("relations"), *out = tcase_create("output");
+
+	tcase_add_test(paper, test_floors_reproduce_every_cell_of_the_papers_table_1);
+	tcase_add_test(paper, test_mixed_adam_is_two_two_twelve_bytes_per_param);
+	tcase_add_test(paper, test_floor_comm_tends_to_two_psi_and_three_psi_elements);
+	tcase_add_test(hand, test_tiny_model_has_thirteen_params_in_units_of_nine_and_four);
+	tcase_add_test(hand, test_tiny_model_at_two_ranks_pads_thirteen_to_fourteen);
+	tcase_add_test(hand, test_tiny_model_at_three_ranks_pads_to_fifteen);
+	tcase_add_test(hand, test_tiny_model_at_eight_ranks_pads_layers_more_than_the_model);
+	tcase_add_test(hand, test_fp32_sgd_keeps_only_momentum_and_no_master_copy);
+	tcase_add_test(hand, test_mixed_sgd_keeps_master_and_momentum);
+	tcase_add_test(hand, test_activations_and_scratch_grow_with_the_batch);
+	tcase_add_test(hand, test_default_model_has_33088_params_and_the_documented_zero3_row);
+	tcase_add_test(rel, test_floors_equal_schedule_when_n_divides_every_unit_and_differ_by_the_padding_otherwise);
+	tcase_add_test(rel, test_zero3_sends_one_and_a_half_times_dp_when_p_equals_g);
+	tcase_add_test(rel, test_at_one_rank_all_four_schemes_are_the_same);
+	tcase_add_test(out, test_json_has_one_row_per_scheme_unit_and_world_in_that_order);
+	tcase_add_test(out, test_json_for_a_count_has_no_schedule_but_the_zero3_transient);
+	tcase_add_test(out, test_text_prints_table_1_and_where_each_scheme_fits);
+	suite_add_tcase(s, paper);
+	suite_add_tcase(s, hand);
+	suite_add_tcase(s, rel);
+	suite_add_tcase(s, out);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(theory_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
