@@ -49,7 +49,14 @@ static void mean_block(float *sum, const void *const *bufs, unsigned world, size
 	for (unsigned q = 0; q < world; q++) {
 		if (dt == ZS_F16) {
 			const zs_half *b = (const zs_half *)bufs[q] + lo;
-			for (size_t i = 0; i < cnt; i++)
+			float f[8];
+			size_t i = 0;
+			for (; i + 8 <= cnt; i += 8) {
+				zs_half_to_float8(f, b + i);
+				for (size_t k = 0; k < 8; k++)
+					sum[i + k] += f[k];
+			}
+			for (; i < cnt; i++)
 				sum[i] += zs_half_to_float(b[i]);
 		} else {
 			const float *b = (const float *)bufs[q] + lo;
@@ -63,7 +70,11 @@ static void mean_block(float *sum, const void *const *bufs, unsigned world, size
 
 static void store_block(void *buf, size_t lo, const float *v, size_t cnt, enum zs_dtype dt)
 {
-	for (size_t i = 0; i < cnt; i++)
+	size_t i = 0;
+	if (dt == ZS_F16)
+		for (; i + 8 <= cnt; i += 8)
+			zs_float_to_half8((zs_half *)buf + lo + i, v + i);
+	for (; i < cnt; i++)
 		store(buf, lo + i, v[i], dt);
 }
 

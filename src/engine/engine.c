@@ -20,6 +20,18 @@
 #include "engine/scheme.h"
 #include "util/util.h"
 
+/* Ranks compute independently between collectives, so their loops may run
+ * on several threads; each rank's arithmetic is the same whatever thread
+ * runs it, so no result depends on the thread count. Only worth it when a
+ * rank has real work: small models lose more to waking threads than they
+ * gain (measured: the default sweep 97 ms on one thread, 103 ms on two). */
+#define PARALLEL_MIN_WORK (1u << 20) /* params x batch per rank */
+#ifdef _OPENMP
+#define PARALLEL_RANKS _Pragma("omp parallel for schedule(static) if (r->parallel)")
+#else
+#define PARALLEL_RANKS
+#endif
+
 /* ------------------------------------------------------------------------- */
 /* generator and digest */
 
@@ -62,6 +74,7 @@ static void initial_weights(const struct zs_run *r, size_t first, size_t n, floa
 	const struct mlp_shape *s = &r->shape;
 	uint64_t base = splitmix64(r->seed ^ splitmix64(STREAM_WEIGHTS));
 	size_t l = 0;
+	float bound = (float)(1.0 / sqrt((double)s->width[0]));
 	for (size_t i = 0; i < n; i++) {
 		size_t g = first + i;
 		float v;
@@ -69,8 +82,7 @@ static void initial_weights(const struct zs_run *r, size_t first, size_t n, floa
 			v = r->cs->weights[g];
 		} else {
 			while (l + 1 < s->nlayers && g >= s->w_off[l + 1])
-				l++;
-			float bound = (float)(1.0 / sqrt((double)s->width[l]));
+				bound = (float)(1.0 / sqrt((double)s->width[++l]));
 			v = bound * (float)((double)(splitmix64(base + g) >> 40) / 8388608.0 - 1.0);
 		}
 		if (w32)
@@ -182,6 +194,8 @@ static void setup_units(struct zs_run *r, enum zs_unit unit)
 	r->shard = soff;
 }
 
+static void init_rank(struct zs_run *r, unsigned k);
+
 /* Allocate the resident model state and fill it with the initial weights. */
 static void setup_state(struct zs_run *r)
 {
@@ -206,20 +220,37 @@ static void setup_state(struct zs_run *r)
 		run_alloc_all(r, RUN_FIELD(m), ZS_CAT_MOMENTUM, ns * sizeof(float));
 	}
 
-	for (unsigned k = 0; k < r->world; k++) {
-		struct zs_rank *rk = &r->rank[k];
-		for (size_t u = 0; u < r->nunits; u++) {
-			/* params: everything, or this rank's slots */
-			size_t plo = ops->params_sharded ? k * r->unit_s[u] : 0;
-			size_t pcnt = ops->params_sharded ? run_owned(r, u, k) : r->unit_n[u];
+	init_rank(r, 0); /* first: the others may copy from it */
+	PARALLEL_RANKS
+	for (unsigned k = 1; k < r->world; k++)
+		init_rank(r, k);
+}
+
+/* Rank k's initial weights. Sharded buffers: each rank computes its own
+ * slots. Full buffers: rank 0 computes them and the others copy (DDP's
+ * initial broadcast; set-up, not counted as step communication). */
+static void init_rank(struct zs_run *r, unsigned k)
+{
+	const struct zs_scheme_ops *ops = r->ops;
+	size_t psi = r->shape.nparams;
+	int mixed = r->precision == ZS_MIXED;
+	struct zs_rank *rk = &r->rank[k];
+	if (k > 0 && !ops->params_sharded)
+		memcpy(rk->params, r->rank[0].params, psi * r->esize);
+	if (k > 0 && !ops->state_sharded && mixed)
+		memcpy(rk->master, r->rank[0].master, psi * sizeof(float));
+	for (size_t u = 0; u < r->nunits; u++) {
+		if (k == 0 || ops->params_sharded) {
+			size_t lo = ops->params_sharded ? k * r->unit_s[u] : 0;
+			size_t cnt = ops->params_sharded ? run_owned(r, u, k) : r->unit_n[u];
 			void *p = run_elem(r, rk->params, ops->params_sharded ? r->unit_soff[u] : r->unit_off[u]);
-			initial_weights(r, r->unit_off[u] + plo, pcnt, mixed ? NULL : p, mixed ? p : NULL);
-			if (!mixed)
-				continue;
-			size_t slo = ops->state_sharded ? k * r->unit_s[u] : 0;
-			size_t scnt = ops->state_sharded ? run_owned(r, u, k) : r->unit_n[u];
-			size_t sdst = ops->state_sharded ? r->unit_soff[u] : r->unit_off[u];
-			initial_weights(r, r->unit_off[u] + slo, scnt, rk->master + sdst, NULL);
+			initial_weights(r, r->unit_off[u] + lo, cnt, mixed ? NULL : p, mixed ? p : NULL);
+		}
+		if (mixed && (k == 0 || ops->state_sharded)) {
+			size_t lo = ops->state_sharded ? k * r->unit_s[u] : 0;
+			size_t cnt = ops->state_sharded ? run_owned(r, u, k) : r->unit_n[u];
+			size_t at = ops->state_sharded ? r->unit_soff[u] : r->unit_off[u];
+			initial_weights(r, r->unit_off[u] + lo, cnt, rk->master + at, NULL);
 		}
 	}
 }
@@ -305,11 +336,13 @@ static void forward(struct zs_run *r, unsigned t)
 	tracker_set_phase(&r->tracker, ZS_PH_FORWARD);
 	run_alloc_all(r, RUN_FIELD(x), ZS_CAT_ACTIVATIONS, B * s->width[0] * sizeof(float));
 	run_alloc_all(r, RUN_FIELD(y), ZS_CAT_ACTIVATIONS, B * s->width[s->nlayers] * sizeof(float));
+	PARALLEL_RANKS
 	for (unsigned k = 0; k < r->world; k++)
 		fill_batch(r, k, t);
 	for (size_t u = 0; u < r->nunits; u++) {
 		if (r->ops->begin_unit)
 			r->ops->begin_unit(r, u, ZS_PASS_FORWARD);
+		PARALLEL_RANKS
 		for (unsigned k = 0; k < r->world; k++)
 			for (size_t l = r->unit_first[u]; l <= r->unit_last[u]; l++)
 				forward_layer(r, k, l, unit_params(r, k, u), r->unit_off[u]);
@@ -326,6 +359,7 @@ static void backward(struct zs_run *r)
 	size_t dbytes = B * mlp_max_width(s) * sizeof(float);
 	run_alloc_all(r, RUN_FIELD(delta[0]), ZS_CAT_SCRATCH, dbytes);
 	run_alloc_all(r, RUN_FIELD(delta[1]), ZS_CAT_SCRATCH, dbytes);
+	PARALLEL_RANKS
 	for (unsigned k = 0; k < r->world; k++) {
 		struct zs_rank *rk = &r->rank[k];
 		rk->loss = mse_forward_backward(rk->delta[0], rk->act[L - 1], rk->y, B, dL);
@@ -336,6 +370,7 @@ static void backward(struct zs_run *r)
 	for (size_t u = r->nunits; u-- > 0;) {
 		if (r->ops->begin_unit)
 			r->ops->begin_unit(r, u, ZS_PASS_BACKWARD);
+		PARALLEL_RANKS
 		for (unsigned k = 0; k < r->world; k++) {
 			int c = (int)((L - 1 - r->unit_last[u]) & 1);
 			for (size_t l = r->unit_last[u] + 1; l-- > r->unit_first[u];)
@@ -358,6 +393,7 @@ static void optimizer(struct zs_run *r, unsigned t)
 	const struct zs_scheme_ops *ops = r->ops;
 	int mixed = r->precision == ZS_MIXED;
 	tracker_set_phase(&r->tracker, ZS_PH_OPTIMIZER);
+	PARALLEL_RANKS
 	for (unsigned k = 0; k < r->world; k++) {
 		struct zs_rank *rk = &r->rank[k];
 		for (size_t u = 0; u < r->nunits; u++) {
@@ -473,6 +509,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r.esize = coll_dtype_size(r.dt);
 	r.seed = c->seed;
 	r.cs = cs;
+	r.parallel = world > 1 && (double)r.shape.nparams * (double)c->batch >= PARALLEL_MIN_WORK;
 	optim_init(&r.opt, c->optimizer, c->lr);
 	setup_units(&r, unit);
 	tracker_init(&r.tracker, world);

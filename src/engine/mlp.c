@@ -5,9 +5,6 @@
 #include "config.h"
 
 #include <string.h>
-#ifdef __F16C__
-#include <immintrin.h>
-#endif
 
 #include "engine/mlp.h"
 
@@ -26,27 +23,18 @@ static inline void store8_f32(float *p, v8f v) { memcpy(p, &v, sizeof v); }
 
 static inline v8f load8_f16(const zs_half *p)
 {
+	float f[8];
 	v8f v;
-#ifdef __F16C__
-	__m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
-	memcpy(&v, &f, sizeof v);
-#else
-	for (int k = 0; k < 8; k++)
-		v[k] = zs_half_to_float(p[k]);
-#endif
+	zs_half_to_float8(f, p);
+	memcpy(&v, f, sizeof v);
 	return v;
 }
 
 static inline void store8_f16(zs_half *p, v8f v)
 {
-#ifdef __F16C__
-	__m256 f;
-	memcpy(&f, &v, sizeof f);
-	_mm_storeu_si128((__m128i *)(void *)p, _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#else
-	for (int k = 0; k < 8; k++)
-		p[k] = zs_float_to_half(v[k]);
-#endif
+	float f[8];
+	memcpy(f, &v, sizeof f);
+	zs_float_to_half8(p, f);
 }
 
 void mlp_shape_init(struct mlp_shape *s, const size_t *widths, size_t nwidths)
