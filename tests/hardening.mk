@@ -1,1 +1,101 @@
-# hardening: bad input and fuzzing (owned by the hardening work)
+# hardening: bad input and fuzzing (issue 5). Included by the top
+# Makefile.am; paths are relative to the top directory.
+#
+#   make check      runs tests/cli_errors.sh (every bad option and file:
+#                   exit status, one stderr line, --out untouched, signals)
+#                   and tests/fuzz_regress.sh (every input a fuzzer ever
+#                   crashed on, fed to the real binary: a clean exit 2)
+#   make fuzz       builds one libFuzzer harness per JSON reader with clang
+#   make fuzz-run   runs each for FUZZ_SECONDS on a copy of its seed corpus;
+#                   a crash fails it, the input lands in tests/fuzz/crashes/
+
+TESTS += tests/cli_errors.sh tests/fuzz_regress.sh
+EXTRA_DIST += tests/cli_errors.sh tests/fuzz_regress.sh \
+	tests/fuzz/fuzz_common.h tests/fuzz/fuzz_report.h \
+	tests/fuzz/fuzz_case.c tests/fuzz/fuzz_spec.c \
+	tests/fuzz/fuzz_measured.c tests/fuzz/fuzz_theory.c \
+	tests/fuzz/zerosim.dict tests/fuzz/corpus tests/fuzz/regress
+
+# ---------------------------------------------------------------------------
+# libFuzzer harnesses. Each is compiled straight from the sources it needs
+# (never from the libraries, which are built with the project's compiler and
+# flags), with config.h from the build directory.
+FUZZ_SECONDS = 30
+FUZZ_FLAGS = -timeout=60 -rss_limit_mb=2048
+FUZZ_NAMES = case spec measured theory
+FUZZ_PROGS = tests/fuzz/fuzz_case tests/fuzz/fuzz_spec tests/fuzz/fuzz_measured tests/fuzz/fuzz_theory
+FUZZ_CFLAGS = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 \
+	-D_GNU_SOURCE -I$(top_builddir) -I$(top_srcdir)/src -I$(top_srcdir)/tests/fuzz $(CJSON_CFLAGS)
+FUZZ_LIBS = $(CJSON_LIBS) -lm
+FUZZ_COMMON = $(top_srcdir)/tests/fuzz/fuzz_common.h $(top_builddir)/config.h \
+	$(top_srcdir)/src/util/util.h $(top_srcdir)/src/util/config.h
+FUZZ_UTIL = $(top_srcdir)/src/util/util.c $(top_srcdir)/src/util/config.c
+FUZZ_ENGINE = $(top_srcdir)/src/engine/case.c
+FUZZ_REPORT = $(top_srcdir)/src/report/report.c $(top_srcdir)/src/report/report_buf.c \
+	$(top_srcdir)/src/report/report_data.c $(top_srcdir)/src/report/report_classify.c \
+	$(top_srcdir)/src/report/report_findings.c $(top_srcdir)/src/report/report_text.c \
+	$(top_srcdir)/src/report/report_figures.c $(top_srcdir)/src/report/report_exec.c
+FUZZ_REPORT_H = $(top_srcdir)/tests/fuzz/fuzz_report.h $(top_srcdir)/src/report/report_data.h \
+	$(top_srcdir)/src/report/report_classify.h $(top_srcdir)/src/report/report_findings.h \
+	$(top_srcdir)/src/report/report_text.h $(top_srcdir)/src/report/report_figures.h \
+	$(top_srcdir)/src/report/report_buf.h
+# The valid file each report harness joins its input with.
+FUZZ_PARTNER_measured = $(abs_top_srcdir)/tests/fuzz/corpus/theory/valid-4-8-4-model-layer.json
+FUZZ_PARTNER_theory = $(abs_top_srcdir)/tests/fuzz/corpus/measured/valid-4-8-4-model.json
+
+fuzz_need_clang = if test -z "$(CLANG)"; then \
+	  echo "make fuzz: configure found no clang; install clang and libclang-rt-dev, then rerun configure" >&2; \
+	  exit 1; fi; $(MKDIR_P) tests/fuzz
+
+tests/fuzz/fuzz_case: $(top_srcdir)/tests/fuzz/fuzz_case.c $(FUZZ_COMMON) $(FUZZ_UTIL) $(FUZZ_ENGINE) \
+		$(top_srcdir)/src/engine/engine.h
+	@$(fuzz_need_clang)
+	$(AM_V_GEN)$(CLANG) $(FUZZ_CFLAGS) -o $@ $(top_srcdir)/tests/fuzz/fuzz_case.c \
+		$(FUZZ_ENGINE) $(FUZZ_UTIL) $(FUZZ_LIBS)
+
+tests/fuzz/fuzz_spec: $(top_srcdir)/tests/fuzz/fuzz_spec.c $(FUZZ_COMMON) $(FUZZ_UTIL)
+	@$(fuzz_need_clang)
+	$(AM_V_GEN)$(CLANG) $(FUZZ_CFLAGS) -o $@ $(top_srcdir)/tests/fuzz/fuzz_spec.c \
+		$(FUZZ_UTIL) $(FUZZ_LIBS)
+
+tests/fuzz/fuzz_measured: $(top_srcdir)/tests/fuzz/fuzz_measured.c $(FUZZ_COMMON) $(FUZZ_UTIL) \
+		$(FUZZ_REPORT) $(FUZZ_REPORT_H)
+	@$(fuzz_need_clang)
+	$(AM_V_GEN)$(CLANG) $(FUZZ_CFLAGS) -DFUZZ_PARTNER='"$(FUZZ_PARTNER_measured)"' -o $@ \
+		$(top_srcdir)/tests/fuzz/fuzz_measured.c $(FUZZ_REPORT) $(FUZZ_UTIL) $(FUZZ_LIBS)
+
+tests/fuzz/fuzz_theory: $(top_srcdir)/tests/fuzz/fuzz_theory.c $(FUZZ_COMMON) $(FUZZ_UTIL) \
+		$(FUZZ_REPORT) $(FUZZ_REPORT_H)
+	@$(fuzz_need_clang)
+	$(AM_V_GEN)$(CLANG) $(FUZZ_CFLAGS) -DFUZZ_PARTNER='"$(FUZZ_PARTNER_theory)"' -o $@ \
+		$(top_srcdir)/tests/fuzz/fuzz_theory.c $(FUZZ_REPORT) $(FUZZ_UTIL) $(FUZZ_LIBS)
+
+fuzz: $(FUZZ_PROGS)
+
+# Each harness on a fresh copy of its seeds and regression inputs, so the
+# source tree's corpus never grows behind anyone's back. New inputs stay in
+# tests/fuzz/work/NAME for a longer run; a crash's input is saved in
+# tests/fuzz/crashes/NAME/ (copy it to tests/fuzz/regress/NAME/ once fixed).
+fuzz-run: fuzz
+	@for n in $(FUZZ_NAMES); do \
+	  rm -rf tests/fuzz/work/$$n && $(MKDIR_P) tests/fuzz/work/$$n tests/fuzz/crashes/$$n || exit 1; \
+	  cp $(top_srcdir)/tests/fuzz/corpus/$$n/* tests/fuzz/work/$$n/ || exit 1; \
+	  if test -d $(top_srcdir)/tests/fuzz/regress/$$n; then \
+	    cp $(top_srcdir)/tests/fuzz/regress/$$n/* tests/fuzz/work/$$n/ 2>/dev/null; fi; \
+	  echo "fuzz-run: fuzz_$$n for $(FUZZ_SECONDS) s"; \
+	  ./tests/fuzz/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) $(FUZZ_FLAGS) \
+	    -dict=$(top_srcdir)/tests/fuzz/zerosim.dict \
+	    -artifact_prefix=tests/fuzz/crashes/$$n/ tests/fuzz/work/$$n \
+	    >tests/fuzz/fuzz_$$n.log 2>&1; \
+	  status=$$?; grep -E '^(#[0-9]+.*DONE|Done [0-9]+ runs)' tests/fuzz/fuzz_$$n.log; \
+	  if test $$status -ne 0; then \
+	    echo "fuzz-run: fuzz_$$n FAILED (status $$status); see tests/fuzz/fuzz_$$n.log and tests/fuzz/crashes/$$n/" >&2; \
+	    exit 1; \
+	  fi; \
+	done
+
+.PHONY: fuzz fuzz-run
+CLEANFILES += $(FUZZ_PROGS) tests/fuzz/fuzz_case.log tests/fuzz/fuzz_spec.log \
+	tests/fuzz/fuzz_measured.log tests/fuzz/fuzz_theory.log
+mostlyclean-local:
+	rm -rf tests/fuzz/work tests/fuzz/crashes

@@ -4,3 +4,13 @@ TESTS += tests/test_engine
 tests_test_engine_SOURCES = tests/test_engine.c
 tests_test_engine_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_engine_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS) -lm
+
+# The tracker sees every byte: peak RSS against the tracked peaks.
+check_PROGRAMS += tests/test_rss
+TESTS += tests/test_rss
+tests_test_rss_SOURCES = tests/test_rss.c
+tests_test_rss_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_rss_LDADD = libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS)
+
+TESTS += tests/threads.sh
+EXTRA_DIST += tests/threads.sh

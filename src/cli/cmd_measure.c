@@ -4,11 +4,13 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,6 +59,10 @@ static void usage(FILE *f)
 /* Fail now, before a long run, if FILE's folder cannot take the output. */
 static int check_writable(const char *path, char **cause)
 {
+	struct stat st;
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+		/* a device or FIFO is written in place (zs_write_atomic) */
+		return access(path, W_OK) == 0 ? 0 : zs_fail(cause, "cannot write %s: %s", path, strerror(errno));
 	const char *slash = strrchr(path, '/');
 	char *dir = slash ? zs_asprintf("%.*s", (int)(slash - path), path) : zs_strdup(".");
 	if (*dir == '\0') {
@@ -79,7 +85,7 @@ static double now(void)
 /* Options the case file fixes: given on the command line, they must agree. */
 static int apply_case(struct zs_config *c, const struct zs_case *cs, const int *given, char **cause)
 {
-	if (given[0] && (c->nwidths != cs->nwidths || memcmp(c->widths, cs->widths, cs->nwidths * sizeof *cs->widths)))
+	if (given[0] && (c->nwidths != cs->nwidths || memcmp(c->widths, cs->widths, cs->nwidths * sizeof *cs->widths) != 0))
 		return zs_fail(cause, "--layers disagrees with the case file's layers");
 	if (given[1] && (c->nworld != 1 || c->world[0] != cs->world))
 		return zs_fail(cause, "--world disagrees with the case file's world size %u", cs->world);

@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "report/report.h"
@@ -47,11 +48,12 @@ int zs_cmd_report(int argc, char **argv)
 		{"strict", no_argument, NULL, 's'},
 		{"no-render", no_argument, NULL, 'n'},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	struct report_options o = {NULL, NULL, NULL, ZS_DATADIR "/zerosim-report.tex", 0, 1};
 	char *cause = NULL;
-	int c, rc;
+	int c, rc, template_given = 0;
 
 	opterr = 0;
 	optind = 1;
@@ -60,10 +62,11 @@ int zs_cmd_report(int argc, char **argv)
 		case 'm': o.measured = optarg; break;
 		case 't': o.theory = optarg; break;
 		case 'o': o.out = optarg; break;
-		case 'T': o.template_path = optarg; break;
+		case 'T': o.template_path = optarg; template_given = 1; break;
 		case 's': o.strict = 1; break;
 		case 'n': o.render = 0; break;
 		case 'h': usage(); return ZS_EXIT_OK;
+		case 'V': printf("zerosim %s\n", PACKAGE_VERSION); return ZS_EXIT_OK;
 		case ':':
 			fprintf(stderr, "zerosim report: %s needs a value (try --help)\n", argv[optind - 1]);
 			return ZS_EXIT_USAGE;
@@ -81,6 +84,9 @@ int zs_cmd_report(int argc, char **argv)
 		fprintf(stderr, "zerosim report: --measured, --theory and --out are required (try --help)\n");
 		return ZS_EXIT_USAGE;
 	}
+	/* Not installed yet: the template of the source tree this was built from. */
+	if (!template_given && access(o.template_path, R_OK) != 0 && access(ZS_SRCDIR "/report/zerosim-report.tex", R_OK) == 0)
+		o.template_path = ZS_SRCDIR "/report/zerosim-report.tex";
 	rc = report_main(&o, &cause);
 	if (rc != ZS_EXIT_OK)
 		fprintf(stderr, "zerosim report: %s\n", cause != NULL ? cause : "failed");

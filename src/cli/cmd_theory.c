@@ -23,7 +23,7 @@ enum {
 	OPT_LAYERS = 256, OPT_WORLD, OPT_SCHEMES, OPT_UNIT, OPT_PRECISION,
 	OPT_OPTIMIZER, OPT_BATCH, OPT_STEPS, OPT_SEED, OPT_LR,
 	OPT_SPEC, OPT_PARAMS, OPT_LARGEST_UNIT, OPT_DEVICE_MEM, OPT_FORMAT,
-	OPT_OUT, OPT_HELP
+	OPT_OUT, OPT_HELP, OPT_VERSION
 };
 
 /* The first ten entries are in the order of the enum from OPT_LAYERS: the
@@ -47,6 +47,7 @@ static const struct option long_options[] = {
 	{ "format", required_argument, NULL, OPT_FORMAT },
 	{ "out", required_argument, NULL, OPT_OUT },
 	{ "help", no_argument, NULL, OPT_HELP },
+	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -167,6 +168,10 @@ int zs_cmd_theory(int argc, char **argv)
 		case 'h':
 		case OPT_HELP:
 			usage();
+			status = ZS_EXIT_OK;
+			goto end;
+		case OPT_VERSION:
+			printf("zerosim %s\n", PACKAGE_VERSION);
 			status = ZS_EXIT_OK;
 			goto end;
 		case ':':

@@ -53,6 +53,46 @@ static int matrix(const cJSON *arr, size_t rows, size_t d, float *out, const cha
 	return 0;
 }
 
+/* The nesting of "batches": steps of `world` ranks, each {"x": batch rows
+ * of d0 numbers, "y": batch rows of dL numbers}. Checked in full before
+ * anything is allocated for it, so that a small file cannot ask for a large
+ * allocation through its "batch" or "world" alone. */
+static int batches_shape(const cJSON *batches, const struct zs_case *cs, char **cause)
+{
+	static const char *const keys[2] = {"x", "y"};
+	const size_t width[2] = {cs->widths[0], cs->widths[cs->nwidths - 1]};
+	size_t t = 0;
+	const cJSON *stepv;
+	cJSON_ArrayForEach(stepv, batches) {
+		if (!cJSON_IsArray(stepv) || (size_t)cJSON_GetArraySize(stepv) != cs->world)
+			return zs_fail(cause, "the case's batches[%zu] is not an array of %u ranks", t, cs->world);
+		size_t k = 0;
+		const cJSON *rk;
+		cJSON_ArrayForEach(rk, stepv) {
+			if (!cJSON_IsObject(rk))
+				return zs_fail(cause, "the case's batches[%zu][%zu] is not an object", t, k);
+			for (int i = 0; i < 2; i++) {
+				const cJSON *m = cJSON_GetObjectItemCaseSensitive(rk, keys[i]), *row;
+				if (!cJSON_IsArray(m))
+					return zs_fail(cause, "the case's batches[%zu][%zu].%s is not an array", t, k, keys[i]);
+				if ((size_t)cJSON_GetArraySize(m) != cs->batch)
+					return zs_fail(cause, "the case's batches[%zu][%zu].%s has %d rows, the batch is %u", t,
+					               k, keys[i], cJSON_GetArraySize(m), cs->batch);
+				size_t b = 0;
+				cJSON_ArrayForEach(row, m) {
+					if (!cJSON_IsArray(row) || (size_t)cJSON_GetArraySize(row) != width[i])
+						return zs_fail(cause, "the case's batches[%zu][%zu].%s[%zu] is not %zu numbers", t, k,
+						               keys[i], b, width[i]);
+					b++;
+				}
+			}
+			k++;
+		}
+		t++;
+	}
+	return 0;
+}
+
 static int load(const cJSON *root, struct zs_case *cs, char **cause)
 {
 	const cJSON *layers, *weights, *batches;
@@ -94,6 +134,8 @@ static int load(const cJSON *root, struct zs_case *cs, char **cause)
 	if ((size_t)cJSON_GetArraySize(batches) != cs->steps)
 		return zs_fail(cause, "the case's \"batches\" has %d steps, \"steps\" is %u",
 		               cJSON_GetArraySize(batches), cs->steps);
+	if (batches_shape(batches, cs, cause) != 0)
+		return -1;
 	size_t d0 = cs->widths[0], dL = cs->widths[cs->nwidths - 1];
 	size_t per = (size_t)cs->steps * cs->world * cs->batch;
 	cs->weights = zs_malloc((size_t)psi * sizeof(float));

@@ -302,8 +302,8 @@ static void forward_layer(struct zs_run *r, unsigned k, size_t l, const void *up
 	const float *in = l == 0 ? rk->x : rk->act[l - 1];
 	int relu = l + 1 < s->nlayers;
 	rk->act[l] = tracker_alloc(&r->tracker, k, ZS_CAT_ACTIVATIONS, r->batch * dout * sizeof(float));
-	const char *w = (const char *)up + (s->w_off[l] - uoff) * r->esize;
-	const char *b = (const char *)up + (s->b_off[l] - uoff) * r->esize;
+	const void *w = (const char *)up + (s->w_off[l] - uoff) * r->esize;
+	const void *b = (const char *)up + (s->b_off[l] - uoff) * r->esize;
 	if (r->dt == ZS_F16)
 		linear_forward_f16(rk->act[l], in, (const zs_half *)w, (const zs_half *)b, relu, r->batch, din, dout);
 	else
@@ -320,8 +320,8 @@ static void backward_layer(struct zs_run *r, unsigned k, size_t l, const void *u
 	const float *in = l == 0 ? rk->x : rk->act[l - 1];
 	float *dy = rk->delta[*cur], *dx = l == 0 ? NULL : rk->delta[1 - *cur];
 	size_t wo = (s->w_off[l] - uoff) * r->esize, bo = (s->b_off[l] - uoff) * r->esize;
-	const char *w = (const char *)up + wo;
-	char *gw = (char *)ug + wo, *gb = (char *)ug + bo;
+	const void *w = (const char *)up + wo;
+	void *gw = (char *)ug + wo, *gb = (char *)ug + bo;
 	if (r->dt == ZS_F16)
 		linear_backward_f16((zs_half *)gw, (zs_half *)gb, dx, dy, in, (const zs_half *)w, r->batch, din, dout);
 	else

@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,14 +86,14 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 static int same_model(const struct model_cfg *a, const struct model_cfg *b, const char *an,
                       const char *bn, char **cause)
 {
-	if (a->nwidths != b->nwidths || memcmp(a->widths, b->widths, a->nwidths * sizeof a->widths[0]))
+	if (a->nwidths != b->nwidths || memcmp(a->widths, b->widths, a->nwidths * sizeof a->widths[0]) != 0)
 		return zs_fail(cause, "%s and %s describe different models: the layer widths differ", an, bn);
 	if (a->batch != b->batch)
 		return zs_fail(cause, "%s and %s differ in batch: %.0f and %.0f", an, bn, a->batch, b->batch);
-	if (strcmp(a->precision, b->precision))
+	if (strcmp(a->precision, b->precision) != 0)
 		return zs_fail(cause, "%s and %s differ in precision: %s and %s", an, bn, a->precision,
 		               b->precision);
-	if (strcmp(a->optimizer, b->optimizer))
+	if (strcmp(a->optimizer, b->optimizer) != 0)
 		return zs_fail(cause, "%s and %s differ in optimizer: %s and %s", an, bn, a->optimizer,
 		               b->optimizer);
 	if (a->p != b->p || a->g != b->g || a->k != b->k)
@@ -129,8 +130,9 @@ static int read_breakdown(const cJSON *run, const char *key, const char *where, 
 	if (zs_json_object(run, key, where, &obj, cause) < 0)
 		return -1;
 	cJSON_ArrayForEach(c, obj) {
-		if (!cJSON_IsNumber(c))
-			return zs_fail(cause, "%s: %s.%s is not a number", where, key, c->string);
+		if (!cJSON_IsNumber(c) || !isfinite(c->valuedouble) || c->valuedouble < 0)
+			return zs_fail(cause, "%s: %s.%s is not a byte count (a finite number, 0 or more)", where,
+			               key, c->string);
 		for (i = 0; i < REPORT_CAT_UNKNOWN; i++)
 			if (strcmp(c->string, cat_names[i]) == 0)
 				break;
@@ -167,8 +169,8 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	    zs_json_array(run, "units", where, &units, cause) < 0)
 		return -1;
 	cJSON_ArrayForEach(u, units) {
-		if (!cJSON_IsNumber(u))
-			return zs_fail(cause, "%s: \"units\" holds a non-number", where);
+		if (!cJSON_IsNumber(u) || !isfinite(u->valuedouble) || u->valuedouble < 1)
+			return zs_fail(cause, "%s: \"units\" holds something other than an element count", where);
 		if (u->valuedouble > r->largest_unit)
 			r->largest_unit = u->valuedouble;
 	}
@@ -231,9 +233,9 @@ static int join_row(const cJSON *rows, const char *tname, struct report_run *r, 
 	int i = 0;
 
 	cJSON_ArrayForEach(row, rows) {
-		enum zs_scheme s;
-		enum zs_unit u;
-		unsigned w;
+		enum zs_scheme s = ZS_DP;
+		enum zs_unit u = ZS_UNIT_MODEL;
+		unsigned w = 0;
 
 		snprintf(where, sizeof where, "%s: rows[%d]", tname, i++);
 		if (read_key(row, where, &s, &w, &u, cause) < 0)

@@ -125,7 +125,7 @@ struct list_ctx {
 static int add_width(void *vctx, const char *item, char **cause)
 {
 	struct list_ctx *x = vctx;
-	unsigned long long v;
+	unsigned long long v = 0;
 	if (x->n >= ZS_MAX_WIDTHS)
 		return zs_fail(cause, "--layers: more than %d widths", ZS_MAX_WIDTHS);
 	if (parse_uint("layers", item, ZS_MAX_WIDTH, "a layer width", &v, cause) != 0)
@@ -137,7 +137,7 @@ static int add_width(void *vctx, const char *item, char **cause)
 static int add_world(void *vctx, const char *item, char **cause)
 {
 	struct list_ctx *x = vctx;
-	unsigned long long v;
+	unsigned long long v = 0;
 	if (x->n >= ZS_MAX_WORLDS)
 		return zs_fail(cause, "--world: more than %d world sizes", ZS_MAX_WORLDS);
 	if (parse_uint("world", item, ZS_MAX_WORLD, "a world size", &v, cause) != 0)
@@ -179,7 +179,9 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 {
 	struct zs_config t = *c; /* change c only if the whole value parses */
 	struct list_ctx x = {&t, 0};
-	unsigned long long v;
+	unsigned long long v = 0;
+	if (value == NULL)
+		return zs_fail(cause, "--%s needs a value", key);
 	if (strcmp(key, "layers") == 0) {
 		if (each_item(key, value, add_width, &x, cause) != 0)
 			return -1;
@@ -265,7 +267,7 @@ static int spec_value(const cJSON *it, const char *key, char **out, char **cause
 		s[0] = '\0';
 		const cJSON *e;
 		cJSON_ArrayForEach(e, it) {
-			char *one;
+			char *one = NULL;
 			if (cJSON_IsArray(e) || spec_value(e, key, &one, cause) != 0) {
 				free(s);
 				return cJSON_IsArray(e) ? zs_fail(cause, "\"%s\" holds a nested array", key) : -1;

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -66,7 +67,7 @@ char *zs_asprintf(const char *fmt, ...)
 	return s;
 }
 
-int zs_fail(char **cause, const char *fmt, ...)
+void zs_set_cause(char **cause, const char *fmt, ...)
 {
 	if (cause != NULL) {
 		va_list ap;
@@ -74,8 +75,12 @@ int zs_fail(char **cause, const char *fmt, ...)
 		free(*cause);
 		*cause = vasprintf_or_die(fmt, ap);
 		va_end(ap);
+		/* A cause is one line on stderr, even when it quotes a file or an
+		 * option that holds a newline or another control character. */
+		for (char *c = *cause; *c != '\0'; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = '?';
 	}
-	return -1;
 }
 
 int zs_read_file(const char *path, char **out, size_t *len, char **cause)
@@ -119,17 +124,43 @@ int zs_read_file(const char *path, char **out, size_t *len, char **cause)
 	return 0;
 }
 
+/* A device, FIFO or socket (/dev/full, /dev/stdout) is written in place:
+ * renaming a temporary file over it would replace the node itself. */
+static int write_in_place(const char *path, const char *data, size_t len, char **cause)
+{
+	int fd = open(path, O_WRONLY | O_NOCTTY);
+	if (fd < 0)
+		return zs_fail(cause, "cannot write %s: %s", path, strerror(errno));
+	size_t done = 0;
+	while (done < len) {
+		ssize_t w = write(fd, data + done, len - done);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			close(fd);
+			return zs_fail(cause, "cannot write %s: %s", path, strerror(e));
+		}
+		done += (size_t)w;
+	}
+	if (close(fd) != 0)
+		return zs_fail(cause, "cannot write %s: %s", path, strerror(errno));
+	return 0;
+}
+
 int zs_write_atomic(const char *path, const char *data, size_t len, char **cause)
 {
+	struct stat st;
+	if (stat(path, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return zs_fail(cause, "%s: is a directory", path);
+		if (!S_ISREG(st.st_mode))
+			return write_in_place(path, data, len, cause);
+	}
 	const char *slash = strrchr(path, '/');
 	char *dir = slash ? zs_asprintf("%.*s", (int)(slash - path + 1), path) : zs_strdup("");
 	char *tmp = zs_asprintf("%s.%s.tmpXXXXXX", *dir ? dir : "", "zerosim");
 	free(dir);
-	struct stat st;
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-		free(tmp);
-		return zs_fail(cause, "%s: is a directory", path);
-	}
 	int fd = mkstemp(tmp);
 	if (fd < 0) {
 		int e = errno;
@@ -173,8 +204,8 @@ fail:;
 
 int zs_json_load(const char *path, const char *format, cJSON **out, char **cause)
 {
-	char *text;
-	size_t len;
+	char *text = NULL;
+	size_t len = 0;
 	if (zs_read_file(path, &text, &len, cause) != 0)
 		return -1;
 	if (strlen(text) != len) {
@@ -251,7 +282,7 @@ int zs_json_number(const cJSON *obj, const char *key, const char *where, double 
 int zs_json_uint(const cJSON *obj, const char *key, const char *where, double min, double max,
                  unsigned long long *out, char **cause)
 {
-	double v;
+	double v = 0;
 	if (zs_json_number(obj, key, where, &v, cause) != 0)
 		return -1;
 	if (v != floor(v) || v < min || v > max)

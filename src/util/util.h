@@ -30,8 +30,11 @@ char *zs_strdup_at(const char *s, const char *file, int line);
 /* printf into a fresh string; the caller frees it. Never NULL. */
 char *zs_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Set *cause (if cause != NULL) to a formatted sentence; returns -1. */
-int zs_fail(char **cause, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Set *cause (if cause != NULL) to a formatted sentence; evaluates to -1.
+ * A macro (a GNU statement expression) so that the -1 is visible at every
+ * call, to the compiler and to static analysers alike. */
+void zs_set_cause(char **cause, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define zs_fail(...) ({ zs_set_cause(__VA_ARGS__); -1; })
 
 /* Read a whole file into a NUL-terminated buffer the caller frees. */
 int zs_read_file(const char *path, char **out, size_t *len, char **cause);

@@ -1,0 +1,44 @@
+/*
+ * fuzz_case — libFuzzer harness for the case-file reader
+ * (engine_case_load, docs/formats.md "zerosim-case/1"). Every input must
+ * either load or be refused with a sentence; nothing may crash, leak, or
+ * allocate more than the file can justify.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_common.h"
+#include "engine/engine.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct zs_case *cs = NULL;
+	char *cause = NULL;
+
+	if (engine_case_load(fuzz_file(data, size), &cs, &cause) == 0) {
+		/* A loaded case must be whole: touch every value it promises. */
+		size_t psi = 0;
+		for (size_t l = 0; l + 1 < cs->nwidths; l++)
+			psi += cs->widths[l] * cs->widths[l + 1] + cs->widths[l + 1];
+		size_t per = (size_t)cs->steps * cs->world * cs->batch;
+		volatile float sink = 0;
+		for (size_t i = 0; i < psi; i++)
+			sink += cs->weights[i];
+		for (size_t i = 0; i < per * cs->widths[0]; i++)
+			sink += cs->x[i];
+		for (size_t i = 0; i < per * cs->widths[cs->nwidths - 1]; i++)
+			sink += cs->y[i];
+		(void)sink;
+		if (cause != NULL)
+			abort(); /* success with a cause set */
+		engine_case_free(cs);
+	} else if (cause == NULL || strlen(cause) == 0 || strchr(cause, '\n') != NULL) {
+		abort(); /* a refusal must say why, in one line */
+	}
+	free(cause);
+	return 0;
+}

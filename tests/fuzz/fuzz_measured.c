@@ -1,0 +1,25 @@
+/*
+ * fuzz_measured — libFuzzer harness for the report's reader of
+ * measured.json (zerosim-measured/1, report_data_from_json), against a
+ * fixed valid theory.json of the same model. See fuzz_report.h.
+ */
+#include "config.h"
+
+#include "fuzz_report.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	fuzz_report_init(REPORT_THEORY_FORMAT);
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	fuzz_report_one(data, size, REPORT_MEASURED_FORMAT, 1);
+	return 0;
+}
