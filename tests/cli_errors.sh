@@ -141,6 +141,8 @@ bad_measure "--frobnicate" --frobnicate
 bad_measure "stray" stray
 bad_measure "--world" --world
 bad_measure "--out" --layers 4,8,4 --out
+bad_measure "--out" --layers 4,8,4 --out ""
+bad_measure "--dump-weights" --layers 4,8,4 --dump-weights ""
 
 # Run-time failures: the output cannot be written (exit 1), found before
 # the run where possible; the existing file is kept.
@@ -354,6 +356,7 @@ bad_theory "--batch" --batch 0
 bad_theory "--frobnicate" --frobnicate
 bad_theory "stray" stray
 bad_theory "--params" --params
+bad_theory "--out" --params 7.5e9 --out ""
 try 1 "missing-dir" theory --params 7.5e9 --out "$tmp/missing-dir/t.json"
 try 1 "" theory --params 7.5e9 --out "$keep/t.json"
 try 1 "" theory --params 7.5e9 --out "$tmp"
@@ -426,6 +429,34 @@ try 2 "--measured" report --theory "$t" --template "$template" --no-render --out
 bad_report "--frobnicate" --measured "$m" --theory "$t" --frobnicate
 bad_report "stray" --measured "$m" --theory "$t" stray
 bad_report "--theory" --measured "$m" --theory
+# An empty folder name is bad usage; it once made OUT/figures the root
+# folder's /figures. Should it ever write there again, what it wrote is
+# removed (only when none of it was there before) and the case fails.
+root_files="/diff.json /flags.txt /table.tex /findings.tex /flags.tex /zerosim-report.tex /figures"
+clean_root=1
+for f in $root_files; do
+	[ -e "$f" ] && clean_root=0
+done
+if [ "$clean_root" -eq 1 ]; then
+	"$zerosim" report --measured "$m" --theory "$t" --template "$template" --no-render --out "" \
+		>"$tmp/out" 2>"$tmp/err" </dev/null
+	st=$?
+	wrote=
+	for f in $root_files; do
+		[ -e "$f" ] && wrote="$wrote $f"
+	done
+	if [ -n "$wrote" ]; then
+		rm -f /diff.json /flags.txt /table.tex /findings.tex /flags.tex /zerosim-report.tex \
+			/figures/fig[1-5]-*.gp /figures/fig[1-5]-*.dat /figures/fig[1-5]-*.pdf /figures/fig[1-5]-*.png
+		rmdir /figures 2>/dev/null
+		n=$((n + 1))
+		fail "zerosim report --out '' wrote into the root folder:$wrote (removed)"
+	fi
+	bad_report "--out" --measured "$m" --theory "$t" --out ""
+else
+	echo "cli_errors: the root folder already has a report file in it: the --out '' case is skipped"
+fi
+
 # The output folder cannot be made: a run-time failure.
 try 1 "" report --measured "$m" --theory "$t" --template "$template" --no-render --out "$keep/rep"
 
