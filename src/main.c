@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,6 +34,21 @@ static void usage(FILE *f)
 	        PACKAGE_BUGREPORT);
 }
 
+/* GNU's close_stdout: output that could not be written (a full disk, a
+ * closed pipe) fails the command, said in one line, even for --help. A
+ * command that already failed has said why. */
+static int finish(int status)
+{
+	int flushed = fflush(stdout) == 0;
+	int e = errno;
+	if (status == ZS_EXIT_OK && (!flushed || ferror(stdout))) {
+		fprintf(stderr, "zerosim: cannot write to standard output%s%s\n", flushed ? "" : ": ",
+		        flushed ? "" : strerror(e));
+		return ZS_EXIT_RUNTIME;
+	}
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -42,7 +58,7 @@ int main(int argc, char **argv)
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
 		usage(stdout);
-		return ferror(stdout) || fflush(stdout) ? ZS_EXIT_RUNTIME : ZS_EXIT_OK;
+		return finish(ZS_EXIT_OK);
 	}
 	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
 		printf("zerosim %s\n"
@@ -51,14 +67,14 @@ int main(int argc, char **argv)
 		       "This is free software: you are free to change and redistribute it.\n"
 		       "There is NO WARRANTY, to the extent permitted by law.\n",
 		       PACKAGE_VERSION);
-		return ferror(stdout) || fflush(stdout) ? ZS_EXIT_RUNTIME : ZS_EXIT_OK;
+		return finish(ZS_EXIT_OK);
 	}
 	if (strcmp(cmd, "measure") == 0)
-		return zs_cmd_measure(argc - 1, argv + 1);
+		return finish(zs_cmd_measure(argc - 1, argv + 1));
 	if (strcmp(cmd, "theory") == 0)
-		return zs_cmd_theory(argc - 1, argv + 1);
+		return finish(zs_cmd_theory(argc - 1, argv + 1));
 	if (strcmp(cmd, "report") == 0)
-		return zs_cmd_report(argc - 1, argv + 1);
+		return finish(zs_cmd_report(argc - 1, argv + 1));
 	fprintf(stderr, "zerosim: unknown command '%.40s' (measure, theory, report); try 'zerosim --help'\n", cmd);
 	return ZS_EXIT_USAGE;
 }

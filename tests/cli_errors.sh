@@ -83,7 +83,8 @@ bad_report() { p=$1; shift; try 2 "$p" report --template "$template" --no-render
 
 # ---------------------------------------------------------------------------
 # Help and version: exit 0, on stdout, nothing on stderr.
-for args in "--help" "--version" "measure --help" "theory --help" "report --help"; do
+for args in "--help" "--version" "measure --help" "theory --help" "report --help" \
+	"measure --version" "theory --version" "report --version"; do
 	n=$((n + 1))
 	echo "cli_errors: $n: zerosim $args => 0, text on stdout"
 	# shellcheck disable=SC2086 # word splitting of $args is intended
@@ -173,21 +174,26 @@ if [ -n "$full" ] && [ -c "$full" ]; then
 	[ -c "$full" ] || fail "zerosim theory --format text --out $full replaced the device with a file"
 	try 1 "" measure -q --layers 4,8,4 --world 1 --dump-weights "$full"
 	[ -c "$full" ] || fail "zerosim measure --dump-weights $full replaced the device with a file"
-	if [ "$full" != /dev/full ]; then
-		# Standard output on a full disk.
+fi
+
+# Standard output on a full disk, redirected by the shell (safe with the
+# real /dev/full: nothing is renamed): an error said in one line, exit 1,
+# for --help and --version too (GNU's close_stdout).
+stdout_full=$full
+[ -z "$stdout_full" ] && [ -c /dev/full ] && stdout_full=/dev/full
+if [ -n "$stdout_full" ]; then
+	for args in "--help" "--version" "measure --help" "measure --version" "theory --help" \
+		"theory --version" "report --help" "report --version" "theory --params 7.5e9" \
+		"theory --layers 4,8,4 --world 2 --format json" "measure -q --layers 4,8,4 --world 1"; do
 		n=$((n + 1))
-		echo "cli_errors: $n: zerosim measure >$full => 1"
-		"$zerosim" measure -q --layers 4,8,4 --world 1 >"$full" 2>"$tmp/err"
+		echo "cli_errors: $n: zerosim $args >$stdout_full => 1"
+		# shellcheck disable=SC2086 # word splitting of $args is intended
+		"$zerosim" $args >"$stdout_full" 2>"$tmp/err" </dev/null
 		st=$?
-		[ "$st" -eq 1 ] || fail "zerosim measure >$full exited $st, expected 1: $(cat "$tmp/err")"
-		[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "zerosim measure >$full: stderr is not one line"
-		n=$((n + 1))
-		echo "cli_errors: $n: zerosim theory >$full => 1"
-		"$zerosim" theory --params 7.5e9 >"$full" 2>"$tmp/err"
-		st=$?
-		[ "$st" -eq 1 ] || fail "zerosim theory >$full exited $st, expected 1: $(cat "$tmp/err")"
-		[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "zerosim theory >$full: stderr is not one line"
-	fi
+		[ "$st" -eq 1 ] || fail "zerosim $args >$stdout_full exited $st, expected 1: $(cat "$tmp/err")"
+		[ "$(wc -l <"$tmp/err")" -eq 1 ] && head -n 1 "$tmp/err" | grep -q '^zerosim' ||
+			fail "zerosim $args >$stdout_full: stderr is not one 'zerosim' line: $(cat "$tmp/err")"
+	done
 fi
 
 # A pipe reached through a link (as /dev/stdout is) is written in place:

@@ -115,12 +115,15 @@ static void add_run(struct fixture *fx, const size_t *widths, size_t nw, double 
 	cJSON_AddNumberToObject(o, "activations", act);
 	cJSON_AddNumberToObject(o, "scratch", scratch);
 	cJSON_AddNumberToObject(run, "comm_bytes_per_rank_per_step", comm);
+	/* The start event carries the phase the previous step ended in. */
 	a = cJSON_AddArrayToObject(run, "timeline");
 	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "phase", "optimizer");
 	cJSON_AddStringToObject(o, "op", "start");
 	cJSON_AddNumberToObject(o, "current_bytes", R);
 	cJSON_AddItemToArray(a, o);
 	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "phase", "backward");
 	cJSON_AddStringToObject(o, "op", "alloc");
 	cJSON_AddNumberToObject(o, "current_bytes", peak);
 	cJSON_AddItemToArray(a, o);
@@ -540,6 +543,44 @@ START_TEST(test_a_measured_run_without_a_theory_row_is_refused)
 }
 END_TEST
 
+START_TEST(test_timeline_phases_are_loaded_and_an_unknown_one_is_refused)
+{
+	static const unsigned w[] = {2};
+	struct fixture fx;
+	struct report_data d;
+	const struct report_run *r;
+	cJSON *ev;
+	char *cause;
+
+	build(&fx, tiny, 3, w, 1, 1);
+	load(&fx, &d);
+	r = report_data_find(&d, ZS_ZERO3, 2, ZS_UNIT_MODEL);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_uint_eq(r->ntimeline, 2);
+	ck_assert_int_eq(r->phase[0], REPORT_PH_OPTIMIZER);
+	ck_assert_int_eq(r->phase[1], REPORT_PH_BACKWARD);
+	ck_assert_str_eq(report_phase_name(r->phase[1]), "backward");
+	report_data_free(&d);
+
+	/* runs[3] is zero3 N=2: the build order is unit, scheme, world. */
+	ev = cJSON_GetArrayItem(cJSON_GetObjectItem(mrun(&fx, ZS_ZERO3, 2, ZS_UNIT_MODEL), "timeline"), 1);
+	cJSON_ReplaceItemInObject(ev, "phase", cJSON_CreateString("warmup"));
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "m.json: runs[3].timeline[1]: unknown phase 'warmup' (setup, forward, "
+	                 "backward, reduce, optimizer, gather)");
+	free(cause);
+	cJSON_ReplaceItemInObject(ev, "phase", cJSON_CreateNumber(1));
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "m.json: runs[3].timeline[1].phase is not a string");
+	free(cause);
+	cJSON_DeleteItemFromObject(ev, "phase");
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "m.json: runs[3].timeline[1] has no \"phase\"");
+	free(cause);
+	fixture_free(&fx);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* LaTeX table */
 
@@ -866,6 +907,20 @@ START_TEST(test_report_writes_every_output_and_strict_fails_on_unexplained)
 	ck_assert_int_eq(report_main(&o, &cause), 0);
 	for (i = 0; i < sizeof files / sizeof files[0]; i++)
 		free(slurp(out, files[i]));
+	/* Figure 5 marks where each phase begins and names it; event 0 (the
+	 * start) gets no mark. */
+	text = slurp(out, "figures/fig5-timeline.gp");
+	ck_assert_ptr_nonnull(strstr(text, "set arrow from 1, graph 0 to 1, graph 1 nohead ls 7\n"));
+	ck_assert_ptr_nonnull(strstr(text, "set label '{/*0.85 backward}' at 1.5, graph 1"));
+	ck_assert_ptr_null(strstr(text, "{/*0.85 optimizer}"));
+	ck_assert_ptr_nonnull(strstr(text, "no events in\\nforward, reduce,\\noptimizer, gather"));
+	free(text);
+	text = slurp(out, "figures/fig5-timeline.dat");
+	ck_assert_ptr_nonnull(strstr(text, "\n0 "));
+	ck_assert_ptr_nonnull(strstr(text, " start\n1 "));
+	ck_assert_ptr_nonnull(strstr(text, " backward\n2 "));
+	ck_assert_ptr_nonnull(strstr(text, " end\n"));
+	free(text);
 	text = slurp(out, "flags.txt");
 	ck_assert_ptr_nonnull(strstr(text, "FLAG zero3 N=2 unit=model peak"));
 	ck_assert_ptr_null(strstr(text, "N=1 "));
@@ -922,6 +977,7 @@ static Suite *report_suite(void)
 	tcase_add_test(c, test_unknown_format_is_refused_naming_both_formats);
 	tcase_add_test(c, test_files_of_different_models_or_runs_are_refused);
 	tcase_add_test(c, test_a_measured_run_without_a_theory_row_is_refused);
+	tcase_add_test(c, test_timeline_phases_are_loaded_and_an_unknown_one_is_refused);
 	suite_add_tcase(s, c);
 
 	c = tcase_create("latex");

@@ -160,10 +160,10 @@ int zs_cmd_measure(int argc, char **argv)
 		case 'q': quiet = 1; break;
 		case 'h':
 			usage(stdout);
-			return fflush(stdout) == 0 ? ZS_EXIT_OK : ZS_EXIT_RUNTIME;
+			return ZS_EXIT_OK; /* main() checks that it was written */
 		case 'V':
 			printf("zerosim %s\n", PACKAGE_VERSION);
-			return fflush(stdout) == 0 ? ZS_EXIT_OK : ZS_EXIT_RUNTIME;
+			return ZS_EXIT_OK; /* main() checks that it was written */
 		case ':':
 			zs_fail(&cause, "option '%s' needs a value", argv[optind - 1]);
 			goto fail;
@@ -176,6 +176,10 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	if (optind < argc) {
 		zs_fail(&cause, "unexpected argument '%s'; try 'zerosim measure --help'", argv[optind]);
+		goto fail;
+	}
+	if ((out != NULL && *out == '\0') || (dump != NULL && *dump == '\0')) {
+		zs_fail(&cause, "%s: the file name is empty", out != NULL && *out == '\0' ? "--out" : "--dump-weights");
 		goto fail;
 	}
 	if (case_path != NULL) {

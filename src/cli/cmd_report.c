@@ -84,6 +84,11 @@ int zs_cmd_report(int argc, char **argv)
 		fprintf(stderr, "zerosim report: --measured, --theory and --out are required (try --help)\n");
 		return ZS_EXIT_USAGE;
 	}
+	/* "" would make OUT/figures the root folder's /figures. */
+	if (*o.out == '\0') {
+		fprintf(stderr, "zerosim report: --out: the folder name is empty\n");
+		return ZS_EXIT_USAGE;
+	}
 	/* Not installed yet: the template of the source tree this was built from. */
 	if (!template_given && access(o.template_path, R_OK) != 0 && access(ZS_SRCDIR "/report/zerosim-report.tex", R_OK) == 0)
 		o.template_path = ZS_SRCDIR "/report/zerosim-report.tex";

@@ -190,6 +190,10 @@ int zs_cmd_theory(int argc, char **argv)
 		cause = zs_asprintf("unexpected argument '%s' (try --help)", argv[optind]);
 		goto bad;
 	}
+	if (out != NULL && *out == '\0') {
+		cause = zs_strdup("--out: the file name is empty");
+		goto bad;
+	}
 
 	if (spec != NULL && zs_config_load_spec(&config, spec, &cause) < 0)
 		goto bad;

@@ -414,9 +414,10 @@ static void step(struct zs_run *r, unsigned t)
 {
 	forward(r, t);
 	backward(r);
-	tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
-	if (r->ops->reduce && r->world > 1)
+	if (r->ops->reduce && r->world > 1) {
+		tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
 		r->ops->reduce(r);
+	}
 	optimizer(r, t);
 	if (r->ops->after_optimizer && r->world > 1)
 		r->ops->after_optimizer(r);

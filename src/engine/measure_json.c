@@ -171,7 +171,7 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 			oom();
 		str(o, "phase", tracker_phase_name(ev->phase));
 		str(o, "op", tracker_op_name(ev->op));
-		str(o, "category", ev->op == ZS_OP_START ? "none" : tracker_cat_name(ev->cat));
+		str(o, "category", ev->op == ZS_OP_START || ev->op == ZS_OP_PHASE ? "none" : tracker_cat_name(ev->cat));
 		zs_json_add_number(o, "bytes", (double)ev->bytes);
 		zs_json_add_number(o, "current_bytes", (double)ev->current);
 	}

@@ -27,7 +27,7 @@ static const char *const cat_names[ZS_NCATS] = {
 	"momentum", "gathered_params", "full_grads", "activations", "scratch",
 };
 static const char *const phase_names[] = {"setup", "forward", "backward", "reduce", "optimizer", "gather"};
-static const char *const op_names[] = {"start", "alloc", "free"};
+static const char *const op_names[] = {"start", "phase", "alloc", "free"};
 
 const char *tracker_cat_name(enum zs_cat c) { return cat_names[c]; }
 const char *tracker_phase_name(enum zs_phase p) { return phase_names[p]; }
@@ -99,10 +99,20 @@ void tracker_free(struct zs_tracker *t, unsigned rank, void *p)
 	free(raw);
 }
 
+void tracker_set_phase(struct zs_tracker *t, enum zs_phase p)
+{
+	if (t->recording && p != t->phase) {
+		t->phase = p;
+		log_event(t, ZS_OP_PHASE, ZS_CAT_PARAM16, 0);
+	}
+	t->phase = p;
+}
+
 void tracker_record(struct zs_tracker *t)
 {
 	t->recording = 1;
 	t->nevents = 0;
+	t->phase = ZS_PH_SETUP; /* the state the step starts from */
 	log_event(t, ZS_OP_START, ZS_CAT_PARAM16, 0);
 }
 

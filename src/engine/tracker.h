@@ -26,7 +26,7 @@ enum zs_cat {
 
 enum zs_phase { ZS_PH_SETUP, ZS_PH_FORWARD, ZS_PH_BACKWARD, ZS_PH_REDUCE, ZS_PH_OPTIMIZER, ZS_PH_GATHER };
 
-enum zs_op { ZS_OP_START, ZS_OP_ALLOC, ZS_OP_FREE };
+enum zs_op { ZS_OP_START, ZS_OP_PHASE, ZS_OP_ALLOC, ZS_OP_FREE };
 
 struct zs_event {
 	enum zs_phase phase;
@@ -67,7 +67,9 @@ void tracker_free(struct zs_tracker *t, unsigned rank, void *p);
 void tracker_record(struct zs_tracker *t);
 void tracker_stop_recording(struct zs_tracker *t);
 
-static inline void tracker_set_phase(struct zs_tracker *t, enum zs_phase p) { t->phase = p; }
+/* Enter phase p; while recording, a change of phase is logged as an event
+ * of its own (so that phases without allocations still show). */
+void tracker_set_phase(struct zs_tracker *t, enum zs_phase p);
 
 size_t tracker_outstanding(const struct zs_tracker *t);
 

@@ -28,6 +28,15 @@ int report_cat_is_state(enum report_cat c)
 	return c <= REPORT_CAT_MOMENTUM;
 }
 
+static const char *const phase_names[REPORT_NPHASES] = {
+	"setup", "forward", "backward", "reduce", "optimizer", "gather",
+};
+
+const char *report_phase_name(enum report_phase p)
+{
+	return phase_names[p];
+}
+
 const char *report_metric_name(enum report_metric m)
 {
 	static const char *const names[REPORT_NMETRICS] = {"resident", "peak", "comm"};
@@ -144,7 +153,10 @@ static int read_breakdown(const cJSON *run, const char *key, const char *where, 
 static int read_timeline(const cJSON *run, const char *where, struct report_run *r, char **cause)
 {
 	const cJSON *tl = cJSON_GetObjectItemCaseSensitive(run, "timeline"), *ev;
+	const char *str;
+	char at[320];
 	size_t n = 0;
+	int p;
 
 	if (tl == NULL || cJSON_IsNull(tl))
 		return 0;
@@ -154,9 +166,19 @@ static int read_timeline(const cJSON *run, const char *where, struct report_run 
 	if (r->ntimeline == 0)
 		return 0;
 	r->timeline = zs_calloc(r->ntimeline, sizeof *r->timeline);
+	r->phase = zs_calloc(r->ntimeline, sizeof *r->phase);
 	cJSON_ArrayForEach(ev, tl) {
-		if (zs_json_number(ev, "current_bytes", where, &r->timeline[n++], cause) < 0)
+		snprintf(at, sizeof at, "%s.timeline[%zu]", where, n);
+		if (zs_json_number(ev, "current_bytes", at, &r->timeline[n], cause) < 0 ||
+		    zs_json_string(ev, "phase", at, &str, cause) < 0)
 			return -1;
+		for (p = 0; p < REPORT_NPHASES; p++)
+			if (strcmp(str, phase_names[p]) == 0)
+				break;
+		if (p == REPORT_NPHASES)
+			return zs_fail(cause, "%s: unknown phase '%s' (setup, forward, backward, reduce, "
+			               "optimizer, gather)", at, str);
+		r->phase[n++] = (enum report_phase)p;
 	}
 	return 0;
 }
@@ -333,8 +355,10 @@ void report_data_free(struct report_data *d)
 {
 	size_t i;
 
-	for (i = 0; d->runs != NULL && i < d->nruns; i++)
+	for (i = 0; d->runs != NULL && i < d->nruns; i++) {
 		free(d->runs[i].timeline);
+		free(d->runs[i].phase);
+	}
 	free(d->runs);
 	d->runs = NULL;
 	d->nruns = 0;

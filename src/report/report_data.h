@@ -28,6 +28,14 @@ enum report_cat {
 	REPORT_CAT_UNKNOWN, REPORT_NCATS
 };
 
+/* The phase a timeline event is tagged with (docs/formats.md): setup, then
+ * a step's phases in their usual order (ZeRO-3 interleaves reduce with
+ * backward, one unit at a time). */
+enum report_phase {
+	REPORT_PH_SETUP, REPORT_PH_FORWARD, REPORT_PH_BACKWARD, REPORT_PH_REDUCE,
+	REPORT_PH_OPTIMIZER, REPORT_PH_GATHER, REPORT_NPHASES
+};
+
 /* One measured run joined with its theory row. Bytes are per rank. */
 struct report_run {
 	enum zs_scheme scheme;
@@ -42,6 +50,7 @@ struct report_run {
 	double resident_bd[REPORT_NCATS];    /* measured resident_breakdown */
 	double peak_bd[REPORT_NCATS];        /* measured peak_breakdown */
 	double *timeline;                    /* rank 0's current_bytes per event, or NULL */
+	enum report_phase *phase;            /* each event's phase (NULL with timeline) */
 	size_t ntimeline;
 };
 
@@ -85,6 +94,9 @@ int report_data_has_unit(const struct report_data *d, enum zs_unit u);
 /* Names for text: "resident", "peak", "comm"; the category's JSON key. */
 const char *report_metric_name(enum report_metric m);
 const char *report_cat_name(enum report_cat c);
+
+/* A phase's JSON name ("forward", ...). */
+const char *report_phase_name(enum report_phase p);
 
 /* Whether a category is model state (held between steps) rather than a
  * transient of the step. */

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "report/report_buf.h"
 #include "report/report_figures.h"
@@ -362,15 +363,113 @@ static int timeline_runs(const struct report_data *d, const struct report_run **
 	return best;
 }
 
-static int fig_timeline(const struct report_data *d, const char *dir, char **cause)
+/* The timeline's phase marks. A span is a run of consecutive events of one
+ * phase; event i holds its level over [i, i+1), so a span of events a..b-1
+ * covers [a, b). Event 0 is the state the step starts from ("op": "start"):
+ * its phase is whichever phase the previous step ended in, so it gets no
+ * mark of its own. Each span is shaded by its phase, begins at a dotted
+ * line and has its name above it: the full name when it fits (TL_CHAR of
+ * the panel's width per character, measured on both terminals, and TL_GAP
+ * between names; the last span may run on into the right margin), else the
+ * short name, else none. */
+#define TL_CHAR 0.0092
+#define TL_GAP 0.006
+static const char *const phase_short[REPORT_NPHASES] = {"set", "fwd", "bwd", "red", "opt", "gth"};
+static const char *const phase_shade[REPORT_NPHASES] = {NULL, NULL, "#eeeeee", "#d6d6d6", NULL, NULL};
+#define TL_SHADES "Shaded: backward light grey, reduce darker."   /* the note on phase_shade */
+
+/* Print a run's marks unless b is NULL; the phases named short, as bits. */
+static unsigned timeline_marks(struct report_buf *b, const struct report_run *r)
 {
-	struct report_buf dat = {0}, gp = {0}, plot = {0};
-	const struct report_run *r[ZS_NSCHEMES + 1];
-	const char *name = report_figure_names[4];
-	int n = timeline_runs(d, r), j, rc;
+	const double n = (double)r->ntimeline;
+	unsigned shortened = 0;
+	size_t a = 1, i;
+
+	for (i = 2; i <= r->ntimeline; i++) {
+		const enum report_phase p = r->phase[a];
+		const char *name = NULL;
+		double w;
+
+		if (i < r->ntimeline && r->phase[i] == p)
+			continue;
+		w = (double)(i - a) / n + (i == r->ntimeline ? 0.08 : 0) - TL_GAP;
+		if (w >= TL_CHAR * (double)strlen(report_phase_name(p))) {
+			name = report_phase_name(p);
+		} else if (w >= TL_CHAR * (double)strlen(phase_short[p])) {
+			name = phase_short[p];
+			shortened |= 1u << p;
+		}
+		if (b != NULL) {
+			if (phase_shade[p] != NULL)
+				report_buf_printf(b, "set object rect from %zu, graph 0 to %zu, graph 1 behind "
+				                  "fc rgb '%s' fs solid noborder\n", a, i, phase_shade[p]);
+			report_buf_printf(b, "set arrow from %zu, graph 0 to %zu, graph 1 nohead ls 7\n", a, a);
+			if (name != NULL)
+				report_buf_printf(b, "set label '{/*0.85 %s}' at %g, graph 1 center offset 0,0.6\n",
+				                  name, (double)(a + i) / 2);
+		}
+		a = i;
+	}
+	return shortened;
+}
+
+/* The phases of a step (setup is not one) a run has no event in, event 0
+ * aside, as bits. */
+static unsigned timeline_silent(const struct report_run *r)
+{
+	unsigned seen = 0, silent = 0;
+	int p;
 	size_t i;
 
-	header(&gp, d, name, "rank 0's memory through the last step");
+	for (i = 1; i < r->ntimeline; i++)
+		seen |= 1u << r->phase[i];
+	for (p = REPORT_PH_FORWARD; p < REPORT_NPHASES; p++)
+		if (!(seen & 1u << p))
+			silent |= 1u << p;
+	return silent;
+}
+
+/* The phases in mask, as "a, b,\nc" (a gnuplot line break after every
+ * second). */
+static void phase_list(struct report_buf *b, unsigned mask)
+{
+	int p, k = 0;
+
+	for (p = 0; p < REPORT_NPHASES; p++)
+		if (mask & 1u << p) {
+			report_buf_printf(b, "%s%s", k == 0 ? "" : k % 2 == 0 ? ",\\n" : ", ",
+			                  report_phase_name((enum report_phase)p));
+			k++;
+		}
+}
+
+/* "set ytics" with a step giving at most 4 intervals up to top: 1, 2 or 5
+ * times a power of ten; gnuplot's own below a millionth of a byte. */
+static void ytics(struct report_buf *b, double top)
+{
+	double e, m;
+
+	if (!(top >= 1e-6)) {
+		report_buf_printf(b, "set ytics autofreq\n");
+		return;
+	}
+	e = pow(10, floor(log10(top / 4)));
+	for (m = 1; m * e * 4 < top; m = m < 2 ? 2 : m < 5 ? 5 : 10)
+		;
+	report_buf_printf(b, "set ytics %g\n", m * e);
+}
+
+static int fig_timeline(const struct report_data *d, const char *dir, char **cause)
+{
+	struct report_buf dat = {0}, gp = {0};
+	const struct report_run *r[ZS_NSCHEMES + 1];
+	const char *name = report_figure_names[4];
+	int n = timeline_runs(d, r), j, rc, p;
+	unsigned shortened = 0;
+	double inches;
+	size_t i;
+
+	header(&gp, d, name, "rank 0's memory through the last step, phase by phase");
 	if (n == 0) {
 		/* Still a valid figure, so the report's PDF builds. */
 		report_buf_printf(&dat, "# no run in measured.json carries a timeline "
@@ -379,33 +478,95 @@ static int fig_timeline(const struct report_data *d, const char *dir, char **cau
 		                  "set label 1 'No timeline in measured.json: measure with --timeline.' "
 		                  "at 0.5,0.5 center\n");
 		render(&gp, name, "plot 2 notitle");
-	} else {
-		report_buf_printf(&dat, "# rank 0's tracked bytes per param after each event of the last "
-		                  "step, N = %u; one block per run\n", r[0]->world);
-		report_buf_printf(&gp, "set xlabel 'allocation event in the last step (rank 0, N = %u)'\n"
-		                  "set ylabel 'bytes per parameter held by rank 0'\nset yrange [0:*]\n"
-		                  "set title 'Memory of rank 0 through one step, N = %u'\n",
-		                  r[0]->world, r[0]->world);
-		report_buf_printf(&plot, "plot \\\n");
-		for (j = 0; j < n; j++) {
-			const int layer = r[j]->unit == ZS_UNIT_LAYER && main_unit(d) == ZS_UNIT_MODEL;
-			report_buf_printf(&dat, "%s# %s unit=%s\n", j ? "\n\n" : "",
-			                  zs_scheme_name(r[j]->scheme), zs_unit_name(r[j]->unit));
-			for (i = 0; i < r[j]->ntimeline; i++)
-				report_buf_printf(&dat, "%zu %.9g\n", i, r[j]->timeline[i] / d->params);
-			report_buf_printf(&plot, "  '%s.dat' index %d using 1:2 with steps ls %d title '%s%s'%s",
-			                  name, j, layer ? 5 : (int)r[j]->scheme + 1,
-			                  scheme_title[r[j]->scheme], layer ? ", unit=layer" : "",
-			                  j + 1 < n ? ", \\\n" : "");
-		}
-		render(&gp, name, report_buf_str(&plot));
+		goto write;
 	}
+	for (j = 0; j < n; j++)
+		shortened |= timeline_marks(NULL, r[j]);
+	report_buf_printf(&dat, "# rank 0's tracked bytes per param after each event of the last step, "
+	                  "N = %u; one block per run.\n"
+	                  "# event bytes_per_param phase: event 0 is the state the step starts from\n"
+	                  "# (its phase is the one the previous step ended in); the last row repeats\n"
+	                  "# the last level at x = the event count, so every event has width 1.\n",
+	                  r[0]->world);
+	for (j = 0; j < n; j++) {
+		report_buf_printf(&dat, "%s# %s unit=%s\n", j ? "\n\n" : "",
+		                  zs_scheme_name(r[j]->scheme), zs_unit_name(r[j]->unit));
+		for (i = 0; i < r[j]->ntimeline; i++)
+			report_buf_printf(&dat, "%zu %.9g %s\n", i, r[j]->timeline[i] / d->params,
+			                  i ? report_phase_name(r[j]->phase[i]) : "start");
+		report_buf_printf(&dat, "%zu %.9g end\n", i, r[j]->timeline[i - 1] / d->params);
+	}
+	/* 1.15in per panel, 0.9in for the title and the notes below. */
+	inches = 0.9 + 1.15 * n;
+	report_buf_printf(&gp,
+		"# One panel per run, each over its own events and with its own y scale.\n"
+		"# A phase begins at a dotted line, its name above; backward is shaded light\n"
+		"# grey, reduce darker. At the right: the phases with no event.\n"
+		"set style line 7 lc rgb '#999999' lw 1 dt 3       # phase separators\n"
+		"set key at graph 1.03, graph 0.75 left center Left reverse samplen 2.5\n"
+		"unset grid\nset grid ytics front lc rgb '#d0d0d0'\nset yrange [0:*]\n"
+		"# Vector PDF for the paper, PNG for a quick look; sizes tuned to each.\n"
+		"do for [out = 1:2] {\n"
+		"if (out == 1) {\n"
+		"  set terminal pdfcairo enhanced size 6in,%.2fin font 'Helvetica,9' linewidth 1.5\n"
+		"  set output '%s.pdf'\n"
+		"  small = 'Helvetica,7.5'\n"
+		"} else {\n"
+		"  set terminal pngcairo enhanced size 1100,%.0f font 'Helvetica,12'\n"
+		"  set output '%s.png'\n"
+		"  small = 'Helvetica,10'\n"
+		"}\n"
+		"set multiplot layout %d,1 margins 0.08,0.83,%.3f,%.3f spacing 0,%.3f \\\n"
+		"  title 'Memory of rank 0 through one step, phase by phase, N = %u'\n",
+		inches, name, inches * 1100 / 6, name, n, 0.62 / inches, 1 - 0.3 / inches,
+		0.3 / inches, r[0]->world);
+	for (j = 0; j < n; j++) {
+		const int layer = r[j]->unit == ZS_UNIT_LAYER && main_unit(d) == ZS_UNIT_MODEL;
+		const unsigned silent = timeline_silent(r[j]);
+		double top = 0;
+
+		for (i = 0; i < r[j]->ntimeline; i++)
+			top = fmax(top, r[j]->timeline[i] / d->params);
+		report_buf_printf(&gp, "# %s%s\nunset arrow\nunset label\nunset object\nset xrange [0:%zu]\n",
+		                  scheme_title[r[j]->scheme], layer ? ", unit=layer" : "", r[j]->ntimeline);
+		ytics(&gp, top);
+		if (j == 0)
+			report_buf_printf(&gp, "set label 'bytes per parameter held by rank 0' "
+			                  "at screen 0.02, screen 0.5 center rotate by 90\n");
+		if (j + 1 < n) {
+			report_buf_printf(&gp, "unset xlabel\n");
+		} else {
+			report_buf_printf(&gp, "set xlabel 'allocation events since the step began (rank 0)'\n"
+			                  "set label \"Event 0 is the state the step starts from. " TL_SHADES
+			                  " Each panel has its own y scale.\\nA phase with no event "
+			                  "allocates nothing: memory is flat through it.");
+			if (shortened) {
+				report_buf_printf(&gp, " Short names: ");
+				for (p = 0; p < REPORT_NPHASES; p++)
+					if (shortened & 1u << p)
+						report_buf_printf(&gp, "%s %s%s", phase_short[p],
+						                  report_phase_name((enum report_phase)p),
+						                  shortened >> (p + 1) ? ", " : ".");
+			}
+			report_buf_printf(&gp, "\" at screen 0.08, screen 0.035 left font small\n");
+		}
+		if (silent) {
+			report_buf_printf(&gp, "set label \"no events in\\n");
+			phase_list(&gp, silent);
+			report_buf_printf(&gp, "\" at graph 1.03, graph 0.35 left font small tc rgb '#555555'\n");
+		}
+		timeline_marks(&gp, r[j]);
+		report_buf_printf(&gp, "plot '%s.dat' index %d using 1:2 with steps ls %d title \"%s%s\"\n",
+		                  name, j, layer ? 5 : (int)r[j]->scheme + 1,
+		                  scheme_title[r[j]->scheme], layer ? "\\nunit=layer" : "");
+	}
+	report_buf_printf(&gp, "unset multiplot\n}\nset output\n");
+write:
 	rc = put(dir, name, "dat", &dat, cause);
 	if (rc == 0)
 		rc = put(dir, name, "gp", &gp, cause);
 	report_buf_free(&dat);
 	report_buf_free(&gp);
-	report_buf_free(&plot);
 	return rc;
 }
 

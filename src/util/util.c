@@ -83,6 +83,11 @@ void zs_set_cause(char **cause, const char *fmt, ...)
 	}
 }
 
+/* Far above any file zerosim writes or reads (a case file of 60 million
+ * weights); /dev/zero or a runaway file stops here, not at the end of the
+ * machine's memory. */
+#define ZS_MAX_INPUT ((size_t)1 << 30)
+
 int zs_read_file(const char *path, char **out, size_t *len, char **cause)
 {
 	FILE *f = fopen(path, "rb");
@@ -97,6 +102,12 @@ int zs_read_file(const char *path, char **out, size_t *len, char **cause)
 	char *buf = zs_malloc(cap);
 	for (;;) {
 		if (n + 1 >= cap) {
+			if (cap >= ZS_MAX_INPUT) {
+				free(buf);
+				fclose(f);
+				return zs_fail(cause, "%s: larger than %zu MiB, more than any zerosim file", path,
+				               (size_t)(ZS_MAX_INPUT >> 20));
+			}
 			cap *= 2;
 			char *nb = realloc(buf, cap);
 			if (nb == NULL) {
