@@ -150,7 +150,7 @@ bad_measure "--dump-weights" --layers 4,8,4 --dump-weights ""
 try 1 "missing-dir" measure -q --layers 4,8,4 --world 1 --out "$tmp/missing-dir/m.json"
 try 1 "" measure -q --layers 4,8,4 --world 1 --out "$keep/m.json"
 try 1 "" measure -q --layers 4,8,4 --world 1 --dump-weights "$tmp/missing-dir/w.json"
-try 1 "" measure -q --layers 4,8,4 --world 1 --out "$tmp"
+try 2 "" measure -q --layers 4,8,4 --world 1 --out "$tmp"
 [ -e "$tmp/missing-dir" ] && fail "a failed run created $tmp/missing-dir"
 
 # A full disk. As root, writing next to /dev/full could replace the device
@@ -365,7 +365,7 @@ bad_theory "--params" --params
 bad_theory "--out" --params 7.5e9 --out ""
 try 1 "missing-dir" theory --params 7.5e9 --out "$tmp/missing-dir/t.json"
 try 1 "" theory --params 7.5e9 --out "$keep/t.json"
-try 1 "" theory --params 7.5e9 --out "$tmp"
+try 2 "" theory --params 7.5e9 --out "$tmp"
 
 # ---------------------------------------------------------------------------
 # report: valid inputs made by this binary, then each broken.

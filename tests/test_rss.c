@@ -1,10 +1,10 @@
 /*
  * test_rss — the tracker sees every byte. Runs `zerosim measure` on a model
  * large enough that untracked memory would show (1024,4096,1024, Ψ = 8.4M,
- * N = 16, one step) and compares the process's peak RSS, as the kernel
- * reports it for the child (getrusage), with the tracked bytes in the JSON:
- * within 10% (plus 16 MB for code and libraries) of the largest run's summed
- * per-rank peak, and not below the DP run's summed resident state.
+ * N = 16, one step), one scheme per process, and compares each process's
+ * peak RSS, as the kernel reports it for the child (getrusage), with the
+ * tracked bytes in its JSON: within 10% (plus 16 MB for code and libraries)
+ * of the summed per-rank peak, and not below the summed resident state.
  */
 #include "config.h"
 
@@ -18,7 +18,9 @@
 
 #include "util/util.h"
 
-START_TEST(test_peak_rss_matches_the_tracked_bytes)
+/* One scheme in its own process: that process's peak RSS against the
+ * scheme's summed per-rank tracked peak and resident bytes. */
+static void check_scheme(const char *scheme)
 {
 	char out[] = "/tmp/zerosim-rss-XXXXXX";
 	int fd = mkstemp(out);
@@ -28,37 +30,38 @@ START_TEST(test_peak_rss_matches_the_tracked_bytes)
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		execl("./zerosim", "zerosim", "measure", "--layers", "1024,4096,1024", "--world", "16", "--steps",
-		      "1", "--quiet", "--out", out, (char *)NULL);
+		      "1", "--schemes", scheme, "--quiet", "--out", out, (char *)NULL);
 		_exit(127);
 	}
 	int status;
 	struct rusage ru;
 	ck_assert_int_eq(wait4(pid, &status, 0, &ru), pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "zerosim measure failed");
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "zerosim measure --schemes %s failed", scheme);
 
 	cJSON *root;
 	char *cause = NULL;
 	ck_assert_msg(zs_json_load(out, "zerosim-measured/1", &root, &cause) == 0, "%s", cause);
-	double largest = 0, dp_resident = 0;
-	const cJSON *run;
-	cJSON_ArrayForEach(run, cJSON_GetObjectItem(root, "runs")) {
-		const cJSON *per = cJSON_GetObjectItem(run, "per_rank"), *v;
-		double peak = 0, resident = 0;
-		cJSON_ArrayForEach(v, cJSON_GetObjectItem(per, "peak_bytes")) peak += v->valuedouble;
-		cJSON_ArrayForEach(v, cJSON_GetObjectItem(per, "resident_bytes")) resident += v->valuedouble;
-		if (peak > largest)
-			largest = peak;
-		if (strcmp(cJSON_GetObjectItem(run, "scheme")->valuestring, "dp") == 0)
-			dp_resident = resident;
-	}
+	const cJSON *run = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "runs"), 0), *v;
+	const cJSON *per = cJSON_GetObjectItem(run, "per_rank");
+	double peak = 0, resident = 0;
+	cJSON_ArrayForEach(v, cJSON_GetObjectItem(per, "peak_bytes")) peak += v->valuedouble;
+	cJSON_ArrayForEach(v, cJSON_GetObjectItem(per, "resident_bytes")) resident += v->valuedouble;
 	cJSON_Delete(root);
 	unlink(out);
 	double rss = (double)ru.ru_maxrss * 1024.0;
-	printf("peak RSS %.1f MB, largest summed tracked peak %.1f MB, DP summed resident %.1f MB\n", rss / 1e6,
-	       largest / 1e6, dp_resident / 1e6);
-	ck_assert_double_gt(dp_resident, 0);
-	ck_assert_msg(rss <= 1.10 * largest + 16e6, "RSS %.0f is more than 10%% above the tracked %.0f", rss, largest);
-	ck_assert_msg(rss >= dp_resident, "RSS %.0f is below DP's summed resident %.0f", rss, dp_resident);
+	printf("%-6s peak RSS %7.1f MB, summed tracked peak %7.1f MB, summed resident %7.1f MB\n", scheme, rss / 1e6,
+	       peak / 1e6, resident / 1e6);
+	ck_assert_double_gt(resident, 0);
+	ck_assert_msg(rss <= 1.10 * peak + 16e6, "%s: RSS %.0f is more than 10%% above the tracked %.0f", scheme, rss,
+	              peak);
+	ck_assert_msg(rss >= resident, "%s: RSS %.0f is below the summed resident %.0f", scheme, rss, resident);
+}
+
+START_TEST(test_peak_rss_matches_the_tracked_bytes_in_every_scheme)
+{
+	static const char *const schemes[] = {"dp", "zero1", "zero2", "zero3"};
+	for (size_t i = 0; i < sizeof schemes / sizeof *schemes; i++)
+		check_scheme(schemes[i]);
 }
 END_TEST
 
@@ -71,7 +74,7 @@ int main(void)
 	Suite *s = suite_create("rss");
 	TCase *t = tcase_create("rss");
 	tcase_set_timeout(t, 600);
-	tcase_add_test(t, test_peak_rss_matches_the_tracked_bytes);
+	tcase_add_test(t, test_peak_rss_matches_the_tracked_bytes_in_every_scheme);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK);

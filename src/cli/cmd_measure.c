@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,25 @@ static void usage(FILE *f)
 	      f);
 }
 
+/* Bad usage, refused before anything runs: an output that is a folder, or
+ * that names one of the inputs (it would be overwritten). */
+static int check_output(const char *opt, const char *path, const char *spec, const char *case_path,
+                        const char *other, char **cause)
+{
+	struct stat st;
+	if (path == NULL)
+		return 0;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return zs_fail(cause, "%s %s: is a folder, not a file", opt, path);
+	if (zs_same_file(path, spec))
+		return zs_fail(cause, "%s %s: is the --spec file; it would be overwritten", opt, path);
+	if (zs_same_file(path, case_path))
+		return zs_fail(cause, "%s %s: is the --case file; it would be overwritten", opt, path);
+	if (other != NULL && (strcmp(path, other) == 0 || zs_same_file(path, other)))
+		return zs_fail(cause, "--out and --dump-weights name the same file %s", path);
+	return 0;
+}
+
 /* Fail now, before a long run, if FILE's folder cannot take the output. */
 static int check_writable(const char *path, char **cause)
 {
@@ -73,6 +93,21 @@ static int check_writable(const char *path, char **cause)
 	int r = ok ? 0 : zs_fail(cause, "cannot write %s: the folder %s is missing or not writable", path, dir);
 	free(dir);
 	return r;
+}
+
+/* MemAvailable from /proc/meminfo, in bytes; 0 when unknown. */
+static double available_memory(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	if (f == NULL)
+		return 0;
+	char line[256];
+	double kb = 0;
+	while (fgets(line, sizeof line, f) != NULL)
+		if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb * 1024.0;
 }
 
 static double now(void)
@@ -188,12 +223,24 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	if (zs_config_validate(&c, &cause) != 0)
 		goto fail;
+	if (check_output("--out", out, spec, case_path, dump, &cause) != 0 ||
+	    check_output("--dump-weights", dump, spec, case_path, NULL, &cause) != 0)
+		goto fail;
 	if ((out && check_writable(out, &cause) != 0) || (dump && check_writable(dump, &cause) != 0)) {
 		status = ZS_EXIT_RUNTIME;
 		goto fail;
 	}
 
 	status = ZS_EXIT_RUNTIME;
+	double need = 0, avail = available_memory();
+	for (size_t w = 0; w < c.nworld; w++)
+		if (engine_bytes_upper_bound(&c, c.world[w]) > need)
+			need = engine_bytes_upper_bound(&c, c.world[w]);
+	if (avail > 0 && need > avail) {
+		zs_fail(&cause, "the largest run needs up to %.3g GB and this machine has %.3g GB available; "
+		        "ask 'zerosim theory' instead, or use a smaller --layers or --world", need / 1e9, avail / 1e9);
+		goto fail;
+	}
 #ifdef M_MMAP_THRESHOLD
 	/* Runs allocate and free the same large buffers again and again: keep
 	 * them in the heap instead of mapping fresh zero pages every time
@@ -205,7 +252,7 @@ int zs_cmd_measure(int argc, char **argv)
 	size_t total = c.nunits * c.nschemes * c.nworld, done = 0;
 	int tty = !quiet && isatty(STDERR_FILENO);
 	double start = now();
-	int shown = 0;
+	int shown = 0, diverged = 0;
 	struct zs_result last;
 	memset(&last, 0, sizeof last);
 	struct zs_run_options ro = {timeline, 0};
@@ -222,6 +269,11 @@ int zs_cmd_measure(int argc, char **argv)
 				}
 				if (engine_run(&c, c.schemes[s], c.world[w], c.units[u], cs, &ro, &res, &cause) != 0)
 					goto fail;
+				for (unsigned t = 0; t < c.steps; t++)
+					if (!isfinite(res.losses[t]) && diverged++ == 0)
+						fprintf(stderr, "%szerosim measure: warning: the loss is not finite (%s, N=%u, step %u): "
+						        "training diverged (try a smaller --lr); the bytes are still exact\n",
+						        shown ? "\n" : "", zs_scheme_name(c.schemes[s]), c.world[w], t + 1);
 				measure_json_add_run(root, &c, &res);
 				if (ro.weights)
 					last = res;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "theory/theory.h"
@@ -192,6 +193,15 @@ int zs_cmd_theory(int argc, char **argv)
 	}
 	if (out != NULL && *out == '\0') {
 		cause = zs_strdup("--out: the file name is empty");
+		goto bad;
+	}
+	struct stat st;
+	if (out != NULL && stat(out, &st) == 0 && S_ISDIR(st.st_mode)) {
+		cause = zs_asprintf("--out %s: is a folder, not a file", out);
+		goto bad;
+	}
+	if (zs_same_file(out, spec)) {
+		cause = zs_asprintf("--out %s: is the --spec file; it would be overwritten", out);
 		goto bad;
 	}
 

@@ -492,6 +492,40 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, struct z
 	}
 }
 
+double engine_bytes_upper_bound(const struct zs_config *c, unsigned world)
+{
+	unsigned p, g, k;
+	zs_bytes_per_param(c->precision, c->optimizer, &p, &g, &k);
+	double psi = zs_config_params(c), widths = 0, widest = 0;
+	for (size_t l = 0; l < c->nwidths; l++) {
+		widths += (double)c->widths[l];
+		if (l > 0 && (double)c->widths[l] > widest)
+			widest = (double)c->widths[l];
+	}
+	/* padded state, transient params and grads, activations and scratch */
+	double per_rank = (psi + world) * (2.0 * p + 2.0 * g + k) +
+	                  4.0 * c->batch * (widths + (double)c->widths[c->nwidths - 1] + 2 * widest);
+	return per_rank * world;
+}
+
+/* Full buffers must hold the same bytes on every rank after a step (DP's
+ * replicas, ZeRO-1/2's gathered params); the digest reads rank 0's. */
+static int check_replicas(const struct zs_run *r, char **cause)
+{
+	const struct zs_scheme_ops *ops = r->ops;
+	size_t psi = r->shape.nparams;
+	for (unsigned k = 1; k < r->world; k++) {
+		const struct zs_rank *a = &r->rank[0], *b = &r->rank[k];
+		if (!ops->params_sharded && memcmp(a->params, b->params, psi * r->esize) != 0)
+			return zs_fail(cause, "internal error: rank %u's params differ from rank 0's (%s, N=%u)", k,
+			               ops->name, r->world);
+		if (!ops->state_sharded && a->master && memcmp(a->master, b->master, psi * sizeof(float)) != 0)
+			return zs_fail(cause, "internal error: rank %u's master weights differ from rank 0's (%s, N=%u)",
+			               k, ops->name, r->world);
+	}
+	return 0;
+}
+
 int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world, enum zs_unit unit,
                const struct zs_case *cs, const struct zs_run_options *opt, struct zs_result *res,
                char **cause)
@@ -536,6 +570,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	res->unit = unit;
 	res->steps = c->steps;
 	collect(&r, opt, res);
+	int replicas = check_replicas(&r, cause);
 
 	run_free_all(&r, RUN_FIELD(params));
 	run_free_all(&r, RUN_FIELD(grads));
@@ -552,7 +587,9 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 		engine_result_free(res);
 		return zs_fail(cause, "internal error: %zu tracked blocks were not freed", left);
 	}
-	return 0;
+	if (replicas != 0)
+		engine_result_free(res);
+	return replicas;
 }
 
 void engine_result_free(struct zs_result *res)

@@ -58,6 +58,11 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
                char **cause);
 void engine_result_free(struct zs_result *res);
 
+/* An upper bound on the bytes all `world` ranks of one run allocate at
+ * once (every buffer at full size), to refuse a run the machine cannot
+ * hold before allocating anything. */
+double engine_bytes_upper_bound(const struct zs_config *c, unsigned world);
+
 /* Load and check a case file. */
 int engine_case_load(const char *path, struct zs_case **out, char **cause);
 void engine_case_free(struct zs_case *cs);

@@ -12,14 +12,19 @@
  *    "activations and scratch" (both are per-batch step buffers every scheme
  *    holds alike);
  *  - other: whatever departure is left (an unknown category, model state
- *    beyond padding, a breakdown that does not sum to the total).
+ *    beyond padding). A breakdown that does not sum to its total never gets
+ *    here: report_data refuses it as bad input.
  *
  * Activations and scratch are the common baseline: every scheme's peak sits
  * above its floor by them at every N, so a departure made only of them is
  * reported (status BASELINE) but not flagged. Any other cause flags the
  * point. Independently, a point whose measurement differs from the schedule
  * model by a single byte is `unexplained`: a bug in the engine or in the
- * theory (docs/schedule.md is the contract between them).
+ * theory (docs/schedule.md is the contract between them). For resident and
+ * peak points whose theory row carries the schedule's breakdown, that holds
+ * per category too: bytes moved from one category to another leave the
+ * totals equal but make the point unexplained, and the first category that
+ * differs is kept to be named.
  */
 #ifndef ZS_REPORT_CLASSIFY_H
 #define ZS_REPORT_CLASSIFY_H
@@ -40,7 +45,12 @@ struct report_point {
 	double departure;                    /* measured − floor, bytes */
 	double cause[REPORT_NCAUSES];        /* bytes; they sum to the departure */
 	enum report_status status;
-	int unexplained;                     /* measured != schedule */
+	/* The first category (enum report_cat) in which the measured breakdown
+	 * differs from the schedule's, or -1 (none, or no schedule breakdown);
+	 * with the bytes of that category on each side. */
+	int breakdown_cat;
+	double breakdown_measured, breakdown_schedule;
+	int unexplained;                     /* measured != schedule, or breakdown_cat >= 0 */
 };
 
 /* Classify one point of run r. `d` gives Ψ and the bytes per param. */

@@ -45,6 +45,43 @@ const char *report_metric_name(enum report_metric m)
 
 /* ------------------------------------------------------------------------ */
 
+/* A number for a message: whole numbers in full, others to 17 digits. */
+static const char *num_text(double v, char *buf, size_t len)
+{
+	if (v == floor(v) && fabs(v) < 9007199254740992.0)   /* 2^53 */
+		snprintf(buf, len, "%.0f", v);
+	else
+		snprintf(buf, len, "%.17g", v);
+	return buf;
+}
+
+/* A count the report computes with: a finite number, 0 or more. `what` is
+ * "a byte count" or "an element count". */
+static int read_count(const cJSON *o, const char *key, const char *where, const char *what,
+                      double *out, char **cause)
+{
+	char v[40];
+
+	if (zs_json_number(o, key, where, out, cause) < 0)
+		return -1;
+	if (*out < 0)
+		return zs_fail(cause, "%s.%s is %s, not %s (a finite number, 0 or more)", where, key,
+		               num_text(*out, v, sizeof v), what);
+	return 0;
+}
+
+static int read_bytes(const cJSON *o, const char *key, const char *where, double *out,
+                      char **cause)
+{
+	return read_count(o, key, where, "a byte count", out, cause);
+}
+
+static const char *label(enum zs_scheme s, unsigned world, enum zs_unit u, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s N=%u unit=%s", zs_scheme_name(s), world, zs_unit_name(u));
+	return buf;
+}
+
 /* The model-describing part of a config object, read the same way from
  * both files so the comparison is like for like. */
 struct model_cfg {
@@ -83,9 +120,9 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 	if (zs_json_string(cfg, "precision", where, &m->precision, cause) < 0 ||
 	    zs_json_string(cfg, "optimizer", where, &m->optimizer, cause) < 0 ||
 	    zs_json_object(cfg, "bytes_per_param", where, &bpp, cause) < 0 ||
-	    zs_json_number(bpp, "param", where, &m->p, cause) < 0 ||
-	    zs_json_number(bpp, "grad", where, &m->g, cause) < 0 ||
-	    zs_json_number(bpp, "optimizer", where, &m->k, cause) < 0)
+	    read_bytes(bpp, "param", where, &m->p, cause) < 0 ||
+	    read_bytes(bpp, "grad", where, &m->g, cause) < 0 ||
+	    read_bytes(bpp, "optimizer", where, &m->k, cause) < 0)
 		return -1;
 	return 0;
 }
@@ -130,13 +167,18 @@ static int read_key(const cJSON *o, const char *where, enum zs_scheme *s, unsign
 	return 0;
 }
 
-static int read_breakdown(const cJSON *run, const char *key, const char *where, double *bd,
-                          char **cause)
+/* Read the breakdown `key` of o into bd (a category this report does not
+ * know is summed into REPORT_CAT_UNKNOWN) and check that it sums exactly to
+ * `total`, o's `total_key` (docs/formats.md). `lab` names the run. */
+static int read_breakdown(const cJSON *o, const char *key, const char *where, const char *lab,
+                          const char *total_key, double total, double *bd, char **cause)
 {
 	const cJSON *obj, *c;
+	double sum = 0;
+	char a[40], b[40];
 	int i;
 
-	if (zs_json_object(run, key, where, &obj, cause) < 0)
+	if (zs_json_object(o, key, where, &obj, cause) < 0)
 		return -1;
 	cJSON_ArrayForEach(c, obj) {
 		if (!cJSON_IsNumber(c) || !isfinite(c->valuedouble) || c->valuedouble < 0)
@@ -146,7 +188,13 @@ static int read_breakdown(const cJSON *run, const char *key, const char *where, 
 			if (strcmp(c->string, cat_names[i]) == 0)
 				break;
 		bd[i] += c->valuedouble;
+		sum += c->valuedouble;
 	}
+	/* Byte counts are whole numbers below 2^53, so the sum is exact. */
+	if (sum != total)
+		return zs_fail(cause, "%s (%s): %s sums to %s B, but %s is %s B; a breakdown must sum to "
+		               "its total", where, lab, key, num_text(sum, a, sizeof a), total_key,
+		               num_text(total, b, sizeof b));
 	return 0;
 }
 
@@ -169,7 +217,7 @@ static int read_timeline(const cJSON *run, const char *where, struct report_run 
 	r->phase = zs_calloc(r->ntimeline, sizeof *r->phase);
 	cJSON_ArrayForEach(ev, tl) {
 		snprintf(at, sizeof at, "%s.timeline[%zu]", where, n);
-		if (zs_json_number(ev, "current_bytes", at, &r->timeline[n], cause) < 0 ||
+		if (read_bytes(ev, "current_bytes", at, &r->timeline[n], cause) < 0 ||
 		    zs_json_string(ev, "phase", at, &str, cause) < 0)
 			return -1;
 		for (p = 0; p < REPORT_NPHASES; p++)
@@ -186,46 +234,79 @@ static int read_timeline(const cJSON *run, const char *where, struct report_run 
 static int read_run(const cJSON *run, const char *where, struct report_run *r, char **cause)
 {
 	const cJSON *units, *u;
+	char lab[96];
 
 	if (read_key(run, where, &r->scheme, &r->world, &r->unit, cause) < 0 ||
 	    zs_json_array(run, "units", where, &units, cause) < 0)
 		return -1;
+	label(r->scheme, r->world, r->unit, lab, sizeof lab);
 	cJSON_ArrayForEach(u, units) {
 		if (!cJSON_IsNumber(u) || !isfinite(u->valuedouble) || u->valuedouble < 1)
 			return zs_fail(cause, "%s: \"units\" holds something other than an element count", where);
 		if (u->valuedouble > r->largest_unit)
 			r->largest_unit = u->valuedouble;
 	}
-	if (zs_json_number(run, "shard_elements", where, &r->shard_elements, cause) < 0 ||
-	    zs_json_number(run, "padded_elements", where, &r->padded_elements, cause) < 0 ||
-	    zs_json_number(run, "resident_bytes", where, &r->measured[REPORT_RESIDENT], cause) < 0 ||
-	    zs_json_number(run, "peak_bytes", where, &r->measured[REPORT_PEAK], cause) < 0 ||
-	    zs_json_number(run, "comm_bytes_per_rank_per_step", where, &r->measured[REPORT_COMM],
-	                   cause) < 0 ||
-	    read_breakdown(run, "resident_breakdown", where, r->resident_bd, cause) < 0 ||
-	    read_breakdown(run, "peak_breakdown", where, r->peak_bd, cause) < 0)
+	if (read_count(run, "shard_elements", where, "an element count", &r->shard_elements,
+	               cause) < 0 ||
+	    read_count(run, "padded_elements", where, "an element count", &r->padded_elements,
+	               cause) < 0 ||
+	    read_bytes(run, "resident_bytes", where, &r->measured[REPORT_RESIDENT], cause) < 0 ||
+	    read_bytes(run, "peak_bytes", where, &r->measured[REPORT_PEAK], cause) < 0 ||
+	    read_bytes(run, "comm_bytes_per_rank_per_step", where, &r->measured[REPORT_COMM],
+	               cause) < 0 ||
+	    read_breakdown(run, "resident_breakdown", where, lab, "resident_bytes",
+	                   r->measured[REPORT_RESIDENT], r->resident_bd, cause) < 0 ||
+	    read_breakdown(run, "peak_breakdown", where, lab, "peak_bytes", r->measured[REPORT_PEAK],
+	                   r->peak_bd, cause) < 0)
 		return -1;
 	return read_timeline(run, where, r, cause);
+}
+
+/* A schedule breakdown is optional (a theory.json made elsewhere may carry
+ * totals only); where present it is read and checked like a measured one.
+ * *has tells whether it was there. */
+static int read_sched_breakdown(const cJSON *sc, const char *key, const char *where,
+                                const char *lab, const char *total_key, double total, double *bd,
+                                int *has, char **cause)
+{
+	const cJSON *bd_obj = cJSON_GetObjectItemCaseSensitive(sc, key);
+
+	*has = 0;
+	if (bd_obj == NULL || cJSON_IsNull(bd_obj))
+		return 0;
+	if (read_breakdown(sc, key, where, lab, total_key, total, bd, cause) < 0)
+		return -1;
+	*has = 1;
+	return 0;
 }
 
 /* Fill the theory side of r from its row. */
 static int read_row(const cJSON *row, const char *where, struct report_run *r, char **cause)
 {
 	const cJSON *fl, *sc;
+	char at[300], lab[96];
 
+	label(r->scheme, r->world, r->unit, lab, sizeof lab);
+	snprintf(at, sizeof at, "%s.floor", where);
 	if (zs_json_object(row, "floor", where, &fl, cause) < 0 ||
-	    zs_json_number(fl, "resident_bytes", where, &r->floor[REPORT_RESIDENT], cause) < 0 ||
-	    zs_json_number(fl, "comm_bytes_per_rank_per_step", where, &r->floor[REPORT_COMM], cause) < 0)
+	    read_bytes(fl, "resident_bytes", at, &r->floor[REPORT_RESIDENT], cause) < 0 ||
+	    read_bytes(fl, "comm_bytes_per_rank_per_step", at, &r->floor[REPORT_COMM], cause) < 0)
 		return -1;
 	/* The paper counts no transients: the peak's floor is the resident one. */
 	r->floor[REPORT_PEAK] = r->floor[REPORT_RESIDENT];
 	sc = cJSON_GetObjectItemCaseSensitive(row, "schedule");
 	if (sc == NULL || cJSON_IsNull(sc))
 		return zs_fail(cause, "%s has no schedule model; the report needs one", where);
-	if (zs_json_number(sc, "resident_bytes", where, &r->schedule[REPORT_RESIDENT], cause) < 0 ||
-	    zs_json_number(sc, "peak_bytes", where, &r->schedule[REPORT_PEAK], cause) < 0 ||
-	    zs_json_number(sc, "comm_bytes_per_rank_per_step", where, &r->schedule[REPORT_COMM],
-	                   cause) < 0)
+	snprintf(at, sizeof at, "%s.schedule", where);
+	if (read_bytes(sc, "resident_bytes", at, &r->schedule[REPORT_RESIDENT], cause) < 0 ||
+	    read_bytes(sc, "peak_bytes", at, &r->schedule[REPORT_PEAK], cause) < 0 ||
+	    read_bytes(sc, "comm_bytes_per_rank_per_step", at, &r->schedule[REPORT_COMM], cause) < 0 ||
+	    read_sched_breakdown(sc, "resident_breakdown", at, lab, "resident_bytes",
+	                         r->schedule[REPORT_RESIDENT], r->sched_resident_bd,
+	                         &r->has_sched_resident_bd, cause) < 0 ||
+	    read_sched_breakdown(sc, "peak_breakdown", at, lab, "peak_bytes",
+	                         r->schedule[REPORT_PEAK], r->sched_peak_bd, &r->has_sched_peak_bd,
+	                         cause) < 0)
 		return -1;
 	return 0;
 }
@@ -239,12 +320,6 @@ static int cmp_run(const void *a, const void *b)
 	if (x->scheme != y->scheme)
 		return x->scheme < y->scheme ? -1 : 1;
 	return x->world < y->world ? -1 : x->world > y->world;
-}
-
-static const char *label(enum zs_scheme s, unsigned world, enum zs_unit u, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s N=%u unit=%s", zs_scheme_name(s), world, zs_unit_name(u));
-	return buf;
 }
 
 /* Find the theory row for run r; -1 with cause when there is none. */

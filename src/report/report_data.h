@@ -49,6 +49,11 @@ struct report_run {
 	double schedule[REPORT_NMETRICS];    /* the schedule model of docs/schedule.md */
 	double resident_bd[REPORT_NCATS];    /* measured resident_breakdown */
 	double peak_bd[REPORT_NCATS];        /* measured peak_breakdown */
+	/* The schedule model's breakdowns (theory.json schedule.resident_breakdown
+	 * and schedule.peak_breakdown), where the row has them. */
+	double sched_resident_bd[REPORT_NCATS];
+	double sched_peak_bd[REPORT_NCATS];
+	int has_sched_resident_bd, has_sched_peak_bd;
 	double *timeline;                    /* rank 0's current_bytes per event, or NULL */
 	enum report_phase *phase;            /* each event's phase (NULL with timeline) */
 	size_t ntimeline;
@@ -68,7 +73,12 @@ struct report_data {
 
 /* Load both files, check their formats and that they describe the same
  * model, and join them. Every measured run needs a theory row; extra theory
- * rows are ignored. Returns 0, or -1 with *cause set (bad input: exit 2).
+ * rows are ignored. Every byte count read (totals, breakdown entries, the
+ * timeline's current_bytes, bytes per param) must be a finite number, 0 or
+ * more, and every breakdown must sum exactly to its total: a measured run's
+ * peak_breakdown to its peak_bytes and resident_breakdown to its
+ * resident_bytes, and the same for the schedule model's breakdowns where the
+ * theory row has them. Returns 0, or -1 with *cause set (bad input: exit 2).
  * The caller frees *d with report_data_free(). */
 int report_data_load(const char *measured_path, const char *theory_path,
                      struct report_data *d, char **cause);

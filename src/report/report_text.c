@@ -130,10 +130,14 @@ void report_point_line(const struct report_data *d, const struct report_point *p
 
 	if (pt->unexplained) {
 		report_buf_printf(b, "UNEXPLAINED %s N=%u unit=%s %s: measured %.0f B, schedule model %.0f B "
-		                  "(%+.0f B): the engine or the theory departs from docs/schedule.md",
-		                  zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit),
+		                  "(%+.0f B)", zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit),
 		                  report_metric_name(pt->metric), pt->measured, pt->schedule,
 		                  pt->measured - pt->schedule);
+		if (pt->breakdown_cat >= 0)
+			report_buf_printf(b, "; first differing category %s: measured %.0f B, schedule "
+			                  "model %.0f B", report_cat_name((enum report_cat)pt->breakdown_cat),
+			                  pt->breakdown_measured, pt->breakdown_schedule);
+		report_buf_printf(b, ": the engine or the theory departs from docs/schedule.md");
 		return;
 	}
 	report_buf_printf(b, "%s %s N=%u unit=%s %s: %+.4g B/param from the floor (",

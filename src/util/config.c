@@ -219,8 +219,9 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 		char *end;
 		errno = 0;
 		double d = strtod(value, &end);
-		if (*value == '\0' || *end != '\0' || errno == ERANGE || !isfinite(d) || d <= 0 || d > 1e3)
-			return zs_fail(cause, "--lr: '%.40s' is not a learning rate (a number in (0, 1000])", value);
+		/* Below 1e-12 the fp32 update vanishes (an fp32 lr underflows at 1e-45). */
+		if (*value == '\0' || *end != '\0' || errno == ERANGE || !isfinite(d) || d < 1e-12 || d > 1e3)
+			return zs_fail(cause, "--lr: '%.40s' is not a learning rate (a number in [1e-12, 1000])", value);
 		t.lr = d;
 	} else if (strcmp(key, "precision") == 0) {
 		if (strcmp(value, "mixed") == 0)

@@ -159,8 +159,25 @@ static int write_in_place(const char *path, const char *data, size_t len, char *
 	return 0;
 }
 
+int zs_same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	return a != NULL && b != NULL && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
 int zs_write_atomic(const char *path, const char *data, size_t len, char **cause)
 {
+	/* Through a symbolic link, replace its target, not the link. */
+	struct stat lst;
+	if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+		char *target = realpath(path, NULL);
+		if (target != NULL) {
+			int r = zs_write_atomic(target, data, len, cause);
+			free(target);
+			return r;
+		}
+	}
 	struct stat st;
 	if (stat(path, &st) == 0) {
 		if (S_ISDIR(st.st_mode))

@@ -44,6 +44,10 @@ int zs_read_file(const char *path, char **out, size_t *len, char **cause);
  * never touches an existing one. */
 int zs_write_atomic(const char *path, const char *data, size_t len, char **cause);
 
+/* Nonzero if both paths name the same existing file (same device and
+ * inode: through links, "./x" and "x" alike). */
+int zs_same_file(const char *a, const char *b);
+
 /* Parse the JSON file at `path` and check that its "format" equals
  * `format` (e.g. "zerosim-measured/1"). On success *out is the tree; the
  * caller frees it with cJSON_Delete(). */
