@@ -4,7 +4,8 @@
  * The datasets are built here from docs/schedule.md's closed forms (the
  * engine and the theory are not linked), then edited to carry a known
  * departure: padding, gathered params, full grads, activations, an unknown
- * buffer, a measurement that differs from the schedule model. Expected
+ * buffer, a measurement that differs from the schedule model (in a total or
+ * in one category of a breakdown), an input the loader refuses. Expected
  * numbers are worked out by hand in the comments. Every finding is shown to
  * hold on a consistent dataset and to turn false on one that contradicts it.
  * No gnuplot or pdflatex is needed (the end-to-end test uses --no-render).
@@ -51,7 +52,7 @@ static void add_run(struct fixture *fx, const size_t *widths, size_t nw, double 
 	double units[ZS_MAX_WIDTHS], psi = 0, S = 0, largest = 0, act, scratch, maxw = 0;
 	double params_n, grads_n, opt_n, R, peak, fg = 0, gp = 0, comm, fcomm, fres, f;
 	size_t nu = 0, l;
-	cJSON *run = cJSON_CreateObject(), *row = cJSON_CreateObject(), *o, *a;
+	cJSON *run = cJSON_CreateObject(), *row = cJSON_CreateObject(), *o, *a, *rbd, *pbd;
 
 	for (l = 0; l + 1 < nw; l++) {
 		double n = (double)(widths[l] * widths[l + 1] + widths[l + 1]);
@@ -97,14 +98,14 @@ static void add_run(struct fixture *fx, const size_t *widths, size_t nw, double 
 	cJSON_AddNumberToObject(run, "shard_elements", S);
 	cJSON_AddNumberToObject(run, "padded_elements", S * world);
 	cJSON_AddNumberToObject(run, "resident_bytes", R);
-	o = cJSON_AddObjectToObject(run, "resident_breakdown");
+	o = rbd = cJSON_AddObjectToObject(run, "resident_breakdown");
 	cJSON_AddNumberToObject(o, "param16", params_n * P);
 	cJSON_AddNumberToObject(o, "grad16", grads_n * G);
 	cJSON_AddNumberToObject(o, "master32", opt_n * 4);
 	cJSON_AddNumberToObject(o, "adam_m", opt_n * 4);
 	cJSON_AddNumberToObject(o, "adam_v", opt_n * 4);
 	cJSON_AddNumberToObject(run, "peak_bytes", peak);
-	o = cJSON_AddObjectToObject(run, "peak_breakdown");
+	o = pbd = cJSON_AddObjectToObject(run, "peak_breakdown");
 	cJSON_AddNumberToObject(o, "param16", params_n * P);
 	cJSON_AddNumberToObject(o, "grad16", grads_n * G);
 	cJSON_AddNumberToObject(o, "master32", opt_n * 4);
@@ -135,10 +136,13 @@ static void add_run(struct fixture *fx, const size_t *widths, size_t nw, double 
 	o = cJSON_AddObjectToObject(row, "floor");
 	cJSON_AddNumberToObject(o, "resident_bytes", fres);
 	cJSON_AddNumberToObject(o, "comm_bytes_per_rank_per_step", fcomm);
+	/* The schedule model carries the same breakdowns as the measurement. */
 	o = cJSON_AddObjectToObject(row, "schedule");
 	cJSON_AddNumberToObject(o, "resident_bytes", R);
+	cJSON_AddItemToObject(o, "resident_breakdown", cJSON_Duplicate(rbd, 1));
 	cJSON_AddNumberToObject(o, "padding_bytes", R - fres);
 	cJSON_AddNumberToObject(o, "peak_bytes", peak);
+	cJSON_AddItemToObject(o, "peak_breakdown", cJSON_Duplicate(pbd, 1));
 	cJSON_AddNumberToObject(o, "comm_bytes_per_rank_per_step", comm);
 	cJSON_AddItemToArray(cJSON_GetObjectItem(fx->t, "rows"), row);
 }
@@ -229,13 +233,59 @@ static void set(cJSON *o, const char *key, double v)
 	cJSON_SetNumberValue(cJSON_GetObjectItem(o, key), v);
 }
 
+/* Move a breakdown's sum by delta, so that it still sums to a total moved
+ * by as much: a gain goes to its first category, a loss comes off its
+ * categories in order (none below 0). */
+static void shift_breakdown(cJSON *bd, double delta)
+{
+	cJSON *c;
+
+	cJSON_ArrayForEach(c, bd) {
+		double take = delta >= 0 ? delta : fmax(delta, -c->valuedouble);
+		cJSON_SetNumberValue(c, c->valuedouble + take);
+		delta -= take;
+		if (delta == 0)
+			return;
+	}
+	ck_abort_msg("breakdown cannot shift by %g", delta);
+}
+
+/* Set a total of o and keep its breakdown summing to it (the loader
+ * refuses one that does not). */
+static void set_total(cJSON *o, const char *key, double v)
+{
+	double delta = v - num(o, key);
+
+	set(o, key, v);
+	if (strcmp(key, "resident_bytes") == 0)
+		shift_breakdown(cJSON_GetObjectItem(o, "resident_breakdown"), delta);
+	else if (strcmp(key, "peak_bytes") == 0)
+		shift_breakdown(cJSON_GetObjectItem(o, "peak_breakdown"), delta);
+}
+
 /* A measured number changed on both sides: the schedule model agrees, so
- * only the findings see it. */
+ * only the findings see it. Byte counts are whole bytes, so v is rounded:
+ * then the shifted breakdowns sum exactly to it. */
 static void set_both(struct fixture *fx, enum zs_scheme s, unsigned world, enum zs_unit u,
                      const char *key, double v)
 {
-	set(mrun(fx, s, world, u), key, v);
-	set(cJSON_GetObjectItem(trow(fx, s, world, u), "schedule"), key, v);
+	set_total(mrun(fx, s, world, u), key, round(v));
+	set_total(cJSON_GetObjectItem(trow(fx, s, world, u), "schedule"), key, round(v));
+}
+
+/* One category of the peak breakdown set on both sides, the peak moved by
+ * as much. */
+static void set_peak_category_both(struct fixture *fx, enum zs_scheme s, unsigned world,
+                                   enum zs_unit u, const char *cat, double v)
+{
+	cJSON *sides[2] = {mrun(fx, s, world, u), cJSON_GetObjectItem(trow(fx, s, world, u), "schedule")};
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		cJSON *bd = cJSON_GetObjectItem(sides[i], "peak_breakdown");
+		set(sides[i], "peak_bytes", num(sides[i], "peak_bytes") + v - num(bd, cat));
+		set(bd, cat, v);
+	}
 }
 
 static void load(struct fixture *fx, struct report_data *d)
@@ -375,6 +425,9 @@ START_TEST(test_measurement_that_differs_from_the_schedule_is_unexplained)
 	load(&fx, &d);
 	pt = classify_one(&d, ZS_DP, 2, ZS_UNIT_MODEL, REPORT_RESIDENT);
 	ck_assert_int_eq(pt.unexplained, 1);
+	ck_assert_int_eq(pt.breakdown_cat, REPORT_CAT_UNKNOWN);
+	ck_assert_double_eq(pt.breakdown_measured, 40);
+	ck_assert_double_eq(pt.breakdown_schedule, 0);
 	ck_assert_double_eq(pt.cause[REPORT_OTHER], 40);
 	ck_assert_int_eq(pt.status, REPORT_FLAGGED);
 	/* The peak of that run still matches the schedule. */
@@ -395,11 +448,68 @@ START_TEST(test_one_byte_off_the_schedule_is_unexplained_even_without_a_flag)
 
 	build(&fx, tiny, 3, w, 1, 1);
 	row = cJSON_GetObjectItem(trow(&fx, ZS_ZERO1, 1, ZS_UNIT_MODEL), "schedule");
-	set(row, "peak_bytes", num(row, "peak_bytes") + 1);
+	set_total(row, "peak_bytes", num(row, "peak_bytes") + 1);
 	load(&fx, &d);
 	pt = classify_one(&d, ZS_ZERO1, 1, ZS_UNIT_MODEL, REPORT_PEAK);
 	ck_assert_int_eq(pt.status, REPORT_BASELINE);
 	ck_assert_int_eq(pt.unexplained, 1);
+	report_data_free(&d);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_bytes_moved_between_categories_are_unexplained_though_the_totals_agree)
+{
+	static const unsigned w[] = {4};
+	struct fixture fx;
+	struct report_data d;
+	struct report_point pt, *pts;
+	struct report_buf b = {0};
+	size_t npts, i, unexplained = 0;
+	cJSON *bd;
+
+	build(&fx, dflt, 3, w, 1, 1);
+	/* The review's case with the total kept: 1000 B of zero3's peak counted
+	 * as activations instead of param16. N = 4: S = 8272, param16 16544 B;
+	 * peak 8272·16 + 4·(64+64) + 4·(256+64) + 2·4·256 + 33088·4 = 268544 B. */
+	bd = cJSON_GetObjectItem(mrun(&fx, ZS_ZERO3, 4, ZS_UNIT_MODEL), "peak_breakdown");
+	set(bd, "param16", num(bd, "param16") - 1000);
+	set(bd, "activations", num(bd, "activations") + 1000);
+	load(&fx, &d);
+	pt = classify_one(&d, ZS_ZERO3, 4, ZS_UNIT_MODEL, REPORT_PEAK);
+	ck_assert_double_eq(pt.measured, 268544);
+	ck_assert_double_eq(pt.schedule, 268544);
+	ck_assert_int_eq(pt.unexplained, 1);
+	ck_assert_int_eq(pt.breakdown_cat, REPORT_CAT_PARAM16);
+	ck_assert_double_eq(pt.breakdown_measured, 15544);
+	ck_assert_double_eq(pt.breakdown_schedule, 16544);
+	report_point_line(&d, &pt, &b);
+	ck_assert_str_eq(report_buf_str(&b), "UNEXPLAINED zero3 N=4 unit=model peak: measured 268544 B, "
+	                 "schedule model 268544 B (+0 B); first differing category param16: measured "
+	                 "15544 B, schedule model 16544 B: the engine or the theory departs from "
+	                 "docs/schedule.md");
+	report_buf_free(&b);
+	/* That point alone: the run's resident breakdown is untouched. */
+	pts = report_classify(&d, &npts);
+	for (i = 0; i < npts; i++)
+		unexplained += (size_t)pts[i].unexplained;
+	ck_assert_uint_eq(unexplained, 1);
+	report_flags_text(&d, pts, npts, &b);
+	ck_assert_ptr_nonnull(strstr(report_buf_str(&b), "1 unexplained"));
+	ck_assert_ptr_nonnull(strstr(report_buf_str(&b), "first differing category param16: measured "
+	                             "15544 B, schedule model 16544 B"));
+	report_buf_free(&b);
+	free(pts);
+	report_data_free(&d);
+
+	/* A theory row without the schedule's breakdown is compared by totals
+	 * alone, as before. */
+	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(trow(&fx, ZS_ZERO3, 4, ZS_UNIT_MODEL), "schedule"),
+	                           "peak_breakdown");
+	load(&fx, &d);
+	pt = classify_one(&d, ZS_ZERO3, 4, ZS_UNIT_MODEL, REPORT_PEAK);
+	ck_assert_int_eq(pt.unexplained, 0);
+	ck_assert_int_eq(pt.breakdown_cat, -1);
 	report_data_free(&d);
 	fixture_free(&fx);
 }
@@ -424,6 +534,7 @@ START_TEST(test_sweep_flags_zero2_zero3_peaks_and_padding_and_nothing_at_n1)
 		int sharded = r->scheme != ZS_DP || pts[i].metric == REPORT_COMM;
 		int expect = transient || (padded && sharded && r->world > 1);
 		ck_assert_int_eq(pts[i].unexplained, 0);
+		ck_assert_int_eq(pts[i].breakdown_cat, -1);
 		ck_assert_msg((pts[i].status == REPORT_FLAGGED) == expect, "%s N=%u %s %s: status %s",
 		              zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit),
 		              report_metric_name(pts[i].metric), report_status_name(pts[i].status));
@@ -538,6 +649,111 @@ START_TEST(test_a_measured_run_without_a_theory_row_is_refused)
 	cJSON_DeleteItemFromArray(cJSON_GetObjectItem(fx.t, "rows"), 7);   /* zero3 N=2 */
 	cause = load_error(&fx);
 	ck_assert_str_eq(cause, "t.json has no row for the measured run zero3 N=2 unit=model");
+	free(cause);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_a_breakdown_that_does_not_sum_to_its_total_is_refused_naming_the_run_and_both_sums)
+{
+	static const unsigned w[] = {1};
+	struct fixture fx;
+	cJSON *run, *bd;
+	char *cause;
+
+	build(&fx, tiny, 3, w, 1, 1);
+	/* The review's case: 1000 B added to every run's activations, the totals
+	 * left alone. dp N=1 peaks at 16·13 + 28 + 24 = 260 B. */
+	cJSON_ArrayForEach(run, cJSON_GetObjectItem(fx.m, "runs")) {
+		bd = cJSON_GetObjectItem(run, "peak_breakdown");
+		set(bd, "activations", num(bd, "activations") + 1000);
+	}
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "m.json: runs[0] (dp N=1 unit=model): peak_breakdown sums to 1260 B, "
+	                 "but peak_bytes is 260 B; a breakdown must sum to its total");
+	free(cause);
+	fixture_free(&fx);
+
+	/* One byte short at rest (runs[1] is zero1 N=1: 208 B resident). */
+	build(&fx, tiny, 3, w, 1, 1);
+	bd = cJSON_GetObjectItem(mrun(&fx, ZS_ZERO1, 1, ZS_UNIT_MODEL), "resident_breakdown");
+	set(bd, "master32", num(bd, "master32") - 1);
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "m.json: runs[1] (zero1 N=1 unit=model): resident_breakdown sums to "
+	                 "207 B, but resident_bytes is 208 B; a breakdown must sum to its total");
+	free(cause);
+	fixture_free(&fx);
+
+	/* The schedule model's breakdowns are held to the same rule. */
+	build(&fx, tiny, 3, w, 1, 1);
+	bd = cJSON_GetObjectItem(cJSON_GetObjectItem(trow(&fx, ZS_ZERO3, 1, ZS_UNIT_MODEL), "schedule"),
+	                         "peak_breakdown");
+	set(bd, "scratch", num(bd, "scratch") + 1);
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "t.json: rows[3].schedule (zero3 N=1 unit=model): peak_breakdown sums "
+	                 "to 261 B, but peak_bytes is 260 B; a breakdown must sum to its total");
+	free(cause);
+	fixture_free(&fx);
+}
+END_TEST
+
+START_TEST(test_a_negative_byte_count_is_refused)
+{
+	static const unsigned w[] = {1};
+	struct fixture fx;
+	cJSON *ev;
+	char *cause;
+
+	/* runs[2] is zero2 N=1; its breakdown would still sum to the old total,
+	 * but the sign is refused first. */
+	build(&fx, tiny, 3, w, 1, 1);
+	set(mrun(&fx, ZS_ZERO2, 1, ZS_UNIT_MODEL), "peak_bytes", -1);
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "m.json: runs[2].peak_bytes is -1, not a byte count (a finite number, "
+	                 "0 or more)");
+	free(cause);
+	fixture_free(&fx);
+
+	build(&fx, tiny, 3, w, 1, 1);
+	set(cJSON_GetObjectItem(mrun(&fx, ZS_DP, 1, ZS_UNIT_MODEL), "peak_breakdown"), "scratch", -24);
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "m.json: runs[0]: peak_breakdown.scratch is not a byte count (a finite "
+	                 "number, 0 or more)");
+	free(cause);
+	fixture_free(&fx);
+
+	build(&fx, tiny, 3, w, 1, 1);
+	set(mrun(&fx, ZS_DP, 1, ZS_UNIT_MODEL), "comm_bytes_per_rank_per_step", -0.5);
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "m.json: runs[0].comm_bytes_per_rank_per_step is -0.5, not a byte "
+	                 "count (a finite number, 0 or more)");
+	free(cause);
+	fixture_free(&fx);
+
+	build(&fx, tiny, 3, w, 1, 1);
+	ev = cJSON_GetArrayItem(cJSON_GetObjectItem(mrun(&fx, ZS_DP, 1, ZS_UNIT_MODEL), "timeline"), 1);
+	set(ev, "current_bytes", -260);
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "m.json: runs[0].timeline[1].current_bytes is -260, not a byte count "
+	                 "(a finite number, 0 or more)");
+	free(cause);
+	fixture_free(&fx);
+
+	/* The theory's floor and schedule model alike. */
+	build(&fx, tiny, 3, w, 1, 1);
+	set(cJSON_GetObjectItem(trow(&fx, ZS_DP, 1, ZS_UNIT_MODEL), "floor"), "resident_bytes", -208);
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "t.json: rows[0].floor.resident_bytes is -208, not a byte count (a "
+	                 "finite number, 0 or more)");
+	free(cause);
+	fixture_free(&fx);
+
+	build(&fx, tiny, 3, w, 1, 1);
+	set(cJSON_GetObjectItem(trow(&fx, ZS_DP, 1, ZS_UNIT_MODEL), "schedule"),
+	    "comm_bytes_per_rank_per_step", -1);
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "t.json: rows[0].schedule.comm_bytes_per_rank_per_step is -1, not a "
+	                 "byte count (a finite number, 0 or more)");
 	free(cause);
 	fixture_free(&fx);
 }
@@ -816,8 +1032,7 @@ START_TEST(test_layer_gather_finding_fails_when_the_whole_model_is_gathered)
 	struct fixture fx;
 
 	build(&fx, dflt, 3, sweep, 7, 3);
-	set(cJSON_GetObjectItem(mrun(&fx, ZS_ZERO3, 8, ZS_UNIT_LAYER), "peak_breakdown"),
-	    "gathered_params", 33088 * P);
+	set_peak_category_both(&fx, ZS_ZERO3, 8, ZS_UNIT_LAYER, "gathered_params", 33088 * P);
 	ck_assert_int_eq(verdict_of(&fx, REPORT_F_LAYER_GATHER), REPORT_FAILS);
 	fixture_free(&fx);
 }
@@ -970,6 +1185,7 @@ static Suite *report_suite(void)
 	tcase_add_test(c, test_comm_departs_by_padding_of_the_sent_buffer);
 	tcase_add_test(c, test_measurement_that_differs_from_the_schedule_is_unexplained);
 	tcase_add_test(c, test_one_byte_off_the_schedule_is_unexplained_even_without_a_flag);
+	tcase_add_test(c, test_bytes_moved_between_categories_are_unexplained_though_the_totals_agree);
 	tcase_add_test(c, test_sweep_flags_zero2_zero3_peaks_and_padding_and_nothing_at_n1);
 	suite_add_tcase(s, c);
 
@@ -977,6 +1193,8 @@ static Suite *report_suite(void)
 	tcase_add_test(c, test_unknown_format_is_refused_naming_both_formats);
 	tcase_add_test(c, test_files_of_different_models_or_runs_are_refused);
 	tcase_add_test(c, test_a_measured_run_without_a_theory_row_is_refused);
+	tcase_add_test(c, test_a_breakdown_that_does_not_sum_to_its_total_is_refused_naming_the_run_and_both_sums);
+	tcase_add_test(c, test_a_negative_byte_count_is_refused);
 	tcase_add_test(c, test_timeline_phases_are_loaded_and_an_unknown_one_is_refused);
 	suite_add_tcase(s, c);
 

@@ -14,3 +14,13 @@ else
 	echo "threads: FAIL: the measurement depends on the thread count" >&2
 	exit 1
 fi
+
+# The default sweep runs several runs at once: the same bytes again.
+OMP_NUM_THREADS=1 ./zerosim measure --quiet --timeline --out "$tmp/one.json"
+OMP_NUM_THREADS=4 ./zerosim measure --quiet --timeline --out "$tmp/four.json"
+if cmp "$tmp/one.json" "$tmp/four.json"; then
+	echo "threads: the default sweep is the same run one at a time or four at a time"
+else
+	echo "threads: FAIL: the default sweep depends on the thread count" >&2
+	exit 1
+fi

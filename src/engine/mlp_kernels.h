@@ -9,12 +9,9 @@
  * bits, and nothing depends on threads or on the schedule.
  */
 
-static float NAME(dot)(const float *x, const T *w, size_t n)
+/* The lanes, then the tail: the order every dot product in this file uses. */
+static inline float NAME(finish)(v8f acc, const float *x, const T *w, size_t i, size_t n)
 {
-	v8f acc = {0};
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8)
-		acc += load8_f32(x + i) * LOAD8(w + i);
 	float s = 0.0f;
 	for (; i < n; i++)
 		s += x[i] * LOAD(w[i]);
@@ -23,14 +20,47 @@ static float NAME(dot)(const float *x, const T *w, size_t n)
 	return s;
 }
 
+static float NAME(dot)(const float *x, const T *w, size_t n)
+{
+	v8f acc = {0};
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		acc += load8_f32(x + i) * LOAD8(w + i);
+	return NAME(finish)(acc, x, w, i, n);
+}
+
+/* Four rows of x against one row of w: w is loaded and converted once for
+ * the four. Each result has the bits NAME(dot) would give it. */
+static void NAME(dot4)(float *out, size_t stride, const float *x, size_t xstride, const T *w, size_t n)
+{
+	v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		v8f wv = LOAD8(w + i);
+		a0 += load8_f32(x + i) * wv;
+		a1 += load8_f32(x + xstride + i) * wv;
+		a2 += load8_f32(x + 2 * xstride + i) * wv;
+		a3 += load8_f32(x + 3 * xstride + i) * wv;
+	}
+	out[0] = NAME(finish)(a0, x, w, i, n);
+	out[stride] = NAME(finish)(a1, x + xstride, w, i, n);
+	out[2 * stride] = NAME(finish)(a2, x + 2 * xstride, w, i, n);
+	out[3 * stride] = NAME(finish)(a3, x + 3 * xstride, w, i, n);
+}
+
 void NAME(linear_forward)(float *out, const float *in, const T *w, const T *bias, int relu,
                           size_t B, size_t din, size_t dout)
 {
 	for (size_t j = 0; j < dout; j++) {
 		const T *wj = w + j * din;
 		float bj = LOAD(bias[j]);
-		for (size_t b = 0; b < B; b++) {
-			float v = bj + NAME(dot)(in + b * din, wj, din);
+		size_t b = 0;
+		for (; b + 4 <= B; b += 4)
+			NAME(dot4)(out + b * dout + j, dout, in + b * din, din, wj, din);
+		for (; b < B; b++)
+			out[b * dout + j] = NAME(dot)(in + b * din, wj, din);
+		for (b = 0; b < B; b++) {
+			float v = bj + out[b * dout + j];
 			out[b * dout + j] = relu && v < 0.0f ? 0.0f : v;
 		}
 	}
@@ -62,16 +92,21 @@ void NAME(linear_backward)(T *dw, T *dbias, float *dx, const float *dy, const fl
 	if (dx == NULL)
 		return;
 	memset(dx, 0, B * din * sizeof *dx);
+	/* dx[b][i] sums over j in order; w's row is converted once for all b. */
 	for (size_t j = 0; j < dout; j++) {
 		const T *wj = w + j * din;
-		for (size_t b = 0; b < B; b++) {
-			float d = dy[b * dout + j];
-			float *dxb = dx + b * din;
-			size_t i = 0;
-			for (; i + 8 <= din; i += 8)
-				store8_f32(dxb + i, load8_f32(dxb + i) + d * LOAD8(wj + i));
-			for (; i < din; i++)
-				dxb[i] += d * LOAD(wj[i]);
+		size_t i = 0;
+		for (; i + 8 <= din; i += 8) {
+			v8f wv = LOAD8(wj + i);
+			for (size_t b = 0; b < B; b++) {
+				float *p = dx + b * din + i;
+				store8_f32(p, load8_f32(p) + dy[b * dout + j] * wv);
+			}
+		}
+		for (; i < din; i++) {
+			float wi = LOAD(wj[i]);
+			for (size_t b = 0; b < B; b++)
+				dx[b * din + i] += dy[b * dout + j] * wi;
 		}
 	}
 	for (size_t e = 0; e < B * din; e++)

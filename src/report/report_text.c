@@ -134,8 +134,10 @@ void report_point_line(const struct report_data *d, const struct report_point *p
 		                  report_metric_name(pt->metric), pt->measured, pt->schedule,
 		                  pt->measured - pt->schedule);
 		if (pt->breakdown_cat >= 0)
-			report_buf_printf(b, "; first differing category %s: measured %.0f B, schedule "
+			report_buf_printf(b, "; first differing category %s%s: measured %.0f B, schedule "
 			                  "model %.0f B", report_cat_name((enum report_cat)pt->breakdown_cat),
+			                  pt->breakdown_cat == REPORT_CAT_UNKNOWN ?
+			                  " (categories docs/schedule.md does not name)" : "",
 			                  pt->breakdown_measured, pt->breakdown_schedule);
 		report_buf_printf(b, ": the engine or the theory departs from docs/schedule.md");
 		return;
