@@ -526,7 +526,7 @@ START_TEST(test_sweep_flags_zero2_zero3_peaks_and_padding_and_nothing_at_n1)
 	build(&fx, dflt, 3, w, 10, 3);
 	load(&fx, &d);
 	pts = report_classify(&d, &npts);
-	ck_assert_uint_eq(npts, 2 * 4 * 10 * 3);
+	ck_assert_uint_eq(npts, (size_t)2 * 4 * 10 * 3);
 	for (i = 0; i < npts; i++) {
 		const struct report_run *r = pts[i].run;
 		int padded = r->world % 3 == 0;   /* 33088, 16640, 16448: not multiples of 3 */
