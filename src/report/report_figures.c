@@ -100,6 +100,21 @@ static void render(struct report_buf *b, const char *name, const char *plot)
 
 /* ------------------------------------------------------------------------ */
 
+/* Render the plot command into the script, write the .dat and the .gp,
+ * and free the three buffers. */
+static int finish(const char *dir, const char *name, struct report_buf *dat, struct report_buf *gp,
+                  struct report_buf *plot, char **cause)
+{
+	render(gp, name, report_buf_str(plot));
+	int rc = put(dir, name, "dat", dat, cause);
+	if (rc == 0)
+		rc = put(dir, name, "gp", gp, cause);
+	report_buf_free(dat);
+	report_buf_free(gp);
+	report_buf_free(plot);
+	return rc;
+}
+
 static int fig_resident(const struct report_data *d, const char *dir, char **cause)
 {
 	struct report_buf dat = {0}, gp = {0}, plot = {0};
@@ -107,7 +122,7 @@ static int fig_resident(const struct report_data *d, const char *dir, char **cau
 	unsigned w[ZS_MAX_WORLDS];
 	size_t n = report_data_worlds(d, u, w), i;
 	const char *name = report_figure_names[0];
-	int s, rc;
+	int s;
 
 	report_buf_printf(&dat, "# resident bytes per param per rank, unit=%s\n# N dp zero1 zero2 zero3\n",
 	                  zs_unit_name(u));
@@ -136,14 +151,7 @@ static int fig_resident(const struct report_data *d, const char *dir, char **cau
 		                  s, s + 1, scheme_title[s], name, s + 2, s + 1, scheme_title[s]);
 	report_buf_printf(&plot, "  p+g with lines ls 6 title 'asymptote p+g (ZeRO-1)', \\\n"
 	                  "  p with lines ls 6 dt 2 title 'asymptote p (ZeRO-2)'");
-	render(&gp, name, report_buf_str(&plot));
-	rc = put(dir, name, "dat", &dat, cause);
-	if (rc == 0)
-		rc = put(dir, name, "gp", &gp, cause);
-	report_buf_free(&dat);
-	report_buf_free(&gp);
-	report_buf_free(&plot);
-	return rc;
+	return finish(dir, name, &dat, &gp, &plot, cause);
 }
 
 static int fig_peak(const struct report_data *d, const char *dir, char **cause)
@@ -153,7 +161,7 @@ static int fig_peak(const struct report_data *d, const char *dir, char **cause)
 	unsigned w[ZS_MAX_WORLDS];
 	size_t n = report_data_worlds(d, u, w), i;
 	const char *name = report_figure_names[1];
-	int s, rc, layer = u == ZS_UNIT_MODEL && report_data_has_unit(d, ZS_UNIT_LAYER);
+	int s, layer = u == ZS_UNIT_MODEL && report_data_has_unit(d, ZS_UNIT_LAYER);
 
 	report_buf_printf(&dat, "# peak bytes per param per rank, unit=%s (zero3_layer: unit=layer);\n"
 	                  "# zero2_res is ZeRO-2's resident bytes per param\n"
@@ -185,14 +193,7 @@ static int fig_peak(const struct report_data *d, const char *dir, char **cause)
 		                  "title 'ZeRO-3 peak, unit=layer', \\\n", name);
 	report_buf_printf(&plot, "  '%s.dat' using 1:7 with lines ls 3 lw 1 dt 1 "
 	                  "title 'ZeRO-2 resident'", name);
-	render(&gp, name, report_buf_str(&plot));
-	rc = put(dir, name, "dat", &dat, cause);
-	if (rc == 0)
-		rc = put(dir, name, "gp", &gp, cause);
-	report_buf_free(&dat);
-	report_buf_free(&gp);
-	report_buf_free(&plot);
-	return rc;
+	return finish(dir, name, &dat, &gp, &plot, cause);
 }
 
 static int fig_comm(const struct report_data *d, const char *dir, char **cause)
@@ -204,7 +205,7 @@ static int fig_comm(const struct report_data *d, const char *dir, char **cause)
 	const char *name = report_figure_names[2];
 	double top = 0, scale;
 	const char *unit_name;
-	int s, rc;
+	int s;
 
 	for (i = 0; i < d->nruns; i++)
 		top = fmax(top, d->runs[i].measured[REPORT_COMM]);
@@ -241,14 +242,7 @@ static int fig_comm(const struct report_data *d, const char *dir, char **cause)
 	 * ZeRO-1/2 reduce-scatter + all-gather) and 3Ψ for ZeRO-3. */
 	report_buf_printf(&plot, "  2*g*Psi/scale with lines ls 6 title 'limit 2{/Symbol Y} elements (DP, ZeRO-1/2)', \\\n"
 	                  "  (2*p+g)*Psi/scale with lines ls 6 dt 2 title 'limit 3{/Symbol Y} elements (ZeRO-3)'");
-	render(&gp, name, report_buf_str(&plot));
-	rc = put(dir, name, "dat", &dat, cause);
-	if (rc == 0)
-		rc = put(dir, name, "gp", &gp, cause);
-	report_buf_free(&dat);
-	report_buf_free(&gp);
-	report_buf_free(&plot);
-	return rc;
+	return finish(dir, name, &dat, &gp, &plot, cause);
 }
 
 /* Largest N (preferably above 1) of the main unit. */
@@ -281,7 +275,7 @@ static int fig_breakdown(const struct report_data *d, const char *dir, char **ca
 	unsigned world = largest_world(d);
 	const char *name = report_figure_names[3];
 	size_t gi;
-	int s, j, rc, bars = 0;
+	int s, j, bars = 0;
 
 	report_buf_printf(&dat, "# peak bytes per param per rank by category at N = %u\n# scheme", world);
 	for (gi = 0; gi < ngroups; gi++)
@@ -324,14 +318,7 @@ static int fig_breakdown(const struct report_data *d, const char *dir, char **ca
 		                  name, gi + 2, gi == 0 ? ":xtic(1)" : "", groups[gi].title,
 		                  colours[gi], patterns[gi], gi + 1 < ngroups ? ", \\\n" : "");
 	}
-	render(&gp, name, report_buf_str(&plot));
-	rc = put(dir, name, "dat", &dat, cause);
-	if (rc == 0)
-		rc = put(dir, name, "gp", &gp, cause);
-	report_buf_free(&dat);
-	report_buf_free(&gp);
-	report_buf_free(&plot);
-	return rc;
+	return finish(dir, name, &dat, &gp, &plot, cause);
 }
 
 /* The runs the timeline figure shows: the largest N where the most

@@ -135,6 +135,21 @@ int zs_read_file(const char *path, char **out, size_t *len, char **cause)
 	return 0;
 }
 
+/* write(2) until all of it is written; -1 with errno set on failure. */
+static int write_all(int fd, const char *data, size_t len)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t w = write(fd, data + done, len - done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		done += (size_t)w;
+	}
+	return 0;
+}
+
 /* A device, FIFO or socket (/dev/full, /dev/stdout) is written in place:
  * renaming a temporary file over it would replace the node itself. */
 static int write_in_place(const char *path, const char *data, size_t len, char **cause)
@@ -142,17 +157,10 @@ static int write_in_place(const char *path, const char *data, size_t len, char *
 	int fd = open(path, O_WRONLY | O_NOCTTY);
 	if (fd < 0)
 		return zs_fail(cause, "cannot write %s: %s", path, strerror(errno));
-	size_t done = 0;
-	while (done < len) {
-		ssize_t w = write(fd, data + done, len - done);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			int e = errno;
-			close(fd);
-			return zs_fail(cause, "cannot write %s: %s", path, strerror(e));
-		}
-		done += (size_t)w;
+	if (write_all(fd, data, len) != 0) {
+		int e = errno;
+		close(fd);
+		return zs_fail(cause, "cannot write %s: %s", path, strerror(e));
 	}
 	if (close(fd) != 0)
 		return zs_fail(cause, "cannot write %s: %s", path, strerror(errno));
@@ -195,16 +203,8 @@ int zs_write_atomic(const char *path, const char *data, size_t len, char **cause
 		free(tmp);
 		return zs_fail(cause, "cannot write %s: %s", path, strerror(e));
 	}
-	size_t done = 0;
-	while (done < len) {
-		ssize_t w = write(fd, data + done, len - done);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			goto fail;
-		}
-		done += (size_t)w;
-	}
+	if (write_all(fd, data, len) != 0)
+		goto fail;
 	if (fsync(fd) != 0 && errno != EINVAL)
 		goto fail;
 	/* mkstemp makes 0600 files; outputs are ordinary files. */
