@@ -351,6 +351,7 @@ int zs_cmd_measure(int argc, char **argv)
 		if (r != 0)
 			goto fail;
 	}
+	engine_result_free(&last);
 	if (out != NULL) {
 		if (zs_json_write(out, root, &cause) != 0)
 			goto fail;
