@@ -129,6 +129,7 @@ bad_measure "--seed" --seed -1
 bad_measure "--seed" --seed 18446744073709551616
 bad_measure "--lr" --lr -1
 bad_measure "--lr" --lr 0
+bad_measure "--lr" --lr 1e-13
 bad_measure "--lr" --lr nan
 bad_measure "--lr" --lr inf
 bad_measure "--lr" --lr 1e999

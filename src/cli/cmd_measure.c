@@ -369,7 +369,7 @@ int zs_cmd_measure(int argc, char **argv)
 	return ZS_EXIT_OK;
 
 fail:
-	fprintf(stderr, "zerosim measure: %s\n", cause ? cause : "failed");
+	zs_print_error("zerosim measure", cause ? cause : "failed");
 	free(cause);
 	cJSON_Delete(root);
 	engine_case_free(cs);

@@ -68,17 +68,16 @@ int zs_cmd_report(int argc, char **argv)
 		case 'h': usage(); return ZS_EXIT_OK;
 		case 'V': printf("zerosim %s\n", PACKAGE_VERSION); return ZS_EXIT_OK;
 		case ':':
-			fprintf(stderr, "zerosim report: %s needs a value (try --help)\n", argv[optind - 1]);
-			return ZS_EXIT_USAGE;
+			cause = zs_asprintf("%s needs a value (try --help)", argv[optind - 1]);
+			goto usage_error;
 		default:
-			fprintf(stderr, "zerosim report: unknown option '%s' (try --help)\n",
-			        argv[optind - 1]);
-			return ZS_EXIT_USAGE;
+			cause = zs_asprintf("unknown option '%s' (try --help)", argv[optind - 1]);
+			goto usage_error;
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "zerosim report: unexpected argument '%s' (try --help)\n", argv[optind]);
-		return ZS_EXIT_USAGE;
+		cause = zs_asprintf("unexpected argument '%s' (try --help)", argv[optind]);
+		goto usage_error;
 	}
 	if (o.measured == NULL || o.theory == NULL || o.out == NULL) {
 		fprintf(stderr, "zerosim report: --measured, --theory and --out are required (try --help)\n");
@@ -94,7 +93,12 @@ int zs_cmd_report(int argc, char **argv)
 		o.template_path = ZS_SRCDIR "/report/zerosim-report.tex";
 	rc = report_main(&o, &cause);
 	if (rc != ZS_EXIT_OK)
-		fprintf(stderr, "zerosim report: %s\n", cause != NULL ? cause : "failed");
+		zs_print_error("zerosim report", cause != NULL ? cause : "failed");
 	free(cause);
 	return rc;
+
+usage_error:
+	zs_print_error("zerosim report", cause);
+	free(cause);
+	return ZS_EXIT_USAGE;
 }

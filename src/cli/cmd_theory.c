@@ -100,7 +100,7 @@ static void name_option(char **cause, const char *option)
 
 static int usage_error(const char *cause)
 {
-	fprintf(stderr, "zerosim theory: %s\n", cause);
+	zs_print_error("zerosim theory", cause);
 	return ZS_EXIT_USAGE;
 }
 
@@ -261,7 +261,7 @@ int zs_cmd_theory(int argc, char **argv)
 	goto end;
 
 fail:
-	fprintf(stderr, "zerosim theory: %s\n", cause != NULL ? cause : "cannot write the output");
+	zs_print_error("zerosim theory", cause != NULL ? cause : "cannot write the output");
 	goto end;
 bad:
 	status = usage_error(cause != NULL ? cause : "bad usage");

@@ -88,6 +88,14 @@ void zs_set_cause(char **cause, const char *fmt, ...)
  * machine's memory. */
 #define ZS_MAX_INPUT ((size_t)1 << 30)
 
+void zs_print_error(const char *prefix, const char *message)
+{
+	fprintf(stderr, "%s: ", prefix);
+	for (const char *c = message; *c != '\0'; c++)
+		fputc((unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c, stderr);
+	fputc('\n', stderr);
+}
+
 int zs_read_file(const char *path, char **out, size_t *len, char **cause)
 {
 	FILE *f = fopen(path, "rb");

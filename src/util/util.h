@@ -36,6 +36,10 @@ char *zs_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void zs_set_cause(char **cause, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define zs_fail(...) ({ zs_set_cause(__VA_ARGS__); -1; })
 
+/* Print "PREFIX: MESSAGE" as one line on stderr: control characters in the
+ * message (a newline in a file name or an option value) print as '?'. */
+void zs_print_error(const char *prefix, const char *message);
+
 /* Read a whole file into a NUL-terminated buffer the caller frees. */
 int zs_read_file(const char *path, char **out, size_t *len, char **cause);
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fuzz_common.h"
 #include "report/report_classify.h"
@@ -59,9 +60,12 @@ static void fuzz_report_init(const char *partner_format)
 		fprintf(stderr, "fuzz: cannot load the partner file (set ZS_FUZZ_PARTNER): %s\n", cause);
 		exit(2);
 	}
+	/* The figures are written on every input that loads: in memory when
+	 * the machine has a tmpfs, where fsync and rename cost nothing. */
 	const char *tmp = getenv("TMPDIR");
-	snprintf(figdir, sizeof figdir, "%s/zerosim-fuzz.XXXXXX",
-	         tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
+	if (tmp == NULL || *tmp == '\0')
+		tmp = access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm" : "/tmp";
+	snprintf(figdir, sizeof figdir, "%s/zerosim-fuzz.XXXXXX", tmp);
 	if (mkdtemp(figdir) == NULL) {
 		perror("fuzz: mkdtemp");
 		exit(2);
