@@ -11,6 +11,3 @@ TESTS += tests/test_rss
 tests_test_rss_SOURCES = tests/test_rss.c
 tests_test_rss_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_rss_LDADD = libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS)
-
-TESTS += tests/threads.sh
-EXTRA_DIST += tests/threads.sh

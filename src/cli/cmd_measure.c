@@ -133,36 +133,20 @@ struct progress {
 	size_t done, total;
 };
 
-/* Below this bound on a run's bytes, runs of a sweep go to several threads
- * at once (each run is independent: its own tracker, ranks and buffers);
- * above it they run one at a time, so that the process's peak memory is
- * one run's, and their ranks share the threads instead. */
-#define PARALLEL_RUNS_MAX_BYTES 256e6
-
 static void run_jobs(const struct zs_config *c, const struct zs_case *cs, struct job *jobs, size_t n,
                      int timeline, int dump, struct progress *pr)
 {
-	int small = 1;
-	for (size_t w = 0; w < c->nworld; w++)
-		small &= engine_bytes_upper_bound(c, c->world[w]) < PARALLEL_RUNS_MAX_BYTES;
-	(void)small;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) if (small)
-#endif
 	for (size_t j = 0; j < n; j++) {
 		struct zs_run_options ro = {timeline, dump && j + 1 == n};
 		struct job *jb = &jobs[j];
 		jb->rc = engine_run(c, jb->scheme, jb->world, jb->unit, cs, &ro, &jb->res, &jb->cause);
-#ifdef _OPENMP
-#pragma omp critical(progress)
-#endif
-		{
-			pr->done++;
-			if (pr->tty && (pr->shown || now() - pr->start > 1.0)) {
-				fprintf(stderr, "\rzerosim measure: run %zu/%zu (%s, N=%u, unit=%s)   ", pr->done, pr->total,
-				        zs_scheme_name(jb->scheme), jb->world, zs_unit_name(jb->unit));
-				pr->shown = 1;
-			}
+		if (jb->rc != 0)
+			break;
+		pr->done++;
+		if (pr->tty && (pr->shown || now() - pr->start > 1.0)) {
+			fprintf(stderr, "\rzerosim measure: run %zu/%zu (%s, N=%u, unit=%s)   ", pr->done, pr->total,
+			        zs_scheme_name(jb->scheme), jb->world, zs_unit_name(jb->unit));
+			pr->shown = 1;
 		}
 	}
 }
@@ -314,7 +298,6 @@ int zs_cmd_measure(int argc, char **argv)
 	if (pr.shown)
 		fprintf(stderr, "\rzerosim measure: %zu runs in %.1f s%30s\n", total, now() - pr.start, "");
 
-	/* In the order of the sweep, whatever order they ran in. */
 	int diverged = 0, failed = 0;
 	for (j = 0; j < total && !failed; j++) {
 		struct job *jb = &jobs[j];

@@ -20,17 +20,6 @@
 #include "engine/scheme.h"
 #include "util/util.h"
 
-/* Ranks compute independently between collectives, so their loops may run
- * on several threads; each rank's arithmetic is the same whatever thread
- * runs it, so no result depends on the thread count. Only worth it when a
- * rank has real work: small models lose more to waking threads than they
- * gain (measured: the default sweep 97 ms on one thread, 103 ms on two). */
-#define PARALLEL_MIN_WORK (1u << 20) /* params x batch per rank */
-#ifdef _OPENMP
-#define PARALLEL_RANKS _Pragma("omp parallel for schedule(static) if (r->parallel)")
-#else
-#define PARALLEL_RANKS
-#endif
 
 /* ------------------------------------------------------------------------- */
 /* generator and digest */
@@ -220,10 +209,8 @@ static void setup_state(struct zs_run *r)
 		run_alloc_all(r, RUN_FIELD(m), ZS_CAT_MOMENTUM, ns * sizeof(float));
 	}
 
-	init_rank(r, 0); /* first: the others may copy from it */
-	PARALLEL_RANKS
-	for (unsigned k = 1; k < r->world; k++)
-		init_rank(r, k);
+	for (unsigned k = 0; k < r->world; k++)
+		init_rank(r, k); /* rank 0 first: the others copy from it */
 }
 
 /* Rank k's initial weights. Sharded buffers: each rank computes its own
@@ -336,13 +323,11 @@ static void forward(struct zs_run *r, unsigned t)
 	tracker_set_phase(&r->tracker, ZS_PH_FORWARD);
 	run_alloc_all(r, RUN_FIELD(x), ZS_CAT_ACTIVATIONS, B * s->width[0] * sizeof(float));
 	run_alloc_all(r, RUN_FIELD(y), ZS_CAT_ACTIVATIONS, B * s->width[s->nlayers] * sizeof(float));
-	PARALLEL_RANKS
 	for (unsigned k = 0; k < r->world; k++)
 		fill_batch(r, k, t);
 	for (size_t u = 0; u < r->nunits; u++) {
 		if (r->ops->begin_unit)
 			r->ops->begin_unit(r, u, ZS_PASS_FORWARD);
-		PARALLEL_RANKS
 		for (unsigned k = 0; k < r->world; k++)
 			for (size_t l = r->unit_first[u]; l <= r->unit_last[u]; l++)
 				forward_layer(r, k, l, unit_params(r, k, u), r->unit_off[u]);
@@ -359,7 +344,6 @@ static void backward(struct zs_run *r)
 	size_t dbytes = B * mlp_max_width(s) * sizeof(float);
 	run_alloc_all(r, RUN_FIELD(delta[0]), ZS_CAT_SCRATCH, dbytes);
 	run_alloc_all(r, RUN_FIELD(delta[1]), ZS_CAT_SCRATCH, dbytes);
-	PARALLEL_RANKS
 	for (unsigned k = 0; k < r->world; k++) {
 		struct zs_rank *rk = &r->rank[k];
 		rk->loss = mse_forward_backward(rk->delta[0], rk->act[L - 1], rk->y, B, dL);
@@ -370,7 +354,6 @@ static void backward(struct zs_run *r)
 	for (size_t u = r->nunits; u-- > 0;) {
 		if (r->ops->begin_unit)
 			r->ops->begin_unit(r, u, ZS_PASS_BACKWARD);
-		PARALLEL_RANKS
 		for (unsigned k = 0; k < r->world; k++) {
 			int c = (int)((L - 1 - r->unit_last[u]) & 1);
 			for (size_t l = r->unit_last[u] + 1; l-- > r->unit_first[u];)
@@ -393,7 +376,6 @@ static void optimizer(struct zs_run *r, unsigned t)
 	const struct zs_scheme_ops *ops = r->ops;
 	int mixed = r->precision == ZS_MIXED;
 	tracker_set_phase(&r->tracker, ZS_PH_OPTIMIZER);
-	PARALLEL_RANKS
 	for (unsigned k = 0; k < r->world; k++) {
 		struct zs_rank *rk = &r->rank[k];
 		for (size_t u = 0; u < r->nunits; u++) {
@@ -544,7 +526,6 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r.esize = coll_dtype_size(r.dt);
 	r.seed = c->seed;
 	r.cs = cs;
-	r.parallel = world > 1 && (double)r.shape.nparams * (double)c->batch >= PARALLEL_MIN_WORK;
 	optim_init(&r.opt, c->optimizer, c->lr);
 	setup_units(&r, unit);
 	tracker_init(&r.tracker, world);

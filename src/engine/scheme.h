@@ -61,7 +61,6 @@ struct zs_run {
 
 	uint64_t seed;
 	const struct zs_case *cs;
-	int parallel; /* run the ranks' compute on several threads */
 };
 
 enum zs_pass { ZS_PASS_FORWARD, ZS_PASS_BACKWARD };
