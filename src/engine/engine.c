@@ -20,7 +20,6 @@
 #include "engine/scheme.h"
 #include "util/util.h"
 
-
 /* ------------------------------------------------------------------------- */
 /* generator and digest */
 
@@ -32,11 +31,18 @@ static uint64_t splitmix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
+static uint64_t stream_base(uint64_t seed, uint64_t stream) { return splitmix64(seed ^ splitmix64(stream)); }
+
+/* Element `index` of a stream, uniform in [-1, 1): 24 random bits, so that
+ * every value is exact in a float. */
+static float uniform_at(uint64_t base, uint64_t index)
+{
+	return (float)((double)(splitmix64(base + index) >> 40) / 8388608.0 - 1.0);
+}
+
 float engine_uniform(uint64_t seed, uint64_t stream, uint64_t index)
 {
-	uint64_t h = splitmix64(splitmix64(seed ^ splitmix64(stream)) + index);
-	/* 24 random bits: every value is exact in a float. */
-	return (float)((double)(h >> 40) / 8388608.0 - 1.0);
+	return uniform_at(stream_base(seed, stream), index);
 }
 
 uint64_t engine_fnv1a_floats(uint64_t h, const float *v, size_t n)
@@ -61,7 +67,7 @@ uint64_t engine_fnv1a_floats(uint64_t h, const float *v, size_t n)
 static void initial_weights(const struct zs_run *r, size_t first, size_t n, float *w32, zs_half *w16)
 {
 	const struct mlp_shape *s = &r->shape;
-	uint64_t base = splitmix64(r->seed ^ splitmix64(STREAM_WEIGHTS));
+	uint64_t base = stream_base(r->seed, STREAM_WEIGHTS);
 	size_t l = 0;
 	float bound = (float)(1.0 / sqrt((double)s->width[0]));
 	for (size_t i = 0; i < n; i++) {
@@ -72,7 +78,7 @@ static void initial_weights(const struct zs_run *r, size_t first, size_t n, floa
 		} else {
 			while (l + 1 < s->nlayers && g >= s->w_off[l + 1])
 				bound = (float)(1.0 / sqrt((double)s->width[++l]));
-			v = bound * (float)((double)(splitmix64(base + g) >> 40) / 8388608.0 - 1.0);
+			v = bound * uniform_at(base, g);
 		}
 		if (w32)
 			w32[i] = v;
@@ -255,8 +261,9 @@ static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
 		memcpy(rk->y, r->cs->y + at * B * dL, B * dL * sizeof(float));
 		return;
 	}
+	uint64_t base = stream_base(r->seed, STREAM_BATCH(t, k));
 	for (size_t e = 0; e < B * d0; e++)
-		rk->x[e] = engine_uniform(r->seed, STREAM_BATCH(t, k), e);
+		rk->x[e] = uniform_at(base, e);
 	for (size_t b = 0; b < B; b++)
 		for (size_t j = 0; j < dL; j++)
 			rk->y[b * dL + j] = 0.5f * rk->x[b * d0 + j % d0];
