@@ -117,40 +117,6 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* One run of the sweep and what became of it. */
-struct job {
-	enum zs_scheme scheme;
-	unsigned world;
-	enum zs_unit unit;
-	struct zs_result res;
-	int rc;
-	char *cause;
-};
-
-struct progress {
-	int tty, shown;
-	double start;
-	size_t done, total;
-};
-
-static void run_jobs(const struct zs_config *c, const struct zs_case *cs, struct job *jobs, size_t n,
-                     int timeline, int dump, struct progress *pr)
-{
-	for (size_t j = 0; j < n; j++) {
-		struct zs_run_options ro = {timeline, dump && j + 1 == n};
-		struct job *jb = &jobs[j];
-		jb->rc = engine_run(c, jb->scheme, jb->world, jb->unit, cs, &ro, &jb->res, &jb->cause);
-		if (jb->rc != 0)
-			break;
-		pr->done++;
-		if (pr->tty && (pr->shown || now() - pr->start > 1.0)) {
-			fprintf(stderr, "\rzerosim measure: run %zu/%zu (%s, N=%u, unit=%s)   ", pr->done, pr->total,
-			        zs_scheme_name(jb->scheme), jb->world, zs_unit_name(jb->unit));
-			pr->shown = 1;
-		}
-	}
-}
-
 /* Options the case file fixes: given on the command line, they must agree. */
 static int apply_case(struct zs_config *c, const struct zs_case *cs, const int *given, char **cause)
 {
@@ -283,48 +249,37 @@ int zs_cmd_measure(int argc, char **argv)
 	mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
 #endif
 	root = measure_json_new(&c, case_path);
-	size_t total = c.nunits * c.nschemes * c.nworld;
-	struct job *jobs = zs_calloc(total, sizeof *jobs);
-	size_t j = 0;
+	size_t total = c.nunits * c.nschemes * c.nworld, done = 0;
+	int tty = !quiet && isatty(STDERR_FILENO), shown = 0, diverged = 0;
+	double start = now();
+	struct zs_result last; /* the last run, kept for --dump-weights */
+	memset(&last, 0, sizeof last);
 	for (size_t u = 0; u < c.nunits; u++)
 		for (size_t sc = 0; sc < c.nschemes; sc++)
-			for (size_t w = 0; w < c.nworld; w++, j++) {
-				jobs[j].scheme = c.schemes[sc];
-				jobs[j].world = c.world[w];
-				jobs[j].unit = c.units[u];
+			for (size_t w = 0; w < c.nworld; w++) {
+				done++;
+				struct zs_run_options ro = {timeline, dump != NULL && done == total};
+				struct zs_result res;
+				if (engine_run(&c, c.schemes[sc], c.world[w], c.units[u], cs, &ro, &res, &cause) != 0)
+					goto fail;
+				for (unsigned t = 0; t < c.steps; t++)
+					if (!isfinite(res.losses[t]) && diverged++ == 0)
+						fprintf(stderr, "%szerosim measure: warning: the loss is not finite (%s, N=%u, step %u): "
+						        "training diverged (try a smaller --lr); the bytes are still exact\n",
+						        shown ? "\n" : "", zs_scheme_name(c.schemes[sc]), c.world[w], t + 1);
+				measure_json_add_run(root, &c, &res);
+				if (ro.weights)
+					last = res;
+				else
+					engine_result_free(&res);
+				if (tty && (shown || now() - start > 1.0)) {
+					fprintf(stderr, "\rzerosim measure: run %zu/%zu (%s, N=%u, unit=%s)   ", done, total,
+					        zs_scheme_name(c.schemes[sc]), c.world[w], zs_unit_name(c.units[u]));
+					shown = 1;
+				}
 			}
-	struct progress pr = {!quiet && isatty(STDERR_FILENO), 0, now(), 0, total};
-	run_jobs(&c, cs, jobs, total, timeline, dump != NULL, &pr);
-	if (pr.shown)
-		fprintf(stderr, "\rzerosim measure: %zu runs in %.1f s%30s\n", total, now() - pr.start, "");
-
-	int diverged = 0, failed = 0;
-	for (j = 0; j < total && !failed; j++) {
-		struct job *jb = &jobs[j];
-		if (jb->rc != 0) {
-			cause = jb->cause;
-			jb->cause = NULL;
-			failed = 1;
-			break;
-		}
-		for (unsigned t = 0; t < c.steps; t++)
-			if (!isfinite(jb->res.losses[t]) && diverged++ == 0)
-				fprintf(stderr, "zerosim measure: warning: the loss is not finite (%s, N=%u, step %u): "
-				        "training diverged (try a smaller --lr); the bytes are still exact\n",
-				        zs_scheme_name(jb->scheme), jb->world, t + 1);
-		measure_json_add_run(root, &c, &jb->res);
-	}
-	struct zs_result last = jobs[total - 1].res;
-	memset(&jobs[total - 1].res, 0, sizeof last);
-	for (j = 0; j < total; j++) {
-		engine_result_free(&jobs[j].res);
-		free(jobs[j].cause);
-	}
-	free(jobs);
-	if (failed) {
-		engine_result_free(&last);
-		goto fail;
-	}
+	if (shown)
+		fprintf(stderr, "\rzerosim measure: %zu runs in %.1f s%30s\n", total, now() - start, "");
 
 	if (dump != NULL) {
 		cJSON *wj = measure_json_weights(&c, &last);
@@ -334,7 +289,6 @@ int zs_cmd_measure(int argc, char **argv)
 		if (r != 0)
 			goto fail;
 	}
-	engine_result_free(&last);
 	if (out != NULL) {
 		if (zs_json_write(out, root, &cause) != 0)
 			goto fail;
