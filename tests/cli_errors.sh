@@ -139,6 +139,11 @@ bad_measure "--schemes" --schemes dp,,zero3
 bad_measure "--unit" --unit block
 bad_measure "--precision" --precision fp8
 bad_measure "--optimizer" --optimizer lamb
+bad_measure "--jobs" --jobs 0
+bad_measure "--jobs" --jobs 65
+bad_measure "--jobs" --jobs two
+bad_measure "--jobs" --jobs ""
+bad_measure "--jobs" -j 1.5
 bad_measure "--frobnicate" --frobnicate
 bad_measure "stray" stray
 bad_measure "--world" --world

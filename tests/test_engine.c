@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "engine/coll.h"
 #include "engine/engine.h"
@@ -27,7 +28,7 @@
 static struct zs_result run(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
 {
 	struct zs_result res;
-	struct zs_run_options opt = {0, 0};
+	struct zs_run_options opt = {0, 0, NULL};
 	char *cause = NULL;
 	int r = engine_run(c, s, n, u, NULL, &opt, &res, &cause);
 	ck_assert_msg(r == 0, "engine_run failed: %s", cause ? cause : "?");
@@ -491,12 +492,15 @@ START_TEST(test_a_case_file_fixes_weights_and_batches)
 	c.widths[2] = 1;
 	c.steps = 1;
 	c.batch = 1;
-	struct zs_run_options opt = {0, 1};
+	struct zs_run_options opt = {0, 1, NULL};
 	struct zs_result a, b;
 	ck_assert_int_eq(engine_run(&c, ZS_DP, 2, ZS_UNIT_MODEL, cs, &opt, &a, &cause), 0);
 	ck_assert_int_eq(engine_run(&c, ZS_ZERO3, 2, ZS_UNIT_LAYER, cs, &opt, &b, &cause), 0);
 	ck_assert_float_eq(a.losses[0], 5.0f);
 	ck_assert_uint_eq(a.digest, b.digest);
+	/* The digest is XXH3 of the assembled weights, whoever held them. */
+	ck_assert_uint_eq(b.digest, XXH3_64bits(b.weights, 5 * sizeof(float)));
+	ck_assert_uint_eq(a.digest, XXH3_64bits(a.weights, 5 * sizeof(float)));
 	/* Adam's first step moves every weight with a nonzero mean grad by lr. */
 	ck_assert_float_eq_tol(a.weights[3], 2.0f - 1e-3f, 1e-6f);
 	engine_result_free(&a);

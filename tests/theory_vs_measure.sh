@@ -5,6 +5,7 @@
 # both precisions, both optimizers, batch 1 and 4, and a deeper model.
 # docs/schedule.md is the contract both implement; tests/json_agree joins the
 # two JSON files on (scheme, world, unit) and prints the first difference.
+# Last, the measurement must not depend on --jobs.
 #
 # Runs from the build directory (automake runs TESTS there); ZS_BUILDDIR
 # overrides. Exit 0 pass, 1 mismatch, 99 hard error (automake's convention).
@@ -78,3 +79,20 @@ check --layers 3,1 --world 1,2,3,4 --schemes $schemes --unit model,layer --batch
 check --world 1,3,16 --unit model,layer
 
 echo "theory_vs_measure: all $configs sweeps agree exactly"
+
+# The measurement itself does not depend on how many runs go side by side:
+# one worker, two, and more workers than CPUs write the same bytes, weights
+# digests and losses included.
+for jobs in 1 2 7; do
+	"$zerosim" measure -q --jobs $jobs --layers 5,7,3 --world 1,2,3,5,8 --unit model,layer --steps 2 \
+		--dump-weights "$tmp/w$jobs.json" --out "$tmp/j$jobs.json" || exit 1
+done
+for jobs in 2 7; do
+	for f in j w; do
+		if ! cmp -s "$tmp/${f}1.json" "$tmp/$f$jobs.json"; then
+			echo "theory_vs_measure: FAIL: zerosim measure --jobs $jobs wrote other bytes than --jobs 1 ($f)" >&2
+			exit 1
+		fi
+	done
+done
+echo "theory_vs_measure: --jobs 1, 2 and 7 write the same measurement"

@@ -6,12 +6,18 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <stdint.h>
+#include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +55,8 @@ static void usage(FILE *f)
 	      "  -o, --out FILE         write the JSON to FILE (default: standard output)\n"
 	      "      --timeline         record rank 0's allocations through the last step\n"
 	      "      --dump-weights FILE  write the final fp32 weights (zerosim-weights/1)\n"
+	      "  -j, --jobs J           run up to J runs at once (default: one per CPU);\n"
+	      "                         the results do not depend on J\n"
 	      "  -q, --quiet            no progress line on standard error\n"
 	      "  -h, --help             display this help and exit\n"
 	      "  -V, --version          output version information and exit\n"
@@ -117,6 +125,17 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static int parse_jobs(const char *s, unsigned *jobs, char **cause)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (end == s || *end != '\0' || errno != 0 || v < 1 || v > 64)
+		return zs_fail(cause, "--jobs '%s': expected a whole number from 1 to 64", s);
+	*jobs = (unsigned)v;
+	return 0;
+}
+
 /* Options the case file fixes: given on the command line, they must agree. */
 static int apply_case(struct zs_config *c, const struct zs_case *cs, const int *given, char **cause)
 {
@@ -137,6 +156,215 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, const int *
 	return 0;
 }
 
+/* ------------------------------------------------------------------------- */
+/* the sweep: one job per (unit, scheme, N), run by a few worker threads.
+ * Every run is independent and single-threaded, so its result does not
+ * depend on how many workers there are or which one ran it; the results
+ * are written in the sweep's order once all are done. */
+
+struct sweep {
+	const struct zs_config *c;
+	const struct zs_case *cs;
+	const float *init;
+	int timeline, dump, tty;
+	size_t njobs;
+	size_t *order;           /* job indices, the costliest first */
+	struct zs_result *res;   /* per job, in the sweep's order */
+	char **cause;            /* per job: why it failed, or NULL */
+	unsigned workers;
+	double concurrent;       /* bytes the workers' runs may hold at once */
+
+	pthread_mutex_t lock;    /* guards what follows */
+	size_t next, last, done; /* order[next..last) are still to run */
+	unsigned nworkers_in;
+	int failed, shown;
+	double start;
+};
+
+static void job_params(const struct sweep *sw, size_t i, enum zs_unit *u, enum zs_scheme *sc, unsigned *w)
+{
+	const struct zs_config *c = sw->c;
+	*w = c->world[i % c->nworld];
+	*sc = c->schemes[i / c->nworld % c->nschemes];
+	*u = c->units[i / (c->nworld * c->nschemes)];
+}
+
+static void sweep_init(struct sweep *sw, const struct zs_config *c, const struct zs_case *cs, int timeline, int dump)
+{
+	memset(sw, 0, sizeof *sw);
+	sw->c = c;
+	sw->cs = cs;
+	sw->timeline = timeline;
+	sw->dump = dump;
+	sw->njobs = c->nunits * c->nschemes * c->nworld;
+	sw->order = zs_calloc(sw->njobs, sizeof *sw->order);
+	sw->res = zs_calloc(sw->njobs, sizeof *sw->res);
+	sw->cause = zs_calloc(sw->njobs, sizeof *sw->cause);
+	/* Largest world first (a run's work grows with N), the sweep's order
+	 * among equals: the last jobs to start are the short ones. */
+	size_t k = 0;
+	unsigned *ws = zs_calloc(c->nworld, sizeof *ws);
+	memcpy(ws, c->world, c->nworld * sizeof *ws);
+	for (size_t a = 1; a < c->nworld; a++)
+		for (size_t b = a; b > 0 && ws[b - 1] < ws[b]; b--) {
+			unsigned t = ws[b];
+			ws[b] = ws[b - 1];
+			ws[b - 1] = t;
+		}
+	for (size_t a = 0; a < c->nworld; a++) {
+		if (a > 0 && ws[a] == ws[a - 1])
+			continue;
+		for (size_t i = 0; i < sw->njobs; i++)
+			if (c->world[i % c->nworld] == ws[a])
+				sw->order[k++] = i;
+	}
+	free(ws);
+	pthread_mutex_init(&sw->lock, NULL);
+}
+
+static void sweep_free(struct sweep *sw)
+{
+	for (size_t i = 0; i < sw->njobs; i++) {
+		engine_result_free(&sw->res[i]);
+		free(sw->cause[i]);
+	}
+	free(sw->order);
+	free(sw->res);
+	free(sw->cause);
+	pthread_mutex_destroy(&sw->lock);
+}
+
+/* Every run allocates and frees the same large buffers: keep all of them
+ * in the heap (no mmap per block) and never give the heap back, so that
+ * each page is faulted in once per process rather than once per run; and
+ * grow the heap once, by what the concurrent runs may hold (up to 256 MB),
+ * advised to use 2 MiB pages. Page faults were a third of the default
+ * sweep's time, and most of a large run's. One arena, which the workers
+ * share: a second one would fault its own pages in again. These are
+ * hints to glibc and the kernel; no count depends on them. */
+static void tune_heap(double concurrent)
+{
+#ifdef M_MMAP_THRESHOLD
+	mallopt(M_ARENA_MAX, 1);
+	mallopt(M_MMAP_MAX, 0);
+	mallopt(M_TRIM_THRESHOLD, INT_MAX);
+#ifdef MADV_HUGEPAGE
+	const uintptr_t huge = (uintptr_t)2 << 20;
+	size_t want = (size_t)(concurrent < 240e6 ? concurrent : 240e6) + ((size_t)16 << 20);
+	char *block = malloc(want);
+	if (block == NULL)
+		return;
+	uintptr_t lo = ((uintptr_t)block + huge - 1) & ~(huge - 1), hi = (uintptr_t)block + want;
+	if (hi > lo + huge)
+		(void)madvise((void *)lo, (hi - lo) & ~(huge - 1), MADV_HUGEPAGE);
+	free(block);
+#endif
+#else
+	(void)concurrent;
+#endif
+}
+
+/* Runs whose buffers are larger than this spend their time in the kernel's
+ * page faults, which two workers only make contend (measured: the
+ * 1024,4096,1024 sweep at N = 16 took 2.4 s alone and 3.5 s two at a time),
+ * so by default they run one at a time. */
+#define SIDE_BY_SIDE_MAX 256e6
+
+/* As many workers as asked (or, by default, CPUs online, one for large
+ * runs), as there are jobs, and as the memory holds: the largest runs may
+ * run side by side. */
+static int sweep_fit_memory(struct sweep *sw, unsigned jobs, double avail, char **cause)
+{
+	const struct zs_config *c = sw->c;
+	/* The bounds, largest first (order[] is by N, the bound grows with N). */
+	double need = 0, one = engine_bytes_upper_bound(c, c->world[sw->order[0] % c->nworld]);
+	if (jobs == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		jobs = one > SIDE_BY_SIDE_MAX || n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
+	}
+	if (jobs > sw->njobs)
+		jobs = (unsigned)sw->njobs;
+	unsigned fit = 0;
+	for (unsigned k = 0; k < jobs; k++) {
+		double more = engine_bytes_upper_bound(c, c->world[sw->order[k] % c->nworld]);
+		if (avail > 0 && need + more > avail)
+			break;
+		need += more;
+		fit++;
+	}
+	if (fit == 0)
+		return zs_fail(cause, "the largest run needs up to %.3g GB and this machine has %.3g GB available; "
+		               "ask 'zerosim theory' instead, or use a smaller --layers or --world", one / 1e9, avail / 1e9);
+	sw->workers = fit;
+	sw->concurrent = need;
+	return 0;
+}
+
+static void *worker(void *arg)
+{
+	struct sweep *sw = arg;
+	pthread_mutex_lock(&sw->lock);
+	int from_back = sw->nworkers_in++ % 2;
+	pthread_mutex_unlock(&sw->lock);
+	for (;;) {
+		pthread_mutex_lock(&sw->lock);
+		if (sw->failed || sw->next == sw->last) {
+			pthread_mutex_unlock(&sw->lock);
+			return NULL;
+		}
+		size_t i = from_back ? sw->order[--sw->last] : sw->order[sw->next++];
+		pthread_mutex_unlock(&sw->lock);
+
+		enum zs_unit u;
+		enum zs_scheme sc;
+		unsigned w;
+		job_params(sw, i, &u, &sc, &w);
+		struct zs_run_options ro = {sw->timeline, sw->dump && i + 1 == sw->njobs, sw->init};
+		int r = engine_run(sw->c, sc, w, u, sw->cs, &ro, &sw->res[i], &sw->cause[i]);
+
+		pthread_mutex_lock(&sw->lock);
+		if (r != 0)
+			sw->failed = 1;
+		sw->done++;
+		if (sw->tty && (sw->shown || now() - sw->start > 1.0)) {
+			fprintf(stderr, "\rzerosim measure: run %zu/%zu (%s, N=%u, unit=%s)   ", sw->done, sw->njobs,
+			        zs_scheme_name(sc), w, zs_unit_name(u));
+			sw->shown = 1;
+		}
+		pthread_mutex_unlock(&sw->lock);
+	}
+}
+
+/* Run every job; on failure, the cause of the first failed job in the
+ * sweep's order (the others stop taking new jobs). */
+static int sweep_run(struct sweep *sw, char **cause)
+{
+	sw->start = now();
+	sw->last = sw->njobs;
+	pthread_t *th = zs_calloc(sw->workers, sizeof *th);
+	unsigned started = 0;
+	for (unsigned k = 1; k < sw->workers; k++)
+		if (pthread_create(&th[k], NULL, worker, sw) == 0)
+			started = k;
+		else
+			break; /* fewer workers: the same results, later */
+	worker(sw);
+	for (unsigned k = 1; k <= started; k++)
+		pthread_join(th[k], NULL);
+	free(th);
+	if (sw->shown)
+		fprintf(stderr, "\rzerosim measure: %zu runs in %.1f s%30s\n", sw->done, now() - sw->start, "");
+	if (!sw->failed)
+		return 0;
+	for (size_t i = 0; i < sw->njobs; i++)
+		if (sw->cause[i] != NULL) {
+			*cause = sw->cause[i];
+			sw->cause[i] = NULL;
+			return -1;
+		}
+	return zs_fail(cause, "a run failed");
+}
+
 enum { OPT_SPEC = 256, OPT_CASE, OPT_TIMELINE, OPT_DUMP };
 
 int zs_cmd_measure(int argc, char **argv)
@@ -151,21 +379,24 @@ int zs_cmd_measure(int argc, char **argv)
 		{"case", required_argument, NULL, OPT_CASE}, {"out", required_argument, NULL, 'o'},
 		{"timeline", no_argument, NULL, OPT_TIMELINE}, {"dump-weights", required_argument, NULL, OPT_DUMP},
 		{"quiet", no_argument, NULL, 'q'},          {"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},        {NULL, 0, NULL, 0},
+		{"version", no_argument, NULL, 'V'},        {"jobs", required_argument, NULL, 'j'},
+		{NULL, 0, NULL, 0},
 	};
 	struct zs_config c;
 	zs_config_defaults(&c);
 	const char *spec = NULL, *case_path = NULL, *out = NULL, *dump = NULL;
 	int timeline = 0, quiet = 0, ch;
+	unsigned jobs = 0; /* 0: one per CPU online */
 	char *cause = NULL;
 	struct zs_case *cs = NULL;
 	cJSON *root = NULL;
+	float *init = NULL;
 	int status = ZS_EXIT_USAGE;
 
 	/* First pass: the spec, so that options override it wherever they stand. */
 	opterr = 0;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "o:qhV", longopts, NULL)) != -1)
+	while ((ch = getopt_long(argc, argv, "o:j:qhV", longopts, NULL)) != -1)
 		if (ch == OPT_SPEC)
 			spec = optarg;
 	if (spec != NULL && zs_config_load_spec(&c, spec, &cause) != 0)
@@ -174,7 +405,7 @@ int zs_cmd_measure(int argc, char **argv)
 	int given[4] = {0, 0, 0, 0}; /* layers, world, batch, steps */
 	opterr = 0;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, ":o:qhV", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":o:j:qhV", longopts, NULL)) != -1) {
 		const char *key = NULL;
 		switch (ch) {
 		case 'L': key = "layers"; given[0] = 1; break;
@@ -193,6 +424,10 @@ int zs_cmd_measure(int argc, char **argv)
 		case OPT_TIMELINE: timeline = 1; break;
 		case OPT_DUMP: dump = optarg; break;
 		case 'q': quiet = 1; break;
+		case 'j':
+			if (parse_jobs(optarg, &jobs, &cause) != 0)
+				goto fail;
+			break;
 		case 'h':
 			usage(stdout);
 			return ZS_EXIT_OK; /* main() checks that it was written */
@@ -232,63 +467,41 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 
 	status = ZS_EXIT_RUNTIME;
-	double need = 0, avail = available_memory();
-	for (size_t w = 0; w < c.nworld; w++)
-		if (engine_bytes_upper_bound(&c, c.world[w]) > need)
-			need = engine_bytes_upper_bound(&c, c.world[w]);
-	if (avail > 0 && need > avail) {
-		zs_fail(&cause, "the largest run needs up to %.3g GB and this machine has %.3g GB available; "
-		        "ask 'zerosim theory' instead, or use a smaller --layers or --world", need / 1e9, avail / 1e9);
+	struct sweep sw;
+	sweep_init(&sw, &c, cs, timeline, dump != NULL);
+	if (sweep_fit_memory(&sw, jobs, available_memory(), &cause) != 0) {
+		sweep_free(&sw);
 		goto fail;
 	}
-#ifdef M_MMAP_THRESHOLD
-	/* Runs allocate and free the same large buffers again and again: keep
-	 * them in the heap instead of mapping fresh zero pages every time
-	 * (a third of the default sweep's time went to page faults). */
-	mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024); /* glibc's largest */
-	mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
-#endif
+	tune_heap(sw.concurrent);
 	root = measure_json_new(&c, case_path);
-	size_t total = c.nunits * c.nschemes * c.nworld, done = 0;
-	int tty = !quiet && isatty(STDERR_FILENO), shown = 0, diverged = 0;
-	double start = now();
-	struct zs_result last; /* the last run, kept for --dump-weights */
-	memset(&last, 0, sizeof last);
-	for (size_t u = 0; u < c.nunits; u++)
-		for (size_t sc = 0; sc < c.nschemes; sc++)
-			for (size_t w = 0; w < c.nworld; w++) {
-				done++;
-				struct zs_run_options ro = {timeline, dump != NULL && done == total};
-				struct zs_result res;
-				if (engine_run(&c, c.schemes[sc], c.world[w], c.units[u], cs, &ro, &res, &cause) != 0)
-					goto fail;
-				for (unsigned t = 0; t < c.steps; t++)
-					if (!isfinite(res.losses[t]) && diverged++ == 0)
-						fprintf(stderr, "%szerosim measure: warning: the loss is not finite (%s, N=%u, step %u): "
-						        "training diverged (try a smaller --lr); the bytes are still exact\n",
-						        shown ? "\n" : "", zs_scheme_name(c.schemes[sc]), c.world[w], t + 1);
-				measure_json_add_run(root, &c, &res);
-				if (ro.weights)
-					last = res;
-				else
-					engine_result_free(&res);
-				if (tty && (shown || now() - start > 1.0)) {
-					fprintf(stderr, "\rzerosim measure: run %zu/%zu (%s, N=%u, unit=%s)   ", done, total,
-					        zs_scheme_name(c.schemes[sc]), c.world[w], zs_unit_name(c.units[u]));
-					shown = 1;
-				}
-			}
-	if (shown)
-		fprintf(stderr, "\rzerosim measure: %zu runs in %.1f s%30s\n", total, now() - start, "");
-
-	if (dump != NULL) {
-		cJSON *wj = measure_json_weights(&c, &last);
+	init = cs == NULL ? engine_initial_weights(&c) : NULL;
+	sw.init = init;
+	sw.tty = !quiet && isatty(STDERR_FILENO);
+	if (sweep_run(&sw, &cause) != 0) {
+		sweep_free(&sw);
+		goto fail;
+	}
+	int diverged = 0;
+	for (size_t i = 0; i < sw.njobs; i++) {
+		const struct zs_result *res = &sw.res[i];
+		for (unsigned t = 0; t < c.steps; t++)
+			if (!isfinite(res->losses[t]) && diverged++ == 0)
+				fprintf(stderr, "zerosim measure: warning: the loss is not finite (%s, N=%u, step %u): "
+				        "training diverged (try a smaller --lr); the bytes are still exact\n",
+				        zs_scheme_name(res->scheme), res->world, t + 1);
+		measure_json_add_run(root, &c, res);
+	}
+	if (dump != NULL) { /* the last run's weights */
+		cJSON *wj = measure_json_weights(&c, &sw.res[sw.njobs - 1]);
 		int r = zs_json_write(dump, wj, &cause);
 		cJSON_Delete(wj);
-		engine_result_free(&last);
-		if (r != 0)
+		if (r != 0) {
+			sweep_free(&sw);
 			goto fail;
+		}
 	}
+	sweep_free(&sw);
 	if (out != NULL) {
 		if (zs_json_write(out, root, &cause) != 0)
 			goto fail;
@@ -303,6 +516,7 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	cJSON_Delete(root);
 	engine_case_free(cs);
+	free(init);
 	return ZS_EXIT_OK;
 
 fail:
@@ -310,5 +524,6 @@ fail:
 	free(cause);
 	cJSON_Delete(root);
 	engine_case_free(cs);
+	free(init);
 	return status;
 }

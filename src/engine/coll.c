@@ -40,32 +40,56 @@ static size_t owned(size_t n, size_t s, unsigned r)
  * sit outside the element loop and still sum ranks in order 0..N-1. */
 #define BLOCK 256
 
-/* sum[i] = mean over ranks q = 0..N-1 of bufs[q][lo + i], i < cnt <= BLOCK. */
+typedef float v8f __attribute__((vector_size(32)));
+
+static inline v8f load8(const void *buf, size_t i, enum zs_dtype dt)
+{
+	float f[8];
+	v8f v;
+	if (dt == ZS_F16)
+		zs_half_to_float8(f, (const zs_half *)buf + i);
+	else
+		memcpy(f, (const float *)buf + i, sizeof f);
+	memcpy(&v, f, sizeof v);
+	return v;
+}
+
+static inline float load1(const void *buf, size_t i, enum zs_dtype dt)
+{
+	return dt == ZS_F16 ? zs_half_to_float(((const zs_half *)buf)[i]) : ((const float *)buf)[i];
+}
+
+/* sum[i] = mean over ranks q = 0..N-1 of bufs[q][lo + i], i < cnt <= BLOCK:
+ * from 0, add rank 0's value, then rank 1's, ..., then divide by N. Four
+ * vectors of running sums stay in registers while the ranks go by. */
 static void mean_block(float *sum, const void *const *bufs, unsigned world, size_t lo, size_t cnt,
                        enum zs_dtype dt)
 {
-	for (size_t i = 0; i < cnt; i++)
-		sum[i] = 0.0f;
-	for (unsigned q = 0; q < world; q++) {
-		if (dt == ZS_F16) {
-			const zs_half *b = (const zs_half *)bufs[q] + lo;
-			float f[8];
-			size_t i = 0;
-			for (; i + 8 <= cnt; i += 8) {
-				zs_half_to_float8(f, b + i);
-				for (size_t k = 0; k < 8; k++)
-					sum[i + k] += f[k];
-			}
-			for (; i < cnt; i++)
-				sum[i] += zs_half_to_float(b[i]);
-		} else {
-			const float *b = (const float *)bufs[q] + lo;
-			for (size_t i = 0; i < cnt; i++)
-				sum[i] += b[i];
+	const float n = (float)world;
+	size_t i = 0;
+	for (; i + 32 <= cnt; i += 32) {
+		v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+		for (unsigned q = 0; q < world; q++) {
+			a0 += load8(bufs[q], lo + i, dt);
+			a1 += load8(bufs[q], lo + i + 8, dt);
+			a2 += load8(bufs[q], lo + i + 16, dt);
+			a3 += load8(bufs[q], lo + i + 24, dt);
 		}
+		a0 /= n;
+		a1 /= n;
+		a2 /= n;
+		a3 /= n;
+		memcpy(sum + i, &a0, sizeof a0);
+		memcpy(sum + i + 8, &a1, sizeof a1);
+		memcpy(sum + i + 16, &a2, sizeof a2);
+		memcpy(sum + i + 24, &a3, sizeof a3);
 	}
-	for (size_t i = 0; i < cnt; i++)
-		sum[i] /= (float)world;
+	for (; i < cnt; i++) {
+		float a = 0.0f;
+		for (unsigned q = 0; q < world; q++)
+			a += load1(bufs[q], lo + i, dt);
+		sum[i] = a / n;
+	}
 }
 
 static void store_block(void *buf, size_t lo, const float *v, size_t cnt, enum zs_dtype dt)

@@ -13,12 +13,15 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/engine.h"
 #include "engine/scheme.h"
 #include "util/util.h"
+
+#include <xxhash.h>
 
 /* ------------------------------------------------------------------------- */
 /* generator and digest */
@@ -45,45 +48,45 @@ float engine_uniform(uint64_t seed, uint64_t stream, uint64_t index)
 	return uniform_at(stream_base(seed, stream), index);
 }
 
-uint64_t engine_fnv1a_floats(uint64_t h, const float *v, size_t n)
+/* libxxhash fails only when it cannot allocate its state. */
+static void digest_failed(void)
 {
-	for (size_t i = 0; i < n; i++) {
-		uint32_t bits;
-		memcpy(&bits, &v[i], sizeof bits);
-		for (int b = 0; b < 4; b++) {
-			h ^= (bits >> (8 * b)) & 0xffu;
-			h *= 0x100000001b3ULL;
-		}
-	}
-	return h;
+	fprintf(stderr, "zerosim: out of memory in the weights digest\n");
+	exit(ZS_EXIT_RUNTIME);
 }
 
 /* Streams of the generator. */
 #define STREAM_WEIGHTS 1
 #define STREAM_BATCH(t, k) (2 + (uint64_t)(t) * ZS_MAX_WORLD + (k))
 
+float *engine_initial_weights(const struct zs_config *c)
+{
+	struct mlp_shape s;
+	mlp_shape_init(&s, c->widths, c->nwidths);
+	float *w = zs_malloc(s.nparams * sizeof *w);
+	uint64_t base = stream_base(c->seed, STREAM_WEIGHTS);
+	for (size_t l = 0; l < s.nlayers; l++) {
+		float bound = (float)(1.0 / sqrt((double)s.width[l]));
+		size_t end = l + 1 < s.nlayers ? s.w_off[l + 1] : s.nparams;
+		for (size_t g = s.w_off[l]; g < end; g++)
+			w[g] = bound * uniform_at(base, g);
+	}
+	return w;
+}
+
 /* The initial fp32 weights of global elements [first, first + n) into
  * w32 (if not NULL) and w16 (if not NULL). */
 static void initial_weights(const struct zs_run *r, size_t first, size_t n, float *w32, zs_half *w16)
 {
-	const struct mlp_shape *s = &r->shape;
-	uint64_t base = stream_base(r->seed, STREAM_WEIGHTS);
-	size_t l = 0;
-	float bound = (float)(1.0 / sqrt((double)s->width[0]));
-	for (size_t i = 0; i < n; i++) {
-		size_t g = first + i;
-		float v;
-		if (r->cs != NULL) {
-			v = r->cs->weights[g];
-		} else {
-			while (l + 1 < s->nlayers && g >= s->w_off[l + 1])
-				bound = (float)(1.0 / sqrt((double)s->width[++l]));
-			v = bound * uniform_at(base, g);
-		}
-		if (w32)
-			w32[i] = v;
-		if (w16)
-			w16[i] = zs_float_to_half(v);
+	const float *v = r->init + first;
+	if (w32)
+		memcpy(w32, v, n * sizeof *w32);
+	if (w16) {
+		size_t i = 0;
+		for (; i + 8 <= n; i += 8)
+			zs_float_to_half8(w16 + i, v + i);
+		for (; i < n; i++)
+			w16[i] = zs_float_to_half(v[i]);
 	}
 }
 
@@ -213,6 +216,13 @@ static void setup_state(struct zs_run *r)
 		run_alloc_all(r, RUN_FIELD(v), ZS_CAT_ADAM_V, ns * sizeof(float));
 	} else {
 		run_alloc_all(r, RUN_FIELD(m), ZS_CAT_MOMENTUM, ns * sizeof(float));
+	}
+	/* The optimizer state starts at zero; every other buffer is written
+	 * before it is read. */
+	for (unsigned k = 0; k < r->world; k++) {
+		memset(r->rank[k].m, 0, ns * sizeof(float));
+		if (r->rank[k].v != NULL)
+			memset(r->rank[k].v, 0, ns * sizeof(float));
 	}
 
 	for (unsigned k = 0; k < r->world; k++)
@@ -459,7 +469,9 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, struct z
 	res->shard_elements = r->shard;
 	res->padded_elements = r->shard * N;
 
-	uint64_t h = ENGINE_FNV_INIT;
+	XXH3_state_t *h = XXH3_createState();
+	if (h == NULL || XXH3_64bits_reset(h) != XXH_OK)
+		digest_failed();
 	if (opt->weights)
 		res->weights = zs_malloc(r->shape.nparams * sizeof(float));
 	for (size_t u = 0; u < r->nunits; u++) {
@@ -467,13 +479,15 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, struct z
 		for (unsigned k = 0; k < N; k++) {
 			size_t cnt;
 			const float *w = final_weights(r, k, u, &cnt);
-			h = engine_fnv1a_floats(h, w, cnt);
+			if (XXH3_64bits_update(h, w, cnt * sizeof *w) != XXH_OK)
+				digest_failed();
 			if (res->weights)
 				memcpy(res->weights + at, w, cnt * sizeof(float));
 			at += cnt;
 		}
 	}
-	res->digest = h;
+	res->digest = XXH3_64bits_digest(h);
+	XXH3_freeState(h);
 	if (opt->timeline) {
 		res->ntimeline = r->tracker.nevents;
 		res->timeline = zs_malloc((res->ntimeline ? res->ntimeline : 1) * sizeof *res->timeline);
@@ -533,6 +547,13 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r.esize = coll_dtype_size(r.dt);
 	r.seed = c->seed;
 	r.cs = cs;
+	float *own_init = NULL;
+	if (cs != NULL)
+		r.init = cs->weights;
+	else if (opt->init != NULL)
+		r.init = opt->init;
+	else
+		r.init = own_init = engine_initial_weights(c);
 	optim_init(&r.opt, c->optimizer, c->lr);
 	setup_units(&r, unit);
 	tracker_init(&r.tracker, world);
@@ -559,6 +580,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	res->steps = c->steps;
 	collect(&r, opt, res);
 	int replicas = check_replicas(&r, cause);
+	free(own_init);
 
 	run_free_all(&r, RUN_FIELD(params));
 	run_free_all(&r, RUN_FIELD(grads));

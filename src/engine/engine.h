@@ -41,7 +41,7 @@ struct zs_result {
 	size_t peak_breakdown[ZS_NCATS];
 	struct zs_coll_stats *comm;         /* per rank, whole run */
 	float *losses;                      /* per step */
-	uint64_t digest;
+	uint64_t digest;                    /* XXH3-64 of the final fp32 weights */
 	struct zs_event *timeline;          /* rank 0, last step; NULL unless asked */
 	size_t ntimeline;
 	float *weights;                     /* final fp32 weights, Ψ; NULL unless asked */
@@ -50,6 +50,8 @@ struct zs_result {
 struct zs_run_options {
 	int timeline;     /* record rank 0's events in the last step */
 	int weights;      /* return the final weights */
+	const float *init; /* engine_initial_weights(c), or NULL to compute
+	                      them here; unused with a case file */
 };
 
 /* Run config's steps for one (scheme, world, unit). */
@@ -71,9 +73,9 @@ void engine_case_free(struct zs_case *cs);
  * [-1, 1) for (seed, stream, index). */
 float engine_uniform(uint64_t seed, uint64_t stream, uint64_t index);
 
-/* FNV-1a 64 over little-endian fp32 values, continuing from h
- * (start with ENGINE_FNV_INIT). */
-#define ENGINE_FNV_INIT 0xcbf29ce484222325ULL
-uint64_t engine_fnv1a_floats(uint64_t h, const float *v, size_t n);
+/* The initial fp32 weights --seed gives for c's layers: Ψ values in the
+ * flat layout (malloc'd; the caller frees). A sweep computes them once and
+ * hands them to every run, as a case file's weights are. */
+float *engine_initial_weights(const struct zs_config *c);
 
 #endif

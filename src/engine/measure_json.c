@@ -55,7 +55,7 @@ static void breakdown(cJSON *parent, const char *key, const size_t *b)
 
 void measure_digest_string(char *buf, size_t n, unsigned long long digest)
 {
-	snprintf(buf, n, "fnv1a64:%016llx", digest);
+	snprintf(buf, n, "xxh3:%016llx", digest);
 }
 
 cJSON *measure_json_new(const struct zs_config *c, const char *case_path)

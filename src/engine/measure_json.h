@@ -17,7 +17,7 @@ cJSON *measure_json_new(const struct zs_config *c, const char *case_path);
 void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct zs_result *res);
 cJSON *measure_json_weights(const struct zs_config *c, const struct zs_result *res);
 
-/* "fnv1a64:0123456789abcdef" into buf (at least 25 bytes). */
+/* "xxh3:0123456789abcdef" into buf (at least 25 bytes). */
 void measure_digest_string(char *buf, size_t n, unsigned long long digest);
 
 #endif

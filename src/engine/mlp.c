@@ -5,6 +5,9 @@
 #include "config.h"
 
 #include <string.h>
+#ifdef __AVX__
+#include <immintrin.h>
+#endif
 
 #include "engine/mlp.h"
 
@@ -20,6 +23,54 @@ static inline v8f load8_f32(const float *p)
 }
 
 static inline void store8_f32(float *p, v8f v) { memcpy(p, &v, sizeof v); }
+
+typedef int v8i __attribute__((vector_size(32)));
+
+/* ReLU's derivative: v where in > 0, else +0 (also for a NaN in). */
+static inline v8f relu_mask8(v8f v, const float *in)
+{
+	v8i keep = load8_f32(in) > (v8f){0};
+	return (v8f)((v8i)v & keep);
+}
+
+/* s[r] = tail[r] + a[r][0] + a[r][1] + ... + a[r][7], added in that order.
+ * With AVX the eight sums run side by side: transpose a, then add its
+ * columns one after another, which is the same order lane for lane. */
+static inline void finish8(float *s, const v8f *a, const float *tail)
+{
+#ifdef __AVX__
+	__m256 t0 = _mm256_unpacklo_ps((__m256)a[0], (__m256)a[1]), t1 = _mm256_unpackhi_ps((__m256)a[0], (__m256)a[1]);
+	__m256 t2 = _mm256_unpacklo_ps((__m256)a[2], (__m256)a[3]), t3 = _mm256_unpackhi_ps((__m256)a[2], (__m256)a[3]);
+	__m256 t4 = _mm256_unpacklo_ps((__m256)a[4], (__m256)a[5]), t5 = _mm256_unpackhi_ps((__m256)a[4], (__m256)a[5]);
+	__m256 t6 = _mm256_unpacklo_ps((__m256)a[6], (__m256)a[7]), t7 = _mm256_unpackhi_ps((__m256)a[6], (__m256)a[7]);
+	__m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+	__m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+	__m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+	__m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+	__m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+	__m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+	__m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+	__m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+	/* column k holds lane k of a[0..7] */
+	__m256 acc = _mm256_loadu_ps(tail);
+	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(u0, u4, 0x20));
+	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(u1, u5, 0x20));
+	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(u2, u6, 0x20));
+	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(u3, u7, 0x20));
+	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(u0, u4, 0x31));
+	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(u1, u5, 0x31));
+	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(u2, u6, 0x31));
+	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(u3, u7, 0x31));
+	_mm256_storeu_ps(s, acc);
+#else
+	for (int r = 0; r < 8; r++) {
+		float v = tail[r];
+		for (int k = 0; k < 8; k++)
+			v += a[r][k];
+		s[r] = v;
+	}
+#endif
+}
 
 static inline v8f load8_f16(const zs_half *p)
 {

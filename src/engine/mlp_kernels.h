@@ -4,14 +4,23 @@
  * STORE(x) (one element to and from float), LOAD8(p) and STORE8(p, v)
  * (eight elements to and from a v8f), and NAME(f) (the suffixed name).
  *
- * Sums run in a fixed order: eight fp32 lanes over the contiguous index,
- * then the tail, then the lanes 0..7. Vector and scalar code give the same
- * bits, and nothing depends on threads or on the schedule.
+ * Every sum has one fixed order, whatever the blocking:
+ *  - a forward dot product: eight fp32 lanes over the contiguous index,
+ *    then from 0 the tail, then the lanes 0..7 (finish8 below);
+ *  - a weight or bias gradient: over the batch rows b = 0..B-1, from 0;
+ *  - an input gradient: over the outputs j = 0..dout-1, from 0.
+ * The blocks of four batch rows only decide which sums share a load.
+ * Vector and scalar code give the same bits, and nothing depends on
+ * threads or on the schedule.
  */
 
-/* The lanes, then the tail: the order every dot product in this file uses. */
-static inline float NAME(finish)(v8f acc, const float *x, const T *w, size_t i, size_t n)
+/* One dot product alone: used for rows that do not fill a block. */
+static float NAME(dot)(const float *x, const T *w, size_t n)
 {
+	v8f acc = {0};
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		acc += load8_f32(x + i) * LOAD8(w + i);
 	float s = 0.0f;
 	for (; i < n; i++)
 		s += x[i] * LOAD(w[i]);
@@ -20,54 +29,70 @@ static inline float NAME(finish)(v8f acc, const float *x, const T *w, size_t i, 
 	return s;
 }
 
-static float NAME(dot)(const float *x, const T *w, size_t n)
+/* Two rows of w against four rows of x: eight dot products, each w and x
+ * load shared. out[q * stride + p] gets x row q against w row p. */
+static void NAME(dot2x4)(float *out, size_t stride, const float *x, size_t xstride, const T *w,
+                         size_t wstride, size_t n)
 {
-	v8f acc = {0};
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8)
-		acc += load8_f32(x + i) * LOAD8(w + i);
-	return NAME(finish)(acc, x, w, i, n);
-}
-
-/* Four rows of x against one row of w: w is loaded and converted once for
- * the four. Each result has the bits NAME(dot) would give it. */
-static void NAME(dot4)(float *out, size_t stride, const float *x, size_t xstride, const T *w, size_t n)
-{
-	v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+	v8f a[8] = {{0}};
+	const float *x0 = x, *x1 = x + xstride, *x2 = x + 2 * xstride, *x3 = x + 3 * xstride;
+	const T *w0 = w, *w1 = w + wstride;
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
-		v8f wv = LOAD8(w + i);
-		a0 += load8_f32(x + i) * wv;
-		a1 += load8_f32(x + xstride + i) * wv;
-		a2 += load8_f32(x + 2 * xstride + i) * wv;
-		a3 += load8_f32(x + 3 * xstride + i) * wv;
+		v8f u = LOAD8(w0 + i), v = LOAD8(w1 + i);
+		v8f b0 = load8_f32(x0 + i), b1 = load8_f32(x1 + i);
+		v8f b2 = load8_f32(x2 + i), b3 = load8_f32(x3 + i);
+		a[0] += b0 * u;
+		a[1] += b1 * u;
+		a[2] += b2 * u;
+		a[3] += b3 * u;
+		a[4] += b0 * v;
+		a[5] += b1 * v;
+		a[6] += b2 * v;
+		a[7] += b3 * v;
 	}
-	out[0] = NAME(finish)(a0, x, w, i, n);
-	out[stride] = NAME(finish)(a1, x + xstride, w, i, n);
-	out[2 * stride] = NAME(finish)(a2, x + 2 * xstride, w, i, n);
-	out[3 * stride] = NAME(finish)(a3, x + 3 * xstride, w, i, n);
+	float tail[8];
+	for (int r = 0; r < 8; r++) {
+		const float *xr = x + (size_t)(r & 3) * xstride;
+		const T *wr = r < 4 ? w0 : w1;
+		float s = 0.0f;
+		for (size_t k = i; k < n; k++)
+			s += xr[k] * LOAD(wr[k]);
+		tail[r] = s;
+	}
+	float s[8];
+	finish8(s, a, tail);
+	for (int r = 0; r < 8; r++)
+		out[(size_t)(r & 3) * stride + (size_t)(r >> 2)] = s[r];
 }
 
 void NAME(linear_forward)(float *out, const float *in, const T *w, const T *bias, int relu,
                           size_t B, size_t din, size_t dout)
 {
-	for (size_t j = 0; j < dout; j++) {
-		const T *wj = w + j * din;
-		float bj = LOAD(bias[j]);
-		size_t b = 0;
-		for (; b + 4 <= B; b += 4)
-			NAME(dot4)(out + b * dout + j, dout, in + b * din, din, wj, din);
-		for (; b < B; b++)
-			out[b * dout + j] = NAME(dot)(in + b * din, wj, din);
-		for (b = 0; b < B; b++) {
-			float v = bj + out[b * dout + j];
-			out[b * dout + j] = relu && v < 0.0f ? 0.0f : v;
+	size_t b = 0;
+	for (; b + 4 <= B; b += 4) {
+		size_t j = 0;
+		for (; j + 2 <= dout; j += 2)
+			NAME(dot2x4)(out + b * dout + j, dout, in + b * din, din, w + j * din, din, din);
+		for (; j < dout; j++)
+			for (size_t q = b; q < b + 4; q++)
+				out[q * dout + j] = NAME(dot)(in + q * din, w + j * din, din);
+	}
+	for (; b < B; b++)
+		for (size_t j = 0; j < dout; j++)
+			out[b * dout + j] = NAME(dot)(in + b * din, w + j * din, din);
+	for (b = 0; b < B; b++) {
+		float *o = out + b * dout;
+		for (size_t j = 0; j < dout; j++) {
+			float v = LOAD(bias[j]) + o[j];
+			o[j] = relu && v < 0.0f ? 0.0f : v;
 		}
 	}
 }
 
-void NAME(linear_backward)(T *dw, T *dbias, float *dx, const float *dy, const float *in,
-                           const T *w, size_t B, size_t din, size_t dout)
+/* dw (dout, din) and dbias: each element a sum over b = 0..B-1 from 0. */
+static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in, size_t B, size_t din,
+                               size_t dout)
 {
 	for (size_t j = 0; j < dout; j++) {
 		float db = 0.0f;
@@ -76,6 +101,18 @@ void NAME(linear_backward)(T *dw, T *dbias, float *dx, const float *dy, const fl
 		dbias[j] = STORE(db);
 		T *dwj = dw + j * din;
 		size_t i = 0;
+		if (B == 4) {
+			const float d0 = dy[j], d1 = dy[dout + j], d2 = dy[2 * dout + j], d3 = dy[3 * dout + j];
+			const float *x0 = in, *x1 = in + din, *x2 = in + 2 * din, *x3 = in + 3 * din;
+			for (; i + 8 <= din; i += 8) {
+				v8f acc = {0};
+				acc += d0 * load8_f32(x0 + i);
+				acc += d1 * load8_f32(x1 + i);
+				acc += d2 * load8_f32(x2 + i);
+				acc += d3 * load8_f32(x3 + i);
+				STORE8(dwj + i, acc);
+			}
+		}
 		for (; i + 8 <= din; i += 8) {
 			v8f acc = {0};
 			for (size_t b = 0; b < B; b++)
@@ -89,27 +126,65 @@ void NAME(linear_backward)(T *dw, T *dbias, float *dx, const float *dy, const fl
 			dwj[i] = STORE(acc);
 		}
 	}
-	if (dx == NULL)
-		return;
-	memset(dx, 0, B * din * sizeof *dx);
-	/* dx[b][i] sums over j in order; w's row is converted once for all b. */
-	for (size_t j = 0; j < dout; j++) {
-		const T *wj = w + j * din;
+}
+
+/* dx[b][i] = Σ_j dy[b][j]·w[j][i] over j = 0..dout-1 from 0, then ReLU's
+ * mask. Four rows of b and sixteen of i are summed in registers; each w
+ * load serves the four rows. ReLU's mask is applied as the sums are
+ * stored: 0 where in is not > 0 (NaN included). */
+static void NAME(input_grads)(float *dx, const float *dy, const float *in, const T *w, size_t B, size_t din,
+                              size_t dout)
+{
+	size_t b = 0;
+	for (; b + 4 <= B; b += 4) {
+		const float *e0 = dy + b * dout, *e1 = e0 + dout, *e2 = e1 + dout, *e3 = e2 + dout;
+		float *o = dx + b * din;
 		size_t i = 0;
-		for (; i + 8 <= din; i += 8) {
-			v8f wv = LOAD8(wj + i);
-			for (size_t b = 0; b < B; b++) {
-				float *p = dx + b * din + i;
-				store8_f32(p, load8_f32(p) + dy[b * dout + j] * wv);
+		for (; i + 16 <= din; i += 16) {
+			v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
+			for (size_t j = 0; j < dout; j++) {
+				v8f u = LOAD8(w + j * din + i), v = LOAD8(w + j * din + i + 8);
+				float d0 = e0[j], d1 = e1[j], d2 = e2[j], d3 = e3[j];
+				a0 += d0 * u;
+				c0 += d0 * v;
+				a1 += d1 * u;
+				c1 += d1 * v;
+				a2 += d2 * u;
+				c2 += d2 * v;
+				a3 += d3 * u;
+				c3 += d3 * v;
 			}
+			const float *m = in + b * din + i;
+			store8_f32(o + i, relu_mask8(a0, m));
+			store8_f32(o + i + 8, relu_mask8(c0, m + 8));
+			store8_f32(o + din + i, relu_mask8(a1, m + din));
+			store8_f32(o + din + i + 8, relu_mask8(c1, m + din + 8));
+			store8_f32(o + 2 * din + i, relu_mask8(a2, m + 2 * din));
+			store8_f32(o + 2 * din + i + 8, relu_mask8(c2, m + 2 * din + 8));
+			store8_f32(o + 3 * din + i, relu_mask8(a3, m + 3 * din));
+			store8_f32(o + 3 * din + i + 8, relu_mask8(c3, m + 3 * din + 8));
 		}
-		for (; i < din; i++) {
-			float wi = LOAD(wj[i]);
-			for (size_t b = 0; b < B; b++)
-				dx[b * din + i] += dy[b * dout + j] * wi;
-		}
+		for (; i < din; i++)
+			for (size_t q = 0; q < 4; q++) {
+				float s = 0.0f;
+				for (size_t j = 0; j < dout; j++)
+					s += dy[(b + q) * dout + j] * LOAD(w[j * din + i]);
+				o[q * din + i] = in[(b + q) * din + i] > 0.0f ? s : 0.0f;
+			}
 	}
-	for (size_t e = 0; e < B * din; e++)
-		if (!(in[e] > 0.0f))
-			dx[e] = 0.0f;
+	for (; b < B; b++)
+		for (size_t i = 0; i < din; i++) {
+			float s = 0.0f;
+			for (size_t j = 0; j < dout; j++)
+				s += dy[b * dout + j] * LOAD(w[j * din + i]);
+			dx[b * din + i] = in[b * din + i] > 0.0f ? s : 0.0f;
+		}
+}
+
+void NAME(linear_backward)(T *dw, T *dbias, float *dx, const float *dy, const float *in,
+                           const T *w, size_t B, size_t din, size_t dout)
+{
+	NAME(weight_grads)(dw, dbias, dy, in, B, din, dout);
+	if (dx != NULL)
+		NAME(input_grads)(dx, dy, in, w, B, din, dout);
 }

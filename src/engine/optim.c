@@ -23,7 +23,7 @@ void optim_init(struct optim *o, enum zs_optimizer kind, double lr)
 	do {                                                                \
 		m[i] = b1 * m[i] + (1.0f - b1) * (g);                       \
 		v[i] = b2 * v[i] + (1.0f - b2) * (g) * (g);                 \
-		w[i] -= lr * (m[i] / bc1) / (sqrtf(v[i] / bc2) + eps);      \
+		w[i] -= step * (m[i] / (sqrtf(v[i]) / bc2s + eps));         \
 	} while (0)
 #define SGD(i, g)                                                           \
 	do {                                                                \
@@ -38,8 +38,8 @@ void optim_update(const struct optim *o, unsigned t, float *restrict w, float *r
 	const float *g32 = grad;
 	const float lr = o->lr, b1 = o->beta1, b2 = o->beta2, eps = o->eps, mu = o->momentum;
 	/* Bias corrections once per step, in double, rounded once. */
-	const float bc1 = (float)(1.0 - pow((double)b1, (double)t));
-	const float bc2 = (float)(1.0 - pow((double)b2, (double)t));
+	const double bc1 = 1.0 - pow((double)b1, (double)t), bc2 = 1.0 - pow((double)b2, (double)t);
+	const float step = (float)((double)lr / bc1), bc2s = (float)sqrt(bc2);
 	int adam = o->kind == ZS_ADAM;
 	/* Blocks of eight with a fixed trip count, so that the compiler
 	 * vectorises them at -O2; then the tail. */

@@ -2,7 +2,10 @@
  * optim — the optimizers, elementwise over one rank's owned slice.
  *
  * Adam (Kingma & Ba 2015, Algorithm 1, with bias correction): lr 1e-3,
- * betas 0.9 / 0.999, eps 1e-8. SGD with momentum (PyTorch's form:
+ * betas 0.9 / 0.999, eps 1e-8. The update is written as PyTorch's
+ * torch.optim.Adam writes it: w -= (lr/bc1) · m / (sqrt(v)/sqrt(bc2) + eps),
+ * with lr/bc1 and sqrt(bc2) worked in double and rounded once per step
+ * (two divisions per element, not three). SGD with momentum (PyTorch's form:
  * buf = μ·buf + g; w -= lr·buf) with μ = 0.9. All arithmetic is fp32, so
  * the same inputs give the same bits in every scheme.
  */

@@ -61,6 +61,7 @@ struct zs_run {
 
 	uint64_t seed;
 	const struct zs_case *cs;
+	const float *init; /* the initial fp32 weights, Ψ (outside every rank) */
 };
 
 enum zs_pass { ZS_PASS_FORWARD, ZS_PASS_BACKWARD };

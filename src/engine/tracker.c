@@ -63,7 +63,7 @@ static void log_event(struct zs_tracker *t, enum zs_op op, enum zs_cat cat, size
 
 void *tracker_alloc(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t bytes)
 {
-	char *raw = zs_calloc(1, HEADER_SIZE + bytes);
+	char *raw = zs_malloc(HEADER_SIZE + bytes);
 	struct header h = {bytes, rank, cat};
 	memcpy(raw, &h, sizeof h);
 	struct zs_rank_mem *m = &t->rank[rank];

@@ -7,10 +7,13 @@
  * With recording on, it also logs rank 0's allocation events with the
  * current phase, for the timeline figure.
  *
- * Ownership: tracker_alloc returns zeroed memory that the caller returns
- * with tracker_free (same tracker, same rank). tracker_destroy frees the
- * tracker's own tables, not outstanding blocks (it is an error to leave any;
- * tracker_outstanding tells).
+ * Ownership: tracker_alloc returns uninitialised memory, as malloc does;
+ * the engine writes every buffer before it reads it and zeroes the
+ * optimizer state itself (valgrind's memcheck in `make valgrind` holds it
+ * to that). The caller returns each block with tracker_free (same tracker,
+ * same rank). tracker_destroy frees the tracker's own tables, not
+ * outstanding blocks (it is an error to leave any; tracker_outstanding
+ * tells).
  */
 #ifndef ZS_TRACKER_H
 #define ZS_TRACKER_H
