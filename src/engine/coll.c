@@ -134,11 +134,14 @@ static void inproc_all_reduce(struct zs_coll *c, void *const *full, size_t n, en
 	/* A block's mean is written to every rank only after every rank's
 	 * block was read. */
 	float sum[BLOCK];
+	size_t es = coll_dtype_size(dt);
 	for (size_t i = 0; i < n; i += BLOCK) {
 		size_t m = n - i < BLOCK ? n - i : BLOCK;
 		mean_block(sum, (const void *const *)full, c->world, i, m, dt);
-		for (unsigned q = 0; q < c->world; q++)
-			store_block(full[q], i, sum, m, dt);
+		/* rounded once into rank 0's buffer, copied to the others */
+		store_block(full[0], i, sum, m, dt);
+		for (unsigned q = 1; q < c->world; q++)
+			memcpy((char *)full[q] + i * es, (const char *)full[0] + i * es, m * es);
 	}
 }
 

@@ -33,10 +33,10 @@ static inline v8f relu_mask8(v8f v, const float *in)
 	return (v8f)((v8i)v & keep);
 }
 
-/* s[r] = tail[r] + a[r][0] + a[r][1] + ... + a[r][7], added in that order.
- * With AVX the eight sums run side by side: transpose a, then add its
- * columns one after another, which is the same order lane for lane. */
-static inline void finish8(float *s, const v8f *a, const float *tail)
+/* Lane r of the result: tail[r] + a[r][0] + a[r][1] + ... + a[r][7], added
+ * in that order. With AVX the eight sums run side by side: transpose a,
+ * then add its columns one after another, the same order lane for lane. */
+static inline v8f finish8(const v8f *a, v8f tail)
 {
 #ifdef __AVX__
 	__m256 t0 = _mm256_unpacklo_ps((__m256)a[0], (__m256)a[1]), t1 = _mm256_unpackhi_ps((__m256)a[0], (__m256)a[1]);
@@ -52,7 +52,7 @@ static inline void finish8(float *s, const v8f *a, const float *tail)
 	__m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
 	__m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
 	/* column k holds lane k of a[0..7] */
-	__m256 acc = _mm256_loadu_ps(tail);
+	__m256 acc = (__m256)tail;
 	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(u0, u4, 0x20));
 	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(u1, u5, 0x20));
 	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(u2, u6, 0x20));
@@ -61,14 +61,13 @@ static inline void finish8(float *s, const v8f *a, const float *tail)
 	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(u1, u5, 0x31));
 	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(u2, u6, 0x31));
 	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(u3, u7, 0x31));
-	_mm256_storeu_ps(s, acc);
+	return (v8f)acc;
 #else
-	for (int r = 0; r < 8; r++) {
-		float v = tail[r];
+	v8f s = tail;
+	for (int r = 0; r < 8; r++)
 		for (int k = 0; k < 8; k++)
-			v += a[r][k];
-		s[r] = v;
-	}
+			s[r] += a[r][k];
+	return s;
 #endif
 }
 

@@ -29,10 +29,9 @@ static float NAME(dot)(const float *x, const T *w, size_t n)
 	return s;
 }
 
-/* Two rows of w against four rows of x: eight dot products, each w and x
- * load shared. out[q * stride + p] gets x row q against w row p. */
-static void NAME(dot2x4)(float *out, size_t stride, const float *x, size_t xstride, const T *w,
-                         size_t wstride, size_t n)
+/* Two rows of w (u, v) against four rows of x: eight dot products, each w
+ * and x load shared. Lane 2q + p holds x row q against w row p. */
+static inline v8f NAME(dot2x4)(const float *x, size_t xstride, const T *w, size_t wstride, size_t n)
 {
 	v8f a[8] = {{0}};
 	const float *x0 = x, *x1 = x + xstride, *x2 = x + 2 * xstride, *x3 = x + 3 * xstride;
@@ -43,27 +42,31 @@ static void NAME(dot2x4)(float *out, size_t stride, const float *x, size_t xstri
 		v8f b0 = load8_f32(x0 + i), b1 = load8_f32(x1 + i);
 		v8f b2 = load8_f32(x2 + i), b3 = load8_f32(x3 + i);
 		a[0] += b0 * u;
-		a[1] += b1 * u;
-		a[2] += b2 * u;
-		a[3] += b3 * u;
-		a[4] += b0 * v;
-		a[5] += b1 * v;
-		a[6] += b2 * v;
+		a[1] += b0 * v;
+		a[2] += b1 * u;
+		a[3] += b1 * v;
+		a[4] += b2 * u;
+		a[5] += b2 * v;
+		a[6] += b3 * u;
 		a[7] += b3 * v;
 	}
-	float tail[8];
-	for (int r = 0; r < 8; r++) {
-		const float *xr = x + (size_t)(r & 3) * xstride;
-		const T *wr = r < 4 ? w0 : w1;
-		float s = 0.0f;
+	v8f tail = {0};
+	for (int r = 0; i < n && r < 8; r++) {
+		const float *xr = x + (size_t)(r >> 1) * xstride;
+		const T *wr = r & 1 ? w1 : w0;
+		float t = 0.0f;
 		for (size_t k = i; k < n; k++)
-			s += xr[k] * LOAD(wr[k]);
-		tail[r] = s;
+			t += xr[k] * LOAD(wr[k]);
+		tail[r] = t;
 	}
-	float s[8];
-	finish8(s, a, tail);
-	for (int r = 0; r < 8; r++)
-		out[(size_t)(r & 3) * stride + (size_t)(r >> 2)] = s[r];
+	return finish8(a, tail);
+}
+
+/* The bias, then ReLU if relu: the same two steps for every output. */
+static inline float NAME(bias_relu)(float sum, const T *bias, size_t j, int relu)
+{
+	float v = LOAD(bias[j]) + sum;
+	return relu && v < 0.0f ? 0.0f : v;
 }
 
 void NAME(linear_forward)(float *out, const float *in, const T *w, const T *bias, int relu,
@@ -72,47 +75,80 @@ void NAME(linear_forward)(float *out, const float *in, const T *w, const T *bias
 	size_t b = 0;
 	for (; b + 4 <= B; b += 4) {
 		size_t j = 0;
-		for (; j + 2 <= dout; j += 2)
-			NAME(dot2x4)(out + b * dout + j, dout, in + b * din, din, w + j * din, din, din);
+		for (; j + 2 <= dout; j += 2) {
+			v8f s = NAME(dot2x4)(in + b * din, din, w + j * din, din, din);
+			float bj = LOAD(bias[j]), bk = LOAD(bias[j + 1]);
+			v8f v = (v8f){bj, bk, bj, bk, bj, bk, bj, bk} + s;
+			if (relu)
+				v = (v8f)((v8i)v & ~(v8i)(v < (v8f){0}));
+			for (size_t q = 0; q < 4; q++)
+				memcpy(out + (b + q) * dout + j, (const float *)&v + 2 * q, 2 * sizeof(float));
+		}
 		for (; j < dout; j++)
 			for (size_t q = b; q < b + 4; q++)
-				out[q * dout + j] = NAME(dot)(in + q * din, w + j * din, din);
+				out[q * dout + j] = NAME(bias_relu)(NAME(dot)(in + q * din, w + j * din, din), bias, j, relu);
 	}
 	for (; b < B; b++)
 		for (size_t j = 0; j < dout; j++)
-			out[b * dout + j] = NAME(dot)(in + b * din, w + j * din, din);
-	for (b = 0; b < B; b++) {
-		float *o = out + b * dout;
-		for (size_t j = 0; j < dout; j++) {
-			float v = LOAD(bias[j]) + o[j];
-			o[j] = relu && v < 0.0f ? 0.0f : v;
-		}
-	}
+			out[b * dout + j] = NAME(bias_relu)(NAME(dot)(in + b * din, w + j * din, din), bias, j, relu);
 }
 
-/* dw (dout, din) and dbias: each element a sum over b = 0..B-1 from 0. */
+/* dw (dout, din) and dbias: each element a sum over b = 0..B-1 from 0.
+ * With four rows, two rows of dw share each load of in. */
 static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in, size_t B, size_t din,
                                size_t dout)
 {
-	for (size_t j = 0; j < dout; j++) {
+	size_t j = 0;
+	for (; j + 8 <= dout; j += 8) {
+		v8f acc = {0};
+		for (size_t b = 0; b < B; b++)
+			acc += load8_f32(dy + b * dout + j);
+		STORE8(dbias + j, acc);
+	}
+	for (; j < dout; j++) {
 		float db = 0.0f;
 		for (size_t b = 0; b < B; b++)
 			db += dy[b * dout + j];
 		dbias[j] = STORE(db);
-		T *dwj = dw + j * din;
-		size_t i = 0;
-		if (B == 4) {
+	}
+	j = 0;
+	if (B == 4) {
+		const float *x0 = in, *x1 = in + din, *x2 = in + 2 * din, *x3 = in + 3 * din;
+		for (; j + 2 <= dout; j += 2) {
 			const float d0 = dy[j], d1 = dy[dout + j], d2 = dy[2 * dout + j], d3 = dy[3 * dout + j];
-			const float *x0 = in, *x1 = in + din, *x2 = in + 2 * din, *x3 = in + 3 * din;
+			const float e0 = dy[j + 1], e1 = dy[dout + j + 1], e2 = dy[2 * dout + j + 1],
+			            e3 = dy[3 * dout + j + 1];
+			T *dwj = dw + j * din, *dwk = dwj + din;
+			size_t i = 0;
 			for (; i + 8 <= din; i += 8) {
-				v8f acc = {0};
-				acc += d0 * load8_f32(x0 + i);
-				acc += d1 * load8_f32(x1 + i);
-				acc += d2 * load8_f32(x2 + i);
-				acc += d3 * load8_f32(x3 + i);
+				v8f y0 = load8_f32(x0 + i), y1 = load8_f32(x1 + i);
+				v8f y2 = load8_f32(x2 + i), y3 = load8_f32(x3 + i);
+				v8f acc = {0}, acd = {0};
+				acc += d0 * y0;
+				acd += e0 * y0;
+				acc += d1 * y1;
+				acd += e1 * y1;
+				acc += d2 * y2;
+				acd += e2 * y2;
+				acc += d3 * y3;
+				acd += e3 * y3;
 				STORE8(dwj + i, acc);
+				STORE8(dwk + i, acd);
+			}
+			for (; i < din; i++) {
+				float acc = 0.0f, acd = 0.0f;
+				for (size_t b = 0; b < 4; b++) {
+					acc += dy[b * dout + j] * in[b * din + i];
+					acd += dy[b * dout + j + 1] * in[b * din + i];
+				}
+				dwj[i] = STORE(acc);
+				dwk[i] = STORE(acd);
 			}
 		}
+	}
+	for (; j < dout; j++) {
+		T *dwj = dw + j * din;
+		size_t i = 0;
 		for (; i + 8 <= din; i += 8) {
 			v8f acc = {0};
 			for (size_t b = 0; b < B; b++)
