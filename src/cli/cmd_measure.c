@@ -172,11 +172,14 @@ struct sweep {
 	struct zs_result *res;   /* per job, in the sweep's order */
 	char **cause;            /* per job: why it failed, or NULL */
 	unsigned workers;
-	double concurrent;       /* bytes the workers' runs may hold at once */
+	double budget;           /* bytes the running jobs' bounds may add up to */
 
 	pthread_mutex_t lock;    /* guards what follows */
 	size_t next, last, done; /* order[next..last) are still to run */
 	unsigned nworkers_in;
+	unsigned running;        /* jobs running now, and their bounds' sum */
+	double running_bytes;
+	pthread_cond_t finished; /* signalled when a job ends */
 	int failed, shown;
 	double start;
 };
@@ -220,6 +223,7 @@ static void sweep_init(struct sweep *sw, const struct zs_config *c, const struct
 	}
 	free(ws);
 	pthread_mutex_init(&sw->lock, NULL);
+	pthread_cond_init(&sw->finished, NULL);
 }
 
 static void sweep_free(struct sweep *sw)
@@ -232,17 +236,18 @@ static void sweep_free(struct sweep *sw)
 	free(sw->res);
 	free(sw->cause);
 	pthread_mutex_destroy(&sw->lock);
+	pthread_cond_destroy(&sw->finished);
 }
 
 /* Every run allocates and frees the same large buffers: keep all of them
  * in the heap (no mmap per block) and never give the heap back, so that
  * each page is faulted in once per process rather than once per run; and
- * grow the heap once, by what the concurrent runs may hold (up to 256 MB),
+ * grow the heap once, by what the running jobs may hold (up to 256 MB),
  * advised to use 2 MiB pages. Page faults were a third of the default
  * sweep's time, and most of a large run's. One arena, which the workers
  * share: a second one would fault its own pages in again. These are
  * hints to glibc and the kernel; no count depends on them. */
-static void tune_heap(double concurrent)
+static void tune_heap(double budget)
 {
 #ifdef M_MMAP_THRESHOLD
 	mallopt(M_ARENA_MAX, 1);
@@ -250,7 +255,7 @@ static void tune_heap(double concurrent)
 	mallopt(M_TRIM_THRESHOLD, INT_MAX);
 #ifdef MADV_HUGEPAGE
 	const uintptr_t huge = (uintptr_t)2 << 20;
-	size_t want = (size_t)(concurrent < 240e6 ? concurrent : 240e6) + ((size_t)16 << 20);
+	size_t want = (size_t)(budget < 240e6 ? budget : 240e6) + ((size_t)16 << 20);
 	char *block = malloc(want);
 	if (block == NULL)
 		return;
@@ -260,59 +265,64 @@ static void tune_heap(double concurrent)
 	free(block);
 #endif
 #else
-	(void)concurrent;
+	(void)budget;
 #endif
 }
 
-/* Runs whose buffers are larger than this spend their time in the kernel's
- * page faults, which two workers only make contend (measured: the
- * 1024,4096,1024 sweep at N = 16 took 2.4 s alone and 3.5 s two at a time),
- * so by default they run one at a time. */
-#define SIDE_BY_SIDE_MAX 256e6
+/* Runs go side by side only while the upper bounds of their bytes fit in
+ * the budget: 1.5 times the largest run's bound, or that bound plus
+ * SIDE_BY_SIDE_EXTRA if more, and never more than the memory available.
+ * A large run spends its time in page faults; a second run of its size
+ * beside it faults in pages of its own instead of reusing the first one's,
+ * and both take longer (measured: 1024,4096,1024 at N = 16 took 2.4 s one
+ * run at a time, 3.5 s two at a time). Smaller runs beside it cost little,
+ * and a sweep over many world sizes still gains from two cores
+ * (512,2048,512 at N = 1..32: 3.5 s one at a time, 2.5 s). */
+#define SIDE_BY_SIDE_EXTRA 256e6
 
-/* As many workers as asked (or, by default, CPUs online, one for large
- * runs), as there are jobs, and as the memory holds: the largest runs may
- * run side by side. */
+static double job_bound(const struct sweep *sw, size_t i)
+{
+	return engine_bytes_upper_bound(sw->c, sw->c->world[i % sw->c->nworld]);
+}
+
+/* The workers (as asked, else one per CPU online, at most one per job) and
+ * the memory budget; refuse a sweep whose largest run cannot fit. */
 static int sweep_fit_memory(struct sweep *sw, unsigned jobs, double avail, char **cause)
 {
-	const struct zs_config *c = sw->c;
-	/* The bounds, largest first (order[] is by N, the bound grows with N). */
-	double need = 0, one = engine_bytes_upper_bound(c, c->world[sw->order[0] % c->nworld]);
-	if (jobs == 0) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-		jobs = one > SIDE_BY_SIDE_MAX || n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
-	}
-	if (jobs > sw->njobs)
-		jobs = (unsigned)sw->njobs;
-	unsigned fit = 0;
-	for (unsigned k = 0; k < jobs; k++) {
-		double more = engine_bytes_upper_bound(c, c->world[sw->order[k] % c->nworld]);
-		if (avail > 0 && need + more > avail)
-			break;
-		need += more;
-		fit++;
-	}
-	if (fit == 0)
+	double one = job_bound(sw, sw->order[0]); /* order[] is by N, and the bound grows with N */
+	if (avail > 0 && one > avail)
 		return zs_fail(cause, "the largest run needs up to %.3g GB and this machine has %.3g GB available; "
 		               "ask 'zerosim theory' instead, or use a smaller --layers or --world", one / 1e9, avail / 1e9);
-	sw->workers = fit;
-	sw->concurrent = need;
+	if (jobs == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		jobs = n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
+	}
+	sw->workers = jobs < sw->njobs ? jobs : (unsigned)sw->njobs;
+	sw->budget = one * 1.5 > one + SIDE_BY_SIDE_EXTRA ? one * 1.5 : one + SIDE_BY_SIDE_EXTRA;
+	if (avail > 0 && sw->budget > avail)
+		sw->budget = avail;
 	return 0;
 }
 
+/* Workers take jobs alternately from the two ends of order[] (the first
+ * from the costliest end, the second from the cheapest, and so on), so
+ * that a large run shares the machine with small ones. A job starts when
+ * its bound fits in the budget beside the running ones, or when nothing
+ * runs. */
 static void *worker(void *arg)
 {
 	struct sweep *sw = arg;
 	pthread_mutex_lock(&sw->lock);
 	int from_back = sw->nworkers_in++ % 2;
-	pthread_mutex_unlock(&sw->lock);
 	for (;;) {
-		pthread_mutex_lock(&sw->lock);
-		if (sw->failed || sw->next == sw->last) {
-			pthread_mutex_unlock(&sw->lock);
-			return NULL;
-		}
+		if (sw->failed || sw->next == sw->last)
+			break;
 		size_t i = from_back ? sw->order[--sw->last] : sw->order[sw->next++];
+		double bound = job_bound(sw, i);
+		while (sw->running > 0 && sw->running_bytes + bound > sw->budget)
+			pthread_cond_wait(&sw->finished, &sw->lock);
+		sw->running++;
+		sw->running_bytes += bound;
 		pthread_mutex_unlock(&sw->lock);
 
 		enum zs_unit u;
@@ -323,6 +333,9 @@ static void *worker(void *arg)
 		int r = engine_run(sw->c, sc, w, u, sw->cs, &ro, &sw->res[i], &sw->cause[i]);
 
 		pthread_mutex_lock(&sw->lock);
+		sw->running--;
+		sw->running_bytes -= bound;
+		pthread_cond_broadcast(&sw->finished);
 		if (r != 0)
 			sw->failed = 1;
 		sw->done++;
@@ -331,8 +344,9 @@ static void *worker(void *arg)
 			        zs_scheme_name(sc), w, zs_unit_name(u));
 			sw->shown = 1;
 		}
-		pthread_mutex_unlock(&sw->lock);
 	}
+	pthread_mutex_unlock(&sw->lock);
+	return NULL;
 }
 
 /* Run every job; on failure, the cause of the first failed job in the
@@ -473,7 +487,7 @@ int zs_cmd_measure(int argc, char **argv)
 		sweep_free(&sw);
 		goto fail;
 	}
-	tune_heap(sw.concurrent);
+	tune_heap(sw.budget);
 	root = measure_json_new(&c, case_path);
 	init = cs == NULL ? engine_initial_weights(&c) : NULL;
 	sw.init = init;
