@@ -275,8 +275,8 @@ static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
 	for (size_t e = 0; e < B * d0; e++)
 		rk->x[e] = uniform_at(base, e);
 	for (size_t b = 0; b < B; b++)
-		for (size_t j = 0; j < dL; j++)
-			rk->y[b * dL + j] = 0.5f * rk->x[b * d0 + j % d0];
+		for (size_t j = 0, i = 0; j < dL; j++, i = i + 1 == d0 ? 0 : i + 1) /* i = j mod d0 */
+			rk->y[b * dL + j] = 0.5f * rk->x[b * d0 + i];
 }
 
 /* Unit u's working params as this rank sees them now. */
