@@ -654,6 +654,32 @@ START_TEST(test_a_measured_run_without_a_theory_row_is_refused)
 }
 END_TEST
 
+START_TEST(test_more_world_sizes_than_the_report_draws_are_refused_not_dropped)
+{
+	unsigned w[ZS_MAX_WORLDS + 1];
+	struct fixture fx;
+	struct report_data d;
+	char *cause;
+
+	for (unsigned i = 0; i <= ZS_MAX_WORLDS; i++)
+		w[i] = i + 1;
+	build(&fx, tiny, 3, w, ZS_MAX_WORLDS, 1);
+	load(&fx, &d); /* 64 world sizes: all of them drawn */
+	ck_assert_uint_eq(report_data_worlds(&d, ZS_UNIT_MODEL, w), ZS_MAX_WORLDS);
+	ck_assert_uint_eq(w[ZS_MAX_WORLDS - 1], ZS_MAX_WORLDS);
+	report_data_free(&d);
+	fixture_free(&fx);
+
+	for (unsigned i = 0; i <= ZS_MAX_WORLDS; i++)
+		w[i] = i + 1;
+	build(&fx, tiny, 3, w, ZS_MAX_WORLDS + 1, 1);
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "m.json holds more than 64 world sizes for unit=model; the report takes at most 64");
+	free(cause);
+	fixture_free(&fx);
+}
+END_TEST
+
 START_TEST(test_a_breakdown_that_does_not_sum_to_its_total_is_refused_naming_the_run_and_both_sums)
 {
 	static const unsigned w[] = {1};
@@ -1193,6 +1219,7 @@ static Suite *report_suite(void)
 	tcase_add_test(c, test_unknown_format_is_refused_naming_both_formats);
 	tcase_add_test(c, test_files_of_different_models_or_runs_are_refused);
 	tcase_add_test(c, test_a_measured_run_without_a_theory_row_is_refused);
+	tcase_add_test(c, test_more_world_sizes_than_the_report_draws_are_refused_not_dropped);
 	tcase_add_test(c, test_a_breakdown_that_does_not_sum_to_its_total_is_refused_naming_the_run_and_both_sums);
 	tcase_add_test(c, test_a_negative_byte_count_is_refused);
 	tcase_add_test(c, test_timeline_phases_are_loaded_and_an_unknown_one_is_refused);

@@ -97,7 +97,7 @@ static int load(const cJSON *root, struct zs_case *cs, char **cause)
 {
 	const cJSON *layers, *weights, *batches;
 	unsigned long long v;
-	if (zs_json_array(root, "layers", "the case", &layers, cause) != 0)
+	if (zs_json_array(root, "layers", "case", &layers, cause) != 0)
 		return -1;
 	int nl = cJSON_GetArraySize(layers);
 	if (nl < 2 || nl > ZS_MAX_WIDTHS)
@@ -110,21 +110,21 @@ static int load(const cJSON *root, struct zs_case *cs, char **cause)
 		cs->widths[i] = (size_t)e->valuedouble;
 	}
 	cs->nwidths = (size_t)nl;
-	if (zs_json_uint(root, "world", "the case", 1, ZS_MAX_WORLD, &v, cause) != 0)
+	if (zs_json_uint(root, "world", "case", 1, ZS_MAX_WORLD, &v, cause) != 0)
 		return -1;
 	cs->world = (unsigned)v;
-	if (zs_json_uint(root, "batch", "the case", 1, ZS_MAX_BATCH, &v, cause) != 0)
+	if (zs_json_uint(root, "batch", "case", 1, ZS_MAX_BATCH, &v, cause) != 0)
 		return -1;
 	cs->batch = (unsigned)v;
-	if (zs_json_uint(root, "steps", "the case", 1, ZS_MAX_STEPS, &v, cause) != 0)
+	if (zs_json_uint(root, "steps", "case", 1, ZS_MAX_STEPS, &v, cause) != 0)
 		return -1;
 	cs->steps = (unsigned)v;
 
 	double psi = 0;
 	for (size_t l = 0; l + 1 < cs->nwidths; l++)
 		psi += (double)cs->widths[l] * (double)cs->widths[l + 1] + (double)cs->widths[l + 1];
-	if (zs_json_array(root, "weights", "the case", &weights, cause) != 0 ||
-	    zs_json_array(root, "batches", "the case", &batches, cause) != 0)
+	if (zs_json_array(root, "weights", "case", &weights, cause) != 0 ||
+	    zs_json_array(root, "batches", "case", &batches, cause) != 0)
 		return -1;
 	/* A file states its sizes before it proves them; check the sizes
 	 * against the arrays it holds before allocating anything. */

@@ -403,6 +403,26 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 			        label(r->scheme, r->world, r->unit, lab, sizeof lab));
 			goto fail;
 		}
+	/* The figures and tables hold up to ZS_MAX_WORLDS world sizes per
+	 * unit, as --world does: refuse more rather than drop some. */
+	for (int u = 0; u < ZS_NUNITS; u++) {
+		unsigned w[ZS_MAX_WORLDS];
+		size_t n = 0;
+		for (i = 0; i < d->nruns; i++) {
+			if (d->runs[i].unit != (enum zs_unit)u)
+				continue;
+			for (j = 0; j < n && w[j] != d->runs[i].world; j++)
+				;
+			if (j < n)
+				continue;
+			if (n == ZS_MAX_WORLDS) {
+				zs_fail(cause, "%s holds more than %d world sizes for unit=%s; the report takes at most %d",
+				        mname, ZS_MAX_WORLDS, zs_unit_name((enum zs_unit)u), ZS_MAX_WORLDS);
+				goto fail;
+			}
+			w[n++] = d->runs[i].world;
+		}
+	}
 	return 0;
 fail:
 	report_data_free(d);

@@ -1,7 +1,8 @@
 /*
  * util — see util.h. The atomic write follows the usual recipe: a mkstemp
  * file next to the target, write, fsync, rename (POSIX guarantees rename
- * replaces the target atomically within one file system).
+ * replaces the target atomically within one file system), with SIGINT,
+ * SIGTERM, SIGHUP and SIGQUIT held back from mkstemp to rename.
  */
 #include "config.h"
 
@@ -9,6 +10,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,9 +208,19 @@ int zs_write_atomic(const char *path, const char *data, size_t len, char **cause
 	char *dir = slash ? zs_asprintf("%.*s", (int)(slash - path + 1), path) : zs_strdup("");
 	char *tmp = zs_asprintf("%s.%s.tmpXXXXXX", *dir ? dir : "", "zerosim");
 	free(dir);
+	/* From mkstemp to rename, an interrupt waits: the temporary file is
+	 * then either renamed or removed before the signal is delivered. */
+	sigset_t stop, old;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGHUP);
+	sigaddset(&stop, SIGQUIT);
+	pthread_sigmask(SIG_BLOCK, &stop, &old);
 	int fd = mkstemp(tmp);
 	if (fd < 0) {
 		int e = errno;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		free(tmp);
 		return zs_fail(cause, "cannot write %s: %s", path, strerror(e));
 	}
@@ -227,6 +240,7 @@ int zs_write_atomic(const char *path, const char *data, size_t len, char **cause
 	fd = -1;
 	if (rename(tmp, path) != 0)
 		goto fail;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	free(tmp);
 	return 0;
 fail:;
@@ -234,6 +248,7 @@ fail:;
 	if (fd >= 0)
 		close(fd);
 	unlink(tmp);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	free(tmp);
 	return zs_fail(cause, "cannot write %s: %s", path, strerror(e));
 }
