@@ -7,17 +7,15 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <stdint.h>
-#include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -128,6 +126,8 @@ static double now(void)
 static int parse_jobs(const char *s, unsigned *jobs, char **cause)
 {
 	char *end;
+	if (s == NULL)
+		return zs_fail(cause, "--jobs needs a value");
 	errno = 0;
 	long v = strtol(s, &end, 10);
 	if (end == s || *end != '\0' || errno != 0 || v < 1 || v > 64)
@@ -176,11 +176,12 @@ struct sweep {
 
 	pthread_mutex_t lock;    /* guards what follows */
 	size_t next, last, done; /* order[next..last) are still to run */
+	size_t first_failed;     /* the smallest failed job index, or njobs */
 	unsigned nworkers_in;
 	unsigned running;        /* jobs running now, and their bounds' sum */
 	double running_bytes;
 	pthread_cond_t finished; /* signalled when a job ends */
-	int failed, shown;
+	int shown;
 	double start;
 };
 
@@ -289,7 +290,9 @@ static double job_bound(const struct sweep *sw, size_t i)
  * the memory budget; refuse a sweep whose largest run cannot fit. */
 static int sweep_fit_memory(struct sweep *sw, unsigned jobs, double avail, char **cause)
 {
-	double one = job_bound(sw, sw->order[0]); /* order[] is by N, and the bound grows with N */
+	/* order[] is by N, and the bound grows with N; the initial weights
+	 * (4 bytes a parameter) are held beside every run. */
+	double one = job_bound(sw, sw->order[0]) + 4.0 * zs_config_params(sw->c);
 	if (avail > 0 && one > avail)
 		return zs_fail(cause, "the largest run needs up to %.3g GB and this machine has %.3g GB available; "
 		               "ask 'zerosim theory' instead, or use a smaller --layers or --world", one / 1e9, avail / 1e9);
@@ -315,12 +318,17 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&sw->lock);
 	int from_back = sw->nworkers_in++ % 2;
 	for (;;) {
-		if (sw->failed || sw->next == sw->last)
+		if (sw->next == sw->last)
 			break;
 		size_t i = from_back ? sw->order[--sw->last] : sw->order[sw->next++];
 		double bound = job_bound(sw, i);
-		while (sw->running > 0 && sw->running_bytes + bound > sw->budget)
+		while (i < sw->first_failed && sw->running > 0 && sw->running_bytes + bound > sw->budget)
 			pthread_cond_wait(&sw->finished, &sw->lock);
+		/* After a failure only the jobs before it in the sweep's order
+		 * still run, so that the error reported is the same whatever
+		 * the workers and their timing: the first in the sweep's order. */
+		if (i > sw->first_failed)
+			continue;
 		sw->running++;
 		sw->running_bytes += bound;
 		pthread_mutex_unlock(&sw->lock);
@@ -336,8 +344,8 @@ static void *worker(void *arg)
 		sw->running--;
 		sw->running_bytes -= bound;
 		pthread_cond_broadcast(&sw->finished);
-		if (r != 0)
-			sw->failed = 1;
+		if (r != 0 && i < sw->first_failed)
+			sw->first_failed = i;
 		sw->done++;
 		if (sw->tty && (sw->shown || now() - sw->start > 1.0)) {
 			fprintf(stderr, "\rzerosim measure: run %zu/%zu (%s, N=%u, unit=%s)   ", sw->done, sw->njobs,
@@ -350,11 +358,12 @@ static void *worker(void *arg)
 }
 
 /* Run every job; on failure, the cause of the first failed job in the
- * sweep's order (the others stop taking new jobs). */
+ * sweep's order (the jobs after it are skipped). */
 static int sweep_run(struct sweep *sw, char **cause)
 {
 	sw->start = now();
 	sw->last = sw->njobs;
+	sw->first_failed = sw->njobs;
 	pthread_t *th = zs_calloc(sw->workers, sizeof *th);
 	unsigned started = 0;
 	for (unsigned k = 1; k < sw->workers; k++)
@@ -368,15 +377,11 @@ static int sweep_run(struct sweep *sw, char **cause)
 	free(th);
 	if (sw->shown)
 		fprintf(stderr, "\rzerosim measure: %zu runs in %.1f s%30s\n", sw->done, now() - sw->start, "");
-	if (!sw->failed)
+	if (sw->first_failed == sw->njobs)
 		return 0;
-	for (size_t i = 0; i < sw->njobs; i++)
-		if (sw->cause[i] != NULL) {
-			*cause = sw->cause[i];
-			sw->cause[i] = NULL;
-			return -1;
-		}
-	return zs_fail(cause, "a run failed");
+	*cause = sw->cause[sw->first_failed];
+	sw->cause[sw->first_failed] = NULL;
+	return *cause != NULL ? -1 : zs_fail(cause, "a run failed");
 }
 
 enum { OPT_SPEC = 256, OPT_CASE, OPT_TIMELINE, OPT_DUMP };
