@@ -187,10 +187,14 @@ struct sweep {
 	double start;
 };
 
+/* Job i is the sweep's i-th run: world sizes vary fastest, then schemes,
+ * then units, as the output lists them. */
+static unsigned job_world(const struct sweep *sw, size_t i) { return sw->c->world[i % sw->c->nworld]; }
+
 static void job_params(const struct sweep *sw, size_t i, enum zs_unit *u, enum zs_scheme *sc, unsigned *w)
 {
 	const struct zs_config *c = sw->c;
-	*w = c->world[i % c->nworld];
+	*w = job_world(sw, i);
 	*sc = c->schemes[i / c->nworld % c->nschemes];
 	*u = c->units[i / (c->nworld * c->nschemes)];
 }
@@ -207,24 +211,14 @@ static void sweep_init(struct sweep *sw, const struct zs_config *c, const struct
 	sw->res = zs_calloc(sw->njobs, sizeof *sw->res);
 	sw->cause = zs_calloc(sw->njobs, sizeof *sw->cause);
 	/* Largest world first (a run's work grows with N), the sweep's order
-	 * among equals: the last jobs to start are the short ones. */
-	size_t k = 0;
-	unsigned *ws = zs_calloc(c->nworld, sizeof *ws);
-	memcpy(ws, c->world, c->nworld * sizeof *ws);
-	for (size_t a = 1; a < c->nworld; a++)
-		for (size_t b = a; b > 0 && ws[b - 1] < ws[b]; b--) {
-			unsigned t = ws[b];
-			ws[b] = ws[b - 1];
-			ws[b - 1] = t;
-		}
-	for (size_t a = 0; a < c->nworld; a++) {
-		if (a > 0 && ws[a] == ws[a - 1])
-			continue;
-		for (size_t i = 0; i < sw->njobs; i++)
-			if (c->world[i % c->nworld] == ws[a])
-				sw->order[k++] = i;
+	 * among equals (an insertion sort, stable): the last jobs to start
+	 * are the short ones. */
+	for (size_t i = 0; i < sw->njobs; i++) {
+		size_t b = i;
+		for (; b > 0 && job_world(sw, sw->order[b - 1]) < job_world(sw, i); b--)
+			sw->order[b] = sw->order[b - 1];
+		sw->order[b] = i;
 	}
-	free(ws);
 	pthread_mutex_init(&sw->lock, NULL);
 	pthread_cond_init(&sw->finished, NULL);
 }
@@ -285,7 +279,7 @@ static void tune_heap(double budget)
 
 static double job_bound(const struct sweep *sw, size_t i)
 {
-	return engine_bytes_upper_bound(sw->c, sw->c->world[i % sw->c->nworld]);
+	return engine_bytes_upper_bound(sw->c, job_world(sw, i));
 }
 
 /* The workers (as asked, else one per CPU online, at most one per job) and

@@ -35,9 +35,8 @@ static size_t owned(size_t n, size_t s, unsigned r)
 	return lo >= n ? 0 : (n - lo < s ? n - lo : s);
 }
 
-/* Elements summed per pass: the running sums live in a small block on the
- * stack, the size of a few vector registers' worth, so the rank loop can
- * sit outside the element loop and still sum ranks in order 0..N-1. */
+/* Elements reduced per pass: their means wait in a 1 KiB block on the
+ * stack until every rank's slice of the block has been read. */
 #define BLOCK 256
 
 typedef float v8f __attribute__((vector_size(32)));

@@ -16,12 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "engine/engine.h"
 #include "engine/scheme.h"
 #include "util/util.h"
-
-#include <xxhash.h>
 
 /* ------------------------------------------------------------------------- */
 /* generator and digest */
