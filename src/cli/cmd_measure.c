@@ -2,6 +2,7 @@
  * zerosim measure — run the sweep through the engine and write
  * zerosim-measured/1 (docs/formats.md). One record per (scheme, N, unit).
  */
+#define _GNU_SOURCE /* sched_getaffinity and CPU_COUNT, where glibc has them */
 #include "config.h"
 
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <malloc.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,7 +284,19 @@ static double job_bound(const struct sweep *sw, size_t i)
 	return engine_bytes_upper_bound(sw->c, job_world(sw, i));
 }
 
-/* The workers (as asked, else one per CPU online, at most one per job) and
+/* The CPUs this process may run on (taskset, cpusets), 1 to 64. */
+static unsigned usable_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+#ifdef CPU_COUNT
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof set, &set) == 0)
+		n = CPU_COUNT(&set);
+#endif
+	return n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
+}
+
+/* The workers (as asked, else one per usable CPU, at most one per job) and
  * the memory budget; refuse a sweep whose largest run cannot fit. */
 static int sweep_fit_memory(struct sweep *sw, unsigned jobs, double avail, char **cause)
 {
@@ -292,10 +306,8 @@ static int sweep_fit_memory(struct sweep *sw, unsigned jobs, double avail, char 
 	if (avail > 0 && one > avail)
 		return zs_fail(cause, "the largest run needs up to %.3g GB and this machine has %.3g GB available; "
 		               "ask 'zerosim theory' instead, or use a smaller --layers or --world", one / 1e9, avail / 1e9);
-	if (jobs == 0) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-		jobs = n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
-	}
+	if (jobs == 0)
+		jobs = usable_cpus();
 	sw->workers = jobs < sw->njobs ? jobs : (unsigned)sw->njobs;
 	sw->budget = one * 1.5 > one + SIDE_BY_SIDE_EXTRA ? one * 1.5 : one + SIDE_BY_SIDE_EXTRA;
 	if (avail > 0 && sw->budget > avail)
