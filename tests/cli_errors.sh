@@ -144,6 +144,7 @@ bad_measure "--jobs" --jobs 65
 bad_measure "--jobs" --jobs two
 bad_measure "--jobs" --jobs ""
 bad_measure "--jobs" -j 1.5
+bad_measure "--jobs" --jobs " 2"
 bad_measure "--frobnicate" --frobnicate
 bad_measure "stray" stray
 bad_measure "--world" --world

@@ -129,13 +129,11 @@ static double now(void)
 
 static int parse_jobs(const char *s, unsigned *jobs, char **cause)
 {
-	char *end;
+	unsigned long long v;
 	if (s == NULL)
 		return zs_fail(cause, "--jobs needs a value");
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (end == s || *end != '\0' || errno != 0 || v < 1 || v > 64)
-		return zs_fail(cause, "--jobs '%s': expected a whole number from 1 to 64", s);
+	if (zs_parse_uint("jobs", s, 64, "a number of jobs", &v, cause) != 0)
+		return -1;
 	*jobs = (unsigned)v;
 	return 0;
 }

@@ -73,8 +73,7 @@ void zs_config_defaults(struct zs_config *c)
 	c->optimizer = ZS_ADAM;
 }
 
-/* A whole number in [1, max], written in decimal digits only. */
-static int parse_uint(const char *opt, const char *s, unsigned long long max, const char *what,
+int zs_parse_uint(const char *opt, const char *s, unsigned long long max, const char *what,
                       unsigned long long *out, char **cause)
 {
 	if (*s == '\0')
@@ -128,7 +127,7 @@ static int add_width(void *vctx, const char *item, char **cause)
 	unsigned long long v = 0;
 	if (x->n >= ZS_MAX_WIDTHS)
 		return zs_fail(cause, "--layers: more than %d widths", ZS_MAX_WIDTHS);
-	if (parse_uint("layers", item, ZS_MAX_WIDTH, "a layer width", &v, cause) != 0)
+	if (zs_parse_uint("layers", item, ZS_MAX_WIDTH, "a layer width", &v, cause) != 0)
 		return -1;
 	x->c->widths[x->n++] = (size_t)v;
 	return 0;
@@ -140,7 +139,7 @@ static int add_world(void *vctx, const char *item, char **cause)
 	unsigned long long v = 0;
 	if (x->n >= ZS_MAX_WORLDS)
 		return zs_fail(cause, "--world: more than %d world sizes", ZS_MAX_WORLDS);
-	if (parse_uint("world", item, ZS_MAX_WORLD, "a world size", &v, cause) != 0)
+	if (zs_parse_uint("world", item, ZS_MAX_WORLD, "a world size", &v, cause) != 0)
 		return -1;
 	for (size_t i = 0; i < x->n; i++)
 		if (x->c->world[i] == v)
@@ -201,11 +200,11 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 			return -1;
 		t.nunits = x.n;
 	} else if (strcmp(key, "steps") == 0) {
-		if (parse_uint(key, value, ZS_MAX_STEPS, "a step count", &v, cause) != 0)
+		if (zs_parse_uint(key, value, ZS_MAX_STEPS, "a step count", &v, cause) != 0)
 			return -1;
 		t.steps = (unsigned)v;
 	} else if (strcmp(key, "batch") == 0) {
-		if (parse_uint(key, value, ZS_MAX_BATCH, "a batch size", &v, cause) != 0)
+		if (zs_parse_uint(key, value, ZS_MAX_BATCH, "a batch size", &v, cause) != 0)
 			return -1;
 		t.batch = (unsigned)v;
 	} else if (strcmp(key, "seed") == 0) {

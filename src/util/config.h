@@ -83,6 +83,11 @@ int zs_unit_parse(const char *s, enum zs_unit *out);
  * "1e12" (bytes). Returns 0 or -1 with *cause set. */
 int zs_parse_bytes(const char *s, double *out, char **cause);
 
+/* A whole number in [1, max], written in decimal digits only; errors
+ * name the option as --OPT and the value as WHAT ("a world size"). */
+int zs_parse_uint(const char *opt, const char *s, unsigned long long max, const char *what,
+                  unsigned long long *out, char **cause);
+
 /* Parse a positive count given as an integer or in e-notation ("7.5e9"),
  * at most `max`. */
 int zs_parse_count(const char *s, double max, double *out, char **cause);
