@@ -279,7 +279,11 @@ static void tune_heap(double budget)
 
 static double job_bound(const struct sweep *sw, size_t i)
 {
-	return engine_bytes_upper_bound(sw->c, job_world(sw, i));
+	enum zs_unit u;
+	enum zs_scheme sc;
+	unsigned w;
+	job_params(sw, i, &u, &sc, &w);
+	return engine_bytes_upper_bound(sw->c, sc, w, u);
 }
 
 /* The CPUs this process may run on (taskset, cpusets), 1 to 64. */
