@@ -11,3 +11,10 @@ TESTS += tests/test_rss
 tests_test_rss_SOURCES = tests/test_rss.c
 tests_test_rss_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_rss_LDADD = libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS)
+
+# The arithmetic pinned: golden digests and losses of fixed runs.
+check_PROGRAMS += tests/test_golden
+TESTS += tests/test_golden
+tests_test_golden_SOURCES = tests/test_golden.c
+tests_test_golden_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_golden_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(CHECK_LIBS) -lm
