@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/heap.h"
 #include "engine/tracker.h"
 #include "util/util.h"
 
@@ -18,6 +19,9 @@ struct header {
 	unsigned rank;
 	enum zs_cat cat;
 };
+
+/* A block this large may have grown the heap (heap.h). */
+#define LARGE_BLOCK ((size_t)64 << 10)
 
 /* Keep the payload aligned for any type. */
 #define HEADER_SIZE ((sizeof(struct header) + 15) & ~(size_t)15)
@@ -52,6 +56,8 @@ static void log_event(struct zs_tracker *t, enum zs_op op, enum zs_cat cat, size
 void *tracker_alloc(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t bytes)
 {
 	char *raw = zs_malloc(HEADER_SIZE + bytes);
+	if (bytes >= LARGE_BLOCK)
+		heap_grown(); /* before the block's pages are first touched */
 	struct header h = {bytes, rank, cat};
 	memcpy(raw, &h, sizeof h);
 	struct zs_rank_mem *m = &t->rank[rank];
