@@ -18,6 +18,7 @@
 #include "engine/measure_json.h"
 #include "engine/sweep.h"
 #include "util/config.h"
+#include "util/schedule.h"
 #include "util/util.h"
 
 static void usage(FILE *f)
@@ -42,6 +43,8 @@ static void usage(FILE *f)
 	      "      --beta1 B1, --beta2 B2, --eps E\n"
 	      "                         Adam's decay rates and epsilon (default 0.9,\n"
 	      "                         0.999, 1e-8)\n"
+	      "      --framework F      paper (default: the ZeRO paper's schedule) or torch\n"
+	      "                         (DDP for dp, ZeroRedundancyOptimizer for zero1)\n"
 	      "      --spec FILE        read the options above from a zerosim-sweep/1 file;\n"
 	      "                         options on the command line override it\n"
 	      "      --case FILE        initial weights and every batch from a\n"
@@ -199,7 +202,7 @@ int zs_cmd_measure(int argc, char **argv)
 		if (engine_case_load(case_path, &cs, &cause) != 0 || apply_case(&c, cs, &cause) != 0)
 			goto fail;
 	}
-	if (zs_config_validate(&c, &cause) != 0)
+	if (zs_config_validate(&c, &cause) != 0 || zs_framework_check(&c, 0, &cause) != 0)
 		goto fail;
 	if (check_output("--out", out, spec, case_path, dump, &cause) != 0 ||
 	    check_output("--dump-weights", dump, spec, case_path, NULL, &cause) != 0)

@@ -15,6 +15,7 @@
 #include "cli/options.h"
 #include "theory/theory.h"
 #include "util/config.h"
+#include "util/schedule.h"
 #include "util/util.h"
 
 /* The paper's data-parallel degrees (Table 1), used with --params. */
@@ -50,6 +51,9 @@ static void usage(void)
 "      --precision P      mixed or fp32 (default mixed)\n"
 "      --optimizer O      adam or sgd (default adam)\n"
 "      --batch B          per-rank batch (default 4)\n"
+"      --framework F      paper (default), torch (dp: DDP, zero1:\n"
+"                         ZeroRedundancyOptimizer) or deepspeed (the paper's\n"
+"                         rows beside DeepSpeed's own estimate)\n"
 "      --steps, --seed, --lr, --beta1, --beta2, --eps\n"
 "                         accepted and ignored (the theory needs none)\n"
 "      --spec FILE        read a zerosim-sweep/1 file; options override it\n"
@@ -164,7 +168,7 @@ int zs_cmd_theory(int argc, char **argv)
 
 	if (zs_opts_config(&config, args, nargs, &cause) < 0)
 		goto bad;
-	if (zs_config_validate(&config, &cause) < 0)
+	if (zs_config_validate(&config, &cause) < 0 || zs_framework_check(&config, 1, &cause) < 0)
 		goto bad;
 
 	req.shape_known = !params_given;
@@ -176,6 +180,11 @@ int zs_cmd_theory(int argc, char **argv)
 		if (!zs_opts_sets(args, nargs, "world") && spec == NULL) {
 			config.nworld = sizeof paper_worlds / sizeof paper_worlds[0];
 			memcpy(config.world, paper_worlds, sizeof paper_worlds);
+		}
+		if (config.framework == ZS_FW_TORCH) {
+			cause = zs_strdup("--framework torch needs the model's shape (--layers), not --params: "
+			                  "ZeroRedundancyOptimizer assigns whole tensors");
+			goto bad;
 		}
 		if (req.largest_unit > req.params) {
 			cause = zs_asprintf("--largest-unit: %.17g is more than the %.17g parameters",

@@ -70,6 +70,8 @@ cJSON *measure_json_new(const struct zs_config *c, const char *case_path)
 	zs_json_add_number(cfg, "lr", c->lr);
 	str(cfg, "precision", zs_precision_name(c->precision));
 	str(cfg, "optimizer", zs_optimizer_name(c->optimizer));
+	if (c->framework != ZS_FW_PAPER) /* absent: the paper's, as before the key existed */
+		str(cfg, "framework", zs_framework_name(c->framework));
 	unsigned p, g, k;
 	zs_bytes_per_param(c->precision, c->optimizer, &p, &g, &k);
 	cJSON *bpp = obj(cfg, "bytes_per_param");

@@ -171,6 +171,8 @@ cJSON *theory_json(const struct theory_request *req)
 		cJSON_AddItemToArray(arr, cJSON_CreateString(zs_unit_name(c->units[i])));
 	cJSON_AddStringToObject(cfg, "precision", zs_precision_name(c->precision));
 	cJSON_AddStringToObject(cfg, "optimizer", zs_optimizer_name(c->optimizer));
+	if (c->framework != ZS_FW_PAPER) /* absent: the paper's */
+		cJSON_AddStringToObject(cfg, "framework", zs_framework_name(c->framework));
 	bpp = cJSON_AddObjectToObject(cfg, "bytes_per_param");
 	zs_json_add_number(bpp, "param", b.p);
 	zs_json_add_number(bpp, "grad", b.g);

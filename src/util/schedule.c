@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "util/schedule.h"
+#include "util/util.h"
 
 static const char *const cat_names[ZS_NCATS] = {
 	"param16", "param32", "grad16", "grad32", "master32", "adam_m", "adam_v",
@@ -24,6 +25,36 @@ const enum zs_span zs_shards[ZS_NSCHEMES][ZS_NSTATES] = {
 	[ZS_ZERO2] = {ZS_FULL,  ZS_SHARD, ZS_SHARD},
 	[ZS_ZERO3] = {ZS_SHARD, ZS_SHARD, ZS_SHARD},
 };
+
+/* torch's schemes (docs/schedule.md, "torch"): dp is DistributedDataParallel
+ * (its gradient buckets not counted), zero1 is ZeroRedundancyOptimizer. */
+static const enum zs_span torch_rows[ZS_NSCHEMES][ZS_NSTATES] = {
+	[ZS_DP]    = {ZS_FULL,  ZS_FULL,  ZS_FULL},
+	[ZS_ZERO1] = {ZS_FULL,  ZS_FULL,  ZS_TENSORS},
+};
+static const int torch_modelled[ZS_NSCHEMES] = {[ZS_DP] = 1};
+
+const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme)
+{
+	if (fw == ZS_FW_PAPER)
+		return zs_shards[scheme];
+	if (fw == ZS_FW_TORCH && torch_modelled[scheme])
+		return torch_rows[scheme];
+	return NULL;
+}
+
+int zs_framework_check(const struct zs_config *c, int theory, char **cause)
+{
+	if (theory && c->framework == ZS_FW_DEEPSPEED)
+		return 0;
+	for (size_t i = 0; i < c->nschemes; i++)
+		if (zs_row(c->framework, c->schemes[i]) == NULL)
+			return zs_fail(cause, "--framework %s: %s is not modelled yet (%s)", zs_framework_name(c->framework),
+			               zs_scheme_name(c->schemes[i]),
+			               c->framework == ZS_FW_TORCH ? "torch models dp and zero1: give --schemes dp,zero1"
+			                                           : "the theory prints DeepSpeed's own estimate");
+	return 0;
+}
 
 uint64_t zs_layer_params(const size_t *widths, size_t l)
 {
