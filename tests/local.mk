@@ -26,3 +26,12 @@ endif
 # Where report finds its template without --template.
 TESTS += tests/datafile.sh
 EXTRA_DIST += tests/datafile.sh
+
+# Frameworks (torch's zero1): engine and theory against a hand-worked partition.
+if HAVE_CHECK
+check_PROGRAMS += tests/test_framework
+TESTS += tests/test_framework
+tests_test_framework_SOURCES = tests/test_framework.c
+tests_test_framework_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_framework_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(CHECK_LIBS) -lm
+endif

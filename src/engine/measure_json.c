@@ -136,6 +136,8 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 	unsigned long long elems = 0;
 	cJSON *coll = obj(run, "collectives");
 	for (int kind = 0; kind < ZS_NCOLL; kind++) {
+		if (kind == ZS_BROADCAST && res->comm[cb].calls[kind] == 0)
+			continue; /* only torch's zero1 broadcasts: the others' output stays as it was */
 		cJSON *one = obj(coll, coll_kind_name((enum zs_coll_kind)kind));
 		zs_json_add_number(one, "calls_per_step", (double)res->comm[cb].calls[kind] / res->steps);
 		zs_json_add_number(one, "bytes_per_step", (double)res->comm[cb].bytes[kind] / res->steps);

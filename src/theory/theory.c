@@ -201,4 +201,6 @@ void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
 		out->comm_elements = 3 * pass;
 		break;
 	}
+	if (s->framework != ZS_FW_PAPER)
+		theory_framework_schedule(s, scheme, world, out);
 }

@@ -66,6 +66,7 @@ struct theory_shape {
 	size_t nwidths;         /* L + 1, at least 2 */
 	unsigned batch;         /* b */
 	struct theory_bytes bytes;
+	enum zs_framework framework; /* whose implementation (0: the paper's) */
 };
 
 struct theory_schedule {
@@ -84,6 +85,10 @@ struct theory_schedule {
 	 * elements at the bytes per param the scheme shards, so that schedule
 	 * resident = floor resident + padding_bytes. Can be a fraction. */
 	double padding_bytes;
+	/* A framework's uneven partition (torch's zero1): the binding rank's
+	 * bytes above an even split, so that schedule resident = floor
+	 * resident + padding_bytes + imbalance_bytes. 0 for the paper's. */
+	double imbalance_bytes;
 };
 
 /* Ψ of a shape: Σ d_l·d_{l+1} + d_{l+1}. */
@@ -92,6 +97,24 @@ uint64_t theory_params(const struct theory_shape *s);
 void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
                      enum zs_unit unit, unsigned world,
                      struct theory_schedule *out);
+
+/* ------------------------------------------------------------------------ */
+/* Frameworks (theory_framework.c; docs/schedule.md, "Frameworks"). */
+
+/* torch's ZeroRedundancyOptimizer partition, worked from the shape: the
+ * elements of whole tensors each of the N ranks is assigned (load[N]). */
+void theory_torch_partition(const struct theory_shape *s, unsigned world, uint64_t *load);
+
+/* Redo a paper schedule as the shape's framework implements the scheme
+ * (theory_schedule calls it; nothing for the paper's). */
+void theory_framework_schedule(const struct theory_shape *s, enum zs_scheme scheme, unsigned world,
+                               struct theory_schedule *out);
+
+/* A framework's schedule keys (docs/formats.md): "imbalance_bytes" and
+ * "per_rank" (every rank's resident and peak bytes and bytes sent), added
+ * to a row's "schedule" object for any framework but the paper's. */
+void theory_framework_json(cJSON *schedule, const struct theory_shape *s, enum zs_scheme scheme,
+                           unsigned world, const struct theory_schedule *sc);
 
 /* ------------------------------------------------------------------------ */
 /* Output (theory_json.c). */

@@ -37,6 +37,7 @@ static void request_shape(const struct theory_request *req, struct theory_shape 
 	s->widths = req->config->widths;
 	s->nwidths = req->config->nwidths;
 	s->batch = req->config->batch;
+	s->framework = req->config->framework;
 	request_bytes(req, &s->bytes);
 }
 
@@ -121,7 +122,12 @@ static cJSON *row_json(const struct theory_request *req, const struct row *r)
 	add_comm(floor, r->floor.comm_bytes, r->floor.comm_elements, psi);
 
 	if (req->shape_known) {
-		cJSON_AddItemToObject(o, "schedule", schedule_json(r));
+		cJSON *sched = schedule_json(r);
+		struct theory_shape shape;
+		request_shape(req, &shape);
+		if (shape.framework != ZS_FW_PAPER)
+			theory_framework_json(sched, &shape, r->scheme, r->world, &r->sched);
+		cJSON_AddItemToObject(o, "schedule", sched);
 	} else if (req->largest_unit > 0 && r->scheme == ZS_ZERO3) {
 		/* Only the ZeRO-3 transient is known for a model without shape. */
 		cJSON *s = cJSON_AddObjectToObject(o, "schedule");

@@ -32,7 +32,7 @@ static const enum zs_span torch_rows[ZS_NSCHEMES][ZS_NSTATES] = {
 	[ZS_DP]    = {ZS_FULL,  ZS_FULL,  ZS_FULL},
 	[ZS_ZERO1] = {ZS_FULL,  ZS_FULL,  ZS_TENSORS},
 };
-static const int torch_modelled[ZS_NSCHEMES] = {[ZS_DP] = 1};
+static const int torch_modelled[ZS_NSCHEMES] = {[ZS_DP] = 1, [ZS_ZERO1] = 1};
 
 const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme)
 {
