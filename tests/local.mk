@@ -35,3 +35,5 @@ tests_test_framework_SOURCES = tests/test_framework.c
 tests_test_framework_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_framework_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(CHECK_LIBS) -lm
 endif
+TESTS += tests/framework_cli.sh
+EXTRA_DIST += tests/framework_cli.sh

@@ -164,6 +164,20 @@ START_TEST(test_theory_works_the_same_partition_from_the_shape)
 }
 END_TEST
 
+/* DeepSpeed's estimators worked by hand for 7.5e9 params on 64 GPUs
+ * (the ZeRO paper's 7.5B model): zero2 2·7.5e9 + 18·7.5e9/64 = 15e9 +
+ * 2,109,375,000; zero3 with a largest layer of 1e8: 4e8 + 2,109,375,000. */
+START_TEST(test_deepspeed_estimates_the_7_5b_model_on_64_gpus)
+{
+	ck_assert_double_eq(theory_deepspeed_estimate(7.5e9, 0, ZS_ZERO2, 64), 17109375000.0);
+	ck_assert_double_eq(theory_deepspeed_estimate(7.5e9, 1e8, ZS_ZERO3, 64), 2509375000.0);
+	ck_assert_double_eq(theory_deepspeed_estimate(7.5e9, 0, ZS_ZERO3, 64), -1); /* needs L */
+	ck_assert_double_eq(theory_deepspeed_estimate(7.5e9, 1e8, ZS_ZERO1, 64), -1);
+	/* int() truncates: 18·33088/3 = 198528 exactly, 18·33088/5 = 119116.8 */
+	ck_assert_double_eq(theory_deepspeed_estimate(PSI, 0, ZS_ZERO2, 5), 2.0 * PSI + 119116);
+}
+END_TEST
+
 static Suite *framework_suite(void)
 {
 	Suite *s = suite_create("framework");
@@ -174,6 +188,9 @@ static Suite *framework_suite(void)
 	tcase_add_test(t, test_torch_zero1_weights_are_dps_bit_for_bit);
 	tcase_add_test(t, test_the_memory_bound_holds_torch_zero1);
 	tcase_add_test(t, test_theory_works_the_same_partition_from_the_shape);
+	suite_add_tcase(s, t);
+	t = tcase_create("deepspeed");
+	tcase_add_test(t, test_deepspeed_estimates_the_7_5b_model_on_64_gpus);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -116,6 +116,12 @@ void theory_framework_schedule(const struct theory_shape *s, enum zs_scheme sche
 void theory_framework_json(cJSON *schedule, const struct theory_shape *s, enum zs_scheme scheme,
                            unsigned world, const struct theory_schedule *sc);
 
+/* DeepSpeed's own estimate of a rank's model states on the device, without
+ * offload, as DeepSpeed's main branch computes it since June 2024: zero2
+ * 2Ψ + int(18Ψ/N), zero3 4L + int(18Ψ/N) with L the largest layer's
+ * params. -1 for a scheme it has no estimator for, or zero3 without L. */
+double theory_deepspeed_estimate(double params, double largest_layer, enum zs_scheme scheme, unsigned world);
+
 /* ------------------------------------------------------------------------ */
 /* Output (theory_json.c). */
 
@@ -128,6 +134,15 @@ struct theory_request {
 	double largest_unit;             /* --largest-unit, or 0 for none */
 	double device_mem;               /* --device-mem bytes, or 0 for none */
 };
+
+/* A row's keys that only a framework adds (theory_framework.c): for
+ * DeepSpeed, "deepspeed_estimate" beside zerosim's floor and schedule. */
+void theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
+                               unsigned world);
+
+/* The framework's lines for the text output, or NULL for the paper's
+ * (the caller frees it). */
+char *theory_framework_text(const struct theory_request *req);
 
 /* Build the zerosim-theory/1 tree (docs/formats.md). Rows are in the order
  * schemes x units x worlds, each list in the order given. The caller frees

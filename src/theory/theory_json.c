@@ -140,6 +140,8 @@ static cJSON *row_json(const struct theory_request *req, const struct row *r)
 		cJSON_AddBoolToObject(o, "fits", r->floor.resident_bytes <= req->device_mem);
 	else
 		cJSON_AddNullToObject(o, "fits");
+	if (req->config->framework != ZS_FW_PAPER)
+		theory_framework_row_json(o, req, r->scheme, r->world);
 	return o;
 }
 
@@ -384,5 +386,9 @@ char *theory_text(const struct theory_request *req)
 	}
 	if (req->device_mem > 0)
 		put_fits(&t, req);
+	char *fw = theory_framework_text(req);
+	if (fw != NULL)
+		put(&t, "%s", fw);
+	free(fw);
 	return t.buf;
 }
