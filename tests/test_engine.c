@@ -630,14 +630,12 @@ static Suite *engine_suite(void)
 {
 	Suite *s = suite_create("engine");
 	TCase *t = tcase_create("fp16");
-	tcase_set_timeout(t, 60); /* every fp16 value: seconds on a loaded machine */
 	tcase_add_test(t, test_fp16_known_bit_patterns);
 	tcase_add_test(t, test_fp16_ties_round_to_even);
 	tcase_add_test(t, test_fp16_overflow_and_nan);
 	tcase_add_test(t, test_fp16_software_agrees_with_the_compiler);
 	suite_add_tcase(s, t);
 	t = tcase_create("parts");
-	tcase_set_timeout(t, 120); /* the memory bound test runs 32 runs */
 	tcase_add_test(t, test_tracker_keeps_the_breakdown_at_the_peak);
 	tcase_add_test(t, test_layout_gives_each_rank_ceil_n_over_n_slots);
 	tcase_add_test(t, test_layout_full_buffers_hold_owned_slots_at_their_own_index);
