@@ -153,11 +153,11 @@ void run_gather_params_in_place(struct zs_run *r)
 /* ------------------------------------------------------------------------- */
 /* setup */
 
-/* The run's layout: the scheme's units, the framework's row (N = 1: dp's). */
+/* The run's layout: the scheme's units, the framework's row (all full at N = 1). */
 static void run_layout(struct zs_layout *lo, const struct zs_model *m, const struct zs_config *c,
                        enum zs_scheme scheme, unsigned world, enum zs_unit unit)
 {
-	layout_init(lo, m, world == 1 ? ZS_DP : scheme, world, unit);
+	layout_init(lo, m, scheme, world, unit);
 	layout_use_row(lo, zs_row(c->framework, scheme));
 }
 
@@ -396,6 +396,9 @@ static struct zs_slice final_weights(const struct zs_run *r, unsigned k, size_t 
 	return layout_own(&r->layout, weights_buf(r), u, k);
 }
 
+/* The run's figures, from every rank. This process holds all N here
+ * (r0 = 0, r1 = N); a backend that holds a range [r0, r1) gathers the
+ * other ranks' tracker figures and weight slices here first. */
 static void collect(struct zs_run *r, const struct zs_run_options *opt, struct zs_result *res)
 {
 	unsigned N = r->world;
@@ -484,8 +487,8 @@ static int check_replicas(const struct zs_run *r, enum zs_scheme scheme, char **
 	return 0;
 }
 
-/* The N = 1 rule (layout.h): one rank has nothing to shard, gather or
- * reduce, so it is laid out as dp is and runs no hook. */
+/* The N = 1 rule: one rank has nothing to shard, gather or reduce, so its
+ * layout is all full (layout_init) and it runs no hook (here). */
 static const struct zs_scheme_ops one_rank = {.name = "one rank"};
 
 int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world, enum zs_unit unit,
@@ -501,7 +504,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	model_mlp_init(&r.model, c->widths, c->nwidths, c->batch);
 	run_layout(&r.layout, &r.model, c, scheme, world, unit);
 	r.world = world;
-	r.r0 = 0;
+	r.r0 = 0; /* the in-process backend holds every rank */
 	r.r1 = world;
 	r.precision = c->precision;
 	r.dt = c->precision == ZS_MIXED ? ZS_F16 : ZS_F32;

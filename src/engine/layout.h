@@ -19,9 +19,9 @@
  * pieces, what the optimizer walks and layout_own answers for, are the
  * tensors instead of the units.
  *
- * The N = 1 rule lives here: with one rank a shard is the whole unit, so
- * the run's row is all full (and the driver calls no scheme hook, since
- * nothing is sharded, gathered or reduced).
+ * The N = 1 rule: with one rank a shard is the whole unit, so a run's row
+ * is all full at N = 1 (layout_init), and the driver calls no scheme hook
+ * (engine_run), since nothing is sharded, gathered or reduced.
  */
 #ifndef ZS_LAYOUT_H
 #define ZS_LAYOUT_H
