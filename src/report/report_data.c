@@ -84,7 +84,7 @@ struct model_cfg {
 	size_t widths[ZS_MAX_WIDTHS];
 	size_t nwidths;
 	double batch;
-	const char *precision, *optimizer;
+	const char *precision, *optimizer, *framework;
 	double p, g, k;
 };
 
@@ -120,6 +120,10 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 	    read_bytes(bpp, "grad", where, &m->g, cause) < 0 ||
 	    read_bytes(bpp, "optimizer", where, &m->k, cause) < 0)
 		return -1;
+	m->framework = "paper";
+	if (cJSON_GetObjectItemCaseSensitive(cfg, "framework") != NULL &&
+	    zs_json_string(cfg, "framework", where, &m->framework, cause) < 0)
+		return -1;
 	return 0;
 }
 
@@ -138,6 +142,9 @@ static int same_model(const struct model_cfg *a, const struct model_cfg *b, cons
 	if (strcmp(a->optimizer, b->optimizer) != 0)
 		return zs_fail(cause, "%s and %s differ in optimizer: %s and %s", an, bn, a->optimizer,
 		               b->optimizer);
+	if (strcmp(a->framework, b->framework) != 0)
+		return zs_fail(cause, "%s and %s differ in framework: %.15s and %.15s", an, bn, a->framework,
+		               b->framework);
 	if (a->p != b->p || a->g != b->g || a->k != b->k)
 		return zs_fail(cause, "%s and %s differ in bytes_per_param", an, bn);
 	return 0;
@@ -254,6 +261,10 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	                   r->measured[REPORT_RESIDENT], r->resident_bd, cause) < 0 ||
 	    read_breakdown(run, "peak_breakdown", where, lab, "peak_bytes", r->measured[REPORT_PEAK],
 	                   r->peak_bd, cause) < 0)
+		return -1;
+	const cJSON *bc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "collectives"),
+	                                                  "broadcast");
+	if (bc != NULL && read_bytes(bc, "bytes_per_step", where, &r->broadcast_bytes, cause) < 0)
 		return -1;
 	return read_timeline(run, where, r, cause);
 }
@@ -372,6 +383,7 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 	d->batch = mm.batch;
 	snprintf(d->precision, sizeof d->precision, "%s", mm.precision);
 	snprintf(d->optimizer, sizeof d->optimizer, "%s", mm.optimizer);
+	snprintf(d->framework, sizeof d->framework, "%s", mm.framework);
 	d->p = mm.p;
 	d->g = mm.g;
 	d->k = mm.k;
