@@ -39,4 +39,28 @@ refused "$zerosim" measure --spec "$tmp/spec.json"
 "$zerosim" theory --out "$tmp/d.json" && "$zerosim" theory --framework paper --out "$tmp/p.json" || fail "paper"
 grep -q framework "$tmp/d.json" && fail "the default theory.json names a framework"
 cmp -s "$tmp/d.json" "$tmp/p.json" || fail "--framework paper differs from the default"
+# The report names torch's departures (partition imbalance, broadcast) and
+# checks its claims: on the default MLP its zero1 is no better from N = 3 on;
+# with eight equal layers the worst rank keeps falling, and the claim fails.
+verdict() { # FILE KEY: the finding's verdict in diff.json
+	tr '\n' ' ' <"$1" | sed 's/},/}\n/g' | grep "\"key\":	\"$2\"" | sed 's/.*"verdict":	"\([^"]*\)".*/\1/'
+}
+report() { # OUT OPTIONS...
+	out=$1; shift
+	"$zerosim" measure -q "$@" --out "$tmp/m.json" && "$zerosim" theory "$@" --out "$tmp/t.json" &&
+		"$zerosim" report --no-render --measured "$tmp/m.json" --theory "$tmp/t.json" --out "$out" >/dev/null ||
+		fail "report $*"
+}
+report "$tmp/r1" --framework torch --schemes dp,zero1 --world 1,2,3,4,8,16
+[ "$(verdict "$tmp/r1/diff.json" torch_zero1_no_better_from_3)" = holds ] || fail "torch_zero1_no_better_from_3 does not hold on the MLP"
+[ "$(verdict "$tmp/r1/diff.json" torch_zero1_comm_1_5)" = holds ] || fail "torch_zero1_comm_1_5 does not hold"
+grep -q 'partition imbalance' "$tmp/r1/flags.txt" || fail "no partition imbalance in flags.txt"
+grep -q '= broadcast ' "$tmp/r1/flags.txt" || fail "no broadcast in flags.txt"
+[ -e "$tmp/r1/figures/fig6-ranks.gp" ] || fail "no per-rank figure"
+report "$tmp/r1" --framework torch --layers 8,8,8,8,8,8,8,8,8 --schemes zero1 --world 3,4,8
+[ "$(verdict "$tmp/r1/diff.json" torch_zero1_no_better_from_3)" = "does not hold" ] ||
+	fail "torch_zero1_no_better_from_3 holds where the worst rank keeps falling"
+report "$tmp/r1" --world 1,2,3
+grep -q torch "$tmp/r1/diff.json" && fail "the paper's diff.json names torch"
+[ -e "$tmp/r1/figures/fig6-ranks.gp" ] && fail "a stale per-rank figure in a reused folder"
 echo "framework_cli: ok"

@@ -201,6 +201,30 @@ static int read_breakdown(const cJSON *o, const char *key, const char *where, co
 	return 0;
 }
 
+/* Every rank's resident bytes, kept only when they differ (the per-rank
+ * figure draws them); each must be a byte count. */
+static int read_ranks(const cJSON *run, const char *where, struct report_run *r, char **cause)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "per_rank"),
+	                                                  "resident_bytes"), *v;
+	int uneven = 0, n = cJSON_GetArraySize(a);
+	if (!cJSON_IsArray(a) || n != (int)r->world)
+		return 0; /* optional: older files, or made elsewhere */
+	cJSON_ArrayForEach(v, a) {
+		if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0)
+			return zs_fail(cause, "%s: \"per_rank.resident_bytes\" holds something other than a byte count",
+			               where);
+		uneven |= v->valuedouble != a->child->valuedouble;
+	}
+	if (!uneven)
+		return 0;
+	r->rank_resident = zs_calloc((size_t)n, sizeof *r->rank_resident);
+	r->nranks = 0;
+	for (v = a->child; v != NULL; v = v->next)
+		r->rank_resident[r->nranks++] = v->valuedouble;
+	return 0;
+}
+
 static int read_timeline(const cJSON *run, const char *where, struct report_run *r, char **cause)
 {
 	const cJSON *tl = cJSON_GetObjectItemCaseSensitive(run, "timeline"), *ev;
@@ -265,6 +289,8 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	const cJSON *bc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "collectives"),
 	                                                  "broadcast");
 	if (bc != NULL && read_bytes(bc, "bytes_per_step", where, &r->broadcast_bytes, cause) < 0)
+		return -1;
+	if (read_ranks(run, where, r, cause) < 0)
 		return -1;
 	return read_timeline(run, where, r, cause);
 }
@@ -461,6 +487,7 @@ void report_data_free(struct report_data *d)
 	for (i = 0; d->runs != NULL && i < d->nruns; i++) {
 		free(d->runs[i].timeline);
 		free(d->runs[i].phase);
+		free(d->runs[i].rank_resident);
 	}
 	free(d->runs);
 	d->runs = NULL;

@@ -58,6 +58,10 @@ struct report_run {
 	double *timeline;                    /* rank 0's current_bytes per event, or NULL */
 	enum report_phase *phase;            /* each event's phase (NULL with timeline) */
 	size_t ntimeline;
+	/* measured per_rank.resident_bytes, when the ranks differ (a
+	 * framework's uneven partition), else NULL */
+	double *rank_resident;
+	size_t nranks;
 };
 
 struct report_data {

@@ -100,6 +100,8 @@ cJSON *report_diff_json(const struct report_data *d, const struct report_point *
 	zs_json_add_number(sum, "unexplained", unexplained);
 	arr = cJSON_AddArrayToObject(root, "findings");
 	for (i = 0; i < REPORT_NFINDINGS; i++) {
+		if (!f[i].shown)
+			continue;
 		o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "key", f[i].key);
 		cJSON_AddStringToObject(o, "claim", f[i].claim);
@@ -376,6 +378,8 @@ void report_findings_tex(const struct report_data *d, const struct report_findin
 	}
 	report_buf_printf(b, "\n\n\\begin{itemize}\n");
 	for (i = 0; i < REPORT_NFINDINGS; i++) {
+		if (!f[i].shown)
+			continue;
 		report_buf_printf(b, "\\item \\textbf{%s.} ",
 		                  f[i].verdict == REPORT_HOLDS ? "Holds" :
 		                  f[i].verdict == REPORT_FAILS ? "Does not hold" : "Not tested by this sweep");

@@ -88,7 +88,7 @@ static void torch_zero1(const struct theory_shape *s, unsigned world, struct the
 	out->imbalance_bytes = (double)most * b->k - (double)out->params * b->k / world;
 
 	/* DDP's all-reduce of every unit, then one broadcast per tensor. */
-	uint64_t sent = 2 * (world - 1) * out->shard_elements;
+	uint64_t sent = 2ull * (world - 1) * out->shard_elements;
 	out->comm_bytes = sent * b->g;
 	size_t nt = tensors(s, n);
 	for (size_t i = 0; i < nt; i++) {
