@@ -29,7 +29,7 @@ FUZZ_CFLAGS = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -
 FUZZ_LIBS = $(CJSON_LIBS) -lm
 FUZZ_COMMON = $(top_srcdir)/tests/fuzz/fuzz_common.h $(top_builddir)/config.h \
 	$(top_srcdir)/src/util/util.h $(top_srcdir)/src/util/config.h
-FUZZ_UTIL = $(top_srcdir)/src/util/util.c $(top_srcdir)/src/util/config.c
+FUZZ_UTIL = $(top_srcdir)/src/util/util.c $(top_srcdir)/src/util/config.c $(top_srcdir)/src/util/buf.c
 FUZZ_ENGINE = $(top_srcdir)/src/engine/case.c
 FUZZ_REPORT = $(top_srcdir)/src/report/report.c $(top_srcdir)/src/report/report_buf.c \
 	$(top_srcdir)/src/report/report_data.c $(top_srcdir)/src/report/report_classify.c \

@@ -390,7 +390,7 @@ static int sweep_run(struct sweep *sw, char **cause)
 	return *cause != NULL ? -1 : zs_fail(cause, "a run failed");
 }
 
-enum { OPT_SPEC = 256, OPT_CASE, OPT_TIMELINE, OPT_DUMP };
+enum { OPT_SPEC = 256, OPT_CASE, OPT_TIMELINE, OPT_DUMP, OPT_MODEL };
 
 int zs_cmd_measure(int argc, char **argv)
 {
@@ -405,6 +405,7 @@ int zs_cmd_measure(int argc, char **argv)
 		{"timeline", no_argument, NULL, OPT_TIMELINE}, {"dump-weights", required_argument, NULL, OPT_DUMP},
 		{"quiet", no_argument, NULL, 'q'},          {"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},        {"jobs", required_argument, NULL, 'j'},
+		{"model", required_argument, NULL, OPT_MODEL},
 		{NULL, 0, NULL, 0},
 	};
 	struct zs_config c;
@@ -445,6 +446,11 @@ int zs_cmd_measure(int argc, char **argv)
 		case 'l': key = "lr"; break;
 		case OPT_SPEC: break;
 		case OPT_CASE: case_path = optarg; break;
+		case OPT_MODEL:
+			/* Until the engine runs transformers, only the theory takes them. */
+			zs_fail(&cause, "--model: the engine does not run transformers yet; "
+			        "'zerosim theory --model %.64s' computes their bytes", optarg);
+			goto fail;
 		case 'o': out = optarg; break;
 		case OPT_TIMELINE: timeline = 1; break;
 		case OPT_DUMP: dump = optarg; break;
