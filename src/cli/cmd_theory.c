@@ -6,13 +6,13 @@
  */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "theory/theory.h"
 #include "util/config.h"
 #include "util/model.h"
@@ -24,41 +24,24 @@ static const unsigned paper_worlds[] = { 1, 4, 16, 64, 256, 1024 };
 static const unsigned model_worlds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024 };
 
 enum {
-	OPT_LAYERS = 256, OPT_WORLD, OPT_SCHEMES, OPT_UNIT, OPT_PRECISION,
-	OPT_OPTIMIZER, OPT_BATCH, OPT_STEPS, OPT_SEED, OPT_LR,
-	OPT_SPEC, OPT_PARAMS, OPT_LARGEST_UNIT, OPT_DEVICE_MEM, OPT_FORMAT,
-	OPT_OUT, OPT_HELP, OPT_VERSION, OPT_MODEL, OPT_SEQ, OPT_RECOMPUTE, OPT_FLASH,
-	OPT_RESERVE
+	OPT_PARAMS = ZS_OPT_COMMAND, OPT_LARGEST_UNIT, OPT_DEVICE_MEM, OPT_FORMAT, OPT_OUT,
+	OPT_MODEL, OPT_SEQ, OPT_RECOMPUTE, OPT_FLASH, OPT_RESERVE
 };
 
-/* The first ten entries are in the order of the enum from OPT_LAYERS: the
- * option's name is the key zs_config_set takes. */
-static const struct option long_options[] = {
-	{ "layers", required_argument, NULL, OPT_LAYERS },
-	{ "world", required_argument, NULL, OPT_WORLD },
-	{ "schemes", required_argument, NULL, OPT_SCHEMES },
-	{ "unit", required_argument, NULL, OPT_UNIT },
-	{ "precision", required_argument, NULL, OPT_PRECISION },
-	{ "optimizer", required_argument, NULL, OPT_OPTIMIZER },
-	{ "batch", required_argument, NULL, OPT_BATCH },
-	/* Run options: accepted so one sweep's flags serve measure and theory. */
-	{ "steps", required_argument, NULL, OPT_STEPS },
-	{ "seed", required_argument, NULL, OPT_SEED },
-	{ "lr", required_argument, NULL, OPT_LR },
-	{ "spec", required_argument, NULL, OPT_SPEC },
-	{ "params", required_argument, NULL, OPT_PARAMS },
-	{ "largest-unit", required_argument, NULL, OPT_LARGEST_UNIT },
-	{ "device-mem", required_argument, NULL, OPT_DEVICE_MEM },
-	{ "format", required_argument, NULL, OPT_FORMAT },
-	{ "out", required_argument, NULL, OPT_OUT },
-	{ "help", no_argument, NULL, OPT_HELP },
-	{ "version", no_argument, NULL, OPT_VERSION },
-	{ "model", required_argument, NULL, OPT_MODEL },
-	{ "seq", required_argument, NULL, OPT_SEQ },
-	{ "recompute", required_argument, NULL, OPT_RECOMPUTE },
-	{ "flash-attn", no_argument, NULL, OPT_FLASH },
-	{ "reserve", required_argument, NULL, OPT_RESERVE },
-	{ NULL, 0, NULL, 0 }
+static const struct zs_opt options[] = {
+	ZS_OPTS_MODEL,
+	{"params", 0, 1, OPT_PARAMS, NULL},
+	{"largest-unit", 0, 1, OPT_LARGEST_UNIT, NULL},
+	{"device-mem", 0, 1, OPT_DEVICE_MEM, NULL},
+	{"reserve", 0, 1, OPT_RESERVE, NULL},
+	{"model", 0, 1, OPT_MODEL, NULL},
+	{"seq", 0, 1, OPT_SEQ, NULL},
+	{"recompute", 0, 1, OPT_RECOMPUTE, NULL},
+	{"flash-attn", 0, 0, OPT_FLASH, NULL},
+	{"format", 0, 1, OPT_FORMAT, NULL},
+	{"out", 'o', 1, OPT_OUT, NULL},
+	ZS_OPTS_STANDARD,
+	{NULL, 0, 0, ZS_OPT_END, NULL},
 };
 
 static void usage(void)
@@ -80,16 +63,17 @@ static void usage(void)
 "      --precision P      mixed, bf16 (mixed's bytes) or fp32 (default mixed)\n"
 "      --optimizer O      adam or sgd (default adam)\n"
 "      --batch B          per-rank batch (default 4)\n"
-"      --steps, --seed, --lr  accepted and ignored (the theory needs none)\n"
+"      --steps, --seed, --lr, --beta1, --beta2, --eps\n"
+"                         accepted and ignored (the theory needs none)\n"
 "      --spec FILE        read a zerosim-sweep/1 file; options override it\n"
 "\n"
-"A transformer (Hugging Face config.json):\n"
+"A transformer (a Hugging Face config.json):\n"
 "      --model NAME|FILE  a shipped config (gpt2, gpt2-medium, gpt2-large, gpt2-xl,\n"
 "                         llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b,\n"
 "                         llama-3-70b, mistral-7b) or a config.json path;\n"
-"                         default N list 1,2,4,...,1024, unit layer, batch 1\n"
+"                         then N defaults to 1,2,4,...,1024, --unit to layer\n"
+"                         and --batch (the micro-batch per rank) to 1\n"
 "      --seq S            tokens per sequence (default: the model's positions)\n"
-"      --batch B          sequences per rank, the micro-batch (default 1)\n"
 "      --recompute R      none, selective or full (default none)\n"
 "      --flash-attn       the attention scores are never stored\n"
 "\n"
@@ -103,11 +87,12 @@ static void usage(void)
 "      --device-mem SIZE  device memory, e.g. 80GB (1e9) or 80GiB (2^30);\n"
 "                         says where the floor and the peak fit, and the\n"
 "                         largest micro-batch whose peak fits\n"
-"      --reserve SIZE     what the device keeps for itself (CUDA context,\n"
-"                         allocator fragmentation; default 0)\n"
+"      --reserve SIZE     held back by the device (CUDA context, allocator\n"
+"                         fragmentation; default 0)\n"
 "      --format F         json or text (default json with --out, else text)\n"
-"      --out FILE         write there (atomically) instead of stdout\n"
+"  -o, --out FILE         write there (atomically) instead of stdout\n"
 "  -h, --help             show this help and exit\n"
+"  -V, --version          output version information and exit\n"
 "\n"
 "Exit status: 0 success, 1 failure at run time, 2 bad usage or input.\n",
 	stdout);
@@ -128,116 +113,157 @@ static int usage_error(const char *cause)
 	return ZS_EXIT_USAGE;
 }
 
-/* Model options are kept in order and applied after --spec, so that options
- * override the file wherever --spec appears. */
-struct setting {
-	const char *key, *value;
-};
+/* --device-mem and --reserve together. */
+static int check_memory(const struct theory_request *req, int reserve_given, char **cause)
+{
+	if (reserve_given && req->device_mem <= 0)
+		return zs_fail(cause, "--reserve needs --device-mem (it is held back from the device)");
+	if (req->device_mem > 0 && req->reserve >= req->device_mem)
+		return zs_fail(cause, "--reserve: %.6g GB leaves nothing of the %.6g GB of --device-mem",
+		               req->reserve / 1e9, req->device_mem / 1e9);
+	return 0;
+}
+
+/* --model and the options that go with it; the defaults a transformer
+ * gets where the command line (or a spec) is silent. */
+static int load_model(struct theory_request *req, struct zs_config *c, struct zs_model *m,
+                      const char *arg, const char *seq, const char *recompute, int flash,
+                      int params_given, const struct zs_arg *args, size_t nargs, int spec_given,
+                      char **cause)
+{
+	if (params_given || zs_opts_sets(args, nargs, "layers") || req->largest_unit > 0)
+		return zs_fail(cause, "--model and %s exclude each other: the config gives the shape",
+		               params_given ? "--params" : req->largest_unit > 0 ? "--largest-unit"
+		                                                              : "--layers");
+	if (zs_model_load(arg, m, cause) < 0)
+		return -1;
+	req->model = m;
+	req->act.elem = c->precision == ZS_FP32 ? 4 : 2;
+	req->act.flash = flash;
+	req->act.seq = m->positions;
+	if (seq != NULL) {
+		unsigned long long v;
+		if (zs_parse_uint("seq", seq, ZS_MODEL_MAX_POSITIONS, "a sequence length", &v, cause) < 0)
+			return -1;
+		if (v > m->positions)
+			return zs_fail(cause, "--seq: %llu is more than %s's %llu positions (%s)", v, m->name,
+			               (unsigned long long)m->positions,
+			               m->family == ZS_FAMILY_GPT2 ? "n_positions" : "max_position_embeddings");
+		req->act.seq = v;
+	}
+	if (recompute != NULL && theory_recompute_parse(recompute, &req->act.recompute) < 0)
+		return zs_fail(cause, "--recompute: '%.40s' is none of none, selective, full", recompute);
+	if (!spec_given) {
+		if (!zs_opts_sets(args, nargs, "batch"))
+			c->batch = 1;
+		if (!zs_opts_sets(args, nargs, "unit")) {
+			c->nunits = 1;
+			c->units[0] = ZS_UNIT_LAYER;
+		}
+		if (!zs_opts_sets(args, nargs, "world")) {
+			c->nworld = sizeof model_worlds / sizeof model_worlds[0];
+			memcpy(c->world, model_worlds, sizeof model_worlds);
+		}
+	}
+	if ((double)theory_model_params(m) > ZS_MAX_PARAMS)
+		return zs_fail(cause, "%s: %llu parameters, more than zerosim counts exactly (1e14)", m->name,
+		               (unsigned long long)theory_model_params(m));
+	if (!theory_model_exact(m, &req->act, c->batch))
+		return zs_fail(cause, "--seq %llu with --batch %u: the activations would pass 2^52 bytes per "
+		               "rank, more than zerosim counts exactly", (unsigned long long)req->act.seq,
+		               c->batch);
+	return 0;
+}
 
 int zs_cmd_theory(int argc, char **argv)
 {
 	struct zs_config config;
-	struct zs_model model;
 	struct theory_request req = { .config = &config };
-	struct setting *settings = zs_calloc((size_t)argc + 1, sizeof *settings);
-	size_t nsettings = 0;
+	struct zs_arg *args = NULL;
+	size_t nargs = 0;
+	struct zs_model model;
 	const char *spec = NULL, *out = NULL, *format = NULL, *model_arg = NULL, *seq_arg = NULL;
 	const char *recompute_arg = NULL;
-	int layers_given = 0, world_given = 0, params_given = 0, unit_given = 0, batch_given = 0;
-	int flash = 0, reserve_given = 0, status = ZS_EXIT_USAGE, opt;
+	int params_given = 0, flash = 0, reserve_given = 0, status = ZS_EXIT_USAGE;
 	char *cause = NULL, *text = NULL, *json = NULL;
 	cJSON *root = NULL;
 
 	zs_config_defaults(&config);
-	optind = 1;
-	opterr = 0;      /* errors are ours: one line, our prefix */
-	while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
-		switch (opt) {
-		case OPT_LAYERS: case OPT_WORLD: case OPT_SCHEMES: case OPT_UNIT:
-		case OPT_PRECISION: case OPT_OPTIMIZER: case OPT_BATCH:
-		case OPT_STEPS: case OPT_SEED: case OPT_LR:
-			settings[nsettings].key = long_options[opt - OPT_LAYERS].name;
-			settings[nsettings++].value = optarg;
-			layers_given |= opt == OPT_LAYERS;
-			world_given |= opt == OPT_WORLD;
-			unit_given |= opt == OPT_UNIT;
-			batch_given |= opt == OPT_BATCH;
-			break;
-		case OPT_SPEC:
-			spec = optarg;
+	if (zs_opts_parse(options, argc, argv, &args, &nargs, &cause) != 0)
+		goto bad;
+	for (size_t i = 0; i < nargs; i++) {
+		const char *v = args[i].value;
+		switch (args[i].opt->id) {
+		case ZS_OPT_SPEC:
+			spec = v;
 			break;
 		case OPT_PARAMS:
-			if (zs_parse_count(optarg, ZS_MAX_PARAMS, &req.params, &cause) < 0) {
+			if (zs_parse_count(v, ZS_MAX_PARAMS, &req.params, &cause) < 0) {
 				name_option(&cause, "--params");
 				goto bad;
 			}
 			params_given = 1;
 			break;
 		case OPT_LARGEST_UNIT:
-			if (zs_parse_count(optarg, ZS_MAX_PARAMS, &req.largest_unit, &cause) < 0) {
+			if (zs_parse_count(v, ZS_MAX_PARAMS, &req.largest_unit, &cause) < 0) {
 				name_option(&cause, "--largest-unit");
 				goto bad;
 			}
 			break;
 		case OPT_DEVICE_MEM:
-			if (zs_parse_bytes(optarg, &req.device_mem, &cause) < 0) {
+			if (zs_parse_bytes(v, &req.device_mem, &cause) < 0) {
 				name_option(&cause, "--device-mem");
 				goto bad;
 			}
 			break;
 		case OPT_RESERVE:
-			if (zs_parse_bytes(optarg, &req.reserve, &cause) < 0) {
+			if (zs_parse_bytes(v, &req.reserve, &cause) < 0) {
 				name_option(&cause, "--reserve");
 				goto bad;
 			}
 			reserve_given = 1;
 			break;
 		case OPT_MODEL:
-			model_arg = optarg;
+			model_arg = v;
 			break;
 		case OPT_SEQ:
-			seq_arg = optarg;
+			seq_arg = v;
 			break;
 		case OPT_RECOMPUTE:
-			recompute_arg = optarg;
+			recompute_arg = v;
 			break;
 		case OPT_FLASH:
 			flash = 1;
 			break;
+		case ZS_OPT_CONFIG:
+			/* bf16 has mixed precision's bytes: the theory only renames it. */
+			if (strcmp(args[i].opt->name, "precision") == 0) {
+				req.bf16 = strcmp(v, "bf16") == 0;
+				if (req.bf16)
+					args[i].value = "mixed";
+			}
+			break;
 		case OPT_FORMAT:
-			if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0) {
-				cause = zs_asprintf("--format: '%s' is neither json nor text", optarg);
+			if (strcmp(v, "json") != 0 && strcmp(v, "text") != 0) {
+				cause = zs_asprintf("--format: '%s' is neither json nor text", v);
 				goto bad;
 			}
-			format = optarg;
+			format = v;
 			break;
 		case OPT_OUT:
-			out = optarg;
+			out = v;
 			break;
-		case 'h':
-		case OPT_HELP:
+		case ZS_OPT_HELP:
 			usage();
 			status = ZS_EXIT_OK;
 			goto end;
-		case OPT_VERSION:
-			printf("zerosim %s\n", PACKAGE_VERSION);
+		case ZS_OPT_VERSION:
+			zs_opts_print_version();
 			status = ZS_EXIT_OK;
 			goto end;
-		case ':':
-			cause = zs_asprintf("%s needs a value", argv[optind - 1]);
-			goto bad;
-		case '?':
 		default:
-			if (optopt != 0)
-				cause = zs_asprintf("unknown option '-%c' (try --help)", optopt);
-			else
-				cause = zs_asprintf("unknown option '%s' (try --help)", argv[optind - 1]);
-			goto bad;
+			break;
 		}
-	}
-	if (optind < argc) {
-		cause = zs_asprintf("unexpected argument '%s' (try --help)", argv[optind]);
-		goto bad;
 	}
 	if (out != NULL && *out == '\0') {
 		cause = zs_strdup("--out: the file name is empty");
@@ -257,97 +283,28 @@ int zs_cmd_theory(int argc, char **argv)
 		goto bad;
 	}
 
-	if (spec != NULL && zs_config_load_spec(&config, spec, &cause) < 0)
+	if (zs_opts_config(&config, args, nargs, &cause) < 0)
 		goto bad;
-	for (size_t i = 0; i < nsettings; i++) {
-		/* bf16 has mixed precision's bytes: the theory only renames it. */
-		int bf16 = strcmp(settings[i].key, "precision") == 0 && strcmp(settings[i].value, "bf16") == 0;
-		if (zs_config_set(&config, settings[i].key, bf16 ? "mixed" : settings[i].value, &cause) < 0)
-			goto bad;
-		if (strcmp(settings[i].key, "precision") == 0)
-			req.bf16 = bf16;
-	}
 	if (zs_config_validate(&config, &cause) < 0)
 		goto bad;
-
-	if (reserve_given && req.device_mem <= 0) {
-		cause = zs_strdup("--reserve needs --device-mem (it is held back from the device)");
+	if (check_memory(&req, reserve_given, &cause) < 0 ||
+	    (model_arg != NULL && load_model(&req, &config, &model, model_arg, seq_arg, recompute_arg,
+	                                     flash, params_given, args, nargs, spec != NULL, &cause) < 0))
 		goto bad;
-	}
-	if (req.device_mem > 0 && req.reserve >= req.device_mem) {
-		cause = zs_asprintf("--reserve: %.6g GB leaves nothing of the %.6g GB --device-mem",
-		                    req.reserve / 1e9, req.device_mem / 1e9);
-		goto bad;
-	}
 	if (model_arg == NULL && (seq_arg != NULL || recompute_arg != NULL || flash)) {
 		cause = zs_asprintf("%s needs --model (the MLP's activations are exact already)",
 		                    seq_arg != NULL ? "--seq" : recompute_arg != NULL ? "--recompute"
 		                                                                   : "--flash-attn");
 		goto bad;
 	}
-	if (model_arg != NULL && (params_given || layers_given || req.largest_unit > 0)) {
-		cause = zs_asprintf("--model and %s exclude each other: the config gives the shape",
-		                    params_given ? "--params" : layers_given ? "--layers" : "--largest-unit");
-		goto bad;
-	}
-
-	if (model_arg != NULL) {
-		if (zs_model_load(model_arg, &model, &cause) < 0)
-			goto bad;
-		req.model = &model;
-		req.act.elem = config.precision == ZS_FP32 ? 4 : 2;
-		req.act.flash = flash;
-		req.act.seq = model.positions;
-		if (seq_arg != NULL) {
-			unsigned long long v;
-			if (zs_parse_uint("seq", seq_arg, ZS_MODEL_MAX_POSITIONS, "a sequence length", &v,
-			                  &cause) < 0)
-				goto bad;
-			if (v > model.positions) {
-				cause = zs_asprintf("--seq: %llu is more than %s's %llu positions (%s)", v,
-				                    model.name, (unsigned long long)model.positions,
-				                    model.family == ZS_FAMILY_GPT2 ? "n_positions"
-				                                                   : "max_position_embeddings");
-				goto bad;
-			}
-			req.act.seq = v;
-		}
-		if (recompute_arg != NULL &&
-		    theory_recompute_parse(recompute_arg, &req.act.recompute) < 0) {
-			cause = zs_asprintf("--recompute: '%.40s' is none of none, selective, full",
-			                    recompute_arg);
-			goto bad;
-		}
-		if (!batch_given && spec == NULL)
-			config.batch = 1;
-		if (!unit_given && spec == NULL) {
-			config.nunits = 1;
-			config.units[0] = ZS_UNIT_LAYER;
-		}
-		if (!world_given && spec == NULL) {
-			config.nworld = sizeof model_worlds / sizeof model_worlds[0];
-			memcpy(config.world, model_worlds, sizeof model_worlds);
-		}
-		if ((double)theory_model_params(&model) > ZS_MAX_PARAMS) {
-			cause = zs_asprintf("%s: %llu parameters, more than zerosim counts exactly (1e14)",
-			                    model.name, (unsigned long long)theory_model_params(&model));
-			goto bad;
-		}
-		if (!theory_model_exact(&model, &req.act, config.batch)) {
-			cause = zs_asprintf("--seq %llu with --batch %u: the activations would pass 2^52 bytes "
-			                    "per rank, more than zerosim counts exactly",
-			                    (unsigned long long)req.act.seq, config.batch);
-			goto bad;
-		}
-	}
 
 	req.shape_known = !params_given && model_arg == NULL;
 	if (params_given) {
-		if (layers_given) {
+		if (zs_opts_sets(args, nargs, "layers")) {
 			cause = zs_strdup("--params and --layers exclude each other: give the shape or the count");
 			goto bad;
 		}
-		if (!world_given && spec == NULL) {
+		if (!zs_opts_sets(args, nargs, "world") && spec == NULL) {
 			config.nworld = sizeof paper_worlds / sizeof paper_worlds[0];
 			memcpy(config.world, paper_worlds, sizeof paper_worlds);
 		}
@@ -356,7 +313,7 @@ int zs_cmd_theory(int argc, char **argv)
 			                    req.largest_unit, req.params);
 			goto bad;
 		}
-	} else if (req.largest_unit > 0) {
+	} else if (req.largest_unit > 0 && model_arg == NULL) {
 		cause = zs_strdup("--largest-unit needs --params (a model with layers knows its units)");
 		goto bad;
 	}
@@ -402,6 +359,6 @@ end:
 	free(text);
 	cJSON_free(json);
 	cJSON_Delete(root);
-	free(settings);
+	free(args);
 	return status;
 }

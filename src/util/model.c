@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/datadir.h"
+#include "util/datafile.h"
 #include "util/model.h"
 #include "util/util.h"
 
@@ -274,7 +274,7 @@ int zs_model_load(const char *arg, struct zs_model *m, char **cause)
 		return read_config(arg, name, m, cause);
 	}
 
-	char *dir = zs_data_find("models", "data/models", cause);
+	char *dir = zs_datafile("data/models", cause);
 	if (dir == NULL)
 		return -1;
 	int rc;

@@ -54,7 +54,7 @@ struct zs_model {
 
 /* Read a model given on the command line: an argument that contains '/'
  * or ends in ".json" is a config file; anything else is the name of a
- * config shipped in data/models/ (util/datadir.h finds the folder). An
+ * config shipped in data/models/ (util/datafile.h finds the folder). An
  * unknown name lists the shipped ones. Returns 0, or -1 with *cause (one
  * line naming the file and the key). */
 int zs_model_load(const char *arg, struct zs_model *m, char **cause);
