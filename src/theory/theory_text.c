@@ -305,6 +305,8 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 		for (size_t s = 0; s < c->nschemes; s++) {
 			struct theory_row r;
 
+			if (s == 0 && w > 0 && c->nschemes > 1)
+				zs_buf_printf(t, "\n");
 			theory_row(req, c->schemes[s], unit, c->world[w], &r);
 			zs_buf_printf(t, "%5u  %-6s %9s %9s %9s %11s %9s", r.world, zs_scheme_name(r.scheme),
 			              gb(v[0], sizeof v[0], r.peak.states.resident_bytes, 0),
@@ -337,11 +339,29 @@ static uint64_t max_batch_with(const struct theory_request *req, enum theory_rec
 	return r.max_batch;
 }
 
+/* The smallest N above `from` at which micro-batch 1 fits as it is, or 0.
+ * dp shards nothing, so more ranks never help it. */
+static unsigned smallest_world(const struct theory_request *req, enum zs_scheme scheme,
+                               enum zs_unit unit, unsigned from)
+{
+	if (scheme == ZS_DP)
+		return 0;
+	for (unsigned w = from + 1; w <= ZS_MAX_WORLD; w++) {
+		struct theory_row r;
+
+		theory_row(req, scheme, unit, w, &r);
+		if (r.max_batch > 0)
+			return w;
+	}
+	return 0;
+}
+
 /* For each scheme where micro-batch 1 does not fit at the largest N of the
- * list: what would (more recomputation, more ranks). */
+ * list: what would (more recomputation, more ranks), or that nothing does. */
 static void advice_text(struct zs_buf *t, const struct theory_request *req, enum zs_unit unit)
 {
 	const struct zs_config *c = req->config;
+	double usable = theory_request_usable(req);
 	unsigned top = 0;
 	int header = 0;
 	char v[32];
@@ -357,42 +377,36 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 		if (r.max_batch > 0)
 			continue;
 		if (!header) {
-			uint64_t act1 = r.peak.activations_per_sequence;
-			zs_buf_printf(t, "\nMicro-batch 1 does not fit at N = %u under:\n", top);
-			if ((double)act1 > theory_request_usable(req))
-				zs_buf_printf(t, "  (the activations of one sequence alone are %s GB, more than "
-				              "the device: data parallelism does not divide them)\n",
-				              gb(v, sizeof v, act1, 0));
+			zs_buf_printf(t, "\nMicro-batch 1 does not fit at N = %u; what would:\n", top);
+			if ((double)r.peak_per_batch > usable)
+				zs_buf_printf(t, "  (one sequence's activations alone are %s GB, more than the "
+				              "%.6g GB usable, and every rank holds its own)\n",
+				              gb(v, sizeof v, r.peak_per_batch, 0), usable / GB);
 			header = 1;
 		}
 		zs_buf_printf(t, "  %-6s", zs_scheme_name(scheme));
-		const char *sep = " fits with";
-		int any = 0;
+		const char *sep = " --recompute";
 		for (int rc = (int)req->act.recompute + 1; rc <= THEORY_RECOMPUTE_FULL; rc++) {
 			uint64_t mb = max_batch_with(req, (enum theory_recompute)rc, scheme, unit, top);
 			if (mb == 0)
 				continue;
-			zs_buf_printf(t, "%s --recompute %s (micro-batch up to %llu)", sep,
+			zs_buf_printf(t, "%s %s (up to micro-batch %llu)", sep,
 			              theory_recompute_name((enum theory_recompute)rc), (unsigned long long)mb);
 			sep = " or";
-			any = 1;
 		}
-		/* More ranks shrink only the sharded states. */
-		unsigned n = 0;
-		for (unsigned w = top + 1; w <= ZS_MAX_WORLD; w++) {
-			struct theory_row x;
-			theory_row(req, scheme, unit, w, &x);
-			if (x.max_batch > 0) {
-				n = w;
-				break;
-			}
-		}
+		int recompute_helps = sep[1] == 'o';
+		unsigned n = smallest_world(req, scheme, unit, top);
 		if (n > 0)
-			zs_buf_printf(t, "%s N = %u or more", any ? "; or as it is, at" : " at", n);
+			zs_buf_printf(t, "%s N = %u or more as it is", recompute_helps ? "; or" : "", n);
+		else if (recompute_helps)
+			zs_buf_printf(t, "; no N up to %u as it is", ZS_MAX_WORLD);
+		else if ((double)r.peak_fixed > usable)
+			zs_buf_printf(t, " nothing: its model states%s alone are %s GB at N = %u%s",
+			              r.peak_fixed > r.peak.states.resident_bytes ? " and transients" : "",
+			              gb(v, sizeof v, r.peak_fixed, 0), top,
+			              scheme == ZS_DP ? " (dp shards nothing, so no N helps)" : "");
 		else
-			zs_buf_printf(t, "%sno N up to %u fits it as it is", any ? "; " : " ", ZS_MAX_WORLD);
-		if (!any && req->act.recompute != THEORY_RECOMPUTE_FULL)
-			zs_buf_printf(t, ", nor any recompute setting at N = %u", top);
+			zs_buf_printf(t, " nothing up to N = %u and full recompute", ZS_MAX_WORLD);
 		zs_buf_printf(t, "\n");
 	}
 }
