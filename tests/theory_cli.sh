@@ -111,6 +111,15 @@ grep -q 'ZEROSIM_DATADIR' "$tmp/err" || fail "a missing data folder is not named
 [ $? -eq 2 ] && grep -q "^zerosim measure: --model: the engine does not run transformers yet" "$tmp/err" ||
 	fail "measure --model is not refused: $(cat "$tmp/err")"
 
+# The report reads a transformer's theory.json and says why it cannot
+# compare it (the engine measures the MLP only).
+expect 0 --model gpt2 --world 2 --out "$tmp/g.json"
+"$zerosim" measure --quiet --world 2 --schemes dp --steps 1 --out "$tmp/m.json" 2>"$tmp/err" ||
+	fail "measure for the report check: $(cat "$tmp/err")"
+"$zerosim" report --no-render --measured "$tmp/m.json" --theory "$tmp/g.json" --out "$tmp/rep" >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q 'the transformer gpt2 (--model); the engine measures only the MLP' "$tmp/err" ||
+	fail "report of a transformer's theory.json: $(cat "$tmp/err")"
+
 # Conflicting options (the rest of the bad input is in cli_errors.sh, which
 # also checks that an existing output survives): exit 2, one line.
 expect 2 --layers 2,3,1 --largest-unit 5
