@@ -271,8 +271,9 @@ static void units_text(struct zs_buf *t, const struct theory_request *req, enum 
 	uint64_t largest = u.head > u.embeddings ? u.head : u.embeddings;
 	if (u.block > largest)
 		largest = u.block;
+	uint64_t nunits = u.layers + 1 + (u.head > 0 ? 1 : 0);
 	zs_buf_printf(t, "\nunit = layer: %llu units; the largest is %s, %s elements",
-	              (unsigned long long)(u.layers + 1 + (u.head > 0)),
+	              (unsigned long long)nunits,
 	              largest_unit_name(&u, m->tied), grouped(n1, sizeof n1, largest));
 	if (largest != u.block)
 		zs_buf_printf(t, ", %.2f times a block (%s)", (double)largest / (double)u.block,

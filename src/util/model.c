@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/buf.h"
 #include "util/datafile.h"
 #include "util/model.h"
 #include "util/util.h"
@@ -200,9 +201,10 @@ static int by_name(const void *a, const void *b)
 static char *shipped_names(const char *dir)
 {
 	DIR *d = opendir(dir);
-	char **names = NULL, *list;
-	size_t n = 0, cap = 0, len = 1;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
 	const struct dirent *e;
+	struct zs_buf list = {0};
 
 	if (d == NULL)
 		return zs_strdup("none");
@@ -219,24 +221,19 @@ static char *shipped_names(const char *dir)
 			names = bigger;
 		}
 		names[n] = zs_strdup(e->d_name);
-		names[n][l - 5] = '\0';
-		len += l + 2;
-		n++;
+		names[n++][l - 5] = '\0';
 	}
 	closedir(d);
-	if (n == 0)
-		return zs_strdup("none");
-	qsort(names, n, sizeof *names, by_name);
-	list = zs_malloc(len);
-	list[0] = '\0';
+	if (n > 1)
+		qsort(names, n, sizeof *names, by_name);
 	for (size_t i = 0; i < n; i++) {
-		if (i > 0)
-			strcat(list, ", ");
-		strcat(list, names[i]);
+		zs_buf_printf(&list, "%s%s", i > 0 ? ", " : "", names[i]);
 		free(names[i]);
 	}
 	free(names);
-	return list;
+	if (n == 0)
+		zs_buf_printf(&list, "none");
+	return zs_buf_take(&list);
 }
 
 static int ends_with_json(const char *s)
