@@ -378,7 +378,7 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 		if (r.max_batch > 0)
 			continue;
 		if (!header) {
-			zs_buf_printf(t, "\nMicro-batch 1 does not fit at N = %u; what would:\n", top);
+			zs_buf_printf(t, "\nWhere micro-batch 1 does not fit at N = %u, what would:\n", top);
 			if ((double)r.peak_per_batch > usable)
 				zs_buf_printf(t, "  (one sequence's activations alone are %s GB, more than the "
 				              "%.6g GB usable, and every rank holds its own)\n",
