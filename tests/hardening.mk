@@ -26,11 +26,14 @@ FUZZ_NAMES = case spec measured theory model
 FUZZ_PROGS = tests/fuzz/fuzz_case tests/fuzz/fuzz_spec tests/fuzz/fuzz_measured tests/fuzz/fuzz_theory \
 	tests/fuzz/fuzz_model
 FUZZ_CFLAGS = -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 \
-	-D_GNU_SOURCE -I$(top_builddir) -I$(top_srcdir)/src -I$(top_srcdir)/tests/fuzz $(CJSON_CFLAGS)
+	-D_GNU_SOURCE -I$(top_builddir) -I$(top_srcdir)/tests/fuzz $(AM_CPPFLAGS)
 FUZZ_LIBS = $(CJSON_LIBS) -lm
 FUZZ_COMMON = $(top_srcdir)/tests/fuzz/fuzz_common.h $(top_builddir)/config.h \
 	$(top_srcdir)/src/util/util.h $(top_srcdir)/src/util/config.h
-FUZZ_UTIL = $(top_srcdir)/src/util/util.c $(top_srcdir)/src/util/config.c $(top_srcdir)/src/util/buf.c
+# Every source of libzsutil.a (Makefile.am), built here with the fuzzer flags.
+FUZZ_UTIL = $(top_srcdir)/src/util/util.c $(top_srcdir)/src/util/config.c \
+	$(top_srcdir)/src/util/schedule.c $(top_srcdir)/src/util/datafile.c \
+	$(top_srcdir)/src/util/buf.c $(top_srcdir)/src/util/model.c
 FUZZ_ENGINE = $(top_srcdir)/src/engine/case.c
 FUZZ_REPORT = $(top_srcdir)/src/report/report.c $(top_srcdir)/src/report/report_buf.c \
 	$(top_srcdir)/src/report/report_data.c $(top_srcdir)/src/report/report_classify.c \
@@ -72,12 +75,11 @@ tests/fuzz/fuzz_theory: $(top_srcdir)/tests/fuzz/fuzz_theory.c $(FUZZ_COMMON) $(
 		$(top_srcdir)/tests/fuzz/fuzz_theory.c $(FUZZ_REPORT) $(FUZZ_UTIL) $(FUZZ_LIBS)
 
 # The config reader and the theory that reads what it accepts.
-FUZZ_MODEL = $(top_srcdir)/src/util/model.c $(top_srcdir)/src/util/datafile.c \
-	$(top_srcdir)/src/theory/theory.c $(top_srcdir)/src/theory/theory_model.c
+FUZZ_MODEL = $(top_srcdir)/src/theory/theory.c $(top_srcdir)/src/theory/theory_model.c
 tests/fuzz/fuzz_model: $(top_srcdir)/tests/fuzz/fuzz_model.c $(FUZZ_COMMON) $(FUZZ_UTIL) $(FUZZ_MODEL) \
 		$(top_srcdir)/src/util/model.h $(top_srcdir)/src/theory/theory.h
 	@$(fuzz_need_clang)
-	$(AM_V_GEN)$(CLANG) $(FUZZ_CFLAGS) -DZS_DATADIR='"$(pkgdatadir)"' -o $@ \
+	$(AM_V_GEN)$(CLANG) $(FUZZ_CFLAGS) -o $@ \
 		$(top_srcdir)/tests/fuzz/fuzz_model.c $(FUZZ_MODEL) $(FUZZ_UTIL) $(FUZZ_LIBS)
 
 fuzz: $(FUZZ_PROGS)
