@@ -578,6 +578,36 @@ START_TEST(test_text_prints_table_1_and_where_each_scheme_fits)
 }
 END_TEST
 
+START_TEST(test_mlp_largest_batch_on_200kb_worked_by_hand)
+{
+	static const size_t widths[] = { 64, 256, 64 };
+	struct zs_config c;
+	struct theory_request req = { .config = &c, .shape_known = 1, .device_mem = 200e3 };
+	struct theory_row r;
+
+	zs_config_defaults(&c);
+	memcpy(c.widths, widths, sizeof widths);
+	c.nwidths = 3;
+	/* zero1, N = 8, unit=model: R = 33088·4 + 4136·12 = 181,984 B; per
+	 * batch row 4·(64+64+256+64) + 2·4·256 = 3,840 B; (200,000 - 181,984)
+	 * / 3,840 = 4.69, so 4, and batch 4 peaks at 197,344 B. */
+	theory_row(&req, ZS_ZERO1, ZS_UNIT_MODEL, 8, &r);
+	ck_assert_uint_eq(r.peak_fixed, 181984);
+	ck_assert_uint_eq(r.peak_per_batch, 3840);
+	ck_assert_uint_eq(r.max_batch, 4);
+	ck_assert_int_eq(r.fits_peak, 1);
+	/* zero2, N = 16: 2Ψ + 2068·14 + the full grads 2Ψ = 161,304 B;
+	 * (200,000 - 161,304) / 3,840 = 10.08, so 10. */
+	theory_row(&req, ZS_ZERO2, ZS_UNIT_MODEL, 16, &r);
+	ck_assert_uint_eq(r.peak_fixed, 161304);
+	ck_assert_uint_eq(r.max_batch, 10);
+	/* --reserve holds back 20 KB: (180,000 - 161,304) / 3,840 = 4.87. */
+	req.reserve = 20e3;
+	theory_row(&req, ZS_ZERO2, ZS_UNIT_MODEL, 16, &r);
+	ck_assert_uint_eq(r.max_batch, 4);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Transformers: published parameter counts, Korthikanti's formula by hand */
 
@@ -911,6 +941,7 @@ static Suite *theory_suite(void)
 	suite_add_tcase(s, paper);
 	suite_add_tcase(s, hand);
 	suite_add_tcase(s, rel);
+	tcase_add_test(hand, test_mlp_largest_batch_on_200kb_worked_by_hand);
 	tcase_add_test(model, test_shipped_models_have_their_published_parameter_counts);
 	tcase_add_test(model, test_llama_3_8b_head_unit_is_larger_than_its_embedding_and_twice_a_block);
 	tcase_add_test(model, test_gpt2_tied_head_puts_the_final_norm_in_the_embeddings_unit);

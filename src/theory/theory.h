@@ -256,7 +256,8 @@ cJSON *theory_json(const struct theory_request *req);
  * widths or its count, tables per rank laid out like the ZeRO paper's
  * Table 1 (one line per N, one column per scheme, in GB = 1e9 bytes, or
  * MB/KB/bytes for a table whose largest cell is below 1 GB) and, with
- * --device-mem, the smallest N in the list at which each scheme fits. For
+ * --device-mem, the smallest N in the list at which each scheme's floor fits
+ * (and, for MLP widths, its peak, with the largest batch there). For
  * a transformer (--model), one table per unit mode: GB per rank by N and
  * scheme, the peak's parts and their sum, whether the floor and the peak
  * fit, the largest micro-batch, and what would fit when nothing does.

@@ -97,26 +97,38 @@ static void put_table(struct zs_buf *t, const struct theory_request *req,
 	}
 }
 
-static void put_fits(struct zs_buf *t, const struct theory_request *req)
+/* The smallest N in the list where each scheme's floor (or, for a shape,
+ * its schedule peak at the given batch) fits, with the largest batch per
+ * rank whose peak fits there. */
+static void put_fits(struct zs_buf *t, const struct theory_request *req, enum zs_unit unit,
+                     int peak)
 {
 	const struct zs_config *c = req->config;
 
-	zs_buf_printf(t, "\nSmallest N in the list whose floor fits %.6g GB per rank:\n",
-	              theory_request_usable(req) / GB);
+	if (peak)
+		zs_buf_printf(t, "\nSmallest N in the list whose peak fits %.6g GB per rank, unit = %s "
+		              "(batch %u), and the largest batch per rank there:\n",
+		              theory_request_usable(req) / GB, zs_unit_name(unit), c->batch);
+	else
+		zs_buf_printf(t, "\nSmallest N in the list whose floor fits %.6g GB per rank:\n",
+		              theory_request_usable(req) / GB);
 	for (size_t s = 0; s < c->nschemes; s++) {
-		long found = -1;
+		struct theory_row best = { .world = 0 };
 
 		for (size_t w = 0; w < c->nworld; w++) {
 			struct theory_row r;
 
-			theory_row(req, c->schemes[s], c->units[0], c->world[w], &r);
-			if (r.fits == 1 && (found < 0 || c->world[w] < (unsigned long)found))
-				found = (long)c->world[w];
+			theory_row(req, c->schemes[s], unit, c->world[w], &r);
+			if ((peak ? r.fits_peak : r.fits) == 1 && (best.world == 0 || r.world < best.world))
+				best = r;
 		}
-		if (found < 0)
+		if (best.world == 0)
 			zs_buf_printf(t, "  %-6s none\n", zs_scheme_name(c->schemes[s]));
+		else if (peak)
+			zs_buf_printf(t, "  %-6s N = %u, batch up to %llu\n", zs_scheme_name(c->schemes[s]),
+			              best.world, (unsigned long long)best.max_batch);
 		else
-			zs_buf_printf(t, "  %-6s N = %ld\n", zs_scheme_name(c->schemes[s]), found);
+			zs_buf_printf(t, "  %-6s N = %u\n", zs_scheme_name(c->schemes[s]), best.world);
 	}
 }
 
@@ -155,8 +167,11 @@ static void mlp_text(struct zs_buf *t, const struct theory_request *req)
 		              req->largest_unit);
 		zs_buf_printf(t, "%s GB\n", num_str(num, sizeof num, req->largest_unit * (b.p + b.g) / GB));
 	}
-	if (req->device_mem > 0)
-		put_fits(t, req);
+	if (req->device_mem > 0) {
+		put_fits(t, req, c->units[0], 0);
+		for (size_t u = 0; req->shape_known && u < c->nunits; u++)
+			put_fits(t, req, c->units[u], 1);
+	}
 }
 
 /* ------------------------------------------------------------------------ */
