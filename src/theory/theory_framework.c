@@ -109,29 +109,39 @@ void theory_framework_schedule(const struct theory_shape *s, enum zs_scheme sche
 /* Rank k's model states differ from the binding rank's by its share of
  * the optimizer state (torch's zero1); the transients and bytes sent are
  * every rank's. */
-void theory_framework_json(cJSON *schedule, const struct theory_shape *s, enum zs_scheme scheme,
-                           unsigned world, const struct theory_schedule *sc)
+static int push(cJSON *arr, double v)
 {
+	cJSON *n = cJSON_CreateNumber(v);
+	if (n == NULL || !cJSON_AddItemToArray(arr, n)) {
+		cJSON_Delete(n);
+		return -1;
+	}
+	return 0;
+}
+
+int theory_framework_json(cJSON *schedule, const struct theory_request *req, enum zs_scheme scheme,
+                          unsigned world, const struct theory_schedule *sc)
+{
+	const struct zs_config *c = req->config;
+	struct theory_shape s = {c->widths, c->nwidths, c->batch, {0}, c->framework};
 	uint64_t *load = zs_calloc(world, sizeof *load), most = 0;
-	int uneven = s->framework == ZS_FW_TORCH && scheme == ZS_ZERO1;
-	if (uneven)
-		theory_torch_partition(s, world, load);
+	theory_request_bytes(req, &s.bytes);
+	if (c->framework == ZS_FW_TORCH && scheme == ZS_ZERO1)
+		theory_torch_partition(&s, world, load);
 	for (unsigned k = 0; k < world; k++)
 		most = load[k] > most ? load[k] : most;
-	zs_json_add_number(schedule, "imbalance_bytes", sc->imbalance_bytes);
-	cJSON *per = cJSON_AddObjectToObject(schedule, "per_rank");
-	cJSON *ra = cJSON_AddArrayToObject(per, "resident_bytes"), *pa = cJSON_AddArrayToObject(per, "peak_bytes");
-	cJSON *ca = cJSON_AddArrayToObject(per, "comm_bytes_per_step");
-	if (ra == NULL || pa == NULL || ca == NULL)
-		zs_oom(__FILE__, __LINE__);
-	for (unsigned k = 0; k < world; k++) {
-		uint64_t less = (most - load[k]) * s->bytes.k;
-		if (!cJSON_AddItemToArray(ra, cJSON_CreateNumber((double)(sc->resident_bytes - less))) ||
-		    !cJSON_AddItemToArray(pa, cJSON_CreateNumber((double)(sc->peak_bytes - less))) ||
-		    !cJSON_AddItemToArray(ca, cJSON_CreateNumber((double)sc->comm_bytes)))
-			zs_oom(__FILE__, __LINE__);
+	cJSON *per = cJSON_AddObjectToObject(schedule, "per_rank"), *ra = NULL, *pa = NULL, *ca = NULL;
+	int rc = schedule == NULL || zs_json_add_number(schedule, "imbalance_bytes", sc->imbalance_bytes) == NULL ||
+	         (ra = cJSON_AddArrayToObject(per, "resident_bytes")) == NULL ||
+	         (pa = cJSON_AddArrayToObject(per, "peak_bytes")) == NULL ||
+	         (ca = cJSON_AddArrayToObject(per, "comm_bytes_per_step")) == NULL ? -1 : 0;
+	for (unsigned k = 0; k < world && rc == 0; k++) {
+		uint64_t less = (most - load[k]) * s.bytes.k;
+		rc = push(ra, (double)(sc->resident_bytes - less)) < 0 || push(pa, (double)(sc->peak_bytes - less)) < 0 ||
+		     push(ca, (double)sc->comm_bytes) < 0 ? -1 : 0;
 	}
 	free(load);
+	return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -149,12 +159,12 @@ double theory_deepspeed_estimate(double params, double largest_layer, enum zs_sc
 	return -1;
 }
 
-/* Ψ and the largest layer (DeepSpeed's module): the shape's, or --params
- * and --largest-unit. */
+/* Ψ and the largest layer (DeepSpeed's module): the MLP's, else Ψ and
+ * --largest-unit (a transformer's largest module is not one of its units). */
 static void request_model(const struct theory_request *req, double *params, double *largest)
 {
 	const struct zs_config *c = req->config;
-	*params = req->params;
+	*params = theory_request_params(req);
 	*largest = req->largest_unit;
 	if (!req->shape_known)
 		return;
@@ -164,27 +174,23 @@ static void request_model(const struct theory_request *req, double *params, doub
 		*largest = fmax(*largest, (double)zs_layer_params(c->widths, l));
 }
 
-void theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
-                               unsigned world)
+int theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
+                              unsigned world)
 {
 	double psi, largest;
 	if (req->config->framework != ZS_FW_DEEPSPEED)
-		return;
+		return 0;
 	request_model(req, &psi, &largest);
 	double est = theory_deepspeed_estimate(psi, largest, scheme, world);
-	if (est < 0) {
-		if (cJSON_AddNullToObject(row, "deepspeed_estimate") == NULL)
-			zs_oom(__FILE__, __LINE__);
-		return;
-	}
+	if (est < 0)
+		return cJSON_AddNullToObject(row, "deepspeed_estimate") != NULL ? 0 : -1;
 	cJSON *o = cJSON_AddObjectToObject(row, "deepspeed_estimate");
-	if (o == NULL || cJSON_AddStringToObject(o, "function", scheme == ZS_ZERO2
-	                 ? "estimate_zero2_model_states_mem_needs" : "estimate_zero3_model_states_mem_needs") == NULL)
-		zs_oom(__FILE__, __LINE__);
-	zs_json_add_number(o, "device_bytes", est);
-	zs_json_add_number(o, "device_bytes_per_param", est / psi);
-	if (scheme == ZS_ZERO3)
-		zs_json_add_number(o, "largest_layer_params", largest);
+	return o == NULL ||
+	       cJSON_AddStringToObject(o, "function", scheme == ZS_ZERO2 ? "estimate_zero2_model_states_mem_needs"
+	                                                                 : "estimate_zero3_model_states_mem_needs") == NULL ||
+	       zs_json_add_number(o, "device_bytes", est) == NULL ||
+	       zs_json_add_number(o, "device_bytes_per_param", est / psi) == NULL ||
+	       (scheme == ZS_ZERO3 && zs_json_add_number(o, "largest_layer_params", largest) == NULL) ? -1 : 0;
 }
 
 /* A whole number of bytes with thousands separators: 17,109,375,000. */
@@ -216,7 +222,7 @@ char *theory_framework_text(const struct theory_request *req)
 	                        "(bytes), beside zerosim's floor:\n%8s %6s %20s %20s\n", "N", "scheme",
 	                        "deepspeed", "zerosim floor");
 	struct theory_bytes b;
-	theory_bytes_per_param(c->precision, c->optimizer, &b);
+	theory_request_bytes(req, &b);
 	for (size_t w = 0; w < c->nworld; w++)
 		for (size_t i = 0; i < c->nschemes; i++) {
 			double est = theory_deepspeed_estimate(psi, largest, c->schemes[i], c->world[w]);
