@@ -237,7 +237,9 @@ char *theory_framework_text(const struct theory_request *req)
 			out = line;
 		}
 	char lname[64] = "give --largest-unit L";
-	if (largest > 0)
+	if (req->model != NULL && largest <= 0)
+		snprintf(lname, sizeof lname, "not derived yet for --model");
+	else if (largest > 0)
 		snprintf(lname, sizeof lname, "L = %.17g", largest);
 	char *why = zs_asprintf("%sDeepSpeed shards 18 bytes per parameter (fp16 grads, fp32 grads, fp32 params,\n"
 	                        "Adam's two states) where the paper's zero2 shards 14 (no fp32 gradient\n"
