@@ -226,8 +226,6 @@ void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
 	out->peak_breakdown[THEORY_FULL_GRADS] = st.full_grads;
 	for (int c = 0; c < THEORY_NCATEGORIES; c++)
 		out->peak_bytes += out->peak_breakdown[c];
-	if (s->framework != ZS_FW_PAPER)
-		theory_framework_schedule(s, scheme, world, out);
 }
 
 uint64_t theory_max_batch(uint64_t fixed, uint64_t per_batch, double usable)
@@ -258,7 +256,6 @@ static void request_shape(const struct theory_request *req, struct theory_shape 
 	s->nwidths = req->config->nwidths;
 	s->batch = req->config->batch;
 	theory_request_bytes(req, &s->bytes);
-	s->framework = req->config->framework;
 }
 
 double theory_request_params(const struct theory_request *req)
@@ -295,6 +292,7 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 		r->has_peak = 1;
 	} else if (req->shape_known) {
 		theory_schedule(&s, scheme, unit, world, &r->sched);
+		theory_framework_schedule(&s, req->config->framework, scheme, unit, world, &r->sched);
 		r->peak_bytes = r->sched.peak_bytes;
 		/* The MLP's activations and scratch are b times their b = 1 bytes. */
 		r->peak_per_batch = (r->sched.peak_breakdown[THEORY_ACTIVATIONS]

@@ -67,7 +67,6 @@ struct theory_shape {
 	size_t nwidths;         /* L + 1, at least 2 */
 	unsigned batch;         /* b */
 	struct theory_bytes bytes;
-	enum zs_framework framework; /* whose implementation (0: the paper's) */
 };
 
 struct theory_schedule {
@@ -135,10 +134,10 @@ void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
  * elements of whole tensors each of the N ranks is assigned (load[N]). */
 void theory_torch_partition(const struct theory_shape *s, unsigned world, uint64_t *load);
 
-/* Redo a paper schedule as the shape's framework implements the scheme
- * (theory_schedule calls it; nothing for the paper's). */
-void theory_framework_schedule(const struct theory_shape *s, enum zs_scheme scheme, unsigned world,
-                               struct theory_schedule *out);
+/* Redo a paper schedule (theory_schedule's) as framework fw implements
+ * the scheme; nothing for the paper's. theory_row calls it. */
+void theory_framework_schedule(const struct theory_shape *s, enum zs_framework fw, enum zs_scheme scheme,
+                               enum zs_unit unit, unsigned world, struct theory_schedule *out);
 
 
 /* DeepSpeed's own estimate of a rank's model states on the device, without

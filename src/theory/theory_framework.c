@@ -99,10 +99,11 @@ static void torch_zero1(const struct theory_shape *s, unsigned world, struct the
 	out->comm_elements = sent;
 }
 
-void theory_framework_schedule(const struct theory_shape *s, enum zs_scheme scheme, unsigned world,
-                               struct theory_schedule *out)
+void theory_framework_schedule(const struct theory_shape *s, enum zs_framework fw, enum zs_scheme scheme,
+                               enum zs_unit unit, unsigned world, struct theory_schedule *out)
 {
-	if (s->framework == ZS_FW_TORCH && scheme == ZS_ZERO1)
+	(void)unit;
+	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO1)
 		torch_zero1(s, world, out);
 }
 
@@ -123,7 +124,7 @@ int theory_framework_json(cJSON *schedule, const struct theory_request *req, enu
                           unsigned world, const struct theory_schedule *sc)
 {
 	const struct zs_config *c = req->config;
-	struct theory_shape s = {c->widths, c->nwidths, c->batch, {0}, c->framework};
+	struct theory_shape s = {c->widths, c->nwidths, c->batch, {0}};
 	uint64_t *load = zs_calloc(world, sizeof *load), most = 0;
 	theory_request_bytes(req, &s.bytes);
 	if (c->framework == ZS_FW_TORCH && scheme == ZS_ZERO1)
