@@ -28,6 +28,8 @@ refused() {
 	[ ! -e "$tmp/no.json" ] || fail "$* wrote its output"
 }
 refused "$zerosim" measure --framework torch --schemes zero2 --world 2
+refused "$zerosim" measure --framework torch --schemes zero3 --world 2
+refused "$zerosim" theory --framework torch --schemes zero3 --precision mixed
 refused "$zerosim" theory --framework torch
 refused "$zerosim" measure --framework deepspeed --world 2
 refused "$zerosim" theory --framework torch --params 7.5e9 --schemes zero1

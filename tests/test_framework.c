@@ -17,6 +17,13 @@
  * PyTorch 1.13 gives. DDP's all-reduce sends 2(N-1)/N elements per
  * parameter and the broadcasts (N-1)/N more: 3(N-1)/N, exactly where N
  * divides every tensor (N = 2, 4, 8, 16, 32).
+ *
+ * torch's zero3 is FSDP FULL_SHARD, fp32 (4 + 4 + 8 bytes): with unit=layer
+ * the FlatParameters of 16640 and 16448 elements are padded to 3·5547 and
+ * 3·5483 at N = 3, so a rank holds 16·(5547 + 5483) = 176480 B = 5.334
+ * B/param, PyTorch 1.13's number. With unit=model the root unit is not
+ * freed after forward: one all-gather and one reduce-scatter, 2(N-1)/N
+ * elements per parameter (1.5 at N = 4), not the paper's 3(N-1)/N.
  */
 #include "config.h"
 
@@ -179,6 +186,44 @@ START_TEST(test_deepspeed_estimates_the_7_5b_model_on_64_gpus)
 }
 END_TEST
 
+START_TEST(test_torch_zero3_is_5_334_bytes_per_param_at_three_ranks)
+{
+	struct zs_config c = torch_config(ZS_FP32);
+	struct zs_result res;
+	struct zs_run_options opt = {0, 0, NULL};
+	char *cause = NULL;
+	ck_assert_int_eq(engine_run(&c, ZS_ZERO3, 3, ZS_UNIT_LAYER, NULL, &opt, &res, &cause), 0);
+	for (unsigned k = 0; k < 3; k++)
+		ck_assert_uint_eq(res.resident[k], 16 * (5547 + 5483));
+	ck_assert_double_eq_tol((double)res.resident[0] / PSI, 5.334, 5e-4);
+	struct zs_result dp = run(&c, ZS_DP, 3);
+	ck_assert_uint_eq(res.digest, dp.digest); /* the same arithmetic */
+	engine_result_free(&dp);
+	engine_result_free(&res);
+
+	struct theory_shape s = {mlp, 3, 4, {0}};
+	struct theory_schedule sc;
+	theory_bytes_per_param(ZS_FP32, ZS_ADAM, &s.bytes);
+	theory_schedule(&s, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	theory_framework_schedule(&s, ZS_FW_TORCH, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	ck_assert_uint_eq(sc.resident_bytes, 16 * (5547 + 5483));
+}
+END_TEST
+
+START_TEST(test_torch_zero3_keeps_the_root_gathered_one_all_gather)
+{
+	struct zs_config c = torch_config(ZS_FP32);
+	struct zs_result res = run(&c, ZS_ZERO3, 4);
+	ck_assert_uint_eq(res.comm[0].calls[ZS_ALL_GATHER], 1);
+	ck_assert_uint_eq(res.comm[0].calls[ZS_REDUCE_SCATTER], 1);
+	unsigned long long e = 0;
+	for (int kind = 0; kind < ZS_NCOLL; kind++)
+		e += res.comm[0].elements[kind];
+	ck_assert_uint_eq(e * 4, 2ull * 3 * PSI);
+	engine_result_free(&res);
+}
+END_TEST
+
 static Suite *framework_suite(void)
 {
 	Suite *s = suite_create("framework");
@@ -189,6 +234,8 @@ static Suite *framework_suite(void)
 	tcase_add_test(t, test_torch_zero1_weights_are_dps_bit_for_bit);
 	tcase_add_test(t, test_the_memory_bound_holds_torch_zero1);
 	tcase_add_test(t, test_theory_works_the_same_partition_from_the_shape);
+	tcase_add_test(t, test_torch_zero3_is_5_334_bytes_per_param_at_three_ranks);
+	tcase_add_test(t, test_torch_zero3_keeps_the_root_gathered_one_all_gather);
 	suite_add_tcase(s, t);
 	t = tcase_create("deepspeed");
 	tcase_add_test(t, test_deepspeed_estimates_the_7_5b_model_on_64_gpus);

@@ -9,6 +9,18 @@
  * and _sync_params broadcasts every tensor from its owner
  * (_broadcast_params_from_rank, one dist.broadcast per parameter, as
  * parameters_as_bucket_view=False does). dp is DDP: the paper's dp hooks.
+ *
+ * zero3 is FullyShardedDataParallel with FULL_SHARD
+ * (torch/distributed/fsdp/fully_sharded_data_parallel.py): one FlatParameter
+ * per unit, sharded as the paper's zero3 shards it (padded to N·ceil(n/N)),
+ * gathered before the unit's forward and freed after it, gathered again for
+ * its backward, its grads reduce-scattered and freed. Except the root: FSDP
+ * does not free the root's parameters after forward (forward(), "Do not free
+ * the root's parameters in the post-forward for FULL_SHARD"), so the root's
+ * backward finds them gathered and sends no second all-gather. With
+ * unit=model the whole model is the root unit; with unit=layer each layer is
+ * an FSDP unit and the root (the model around them) owns no parameter.
+ * backward_prefetch is None by default in 1.13: no unit is gathered early.
  */
 #include "config.h"
 
@@ -31,6 +43,38 @@ static const struct zs_scheme_ops torch_zero1 = {
 	.after_optimizer = broadcast_from_owners,
 };
 
+/* The whole model as one unit is FSDP's root. */
+static int root(const struct zs_run *r, size_t u) { return u == 0 && r->layout.nunits == 1; }
+
+static void fsdp_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+{
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	if (pass == ZS_PASS_FORWARD || !root(r, u)) {
+		run_alloc_full(r, ZS_BUF_GATHERED, un->off, un->n);
+		run_gather_params_unit(r, u, ZS_BUF_GATHERED);
+	}
+	if (pass == ZS_PASS_BACKWARD)
+		run_alloc_full(r, ZS_BUF_FULL_GRADS, un->off, un->n);
+}
+
+static void fsdp_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+{
+	if (pass == ZS_PASS_FORWARD && root(r, u))
+		return; /* kept for backward */
+	if (pass == ZS_PASS_BACKWARD) {
+		tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
+		run_reduce_scatter_unit(r, u, ZS_BUF_FULL_GRADS);
+		run_free_all(r, ZS_BUF_FULL_GRADS);
+	}
+	run_free_all(r, ZS_BUF_GATHERED);
+}
+
+static const struct zs_scheme_ops torch_zero3 = {
+	.name = "torch zero3",
+	.begin_unit = fsdp_begin_unit,
+	.end_unit = fsdp_end_unit,
+};
+
 static const struct zs_scheme_ops *const paper[ZS_NSCHEMES] = {
 	&scheme_dp, &scheme_zero1, &scheme_zero2, &scheme_zero3,
 };
@@ -39,5 +83,7 @@ const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme sche
 {
 	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO1)
 		return &torch_zero1;
+	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO3)
+		return &torch_zero3;
 	return paper[scheme];
 }

@@ -15,14 +15,14 @@ const char *report_cause_name(enum report_cause c)
 {
 	static const char *const names[REPORT_NCAUSES] = {
 		"padding", "gathered params", "full grads", "partition imbalance", "broadcast",
-		"activations and scratch", "other",
+		"root kept gathered", "activations and scratch", "other",
 	};
 	return names[c];
 }
 
 char report_cause_mark(enum report_cause c)
 {
-	return "pgfibao"[c];
+	return "pgfibrao"[c];
 }
 
 const char *report_status_name(enum report_status s)
@@ -104,9 +104,16 @@ static void attribute_comm(const struct report_data *d, const struct report_run 
                            struct report_point *pt)
 {
 	double padding = pt->floor * (r->padded_elements - d->params) / d->params;
-	double rest = pt->departure - r->broadcast_bytes;
+	double skipped = 0;
+
+	/* FSDP keeps the root unit (the whole model) gathered into backward:
+	 * one all-gather of the padded params fewer, (N-1)·S·p. */
+	if (strcmp(d->framework, "torch") == 0 && r->scheme == ZS_ZERO3 && r->unit == ZS_UNIT_MODEL)
+		skipped = -(double)(r->world - 1) * r->shard_elements * d->p;
+	double rest = pt->departure - r->broadcast_bytes - skipped;
 
 	pt->cause[REPORT_BROADCAST] = r->broadcast_bytes;
+	pt->cause[REPORT_ROOT_KEPT] = skipped;
 	pt->cause[REPORT_PADDING] = rest > 0 ? fmin(rest, padding) : 0;
 }
 

@@ -13,6 +13,8 @@
  *    floor, with no padding (nothing is padded there);
  *  - broadcast (torch's zero1): the measured broadcasts' bytes, the
  *    collective the paper's zero1 does not have;
+ *  - root kept gathered (torch's zero3, FSDP, unit=model): the backward
+ *    all-gather FSDP does not send, a negative cause: (N-1)·S·p bytes;
  *  - activations: the `activations` and `scratch` categories, merged as
  *    "activations and scratch" (both are per-batch step buffers every scheme
  *    holds alike);
@@ -38,7 +40,7 @@
 
 enum report_cause {
 	REPORT_PADDING, REPORT_GATHERED, REPORT_FULL_GRADS, REPORT_IMBALANCE, REPORT_BROADCAST,
-	REPORT_ACTIVATIONS, REPORT_OTHER, REPORT_NCAUSES
+	REPORT_ROOT_KEPT, REPORT_ACTIVATIONS, REPORT_OTHER, REPORT_NCAUSES
 };
 
 enum report_status { REPORT_NONE, REPORT_BASELINE, REPORT_FLAGGED };
@@ -67,9 +69,9 @@ void report_classify_point(const struct report_data *d, const struct report_run 
 struct report_point *report_classify(const struct report_data *d, size_t *npts);
 
 /* "padding", "gathered params", "full grads", "partition imbalance",
- * "broadcast", "activations and scratch", "other". */
+ * "broadcast", "root kept gathered", "activations and scratch", "other". */
 const char *report_cause_name(enum report_cause c);
-/* One-letter mark used in table.tex: p g f i b a o. */
+/* One-letter mark used in table.tex: p g f i b r a o. */
 char report_cause_mark(enum report_cause c);
 const char *report_status_name(enum report_status s);
 

@@ -99,12 +99,27 @@ static void torch_zero1(const struct theory_shape *s, unsigned world, struct the
 	out->comm_elements = sent;
 }
 
+/* FSDP's FULL_SHARD: the paper's zero3, but the root unit (the whole
+ * model, unit=model) stays gathered from its forward to its backward: one
+ * all-gather and one reduce-scatter, (N-1)·S·(p+g) bytes. The peak is the
+ * paper's: backward holds the gathered params and full grads either way. */
+static void torch_zero3(const struct theory_shape *s, enum zs_unit unit, unsigned world,
+                        struct theory_schedule *out)
+{
+	if (unit != ZS_UNIT_MODEL || world == 1)
+		return;
+	uint64_t pass = (uint64_t)(world - 1) * out->shard_elements;
+	out->comm_bytes = pass * (s->bytes.p + s->bytes.g);
+	out->comm_elements = 2 * pass;
+}
+
 void theory_framework_schedule(const struct theory_shape *s, enum zs_framework fw, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world, struct theory_schedule *out)
 {
-	(void)unit;
 	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO1)
 		torch_zero1(s, world, out);
+	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO3)
+		torch_zero3(s, unit, world, out);
 }
 
 /* Rank k's model states differ from the binding rank's by its share of

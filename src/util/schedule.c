@@ -27,12 +27,14 @@ const enum zs_span zs_shards[ZS_NSCHEMES][ZS_NSTATES] = {
 };
 
 /* torch's schemes (docs/schedule.md, "torch"): dp is DistributedDataParallel
- * (its gradient buckets not counted), zero1 is ZeroRedundancyOptimizer. */
+ * (its gradient buckets not counted), zero1 is ZeroRedundancyOptimizer,
+ * zero3 is FullyShardedDataParallel's FULL_SHARD (fp32 only). */
 static const enum zs_span torch_rows[ZS_NSCHEMES][ZS_NSTATES] = {
 	[ZS_DP]    = {ZS_FULL,  ZS_FULL,  ZS_FULL},
 	[ZS_ZERO1] = {ZS_FULL,  ZS_FULL,  ZS_TENSORS},
+	[ZS_ZERO3] = {ZS_SHARD, ZS_SHARD, ZS_SHARD},
 };
-static const int torch_modelled[ZS_NSCHEMES] = {[ZS_DP] = 1, [ZS_ZERO1] = 1};
+static const int torch_modelled[ZS_NSCHEMES] = {[ZS_DP] = 1, [ZS_ZERO1] = 1, [ZS_ZERO3] = 1};
 
 const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme)
 {
@@ -47,12 +49,17 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 {
 	if (theory && c->framework == ZS_FW_DEEPSPEED)
 		return 0;
-	for (size_t i = 0; i < c->nschemes; i++)
+	for (size_t i = 0; i < c->nschemes; i++) {
 		if (zs_row(c->framework, c->schemes[i]) == NULL)
 			return zs_fail(cause, "--framework %s: %s is not modelled yet (%s)", zs_framework_name(c->framework),
 			               zs_scheme_name(c->schemes[i]),
-			               c->framework == ZS_FW_TORCH ? "torch models dp and zero1: give --schemes dp,zero1"
+			               c->framework == ZS_FW_TORCH ? "torch models dp, zero1 and zero3: give --schemes dp,zero1,zero3"
 			                                           : "the theory prints DeepSpeed's own estimate");
+		/* FSDP's MixedPrecision keeps fp32 shards and casts a transient
+		 * copy: not the 2 + 2 + 12 accounting of --precision mixed. */
+		if (c->framework == ZS_FW_TORCH && c->schemes[i] == ZS_ZERO3 && c->precision != ZS_FP32)
+			return zs_fail(cause, "--framework torch: zero3 (FSDP) is modelled in fp32 only (give --precision fp32)");
+	}
 	return 0;
 }
 
