@@ -24,6 +24,10 @@
  * B/param, PyTorch 1.13's number. With unit=model the root unit is not
  * freed after forward: one all-gather and one reduce-scatter, 2(N-1)/N
  * elements per parameter (1.5 at N = 4), not the paper's 3(N-1)/N.
+ * torch's zero2 is FSDP SHARD_GRAD_OP: the same shards between steps, but
+ * every unit stays gathered into its backward: with unit=layer, the last
+ * layer's backward holds both layers' params, Ψ·4 = 132352 B, and its own
+ * grads, 16448·4 B; one all-gather per unit.
  */
 #include "config.h"
 
@@ -58,14 +62,19 @@ static struct zs_config torch_config(enum zs_precision pr)
 	return c;
 }
 
-static struct zs_result run(const struct zs_config *c, enum zs_scheme s, unsigned n)
+static struct zs_result run_unit(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
 {
 	struct zs_result res;
 	struct zs_run_options opt = {0, 0, NULL};
 	char *cause = NULL;
-	int r = engine_run(c, s, n, ZS_UNIT_MODEL, NULL, &opt, &res, &cause);
+	int r = engine_run(c, s, n, u, NULL, &opt, &res, &cause);
 	ck_assert_msg(r == 0, "engine_run failed: %s", cause ? cause : "?");
 	return res;
+}
+
+static struct zs_result run(const struct zs_config *c, enum zs_scheme s, unsigned n)
+{
+	return run_unit(c, s, n, ZS_UNIT_MODEL);
 }
 
 static const unsigned worlds[] = {2, 3, 4, 8, 16, 32};
@@ -189,10 +198,7 @@ END_TEST
 START_TEST(test_torch_zero3_is_5_334_bytes_per_param_at_three_ranks)
 {
 	struct zs_config c = torch_config(ZS_FP32);
-	struct zs_result res;
-	struct zs_run_options opt = {0, 0, NULL};
-	char *cause = NULL;
-	ck_assert_int_eq(engine_run(&c, ZS_ZERO3, 3, ZS_UNIT_LAYER, NULL, &opt, &res, &cause), 0);
+	struct zs_result res = run_unit(&c, ZS_ZERO3, 3, ZS_UNIT_LAYER);
 	for (unsigned k = 0; k < 3; k++)
 		ck_assert_uint_eq(res.resident[k], 16 * (5547 + 5483));
 	ck_assert_double_eq_tol((double)res.resident[0] / PSI, 5.334, 5e-4);
@@ -224,6 +230,19 @@ START_TEST(test_torch_zero3_keeps_the_root_gathered_one_all_gather)
 }
 END_TEST
 
+START_TEST(test_torch_zero2_holds_every_unit_gathered_into_backward)
+{
+	struct zs_config c = torch_config(ZS_FP32);
+	struct zs_result res = run_unit(&c, ZS_ZERO2, 3, ZS_UNIT_LAYER);
+	ck_assert_uint_eq(res.resident[0], 16 * (5547 + 5483));
+	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_GATHERED], 4 * PSI);
+	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_FULL_GRADS], 4 * 16448);
+	ck_assert_uint_eq(res.comm[0].calls[ZS_ALL_GATHER], 2);
+	ck_assert_uint_eq(res.comm[0].calls[ZS_REDUCE_SCATTER], 2);
+	engine_result_free(&res);
+}
+END_TEST
+
 static Suite *framework_suite(void)
 {
 	Suite *s = suite_create("framework");
@@ -236,6 +255,7 @@ static Suite *framework_suite(void)
 	tcase_add_test(t, test_theory_works_the_same_partition_from_the_shape);
 	tcase_add_test(t, test_torch_zero3_is_5_334_bytes_per_param_at_three_ranks);
 	tcase_add_test(t, test_torch_zero3_keeps_the_root_gathered_one_all_gather);
+	tcase_add_test(t, test_torch_zero2_holds_every_unit_gathered_into_backward);
 	suite_add_tcase(s, t);
 	t = tcase_create("deepspeed");
 	tcase_add_test(t, test_deepspeed_estimates_the_7_5b_model_on_64_gpus);

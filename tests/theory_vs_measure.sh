@@ -90,12 +90,16 @@ for precision in mixed fp32; do
 done
 check --framework torch --layers 5,7,3,11 --world 1,2,3,4,5,6,7,8 --schemes dp,zero1 --unit model,layer --steps 2
 check --framework torch --layers 64,256,256,256,64 --world 1,3,5,8 --schemes zero1 --unit model,layer --steps 1
-# torch's zero3 (FSDP FULL_SHARD, fp32): the root unit stays gathered.
+# torch's zero2 and zero3 (FSDP SHARD_GRAD_OP and FULL_SHARD, fp32): units
+# kept gathered from forward into backward.
 for optimizer in adam sgd; do
 	check --framework torch --precision fp32 --optimizer $optimizer --layers 64,256,64 --world 1,2,3,4,5,6,7,8 \
-		--schemes dp,zero1,zero3 --unit model,layer --batch 4 --steps 1
+		--schemes dp,zero1,zero2,zero3 --unit model,layer --batch 4 --steps 1
 done
-check --framework torch --precision fp32 --layers 5,7,3,11 --world 1,2,3,4,5,6,7,8 --schemes zero3 --unit model,layer --steps 2
+check --framework torch --precision fp32 --layers 5,7,3,11 --world 1,2,3,4,5,6,7,8 --schemes zero2,zero3 \
+	--unit model,layer --steps 2
+check --framework torch --precision fp32 --layers 64,256,256,256,64 --world 1,3,5,8 --schemes zero2,zero3 \
+	--unit model,layer --steps 1
 
 echo "theory_vs_measure: all $configs sweeps agree exactly"
 

@@ -65,7 +65,7 @@ static void usage(void)
 "      --optimizer O      adam or sgd (default adam)\n"
 "      --batch B          per-rank batch (default 4)\n"
 "      --framework F      paper (default), torch (dp: DDP, zero1:\n"
-"                         ZeroRedundancyOptimizer, zero3: FSDP in fp32) or\n"
+"                         ZeroRedundancyOptimizer, zero2/3: FSDP in fp32) or\n"
 "                         deepspeed (the paper's rows beside DeepSpeed's own\n"
 "                         estimate)\n"
 "      --steps, --seed, --lr, --beta1, --beta2, --eps\n"

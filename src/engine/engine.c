@@ -288,11 +288,16 @@ static void free_tensors_after(struct zs_run *r, unsigned k, size_t layer)
 static struct zs_layer_io layer_io(const struct zs_run *r, unsigned k, size_t l, enum zs_pass pass)
 {
 	const struct zs_rank *rk = run_rank(r, k);
-	size_t e = r->model.layer[l].param_off;
+	size_t e = r->model.layer[l].param_off, u = 0;
 	enum zs_buf p = rk->buf[ZS_BUF_GATHERED] != NULL ? ZS_BUF_GATHERED : ZS_BUF_PARAMS;
 	enum zs_buf g = rk->buf[ZS_BUF_FULL_GRADS] != NULL ? ZS_BUF_FULL_GRADS : ZS_BUF_GRADS;
 	void *grads = pass == ZS_PASS_BACKWARD ? run_at(r, k, g, e - r->base[g]) : NULL;
-	return (struct zs_layer_io){run_at(r, k, p, e - r->base[p]), grads, rk->t, r->dt, r->model.batch};
+	const void *w = run_at(r, k, p, e - r->base[p]);
+	while (r->layout.unit[u].last < l)
+		u++;
+	if (rk->held[u] != NULL) /* kept since its forward */
+		w = (const char *)rk->held[u] + (e - r->layout.unit[u].off) * r->esize[ZS_BUF_GATHERED];
+	return (struct zs_layer_io){w, grads, rk->t, r->dt, r->model.batch};
 }
 
 static void forward(struct zs_run *r, unsigned t)

@@ -32,6 +32,10 @@ struct zs_case;
 struct zs_rank {
 	void *buf[ZS_NBUFS];          /* per-parameter buffers (layout.h) */
 	float *t[ZS_MAX_TENSORS];     /* the model's tensors (model.h) */
+	/* Unit u's params gathered in its forward and kept until its backward
+	 * (torch's zero2, FSDP SHARD_GRAD_OP): a full copy of the unit, in
+	 * category gathered_params; NULL otherwise. */
+	void *held[ZS_MAX_LAYERS];
 	float loss;
 };
 

@@ -21,6 +21,11 @@
  * unit=model the whole model is the root unit; with unit=layer each layer is
  * an FSDP unit and the root (the model around them) owns no parameter.
  * backward_prefetch is None by default in 1.13: no unit is gathered early.
+ *
+ * zero2 is FSDP's SHARD_GRAD_OP: the same, but no unit is freed after its
+ * forward (only FULL_SHARD frees there); each is kept until its backward is
+ * done (_should_free_unsharded_flat_param), so backward sends no all-gather
+ * and, at the first unit's backward, every unit is gathered at once.
  */
 #include "config.h"
 
@@ -43,13 +48,20 @@ static const struct zs_scheme_ops torch_zero1 = {
 	.after_optimizer = broadcast_from_owners,
 };
 
-/* The whole model as one unit is FSDP's root. */
-static int root(const struct zs_run *r, size_t u) { return u == 0 && r->layout.nunits == 1; }
+static const struct zs_scheme_ops torch_zero2;
+
+/* Whether unit u's params stay gathered from its forward into its
+ * backward: every unit under SHARD_GRAD_OP, the root (the whole model as
+ * one unit) under FULL_SHARD. */
+static int kept(const struct zs_run *r, size_t u)
+{
+	return r->ops == &torch_zero2 || (u == 0 && r->layout.nunits == 1);
+}
 
 static void fsdp_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
-	if (pass == ZS_PASS_FORWARD || !root(r, u)) {
+	if (pass == ZS_PASS_FORWARD || !kept(r, u)) {
 		run_alloc_full(r, ZS_BUF_GATHERED, un->off, un->n);
 		run_gather_params_unit(r, u, ZS_BUF_GATHERED);
 	}
@@ -59,18 +71,33 @@ static void fsdp_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 
 static void fsdp_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 {
-	if (pass == ZS_PASS_FORWARD && root(r, u))
-		return; /* kept for backward */
+	if (pass == ZS_PASS_FORWARD && kept(r, u)) {
+		for (unsigned k = r->r0; k < r->r1; k++) { /* the rank keeps it as unit u's */
+			run_rank(r, k)->held[u] = run_rank(r, k)->buf[ZS_BUF_GATHERED];
+			run_rank(r, k)->buf[ZS_BUF_GATHERED] = NULL;
+		}
+		return;
+	}
 	if (pass == ZS_PASS_BACKWARD) {
 		tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
 		run_reduce_scatter_unit(r, u, ZS_BUF_FULL_GRADS);
 		run_free_all(r, ZS_BUF_FULL_GRADS);
 	}
 	run_free_all(r, ZS_BUF_GATHERED);
+	for (unsigned k = r->r0; k < r->r1 && pass == ZS_PASS_BACKWARD; k++) {
+		tracker_free(&r->tracker, k, run_rank(r, k)->held[u]);
+		run_rank(r, k)->held[u] = NULL;
+	}
 }
 
 static const struct zs_scheme_ops torch_zero3 = {
 	.name = "torch zero3",
+	.begin_unit = fsdp_begin_unit,
+	.end_unit = fsdp_end_unit,
+};
+
+static const struct zs_scheme_ops torch_zero2 = {
+	.name = "torch zero2",
 	.begin_unit = fsdp_begin_unit,
 	.end_unit = fsdp_end_unit,
 };
@@ -85,5 +112,7 @@ const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme sche
 		return &torch_zero1;
 	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO3)
 		return &torch_zero3;
+	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO2)
+		return &torch_zero2;
 	return paper[scheme];
 }

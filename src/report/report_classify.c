@@ -15,14 +15,14 @@ const char *report_cause_name(enum report_cause c)
 {
 	static const char *const names[REPORT_NCAUSES] = {
 		"padding", "gathered params", "full grads", "partition imbalance", "broadcast",
-		"root kept gathered", "activations and scratch", "other",
+		"root kept gathered", "params sharded", "activations and scratch", "other",
 	};
 	return names[c];
 }
 
 char report_cause_mark(enum report_cause c)
 {
-	return "pgfibrao"[c];
+	return "pgfibrsao"[c];
 }
 
 const char *report_status_name(enum report_status s)
@@ -68,6 +68,10 @@ static void attribute_memory(const struct report_data *d, const struct report_ru
 			state += bd[c];
 	padding = (r->shard_elements - d->params / r->world) * sharded_bytes(d, r->scheme);
 	excess = state - pt->floor;
+	if (strcmp(d->framework, "torch") == 0 && r->scheme == ZS_ZERO2) { /* FSDP: params a shard too */
+		pt->cause[REPORT_PARAMS_SHARDED] = (r->shard_elements - d->params) * d->p;
+		excess -= pt->cause[REPORT_PARAMS_SHARDED];
+	}
 	if (uneven(d, r)) /* whole tensors: nothing padded, the rest is the partition */
 		pt->cause[REPORT_IMBALANCE] = excess > 0 ? excess : 0;
 	else

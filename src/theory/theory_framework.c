@@ -113,11 +113,44 @@ static void torch_zero3(const struct theory_shape *s, enum zs_unit unit, unsigne
 	out->comm_elements = 2 * pass;
 }
 
+/* FSDP's SHARD_GRAD_OP: between steps only shards, as the paper's zero3;
+ * no unit is freed after its forward, so backward sends no all-gather and
+ * unit u's backward holds units 0..u gathered and u's full grads:
+ * peak = R + A + D + max_u (Σ_{v<=u} n_v·p + n_u·g), the first reached in
+ * time (backward runs from the last unit: the largest u of equals). */
+static void torch_zero2(const struct theory_shape *s, enum zs_unit unit, unsigned world,
+                        struct theory_schedule *out)
+{
+	if (world == 1)
+		return;
+	theory_schedule(s, ZS_ZERO3, unit, world, out);
+	uint64_t *pb = out->peak_breakdown, before = 0, best = 0, held = 0, grads = 0;
+	for (size_t u = 0; u < out->nunits; u++)
+		before += out->units[u];
+	for (size_t u = out->nunits; u-- > 0;) { /* before = Σ_{v<=u} n_v */
+		uint64_t here = before * s->bytes.p + out->units[u] * s->bytes.g;
+		if (here > best) {
+			best = here;
+			held = before * s->bytes.p;
+			grads = out->units[u] * s->bytes.g;
+		}
+		before -= out->units[u];
+	}
+	out->peak_bytes += held + grads - pb[THEORY_GATHERED_PARAMS] - pb[THEORY_FULL_GRADS];
+	pb[THEORY_GATHERED_PARAMS] = held;
+	pb[THEORY_FULL_GRADS] = grads;
+	uint64_t pass = (uint64_t)(world - 1) * out->shard_elements;
+	out->comm_bytes = pass * (s->bytes.p + s->bytes.g);
+	out->comm_elements = 2 * pass;
+}
+
 void theory_framework_schedule(const struct theory_shape *s, enum zs_framework fw, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world, struct theory_schedule *out)
 {
 	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO1)
 		torch_zero1(s, world, out);
+	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO2)
+		torch_zero2(s, unit, world, out);
 	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO3)
 		torch_zero3(s, unit, world, out);
 }

@@ -28,13 +28,15 @@ const enum zs_span zs_shards[ZS_NSCHEMES][ZS_NSTATES] = {
 
 /* torch's schemes (docs/schedule.md, "torch"): dp is DistributedDataParallel
  * (its gradient buckets not counted), zero1 is ZeroRedundancyOptimizer,
- * zero3 is FullyShardedDataParallel's FULL_SHARD (fp32 only). */
+ * zero2 and zero3 are FullyShardedDataParallel's SHARD_GRAD_OP and
+ * FULL_SHARD (fp32 only): between steps both hold only shards. */
 static const enum zs_span torch_rows[ZS_NSCHEMES][ZS_NSTATES] = {
 	[ZS_DP]    = {ZS_FULL,  ZS_FULL,  ZS_FULL},
 	[ZS_ZERO1] = {ZS_FULL,  ZS_FULL,  ZS_TENSORS},
+	[ZS_ZERO2] = {ZS_SHARD, ZS_SHARD, ZS_SHARD},
 	[ZS_ZERO3] = {ZS_SHARD, ZS_SHARD, ZS_SHARD},
 };
-static const int torch_modelled[ZS_NSCHEMES] = {[ZS_DP] = 1, [ZS_ZERO1] = 1, [ZS_ZERO3] = 1};
+static const int torch_modelled[ZS_NSCHEMES] = {1, 1, 1, 1};
 
 const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme)
 {
@@ -57,8 +59,9 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 			                                           : "the theory prints DeepSpeed's own estimate");
 		/* FSDP's MixedPrecision keeps fp32 shards and casts a transient
 		 * copy: not the 2 + 2 + 12 accounting of --precision mixed. */
-		if (c->framework == ZS_FW_TORCH && c->schemes[i] == ZS_ZERO3 && c->precision != ZS_FP32)
-			return zs_fail(cause, "--framework torch: zero3 (FSDP) is modelled in fp32 only (give --precision fp32)");
+		if (c->framework == ZS_FW_TORCH && c->schemes[i] >= ZS_ZERO2 && c->precision != ZS_FP32)
+			return zs_fail(cause, "--framework torch: %s (FSDP) is modelled in fp32 only (give --precision fp32)",
+			               zs_scheme_name(c->schemes[i]));
 	}
 	return 0;
 }
