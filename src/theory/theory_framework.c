@@ -17,7 +17,7 @@
  * estimate_zero2_model_states_mem_needs (lines 2430-2447 at 38327e0, the
  * formula at 2444, since f4cb866 of June 2024; before it printed
  * 4Ψ + 16Ψ/N) and stage3.py estimate_zero3_model_states_mem_needs (lines
- * 3008-3042; 4L at 3019, the sum at 3038), the rows without offload.
+ * 3008-3044; 4L at 3019, the sum at 3038), the rows without offload.
  */
 #include "config.h"
 
