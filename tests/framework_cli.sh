@@ -5,7 +5,9 @@
 # and the default output names no framework. Runs from the build directory.
 set -u
 zerosim=${ZS_BUILDDIR:-.}/zerosim
+template=${srcdir:-.}/report/zerosim-report.tex # automake sets $srcdir
 [ -x "$zerosim" ] || { echo "framework_cli: $zerosim is not built" >&2; exit 99; }
+[ -f "$template" ] || { echo "framework_cli: no report template at $template" >&2; exit 99; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-fw.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 fail() { echo "framework_cli: FAIL: $*" >&2; exit 1; }
@@ -51,7 +53,8 @@ verdict() { # FILE KEY: the finding's verdict in diff.json
 report() { # OUT OPTIONS...
 	out=$1; shift
 	"$zerosim" measure -q "$@" --out "$tmp/m.json" && "$zerosim" theory "$@" --out "$tmp/t.json" &&
-		"$zerosim" report --no-render --measured "$tmp/m.json" --theory "$tmp/t.json" --out "$out" >/dev/null ||
+		"$zerosim" report --no-render --template "$template" --measured "$tmp/m.json" --theory "$tmp/t.json" \
+			--out "$out" >/dev/null ||
 		fail "report $*"
 }
 report "$tmp/r1" --framework torch --schemes dp,zero1 --world 1,2,3,4,8,16
