@@ -11,3 +11,10 @@ TESTS += tests/test_rss
 tests_test_rss_SOURCES = tests/test_rss.c
 tests_test_rss_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_rss_LDADD = libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS)
+
+# The transformer's layers and model (Check): finite differences, training.
+check_PROGRAMS += tests/test_tfm
+TESTS += tests/test_tfm
+tests_test_tfm_SOURCES = tests/test_tfm.c
+tests_test_tfm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_tfm_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm

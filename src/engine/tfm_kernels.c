@@ -1,0 +1,362 @@
+/*
+ * tfm_kernels — the transformer's layers (tfm_kernels.h).
+ *
+ * Matrix products: OpenBLAS's sgemm on one thread. Measured against the
+ * project's own register-blocked fp32 kernel (mlp_kernels.h) on the
+ * shapes of GPT-2 small at 256 tokens and of the tiny test models, it ran
+ * 2 to 4.5 times faster on this machine (tests/bench_matmul.c, run by
+ * `make bench`), so the transformer uses it. A BLAS picks its kernels by
+ * CPU, so bits may differ from machine to machine, never from run to run
+ * or rank to rank on one machine (one thread, the same calls).
+ *
+ * Everything else is a plain loop with one fixed order of summation.
+ */
+#include "config.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "engine/tfm_kernels.h"
+
+void tfm_blas_init(void) { openblas_set_num_threads(1); }
+
+/* ------------------------------------------------------------------------ */
+
+void embed_forward(float *out, const int *tok, const float *wte, const float *wpe, size_t BT, size_t T, size_t C)
+{
+	for (size_t r = 0; r < BT; r++) {
+		const float *e = wte + (size_t)tok[r] * C; /* (C) */
+		float *o = out + r * C;
+		if (wpe == NULL) {
+			memcpy(o, e, C * sizeof *o);
+			continue;
+		}
+		const float *p = wpe + (r % T) * C; /* (C) */
+		for (size_t i = 0; i < C; i++)
+			o[i] = e[i] + p[i];
+	}
+}
+
+void embed_backward(float *dwte, float *dwpe, const float *dout, const int *tok, size_t BT, size_t T, size_t C)
+{
+	for (size_t r = 0; r < BT; r++) {
+		const float *d = dout + r * C;
+		float *de = dwte + (size_t)tok[r] * C;
+		for (size_t i = 0; i < C; i++)
+			de[i] += d[i];
+		if (dwpe != NULL) {
+			float *dp = dwpe + (r % T) * C;
+			for (size_t i = 0; i < C; i++)
+				dp[i] += d[i];
+		}
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+
+void layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                       float eps, size_t BT, size_t C)
+{
+	for (size_t r = 0; r < BT; r++) {
+		const float *xr = x + r * C;
+		float m = 0.0f;
+		for (size_t i = 0; i < C; i++)
+			m += xr[i];
+		m /= (float)C;
+		float v = 0.0f;
+		for (size_t i = 0; i < C; i++) {
+			float s = xr[i] - m;
+			v += s * s;
+		}
+		v /= (float)C;
+		float s = 1.0f / sqrtf(v + eps);
+		float *o = out + r * C;
+		for (size_t i = 0; i < C; i++)
+			o[i] = (s * (xr[i] - m)) * w[i] + b[i];
+		mean[r] = m;
+		rstd[r] = s;
+	}
+}
+
+void layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
+                        const float *mean, const float *rstd, size_t BT, size_t C)
+{
+	for (size_t r = 0; r < BT; r++) {
+		const float *d = dout + r * C, *xr = x + r * C;
+		float m = mean[r], s = rstd[r];
+		float dmean = 0.0f, dnorm_mean = 0.0f;
+		for (size_t i = 0; i < C; i++) {
+			float n = (xr[i] - m) * s, dn = w[i] * d[i];
+			dmean += dn;
+			dnorm_mean += dn * n;
+		}
+		dmean /= (float)C;
+		dnorm_mean /= (float)C;
+		float *o = dx + r * C;
+		for (size_t i = 0; i < C; i++) {
+			float n = (xr[i] - m) * s, dn = w[i] * d[i];
+			db[i] += d[i];
+			dw[i] += n * d[i];
+			o[i] += (dn - dmean - n * dnorm_mean) * s;
+		}
+	}
+}
+
+void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, float eps, size_t BT, size_t C)
+{
+	for (size_t r = 0; r < BT; r++) {
+		const float *xr = x + r * C;
+		float ms = 0.0f;
+		for (size_t i = 0; i < C; i++)
+			ms += xr[i] * xr[i];
+		ms /= (float)C;
+		float s = 1.0f / sqrtf(ms + eps);
+		float *o = out + r * C;
+		for (size_t i = 0; i < C; i++)
+			o[i] = w[i] * (xr[i] * s);
+		rstd[r] = s;
+	}
+}
+
+void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd,
+                      size_t BT, size_t C)
+{
+	for (size_t r = 0; r < BT; r++) {
+		const float *d = dout + r * C, *xr = x + r * C;
+		float s = rstd[r], dnorm_mean = 0.0f;
+		for (size_t i = 0; i < C; i++)
+			dnorm_mean += w[i] * d[i] * (xr[i] * s);
+		dnorm_mean /= (float)C;
+		float *o = dx + r * C;
+		for (size_t i = 0; i < C; i++) {
+			float n = xr[i] * s;
+			dw[i] += n * d[i];
+			o[i] += (w[i] * d[i] - n * dnorm_mean) * s;
+		}
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+
+void matmul_forward(float *out, const float *in, const float *w, const float *bias, size_t BT, size_t C, size_t OC)
+{
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)BT, (blasint)OC, (blasint)C, 1.0f, in,
+	            (blasint)C, w, (blasint)C, 0.0f, out, (blasint)OC);
+	if (bias != NULL)
+		for (size_t r = 0; r < BT; r++)
+			for (size_t o = 0; o < OC; o++)
+				out[r * OC + o] += bias[o];
+}
+
+void matmul_backward(float *din, float *dw, float *dbias, const float *dout, const float *in, const float *w,
+                     size_t BT, size_t C, size_t OC)
+{
+	if (din != NULL)
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)BT, (blasint)C, (blasint)OC, 1.0f,
+		            dout, (blasint)OC, w, (blasint)C, 0.0f, din, (blasint)C);
+	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)OC, (blasint)C, (blasint)BT, 1.0f, dout,
+	            (blasint)OC, in, (blasint)C, 1.0f, dw, (blasint)C);
+	if (dbias != NULL)
+		for (size_t r = 0; r < BT; r++)
+			for (size_t o = 0; o < OC; o++)
+				dbias[o] += dout[r * OC + o];
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* Rotate pairs (i, i + hd/2) of the first H + KV heads of every row by
+ * the angle of position t, forward (sign +1) or back (sign -1). The
+ * frequencies are computed in fp32 as Hugging Face computes them. */
+static void rope_apply(float *qkv, float theta, float sign, size_t B, size_t T, size_t H, size_t KV, size_t hd)
+{
+	size_t half = hd / 2, row = (H + 2 * KV) * hd;
+	for (size_t t = 0; t < T; t++)
+		for (size_t i = 0; i < half; i++) {
+			float inv = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
+			float ang = (float)t * inv, c = cosf(ang), s = sign * sinf(ang);
+			for (size_t b = 0; b < B; b++) {
+				float *p = qkv + (b * T + t) * row;
+				for (size_t h = 0; h < H + KV; h++) {
+					float *x = p + h * hd;
+					float x1 = x[i], x2 = x[i + half];
+					x[i] = x1 * c - x2 * s;
+					x[i + half] = x2 * c + x1 * s;
+				}
+			}
+		}
+}
+
+void rope_forward(float *qkv, float theta, size_t B, size_t T, size_t H, size_t KV, size_t hd)
+{
+	rope_apply(qkv, theta, 1.0f, B, T, H, KV, hd);
+}
+
+void rope_backward(float *dqkv, float theta, size_t B, size_t T, size_t H, size_t KV, size_t hd)
+{
+	rope_apply(dqkv, theta, -1.0f, B, T, H, KV, hd);
+}
+
+/* ------------------------------------------------------------------------ */
+
+void attention_forward(float *out, float *att, const float *qkv, size_t B, size_t T, size_t H, size_t KV,
+                       size_t hd)
+{
+	size_t row = (H + 2 * KV) * hd, group = H / KV;
+	float scale = 1.0f / sqrtf((float)hd);
+	for (size_t b = 0; b < B; b++)
+		for (size_t t = 0; t < T; t++)
+			for (size_t h = 0; h < H; h++) {
+				const float *q = qkv + (b * T + t) * row + h * hd;                  /* (hd) */
+				const float *k0 = qkv + b * T * row + (H + h / group) * hd;         /* key at t2 = 0 */
+				const float *v0 = qkv + b * T * row + (H + KV + h / group) * hd;    /* value at t2 = 0 */
+				float *a = att + ((b * H + h) * T + t) * T;                         /* (T) */
+				float maxval = -INFINITY;
+				for (size_t t2 = 0; t2 <= t; t2++) {
+					const float *k = k0 + t2 * row;
+					float s = 0.0f;
+					for (size_t i = 0; i < hd; i++)
+						s += q[i] * k[i];
+					s *= scale;
+					a[t2] = s;
+					if (s > maxval)
+						maxval = s;
+				}
+				float sum = 0.0f;
+				for (size_t t2 = 0; t2 <= t; t2++) {
+					a[t2] = expf(a[t2] - maxval);
+					sum += a[t2];
+				}
+				float inv = 1.0f / sum;
+				for (size_t t2 = 0; t2 <= t; t2++)
+					a[t2] *= inv;
+				for (size_t t2 = t + 1; t2 < T; t2++)
+					a[t2] = 0.0f;
+				float *o = out + (b * T + t) * H * hd + h * hd;
+				memset(o, 0, hd * sizeof *o);
+				for (size_t t2 = 0; t2 <= t; t2++) {
+					const float *v = v0 + t2 * row;
+					for (size_t i = 0; i < hd; i++)
+						o[i] += a[t2] * v[i];
+				}
+			}
+}
+
+void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *att,
+                        size_t B, size_t T, size_t H, size_t KV, size_t hd)
+{
+	size_t row = (H + 2 * KV) * hd, group = H / KV;
+	float scale = 1.0f / sqrtf((float)hd);
+	memset(dqkv, 0, B * T * row * sizeof *dqkv);
+	for (size_t b = 0; b < B; b++)
+		for (size_t t = 0; t < T; t++)
+			for (size_t h = 0; h < H; h++) {
+				size_t koff = (H + h / group) * hd, voff = (H + KV + h / group) * hd;
+				const float *q = qkv + (b * T + t) * row + h * hd;
+				float *dq = dqkv + (b * T + t) * row + h * hd;
+				const float *a = att + ((b * H + h) * T + t) * T;
+				const float *d = dout + (b * T + t) * H * hd + h * hd;
+				float *da = scratch; /* (T): d loss / d att, then / d score */
+				float dot = 0.0f;
+				for (size_t t2 = 0; t2 <= t; t2++) {
+					const float *v = qkv + (b * T + t2) * row + voff;
+					float *dv = dqkv + (b * T + t2) * row + voff;
+					float s = 0.0f;
+					for (size_t i = 0; i < hd; i++) {
+						s += v[i] * d[i];
+						dv[i] += a[t2] * d[i];
+					}
+					da[t2] = s;
+					dot += a[t2] * s;
+				}
+				for (size_t t2 = 0; t2 <= t; t2++) {
+					float ds = a[t2] * (da[t2] - dot) * scale;
+					const float *k = qkv + (b * T + t2) * row + koff;
+					float *dk = dqkv + (b * T + t2) * row + koff;
+					for (size_t i = 0; i < hd; i++) {
+						dq[i] += k[i] * ds;
+						dk[i] += q[i] * ds;
+					}
+				}
+			}
+}
+
+/* ------------------------------------------------------------------------ */
+
+#define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
+
+void gelu_forward(float *out, const float *in, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		float x = in[i];
+		out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
+	}
+}
+
+void gelu_backward(float *din, const float *dout, const float *in, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		float x = in[i];
+		float u = GELU_SCALE * (x + 0.044715f * x * x * x);
+		float th = tanhf(u), sech2 = 1.0f - th * th;
+		float local = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+		din[i] = local * dout[i];
+	}
+}
+
+void swiglu_forward(float *out, const float *gu, size_t BT, size_t F)
+{
+	for (size_t r = 0; r < BT; r++) {
+		const float *g = gu + r * 2 * F, *u = g + F;
+		float *o = out + r * F;
+		for (size_t i = 0; i < F; i++) {
+			float sig = 1.0f / (1.0f + expf(-g[i]));
+			o[i] = g[i] * sig * u[i];
+		}
+	}
+}
+
+void swiglu_backward(float *dgu, const float *dout, const float *gu, size_t BT, size_t F)
+{
+	for (size_t r = 0; r < BT; r++) {
+		const float *g = gu + r * 2 * F, *u = g + F, *d = dout + r * F;
+		float *dg = dgu + r * 2 * F, *du = dg + F;
+		for (size_t i = 0; i < F; i++) {
+			float sig = 1.0f / (1.0f + expf(-g[i]));
+			float silu = g[i] * sig;
+			du[i] = d[i] * silu;
+			dg[i] = d[i] * u[i] * (sig * (1.0f + g[i] * (1.0f - sig)));
+		}
+	}
+}
+
+void residual_add(float *x, const float *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] += y[i];
+}
+
+/* ------------------------------------------------------------------------ */
+
+float crossentropy_forward_backward(float *logits, const int *target, size_t BT, size_t V)
+{
+	double loss = 0.0; /* the sum of BT token losses, rounded once */
+	float inv_bt = 1.0f / (float)BT;
+	for (size_t r = 0; r < BT; r++) {
+		float *x = logits + r * V;
+		float maxval = -INFINITY;
+		for (size_t i = 0; i < V; i++)
+			if (x[i] > maxval)
+				maxval = x[i];
+		float sum = expf(x[0] - maxval); /* V >= 1 */
+		for (size_t i = 1; i < V; i++)
+			sum += expf(x[i] - maxval);
+		float lse = logf(sum);
+		size_t y = (size_t)target[r];
+		loss -= (double)(x[y] - maxval - lse);
+		for (size_t i = 0; i < V; i++)
+			x[i] = expf(x[i] - maxval - lse) * inv_bt;
+		x[y] -= inv_bt;
+	}
+	return (float)(loss / (double)BT);
+}
