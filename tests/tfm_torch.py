@@ -3,14 +3,15 @@
     python3 tests/tfm_torch.py DIR
 
 DIR holds what tests/tfm_dump wrote: run.json (shape, optimizer, every
-tensor's name/offset/shape, the batches, zerosim's losses), init.f32 and
-final.f32 (the flat weights, raw little-endian float32). This builds the
+tensor's name/offset/shape, the batches, zerosim's losses), init.f32,
+grad1.f32 and final.f32 (the flat weights and the first gradient, raw
+little-endian float32). This builds the
 same model with torch.nn (written here from the papers' definitions, as
 Hugging Face's GPT2 and Llama modules compute them), loads init.f32, trains
 the same steps with torch.optim.Adam and compares:
 
   - each step's loss, and the loss after the last step, within 1e-5
-    relative;
+    relative; the first step's gradient within 1e-5 in relative L2 norm;
   - the weights after the last step: the worst within 2 x lr, and 99.9 %
     within 1e-5 relative to max(|w|, 1e-3) (Adam turns the rounding of a
     near-zero gradient into a step of either sign, so a maximum relative
@@ -111,30 +112,37 @@ class Model(torch.nn.Module):
 
 def train(cfg, init, dtype):
     """The run in PyTorch at dtype: each step's loss, the loss after the
-    last step, and the final weights in zerosim's flat layout."""
+    last step, the first step's gradient and the final weights, both in
+    zerosim's flat layout."""
     model = Model(cfg).to(dtype)
     with torch.no_grad():
         for t in cfg["tensors"]:
             k = model.w(t["name"]).numel()
             model.w(t["name"]).copy_(init[t["offset"] : t["offset"] + k].view(t["shape"]))
     opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"], betas=(0.9, 0.999), eps=1e-8)
-    B, losses = cfg["batch"], []
+    B, losses, grad = cfg["batch"], [], None
+
+    def flat(get):
+        v = torch.zeros(cfg["params"], dtype=torch.float64)
+        with torch.no_grad():
+            for t in cfg["tensors"]:
+                x = get(model.w(t["name"]))
+                v[t["offset"] : t["offset"] + x.numel()] = x.reshape(-1).double()
+        return v
+
     for b in cfg["batches"]:
         idx = torch.tensor(b["inputs"]).view(B, -1)
         tgt = torch.tensor(b["targets"]).view(B, -1)
         opt.zero_grad()
         loss = model(idx, tgt)
         loss.backward()
+        if grad is None:
+            grad = flat(lambda p: p.grad)
         opt.step()
         losses.append(loss.item())
     with torch.no_grad():
         losses.append(model(idx, tgt).item())
-    w = torch.zeros(cfg["params"], dtype=torch.float64)
-    with torch.no_grad():
-        for t in cfg["tensors"]:
-            k = model.w(t["name"]).numel()
-            w[t["offset"] : t["offset"] + k] = model.w(t["name"]).reshape(-1).double()
-    return losses, w
+    return losses, grad, flat(lambda p: p)
 
 
 def within(a, b):
@@ -154,7 +162,8 @@ def main():
     n, lr, fam = cfg["params"], cfg["lr"], cfg["family"]
     init = load_f32(f"{run_dir}/init.f32", n)
     final = load_f32(f"{run_dir}/final.f32", n).double()
-    losses, w32 = train(cfg, init, torch.float32)
+    grad1 = load_f32(f"{run_dir}/grad1.f32", n).double()
+    losses, g32, w32 = train(cfg, init, torch.float32)
     ok = True
 
     def report(good, text):
@@ -167,6 +176,8 @@ def main():
         rel = abs(a - z) / abs(a)
         what = f"after step {i}" if i == len(losses) - 1 else f"step {i + 1}"
         report(rel <= 1e-5, f"loss {what}: torch {a:.8f} zerosim {z:.8f} rel {rel:.2e}")
+    rel = ((g32 - grad1).norm() / g32.norm()).item()
+    report(rel <= 1e-5, f"first gradient: |torch - zerosim| / |torch| = {rel:.2e} (need <= 1e-5)")
     worst = (w32 - final).abs().max().item()
     report(worst <= 2 * lr, f"worst weight difference {worst:.3e} (need <= 2 lr = {2 * lr:.0e})")
     near = within(w32, final)
@@ -180,7 +191,7 @@ def main():
         # measures fp32 rounding amplified by Adam (a gradient near zero, or
         # exactly zero as a key bias's, becomes a step of either sign), and
         # zerosim must then be as close to the float64 run as PyTorch is.
-        _, w64 = train(cfg, init, torch.float64)
+        _, _, w64 = train(cfg, init, torch.float64)
         f_torch = within(w64, w32).double().mean().item()
         f_zs = within(w64, final).double().mean().item()
         print(f"{fam}: weights after {steps} steps: {100 * frac:.3f} % within 1e-5 of torch fp32 (the bound is 99.9 %)")
