@@ -25,3 +25,9 @@ tests_tfm_dump_SOURCES = tests/tfm_dump.c
 tests_tfm_dump_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) -lm
 TESTS += tests/tfm_torch.sh
 EXTRA_DIST += tests/tfm_torch.sh tests/tfm_torch.py
+
+# make bench: the transformer's matrix product, own kernel against OpenBLAS.
+EXTRA_PROGRAMS = tests/bench_matmul
+tests_bench_matmul_SOURCES = tests/bench_matmul.c
+tests_bench_matmul_LDADD = libzsengine.a libzsutil.a $(OPENBLAS_LIBS) -lm
+CLEANFILES += tests/bench_matmul$(EXEEXT)
