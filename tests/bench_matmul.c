@@ -11,23 +11,10 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "engine/mlp.h"
 #include "engine/tfm_kernels.h"
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
+#include "bench_time.h"
 
 enum { RUNS = 7 };
 
@@ -53,20 +40,18 @@ int main(void)
 		double flop = 2.0 * (double)M * (double)N * (double)K, own[RUNS], blas[RUNS];
 		int reps = flop > 1e9 ? 1 : (int)(1e9 / flop);
 		for (int r = 0; r < RUNS; r++) { /* alternate, so both see the same machine */
-			double t0 = now();
+			double t0 = bench_now();
 			for (int k = 0; k < reps; k++)
 				linear_forward_f32(out, in, w, bias, 0, M, K, N);
-			double t1 = now();
+			double t1 = bench_now();
 			for (int k = 0; k < reps; k++)
 				matmul_forward(out, in, w, bias, M, K, N);
-			double t2 = now();
+			double t2 = bench_now();
 			own[r] = flop * reps / (t1 - t0) / 1e9;
 			blas[r] = flop * reps / (t2 - t1) / 1e9;
 		}
-		qsort(own, RUNS, sizeof own[0], cmp);
-		qsort(blas, RUNS, sizeof blas[0], cmp);
-		printf("%-16s %6zu %6zu %6zu  %10.1f %10.1f  %.2fx\n", shapes[s].what, M, K, N, own[RUNS / 2],
-		       blas[RUNS / 2], blas[RUNS / 2] / own[RUNS / 2]);
+		double o = bench_median(own, RUNS), b = bench_median(blas, RUNS);
+		printf("%-16s %6zu %6zu %6zu  %10.1f %10.1f  %.2fx\n", shapes[s].what, M, K, N, o, b, b / o);
 		free(in), free(w), free(out), free(bias);
 	}
 	return 0;

@@ -169,7 +169,7 @@ static void check_attention(int rope)
 		}
 		ck_assert_double_eq_tol(sum, 1.0, 1e-6);
 	}
-	float *dqkv = zeros(BT * AQ), *scratch = zeros(TT);
+	float *dqkv = zeros(BT * AQ), *scratch = zeros(TT * TT);
 	attention_backward(dqkv, scratch, c.r, c.work, c.att, BB, TT, AH, AKV, AHD);
 	if (rope)
 		rope_backward(dqkv, 10000.0f, BB, TT, AH, AKV, AHD);

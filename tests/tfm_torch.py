@@ -17,11 +17,12 @@ the same steps with torch.optim.Adam and compares:
     near-zero gradient into a step of either sign, so a maximum relative
     bound would test rounding, not correctness). Where the 99.9 % bound
     fails, the same run in float64 decides: if PyTorch's own fp32 run misses
-    it against float64 too, zerosim passes when it is as close to float64
-    as PyTorch's fp32 is (within one percentage point), and the numbers are
-    printed. GPT-2's key bias shows why: its gradient is exactly zero (the
-    softmax ignores a shift common to all keys), so in fp32 both frameworks
-    step it by rounding noise.
+    it against float64 too, zerosim passes when it misses float64 at most
+    twice as often as PyTorch's fp32 does; the numbers are printed. GPT-2
+    at these sizes is such a case: its key bias has a gradient of exactly
+    zero (the softmax ignores a shift common to all keys), so in fp32 both
+    frameworks step it by rounding noise, and a few near-zero gradients of
+    the first step perturb every later one.
 
 Exit status 0 when all hold, 1 otherwise; one line per check on stdout.
 """
@@ -190,7 +191,7 @@ def main():
         # against the same run in float64. If it does not either, the bound
         # measures fp32 rounding amplified by Adam (a gradient near zero, or
         # exactly zero as a key bias's, becomes a step of either sign), and
-        # zerosim must then be as close to the float64 run as PyTorch is.
+        # zerosim must then miss the float64 run about as often as PyTorch.
         _, _, w64 = train(cfg, init, torch.float64)
         f_torch = within(w64, w32).double().mean().item()
         f_zs = within(w64, final).double().mean().item()
@@ -201,8 +202,8 @@ def main():
             if f < 0.999:
                 print(f"{fam}:   {t['name']}: {100 * f:.2f} %, worst {(w32 - final)[o : o + k].abs().max().item():.2e}")
         print(f"{fam}: against torch float64: torch fp32 {100 * f_torch:.3f} %, zerosim {100 * f_zs:.3f} % within 1e-5")
-        report(f_torch < 0.999 and f_zs >= f_torch - 0.01,
-               "PyTorch's own fp32 misses the bound too, and zerosim is as close to float64 (within 1 point)")
+        report(f_torch < 0.999 and 1.0 - f_zs <= 2.0 * (1.0 - f_torch),
+               "PyTorch's own fp32 misses the bound too, and zerosim misses float64 at most twice as often")
     moved = (final - init.double()).abs().max().item()
     print(f"{fam}: (the largest update of a weight over the run: {moved:.3e})")
     sys.exit(0 if ok else 1)

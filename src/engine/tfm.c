@@ -175,7 +175,7 @@ size_t tfm_scratch_elems(const struct tfm_dims *d, size_t B, size_t T, size_t el
 {
 	size_t BT = B * T, hx = d->heads * d->head_dim;
 	size_t e[6] = {BT * d->d, BT * (hx > d->d ? hx : d->d), BT * tfm_qkv_rows(d), BT * d->ffn,
-	               BT * tfm_up_rows(d), T};
+	               BT * tfm_up_rows(d), T * T};
 	memcpy(elems, e, sizeof e);
 	return e[0] + e[1] + e[2] + e[3] + e[4] + e[5];
 }

@@ -130,7 +130,7 @@ struct tfm_scratch {
 	float *dqkv; /* (BT, Q) */
 	float *dh;   /* (BT, F) */
 	float *dup;  /* (BT, U) */
-	float *datt; /* (T) one row of attention */
+	float *datt; /* (T, T) one head's attention gradient */
 };
 /* Elements of each scratch buffer, in the struct's order; returns the sum. */
 size_t tfm_scratch_elems(const struct tfm_dims *d, size_t B, size_t T, size_t elems[6]);

@@ -199,47 +199,42 @@ void rope_backward(float *dqkv, float theta, size_t B, size_t T, size_t H, size_
 
 /* ------------------------------------------------------------------------ */
 
+/* Per (batch, head): scores = Q·Kᵀ·scale as one product over the whole
+ * T × T square (the half above the diagonal is computed and discarded:
+ * cheaper in the BLAS than row by row), the causal softmax row by row,
+ * then out = att·V (att is zero above the diagonal). Head h's rows of q,
+ * k, v sit in qkv with stride `row`. */
 void attention_forward(float *out, float *att, const float *qkv, size_t B, size_t T, size_t H, size_t KV,
                        size_t hd)
 {
 	size_t row = (H + 2 * KV) * hd, group = H / KV;
 	float scale = 1.0f / sqrtf((float)hd);
 	for (size_t b = 0; b < B; b++)
-		for (size_t t = 0; t < T; t++)
-			for (size_t h = 0; h < H; h++) {
-				const float *q = qkv + (b * T + t) * row + h * hd;                  /* (hd) */
-				const float *k0 = qkv + b * T * row + (H + h / group) * hd;         /* key at t2 = 0 */
-				const float *v0 = qkv + b * T * row + (H + KV + h / group) * hd;    /* value at t2 = 0 */
-				float *a = att + ((b * H + h) * T + t) * T;                         /* (T) */
-				float maxval = -INFINITY;
+		for (size_t h = 0; h < H; h++) {
+			const float *q = qkv + b * T * row + h * hd;                       /* (T, hd), stride row */
+			const float *k = qkv + b * T * row + (H + h / group) * hd;         /* (T, hd) */
+			const float *v = qkv + b * T * row + (H + KV + h / group) * hd;    /* (T, hd) */
+			float *a = att + (b * H + h) * T * T;                              /* (T, T) */
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)T, (blasint)T, (blasint)hd, scale,
+			            q, (blasint)row, k, (blasint)row, 0.0f, a, (blasint)T);
+			for (size_t t = 0; t < T; t++) {
+				float *r = a + t * T, maxval = -INFINITY, sum = 0.0f;
+				for (size_t t2 = 0; t2 <= t; t2++)
+					if (r[t2] > maxval)
+						maxval = r[t2];
 				for (size_t t2 = 0; t2 <= t; t2++) {
-					const float *k = k0 + t2 * row;
-					float s = 0.0f;
-					for (size_t i = 0; i < hd; i++)
-						s += q[i] * k[i];
-					s *= scale;
-					a[t2] = s;
-					if (s > maxval)
-						maxval = s;
-				}
-				float sum = 0.0f;
-				for (size_t t2 = 0; t2 <= t; t2++) {
-					a[t2] = expf(a[t2] - maxval);
-					sum += a[t2];
+					r[t2] = expf(r[t2] - maxval);
+					sum += r[t2];
 				}
 				float inv = 1.0f / sum;
 				for (size_t t2 = 0; t2 <= t; t2++)
-					a[t2] *= inv;
+					r[t2] *= inv;
 				for (size_t t2 = t + 1; t2 < T; t2++)
-					a[t2] = 0.0f;
-				float *o = out + (b * T + t) * H * hd + h * hd;
-				memset(o, 0, hd * sizeof *o);
-				for (size_t t2 = 0; t2 <= t; t2++) {
-					const float *v = v0 + t2 * row;
-					for (size_t i = 0; i < hd; i++)
-						o[i] += a[t2] * v[i];
-				}
+					r[t2] = 0.0f;
 			}
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)T, (blasint)hd, (blasint)T, 1.0f,
+			            a, (blasint)T, v, (blasint)row, 0.0f, out + b * T * H * hd + h * hd, (blasint)(H * hd));
+		}
 }
 
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *att,
@@ -249,36 +244,34 @@ void attention_backward(float *dqkv, float *scratch, const float *dout, const fl
 	float scale = 1.0f / sqrtf((float)hd);
 	memset(dqkv, 0, B * T * row * sizeof *dqkv);
 	for (size_t b = 0; b < B; b++)
-		for (size_t t = 0; t < T; t++)
-			for (size_t h = 0; h < H; h++) {
-				size_t koff = (H + h / group) * hd, voff = (H + KV + h / group) * hd;
-				const float *q = qkv + (b * T + t) * row + h * hd;
-				float *dq = dqkv + (b * T + t) * row + h * hd;
-				const float *a = att + ((b * H + h) * T + t) * T;
-				const float *d = dout + (b * T + t) * H * hd + h * hd;
-				float *da = scratch; /* (T): d loss / d att, then / d score */
-				float dot = 0.0f;
-				for (size_t t2 = 0; t2 <= t; t2++) {
-					const float *v = qkv + (b * T + t2) * row + voff;
-					float *dv = dqkv + (b * T + t2) * row + voff;
-					float s = 0.0f;
-					for (size_t i = 0; i < hd; i++) {
-						s += v[i] * d[i];
-						dv[i] += a[t2] * d[i];
-					}
-					da[t2] = s;
-					dot += a[t2] * s;
-				}
-				for (size_t t2 = 0; t2 <= t; t2++) {
-					float ds = a[t2] * (da[t2] - dot) * scale;
-					const float *k = qkv + (b * T + t2) * row + koff;
-					float *dk = dqkv + (b * T + t2) * row + koff;
-					for (size_t i = 0; i < hd; i++) {
-						dq[i] += k[i] * ds;
-						dk[i] += q[i] * ds;
-					}
-				}
+		for (size_t h = 0; h < H; h++) {
+			size_t qo = b * T * row + h * hd, ko = b * T * row + (H + h / group) * hd;
+			size_t vo = b * T * row + (H + KV + h / group) * hd;
+			const float *a = att + (b * H + h) * T * T;     /* (T, T) */
+			const float *d = dout + b * T * H * hd + h * hd; /* (T, hd), stride H·hd */
+			float *ds = scratch;                             /* (T, T): d att, then d scores */
+			/* d att = dout·Vᵀ; d V += attᵀ·dout (a key-value head serves `group` query heads) */
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)T, (blasint)T, (blasint)hd, 1.0f, d,
+			            (blasint)(H * hd), qkv + vo, (blasint)row, 0.0f, ds, (blasint)T);
+			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)T, (blasint)hd, (blasint)T, 1.0f, a,
+			            (blasint)T, d, (blasint)(H * hd), 1.0f, dqkv + vo, (blasint)row);
+			/* the softmax: d score = att·(d att - Σ att·d att)·scale, zero above the diagonal */
+			for (size_t t = 0; t < T; t++) {
+				const float *ar = a + t * T;
+				float *r = ds + t * T, dot = 0.0f;
+				for (size_t t2 = 0; t2 <= t; t2++)
+					dot += ar[t2] * r[t2];
+				for (size_t t2 = 0; t2 <= t; t2++)
+					r[t2] = ar[t2] * (r[t2] - dot) * scale;
+				for (size_t t2 = t + 1; t2 < T; t2++)
+					r[t2] = 0.0f;
 			}
+			/* d Q = d scores·K; d K += d scoresᵀ·Q */
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)T, (blasint)hd, (blasint)T, 1.0f, ds,
+			            (blasint)T, qkv + ko, (blasint)row, 0.0f, dqkv + qo, (blasint)row);
+			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)T, (blasint)hd, (blasint)T, 1.0f, ds,
+			            (blasint)T, qkv + qo, (blasint)row, 1.0f, dqkv + ko, (blasint)row);
+		}
 }
 
 /* ------------------------------------------------------------------------ */

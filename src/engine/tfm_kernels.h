@@ -67,7 +67,7 @@ void rope_backward(float *dqkv, float theta, size_t B, size_t T, size_t H, size_
  * diagonal), saved for backward. */
 void attention_forward(float *out, float *att, const float *qkv, size_t B, size_t T, size_t H, size_t KV,
                        size_t hd);
-/* dqkv (B, T, (H + 2·KV)·hd) written; scratch (T). */
+/* dqkv (B, T, (H + 2·KV)·hd) written; scratch (T, T). */
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *att,
                         size_t B, size_t T, size_t H, size_t KV, size_t hd);
 
