@@ -27,7 +27,7 @@ int main(int argc, char **argv)
 	const size_t B = 1, T = 256;
 	struct tfm_dims d = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f};
 	struct tfm_model m;
-	tfm_model_init(&m, &d, B, T);
+	tfm_model_init(&m, &d, B, T, TFM_RECOMPUTE_NONE);
 	tfm_init_weights(m.params, &d, 1);
 	float *mo = zs_calloc(m.nparams, sizeof *mo), *v = zs_calloc(m.nparams, sizeof *v);
 	struct optim o;

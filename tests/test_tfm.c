@@ -318,7 +318,7 @@ static void check_model(enum tfm_family f, int tied)
 	struct tfm_dims d = tiny(f, tied);
 	ck_assert_int_eq(tfm_dims_check(&d, NULL), 0);
 	struct tfm_model m;
-	tfm_model_init(&m, &d, 2, 8);
+	tfm_model_init(&m, &d, 2, 8, TFM_RECOMPUTE_NONE);
 	/* Larger weights than the seed's (×2.5 and ×5 alternately), so that
 	 * every path carries a gradient well above the finite difference's
 	 * rounding, and the weights are not all alike. */
@@ -354,6 +354,46 @@ START_TEST(test_llama_gradient_matches_finite_differences) { check_model(TFM_LLA
 END_TEST
 
 START_TEST(test_llama_tied_gradient_matches_finite_differences) { check_model(TFM_LLAMA, 1); }
+END_TEST
+
+/* Recompute changes what is kept, never a bit of the result: the loss
+ * and the gradient equal the kept run's, and the tensors kept shrink by
+ * what docs/schedule.md says: selective keeps one softmax (B·H·T²) for
+ * all blocks, full one block's tensors plus each block's output. */
+static void check_recompute(enum tfm_family f)
+{
+	struct tfm_dims d = tiny(f, f == TFM_GPT2);
+	const size_t B = 2, T = 8, L = d.layers;
+	struct tfm_model m[3];
+	float loss[3];
+	struct tfm_task task;
+	int in[16], target[16];
+	tfm_task_init(&task, d.vocab, 9);
+	tfm_task_batch(in, target, &task, 9, 0, 0, B, T);
+	for (int r = 0; r < 3; r++) {
+		tfm_model_init(&m[r], &d, B, T, (enum tfm_recompute)r);
+		tfm_init_weights(m[r].params, &d, 9);
+		loss[r] = tfm_model_step(&m[r], in, target);
+	}
+	size_t block = 0;
+	for (int a = 0; a < TFM_NBLOCK_ACTS; a++)
+		block += tfm_act_elems(&d, B, T, (enum tfm_act)a);
+	size_t att = B * d.heads * T * T, res3 = B * T * d.d;
+	ck_assert_uint_eq(m[1].act_elems, m[0].act_elems - (L - 1) * att);
+	ck_assert_uint_eq(m[2].act_elems, m[0].act_elems - (L - 1) * (block - res3));
+	for (int r = 1; r < 3; r++) {
+		ck_assert(memcmp(&loss[r], &loss[0], sizeof loss[0]) == 0);
+		ck_assert(memcmp(m[r].grads, m[0].grads, m[0].nparams * sizeof *m[0].grads) == 0);
+	}
+	for (int r = 0; r < 3; r++)
+		tfm_model_free(&m[r]);
+	tfm_task_free(&task);
+}
+
+START_TEST(test_gpt2_recompute_gives_the_same_bits) { check_recompute(TFM_GPT2); }
+END_TEST
+
+START_TEST(test_llama_recompute_gives_the_same_bits) { check_recompute(TFM_LLAMA); }
 END_TEST
 
 START_TEST(test_parameter_counts_are_gpt2_smalls_and_llamas)
@@ -400,7 +440,7 @@ static void check_training(enum tfm_family f)
 	                     f == TFM_GPT2, 1e-5f, 10000.0f};
 	const size_t B = 2, T = 16, steps = 100;
 	struct tfm_model m;
-	tfm_model_init(&m, &d, B, T);
+	tfm_model_init(&m, &d, B, T, TFM_RECOMPUTE_NONE);
 	tfm_init_weights(m.params, &d, 3);
 	float *mo = zeros(m.nparams), *v = zeros(m.nparams);
 	struct optim o;
@@ -476,6 +516,8 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_gpt2_gradient_matches_finite_differences);
 	tcase_add_test(t, test_llama_gradient_matches_finite_differences);
 	tcase_add_test(t, test_llama_tied_gradient_matches_finite_differences);
+	tcase_add_test(t, test_gpt2_recompute_gives_the_same_bits);
+	tcase_add_test(t, test_llama_recompute_gives_the_same_bits);
 	tcase_add_test(t, test_parameter_counts_are_gpt2_smalls_and_llamas);
 	tcase_add_test(t, test_bad_shapes_are_refused);
 	tcase_add_test(t, test_task_is_a_permutation_and_targets_are_next_tokens);

@@ -125,7 +125,7 @@ int main(int argc, char **argv)
 	struct tfm_dims d = {llama ? TFM_LLAMA : TFM_GPT2, 64, 2, 4, llama ? 2 : 4, 16, llama ? 172 : 256, 256, T,
 	                     !llama, 1e-5f, 10000.0f};
 	struct tfm_model m;
-	tfm_model_init(&m, &d, B, T);
+	tfm_model_init(&m, &d, B, T, TFM_RECOMPUTE_NONE);
 	tfm_init_weights(m.params, &d, SEED);
 	write_f32(argv[2], "init.f32", m.params, m.nparams);
 

@@ -357,25 +357,50 @@ void tfm_task_batch(int *in, int *target, const struct tfm_task *task, uint64_t 
 /* ------------------------------------------------------------------------ */
 /* A whole model in malloc'd memory */
 
-void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, size_t T)
+/* Does block l keep its own tensor a, or share one buffer with every
+ * block (the one block's worth that recompute reuses)? */
+static int kept_per_block(enum tfm_recompute rc, enum tfm_act a)
+{
+	switch (rc) {
+	case TFM_RECOMPUTE_NONE:
+		return 1;
+	case TFM_RECOMPUTE_SELECTIVE:
+		return a != TFM_ACT_ATT;
+	case TFM_RECOMPUTE_FULL:
+		return a == TFM_ACT_RES3;
+	}
+	return 1;
+}
+
+void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, size_t T, enum tfm_recompute rc)
 {
 	memset(m, 0, sizeof *m);
 	m->dims = *d;
 	m->B = B;
 	m->T = T;
+	m->recompute = rc;
 	m->nparams = tfm_nparams(d);
 	m->params = zs_malloc(m->nparams * sizeof *m->params);
 	m->grads = zs_malloc(m->nparams * sizeof *m->grads);
 	m->blocks = zs_calloc(d->layers, sizeof *m->blocks);
-	size_t sc[6], total = tfm_scratch_elems(d, B, T, sc);
-	for (int a = 0; a < TFM_NACTS; a++)
-		total += tfm_act_elems(d, B, T, (enum tfm_act)a) * (a < TFM_NBLOCK_ACTS ? d->layers : 1);
-	m->acts_memory = zs_malloc(total * sizeof *m->acts_memory);
+	size_t sc[6], nscratch = tfm_scratch_elems(d, B, T, sc), total = 0;
+	for (int a = 0; a < TFM_NACTS; a++) {
+		size_t n = tfm_act_elems(d, B, T, (enum tfm_act)a);
+		total += a < TFM_NBLOCK_ACTS && kept_per_block(rc, (enum tfm_act)a) ? n * d->layers : n;
+	}
+	m->act_elems = total;
+	m->acts_memory = zs_malloc((total + nscratch) * sizeof *m->acts_memory);
 	float *p = m->acts_memory;
 #define TAKE(slot, n) do { size_t n_ = (n); *(slot) = n_ ? p : NULL; p += n_; } while (0)
-	for (size_t l = 0; l < d->layers; l++)
-		for (int a = 0; a < TFM_NBLOCK_ACTS; a++)
-			TAKE(tfm_block_act_slot(&m->blocks[l], (enum tfm_act)a), tfm_act_elems(d, B, T, (enum tfm_act)a));
+	for (int a = 0; a < TFM_NBLOCK_ACTS; a++) {
+		size_t n = tfm_act_elems(d, B, T, (enum tfm_act)a);
+		for (size_t l = 0; l < d->layers; l++)
+			if (l == 0 || kept_per_block(rc, (enum tfm_act)a))
+				TAKE(tfm_block_act_slot(&m->blocks[l], (enum tfm_act)a), n);
+			else /* shared with block 0 */
+				*tfm_block_act_slot(&m->blocks[l], (enum tfm_act)a) =
+					*tfm_block_act_slot(&m->blocks[0], (enum tfm_act)a);
+	}
 	TAKE(&m->x0, tfm_act_elems(d, B, T, TFM_ACT_X0));
 	for (int a = TFM_ACT_LNF; a <= TFM_ACT_LOGITS; a++)
 		TAKE(tfm_head_act_slot(&m->head, (enum tfm_act)a), tfm_act_elems(d, B, T, (enum tfm_act)a));
@@ -430,8 +455,15 @@ float tfm_model_step(struct tfm_model *m, const int *in, const int *target)
 		struct tfm_block_params bp, bg;
 		tfm_block_view(&bp, d, m->params, l);
 		tfm_block_view(&bg, d, m->grads, l);
-		tfm_block_backward(&bg, &m->scratch, &m->blocks[l], &bp, l == 0 ? m->x0 : m->blocks[l - 1].res3, d,
-		                   m->B, m->T);
+		struct tfm_block_acts *a = &m->blocks[l];
+		const float *x = l == 0 ? m->x0 : m->blocks[l - 1].res3;
+		/* Recompute what the forward did not keep: the same kernels on the
+		 * same inputs, so the same bits (res3, rewritten, is unchanged). */
+		if (m->recompute == TFM_RECOMPUTE_FULL)
+			tfm_block_forward(a, &bp, x, d, m->B, m->T);
+		else if (m->recompute == TFM_RECOMPUTE_SELECTIVE)
+			attention_forward(a->atty, a->att, a->qkv, m->B, m->T, d->heads, d->kv_heads, d->head_dim);
+		tfm_block_backward(&bg, &m->scratch, a, &bp, x, d, m->B, m->T);
 	}
 	struct tfm_embed_params eg;
 	tfm_embed_view(&eg, d, m->grads);

@@ -187,18 +187,30 @@ void tfm_task_batch(int *in, int *target, const struct tfm_task *task, uint64_t 
 
 /* ---- a whole model in malloc'd memory ----------------------------------- */
 
+/* What the forward keeps for the backward (Korthikanti et al. 2022, §4):
+ * none recomputed, every tensor above kept per block; selective, the
+ * attention softmax of one block at a time (one (B, H, T, T) buffer for
+ * all blocks), recomputed from qkv in each block's backward; full, only
+ * each block's output (the next block's input), the block's forward rerun
+ * in its backward into one block's worth of tensors. All three give the
+ * same bits. */
+enum tfm_recompute { TFM_RECOMPUTE_NONE, TFM_RECOMPUTE_SELECTIVE, TFM_RECOMPUTE_FULL };
+
 struct tfm_model {
 	struct tfm_dims dims;
 	size_t B, T, nparams;
+	enum tfm_recompute recompute;
 	float *params, *grads;            /* Ψ each */
 	float *x0;                        /* (BT, d) the embedding's output */
-	struct tfm_block_acts *blocks;    /* L */
+	struct tfm_block_acts *blocks;    /* L views (shared tensors under recompute) */
 	struct tfm_head_acts head;
 	struct tfm_scratch scratch;
-	float *acts_memory;               /* everything above, one block */
+	size_t act_elems;                 /* elements of x0, the blocks' and the head's tensors */
+	float *acts_memory;               /* all of the above and the scratch, one block */
 };
 
-void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, size_t T);
+/* T <= d->seq; d passes tfm_dims_check. */
+void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, size_t T, enum tfm_recompute rc);
 void tfm_model_free(struct tfm_model *m);
 /* Forward and backward on one batch: returns the loss; m->grads holds its
  * gradient (zeroed first). */
