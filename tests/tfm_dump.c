@@ -14,6 +14,7 @@
  *                   update) and the loss after the last update;
  *   DIR/init.f32    the initial weights, Ψ raw little-endian float32;
  *   DIR/grad1.f32   the first step's gradient, the same way;
+ *   DIR/step1.f32   the weights after the first step, the same way;
  *   DIR/final.f32   the weights after the last step, the same way.
  *
  * tests/tfm_torch.py builds the same model in PyTorch from these files,
@@ -160,6 +161,8 @@ int main(int argc, char **argv)
 		if (s == 0)
 			write_f32(argv[2], "grad1.f32", m.grads, m.nparams);
 		optim_update(&o, s + 1, m.params, mo, v, m.grads, ZS_F32, NULL, m.nparams);
+		if (s == 0)
+			write_f32(argv[2], "step1.f32", m.params, m.nparams);
 	}
 	cJSON_AddNumberToObject(run, "final_loss", (double)tfm_model_loss(&m, in, target));
 	write_f32(argv[2], "final.f32", m.params, m.nparams);

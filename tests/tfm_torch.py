@@ -11,18 +11,19 @@ Hugging Face's GPT2 and Llama modules compute them), loads init.f32, trains
 the same steps with torch.optim.Adam and compares:
 
   - each step's loss, and the loss after the last step, within 1e-5
-    relative; the first step's gradient within 1e-5 in relative L2 norm;
+    relative; the first step's gradient within 2e-6 in relative L2 norm;
+  - the weights after the first step: 99.9 % within 1e-5 relative to
+    max(|w|, 1e-3), GPT-2's key biases aside (their gradient is exactly
+    zero: the softmax ignores a shift common to all keys, so in fp32 both
+    frameworks step them by rounding noise);
   - the weights after the last step: the worst within 2 x lr, and 99.9 %
     within 1e-5 relative to max(|w|, 1e-3) (Adam turns the rounding of a
     near-zero gradient into a step of either sign, so a maximum relative
-    bound would test rounding, not correctness). Where the 99.9 % bound
-    fails, the same run in float64 decides: if PyTorch's own fp32 run misses
-    it against float64 too, zerosim passes when it misses float64 at most
-    twice as often as PyTorch's fp32 does; the numbers are printed. GPT-2
-    at these sizes is such a case: its key bias has a gradient of exactly
-    zero (the softmax ignores a shift common to all keys), so in fp32 both
-    frameworks step it by rounding noise, and a few near-zero gradients of
-    the first step perturb every later one.
+    bound would test rounding, not correctness). Where that bound fails,
+    the same run in float64 decides: if PyTorch's own fp32 run misses it
+    against float64 too, the bound is reported as not enforced (it then
+    measures how Adam amplifies the rounding of a few near-zero first-step
+    gradients, not the model); GPT-2 at these sizes is such a case.
 
 Exit status 0 when all hold, 1 otherwise; one line per check on stdout.
 """
@@ -113,15 +114,15 @@ class Model(torch.nn.Module):
 
 def train(cfg, init, dtype):
     """The run in PyTorch at dtype: each step's loss, the loss after the
-    last step, the first step's gradient and the final weights, both in
-    zerosim's flat layout."""
+    last step, the first step's gradient, the weights after the first step
+    and after the last, all in zerosim's flat layout."""
     model = Model(cfg).to(dtype)
     with torch.no_grad():
         for t in cfg["tensors"]:
             k = model.w(t["name"]).numel()
             model.w(t["name"]).copy_(init[t["offset"] : t["offset"] + k].view(t["shape"]))
     opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"], betas=(0.9, 0.999), eps=1e-8)
-    B, losses, grad = cfg["batch"], [], None
+    B, losses, grad, first = cfg["batch"], [], None, None
 
     def flat(get):
         v = torch.zeros(cfg["params"], dtype=torch.float64)
@@ -140,10 +141,24 @@ def train(cfg, init, dtype):
         if grad is None:
             grad = flat(lambda p: p.grad)
         opt.step()
+        if first is None:
+            first = flat(lambda p: p)
         losses.append(loss.item())
     with torch.no_grad():
         losses.append(model(idx, tgt).item())
-    return losses, grad, flat(lambda p: p)
+    return losses, grad, first, flat(lambda p: p)
+
+
+def key_biases(cfg):
+    """A mask of GPT-2's key biases: their gradient is exactly zero (a
+    shift common to all keys leaves the softmax unchanged), so in fp32 any
+    step they take is rounding noise, in either framework."""
+    mask = torch.zeros(cfg["params"], dtype=torch.bool)
+    H, KV, hd = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
+    for t in cfg["tensors"]:
+        if t["name"].endswith(".qkv_b"):
+            mask[t["offset"] + H * hd : t["offset"] + (H + KV) * hd] = True
+    return mask
 
 
 def within(a, b):
@@ -164,7 +179,8 @@ def main():
     init = load_f32(f"{run_dir}/init.f32", n)
     final = load_f32(f"{run_dir}/final.f32", n).double()
     grad1 = load_f32(f"{run_dir}/grad1.f32", n).double()
-    losses, g32, w32 = train(cfg, init, torch.float32)
+    step1 = load_f32(f"{run_dir}/step1.f32", n).double()
+    losses, g32, s32, w32 = train(cfg, init, torch.float32)
     ok = True
 
     def report(good, text):
@@ -178,7 +194,11 @@ def main():
         what = f"after step {i}" if i == len(losses) - 1 else f"step {i + 1}"
         report(rel <= 1e-5, f"loss {what}: torch {a:.8f} zerosim {z:.8f} rel {rel:.2e}")
     rel = ((g32 - grad1).norm() / g32.norm()).item()
-    report(rel <= 1e-5, f"first gradient: |torch - zerosim| / |torch| = {rel:.2e} (need <= 1e-5)")
+    report(rel <= 2e-6, f"first gradient: |torch - zerosim| / |torch| = {rel:.2e} (need <= 2e-6)")
+    keys = key_biases(cfg)
+    f1 = within(s32, step1)[~keys].double().mean().item()
+    aside = f", {int(keys.sum())} key biases aside" if keys.any() else ""
+    report(f1 >= 0.999, f"weights after step 1{aside}: {100 * f1:.3f} % within 1e-5 (need 99.9 %)")
     worst = (w32 - final).abs().max().item()
     report(worst <= 2 * lr, f"worst weight difference {worst:.3e} (need <= 2 lr = {2 * lr:.0e})")
     near = within(w32, final)
@@ -192,18 +212,21 @@ def main():
         # measures fp32 rounding amplified by Adam (a gradient near zero, or
         # exactly zero as a key bias's, becomes a step of either sign), and
         # zerosim must then miss the float64 run about as often as PyTorch.
-        _, _, w64 = train(cfg, init, torch.float64)
+        _, _, _, w64 = train(cfg, init, torch.float64)
         f_torch = within(w64, w32).double().mean().item()
         f_zs = within(w64, final).double().mean().item()
         print(f"{fam}: weights after {steps} steps: {100 * frac:.3f} % within 1e-5 of torch fp32 (the bound is 99.9 %)")
-        for t in cfg["tensors"]:
-            o, k = t["offset"], init.new_zeros(t["shape"]).numel()
-            f = near[o : o + k].double().mean().item()
-            if f < 0.999:
-                print(f"{fam}:   {t['name']}: {100 * f:.2f} %, worst {(w32 - final)[o : o + k].abs().max().item():.2e}")
         print(f"{fam}: against torch float64: torch fp32 {100 * f_torch:.3f} %, zerosim {100 * f_zs:.3f} % within 1e-5")
-        report(f_torch < 0.999 and 1.0 - f_zs <= 2.0 * (1.0 - f_torch),
-               "PyTorch's own fp32 misses the bound too, and zerosim misses float64 at most twice as often")
+        if f_torch < 0.999:
+            print(f"{fam}: NOT ENFORCED: PyTorch's own fp32 misses the 99.9 % bound against float64 too; "
+                  "the weights are held to the first step and the worst bound instead")
+        else:
+            report(False, "zerosim misses a bound PyTorch's own fp32 meets against float64")
+            for t in cfg["tensors"]:  # name the tensors that disagree
+                o, k = t["offset"], init.new_zeros(t["shape"]).numel()
+                f = near[o : o + k].double().mean().item()
+                if f < 0.999:
+                    print(f"{fam}:   {t['name']}: {100 * f:.2f} %, worst {(w32 - final)[o : o + k].abs().max().item():.2e}")
     moved = (final - init.double()).abs().max().item()
     print(f"{fam}: (the largest update of a weight over the run: {moved:.3e})")
     sys.exit(0 if ok else 1)

@@ -9,7 +9,10 @@
  * CPU, so bits may differ from machine to machine, never from run to run
  * or rank to rank on one machine (one thread, the same calls).
  *
- * Everything else is a plain loop with one fixed order of summation.
+ * Everything else is a plain loop with one fixed order of summation;
+ * the reductions outside the products (the norms' statistics, softmax and
+ * cross-entropy sums) accumulate in double and round once, which keeps
+ * zerosim at least as close to a float64 run as PyTorch's fp32 is.
  */
 #include "config.h"
 
@@ -60,17 +63,16 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *x, con
 {
 	for (size_t r = 0; r < BT; r++) {
 		const float *xr = x + r * C;
-		float m = 0.0f;
+		double sum = 0.0;
 		for (size_t i = 0; i < C; i++)
-			m += xr[i];
-		m /= (float)C;
-		float v = 0.0f;
+			sum += xr[i];
+		float m = (float)(sum / (double)C);
+		double var = 0.0;
 		for (size_t i = 0; i < C; i++) {
 			float s = xr[i] - m;
-			v += s * s;
+			var += (double)(s * s);
 		}
-		v /= (float)C;
-		float s = 1.0f / sqrtf(v + eps);
+		float s = 1.0f / sqrtf((float)(var / (double)C) + eps);
 		float *o = out + r * C;
 		for (size_t i = 0; i < C; i++)
 			o[i] = (s * (xr[i] - m)) * w[i] + b[i];
@@ -85,14 +87,13 @@ void layernorm_backward(float *dx, float *dw, float *db, const float *dout, cons
 	for (size_t r = 0; r < BT; r++) {
 		const float *d = dout + r * C, *xr = x + r * C;
 		float m = mean[r], s = rstd[r];
-		float dmean = 0.0f, dnorm_mean = 0.0f;
+		double sum = 0.0, sumn = 0.0;
 		for (size_t i = 0; i < C; i++) {
 			float n = (xr[i] - m) * s, dn = w[i] * d[i];
-			dmean += dn;
-			dnorm_mean += dn * n;
+			sum += dn;
+			sumn += (double)(dn * n);
 		}
-		dmean /= (float)C;
-		dnorm_mean /= (float)C;
+		float dmean = (float)(sum / (double)C), dnorm_mean = (float)(sumn / (double)C);
 		float *o = dx + r * C;
 		for (size_t i = 0; i < C; i++) {
 			float n = (xr[i] - m) * s, dn = w[i] * d[i];
@@ -107,11 +108,10 @@ void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, fl
 {
 	for (size_t r = 0; r < BT; r++) {
 		const float *xr = x + r * C;
-		float ms = 0.0f;
+		double ss = 0.0;
 		for (size_t i = 0; i < C; i++)
-			ms += xr[i] * xr[i];
-		ms /= (float)C;
-		float s = 1.0f / sqrtf(ms + eps);
+			ss += (double)(xr[i] * xr[i]);
+		float s = 1.0f / sqrtf((float)(ss / (double)C) + eps);
 		float *o = out + r * C;
 		for (size_t i = 0; i < C; i++)
 			o[i] = w[i] * (xr[i] * s);
@@ -124,10 +124,11 @@ void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, c
 {
 	for (size_t r = 0; r < BT; r++) {
 		const float *d = dout + r * C, *xr = x + r * C;
-		float s = rstd[r], dnorm_mean = 0.0f;
+		float s = rstd[r];
+		double sumn = 0.0;
 		for (size_t i = 0; i < C; i++)
-			dnorm_mean += w[i] * d[i] * (xr[i] * s);
-		dnorm_mean /= (float)C;
+			sumn += (double)(w[i] * d[i] * (xr[i] * s));
+		float dnorm_mean = (float)(sumn / (double)C);
 		float *o = dx + r * C;
 		for (size_t i = 0; i < C; i++) {
 			float n = xr[i] * s;
@@ -218,7 +219,8 @@ void attention_forward(float *out, float *att, const float *qkv, size_t B, size_
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)T, (blasint)T, (blasint)hd, scale,
 			            q, (blasint)row, k, (blasint)row, 0.0f, a, (blasint)T);
 			for (size_t t = 0; t < T; t++) {
-				float *r = a + t * T, maxval = -INFINITY, sum = 0.0f;
+				float *r = a + t * T, maxval = -INFINITY;
+				double sum = 0.0;
 				for (size_t t2 = 0; t2 <= t; t2++)
 					if (r[t2] > maxval)
 						maxval = r[t2];
@@ -226,7 +228,7 @@ void attention_forward(float *out, float *att, const float *qkv, size_t B, size_
 					r[t2] = expf(r[t2] - maxval);
 					sum += r[t2];
 				}
-				float inv = 1.0f / sum;
+				float inv = (float)(1.0 / sum);
 				for (size_t t2 = 0; t2 <= t; t2++)
 					r[t2] *= inv;
 				for (size_t t2 = t + 1; t2 < T; t2++)
@@ -258,9 +260,11 @@ void attention_backward(float *dqkv, float *scratch, const float *dout, const fl
 			/* the softmax: d score = att·(d att - Σ att·d att)·scale, zero above the diagonal */
 			for (size_t t = 0; t < T; t++) {
 				const float *ar = a + t * T;
-				float *r = ds + t * T, dot = 0.0f;
+				float *r = ds + t * T;
+				double acc = 0.0;
 				for (size_t t2 = 0; t2 <= t; t2++)
-					dot += ar[t2] * r[t2];
+					acc += (double)(ar[t2] * r[t2]);
+				float dot = (float)acc;
 				for (size_t t2 = 0; t2 <= t; t2++)
 					r[t2] = ar[t2] * (r[t2] - dot) * scale;
 				for (size_t t2 = t + 1; t2 < T; t2++)
@@ -341,10 +345,10 @@ float crossentropy_forward_backward(float *logits, const int *target, size_t BT,
 		for (size_t i = 0; i < V; i++)
 			if (x[i] > maxval)
 				maxval = x[i];
-		float sum = expf(x[0] - maxval); /* V >= 1 */
-		for (size_t i = 1; i < V; i++)
+		double sum = 0.0;
+		for (size_t i = 0; i < V; i++)
 			sum += expf(x[i] - maxval);
-		float lse = logf(sum);
+		float lse = (float)log(sum); /* sum >= 1: the maximum's own term */
 		size_t y = (size_t)target[r];
 		loss -= (double)(x[y] - maxval - lse);
 		for (size_t i = 0; i < V; i++)
