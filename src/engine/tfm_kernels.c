@@ -345,10 +345,10 @@ float crossentropy_forward_backward(float *logits, const int *target, size_t BT,
 		for (size_t i = 0; i < V; i++)
 			if (x[i] > maxval)
 				maxval = x[i];
-		double sum = 0.0;
-		for (size_t i = 0; i < V; i++)
+		double sum = expf(x[0] - maxval); /* V >= 1; the maximum's own term makes sum >= 1 */
+		for (size_t i = 1; i < V; i++)
 			sum += expf(x[i] - maxval);
-		float lse = (float)log(sum); /* sum >= 1: the maximum's own term */
+		float lse = (float)log(sum);
 		size_t y = (size_t)target[r];
 		loss -= (double)(x[y] - maxval - lse);
 		for (size_t i = 0; i < V; i++)
