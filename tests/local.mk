@@ -33,7 +33,7 @@ check_PROGRAMS += tests/test_tfm
 TESTS += tests/test_tfm
 tests_test_tfm_SOURCES = tests/test_tfm.c
 tests_test_tfm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_test_tfm_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
+tests_test_tfm_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 endif
 
 # Agreement with PyTorch (skipped where no python3 imports torch).

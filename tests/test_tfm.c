@@ -3,7 +3,9 @@
  * outside the code under test: every layer's backward against central
  * finite differences of its forward (the loss summed here in double), the
  * whole model's gradient likewise for both families, and training on the
- * seed's synthetic task, whose loss must fall. Agreement with PyTorch is
+ * seed's synthetic task, whose loss must fall; and the layout's units
+ * against the theory's count of them for every shipped model config (two
+ * implementations from the shape alone). Agreement with PyTorch is
  * tests/tfm_torch.sh's.
  */
 #include "config.h"
@@ -18,6 +20,8 @@
 #include "engine/optim.h"
 #include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
+#include "theory/theory.h"
+#include "util/model.h"
 
 /* Random fill from the project's seeded generator: uniform in ±scale. */
 static float *rnd(size_t n, float scale, uint64_t stream)
@@ -340,7 +344,7 @@ static void check_model(enum tfm_family f, int tied)
 		size_t off = tfm_block_offset(&d, l);
 		check_grad("block", model_loss, &c, m.params + off, g + off, b, 1e-3f, 5e-4, 5e-3);
 	}
-	size_t off = tfm_block_offset(&d, d.layers);
+	size_t off = tfm_final_offset(&d);
 	check_grad("final", model_loss, &c, m.params + off, g + off, tfm_final_params(&d), 1e-3f, 5e-4, 5e-3);
 	free(g);
 	tfm_task_free(&task);
@@ -408,6 +412,44 @@ START_TEST(test_parameter_counts_are_gpt2_smalls_and_llamas)
 	struct tfm_dims l = {TFM_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 0, 1e-5f, 10000.0f};
 	ck_assert_int_eq(tfm_dims_check(&l, NULL), 0);
 	ck_assert_uint_eq(tfm_nparams(&l), 1100048384);
+}
+END_TEST
+
+/* The few lines that turn a Hugging Face shape (util/model.h, the config
+ * reader) into the engine's dimensions. */
+static struct tfm_dims dims_of(const struct zs_model *z)
+{
+	struct tfm_dims d = {z->family == ZS_FAMILY_LLAMA ? TFM_LLAMA : TFM_GPT2, (size_t)z->hidden,
+	                     (size_t)z->layers, (size_t)z->heads, (size_t)z->kv_heads, (size_t)z->head_dim,
+	                     (size_t)z->intermediate, (size_t)z->vocab, (size_t)z->positions, z->tied,
+	                     1e-5f, 10000.0f};
+	return d;
+}
+
+START_TEST(test_layout_units_are_the_theorys_for_every_shipped_model)
+{
+	/* The theory counts each unit from the shape alone (theory_model.c);
+	 * the engine's flat layout must hold the same ranges, or ZeRO-3's
+	 * gathers would not be the theory's. */
+	static const char *const names[] = {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-2-7b",
+	                                    "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b",
+	                                    "mistral-7b"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		struct zs_model z;
+		char *cause = NULL;
+		ck_assert_msg(zs_model_load(names[i], &z, &cause) == 0, "%s: %s", names[i], cause ? cause : "?");
+		struct tfm_dims d = dims_of(&z);
+		ck_assert_int_eq(tfm_dims_check(&d, NULL), 0);
+		struct theory_units u;
+		theory_model_units(&z, &u);
+		size_t first_block = tfm_block_offset(&d, 0);
+		ck_assert_uint_eq(u.embeddings, first_block);
+		ck_assert_uint_eq(u.block, tfm_block_params_count(&d));
+		ck_assert_uint_eq(u.head, d.tied ? 0 : tfm_final_params(&d));
+		ck_assert_uint_eq(theory_model_params(&z), tfm_nparams(&d));
+		if (!d.tied)
+			ck_assert_uint_eq(tfm_final_offset(&d), tfm_block_offset(&d, d.layers));
+	}
 }
 END_TEST
 
@@ -519,6 +561,7 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_gpt2_recompute_gives_the_same_bits);
 	tcase_add_test(t, test_llama_recompute_gives_the_same_bits);
 	tcase_add_test(t, test_parameter_counts_are_gpt2_smalls_and_llamas);
+	tcase_add_test(t, test_layout_units_are_the_theorys_for_every_shipped_model);
 	tcase_add_test(t, test_bad_shapes_are_refused);
 	tcase_add_test(t, test_task_is_a_permutation_and_targets_are_next_tokens);
 	tcase_add_test(t, test_gpt2_loss_falls_on_the_synthetic_task);
@@ -529,6 +572,9 @@ static Suite *tfm_suite(void)
 
 int main(void)
 {
+	const char *srcdir = getenv("srcdir"); /* the shipped model configs */
+	if (getenv("ZEROSIM_DATADIR") == NULL)
+		setenv("ZEROSIM_DATADIR", srcdir != NULL ? srcdir : ".", 1);
 	SRunner *sr = srunner_create(tfm_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);

@@ -78,19 +78,24 @@ size_t tfm_block_params_count(const struct tfm_dims *d)
 	return n;
 }
 
-size_t tfm_final_params(const struct tfm_dims *d)
-{
-	return (has_bias(d) ? 2 : 1) * d->d + (d->tied ? 0 : d->vocab * d->d);
-}
+static size_t norm_params(const struct tfm_dims *d) { return (has_bias(d) ? 2 : 1) * d->d; }
+
+size_t tfm_final_params(const struct tfm_dims *d) { return norm_params(d) + (d->tied ? 0 : d->vocab * d->d); }
 
 size_t tfm_nparams(const struct tfm_dims *d)
 {
 	return tfm_embed_params(d) + d->layers * tfm_block_params_count(d) + tfm_final_params(d);
 }
 
+/* Tied, the final norm follows the embedding (one unit with it). */
 size_t tfm_block_offset(const struct tfm_dims *d, size_t l)
 {
-	return tfm_embed_params(d) + l * tfm_block_params_count(d);
+	return tfm_embed_params(d) + (d->tied ? norm_params(d) : 0) + l * tfm_block_params_count(d);
+}
+
+size_t tfm_final_offset(const struct tfm_dims *d)
+{
+	return d->tied ? tfm_embed_params(d) : tfm_block_offset(d, d->layers);
 }
 
 void tfm_embed_view(struct tfm_embed_params *p, const struct tfm_dims *d, float *flat)
@@ -113,10 +118,10 @@ void tfm_block_view(struct tfm_block_params *p, const struct tfm_dims *d, float 
 
 void tfm_final_view(struct tfm_final_params *p, const struct tfm_dims *d, float *flat)
 {
-	float *f = flat + tfm_block_offset(d, d->layers);
+	float *f = flat + tfm_final_offset(d);
 	p->norm_w = f;
 	p->norm_b = has_bias(d) ? f + d->d : NULL;
-	p->head = d->tied ? flat : f + (has_bias(d) ? 2 : 1) * d->d;
+	p->head = d->tied ? flat : f + norm_params(d);
 }
 
 /* ------------------------------------------------------------------------ */

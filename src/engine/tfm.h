@@ -12,11 +12,12 @@
  * without biases, grouped-query attention; final RMSNorm; head. The head
  * is the token embedding when tied.
  *
- * Parameters live in one flat vector, each layer's tensors contiguous so
- * that a layer is one (offset, count) range: the embedding [wte (V, d),
- * wpe (seq, d) for gpt2], then block 0 .. L-1 (tfm_block_params' order),
- * then the final norm [w (d), b (d) for gpt2] and, when untied, the head
- * (V, d). Queries, keys and values are one matrix (Q, d) with
+ * Parameters live in one flat vector, each unit of `--unit layer`
+ * (docs/schedule.md, "Transformers") one contiguous range: the embedding
+ * [wte (V, d), wpe (seq, d) for gpt2] and, when the head is tied, the
+ * final norm [w (d), b (d) for gpt2] right after it; block 0 .. L-1
+ * (tfm_block_params' order); untied, the final norm and the head (V, d)
+ * last. Queries, keys and values are one matrix (Q, d) with
  * Q = (H + 2·KV)·hd (rows: H query heads, KV key heads, KV value heads);
  * llama's gate and up are one matrix (2F, d) (rows: gate, then up).
  *
@@ -58,8 +59,10 @@ size_t tfm_embed_params(const struct tfm_dims *d);
 size_t tfm_block_params_count(const struct tfm_dims *d);
 size_t tfm_final_params(const struct tfm_dims *d); /* final norm + untied head */
 size_t tfm_nparams(const struct tfm_dims *d);      /* Ψ */
-/* Where block l starts in the flat vector. */
+/* Where block l (l = L: the end of the blocks) and the final norm start
+ * in the flat vector. */
 size_t tfm_block_offset(const struct tfm_dims *d, size_t l);
+size_t tfm_final_offset(const struct tfm_dims *d);
 
 /* Views into a flat vector of parameters (or of their gradients). */
 struct tfm_embed_params {
