@@ -64,6 +64,6 @@ else
 	echo "bench: $floor is not built (make bench builds it); no floor" >&2
 fi
 if [ -x /usr/bin/time ]; then
-	/usr/bin/time -f "1024,4096,1024 at N=16: %e s wall, %M kB peak RSS" \
+	/usr/bin/time -f "1024,4096,1024 at N=16: %e s wall, %U s user, %S s sys, %R minor page faults, %M kB peak RSS" \
 		"$zs" measure --quiet --layers 1024,4096,1024 --world 16 --steps 1 --out "$out/m.json"
 fi
