@@ -30,6 +30,9 @@ FUZZ_LIBS = $(CJSON_LIBS) -lm
 FUZZ_COMMON = $(top_srcdir)/tests/fuzz/fuzz_common.h $(top_builddir)/config.h \
 	$(top_srcdir)/src/util/util.h $(top_srcdir)/src/util/config.h
 FUZZ_UTIL = $(top_srcdir)/src/util/util.c $(top_srcdir)/src/util/config.c
+# The contract's names (categories, phases, the shard table) and Ψ.
+FUZZ_UTIL += $(top_srcdir)/src/util/schedule.c
+FUZZ_COMMON += $(top_srcdir)/src/util/schedule.h
 FUZZ_ENGINE = $(top_srcdir)/src/engine/case.c
 FUZZ_REPORT = $(top_srcdir)/src/report/report.c $(top_srcdir)/src/report/report_buf.c \
 	$(top_srcdir)/src/report/report_data.c $(top_srcdir)/src/report/report_classify.c \
