@@ -71,41 +71,31 @@ static void usage(FILE *f)
 	      f);
 }
 
-/* Bad usage, refused before anything runs: an output that is a folder, or
- * that names one of the inputs (it would be overwritten). */
-static int check_output(const char *opt, const char *path, const char *spec, const char *case_path,
-                        const char *other, char **cause)
-{
-	struct stat st;
-	if (path == NULL)
-		return 0;
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-		return zs_fail(cause, "%s %s: is a folder, not a file", opt, path);
-	if (zs_same_file(path, spec))
-		return zs_fail(cause, "%s %s: is the --spec file; it would be overwritten", opt, path);
-	if (zs_same_file(path, case_path))
-		return zs_fail(cause, "%s %s: is the --case file; it would be overwritten", opt, path);
-	if (other != NULL && (strcmp(path, other) == 0 || zs_same_file(path, other)))
-		return zs_fail(cause, "--out and --dump-weights name the same file %s", path);
-	return 0;
-}
-
 /* Fail now, before a long run, if FILE's folder cannot take the output. */
 static int check_writable(const char *path, char **cause)
 {
+	char *target = NULL;
+	int fd;
 	struct stat st;
-	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-		/* a device or FIFO is written in place (zs_write_atomic) */
-		return access(path, W_OK) == 0 ? 0 : zs_fail(cause, "cannot write %s: %s", path, strerror(errno));
-	const char *slash = strrchr(path, '/');
-	char *dir = slash ? zs_asprintf("%.*s", (int)(slash - path), path) : zs_strdup(".");
-	if (*dir == '\0') {
-		free(dir);
-		dir = zs_strdup("/");
+	if (zs_output_resolve(path, &target, &fd) != 0 && fd < 0)
+		return zs_fail(cause, "cannot write %s: its folder is missing", path);
+	if (fd >= 0)
+		return 0;
+	if (stat(target, &st) == 0 && S_ISDIR(st.st_mode)) {
+		free(target);
+		return zs_fail(cause, "%s: is a folder, not a file", path);
 	}
-	int ok = access(dir, W_OK | X_OK) == 0;
-	int r = ok ? 0 : zs_fail(cause, "cannot write %s: the folder %s is missing or not writable", path, dir);
-	free(dir);
+	int ok;
+	char *slash = strrchr(target, '/');
+	if (stat(target, &st) == 0 && !S_ISREG(st.st_mode)) { /* a device or FIFO: written in place */
+		ok = access(target, W_OK) == 0;
+	} else {
+		if (slash != NULL)
+			slash[slash == target] = '\0'; /* the folder ("/" for /x) */
+		ok = access(target, W_OK | X_OK) == 0;
+	}
+	int r = ok ? 0 : zs_fail(cause, "cannot write %s: %s", path, strerror(errno));
+	free(target);
 	return r;
 }
 
@@ -463,9 +453,18 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	if (zs_config_validate(&c, &cause) != 0)
 		goto fail;
-	if (check_output("--out", out, spec, case_path, dump, &cause) != 0 ||
-	    check_output("--dump-weights", dump, spec, case_path, NULL, &cause) != 0)
+	const struct zs_path in[] = {{"--spec", spec}, {"--case", case_path}};
+	const struct zs_path outs[] = {{"--out", out}, {"--dump-weights", dump}};
+	if (zs_check_paths(in, 2, outs, 2, &cause) != 0)
 		goto fail;
+	/* A folder is bad usage; a folder that cannot take the file, a run-time failure. */
+	struct stat st;
+	if ((out != NULL && stat(out, &st) == 0 && S_ISDIR(st.st_mode)) ||
+	    (dump != NULL && stat(dump, &st) == 0 && S_ISDIR(st.st_mode))) {
+		const char *d = out != NULL && stat(out, &st) == 0 && S_ISDIR(st.st_mode) ? out : dump;
+		zs_fail(&cause, "%s %s: is a folder, not a file", d == out ? "--out" : "--dump-weights", d);
+		goto fail;
+	}
 	if ((out && check_writable(out, &cause) != 0) || (dump && check_writable(dump, &cause) != 0)) {
 		status = ZS_EXIT_RUNTIME;
 		goto fail;

@@ -157,10 +157,9 @@ int zs_cmd_theory(int argc, char **argv)
 		cause = zs_asprintf("--out %s: is a folder, not a file", out);
 		goto bad;
 	}
-	if (zs_same_file(out, spec)) {
-		cause = zs_asprintf("--out %s: is the --spec file; it would be overwritten", out);
+	const struct zs_path in[] = {{"--spec", spec}}, outs[] = {{"--out", out}};
+	if (zs_check_paths(in, 1, outs, 1, &cause) != 0)
 		goto bad;
-	}
 
 	if (zs_opts_config(&config, args, nargs, &cause) < 0)
 		goto bad;

@@ -40,17 +40,59 @@ void zs_set_cause(char **cause, const char *fmt, ...) __attribute__((format(prin
  * message (a newline in a file name or an option value) print as '?'. */
 void zs_print_error(const char *prefix, const char *message);
 
-/* Read a whole file into a NUL-terminated buffer the caller frees. */
+/* Read a whole regular file into a NUL-terminated buffer the caller frees.
+ * Anything else (a FIFO, a device, a folder) is refused without blocking. */
 int zs_read_file(const char *path, char **out, size_t *len, char **cause);
 
-/* Write `len` bytes to `path` through a temporary file in the same folder,
- * flushed and renamed into place: a failure never leaves a partial file and
- * never touches an existing one. */
+/* Outputs. One family of functions writes every output file:
+ *   zs_out_open   where PATH goes (below); a missing folder is an error
+ *   zs_out_write  append bytes (any number of calls)
+ *   zs_out_commit flush and put the file in place; frees the handle
+ *   zs_out_abort  drop it, leaving the target as it was; frees the handle
+ * and zs_write_atomic(path, data, len) is the three in one.
+ *
+ * A regular file (or a new one) is written to an unnamed O_TMPFILE file in
+ * its folder and linked into place at commit, replacing the old one
+ * atomically: a failure or a kill at any point (even SIGKILL) leaves the
+ * target untouched, and no temporary file but in the instant of the final
+ * rename. The new file keeps the mode (and, where allowed, the owner) of
+ * the one it replaces. A symbolic link is written through to its target,
+ * created if missing. "-", /dev/stdout, /dev/stderr, /dev/fd/N and
+ * /proc/self/fd/N are that descriptor as it stands (appending where it was
+ * opened so); a device, FIFO or socket is written in place: these are the
+ * outputs an interruption can leave half-written. Where O_TMPFILE is not
+ * supported, a named temporary file (.zerosim.tmpXXXXXX) is renamed into
+ * place, with SIGINT, SIGTERM, SIGHUP and SIGQUIT held back meanwhile. */
+struct zs_out;
+int zs_out_open(const char *path, struct zs_out **out, char **cause);
+int zs_out_write(struct zs_out *o, const void *data, size_t len, char **cause);
+int zs_out_commit(struct zs_out *o, char **cause);
+void zs_out_abort(struct zs_out *o);
 int zs_write_atomic(const char *path, const char *data, size_t len, char **cause);
+
+/* Signal dispositions every command wants (zs_out_open sets them too):
+ * SIGXFSZ ignored (a file over ulimit -f is a write error, EFBIG), SIGPIPE
+ * default (a closed pipe ends the run quietly), SIGXCPU (ulimit -t) one
+ * line on stderr, any named temporary file removed, exit 1. */
+void zs_signals_init(void);
+
+/* Where output `path` would be written: *fd >= 0 for a descriptor's name
+ * ("-", /dev/stdout...); else *target (the caller frees it) is the file,
+ * symbolic links followed even when dangling, its folder resolved. -1 when
+ * the folder does not exist. */
+int zs_output_resolve(const char *path, char **target, int *fd);
 
 /* Nonzero if both paths name the same existing file (same device and
  * inode: through links, "./x" and "x" alike). */
 int zs_same_file(const char *a, const char *b);
+
+/* No output may replace an input or another output, existing or not:
+ * compared by resolved path and by device and inode. `opt` names each for
+ * the message ("--out"); NULL paths are skipped. */
+struct zs_path {
+	const char *opt, *path;
+};
+int zs_check_paths(const struct zs_path *in, size_t nin, const struct zs_path *out, size_t nout, char **cause);
 
 /* Parse the JSON file at `path` and check that its "format" equals
  * `format` (e.g. "zerosim-measured/1"). On success *out is the tree; the
