@@ -42,6 +42,22 @@ int zs_unit_parse(const char *s, enum zs_unit *out)
 	return -1;
 }
 
+int zs_precision_parse(const char *s, enum zs_precision *out)
+{
+	if (strcmp(s, "mixed") != 0 && strcmp(s, "fp32") != 0)
+		return -1;
+	*out = strcmp(s, "mixed") == 0 ? ZS_MIXED : ZS_FP32;
+	return 0;
+}
+
+int zs_optimizer_parse(const char *s, enum zs_optimizer *out)
+{
+	if (strcmp(s, "adam") != 0 && strcmp(s, "sgd") != 0)
+		return -1;
+	*out = strcmp(s, "adam") == 0 ? ZS_ADAM : ZS_SGD;
+	return 0;
+}
+
 void zs_bytes_per_param(enum zs_precision pr, enum zs_optimizer opt, unsigned *p, unsigned *g, unsigned *k)
 {
 	*p = pr == ZS_MIXED ? 2 : 4;
@@ -269,19 +285,11 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 			return -1;
 		break;
 	case ZS_KEY_PRECISION:
-		if (strcmp(value, "mixed") == 0)
-			t.precision = ZS_MIXED;
-		else if (strcmp(value, "fp32") == 0)
-			t.precision = ZS_FP32;
-		else
+		if (zs_precision_parse(value, &t.precision) != 0)
 			return zs_fail(cause, "--precision: unknown precision '%.40s' (mixed, fp32)", value);
 		break;
 	case ZS_KEY_OPTIMIZER:
-		if (strcmp(value, "adam") == 0)
-			t.optimizer = ZS_ADAM;
-		else if (strcmp(value, "sgd") == 0)
-			t.optimizer = ZS_SGD;
-		else
+		if (zs_optimizer_parse(value, &t.optimizer) != 0)
 			return zs_fail(cause, "--optimizer: unknown optimizer '%.40s' (adam, sgd)", value);
 		break;
 	case ZS_NKEYS:

@@ -93,6 +93,8 @@ const char *zs_precision_name(enum zs_precision p);
 const char *zs_optimizer_name(enum zs_optimizer o);
 int zs_scheme_parse(const char *s, enum zs_scheme *out);
 int zs_unit_parse(const char *s, enum zs_unit *out);
+int zs_precision_parse(const char *s, enum zs_precision *out);
+int zs_optimizer_parse(const char *s, enum zs_optimizer *out);
 
 /* Parse a byte size with a unit: "80GB" (1e9), "80GiB" (2^30), "512MB",
  * "1e12" (bytes): a whole number of bytes from 1 to 1e18. Returns 0 or -1
