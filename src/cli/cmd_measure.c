@@ -132,25 +132,68 @@ static int parse_jobs(const char *s, unsigned *jobs, char **cause)
 	return 0;
 }
 
-/* Options the case file fixes: given on the command line, they must agree. */
+/* A training setting as the command line writes it, for comparing and
+ * for messages. */
+static void setting_text(const struct zs_config *c, enum zs_key k, char *buf, size_t n)
+{
+	switch (k) {
+	case ZS_KEY_PRECISION: snprintf(buf, n, "%s", zs_precision_name(c->precision)); break;
+	case ZS_KEY_OPTIMIZER: snprintf(buf, n, "%s", zs_optimizer_name(c->optimizer)); break;
+	case ZS_KEY_LR: snprintf(buf, n, "%.17g", c->lr); break;
+	case ZS_KEY_BETA1: snprintf(buf, n, "%.17g", c->beta1); break;
+	case ZS_KEY_BETA2: snprintf(buf, n, "%.17g", c->beta2); break;
+	default: snprintf(buf, n, "%.17g", c->eps); break;
+	}
+}
+
+/* What the case file fixes: the model, one world size, the batch and the
+ * steps, and (zerosim-case/2) the training settings it gives. An option
+ * that says otherwise, on the command line or in --spec, is refused. */
 static int apply_case(struct zs_config *c, const struct zs_case *cs, char **cause)
 {
-	const unsigned given[4] = {c->given & 1u << ZS_KEY_LAYERS, c->given & 1u << ZS_KEY_WORLD,
-	                           c->given & 1u << ZS_KEY_BATCH, c->given & 1u << ZS_KEY_STEPS};
-	if (given[0] && (c->nwidths != cs->nwidths || memcmp(c->widths, cs->widths, cs->nwidths * sizeof *cs->widths) != 0))
+	static const enum zs_key training[] = {ZS_KEY_PRECISION, ZS_KEY_OPTIMIZER, ZS_KEY_LR,
+	                                       ZS_KEY_BETA1, ZS_KEY_BETA2, ZS_KEY_EPS};
+	static const char *const names[] = {"precision", "optimizer", "lr", "beta1", "beta2", "eps"};
+	const unsigned given = c->given;
+	if ((given & 1u << ZS_KEY_LAYERS) &&
+	    (c->nwidths != cs->nwidths || memcmp(c->widths, cs->widths, cs->nwidths * sizeof *cs->widths) != 0))
 		return zs_fail(cause, "--layers disagrees with the case file's layers");
-	if (given[1] && (c->nworld != 1 || c->world[0] != cs->world))
+	if ((given & 1u << ZS_KEY_WORLD) && (c->nworld != 1 || c->world[0] != cs->world))
 		return zs_fail(cause, "--world disagrees with the case file's world size %u", cs->world);
-	if (given[2] && c->batch != cs->batch)
+	if ((given & 1u << ZS_KEY_BATCH) && c->batch != cs->batch)
 		return zs_fail(cause, "--batch %u disagrees with the case file's batch %u", c->batch, cs->batch);
-	if (given[3] && c->steps != cs->steps)
+	if ((given & 1u << ZS_KEY_STEPS) && c->steps != cs->steps)
 		return zs_fail(cause, "--steps %u disagrees with the case file's %u steps", c->steps, cs->steps);
+	if (given & 1u << ZS_KEY_SEED)
+		return zs_fail(cause, "--seed is not used with --case: the case holds the weights and batches");
+	for (size_t i = 0; i < sizeof training / sizeof training[0]; i++) {
+		char mine[40], theirs[40];
+		if (!(cs->train.given & 1u << training[i]))
+			continue;
+		setting_text(c, training[i], mine, sizeof mine);
+		setting_text(&cs->train, training[i], theirs, sizeof theirs);
+		if ((given & 1u << training[i]) && strcmp(mine, theirs) != 0)
+			return zs_fail(cause, "--%s %s disagrees with the case file's %s %s", names[i], mine, names[i], theirs);
+	}
 	c->nwidths = cs->nwidths;
 	memcpy(c->widths, cs->widths, sizeof c->widths);
 	c->nworld = 1;
 	c->world[0] = cs->world;
 	c->batch = cs->batch;
 	c->steps = cs->steps;
+	const struct zs_config *t = &cs->train;
+	if (t->given & 1u << ZS_KEY_PRECISION)
+		c->precision = t->precision;
+	if (t->given & 1u << ZS_KEY_OPTIMIZER)
+		c->optimizer = t->optimizer;
+	if (t->given & 1u << ZS_KEY_LR)
+		c->lr = t->lr;
+	if (t->given & 1u << ZS_KEY_BETA1)
+		c->beta1 = t->beta1;
+	if (t->given & 1u << ZS_KEY_BETA2)
+		c->beta2 = t->beta2;
+	if (t->given & 1u << ZS_KEY_EPS)
+		c->eps = t->eps;
 	return 0;
 }
 
