@@ -13,6 +13,7 @@
 #include "cli/options.h"
 #include "report/report.h"
 #include "report/report_figures.h"
+#include "util/datafile.h"
 #include "util/util.h"
 
 #ifndef ZS_DATADIR
@@ -38,7 +39,7 @@ static void usage(void)
 	       "  -V, --version     output version information and exit\n"
 	       "\n"
 	       "Exit status: 0 success, 1 failure at run time (or an unexplained point with\n"
-	       "--strict), 2 bad usage or bad input.\n", ZS_DATADIR);
+	       "--strict), 2 bad usage or bad input.\n", ZS_DATADIR "/report");
 }
 
 /* What the report writes in its folder (report.c, report_figures.c; pdflatex
@@ -137,12 +138,19 @@ int zs_cmd_report(int argc, char **argv)
 			                    in[i].path, o.out);
 			goto usage_error;
 		}
-	/* Not installed yet: the template of the source tree this was built from. */
-	if (!template_given && access(o.template_path, R_OK) != 0 && access(ZS_SRCDIR "/report/zerosim-report.tex", R_OK) == 0)
-		o.template_path = ZS_SRCDIR "/report/zerosim-report.tex";
+	/* The shipped template: installed, or beside an uninstalled binary. */
+	char *found = template_given ? NULL : zs_datafile("report/zerosim-report.tex", &cause);
+	if (!template_given && found == NULL) {
+		zs_print_error("zerosim report", cause);
+		free(cause);
+		return ZS_EXIT_RUNTIME;
+	}
+	if (found != NULL)
+		o.template_path = found;
 	rc = report_main(&o, &cause);
 	if (rc != ZS_EXIT_OK)
 		zs_print_error("zerosim report", cause != NULL ? cause : "failed");
+	free(found);
 	free(cause);
 	return rc;
 

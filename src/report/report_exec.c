@@ -78,7 +78,7 @@ static char **child_env(void)
 	return env;
 }
 
-int report_exec(const char *prog, char *const argv[], const char *cwd, const char *log,
+int report_exec(const char *prog, const char *const argv[], const char *cwd, const char *log,
                 char **cause)
 {
 	int fd, status, report[2];
@@ -96,7 +96,8 @@ int report_exec(const char *prog, char *const argv[], const char *cwd, const cha
 	while (argv[argc] != NULL)
 		argc++;
 	char **args = zs_calloc(argc + 1, sizeof *args), **env = child_env();
-	memcpy(args, argv, argc * sizeof *args);
+	for (size_t i = 1; i < argc; i++)
+		args[i] = (char *)argv[i]; /* execve does not write them */
 	args[0] = (char *)prog;
 	pid = fork();
 	if (pid < 0) {
