@@ -22,3 +22,7 @@ tests_test_golden_SOURCES = tests/test_golden.c
 tests_test_golden_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_golden_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(CHECK_LIBS) -lm
 endif
+
+# Hostile input, class by class (issue 11): files, limits, signals, paths.
+TESTS += tests/hostile.sh
+EXTRA_DIST += tests/hostile.sh

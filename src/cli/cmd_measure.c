@@ -139,10 +139,10 @@ static void setting_text(const struct zs_config *c, enum zs_key k, char *buf, si
 	switch (k) {
 	case ZS_KEY_PRECISION: snprintf(buf, n, "%s", zs_precision_name(c->precision)); break;
 	case ZS_KEY_OPTIMIZER: snprintf(buf, n, "%s", zs_optimizer_name(c->optimizer)); break;
-	case ZS_KEY_LR: snprintf(buf, n, "%.17g", c->lr); break;
-	case ZS_KEY_BETA1: snprintf(buf, n, "%.17g", c->beta1); break;
-	case ZS_KEY_BETA2: snprintf(buf, n, "%.17g", c->beta2); break;
-	default: snprintf(buf, n, "%.17g", c->eps); break;
+	case ZS_KEY_LR: zs_number_text(c->lr, buf, n); break;
+	case ZS_KEY_BETA1: zs_number_text(c->beta1, buf, n); break;
+	case ZS_KEY_BETA2: zs_number_text(c->beta2, buf, n); break;
+	default: zs_number_text(c->eps, buf, n); break;
 	}
 }
 
@@ -553,13 +553,13 @@ int zs_cmd_measure(int argc, char **argv)
 		if (zs_json_write(out, root, &cause) != 0)
 			goto fail;
 	} else {
-		char *text = cJSON_Print(root);
-		if (text == NULL || fputs(text, stdout) == EOF || fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
-			cJSON_free(text);
-			zs_fail(&cause, "cannot write to standard output");
+		char *text = zs_json_print(root);
+		if (fputs(text, stdout) == EOF || fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
+			free(text);
+			zs_fail(&cause, "cannot write to standard output: %s", strerror(errno));
 			goto fail;
 		}
-		cJSON_free(text);
+		free(text);
 	}
 	cJSON_Delete(root);
 	engine_case_free(cs);

@@ -321,14 +321,14 @@ static int spec_number(const cJSON *it, const char *key, char **out, char **caus
 	if (!isfinite(d))
 		return zs_fail(cause, "\"%s\" is not a finite number", key);
 	if (d < 0)
-		return zs_fail(cause, "\"%s\" is %.17g, a negative number", key, d);
+		return zs_fail(cause, "\"%s\" is %s, a negative number", key, zs_number_text(d, (char[32]){0}, 32));
 	if (d == floor(d) && d < 9007199254740992.0)
 		*out = zs_asprintf("%.0f", d);
 	else if (d == floor(d)) /* not quoted: the digits in the file are lost above 2^53 */
 		return zs_fail(cause, "\"%s\" is a whole number of 2^53 or more, where a JSON number is no longer exact",
 		               key);
 	else
-		*out = zs_asprintf("%.17g", d);
+		*out = zs_strdup(zs_number_text(d, (char[32]){0}, 32));
 	return 0;
 }
 
@@ -344,9 +344,17 @@ static int spec_value(const cJSON *it, const char *key, enum spec_type type, cha
 		const cJSON *e;
 		cJSON_ArrayForEach(e, it) {
 			char *one = NULL;
-			if (cJSON_IsArray(e) || spec_value(e, key, numbers ? SPEC_NUMBER : SPEC_STRING, &one, cause) != 0) {
+			if (cJSON_IsArray(e)) {
 				free(s);
-				return cJSON_IsArray(e) ? zs_fail(cause, "\"%s\" holds a nested array", key) : -1;
+				return zs_fail(cause, "\"%s\" holds a nested array", key);
+			}
+			if (numbers ? !cJSON_IsNumber(e) : !cJSON_IsString(e) || strchr(e->valuestring, ',') != NULL) {
+				free(s);
+				return zs_fail(cause, "\"%s\" is not %s", key, type_name[type]);
+			}
+			if (spec_value(e, key, numbers ? SPEC_NUMBER : SPEC_STRING, &one, cause) != 0) {
+				free(s);
+				return -1;
 			}
 			size_t need = n + strlen(one) + 2;
 			if (need > cap) {

@@ -99,6 +99,16 @@ void zs_set_cause(char **cause, const char *fmt, ...)
  * machine's memory. */
 #define ZS_MAX_INPUT ((size_t)1 << 30)
 
+char *zs_number_text(double v, char *buf, size_t n)
+{
+	for (int digits = 1; digits <= 17; digits++) {
+		snprintf(buf, n, "%.*g", digits, v);
+		if (strtod(buf, NULL) == v)
+			break;
+	}
+	return buf;
+}
+
 void zs_print_error(const char *prefix, const char *message)
 {
 	fprintf(stderr, "%s: ", prefix);
@@ -761,17 +771,58 @@ int zs_json_load(const char *path, const char *format, cJSON **out, char **cause
 	return 0;
 }
 
+/* cJSON prints a number with 15 significant digits whenever they read
+ * back to within a relative 2.2e-16 of it, so 9007199254740991 comes out as
+ * 9.00719925474099e+15 and many doubles as a neighbour. Every number is
+ * printed here instead, as raw text that reads back to the same double:
+ * whole numbers below 2^53 as their digits, others in the shortest form. */
+static void exact_numbers(cJSON *item)
+{
+	for (; item != NULL; item = item->next) {
+		if (cJSON_IsNumber(item)) {
+			char buf[40];
+			double v = item->valuedouble;
+			if (!isfinite(v))
+				snprintf(buf, sizeof buf, "null");
+			else if (v == floor(v) && fabs(v) < 9007199254740992.0)
+				snprintf(buf, sizeof buf, "%.0f", v);
+			else
+				zs_number_text(v, buf, sizeof buf);
+			item->type = cJSON_Raw;
+			item->valuestring = zs_strdup(buf);
+		}
+		exact_numbers(item->child);
+	}
+}
+
+char *zs_json_print(const cJSON *root)
+{
+	cJSON *copy = cJSON_Duplicate(root, 1);
+	if (copy == NULL) {
+		fprintf(stderr, "zerosim: out of memory copying JSON at %s:%d\n", __FILE__, __LINE__);
+		exit(ZS_EXIT_RUNTIME);
+	}
+	exact_numbers(copy);
+	char *text = cJSON_Print(copy);
+	cJSON_Delete(copy);
+	if (text == NULL) {
+		fprintf(stderr, "zerosim: out of memory printing JSON at %s:%d\n", __FILE__, __LINE__);
+		exit(ZS_EXIT_RUNTIME);
+	}
+	char *own = zs_strdup(text);
+	cJSON_free(text);
+	return own;
+}
+
 int zs_json_write(const char *path, const cJSON *root, char **cause)
 {
-	char *text = cJSON_Print(root);
-	if (text == NULL)
-		return zs_fail(cause, "cannot write %s: out of memory printing JSON", path);
+	char *text = zs_json_print(root);
 	size_t n = strlen(text);
 	char *withnl = zs_malloc(n + 2);
 	memcpy(withnl, text, n);
 	withnl[n] = '\n';
 	withnl[n + 1] = '\0';
-	cJSON_free(text);
+	free(text);
 	int r = zs_write_atomic(path, withnl, n + 1, cause);
 	free(withnl);
 	return r;

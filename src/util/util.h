@@ -36,6 +36,10 @@ char *zs_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void zs_set_cause(char **cause, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define zs_fail(...) ({ zs_set_cause(__VA_ARGS__); -1; })
 
+/* The shortest decimal text of v that reads back to v ("0.999", not
+ * "0.99899999999999999"), into buf of n bytes. Returns buf. */
+char *zs_number_text(double v, char *buf, size_t n);
+
 /* Print "PREFIX: MESSAGE" as one line on stderr: control characters in the
  * message (a newline in a file name or an option value) print as '?'. */
 void zs_print_error(const char *prefix, const char *message);
@@ -100,7 +104,11 @@ int zs_check_paths(const struct zs_path *in, size_t nin, const struct zs_path *o
  * caller frees it with cJSON_Delete(). */
 int zs_json_load(const char *path, const char *format, cJSON **out, char **cause);
 
-/* Print `root` (formatted) and write it atomically to `path`. */
+/* `root` printed (formatted), every number as text that reads back to the
+ * same double; the caller frees it with free(). */
+char *zs_json_print(const cJSON *root);
+
+/* Print `root` as zs_json_print does and write it atomically to `path`. */
 int zs_json_write(const char *path, const cJSON *root, char **cause);
 
 /* Checked getters. `where` names the object for messages ("runs[3]").
