@@ -77,8 +77,11 @@ static int check_writable(const char *path, char **cause)
 	char *target = NULL;
 	int fd;
 	struct stat st;
-	if (zs_output_resolve(path, &target, &fd) != 0 && fd < 0)
-		return zs_fail(cause, "cannot write %s: its folder is missing", path);
+	if (zs_output_resolve(path, &target, &fd) != 0 && fd < 0) {
+		const char *slash = strrchr(path, '/');
+		return zs_fail(cause, "cannot write %s: the folder %.*s is missing", path,
+		               slash != NULL ? (int)(slash - path) : 1, slash != NULL ? path : ".");
+	}
 	if (fd >= 0)
 		return 0;
 	if (stat(target, &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -92,7 +95,7 @@ static int check_writable(const char *path, char **cause)
 	} else {
 		if (slash != NULL)
 			slash[slash == target] = '\0'; /* the folder ("/" for /x) */
-		ok = access(target, W_OK | X_OK) == 0;
+		ok = stat(target, &st) == 0 && S_ISDIR(st.st_mode) ? access(target, W_OK | X_OK) == 0 : (errno = ENOTDIR, 0);
 	}
 	int r = ok ? 0 : zs_fail(cause, "cannot write %s: %s", path, strerror(errno));
 	free(target);

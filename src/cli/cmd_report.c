@@ -123,8 +123,19 @@ int zs_cmd_report(int argc, char **argv)
 	}
 	free(args);
 	if (o.measured == NULL || o.theory == NULL || o.out == NULL) {
-		fprintf(stderr, "zerosim report: --measured, --theory and --out are required (try --help)\n");
-		return ZS_EXIT_USAGE;
+		const char *missing[3];
+		int k = 0;
+		if (o.measured == NULL)
+			missing[k++] = "--measured";
+		if (o.theory == NULL)
+			missing[k++] = "--theory";
+		if (o.out == NULL)
+			missing[k++] = "--out";
+		cause = k == 1 ? zs_asprintf("%s is required; try 'zerosim report --help'", missing[0])
+		      : k == 2 ? zs_asprintf("%s and %s are required; try 'zerosim report --help'", missing[0], missing[1])
+		               : zs_asprintf("%s, %s and %s are required; try 'zerosim report --help'", missing[0],
+		                             missing[1], missing[2]);
+		goto usage_error;
 	}
 	/* "" would make OUT/figures the root folder's /figures. */
 	if (*o.out == '\0') {
