@@ -70,7 +70,7 @@ static int is_output(const char *dir, const char *in)
 		hit = zs_same_file(p, in);
 		free(p);
 	}
-	for (size_t i = 0; i < REPORT_NFIGURES * 4 && !hit; i++) {
+	for (size_t i = 0; i < (size_t)REPORT_NFIGURES * 4 && !hit; i++) {
 		char *p = zs_asprintf("%s/figures/%s%s", real, report_figure_names[i / 4], figure_exts[i % 4]);
 		hit = zs_same_file(p, in);
 		free(p);

@@ -359,8 +359,9 @@ static void release_signals(struct zs_out *o)
 static void set_pending(const char *tmp)
 {
 	pending = 0;
-	if (tmp != NULL && strlen(tmp) < sizeof pending_tmp) {
-		strcpy(pending_tmp, tmp);
+	size_t n = tmp != NULL ? strlen(tmp) : 0;
+	if (tmp != NULL && n < sizeof pending_tmp) {
+		memcpy(pending_tmp, tmp, n + 1);
 		pending = 1;
 	}
 }
