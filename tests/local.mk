@@ -26,3 +26,7 @@ endif
 # Hostile input, class by class (issue 11): files, limits, signals, paths.
 TESTS += tests/hostile.sh
 EXTRA_DIST += tests/hostile.sh
+
+# Where report finds its template without --template.
+TESTS += tests/datafile.sh
+EXTRA_DIST += tests/datafile.sh
