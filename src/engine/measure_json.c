@@ -68,7 +68,7 @@ cJSON *measure_json_new(const struct zs_config *c, const char *case_path)
 	zs_json_add_number(cfg, "batch", c->batch);
 	if (case_path != NULL) { /* the case holds the weights and batches: no seed is used */
 		if (cJSON_AddNullToObject(cfg, "seed") == NULL)
-			oom();
+			zs_oom(__FILE__, __LINE__);
 	} else {
 		zs_json_add_number(cfg, "seed", (double)c->seed);
 	}

@@ -809,17 +809,13 @@ static void exact_numbers(cJSON *item)
 char *zs_json_print(const cJSON *root)
 {
 	cJSON *copy = cJSON_Duplicate(root, 1);
-	if (copy == NULL) {
-		fprintf(stderr, "zerosim: out of memory copying JSON at %s:%d\n", __FILE__, __LINE__);
-		exit(ZS_EXIT_RUNTIME);
-	}
+	if (copy == NULL)
+		zs_oom(__FILE__, __LINE__);
 	exact_numbers(copy);
 	char *text = cJSON_Print(copy);
 	cJSON_Delete(copy);
-	if (text == NULL) {
-		fprintf(stderr, "zerosim: out of memory printing JSON at %s:%d\n", __FILE__, __LINE__);
-		exit(ZS_EXIT_RUNTIME);
-	}
+	if (text == NULL)
+		zs_oom(__FILE__, __LINE__);
 	char *own = zs_strdup(text);
 	cJSON_free(text);
 	return own;
