@@ -29,6 +29,10 @@ if [ ! -x "$zerosim" ]; then
 fi
 case $zerosim in /*) ;; *) zerosim=$(pwd)/$zerosim ;; esac
 case $template in /*) ;; *) template=$(pwd)/$template ;; esac
+# The report's default template, from the source tree (a VPATH build has
+# none beside the binary).
+ZEROSIM_DATADIR=${template%/report/zerosim-report.tex}
+export ZEROSIM_DATADIR
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-hostile.XXXXXX") || exit 99
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 trap 'exit 99' HUP INT TERM
