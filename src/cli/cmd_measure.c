@@ -71,9 +71,11 @@ static int check_writable(const char *path, char **cause)
 	int fd;
 	struct stat st;
 	if (zs_output_resolve(path, &target, &fd) != 0 && fd < 0) {
-		const char *slash = strrchr(path, '/');
-		return zs_fail(cause, "cannot write %s: the folder %.*s is missing", path,
-		               slash != NULL ? (int)(slash - path) : 1, slash != NULL ? path : ".");
+		const char *slash = strrchr(target, '/');
+		int r = zs_fail(cause, "cannot write %s: the folder %.*s is missing", path,
+		                slash != NULL ? (int)(slash - target) : 1, slash != NULL ? target : ".");
+		free(target);
+		return r;
 	}
 	if (fd >= 0)
 		return 0;

@@ -8,7 +8,9 @@
  * A program that cannot be started is named with the reason, through a
  * close-on-exec pipe from the child, never as a bare "exit status 127".
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pipe2 */
+#endif
 #include "config.h"
 
 #include <errno.h>

@@ -10,7 +10,9 @@
  * write, fsync, rename. SIGINT, SIGTERM, SIGHUP and SIGQUIT are held back
  * while a named temporary file exists, and SIGXCPU's handler removes it.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* O_TMPFILE, AT_EMPTY_PATH */
+#endif
 #include "config.h"
 
 #include <errno.h>
@@ -282,10 +284,14 @@ int zs_output_resolve(const char *path, char **target, int *fd)
 		*target = zs_asprintf("%s%s%s", real, strcmp(real, "/") == 0 ? "" : "/", base);
 	else if (real != NULL)
 		*target = realpath(p, NULL);
+	int r = *target != NULL ? 0 : -1;
+	if (r != 0) /* the links followed, for a message about its folder */
+		*target = p;
+	else
+		free(p);
 	free(real);
 	free(dir);
-	free(p);
-	return *target != NULL ? 0 : -1;
+	return r;
 }
 
 int zs_check_paths(const struct zs_path *in, size_t nin, const struct zs_path *out, size_t nout, char **cause)
@@ -295,8 +301,11 @@ int zs_check_paths(const struct zs_path *in, size_t nin, const struct zs_path *o
 	for (size_t i = 0; i < nout && r == 0; i++) {
 		if (out[i].path == NULL)
 			continue;
-		if (zs_output_resolve(out[i].path, &key[i], &fd[i]) != 0 && fd[i] < 0)
-			key[i] = zs_strdup(out[i].path); /* its folder is missing: said when it is written */
+		/* A missing folder is said when the output is written; the
+		 * links followed still name the file. */
+		(void)zs_output_resolve(out[i].path, &key[i], &fd[i]);
+		if (key[i] == NULL)
+			key[i] = zs_strdup(out[i].path);
 		for (size_t j = 0; j < i && r == 0; j++) {
 			if (out[j].path == NULL)
 				continue;
@@ -456,7 +465,7 @@ int zs_out_open(const char *path, struct zs_out **out, char **cause)
 		return zs_fail(cause, "the output file name is empty");
 	}
 	if (zs_output_resolve(path, &o->target, &dfd) != 0 && dfd < 0) {
-		char *dir = folder_of(path);
+		char *dir = folder_of(o->target);
 		int r = zs_fail(cause, "cannot write %s: the folder %s is missing", path, dir);
 		free(dir);
 		out_free(o);

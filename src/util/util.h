@@ -90,7 +90,8 @@ void zs_signals_init(void);
 /* Where output `path` would be written: *fd >= 0 for a descriptor's name
  * ("-", /dev/stdout...); else *target (the caller frees it) is the file,
  * symbolic links followed even when dangling, its folder resolved. -1 when
- * the folder does not exist. */
+ * the folder does not exist (then *target is the path with the links
+ * followed, for the message). The caller frees *target in both cases. */
 int zs_output_resolve(const char *path, char **target, int *fd);
 
 /* Nonzero if both paths name the same existing file (same device and
