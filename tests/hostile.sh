@@ -493,6 +493,11 @@ for mode in 600 444 751; do
 		grep -q zerosim "$tmp/moded" || fail "the file was not replaced"
 	done
 done
+ln -s "$tmp/no-folder/t.json" into-nothing
+run 1 "cannot write into-nothing: the folder $tmp/no-folder is missing" theory --params 7.5e9 --out into-nothing
+run 1 "cannot write into-nothing: the folder $tmp/no-folder is missing" measure -q --layers 4,8,4 --world 1 --out into-nothing
+[ -e "$tmp/no-folder" ] && fail "a refused output created the folder its link points into"
+rm into-nothing
 chmod 600 rep/flags.txt
 "$zerosim" report --measured m.json --theory t.json --template "$template" --no-render --out rep >/dev/null 2>"$tmp/err" ||
 	fail "report exited $?: $(cat "$tmp/err")"
