@@ -344,6 +344,7 @@ struct zs_out {
 	char *tmp;      /* a named temporary file (the fallback), or NULL */
 	int fd;
 	int in_place;   /* a descriptor, device, FIFO or socket: written as it is */
+	int owned;      /* fd was opened here (not a descriptor given by name) */
 	int exists;     /* target exists (to be replaced, not linked anew) */
 	sigset_t old;   /* the signal mask before a named temporary file existed */
 	int masked;
@@ -497,12 +498,15 @@ int zs_out_open(const char *path, struct zs_out **out, char **cause)
 				return r;
 			}
 			o->in_place = 1;
+			o->owned = 1;
 			*out = o;
 			return 0;
 		}
 		o->exists = 1;
 	}
 	char *dir = folder_of(o->target);
+	o->owned = 1;
+	errno = EOPNOTSUPP;
 #ifdef O_TMPFILE
 	o->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
 #endif
@@ -541,7 +545,7 @@ void zs_out_abort(struct zs_out *o)
 {
 	if (o == NULL)
 		return;
-	if (!o->in_place && o->fd >= 0)
+	if (o->owned && o->fd >= 0)
 		close(o->fd);
 	if (o->tmp != NULL)
 		unlink(o->tmp);
@@ -631,7 +635,7 @@ int zs_out_commit(struct zs_out *o, char **cause)
 {
 	int e = 0;
 	if (o->in_place) {
-		if (o->fd > 2 && close(o->fd) != 0)
+		if (o->owned && close(o->fd) != 0)
 			e = errno;
 		int r = e ? zs_fail(cause, "cannot write %s: %s", o->path, strerror(e)) : 0;
 		out_free(o);
