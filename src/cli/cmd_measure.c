@@ -173,7 +173,7 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, char **caus
 	return 0;
 }
 
-enum { OPT_CASE = ZS_OPT_COMMAND, OPT_OUT, OPT_TIMELINE, OPT_DUMP, OPT_QUIET, OPT_JOBS };
+enum { OPT_CASE = ZS_OPT_COMMAND, OPT_OUT, OPT_TIMELINE, OPT_DUMP, OPT_QUIET, OPT_JOBS, OPT_MODEL };
 
 static const struct zs_opt options[] = {
 	ZS_OPTS_MODEL,
@@ -183,6 +183,7 @@ static const struct zs_opt options[] = {
 	{"dump-weights", 0, 1, OPT_DUMP, NULL},
 	{"quiet", 'q', 0, OPT_QUIET, NULL},
 	{"jobs", 'j', 1, OPT_JOBS, NULL},
+	{"model", 0, 1, OPT_MODEL, NULL},
 	ZS_OPTS_STANDARD,
 	{NULL, 0, 0, ZS_OPT_END, NULL},
 };
@@ -224,6 +225,11 @@ int zs_cmd_measure(int argc, char **argv)
 			if (parse_jobs(v, &jobs, &cause) != 0)
 				goto fail;
 			break;
+		case OPT_MODEL:
+			/* Until the engine runs transformers, only the theory takes them. */
+			zs_fail(&cause, "--model: the engine does not run transformers yet; "
+			        "'zerosim theory --model %.64s' computes their bytes", v);
+			goto fail;
 		default: break;
 		}
 	}

@@ -106,10 +106,15 @@ struct zs_path {
 };
 int zs_check_paths(const struct zs_path *in, size_t nin, const struct zs_path *out, size_t nout, char **cause);
 
+/* Parse the JSON file at `path` (any JSON value; no NUL byte, nothing
+ * after it; every number in JSON's own grammar). The caller frees *out
+ * with cJSON_Delete(). */
+int zs_json_read(const char *path, cJSON **out, char **cause);
+
 /* Parse the JSON file at `path` and check that its "format" equals
  * `format` (e.g. "zerosim-measured/1"), or one of a list ("zerosim-case/2
- * or zerosim-case/1"). Every number must be in JSON's own grammar. On success *out is the tree; the
- * caller frees it with cJSON_Delete(). */
+ * or zerosim-case/1"). On success *out is the tree; the caller frees it
+ * with cJSON_Delete(). */
 int zs_json_load(const char *path, const char *format, cJSON **out, char **cause);
 
 /* `root` printed (formatted), every number as text that reads back to the
