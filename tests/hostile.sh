@@ -1,5 +1,5 @@
 #!/bin/sh
-# hostile — the nine classes of hostile input of issue 11, each tried as a
+# hostile — nine classes of hostile input, each tried as a
 # class (several cases, not one example), and the case file that says how
 # it trains. cli_errors.sh tries every option's bad values; this file tries
 # what a careless or hostile user does with files, limits, signals, paths

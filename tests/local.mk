@@ -23,7 +23,7 @@ tests_test_golden_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_golden_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(CHECK_LIBS) -lm
 endif
 
-# Hostile input, class by class (issue 11): files, limits, signals, paths.
+# Hostile input, class by class: files, limits, signals, paths.
 TESTS += tests/hostile.sh
 EXTRA_DIST += tests/hostile.sh
 
