@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "util/schedule.h"
 #include "util/util.h"
 
 /* Read exactly n finite fp32 values from a JSON array into out. */
@@ -181,9 +182,7 @@ static int load(const cJSON *root, struct zs_case *cs, char **cause)
 		return -1;
 	cs->steps = (unsigned)v;
 
-	double psi = 0;
-	for (size_t l = 0; l + 1 < cs->nwidths; l++)
-		psi += (double)cs->widths[l] * (double)cs->widths[l + 1] + (double)cs->widths[l + 1];
+	double psi = (double)zs_params(cs->widths, cs->nwidths);
 	weights = cJSON_GetObjectItemCaseSensitive(root, "weights");
 	if (cJSON_IsObject(weights))
 		return zs_fail(cause, "the case's \"weights\" names a side file, which this zerosim does not read "

@@ -163,13 +163,7 @@ int zs_read_file(const char *path, char **out, size_t *len, char **cause)
 				               (size_t)(ZS_MAX_INPUT >> 20));
 			}
 			cap *= 2;
-			char *nb = realloc(buf, cap);
-			if (nb == NULL) {
-				free(buf);
-				fclose(f);
-				return zs_fail(cause, "%s: out of memory reading the file", path);
-			}
-			buf = nb;
+			buf = zs_realloc(buf, cap);
 		}
 		size_t got = fread(buf + n, 1, cap - n - 1, f);
 		n += got;
