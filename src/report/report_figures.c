@@ -306,18 +306,21 @@ static int fig_breakdown(const struct report_data *d, const char *dir, char **ca
 		"set title 'What is alive at the peak, N = %u'\n"
 		"set style data histograms\nset style histogram rowstacked\n"
 		"set boxwidth 0.6 relative\nset xrange [-0.6:%d]\nset xtics scale 0\n"
-		"# Fill patterns as well as colours, so the stack reads in black and white.\n"
-		"set style fill pattern border -1\n",
+		"# Each category is filled with its colour (Okabe and Ito's colour-blind-safe\n"
+		"# palette), then drawn again at the same place with a pattern, so the\n"
+		"# stack also reads in black and white.\n",
 		zs_unit_name(u), world, world, bars);
-	zs_buf_printf(&plot, "plot \\\n");
-	for (gi = 0; gi < ngroups; gi++) {
-		static const char *const colours[] = {"#000000", "#d95f02", "#1b9e77", "#7570b3",
-		                                      "#e7298a", "#66a61e", "#a6761d", "#777777"};
-		static const int patterns[] = {0, 1, 2, 4, 5, 6, 7, 3};
-		zs_buf_printf(&plot, "  '%s.dat' using %zu%s title '%s' lc rgb '%s' fs pattern %d%s",
-		              name, gi + 2, gi == 0 ? ":xtic(1)" : "", groups[gi].title,
-		              colours[gi], patterns[gi], gi + 1 < ngroups ? ", \\\n" : "");
-	}
+	static const char *const colours[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7",
+	                                      "#D55E00", "#56B4E9", "#F0E442", "#999999"};
+	static const int patterns[] = {0, 1, 2, 4, 5, 6, 7, 3};
+	zs_buf_printf(&plot, "plot newhistogram at 0, \\\n");
+	for (gi = 0; gi < ngroups; gi++)
+		zs_buf_printf(&plot, "  '%s.dat' using %zu%s title '%s' lc rgb '%s' fs solid 0.85 border lc rgb '#000000', \\\n",
+		              name, gi + 2, gi == 0 ? ":xtic(1)" : "", groups[gi].title, colours[gi]);
+	zs_buf_printf(&plot, "  newhistogram at 0, \\\n");
+	for (gi = 0; gi < ngroups; gi++)
+		zs_buf_printf(&plot, "  '%s.dat' using %zu notitle lc rgb '#000000' fs transparent pattern %d noborder%s",
+		              name, gi + 2, patterns[gi], gi + 1 < ngroups ? ", \\\n" : "");
 	return finish(dir, name, &dat, &gp, &plot, cause);
 }
 
