@@ -1,7 +1,8 @@
 # The MPI backend (./configure --with-mpi): its sources, and its tests,
 # which run under mpirun. Without MPI the test scripts skip, saying so.
 if HAVE_MPI
-libzsengine_a_SOURCES += src/engine/coll_mpi.c src/engine/coll_mpi.h
+libzsengine_a_SOURCES += src/engine/coll_mpi.c src/engine/coll_mpi.h \
+	src/engine/mpi_job.c src/engine/mpi_job.h
 AM_CPPFLAGS += $(MPI_CFLAGS)
 zerosim_LDADD += $(MPI_LIBS)
 

@@ -24,6 +24,9 @@
 #include "cli/cli.h"
 #include "engine/engine.h"
 #include "engine/measure_json.h"
+#ifdef HAVE_MPI
+#include "engine/mpi_job.h"
+#endif
 #include "util/config.h"
 #include "util/util.h"
 
@@ -60,6 +63,9 @@ static void usage(FILE *f)
 	      "Other:\n"
 	      "  -j, --jobs J           run up to J runs at once (default: one per CPU, as\n"
 	      "                         memory allows); the results do not depend on J\n"
+	      "      --backend B        inprocess (default: all N ranks in this process) or\n"
+	      "                         mpi (under mpirun or srun with P processes, N/P ranks\n"
+	      "                         each, one run at a time; needs ./configure --with-mpi)\n"
 	      "  -h, --help             display this help and exit\n"
 	      "  -V, --version          output version information and exit\n"
 	      "\n"
@@ -343,7 +349,7 @@ static void *worker(void *arg)
 		enum zs_scheme sc;
 		unsigned w;
 		job_params(sw, i, &u, &sc, &w);
-		struct zs_run_options ro = {sw->timeline, sw->dump && i + 1 == sw->njobs, sw->init};
+		struct zs_run_options ro = {sw->timeline, sw->dump && i + 1 == sw->njobs, sw->init, 0};
 		int r = engine_run(sw->c, sc, w, u, sw->cs, &ro, &sw->res[i], &sw->cause[i]);
 
 		pthread_mutex_lock(&sw->lock);
@@ -390,7 +396,92 @@ static int sweep_run(struct sweep *sw, char **cause)
 	return *cause != NULL ? -1 : zs_fail(cause, "a run failed");
 }
 
-enum { OPT_SPEC = 256, OPT_CASE, OPT_TIMELINE, OPT_DUMP };
+/* This process's rank in a job being launched, from the launcher's
+ * environment (Open MPI, PMIx, MPICH, Slurm), before MPI_Init and even
+ * without MPI built in; -1 if none. */
+static int launched_rank(void)
+{
+	static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+		const char *v = getenv(vars[i]);
+		if (v != NULL && *v != '\0')
+			return atoi(v);
+	}
+	return -1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* under MPI (--backend mpi): every process runs every job, one at a time,
+ * holding N/P of its ranks; process 0 keeps the results. A world size the
+ * processes do not divide is skipped, and said so; a failure anywhere
+ * ends the job with a line naming the failing process's ranks. */
+
+#ifdef HAVE_MPI
+/* "rank 3" or "ranks 4-7": the ranks MPI process p holds at N = w. */
+static char *ranks_of(unsigned p, unsigned w, unsigned P)
+{
+	unsigned per = w / P;
+	if (per == 1)
+		return zs_asprintf("rank %u", p);
+	return zs_asprintf("ranks %u-%u", p * per, (p + 1) * per - 1);
+}
+
+static int sweep_run_mpi(struct sweep *sw, unsigned char *skip, char **cause)
+{
+	unsigned P = mpi_job_size(), me = mpi_job_rank();
+	size_t ran = 0;
+	for (size_t i = 0; i < sw->njobs; i++) {
+		skip[i] = job_world(sw, i) % P != 0;
+		if (skip[i] && me == 0 && i < sw->c->nworld) /* once per world size */
+			fprintf(stderr, "zerosim measure: skipping N=%u: %u MPI processes cannot share its ranks evenly\n",
+			        job_world(sw, i), P);
+		ran += !skip[i];
+	}
+	if (ran == 0)
+		return zs_fail(cause, "no world size of the sweep is a multiple of the %u MPI processes", P);
+	/* Each process holds N/P ranks of the largest run. */
+	double one = job_bound(sw, sw->order[0]) / P + 4.0 * zs_config_params(sw->c), avail = available_memory();
+	if (avail > 0 && one > avail)
+		return zs_fail(cause, "each process needs up to %.3g GB for the largest run and this machine has %.3g GB "
+		               "available; use more processes, or a smaller --layers or --world", one / 1e9, avail / 1e9);
+	sw->start = now();
+	size_t last = sw->njobs;
+	while (last > 0 && skip[last - 1])
+		last--;
+	for (size_t i = 0; i < sw->njobs; i++) {
+		if (skip[i])
+			continue;
+		enum zs_unit u;
+		enum zs_scheme sc;
+		unsigned w;
+		job_params(sw, i, &u, &sc, &w);
+		char *what = zs_asprintf("%s, N=%u, unit=%s", zs_scheme_name(sc), w, zs_unit_name(u));
+		mpi_job_set_run(what, w);
+		struct zs_run_options ro = {sw->timeline, sw->dump && i + 1 == last, sw->init, 1};
+		if (engine_run(sw->c, sc, w, u, sw->cs, &ro, &sw->res[i], &sw->cause[i]) != 0) {
+			char *who = ranks_of(me, w, P);
+			char *line = zs_asprintf("%s (MPI process %u of %u) failed in %s: %s", who, me, P, what,
+			                         sw->cause[i] ? sw->cause[i] : "failed");
+			zs_print_error("zerosim measure", line);
+			mpi_job_abort(ZS_EXIT_RUNTIME);
+		}
+		free(what);
+		if (me != 0)
+			engine_result_free(&sw->res[i]);
+		sw->done++;
+		if (sw->tty && me == 0 && (sw->shown || now() - sw->start > 1.0)) {
+			fprintf(stderr, "\rzerosim measure: run %zu/%zu (%s, N=%u, unit=%s, %u processes)   ", sw->done, ran,
+			        zs_scheme_name(sc), w, zs_unit_name(u), P);
+			sw->shown = 1;
+		}
+	}
+	if (sw->shown)
+		fprintf(stderr, "\rzerosim measure: %zu runs in %.1f s%40s\n", sw->done, now() - sw->start, "");
+	return 0;
+}
+#endif
+
+enum { OPT_SPEC = 256, OPT_CASE, OPT_TIMELINE, OPT_DUMP, OPT_BACKEND };
 
 int zs_cmd_measure(int argc, char **argv)
 {
@@ -405,6 +496,7 @@ int zs_cmd_measure(int argc, char **argv)
 		{"timeline", no_argument, NULL, OPT_TIMELINE}, {"dump-weights", required_argument, NULL, OPT_DUMP},
 		{"quiet", no_argument, NULL, 'q'},          {"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},        {"jobs", required_argument, NULL, 'j'},
+		{"backend", required_argument, NULL, OPT_BACKEND},
 		{NULL, 0, NULL, 0},
 	};
 	struct zs_config c;
@@ -412,6 +504,11 @@ int zs_cmd_measure(int argc, char **argv)
 	const char *spec = NULL, *case_path = NULL, *out = NULL, *dump = NULL;
 	int timeline = 0, quiet = 0, ch;
 	unsigned jobs = 0; /* 0: one per CPU online */
+	int jobs_given = 0, mpi = 0;
+#ifdef HAVE_MPI
+	int mpi_started = 0;
+#endif
+	unsigned char *skip = NULL; /* per job: not run (MPI: N not a multiple of P) */
 	char *cause = NULL;
 	struct zs_case *cs = NULL;
 	cJSON *root = NULL;
@@ -452,6 +549,14 @@ int zs_cmd_measure(int argc, char **argv)
 		case 'j':
 			if (parse_jobs(optarg, &jobs, &cause) != 0)
 				goto fail;
+			jobs_given = 1;
+			break;
+		case OPT_BACKEND:
+			if (strcmp(optarg, "inprocess") != 0 && strcmp(optarg, "mpi") != 0) {
+				zs_fail(&cause, "--backend '%s': not a backend (inprocess or mpi)", optarg);
+				goto fail;
+			}
+			mpi = strcmp(optarg, "mpi") == 0;
 			break;
 		case 'h':
 			usage(stdout);
@@ -483,33 +588,82 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	if (zs_config_validate(&c, &cause) != 0)
 		goto fail;
-	if (check_output("--out", out, spec, case_path, dump, &cause) != 0 ||
-	    check_output("--dump-weights", dump, spec, case_path, NULL, &cause) != 0)
+#ifndef HAVE_MPI
+	if (mpi) {
+		zs_fail(&cause, "--backend mpi: this zerosim was built without MPI (./configure --with-mpi)");
 		goto fail;
-	if ((out && check_writable(out, &cause) != 0) || (dump && check_writable(dump, &cause) != 0)) {
+	}
+#endif
+	if (mpi && jobs_given) {
+		zs_fail(&cause, "--jobs does not apply to --backend mpi: its runs go one at a time over the processes");
+		goto fail;
+	}
+	/* Under MPI only process 0 writes (and checks where it writes). */
+	int writer = !mpi || launched_rank() <= 0;
+	if (writer && (check_output("--out", out, spec, case_path, dump, &cause) != 0 ||
+	               check_output("--dump-weights", dump, spec, case_path, NULL, &cause) != 0))
+		goto fail;
+	if (writer && ((out && check_writable(out, &cause) != 0) || (dump && check_writable(dump, &cause) != 0))) {
 		status = ZS_EXIT_RUNTIME;
 		goto fail;
 	}
 
-	status = ZS_EXIT_RUNTIME;
 	struct sweep sw;
 	sweep_init(&sw, &c, cs, timeline, dump != NULL);
-	if (sweep_fit_memory(&sw, jobs, available_memory(), &cause) != 0) {
+	skip = zs_calloc(sw.njobs, 1);
+#ifdef HAVE_MPI
+	if (mpi) {
+		status = ZS_EXIT_RUNTIME;
+		if (mpi_job_start(NULL, NULL, &cause) != 0) {
+			sweep_free(&sw);
+			goto fail;
+		}
+		mpi_started = 1;
+		writer = mpi_job_rank() == 0;
+		if (c.nworld == 1 && c.world[0] % mpi_job_size() != 0) {
+			zs_fail(&cause, "--world %u: %u MPI processes cannot share %u ranks evenly; give a multiple of %u",
+			        c.world[0], mpi_job_size(), c.world[0], mpi_job_size());
+			status = ZS_EXIT_USAGE;
+			sweep_free(&sw);
+			goto fail;
+		}
+	}
+#endif
+	status = ZS_EXIT_RUNTIME;
+	if (!mpi && sweep_fit_memory(&sw, jobs, available_memory(), &cause) != 0) {
 		sweep_free(&sw);
 		goto fail;
 	}
-	tune_heap(sw.budget);
+	/* Under MPI each run's heap goes back to the kernel after it, so that
+	 * the next run's peak resident set is its own. */
+	if (!mpi)
+		tune_heap(sw.budget);
 	root = measure_json_new(&c, case_path);
 	init = cs == NULL ? engine_initial_weights(&c) : NULL;
 	sw.init = init;
 	sw.tty = !quiet && isatty(STDERR_FILENO);
-	if (sweep_run(&sw, &cause) != 0) {
+	int ran;
+#ifdef HAVE_MPI
+	if (mpi)
+		ran = sweep_run_mpi(&sw, skip, &cause);
+	else
+#endif
+		ran = sweep_run(&sw, &cause);
+	if (ran != 0) {
 		sweep_free(&sw);
 		goto fail;
 	}
+	if (!writer) {
+		sweep_free(&sw);
+		goto done;
+	}
 	int diverged = 0;
+	size_t last = 0;
 	for (size_t i = 0; i < sw.njobs; i++) {
 		const struct zs_result *res = &sw.res[i];
+		if (skip[i])
+			continue;
+		last = i;
 		for (unsigned t = 0; t < c.steps; t++)
 			if (!isfinite(res->losses[t]) && diverged++ == 0)
 				fprintf(stderr, "zerosim measure: warning: the loss is not finite (%s, N=%u, step %u): "
@@ -518,7 +672,7 @@ int zs_cmd_measure(int argc, char **argv)
 		measure_json_add_run(root, &c, res);
 	}
 	if (dump != NULL) { /* the last run's weights */
-		cJSON *wj = measure_json_weights(&c, &sw.res[sw.njobs - 1]);
+		cJSON *wj = measure_json_weights(&c, &sw.res[last]);
 		int r = zs_json_write(dump, wj, &cause);
 		cJSON_Delete(wj);
 		if (r != 0) {
@@ -539,14 +693,21 @@ int zs_cmd_measure(int argc, char **argv)
 		}
 		cJSON_free(text);
 	}
-	cJSON_Delete(root);
-	engine_case_free(cs);
-	free(init);
-	return ZS_EXIT_OK;
-
+done:
+	status = ZS_EXIT_OK;
 fail:
-	zs_print_error("zerosim measure", cause ? cause : "failed");
+	/* Under MPI every process meets the same bad input: one says so. */
+	int say = !mpi || launched_rank() <= 0;
+#ifdef HAVE_MPI
+	if (mpi_started) {
+		say = mpi_job_rank() == 0;
+		mpi_job_finish();
+	}
+#endif
+	if (status != ZS_EXIT_OK && say)
+		zs_print_error("zerosim measure", cause ? cause : "failed");
 	free(cause);
+	free(skip);
 	cJSON_Delete(root);
 	engine_case_free(cs);
 	free(init);

@@ -19,7 +19,12 @@
 #include <xxhash.h>
 
 #include "engine/engine.h"
+#include "engine/osmem.h"
 #include "engine/scheme.h"
+#ifdef HAVE_MPI
+#include "engine/coll_mpi.h"
+#include "engine/mpi_job.h"
+#endif
 #include "util/util.h"
 
 /* ------------------------------------------------------------------------- */
@@ -105,13 +110,13 @@ static void **field(struct zs_run *r, unsigned k, size_t f)
 
 void run_alloc_all(struct zs_run *r, size_t f, enum zs_cat cat, size_t bytes)
 {
-	for (unsigned k = 0; k < r->world; k++)
+	for (unsigned k = r->r0; k < r->r1; k++)
 		*field(r, k, f) = tracker_alloc(&r->tracker, k, cat, bytes);
 }
 
 void run_free_all(struct zs_run *r, size_t f)
 {
-	for (unsigned k = 0; k < r->world; k++) {
+	for (unsigned k = r->r0; k < r->r1; k++) {
 		tracker_free(&r->tracker, k, *field(r, k, f));
 		*field(r, k, f) = NULL;
 	}
@@ -138,7 +143,7 @@ static void *param_slots(struct zs_run *r, unsigned k, size_t u)
 
 void run_reduce_scatter_unit(struct zs_run *r, size_t u, size_t f, size_t full_off)
 {
-	for (unsigned k = 0; k < r->world; k++) {
+	for (unsigned k = r->r0; k < r->r1; k++) {
 		r->ptr_a[k] = run_elem(r, *field(r, k, f), full_off);
 		r->ptr_b[k] = grad_slots(r, k, u);
 	}
@@ -147,7 +152,7 @@ void run_reduce_scatter_unit(struct zs_run *r, size_t u, size_t f, size_t full_o
 
 void run_gather_params_unit(struct zs_run *r, size_t u, size_t f, size_t full_off)
 {
-	for (unsigned k = 0; k < r->world; k++) {
+	for (unsigned k = r->r0; k < r->r1; k++) {
 		r->ptr_a[k] = param_slots(r, k, u);
 		r->ptr_b[k] = run_elem(r, *field(r, k, f), full_off);
 	}
@@ -218,37 +223,39 @@ static void setup_state(struct zs_run *r)
 	}
 	/* The optimizer state starts at zero; every other buffer is written
 	 * before it is read. */
-	for (unsigned k = 0; k < r->world; k++) {
+	for (unsigned k = r->r0; k < r->r1; k++) {
 		memset(r->rank[k].m, 0, ns * sizeof(float));
 		if (r->rank[k].v != NULL)
 			memset(r->rank[k].v, 0, ns * sizeof(float));
 	}
 
-	for (unsigned k = 0; k < r->world; k++)
-		init_rank(r, k); /* rank 0 first: the others copy from it */
+	for (unsigned k = r->r0; k < r->r1; k++)
+		init_rank(r, k); /* the first rank first: the others copy from it */
 }
 
 /* Rank k's initial weights. Sharded buffers: each rank computes its own
- * slots. Full buffers: rank 0 computes them and the others copy (DDP's
- * initial broadcast; set-up, not counted as step communication). */
+ * slots. Full buffers: the process's first rank computes them and the
+ * others copy (DDP's initial broadcast; set-up, not counted as step
+ * communication). */
 static void init_rank(struct zs_run *r, unsigned k)
 {
 	const struct zs_scheme_ops *ops = r->ops;
 	size_t psi = r->shape.nparams;
 	int mixed = r->precision == ZS_MIXED;
 	struct zs_rank *rk = &r->rank[k];
-	if (k > 0 && !ops->params_sharded)
-		memcpy(rk->params, r->rank[0].params, psi * r->esize);
-	if (k > 0 && !ops->state_sharded && mixed)
-		memcpy(rk->master, r->rank[0].master, psi * sizeof(float));
+	unsigned first = r->r0;
+	if (k > first && !ops->params_sharded)
+		memcpy(rk->params, r->rank[first].params, psi * r->esize);
+	if (k > first && !ops->state_sharded && mixed)
+		memcpy(rk->master, r->rank[first].master, psi * sizeof(float));
 	for (size_t u = 0; u < r->nunits; u++) {
-		if (k == 0 || ops->params_sharded) {
+		if (k == first || ops->params_sharded) {
 			size_t lo = ops->params_sharded ? k * r->unit_s[u] : 0;
 			size_t cnt = ops->params_sharded ? run_owned(r, u, k) : r->unit_n[u];
 			void *p = run_elem(r, rk->params, ops->params_sharded ? r->unit_soff[u] : r->unit_off[u]);
 			initial_weights(r, r->unit_off[u] + lo, cnt, mixed ? NULL : p, mixed ? p : NULL);
 		}
-		if (mixed && (k == 0 || ops->state_sharded)) {
+		if (mixed && (k == first || ops->state_sharded)) {
 			size_t lo = ops->state_sharded ? k * r->unit_s[u] : 0;
 			size_t cnt = ops->state_sharded ? run_owned(r, u, k) : r->unit_n[u];
 			size_t at = ops->state_sharded ? r->unit_soff[u] : r->unit_off[u];
@@ -339,12 +346,12 @@ static void forward(struct zs_run *r, unsigned t)
 	tracker_set_phase(&r->tracker, ZS_PH_FORWARD);
 	run_alloc_all(r, RUN_FIELD(x), ZS_CAT_ACTIVATIONS, B * s->width[0] * sizeof(float));
 	run_alloc_all(r, RUN_FIELD(y), ZS_CAT_ACTIVATIONS, B * s->width[s->nlayers] * sizeof(float));
-	for (unsigned k = 0; k < r->world; k++)
+	for (unsigned k = r->r0; k < r->r1; k++)
 		fill_batch(r, k, t);
 	for (size_t u = 0; u < r->nunits; u++) {
 		if (r->ops->begin_unit)
 			r->ops->begin_unit(r, u, ZS_PASS_FORWARD);
-		for (unsigned k = 0; k < r->world; k++)
+		for (unsigned k = r->r0; k < r->r1; k++)
 			for (size_t l = r->unit_first[u]; l <= r->unit_last[u]; l++)
 				forward_layer(r, k, l, unit_params(r, k, u), r->unit_off[u]);
 		if (r->ops->end_unit)
@@ -360,7 +367,7 @@ static void backward(struct zs_run *r)
 	size_t dbytes = B * mlp_max_width(s) * sizeof(float);
 	run_alloc_all(r, RUN_FIELD(delta[0]), ZS_CAT_SCRATCH, dbytes);
 	run_alloc_all(r, RUN_FIELD(delta[1]), ZS_CAT_SCRATCH, dbytes);
-	for (unsigned k = 0; k < r->world; k++) {
+	for (unsigned k = r->r0; k < r->r1; k++) {
 		struct zs_rank *rk = &r->rank[k];
 		rk->loss = mse_forward_backward(rk->delta[0], rk->act[L - 1], rk->y, B, dL);
 	}
@@ -370,7 +377,7 @@ static void backward(struct zs_run *r)
 	for (size_t u = r->nunits; u-- > 0;) {
 		if (r->ops->begin_unit)
 			r->ops->begin_unit(r, u, ZS_PASS_BACKWARD);
-		for (unsigned k = 0; k < r->world; k++) {
+		for (unsigned k = r->r0; k < r->r1; k++) {
 			int c = (int)((L - 1 - r->unit_last[u]) & 1);
 			for (size_t l = r->unit_last[u] + 1; l-- > r->unit_first[u];)
 				backward_layer(r, k, l, unit_params(r, k, u), unit_grads(r, k, u), r->unit_off[u], &c);
@@ -392,7 +399,7 @@ static void optimizer(struct zs_run *r, unsigned t)
 	const struct zs_scheme_ops *ops = r->ops;
 	int mixed = r->precision == ZS_MIXED;
 	tracker_set_phase(&r->tracker, ZS_PH_OPTIMIZER);
-	for (unsigned k = 0; k < r->world; k++) {
+	for (unsigned k = r->r0; k < r->r1; k++) {
 		struct zs_rank *rk = &r->rank[k];
 		for (size_t u = 0; u < r->nunits; u++) {
 			size_t cnt = ops->state_sharded ? run_owned(r, u, k) : r->unit_n[u];
@@ -424,49 +431,112 @@ static void step(struct zs_run *r, unsigned t)
 /* ------------------------------------------------------------------------- */
 /* results */
 
-/* Rank k's final fp32 weights of unit u: pointer and count (its slots). */
-static const float *final_weights(const struct zs_run *r, unsigned k, size_t u, size_t *cnt)
+/* Under MPI: gather to process 0 the rank entries of buf (world entries
+ * of `bytes`, each process having filled its own ranks'). In process,
+ * every entry is already here. */
+static void gather(const struct zs_run *r, void *buf, size_t bytes)
 {
-	const struct zs_scheme_ops *ops = r->ops;
-	const struct zs_rank *rk = &r->rank[k];
-	if (r->precision == ZS_MIXED) {
-		if (!ops->state_sharded) {
-			*cnt = k == 0 ? r->unit_n[u] : 0;
-			return rk->master + r->unit_off[u];
-		}
-		*cnt = run_owned(r, u, k);
-		return rk->master + r->unit_soff[u];
-	}
-	if (!ops->params_sharded) {
-		*cnt = k == 0 ? r->unit_n[u] : 0;
-		return (const float *)rk->params + r->unit_off[u];
-	}
-	*cnt = run_owned(r, u, k);
-	return (const float *)rk->params + r->unit_soff[u];
+#ifdef HAVE_MPI
+	if (r->mpi)
+		mpi_job_gather(buf, bytes, r->world);
+#else
+	(void)r;
+	(void)buf;
+	(void)bytes;
+#endif
 }
 
-static void collect(struct zs_run *r, const struct zs_run_options *opt, struct zs_result *res)
+/* The final fp32 weights are sharded (each rank holds its slots) or held
+ * whole by every rank. */
+static int weights_sharded(const struct zs_run *r)
 {
-	unsigned N = r->world;
+	return r->precision == ZS_MIXED ? r->ops->state_sharded : r->ops->params_sharded;
+}
+
+/* Rank k's final fp32 weights of unit u: pointer and count (its slots).
+ * Sharded ones of a rank in another process come from `remote`, every
+ * rank's S slots gathered to process 0. */
+static const float *final_weights(const struct zs_run *r, unsigned k, size_t u, const float *remote, size_t *cnt)
+{
+	const struct zs_rank *rk = &r->rank[k];
+	const float *w = r->precision == ZS_MIXED ? rk->master : (const float *)rk->params;
+	if (!weights_sharded(r)) {
+		*cnt = k == 0 ? r->unit_n[u] : 0;
+		return w + r->unit_off[u];
+	}
+	*cnt = run_owned(r, u, k);
+	if (k < r->r0 || k >= r->r1)
+		return remote + (size_t)k * r->shard + r->unit_soff[u];
+	return w + r->unit_soff[u];
+}
+
+/* Under MPI, every rank's sharded final weights, gathered to process 0
+ * (N·S floats, outside the tracker: it is after the run). NULL otherwise. */
+static float *gather_weights(const struct zs_run *r)
+{
+	if (!r->mpi || !weights_sharded(r) || (r->r0 == 0 && r->r1 == r->world))
+		return NULL;
+	float *all = zs_calloc((size_t)r->world * r->shard, sizeof *all);
+	for (unsigned k = r->r0; k < r->r1; k++)
+		for (size_t u = 0; u < r->nunits; u++) {
+			size_t cnt;
+			const float *w = final_weights(r, k, u, NULL, &cnt);
+			memcpy(all + (size_t)k * r->shard + r->unit_soff[u], w, cnt * sizeof *w);
+		}
+	gather(r, all, r->shard * sizeof *all);
+	return all;
+}
+
+/* Fill res from every rank's figures (on process 0 under MPI; the other
+ * processes only send theirs, and their res stays partial). */
+static void collect(struct zs_run *r, const struct zs_run_options *opt, size_t os_peak, struct zs_result *res)
+{
+	unsigned N = r->world, steps = res->steps;
+	struct zs_rank_mem *mem = zs_calloc(N, sizeof *mem);
+	memcpy(mem + r->r0, r->tracker.rank + r->r0, (r->r1 - r->r0) * sizeof *mem);
+	gather(r, mem, sizeof *mem);
+	res->comm = zs_calloc(N, sizeof *res->comm);
+	memcpy(res->comm + r->r0, r->coll.stats + r->r0, (r->r1 - r->r0) * sizeof *res->comm);
+	gather(r, res->comm, sizeof *res->comm);
+	gather(r, r->rank_loss, steps * sizeof *r->rank_loss);
+	if (r->mpi) {
+		res->os_peak = zs_calloc(N, sizeof *res->os_peak);
+		for (unsigned k = r->r0; k < r->r1; k++)
+			res->os_peak[k] = os_peak;
+		gather(r, res->os_peak, sizeof *res->os_peak);
+	}
+	float *remote = gather_weights(r);
+	res->partial = r->r0 != 0;
+
 	res->resident = zs_calloc(N, sizeof *res->resident);
 	res->peak = zs_calloc(N, sizeof *res->peak);
 	res->binding_rank = 0;
 	for (unsigned k = 0; k < N; k++) {
-		res->resident[k] = r->tracker.rank[k].total;
-		res->peak[k] = r->tracker.rank[k].peak;
+		res->resident[k] = mem[k].total;
+		res->peak[k] = mem[k].peak;
 		if (res->peak[k] > res->peak[res->binding_rank])
 			res->binding_rank = k;
 	}
-	const struct zs_rank_mem *bm = &r->tracker.rank[res->binding_rank];
+	const struct zs_rank_mem *bm = &mem[res->binding_rank];
 	memcpy(res->resident_breakdown, bm->cur, sizeof bm->cur);
 	memcpy(res->peak_breakdown, bm->at_peak, sizeof bm->at_peak);
-	res->comm = zs_calloc(N, sizeof *res->comm);
-	memcpy(res->comm, r->coll.stats, N * sizeof *res->comm);
+	free(mem);
+	/* The mean loss of each step: ranks summed 0..N-1 in double. */
+	for (unsigned t = 0; t < steps; t++) {
+		double sum = 0;
+		for (unsigned k = 0; k < N; k++)
+			sum += r->rank_loss[(size_t)k * steps + t];
+		res->losses[t] = (float)(sum / N);
+	}
 	res->nunits = r->nunits;
 	for (size_t u = 0; u < r->nunits; u++)
 		res->unit_n[u] = r->unit_n[u];
 	res->shard_elements = r->shard;
 	res->padded_elements = r->shard * N;
+	if (res->partial) {
+		free(remote);
+		return;
+	}
 
 	XXH3_state_t *h = XXH3_createState();
 	if (h == NULL || XXH3_64bits_reset(h) != XXH_OK)
@@ -477,7 +547,7 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, struct z
 		size_t at = r->unit_off[u];
 		for (unsigned k = 0; k < N; k++) {
 			size_t cnt;
-			const float *w = final_weights(r, k, u, &cnt);
+			const float *w = final_weights(r, k, u, remote, &cnt);
 			if (XXH3_64bits_update(h, w, cnt * sizeof *w) != XXH_OK)
 				digest_failed();
 			if (res->weights)
@@ -487,6 +557,7 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, struct z
 	}
 	res->digest = XXH3_64bits_digest(h);
 	XXH3_freeState(h);
+	free(remote);
 	if (opt->timeline) {
 		res->ntimeline = r->tracker.nevents;
 		res->timeline = zs_malloc((res->ntimeline ? res->ntimeline : 1) * sizeof *res->timeline);
@@ -511,21 +582,38 @@ double engine_bytes_upper_bound(const struct zs_config *c, unsigned world)
 }
 
 /* Full buffers must hold the same bytes on every rank after a step (DP's
- * replicas, ZeRO-1/2's gathered params); the digest reads rank 0's. */
+ * replicas, ZeRO-1/2's gathered params); the digest reads rank 0's. Each
+ * process compares its ranks with its first; under MPI, process 0 also
+ * compares every process's first rank with rank 0, by digest. */
 static int check_replicas(const struct zs_run *r, char **cause)
 {
 	const struct zs_scheme_ops *ops = r->ops;
 	size_t psi = r->shape.nparams;
-	for (unsigned k = 1; k < r->world; k++) {
-		const struct zs_rank *a = &r->rank[0], *b = &r->rank[k];
+	const struct zs_rank *a = &r->rank[r->r0];
+	for (unsigned k = r->r0 + 1; k < r->r1; k++) {
+		const struct zs_rank *b = &r->rank[k];
 		if (!ops->params_sharded && memcmp(a->params, b->params, psi * r->esize) != 0)
-			return zs_fail(cause, "internal error: rank %u's params differ from rank 0's (%s, N=%u)", k,
+			return zs_fail(cause, "internal error: rank %u's params differ from rank %u's (%s, N=%u)", k, r->r0,
 			               ops->name, r->world);
 		if (!ops->state_sharded && a->master && memcmp(a->master, b->master, psi * sizeof(float)) != 0)
-			return zs_fail(cause, "internal error: rank %u's master weights differ from rank 0's (%s, N=%u)",
-			               k, ops->name, r->world);
+			return zs_fail(cause, "internal error: rank %u's master weights differ from rank %u's (%s, N=%u)",
+			               k, r->r0, ops->name, r->world);
 	}
-	return 0;
+	if (!r->mpi)
+		return 0;
+	uint64_t(*h)[2] = zs_calloc(r->world, sizeof *h);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		h[k][0] = ops->params_sharded ? 0 : XXH3_64bits(a->params, psi * r->esize);
+		h[k][1] = ops->state_sharded || a->master == NULL ? 0 : XXH3_64bits(a->master, psi * sizeof(float));
+	}
+	gather(r, h, sizeof *h);
+	int bad = 0;
+	for (unsigned k = 0; k < r->world && r->r0 == 0 && !bad; k++)
+		if (h[k][0] != h[0][0] || h[k][1] != h[0][1])
+			bad = zs_fail(cause, "internal error: rank %u's params or master weights differ from rank 0's (%s, N=%u)",
+			              k, ops->name, r->world);
+	free(h);
+	return bad;
 }
 
 int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world, enum zs_unit unit,
@@ -555,9 +643,22 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 		r.init = own_init = engine_initial_weights(c);
 	optim_init(&r.opt, c->optimizer, c->lr);
 	setup_units(&r, unit);
+#ifdef HAVE_MPI
+	/* This run's peak resident set starts from what the process holds
+	 * without it. */
+	if (opt->mpi && (osmem_reset_peak(cause) != 0 || coll_init_mpi(&r.coll, world, cause) != 0)) {
+		free(own_init);
+		return -1;
+	}
+	r.mpi = opt->mpi;
+#endif
+	if (!r.mpi)
+		coll_init_inprocess(&r.coll, world);
+	r.r0 = r.coll.r0;
+	r.r1 = r.coll.r1;
 	tracker_init(&r.tracker, world);
-	coll_init_inprocess(&r.coll, world);
 	r.rank = zs_calloc(world, sizeof *r.rank);
+	r.rank_loss = zs_calloc((size_t)world * c->steps, sizeof *r.rank_loss);
 	r.ptr_a = zs_calloc(world, sizeof *r.ptr_a);
 	r.ptr_b = zs_calloc(world, sizeof *r.ptr_b);
 
@@ -568,16 +669,16 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 			tracker_record(&r.tracker);
 		step(&r, t);
 		tracker_stop_recording(&r.tracker);
-		double sum = 0;
-		for (unsigned k = 0; k < world; k++)
-			sum += r.rank[k].loss;
-		res->losses[t] = (float)(sum / world);
+		for (unsigned k = r.r0; k < r.r1; k++)
+			r.rank_loss[(size_t)k * c->steps + t] = r.rank[k].loss;
 	}
+	size_t os_peak = r.mpi ? osmem_peak_bytes() : 0;
 	res->scheme = scheme;
 	res->world = world;
 	res->unit = unit;
 	res->steps = c->steps;
-	collect(&r, opt, res);
+	res->processes = r.mpi ? world / (r.r1 - r.r0) : 1;
+	collect(&r, opt, os_peak, res);
 	int replicas = check_replicas(&r, cause);
 	free(own_init);
 
@@ -590,6 +691,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	tracker_destroy(&r.tracker);
 	coll_destroy(&r.coll);
 	free(r.rank);
+	free(r.rank_loss);
 	free(r.ptr_a);
 	free(r.ptr_b);
 	if (left != 0) {
@@ -606,6 +708,7 @@ void engine_result_free(struct zs_result *res)
 	free(res->resident);
 	free(res->peak);
 	free(res->comm);
+	free(res->os_peak);
 	free(res->losses);
 	free(res->timeline);
 	free(res->weights);

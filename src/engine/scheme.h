@@ -55,7 +55,13 @@ struct zs_run {
 
 	struct zs_tracker tracker;
 	struct zs_coll coll;
+	/* This process holds ranks [r0, r1) (all of them in process, N/P
+	 * under MPI); rank[] and the tracker are indexed 0..N-1 and only
+	 * those ranks' entries are used. */
+	unsigned r0, r1;
+	int mpi;
 	struct zs_rank *rank;
+	float *rank_loss; /* [rank][step]: each rank's loss */
 	/* Per-rank pointer lists handed to the collectives (bookkeeping, O(N)). */
 	void **ptr_a, **ptr_b;
 

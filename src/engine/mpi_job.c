@@ -1,0 +1,205 @@
+/*
+ * mpi_job — see mpi_job.h. The signal handler uses only async-signal-safe
+ * calls (kill, open, read, write, nanosleep, _exit).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/mpi_job.h"
+#include "util/util.h"
+
+struct peer {
+	int pid;
+	char host[64];
+};
+
+static struct peer *peers;
+static int nproc = 1, me;
+static char run_what[128] = "set-up";
+static unsigned run_world;
+static volatile sig_atomic_t stopping;
+
+/* ------------------------------------------------------------------------- */
+/* the line a death prints */
+
+/* Append s to buf[*len], within cap. */
+static void put(char *buf, size_t *len, size_t cap, const char *s)
+{
+	while (*s != '\0' && *len + 1 < cap)
+		buf[(*len)++] = *s++;
+}
+
+static void put_uint(char *buf, size_t *len, size_t cap, unsigned long v)
+{
+	char d[24];
+	size_t n = 0;
+	do
+		d[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0 && n < sizeof d);
+	while (n > 0 && *len + 1 < cap)
+		buf[(*len)++] = d[--n];
+}
+
+static int same_host(int p) { return strcmp(peers[p].host, peers[me].host) == 0; }
+
+/* The process is gone: no such process, or a zombie not yet reaped. */
+static int gone(int p)
+{
+	if (kill(peers[p].pid, 0) != 0)
+		return errno == ESRCH;
+	char path[40];
+	size_t len = 0;
+	put(path, &len, sizeof path, "/proc/");
+	put_uint(path, &len, sizeof path, (unsigned long)peers[p].pid);
+	put(path, &len, sizeof path, "/stat");
+	path[len] = '\0';
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return 1;
+	char st[256];
+	ssize_t n = read(fd, st, sizeof st - 1);
+	close(fd);
+	if (n <= 0)
+		return 1;
+	st[n] = '\0';
+	const char *paren = strrchr(st, ')');
+	return paren != NULL && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	if (stopping)
+		return;
+	stopping = 1;
+	int dead = -1;
+	for (int p = 0; p < nproc && dead < 0; p++)
+		if (p != me && same_host(p) && gone(p))
+			dead = p;
+	int first = dead >= 0;
+	for (int p = 0; p < me && first; p++)
+		if (p != dead && same_host(p) && !gone(p))
+			first = 0;
+	if (first) {
+		char line[512];
+		size_t len = 0, cap = sizeof line;
+		unsigned per = run_world / (unsigned)nproc;
+		put(line, &len, cap, "zerosim measure: ");
+		if (per == 0) {
+			put(line, &len, cap, "MPI process ");
+			put_uint(line, &len, cap, (unsigned long)dead);
+		} else if (per == 1) {
+			put(line, &len, cap, "rank ");
+			put_uint(line, &len, cap, (unsigned long)dead);
+		} else {
+			put(line, &len, cap, "ranks ");
+			put_uint(line, &len, cap, (unsigned long)dead * per);
+			put(line, &len, cap, "-");
+			put_uint(line, &len, cap, (unsigned long)(dead + 1) * per - 1);
+		}
+		put(line, &len, cap, " (MPI process ");
+		put_uint(line, &len, cap, (unsigned long)dead);
+		put(line, &len, cap, " of ");
+		put_uint(line, &len, cap, (unsigned long)nproc);
+		put(line, &len, cap, ", pid ");
+		put_uint(line, &len, cap, (unsigned long)peers[dead].pid);
+		put(line, &len, cap, ") ended during ");
+		put(line, &len, cap, run_what);
+		put(line, &len, cap, "; the job stops, nothing written");
+		line[len++] = '\n';
+		ssize_t w = write(STDERR_FILENO, line, len);
+		(void)w;
+	}
+	/* Stay a moment, so that no other survivor takes this one's exit
+	 * for a second death (the launcher's SIGKILL comes after a second). */
+	struct timespec ts = {0, 300000000};
+	nanosleep(&ts, NULL);
+	_exit(ZS_EXIT_RUNTIME);
+}
+
+/* ------------------------------------------------------------------------- */
+
+int mpi_job_start(int *argc, char ***argv, char **cause)
+{
+	if (MPI_Init(argc, argv) != MPI_SUCCESS)
+		return zs_fail(cause, "MPI_Init failed");
+	MPI_Comm_size(MPI_COMM_WORLD, &nproc);
+	MPI_Comm_rank(MPI_COMM_WORLD, &me);
+	peers = zs_calloc((size_t)nproc, sizeof *peers);
+	struct peer self;
+	memset(&self, 0, sizeof self);
+	self.pid = (int)getpid();
+	if (gethostname(self.host, sizeof self.host - 1) != 0)
+		strcpy(self.host, "?");
+	MPI_Allgather(&self, (int)sizeof self, MPI_BYTE, peers, (int)sizeof self, MPI_BYTE, MPI_COMM_WORLD);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_stop;
+	sigfillset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	return 0;
+}
+
+void mpi_job_finish(void)
+{
+	MPI_Finalize();
+	free(peers);
+	peers = NULL;
+}
+
+unsigned mpi_job_size(void) { return (unsigned)nproc; }
+unsigned mpi_job_rank(void) { return (unsigned)me; }
+
+void mpi_job_set_run(const char *what, unsigned world)
+{
+	/* Written here, read by the handler: block it meanwhile. */
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	size_t len = 0;
+	put(run_what, &len, sizeof run_what, what);
+	run_what[len] = '\0';
+	run_world = world;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+void mpi_job_gather(void *buf, size_t bytes, unsigned world)
+{
+	if (nproc == 1 || bytes == 0)
+		return;
+	if (bytes > INT_MAX) {
+		zs_print_error("zerosim", "internal error: a rank's figures exceed 2^31 bytes");
+		mpi_job_abort(ZS_EXIT_RUNTIME);
+	}
+	unsigned per = world / (unsigned)nproc;
+	MPI_Datatype one;
+	MPI_Type_contiguous((int)bytes, MPI_BYTE, &one);
+	MPI_Type_commit(&one);
+	char *mine = (char *)buf + (size_t)me * per * bytes;
+	MPI_Gather(me == 0 ? MPI_IN_PLACE : mine, (int)per, one, buf, (int)per, one, 0, MPI_COMM_WORLD);
+	MPI_Type_free(&one);
+}
+
+unsigned long long mpi_job_sum(unsigned long long v)
+{
+	unsigned long long all = 0;
+	MPI_Allreduce(&v, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+	return all;
+}
+
+void mpi_job_abort(int status)
+{
+	MPI_Abort(MPI_COMM_WORLD, status);
+	_exit(status);
+}
