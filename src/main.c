@@ -14,24 +14,21 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-	        "Usage: zerosim COMMAND [OPTION]...\n"
-	        "Measure, predict and compare the per-rank memory of data-parallel training\n"
-	        "under DP, ZeRO-1, ZeRO-2 and ZeRO-3.\n"
-	        "\n"
-	        "Commands:\n"
-	        "  measure   run real training steps with every buffer tracked; write measured.json\n"
-	        "  theory    the ZeRO paper's floors and the exact schedule model; write theory.json\n"
-	        "  report    compare the two, flag departures, draw figures, write a LaTeX table\n"
-	        "\n"
-	        "  -h, --help     display this help and exit\n"
-	        "  -V, --version  output version information and exit\n"
-	        "\n"
-	        "'zerosim COMMAND --help' describes each command's options.\n"
-	        "Exit status: 0 success, 1 failure at run time, 2 bad usage or bad input.\n"
-	        "\n"
-	        "Report bugs to: %s\n",
-	        PACKAGE_BUGREPORT);
+	fputs("Usage: zerosim COMMAND [OPTION]...\n"
+	      "Measure, predict and compare the per-rank memory of data-parallel training\n"
+	      "under DP, ZeRO-1, ZeRO-2 and ZeRO-3.\n"
+	      "\n"
+	      "Commands:\n"
+	      "  measure   run real training steps with every buffer tracked; write measured.json\n"
+	      "  theory    the ZeRO paper's floors and the exact schedule model; write theory.json\n"
+	      "  report    compare the two, flag departures, draw figures, write a LaTeX table\n"
+	      "\n"
+	      "  -h, --help     display this help and exit\n"
+	      "  -V, --version  output version information and exit\n"
+	      "\n"
+	      "'zerosim COMMAND --help' describes each command's options.\n"
+	      "Exit status: 0 success, 1 failure at run time, 2 bad usage or bad input.\n",
+	      f);
 }
 
 /* GNU's close_stdout: output that could not be written (a full disk, a

@@ -60,19 +60,55 @@ run() {
 	fi
 }
 
-for f in "$regress"/case/* "$regress"/spec/* "$regress"/measured/* "$regress"/theory/*; do
-	[ -f "$f" ] || continue
-	case $f in
-	*/case/*)
-		run "$f" measure -q --case "$f" --out "$tmp/keep" ;;
-	*/spec/*)
-		run "$f" theory --spec "$f" --out "$tmp/keep"
-		run "$f" measure -q --spec "$f" --out "$tmp/keep" ;;
-	*/measured/*)
-		run "$f" report --measured "$f" --theory "$tmp/t.json" --template "$template" --no-render --out "$tmp/rep" ;;
-	*/theory/*)
-		run "$f" report --measured "$tmp/m.json" --theory "$f" --template "$template" --no-render --out "$tmp/rep" ;;
+# feed NAME FILE: give FILE to every command that reads what harness
+# tests/fuzz/fuzz_NAME reads. A new harness needs a line here.
+feed() {
+	case $1 in
+	case)
+		run "$2" measure -q --case "$2" --out "$tmp/keep" ;;
+	spec)
+		run "$2" theory --spec "$2" --out "$tmp/keep"
+		run "$2" measure -q --spec "$2" --out "$tmp/keep" ;;
+	measured)
+		run "$2" report --measured "$2" --theory "$tmp/t.json" --template "$template" --no-render --out "$tmp/rep" ;;
+	theory)
+		run "$2" report --measured "$tmp/m.json" --theory "$2" --template "$template" --no-render --out "$tmp/rep" ;;
+	*)
+		echo "fuzz_regress: FAIL: no command is known to read what tests/fuzz/fuzz_$1.c reads; add it to feed() in $0" >&2
+		exit 1 ;;
 	esac
+}
+
+# Every harness, and only harnesses, has regression inputs: a loop that
+# finds nothing to run must not pass.
+harnesses=0
+for h in "${srcdir:-.}"/tests/fuzz/fuzz_*.c; do
+	[ -f "$h" ] || continue
+	name=${h##*/fuzz_}
+	name=${name%.c}
+	harnesses=$((harnesses + 1))
+	inputs=0
+	for f in "$regress/$name"/*; do
+		[ -f "$f" ] || continue
+		inputs=$((inputs + 1))
+		feed "$name" "$f"
+	done
+	if [ "$inputs" -eq 0 ]; then
+		echo "fuzz_regress: FAIL: harness fuzz_$name has no regression inputs in $regress/$name/" >&2
+		exit 1
+	fi
 done
-echo "fuzz_regress: $n regression inputs refused cleanly"
+if [ "$harnesses" -eq 0 ]; then
+	echo "fuzz_regress: FAIL: no harness found in ${srcdir:-.}/tests/fuzz/" >&2
+	exit 1
+fi
+for d in "$regress"/*/; do
+	name=${d%/}
+	name=${name##*/}
+	if [ ! -f "${srcdir:-.}/tests/fuzz/fuzz_$name.c" ]; then
+		echo "fuzz_regress: FAIL: $regress/$name/ belongs to no harness (no tests/fuzz/fuzz_$name.c)" >&2
+		exit 1
+	fi
+done
+echo "fuzz_regress: $n runs of the regression inputs of $harnesses harnesses refused cleanly"
 exit 0

@@ -24,7 +24,7 @@ FUZZ_SECONDS = 30
 FUZZ_FLAGS = -timeout=60 -rss_limit_mb=2048
 FUZZ_NAMES = case spec measured theory
 FUZZ_PROGS = tests/fuzz/fuzz_case tests/fuzz/fuzz_spec tests/fuzz/fuzz_measured tests/fuzz/fuzz_theory
-FUZZ_CFLAGS = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 \
+FUZZ_CFLAGS = -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 \
 	-D_GNU_SOURCE -I$(top_builddir) -I$(top_srcdir)/src -I$(top_srcdir)/tests/fuzz $(CJSON_CFLAGS)
 FUZZ_LIBS = $(CJSON_LIBS) -lm
 FUZZ_COMMON = $(top_srcdir)/tests/fuzz/fuzz_common.h $(top_builddir)/config.h \

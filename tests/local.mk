@@ -1,4 +1,5 @@
 # Engine tests (Check) and the command-line tests.
+if HAVE_CHECK
 check_PROGRAMS += tests/test_engine
 TESTS += tests/test_engine
 tests_test_engine_SOURCES = tests/test_engine.c
@@ -11,3 +12,13 @@ TESTS += tests/test_rss
 tests_test_rss_SOURCES = tests/test_rss.c
 tests_test_rss_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_rss_LDADD = libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS)
+endif
+
+# The arithmetic pinned: golden digests and losses of fixed runs.
+if HAVE_CHECK
+check_PROGRAMS += tests/test_golden
+TESTS += tests/test_golden
+tests_test_golden_SOURCES = tests/test_golden.c
+tests_test_golden_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_golden_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(CHECK_LIBS) -lm
+endif

@@ -4,12 +4,11 @@ if HAVE_MPI
 libzsengine_a_SOURCES += src/engine/coll_mpi.c src/engine/coll_mpi.h \
 	src/engine/mpi_job.c src/engine/mpi_job.h
 AM_CPPFLAGS += $(MPI_CFLAGS)
-zerosim_LDADD += $(MPI_LIBS)
 
 check_PROGRAMS += tests/test_coll_mpi
 tests_test_coll_mpi_SOURCES = tests/test_coll_mpi.c
 tests_test_coll_mpi_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_test_coll_mpi_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(CHECK_LIBS) $(MPI_LIBS) -lm
+tests_test_coll_mpi_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(CHECK_LIBS) -lm
 endif
 
 TESTS += tests/mpi_coll.sh

@@ -967,113 +967,64 @@ START_TEST(test_every_finding_holds_on_the_consistent_sweep)
 }
 END_TEST
 
-START_TEST(test_dp_finding_fails_when_dp_moves_with_n)
-{
-	struct fixture fx;
-
-	build(&fx, dflt, 3, sweep, 7, 3);
-	set_both(&fx, ZS_DP, 4, ZS_UNIT_MODEL, "resident_bytes", 33088 * 15.0);
-	ck_assert_int_eq(verdict_of(&fx, REPORT_F_DP_FLAT), REPORT_FAILS);
-	fixture_free(&fx);
-}
-END_TEST
-
-START_TEST(test_flatten_finding_fails_when_zero1_goes_below_p_plus_g)
-{
-	struct fixture fx;
-
-	build(&fx, dflt, 3, sweep, 7, 3);
-	set_both(&fx, ZS_ZERO1, 32, ZS_UNIT_LAYER, "resident_bytes", 33088 * 3.9);
-	ck_assert_int_eq(verdict_of(&fx, REPORT_F_ZERO12_FLATTEN), REPORT_FAILS);
-	fixture_free(&fx);
-}
-END_TEST
-
-START_TEST(test_flatten_finding_fails_when_zero2_stops_falling)
-{
-	struct fixture fx;
-
+/* Each finding against a dataset that contradicts it: one value of one
+ * (scheme, N, unit) changed in both files, so the point stays explained
+ * and only the finding sees the difference. The value is `add`, plus `mul`
+ * times metric `rkey` of run (rs, rn, ru) when rkey is set. */
+static const struct contradiction {
+	const char *name;
+	enum report_finding_id id;
+	int units;                     /* build()'s units: 1 model, 3 both */
+	enum zs_scheme s;
+	unsigned n;
+	enum zs_unit u;
+	const char *key;               /* the metric set */
+	int category;                  /* key is a peak_breakdown category */
+	enum zs_scheme rs;
+	unsigned rn;
+	enum zs_unit ru;
+	const char *rkey;
+	double mul, add;
+} contradictions[] = {
+	{"DP's resident moves with N", REPORT_F_DP_FLAT, 3,
+	 ZS_DP, 4, ZS_UNIT_MODEL, "resident_bytes", 0, 0, 0, 0, NULL, 0, 33088 * 15.0},
+	{"ZeRO-1 goes below p + g", REPORT_F_ZERO12_FLATTEN, 3,
+	 ZS_ZERO1, 32, ZS_UNIT_LAYER, "resident_bytes", 0, 0, 0, 0, NULL, 0, 33088 * 3.9},
 	/* ZeRO-2 stuck at its N = 2 value: never below 2, but not flattening
 	 * toward it either. */
-	build(&fx, dflt, 3, sweep, 7, 1);
-	set_both(&fx, ZS_ZERO2, 32, ZS_UNIT_MODEL, "resident_bytes", 33088 * 9.0);
-	ck_assert_int_eq(verdict_of(&fx, REPORT_F_ZERO12_FLATTEN), REPORT_FAILS);
-	fixture_free(&fx);
-}
-END_TEST
-
-START_TEST(test_halving_finding_fails_when_zero3_does_not_halve)
-{
-	struct fixture fx;
-
-	build(&fx, dflt, 3, sweep, 7, 3);
-	set_both(&fx, ZS_ZERO3, 16, ZS_UNIT_MODEL, "resident_bytes", 33088 * 1.1);
-	ck_assert_int_eq(verdict_of(&fx, REPORT_F_ZERO3_HALVES), REPORT_FAILS);
-	fixture_free(&fx);
-}
-END_TEST
-
-START_TEST(test_n1_finding_fails_when_one_scheme_differs_at_n1)
-{
-	struct fixture fx;
-	cJSON *r;
-
-	build(&fx, dflt, 3, sweep, 7, 3);
-	r = mrun(&fx, ZS_ZERO2, 1, ZS_UNIT_LAYER);
-	set_both(&fx, ZS_ZERO2, 1, ZS_UNIT_LAYER, "peak_bytes", num(r, "peak_bytes") + 8);
-	ck_assert_int_eq(verdict_of(&fx, REPORT_F_N1_IDENTICAL), REPORT_FAILS);
-	fixture_free(&fx);
-}
-END_TEST
-
-START_TEST(test_slow_peak_finding_fails_when_zero3_peak_falls_like_its_resident)
-{
-	struct fixture fx;
-	cJSON *r;
-
-	build(&fx, dflt, 3, sweep, 7, 1);
+	{"ZeRO-2 stops falling", REPORT_F_ZERO12_FLATTEN, 1,
+	 ZS_ZERO2, 32, ZS_UNIT_MODEL, "resident_bytes", 0, 0, 0, 0, NULL, 0, 33088 * 9.0},
+	{"ZeRO-3 does not halve", REPORT_F_ZERO3_HALVES, 3,
+	 ZS_ZERO3, 16, ZS_UNIT_MODEL, "resident_bytes", 0, 0, 0, 0, NULL, 0, 33088 * 1.1},
+	{"one scheme differs at N = 1", REPORT_F_N1_IDENTICAL, 3,
+	 ZS_ZERO2, 1, ZS_UNIT_LAYER, "peak_bytes", 0, ZS_ZERO2, 1, ZS_UNIT_LAYER, "peak_bytes", 1, 8},
 	/* A peak that falls 30x from N = 1 to 32, as fast as the resident 32x. */
-	r = mrun(&fx, ZS_ZERO3, 1, ZS_UNIT_MODEL);
-	set_both(&fx, ZS_ZERO3, 32, ZS_UNIT_MODEL, "peak_bytes", num(r, "peak_bytes") / 30);
-	ck_assert_int_eq(verdict_of(&fx, REPORT_F_ZERO3_PEAK_SLOW), REPORT_FAILS);
-	fixture_free(&fx);
-}
-END_TEST
+	{"ZeRO-3's peak falls like its resident", REPORT_F_ZERO3_PEAK_SLOW, 1,
+	 ZS_ZERO3, 32, ZS_UNIT_MODEL, "peak_bytes", 0, ZS_ZERO3, 1, ZS_UNIT_MODEL, "peak_bytes", 1 / 30.0, 0},
+	{"ZeRO-3's peak is below ZeRO-2's resident", REPORT_F_ZERO3_PEAK_WORSE, 3,
+	 ZS_ZERO3, 32, ZS_UNIT_MODEL, "peak_bytes", 0, ZS_ZERO2, 32, ZS_UNIT_MODEL, "resident_bytes", 1, -1},
+	{"unit=layer gathers the whole model", REPORT_F_LAYER_GATHER, 3,
+	 ZS_ZERO3, 8, ZS_UNIT_LAYER, "gathered_params", 1, 0, 0, 0, NULL, 0, 33088 * P},
+	{"ZeRO-3 sends as much as DP", REPORT_F_COMM_RATIO, 3,
+	 ZS_ZERO3, 4, ZS_UNIT_MODEL, "comm_bytes_per_rank_per_step", 0,
+	 ZS_DP, 4, ZS_UNIT_MODEL, "comm_bytes_per_rank_per_step", 1, 0},
+};
+#define NCONTRADICTIONS (sizeof contradictions / sizeof contradictions[0])
 
-START_TEST(test_peak_above_zero2_finding_fails_when_zero3_peak_is_lower)
+START_TEST(test_each_finding_fails_on_a_sweep_that_contradicts_it)
 {
+	const struct contradiction *k = &contradictions[_i];
 	struct fixture fx;
-	cJSON *r;
+	double v = k->add;
 
-	build(&fx, dflt, 3, sweep, 7, 3);
-	r = mrun(&fx, ZS_ZERO2, 32, ZS_UNIT_MODEL);
-	set_both(&fx, ZS_ZERO3, 32, ZS_UNIT_MODEL, "peak_bytes", num(r, "resident_bytes") - 1);
-	ck_assert_int_eq(verdict_of(&fx, REPORT_F_ZERO3_PEAK_WORSE), REPORT_FAILS);
-	fixture_free(&fx);
-}
-END_TEST
-
-START_TEST(test_layer_gather_finding_fails_when_the_whole_model_is_gathered)
-{
-	struct fixture fx;
-
-	build(&fx, dflt, 3, sweep, 7, 3);
-	set_peak_category_both(&fx, ZS_ZERO3, 8, ZS_UNIT_LAYER, "gathered_params", 33088 * P);
-	ck_assert_int_eq(verdict_of(&fx, REPORT_F_LAYER_GATHER), REPORT_FAILS);
-	fixture_free(&fx);
-}
-END_TEST
-
-START_TEST(test_comm_finding_fails_when_zero3_sends_as_much_as_dp)
-{
-	struct fixture fx;
-	cJSON *r;
-
-	build(&fx, dflt, 3, sweep, 7, 3);
-	r = mrun(&fx, ZS_DP, 4, ZS_UNIT_MODEL);
-	set_both(&fx, ZS_ZERO3, 4, ZS_UNIT_MODEL, "comm_bytes_per_rank_per_step",
-	         num(r, "comm_bytes_per_rank_per_step"));
-	ck_assert_int_eq(verdict_of(&fx, REPORT_F_COMM_RATIO), REPORT_FAILS);
+	build(&fx, dflt, 3, sweep, 7, k->units);
+	if (k->rkey != NULL)
+		v += k->mul * num(mrun(&fx, k->rs, k->rn, k->ru), k->rkey);
+	if (k->category)
+		set_peak_category_both(&fx, k->s, k->n, k->u, k->key, v);
+	else
+		set_both(&fx, k->s, k->n, k->u, k->key, v);
+	ck_assert_msg(verdict_of(&fx, k->id) == REPORT_FAILS, "%s: the finding does not fail", k->name);
 	fixture_free(&fx);
 }
 END_TEST
@@ -1232,15 +1183,8 @@ static Suite *report_suite(void)
 
 	c = tcase_create("findings");
 	tcase_add_test(c, test_every_finding_holds_on_the_consistent_sweep);
-	tcase_add_test(c, test_dp_finding_fails_when_dp_moves_with_n);
-	tcase_add_test(c, test_flatten_finding_fails_when_zero1_goes_below_p_plus_g);
-	tcase_add_test(c, test_flatten_finding_fails_when_zero2_stops_falling);
-	tcase_add_test(c, test_halving_finding_fails_when_zero3_does_not_halve);
-	tcase_add_test(c, test_n1_finding_fails_when_one_scheme_differs_at_n1);
-	tcase_add_test(c, test_slow_peak_finding_fails_when_zero3_peak_falls_like_its_resident);
-	tcase_add_test(c, test_peak_above_zero2_finding_fails_when_zero3_peak_is_lower);
-	tcase_add_test(c, test_layer_gather_finding_fails_when_the_whole_model_is_gathered);
-	tcase_add_test(c, test_comm_finding_fails_when_zero3_sends_as_much_as_dp);
+	tcase_add_loop_test(c, test_each_finding_fails_on_a_sweep_that_contradicts_it, 0,
+	                    (int)NCONTRADICTIONS);
 	tcase_add_test(c, test_findings_without_their_runs_are_not_tested);
 	suite_add_tcase(s, c);
 

@@ -6,7 +6,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <malloc.h>
 #include <math.h>
@@ -22,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "engine/engine.h"
 #include "engine/measure_json.h"
 #ifdef HAVE_MPI
@@ -49,10 +49,14 @@ static void usage(FILE *f)
 	      "      --precision P      mixed (fp16 params and grads, fp32 master) or fp32\n"
 	      "      --optimizer O      adam (default) or sgd (with momentum 0.9)\n"
 	      "      --lr RATE          learning rate (default 0.001)\n"
+	      "      --beta1 B1, --beta2 B2, --eps E\n"
+	      "                         Adam's decay rates and epsilon (default 0.9,\n"
+	      "                         0.999, 1e-8)\n"
 	      "      --spec FILE        read the options above from a zerosim-sweep/1 file;\n"
 	      "                         options on the command line override it\n"
 	      "      --case FILE        initial weights and every batch from a\n"
-	      "                         zerosim-case/1 file (fixes layers, world, batch, steps)\n"
+	      "                         zerosim-case file (fixes layers, world, batch, steps;\n"
+	      "                         a zerosim-case/2 file also the training options)\n"
 	      "\n"
 	      "Output:\n"
 	      "  -o, --out FILE         write the JSON to FILE (default: standard output)\n"
@@ -145,8 +149,10 @@ static int parse_jobs(const char *s, unsigned *jobs, char **cause)
 }
 
 /* Options the case file fixes: given on the command line, they must agree. */
-static int apply_case(struct zs_config *c, const struct zs_case *cs, const int *given, char **cause)
+static int apply_case(struct zs_config *c, const struct zs_case *cs, char **cause)
 {
+	const unsigned given[4] = {c->given & 1u << ZS_KEY_LAYERS, c->given & 1u << ZS_KEY_WORLD,
+	                           c->given & 1u << ZS_KEY_BATCH, c->given & 1u << ZS_KEY_STEPS};
 	if (given[0] && (c->nwidths != cs->nwidths || memcmp(c->widths, cs->widths, cs->nwidths * sizeof *cs->widths) != 0))
 		return zs_fail(cause, "--layers disagrees with the case file's layers");
 	if (given[1] && (c->nworld != 1 || c->world[0] != cs->world))
@@ -481,28 +487,27 @@ static int sweep_run_mpi(struct sweep *sw, unsigned char *skip, char **cause)
 }
 #endif
 
-enum { OPT_SPEC = 256, OPT_CASE, OPT_TIMELINE, OPT_DUMP, OPT_BACKEND };
+enum { OPT_CASE = ZS_OPT_COMMAND, OPT_OUT, OPT_TIMELINE, OPT_DUMP, OPT_QUIET, OPT_JOBS, OPT_BACKEND };
+
+static const struct zs_opt options[] = {
+	ZS_OPTS_MODEL,
+	{"case", 0, 1, OPT_CASE, NULL},
+	{"out", 'o', 1, OPT_OUT, NULL},
+	{"timeline", 0, 0, OPT_TIMELINE, NULL},
+	{"dump-weights", 0, 1, OPT_DUMP, NULL},
+	{"quiet", 'q', 0, OPT_QUIET, NULL},
+	{"jobs", 'j', 1, OPT_JOBS, NULL},
+	{"backend", 0, 1, OPT_BACKEND, NULL},
+	ZS_OPTS_STANDARD,
+	{NULL, 0, 0, ZS_OPT_END, NULL},
+};
 
 int zs_cmd_measure(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"layers", required_argument, NULL, 'L'},   {"world", required_argument, NULL, 'N'},
-		{"schemes", required_argument, NULL, 'S'},  {"scheme", required_argument, NULL, 'S'},
-		{"unit", required_argument, NULL, 'U'},     {"steps", required_argument, NULL, 's'},
-		{"batch", required_argument, NULL, 'b'},    {"seed", required_argument, NULL, 'r'},
-		{"precision", required_argument, NULL, 'p'}, {"optimizer", required_argument, NULL, 'O'},
-		{"lr", required_argument, NULL, 'l'},       {"spec", required_argument, NULL, OPT_SPEC},
-		{"case", required_argument, NULL, OPT_CASE}, {"out", required_argument, NULL, 'o'},
-		{"timeline", no_argument, NULL, OPT_TIMELINE}, {"dump-weights", required_argument, NULL, OPT_DUMP},
-		{"quiet", no_argument, NULL, 'q'},          {"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},        {"jobs", required_argument, NULL, 'j'},
-		{"backend", required_argument, NULL, OPT_BACKEND},
-		{NULL, 0, NULL, 0},
-	};
 	struct zs_config c;
 	zs_config_defaults(&c);
 	const char *spec = NULL, *case_path = NULL, *out = NULL, *dump = NULL;
-	int timeline = 0, quiet = 0, ch;
+	int timeline = 0, quiet = 0;
 	unsigned jobs = 0; /* 0: one per CPU online */
 	int jobs_given = 0, mpi = 0;
 #ifdef HAVE_MPI
@@ -513,77 +518,52 @@ int zs_cmd_measure(int argc, char **argv)
 	struct zs_case *cs = NULL;
 	cJSON *root = NULL;
 	float *init = NULL;
+	struct zs_arg *args = NULL;
+	size_t nargs = 0;
 	int status = ZS_EXIT_USAGE;
 
-	/* First pass: the spec, so that options override it wherever they stand. */
-	opterr = 0;
-	optind = 1;
-	while ((ch = getopt_long(argc, argv, "o:j:qhV", longopts, NULL)) != -1)
-		if (ch == OPT_SPEC)
-			spec = optarg;
-	if (spec != NULL && zs_config_load_spec(&c, spec, &cause) != 0)
+	if (zs_opts_parse(options, argc, argv, &args, &nargs, &cause) != 0)
 		goto fail;
-
-	int given[4] = {0, 0, 0, 0}; /* layers, world, batch, steps */
-	opterr = 0;
-	optind = 1;
-	while ((ch = getopt_long(argc, argv, ":o:j:qhV", longopts, NULL)) != -1) {
-		const char *key = NULL;
-		switch (ch) {
-		case 'L': key = "layers"; given[0] = 1; break;
-		case 'N': key = "world"; given[1] = 1; break;
-		case 'S': key = "schemes"; break;
-		case 'U': key = "unit"; break;
-		case 's': key = "steps"; given[3] = 1; break;
-		case 'b': key = "batch"; given[2] = 1; break;
-		case 'r': key = "seed"; break;
-		case 'p': key = "precision"; break;
-		case 'O': key = "optimizer"; break;
-		case 'l': key = "lr"; break;
-		case OPT_SPEC: break;
-		case OPT_CASE: case_path = optarg; break;
-		case 'o': out = optarg; break;
+	for (size_t i = 0; i < nargs; i++) {
+		const char *v = args[i].value;
+		switch (args[i].opt->id) {
+		case ZS_OPT_HELP:
+			usage(stdout);
+			free(args);
+			return ZS_EXIT_OK; /* main() checks that it was written */
+		case ZS_OPT_VERSION:
+			zs_opts_print_version();
+			free(args);
+			return ZS_EXIT_OK;
+		case ZS_OPT_SPEC: spec = v; break;
+		case OPT_CASE: case_path = v; break;
+		case OPT_OUT: out = v; break;
 		case OPT_TIMELINE: timeline = 1; break;
-		case OPT_DUMP: dump = optarg; break;
-		case 'q': quiet = 1; break;
-		case 'j':
-			if (parse_jobs(optarg, &jobs, &cause) != 0)
+		case OPT_DUMP: dump = v; break;
+		case OPT_QUIET: quiet = 1; break;
+		case OPT_JOBS:
+			if (parse_jobs(v, &jobs, &cause) != 0)
 				goto fail;
 			jobs_given = 1;
 			break;
 		case OPT_BACKEND:
-			if (strcmp(optarg, "inprocess") != 0 && strcmp(optarg, "mpi") != 0) {
-				zs_fail(&cause, "--backend '%s': not a backend (inprocess or mpi)", optarg);
+			if (strcmp(v, "inprocess") != 0 && strcmp(v, "mpi") != 0) {
+				zs_fail(&cause, "--backend '%s': not a backend (inprocess or mpi)", v);
 				goto fail;
 			}
-			mpi = strcmp(optarg, "mpi") == 0;
+			mpi = strcmp(v, "mpi") == 0;
 			break;
-		case 'h':
-			usage(stdout);
-			return ZS_EXIT_OK; /* main() checks that it was written */
-		case 'V':
-			printf("zerosim %s\n", PACKAGE_VERSION);
-			return ZS_EXIT_OK; /* main() checks that it was written */
-		case ':':
-			zs_fail(&cause, "option '%s' needs a value", argv[optind - 1]);
-			goto fail;
-		default:
-			zs_fail(&cause, "unknown option '%s'; try 'zerosim measure --help'", argv[optind - 1]);
-			goto fail;
+		default: break;
 		}
-		if (key != NULL && zs_config_set(&c, key, optarg, &cause) != 0)
-			goto fail;
 	}
-	if (optind < argc) {
-		zs_fail(&cause, "unexpected argument '%s'; try 'zerosim measure --help'", argv[optind]);
+	if (zs_opts_config(&c, args, nargs, &cause) != 0)
 		goto fail;
-	}
 	if ((out != NULL && *out == '\0') || (dump != NULL && *dump == '\0')) {
 		zs_fail(&cause, "%s: the file name is empty", out != NULL && *out == '\0' ? "--out" : "--dump-weights");
 		goto fail;
 	}
 	if (case_path != NULL) {
-		if (engine_case_load(case_path, &cs, &cause) != 0 || apply_case(&c, cs, given, &cause) != 0)
+		if (engine_case_load(case_path, &cs, &cause) != 0 || apply_case(&c, cs, &cause) != 0)
 			goto fail;
 	}
 	if (zs_config_validate(&c, &cause) != 0)
@@ -695,7 +675,7 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 done:
 	status = ZS_EXIT_OK;
-fail:
+fail:;
 	/* Under MPI every process meets the same bad input: one says so. */
 	int say = !mpi || launched_rank() <= 0;
 #ifdef HAVE_MPI
@@ -711,5 +691,6 @@ fail:
 	cJSON_Delete(root);
 	engine_case_free(cs);
 	free(init);
+	free(args);
 	return status;
 }

@@ -4,13 +4,14 @@
  */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "report/report.h"
+#include "util/datafile.h"
 #include "util/util.h"
 
 #ifndef ZS_DATADIR
@@ -27,58 +28,56 @@ static void usage(void)
 	       "\n"
 	       "  --measured FILE   measured.json (zerosim-measured/1), from zerosim measure\n"
 	       "  --theory FILE     theory.json (zerosim-theory/1), from zerosim theory\n"
-	       "  --out DIR         output folder, created if missing\n"
+	       "  -o, --out DIR     output folder, created if missing\n"
 	       "  --template FILE   LaTeX template (default %s/zerosim-report.tex)\n"
 	       "  --strict          exit 1 if any point is unexplained (measurement differs\n"
 	       "                    from the schedule model)\n"
 	       "  --no-render       write the scripts and LaTeX, run neither gnuplot nor pdflatex\n"
-	       "  --help            print this help and exit\n"
+	       "  -h, --help        print this help and exit\n"
+	       "  -V, --version     output version information and exit\n"
 	       "\n"
 	       "Exit status: 0 success, 1 failure at run time (or an unexplained point with\n"
-	       "--strict), 2 bad usage or bad input.\n", ZS_DATADIR);
+	       "--strict), 2 bad usage or bad input.\n", ZS_DATADIR "/report");
 }
+
+enum { OPT_MEASURED = ZS_OPT_COMMAND, OPT_THEORY, OPT_OUT, OPT_TEMPLATE, OPT_STRICT, OPT_NO_RENDER };
+
+static const struct zs_opt options[] = {
+	{"measured", 0, 1, OPT_MEASURED, NULL},
+	{"theory", 0, 1, OPT_THEORY, NULL},
+	{"out", 'o', 1, OPT_OUT, NULL},
+	{"template", 0, 1, OPT_TEMPLATE, NULL},
+	{"strict", 0, 0, OPT_STRICT, NULL},
+	{"no-render", 0, 0, OPT_NO_RENDER, NULL},
+	ZS_OPTS_STANDARD,
+	{NULL, 0, 0, ZS_OPT_END, NULL},
+};
 
 int zs_cmd_report(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"measured", required_argument, NULL, 'm'},
-		{"theory", required_argument, NULL, 't'},
-		{"out", required_argument, NULL, 'o'},
-		{"template", required_argument, NULL, 'T'},
-		{"strict", no_argument, NULL, 's'},
-		{"no-render", no_argument, NULL, 'n'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
-	};
 	struct report_options o = {NULL, NULL, NULL, ZS_DATADIR "/zerosim-report.tex", 0, 1};
+	struct zs_arg *args = NULL;
+	size_t nargs = 0;
 	char *cause = NULL;
-	int c, rc, template_given = 0;
+	int rc, template_given = 0;
 
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'm': o.measured = optarg; break;
-		case 't': o.theory = optarg; break;
-		case 'o': o.out = optarg; break;
-		case 'T': o.template_path = optarg; template_given = 1; break;
-		case 's': o.strict = 1; break;
-		case 'n': o.render = 0; break;
-		case 'h': usage(); return ZS_EXIT_OK;
-		case 'V': printf("zerosim %s\n", PACKAGE_VERSION); return ZS_EXIT_OK;
-		case ':':
-			cause = zs_asprintf("%s needs a value (try --help)", argv[optind - 1]);
-			goto usage_error;
-		default:
-			cause = zs_asprintf("unknown option '%s' (try --help)", argv[optind - 1]);
-			goto usage_error;
+	if (zs_opts_parse(options, argc, argv, &args, &nargs, &cause) != 0)
+		goto usage_error;
+	for (size_t i = 0; i < nargs; i++) {
+		const char *v = args[i].value;
+		switch (args[i].opt->id) {
+		case OPT_MEASURED: o.measured = v; break;
+		case OPT_THEORY: o.theory = v; break;
+		case OPT_OUT: o.out = v; break;
+		case OPT_TEMPLATE: o.template_path = v; template_given = 1; break;
+		case OPT_STRICT: o.strict = 1; break;
+		case OPT_NO_RENDER: o.render = 0; break;
+		case ZS_OPT_HELP: usage(); free(args); return ZS_EXIT_OK;
+		case ZS_OPT_VERSION: zs_opts_print_version(); free(args); return ZS_EXIT_OK;
+		default: break;
 		}
 	}
-	if (optind < argc) {
-		cause = zs_asprintf("unexpected argument '%s' (try --help)", argv[optind]);
-		goto usage_error;
-	}
+	free(args);
 	if (o.measured == NULL || o.theory == NULL || o.out == NULL) {
 		fprintf(stderr, "zerosim report: --measured, --theory and --out are required (try --help)\n");
 		return ZS_EXIT_USAGE;
@@ -88,12 +87,19 @@ int zs_cmd_report(int argc, char **argv)
 		fprintf(stderr, "zerosim report: --out: the folder name is empty\n");
 		return ZS_EXIT_USAGE;
 	}
-	/* Not installed yet: the template of the source tree this was built from. */
-	if (!template_given && access(o.template_path, R_OK) != 0 && access(ZS_SRCDIR "/report/zerosim-report.tex", R_OK) == 0)
-		o.template_path = ZS_SRCDIR "/report/zerosim-report.tex";
+	/* The shipped template: installed, or beside an uninstalled binary. */
+	char *found = template_given ? NULL : zs_datafile("report/zerosim-report.tex", &cause);
+	if (!template_given && found == NULL) {
+		zs_print_error("zerosim report", cause);
+		free(cause);
+		return ZS_EXIT_RUNTIME;
+	}
+	if (found != NULL)
+		o.template_path = found;
 	rc = report_main(&o, &cause);
 	if (rc != ZS_EXIT_OK)
 		zs_print_error("zerosim report", cause != NULL ? cause : "failed");
+	free(found);
 	free(cause);
 	return rc;
 

@@ -6,13 +6,13 @@
  */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "theory/theory.h"
 #include "util/config.h"
 #include "util/util.h"
@@ -20,36 +20,17 @@
 /* The paper's data-parallel degrees (Table 1), used with --params. */
 static const unsigned paper_worlds[] = { 1, 4, 16, 64, 256, 1024 };
 
-enum {
-	OPT_LAYERS = 256, OPT_WORLD, OPT_SCHEMES, OPT_UNIT, OPT_PRECISION,
-	OPT_OPTIMIZER, OPT_BATCH, OPT_STEPS, OPT_SEED, OPT_LR,
-	OPT_SPEC, OPT_PARAMS, OPT_LARGEST_UNIT, OPT_DEVICE_MEM, OPT_FORMAT,
-	OPT_OUT, OPT_HELP, OPT_VERSION
-};
+enum { OPT_PARAMS = ZS_OPT_COMMAND, OPT_LARGEST_UNIT, OPT_DEVICE_MEM, OPT_FORMAT, OPT_OUT };
 
-/* The first ten entries are in the order of the enum from OPT_LAYERS: the
- * option's name is the key zs_config_set takes. */
-static const struct option long_options[] = {
-	{ "layers", required_argument, NULL, OPT_LAYERS },
-	{ "world", required_argument, NULL, OPT_WORLD },
-	{ "schemes", required_argument, NULL, OPT_SCHEMES },
-	{ "unit", required_argument, NULL, OPT_UNIT },
-	{ "precision", required_argument, NULL, OPT_PRECISION },
-	{ "optimizer", required_argument, NULL, OPT_OPTIMIZER },
-	{ "batch", required_argument, NULL, OPT_BATCH },
-	/* Run options: accepted so one sweep's flags serve measure and theory. */
-	{ "steps", required_argument, NULL, OPT_STEPS },
-	{ "seed", required_argument, NULL, OPT_SEED },
-	{ "lr", required_argument, NULL, OPT_LR },
-	{ "spec", required_argument, NULL, OPT_SPEC },
-	{ "params", required_argument, NULL, OPT_PARAMS },
-	{ "largest-unit", required_argument, NULL, OPT_LARGEST_UNIT },
-	{ "device-mem", required_argument, NULL, OPT_DEVICE_MEM },
-	{ "format", required_argument, NULL, OPT_FORMAT },
-	{ "out", required_argument, NULL, OPT_OUT },
-	{ "help", no_argument, NULL, OPT_HELP },
-	{ "version", no_argument, NULL, OPT_VERSION },
-	{ NULL, 0, NULL, 0 }
+static const struct zs_opt options[] = {
+	ZS_OPTS_MODEL,
+	{"params", 0, 1, OPT_PARAMS, NULL},
+	{"largest-unit", 0, 1, OPT_LARGEST_UNIT, NULL},
+	{"device-mem", 0, 1, OPT_DEVICE_MEM, NULL},
+	{"format", 0, 1, OPT_FORMAT, NULL},
+	{"out", 'o', 1, OPT_OUT, NULL},
+	ZS_OPTS_STANDARD,
+	{NULL, 0, 0, ZS_OPT_END, NULL},
 };
 
 static void usage(void)
@@ -69,7 +50,8 @@ static void usage(void)
 "      --precision P      mixed or fp32 (default mixed)\n"
 "      --optimizer O      adam or sgd (default adam)\n"
 "      --batch B          per-rank batch (default 4)\n"
-"      --steps, --seed, --lr  accepted and ignored (the theory needs none)\n"
+"      --steps, --seed, --lr, --beta1, --beta2, --eps\n"
+"                         accepted and ignored (the theory needs none)\n"
 "      --spec FILE        read a zerosim-sweep/1 file; options override it\n"
 "\n"
 "A model known only by its size (floors only):\n"
@@ -82,8 +64,9 @@ static void usage(void)
 "      --device-mem SIZE  device memory, e.g. 80GB (1e9) or 80GiB (2^30);\n"
 "                         says where the floor's model states fit\n"
 "      --format F         json or text (default json with --out, else text)\n"
-"      --out FILE         write there (atomically) instead of stdout\n"
+"  -o, --out FILE         write there (atomically) instead of stdout\n"
 "  -h, --help             show this help and exit\n"
+"  -V, --version          output version information and exit\n"
 "\n"
 "Exit status: 0 success, 1 failure at run time, 2 bad usage or input.\n",
 	stdout);
@@ -104,92 +87,66 @@ static int usage_error(const char *cause)
 	return ZS_EXIT_USAGE;
 }
 
-/* Model options are kept in order and applied after --spec, so that options
- * override the file wherever --spec appears. */
-struct setting {
-	const char *key, *value;
-};
-
 int zs_cmd_theory(int argc, char **argv)
 {
 	struct zs_config config;
 	struct theory_request req = { .config = &config };
-	struct setting *settings = zs_calloc((size_t)argc + 1, sizeof *settings);
-	size_t nsettings = 0;
+	struct zs_arg *args = NULL;
+	size_t nargs = 0;
 	const char *spec = NULL, *out = NULL, *format = NULL;
-	int layers_given = 0, world_given = 0, params_given = 0, status = ZS_EXIT_USAGE, opt;
+	int params_given = 0, status = ZS_EXIT_USAGE;
 	char *cause = NULL, *text = NULL, *json = NULL;
 	cJSON *root = NULL;
 
 	zs_config_defaults(&config);
-	optind = 1;
-	opterr = 0;      /* errors are ours: one line, our prefix */
-	while ((opt = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
-		switch (opt) {
-		case OPT_LAYERS: case OPT_WORLD: case OPT_SCHEMES: case OPT_UNIT:
-		case OPT_PRECISION: case OPT_OPTIMIZER: case OPT_BATCH:
-		case OPT_STEPS: case OPT_SEED: case OPT_LR:
-			settings[nsettings].key = long_options[opt - OPT_LAYERS].name;
-			settings[nsettings++].value = optarg;
-			layers_given |= opt == OPT_LAYERS;
-			world_given |= opt == OPT_WORLD;
-			break;
-		case OPT_SPEC:
-			spec = optarg;
+	if (zs_opts_parse(options, argc, argv, &args, &nargs, &cause) != 0)
+		goto bad;
+	for (size_t i = 0; i < nargs; i++) {
+		const char *v = args[i].value;
+		switch (args[i].opt->id) {
+		case ZS_OPT_SPEC:
+			spec = v;
 			break;
 		case OPT_PARAMS:
-			if (zs_parse_count(optarg, ZS_MAX_PARAMS, &req.params, &cause) < 0) {
+			if (zs_parse_count(v, ZS_MAX_PARAMS, &req.params, &cause) < 0) {
 				name_option(&cause, "--params");
 				goto bad;
 			}
 			params_given = 1;
 			break;
 		case OPT_LARGEST_UNIT:
-			if (zs_parse_count(optarg, ZS_MAX_PARAMS, &req.largest_unit, &cause) < 0) {
+			if (zs_parse_count(v, ZS_MAX_PARAMS, &req.largest_unit, &cause) < 0) {
 				name_option(&cause, "--largest-unit");
 				goto bad;
 			}
 			break;
 		case OPT_DEVICE_MEM:
-			if (zs_parse_bytes(optarg, &req.device_mem, &cause) < 0) {
+			if (zs_parse_bytes(v, &req.device_mem, &cause) < 0) {
 				name_option(&cause, "--device-mem");
 				goto bad;
 			}
 			break;
 		case OPT_FORMAT:
-			if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0) {
-				cause = zs_asprintf("--format: '%s' is neither json nor text", optarg);
+			if (strcmp(v, "json") != 0 && strcmp(v, "text") != 0) {
+				cause = zs_asprintf("--format: '%s' is neither json nor text", v);
 				goto bad;
 			}
-			format = optarg;
+			format = v;
 			break;
 		case OPT_OUT:
-			out = optarg;
+			out = v;
 			break;
-		case 'h':
-		case OPT_HELP:
+		case ZS_OPT_HELP:
 			usage();
 			status = ZS_EXIT_OK;
 			goto end;
-		case OPT_VERSION:
-			printf("zerosim %s\n", PACKAGE_VERSION);
+		case ZS_OPT_VERSION:
+			zs_opts_print_version();
 			status = ZS_EXIT_OK;
 			goto end;
-		case ':':
-			cause = zs_asprintf("%s needs a value", argv[optind - 1]);
-			goto bad;
-		case '?':
 		default:
-			if (optopt != 0)
-				cause = zs_asprintf("unknown option '-%c' (try --help)", optopt);
-			else
-				cause = zs_asprintf("unknown option '%s' (try --help)", argv[optind - 1]);
-			goto bad;
+			break;
 		}
-	}
-	if (optind < argc) {
-		cause = zs_asprintf("unexpected argument '%s' (try --help)", argv[optind]);
-		goto bad;
 	}
 	if (out != NULL && *out == '\0') {
 		cause = zs_strdup("--out: the file name is empty");
@@ -205,21 +162,18 @@ int zs_cmd_theory(int argc, char **argv)
 		goto bad;
 	}
 
-	if (spec != NULL && zs_config_load_spec(&config, spec, &cause) < 0)
+	if (zs_opts_config(&config, args, nargs, &cause) < 0)
 		goto bad;
-	for (size_t i = 0; i < nsettings; i++)
-		if (zs_config_set(&config, settings[i].key, settings[i].value, &cause) < 0)
-			goto bad;
 	if (zs_config_validate(&config, &cause) < 0)
 		goto bad;
 
 	req.shape_known = !params_given;
 	if (!req.shape_known) {
-		if (layers_given) {
+		if (zs_opts_sets(args, nargs, "layers")) {
 			cause = zs_strdup("--params and --layers exclude each other: give the shape or the count");
 			goto bad;
 		}
-		if (!world_given && spec == NULL) {
+		if (!zs_opts_sets(args, nargs, "world") && spec == NULL) {
 			config.nworld = sizeof paper_worlds / sizeof paper_worlds[0];
 			memcpy(config.world, paper_worlds, sizeof paper_worlds);
 		}
@@ -270,6 +224,6 @@ end:
 	free(text);
 	cJSON_free(json);
 	cJSON_Delete(root);
-	free(settings);
+	free(args);
 	return status;
 }

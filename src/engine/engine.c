@@ -642,6 +642,9 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	else
 		r.init = own_init = engine_initial_weights(c);
 	optim_init(&r.opt, c->optimizer, c->lr);
+	r.opt.beta1 = (float)c->beta1; /* --beta1, --beta2, --eps, or a case's */
+	r.opt.beta2 = (float)c->beta2;
+	r.opt.eps = (float)c->eps;
 	setup_units(&r, unit);
 #ifdef HAVE_MPI
 	/* This run's peak resident set starts from what the process holds

@@ -65,7 +65,7 @@ static int run_gnuplot(const char *gnuplot, const char *out, char **cause)
 	remove(log);
 	for (i = 0; i < REPORT_NFIGURES && rc == 0; i++) {
 		char *script = zs_asprintf("%s.gp", report_figure_names[i]);
-		char *argv[] = {"gnuplot", script, NULL};
+		const char *argv[] = {"gnuplot", script, NULL};
 		rc = report_exec(gnuplot, argv, dir, log, cause);
 		free(script);
 	}
@@ -77,8 +77,8 @@ static int run_gnuplot(const char *gnuplot, const char *out, char **cause)
 static int run_pdflatex(const char *pdflatex, const char *out, char **cause)
 {
 	char *log = zs_asprintf("%s/pdflatex.log", out);
-	char *argv[] = {"pdflatex", "-interaction=nonstopmode", "-halt-on-error",
-	                "zerosim-report.tex", NULL};
+	const char *argv[] = {"pdflatex", "-interaction=nonstopmode", "-halt-on-error",
+	                      "zerosim-report.tex", NULL};
 	int rc;
 
 	remove(log);

@@ -34,7 +34,7 @@ char *report_exec_which(const char *name)
 	}
 }
 
-int report_exec(const char *prog, char *const argv[], const char *cwd, const char *log,
+int report_exec(const char *prog, const char *const argv[], const char *cwd, const char *log,
                 char **cause)
 {
 	int fd, status;
@@ -54,7 +54,7 @@ int report_exec(const char *prog, char *const argv[], const char *cwd, const cha
 		if (null < 0 || dup2(null, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 ||
 		    chdir(cwd) < 0)
 			_exit(127);
-		execv(prog, argv);
+		execv(prog, (char *const *)argv); /* execv does not write them */
 		_exit(127);
 	}
 	close(fd);

@@ -12,7 +12,7 @@ char *report_exec_which(const char *name);
 /* Run `prog` (a path) with argv (argv[0] first, NULL last) in folder `cwd`,
  * stdin from /dev/null, stdout and stderr appended to `log`. Returns 0 when
  * it exits with status 0, else -1 with *cause naming the log. */
-int report_exec(const char *prog, char *const argv[], const char *cwd, const char *log,
+int report_exec(const char *prog, const char *const argv[], const char *cwd, const char *log,
                 char **cause);
 
 #endif

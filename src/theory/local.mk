@@ -8,11 +8,13 @@ libzstheory_a_SOURCES = \
 zerosim_SOURCES += src/cli/cmd_theory.c
 
 # Unit tests: the ZeRO paper's Table 1 and hand-worked schedules.
+if HAVE_CHECK
 check_PROGRAMS += tests/test_theory
 TESTS += tests/test_theory
 tests_test_theory_SOURCES = tests/test_theory.c
 tests_test_theory_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_theory_LDADD = libzstheory.a libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS) -lm
+endif
 
 # Integration: `zerosim theory` against `zerosim measure`, point by point,
 # through their JSON files, and the command line's answers to bad input.

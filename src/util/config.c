@@ -69,6 +69,9 @@ void zs_config_defaults(struct zs_config *c)
 	c->batch = 4;
 	c->seed = 3;
 	c->lr = 1e-3;
+	c->beta1 = 0.9;
+	c->beta2 = 0.999;
+	c->eps = 1e-8;
 	c->precision = ZS_MIXED;
 	c->optimizer = ZS_ADAM;
 }
@@ -174,101 +177,165 @@ static int add_unit(void *vctx, const char *item, char **cause)
 	return 0;
 }
 
+/* A quantity in [lo, hi] (zs_parse_decimal's grammar). */
+static int set_real(const char *key, const char *value, double lo, double hi, const char *what, double *out,
+                    char **cause)
+{
+	double d;
+	if (zs_parse_decimal(value, &d) != 0 || d < lo || d > hi)
+		return zs_fail(cause, "--%s: '%.40s' is not %s", key, value, what);
+	*out = d;
+	return 0;
+}
+
+static const char *const key_names[ZS_NKEYS] = {
+	"layers", "world", "schemes", "unit", "steps", "batch", "seed",
+	"precision", "optimizer", "lr", "beta1", "beta2", "eps"};
+
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause)
 {
 	struct zs_config t = *c; /* change c only if the whole value parses */
 	struct list_ctx x = {&t, 0};
 	unsigned long long v = 0;
+	int k = 0;
+	if (strcmp(key, "scheme") == 0)
+		key = "schemes";
+	if (strcmp(key, "units") == 0)
+		key = "unit";
+	while (k < ZS_NKEYS && strcmp(key, key_names[k]) != 0)
+		k++;
+	if (k == ZS_NKEYS)
+		return zs_fail(cause, "unknown option --%s", key);
 	if (value == NULL)
 		return zs_fail(cause, "--%s needs a value", key);
-	if (strcmp(key, "layers") == 0) {
+	switch ((enum zs_key)k) {
+	case ZS_KEY_LAYERS:
 		if (each_item(key, value, add_width, &x, cause) != 0)
 			return -1;
 		if (x.n < 2)
 			return zs_fail(cause, "--layers: '%.40s' needs at least two widths (input and output)", value);
 		t.nwidths = x.n;
-	} else if (strcmp(key, "world") == 0) {
+		break;
+	case ZS_KEY_WORLD:
 		if (each_item(key, value, add_world, &x, cause) != 0)
 			return -1;
 		t.nworld = x.n;
-	} else if (strcmp(key, "schemes") == 0 || strcmp(key, "scheme") == 0) {
+		break;
+	case ZS_KEY_SCHEMES:
 		if (each_item("schemes", value, add_scheme, &x, cause) != 0)
 			return -1;
 		t.nschemes = x.n;
-	} else if (strcmp(key, "unit") == 0 || strcmp(key, "units") == 0) {
+		break;
+	case ZS_KEY_UNITS:
 		if (each_item("unit", value, add_unit, &x, cause) != 0)
 			return -1;
 		t.nunits = x.n;
-	} else if (strcmp(key, "steps") == 0) {
+		break;
+	case ZS_KEY_STEPS:
 		if (zs_parse_uint(key, value, ZS_MAX_STEPS, "a step count", &v, cause) != 0)
 			return -1;
 		t.steps = (unsigned)v;
-	} else if (strcmp(key, "batch") == 0) {
+		break;
+	case ZS_KEY_BATCH:
 		if (zs_parse_uint(key, value, ZS_MAX_BATCH, "a batch size", &v, cause) != 0)
 			return -1;
 		t.batch = (unsigned)v;
-	} else if (strcmp(key, "seed") == 0) {
-		if (*value == '\0' || strspn(value, "0123456789") != strlen(value))
-			return zs_fail(cause, "--seed: '%.40s' is not a whole number", value);
+		break;
+	case ZS_KEY_SEED:
+		/* 0 is a seed, so not zs_parse_uint (1..max). */
 		errno = 0;
-		t.seed = strtoull(value, NULL, 10);
-		if (errno == ERANGE)
-			return zs_fail(cause, "--seed: '%.40s' is too large (at most 2^64-1)", value);
-	} else if (strcmp(key, "lr") == 0) {
-		char *end;
-		errno = 0;
-		double d = strtod(value, &end);
+		if (*value == '\0' || strspn(value, "0123456789") != strlen(value) ||
+		    (v = strtoull(value, NULL, 10), errno == ERANGE) || v > ZS_MAX_SEED)
+			return zs_fail(cause, "--seed: '%.40s' is not a seed (a whole number 0..2^53 = %llu)", value,
+			               ZS_MAX_SEED);
+		t.seed = v;
+		break;
+	case ZS_KEY_LR:
 		/* Below 1e-12 the fp32 update vanishes (an fp32 lr underflows at 1e-45). */
-		if (*value == '\0' || *end != '\0' || errno == ERANGE || !isfinite(d) || d < 1e-12 || d > 1e3)
-			return zs_fail(cause, "--lr: '%.40s' is not a learning rate (a number in [1e-12, 1000])", value);
-		t.lr = d;
-	} else if (strcmp(key, "precision") == 0) {
+		if (set_real(key, value, 1e-12, 1e3, "a learning rate (a number in [1e-12, 1000])", &t.lr, cause) != 0)
+			return -1;
+		break;
+	case ZS_KEY_BETA1:
+	case ZS_KEY_BETA2:
+		if (set_real(key, value, 0, 1, "a decay rate of Adam (a number in [0, 1))",
+		             k == ZS_KEY_BETA1 ? &t.beta1 : &t.beta2, cause) != 0)
+			return -1;
+		if ((k == ZS_KEY_BETA1 ? t.beta1 : t.beta2) >= 1)
+			return zs_fail(cause, "--%s: '%.40s' is not a decay rate of Adam (a number in [0, 1))", key, value);
+		break;
+	case ZS_KEY_EPS:
+		/* In fp32, below 1e-30 it is not a number Adam can add. */
+		if (set_real(key, value, 1e-30, 1, "Adam's epsilon (a number in [1e-30, 1])", &t.eps, cause) != 0)
+			return -1;
+		break;
+	case ZS_KEY_PRECISION:
 		if (strcmp(value, "mixed") == 0)
 			t.precision = ZS_MIXED;
 		else if (strcmp(value, "fp32") == 0)
 			t.precision = ZS_FP32;
 		else
 			return zs_fail(cause, "--precision: unknown precision '%.40s' (mixed, fp32)", value);
-	} else if (strcmp(key, "optimizer") == 0) {
+		break;
+	case ZS_KEY_OPTIMIZER:
 		if (strcmp(value, "adam") == 0)
 			t.optimizer = ZS_ADAM;
 		else if (strcmp(value, "sgd") == 0)
 			t.optimizer = ZS_SGD;
 		else
 			return zs_fail(cause, "--optimizer: unknown optimizer '%.40s' (adam, sgd)", value);
-	} else {
-		return zs_fail(cause, "unknown option --%s", key);
+		break;
+	case ZS_NKEYS:
+		break;
 	}
+	t.given |= 1u << k;
 	*c = t;
 	return 0;
 }
 
-/* A JSON value as the string the command line would have given. */
-static int spec_value(const cJSON *it, const char *key, char **out, char **cause)
+/* The keys of zerosim-sweep/1 and the JSON type each takes: a list key
+ * takes an array (or one item), the others one value. */
+enum spec_type { SPEC_NUMBER, SPEC_STRING, SPEC_NUMBERS, SPEC_STRINGS };
+static const struct {
+	const char *key;
+	enum spec_type type;
+} spec_keys[] = {
+	{"layers", SPEC_NUMBERS}, {"world", SPEC_NUMBERS}, {"schemes", SPEC_STRINGS}, {"units", SPEC_STRINGS},
+	{"steps", SPEC_NUMBER},   {"batch", SPEC_NUMBER},  {"seed", SPEC_NUMBER},      {"precision", SPEC_STRING},
+	{"optimizer", SPEC_STRING}, {"lr", SPEC_NUMBER},   {"beta1", SPEC_NUMBER},     {"beta2", SPEC_NUMBER},
+	{"eps", SPEC_NUMBER},
+};
+
+/* A JSON number as the command line would give it: a whole number's
+ * digits (exact below 2^53), else the shortest form that reads back. */
+static int spec_number(const cJSON *it, const char *key, char **out, char **cause)
 {
-	if (cJSON_IsString(it)) {
-		*out = zs_strdup(it->valuestring);
-		return 0;
-	}
-	if (cJSON_IsNumber(it)) {
-		if (!isfinite(it->valuedouble))
-			return zs_fail(cause, "\"%s\" is not a finite number", key);
-		if (strcmp(key, "lr") == 0)
-			*out = zs_asprintf("%.17g", it->valuedouble);
-		else if (it->valuedouble >= 0 && it->valuedouble < 1.9e19 && it->valuedouble == floor(it->valuedouble))
-			*out = zs_asprintf("%.0f", it->valuedouble);
-		else
-			return zs_fail(cause, "\"%s\" is %g, not a whole number", key, it->valuedouble);
-		return 0;
-	}
-	if (cJSON_IsArray(it)) {
+	double d = it->valuedouble;
+	if (!isfinite(d))
+		return zs_fail(cause, "\"%s\" is not a finite number", key);
+	if (d < 0)
+		return zs_fail(cause, "\"%s\" is %.17g, a negative number", key, d);
+	if (d == floor(d) && d <= 9007199254740992.0)
+		*out = zs_asprintf("%.0f", d);
+	else if (d == floor(d))
+		return zs_fail(cause, "\"%s\" is %.17g, more than 2^53 (a JSON number is not exact above)", key, d);
+	else
+		*out = zs_asprintf("%.17g", d);
+	return 0;
+}
+
+/* A JSON value of the key's type as the string the command line would give. */
+static int spec_value(const cJSON *it, const char *key, enum spec_type type, char **out, char **cause)
+{
+	int numbers = type == SPEC_NUMBER || type == SPEC_NUMBERS;
+	static const char *const type_name[] = {"a number", "a string", "an array of numbers", "an array of strings"};
+	if ((type == SPEC_NUMBERS || type == SPEC_STRINGS) && cJSON_IsArray(it)) {
 		size_t cap = 16, n = 0;
 		char *s = zs_malloc(cap);
 		s[0] = '\0';
 		const cJSON *e;
 		cJSON_ArrayForEach(e, it) {
 			char *one = NULL;
-			if (cJSON_IsArray(e) || spec_value(e, key, &one, cause) != 0) {
+			if (cJSON_IsArray(e) || spec_value(e, key, numbers ? SPEC_NUMBER : SPEC_STRING, &one, cause) != 0) {
 				free(s);
 				return cJSON_IsArray(e) ? zs_fail(cause, "\"%s\" holds a nested array", key) : -1;
 			}
@@ -289,27 +356,46 @@ static int spec_value(const cJSON *it, const char *key, char **out, char **cause
 		*out = s;
 		return 0;
 	}
-	return zs_fail(cause, "\"%s\" has the wrong type", key);
+	if (numbers && cJSON_IsNumber(it))
+		return spec_number(it, key, out, cause);
+	/* A list item may not hold the separator the list is joined with. */
+	if (!numbers && cJSON_IsString(it) && strchr(it->valuestring, ',') == NULL) {
+		*out = zs_strdup(it->valuestring);
+		return 0;
+	}
+	return zs_fail(cause, "\"%s\" is not %s", key, type_name[type]);
 }
 
 int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 {
-	static const char *const keys[] = {"layers", "world", "schemes", "units", "steps", "batch",
-	                                   "seed", "precision", "optimizer", "lr"};
 	cJSON *root;
 	if (zs_json_load(path, "zerosim-sweep/1", &root, cause) != 0)
 		return -1;
 	struct zs_config t = *c;
 	int r = 0;
-	for (size_t i = 0; i < sizeof keys / sizeof keys[0] && r == 0; i++) {
-		const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, keys[i]);
-		if (it == NULL)
+	const cJSON *it;
+	cJSON_ArrayForEach(it, root) {
+		size_t i = 0;
+		while (i < sizeof spec_keys / sizeof spec_keys[0] && strcmp(it->string, spec_keys[i].key) != 0)
+			i++;
+		if (strcmp(it->string, "format") == 0)
 			continue;
+		if (i == sizeof spec_keys / sizeof spec_keys[0]) {
+			const char *hint = strcmp(it->string, "unit") == 0 ? " (did you mean \"units\"?)"
+			                   : strcmp(it->string, "scheme") == 0 ? " (did you mean \"schemes\"?)"
+			                                                       : "";
+			r = zs_fail(cause, "%s: unknown key \"%.40s\"%s; zerosim-sweep/1 has layers, world, schemes, units, "
+			            "steps, batch, seed, precision, optimizer, lr, beta1, beta2, eps", path, it->string, hint);
+			break;
+		}
 		char *value = NULL, *why = NULL;
-		if (spec_value(it, keys[i], &value, &why) != 0 || zs_config_set(&t, keys[i], value, &why) != 0)
+		if (spec_value(it, spec_keys[i].key, spec_keys[i].type, &value, &why) != 0 ||
+		    zs_config_set(&t, spec_keys[i].key, value, &why) != 0)
 			r = zs_fail(cause, "%s: %s", path, why);
 		free(value);
 		free(why);
+		if (r != 0)
+			break;
 	}
 	cJSON_Delete(root);
 	if (r == 0)
@@ -349,30 +435,60 @@ int zs_config_validate(const struct zs_config *c, char **cause)
 	return 0;
 }
 
-/* Nonzero if s holds white space: strtod would skip it silently. */
-static int isspace_free(const char *s)
+/* The length of the quantity at the start of s (digits, an optional
+ * fraction and exponent), or 0 if s does not start with one. */
+static size_t decimal_length(const char *s)
 {
-	return strpbrk(s, " \t\n\r\f\v") != NULL;
+	size_t i = strspn(s, "0123456789"), digits = i;
+	if (s[i] == '.') {
+		size_t f = strspn(s + i + 1, "0123456789");
+		digits += f;
+		i += 1 + f;
+	}
+	if (digits == 0)
+		return 0;
+	if (s[i] == 'e' || s[i] == 'E') {
+		size_t j = i + 1 + (s[i + 1] == '+' || s[i + 1] == '-');
+		size_t e = strspn(s + j, "0123456789");
+		if (e > 0)
+			i = j + e;
+	}
+	return i;
 }
 
-static int parse_number(const char *s, double *out, const char **rest)
+/* The quantity at the start of s (its length n), finite. */
+static int decimal_prefix(const char *s, double *out, size_t *n)
 {
-	char *end;
+	*n = decimal_length(s);
+	if (*n == 0)
+		return -1;
+	char *q = zs_asprintf("%.*s", (int)*n, s);
 	errno = 0;
-	double v = strtod(s, &end);
-	if (end == s || errno == ERANGE || !isfinite(v))
+	double v = strtod(q, NULL);
+	free(q);
+	if (errno == ERANGE && v != 0) /* overflow; an underflow is a range check's to refuse */
+		return -1;
+	if (!isfinite(v))
 		return -1;
 	*out = v;
-	*rest = end;
+	return 0;
+}
+
+int zs_parse_decimal(const char *s, double *out)
+{
+	size_t n;
+	double v;
+	if (decimal_prefix(s, &v, &n) != 0 || s[n] != '\0')
+		return -1;
+	*out = v;
 	return 0;
 }
 
 int zs_parse_count(const char *s, double max, double *out, char **cause)
 {
 	double v;
-	const char *rest;
-	if (parse_number(s, &v, &rest) != 0 || *rest != '\0' || isspace_free(s) != 0)
-		return zs_fail(cause, "'%.40s' is not a number", s);
+	if (zs_parse_decimal(s, &v) != 0)
+		return zs_fail(cause, "'%.40s' is not a number (decimal digits or e-notation such as 7.5e9)", s);
 	if (v < 1 || v != floor(v))
 		return zs_fail(cause, "'%.40s' is not a positive whole count", s);
 	if (v > max)
@@ -390,15 +506,19 @@ int zs_parse_bytes(const char *s, double *out, char **cause)
 	             {"GB", 1e9},    {"TB", 1e12},      {"KiB", 1024.0},  {"MiB", 1048576.0},
 	             {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
 	double v;
-	const char *rest;
-	if (parse_number(s, &v, &rest) != 0 || isspace_free(s) != 0)
+	size_t n;
+	if (decimal_prefix(s, &v, &n) != 0)
 		return zs_fail(cause, "'%.40s' is not a memory size (such as 80GB or 40GiB)", s);
+	const char *rest = s + n;
 	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
 		if (strcmp(rest, units[i].suffix) == 0) {
 			double b = v * units[i].mult;
-			if (!(b > 0) || !isfinite(b) || b > 1e18)
+			if (!(b >= 1) || !isfinite(b) || b > 1e18)
 				return zs_fail(cause, "'%.40s' is not a memory size between 1 byte and 1e18 bytes", s);
-			*out = b;
+			/* "1.5B" is no size; "0.3GB" is 3e8 bytes, not 3e8 and a bit. */
+			if (units[i].mult == 1 && b != floor(b))
+				return zs_fail(cause, "'%.40s' is not a whole number of bytes", s);
+			*out = round(b);
 			return 0;
 		}
 	return zs_fail(cause, "'%.40s' is not a memory size: unknown unit '%.20s' (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", s, rest);

@@ -26,6 +26,16 @@ enum zs_optimizer { ZS_ADAM, ZS_SGD };
 #define ZS_MAX_BATCH 65536
 /* Byte counts must stay exact in a double: 16 bytes/param * params < 2^53. */
 #define ZS_MAX_PARAMS 1e14
+/* Seeds are whole numbers 0..2^53, so that a JSON number (a double) holds
+ * every one exactly and reads back as written. */
+#define ZS_MAX_SEED 9007199254740992ULL
+
+/* The options a user can set (zs_config.given has bit 1 << ZS_KEY_...). */
+enum zs_key {
+	ZS_KEY_LAYERS, ZS_KEY_WORLD, ZS_KEY_SCHEMES, ZS_KEY_UNITS, ZS_KEY_STEPS, ZS_KEY_BATCH,
+	ZS_KEY_SEED, ZS_KEY_PRECISION, ZS_KEY_OPTIMIZER, ZS_KEY_LR, ZS_KEY_BETA1, ZS_KEY_BETA2,
+	ZS_KEY_EPS, ZS_NKEYS
+};
 
 struct zs_config {
 	size_t widths[ZS_MAX_WIDTHS];   /* d0..dL */
@@ -40,21 +50,26 @@ struct zs_config {
 	unsigned batch;
 	uint64_t seed;
 	double lr;
+	double beta1, beta2, eps;       /* Adam's; unused by SGD */
 	enum zs_precision precision;
 	enum zs_optimizer optimizer;
+	unsigned given;                 /* keys set by a spec or an option */
 };
 
 /* DESIGN.md's defaults: 64,256,64; N = 1..32 by doubling; all schemes;
- * unit model; 3 steps; batch 4; seed 3; mixed; adam; lr 1e-3. */
+ * unit model; 3 steps; batch 4; seed 3; mixed; adam; lr 1e-3; betas 0.9,
+ * 0.999; eps 1e-8. */
 void zs_config_defaults(struct zs_config *c);
 
 /* Set one option from its command-line spelling: key is the long option
  * name without dashes ("layers", "world", "schemes", "unit", "steps",
- * "batch", "seed", "precision", "optimizer", "lr"). Returns 0 or -1 with
- * *cause set ("--world: '0' is not a world size (1..65536)"). */
+ * "batch", "seed", "precision", "optimizer", "lr", "beta1", "beta2", "eps").
+ * Returns 0 or -1 with *cause set ("--world: '0' is not a world size
+ * (1..65536)"). Marks the key in c->given. */
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause);
 
-/* Load a zerosim-sweep/1 file over `c` (keys it has replace c's). */
+/* Load a zerosim-sweep/1 file over `c` (keys it has replace c's). A key
+ * the format does not have is an error naming it. */
 int zs_config_load_spec(struct zs_config *c, const char *path, char **cause);
 
 /* Ψ for the widths: Σ d_l·d_{l+1} + d_{l+1}. */
@@ -80,16 +95,22 @@ int zs_scheme_parse(const char *s, enum zs_scheme *out);
 int zs_unit_parse(const char *s, enum zs_unit *out);
 
 /* Parse a byte size with a unit: "80GB" (1e9), "80GiB" (2^30), "512MB",
- * "1e12" (bytes). Returns 0 or -1 with *cause set. */
+ * "1e12" (bytes): a whole number of bytes from 1 to 1e18. Returns 0 or -1
+ * with *cause set. */
 int zs_parse_bytes(const char *s, double *out, char **cause);
+
+/* The grammar of quantities: decimal digits with an optional fraction and
+ * exponent ("7.5e9", "0.001", ".5"); no sign, hex, white space, inf or nan.
+ * Sets *out and returns 0 if the whole of s is one; -1 otherwise. */
+int zs_parse_decimal(const char *s, double *out);
 
 /* A whole number in [1, max], written in decimal digits only; errors
  * name the option as --OPT and the value as WHAT ("a world size"). */
 int zs_parse_uint(const char *opt, const char *s, unsigned long long max, const char *what,
                   unsigned long long *out, char **cause);
 
-/* Parse a positive count given as an integer or in e-notation ("7.5e9"),
- * at most `max`. */
+/* Parse a positive whole count given as an integer or in e-notation
+ * ("7.5e9"), at most `max`. */
 int zs_parse_count(const char *s, double max, double *out, char **cause);
 
 #endif

@@ -1,0 +1,183 @@
+/*
+ * options — see options.h. Hand-written rather than getopt_long: getopt
+ * accepts abbreviations (a later option can change what "--lay" means),
+ * and after a bad letter in a group its optind does not point at the
+ * argument that was wrong, so the message blamed another one.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/options.h"
+#include "util/util.h"
+
+static const struct zs_opt *by_name(const struct zs_opt *t, const char *name, size_t len)
+{
+	for (; t->id != ZS_OPT_END; t++)
+		if (strlen(t->name) == len && strncmp(t->name, name, len) == 0)
+			return t;
+	return NULL;
+}
+
+static const struct zs_opt *by_letter(const struct zs_opt *t, char c)
+{
+	for (; t->id != ZS_OPT_END; t++)
+		if (t->letter != 0 && t->letter == c)
+			return t;
+	return NULL;
+}
+
+/* The one option `name` abbreviates, if exactly one. */
+static const struct zs_opt *completion(const struct zs_opt *t, const char *name, size_t len)
+{
+	const struct zs_opt *found = NULL;
+	for (; t->id != ZS_OPT_END && len > 0; t++)
+		if (strncmp(t->name, name, len) == 0) {
+			if (found != NULL && found->id != t->id)
+				return NULL;
+			found = found != NULL ? found : t;
+		}
+	return found;
+}
+
+static int unknown(const struct zs_opt *table, const char *cmd, const char *arg, const char *name, size_t len,
+                   char **cause)
+{
+	const struct zs_opt *maybe = completion(table, name, len);
+	if (maybe != NULL)
+		return zs_fail(cause, "unknown option '%.60s' (did you mean --%s?); try 'zerosim %s --help'", arg,
+		               maybe->name, cmd);
+	return zs_fail(cause, "unknown option '%.60s'; try 'zerosim %s --help'", arg, cmd);
+}
+
+int zs_opts_parse(const struct zs_opt *table, int argc, char **argv, struct zs_arg **args, size_t *nargs,
+                  char **cause)
+{
+	const char *cmd = argv[0];
+	struct zs_arg *out = zs_calloc((size_t)argc + 1, sizeof *out);
+	size_t n = 0;
+	int i = 1;
+	for (; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--") == 0) {
+			i++;
+			break;
+		}
+		if (a[0] != '-' || a[1] == '\0')
+			break; /* an operand ("-" included) */
+		struct zs_arg *r = &out[n];
+		if (a[1] == '-') {
+			const char *name = a + 2, *eq = strchr(name, '=');
+			size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
+			const struct zs_opt *o = by_name(table, name, len);
+			if (o == NULL) {
+				char typed[80]; /* the name as typed, without its value */
+				snprintf(typed, sizeof typed, "%.*s", (int)(len + 2 < 79 ? len + 2 : 79), a);
+				unknown(table, cmd, typed, name, len, cause);
+				goto fail;
+			}
+			snprintf(r->typed, sizeof r->typed, "--%s", o->name);
+			r->opt = o;
+			if (!o->value && eq != NULL) {
+				zs_fail(cause, "option '--%s' takes no value (given '%.60s')", o->name, a);
+				goto fail;
+			}
+			if (o->value) {
+				if (eq != NULL) {
+					r->value = eq + 1;
+				} else if (i + 1 < argc) {
+					r->value = argv[++i];
+				} else {
+					zs_fail(cause, "option '--%s' needs a value; try 'zerosim %s --help'", o->name, cmd);
+					goto fail;
+				}
+			}
+			n++;
+			if (o->id == ZS_OPT_HELP || o->id == ZS_OPT_VERSION)
+				goto done;
+			continue;
+		}
+		/* One or more short options: "-q", "-qh", "-o FILE", "-oFILE". */
+		for (const char *p = a + 1; *p != '\0'; p++) {
+			const struct zs_opt *o = by_letter(table, *p);
+			r = &out[n];
+			if (o == NULL) {
+				if (p == a + 1 && p[1] != '\0' && by_name(table, a + 1, strlen(a + 1)) != NULL)
+					zs_fail(cause, "unknown option '%.60s' (long options take two dashes: '-%.60s'); "
+					        "try 'zerosim %s --help'", a, a, cmd);
+				else if (p == a + 1)
+					unknown(table, cmd, a, a + 1, strlen(a + 1), cause);
+				else
+					zs_fail(cause, "unknown option '-%c' in '%.60s'; try 'zerosim %s --help'", *p, a, cmd);
+				goto fail;
+			}
+			snprintf(r->typed, sizeof r->typed, "-%c", *p);
+			r->opt = o;
+			n++;
+			if (o->value) {
+				if (p[1] != '\0') {
+					r->value = p + 1;
+				} else if (i + 1 < argc) {
+					r->value = argv[++i];
+				} else {
+					zs_fail(cause, "option '-%c' needs a value; try 'zerosim %s --help'", *p, cmd);
+					goto fail;
+				}
+				break;
+			}
+			if (o->id == ZS_OPT_HELP || o->id == ZS_OPT_VERSION)
+				goto done;
+		}
+	}
+	if (i < argc) {
+		zs_fail(cause, "unexpected argument '%.60s'; try 'zerosim %s --help'", argv[i], cmd);
+		goto fail;
+	}
+done:
+	*args = out;
+	*nargs = n;
+	return 0;
+fail:
+	free(out);
+	return -1;
+}
+
+const struct zs_arg *zs_opts_last(const struct zs_arg *args, size_t nargs, int id)
+{
+	const struct zs_arg *last = NULL;
+	for (size_t i = 0; i < nargs; i++)
+		if (args[i].opt->id == id)
+			last = &args[i];
+	return last;
+}
+
+int zs_opts_sets(const struct zs_arg *args, size_t nargs, const char *key)
+{
+	for (size_t i = 0; i < nargs; i++) {
+		const struct zs_opt *o = args[i].opt;
+		if (o->id == ZS_OPT_CONFIG && strcmp(o->key != NULL ? o->key : o->name, key) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+int zs_opts_config(struct zs_config *c, const struct zs_arg *args, size_t nargs, char **cause)
+{
+	const struct zs_arg *spec = zs_opts_last(args, nargs, ZS_OPT_SPEC);
+	if (spec != NULL && zs_config_load_spec(c, spec->value, cause) != 0)
+		return -1;
+	for (size_t i = 0; i < nargs; i++) {
+		const struct zs_opt *o = args[i].opt;
+		if (o->id == ZS_OPT_CONFIG &&
+		    zs_config_set(c, o->key != NULL ? o->key : o->name, args[i].value, cause) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+void zs_opts_print_version(void)
+{
+	printf("zerosim %s\n", PACKAGE_VERSION);
+}

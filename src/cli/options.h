@@ -1,0 +1,82 @@
+/*
+ * options — one option table per command and one parser for all three.
+ *
+ * A command lists its options in a table of struct zs_opt; zs_opts_parse
+ * turns argv into the options as typed, in order, and every message names
+ * the argument the user typed. zs_opts_config is the one spec-then-override
+ * path: the --spec file over the defaults, then every model option of the
+ * command line in order, wherever --spec stands among them.
+ *
+ * Grammar (GNU-like): "--name VALUE", "--name=VALUE", "-x VALUE", "-xVALUE",
+ * short flags grouped ("-qh"); "--" ends the options. Long names must be
+ * typed in full (an abbreviation is refused, with the option it may mean),
+ * so that an option added later never changes what a script meant. A value
+ * may start with '-' ("--out -"). Operands are refused.
+ */
+#ifndef ZS_OPTIONS_H
+#define ZS_OPTIONS_H
+
+#include <stddef.h>
+
+#include "util/config.h"
+
+enum {
+	ZS_OPT_END = 0,   /* ends a table */
+	ZS_OPT_HELP,      /* parsing stops at it: it is the last option parsed */
+	ZS_OPT_VERSION,   /* likewise */
+	ZS_OPT_SPEC,      /* --spec FILE, read by zs_opts_config */
+	ZS_OPT_CONFIG,    /* a zs_config key, set by zs_opts_config */
+	ZS_OPT_COMMAND    /* a command's own options are ZS_OPT_COMMAND + k */
+};
+
+struct zs_opt {
+	const char *name;  /* long name without the dashes */
+	char letter;       /* short option, or 0 */
+	int value;         /* 1: takes a value */
+	int id;            /* ZS_OPT_... or the command's own */
+	const char *key;   /* ZS_OPT_CONFIG: the zs_config_set key (NULL: name) */
+};
+
+/* The model and run options measure and theory share, in --help's order. */
+#define ZS_OPTS_MODEL \
+	{"layers", 0, 1, ZS_OPT_CONFIG, NULL}, {"world", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"schemes", 0, 1, ZS_OPT_CONFIG, NULL}, {"scheme", 0, 1, ZS_OPT_CONFIG, "schemes"}, \
+	{"unit", 0, 1, ZS_OPT_CONFIG, NULL}, {"steps", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"batch", 0, 1, ZS_OPT_CONFIG, NULL}, {"seed", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"precision", 0, 1, ZS_OPT_CONFIG, NULL}, {"optimizer", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"lr", 0, 1, ZS_OPT_CONFIG, NULL}, {"beta1", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"beta2", 0, 1, ZS_OPT_CONFIG, NULL}, {"eps", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"spec", 0, 1, ZS_OPT_SPEC, NULL}
+
+/* Every command has these. */
+#define ZS_OPTS_STANDARD \
+	{"help", 'h', 0, ZS_OPT_HELP, NULL}, {"version", 'V', 0, ZS_OPT_VERSION, NULL}
+
+/* One option as the user gave it. */
+struct zs_arg {
+	const struct zs_opt *opt;
+	const char *value;  /* NULL for an option without a value */
+	char typed[48];     /* "--out", "-o": for messages */
+};
+
+/* Parse argv[1..argc) (argv[0] is the command, "measure") against `table`.
+ * On success *args (free() it) holds *nargs options in order; parsing stops
+ * after a help or version option. On failure, -1 and *cause names the
+ * argument and the way to get help. */
+int zs_opts_parse(const struct zs_opt *table, int argc, char **argv, struct zs_arg **args, size_t *nargs,
+                  char **cause);
+
+/* The last option with this id, or NULL. */
+const struct zs_arg *zs_opts_last(const struct zs_arg *args, size_t nargs, int id);
+
+/* Nonzero if the command line sets the zs_config key ("layers"). */
+int zs_opts_sets(const struct zs_arg *args, size_t nargs, const char *key);
+
+/* The spec-then-override path: the last --spec over `c`, then every
+ * ZS_OPT_CONFIG option in order. Returns 0 or -1 with *cause set. */
+int zs_opts_config(struct zs_config *c, const struct zs_arg *args, size_t nargs, char **cause);
+
+/* "--version" output, the same for every command. */
+void zs_opts_print_version(void);
+
+#endif
