@@ -11,5 +11,10 @@ tests_test_coll_mpi_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_coll_mpi_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(CHECK_LIBS) -lm
 endif
 
-TESTS += tests/mpi_coll.sh
-EXTRA_DIST += tests/mpi_coll.sh tests/mpi_env.sh
+# An MPI run's file against the in-process one's (needs no MPI itself).
+check_PROGRAMS += tests/mpi_agree
+tests_mpi_agree_SOURCES = tests/mpi_agree.c
+tests_mpi_agree_LDADD = libzsutil.a $(CJSON_LIBS)
+
+TESTS += tests/mpi_coll.sh tests/mpi_measure.sh tests/mpi_kill.sh
+EXTRA_DIST += tests/mpi_coll.sh tests/mpi_measure.sh tests/mpi_kill.sh tests/mpi_env.sh

@@ -110,15 +110,17 @@ static void check_one(enum op op, unsigned N, size_t n, enum zs_dtype dt, uint64
 		}
 	}
 	for (int b = 0; b < 2; b++) {
+		/* The lists hold the process's ranks, rank k at k - r0. */
+		void **f = full[b] + c[b].r0, **sh = shard[b] + c[b].r0;
 		switch (op) {
-		case OP_AR: coll_all_reduce(&c[b], full[b], n, dt); break;
+		case OP_AR: coll_all_reduce(&c[b], f, n, dt); break;
 		case OP_RS:
 		case OP_RS_IN_PLACE:
-			coll_reduce_scatter(&c[b], (const void *const *)full[b], shard[b], n, dt);
+			coll_reduce_scatter(&c[b], (const void *const *)f, sh, n, dt);
 			break;
 		case OP_AG:
 		case OP_AG_IN_PLACE:
-			coll_all_gather(&c[b], (const void *const *)shard[b], full[b], n, dt);
+			coll_all_gather(&c[b], (const void *const *)sh, f, n, dt);
 			break;
 		}
 	}

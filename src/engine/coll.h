@@ -10,9 +10,9 @@
  * real elements only; padding slots of a shard are never written. Reductions
  * sum ranks in order 0..N-1 in fp32, divide by N in fp32, and round once to
  * the buffer type. In-place use is allowed: shard[r] may be full[r] + r·s.
- * The pointer lists are indexed by rank 0..N-1; a process holds the ranks
- * [r0, r1) and a backend touches only their entries (all N in process; N/P
- * of them in each of P MPI processes, coll_mpi.h).
+ * A process holds the ranks [r0, r1) (all N in process; N/P of them in
+ * each of P MPI processes, coll_mpi.h); the pointer lists hold those ranks'
+ * buffers, rank k's at k - r0. The stats are for all N ranks.
  *
  * Cost accounting is the ring algorithm's (Patarasuk & Yuan 2009; the ZeRO
  * paper §7): a reduce-scatter or all-gather of a padded buffer of M bytes

@@ -20,7 +20,7 @@ struct mpi_impl {
 	size_t stage;               /* at most this many bytes each way */
 	int *scount, *sdispl, *rcount, *rdispl; /* per process, bytes */
 	const void **src;           /* per rank: where its slice of the chunk is */
-	void **dst;                 /* per rank: the all-reduce's in-place shards */
+	void **dst;                 /* per local rank: the all-reduce's in-place shards */
 };
 
 static void impl_free(void *p)
@@ -101,7 +101,7 @@ static void reduce_scatter_kind(struct zs_coll *c, const void *const *full, void
 					for (unsigned q = c->r0; q < c->r1; q++)
 						for (unsigned j = p * L; j < (p + 1) * L; j++) {
 							size_t cnt = chunk_part(n, s, j, off, chunk);
-							memcpy(m->send + pos, at(full[q], (size_t)j * s + off, es), cnt * es);
+							memcpy(m->send + pos, at(full[q - c->r0], (size_t)j * s + off, es), cnt * es);
 							pos += cnt * es;
 							c->stats[q].wire_bytes[kind] += cnt * es;
 						}
@@ -125,14 +125,14 @@ static void reduce_scatter_kind(struct zs_coll *c, const void *const *full, void
 			for (unsigned q = 0; q < N; q++) {
 				unsigned p = q / L;
 				if (p == (unsigned)m->me)
-					m->src[q] = at(full[q], (size_t)j * s + off, es);
+					m->src[q] = at(full[q - c->r0], (size_t)j * s + off, es);
 				else
 					m->src[q] = m->recv + (size_t)m->rdispl[p] + ((size_t)(q - p * L) * mine + before) * es;
 			}
 			for (size_t i = 0; i < cnt; i += COLL_BLOCK) {
 				size_t b = cnt - i < COLL_BLOCK ? cnt - i : COLL_BLOCK;
 				coll_mean_block(sum, m->src, N, i, b, dt);
-				coll_store_block(shard[j], off + i, sum, b, dt);
+				coll_store_block(shard[j - c->r0], off + i, sum, b, dt);
 			}
 			before += cnt;
 		}
@@ -149,11 +149,11 @@ static void all_gather_kind(struct zs_coll *c, const void *const *shard, void *c
 	struct mpi_impl *m = c->impl;
 	unsigned N = c->world, L = m->per, P = (unsigned)m->nproc;
 	size_t s = coll_shard_len(n, N), es = coll_dtype_size(dt);
-	char *first = full[c->r0];
+	char *first = full[0];
 	for (unsigned r = c->r0; r < c->r1; r++) {
 		char *dst = first + (size_t)r * s * es;
-		if (dst != (const char *)shard[r])
-			memcpy(dst, shard[r], coll_owned(n, s, r) * es);
+		if (dst != (const char *)shard[r - c->r0])
+			memcpy(dst, shard[r - c->r0], coll_owned(n, s, r) * es);
 	}
 	if (P > 1) {
 		for (unsigned p = 0; p < P; p++) {
@@ -170,7 +170,7 @@ static void all_gather_kind(struct zs_coll *c, const void *const *shard, void *c
 		}
 	}
 	for (unsigned q = c->r0 + 1; q < c->r1; q++)
-		memcpy(full[q], first, n * es);
+		memcpy(full[q - c->r0], first, n * es);
 }
 
 static void mpi_reduce_scatter(struct zs_coll *c, const void *const *full, void *const *shard, size_t n,
@@ -193,7 +193,7 @@ static void mpi_all_reduce(struct zs_coll *c, void *const *full, size_t n, enum 
 	struct mpi_impl *m = c->impl;
 	size_t s = coll_shard_len(n, c->world), es = coll_dtype_size(dt);
 	for (unsigned j = c->r0; j < c->r1; j++)
-		m->dst[j] = coll_owned(n, s, j) > 0 ? (char *)full[j] + (size_t)j * s * es : full[j];
+		m->dst[j - c->r0] = (char *)full[j - c->r0] + (coll_owned(n, s, j) > 0 ? (size_t)j * s * es : 0);
 	reduce_scatter_kind(c, (const void *const *)full, m->dst, n, dt, ZS_ALL_REDUCE);
 	all_gather_kind(c, (const void *const *)m->dst, full, n, dt, ZS_ALL_REDUCE);
 }
@@ -227,7 +227,7 @@ int coll_init_mpi(struct zs_coll *c, unsigned world, char **cause)
 	m->rcount = zs_calloc((size_t)nproc, sizeof *m->rcount);
 	m->rdispl = zs_calloc((size_t)nproc, sizeof *m->rdispl);
 	m->src = zs_calloc(world, sizeof *m->src);
-	m->dst = zs_calloc(world, sizeof *m->dst);
+	m->dst = zs_calloc(m->per, sizeof *m->dst);
 	c->world = world;
 	c->r0 = (unsigned)me * m->per;
 	c->r1 = c->r0 + m->per;

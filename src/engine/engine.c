@@ -144,8 +144,8 @@ static void *param_slots(struct zs_run *r, unsigned k, size_t u)
 void run_reduce_scatter_unit(struct zs_run *r, size_t u, size_t f, size_t full_off)
 {
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		r->ptr_a[k] = run_elem(r, *field(r, k, f), full_off);
-		r->ptr_b[k] = grad_slots(r, k, u);
+		r->ptr_a[k - r->r0] = run_elem(r, *field(r, k, f), full_off);
+		r->ptr_b[k - r->r0] = grad_slots(r, k, u);
 	}
 	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, r->unit_n[u], r->dt);
 }
@@ -153,8 +153,8 @@ void run_reduce_scatter_unit(struct zs_run *r, size_t u, size_t f, size_t full_o
 void run_gather_params_unit(struct zs_run *r, size_t u, size_t f, size_t full_off)
 {
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		r->ptr_a[k] = param_slots(r, k, u);
-		r->ptr_b[k] = run_elem(r, *field(r, k, f), full_off);
+		r->ptr_a[k - r->r0] = param_slots(r, k, u);
+		r->ptr_b[k - r->r0] = run_elem(r, *field(r, k, f), full_off);
 	}
 	coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, r->unit_n[u], r->dt);
 }
