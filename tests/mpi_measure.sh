@@ -32,6 +32,14 @@ grep -q '^zerosim measure: skipping N=3: ' "$tmp/err" || fail "no line saying N=
 [ "$(grep -c '^zerosim' "$tmp/err")" -eq 2 ] || fail "not exactly two skip lines: $(cat "$tmp/err")"
 "$agree" "$tmp/ip.json" "$tmp/mpi.json" 8 || fail "the sweep's runs differ from the in-process ones"
 
+echo "zerosim report on it: the process overhead (OS - tracked) of every run"
+"$zerosim" theory --world 2,4 --out "$tmp/theory.json" || fail "zerosim theory"
+ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-$srcdir} "$zerosim" report --no-render --measured "$tmp/mpi.json" \
+	--theory "$tmp/theory.json" --out "$tmp/report" >/dev/null || fail "zerosim report on the MPI file"
+[ "$(grep -c '^process overhead: .* MB per rank (process [01] of 2: peak RSS' "$tmp/report/flags.txt")" -eq 8 ] ||
+	fail "flags.txt does not show the process overhead of all 8 runs"
+grep -q 'Process overhead (OS' "$tmp/report/flags.tex" || fail "flags.tex has no process overhead paragraph"
+
 echo "mpirun -np 2 zerosim measure --backend mpi --world 3: refused"
 echo keep >"$tmp/old.json"
 $mpirun -np 2 "$zerosim" measure --backend mpi --world 3 --out "$tmp/old.json" >/dev/null 2>"$tmp/err"
