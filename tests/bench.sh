@@ -18,7 +18,8 @@ bench() { # name runs command...
 	if command -v hyperfine >/dev/null 2>&1; then
 		hyperfine -N -w 1 -r "$n" --export-json "$out/h.json" "$*" >/dev/null 2>&1
 		med=$(tr ',' '\n' <"$out/h.json" | sed -n 's/.*"median": *//p' | head -n 1)
-		printf '%-48s median %8.1f ms over %d runs (hyperfine)\n' "$name" "$(echo "$med" | awk '{print $1 * 1000}')" "$n"
+		last_ms=$(echo "$med" | awk '{print $1 * 1000}')
+		printf '%-48s median %8.1f ms over %d runs (hyperfine)\n' "$name" "$last_ms" "$n"
 	else
 		i=0
 		: >"$out/t"
@@ -29,7 +30,8 @@ bench() { # name runs command...
 			echo $(((e - s) / 1000)) >>"$out/t"
 			i=$((i + 1))
 		done
-		printf '%-48s median %8.1f ms over %d runs\n' "$name" "$(median <"$out/t" | awk '{print $1 / 1000}')" "$n"
+		last_ms=$(median <"$out/t" | awk '{print $1 / 1000}')
+		printf '%-48s median %8.1f ms over %d runs\n' "$name" "$last_ms" "$n"
 	fi
 }
 
@@ -43,4 +45,31 @@ bench "1024,4096,1024 at N=16, 1 step, 4 schemes" "$big_runs" \
 if [ -x /usr/bin/time ]; then
 	/usr/bin/time -f "1024,4096,1024 at N=16: %e s wall, %M kB peak RSS" \
 		"$zs" measure --quiet --layers 1024,4096,1024 --world 16 --steps 1 --out "$out/m.json"
+fi
+
+# The MPI backend (./configure --with-mpi) against the in-process one on
+# the same runs, measured side by side: the default sweep's runs that P = 2
+# divides, and the large case; then each process's overhead (OS - tracked,
+# per rank) in the large case, from zerosim report.
+if grep -q '^#define HAVE_MPI 1' "${ZS_BUILDDIR:-.}/config.h" 2>/dev/null; then
+	# A shared machine: wait for messages without spinning on a core.
+	export OMPI_MCA_mpi_yield_when_idle=1
+	mpirun="mpirun -np 2 --oversubscribe"
+	[ "$(id -u)" -ne 0 ] || mpirun="$mpirun --allow-run-as-root"
+	echo "MPI backend, 2 processes, against the in-process backend on the same runs ($(uptime | sed 's/.*load/load/'))"
+	ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "  MPI / in-process wall time: %.2f\n", a / b}'; }
+	for pair in "$runs:--world 2,4,8,16,32" "$big_runs:--layers 1024,4096,1024 --world 16 --steps 1"; do
+		n=${pair%%:*} args=${pair#*:}
+		# shellcheck disable=SC2086
+		bench "in-process: $args" "$n" "$zs" measure --quiet $args --out "$out/m.json"
+		ip=$last_ms
+		# shellcheck disable=SC2086
+		bench "mpi -np 2:  $args" "$n" $mpirun "$zs" measure --backend mpi --quiet $args --out "$out/m.json"
+		ratio "$last_ms" "$ip"
+	done
+	$mpirun "$zs" measure --backend mpi --quiet --layers 1024,4096,1024 --world 16 --steps 1 --out "$out/m.json"
+	"$zs" theory --layers 1024,4096,1024 --world 16 --out "$out/t.json"
+	ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zs" report --no-render --measured "$out/m.json" \
+		--theory "$out/t.json" --out "$out/report" >/dev/null
+	grep '^process overhead:' "$out/report/flags.txt"
 fi

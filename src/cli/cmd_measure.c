@@ -450,6 +450,9 @@ static int sweep_run_mpi(struct sweep *sw, unsigned char *skip, char **cause)
 	if (avail > 0 && one > avail)
 		return zs_fail(cause, "each process needs up to %.3g GB for the largest run and this machine has %.3g GB "
 		               "available; use more processes, or a smaller --layers or --world", one / 1e9, avail / 1e9);
+	/* The heap as in process (2 MiB pages, no mmap per block); the engine
+	 * trims it before each run, so that the run's peak RSS is its own. */
+	tune_heap(one);
 	sw->start = now();
 	size_t last = sw->njobs;
 	while (last > 0 && skip[last - 1])
@@ -614,8 +617,6 @@ int zs_cmd_measure(int argc, char **argv)
 		sweep_free(&sw);
 		goto fail;
 	}
-	/* Under MPI each run's heap goes back to the kernel after it, so that
-	 * the next run's peak resident set is its own. */
 	if (!mpi)
 		tune_heap(sw.budget);
 	root = measure_json_new(&c, case_path);
