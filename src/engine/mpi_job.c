@@ -4,6 +4,9 @@
  */
 #include "config.h"
 
+/* Built only with MPI (./configure --with-mpi); linted in either build. */
+#ifdef HAVE_MPI
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -203,3 +206,5 @@ void mpi_job_abort(int status)
 	MPI_Abort(MPI_COMM_WORLD, status);
 	_exit(status);
 }
+
+#endif /* HAVE_MPI */
