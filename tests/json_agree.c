@@ -17,13 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/schedule.h"
 #include "util/util.h"
 
-static const char *const categories[] = {
-	"param16", "param32", "grad16", "grad32", "master32", "adam_m", "adam_v",
-	"momentum", "gathered_params", "full_grads", "activations", "scratch",
-};
-#define NCATEGORIES (sizeof categories / sizeof categories[0])
 
 static const char *measured_path, *theory_path;
 
@@ -74,8 +70,8 @@ static int same_breakdown(const cJSON *mrun, const cJSON *sched, const char *key
 	    || zs_json_object(sched, key, run, &tb, cause) < 0)
 		return 2;
 	snprintf(prefix, sizeof prefix, "%s.", key);
-	for (size_t c = 0; c < NCATEGORIES; c++) {
-		int r = same(mb, tb, categories[c], run, prefix, cause);
+	for (int c = 0; c < ZS_NCATS; c++) {
+		int r = same(mb, tb, zs_cat_name((enum zs_cat)c), run, prefix, cause);
 		if (r != 0)
 			return r;
 	}

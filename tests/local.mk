@@ -22,3 +22,7 @@ tests_test_golden_SOURCES = tests/test_golden.c
 tests_test_golden_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_golden_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(CHECK_LIBS) -lm
 endif
+
+# Where report finds its template without --template.
+TESTS += tests/datafile.sh
+EXTRA_DIST += tests/datafile.sh

@@ -18,6 +18,7 @@
 #include "engine/coll.h"
 #include "engine/engine.h"
 #include "engine/fp16.h"
+#include "engine/layout.h"
 #include "engine/mlp.h"
 #include "engine/optim.h"
 #include "engine/tracker.h"
@@ -42,6 +43,91 @@ static size_t sum_breakdown(const size_t *b)
 		s += b[c];
 	return s;
 }
+
+/* ------------------------------------------------------------------------- */
+/* layout (docs/schedule.md's definitions worked by hand) */
+
+/* widths 2,2,2: two layers of 2·2 + 2 = 6 params, Ψ = 12. */
+static const size_t tiny[] = {2, 2, 2};
+
+START_TEST(test_layout_gives_each_rank_ceil_n_over_n_slots)
+{
+	struct zs_model m;
+	model_mlp_init(&m, tiny, 3, 1);
+	struct zs_layout lo;
+	layout_init(&lo, &m, ZS_ZERO3, 5, ZS_UNIT_MODEL);
+	/* one unit of 12 over 5 ranks: s = 3, ranks 0..3 own 3, rank 4 none */
+	ck_assert_uint_eq(lo.nunits, 1);
+	ck_assert_uint_eq(lo.unit[0].s, 3);
+	ck_assert_uint_eq(lo.shard, 3);
+	struct zs_slice a = layout_own(&lo, ZS_BUF_PARAMS, 0, 3), b = layout_own(&lo, ZS_BUF_PARAMS, 0, 4);
+	ck_assert_uint_eq(a.first, 9);
+	ck_assert_uint_eq(a.count, 3);
+	ck_assert_uint_eq(a.at, 0); /* a shard holds only the rank's slots */
+	ck_assert_uint_eq(b.count, 0);
+
+	layout_init(&lo, &m, ZS_ZERO3, 4, ZS_UNIT_LAYER);
+	/* two units of 6 over 4 ranks: s = 2 each, S = 4; rank 3 holds padding */
+	ck_assert_uint_eq(lo.nunits, 2);
+	ck_assert_uint_eq(lo.shard, 4);
+	struct zs_slice c = layout_own(&lo, ZS_BUF_GRADS, 1, 2), d = layout_own(&lo, ZS_BUF_M, 1, 3);
+	ck_assert_uint_eq(c.first, 10);
+	ck_assert_uint_eq(c.count, 2);
+	ck_assert_uint_eq(c.at, 2); /* after its 2 slots of unit 0 */
+	ck_assert_uint_eq(d.count, 0);
+}
+END_TEST
+
+START_TEST(test_layout_full_buffers_hold_owned_slots_at_their_own_index)
+{
+	struct zs_model m;
+	model_mlp_init(&m, tiny, 3, 1);
+	struct zs_layout lo;
+	layout_init(&lo, &m, ZS_ZERO1, 4, ZS_UNIT_LAYER);
+	/* zero1: params and grads full (Ψ = 12 elements), optimizer state a shard */
+	ck_assert_uint_eq(layout_len(&lo, ZS_BUF_PARAMS), 12);
+	ck_assert_uint_eq(layout_len(&lo, ZS_BUF_GRADS), 12);
+	ck_assert_uint_eq(layout_len(&lo, ZS_BUF_MASTER), 4);
+	struct zs_slice p = layout_own(&lo, ZS_BUF_PARAMS, 1, 1), s = layout_own(&lo, ZS_BUF_MASTER, 1, 1);
+	ck_assert_uint_eq(p.first, 8);
+	ck_assert_uint_eq(p.at, 8);
+	ck_assert_uint_eq(s.first, 8);
+	ck_assert_uint_eq(s.at, 2);
+	ck_assert_uint_eq(p.count, 2);
+	/* dp: every rank owns every element of every buffer */
+	layout_init(&lo, &m, ZS_DP, 4, ZS_UNIT_LAYER);
+	struct zs_slice q = layout_own(&lo, ZS_BUF_V, 1, 3);
+	ck_assert_uint_eq(q.first, 6);
+	ck_assert_uint_eq(q.count, 6);
+	ck_assert_uint_eq(q.at, 6);
+}
+END_TEST
+
+/* The sweep admits runs side by side by this bound: it must hold every
+ * byte each run allocates, for every scheme, unit and world. */
+START_TEST(test_the_memory_bound_holds_every_run)
+{
+	struct zs_config c;
+	zs_config_defaults(&c);
+	c.steps = 1;
+	const unsigned worlds[] = {1, 3, 4, 7};
+	for (int s = 0; s < ZS_NSCHEMES; s++)
+		for (int u = 0; u < ZS_NUNITS; u++)
+			for (size_t w = 0; w < 4; w++) {
+				struct zs_result res = run(&c, (enum zs_scheme)s, worlds[w], (enum zs_unit)u);
+				double all = 0;
+				for (unsigned k = 0; k < worlds[w]; k++)
+					all += (double)res.peak[k];
+				double bound = engine_bytes_upper_bound(&c, (enum zs_scheme)s, worlds[w], (enum zs_unit)u);
+				ck_assert_msg(all <= bound, "%s N=%u: peak %.0f above the bound %.0f",
+				              zs_scheme_name((enum zs_scheme)s), worlds[w], all, bound);
+				/* and is scheme-aware: zero3 at N = 7 is far below dp's */
+				if (s == ZS_ZERO3 && worlds[w] == 7)
+					ck_assert(bound < 0.5 * engine_bytes_upper_bound(&c, ZS_DP, 7, (enum zs_unit)u));
+				engine_result_free(&res);
+			}
+}
+END_TEST
 
 /* ------------------------------------------------------------------------- */
 /* fp16 */
@@ -551,6 +637,9 @@ static Suite *engine_suite(void)
 	suite_add_tcase(s, t);
 	t = tcase_create("parts");
 	tcase_add_test(t, test_tracker_keeps_the_breakdown_at_the_peak);
+	tcase_add_test(t, test_layout_gives_each_rank_ceil_n_over_n_slots);
+	tcase_add_test(t, test_layout_full_buffers_hold_owned_slots_at_their_own_index);
+	tcase_add_test(t, test_the_memory_bound_holds_every_run);
 	tcase_add_test(t, test_reduce_scatter_averages_and_skips_padding);
 	suite_add_tcase(s, t);
 	t = tcase_create("training");

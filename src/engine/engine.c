@@ -21,11 +21,11 @@
 #include "engine/engine.h"
 #include "engine/osmem.h"
 #include "engine/scheme.h"
+#include "util/util.h"
 #ifdef HAVE_MPI
 #include "engine/coll_mpi.h"
 #include "engine/mpi_job.h"
 #endif
-#include "util/util.h"
 
 /* ------------------------------------------------------------------------- */
 /* generator and digest */
@@ -52,118 +52,101 @@ float engine_uniform(uint64_t seed, uint64_t stream, uint64_t index)
 	return uniform_at(stream_base(seed, stream), index);
 }
 
-/* libxxhash fails only when it cannot allocate its state. */
-static void digest_failed(void)
-{
-	fprintf(stderr, "zerosim: out of memory in the weights digest\n");
-	exit(ZS_EXIT_RUNTIME);
-}
-
 /* Streams of the generator. */
 #define STREAM_WEIGHTS 1
 #define STREAM_BATCH(t, k) (2 + (uint64_t)(t) * ZS_MAX_WORLD + (k))
 
 float *engine_initial_weights(const struct zs_config *c)
 {
-	struct mlp_shape s;
-	mlp_shape_init(&s, c->widths, c->nwidths);
-	float *w = zs_malloc(s.nparams * sizeof *w);
+	struct zs_model m;
+	model_mlp_init(&m, c->widths, c->nwidths, c->batch);
+	float *w = zs_malloc(m.nparams * sizeof *w);
 	uint64_t base = stream_base(c->seed, STREAM_WEIGHTS);
-	for (size_t l = 0; l < s.nlayers; l++) {
-		float bound = (float)(1.0 / sqrt((double)s.width[l]));
-		size_t end = l + 1 < s.nlayers ? s.w_off[l + 1] : s.nparams;
-		for (size_t g = s.w_off[l]; g < end; g++)
+	for (size_t l = 0; l < m.nlayers; l++) {
+		const struct zs_layer *ly = &m.layer[l];
+		float bound = (float)(1.0 / sqrt((double)ly->din));
+		for (size_t g = ly->param_off; g < ly->param_off + ly->nparams; g++)
 			w[g] = bound * uniform_at(base, g);
 	}
 	return w;
 }
 
-/* The initial fp32 weights of global elements [first, first + n) into
- * w32 (if not NULL) and w16 (if not NULL). */
-static void initial_weights(const struct zs_run *r, size_t first, size_t n, float *w32, zs_half *w16)
+/* Elements [first, first + n) of the initial fp32 weights into element
+ * `at` of rank k's buffer b, rounded to fp16 if b holds fp16. */
+static void initial_weights(const struct zs_run *r, unsigned k, enum zs_buf b, size_t first, size_t n, size_t at)
 {
 	const float *v = r->init + first;
-	if (w32)
-		memcpy(w32, v, n * sizeof *w32);
-	if (w16) {
-		size_t i = 0;
-		for (; i + 8 <= n; i += 8)
-			zs_float_to_half8(w16 + i, v + i);
-		for (; i < n; i++)
-			w16[i] = zs_float_to_half(v[i]);
+	if (r->esize[b] == sizeof(float)) {
+		memcpy(run_at(r, k, b, at), v, n * sizeof(float));
+		return;
 	}
+	zs_half *w16 = run_at(r, k, b, at);
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		zs_float_to_half8(w16 + i, v + i);
+	for (; i < n; i++)
+		w16[i] = zs_float_to_half(v[i]);
 }
 
 /* ------------------------------------------------------------------------- */
 /* helpers for the schemes */
 
-size_t run_owned(const struct zs_run *r, size_t u, unsigned k)
-{
-	size_t lo = (size_t)k * r->unit_s[u], n = r->unit_n[u];
-	return lo >= n ? 0 : (n - lo < r->unit_s[u] ? n - lo : r->unit_s[u]);
-}
-
-static void **field(struct zs_run *r, unsigned k, size_t f)
-{
-	return (void **)((char *)&r->rank[k] + f);
-}
-
-void run_alloc_all(struct zs_run *r, size_t f, enum zs_cat cat, size_t bytes)
+static void run_alloc(struct zs_run *r, enum zs_buf b, size_t n)
 {
 	for (unsigned k = r->r0; k < r->r1; k++)
-		*field(r, k, f) = tracker_alloc(&r->tracker, k, cat, bytes);
+		run_rank(r, k)->buf[b] = tracker_alloc(&r->tracker, k, r->cat[b], n * r->esize[b]);
 }
 
-void run_free_all(struct zs_run *r, size_t f)
+void run_alloc_full(struct zs_run *r, enum zs_buf b, size_t first, size_t n)
+{
+	r->base[b] = first;
+	run_alloc(r, b, n);
+}
+
+void run_free_all(struct zs_run *r, enum zs_buf b)
 {
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		tracker_free(&r->tracker, k, *field(r, k, f));
-		*field(r, k, f) = NULL;
+		tracker_free(&r->tracker, k, run_rank(r, k)->buf[b]);
+		run_rank(r, k)->buf[b] = NULL;
 	}
 }
 
-/* Where rank k's reduced slots of unit u go: its grad shard, or its own
- * slots of the full grad buffer (zero1). */
-static void *grad_slots(struct zs_run *r, unsigned k, size_t u)
+/* Where rank k's full copy in b holds unit u. */
+static void *unit_in(const struct zs_run *r, unsigned k, enum zs_buf b, size_t u)
 {
-	struct zs_rank *rk = &r->rank[k];
-	if (r->ops->grads_sharded)
-		return run_elem(r, rk->grads, r->unit_soff[u]);
-	return run_elem(r, rk->grads, r->unit_off[u] + k * r->unit_s[u]);
+	return run_at(r, k, b, r->layout.unit[u].off - r->base[b]);
 }
 
-/* Rank k's own slots of unit u in its working params. */
-static void *param_slots(struct zs_run *r, unsigned k, size_t u)
+void run_all_reduce_unit(struct zs_run *r, size_t u, enum zs_buf b)
 {
-	struct zs_rank *rk = &r->rank[k];
-	if (r->ops->params_sharded)
-		return run_elem(r, rk->params, r->unit_soff[u]);
-	return run_elem(r, rk->params, r->unit_off[u] + (r->ops->state_sharded ? k * r->unit_s[u] : 0));
+	for (unsigned k = r->r0; k < r->r1; k++)
+		r->ptr_a[k - r->r0] = unit_in(r, k, b, u);
+	coll_all_reduce(&r->coll, r->ptr_a, r->layout.unit[u].n, r->dt);
 }
 
-void run_reduce_scatter_unit(struct zs_run *r, size_t u, size_t f, size_t full_off)
+void run_reduce_scatter_unit(struct zs_run *r, size_t u, enum zs_buf from)
 {
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		r->ptr_a[k - r->r0] = run_elem(r, *field(r, k, f), full_off);
-		r->ptr_b[k - r->r0] = grad_slots(r, k, u);
+		r->ptr_a[k - r->r0] = unit_in(r, k, from, u);
+		r->ptr_b[k - r->r0] = run_at(r, k, ZS_BUF_GRADS, layout_own(&r->layout, ZS_BUF_GRADS, u, k).at);
 	}
-	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, r->unit_n[u], r->dt);
+	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, r->layout.unit[u].n, r->dt);
 }
 
-void run_gather_params_unit(struct zs_run *r, size_t u, size_t f, size_t full_off)
+void run_gather_params_unit(struct zs_run *r, size_t u, enum zs_buf into)
 {
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		r->ptr_a[k - r->r0] = param_slots(r, k, u);
-		r->ptr_b[k - r->r0] = run_elem(r, *field(r, k, f), full_off);
+		r->ptr_a[k - r->r0] = run_at(r, k, ZS_BUF_PARAMS, layout_own(&r->layout, ZS_BUF_PARAMS, u, k).at);
+		r->ptr_b[k - r->r0] = unit_in(r, k, into, u);
 	}
-	coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, r->unit_n[u], r->dt);
+	coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, r->layout.unit[u].n, r->dt);
 }
 
 void run_gather_params_in_place(struct zs_run *r)
 {
 	tracker_set_phase(&r->tracker, ZS_PH_GATHER);
-	for (size_t u = 0; u < r->nunits; u++)
-		run_gather_params_unit(r, u, RUN_FIELD(params), r->unit_off[u]);
+	for (size_t u = 0; u < r->layout.nunits; u++)
+		run_gather_params_unit(r, u, ZS_BUF_PARAMS);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -173,95 +156,73 @@ static const struct zs_scheme_ops *const schemes[ZS_NSCHEMES] = {
 	&scheme_dp, &scheme_zero1, &scheme_zero2, &scheme_zero3,
 };
 
-static void setup_units(struct zs_run *r, enum zs_unit unit)
+/* The resident buffers, in the order they are allocated. */
+static const enum zs_buf resident[] = {ZS_BUF_PARAMS, ZS_BUF_GRADS, ZS_BUF_MASTER, ZS_BUF_M, ZS_BUF_V};
+#define NRESIDENT (sizeof resident / sizeof resident[0])
+
+/* Categories and element sizes of the buffers; fp32 mode has no master
+ * copy and SGD no second moment. */
+static void setup_buffers(struct zs_run *r)
 {
-	const struct mlp_shape *s = &r->shape;
-	r->nunits = unit == ZS_UNIT_MODEL ? 1 : s->nlayers;
-	size_t soff = 0;
-	for (size_t u = 0; u < r->nunits; u++) {
-		if (unit == ZS_UNIT_MODEL) {
-			r->unit_off[u] = 0;
-			r->unit_n[u] = s->nparams;
-			r->unit_first[u] = 0;
-			r->unit_last[u] = s->nlayers - 1;
-		} else {
-			r->unit_off[u] = s->w_off[u];
-			r->unit_n[u] = s->width[u] * s->width[u + 1] + s->width[u + 1];
-			r->unit_first[u] = r->unit_last[u] = u;
-		}
-		r->unit_s[u] = (r->unit_n[u] + r->world - 1) / r->world;
-		r->unit_soff[u] = soff;
-		soff += r->unit_s[u];
+	int mixed = r->precision == ZS_MIXED, adam = r->opt.kind == ZS_ADAM;
+	const enum zs_cat cat[ZS_NBUFS] = {
+		[ZS_BUF_PARAMS] = mixed ? ZS_CAT_PARAM16 : ZS_CAT_PARAM32,
+		[ZS_BUF_GRADS] = mixed ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32,
+		[ZS_BUF_MASTER] = ZS_CAT_MASTER32,
+		[ZS_BUF_M] = adam ? ZS_CAT_ADAM_M : ZS_CAT_MOMENTUM,
+		[ZS_BUF_V] = ZS_CAT_ADAM_V,
+		[ZS_BUF_GATHERED] = ZS_CAT_GATHERED,
+		[ZS_BUF_FULL_GRADS] = ZS_CAT_FULL_GRADS,
+	};
+	for (int b = 0; b < ZS_NBUFS; b++) {
+		r->cat[b] = cat[b];
+		r->esize[b] = layout_state((enum zs_buf)b) == ZS_STATE_OPTIM ? sizeof(float) : coll_dtype_size(r->dt);
 	}
-	r->shard = soff;
 }
 
-static void init_rank(struct zs_run *r, unsigned k);
-
-/* Allocate the resident model state and fill it with the initial weights. */
-static void setup_state(struct zs_run *r)
+static int has_buf(const struct zs_run *r, enum zs_buf b)
 {
-	const struct zs_scheme_ops *ops = r->ops;
-	size_t psi = r->shape.nparams, S = r->shard;
-	int mixed = r->precision == ZS_MIXED;
-	enum zs_cat pcat = mixed ? ZS_CAT_PARAM16 : ZS_CAT_PARAM32;
-	enum zs_cat gcat = mixed ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32;
-	size_t np = ops->params_sharded ? S : psi;
-	size_t ng = ops->grads_sharded ? S : psi;
-	size_t ns = ops->state_sharded ? S : psi;
-
-	tracker_set_phase(&r->tracker, ZS_PH_SETUP);
-	run_alloc_all(r, RUN_FIELD(params), pcat, np * r->esize);
-	run_alloc_all(r, RUN_FIELD(grads), gcat, ng * r->esize);
-	if (mixed)
-		run_alloc_all(r, RUN_FIELD(master), ZS_CAT_MASTER32, ns * sizeof(float));
-	if (r->opt.kind == ZS_ADAM) {
-		run_alloc_all(r, RUN_FIELD(m), ZS_CAT_ADAM_M, ns * sizeof(float));
-		run_alloc_all(r, RUN_FIELD(v), ZS_CAT_ADAM_V, ns * sizeof(float));
-	} else {
-		run_alloc_all(r, RUN_FIELD(m), ZS_CAT_MOMENTUM, ns * sizeof(float));
-	}
-	/* The optimizer state starts at zero; every other buffer is written
-	 * before it is read. */
-	for (unsigned k = r->r0; k < r->r1; k++) {
-		memset(r->rank[k].m, 0, ns * sizeof(float));
-		if (r->rank[k].v != NULL)
-			memset(r->rank[k].v, 0, ns * sizeof(float));
-	}
-
-	for (unsigned k = r->r0; k < r->r1; k++)
-		init_rank(r, k); /* the first rank first: the others copy from it */
+	return (b != ZS_BUF_MASTER || r->precision == ZS_MIXED) && (b != ZS_BUF_V || r->opt.kind == ZS_ADAM);
 }
 
-/* Rank k's initial weights. Sharded buffers: each rank computes its own
- * slots. Full buffers: the process's first rank computes them and the
- * others copy (DDP's initial broadcast; set-up, not counted as step
- * communication). */
+/* Rank k's initial weights, in its params and (mixed) master. A shard's
+ * rank computes its own slots. A full buffer is computed by the first rank
+ * this process holds and copied by the others (DDP's initial broadcast;
+ * set-up, not counted as step communication). */
 static void init_rank(struct zs_run *r, unsigned k)
 {
-	const struct zs_scheme_ops *ops = r->ops;
-	size_t psi = r->shape.nparams;
-	int mixed = r->precision == ZS_MIXED;
-	struct zs_rank *rk = &r->rank[k];
-	unsigned first = r->r0;
-	if (k > first && !ops->params_sharded)
-		memcpy(rk->params, r->rank[first].params, psi * r->esize);
-	if (k > first && !ops->state_sharded && mixed)
-		memcpy(rk->master, r->rank[first].master, psi * sizeof(float));
-	for (size_t u = 0; u < r->nunits; u++) {
-		if (k == first || ops->params_sharded) {
-			size_t lo = ops->params_sharded ? k * r->unit_s[u] : 0;
-			size_t cnt = ops->params_sharded ? run_owned(r, u, k) : r->unit_n[u];
-			void *p = run_elem(r, rk->params, ops->params_sharded ? r->unit_soff[u] : r->unit_off[u]);
-			initial_weights(r, r->unit_off[u] + lo, cnt, mixed ? NULL : p, mixed ? p : NULL);
-		}
-		if (mixed && (k == first || ops->state_sharded)) {
-			size_t lo = ops->state_sharded ? k * r->unit_s[u] : 0;
-			size_t cnt = ops->state_sharded ? run_owned(r, u, k) : r->unit_n[u];
-			size_t at = ops->state_sharded ? r->unit_soff[u] : r->unit_off[u];
-			initial_weights(r, r->unit_off[u] + lo, cnt, rk->master + at, NULL);
-		}
+	const enum zs_buf weights[] = {ZS_BUF_PARAMS, ZS_BUF_MASTER};
+	for (size_t i = 0; i < 2; i++) {
+		enum zs_buf b = weights[i];
+		if (!has_buf(r, b))
+			continue;
+		size_t psi = r->layout.nparams;
+		if (layout_span(&r->layout, b) == ZS_FULL && k > r->r0)
+			memcpy(run_rank(r, k)->buf[b], run_rank(r, r->r0)->buf[b], psi * r->esize[b]);
+		else if (layout_span(&r->layout, b) == ZS_FULL)
+			initial_weights(r, k, b, 0, psi, 0);
+		else
+			for (size_t u = 0; u < r->layout.nunits; u++) {
+				struct zs_slice sl = layout_own(&r->layout, b, u, k);
+				initial_weights(r, k, b, sl.first, sl.count, sl.at);
+			}
 	}
+}
+
+/* Allocate the resident model state and fill it: the optimizer state
+ * starts at zero; every other buffer is written before it is read. */
+static void setup_state(struct zs_run *r)
+{
+	tracker_set_phase(&r->tracker, ZS_PH_SETUP);
+	for (size_t i = 0; i < NRESIDENT; i++)
+		if (has_buf(r, resident[i]))
+			run_alloc(r, resident[i], layout_len(&r->layout, resident[i]));
+	for (unsigned k = r->r0; k < r->r1; k++)
+		for (enum zs_buf b = ZS_BUF_M; b <= ZS_BUF_V; b++)
+			if (has_buf(r, b))
+				memset(run_rank(r, k)->buf[b], 0, layout_len(&r->layout, b) * r->esize[b]);
+	for (unsigned k = r->r0; k < r->r1; k++)
+		init_rank(r, k); /* the first rank first: the others copy from it */
 }
 
 /* ------------------------------------------------------------------------- */
@@ -269,91 +230,83 @@ static void init_rank(struct zs_run *r, unsigned k)
 
 static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
 {
-	struct zs_rank *rk = &r->rank[k];
-	size_t d0 = r->shape.width[0], dL = r->shape.width[r->shape.nlayers], B = r->batch;
+	const struct zs_model *m = &r->model;
+	float *x = run_rank(r, k)->t[m->input], *y = run_rank(r, k)->t[m->target];
+	size_t B = m->batch, d0 = m->tensor[m->input].elements / B, dL = m->tensor[m->target].elements / B;
 	if (r->cs != NULL) {
 		size_t at = (size_t)t * r->world + k;
-		memcpy(rk->x, r->cs->x + at * B * d0, B * d0 * sizeof(float));
-		memcpy(rk->y, r->cs->y + at * B * dL, B * dL * sizeof(float));
+		memcpy(x, r->cs->x + at * B * d0, B * d0 * sizeof(float));
+		memcpy(y, r->cs->y + at * B * dL, B * dL * sizeof(float));
 		return;
 	}
 	uint64_t base = stream_base(r->seed, STREAM_BATCH(t, k));
 	for (size_t e = 0; e < B * d0; e++)
-		rk->x[e] = uniform_at(base, e);
+		x[e] = uniform_at(base, e);
 	for (size_t b = 0; b < B; b++)
 		for (size_t j = 0, i = 0; j < dL; j++, i = i + 1 == d0 ? 0 : i + 1) /* i = j mod d0 */
-			rk->y[b * dL + j] = 0.5f * rk->x[b * d0 + i];
+			y[b * dL + j] = 0.5f * x[b * d0 + i];
 }
 
-/* Unit u's working params as this rank sees them now. */
-static const void *unit_params(struct zs_run *r, unsigned k, size_t u)
+static void alloc_tensor(struct zs_run *r, unsigned k, unsigned i)
 {
-	struct zs_rank *rk = &r->rank[k];
-	if (rk->gathered != NULL)
-		return rk->gathered;
-	/* Sharded params are only used directly at N = 1, where S = Ψ. */
-	return run_elem(r, rk->params, r->ops->params_sharded ? r->unit_soff[u] : r->unit_off[u]);
+	const struct zs_tensor *ts = &r->model.tensor[i];
+	run_rank(r, k)->t[i] = tracker_alloc(&r->tracker, k, ts->cat, ts->elements * sizeof(float));
 }
 
-/* Where backward writes unit u's grads on this rank. */
-static void *unit_grads(struct zs_run *r, unsigned k, size_t u)
+static void free_tensor(struct zs_run *r, unsigned k, unsigned i)
 {
-	struct zs_rank *rk = &r->rank[k];
-	if (rk->full_grads != NULL)
-		return r->ops->params_sharded ? rk->full_grads : run_elem(r, rk->full_grads, r->unit_off[u]);
-	return run_elem(r, rk->grads, r->ops->grads_sharded ? r->unit_soff[u] : r->unit_off[u]);
+	tracker_free(&r->tracker, k, run_rank(r, k)->t[i]);
+	run_rank(r, k)->t[i] = NULL;
 }
 
-static void forward_layer(struct zs_run *r, unsigned k, size_t l, const void *up, size_t uoff)
+/* Every rank's tensors allocated (or freed) at one point of the step, in
+ * the model's list order. */
+static void alloc_tensors_at(struct zs_run *r, enum zs_when when)
 {
-	struct zs_rank *rk = &r->rank[k];
-	const struct mlp_shape *s = &r->shape;
-	size_t din = s->width[l], dout = s->width[l + 1];
-	const float *in = l == 0 ? rk->x : rk->act[l - 1];
-	int relu = l + 1 < s->nlayers;
-	rk->act[l] = tracker_alloc(&r->tracker, k, ZS_CAT_ACTIVATIONS, r->batch * dout * sizeof(float));
-	const void *w = (const char *)up + (s->w_off[l] - uoff) * r->esize;
-	const void *b = (const char *)up + (s->b_off[l] - uoff) * r->esize;
-	if (r->dt == ZS_F16)
-		linear_forward_f16(rk->act[l], in, (const zs_half *)w, (const zs_half *)b, relu, r->batch, din, dout);
-	else
-		linear_forward_f32(rk->act[l], in, (const float *)w, (const float *)b, relu, r->batch, din, dout);
+	for (unsigned i = 0; i < r->model.ntensors; i++)
+		if (r->model.tensor[i].alloc == when)
+			for (unsigned k = r->r0; k < r->r1; k++)
+				alloc_tensor(r, k, i);
 }
 
-/* Backward of layer l: dy is in delta[*cur]; dx goes to the other one. */
-static void backward_layer(struct zs_run *r, unsigned k, size_t l, const void *up, void *ug, size_t uoff,
-                           int *cur)
+static void free_tensors_after(struct zs_run *r, unsigned k, size_t layer)
 {
-	struct zs_rank *rk = &r->rank[k];
-	const struct mlp_shape *s = &r->shape;
-	size_t din = s->width[l], dout = s->width[l + 1];
-	const float *in = l == 0 ? rk->x : rk->act[l - 1];
-	float *dy = rk->delta[*cur], *dx = l == 0 ? NULL : rk->delta[1 - *cur];
-	size_t wo = (s->w_off[l] - uoff) * r->esize, bo = (s->b_off[l] - uoff) * r->esize;
-	const void *w = (const char *)up + wo;
-	void *gw = (char *)ug + wo, *gb = (char *)ug + bo;
-	if (r->dt == ZS_F16)
-		linear_backward_f16((zs_half *)gw, (zs_half *)gb, dx, dy, in, (const zs_half *)w, r->batch, din, dout);
-	else
-		linear_backward_f32((float *)gw, (float *)gb, dx, dy, in, (const float *)w, r->batch, din, dout);
-	*cur = 1 - *cur;
+	for (unsigned i = 0; i < r->model.ntensors; i++)
+		if (r->model.tensor[i].freed_after == layer)
+			free_tensor(r, k, i);
+}
+
+/* Layer l's params (and in backward its grads) as rank k sees them now:
+ * the transient full copies while there are any, else the resident full
+ * buffers (sharded params are always gathered before they are used). */
+static struct zs_layer_io layer_io(const struct zs_run *r, unsigned k, size_t l, enum zs_pass pass)
+{
+	const struct zs_rank *rk = run_rank(r, k);
+	size_t e = r->model.layer[l].param_off;
+	enum zs_buf p = rk->buf[ZS_BUF_GATHERED] != NULL ? ZS_BUF_GATHERED : ZS_BUF_PARAMS;
+	enum zs_buf g = rk->buf[ZS_BUF_FULL_GRADS] != NULL ? ZS_BUF_FULL_GRADS : ZS_BUF_GRADS;
+	void *grads = pass == ZS_PASS_BACKWARD ? run_at(r, k, g, e - r->base[g]) : NULL;
+	return (struct zs_layer_io){run_at(r, k, p, e - r->base[p]), grads, rk->t, r->dt, r->model.batch};
 }
 
 static void forward(struct zs_run *r, unsigned t)
 {
-	const struct mlp_shape *s = &r->shape;
-	size_t B = r->batch;
+	const struct zs_model *m = &r->model;
 	tracker_set_phase(&r->tracker, ZS_PH_FORWARD);
-	run_alloc_all(r, RUN_FIELD(x), ZS_CAT_ACTIVATIONS, B * s->width[0] * sizeof(float));
-	run_alloc_all(r, RUN_FIELD(y), ZS_CAT_ACTIVATIONS, B * s->width[s->nlayers] * sizeof(float));
+	alloc_tensors_at(r, ZS_AT_FORWARD);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		fill_batch(r, k, t);
-	for (size_t u = 0; u < r->nunits; u++) {
+	for (size_t u = 0; u < r->layout.nunits; u++) {
 		if (r->ops->begin_unit)
 			r->ops->begin_unit(r, u, ZS_PASS_FORWARD);
 		for (unsigned k = r->r0; k < r->r1; k++)
-			for (size_t l = r->unit_first[u]; l <= r->unit_last[u]; l++)
-				forward_layer(r, k, l, unit_params(r, k, u), r->unit_off[u]);
+			for (size_t l = r->layout.unit[u].first; l <= r->layout.unit[u].last; l++) {
+				const struct zs_layer *ly = &m->layer[l];
+				if (m->tensor[ly->out].alloc == ZS_AT_LAYER)
+					alloc_tensor(r, k, ly->out);
+				struct zs_layer_io io = layer_io(r, k, l, ZS_PASS_FORWARD);
+				ly->kind->forward(ly, &io);
+			}
 		if (r->ops->end_unit)
 			r->ops->end_unit(r, u, ZS_PASS_FORWARD);
 	}
@@ -361,75 +314,77 @@ static void forward(struct zs_run *r, unsigned t)
 
 static void backward(struct zs_run *r)
 {
-	const struct mlp_shape *s = &r->shape;
-	size_t B = r->batch, L = s->nlayers, dL = s->width[L];
+	const struct zs_model *m = &r->model;
 	tracker_set_phase(&r->tracker, ZS_PH_BACKWARD);
-	size_t dbytes = B * mlp_max_width(s) * sizeof(float);
-	run_alloc_all(r, RUN_FIELD(delta[0]), ZS_CAT_SCRATCH, dbytes);
-	run_alloc_all(r, RUN_FIELD(delta[1]), ZS_CAT_SCRATCH, dbytes);
-	for (unsigned k = r->r0; k < r->r1; k++) {
-		struct zs_rank *rk = &r->rank[k];
-		rk->loss = mse_forward_backward(rk->delta[0], rk->act[L - 1], rk->y, B, dL);
-	}
+	alloc_tensors_at(r, ZS_AT_BACKWARD);
+	for (unsigned k = r->r0; k < r->r1; k++)
+		run_rank(r, k)->loss = m->loss(m, run_rank(r, k)->t);
 	if (r->ops->begin_backward)
 		r->ops->begin_backward(r);
-	/* Every rank's delta ping-pong starts in buffer 0 and flips per layer. */
-	for (size_t u = r->nunits; u-- > 0;) {
+	for (size_t u = r->layout.nunits; u-- > 0;) {
 		if (r->ops->begin_unit)
 			r->ops->begin_unit(r, u, ZS_PASS_BACKWARD);
-		for (unsigned k = r->r0; k < r->r1; k++) {
-			int c = (int)((L - 1 - r->unit_last[u]) & 1);
-			for (size_t l = r->unit_last[u] + 1; l-- > r->unit_first[u];)
-				backward_layer(r, k, l, unit_params(r, k, u), unit_grads(r, k, u), r->unit_off[u], &c);
-		}
+		for (unsigned k = r->r0; k < r->r1; k++)
+			for (size_t l = r->layout.unit[u].last + 1; l-- > r->layout.unit[u].first;) {
+				struct zs_layer_io io = layer_io(r, k, l, ZS_PASS_BACKWARD);
+				m->layer[l].kind->backward(&m->layer[l], &io);
+				free_tensors_after(r, k, l);
+			}
 		if (r->ops->end_unit)
 			r->ops->end_unit(r, u, ZS_PASS_BACKWARD);
 		tracker_set_phase(&r->tracker, ZS_PH_BACKWARD);
 	}
-	run_free_all(r, RUN_FIELD(delta[0]));
-	run_free_all(r, RUN_FIELD(delta[1]));
-	run_free_all(r, RUN_FIELD(x));
-	run_free_all(r, RUN_FIELD(y));
-	for (size_t l = 0; l < L; l++)
-		run_free_all(r, RUN_FIELD(act[l]));
+	for (unsigned i = 0; i < m->ntensors; i++)
+		if (m->tensor[i].freed_after == ZS_END_OF_BACKWARD)
+			for (unsigned k = r->r0; k < r->r1; k++)
+				free_tensor(r, k, i);
 }
 
+/* Each rank updates the slots it owns: its optimizer state, its weights
+ * (fp32 master in mixed precision, else the params), from its grads. */
 static void optimizer(struct zs_run *r, unsigned t)
 {
-	const struct zs_scheme_ops *ops = r->ops;
+	const struct zs_layout *lo = &r->layout;
 	int mixed = r->precision == ZS_MIXED;
 	tracker_set_phase(&r->tracker, ZS_PH_OPTIMIZER);
-	for (unsigned k = r->r0; k < r->r1; k++) {
-		struct zs_rank *rk = &r->rank[k];
-		for (size_t u = 0; u < r->nunits; u++) {
-			size_t cnt = ops->state_sharded ? run_owned(r, u, k) : r->unit_n[u];
-			size_t so = ops->state_sharded ? r->unit_soff[u] : r->unit_off[u];
-			void *g = ops->grads_sharded ? run_elem(r, rk->grads, r->unit_soff[u])
-			                             : (ops->state_sharded ? grad_slots(r, k, u)
-			                                                   : run_elem(r, rk->grads, r->unit_off[u]));
-			void *p = param_slots(r, k, u);
-			float *w = mixed ? rk->master + so : (float *)p;
-			optim_update(&r->opt, t + 1, w, rk->m + so, rk->v ? rk->v + so : NULL, g, r->dt,
-			             mixed ? (zs_half *)p : NULL, cnt);
+	for (unsigned k = r->r0; k < r->r1; k++)
+		for (size_t u = 0; u < lo->nunits; u++) {
+			struct zs_slice p = layout_own(lo, ZS_BUF_PARAMS, u, k), g = layout_own(lo, ZS_BUF_GRADS, u, k);
+			struct zs_slice s = layout_own(lo, ZS_BUF_M, u, k);
+			float *w = mixed ? run_at(r, k, ZS_BUF_MASTER, s.at) : run_at(r, k, ZS_BUF_PARAMS, p.at);
+			float *v = has_buf(r, ZS_BUF_V) ? run_at(r, k, ZS_BUF_V, s.at) : NULL;
+			optim_update(&r->opt, t + 1, w, run_at(r, k, ZS_BUF_M, s.at), v, run_at(r, k, ZS_BUF_GRADS, g.at),
+			             r->dt, mixed ? run_at(r, k, ZS_BUF_PARAMS, p.at) : NULL, s.count);
 		}
-	}
 }
 
 static void step(struct zs_run *r, unsigned t)
 {
 	forward(r, t);
 	backward(r);
-	if (r->ops->reduce && r->world > 1) {
+	if (r->ops->reduce) {
 		tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
 		r->ops->reduce(r);
 	}
 	optimizer(r, t);
-	if (r->ops->after_optimizer && r->world > 1)
+	if (r->ops->after_optimizer)
 		r->ops->after_optimizer(r);
 }
 
 /* ------------------------------------------------------------------------- */
 /* results */
+
+/* The buffer holding the final fp32 weights, and rank k's part of unit u
+ * in the digest: its slots of a shard; all of a full buffer from rank 0. */
+static enum zs_buf weights_buf(const struct zs_run *r) { return r->precision == ZS_MIXED ? ZS_BUF_MASTER : ZS_BUF_PARAMS; }
+
+static struct zs_slice final_weights(const struct zs_run *r, unsigned k, size_t u)
+{
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	if (layout_span(&r->layout, weights_buf(r)) == ZS_FULL)
+		return (struct zs_slice){un->off, k == 0 ? un->n : 0, un->off};
+	return layout_own(&r->layout, weights_buf(r), u, k);
+}
 
 /* Under MPI: gather to process 0 the rank entries of buf (world entries
  * of `bytes`, each process having filled its own ranks'). In process,
@@ -446,57 +401,31 @@ static void gather(const struct zs_run *r, void *buf, size_t bytes)
 #endif
 }
 
-/* The final fp32 weights are sharded (each rank holds its slots) or held
- * whole by every rank. */
-static int weights_sharded(const struct zs_run *r)
-{
-	return r->precision == ZS_MIXED ? r->ops->state_sharded : r->ops->params_sharded;
-}
-
-/* Rank k's final fp32 weights of unit u: pointer and count (its slots).
- * Sharded ones of a rank in another process come from `remote`, every
- * rank's S slots gathered to process 0. */
-static const float *final_weights(const struct zs_run *r, unsigned k, size_t u, const float *remote, size_t *cnt)
-{
-	const struct zs_rank *rk = &r->rank[k];
-	const float *w = r->precision == ZS_MIXED ? rk->master : (const float *)rk->params;
-	if (!weights_sharded(r)) {
-		*cnt = k == 0 ? r->unit_n[u] : 0;
-		return w + r->unit_off[u];
-	}
-	*cnt = run_owned(r, u, k);
-	if (k < r->r0 || k >= r->r1)
-		return remote + (size_t)k * r->shard + r->unit_soff[u];
-	return w + r->unit_soff[u];
-}
-
-/* Under MPI, every rank's sharded final weights, gathered to process 0
- * (N·S floats, outside the tracker: it is after the run). NULL otherwise. */
+/* Under MPI with the final weights sharded, every rank's S slots gathered
+ * to process 0 (N·S floats, outside the tracker: it is after the run);
+ * NULL otherwise, when every part the digest reads is here. */
 static float *gather_weights(const struct zs_run *r)
 {
-	if (!r->mpi || !weights_sharded(r) || (r->r0 == 0 && r->r1 == r->world))
+	if (!r->mpi || layout_span(&r->layout, weights_buf(r)) == ZS_FULL || (r->r0 == 0 && r->r1 == r->world))
 		return NULL;
-	float *all = zs_calloc((size_t)r->world * r->shard, sizeof *all);
+	size_t S = r->layout.shard;
+	float *all = zs_calloc((size_t)r->world * S, sizeof *all);
 	for (unsigned k = r->r0; k < r->r1; k++)
-		for (size_t u = 0; u < r->nunits; u++) {
-			size_t cnt;
-			const float *w = final_weights(r, k, u, NULL, &cnt);
-			memcpy(all + (size_t)k * r->shard + r->unit_soff[u], w, cnt * sizeof *w);
-		}
-	gather(r, all, r->shard * sizeof *all);
+		memcpy(all + (size_t)k * S, run_rank(r, k)->buf[weights_buf(r)], S * sizeof *all);
+	gather(r, all, S * sizeof *all);
 	return all;
 }
 
-/* Fill res from every rank's figures (on process 0 under MPI; the other
- * processes only send theirs, and their res stays partial). */
+/* Fill res from every rank's figures: under MPI process 0 gathers them,
+ * and the other processes' res stays partial. */
 static void collect(struct zs_run *r, const struct zs_run_options *opt, size_t os_peak, struct zs_result *res)
 {
-	unsigned N = r->world, steps = res->steps;
+	unsigned N = r->world, held = r->r1 - r->r0, steps = res->steps;
 	struct zs_rank_mem *mem = zs_calloc(N, sizeof *mem);
-	memcpy(mem + r->r0, r->tracker.rank + r->r0, (r->r1 - r->r0) * sizeof *mem);
+	memcpy(mem + r->r0, r->tracker.rank + r->r0, held * sizeof *mem);
 	gather(r, mem, sizeof *mem);
 	res->comm = zs_calloc(N, sizeof *res->comm);
-	memcpy(res->comm + r->r0, r->coll.stats + r->r0, (r->r1 - r->r0) * sizeof *res->comm);
+	memcpy(res->comm + r->r0, r->coll.stats + r->r0, held * sizeof *res->comm);
 	gather(r, res->comm, sizeof *res->comm);
 	gather(r, r->rank_loss, steps * sizeof *r->rank_loss);
 	if (r->mpi) {
@@ -528,11 +457,11 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, size_t o
 			sum += r->rank_loss[(size_t)k * steps + t];
 		res->losses[t] = (float)(sum / N);
 	}
-	res->nunits = r->nunits;
-	for (size_t u = 0; u < r->nunits; u++)
-		res->unit_n[u] = r->unit_n[u];
-	res->shard_elements = r->shard;
-	res->padded_elements = r->shard * N;
+	res->nunits = r->layout.nunits;
+	for (size_t u = 0; u < r->layout.nunits; u++)
+		res->unit_n[u] = r->layout.unit[u].n;
+	res->shard_elements = r->layout.shard;
+	res->padded_elements = r->layout.shard * N;
 	if (res->partial) {
 		free(remote);
 		return;
@@ -540,19 +469,22 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, size_t o
 
 	XXH3_state_t *h = XXH3_createState();
 	if (h == NULL || XXH3_64bits_reset(h) != XXH_OK)
-		digest_failed();
+		zs_oom(__FILE__, __LINE__);
 	if (opt->weights)
-		res->weights = zs_malloc(r->shape.nparams * sizeof(float));
-	for (size_t u = 0; u < r->nunits; u++) {
-		size_t at = r->unit_off[u];
+		res->weights = zs_malloc(r->layout.nparams * sizeof(float));
+	for (size_t u = 0; u < r->layout.nunits; u++) {
+		size_t at = r->layout.unit[u].off;
 		for (unsigned k = 0; k < N; k++) {
-			size_t cnt;
-			const float *w = final_weights(r, k, u, remote, &cnt);
-			if (XXH3_64bits_update(h, w, cnt * sizeof *w) != XXH_OK)
-				digest_failed();
+			struct zs_slice sl = final_weights(r, k, u);
+			if (sl.count == 0)
+				continue;
+			const float *w = k >= r->r1 ? remote + (size_t)k * r->layout.shard + sl.at
+			                            : run_at(r, k, weights_buf(r), sl.at);
+			if (XXH3_64bits_update(h, w, sl.count * sizeof *w) != XXH_OK)
+				zs_oom(__FILE__, __LINE__);
 			if (res->weights)
-				memcpy(res->weights + at, w, cnt * sizeof(float));
-			at += cnt;
+				memcpy(res->weights + at, w, sl.count * sizeof(float));
+			at += sl.count;
 		}
 	}
 	res->digest = XXH3_64bits_digest(h);
@@ -565,19 +497,26 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, size_t o
 	}
 }
 
-double engine_bytes_upper_bound(const struct zs_config *c, unsigned world)
+double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
+                                enum zs_unit unit)
 {
+	struct zs_model m;
+	model_mlp_init(&m, c->widths, c->nwidths, c->batch);
+	struct zs_layout lo;
+	layout_init(&lo, &m, scheme, world, unit);
 	unsigned p, g, k;
 	zs_bytes_per_param(c->precision, c->optimizer, &p, &g, &k);
-	double psi = zs_config_params(c), widths = 0, widest = 0;
-	for (size_t l = 0; l < c->nwidths; l++) {
-		widths += (double)c->widths[l];
-		if (l > 0 && (double)c->widths[l] > widest)
-			widest = (double)c->widths[l];
+	/* the resident state as laid out; while anything is sharded, at most
+	 * the whole model's params and grads in transient full copies; every
+	 * tensor */
+	double held[ZS_NSTATES] = {p, g, k}, per_rank = (double)model_tensor_bytes(&m);
+	int sharded = 0;
+	for (int st = 0; st < ZS_NSTATES; st++) {
+		per_rank += held[st] * (double)(lo.span[st] == ZS_SHARD ? lo.shard : lo.nparams);
+		sharded |= lo.span[st] == ZS_SHARD;
 	}
-	/* padded state, transient params and grads, activations and scratch */
-	double per_rank = (psi + world) * (2.0 * p + 2.0 * g + k) +
-	                  4.0 * c->batch * (widths + (double)c->widths[c->nwidths - 1] + 2 * widest);
+	if (sharded)
+		per_rank += (double)lo.nparams * (p + g);
 	return per_rank * world;
 }
 
@@ -585,36 +524,42 @@ double engine_bytes_upper_bound(const struct zs_config *c, unsigned world)
  * replicas, ZeRO-1/2's gathered params); the digest reads rank 0's. Each
  * process compares its ranks with its first; under MPI, process 0 also
  * compares every process's first rank with rank 0, by digest. */
-static int check_replicas(const struct zs_run *r, char **cause)
+static int check_replicas(const struct zs_run *r, enum zs_scheme scheme, char **cause)
 {
-	const struct zs_scheme_ops *ops = r->ops;
-	size_t psi = r->shape.nparams;
-	const struct zs_rank *a = &r->rank[r->r0];
-	for (unsigned k = r->r0 + 1; k < r->r1; k++) {
-		const struct zs_rank *b = &r->rank[k];
-		if (!ops->params_sharded && memcmp(a->params, b->params, psi * r->esize) != 0)
-			return zs_fail(cause, "internal error: rank %u's params differ from rank %u's (%s, N=%u)", k, r->r0,
-			               ops->name, r->world);
-		if (!ops->state_sharded && a->master && memcmp(a->master, b->master, psi * sizeof(float)) != 0)
-			return zs_fail(cause, "internal error: rank %u's master weights differ from rank %u's (%s, N=%u)",
-			               k, r->r0, ops->name, r->world);
-	}
+	const enum zs_buf weights[] = {ZS_BUF_PARAMS, ZS_BUF_MASTER};
+	const char *what[] = {"params", "master weights"};
+	for (unsigned k = r->r0 + 1; k < r->r1; k++)
+		for (size_t i = 0; i < 2; i++) {
+			enum zs_buf b = weights[i];
+			if (!has_buf(r, b) || layout_span(&r->layout, b) == ZS_SHARD)
+				continue;
+			if (memcmp(run_rank(r, r->r0)->buf[b], run_rank(r, k)->buf[b], r->layout.nparams * r->esize[b]) != 0)
+				return zs_fail(cause, "internal error: rank %u's %s differ from rank %u's (%s, N=%u)", k, what[i],
+				               r->r0, zs_scheme_name(scheme), r->world);
+		}
 	if (!r->mpi)
 		return 0;
 	uint64_t(*h)[2] = zs_calloc(r->world, sizeof *h);
-	for (unsigned k = r->r0; k < r->r1; k++) {
-		h[k][0] = ops->params_sharded ? 0 : XXH3_64bits(a->params, psi * r->esize);
-		h[k][1] = ops->state_sharded || a->master == NULL ? 0 : XXH3_64bits(a->master, psi * sizeof(float));
-	}
+	for (unsigned k = r->r0; k < r->r1; k++)
+		for (size_t i = 0; i < 2; i++) {
+			enum zs_buf b = weights[i];
+			if (has_buf(r, b) && layout_span(&r->layout, b) == ZS_FULL)
+				h[k][i] = XXH3_64bits(run_rank(r, r->r0)->buf[b], r->layout.nparams * r->esize[b]);
+		}
 	gather(r, h, sizeof *h);
 	int bad = 0;
-	for (unsigned k = 0; k < r->world && r->r0 == 0 && !bad; k++)
-		if (h[k][0] != h[0][0] || h[k][1] != h[0][1])
-			bad = zs_fail(cause, "internal error: rank %u's params or master weights differ from rank 0's (%s, N=%u)",
-			              k, ops->name, r->world);
+	for (unsigned k = 1; k < r->world && r->r0 == 0 && !bad; k++)
+		for (size_t i = 0; i < 2 && !bad; i++)
+			if (h[k][i] != h[0][i])
+				bad = zs_fail(cause, "internal error: rank %u's %s differ from rank 0's (%s, N=%u)", k, what[i],
+				              zs_scheme_name(scheme), r->world);
 	free(h);
 	return bad;
 }
+
+/* The N = 1 rule (layout.h): one rank has nothing to shard, gather or
+ * reduce, so it is laid out as dp is and runs no hook. */
+static const struct zs_scheme_ops one_rank = {.name = "one rank"};
 
 int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world, enum zs_unit unit,
                const struct zs_case *cs, const struct zs_run_options *opt, struct zs_result *res,
@@ -625,13 +570,12 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	memset(res, 0, sizeof *res);
 	struct zs_run r;
 	memset(&r, 0, sizeof r);
-	r.ops = schemes[scheme];
-	mlp_shape_init(&r.shape, c->widths, c->nwidths);
+	r.ops = world == 1 ? &one_rank : schemes[scheme];
+	model_mlp_init(&r.model, c->widths, c->nwidths, c->batch);
+	layout_init(&r.layout, &r.model, world == 1 ? ZS_DP : scheme, world, unit);
 	r.world = world;
-	r.batch = c->batch;
 	r.precision = c->precision;
 	r.dt = c->precision == ZS_MIXED ? ZS_F16 : ZS_F32;
-	r.esize = coll_dtype_size(r.dt);
 	r.seed = c->seed;
 	r.cs = cs;
 	float *own_init = NULL;
@@ -645,7 +589,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r.opt.beta1 = (float)c->beta1; /* --beta1, --beta2, --eps, or a case's */
 	r.opt.beta2 = (float)c->beta2;
 	r.opt.eps = (float)c->eps;
-	setup_units(&r, unit);
+	setup_buffers(&r);
 #ifdef HAVE_MPI
 	/* This run's peak resident set starts from what the process holds
 	 * without it. */
@@ -660,10 +604,10 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r.r0 = r.coll.r0;
 	r.r1 = r.coll.r1;
 	tracker_init(&r.tracker, world);
-	r.rank = zs_calloc(world, sizeof *r.rank);
 	r.rank_loss = zs_calloc((size_t)world * c->steps, sizeof *r.rank_loss);
-	r.ptr_a = zs_calloc(world, sizeof *r.ptr_a);
-	r.ptr_b = zs_calloc(world, sizeof *r.ptr_b);
+	r.rank = zs_calloc(r.r1 - r.r0, sizeof *r.rank);
+	r.ptr_a = zs_calloc(r.r1 - r.r0, sizeof *r.ptr_a);
+	r.ptr_b = zs_calloc(r.r1 - r.r0, sizeof *r.ptr_b);
 
 	setup_state(&r);
 	res->losses = zs_calloc(c->steps, sizeof *res->losses);
@@ -673,23 +617,20 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 		step(&r, t);
 		tracker_stop_recording(&r.tracker);
 		for (unsigned k = r.r0; k < r.r1; k++)
-			r.rank_loss[(size_t)k * c->steps + t] = r.rank[k].loss;
+			r.rank_loss[(size_t)k * c->steps + t] = run_rank(&r, k)->loss;
 	}
 	size_t os_peak = r.mpi ? osmem_peak_bytes() : 0;
 	res->scheme = scheme;
 	res->world = world;
 	res->unit = unit;
 	res->steps = c->steps;
-	res->processes = r.mpi ? world / (r.r1 - r.r0) : 1;
+	res->processes = world / (r.r1 - r.r0);
 	collect(&r, opt, os_peak, res);
-	int replicas = check_replicas(&r, cause);
+	int replicas = check_replicas(&r, scheme, cause);
 	free(own_init);
 
-	run_free_all(&r, RUN_FIELD(params));
-	run_free_all(&r, RUN_FIELD(grads));
-	run_free_all(&r, RUN_FIELD(master));
-	run_free_all(&r, RUN_FIELD(m));
-	run_free_all(&r, RUN_FIELD(v));
+	for (size_t i = 0; i < NRESIDENT; i++)
+		run_free_all(&r, resident[i]);
 	size_t left = tracker_outstanding(&r.tracker);
 	tracker_destroy(&r.tracker);
 	coll_destroy(&r.coll);

@@ -69,9 +69,12 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 void engine_result_free(struct zs_result *res);
 
 /* An upper bound on the bytes all `world` ranks of one run allocate at
- * once (every buffer at full size), to refuse a run the machine cannot
- * hold before allocating anything. */
-double engine_bytes_upper_bound(const struct zs_config *c, unsigned world);
+ * once, from its layout: the resident state as the scheme shards it, the
+ * whole model's params and grads in transient copies if it shards any,
+ * and every tensor. The sweep admits runs side by side by it and refuses
+ * one the machine cannot hold before allocating anything. */
+double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
+                                enum zs_unit unit);
 
 /* Load and check a case file. */
 int engine_case_load(const char *path, struct zs_case **out, char **cause);

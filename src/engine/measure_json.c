@@ -11,17 +11,11 @@
 #include "engine/tracker.h"
 #include "util/util.h"
 
-static void oom(void)
-{
-	fprintf(stderr, "zerosim: out of memory building JSON\n");
-	exit(ZS_EXIT_RUNTIME);
-}
-
 static cJSON *obj(cJSON *parent, const char *key)
 {
 	cJSON *o = cJSON_AddObjectToObject(parent, key);
 	if (o == NULL)
-		oom();
+		zs_oom(__FILE__, __LINE__);
 	return o;
 }
 
@@ -29,7 +23,7 @@ static cJSON *arr(cJSON *parent, const char *key)
 {
 	cJSON *a = cJSON_AddArrayToObject(parent, key);
 	if (a == NULL)
-		oom();
+		zs_oom(__FILE__, __LINE__);
 	return a;
 }
 
@@ -37,20 +31,20 @@ static void push(cJSON *a, double v)
 {
 	cJSON *n = cJSON_CreateNumber(v);
 	if (n == NULL || !cJSON_AddItemToArray(a, n))
-		oom();
+		zs_oom(__FILE__, __LINE__);
 }
 
 static void str(cJSON *o, const char *key, const char *v)
 {
 	if (cJSON_AddStringToObject(o, key, v) == NULL)
-		oom();
+		zs_oom(__FILE__, __LINE__);
 }
 
 static void breakdown(cJSON *parent, const char *key, const size_t *b)
 {
 	cJSON *o = obj(parent, key);
 	for (int c = 0; c < ZS_NCATS; c++)
-		zs_json_add_number(o, tracker_cat_name((enum zs_cat)c), (double)b[c]);
+		zs_json_add_number(o, zs_cat_name((enum zs_cat)c), (double)b[c]);
 }
 
 void measure_digest_string(char *buf, size_t n, unsigned long long digest)
@@ -62,7 +56,7 @@ cJSON *measure_json_new(const struct zs_config *c, const char *case_path)
 {
 	cJSON *root = cJSON_CreateObject();
 	if (root == NULL)
-		oom();
+		zs_oom(__FILE__, __LINE__);
 	str(root, "format", "zerosim-measured/1");
 	str(root, "generator", PACKAGE_STRING);
 	cJSON *cfg = obj(root, "config");
@@ -85,7 +79,7 @@ cJSON *measure_json_new(const struct zs_config *c, const char *case_path)
 	if (case_path != NULL)
 		str(cfg, "case", case_path);
 	else if (cJSON_AddNullToObject(cfg, "case") == NULL)
-		oom();
+		zs_oom(__FILE__, __LINE__);
 	arr(root, "runs");
 	return root;
 }
@@ -96,7 +90,7 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 	unsigned N = res->world, b = res->binding_rank;
 	cJSON *run = cJSON_CreateObject();
 	if (run == NULL || !cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(root, "runs"), run))
-		oom();
+		zs_oom(__FILE__, __LINE__);
 	str(run, "scheme", zs_scheme_name(res->scheme));
 	zs_json_add_number(run, "world", N);
 	str(run, "unit", zs_unit_name(res->unit));
@@ -172,7 +166,7 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 
 	if (res->timeline == NULL) {
 		if (cJSON_AddNullToObject(run, "timeline") == NULL)
-			oom();
+			zs_oom(__FILE__, __LINE__);
 		return;
 	}
 	cJSON *tl = arr(run, "timeline");
@@ -180,10 +174,10 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 		const struct zs_event *ev = &res->timeline[e];
 		cJSON *o = cJSON_CreateObject();
 		if (o == NULL || !cJSON_AddItemToArray(tl, o))
-			oom();
-		str(o, "phase", tracker_phase_name(ev->phase));
+			zs_oom(__FILE__, __LINE__);
+		str(o, "phase", zs_phase_name(ev->phase));
 		str(o, "op", tracker_op_name(ev->op));
-		str(o, "category", ev->op == ZS_OP_START || ev->op == ZS_OP_PHASE ? "none" : tracker_cat_name(ev->cat));
+		str(o, "category", ev->op == ZS_OP_START || ev->op == ZS_OP_PHASE ? "none" : zs_cat_name(ev->cat));
 		zs_json_add_number(o, "bytes", (double)ev->bytes);
 		zs_json_add_number(o, "current_bytes", (double)ev->current);
 	}
@@ -193,7 +187,7 @@ cJSON *measure_json_weights(const struct zs_config *c, const struct zs_result *r
 {
 	cJSON *root = cJSON_CreateObject();
 	if (root == NULL)
-		oom();
+		zs_oom(__FILE__, __LINE__);
 	str(root, "format", "zerosim-weights/1");
 	cJSON *layers = arr(root, "layers");
 	for (size_t l = 0; l < c->nwidths; l++)

@@ -9,11 +9,8 @@
 
 static void dp_reduce(struct zs_run *r)
 {
-	for (size_t u = 0; u < r->nunits; u++) {
-		for (unsigned k = r->r0; k < r->r1; k++)
-			r->ptr_a[k - r->r0] = run_elem(r, r->rank[k].grads, r->unit_off[u]);
-		coll_all_reduce(&r->coll, r->ptr_a, r->unit_n[u], r->dt);
-	}
+	for (size_t u = 0; u < r->layout.nunits; u++)
+		run_all_reduce_unit(r, u, ZS_BUF_GRADS);
 }
 
 const struct zs_scheme_ops scheme_dp = {

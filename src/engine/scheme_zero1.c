@@ -10,13 +10,12 @@
 
 static void zero1_reduce(struct zs_run *r)
 {
-	for (size_t u = 0; u < r->nunits; u++)
-		run_reduce_scatter_unit(r, u, RUN_FIELD(grads), r->unit_off[u]);
+	for (size_t u = 0; u < r->layout.nunits; u++)
+		run_reduce_scatter_unit(r, u, ZS_BUF_GRADS);
 }
 
 const struct zs_scheme_ops scheme_zero1 = {
 	.name = "zero1",
-	.state_sharded = 1,
 	.reduce = zero1_reduce,
 	.after_optimizer = run_gather_params_in_place,
 };

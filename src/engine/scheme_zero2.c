@@ -11,21 +11,18 @@
 
 static void zero2_begin_backward(struct zs_run *r)
 {
-	if (r->world > 1)
-		run_alloc_all(r, RUN_FIELD(full_grads), ZS_CAT_FULL_GRADS, r->shape.nparams * r->esize);
+	run_alloc_full(r, ZS_BUF_FULL_GRADS, 0, r->layout.nparams);
 }
 
 static void zero2_reduce(struct zs_run *r)
 {
-	for (size_t u = 0; u < r->nunits; u++)
-		run_reduce_scatter_unit(r, u, RUN_FIELD(full_grads), r->unit_off[u]);
-	run_free_all(r, RUN_FIELD(full_grads));
+	for (size_t u = 0; u < r->layout.nunits; u++)
+		run_reduce_scatter_unit(r, u, ZS_BUF_FULL_GRADS);
+	run_free_all(r, ZS_BUF_FULL_GRADS);
 }
 
 const struct zs_scheme_ops scheme_zero2 = {
 	.name = "zero2",
-	.grads_sharded = 1,
-	.state_sharded = 1,
 	.begin_backward = zero2_begin_backward,
 	.reduce = zero2_reduce,
 	.after_optimizer = run_gather_params_in_place,

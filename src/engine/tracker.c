@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/heap.h"
 #include "engine/tracker.h"
 #include "util/util.h"
 
@@ -19,18 +20,14 @@ struct header {
 	enum zs_cat cat;
 };
 
+/* A block this large may have grown the heap (heap.h). */
+#define LARGE_BLOCK ((size_t)64 << 10)
+
 /* Keep the payload aligned for any type. */
 #define HEADER_SIZE ((sizeof(struct header) + 15) & ~(size_t)15)
 
-static const char *const cat_names[ZS_NCATS] = {
-	"param16", "param32", "grad16", "grad32", "master32", "adam_m", "adam_v",
-	"momentum", "gathered_params", "full_grads", "activations", "scratch",
-};
-static const char *const phase_names[] = {"setup", "forward", "backward", "reduce", "optimizer", "gather"};
 static const char *const op_names[] = {"start", "phase", "alloc", "free"};
 
-const char *tracker_cat_name(enum zs_cat c) { return cat_names[c]; }
-const char *tracker_phase_name(enum zs_phase p) { return phase_names[p]; }
 const char *tracker_op_name(enum zs_op o) { return op_names[o]; }
 
 void tracker_init(struct zs_tracker *t, unsigned nranks)
@@ -51,12 +48,7 @@ static void log_event(struct zs_tracker *t, enum zs_op op, enum zs_cat cat, size
 {
 	if (t->nevents == t->capevents) {
 		t->capevents = t->capevents ? 2 * t->capevents : 64;
-		struct zs_event *ne = realloc(t->events, t->capevents * sizeof *ne);
-		if (ne == NULL) {
-			fprintf(stderr, "zerosim: out of memory at %s:%d\n", __FILE__, __LINE__);
-			exit(ZS_EXIT_RUNTIME);
-		}
-		t->events = ne;
+		t->events = zs_realloc(t->events, t->capevents * sizeof *t->events);
 	}
 	t->events[t->nevents++] = (struct zs_event){t->phase, op, cat, bytes, t->rank[0].total};
 }
@@ -64,6 +56,8 @@ static void log_event(struct zs_tracker *t, enum zs_op op, enum zs_cat cat, size
 void *tracker_alloc(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t bytes)
 {
 	char *raw = zs_malloc(HEADER_SIZE + bytes);
+	if (bytes >= LARGE_BLOCK)
+		heap_grown(); /* before the block's pages are first touched */
 	struct header h = {bytes, rank, cat};
 	memcpy(raw, &h, sizeof h);
 	struct zs_rank_mem *m = &t->rank[rank];

@@ -20,14 +20,7 @@
 
 #include <stddef.h>
 
-enum zs_cat {
-	ZS_CAT_PARAM16, ZS_CAT_PARAM32, ZS_CAT_GRAD16, ZS_CAT_GRAD32,
-	ZS_CAT_MASTER32, ZS_CAT_ADAM_M, ZS_CAT_ADAM_V, ZS_CAT_MOMENTUM,
-	ZS_CAT_GATHERED, ZS_CAT_FULL_GRADS, ZS_CAT_ACTIVATIONS, ZS_CAT_SCRATCH,
-	ZS_NCATS
-};
-
-enum zs_phase { ZS_PH_SETUP, ZS_PH_FORWARD, ZS_PH_BACKWARD, ZS_PH_REDUCE, ZS_PH_OPTIMIZER, ZS_PH_GATHER };
+#include "util/schedule.h" /* enum zs_cat, enum zs_phase and their names */
 
 enum zs_op { ZS_OP_START, ZS_OP_PHASE, ZS_OP_ALLOC, ZS_OP_FREE };
 
@@ -56,8 +49,6 @@ struct zs_tracker {
 	size_t nevents, capevents;
 };
 
-const char *tracker_cat_name(enum zs_cat c);
-const char *tracker_phase_name(enum zs_phase p);
 const char *tracker_op_name(enum zs_op o);
 
 void tracker_init(struct zs_tracker *t, unsigned nranks);

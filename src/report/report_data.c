@@ -11,16 +11,16 @@
 #include <string.h>
 
 #include "report/report_data.h"
+#include "util/schedule.h"
 #include "util/util.h"
 
-static const char *const cat_names[REPORT_NCATS] = {
-	"param16", "param32", "grad16", "grad32", "master32", "adam_m", "adam_v", "momentum",
-	"gathered_params", "full_grads", "activations", "scratch", "other",
-};
+/* The contract's categories (util/schedule.h), then "other". */
+_Static_assert((int)REPORT_CAT_UNKNOWN == (int)ZS_NCATS, "report categories are the contract's");
+_Static_assert((int)REPORT_NPHASES == (int)ZS_NPHASES, "report phases are the contract's");
 
 const char *report_cat_name(enum report_cat c)
 {
-	return cat_names[c];
+	return c == REPORT_CAT_UNKNOWN ? "other" : zs_cat_name((enum zs_cat)c);
 }
 
 int report_cat_is_state(enum report_cat c)
@@ -28,13 +28,9 @@ int report_cat_is_state(enum report_cat c)
 	return c <= REPORT_CAT_MOMENTUM;
 }
 
-static const char *const phase_names[REPORT_NPHASES] = {
-	"setup", "forward", "backward", "reduce", "optimizer", "gather",
-};
-
 const char *report_phase_name(enum report_phase p)
 {
-	return phase_names[p];
+	return zs_phase_name((enum zs_phase)p);
 }
 
 const char *report_metric_name(enum report_metric m)
@@ -185,7 +181,7 @@ static int read_breakdown(const cJSON *o, const char *key, const char *where, co
 			return zs_fail(cause, "%s: %s.%s is not a byte count (a finite number, 0 or more)", where,
 			               key, c->string);
 		for (i = 0; i < REPORT_CAT_UNKNOWN; i++)
-			if (strcmp(c->string, cat_names[i]) == 0)
+			if (strcmp(c->string, report_cat_name((enum report_cat)i)) == 0)
 				break;
 		bd[i] += c->valuedouble;
 		sum += c->valuedouble;
@@ -221,7 +217,7 @@ static int read_timeline(const cJSON *run, const char *where, struct report_run 
 		    zs_json_string(ev, "phase", at, &str, cause) < 0)
 			return -1;
 		for (p = 0; p < REPORT_NPHASES; p++)
-			if (strcmp(str, phase_names[p]) == 0)
+			if (strcmp(str, report_phase_name((enum report_phase)p)) == 0)
 				break;
 		if (p == REPORT_NPHASES)
 			return zs_fail(cause, "%s: unknown phase '%s' (setup, forward, backward, reduce, "

@@ -34,18 +34,16 @@
 #include "config.h"
 
 #include "theory/theory.h"
+#include "util/schedule.h"
 
-static const char *const category_names[THEORY_NCATEGORIES] = {
-	"param16", "param32", "grad16", "grad32", "master32", "adam_m", "adam_v",
-	"momentum", "gathered_params", "full_grads", "activations", "scratch",
-};
+_Static_assert((int)THEORY_NCATEGORIES == (int)ZS_NCATS, "theory categories are the contract's");
 
 /* Activations are fp32 in both precisions (docs/schedule.md, `a`). */
 #define ACT_BYTES 4u
 
 const char *theory_category_name(enum theory_category c)
 {
-	return c < THEORY_NCATEGORIES ? category_names[c] : "?";
+	return c < THEORY_NCATEGORIES ? zs_cat_name((enum zs_cat)c) : "?";
 }
 
 void theory_bytes_per_param(enum zs_precision pr, enum zs_optimizer opt,
@@ -103,11 +101,7 @@ void theory_floor(double params, enum zs_scheme scheme, unsigned world,
 
 uint64_t theory_params(const struct theory_shape *s)
 {
-	uint64_t psi = 0;
-
-	for (size_t l = 0; l + 1 < s->nwidths; l++)
-		psi += (uint64_t)s->widths[l] * s->widths[l + 1] + s->widths[l + 1];
-	return psi;
+	return zs_params(s->widths, s->nwidths);
 }
 
 /* Fill the resident categories for `full` working params and grads (else
@@ -142,8 +136,7 @@ void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
 	} else {
 		out->nunits = s->nwidths - 1;
 		for (size_t l = 0; l + 1 < s->nwidths; l++)
-			out->units[l] = (uint64_t)s->widths[l] * s->widths[l + 1]
-			                + s->widths[l + 1];
+			out->units[l] = zs_layer_params(s->widths, l);
 	}
 	for (size_t u = 0; u < out->nunits; u++) {
 		out->shard_elements += (out->units[u] + n - 1) / n;
@@ -152,27 +145,17 @@ void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
 	}
 	out->padded_elements = n * out->shard_elements;
 
-	/* Resident model state. At N = 1, S = Ψ and all schemes coincide. */
-	uint64_t S = out->shard_elements;
-	switch (scheme) {
-	case ZS_DP:
-		resident(out->resident_breakdown, b, mixed, psi, psi, psi);
-		sharded = 0;
-		break;
-	case ZS_ZERO1:
-		resident(out->resident_breakdown, b, mixed, psi, psi, S);
-		sharded = b->k;
-		break;
-	case ZS_ZERO2:
-		resident(out->resident_breakdown, b, mixed, psi, S, S);
-		sharded = b->g + b->k;
-		break;
-	case ZS_ZERO3:
-	default:
-		resident(out->resident_breakdown, b, mixed, S, S, S);
-		sharded = b->p + b->g + b->k;
-		break;
+	/* Resident model state: the scheme's row of zs_shards. At N = 1,
+	 * S = Ψ and all schemes coincide. */
+	uint64_t S = out->shard_elements, held[ZS_NSTATES];
+	const uint64_t bytes[ZS_NSTATES] = {b->p, b->g, b->k};
+	for (int st = 0; st < ZS_NSTATES; st++) {
+		int shard = zs_shards[scheme][st] == ZS_SHARD;
+		held[st] = shard ? S : psi;
+		sharded += shard ? bytes[st] : 0;
 	}
+	resident(out->resident_breakdown, b, mixed, held[ZS_STATE_PARAMS], held[ZS_STATE_GRADS],
+	         held[ZS_STATE_OPTIM]);
 	for (int c = 0; c < THEORY_NCATEGORIES; c++)
 		out->resident_bytes += out->resident_breakdown[c];
 	out->padding_bytes = (double)((out->padded_elements - psi) * sharded) / (double)n;

@@ -13,6 +13,7 @@
 
 #include "util/util.h"
 #include "util/config.h"
+#include "util/schedule.h"
 
 static const char *const scheme_names[ZS_NSCHEMES] = {"dp", "zero1", "zero2", "zero3"};
 static const char *const unit_names[ZS_NUNITS] = {"model", "layer"};
@@ -405,10 +406,7 @@ int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 
 double zs_config_params(const struct zs_config *c)
 {
-	double psi = 0;
-	for (size_t l = 0; l + 1 < c->nwidths; l++)
-		psi += (double)c->widths[l] * (double)c->widths[l + 1] + (double)c->widths[l + 1];
-	return psi;
+	return (double)zs_params(c->widths, c->nwidths);
 }
 
 size_t zs_config_units(const struct zs_config *c, enum zs_unit unit, size_t *n)
@@ -418,7 +416,7 @@ size_t zs_config_units(const struct zs_config *c, enum zs_unit unit, size_t *n)
 		return 1;
 	}
 	for (size_t l = 0; l + 1 < c->nwidths; l++)
-		n[l] = c->widths[l] * c->widths[l + 1] + c->widths[l + 1];
+		n[l] = zs_layer_params(c->widths, l);
 	return c->nwidths - 1;
 }
 

@@ -20,24 +20,34 @@
 
 #include "util/util.h"
 
+void zs_oom(const char *file, int line)
+{
+	fprintf(stderr, "zerosim: out of memory at %s:%d\n", file, line);
+	exit(ZS_EXIT_RUNTIME);
+}
+
 void *zs_malloc_at(size_t n, const char *file, int line)
 {
 	void *p = malloc(n ? n : 1);
-	if (p == NULL) {
-		fprintf(stderr, "zerosim: out of memory allocating %zu bytes at %s:%d\n", n, file, line);
-		exit(ZS_EXIT_RUNTIME);
-	}
+	if (p == NULL)
+		zs_oom(file, line);
 	return p;
 }
 
 void *zs_calloc_at(size_t n, size_t size, const char *file, int line)
 {
 	void *p = calloc(n ? n : 1, size ? size : 1);
-	if (p == NULL) {
-		fprintf(stderr, "zerosim: out of memory allocating %zu x %zu bytes at %s:%d\n", n, size, file, line);
-		exit(ZS_EXIT_RUNTIME);
-	}
+	if (p == NULL)
+		zs_oom(file, line);
 	return p;
+}
+
+void *zs_realloc_at(void *p, size_t n, const char *file, int line)
+{
+	void *q = realloc(p, n ? n : 1);
+	if (q == NULL)
+		zs_oom(file, line);
+	return q;
 }
 
 char *zs_strdup_at(const char *s, const char *file, int line)
@@ -378,9 +388,7 @@ int zs_json_object(const cJSON *obj, const char *key, const char *where, const c
 cJSON *zs_json_add_number(cJSON *obj, const char *key, double v)
 {
 	cJSON *n = cJSON_AddNumberToObject(obj, key, v);
-	if (n == NULL) {
-		fprintf(stderr, "zerosim: out of memory building JSON at %s:%d\n", __FILE__, __LINE__);
-		exit(ZS_EXIT_RUNTIME);
-	}
+	if (n == NULL)
+		zs_oom(__FILE__, __LINE__);
 	return n;
 }

@@ -19,12 +19,19 @@
 #define ZS_EXIT_RUNTIME 1
 #define ZS_EXIT_USAGE 2
 
-/* Out of memory is fatal, with file and line. */
+/* Out of memory is fatal, with file and line, through one handler
+ * (redis's zmalloc_oom_handler): "zerosim: out of memory at FILE:LINE" on
+ * stderr and exit status 1. Every allocation of the code goes through
+ * these, or calls zs_oom when a library reports that it could not
+ * allocate (cJSON, libxxhash). */
 #define zs_malloc(n) zs_malloc_at((n), __FILE__, __LINE__)
 #define zs_calloc(n, s) zs_calloc_at((n), (s), __FILE__, __LINE__)
+#define zs_realloc(p, n) zs_realloc_at((p), (n), __FILE__, __LINE__)
 #define zs_strdup(s) zs_strdup_at((s), __FILE__, __LINE__)
+void zs_oom(const char *file, int line) __attribute__((noreturn));
 void *zs_malloc_at(size_t n, const char *file, int line);
 void *zs_calloc_at(size_t n, size_t size, const char *file, int line);
+void *zs_realloc_at(void *p, size_t n, const char *file, int line);
 char *zs_strdup_at(const char *s, const char *file, int line);
 
 /* printf into a fresh string; the caller frees it. Never NULL. */

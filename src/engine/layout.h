@@ -1,0 +1,84 @@
+/*
+ * layout — where every element of a run's model state lives, as data
+ * (docs/schedule.md, "Units, padding, shards" and "Resident model state").
+ *
+ * The flat parameter vector is cut into units; a unit of n elements gives
+ * each rank s = ceil(n/N) slots, rank k's being [k·s, (k+1)·s). Every
+ * per-parameter buffer of a rank is one of enum zs_buf. A resident buffer
+ * is full (the Ψ elements, each at its own index) or a shard (the rank's
+ * slots of every unit, unit after unit: S = Σ s_u elements), as the
+ * scheme's row of zs_shards says for its state; the transient ones are
+ * full copies of a few units. layout_own answers the one question the
+ * driver and the schemes ask of it: which elements of buffer X of unit u
+ * rank k owns, and where they are.
+ *
+ * The N = 1 rule lives here: with one rank a shard is the whole unit, so
+ * the run's row is all full (and the driver calls no scheme hook, since
+ * nothing is sharded, gathered or reduced).
+ */
+#ifndef ZS_LAYOUT_H
+#define ZS_LAYOUT_H
+
+#include <stddef.h>
+
+#include "engine/model.h"
+#include "util/config.h"
+#include "util/schedule.h"
+
+/* A rank's per-parameter buffers. */
+enum zs_buf {
+	/* resident model state: full or shard, as the run's row says */
+	ZS_BUF_PARAMS,     /* working params: fp16 (mixed) or fp32 */
+	ZS_BUF_GRADS,      /* same type as the params */
+	ZS_BUF_MASTER,     /* fp32 master weights (mixed only) */
+	ZS_BUF_M,          /* Adam's first moment, or SGD's momentum */
+	ZS_BUF_V,          /* Adam's second moment */
+	/* transient full copies of some units (zero2, zero3) */
+	ZS_BUF_GATHERED,   /* params gathered for compute */
+	ZS_BUF_FULL_GRADS, /* grads written by backward before the reduce-scatter */
+	ZS_NBUFS
+};
+
+struct zs_layout_unit {
+	size_t off, n;     /* its elements [off, off + n) of the flat vector */
+	size_t s;          /* slots per rank: ceil(n / N) */
+	size_t soff;       /* where a rank's slots of it start in a shard */
+	size_t first, last; /* its layers */
+};
+
+struct zs_layout {
+	size_t nparams;    /* Ψ */
+	unsigned world;    /* N */
+	size_t nunits;
+	struct zs_layout_unit unit[ZS_MAX_LAYERS];
+	size_t shard;      /* S = Σ s_u */
+	enum zs_span span[ZS_NSTATES]; /* the scheme's row; all full at N = 1 */
+};
+
+/* The elements [first, first + count) of the flat vector, held at element
+ * `at` of a buffer. */
+struct zs_slice {
+	size_t first, count, at;
+};
+
+/* unit=model: one unit of every layer; unit=layer: one unit per layer
+ * that owns params (a layer without params joins the unit before it). */
+void layout_init(struct zs_layout *lo, const struct zs_model *m, enum zs_scheme scheme, unsigned world,
+                 enum zs_unit unit);
+
+/* The state a resident buffer belongs to, and whether it is full or a
+ * shard in this run. */
+enum zs_state layout_state(enum zs_buf b);
+enum zs_span layout_span(const struct zs_layout *lo, enum zs_buf b);
+
+/* Elements a resident buffer holds: Ψ (full) or S (shard). */
+size_t layout_len(const struct zs_layout *lo, enum zs_buf b);
+
+/* The elements of unit u that rank k owns in resident buffer b, and where
+ * they are in it. A rank owns what its optimizer updates: its slots when
+ * the optimizer state is sharded (their real elements: none for a rank
+ * holding only padding), else the whole unit. In a shard they start at
+ * the unit's soff; in a full buffer at their own index. */
+struct zs_slice layout_own(const struct zs_layout *lo, enum zs_buf b, size_t u, unsigned k);
+
+#endif

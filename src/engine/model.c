@@ -1,0 +1,90 @@
+/*
+ * model — the MLP as a list of linear layers (model.h); the kernels are
+ * mlp.h's.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "engine/mlp.h"
+#include "engine/model.h"
+
+static void linear_forward(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	float *out = io->t[l->out];
+	const float *in = io->t[l->in];
+	if (io->dt == ZS_F16) {
+		const zs_half *w = io->w;
+		linear_forward_f16(out, in, w, w + l->din * l->dout, l->relu, io->batch, l->din, l->dout);
+	} else {
+		const float *w = io->w;
+		linear_forward_f32(out, in, w, w + l->din * l->dout, l->relu, io->batch, l->din, l->dout);
+	}
+}
+
+static void linear_backward(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	float *dx = l->dx == ZS_NO_TENSOR ? NULL : io->t[l->dx];
+	const float *dy = io->t[l->dy], *in = io->t[l->in];
+	if (io->dt == ZS_F16) {
+		const zs_half *w = io->w;
+		zs_half *g = io->g;
+		linear_backward_f16(g, g + l->din * l->dout, dx, dy, in, w, io->batch, l->din, l->dout);
+	} else {
+		const float *w = io->w;
+		float *g = io->g;
+		linear_backward_f32(g, g + l->din * l->dout, dx, dy, in, w, io->batch, l->din, l->dout);
+	}
+}
+
+static const struct zs_layer_kind linear = {"linear", linear_forward, linear_backward};
+
+static float mlp_loss(const struct zs_model *m, float *const *t)
+{
+	const struct zs_layer *last = &m->layer[m->nlayers - 1];
+	return mse_forward_backward(t[last->dy], t[last->out], t[m->target], m->batch, last->dout);
+}
+
+static unsigned add_tensor(struct zs_model *m, size_t elements, enum zs_cat cat, enum zs_when alloc)
+{
+	m->tensor[m->ntensors] = (struct zs_tensor){elements, cat, alloc, ZS_END_OF_BACKWARD};
+	return (unsigned)m->ntensors++;
+}
+
+void model_mlp_init(struct zs_model *m, const size_t *widths, size_t nwidths, size_t batch)
+{
+	struct mlp_shape s;
+	mlp_shape_init(&s, widths, nwidths);
+	memset(m, 0, sizeof *m);
+	m->nparams = s.nparams;
+	m->batch = batch;
+	m->nlayers = s.nlayers;
+	m->loss = mlp_loss;
+	size_t L = s.nlayers, dmax = batch * mlp_max_width(&s);
+	unsigned delta[2];
+	delta[0] = add_tensor(m, dmax, ZS_CAT_SCRATCH, ZS_AT_BACKWARD);
+	delta[1] = add_tensor(m, dmax, ZS_CAT_SCRATCH, ZS_AT_BACKWARD);
+	m->input = add_tensor(m, batch * s.width[0], ZS_CAT_ACTIVATIONS, ZS_AT_FORWARD);
+	m->target = add_tensor(m, batch * s.width[L], ZS_CAT_ACTIVATIONS, ZS_AT_FORWARD);
+	for (size_t l = 0; l < L; l++) {
+		struct zs_layer *ly = &m->layer[l];
+		ly->kind = &linear;
+		ly->param_off = s.w_off[l];
+		ly->din = s.width[l];
+		ly->dout = s.width[l + 1];
+		ly->nparams = ly->din * ly->dout + ly->dout;
+		ly->relu = l + 1 < L;
+		ly->in = l == 0 ? m->input : m->layer[l - 1].out;
+		ly->out = add_tensor(m, batch * ly->dout, ZS_CAT_ACTIVATIONS, ZS_AT_LAYER);
+		ly->dy = delta[(L - 1 - l) & 1];
+		ly->dx = l == 0 ? ZS_NO_TENSOR : delta[(L - l) & 1];
+	}
+}
+
+size_t model_tensor_bytes(const struct zs_model *m)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < m->ntensors; i++)
+		n += m->tensor[i].elements * sizeof(float);
+	return n;
+}

@@ -1,0 +1,48 @@
+/*
+ * schedule — the names of the contract between the three stages, written
+ * once: the tracker's categories, the phases of a step, and which states
+ * each scheme shards. docs/schedule.md is the text; this is its vocabulary.
+ * The engine tags its buffers with these names, the theory sums its bytes
+ * under them, and the report reads them back from the JSON.
+ *
+ * This is plain data and two sums over the shape. The engine, the theory
+ * and the report may all include it; it includes nothing of theirs.
+ */
+#ifndef ZS_SCHEDULE_H
+#define ZS_SCHEDULE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/config.h"
+
+/* What a byte is for (docs/schedule.md, "Categories"): the model states
+ * first (through ZS_CAT_MOMENTUM), then the transients of a step. */
+enum zs_cat {
+	ZS_CAT_PARAM16, ZS_CAT_PARAM32, ZS_CAT_GRAD16, ZS_CAT_GRAD32,
+	ZS_CAT_MASTER32, ZS_CAT_ADAM_M, ZS_CAT_ADAM_V, ZS_CAT_MOMENTUM,
+	ZS_CAT_GATHERED, ZS_CAT_FULL_GRADS, ZS_CAT_ACTIVATIONS, ZS_CAT_SCRATCH,
+	ZS_NCATS
+};
+
+/* The phases of a step, in order, after the set-up. */
+enum zs_phase { ZS_PH_SETUP, ZS_PH_FORWARD, ZS_PH_BACKWARD, ZS_PH_REDUCE, ZS_PH_OPTIMIZER, ZS_PH_GATHER,
+	        ZS_NPHASES };
+
+/* Their JSON names ("param16", "forward"); NULL out of range. */
+const char *zs_cat_name(enum zs_cat c);
+const char *zs_phase_name(enum zs_phase p);
+
+/* The model states, and how much of each a rank holds between steps. */
+enum zs_state { ZS_STATE_PARAMS, ZS_STATE_GRADS, ZS_STATE_OPTIM, ZS_NSTATES };
+enum zs_span { ZS_FULL, ZS_SHARD };
+
+/* The ZeRO paper's table (§5): zs_shards[scheme][state]. At N = 1 a shard
+ * is the whole model and every scheme holds what dp holds. */
+extern const enum zs_span zs_shards[ZS_NSCHEMES][ZS_NSTATES];
+
+/* Ψ = Σ_l d_l·d_{l+1} + d_{l+1}, and a unit=layer unit's n_l. */
+uint64_t zs_params(const size_t *widths, size_t nwidths);
+uint64_t zs_layer_params(const size_t *widths, size_t l);
+
+#endif

@@ -1,0 +1,168 @@
+/*
+ * bench_floor — what `zerosim measure --layers 1024,4096,1024 --world 16
+ * --steps 1` cannot avoid, measured on the machine at hand with one
+ * thread: faulting in the DP run's memory in 4 KiB pages, and streaming
+ * the bytes the rank-steps of all four schemes must read and write. Built
+ * for `make bench` only; tests/bench.sh divides the large case's time by it.
+ *
+ * The count, from the model's shape alone (docs/schedule.md; mixed
+ * precision, Adam: p = g = 2, k = 12; one step; batch 4):
+ *
+ *   Ψ = 1024·4096 + 4096 + 4096·1024 + 1024 = 8,393,728 parameters,
+ *   N = 16, S = ceil(Ψ/N) = 524,608 (no padding: 16 divides Ψ).
+ *
+ *   Faults: the DP run holds 16 ranks × Ψ(p+g+k) = 16 × 16Ψ = 2,148,794,368
+ *   bytes of model state, 524,608 pages of 4 KiB, each faulted in once.
+ *
+ *   Bytes every rank moves in its step (E = the elements whose optimizer
+ *   state it owns: Ψ for dp, S for zero1/2/3):
+ *     state written once          dp 16Ψ, zero1 4Ψ+12S, zero2 2Ψ+14S, zero3 16S
+ *     forward: weights read       pΨ (every scheme)
+ *     backward: weight grads      gΨ written; weights of layers 1..L-1 read
+ *                                 for the input gradients (layer 0 has
+ *                                 none): p·4096·1024 = 8,388,608
+ *     Adam: master, m, v and the  (k + g)E read, (k + p)E written = 28E
+ *     reduced grad read; master,
+ *     m, v and the working param
+ *     written
+ *     collectives, source read    dp all-reduce in place: gΨ read, gΨ written;
+ *     once and destination        zero1, zero2: reduce-scatter (gΨ read, gS
+ *     written once                written) and all-gather (pS read, pΨ
+ *                                 written); zero3: two all-gathers and one
+ *                                 reduce-scatter, 3 × (2Ψ + 2S)
+ *   Per rank: dp 52Ψ + 8,388,608 = 444,862,464 B; zero1 132,196,096 B;
+ *   zero2 116,457,856 B; zero3 118,556,288 B; their sum × 16 ranks =
+ *   12,993,163,264 B, of which 4,985,546,752 read and 8,007,616,512 written.
+ *   Activations (b·Σd·4 = 114,688 B per rank) and the loss are left out.
+ *
+ * The floor is the fault time plus reads at the measured read bandwidth
+ * plus writes at the measured write bandwidth, each the best of several
+ * passes over a buffer far larger than the caches. It is a floor, not a
+ * model: a run that reached it would do nothing but touch its bytes once.
+ *
+ * Output: one line per measurement, then "floor_seconds T".
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#define PAGE 4096u
+#define STREAM_BYTES (512u << 20) /* the streaming buffer: far beyond any cache */
+#define PASSES 5
+
+struct traffic {
+	double read, written;
+};
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The bytes above, from the shape. */
+static struct traffic large_case(double *fault_bytes)
+{
+	const double d0 = 1024, d1 = 4096, d2 = 1024, N = 16, p = 2, g = 2, k = 12;
+	const double psi = d0 * d1 + d1 + d1 * d2 + d2;
+	const double S = psi / N; /* exact: 16 divides Ψ */
+	const double bw_read = p * d1 * d2; /* layer 1's weights, for layer 0's input gradient */
+	struct traffic t = {0, 0};
+	/* per scheme: resident state, elements owned, collectives read / written */
+	const double state[4] = {psi * (p + g + k), psi * (p + g) + S * k, psi * p + S * (g + k),
+	                         S * (p + g + k)};
+	const double owned[4] = {psi, S, S, S};
+	const double coll_read[4] = {g * psi, g * psi + p * S, g * psi + p * S, 2 * p * S + g * psi};
+	const double coll_written[4] = {g * psi, g * S + p * psi, g * S + p * psi,
+	                                2 * p * psi + g * S};
+
+	for (int s = 0; s < 4; s++) {
+		t.read += N * (p * psi + bw_read + (k + g) * owned[s] + coll_read[s]);
+		t.written += N * (state[s] + g * psi + (k + p) * owned[s] + coll_written[s]);
+	}
+	*fault_bytes = N * psi * (p + g + k);
+	return t;
+}
+
+static void *map(size_t n, int advice)
+{
+	void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED) {
+		perror("bench_floor: mmap");
+		exit(1);
+	}
+	(void)madvise(m, n, advice); /* where the kernel has no THP, this fails harmlessly */
+	return m;
+}
+
+/* Seconds to fault in n bytes of fresh anonymous memory, 4 KiB at a time. */
+static double fault_seconds(size_t n)
+{
+	double best = 1e30;
+	for (int pass = 0; pass < 2; pass++) {
+		volatile char *m = map(n, MADV_NOHUGEPAGE);
+		double t0 = now();
+		for (size_t i = 0; i < n; i += PAGE)
+			m[i] = 1;
+		double t = now() - t0;
+		munmap((void *)m, n);
+		if (t < best)
+			best = t;
+	}
+	return best;
+}
+
+static volatile uint64_t sink;
+
+/* Best read and write bandwidth (bytes/s) over STREAM_BYTES. */
+static void stream_bandwidth(double *read_bw, double *write_bw)
+{
+	uint64_t *buf = map(STREAM_BYTES, MADV_HUGEPAGE);
+	const size_t n = STREAM_BYTES / sizeof *buf;
+	double best_r = 1e30, best_w = 1e30;
+
+	memset(buf, 1, STREAM_BYTES); /* faulted in before any timing */
+	for (int pass = 0; pass < PASSES; pass++) {
+		double t0 = now();
+		memset(buf, pass, STREAM_BYTES);
+		double t1 = now();
+		uint64_t a = 0, b = 0, c = 0, d = 0;
+		for (size_t i = 0; i < n; i += 4) {
+			a += buf[i];
+			b += buf[i + 1];
+			c += buf[i + 2];
+			d += buf[i + 3];
+		}
+		sink = a + b + c + d;
+		double t2 = now();
+		if (t1 - t0 < best_w)
+			best_w = t1 - t0;
+		if (t2 - t1 < best_r)
+			best_r = t2 - t1;
+	}
+	munmap(buf, STREAM_BYTES);
+	*read_bw = STREAM_BYTES / best_r;
+	*write_bw = STREAM_BYTES / best_w;
+}
+
+int main(void)
+{
+	double fault_bytes, read_bw, write_bw;
+	struct traffic t = large_case(&fault_bytes);
+	double tf = fault_seconds((size_t)fault_bytes);
+	stream_bandwidth(&read_bw, &write_bw);
+	double ts = t.read / read_bw + t.written / write_bw;
+
+	printf("fault in %.3f GB in 4 KiB pages:        %7.3f s (%.2f GB/s)\n", fault_bytes / 1e9, tf,
+	       fault_bytes / tf / 1e9);
+	printf("stream %.3f GB read at %.2f GB/s and %.3f GB written at %.2f GB/s: %7.3f s\n",
+	       t.read / 1e9, read_bw / 1e9, t.written / 1e9, write_bw / 1e9, ts);
+	printf("floor_seconds %.3f\n", tf + ts);
+	return 0;
+}
