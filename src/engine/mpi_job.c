@@ -20,13 +20,16 @@
 #include "engine/mpi_job.h"
 #include "util/util.h"
 
-struct peer {
-	int pid;
-	char host[64];
-};
-
-static struct peer *peers;
+static int *pids; /* every process's */
 static int nproc = 1, me;
+/* The processes on this machine share one byte each (an MPI shared-memory
+ * window): set by a process that has said why it stops, so that its end is
+ * not reported a second time as a death. node[p] is process p's byte, or
+ * -1 for a process on another machine. */
+static MPI_Comm node_comm = MPI_COMM_NULL;
+static MPI_Win node_win = MPI_WIN_NULL;
+static volatile char *reported;
+static int *node;
 static char run_what[128] = "set-up";
 static unsigned run_world;
 static volatile sig_atomic_t stopping;
@@ -52,17 +55,17 @@ static void put_uint(char *buf, size_t *len, size_t cap, unsigned long v)
 		buf[(*len)++] = d[--n];
 }
 
-static int same_host(int p) { return strcmp(peers[p].host, peers[me].host) == 0; }
+static int same_host(int p) { return node[p] >= 0; }
 
 /* The process is gone: no such process, or a zombie not yet reaped. */
 static int gone(int p)
 {
-	if (kill(peers[p].pid, 0) != 0)
+	if (kill(pids[p], 0) != 0)
 		return errno == ESRCH;
 	char path[40];
 	size_t len = 0;
 	put(path, &len, sizeof path, "/proc/");
-	put_uint(path, &len, sizeof path, (unsigned long)peers[p].pid);
+	put_uint(path, &len, sizeof path, (unsigned long)pids[p]);
 	put(path, &len, sizeof path, "/stat");
 	path[len] = '\0';
 	int fd = open(path, O_RDONLY);
@@ -88,6 +91,8 @@ static void on_stop(int sig)
 	for (int p = 0; p < nproc && dead < 0; p++)
 		if (p != me && same_host(p) && gone(p))
 			dead = p;
+	if (dead >= 0 && reported[node[dead]])
+		dead = -1; /* it said why, and the launcher stops the rest */
 	int first = dead >= 0;
 	for (int p = 0; p < me && first; p++)
 		if (p != dead && same_host(p) && !gone(p))
@@ -114,7 +119,7 @@ static void on_stop(int sig)
 		put(line, &len, cap, " of ");
 		put_uint(line, &len, cap, (unsigned long)nproc);
 		put(line, &len, cap, ", pid ");
-		put_uint(line, &len, cap, (unsigned long)peers[dead].pid);
+		put_uint(line, &len, cap, (unsigned long)pids[dead]);
 		put(line, &len, cap, ") ended during ");
 		put(line, &len, cap, run_what);
 		put(line, &len, cap, "; the job stops, nothing written");
@@ -137,13 +142,35 @@ int mpi_job_start(int *argc, char ***argv, char **cause)
 		return zs_fail(cause, "MPI_Init failed");
 	MPI_Comm_size(MPI_COMM_WORLD, &nproc);
 	MPI_Comm_rank(MPI_COMM_WORLD, &me);
-	peers = zs_calloc((size_t)nproc, sizeof *peers);
-	struct peer self;
-	memset(&self, 0, sizeof self);
-	self.pid = (int)getpid();
-	if (gethostname(self.host, sizeof self.host - 1) != 0)
-		strcpy(self.host, "?");
-	MPI_Allgather(&self, (int)sizeof self, MPI_BYTE, peers, (int)sizeof self, MPI_BYTE, MPI_COMM_WORLD);
+	pids = zs_calloc((size_t)nproc, sizeof *pids);
+	int self = (int)getpid();
+	MPI_Allgather(&self, 1, MPI_INT, pids, 1, MPI_INT, MPI_COMM_WORLD);
+	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_comm);
+	int nlocal, local;
+	MPI_Comm_size(node_comm, &nlocal);
+	MPI_Comm_rank(node_comm, &local);
+	char *base;
+	MPI_Win_allocate_shared(local == 0 ? nlocal : 0, 1, MPI_INFO_NULL, node_comm, &base, &node_win);
+	MPI_Aint size;
+	int disp;
+	MPI_Win_shared_query(node_win, 0, &size, &disp, &base);
+	reported = base;
+	reported[local] = 0;
+	MPI_Barrier(node_comm);
+	MPI_Group world_group, node_group;
+	MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+	MPI_Comm_group(node_comm, &node_group);
+	int *all = zs_calloc((size_t)nproc, sizeof *all);
+	node = zs_calloc((size_t)nproc, sizeof *node);
+	for (int p = 0; p < nproc; p++)
+		all[p] = p;
+	MPI_Group_translate_ranks(world_group, nproc, all, node_group, node);
+	for (int p = 0; p < nproc; p++)
+		if (node[p] == MPI_UNDEFINED)
+			node[p] = -1;
+	free(all);
+	MPI_Group_free(&world_group);
+	MPI_Group_free(&node_group);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_stop;
@@ -156,9 +183,13 @@ int mpi_job_start(int *argc, char ***argv, char **cause)
 
 void mpi_job_finish(void)
 {
+	MPI_Win_free(&node_win);
+	MPI_Comm_free(&node_comm);
 	MPI_Finalize();
-	free(peers);
-	peers = NULL;
+	free(pids);
+	free(node);
+	pids = NULL;
+	node = NULL;
 }
 
 unsigned mpi_job_size(void) { return (unsigned)nproc; }
@@ -194,15 +225,9 @@ void mpi_job_gather(void *buf, size_t bytes, unsigned world)
 	MPI_Type_free(&one);
 }
 
-unsigned long long mpi_job_sum(unsigned long long v)
-{
-	unsigned long long all = 0;
-	MPI_Allreduce(&v, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-	return all;
-}
-
 void mpi_job_abort(int status)
 {
+	reported[node[me]] = 1;
 	MPI_Abort(MPI_COMM_WORLD, status);
 	_exit(status);
 }

@@ -5,12 +5,14 @@
  * figures and writes the output.
  *
  * When a process dies (killed, or crashed), the launcher (mpirun, srun)
- * stops the others with SIGTERM. Each process knows its peers' host names
- * and process ids from the start; on that signal, the first surviving
- * process on the dead one's host writes one line naming the ranks the dead
- * process held and the run it was in, and the job ends with status 1
- * without writing anything (outputs are written only at the end, by process
- * 0, atomically).
+ * stops the others with SIGTERM. Each process knows from the start the
+ * process ids of the others and which of them share its machine; on that
+ * signal, the first surviving process on the dead one's machine writes one
+ * line naming the ranks the dead process held and the run it was in, and
+ * the job ends with status 1 without writing anything (outputs are written
+ * only at the end, by process 0, atomically). A process that fails says so
+ * itself and ends the job (mpi_job_abort); its end is then not reported a
+ * second time.
  *
  * Only when HAVE_MPI is defined.
  */
@@ -34,8 +36,8 @@ void mpi_job_set_run(const char *what, unsigned world);
  * own ranks; afterwards process 0 has them all. */
 void mpi_job_gather(void *buf, size_t bytes, unsigned world);
 
-/* Every process's value of v, summed onto all; and end the whole job. */
-unsigned long long mpi_job_sum(unsigned long long v);
+/* End the whole job, once this process has said why (its end is then not
+ * reported again as a death). */
 void mpi_job_abort(int status) __attribute__((noreturn));
 
 #endif
