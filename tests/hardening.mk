@@ -25,11 +25,13 @@ FUZZ_FLAGS = -timeout=60 -rss_limit_mb=2048
 FUZZ_NAMES = case spec measured theory
 FUZZ_PROGS = tests/fuzz/fuzz_case tests/fuzz/fuzz_spec tests/fuzz/fuzz_measured tests/fuzz/fuzz_theory
 FUZZ_CFLAGS = -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 \
-	-D_GNU_SOURCE -I$(top_builddir) -I$(top_srcdir)/src -I$(top_srcdir)/tests/fuzz $(CJSON_CFLAGS)
+	-D_GNU_SOURCE -I$(top_builddir) -I$(top_srcdir)/tests/fuzz $(AM_CPPFLAGS)
 FUZZ_LIBS = $(CJSON_LIBS) -lm
 FUZZ_COMMON = $(top_srcdir)/tests/fuzz/fuzz_common.h $(top_builddir)/config.h \
 	$(top_srcdir)/src/util/util.h $(top_srcdir)/src/util/config.h
-FUZZ_UTIL = $(top_srcdir)/src/util/util.c $(top_srcdir)/src/util/config.c
+# Every source of libzsutil.a (Makefile.am), built here with the fuzzer flags.
+FUZZ_UTIL = $(top_srcdir)/src/util/util.c $(top_srcdir)/src/util/config.c \
+	$(top_srcdir)/src/util/schedule.c $(top_srcdir)/src/util/datafile.c
 FUZZ_ENGINE = $(top_srcdir)/src/engine/case.c
 FUZZ_REPORT = $(top_srcdir)/src/report/report.c $(top_srcdir)/src/report/report_buf.c \
 	$(top_srcdir)/src/report/report_data.c $(top_srcdir)/src/report/report_classify.c \
