@@ -78,21 +78,34 @@ if grep -q '^#define HAVE_MPI 1' "${ZS_BUILDDIR:-.}/config.h" 2>/dev/null; then
 	mpirun="mpirun -np 2 --oversubscribe"
 	[ "$(id -u)" -ne 0 ] || mpirun="$mpirun --allow-run-as-root"
 	echo "MPI backend, 2 processes, against the in-process backend on the same runs ($(uptime | sed 's/.*load/load/'))"
-	ratio() { awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN {printf "  MPI / in-process wall time: %.2f (%.2f without the launch floor)\n", a / b, (a - f) / b}'; }
+	# Alternating pairs, in-process then MPI, so that both see the same
+	# load on a shared machine; the ratio is the median of the pairs'.
+	ms() { s=$(date +%s%N); "$@" >/dev/null || exit 1; e=$(date +%s%N); echo $(((e - s) / 1000000)); }
+	pairs() { # name pairs args...
+		name=$1 n=$2
+		shift 2
+		: >"$out/pairs"
+		i=0
+		while [ "$i" -lt "$n" ]; do
+			# shellcheck disable=SC2086
+			a=$(ms "$zs" measure --quiet "$@" --out "$out/m.json")
+			# shellcheck disable=SC2086
+			b=$(ms $mpirun "$zs" measure --backend mpi --quiet "$@" --out "$out/m.json")
+			echo "$a $b" >>"$out/pairs"
+			i=$((i + 1))
+		done
+		ip=$(cut -d' ' -f1 "$out/pairs" | median)
+		mp=$(cut -d' ' -f2 "$out/pairs" | median)
+		r=$(awk '{print $2 / $1}' "$out/pairs" | median)
+		printf '%-44s in-process %7.0f ms, MPI %7.0f ms (medians of %d), MPI/in-process %.2f\n' \
+			"$name" "$ip" "$mp" "$n" "$r"
+	}
 	# The floor: launching the job, MPI_Init and MPI_Finalize around one
 	# run of a two-parameter model.
 	bench "mpi -np 2: launch floor (--layers 1,1 --world 2)" "$runs" \
 		$mpirun "$zs" measure --backend mpi --quiet --layers 1,1 --world 2 --schemes dp --steps 1 --out "$out/m.json"
-	floor=$last_ms
-	for pair in "$runs:--world 2,4,8,16,32" "$big_runs:--layers 1024,4096,1024 --world 16 --steps 1"; do
-		n=${pair%%:*} args=${pair#*:}
-		# shellcheck disable=SC2086
-		bench "in-process: $args" "$n" "$zs" measure --quiet $args --out "$out/m.json"
-		ip=$last_ms
-		# shellcheck disable=SC2086
-		bench "mpi -np 2:  $args" "$n" $mpirun "$zs" measure --backend mpi --quiet $args --out "$out/m.json"
-		ratio "$last_ms" "$ip" "$floor"
-	done
+	pairs "default sweep's runs 2 divides (N=2..32)" "$runs" --world 2,4,8,16,32
+	pairs "1024,4096,1024 at N=16, 1 step, 4 schemes" "$big_runs" --layers 1024,4096,1024 --world 16 --steps 1
 	$mpirun "$zs" measure --backend mpi --quiet --layers 1024,4096,1024 --world 16 --steps 1 --out "$out/m.json"
 	"$zs" theory --layers 1024,4096,1024 --world 16 --out "$out/t.json"
 	ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zs" report --no-render --measured "$out/m.json" \
