@@ -270,7 +270,7 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 #endif
 	struct zs_sweep_options so = {jobs, timeline, dump != NULL,
-	                              !quiet && isatty(STDERR_FILENO) ? "zerosim measure" : NULL, mpi};
+	                              !quiet && (mpi || isatty(STDERR_FILENO)) ? "zerosim measure" : NULL, mpi};
 	struct zs_result *res = NULL;
 	size_t nres = 0;
 	if (sweep_run(&c, cs, &so, &res, &nres, &cause) != 0)

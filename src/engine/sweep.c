@@ -253,9 +253,11 @@ static int run_jobs_mpi(struct sweep *sw, size_t *ran, char **cause)
 	unsigned P = mpi_job_size(), me = mpi_job_rank();
 	unsigned char *skip = zs_calloc(sw->njobs, 1);
 	double one = 0;
+	size_t todo = 0;
 	*ran = 0;
 	for (size_t i = 0; i < sw->njobs; i++) {
 		skip[i] = job_world(sw, i) % P != 0;
+		todo += !skip[i];
 		if (skip[i] && me == 0 && i < sw->c->nworld) /* once per world size */
 			fprintf(stderr, "zerosim measure: skipping N=%u: %u MPI processes cannot share its ranks evenly\n",
 			        job_world(sw, i), P);
@@ -266,12 +268,13 @@ static int run_jobs_mpi(struct sweep *sw, size_t *ran, char **cause)
 	one += 4.0 * zs_config_params(sw->c);
 	double avail = available_memory();
 	int r = 0;
-	if (one == 4.0 * zs_config_params(sw->c))
+	if (todo == 0)
 		r = zs_fail(cause, "no world size of the sweep is a multiple of the %u MPI processes", P);
 	else if (avail > 0 && one > avail)
 		r = zs_fail(cause, "each process needs up to %.3g GB for the largest run and this machine has %.3g GB "
 		            "available; use more processes, or a smaller --layers or --world", one / 1e9, avail / 1e9);
 	sw->start = now();
+	double shown_at = sw->start;
 	size_t last = sw->njobs;
 	while (last > 0 && skip[last - 1])
 		last--;
@@ -295,14 +298,16 @@ static int run_jobs_mpi(struct sweep *sw, size_t *ran, char **cause)
 		}
 		free(what);
 		sw->done++;
-		if (sw->o->progress != NULL && me == 0 && (sw->shown || now() - sw->start > 1.0)) {
-			fprintf(stderr, "\r%s: run %zu (%s, N=%u, unit=%s, %u processes)   ", sw->o->progress, sw->done,
-			        zs_scheme_name(sc), w, zs_unit_name(u), P);
-			sw->shown = 1;
+		/* mpirun hands stderr on through a pipe: whole lines, at most
+		 * one a second, for a terminal and a batch job's log alike. */
+		if (sw->o->progress != NULL && me == 0 && now() - shown_at > 1.0) {
+			fprintf(stderr, "%s: run %zu/%zu done (%s, N=%u, unit=%s, %u processes), %.1f s\n", sw->o->progress,
+			        sw->done, todo, zs_scheme_name(sc), w, zs_unit_name(u), P, now() - sw->start);
+			shown_at = now();
 		}
 	}
-	if (sw->shown)
-		fprintf(stderr, "\r%s: %zu runs in %.1f s%40s\n", sw->o->progress, sw->done, now() - sw->start, "");
+	if (r == 0 && last > 0)
+		mpi_job_set_run("the writing of the output", job_world(sw, last - 1));
 	free(skip);
 	return r;
 }
