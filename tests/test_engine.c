@@ -9,6 +9,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "engine/coll.h"
 #include "engine/engine.h"
 #include "engine/fp16.h"
+#include "engine/heap.h"
 #include "engine/layout.h"
 #include "engine/mlp.h"
 #include "engine/optim.h"
@@ -100,6 +102,54 @@ START_TEST(test_layout_full_buffers_hold_owned_slots_at_their_own_index)
 	ck_assert_uint_eq(q.first, 6);
 	ck_assert_uint_eq(q.count, 6);
 	ck_assert_uint_eq(q.at, 6);
+}
+END_TEST
+
+/* The flags of the mapping that holds address a in /proc/self/smaps
+ * ("rd wr mr mw me ac hg"), and whether it is the [heap]; 0 if none. */
+static int vma_flags(uintptr_t a, char *flags, size_t size, int *is_heap)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	if (f == NULL)
+		return 0;
+	char line[512];
+	int in = 0, found = 0;
+	while (!found && fgets(line, sizeof line, f) != NULL) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+			in = a >= lo && a < hi;
+			if (in)
+				*is_heap = strstr(line, "[heap]") != NULL;
+		} else if (in && strncmp(line, "VmFlags:", 8) == 0) {
+			snprintf(flags, size, "%s", line + 8);
+			found = 1;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+START_TEST(test_the_heap_is_advised_to_huge_pages_as_it_grows)
+{
+	if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0) {
+		printf("skipped: this kernel has no transparent huge pages\n");
+		return;
+	}
+	heap_tune();
+	struct zs_tracker t;
+	tracker_init(&t, 1);
+	void *p = tracker_alloc(&t, 0, ZS_CAT_SCRATCH, (size_t)96 << 20);
+	char flags[512] = "";
+	int is_heap = 0;
+	int found = vma_flags((uintptr_t)p + ((size_t)48 << 20), flags, sizeof flags, &is_heap);
+	tracker_free(&t, 0, p);
+	tracker_destroy(&t);
+	if (!found || !is_heap) {
+		/* ASan and valgrind bring their own allocator, outside the heap */
+		printf("skipped: malloc does not allocate from the heap here\n");
+		return;
+	}
+	ck_assert_msg(strstr(flags, " hg") != NULL, "the block's mapping is not advised: VmFlags:%s", flags);
 }
 END_TEST
 
@@ -640,6 +690,7 @@ static Suite *engine_suite(void)
 	tcase_add_test(t, test_layout_gives_each_rank_ceil_n_over_n_slots);
 	tcase_add_test(t, test_layout_full_buffers_hold_owned_slots_at_their_own_index);
 	tcase_add_test(t, test_the_memory_bound_holds_every_run);
+	tcase_add_test(t, test_the_heap_is_advised_to_huge_pages_as_it_grows);
 	tcase_add_test(t, test_reduce_scatter_averages_and_skips_padding);
 	suite_add_tcase(s, t);
 	t = tcase_create("training");

@@ -557,8 +557,8 @@ static int check_replicas(const struct zs_run *r, enum zs_scheme scheme, char **
 	return bad;
 }
 
-/* The N = 1 rule (layout.h): one rank has nothing to shard, gather or
- * reduce, so it is laid out as dp is and runs no hook. */
+/* The N = 1 rule: one rank has nothing to shard, gather or reduce, so its
+ * layout is all full (layout_init) and it runs no hook (here). */
 static const struct zs_scheme_ops one_rank = {.name = "one rank"};
 
 int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world, enum zs_unit unit,
@@ -572,7 +572,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	memset(&r, 0, sizeof r);
 	r.ops = world == 1 ? &one_rank : schemes[scheme];
 	model_mlp_init(&r.model, c->widths, c->nwidths, c->batch);
-	layout_init(&r.layout, &r.model, world == 1 ? ZS_DP : scheme, world, unit);
+	layout_init(&r.layout, &r.model, scheme, world, unit);
 	r.world = world;
 	r.precision = c->precision;
 	r.dt = c->precision == ZS_MIXED ? ZS_F16 : ZS_F32;

@@ -10,7 +10,11 @@
  *
  * These are hints to glibc and the kernel: where the kernel refuses huge
  * pages (THP off, or no THP at all), nothing changes but the speed, and no
- * count depends on them.
+ * count depends on them. In a virtual machine whose balloon hands free
+ * memory back to the host (virtio_balloon's free page reporting, which
+ * reports free 2 MiB blocks), a huge page can come from a block the host
+ * took back and faults in on the host too: then 2 MiB pages are slower
+ * than 4 KiB ones taken from fragments the guest still holds.
  */
 #ifndef ZS_HEAP_H
 #define ZS_HEAP_H

@@ -12,9 +12,9 @@
  * driver and the schemes ask of it: which elements of buffer X of unit u
  * rank k owns, and where they are.
  *
- * The N = 1 rule lives here: with one rank a shard is the whole unit, so
- * the run's row is all full (and the driver calls no scheme hook, since
- * nothing is sharded, gathered or reduced).
+ * The N = 1 rule: with one rank a shard is the whole unit, so a run's row
+ * is all full at N = 1 (layout_init), and the driver calls no scheme hook
+ * (engine_run), since nothing is sharded, gathered or reduced.
  */
 #ifndef ZS_LAYOUT_H
 #define ZS_LAYOUT_H
