@@ -73,6 +73,8 @@ feed() {
 		run "$2" report --measured "$2" --theory "$tmp/t.json" --template "$template" --no-render --out "$tmp/rep" ;;
 	theory)
 		run "$2" report --measured "$tmp/m.json" --theory "$2" --template "$template" --no-render --out "$tmp/rep" ;;
+	model)
+		run "$2" theory --model "$2" --out "$tmp/keep" ;;
 	*)
 		echo "fuzz_regress: FAIL: no command is known to read what tests/fuzz/fuzz_$1.c reads; add it to feed() in $0" >&2
 		exit 1 ;;

@@ -13,7 +13,7 @@ TESTS += tests/cli_errors.sh tests/fuzz_regress.sh
 EXTRA_DIST += tests/cli_errors.sh tests/fuzz_regress.sh \
 	tests/fuzz/fuzz_common.h tests/fuzz/fuzz_report.h \
 	tests/fuzz/fuzz_case.c tests/fuzz/fuzz_spec.c \
-	tests/fuzz/fuzz_measured.c tests/fuzz/fuzz_theory.c \
+	tests/fuzz/fuzz_measured.c tests/fuzz/fuzz_theory.c tests/fuzz/fuzz_model.c \
 	tests/fuzz/zerosim.dict tests/fuzz/corpus tests/fuzz/regress
 
 # ---------------------------------------------------------------------------
@@ -22,8 +22,9 @@ EXTRA_DIST += tests/cli_errors.sh tests/fuzz_regress.sh \
 # flags), with config.h from the build directory.
 FUZZ_SECONDS = 30
 FUZZ_FLAGS = -timeout=60 -rss_limit_mb=2048
-FUZZ_NAMES = case spec measured theory
-FUZZ_PROGS = tests/fuzz/fuzz_case tests/fuzz/fuzz_spec tests/fuzz/fuzz_measured tests/fuzz/fuzz_theory
+FUZZ_NAMES = case spec measured theory model
+FUZZ_PROGS = tests/fuzz/fuzz_case tests/fuzz/fuzz_spec tests/fuzz/fuzz_measured tests/fuzz/fuzz_theory \
+	tests/fuzz/fuzz_model
 FUZZ_CFLAGS = -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 \
 	-D_GNU_SOURCE -I$(top_builddir) -I$(top_srcdir)/tests/fuzz $(AM_CPPFLAGS)
 FUZZ_LIBS = $(CJSON_LIBS) -lm
@@ -31,7 +32,8 @@ FUZZ_COMMON = $(top_srcdir)/tests/fuzz/fuzz_common.h $(top_builddir)/config.h \
 	$(top_srcdir)/src/util/util.h $(top_srcdir)/src/util/config.h
 # Every source of libzsutil.a (Makefile.am), built here with the fuzzer flags.
 FUZZ_UTIL = $(top_srcdir)/src/util/util.c $(top_srcdir)/src/util/config.c \
-	$(top_srcdir)/src/util/schedule.c $(top_srcdir)/src/util/datafile.c
+	$(top_srcdir)/src/util/schedule.c $(top_srcdir)/src/util/datafile.c \
+	$(top_srcdir)/src/util/buf.c $(top_srcdir)/src/util/model.c
 FUZZ_ENGINE = $(top_srcdir)/src/engine/case.c
 FUZZ_REPORT = $(top_srcdir)/src/report/report.c $(top_srcdir)/src/report/report_buf.c \
 	$(top_srcdir)/src/report/report_data.c $(top_srcdir)/src/report/report_classify.c \
@@ -73,6 +75,14 @@ tests/fuzz/fuzz_theory: $(top_srcdir)/tests/fuzz/fuzz_theory.c $(FUZZ_COMMON) $(
 	$(AM_V_GEN)$(CLANG) $(FUZZ_CFLAGS) -DFUZZ_PARTNER='"$(FUZZ_PARTNER_theory)"' -o $@ \
 		$(top_srcdir)/tests/fuzz/fuzz_theory.c $(FUZZ_REPORT) $(FUZZ_UTIL) $(FUZZ_LIBS)
 
+# The config reader and the theory that reads what it accepts.
+FUZZ_MODEL = $(top_srcdir)/src/theory/theory.c $(top_srcdir)/src/theory/theory_model.c
+tests/fuzz/fuzz_model: $(top_srcdir)/tests/fuzz/fuzz_model.c $(FUZZ_COMMON) $(FUZZ_UTIL) $(FUZZ_MODEL) \
+		$(top_srcdir)/src/util/model.h $(top_srcdir)/src/theory/theory.h
+	@$(fuzz_need_clang)
+	$(AM_V_GEN)$(CLANG) $(FUZZ_CFLAGS) -o $@ \
+		$(top_srcdir)/tests/fuzz/fuzz_model.c $(FUZZ_MODEL) $(FUZZ_UTIL) $(FUZZ_LIBS)
+
 fuzz: $(FUZZ_PROGS)
 
 # Each harness on a fresh copy of its seeds and regression inputs, so the
@@ -99,6 +109,6 @@ fuzz-run: fuzz
 
 .PHONY: fuzz fuzz-run
 CLEANFILES += $(FUZZ_PROGS) tests/fuzz/fuzz_case.log tests/fuzz/fuzz_spec.log \
-	tests/fuzz/fuzz_measured.log tests/fuzz/fuzz_theory.log
+	tests/fuzz/fuzz_measured.log tests/fuzz/fuzz_theory.log tests/fuzz/fuzz_model.log
 mostlyclean-local:
 	rm -rf tests/fuzz/work tests/fuzz/crashes

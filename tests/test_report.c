@@ -464,7 +464,7 @@ START_TEST(test_bytes_moved_between_categories_are_unexplained_though_the_totals
 	struct fixture fx;
 	struct report_data d;
 	struct report_point pt, *pts;
-	struct report_buf b = {0};
+	struct zs_buf b = {0};
 	size_t npts, i, unexplained = 0;
 	cJSON *bd;
 
@@ -484,21 +484,21 @@ START_TEST(test_bytes_moved_between_categories_are_unexplained_though_the_totals
 	ck_assert_double_eq(pt.breakdown_measured, 15544);
 	ck_assert_double_eq(pt.breakdown_schedule, 16544);
 	report_point_line(&d, &pt, &b);
-	ck_assert_str_eq(report_buf_str(&b), "UNEXPLAINED zero3 N=4 unit=model peak: measured 268544 B, "
-	                 "schedule model 268544 B (+0 B); first differing category param16: measured "
-	                 "15544 B, schedule model 16544 B: the engine or the theory departs from "
-	                 "docs/schedule.md");
-	report_buf_free(&b);
+	ck_assert_str_eq(zs_buf_str(&b), "UNEXPLAINED zero3 N=4 unit=model peak: measured 268544 B, "
+	             "schedule model 268544 B (+0 B); first differing category param16: measured "
+	             "15544 B, schedule model 16544 B: the engine or the theory departs from "
+	             "docs/schedule.md");
+	zs_buf_free(&b);
 	/* That point alone: the run's resident breakdown is untouched. */
 	pts = report_classify(&d, &npts);
 	for (i = 0; i < npts; i++)
 		unexplained += (size_t)pts[i].unexplained;
 	ck_assert_uint_eq(unexplained, 1);
 	report_flags_text(&d, pts, npts, &b);
-	ck_assert_ptr_nonnull(strstr(report_buf_str(&b), "1 unexplained"));
-	ck_assert_ptr_nonnull(strstr(report_buf_str(&b), "first differing category param16: measured "
-	                             "15544 B, schedule model 16544 B"));
-	report_buf_free(&b);
+	ck_assert_ptr_nonnull(strstr(zs_buf_str(&b), "1 unexplained"));
+	ck_assert_ptr_nonnull(strstr(zs_buf_str(&b), "first differing category param16: measured "
+	                         "15544 B, schedule model 16544 B"));
+	zs_buf_free(&b);
 	free(pts);
 	report_data_free(&d);
 
@@ -881,15 +881,15 @@ START_TEST(test_latex_table_of_a_small_sweep_reads_exactly)
 	struct fixture fx;
 	struct report_data d;
 	struct report_point *pts;
-	struct report_buf b = {0};
+	struct zs_buf b = {0};
 	size_t npts;
 
 	build(&fx, tiny, 3, w, 2, 1);
 	load(&fx, &d);
 	pts = report_classify(&d, &npts);
 	report_table_tex(&d, pts, npts, &b);
-	ck_assert_str_eq(report_buf_str(&b), table_expected);
-	report_buf_free(&b);
+	ck_assert_str_eq(zs_buf_str(&b), table_expected);
+	zs_buf_free(&b);
 	free(pts);
 	report_data_free(&d);
 	fixture_free(&fx);
@@ -902,7 +902,7 @@ START_TEST(test_latex_table_marks_an_unexplained_cell)
 	struct fixture fx;
 	struct report_data d;
 	struct report_point *pts;
-	struct report_buf b = {0};
+	struct zs_buf b = {0};
 	size_t npts;
 	cJSON *r;
 
@@ -913,9 +913,9 @@ START_TEST(test_latex_table_marks_an_unexplained_cell)
 	load(&fx, &d);
 	pts = report_classify(&d, &npts);
 	report_table_tex(&d, pts, npts, &b);
-	ck_assert_ptr_nonnull(strstr(report_buf_str(&b), "& 21.00\\textsuperscript{a,u} \\\\"));
-	ck_assert_ptr_nonnull(strstr(report_buf_str(&b), "\\textsuperscript{u}~UNEXPLAINED"));
-	report_buf_free(&b);
+	ck_assert_ptr_nonnull(strstr(zs_buf_str(&b), "& 21.00\\textsuperscript{a,u} \\\\"));
+	ck_assert_ptr_nonnull(strstr(zs_buf_str(&b), "\\textsuperscript{u}~UNEXPLAINED"));
+	zs_buf_free(&b);
 	free(pts);
 	report_data_free(&d);
 	fixture_free(&fx);

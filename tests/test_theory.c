@@ -6,7 +6,12 @@
  *     docs/schedule.md, where padding appears at N = 2, 3 and 8;
  *   - relations the docs state: floors = schedule resident when N divides
  *     every unit and differ by the padding otherwise; zero3 sends 1.5x dp's
- *     bytes when p = g; at N = 1 all four schemes are one.
+ *     bytes when p = g; at N = 1 all four schemes are one;
+ *   - for transformers, the published parameter counts of the ten shipped
+ *     configs, Korthikanti et al.'s sbh(34 + 5as/h) for gpt2 (89,653,248 B
+ *     per layer at s = 1024, b = 1) and for llama-2-13b worked by hand, the
+ *     largest micro-batch checked by the peak at b and b + 1, and configs
+ *     refused by the key's name.
  * Links libzstheory.a and libzsutil.a only: no engine object.
  */
 #include "config.h"
@@ -573,11 +578,348 @@ START_TEST(test_text_prints_table_1_and_where_each_scheme_fits)
 }
 END_TEST
 
+START_TEST(test_mlp_largest_batch_on_200kb_worked_by_hand)
+{
+	static const size_t widths[] = { 64, 256, 64 };
+	struct zs_config c;
+	struct theory_request req = { .config = &c, .shape_known = 1, .device_mem = 200e3 };
+	struct theory_row r;
+
+	zs_config_defaults(&c);
+	memcpy(c.widths, widths, sizeof widths);
+	c.nwidths = 3;
+	/* zero1, N = 8, unit=model: R = 33088·4 + 4136·12 = 181,984 B; per
+	 * batch row 4·(64+64+256+64) + 2·4·256 = 3,840 B; (200,000 - 181,984)
+	 * / 3,840 = 4.69, so 4, and batch 4 peaks at 197,344 B. */
+	theory_row(&req, ZS_ZERO1, ZS_UNIT_MODEL, 8, &r);
+	ck_assert_uint_eq(r.peak_fixed, 181984);
+	ck_assert_uint_eq(r.peak_per_batch, 3840);
+	ck_assert_uint_eq(r.max_batch, 4);
+	ck_assert_int_eq(r.fits_peak, 1);
+	/* zero2, N = 16: 2Ψ + 2068·14 + the full grads 2Ψ = 161,304 B;
+	 * (200,000 - 161,304) / 3,840 = 10.08, so 10. */
+	theory_row(&req, ZS_ZERO2, ZS_UNIT_MODEL, 16, &r);
+	ck_assert_uint_eq(r.peak_fixed, 161304);
+	ck_assert_uint_eq(r.max_batch, 10);
+	/* --reserve holds back 20 KB: (180,000 - 161,304) / 3,840 = 4.87. */
+	req.reserve = 20e3;
+	theory_row(&req, ZS_ZERO2, ZS_UNIT_MODEL, 16, &r);
+	ck_assert_uint_eq(r.max_batch, 4);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Transformers: published parameter counts, Korthikanti's formula by hand */
+
+/* A shipped config, found as zerosim finds it (ZEROSIM_DATADIR is set to
+ * the source tree in main()). */
+static struct zs_model shipped(const char *name)
+{
+	struct zs_model m;
+	char *cause = NULL;
+
+	ck_assert_msg(zs_model_load(name, &m, &cause) == 0, "%s: %s", name, cause);
+	return m;
+}
+
+START_TEST(test_shipped_models_have_their_published_parameter_counts)
+{
+	/* From the models' cards and papers (Radford et al. 2019 as counted by
+	 * transformers; Touvron et al. 2023; Meta's Llama 3; Mistral 7B). */
+	static const struct { const char *name; uint64_t params; } published[] = {
+		{ "gpt2", 124439808ull }, { "gpt2-medium", 354823168ull },
+		{ "gpt2-large", 774030080ull }, { "gpt2-xl", 1557611200ull },
+		{ "llama-2-7b", 6738415616ull }, { "llama-2-13b", 13015864320ull },
+		{ "llama-2-70b", 68976648192ull }, { "llama-3-8b", 8030261248ull },
+		{ "llama-3-70b", 70553706496ull }, { "mistral-7b", 7241732096ull },
+	};
+
+	for (size_t i = 0; i < sizeof published / sizeof published[0]; i++) {
+		struct zs_model m = shipped(published[i].name);
+		ck_assert_msg(theory_model_params(&m) == published[i].params, "%s: %llu, published %llu",
+		              published[i].name, (unsigned long long)theory_model_params(&m),
+		              (unsigned long long)published[i].params);
+	}
+}
+END_TEST
+
+START_TEST(test_llama_3_8b_head_unit_is_larger_than_its_embedding_and_twice_a_block)
+{
+	struct zs_model m = shipped("llama-3-8b");
+	struct theory_units u;
+
+	theory_model_units(&m, &u);
+	ck_assert_uint_eq(u.embeddings, 525336576ull);        /* 128256 x 4096 */
+	ck_assert_uint_eq(u.head, 525340672ull);              /* + the final RMSNorm's 4096 */
+	ck_assert_uint_eq(u.block, 218112000ull);
+	ck_assert_uint_eq(u.layers, 32);
+}
+END_TEST
+
+START_TEST(test_gpt2_tied_head_puts_the_final_norm_in_the_embeddings_unit)
+{
+	struct zs_model m = shipped("gpt2");
+	struct theory_units u;
+
+	theory_model_units(&m, &u);
+	/* 50257 x 768 + 1024 x 768 + the final LayerNorm's 2 x 768. */
+	ck_assert_uint_eq(u.embeddings, 38597376ull + 786432ull + 1536ull);
+	ck_assert_uint_eq(u.head, 0);
+	ck_assert_uint_eq(u.block, 12ull * 768 * 768 + 13 * 768);
+}
+END_TEST
+
+START_TEST(test_gpt2_activations_are_korthikantis_89653248_bytes_per_layer)
+{
+	struct zs_model m = shipped("gpt2");
+	struct theory_act_opts o = { .seq = 1024, .recompute = THEORY_RECOMPUTE_NONE, .elem = 2 };
+	uint64_t t[THEORY_NACTS];
+
+	/* sbh(34 + 5as/h) = 1024·768·(34 + 5·12·1024/768) = 786432·114. */
+	ck_assert_uint_eq(theory_layer_activations(&m, &o, 1), 89653248ull);
+	theory_activations(&m, &o, 1, t);
+	ck_assert_uint_eq(t[THEORY_ACT_LAYERS], 1075838976ull);
+}
+END_TEST
+
+START_TEST(test_llama_2_13b_activations_worked_by_hand)
+{
+	struct zs_model m = shipped("llama-2-13b");
+	struct theory_act_opts o = { .seq = 4096, .recompute = THEORY_RECOMPUTE_NONE, .elem = 2 };
+	uint64_t t[THEORY_NACTS], sum;
+
+	/* s = 4096, b = 2, h = 5120, a = 40: sbh = 41,943,040 and
+	 * 5as/h = 5·40·4096/5120 = 160, so a layer holds 41,943,040·194 =
+	 * 8,136,949,760 B; 40 layers 325,477,990,400 B. */
+	ck_assert_uint_eq(theory_layer_activations(&m, &o, 2), 8136949760ull);
+	/* Selective: 34sbh = 1,426,063,360; full: 2sbh = 83,886,080. */
+	o.recompute = THEORY_RECOMPUTE_SELECTIVE;
+	ck_assert_uint_eq(theory_layer_activations(&m, &o, 2), 1426063360ull);
+	o.recompute = THEORY_RECOMPUTE_FULL;
+	ck_assert_uint_eq(theory_layer_activations(&m, &o, 2), 83886080ull);
+	/* Flash attention drops the scores: 34sbh without recomputation. */
+	o.recompute = THEORY_RECOMPUTE_NONE;
+	o.flash = 1;
+	ck_assert_uint_eq(theory_layer_activations(&m, &o, 2), 1426063360ull);
+	o.flash = 0;
+	/* Outside the layers: no dropout in llama; 2sbh twice; the fp32 logits
+	 * and their gradient, 4sbv = 4·4096·2·32000 = 1,048,576,000 each. */
+	sum = theory_activations(&m, &o, 2, t);
+	ck_assert_uint_eq(t[THEORY_ACT_LAYERS], 325477990400ull);
+	ck_assert_uint_eq(t[THEORY_ACT_EMBEDDING_DROPOUT], 0);
+	ck_assert_uint_eq(t[THEORY_ACT_FINAL_NORM_INPUT], 83886080ull);
+	ck_assert_uint_eq(t[THEORY_ACT_HEAD_INPUT], 83886080ull);
+	ck_assert_uint_eq(t[THEORY_ACT_LOGITS], 1048576000ull);
+	ck_assert_uint_eq(t[THEORY_ACT_LOGITS_GRAD], 1048576000ull);
+	ck_assert_uint_eq(sum, 325477990400ull + 2 * 83886080ull + 2 * 1048576000ull);
+}
+END_TEST
+
+START_TEST(test_fp32_doubles_every_two_byte_activation)
+{
+	struct zs_model m = shipped("gpt2");
+	struct theory_act_opts o = { .seq = 1024, .recompute = THEORY_RECOMPUTE_NONE, .elem = 4 };
+
+	ck_assert_uint_eq(theory_layer_activations(&m, &o, 1), 2 * 89653248ull);
+}
+END_TEST
+
+/* The largest micro-batch is exact: its peak fits, one more does not
+ * (checked by computing the peak at both batches, not by the solver). */
+START_TEST(test_largest_micro_batch_fits_and_one_more_does_not)
+{
+	static const char *const names[] = { "gpt2", "llama-2-7b", "llama-3-8b" };
+	static const enum theory_recompute rcs[] = { THEORY_RECOMPUTE_SELECTIVE, THEORY_RECOMPUTE_FULL };
+	struct zs_config c;
+	struct theory_bytes b;
+
+	zs_config_defaults(&c);
+	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &b);
+	for (size_t i = 0; i < 3; i++) {
+		struct zs_model m = shipped(names[i]);
+		for (size_t k = 0; k < 2; k++) {
+			struct theory_act_opts o = { .seq = 1024, .recompute = rcs[k], .elem = 2 };
+			struct theory_request req = { .config = &c, .model = &m, .act = o,
+			                              .device_mem = 80e9, .reserve = 3e9 };
+			for (unsigned w = 1; w <= 64; w *= 4)
+				for (int s = 0; s < 4; s++) {
+					struct theory_row r;
+					struct theory_peak at, above;
+
+					theory_row(&req, schemes[s], ZS_UNIT_LAYER, w, &r);
+					theory_model_peak(&m, &o, &b, r.max_batch + 1, schemes[s], ZS_UNIT_LAYER, w, &above);
+					ck_assert_msg((double)above.peak_bytes > 77e9, "%s %s N=%u: b = %llu + 1 fits too",
+					              names[i], zs_scheme_name(schemes[s]), w,
+					              (unsigned long long)r.max_batch);
+					if (r.max_batch == 0)
+						continue;
+					theory_model_peak(&m, &o, &b, r.max_batch, schemes[s], ZS_UNIT_LAYER, w, &at);
+					ck_assert_msg((double)at.peak_bytes <= 77e9, "%s: b = %llu does not fit",
+					              names[i], (unsigned long long)r.max_batch);
+				}
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_llama_3_8b_on_8_ranks_of_80gb_fits_only_on_the_floor_without_recompute)
+{
+	struct zs_model m = shipped("llama-3-8b");
+	struct zs_config c;
+	struct theory_request req = { .config = &c, .model = &m, .device_mem = 80e9,
+	                              .act = { .seq = 4096, .recompute = THEORY_RECOMPUTE_NONE, .elem = 2 } };
+	struct theory_row r;
+
+	zs_config_defaults(&c);
+	c.batch = 1;
+	/* The layers alone: 32 · 4096·4096·(34 + 160) = 104,152,956,928 B. */
+	theory_row(&req, ZS_ZERO3, ZS_UNIT_LAYER, 8, &r);
+	ck_assert_uint_eq(r.peak.act[THEORY_ACT_LAYERS], 104152956928ull);
+	ck_assert_int_eq(r.fits, 1);
+	ck_assert_int_eq(r.fits_peak, 0);
+	ck_assert_uint_eq(r.max_batch, 0);
+	/* ZeRO-3 gathers the head unit, the largest: 525,340,672 x (2 + 2). */
+	ck_assert_uint_eq(r.peak.states.gathered_params + r.peak.states.full_grads, 4ull * 525340672);
+	ck_assert_uint_eq(r.peak_bytes, r.peak.states.resident_bytes + 4ull * 525340672 + r.peak.activations);
+	/* Selective recomputation: ZeRO-3 then fits micro-batch 1. */
+	req.act.recompute = THEORY_RECOMPUTE_SELECTIVE;
+	theory_row(&req, ZS_ZERO3, ZS_UNIT_LAYER, 8, &r);
+	ck_assert_int_eq(r.fits_peak, 1);
+	ck_assert_uint_ge(r.max_batch, 1);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Config files refused by name */
+
+static char *refusal(const char *json)
+{
+	cJSON *root = cJSON_Parse(json);
+	struct zs_model m;
+	char *cause = NULL;
+
+	ck_assert_ptr_nonnull(root);
+	memset(&m, 0x5a, sizeof m);
+	struct zs_model before = m;
+	int rc = zs_model_from_json(root, "cfg.json", &m, &cause);
+	cJSON_Delete(root);
+	ck_assert_msg(rc < 0, "accepted: %s", json);
+	ck_assert_msg(memcmp(&m, &before, sizeof m) == 0, "a refused config changed the model");
+	ck_assert_ptr_nonnull(cause);
+	ck_assert_ptr_null(strchr(cause, '\n'));
+	return cause;
+}
+
+static void assert_refused(const char *json, const char *names)
+{
+	char *cause = refusal(json);
+
+	ck_assert_msg(strstr(cause, names) != NULL, "'%s' does not name %s", cause, names);
+	free(cause);
+}
+
+#define LLAMA_OK "\"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, " \
+	"\"vocab_size\": 100, \"max_position_embeddings\": 32"
+
+START_TEST(test_bad_configs_are_refused_naming_the_key)
+{
+	assert_refused("{\"n_embd\": 8}", "\"model_type\"");
+	assert_refused("{\"model_type\": \"t5\"}", "'t5'");
+	assert_refused("{\"model_type\": 7}", "\"model_type\"");
+	assert_refused("{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_head\": 2, \"vocab_size\": 10, "
+	               "\"n_positions\": 8}", "\"n_embd\" is missing");
+	assert_refused("{\"model_type\": \"gpt2\", \"n_embd\": 8.5, \"n_layer\": 2, \"n_head\": 2, "
+	               "\"vocab_size\": 10, \"n_positions\": 8}", "\"n_embd\"");
+	assert_refused("{\"model_type\": \"gpt2\", \"n_embd\": \"8\", \"n_layer\": 2, \"n_head\": 2, "
+	               "\"vocab_size\": 10, \"n_positions\": 8}", "\"n_embd\"");
+	assert_refused("{\"model_type\": \"gpt2\", \"n_embd\": 10, \"n_layer\": 2, \"n_head\": 4, "
+	               "\"vocab_size\": 10, \"n_positions\": 8}", "\"n_head\" (4) does not divide \"n_embd\"");
+	assert_refused("{\"model_type\": \"llama\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	               "\"num_key_value_heads\": 3}", "\"num_key_value_heads\" (3) does not divide");
+	assert_refused("{\"model_type\": \"llama\", " LLAMA_OK ", \"num_attention_heads\": 0}",
+	               "\"num_attention_heads\"");
+	assert_refused("{\"model_type\": \"mistral\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	               "\"num_local_experts\": 8}", "\"num_local_experts\": a mixture of experts");
+	assert_refused("{\"model_type\": \"llama\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	               "\"attention_bias\": true}", "\"attention_bias\"");
+	assert_refused("{\"model_type\": \"llama\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	               "\"tie_word_embeddings\": 1}", "\"tie_word_embeddings\"");
+	assert_refused("[1, 2]", "not a model config");
+}
+END_TEST
+
+START_TEST(test_keys_that_change_no_byte_are_accepted_and_defaults_apply)
+{
+	cJSON *root = cJSON_Parse("{\"model_type\": \"mistral\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	                          "\"sliding_window\": 16, \"rope_theta\": 1e6, \"rms_norm_eps\": 1e-5, "
+	                          "\"attention_bias\": false, \"num_local_experts\": null}");
+	struct zs_model m;
+	char *cause = NULL;
+
+	ck_assert_int_eq(zs_model_from_json(root, "cfg.json", &m, &cause), 0);
+	cJSON_Delete(root);
+	ck_assert_int_eq(m.family, ZS_FAMILY_LLAMA);
+	ck_assert_uint_eq(m.kv_heads, 8);       /* default: the heads */
+	ck_assert_uint_eq(m.head_dim, 8);       /* default: 64 / 8 */
+	ck_assert_int_eq(m.tied, 0);            /* default for llama */
+	/* By hand: embeddings 100·64; block 64 + 64·(64+128) + 64·64 + 64 +
+	 * 3·64·96 = 34,944; final norm 64; head 100·64. */
+	ck_assert_uint_eq(theory_model_params(&m), 6400 + 2 * 34944 + 64 + 6400);
+}
+END_TEST
+
+START_TEST(test_an_unknown_name_lists_the_shipped_models)
+{
+	struct zs_model m;
+	char *cause = NULL;
+
+	ck_assert_int_lt(zs_model_load("llama-9", &m, &cause), 0);
+	ck_assert_msg(strstr(cause, "'llama-9'") != NULL && strstr(cause, "gpt2-xl") != NULL &&
+	              strstr(cause, "mistral-7b") != NULL, "%s", cause);
+	free(cause);
+	cause = NULL;
+	/* A path is a file, never a name. */
+	ck_assert_int_lt(zs_model_load("./no-such.json", &m, &cause), 0);
+	ck_assert_msg(strstr(cause, "no-such.json") != NULL, "%s", cause);
+	free(cause);
+}
+END_TEST
+
+START_TEST(test_json_for_a_model_names_every_part_of_the_peak)
+{
+	struct zs_model m = shipped("gpt2");
+	struct zs_config c;
+	struct theory_request req = { .config = &c, .model = &m, .device_mem = 16e9,
+	                              .act = { .seq = 1024, .elem = 2 } };
+	cJSON *root, *row, *peak, *acts;
+
+	zs_config_defaults(&c);
+	c.batch = 1;
+	c.nunits = 1;
+	c.units[0] = ZS_UNIT_LAYER;
+	root = theory_json(&req);
+	ck_assert_ptr_nonnull(root);
+	row = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "rows"), 0);
+	peak = cJSON_GetObjectItem(row, "peak");
+	acts = cJSON_GetObjectItem(peak, "activations_breakdown");
+	ck_assert_double_eq(cJSON_GetObjectItem(acts, "layers")->valuedouble, 1075838976.0);
+	/* units: the embeddings with the final norm, then 12 blocks. */
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(peak, "units")), 13);
+	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(row, "schedule")));
+	ck_assert(cJSON_IsBool(cJSON_GetObjectItem(row, "fits")));
+	ck_assert(cJSON_IsBool(cJSON_GetObjectItem(row, "fits_peak")));
+	ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(row, "max_batch")));
+	ck_assert_double_eq(cJSON_GetObjectItem(root, "params")->valuedouble, 124439808.0);
+	cJSON_Delete(root);
+}
+END_TEST
+
 static Suite *theory_suite(void)
 {
 	Suite *s = suite_create("theory");
 	TCase *paper = tcase_create("paper"), *hand = tcase_create("schedule");
 	TCase *rel = tcase_create("relations"), *out = tcase_create("output");
+	TCase *model = tcase_create("models");
 
 	tcase_add_test(paper, test_floors_reproduce_every_cell_of_the_papers_table_1);
 	tcase_add_test(paper, test_mixed_adam_is_two_two_twelve_bytes_per_param);
@@ -599,12 +941,30 @@ static Suite *theory_suite(void)
 	suite_add_tcase(s, paper);
 	suite_add_tcase(s, hand);
 	suite_add_tcase(s, rel);
+	tcase_add_test(hand, test_mlp_largest_batch_on_200kb_worked_by_hand);
+	tcase_add_test(model, test_shipped_models_have_their_published_parameter_counts);
+	tcase_add_test(model, test_llama_3_8b_head_unit_is_larger_than_its_embedding_and_twice_a_block);
+	tcase_add_test(model, test_gpt2_tied_head_puts_the_final_norm_in_the_embeddings_unit);
+	tcase_add_test(model, test_gpt2_activations_are_korthikantis_89653248_bytes_per_layer);
+	tcase_add_test(model, test_llama_2_13b_activations_worked_by_hand);
+	tcase_add_test(model, test_fp32_doubles_every_two_byte_activation);
+	tcase_add_test(model, test_largest_micro_batch_fits_and_one_more_does_not);
+	tcase_add_test(model, test_llama_3_8b_on_8_ranks_of_80gb_fits_only_on_the_floor_without_recompute);
+	tcase_add_test(model, test_bad_configs_are_refused_naming_the_key);
+	tcase_add_test(model, test_keys_that_change_no_byte_are_accepted_and_defaults_apply);
+	tcase_add_test(model, test_an_unknown_name_lists_the_shipped_models);
+	tcase_add_test(model, test_json_for_a_model_names_every_part_of_the_peak);
 	suite_add_tcase(s, out);
+	suite_add_tcase(s, model);
 	return s;
 }
 
 int main(void)
 {
+	/* The shipped configs, from the source tree (make check sets srcdir). */
+	const char *srcdir = getenv("srcdir");
+	if (getenv("ZEROSIM_DATADIR") == NULL)
+		setenv("ZEROSIM_DATADIR", srcdir != NULL ? srcdir : ".", 1);
 	SRunner *sr = srunner_create(theory_suite());
 	int failed;
 

@@ -64,6 +64,71 @@ grep -q '"format":[[:space:]]*"zerosim-theory/1"' "$tmp/t.json" || fail "--out: 
 expect 0 --layers 2,3,1 --world 2 --format text
 grep -q 'unit = model' "$tmp/out" || fail "--format text for a shape has no schedule table"
 
+# Transformers. In the source tree the binary finds data/models beside
+# itself; a VPATH build (make distcheck) points ZEROSIM_DATADIR at the tree.
+if [ ! -d "$top/data/models" ]; then
+	ZEROSIM_DATADIR=${srcdir:-.}
+	export ZEROSIM_DATADIR
+fi
+# The issue's example: without recompute the activations alone (108 GB)
+# are more than the device, so only the floors fit; selective recompute
+# lets zero1..zero3 fit micro-batch 1 (zero3 up to 2).
+expect 0 --model llama-3-8b --world 8 --seq 4096 --batch 1 --device-mem 80GB
+tr -s ' ' <"$tmp/out" | grep -q '^ 8 zero3 16.06 1.05 1.05 108.42 126.58 yes no none$' ||
+	fail "llama-3-8b N = 8 zero3 row: $(cat "$tmp/out")"
+grep -q "one sequence's activations alone are 108.42 GB" "$tmp/out" ||
+	fail "llama-3-8b without recompute does not say the activations alone do not fit"
+grep -q 'the largest is the head with the final norm, 525,340,672 elements' "$tmp/out" ||
+	fail "llama-3-8b: the largest unit is not named"
+expect 0 --model llama-3-8b --world 8 --seq 4096 --batch 1 --device-mem 80GB --recompute selective
+tr -s ' ' <"$tmp/out" | grep -q '^ 8 zero3 16.06 1.05 1.05 25.21 43.37 yes yes 2$' ||
+	fail "llama-3-8b selective N = 8 zero3 row: $(cat "$tmp/out")"
+expect 0 --model gpt2 --seq 1024 --world 4 --format json
+grep -q '"layers":[[:space:]]*1075838976' "$tmp/out" || fail "gpt2 --format json: no Korthikanti layers term"
+expect 0 --model "${srcdir:-.}/data/models/mistral-7b.json" --seq 512 --world 2 --unit model
+grep -q '^mistral-7b (mistral): 7,241,732,096 parameters' "$tmp/out" || fail "--model FILE: $(head -1 "$tmp/out")"
+
+# bf16 has mixed precision's bytes under its own name; fp32 doubles the
+# 2-byte activations (gpt2 at s = 1024: 12 x 89,653,248 x 2).
+expect 0 --model gpt2 --seq 1024 --world 2 --precision bf16 --format json
+grep -q '"precision":[[:space:]]*"bf16"' "$tmp/out" && grep -q '"param":[[:space:]]*2,' "$tmp/out" ||
+	fail "--precision bf16: not named bf16 with 2-byte params"
+expect 0 --model gpt2 --seq 1024 --world 2 --precision fp32 --format json
+grep -q '"layers":[[:space:]]*2151677952' "$tmp/out" || fail "--precision fp32 does not double the layers' activations"
+expect 2 --precision bf16 --spec "$spec" --precision bogus
+
+# Bad models and options: one line, exit 2, naming the key or the option.
+printf '{"model_type": "gpt2", "n_embd": 10, "n_layer": 2, "n_head": 4, "vocab_size": 9, "n_positions": 8}' >"$tmp/bad.json"
+expect 2 --model "$tmp/bad.json"
+grep -q '"n_head" (4) does not divide "n_embd" (10)' "$tmp/err" || fail "bad heads: $(cat "$tmp/err")"
+printf '{"model_type": "mixtral"}' >"$tmp/moe.json"
+expect 2 --model "$tmp/moe.json"
+grep -q "'mixtral' is not modelled" "$tmp/err" || fail "unknown model_type: $(cat "$tmp/err")"
+expect 2 --model llama-9
+grep -q 'llama-3-70b' "$tmp/err" || fail "an unknown name does not list the shipped ones: $(cat "$tmp/err")"
+expect 2 --model gpt2 --seq 2048
+grep -q '2048 is more than gpt2.s 1024 positions (n_positions)' "$tmp/err" || fail "--seq beyond positions: $(cat "$tmp/err")"
+expect 2 --model gpt2 --recompute some
+expect 2 --model gpt2 --layers 2,3,1
+expect 2 --model gpt2 --params 1e9
+expect 2 --seq 128
+expect 2 --model gpt2 --reserve 1GB
+expect 2 --model gpt2 --device-mem 1GB --reserve 2GB
+ZEROSIM_DATADIR=$tmp/nowhere expect 2 --model gpt2
+grep -q 'ZEROSIM_DATADIR' "$tmp/err" || fail "a missing data folder is not named: $(cat "$tmp/err")"
+"$zerosim" measure --model gpt2 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "^zerosim measure: --model: the engine does not run transformers yet" "$tmp/err" ||
+	fail "measure --model is not refused: $(cat "$tmp/err")"
+
+# The report reads a transformer's theory.json and says why it cannot
+# compare it (the engine measures the MLP only).
+expect 0 --model gpt2 --world 2 --out "$tmp/g.json"
+"$zerosim" measure --quiet --world 2 --schemes dp --steps 1 --out "$tmp/m.json" 2>"$tmp/err" ||
+	fail "measure for the report check: $(cat "$tmp/err")"
+"$zerosim" report --no-render --measured "$tmp/m.json" --theory "$tmp/g.json" --out "$tmp/rep" >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q 'the transformer gpt2 (--model); the engine measures only the MLP' "$tmp/err" ||
+	fail "report of a transformer's theory.json: $(cat "$tmp/err")"
+
 # Conflicting options (the rest of the bad input is in cli_errors.sh, which
 # also checks that an existing output survives): exit 2, one line.
 expect 2 --layers 2,3,1 --largest-unit 5

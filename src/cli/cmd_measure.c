@@ -155,7 +155,7 @@ static int launched_rank(void)
 	return -1;
 }
 
-enum { OPT_CASE = ZS_OPT_COMMAND, OPT_OUT, OPT_TIMELINE, OPT_DUMP, OPT_QUIET, OPT_JOBS, OPT_BACKEND };
+enum { OPT_CASE = ZS_OPT_COMMAND, OPT_OUT, OPT_TIMELINE, OPT_DUMP, OPT_QUIET, OPT_JOBS, OPT_BACKEND, OPT_MODEL };
 
 static const struct zs_opt options[] = {
 	ZS_OPTS_MODEL,
@@ -166,6 +166,7 @@ static const struct zs_opt options[] = {
 	{"quiet", 'q', 0, OPT_QUIET, NULL},
 	{"jobs", 'j', 1, OPT_JOBS, NULL},
 	{"backend", 0, 1, OPT_BACKEND, NULL},
+	{"model", 0, 1, OPT_MODEL, NULL},
 	ZS_OPTS_STANDARD,
 	{NULL, 0, 0, ZS_OPT_END, NULL},
 };
@@ -219,6 +220,11 @@ int zs_cmd_measure(int argc, char **argv)
 			}
 			mpi = strcmp(v, "mpi") == 0;
 			break;
+		case OPT_MODEL:
+			/* Until the engine runs transformers, only the theory takes them. */
+			zs_fail(&cause, "--model: the engine does not run transformers yet; "
+			        "'zerosim theory --model %.64s' computes their bytes", v);
+			goto fail;
 		default: break;
 		}
 	}

@@ -1,8 +1,8 @@
 /*
  * cmd_theory — `zerosim theory`: the closed-form model (src/theory/) for the
- * engine's model options, or for a model given only as a parameter count.
- * Writes theory.json (docs/formats.md, zerosim-theory/1) or a text table
- * like the ZeRO paper's Table 1.
+ * engine's model options, for a transformer given by a Hugging Face config
+ * (--model), or for a model given only as a parameter count. Writes
+ * theory.json (docs/formats.md, zerosim-theory/1) or text tables.
  */
 #include "config.h"
 
@@ -15,18 +15,29 @@
 #include "cli/options.h"
 #include "theory/theory.h"
 #include "util/config.h"
+#include "util/model.h"
 #include "util/util.h"
 
 /* The paper's data-parallel degrees (Table 1), used with --params. */
 static const unsigned paper_worlds[] = { 1, 4, 16, 64, 256, 1024 };
+/* With --model: powers of two, one node to a large cluster. */
+static const unsigned model_worlds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024 };
 
-enum { OPT_PARAMS = ZS_OPT_COMMAND, OPT_LARGEST_UNIT, OPT_DEVICE_MEM, OPT_FORMAT, OPT_OUT };
+enum {
+	OPT_PARAMS = ZS_OPT_COMMAND, OPT_LARGEST_UNIT, OPT_DEVICE_MEM, OPT_FORMAT, OPT_OUT,
+	OPT_MODEL, OPT_SEQ, OPT_RECOMPUTE, OPT_FLASH, OPT_RESERVE
+};
 
 static const struct zs_opt options[] = {
 	ZS_OPTS_MODEL,
 	{"params", 0, 1, OPT_PARAMS, NULL},
 	{"largest-unit", 0, 1, OPT_LARGEST_UNIT, NULL},
 	{"device-mem", 0, 1, OPT_DEVICE_MEM, NULL},
+	{"reserve", 0, 1, OPT_RESERVE, NULL},
+	{"model", 0, 1, OPT_MODEL, NULL},
+	{"seq", 0, 1, OPT_SEQ, NULL},
+	{"recompute", 0, 1, OPT_RECOMPUTE, NULL},
+	{"flash-attn", 0, 0, OPT_FLASH, NULL},
 	{"format", 0, 1, OPT_FORMAT, NULL},
 	{"out", 'o', 1, OPT_OUT, NULL},
 	ZS_OPTS_STANDARD,
@@ -37,22 +48,34 @@ static void usage(void)
 {
 	fputs(
 "Usage: zerosim theory [MODEL OPTIONS] [--out FILE]\n"
+"   or: zerosim theory --model NAME|FILE [--seq S] [--batch B] [--recompute R]\n"
+"                      [--flash-attn] [--device-mem SIZE [--reserve SIZE]] [--out FILE]\n"
 "   or: zerosim theory --params P [--largest-unit L] [--world LIST] [--out FILE]\n"
 "Print or write the closed-form per-rank memory and communication of DP and\n"
 "ZeRO-1/2/3: the ZeRO paper's floors and the exact step schedule\n"
-"(docs/schedule.md).\n"
+"(docs/schedule.md), or for a transformer the peak with its activations.\n"
 "\n"
 "Model options (as for 'zerosim measure'):\n"
 "      --layers LIST      layer widths d0,...,dL (default 64,256,64)\n"
 "      --world LIST       world sizes N (default 1,2,4,8,16,32)\n"
 "      --schemes LIST     of dp,zero1,zero2,zero3 (default all)\n"
 "      --unit LIST        of model,layer (default model)\n"
-"      --precision P      mixed or fp32 (default mixed)\n"
+"      --precision P      mixed, bf16 (mixed's bytes) or fp32 (default mixed)\n"
 "      --optimizer O      adam or sgd (default adam)\n"
 "      --batch B          per-rank batch (default 4)\n"
 "      --steps, --seed, --lr, --beta1, --beta2, --eps\n"
 "                         accepted and ignored (the theory needs none)\n"
 "      --spec FILE        read a zerosim-sweep/1 file; options override it\n"
+"\n"
+"A transformer (a Hugging Face config.json):\n"
+"      --model NAME|FILE  a shipped config (gpt2, gpt2-medium, gpt2-large, gpt2-xl,\n"
+"                         llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b,\n"
+"                         llama-3-70b, mistral-7b) or a config.json path;\n"
+"                         then N defaults to 1,2,4,...,1024, --unit to layer\n"
+"                         and --batch (the micro-batch per rank) to 1\n"
+"      --seq S            tokens per sequence (default: the model's positions)\n"
+"      --recompute R      none, selective or full (default none)\n"
+"      --flash-attn       the attention scores are never stored\n"
 "\n"
 "A model known only by its size (floors only):\n"
 "      --params P         parameter count, e.g. 7.5e9 (default N list:\n"
@@ -62,7 +85,10 @@ static void usage(void)
 "\n"
 "Output:\n"
 "      --device-mem SIZE  device memory, e.g. 80GB (1e9) or 80GiB (2^30);\n"
-"                         says where the floor's model states fit\n"
+"                         says where the floor and the peak fit, and the\n"
+"                         largest micro-batch whose peak fits\n"
+"      --reserve SIZE     held back by the device (CUDA context, allocator\n"
+"                         fragmentation; default 0)\n"
 "      --format F         json or text (default json with --out, else text)\n"
 "  -o, --out FILE         write there (atomically) instead of stdout\n"
 "  -h, --help             show this help and exit\n"
@@ -87,14 +113,78 @@ static int usage_error(const char *cause)
 	return ZS_EXIT_USAGE;
 }
 
+/* --device-mem and --reserve together. */
+static int check_memory(const struct theory_request *req, int reserve_given, char **cause)
+{
+	if (reserve_given && req->device_mem <= 0)
+		return zs_fail(cause, "--reserve needs --device-mem (it is held back from the device)");
+	if (req->device_mem > 0 && req->reserve >= req->device_mem)
+		return zs_fail(cause, "--reserve: %.6g GB leaves nothing of the %.6g GB of --device-mem",
+		               req->reserve / 1e9, req->device_mem / 1e9);
+	return 0;
+}
+
+/* --model and the options that go with it; the defaults a transformer
+ * gets where the command line (or a spec) is silent. */
+static int load_model(struct theory_request *req, struct zs_config *c, struct zs_model *m,
+                      const char *arg, const char *seq, const char *recompute, int flash,
+                      int params_given, const struct zs_arg *args, size_t nargs, int spec_given,
+                      char **cause)
+{
+	if (params_given || zs_opts_sets(args, nargs, "layers") || req->largest_unit > 0)
+		return zs_fail(cause, "--model and %s exclude each other: the config gives the shape",
+		               params_given ? "--params" : req->largest_unit > 0 ? "--largest-unit"
+		                                                              : "--layers");
+	if (zs_model_load(arg, m, cause) < 0)
+		return -1;
+	req->model = m;
+	req->act.elem = c->precision == ZS_FP32 ? 4 : 2;
+	req->act.flash = flash;
+	req->act.seq = m->positions;
+	if (seq != NULL) {
+		unsigned long long v;
+		if (zs_parse_uint("seq", seq, ZS_MODEL_MAX_POSITIONS, "a sequence length", &v, cause) < 0)
+			return -1;
+		if (v > m->positions)
+			return zs_fail(cause, "--seq: %llu is more than %s's %llu positions (%s)", v, m->name,
+			               (unsigned long long)m->positions,
+			               m->family == ZS_FAMILY_GPT2 ? "n_positions" : "max_position_embeddings");
+		req->act.seq = v;
+	}
+	if (recompute != NULL && theory_recompute_parse(recompute, &req->act.recompute) < 0)
+		return zs_fail(cause, "--recompute: '%.40s' is none of none, selective, full", recompute);
+	if (!spec_given) {
+		if (!zs_opts_sets(args, nargs, "batch"))
+			c->batch = 1;
+		if (!zs_opts_sets(args, nargs, "unit")) {
+			c->nunits = 1;
+			c->units[0] = ZS_UNIT_LAYER;
+		}
+		if (!zs_opts_sets(args, nargs, "world")) {
+			c->nworld = sizeof model_worlds / sizeof model_worlds[0];
+			memcpy(c->world, model_worlds, sizeof model_worlds);
+		}
+	}
+	if ((double)theory_model_params(m) > ZS_MAX_PARAMS)
+		return zs_fail(cause, "%s: %llu parameters, more than zerosim counts exactly (1e14)", m->name,
+		               (unsigned long long)theory_model_params(m));
+	if (!theory_model_exact(m, &req->act, c->batch))
+		return zs_fail(cause, "--seq %llu with --batch %u: the activations would pass 2^52 bytes per "
+		               "rank, more than zerosim counts exactly", (unsigned long long)req->act.seq,
+		               c->batch);
+	return 0;
+}
+
 int zs_cmd_theory(int argc, char **argv)
 {
 	struct zs_config config;
 	struct theory_request req = { .config = &config };
 	struct zs_arg *args = NULL;
 	size_t nargs = 0;
-	const char *spec = NULL, *out = NULL, *format = NULL;
-	int params_given = 0, status = ZS_EXIT_USAGE;
+	struct zs_model model;
+	const char *spec = NULL, *out = NULL, *format = NULL, *model_arg = NULL, *seq_arg = NULL;
+	const char *recompute_arg = NULL;
+	int params_given = 0, flash = 0, reserve_given = 0, status = ZS_EXIT_USAGE;
 	char *cause = NULL, *text = NULL, *json = NULL;
 	cJSON *root = NULL;
 
@@ -124,6 +214,33 @@ int zs_cmd_theory(int argc, char **argv)
 			if (zs_parse_bytes(v, &req.device_mem, &cause) < 0) {
 				name_option(&cause, "--device-mem");
 				goto bad;
+			}
+			break;
+		case OPT_RESERVE:
+			if (zs_parse_bytes(v, &req.reserve, &cause) < 0) {
+				name_option(&cause, "--reserve");
+				goto bad;
+			}
+			reserve_given = 1;
+			break;
+		case OPT_MODEL:
+			model_arg = v;
+			break;
+		case OPT_SEQ:
+			seq_arg = v;
+			break;
+		case OPT_RECOMPUTE:
+			recompute_arg = v;
+			break;
+		case OPT_FLASH:
+			flash = 1;
+			break;
+		case ZS_OPT_CONFIG:
+			/* bf16 has mixed precision's bytes: the theory only renames it. */
+			if (strcmp(args[i].opt->name, "precision") == 0) {
+				req.bf16 = strcmp(v, "bf16") == 0;
+				if (req.bf16)
+					args[i].value = "mixed";
 			}
 			break;
 		case OPT_FORMAT:
@@ -161,14 +278,28 @@ int zs_cmd_theory(int argc, char **argv)
 		cause = zs_asprintf("--out %s: is the --spec file; it would be overwritten", out);
 		goto bad;
 	}
+	if (model_arg != NULL && zs_same_file(out, model_arg)) {
+		cause = zs_asprintf("--out %s: is the --model file; it would be overwritten", out);
+		goto bad;
+	}
 
 	if (zs_opts_config(&config, args, nargs, &cause) < 0)
 		goto bad;
 	if (zs_config_validate(&config, &cause) < 0)
 		goto bad;
+	if (check_memory(&req, reserve_given, &cause) < 0 ||
+	    (model_arg != NULL && load_model(&req, &config, &model, model_arg, seq_arg, recompute_arg,
+	                                     flash, params_given, args, nargs, spec != NULL, &cause) < 0))
+		goto bad;
+	if (model_arg == NULL && (seq_arg != NULL || recompute_arg != NULL || flash)) {
+		cause = zs_asprintf("%s needs --model (the MLP's activations are exact already)",
+		                    seq_arg != NULL ? "--seq" : recompute_arg != NULL ? "--recompute"
+		                                                                   : "--flash-attn");
+		goto bad;
+	}
 
-	req.shape_known = !params_given;
-	if (!req.shape_known) {
+	req.shape_known = !params_given && model_arg == NULL;
+	if (params_given) {
 		if (zs_opts_sets(args, nargs, "layers")) {
 			cause = zs_strdup("--params and --layers exclude each other: give the shape or the count");
 			goto bad;
@@ -182,7 +313,7 @@ int zs_cmd_theory(int argc, char **argv)
 			                    req.largest_unit, req.params);
 			goto bad;
 		}
-	} else if (req.largest_unit > 0) {
+	} else if (req.largest_unit > 0 && model_arg == NULL) {
 		cause = zs_strdup("--largest-unit needs --params (a model with layers knows its units)");
 		goto bad;
 	}
@@ -192,6 +323,10 @@ int zs_cmd_theory(int argc, char **argv)
 	status = ZS_EXIT_RUNTIME;
 	if (strcmp(format, "json") == 0) {
 		root = theory_json(&req);
+		if (root == NULL) {
+			cause = zs_strdup("out of memory building theory.json");
+			goto fail;
+		}
 		if (out != NULL) {
 			if (zs_json_write(out, root, &cause) < 0)
 				goto fail;

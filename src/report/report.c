@@ -47,13 +47,13 @@ static int mkdir_p(const char *path, char **cause)
 	return rc;
 }
 
-static int write_buf(const char *dir, const char *name, struct report_buf *b, char **cause)
+static int write_buf(const char *dir, const char *name, struct zs_buf *b, char **cause)
 {
 	char *path = zs_asprintf("%s/%s", dir, name);
-	int rc = report_buf_write(b, path, cause);
+	int rc = zs_buf_write(b, path, cause);
 
 	free(path);
-	report_buf_free(b);
+	zs_buf_free(b);
 	return rc;
 }
 
@@ -128,7 +128,7 @@ static int write_outputs(const struct report_options *o, const struct report_dat
                          const struct report_finding *f, const char *tex, size_t texlen,
                          char **cause)
 {
-	struct report_buf b = {0};
+	struct zs_buf b = {0};
 	char *figdir = zs_asprintf("%s/figures", o->out), *path;
 	int rc;
 
@@ -170,10 +170,10 @@ static void print_summary(const struct report_data *d, const struct report_point
 	for (i = 0; i < npts; i++) {
 		flagged += pts[i].status == REPORT_FLAGGED;
 		if (pts[i].unexplained) {
-			struct report_buf b = {0};
+			struct zs_buf b = {0};
 			report_point_line(d, &pts[i], &b);
-			fprintf(stderr, "zerosim report: %s\n", report_buf_str(&b));
-			report_buf_free(&b);
+			fprintf(stderr, "zerosim report: %s\n", zs_buf_str(&b));
+			zs_buf_free(&b);
 		}
 	}
 	printf("zerosim report: %zu points, %zu flagged, %zu unexplained\n", npts, flagged,

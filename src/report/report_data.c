@@ -95,6 +95,12 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 
 	memset(m, 0, sizeof *m);
 	layers = cJSON_GetObjectItemCaseSensitive(cfg, "layers");
+	const cJSON *model = cJSON_GetObjectItemCaseSensitive(cfg, "model");
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(model, "name");
+	if ((layers == NULL || cJSON_IsNull(layers)) && cJSON_IsString(name))
+		return zs_fail(cause, "%s: the transformer %.64s (--model); the engine measures only the MLP "
+		               "so far, so there is no measurement to compare it with", where,
+		               name->valuestring);
 	if (layers == NULL || cJSON_IsNull(layers))
 		return zs_fail(cause, "%s: \"layers\" is null (a model given only as --params); "
 		               "the report needs the layer widths to compare with a measurement", where);

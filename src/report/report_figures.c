@@ -25,11 +25,11 @@ static const char *const scheme_title[ZS_NSCHEMES] = {"DP", "ZeRO-1", "ZeRO-2", 
 
 /* ------------------------------------------------------------------------ */
 
-static int put(const char *dir, const char *name, const char *ext, const struct report_buf *b,
-               char **cause)
+static int put(const char *dir, const char *name, const char *ext, const struct zs_buf *b,
+           char **cause)
 {
 	char *path = zs_asprintf("%s/%s.%s", dir, name, ext);
-	int rc = report_buf_write(b, path, cause);
+	int rc = zs_buf_write(b, path, cause);
 
 	free(path);
 	return rc;
@@ -42,18 +42,18 @@ static enum zs_unit main_unit(const struct report_data *d)
 }
 
 /* A value or gnuplot's missing marker. */
-static void value(struct report_buf *b, const struct report_run *r, double v)
+static void value(struct zs_buf *b, const struct report_run *r, double v)
 {
 	if (r == NULL)
-		report_buf_printf(b, " ?");
+		zs_buf_printf(b, " ?");
 	else
-		report_buf_printf(b, " %.9g", v);
+		zs_buf_printf(b, " %.9g", v);
 }
 
-static void header(struct report_buf *b, const struct report_data *d, const char *name,
-                   const char *what)
+static void header(struct zs_buf *b, const struct report_data *d, const char *name,
+               const char *what)
 {
-	report_buf_printf(b,
+	zs_buf_printf(b,
 		"# %s.gp, written by zerosim report: %s.\n"
 		"# Reads %s.dat; run `gnuplot %s.gp` in this folder to rewrite %s.pdf and %s.png.\n"
 		"# Bytes per parameter are bytes per rank divided by Psi = %.0f.\n"
@@ -73,21 +73,21 @@ static void header(struct report_buf *b, const struct report_data *d, const char
 		name, what, name, name, name, name, d->params, d->params, d->p, d->g, d->k);
 }
 
-static void n_axis(struct report_buf *b, const unsigned *w, size_t n)
+static void n_axis(struct zs_buf *b, const unsigned *w, size_t n)
 {
 	size_t i;
 
-	report_buf_printf(b, "set logscale x 2\nset xrange [%g:%g]\nset xtics (",
-	                  w[0] * 0.8, w[n - 1] * 1.25);
+	zs_buf_printf(b, "set logscale x 2\nset xrange [%g:%g]\nset xtics (",
+	              w[0] * 0.8, w[n - 1] * 1.25);
 	for (i = 0; i < n; i++)
-		report_buf_printf(b, "%s%u", i ? ", " : "", w[i]);
-	report_buf_printf(b, ")\nset xlabel 'world size N (ranks, log scale)'\n");
+		zs_buf_printf(b, "%s%u", i ? ", " : "", w[i]);
+	zs_buf_printf(b, ")\nset xlabel 'world size N (ranks, log scale)'\n");
 }
 
 /* Draw to PDF, then the same plot to PNG. */
-static void render(struct report_buf *b, const char *name, const char *plot)
+static void render(struct zs_buf *b, const char *name, const char *plot)
 {
-	report_buf_printf(b,
+	zs_buf_printf(b,
 		"# Vector PDF for the paper, PNG for a quick look; sizes tuned to each.\n"
 		"set terminal pdfcairo enhanced size 6in,3.3in font 'Helvetica,9' linewidth 1.5\n"
 		"pts = 0.6; set pointsize pts\n"
@@ -102,41 +102,41 @@ static void render(struct report_buf *b, const char *name, const char *plot)
 
 /* Render the plot command into the script, write the .dat and the .gp,
  * and free the three buffers. */
-static int finish(const char *dir, const char *name, struct report_buf *dat, struct report_buf *gp,
-                  struct report_buf *plot, char **cause)
+static int finish(const char *dir, const char *name, struct zs_buf *dat, struct zs_buf *gp,
+          struct zs_buf *plot, char **cause)
 {
-	render(gp, name, report_buf_str(plot));
+	render(gp, name, zs_buf_str(plot));
 	int rc = put(dir, name, "dat", dat, cause);
 	if (rc == 0)
 		rc = put(dir, name, "gp", gp, cause);
-	report_buf_free(dat);
-	report_buf_free(gp);
-	report_buf_free(plot);
+	zs_buf_free(dat);
+	zs_buf_free(gp);
+	zs_buf_free(plot);
 	return rc;
 }
 
 static int fig_resident(const struct report_data *d, const char *dir, char **cause)
 {
-	struct report_buf dat = {0}, gp = {0}, plot = {0};
+	struct zs_buf dat = {0}, gp = {0}, plot = {0};
 	enum zs_unit u = main_unit(d);
 	unsigned w[ZS_MAX_WORLDS];
 	size_t n = report_data_worlds(d, u, w), i;
 	const char *name = report_figure_names[0];
 	int s;
 
-	report_buf_printf(&dat, "# resident bytes per param per rank, unit=%s\n# N dp zero1 zero2 zero3\n",
-	                  zs_unit_name(u));
+	zs_buf_printf(&dat, "# resident bytes per param per rank, unit=%s\n# N dp zero1 zero2 zero3\n",
+	              zs_unit_name(u));
 	for (i = 0; i < n; i++) {
-		report_buf_printf(&dat, "%u", w[i]);
+		zs_buf_printf(&dat, "%u", w[i]);
 		for (s = 0; s < ZS_NSCHEMES; s++) {
 			const struct report_run *r = report_data_find(d, (enum zs_scheme)s, w[i], u);
 			value(&dat, r, r ? r->measured[REPORT_RESIDENT] / d->params : 0);
 		}
-		report_buf_printf(&dat, "\n");
+		zs_buf_printf(&dat, "\n");
 	}
 	header(&gp, d, name, "resident bytes per parameter against N");
 	n_axis(&gp, w, n);
-	report_buf_printf(&gp,
+	zs_buf_printf(&gp,
 		"set ylabel 'resident bytes per parameter per rank'\nset yrange [0:*]\nset samples 400\n"
 		"# The paper's floors (ZeRO, SC'20): DP p+g+k, ZeRO-1 p+g+k/N, ZeRO-2 p+(g+k)/N, ZeRO-3 (p+g+k)/N.\n"
 		"# Drawn from N = 1 on (NaN below), where a world size starts.\n"
@@ -144,31 +144,31 @@ static int fig_resident(const struct report_data *d, const char *dir, char **cau
 		"f2(x) = x < 1 ? NaN : p+(g+k)/x\nf3(x) = x < 1 ? NaN : (p+g+k)/x\n"
 		"set title 'Resident model state per rank (unit=%s): measured points over the paper floors'\n",
 		zs_unit_name(u));
-	report_buf_printf(&plot, "plot \\\n");
+	zs_buf_printf(&plot, "plot \\\n");
 	for (s = 0; s < ZS_NSCHEMES; s++)
-		report_buf_printf(&plot, "  f%d(x) with lines ls %d lw 1 title '%s floor', \\\n"
-		                  "  '%s.dat' using 1:%d with points ls %d title '%s measured', \\\n",
-		                  s, s + 1, scheme_title[s], name, s + 2, s + 1, scheme_title[s]);
-	report_buf_printf(&plot, "  p+g with lines ls 6 title 'asymptote p+g (ZeRO-1)', \\\n"
-	                  "  p with lines ls 6 dt 2 title 'asymptote p (ZeRO-2)'");
+		zs_buf_printf(&plot, "  f%d(x) with lines ls %d lw 1 title '%s floor', \\\n"
+		              "  '%s.dat' using 1:%d with points ls %d title '%s measured', \\\n",
+		              s, s + 1, scheme_title[s], name, s + 2, s + 1, scheme_title[s]);
+	zs_buf_printf(&plot, "  p+g with lines ls 6 title 'asymptote p+g (ZeRO-1)', \\\n"
+	              "  p with lines ls 6 dt 2 title 'asymptote p (ZeRO-2)'");
 	return finish(dir, name, &dat, &gp, &plot, cause);
 }
 
 static int fig_peak(const struct report_data *d, const char *dir, char **cause)
 {
-	struct report_buf dat = {0}, gp = {0}, plot = {0};
+	struct zs_buf dat = {0}, gp = {0}, plot = {0};
 	enum zs_unit u = main_unit(d);
 	unsigned w[ZS_MAX_WORLDS];
 	size_t n = report_data_worlds(d, u, w), i;
 	const char *name = report_figure_names[1];
 	int s, layer = u == ZS_UNIT_MODEL && report_data_has_unit(d, ZS_UNIT_LAYER);
 
-	report_buf_printf(&dat, "# peak bytes per param per rank, unit=%s (zero3_layer: unit=layer);\n"
-	                  "# zero2_res is ZeRO-2's resident bytes per param\n"
-	                  "# N dp zero1 zero2 zero3 zero3_layer zero2_res\n", zs_unit_name(u));
+	zs_buf_printf(&dat, "# peak bytes per param per rank, unit=%s (zero3_layer: unit=layer);\n"
+	              "# zero2_res is ZeRO-2's resident bytes per param\n"
+	              "# N dp zero1 zero2 zero3 zero3_layer zero2_res\n", zs_unit_name(u));
 	for (i = 0; i < n; i++) {
 		const struct report_run *r;
-		report_buf_printf(&dat, "%u", w[i]);
+		zs_buf_printf(&dat, "%u", w[i]);
 		for (s = 0; s < ZS_NSCHEMES; s++) {
 			r = report_data_find(d, (enum zs_scheme)s, w[i], u);
 			value(&dat, r, r ? r->measured[REPORT_PEAK] / d->params : 0);
@@ -177,28 +177,28 @@ static int fig_peak(const struct report_data *d, const char *dir, char **cause)
 		value(&dat, r, r ? r->measured[REPORT_PEAK] / d->params : 0);
 		r = report_data_find(d, ZS_ZERO2, w[i], u);
 		value(&dat, r, r ? r->measured[REPORT_RESIDENT] / d->params : 0);
-		report_buf_printf(&dat, "\n");
+		zs_buf_printf(&dat, "\n");
 	}
 	header(&gp, d, name, "peak bytes per parameter against N");
 	n_axis(&gp, w, n);
-	report_buf_printf(&gp, "set ylabel 'peak bytes per parameter per rank'\nset yrange [0:*]\n"
-	                  "set title 'Peak during a step per rank (unit=%s unless marked)'\n",
-	                  zs_unit_name(u));
-	report_buf_printf(&plot, "plot \\\n");
+	zs_buf_printf(&gp, "set ylabel 'peak bytes per parameter per rank'\nset yrange [0:*]\n"
+	              "set title 'Peak during a step per rank (unit=%s unless marked)'\n",
+	              zs_unit_name(u));
+	zs_buf_printf(&plot, "plot \\\n");
 	for (s = 0; s < ZS_NSCHEMES; s++)
-		report_buf_printf(&plot, "  '%s.dat' using 1:%d with linespoints ls %d title '%s peak', \\\n",
-		                  name, s + 2, s + 1, scheme_title[s]);
+		zs_buf_printf(&plot, "  '%s.dat' using 1:%d with linespoints ls %d title '%s peak', \\\n",
+		              name, s + 2, s + 1, scheme_title[s]);
 	if (layer)
-		report_buf_printf(&plot, "  '%s.dat' using 1:6 with linespoints ls 5 "
-		                  "title 'ZeRO-3 peak, unit=layer', \\\n", name);
-	report_buf_printf(&plot, "  '%s.dat' using 1:7 with lines ls 3 lw 1 dt 1 "
-	                  "title 'ZeRO-2 resident'", name);
+		zs_buf_printf(&plot, "  '%s.dat' using 1:6 with linespoints ls 5 "
+		              "title 'ZeRO-3 peak, unit=layer', \\\n", name);
+	zs_buf_printf(&plot, "  '%s.dat' using 1:7 with lines ls 3 lw 1 dt 1 "
+	              "title 'ZeRO-2 resident'", name);
 	return finish(dir, name, &dat, &gp, &plot, cause);
 }
 
 static int fig_comm(const struct report_data *d, const char *dir, char **cause)
 {
-	struct report_buf dat = {0}, gp = {0}, plot = {0};
+	struct zs_buf dat = {0}, gp = {0}, plot = {0};
 	enum zs_unit u = main_unit(d);
 	unsigned w[ZS_MAX_WORLDS];
 	size_t n = report_data_worlds(d, u, w), i;
@@ -212,36 +212,36 @@ static int fig_comm(const struct report_data *d, const char *dir, char **cause)
 	/* Decimal units (DESIGN.md: GB is 1e9), chosen so numbers stay short. */
 	scale = top < 1e6 ? 1e3 : top < 1e9 ? 1e6 : 1e9;
 	unit_name = top < 1e6 ? "kB" : top < 1e9 ? "MB" : "GB";
-	report_buf_printf(&dat, "# bytes sent per rank per step, in %s (%.0f B), unit=%s\n"
-	                  "# N dp zero1 zero2 zero3\n", unit_name, scale, zs_unit_name(u));
+	zs_buf_printf(&dat, "# bytes sent per rank per step, in %s (%.0f B), unit=%s\n"
+	              "# N dp zero1 zero2 zero3\n", unit_name, scale, zs_unit_name(u));
 	for (i = 0; i < n; i++) {
-		report_buf_printf(&dat, "%u", w[i]);
+		zs_buf_printf(&dat, "%u", w[i]);
 		for (s = 0; s < ZS_NSCHEMES; s++) {
 			const struct report_run *r = report_data_find(d, (enum zs_scheme)s, w[i], u);
 			value(&dat, r, r ? r->measured[REPORT_COMM] / scale : 0);
 		}
-		report_buf_printf(&dat, "\n");
+		zs_buf_printf(&dat, "\n");
 	}
 	header(&gp, d, name, "communication per rank per step against N");
 	n_axis(&gp, w, n);
-	report_buf_printf(&gp, "scale = %.0f   # bytes per %s\n"
-	                  "set ylabel '%s sent per rank per step (1 %s = %.0f B)'\nset yrange [0:*]\n"
-	                  "set title 'Communication per rank per step (ring collectives, unit=%s)'\n",
-	                  scale, unit_name, unit_name, unit_name, scale, zs_unit_name(u));
-	report_buf_printf(&plot, "plot \\\n");
+	zs_buf_printf(&gp, "scale = %.0f   # bytes per %s\n"
+	              "set ylabel '%s sent per rank per step (1 %s = %.0f B)'\nset yrange [0:*]\n"
+	              "set title 'Communication per rank per step (ring collectives, unit=%s)'\n",
+	              scale, unit_name, unit_name, unit_name, scale, zs_unit_name(u));
+	zs_buf_printf(&plot, "plot \\\n");
 	/* DP, ZeRO-1 and ZeRO-2 send the same bytes when p = g: open points of
 	 * decreasing size keep all three visible where they coincide. */
 	for (s = 0; s < ZS_NSCHEMES; s++) {
 		static const char *const points[ZS_NSCHEMES] = {
 			" pt 6 ps 2.6*pts", " pt 4 ps 1.7*pts", "", "",
 		};
-		report_buf_printf(&plot, "  '%s.dat' using 1:%d with linespoints ls %d%s title '%s', \\\n",
-		                  name, s + 2, s + 1, points[s], scheme_title[s]);
+		zs_buf_printf(&plot, "  '%s.dat' using 1:%d with linespoints ls %d%s title '%s', \\\n",
+		              name, s + 2, s + 1, points[s], scheme_title[s]);
 	}
 	/* The paper's limits as N grows: 2Ψ elements (DP all-reduce of g bytes,
 	 * ZeRO-1/2 reduce-scatter + all-gather) and 3Ψ for ZeRO-3. */
-	report_buf_printf(&plot, "  2*g*Psi/scale with lines ls 6 title 'limit 2{/Symbol Y} elements (DP, ZeRO-1/2)', \\\n"
-	                  "  (2*p+g)*Psi/scale with lines ls 6 dt 2 title 'limit 3{/Symbol Y} elements (ZeRO-3)'");
+	zs_buf_printf(&plot, "  2*g*Psi/scale with lines ls 6 title 'limit 2{/Symbol Y} elements (DP, ZeRO-1/2)', \\\n"
+	              "  (2*p+g)*Psi/scale with lines ls 6 dt 2 title 'limit 3{/Symbol Y} elements (ZeRO-3)'");
 	return finish(dir, name, &dat, &gp, &plot, cause);
 }
 
@@ -270,17 +270,17 @@ static int fig_breakdown(const struct report_data *d, const char *dir, char **ca
 		{"other", {REPORT_CAT_UNKNOWN, -1, -1, -1}},
 	};
 	const size_t ngroups = sizeof groups / sizeof groups[0];
-	struct report_buf dat = {0}, gp = {0}, plot = {0};
+	struct zs_buf dat = {0}, gp = {0}, plot = {0};
 	enum zs_unit u = main_unit(d);
 	unsigned world = largest_world(d);
 	const char *name = report_figure_names[3];
 	size_t gi;
 	int s, j, bars = 0;
 
-	report_buf_printf(&dat, "# peak bytes per param per rank by category at N = %u\n# scheme", world);
+	zs_buf_printf(&dat, "# peak bytes per param per rank by category at N = %u\n# scheme", world);
 	for (gi = 0; gi < ngroups; gi++)
-		report_buf_printf(&dat, " \"%s\"", groups[gi].title);
-	report_buf_printf(&dat, "\n");
+		zs_buf_printf(&dat, " \"%s\"", groups[gi].title);
+	zs_buf_printf(&dat, "\n");
 	for (s = 0; s <= ZS_NSCHEMES; s++) {
 		/* The fifth bar is ZeRO-3 with unit=layer, when measured. */
 		const struct report_run *r = s < ZS_NSCHEMES ?
@@ -289,18 +289,18 @@ static int fig_breakdown(const struct report_data *d, const char *dir, char **ca
 		if (r == NULL)
 			continue;
 		bars++;
-		report_buf_printf(&dat, "\"%s%s\"", scheme_title[r->scheme],
-		                  s == ZS_NSCHEMES ? "\\n(unit=layer)" : "");
+		zs_buf_printf(&dat, "\"%s%s\"", scheme_title[r->scheme],
+		              s == ZS_NSCHEMES ? "\\n(unit=layer)" : "");
 		for (gi = 0; gi < ngroups; gi++) {
 			double v = 0;
 			for (j = 0; j < 4 && groups[gi].cats[j] >= 0; j++)
 				v += r->peak_bd[groups[gi].cats[j]];
-			report_buf_printf(&dat, " %.9g", v / d->params);
+			zs_buf_printf(&dat, " %.9g", v / d->params);
 		}
-		report_buf_printf(&dat, "\n");
+		zs_buf_printf(&dat, "\n");
 	}
 	header(&gp, d, name, "the peak broken down by category");
-	report_buf_printf(&gp,
+	zs_buf_printf(&gp,
 		"set ylabel 'bytes per parameter per rank at the peak'\nset yrange [0:*]\n"
 		"set xlabel 'scheme (unit=%s unless marked), N = %u'\n"
 		"set title 'What is alive at the peak, N = %u'\n"
@@ -309,14 +309,14 @@ static int fig_breakdown(const struct report_data *d, const char *dir, char **ca
 		"# Fill patterns as well as colours, so the stack reads in black and white.\n"
 		"set style fill pattern border -1\n",
 		zs_unit_name(u), world, world, bars);
-	report_buf_printf(&plot, "plot \\\n");
+	zs_buf_printf(&plot, "plot \\\n");
 	for (gi = 0; gi < ngroups; gi++) {
 		static const char *const colours[] = {"#000000", "#d95f02", "#1b9e77", "#7570b3",
 		                                      "#e7298a", "#66a61e", "#a6761d", "#777777"};
 		static const int patterns[] = {0, 1, 2, 4, 5, 6, 7, 3};
-		report_buf_printf(&plot, "  '%s.dat' using %zu%s title '%s' lc rgb '%s' fs pattern %d%s",
-		                  name, gi + 2, gi == 0 ? ":xtic(1)" : "", groups[gi].title,
-		                  colours[gi], patterns[gi], gi + 1 < ngroups ? ", \\\n" : "");
+		zs_buf_printf(&plot, "  '%s.dat' using %zu%s title '%s' lc rgb '%s' fs pattern %d%s",
+		              name, gi + 2, gi == 0 ? ":xtic(1)" : "", groups[gi].title,
+		              colours[gi], patterns[gi], gi + 1 < ngroups ? ", \\\n" : "");
 	}
 	return finish(dir, name, &dat, &gp, &plot, cause);
 }
@@ -366,7 +366,7 @@ static const char *const phase_shade[REPORT_NPHASES] = {NULL, NULL, "#eeeeee", "
 #define TL_SHADES "Shaded: backward light grey, reduce darker."   /* the note on phase_shade */
 
 /* Print a run's marks unless b is NULL; the phases named short, as bits. */
-static unsigned timeline_marks(struct report_buf *b, const struct report_run *r)
+static unsigned timeline_marks(struct zs_buf *b, const struct report_run *r)
 {
 	const double n = (double)r->ntimeline;
 	unsigned shortened = 0;
@@ -388,12 +388,12 @@ static unsigned timeline_marks(struct report_buf *b, const struct report_run *r)
 		}
 		if (b != NULL) {
 			if (phase_shade[p] != NULL)
-				report_buf_printf(b, "set object rect from %zu, graph 0 to %zu, graph 1 behind "
-				                  "fc rgb '%s' fs solid noborder\n", a, i, phase_shade[p]);
-			report_buf_printf(b, "set arrow from %zu, graph 0 to %zu, graph 1 nohead ls 7\n", a, a);
+				zs_buf_printf(b, "set object rect from %zu, graph 0 to %zu, graph 1 behind "
+				              "fc rgb '%s' fs solid noborder\n", a, i, phase_shade[p]);
+			zs_buf_printf(b, "set arrow from %zu, graph 0 to %zu, graph 1 nohead ls 7\n", a, a);
 			if (name != NULL)
-				report_buf_printf(b, "set label '{/*0.85 %s}' at %g, graph 1 center offset 0,0.6\n",
-				                  name, (double)(a + i) / 2);
+				zs_buf_printf(b, "set label '{/*0.85 %s}' at %g, graph 1 center offset 0,0.6\n",
+				              name, (double)(a + i) / 2);
 		}
 		a = i;
 	}
@@ -418,37 +418,37 @@ static unsigned timeline_silent(const struct report_run *r)
 
 /* The phases in mask, as "a, b,\nc" (a gnuplot line break after every
  * second). */
-static void phase_list(struct report_buf *b, unsigned mask)
+static void phase_list(struct zs_buf *b, unsigned mask)
 {
 	int p, k = 0;
 
 	for (p = 0; p < REPORT_NPHASES; p++)
 		if (mask & 1u << p) {
-			report_buf_printf(b, "%s%s", k == 0 ? "" : k % 2 == 0 ? ",\\n" : ", ",
-			                  report_phase_name((enum report_phase)p));
+			zs_buf_printf(b, "%s%s", k == 0 ? "" : k % 2 == 0 ? ",\\n" : ", ",
+			              report_phase_name((enum report_phase)p));
 			k++;
 		}
 }
 
 /* "set ytics" with a step giving at most 4 intervals up to top: 1, 2 or 5
  * times a power of ten; gnuplot's own below a millionth of a byte. */
-static void ytics(struct report_buf *b, double top)
+static void ytics(struct zs_buf *b, double top)
 {
 	double e, m;
 
 	if (!(top >= 1e-6)) {
-		report_buf_printf(b, "set ytics autofreq\n");
+		zs_buf_printf(b, "set ytics autofreq\n");
 		return;
 	}
 	e = pow(10, floor(log10(top / 4)));
 	for (m = 1; m * e * 4 < top; m = m < 2 ? 2 : m < 5 ? 5 : 10)
 		;
-	report_buf_printf(b, "set ytics %g\n", m * e);
+	zs_buf_printf(b, "set ytics %g\n", m * e);
 }
 
 static int fig_timeline(const struct report_data *d, const char *dir, char **cause)
 {
-	struct report_buf dat = {0}, gp = {0};
+	struct zs_buf dat = {0}, gp = {0};
 	const struct report_run *r[ZS_NSCHEMES + 1];
 	const char *name = report_figure_names[4];
 	int n = timeline_runs(d, r), j, rc, p;
@@ -459,33 +459,33 @@ static int fig_timeline(const struct report_data *d, const char *dir, char **cau
 	header(&gp, d, name, "rank 0's memory through the last step, phase by phase");
 	if (n == 0) {
 		/* Still a valid figure, so the report's PDF builds. */
-		report_buf_printf(&dat, "# no run in measured.json carries a timeline "
-		                  "(zerosim measure --timeline records one)\n");
-		report_buf_printf(&gp, "unset border\nunset tics\nunset key\nset xrange [0:1]\nset yrange [0:1]\n"
-		                  "set label 1 'No timeline in measured.json: measure with --timeline.' "
-		                  "at 0.5,0.5 center\n");
+		zs_buf_printf(&dat, "# no run in measured.json carries a timeline "
+		              "(zerosim measure --timeline records one)\n");
+		zs_buf_printf(&gp, "unset border\nunset tics\nunset key\nset xrange [0:1]\nset yrange [0:1]\n"
+		              "set label 1 'No timeline in measured.json: measure with --timeline.' "
+		              "at 0.5,0.5 center\n");
 		render(&gp, name, "plot 2 notitle");
 		goto write;
 	}
 	for (j = 0; j < n; j++)
 		shortened |= timeline_marks(NULL, r[j]);
-	report_buf_printf(&dat, "# rank 0's tracked bytes per param after each event of the last step, "
-	                  "N = %u; one block per run.\n"
-	                  "# event bytes_per_param phase: event 0 is the state the step starts from\n"
-	                  "# (its phase is the one the previous step ended in); the last row repeats\n"
-	                  "# the last level at x = the event count, so every event has width 1.\n",
-	                  r[0]->world);
+	zs_buf_printf(&dat, "# rank 0's tracked bytes per param after each event of the last step, "
+	              "N = %u; one block per run.\n"
+	              "# event bytes_per_param phase: event 0 is the state the step starts from\n"
+	              "# (its phase is the one the previous step ended in); the last row repeats\n"
+	              "# the last level at x = the event count, so every event has width 1.\n",
+	              r[0]->world);
 	for (j = 0; j < n; j++) {
-		report_buf_printf(&dat, "%s# %s unit=%s\n", j ? "\n\n" : "",
-		                  zs_scheme_name(r[j]->scheme), zs_unit_name(r[j]->unit));
+		zs_buf_printf(&dat, "%s# %s unit=%s\n", j ? "\n\n" : "",
+		              zs_scheme_name(r[j]->scheme), zs_unit_name(r[j]->unit));
 		for (i = 0; i < r[j]->ntimeline; i++)
-			report_buf_printf(&dat, "%zu %.9g %s\n", i, r[j]->timeline[i] / d->params,
-			                  i ? report_phase_name(r[j]->phase[i]) : "start");
-		report_buf_printf(&dat, "%zu %.9g end\n", i, r[j]->timeline[i - 1] / d->params);
+			zs_buf_printf(&dat, "%zu %.9g %s\n", i, r[j]->timeline[i] / d->params,
+			              i ? report_phase_name(r[j]->phase[i]) : "start");
+		zs_buf_printf(&dat, "%zu %.9g end\n", i, r[j]->timeline[i - 1] / d->params);
 	}
 	/* 1.15in per panel, 0.9in for the title and the notes below. */
 	inches = 0.9 + 1.15 * n;
-	report_buf_printf(&gp,
+	zs_buf_printf(&gp,
 		"# One panel per run, each over its own events and with its own y scale.\n"
 		"# A phase begins at a dotted line, its name above; backward is shaded light\n"
 		"# grey, reduce darker. At the right: the phases with no event.\n"
@@ -514,46 +514,46 @@ static int fig_timeline(const struct report_data *d, const char *dir, char **cau
 
 		for (i = 0; i < r[j]->ntimeline; i++)
 			top = fmax(top, r[j]->timeline[i] / d->params);
-		report_buf_printf(&gp, "# %s%s\nunset arrow\nunset label\nunset object\nset xrange [0:%zu]\n",
-		                  scheme_title[r[j]->scheme], layer ? ", unit=layer" : "", r[j]->ntimeline);
+		zs_buf_printf(&gp, "# %s%s\nunset arrow\nunset label\nunset object\nset xrange [0:%zu]\n",
+		              scheme_title[r[j]->scheme], layer ? ", unit=layer" : "", r[j]->ntimeline);
 		ytics(&gp, top);
 		if (j == 0)
-			report_buf_printf(&gp, "set label 'bytes per parameter held by rank 0' "
-			                  "at screen 0.02, screen 0.5 center rotate by 90\n");
+			zs_buf_printf(&gp, "set label 'bytes per parameter held by rank 0' "
+			              "at screen 0.02, screen 0.5 center rotate by 90\n");
 		if (j + 1 < n) {
-			report_buf_printf(&gp, "unset xlabel\n");
+			zs_buf_printf(&gp, "unset xlabel\n");
 		} else {
-			report_buf_printf(&gp, "set xlabel 'allocation events since the step began (rank 0)'\n"
-			                  "set label \"Event 0 is the state the step starts from. " TL_SHADES
-			                  " Each panel has its own y scale.\\nA phase with no event "
-			                  "allocates nothing: memory is flat through it.");
+			zs_buf_printf(&gp, "set xlabel 'allocation events since the step began (rank 0)'\n"
+			              "set label \"Event 0 is the state the step starts from. " TL_SHADES
+			              " Each panel has its own y scale.\\nA phase with no event "
+			              "allocates nothing: memory is flat through it.");
 			if (shortened) {
-				report_buf_printf(&gp, " Short names: ");
+				zs_buf_printf(&gp, " Short names: ");
 				for (p = 0; p < REPORT_NPHASES; p++)
 					if (shortened & 1u << p)
-						report_buf_printf(&gp, "%s %s%s", phase_short[p],
-						                  report_phase_name((enum report_phase)p),
-						                  shortened >> (p + 1) ? ", " : ".");
+						zs_buf_printf(&gp, "%s %s%s", phase_short[p],
+						              report_phase_name((enum report_phase)p),
+						              shortened >> (p + 1) ? ", " : ".");
 			}
-			report_buf_printf(&gp, "\" at screen 0.08, screen 0.035 left font small\n");
+			zs_buf_printf(&gp, "\" at screen 0.08, screen 0.035 left font small\n");
 		}
 		if (silent) {
-			report_buf_printf(&gp, "set label \"no events in\\n");
+			zs_buf_printf(&gp, "set label \"no events in\\n");
 			phase_list(&gp, silent);
-			report_buf_printf(&gp, "\" at graph 1.03, graph 0.35 left font small tc rgb '#555555'\n");
+			zs_buf_printf(&gp, "\" at graph 1.03, graph 0.35 left font small tc rgb '#555555'\n");
 		}
 		timeline_marks(&gp, r[j]);
-		report_buf_printf(&gp, "plot '%s.dat' index %d using 1:2 with steps ls %d title \"%s%s\"\n",
-		                  name, j, layer ? 5 : (int)r[j]->scheme + 1,
-		                  scheme_title[r[j]->scheme], layer ? "\\nunit=layer" : "");
+		zs_buf_printf(&gp, "plot '%s.dat' index %d using 1:2 with steps ls %d title \"%s%s\"\n",
+		              name, j, layer ? 5 : (int)r[j]->scheme + 1,
+		              scheme_title[r[j]->scheme], layer ? "\\nunit=layer" : "");
 	}
-	report_buf_printf(&gp, "unset multiplot\n}\nset output\n");
+	zs_buf_printf(&gp, "unset multiplot\n}\nset output\n");
 write:
 	rc = put(dir, name, "dat", &dat, cause);
 	if (rc == 0)
 		rc = put(dir, name, "gp", &gp, cause);
-	report_buf_free(&dat);
-	report_buf_free(&gp);
+	zs_buf_free(&dat);
+	zs_buf_free(&gp);
 	return rc;
 }
 

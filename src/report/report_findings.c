@@ -63,7 +63,7 @@ static void verdict(enum report_verdict *v, int holds)
 
 /* ------------------------------------------------------------------------ */
 
-static void dp_flat(const struct report_data *d, struct report_finding *f, struct report_buf *b)
+static void dp_flat(const struct report_data *d, struct report_finding *f, struct zs_buf *b)
 {
 	const struct report_run *c[COLMAX];
 	size_t n, i;
@@ -80,14 +80,14 @@ static void dp_flat(const struct report_data *d, struct report_finding *f, struc
 			pmax = fmax(pmax, c[i]->measured[REPORT_PEAK]);
 		}
 		verdict(&f->verdict, rmin == rmax && pmin == pmax);
-		report_buf_printf(b, "%sunit=%s, N = %u..%u: resident %.2f..%.2f B/param, peak %.2f..%.2f B/param",
-		                  b->len ? "; " : "", zs_unit_name((enum zs_unit)u), c[0]->world,
-		                  c[n - 1]->world, bpp(d, rmin), bpp(d, rmax), bpp(d, pmin), bpp(d, pmax));
+		zs_buf_printf(b, "%sunit=%s, N = %u..%u: resident %.2f..%.2f B/param, peak %.2f..%.2f B/param",
+		              b->len ? "; " : "", zs_unit_name((enum zs_unit)u), c[0]->world,
+		              c[n - 1]->world, bpp(d, rmin), bpp(d, rmax), bpp(d, pmin), bpp(d, pmax));
 	}
 }
 
 static void zero12_flatten(const struct report_data *d, struct report_finding *f,
-                           struct report_buf *b)
+                           struct zs_buf *b)
 {
 	const struct report_run *c[COLMAX];
 	static const enum zs_scheme schemes[] = {ZS_ZERO1, ZS_ZERO2};
@@ -112,21 +112,21 @@ static void zero12_flatten(const struct report_data *d, struct report_finding *f
 			/* "Toward": the gap to the asymptote at the largest N is at
 			 * most half the gap at the smallest. */
 			verdict(&f->verdict, !below && !rises && gap1 <= gap0 / 2);
-			report_buf_printf(b, "%s%s unit=%s: %.2f B/param at N = %u, %.2f at N = %u "
-			                  "(asymptote %.0f, lowest %.2f%s%s)",
-			                  b->len ? "; " : "", zs_scheme_name(schemes[j]),
-			                  zs_unit_name((enum zs_unit)u),
-			                  bpp(d, c[0]->measured[REPORT_RESIDENT]), c[0]->world,
-			                  bpp(d, c[n - 1]->measured[REPORT_RESIDENT]), c[n - 1]->world,
-			                  asym, bpp(d, low), below ? ", BELOW the asymptote" : "",
-			                  rises ? ", rises with N somewhere" :
-			                  gap1 > gap0 / 2 ? ", gap not halved" : "");
+			zs_buf_printf(b, "%s%s unit=%s: %.2f B/param at N = %u, %.2f at N = %u "
+			              "(asymptote %.0f, lowest %.2f%s%s)",
+			              b->len ? "; " : "", zs_scheme_name(schemes[j]),
+			              zs_unit_name((enum zs_unit)u),
+			              bpp(d, c[0]->measured[REPORT_RESIDENT]), c[0]->world,
+			              bpp(d, c[n - 1]->measured[REPORT_RESIDENT]), c[n - 1]->world,
+			              asym, bpp(d, low), below ? ", BELOW the asymptote" : "",
+			              rises ? ", rises with N somewhere" :
+			              gap1 > gap0 / 2 ? ", gap not halved" : "");
 		}
 	}
 }
 
 static void zero3_halves(const struct report_data *d, struct report_finding *f,
-                         struct report_buf *b)
+                         struct zs_buf *b)
 {
 	const struct report_run *c[COLMAX];
 	size_t n, i, j;
@@ -145,28 +145,28 @@ static void zero3_halves(const struct report_data *d, struct report_finding *f,
 				pairs++;
 				if (!same(r0, 2 * r1)) {
 					bad++;
-					report_buf_printf(b, "%sunit=%s N = %u to %u: %.3f to %.3f B/param (ratio %.3f)",
-					                  b->len ? "; " : "", zs_unit_name((enum zs_unit)u),
-					                  c[i]->world, c[j]->world, bpp(d, r0), bpp(d, r1), r0 / r1);
+					zs_buf_printf(b, "%sunit=%s N = %u to %u: %.3f to %.3f B/param (ratio %.3f)",
+					              b->len ? "; " : "", zs_unit_name((enum zs_unit)u),
+					              c[i]->world, c[j]->world, bpp(d, r0), bpp(d, r1), r0 / r1);
 				}
 			}
 		if (pairs == 0)
 			continue;
 		verdict(&f->verdict, bad == 0);
 		if (bad == 0) {
-			report_buf_printf(b, "%sunit=%s: exactly halves in all %d doublings (",
-			                  b->len ? "; " : "", zs_unit_name((enum zs_unit)u), pairs);
+			zs_buf_printf(b, "%sunit=%s: exactly halves in all %d doublings (",
+			              b->len ? "; " : "", zs_unit_name((enum zs_unit)u), pairs);
 			for (i = 0; i < n; i++)
 				if (c[i]->padded_elements == d->params)
-					report_buf_printf(b, "%s%.3f at N = %u", i ? ", " : "",
-					                  bpp(d, c[i]->measured[REPORT_RESIDENT]), c[i]->world);
-			report_buf_printf(b, " B/param)");
+					zs_buf_printf(b, "%s%.3f at N = %u", i ? ", " : "",
+					              bpp(d, c[i]->measured[REPORT_RESIDENT]), c[i]->world);
+			zs_buf_printf(b, " B/param)");
 		}
 	}
 }
 
 static void n1_identical(const struct report_data *d, struct report_finding *f,
-                         struct report_buf *b)
+                         struct zs_buf *b)
 {
 	int u, s, m;
 
@@ -183,27 +183,27 @@ static void n1_identical(const struct report_data *d, struct report_finding *f,
 				if (r[s]->measured[m] != r[0]->measured[m])
 					equal = 0;
 		verdict(&f->verdict, equal);
-		report_buf_printf(b, "%sunit=%s, N = 1: resident", b->len ? "; " : "",
-		                  zs_unit_name((enum zs_unit)u));
+		zs_buf_printf(b, "%sunit=%s, N = 1: resident", b->len ? "; " : "",
+		              zs_unit_name((enum zs_unit)u));
 		for (m = 0; m < REPORT_NMETRICS; m++) {
 			if (m == REPORT_PEAK)
-				report_buf_printf(b, ", peak");
+				zs_buf_printf(b, ", peak");
 			if (m == REPORT_COMM)
-				report_buf_printf(b, ", comm");
+				zs_buf_printf(b, ", comm");
 			for (s = 0; s < ZS_NSCHEMES; s++) {
 				if (m == REPORT_COMM)
-					report_buf_printf(b, " %.0f", r[s]->measured[m]);
+					zs_buf_printf(b, " %.0f", r[s]->measured[m]);
 				else
-					report_buf_printf(b, " %.2f", bpp(d, r[s]->measured[m]));
+					zs_buf_printf(b, " %.2f", bpp(d, r[s]->measured[m]));
 			}
-			report_buf_printf(b, m == REPORT_COMM ? " B" : " B/param");
+			zs_buf_printf(b, m == REPORT_COMM ? " B" : " B/param");
 		}
-		report_buf_printf(b, " (dp zero1 zero2 zero3)");
+		zs_buf_printf(b, " (dp zero1 zero2 zero3)");
 	}
 }
 
 static void zero3_peak_slow(const struct report_data *d, struct report_finding *f,
-                            struct report_buf *b)
+                            struct zs_buf *b)
 {
 	const struct report_run *c[COLMAX];
 	size_t n;
@@ -218,17 +218,17 @@ static void zero3_peak_slow(const struct report_data *d, struct report_finding *
 		/* "Much more slowly": the peak shrinks by less than half the
 		 * factor the resident state shrinks by. */
 		verdict(&f->verdict, pr < rr / 2);
-		report_buf_printf(b, "%sunit=%s, N = %u to %u: resident falls %.1fx (%.2f to %.2f B/param), "
-		                  "peak %.1fx (%.2f to %.2f B/param); the test is peak factor < half the resident factor",
-		                  b->len ? "; " : "", zs_unit_name((enum zs_unit)u), c[0]->world,
-		                  c[n - 1]->world, rr, bpp(d, c[0]->measured[REPORT_RESIDENT]),
-		                  bpp(d, c[n - 1]->measured[REPORT_RESIDENT]), pr,
-		                  bpp(d, c[0]->measured[REPORT_PEAK]), bpp(d, c[n - 1]->measured[REPORT_PEAK]));
+		zs_buf_printf(b, "%sunit=%s, N = %u to %u: resident falls %.1fx (%.2f to %.2f B/param), "
+		              "peak %.1fx (%.2f to %.2f B/param); the test is peak factor < half the resident factor",
+		              b->len ? "; " : "", zs_unit_name((enum zs_unit)u), c[0]->world,
+		              c[n - 1]->world, rr, bpp(d, c[0]->measured[REPORT_RESIDENT]),
+		              bpp(d, c[n - 1]->measured[REPORT_RESIDENT]), pr,
+		              bpp(d, c[0]->measured[REPORT_PEAK]), bpp(d, c[n - 1]->measured[REPORT_PEAK]));
 	}
 }
 
 static void zero3_peak_worse(const struct report_data *d, struct report_finding *f,
-                             struct report_buf *b)
+                             struct zs_buf *b)
 {
 	unsigned w[ZS_MAX_WORLDS];
 	size_t n = report_data_worlds(d, ZS_UNIT_MODEL, w);
@@ -245,13 +245,13 @@ static void zero3_peak_worse(const struct report_data *d, struct report_finding 
 	if (z3 == NULL || z2 == NULL || n == 0 || w[n - 1] <= 1)
 		return;
 	verdict(&f->verdict, z3->measured[REPORT_PEAK] > z2->measured[REPORT_RESIDENT]);
-	report_buf_printf(b, "unit=model, N = %u: ZeRO-3 peak %.2f B/param, ZeRO-2 resident %.2f B/param",
-	                  z3->world, bpp(d, z3->measured[REPORT_PEAK]),
-	                  bpp(d, z2->measured[REPORT_RESIDENT]));
+	zs_buf_printf(b, "unit=model, N = %u: ZeRO-3 peak %.2f B/param, ZeRO-2 resident %.2f B/param",
+	              z3->world, bpp(d, z3->measured[REPORT_PEAK]),
+	              bpp(d, z2->measured[REPORT_RESIDENT]));
 }
 
 static void layer_gather(const struct report_data *d, struct report_finding *f,
-                         struct report_buf *b)
+                         struct zs_buf *b)
 {
 	const struct report_run *c[COLMAX];
 	size_t n, i;
@@ -269,25 +269,25 @@ static void layer_gather(const struct report_data *d, struct report_finding *f,
 		fg = c[i]->peak_bd[REPORT_CAT_FULL_GRADS];
 		if (gp != largest * d->p || fg != largest * d->g) {
 			bad++;
-			report_buf_printf(b, "%sN = %u: gathered params %.0f B and full grads %.0f B at the peak, "
-			                  "the largest unit (%.0f elements) needs %.0f B and %.0f B",
-			                  b->len ? "; " : "", c[i]->world, gp, fg, largest,
-			                  largest * d->p, largest * d->g);
+			zs_buf_printf(b, "%sN = %u: gathered params %.0f B and full grads %.0f B at the peak, "
+			              "the largest unit (%.0f elements) needs %.0f B and %.0f B",
+			              b->len ? "; " : "", c[i]->world, gp, fg, largest,
+			              largest * d->p, largest * d->g);
 		}
 	}
 	if (tested == 0)
 		return;
 	verdict(&f->verdict, bad == 0);
 	if (bad == 0)
-		report_buf_printf(b, "unit=layer, all %d runs with N > 1: the peak holds the largest unit "
-		                  "(%.0f of %.0f params): %.0f B gathered params and %.0f B full grads, "
-		                  "%.2f B/param instead of the whole model's %.2f",
-		                  tested, largest, d->params, largest * d->p, largest * d->g,
-		                  bpp(d, largest * (d->p + d->g)), d->p + d->g);
+		zs_buf_printf(b, "unit=layer, all %d runs with N > 1: the peak holds the largest unit "
+		              "(%.0f of %.0f params): %.0f B gathered params and %.0f B full grads, "
+		              "%.2f B/param instead of the whole model's %.2f",
+		              tested, largest, d->params, largest * d->p, largest * d->g,
+		              bpp(d, largest * (d->p + d->g)), d->p + d->g);
 }
 
 static void comm_ratio(const struct report_data *d, struct report_finding *f,
-                       struct report_buf *b)
+                       struct zs_buf *b)
 {
 	const struct report_run *c[COLMAX];
 	size_t n, i;
@@ -310,8 +310,8 @@ static void comm_ratio(const struct report_data *d, struct report_finding *f,
 		if (tested == 0)
 			continue;
 		verdict(&f->verdict, same(lo, 1.5) && same(hi, 1.5));
-		report_buf_printf(b, "%sunit=%s, %d world sizes above 1: ZeRO-3/DP = %.4f..%.4f",
-		                  b->len ? "; " : "", zs_unit_name((enum zs_unit)u), tested, lo, hi);
+		zs_buf_printf(b, "%sunit=%s, %d world sizes above 1: ZeRO-3/DP = %.4f..%.4f",
+		              b->len ? "; " : "", zs_unit_name((enum zs_unit)u), tested, lo, hi);
 	}
 }
 
@@ -321,7 +321,7 @@ void report_findings(const struct report_data *d, struct report_finding *f)
 {
 	static const struct {
 		const char *key, *claim;
-		void (*check)(const struct report_data *, struct report_finding *, struct report_buf *);
+		void (*check)(const struct report_data *, struct report_finding *, struct zs_buf *);
 	} table[REPORT_NFINDINGS] = {
 		{"dp_never_moves", "The DP column never moves: its resident and peak bytes are the same at every N.", dp_flat},
 		{"zero1_zero2_flatten", "ZeRO-1 and ZeRO-2 flatten toward p+g and p bytes per param and never go below them.", zero12_flatten},
@@ -335,14 +335,14 @@ void report_findings(const struct report_data *d, struct report_finding *f)
 	int i;
 
 	for (i = 0; i < REPORT_NFINDINGS; i++) {
-		struct report_buf b = {0};
+		struct zs_buf b = {0};
 		f[i].key = table[i].key;
 		f[i].claim = table[i].claim;
 		f[i].verdict = REPORT_UNTESTED;
 		table[i].check(d, &f[i], &b);
 		f[i].evidence = zs_strdup(f[i].verdict == REPORT_UNTESTED ?
-		                          "the files hold no runs that test it" : report_buf_str(&b));
-		report_buf_free(&b);
+		                          "the files hold no runs that test it" : zs_buf_str(&b));
+		zs_buf_free(&b);
 	}
 }
 

@@ -115,53 +115,53 @@ cJSON *report_diff_json(const struct report_data *d, const struct report_point *
 
 /* A byte count: whole bytes as integers, fractional floors' shares with
  * two decimals. */
-static void bytes(struct report_buf *b, double v, int sign)
+static void bytes(struct zs_buf *b, double v, int sign)
 {
 	if (fabs(v - round(v)) < 1e-6)
-		report_buf_printf(b, sign ? "%+.0f B" : "%.0f B", round(v));
+		zs_buf_printf(b, sign ? "%+.0f B" : "%.0f B", round(v));
 	else
-		report_buf_printf(b, sign ? "%+.2f B" : "%.2f B", v);
+		zs_buf_printf(b, sign ? "%+.2f B" : "%.2f B", v);
 }
 
 void report_point_line(const struct report_data *d, const struct report_point *pt,
-                       struct report_buf *b)
+                       struct zs_buf *b)
 {
 	const struct report_run *r = pt->run;
 	const char *sep = " = ";
 	int c;
 
 	if (pt->unexplained) {
-		report_buf_printf(b, "UNEXPLAINED %s N=%u unit=%s %s: measured %.0f B, schedule model %.0f B "
-		                  "(%+.0f B)", zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit),
-		                  report_metric_name(pt->metric), pt->measured, pt->schedule,
-		                  pt->measured - pt->schedule);
+		zs_buf_printf(b, "UNEXPLAINED %s N=%u unit=%s %s: measured %.0f B, schedule model %.0f B "
+		              "(%+.0f B)", zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit),
+		              report_metric_name(pt->metric), pt->measured, pt->schedule,
+		              pt->measured - pt->schedule);
 		if (pt->breakdown_cat >= 0)
-			report_buf_printf(b, "; first differing category %s%s: measured %.0f B, schedule "
-			                  "model %.0f B", report_cat_name((enum report_cat)pt->breakdown_cat),
-			                  pt->breakdown_cat == REPORT_CAT_UNKNOWN ?
-			                  " (categories docs/schedule.md does not name)" : "",
-			                  pt->breakdown_measured, pt->breakdown_schedule);
-		report_buf_printf(b, ": the engine or the theory departs from docs/schedule.md");
+			zs_buf_printf(b, "; first differing category %s%s: measured %.0f B, schedule "
+			              "model %.0f B", report_cat_name((enum report_cat)pt->breakdown_cat),
+			              pt->breakdown_cat == REPORT_CAT_UNKNOWN ?
+			              " (categories docs/schedule.md does not name)" : "",
+			              pt->breakdown_measured, pt->breakdown_schedule);
+		zs_buf_printf(b, ": the engine or the theory departs from docs/schedule.md");
 		return;
 	}
-	report_buf_printf(b, "%s %s N=%u unit=%s %s: %+.4g B/param from the floor (",
-	                  pt->status == REPORT_FLAGGED ? "FLAG" : "baseline", zs_scheme_name(r->scheme),
-	                  r->world, zs_unit_name(r->unit), report_metric_name(pt->metric),
-	                  pt->departure / d->params);
+	zs_buf_printf(b, "%s %s N=%u unit=%s %s: %+.4g B/param from the floor (",
+	              pt->status == REPORT_FLAGGED ? "FLAG" : "baseline", zs_scheme_name(r->scheme),
+	              r->world, zs_unit_name(r->unit), report_metric_name(pt->metric),
+	              pt->departure / d->params);
 	bytes(b, pt->departure, 1);
 	if (pt->floor != 0)
-		report_buf_printf(b, ", %+.3g%%", 100 * pt->departure / pt->floor);
-	report_buf_printf(b, ")");
+		zs_buf_printf(b, ", %+.3g%%", 100 * pt->departure / pt->floor);
+	zs_buf_printf(b, ")");
 	for (c = 0; c < REPORT_NCAUSES; c++)
 		if (pt->cause[c] != 0) {
-			report_buf_printf(b, "%s%s ", sep, report_cause_name((enum report_cause)c));
+			zs_buf_printf(b, "%s%s ", sep, report_cause_name((enum report_cause)c));
 			bytes(b, pt->cause[c], 0);
 			sep = " + ";
 		}
 }
 
 void report_flags_text(const struct report_data *d, const struct report_point *pts, size_t npts,
-                       struct report_buf *b)
+                       struct zs_buf *b)
 {
 	size_t i, flagged = 0, baseline = 0, unexplained = 0;
 
@@ -170,25 +170,25 @@ void report_flags_text(const struct report_data *d, const struct report_point *p
 		baseline += pts[i].status == REPORT_BASELINE;
 		unexplained += (size_t)pts[i].unexplained;
 	}
-	report_buf_printf(b, "# zerosim report: %zu points (%zu runs x resident, peak, comm); "
-	                  "%zu flagged, %zu unexplained.\n"
-	                  "# A flag is a departure from the paper floor with a cause other than "
-	                  "activations and scratch;\n"
-	                  "# %zu points depart by activations and scratch alone (every scheme "
-	                  "holds them; listed in diff.json, not flagged).\n",
-	                  npts, d->nruns, flagged, unexplained, baseline);
+	zs_buf_printf(b, "# zerosim report: %zu points (%zu runs x resident, peak, comm); "
+	              "%zu flagged, %zu unexplained.\n"
+	              "# A flag is a departure from the paper floor with a cause other than "
+	              "activations and scratch;\n"
+	              "# %zu points depart by activations and scratch alone (every scheme "
+	              "holds them; listed in diff.json, not flagged).\n",
+	              npts, d->nruns, flagged, unexplained, baseline);
 	for (i = 0; i < npts; i++)
 		if (pts[i].unexplained) {
 			report_point_line(d, &pts[i], b);
-			report_buf_printf(b, "\n");
+			zs_buf_printf(b, "\n");
 		}
 	for (i = 0; i < npts; i++)
 		if (!pts[i].unexplained && pts[i].status == REPORT_FLAGGED) {
 			report_point_line(d, &pts[i], b);
-			report_buf_printf(b, "\n");
+			zs_buf_printf(b, "\n");
 		}
 	if (flagged == 0 && unexplained == 0)
-		report_buf_printf(b, "nothing flagged\n");
+		zs_buf_printf(b, "nothing flagged\n");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -196,33 +196,33 @@ void report_flags_text(const struct report_data *d, const struct report_point *p
 
 /* The marks of a point's cell, recorded in `used` for the legend. */
 static void cell(const struct report_data *d, const struct report_point *pt, int *used,
-                 struct report_buf *b)
+                 struct zs_buf *b)
 {
 	const char *sep = "";
 	int c;
 
 	if (pt == NULL) {
-		report_buf_printf(b, " & --");
+		zs_buf_printf(b, " & --");
 		return;
 	}
-	report_buf_printf(b, " & %.2f", pt->measured / d->params);
+	zs_buf_printf(b, " & %.2f", pt->measured / d->params);
 	if (pt->status == REPORT_NONE && !pt->unexplained)
 		return;
-	report_buf_printf(b, "\\textsuperscript{");
+	zs_buf_printf(b, "\\textsuperscript{");
 	for (c = 0; c < REPORT_NCAUSES; c++)
 		if (pt->cause[c] != 0) {
-			report_buf_printf(b, "%s%c", sep, report_cause_mark((enum report_cause)c));
+			zs_buf_printf(b, "%s%c", sep, report_cause_mark((enum report_cause)c));
 			used[c] = 1;
 			sep = ",";
 		}
 	if (pt->unexplained) {
-		report_buf_printf(b, "%su", sep);
+		zs_buf_printf(b, "%su", sep);
 		used[REPORT_NCAUSES] = 1;
 	}
-	report_buf_printf(b, "}");
+	zs_buf_printf(b, "}");
 }
 
-static void legend(const int *used, struct report_buf *b)
+static void legend(const int *used, struct zs_buf *b)
 {
 	static const char *const meaning[REPORT_NCAUSES + 1] = {
 		"padding of the shards", "gathered params", "full grads",
@@ -235,55 +235,55 @@ static void legend(const int *used, struct report_buf *b)
 	for (c = 0; c <= REPORT_NCAUSES; c++)
 		any |= used[c];
 	if (!any) {
-		report_buf_printf(b, "\n\\smallskip\n\\footnotesize No cell departs from the paper floor");
+		zs_buf_printf(b, "\n\\smallskip\n\\footnotesize No cell departs from the paper floor");
 	} else {
-		report_buf_printf(b, "\n\\smallskip\n\\footnotesize Marked cells depart from the paper "
-		                  "floor; the marks give the cause");
+		zs_buf_printf(b, "\n\\smallskip\n\\footnotesize Marked cells depart from the paper "
+		              "floor; the marks give the cause");
 	}
 	for (c = 0; c <= REPORT_NCAUSES; c++)
 		if (used[c]) {
-			report_buf_printf(b, "%s\\textsuperscript{%c}~%s", sep, c == REPORT_NCAUSES ? 'u' :
-			                  report_cause_mark((enum report_cause)c), meaning[c]);
+			zs_buf_printf(b, "%s\\textsuperscript{%c}~%s", sep, c == REPORT_NCAUSES ? 'u' :
+			              report_cause_mark((enum report_cause)c), meaning[c]);
 			sep = "; ";
 		}
-	report_buf_printf(b, ".\n");
+	zs_buf_printf(b, ".\n");
 }
 
 static void memory_table(const struct report_data *d, const struct report_point *pts,
-                         enum zs_unit u, struct report_buf *b)
+                         enum zs_unit u, struct zs_buf *b)
 {
 	unsigned w[ZS_MAX_WORLDS];
 	size_t n = report_data_worlds(d, u, w), i;
 	int used[REPORT_NCAUSES + 1] = {0}, s;
 
-	report_buf_printf(b, "\\begin{table}[htbp]\n\\centering\n\\small\n"
-	                  "\\caption{Measured bytes per parameter per rank, unit=%s: resident "
-	                  "between steps and peak during a step.}\n\\label{tab:memory-%s}\n"
-	                  "\\begin{tabular}{r rr rr rr rr}\n\\toprule\n",
-	                  zs_unit_name(u), zs_unit_name(u));
+	zs_buf_printf(b, "\\begin{table}[htbp]\n\\centering\n\\small\n"
+	              "\\caption{Measured bytes per parameter per rank, unit=%s: resident "
+	              "between steps and peak during a step.}\n\\label{tab:memory-%s}\n"
+	              "\\begin{tabular}{r rr rr rr rr}\n\\toprule\n",
+	              zs_unit_name(u), zs_unit_name(u));
 	for (s = 0; s < ZS_NSCHEMES; s++)
-		report_buf_printf(b, " & \\multicolumn{2}{c}{%s}", scheme_title[s]);
-	report_buf_printf(b, " \\\\\n\\cmidrule(lr){2-3} \\cmidrule(lr){4-5} \\cmidrule(lr){6-7} "
-	                  "\\cmidrule(lr){8-9}\n$N$");
+		zs_buf_printf(b, " & \\multicolumn{2}{c}{%s}", scheme_title[s]);
+	zs_buf_printf(b, " \\\\\n\\cmidrule(lr){2-3} \\cmidrule(lr){4-5} \\cmidrule(lr){6-7} "
+	              "\\cmidrule(lr){8-9}\n$N$");
 	for (s = 0; s < ZS_NSCHEMES; s++)
-		report_buf_printf(b, " & resident & peak");
-	report_buf_printf(b, " \\\\\n\\midrule\n");
+		zs_buf_printf(b, " & resident & peak");
+	zs_buf_printf(b, " \\\\\n\\midrule\n");
 	for (i = 0; i < n; i++) {
-		report_buf_printf(b, "%u", w[i]);
+		zs_buf_printf(b, "%u", w[i]);
 		for (s = 0; s < ZS_NSCHEMES; s++) {
 			const struct report_run *r = report_data_find(d, (enum zs_scheme)s, w[i], u);
 			cell(d, point_of(d, pts, r, REPORT_RESIDENT), used, b);
 			cell(d, point_of(d, pts, r, REPORT_PEAK), used, b);
 		}
-		report_buf_printf(b, " \\\\\n");
+		zs_buf_printf(b, " \\\\\n");
 	}
-	report_buf_printf(b, "\\bottomrule\n\\end{tabular}\n");
+	zs_buf_printf(b, "\\bottomrule\n\\end{tabular}\n");
 	legend(used, b);
-	report_buf_printf(b, "\\end{table}\n\n");
+	zs_buf_printf(b, "\\end{table}\n\n");
 }
 
 static void comm_table(const struct report_data *d, const struct report_point *pts,
-                       struct report_buf *b)
+                       struct zs_buf *b)
 {
 	unsigned w[ZS_MAX_WORLDS], wu[ZS_MAX_WORLDS];
 	size_t n = 0, nu, i, j;
@@ -306,45 +306,45 @@ static void comm_table(const struct report_data *d, const struct report_point *p
 			n++;
 		}
 	}
-	report_buf_printf(b, "\\begin{table}[htbp]\n\\centering\n\\small\n"
-	                  "\\caption{Measured bytes sent per rank per step, per parameter.}\n"
-	                  "\\label{tab:comm}\n\\begin{tabular}{r");
+	zs_buf_printf(b, "\\begin{table}[htbp]\n\\centering\n\\small\n"
+	              "\\caption{Measured bytes sent per rank per step, per parameter.}\n"
+	              "\\label{tab:comm}\n\\begin{tabular}{r");
 	for (u = 0; u < nunits; u++)
-		report_buf_printf(b, " rrrr");
-	report_buf_printf(b, "}\n\\toprule\n");
+		zs_buf_printf(b, " rrrr");
+	zs_buf_printf(b, "}\n\\toprule\n");
 	for (u = 0; u < nunits; u++)
-		report_buf_printf(b, " & \\multicolumn{4}{c}{unit=%s}", zs_unit_name(units[u]));
-	report_buf_printf(b, " \\\\\n");
+		zs_buf_printf(b, " & \\multicolumn{4}{c}{unit=%s}", zs_unit_name(units[u]));
+	zs_buf_printf(b, " \\\\\n");
 	for (u = 0; u < nunits; u++)
-		report_buf_printf(b, "%s\\cmidrule(lr){%d-%d}", u ? " " : "", 2 + 4 * u, 5 + 4 * u);
-	report_buf_printf(b, "\n$N$");
+		zs_buf_printf(b, "%s\\cmidrule(lr){%d-%d}", u ? " " : "", 2 + 4 * u, 5 + 4 * u);
+	zs_buf_printf(b, "\n$N$");
 	for (u = 0; u < nunits; u++)
 		for (s = 0; s < ZS_NSCHEMES; s++)
-			report_buf_printf(b, " & %s", scheme_title[s]);
-	report_buf_printf(b, " \\\\\n\\midrule\n");
+			zs_buf_printf(b, " & %s", scheme_title[s]);
+	zs_buf_printf(b, " \\\\\n\\midrule\n");
 	for (i = 0; i < n; i++) {
-		report_buf_printf(b, "%u", w[i]);
+		zs_buf_printf(b, "%u", w[i]);
 		for (u = 0; u < nunits; u++)
 			for (s = 0; s < ZS_NSCHEMES; s++) {
 				const struct report_run *r = report_data_find(d, (enum zs_scheme)s, w[i], units[u]);
 				cell(d, point_of(d, pts, r, REPORT_COMM), used, b);
 			}
-		report_buf_printf(b, " \\\\\n");
+		zs_buf_printf(b, " \\\\\n");
 	}
-	report_buf_printf(b, "\\bottomrule\n\\end{tabular}\n");
+	zs_buf_printf(b, "\\bottomrule\n\\end{tabular}\n");
 	legend(used, b);
-	report_buf_printf(b, "\\end{table}\n");
+	zs_buf_printf(b, "\\end{table}\n");
 }
 
 void report_table_tex(const struct report_data *d, const struct report_point *pts, size_t npts,
-                      struct report_buf *b)
+                      struct zs_buf *b)
 {
 	int u;
 
 	(void)npts;
-	report_buf_printf(b, "%% table.tex, written by zerosim report: measured bytes per parameter\n"
-	                  "%% per rank (bytes / %.0f params). Needs in the preamble:\n"
-	                  "%%   \\usepackage{booktabs}\n\n", d->params);
+	zs_buf_printf(b, "%% table.tex, written by zerosim report: measured bytes per parameter\n"
+	              "%% per rank (bytes / %.0f params). Needs in the preamble:\n"
+	              "%%   \\usepackage{booktabs}\n\n", d->params);
 	for (u = 0; u < ZS_NUNITS; u++)
 		if (report_data_has_unit(d, (enum zs_unit)u))
 			memory_table(d, pts, (enum zs_unit)u, b);
@@ -352,38 +352,38 @@ void report_table_tex(const struct report_data *d, const struct report_point *pt
 }
 
 void report_findings_tex(const struct report_data *d, const struct report_finding *f,
-                         struct report_buf *b)
+                         struct zs_buf *b)
 {
 	unsigned w[ZS_MAX_WORLDS];
 	size_t i, n;
 	int u;
 
-	report_buf_printf(b, "%% findings.tex, written by zerosim report from the data.\n"
-	                  "Model: layers ");
+	zs_buf_printf(b, "%% findings.tex, written by zerosim report from the data.\n"
+	              "Model: layers ");
 	for (i = 0; i < d->nwidths; i++)
-		report_buf_printf(b, "%s%zu", i ? "," : "", d->widths[i]);
-	report_buf_printf(b, ", $\\Psi = %.0f$ parameters; precision %s, optimizer %s "
-	                  "($p = %g$, $g = %g$, $k = %g$ bytes per parameter); batch %.0f per rank.",
-	                  d->params, d->precision, d->optimizer, d->p, d->g, d->k, d->batch);
+		zs_buf_printf(b, "%s%zu", i ? "," : "", d->widths[i]);
+	zs_buf_printf(b, ", $\\Psi = %.0f$ parameters; precision %s, optimizer %s "
+	              "($p = %g$, $g = %g$, $k = %g$ bytes per parameter); batch %.0f per rank.",
+	              d->params, d->precision, d->optimizer, d->p, d->g, d->k, d->batch);
 	for (u = 0; u < ZS_NUNITS; u++) {
 		if ((n = report_data_worlds(d, (enum zs_unit)u, w)) == 0)
 			continue;
-		report_buf_printf(b, " Unit=%s measured at $N =", zs_unit_name((enum zs_unit)u));
+		zs_buf_printf(b, " Unit=%s measured at $N =", zs_unit_name((enum zs_unit)u));
 		for (i = 0; i < n; i++)
-			report_buf_printf(b, "%s%u", i ? ", " : " ", w[i]);
-		report_buf_printf(b, "$.");
+			zs_buf_printf(b, "%s%u", i ? ", " : " ", w[i]);
+		zs_buf_printf(b, "$.");
 	}
-	report_buf_printf(b, "\n\n\\begin{itemize}\n");
+	zs_buf_printf(b, "\n\n\\begin{itemize}\n");
 	for (i = 0; i < REPORT_NFINDINGS; i++) {
-		report_buf_printf(b, "\\item \\textbf{%s.} ",
-		                  f[i].verdict == REPORT_HOLDS ? "Holds" :
-		                  f[i].verdict == REPORT_FAILS ? "Does not hold" : "Not tested by this sweep");
+		zs_buf_printf(b, "\\item \\textbf{%s.} ",
+		              f[i].verdict == REPORT_HOLDS ? "Holds" :
+		              f[i].verdict == REPORT_FAILS ? "Does not hold" : "Not tested by this sweep");
 		report_buf_tex(b, f[i].claim);
-		report_buf_printf(b, " \\emph{");
+		zs_buf_printf(b, " \\emph{");
 		report_buf_tex(b, f[i].evidence);
-		report_buf_printf(b, ".}\n");
+		zs_buf_printf(b, ".}\n");
 	}
-	report_buf_printf(b, "\\end{itemize}\n");
+	zs_buf_printf(b, "\\end{itemize}\n");
 }
 
 /* Whether pt is a flagged, explained point of (u, s, m) whose cause c (or,
@@ -400,7 +400,7 @@ static int in_group(const struct report_point *pt, enum zs_unit u, enum zs_schem
  * short; flags.txt lists every point. */
 static void flags_group(const struct report_data *d, const struct report_point *pts, size_t npts,
                         enum zs_unit u, enum zs_scheme s, enum report_metric m,
-                        struct report_buf *b)
+                        struct zs_buf *b)
 {
 	const char *sep = "";
 	size_t i, k;
@@ -410,64 +410,64 @@ static void flags_group(const struct report_data *d, const struct report_point *
 		;
 	if (i == npts)
 		return;
-	report_buf_printf(b, "\\item %s %s, unit=%s:", scheme_title[s], report_metric_name(m),
-	                  zs_unit_name(u));
+	zs_buf_printf(b, "\\item %s %s, unit=%s:", scheme_title[s], report_metric_name(m),
+	              zs_unit_name(u));
 	for (c = 0; c < REPORT_NCAUSES; c++) {
 		double most = 0;
 		for (i = 0, k = 0; i < npts; i++) {
 			if (!in_group(&pts[i], u, s, m, c))
 				continue;
 			if (k++ == 0)
-				report_buf_printf(b, "%s %s at $N =", sep, report_cause_name((enum report_cause)c));
-			report_buf_printf(b, "%s %u", k > 1 ? "," : "", pts[i].run->world);
+				zs_buf_printf(b, "%s %s at $N =", sep, report_cause_name((enum report_cause)c));
+			zs_buf_printf(b, "%s %u", k > 1 ? "," : "", pts[i].run->world);
 			most = fmax(most, fabs(pts[i].cause[c]));
 		}
 		if (k > 0) {
-			report_buf_printf(b, "$ (up to %.3g B/param)", most / d->params);
+			zs_buf_printf(b, "$ (up to %.3g B/param)", most / d->params);
 			sep = ";";
 		}
 	}
-	report_buf_printf(b, ".\n");
+	zs_buf_printf(b, ".\n");
 }
 
 void report_flags_tex(const struct report_data *d, const struct report_point *pts, size_t npts,
-                      struct report_buf *b)
+                      struct zs_buf *b)
 {
 	size_t i, flagged = 0, unexplained = 0;
 	int u, s, m;
 
-	report_buf_printf(b, "%% flags.tex, written by zerosim report (flags.txt lists every point).\n");
+	zs_buf_printf(b, "%% flags.tex, written by zerosim report (flags.txt lists every point).\n");
 	for (i = 0; i < npts; i++) {
 		flagged += pts[i].status == REPORT_FLAGGED && !pts[i].unexplained;
 		unexplained += (size_t)pts[i].unexplained;
 	}
 	if (unexplained > 0) {
-		report_buf_printf(b, "\\paragraph{%zu points are UNEXPLAINED} (the measurement differs "
-		                  "from the schedule model: a bug in the engine or the theory).\n"
-		                  "\\begin{itemize}\\footnotesize\n", unexplained);
+		zs_buf_printf(b, "\\paragraph{%zu points are UNEXPLAINED} (the measurement differs "
+		              "from the schedule model: a bug in the engine or the theory).\n"
+		              "\\begin{itemize}\\footnotesize\n", unexplained);
 		for (i = 0; i < npts; i++) {
-			struct report_buf line = {0};
+			struct zs_buf line = {0};
 			if (!pts[i].unexplained)
 				continue;
 			report_point_line(d, &pts[i], &line);
-			report_buf_printf(b, "\\item ");
-			report_buf_tex(b, report_buf_str(&line));
-			report_buf_printf(b, "\n");
-			report_buf_free(&line);
+			zs_buf_printf(b, "\\item ");
+			report_buf_tex(b, zs_buf_str(&line));
+			zs_buf_printf(b, "\n");
+			zs_buf_free(&line);
 		}
-		report_buf_printf(b, "\\end{itemize}\n");
+		zs_buf_printf(b, "\\end{itemize}\n");
 	}
 	if (flagged == 0) {
-		report_buf_printf(b, "No %spoint departs from its floor by more than activations and "
-		                  "scratch.\n", unexplained ? "other " : "");
+		zs_buf_printf(b, "No %spoint departs from its floor by more than activations and "
+		              "scratch.\n", unexplained ? "other " : "");
 		return;
 	}
-	report_buf_printf(b, "%zu points are flagged, grouped here by scheme and metric.\n"
-	                  "\\begin{itemize}\\small\n", flagged);
+	zs_buf_printf(b, "%zu points are flagged, grouped here by scheme and metric.\n"
+	              "\\begin{itemize}\\small\n", flagged);
 	for (u = 0; u < ZS_NUNITS; u++)
 		for (s = 0; s < ZS_NSCHEMES; s++)
 			for (m = 0; m < REPORT_NMETRICS; m++)
 				flags_group(d, pts, npts, (enum zs_unit)u, (enum zs_scheme)s,
 				            (enum report_metric)m, b);
-	report_buf_printf(b, "\\end{itemize}\n");
+	zs_buf_printf(b, "\\end{itemize}\n");
 }

@@ -34,22 +34,22 @@ cJSON *report_diff_json(const struct report_data *d, const struct report_point *
 
 /* flags.txt: a summary line, every unexplained point, every flagged point. */
 void report_flags_text(const struct report_data *d, const struct report_point *pts, size_t npts,
-                       struct report_buf *b);
+                       struct zs_buf *b);
 
 /* One line for a point, as flags.txt prints it (no newline). */
 void report_point_line(const struct report_data *d, const struct report_point *pt,
-                       struct report_buf *b);
+                       struct zs_buf *b);
 
 /* table.tex: memory tables per unit and one comm table (booktabs). */
 void report_table_tex(const struct report_data *d, const struct report_point *pts, size_t npts,
-                      struct report_buf *b);
+                      struct zs_buf *b);
 
 /* findings.tex: the configuration and an itemize of the findings. */
 void report_findings_tex(const struct report_data *d, const struct report_finding *f,
-                         struct report_buf *b);
+                         struct zs_buf *b);
 
 /* flags.tex: the flagged and unexplained points as a list. */
 void report_flags_tex(const struct report_data *d, const struct report_point *pts, size_t npts,
-                      struct report_buf *b);
+                      struct zs_buf *b);
 
 #endif

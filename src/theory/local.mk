@@ -3,7 +3,8 @@
 # neither libzstheory.a nor its tests name an engine object.
 libzstheory_a_SOURCES = \
 	src/theory/theory.c src/theory/theory.h \
-	src/theory/theory_json.c
+	src/theory/theory_model.c \
+	src/theory/theory_json.c src/theory/theory_text.c
 
 zerosim_SOURCES += src/cli/cmd_theory.c
 

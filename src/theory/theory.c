@@ -33,6 +33,8 @@
  */
 #include "config.h"
 
+#include <string.h>
+
 #include "theory/theory.h"
 #include "util/schedule.h"
 
@@ -117,32 +119,22 @@ static void resident(uint64_t *cat, const struct theory_bytes *b, int mixed,
 	cat[THEORY_MOMENTUM] = opt_elems * b->momentum;
 }
 
-void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
-                     enum zs_unit unit, unsigned world,
-                     struct theory_schedule *out)
+void theory_states(const struct theory_unit_run *units, size_t nruns,
+                   const struct theory_bytes *b, enum zs_scheme scheme,
+                   unsigned world, struct theory_states *out)
 {
-	const struct theory_bytes *b = &s->bytes;
-	uint64_t n = world, psi = theory_params(s), largest = 0;
-	uint64_t sum_d = 0, max_d = 0, sharded = 0;
+	uint64_t n = world, psi = 0, sharded = 0;
 	int mixed = b->master != 0;
 
-	*out = (struct theory_schedule){0};
+	*out = (struct theory_states){0};
+	/* Padding of each unit to a multiple of N. */
+	for (size_t u = 0; u < nruns; u++) {
+		psi += units[u].elements * units[u].count;
+		out->shard_elements += (units[u].elements + n - 1) / n * units[u].count;
+		if (units[u].count > 0 && units[u].elements > out->largest_unit)
+			out->largest_unit = units[u].elements;
+	}
 	out->params = psi;
-
-	/* Units, and padding of each to a multiple of N. */
-	if (unit == ZS_UNIT_MODEL) {
-		out->nunits = 1;
-		out->units[0] = psi;
-	} else {
-		out->nunits = s->nwidths - 1;
-		for (size_t l = 0; l + 1 < s->nwidths; l++)
-			out->units[l] = zs_layer_params(s->widths, l);
-	}
-	for (size_t u = 0; u < out->nunits; u++) {
-		out->shard_elements += (out->units[u] + n - 1) / n;
-		if (out->units[u] > largest)
-			largest = out->units[u];
-	}
 	out->padded_elements = n * out->shard_elements;
 
 	/* Resident model state: the scheme's row of zs_shards. At N = 1,
@@ -160,28 +152,14 @@ void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
 		out->resident_bytes += out->resident_breakdown[c];
 	out->padding_bytes = (double)((out->padded_elements - psi) * sharded) / (double)n;
 
-	/* Peak: during backward every activation, the two delta buffers and
-	 * the scheme's transients are alive at once. x and y hold d0 + dL
-	 * columns; each layer's output one more d_{l+1}. */
-	sum_d = s->widths[0] + s->widths[s->nwidths - 1];
-	for (size_t l = 1; l < s->nwidths; l++) {
-		sum_d += s->widths[l];
-		if (s->widths[l] > max_d)
-			max_d = s->widths[l];
-	}
-	for (int c = 0; c < THEORY_NCATEGORIES; c++)
-		out->peak_breakdown[c] = out->resident_breakdown[c];
-	out->peak_breakdown[THEORY_ACTIVATIONS] = (uint64_t)ACT_BYTES * s->batch * sum_d;
-	out->peak_breakdown[THEORY_SCRATCH] = 2ull * ACT_BYTES * s->batch * max_d;
+	/* The transients alive at the peak (docs/schedule.md, "Peak"). */
 	if (n > 1 && scheme == ZS_ZERO2) {
-		out->peak_breakdown[THEORY_FULL_GRADS] = psi * b->g;
+		out->full_grads = psi * b->g;
 	} else if (n > 1 && scheme == ZS_ZERO3) {
-		/* unit=model: largest = Ψ; unit=layer: the largest layer. */
-		out->peak_breakdown[THEORY_GATHERED_PARAMS] = largest * b->p;
-		out->peak_breakdown[THEORY_FULL_GRADS] = largest * b->g;
+		/* unit=model: largest = Ψ; unit=layer: the largest unit. */
+		out->gathered_params = out->largest_unit * b->p;
+		out->full_grads = out->largest_unit * b->g;
 	}
-	for (int c = 0; c < THEORY_NCATEGORIES; c++)
-		out->peak_bytes += out->peak_breakdown[c];
 
 	/* Communication: f·P = (N-1)·S elements per collective pass. */
 	uint64_t pass = (n - 1) * S;
@@ -200,5 +178,134 @@ void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
 		out->comm_bytes = pass * (2 * b->p + b->g);
 		out->comm_elements = 3 * pass;
 		break;
+	}
+}
+
+void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
+                     enum zs_unit unit, unsigned world,
+                     struct theory_schedule *out)
+{
+	struct theory_unit_run runs[ZS_MAX_WIDTHS];
+	struct theory_states st;
+	uint64_t sum_d = 0, max_d = 0;
+
+	*out = (struct theory_schedule){0};
+	if (unit == ZS_UNIT_MODEL) {
+		out->nunits = 1;
+		out->units[0] = theory_params(s);
+	} else {
+		out->nunits = s->nwidths - 1;
+		for (size_t l = 0; l + 1 < s->nwidths; l++)
+			out->units[l] = zs_layer_params(s->widths, l);
+	}
+	for (size_t u = 0; u < out->nunits; u++)
+		runs[u] = (struct theory_unit_run){ out->units[u], 1 };
+	theory_states(runs, out->nunits, &s->bytes, scheme, world, &st);
+	out->params = st.params;
+	out->shard_elements = st.shard_elements;
+	out->padded_elements = st.padded_elements;
+	out->resident_bytes = st.resident_bytes;
+	memcpy(out->resident_breakdown, st.resident_breakdown, sizeof st.resident_breakdown);
+	out->padding_bytes = st.padding_bytes;
+	out->comm_bytes = st.comm_bytes;
+	out->comm_elements = st.comm_elements;
+
+	/* Peak: during backward every activation, the two delta buffers and
+	 * the scheme's transients are alive at once. x and y hold d0 + dL
+	 * columns; each layer's output one more d_{l+1}. */
+	sum_d = s->widths[0] + s->widths[s->nwidths - 1];
+	for (size_t l = 1; l < s->nwidths; l++) {
+		sum_d += s->widths[l];
+		if (s->widths[l] > max_d)
+			max_d = s->widths[l];
+	}
+	memcpy(out->peak_breakdown, st.resident_breakdown, sizeof st.resident_breakdown);
+	out->peak_breakdown[THEORY_ACTIVATIONS] = (uint64_t)ACT_BYTES * s->batch * sum_d;
+	out->peak_breakdown[THEORY_SCRATCH] = 2ull * ACT_BYTES * s->batch * max_d;
+	out->peak_breakdown[THEORY_GATHERED_PARAMS] = st.gathered_params;
+	out->peak_breakdown[THEORY_FULL_GRADS] = st.full_grads;
+	for (int c = 0; c < THEORY_NCATEGORIES; c++)
+		out->peak_bytes += out->peak_breakdown[c];
+}
+
+uint64_t theory_max_batch(uint64_t fixed, uint64_t per_batch, double usable)
+{
+	if (!(usable >= (double)fixed) || per_batch == 0)
+		return 0;
+	/* Whole bytes: the largest b with fixed + b·per_batch <= usable. */
+	uint64_t u = usable >= 0x1p63 ? UINT64_C(1) << 63 : (uint64_t)usable;
+	return (u - fixed) / per_batch;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Requests and rows */
+
+void theory_request_bytes(const struct theory_request *req, struct theory_bytes *b)
+{
+	theory_bytes_per_param(req->config->precision, req->config->optimizer, b);
+}
+
+const char *theory_request_precision(const struct theory_request *req)
+{
+	return req->bf16 ? "bf16" : zs_precision_name(req->config->precision);
+}
+
+static void request_shape(const struct theory_request *req, struct theory_shape *s)
+{
+	s->widths = req->config->widths;
+	s->nwidths = req->config->nwidths;
+	s->batch = req->config->batch;
+	theory_request_bytes(req, &s->bytes);
+}
+
+double theory_request_params(const struct theory_request *req)
+{
+	struct theory_shape s;
+
+	if (req->model != NULL)
+		return (double)theory_model_params(req->model);
+	if (!req->shape_known)
+		return req->params;
+	request_shape(req, &s);
+	return (double)theory_params(&s);
+}
+
+double theory_request_usable(const struct theory_request *req)
+{
+	return req->device_mem - req->reserve;
+}
+
+void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
+                unsigned world, struct theory_row *r)
+{
+	struct theory_shape s;
+	uint64_t b = req->config->batch;
+
+	*r = (struct theory_row){ .scheme = scheme, .unit = unit, .world = world,
+	                          .fits = -1, .fits_peak = -1 };
+	request_shape(req, &s);
+	theory_floor(theory_request_params(req), scheme, world, &s.bytes, &r->floor);
+	if (req->model != NULL) {
+		theory_model_peak(req->model, &req->act, &s.bytes, b, scheme, unit, world, &r->peak);
+		r->peak_bytes = r->peak.peak_bytes;
+		r->peak_per_batch = r->peak.activations_per_sequence;
+		r->has_peak = 1;
+	} else if (req->shape_known) {
+		theory_schedule(&s, scheme, unit, world, &r->sched);
+		r->peak_bytes = r->sched.peak_bytes;
+		/* The MLP's activations and scratch are b times their b = 1 bytes. */
+		r->peak_per_batch = (r->sched.peak_breakdown[THEORY_ACTIVATIONS]
+		                     + r->sched.peak_breakdown[THEORY_SCRATCH]) / b;
+		r->has_peak = 1;
+	}
+	r->peak_fixed = r->peak_bytes - b * r->peak_per_batch;
+	if (req->device_mem > 0) {
+		double usable = theory_request_usable(req);
+
+		r->fits = r->floor.resident_bytes <= usable;
+		if (r->has_peak) {
+			r->fits_peak = (double)r->peak_bytes <= usable;
+			r->max_batch = theory_max_batch(r->peak_fixed, r->peak_per_batch, usable);
+		}
 	}
 }

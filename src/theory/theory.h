@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "util/config.h"
+#include "util/model.h"
 
 /* Bytes per parameter (docs/schedule.md, "Symbols"), and how the optimizer
  * bytes k split into the categories the tracker uses. */
@@ -86,6 +87,35 @@ struct theory_schedule {
 	double padding_bytes;
 };
 
+/* Model states of any model given as its units, as runs of equal units
+ * (elements, how many): the schedule's resident bytes with padding, the
+ * transients alive at the peak, and the communication. */
+struct theory_unit_run {
+	uint64_t elements, count;
+};
+
+struct theory_states {
+	uint64_t params;                /* Ψ = Σ elements·count */
+	uint64_t largest_unit;          /* max n_u */
+	uint64_t shard_elements;        /* S = Σ ceil(n_u / N) */
+	uint64_t padded_elements;       /* P = N·S */
+	uint64_t resident_bytes;
+	uint64_t resident_breakdown[THEORY_NCATEGORIES];
+	uint64_t gathered_params;       /* zero3, N > 1: largest·p */
+	uint64_t full_grads;            /* zero2, N > 1: Ψ·g; zero3: largest·g */
+	uint64_t comm_bytes, comm_elements;
+	double padding_bytes;           /* as in struct theory_schedule */
+};
+
+void theory_states(const struct theory_unit_run *units, size_t nruns,
+                   const struct theory_bytes *b, enum zs_scheme scheme,
+                   unsigned world, struct theory_states *out);
+
+/* The largest micro-batch b with fixed + b·per_batch <= usable bytes, 0
+ * when even b = 1 does not fit (or per_batch is 0). Exact: whole bytes,
+ * no search. */
+uint64_t theory_max_batch(uint64_t fixed, uint64_t per_batch, double usable);
+
 /* Ψ of a shape: Σ d_l·d_{l+1} + d_{l+1}. */
 uint64_t theory_params(const struct theory_shape *s);
 
@@ -94,28 +124,143 @@ void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
                      struct theory_schedule *out);
 
 /* ------------------------------------------------------------------------ */
-/* Output (theory_json.c). */
+/* Transformers (theory_model.c): the paper level for a Hugging Face shape.
+ * Parameters per unit from the shape; activations from Korthikanti et al.,
+ * "Reducing Activation Recomputation in Large Transformer Models" (2022),
+ * Table 2 without parallelism: sbh(34 + 5as/h) bytes per layer with 2-byte
+ * activations, 34sbh with selective recomputation, 2sbh with full. */
 
-/* What `zerosim theory` computes over: either a shape (config->widths) or,
- * when shape_known is 0, only a count Ψ. */
+enum theory_recompute { THEORY_RECOMPUTE_NONE, THEORY_RECOMPUTE_SELECTIVE, THEORY_RECOMPUTE_FULL };
+
+const char *theory_recompute_name(enum theory_recompute r);
+int theory_recompute_parse(const char *s, enum theory_recompute *out);
+
+/* A transformer's units for --unit layer, in the order forward gathers
+ * them: the embeddings (with the final norm when the head is tied: that
+ * unit is gathered again for the head), one per block, and the final norm
+ * with the untied head. */
+struct theory_units {
+	uint64_t embeddings;    /* token (+ position) embeddings (+ final norm if tied) */
+	uint64_t block;         /* one decoder block */
+	uint64_t layers;        /* how many blocks */
+	uint64_t head;          /* final norm + untied head; 0 when tied */
+};
+
+void theory_model_units(const struct zs_model *m, struct theory_units *u);
+uint64_t theory_model_params(const struct zs_model *m);
+
+/* The activation terms held at the peak, each by name (theory_act_name). */
+enum theory_act {
+	THEORY_ACT_LAYERS,              /* L x Korthikanti's per-layer bytes */
+	THEORY_ACT_RECOMPUTED,          /* one layer recomputed in its backward */
+	THEORY_ACT_EMBEDDING_DROPOUT,   /* gpt2: the embeddings' dropout mask, sbh */
+	THEORY_ACT_FINAL_NORM_INPUT,    /* 2sbh */
+	THEORY_ACT_HEAD_INPUT,          /* 2sbh */
+	THEORY_ACT_LOGITS,              /* 4sbv: fp32 logits for the loss */
+	THEORY_ACT_LOGITS_GRAD,         /* 4sbv: their gradient */
+	THEORY_NACTS
+};
+
+const char *theory_act_name(enum theory_act a);
+
+struct theory_act_opts {
+	uint64_t seq;                   /* s */
+	enum theory_recompute recompute;
+	int flash;                      /* attention scores never stored */
+	unsigned elem;                  /* bytes of an activation: 2, or 4 in fp32 */
+};
+
+/* Korthikanti's bytes for one layer at micro-batch b: sbh(34 + 5as/h),
+ * 34sbh (selective, or flash attention), 2sbh (full), scaled by elem/2. */
+uint64_t theory_layer_activations(const struct zs_model *m, const struct theory_act_opts *o,
+                                  uint64_t batch);
+
+/* Every term at micro-batch b; returns their sum. Each term is linear in
+ * b (terms at b are b x terms at 1). */
+uint64_t theory_activations(const struct zs_model *m, const struct theory_act_opts *o,
+                            uint64_t batch, uint64_t terms[THEORY_NACTS]);
+
+/* Whether the activation bytes at micro-batch b stay exact (below 2^52,
+ * computed in floating point so that the check itself cannot overflow).
+ * The shape's limits (util/model.h) keep Ψ inside 64 bits; the caller
+ * checks Ψ against ZS_MAX_PARAMS. */
+int theory_model_exact(const struct zs_model *m, const struct theory_act_opts *o, uint64_t batch);
+
+/* The peak of one (scheme, unit, N) at micro-batch b: model states with
+ * padding, the transients of docs/schedule.md ("Peak"), and the
+ * activations, all alive at the start of backward. */
+struct theory_peak {
+	struct theory_states states;
+	uint64_t act[THEORY_NACTS];
+	uint64_t activations;           /* Σ act at b */
+	uint64_t activations_per_sequence;  /* Σ act at b = 1 */
+	uint64_t peak_bytes;            /* resident + transients + activations */
+	uint64_t peak_breakdown[THEORY_NCATEGORIES];
+};
+
+void theory_model_peak(const struct zs_model *m, const struct theory_act_opts *o,
+                       const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
+                       enum zs_unit unit, unsigned world, struct theory_peak *out);
+
+/* ------------------------------------------------------------------------ */
+/* Requests and rows: what `zerosim theory` computes over, and one
+ * (scheme, unit, N) of it. */
+
+/* A model given by its MLP widths (shape_known), by a Hugging Face shape
+ * (model != NULL), or only by a count Ψ (neither). */
 struct theory_request {
-	const struct zs_config *config;  /* worlds, schemes, units, options */
-	int shape_known;                 /* 0: --params mode, floors only */
-	double params;                   /* Ψ (used when !shape_known) */
+	const struct zs_config *config;  /* worlds, schemes, units, batch, options */
+	int shape_known;                 /* the MLP of config->widths */
+	const struct zs_model *model;    /* --model, or NULL */
+	struct theory_act_opts act;      /* --seq, --recompute, --flash-attn (a model) */
+	int bf16;                        /* --precision bf16: mixed's bytes, its name */
+	double params;                   /* Ψ (used with neither shape) */
 	double largest_unit;             /* --largest-unit, or 0 for none */
 	double device_mem;               /* --device-mem bytes, or 0 for none */
+	double reserve;                  /* --reserve bytes (default 0) */
 };
+
+struct theory_row {
+	enum zs_scheme scheme;
+	enum zs_unit unit;
+	unsigned world;
+	struct theory_floor floor;
+	struct theory_schedule sched;    /* valid for an MLP */
+	struct theory_peak peak;         /* valid for a model */
+	int has_peak;                    /* an MLP or a model: the peak is known */
+	uint64_t peak_bytes;             /* at the request's micro-batch */
+	uint64_t peak_fixed;             /* peak = fixed + b·per_batch */
+	uint64_t peak_per_batch;
+	int fits, fits_peak;             /* 1 or 0; -1 without --device-mem */
+	uint64_t max_batch;              /* largest b whose peak fits (0: none) */
+};
+
+double theory_request_params(const struct theory_request *req);
+void theory_request_bytes(const struct theory_request *req, struct theory_bytes *b);
+const char *theory_request_precision(const struct theory_request *req);
+/* Device memory less --reserve: what the step may use. */
+double theory_request_usable(const struct theory_request *req);
+
+void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
+                unsigned world, struct theory_row *r);
+
+/* ------------------------------------------------------------------------ */
+/* Output (theory_json.c, theory_text.c). */
 
 /* Build the zerosim-theory/1 tree (docs/formats.md). Rows are in the order
  * schemes x units x worlds, each list in the order given. The caller frees
- * the result with cJSON_Delete(). Never NULL (out of memory is fatal). */
+ * the result with cJSON_Delete(); NULL when cJSON runs out of memory. */
 cJSON *theory_json(const struct theory_request *req);
 
-/* The same content as text tables per rank, laid out like the ZeRO paper's
- * Table 1: one line per N, one column per scheme, in GB (1e9 bytes), or in
- * MB/KB/bytes for a table whose largest cell is below 1 GB: the floors, and
- * for a shape the schedule's resident and peak bytes per unit; then, with
- * --device-mem, the smallest N in the list at which each scheme's floor fits.
+/* The same content as text for a person. For a model known by its MLP
+ * widths or its count, tables per rank laid out like the ZeRO paper's
+ * Table 1 (one line per N, one column per scheme, in GB = 1e9 bytes, or
+ * MB/KB/bytes for a table whose largest cell is below 1 GB) and, with
+ * --device-mem, the smallest N in the list at which each scheme's floor fits
+ * (and, for MLP widths, its peak, with the largest batch there). For
+ * a transformer (--model), one table per unit mode: GB per rank by N and
+ * scheme, the peak's parts and their sum, whether the floor and the peak
+ * fit, the largest micro-batch, and what would fit when nothing does.
  * The caller frees the result with free(). */
 char *theory_text(const struct theory_request *req);
 

@@ -263,7 +263,7 @@ fail:;
 	return zs_fail(cause, "cannot write %s: %s", path, strerror(e));
 }
 
-int zs_json_load(const char *path, const char *format, cJSON **out, char **cause)
+int zs_json_read(const char *path, cJSON **out, char **cause)
 {
 	char *text = NULL;
 	size_t len = 0;
@@ -281,6 +281,15 @@ int zs_json_load(const char *path, const char *format, cJSON **out, char **cause
 		return zs_fail(cause, "%s: not valid JSON (near byte %zu)", path, at);
 	}
 	free(text);
+	*out = root;
+	return 0;
+}
+
+int zs_json_load(const char *path, const char *format, cJSON **out, char **cause)
+{
+	cJSON *root;
+	if (zs_json_read(path, &root, cause) != 0)
+		return -1;
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
 		return zs_fail(cause, "%s: not a zerosim file (the top level is not a JSON object)", path);

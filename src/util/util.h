@@ -59,6 +59,10 @@ int zs_write_atomic(const char *path, const char *data, size_t len, char **cause
  * inode: through links, "./x" and "x" alike). */
 int zs_same_file(const char *a, const char *b);
 
+/* Parse the JSON file at `path` (any JSON value; no NUL byte, nothing
+ * after it). The caller frees *out with cJSON_Delete(). */
+int zs_json_read(const char *path, cJSON **out, char **cause);
+
 /* Parse the JSON file at `path` and check that its "format" equals
  * `format` (e.g. "zerosim-measured/1"). On success *out is the tree; the
  * caller frees it with cJSON_Delete(). */

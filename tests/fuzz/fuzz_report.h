@@ -100,15 +100,15 @@ static void fuzz_report_one(const uint8_t *data, size_t size, const char *format
 	char *text = cJSON_PrintUnformatted(diff);
 	cJSON_free(text);
 	cJSON_Delete(diff);
-	struct report_buf b = {0};
+	struct zs_buf b = {0};
 	report_flags_text(&d, pts, npts, &b);
-	report_buf_free(&b);
+	zs_buf_free(&b);
 	report_table_tex(&d, pts, npts, &b);
-	report_buf_free(&b);
+	zs_buf_free(&b);
 	report_findings_tex(&d, f, &b);
-	report_buf_free(&b);
+	zs_buf_free(&b);
 	report_flags_tex(&d, pts, npts, &b);
-	report_buf_free(&b);
+	zs_buf_free(&b);
 	if (report_figures_write(&d, figdir, &cause) != 0)
 		abort(); /* the folder exists: writing the figures cannot fail */
 	free(pts);

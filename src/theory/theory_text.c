@@ -1,0 +1,453 @@
+/*
+ * theory_text — the theory's text output, what a person reads first.
+ *
+ * For a model known by its MLP widths or only by its count: tables per
+ * rank laid out like Table 1 of the ZeRO paper (Rajbhandari et al.,
+ * SC'20): one line per N, one column per scheme, in GB = 1e9 bytes as in
+ * the paper (smaller decimal units for a model whose largest cell is below
+ * 1 GB).
+ *
+ * For a transformer: one table per unit mode with a line per (N, scheme)
+ * that adds the peak up for the reader (model states + gathered params +
+ * full grads + activations = peak), then whether the floor and the peak
+ * fit and the largest micro-batch. DeepSpeed's estimator prints model
+ * states only, per offload option, for one N; `accelerate estimate-memory`
+ * prints one training figure per dtype (4x the weights) with no N and no
+ * activations; neither says what the peak is made of or what would fit.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "theory/theory.h"
+#include "util/buf.h"
+#include "util/util.h"
+
+#define GB 1e9
+
+/* A value with the paper's precision: three significant digits, whole
+ * units from 1000 up (Table 1 prints 120, 52.5, 1.88, 0.12, 4011). Halves
+ * round up as the paper does (41.25 -> 41.3), not to even as printf does:
+ * the tiny nudge only decides exact ties. */
+static const char *num_str(char *num, size_t size, double v)
+{
+	v *= 1 + 1e-12;
+	if (v >= 1000)
+		snprintf(num, size, "%.0f", v);
+	else
+		snprintf(num, size, "%.3g", v);
+	return num;
+}
+
+/* Decimal units (the paper's GB is 1e9 bytes), the same spellings that
+ * --device-mem accepts. */
+static const struct { const char *name; double bytes; } scales[] = {
+	{ "GB (1e9 bytes)", 1e9 }, { "MB (1e6 bytes)", 1e6 },
+	{ "KB (1e3 bytes)", 1e3 }, { "bytes", 1 },
+};
+
+enum quantity { Q_FLOOR, Q_RESIDENT, Q_PEAK };
+
+static double quantity(const struct theory_row *r, enum quantity q)
+{
+	switch (q) {
+	case Q_RESIDENT: return (double)r->sched.resident_bytes;
+	case Q_PEAK: return (double)r->sched.peak_bytes;
+	case Q_FLOOR:
+	default: return r->floor.resident_bytes;
+	}
+}
+
+/* One Table-1-like block: N down, schemes across, in GB unless the
+ * largest value is below 1 GB (a model small enough to run): then in the
+ * largest decimal unit that keeps it at or above 1. */
+static void put_table(struct zs_buf *t, const struct theory_request *req,
+                      enum zs_unit unit, enum quantity q, const char *title)
+{
+	const struct zs_config *c = req->config;
+	double largest = 0;
+	size_t sc = 0;
+
+	for (size_t w = 0; w < c->nworld; w++)
+		for (size_t s = 0; s < c->nschemes; s++) {
+			struct theory_row r;
+
+			theory_row(req, c->schemes[s], unit, c->world[w], &r);
+			if (quantity(&r, q) > largest)
+				largest = quantity(&r, q);
+		}
+	while (sc + 1 < sizeof scales / sizeof scales[0] && largest < scales[sc].bytes)
+		sc++;
+
+	zs_buf_printf(t, "\n%s, %s\n%8s", title, scales[sc].name, "N");
+	for (size_t s = 0; s < c->nschemes; s++)
+		zs_buf_printf(t, " %10s", zs_scheme_name(c->schemes[s]));
+	zs_buf_printf(t, "\n");
+	for (size_t w = 0; w < c->nworld; w++) {
+		zs_buf_printf(t, "%8u", c->world[w]);
+		for (size_t s = 0; s < c->nschemes; s++) {
+			struct theory_row r;
+			char num[64];
+
+			theory_row(req, c->schemes[s], unit, c->world[w], &r);
+			zs_buf_printf(t, " %10s", num_str(num, sizeof num, quantity(&r, q) / scales[sc].bytes));
+		}
+		zs_buf_printf(t, "\n");
+	}
+}
+
+/* The smallest N in the list where each scheme's floor (or, for a shape,
+ * its schedule peak at the given batch) fits, with the largest batch per
+ * rank whose peak fits there. */
+static void put_fits(struct zs_buf *t, const struct theory_request *req, enum zs_unit unit,
+                     int peak)
+{
+	const struct zs_config *c = req->config;
+
+	if (peak)
+		zs_buf_printf(t, "\nSmallest N in the list whose peak fits %.6g GB per rank, unit = %s "
+		              "(batch %u), and the largest batch per rank there:\n",
+		              theory_request_usable(req) / GB, zs_unit_name(unit), c->batch);
+	else
+		zs_buf_printf(t, "\nSmallest N in the list whose floor fits %.6g GB per rank:\n",
+		              theory_request_usable(req) / GB);
+	for (size_t s = 0; s < c->nschemes; s++) {
+		struct theory_row best = { .world = 0 };
+
+		for (size_t w = 0; w < c->nworld; w++) {
+			struct theory_row r;
+
+			theory_row(req, c->schemes[s], unit, c->world[w], &r);
+			if ((peak ? r.fits_peak : r.fits) == 1 && (best.world == 0 || r.world < best.world))
+				best = r;
+		}
+		if (best.world == 0)
+			zs_buf_printf(t, "  %-6s none\n", zs_scheme_name(c->schemes[s]));
+		else if (peak)
+			zs_buf_printf(t, "  %-6s N = %u, batch up to %llu\n", zs_scheme_name(c->schemes[s]),
+			              best.world, (unsigned long long)best.max_batch);
+		else
+			zs_buf_printf(t, "  %-6s N = %u\n", zs_scheme_name(c->schemes[s]), best.world);
+	}
+}
+
+static void mlp_text(struct zs_buf *t, const struct theory_request *req)
+{
+	const struct zs_config *c = req->config;
+	struct theory_bytes b;
+	char num[64];
+
+	theory_request_bytes(req, &b);
+	zs_buf_printf(t, "Psi = %.17g parameters, %s precision, %s: p = %u, g = %u, k = %u bytes per parameter\n",
+	              theory_request_params(req), theory_request_precision(req),
+	              zs_optimizer_name(c->optimizer), b.p, b.g, b.k);
+	if (req->shape_known) {
+		zs_buf_printf(t, "layers");
+		for (size_t i = 0; i < c->nwidths; i++)
+			zs_buf_printf(t, "%s%zu", i ? "," : " ", c->widths[i]);
+		zs_buf_printf(t, ", batch %u per rank\n", c->batch);
+	}
+
+	put_table(t, req, c->units[0], Q_FLOOR,
+	          "Model states per rank, the paper's floors (ZeRO, SC'20, Table 1)");
+	if (req->shape_known) {
+		for (size_t u = 0; u < c->nunits; u++) {
+			char *title = zs_asprintf("Model states per rank, the schedule (docs/schedule.md), unit = %s",
+			                          zs_unit_name(c->units[u]));
+			put_table(t, req, c->units[u], Q_RESIDENT, title);
+			free(title);
+			title = zs_asprintf("Peak per rank, the schedule, unit = %s",
+			                    zs_unit_name(c->units[u]));
+			put_table(t, req, c->units[u], Q_PEAK, title);
+			free(title);
+		}
+	} else if (req->largest_unit > 0) {
+		zs_buf_printf(t, "\nZeRO-3 transient (largest unit %.17g params gathered with its grads): ",
+		              req->largest_unit);
+		zs_buf_printf(t, "%s GB\n", num_str(num, sizeof num, req->largest_unit * (b.p + b.g) / GB));
+	}
+	if (req->device_mem > 0) {
+		put_fits(t, req, c->units[0], 0);
+		for (size_t u = 0; req->shape_known && u < c->nunits; u++)
+			put_fits(t, req, c->units[u], 1);
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* Transformers */
+
+/* Bytes in GB with two decimals, or "-" for nothing. */
+static const char *gb(char *buf, size_t size, uint64_t bytes, int dash)
+{
+	if (dash && bytes == 0)
+		snprintf(buf, size, "-");
+	else
+		snprintf(buf, size, "%.2f", (double)bytes / GB);
+	return buf;
+}
+
+/* 8030261248 -> "8,030,261,248". */
+static const char *grouped(char *buf, size_t size, uint64_t v)
+{
+	char digits[32];
+	size_t n = (size_t)snprintf(digits, sizeof digits, "%llu", (unsigned long long)v), o = 0;
+
+	for (size_t i = 0; i < n && o + 2 < size; i++) {
+		if (i > 0 && (n - i) % 3 == 0)
+			buf[o++] = ',';
+		buf[o++] = digits[i];
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+static const char *const act_labels[THEORY_NACTS] = {
+	"layers", "the layer being recomputed", "embedding dropout mask", "final norm input",
+	"head input", "logits (fp32, 4sbv)", "logits gradient (fp32, 4sbv)",
+};
+
+static void model_header(struct zs_buf *t, const struct theory_request *req)
+{
+	const struct zs_model *m = req->model;
+	const struct zs_config *c = req->config;
+	struct theory_bytes b;
+	char n1[32];
+
+	theory_request_bytes(req, &b);
+	zs_buf_printf(t, "%s (%s): %s parameters; %llu blocks, hidden %llu, %llu heads",
+	              m->name, m->model_type, grouped(n1, sizeof n1, theory_model_params(m)),
+	              (unsigned long long)m->layers, (unsigned long long)m->hidden,
+	              (unsigned long long)m->heads);
+	if (m->kv_heads != m->heads)
+		zs_buf_printf(t, " (%llu key-value)", (unsigned long long)m->kv_heads);
+	zs_buf_printf(t, ", vocabulary %llu, %s head\n", (unsigned long long)m->vocab,
+	              m->tied ? "tied" : "untied");
+	zs_buf_printf(t, "%s precision, %s: p = %u, g = %u, k = %u bytes per parameter; "
+	              "sequence %llu, micro-batch %u per rank\n",
+	              theory_request_precision(req), zs_optimizer_name(c->optimizer), b.p, b.g, b.k,
+	              (unsigned long long)req->act.seq, c->batch);
+}
+
+static void activations_text(struct zs_buf *t, const struct theory_request *req)
+{
+	const struct zs_model *m = req->model;
+	uint64_t act[THEORY_NACTS], total = theory_activations(m, &req->act, req->config->batch, act);
+	char v[32], per[32];
+	static const char *const formula[] = {
+		[THEORY_RECOMPUTE_NONE] = "sbh(34 + 5as/h)",
+		[THEORY_RECOMPUTE_SELECTIVE] = "34sbh, selective recompute",
+		[THEORY_RECOMPUTE_FULL] = "2sbh, full recompute",
+	};
+	const char *f = req->act.flash && req->act.recompute == THEORY_RECOMPUTE_NONE
+	                ? "34sbh, flash attention" : formula[req->act.recompute];
+
+	zs_buf_printf(t, "\nActivations per rank at micro-batch %u (Korthikanti et al. 2022; "
+	              "every scheme and N holds the same): %s GB\n",
+	              req->config->batch, gb(v, sizeof v, total, 0));
+	for (int a = 0; a < THEORY_NACTS; a++) {
+		if (act[a] == 0)
+			continue;
+		zs_buf_printf(t, "  %-30s %10s", act_labels[a], gb(v, sizeof v, act[a], 0));
+		if (a == THEORY_ACT_LAYERS)
+			zs_buf_printf(t, "  (%llu x %s, %s)", (unsigned long long)m->layers,
+			              gb(per, sizeof per, act[a] / m->layers, 0), f);
+		zs_buf_printf(t, "\n");
+	}
+}
+
+/* Which unit is the largest, in words. */
+static const char *largest_unit_name(const struct theory_units *u, int tied)
+{
+	if (u->head > 0 && u->head >= u->block && u->head >= u->embeddings)
+		return "the head with the final norm";
+	if (u->embeddings >= u->block)
+		return tied ? "the embeddings with the final norm (the tied head gathers it again)"
+		            : "the embeddings";
+	return "a block";
+}
+
+static void units_text(struct zs_buf *t, const struct theory_request *req, enum zs_unit unit)
+{
+	const struct zs_model *m = req->model;
+	struct theory_units u;
+	struct theory_bytes b;
+	char n1[32], n2[32], v[32];
+
+	theory_model_units(m, &u);
+	theory_request_bytes(req, &b);
+	if (unit == ZS_UNIT_MODEL) {
+		uint64_t psi = theory_model_params(m);
+		zs_buf_printf(t, "\nunit = model: one flat unit of %s elements; ZeRO-3 gathers the whole "
+		              "model, %s GB with its grads\n", grouped(n1, sizeof n1, psi),
+		              gb(v, sizeof v, psi * (b.p + b.g), 0));
+		return;
+	}
+	uint64_t largest = u.head > u.embeddings ? u.head : u.embeddings;
+	if (u.block > largest)
+		largest = u.block;
+	uint64_t nunits = u.layers + 1 + (u.head > 0 ? 1 : 0);
+	zs_buf_printf(t, "\nunit = layer: %llu units; the largest is %s, %s elements",
+	              (unsigned long long)nunits,
+	              largest_unit_name(&u, m->tied), grouped(n1, sizeof n1, largest));
+	if (largest != u.block)
+		zs_buf_printf(t, ", %.2f times a block (%s)", (double)largest / (double)u.block,
+		              grouped(n2, sizeof n2, u.block));
+	zs_buf_printf(t, ": ZeRO-3 gathers it whole, %s GB with its grads\n",
+	              gb(v, sizeof v, largest * (b.p + b.g), 0));
+}
+
+static void table_text(struct zs_buf *t, const struct theory_request *req, enum zs_unit unit)
+{
+	const struct zs_config *c = req->config;
+	int mem = req->device_mem > 0;
+	char v[6][32];
+
+	if (mem)
+		zs_buf_printf(t, "\nPer rank, GB (1e9 bytes), on %.6g GB with %.6g GB reserved "
+		              "(%.6g GB usable):\n", req->device_mem / GB, req->reserve / GB,
+		              theory_request_usable(req) / GB);
+	else
+		zs_buf_printf(t, "\nPer rank, GB (1e9 bytes):\n");
+	zs_buf_printf(t, "%5s  %-6s %9s %9s %9s %11s %9s", "", "", "model", "gathered", "full", "", "");
+	if (mem)
+		zs_buf_printf(t, "  %5s %5s  %s", "floor", "peak", "largest");
+	zs_buf_printf(t, "\n%5s  %-6s %9s %9s %9s %11s %9s", "N", "scheme", "states", "params", "grads",
+	              "activations", "= peak");
+	if (mem)
+		zs_buf_printf(t, "  %5s %5s  %s", "fits", "fits", "micro-batch");
+	zs_buf_printf(t, "\n");
+	for (size_t w = 0; w < c->nworld; w++)
+		for (size_t s = 0; s < c->nschemes; s++) {
+			struct theory_row r;
+
+			if (s == 0 && w > 0 && c->nschemes > 1)
+				zs_buf_printf(t, "\n");
+			theory_row(req, c->schemes[s], unit, c->world[w], &r);
+			zs_buf_printf(t, "%5u  %-6s %9s %9s %9s %11s %9s", r.world, zs_scheme_name(r.scheme),
+			              gb(v[0], sizeof v[0], r.peak.states.resident_bytes, 0),
+			              gb(v[1], sizeof v[1], r.peak.states.gathered_params, 1),
+			              gb(v[2], sizeof v[2], r.peak.states.full_grads, 1),
+			              gb(v[3], sizeof v[3], r.peak.activations, 0),
+			              gb(v[4], sizeof v[4], r.peak_bytes, 0));
+			if (mem) {
+				if (r.max_batch > 0)
+					snprintf(v[5], sizeof v[5], "%llu", (unsigned long long)r.max_batch);
+				else
+					snprintf(v[5], sizeof v[5], "none");
+				zs_buf_printf(t, "  %5s %5s  %s", r.fits ? "yes" : "no",
+				              r.fits_peak ? "yes" : "no", v[5]);
+			}
+			zs_buf_printf(t, "\n");
+		}
+}
+
+/* The largest micro-batch of one scheme at one N under another recompute
+ * setting. */
+static uint64_t max_batch_with(const struct theory_request *req, enum theory_recompute rc,
+                               enum zs_scheme scheme, enum zs_unit unit, unsigned world)
+{
+	struct theory_request alt = *req;
+	struct theory_row r;
+
+	alt.act.recompute = rc;
+	theory_row(&alt, scheme, unit, world, &r);
+	return r.max_batch;
+}
+
+/* The smallest N above `from` at which micro-batch 1 fits as it is, or 0.
+ * dp shards nothing, so more ranks never help it. */
+static unsigned smallest_world(const struct theory_request *req, enum zs_scheme scheme,
+                               enum zs_unit unit, unsigned from)
+{
+	if (scheme == ZS_DP)
+		return 0;
+	for (unsigned w = from + 1; w <= ZS_MAX_WORLD; w++) {
+		struct theory_row r;
+
+		theory_row(req, scheme, unit, w, &r);
+		if (r.max_batch > 0)
+			return w;
+	}
+	return 0;
+}
+
+/* For each scheme where micro-batch 1 does not fit at the largest N of the
+ * list: what would (more recomputation, more ranks), or that nothing does. */
+static void advice_text(struct zs_buf *t, const struct theory_request *req, enum zs_unit unit)
+{
+	const struct zs_config *c = req->config;
+	double usable = theory_request_usable(req);
+	unsigned top = 0;
+	int header = 0;
+	char v[32];
+
+	for (size_t w = 0; w < c->nworld; w++)
+		if (c->world[w] > top)
+			top = c->world[w];
+	for (size_t s = 0; s < c->nschemes; s++) {
+		struct theory_row r;
+		enum zs_scheme scheme = c->schemes[s];
+
+		theory_row(req, scheme, unit, top, &r);
+		if (r.max_batch > 0)
+			continue;
+		if (!header) {
+			zs_buf_printf(t, "\nWhere micro-batch 1 does not fit at N = %u, what would:\n", top);
+			if ((double)r.peak_per_batch > usable)
+				zs_buf_printf(t, "  (one sequence's activations alone are %s GB, more than the "
+				              "%.6g GB usable, and every rank holds its own)\n",
+				              gb(v, sizeof v, r.peak_per_batch, 0), usable / GB);
+			header = 1;
+		}
+		zs_buf_printf(t, "  %-6s", zs_scheme_name(scheme));
+		const char *sep = " --recompute";
+		for (int rc = (int)req->act.recompute + 1; rc <= THEORY_RECOMPUTE_FULL; rc++) {
+			uint64_t mb = max_batch_with(req, (enum theory_recompute)rc, scheme, unit, top);
+			if (mb == 0)
+				continue;
+			zs_buf_printf(t, "%s %s (up to micro-batch %llu)", sep,
+			              theory_recompute_name((enum theory_recompute)rc), (unsigned long long)mb);
+			sep = " or";
+		}
+		int recompute_helps = sep[1] == 'o';
+		unsigned n = smallest_world(req, scheme, unit, top);
+		if (n > 0)
+			zs_buf_printf(t, "%s N = %u or more as it is", recompute_helps ? "; or" : "", n);
+		else if (recompute_helps)
+			zs_buf_printf(t, "; no N up to %u as it is", ZS_MAX_WORLD);
+		else if ((double)r.peak_fixed > usable)
+			zs_buf_printf(t, " nothing: its model states%s alone are %s GB at N = %u%s",
+			              r.peak_fixed > r.peak.states.resident_bytes ? " and transients" : "",
+			              gb(v, sizeof v, r.peak_fixed, 0), top,
+			              scheme == ZS_DP ? " (dp shards nothing, so no N helps)" : "");
+		else
+			zs_buf_printf(t, " nothing up to N = %u and full recompute", ZS_MAX_WORLD);
+		zs_buf_printf(t, "\n");
+	}
+}
+
+static void model_text(struct zs_buf *t, const struct theory_request *req)
+{
+	const struct zs_config *c = req->config;
+
+	model_header(t, req);
+	activations_text(t, req);
+	for (size_t u = 0; u < c->nunits; u++) {
+		units_text(t, req, c->units[u]);
+		table_text(t, req, c->units[u]);
+		if (req->device_mem > 0)
+			advice_text(t, req, c->units[u]);
+	}
+}
+
+char *theory_text(const struct theory_request *req)
+{
+	struct zs_buf t = {0};
+
+	if (req->model != NULL)
+		model_text(&t, req);
+	else
+		mlp_text(&t, req);
+	return zs_buf_take(&t);
+}

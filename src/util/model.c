@@ -1,0 +1,298 @@
+/*
+ * model — Hugging Face config.json to a transformer shape. See model.h.
+ * The keys and defaults are those of transformers' GPT2Config and
+ * LlamaConfig / MistralConfig.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/buf.h"
+#include "util/datafile.h"
+#include "util/model.h"
+#include "util/util.h"
+
+const char *zs_family_name(enum zs_family f)
+{
+	return f == ZS_FAMILY_GPT2 ? "gpt2" : "llama";
+}
+
+/* A whole-number key of a family, read into one field of the shape.
+ * An optional key may be absent or null (the field is then 0 and gets
+ * its default). */
+struct key {
+	const char *name;
+	size_t field;           /* offsetof(struct zs_model, ...) */
+	uint64_t max;
+	int optional;
+};
+
+#define FIELD(f) offsetof(struct zs_model, f)
+
+static const struct key gpt2_keys[] = {
+	{ "n_embd", FIELD(hidden), ZS_MODEL_MAX_WIDTH, 0 },
+	{ "n_layer", FIELD(layers), ZS_MODEL_MAX_LAYERS, 0 },
+	{ "n_head", FIELD(heads), ZS_MODEL_MAX_HEADS, 0 },
+	{ "vocab_size", FIELD(vocab), ZS_MODEL_MAX_VOCAB, 0 },
+	{ "n_positions", FIELD(positions), ZS_MODEL_MAX_POSITIONS, 0 },
+	{ "n_inner", FIELD(intermediate), ZS_MODEL_MAX_FFN, 1 },
+	{ NULL, 0, 0, 0 }
+};
+
+static const struct key llama_keys[] = {
+	{ "hidden_size", FIELD(hidden), ZS_MODEL_MAX_WIDTH, 0 },
+	{ "intermediate_size", FIELD(intermediate), ZS_MODEL_MAX_FFN, 0 },
+	{ "num_hidden_layers", FIELD(layers), ZS_MODEL_MAX_LAYERS, 0 },
+	{ "num_attention_heads", FIELD(heads), ZS_MODEL_MAX_HEADS, 0 },
+	{ "vocab_size", FIELD(vocab), ZS_MODEL_MAX_VOCAB, 0 },
+	{ "max_position_embeddings", FIELD(positions), ZS_MODEL_MAX_POSITIONS, 0 },
+	{ "num_key_value_heads", FIELD(kv_heads), ZS_MODEL_MAX_HEADS, 1 },
+	{ "head_dim", FIELD(head_dim), ZS_MODEL_MAX_WIDTH, 1 },
+	{ NULL, 0, 0, 0 }
+};
+
+/* model_type -> family and its keys. */
+static const struct {
+	const char *type;
+	enum zs_family family;
+	const struct key *keys;
+	int tied;               /* tie_word_embeddings when absent */
+} types[] = {
+	{ "gpt2", ZS_FAMILY_GPT2, gpt2_keys, 1 },
+	{ "llama", ZS_FAMILY_LLAMA, llama_keys, 0 },
+	{ "mistral", ZS_FAMILY_LLAMA, llama_keys, 0 },
+};
+
+/* Keys that would change the shape in a way zerosim does not model: any
+ * value other than absent, null, false or 0 is refused, with the reason. */
+static const struct {
+	const char *key, *why;
+} refused[] = {
+	{ "num_local_experts", "a mixture of experts is not modelled" },
+	{ "num_experts", "a mixture of experts is not modelled" },
+	{ "n_routed_experts", "a mixture of experts is not modelled" },
+	{ "num_experts_per_tok", "a mixture of experts is not modelled" },
+	{ "moe_intermediate_size", "a mixture of experts is not modelled" },
+	{ "quantization_config", "quantised weights are not modelled" },
+	{ "attention_bias", "biases in the attention projections are not modelled" },
+	{ "mlp_bias", "biases in the MLP are not modelled" },
+	{ "add_cross_attention", "cross-attention is not modelled" },
+};
+
+static int read_key(const cJSON *cfg, const struct key *k, const char *where, struct zs_model *m,
+                    char **cause)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(cfg, k->name);
+	uint64_t *field = (uint64_t *)((char *)m + k->field);
+
+	if (it == NULL || cJSON_IsNull(it)) {
+		if (!k->optional)
+			return zs_fail(cause, "%s: \"%s\" is missing", where, k->name);
+		*field = 0;
+		return 0;
+	}
+	if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble != floor(it->valuedouble) ||
+	    it->valuedouble < 1 || it->valuedouble > (double)k->max)
+		return zs_fail(cause, "%s: \"%s\" must be a whole number in 1..%llu", where, k->name,
+		               (unsigned long long)k->max);
+	*field = (uint64_t)it->valuedouble;
+	return 0;
+}
+
+static int is_set(const cJSON *it)
+{
+	return it != NULL && !cJSON_IsNull(it) && !cJSON_IsFalse(it) &&
+	       !(cJSON_IsNumber(it) && it->valuedouble == 0);
+}
+
+int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out, char **cause)
+{
+	struct zs_model m = {0};
+	size_t t;
+
+	if (!cJSON_IsObject(cfg))
+		return zs_fail(cause, "%s: not a model config (the top level is not a JSON object)", where);
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(cfg, "model_type");
+	if (type == NULL)
+		return zs_fail(cause, "%s: \"model_type\" is missing (gpt2, llama, mistral)", where);
+	if (!cJSON_IsString(type))
+		return zs_fail(cause, "%s: \"model_type\" is not a string (gpt2, llama, mistral)", where);
+	for (t = 0; t < sizeof types / sizeof types[0]; t++)
+		if (strcmp(type->valuestring, types[t].type) == 0)
+			break;
+	if (t == sizeof types / sizeof types[0])
+		return zs_fail(cause, "%s: \"model_type\" '%.40s' is not modelled (gpt2, llama, mistral)",
+		               where, type->valuestring);
+	for (size_t r = 0; r < sizeof refused / sizeof refused[0]; r++)
+		if (is_set(cJSON_GetObjectItemCaseSensitive(cfg, refused[r].key)))
+			return zs_fail(cause, "%s: \"%s\": %s", where, refused[r].key, refused[r].why);
+	snprintf(m.model_type, sizeof m.model_type, "%s", types[t].type);
+	m.family = types[t].family;
+	for (const struct key *k = types[t].keys; k->name != NULL; k++)
+		if (read_key(cfg, k, where, &m, cause) < 0)
+			return -1;
+
+	const cJSON *tie = cJSON_GetObjectItemCaseSensitive(cfg, "tie_word_embeddings");
+	if (tie == NULL || cJSON_IsNull(tie))
+		m.tied = types[t].tied;
+	else if (cJSON_IsBool(tie))
+		m.tied = cJSON_IsTrue(tie);
+	else
+		return zs_fail(cause, "%s: \"tie_word_embeddings\" is neither true nor false", where);
+
+	const char *hkey = m.family == ZS_FAMILY_GPT2 ? "n_embd" : "hidden_size";
+	const char *akey = m.family == ZS_FAMILY_GPT2 ? "n_head" : "num_attention_heads";
+	if (m.family == ZS_FAMILY_GPT2) {
+		if (m.intermediate == 0)
+			m.intermediate = 4 * m.hidden;
+		m.kv_heads = m.heads;
+	} else if (m.kv_heads == 0) {
+		m.kv_heads = m.heads;
+	}
+	if (m.heads > m.hidden)
+		return zs_fail(cause, "%s: \"%s\" (%llu) is more than \"%s\" (%llu)", where, akey,
+		               (unsigned long long)m.heads, hkey, (unsigned long long)m.hidden);
+	if (m.head_dim == 0) {
+		if (m.hidden % m.heads != 0)
+			return zs_fail(cause, "%s: \"%s\" (%llu) does not divide \"%s\" (%llu)", where, akey,
+			               (unsigned long long)m.heads, hkey, (unsigned long long)m.hidden);
+		m.head_dim = m.hidden / m.heads;
+	}
+	if (m.heads % m.kv_heads != 0)
+		return zs_fail(cause, "%s: \"num_key_value_heads\" (%llu) does not divide \"%s\" (%llu)",
+		               where, (unsigned long long)m.kv_heads, akey, (unsigned long long)m.heads);
+	if (m.head_dim * m.heads > ZS_MODEL_MAX_WIDTH)
+		return zs_fail(cause, "%s: \"head_dim\" x \"%s\" is more than %d", where, akey,
+		               ZS_MODEL_MAX_WIDTH);
+	*out = m;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Files and shipped names */
+
+static int read_config(const char *path, const char *name, struct zs_model *m, char **cause)
+{
+	cJSON *root;
+
+	if (zs_json_read(path, &root, cause) < 0)
+		return -1;
+	struct zs_model t;
+	int rc = zs_model_from_json(root, path, &t, cause);
+	cJSON_Delete(root);
+	if (rc < 0)
+		return -1;
+	snprintf(t.name, sizeof t.name, "%s", name);
+	*m = t;
+	return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "gpt2, gpt2-large, ..." from the .json files in dir, sorted. */
+static char *shipped_names(const char *dir)
+{
+	DIR *d = opendir(dir);
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	const struct dirent *e;
+	struct zs_buf list = {0};
+
+	if (d == NULL)
+		return zs_strdup("none");
+	while ((e = readdir(d)) != NULL) {
+		size_t l = strlen(e->d_name);
+		if (l <= 5 || e->d_name[0] == '.' || strcmp(e->d_name + l - 5, ".json") != 0)
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 16;
+			char **bigger = zs_calloc(cap, sizeof *bigger);
+			if (n > 0)
+				memcpy(bigger, names, n * sizeof *names);
+			free(names);
+			names = bigger;
+		}
+		names[n] = zs_strdup(e->d_name);
+		names[n++][l - 5] = '\0';
+	}
+	closedir(d);
+	if (n > 1)
+		qsort(names, n, sizeof *names, by_name);
+	for (size_t i = 0; i < n; i++) {
+		zs_buf_printf(&list, "%s%s", i > 0 ? ", " : "", names[i]);
+		free(names[i]);
+	}
+	free(names);
+	if (n == 0)
+		zs_buf_printf(&list, "none");
+	return zs_buf_take(&list);
+}
+
+static int ends_with_json(const char *s)
+{
+	size_t l = strlen(s);
+
+	return l > 5 && strcmp(s + l - 5, ".json") == 0;
+}
+
+int zs_model_load(const char *arg, struct zs_model *m, char **cause)
+{
+	size_t l = strlen(arg);
+
+	if (l == 0)
+		return zs_fail(cause, "--model: the name is empty");
+	if (strchr(arg, '/') != NULL || ends_with_json(arg)) {
+		/* The name is the file's without .json; for a transformers
+		 * folder's config.json, the folder's. */
+		const char *base = strrchr(arg, '/');
+		size_t bl;
+
+		base = base != NULL ? base + 1 : arg;
+		bl = strlen(base) - (ends_with_json(base) ? 5 : 0);
+		if (bl == 6 && strncmp(base, "config", 6) == 0 && base > arg + 1) {
+			const char *end = base - 1, *start = end;
+			while (start > arg && start[-1] != '/')
+				start--;
+			if (end > start) {
+				base = start;
+				bl = (size_t)(end - start);
+			}
+		}
+		char name[sizeof m->name];
+		snprintf(name, sizeof name, "%.*s", (int)bl, base);
+		return read_config(arg, name, m, cause);
+	}
+
+	char *dir = zs_datafile("data/models", cause);
+	if (dir == NULL)
+		return -1;
+	int rc;
+	if (l < sizeof m->name && strspn(arg, "abcdefghijklmnopqrstuvwxyz"
+	                                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == l &&
+	    arg[0] != '.') {
+		char *path = zs_asprintf("%s/%s.json", dir, arg);
+		FILE *f = fopen(path, "r");
+		if (f != NULL) {
+			fclose(f);
+			rc = read_config(path, arg, m, cause);
+			free(path);
+			free(dir);
+			return rc;
+		}
+		free(path);
+	}
+	char *names = shipped_names(dir);
+	rc = zs_fail(cause, "--model: no shipped model '%.64s' (%s; or give a config.json path)", arg,
+	             names);
+	free(names);
+	free(dir);
+	return rc;
+}

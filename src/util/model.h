@@ -1,0 +1,69 @@
+/*
+ * model — a transformer's shape, read from a Hugging Face style
+ * config.json (the file `transformers` writes beside a model's weights).
+ * Two families, the keys they are read from, and their defaults:
+ *
+ *   gpt2 (model_type "gpt2"): n_embd, n_layer, n_head, vocab_size,
+ *     n_positions; n_inner (absent or null: 4·n_embd); tie_word_embeddings
+ *     (default true). Learned position embeddings, LayerNorm, biases,
+ *     GELU MLP.
+ *   llama (model_type "llama" or "mistral"): hidden_size,
+ *     intermediate_size, num_hidden_layers, num_attention_heads,
+ *     vocab_size, max_position_embeddings; num_key_value_heads (default:
+ *     the heads; must divide them); head_dim (default hidden_size / heads);
+ *     tie_word_embeddings (default false). RMSNorm, no biases, SwiGLU MLP.
+ *
+ * Keys that change no byte count (epsilons, rope_theta, token ids, ...)
+ * are ignored; keys that would change the shape in a way zerosim does not
+ * model (a mixture of experts, attention or MLP biases in a llama,
+ * quantisation) are refused by name.
+ *
+ * This is plain data shared by the theory and the engine: it knows the
+ * shape, not what any stage computes from it.
+ */
+#ifndef ZS_MODEL_H
+#define ZS_MODEL_H
+
+#include <stdint.h>
+#include <cjson/cJSON.h>
+
+enum zs_family { ZS_FAMILY_GPT2, ZS_FAMILY_LLAMA };
+
+/* Limits that keep every product of the shape far inside 64 bits. */
+#define ZS_MODEL_MAX_WIDTH 1048576      /* hidden, head_dim x heads */
+#define ZS_MODEL_MAX_FFN 16777216       /* intermediate */
+#define ZS_MODEL_MAX_LAYERS 10000
+#define ZS_MODEL_MAX_HEADS 65536
+#define ZS_MODEL_MAX_VOCAB 16777216
+#define ZS_MODEL_MAX_POSITIONS 16777216
+
+struct zs_model {
+	char name[64];          /* the shipped name, or the file's name without .json */
+	char model_type[32];    /* as the file spells it: gpt2, llama, mistral */
+	enum zs_family family;
+	uint64_t hidden;        /* h */
+	uint64_t intermediate;  /* the MLP's inner width */
+	uint64_t layers;        /* decoder blocks, L */
+	uint64_t heads;         /* attention heads, a */
+	uint64_t kv_heads;      /* key-value heads (gpt2: = heads) */
+	uint64_t head_dim;      /* per head (gpt2: h / a) */
+	uint64_t vocab;         /* V */
+	uint64_t positions;     /* longest sequence the model takes */
+	int tied;               /* the output head is the token embedding */
+};
+
+/* Read a model given on the command line: an argument that contains '/'
+ * or ends in ".json" is a config file; anything else is the name of a
+ * config shipped in data/models/ (util/datafile.h finds the folder). An
+ * unknown name lists the shipped ones. Returns 0, or -1 with *cause (one
+ * line naming the file and the key). */
+int zs_model_load(const char *arg, struct zs_model *m, char **cause);
+
+/* Read the shape from a parsed config; `where` names it in messages. On
+ * failure *m is unchanged. */
+int zs_model_from_json(const cJSON *config, const char *where, struct zs_model *m, char **cause);
+
+/* The family's name: "gpt2" or "llama". */
+const char *zs_family_name(enum zs_family f);
+
+#endif
