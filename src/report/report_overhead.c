@@ -18,35 +18,35 @@ static size_t count(const struct report_data *d)
 
 /* "zero3 N=16 unit=model: 12.3 MB per rank (process 1 of 2: peak RSS
  * 1081.2 MB, tracked 983.1 MB over its 8 ranks)" */
-static void line(const struct report_run *r, struct report_buf *b)
+static void line(const struct report_run *r, struct zs_buf *b)
 {
-	report_buf_printf(b, "%s N=%u unit=%s: %.1f MB per rank (process %u of %u: peak RSS %.1f MB, tracked %.1f MB "
+	zs_buf_printf(b, "%s N=%u unit=%s: %.1f MB per rank (process %u of %u: peak RSS %.1f MB, tracked %.1f MB "
 	                  "over its %u rank%s)",
 	                  zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit), r->os_overhead / 1e6,
 	                  r->os_process, r->world / r->os_ranks, r->os_peak / 1e6, r->os_tracked / 1e6, r->os_ranks,
 	                  r->os_ranks > 1 ? "s" : "");
 }
 
-void report_overhead_text(const struct report_data *d, struct report_buf *b)
+void report_overhead_text(const struct report_data *d, struct zs_buf *b)
 {
 	if (count(d) == 0)
 		return;
-	report_buf_printf(b, "# process overhead (OS - tracked), runs measured under MPI: the peak RSS of the process "
+	zs_buf_printf(b, "# process overhead (OS - tracked), runs measured under MPI: the peak RSS of the process "
 	                  "holding the ranks\n# minus their tracked peaks, per rank (MPI, allocator, code, staging); "
 	                  "measured, not a flag.\n");
 	for (size_t i = 0; i < d->nruns; i++)
 		if (d->runs[i].os_ranks > 0) {
-			report_buf_printf(b, "process overhead: ");
+			zs_buf_printf(b, "process overhead: ");
 			line(&d->runs[i], b);
-			report_buf_printf(b, "\n");
+			zs_buf_printf(b, "\n");
 		}
 }
 
-void report_overhead_tex(const struct report_data *d, struct report_buf *b)
+void report_overhead_tex(const struct report_data *d, struct zs_buf *b)
 {
 	if (count(d) == 0)
 		return;
-	report_buf_printf(b, "\\paragraph{Process overhead (OS $-$ tracked).} %zu runs were measured under MPI. "
+	zs_buf_printf(b, "\\paragraph{Process overhead (OS $-$ tracked).} %zu runs were measured under MPI. "
 	                  "Beyond the tracked bytes of the ranks it carries, each process holds the MPI library, "
 	                  "the allocator's slack, the code and the collectives' staging buffers: its peak RSS "
 	                  "(\\texttt{VmHWM}) minus the tracked peaks of its ranks, per rank, for the process with "
@@ -54,14 +54,14 @@ void report_overhead_tex(const struct report_data *d, struct report_buf *b)
 	                  count(d));
 	for (size_t i = 0; i < d->nruns; i++)
 		if (d->runs[i].os_ranks > 0) {
-			struct report_buf one = {0};
+			struct zs_buf one = {0};
 			line(&d->runs[i], &one);
-			report_buf_printf(b, "\\item ");
-			report_buf_tex(b, report_buf_str(&one));
-			report_buf_printf(b, "\n");
-			report_buf_free(&one);
+			zs_buf_printf(b, "\\item ");
+			report_buf_tex(b, zs_buf_str(&one));
+			zs_buf_printf(b, "\n");
+			zs_buf_free(&one);
 		}
-	report_buf_printf(b, "\\end{itemize}\n");
+	zs_buf_printf(b, "\\end{itemize}\n");
 }
 
 cJSON *report_overhead_json(const struct report_data *d)

@@ -19,8 +19,8 @@
 
 /* Lines for flags.txt, a paragraph for flags.tex, an array for diff.json
  * (the caller owns it); nothing, or an empty array, without MPI runs. */
-void report_overhead_text(const struct report_data *d, struct report_buf *b);
-void report_overhead_tex(const struct report_data *d, struct report_buf *b);
+void report_overhead_text(const struct report_data *d, struct zs_buf *b);
+void report_overhead_tex(const struct report_data *d, struct zs_buf *b);
 cJSON *report_overhead_json(const struct report_data *d);
 
 #endif
