@@ -134,5 +134,10 @@ expect 0 --model gpt2 --world 2 --out "$tmp/g.json"
 expect 2 --layers 2,3,1 --largest-unit 5
 expect 2 --params 100 --layers 2,3,1
 
+# A group of short flags is one option per letter: more options than
+# arguments (the sanitizer and valgrind builds catch a short array).
+"$zerosim" measure -qqqqqqqqqqqqqqqq --help >"$tmp/out" 2>"$tmp/err" && grep -q -- '--jobs' "$tmp/out" ||
+	fail "measure -qqqq... --help: $(cat "$tmp/err")"
+
 [ "$failed" -eq 0 ] && echo "theory_cli: all checks passed"
 exit "$failed"

@@ -56,7 +56,12 @@ int zs_opts_parse(const struct zs_opt *table, int argc, char **argv, struct zs_a
                   char **cause)
 {
 	const char *cmd = argv[0];
-	struct zs_arg *out = zs_calloc((size_t)argc + 1, sizeof *out);
+	/* A group of short flags ("-qqq") is one record per letter, so the
+	 * records are bounded by the characters of the arguments, not by argc. */
+	size_t cap = 1;
+	for (int k = 1; k < argc; k++)
+		cap += strlen(argv[k]);
+	struct zs_arg *out = zs_calloc(cap, sizeof *out);
 	size_t n = 0;
 	int i = 1;
 	for (; i < argc; i++) {

@@ -131,8 +131,11 @@ static void sweep_init(struct sweep *sw, const struct zs_config *c, const struct
  * run at a time, 3.5 s two at a time). Smaller runs beside it cost little,
  * and a sweep over many world sizes still gains from two cores
  * (512,2048,512 at N = 1..32: 3.5 s one at a time, 2.5 s). The bounds are
- * each run's own (engine_bytes_upper_bound), so a sharded run is admitted
- * beside a large dp run it fits beside. */
+ * each run's own (engine_bytes_upper_bound). The budget is the largest
+ * run's bound and 256 MB more: with 1.5 times the largest, dp ran beside
+ * zero2 or zero3 of the same shape and the pair took 2-5 times as long as
+ * one run at a time (1024,4096,1024 at N = 16, --jobs 2, on a busy 2-core
+ * machine: 5.9-13.6 s against 1.1-2.8 s, same output). */
 #define SIDE_BY_SIDE_EXTRA 256e6
 
 /* The workers (as asked, else one per usable CPU, at most one per job) and
@@ -149,7 +152,7 @@ static int sweep_fit_memory(struct sweep *sw, double avail, char **cause)
 		               "ask 'zerosim theory' instead, or use a smaller --layers or --world", one / 1e9, avail / 1e9);
 	unsigned jobs = sw->o->jobs != 0 ? sw->o->jobs : usable_cpus();
 	sw->workers = jobs < sw->njobs ? jobs : (unsigned)sw->njobs;
-	sw->budget = one * 1.5 > one + SIDE_BY_SIDE_EXTRA ? one * 1.5 : one + SIDE_BY_SIDE_EXTRA;
+	sw->budget = one + SIDE_BY_SIDE_EXTRA;
 	if (avail > 0 && sw->budget > avail)
 		sw->budget = avail;
 	return 0;

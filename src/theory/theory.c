@@ -33,6 +33,7 @@
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "theory/theory.h"
@@ -90,11 +91,12 @@ void theory_floor(double params, enum zs_scheme scheme, unsigned world,
 		out->comm_elements = sent * 2 / n;
 		break;
 	case ZS_ZERO3:
-	default:
 		out->resident_bytes = psi * (p + g + k) / n;
 		out->comm_bytes = sent * (2 * p + g) / n;
 		out->comm_elements = sent * 3 / n;
 		break;
+	case ZS_NSCHEMES: /* no default: a new scheme without its floor is a -Wswitch warning */
+		abort();
 	}
 }
 
@@ -174,10 +176,11 @@ void theory_states(const struct theory_unit_run *units, size_t nruns,
 		out->comm_elements = 2 * pass;
 		break;
 	case ZS_ZERO3:
-	default:
 		out->comm_bytes = pass * (2 * b->p + b->g);
 		out->comm_elements = 3 * pass;
 		break;
+	case ZS_NSCHEMES:
+		abort();
 	}
 }
 
