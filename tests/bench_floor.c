@@ -40,7 +40,9 @@
  * passes over a buffer far larger than the caches. It is a floor, not a
  * model: a run that reached it would do nothing but touch its bytes once.
  *
- * Output: one line per measurement, then "floor_seconds T".
+ * Output: one line per measurement, then "floor_seconds T" (wall time)
+ * and "floor_cpu_seconds C" (the thread's user and system time for the
+ * same work, which a busy machine disturbs less).
  */
 #include "config.h"
 
@@ -59,11 +61,31 @@ struct traffic {
 	double read, written;
 };
 
-static double now(void)
+/* Wall time and this thread's CPU time (user and system), in seconds. */
+struct stamp {
+	double wall, cpu;
+};
+
+static double clock_s(clockid_t id)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static struct stamp now(void)
+{
+	struct stamp t = {clock_s(CLOCK_MONOTONIC), clock_s(CLOCK_THREAD_CPUTIME_ID)};
+	return t;
+}
+
+/* Keep in *best the shortest wall and the shortest CPU time of b - a. */
+static void keep_best(struct stamp *best, struct stamp a, struct stamp b)
+{
+	if (b.wall - a.wall < best->wall)
+		best->wall = b.wall - a.wall;
+	if (b.cpu - a.cpu < best->cpu)
+		best->cpu = b.cpu - a.cpu;
 }
 
 /* The bytes above, from the shape. */
@@ -101,37 +123,35 @@ static void *map(size_t n, int advice)
 	return m;
 }
 
-/* Seconds to fault in n bytes of fresh anonymous memory, 4 KiB at a time. */
-static double fault_seconds(size_t n)
+/* Time to fault in n bytes of fresh anonymous memory, 4 KiB at a time. */
+static struct stamp fault_time(size_t n)
 {
-	double best = 1e30;
+	struct stamp best = {1e30, 1e30};
 	for (int pass = 0; pass < 2; pass++) {
 		volatile char *m = map(n, MADV_NOHUGEPAGE);
-		double t0 = now();
+		struct stamp t0 = now();
 		for (size_t i = 0; i < n; i += PAGE)
 			m[i] = 1;
-		double t = now() - t0;
+		keep_best(&best, t0, now());
 		munmap((void *)m, n);
-		if (t < best)
-			best = t;
 	}
 	return best;
 }
 
 static volatile uint64_t sink;
 
-/* Best read and write bandwidth (bytes/s) over STREAM_BYTES. */
-static void stream_bandwidth(double *read_bw, double *write_bw)
+/* Time to read and to write STREAM_BYTES once, the best of PASSES. */
+static void stream_time(struct stamp *read, struct stamp *write)
 {
 	uint64_t *buf = map(STREAM_BYTES, MADV_HUGEPAGE);
 	const size_t n = STREAM_BYTES / sizeof *buf;
-	double best_r = 1e30, best_w = 1e30;
 
+	*read = *write = (struct stamp){1e30, 1e30};
 	memset(buf, 1, STREAM_BYTES); /* faulted in before any timing */
 	for (int pass = 0; pass < PASSES; pass++) {
-		double t0 = now();
+		struct stamp t0 = now();
 		memset(buf, pass, STREAM_BYTES);
-		double t1 = now();
+		struct stamp t1 = now();
 		uint64_t a = 0, b = 0, c = 0, d = 0;
 		for (size_t i = 0; i < n; i += 4) {
 			a += buf[i];
@@ -140,29 +160,29 @@ static void stream_bandwidth(double *read_bw, double *write_bw)
 			d += buf[i + 3];
 		}
 		sink = a + b + c + d;
-		double t2 = now();
-		if (t1 - t0 < best_w)
-			best_w = t1 - t0;
-		if (t2 - t1 < best_r)
-			best_r = t2 - t1;
+		struct stamp t2 = now();
+		keep_best(write, t0, t1);
+		keep_best(read, t1, t2);
 	}
 	munmap(buf, STREAM_BYTES);
-	*read_bw = STREAM_BYTES / best_r;
-	*write_bw = STREAM_BYTES / best_w;
 }
 
 int main(void)
 {
-	double fault_bytes, read_bw, write_bw;
+	double fault_bytes;
 	struct traffic t = large_case(&fault_bytes);
-	double tf = fault_seconds((size_t)fault_bytes);
-	stream_bandwidth(&read_bw, &write_bw);
-	double ts = t.read / read_bw + t.written / write_bw;
+	struct stamp tf = fault_time((size_t)fault_bytes), r, w;
+	stream_time(&r, &w);
+	/* Seconds for the large case's bytes at the measured rates. */
+	double ts = (t.read * r.wall + t.written * w.wall) / STREAM_BYTES;
+	double cs = (t.read * r.cpu + t.written * w.cpu) / STREAM_BYTES;
 
-	printf("fault in %.3f GB in 4 KiB pages:        %7.3f s (%.2f GB/s)\n", fault_bytes / 1e9, tf,
-	       fault_bytes / tf / 1e9);
-	printf("stream %.3f GB read at %.2f GB/s and %.3f GB written at %.2f GB/s: %7.3f s\n",
-	       t.read / 1e9, read_bw / 1e9, t.written / 1e9, write_bw / 1e9, ts);
-	printf("floor_seconds %.3f\n", tf + ts);
+	printf("fault in %.3f GB in 4 KiB pages:        %7.3f s (%.2f GB/s; CPU %.3f s)\n",
+	       fault_bytes / 1e9, tf.wall, fault_bytes / tf.wall / 1e9, tf.cpu);
+	printf("stream %.3f GB read at %.2f GB/s and %.3f GB written at %.2f GB/s: %7.3f s (CPU %.3f s)\n",
+	       t.read / 1e9, STREAM_BYTES / r.wall / 1e9, t.written / 1e9, STREAM_BYTES / w.wall / 1e9, ts,
+	       cs);
+	printf("floor_seconds %.3f\n", tf.wall + ts);
+	printf("floor_cpu_seconds %.3f\n", tf.cpu + cs);
 	return 0;
 }

@@ -1,6 +1,6 @@
 #!/bin/sh
-# cli_errors — zerosim meets bad input the way a stranger would give it
-# (issue 5): every bad option and every broken file must be refused with
+# cli_errors — zerosim meets bad input the way a stranger would give it:
+# every bad option and every broken file must be refused with
 # exit status 2 (1 for a failure at run time: an unwritable folder, a full
 # disk), exactly one line on stderr that starts with "zerosim", nothing on
 # stdout, never a signal, and an existing output file left byte for byte as

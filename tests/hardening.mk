@@ -1,4 +1,4 @@
-# hardening: bad input and fuzzing (issue 5). Included by the top
+# hardening: bad input and fuzzing. Included by the top
 # Makefile.am; paths are relative to the top directory.
 #
 #   make check      runs tests/cli_errors.sh (every bad option and file:

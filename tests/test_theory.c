@@ -354,7 +354,7 @@ static const struct { const size_t *w; size_t n; } shapes[] = {
 	{ shape_a, 3 }, { shape_b, 3 }, { shape_c, 5 }, { shape_d, 3 },
 };
 
-/* Bytes per param that a scheme shards, from DESIGN.md's table. */
+/* Bytes per param that a scheme shards, from the ZeRO paper's table (§5). */
 static unsigned sharded(enum zs_scheme scheme, const struct theory_bytes *b)
 {
 	switch (scheme) {

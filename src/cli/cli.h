@@ -1,7 +1,7 @@
 /*
  * cli — the subcommands of the zerosim binary. Each takes the arguments
  * after its name (argv[0] is the subcommand) and returns the exit status:
- * 0 success, 1 failure at run time, 2 bad usage or bad input (DESIGN.md).
+ * 0 success, 1 failure at run time, 2 bad usage or bad input (docs/design.md).
  */
 #ifndef ZS_CLI_H
 #define ZS_CLI_H

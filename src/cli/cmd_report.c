@@ -1,6 +1,6 @@
 /*
  * cmd_report — `zerosim report`: the command line of the report stage
- * (DESIGN.md). The work is in src/report/report.c.
+ * (docs/design.md). The work is in src/report/report.c.
  */
 #include "config.h"
 

@@ -1,5 +1,5 @@
-# report stage (owned by the report work). Paths are relative to the top;
-# the report never links the engine or the theory (DESIGN.md).
+# report stage. Paths are relative to the top; the report never links the
+# engine or the theory (docs/design.md).
 libzsreport_a_SOURCES = \
 	src/report/report.c src/report/report.h \
 	src/report/report_buf.c src/report/report_buf.h \

@@ -1,5 +1,5 @@
 /*
- * report — the report stage end to end (DESIGN.md, "Data flow"). Every
+ * report — the report stage end to end (docs/design.md, "Data flow"). Every
  * output is written atomically; diff.json goes last, so `make report`
  * (whose target it is) reruns after any failure.
  */

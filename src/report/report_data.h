@@ -4,7 +4,7 @@
  * loaded, checked against each other and joined on (scheme, N, unit).
  *
  * The report reads only these files; it never includes an engine or theory
- * header (DESIGN.md), so a measured.json made elsewhere can be diffed.
+ * header (docs/design.md), so a measured.json made elsewhere can be diffed.
  */
 #ifndef ZS_REPORT_DATA_H
 #define ZS_REPORT_DATA_H

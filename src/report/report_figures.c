@@ -209,7 +209,7 @@ static int fig_comm(const struct report_data *d, const char *dir, char **cause)
 
 	for (i = 0; i < d->nruns; i++)
 		top = fmax(top, d->runs[i].measured[REPORT_COMM]);
-	/* Decimal units (DESIGN.md: GB is 1e9), chosen so numbers stay short. */
+	/* Decimal units (docs/design.md: GB is 1e9), chosen so numbers stay short. */
 	scale = top < 1e6 ? 1e3 : top < 1e9 ? 1e6 : 1e9;
 	unit_name = top < 1e6 ? "kB" : top < 1e9 ? "MB" : "GB";
 	zs_buf_printf(&dat, "# bytes sent per rank per step, in %s (%.0f B), unit=%s\n"

@@ -2,7 +2,7 @@
  * report_findings — each claim of the ZeRO story checked on the data.
  * The claims come from the ZeRO paper (Rajbhandari et al., SC'20, Fig. 1 and
  * section 7: Ψ(2+2+K) per rank for DP, Ψ(4+K/N), Ψ(2+14/N), 16Ψ/N for the
- * three stages; 2Ψ vs 3Ψ elements of communication) and from DESIGN.md.
+ * three stages; 2Ψ vs 3Ψ elements of communication) and from docs/design.md.
  * Where a claim needs a threshold ("much more slowly") the threshold is
  * stated in the evidence, so the reader can judge it.
  */

@@ -1,5 +1,5 @@
 /*
- * report_findings — the claims of the ZeRO story (DESIGN.md, issue 4),
+ * report_findings — the claims of the ZeRO story (docs/design.md, "The report"),
  * each checked against the measured numbers, never written as fixed prose:
  * a changed engine or option turns a finding false instead of leaving a
  * stale sentence. A claim whose runs are not in the files is "not tested

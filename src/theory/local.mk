@@ -1,4 +1,4 @@
-# theory stage (owned by the theory work). Included by the top Makefile.am;
+# theory stage. Included by the top Makefile.am;
 # paths are relative to the top directory. The theory never links the engine:
 # neither libzstheory.a nor its tests name an engine object.
 libzstheory_a_SOURCES = \

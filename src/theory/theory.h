@@ -2,7 +2,7 @@
  * theory — the closed-form memory and communication model of data-parallel
  * training under DP and ZeRO-1/2/3, from the model's shape and options alone.
  *
- * Two levels (DESIGN.md, "Theory"):
+ * Two levels (docs/design.md, "The theory"):
  *   - floors: Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
  *     Trillion Parameter Models", SC'20, §5 and Table 1 — no padding, no
  *     transients;

@@ -14,7 +14,7 @@
 #include <stdarg.h>
 #include <cjson/cJSON.h>
 
-/* Exit statuses of every command (DESIGN.md). */
+/* Exit statuses of every command (docs/design.md). */
 #define ZS_EXIT_OK 0
 #define ZS_EXIT_RUNTIME 1
 #define ZS_EXIT_USAGE 2

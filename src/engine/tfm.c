@@ -1,0 +1,477 @@
+/*
+ * tfm — the transformer model (tfm.h): layout, views, the layers' forward
+ * and backward over the kernels of tfm_kernels.h, weights and data from
+ * the seed.
+ */
+#include "config.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "engine/tfm.h"
+#include "engine/tfm_kernels.h"
+#include "util/util.h"
+
+/* Streams of the seed's generator (engine_uniform), apart from the MLP's. */
+#define STREAM_WEIGHTS UINT64_C(0x74666d5f77656967) /* "tfm_weig" */
+#define STREAM_PERM UINT64_C(0x74666d5f7065726d)    /* "tfm_perm" */
+#define STREAM_DATA UINT64_C(0x74666d5f64617461)    /* "tfm_data" + rank */
+
+static int has_bias(const struct tfm_dims *d) { return d->family == TFM_GPT2; }
+
+int tfm_dims_check(const struct tfm_dims *d, char **cause)
+{
+	if (d->d == 0 || d->layers == 0 || d->heads == 0 || d->kv_heads == 0 || d->head_dim == 0 || d->ffn == 0 ||
+	    d->vocab == 0 || d->seq == 0)
+		return zs_fail(cause, "every dimension of the model must be at least 1");
+	if (d->heads % d->kv_heads != 0)
+		return zs_fail(cause, "the %zu attention heads are not a multiple of the %zu key-value heads", d->heads,
+		               d->kv_heads);
+	if (d->family == TFM_GPT2 && d->kv_heads != d->heads)
+		return zs_fail(cause, "gpt2 has as many key-value heads as heads");
+	if (d->family == TFM_LLAMA && d->head_dim % 2 != 0)
+		return zs_fail(cause, "rotary embeddings need an even head dimension, not %zu", d->head_dim);
+	if (d->vocab > (size_t)INT_MAX)
+		return zs_fail(cause, "a vocabulary of %zu tokens is more than a token id holds", d->vocab);
+	if (!(d->eps > 0.0f) || (d->family == TFM_LLAMA && !(d->rope_theta > 0.0f)))
+		return zs_fail(cause, "the norms' epsilon and the rotary base must be positive");
+	return 0;
+}
+
+size_t tfm_qkv_rows(const struct tfm_dims *d) { return (d->heads + 2 * d->kv_heads) * d->head_dim; }
+size_t tfm_up_rows(const struct tfm_dims *d) { return d->family == TFM_LLAMA ? 2 * d->ffn : d->ffn; }
+
+/* ------------------------------------------------------------------------ */
+/* The layout: each layer's tensors in its view's order, absent ones 0. */
+
+#define NBLOCK_TENSORS 12
+
+static void block_sizes(const struct tfm_dims *d, size_t sz[NBLOCK_TENSORS])
+{
+	size_t b = has_bias(d) ? 1 : 0, C = d->d, Q = tfm_qkv_rows(d), U = tfm_up_rows(d);
+	size_t s[NBLOCK_TENSORS] = {C, b * C, Q * C, b * Q, C * d->heads * d->head_dim, b * C,
+	                            C, b * C, U * C, b * U, C * d->ffn, b * C};
+	memcpy(sz, s, sizeof s);
+}
+
+static void block_slots(struct tfm_block_params *p, float **slot[NBLOCK_TENSORS])
+{
+	float **s[NBLOCK_TENSORS] = {&p->ln1_w, &p->ln1_b, &p->qkv_w, &p->qkv_b, &p->proj_w, &p->proj_b,
+	                             &p->ln2_w, &p->ln2_b, &p->fc_w, &p->fc_b, &p->fcproj_w, &p->fcproj_b};
+	memcpy(slot, s, sizeof s);
+}
+
+size_t tfm_embed_params(const struct tfm_dims *d)
+{
+	return d->vocab * d->d + (d->family == TFM_GPT2 ? d->seq * d->d : 0);
+}
+
+size_t tfm_block_params_count(const struct tfm_dims *d)
+{
+	size_t sz[NBLOCK_TENSORS], n = 0;
+	block_sizes(d, sz);
+	for (size_t i = 0; i < NBLOCK_TENSORS; i++)
+		n += sz[i];
+	return n;
+}
+
+static size_t norm_params(const struct tfm_dims *d) { return (has_bias(d) ? 2 : 1) * d->d; }
+
+size_t tfm_final_params(const struct tfm_dims *d) { return norm_params(d) + (d->tied ? 0 : d->vocab * d->d); }
+
+size_t tfm_nparams(const struct tfm_dims *d)
+{
+	return tfm_embed_params(d) + d->layers * tfm_block_params_count(d) + tfm_final_params(d);
+}
+
+/* Tied, the final norm follows the embedding (one unit with it). */
+size_t tfm_block_offset(const struct tfm_dims *d, size_t l)
+{
+	return tfm_embed_params(d) + (d->tied ? norm_params(d) : 0) + l * tfm_block_params_count(d);
+}
+
+size_t tfm_final_offset(const struct tfm_dims *d)
+{
+	return d->tied ? tfm_embed_params(d) : tfm_block_offset(d, d->layers);
+}
+
+void tfm_embed_view(struct tfm_embed_params *p, const struct tfm_dims *d, float *flat)
+{
+	p->wte = flat;
+	p->wpe = d->family == TFM_GPT2 ? flat + d->vocab * d->d : NULL;
+}
+
+void tfm_block_view(struct tfm_block_params *p, const struct tfm_dims *d, float *flat, size_t l)
+{
+	size_t sz[NBLOCK_TENSORS], off = tfm_block_offset(d, l);
+	float **slot[NBLOCK_TENSORS];
+	block_sizes(d, sz);
+	block_slots(p, slot);
+	for (size_t i = 0; i < NBLOCK_TENSORS; i++) {
+		*slot[i] = sz[i] != 0 ? flat + off : NULL;
+		off += sz[i];
+	}
+}
+
+void tfm_final_view(struct tfm_final_params *p, const struct tfm_dims *d, float *flat)
+{
+	float *f = flat + tfm_final_offset(d);
+	p->norm_w = f;
+	p->norm_b = has_bias(d) ? f + d->d : NULL;
+	p->head = d->tied ? flat : f + norm_params(d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Activations */
+
+static const char *const act_names[TFM_NACTS] = {
+	"ln1", "ln1_mean", "ln1_rstd", "qkv", "att", "atty", "res2", "ln2", "ln2_mean", "ln2_rstd", "fch",
+	"fch_act", "res3", "x0", "lnf", "lnf_mean", "lnf_rstd", "logits",
+};
+
+const char *tfm_act_name(enum tfm_act a) { return act_names[a]; }
+
+size_t tfm_act_elems(const struct tfm_dims *d, size_t B, size_t T, enum tfm_act a)
+{
+	size_t BT = B * T, C = d->d, mean = has_bias(d) ? BT : 0;
+	switch (a) {
+	case TFM_ACT_LN1: case TFM_ACT_RES2: case TFM_ACT_LN2: case TFM_ACT_RES3: case TFM_ACT_X0: case TFM_ACT_LNF:
+		return BT * C;
+	case TFM_ACT_LN1_MEAN: case TFM_ACT_LN2_MEAN: case TFM_ACT_LNF_MEAN:
+		return mean;
+	case TFM_ACT_LN1_RSTD: case TFM_ACT_LN2_RSTD: case TFM_ACT_LNF_RSTD:
+		return BT;
+	case TFM_ACT_QKV:
+		return BT * tfm_qkv_rows(d);
+	case TFM_ACT_ATT:
+		return B * d->heads * T * T;
+	case TFM_ACT_ATTY:
+		return BT * d->heads * d->head_dim;
+	case TFM_ACT_FCH:
+		return BT * tfm_up_rows(d);
+	case TFM_ACT_FCH_ACT:
+		return BT * d->ffn;
+	case TFM_ACT_LOGITS:
+		return BT * d->vocab;
+	case TFM_NACTS:
+		break;
+	}
+	return 0;
+}
+
+float **tfm_block_act_slot(struct tfm_block_acts *acts, enum tfm_act a)
+{
+	float **s[TFM_NBLOCK_ACTS] = {&acts->ln1, &acts->ln1_mean, &acts->ln1_rstd, &acts->qkv, &acts->att,
+	                              &acts->atty, &acts->res2, &acts->ln2, &acts->ln2_mean, &acts->ln2_rstd,
+	                              &acts->fch, &acts->fch_act, &acts->res3};
+	return s[a];
+}
+
+float **tfm_head_act_slot(struct tfm_head_acts *acts, enum tfm_act a)
+{
+	float **s[] = {&acts->lnf, &acts->lnf_mean, &acts->lnf_rstd, &acts->logits};
+	return s[a - TFM_ACT_LNF];
+}
+
+size_t tfm_scratch_elems(const struct tfm_dims *d, size_t B, size_t T, size_t elems[6])
+{
+	size_t BT = B * T, hx = d->heads * d->head_dim;
+	size_t e[6] = {BT * d->d, BT * (hx > d->d ? hx : d->d), BT * tfm_qkv_rows(d), BT * d->ffn,
+	               BT * tfm_up_rows(d), T * T};
+	memcpy(elems, e, sizeof e);
+	return e[0] + e[1] + e[2] + e[3] + e[4] + e[5];
+}
+
+/* ------------------------------------------------------------------------ */
+/* The layers */
+
+static void norm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                         const struct tfm_dims *d, size_t BT)
+{
+	if (d->family == TFM_GPT2)
+		layernorm_forward(out, mean, rstd, x, w, b, d->eps, BT, d->d);
+	else
+		rmsnorm_forward(out, rstd, x, w, d->eps, BT, d->d);
+}
+
+/* dx += the norm's input gradient. */
+static void norm_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
+                          const float *mean, const float *rstd, const struct tfm_dims *d, size_t BT)
+{
+	if (d->family == TFM_GPT2)
+		layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, BT, d->d);
+	else
+		rmsnorm_backward(dx, dw, dout, x, w, rstd, BT, d->d);
+}
+
+void tfm_embed_forward(float *x, const struct tfm_embed_params *p, const int *in, const struct tfm_dims *d,
+                       size_t B, size_t T)
+{
+	embed_forward(x, in, p->wte, p->wpe, B * T, T, d->d);
+}
+
+void tfm_embed_backward(struct tfm_embed_params *g, const float *dx, const int *in, const struct tfm_dims *d,
+                        size_t B, size_t T)
+{
+	embed_backward(g->wte, g->wpe, dx, in, B * T, T, d->d);
+}
+
+void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
+                       const struct tfm_dims *d, size_t B, size_t T)
+{
+	size_t BT = B * T, C = d->d, H = d->heads, KV = d->kv_heads, hd = d->head_dim, F = d->ffn;
+	norm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1_w, p->ln1_b, d, BT);
+	matmul_forward(a->qkv, a->ln1, p->qkv_w, p->qkv_b, BT, C, tfm_qkv_rows(d));
+	if (d->family == TFM_LLAMA)
+		rope_forward(a->qkv, d->rope_theta, B, T, H, KV, hd);
+	attention_forward(a->atty, a->att, a->qkv, B, T, H, KV, hd);
+	matmul_forward(a->res2, a->atty, p->proj_w, p->proj_b, BT, H * hd, C);
+	residual_add(a->res2, x, BT * C);
+	norm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2_w, p->ln2_b, d, BT);
+	matmul_forward(a->fch, a->ln2, p->fc_w, p->fc_b, BT, C, tfm_up_rows(d));
+	if (d->family == TFM_GPT2)
+		gelu_forward(a->fch_act, a->fch, BT * F);
+	else
+		swiglu_forward(a->fch_act, a->fch, BT, F);
+	matmul_forward(a->res3, a->fch_act, p->fcproj_w, p->fcproj_b, BT, F, C);
+	residual_add(a->res3, a->res2, BT * C);
+}
+
+void tfm_block_backward(struct tfm_block_params *g, struct tfm_scratch *s, const struct tfm_block_acts *a,
+                        const struct tfm_block_params *p, const float *x, const struct tfm_dims *d, size_t B,
+                        size_t T)
+{
+	size_t BT = B * T, C = d->d, H = d->heads, KV = d->kv_heads, hd = d->head_dim, F = d->ffn;
+	/* res3 = res2 + fcproj(fch_act): dres flows to both. */
+	matmul_backward(s->dh, g->fcproj_w, g->fcproj_b, s->dres, a->fch_act, p->fcproj_w, BT, F, C);
+	if (d->family == TFM_GPT2)
+		gelu_backward(s->dup, s->dh, a->fch, BT * F);
+	else
+		swiglu_backward(s->dup, s->dh, a->fch, BT, F);
+	matmul_backward(s->dx, g->fc_w, g->fc_b, s->dup, a->ln2, p->fc_w, BT, C, tfm_up_rows(d));
+	norm_backward(s->dres, g->ln2_w, g->ln2_b, s->dx, a->res2, p->ln2_w, a->ln2_mean, a->ln2_rstd, d, BT);
+	/* res2 = x + proj(atty). */
+	matmul_backward(s->dx, g->proj_w, g->proj_b, s->dres, a->atty, p->proj_w, BT, H * hd, C);
+	attention_backward(s->dqkv, s->datt, s->dx, a->qkv, a->att, B, T, H, KV, hd);
+	if (d->family == TFM_LLAMA)
+		rope_backward(s->dqkv, d->rope_theta, B, T, H, KV, hd);
+	matmul_backward(s->dx, g->qkv_w, g->qkv_b, s->dqkv, a->ln1, p->qkv_w, BT, C, tfm_qkv_rows(d));
+	norm_backward(s->dres, g->ln1_w, g->ln1_b, s->dx, x, p->ln1_w, a->ln1_mean, a->ln1_rstd, d, BT);
+}
+
+float tfm_head_forward(struct tfm_head_acts *a, const struct tfm_final_params *p, const float *x,
+                       const int *target, const struct tfm_dims *d, size_t B, size_t T)
+{
+	size_t BT = B * T;
+	norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, p->norm_w, p->norm_b, d, BT);
+	matmul_forward(a->logits, a->lnf, p->head, NULL, BT, d->d, d->vocab);
+	return crossentropy_forward_backward(a->logits, target, BT, d->vocab);
+}
+
+void tfm_head_backward(struct tfm_final_params *g, struct tfm_scratch *s, const struct tfm_head_acts *a,
+                       const struct tfm_final_params *p, const float *x, const struct tfm_dims *d, size_t B,
+                       size_t T)
+{
+	size_t BT = B * T;
+	matmul_backward(s->dx, g->head, NULL, a->logits, a->lnf, p->head, BT, d->d, d->vocab);
+	memset(s->dres, 0, BT * d->d * sizeof *s->dres);
+	norm_backward(s->dres, g->norm_w, g->norm_b, s->dx, x, p->norm_w, a->lnf_mean, a->lnf_rstd, d, BT);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Weights and data from the seed */
+
+/* Uniform in ±std·√3 (standard deviation std), element i of the flat
+ * vector drawing index i of the weights' stream. */
+static void fill_uniform(float *w, size_t off, size_t n, double std, uint64_t seed)
+{
+	float bound = (float)(std * sqrt(3.0));
+	for (size_t i = 0; i < n; i++)
+		w[off + i] = bound * engine_uniform(seed, STREAM_WEIGHTS, off + i);
+}
+
+void tfm_init_weights(float *w, const struct tfm_dims *d, uint64_t seed)
+{
+	const double std = 0.02;
+	double proj_std = d->family == TFM_GPT2 ? std / sqrt(2.0 * (double)d->layers) : std;
+	memset(w, 0, tfm_nparams(d) * sizeof *w);
+	fill_uniform(w, 0, tfm_embed_params(d), std, seed);
+	for (size_t l = 0; l < d->layers; l++) {
+		struct tfm_block_params p;
+		tfm_block_view(&p, d, w, l);
+		size_t C = d->d;
+		for (size_t i = 0; i < C; i++)
+			p.ln1_w[i] = p.ln2_w[i] = 1.0f;
+		fill_uniform(w, (size_t)(p.qkv_w - w), tfm_qkv_rows(d) * C, std, seed);
+		fill_uniform(w, (size_t)(p.proj_w - w), C * d->heads * d->head_dim, proj_std, seed);
+		fill_uniform(w, (size_t)(p.fc_w - w), tfm_up_rows(d) * C, std, seed);
+		fill_uniform(w, (size_t)(p.fcproj_w - w), C * d->ffn, proj_std, seed);
+	}
+	struct tfm_final_params f;
+	tfm_final_view(&f, d, w);
+	for (size_t i = 0; i < d->d; i++)
+		f.norm_w[i] = 1.0f;
+	if (!d->tied)
+		fill_uniform(w, (size_t)(f.head - w), d->vocab * d->d, std, seed);
+}
+
+/* A whole number in [0, n) from the generator's [-1, 1). */
+static size_t draw(uint64_t seed, uint64_t stream, uint64_t index, size_t n)
+{
+	double u = ((double)engine_uniform(seed, stream, index) + 1.0) / 2.0;
+	size_t k = (size_t)(u * (double)n);
+	return k < n ? k : n - 1;
+}
+
+void tfm_task_init(struct tfm_task *task, size_t vocab, uint64_t seed)
+{
+	task->vocab = vocab;
+	task->perm = zs_malloc(vocab * sizeof *task->perm);
+	for (size_t i = 0; i < vocab; i++)
+		task->perm[i] = (int)i;
+	for (size_t i = vocab - 1; i > 0; i--) { /* Fisher-Yates */
+		size_t j = draw(seed, STREAM_PERM, i, i + 1);
+		int t = task->perm[i];
+		task->perm[i] = task->perm[j];
+		task->perm[j] = t;
+	}
+}
+
+void tfm_task_free(struct tfm_task *task)
+{
+	free(task->perm);
+	task->perm = NULL;
+}
+
+void tfm_task_batch(int *in, int *target, const struct tfm_task *task, uint64_t seed, uint64_t step,
+                    uint64_t rank, size_t B, size_t T)
+{
+	for (size_t b = 0; b < B; b++) {
+		int x = (int)draw(seed, STREAM_DATA + rank, step * B + b, task->vocab);
+		for (size_t t = 0; t < T; t++) {
+			in[b * T + t] = x;
+			x = task->perm[x];
+			target[b * T + t] = x;
+		}
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* A whole model in malloc'd memory */
+
+/* Does block l keep its own tensor a, or share one buffer with every
+ * block (the one block's worth that recompute reuses)? */
+static int kept_per_block(enum tfm_recompute rc, enum tfm_act a)
+{
+	switch (rc) {
+	case TFM_RECOMPUTE_NONE:
+		return 1;
+	case TFM_RECOMPUTE_SELECTIVE:
+		return a != TFM_ACT_ATT;
+	case TFM_RECOMPUTE_FULL:
+		return a == TFM_ACT_RES3;
+	}
+	return 1;
+}
+
+void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, size_t T, enum tfm_recompute rc)
+{
+	memset(m, 0, sizeof *m);
+	m->dims = *d;
+	m->B = B;
+	m->T = T;
+	m->recompute = rc;
+	m->nparams = tfm_nparams(d);
+	m->params = zs_malloc(m->nparams * sizeof *m->params);
+	m->grads = zs_malloc(m->nparams * sizeof *m->grads);
+	m->blocks = zs_calloc(d->layers, sizeof *m->blocks);
+	size_t sc[6], nscratch = tfm_scratch_elems(d, B, T, sc), total = 0;
+	for (int a = 0; a < TFM_NACTS; a++) {
+		size_t n = tfm_act_elems(d, B, T, (enum tfm_act)a);
+		total += a < TFM_NBLOCK_ACTS && kept_per_block(rc, (enum tfm_act)a) ? n * d->layers : n;
+	}
+	m->act_elems = total;
+	m->acts_memory = zs_malloc((total + nscratch) * sizeof *m->acts_memory);
+	float *p = m->acts_memory;
+#define TAKE(slot, n) do { size_t n_ = (n); *(slot) = n_ ? p : NULL; p += n_; } while (0)
+	for (int a = 0; a < TFM_NBLOCK_ACTS; a++) {
+		size_t n = tfm_act_elems(d, B, T, (enum tfm_act)a);
+		for (size_t l = 0; l < d->layers; l++)
+			if (l == 0 || kept_per_block(rc, (enum tfm_act)a))
+				TAKE(tfm_block_act_slot(&m->blocks[l], (enum tfm_act)a), n);
+			else /* shared with block 0 */
+				*tfm_block_act_slot(&m->blocks[l], (enum tfm_act)a) =
+					*tfm_block_act_slot(&m->blocks[0], (enum tfm_act)a);
+	}
+	TAKE(&m->x0, tfm_act_elems(d, B, T, TFM_ACT_X0));
+	for (int a = TFM_ACT_LNF; a <= TFM_ACT_LOGITS; a++)
+		TAKE(tfm_head_act_slot(&m->head, (enum tfm_act)a), tfm_act_elems(d, B, T, (enum tfm_act)a));
+	float **s[6] = {&m->scratch.dres, &m->scratch.dx, &m->scratch.dqkv, &m->scratch.dh, &m->scratch.dup,
+	                &m->scratch.datt};
+	for (int i = 0; i < 6; i++)
+		TAKE(s[i], sc[i]);
+#undef TAKE
+	tfm_blas_init();
+}
+
+void tfm_model_free(struct tfm_model *m)
+{
+	free(m->params);
+	free(m->grads);
+	free(m->blocks);
+	free(m->acts_memory);
+	memset(m, 0, sizeof *m);
+}
+
+static float model_forward(struct tfm_model *m, const int *in, const int *target)
+{
+	const struct tfm_dims *d = &m->dims;
+	struct tfm_embed_params ep;
+	struct tfm_final_params fp;
+	tfm_embed_view(&ep, d, m->params);
+	tfm_embed_forward(m->x0, &ep, in, d, m->B, m->T);
+	const float *x = m->x0;
+	for (size_t l = 0; l < d->layers; l++) {
+		struct tfm_block_params bp;
+		tfm_block_view(&bp, d, m->params, l);
+		tfm_block_forward(&m->blocks[l], &bp, x, d, m->B, m->T);
+		x = m->blocks[l].res3;
+	}
+	tfm_final_view(&fp, d, m->params);
+	return tfm_head_forward(&m->head, &fp, x, target, d, m->B, m->T);
+}
+
+float tfm_model_loss(struct tfm_model *m, const int *in, const int *target) { return model_forward(m, in, target); }
+
+float tfm_model_step(struct tfm_model *m, const int *in, const int *target)
+{
+	const struct tfm_dims *d = &m->dims;
+	float loss = model_forward(m, in, target);
+	memset(m->grads, 0, m->nparams * sizeof *m->grads);
+	struct tfm_final_params fp, fg;
+	tfm_final_view(&fp, d, m->params);
+	tfm_final_view(&fg, d, m->grads);
+	size_t L = d->layers;
+	tfm_head_backward(&fg, &m->scratch, &m->head, &fp, m->blocks[L - 1].res3, d, m->B, m->T);
+	for (size_t l = L; l-- > 0;) {
+		struct tfm_block_params bp, bg;
+		tfm_block_view(&bp, d, m->params, l);
+		tfm_block_view(&bg, d, m->grads, l);
+		struct tfm_block_acts *a = &m->blocks[l];
+		const float *x = l == 0 ? m->x0 : m->blocks[l - 1].res3;
+		/* Recompute what the forward did not keep: the same kernels on the
+		 * same inputs, so the same bits (res3, rewritten, is unchanged). */
+		if (m->recompute == TFM_RECOMPUTE_FULL)
+			tfm_block_forward(a, &bp, x, d, m->B, m->T);
+		else if (m->recompute == TFM_RECOMPUTE_SELECTIVE)
+			attention_forward(a->atty, a->att, a->qkv, m->B, m->T, d->heads, d->kv_heads, d->head_dim);
+		tfm_block_backward(&bg, &m->scratch, a, &bp, x, d, m->B, m->T);
+	}
+	struct tfm_embed_params eg;
+	tfm_embed_view(&eg, d, m->grads);
+	tfm_embed_backward(&eg, m->scratch.dres, in, d, m->B, m->T);
+	return loss;
+}

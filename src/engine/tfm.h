@@ -1,0 +1,224 @@
+/*
+ * tfm — a decoder-only transformer of the gpt2 or the llama family, fp32:
+ * its shape, its flat parameter layout, the activations its backward
+ * needs, and the forward and backward of each of its layers (the token
+ * embedding, one block, the head with its loss), as llm.c's train_gpt2.c
+ * writes them.
+ *
+ * gpt2 (Radford et al. 2019): token + position embedding; each block
+ * x += proj(attn(LN1(x))), x += fcproj(gelu(fc(LN2(x)))) with biases;
+ * final LN; head. llama (Touvron et al. 2023): token embedding; each block
+ * x += proj(attn(rope(RMS1(x)))), x += down(silu(gate)·up(RMS2(x)))
+ * without biases, grouped-query attention; final RMSNorm; head. The head
+ * is the token embedding when tied.
+ *
+ * Parameters live in one flat vector, each unit of `--unit layer`
+ * (docs/schedule.md, "Transformers") one contiguous range: the embedding
+ * [wte (V, d), wpe (seq, d) for gpt2] and, when the head is tied, the
+ * final norm [w (d), b (d) for gpt2] right after it; block 0 .. L-1
+ * (tfm_block_params' order); untied, the final norm and the head (V, d)
+ * last. Queries, keys and values are one matrix (Q, d) with
+ * Q = (H + 2·KV)·hd (rows: H query heads, KV key heads, KV value heads);
+ * llama's gate and up are one matrix (2F, d) (rows: gate, then up).
+ *
+ * Ownership: the views (tfm_*_params, tfm_*_acts) point into memory the
+ * caller owns. struct tfm_model owns its buffers (tfm_model_init /
+ * tfm_model_free) and is what the tests and the PyTorch driver use.
+ */
+#ifndef ZS_TFM_H
+#define ZS_TFM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum tfm_family { TFM_GPT2, TFM_LLAMA };
+
+/* The shape, as a model config gives it (Hugging Face's config.json). */
+struct tfm_dims {
+	enum tfm_family family;
+	size_t d;          /* width: n_embd, hidden_size */
+	size_t layers;     /* L blocks */
+	size_t heads;      /* H query heads */
+	size_t kv_heads;   /* KV key-value heads (H for gpt2), divides H */
+	size_t head_dim;   /* hd (d / H unless the config says otherwise; even for llama) */
+	size_t ffn;        /* F: the MLP's hidden width (4d for gpt2, intermediate_size) */
+	size_t vocab;      /* V */
+	size_t seq;        /* the longest sequence: gpt2's n_positions (wpe rows) */
+	int tied;          /* the head is wte */
+	float eps;         /* the norms' epsilon */
+	float rope_theta;  /* llama's rotary base */
+};
+
+/* 0 if d is a shape the kernels run, else -1 with a sentence in *cause. */
+int tfm_dims_check(const struct tfm_dims *d, char **cause);
+
+/* Elements of each part of the flat vector. */
+size_t tfm_qkv_rows(const struct tfm_dims *d);   /* Q = (H + 2·KV)·hd */
+size_t tfm_up_rows(const struct tfm_dims *d);    /* U: F (gpt2) or 2F (llama) */
+size_t tfm_embed_params(const struct tfm_dims *d);
+size_t tfm_block_params_count(const struct tfm_dims *d);
+size_t tfm_final_params(const struct tfm_dims *d); /* final norm + untied head */
+size_t tfm_nparams(const struct tfm_dims *d);      /* Ψ */
+/* Where block l (l = L: the end of the blocks) and the final norm start
+ * in the flat vector. */
+size_t tfm_block_offset(const struct tfm_dims *d, size_t l);
+size_t tfm_final_offset(const struct tfm_dims *d);
+
+/* Views into a flat vector of parameters (or of their gradients). */
+struct tfm_embed_params {
+	float *wte; /* (V, d) */
+	float *wpe; /* (seq, d), NULL for llama */
+};
+struct tfm_block_params { /* absent tensors (llama's biases) are NULL */
+	float *ln1_w, *ln1_b;       /* (d), (d) */
+	float *qkv_w, *qkv_b;       /* (Q, d), (Q) */
+	float *proj_w, *proj_b;     /* (d, H·hd), (d) */
+	float *ln2_w, *ln2_b;       /* (d), (d) */
+	float *fc_w, *fc_b;         /* (U, d), (U) */
+	float *fcproj_w, *fcproj_b; /* (d, F), (d) */
+};
+struct tfm_final_params {
+	float *norm_w, *norm_b; /* (d), (d) — norm_b NULL for llama */
+	float *head;            /* (V, d): wte when tied */
+};
+void tfm_embed_view(struct tfm_embed_params *p, const struct tfm_dims *d, float *flat);
+void tfm_block_view(struct tfm_block_params *p, const struct tfm_dims *d, float *flat, size_t l);
+void tfm_final_view(struct tfm_final_params *p, const struct tfm_dims *d, float *flat);
+
+/* The activations the backward needs, B·T = BT rows, one tensor each.
+ * A block saves TFM_ACT_LN1 .. TFM_ACT_RES3 (its input is the previous
+ * block's res3, or the embedding's output x0); the head saves LNF ..
+ * LOGITS. Absent tensors (llama's means) have 0 elements and are NULL. */
+enum tfm_act {
+	TFM_ACT_LN1, TFM_ACT_LN1_MEAN, TFM_ACT_LN1_RSTD, TFM_ACT_QKV, TFM_ACT_ATT, TFM_ACT_ATTY, TFM_ACT_RES2,
+	TFM_ACT_LN2, TFM_ACT_LN2_MEAN, TFM_ACT_LN2_RSTD, TFM_ACT_FCH, TFM_ACT_FCH_ACT, TFM_ACT_RES3,
+	TFM_ACT_X0, TFM_ACT_LNF, TFM_ACT_LNF_MEAN, TFM_ACT_LNF_RSTD, TFM_ACT_LOGITS,
+	TFM_NACTS
+};
+#define TFM_NBLOCK_ACTS (TFM_ACT_RES3 + 1)
+const char *tfm_act_name(enum tfm_act a);
+size_t tfm_act_elems(const struct tfm_dims *d, size_t B, size_t T, enum tfm_act a);
+
+struct tfm_block_acts {
+	float *ln1;          /* (BT, d) the first norm's output */
+	float *ln1_mean;     /* (BT) gpt2 only */
+	float *ln1_rstd;     /* (BT) */
+	float *qkv;          /* (BT, Q) queries and keys after rope */
+	float *att;          /* (B, H, T, T) the softmax */
+	float *atty;         /* (BT, H·hd) attention's output */
+	float *res2;         /* (BT, d) the residual stream after attention */
+	float *ln2;          /* (BT, d) */
+	float *ln2_mean;     /* (BT) gpt2 only */
+	float *ln2_rstd;     /* (BT) */
+	float *fch;          /* (BT, U) fc's output: gelu's input, or gate and up */
+	float *fch_act;      /* (BT, F) gelu(fch) or silu(gate)·up: fcproj's input */
+	float *res3;         /* (BT, d) the block's output */
+};
+struct tfm_head_acts {
+	float *lnf;      /* (BT, d) the final norm's output */
+	float *lnf_mean; /* (BT) gpt2 only */
+	float *lnf_rstd; /* (BT) */
+	float *logits;   /* (BT, V): logits, then d loss / d logits */
+};
+/* The field that holds block tensor a (a < TFM_NBLOCK_ACTS), and head
+ * tensor a (TFM_ACT_LNF <= a <= TFM_ACT_LOGITS). */
+float **tfm_block_act_slot(struct tfm_block_acts *acts, enum tfm_act a);
+float **tfm_head_act_slot(struct tfm_head_acts *acts, enum tfm_act a);
+
+/* Scratch of the backward (nothing in it outlives one layer's backward,
+ * except dres, which carries the residual stream's gradient down). */
+struct tfm_scratch {
+	float *dres; /* (BT, d) */
+	float *dx;   /* (BT, max(d, H·hd)) */
+	float *dqkv; /* (BT, Q) */
+	float *dh;   /* (BT, F) */
+	float *dup;  /* (BT, U) */
+	float *datt; /* (T, T) one head's attention gradient */
+};
+/* Elements of each scratch buffer, in the struct's order; returns the sum. */
+size_t tfm_scratch_elems(const struct tfm_dims *d, size_t B, size_t T, size_t elems[6]);
+
+/* ---- the layers: outputs first, sizes last ----------------------------- */
+
+/* x (BT, d) = the embedding of in (B, T). */
+void tfm_embed_forward(float *x, const struct tfm_embed_params *p, const int *in, const struct tfm_dims *d,
+                       size_t B, size_t T);
+void tfm_embed_backward(struct tfm_embed_params *g, const float *dx, const int *in, const struct tfm_dims *d,
+                        size_t B, size_t T);
+
+/* One block: a->res3 = block(x); x (BT, d) is the block's input. */
+void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
+                       const struct tfm_dims *d, size_t B, size_t T);
+/* On entry s->dres is d loss / d res3, on return d loss / d x; g += the
+ * block's parameter gradients. */
+void tfm_block_backward(struct tfm_block_params *g, struct tfm_scratch *s, const struct tfm_block_acts *a,
+                        const struct tfm_block_params *p, const float *x, const struct tfm_dims *d, size_t B,
+                        size_t T);
+
+/* The head and the loss: returns the mean cross-entropy of the next
+ * tokens target (B, T) given the last block's output x (BT, d); a->logits
+ * holds d loss / d logits on return. */
+float tfm_head_forward(struct tfm_head_acts *a, const struct tfm_final_params *p, const float *x,
+                       const int *target, const struct tfm_dims *d, size_t B, size_t T);
+/* s->dres = d loss / d x (written); g += the head's gradients. */
+void tfm_head_backward(struct tfm_final_params *g, struct tfm_scratch *s, const struct tfm_head_acts *a,
+                       const struct tfm_final_params *p, const float *x, const struct tfm_dims *d, size_t B,
+                       size_t T);
+
+/* ---- data --------------------------------------------------------------- */
+
+/* The initial weights --seed gives (Ψ values): matrices and embeddings
+ * uniform with standard deviation 0.02 (GPT-2's and Llama's
+ * initializer_range), the residual stream's output projections 0.02 /
+ * sqrt(2L) (GPT-2), biases 0, norm weights 1. */
+void tfm_init_weights(float *w, const struct tfm_dims *d, uint64_t seed);
+
+/* The synthetic task: a permutation π of the vocabulary drawn from the
+ * seed; each sequence starts at a token drawn from (seed, step, rank,
+ * row) and continues x[t+1] = π(x[t]). Next-token prediction on it is
+ * learnable by the embedding and head alone (the loss can fall to 0),
+ * attention and MLP adding capacity. in and target are (B, T):
+ * target[b][t] = in[b][t+1] = π(in[b][t]). */
+struct tfm_task {
+	size_t vocab;
+	int *perm; /* (V) */
+};
+void tfm_task_init(struct tfm_task *task, size_t vocab, uint64_t seed);
+void tfm_task_free(struct tfm_task *task);
+void tfm_task_batch(int *in, int *target, const struct tfm_task *task, uint64_t seed, uint64_t step,
+                    uint64_t rank, size_t B, size_t T);
+
+/* ---- a whole model in malloc'd memory ----------------------------------- */
+
+/* What the forward keeps for the backward (Korthikanti et al. 2022, §4):
+ * none recomputed, every tensor above kept per block; selective, the
+ * attention softmax of one block at a time (one (B, H, T, T) buffer for
+ * all blocks), recomputed from qkv in each block's backward; full, only
+ * each block's output (the next block's input), the block's forward rerun
+ * in its backward into one block's worth of tensors. All three give the
+ * same bits. */
+enum tfm_recompute { TFM_RECOMPUTE_NONE, TFM_RECOMPUTE_SELECTIVE, TFM_RECOMPUTE_FULL };
+
+struct tfm_model {
+	struct tfm_dims dims;
+	size_t B, T, nparams;
+	enum tfm_recompute recompute;
+	float *params, *grads;            /* Ψ each */
+	float *x0;                        /* (BT, d) the embedding's output */
+	struct tfm_block_acts *blocks;    /* L views (shared tensors under recompute) */
+	struct tfm_head_acts head;
+	struct tfm_scratch scratch;
+	size_t act_elems;                 /* elements of x0, the blocks' and the head's tensors */
+	float *acts_memory;               /* all of the above and the scratch, one block */
+};
+
+/* T <= d->seq; d passes tfm_dims_check. */
+void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, size_t T, enum tfm_recompute rc);
+void tfm_model_free(struct tfm_model *m);
+/* Forward and backward on one batch: returns the loss; m->grads holds its
+ * gradient (zeroed first). */
+float tfm_model_step(struct tfm_model *m, const int *in, const int *target);
+/* Forward only: the loss. */
+float tfm_model_loss(struct tfm_model *m, const int *in, const int *target);
+
+#endif

@@ -1,0 +1,91 @@
+/*
+ * tfm_kernels — the layers of a decoder-only transformer, forward and
+ * backward, in fp32, written as llm.c's train_gpt2.c writes them: outputs
+ * first, sizes last, the shape of every array in a comment. BT = B·T rows
+ * (batch × sequence), C channels, V vocabulary.
+ *
+ * Formulas: layer normalisation (Ba et al. 2016, eps inside the root as
+ * torch.nn.LayerNorm); RMS normalisation (Zhang & Sennrich 2019, as
+ * Hugging Face's LlamaRMSNorm); causal scaled dot-product attention
+ * (Vaswani et al. 2017) with grouped-query attention (Ainslie et al. 2023:
+ * query head h reads key-value head h / (H / KV)); rotary position
+ * embeddings (Su et al. 2021, in the rotate-half layout of Hugging Face's
+ * Llama: dimension i pairs with i + hd/2, frequency theta^(-2i/hd)); GELU
+ * in GPT-2's tanh form (Hendrycks & Gimpel 2016); SwiGLU (Shazeer 2020:
+ * silu(gate) · up); cross-entropy of the softmax, the mean over the BT
+ * tokens.
+ *
+ * Matrix products go through the system's BLAS (OpenBLAS, one thread; see
+ * the opening comment of tfm_kernels.c for why). Backward kernels ADD
+ * into parameter gradients (the caller zeroes them once per step, so that
+ * a tied embedding collects both of its uses) and WRITE input gradients,
+ * except where noted.
+ */
+#ifndef ZS_TFM_KERNELS_H
+#define ZS_TFM_KERNELS_H
+
+#include <stddef.h>
+
+/* The BLAS runs on one thread: no result depends on the thread count.
+ * Called once per process before the first product (idempotent). */
+void tfm_blas_init(void);
+
+/* out (BT, C) = wte[tok] (+ wpe[t] if wpe != NULL, t = row mod T). */
+void embed_forward(float *out, const int *tok, const float *wte, const float *wpe, size_t BT, size_t T, size_t C);
+/* dwte (V, C) += dout at each row's token; dwpe (maxT, C) += dout at its
+ * position (if dwpe != NULL). */
+void embed_backward(float *dwte, float *dwpe, const float *dout, const int *tok, size_t BT, size_t T, size_t C);
+
+/* out (BT, C) = (x - mean) · rstd · w + b; mean, rstd (BT) saved. */
+void layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                       float eps, size_t BT, size_t C);
+/* dx (BT, C) += (accumulates: x is on the residual stream); dw, db (C) +=. */
+void layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
+                        const float *mean, const float *rstd, size_t BT, size_t C);
+
+/* out (BT, C) = x · rstd · w, rstd = 1/sqrt(mean(x²) + eps) (BT) saved. */
+void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, float eps, size_t BT, size_t C);
+/* dx (BT, C) += ; dw (C) +=. */
+void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd,
+                      size_t BT, size_t C);
+
+/* out (BT, OC) = in (BT, C) · w (OC, C)ᵀ + bias (OC, or NULL). */
+void matmul_forward(float *out, const float *in, const float *w, const float *bias, size_t BT, size_t C, size_t OC);
+/* din (BT, C) = dout · w (written; skipped if NULL); dw (OC, C) += doutᵀ · in;
+ * dbias (OC) += Σ rows of dout (if not NULL). */
+void matmul_backward(float *din, float *dw, float *dbias, const float *dout, const float *in, const float *w,
+                     size_t BT, size_t C, size_t OC);
+
+/* Rotary embeddings in place on the query and key heads of qkv
+ * (B, T, (H + 2·KV)·hd): the first (H + KV) heads of each row, at
+ * position t. Backward is the inverse rotation, in place on dqkv. */
+void rope_forward(float *qkv, float theta, size_t B, size_t T, size_t H, size_t KV, size_t hd);
+void rope_backward(float *dqkv, float theta, size_t B, size_t T, size_t H, size_t KV, size_t hd);
+
+/* Causal attention. qkv (B, T, (H + 2·KV)·hd): queries, keys, values.
+ * out (B, T, H·hd); att (B, H, T, T) the softmax (zero above the
+ * diagonal), saved for backward. */
+void attention_forward(float *out, float *att, const float *qkv, size_t B, size_t T, size_t H, size_t KV,
+                       size_t hd);
+/* dqkv (B, T, (H + 2·KV)·hd) written; scratch (T, T). */
+void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *att,
+                        size_t B, size_t T, size_t H, size_t KV, size_t hd);
+
+/* GELU, tanh form, elementwise over n. Backward writes din (n). */
+void gelu_forward(float *out, const float *in, size_t n);
+void gelu_backward(float *din, const float *dout, const float *in, size_t n);
+
+/* SwiGLU. gu (BT, 2·F): gate in columns [0, F), up in [F, 2F).
+ * out (BT, F) = silu(gate) · up. Backward writes dgu (BT, 2F). */
+void swiglu_forward(float *out, const float *gu, size_t BT, size_t F);
+void swiglu_backward(float *dgu, const float *dout, const float *gu, size_t BT, size_t F);
+
+/* x (n) += y (n): a residual connection. */
+void residual_add(float *x, const float *y, size_t n);
+
+/* Softmax and cross-entropy of logits (BT, V) in place: on return the
+ * buffer holds d loss / d logits for loss = mean over the BT rows of
+ * -log softmax(row)[target]. Returns the loss. */
+float crossentropy_forward_backward(float *logits, const int *target, size_t BT, size_t V);
+
+#endif

@@ -1,0 +1,583 @@
+/*
+ * test_tfm — the transformer's layers and model. Golden values come from
+ * outside the code under test: every layer's backward against central
+ * finite differences of its forward (the loss summed here in double), the
+ * whole model's gradient likewise for both families, and training on the
+ * seed's synthetic task, whose loss must fall; and the layout's units
+ * against the theory's count of them for every shipped model config (two
+ * implementations from the shape alone). Agreement with PyTorch is
+ * tests/tfm_torch.sh's.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "engine/optim.h"
+#include "engine/tfm.h"
+#include "engine/tfm_kernels.h"
+#include "theory/theory.h"
+#include "util/model.h"
+
+/* Random fill from the project's seeded generator: uniform in ±scale. */
+static float *rnd(size_t n, float scale, uint64_t stream)
+{
+	float *x = malloc((n ? n : 1) * sizeof *x);
+	ck_assert_ptr_nonnull(x);
+	for (size_t i = 0; i < n; i++)
+		x[i] = scale * engine_uniform(42, stream, i);
+	return x;
+}
+
+static float *zeros(size_t n)
+{
+	float *x = calloc(n ? n : 1, sizeof *x);
+	ck_assert_ptr_nonnull(x);
+	return x;
+}
+
+/* Σ r·y in double: the scalar whose gradient a backward computes when
+ * it is handed dout = r. */
+static double dotd(const float *r, const float *y, size_t n)
+{
+	double s = 0.0;
+	for (size_t i = 0; i < n; i++)
+		s += (double)r[i] * (double)y[i];
+	return s;
+}
+
+/* Compare g (the backward's gradient of f with respect to x) with central
+ * differences at up to 97 spread-out elements of x. */
+typedef double (*loss_fn)(void *ctx);
+
+static void check_grad(const char *what, loss_fn f, void *ctx, float *x, const float *g, size_t n, float h,
+                       double atol, double rtol)
+{
+	size_t stride = n > 97 ? n / 97 : 1;
+	double worst = 0.0;
+	for (size_t i = 0; i < n; i += stride) {
+		float xi = x[i], up = xi + h, dn = xi - h;
+		x[i] = up;
+		double fp = f(ctx);
+		x[i] = dn;
+		double fm = f(ctx);
+		x[i] = xi;
+		double num = (fp - fm) / ((double)up - (double)dn), err = fabs(num - (double)g[i]);
+		double tol = atol + rtol * fmax(fabs(num), fabs((double)g[i]));
+		ck_assert_msg(err <= tol, "%s[%zu]: backward %.7g, finite difference %.7g", what, i, (double)g[i], num);
+		if (err > worst)
+			worst = err;
+	}
+	(void)worst;
+}
+
+/* ------------------------------------------------------------------------- */
+/* One layer at a time */
+
+enum { BB = 2, TT = 5, CC = 12, OCC = 7 };
+
+struct mm { float *out, *in, *w, *bias, *r; };
+static double mm_loss(void *p)
+{
+	struct mm *c = p;
+	matmul_forward(c->out, c->in, c->w, c->bias, BB * TT, CC, OCC);
+	return dotd(c->r, c->out, BB * TT * OCC);
+}
+
+START_TEST(test_matmul_backward_matches_finite_differences)
+{
+	tfm_blas_init();
+	size_t BT = BB * TT;
+	struct mm c = {zeros(BT * OCC), rnd(BT * CC, 1.0f, 1), rnd(OCC * CC, 1.0f, 2), rnd(OCC, 1.0f, 3),
+	               rnd(BT * OCC, 1.0f, 4)};
+	float *din = zeros(BT * CC), *dw = zeros(OCC * CC), *db = zeros(OCC);
+	matmul_backward(din, dw, db, c.r, c.in, c.w, BT, CC, OCC);
+	check_grad("d in", mm_loss, &c, c.in, din, BT * CC, 1e-2f, 1e-4, 1e-3);
+	check_grad("d w", mm_loss, &c, c.w, dw, OCC * CC, 1e-2f, 1e-4, 1e-3);
+	check_grad("d bias", mm_loss, &c, c.bias, db, OCC, 1e-2f, 1e-4, 1e-3);
+	/* The weight gradient accumulates: a second call doubles it. */
+	float first = dw[5];
+	matmul_backward(NULL, dw, NULL, c.r, c.in, c.w, BT, CC, OCC);
+	ck_assert_float_eq_tol(dw[5], 2.0f * first, 1e-5f * fabsf(first) + 1e-6f);
+	free(c.out), free(c.in), free(c.w), free(c.bias), free(c.r), free(din), free(dw), free(db);
+}
+END_TEST
+
+struct nm { float *out, *mean, *rstd, *x, *w, *b, *r; int rms; };
+static double norm_loss(void *p)
+{
+	struct nm *c = p;
+	if (c->rms)
+		rmsnorm_forward(c->out, c->rstd, c->x, c->w, 1e-5f, BB * TT, CC);
+	else
+		layernorm_forward(c->out, c->mean, c->rstd, c->x, c->w, c->b, 1e-5f, BB * TT, CC);
+	return dotd(c->r, c->out, BB * TT * CC);
+}
+
+static void check_norm(int rms)
+{
+	size_t BT = BB * TT;
+	struct nm c = {zeros(BT * CC), zeros(BT), zeros(BT), rnd(BT * CC, 2.0f, 5), rnd(CC, 1.5f, 6),
+	               rnd(CC, 1.0f, 7), rnd(BT * CC, 1.0f, 8), rms};
+	norm_loss(&c);
+	float *dx = zeros(BT * CC), *dw = zeros(CC), *db = zeros(CC);
+	if (rms)
+		rmsnorm_backward(dx, dw, c.r, c.x, c.w, c.rstd, BT, CC);
+	else
+		layernorm_backward(dx, dw, db, c.r, c.x, c.w, c.mean, c.rstd, BT, CC);
+	check_grad("d x", norm_loss, &c, c.x, dx, BT * CC, 1e-2f, 1e-4, 2e-3);
+	check_grad("d w", norm_loss, &c, c.w, dw, CC, 1e-2f, 1e-4, 2e-3);
+	if (!rms)
+		check_grad("d b", norm_loss, &c, c.b, db, CC, 1e-2f, 1e-4, 2e-3);
+	free(c.out), free(c.mean), free(c.rstd), free(c.x), free(c.w), free(c.b), free(c.r);
+	free(dx), free(dw), free(db);
+}
+
+START_TEST(test_layernorm_backward_matches_finite_differences) { check_norm(0); }
+END_TEST
+
+START_TEST(test_rmsnorm_backward_matches_finite_differences) { check_norm(1); }
+END_TEST
+
+/* Attention with grouped queries: 4 query heads on 2 key-value heads. */
+enum { AH = 4, AKV = 2, AHD = 6, AQ = (AH + 2 * AKV) * AHD };
+struct at { float *out, *att, *qkv, *work, *r; int rope; };
+static double att_loss(void *p)
+{
+	struct at *c = p;
+	memcpy(c->work, c->qkv, BB * TT * AQ * sizeof *c->work);
+	if (c->rope)
+		rope_forward(c->work, 10000.0f, BB, TT, AH, AKV, AHD);
+	attention_forward(c->out, c->att, c->work, BB, TT, AH, AKV, AHD);
+	return dotd(c->r, c->out, BB * TT * AH * AHD);
+}
+
+static void check_attention(int rope)
+{
+	size_t BT = BB * TT;
+	struct at c = {zeros(BT * AH * AHD), zeros(BB * AH * TT * TT), rnd(BT * AQ, 1.0f, 9), zeros(BT * AQ),
+	               rnd(BT * AH * AHD, 1.0f, 10), rope};
+	att_loss(&c);
+	/* Causal: nothing above the diagonal, every row a distribution. */
+	for (size_t row = 0; row < BB * AH * TT; row++) {
+		size_t t = row % TT;
+		double sum = 0.0;
+		for (size_t t2 = 0; t2 < TT; t2++) {
+			if (t2 > t)
+				ck_assert_float_eq(c.att[row * TT + t2], 0.0f);
+			sum += c.att[row * TT + t2];
+		}
+		ck_assert_double_eq_tol(sum, 1.0, 1e-6);
+	}
+	float *dqkv = zeros(BT * AQ), *scratch = zeros(TT * TT);
+	attention_backward(dqkv, scratch, c.r, c.work, c.att, BB, TT, AH, AKV, AHD);
+	if (rope)
+		rope_backward(dqkv, 10000.0f, BB, TT, AH, AKV, AHD);
+	check_grad("d qkv", att_loss, &c, c.qkv, dqkv, BT * AQ, 1e-2f, 1e-4, 2e-3);
+	free(c.out), free(c.att), free(c.qkv), free(c.work), free(c.r), free(dqkv), free(scratch);
+}
+
+START_TEST(test_attention_backward_matches_finite_differences) { check_attention(0); }
+END_TEST
+
+START_TEST(test_rope_attention_backward_matches_finite_differences) { check_attention(1); }
+END_TEST
+
+START_TEST(test_rope_keeps_norms_and_position_zero)
+{
+	/* A rotation: each pair keeps its length, position 0 is unchanged,
+	 * the values (the last 2 heads of a row) are untouched. */
+	size_t BT = BB * TT;
+	float *x = rnd(BT * AQ, 1.0f, 11), *y = malloc(BT * AQ * sizeof *y);
+	memcpy(y, x, BT * AQ * sizeof *y);
+	rope_forward(y, 10000.0f, BB, TT, AH, AKV, AHD);
+	for (size_t r = 0; r < BT; r++)
+		for (size_t h = 0; h < AH + 2 * AKV; h++)
+			for (size_t i = 0; i < AHD / 2; i++) {
+				const float *a = x + r * AQ + h * AHD, *b = y + r * AQ + h * AHD;
+				double na = hypot(a[i], a[i + AHD / 2]), nb = hypot(b[i], b[i + AHD / 2]);
+				ck_assert_double_eq_tol(na, nb, 1e-5);
+				if (r % TT == 0 || h >= AH + AKV)
+					ck_assert_float_eq(a[i], b[i]);
+			}
+	free(x), free(y);
+}
+END_TEST
+
+struct act { float *out, *in, *r; int swiglu; };
+static double act_loss(void *p)
+{
+	struct act *c = p;
+	if (c->swiglu)
+		swiglu_forward(c->out, c->in, BB * TT, CC);
+	else
+		gelu_forward(c->out, c->in, BB * TT * CC);
+	return dotd(c->r, c->out, BB * TT * CC);
+}
+
+static void check_activation(int swiglu)
+{
+	size_t BT = BB * TT, nin = BT * CC * (swiglu ? 2 : 1);
+	struct act c = {zeros(BT * CC), rnd(nin, 3.0f, 12), rnd(BT * CC, 1.0f, 13), swiglu};
+	float *din = zeros(nin);
+	if (swiglu)
+		swiglu_backward(din, c.r, c.in, BT, CC);
+	else
+		gelu_backward(din, c.r, c.in, BT * CC);
+	check_grad("d in", act_loss, &c, c.in, din, nin, 1e-2f, 1e-4, 2e-3);
+	free(c.out), free(c.in), free(c.r), free(din);
+}
+
+START_TEST(test_gelu_backward_matches_finite_differences) { check_activation(0); }
+END_TEST
+
+START_TEST(test_swiglu_backward_matches_finite_differences) { check_activation(1); }
+END_TEST
+
+START_TEST(test_gelu_is_gpt2s_tanh_form)
+{
+	/* 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))) at x = 1, worked in
+	 * double by hand: 0.841191990... (the erf form gives 0.841344746). */
+	float x = 1.0f, y;
+	gelu_forward(&y, &x, 1);
+	ck_assert_double_eq_tol(y, 0.8411919906, 1e-6);
+}
+END_TEST
+
+enum { EV = 9 };
+struct em { float *out, *wte, *wpe, *r; int *tok; };
+static double embed_loss(void *p)
+{
+	struct em *c = p;
+	embed_forward(c->out, c->tok, c->wte, c->wpe, BB * TT, TT, CC);
+	return dotd(c->r, c->out, BB * TT * CC);
+}
+
+START_TEST(test_embedding_backward_matches_finite_differences)
+{
+	size_t BT = BB * TT;
+	int tok[BB * TT] = {3, 1, 4, 1, 5, 8, 2, 6, 5, 3};
+	struct em c = {zeros(BT * CC), rnd(EV * CC, 1.0f, 14), rnd(TT * CC, 1.0f, 15), rnd(BT * CC, 1.0f, 16), tok};
+	float *dwte = zeros(EV * CC), *dwpe = zeros(TT * CC);
+	embed_backward(dwte, dwpe, c.r, c.tok, BT, TT, CC);
+	check_grad("d wte", embed_loss, &c, c.wte, dwte, EV * CC, 1e-2f, 1e-4, 1e-3);
+	check_grad("d wpe", embed_loss, &c, c.wpe, dwpe, TT * CC, 1e-2f, 1e-4, 1e-3);
+	free(c.out), free(c.wte), free(c.wpe), free(c.r), free(dwte), free(dwpe);
+}
+END_TEST
+
+struct ce { float *logits, *work; const int *target; };
+static double ce_loss(void *p)
+{
+	struct ce *c = p;
+	memcpy(c->work, c->logits, BB * TT * EV * sizeof *c->work);
+	return crossentropy_forward_backward(c->work, c->target, BB * TT, EV);
+}
+
+START_TEST(test_crossentropy_backward_matches_finite_differences)
+{
+	size_t BT = BB * TT;
+	int target[BB * TT] = {0, 8, 4, 1, 5, 8, 2, 6, 7, 3};
+	struct ce c = {rnd(BT * EV, 4.0f, 17), zeros(BT * EV), target};
+	float *g = zeros(BT * EV);
+	memcpy(g, c.logits, BT * EV * sizeof *g);
+	float loss = crossentropy_forward_backward(g, target, BT, EV);
+	/* The mean of -log softmax[target], worked here in double. */
+	double want = 0.0;
+	for (size_t r = 0; r < BT; r++) {
+		double s = 0.0;
+		for (size_t i = 0; i < EV; i++)
+			s += exp((double)c.logits[r * EV + i]);
+		want -= (double)c.logits[r * EV + (size_t)target[r]] - log(s);
+	}
+	ck_assert_double_eq_tol(loss, want / (double)BT, 1e-5);
+	check_grad("d logits", ce_loss, &c, c.logits, g, BT * EV, 1e-2f, 5e-5, 2e-3);
+	free(c.logits), free(c.work), free(g);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- */
+/* The whole model */
+
+static struct tfm_dims tiny(enum tfm_family f, int tied)
+{
+	struct tfm_dims d = {f, 16, 2, 4, f == TFM_LLAMA ? 2 : 4, 4, f == TFM_LLAMA ? 24 : 64, 32, 8, tied,
+	                     1e-5f, 10000.0f};
+	return d;
+}
+
+struct md { struct tfm_model *m; const int *in, *target; };
+static double model_loss(void *p)
+{
+	struct md *c = p;
+	return tfm_model_loss(c->m, c->in, c->target);
+}
+
+static void check_model(enum tfm_family f, int tied)
+{
+	struct tfm_dims d = tiny(f, tied);
+	ck_assert_int_eq(tfm_dims_check(&d, NULL), 0);
+	struct tfm_model m;
+	tfm_model_init(&m, &d, 2, 8, TFM_RECOMPUTE_NONE);
+	/* Larger weights than the seed's (×2.5 and ×5 alternately), so that
+	 * every path carries a gradient well above the finite difference's
+	 * rounding, and the weights are not all alike. */
+	tfm_init_weights(m.params, &d, 7);
+	for (size_t i = 0; i < m.nparams; i++)
+		m.params[i] *= 5.0f * (i % 2 ? 1.0f : 0.5f);
+	struct tfm_task task;
+	int in[16], target[16];
+	tfm_task_init(&task, d.vocab, 7);
+	tfm_task_batch(in, target, &task, 7, 0, 0, 2, 8);
+	tfm_model_step(&m, in, target);
+	float *g = malloc(m.nparams * sizeof *g);
+	memcpy(g, m.grads, m.nparams * sizeof *g);
+	struct md c = {&m, in, target};
+	/* Each layer's range on its own, so that every tensor is sampled. */
+	size_t e = tfm_embed_params(&d), b = tfm_block_params_count(&d);
+	check_grad("embedding", model_loss, &c, m.params, g, e, 1e-3f, 5e-4, 5e-3);
+	for (size_t l = 0; l < d.layers; l++) {
+		size_t off = tfm_block_offset(&d, l);
+		check_grad("block", model_loss, &c, m.params + off, g + off, b, 1e-3f, 5e-4, 5e-3);
+	}
+	size_t off = tfm_final_offset(&d);
+	check_grad("final", model_loss, &c, m.params + off, g + off, tfm_final_params(&d), 1e-3f, 5e-4, 5e-3);
+	free(g);
+	tfm_task_free(&task);
+	tfm_model_free(&m);
+}
+
+START_TEST(test_gpt2_gradient_matches_finite_differences) { check_model(TFM_GPT2, 1); }
+END_TEST
+
+START_TEST(test_llama_gradient_matches_finite_differences) { check_model(TFM_LLAMA, 0); }
+END_TEST
+
+START_TEST(test_llama_tied_gradient_matches_finite_differences) { check_model(TFM_LLAMA, 1); }
+END_TEST
+
+/* Recompute changes what is kept, never a bit of the result: the loss
+ * and the gradient equal the kept run's, and the tensors kept shrink by
+ * what docs/schedule.md says: selective keeps one softmax (B·H·T²) for
+ * all blocks, full one block's tensors plus each block's output. */
+static void check_recompute(enum tfm_family f)
+{
+	struct tfm_dims d = tiny(f, f == TFM_GPT2);
+	const size_t B = 2, T = 8, L = d.layers;
+	struct tfm_model m[3];
+	float loss[3];
+	struct tfm_task task;
+	int in[16], target[16];
+	tfm_task_init(&task, d.vocab, 9);
+	tfm_task_batch(in, target, &task, 9, 0, 0, B, T);
+	for (int r = 0; r < 3; r++) {
+		tfm_model_init(&m[r], &d, B, T, (enum tfm_recompute)r);
+		tfm_init_weights(m[r].params, &d, 9);
+		loss[r] = tfm_model_step(&m[r], in, target);
+	}
+	size_t block = 0;
+	for (int a = 0; a < TFM_NBLOCK_ACTS; a++)
+		block += tfm_act_elems(&d, B, T, (enum tfm_act)a);
+	size_t att = B * d.heads * T * T, res3 = B * T * d.d;
+	ck_assert_uint_eq(m[1].act_elems, m[0].act_elems - (L - 1) * att);
+	ck_assert_uint_eq(m[2].act_elems, m[0].act_elems - (L - 1) * (block - res3));
+	for (int r = 1; r < 3; r++) {
+		ck_assert(memcmp(&loss[r], &loss[0], sizeof loss[0]) == 0);
+		ck_assert(memcmp(m[r].grads, m[0].grads, m[0].nparams * sizeof *m[0].grads) == 0);
+	}
+	for (int r = 0; r < 3; r++)
+		tfm_model_free(&m[r]);
+	tfm_task_free(&task);
+}
+
+START_TEST(test_gpt2_recompute_gives_the_same_bits) { check_recompute(TFM_GPT2); }
+END_TEST
+
+START_TEST(test_llama_recompute_gives_the_same_bits) { check_recompute(TFM_LLAMA); }
+END_TEST
+
+START_TEST(test_parameter_counts_are_gpt2_smalls_and_llamas)
+{
+	/* GPT-2 small: 124,439,808 parameters with the tied head (Hugging
+	 * Face's gpt2 model card; llm.c prints the same with V = 50257). */
+	struct tfm_dims g = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f};
+	ck_assert_int_eq(tfm_dims_check(&g, NULL), 0);
+	ck_assert_uint_eq(tfm_nparams(&g), 124439808);
+	/* TinyLlama-1.1B (d 2048, 22 layers, 32 heads, 4 kv heads, F 5632,
+	 * V 32000, untied): 1,100,048,384 parameters (its model card). */
+	struct tfm_dims l = {TFM_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 0, 1e-5f, 10000.0f};
+	ck_assert_int_eq(tfm_dims_check(&l, NULL), 0);
+	ck_assert_uint_eq(tfm_nparams(&l), 1100048384);
+}
+END_TEST
+
+/* The few lines that turn a Hugging Face shape (util/model.h, the config
+ * reader) into the engine's dimensions. */
+static struct tfm_dims dims_of(const struct zs_model *z)
+{
+	struct tfm_dims d = {z->family == ZS_FAMILY_LLAMA ? TFM_LLAMA : TFM_GPT2, (size_t)z->hidden,
+	                     (size_t)z->layers, (size_t)z->heads, (size_t)z->kv_heads, (size_t)z->head_dim,
+	                     (size_t)z->intermediate, (size_t)z->vocab, (size_t)z->positions, z->tied,
+	                     1e-5f, 10000.0f};
+	return d;
+}
+
+START_TEST(test_layout_units_are_the_theorys_for_every_shipped_model)
+{
+	/* The theory counts each unit from the shape alone (theory_model.c);
+	 * the engine's flat layout must hold the same ranges, or ZeRO-3's
+	 * gathers would not be the theory's. */
+	static const char *const names[] = {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-2-7b",
+	                                    "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b",
+	                                    "mistral-7b"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		struct zs_model z;
+		char *cause = NULL;
+		ck_assert_msg(zs_model_load(names[i], &z, &cause) == 0, "%s: %s", names[i], cause ? cause : "?");
+		struct tfm_dims d = dims_of(&z);
+		ck_assert_int_eq(tfm_dims_check(&d, NULL), 0);
+		struct theory_units u;
+		theory_model_units(&z, &u);
+		size_t first_block = tfm_block_offset(&d, 0);
+		ck_assert_uint_eq(u.embeddings, first_block);
+		ck_assert_uint_eq(u.block, tfm_block_params_count(&d));
+		ck_assert_uint_eq(u.head, d.tied ? 0 : tfm_final_params(&d));
+		ck_assert_uint_eq(theory_model_params(&z), tfm_nparams(&d));
+		if (!d.tied)
+			ck_assert_uint_eq(tfm_final_offset(&d), tfm_block_offset(&d, d.layers));
+	}
+}
+END_TEST
+
+START_TEST(test_bad_shapes_are_refused)
+{
+	struct tfm_dims d = tiny(TFM_LLAMA, 0);
+	char *cause = NULL;
+	d.kv_heads = 3;
+	ck_assert_int_eq(tfm_dims_check(&d, &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "not a multiple"));
+	free(cause);
+	d = tiny(TFM_LLAMA, 0);
+	d.head_dim = 5;
+	ck_assert_int_eq(tfm_dims_check(&d, NULL), -1);
+	d = tiny(TFM_GPT2, 1);
+	d.kv_heads = 2;
+	ck_assert_int_eq(tfm_dims_check(&d, NULL), -1);
+	d.kv_heads = 4;
+	d.vocab = 0;
+	ck_assert_int_eq(tfm_dims_check(&d, NULL), -1);
+}
+END_TEST
+
+/* 100 Adam steps at lr 3e-3 on the seed's task with a 64-token
+ * vocabulary, a fresh batch each step: the mean loss of the last ten steps
+ * must be under a third of the first step's (ln 64 = 4.16 at the start). */
+static void check_training(enum tfm_family f)
+{
+	struct tfm_dims d = {f, 32, 2, 4, f == TFM_LLAMA ? 2 : 4, 8, f == TFM_LLAMA ? 88 : 128, 64, 16,
+	                     f == TFM_GPT2, 1e-5f, 10000.0f};
+	const size_t B = 2, T = 16, steps = 100;
+	struct tfm_model m;
+	tfm_model_init(&m, &d, B, T, TFM_RECOMPUTE_NONE);
+	tfm_init_weights(m.params, &d, 3);
+	float *mo = zeros(m.nparams), *v = zeros(m.nparams);
+	struct optim o;
+	optim_init(&o, ZS_ADAM, 3e-3);
+	struct tfm_task task;
+	tfm_task_init(&task, d.vocab, 3);
+	int in[32], target[32];
+	double first = 0.0, last = 0.0;
+	for (size_t s = 0; s < steps; s++) {
+		tfm_task_batch(in, target, &task, 3, s, 0, B, T);
+		float loss = tfm_model_step(&m, in, target);
+		ck_assert(isfinite(loss));
+		if (s == 0)
+			first = loss;
+		if (s >= steps - 10)
+			last += loss / 10.0;
+		optim_update(&o, (unsigned)s + 1, m.params, mo, v, m.grads, ZS_F32, NULL, m.nparams);
+	}
+	ck_assert_double_eq_tol(first, log(64.0), 0.1);
+	ck_assert_msg(last < first / 3.0, "loss %.4f after 100 steps, %.4f at the first", last, first);
+	if (getenv("TFM_VERBOSE") != NULL)
+		printf("%s: loss %.4f at the first step, %.4f over the last ten\n", f == TFM_GPT2 ? "gpt2" : "llama",
+		       first, last);
+	free(mo), free(v);
+	tfm_task_free(&task);
+	tfm_model_free(&m);
+}
+
+START_TEST(test_gpt2_loss_falls_on_the_synthetic_task) { check_training(TFM_GPT2); }
+END_TEST
+
+START_TEST(test_llama_loss_falls_on_the_synthetic_task) { check_training(TFM_LLAMA); }
+END_TEST
+
+START_TEST(test_task_is_a_permutation_and_targets_are_next_tokens)
+{
+	struct tfm_task task;
+	tfm_task_init(&task, 256, 5);
+	int seen[256] = {0};
+	for (size_t i = 0; i < 256; i++)
+		seen[task.perm[i]]++;
+	for (size_t i = 0; i < 256; i++)
+		ck_assert_int_eq(seen[i], 1);
+	int in[2 * 32], target[2 * 32], in2[2 * 32], t2[2 * 32];
+	tfm_task_batch(in, target, &task, 5, 3, 1, 2, 32);
+	for (size_t b = 0; b < 2; b++)
+		for (size_t t = 0; t + 1 < 32; t++)
+			ck_assert_int_eq(target[b * 32 + t], in[b * 32 + t + 1]);
+	tfm_task_batch(in2, t2, &task, 5, 4, 1, 2, 32);
+	ck_assert(in2[0] != in[0] || in2[32] != in[32]); /* another step, other sequences */
+	tfm_task_free(&task);
+}
+END_TEST
+
+static Suite *tfm_suite(void)
+{
+	Suite *s = suite_create("tfm");
+	TCase *t = tcase_create("layers");
+	tcase_add_test(t, test_matmul_backward_matches_finite_differences);
+	tcase_add_test(t, test_layernorm_backward_matches_finite_differences);
+	tcase_add_test(t, test_rmsnorm_backward_matches_finite_differences);
+	tcase_add_test(t, test_attention_backward_matches_finite_differences);
+	tcase_add_test(t, test_rope_attention_backward_matches_finite_differences);
+	tcase_add_test(t, test_rope_keeps_norms_and_position_zero);
+	tcase_add_test(t, test_gelu_backward_matches_finite_differences);
+	tcase_add_test(t, test_swiglu_backward_matches_finite_differences);
+	tcase_add_test(t, test_gelu_is_gpt2s_tanh_form);
+	tcase_add_test(t, test_embedding_backward_matches_finite_differences);
+	tcase_add_test(t, test_crossentropy_backward_matches_finite_differences);
+	suite_add_tcase(s, t);
+	t = tcase_create("model");
+	tcase_set_timeout(t, 120);
+	tcase_add_test(t, test_gpt2_gradient_matches_finite_differences);
+	tcase_add_test(t, test_llama_gradient_matches_finite_differences);
+	tcase_add_test(t, test_llama_tied_gradient_matches_finite_differences);
+	tcase_add_test(t, test_gpt2_recompute_gives_the_same_bits);
+	tcase_add_test(t, test_llama_recompute_gives_the_same_bits);
+	tcase_add_test(t, test_parameter_counts_are_gpt2_smalls_and_llamas);
+	tcase_add_test(t, test_layout_units_are_the_theorys_for_every_shipped_model);
+	tcase_add_test(t, test_bad_shapes_are_refused);
+	tcase_add_test(t, test_task_is_a_permutation_and_targets_are_next_tokens);
+	tcase_add_test(t, test_gpt2_loss_falls_on_the_synthetic_task);
+	tcase_add_test(t, test_llama_loss_falls_on_the_synthetic_task);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	const char *srcdir = getenv("srcdir"); /* the shipped model configs */
+	if (getenv("ZEROSIM_DATADIR") == NULL)
+		setenv("ZEROSIM_DATADIR", srcdir != NULL ? srcdir : ".", 1);
+	SRunner *sr = srunner_create(tfm_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,236 @@
+"""tfm_torch -- the PyTorch half of the agreement test (tests/tfm_torch.sh).
+
+    python3 tests/tfm_torch.py DIR
+
+DIR holds what tests/tfm_dump wrote: run.json (shape, optimizer, every
+tensor's name/offset/shape, the batches, zerosim's losses), init.f32,
+grad1.f32 and final.f32 (the flat weights and the first gradient, raw
+little-endian float32). This builds the
+same model with torch.nn (written here from the papers' definitions, as
+Hugging Face's GPT2 and Llama modules compute them), loads init.f32, trains
+the same steps with torch.optim.Adam and compares:
+
+  - each step's loss, and the loss after the last step, within 1e-5
+    relative; the first step's gradient within 2e-6 in relative L2 norm;
+  - the weights after the first step: 99.9 % within 1e-5 relative to
+    max(|w|, 1e-3), GPT-2's key biases aside (their gradient is exactly
+    zero: the softmax ignores a shift common to all keys, so in fp32 both
+    frameworks step them by rounding noise);
+  - the weights after the last step: the worst within 2 x lr, and 99.9 %
+    within 1e-5 relative to max(|w|, 1e-3) (Adam turns the rounding of a
+    near-zero gradient into a step of either sign, so a maximum relative
+    bound would test rounding, not correctness). Where that bound fails,
+    the same run in float64 decides: if PyTorch's own fp32 run misses it
+    against float64 too, the bound is reported as not enforced (it then
+    measures how Adam amplifies the rounding of a few near-zero first-step
+    gradients, not the model); GPT-2 at these sizes is such a case.
+
+Exit status 0 when all hold, 1 otherwise; one line per check on stdout.
+"""
+import json
+import math
+import sys
+
+import torch
+import torch.nn.functional as F
+
+
+def load_f32(path, n):
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) != 4 * n:
+        sys.exit(f"tfm_torch: {path} holds {len(data)} bytes, not {4 * n}")
+    return torch.frombuffer(bytearray(data), dtype=torch.float32).clone()  # little-endian host
+
+
+class Model(torch.nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        d, V = cfg["d"], cfg["vocab"]
+        self.llama = cfg["family"] == "llama"
+        self.p = torch.nn.ParameterDict()
+        for t in cfg["tensors"]:
+            self.p[t["name"].replace(".", "_")] = torch.nn.Parameter(torch.zeros(t["shape"]))
+        self.H, self.KV, self.hd = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
+        self.F, self.eps, self.V, self.d = cfg["ffn"], cfg["eps"], V, d
+
+    def w(self, name):
+        return self.p[name.replace(".", "_")]
+
+    def norm(self, x, pre):
+        if self.llama:  # Hugging Face's LlamaRMSNorm
+            var = x.pow(2).mean(-1, keepdim=True)
+            return self.w(pre + "_w") * (x * torch.rsqrt(var + self.eps))
+        return F.layer_norm(x, (self.d,), self.w(pre + "_w"), self.w(pre + "_b"), self.eps)
+
+    def linear(self, x, pre):
+        b = pre + "_b"
+        return F.linear(x, self.w(pre + "_w"), self.w(b) if b.replace(".", "_") in self.p else None)
+
+    def rope(self, x, T):  # rotate-half layout, fp32 frequencies as Hugging Face computes them
+        hd = self.hd
+        inv = 1.0 / (self.cfg["rope_theta"] ** (torch.arange(0, hd, 2).float() / hd))
+        freqs = torch.outer(torch.arange(T).float(), inv)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+        x1, x2 = x[..., : hd // 2], x[..., hd // 2 :]
+        return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        H, KV, hd = self.H, self.KV, self.hd
+        x = F.embedding(idx, self.w("wte"))
+        if not self.llama:
+            x = x + self.w("wpe")[:T]
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        for l in range(self.cfg["layers"]):
+            h = f"h.{l}."
+            qkv = self.linear(self.norm(x, h + "ln1"), h + "qkv")
+            q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=-1)
+            q = q.view(B, T, H, hd).transpose(1, 2)
+            k = k.view(B, T, KV, hd).transpose(1, 2)
+            v = v.view(B, T, KV, hd).transpose(1, 2)
+            if self.llama:
+                q, k = self.rope(q, T), self.rope(k, T)
+            k = k.repeat_interleave(H // KV, dim=1)  # query head j reads kv head j // (H / KV)
+            v = v.repeat_interleave(H // KV, dim=1)
+            s = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+            att = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
+            y = (att @ v).transpose(1, 2).reshape(B, T, H * hd)
+            x = x + self.linear(y, h + "proj")
+            u = self.linear(self.norm(x, h + "ln2"), h + "fc")
+            if self.llama:
+                gate, up = u.split([self.F, self.F], dim=-1)
+                a = F.silu(gate) * up
+            else:
+                a = F.gelu(u, approximate="tanh")
+            x = x + self.linear(a, h + "fcproj")
+        x = self.norm(x, "lnf")
+        head = self.w("wte") if self.cfg["tied"] else self.w("head")
+        logits = F.linear(x, head)
+        return F.cross_entropy(logits.view(-1, self.V), targets.view(-1))
+
+
+def train(cfg, init, dtype):
+    """The run in PyTorch at dtype: each step's loss, the loss after the
+    last step, the first step's gradient, the weights after the first step
+    and after the last, all in zerosim's flat layout."""
+    model = Model(cfg).to(dtype)
+    with torch.no_grad():
+        for t in cfg["tensors"]:
+            k = model.w(t["name"]).numel()
+            model.w(t["name"]).copy_(init[t["offset"] : t["offset"] + k].view(t["shape"]))
+    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"], betas=(0.9, 0.999), eps=1e-8)
+    B, losses, grad, first = cfg["batch"], [], None, None
+
+    def flat(get):
+        v = torch.zeros(cfg["params"], dtype=torch.float64)
+        with torch.no_grad():
+            for t in cfg["tensors"]:
+                x = get(model.w(t["name"]))
+                v[t["offset"] : t["offset"] + x.numel()] = x.reshape(-1).double()
+        return v
+
+    for b in cfg["batches"]:
+        idx = torch.tensor(b["inputs"]).view(B, -1)
+        tgt = torch.tensor(b["targets"]).view(B, -1)
+        opt.zero_grad()
+        loss = model(idx, tgt)
+        loss.backward()
+        if grad is None:
+            grad = flat(lambda p: p.grad)
+        opt.step()
+        if first is None:
+            first = flat(lambda p: p)
+        losses.append(loss.item())
+    with torch.no_grad():
+        losses.append(model(idx, tgt).item())
+    return losses, grad, first, flat(lambda p: p)
+
+
+def key_biases(cfg):
+    """A mask of GPT-2's key biases: their gradient is exactly zero (a
+    shift common to all keys leaves the softmax unchanged), so in fp32 any
+    step they take is rounding noise, in either framework."""
+    mask = torch.zeros(cfg["params"], dtype=torch.bool)
+    H, KV, hd = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
+    for t in cfg["tensors"]:
+        if t["name"].endswith(".qkv_b"):
+            mask[t["offset"] + H * hd : t["offset"] + (H + KV) * hd] = True
+    return mask
+
+
+def within(a, b):
+    """The fraction of weights of b within 1e-5 of a relative to
+    max(|a|, 1e-3), per element."""
+    rel = (a - b).abs() / torch.maximum(a.abs(), torch.full_like(a, 1e-3))
+    return rel <= 1e-5
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: tfm_torch.py DIR")
+    run_dir = sys.argv[1]
+    with open(f"{run_dir}/run.json") as f:
+        cfg = json.load(f)
+    torch.set_num_threads(1)
+    n, lr, fam = cfg["params"], cfg["lr"], cfg["family"]
+    init = load_f32(f"{run_dir}/init.f32", n)
+    final = load_f32(f"{run_dir}/final.f32", n).double()
+    grad1 = load_f32(f"{run_dir}/grad1.f32", n).double()
+    step1 = load_f32(f"{run_dir}/step1.f32", n).double()
+    losses, g32, s32, w32 = train(cfg, init, torch.float32)
+    ok = True
+
+    def report(good, text):
+        nonlocal ok
+        ok &= good
+        print(f"{fam}: {text} {'ok' if good else 'FAIL'}")
+
+    theirs = cfg["losses"] + [cfg["final_loss"]]
+    for i, (a, z) in enumerate(zip(losses, theirs)):
+        rel = abs(a - z) / abs(a)
+        what = f"after step {i}" if i == len(losses) - 1 else f"step {i + 1}"
+        report(rel <= 1e-5, f"loss {what}: torch {a:.8f} zerosim {z:.8f} rel {rel:.2e}")
+    rel = ((g32 - grad1).norm() / g32.norm()).item()
+    report(rel <= 2e-6, f"first gradient: |torch - zerosim| / |torch| = {rel:.2e} (need <= 2e-6)")
+    keys = key_biases(cfg)
+    f1 = within(s32, step1)[~keys].double().mean().item()
+    aside = f", {int(keys.sum())} key biases aside" if keys.any() else ""
+    report(f1 >= 0.999, f"weights after step 1{aside}: {100 * f1:.3f} % within 1e-5 (need 99.9 %)")
+    worst = (w32 - final).abs().max().item()
+    report(worst <= 2 * lr, f"worst weight difference {worst:.3e} (need <= 2 lr = {2 * lr:.0e})")
+    near = within(w32, final)
+    frac = near.double().mean().item()
+    steps = len(cfg["batches"])
+    if frac >= 0.999:
+        report(True, f"weights after {steps} steps: {100 * frac:.3f} % within 1e-5 (need 99.9 %)")
+    else:
+        # Where the bound fails, ask whether PyTorch's own fp32 run meets it
+        # against the same run in float64. If it does not either, the bound
+        # measures fp32 rounding amplified by Adam (a gradient near zero, or
+        # exactly zero as a key bias's, becomes a step of either sign), and
+        # zerosim must then miss the float64 run about as often as PyTorch.
+        _, _, _, w64 = train(cfg, init, torch.float64)
+        f_torch = within(w64, w32).double().mean().item()
+        f_zs = within(w64, final).double().mean().item()
+        print(f"{fam}: weights after {steps} steps: {100 * frac:.3f} % within 1e-5 of torch fp32 (the bound is 99.9 %)")
+        print(f"{fam}: against torch float64: torch fp32 {100 * f_torch:.3f} %, zerosim {100 * f_zs:.3f} % within 1e-5")
+        if f_torch < 0.999:
+            print(f"{fam}: NOT ENFORCED: PyTorch's own fp32 misses the 99.9 % bound against float64 too; "
+                  "the weights are held to the first step and the worst bound instead")
+        else:
+            report(False, "zerosim misses a bound PyTorch's own fp32 meets against float64")
+            for t in cfg["tensors"]:  # name the tensors that disagree
+                o, k = t["offset"], init.new_zeros(t["shape"]).numel()
+                f = near[o : o + k].double().mean().item()
+                if f < 0.999:
+                    print(f"{fam}:   {t['name']}: {100 * f:.2f} %, worst {(w32 - final)[o : o + k].abs().max().item():.2e}")
+    moved = (final - init.double()).abs().max().item()
+    print(f"{fam}: (the largest update of a weight over the run: {moved:.3e})")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
