@@ -11,8 +11,8 @@
  * vector (layout.h). A new model is a new builder and, if it needs them,
  * new layer kinds.
  */
-#ifndef ZS_MODEL_H
-#define ZS_MODEL_H
+#ifndef ZS_ENGINE_MODEL_H
+#define ZS_ENGINE_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -21,8 +21,8 @@
  * This is plain data shared by the theory and the engine: it knows the
  * shape, not what any stage computes from it.
  */
-#ifndef ZS_MODEL_H
-#define ZS_MODEL_H
+#ifndef ZS_UTIL_MODEL_H
+#define ZS_UTIL_MODEL_H
 
 #include <stdint.h>
 #include <cjson/cJSON.h>
