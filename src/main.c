@@ -52,6 +52,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "zerosim: missing command (measure, theory, report); try 'zerosim --help'\n");
 		return ZS_EXIT_USAGE;
 	}
+	zs_signals_init();
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
 		usage(stdout);

@@ -23,6 +23,10 @@ tests_test_golden_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_golden_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(CHECK_LIBS) -lm
 endif
 
+# Hostile input, class by class: files, limits, signals, paths.
+TESTS += tests/hostile.sh
+EXTRA_DIST += tests/hostile.sh
+
 # Where report finds its template without --template.
 TESTS += tests/datafile.sh
 EXTRA_DIST += tests/datafile.sh

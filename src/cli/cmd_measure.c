@@ -70,41 +70,36 @@ static void usage(FILE *f)
 	      f);
 }
 
-/* Bad usage, refused before anything runs: an output that is a folder, or
- * that names one of the inputs (it would be overwritten). */
-static int check_output(const char *opt, const char *path, const char *spec, const char *case_path,
-                        const char *other, char **cause)
-{
-	struct stat st;
-	if (path == NULL)
-		return 0;
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-		return zs_fail(cause, "%s %s: is a folder, not a file", opt, path);
-	if (zs_same_file(path, spec))
-		return zs_fail(cause, "%s %s: is the --spec file; it would be overwritten", opt, path);
-	if (zs_same_file(path, case_path))
-		return zs_fail(cause, "%s %s: is the --case file; it would be overwritten", opt, path);
-	if (other != NULL && (strcmp(path, other) == 0 || zs_same_file(path, other)))
-		return zs_fail(cause, "--out and --dump-weights name the same file %s", path);
-	return 0;
-}
-
 /* Fail now, before a long run, if FILE's folder cannot take the output. */
 static int check_writable(const char *path, char **cause)
 {
+	char *target = NULL;
+	int fd;
 	struct stat st;
-	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-		/* a device or FIFO is written in place (zs_write_atomic) */
-		return access(path, W_OK) == 0 ? 0 : zs_fail(cause, "cannot write %s: %s", path, strerror(errno));
-	const char *slash = strrchr(path, '/');
-	char *dir = slash ? zs_asprintf("%.*s", (int)(slash - path), path) : zs_strdup(".");
-	if (*dir == '\0') {
-		free(dir);
-		dir = zs_strdup("/");
+	if (zs_output_resolve(path, &target, &fd) != 0 && fd < 0) {
+		const char *slash = strrchr(target, '/');
+		int r = zs_fail(cause, "cannot write %s: the folder %.*s is missing", path,
+		                slash != NULL ? (int)(slash - target) : 1, slash != NULL ? target : ".");
+		free(target);
+		return r;
 	}
-	int ok = access(dir, W_OK | X_OK) == 0;
-	int r = ok ? 0 : zs_fail(cause, "cannot write %s: the folder %s is missing or not writable", path, dir);
-	free(dir);
+	if (fd >= 0)
+		return 0;
+	if (stat(target, &st) == 0 && S_ISDIR(st.st_mode)) {
+		free(target);
+		return zs_fail(cause, "%s: is a folder, not a file", path);
+	}
+	int ok;
+	char *slash = strrchr(target, '/');
+	if (stat(target, &st) == 0 && !S_ISREG(st.st_mode)) { /* a device or FIFO: written in place */
+		ok = access(target, W_OK) == 0;
+	} else {
+		if (slash != NULL)
+			slash[slash == target] = '\0'; /* the folder ("/" for /x) */
+		ok = stat(target, &st) == 0 && S_ISDIR(st.st_mode) ? access(target, W_OK | X_OK) == 0 : (errno = ENOTDIR, 0);
+	}
+	int r = ok ? 0 : zs_fail(cause, "cannot write %s: %s", path, strerror(errno));
+	free(target);
 	return r;
 }
 
@@ -119,25 +114,68 @@ static int parse_jobs(const char *s, unsigned *jobs, char **cause)
 	return 0;
 }
 
-/* Options the case file fixes: given on the command line, they must agree. */
+/* A training setting as the command line writes it, for comparing and
+ * for messages. */
+static void setting_text(const struct zs_config *c, enum zs_key k, char *buf, size_t n)
+{
+	switch (k) {
+	case ZS_KEY_PRECISION: snprintf(buf, n, "%s", zs_precision_name(c->precision)); break;
+	case ZS_KEY_OPTIMIZER: snprintf(buf, n, "%s", zs_optimizer_name(c->optimizer)); break;
+	case ZS_KEY_LR: zs_number_text(c->lr, buf, n); break;
+	case ZS_KEY_BETA1: zs_number_text(c->beta1, buf, n); break;
+	case ZS_KEY_BETA2: zs_number_text(c->beta2, buf, n); break;
+	default: zs_number_text(c->eps, buf, n); break;
+	}
+}
+
+/* What the case file fixes: the model, one world size, the batch and the
+ * steps, and (zerosim-case/2) the training settings it gives. An option
+ * that says otherwise, on the command line or in --spec, is refused. */
 static int apply_case(struct zs_config *c, const struct zs_case *cs, char **cause)
 {
-	const unsigned given[4] = {c->given & 1u << ZS_KEY_LAYERS, c->given & 1u << ZS_KEY_WORLD,
-	                           c->given & 1u << ZS_KEY_BATCH, c->given & 1u << ZS_KEY_STEPS};
-	if (given[0] && (c->nwidths != cs->nwidths || memcmp(c->widths, cs->widths, cs->nwidths * sizeof *cs->widths) != 0))
+	static const enum zs_key training[] = {ZS_KEY_PRECISION, ZS_KEY_OPTIMIZER, ZS_KEY_LR,
+	                                       ZS_KEY_BETA1, ZS_KEY_BETA2, ZS_KEY_EPS};
+	static const char *const names[] = {"precision", "optimizer", "lr", "beta1", "beta2", "eps"};
+	const unsigned given = c->given;
+	if ((given & 1u << ZS_KEY_LAYERS) &&
+	    (c->nwidths != cs->nwidths || memcmp(c->widths, cs->widths, cs->nwidths * sizeof *cs->widths) != 0))
 		return zs_fail(cause, "--layers disagrees with the case file's layers");
-	if (given[1] && (c->nworld != 1 || c->world[0] != cs->world))
+	if ((given & 1u << ZS_KEY_WORLD) && (c->nworld != 1 || c->world[0] != cs->world))
 		return zs_fail(cause, "--world disagrees with the case file's world size %u", cs->world);
-	if (given[2] && c->batch != cs->batch)
+	if ((given & 1u << ZS_KEY_BATCH) && c->batch != cs->batch)
 		return zs_fail(cause, "--batch %u disagrees with the case file's batch %u", c->batch, cs->batch);
-	if (given[3] && c->steps != cs->steps)
+	if ((given & 1u << ZS_KEY_STEPS) && c->steps != cs->steps)
 		return zs_fail(cause, "--steps %u disagrees with the case file's %u steps", c->steps, cs->steps);
+	if (given & 1u << ZS_KEY_SEED)
+		return zs_fail(cause, "--seed is not used with --case: the case holds the weights and batches");
+	for (size_t i = 0; i < sizeof training / sizeof training[0]; i++) {
+		char mine[40], theirs[40];
+		if (!(cs->train.given & 1u << training[i]))
+			continue;
+		setting_text(c, training[i], mine, sizeof mine);
+		setting_text(&cs->train, training[i], theirs, sizeof theirs);
+		if ((given & 1u << training[i]) && strcmp(mine, theirs) != 0)
+			return zs_fail(cause, "--%s %s disagrees with the case file's %s %s", names[i], mine, names[i], theirs);
+	}
 	c->nwidths = cs->nwidths;
 	memcpy(c->widths, cs->widths, sizeof c->widths);
 	c->nworld = 1;
 	c->world[0] = cs->world;
 	c->batch = cs->batch;
 	c->steps = cs->steps;
+	const struct zs_config *t = &cs->train;
+	if (t->given & 1u << ZS_KEY_PRECISION)
+		c->precision = t->precision;
+	if (t->given & 1u << ZS_KEY_OPTIMIZER)
+		c->optimizer = t->optimizer;
+	if (t->given & 1u << ZS_KEY_LR)
+		c->lr = t->lr;
+	if (t->given & 1u << ZS_KEY_BETA1)
+		c->beta1 = t->beta1;
+	if (t->given & 1u << ZS_KEY_BETA2)
+		c->beta2 = t->beta2;
+	if (t->given & 1u << ZS_KEY_EPS)
+		c->eps = t->eps;
 	return 0;
 }
 
@@ -252,9 +290,18 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	/* Under MPI only process 0 writes, and checks where it writes. */
 	int writer = !mpi || launched_rank() <= 0;
-	if (writer && (check_output("--out", out, spec, case_path, dump, &cause) != 0 ||
-	               check_output("--dump-weights", dump, spec, case_path, NULL, &cause) != 0))
+	const struct zs_path in[] = {{"--spec", spec}, {"--case", case_path}};
+	const struct zs_path outs[] = {{"--out", out}, {"--dump-weights", dump}};
+	if (writer && zs_check_paths(in, 2, outs, 2, &cause) != 0)
 		goto fail;
+	/* A folder is bad usage; a folder that cannot take the file, a run-time failure. */
+	struct stat st;
+	if (writer && ((out != NULL && stat(out, &st) == 0 && S_ISDIR(st.st_mode)) ||
+	               (dump != NULL && stat(dump, &st) == 0 && S_ISDIR(st.st_mode)))) {
+		const char *d = out != NULL && stat(out, &st) == 0 && S_ISDIR(st.st_mode) ? out : dump;
+		zs_fail(&cause, "%s %s: is a folder, not a file", d == out ? "--out" : "--dump-weights", d);
+		goto fail;
+	}
 	if (writer && ((out && check_writable(out, &cause) != 0) || (dump && check_writable(dump, &cause) != 0))) {
 		status = ZS_EXIT_RUNTIME;
 		goto fail;
@@ -309,13 +356,13 @@ int zs_cmd_measure(int argc, char **argv)
 		if (zs_json_write(out, root, &cause) != 0)
 			goto fail;
 	} else {
-		char *text = cJSON_Print(root);
-		if (text == NULL || fputs(text, stdout) == EOF || fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
-			cJSON_free(text);
-			zs_fail(&cause, "cannot write to standard output");
+		char *text = zs_json_print(root);
+		if (fputs(text, stdout) == EOF || fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
+			free(text);
+			zs_fail(&cause, "cannot write to standard output: %s", strerror(errno));
 			goto fail;
 		}
-		cJSON_free(text);
+		free(text);
 	}
 done:
 	status = ZS_EXIT_OK;

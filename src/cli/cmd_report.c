@@ -6,11 +6,13 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "report/report.h"
+#include "report/report_figures.h"
 #include "util/datafile.h"
 #include "util/util.h"
 
@@ -38,6 +40,48 @@ static void usage(void)
 	       "\n"
 	       "Exit status: 0 success, 1 failure at run time (or an unexplained point with\n"
 	       "--strict), 2 bad usage or bad input.\n", ZS_DATADIR "/report");
+}
+
+/* What the report writes in its folder (report.c, report_figures.c; pdflatex
+ * adds zerosim-report.aux, .log, .pdf and so on). */
+static const char *const out_names[] = {"diff.json", "flags.txt", "table.tex", "findings.tex", "flags.tex",
+                                        "gnuplot.log", "pdflatex.log"};
+static const char *const figure_exts[] = {".gp", ".dat", ".pdf", ".png"};
+
+/* 1 if the file `in` (resolved) is one the report would write in DIR. */
+static int is_output(const char *dir, const char *in)
+{
+	char *target = NULL, *real = realpath(dir, NULL);
+	int fd, hit = 0;
+	if (real == NULL) /* no folder yet: nothing in it */
+		return 0;
+	if (zs_output_resolve(in, &target, &fd) == 0 && target != NULL) {
+		size_t n = strlen(real);
+		const char *base = target + n + 1;
+		if (strncmp(target, real, n) == 0 && target[n] == '/') {
+			hit = strncmp(base, "figures/", 8) == 0 || strncmp(base, "zerosim-report.", 15) == 0;
+			for (size_t i = 0; i < sizeof out_names / sizeof out_names[0]; i++)
+				hit |= strcmp(base, out_names[i]) == 0;
+		}
+	}
+	/* The same file under another name (a hard link). */
+	for (size_t i = 0; i < sizeof out_names / sizeof out_names[0] && !hit; i++) {
+		char *p = zs_asprintf("%s/%s", real, out_names[i]);
+		hit = zs_same_file(p, in);
+		free(p);
+	}
+	for (size_t i = 0; i < (size_t)REPORT_NFIGURES * 4 && !hit; i++) {
+		char *p = zs_asprintf("%s/figures/%s%s", real, report_figure_names[i / 4], figure_exts[i % 4]);
+		hit = zs_same_file(p, in);
+		free(p);
+	}
+	char *pdf = zs_asprintf("%s/zerosim-report.pdf", real), *tex = zs_asprintf("%s/zerosim-report.tex", real);
+	hit = hit || zs_same_file(pdf, in) || zs_same_file(tex, in);
+	free(pdf);
+	free(tex);
+	free(target);
+	free(real);
+	return hit;
 }
 
 enum { OPT_MEASURED = ZS_OPT_COMMAND, OPT_THEORY, OPT_OUT, OPT_TEMPLATE, OPT_STRICT, OPT_NO_RENDER };
@@ -79,14 +123,32 @@ int zs_cmd_report(int argc, char **argv)
 	}
 	free(args);
 	if (o.measured == NULL || o.theory == NULL || o.out == NULL) {
-		fprintf(stderr, "zerosim report: --measured, --theory and --out are required (try --help)\n");
-		return ZS_EXIT_USAGE;
+		const char *missing[3];
+		int k = 0;
+		if (o.measured == NULL)
+			missing[k++] = "--measured";
+		if (o.theory == NULL)
+			missing[k++] = "--theory";
+		if (o.out == NULL)
+			missing[k++] = "--out";
+		cause = k == 1 ? zs_asprintf("%s is required; try 'zerosim report --help'", missing[0])
+		      : k == 2 ? zs_asprintf("%s and %s are required; try 'zerosim report --help'", missing[0], missing[1])
+		               : zs_asprintf("%s, %s and %s are required; try 'zerosim report --help'", missing[0],
+		                             missing[1], missing[2]);
+		goto usage_error;
 	}
 	/* "" would make OUT/figures the root folder's /figures. */
 	if (*o.out == '\0') {
 		fprintf(stderr, "zerosim report: --out: the folder name is empty\n");
 		return ZS_EXIT_USAGE;
 	}
+	const struct zs_path in[] = {{"--measured", o.measured}, {"--theory", o.theory}, {"--template", o.template_path}};
+	for (size_t i = 0; i < 3; i++)
+		if ((i < 2 || template_given) && is_output(o.out, in[i].path)) {
+			cause = zs_asprintf("%s %s: is a file the report writes in %s; it would be overwritten", in[i].opt,
+			                    in[i].path, o.out);
+			goto usage_error;
+		}
 	/* The shipped template: installed, or beside an uninstalled binary. */
 	char *found = template_given ? NULL : zs_datafile("report/zerosim-report.tex", &cause);
 	if (!template_given && found == NULL) {

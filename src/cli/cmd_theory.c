@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,10 +275,10 @@ int zs_cmd_theory(int argc, char **argv)
 		cause = zs_asprintf("--out %s: is a folder, not a file", out);
 		goto bad;
 	}
-	if (zs_same_file(out, spec)) {
-		cause = zs_asprintf("--out %s: is the --spec file; it would be overwritten", out);
+	const struct zs_path in[] = {{"--spec", spec}}, outs[] = {{"--out", out}};
+	if (zs_check_paths(in, 1, outs, 1, &cause) != 0)
 		goto bad;
-	}
+	/* --model names a file or a built-in model: only an existing file counts. */
 	if (model_arg != NULL && zs_same_file(out, model_arg)) {
 		cause = zs_asprintf("--out %s: is the --model file; it would be overwritten", out);
 		goto bad;
@@ -331,9 +332,9 @@ int zs_cmd_theory(int argc, char **argv)
 			if (zs_json_write(out, root, &cause) < 0)
 				goto fail;
 		} else {
-			json = cJSON_Print(root);
-			if (json == NULL || puts(json) == EOF)
-				goto fail;
+			json = zs_json_print(root);
+			if (puts(json) == EOF)
+				goto stdout_fail;
 		}
 	} else {
 		text = theory_text(&req);
@@ -341,14 +342,16 @@ int zs_cmd_theory(int argc, char **argv)
 			if (zs_write_atomic(out, text, strlen(text), &cause) < 0)
 				goto fail;
 		} else if (fputs(text, stdout) == EOF) {
-			goto fail;
+			goto stdout_fail;
 		}
 	}
 	if (fflush(stdout) != 0)
-		goto fail;
+		goto stdout_fail;
 	status = ZS_EXIT_OK;
 	goto end;
 
+stdout_fail:
+	zs_fail(&cause, "cannot write to standard output: %s", strerror(errno));
 fail:
 	zs_print_error("zerosim theory", cause != NULL ? cause : "cannot write the output");
 	goto end;
@@ -357,7 +360,7 @@ bad:
 end:
 	free(cause);
 	free(text);
-	cJSON_free(json);
+	free(json);
 	cJSON_Delete(root);
 	free(args);
 	return status;

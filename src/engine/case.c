@@ -1,8 +1,10 @@
 /*
- * case — reading a zerosim-case/1 file (docs/formats.md): the model, the
- * initial weights and every rank's batch at every step, so that the same
- * numbers can be fed to another framework and compared. Every key is
- * checked; a wrong shape names the place it was found.
+ * case — reading a zerosim-case/2 or /1 file (docs/formats.md): the model,
+ * the initial weights and every rank's batch at every step, and (/2) the
+ * training settings, so that the same run can be fed to another framework
+ * and compared. Every key is checked, and a key the version does not have
+ * is an error naming it (a user writes this file); a wrong shape names the
+ * place it was found.
  */
 #include "config.h"
 
@@ -71,6 +73,13 @@ static int batches_shape(const cJSON *batches, const struct zs_case *cs, char **
 		cJSON_ArrayForEach(rk, stepv) {
 			if (!cJSON_IsObject(rk))
 				return zs_fail(cause, "the case's batches[%zu][%zu] is not an object", t, k);
+			const cJSON *key;
+			cJSON_ArrayForEach(key, rk)
+				if (strcmp(key->string, "x") != 0 && strcmp(key->string, "y") != 0)
+					return zs_fail(cause, "the case's batches[%zu][%zu] has the unknown key \"%.40s\" (x, y)", t,
+					               k, key->string);
+			if (cJSON_GetArraySize(rk) > 2)
+				return zs_fail(cause, "the case's batches[%zu][%zu] gives x or y twice", t, k);
 			for (int i = 0; i < 2; i++) {
 				const cJSON *m = cJSON_GetObjectItemCaseSensitive(rk, keys[i]), *row;
 				if (!cJSON_IsArray(m))
@@ -90,6 +99,58 @@ static int batches_shape(const cJSON *batches, const struct zs_case *cs, char **
 		}
 		t++;
 	}
+	return 0;
+}
+
+/* The keys of each version; a key of neither is refused by name. */
+static const char *const keys_v1[] = {"format", "layers", "world", "batch", "steps", "weights", "batches"};
+static const char *const training_v2[] = {"precision", "optimizer", "lr", "beta1", "beta2", "eps"};
+/* Keys zerosim-case/2 defines for a transformer (docs/formats.md) that
+ * this zerosim does not read yet: refused, never ignored. */
+static const char *const later_v2[] = {"model", "tokens"};
+
+static int listed(const char *key, const char *const *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(key, list[i]) == 0)
+			return 1;
+	return 0;
+}
+
+#define LISTED(key, list) listed((key), (list), sizeof(list) / sizeof(list)[0])
+
+/* Check every top-level key, and read /2's training settings. */
+static int keys(const cJSON *root, int version, struct zs_case *cs, char **cause)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, root) {
+		for (const cJSON *e = root->child; e != it; e = e->next)
+			if (strcmp(e->string, it->string) == 0)
+				return zs_fail(cause, "the case gives the key \"%.40s\" twice", it->string);
+		if (LISTED(it->string, keys_v1))
+			continue;
+		if (version >= 2 && LISTED(it->string, training_v2)) {
+			char *why = NULL;
+			if (zs_config_set_json(&cs->train, it->string, it, &why) != 0) {
+				int r = zs_fail(cause, "the case's %s", why);
+				free(why);
+				return r;
+			}
+			continue;
+		}
+		if (version >= 2 && LISTED(it->string, later_v2))
+			return zs_fail(cause, "the case's \"%s\" (a transformer's) is not read by this zerosim, "
+			               "which trains the MLP of \"layers\"", it->string);
+		if (version == 1 && LISTED(it->string, training_v2))
+			return zs_fail(cause, "unknown key \"%.40s\" in a zerosim-case/1 file (training settings "
+			               "are zerosim-case/2's)", it->string);
+		return zs_fail(cause, "unknown key \"%.40s\" in the case", it->string);
+	}
+	/* SGD has no betas or epsilon: a case that gives them means Adam. */
+	unsigned adam_only = 1u << ZS_KEY_BETA1 | 1u << ZS_KEY_BETA2 | 1u << ZS_KEY_EPS;
+	if ((cs->train.given & 1u << ZS_KEY_OPTIMIZER) && cs->train.optimizer == ZS_SGD &&
+	    (cs->train.given & adam_only))
+		return zs_fail(cause, "the case trains sgd but gives Adam's beta1, beta2 or eps");
 	return 0;
 }
 
@@ -123,6 +184,10 @@ static int load(const cJSON *root, struct zs_case *cs, char **cause)
 	double psi = 0;
 	for (size_t l = 0; l + 1 < cs->nwidths; l++)
 		psi += (double)cs->widths[l] * (double)cs->widths[l + 1] + (double)cs->widths[l + 1];
+	weights = cJSON_GetObjectItemCaseSensitive(root, "weights");
+	if (cJSON_IsObject(weights))
+		return zs_fail(cause, "the case's \"weights\" names a side file, which this zerosim does not read "
+		               "yet; give them as an array");
 	if (zs_json_array(root, "weights", "case", &weights, cause) != 0 ||
 	    zs_json_array(root, "batches", "case", &batches, cause) != 0)
 		return -1;
@@ -178,11 +243,14 @@ static int load(const cJSON *root, struct zs_case *cs, char **cause)
 int engine_case_load(const char *path, struct zs_case **out, char **cause)
 {
 	cJSON *root;
-	if (zs_json_load(path, "zerosim-case/1", &root, cause) != 0)
+	if (zs_json_load(path, "zerosim-case/2 or zerosim-case/1", &root, cause) != 0)
 		return -1;
 	struct zs_case *cs = zs_calloc(1, sizeof *cs);
+	zs_config_defaults(&cs->train);
+	cs->train.given = 0;
+	int version = strcmp(cJSON_GetObjectItemCaseSensitive(root, "format")->valuestring, "zerosim-case/2") == 0 ? 2 : 1;
 	char *why = NULL;
-	int r = load(root, cs, &why);
+	int r = keys(root, version, cs, &why) != 0 ? -1 : load(root, cs, &why);
 	cJSON_Delete(root);
 	if (r != 0) {
 		zs_fail(cause, "%s: %s", path, why);

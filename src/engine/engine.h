@@ -5,7 +5,7 @@
  *
  * Data: with no case file, the initial weights and every rank's batches come
  * from --seed through a counter-based generator (splitmix64), documented in
- * docs/formats.md; with a case file (zerosim-case/1) they come from it.
+ * docs/formats.md; with a case file (zerosim-case/1 or /2) they come from it.
  *
  * Ownership: engine_run fills a zs_result the caller releases with
  * engine_result_free; engine_case_load returns a case the caller releases
@@ -26,6 +26,8 @@ struct zs_case {
 	unsigned world, batch, steps;
 	float *weights;   /* Ψ */
 	float *x, *y;     /* [step][rank][batch][d0] and [step][rank][batch][dL] */
+	struct zs_config train; /* zerosim-case/2's training settings: those
+	                           in train.given are the case's (case.c) */
 };
 
 struct zs_result {

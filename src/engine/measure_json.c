@@ -66,8 +66,18 @@ cJSON *measure_json_new(const struct zs_config *c, const char *case_path)
 	zs_json_add_number(cfg, "params", zs_config_params(c));
 	zs_json_add_number(cfg, "steps", c->steps);
 	zs_json_add_number(cfg, "batch", c->batch);
-	zs_json_add_number(cfg, "seed", (double)c->seed);
+	if (case_path != NULL) { /* the case holds the weights and batches: no seed is used */
+		if (cJSON_AddNullToObject(cfg, "seed") == NULL)
+			zs_oom(__FILE__, __LINE__);
+	} else {
+		zs_json_add_number(cfg, "seed", (double)c->seed);
+	}
 	zs_json_add_number(cfg, "lr", c->lr);
+	if (c->optimizer == ZS_ADAM) { /* Adam's; SGD has none */
+		zs_json_add_number(cfg, "beta1", c->beta1);
+		zs_json_add_number(cfg, "beta2", c->beta2);
+		zs_json_add_number(cfg, "eps", c->eps);
+	}
 	str(cfg, "precision", zs_precision_name(c->precision));
 	str(cfg, "optimizer", zs_optimizer_name(c->optimizer));
 	unsigned p, g, k;

@@ -51,19 +51,45 @@ static const char *num_text(double v, char *buf, size_t len)
 	return buf;
 }
 
-/* A count the report computes with: a finite number, 0 or more. `what` is
+/* A count the report computes with: a whole number from 0 to below 2^53,
+ * where a double holds every integer exactly (docs/formats.md). `what` is
  * "a byte count" or "an element count". */
-static int read_count(const cJSON *o, const char *key, const char *where, const char *what,
-                      double *out, char **cause)
+static int check_count(double v, const char *where, const char *key, const char *what, char **cause)
 {
-	char v[40];
+	char t[40];
+
+	if (v < 0)
+		return zs_fail(cause, "%s.%s is %s, not %s (a finite number, 0 or more)", where, key,
+		               num_text(v, t, sizeof t), what);
+	if (v != floor(v) || v >= 9007199254740992.0)
+		return zs_fail(cause, "%s.%s is %s, not %s (a whole number below 2^53)", where, key,
+		               num_text(v, t, sizeof t), what);
+	return 0;
+}
+
+/* The paper's floor: bytes a rank holds on average (2 + 14/N per
+ * parameter), a real number, finite, 0 or more, below 2^53. */
+static int read_floor(const cJSON *o, const char *key, const char *where, double *out, char **cause)
+{
+	char t[40];
 
 	if (zs_json_number(o, key, where, out, cause) < 0)
 		return -1;
 	if (*out < 0)
-		return zs_fail(cause, "%s.%s is %s, not %s (a finite number, 0 or more)", where, key,
-		               num_text(*out, v, sizeof v), what);
+		return zs_fail(cause, "%s.%s is %s, not a byte count (a finite number, 0 or more)", where, key,
+		               num_text(*out, t, sizeof t));
+	if (*out >= 9007199254740992.0)
+		return zs_fail(cause, "%s.%s is %s, not a byte count (a number below 2^53)", where, key,
+		               num_text(*out, t, sizeof t));
 	return 0;
+}
+
+static int read_count(const cJSON *o, const char *key, const char *where, const char *what,
+                      double *out, char **cause)
+{
+	if (zs_json_number(o, key, where, out, cause) < 0)
+		return -1;
+	return check_count(*out, where, key, what, cause);
 }
 
 static int read_bytes(const cJSON *o, const char *key, const char *where, double *out,
@@ -126,6 +152,29 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 	    read_bytes(bpp, "grad", where, &m->g, cause) < 0 ||
 	    read_bytes(bpp, "optimizer", where, &m->k, cause) < 0)
 		return -1;
+	/* Known values only: these strings reach the LaTeX and the figures. */
+	enum zs_precision pr = ZS_MIXED;
+	enum zs_optimizer op = ZS_ADAM;
+	if (zs_precision_parse(m->precision, &pr) < 0)
+		return zs_fail(cause, "%s: unknown precision '%.40s' (mixed, fp32)", where, m->precision);
+	if (zs_optimizer_parse(m->optimizer, &op) < 0)
+		return zs_fail(cause, "%s: unknown optimizer '%.40s' (adam, sgd)", where, m->optimizer);
+	return 0;
+}
+
+/* The bytes per parameter are a fact of the precision and the optimizer. */
+static int check_bytes_per_param(const struct model_cfg *m, const char *where, char **cause)
+{
+	enum zs_precision pr = ZS_MIXED;
+	enum zs_optimizer op = ZS_ADAM;
+	unsigned p, g, k;
+
+	(void)zs_precision_parse(m->precision, &pr);
+	(void)zs_optimizer_parse(m->optimizer, &op);
+	zs_bytes_per_param(pr, op, &p, &g, &k);
+	if (m->p != p || m->g != g || m->k != k)
+		return zs_fail(cause, "%s: bytes_per_param is %.0f, %.0f, %.0f, but %s %s has %u, %u, %u", where,
+		               m->p, m->g, m->k, m->precision, m->optimizer, p, g, k);
 	return 0;
 }
 
@@ -186,6 +235,9 @@ static int read_breakdown(const cJSON *o, const char *key, const char *where, co
 		if (!cJSON_IsNumber(c) || !isfinite(c->valuedouble) || c->valuedouble < 0)
 			return zs_fail(cause, "%s: %s.%s is not a byte count (a finite number, 0 or more)", where,
 			               key, c->string);
+		if (c->valuedouble != floor(c->valuedouble) || c->valuedouble >= 9007199254740992.0)
+			return zs_fail(cause, "%s: %s.%s is not a byte count (a whole number below 2^53)", where, key,
+			               c->string);
 		for (i = 0; i < REPORT_CAT_UNKNOWN; i++)
 			if (strcmp(c->string, report_cat_name((enum report_cat)i)) == 0)
 				break;
@@ -283,7 +335,8 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 		return -1;
 	label(r->scheme, r->world, r->unit, lab, sizeof lab);
 	cJSON_ArrayForEach(u, units) {
-		if (!cJSON_IsNumber(u) || !isfinite(u->valuedouble) || u->valuedouble < 1)
+		if (!cJSON_IsNumber(u) || !isfinite(u->valuedouble) || u->valuedouble < 1 ||
+		    u->valuedouble != floor(u->valuedouble) || u->valuedouble > ZS_MAX_PARAMS)
 			return zs_fail(cause, "%s: \"units\" holds something other than an element count", where);
 		if (u->valuedouble > r->largest_unit)
 			r->largest_unit = u->valuedouble;
@@ -332,8 +385,8 @@ static int read_row(const cJSON *row, const char *where, struct report_run *r, c
 	label(r->scheme, r->world, r->unit, lab, sizeof lab);
 	snprintf(at, sizeof at, "%s.floor", where);
 	if (zs_json_object(row, "floor", where, &fl, cause) < 0 ||
-	    read_bytes(fl, "resident_bytes", at, &r->floor[REPORT_RESIDENT], cause) < 0 ||
-	    read_bytes(fl, "comm_bytes_per_rank_per_step", at, &r->floor[REPORT_COMM], cause) < 0)
+	    read_floor(fl, "resident_bytes", at, &r->floor[REPORT_RESIDENT], cause) < 0 ||
+	    read_floor(fl, "comm_bytes_per_rank_per_step", at, &r->floor[REPORT_COMM], cause) < 0)
 		return -1;
 	/* The paper counts no transients: the peak's floor is the resident one. */
 	r->floor[REPORT_PEAK] = r->floor[REPORT_RESIDENT];
@@ -410,9 +463,19 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 	if (d->params != tparams)
 		return zs_fail(cause, "%s and %s describe different models: %.0f and %.0f params", mname,
 		               tname, d->params, tparams);
-	if (d->params < 1)
-		return zs_fail(cause, "%s: config.params must be at least 1", mname);
-	if (same_model(&mm, &tm, mname, tname, cause) < 0)
+	/* Ψ is a fact of the layers: a file that says otherwise contradicts itself. */
+	struct zs_config shape;
+	memset(&shape, 0, sizeof shape);
+	memcpy(shape.widths, mm.widths, sizeof shape.widths);
+	shape.nwidths = mm.nwidths;
+	double psi = zs_config_params(&shape);
+	if (d->params != psi)
+		return zs_fail(cause, "%s: config.params is %s, but its layers have %.0f parameters", mname,
+		               num_text(d->params, where, sizeof where), psi);
+	if (tparams != psi)
+		return zs_fail(cause, "%s: params is %s, but its layers have %.0f parameters", tname,
+		               num_text(tparams, where, sizeof where), psi);
+	if (same_model(&mm, &tm, mname, tname, cause) < 0 || check_bytes_per_param(&mm, mname, cause) < 0)
 		return -1;
 	memcpy(d->widths, mm.widths, sizeof d->widths);
 	d->nwidths = mm.nwidths;

@@ -43,6 +43,22 @@ int zs_unit_parse(const char *s, enum zs_unit *out)
 	return -1;
 }
 
+int zs_precision_parse(const char *s, enum zs_precision *out)
+{
+	if (strcmp(s, "mixed") != 0 && strcmp(s, "fp32") != 0)
+		return -1;
+	*out = strcmp(s, "mixed") == 0 ? ZS_MIXED : ZS_FP32;
+	return 0;
+}
+
+int zs_optimizer_parse(const char *s, enum zs_optimizer *out)
+{
+	if (strcmp(s, "adam") != 0 && strcmp(s, "sgd") != 0)
+		return -1;
+	*out = strcmp(s, "adam") == 0 ? ZS_ADAM : ZS_SGD;
+	return 0;
+}
+
 void zs_bytes_per_param(enum zs_precision pr, enum zs_optimizer opt, unsigned *p, unsigned *g, unsigned *k)
 {
 	*p = pr == ZS_MIXED ? 2 : 4;
@@ -247,7 +263,7 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 		errno = 0;
 		if (*value == '\0' || strspn(value, "0123456789") != strlen(value) ||
 		    (v = strtoull(value, NULL, 10), errno == ERANGE) || v > ZS_MAX_SEED)
-			return zs_fail(cause, "--seed: '%.40s' is not a seed (a whole number 0..2^53 = %llu)", value,
+			return zs_fail(cause, "--seed: '%.40s' is not a seed (a whole number 0..2^53-1 = %llu)", value,
 			               ZS_MAX_SEED);
 		t.seed = v;
 		break;
@@ -270,19 +286,11 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 			return -1;
 		break;
 	case ZS_KEY_PRECISION:
-		if (strcmp(value, "mixed") == 0)
-			t.precision = ZS_MIXED;
-		else if (strcmp(value, "fp32") == 0)
-			t.precision = ZS_FP32;
-		else
+		if (zs_precision_parse(value, &t.precision) != 0)
 			return zs_fail(cause, "--precision: unknown precision '%.40s' (mixed, fp32)", value);
 		break;
 	case ZS_KEY_OPTIMIZER:
-		if (strcmp(value, "adam") == 0)
-			t.optimizer = ZS_ADAM;
-		else if (strcmp(value, "sgd") == 0)
-			t.optimizer = ZS_SGD;
-		else
+		if (zs_optimizer_parse(value, &t.optimizer) != 0)
 			return zs_fail(cause, "--optimizer: unknown optimizer '%.40s' (adam, sgd)", value);
 		break;
 	case ZS_NKEYS:
@@ -314,13 +322,14 @@ static int spec_number(const cJSON *it, const char *key, char **out, char **caus
 	if (!isfinite(d))
 		return zs_fail(cause, "\"%s\" is not a finite number", key);
 	if (d < 0)
-		return zs_fail(cause, "\"%s\" is %.17g, a negative number", key, d);
-	if (d == floor(d) && d <= 9007199254740992.0)
+		return zs_fail(cause, "\"%s\" is %s, a negative number", key, zs_number_text(d, (char[32]){0}, 32));
+	if (d == floor(d) && d < 9007199254740992.0)
 		*out = zs_asprintf("%.0f", d);
-	else if (d == floor(d))
-		return zs_fail(cause, "\"%s\" is %.17g, more than 2^53 (a JSON number is not exact above)", key, d);
+	else if (d == floor(d)) /* not quoted: the digits in the file are lost above 2^53 */
+		return zs_fail(cause, "\"%s\" is a whole number of 2^53 or more, where a JSON number is no longer exact",
+		               key);
 	else
-		*out = zs_asprintf("%.17g", d);
+		*out = zs_strdup(zs_number_text(d, (char[32]){0}, 32));
 	return 0;
 }
 
@@ -336,9 +345,17 @@ static int spec_value(const cJSON *it, const char *key, enum spec_type type, cha
 		const cJSON *e;
 		cJSON_ArrayForEach(e, it) {
 			char *one = NULL;
-			if (cJSON_IsArray(e) || spec_value(e, key, numbers ? SPEC_NUMBER : SPEC_STRING, &one, cause) != 0) {
+			if (cJSON_IsArray(e)) {
 				free(s);
-				return cJSON_IsArray(e) ? zs_fail(cause, "\"%s\" holds a nested array", key) : -1;
+				return zs_fail(cause, "\"%s\" holds a nested array", key);
+			}
+			if (numbers ? !cJSON_IsNumber(e) : !cJSON_IsString(e) || strchr(e->valuestring, ',') != NULL) {
+				free(s);
+				return zs_fail(cause, "\"%s\" is not %s", key, type_name[type]);
+			}
+			if (spec_value(e, key, numbers ? SPEC_NUMBER : SPEC_STRING, &one, cause) != 0) {
+				free(s);
+				return -1;
 			}
 			size_t need = n + strlen(one) + 2;
 			if (need > cap) {
@@ -367,6 +384,27 @@ static int spec_value(const cJSON *it, const char *key, enum spec_type type, cha
 	return zs_fail(cause, "\"%s\" is not %s", key, type_name[type]);
 }
 
+int zs_config_set_json(struct zs_config *c, const char *key, const cJSON *value, char **cause)
+{
+	size_t i = 0;
+	char *text = NULL, *why = NULL;
+	int r = 0;
+	while (i < sizeof spec_keys / sizeof spec_keys[0] && strcmp(key, spec_keys[i].key) != 0)
+		i++;
+	if (i == sizeof spec_keys / sizeof spec_keys[0])
+		return zs_fail(cause, "unknown key \"%.40s\"", key);
+	if (spec_value(value, key, spec_keys[i].type, &text, &why) != 0) {
+		r = zs_fail(cause, "%s", why);
+	} else if (zs_config_set(c, key, text, &why) != 0) {
+		/* The file's key, not the option's spelling: "--unit: ..." is "units": ... */
+		const char *rest = strncmp(why, "--", 2) == 0 ? why + strcspn(why, ": ") : why;
+		r = zs_fail(cause, "\"%s\"%s", key, rest);
+	}
+	free(text);
+	free(why);
+	return r;
+}
+
 int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 {
 	cJSON *root;
@@ -389,11 +427,14 @@ int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 			            "steps, batch, seed, precision, optimizer, lr, beta1, beta2, eps", path, it->string, hint);
 			break;
 		}
-		char *value = NULL, *why = NULL;
-		if (spec_value(it, spec_keys[i].key, spec_keys[i].type, &value, &why) != 0 ||
-		    zs_config_set(&t, spec_keys[i].key, value, &why) != 0)
+		for (const cJSON *e = root->child; e != it && r == 0; e = e->next)
+			if (strcmp(e->string, it->string) == 0)
+				r = zs_fail(cause, "%s: the key \"%.40s\" is given twice", path, it->string);
+		if (r != 0)
+			break;
+		char *why = NULL;
+		if (zs_config_set_json(&t, spec_keys[i].key, it, &why) != 0)
 			r = zs_fail(cause, "%s: %s", path, why);
-		free(value);
 		free(why);
 		if (r != 0)
 			break;

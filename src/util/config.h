@@ -26,9 +26,10 @@ enum zs_optimizer { ZS_ADAM, ZS_SGD };
 #define ZS_MAX_BATCH 65536
 /* Byte counts must stay exact in a double: 16 bytes/param * params < 2^53. */
 #define ZS_MAX_PARAMS 1e14
-/* Seeds are whole numbers 0..2^53, so that a JSON number (a double) holds
- * every one exactly and reads back as written. */
-#define ZS_MAX_SEED 9007199254740992ULL
+/* Seeds are whole numbers 0..2^53-1, so that a JSON number (a double)
+ * holds every one exactly and reads back as written: 2^53 + 1 in a file
+ * reads as 2^53, which is therefore refused too. */
+#define ZS_MAX_SEED 9007199254740991ULL
 
 /* The options a user can set (zs_config.given has bit 1 << ZS_KEY_...). */
 enum zs_key {
@@ -68,6 +69,11 @@ void zs_config_defaults(struct zs_config *c);
  * (1..65536)"). Marks the key in c->given. */
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause);
 
+/* Set `key` (a key of zerosim-sweep/1: "layers", "units", "lr", ...) from
+ * a JSON value of its type; messages name the key as the file spells it. */
+struct cJSON;
+int zs_config_set_json(struct zs_config *c, const char *key, const struct cJSON *value, char **cause);
+
 /* Load a zerosim-sweep/1 file over `c` (keys it has replace c's). A key
  * the format does not have is an error naming it. */
 int zs_config_load_spec(struct zs_config *c, const char *path, char **cause);
@@ -93,6 +99,8 @@ const char *zs_precision_name(enum zs_precision p);
 const char *zs_optimizer_name(enum zs_optimizer o);
 int zs_scheme_parse(const char *s, enum zs_scheme *out);
 int zs_unit_parse(const char *s, enum zs_unit *out);
+int zs_precision_parse(const char *s, enum zs_precision *out);
+int zs_optimizer_parse(const char *s, enum zs_optimizer *out);
 
 /* Parse a byte size with a unit: "80GB" (1e9), "80GiB" (2^30), "512MB",
  * "1e12" (bytes): a whole number of bytes from 1 to 1e18. Returns 0 or -1

@@ -1,9 +1,18 @@
 /*
- * util — see util.h. The atomic write follows the usual recipe: a mkstemp
- * file next to the target, write, fsync, rename (POSIX guarantees rename
- * replaces the target atomically within one file system), with SIGINT,
- * SIGTERM, SIGHUP and SIGQUIT held back from mkstemp to rename.
+ * util — see util.h. An output is written to an unnamed file (Linux's
+ * O_TMPFILE) in the target's folder, flushed, and given its name at the end
+ * with linkat(2): where the target does not exist yet that is the whole
+ * story, and a process killed at any moment, even by SIGKILL, leaves
+ * nothing behind. Where it exists, the file is linked under a temporary
+ * name and renamed over it (rename replaces a file atomically within one
+ * file system); only that short window can leave a named temporary file.
+ * A file system without O_TMPFILE gets the classic recipe: a mkstemp file,
+ * write, fsync, rename. SIGINT, SIGTERM, SIGHUP and SIGQUIT are held back
+ * while a named temporary file exists, and SIGXCPU's handler removes it.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* O_TMPFILE, AT_EMPTY_PATH */
+#endif
 #include "config.h"
 
 #include <errno.h>
@@ -15,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -101,6 +111,16 @@ void zs_set_cause(char **cause, const char *fmt, ...)
  * machine's memory. */
 #define ZS_MAX_INPUT ((size_t)1 << 30)
 
+char *zs_number_text(double v, char *buf, size_t n)
+{
+	for (int digits = 1; digits <= 17; digits++) {
+		snprintf(buf, n, "%.*g", digits, v);
+		if (strtod(buf, NULL) == v)
+			break;
+	}
+	return buf;
+}
+
 void zs_print_error(const char *prefix, const char *message)
 {
 	fprintf(stderr, "%s: ", prefix);
@@ -111,14 +131,27 @@ void zs_print_error(const char *prefix, const char *message)
 
 int zs_read_file(const char *path, char **out, size_t *len, char **cause)
 {
-	FILE *f = fopen(path, "rb");
-	if (f == NULL)
+	/* O_NONBLOCK: a FIFO with no writer must not hang the open; anything
+	 * but a regular file is refused before a byte is read. */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
 		return zs_fail(cause, "%s: %s", path, strerror(errno));
 	struct stat st;
-	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-		fclose(f);
-		return zs_fail(cause, "%s: is a directory", path);
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		int r = zs_fail(cause, "%s: %s", path,
+		                S_ISDIR(st.st_mode) ? "is a directory" :
+		                S_ISFIFO(st.st_mode) ? "is a FIFO or a pipe, not a regular file" :
+		                S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "is a device, not a regular file" :
+		                "is not a regular file");
+		close(fd);
+		return r;
 	}
+	FILE *f = fdopen(fd, "rb");
+	if (f == NULL) {
+		close(fd);
+		return zs_fail(cause, "%s: %s", path, strerror(errno));
+	}
+	(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	size_t cap = 65536, n = 0;
 	char *buf = zs_malloc(cap);
 	for (;;) {
@@ -171,23 +204,6 @@ static int write_all(int fd, const char *data, size_t len)
 	return 0;
 }
 
-/* A device, FIFO or socket (/dev/full, /dev/stdout) is written in place:
- * renaming a temporary file over it would replace the node itself. */
-static int write_in_place(const char *path, const char *data, size_t len, char **cause)
-{
-	int fd = open(path, O_WRONLY | O_NOCTTY);
-	if (fd < 0)
-		return zs_fail(cause, "cannot write %s: %s", path, strerror(errno));
-	if (write_all(fd, data, len) != 0) {
-		int e = errno;
-		close(fd);
-		return zs_fail(cause, "cannot write %s: %s", path, strerror(e));
-	}
-	if (close(fd) != 0)
-		return zs_fail(cause, "cannot write %s: %s", path, strerror(errno));
-	return 0;
-}
-
 int zs_same_file(const char *a, const char *b)
 {
 	struct stat sa, sb;
@@ -195,72 +211,537 @@ int zs_same_file(const char *a, const char *b)
 	       sa.st_ino == sb.st_ino;
 }
 
-int zs_write_atomic(const char *path, const char *data, size_t len, char **cause)
+/* ------------------------------------------------------------------------- */
+/* Where an output goes. */
+
+/* "-", /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N name a
+ * descriptor: the descriptor N, else -1. */
+static int descriptor_name(const char *path)
 {
-	/* Through a symbolic link, replace its target, not the link. */
-	struct stat lst;
-	if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
-		char *target = realpath(path, NULL);
-		if (target != NULL) {
-			int r = zs_write_atomic(target, data, len, cause);
-			free(target);
-			return r;
+	static const char *const prefixes[] = {"/dev/fd/", "/proc/self/fd/"};
+	if (strcmp(path, "-") == 0 || strcmp(path, "/dev/stdout") == 0)
+		return 1;
+	if (strcmp(path, "/dev/stderr") == 0)
+		return 2;
+	for (size_t i = 0; i < 2; i++) {
+		size_t n = strlen(prefixes[i]);
+		const char *d = path + n;
+		if (strncmp(path, prefixes[i], n) == 0 && *d != '\0' && strlen(d) < 4 && strspn(d, "0123456789") == strlen(d))
+			return atoi(d);
+	}
+	return -1;
+}
+
+/* The folder part of path ("." for a bare name), freshly allocated. */
+static char *folder_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	if (slash == NULL)
+		return zs_strdup(".");
+	if (slash == path)
+		return zs_strdup("/");
+	return zs_asprintf("%.*s", (int)(slash - path), path);
+}
+
+int zs_output_resolve(const char *path, char **target, int *fd)
+{
+	char *p = zs_strdup(path);
+	*target = NULL;
+	*fd = -1;
+	/* Follow symbolic links by hand, so that a dangling one still names
+	 * the file it points at; stop at a name of a descriptor, which the
+	 * kernel would resolve to whatever it is open on (/dev/stdout to the
+	 * log file the shell opened for appending). */
+	for (int hops = 0; hops < 40; hops++) {
+		if ((*fd = descriptor_name(p)) >= 0) {
+			free(p);
+			return 0;
+		}
+		struct stat st;
+		if (lstat(p, &st) != 0 || !S_ISLNK(st.st_mode))
+			break;
+		char buf[PATH_MAX];
+		ssize_t n = readlink(p, buf, sizeof buf - 1);
+		if (n < 0)
+			break;
+		buf[n] = '\0';
+		char *next;
+		if (buf[0] == '/') {
+			next = zs_strdup(buf);
+		} else {
+			char *dir = folder_of(p);
+			next = zs_asprintf("%s/%s", dir, buf);
+			free(dir);
+		}
+		free(p);
+		p = next;
+	}
+	/* The folder by realpath (it must exist); the last name as it is. */
+	char *dir = folder_of(p), *real = realpath(dir, NULL);
+	const char *slash = strrchr(p, '/');
+	const char *base = slash != NULL ? slash + 1 : p;
+	if (real != NULL && *base != '\0' && strcmp(base, ".") != 0 && strcmp(base, "..") != 0)
+		*target = zs_asprintf("%s%s%s", real, strcmp(real, "/") == 0 ? "" : "/", base);
+	else if (real != NULL)
+		*target = realpath(p, NULL);
+	int r = *target != NULL ? 0 : -1;
+	if (r != 0) /* the links followed, for a message about its folder */
+		*target = p;
+	else
+		free(p);
+	free(real);
+	free(dir);
+	return r;
+}
+
+int zs_check_paths(const struct zs_path *in, size_t nin, const struct zs_path *out, size_t nout, char **cause)
+{
+	char **key = zs_calloc(nout + 1, sizeof *key);
+	int *fd = zs_calloc(nout + 1, sizeof *fd), r = 0;
+	for (size_t i = 0; i < nout && r == 0; i++) {
+		if (out[i].path == NULL)
+			continue;
+		/* A missing folder is said when the output is written; the
+		 * links followed still name the file. */
+		(void)zs_output_resolve(out[i].path, &key[i], &fd[i]);
+		if (key[i] == NULL)
+			key[i] = zs_strdup(out[i].path);
+		for (size_t j = 0; j < i && r == 0; j++) {
+			if (out[j].path == NULL)
+				continue;
+			int same = fd[i] >= 0 ? fd[i] == fd[j]
+			                      : fd[j] < 0 && (strcmp(key[i], key[j]) == 0 || zs_same_file(key[i], key[j]));
+			if (same)
+				r = zs_fail(cause, "%s %s and %s %s are the same file; one would replace the other", out[j].opt,
+				            out[j].path, out[i].opt, out[i].path);
+		}
+		for (size_t j = 0; j < nin && r == 0 && fd[i] < 0; j++) {
+			if (in[j].path == NULL)
+				continue;
+			char *ik = NULL;
+			int ifd;
+			int same = zs_same_file(key[i], in[j].path) ||
+			           (zs_output_resolve(in[j].path, &ik, &ifd) == 0 && ik != NULL && strcmp(ik, key[i]) == 0);
+			free(ik);
+			if (same)
+				r = zs_fail(cause, "%s %s: is the %s file; it would be overwritten", out[i].opt, out[i].path,
+				            in[j].opt);
 		}
 	}
-	struct stat st;
-	if (stat(path, &st) == 0) {
-		if (S_ISDIR(st.st_mode))
-			return zs_fail(cause, "%s: is a directory", path);
-		if (!S_ISREG(st.st_mode))
-			return write_in_place(path, data, len, cause);
-	}
-	const char *slash = strrchr(path, '/');
-	char *dir = slash ? zs_asprintf("%.*s", (int)(slash - path + 1), path) : zs_strdup("");
-	char *tmp = zs_asprintf("%s.%s.tmpXXXXXX", *dir ? dir : "", "zerosim");
-	free(dir);
-	/* From mkstemp to rename, an interrupt waits: the temporary file is
-	 * then either renamed or removed before the signal is delivered. */
-	sigset_t stop, old;
+	for (size_t i = 0; i < nout; i++)
+		free(key[i]);
+	free(key);
+	free(fd);
+	return r;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Writing an output. */
+
+struct zs_out {
+	char *path;     /* the name the user gave, for messages */
+	char *target;   /* the file to replace, symbolic links followed */
+	char *tmp;      /* a named temporary file (the fallback), or NULL */
+	int fd;
+	int in_place;   /* a descriptor, device, FIFO or socket: written as it is */
+	int owned;      /* fd was opened here (not a descriptor given by name) */
+	int exists;     /* target exists (to be replaced, not linked anew) */
+	sigset_t old;   /* the signal mask before a named temporary file existed */
+	int masked;
+};
+
+/* The named temporary file that exists now, if any, for SIGXCPU's handler.
+ * One at a time: the commands write their outputs one after another. */
+static char pending_tmp[PATH_MAX];
+static volatile sig_atomic_t pending;
+
+static void hold_signals(struct zs_out *o)
+{
+	sigset_t stop;
+	if (o->masked)
+		return;
 	sigemptyset(&stop);
 	sigaddset(&stop, SIGINT);
 	sigaddset(&stop, SIGTERM);
 	sigaddset(&stop, SIGHUP);
 	sigaddset(&stop, SIGQUIT);
-	pthread_sigmask(SIG_BLOCK, &stop, &old);
-	int fd = mkstemp(tmp);
-	if (fd < 0) {
-		int e = errno;
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		free(tmp);
-		return zs_fail(cause, "cannot write %s: %s", path, strerror(e));
+	pthread_sigmask(SIG_BLOCK, &stop, &o->old);
+	o->masked = 1;
+}
+
+static void release_signals(struct zs_out *o)
+{
+	if (o->masked)
+		pthread_sigmask(SIG_SETMASK, &o->old, NULL);
+	o->masked = 0;
+}
+
+static void set_pending(const char *tmp)
+{
+	pending = 0;
+	size_t n = tmp != NULL ? strlen(tmp) : 0;
+	if (tmp != NULL && n < sizeof pending_tmp) {
+		memcpy(pending_tmp, tmp, n + 1);
+		pending = 1;
 	}
-	if (write_all(fd, data, len) != 0)
-		goto fail;
-	if (fsync(fd) != 0 && errno != EINVAL)
-		goto fail;
-	/* mkstemp makes 0600 files; outputs are ordinary files. */
+}
+
+static void on_xcpu(int sig)
+{
+	static const char msg[] = "zerosim: the CPU time limit (ulimit -t) was reached; stopped\n";
+	(void)sig;
+	if (pending)
+		unlink(pending_tmp);
+	(void)!write(2, msg, sizeof msg - 1);
+	_exit(ZS_EXIT_RUNTIME);
+}
+
+void zs_signals_init(void)
+{
+	/* A file larger than ulimit -f is a failed write (EFBIG), said in one
+	 * line like any other; a closed pipe ends the run quietly (SIGPIPE's
+	 * default, even when the parent ignored it). */
+	signal(SIGXFSZ, SIG_IGN);
+	signal(SIGPIPE, SIG_DFL);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_xcpu;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGXCPU, &sa, NULL);
+	/* ulimit -t sets the soft and the hard limit alike, and at the hard
+	 * limit the kernel sends SIGKILL, which no handler sees: stop a second
+	 * earlier, at a soft limit of our own, with the message. */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_CPU, &rl) == 0 && rl.rlim_max != RLIM_INFINITY && rl.rlim_max > 1 &&
+	    (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= rl.rlim_max)) {
+		rl.rlim_cur = rl.rlim_max - 1;
+		(void)setrlimit(RLIMIT_CPU, &rl);
+	}
+}
+
+static void out_free(struct zs_out *o)
+{
+	free(o->path);
+	free(o->target);
+	free(o->tmp);
+	free(o);
+}
+
+/* A temporary name next to the target: FOLDER/.zerosim.tmpXXXXXX. */
+static char *tmp_template(const char *target)
+{
+	char *dir = folder_of(target);
+	char *t = zs_asprintf("%s/.zerosim.tmpXXXXXX", dir);
+	free(dir);
+	return t;
+}
+
+/* The mode and owner of the file replaced, or an ordinary new file's. */
+static int set_mode(struct zs_out *o)
+{
+	struct stat st;
+	if (o->exists && stat(o->target, &st) == 0) {
+		/* Where allowed (root, or a group of ours); else the file is ours,
+		 * as with sed -i. */
+		if (st.st_uid != geteuid() || st.st_gid != getegid())
+			(void)!fchown(o->fd, st.st_uid, st.st_gid);
+		return fchmod(o->fd, st.st_mode & 07777);
+	}
 	mode_t mask = umask(0);
 	umask(mask);
-	if (fchmod(fd, 0666 & ~mask) != 0)
-		goto fail;
-	if (close(fd) != 0) {
-		fd = -1;
+	return fchmod(o->fd, 0666 & ~mask);
+}
+
+int zs_out_open(const char *path, struct zs_out **out, char **cause)
+{
+	struct zs_out *o = zs_calloc(1, sizeof *o);
+	struct stat st;
+	int dfd;
+	o->fd = -1;
+	o->path = zs_strdup(path);
+	*out = NULL;
+	zs_signals_init();
+	if (*path == '\0') {
+		out_free(o);
+		return zs_fail(cause, "the output file name is empty");
+	}
+	if (zs_output_resolve(path, &o->target, &dfd) != 0 && dfd < 0) {
+		char *dir = folder_of(o->target);
+		int r = zs_fail(cause, "cannot write %s: the folder %s is missing", path, dir);
+		free(dir);
+		out_free(o);
+		return r;
+	}
+	if (dfd >= 0) { /* a descriptor, as it stands (appending if opened so) */
+		if (fstat(dfd, &st) != 0) {
+			int r = zs_fail(cause, "cannot write %s: descriptor %d is not open", path, dfd);
+			out_free(o);
+			return r;
+		}
+		if (dfd == 1)
+			fflush(stdout);
+		o->fd = dfd;
+		o->in_place = 1;
+		*out = o;
+		return 0;
+	}
+	if (stat(o->target, &st) == 0) {
+		if (S_ISDIR(st.st_mode)) {
+			out_free(o);
+			return zs_fail(cause, "%s: is a folder, not a file", path);
+		}
+		if (!S_ISREG(st.st_mode)) { /* a device, FIFO or socket: in place */
+			o->fd = open(o->target, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+			if (o->fd < 0) {
+				int r = zs_fail(cause, "cannot write %s: %s", path, strerror(errno));
+				out_free(o);
+				return r;
+			}
+			o->in_place = 1;
+			o->owned = 1;
+			*out = o;
+			return 0;
+		}
+		o->exists = 1;
+	}
+	char *dir = folder_of(o->target);
+	o->owned = 1;
+	errno = EOPNOTSUPP;
+#ifdef O_TMPFILE
+	o->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+#endif
+	if (o->fd < 0) { /* no O_TMPFILE here: a named temporary file */
+		if (errno == ENOENT || errno == EACCES || errno == EROFS || errno == ENOTDIR) {
+			int r = zs_fail(cause, "cannot write %s: %s", path, strerror(errno));
+			free(dir);
+			out_free(o);
+			return r;
+		}
+		o->tmp = tmp_template(o->target);
+		hold_signals(o);
+		o->fd = mkstemp(o->tmp);
+		if (o->fd < 0) {
+			int r = zs_fail(cause, "cannot write %s: %s", path, strerror(errno));
+			release_signals(o);
+			free(dir);
+			out_free(o);
+			return r;
+		}
+		set_pending(o->tmp);
+	}
+	free(dir);
+	*out = o;
+	return 0;
+}
+
+int zs_out_write(struct zs_out *o, const void *data, size_t len, char **cause)
+{
+	if (write_all(o->fd, data, len) != 0)
+		return zs_fail(cause, "cannot write %s: %s", o->path, strerror(errno));
+	return 0;
+}
+
+void zs_out_abort(struct zs_out *o)
+{
+	if (o == NULL)
+		return;
+	if (o->owned && o->fd >= 0)
+		close(o->fd);
+	if (o->tmp != NULL)
+		unlink(o->tmp);
+	set_pending(NULL);
+	release_signals(o);
+	out_free(o);
+}
+
+/* Give the unnamed file (O_TMPFILE) the name `name`. */
+static int link_unnamed(int fd, const char *name)
+{
+	if (linkat(fd, "", AT_FDCWD, name, AT_EMPTY_PATH) == 0) /* needs CAP_DAC_READ_SEARCH */
+		return 0;
+	char proc[64];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	return linkat(AT_FDCWD, proc, AT_FDCWD, name, AT_SYMLINK_FOLLOW);
+}
+
+/* Link the unnamed file over an existing target: under a fresh temporary
+ * name, then renamed over it. */
+static int link_over(struct zs_out *o)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		char *t = tmp_template(o->target);
+		int fd = mkstemp(t); /* only to pick a free name */
+		if (fd < 0) {
+			free(t);
+			return -1;
+		}
+		close(fd);
+		unlink(t);
+		hold_signals(o);
+		if (link_unnamed(o->fd, t) == 0) {
+			set_pending(t);
+			o->tmp = t;
+			if (rename(t, o->target) != 0)
+				return -1;
+			free(o->tmp);
+			o->tmp = NULL;
+			set_pending(NULL);
+			return 0;
+		}
+		int e = errno;
+		release_signals(o);
+		free(t);
+		if (e != EEXIST) {
+			errno = e;
+			return -1;
+		}
+	}
+	errno = EEXIST;
+	return -1;
+}
+
+/* Where the unnamed file cannot be linked (no /proc, no capability): copy
+ * it into a named temporary file, to be renamed over the target. */
+static int copy_to_named(struct zs_out *o)
+{
+	char buf[65536];
+	o->tmp = tmp_template(o->target);
+	hold_signals(o);
+	int fd = mkstemp(o->tmp);
+	if (fd < 0)
+		return -1;
+	set_pending(o->tmp);
+	off_t at = 0;
+	for (;;) {
+		ssize_t n = pread(o->fd, buf, sizeof buf, at);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || (n > 0 && write_all(fd, buf, (size_t)n) != 0)) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		if (n == 0)
+			break;
+		at += n;
+	}
+	close(o->fd);
+	o->fd = fd;
+	return set_mode(o) != 0 || (fsync(fd) != 0 && errno != EINVAL) ? -1 : 0;
+}
+
+int zs_out_commit(struct zs_out *o, char **cause)
+{
+	int e = 0;
+	if (o->in_place) {
+		if (o->owned && close(o->fd) != 0)
+			e = errno;
+		int r = e ? zs_fail(cause, "cannot write %s: %s", o->path, strerror(e)) : 0;
+		out_free(o);
+		return r;
+	}
+	if (set_mode(o) != 0 || (fsync(o->fd) != 0 && errno != EINVAL)) {
+		e = errno;
 		goto fail;
 	}
-	fd = -1;
-	if (rename(tmp, path) != 0)
+	if (o->tmp == NULL) { /* the unnamed file */
+		int r = o->exists ? link_over(o) : link_unnamed(o->fd, o->target);
+		if (r != 0 && !o->exists && errno == EEXIST) /* it appeared meanwhile */
+			r = link_over(o);
+		if (r == 0)
+			goto done;
+		if (o->tmp != NULL || (errno != ENOENT && errno != EPERM && errno != EOPNOTSUPP) ||
+		    copy_to_named(o) != 0) {
+			e = errno;
+			goto fail;
+		}
+	}
+	/* A named temporary file: closed, then renamed into place. */
+	if (close(o->fd) != 0) {
+		o->fd = -1;
+		e = errno;
 		goto fail;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	free(tmp);
+	}
+	o->fd = -1;
+	if (rename(o->tmp, o->target) != 0) {
+		e = errno;
+		goto fail;
+	}
+	free(o->tmp);
+	o->tmp = NULL;
+done:
+	if (o->fd >= 0)
+		close(o->fd); /* written and linked: nothing is left to fail */
+	o->fd = -1;
+	set_pending(NULL);
+	release_signals(o);
+	out_free(o);
 	return 0;
 fail:;
-	int e = errno;
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	free(tmp);
-	return zs_fail(cause, "cannot write %s: %s", path, strerror(e));
+	int r = zs_fail(cause, "cannot write %s: %s", o->path, strerror(e));
+	zs_out_abort(o);
+	return r;
+}
+
+int zs_write_atomic(const char *path, const char *data, size_t len, char **cause)
+{
+	struct zs_out *o;
+	if (zs_out_open(path, &o, cause) != 0)
+		return -1;
+	if (zs_out_write(o, data, len, cause) != 0) {
+		zs_out_abort(o);
+		return -1;
+	}
+	return zs_out_commit(o, cause);
+}
+
+/* The offset of the first number in the JSON text that is not in JSON's
+ * grammar, -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, or -1. cJSON
+ * hands whatever strtod takes ("01", "1.", "1.e5") to strtod. */
+static long bad_json_number(const char *t)
+{
+	for (const char *p = t; *p != '\0'; p++) {
+		if (*p == '"') {
+			for (p++; *p != '\0' && *p != '"'; p++)
+				if (*p == '\\' && p[1] != '\0')
+					p++;
+			if (*p == '\0')
+				return -1; /* cJSON says what is wrong */
+			continue;
+		}
+		if (*p != '-' && (*p < '0' || *p > '9'))
+			continue;
+		const char *q = p, *start = p;
+		size_t run = strspn(p, "0123456789+-eE.");
+		if (*q == '-')
+			q++;
+		if (*q == '0')
+			q++;
+		else if (*q >= '1' && *q <= '9')
+			q += strspn(q, "0123456789");
+		else
+			return start - t;
+		if (*q == '.') {
+			size_t f = strspn(q + 1, "0123456789");
+			if (f == 0)
+				return start - t;
+			q += 1 + f;
+		}
+		if (*q == 'e' || *q == 'E') {
+			q++;
+			if (*q == '+' || *q == '-')
+				q++;
+			size_t e = strspn(q, "0123456789");
+			if (e == 0)
+				return start - t;
+			q += e;
+		}
+		if ((size_t)(q - start) != run)
+			return start - t;
+		p = q - 1;
+	}
+	return -1;
 }
 
 int zs_json_read(const char *path, cJSON **out, char **cause)
@@ -272,6 +753,13 @@ int zs_json_read(const char *path, cJSON **out, char **cause)
 	if (strlen(text) != len) {
 		free(text);
 		return zs_fail(cause, "%s: not JSON (it contains a NUL byte)", path);
+	}
+	long bad = bad_json_number(text);
+	if (bad >= 0) {
+		int r = zs_fail(cause, "%s: not valid JSON (a number such as '%.*s' near byte %ld is not in JSON's "
+		                "decimal form)", path, (int)strspn(text + bad, "0123456789+-eE."), text + bad, bad);
+		free(text);
+		return r;
 	}
 	const char *end = NULL;
 	cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
@@ -299,7 +787,15 @@ int zs_json_load(const char *path, const char *format, cJSON **out, char **cause
 		cJSON_Delete(root);
 		return zs_fail(cause, "%s: this file has no \"format\" string, this zerosim reads %s", path, format);
 	}
-	if (strcmp(f->valuestring, format) != 0) {
+	/* `format` may list several: "zerosim-case/2 or zerosim-case/1". */
+	int known = 0;
+	for (const char *p = format; *p != '\0' && !known;) {
+		const char *or = strstr(p, " or ");
+		size_t n = or != NULL ? (size_t)(or - p) : strlen(p);
+		known = strlen(f->valuestring) == n && strncmp(f->valuestring, p, n) == 0;
+		p += n + (or != NULL ? 4 : 0);
+	}
+	if (!known) {
 		int r = zs_fail(cause, "%s: this file is format %.80s, this zerosim reads %s", path, f->valuestring, format);
 		cJSON_Delete(root);
 		return r;
@@ -308,17 +804,54 @@ int zs_json_load(const char *path, const char *format, cJSON **out, char **cause
 	return 0;
 }
 
+/* cJSON prints a number with 15 significant digits whenever they read
+ * back to within a relative 2.2e-16 of it, so 9007199254740991 comes out as
+ * 9.00719925474099e+15 and many doubles as a neighbour. Every number is
+ * printed here instead, as raw text that reads back to the same double:
+ * whole numbers below 2^53 as their digits, others in the shortest form. */
+static void exact_numbers(cJSON *item)
+{
+	for (; item != NULL; item = item->next) {
+		if (cJSON_IsNumber(item)) {
+			char buf[40];
+			double v = item->valuedouble;
+			if (!isfinite(v))
+				snprintf(buf, sizeof buf, "null");
+			else if (v == floor(v) && fabs(v) < 9007199254740992.0)
+				snprintf(buf, sizeof buf, "%.0f", v);
+			else
+				zs_number_text(v, buf, sizeof buf);
+			item->type = cJSON_Raw;
+			item->valuestring = zs_strdup(buf);
+		}
+		exact_numbers(item->child);
+	}
+}
+
+char *zs_json_print(const cJSON *root)
+{
+	cJSON *copy = cJSON_Duplicate(root, 1);
+	if (copy == NULL)
+		zs_oom(__FILE__, __LINE__);
+	exact_numbers(copy);
+	char *text = cJSON_Print(copy);
+	cJSON_Delete(copy);
+	if (text == NULL)
+		zs_oom(__FILE__, __LINE__);
+	char *own = zs_strdup(text);
+	cJSON_free(text);
+	return own;
+}
+
 int zs_json_write(const char *path, const cJSON *root, char **cause)
 {
-	char *text = cJSON_Print(root);
-	if (text == NULL)
-		return zs_fail(cause, "cannot write %s: out of memory printing JSON", path);
+	char *text = zs_json_print(root);
 	size_t n = strlen(text);
 	char *withnl = zs_malloc(n + 2);
 	memcpy(withnl, text, n);
 	withnl[n] = '\n';
 	withnl[n + 1] = '\0';
-	cJSON_free(text);
+	free(text);
 	int r = zs_write_atomic(path, withnl, n + 1, cause);
 	free(withnl);
 	return r;

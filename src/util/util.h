@@ -43,32 +43,85 @@ char *zs_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void zs_set_cause(char **cause, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define zs_fail(...) ({ zs_set_cause(__VA_ARGS__); -1; })
 
+/* The shortest decimal text of v that reads back to v ("0.999", not
+ * "0.99899999999999999"), into buf of n bytes. Returns buf. */
+char *zs_number_text(double v, char *buf, size_t n);
+
 /* Print "PREFIX: MESSAGE" as one line on stderr: control characters in the
  * message (a newline in a file name or an option value) print as '?'. */
 void zs_print_error(const char *prefix, const char *message);
 
-/* Read a whole file into a NUL-terminated buffer the caller frees. */
+/* Read a whole regular file into a NUL-terminated buffer the caller frees.
+ * Anything else (a FIFO, a device, a folder) is refused without blocking. */
 int zs_read_file(const char *path, char **out, size_t *len, char **cause);
 
-/* Write `len` bytes to `path` through a temporary file in the same folder,
- * flushed and renamed into place: a failure never leaves a partial file and
- * never touches an existing one. */
+/* Outputs. One family of functions writes every output file:
+ *   zs_out_open   where PATH goes (below); a missing folder is an error
+ *   zs_out_write  append bytes (any number of calls)
+ *   zs_out_commit flush and put the file in place; frees the handle
+ *   zs_out_abort  drop it, leaving the target as it was; frees the handle
+ * and zs_write_atomic(path, data, len) is the three in one.
+ *
+ * A regular file (or a new one) is written to an unnamed O_TMPFILE file in
+ * its folder and linked into place at commit, replacing the old one
+ * atomically: a failure or a kill at any point (even SIGKILL) leaves the
+ * target untouched, and no temporary file but in the instant of the final
+ * rename. The new file keeps the mode (and, where allowed, the owner) of
+ * the one it replaces. A symbolic link is written through to its target,
+ * created if missing. "-", /dev/stdout, /dev/stderr, /dev/fd/N and
+ * /proc/self/fd/N are that descriptor as it stands (appending where it was
+ * opened so); a device, FIFO or socket is written in place: these are the
+ * outputs an interruption can leave half-written. Where O_TMPFILE is not
+ * supported, a named temporary file (.zerosim.tmpXXXXXX) is renamed into
+ * place, with SIGINT, SIGTERM, SIGHUP and SIGQUIT held back meanwhile. */
+struct zs_out;
+int zs_out_open(const char *path, struct zs_out **out, char **cause);
+int zs_out_write(struct zs_out *o, const void *data, size_t len, char **cause);
+int zs_out_commit(struct zs_out *o, char **cause);
+void zs_out_abort(struct zs_out *o);
 int zs_write_atomic(const char *path, const char *data, size_t len, char **cause);
+
+/* Signal dispositions every command wants (zs_out_open sets them too):
+ * SIGXFSZ ignored (a file over ulimit -f is a write error, EFBIG), SIGPIPE
+ * default (a closed pipe ends the run quietly), SIGXCPU (ulimit -t) one
+ * line on stderr, any named temporary file removed, exit 1. */
+void zs_signals_init(void);
+
+/* Where output `path` would be written: *fd >= 0 for a descriptor's name
+ * ("-", /dev/stdout...); else *target (the caller frees it) is the file,
+ * symbolic links followed even when dangling, its folder resolved. -1 when
+ * the folder does not exist (then *target is the path with the links
+ * followed, for the message). The caller frees *target in both cases. */
+int zs_output_resolve(const char *path, char **target, int *fd);
 
 /* Nonzero if both paths name the same existing file (same device and
  * inode: through links, "./x" and "x" alike). */
 int zs_same_file(const char *a, const char *b);
 
+/* No output may replace an input or another output, existing or not:
+ * compared by resolved path and by device and inode. `opt` names each for
+ * the message ("--out"); NULL paths are skipped. */
+struct zs_path {
+	const char *opt, *path;
+};
+int zs_check_paths(const struct zs_path *in, size_t nin, const struct zs_path *out, size_t nout, char **cause);
+
 /* Parse the JSON file at `path` (any JSON value; no NUL byte, nothing
- * after it). The caller frees *out with cJSON_Delete(). */
+ * after it; every number in JSON's own grammar). The caller frees *out
+ * with cJSON_Delete(). */
 int zs_json_read(const char *path, cJSON **out, char **cause);
 
 /* Parse the JSON file at `path` and check that its "format" equals
- * `format` (e.g. "zerosim-measured/1"). On success *out is the tree; the
- * caller frees it with cJSON_Delete(). */
+ * `format` (e.g. "zerosim-measured/1"), or one of a list ("zerosim-case/2
+ * or zerosim-case/1"). On success *out is the tree; the caller frees it
+ * with cJSON_Delete(). */
 int zs_json_load(const char *path, const char *format, cJSON **out, char **cause);
 
-/* Print `root` (formatted) and write it atomically to `path`. */
+/* `root` printed (formatted), every number as text that reads back to the
+ * same double; the caller frees it with free(). */
+char *zs_json_print(const cJSON *root);
+
+/* Print `root` as zs_json_print does and write it atomically to `path`. */
 int zs_json_write(const char *path, const cJSON *root, char **cause);
 
 /* Checked getters. `where` names the object for messages ("runs[3]").
