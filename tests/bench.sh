@@ -80,3 +80,48 @@ if [ -x /usr/bin/time ]; then
 	/usr/bin/time -f "1024,4096,1024 at N=16: %e s wall, %U s user, %S s sys, %R minor page faults, %M kB peak RSS" \
 		"$zs" measure --quiet --layers 1024,4096,1024 --world 16 --steps 1 --out "$out/m.json"
 fi
+
+# The MPI backend (./configure --with-mpi) against the in-process one on
+# the same runs, measured side by side: the default sweep's runs that P = 2
+# divides, and the large case; then each process's overhead (OS - tracked,
+# per rank) in the large case, from zerosim report.
+if grep -q '^#define HAVE_MPI 1' "${ZS_BUILDDIR:-.}/config.h" 2>/dev/null; then
+	# A shared machine: wait for messages without spinning on a core.
+	export OMPI_MCA_mpi_yield_when_idle=1
+	mpirun="mpirun -np 2 --oversubscribe"
+	[ "$(id -u)" -ne 0 ] || mpirun="$mpirun --allow-run-as-root"
+	echo "MPI backend, 2 processes, against the in-process backend on the same runs ($(uptime | sed 's/.*load/load/'))"
+	# Alternating pairs, in-process then MPI, so that both see the same
+	# load on a shared machine; the ratio is the median of the pairs'.
+	ms() { s=$(date +%s%N); "$@" >/dev/null || exit 1; e=$(date +%s%N); echo $(((e - s) / 1000000)); }
+	pairs() { # name pairs args...
+		name=$1 n=$2
+		shift 2
+		: >"$out/pairs"
+		i=0
+		while [ "$i" -lt "$n" ]; do
+			# shellcheck disable=SC2086
+			a=$(ms "$zs" measure --quiet "$@" --out "$out/m.json")
+			# shellcheck disable=SC2086
+			b=$(ms $mpirun "$zs" measure --backend mpi --quiet "$@" --out "$out/m.json")
+			echo "$a $b" >>"$out/pairs"
+			i=$((i + 1))
+		done
+		ip=$(cut -d' ' -f1 "$out/pairs" | median)
+		mp=$(cut -d' ' -f2 "$out/pairs" | median)
+		r=$(awk '{print $2 / $1}' "$out/pairs" | median)
+		printf '%-44s in-process %7.0f ms, MPI %7.0f ms (medians of %d), MPI/in-process %.2f\n' \
+			"$name" "$ip" "$mp" "$n" "$r"
+	}
+	# The floor: launching the job, MPI_Init and MPI_Finalize around one
+	# run of a two-parameter model.
+	bench "mpi -np 2: launch floor (--layers 1,1 --world 2)" "$runs" \
+		$mpirun "$zs" measure --backend mpi --quiet --layers 1,1 --world 2 --schemes dp --steps 1 --out "$out/m.json"
+	pairs "default sweep's runs 2 divides (N=2..32)" "$runs" --world 2,4,8,16,32
+	pairs "1024,4096,1024 at N=16, 1 step, 4 schemes" "$big_runs" --layers 1024,4096,1024 --world 16 --steps 1
+	$mpirun "$zs" measure --backend mpi --quiet --layers 1024,4096,1024 --world 16 --steps 1 --out "$out/m.json"
+	"$zs" theory --layers 1024,4096,1024 --world 16 --out "$out/t.json"
+	ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zs" report --no-render --measured "$out/m.json" \
+		--theory "$out/t.json" --out "$out/report" >/dev/null
+	grep '^process overhead:' "$out/report/flags.txt"
+fi

@@ -31,7 +31,7 @@
 static struct zs_result run(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
 {
 	struct zs_result res;
-	struct zs_run_options opt = {0, 0, NULL};
+	struct zs_run_options opt = {0, 0, NULL, 0};
 	char *cause = NULL;
 	int r = engine_run(c, s, n, u, NULL, &opt, &res, &cause);
 	ck_assert_msg(r == 0, "engine_run failed: %s", cause ? cause : "?");
@@ -628,7 +628,7 @@ START_TEST(test_a_case_file_fixes_weights_and_batches)
 	c.widths[2] = 1;
 	c.steps = 1;
 	c.batch = 1;
-	struct zs_run_options opt = {0, 1, NULL};
+	struct zs_run_options opt = {0, 1, NULL, 0};
 	struct zs_result a, b;
 	ck_assert_int_eq(engine_run(&c, ZS_DP, 2, ZS_UNIT_MODEL, cs, &opt, &a, &cause), 0);
 	ck_assert_int_eq(engine_run(&c, ZS_ZERO3, 2, ZS_UNIT_LAYER, cs, &opt, &b, &cause), 0);

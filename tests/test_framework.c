@@ -65,7 +65,7 @@ static struct zs_config torch_config(enum zs_precision pr)
 static struct zs_result run_unit(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
 {
 	struct zs_result res;
-	struct zs_run_options opt = {0, 0, NULL};
+	struct zs_run_options opt = {0};
 	char *cause = NULL;
 	int r = engine_run(c, s, n, u, NULL, &opt, &res, &cause);
 	ck_assert_msg(r == 0, "engine_run failed: %s", cause ? cause : "?");

@@ -17,6 +17,9 @@
 #include "engine/engine.h"
 #include "engine/measure_json.h"
 #include "engine/sweep.h"
+#ifdef HAVE_MPI
+#include "engine/mpi_job.h"
+#endif
 #include "util/config.h"
 #include "util/schedule.h"
 #include "util/util.h"
@@ -62,6 +65,9 @@ static void usage(FILE *f)
 	      "Other:\n"
 	      "  -j, --jobs J           run up to J runs at once (default: one per CPU, as\n"
 	      "                         memory allows); the results do not depend on J\n"
+	      "      --backend B        inprocess (default: all N ranks in this process) or\n"
+	      "                         mpi (under mpirun or srun with P processes, N/P ranks\n"
+	      "                         each, one run at a time; needs ./configure --with-mpi)\n"
 	      "  -h, --help             display this help and exit\n"
 	      "  -V, --version          output version information and exit\n"
 	      "\n"
@@ -178,7 +184,21 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, char **caus
 	return 0;
 }
 
-enum { OPT_CASE = ZS_OPT_COMMAND, OPT_OUT, OPT_TIMELINE, OPT_DUMP, OPT_QUIET, OPT_JOBS, OPT_MODEL };
+/* This process's rank in a job being launched, from the launcher's
+ * environment (Open MPI, PMIx, MPICH, Slurm), before MPI_Init and even
+ * without MPI built in; -1 if none. */
+static int launched_rank(void)
+{
+	static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+		const char *v = getenv(vars[i]);
+		if (v != NULL && *v != '\0')
+			return atoi(v);
+	}
+	return -1;
+}
+
+enum { OPT_CASE = ZS_OPT_COMMAND, OPT_OUT, OPT_TIMELINE, OPT_DUMP, OPT_QUIET, OPT_JOBS, OPT_BACKEND, OPT_MODEL };
 
 static const struct zs_opt options[] = {
 	ZS_OPTS_MODEL,
@@ -188,6 +208,7 @@ static const struct zs_opt options[] = {
 	{"dump-weights", 0, 1, OPT_DUMP, NULL},
 	{"quiet", 'q', 0, OPT_QUIET, NULL},
 	{"jobs", 'j', 1, OPT_JOBS, NULL},
+	{"backend", 0, 1, OPT_BACKEND, NULL},
 	{"model", 0, 1, OPT_MODEL, NULL},
 	ZS_OPTS_STANDARD,
 	{NULL, 0, 0, ZS_OPT_END, NULL},
@@ -200,6 +221,10 @@ int zs_cmd_measure(int argc, char **argv)
 	const char *spec = NULL, *case_path = NULL, *out = NULL, *dump = NULL;
 	int timeline = 0, quiet = 0;
 	unsigned jobs = 0; /* 0: one per CPU online */
+	int jobs_given = 0, mpi = 0;
+#ifdef HAVE_MPI
+	int mpi_started = 0;
+#endif
 	char *cause = NULL;
 	struct zs_case *cs = NULL;
 	cJSON *root = NULL;
@@ -229,6 +254,14 @@ int zs_cmd_measure(int argc, char **argv)
 		case OPT_JOBS:
 			if (parse_jobs(v, &jobs, &cause) != 0)
 				goto fail;
+			jobs_given = 1;
+			break;
+		case OPT_BACKEND:
+			if (strcmp(v, "inprocess") != 0 && strcmp(v, "mpi") != 0) {
+				zs_fail(&cause, "--backend '%s': not a backend (inprocess or mpi)", v);
+				goto fail;
+			}
+			mpi = strcmp(v, "mpi") == 0;
 			break;
 		case OPT_MODEL:
 			/* Until the engine runs transformers, only the theory takes them. */
@@ -250,29 +283,65 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	if (zs_config_validate(&c, &cause) != 0 || zs_framework_check(&c, 0, &cause) != 0)
 		goto fail;
+#ifndef HAVE_MPI
+	if (mpi) {
+		zs_fail(&cause, "--backend mpi: this zerosim was built without MPI (./configure --with-mpi)");
+		goto fail;
+	}
+#endif
+	if (mpi && c.framework != ZS_FW_PAPER) { /* the MPI collectives have no broadcast, nor FSDP's kept units */
+		zs_fail(&cause, "--backend mpi: --framework %s is not implemented over MPI yet (use --backend inprocess)",
+		        zs_framework_name(c.framework));
+		goto fail;
+	}
+	if (mpi && jobs_given) {
+		zs_fail(&cause, "--jobs does not apply to --backend mpi: its runs go one at a time over the processes");
+		goto fail;
+	}
+	/* Under MPI only process 0 writes, and checks where it writes. */
+	int writer = !mpi || launched_rank() <= 0;
 	const struct zs_path in[] = {{"--spec", spec}, {"--case", case_path}};
 	const struct zs_path outs[] = {{"--out", out}, {"--dump-weights", dump}};
-	if (zs_check_paths(in, 2, outs, 2, &cause) != 0)
+	if (writer && zs_check_paths(in, 2, outs, 2, &cause) != 0)
 		goto fail;
 	/* A folder is bad usage; a folder that cannot take the file, a run-time failure. */
 	struct stat st;
-	if ((out != NULL && stat(out, &st) == 0 && S_ISDIR(st.st_mode)) ||
-	    (dump != NULL && stat(dump, &st) == 0 && S_ISDIR(st.st_mode))) {
+	if (writer && ((out != NULL && stat(out, &st) == 0 && S_ISDIR(st.st_mode)) ||
+	               (dump != NULL && stat(dump, &st) == 0 && S_ISDIR(st.st_mode)))) {
 		const char *d = out != NULL && stat(out, &st) == 0 && S_ISDIR(st.st_mode) ? out : dump;
 		zs_fail(&cause, "%s %s: is a folder, not a file", d == out ? "--out" : "--dump-weights", d);
 		goto fail;
 	}
-	if ((out && check_writable(out, &cause) != 0) || (dump && check_writable(dump, &cause) != 0)) {
+	if (writer && ((out && check_writable(out, &cause) != 0) || (dump && check_writable(dump, &cause) != 0))) {
 		status = ZS_EXIT_RUNTIME;
 		goto fail;
 	}
 
 	status = ZS_EXIT_RUNTIME;
-	struct zs_sweep_options so = {jobs, timeline, dump != NULL, !quiet && isatty(STDERR_FILENO) ? "zerosim measure" : NULL};
+#ifdef HAVE_MPI
+	if (mpi) {
+		if (mpi_job_start(NULL, NULL, &cause) != 0)
+			goto fail;
+		mpi_started = 1;
+		writer = mpi_job_rank() == 0;
+		if (c.nworld == 1 && c.world[0] % mpi_job_size() != 0) {
+			zs_fail(&cause, "--world %u: %u MPI processes cannot share %u ranks evenly; give a multiple of %u",
+			        c.world[0], mpi_job_size(), c.world[0], mpi_job_size());
+			status = ZS_EXIT_USAGE;
+			goto fail;
+		}
+	}
+#endif
+	struct zs_sweep_options so = {jobs, timeline, dump != NULL,
+	                              !quiet && (mpi || isatty(STDERR_FILENO)) ? "zerosim measure" : NULL, mpi};
 	struct zs_result *res = NULL;
 	size_t nres = 0;
 	if (sweep_run(&c, cs, &so, &res, &nres, &cause) != 0)
 		goto fail;
+	if (!writer) {
+		sweep_results_free(res, nres);
+		goto done;
+	}
 	root = measure_json_new(&c, case_path);
 	int diverged = 0;
 	for (size_t i = 0; i < nres; i++) {
@@ -305,13 +374,19 @@ int zs_cmd_measure(int argc, char **argv)
 		}
 		free(text);
 	}
-	cJSON_Delete(root);
-	engine_case_free(cs);
-	free(args);
-	return ZS_EXIT_OK;
-
-fail:
-	zs_print_error("zerosim measure", cause ? cause : "failed");
+done:
+	status = ZS_EXIT_OK;
+fail:;
+	/* Under MPI every process meets the same bad input: one says so. */
+	int say = !mpi || launched_rank() <= 0;
+#ifdef HAVE_MPI
+	if (mpi_started) {
+		say = mpi_job_rank() == 0;
+		mpi_job_finish();
+	}
+#endif
+	if (status != ZS_EXIT_OK && say)
+		zs_print_error("zerosim measure", cause ? cause : "failed");
 	free(cause);
 	cJSON_Delete(root);
 	engine_case_free(cs);

@@ -26,10 +26,10 @@ static inline void store(void *buf, size_t i, float v, enum zs_dtype dt)
 		((float *)buf)[i] = v;
 }
 
-static size_t shard_len(size_t n, unsigned world) { return (n + world - 1) / world; }
+size_t coll_shard_len(size_t n, unsigned world) { return (n + world - 1) / world; }
 
 /* Elements of rank r's slots that are real (not padding). */
-static size_t owned(size_t n, size_t s, unsigned r)
+size_t coll_owned(size_t n, size_t s, unsigned r)
 {
 	size_t lo = (size_t)r * s;
 	return lo >= n ? 0 : (n - lo < s ? n - lo : s);
@@ -37,7 +37,7 @@ static size_t owned(size_t n, size_t s, unsigned r)
 
 /* Elements reduced per pass: their means wait in a 1 KiB block on the
  * stack until every rank's slice of the block has been read. */
-#define BLOCK 256
+#define BLOCK COLL_BLOCK
 
 typedef float v8f __attribute__((vector_size(32)));
 
@@ -61,8 +61,8 @@ static inline float load1(const void *buf, size_t i, enum zs_dtype dt)
 /* sum[i] = mean over ranks q = 0..N-1 of bufs[q][lo + i], i < cnt <= BLOCK:
  * from 0, add rank 0's value, then rank 1's, ..., then divide by N. Four
  * vectors of running sums stay in registers while the ranks go by. */
-static void mean_block(float *sum, const void *const *bufs, unsigned world, size_t lo, size_t cnt,
-                       enum zs_dtype dt)
+void coll_mean_block(float *sum, const void *const *bufs, unsigned world, size_t lo, size_t cnt,
+                     enum zs_dtype dt)
 {
 	const float n = (float)world;
 	size_t i = 0;
@@ -91,7 +91,7 @@ static void mean_block(float *sum, const void *const *bufs, unsigned world, size
 	}
 }
 
-static void store_block(void *buf, size_t lo, const float *v, size_t cnt, enum zs_dtype dt)
+void coll_store_block(void *buf, size_t lo, const float *v, size_t cnt, enum zs_dtype dt)
 {
 	size_t i = 0;
 	if (dt == ZS_F16)
@@ -104,14 +104,14 @@ static void store_block(void *buf, size_t lo, const float *v, size_t cnt, enum z
 static void inproc_reduce_scatter(struct zs_coll *c, const void *const *full, void *const *shard, size_t n,
                                   enum zs_dtype dt)
 {
-	size_t s = shard_len(n, c->world);
+	size_t s = coll_shard_len(n, c->world);
 	float sum[BLOCK];
 	for (unsigned r = 0; r < c->world; r++) {
-		size_t lo = (size_t)r * s, cnt = owned(n, s, r);
+		size_t lo = (size_t)r * s, cnt = coll_owned(n, s, r);
 		for (size_t i = 0; i < cnt; i += BLOCK) {
 			size_t m = cnt - i < BLOCK ? cnt - i : BLOCK;
-			mean_block(sum, full, c->world, lo + i, m, dt);
-			store_block(shard[r], i, sum, m, dt);
+			coll_mean_block(sum, full, c->world, lo + i, m, dt);
+			coll_store_block(shard[r], i, sum, m, dt);
 		}
 	}
 }
@@ -119,12 +119,12 @@ static void inproc_reduce_scatter(struct zs_coll *c, const void *const *full, vo
 static void inproc_all_gather(struct zs_coll *c, const void *const *shard, void *const *full, size_t n,
                               enum zs_dtype dt)
 {
-	size_t s = shard_len(n, c->world), es = coll_dtype_size(dt);
+	size_t s = coll_shard_len(n, c->world), es = coll_dtype_size(dt);
 	for (unsigned q = 0; q < c->world; q++)
 		for (unsigned r = 0; r < c->world; r++) {
 			char *dst = (char *)full[q] + (size_t)r * s * es;
 			if (dst != (const char *)shard[r])
-				memcpy(dst, shard[r], owned(n, s, r) * es);
+				memcpy(dst, shard[r], coll_owned(n, s, r) * es);
 		}
 }
 
@@ -136,9 +136,9 @@ static void inproc_all_reduce(struct zs_coll *c, void *const *full, size_t n, en
 	size_t es = coll_dtype_size(dt);
 	for (size_t i = 0; i < n; i += BLOCK) {
 		size_t m = n - i < BLOCK ? n - i : BLOCK;
-		mean_block(sum, (const void *const *)full, c->world, i, m, dt);
+		coll_mean_block(sum, (const void *const *)full, c->world, i, m, dt);
 		/* rounded once into rank 0's buffer, copied to the others */
-		store_block(full[0], i, sum, m, dt);
+		coll_store_block(full[0], i, sum, m, dt);
 		for (unsigned q = 1; q < c->world; q++)
 			memcpy((char *)full[q] + i * es, (const char *)full[0] + i * es, m * es);
 	}
@@ -160,22 +160,27 @@ static const struct zs_coll_ops inprocess_ops = {
 
 void coll_init_inprocess(struct zs_coll *c, unsigned world)
 {
+	memset(c, 0, sizeof *c);
 	c->world = world;
+	c->r1 = world;
 	c->ops = &inprocess_ops;
 	c->stats = zs_calloc(world, sizeof *c->stats);
 }
 
 void coll_destroy(struct zs_coll *c)
 {
+	if (c->impl_free != NULL)
+		c->impl_free(c->impl);
 	free(c->stats);
 	c->stats = NULL;
+	c->impl = NULL;
 }
 
 void coll_reset_stats(struct zs_coll *c) { memset(c->stats, 0, c->world * sizeof *c->stats); }
 
 static void count(struct zs_coll *c, enum zs_coll_kind k, size_t n, enum zs_dtype dt)
 {
-	unsigned long long s = shard_len(n, c->world);
+	unsigned long long s = coll_shard_len(n, c->world);
 	unsigned long long elems = (unsigned long long)(c->world - 1) * s * (k == ZS_ALL_REDUCE ? 2 : 1);
 	for (unsigned r = 0; r < c->world; r++) {
 		c->stats[r].calls[k]++;

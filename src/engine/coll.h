@@ -10,6 +10,9 @@
  * real elements only; padding slots of a shard are never written. Reductions
  * sum ranks in order 0..N-1 in fp32, divide by N in fp32, and round once to
  * the buffer type. In-place use is allowed: shard[r] may be full[r] + r·s.
+ * A process holds the ranks [r0, r1) (all N in process; N/P of them in
+ * each of P MPI processes, coll_mpi.h); the pointer lists hold those ranks'
+ * buffers, rank k's at k - r0. The stats are for all N ranks.
  *
  * Cost accounting is the ring algorithm's (Patarasuk & Yuan 2009; the ZeRO
  * paper §7): a reduce-scatter or all-gather of a padded buffer of M bytes
@@ -17,7 +20,10 @@
  * (torch's ZeroRedundancyOptimizer) is counted as (N-1)/N of its padded
  * buffer per rank too: what a ring broadcast sends, (N-1)·M over N ranks,
  * spread evenly (the scatter-then-all-gather broadcast sends exactly that
- * from every rank). It is counted here, once for every backend.
+ * from every rank). It is counted here, once for every backend. A backend
+ * that moves data between processes also counts, per rank and per kind,
+ * the MPI calls it made and the bytes of that rank's data it handed to MPI
+ * for other processes (`wire_*`).
  */
 #ifndef ZS_COLL_H
 #define ZS_COLL_H
@@ -32,6 +38,8 @@ struct zs_coll_stats {
 	unsigned long long calls[ZS_NCOLL];
 	unsigned long long bytes[ZS_NCOLL];    /* bytes sent */
 	unsigned long long elements[ZS_NCOLL]; /* elements sent */
+	unsigned long long wire_calls[ZS_NCOLL]; /* MPI calls (0 in process) */
+	unsigned long long wire_bytes[ZS_NCOLL]; /* bytes handed to MPI for other processes */
 };
 
 struct zs_coll;
@@ -51,8 +59,11 @@ struct zs_coll_ops {
 
 struct zs_coll {
 	unsigned world;
+	unsigned r0, r1; /* the ranks this process holds */
 	const struct zs_coll_ops *ops;
-	struct zs_coll_stats *stats; /* one per rank */
+	struct zs_coll_stats *stats; /* one per rank, 0..N-1 */
+	void *impl;                  /* the backend's own state, or NULL */
+	void (*impl_free)(void *impl);
 };
 
 size_t coll_dtype_size(enum zs_dtype dt);
@@ -70,5 +81,16 @@ void coll_reduce_scatter(struct zs_coll *c, const void *const *full, void *const
 void coll_all_gather(struct zs_coll *c, const void *const *shard, void *const *full, size_t n,
                      enum zs_dtype dt);
 void coll_broadcast(struct zs_coll *c, void *const *full, unsigned root, size_t n, enum zs_dtype dt);
+
+/* For backends: the slots per rank s = ceil(n/N); the real elements of
+ * rank r's slots; the mean of cnt <= COLL_BLOCK elements at lo of
+ * bufs[0..nbufs) summed in that order in fp32; and its rounding into buf at
+ * lo. Every backend reduces through these two, so all agree bit for bit. */
+#define COLL_BLOCK 256
+size_t coll_shard_len(size_t n, unsigned world);
+size_t coll_owned(size_t n, size_t s, unsigned r);
+void coll_mean_block(float *sum, const void *const *bufs, unsigned nbufs, size_t lo, size_t cnt,
+                     enum zs_dtype dt);
+void coll_store_block(void *buf, size_t lo, const float *v, size_t cnt, enum zs_dtype dt);
 
 #endif

@@ -19,8 +19,13 @@
 #include <xxhash.h>
 
 #include "engine/engine.h"
+#include "engine/osmem.h"
 #include "engine/scheme.h"
 #include "util/util.h"
+#ifdef HAVE_MPI
+#include "engine/coll_mpi.h"
+#include "engine/mpi_job.h"
+#endif
 
 /* ------------------------------------------------------------------------- */
 /* generator and digest */
@@ -401,31 +406,86 @@ static struct zs_slice final_weights(const struct zs_run *r, unsigned k, size_t 
 	return layout_own(&r->layout, weights_buf(r), u, k);
 }
 
-/* The run's figures, from every rank. This process holds all N here
- * (r0 = 0, r1 = N); a backend that holds a range [r0, r1) gathers the
- * other ranks' tracker figures and weight slices here first. */
-static void collect(struct zs_run *r, const struct zs_run_options *opt, struct zs_result *res)
+/* Under MPI: gather to process 0 the rank entries of buf (world entries
+ * of `bytes`, each process having filled its own ranks'). In process,
+ * every entry is already here. */
+static void gather(const struct zs_run *r, void *buf, size_t bytes)
 {
-	unsigned N = r->world;
+#ifdef HAVE_MPI
+	if (r->mpi)
+		mpi_job_gather(buf, bytes, r->world);
+#else
+	(void)r;
+	(void)buf;
+	(void)bytes;
+#endif
+}
+
+/* Under MPI with the final weights sharded, every rank's S slots gathered
+ * to process 0 (N·S floats, outside the tracker: it is after the run);
+ * NULL otherwise, when every part the digest reads is here. */
+static float *gather_weights(const struct zs_run *r)
+{
+	if (!r->mpi || layout_span(&r->layout, weights_buf(r)) == ZS_FULL || (r->r0 == 0 && r->r1 == r->world))
+		return NULL;
+	size_t S = r->layout.shard;
+	float *all = zs_calloc((size_t)r->world * S, sizeof *all);
+	for (unsigned k = r->r0; k < r->r1; k++)
+		memcpy(all + (size_t)k * S, run_rank(r, k)->buf[weights_buf(r)], S * sizeof *all);
+	gather(r, all, S * sizeof *all);
+	return all;
+}
+
+/* Fill res from every rank's figures: under MPI process 0 gathers them,
+ * and the other processes' res stays partial. */
+static void collect(struct zs_run *r, const struct zs_run_options *opt, size_t os_peak, struct zs_result *res)
+{
+	unsigned N = r->world, held = r->r1 - r->r0, steps = res->steps;
+	struct zs_rank_mem *mem = zs_calloc(N, sizeof *mem);
+	memcpy(mem + r->r0, r->tracker.rank + r->r0, held * sizeof *mem);
+	gather(r, mem, sizeof *mem);
+	res->comm = zs_calloc(N, sizeof *res->comm);
+	memcpy(res->comm + r->r0, r->coll.stats + r->r0, held * sizeof *res->comm);
+	gather(r, res->comm, sizeof *res->comm);
+	gather(r, r->rank_loss, steps * sizeof *r->rank_loss);
+	if (r->mpi) {
+		res->os_peak = zs_calloc(N, sizeof *res->os_peak);
+		for (unsigned k = r->r0; k < r->r1; k++)
+			res->os_peak[k] = os_peak;
+		gather(r, res->os_peak, sizeof *res->os_peak);
+	}
+	float *remote = gather_weights(r);
+	res->partial = r->r0 != 0;
+
 	res->resident = zs_calloc(N, sizeof *res->resident);
 	res->peak = zs_calloc(N, sizeof *res->peak);
 	res->binding_rank = 0;
 	for (unsigned k = 0; k < N; k++) {
-		res->resident[k] = r->tracker.rank[k].total;
-		res->peak[k] = r->tracker.rank[k].peak;
+		res->resident[k] = mem[k].total;
+		res->peak[k] = mem[k].peak;
 		if (res->peak[k] > res->peak[res->binding_rank])
 			res->binding_rank = k;
 	}
-	const struct zs_rank_mem *bm = &r->tracker.rank[res->binding_rank];
+	const struct zs_rank_mem *bm = &mem[res->binding_rank];
 	memcpy(res->resident_breakdown, bm->cur, sizeof bm->cur);
 	memcpy(res->peak_breakdown, bm->at_peak, sizeof bm->at_peak);
-	res->comm = zs_calloc(N, sizeof *res->comm);
-	memcpy(res->comm, r->coll.stats, N * sizeof *res->comm);
+	free(mem);
+	/* The mean loss of each step: ranks summed 0..N-1 in double. */
+	for (unsigned t = 0; t < steps; t++) {
+		double sum = 0;
+		for (unsigned k = 0; k < N; k++)
+			sum += r->rank_loss[(size_t)k * steps + t];
+		res->losses[t] = (float)(sum / N);
+	}
 	res->nunits = r->layout.nunits;
 	for (size_t u = 0; u < r->layout.nunits; u++)
 		res->unit_n[u] = r->layout.unit[u].n;
 	res->shard_elements = r->layout.shard;
 	res->padded_elements = r->layout.shard * N;
+	if (res->partial) {
+		free(remote);
+		return;
+	}
 
 	XXH3_state_t *h = XXH3_createState();
 	if (h == NULL || XXH3_64bits_reset(h) != XXH_OK)
@@ -436,7 +496,10 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, struct z
 	for (size_t u = 0; u < npieces; u++)
 		for (unsigned k = 0; k < N; k++) {
 			struct zs_slice sl = final_weights(r, k, u);
-			const float *w = run_at(r, k, weights_buf(r), sl.at);
+			if (sl.count == 0)
+				continue;
+			const float *w = k >= r->r1 ? remote + (size_t)k * r->layout.shard + sl.at
+			                            : run_at(r, k, weights_buf(r), sl.at);
 			if (XXH3_64bits_update(h, w, sl.count * sizeof *w) != XXH_OK)
 				zs_oom(__FILE__, __LINE__);
 			if (res->weights)
@@ -444,6 +507,7 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, struct z
 		}
 	res->digest = XXH3_64bits_digest(h);
 	XXH3_freeState(h);
+	free(remote);
 	if (opt->timeline) {
 		res->ntimeline = r->tracker.nevents;
 		res->timeline = zs_malloc((res->ntimeline ? res->ntimeline : 1) * sizeof *res->timeline);
@@ -475,7 +539,9 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 }
 
 /* Full buffers must hold the same bytes on every rank after a step (DP's
- * replicas, ZeRO-1/2's gathered params); the digest reads rank 0's. */
+ * replicas, ZeRO-1/2's gathered params); the digest reads rank 0's. Each
+ * process compares its ranks with its first; under MPI, process 0 also
+ * compares every process's first rank with rank 0, by digest. */
 static int check_replicas(const struct zs_run *r, enum zs_scheme scheme, char **cause)
 {
 	const enum zs_buf weights[] = {ZS_BUF_PARAMS, ZS_BUF_MASTER};
@@ -489,7 +555,24 @@ static int check_replicas(const struct zs_run *r, enum zs_scheme scheme, char **
 				return zs_fail(cause, "internal error: rank %u's %s differ from rank %u's (%s, N=%u)", k, what[i],
 				               r->r0, zs_scheme_name(scheme), r->world);
 		}
-	return 0;
+	if (!r->mpi)
+		return 0;
+	uint64_t(*h)[2] = zs_calloc(r->world, sizeof *h);
+	for (unsigned k = r->r0; k < r->r1; k++)
+		for (size_t i = 0; i < 2; i++) {
+			enum zs_buf b = weights[i];
+			if (has_buf(r, b) && layout_span(&r->layout, b) == ZS_FULL)
+				h[k][i] = XXH3_64bits(run_rank(r, r->r0)->buf[b], r->layout.nparams * r->esize[b]);
+		}
+	gather(r, h, sizeof *h);
+	int bad = 0;
+	for (unsigned k = 1; k < r->world && r->r0 == 0 && !bad; k++)
+		for (size_t i = 0; i < 2 && !bad; i++)
+			if (h[k][i] != h[0][i])
+				bad = zs_fail(cause, "internal error: rank %u's %s differ from rank 0's (%s, N=%u)", k, what[i],
+				              zs_scheme_name(scheme), r->world);
+	free(h);
+	return bad;
 }
 
 /* The N = 1 rule: one rank has nothing to shard, gather or reduce, so its
@@ -509,8 +592,6 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	model_mlp_init(&r.model, c->widths, c->nwidths, c->batch);
 	run_layout(&r.layout, &r.model, c, scheme, world, unit);
 	r.world = world;
-	r.r0 = 0; /* the in-process backend holds every rank */
-	r.r1 = world;
 	r.precision = c->precision;
 	r.dt = c->precision == ZS_MIXED ? ZS_F16 : ZS_F32;
 	r.seed = c->seed;
@@ -527,8 +608,21 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r.opt.beta2 = (float)c->beta2;
 	r.opt.eps = (float)c->eps;
 	setup_buffers(&r);
+#ifdef HAVE_MPI
+	/* This run's peak resident set starts from what the process holds
+	 * without it. */
+	if (opt->mpi && (osmem_reset_peak(cause) != 0 || coll_init_mpi(&r.coll, world, cause) != 0)) {
+		free(own_init);
+		return -1;
+	}
+	r.mpi = opt->mpi;
+#endif
+	if (!r.mpi)
+		coll_init_inprocess(&r.coll, world);
+	r.r0 = r.coll.r0;
+	r.r1 = r.coll.r1;
 	tracker_init(&r.tracker, world);
-	coll_init_inprocess(&r.coll, world);
+	r.rank_loss = zs_calloc((size_t)world * c->steps, sizeof *r.rank_loss);
 	r.rank = zs_calloc(r.r1 - r.r0, sizeof *r.rank);
 	r.ptr_a = zs_calloc(r.r1 - r.r0, sizeof *r.ptr_a);
 	r.ptr_b = zs_calloc(r.r1 - r.r0, sizeof *r.ptr_b);
@@ -540,16 +634,16 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 			tracker_record(&r.tracker);
 		step(&r, t);
 		tracker_stop_recording(&r.tracker);
-		double sum = 0;
 		for (unsigned k = r.r0; k < r.r1; k++)
-			sum += run_rank(&r, k)->loss;
-		res->losses[t] = (float)(sum / world);
+			r.rank_loss[(size_t)k * c->steps + t] = run_rank(&r, k)->loss;
 	}
+	size_t os_peak = r.mpi ? osmem_peak_bytes() : 0;
 	res->scheme = scheme;
 	res->world = world;
 	res->unit = unit;
 	res->steps = c->steps;
-	collect(&r, opt, res);
+	res->processes = world / (r.r1 - r.r0);
+	collect(&r, opt, os_peak, res);
 	int replicas = check_replicas(&r, scheme, cause);
 	free(own_init);
 
@@ -559,6 +653,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	tracker_destroy(&r.tracker);
 	coll_destroy(&r.coll);
 	free(r.rank);
+	free(r.rank_loss);
 	free(r.ptr_a);
 	free(r.ptr_b);
 	if (left != 0) {
@@ -575,6 +670,7 @@ void engine_result_free(struct zs_result *res)
 	free(res->resident);
 	free(res->peak);
 	free(res->comm);
+	free(res->os_peak);
 	free(res->losses);
 	free(res->timeline);
 	free(res->weights);

@@ -42,6 +42,11 @@ struct zs_result {
 	size_t resident_breakdown[ZS_NCATS];
 	size_t peak_breakdown[ZS_NCATS];
 	struct zs_coll_stats *comm;         /* per rank, whole run */
+	size_t *os_peak;                    /* per rank: its process's peak RSS
+	                                       (VmHWM) in this run; MPI only, else NULL */
+	unsigned processes;                 /* the processes that held the ranks */
+	int partial;                        /* under MPI, on processes other than 0:
+	                                       other processes' ranks are missing */
 	float *losses;                      /* per step */
 	uint64_t digest;                    /* XXH3-64 of the final fp32 weights */
 	struct zs_event *timeline;          /* rank 0, last step; NULL unless asked */
@@ -54,6 +59,9 @@ struct zs_run_options {
 	int weights;      /* return the final weights */
 	const float *init; /* engine_initial_weights(c), or NULL to compute
 	                      them here; unused with a case file */
+	int mpi;          /* the MPI backend (built with HAVE_MPI; mpi_job.h):
+	                     this process runs its N/P ranks, process 0 gets
+	                     the whole result */
 };
 
 /* Run config's steps for one (scheme, world, unit). */

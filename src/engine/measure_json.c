@@ -106,6 +106,8 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 	str(run, "scheme", zs_scheme_name(res->scheme));
 	zs_json_add_number(run, "world", N);
 	str(run, "unit", zs_unit_name(res->unit));
+	str(run, "backend", res->os_peak != NULL ? "mpi" : "inprocess");
+	zs_json_add_number(run, "processes", res->processes);
 	cJSON *units = arr(run, "units");
 	for (size_t u = 0; u < res->nunits; u++)
 		push(units, (double)res->unit_n[u]);
@@ -130,6 +132,12 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 		push(pa, (double)res->peak[k]);
 		push(ca, (double)sent / res->steps);
 	}
+	if (res->os_peak != NULL) {
+		/* Under MPI: each rank's process, as the kernel counts it. */
+		cJSON *oa = arr(per, "os_peak_bytes");
+		for (unsigned k = 0; k < N; k++)
+			push(oa, (double)res->os_peak[k]);
+	}
 
 	/* The binding rank for comm is the one that sends the most. */
 	unsigned cb = 0;
@@ -151,6 +159,10 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 		cJSON *one = obj(coll, coll_kind_name((enum zs_coll_kind)kind));
 		zs_json_add_number(one, "calls_per_step", (double)res->comm[cb].calls[kind] / res->steps);
 		zs_json_add_number(one, "bytes_per_step", (double)res->comm[cb].bytes[kind] / res->steps);
+		if (res->os_peak != NULL) {
+			zs_json_add_number(one, "mpi_calls_per_step", (double)res->comm[cb].wire_calls[kind] / res->steps);
+			zs_json_add_number(one, "mpi_bytes_per_step", (double)res->comm[cb].wire_bytes[kind] / res->steps);
+		}
 		elems += res->comm[cb].elements[kind];
 	}
 	double bytes_step = (double)most / res->steps;

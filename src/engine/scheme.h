@@ -57,6 +57,8 @@ struct zs_run {
 	struct zs_tracker tracker;
 	struct zs_coll coll;
 	struct zs_rank *rank;         /* rank[k - r0] */
+	int mpi;                      /* the MPI backend (coll_mpi.h) */
+	float *rank_loss;             /* [k][step]: rank k's losses (all N under MPI, for the gather) */
 	/* Per-rank pointer lists handed to the collectives (bookkeeping, O(N)). */
 	void **ptr_a, **ptr_b;
 

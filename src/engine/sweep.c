@@ -18,6 +18,9 @@
 #include "engine/heap.h"
 #include "engine/sweep.h"
 #include "util/util.h"
+#ifdef HAVE_MPI
+#include "engine/mpi_job.h"
+#endif
 
 struct sweep {
 	const struct zs_config *c;
@@ -185,7 +188,7 @@ static void *worker(void *arg)
 		enum zs_scheme sc;
 		unsigned w;
 		job_params(sw, i, &u, &sc, &w);
-		struct zs_run_options ro = {sw->o->timeline, sw->o->dump && i + 1 == sw->njobs, sw->init};
+		struct zs_run_options ro = {sw->o->timeline, sw->o->dump && i + 1 == sw->njobs, sw->init, 0};
 		int r = engine_run(sw->c, sc, w, u, sw->cs, &ro, &sw->res[i], &sw->cause[i]);
 
 		pthread_mutex_lock(&sw->lock);
@@ -232,6 +235,87 @@ static int run_jobs(struct sweep *sw, char **cause)
 	return *cause != NULL ? -1 : zs_fail(cause, "a run failed");
 }
 
+/* ------------------------------------------------------------------------- */
+/* under MPI: every process runs every job in the sweep's order, one at a
+ * time, holding N/P of its ranks; process 0 keeps the results. */
+
+#ifdef HAVE_MPI
+/* "rank 3" or "ranks 4-7": the ranks MPI process p holds at N = w. */
+static char *ranks_of(unsigned p, unsigned w, unsigned P)
+{
+	unsigned per = w / P;
+	if (per == 1)
+		return zs_asprintf("rank %u", p);
+	return zs_asprintf("ranks %u-%u", p * per, (p + 1) * per - 1);
+}
+
+/* Run the jobs P divides, in order, and move their results to the front;
+ * *ran is how many. */
+static int run_jobs_mpi(struct sweep *sw, size_t *ran, char **cause)
+{
+	unsigned P = mpi_job_size(), me = mpi_job_rank();
+	unsigned char *skip = zs_calloc(sw->njobs, 1);
+	double one = 0;
+	size_t todo = 0;
+	*ran = 0;
+	for (size_t i = 0; i < sw->njobs; i++) {
+		skip[i] = job_world(sw, i) % P != 0;
+		todo += !skip[i];
+		if (skip[i] && me == 0 && i < sw->c->nworld) /* once per world size */
+			fprintf(stderr, "zerosim measure: skipping N=%u: %u MPI processes cannot share its ranks evenly\n",
+			        job_world(sw, i), P);
+		if (!skip[i] && sw->bound[i] / P > one)
+			one = sw->bound[i] / P;
+	}
+	/* Each process holds N/P ranks of a run, and the initial weights. */
+	one += 4.0 * zs_config_params(sw->c);
+	double avail = available_memory();
+	int r = 0;
+	if (todo == 0)
+		r = zs_fail(cause, "no world size of the sweep is a multiple of the %u MPI processes", P);
+	else if (avail > 0 && one > avail)
+		r = zs_fail(cause, "each process needs up to %.3g GB for the largest run and this machine has %.3g GB "
+		            "available; use more processes, or a smaller --layers or --world", one / 1e9, avail / 1e9);
+	sw->start = now();
+	double shown_at = sw->start;
+	size_t last = sw->njobs;
+	while (last > 0 && skip[last - 1])
+		last--;
+	for (size_t i = 0; i < sw->njobs && r == 0; i++) {
+		if (skip[i])
+			continue;
+		enum zs_unit u;
+		enum zs_scheme sc;
+		unsigned w;
+		job_params(sw, i, &u, &sc, &w);
+		char *what = zs_asprintf("%s, N=%u, unit=%s", zs_scheme_name(sc), w, zs_unit_name(u));
+		mpi_job_set_run(what, w);
+		struct zs_run_options ro = {sw->o->timeline, sw->o->dump && i + 1 == last, sw->init, 1};
+		struct zs_result *res = &sw->res[(*ran)++];
+		if (engine_run(sw->c, sc, w, u, sw->cs, &ro, res, &sw->cause[i]) != 0) {
+			char *who = ranks_of(me, w, P);
+			char *line = zs_asprintf("%s (MPI process %u of %u) failed in %s: %s", who, me, P, what,
+			                         sw->cause[i] ? sw->cause[i] : "failed");
+			zs_print_error("zerosim measure", line);
+			mpi_job_abort(ZS_EXIT_RUNTIME);
+		}
+		free(what);
+		sw->done++;
+		/* mpirun hands stderr on through a pipe: whole lines, at most
+		 * one a second, for a terminal and a batch job's log alike. */
+		if (sw->o->progress != NULL && me == 0 && now() - shown_at > 1.0) {
+			fprintf(stderr, "%s: run %zu/%zu done (%s, N=%u, unit=%s, %u processes), %.1f s\n", sw->o->progress,
+			        sw->done, todo, zs_scheme_name(sc), w, zs_unit_name(u), P, now() - sw->start);
+			shown_at = now();
+		}
+	}
+	if (r == 0 && last > 0)
+		mpi_job_set_run("the writing of the output", job_world(sw, last - 1));
+	free(skip);
+	return r;
+}
+#endif
+
 void sweep_results_free(struct zs_result *res, size_t njobs)
 {
 	for (size_t i = 0; res != NULL && i < njobs; i++)
@@ -245,18 +329,26 @@ int sweep_run(const struct zs_config *c, const struct zs_case *cs, const struct 
 	struct sweep sw;
 	sweep_init(&sw, c, cs, o);
 	float *init = NULL;
-	int r = sweep_fit_memory(&sw, available_memory(), cause);
+	size_t ran = sw.njobs;
+	int r = o->mpi ? 0 : sweep_fit_memory(&sw, available_memory(), cause);
 	if (r == 0) {
+		/* Under MPI too: the engine trims the heap before each run, so
+		 * that the run's peak RSS is its own. */
 		heap_tune();
 		init = cs == NULL ? engine_initial_weights(c) : NULL;
 		sw.init = init;
-		r = run_jobs(&sw, cause);
+#ifdef HAVE_MPI
+		if (o->mpi)
+			r = run_jobs_mpi(&sw, &ran, cause);
+		else
+#endif
+			r = run_jobs(&sw, cause);
 	}
 	for (size_t i = 0; i < sw.njobs; i++)
 		free(sw.cause[i]);
 	if (r == 0) {
 		*out = sw.res;
-		*njobs = sw.njobs;
+		*njobs = ran;
 	} else {
 		sweep_results_free(sw.res, sw.njobs);
 	}

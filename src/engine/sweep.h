@@ -20,6 +20,9 @@ struct zs_sweep_options {
 	int timeline;         /* every run records rank 0's last step */
 	int dump;             /* the last run returns its final weights */
 	const char *progress; /* prefix of a progress line on stderr, or NULL for none */
+	int mpi;              /* the MPI backend: every process runs every job, one at a time
+	                         (jobs is unused); a world size the processes do not divide is
+	                         skipped and said so; process 0 gets the results of those run */
 };
 
 /* Run c's sweep (on case cs, or NULL). The results come in the sweep's
@@ -27,7 +30,8 @@ struct zs_sweep_options {
  * running anything if the largest run cannot fit in the memory available;
  * after a failed run only the runs before it in the sweep's order still
  * run, and *cause is the first failure in that order, whatever the
- * workers. */
+ * workers. Under MPI (o->mpi) *njobs counts the runs made, and a failed
+ * run ends the whole job with a line naming the failing process's ranks. */
 int sweep_run(const struct zs_config *c, const struct zs_case *cs, const struct zs_sweep_options *o,
               struct zs_result **out, size_t *njobs, char **cause);
 void sweep_results_free(struct zs_result *res, size_t njobs);

@@ -8,7 +8,8 @@ libzsreport_a_SOURCES = \
 	src/report/report_findings.c src/report/report_findings.h \
 	src/report/report_text.c src/report/report_text.h \
 	src/report/report_figures.c src/report/report_figures.h \
-	src/report/report_exec.c src/report/report_exec.h
+	src/report/report_exec.c src/report/report_exec.h \
+	src/report/report_overhead.c src/report/report_overhead.h
 
 zerosim_SOURCES += src/cli/cmd_report.c
 

@@ -18,6 +18,7 @@
 #include "report/report_exec.h"
 #include "report/report_figures.h"
 #include "report/report_findings.h"
+#include "report/report_overhead.h"
 #include "report/report_text.h"
 #include "util/util.h"
 
@@ -138,6 +139,7 @@ static int write_outputs(const struct report_options *o, const struct report_dat
 	rc = mkdir_p(figdir, cause);
 	if (rc == 0) {
 		report_flags_text(d, pts, npts, &b);
+		report_overhead_text(d, &b);
 		rc = write_buf(o->out, "flags.txt", &b, cause);
 	}
 	if (rc == 0) {
@@ -150,6 +152,7 @@ static int write_outputs(const struct report_options *o, const struct report_dat
 	}
 	if (rc == 0) {
 		report_flags_tex(d, pts, npts, &b);
+		report_overhead_tex(d, &b);
 		rc = write_buf(o->out, "flags.tex", &b, cause);
 	}
 	if (rc == 0) {

@@ -321,6 +321,46 @@ static int read_timeline(const cJSON *run, const char *where, struct report_run 
 	return 0;
 }
 
+/* The operating system's figures of an MPI run, where present: each
+ * rank's process peak RSS beside its tracked peak, the ranks split evenly
+ * over "processes" in order. */
+static int read_os(const cJSON *run, const char *where, struct report_run *r, char **cause)
+{
+	const cJSON *per = cJSON_GetObjectItemCaseSensitive(run, "per_rank");
+	const cJSON *os = cJSON_GetObjectItemCaseSensitive(per, "os_peak_bytes");
+	const cJSON *peak = cJSON_GetObjectItemCaseSensitive(per, "peak_bytes");
+	double procs;
+
+	if (os == NULL)
+		return 0;
+	if (read_count(run, "processes", where, "a number of processes", &procs, cause) < 0)
+		return -1;
+	if (!cJSON_IsArray(os) || !cJSON_IsArray(peak) || cJSON_GetArraySize(os) != (int)r->world ||
+	    cJSON_GetArraySize(peak) != (int)r->world || procs < 1 || fmod(r->world, procs) != 0)
+		return zs_fail(cause, "%s: per_rank.os_peak_bytes and peak_bytes need one entry per rank, "
+		               "over a number of processes that divides N", where);
+	r->os_ranks = r->world / (unsigned)procs;
+	r->os_overhead = -HUGE_VAL;
+	for (unsigned p = 0; p < (unsigned)procs; p++) {
+		double most = 0, tracked = 0;
+		for (unsigned k = p * r->os_ranks; k < (p + 1) * r->os_ranks; k++) {
+			const cJSON *o = cJSON_GetArrayItem(os, (int)k), *t = cJSON_GetArrayItem(peak, (int)k);
+			if (!cJSON_IsNumber(o) || !cJSON_IsNumber(t) || !(o->valuedouble >= 0) ||
+			    !(t->valuedouble >= 0) || !isfinite(o->valuedouble) || !isfinite(t->valuedouble))
+				return zs_fail(cause, "%s: per_rank holds something other than byte counts", where);
+			most = fmax(most, o->valuedouble);
+			tracked += t->valuedouble;
+		}
+		if ((most - tracked) / r->os_ranks > r->os_overhead) {
+			r->os_process = p;
+			r->os_peak = most;
+			r->os_tracked = tracked;
+			r->os_overhead = (most - tracked) / r->os_ranks;
+		}
+	}
+	return 0;
+}
+
 static int read_run(const cJSON *run, const char *where, struct report_run *r, char **cause)
 {
 	const cJSON *units, *u;
@@ -348,7 +388,8 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	    read_breakdown(run, "resident_breakdown", where, lab, "resident_bytes",
 	                   r->measured[REPORT_RESIDENT], r->resident_bd, cause) < 0 ||
 	    read_breakdown(run, "peak_breakdown", where, lab, "peak_bytes", r->measured[REPORT_PEAK],
-	                   r->peak_bd, cause) < 0)
+	                   r->peak_bd, cause) < 0 ||
+	    read_os(run, where, r, cause) < 0)
 		return -1;
 	const cJSON *bc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "collectives"),
 	                                                  "broadcast");

@@ -55,6 +55,12 @@ struct report_run {
 	double sched_resident_bd[REPORT_NCATS];
 	double sched_peak_bd[REPORT_NCATS];
 	int has_sched_resident_bd, has_sched_peak_bd;
+	/* Under MPI (per_rank.os_peak_bytes): the process whose peak RSS most
+	 * exceeds the tracked peaks of the ranks it carries, its ranks, those
+	 * two figures, and the process overhead per rank (their difference
+	 * divided by its ranks). os_ranks is 0 for a run measured in process. */
+	unsigned os_ranks, os_process;
+	double os_peak, os_tracked, os_overhead;
 	double *timeline;                    /* rank 0's current_bytes per event, or NULL */
 	enum report_phase *phase;            /* each event's phase (NULL with timeline) */
 	size_t ntimeline;

@@ -1,0 +1,20 @@
+# The MPI backend (./configure --with-mpi): its sources, and its tests,
+# which run under mpirun. Without MPI the test scripts skip, saying so.
+if HAVE_MPI
+libzsengine_a_SOURCES += src/engine/coll_mpi.c src/engine/coll_mpi.h \
+	src/engine/mpi_job.c src/engine/mpi_job.h
+AM_CPPFLAGS += $(MPI_CFLAGS)
+
+check_PROGRAMS += tests/test_coll_mpi
+tests_test_coll_mpi_SOURCES = tests/test_coll_mpi.c
+tests_test_coll_mpi_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_coll_mpi_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(CHECK_LIBS) -lm
+endif
+
+# An MPI run's file against the in-process one's (needs no MPI itself).
+check_PROGRAMS += tests/mpi_agree
+tests_mpi_agree_SOURCES = tests/mpi_agree.c
+tests_mpi_agree_LDADD = libzsutil.a $(CJSON_LIBS)
+
+TESTS += tests/mpi_coll.sh tests/mpi_measure.sh tests/mpi_kill.sh tests/report_overhead.sh
+EXTRA_DIST += tests/mpi_coll.sh tests/mpi_measure.sh tests/mpi_kill.sh tests/mpi_env.sh tests/report_overhead.sh
