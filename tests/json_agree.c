@@ -78,7 +78,9 @@ static int same_breakdown(const cJSON *mrun, const cJSON *sched, const char *key
 	return 0;
 }
 
-/* Every rank holds and sends the schedule's bytes (all ranks are equal). */
+/* Every rank holds and sends the schedule's bytes: all ranks are equal,
+ * unless the schedule has per-rank arrays of its own (a framework's uneven
+ * partition), which must then be the measured ones. */
 static int same_per_rank(const cJSON *mrun, const cJSON *sched, const char *run, char **cause)
 {
 	static const struct { const char *rank_key, *sched_key; } pairs[] = {
@@ -87,6 +89,7 @@ static int same_per_rank(const cJSON *mrun, const cJSON *sched, const char *run,
 		{ "comm_bytes_per_step", "comm_bytes_per_rank_per_step" },
 	};
 	const cJSON *per_rank = cJSON_GetObjectItemCaseSensitive(mrun, "per_rank");
+	const cJSON *theirs = cJSON_GetObjectItemCaseSensitive(sched, "per_rank");
 
 	if (!cJSON_IsObject(per_rank))
 		return 0;
@@ -99,7 +102,14 @@ static int same_per_rank(const cJSON *mrun, const cJSON *sched, const char *run,
 		if (zs_json_array(per_rank, pairs[i].rank_key, run, &arr, cause) < 0
 		    || zs_json_number(sched, pairs[i].sched_key, run, &want, cause) < 0)
 			return 2;
+		const cJSON *tarr = NULL;
+		if (theirs != NULL && zs_json_array(theirs, pairs[i].rank_key, run, &tarr, cause) < 0)
+			return 2;
+		if (tarr != NULL && cJSON_GetArraySize(tarr) != cJSON_GetArraySize(arr))
+			return mismatch(run, "per_rank ranks", cJSON_GetArraySize(arr), cJSON_GetArraySize(tarr));
 		cJSON_ArrayForEach(v, arr) {
+			if (tarr != NULL)
+				want = cJSON_GetArrayItem(tarr, r)->valuedouble;
 			snprintf(metric, sizeof metric, "per_rank.%s[%d]", pairs[i].rank_key, r++);
 			if (!cJSON_IsNumber(v) || v->valuedouble != want)
 				return mismatch(run, metric, cJSON_IsNumber(v) ? v->valuedouble : -1, want);

@@ -46,3 +46,14 @@ tests_tfm_dump_SOURCES = tests/tfm_dump.c
 tests_tfm_dump_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) -lm
 TESTS += tests/tfm_torch.sh
 EXTRA_DIST += tests/tfm_torch.sh tests/tfm_torch.py
+
+# Frameworks (torch's zero1): engine and theory against a hand-worked partition.
+if HAVE_CHECK
+check_PROGRAMS += tests/test_framework
+TESTS += tests/test_framework
+tests_test_framework_SOURCES = tests/test_framework.c
+tests_test_framework_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_framework_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
+endif
+TESTS += tests/framework_cli.sh
+EXTRA_DIST += tests/framework_cli.sh

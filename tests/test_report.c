@@ -953,8 +953,8 @@ START_TEST(test_every_finding_holds_on_the_consistent_sweep)
 	build(&fx, dflt, 3, sweep, 7, 3);
 	load(&fx, &d);
 	report_findings(&d, f);
-	for (i = 0; i < REPORT_NFINDINGS; i++)
-		ck_assert_msg(f[i].verdict == REPORT_HOLDS, "%s: %s (%s)", f[i].key,
+	for (i = 0; i < REPORT_NFINDINGS; i++) /* a framework's claims are not the paper's */
+		ck_assert_msg(!f[i].shown || f[i].verdict == REPORT_HOLDS, "%s: %s (%s)", f[i].key,
 		              report_verdict_name(f[i].verdict), f[i].evidence);
 	/* The numbers are stated: with batch 1, ZeRO-3's peak at N = 32 is
 	 * (1034·16 + 4·448 + 2·4·256 + 33088·4) / 33088 = 4.62, ZeRO-2's resident

@@ -2,7 +2,8 @@
 # theory_vs_measure — the schedule model (`zerosim theory`) must equal the
 # measurement (`zerosim measure`) byte for byte: resident, peak, the peak's
 # breakdown and the bytes sent, for every scheme, N from 1 to 32, both units,
-# both precisions, both optimizers, batch 1 and 4, and a deeper model.
+# both precisions, both optimizers, batch 1 and 4, and a deeper model; and
+# torch's implementations of dp and zero1 (--framework torch).
 # docs/schedule.md is the contract both implement; tests/json_agree joins the
 # two JSON files on (scheme, world, unit) and prints the first difference.
 # Last, the measurement must not depend on --jobs.
@@ -77,6 +78,28 @@ check --layers 64,256,256,256,64 --world 1,3,5,7 --schemes $schemes --unit model
 check --layers 5,7,3,11 --world $some_worlds --schemes $schemes --unit model,layer --batch 4 --steps 2
 check --layers 3,1 --world 1,2,3,4 --schemes $schemes --unit model,layer --batch 1 --steps 1
 check --world 1,3,16 --unit model,layer
+
+# torch's dp (DDP) and zero1 (ZeroRedundancyOptimizer: whole tensors, uneven
+# ranks, so every rank's bytes are compared): N = 1..8, both precisions,
+# both optimizers, both units; and a deeper model whose tensors tie.
+for precision in mixed fp32; do
+	for optimizer in adam sgd; do
+		check --framework torch --layers 64,256,64 --world 1,2,3,4,5,6,7,8 --schemes dp,zero1 \
+			--unit model,layer --precision $precision --optimizer $optimizer --batch 4 --steps 1
+	done
+done
+check --framework torch --layers 5,7,3,11 --world 1,2,3,4,5,6,7,8 --schemes dp,zero1 --unit model,layer --steps 2
+check --framework torch --layers 64,256,256,256,64 --world 1,3,5,8 --schemes zero1 --unit model,layer --steps 1
+# torch's zero2 and zero3 (FSDP SHARD_GRAD_OP and FULL_SHARD, fp32): units
+# kept gathered from forward into backward.
+for optimizer in adam sgd; do
+	check --framework torch --precision fp32 --optimizer $optimizer --layers 64,256,64 --world 1,2,3,4,5,6,7,8 \
+		--schemes dp,zero1,zero2,zero3 --unit model,layer --batch 4 --steps 1
+done
+check --framework torch --precision fp32 --layers 5,7,3,11 --world 1,2,3,4,5,6,7,8 --schemes zero2,zero3 \
+	--unit model,layer --steps 2
+check --framework torch --precision fp32 --layers 64,256,256,256,64 --world 1,3,5,8 --schemes zero2,zero3 \
+	--unit model,layer --steps 1
 
 echo "theory_vs_measure: all $configs sweeps agree exactly"
 

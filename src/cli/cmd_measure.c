@@ -21,6 +21,7 @@
 #include "engine/mpi_job.h"
 #endif
 #include "util/config.h"
+#include "util/schedule.h"
 #include "util/util.h"
 
 static void usage(FILE *f)
@@ -45,6 +46,10 @@ static void usage(FILE *f)
 	      "      --beta1 B1, --beta2 B2, --eps E\n"
 	      "                         Adam's decay rates and epsilon (default 0.9,\n"
 	      "                         0.999, 1e-8)\n"
+	      "      --framework F      paper (default: the ZeRO paper's schedule) or torch\n"
+	      "                         (DDP for dp, ZeroRedundancyOptimizer for zero1,\n"
+	      "                         FSDP SHARD_GRAD_OP and FULL_SHARD for zero2 and\n"
+	      "                         zero3, in fp32)\n"
 	      "      --spec FILE        read the options above from a zerosim-sweep/1 file;\n"
 	      "                         options on the command line override it\n"
 	      "      --case FILE        initial weights and every batch from a\n"
@@ -276,7 +281,7 @@ int zs_cmd_measure(int argc, char **argv)
 		if (engine_case_load(case_path, &cs, &cause) != 0 || apply_case(&c, cs, &cause) != 0)
 			goto fail;
 	}
-	if (zs_config_validate(&c, &cause) != 0)
+	if (zs_config_validate(&c, &cause) != 0 || zs_framework_check(&c, 0, &cause) != 0)
 		goto fail;
 #ifndef HAVE_MPI
 	if (mpi) {
@@ -284,6 +289,11 @@ int zs_cmd_measure(int argc, char **argv)
 		goto fail;
 	}
 #endif
+	if (mpi && c.framework != ZS_FW_PAPER) { /* the MPI collectives have no broadcast, nor FSDP's kept units */
+		zs_fail(&cause, "--backend mpi: --framework %s is not implemented over MPI yet (use --backend inprocess)",
+		        zs_framework_name(c.framework));
+		goto fail;
+	}
 	if (mpi && jobs_given) {
 		zs_fail(&cause, "--jobs does not apply to --backend mpi: its runs go one at a time over the processes");
 		goto fail;

@@ -17,6 +17,7 @@
 #include "theory/theory.h"
 #include "util/config.h"
 #include "util/model.h"
+#include "util/schedule.h"
 #include "util/util.h"
 
 /* The paper's data-parallel degrees (Table 1), used with --params. */
@@ -64,6 +65,10 @@ static void usage(void)
 "      --precision P      mixed, bf16 (mixed's bytes) or fp32 (default mixed)\n"
 "      --optimizer O      adam or sgd (default adam)\n"
 "      --batch B          per-rank batch (default 4)\n"
+"      --framework F      paper (default), torch (dp: DDP, zero1:\n"
+"                         ZeroRedundancyOptimizer, zero2/3: FSDP in fp32) or\n"
+"                         deepspeed (the paper's rows beside DeepSpeed's own\n"
+"                         estimate)\n"
 "      --steps, --seed, --lr, --beta1, --beta2, --eps\n"
 "                         accepted and ignored (the theory needs none)\n"
 "      --spec FILE        read a zerosim-sweep/1 file; options override it\n"
@@ -286,7 +291,7 @@ int zs_cmd_theory(int argc, char **argv)
 
 	if (zs_opts_config(&config, args, nargs, &cause) < 0)
 		goto bad;
-	if (zs_config_validate(&config, &cause) < 0)
+	if (zs_config_validate(&config, &cause) < 0 || zs_framework_check(&config, 1, &cause) < 0)
 		goto bad;
 	if (check_memory(&req, reserve_given, &cause) < 0 ||
 	    (model_arg != NULL && load_model(&req, &config, &model, model_arg, seq_arg, recompute_arg,
@@ -300,6 +305,11 @@ int zs_cmd_theory(int argc, char **argv)
 	}
 
 	req.shape_known = !params_given && model_arg == NULL;
+	if (config.framework == ZS_FW_TORCH && !req.shape_known) {
+		cause = zs_asprintf("--framework torch needs the MLP's shape (--layers), not %s: "
+		                    "ZeroRedundancyOptimizer assigns whole tensors", params_given ? "--params" : "--model");
+		goto bad;
+	}
 	if (params_given) {
 		if (zs_opts_sets(args, nargs, "layers")) {
 			cause = zs_strdup("--params and --layers exclude each other: give the shape or the count");

@@ -14,7 +14,7 @@ size_t coll_dtype_size(enum zs_dtype dt) { return dt == ZS_F16 ? 2 : 4; }
 
 const char *coll_kind_name(enum zs_coll_kind k)
 {
-	static const char *const names[ZS_NCOLL] = {"all_reduce", "reduce_scatter", "all_gather"};
+	static const char *const names[ZS_NCOLL] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
 	return names[k];
 }
 
@@ -144,10 +144,18 @@ static void inproc_all_reduce(struct zs_coll *c, void *const *full, size_t n, en
 	}
 }
 
+static void inproc_broadcast(struct zs_coll *c, void *const *full, unsigned root, size_t n, enum zs_dtype dt)
+{
+	for (unsigned q = 0; q < c->world; q++)
+		if (q != root)
+			memcpy(full[q], full[root], n * coll_dtype_size(dt));
+}
+
 static const struct zs_coll_ops inprocess_ops = {
 	inproc_all_reduce,
 	inproc_reduce_scatter,
 	inproc_all_gather,
+	inproc_broadcast,
 };
 
 void coll_init_inprocess(struct zs_coll *c, unsigned world)
@@ -199,4 +207,10 @@ void coll_all_gather(struct zs_coll *c, const void *const *shard, void *const *f
 {
 	count(c, ZS_ALL_GATHER, n, dt);
 	c->ops->all_gather(c, shard, full, n, dt);
+}
+
+void coll_broadcast(struct zs_coll *c, void *const *full, unsigned root, size_t n, enum zs_dtype dt)
+{
+	count(c, ZS_BROADCAST, n, dt);
+	c->ops->broadcast(c, full, root, n, dt);
 }

@@ -16,10 +16,14 @@
  *
  * Cost accounting is the ring algorithm's (Patarasuk & Yuan 2009; the ZeRO
  * paper §7): a reduce-scatter or all-gather of a padded buffer of M bytes
- * sends (N-1)/N·M bytes per rank, an all-reduce twice that. It is counted
- * here, once for every backend. A backend that moves data between processes
- * also counts, per rank and per kind, the MPI calls it made and the bytes
- * of that rank's data it handed to MPI for other processes (`wire_*`).
+ * sends (N-1)/N·M bytes per rank, an all-reduce twice that. A broadcast
+ * (torch's ZeroRedundancyOptimizer) is counted as (N-1)/N of its padded
+ * buffer per rank too: what a ring broadcast sends, (N-1)·M over N ranks,
+ * spread evenly (the scatter-then-all-gather broadcast sends exactly that
+ * from every rank). It is counted here, once for every backend. A backend
+ * that moves data between processes also counts, per rank and per kind,
+ * the MPI calls it made and the bytes of that rank's data it handed to MPI
+ * for other processes (`wire_*`).
  */
 #ifndef ZS_COLL_H
 #define ZS_COLL_H
@@ -28,7 +32,7 @@
 
 #include "engine/fp16.h"
 
-enum zs_coll_kind { ZS_ALL_REDUCE, ZS_REDUCE_SCATTER, ZS_ALL_GATHER, ZS_NCOLL };
+enum zs_coll_kind { ZS_ALL_REDUCE, ZS_REDUCE_SCATTER, ZS_ALL_GATHER, ZS_BROADCAST, ZS_NCOLL };
 
 struct zs_coll_stats {
 	unsigned long long calls[ZS_NCOLL];
@@ -49,6 +53,8 @@ struct zs_coll_ops {
 	/* full[q] receives every rank's shard[r] at slots [r·s, r·s + s). */
 	void (*all_gather)(struct zs_coll *c, const void *const *shard, void *const *full, size_t n,
 	                   enum zs_dtype dt);
+	/* Every full[q] receives full[root]'s n elements. */
+	void (*broadcast)(struct zs_coll *c, void *const *full, unsigned root, size_t n, enum zs_dtype dt);
 };
 
 struct zs_coll {
@@ -74,6 +80,7 @@ void coll_reduce_scatter(struct zs_coll *c, const void *const *full, void *const
                          enum zs_dtype dt);
 void coll_all_gather(struct zs_coll *c, const void *const *shard, void *const *full, size_t n,
                      enum zs_dtype dt);
+void coll_broadcast(struct zs_coll *c, void *const *full, unsigned root, size_t n, enum zs_dtype dt);
 
 /* For backends: the slots per rank s = ceil(n/N); the real elements of
  * rank r's slots; the mean of cnt <= COLL_BLOCK elements at lo of

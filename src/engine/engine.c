@@ -124,6 +124,12 @@ void run_all_reduce_unit(struct zs_run *r, size_t u, enum zs_buf b)
 	coll_all_reduce(&r->coll, r->ptr_a, r->layout.unit[u].n, r->dt);
 }
 
+void run_all_reduce_grads(struct zs_run *r)
+{
+	for (size_t u = 0; u < r->layout.nunits; u++)
+		run_all_reduce_unit(r, u, ZS_BUF_GRADS);
+}
+
 void run_reduce_scatter_unit(struct zs_run *r, size_t u, enum zs_buf from)
 {
 	for (unsigned k = r->r0; k < r->r1; k++) {
@@ -152,9 +158,13 @@ void run_gather_params_in_place(struct zs_run *r)
 /* ------------------------------------------------------------------------- */
 /* setup */
 
-static const struct zs_scheme_ops *const schemes[ZS_NSCHEMES] = {
-	&scheme_dp, &scheme_zero1, &scheme_zero2, &scheme_zero3,
-};
+/* The run's layout: the scheme's units, the framework's row (all full at N = 1). */
+static void run_layout(struct zs_layout *lo, const struct zs_model *m, const struct zs_config *c,
+                       enum zs_scheme scheme, unsigned world, enum zs_unit unit)
+{
+	layout_init(lo, m, scheme, world, unit);
+	layout_use_row(lo, zs_row(c->framework, scheme));
+}
 
 /* The resident buffers, in the order they are allocated. */
 static const enum zs_buf resident[] = {ZS_BUF_PARAMS, ZS_BUF_GRADS, ZS_BUF_MASTER, ZS_BUF_M, ZS_BUF_V};
@@ -202,7 +212,7 @@ static void init_rank(struct zs_run *r, unsigned k)
 		else if (layout_span(&r->layout, b) == ZS_FULL)
 			initial_weights(r, k, b, 0, psi, 0);
 		else
-			for (size_t u = 0; u < r->layout.nunits; u++) {
+			for (size_t u = 0; u < layout_npieces(&r->layout); u++) {
 				struct zs_slice sl = layout_own(&r->layout, b, u, k);
 				initial_weights(r, k, b, sl.first, sl.count, sl.at);
 			}
@@ -215,12 +225,13 @@ static void setup_state(struct zs_run *r)
 {
 	tracker_set_phase(&r->tracker, ZS_PH_SETUP);
 	for (size_t i = 0; i < NRESIDENT; i++)
-		if (has_buf(r, resident[i]))
-			run_alloc(r, resident[i], layout_len(&r->layout, resident[i]));
+		for (unsigned k = r->r0; k < r->r1 && has_buf(r, resident[i]); k++)
+			run_rank(r, k)->buf[resident[i]] = tracker_alloc(&r->tracker, k, r->cat[resident[i]],
+			        layout_rank_len(&r->layout, resident[i], k) * r->esize[resident[i]]);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (enum zs_buf b = ZS_BUF_M; b <= ZS_BUF_V; b++)
 			if (has_buf(r, b))
-				memset(run_rank(r, k)->buf[b], 0, layout_len(&r->layout, b) * r->esize[b]);
+				memset(run_rank(r, k)->buf[b], 0, layout_rank_len(&r->layout, b, k) * r->esize[b]);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		init_rank(r, k); /* the first rank first: the others copy from it */
 }
@@ -282,11 +293,16 @@ static void free_tensors_after(struct zs_run *r, unsigned k, size_t layer)
 static struct zs_layer_io layer_io(const struct zs_run *r, unsigned k, size_t l, enum zs_pass pass)
 {
 	const struct zs_rank *rk = run_rank(r, k);
-	size_t e = r->model.layer[l].param_off;
+	size_t e = r->model.layer[l].param_off, u = 0;
 	enum zs_buf p = rk->buf[ZS_BUF_GATHERED] != NULL ? ZS_BUF_GATHERED : ZS_BUF_PARAMS;
 	enum zs_buf g = rk->buf[ZS_BUF_FULL_GRADS] != NULL ? ZS_BUF_FULL_GRADS : ZS_BUF_GRADS;
 	void *grads = pass == ZS_PASS_BACKWARD ? run_at(r, k, g, e - r->base[g]) : NULL;
-	return (struct zs_layer_io){run_at(r, k, p, e - r->base[p]), grads, rk->t, r->dt, r->model.batch};
+	const void *w = run_at(r, k, p, e - r->base[p]);
+	while (r->layout.unit[u].last < l)
+		u++;
+	if (rk->held[u] != NULL) /* kept since its forward */
+		w = (const char *)rk->held[u] + (e - r->layout.unit[u].off) * r->esize[ZS_BUF_GATHERED];
+	return (struct zs_layer_io){w, grads, rk->t, r->dt, r->model.batch};
 }
 
 static void forward(struct zs_run *r, unsigned t)
@@ -348,7 +364,7 @@ static void optimizer(struct zs_run *r, unsigned t)
 	int mixed = r->precision == ZS_MIXED;
 	tracker_set_phase(&r->tracker, ZS_PH_OPTIMIZER);
 	for (unsigned k = r->r0; k < r->r1; k++)
-		for (size_t u = 0; u < lo->nunits; u++) {
+		for (size_t u = 0; u < layout_npieces(lo); u++) {
 			struct zs_slice p = layout_own(lo, ZS_BUF_PARAMS, u, k), g = layout_own(lo, ZS_BUF_GRADS, u, k);
 			struct zs_slice s = layout_own(lo, ZS_BUF_M, u, k);
 			float *w = mixed ? run_at(r, k, ZS_BUF_MASTER, s.at) : run_at(r, k, ZS_BUF_PARAMS, p.at);
@@ -374,14 +390,18 @@ static void step(struct zs_run *r, unsigned t)
 /* ------------------------------------------------------------------------- */
 /* results */
 
-/* The buffer holding the final fp32 weights, and rank k's part of unit u
- * in the digest: its slots of a shard; all of a full buffer from rank 0. */
+/* The buffer holding the final fp32 weights, and rank k's part of piece u
+ * in the digest: what it owns of a shard or of whole tensors; all of a full
+ * buffer's unit u from rank 0. In piece order, then rank order, the parts
+ * are the flat vector in order. */
 static enum zs_buf weights_buf(const struct zs_run *r) { return r->precision == ZS_MIXED ? ZS_BUF_MASTER : ZS_BUF_PARAMS; }
+
+static int weights_full(const struct zs_run *r) { return layout_span(&r->layout, weights_buf(r)) == ZS_FULL; }
 
 static struct zs_slice final_weights(const struct zs_run *r, unsigned k, size_t u)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
-	if (layout_span(&r->layout, weights_buf(r)) == ZS_FULL)
+	if (weights_full(r))
 		return (struct zs_slice){un->off, k == 0 ? un->n : 0, un->off};
 	return layout_own(&r->layout, weights_buf(r), u, k);
 }
@@ -472,8 +492,8 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, size_t o
 		zs_oom(__FILE__, __LINE__);
 	if (opt->weights)
 		res->weights = zs_malloc(r->layout.nparams * sizeof(float));
-	for (size_t u = 0; u < r->layout.nunits; u++) {
-		size_t at = r->layout.unit[u].off;
+	size_t npieces = weights_full(r) ? r->layout.nunits : layout_npieces(&r->layout);
+	for (size_t u = 0; u < npieces; u++)
 		for (unsigned k = 0; k < N; k++) {
 			struct zs_slice sl = final_weights(r, k, u);
 			if (sl.count == 0)
@@ -483,10 +503,8 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, size_t o
 			if (XXH3_64bits_update(h, w, sl.count * sizeof *w) != XXH_OK)
 				zs_oom(__FILE__, __LINE__);
 			if (res->weights)
-				memcpy(res->weights + at, w, sl.count * sizeof(float));
-			at += sl.count;
+				memcpy(res->weights + sl.first, w, sl.count * sizeof(float));
 		}
-	}
 	res->digest = XXH3_64bits_digest(h);
 	XXH3_freeState(h);
 	free(remote);
@@ -503,12 +521,12 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 	struct zs_model m;
 	model_mlp_init(&m, c->widths, c->nwidths, c->batch);
 	struct zs_layout lo;
-	layout_init(&lo, &m, scheme, world, unit);
+	run_layout(&lo, &m, c, scheme, world, unit);
 	unsigned p, g, k;
 	zs_bytes_per_param(c->precision, c->optimizer, &p, &g, &k);
 	/* the resident state as laid out; while anything is sharded, at most
 	 * the whole model's params and grads in transient full copies; every
-	 * tensor */
+	 * tensor. Whole tensors count as full (no rank holds more). */
 	double held[ZS_NSTATES] = {p, g, k}, per_rank = (double)model_tensor_bytes(&m);
 	int sharded = 0;
 	for (int st = 0; st < ZS_NSTATES; st++) {
@@ -531,7 +549,7 @@ static int check_replicas(const struct zs_run *r, enum zs_scheme scheme, char **
 	for (unsigned k = r->r0 + 1; k < r->r1; k++)
 		for (size_t i = 0; i < 2; i++) {
 			enum zs_buf b = weights[i];
-			if (!has_buf(r, b) || layout_span(&r->layout, b) == ZS_SHARD)
+			if (!has_buf(r, b) || layout_span(&r->layout, b) != ZS_FULL)
 				continue;
 			if (memcmp(run_rank(r, r->r0)->buf[b], run_rank(r, k)->buf[b], r->layout.nparams * r->esize[b]) != 0)
 				return zs_fail(cause, "internal error: rank %u's %s differ from rank %u's (%s, N=%u)", k, what[i],
@@ -570,9 +588,9 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	memset(res, 0, sizeof *res);
 	struct zs_run r;
 	memset(&r, 0, sizeof r);
-	r.ops = world == 1 ? &one_rank : schemes[scheme];
+	r.ops = world == 1 ? &one_rank : scheme_ops(c->framework, scheme);
 	model_mlp_init(&r.model, c->widths, c->nwidths, c->batch);
-	layout_init(&r.layout, &r.model, scheme, world, unit);
+	run_layout(&r.layout, &r.model, c, scheme, world, unit);
 	r.world = world;
 	r.precision = c->precision;
 	r.dt = c->precision == ZS_MIXED ? ZS_F16 : ZS_F32;

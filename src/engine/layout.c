@@ -3,9 +3,11 @@
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/layout.h"
+#include "util/util.h"
 
 static void add_unit(struct zs_layout *lo, size_t off, size_t first)
 {
@@ -26,6 +28,8 @@ void layout_init(struct zs_layout *lo, const struct zs_model *m, enum zs_scheme 
 		un->last = l;
 		if (ly->nparams > 0)
 			un->n = ly->param_off + ly->nparams - un->off;
+		for (size_t i = 0, off = ly->param_off; i < ly->nptensors; off += ly->ptensor[i++])
+			lo->tensor[lo->ntensors++] = (struct zs_layout_tensor){.off = off, .n = ly->ptensor[i]};
 	}
 	for (size_t u = 0; u < lo->nunits; u++) {
 		struct zs_layout_unit *un = &lo->unit[u];
@@ -35,6 +39,58 @@ void layout_init(struct zs_layout *lo, const struct zs_model *m, enum zs_scheme 
 	}
 	for (int st = 0; st < ZS_NSTATES; st++)
 		lo->span[st] = world == 1 ? ZS_FULL : zs_shards[scheme][st];
+}
+
+/* zero_redundancy_optimizer.py, _partition_parameters: the tensors sorted
+ * by size, largest first (Python's sort is stable: ties keep model order),
+ * each given to _get_min_index(sizes), the first rank with the fewest. */
+static void partition_tensors(struct zs_layout *lo)
+{
+	size_t order[ZS_MAX_PARAM_TENSORS], *load = zs_calloc(lo->world, sizeof *load);
+	for (size_t i = 0; i < lo->ntensors; i++) {
+		size_t j = i;
+		for (; j > 0 && lo->tensor[order[j - 1]].n < lo->tensor[i].n; j--)
+			order[j] = order[j - 1];
+		order[j] = i;
+	}
+	for (size_t i = 0; i < lo->ntensors; i++) {
+		struct zs_layout_tensor *t = &lo->tensor[order[i]];
+		unsigned min = 0;
+		for (unsigned k = 1; k < lo->world; k++)
+			min = load[k] < load[min] ? k : min;
+		t->owner = min;
+		load[min] += t->n;
+	}
+	memset(load, 0, lo->world * sizeof *load);
+	for (size_t i = 0; i < lo->ntensors; i++) { /* packed in model order */
+		lo->tensor[i].at = load[lo->tensor[i].owner];
+		load[lo->tensor[i].owner] += lo->tensor[i].n;
+	}
+	free(load);
+}
+
+void layout_use_row(struct zs_layout *lo, const enum zs_span *row)
+{
+	if (lo->world == 1)
+		return;
+	memcpy(lo->span, row, sizeof lo->span);
+	if (row[ZS_STATE_OPTIM] == ZS_TENSORS)
+		partition_tensors(lo);
+}
+
+size_t layout_npieces(const struct zs_layout *lo)
+{
+	return lo->span[ZS_STATE_OPTIM] == ZS_TENSORS ? lo->ntensors : lo->nunits;
+}
+
+size_t layout_rank_len(const struct zs_layout *lo, enum zs_buf b, unsigned k)
+{
+	if (layout_span(lo, b) != ZS_TENSORS)
+		return layout_len(lo, b);
+	size_t n = 0;
+	for (size_t i = 0; i < lo->ntensors; i++)
+		n += lo->tensor[i].owner == k ? lo->tensor[i].n : 0;
+	return n;
 }
 
 enum zs_state layout_state(enum zs_buf b)
@@ -60,6 +116,10 @@ size_t layout_len(const struct zs_layout *lo, enum zs_buf b)
 
 struct zs_slice layout_own(const struct zs_layout *lo, enum zs_buf b, size_t u, unsigned k)
 {
+	if (lo->span[ZS_STATE_OPTIM] == ZS_TENSORS) {
+		const struct zs_layout_tensor *t = &lo->tensor[u];
+		return (struct zs_slice){t->off, t->owner == k ? t->n : 0, layout_span(lo, b) == ZS_TENSORS ? t->at : t->off};
+	}
 	const struct zs_layout_unit *un = &lo->unit[u];
 	if (lo->span[ZS_STATE_OPTIM] == ZS_FULL && layout_span(lo, b) == ZS_FULL)
 		return (struct zs_slice){un->off, un->n, un->off};

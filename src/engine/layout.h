@@ -12,6 +12,13 @@
  * driver and the schemes ask of it: which elements of buffer X of unit u
  * rank k owns, and where they are.
  *
+ * A framework's row may hold the optimizer state as whole tensors
+ * (ZS_TENSORS, torch's ZeroRedundancyOptimizer): each parameter tensor of
+ * the model is owned by one rank, which holds its optimizer state packed
+ * with its other tensors' (at `at`); params and grads are then full. Its
+ * pieces, what the optimizer walks and layout_own answers for, are the
+ * tensors instead of the units.
+ *
  * The N = 1 rule: with one rank a shard is the whole unit, so a run's row
  * is all full at N = 1 (layout_init), and the driver calls no scheme hook
  * (engine_run), since nothing is sharded, gathered or reduced.
@@ -46,6 +53,16 @@ struct zs_layout_unit {
 	size_t first, last; /* its layers */
 };
 
+#define ZS_MAX_PARAM_TENSORS (ZS_MAX_LAYERS * ZS_MAX_LAYER_TENSORS)
+
+/* A parameter tensor: its elements [off, off + n) of the flat vector, the
+ * rank it is assigned to (ZS_TENSORS rows) and where it starts in that
+ * rank's packed optimizer state. */
+struct zs_layout_tensor {
+	size_t off, n, at;
+	unsigned owner;
+};
+
 struct zs_layout {
 	size_t nparams;    /* Ψ */
 	unsigned world;    /* N */
@@ -53,6 +70,8 @@ struct zs_layout {
 	struct zs_layout_unit unit[ZS_MAX_LAYERS];
 	size_t shard;      /* S = Σ s_u */
 	enum zs_span span[ZS_NSTATES]; /* the scheme's row; all full at N = 1 */
+	size_t ntensors;
+	struct zs_layout_tensor tensor[ZS_MAX_PARAM_TENSORS];
 };
 
 /* The elements [first, first + count) of the flat vector, held at element
@@ -66,16 +85,31 @@ struct zs_slice {
 void layout_init(struct zs_layout *lo, const struct zs_model *m, enum zs_scheme scheme, unsigned world,
                  enum zs_unit unit);
 
+/* Lay the run out by a framework's row (zs_row) instead of the paper's;
+ * no change at N = 1. A ZS_TENSORS row assigns the tensors as
+ * ZeroRedundancyOptimizer's _partition_parameters does: largest first
+ * (ties in model order), each to the rank with the fewest elements so far
+ * (the lowest such rank). */
+void layout_use_row(struct zs_layout *lo, const enum zs_span *row);
+
+/* What the optimizer walks: the units, or the tensors (ZS_TENSORS). */
+size_t layout_npieces(const struct zs_layout *lo);
+
+/* Elements rank k's resident buffer b holds (Ψ, S, or its tensors'). */
+size_t layout_rank_len(const struct zs_layout *lo, enum zs_buf b, unsigned k);
+
 /* The state a resident buffer belongs to, and whether it is full or a
  * shard in this run. */
 enum zs_state layout_state(enum zs_buf b);
 enum zs_span layout_span(const struct zs_layout *lo, enum zs_buf b);
 
-/* Elements a resident buffer holds: Ψ (full) or S (shard). */
+/* Elements a resident buffer holds: Ψ (full) or S (shard); Ψ, a bound,
+ * for whole tensors (layout_rank_len is exact). */
 size_t layout_len(const struct zs_layout *lo, enum zs_buf b);
 
-/* The elements of unit u that rank k owns in resident buffer b, and where
- * they are in it. A rank owns what its optimizer updates: its slots when
+/* The elements of piece u (unit u, or tensor u with ZS_TENSORS: all of
+ * it for its owner, none for the others) that rank k owns in resident
+ * buffer b, and where they are in it. A rank owns what its optimizer updates: its slots when
  * the optimizer state is sharded (their real elements: none for a rank
  * holding only padding), else the whole unit. In a shard they start at
  * the unit's soff; in a full buffer at their own index. */

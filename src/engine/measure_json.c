@@ -80,6 +80,8 @@ cJSON *measure_json_new(const struct zs_config *c, const char *case_path)
 	}
 	str(cfg, "precision", zs_precision_name(c->precision));
 	str(cfg, "optimizer", zs_optimizer_name(c->optimizer));
+	if (c->framework != ZS_FW_PAPER) /* absent: the paper's, as before the key existed */
+		str(cfg, "framework", zs_framework_name(c->framework));
 	unsigned p, g, k;
 	zs_bytes_per_param(c->precision, c->optimizer, &p, &g, &k);
 	cJSON *bpp = obj(cfg, "bytes_per_param");
@@ -152,6 +154,8 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 	unsigned long long elems = 0;
 	cJSON *coll = obj(run, "collectives");
 	for (int kind = 0; kind < ZS_NCOLL; kind++) {
+		if (kind == ZS_BROADCAST && res->comm[cb].calls[kind] == 0)
+			continue; /* only torch's zero1 broadcasts: the others' output stays as it was */
 		cJSON *one = obj(coll, coll_kind_name((enum zs_coll_kind)kind));
 		zs_json_add_number(one, "calls_per_step", (double)res->comm[cb].calls[kind] / res->steps);
 		zs_json_add_number(one, "bytes_per_step", (double)res->comm[cb].bytes[kind] / res->steps);

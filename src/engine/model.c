@@ -73,6 +73,9 @@ void model_mlp_init(struct zs_model *m, const size_t *widths, size_t nwidths, si
 		ly->din = s.width[l];
 		ly->dout = s.width[l + 1];
 		ly->nparams = ly->din * ly->dout + ly->dout;
+		ly->nptensors = 2;
+		ly->ptensor[0] = ly->din * ly->dout;
+		ly->ptensor[1] = ly->dout;
 		ly->relu = l + 1 < L;
 		ly->in = l == 0 ? m->input : m->layer[l - 1].out;
 		ly->out = add_tensor(m, batch * ly->dout, ZS_CAT_ACTIVATIONS, ZS_AT_LAYER);

@@ -23,6 +23,7 @@
 
 #define ZS_MAX_LAYERS ZS_MAX_WIDTHS
 #define ZS_MAX_TENSORS (ZS_MAX_LAYERS + 4)
+#define ZS_MAX_LAYER_TENSORS 8  /* parameter tensors of one layer */
 #define ZS_NO_TENSOR UINT32_MAX
 #define ZS_END_OF_BACKWARD SIZE_MAX
 
@@ -61,6 +62,10 @@ struct zs_layer {
 	unsigned dy, dx;           /* backward: d loss/d out (read), d loss/d in (written, or ZS_NO_TENSOR) */
 	size_t din, dout;          /* linear: in (B, din), out (B, dout), weight (dout, din), bias (dout) */
 	int relu;                  /* linear: ReLU on the output */
+	/* Its parameter tensors (PyTorch's nn.Parameter), their elements in
+	 * flat order: a linear layer's weight, then its bias. A framework that
+	 * assigns whole tensors to ranks partitions these (layout.h). */
+	size_t nptensors, ptensor[ZS_MAX_LAYER_TENSORS];
 };
 
 struct zs_model {

@@ -32,6 +32,10 @@ struct zs_case;
 struct zs_rank {
 	void *buf[ZS_NBUFS];          /* per-parameter buffers (layout.h) */
 	float *t[ZS_MAX_TENSORS];     /* the model's tensors (model.h) */
+	/* Unit u's params gathered in its forward and kept until its backward
+	 * (torch's zero2, FSDP SHARD_GRAD_OP): a full copy of the unit, in
+	 * category gathered_params; NULL otherwise. */
+	void *held[ZS_MAX_LAYERS];
 	float loss;
 };
 
@@ -80,6 +84,10 @@ struct zs_scheme_ops {
 
 extern const struct zs_scheme_ops scheme_dp, scheme_zero1, scheme_zero2, scheme_zero3;
 
+/* A framework's hooks for a scheme (scheme_torch.c; the paper's are the
+ * four above). zs_row says which exist. */
+const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme scheme);
+
 /* Helpers for the schemes (engine.c). */
 
 static inline struct zs_rank *run_rank(const struct zs_run *r, unsigned k) { return &r->rank[k - r->r0]; }
@@ -97,6 +105,8 @@ void run_free_all(struct zs_run *r, enum zs_buf b);
 
 /* All-reduce unit u of the full buffer b in place (dp). */
 void run_all_reduce_unit(struct zs_run *r, size_t u, enum zs_buf b);
+/* All-reduce every unit of the full grads in place (dp, torch's zero1). */
+void run_all_reduce_grads(struct zs_run *r);
 /* Reduce-scatter unit u from each rank's full copy in `from` into the
  * slots it owns of its grads (in place when the grads are full). */
 void run_reduce_scatter_unit(struct zs_run *r, size_t u, enum zs_buf from);

@@ -7,13 +7,7 @@
 
 #include "engine/scheme.h"
 
-static void dp_reduce(struct zs_run *r)
-{
-	for (size_t u = 0; u < r->layout.nunits; u++)
-		run_all_reduce_unit(r, u, ZS_BUF_GRADS);
-}
-
 const struct zs_scheme_ops scheme_dp = {
 	.name = "dp",
-	.reduce = dp_reduce,
+	.reduce = run_all_reduce_grads,
 };

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "report/report.h"
@@ -64,10 +65,13 @@ static int run_gnuplot(const char *gnuplot, const char *out, char **cause)
 	int i, rc = 0;
 
 	remove(log);
-	for (i = 0; i < REPORT_NFIGURES && rc == 0; i++) {
-		char *script = zs_asprintf("%s.gp", report_figure_names[i]);
+	for (i = 0; i <= REPORT_NFIGURES && rc == 0; i++) {
+		char *script = zs_asprintf("%s.gp", i < REPORT_NFIGURES ? report_figure_names[i] : REPORT_FIGURE_RANKS);
+		char *path = zs_asprintf("%s/%s", dir, script);
 		const char *argv[] = {"gnuplot", script, NULL};
-		rc = report_exec(gnuplot, argv, dir, log, cause);
+		if (i < REPORT_NFIGURES || access(path, F_OK) == 0) /* the per-rank figure is optional */
+			rc = report_exec(gnuplot, argv, dir, log, cause);
+		free(path);
 		free(script);
 	}
 	free(dir);
@@ -179,7 +183,8 @@ static void print_summary(const struct report_data *d, const struct report_point
 	printf("zerosim report: %zu points, %zu flagged, %zu unexplained\n", npts, flagged,
 	       unexplained);
 	for (i = 0; i < REPORT_NFINDINGS; i++)
-		printf("zerosim report: finding %s: %s\n", f[i].key, report_verdict_name(f[i].verdict));
+		if (f[i].shown)
+			printf("zerosim report: finding %s: %s\n", f[i].key, report_verdict_name(f[i].verdict));
 }
 
 int report_main(const struct report_options *o, char **cause)

@@ -14,14 +14,15 @@
 const char *report_cause_name(enum report_cause c)
 {
 	static const char *const names[REPORT_NCAUSES] = {
-		"padding", "gathered params", "full grads", "activations and scratch", "other",
+		"padding", "gathered params", "full grads", "partition imbalance", "broadcast",
+		"root kept gathered", "params sharded", "activations and scratch", "other",
 	};
 	return names[c];
 }
 
 char report_cause_mark(enum report_cause c)
 {
-	return "pgfao"[c];
+	return "pgfibrsao"[c];
 }
 
 const char *report_status_name(enum report_status s)
@@ -49,6 +50,12 @@ static double sharded_bytes(const struct report_data *d, enum zs_scheme s)
 	}
 }
 
+/* torch's zero1 (ZeroRedundancyOptimizer) partitions whole tensors. */
+static int uneven(const struct report_data *d, const struct report_run *r)
+{
+	return strcmp(d->framework, "torch") == 0 && r->scheme == ZS_ZERO1;
+}
+
 /* Split a breakdown's departure from the floor into causes. */
 static void attribute_memory(const struct report_data *d, const struct report_run *r,
                              const double *bd, struct report_point *pt)
@@ -61,7 +68,14 @@ static void attribute_memory(const struct report_data *d, const struct report_ru
 			state += bd[c];
 	padding = (r->shard_elements - d->params / r->world) * sharded_bytes(d, r->scheme);
 	excess = state - pt->floor;
-	pt->cause[REPORT_PADDING] = excess > 0 ? fmin(excess, padding) : 0;
+	if (strcmp(d->framework, "torch") == 0 && r->scheme == ZS_ZERO2) { /* FSDP: params a shard too */
+		pt->cause[REPORT_PARAMS_SHARDED] = (r->shard_elements - d->params) * d->p;
+		excess -= pt->cause[REPORT_PARAMS_SHARDED];
+	}
+	if (uneven(d, r)) /* whole tensors: nothing padded, the rest is the partition */
+		pt->cause[REPORT_IMBALANCE] = excess > 0 ? excess : 0;
+	else
+		pt->cause[REPORT_PADDING] = excess > 0 ? fmin(excess, padding) : 0;
 	pt->cause[REPORT_GATHERED] = bd[REPORT_CAT_GATHERED];
 	pt->cause[REPORT_FULL_GRADS] = bd[REPORT_CAT_FULL_GRADS];
 	pt->cause[REPORT_ACTIVATIONS] = bd[REPORT_CAT_ACTIVATIONS] + bd[REPORT_CAT_SCRATCH];
@@ -94,8 +108,17 @@ static void attribute_comm(const struct report_data *d, const struct report_run 
                            struct report_point *pt)
 {
 	double padding = pt->floor * (r->padded_elements - d->params) / d->params;
+	double skipped = 0;
 
-	pt->cause[REPORT_PADDING] = pt->departure > 0 ? fmin(pt->departure, padding) : 0;
+	/* FSDP keeps the root unit (the whole model) gathered into backward:
+	 * one all-gather of the padded params fewer, (N-1)·S·p. */
+	if (strcmp(d->framework, "torch") == 0 && r->scheme == ZS_ZERO3 && r->unit == ZS_UNIT_MODEL)
+		skipped = -(double)(r->world - 1) * r->shard_elements * d->p;
+	double rest = pt->departure - r->broadcast_bytes - skipped;
+
+	pt->cause[REPORT_BROADCAST] = r->broadcast_bytes;
+	pt->cause[REPORT_ROOT_KEPT] = skipped;
+	pt->cause[REPORT_PADDING] = rest > 0 ? fmin(rest, padding) : 0;
 }
 
 void report_classify_point(const struct report_data *d, const struct report_run *r,

@@ -8,6 +8,16 @@
  *    (S − Ψ/N)·(bytes of the sharded states) the run's own S implies; for
  *    comm, bytes above the floor up to floor·(P − Ψ)/Ψ;
  *  - gathered params, full grads: those transient categories at the peak;
+ *  - partition imbalance (a framework that partitions unevenly: torch's
+ *    zero1 gives whole tensors to ranks): model-state bytes above the
+ *    floor, with no padding (nothing is padded there);
+ *  - broadcast (torch's zero1): the measured broadcasts' bytes, the
+ *    collective the paper's zero1 does not have;
+ *  - root kept gathered (torch's zero3, FSDP, unit=model): the backward
+ *    all-gather FSDP does not send, a negative cause: (N-1)·S·p bytes;
+ *  - params sharded (torch's zero2, FSDP SHARD_GRAD_OP): between steps it
+ *    holds a shard of the params where the paper's zero2 holds them all, a
+ *    negative cause: (S - Ψ)·p bytes;
  *  - activations: the `activations` and `scratch` categories, merged as
  *    "activations and scratch" (both are per-batch step buffers every scheme
  *    holds alike);
@@ -32,8 +42,8 @@
 #include "report/report_data.h"
 
 enum report_cause {
-	REPORT_PADDING, REPORT_GATHERED, REPORT_FULL_GRADS, REPORT_ACTIVATIONS, REPORT_OTHER,
-	REPORT_NCAUSES
+	REPORT_PADDING, REPORT_GATHERED, REPORT_FULL_GRADS, REPORT_IMBALANCE, REPORT_BROADCAST,
+	REPORT_ROOT_KEPT, REPORT_PARAMS_SHARDED, REPORT_ACTIVATIONS, REPORT_OTHER, REPORT_NCAUSES
 };
 
 enum report_status { REPORT_NONE, REPORT_BASELINE, REPORT_FLAGGED };
@@ -61,9 +71,11 @@ void report_classify_point(const struct report_data *d, const struct report_run 
  * run, metric by metric. The caller frees it with free(). */
 struct report_point *report_classify(const struct report_data *d, size_t *npts);
 
-/* "padding", "gathered params", "full grads", "activations and scratch", "other". */
+/* "padding", "gathered params", "full grads", "partition imbalance",
+ * "broadcast", "root kept gathered", "params sharded", "activations and
+ * scratch", "other". */
 const char *report_cause_name(enum report_cause c);
-/* One-letter mark used in table.tex: p g f a o. */
+/* One-letter mark used in table.tex: p g f i b r s a o. */
 char report_cause_mark(enum report_cause c);
 const char *report_status_name(enum report_status s);
 

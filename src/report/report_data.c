@@ -110,7 +110,7 @@ struct model_cfg {
 	size_t widths[ZS_MAX_WIDTHS];
 	size_t nwidths;
 	double batch;
-	const char *precision, *optimizer;
+	const char *precision, *optimizer, *framework;
 	double p, g, k;
 };
 
@@ -159,6 +159,15 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 		return zs_fail(cause, "%s: unknown precision '%.40s' (mixed, fp32)", where, m->precision);
 	if (zs_optimizer_parse(m->optimizer, &op) < 0)
 		return zs_fail(cause, "%s: unknown optimizer '%.40s' (adam, sgd)", where, m->optimizer);
+	m->framework = "paper"; /* absent: the paper's */
+	if (cJSON_GetObjectItemCaseSensitive(cfg, "framework") != NULL &&
+	    zs_json_string(cfg, "framework", where, &m->framework, cause) < 0)
+		return -1;
+	int known = 0;
+	for (int f = 0; f < ZS_NFRAMEWORKS; f++)
+		known |= strcmp(m->framework, zs_framework_name((enum zs_framework)f)) == 0;
+	if (!known)
+		return zs_fail(cause, "%s: unknown framework '%.40s' (paper, torch, deepspeed)", where, m->framework);
 	return 0;
 }
 
@@ -193,6 +202,9 @@ static int same_model(const struct model_cfg *a, const struct model_cfg *b, cons
 	if (strcmp(a->optimizer, b->optimizer) != 0)
 		return zs_fail(cause, "%s and %s differ in optimizer: %s and %s", an, bn, a->optimizer,
 		               b->optimizer);
+	if (strcmp(a->framework, b->framework) != 0)
+		return zs_fail(cause, "%s and %s differ in framework: %.15s and %.15s", an, bn, a->framework,
+		               b->framework);
 	if (a->p != b->p || a->g != b->g || a->k != b->k)
 		return zs_fail(cause, "%s and %s differ in bytes_per_param", an, bn);
 	return 0;
@@ -249,6 +261,30 @@ static int read_breakdown(const cJSON *o, const char *key, const char *where, co
 		return zs_fail(cause, "%s (%s): %s sums to %s B, but %s is %s B; a breakdown must sum to "
 		               "its total", where, lab, key, num_text(sum, a, sizeof a), total_key,
 		               num_text(total, b, sizeof b));
+	return 0;
+}
+
+/* Every rank's resident bytes, kept only when they differ (the per-rank
+ * figure draws them); each must be a byte count. */
+static int read_ranks(const cJSON *run, const char *where, struct report_run *r, char **cause)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "per_rank"),
+	                                                  "resident_bytes"), *v;
+	int uneven = 0, n = cJSON_GetArraySize(a);
+	if (!cJSON_IsArray(a) || n != (int)r->world)
+		return 0; /* optional: older files, or made elsewhere */
+	cJSON_ArrayForEach(v, a) {
+		if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0)
+			return zs_fail(cause, "%s: \"per_rank.resident_bytes\" holds something other than a byte count",
+			               where);
+		uneven |= v->valuedouble != a->child->valuedouble;
+	}
+	if (!uneven)
+		return 0;
+	r->rank_resident = zs_calloc((size_t)n, sizeof *r->rank_resident);
+	r->nranks = 0;
+	for (v = a->child; v != NULL; v = v->next)
+		r->rank_resident[r->nranks++] = v->valuedouble;
 	return 0;
 }
 
@@ -354,6 +390,12 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	    read_breakdown(run, "peak_breakdown", where, lab, "peak_bytes", r->measured[REPORT_PEAK],
 	                   r->peak_bd, cause) < 0 ||
 	    read_os(run, where, r, cause) < 0)
+		return -1;
+	const cJSON *bc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "collectives"),
+	                                                  "broadcast");
+	if (bc != NULL && read_bytes(bc, "bytes_per_step", where, &r->broadcast_bytes, cause) < 0)
+		return -1;
+	if (read_ranks(run, where, r, cause) < 0)
 		return -1;
 	return read_timeline(run, where, r, cause);
 }
@@ -482,6 +524,7 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 	d->batch = mm.batch;
 	snprintf(d->precision, sizeof d->precision, "%s", mm.precision);
 	snprintf(d->optimizer, sizeof d->optimizer, "%s", mm.optimizer);
+	snprintf(d->framework, sizeof d->framework, "%s", mm.framework);
 	d->p = mm.p;
 	d->g = mm.g;
 	d->k = mm.k;
@@ -559,6 +602,7 @@ void report_data_free(struct report_data *d)
 	for (i = 0; d->runs != NULL && i < d->nruns; i++) {
 		free(d->runs[i].timeline);
 		free(d->runs[i].phase);
+		free(d->runs[i].rank_resident);
 	}
 	free(d->runs);
 	d->runs = NULL;

@@ -42,6 +42,7 @@ struct report_run {
 	unsigned world;
 	enum zs_unit unit;
 	double largest_unit;                 /* elements of the largest unit */
+	double broadcast_bytes;              /* collectives.broadcast per step (torch's zero1), else 0 */
 	double shard_elements;               /* S */
 	double padded_elements;              /* P = N·S */
 	double measured[REPORT_NMETRICS];
@@ -63,6 +64,10 @@ struct report_run {
 	double *timeline;                    /* rank 0's current_bytes per event, or NULL */
 	enum report_phase *phase;            /* each event's phase (NULL with timeline) */
 	size_t ntimeline;
+	/* measured per_rank.resident_bytes, when the ranks differ (a
+	 * framework's uneven partition), else NULL */
+	double *rank_resident;
+	size_t nranks;
 };
 
 struct report_data {
@@ -72,6 +77,7 @@ struct report_data {
 	double batch;
 	char precision[16];
 	char optimizer[16];
+	char framework[16];                  /* config.framework; "paper" when absent */
 	double p, g, k;                      /* bytes per param: working param, grad, optimizer */
 	struct report_run *runs;             /* sorted by unit, scheme, world */
 	size_t nruns;

@@ -560,11 +560,74 @@ write:
 	return rc;
 }
 
+/* The runs whose ranks differ, of the figures' unit, fewest ranks first
+ * (d->runs is sorted by unit, scheme, world): at most four, of 32 ranks
+ * or fewer, so that every bar can be read. */
+#define RANK_RUNS 4
+static size_t uneven_runs(const struct report_data *d, const struct report_run **out)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < d->nruns && n < RANK_RUNS; i++)
+		if (d->runs[i].rank_resident != NULL && d->runs[i].unit == main_unit(d) && d->runs[i].world <= 32)
+			out[n++] = &d->runs[i];
+	return n;
+}
+
+static void remove_ranks(const char *dir)
+{
+	static const char *const ext[] = {"gp", "dat", "pdf", "png"};
+	for (size_t i = 0; i < 4; i++) {
+		char *path = zs_asprintf("%s/%s.%s", dir, REPORT_FIGURE_RANKS, ext[i]);
+		remove(path);
+		free(path);
+	}
+}
+
+/* Each uneven run's ranks as bars side by side, with its floor (the paper's
+ * even split) as a mark: what stands above it on the worst rank is the
+ * partition imbalance. */
+static int fig_ranks(const struct report_data *d, const char *dir, char **cause)
+{
+	struct zs_buf dat = {0}, gp = {0}, plot = {0};
+	const struct report_run *r[RANK_RUNS];
+	size_t n = uneven_runs(d, r), most = 0;
+	const char *name = REPORT_FIGURE_RANKS;
+
+	if (n == 0) {
+		remove_ranks(dir);
+		return 0;
+	}
+	zs_buf_printf(&dat, "# resident bytes per param of every rank; one block per run\n# rank bytes/param floor\n");
+	for (size_t j = 0; j < n; j++) {
+		zs_buf_printf(&dat, "# %s N=%u unit=%s\n", zs_scheme_name(r[j]->scheme), r[j]->world,
+		                  zs_unit_name(r[j]->unit));
+		for (size_t k = 0; k < r[j]->nranks; k++)
+			zs_buf_printf(&dat, "%zu %.9g %.9g\n", k, r[j]->rank_resident[k] / d->params,
+			                  r[j]->floor[REPORT_RESIDENT] / d->params);
+		zs_buf_printf(&dat, "\n\n");
+		most = r[j]->nranks > most ? r[j]->nranks : most;
+	}
+	header(&gp, d, name, "every rank's resident bytes per parameter, where ranks differ");
+	zs_buf_printf(&gp,
+		"set title \"Resident model state of every rank (%s, unit=%s): whole tensors on unequal ranks\"\n"
+		"set xlabel 'rank'\nset ylabel 'resident bytes per parameter'\nset yrange [0:*]\n"
+		"set xrange [-0.6:%zu.6]\nset xtics 1\nset style fill solid 0.5 border -1\n"
+		"nruns = %zu; bw = 0.8 / nruns; set boxwidth bw\n",
+		zs_scheme_name(r[0]->scheme), zs_unit_name(r[0]->unit), most - 1, n);
+	zs_buf_printf(&plot, "plot \\\n");
+	for (size_t j = 0; j < n; j++)
+		zs_buf_printf(&plot,
+			"  '%s.dat' index %zu using ($1 - 0.4 + bw*(%zu + 0.5)):2 with boxes ls %zu title 'N = %u measured', \\\n"
+			"  '%s.dat' index %zu using ($1 - 0.4 + bw*(%zu + 0.5)):3 with points ls %zu pt 2 ps 2*pts title 'N = %u floor'%s\n",
+			name, j, j, j + 2, r[j]->world, name, j, j, j + 2, r[j]->world, j + 1 < n ? ", \\" : "");
+	return finish(dir, name, &dat, &gp, &plot, cause);
+}
+
 int report_figures_write(const struct report_data *d, const char *dir, char **cause)
 {
 	if (fig_resident(d, dir, cause) < 0 || fig_peak(d, dir, cause) < 0 ||
 	    fig_comm(d, dir, cause) < 0 || fig_breakdown(d, dir, cause) < 0 ||
-	    fig_timeline(d, dir, cause) < 0)
+	    fig_timeline(d, dir, cause) < 0 || fig_ranks(d, dir, cause) < 0)
 		return -1;
 	return 0;
 }

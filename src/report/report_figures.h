@@ -9,6 +9,13 @@
  *   fig3-comm       bytes sent per rank per step vs N
  *   fig4-breakdown  the peak by category at the largest N, stacked
  *   fig5-timeline   rank 0's bytes through the last step, per scheme
+ *
+ * and, only when some run's ranks hold unequal bytes (torch's zero1),
+ *
+ *   fig6-ranks      every rank's resident bytes/param, over the floor
+ *
+ * (without such runs its files are removed, so that a reused folder shows
+ * no stale figure; the template includes it if its PDF exists).
  */
 #ifndef ZS_REPORT_FIGURES_H
 #define ZS_REPORT_FIGURES_H
@@ -17,6 +24,7 @@
 
 #define REPORT_NFIGURES 5
 extern const char *const report_figure_names[REPORT_NFIGURES];
+#define REPORT_FIGURE_RANKS "fig6-ranks"
 
 /* Write every .gp and .dat into `dir` (which exists). Returns 0 or -1
  * with *cause set. */

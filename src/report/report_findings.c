@@ -315,6 +315,59 @@ static void comm_ratio(const struct report_data *d, struct report_finding *f,
 	}
 }
 
+/* torch's zero1 (ZeroRedundancyOptimizer) gives each tensor whole to one
+ * rank, so the worst rank holds at least the largest tensor's optimizer
+ * state: once every large tensor has a rank of its own, more ranks do not
+ * help it. The claim holds where the worst rank's resident bytes are the
+ * same at every N from 3 on and above the paper's floor at the largest. */
+static void torch_zero1_flat(const struct report_data *d, struct report_finding *f, struct zs_buf *b)
+{
+	const struct report_run *c[COLMAX];
+	for (int u = 0; u < ZS_NUNITS; u++) {
+		size_t n = column(d, ZS_ZERO1, (enum zs_unit)u, c), i = 0, tested = 0;
+		while (i < n && c[i]->world < 3)
+			i++;
+		if (n - i < 2)
+			continue;
+		const struct report_run *first = c[i], *last = c[n - 1];
+		int flat = 1;
+		for (; i < n; i++, tested++)
+			flat &= same(c[i]->measured[REPORT_RESIDENT], first->measured[REPORT_RESIDENT]);
+		verdict(&f->verdict, flat && last->measured[REPORT_RESIDENT] > last->floor[REPORT_RESIDENT]);
+		zs_buf_printf(b, "%sunit=%s, %zu world sizes from N = %u to %u: the worst rank holds %.4g..%.4g B/param "
+		                  "while the floor falls from %.4g to %.4g",
+		                  b->len ? "; " : "", zs_unit_name((enum zs_unit)u), tested, first->world, last->world,
+		                  bpp(d, first->measured[REPORT_RESIDENT]), bpp(d, last->measured[REPORT_RESIDENT]),
+		                  bpp(d, first->floor[REPORT_RESIDENT]), bpp(d, last->floor[REPORT_RESIDENT]));
+	}
+}
+
+/* DDP's all-reduce is the paper's reduce-scatter and all-gather; the
+ * broadcasts come on top: 3(N-1)/N elements per param, not 2(N-1)/N. Where
+ * N pads nothing the ratio to the paper's floor is exactly 1.5. */
+static void torch_zero1_comm(const struct report_data *d, struct report_finding *f, struct zs_buf *b)
+{
+	const struct report_run *c[COLMAX];
+	for (int u = 0; u < ZS_NUNITS; u++) {
+		size_t n = column(d, ZS_ZERO1, (enum zs_unit)u, c);
+		double lo = INFINITY, hi = -INFINITY;
+		int tested = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (c[i]->world == 1 || c[i]->padded_elements != d->params || c[i]->broadcast_bytes <= 0)
+				continue;
+			double ratio = c[i]->measured[REPORT_COMM] / c[i]->floor[REPORT_COMM];
+			lo = fmin(lo, ratio);
+			hi = fmax(hi, ratio);
+			tested++;
+		}
+		if (tested == 0)
+			continue;
+		verdict(&f->verdict, same(lo, 1.5) && same(hi, 1.5));
+		zs_buf_printf(b, "%sunit=%s, %d unpadded world sizes above 1: sent / the paper's zero1 = %.4f..%.4f",
+		                  b->len ? "; " : "", zs_unit_name((enum zs_unit)u), tested, lo, hi);
+	}
+}
+
 /* ------------------------------------------------------------------------ */
 
 void report_findings(const struct report_data *d, struct report_finding *f)
@@ -322,15 +375,18 @@ void report_findings(const struct report_data *d, struct report_finding *f)
 	static const struct {
 		const char *key, *claim;
 		void (*check)(const struct report_data *, struct report_finding *, struct zs_buf *);
+		const char *framework; /* NULL: every file's claim */
 	} table[REPORT_NFINDINGS] = {
-		{"dp_never_moves", "The DP column never moves: its resident and peak bytes are the same at every N.", dp_flat},
-		{"zero1_zero2_flatten", "ZeRO-1 and ZeRO-2 flatten toward p+g and p bytes per param and never go below them.", zero12_flatten},
-		{"zero3_halves", "ZeRO-3's resident bytes halve with each doubling of N (where N divides every unit).", zero3_halves},
-		{"n1_identical", "At N = 1 all four schemes are identical (resident, peak, comm).", n1_identical},
-		{"zero3_peak_slow", "ZeRO-3's peak falls much more slowly with N than its resident bytes.", zero3_peak_slow},
-		{"zero3_peak_above_zero2", "With the whole model gathered (unit=model), ZeRO-3's peak at the largest N is worse than ZeRO-2's resident bytes.", zero3_peak_worse},
-		{"layer_gather_largest_unit", "A per-layer gather (unit=layer) adds only the largest unit's params and grads to ZeRO-3's peak.", layer_gather},
-		{"zero3_comm_1_5_dp", "ZeRO-3 sends 1.5 times DP's bytes per rank per step.", comm_ratio},
+		{"dp_never_moves", "The DP column never moves: its resident and peak bytes are the same at every N.", dp_flat, NULL},
+		{"zero1_zero2_flatten", "ZeRO-1 and ZeRO-2 flatten toward p+g and p bytes per param and never go below them.", zero12_flatten, NULL},
+		{"zero3_halves", "ZeRO-3's resident bytes halve with each doubling of N (where N divides every unit).", zero3_halves, NULL},
+		{"n1_identical", "At N = 1 all four schemes are identical (resident, peak, comm).", n1_identical, NULL},
+		{"zero3_peak_slow", "ZeRO-3's peak falls much more slowly with N than its resident bytes.", zero3_peak_slow, NULL},
+		{"zero3_peak_above_zero2", "With the whole model gathered (unit=model), ZeRO-3's peak at the largest N is worse than ZeRO-2's resident bytes.", zero3_peak_worse, NULL},
+		{"layer_gather_largest_unit", "A per-layer gather (unit=layer) adds only the largest unit's params and grads to ZeRO-3's peak.", layer_gather, NULL},
+		{"zero3_comm_1_5_dp", "ZeRO-3 sends 1.5 times DP's bytes per rank per step.", comm_ratio, NULL},
+		{"torch_zero1_no_better_from_3", "torch's ZeRO-1 (ZeroRedundancyOptimizer, whole tensors) is no better from N = 3 on: its worst rank stops falling while the paper's floor goes on.", torch_zero1_flat, "torch"},
+		{"torch_zero1_comm_1_5", "torch's ZeRO-1 sends 1.5 times the paper's ZeRO-1 (all-reduce, then a broadcast of every tensor).", torch_zero1_comm, "torch"},
 	};
 	int i;
 
@@ -339,7 +395,9 @@ void report_findings(const struct report_data *d, struct report_finding *f)
 		f[i].key = table[i].key;
 		f[i].claim = table[i].claim;
 		f[i].verdict = REPORT_UNTESTED;
-		table[i].check(d, &f[i], &b);
+		f[i].shown = table[i].framework == NULL || strcmp(table[i].framework, d->framework) == 0;
+		if (f[i].shown)
+			table[i].check(d, &f[i], &b);
 		f[i].evidence = zs_strdup(f[i].verdict == REPORT_UNTESTED ?
 		                          "the files hold no runs that test it" : zs_buf_str(&b));
 		zs_buf_free(&b);

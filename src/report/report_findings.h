@@ -21,6 +21,8 @@ enum report_finding_id {
 	REPORT_F_ZERO3_PEAK_WORSE,  /* unit=model: ZeRO-3 peak at largest N > ZeRO-2 resident */
 	REPORT_F_LAYER_GATHER,      /* unit=layer: the gather adds only the largest unit */
 	REPORT_F_COMM_RATIO,        /* ZeRO-3 comm is 1.5x DP's */
+	REPORT_F_TORCH_ZERO1_FLAT,  /* torch's zero1: no better from N = 3 on (default MLP) */
+	REPORT_F_TORCH_ZERO1_COMM,  /* torch's zero1 sends 1.5x the paper's zero1 */
 	REPORT_NFINDINGS
 };
 
@@ -29,6 +31,7 @@ struct report_finding {
 	const char *claim;          /* the claim, plain text */
 	enum report_verdict verdict;
 	char *evidence;             /* the numbers, plain text; owned */
+	int shown;                  /* a framework's claim is shown only for its files */
 };
 
 /* Check every claim; f has REPORT_NFINDINGS slots. The caller frees the

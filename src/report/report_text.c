@@ -14,7 +14,8 @@
 
 static const char *const scheme_title[ZS_NSCHEMES] = {"DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
 static const char *const cause_key[REPORT_NCAUSES] = {
-	"padding", "gathered_params", "full_grads", "activations_and_scratch", "other",
+	"padding", "gathered_params", "full_grads", "partition_imbalance", "broadcast",
+	"root_kept_gathered", "params_sharded", "activations_and_scratch", "other",
 };
 
 static const struct report_point *point_of(const struct report_data *d,
@@ -66,7 +67,8 @@ static cJSON *point_json(const struct report_data *d, const struct report_point 
 		cJSON_AddNullToObject(o, "departure_relative");
 	causes = cJSON_AddObjectToObject(o, "causes");
 	for (c = 0; c < REPORT_NCAUSES; c++)
-		zs_json_add_number(causes, cause_key[c], pt->cause[c]);
+		if (strcmp(d->framework, "paper") != 0 || c < REPORT_IMBALANCE || c > REPORT_PARAMS_SHARDED)
+			zs_json_add_number(causes, cause_key[c], pt->cause[c]); /* the paper's five as before */
 	cJSON_AddStringToObject(o, "status", report_status_name(pt->status));
 	cJSON_AddBoolToObject(o, "unexplained", pt->unexplained);
 	return o;
@@ -100,6 +102,8 @@ cJSON *report_diff_json(const struct report_data *d, const struct report_point *
 	cJSON_AddItemToObject(root, "process_overhead", report_overhead_json(d));
 	arr = cJSON_AddArrayToObject(root, "findings");
 	for (i = 0; i < REPORT_NFINDINGS; i++) {
+		if (!f[i].shown)
+			continue;
 		o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "key", f[i].key);
 		cJSON_AddStringToObject(o, "claim", f[i].claim);
@@ -226,6 +230,8 @@ static void legend(const int *used, struct zs_buf *b)
 {
 	static const char *const meaning[REPORT_NCAUSES + 1] = {
 		"padding of the shards", "gathered params", "full grads",
+		"partition imbalance (whole tensors on unequal ranks)", "broadcast of each tensor from its owner",
+		"the root unit kept gathered (one all-gather fewer)", "params sharded between steps (FSDP)",
 		"activations and scratch (held by every scheme: not flagged)",
 		"other buffers", "UNEXPLAINED: the measurement differs from the schedule model",
 	};
@@ -375,6 +381,8 @@ void report_findings_tex(const struct report_data *d, const struct report_findin
 	}
 	zs_buf_printf(b, "\n\n\\begin{itemize}\n");
 	for (i = 0; i < REPORT_NFINDINGS; i++) {
+		if (!f[i].shown)
+			continue;
 		zs_buf_printf(b, "\\item \\textbf{%s.} ",
 		              f[i].verdict == REPORT_HOLDS ? "Holds" :
 		              f[i].verdict == REPORT_FAILS ? "Does not hold" : "Not tested by this sweep");

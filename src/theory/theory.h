@@ -85,6 +85,10 @@ struct theory_schedule {
 	 * elements at the bytes per param the scheme shards, so that schedule
 	 * resident = floor resident + padding_bytes. Can be a fraction. */
 	double padding_bytes;
+	/* A framework's uneven partition (torch's zero1): the binding rank's
+	 * bytes above an even split, so that schedule resident = floor
+	 * resident + padding_bytes + imbalance_bytes. 0 for the paper's. */
+	double imbalance_bytes;
 };
 
 /* Model states of any model given as its units, as runs of equal units
@@ -122,6 +126,25 @@ uint64_t theory_params(const struct theory_shape *s);
 void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
                      enum zs_unit unit, unsigned world,
                      struct theory_schedule *out);
+
+/* ------------------------------------------------------------------------ */
+/* Frameworks (theory_framework.c; docs/schedule.md, "Frameworks"). */
+
+/* torch's ZeroRedundancyOptimizer partition, worked from the shape: the
+ * elements of whole tensors each of the N ranks is assigned (load[N]). */
+void theory_torch_partition(const struct theory_shape *s, unsigned world, uint64_t *load);
+
+/* Redo a paper schedule (theory_schedule's) as framework fw implements
+ * the scheme; nothing for the paper's. theory_row calls it. */
+void theory_framework_schedule(const struct theory_shape *s, enum zs_framework fw, enum zs_scheme scheme,
+                               enum zs_unit unit, unsigned world, struct theory_schedule *out);
+
+
+/* DeepSpeed's own estimate of a rank's model states on the device, without
+ * offload, as DeepSpeed's main branch computes it since June 2024: zero2
+ * 2Ψ + int(18Ψ/N), zero3 4L + int(18Ψ/N) with L the largest layer's
+ * params. -1 for a scheme it has no estimator for, or zero3 without L. */
+double theory_deepspeed_estimate(double params, double largest_layer, enum zs_scheme scheme, unsigned world);
 
 /* ------------------------------------------------------------------------ */
 /* Transformers (theory_model.c): the paper level for a Hugging Face shape.
@@ -243,6 +266,20 @@ double theory_request_usable(const struct theory_request *req);
 
 void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
                 unsigned world, struct theory_row *r);
+
+/* The keys only a framework adds (theory_framework.c; docs/formats.md),
+ * 0 or -1 when cJSON runs out of memory. To an MLP row's "schedule":
+ * "imbalance_bytes" and "per_rank" (every rank's resident and peak bytes
+ * and bytes sent). To a row: for DeepSpeed, "deepspeed_estimate" beside
+ * zerosim's floor and schedule. */
+int theory_framework_json(cJSON *schedule, const struct theory_request *req, enum zs_scheme scheme,
+                          unsigned world, const struct theory_schedule *sc);
+int theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
+                              unsigned world);
+
+/* The framework's lines for the text output, or NULL for the paper's
+ * (the caller frees it). */
+char *theory_framework_text(const struct theory_request *req);
 
 /* ------------------------------------------------------------------------ */
 /* Output (theory_json.c, theory_text.c). */

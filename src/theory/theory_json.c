@@ -186,6 +186,10 @@ static int row_json(cJSON *rows, const struct theory_request *req, const struct 
 	} else if (req->shape_known) {
 		if (schedule_json(o, r) < 0)
 			return -1;
+		if (req->config->framework != ZS_FW_PAPER &&
+		    theory_framework_json(cJSON_GetObjectItemCaseSensitive(o, "schedule"), req, r->scheme, r->world,
+		                          &r->sched) < 0)
+			return -1;
 	} else if (req->largest_unit > 0 && r->scheme == ZS_ZERO3) {
 		/* Only the ZeRO-3 transient is known for a model without shape. */
 		if (object(o, "schedule", &s) < 0 ||
@@ -196,7 +200,9 @@ static int row_json(cJSON *rows, const struct theory_request *req, const struct 
 	}
 
 	return tristate(o, "fits", r->fits) < 0 || tristate(o, "fits_peak", r->fits_peak) < 0 ||
-	       num_or_null(o, "max_batch", r->fits_peak >= 0, (double)r->max_batch) < 0 ? -1 : 0;
+	       num_or_null(o, "max_batch", r->fits_peak >= 0, (double)r->max_batch) < 0 ||
+	       (req->config->framework != ZS_FW_PAPER && theory_framework_row_json(o, req, r->scheme, r->world) < 0)
+	       ? -1 : 0;
 }
 
 static int model_json(cJSON *cfg, const struct zs_model *m)
@@ -262,6 +268,7 @@ static int config_json(cJSON *root, const struct theory_request *req)
 			return -1;
 	if (str(cfg, "precision", theory_request_precision(req)) < 0 ||
 	    str(cfg, "optimizer", zs_optimizer_name(c->optimizer)) < 0 ||
+	    (c->framework != ZS_FW_PAPER && str(cfg, "framework", zs_framework_name(c->framework)) < 0) ||
 	    object(cfg, "bytes_per_param", &bpp) < 0 ||
 	    num(bpp, "param", b.p) < 0 || num(bpp, "grad", b.g) < 0 ||
 	    num(bpp, "optimizer", b.k) < 0 ||

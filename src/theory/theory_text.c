@@ -449,5 +449,9 @@ char *theory_text(const struct theory_request *req)
 		model_text(&t, req);
 	else
 		mlp_text(&t, req);
+	char *fw = theory_framework_text(req); /* NULL for the paper's */
+	if (fw != NULL)
+		zs_buf_printf(&t, "%s", fw);
+	free(fw);
 	return zs_buf_take(&t);
 }

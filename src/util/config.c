@@ -23,6 +23,9 @@ const char *zs_unit_name(enum zs_unit u) { return unit_names[u]; }
 const char *zs_precision_name(enum zs_precision p) { return p == ZS_MIXED ? "mixed" : "fp32"; }
 const char *zs_optimizer_name(enum zs_optimizer o) { return o == ZS_ADAM ? "adam" : "sgd"; }
 
+static const char *const framework_names[ZS_NFRAMEWORKS] = {"paper", "torch", "deepspeed"};
+const char *zs_framework_name(enum zs_framework f) { return framework_names[f]; }
+
 int zs_scheme_parse(const char *s, enum zs_scheme *out)
 {
 	for (int i = 0; i < ZS_NSCHEMES; i++)
@@ -207,7 +210,7 @@ static int set_real(const char *key, const char *value, double lo, double hi, co
 
 static const char *const key_names[ZS_NKEYS] = {
 	"layers", "world", "schemes", "unit", "steps", "batch", "seed",
-	"precision", "optimizer", "lr", "beta1", "beta2", "eps"};
+	"precision", "optimizer", "lr", "beta1", "beta2", "eps", "framework"};
 
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause)
 {
@@ -293,6 +296,13 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 		if (zs_optimizer_parse(value, &t.optimizer) != 0)
 			return zs_fail(cause, "--optimizer: unknown optimizer '%.40s' (adam, sgd)", value);
 		break;
+	case ZS_KEY_FRAMEWORK:
+		while (v < ZS_NFRAMEWORKS && strcmp(value, framework_names[v]) != 0)
+			v++;
+		if (v == ZS_NFRAMEWORKS)
+			return zs_fail(cause, "--framework: unknown framework '%.40s' (paper, torch, deepspeed)", value);
+		t.framework = (enum zs_framework)v;
+		break;
 	case ZS_NKEYS:
 		break;
 	}
@@ -311,7 +321,7 @@ static const struct {
 	{"layers", SPEC_NUMBERS}, {"world", SPEC_NUMBERS}, {"schemes", SPEC_STRINGS}, {"units", SPEC_STRINGS},
 	{"steps", SPEC_NUMBER},   {"batch", SPEC_NUMBER},  {"seed", SPEC_NUMBER},      {"precision", SPEC_STRING},
 	{"optimizer", SPEC_STRING}, {"lr", SPEC_NUMBER},   {"beta1", SPEC_NUMBER},     {"beta2", SPEC_NUMBER},
-	{"eps", SPEC_NUMBER},
+	{"eps", SPEC_NUMBER},     {"framework", SPEC_STRING},
 };
 
 /* A JSON number as the command line would give it: a whole number's

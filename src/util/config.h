@@ -17,6 +17,11 @@ enum zs_scheme { ZS_DP, ZS_ZERO1, ZS_ZERO2, ZS_ZERO3, ZS_NSCHEMES };
 enum zs_unit { ZS_UNIT_MODEL, ZS_UNIT_LAYER, ZS_NUNITS };
 enum zs_precision { ZS_MIXED, ZS_FP32 };
 enum zs_optimizer { ZS_ADAM, ZS_SGD };
+/* Whose implementation of the schemes a run follows (docs/schedule.md,
+ * "Frameworks"): the ZeRO paper's idealised one, PyTorch's classes, or
+ * DeepSpeed's. The schemes keep their names; the framework says how each
+ * is implemented. */
+enum zs_framework { ZS_FW_PAPER, ZS_FW_TORCH, ZS_FW_DEEPSPEED, ZS_NFRAMEWORKS };
 
 #define ZS_MAX_WIDTHS 33        /* up to 32 layers */
 #define ZS_MAX_WORLDS 64        /* entries in --world */
@@ -35,7 +40,7 @@ enum zs_optimizer { ZS_ADAM, ZS_SGD };
 enum zs_key {
 	ZS_KEY_LAYERS, ZS_KEY_WORLD, ZS_KEY_SCHEMES, ZS_KEY_UNITS, ZS_KEY_STEPS, ZS_KEY_BATCH,
 	ZS_KEY_SEED, ZS_KEY_PRECISION, ZS_KEY_OPTIMIZER, ZS_KEY_LR, ZS_KEY_BETA1, ZS_KEY_BETA2,
-	ZS_KEY_EPS, ZS_NKEYS
+	ZS_KEY_EPS, ZS_KEY_FRAMEWORK, ZS_NKEYS
 };
 
 struct zs_config {
@@ -54,17 +59,19 @@ struct zs_config {
 	double beta1, beta2, eps;       /* Adam's; unused by SGD */
 	enum zs_precision precision;
 	enum zs_optimizer optimizer;
+	enum zs_framework framework;
 	unsigned given;                 /* keys set by a spec or an option */
 };
 
 /* The defaults, the prototype's sweep: 64,256,64; N = 1..32 by doubling; all schemes;
  * unit model; 3 steps; batch 4; seed 3; mixed; adam; lr 1e-3; betas 0.9,
- * 0.999; eps 1e-8. */
+ * 0.999; eps 1e-8; framework paper. */
 void zs_config_defaults(struct zs_config *c);
 
 /* Set one option from its command-line spelling: key is the long option
  * name without dashes ("layers", "world", "schemes", "unit", "steps",
- * "batch", "seed", "precision", "optimizer", "lr", "beta1", "beta2", "eps").
+ * "batch", "seed", "precision", "optimizer", "lr", "beta1", "beta2", "eps",
+ * "framework").
  * Returns 0 or -1 with *cause set ("--world: '0' is not a world size
  * (1..65536)"). Marks the key in c->given. */
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause);
@@ -97,6 +104,7 @@ const char *zs_scheme_name(enum zs_scheme s);
 const char *zs_unit_name(enum zs_unit u);
 const char *zs_precision_name(enum zs_precision p);
 const char *zs_optimizer_name(enum zs_optimizer o);
+const char *zs_framework_name(enum zs_framework f);
 int zs_scheme_parse(const char *s, enum zs_scheme *out);
 int zs_unit_parse(const char *s, enum zs_unit *out);
 int zs_precision_parse(const char *s, enum zs_precision *out);

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "util/schedule.h"
+#include "util/util.h"
 
 static const char *const cat_names[ZS_NCATS] = {
 	"param16", "param32", "grad16", "grad32", "master32", "adam_m", "adam_v",
@@ -24,6 +25,46 @@ const enum zs_span zs_shards[ZS_NSCHEMES][ZS_NSTATES] = {
 	[ZS_ZERO2] = {ZS_FULL,  ZS_SHARD, ZS_SHARD},
 	[ZS_ZERO3] = {ZS_SHARD, ZS_SHARD, ZS_SHARD},
 };
+
+/* torch's schemes (docs/schedule.md, "torch"): dp is DistributedDataParallel
+ * (its gradient buckets not counted), zero1 is ZeroRedundancyOptimizer,
+ * zero2 and zero3 are FullyShardedDataParallel's SHARD_GRAD_OP and
+ * FULL_SHARD (fp32 only): between steps both hold only shards. */
+static const enum zs_span torch_rows[ZS_NSCHEMES][ZS_NSTATES] = {
+	[ZS_DP]    = {ZS_FULL,  ZS_FULL,  ZS_FULL},
+	[ZS_ZERO1] = {ZS_FULL,  ZS_FULL,  ZS_TENSORS},
+	[ZS_ZERO2] = {ZS_SHARD, ZS_SHARD, ZS_SHARD},
+	[ZS_ZERO3] = {ZS_SHARD, ZS_SHARD, ZS_SHARD},
+};
+static const int torch_modelled[ZS_NSCHEMES] = {1, 1, 1, 1};
+
+const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme)
+{
+	if (fw == ZS_FW_PAPER)
+		return zs_shards[scheme];
+	if (fw == ZS_FW_TORCH && torch_modelled[scheme])
+		return torch_rows[scheme];
+	return NULL;
+}
+
+int zs_framework_check(const struct zs_config *c, int theory, char **cause)
+{
+	if (theory && c->framework == ZS_FW_DEEPSPEED)
+		return 0;
+	for (size_t i = 0; i < c->nschemes; i++) {
+		if (zs_row(c->framework, c->schemes[i]) == NULL)
+			return zs_fail(cause, "--framework %s: %s is not modelled yet (%s)", zs_framework_name(c->framework),
+			               zs_scheme_name(c->schemes[i]),
+			               c->framework == ZS_FW_TORCH ? "torch models dp, zero1 and zero3: give --schemes dp,zero1,zero3"
+			                                           : "the theory prints DeepSpeed's own estimate");
+		/* FSDP's MixedPrecision keeps fp32 shards and casts a transient
+		 * copy: not the 2 + 2 + 12 accounting of --precision mixed. */
+		if (c->framework == ZS_FW_TORCH && c->schemes[i] >= ZS_ZERO2 && c->precision != ZS_FP32)
+			return zs_fail(cause, "--framework torch: %s (FSDP) is modelled in fp32 only (give --precision fp32)",
+			               zs_scheme_name(c->schemes[i]));
+	}
+	return 0;
+}
 
 uint64_t zs_layer_params(const size_t *widths, size_t l)
 {

@@ -35,11 +35,24 @@ const char *zs_phase_name(enum zs_phase p);
 
 /* The model states, and how much of each a rank holds between steps. */
 enum zs_state { ZS_STATE_PARAMS, ZS_STATE_GRADS, ZS_STATE_OPTIM, ZS_NSTATES };
-enum zs_span { ZS_FULL, ZS_SHARD };
+/* ZS_TENSORS: whole parameter tensors, each held by the one rank it is
+ * assigned to (torch's ZeroRedundancyOptimizer), so ranks hold unequal
+ * parts; ZS_SHARD: every rank's equal slots of every unit. */
+enum zs_span { ZS_FULL, ZS_SHARD, ZS_TENSORS };
 
 /* The ZeRO paper's table (§5): zs_shards[scheme][state]. At N = 1 a shard
  * is the whole model and every scheme holds what dp holds. */
 extern const enum zs_span zs_shards[ZS_NSCHEMES][ZS_NSTATES];
+
+/* A framework's row for a scheme (docs/schedule.md, "Frameworks"): the
+ * paper's is zs_shards[scheme]; NULL where the framework's implementation
+ * of the scheme is not modelled. */
+const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme);
+
+/* Refuse a sweep whose framework does not model one of its schemes:
+ * 0, or -1 with *cause naming them. `theory` allows DeepSpeed, whose
+ * theory rows are the paper's beside DeepSpeed's own estimate. */
+int zs_framework_check(const struct zs_config *c, int theory, char **cause);
 
 /* Ψ = Σ_l d_l·d_{l+1} + d_{l+1}, and a unit=layer unit's n_l. */
 uint64_t zs_params(const size_t *widths, size_t nwidths);

@@ -1,0 +1,273 @@
+/*
+ * test_framework — the frameworks' implementations of the schemes, engine
+ * and theory each against a hand computation (not against each other).
+ *
+ * torch's zero1 on the default MLP 64,256,64 (Ψ = 33088). Its tensors in
+ * model order: W0 16384, b0 256, W1 16384, b1 64. ZeroRedundancyOptimizer
+ * sorts them largest first (W0, W1, b0, b1; equal sizes keep model order)
+ * and gives each to the first least-loaded rank:
+ *   N = 2:  W0 -> 0, W1 -> 1, b0 -> 0 (16384 = 16384, the first), b1 -> 1:
+ *           loads 16640, 16448;
+ *   N = 3:  W0 -> 0, W1 -> 1, b0 -> 2, b1 -> 2: loads 16384, 16384, 320;
+ *   N >= 4: W0, W1, b0, b1 to ranks 0..3: 16384, 16384, 256, 64, then 0s.
+ * Params and grads are full (2 + 2 bytes, mixed), the optimizer state
+ * (12 bytes) is the rank's load: the worst rank holds 4Ψ + 12·16640 =
+ * 332032 B = 10.035 B/param at N = 2 and 4Ψ + 12·16384 = 328960 B = 9.942
+ * at N >= 3 (fp32: 8Ψ + 8·16384 = 395776 B = 11.961), the numbers real
+ * PyTorch 1.13 gives. DDP's all-reduce sends 2(N-1)/N elements per
+ * parameter and the broadcasts (N-1)/N more: 3(N-1)/N, exactly where N
+ * divides every tensor (N = 2, 4, 8, 16, 32).
+ *
+ * torch's zero3 is FSDP FULL_SHARD, fp32 (4 + 4 + 8 bytes): with unit=layer
+ * the FlatParameters of 16640 and 16448 elements are padded to 3·5547 and
+ * 3·5483 at N = 3, so a rank holds 16·(5547 + 5483) = 176480 B = 5.334
+ * B/param, PyTorch 1.13's number. With unit=model the root unit is not
+ * freed after forward: one all-gather and one reduce-scatter, 2(N-1)/N
+ * elements per parameter (1.5 at N = 4), not the paper's 3(N-1)/N.
+ * torch's zero2 is FSDP SHARD_GRAD_OP: the same shards between steps, but
+ * every unit stays gathered into its backward: with unit=layer, the last
+ * layer's backward holds both layers' params, Ψ·4 = 132352 B, and its own
+ * grads, 16448·4 B; one all-gather per unit.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+
+#include "engine/engine.h"
+#include "theory/theory.h"
+#include "util/config.h"
+
+#define PSI 33088
+static const size_t mlp[] = {64, 256, 64};
+
+/* The hand-worked loads above, rank k of N. */
+static size_t load(unsigned n, unsigned k)
+{
+	if (n == 2)
+		return k == 0 ? 16640 : 16448;
+	if (n == 3)
+		return k < 2 ? 16384 : 320;
+	static const size_t four[] = {16384, 16384, 256, 64};
+	return k < 4 ? four[k] : 0;
+}
+
+static struct zs_config torch_config(enum zs_precision pr)
+{
+	struct zs_config c;
+	zs_config_defaults(&c);
+	c.steps = 1;
+	c.framework = ZS_FW_TORCH;
+	c.precision = pr;
+	return c;
+}
+
+static struct zs_result run_unit(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
+{
+	struct zs_result res;
+	struct zs_run_options opt = {0};
+	char *cause = NULL;
+	int r = engine_run(c, s, n, u, NULL, &opt, &res, &cause);
+	ck_assert_msg(r == 0, "engine_run failed: %s", cause ? cause : "?");
+	return res;
+}
+
+static struct zs_result run(const struct zs_config *c, enum zs_scheme s, unsigned n)
+{
+	return run_unit(c, s, n, ZS_UNIT_MODEL);
+}
+
+static const unsigned worlds[] = {2, 3, 4, 8, 16, 32};
+#define NWORLDS (sizeof worlds / sizeof worlds[0])
+
+START_TEST(test_torch_zero1_ranks_hold_their_whole_tensors_optimizer_state)
+{
+	struct zs_config c = torch_config(ZS_MIXED);
+	for (size_t w = 0; w < NWORLDS; w++) {
+		unsigned n = worlds[w];
+		struct zs_result res = run(&c, ZS_ZERO1, n);
+		for (unsigned k = 0; k < n; k++)
+			ck_assert_uint_eq(res.resident[k], 4 * PSI + 12 * load(n, k));
+		ck_assert_uint_eq(res.binding_rank, 0);
+		ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_MASTER32], 4 * load(n, 0));
+		engine_result_free(&res);
+	}
+}
+END_TEST
+
+START_TEST(test_torch_zero1_worst_rank_is_10_035_then_9_942_bytes_per_param)
+{
+	struct zs_config c = torch_config(ZS_MIXED);
+	for (size_t w = 0; w < NWORLDS; w++) {
+		struct zs_result res = run(&c, ZS_ZERO1, worlds[w]);
+		double bpp = (double)res.resident[res.binding_rank] / PSI;
+		ck_assert_double_eq_tol(bpp, worlds[w] == 2 ? 10.035 : 9.942, 5e-4);
+		engine_result_free(&res);
+	}
+	c = torch_config(ZS_FP32);
+	struct zs_result res = run(&c, ZS_ZERO1, 3);
+	ck_assert_double_eq_tol((double)res.resident[0] / PSI, 11.961, 5e-4);
+	engine_result_free(&res);
+}
+END_TEST
+
+START_TEST(test_torch_zero1_sends_three_times_n_minus_one_over_n)
+{
+	struct zs_config c = torch_config(ZS_MIXED);
+	const unsigned even[] = {2, 4, 8, 16, 32};
+	for (size_t w = 0; w < 5; w++) {
+		unsigned n = even[w];
+		struct zs_result res = run(&c, ZS_ZERO1, n);
+		unsigned long long e = 0;
+		for (int kind = 0; kind < ZS_NCOLL; kind++)
+			e += res.comm[0].elements[kind];
+		ck_assert_uint_eq(e * n, 3ull * (n - 1) * PSI);
+		ck_assert_uint_eq(res.comm[0].calls[ZS_BROADCAST], 4); /* one per tensor */
+		engine_result_free(&res);
+	}
+}
+END_TEST
+
+/* Each tensor is stepped by its owner alone and broadcast: the weights are
+ * dp's, bit for bit. */
+START_TEST(test_torch_zero1_weights_are_dps_bit_for_bit)
+{
+	struct zs_config c = torch_config(ZS_MIXED);
+	for (unsigned n = 2; n <= 5; n++) {
+		struct zs_result a = run(&c, ZS_DP, n), b = run(&c, ZS_ZERO1, n);
+		ck_assert_uint_eq(a.digest, b.digest);
+		engine_result_free(&a);
+		engine_result_free(&b);
+	}
+}
+END_TEST
+
+START_TEST(test_the_memory_bound_holds_torch_zero1)
+{
+	struct zs_config c = torch_config(ZS_MIXED);
+	for (unsigned n = 1; n <= 5; n++) {
+		struct zs_result res = run(&c, ZS_ZERO1, n);
+		double all = 0;
+		for (unsigned k = 0; k < n; k++)
+			all += (double)res.peak[k];
+		ck_assert(all <= engine_bytes_upper_bound(&c, ZS_ZERO1, n, ZS_UNIT_MODEL));
+		engine_result_free(&res);
+	}
+}
+END_TEST
+
+START_TEST(test_theory_works_the_same_partition_from_the_shape)
+{
+	struct theory_shape s = {mlp, 3, 4, {0}};
+	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &s.bytes);
+	for (size_t w = 0; w < NWORLDS; w++) {
+		unsigned n = worlds[w];
+		uint64_t *l = calloc(n, sizeof *l);
+		theory_torch_partition(&s, n, l);
+		for (unsigned k = 0; k < n; k++)
+			ck_assert_uint_eq(l[k], load(n, k));
+		free(l);
+		struct theory_schedule sc;
+		theory_schedule(&s, ZS_ZERO1, ZS_UNIT_MODEL, n, &sc);
+		theory_framework_schedule(&s, ZS_FW_TORCH, ZS_ZERO1, ZS_UNIT_MODEL, n, &sc);
+		ck_assert_uint_eq(sc.resident_bytes, 4 * PSI + 12 * load(n, 0));
+		ck_assert_double_eq_tol((double)sc.resident_bytes / PSI, n == 2 ? 10.035 : 9.942, 5e-4);
+		ck_assert_double_eq(sc.padding_bytes, 0);
+		/* floor 4Ψ + 12Ψ/N, the rest is the imbalance */
+		ck_assert_double_eq_tol(sc.imbalance_bytes, 12.0 * (double)load(n, 0) - 12.0 * PSI / n, 1e-6);
+		if (n != 3)
+			ck_assert_uint_eq(sc.comm_elements * n, 3ull * (n - 1) * PSI);
+	}
+}
+END_TEST
+
+/* DeepSpeed's estimators worked by hand for 7.5e9 params on 64 GPUs
+ * (the ZeRO paper's 7.5B model): zero2 2·7.5e9 + 18·7.5e9/64 = 15e9 +
+ * 2,109,375,000; zero3 with a largest layer of 1e8: 4e8 + 2,109,375,000. */
+START_TEST(test_deepspeed_estimates_the_7_5b_model_on_64_gpus)
+{
+	ck_assert_double_eq(theory_deepspeed_estimate(7.5e9, 0, ZS_ZERO2, 64), 17109375000.0);
+	ck_assert_double_eq(theory_deepspeed_estimate(7.5e9, 1e8, ZS_ZERO3, 64), 2509375000.0);
+	ck_assert_double_eq(theory_deepspeed_estimate(7.5e9, 0, ZS_ZERO3, 64), -1); /* needs L */
+	ck_assert_double_eq(theory_deepspeed_estimate(7.5e9, 1e8, ZS_ZERO1, 64), -1);
+	/* int() truncates: 18·33088/3 = 198528 exactly, 18·33088/5 = 119116.8 */
+	ck_assert_double_eq(theory_deepspeed_estimate(PSI, 0, ZS_ZERO2, 5), 2.0 * PSI + 119116);
+}
+END_TEST
+
+START_TEST(test_torch_zero3_is_5_334_bytes_per_param_at_three_ranks)
+{
+	struct zs_config c = torch_config(ZS_FP32);
+	struct zs_result res = run_unit(&c, ZS_ZERO3, 3, ZS_UNIT_LAYER);
+	for (unsigned k = 0; k < 3; k++)
+		ck_assert_uint_eq(res.resident[k], 16 * (5547 + 5483));
+	ck_assert_double_eq_tol((double)res.resident[0] / PSI, 5.334, 5e-4);
+	struct zs_result dp = run(&c, ZS_DP, 3);
+	ck_assert_uint_eq(res.digest, dp.digest); /* the same arithmetic */
+	engine_result_free(&dp);
+	engine_result_free(&res);
+
+	struct theory_shape s = {mlp, 3, 4, {0}};
+	struct theory_schedule sc;
+	theory_bytes_per_param(ZS_FP32, ZS_ADAM, &s.bytes);
+	theory_schedule(&s, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	theory_framework_schedule(&s, ZS_FW_TORCH, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	ck_assert_uint_eq(sc.resident_bytes, 16 * (5547 + 5483));
+}
+END_TEST
+
+START_TEST(test_torch_zero3_keeps_the_root_gathered_one_all_gather)
+{
+	struct zs_config c = torch_config(ZS_FP32);
+	struct zs_result res = run(&c, ZS_ZERO3, 4);
+	ck_assert_uint_eq(res.comm[0].calls[ZS_ALL_GATHER], 1);
+	ck_assert_uint_eq(res.comm[0].calls[ZS_REDUCE_SCATTER], 1);
+	unsigned long long e = 0;
+	for (int kind = 0; kind < ZS_NCOLL; kind++)
+		e += res.comm[0].elements[kind];
+	ck_assert_uint_eq(e * 4, 2ull * 3 * PSI);
+	engine_result_free(&res);
+}
+END_TEST
+
+START_TEST(test_torch_zero2_holds_every_unit_gathered_into_backward)
+{
+	struct zs_config c = torch_config(ZS_FP32);
+	struct zs_result res = run_unit(&c, ZS_ZERO2, 3, ZS_UNIT_LAYER);
+	ck_assert_uint_eq(res.resident[0], 16 * (5547 + 5483));
+	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_GATHERED], 4 * PSI);
+	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_FULL_GRADS], 4 * 16448);
+	ck_assert_uint_eq(res.comm[0].calls[ZS_ALL_GATHER], 2);
+	ck_assert_uint_eq(res.comm[0].calls[ZS_REDUCE_SCATTER], 2);
+	engine_result_free(&res);
+}
+END_TEST
+
+static Suite *framework_suite(void)
+{
+	Suite *s = suite_create("framework");
+	TCase *t = tcase_create("torch");
+	tcase_add_test(t, test_torch_zero1_ranks_hold_their_whole_tensors_optimizer_state);
+	tcase_add_test(t, test_torch_zero1_worst_rank_is_10_035_then_9_942_bytes_per_param);
+	tcase_add_test(t, test_torch_zero1_sends_three_times_n_minus_one_over_n);
+	tcase_add_test(t, test_torch_zero1_weights_are_dps_bit_for_bit);
+	tcase_add_test(t, test_the_memory_bound_holds_torch_zero1);
+	tcase_add_test(t, test_theory_works_the_same_partition_from_the_shape);
+	tcase_add_test(t, test_torch_zero3_is_5_334_bytes_per_param_at_three_ranks);
+	tcase_add_test(t, test_torch_zero3_keeps_the_root_gathered_one_all_gather);
+	tcase_add_test(t, test_torch_zero2_holds_every_unit_gathered_into_backward);
+	suite_add_tcase(s, t);
+	t = tcase_create("deepspeed");
+	tcase_add_test(t, test_deepspeed_estimates_the_7_5b_model_on_64_gpus);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(framework_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
