@@ -301,4 +301,8 @@ cJSON *theory_json(const struct theory_request *req);
  * The caller frees the result with free(). */
 char *theory_text(const struct theory_request *req);
 
+/* A whole number of bytes, rounded, with thousands separators:
+ * 17109375000 -> "17,109,375,000". Returns buf. */
+const char *theory_grouped(char *buf, size_t size, double v);
+
 #endif

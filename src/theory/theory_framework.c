@@ -242,20 +242,6 @@ int theory_framework_row_json(cJSON *row, const struct theory_request *req, enum
 	       (scheme == ZS_ZERO3 && zs_json_add_number(o, "largest_layer_params", largest) == NULL) ? -1 : 0;
 }
 
-/* A whole number of bytes with thousands separators: 17,109,375,000. */
-static const char *grouped(char *buf, size_t size, double v)
-{
-	char digits[32];
-	size_t n = (size_t)snprintf(digits, sizeof digits, "%.0f", v), o = 0;
-	for (size_t i = 0; i < n && o + 2 < size; i++) {
-		if (i > 0 && (n - i) % 3 == 0)
-			buf[o++] = ',';
-		buf[o++] = digits[i];
-	}
-	buf[o] = '\0';
-	return buf;
-}
-
 char *theory_framework_text(const struct theory_request *req)
 {
 	const struct zs_config *c = req->config;
@@ -281,7 +267,7 @@ char *theory_framework_text(const struct theory_request *req)
 			theory_floor(psi, c->schemes[i], c->world[w], &b, &f);
 			char a[48], z[48];
 			char *line = zs_asprintf("%s%8u %6s %20s %20s\n", out, c->world[w], zs_scheme_name(c->schemes[i]),
-			                         grouped(a, sizeof a, est), grouped(z, sizeof z, f.resident_bytes));
+			                         theory_grouped(a, sizeof a, est), theory_grouped(z, sizeof z, f.resident_bytes));
 			free(out);
 			out = line;
 		}

@@ -187,11 +187,10 @@ static const char *gb(char *buf, size_t size, uint64_t bytes, int dash)
 	return buf;
 }
 
-/* 8030261248 -> "8,030,261,248". */
-static const char *grouped(char *buf, size_t size, uint64_t v)
+const char *theory_grouped(char *buf, size_t size, double v)
 {
 	char digits[32];
-	size_t n = (size_t)snprintf(digits, sizeof digits, "%llu", (unsigned long long)v), o = 0;
+	size_t n = (size_t)snprintf(digits, sizeof digits, "%.0f", v), o = 0;
 
 	for (size_t i = 0; i < n && o + 2 < size; i++) {
 		if (i > 0 && (n - i) % 3 == 0)
@@ -216,7 +215,7 @@ static void model_header(struct zs_buf *t, const struct theory_request *req)
 
 	theory_request_bytes(req, &b);
 	zs_buf_printf(t, "%s (%s): %s parameters; %llu blocks, hidden %llu, %llu heads",
-	              m->name, m->model_type, grouped(n1, sizeof n1, theory_model_params(m)),
+	              m->name, m->model_type, theory_grouped(n1, sizeof n1, (double)theory_model_params(m)),
 	              (unsigned long long)m->layers, (unsigned long long)m->hidden,
 	              (unsigned long long)m->heads);
 	if (m->kv_heads != m->heads)
@@ -279,7 +278,7 @@ static void units_text(struct zs_buf *t, const struct theory_request *req, enum 
 	if (unit == ZS_UNIT_MODEL) {
 		uint64_t psi = theory_model_params(m);
 		zs_buf_printf(t, "\nunit = model: one flat unit of %s elements; ZeRO-3 gathers the whole "
-		              "model, %s GB with its grads\n", grouped(n1, sizeof n1, psi),
+		              "model, %s GB with its grads\n", theory_grouped(n1, sizeof n1, (double)psi),
 		              gb(v, sizeof v, psi * (b.p + b.g), 0));
 		return;
 	}
@@ -289,10 +288,10 @@ static void units_text(struct zs_buf *t, const struct theory_request *req, enum 
 	uint64_t nunits = u.layers + 1 + (u.head > 0 ? 1 : 0);
 	zs_buf_printf(t, "\nunit = layer: %llu units; the largest is %s, %s elements",
 	              (unsigned long long)nunits,
-	              largest_unit_name(&u, m->tied), grouped(n1, sizeof n1, largest));
+	              largest_unit_name(&u, m->tied), theory_grouped(n1, sizeof n1, (double)largest));
 	if (largest != u.block)
 		zs_buf_printf(t, ", %.2f times a block (%s)", (double)largest / (double)u.block,
-		              grouped(n2, sizeof n2, u.block));
+		              theory_grouped(n2, sizeof n2, (double)u.block));
 	zs_buf_printf(t, ": ZeRO-3 gathers it whole, %s GB with its grads\n",
 	              gb(v, sizeof v, largest * (b.p + b.g), 0));
 }
