@@ -654,6 +654,45 @@ START_TEST(test_a_measured_run_without_a_theory_row_is_refused)
 }
 END_TEST
 
+/* A theory row given twice (the first would be joined and the second
+ * ignored), a measured run given twice, and a key given twice in one
+ * object (cJSON keeps both; a reader sees the first) are each refused. */
+START_TEST(test_a_row_run_or_key_given_twice_is_refused)
+{
+	static const unsigned w[] = {1, 2};
+	struct fixture fx;
+	char *cause;
+	cJSON *rows, *peak;
+
+	build(&fx, tiny, 3, w, 2, 1);
+	rows = cJSON_GetObjectItem(fx.t, "rows");
+	cJSON_AddItemToArray(rows, cJSON_Duplicate(cJSON_GetArrayItem(rows, 3), 1));
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "t.json: rows[3] and rows[8] are both zero1 N=2 unit=model; each must be "
+	                 "given once");
+	free(cause);
+	fixture_free(&fx);
+
+	build(&fx, tiny, 3, w, 2, 1);
+	rows = cJSON_GetObjectItem(fx.m, "runs");
+	cJSON_AddItemToArray(rows, cJSON_Duplicate(cJSON_GetArrayItem(rows, 0), 1));
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "m.json measures dp N=1 unit=model twice");
+	free(cause);
+	fixture_free(&fx);
+
+	/* peak_bytes twice in a run: the later one never read. */
+	build(&fx, tiny, 3, w, 2, 1);
+	peak = cJSON_GetArrayItem(cJSON_GetObjectItem(fx.m, "runs"), 1);
+	cJSON_AddItemToObject(peak, "peak_bytes", cJSON_CreateNumber(1));
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "m.json: the key \"peak_bytes\" appears twice in one object; each key must "
+	                 "be given once");
+	free(cause);
+	fixture_free(&fx);
+}
+END_TEST
+
 START_TEST(test_more_world_sizes_than_the_report_draws_are_refused_not_dropped)
 {
 	unsigned w[ZS_MAX_WORLDS + 1];
@@ -1095,7 +1134,7 @@ START_TEST(test_report_writes_every_output_and_strict_fails_on_unexplained)
 	ck_assert_int_eq(zs_json_write(mp, fx.m, NULL), 0);
 	ck_assert_int_eq(zs_json_write(tp, fx.t, NULL), 0);
 	ck_assert_int_eq(zs_write_atomic(texp, tex, strlen(tex), NULL), 0);
-	o = (struct report_options){mp, tp, out, texp, 1, 0};
+	o = (struct report_options){mp, tp, out, texp, 1, 0, NULL, 0};
 	ck_assert_int_eq(report_main(&o, &cause), 0);
 	for (i = 0; i < sizeof files / sizeof files[0]; i++)
 		free(slurp(out, files[i]));
@@ -1170,6 +1209,7 @@ static Suite *report_suite(void)
 	tcase_add_test(c, test_unknown_format_is_refused_naming_both_formats);
 	tcase_add_test(c, test_files_of_different_models_or_runs_are_refused);
 	tcase_add_test(c, test_a_measured_run_without_a_theory_row_is_refused);
+	tcase_add_test(c, test_a_row_run_or_key_given_twice_is_refused);
 	tcase_add_test(c, test_more_world_sizes_than_the_report_draws_are_refused_not_dropped);
 	tcase_add_test(c, test_a_breakdown_that_does_not_sum_to_its_total_is_refused_naming_the_run_and_both_sums);
 	tcase_add_test(c, test_a_negative_byte_count_is_refused);

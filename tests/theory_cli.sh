@@ -126,7 +126,7 @@ expect 0 --model gpt2 --world 2 --out "$tmp/g.json"
 "$zerosim" measure --quiet --world 2 --schemes dp --steps 1 --out "$tmp/m.json" 2>"$tmp/err" ||
 	fail "measure for the report check: $(cat "$tmp/err")"
 "$zerosim" report --no-render --measured "$tmp/m.json" --theory "$tmp/g.json" --out "$tmp/rep" >/dev/null 2>"$tmp/err"
-[ $? -eq 2 ] && grep -q 'the transformer gpt2 (--model); the engine measures only the MLP' "$tmp/err" ||
+[ $? -eq 2 ] && grep -q 'the transformer gpt2 (--model); --measured and --theory take an MLP' "$tmp/err" ||
 	fail "report of a transformer's theory.json: $(cat "$tmp/err")"
 
 # Conflicting options (the rest of the bad input is in cli_errors.sh, which
