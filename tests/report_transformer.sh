@@ -17,6 +17,7 @@ src=${srcdir:-.}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-tfm.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$src/tests/json_edit.sh"
 report() { ZEROSIM_DATADIR=$src "$zerosim" report --no-render "$@" 2>"$tmp/err" >/dev/null; }
 # 69760 -> 69\,760, as the LaTeX groups digits.
 tex_num() { echo "$1" | sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|\\\)/\1\\,\2\3/' -e 'ta'; }
@@ -77,17 +78,19 @@ refused() {
 	[ -e "$tmp/bad" ] && fail "$what: the report wrote $tmp/bad"
 	return 0
 }
-# The first row again after itself.
-awk '/"rows":/ { r = 1; print; next }
-     r == 1 && /^\t\t}, \{$/ { print; for (i = 0; i < n; i++) print b[i]; print; r = 2; next }
-     r == 1 { b[n++] = $0 }
-     { print }' "$tmp/gpt2-tiny.json" >"$tmp/dup.json"
+# FILE with its first row again after itself, written to OUT.
+dup_row() {
+	awk '/"rows":/ { r = 1; print; next }
+	     r == 1 && /^\t\t}, \{$/ { print; for (i = 0; i < n; i++) print b[i]; print; r = 2; next }
+	     r == 1 { b[n++] = $0 }
+	     { print }' "$1" >"$2"
+	cmp -s "$1" "$2" && fail "dup_row: $2 is unchanged"
+	return 0
+}
+dup_row "$tmp/gpt2-tiny.json" "$tmp/dup.json"
 refused "a row twice" 'rows\[0\] and rows\[1\] are both dp N=1 unit=model; each must be given once' \
 	--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/dup.json"
-awk '/"rows":/ { r = 1; print; next }
-     r == 1 && /^\t\t}, \{$/ { print; for (i = 0; i < n; i++) print b[i]; print; r = 2; next }
-     r == 1 { b[n++] = $0 }
-     { print }' "$tmp/t.json" >"$tmp/tdup.json"
+dup_row "$tmp/t.json" "$tmp/tdup.json"
 refused "an MLP theory row twice" 'rows\[0\] and rows\[1\] are both dp N=1 unit=model' \
 	--measured "$tmp/m.json" --theory "$tmp/tdup.json"
 cp "$tmp/gpt2-tiny.json" "$tmp/again.json"
@@ -97,8 +100,7 @@ refused "an MLP's theory.json as --transformer" "is not a transformer's theory.j
 	--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/t.json"
 refused "a transformer's theory.json as --theory" "a transformer's go to --transformer" \
 	--measured "$tmp/m.json" --theory "$tmp/gpt2-tiny.json"
-sed "s/\"logits\":[ 	]*$logits,/\"logits\": 1,/" "$tmp/gpt2-tiny.json" >"$tmp/off.json"
-cmp -s "$tmp/gpt2-tiny.json" "$tmp/off.json" && fail "the logits edit did not apply"
+set_first "$tmp/gpt2-tiny.json" logits 1 "$tmp/off.json"
 refused "an activations breakdown off its total" 'activations_breakdown sums to' \
 	--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/off.json"
 echo "transformer section: MLP outputs unchanged; largest units and Korthikanti's terms from theory.json; bad input refused"
