@@ -32,8 +32,9 @@ static void usage(void)
 	       "  --measured FILE   measured.json (zerosim-measured/1), from zerosim measure\n"
 	       "  --theory FILE     theory.json (zerosim-theory/1), from zerosim theory\n"
 	       "  --transformer FILE\n"
-	       "                    a transformer's theory.json (zerosim theory --model);\n"
-	       "                    adds the transformer section; once per model, up to 4\n"
+	       "                    a transformer's theory.json (zerosim theory --model) or\n"
+	       "                    measured.json (zerosim measure --model): adds the\n"
+	       "                    transformer section; once per file, up to 4 models\n"
 	       "  -o, --out DIR     output folder, created if missing\n"
 	       "  --template FILE   LaTeX template (default %s/zerosim-report.tex)\n"
 	       "  --strict          exit 1 if any point is unexplained (measurement differs\n"
@@ -110,7 +111,7 @@ int zs_cmd_report(int argc, char **argv)
 	struct report_options o = {NULL, NULL, NULL, ZS_DATADIR "/zerosim-report.tex", 0, 1, NULL, 0};
 	struct zs_arg *args = NULL;
 	size_t nargs = 0;
-	const char *transformers[REPORT_TFM_MAX];
+	const char *transformers[REPORT_TFM_FILES];
 	char *cause = NULL;
 	int rc, template_given = 0;
 
@@ -122,8 +123,9 @@ int zs_cmd_report(int argc, char **argv)
 		case OPT_MEASURED: o.measured = v; break;
 		case OPT_THEORY: o.theory = v; break;
 		case OPT_TRANSFORMER:
-			if (o.ntransformers == REPORT_TFM_MAX) {
-				cause = zs_asprintf("--transformer: at most %d models", REPORT_TFM_MAX);
+			if (o.ntransformers == REPORT_TFM_FILES) {
+				cause = zs_asprintf("--transformer: at most %d files (%d models, each with its "
+				                    "measurement)", REPORT_TFM_FILES, REPORT_TFM_MAX);
 				free(args);
 				goto usage_error;
 			}
@@ -160,7 +162,7 @@ int zs_cmd_report(int argc, char **argv)
 		fprintf(stderr, "zerosim report: --out: the folder name is empty\n");
 		return ZS_EXIT_USAGE;
 	}
-	struct zs_path in[3 + REPORT_TFM_MAX] = {{"--measured", o.measured}, {"--theory", o.theory},
+	struct zs_path in[3 + REPORT_TFM_FILES] = {{"--measured", o.measured}, {"--theory", o.theory},
 	                                         {"--template", o.template_path}};
 	for (size_t i = 0; i < o.ntransformers; i++)
 		in[3 + i] = (struct zs_path){"--transformer", transformers[i]};

@@ -682,28 +682,33 @@ int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause
 			top = fmax(top, t->models[j].rows[i].peak);
 	scale = top < 1e6 ? 1e3 : top < 1e9 ? 1e6 : 1e9;
 	unit_name = top < 1e6 ? "kB" : top < 1e9 ? "MB" : "GB";
-	zs_buf_printf(&dat, "# peak bytes per rank by category, in %s (%.0f B), at the largest N;\n"
-	              "# theory.json's peak (Korthikanti's activations). One block per model.\n# bar",
+	zs_buf_printf(&dat, "# peak bytes per rank by category, in %s (%.0f B), at the largest N: the\n"
+	              "# measurement where the model has one, else theory.json's peak (Korthikanti's\n"
+	              "# activations); the last column is theory.json's peak. One block per model.\n# bar",
 	              unit_name, scale);
 	for (gi = 0; gi < ngroups; gi++)
 		zs_buf_printf(&dat, " \"%s\"", groups[gi].title);
-	zs_buf_printf(&dat, "\n");
+	zs_buf_printf(&dat, " \"theory peak\"\n");
 	for (j = 0; j < t->n; j++) {
 		const struct report_tfm_model *m = &t->models[j];
 		const struct report_tfm_row *r[ZS_NSCHEMES + 1];
 		int n = tfm_bars(m, r);
-		zs_buf_printf(&dat, "%s# %s, %s precision, N = %u\n", j ? "\n\n" : "", m->name, m->precision,
-		              report_tfm_world(m));
+		zs_buf_printf(&dat, "%s# %s, %s precision, N = %u, %s\n", j ? "\n\n" : "", m->name, m->precision,
+		              report_tfm_world(m), m->measured_path != NULL ? "measured" : "theory");
 		for (int k = 0; k < n; k++) {
+			const double *bd = r[k]->measured ? r[k]->m_peak_bd : r[k]->peak_bd;
 			zs_buf_printf(&dat, "\"%s%s\"", scheme_title[r[k]->scheme],
 			              r[k]->unit != report_tfm_unit(m) ? "\\nunit=model" : "");
 			for (gi = 0; gi < ngroups; gi++) {
 				double v = 0;
 				for (int c = 0; c < 4 && groups[gi].cats[c] >= 0; c++)
-					v += r[k]->peak_bd[groups[gi].cats[c]];
-				zs_buf_printf(&dat, " %.9g", v / scale);
+					v += bd[groups[gi].cats[c]];
+				if (m->measured_path != NULL && !r[k]->measured)
+					zs_buf_printf(&dat, " ?");
+				else
+					zs_buf_printf(&dat, " %.9g", v / scale);
 			}
-			zs_buf_printf(&dat, "\n");
+			zs_buf_printf(&dat, " %.9g\n", r[k]->peak / scale);
 		}
 	}
 	zs_buf_printf(&gp,
@@ -718,13 +723,13 @@ int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause
 		"do for [out = 1:2] {\n"
 		"if (out == 1) {\n"
 		"  set terminal pdfcairo enhanced size 6in,3.3in font 'Helvetica,9' linewidth 1.5\n"
-		"  set output '%s.pdf'\n"
+		"  set output '%s.pdf'\n  pts = 0.6\n"
 		"} else {\n"
 		"  set terminal pngcairo enhanced size 1100,600 font 'Helvetica,12'\n"
-		"  set output '%s.png'\n"
+		"  set output '%s.png'\n  pts = 1.2\n"
 		"}\n"
 		"set multiplot layout 1,%zu margins 0.09,0.80,0.12,0.82 spacing 0.06,0 \\\n"
-		"  title 'The peak per rank by category (theory: Korthikanti''s activations; not measured)'\n"
+		"  title 'The peak per rank by category'\n"
 		"set ylabel '%s per rank at the peak (1 %s = %.0f B)'\n",
 		name, name, name, name, name, name, name, t->n, unit_name, unit_name, scale);
 	for (j = 0; j < t->n; j++) {
@@ -733,11 +738,17 @@ int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause
 		int n = tfm_bars(m, r);
 		char index[32];
 		snprintf(index, sizeof index, " index %zu", j);
-		zs_buf_printf(&gp, "set title \"%s (%s), N = %u\\nunit=%s unless marked\"\nset xrange [-0.6:%d]\n%s",
-		              m->name, m->precision, report_tfm_world(m), zs_unit_name(report_tfm_unit(m)), n,
+		zs_buf_printf(&gp, "set title \"%s (%s), N = %u, %s\\nunit=%s unless marked\"\nset xrange [-0.6:%d]\n%s",
+		              m->name, m->precision, report_tfm_world(m),
+		              m->measured_path != NULL ? "measured" : "theory (Korthikanti), not measured",
+		              zs_unit_name(report_tfm_unit(m)), n,
 		              j + 1 == t->n ? "set key at screen 0.99, graph 1 right top Left reverse\n"
 		                            : "unset key\n");
 		stack_plot(&plot, name, index, j + 1 == t->n);
+		if (report_tfm_measured(t)) /* the theory's peak as a mark over each bar */
+			zs_buf_printf(&plot, ", \\\n  '%s.dat'%s using 0:%zu with points lc rgb '#000000' pt 3 ps 2.5*pts "
+			              "lw 2 %s", name, index, ngroups + 2,
+			              j + 1 == t->n ? "title \"theory's peak\\n(Korthikanti)\"" : "notitle");
 		zs_buf_printf(&gp, "%s\n%s", zs_buf_str(&plot), j == 0 ? "unset ylabel\n" : "");
 		zs_buf_free(&plot);
 	}

@@ -230,21 +230,117 @@ int report_tfm_add(const cJSON *theory, const char *path, struct report_tfm *t, 
 	return 0;
 }
 
+/* The measured run's key and figures, into the theory row it joins. */
+static int read_measured_run(const cJSON *run, const char *where, struct report_tfm_model *m,
+                             char **cause)
+{
+	enum zs_scheme s = ZS_DP;
+	enum zs_unit u = ZS_UNIT_MODEL;
+	unsigned w = 0;
+	double rbd[REPORT_NCATS] = {0};
+	char lab[96];
+
+	if (report_read_key(run, where, &s, &w, &u, cause) < 0)
+		return -1;
+	snprintf(lab, sizeof lab, "%s N=%u unit=%s", zs_scheme_name(s), w, zs_unit_name(u));
+	struct report_tfm_row *r = (struct report_tfm_row *)report_tfm_find(m, s, w, u);
+	if (r == NULL)
+		return zs_fail(cause, "%s has no row for the measured run %s of %s", m->path, lab, m->name);
+	if (report_read_bytes(run, "resident_bytes", where, &r->m_resident, cause) < 0 ||
+	    report_read_bytes(run, "peak_bytes", where, &r->m_peak, cause) < 0 ||
+	    report_read_breakdown(run, "resident_breakdown", where, lab, "resident_bytes", r->m_resident,
+	                          rbd, cause) < 0 ||
+	    report_read_breakdown(run, "peak_breakdown", where, lab, "peak_bytes", r->m_peak,
+	                          r->m_peak_bd, cause) < 0)
+		return -1;
+	r->measured = 1;
+	return 0;
+}
+
+int report_tfm_add_measured(const cJSON *measured, const char *path, struct report_tfm *t,
+                            char **cause)
+{
+	const cJSON *cfg, *model, *runs, *run;
+	const char *name, *precision, *recompute;
+	struct report_tfm_model *m = NULL;
+	double params, batch, seq;
+	char where[320];
+	size_t i;
+
+	snprintf(where, sizeof where, "%s: config", path);
+	if (report_json_unique(measured, path, cause) < 0 ||
+	    zs_json_object(measured, "config", path, &cfg, cause) < 0)
+		return -1;
+	model = cJSON_GetObjectItemCaseSensitive(cfg, "model");
+	if (!cJSON_IsObject(model))
+		return zs_fail(cause, "%s is not a transformer's measurement (config.model is not an object): "
+		               "--transformer takes the output of zerosim measure --model", path);
+	if (zs_json_string(model, "name", where, &name, cause) < 0 ||
+	    zs_json_string(cfg, "precision", where, &precision, cause) < 0 ||
+	    zs_json_string(cfg, "recompute", where, &recompute, cause) < 0 ||
+	    zs_json_number(cfg, "params", where, &params, cause) < 0 ||
+	    zs_json_number(cfg, "batch", where, &batch, cause) < 0 ||
+	    zs_json_number(cfg, "seq", where, &seq, cause) < 0)
+		return -1;
+	for (i = 0; i < t->n && m == NULL; i++)
+		if (strcmp(t->models[i].name, name) == 0 && strcmp(t->models[i].precision, precision) == 0)
+			m = &t->models[i];
+	if (m == NULL)
+		return zs_fail(cause, "%s measures %.64s in %.16s precision, but no --transformer theory.json "
+		               "before it is of that model", path, name, precision);
+	if (m->measured_path != NULL)
+		return zs_fail(cause, "%s and %s both measure %s in %s precision; give each model once",
+		               m->measured_path, path, m->name, m->precision);
+	if (params != m->params || batch != m->batch || seq != m->seq || strcmp(recompute, m->recompute) != 0)
+		return zs_fail(cause, "%s and %s describe different runs of %s: params, batch, seq or "
+		               "recompute differ", m->path, path, m->name);
+	if (zs_json_array(measured, "runs", path, &runs, cause) < 0 ||
+	    report_rows_unique(runs, path, "runs", cause) < 0)
+		return -1;
+	i = 0;
+	cJSON_ArrayForEach(run, runs) {
+		snprintf(where, sizeof where, "%s: runs[%zu]", path, i++);
+		if (read_measured_run(run, where, m, cause) < 0)
+			return -1;
+	}
+	m->measured_path = path;
+	return 0;
+}
+
+int report_tfm_measured(const struct report_tfm *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (t->models[i].measured_path != NULL)
+			return 1;
+	return 0;
+}
+
+/* Theories first, so that a measurement finds its model wherever it was
+ * given on the command line. */
 int report_tfm_load(const char *const *paths, size_t n, struct report_tfm *t, char **cause)
 {
+	cJSON *j[REPORT_TFM_FILES] = {NULL};
+	int rc = 0;
+
 	memset(t, 0, sizeof *t);
-	for (size_t i = 0; i < n; i++) {
-		cJSON *j = NULL;
-		int rc = zs_json_load(paths[i], REPORT_THEORY_FORMAT, &j, cause);
-		if (rc == 0)
-			rc = report_tfm_add(j, paths[i], t, cause);
-		cJSON_Delete(j);
-		if (rc < 0) {
-			report_tfm_free(t);
-			return -1;
+	if (n > REPORT_TFM_FILES)
+		return zs_fail(cause, "--transformer: at most %d models, each with its measurement",
+		               REPORT_TFM_MAX);
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = zs_json_load(paths[i], REPORT_THEORY_FORMAT " or " REPORT_MEASURED_FORMAT, &j[i], cause);
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			const char *f = cJSON_GetObjectItemCaseSensitive(j[i], "format")->valuestring;
+			if (pass == 0 && strcmp(f, REPORT_THEORY_FORMAT) == 0)
+				rc = report_tfm_add(j[i], paths[i], t, cause);
+			else if (pass == 1 && strcmp(f, REPORT_MEASURED_FORMAT) == 0)
+				rc = report_tfm_add_measured(j[i], paths[i], t, cause);
 		}
-	}
-	return 0;
+	for (size_t i = 0; i < n; i++)
+		cJSON_Delete(j[i]);
+	if (rc < 0)
+		report_tfm_free(t);
+	return rc;
 }
 
 void report_tfm_free(struct report_tfm *t)
@@ -376,18 +472,22 @@ static void peak_table(const struct report_tfm_model *m, struct zs_buf *b)
 	for (size_t i = 0; i < m->nrows; i++)
 		top = fmax(top, m->rows[i].peak);
 	scale = scale_of(top, &unit_name);
-	zs_buf_printf(b, "\\begin{center}\\small\n\\begin{tabular}{lrrrrrrr}\n\\toprule\n"
+	zs_buf_printf(b, "\\begin{center}\\small\n\\begin{tabular}{lrrrrrrrr}\n\\toprule\n"
 	              "$N = %u$, unit=%s & floor & padding & gathered & full grads & activations & peak & "
-	              "peak / floor\\\\\n"
-	              "(%s per rank) & (paper) & & params & & (Korthikanti) & & \\\\\n\\midrule\n",
+	              "peak / floor & measured\\\\\n"
+	              "(%s per rank) & (paper) & & params & & (Korthikanti) & & & peak\\\\\n\\midrule\n",
 	              w, zs_unit_name(u), unit_name);
 	for (int s = 0; s < ZS_NSCHEMES; s++) {
 		const struct report_tfm_row *r = report_tfm_find(m, (enum zs_scheme)s, w, u);
 		if (r == NULL)
 			continue;
-		zs_buf_printf(b, "%s & %.1f & %.1f & %.1f & %.1f & %.1f & %.1f & %.2f\\\\\n", scheme_title[s],
+		zs_buf_printf(b, "%s & %.1f & %.1f & %.1f & %.1f & %.1f & %.1f & %.2f & ", scheme_title[s],
 		              r->floor / scale, r->padding / scale, r->gathered / scale, r->full_grads / scale,
 		              r->activations / scale, r->peak / scale, r->floor > 0 ? r->peak / r->floor : 0);
+		if (r->measured)
+			zs_buf_printf(b, "%.1f\\\\\n", r->m_peak / scale);
+		else
+			zs_buf_printf(b, "not measured\\\\\n");
 	}
 	zs_buf_printf(b, "\\bottomrule\n\\end{tabular}\n\\end{center}\n\n");
 }
@@ -504,7 +604,7 @@ static void activations_table(const struct report_tfm_model *m, struct zs_buf *b
 		tex(b, m->term[i]);
 		zs_buf_printf(b, "} & ");
 		grouped(b, r->act[i]);
-		zs_buf_printf(b, " & not measured & ");
+		zs_buf_printf(b, " & %s & ", r->measured ? "(one category)" : "not measured");
 		for (int k = 0; k < NCAUSES; k++)
 			if (c & 1u << k) {
 				zs_buf_printf(b, "%s(%c)", sep, tag[k]);
@@ -514,7 +614,27 @@ static void activations_table(const struct report_tfm_model *m, struct zs_buf *b
 	}
 	zs_buf_printf(b, "\\midrule\nall activations & ");
 	grouped(b, sum);
-	zs_buf_printf(b, " & not measured & \\\\\n\\bottomrule\n\\end{tabular}\n\\end{center}\n\n");
+	if (r->measured) {
+		const double act = r->m_peak_bd[REPORT_CAT_ACTIVATIONS], scratch = r->m_peak_bd[REPORT_CAT_SCRATCH];
+		zs_buf_printf(b, " & ");
+		grouped(b, act);
+		zs_buf_printf(b, " & %s ", act >= sum ? "+" : "$-$");
+		grouped(b, fabs(act - sum));
+		zs_buf_printf(b, " B (%+.1f\\,\\%%)\\\\\nscratch (not in the formula) & --- & ", sum > 0 ? 100 * (act - sum) / sum : 0);
+		grouped(b, scratch);
+		zs_buf_printf(b, " & \\\\\n");
+	} else {
+		zs_buf_printf(b, " & not measured & \\\\\n");
+	}
+	zs_buf_printf(b, "\\bottomrule\n\\end{tabular}\n\\end{center}\n\n");
+	if (r->measured)
+		zs_buf_printf(b, "Measured at the peak of %s $N = %u$ unit=%s (\\texttt{", zs_scheme_name(r->scheme),
+		              r->world, zs_unit_name(r->unit));
+	if (r->measured) {
+		tex(b, m->measured_path);
+		zs_buf_printf(b, "}): measured.json gives the activations as one category, so the departure "
+		              "is shown in total; its causes are named term by term. ");
+	}
 	if (zero) {
 		const char *sep = "";
 		zs_buf_printf(b, "The formula gives 0 bytes here for ");
@@ -560,22 +680,33 @@ static void model_tex(const struct report_tfm_model *m, struct zs_buf *b)
 
 static void section_tex(const struct report_tfm *t, struct zs_buf *b)
 {
+	const int measured = report_tfm_measured(t);
+
 	zs_buf_printf(b,
 		"%% transformer.tex, written by zerosim report from the --transformer files.\n"
 		"\\clearpage\n\\section*{Transformers: the peak with activations}\n"
 		"Each model below is given by its \\texttt{theory.json} (\\texttt{zerosim theory --model}): "
 		"the paper's floor, and the peak of its level for transformers --- the schedule's model states "
 		"with padding per unit, ZeRO's transients, and the activations of Korthikanti et al.\\ (2022, "
-		"Table 2 without parallelism, 2-byte activations, doubled in fp32). "
-		"\\textbf{The engine's measurement of these models is not in this report} (no measured.json "
-		"was given for them): the column ``engine'' reads \\emph{not measured}, and the causes it "
-		"names are where the engine's tensors (\\texttt{docs/schedule.md}) are expected to depart from "
-		"the formula, not measured departures.\n\n"
+		"Table 2 without parallelism, 2-byte activations, doubled in fp32). ");
+	if (measured)
+		zs_buf_printf(b,
+			"Where the engine's measurement of a model was given (\\texttt{zerosim measure --model}), "
+			"the figure draws what was measured at the peak, with the theory's peak as a mark, and the "
+			"tables put it beside the theory; a model without one reads \\emph{not measured}. ");
+	else
+		zs_buf_printf(b,
+			"\\textbf{The engine's measurement of these models is not in this report} (no measured.json "
+			"was given for them): the column ``engine'' reads \\emph{not measured}. ");
+	zs_buf_printf(b,
+		"The causes named for each of Korthikanti's terms are where the engine's tensors "
+		"(\\texttt{docs/schedule.md}) depart from the formula.\n\n"
 		"\\begin{figure}[htbp]\n\\centering\n"
 		"\\includegraphics[width=\\textwidth]{figures/" REPORT_FIGURE_TFM ".pdf}\n"
-		"\\caption{The peak per rank by category at the largest $N$ (Korthikanti's activations; "
-		"theory.json, not measured), one panel per model. ZeRO-3's gathered parameters are its largest "
-		"unit, named in the text.}\n\\end{figure}\n\n");
+		"\\caption{The peak per rank by category at the largest $N$, one panel per model: %s. "
+		"ZeRO-3's gathered parameters are its largest unit, named in the text.}\n\\end{figure}\n\n",
+		measured ? "measured where the panel says so (the mark is the theory's peak with Korthikanti's "
+		           "activations), else the theory" : "the theory, with Korthikanti's activations (not measured)");
 	for (size_t i = 0; i < t->n; i++)
 		model_tex(&t->models[i], b);
 }

@@ -26,6 +26,7 @@
 #include "report/report_data.h"
 
 #define REPORT_TFM_MAX 4          /* models a report takes (panels of fig7) */
+#define REPORT_TFM_FILES (2 * REPORT_TFM_MAX)   /* --transformer: a theory and a measurement each */
 #define REPORT_TFM_TERMS 16       /* activation terms a row may name */
 #define REPORT_FIGURE_TFM "fig7-transformer"
 #define REPORT_TFM_TEX "transformer.tex"
@@ -40,6 +41,10 @@ struct report_tfm_row {
 	double largest_unit;                 /* elements */
 	double peak_bd[REPORT_NCATS];        /* peak.peak_breakdown */
 	double act[REPORT_TFM_TERMS];        /* peak.activations_breakdown, by term */
+	/* The measured run of the same (scheme, world, unit), when a
+	 * measured.json of the model was given. */
+	int measured;
+	double m_resident, m_peak, m_peak_bd[REPORT_NCATS];
 };
 
 struct report_tfm_model {
@@ -53,6 +58,7 @@ struct report_tfm_model {
 	size_t nterms;
 	struct report_tfm_row *rows;
 	size_t nrows;
+	const char *measured_path;           /* its measured.json, or NULL */
 };
 
 struct report_tfm {
@@ -60,14 +66,23 @@ struct report_tfm {
 	size_t n;
 };
 
-/* Load every file (each a transformer's zerosim-theory/1): checked as the
- * MLP's files are (byte counts, breakdowns that sum to their totals, no
- * key or row given twice), and no model given twice. -1 with *cause set
- * on bad input (exit 2); the caller frees *t with report_tfm_free(). */
+/* Load every file: a transformer's theory.json (zerosim-theory/1), and
+ * optionally its measured.json (zerosim-measured/1 of `zerosim measure
+ * --model`), joined to the theory of the same model and precision on
+ * (scheme, world, unit). Checked as the MLP's files are (byte counts,
+ * breakdowns that sum to their totals, no key, row or run given twice),
+ * and no model given twice. -1 with *cause set on bad input (exit 2); the
+ * caller frees *t with report_tfm_free(). */
 int report_tfm_load(const char *const *paths, size_t n, struct report_tfm *t, char **cause);
 
-/* The same from a parsed tree (format not checked), added to t. */
+/* The same from parsed trees (format not checked), added to t: a theory,
+ * then the measurement of a model already added. */
 int report_tfm_add(const cJSON *theory, const char *path, struct report_tfm *t, char **cause);
+int report_tfm_add_measured(const cJSON *measured, const char *path, struct report_tfm *t,
+                            char **cause);
+
+/* Whether any model carries a measurement. */
+int report_tfm_measured(const struct report_tfm *t);
 
 void report_tfm_free(struct report_tfm *t);
 
