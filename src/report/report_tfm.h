@@ -26,7 +26,8 @@
 #include "report/report_data.h"
 
 #define REPORT_TFM_MAX 4          /* models a report takes (panels of fig7) */
-#define REPORT_TFM_FILES (2 * REPORT_TFM_MAX)   /* --transformer: a theory and a measurement each */
+#define REPORT_TFM_FILES 8         /* --transformer files: a theory and a measurement per model */
+_Static_assert(REPORT_TFM_FILES == 2 * REPORT_TFM_MAX, "two files a model");
 #define REPORT_TFM_TERMS 16       /* activation terms a row may name */
 #define REPORT_FIGURE_TFM "fig7-transformer"
 #define REPORT_TFM_TEX "transformer.tex"
