@@ -218,6 +218,7 @@ int report_main(const struct report_options *o, char **cause)
 	for (i = 0; i < npts; i++)
 		unexplained += (size_t)pts[i].unexplained;
 	print_summary(&d, pts, npts, f, unexplained);
+	unexplained += report_tfm_summary(&t);
 
 	rc = ZS_EXIT_RUNTIME;
 	if (write_outputs(o, &d, pts, npts, f, &t, tex, texlen, cause) < 0)

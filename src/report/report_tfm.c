@@ -186,6 +186,20 @@ static int read_row(const cJSON *row, const char *where, struct report_tfm_model
 	                          cause) < 0 ||
 	    read_terms(peak, at, m, r, cause) < 0)
 		return -1;
+	const cJSON *sc = cJSON_GetObjectItemCaseSensitive(row, "schedule");
+	if (sc != NULL && !cJSON_IsNull(sc)) {
+		double srbd[REPORT_NCATS] = {0};
+		snprintf(at, sizeof at, "%s.schedule", where);
+		if (report_read_bytes(sc, "resident_bytes", at, &r->s_resident, cause) < 0 ||
+		    report_read_bytes(sc, "peak_bytes", at, &r->s_peak, cause) < 0 ||
+		    report_read_breakdown(sc, "resident_breakdown", at, lab, "resident_bytes", r->s_resident,
+		                          srbd, cause) < 0 ||
+		    report_read_breakdown(sc, "peak_breakdown", at, lab, "peak_bytes", r->s_peak, r->s_peak_bd,
+		                          cause) < 0)
+			return -1;
+		r->scheduled = 1;
+	}
+	snprintf(at, sizeof at, "%s.peak", where);
 	if (r->resident + r->gathered + r->full_grads + r->activations != r->peak)
 		return zs_fail(cause, "%s: peak_bytes is not resident_bytes + gathered_params_bytes + "
 		               "full_grads_bytes + activations_bytes (%s)", at, lab);
@@ -254,6 +268,11 @@ static int read_measured_run(const cJSON *run, const char *where, struct report_
 	                          r->m_peak_bd, cause) < 0)
 		return -1;
 	r->measured = 1;
+	if (r->scheduled) {
+		r->unexplained = r->m_resident != r->s_resident || r->m_peak != r->s_peak;
+		for (int c = 0; c < REPORT_NCATS; c++)
+			r->unexplained |= r->m_peak_bd[c] != r->s_peak_bd[c];
+	}
 	return 0;
 }
 
@@ -305,6 +324,41 @@ int report_tfm_add_measured(const cJSON *measured, const char *path, struct repo
 	}
 	m->measured_path = path;
 	return 0;
+}
+
+size_t report_tfm_unexplained(const struct report_tfm *t)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->n; i++)
+		for (size_t j = 0; j < t->models[i].nrows; j++)
+			n += (size_t)t->models[i].rows[j].unexplained;
+	return n;
+}
+
+size_t report_tfm_summary(const struct report_tfm *t)
+{
+	size_t total = 0;
+
+	for (size_t i = 0; i < t->n; i++) {
+		const struct report_tfm_model *m = &t->models[i];
+		size_t measured = 0, unexplained = 0;
+		for (size_t j = 0; j < m->nrows; j++) {
+			const struct report_tfm_row *r = &m->rows[j];
+			measured += (size_t)r->measured;
+			unexplained += (size_t)r->unexplained;
+			if (r->unexplained)
+				fprintf(stderr, "zerosim report: UNEXPLAINED %s %s N=%u unit=%s: measured peak %.0f B, "
+				        "resident %.0f B; schedule model %.0f B, %.0f B (or a category of the peak "
+				        "differs): the engine or the theory departs from docs/schedule.md\n", m->name,
+				        zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit), r->m_peak,
+				        r->m_resident, r->s_peak, r->s_resident);
+		}
+		printf("zerosim report: transformer %s (%s): %zu rows, %zu measured, %zu unexplained\n", m->name,
+		       m->precision, m->nrows, measured, unexplained);
+		total += unexplained;
+	}
+	return total;
 }
 
 int report_tfm_measured(const struct report_tfm *t)
@@ -468,15 +522,19 @@ static void peak_table(const struct report_tfm_model *m, struct zs_buf *b)
 	const unsigned w = report_tfm_world(m);
 	const char *unit_name;
 	double top = 0, scale;
+	int sched = 0, unexplained = 0;
 
-	for (size_t i = 0; i < m->nrows; i++)
+	for (size_t i = 0; i < m->nrows; i++) {
 		top = fmax(top, m->rows[i].peak);
+		sched |= m->rows[i].scheduled;
+	}
 	scale = scale_of(top, &unit_name);
-	zs_buf_printf(b, "\\begin{center}\\small\n\\begin{tabular}{lrrrrrrrr}\n\\toprule\n"
+	zs_buf_printf(b, "\\begin{center}\\footnotesize\n\\begin{tabular}{lrrrrrrr%sr}\n\\toprule\n"
 	              "$N = %u$, unit=%s & floor & padding & gathered & full grads & activations & peak & "
-	              "peak / floor & measured\\\\\n"
-	              "(%s per rank) & (paper) & & params & & (Korthikanti) & & & peak\\\\\n\\midrule\n",
-	              w, zs_unit_name(u), unit_name);
+	              "peak / floor%s & measured\\\\\n"
+	              "(%s per rank) & (paper) & & params & & (Korthikanti) & & & %speak\\\\\n\\midrule\n",
+	              sched ? "r" : "", w, zs_unit_name(u), sched ? " & schedule" : "", unit_name,
+	              sched ? "peak & " : "");
 	for (int s = 0; s < ZS_NSCHEMES; s++) {
 		const struct report_tfm_row *r = report_tfm_find(m, (enum zs_scheme)s, w, u);
 		if (r == NULL)
@@ -484,12 +542,28 @@ static void peak_table(const struct report_tfm_model *m, struct zs_buf *b)
 		zs_buf_printf(b, "%s & %.1f & %.1f & %.1f & %.1f & %.1f & %.1f & %.2f & ", scheme_title[s],
 		              r->floor / scale, r->padding / scale, r->gathered / scale, r->full_grads / scale,
 		              r->activations / scale, r->peak / scale, r->floor > 0 ? r->peak / r->floor : 0);
+		if (sched && r->scheduled)
+			zs_buf_printf(b, "%.1f & ", r->s_peak / scale);
+		else if (sched)
+			zs_buf_printf(b, "--- & ");
 		if (r->measured)
-			zs_buf_printf(b, "%.1f\\\\\n", r->m_peak / scale);
+			zs_buf_printf(b, "%.1f%s\\\\\n", r->m_peak / scale, r->unexplained ? "\\textsuperscript{u}" : "");
 		else
 			zs_buf_printf(b, "not measured\\\\\n");
+		unexplained |= r->unexplained;
 	}
 	zs_buf_printf(b, "\\bottomrule\n\\end{tabular}\n\\end{center}\n\n");
+	if (sched)
+		zs_buf_printf(b, "The schedule is the theory's exact level for zerosim's own transformer "
+		              "(\\texttt{schedule} in theory.json): what the engine holds, predicted from the "
+		              "shape. ");
+	if (unexplained)
+		zs_buf_printf(b, "\\textsuperscript{u}\\,Unexplained: the measurement differs from the schedule "
+		              "(resident, peak or a category of the peak) --- a bug in the engine or the theory. ");
+	else if (sched && m->measured_path != NULL)
+		zs_buf_printf(b, "Every measured run of the model equals the schedule to the byte (resident, "
+		              "peak and every category of the peak). ");
+	zs_buf_printf(b, "\n\n");
 }
 
 /* The causes of a departure from Korthikanti's formula: where the
@@ -497,7 +571,7 @@ static void peak_table(const struct report_tfm_model *m, struct zs_buf *b)
  * from what the formula counts. Each has a tag the table uses. */
 enum cause {
 	C_BITS, C_DROPOUT, C_SOFTMAX, C_SWIGLU, C_GQA, C_NORMSTATS, C_LOGITS, C_LOGITS_GRAD,
-	C_UNKNOWN, NCAUSES
+	C_UNKNOWN, C_TOKENS, NCAUSES
 };
 
 /* The causes term `term` is exposed to, as bits. */
@@ -506,8 +580,7 @@ static unsigned term_causes(const struct report_tfm_model *m, const char *term)
 	const int layer = strcmp(term, "layers") == 0 || strcmp(term, "recomputed_layer") == 0;
 	unsigned c = 0;
 
-	if (strcmp(m->precision, "fp32") != 0 && strcmp(term, "logits") != 0 &&
-	    strcmp(term, "logits_grad") != 0)
+	if (strcmp(term, "logits") != 0 && strcmp(term, "logits_grad") != 0)
 		c |= 1u << C_BITS;
 	if (layer) {
 		c |= 1u << C_DROPOUT | 1u << C_NORMSTATS;
@@ -533,9 +606,19 @@ static void cause_text(const struct report_tfm_model *m, enum cause c, struct zs
 {
 	switch (c) {
 	case C_BITS:
-		zs_buf_printf(b, "16- vs 32-bit tensors: the formula counts 2 bytes an element for every "
-		              "activation; the engine, as PyTorch's autocast, keeps the matrix products' outputs "
-		              "in 16 bits but the normalisation statistics, the softmax and the loss in fp32.");
+		if (strcmp(m->precision, "fp32") == 0)
+			zs_buf_printf(b, "16- vs 32-bit tensors: the formula counts 2 bytes an element; in fp32 the "
+			              "theory doubles every term and the engine keeps every tensor in fp32, so this "
+			              "cause leaves no departure here.");
+		else
+			zs_buf_printf(b, "16- vs 32-bit tensors: the formula counts 2 bytes an element for every "
+			              "activation; the engine, as PyTorch's autocast, keeps the matrix products' "
+			              "outputs in 16 bits but the normalisation statistics, the softmax and the loss "
+			              "in fp32.");
+		break;
+	case C_TOKENS:
+		zs_buf_printf(b, "Token ids: the engine's activations also hold the rank's input tokens and "
+		              "next-token targets (int32, $4sb$ bytes each), which the formula does not count.");
 		break;
 	case C_DROPOUT:
 		zs_buf_printf(b, "No dropout masks: the formula counts a 1-byte mask after attention and after "
@@ -588,6 +671,8 @@ static void activations_table(const struct report_tfm_model *m, struct zs_buf *b
 	for (size_t i = 0; i < m->nterms; i++)
 		if (r->act[i] > 0)
 			all |= term_causes(m, m->term[i]);
+	if (r->measured)
+		all |= 1u << C_TOKENS;
 	for (int k = 0, n = 0; k < NCAUSES; k++)
 		tag[k] = all & 1u << k ? (char)('a' + n++) : '?';
 	zs_buf_printf(b, "\\begin{center}\\small\n\\begin{tabular}{lrrl}\n\\toprule\n"
@@ -604,7 +689,7 @@ static void activations_table(const struct report_tfm_model *m, struct zs_buf *b
 		tex(b, m->term[i]);
 		zs_buf_printf(b, "} & ");
 		grouped(b, r->act[i]);
-		zs_buf_printf(b, " & %s & ", r->measured ? "(one category)" : "not measured");
+		zs_buf_printf(b, " & %s & ", r->measured ? "(in the total)" : "not measured");
 		for (int k = 0; k < NCAUSES; k++)
 			if (c & 1u << k) {
 				zs_buf_printf(b, "%s(%c)", sep, tag[k]);
@@ -620,7 +705,8 @@ static void activations_table(const struct report_tfm_model *m, struct zs_buf *b
 		grouped(b, act);
 		zs_buf_printf(b, " & %s ", act >= sum ? "+" : "$-$");
 		grouped(b, fabs(act - sum));
-		zs_buf_printf(b, " B (%+.1f\\,\\%%)\\\\\nscratch (not in the formula) & --- & ", sum > 0 ? 100 * (act - sum) / sum : 0);
+		zs_buf_printf(b, " B (%+.1f\\,\\%%); (%c)\\\\\nscratch (not in the formula) & --- & ",
+		              sum > 0 ? 100 * (act - sum) / sum : 0, tag[C_TOKENS]);
 		grouped(b, scratch);
 		zs_buf_printf(b, " & \\\\\n");
 	} else {

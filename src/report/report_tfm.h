@@ -42,9 +42,14 @@ struct report_tfm_row {
 	double largest_unit;                 /* elements */
 	double peak_bd[REPORT_NCATS];        /* peak.peak_breakdown */
 	double act[REPORT_TFM_TERMS];        /* peak.activations_breakdown, by term */
+	/* The exact schedule of zerosim's own transformer (the row's
+	 * "schedule"), where the theory has one for the request. */
+	int scheduled;
+	double s_resident, s_peak, s_peak_bd[REPORT_NCATS];
 	/* The measured run of the same (scheme, world, unit), when a
-	 * measured.json of the model was given. */
-	int measured;
+	 * measured.json of the model was given; `unexplained` when it and the
+	 * schedule differ by a byte in resident, peak or a peak category. */
+	int measured, unexplained;
 	double m_resident, m_peak, m_peak_bd[REPORT_NCATS];
 };
 
@@ -82,8 +87,15 @@ int report_tfm_add(const cJSON *theory, const char *path, struct report_tfm *t, 
 int report_tfm_add_measured(const cJSON *measured, const char *path, struct report_tfm *t,
                             char **cause);
 
-/* Whether any model carries a measurement. */
+/* Whether any model carries a measurement; how many measured runs the
+ * schedule does not explain. */
 int report_tfm_measured(const struct report_tfm *t);
+size_t report_tfm_unexplained(const struct report_tfm *t);
+
+/* Print one line per model on stdout (its runs, measured, unexplained) and
+ * every unexplained run on stderr; returns the unexplained runs. Prints
+ * nothing without a model. */
+size_t report_tfm_summary(const struct report_tfm *t);
 
 void report_tfm_free(struct report_tfm *t);
 
