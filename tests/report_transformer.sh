@@ -28,7 +28,7 @@ json_num() { tr -d ' \t\n' <"$2" | sed -n "s/.*\"$1\":\([0-9][0-9]*\).*/\1/p" | 
 	"$zerosim" theory --layers 16,32,8 --world 1,2 --unit model,layer --out "$tmp/t.json" ||
 	fail "measure or theory of the MLP"
 for m in gpt2-tiny llama-tiny; do
-	"$zerosim" theory --model "$src/report/models/$m.json" --world 1,2,4,8 --unit model,layer \
+	"$zerosim" theory --model "$src/report/models/$m.json" --precision fp32 --world 1,2,4,8 --unit model,layer \
 		--seq 32 --batch 2 --out "$tmp/$m.json" || fail "theory --model $m"
 done
 
@@ -94,7 +94,7 @@ dup_row "$tmp/t.json" "$tmp/tdup.json"
 refused "an MLP theory row twice" 'rows\[0\] and rows\[1\] are both dp N=1 unit=model' \
 	--measured "$tmp/m.json" --theory "$tmp/tdup.json"
 cp "$tmp/gpt2-tiny.json" "$tmp/again.json"
-refused "a model twice" 'are both gpt2-tiny in mixed precision; give each model once' \
+refused "a model twice" 'are both gpt2-tiny in fp32 precision; give each model once' \
 	--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-tiny.json" --transformer "$tmp/again.json"
 refused "an MLP's theory.json as --transformer" "is not a transformer's theory.json" \
 	--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/t.json"
