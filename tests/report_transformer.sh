@@ -103,4 +103,11 @@ refused "a transformer's theory.json as --theory" "a transformer's go to --trans
 set_first "$tmp/gpt2-tiny.json" logits 1 "$tmp/off.json"
 refused "an activations breakdown off its total" 'activations_breakdown sums to' \
 	--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/off.json"
+# An output of the report given as its input.
+cp "$tmp/gpt2-tiny.json" "$tmp/mlp/transformer.tex"
+report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/mlp/transformer.tex" --out "$tmp/mlp"
+status=$?
+[ "$status" -eq 2 ] && grep -q "^zerosim report: --transformer .*: is a file the report writes in" "$tmp/err" ||
+	fail "an output as --transformer: exit $status, $(cat "$tmp/err")"
+cmp -s "$tmp/gpt2-tiny.json" "$tmp/mlp/transformer.tex" || fail "an output given as --transformer was overwritten"
 echo "transformer section: MLP outputs unchanged; largest units and Korthikanti's terms from theory.json; bad input refused"
