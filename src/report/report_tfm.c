@@ -657,9 +657,12 @@ static void cause_text(const struct report_tfm_model *m, enum cause c, struct zs
 	}
 }
 
+/* Korthikanti counts every activation at once: compared with DP's peak,
+ * at the start of backward with every tensor alive (a ZeRO-3 peak may come
+ * later, during a gather, when some are freed). */
 static void activations_table(const struct report_tfm_model *m, struct zs_buf *b)
 {
-	const struct report_tfm_row *r = report_tfm_find(m, ZS_ZERO3, report_tfm_world(m), report_tfm_unit(m));
+	const struct report_tfm_row *r = report_tfm_find(m, ZS_DP, report_tfm_world(m), report_tfm_unit(m));
 	unsigned all = 0;
 	double sum = 0;
 	int zero = 0;
