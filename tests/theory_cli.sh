@@ -120,8 +120,8 @@ grep -q 'ZEROSIM_DATADIR' "$tmp/err" || fail "a missing data folder is not named
 [ $? -eq 2 ] && grep -q "^zerosim measure: --model: the engine does not run transformers yet" "$tmp/err" ||
 	fail "measure --model is not refused: $(cat "$tmp/err")"
 
-# The report reads a transformer's theory.json and says why it cannot
-# compare it (the engine measures the MLP only).
+# The report's --theory takes an MLP's theory.json; a transformer's is
+# refused with where it goes (--transformer).
 expect 0 --model gpt2 --world 2 --out "$tmp/g.json"
 "$zerosim" measure --quiet --world 2 --schemes dp --steps 1 --out "$tmp/m.json" 2>"$tmp/err" ||
 	fail "measure for the report check: $(cat "$tmp/err")"
