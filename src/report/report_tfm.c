@@ -622,8 +622,9 @@ static void cause_text(const struct report_tfm_model *m, enum cause c, struct zs
 		break;
 	case C_DROPOUT:
 		zs_buf_printf(b, "No dropout masks: the formula counts a 1-byte mask after attention and after "
-		              "the MLP ($2sbh$ a layer), on the scores ($as^2b$) and, for gpt2, on the "
-		              "embeddings ($sbh$); the engine has no dropout, so none of them.");
+		              "the MLP ($2sbh$ a layer), on the scores ($as^2b$)%s and, for gpt2, on the "
+		              "embeddings ($sbh$); the engine has no dropout, so none of them.",
+		              strcmp(m->precision, "fp32") == 0 ? ", doubled with the rest of the layer's formula in fp32" : "");
 		break;
 	case C_SOFTMAX:
 		zs_buf_printf(b, "The softmax: the formula keeps the softmax ($2as^2b$) and its dropout's "
@@ -632,7 +633,7 @@ static void cause_text(const struct report_tfm_model *m, enum cause c, struct zs
 	case C_SWIGLU:
 		zs_buf_printf(b, "SwiGLU: the engine keeps the gate and up products ($2sbI$ elements) and their "
 		              "SiLU product ($sbI$), $I = %.0f$, where the formula counts GELU's input and output "
-		              "($8sbh$ bytes, $I = 4h$).", m->ffn);
+		              "($4sbh$ elements each, $I = 4h$).", m->ffn);
 		break;
 	case C_GQA:
 		zs_buf_printf(b, "Grouped-query attention: K and V for %.0f of the %.0f heads, smaller than the "
