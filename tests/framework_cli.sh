@@ -37,12 +37,28 @@ refused "$zerosim" theory --framework torch
 refused "$zerosim" measure --framework deepspeed --world 2
 refused "$zerosim" theory --framework torch --params 7.5e9 --schemes zero1
 refused "$zerosim" measure --framework pytorch
+refused "$zerosim" measure --bucket-cap 10 --world 2
+refused "$zerosim" theory --framework deepspeed --bucket-cap 10 --params 1e9
+refused "$zerosim" theory --framework torch --bucket-cap 25MB
+printf '{"format": "zerosim-sweep/1", "bucket-cap": 5}\n' >"$tmp/spec.json"
+refused "$zerosim" theory --spec "$tmp/spec.json"
 printf '{"format": "zerosim-sweep/1", "framework": "torch", "schemes": ["zero3"]}\n' >"$tmp/spec.json"
 refused "$zerosim" measure --spec "$tmp/spec.json"
+
+# DDP's buckets: listed in torch's breakdowns (2Ψ at mixed precision),
+# its cap in the config; a paper file lists no buckets
+"$zerosim" measure -q --framework torch --schemes dp --world 2 --bucket-cap 0.5 --out "$tmp/b.json" || fail "bucket"
+grep -q '"buckets":	66176' "$tmp/b.json" || fail "no buckets of 66176 B in torch's measured.json"
+grep -q '"bucket_cap_mb":	0.5' "$tmp/b.json" || fail "no config.bucket_cap_mb"
+printf '{"format": "zerosim-sweep/1", "framework": "torch", "bucket-cap": 0.5, "schemes": ["dp"], "world": [2]}\n' \
+	>"$tmp/spec.json"
+"$zerosim" theory --spec "$tmp/spec.json" --out "$tmp/bs.json" || fail "bucket-cap in a spec"
+grep -q '"bucket_cap_mb":	0.5' "$tmp/bs.json" || fail "the spec's bucket-cap is not the config's"
 
 # the default names no framework; --framework paper is the default
 "$zerosim" theory --out "$tmp/d.json" && "$zerosim" theory --framework paper --out "$tmp/p.json" || fail "paper"
 grep -q framework "$tmp/d.json" && fail "the default theory.json names a framework"
+grep -q buckets "$tmp/d.json" && fail "the default theory.json lists buckets"
 cmp -s "$tmp/d.json" "$tmp/p.json" || fail "--framework paper differs from the default"
 # The report names torch's departures (partition imbalance, broadcast) and
 # checks its claims: on the default MLP its zero1 is no better from N = 3 on;

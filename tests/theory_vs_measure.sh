@@ -90,6 +90,11 @@ for precision in mixed fp32; do
 done
 check --framework torch --layers 5,7,3,11 --world 1,2,3,4,5,6,7,8 --schemes dp,zero1 --unit model,layer --steps 2
 check --framework torch --layers 64,256,256,256,64 --world 1,3,5,8 --schemes zero1 --unit model,layer --steps 1
+# DDP's buckets cut at 1 MiB, then at the cap (0: one tensor each; 0.1 MB).
+for cap in 0 0.1; do
+	check --framework torch --precision fp32 --layers 256,512,512,256 --world 1,2,3,5 --schemes dp,zero1 \
+		--bucket-cap $cap --batch 1 --steps 1
+done
 # torch's zero2 and zero3 (FSDP SHARD_GRAD_OP and FULL_SHARD, fp32): units
 # kept gathered from forward into backward.
 for optimizer in adam sgd; do

@@ -50,6 +50,7 @@ static void usage(FILE *f)
 	      "                         (DDP for dp, ZeroRedundancyOptimizer for zero1,\n"
 	      "                         FSDP SHARD_GRAD_OP and FULL_SHARD for zero2 and\n"
 	      "                         zero3, in fp32)\n"
+	      "      --bucket-cap MB    torch: DDP's gradient bucket size (default 25)\n"
 	      "      --spec FILE        read the options above from a zerosim-sweep/1 file;\n"
 	      "                         options on the command line override it\n"
 	      "      --case FILE        initial weights and every batch from a\n"

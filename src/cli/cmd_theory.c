@@ -69,6 +69,7 @@ static void usage(void)
 "                         ZeroRedundancyOptimizer, zero2/3: FSDP in fp32) or\n"
 "                         deepspeed (the paper's rows beside DeepSpeed's own\n"
 "                         estimate)\n"
+"      --bucket-cap MB    torch: DDP's gradient bucket size (default 25)\n"
 "      --steps, --seed, --lr, --beta1, --beta2, --eps\n"
 "                         accepted and ignored (the theory needs none)\n"
 "      --spec FILE        read a zerosim-sweep/1 file; options override it\n"

@@ -535,6 +535,7 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 	}
 	if (sharded)
 		per_rank += (double)lo.nparams * (p + g);
+	per_rank += (double)scheme_buffer_bytes(c->framework, scheme, lo.nparams, g);
 	return per_rank * world;
 }
 
@@ -577,7 +578,7 @@ static int check_replicas(const struct zs_run *r, enum zs_scheme scheme, char **
 
 /* The N = 1 rule: one rank has nothing to shard, gather or reduce, so its
  * layout is all full (layout_init) and it runs no hook (here). */
-static const struct zs_scheme_ops one_rank = {.name = "one rank"};
+const struct zs_scheme_ops scheme_one_rank = {.name = "one rank"};
 
 int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world, enum zs_unit unit,
                const struct zs_case *cs, const struct zs_run_options *opt, struct zs_result *res,
@@ -588,7 +589,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	memset(res, 0, sizeof *res);
 	struct zs_run r;
 	memset(&r, 0, sizeof r);
-	r.ops = world == 1 ? &one_rank : scheme_ops(c->framework, scheme);
+	r.ops = scheme_ops(c->framework, scheme, world);
 	model_mlp_init(&r.model, c->widths, c->nwidths, c->batch);
 	run_layout(&r.layout, &r.model, c, scheme, world, unit);
 	r.world = world;
@@ -628,6 +629,8 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r.ptr_b = zs_calloc(r.r1 - r.r0, sizeof *r.ptr_b);
 
 	setup_state(&r);
+	if (r.ops->setup)
+		r.ops->setup(&r, c);
 	res->losses = zs_calloc(c->steps, sizeof *res->losses);
 	for (unsigned t = 0; t < c->steps; t++) {
 		if (opt->timeline && t + 1 == c->steps)
@@ -647,6 +650,8 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	int replicas = check_replicas(&r, scheme, cause);
 	free(own_init);
 
+	if (r.ops->teardown)
+		r.ops->teardown(&r);
 	for (size_t i = 0; i < NRESIDENT; i++)
 		run_free_all(&r, resident[i]);
 	size_t left = tracker_outstanding(&r.tracker);

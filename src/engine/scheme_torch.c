@@ -8,7 +8,22 @@
  * (layout.h); DDP all-reduces the grads, each rank steps its own tensors,
  * and _sync_params broadcasts every tensor from its owner
  * (_broadcast_params_from_rank, one dist.broadcast per parameter, as
- * parameters_as_bucket_view=False does). dp is DDP: the paper's dp hooks.
+ * parameters_as_bucket_view=False does).
+ *
+ * dp is DistributedDataParallel (torch/nn/parallel/distributed.py): the
+ * paper's dp, plus the reducer's gradient buckets. With its default
+ * gradient_as_bucket_view=False every bucket is a flat buffer of its own
+ * (reducer.cpp, initialize_buckets: bucket.gradients = at::empty(...)),
+ * allocated when DDP is built and kept for the run, so a second
+ * gradient-sized buffer is resident beside the grads. After backward each
+ * grad is copied into its bucket (mark_variable_ready_dense), each bucket
+ * is all-reduced, and the result copied back into the grads
+ * (finalize_bucket_dense, copy_bucket_to_grad). The buckets are those
+ * DDP rebuilds after the first iteration (rebuild_buckets): the tensors in
+ * the order their gradients become ready, the reverse of model order,
+ * through compute_bucket_assignment_by_size with the limits {1 MiB,
+ * bucket_cap_mb}. zero1 runs over the same DDP. DDP builds its reducer at
+ * any world size, so its buckets exist at N = 1 too.
  *
  * zero3 is FullyShardedDataParallel with FULL_SHARD
  * (torch/distributed/fsdp/fully_sharded_data_parallel.py): one FlatParameter
@@ -29,7 +44,99 @@
  */
 #include "config.h"
 
+#include <string.h>
+
 #include "engine/scheme.h"
+
+/* dist._DEFAULT_FIRST_BUCKET_BYTES (reducer.hpp kDefaultFirstBucketBytes):
+ * the first bucket's limit, before bucket_cap_mb applies. */
+#define FIRST_BUCKET_BYTES 1048576
+
+/* compute_bucket_assignment_by_size over the tensors in gradient-ready
+ * order (tensor_indices given: no sort): a tensor joins the open bucket,
+ * which closes once it holds at least the current limit; the limit then
+ * moves to the next of {first, cap} and stays at the last. */
+static void ddp_buckets(struct zs_run *r, const struct zs_config *c)
+{
+	const struct zs_layout *lo = &r->layout;
+	size_t esize = r->esize[ZS_BUF_GRADS], limit = FIRST_BUCKET_BYTES, bytes = 0;
+	size_t cap = (size_t)(c->bucket_cap_mb * 1024 * 1024); /* int(bucket_cap_mb * 1024 * 1024) */
+	struct zs_bucket *b = NULL;
+	r->nbuckets = 0;
+	for (size_t j = 0; j < lo->ntensors; j++) {
+		if (b == NULL) {
+			b = &r->bucket[r->nbuckets++];
+			*b = (struct zs_bucket){.first = j};
+			bytes = 0;
+		}
+		size_t n = lo->tensor[lo->ntensors - 1 - j].n;
+		b->count++;
+		b->n += n;
+		bytes += n * esize;
+		if (bytes >= limit) {
+			b = NULL;
+			limit = cap;
+		}
+	}
+}
+
+static void ddp_setup(struct zs_run *r, const struct zs_config *c)
+{
+	ddp_buckets(r, c);
+	for (size_t i = 0; i < r->nbuckets; i++)
+		for (unsigned k = r->r0; k < r->r1; k++)
+			run_rank(r, k)->bucket[i] =
+			        tracker_alloc(&r->tracker, k, ZS_CAT_BUCKETS, r->bucket[i].n * r->esize[ZS_BUF_GRADS]);
+}
+
+static void ddp_teardown(struct zs_run *r)
+{
+	for (size_t i = 0; i < r->nbuckets; i++)
+		for (unsigned k = r->r0; k < r->r1; k++) {
+			tracker_free(&r->tracker, k, run_rank(r, k)->bucket[i]);
+			run_rank(r, k)->bucket[i] = NULL;
+		}
+}
+
+/* Copy bucket b's grads of rank k in (to_bucket) or out, tensor by tensor
+ * in the bucket's order. */
+static void bucket_copy(struct zs_run *r, unsigned k, size_t b, int to_bucket)
+{
+	const struct zs_layout *lo = &r->layout;
+	size_t esize = r->esize[ZS_BUF_GRADS];
+	char *at = run_rank(r, k)->bucket[b];
+	for (size_t j = r->bucket[b].first; j < r->bucket[b].first + r->bucket[b].count; j++) {
+		const struct zs_layout_tensor *t = &lo->tensor[lo->ntensors - 1 - j];
+		void *g = run_at(r, k, ZS_BUF_GRADS, t->off);
+		if (to_bucket)
+			memcpy(at, g, t->n * esize);
+		else
+			memcpy(g, at, t->n * esize);
+		at += t->n * esize;
+	}
+}
+
+/* The reducer's step: every grad into its bucket, each bucket all-reduced
+ * in order, and back into the grads. */
+static void ddp_reduce(struct zs_run *r)
+{
+	for (size_t b = 0; b < r->nbuckets; b++) {
+		for (unsigned k = r->r0; k < r->r1; k++) {
+			bucket_copy(r, k, b, 1);
+			r->ptr_a[k - r->r0] = run_rank(r, k)->bucket[b];
+		}
+		coll_all_reduce(&r->coll, r->ptr_a, r->bucket[b].n, r->dt);
+		for (unsigned k = r->r0; k < r->r1; k++)
+			bucket_copy(r, k, b, 0);
+	}
+}
+
+static const struct zs_scheme_ops torch_dp = {
+	.name = "torch dp",
+	.setup = ddp_setup,
+	.teardown = ddp_teardown,
+	.reduce = ddp_reduce,
+};
 
 static void broadcast_from_owners(struct zs_run *r)
 {
@@ -44,7 +151,9 @@ static void broadcast_from_owners(struct zs_run *r)
 
 static const struct zs_scheme_ops torch_zero1 = {
 	.name = "torch zero1",
-	.reduce = run_all_reduce_grads,
+	.setup = ddp_setup,
+	.teardown = ddp_teardown,
+	.reduce = ddp_reduce,
 	.after_optimizer = broadcast_from_owners,
 };
 
@@ -106,8 +215,19 @@ static const struct zs_scheme_ops *const paper[ZS_NSCHEMES] = {
 	&scheme_dp, &scheme_zero1, &scheme_zero2, &scheme_zero3,
 };
 
-const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme scheme)
+static int ddp(enum zs_framework fw, enum zs_scheme scheme) { return fw == ZS_FW_TORCH && scheme <= ZS_ZERO1; }
+
+size_t scheme_buffer_bytes(enum zs_framework fw, enum zs_scheme scheme, size_t nparams, size_t grad_bytes)
 {
+	return ddp(fw, scheme) ? nparams * grad_bytes : 0;
+}
+
+const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme scheme, unsigned world)
+{
+	if (world == 1) /* one rank: DDP's reducer (zero1's broadcast sends nothing) */
+		return ddp(fw, scheme) ? &torch_dp : &scheme_one_rank;
+	if (fw == ZS_FW_TORCH && scheme == ZS_DP)
+		return &torch_dp;
 	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO1)
 		return &torch_zero1;
 	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO3)

@@ -87,16 +87,58 @@ static void torch_zero1(const struct theory_shape *s, unsigned world, struct the
 	out->padding_bytes = 0;
 	out->imbalance_bytes = (double)most * b->k - (double)out->params * b->k / world;
 
-	/* DDP's all-reduce of every unit, then one broadcast per tensor. */
-	uint64_t sent = 2ull * (world - 1) * out->shard_elements;
-	out->comm_bytes = sent * b->g;
+	/* _sync_params: one broadcast per tensor (DDP's all-reduce: torch_ddp). */
+	out->comm_bytes = out->comm_elements = 0;
 	size_t nt = tensors(s, n);
 	for (size_t i = 0; i < nt; i++) {
 		uint64_t e = (world - 1) * ((n[i] + world - 1) / world);
-		sent += e;
+		out->comm_elements += e;
 		out->comm_bytes += e * b->p;
 	}
-	out->comm_elements = sent;
+}
+
+/* dist._DEFAULT_FIRST_BUCKET_BYTES: the first bucket's limit. */
+#define DDP_FIRST_BUCKET_BYTES 1048576
+
+size_t theory_ddp_buckets(const struct theory_shape *s, double cap_mb, uint64_t *n)
+{
+	uint64_t t[2 * ZS_MAX_WIDTHS], limit = DDP_FIRST_BUCKET_BYTES, bytes = 0;
+	uint64_t cap = (uint64_t)(cap_mb * 1024 * 1024); /* int(bucket_cap_mb * 1024 * 1024) */
+	size_t nb = 0;
+	int open = 0;
+	for (size_t j = tensors(s, t); j-- > 0;) { /* gradient-ready order: the last tensor first */
+		if (!open) {
+			n[nb++] = 0;
+			bytes = 0;
+			open = 1;
+		}
+		n[nb - 1] += t[j];
+		bytes += t[j] * s->bytes.g;
+		if (bytes >= limit) { /* closed; the limit moves on to the cap */
+			open = 0;
+			limit = cap;
+		}
+	}
+	return nb;
+}
+
+/* DistributedDataParallel (torch's dp, and under zero1): its buckets, Ψ·g
+ * of their own, resident on every rank from construction; the grads
+ * all-reduced bucket by bucket, 2(N-1)·ceil(n_b/N) elements each, added to
+ * what the scheme sends besides. */
+static void torch_ddp(const struct theory_shape *s, const struct zs_config *c, unsigned world,
+                      struct theory_schedule *out)
+{
+	uint64_t n[2 * ZS_MAX_WIDTHS], bucket = out->params * s->bytes.g;
+	size_t nb = theory_ddp_buckets(s, c->bucket_cap_mb, n);
+	out->resident_breakdown[THEORY_BUCKETS] = out->peak_breakdown[THEORY_BUCKETS] = bucket;
+	out->resident_bytes += bucket;
+	out->peak_bytes += bucket;
+	for (size_t i = 0; i < nb; i++) {
+		uint64_t e = 2ull * (world - 1) * ((n[i] + world - 1) / world);
+		out->comm_elements += e;
+		out->comm_bytes += e * s->bytes.g;
+	}
 }
 
 /* FSDP's FULL_SHARD: the paper's zero3, but the root unit (the whole
@@ -144,14 +186,20 @@ static void torch_zero2(const struct theory_shape *s, enum zs_unit unit, unsigne
 	out->comm_elements = 2 * pass;
 }
 
-void theory_framework_schedule(const struct theory_shape *s, enum zs_framework fw, enum zs_scheme scheme,
+void theory_framework_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world, struct theory_schedule *out)
 {
-	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO1)
+	if (c->framework != ZS_FW_TORCH)
+		return;
+	if (scheme == ZS_DP)
+		out->comm_bytes = out->comm_elements = 0; /* DDP's all-reduce is by bucket */
+	if (scheme == ZS_ZERO1)
 		torch_zero1(s, world, out);
-	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO2)
+	if (scheme <= ZS_ZERO1)
+		torch_ddp(s, c, world, out);
+	if (scheme == ZS_ZERO2)
 		torch_zero2(s, unit, world, out);
-	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO3)
+	if (scheme == ZS_ZERO3)
 		torch_zero3(s, unit, world, out);
 }
 
@@ -248,9 +296,10 @@ char *theory_framework_text(const struct theory_request *req)
 	if (c->framework == ZS_FW_PAPER)
 		return NULL;
 	if (c->framework == ZS_FW_TORCH)
-		return zs_asprintf("\nFramework torch: dp is DistributedDataParallel (its gradient buckets not "
-		                   "counted), zero1 is ZeroRedundancyOptimizer (whole tensors; the tables show the "
-		                   "rank that holds the most).\n");
+		return zs_asprintf("\nFramework torch: dp is DistributedDataParallel (its gradient buckets, a second "
+		                   "gradient-sized buffer, are resident: category buckets), zero1 is "
+		                   "ZeroRedundancyOptimizer over it (whole tensors; the tables show the rank that "
+		                   "holds the most).\n");
 	double psi, largest;
 	request_model(req, &psi, &largest);
 	char *out = zs_asprintf("\nDeepSpeed's own estimate of model states per GPU, without offload "
