@@ -40,6 +40,8 @@ refused "$zerosim" measure --framework pytorch
 refused "$zerosim" measure --bucket-cap 10 --world 2
 refused "$zerosim" theory --framework deepspeed --bucket-cap 10 --params 1e9
 refused "$zerosim" theory --framework torch --bucket-cap 25MB
+refused "$zerosim" measure --prefetch backward-pre --world 2
+refused "$zerosim" measure --framework torch --prefetch backward_pre --world 2
 printf '{"format": "zerosim-sweep/1", "bucket-cap": 5}\n' >"$tmp/spec.json"
 refused "$zerosim" theory --spec "$tmp/spec.json"
 printf '{"format": "zerosim-sweep/1", "framework": "torch", "schemes": ["zero3"]}\n' >"$tmp/spec.json"
@@ -50,6 +52,7 @@ refused "$zerosim" measure --spec "$tmp/spec.json"
 "$zerosim" measure -q --framework torch --schemes dp --world 2 --bucket-cap 0.5 --out "$tmp/b.json" || fail "bucket"
 grep -q '"buckets":	66176' "$tmp/b.json" || fail "no buckets of 66176 B in torch's measured.json"
 grep -q '"bucket_cap_mb":	0.5' "$tmp/b.json" || fail "no config.bucket_cap_mb"
+grep -q '"prefetch":	"none"' "$tmp/b.json" || fail "no config.prefetch"
 printf '{"format": "zerosim-sweep/1", "framework": "torch", "bucket-cap": 0.5, "schemes": ["dp"], "world": [2]}\n' \
 	>"$tmp/spec.json"
 "$zerosim" theory --spec "$tmp/spec.json" --out "$tmp/bs.json" || fail "bucket-cap in a spec"

@@ -39,6 +39,11 @@
  * every unit stays gathered into its backward: with unit=layer, the last
  * layer's backward holds both layers' params, Ψ·4 = 132352 B, and its own
  * grads, 16448·4 B; one all-gather per unit.
+ * With --prefetch backward-pre (BACKWARD_PRE), FULL_SHARD unit=layer's
+ * backward of the last layer also holds the first, prefetched: gathered
+ * (16448 + 16640)·4 = Ψ·4 = 132352 B with that layer's grads 16448·4, where
+ * without it the peak is the first layer's own 16640·4 + 16640·4; the
+ * all-gathers are the same four.
  */
 #include "config.h"
 
@@ -323,6 +328,33 @@ START_TEST(test_torch_zero2_holds_every_unit_gathered_into_backward)
 }
 END_TEST
 
+START_TEST(test_torch_zero3_backward_pre_holds_two_units)
+{
+	struct zs_config c = torch_config(ZS_FP32);
+	struct zs_result none = run_unit(&c, ZS_ZERO3, 3, ZS_UNIT_LAYER);
+	c.prefetch = ZS_PREFETCH_BACKWARD_PRE;
+	struct zs_result pre = run_unit(&c, ZS_ZERO3, 3, ZS_UNIT_LAYER);
+	ck_assert_uint_eq(none.peak_breakdown[ZS_CAT_GATHERED], 4 * 16640);
+	ck_assert_uint_eq(none.peak_breakdown[ZS_CAT_FULL_GRADS], 4 * 16640);
+	ck_assert_uint_eq(pre.peak_breakdown[ZS_CAT_GATHERED], 4 * PSI);
+	ck_assert_uint_eq(pre.peak_breakdown[ZS_CAT_FULL_GRADS], 4 * 16448);
+	ck_assert_uint_eq(pre.peak[0] - none.peak[0], 4 * PSI + 4 * 16448 - 8 * 16640);
+	ck_assert_uint_eq(pre.comm[0].calls[ZS_ALL_GATHER], 4);
+	ck_assert_uint_eq(pre.comm[0].bytes[ZS_ALL_GATHER], none.comm[0].bytes[ZS_ALL_GATHER]);
+	ck_assert_uint_eq(pre.digest, none.digest);
+	engine_result_free(&none);
+	engine_result_free(&pre);
+
+	struct theory_shape s = {mlp, 3, 4, {0}};
+	struct theory_schedule sc;
+	theory_bytes_per_param(ZS_FP32, ZS_ADAM, &s.bytes);
+	theory_schedule(&s, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	theory_framework_schedule(&s, &c, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	ck_assert_uint_eq(sc.peak_breakdown[THEORY_GATHERED_PARAMS], 4 * PSI);
+	ck_assert_uint_eq(sc.peak_breakdown[THEORY_FULL_GRADS], 4 * 16448);
+}
+END_TEST
+
 static Suite *framework_suite(void)
 {
 	Suite *s = suite_create("framework");
@@ -336,6 +368,7 @@ static Suite *framework_suite(void)
 	tcase_add_test(t, test_torch_zero3_is_5_334_bytes_per_param_at_three_ranks);
 	tcase_add_test(t, test_torch_zero3_keeps_the_root_gathered_one_all_gather);
 	tcase_add_test(t, test_torch_zero2_holds_every_unit_gathered_into_backward);
+	tcase_add_test(t, test_torch_zero3_backward_pre_holds_two_units);
 	tcase_add_test(t, test_ddp_buckets_are_pytorchs);
 	tcase_add_test(t, test_the_paper_holds_no_bucket);
 	suite_add_tcase(s, t);

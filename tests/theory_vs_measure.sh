@@ -105,6 +105,11 @@ check --framework torch --precision fp32 --layers 5,7,3,11 --world 1,2,3,4,5,6,7
 	--unit model,layer --steps 2
 check --framework torch --precision fp32 --layers 64,256,256,256,64 --world 1,3,5,8 --schemes zero2,zero3 \
 	--unit model,layer --steps 1
+# BACKWARD_PRE: the next unit of backward gathered early, two units live.
+check --framework torch --precision fp32 --prefetch backward-pre --layers 64,256,64 --world 1,2,3,4,5,6,7,8 \
+	--schemes zero2,zero3 --unit model,layer --batch 4 --steps 1
+check --framework torch --precision fp32 --prefetch backward-pre --optimizer sgd --layers 8,64,8,64,8 \
+	--world 1,2,3,5,8 --schemes zero3 --unit layer --steps 2
 
 echo "theory_vs_measure: all $configs sweeps agree exactly"
 

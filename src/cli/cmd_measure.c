@@ -51,6 +51,8 @@ static void usage(FILE *f)
 	      "                         FSDP SHARD_GRAD_OP and FULL_SHARD for zero2 and\n"
 	      "                         zero3, in fp32)\n"
 	      "      --bucket-cap MB    torch: DDP's gradient bucket size (default 25)\n"
+	      "      --prefetch P       torch: FSDP's backward prefetch, none (default, as\n"
+	      "                         PyTorch 1.13) or backward-pre (torch 2.x's default)\n"
 	      "      --spec FILE        read the options above from a zerosim-sweep/1 file;\n"
 	      "                         options on the command line override it\n"
 	      "      --case FILE        initial weights and every batch from a\n"

@@ -70,6 +70,8 @@ static void usage(void)
 "                         deepspeed (the paper's rows beside DeepSpeed's own\n"
 "                         estimate)\n"
 "      --bucket-cap MB    torch: DDP's gradient bucket size (default 25)\n"
+"      --prefetch P       torch: FSDP's backward prefetch, none (default, as\n"
+"                         PyTorch 1.13) or backward-pre (torch 2.x's default)\n"
 "      --steps, --seed, --lr, --beta1, --beta2, --eps\n"
 "                         accepted and ignored (the theory needs none)\n"
 "      --spec FILE        read a zerosim-sweep/1 file; options override it\n"

@@ -72,6 +72,7 @@ struct zs_run {
 	/* Per-rank pointer lists handed to the collectives (bookkeeping, O(N)). */
 	void **ptr_a, **ptr_b;
 
+	enum zs_prefetch prefetch;    /* FSDP's backward prefetch (torch's zero2/3) */
 	/* DDP's buckets (scheme_torch.c); 0 for every other scheme. */
 	size_t nbuckets;
 	struct zs_bucket bucket[ZS_MAX_PARAM_TENSORS];

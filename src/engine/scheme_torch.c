@@ -35,7 +35,11 @@
  * backward finds them gathered and sends no second all-gather. With
  * unit=model the whole model is the root unit; with unit=layer each layer is
  * an FSDP unit and the root (the model around them) owns no parameter.
- * backward_prefetch is None by default in 1.13: no unit is gathered early.
+ * backward_prefetch is None by default in 1.13 (line 980): no unit is
+ * gathered early. With --prefetch backward-pre (BACKWARD_PRE, torch 2.x's
+ * default, with limit_all_gathers=True: at most two units gathered at once),
+ * a unit's pre-backward hook gathers the next unit of backward before the
+ * unit's gradients are computed, so two units are live in backward.
  *
  * zero2 is FSDP's SHARD_GRAD_OP: the same, but no unit is freed after its
  * forward (only FULL_SHARD frees there); each is kept until its backward is
@@ -167,33 +171,63 @@ static int kept(const struct zs_run *r, size_t u)
 	return r->ops == &torch_zero2 || (u == 0 && r->layout.nunits == 1);
 }
 
+/* Rank by rank, the unit just gathered into the gathered buffer becomes
+ * unit u's kept copy, held[u]. */
+static void keep(struct zs_run *r, size_t u)
+{
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		run_rank(r, k)->held[u] = run_rank(r, k)->buf[ZS_BUF_GATHERED];
+		run_rank(r, k)->buf[ZS_BUF_GATHERED] = NULL;
+	}
+}
+
+static void gather_unit(struct zs_run *r, size_t u)
+{
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	run_alloc_full(r, ZS_BUF_GATHERED, un->off, un->n);
+	run_gather_params_unit(r, u, ZS_BUF_GATHERED);
+}
+
+static int held(const struct zs_run *r, size_t u) { return run_rank(r, r->r0)->held[u] != NULL; }
+
+static void fsdp_setup(struct zs_run *r, const struct zs_config *c) { r->prefetch = c->prefetch; }
+
+/* Forward gathers the unit. Backward finds it kept (SHARD_GRAD_OP, the
+ * root) or prefetched, or gathers it; with BACKWARD_PRE it then gathers
+ * the next unit of backward, u - 1, unless that one is kept, before u's
+ * gradients are computed: two units live. The copies of backward are kept
+ * as held[u] until the unit's post-backward. */
 static void fsdp_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
-	if (pass == ZS_PASS_FORWARD || !kept(r, u)) {
-		run_alloc_full(r, ZS_BUF_GATHERED, un->off, un->n);
-		run_gather_params_unit(r, u, ZS_BUF_GATHERED);
+	if (pass == ZS_PASS_FORWARD) {
+		gather_unit(r, u);
+		return;
 	}
-	if (pass == ZS_PASS_BACKWARD)
-		run_alloc_full(r, ZS_BUF_FULL_GRADS, un->off, un->n);
+	if (!held(r, u)) {
+		gather_unit(r, u);
+		keep(r, u);
+	}
+	if (r->prefetch == ZS_PREFETCH_BACKWARD_PRE && u > 0 && !held(r, u - 1)) {
+		gather_unit(r, u - 1);
+		keep(r, u - 1);
+	}
+	run_alloc_full(r, ZS_BUF_FULL_GRADS, un->off, un->n);
 }
 
 static void fsdp_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 {
-	if (pass == ZS_PASS_FORWARD && kept(r, u)) {
-		for (unsigned k = r->r0; k < r->r1; k++) { /* the rank keeps it as unit u's */
-			run_rank(r, k)->held[u] = run_rank(r, k)->buf[ZS_BUF_GATHERED];
-			run_rank(r, k)->buf[ZS_BUF_GATHERED] = NULL;
-		}
+	if (pass == ZS_PASS_FORWARD) {
+		if (kept(r, u))
+			keep(r, u);
+		else
+			run_free_all(r, ZS_BUF_GATHERED);
 		return;
 	}
-	if (pass == ZS_PASS_BACKWARD) {
-		tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
-		run_reduce_scatter_unit(r, u, ZS_BUF_FULL_GRADS);
-		run_free_all(r, ZS_BUF_FULL_GRADS);
-	}
-	run_free_all(r, ZS_BUF_GATHERED);
-	for (unsigned k = r->r0; k < r->r1 && pass == ZS_PASS_BACKWARD; k++) {
+	tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
+	run_reduce_scatter_unit(r, u, ZS_BUF_FULL_GRADS);
+	run_free_all(r, ZS_BUF_FULL_GRADS);
+	for (unsigned k = r->r0; k < r->r1; k++) {
 		tracker_free(&r->tracker, k, run_rank(r, k)->held[u]);
 		run_rank(r, k)->held[u] = NULL;
 	}
@@ -201,12 +235,14 @@ static void fsdp_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 
 static const struct zs_scheme_ops torch_zero3 = {
 	.name = "torch zero3",
+	.setup = fsdp_setup,
 	.begin_unit = fsdp_begin_unit,
 	.end_unit = fsdp_end_unit,
 };
 
 static const struct zs_scheme_ops torch_zero2 = {
 	.name = "torch zero2",
+	.setup = fsdp_setup,
 	.begin_unit = fsdp_begin_unit,
 	.end_unit = fsdp_end_unit,
 };

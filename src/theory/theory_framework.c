@@ -141,49 +141,73 @@ static void torch_ddp(const struct theory_shape *s, const struct zs_config *c, u
 	}
 }
 
-/* FSDP's FULL_SHARD: the paper's zero3, but the root unit (the whole
- * model, unit=model) stays gathered from its forward to its backward: one
- * all-gather and one reduce-scatter, (N-1)·S·(p+g) bytes. The peak is the
- * paper's: backward holds the gathered params and full grads either way. */
-static void torch_zero3(const struct theory_shape *s, enum zs_unit unit, unsigned world,
-                        struct theory_schedule *out)
+/* The peak's transients when unit u's backward holds gathered[u] elements
+ * of params and its own full grads: the most of them, the first reached in
+ * time (backward runs from the last unit: the largest u of equals). The
+ * rest of the peak, R + A + D, is the paper's zero3's (every activation and
+ * the scratch are alive through backward). */
+static void backward_peak(const struct theory_shape *s, const uint64_t *gathered, struct theory_schedule *out)
 {
-	if (unit != ZS_UNIT_MODEL || world == 1)
-		return;
+	uint64_t *pb = out->peak_breakdown, best = 0, held = 0, grads = 0;
+	for (size_t u = out->nunits; u-- > 0;) {
+		uint64_t here = gathered[u] * s->bytes.p + out->units[u] * s->bytes.g;
+		if (here > best) {
+			best = here;
+			held = gathered[u] * s->bytes.p;
+			grads = out->units[u] * s->bytes.g;
+		}
+	}
+	out->peak_bytes += held + grads - pb[THEORY_GATHERED_PARAMS] - pb[THEORY_FULL_GRADS];
+	pb[THEORY_GATHERED_PARAMS] = held;
+	pb[THEORY_FULL_GRADS] = grads;
+}
+
+/* One all-gather and one reduce-scatter per unit: (N-1)·S·(p+g) bytes. */
+static void one_gather_per_unit(const struct theory_shape *s, unsigned world, struct theory_schedule *out)
+{
 	uint64_t pass = (uint64_t)(world - 1) * out->shard_elements;
 	out->comm_bytes = pass * (s->bytes.p + s->bytes.g);
 	out->comm_elements = 2 * pass;
 }
 
+/* FSDP's FULL_SHARD: the paper's zero3, but the root unit (the whole
+ * model, unit=model) stays gathered from its forward to its backward: one
+ * all-gather and one reduce-scatter. With BACKWARD_PRE, unit u's backward
+ * also holds unit u-1, prefetched (unit=layer; one unit has nothing to
+ * prefetch): peak = R + A + D + max_u ((n_u + n_{u-1})·p + n_u·g); the
+ * all-gathers are the same, earlier. */
+static void torch_zero3(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
+                        unsigned world, struct theory_schedule *out)
+{
+	if (world == 1)
+		return;
+	if (unit == ZS_UNIT_MODEL) {
+		one_gather_per_unit(s, world, out);
+		return;
+	}
+	uint64_t gathered[ZS_MAX_WIDTHS];
+	for (size_t u = 0; u < out->nunits && c->prefetch == ZS_PREFETCH_BACKWARD_PRE; u++)
+		gathered[u] = out->units[u] + (u > 0 ? out->units[u - 1] : 0);
+	if (c->prefetch == ZS_PREFETCH_BACKWARD_PRE)
+		backward_peak(s, gathered, out);
+}
+
 /* FSDP's SHARD_GRAD_OP: between steps only shards, as the paper's zero3;
  * no unit is freed after its forward, so backward sends no all-gather and
  * unit u's backward holds units 0..u gathered and u's full grads:
- * peak = R + A + D + max_u (Σ_{v<=u} n_v·p + n_u·g), the first reached in
- * time (backward runs from the last unit: the largest u of equals). */
+ * peak = R + A + D + max_u (Σ_{v<=u} n_v·p + n_u·g). Nothing is left to
+ * prefetch. */
 static void torch_zero2(const struct theory_shape *s, enum zs_unit unit, unsigned world,
                         struct theory_schedule *out)
 {
 	if (world == 1)
 		return;
 	theory_schedule(s, ZS_ZERO3, unit, world, out);
-	uint64_t *pb = out->peak_breakdown, before = 0, best = 0, held = 0, grads = 0;
+	uint64_t gathered[ZS_MAX_WIDTHS], before = 0;
 	for (size_t u = 0; u < out->nunits; u++)
-		before += out->units[u];
-	for (size_t u = out->nunits; u-- > 0;) { /* before = Σ_{v<=u} n_v */
-		uint64_t here = before * s->bytes.p + out->units[u] * s->bytes.g;
-		if (here > best) {
-			best = here;
-			held = before * s->bytes.p;
-			grads = out->units[u] * s->bytes.g;
-		}
-		before -= out->units[u];
-	}
-	out->peak_bytes += held + grads - pb[THEORY_GATHERED_PARAMS] - pb[THEORY_FULL_GRADS];
-	pb[THEORY_GATHERED_PARAMS] = held;
-	pb[THEORY_FULL_GRADS] = grads;
-	uint64_t pass = (uint64_t)(world - 1) * out->shard_elements;
-	out->comm_bytes = pass * (s->bytes.p + s->bytes.g);
-	out->comm_elements = 2 * pass;
+		gathered[u] = before += out->units[u];
+	backward_peak(s, gathered, out);
+	one_gather_per_unit(s, world, out);
 }
 
 void theory_framework_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
@@ -200,7 +224,7 @@ void theory_framework_schedule(const struct theory_shape *s, const struct zs_con
 	if (scheme == ZS_ZERO2)
 		torch_zero2(s, unit, world, out);
 	if (scheme == ZS_ZERO3)
-		torch_zero3(s, unit, world, out);
+		torch_zero3(s, c, unit, world, out);
 }
 
 /* Rank k's model states differ from the binding rank's by its share of

@@ -59,8 +59,6 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 		if ((c->given & 1u << torch_only[i].key) && c->framework != ZS_FW_TORCH)
 			return zs_fail(cause, "--%s is %s: it needs --framework torch", torch_only[i].name,
 			               torch_only[i].what);
-	if (c->prefetch != ZS_PREFETCH_NONE)
-		return zs_fail(cause, "--prefetch backward-pre is not modelled yet (give --prefetch none)");
 	if (theory && c->framework == ZS_FW_DEEPSPEED)
 		return 0;
 	for (size_t i = 0; i < c->nschemes; i++) {
