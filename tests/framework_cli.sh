@@ -81,6 +81,7 @@ report "$tmp/r1" --framework torch --schemes dp,zero1 --world 1,2,3,4,8,16
 [ "$(verdict "$tmp/r1/diff.json" torch_zero1_comm_1_5)" = holds ] || fail "torch_zero1_comm_1_5 does not hold"
 grep -q 'partition imbalance' "$tmp/r1/flags.txt" || fail "no partition imbalance in flags.txt"
 grep -q '= broadcast ' "$tmp/r1/flags.txt" || fail "no broadcast in flags.txt"
+grep -q 'dp N=2 unit=model resident: .* = DDP buckets 66176 B$' "$tmp/r1/flags.txt" || fail "no DDP buckets in flags.txt"
 [ -e "$tmp/r1/figures/fig6-ranks.gp" ] || fail "no per-rank figure"
 report "$tmp/r1" --framework torch --layers 8,8,8,8,8,8,8,8,8 --schemes zero1 --world 3,4,8
 [ "$(verdict "$tmp/r1/diff.json" torch_zero1_no_better_from_3)" = "does not hold" ] ||
