@@ -21,6 +21,10 @@ grep -q '^ *64  *zero3  *2,509,375,000 ' "$tmp/t3" || fail "no ZeRO-3 estimate 2
 grep -q '"device_bytes":	17109375000' "$tmp/t.json" || fail "no device_bytes 17109375000 in theory.json"
 grep -q '"framework":	"deepspeed"' "$tmp/t.json" || fail "config.framework missing"
 
+# torch models every scheme in both precisions (FSDP's MixedPrecision)
+"$zerosim" measure -q --framework torch --schemes zero2,zero3 --world 2 --out "$tmp/mp.json" || fail "torch mixed"
+grep -q '"master32":	0' "$tmp/mp.json" || fail "FSDP's MixedPrecision holds a master copy"
+
 # refused: one line on stderr, exit 2, nothing written
 refused() {
 	"$@" --out "$tmp/no.json" >/dev/null 2>"$tmp/err"
@@ -29,11 +33,7 @@ refused() {
 	[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$*: not one line: $(cat "$tmp/err")"
 	[ ! -e "$tmp/no.json" ] || fail "$* wrote its output"
 }
-refused "$zerosim" measure --framework torch --schemes zero2 --world 2
-refused "$zerosim" measure --framework torch --schemes zero3 --world 2
 refused "$zerosim" measure --framework deepspeed --schemes dp --world 2
-refused "$zerosim" theory --framework torch --schemes zero3 --precision mixed
-refused "$zerosim" theory --framework torch
 refused "$zerosim" measure --framework deepspeed --world 2
 refused "$zerosim" theory --framework torch --params 7.5e9 --schemes zero1
 refused "$zerosim" measure --framework pytorch
@@ -44,8 +44,6 @@ refused "$zerosim" measure --prefetch backward-pre --world 2
 refused "$zerosim" measure --framework torch --prefetch backward_pre --world 2
 printf '{"format": "zerosim-sweep/1", "bucket-cap": 5}\n' >"$tmp/spec.json"
 refused "$zerosim" theory --spec "$tmp/spec.json"
-printf '{"format": "zerosim-sweep/1", "framework": "torch", "schemes": ["zero3"]}\n' >"$tmp/spec.json"
-refused "$zerosim" measure --spec "$tmp/spec.json"
 
 # DDP's buckets: listed in torch's breakdowns (2Ψ at mixed precision),
 # its cap in the config; a paper file lists no buckets

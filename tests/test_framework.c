@@ -44,6 +44,17 @@
  * (16448 + 16640)·4 = Ψ·4 = 132352 B with that layer's grads 16448·4, where
  * without it the peak is the first layer's own 16640·4 + 16640·4; the
  * all-gathers are the same four.
+ * FSDP's MixedPrecision (--precision mixed, fp16 param and reduce dtypes)
+ * keeps the FlatParameter and its grad as fp32 shards and the optimizer
+ * over them, no master: at N = 3, unit=layer, the same 176480 B =
+ * 16·(5547 + 5483) as fp32, in param32 4·11030, grad32 4·11030 and Adam's
+ * 8·11030; only the working copies are fp16: the first layer's backward
+ * holds 16640·2 B gathered and 16640·2 B of grads. Each rank computes from
+ * the fp16 rounding of the fp32 weights and steps on the fp16 reduced
+ * grads, as the paper's mixed zero3 does from its master: the weights are
+ * the paper's mixed zero3's, bit for bit. At N = 1 (NO_SHARD) the whole
+ * model (unit=model) is cast to fp16 around each pass: 2Ψ gathered and 2Ψ
+ * of grads at the peak over the 16Ψ of fp32 state.
  */
 #include "config.h"
 
@@ -355,6 +366,63 @@ START_TEST(test_torch_zero3_backward_pre_holds_two_units)
 }
 END_TEST
 
+START_TEST(test_torch_fsdp_mixed_precision_keeps_fp32_shards)
+{
+	struct zs_config c = torch_config(ZS_MIXED), paper = c;
+	paper.framework = ZS_FW_PAPER;
+	for (int s = ZS_ZERO2; s <= ZS_ZERO3; s++) {
+		struct zs_result res = run_unit(&c, (enum zs_scheme)s, 3, ZS_UNIT_LAYER);
+		struct zs_result ref = run_unit(&paper, ZS_ZERO3, 3, ZS_UNIT_LAYER);
+		ck_assert_uint_eq(res.resident[0], 16 * (5547 + 5483));
+		ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_PARAM32], 4 * (5547 + 5483));
+		ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_GRAD32], 4 * (5547 + 5483));
+		ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_ADAM_M], 4 * (5547 + 5483));
+		ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_MASTER32], 0);
+		ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_PARAM16], 0);
+		if (s == ZS_ZERO3) {
+			ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_GATHERED], 2 * 16640);
+			ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_FULL_GRADS], 2 * 16640);
+		}
+		ck_assert_uint_eq(res.digest, ref.digest);
+		engine_result_free(&res);
+		engine_result_free(&ref);
+	}
+	struct zs_result one = run(&c, ZS_ZERO3, 1);
+	ck_assert_uint_eq(one.resident[0], 16 * PSI);
+	ck_assert_uint_eq(one.resident_breakdown[ZS_CAT_PARAM32], 4 * PSI);
+	ck_assert_uint_eq(one.peak_breakdown[ZS_CAT_GATHERED], 2 * PSI);
+	ck_assert_uint_eq(one.peak_breakdown[ZS_CAT_FULL_GRADS], 2 * PSI);
+	engine_result_free(&one);
+
+	struct theory_shape sh = {mlp, 3, 4, {0}};
+	struct theory_schedule sc;
+	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &sh.bytes);
+	theory_schedule(&sh, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	theory_framework_schedule(&sh, &c, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	ck_assert_uint_eq(sc.resident_bytes, 16 * (5547 + 5483));
+	ck_assert_uint_eq(sc.resident_breakdown[THEORY_PARAM32], 4 * (5547 + 5483));
+	ck_assert_uint_eq(sc.resident_breakdown[THEORY_MASTER32], 0);
+	ck_assert_uint_eq(sc.peak_breakdown[THEORY_GATHERED_PARAMS], 2 * 16640);
+}
+END_TEST
+
+/* A one-layer model with unit=layer: the layer is an FSDP unit of its own
+ * and the root owns no parameter, so FULL_SHARD gathers it again for
+ * backward (two all-gathers), where unit=model keeps it (one). */
+START_TEST(test_torch_zero3_one_layer_is_not_the_root_with_unit_layer)
+{
+	struct zs_config c = torch_config(ZS_FP32);
+	c.nwidths = 2;
+	c.widths[0] = 3;
+	c.widths[1] = 1;
+	struct zs_result layer = run_unit(&c, ZS_ZERO3, 2, ZS_UNIT_LAYER), model = run(&c, ZS_ZERO3, 2);
+	ck_assert_uint_eq(layer.comm[0].calls[ZS_ALL_GATHER], 2);
+	ck_assert_uint_eq(model.comm[0].calls[ZS_ALL_GATHER], 1);
+	engine_result_free(&layer);
+	engine_result_free(&model);
+}
+END_TEST
+
 static Suite *framework_suite(void)
 {
 	Suite *s = suite_create("framework");
@@ -369,6 +437,8 @@ static Suite *framework_suite(void)
 	tcase_add_test(t, test_torch_zero3_keeps_the_root_gathered_one_all_gather);
 	tcase_add_test(t, test_torch_zero2_holds_every_unit_gathered_into_backward);
 	tcase_add_test(t, test_torch_zero3_backward_pre_holds_two_units);
+	tcase_add_test(t, test_torch_fsdp_mixed_precision_keeps_fp32_shards);
+	tcase_add_test(t, test_torch_zero3_one_layer_is_not_the_root_with_unit_layer);
 	tcase_add_test(t, test_ddp_buckets_are_pytorchs);
 	tcase_add_test(t, test_the_paper_holds_no_bucket);
 	suite_add_tcase(s, t);

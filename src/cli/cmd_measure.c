@@ -49,7 +49,7 @@ static void usage(FILE *f)
 	      "      --framework F      paper (default: the ZeRO paper's schedule) or torch\n"
 	      "                         (DDP for dp, ZeroRedundancyOptimizer for zero1,\n"
 	      "                         FSDP SHARD_GRAD_OP and FULL_SHARD for zero2 and\n"
-	      "                         zero3, in fp32)\n"
+	      "                         zero3)\n"
 	      "      --bucket-cap MB    torch: DDP's gradient bucket size (default 25)\n"
 	      "      --prefetch P       torch: FSDP's backward prefetch, none (default, as\n"
 	      "                         PyTorch 1.13) or backward-pre (torch 2.x's default)\n"

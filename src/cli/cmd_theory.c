@@ -66,7 +66,7 @@ static void usage(void)
 "      --optimizer O      adam or sgd (default adam)\n"
 "      --batch B          per-rank batch (default 4)\n"
 "      --framework F      paper (default), torch (dp: DDP, zero1:\n"
-"                         ZeroRedundancyOptimizer, zero2/3: FSDP in fp32) or\n"
+"                         ZeroRedundancyOptimizer, zero2/3: FSDP) or\n"
 "                         deepspeed (the paper's rows beside DeepSpeed's own\n"
 "                         estimate)\n"
 "      --bucket-cap MB    torch: DDP's gradient bucket size (default 25)\n"

@@ -362,6 +362,7 @@ static void optimizer(struct zs_run *r, unsigned t)
 {
 	const struct zs_layout *lo = &r->layout;
 	int mixed = r->precision == ZS_MIXED;
+	enum zs_dtype gdt = r->esize[ZS_BUF_GRADS] == sizeof(float) ? ZS_F32 : ZS_F16; /* the grads' own type */
 	tracker_set_phase(&r->tracker, ZS_PH_OPTIMIZER);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (size_t u = 0; u < layout_npieces(lo); u++) {
@@ -370,7 +371,7 @@ static void optimizer(struct zs_run *r, unsigned t)
 			float *w = mixed ? run_at(r, k, ZS_BUF_MASTER, s.at) : run_at(r, k, ZS_BUF_PARAMS, p.at);
 			float *v = has_buf(r, ZS_BUF_V) ? run_at(r, k, ZS_BUF_V, s.at) : NULL;
 			optim_update(&r->opt, t + 1, w, run_at(r, k, ZS_BUF_M, s.at), v, run_at(r, k, ZS_BUF_GRADS, g.at),
-			             r->dt, mixed ? run_at(r, k, ZS_BUF_PARAMS, p.at) : NULL, s.count);
+			             gdt, mixed ? run_at(r, k, ZS_BUF_PARAMS, p.at) : NULL, s.count);
 		}
 }
 
@@ -609,6 +610,8 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r.opt.beta2 = (float)c->beta2;
 	r.opt.eps = (float)c->eps;
 	setup_buffers(&r);
+	if (r.ops->buffers)
+		r.ops->buffers(&r);
 #ifdef HAVE_MPI
 	/* This run's peak resident set starts from what the process holds
 	 * without it. */

@@ -86,6 +86,9 @@ enum zs_pass { ZS_PASS_FORWARD, ZS_PASS_BACKWARD };
 
 struct zs_scheme_ops {
 	const char *name;
+	/* Before anything is allocated: a framework's own types of the buffers
+	 * (FSDP's MixedPrecision: fp32 shards, fp16 working copies). */
+	void (*buffers)(struct zs_run *r);
 	/* After the resident state is allocated (phase setup), and before it
 	 * is freed: a framework's own resident buffers (DDP's buckets). */
 	void (*setup)(struct zs_run *r, const struct zs_config *c);

@@ -165,10 +165,11 @@ static const struct zs_scheme_ops torch_zero2;
 
 /* Whether unit u's params stay gathered from its forward into its
  * backward: every unit under SHARD_GRAD_OP, the root (the whole model as
- * one unit) under FULL_SHARD. */
+ * one unit, unit=model) under FULL_SHARD. With unit=layer the root owns no
+ * parameter, even when the model is one layer. */
 static int kept(const struct zs_run *r, size_t u)
 {
-	return r->ops == &torch_zero2 || (u == 0 && r->layout.nunits == 1);
+	return r->ops == &torch_zero2 || (u == 0 && r->layout.mode == ZS_UNIT_MODEL);
 }
 
 /* Rank by rank, the unit just gathered into the gathered buffer becomes
@@ -181,11 +182,73 @@ static void keep(struct zs_run *r, size_t u)
 	}
 }
 
+/* FSDP's MixedPrecision (param_dtype and reduce_dtype fp16) under
+ * --precision mixed: the FlatParameter stays an fp32 shard and its grad an
+ * fp32 shard (_cast_grad_to_param_dtype), which the optimizer steps (no
+ * master copy); the working copy gathered for compute, the grads computed
+ * and both collectives are fp16. */
+static void fsdp_buffers(struct zs_run *r)
+{
+	if (r->precision != ZS_MIXED)
+		return;
+	r->precision = ZS_FP32; /* the resident state: fp32, no master */
+	r->cat[ZS_BUF_PARAMS] = ZS_CAT_PARAM32;
+	r->cat[ZS_BUF_GRADS] = ZS_CAT_GRAD32;
+	r->esize[ZS_BUF_PARAMS] = r->esize[ZS_BUF_GRADS] = sizeof(float);
+}
+
+static int low_precision(const struct zs_run *r) { return r->esize[ZS_BUF_PARAMS] != r->esize[ZS_BUF_GATHERED]; }
+
+/* Gather unit u into a transient full copy. In mixed precision each rank
+ * casts its fp32 slots into its own slots of the fp16 copy (the work of
+ * FSDP's _mp_shard, done in place) and the copy is all-gathered in place;
+ * at N = 1 (NO_SHARD) the cast is all. */
 static void gather_unit(struct zs_run *r, size_t u)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
 	run_alloc_full(r, ZS_BUF_GATHERED, un->off, un->n);
-	run_gather_params_unit(r, u, ZS_BUF_GATHERED);
+	if (!low_precision(r)) {
+		run_gather_params_unit(r, u, ZS_BUF_GATHERED);
+		return;
+	}
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct zs_slice sl = layout_own(&r->layout, ZS_BUF_PARAMS, u, k);
+		zs_half *dst = (zs_half *)run_rank(r, k)->buf[ZS_BUF_GATHERED] + (sl.first - un->off);
+		const float *src = run_at(r, k, ZS_BUF_PARAMS, sl.at);
+		for (size_t i = 0; i < sl.count; i++)
+			dst[i] = zs_float_to_half(src[i]);
+		r->ptr_a[k - r->r0] = dst;
+		r->ptr_b[k - r->r0] = run_rank(r, k)->buf[ZS_BUF_GATHERED];
+	}
+	if (r->world > 1)
+		coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, un->n, r->dt);
+}
+
+/* Reduce-scatter unit u's full grads into the grad shard. In mixed
+ * precision in place in the fp16 grads, then each rank's slots cast into
+ * its fp32 shard (_cast_grad_to_param_dtype); at N = 1 the cast is all. */
+static void reduce_unit(struct zs_run *r, size_t u)
+{
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
+	if (!low_precision(r)) {
+		run_reduce_scatter_unit(r, u, ZS_BUF_FULL_GRADS);
+		return;
+	}
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct zs_slice sl = layout_own(&r->layout, ZS_BUF_GRADS, u, k);
+		r->ptr_a[k - r->r0] = run_rank(r, k)->buf[ZS_BUF_FULL_GRADS];
+		r->ptr_b[k - r->r0] = (zs_half *)run_rank(r, k)->buf[ZS_BUF_FULL_GRADS] + (sl.first - un->off);
+	}
+	if (r->world > 1)
+		coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, un->n, r->dt);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct zs_slice sl = layout_own(&r->layout, ZS_BUF_GRADS, u, k);
+		const zs_half *src = r->ptr_b[k - r->r0];
+		float *dst = run_at(r, k, ZS_BUF_GRADS, sl.at);
+		for (size_t i = 0; i < sl.count; i++)
+			dst[i] = zs_half_to_float(src[i]);
+	}
 }
 
 static int held(const struct zs_run *r, size_t u) { return run_rank(r, r->r0)->held[u] != NULL; }
@@ -224,8 +287,7 @@ static void fsdp_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 			run_free_all(r, ZS_BUF_GATHERED);
 		return;
 	}
-	tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
-	run_reduce_scatter_unit(r, u, ZS_BUF_FULL_GRADS);
+	reduce_unit(r, u);
 	run_free_all(r, ZS_BUF_FULL_GRADS);
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		tracker_free(&r->tracker, k, run_rank(r, k)->held[u]);
@@ -233,8 +295,40 @@ static void fsdp_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 	}
 }
 
+/* NO_SHARD, FSDP at N = 1: in fp32 nothing to do (the N = 1 rule); in
+ * mixed precision the fp16 working copy of each unit and its fp16 grads,
+ * cast from and into the full fp32 FlatParameter and grad. */
+static void no_shard_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+{
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	if (!low_precision(r))
+		return;
+	gather_unit(r, u);
+	if (pass == ZS_PASS_BACKWARD)
+		run_alloc_full(r, ZS_BUF_FULL_GRADS, un->off, un->n);
+}
+
+static void no_shard_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+{
+	if (!low_precision(r))
+		return;
+	if (pass == ZS_PASS_BACKWARD) {
+		reduce_unit(r, u);
+		run_free_all(r, ZS_BUF_FULL_GRADS);
+	}
+	run_free_all(r, ZS_BUF_GATHERED);
+}
+
+static const struct zs_scheme_ops torch_no_shard = {
+	.name = "torch NO_SHARD",
+	.buffers = fsdp_buffers,
+	.begin_unit = no_shard_begin_unit,
+	.end_unit = no_shard_end_unit,
+};
+
 static const struct zs_scheme_ops torch_zero3 = {
 	.name = "torch zero3",
+	.buffers = fsdp_buffers,
 	.setup = fsdp_setup,
 	.begin_unit = fsdp_begin_unit,
 	.end_unit = fsdp_end_unit,
@@ -242,6 +336,7 @@ static const struct zs_scheme_ops torch_zero3 = {
 
 static const struct zs_scheme_ops torch_zero2 = {
 	.name = "torch zero2",
+	.buffers = fsdp_buffers,
 	.setup = fsdp_setup,
 	.begin_unit = fsdp_begin_unit,
 	.end_unit = fsdp_end_unit,
@@ -260,8 +355,10 @@ size_t scheme_buffer_bytes(enum zs_framework fw, enum zs_scheme scheme, size_t n
 
 const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme scheme, unsigned world)
 {
-	if (world == 1) /* one rank: DDP's reducer (zero1's broadcast sends nothing) */
-		return ddp(fw, scheme) ? &torch_dp : &scheme_one_rank;
+	if (world == 1 && fw == ZS_FW_TORCH) /* DDP's reducer (zero1's broadcast sends nothing); FSDP's NO_SHARD */
+		return ddp(fw, scheme) ? &torch_dp : &torch_no_shard;
+	if (world == 1)
+		return &scheme_one_rank;
 	if (fw == ZS_FW_TORCH && scheme == ZS_DP)
 		return &torch_dp;
 	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO1)

@@ -210,6 +210,37 @@ static void torch_zero2(const struct theory_shape *s, enum zs_unit unit, unsigne
 	one_gather_per_unit(s, world, out);
 }
 
+/* FSDP's MixedPrecision (param_dtype, reduce_dtype fp16) under --precision
+ * mixed: FSDP in fp32 for the resident state (fp32 FlatParameter and grad
+ * shards, the optimizer's state over them, no master: 4 + 4 + k32 bytes
+ * per slot, k32 = 8 with Adam, 4 with SGD) with fp16 working copies: the
+ * gathered params and the full grads 2 bytes an element, both collectives
+ * fp16. At N = 1 (NO_SHARD) the working copy and the grads of one unit at
+ * a time, cast from and into the full fp32 ones: the largest unit's
+ * n·(2 + 2) at the peak. */
+static void fsdp_mixed(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
+                       enum zs_unit unit, unsigned world, struct theory_schedule *out)
+{
+	struct theory_shape s32 = *s;
+	theory_bytes_per_param(ZS_FP32, c->optimizer, &s32.bytes);
+	theory_schedule(&s32, scheme, unit, world, out);
+	if (scheme == ZS_ZERO2)
+		torch_zero2(&s32, unit, world, out);
+	else
+		torch_zero3(&s32, c, unit, world, out);
+	uint64_t *pb = out->peak_breakdown, largest = 0;
+	for (size_t u = 0; u < out->nunits; u++)
+		largest = out->units[u] > largest ? out->units[u] : largest;
+	if (world == 1) {
+		pb[THEORY_GATHERED_PARAMS] = pb[THEORY_FULL_GRADS] = 2 * 2 * largest; /* halved below */
+		out->peak_bytes += pb[THEORY_GATHERED_PARAMS] + pb[THEORY_FULL_GRADS];
+	}
+	out->peak_bytes -= (pb[THEORY_GATHERED_PARAMS] + pb[THEORY_FULL_GRADS]) / 2;
+	pb[THEORY_GATHERED_PARAMS] /= 2;
+	pb[THEORY_FULL_GRADS] /= 2;
+	out->comm_bytes = out->comm_elements * 2;
+}
+
 void theory_framework_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world, struct theory_schedule *out)
 {
@@ -221,6 +252,10 @@ void theory_framework_schedule(const struct theory_shape *s, const struct zs_con
 		torch_zero1(s, world, out);
 	if (scheme <= ZS_ZERO1)
 		torch_ddp(s, c, world, out);
+	if (scheme >= ZS_ZERO2 && c->precision == ZS_MIXED) {
+		fsdp_mixed(s, c, scheme, unit, world, out);
+		return;
+	}
 	if (scheme == ZS_ZERO2)
 		torch_zero2(s, unit, world, out);
 	if (scheme == ZS_ZERO3)
@@ -323,7 +358,8 @@ char *theory_framework_text(const struct theory_request *req)
 		return zs_asprintf("\nFramework torch: dp is DistributedDataParallel (its gradient buckets, a second "
 		                   "gradient-sized buffer, are resident: category buckets), zero1 is "
 		                   "ZeroRedundancyOptimizer over it (whole tensors; the tables show the rank that "
-		                   "holds the most).\n");
+		                   "holds the most), zero2 and zero3 are FSDP (in mixed precision its MixedPrecision: "
+		                   "fp32 shards, no master, fp16 working copies).\n");
 	double psi, largest;
 	request_model(req, &psi, &largest);
 	char *out = zs_asprintf("\nDeepSpeed's own estimate of model states per GPU, without offload "

@@ -67,11 +67,6 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 			               zs_scheme_name(c->schemes[i]),
 			               c->framework == ZS_FW_TORCH ? "torch models dp, zero1 and zero3: give --schemes dp,zero1,zero3"
 			                                           : "the theory prints DeepSpeed's own estimate");
-		/* FSDP's MixedPrecision keeps fp32 shards and casts a transient
-		 * copy: not the 2 + 2 + 12 accounting of --precision mixed. */
-		if (c->framework == ZS_FW_TORCH && c->schemes[i] >= ZS_ZERO2 && c->precision != ZS_FP32)
-			return zs_fail(cause, "--framework torch: %s (FSDP) is modelled in fp32 only (give --precision fp32)",
-			               zs_scheme_name(c->schemes[i]));
 	}
 	return 0;
 }
