@@ -578,7 +578,8 @@ static int check_replicas(const struct zs_run *r, enum zs_scheme scheme, char **
 }
 
 /* The N = 1 rule: one rank has nothing to shard, gather or reduce, so its
- * layout is all full (layout_init) and it runs no hook (here). */
+ * layout is all full (layout_init) and it runs no hook (these, which
+ * scheme_ops gives at N = 1; torch's DDP and FSDP's casts still run). */
 const struct zs_scheme_ops scheme_one_rank = {.name = "one rank"};
 
 int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world, enum zs_unit unit,

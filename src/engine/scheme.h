@@ -38,14 +38,14 @@ struct zs_rank {
 	void *held[ZS_MAX_LAYERS];
 	/* DDP's gradient buckets (torch's dp and zero1): bucket i's flat
 	 * grads, in category buckets, for the whole run; NULL otherwise. */
-	void *bucket[ZS_MAX_PARAM_TENSORS];
+	void *ddp_bucket[ZS_MAX_PARAM_TENSORS];
 	float loss;
 };
 
 /* A DDP bucket: the layout's parameter tensors ntensors-1-first down to
  * ntensors-first-count (reverse model order, as gradients become ready),
  * n elements in all. */
-struct zs_bucket {
+struct zs_ddp_bucket {
 	size_t first, count, n;
 };
 
@@ -74,8 +74,8 @@ struct zs_run {
 
 	enum zs_prefetch prefetch;    /* FSDP's backward prefetch (torch's zero2/3) */
 	/* DDP's buckets (scheme_torch.c); 0 for every other scheme. */
-	size_t nbuckets;
-	struct zs_bucket bucket[ZS_MAX_PARAM_TENSORS];
+	size_t nddp_buckets;
+	struct zs_ddp_bucket ddp_bucket[ZS_MAX_PARAM_TENSORS];
 
 	uint64_t seed;
 	const struct zs_case *cs;

@@ -65,12 +65,12 @@ static void ddp_buckets(struct zs_run *r, const struct zs_config *c)
 	const struct zs_layout *lo = &r->layout;
 	size_t esize = r->esize[ZS_BUF_GRADS], limit = FIRST_BUCKET_BYTES, bytes = 0;
 	size_t cap = (size_t)(c->bucket_cap_mb * 1024 * 1024); /* int(bucket_cap_mb * 1024 * 1024) */
-	struct zs_bucket *b = NULL;
-	r->nbuckets = 0;
+	struct zs_ddp_bucket *b = NULL;
+	r->nddp_buckets = 0;
 	for (size_t j = 0; j < lo->ntensors; j++) {
 		if (b == NULL) {
-			b = &r->bucket[r->nbuckets++];
-			*b = (struct zs_bucket){.first = j};
+			b = &r->ddp_bucket[r->nddp_buckets++];
+			*b = (struct zs_ddp_bucket){.first = j};
 			bytes = 0;
 		}
 		size_t n = lo->tensor[lo->ntensors - 1 - j].n;
@@ -87,18 +87,18 @@ static void ddp_buckets(struct zs_run *r, const struct zs_config *c)
 static void ddp_setup(struct zs_run *r, const struct zs_config *c)
 {
 	ddp_buckets(r, c);
-	for (size_t i = 0; i < r->nbuckets; i++)
+	for (size_t i = 0; i < r->nddp_buckets; i++)
 		for (unsigned k = r->r0; k < r->r1; k++)
-			run_rank(r, k)->bucket[i] =
-			        tracker_alloc(&r->tracker, k, ZS_CAT_BUCKETS, r->bucket[i].n * r->esize[ZS_BUF_GRADS]);
+			run_rank(r, k)->ddp_bucket[i] =
+			        tracker_alloc(&r->tracker, k, ZS_CAT_BUCKETS, r->ddp_bucket[i].n * r->esize[ZS_BUF_GRADS]);
 }
 
 static void ddp_teardown(struct zs_run *r)
 {
-	for (size_t i = 0; i < r->nbuckets; i++)
+	for (size_t i = 0; i < r->nddp_buckets; i++)
 		for (unsigned k = r->r0; k < r->r1; k++) {
-			tracker_free(&r->tracker, k, run_rank(r, k)->bucket[i]);
-			run_rank(r, k)->bucket[i] = NULL;
+			tracker_free(&r->tracker, k, run_rank(r, k)->ddp_bucket[i]);
+			run_rank(r, k)->ddp_bucket[i] = NULL;
 		}
 }
 
@@ -108,8 +108,8 @@ static void bucket_copy(struct zs_run *r, unsigned k, size_t b, int to_bucket)
 {
 	const struct zs_layout *lo = &r->layout;
 	size_t esize = r->esize[ZS_BUF_GRADS];
-	char *at = run_rank(r, k)->bucket[b];
-	for (size_t j = r->bucket[b].first; j < r->bucket[b].first + r->bucket[b].count; j++) {
+	char *at = run_rank(r, k)->ddp_bucket[b];
+	for (size_t j = r->ddp_bucket[b].first; j < r->ddp_bucket[b].first + r->ddp_bucket[b].count; j++) {
 		const struct zs_layout_tensor *t = &lo->tensor[lo->ntensors - 1 - j];
 		void *g = run_at(r, k, ZS_BUF_GRADS, t->off);
 		if (to_bucket)
@@ -124,12 +124,12 @@ static void bucket_copy(struct zs_run *r, unsigned k, size_t b, int to_bucket)
  * in order, and back into the grads. */
 static void ddp_reduce(struct zs_run *r)
 {
-	for (size_t b = 0; b < r->nbuckets; b++) {
+	for (size_t b = 0; b < r->nddp_buckets; b++) {
 		for (unsigned k = r->r0; k < r->r1; k++) {
 			bucket_copy(r, k, b, 1);
-			r->ptr_a[k - r->r0] = run_rank(r, k)->bucket[b];
+			r->ptr_a[k - r->r0] = run_rank(r, k)->ddp_bucket[b];
 		}
-		coll_all_reduce(&r->coll, r->ptr_a, r->bucket[b].n, r->dt);
+		coll_all_reduce(&r->coll, r->ptr_a, r->ddp_bucket[b].n, r->dt);
 		for (unsigned k = r->r0; k < r->r1; k++)
 			bucket_copy(r, k, b, 0);
 	}
