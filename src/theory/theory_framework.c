@@ -232,7 +232,7 @@ static void fsdp_mixed(const struct theory_shape *s, const struct zs_config *c, 
 	for (size_t u = 0; u < out->nunits; u++)
 		largest = out->units[u] > largest ? out->units[u] : largest;
 	if (world == 1) {
-		pb[THEORY_GATHERED_PARAMS] = pb[THEORY_FULL_GRADS] = 2 * 2 * largest; /* halved below */
+		pb[THEORY_GATHERED_PARAMS] = pb[THEORY_FULL_GRADS] = largest * 4; /* 2 bytes, as 4 halved below */
 		out->peak_bytes += pb[THEORY_GATHERED_PARAMS] + pb[THEORY_FULL_GRADS];
 	}
 	out->peak_bytes -= (pb[THEORY_GATHERED_PARAMS] + pb[THEORY_FULL_GRADS]) / 2;
