@@ -362,6 +362,7 @@ static void optimizer(struct zs_run *r, unsigned t)
 {
 	const struct zs_layout *lo = &r->layout;
 	int mixed = r->precision == ZS_MIXED;
+	enum zs_dtype gdt = r->esize[ZS_BUF_GRADS] == sizeof(float) ? ZS_F32 : ZS_F16; /* the grads' own type */
 	tracker_set_phase(&r->tracker, ZS_PH_OPTIMIZER);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (size_t u = 0; u < layout_npieces(lo); u++) {
@@ -370,7 +371,7 @@ static void optimizer(struct zs_run *r, unsigned t)
 			float *w = mixed ? run_at(r, k, ZS_BUF_MASTER, s.at) : run_at(r, k, ZS_BUF_PARAMS, p.at);
 			float *v = has_buf(r, ZS_BUF_V) ? run_at(r, k, ZS_BUF_V, s.at) : NULL;
 			optim_update(&r->opt, t + 1, w, run_at(r, k, ZS_BUF_M, s.at), v, run_at(r, k, ZS_BUF_GRADS, g.at),
-			             r->dt, mixed ? run_at(r, k, ZS_BUF_PARAMS, p.at) : NULL, s.count);
+			             gdt, mixed ? run_at(r, k, ZS_BUF_PARAMS, p.at) : NULL, s.count);
 		}
 }
 
@@ -535,6 +536,7 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 	}
 	if (sharded)
 		per_rank += (double)lo.nparams * (p + g);
+	per_rank += (double)scheme_buffer_bytes(c->framework, scheme, lo.nparams, g);
 	return per_rank * world;
 }
 
@@ -576,8 +578,9 @@ static int check_replicas(const struct zs_run *r, enum zs_scheme scheme, char **
 }
 
 /* The N = 1 rule: one rank has nothing to shard, gather or reduce, so its
- * layout is all full (layout_init) and it runs no hook (here). */
-static const struct zs_scheme_ops one_rank = {.name = "one rank"};
+ * layout is all full (layout_init) and it runs no hook (these, which
+ * scheme_ops gives at N = 1; torch's DDP and FSDP's casts still run). */
+const struct zs_scheme_ops scheme_one_rank = {.name = "one rank"};
 
 int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world, enum zs_unit unit,
                const struct zs_case *cs, const struct zs_run_options *opt, struct zs_result *res,
@@ -588,7 +591,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	memset(res, 0, sizeof *res);
 	struct zs_run r;
 	memset(&r, 0, sizeof r);
-	r.ops = world == 1 ? &one_rank : scheme_ops(c->framework, scheme);
+	r.ops = scheme_ops(c->framework, scheme, world);
 	model_mlp_init(&r.model, c->widths, c->nwidths, c->batch);
 	run_layout(&r.layout, &r.model, c, scheme, world, unit);
 	r.world = world;
@@ -608,6 +611,8 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r.opt.beta2 = (float)c->beta2;
 	r.opt.eps = (float)c->eps;
 	setup_buffers(&r);
+	if (r.ops->buffers)
+		r.ops->buffers(&r);
 #ifdef HAVE_MPI
 	/* This run's peak resident set starts from what the process holds
 	 * without it. */
@@ -628,6 +633,8 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r.ptr_b = zs_calloc(r.r1 - r.r0, sizeof *r.ptr_b);
 
 	setup_state(&r);
+	if (r.ops->setup)
+		r.ops->setup(&r, c);
 	res->losses = zs_calloc(c->steps, sizeof *res->losses);
 	for (unsigned t = 0; t < c->steps; t++) {
 		if (opt->timeline && t + 1 == c->steps)
@@ -647,6 +654,8 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	int replicas = check_replicas(&r, scheme, cause);
 	free(own_init);
 
+	if (r.ops->teardown)
+		r.ops->teardown(&r);
 	for (size_t i = 0; i < NRESIDENT; i++)
 		run_free_all(&r, resident[i]);
 	size_t left = tracker_outstanding(&r.tracker);
