@@ -52,7 +52,7 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 	double k;
 
 	snprintf(where, sizeof where, "%s: config", path);
-	if (zs_json_number(theory, "params", path, &m->params, cause) < 0 ||
+	if (read_uint(theory, "params", path, &m->params, cause) < 0 ||
 	    zs_json_object(theory, "config", path, &cfg, cause) < 0)
 		return -1;
 	layers = cJSON_GetObjectItemCaseSensitive(cfg, "layers");
@@ -173,7 +173,7 @@ static int read_row(const cJSON *row, const char *where, struct report_tfm_model
 		return zs_fail(cause, "%s.resident_bytes is not a byte count", at);
 	snprintf(at, sizeof at, "%s.peak", where);
 	if (zs_json_object(row, "peak", where, &peak, cause) < 0 ||
-	    zs_json_number(peak, "largest_unit", at, &r->largest_unit, cause) < 0 ||
+	    read_uint(peak, "largest_unit", at, &r->largest_unit, cause) < 0 ||
 	    report_read_bytes(peak, "resident_bytes", at, &r->resident, cause) < 0 ||
 	    report_read_bytes(peak, "padding_bytes", at, &r->padding, cause) < 0 ||
 	    report_read_bytes(peak, "gathered_params_bytes", at, &r->gathered, cause) < 0 ||
@@ -297,9 +297,9 @@ int report_tfm_add_measured(const cJSON *measured, const char *path, struct repo
 	if (zs_json_string(model, "name", where, &name, cause) < 0 ||
 	    zs_json_string(cfg, "precision", where, &precision, cause) < 0 ||
 	    zs_json_string(cfg, "recompute", where, &recompute, cause) < 0 ||
-	    zs_json_number(cfg, "params", where, &params, cause) < 0 ||
-	    zs_json_number(cfg, "batch", where, &batch, cause) < 0 ||
-	    zs_json_number(cfg, "seq", where, &seq, cause) < 0)
+	    read_uint(cfg, "params", where, &params, cause) < 0 ||
+	    read_uint(cfg, "batch", where, &batch, cause) < 0 ||
+	    read_uint(cfg, "seq", where, &seq, cause) < 0)
 		return -1;
 	for (i = 0; i < t->n && m == NULL; i++)
 		if (strcmp(t->models[i].name, name) == 0 && strcmp(t->models[i].precision, precision) == 0)
