@@ -140,7 +140,7 @@ void theory_framework_schedule(const struct theory_shape *s, enum zs_framework f
                                enum zs_unit unit, unsigned world, struct theory_schedule *out);
 
 
-/* DeepSpeed's own estimate of a rank's model states on the device, without
+/* DeepSpeed (theory_deepspeed.c): its own estimate of a rank's model states on the device, without
  * offload, as DeepSpeed's main branch computes it since June 2024: zero2
  * 2Ψ + int(18Ψ/N), zero3 4L + int(18Ψ/N) with L the largest layer's
  * params. -1 for a scheme it has no estimator for, or zero3 without L. */
@@ -280,6 +280,8 @@ int theory_framework_row_json(cJSON *row, const struct theory_request *req, enum
 /* The framework's lines for the text output, or NULL for the paper's
  * (the caller frees it). */
 char *theory_framework_text(const struct theory_request *req);
+/* DeepSpeed's part of them (theory_deepspeed.c). */
+char *theory_deepspeed_text(const struct theory_request *req);
 
 /* ------------------------------------------------------------------------ */
 /* Output (theory_json.c, theory_text.c). */
