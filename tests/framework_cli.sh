@@ -31,7 +31,7 @@ refused() {
 }
 refused "$zerosim" measure --framework torch --schemes zero2 --world 2
 refused "$zerosim" measure --framework torch --schemes zero3 --world 2
-refused "$zerosim" measure --framework deepspeed --schemes dp --world 2
+refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2
 refused "$zerosim" theory --framework torch --schemes zero3 --precision mixed
 refused "$zerosim" theory --framework torch
 refused "$zerosim" measure --framework deepspeed --world 2

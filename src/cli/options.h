@@ -47,6 +47,8 @@ struct zs_opt {
 	{"lr", 0, 1, ZS_OPT_CONFIG, NULL}, {"beta1", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"beta2", 0, 1, ZS_OPT_CONFIG, NULL}, {"eps", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"framework", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"ds-reduce-bucket", 0, 1, ZS_OPT_CONFIG, NULL}, {"ds-allgather-bucket", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"ds-overlap-comm", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"spec", 0, 1, ZS_OPT_SPEC, NULL}
 
 /* Every command has these. */

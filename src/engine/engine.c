@@ -192,7 +192,8 @@ static void setup_buffers(struct zs_run *r)
 
 static int has_buf(const struct zs_run *r, enum zs_buf b)
 {
-	return (b != ZS_BUF_MASTER || r->precision == ZS_MIXED) && (b != ZS_BUF_V || r->opt.kind == ZS_ADAM);
+	return (b != ZS_BUF_MASTER || r->precision == ZS_MIXED || r->ops->master32) &&
+	       (b != ZS_BUF_V || r->opt.kind == ZS_ADAM);
 }
 
 /* Rank k's initial weights, in its params and (mixed) master. A shard's
@@ -357,20 +358,27 @@ static void backward(struct zs_run *r)
 }
 
 /* Each rank updates the slots it owns: its optimizer state, its weights
- * (fp32 master in mixed precision, else the params), from its grads. */
+ * (the fp32 master if there is one, else the params), from its grads (or
+ * the fp32 copy of them a framework made), then its params from the
+ * master. */
 static void optimizer(struct zs_run *r, unsigned t)
 {
 	const struct zs_layout *lo = &r->layout;
-	int mixed = r->precision == ZS_MIXED;
+	int mixed = r->precision == ZS_MIXED, master = has_buf(r, ZS_BUF_MASTER);
 	tracker_set_phase(&r->tracker, ZS_PH_OPTIMIZER);
+	if (r->ops->before_optimizer)
+		r->ops->before_optimizer(r);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (size_t u = 0; u < layout_npieces(lo); u++) {
 			struct zs_slice p = layout_own(lo, ZS_BUF_PARAMS, u, k), g = layout_own(lo, ZS_BUF_GRADS, u, k);
 			struct zs_slice s = layout_own(lo, ZS_BUF_M, u, k);
-			float *w = mixed ? run_at(r, k, ZS_BUF_MASTER, s.at) : run_at(r, k, ZS_BUF_PARAMS, p.at);
-			float *v = has_buf(r, ZS_BUF_V) ? run_at(r, k, ZS_BUF_V, s.at) : NULL;
-			optim_update(&r->opt, t + 1, w, run_at(r, k, ZS_BUF_M, s.at), v, run_at(r, k, ZS_BUF_GRADS, g.at),
-			             r->dt, mixed ? run_at(r, k, ZS_BUF_PARAMS, p.at) : NULL, s.count);
+			float *w = master ? run_at(r, k, ZS_BUF_MASTER, s.at) : run_at(r, k, ZS_BUF_PARAMS, p.at);
+			float *v = has_buf(r, ZS_BUF_V) ? run_at(r, k, ZS_BUF_V, s.at) : NULL, *g32 = run_rank(r, k)->grad32;
+			optim_update(&r->opt, t + 1, w, run_at(r, k, ZS_BUF_M, s.at), v,
+			             g32 != NULL ? (void *)(g32 + g.at) : run_at(r, k, ZS_BUF_GRADS, g.at), g32 != NULL ? ZS_F32 : r->dt,
+			             mixed ? run_at(r, k, ZS_BUF_PARAMS, p.at) : NULL, s.count);
+			if (master && !mixed)
+				memcpy(run_at(r, k, ZS_BUF_PARAMS, p.at), w, s.count * sizeof *w);
 		}
 }
 
@@ -535,6 +543,8 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 	}
 	if (sharded)
 		per_rank += (double)lo.nparams * (p + g);
+	if (c->framework == ZS_FW_DEEPSPEED)
+		per_rank += scheme_deepspeed_bound(c, &lo);
 	return per_rank * world;
 }
 
@@ -588,7 +598,9 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	memset(res, 0, sizeof *res);
 	struct zs_run r;
 	memset(&r, 0, sizeof r);
-	r.ops = world == 1 ? &one_rank : scheme_ops(c->framework, scheme);
+	r.ops = scheme_ops(c->framework, scheme);
+	r.ops = world == 1 && !r.ops->at_one_rank ? &one_rank : r.ops;
+	r.config = c;
 	model_mlp_init(&r.model, c->widths, c->nwidths, c->batch);
 	run_layout(&r.layout, &r.model, c, scheme, world, unit);
 	r.world = world;

@@ -82,6 +82,8 @@ cJSON *measure_json_new(const struct zs_config *c, const char *case_path)
 	str(cfg, "optimizer", zs_optimizer_name(c->optimizer));
 	if (c->framework != ZS_FW_PAPER) /* absent: the paper's, as before the key existed */
 		str(cfg, "framework", zs_framework_name(c->framework));
+	if (zs_config_json_deepspeed(cfg, c) < 0)
+		zs_oom(__FILE__, __LINE__);
 	unsigned p, g, k;
 	zs_bytes_per_param(c->precision, c->optimizer, &p, &g, &k);
 	cJSON *bpp = obj(cfg, "bytes_per_param");

@@ -36,7 +36,22 @@ struct zs_rank {
 	 * (torch's zero2, FSDP SHARD_GRAD_OP): a full copy of the unit, in
 	 * category gathered_params; NULL otherwise. */
 	void *held[ZS_MAX_LAYERS];
+	/* DeepSpeed's own transients (scheme_deepspeed.c): its reduce buckets
+	 * (ipg_buffer, two with overlap_comm) and the fp32 gradient partition
+	 * the optimizer steps on (NULL outside the optimizer: then the
+	 * optimizer reads the grads buffer). */
+	void *bucket[2];
+	float *grad32;
 	float loss;
+};
+
+/* DeepSpeed's reduce bucket as the step fills it: elements used, the
+ * buffer in use, and the units copied into it and not yet reduced, each
+ * with the element of the bucket it starts at. */
+struct zs_bucket {
+	size_t used, count;
+	size_t unit[ZS_MAX_LAYERS], at[ZS_MAX_LAYERS];
+	unsigned index;
 };
 
 struct zs_run {
@@ -65,6 +80,8 @@ struct zs_run {
 	uint64_t seed;
 	const struct zs_case *cs;
 	const float *init;            /* the initial fp32 weights, Ψ (outside every rank) */
+	const struct zs_config *config; /* the run's options (a framework's settings) */
+	struct zs_bucket bucket;
 };
 
 enum zs_pass { ZS_PASS_FORWARD, ZS_PASS_BACKWARD };
@@ -80,6 +97,13 @@ struct zs_scheme_ops {
 	void (*reduce)(struct zs_run *r);
 	/* After the optimizer (zero1's and zero2's all-gather of params). */
 	void (*after_optimizer)(struct zs_run *r);
+	/* At the start of the optimizer phase (DeepSpeed's fp32 gradient
+	 * partition). */
+	void (*before_optimizer)(struct zs_run *r);
+	/* The hooks run at N = 1 too (DeepSpeed allocates its buffers on one
+	 * rank as on many), and the optimizer state has an fp32 master copy in
+	 * both precisions (DeepSpeed's single_partition_of_fp32_groups). */
+	int at_one_rank, master32;
 };
 
 extern const struct zs_scheme_ops scheme_dp, scheme_zero1, scheme_zero2, scheme_zero3;
@@ -87,6 +111,13 @@ extern const struct zs_scheme_ops scheme_dp, scheme_zero1, scheme_zero2, scheme_
 /* A framework's hooks for a scheme (scheme_torch.c; the paper's are the
  * four above). zs_row says which exist. */
 const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme scheme);
+
+/* DeepSpeed's hooks for a scheme (scheme_deepspeed.c), NULL where they are
+ * the paper's (dp); and the bytes a rank of a DeepSpeed run touches beyond
+ * engine_bytes_upper_bound's paper terms (its buckets as far as they are
+ * written, the fp32 partitions). */
+const struct zs_scheme_ops *scheme_deepspeed_ops(enum zs_scheme scheme);
+double scheme_deepspeed_bound(const struct zs_config *c, const struct zs_layout *lo);
 
 /* Helpers for the schemes (engine.c). */
 

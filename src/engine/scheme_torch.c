@@ -114,5 +114,7 @@ const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme sche
 		return &torch_zero3;
 	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO2)
 		return &torch_zero2;
+	if (fw == ZS_FW_DEEPSPEED && scheme_deepspeed_ops(scheme) != NULL)
+		return scheme_deepspeed_ops(scheme);
 	return paper[scheme];
 }

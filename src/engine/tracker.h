@@ -55,6 +55,15 @@ void tracker_init(struct zs_tracker *t, unsigned nranks);
 void tracker_destroy(struct zs_tracker *t);
 
 void *tracker_alloc(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t bytes);
+
+/* The same count for a block the step allocates at a fixed size and may
+ * use only the start of (DeepSpeed's reduce bucket: 5e8 elements whatever
+ * the model). It is mapped at its full size (anonymous, MAP_NORESERVE)
+ * and counted at its full size, as a device allocator would; the pages the
+ * step never writes are never faulted in, so eight ranks' 1 GB buckets
+ * cost this machine only what they hold. Zero-filled (fresh pages); NULL
+ * when the mapping fails (the caller reports it). Freed with tracker_free. */
+void *tracker_alloc_mapped(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t bytes);
 void tracker_free(struct zs_tracker *t, unsigned rank, void *p);
 
 /* Start logging rank 0's events (clears any earlier log). */

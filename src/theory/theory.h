@@ -140,6 +140,12 @@ void theory_framework_schedule(const struct theory_shape *s, enum zs_framework f
                                enum zs_unit unit, unsigned world, struct theory_schedule *out);
 
 
+/* DeepSpeed's ZeRO-1 and ZeRO-2 (theory_deepspeed.c; docs/schedule.md,
+ * "DeepSpeed"), with its bucket settings from c: redo out, theory_schedule's
+ * row, as DeepSpeed runs it; nothing for another framework or scheme. */
+void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
+                               enum zs_unit unit, unsigned world, struct theory_schedule *out);
+
 /* DeepSpeed (theory_deepspeed.c): its own estimate of a rank's model states on the device, without
  * offload, as DeepSpeed's main branch computes it since June 2024: zero2
  * 2Ψ + int(18Ψ/N), zero3 4L + int(18Ψ/N) with L the largest layer's

@@ -13,10 +13,66 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "theory/theory.h"
 #include "util/schedule.h"
 #include "util/util.h"
+
+/* ZeRO-1 and ZeRO-2 as docs/schedule.md's "DeepSpeed" gives them, from the
+ * shape and DeepSpeed's settings: the paper's units, shards and collectives
+ * (a reduce-scatter of each unit's grads, an all-gather of its params; none
+ * at N = 1), with
+ *   resident  R = Ψ·p + S·(g + 4 + o)   (fp16 params, the grad partition,
+ *                                        the fp32 partition, o = the
+ *                                        optimizer's 8 or 4 over it)
+ *   backward  R + A + D + n_b·B·g + G   (n_b buckets of B elements; G the
+ *                                        full grads: Ψ·g for ZeRO-1, the
+ *                                        largest unit's n·g for ZeRO-2)
+ *   optimizer R + S·4 (+ S·g in mixed precision: the flat fp16 copy the
+ *                                        fp32 gradient partition is made from)
+ * and the peak the larger of the two, backward's when they are equal (it
+ * comes first). */
+void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
+                               enum zs_unit unit, unsigned world, struct theory_schedule *out)
+{
+	if (c->framework != ZS_FW_DEEPSPEED || (scheme != ZS_ZERO1 && scheme != ZS_ZERO2))
+		return;
+	const struct theory_bytes *b = &s->bytes;
+	theory_schedule(s, ZS_ZERO2, unit, world, out); /* units, shards, collectives, A and D */
+	uint64_t S = out->shard_elements, psi = out->params, opt = 2ull * b->adam + b->momentum, largest = 0;
+	uint64_t *rb = out->resident_breakdown, *pb = out->peak_breakdown;
+	enum theory_category pc = b->p == 2 ? THEORY_PARAM16 : THEORY_PARAM32;
+	enum theory_category gc = b->g == 2 ? THEORY_GRAD16 : THEORY_GRAD32;
+	for (size_t u = 0; u < out->nunits; u++)
+		largest = out->units[u] > largest ? out->units[u] : largest;
+	memset(rb, 0, sizeof out->resident_breakdown);
+	rb[pc] = psi * b->p;
+	rb[gc] = S * b->g;
+	rb[THEORY_MASTER32] = S * 4;
+	rb[THEORY_ADAM_M] = S * b->adam;
+	rb[THEORY_ADAM_V] = S * b->adam;
+	rb[THEORY_MOMENTUM] = S * b->momentum;
+	uint64_t bucket = (uint64_t)(1 + c->ds_overlap_comm) * (uint64_t)c->ds_reduce_bucket * b->g;
+	uint64_t full = scheme == ZS_ZERO1 ? psi * b->g : largest * b->g;
+	uint64_t act = pb[THEORY_ACTIVATIONS], scratch = pb[THEORY_SCRATCH];
+	out->resident_bytes = 0;
+	for (int k = 0; k < THEORY_NCATEGORIES; k++)
+		out->resident_bytes += rb[k];
+	uint64_t backward = out->resident_bytes + act + scratch + bucket + full;
+	uint64_t step = out->resident_bytes + S * 4 + (b->g == 2 ? S * b->g : 0);
+	memcpy(pb, rb, sizeof out->resident_breakdown);
+	if (backward >= step) {
+		pb[THEORY_ACTIVATIONS] = act;
+		pb[THEORY_SCRATCH] = scratch;
+		pb[THEORY_FULL_GRADS] = bucket + full;
+	} else {
+		pb[THEORY_GRAD32] += S * 4;
+		pb[THEORY_GRAD16] += b->g == 2 ? S * b->g : 0;
+	}
+	out->peak_bytes = backward >= step ? backward : step;
+	out->padding_bytes = (double)(out->padded_elements - psi) / world * (double)(b->g + 4 + opt);
+}
 
 /* Python's int(18 * total_params / total_gpus): true division, then
  * truncation; the same doubles here. */

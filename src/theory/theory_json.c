@@ -269,6 +269,7 @@ static int config_json(cJSON *root, const struct theory_request *req)
 	if (str(cfg, "precision", theory_request_precision(req)) < 0 ||
 	    str(cfg, "optimizer", zs_optimizer_name(c->optimizer)) < 0 ||
 	    (c->framework != ZS_FW_PAPER && str(cfg, "framework", zs_framework_name(c->framework)) < 0) ||
+	    zs_config_json_deepspeed(cfg, c) < 0 ||
 	    object(cfg, "bytes_per_param", &bpp) < 0 ||
 	    num(bpp, "param", b.p) < 0 || num(bpp, "grad", b.g) < 0 ||
 	    num(bpp, "optimizer", b.k) < 0 ||

@@ -94,6 +94,7 @@ void zs_config_defaults(struct zs_config *c)
 	c->eps = 1e-8;
 	c->precision = ZS_MIXED;
 	c->optimizer = ZS_ADAM;
+	c->ds_reduce_bucket = c->ds_allgather_bucket = 5e8;
 }
 
 int zs_parse_uint(const char *opt, const char *s, unsigned long long max, const char *what,
@@ -210,7 +211,8 @@ static int set_real(const char *key, const char *value, double lo, double hi, co
 
 static const char *const key_names[ZS_NKEYS] = {
 	"layers", "world", "schemes", "unit", "steps", "batch", "seed",
-	"precision", "optimizer", "lr", "beta1", "beta2", "eps", "framework"};
+	"precision", "optimizer", "lr", "beta1", "beta2", "eps", "framework",
+	"ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm"};
 
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause)
 {
@@ -302,6 +304,27 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 		if (v == ZS_NFRAMEWORKS)
 			return zs_fail(cause, "--framework: unknown framework '%.40s' (paper, torch, deepspeed)", value);
 		t.framework = (enum zs_framework)v;
+		break;
+	case ZS_KEY_DS_REDUCE_BUCKET:
+	case ZS_KEY_DS_ALLGATHER_BUCKET: {
+		/* Allocated at full size on every rank: at most 4e9 elements
+		 * (8 GB of fp16, 16 GB of fp32) a buffer. */
+		double *b = k == ZS_KEY_DS_REDUCE_BUCKET ? &t.ds_reduce_bucket : &t.ds_allgather_bucket;
+		if (zs_parse_count(value, ZS_MAX_DS_BUCKET, b, cause) != 0) {
+			char *why = *cause;
+			*cause = zs_asprintf("--%s: %s (a bucket in elements, 1..4e9)", key, why);
+			free(why);
+			return -1;
+		}
+		/* DeepSpeed asserts allgather_bucket_size % 2 == 0 (stage_1_and_2.py). */
+		if (k == ZS_KEY_DS_ALLGATHER_BUCKET && fmod(*b, 2) != 0)
+			return zs_fail(cause, "--%s: '%.40s' is odd (DeepSpeed requires a multiple of 2)", key, value);
+		break;
+	}
+	case ZS_KEY_DS_OVERLAP_COMM:
+		if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
+			return zs_fail(cause, "--ds-overlap-comm: '%.40s' is neither on nor off", value);
+		t.ds_overlap_comm = strcmp(value, "on") == 0;
 		break;
 	case ZS_NKEYS:
 		break;
@@ -571,4 +594,14 @@ int zs_parse_bytes(const char *s, double *out, char **cause)
 			return 0;
 		}
 	return zs_fail(cause, "'%.40s' is not a memory size: unknown unit '%.20s' (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", s, rest);
+}
+
+int zs_config_json_deepspeed(cJSON *cfg, const struct zs_config *c)
+{
+	if (c->framework != ZS_FW_DEEPSPEED)
+		return 0;
+	cJSON *o = cJSON_AddObjectToObject(cfg, "deepspeed");
+	return o == NULL || cJSON_AddNumberToObject(o, "reduce_bucket", c->ds_reduce_bucket) == NULL ||
+	       cJSON_AddNumberToObject(o, "allgather_bucket", c->ds_allgather_bucket) == NULL ||
+	       cJSON_AddBoolToObject(o, "overlap_comm", c->ds_overlap_comm) == NULL ? -1 : 0;
 }

@@ -31,6 +31,8 @@ enum zs_framework { ZS_FW_PAPER, ZS_FW_TORCH, ZS_FW_DEEPSPEED, ZS_NFRAMEWORKS };
 #define ZS_MAX_BATCH 65536
 /* Byte counts must stay exact in a double: 16 bytes/param * params < 2^53. */
 #define ZS_MAX_PARAMS 1e14
+/* A DeepSpeed bucket, in elements (--ds-reduce-bucket, --ds-allgather-bucket). */
+#define ZS_MAX_DS_BUCKET 4e9
 /* Seeds are whole numbers 0..2^53-1, so that a JSON number (a double)
  * holds every one exactly and reads back as written: 2^53 + 1 in a file
  * reads as 2^53, which is therefore refused too. */
@@ -40,7 +42,8 @@ enum zs_framework { ZS_FW_PAPER, ZS_FW_TORCH, ZS_FW_DEEPSPEED, ZS_NFRAMEWORKS };
 enum zs_key {
 	ZS_KEY_LAYERS, ZS_KEY_WORLD, ZS_KEY_SCHEMES, ZS_KEY_UNITS, ZS_KEY_STEPS, ZS_KEY_BATCH,
 	ZS_KEY_SEED, ZS_KEY_PRECISION, ZS_KEY_OPTIMIZER, ZS_KEY_LR, ZS_KEY_BETA1, ZS_KEY_BETA2,
-	ZS_KEY_EPS, ZS_KEY_FRAMEWORK, ZS_NKEYS
+	ZS_KEY_EPS, ZS_KEY_FRAMEWORK, ZS_KEY_DS_REDUCE_BUCKET, ZS_KEY_DS_ALLGATHER_BUCKET,
+	ZS_KEY_DS_OVERLAP_COMM, ZS_NKEYS
 };
 
 struct zs_config {
@@ -60,18 +63,23 @@ struct zs_config {
 	enum zs_precision precision;
 	enum zs_optimizer optimizer;
 	enum zs_framework framework;
+	/* DeepSpeed's ZeRO-1/2 settings (--framework deepspeed; DeepSpeed's
+	 * defaults): reduce_bucket_size and allgather_bucket_size in elements
+	 * (5e8 each), overlap_comm (off for stages 1 and 2). */
+	double ds_reduce_bucket, ds_allgather_bucket;
+	int ds_overlap_comm;
 	unsigned given;                 /* keys set by a spec or an option */
 };
 
 /* The defaults, the prototype's sweep: 64,256,64; N = 1..32 by doubling; all schemes;
  * unit model; 3 steps; batch 4; seed 3; mixed; adam; lr 1e-3; betas 0.9,
- * 0.999; eps 1e-8; framework paper. */
+ * 0.999; eps 1e-8; framework paper; DeepSpeed's buckets 5e8 elements, overlap_comm off. */
 void zs_config_defaults(struct zs_config *c);
 
 /* Set one option from its command-line spelling: key is the long option
  * name without dashes ("layers", "world", "schemes", "unit", "steps",
  * "batch", "seed", "precision", "optimizer", "lr", "beta1", "beta2", "eps",
- * "framework").
+ * "framework", "ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm").
  * Returns 0 or -1 with *cause set ("--world: '0' is not a world size
  * (1..65536)"). Marks the key in c->given. */
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause);
@@ -80,6 +88,12 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
  * a JSON value of its type; messages name the key as the file spells it. */
 struct cJSON;
 int zs_config_set_json(struct zs_config *c, const char *key, const struct cJSON *value, char **cause);
+
+/* DeepSpeed's settings into a file's "config" (docs/formats.md): for
+ * --framework deepspeed, "deepspeed": {"reduce_bucket", "allgather_bucket",
+ * "overlap_comm"}; nothing for another framework. 0, or -1 when cJSON runs
+ * out of memory. measured.json and theory.json both write it. */
+int zs_config_json_deepspeed(struct cJSON *cfg, const struct zs_config *c);
 
 /* Load a zerosim-sweep/1 file over `c` (keys it has replace c's). A key
  * the format does not have is an error naming it. */

@@ -38,17 +38,38 @@ static const enum zs_span torch_rows[ZS_NSCHEMES][ZS_NSTATES] = {
 };
 static const int torch_modelled[ZS_NSCHEMES] = {1, 1, 1, 1};
 
+/* DeepSpeed's (docs/schedule.md, "DeepSpeed"): dp is a plain all-reduce,
+ * as the paper's; ZeRO-1 and ZeRO-2 (deepspeed/runtime/zero/
+ * stage_1_and_2.py) keep the fp16 params full and each rank's partition of
+ * the reduced grads (contiguous_gradients' grads_in_partition), its fp32
+ * partition and the optimizer state over it; their reduce buckets, the
+ * autograd grads and the fp32 gradient partition are transients (hooks in
+ * src/engine/scheme_deepspeed.c). ZeRO-3 is not modelled in the engine yet. */
+static const enum zs_span deepspeed_rows[ZS_NSCHEMES][ZS_NSTATES] = {
+	[ZS_DP]    = {ZS_FULL,  ZS_FULL,  ZS_FULL},
+	[ZS_ZERO1] = {ZS_FULL,  ZS_SHARD, ZS_SHARD},
+	[ZS_ZERO2] = {ZS_FULL,  ZS_SHARD, ZS_SHARD},
+};
+static const int deepspeed_modelled[ZS_NSCHEMES] = {1, 1, 1, 0};
+
 const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme)
 {
 	if (fw == ZS_FW_PAPER)
 		return zs_shards[scheme];
 	if (fw == ZS_FW_TORCH && torch_modelled[scheme])
 		return torch_rows[scheme];
+	if (fw == ZS_FW_DEEPSPEED && deepspeed_modelled[scheme])
+		return deepspeed_rows[scheme];
 	return NULL;
 }
 
 int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 {
+	static const enum zs_key ds_keys[] = {ZS_KEY_DS_REDUCE_BUCKET, ZS_KEY_DS_ALLGATHER_BUCKET, ZS_KEY_DS_OVERLAP_COMM};
+	static const char *const ds_names[] = {"--ds-reduce-bucket", "--ds-allgather-bucket", "--ds-overlap-comm"};
+	for (size_t i = 0; i < sizeof ds_keys / sizeof ds_keys[0]; i++)
+		if (c->framework != ZS_FW_DEEPSPEED && (c->given & 1u << ds_keys[i]))
+			return zs_fail(cause, "%s is a DeepSpeed setting: give --framework deepspeed", ds_names[i]);
 	if (theory && c->framework == ZS_FW_DEEPSPEED)
 		return 0;
 	for (size_t i = 0; i < c->nschemes; i++) {
@@ -56,7 +77,8 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 			return zs_fail(cause, "--framework %s: %s is not modelled yet (%s)", zs_framework_name(c->framework),
 			               zs_scheme_name(c->schemes[i]),
 			               c->framework == ZS_FW_TORCH ? "torch models dp, zero1 and zero3: give --schemes dp,zero1,zero3"
-			                                           : "the theory prints DeepSpeed's own estimate");
+			                                           : "the engine runs DeepSpeed's dp, zero1 and zero2; the theory "
+			                                             "prints DeepSpeed's own zero3 estimate");
 		/* FSDP's MixedPrecision keeps fp32 shards and casts a transient
 		 * copy: not the 2 + 2 + 12 accounting of --precision mixed. */
 		if (c->framework == ZS_FW_TORCH && c->schemes[i] >= ZS_ZERO2 && c->precision != ZS_FP32)

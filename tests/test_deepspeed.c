@@ -1,0 +1,172 @@
+/*
+ * test_deepspeed — DeepSpeed's ZeRO-1 and ZeRO-2 (--framework deepspeed),
+ * engine and theory each against a hand computation, not each other.
+ *
+ * The default MLP 64,256,64: Ψ = 33088, layers of 16640 and 16448
+ * elements; batch 4, so the activations are 4·4·(64 + 256 + 64 + 64) =
+ * 7168 B and the two delta buffers 2·4·4·256 = 8192 B.
+ *
+ * What DeepSpeed holds (deepspeed/runtime/zero/stage_1_and_2.py): the fp16
+ * params, full (2Ψ); per rank, the fp16 grad partition (2S), the fp32
+ * partition of the weights (4S, a clone even in fp32 training) and Adam's
+ * two states over it (8S). At N = 2 with unit=model, S = 16544:
+ * 66176 + 14·16544 = 297792 B. backward() allocates the reduce bucket,
+ * torch.empty(int(reduce_bucket_size)) of fp16: 5e8 elements, 1e9 bytes,
+ * whatever the model (DeepSpeedExamples #336), two with overlap_comm.
+ * ZeRO-1 keeps autograd's grads of the whole model until the reduction
+ * (2Ψ = 66176 B); ZeRO-2 a unit's at a time (unit=layer: 2·16640 =
+ * 33280 B). So the peak at N = 2 is 297792 + 7168 + 8192 + 1e9 + 66176 =
+ * 1,000,379,328 B, and 1,000,346,432 B for ZeRO-2 with unit=layer.
+ * In fp32 (4 + 4 bytes of params and grads, 4 + 8 of fp32 partition and
+ * Adam): 4Ψ + 16S = 397056 B resident; the bucket is 2e9 bytes.
+ * With a one-element bucket the peak moves to step(): the flat fp16 copy
+ * of the grad partition (2S) and the fp32 gradient partition made from it
+ * (4S) on top of the resident 297792: 397056 B.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+
+#include "engine/engine.h"
+#include "theory/theory.h"
+#include "util/config.h"
+
+#define PSI 33088
+#define RESIDENT_N2 297792u
+#define TENSORS (7168u + 8192u)
+
+static struct zs_config ds_config(enum zs_precision pr)
+{
+	struct zs_config c;
+	zs_config_defaults(&c);
+	c.steps = 1;
+	c.framework = ZS_FW_DEEPSPEED;
+	c.precision = pr;
+	return c;
+}
+
+static struct zs_result run(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
+{
+	struct zs_result res;
+	struct zs_run_options opt = {0};
+	char *cause = NULL;
+	int r = engine_run(c, s, n, u, NULL, &opt, &res, &cause);
+	ck_assert_msg(r == 0, "engine_run failed: %s", cause ? cause : "?");
+	return res;
+}
+
+static struct theory_schedule predict(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
+{
+	struct theory_shape sh = {c->widths, c->nwidths, c->batch, {0}};
+	struct theory_schedule out;
+	theory_bytes_per_param(c->precision, c->optimizer, &sh.bytes);
+	theory_schedule(&sh, s, u, n, &out);
+	theory_deepspeed_schedule(&sh, c, s, u, n, &out);
+	return out;
+}
+
+START_TEST(test_the_bucket_is_1e9_bytes_whatever_the_model)
+{
+	struct zs_config c = ds_config(ZS_MIXED);
+	const enum zs_scheme schemes[] = {ZS_ZERO1, ZS_ZERO2};
+	for (int i = 0; i < 2; i++) {
+		struct zs_result res = run(&c, schemes[i], 2, ZS_UNIT_MODEL);
+		struct theory_schedule th = predict(&c, schemes[i], 2, ZS_UNIT_MODEL);
+		ck_assert_uint_eq(res.resident[0], RESIDENT_N2);
+		ck_assert_uint_eq(res.peak[0], RESIDENT_N2 + TENSORS + 1000000000u + 2 * PSI);
+		ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_FULL_GRADS], 1000000000u + 2 * PSI);
+		ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_GRAD16], 2 * 16544);
+		ck_assert_uint_eq(th.resident_bytes, RESIDENT_N2);
+		ck_assert_uint_eq(th.peak_bytes, 1000379328u);
+		engine_result_free(&res);
+	}
+	c.ds_overlap_comm = 1; /* two buckets */
+	struct zs_result res = run(&c, ZS_ZERO2, 2, ZS_UNIT_MODEL);
+	ck_assert_uint_eq(res.peak[1], 2000379328u);
+	ck_assert_uint_eq(predict(&c, ZS_ZERO2, 2, ZS_UNIT_MODEL).peak_bytes, 2000379328u);
+	engine_result_free(&res);
+}
+END_TEST
+
+START_TEST(test_zero2_holds_a_units_grads_zero1_the_models)
+{
+	struct zs_config c = ds_config(ZS_MIXED);
+	struct zs_result z2 = run(&c, ZS_ZERO2, 2, ZS_UNIT_LAYER), z1 = run(&c, ZS_ZERO1, 2, ZS_UNIT_LAYER);
+	ck_assert_uint_eq(z2.peak[0], 1000346432u);
+	ck_assert_uint_eq(z1.peak[0], 1000379328u);
+	ck_assert_uint_eq(predict(&c, ZS_ZERO2, 2, ZS_UNIT_LAYER).peak_bytes, 1000346432u);
+	ck_assert_uint_eq(predict(&c, ZS_ZERO1, 2, ZS_UNIT_LAYER).peak_bytes, 1000379328u);
+	/* one reduce-scatter and one all-gather per param group */
+	ck_assert_uint_eq(z2.comm[0].calls[ZS_REDUCE_SCATTER], 2);
+	ck_assert_uint_eq(z2.comm[0].calls[ZS_ALL_GATHER], 2);
+	engine_result_free(&z2);
+	engine_result_free(&z1);
+}
+END_TEST
+
+START_TEST(test_fp32_keeps_an_fp32_partition_too)
+{
+	struct zs_config c = ds_config(ZS_FP32);
+	struct zs_result res = run(&c, ZS_ZERO2, 2, ZS_UNIT_MODEL);
+	ck_assert_uint_eq(res.resident[0], 397056u);
+	ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_MASTER32], 4 * 16544);
+	ck_assert_uint_eq(res.peak[0], 397056u + TENSORS + 2000000000u + 4 * PSI);
+	ck_assert_uint_eq(predict(&c, ZS_ZERO2, 2, ZS_UNIT_MODEL).peak_bytes, 2000544768u);
+	engine_result_free(&res);
+}
+END_TEST
+
+START_TEST(test_a_small_bucket_moves_the_peak_to_the_step)
+{
+	struct zs_config c = ds_config(ZS_MIXED);
+	c.ds_reduce_bucket = 1;
+	struct zs_result res = run(&c, ZS_ZERO2, 2, ZS_UNIT_LAYER);
+	ck_assert_uint_eq(res.peak[0], 397056u);
+	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_GRAD32], 4 * 16544);
+	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_GRAD16], 2 * 2 * 16544);
+	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_ACTIVATIONS], 0);
+	struct theory_schedule th = predict(&c, ZS_ZERO2, 2, ZS_UNIT_LAYER);
+	ck_assert_uint_eq(th.peak_bytes, 397056u);
+	ck_assert_uint_eq(th.peak_breakdown[THEORY_GRAD32], 4 * 16544);
+	engine_result_free(&res);
+}
+END_TEST
+
+/* The fp32 gradient partition is the reduced fp16 grads, exactly: the
+ * weights are the paper's zero2's, bit for bit. */
+START_TEST(test_weights_are_the_papers_bit_for_bit)
+{
+	for (int pr = 0; pr < 2; pr++) {
+		struct zs_config c = ds_config(pr ? ZS_FP32 : ZS_MIXED), paper = c;
+		paper.framework = ZS_FW_PAPER;
+		c.ds_reduce_bucket = 20000; /* one unit of the two fits: a flush mid-backward */
+		for (unsigned n = 1; n <= 3; n++) {
+			struct zs_result a = run(&paper, ZS_ZERO2, n, ZS_UNIT_LAYER);
+			struct zs_result b = run(&c, ZS_ZERO1, n, ZS_UNIT_LAYER), d = run(&c, ZS_ZERO2, n, ZS_UNIT_LAYER);
+			ck_assert_uint_eq(a.digest, b.digest);
+			ck_assert_uint_eq(a.digest, d.digest);
+			engine_result_free(&a);
+			engine_result_free(&b);
+			engine_result_free(&d);
+		}
+	}
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("deepspeed");
+	TCase *t = tcase_create("zero12");
+	tcase_add_test(t, test_the_bucket_is_1e9_bytes_whatever_the_model);
+	tcase_add_test(t, test_zero2_holds_a_units_grads_zero1_the_models);
+	tcase_add_test(t, test_fp32_keeps_an_fp32_partition_too);
+	tcase_add_test(t, test_a_small_bucket_moves_the_peak_to_the_step);
+	tcase_add_test(t, test_weights_are_the_papers_bit_for_bit);
+	suite_add_tcase(s, t);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
