@@ -18,6 +18,7 @@ set -u
 top=${ZS_BUILDDIR:-.}
 zerosim=$top/zerosim
 srcdir=${srcdir:-.}
+. "$srcdir/tests/json_edit.sh"
 template=$srcdir/report/zerosim-report.tex
 if [ ! -x "$zerosim" ]; then
 	echo "cli_errors: $zerosim is not built" >&2
@@ -445,26 +446,14 @@ t=$tmp/t.json
 head -c 700 "$m" >"$tmp/m-trunc.json"
 head -c 700 "$t" >"$tmp/t-trunc.json"
 : >"$tmp/empty.json"
-# first FILE KEY VALUE OUT: FILE with the first "KEY": value set to VALUE.
-first() {
-	awk -v key="\"$2\":" -v value="$3" '
-		!done && (i = index($0, key)) {
-			rest = substr($0, i + length(key))
-			sub(/^[^,}]*/, "", rest)
-			$0 = substr($0, 1, i - 1) key " " value rest
-			done = 1
-		}
-		{ print }' "$1" >"$4"
-	cmp -s "$1" "$4" && fail "first $2: $4 is unchanged"
-}
 # m-inf: a number that overflows to infinity where a byte count belongs.
-first "$m" peak_bytes 1e999 "$tmp/m-inf.json"
-first "$m" activations 1e999 "$tmp/m-inf-bd.json"
-first "$m" scheme '"zero4"' "$tmp/m-scheme.json"
-first "$m" world '"two"' "$tmp/m-world.json"
-first "$m" resident_bytes null "$tmp/m-null.json"
-first "$m" params 33088 "$tmp/m-params.json"
-first "$t" comm_bytes_per_rank_per_step 1e999 "$tmp/t-inf.json"
+set_first "$m" peak_bytes 1e999 "$tmp/m-inf.json"
+set_first "$m" activations 1e999 "$tmp/m-inf-bd.json"
+set_first "$m" scheme '"zero4"' "$tmp/m-scheme.json"
+set_first "$m" world '"two"' "$tmp/m-world.json"
+set_first "$m" resident_bytes null "$tmp/m-null.json"
+set_first "$m" params 33088 "$tmp/m-params.json"
+set_first "$t" comm_bytes_per_rank_per_step 1e999 "$tmp/t-inf.json"
 
 try 0 "" report --measured "$m" --theory "$t" --template "$template" --no-render --out "$tmp/rep-ok"
 bad_report "$tmp/nothere.json: No such file or directory" --measured "$tmp/nothere.json" --theory "$t"

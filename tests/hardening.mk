@@ -10,7 +10,7 @@
 #                   a crash fails it, the input lands in tests/fuzz/crashes/
 
 TESTS += tests/cli_errors.sh tests/fuzz_regress.sh
-EXTRA_DIST += tests/cli_errors.sh tests/fuzz_regress.sh \
+EXTRA_DIST += tests/cli_errors.sh tests/json_edit.sh tests/fuzz_regress.sh \
 	tests/fuzz/fuzz_common.h tests/fuzz/fuzz_report.h \
 	tests/fuzz/fuzz_case.c tests/fuzz/fuzz_spec.c \
 	tests/fuzz/fuzz_measured.c tests/fuzz/fuzz_theory.c tests/fuzz/fuzz_model.c \

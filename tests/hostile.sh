@@ -22,6 +22,7 @@ set -u
 top=${ZS_BUILDDIR:-.}
 zerosim=$top/zerosim
 srcdir=${srcdir:-.}
+. "$srcdir/tests/json_edit.sh"
 template=$srcdir/report/zerosim-report.tex
 if [ ! -x "$zerosim" ]; then
 	echo "hostile: $zerosim is not built" >&2
@@ -336,18 +337,6 @@ rm num.json
 # ---------------------------------------------------------------------------
 # 5. Files that break the contract: byte counts whole and below 2^53, params
 #    equal to Ψ of layers, strings that reach LaTeX known values.
-# set FILE KEY VALUE OUT: FILE with the first "KEY": value set to VALUE.
-set_first() {
-	awk -v key="\"$2\":" -v value="$3" '
-		!done && (i = index($0, key)) {
-			rest = substr($0, i + length(key))
-			sub(/^[^,}]*/, "", rest)
-			$0 = substr($0, 1, i - 1) key " " value rest
-			done = 1
-		}
-		{ print }' "$1" >"$4"
-	cmp -s "$1" "$4" && fail "set_first $2: $4 is unchanged"
-}
 i=0
 for kv in "peak_bytes 1792.5" "peak_bytes 1e300" "peak_bytes 123456789012345678901234567890" \
 	"resident_bytes 9007199254740992" "comm_bytes_per_rank_per_step 0.5" "shard_elements 2.5" \

@@ -393,13 +393,7 @@ static int spec_value(const cJSON *it, const char *key, enum spec_type type, cha
 			size_t need = n + strlen(one) + 2;
 			if (need > cap) {
 				cap = need * 2;
-				char *ns = realloc(s, cap);
-				if (ns == NULL) {
-					free(s);
-					free(one);
-					return zs_fail(cause, "out of memory");
-				}
-				s = ns;
+				s = zs_realloc(s, cap);
 			}
 			n += (size_t)sprintf(s + n, "%s%s", n ? "," : "", one);
 			free(one);
