@@ -21,7 +21,7 @@ refused() {
 for cmd in measure theory; do
 	for bad in "--ds-reduce-bucket 0" "--ds-reduce-bucket 2.5" "--ds-reduce-bucket 1e10" "--ds-reduce-bucket x" \
 		"--ds-reduce-bucket -5" "--ds-allgather-bucket 3" "--ds-allgather-bucket 0" "--ds-overlap-comm yes" \
-		"--ds-overlap-comm"; do
+		"--ds-overlap-comm" "--ds-persist -1" "--ds-persist 1.5" "--ds-persist 1e15"; do
 		# shellcheck disable=SC2086 # the option and its value are two words
 		refused "$zerosim" $cmd --framework deepspeed --schemes zero1 --world 2 $bad
 	done
@@ -34,10 +34,30 @@ refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2
 for cmd in measure theory; do
 	"$zerosim" $cmd --framework deepspeed --schemes zero2 --world 2 --ds-reduce-bucket 1000 --ds-overlap-comm on \
 		--out "$tmp/$cmd.json" 2>/dev/null || fail "$cmd"
-	tr -d ' \t\n' <"$tmp/$cmd.json" | grep -q '"deepspeed":{"reduce_bucket":1000,"allgather_bucket":500000000,"overlap_comm":true}' ||
+	tr -d ' \t\n' <"$tmp/$cmd.json" | grep -q '"deepspeed":{"reduce_bucket":1000,"allgather_bucket":500000000,"overlap_comm":true,"persist":100000}' ||
 		fail "$cmd: no deepspeed settings in config"
 done
 "$zerosim" theory --out "$tmp/d.json" && ! grep -q '"deepspeed"' "$tmp/d.json" || fail "the default names DeepSpeed's settings"
+
+# DeepSpeed's ZeRO-3 keeps tensors of at most --ds-persist elements whole:
+# with the default 1e5 every tensor of the default MLP (the largest has
+# 16384), so it partitions nothing, as the theory says and the report finds;
+# with 1000 only the two biases.
+template=${srcdir:-.}/report/zerosim-report.tex
+"$zerosim" theory --framework deepspeed --world 2 --format text >"$tmp/z3.txt" || fail "theory text"
+grep -q "4 of the 4 tensors, 33088 of the 33088" "$tmp/z3.txt" || fail "no persistence line in: $(cat "$tmp/z3.txt")"
+grep -q "partitions none of this model" "$tmp/z3.txt" || fail "the finding is not stated in the text"
+verdict() { tr '\n' ' ' <"$1" | sed 's/},/}\n/g' | grep "\"key\":	\"$2\"" | sed 's/.*"verdict":	"\([^"]*\)".*/\1/'; }
+for persist in 100000 1000; do
+	"$zerosim" measure -q --framework deepspeed --schemes zero1,zero2 --world 1,2 --ds-persist $persist \
+		--out "$tmp/pm.json" && "$zerosim" theory --framework deepspeed --schemes zero1,zero2,zero3 --world 1,2 \
+		--ds-persist $persist --out "$tmp/pt.json" && "$zerosim" report --no-render --template "$template" \
+		--measured "$tmp/pm.json" --theory "$tmp/pt.json" --out "$tmp/r$persist" >/dev/null || fail "report $persist"
+done
+[ "$(verdict "$tmp/r100000/diff.json" deepspeed_zero3_partitions_nothing)" = holds ] || fail "default: not holds"
+[ "$(verdict "$tmp/r1000/diff.json" deepspeed_zero3_partitions_nothing)" = "does not hold" ] || fail "1000: holds"
+tr -d ' \t\n' <"$tmp/pt.json" | grep -q '"persistent_tensors":2,"persistent_params":320,"partitioned_params":32768' ||
+	fail "--ds-persist 1000: not the two biases persistent"
 
 # Eight ranks with two 1e9-byte buckets each count 2e9 bytes apiece at the
 # peak; the process holds a few megabytes (GNU time's maximum RSS, where

@@ -154,6 +154,34 @@ START_TEST(test_weights_are_the_papers_bit_for_bit)
 }
 END_TEST
 
+/* ZeRO-3 partitions every tensor on its own, ceil(n/N) elements a rank,
+ * and keeps a tensor of at most param_persistence_threshold (1e5) elements
+ * whole on every rank too: all four of the MLP's (the largest has 16384).
+ * At N = 2: 2Ψ whole, 16544 shard elements of 2 + 2 + 4 + 8 bytes, and the
+ * 1e9-byte bucket stage 3 allocates at set-up: 66176 + 264704 + 1e9. With
+ * a threshold of 1000 only the biases (256 + 64) persist. */
+START_TEST(test_zero3_persists_every_tensor_of_the_mlp)
+{
+	struct zs_config c = ds_config(ZS_MIXED);
+	struct theory_shape sh = {c.widths, c.nwidths, c.batch, {0}};
+	struct theory_deepspeed_z3 z;
+	theory_bytes_per_param(c.precision, c.optimizer, &sh.bytes);
+	theory_deepspeed_zero3(&sh, &c, 2, &z);
+	ck_assert_uint_eq(z.persistent_tensors, 4);
+	ck_assert_uint_eq(z.partitioned_params, 0);
+	ck_assert_uint_eq(z.resident_bytes, 1000330880u);
+	c.ds_persist = 1000;
+	theory_deepspeed_zero3(&sh, &c, 2, &z);
+	ck_assert_uint_eq(z.persistent_params, 320);
+	ck_assert_uint_eq(z.shard_elements, 8192 + 128 + 8192 + 32);
+	ck_assert_uint_eq(z.resident_bytes, 640u + 16u * 16544 + 1000000000u);
+	c.ds_persist = 0; /* nothing persists */
+	theory_deepspeed_zero3(&sh, &c, 3, &z);
+	ck_assert_uint_eq(z.persistent_tensors, 0);
+	ck_assert_uint_eq(z.shard_elements, 5462 + 86 + 5462 + 22);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("deepspeed");
@@ -163,6 +191,7 @@ int main(void)
 	tcase_add_test(t, test_fp32_keeps_an_fp32_partition_too);
 	tcase_add_test(t, test_a_small_bucket_moves_the_peak_to_the_step);
 	tcase_add_test(t, test_weights_are_the_papers_bit_for_bit);
+	tcase_add_test(t, test_zero3_persists_every_tensor_of_the_mlp);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

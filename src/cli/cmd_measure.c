@@ -53,6 +53,7 @@ static void usage(FILE *f)
 	      "      --ds-reduce-bucket B, --ds-allgather-bucket B, --ds-overlap-comm on|off\n"
 	      "                         DeepSpeed's bucket sizes in elements (default\n"
 	      "                         5e8 each) and overlap_comm (default off)\n"
+	      "      --ds-persist T     DeepSpeed ZeRO-3's persistence threshold (1e5)\n"
 	      "      --spec FILE        read the options above from a zerosim-sweep/1 file;\n"
 	      "                         options on the command line override it\n"
 	      "      --case FILE        initial weights and every batch from a\n"

@@ -71,6 +71,8 @@ static void usage(void)
 "                         DeepSpeed's own zero2/zero3 estimate beside)\n"
 "      --ds-reduce-bucket B, --ds-allgather-bucket B, --ds-overlap-comm on|off\n"
 "                         DeepSpeed's settings (default 5e8, 5e8, off)\n"
+"      --ds-persist T     tensors of at most T elements stay whole under\n"
+"                         DeepSpeed's ZeRO-3 (default 1e5)\n"
 "      --steps, --seed, --lr, --beta1, --beta2, --eps\n"
 "                         accepted and ignored (the theory needs none)\n"
 "      --spec FILE        read a zerosim-sweep/1 file; options override it\n"

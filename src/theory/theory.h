@@ -146,6 +146,23 @@ void theory_framework_schedule(const struct theory_shape *s, enum zs_framework f
 void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world, struct theory_schedule *out);
 
+/* DeepSpeed's ZeRO-3 as it partitions the MLP (stage3.py,
+ * partition_parameters.py): every parameter tensor on its own, ceil(n/N)
+ * elements a rank, except that a tensor of at most c->ds_persist elements
+ * (param_persistence_threshold) is also held whole on every rank. The
+ * resident bytes between steps: the persistent tensors whole (p each), and
+ * per shard element the fp16 partition, the grad partition, the fp32
+ * partition and the optimizer state (p + g + 4 + o), and the reduce bucket
+ * stage 3 allocates at set-up (B·g). */
+struct theory_deepspeed_z3 {
+	unsigned tensors, persistent_tensors;
+	uint64_t persistent_params, partitioned_params;
+	uint64_t shard_elements;     /* Σ_t ceil(n_t/N) */
+	uint64_t resident_bytes;
+};
+void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config *c, unsigned world,
+                            struct theory_deepspeed_z3 *out);
+
 /* DeepSpeed (theory_deepspeed.c): its own estimate of a rank's model states on the device, without
  * offload, as DeepSpeed's main branch computes it since June 2024: zero2
  * 2Ψ + int(18Ψ/N), zero3 4L + int(18Ψ/N) with L the largest layer's

@@ -101,12 +101,51 @@ static void request_model(const struct theory_request *req, double *params, doub
 		*largest = fmax(*largest, (double)zs_layer_params(c->widths, l));
 }
 
+void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config *c, unsigned world,
+                            struct theory_deepspeed_z3 *out)
+{
+	const struct theory_bytes *b = &s->bytes;
+	uint64_t per_shard = b->p + b->g + 4 + 2ull * b->adam + b->momentum;
+	*out = (struct theory_deepspeed_z3){0};
+	for (size_t l = 0; l + 1 < s->nwidths; l++)
+		for (int bias = 0; bias < 2; bias++) {
+			uint64_t n = bias ? s->widths[l + 1] : (uint64_t)s->widths[l] * s->widths[l + 1];
+			int persist = (double)n <= c->ds_persist;
+			out->tensors++;
+			out->persistent_tensors += (unsigned)persist;
+			out->persistent_params += persist ? n : 0;
+			out->shard_elements += (n + world - 1) / world;
+		}
+	out->partitioned_params = theory_params(s) - out->persistent_params;
+	out->resident_bytes = out->persistent_params * b->p + out->shard_elements * per_shard +
+	                      (uint64_t)c->ds_reduce_bucket * b->g;
+}
+
+static int zero3_json(cJSON *row, const struct theory_request *req, unsigned world)
+{
+	const struct zs_config *c = req->config;
+	struct theory_shape s = {c->widths, c->nwidths, c->batch, {0}};
+	struct theory_deepspeed_z3 z;
+	theory_request_bytes(req, &s.bytes);
+	theory_deepspeed_zero3(&s, c, world, &z);
+	cJSON *o = cJSON_AddObjectToObject(row, "deepspeed_zero3");
+	return o == NULL || zs_json_add_number(o, "persist_threshold", c->ds_persist) == NULL ||
+	       zs_json_add_number(o, "tensors", z.tensors) == NULL ||
+	       zs_json_add_number(o, "persistent_tensors", z.persistent_tensors) == NULL ||
+	       zs_json_add_number(o, "persistent_params", (double)z.persistent_params) == NULL ||
+	       zs_json_add_number(o, "partitioned_params", (double)z.partitioned_params) == NULL ||
+	       zs_json_add_number(o, "shard_elements", (double)z.shard_elements) == NULL ||
+	       zs_json_add_number(o, "resident_bytes", (double)z.resident_bytes) == NULL ? -1 : 0;
+}
+
 int theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
                               unsigned world)
 {
 	double psi, largest;
 	if (req->config->framework != ZS_FW_DEEPSPEED)
 		return 0;
+	if (scheme == ZS_ZERO3 && req->shape_known && zero3_json(row, req, world) < 0)
+		return -1;
 	request_model(req, &psi, &largest);
 	double est = theory_deepspeed_estimate(psi, largest, scheme, world);
 	if (est < 0)
@@ -154,5 +193,20 @@ char *theory_deepspeed_text(const struct theory_request *req)
 	                        "(%s), which zerosim's schedule counts as a transient at the peak.\n",
 	                        out, lname);
 	free(out);
-	return why;
+	int zero3 = 0;
+	for (size_t i = 0; i < c->nschemes; i++)
+		zero3 |= c->schemes[i] == ZS_ZERO3;
+	if (!zero3 || !req->shape_known)
+		return why;
+	struct theory_shape s = {c->widths, c->nwidths, c->batch, b};
+	struct theory_deepspeed_z3 z;
+	theory_deepspeed_zero3(&s, c, c->world[0], &z);
+	char *z3 = zs_asprintf("%s\nDeepSpeed's ZeRO-3 (stage3.py) keeps a tensor of at most %.17g elements\n"
+	                       "(--ds-persist) whole on every rank: %u of the %u tensors, %llu of the %llu\n"
+	                       "parameters%s.\nThe zero3 rows above are the paper's.\n",
+	                       why, c->ds_persist, z.persistent_tensors, z.tensors, (unsigned long long)z.persistent_params,
+	                       (unsigned long long)(z.persistent_params + z.partitioned_params),
+	                       z.partitioned_params == 0 ? "; it partitions none of this model's parameters" : "");
+	free(why);
+	return z3;
 }

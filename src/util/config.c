@@ -95,6 +95,7 @@ void zs_config_defaults(struct zs_config *c)
 	c->precision = ZS_MIXED;
 	c->optimizer = ZS_ADAM;
 	c->ds_reduce_bucket = c->ds_allgather_bucket = 5e8;
+	c->ds_persist = 1e5;
 }
 
 int zs_parse_uint(const char *opt, const char *s, unsigned long long max, const char *what,
@@ -212,7 +213,7 @@ static int set_real(const char *key, const char *value, double lo, double hi, co
 static const char *const key_names[ZS_NKEYS] = {
 	"layers", "world", "schemes", "unit", "steps", "batch", "seed",
 	"precision", "optimizer", "lr", "beta1", "beta2", "eps", "framework",
-	"ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm"};
+	"ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist"};
 
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause)
 {
@@ -325,6 +326,15 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 		if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
 			return zs_fail(cause, "--ds-overlap-comm: '%.40s' is neither on nor off", value);
 		t.ds_overlap_comm = strcmp(value, "on") == 0;
+		break;
+	case ZS_KEY_DS_PERSIST:
+		/* 0 is a threshold (nothing persists), so not zs_parse_count. */
+		if (set_real(key, value, 0, ZS_MAX_PARAMS, "a number of elements (a whole number, 0 to 1e14)", &t.ds_persist,
+		             cause) != 0)
+			return -1;
+		if (t.ds_persist != floor(t.ds_persist))
+			return zs_fail(cause, "--%s: '%.40s' is not a number of elements (a whole number, 0 to 1e14)", key,
+			               value);
 		break;
 	case ZS_NKEYS:
 		break;
@@ -597,5 +607,6 @@ int zs_config_json_deepspeed(cJSON *cfg, const struct zs_config *c)
 	cJSON *o = cJSON_AddObjectToObject(cfg, "deepspeed");
 	return o == NULL || cJSON_AddNumberToObject(o, "reduce_bucket", c->ds_reduce_bucket) == NULL ||
 	       cJSON_AddNumberToObject(o, "allgather_bucket", c->ds_allgather_bucket) == NULL ||
-	       cJSON_AddBoolToObject(o, "overlap_comm", c->ds_overlap_comm) == NULL ? -1 : 0;
+	       cJSON_AddBoolToObject(o, "overlap_comm", c->ds_overlap_comm) == NULL ||
+	       cJSON_AddNumberToObject(o, "persist", c->ds_persist) == NULL ? -1 : 0;
 }

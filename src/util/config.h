@@ -43,7 +43,7 @@ enum zs_key {
 	ZS_KEY_LAYERS, ZS_KEY_WORLD, ZS_KEY_SCHEMES, ZS_KEY_UNITS, ZS_KEY_STEPS, ZS_KEY_BATCH,
 	ZS_KEY_SEED, ZS_KEY_PRECISION, ZS_KEY_OPTIMIZER, ZS_KEY_LR, ZS_KEY_BETA1, ZS_KEY_BETA2,
 	ZS_KEY_EPS, ZS_KEY_FRAMEWORK, ZS_KEY_DS_REDUCE_BUCKET, ZS_KEY_DS_ALLGATHER_BUCKET,
-	ZS_KEY_DS_OVERLAP_COMM, ZS_NKEYS
+	ZS_KEY_DS_OVERLAP_COMM, ZS_KEY_DS_PERSIST, ZS_NKEYS
 };
 
 struct zs_config {
@@ -68,6 +68,9 @@ struct zs_config {
 	 * (5e8 each), overlap_comm (off for stages 1 and 2). */
 	double ds_reduce_bucket, ds_allgather_bucket;
 	int ds_overlap_comm;
+	/* ZeRO-3's param_persistence_threshold (1e5): a tensor of at most
+	 * this many elements stays whole on every rank. */
+	double ds_persist;
 	unsigned given;                 /* keys set by a spec or an option */
 };
 
@@ -79,7 +82,7 @@ void zs_config_defaults(struct zs_config *c);
 /* Set one option from its command-line spelling: key is the long option
  * name without dashes ("layers", "world", "schemes", "unit", "steps",
  * "batch", "seed", "precision", "optimizer", "lr", "beta1", "beta2", "eps",
- * "framework", "ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm").
+ * "framework", "ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist").
  * Returns 0 or -1 with *cause set ("--world: '0' is not a world size
  * (1..65536)"). Marks the key in c->given. */
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause);
@@ -91,7 +94,7 @@ int zs_config_set_json(struct zs_config *c, const char *key, const struct cJSON 
 
 /* DeepSpeed's settings into a file's "config" (docs/formats.md): for
  * --framework deepspeed, "deepspeed": {"reduce_bucket", "allgather_bucket",
- * "overlap_comm"}; nothing for another framework. 0, or -1 when cJSON runs
+ * "overlap_comm", "persist"}; nothing for another framework. 0, or -1 when cJSON runs
  * out of memory. measured.json and theory.json both write it. */
 int zs_config_json_deepspeed(struct cJSON *cfg, const struct zs_config *c);
 

@@ -65,8 +65,10 @@ const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme)
 
 int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 {
-	static const enum zs_key ds_keys[] = {ZS_KEY_DS_REDUCE_BUCKET, ZS_KEY_DS_ALLGATHER_BUCKET, ZS_KEY_DS_OVERLAP_COMM};
-	static const char *const ds_names[] = {"--ds-reduce-bucket", "--ds-allgather-bucket", "--ds-overlap-comm"};
+	static const enum zs_key ds_keys[] = {ZS_KEY_DS_REDUCE_BUCKET, ZS_KEY_DS_ALLGATHER_BUCKET, ZS_KEY_DS_OVERLAP_COMM,
+	                                      ZS_KEY_DS_PERSIST};
+	static const char *const ds_names[] = {"--ds-reduce-bucket", "--ds-allgather-bucket", "--ds-overlap-comm",
+	                                       "--ds-persist"};
 	for (size_t i = 0; i < sizeof ds_keys / sizeof ds_keys[0]; i++)
 		if (c->framework != ZS_FW_DEEPSPEED && (c->given & 1u << ds_keys[i]))
 			return zs_fail(cause, "%s is a DeepSpeed setting: give --framework deepspeed", ds_names[i]);
