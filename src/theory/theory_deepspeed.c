@@ -205,7 +205,7 @@ char *theory_deepspeed_text(const struct theory_request *req)
 	                       "(--ds-persist) whole on every rank: %u of the %u tensors, %llu of the %llu\n"
 	                       "parameters%s.\nThe zero3 rows above are the paper's.\n",
 	                       why, c->ds_persist, z.persistent_tensors, z.tensors, (unsigned long long)z.persistent_params,
-	                       (unsigned long long)(z.persistent_params + z.partitioned_params),
+	                       (unsigned long long)z.persistent_params + (unsigned long long)z.partitioned_params,
 	                       z.partitioned_params == 0 ? "; it partitions none of this model's parameters" : "");
 	free(why);
 	return z3;
