@@ -25,16 +25,33 @@ for cmd in measure theory; do
 		# shellcheck disable=SC2086 # the option and its value are two words
 		refused "$zerosim" $cmd --framework deepspeed --schemes zero1 --world 2 $bad
 	done
+	refused "$zerosim" $cmd --framework deepspeed --schemes zero1 --world 2 --offload params
+	refused "$zerosim" $cmd --framework deepspeed --schemes zero2 --world 2,4 --ranks-per-node 3
+	refused "$zerosim" $cmd --framework deepspeed --schemes zero2 --world 2 --ranks-per-node 0
+	refused "$zerosim" $cmd --framework deepspeed --schemes zero2 --world 2 --offload gpu
+	refused "$zerosim" $cmd --offload optimizer --world 2
 	refused "$zerosim" $cmd --ds-reduce-bucket 100 --world 2
 	refused "$zerosim" $cmd --framework torch --ds-overlap-comm on --world 2
 done
 refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2
+refused "$zerosim" measure --framework deepspeed --schemes zero2 --world 2 --offload optimizer
+
+# DeepSpeed's estimator with offload, 7.5B on 64 GPUs, 8 a node (worked by
+# hand in test_deepspeed.c), and zerosim's device and host bytes.
+"$zerosim" theory --framework deepspeed --params 7.5e9 --world 64 --largest-unit 1e8 --ranks-per-node 8 \
+	--schemes zero3 --offload params >"$tmp/o.txt" || fail "offload theory"
+grep -q '^ *64  *zero3  *400,000,000  *1,875,000,000  *25,312,500,000$' "$tmp/o.txt" ||
+	fail "no ZeRO-3 offload row in: $(cat "$tmp/o.txt")"
+"$zerosim" theory --framework deepspeed --schemes zero2 --world 2 --offload optimizer --ranks-per-node 2 \
+	--out "$tmp/o.json" || fail "offload json"
+tr -d ' \t\n' <"$tmp/o.json" | grep -q '"deepspeed_memory":{"offload":"optimizer","device_bytes":98944,"host_bytes":297472,"ranks_per_node":2,"host_bytes_per_node":594944,"startup_host_bytes_per_node":264704}' ||
+	fail "no deepspeed_memory in theory.json"
 
 # the settings in both files
 for cmd in measure theory; do
 	"$zerosim" $cmd --framework deepspeed --schemes zero2 --world 2 --ds-reduce-bucket 1000 --ds-overlap-comm on \
 		--out "$tmp/$cmd.json" 2>/dev/null || fail "$cmd"
-	tr -d ' \t\n' <"$tmp/$cmd.json" | grep -q '"deepspeed":{"reduce_bucket":1000,"allgather_bucket":500000000,"overlap_comm":true,"persist":100000}' ||
+	tr -d ' \t\n' <"$tmp/$cmd.json" | grep -q '"deepspeed":{"reduce_bucket":1000,"allgather_bucket":500000000,"overlap_comm":true,"persist":100000,"offload":"none","ranks_per_node":1}' ||
 		fail "$cmd: no deepspeed settings in config"
 done
 "$zerosim" theory --out "$tmp/d.json" && ! grep -q '"deepspeed"' "$tmp/d.json" || fail "the default names DeepSpeed's settings"

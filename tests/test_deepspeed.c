@@ -182,6 +182,62 @@ START_TEST(test_zero3_persists_every_tensor_of_the_mlp)
 }
 END_TEST
 
+/* DeepSpeed's estimators with offload, for the ZeRO paper's 7.5B model on
+ * 64 GPUs, 8 a node (8 nodes), L = 1e8, worked from stage_1_and_2.py
+ * 2438-2440 and stage3.py 3021-3036 with additional_buffer_factor 1.5:
+ * zero2 offloaded: 2Ψ = 15e9 a GPU, Ψ·max(4·64, 16)·1.5 = 2.88e12 a node;
+ * zero3 params offloaded: 4L = 4e8, Ψ·18/8·1.5 = 25,312,500,000;
+ * zero3 optimizer offloaded: 4L + int(2Ψ/64) = 634,375,000,
+ * Ψ·16/8·1.5 = 22,500,000,000; zero2 without: Ψ·4·8·1.5 = 3.6e11. */
+START_TEST(test_the_estimators_offload_rows)
+{
+	double host;
+	ck_assert_double_eq(theory_deepspeed_estimator(7.5e9, 1e8, ZS_ZERO2, 64, 8, ZS_OFFLOAD_OPTIMIZER, &host), 15e9);
+	ck_assert_double_eq(host, 2.88e12);
+	ck_assert_double_eq(theory_deepspeed_estimator(7.5e9, 1e8, ZS_ZERO3, 64, 8, ZS_OFFLOAD_PARAMS, &host), 4e8);
+	ck_assert_double_eq(host, 25312500000.0);
+	ck_assert_double_eq(theory_deepspeed_estimator(7.5e9, 1e8, ZS_ZERO3, 64, 8, ZS_OFFLOAD_OPTIMIZER, &host),
+	                    634375000.0);
+	ck_assert_double_eq(host, 22500000000.0);
+	ck_assert_double_eq(theory_deepspeed_estimator(7.5e9, 1e8, ZS_ZERO2, 64, 8, ZS_OFFLOAD_NONE, &host),
+	                    17109375000.0);
+	ck_assert_double_eq(host, 3.6e11);
+}
+END_TEST
+
+/* Offloading the optimizer (ZeRO-Offload, stage_1_and_2.py): the fp32
+ * partition, its fp32 grad partition and Adam's states move to the host
+ * (16 bytes a shard element), beside a host and a device buffer of the
+ * largest tensor's grads (temp_grad_buffer_for_cpu/gpu_offload, 16384·2).
+ * Default MLP, N = 2, mixed: device 2Ψ + 32768 = 98944, host
+ * 16·16544 + 32768 = 297472; two ranks a node: 594944 host bytes, and at
+ * start-up each loads the fp32 model: 2·4Ψ = 264704. */
+START_TEST(test_offloading_the_optimizer_moves_16_bytes_a_shard_element)
+{
+	struct zs_config c = ds_config(ZS_MIXED);
+	c.offload = ZS_OFFLOAD_OPTIMIZER;
+	c.ranks_per_node = 2;
+	struct theory_shape sh = {c.widths, c.nwidths, c.batch, {0}};
+	struct theory_deepspeed_mem m;
+	theory_bytes_per_param(c.precision, c.optimizer, &sh.bytes);
+	theory_deepspeed_memory(&sh, &c, ZS_ZERO2, ZS_UNIT_MODEL, 2, &m);
+	ck_assert_uint_eq(m.device_bytes, 98944);
+	ck_assert_uint_eq(m.host_bytes, 297472);
+	ck_assert_uint_eq(m.host_bytes_per_node, 594944);
+	ck_assert_uint_eq(m.startup_host_bytes_per_node, 264704);
+	c.offload = ZS_OFFLOAD_NONE; /* all on the device: the measured resident */
+	theory_deepspeed_memory(&sh, &c, ZS_ZERO2, ZS_UNIT_MODEL, 2, &m);
+	ck_assert_uint_eq(m.device_bytes, RESIDENT_N2);
+	ck_assert_uint_eq(m.host_bytes, 0);
+	/* ZeRO-3 with the params offloaded: every tensor persists (whole and
+	 * its partition on the device), so only the states move. */
+	c.offload = ZS_OFFLOAD_PARAMS;
+	theory_deepspeed_memory(&sh, &c, ZS_ZERO3, ZS_UNIT_LAYER, 2, &m);
+	ck_assert_uint_eq(m.device_bytes, 2 * PSI + 2 * 16544 + 1000000000u);
+	ck_assert_uint_eq(m.host_bytes, 14 * 16544);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("deepspeed");
@@ -192,6 +248,8 @@ int main(void)
 	tcase_add_test(t, test_a_small_bucket_moves_the_peak_to_the_step);
 	tcase_add_test(t, test_weights_are_the_papers_bit_for_bit);
 	tcase_add_test(t, test_zero3_persists_every_tensor_of_the_mlp);
+	tcase_add_test(t, test_the_estimators_offload_rows);
+	tcase_add_test(t, test_offloading_the_optimizer_moves_16_bytes_a_shard_element);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

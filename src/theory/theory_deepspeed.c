@@ -115,10 +115,76 @@ void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config
 			out->persistent_tensors += (unsigned)persist;
 			out->persistent_params += persist ? n : 0;
 			out->shard_elements += (n + world - 1) / world;
+			out->persistent_shard += persist ? (n + world - 1) / world : 0;
 		}
 	out->partitioned_params = theory_params(s) - out->persistent_params;
 	out->resident_bytes = out->persistent_params * b->p + out->shard_elements * per_shard +
 	                      (uint64_t)c->ds_reduce_bucket * b->g;
+}
+
+/* The largest parameter tensor: the offload's temporary grad buffers. */
+static uint64_t largest_tensor(const struct theory_shape *s)
+{
+	uint64_t m = 0;
+	for (size_t l = 0; l + 1 < s->nwidths; l++)
+		m = (uint64_t)s->widths[l] * s->widths[l + 1] > m ? (uint64_t)s->widths[l] * s->widths[l + 1] : m;
+	for (size_t l = 1; l < s->nwidths; l++)
+		m = s->widths[l] > m ? s->widths[l] : m;
+	return m;
+}
+
+void theory_deepspeed_memory(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
+                             enum zs_unit unit, unsigned world, struct theory_deepspeed_mem *out)
+{
+	const struct theory_bytes *b = &s->bytes;
+	uint64_t opt = 2ull * b->adam + b->momentum, psi = theory_params(s), tmax = largest_tensor(s);
+	*out = (struct theory_deepspeed_mem){0};
+	if (scheme == ZS_ZERO3) {
+		struct theory_deepspeed_z3 z;
+		theory_deepspeed_zero3(s, c, world, &z);
+		uint64_t S = z.shard_elements, whole = z.persistent_params * b->p, bucket = (uint64_t)c->ds_reduce_bucket * b->g;
+		if (c->offload == ZS_OFFLOAD_NONE) {
+			out->device_bytes = z.resident_bytes;
+		} else if (c->offload == ZS_OFFLOAD_OPTIMIZER) {
+			out->device_bytes = whole + S * b->p + bucket;
+			out->host_bytes = S * (b->g + 4 + opt);
+		} else {
+			out->device_bytes = whole + z.persistent_shard * b->p + bucket;
+			out->host_bytes = (S - z.persistent_shard) * b->p + S * (b->g + 4 + opt);
+		}
+	} else if (scheme == ZS_ZERO1 || scheme == ZS_ZERO2) {
+		struct theory_schedule sc;
+		theory_schedule(s, ZS_ZERO2, unit, world, &sc);
+		uint64_t S = sc.shard_elements;
+		if (c->offload == ZS_OFFLOAD_NONE) {
+			out->device_bytes = psi * b->p + S * (b->g + 4 + opt);
+		} else {
+			out->device_bytes = psi * b->p + tmax * b->g;
+			out->host_bytes = S * (4 + 4 + opt) + tmax * b->g;
+		}
+	} else {
+		out->device_bytes = psi * (b->p + b->g + b->k);
+	}
+	out->host_bytes_per_node = out->host_bytes * c->ranks_per_node;
+	out->startup_host_bytes_per_node = 4 * psi * c->ranks_per_node;
+}
+
+static int memory_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
+                       unsigned world)
+{
+	const struct zs_config *c = req->config;
+	struct theory_shape s = {c->widths, c->nwidths, c->batch, {0}};
+	struct theory_deepspeed_mem m;
+	theory_request_bytes(req, &s.bytes);
+	theory_deepspeed_memory(&s, c, scheme, unit, world, &m);
+	cJSON *o = cJSON_AddObjectToObject(row, "deepspeed_memory");
+	return o == NULL || cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload)) == NULL ||
+	       zs_json_add_number(o, "device_bytes", (double)m.device_bytes) == NULL ||
+	       zs_json_add_number(o, "host_bytes", (double)m.host_bytes) == NULL ||
+	       zs_json_add_number(o, "ranks_per_node", c->ranks_per_node) == NULL ||
+	       zs_json_add_number(o, "host_bytes_per_node", (double)m.host_bytes_per_node) == NULL ||
+	       zs_json_add_number(o, "startup_host_bytes_per_node", (double)m.startup_host_bytes_per_node) == NULL
+	       ? -1 : 0;
 }
 
 static int zero3_json(cJSON *row, const struct theory_request *req, unsigned world)
@@ -138,16 +204,50 @@ static int zero3_json(cJSON *row, const struct theory_request *req, unsigned wor
 	       zs_json_add_number(o, "resident_bytes", (double)z.resident_bytes) == NULL ? -1 : 0;
 }
 
-int theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
-                              unsigned world)
+/* estimate_zero2_model_states_mem_needs (stage_1_and_2.py 2430-2447) and
+ * estimate_zero3_model_states_mem_needs (stage3.py 3008-3044), each
+ * product in Python's order, truncated as int() does. */
+double theory_deepspeed_estimator(double params, double largest_layer, enum zs_scheme scheme, unsigned world,
+                                  unsigned per_node, enum zs_offload o, double *host_per_node)
 {
-	double psi, largest;
-	if (req->config->framework != ZS_FW_DEEPSPEED)
+	const double factor = 1.5, gpus_factor = 1 / ((double)world / per_node);
+	double gpu = -1, cpu = 0;
+	if (scheme == ZS_ZERO2 && o != ZS_OFFLOAD_NONE) {
+		gpu = 2 * params;
+		cpu = params * fmax(4.0 * world, 16) * factor;
+	} else if (scheme == ZS_ZERO2) {
+		gpu = 2 * params + trunc(18 * params / world);
+		cpu = params * 4 * per_node * factor;
+	} else if (scheme == ZS_ZERO3 && largest_layer > 0) {
+		double lmem = 4 * largest_layer;
+		if (o == ZS_OFFLOAD_PARAMS) {
+			gpu = lmem;
+			cpu = params * 18 * gpus_factor * factor;
+		} else if (o == ZS_OFFLOAD_OPTIMIZER) {
+			gpu = lmem + trunc(2 * params / world);
+			cpu = params * 16 * gpus_factor * factor;
+		} else {
+			gpu = lmem + trunc(18 * params / world);
+			cpu = largest_layer * 4 * per_node * factor;
+		}
+	}
+	*host_per_node = trunc(cpu);
+	return gpu < 0 ? -1 : trunc(gpu);
+}
+
+int theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
+                              enum zs_unit unit, unsigned world)
+{
+	const struct zs_config *c = req->config;
+	double psi, largest, host;
+	if (c->framework != ZS_FW_DEEPSPEED)
 		return 0;
 	if (scheme == ZS_ZERO3 && req->shape_known && zero3_json(row, req, world) < 0)
 		return -1;
+	if (req->shape_known && memory_json(row, req, scheme, unit, world) < 0)
+		return -1;
 	request_model(req, &psi, &largest);
-	double est = theory_deepspeed_estimate(psi, largest, scheme, world);
+	double est = theory_deepspeed_estimator(psi, largest, scheme, world, c->ranks_per_node, c->offload, &host);
 	if (est < 0)
 		return cJSON_AddNullToObject(row, "deepspeed_estimate") != NULL ? 0 : -1;
 	cJSON *o = cJSON_AddObjectToObject(row, "deepspeed_estimate");
@@ -156,7 +256,39 @@ int theory_framework_row_json(cJSON *row, const struct theory_request *req, enum
 	                                                                 : "estimate_zero3_model_states_mem_needs") == NULL ||
 	       zs_json_add_number(o, "device_bytes", est) == NULL ||
 	       zs_json_add_number(o, "device_bytes_per_param", est / psi) == NULL ||
-	       (scheme == ZS_ZERO3 && zs_json_add_number(o, "largest_layer_params", largest) == NULL) ? -1 : 0;
+	       (scheme == ZS_ZERO3 && zs_json_add_number(o, "largest_layer_params", largest) == NULL) ||
+	       (c->offload != ZS_OFFLOAD_NONE && cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload)) == NULL) ||
+	       zs_json_add_number(o, "host_bytes_per_node", host) == NULL ? -1 : 0;
+}
+
+/* zerosim's figures for where a rank's bytes live, by N and scheme. */
+static char *memory_text(const struct theory_request *req, const struct theory_bytes *b, char *out)
+{
+	const struct zs_config *c = req->config;
+	struct theory_shape s = {c->widths, c->nwidths, c->batch, *b};
+	char *t = zs_asprintf("%s\nzerosim: where a rank's bytes live between steps (--offload %s, %u rank%s a node):\n"
+	                      "%8s %6s %18s %18s %18s %18s\n", out, zs_offload_name(c->offload), c->ranks_per_node,
+	                      c->ranks_per_node == 1 ? "" : "s", "N", "scheme", "device", "host", "host per node",
+	                      "start-up per node");
+	free(out);
+	for (size_t w = 0; w < c->nworld; w++)
+		for (size_t i = 0; i < c->nschemes; i++) {
+			struct theory_deepspeed_mem m;
+			char d[48], h[48], n[48], u[48];
+			theory_deepspeed_memory(&s, c, c->schemes[i], c->units[0], c->world[w], &m);
+			char *line = zs_asprintf("%s%8u %6s %18s %18s %18s %18s\n", t, c->world[w], zs_scheme_name(c->schemes[i]),
+			                         theory_grouped(d, sizeof d, (double)m.device_bytes),
+			                         theory_grouped(h, sizeof h, (double)m.host_bytes),
+			                         theory_grouped(n, sizeof n, (double)m.host_bytes_per_node),
+			                         theory_grouped(u, sizeof u, (double)m.startup_host_bytes_per_node));
+			free(t);
+			t = line;
+		}
+	char *why = zs_asprintf("%sThe start-up figure is the full fp32 model each rank of a node loads on the\n"
+	                        "host before DeepSpeed partitions it (4 bytes a parameter a rank; ZeRO-3's\n"
+	                        "zero.Init builds the model partitioned instead).\n", t);
+	free(t);
+	return why;
 }
 
 char *theory_deepspeed_text(const struct theory_request *req)
@@ -164,21 +296,27 @@ char *theory_deepspeed_text(const struct theory_request *req)
 	const struct zs_config *c = req->config;
 	double psi, largest;
 	request_model(req, &psi, &largest);
-	char *out = zs_asprintf("\nDeepSpeed's own estimate of model states per GPU, without offload "
-	                        "(bytes), beside zerosim's floor:\n%8s %6s %20s %20s\n", "N", "scheme",
-	                        "deepspeed", "zerosim floor");
+	char *out = zs_asprintf("\nDeepSpeed's own estimate of model states (bytes), %s, beside zerosim's floor\n"
+	                        "(device per GPU; host per node of %u GPU%s, DeepSpeed's cpu_mem):\n"
+	                        "%8s %6s %20s %20s %20s\n",
+	                        c->offload == ZS_OFFLOAD_NONE ? "without offload"
+	                        : c->offload == ZS_OFFLOAD_OPTIMIZER ? "optimizer offloaded" : "optimizer and params offloaded",
+	                        c->ranks_per_node, c->ranks_per_node == 1 ? "" : "s", "N", "scheme", "deepspeed",
+	                        "zerosim floor", "deepspeed host");
 	struct theory_bytes b;
 	theory_request_bytes(req, &b);
 	for (size_t w = 0; w < c->nworld; w++)
 		for (size_t i = 0; i < c->nschemes; i++) {
-			double est = theory_deepspeed_estimate(psi, largest, c->schemes[i], c->world[w]);
+			double host, est = theory_deepspeed_estimator(psi, largest, c->schemes[i], c->world[w], c->ranks_per_node,
+			                                              c->offload, &host);
 			if (est < 0)
 				continue;
 			struct theory_floor f;
 			theory_floor(psi, c->schemes[i], c->world[w], &b, &f);
-			char a[48], z[48];
-			char *line = zs_asprintf("%s%8u %6s %20s %20s\n", out, c->world[w], zs_scheme_name(c->schemes[i]),
-			                         theory_grouped(a, sizeof a, est), theory_grouped(z, sizeof z, f.resident_bytes));
+			char a[48], z[48], h[48];
+			char *line = zs_asprintf("%s%8u %6s %20s %20s %20s\n", out, c->world[w], zs_scheme_name(c->schemes[i]),
+			                         theory_grouped(a, sizeof a, est), theory_grouped(z, sizeof z, f.resident_bytes),
+			                         theory_grouped(h, sizeof h, host));
 			free(out);
 			out = line;
 		}
@@ -196,6 +334,8 @@ char *theory_deepspeed_text(const struct theory_request *req)
 	int zero3 = 0;
 	for (size_t i = 0; i < c->nschemes; i++)
 		zero3 |= c->schemes[i] == ZS_ZERO3;
+	if (req->shape_known)
+		why = memory_text(req, &b, why);
 	if (!zero3 || !req->shape_known)
 		return why;
 	struct theory_shape s = {c->widths, c->nwidths, c->batch, b};

@@ -201,7 +201,7 @@ static int row_json(cJSON *rows, const struct theory_request *req, const struct 
 
 	return tristate(o, "fits", r->fits) < 0 || tristate(o, "fits_peak", r->fits_peak) < 0 ||
 	       num_or_null(o, "max_batch", r->fits_peak >= 0, (double)r->max_batch) < 0 ||
-	       (req->config->framework != ZS_FW_PAPER && theory_framework_row_json(o, req, r->scheme, r->world) < 0)
+	       (req->config->framework != ZS_FW_PAPER && theory_framework_row_json(o, req, r->scheme, r->unit, r->world) < 0)
 	       ? -1 : 0;
 }
 

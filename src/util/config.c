@@ -25,6 +25,8 @@ const char *zs_optimizer_name(enum zs_optimizer o) { return o == ZS_ADAM ? "adam
 
 static const char *const framework_names[ZS_NFRAMEWORKS] = {"paper", "torch", "deepspeed"};
 const char *zs_framework_name(enum zs_framework f) { return framework_names[f]; }
+static const char *const offload_names[ZS_NOFFLOADS] = {"none", "optimizer", "params"};
+const char *zs_offload_name(enum zs_offload o) { return offload_names[o]; }
 
 int zs_scheme_parse(const char *s, enum zs_scheme *out)
 {
@@ -96,6 +98,7 @@ void zs_config_defaults(struct zs_config *c)
 	c->optimizer = ZS_ADAM;
 	c->ds_reduce_bucket = c->ds_allgather_bucket = 5e8;
 	c->ds_persist = 1e5;
+	c->ranks_per_node = 1;
 }
 
 int zs_parse_uint(const char *opt, const char *s, unsigned long long max, const char *what,
@@ -213,7 +216,7 @@ static int set_real(const char *key, const char *value, double lo, double hi, co
 static const char *const key_names[ZS_NKEYS] = {
 	"layers", "world", "schemes", "unit", "steps", "batch", "seed",
 	"precision", "optimizer", "lr", "beta1", "beta2", "eps", "framework",
-	"ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist"};
+	"ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist", "offload", "ranks-per-node"};
 
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause)
 {
@@ -326,6 +329,18 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 		if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
 			return zs_fail(cause, "--ds-overlap-comm: '%.40s' is neither on nor off", value);
 		t.ds_overlap_comm = strcmp(value, "on") == 0;
+		break;
+	case ZS_KEY_OFFLOAD:
+		while (v < ZS_NOFFLOADS && strcmp(value, offload_names[v]) != 0)
+			v++;
+		if (v == ZS_NOFFLOADS)
+			return zs_fail(cause, "--offload: unknown offload '%.40s' (none, optimizer, params)", value);
+		t.offload = (enum zs_offload)v;
+		break;
+	case ZS_KEY_RANKS_PER_NODE:
+		if (zs_parse_uint(key, value, ZS_MAX_WORLD, "a number of ranks a node", &v, cause) != 0)
+			return -1;
+		t.ranks_per_node = (unsigned)v;
 		break;
 	case ZS_KEY_DS_PERSIST:
 		/* 0 is a threshold (nothing persists), so not zs_parse_count. */
@@ -608,5 +623,7 @@ int zs_config_json_deepspeed(cJSON *cfg, const struct zs_config *c)
 	return o == NULL || cJSON_AddNumberToObject(o, "reduce_bucket", c->ds_reduce_bucket) == NULL ||
 	       cJSON_AddNumberToObject(o, "allgather_bucket", c->ds_allgather_bucket) == NULL ||
 	       cJSON_AddBoolToObject(o, "overlap_comm", c->ds_overlap_comm) == NULL ||
-	       cJSON_AddNumberToObject(o, "persist", c->ds_persist) == NULL ? -1 : 0;
+	       cJSON_AddNumberToObject(o, "persist", c->ds_persist) == NULL ||
+	       cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload)) == NULL ||
+	       cJSON_AddNumberToObject(o, "ranks_per_node", c->ranks_per_node) == NULL ? -1 : 0;
 }

@@ -22,6 +22,7 @@ enum zs_optimizer { ZS_ADAM, ZS_SGD };
  * DeepSpeed's. The schemes keep their names; the framework says how each
  * is implemented. */
 enum zs_framework { ZS_FW_PAPER, ZS_FW_TORCH, ZS_FW_DEEPSPEED, ZS_NFRAMEWORKS };
+enum zs_offload { ZS_OFFLOAD_NONE, ZS_OFFLOAD_OPTIMIZER, ZS_OFFLOAD_PARAMS, ZS_NOFFLOADS };
 
 #define ZS_MAX_WIDTHS 33        /* up to 32 layers */
 #define ZS_MAX_WORLDS 64        /* entries in --world */
@@ -43,7 +44,7 @@ enum zs_key {
 	ZS_KEY_LAYERS, ZS_KEY_WORLD, ZS_KEY_SCHEMES, ZS_KEY_UNITS, ZS_KEY_STEPS, ZS_KEY_BATCH,
 	ZS_KEY_SEED, ZS_KEY_PRECISION, ZS_KEY_OPTIMIZER, ZS_KEY_LR, ZS_KEY_BETA1, ZS_KEY_BETA2,
 	ZS_KEY_EPS, ZS_KEY_FRAMEWORK, ZS_KEY_DS_REDUCE_BUCKET, ZS_KEY_DS_ALLGATHER_BUCKET,
-	ZS_KEY_DS_OVERLAP_COMM, ZS_KEY_DS_PERSIST, ZS_NKEYS
+	ZS_KEY_DS_OVERLAP_COMM, ZS_KEY_DS_PERSIST, ZS_KEY_OFFLOAD, ZS_KEY_RANKS_PER_NODE, ZS_NKEYS
 };
 
 struct zs_config {
@@ -71,6 +72,11 @@ struct zs_config {
 	/* ZeRO-3's param_persistence_threshold (1e5): a tensor of at most
 	 * this many elements stays whole on every rank. */
 	double ds_persist;
+	/* ZeRO-Offload: what lives in host memory (DeepSpeed's offload_optimizer
+	 * and, ZeRO-3 only, offload_param, device cpu), and the ranks of a node
+	 * (DeepSpeed's num_gpus_per_node, default 1). */
+	enum zs_offload offload;
+	unsigned ranks_per_node;
 	unsigned given;                 /* keys set by a spec or an option */
 };
 
@@ -82,7 +88,8 @@ void zs_config_defaults(struct zs_config *c);
 /* Set one option from its command-line spelling: key is the long option
  * name without dashes ("layers", "world", "schemes", "unit", "steps",
  * "batch", "seed", "precision", "optimizer", "lr", "beta1", "beta2", "eps",
- * "framework", "ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist").
+ * "framework", "ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist", "offload",
+ * "ranks-per-node").
  * Returns 0 or -1 with *cause set ("--world: '0' is not a world size
  * (1..65536)"). Marks the key in c->given. */
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause);
@@ -94,7 +101,8 @@ int zs_config_set_json(struct zs_config *c, const char *key, const struct cJSON 
 
 /* DeepSpeed's settings into a file's "config" (docs/formats.md): for
  * --framework deepspeed, "deepspeed": {"reduce_bucket", "allgather_bucket",
- * "overlap_comm", "persist"}; nothing for another framework. 0, or -1 when cJSON runs
+ * "overlap_comm", "persist", "offload", "ranks_per_node"}; nothing for another
+ * framework. 0, or -1 when cJSON runs
  * out of memory. measured.json and theory.json both write it. */
 int zs_config_json_deepspeed(struct cJSON *cfg, const struct zs_config *c);
 
@@ -122,6 +130,7 @@ const char *zs_unit_name(enum zs_unit u);
 const char *zs_precision_name(enum zs_precision p);
 const char *zs_optimizer_name(enum zs_optimizer o);
 const char *zs_framework_name(enum zs_framework f);
+const char *zs_offload_name(enum zs_offload o);
 int zs_scheme_parse(const char *s, enum zs_scheme *out);
 int zs_unit_parse(const char *s, enum zs_unit *out);
 int zs_precision_parse(const char *s, enum zs_precision *out);

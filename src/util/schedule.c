@@ -66,12 +66,23 @@ const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme)
 int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 {
 	static const enum zs_key ds_keys[] = {ZS_KEY_DS_REDUCE_BUCKET, ZS_KEY_DS_ALLGATHER_BUCKET, ZS_KEY_DS_OVERLAP_COMM,
-	                                      ZS_KEY_DS_PERSIST};
+	                                      ZS_KEY_DS_PERSIST, ZS_KEY_OFFLOAD, ZS_KEY_RANKS_PER_NODE};
 	static const char *const ds_names[] = {"--ds-reduce-bucket", "--ds-allgather-bucket", "--ds-overlap-comm",
-	                                       "--ds-persist"};
+	                                       "--ds-persist", "--offload", "--ranks-per-node"};
 	for (size_t i = 0; i < sizeof ds_keys / sizeof ds_keys[0]; i++)
 		if (c->framework != ZS_FW_DEEPSPEED && (c->given & 1u << ds_keys[i]))
 			return zs_fail(cause, "%s is a DeepSpeed setting: give --framework deepspeed", ds_names[i]);
+	for (size_t i = 0; i < c->nschemes && c->offload == ZS_OFFLOAD_PARAMS; i++)
+		if (c->schemes[i] != ZS_ZERO3)
+			return zs_fail(cause, "--offload params: only ZeRO-3 partitions the params (give --schemes zero3, "
+			               "or --offload optimizer)");
+	if (!theory && c->offload != ZS_OFFLOAD_NONE)
+		return zs_fail(cause, "--offload %s: the engine does not measure host memory yet (zerosim theory "
+		               "predicts it)", zs_offload_name(c->offload));
+	for (size_t w = 0; w < c->nworld; w++)
+		if (c->world[w] % c->ranks_per_node != 0)
+			return zs_fail(cause, "--ranks-per-node %u does not divide N = %u (every node holds as many ranks)",
+			               c->ranks_per_node, c->world[w]);
 	if (theory && c->framework == ZS_FW_DEEPSPEED)
 		return 0;
 	for (size_t i = 0; i < c->nschemes; i++) {
