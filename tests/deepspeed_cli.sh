@@ -34,7 +34,8 @@ for cmd in measure theory; do
 	refused "$zerosim" $cmd --framework torch --ds-overlap-comm on --world 2
 done
 refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2
-refused "$zerosim" measure --framework deepspeed --schemes zero2 --world 2 --offload optimizer
+refused "$zerosim" measure --framework deepspeed --schemes dp,zero2 --world 2 --offload optimizer
+refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2 --offload params
 
 # DeepSpeed's estimator with offload, 7.5B on 64 GPUs, 8 a node (worked by
 # hand in test_deepspeed.c), and zerosim's device and host bytes.

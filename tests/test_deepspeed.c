@@ -238,6 +238,28 @@ START_TEST(test_offloading_the_optimizer_moves_16_bytes_a_shard_element)
 }
 END_TEST
 
+/* The engine with the optimizer offloaded, the same figures measured: on
+ * the device 2Ψ + 32768 between steps, and at the peak the activations,
+ * the bucket and the model's grads on top (1,000,180,480 B); on the host
+ * 297472 B; the weights are still the paper's. */
+START_TEST(test_the_engine_keeps_host_bytes_apart)
+{
+	struct zs_config c = ds_config(ZS_MIXED), paper = ds_config(ZS_MIXED);
+	c.offload = ZS_OFFLOAD_OPTIMIZER;
+	paper.framework = ZS_FW_PAPER;
+	struct zs_result res = run(&c, ZS_ZERO2, 2, ZS_UNIT_MODEL), p = run(&paper, ZS_ZERO2, 2, ZS_UNIT_MODEL);
+	ck_assert_uint_eq(res.resident[1], 98944);
+	ck_assert_uint_eq(res.peak[1], 98944u + TENSORS + 1000000000u + 2 * PSI);
+	ck_assert_ptr_nonnull(res.host_resident);
+	ck_assert_uint_eq(res.host_resident[1], 297472);
+	ck_assert_uint_eq(res.host_peak[0], 297472);
+	ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_MASTER32], 0);
+	ck_assert_uint_eq(res.digest, p.digest);
+	engine_result_free(&res);
+	engine_result_free(&p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("deepspeed");
@@ -250,6 +272,7 @@ int main(void)
 	tcase_add_test(t, test_zero3_persists_every_tensor_of_the_mlp);
 	tcase_add_test(t, test_the_estimators_offload_rows);
 	tcase_add_test(t, test_offloading_the_optimizer_moves_16_bytes_a_shard_element);
+	tcase_add_test(t, test_the_engine_keeps_host_bytes_apart);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

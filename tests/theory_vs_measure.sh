@@ -119,6 +119,13 @@ check --framework deepspeed --layers 5,7,3,11 --world 1,3,5,8 --schemes zero1,ze
 	--ds-reduce-bucket 1 --precision fp32 --optimizer sgd --steps 2
 check --framework deepspeed --layers 64,256,256,256,64 --world 1,3,5,8 --schemes zero1,zero2 --unit model,layer \
 	--ds-reduce-bucket 70000 --steps 1
+# ZeRO-Offload: device and host bytes apart, every rank's and a node's.
+for precision in mixed fp32; do
+	check --framework deepspeed --offload optimizer --layers 64,256,64 --world 1,2,3,4,5,6,7,8 --schemes zero1,zero2 \
+		--unit model,layer --precision $precision --steps 1
+done
+check --framework deepspeed --offload optimizer --layers 5,7,3,11 --world 2,4,6,8 --ranks-per-node 2 \
+	--schemes zero1,zero2 --unit model,layer --optimizer sgd --ds-reduce-bucket 30 --ds-overlap-comm on --steps 2
 
 echo "theory_vs_measure: all $configs sweeps agree exactly"
 

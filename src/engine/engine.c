@@ -227,8 +227,8 @@ static void setup_state(struct zs_run *r)
 	tracker_set_phase(&r->tracker, ZS_PH_SETUP);
 	for (size_t i = 0; i < NRESIDENT; i++)
 		for (unsigned k = r->r0; k < r->r1 && has_buf(r, resident[i]); k++)
-			run_rank(r, k)->buf[resident[i]] = tracker_alloc(&r->tracker, k, r->cat[resident[i]],
-			        layout_rank_len(&r->layout, resident[i], k) * r->esize[resident[i]]);
+			run_rank(r, k)->buf[resident[i]] = (r->host[resident[i]] ? tracker_alloc_host : tracker_alloc)(
+			        &r->tracker, k, r->cat[resident[i]], layout_rank_len(&r->layout, resident[i], k) * r->esize[resident[i]]);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (enum zs_buf b = ZS_BUF_M; b <= ZS_BUF_V; b++)
 			if (has_buf(r, b))
@@ -467,6 +467,14 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, size_t o
 
 	res->resident = zs_calloc(N, sizeof *res->resident);
 	res->peak = zs_calloc(N, sizeof *res->peak);
+	if (r->config->offload != ZS_OFFLOAD_NONE) {
+		res->host_resident = zs_calloc(N, sizeof *res->host_resident);
+		res->host_peak = zs_calloc(N, sizeof *res->host_peak);
+		for (unsigned k = 0; k < N; k++) {
+			res->host_resident[k] = mem[k].host_total;
+			res->host_peak[k] = mem[k].host_peak;
+		}
+	}
 	res->binding_rank = 0;
 	for (unsigned k = 0; k < N; k++) {
 		res->resident[k] = mem[k].total;
@@ -639,6 +647,8 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r.ptr_a = zs_calloc(r.r1 - r.r0, sizeof *r.ptr_a);
 	r.ptr_b = zs_calloc(r.r1 - r.r0, sizeof *r.ptr_b);
 
+	if (r.ops->setup)
+		r.ops->setup(&r);
 	setup_state(&r);
 	res->losses = zs_calloc(c->steps, sizeof *res->losses);
 	for (unsigned t = 0; t < c->steps; t++) {
@@ -659,6 +669,8 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	int replicas = check_replicas(&r, scheme, cause);
 	free(own_init);
 
+	if (r.ops->teardown)
+		r.ops->teardown(&r);
 	for (size_t i = 0; i < NRESIDENT; i++)
 		run_free_all(&r, resident[i]);
 	size_t left = tracker_outstanding(&r.tracker);
@@ -683,6 +695,8 @@ void engine_result_free(struct zs_result *res)
 	free(res->peak);
 	free(res->comm);
 	free(res->os_peak);
+	free(res->host_resident);
+	free(res->host_peak);
 	free(res->losses);
 	free(res->timeline);
 	free(res->weights);

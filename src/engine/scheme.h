@@ -42,6 +42,7 @@ struct zs_rank {
 	 * optimizer reads the grads buffer). */
 	void *bucket[2];
 	float *grad32;
+	void *offload_tmp[2];         /* ZeRO-Offload's device and host grad buffers */
 	float loss;
 };
 
@@ -68,6 +69,7 @@ struct zs_run {
 	enum zs_cat cat[ZS_NBUFS];
 	size_t esize[ZS_NBUFS];
 	size_t base[ZS_NBUFS];
+	int host[ZS_NBUFS];           /* held in host memory (an offloaded buffer) */
 
 	struct zs_tracker tracker;
 	struct zs_coll coll;
@@ -100,6 +102,11 @@ struct zs_scheme_ops {
 	/* At the start of the optimizer phase (DeepSpeed's fp32 gradient
 	 * partition). */
 	void (*before_optimizer)(struct zs_run *r);
+	/* Before the resident state is allocated (a framework's buffer types
+	 * and places, and buffers of its own for the run), and after the last
+	 * step (they are freed). */
+	void (*setup)(struct zs_run *r);
+	void (*teardown)(struct zs_run *r);
 	/* The hooks run at N = 1 too (DeepSpeed allocates its buffers on one
 	 * rank as on many), and the optimizer state has an fp32 master copy in
 	 * both precisions (DeepSpeed's single_partition_of_fp32_groups). */

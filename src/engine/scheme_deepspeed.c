@@ -42,6 +42,50 @@
 
 static size_t bucket_elements(const struct zs_run *r) { return (size_t)r->config->ds_reduce_bucket; }
 
+static int offloaded(const struct zs_run *r) { return r->config->offload == ZS_OFFLOAD_OPTIMIZER; }
+
+/* ZeRO-Offload (cpu_offload): the fp32 partition, the optimizer state and
+ * the fp32 gradient partition (kept between steps, initialize_optimizer_
+ * states 682-693: the grads buffer here, fp32) in host memory; two
+ * zeroed buffers of the largest tensor's grads, one on the host and one on
+ * the device (temp_grad_buffer_for_cpu_offload and _for_gpu_offload,
+ * 477-485; used only with gradient accumulation, which zerosim does not
+ * run). */
+static size_t largest_tensor(const struct zs_layout *lo)
+{
+	size_t m = 0;
+	for (size_t i = 0; i < lo->ntensors; i++)
+		m = lo->tensor[i].n > m ? lo->tensor[i].n : m;
+	return m;
+}
+
+static void setup(struct zs_run *r)
+{
+	if (!offloaded(r))
+		return;
+	r->host[ZS_BUF_MASTER] = r->host[ZS_BUF_M] = r->host[ZS_BUF_V] = r->host[ZS_BUF_GRADS] = 1;
+	r->esize[ZS_BUF_GRADS] = sizeof(float);
+	r->cat[ZS_BUF_GRADS] = ZS_CAT_GRAD32;
+	size_t bytes = largest_tensor(&r->layout) * coll_dtype_size(r->dt);
+	enum zs_cat cat = r->dt == ZS_F16 ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32;
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct zs_rank *rk = run_rank(r, k);
+		rk->offload_tmp[0] = tracker_alloc(&r->tracker, k, cat, bytes);
+		rk->offload_tmp[1] = tracker_alloc_host(&r->tracker, k, cat, bytes);
+		memset(rk->offload_tmp[0], 0, bytes);
+		memset(rk->offload_tmp[1], 0, bytes);
+	}
+}
+
+static void teardown(struct zs_run *r)
+{
+	for (unsigned k = r->r0; k < r->r1; k++)
+		for (int i = 0; i < 2; i++) {
+			tracker_free(&r->tracker, k, run_rank(r, k)->offload_tmp[i]);
+			run_rank(r, k)->offload_tmp[i] = NULL;
+		}
+}
+
 static void alloc_buckets(struct zs_run *r)
 {
 	size_t bytes = bucket_elements(r) * r->esize[ZS_BUF_FULL_GRADS];
@@ -69,6 +113,21 @@ static void reduce_unit(struct zs_run *r, size_t u, void *const *src)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
 	tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
+	if (offloaded(r)) { /* in place, then each rank's slots to its host fp32 partition */
+		size_t esz = coll_dtype_size(r->dt);
+		for (unsigned k = r->r0; k < r->r1; k++)
+			r->ptr_b[k - r->r0] = (char *)src[k - r->r0] + (size_t)k * un->s * esz;
+		if (r->world > 1)
+			coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
+		for (unsigned k = r->r0; k < r->r1; k++) {
+			struct zs_slice own = layout_own(&r->layout, ZS_BUF_GRADS, u, k);
+			float *to = run_at(r, k, ZS_BUF_GRADS, own.at);
+			for (size_t i = 0; i < own.count; i++)
+				to[i] = r->dt == ZS_F16 ? zs_half_to_float(((const zs_half *)r->ptr_b[k - r->r0])[i])
+				                        : ((const float *)r->ptr_b[k - r->r0])[i];
+		}
+		return;
+	}
 	for (unsigned k = r->r0; k < r->r1; k++)
 		r->ptr_b[k - r->r0] = run_at(r, k, ZS_BUF_GRADS, layout_own(&r->layout, ZS_BUF_GRADS, u, k).at);
 	if (r->world == 1)
@@ -159,6 +218,11 @@ static void zero2_reduce(struct zs_run *r)
 static void fp32_grads(struct zs_run *r)
 {
 	const struct zs_layout *lo = &r->layout;
+	if (offloaded(r)) { /* the host fp32 partition, made by the reduction */
+		for (unsigned k = r->r0; k < r->r1; k++)
+			run_rank(r, k)->grad32 = run_rank(r, k)->buf[ZS_BUF_GRADS];
+		return;
+	}
 	size_t S = layout_len(lo, ZS_BUF_GRADS), esz = r->esize[ZS_BUF_GRADS];
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		struct zs_rank *rk = run_rank(r, k);
@@ -180,12 +244,35 @@ static void fp32_grads(struct zs_run *r)
 	}
 }
 
+/* Offloaded, step() copies the host fp32 partition into the device params
+ * through a device copy of it (fp32_partition.to(device), 1880-1882). */
+static void params_from_host(struct zs_run *r)
+{
+	const struct zs_layout *lo = &r->layout;
+	size_t S = layout_len(lo, ZS_BUF_MASTER);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		float *dev = tracker_alloc(&r->tracker, k, ZS_CAT_MASTER32, S * sizeof *dev);
+		for (size_t u = 0; u < layout_npieces(lo); u++) {
+			struct zs_slice m = layout_own(lo, ZS_BUF_MASTER, u, k), p = layout_own(lo, ZS_BUF_PARAMS, u, k);
+			memcpy(dev + m.at, run_at(r, k, ZS_BUF_MASTER, m.at), m.count * sizeof *dev);
+			if (r->dt == ZS_F32)
+				memcpy(run_at(r, k, ZS_BUF_PARAMS, p.at), dev + m.at, m.count * sizeof *dev);
+			for (size_t i = 0; i < m.count && r->dt == ZS_F16; i++)
+				((zs_half *)run_at(r, k, ZS_BUF_PARAMS, p.at))[i] = zs_float_to_half(dev[m.at + i]);
+		}
+		tracker_free(&r->tracker, k, dev);
+	}
+}
+
 static void after_step(struct zs_run *r)
 {
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		tracker_free(&r->tracker, k, run_rank(r, k)->grad32);
+		if (!offloaded(r))
+			tracker_free(&r->tracker, k, run_rank(r, k)->grad32);
 		run_rank(r, k)->grad32 = NULL;
 	}
+	if (offloaded(r))
+		params_from_host(r);
 	if (r->world > 1) /* all_gather_dp_groups skips a group of one rank */
 		run_gather_params_in_place(r);
 }
@@ -196,6 +283,8 @@ static const struct zs_scheme_ops ds_zero1 = {
 	.reduce = zero1_reduce,
 	.before_optimizer = fp32_grads,
 	.after_optimizer = after_step,
+	.setup = setup,
+	.teardown = teardown,
 	.at_one_rank = 1,
 	.master32 = 1,
 };
@@ -208,6 +297,8 @@ static const struct zs_scheme_ops ds_zero2 = {
 	.reduce = zero2_reduce,
 	.before_optimizer = fp32_grads,
 	.after_optimizer = after_step,
+	.setup = setup,
+	.teardown = teardown,
 	.at_one_rank = 1,
 	.master32 = 1,
 };
@@ -223,5 +314,6 @@ double scheme_deepspeed_bound(const struct zs_config *c, const struct zs_layout 
 	zs_bytes_per_param(c->precision, c->optimizer, &p, &g, &k);
 	double S = (double)lo->shard, psi = (double)lo->nparams;
 	double written = c->ds_reduce_bucket < psi ? c->ds_reduce_bucket : psi;
-	return (1 + c->ds_overlap_comm) * written * g + S * (g + 4) + (c->precision == ZS_FP32 ? 4 * S : 0);
+	return (1 + c->ds_overlap_comm) * written * g + S * (g + 4) + (c->precision == ZS_FP32 ? 4 * S : 0) +
+	       (c->offload != ZS_OFFLOAD_NONE ? 4 * S + 2 * psi * g : 0);
 }

@@ -89,6 +89,10 @@ struct theory_schedule {
 	 * bytes above an even split, so that schedule resident = floor
 	 * resident + padding_bytes + imbalance_bytes. 0 for the paper's. */
 	double imbalance_bytes;
+	/* Host memory (an offload, DeepSpeed's): resident and peak; the
+	 * fields above are then the device's. 0 without offload. */
+	uint64_t host_resident_bytes, host_peak_bytes;
+	uint64_t host_resident_bytes_per_node;  /* --ranks-per-node ranks' */
 };
 
 /* Model states of any model given as its units, as runs of equal units

@@ -19,6 +19,17 @@
 #include "util/schedule.h"
 #include "util/util.h"
 
+/* The largest parameter tensor: the offload's temporary grad buffers. */
+static uint64_t largest_tensor(const struct theory_shape *s)
+{
+	uint64_t m = 0;
+	for (size_t l = 0; l + 1 < s->nwidths; l++)
+		m = (uint64_t)s->widths[l] * s->widths[l + 1] > m ? (uint64_t)s->widths[l] * s->widths[l + 1] : m;
+	for (size_t l = 1; l < s->nwidths; l++)
+		m = s->widths[l] > m ? s->widths[l] : m;
+	return m;
+}
+
 /* ZeRO-1 and ZeRO-2 as docs/schedule.md's "DeepSpeed" gives them, from the
  * shape and DeepSpeed's settings: the paper's units, shards and collectives
  * (a reduce-scatter of each unit's grads, an all-gather of its params; none
@@ -56,16 +67,31 @@ void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_con
 	uint64_t bucket = (uint64_t)(1 + c->ds_overlap_comm) * (uint64_t)c->ds_reduce_bucket * b->g;
 	uint64_t full = scheme == ZS_ZERO1 ? psi * b->g : largest * b->g;
 	uint64_t act = pb[THEORY_ACTIVATIONS], scratch = pb[THEORY_SCRATCH];
+	/* Offloaded: the grad partition (fp32), the fp32 partition and the
+	 * optimizer state on the host, with a buffer of the largest tensor's
+	 * grads there and one on the device; the step's device copy of the
+	 * fp32 partition replaces the fp32 gradient partition. */
+	int off = c->offload == ZS_OFFLOAD_OPTIMIZER;
+	uint64_t tmax = largest_tensor(s), step_extra = off ? S * 4 : S * 4 + (b->g == 2 ? S * b->g : 0);
+	if (off) {
+		out->host_resident_bytes = S * (4 + 4 + opt) + tmax * b->g;
+		out->host_peak_bytes = out->host_resident_bytes;
+		out->host_resident_bytes_per_node = out->host_resident_bytes * c->ranks_per_node;
+		rb[gc] = tmax * b->g;
+		rb[THEORY_MASTER32] = rb[THEORY_ADAM_M] = rb[THEORY_ADAM_V] = rb[THEORY_MOMENTUM] = 0;
+	}
 	out->resident_bytes = 0;
 	for (int k = 0; k < THEORY_NCATEGORIES; k++)
 		out->resident_bytes += rb[k];
 	uint64_t backward = out->resident_bytes + act + scratch + bucket + full;
-	uint64_t step = out->resident_bytes + S * 4 + (b->g == 2 ? S * b->g : 0);
+	uint64_t step = out->resident_bytes + step_extra;
 	memcpy(pb, rb, sizeof out->resident_breakdown);
 	if (backward >= step) {
 		pb[THEORY_ACTIVATIONS] = act;
 		pb[THEORY_SCRATCH] = scratch;
 		pb[THEORY_FULL_GRADS] = bucket + full;
+	} else if (off) {
+		pb[THEORY_MASTER32] += S * 4;
 	} else {
 		pb[THEORY_GRAD32] += S * 4;
 		pb[THEORY_GRAD16] += b->g == 2 ? S * b->g : 0;
@@ -120,17 +146,6 @@ void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config
 	out->partitioned_params = theory_params(s) - out->persistent_params;
 	out->resident_bytes = out->persistent_params * b->p + out->shard_elements * per_shard +
 	                      (uint64_t)c->ds_reduce_bucket * b->g;
-}
-
-/* The largest parameter tensor: the offload's temporary grad buffers. */
-static uint64_t largest_tensor(const struct theory_shape *s)
-{
-	uint64_t m = 0;
-	for (size_t l = 0; l + 1 < s->nwidths; l++)
-		m = (uint64_t)s->widths[l] * s->widths[l + 1] > m ? (uint64_t)s->widths[l] * s->widths[l + 1] : m;
-	for (size_t l = 1; l < s->nwidths; l++)
-		m = s->widths[l] > m ? s->widths[l] : m;
-	return m;
 }
 
 void theory_deepspeed_memory(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,

@@ -120,6 +120,10 @@ static int schedule_json(cJSON *row, const struct theory_row *r)
 	       num(o, "peak_bytes", (double)s->peak_bytes) < 0 ||
 	       num(o, "peak_bytes_per_param", (double)s->peak_bytes / psi) < 0 ||
 	       breakdown(o, "peak_breakdown", s->peak_breakdown) < 0 ||
+	       (s->host_resident_bytes > 0 && (num(o, "host_resident_bytes", (double)s->host_resident_bytes) < 0 ||
+	                                       num(o, "host_peak_bytes", (double)s->host_peak_bytes) < 0 ||
+	                                       num(o, "host_resident_bytes_per_node",
+	                                           (double)s->host_resident_bytes_per_node) < 0)) ||
 	       comm(o, (double)s->comm_bytes, (double)s->comm_elements, psi) < 0 ? -1 : 0;
 }
 

@@ -76,9 +76,10 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 		if (c->schemes[i] != ZS_ZERO3)
 			return zs_fail(cause, "--offload params: only ZeRO-3 partitions the params (give --schemes zero3, "
 			               "or --offload optimizer)");
-	if (!theory && c->offload != ZS_OFFLOAD_NONE)
-		return zs_fail(cause, "--offload %s: the engine does not measure host memory yet (zerosim theory "
-		               "predicts it)", zs_offload_name(c->offload));
+	for (size_t i = 0; i < c->nschemes && c->offload != ZS_OFFLOAD_NONE; i++)
+		if (c->schemes[i] == ZS_DP)
+			return zs_fail(cause, "--offload %s: dp has no ZeRO optimizer to offload (give --schemes zero1,zero2,zero3)",
+			               zs_offload_name(c->offload));
 	for (size_t w = 0; w < c->nworld; w++)
 		if (c->world[w] % c->ranks_per_node != 0)
 			return zs_fail(cause, "--ranks-per-node %u does not divide N = %u (every node holds as many ranks)",
