@@ -46,7 +46,8 @@ struct zs_opt {
 	{"precision", 0, 1, ZS_OPT_CONFIG, NULL}, {"optimizer", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lr", 0, 1, ZS_OPT_CONFIG, NULL}, {"beta1", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"beta2", 0, 1, ZS_OPT_CONFIG, NULL}, {"eps", 0, 1, ZS_OPT_CONFIG, NULL}, \
-	{"framework", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"framework", 0, 1, ZS_OPT_CONFIG, NULL}, {"bucket-cap", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"prefetch", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"ds-reduce-bucket", 0, 1, ZS_OPT_CONFIG, NULL}, {"ds-allgather-bucket", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"ds-overlap-comm", 0, 1, ZS_OPT_CONFIG, NULL}, {"ds-persist", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"offload", 0, 1, ZS_OPT_CONFIG, NULL}, {"ranks-per-node", 0, 1, ZS_OPT_CONFIG, NULL}, \

@@ -365,6 +365,7 @@ static void optimizer(struct zs_run *r, unsigned t)
 {
 	const struct zs_layout *lo = &r->layout;
 	int mixed = r->precision == ZS_MIXED, master = has_buf(r, ZS_BUF_MASTER);
+	enum zs_dtype gdt = r->esize[ZS_BUF_GRADS] == sizeof(float) ? ZS_F32 : ZS_F16; /* the grads' own type */
 	tracker_set_phase(&r->tracker, ZS_PH_OPTIMIZER);
 	if (r->ops->before_optimizer)
 		r->ops->before_optimizer(r);
@@ -375,7 +376,7 @@ static void optimizer(struct zs_run *r, unsigned t)
 			float *w = master ? run_at(r, k, ZS_BUF_MASTER, s.at) : run_at(r, k, ZS_BUF_PARAMS, p.at);
 			float *v = has_buf(r, ZS_BUF_V) ? run_at(r, k, ZS_BUF_V, s.at) : NULL, *g32 = run_rank(r, k)->grad32;
 			optim_update(&r->opt, t + 1, w, run_at(r, k, ZS_BUF_M, s.at), v,
-			             g32 != NULL ? (void *)(g32 + g.at) : run_at(r, k, ZS_BUF_GRADS, g.at), g32 != NULL ? ZS_F32 : r->dt,
+			             g32 != NULL ? (void *)(g32 + g.at) : run_at(r, k, ZS_BUF_GRADS, g.at), g32 != NULL ? ZS_F32 : gdt,
 			             mixed ? run_at(r, k, ZS_BUF_PARAMS, p.at) : NULL, s.count);
 			if (master && !mixed)
 				memcpy(run_at(r, k, ZS_BUF_PARAMS, p.at), w, s.count * sizeof *w);
@@ -553,6 +554,7 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 		per_rank += (double)lo.nparams * (p + g);
 	if (c->framework == ZS_FW_DEEPSPEED)
 		per_rank += scheme_deepspeed_bound(c, &lo);
+	per_rank += (double)scheme_buffer_bytes(c->framework, scheme, lo.nparams, g);
 	return per_rank * world;
 }
 
@@ -594,8 +596,9 @@ static int check_replicas(const struct zs_run *r, enum zs_scheme scheme, char **
 }
 
 /* The N = 1 rule: one rank has nothing to shard, gather or reduce, so its
- * layout is all full (layout_init) and it runs no hook (here). */
-static const struct zs_scheme_ops one_rank = {.name = "one rank"};
+ * layout is all full (layout_init) and it runs no hook (these, which
+ * scheme_ops gives at N = 1; torch's DDP and FSDP's casts still run). */
+const struct zs_scheme_ops scheme_one_rank = {.name = "one rank"};
 
 int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world, enum zs_unit unit,
                const struct zs_case *cs, const struct zs_run_options *opt, struct zs_result *res,
@@ -606,8 +609,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	memset(res, 0, sizeof *res);
 	struct zs_run r;
 	memset(&r, 0, sizeof r);
-	r.ops = scheme_ops(c->framework, scheme);
-	r.ops = world == 1 && !r.ops->at_one_rank ? &one_rank : r.ops;
+	r.ops = scheme_ops(c->framework, scheme, world);
 	r.config = c;
 	model_mlp_init(&r.model, c->widths, c->nwidths, c->batch);
 	run_layout(&r.layout, &r.model, c, scheme, world, unit);
@@ -628,6 +630,8 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r.opt.beta2 = (float)c->beta2;
 	r.opt.eps = (float)c->eps;
 	setup_buffers(&r);
+	if (r.ops->buffers)
+		r.ops->buffers(&r);
 #ifdef HAVE_MPI
 	/* This run's peak resident set starts from what the process holds
 	 * without it. */
@@ -647,9 +651,9 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r.ptr_a = zs_calloc(r.r1 - r.r0, sizeof *r.ptr_a);
 	r.ptr_b = zs_calloc(r.r1 - r.r0, sizeof *r.ptr_b);
 
-	if (r.ops->setup)
-		r.ops->setup(&r);
 	setup_state(&r);
+	if (r.ops->setup)
+		r.ops->setup(&r, c);
 	res->losses = zs_calloc(c->steps, sizeof *res->losses);
 	for (unsigned t = 0; t < c->steps; t++) {
 		if (opt->timeline && t + 1 == c->steps)

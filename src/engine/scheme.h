@@ -43,6 +43,9 @@ struct zs_rank {
 	void *bucket[2];
 	float *grad32;
 	void *offload_tmp[2];         /* ZeRO-Offload's device and host grad buffers */
+	/* DDP's gradient buckets (torch's dp and zero1): bucket i's flat
+	 * grads, in category buckets, for the whole run; NULL otherwise. */
+	void *ddp_bucket[ZS_MAX_PARAM_TENSORS];
 	float loss;
 };
 
@@ -53,6 +56,13 @@ struct zs_bucket {
 	size_t used, count;
 	size_t unit[ZS_MAX_LAYERS], at[ZS_MAX_LAYERS];
 	unsigned index;
+};
+
+/* A DDP bucket: the layout's parameter tensors ntensors-1-first down to
+ * ntensors-first-count (reverse model order, as gradients become ready),
+ * n elements in all. */
+struct zs_ddp_bucket {
+	size_t first, count, n;
 };
 
 struct zs_run {
@@ -79,6 +89,11 @@ struct zs_run {
 	/* Per-rank pointer lists handed to the collectives (bookkeeping, O(N)). */
 	void **ptr_a, **ptr_b;
 
+	enum zs_prefetch prefetch;    /* FSDP's backward prefetch (torch's zero2/3) */
+	/* DDP's buckets (scheme_torch.c); 0 for every other scheme. */
+	size_t nddp_buckets;
+	struct zs_ddp_bucket ddp_bucket[ZS_MAX_PARAM_TENSORS];
+
 	uint64_t seed;
 	const struct zs_case *cs;
 	const float *init;            /* the initial fp32 weights, Ψ (outside every rank) */
@@ -90,6 +105,14 @@ enum zs_pass { ZS_PASS_FORWARD, ZS_PASS_BACKWARD };
 
 struct zs_scheme_ops {
 	const char *name;
+	/* Before anything is allocated: a framework's own types of the buffers
+	 * (FSDP's MixedPrecision: fp32 shards, fp16 working copies) and where
+	 * they live (DeepSpeed's offload: r->host). */
+	void (*buffers)(struct zs_run *r);
+	/* After the resident state is allocated (phase setup), and before it
+	 * is freed: a framework's own resident buffers (DDP's buckets). */
+	void (*setup)(struct zs_run *r, const struct zs_config *c);
+	void (*teardown)(struct zs_run *r);
 	/* Around each unit in forward and backward (zero3's gather). */
 	void (*begin_unit)(struct zs_run *r, size_t u, enum zs_pass pass);
 	void (*end_unit)(struct zs_run *r, size_t u, enum zs_pass pass);
@@ -102,22 +125,24 @@ struct zs_scheme_ops {
 	/* At the start of the optimizer phase (DeepSpeed's fp32 gradient
 	 * partition). */
 	void (*before_optimizer)(struct zs_run *r);
-	/* Before the resident state is allocated (a framework's buffer types
-	 * and places, and buffers of its own for the run), and after the last
-	 * step (they are freed). */
-	void (*setup)(struct zs_run *r);
-	void (*teardown)(struct zs_run *r);
-	/* The hooks run at N = 1 too (DeepSpeed allocates its buffers on one
-	 * rank as on many), and the optimizer state has an fp32 master copy in
-	 * both precisions (DeepSpeed's single_partition_of_fp32_groups). */
-	int at_one_rank, master32;
+	/* The optimizer state has an fp32 master copy in both precisions
+	 * (DeepSpeed's single_partition_of_fp32_groups). DeepSpeed's hooks run
+	 * at N = 1 too (it allocates its buffers on one rank as on many). */
+	int master32;
 };
 
 extern const struct zs_scheme_ops scheme_dp, scheme_zero1, scheme_zero2, scheme_zero3;
+/* The N = 1 rule's hooks: none (engine.c). */
+extern const struct zs_scheme_ops scheme_one_rank;
 
-/* A framework's hooks for a scheme (scheme_torch.c; the paper's are the
- * four above). zs_row says which exist. */
-const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme scheme);
+/* A framework's hooks for a scheme at world size N (scheme_torch.c; the
+ * paper's are the four above, and scheme_one_rank at N = 1, where DDP
+ * alone still runs its reducer). zs_row says which exist. */
+const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme scheme, unsigned world);
+
+/* Bytes per rank of a framework's resident buffers beyond the model
+ * states, for the sweep's memory bound: DDP's buckets, Ψ·g. */
+size_t scheme_buffer_bytes(enum zs_framework fw, enum zs_scheme scheme, size_t nparams, size_t grad_bytes);
 
 /* DeepSpeed's hooks for a scheme (scheme_deepspeed.c), NULL where they are
  * the paper's (dp); and the bytes a rank of a DeepSpeed run touches beyond

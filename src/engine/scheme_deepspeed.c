@@ -59,13 +59,19 @@ static size_t largest_tensor(const struct zs_layout *lo)
 	return m;
 }
 
-static void setup(struct zs_run *r)
+static void buffers(struct zs_run *r)
 {
 	if (!offloaded(r))
 		return;
 	r->host[ZS_BUF_MASTER] = r->host[ZS_BUF_M] = r->host[ZS_BUF_V] = r->host[ZS_BUF_GRADS] = 1;
 	r->esize[ZS_BUF_GRADS] = sizeof(float);
 	r->cat[ZS_BUF_GRADS] = ZS_CAT_GRAD32;
+}
+
+static void setup(struct zs_run *r, const struct zs_config *c)
+{
+	if (c->offload != ZS_OFFLOAD_OPTIMIZER)
+		return;
 	size_t bytes = largest_tensor(&r->layout) * coll_dtype_size(r->dt);
 	enum zs_cat cat = r->dt == ZS_F16 ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32;
 	for (unsigned k = r->r0; k < r->r1; k++) {
@@ -283,9 +289,9 @@ static const struct zs_scheme_ops ds_zero1 = {
 	.reduce = zero1_reduce,
 	.before_optimizer = fp32_grads,
 	.after_optimizer = after_step,
+	.buffers = buffers,
 	.setup = setup,
 	.teardown = teardown,
-	.at_one_rank = 1,
 	.master32 = 1,
 };
 
@@ -297,9 +303,9 @@ static const struct zs_scheme_ops ds_zero2 = {
 	.reduce = zero2_reduce,
 	.before_optimizer = fp32_grads,
 	.after_optimizer = after_step,
+	.buffers = buffers,
 	.setup = setup,
 	.teardown = teardown,
-	.at_one_rank = 1,
 	.master32 = 1,
 };
 
