@@ -171,7 +171,7 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 	const cJSON *ds = cJSON_GetObjectItemCaseSensitive(cfg, "deepspeed");
 	m->ds_persist = -1;
 	if (ds != NULL && (zs_json_object(cfg, "deepspeed", where, &ds, cause) < 0 ||
-	                   read_bytes(ds, "persist", where, &m->ds_persist, cause) < 0))
+	                   report_read_bytes(ds, "persist", where, &m->ds_persist, cause) < 0))
 		return -1;
 	return 0;
 }
