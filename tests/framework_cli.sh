@@ -68,6 +68,10 @@ grep -q '"bucket_cap_mb":	0,' "$tmp/b0.json" || fail "--bucket-cap 0 given last 
 	--bucket-cap 1048576 --out "$tmp/bh.json" || fail "bucket-cap 1048576"
 [ "$(calls "$tmp/bh.json")" = 2 ] || fail "--bucket-cap 1048576: not two all-reduces"
 grep -q '"buckets":	2102272' "$tmp/bh.json" || fail "--bucket-cap 1048576: the buckets are not Ψ·4 bytes"
+# The theory's text names the options it followed.
+"$zerosim" theory --framework torch --world 2 --bucket-cap 0.1 --prefetch backward-pre >"$tmp/tt" || fail "torch text"
+grep -q 'bucket_cap_mb 0.1;' "$tmp/tt" || fail "the theory's text does not name bucket_cap_mb 0.1"
+grep -q 'backward_prefetch BACKWARD_PRE;' "$tmp/tt" || fail "the theory's text does not name BACKWARD_PRE"
 
 # the default names no framework; --framework paper is the default
 "$zerosim" theory --out "$tmp/d.json" && "$zerosim" theory --framework paper --out "$tmp/p.json" || fail "paper"
