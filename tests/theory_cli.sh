@@ -116,9 +116,9 @@ expect 2 --model gpt2 --reserve 1GB
 expect 2 --model gpt2 --device-mem 1GB --reserve 2GB
 ZEROSIM_DATADIR=$tmp/nowhere expect 2 --model gpt2
 grep -q 'ZEROSIM_DATADIR' "$tmp/err" || fail "a missing data folder is not named: $(cat "$tmp/err")"
-"$zerosim" measure --model gpt2 >"$tmp/out" 2>"$tmp/err"
-[ $? -eq 2 ] && grep -q "^zerosim measure: --model: the engine does not run transformers yet" "$tmp/err" ||
-	fail "measure --model is not refused: $(cat "$tmp/err")"
+"$zerosim" measure --model gpt2 --precision mixed >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "^zerosim measure: --precision mixed with --model: the engine's transformer runs in fp32 only" "$tmp/err" ||
+	fail "measure --model --precision mixed is not refused: $(cat "$tmp/err")"
 
 # The report reads a transformer's theory.json and says why it cannot
 # compare it (the engine measures the MLP only).

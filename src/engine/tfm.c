@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
+#include "util/model.h"
 #include "util/util.h"
 
 /* Streams of the seed's generator (engine_uniform), apart from the MLP's. */
@@ -41,15 +42,37 @@ int tfm_dims_check(const struct tfm_dims *d, char **cause)
 	return 0;
 }
 
+void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf)
+{
+	*d = (struct tfm_dims){hf->family == ZS_FAMILY_LLAMA ? TFM_LLAMA : TFM_GPT2, (size_t)hf->hidden,
+	                       (size_t)hf->layers, (size_t)hf->heads, (size_t)hf->kv_heads, (size_t)hf->head_dim,
+	                       (size_t)hf->intermediate, (size_t)hf->vocab, (size_t)hf->positions, hf->tied,
+	                       1e-5f, 10000.0f};
+}
+
+static const char *const recompute_names[] = {"none", "selective", "full"};
+
+const char *tfm_recompute_name(enum tfm_recompute rc) { return recompute_names[rc]; }
+
+int tfm_recompute_parse(const char *s, enum tfm_recompute *rc)
+{
+	for (int i = 0; i < 3; i++)
+		if (strcmp(s, recompute_names[i]) == 0) {
+			*rc = (enum tfm_recompute)i;
+			return 0;
+		}
+	return -1;
+}
+
 size_t tfm_qkv_rows(const struct tfm_dims *d) { return (d->heads + 2 * d->kv_heads) * d->head_dim; }
 size_t tfm_up_rows(const struct tfm_dims *d) { return d->family == TFM_LLAMA ? 2 * d->ffn : d->ffn; }
 
 /* ------------------------------------------------------------------------ */
 /* The layout: each layer's tensors in its view's order, absent ones 0. */
 
-#define NBLOCK_TENSORS 12
+#define NBLOCK_TENSORS TFM_BLOCK_TENSORS
 
-static void block_sizes(const struct tfm_dims *d, size_t sz[NBLOCK_TENSORS])
+void tfm_block_tensor_sizes(const struct tfm_dims *d, size_t sz[NBLOCK_TENSORS])
 {
 	size_t b = has_bias(d) ? 1 : 0, C = d->d, Q = tfm_qkv_rows(d), U = tfm_up_rows(d);
 	size_t s[NBLOCK_TENSORS] = {C, b * C, Q * C, b * Q, C * d->heads * d->head_dim, b * C,
@@ -72,7 +95,7 @@ size_t tfm_embed_params(const struct tfm_dims *d)
 size_t tfm_block_params_count(const struct tfm_dims *d)
 {
 	size_t sz[NBLOCK_TENSORS], n = 0;
-	block_sizes(d, sz);
+	tfm_block_tensor_sizes(d, sz);
 	for (size_t i = 0; i < NBLOCK_TENSORS; i++)
 		n += sz[i];
 	return n;
@@ -104,24 +127,34 @@ void tfm_embed_view(struct tfm_embed_params *p, const struct tfm_dims *d, float 
 	p->wpe = d->family == TFM_GPT2 ? flat + d->vocab * d->d : NULL;
 }
 
-void tfm_block_view(struct tfm_block_params *p, const struct tfm_dims *d, float *flat, size_t l)
+void tfm_block_view_at(struct tfm_block_params *p, const struct tfm_dims *d, float *block)
 {
-	size_t sz[NBLOCK_TENSORS], off = tfm_block_offset(d, l);
+	size_t sz[NBLOCK_TENSORS], off = 0;
 	float **slot[NBLOCK_TENSORS];
-	block_sizes(d, sz);
+	tfm_block_tensor_sizes(d, sz);
 	block_slots(p, slot);
 	for (size_t i = 0; i < NBLOCK_TENSORS; i++) {
-		*slot[i] = sz[i] != 0 ? flat + off : NULL;
+		*slot[i] = sz[i] != 0 ? block + off : NULL;
 		off += sz[i];
 	}
 }
 
-void tfm_final_view(struct tfm_final_params *p, const struct tfm_dims *d, float *flat)
+void tfm_block_view(struct tfm_block_params *p, const struct tfm_dims *d, float *flat, size_t l)
 {
-	float *f = flat + tfm_final_offset(d);
+	tfm_block_view_at(p, d, flat + tfm_block_offset(d, l));
+}
+
+void tfm_head_view(struct tfm_final_params *p, const struct tfm_dims *d, float *start)
+{
+	float *f = d->tied ? start + tfm_embed_params(d) : start;
 	p->norm_w = f;
 	p->norm_b = has_bias(d) ? f + d->d : NULL;
-	p->head = d->tied ? flat : f + norm_params(d);
+	p->head = d->tied ? start : f + norm_params(d);
+}
+
+void tfm_final_view(struct tfm_final_params *p, const struct tfm_dims *d, float *flat)
+{
+	tfm_head_view(p, d, d->tied ? flat : flat + tfm_final_offset(d));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -219,8 +252,8 @@ void tfm_embed_backward(struct tfm_embed_params *g, const float *dx, const int *
 	embed_backward(g->wte, g->wpe, dx, in, B * T, T, d->d);
 }
 
-void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
-                       const struct tfm_dims *d, size_t B, size_t T)
+void tfm_block_recompute(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
+                         const struct tfm_dims *d, size_t B, size_t T)
 {
 	size_t BT = B * T, C = d->d, H = d->heads, KV = d->kv_heads, hd = d->head_dim, F = d->ffn;
 	norm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1_w, p->ln1_b, d, BT);
@@ -236,7 +269,14 @@ void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *
 		gelu_forward(a->fch_act, a->fch, BT * F);
 	else
 		swiglu_forward(a->fch_act, a->fch, BT, F);
-	matmul_forward(a->res3, a->fch_act, p->fcproj_w, p->fcproj_b, BT, F, C);
+}
+
+void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
+                       const struct tfm_dims *d, size_t B, size_t T)
+{
+	size_t BT = B * T, C = d->d;
+	tfm_block_recompute(a, p, x, d, B, T);
+	matmul_forward(a->res3, a->fch_act, p->fcproj_w, p->fcproj_b, BT, d->ffn, C);
 	residual_add(a->res3, a->res2, BT * C);
 }
 

@@ -43,6 +43,8 @@ enum zs_key {
 	ZS_KEY_EPS, ZS_KEY_FRAMEWORK, ZS_NKEYS
 };
 
+struct zs_tfm_run;
+
 struct zs_config {
 	size_t widths[ZS_MAX_WIDTHS];   /* d0..dL */
 	size_t nwidths;                 /* L + 1 */
@@ -61,6 +63,9 @@ struct zs_config {
 	enum zs_optimizer optimizer;
 	enum zs_framework framework;
 	unsigned given;                 /* keys set by a spec or an option */
+	/* measure --model: a transformer instead of the MLP of widths
+	 * (engine/tfm.h), or NULL. Not owned. */
+	const struct zs_tfm_run *tfm;
 };
 
 /* The defaults, the prototype's sweep: 64,256,64; N = 1..32 by doubling; all schemes;
