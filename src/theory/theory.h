@@ -225,6 +225,17 @@ void theory_model_peak(const struct zs_model *m, const struct theory_act_opts *o
                        const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
                        enum zs_unit unit, unsigned world, struct theory_peak *out);
 
+/* The exact schedule level for zerosim's own transformer (the engine's
+ * `measure --model`: fp32, the paper's schemes, at most ZS_MAX_WIDTHS - 2
+ * blocks): resident, peak and its breakdown, comm, from the shape alone
+ * (docs/schedule.md, "Transformers: the engine's schedule").
+ * has_schedule says whether the request is one the engine runs. */
+int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
+                              const struct theory_bytes *b, enum zs_framework fw);
+void theory_model_schedule(const struct zs_model *m, const struct theory_act_opts *o,
+                           const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
+                           enum zs_unit unit, unsigned world, struct theory_schedule *out);
+
 /* ------------------------------------------------------------------------ */
 /* Requests and rows: what `zerosim theory` computes over, and one
  * (scheme, unit, N) of it. */
@@ -250,6 +261,7 @@ struct theory_row {
 	struct theory_floor floor;
 	struct theory_schedule sched;    /* valid for an MLP */
 	struct theory_peak peak;         /* valid for a model */
+	int model_sched;                 /* a model's sched is zerosim's own transformer's */
 	int has_peak;                    /* an MLP or a model: the peak is known */
 	uint64_t peak_bytes;             /* at the request's micro-batch */
 	uint64_t peak_fixed;             /* peak = fixed + b·per_batch */
