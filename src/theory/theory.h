@@ -123,6 +123,11 @@ uint64_t theory_max_batch(uint64_t fixed, uint64_t per_batch, double usable);
 /* Ψ of a shape: Σ d_l·d_{l+1} + d_{l+1}. */
 uint64_t theory_params(const struct theory_shape *s);
 
+/* The model states of out's units (out->nunits, out->units) into out:
+ * everything but the peak; st gets theory_states' figures. */
+void theory_schedule_states(struct theory_schedule *out, const struct theory_bytes *b, enum zs_scheme scheme,
+                            unsigned world, struct theory_states *st);
+
 void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
                      enum zs_unit unit, unsigned world,
                      struct theory_schedule *out);

@@ -334,7 +334,6 @@ void theory_model_schedule(const struct zs_model *m, const struct theory_act_opt
 {
 	static struct tensors ts; /* large; theory rows are computed one at a time */
 	struct theory_units u;
-	struct theory_unit_run runs[ZS_MAX_WIDTHS];
 	struct theory_states st;
 	struct walk w = {0};
 	uint64_t L = m->layers, head = L + 1, N = world;
@@ -354,17 +353,7 @@ void theory_model_schedule(const struct zs_model *m, const struct theory_act_opt
 		if (u.head > 0)
 			out->units[out->nunits++] = u.head;
 	}
-	for (size_t i = 0; i < out->nunits; i++)
-		runs[i] = (struct theory_unit_run){ out->units[i], 1 };
-	theory_states(runs, out->nunits, b, scheme, world, &st);
-	out->params = st.params;
-	out->shard_elements = st.shard_elements;
-	out->padded_elements = st.padded_elements;
-	out->resident_bytes = st.resident_bytes;
-	memcpy(out->resident_breakdown, st.resident_breakdown, sizeof st.resident_breakdown);
-	out->padding_bytes = st.padding_bytes;
-	out->comm_bytes = st.comm_bytes;
-	out->comm_elements = st.comm_elements;
+	theory_schedule_states(out, b, scheme, world, &st);
 	if (zero3 && visit) { /* the head's two extra gathers of the embedding's unit */
 		uint64_t s0 = (out->units[0] + N - 1) / N;
 		out->comm_bytes += 2 * (N - 1) * s0 * b->p;
