@@ -58,11 +58,8 @@ float engine_uniform(uint64_t seed, uint64_t stream, uint64_t index)
 
 float *engine_initial_weights(const struct zs_config *c)
 {
-	if (c->tfm != NULL) {
-		float *w = zs_malloc(tfm_nparams(&c->tfm->dims) * sizeof *w);
-		tfm_init_weights(w, &c->tfm->dims, c->seed);
-		return w;
-	}
+	if (c->tfm != NULL) /* each rank draws its own (initial_weights) */
+		return NULL;
 	struct zs_net m;
 	model_mlp_init(&m, c->widths, c->nwidths, c->batch);
 	float *w = zs_malloc(m.nparams * sizeof *w);
@@ -80,6 +77,10 @@ float *engine_initial_weights(const struct zs_config *c)
  * `at` of rank k's buffer b, rounded to fp16 if b holds fp16. */
 static void initial_weights(const struct zs_run *r, unsigned k, enum zs_buf b, size_t first, size_t n, size_t at)
 {
+	if (r->model.kind == ZS_NET_TFM) { /* fp32 only: from the seed, no Ψ-sized copy */
+		tfm_init_range(run_at(r, k, b, at), &r->model.tfm.dims, r->seed, first, n);
+		return;
+	}
 	const float *v = r->init + first;
 	if (r->esize[b] == sizeof(float)) {
 		memcpy(run_at(r, k, b, at), v, n * sizeof(float));
@@ -674,7 +675,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 		r.init = cs->weights;
 	else if (opt->init != NULL)
 		r.init = opt->init;
-	else
+	else if (c->tfm == NULL)
 		r.init = own_init = engine_initial_weights(c);
 	optim_init(&r.opt, c->optimizer, c->lr);
 	r.opt.beta1 = (float)c->beta1; /* --beta1, --beta2, --eps, or a case's */

@@ -324,38 +324,44 @@ void tfm_head_backward(struct tfm_final_params *g, struct tfm_scratch *s, const 
 /* ------------------------------------------------------------------------ */
 /* Weights and data from the seed */
 
-/* Uniform in ±std·√3 (standard deviation std), element i of the flat
- * vector drawing index i of the weights' stream. */
-static void fill_uniform(float *w, size_t off, size_t n, double std, uint64_t seed)
+/* How a tensor starts: uniform with a standard deviation, ones, zeros. */
+#define ONES (-1.0)
+#define ZEROS 0.0
+
+/* The part [first, first + n) of the flat vector (into w[0, n)) that the
+ * tensor [off, off + len) covers, started by rule: uniform in ±std·√3
+ * (standard deviation std), element i of the flat vector drawing index i
+ * of the weights' stream; or ONES, or ZEROS. */
+static void fill_part(float *w, size_t first, size_t n, size_t off, size_t len, double rule, uint64_t seed)
 {
-	float bound = (float)(std * sqrt(3.0));
-	for (size_t i = 0; i < n; i++)
-		w[off + i] = bound * engine_uniform(seed, STREAM_WEIGHTS, off + i);
+	size_t lo = off > first ? off : first, hi = off + len < first + n ? off + len : first + n;
+	float bound = (float)(rule * sqrt(3.0));
+	for (size_t i = lo; i < hi; i++)
+		w[i - first] = rule == ONES ? 1.0f : rule == ZEROS ? 0.0f : bound * engine_uniform(seed, STREAM_WEIGHTS, i);
+}
+
+void tfm_init_range(float *w, const struct tfm_dims *d, uint64_t seed, size_t first, size_t n)
+{
+	const double std = 0.02;
+	double proj = d->family == TFM_GPT2 ? std / sqrt(2.0 * (double)d->layers) : std;
+	/* A block's tensors in tfm_block_params' order: ln1_w, ln1_b, qkv_w,
+	 * qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b. */
+	const double rule[NBLOCK_TENSORS] = {ONES, ZEROS, std, ZEROS, proj, ZEROS, ONES, ZEROS, std, ZEROS, proj, ZEROS};
+	size_t sz[NBLOCK_TENSORS], fin = tfm_final_offset(d), C = d->d;
+	tfm_block_tensor_sizes(d, sz);
+	fill_part(w, first, n, 0, tfm_embed_params(d), std, seed);
+	for (size_t l = 0; l < d->layers; l++)
+		for (size_t i = 0, off = tfm_block_offset(d, l); i < NBLOCK_TENSORS; off += sz[i++])
+			fill_part(w, first, n, off, sz[i], rule[i], seed);
+	fill_part(w, first, n, fin, C, ONES, seed);
+	fill_part(w, first, n, fin + C, norm_params(d) - C, ZEROS, seed);
+	if (!d->tied)
+		fill_part(w, first, n, fin + norm_params(d), d->vocab * C, std, seed);
 }
 
 void tfm_init_weights(float *w, const struct tfm_dims *d, uint64_t seed)
 {
-	const double std = 0.02;
-	double proj_std = d->family == TFM_GPT2 ? std / sqrt(2.0 * (double)d->layers) : std;
-	memset(w, 0, tfm_nparams(d) * sizeof *w);
-	fill_uniform(w, 0, tfm_embed_params(d), std, seed);
-	for (size_t l = 0; l < d->layers; l++) {
-		struct tfm_block_params p;
-		tfm_block_view(&p, d, w, l);
-		size_t C = d->d;
-		for (size_t i = 0; i < C; i++)
-			p.ln1_w[i] = p.ln2_w[i] = 1.0f;
-		fill_uniform(w, (size_t)(p.qkv_w - w), tfm_qkv_rows(d) * C, std, seed);
-		fill_uniform(w, (size_t)(p.proj_w - w), C * d->heads * d->head_dim, proj_std, seed);
-		fill_uniform(w, (size_t)(p.fc_w - w), tfm_up_rows(d) * C, std, seed);
-		fill_uniform(w, (size_t)(p.fcproj_w - w), C * d->ffn, proj_std, seed);
-	}
-	struct tfm_final_params f;
-	tfm_final_view(&f, d, w);
-	for (size_t i = 0; i < d->d; i++)
-		f.norm_w[i] = 1.0f;
-	if (!d->tied)
-		fill_uniform(w, (size_t)(f.head - w), d->vocab * d->d, std, seed);
+	tfm_init_range(w, d, seed, 0, tfm_nparams(d));
 }
 
 /* A whole number in [0, n) from the generator's [-1, 1). */

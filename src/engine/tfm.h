@@ -192,6 +192,9 @@ void tfm_head_backward(struct tfm_final_params *g, struct tfm_scratch *s, const 
  * initializer_range), the residual stream's output projections 0.02 /
  * sqrt(2L) (GPT-2), biases 0, norm weights 1. */
 void tfm_init_weights(float *w, const struct tfm_dims *d, uint64_t seed);
+/* The same values for the elements [first, first + n) of the flat vector,
+ * into w[0, n): each rank draws its own slots. */
+void tfm_init_range(float *w, const struct tfm_dims *d, uint64_t seed, size_t first, size_t n);
 
 /* The synthetic task: a permutation π of the vocabulary drawn from the
  * seed; each sequence starts at a token drawn from (seed, step, rank,
