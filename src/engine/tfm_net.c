@@ -43,6 +43,14 @@
 
 static float *mut(const void *p) { return (float *)(size_t)p; }
 
+/* Tensor i holds int32 token ids (the driver's tensors are 4-byte
+ * elements of either type). */
+static int *ids(float *const *t, unsigned i)
+{
+	void *p = t[i];
+	return p;
+}
+
 static float *act(const struct zs_layer *l, const struct zs_layer_io *io, enum tfm_act a)
 {
 	return l->act[a] == ZS_NO_TENSOR ? NULL : io->t[l->act[a]];
@@ -74,7 +82,7 @@ static void embed_fwd(const struct zs_layer *l, const struct zs_layer_io *io)
 	const struct zs_net_tfm *n = &io->net->tfm;
 	struct tfm_embed_params p;
 	tfm_embed_view(&p, &n->dims, mut(io->w));
-	tfm_embed_forward(act(l, io, TFM_ACT_X0), &p, (const int *)io->t[n->tokens], &n->dims, n->B, n->T);
+	tfm_embed_forward(act(l, io, TFM_ACT_X0), &p, ids(io->t, n->tokens), &n->dims, n->B, n->T);
 }
 
 static void embed_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
@@ -93,7 +101,7 @@ static void embed_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 		                d->d, d->vocab);
 		memcpy(fg.norm_w, io->t[n->dnorm], (d->family == TFM_GPT2 ? 2 : 1) * d->d * sizeof *g);
 	}
-	tfm_embed_backward(&eg, io->t[n->scratch[0]], (const int *)io->t[n->tokens], d, n->B, n->T);
+	tfm_embed_backward(&eg, io->t[n->scratch[0]], ids(io->t, n->tokens), d, n->B, n->T);
 }
 
 /* ---- a block -------------------------------------------------------------- */
@@ -157,7 +165,7 @@ static float head_loss(const struct zs_net *m, float *const *t)
 {
 	const struct zs_layer *h = &m->layer[m->nlayers - 1];
 	const struct zs_net_tfm *n = &m->tfm;
-	return crossentropy_forward_backward(t[h->act[TFM_ACT_LOGITS]], (const int *)t[n->targets], n->B * n->T,
+	return crossentropy_forward_backward(t[h->act[TFM_ACT_LOGITS]], ids(t, n->targets), n->B * n->T,
 	                                     n->dims.vocab);
 }
 
@@ -318,5 +326,5 @@ void model_tfm_batch(const struct zs_net *m, float *const *t, uint64_t seed, uns
 {
 	const struct zs_net_tfm *n = &m->tfm;
 	struct tfm_task task = {n->dims.vocab, n->perm};
-	tfm_task_batch((int *)t[n->tokens], (int *)t[n->targets], &task, seed, step, rank, n->B, n->T);
+	tfm_task_batch(ids(t, n->tokens), ids(t, n->targets), &task, seed, step, rank, n->B, n->T);
 }

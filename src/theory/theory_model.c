@@ -367,7 +367,7 @@ void theory_model_schedule(const struct zs_model *m, const struct theory_act_opt
 	for (int c = 0; c < THEORY_NCATEGORIES; c++)
 		walk_add(&w, (enum theory_category)c, out->resident_breakdown[c]);
 	size_t U = out->nunits;
-	uint64_t first[ZS_MAX_WIDTHS], last[ZS_MAX_WIDTHS];
+	uint64_t first[ZS_MAX_WIDTHS] = {0}, last[ZS_MAX_WIDTHS] = {0};
 	for (size_t i = 0; i < U; i++) {
 		first[i] = unit == ZS_UNIT_MODEL ? 0 : i;
 		last[i] = unit == ZS_UNIT_MODEL ? head : i;
