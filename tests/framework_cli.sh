@@ -21,6 +21,10 @@ grep -q '^ *64  *zero3  *2,509,375,000 ' "$tmp/t3" || fail "no ZeRO-3 estimate 2
 grep -q '"device_bytes":	17109375000' "$tmp/t.json" || fail "no device_bytes 17109375000 in theory.json"
 grep -q '"framework":	"deepspeed"' "$tmp/t.json" || fail "config.framework missing"
 
+# torch models every scheme in both precisions (FSDP's MixedPrecision)
+"$zerosim" measure -q --framework torch --schemes zero2,zero3 --world 2 --out "$tmp/mp.json" || fail "torch mixed"
+grep -q '"master32":	0' "$tmp/mp.json" || fail "FSDP's MixedPrecision holds a master copy"
+
 # refused: one line on stderr, exit 2, nothing written
 refused() {
 	"$@" --out "$tmp/no.json" >/dev/null 2>"$tmp/err"
@@ -29,20 +33,33 @@ refused() {
 	[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$*: not one line: $(cat "$tmp/err")"
 	[ ! -e "$tmp/no.json" ] || fail "$* wrote its output"
 }
-refused "$zerosim" measure --framework torch --schemes zero2 --world 2
-refused "$zerosim" measure --framework torch --schemes zero3 --world 2
 refused "$zerosim" measure --framework deepspeed --schemes dp --world 2
-refused "$zerosim" theory --framework torch --schemes zero3 --precision mixed
-refused "$zerosim" theory --framework torch
 refused "$zerosim" measure --framework deepspeed --world 2
 refused "$zerosim" theory --framework torch --params 7.5e9 --schemes zero1
 refused "$zerosim" measure --framework pytorch
-printf '{"format": "zerosim-sweep/1", "framework": "torch", "schemes": ["zero3"]}\n' >"$tmp/spec.json"
-refused "$zerosim" measure --spec "$tmp/spec.json"
+refused "$zerosim" measure --bucket-cap 10 --world 2
+refused "$zerosim" theory --framework deepspeed --bucket-cap 10 --params 1e9
+refused "$zerosim" theory --framework torch --bucket-cap 25MB
+refused "$zerosim" measure --prefetch backward-pre --world 2
+refused "$zerosim" measure --framework torch --prefetch backward_pre --world 2
+printf '{"format": "zerosim-sweep/1", "bucket-cap": 5}\n' >"$tmp/spec.json"
+refused "$zerosim" theory --spec "$tmp/spec.json"
+
+# DDP's buckets: listed in torch's breakdowns (2Ψ at mixed precision),
+# its cap in the config; a paper file lists no buckets
+"$zerosim" measure -q --framework torch --schemes dp --world 2 --bucket-cap 0.5 --out "$tmp/b.json" || fail "bucket"
+grep -q '"buckets":	66176' "$tmp/b.json" || fail "no buckets of 66176 B in torch's measured.json"
+grep -q '"bucket_cap_mb":	0.5' "$tmp/b.json" || fail "no config.bucket_cap_mb"
+grep -q '"prefetch":	"none"' "$tmp/b.json" || fail "no config.prefetch"
+printf '{"format": "zerosim-sweep/1", "framework": "torch", "bucket-cap": 0.5, "schemes": ["dp"], "world": [2]}\n' \
+	>"$tmp/spec.json"
+"$zerosim" theory --spec "$tmp/spec.json" --out "$tmp/bs.json" || fail "bucket-cap in a spec"
+grep -q '"bucket_cap_mb":	0.5' "$tmp/bs.json" || fail "the spec's bucket-cap is not the config's"
 
 # the default names no framework; --framework paper is the default
 "$zerosim" theory --out "$tmp/d.json" && "$zerosim" theory --framework paper --out "$tmp/p.json" || fail "paper"
 grep -q framework "$tmp/d.json" && fail "the default theory.json names a framework"
+grep -q buckets "$tmp/d.json" && fail "the default theory.json lists buckets"
 cmp -s "$tmp/d.json" "$tmp/p.json" || fail "--framework paper differs from the default"
 # The report names torch's departures (partition imbalance, broadcast) and
 # checks its claims: on the default MLP its zero1 is no better from N = 3 on;
@@ -62,6 +79,7 @@ report "$tmp/r1" --framework torch --schemes dp,zero1 --world 1,2,3,4,8,16
 [ "$(verdict "$tmp/r1/diff.json" torch_zero1_comm_1_5)" = holds ] || fail "torch_zero1_comm_1_5 does not hold"
 grep -q 'partition imbalance' "$tmp/r1/flags.txt" || fail "no partition imbalance in flags.txt"
 grep -q '= broadcast ' "$tmp/r1/flags.txt" || fail "no broadcast in flags.txt"
+grep -q 'dp N=2 unit=model resident: .* = DDP buckets 66176 B$' "$tmp/r1/flags.txt" || fail "no DDP buckets in flags.txt"
 [ -e "$tmp/r1/figures/fig6-ranks.gp" ] || fail "no per-rank figure"
 report "$tmp/r1" --framework torch --layers 8,8,8,8,8,8,8,8,8 --schemes zero1 --world 3,4,8
 [ "$(verdict "$tmp/r1/diff.json" torch_zero1_no_better_from_3)" = "does not hold" ] ||

@@ -18,6 +18,17 @@
  * parameter and the broadcasts (N-1)/N more: 3(N-1)/N, exactly where N
  * divides every tensor (N = 2, 4, 8, 16, 32).
  *
+ * Both run over DDP, whose gradient buckets (gradient_as_bucket_view=False)
+ * are a second gradient-sized buffer on every rank, category buckets:
+ * 2Ψ bytes more in mixed precision (4Ψ in fp32), shown apart from the model
+ * states above, so the resident total is 12.035 and 11.942 B/param. The
+ * buckets DDP 1.13 rebuilds after its first iteration, read from real
+ * PyTorch (ddp._get_ddp_logging_data()["rebuilt_bucket_sizes"], gloo, fp32,
+ * bytes; rebuilt_per_bucket_param_indices "5 4 3 2, 1, 0"):
+ *   64,256,64, bucket_cap_mb 25:            132352 (one bucket);
+ *   256,512,512,256, bucket_cap_mb 0:       1575936, 2048, 524288;
+ *   256,512,512,256, bucket_cap_mb 0.1, 25: 1575936, 526336.
+ *
  * torch's zero3 is FSDP FULL_SHARD, fp32 (4 + 4 + 8 bytes): with unit=layer
  * the FlatParameters of 16640 and 16448 elements are padded to 3·5547 and
  * 3·5483 at N = 3, so a rank holds 16·(5547 + 5483) = 176480 B = 5.334
@@ -28,6 +39,22 @@
  * every unit stays gathered into its backward: with unit=layer, the last
  * layer's backward holds both layers' params, Ψ·4 = 132352 B, and its own
  * grads, 16448·4 B; one all-gather per unit.
+ * With --prefetch backward-pre (BACKWARD_PRE), FULL_SHARD unit=layer's
+ * backward of the last layer also holds the first, prefetched: gathered
+ * (16448 + 16640)·4 = Ψ·4 = 132352 B with that layer's grads 16448·4, where
+ * without it the peak is the first layer's own 16640·4 + 16640·4; the
+ * all-gathers are the same four.
+ * FSDP's MixedPrecision (--precision mixed, fp16 param and reduce dtypes)
+ * keeps the FlatParameter and its grad as fp32 shards and the optimizer
+ * over them, no master: at N = 3, unit=layer, the same 176480 B =
+ * 16·(5547 + 5483) as fp32, in param32 4·11030, grad32 4·11030 and Adam's
+ * 8·11030; only the working copies are fp16: the first layer's backward
+ * holds 16640·2 B gathered and 16640·2 B of grads. Each rank computes from
+ * the fp16 rounding of the fp32 weights and steps on the fp16 reduced
+ * grads, as the paper's mixed zero3 does from its master: the weights are
+ * the paper's mixed zero3's, bit for bit. At N = 1 (NO_SHARD) the whole
+ * model (unit=model) is cast to fp16 around each pass: 2Ψ gathered and 2Ψ
+ * of grads at the peak over the 16Ψ of fp32 state.
  */
 #include "config.h"
 
@@ -51,6 +78,22 @@ static size_t load(unsigned n, unsigned k)
 	static const size_t four[] = {16384, 16384, 256, 64};
 	return k < 4 ? four[k] : 0;
 }
+
+/* The buckets above, in fp32 elements, and their model. */
+static const size_t wide[] = {256, 512, 512, 256};
+static const struct {
+	const size_t *widths;
+	size_t nwidths;
+	double cap;
+	size_t nbuckets;
+	uint64_t bytes[3];
+} torch_buckets[] = {
+	{mlp, 3, 25, 1, {132352}},
+	{wide, 4, 0, 3, {1575936, 2048, 524288}},
+	{wide, 4, 0.1, 2, {1575936, 526336}},
+	{wide, 4, 25, 2, {1575936, 526336}},
+};
+#define NBUCKETCASES (sizeof torch_buckets / sizeof torch_buckets[0])
 
 static struct zs_config torch_config(enum zs_precision pr)
 {
@@ -86,10 +129,11 @@ START_TEST(test_torch_zero1_ranks_hold_their_whole_tensors_optimizer_state)
 	for (size_t w = 0; w < NWORLDS; w++) {
 		unsigned n = worlds[w];
 		struct zs_result res = run(&c, ZS_ZERO1, n);
-		for (unsigned k = 0; k < n; k++)
-			ck_assert_uint_eq(res.resident[k], 4 * PSI + 12 * load(n, k));
+		for (unsigned k = 0; k < n; k++) /* and DDP's buckets, 2Ψ */
+			ck_assert_uint_eq(res.resident[k], 4 * PSI + 12 * load(n, k) + 2 * PSI);
 		ck_assert_uint_eq(res.binding_rank, 0);
 		ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_MASTER32], 4 * load(n, 0));
+		ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_BUCKETS], 2 * PSI);
 		engine_result_free(&res);
 	}
 }
@@ -100,13 +144,17 @@ START_TEST(test_torch_zero1_worst_rank_is_10_035_then_9_942_bytes_per_param)
 	struct zs_config c = torch_config(ZS_MIXED);
 	for (size_t w = 0; w < NWORLDS; w++) {
 		struct zs_result res = run(&c, ZS_ZERO1, worlds[w]);
-		double bpp = (double)res.resident[res.binding_rank] / PSI;
+		size_t bucket = res.resident_breakdown[ZS_CAT_BUCKETS];
+		double bpp = (double)(res.resident[res.binding_rank] - bucket) / PSI;
 		ck_assert_double_eq_tol(bpp, worlds[w] == 2 ? 10.035 : 9.942, 5e-4);
+		ck_assert_double_eq_tol((double)res.resident[res.binding_rank] / PSI, worlds[w] == 2 ? 12.035 : 11.942,
+		                        5e-4); /* with the bucket, resident */
 		engine_result_free(&res);
 	}
 	c = torch_config(ZS_FP32);
 	struct zs_result res = run(&c, ZS_ZERO1, 3);
-	ck_assert_double_eq_tol((double)res.resident[0] / PSI, 11.961, 5e-4);
+	ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_BUCKETS], 4 * PSI);
+	ck_assert_double_eq_tol((double)(res.resident[0] - 4 * PSI) / PSI, 11.961, 5e-4);
 	engine_result_free(&res);
 }
 END_TEST
@@ -158,6 +206,7 @@ END_TEST
 
 START_TEST(test_theory_works_the_same_partition_from_the_shape)
 {
+	struct zs_config c = torch_config(ZS_MIXED);
 	struct theory_shape s = {mlp, 3, 4, {0}};
 	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &s.bytes);
 	for (size_t w = 0; w < NWORLDS; w++) {
@@ -169,15 +218,62 @@ START_TEST(test_theory_works_the_same_partition_from_the_shape)
 		free(l);
 		struct theory_schedule sc;
 		theory_schedule(&s, ZS_ZERO1, ZS_UNIT_MODEL, n, &sc);
-		theory_framework_schedule(&s, ZS_FW_TORCH, ZS_ZERO1, ZS_UNIT_MODEL, n, &sc);
-		ck_assert_uint_eq(sc.resident_bytes, 4 * PSI + 12 * load(n, 0));
-		ck_assert_double_eq_tol((double)sc.resident_bytes / PSI, n == 2 ? 10.035 : 9.942, 5e-4);
+		theory_framework_schedule(&s, &c, ZS_ZERO1, ZS_UNIT_MODEL, n, &sc);
+		ck_assert_uint_eq(sc.resident_breakdown[THEORY_BUCKETS], 2 * PSI);
+		ck_assert_uint_eq(sc.resident_bytes - 2 * PSI, 4 * PSI + 12 * load(n, 0));
+		ck_assert_double_eq_tol((double)(sc.resident_bytes - 2 * PSI) / PSI, n == 2 ? 10.035 : 9.942, 5e-4);
 		ck_assert_double_eq(sc.padding_bytes, 0);
 		/* floor 4Ψ + 12Ψ/N, the rest is the imbalance */
 		ck_assert_double_eq_tol(sc.imbalance_bytes, 12.0 * (double)load(n, 0) - 12.0 * PSI / n, 1e-6);
 		if (n != 3)
 			ck_assert_uint_eq(sc.comm_elements * n, 3ull * (n - 1) * PSI);
 	}
+}
+END_TEST
+
+/* DDP's buckets as PyTorch 1.13 rebuilds them (above): the theory's, from
+ * the shape; the engine's, through what it sends (one all-reduce per
+ * bucket, 2(N-1)·ceil(n_b/N) elements) and holds (Ψ·g, at N = 1 too). */
+START_TEST(test_ddp_buckets_are_pytorchs)
+{
+	for (size_t i = 0; i < NBUCKETCASES; i++) {
+		struct theory_shape s = {torch_buckets[i].widths, torch_buckets[i].nwidths, 4, {0}};
+		uint64_t n[2 * ZS_MAX_WIDTHS];
+		theory_bytes_per_param(ZS_FP32, ZS_ADAM, &s.bytes);
+		size_t nb = theory_ddp_buckets(&s, torch_buckets[i].cap, n);
+		ck_assert_uint_eq(nb, torch_buckets[i].nbuckets);
+		for (size_t b = 0; b < nb; b++)
+			ck_assert_uint_eq(4 * n[b], torch_buckets[i].bytes[b]);
+
+		struct zs_config c = torch_config(ZS_FP32);
+		c.nwidths = torch_buckets[i].nwidths;
+		for (size_t l = 0; l < c.nwidths; l++)
+			c.widths[l] = torch_buckets[i].widths[l];
+		c.bucket_cap_mb = torch_buckets[i].cap;
+		size_t psi = (size_t)zs_config_params(&c);
+		for (unsigned w = 1; w <= 3; w += 2) {
+			struct zs_result res = run(&c, ZS_DP, w);
+			unsigned long long e = 0;
+			for (size_t b = 0; b < nb; b++)
+				e += 2ull * (w - 1) * ((torch_buckets[i].bytes[b] / 4 + w - 1) / w);
+			ck_assert_uint_eq(res.comm[0].calls[ZS_ALL_REDUCE], nb);
+			ck_assert_uint_eq(res.comm[0].elements[ZS_ALL_REDUCE], e);
+			ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_BUCKETS], 4 * psi);
+			ck_assert_uint_eq(res.resident[0], 16 * psi + 4 * psi);
+			engine_result_free(&res);
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_the_paper_holds_no_bucket)
+{
+	struct zs_config c = torch_config(ZS_MIXED);
+	c.framework = ZS_FW_PAPER;
+	struct zs_result res = run(&c, ZS_DP, 2);
+	ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_BUCKETS], 0);
+	ck_assert_uint_eq(res.resident[0], 16 * PSI);
+	engine_result_free(&res);
 }
 END_TEST
 
@@ -211,7 +307,7 @@ START_TEST(test_torch_zero3_is_5_334_bytes_per_param_at_three_ranks)
 	struct theory_schedule sc;
 	theory_bytes_per_param(ZS_FP32, ZS_ADAM, &s.bytes);
 	theory_schedule(&s, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
-	theory_framework_schedule(&s, ZS_FW_TORCH, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	theory_framework_schedule(&s, &c, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
 	ck_assert_uint_eq(sc.resident_bytes, 16 * (5547 + 5483));
 }
 END_TEST
@@ -243,6 +339,90 @@ START_TEST(test_torch_zero2_holds_every_unit_gathered_into_backward)
 }
 END_TEST
 
+START_TEST(test_torch_zero3_backward_pre_holds_two_units)
+{
+	struct zs_config c = torch_config(ZS_FP32);
+	struct zs_result none = run_unit(&c, ZS_ZERO3, 3, ZS_UNIT_LAYER);
+	c.prefetch = ZS_PREFETCH_BACKWARD_PRE;
+	struct zs_result pre = run_unit(&c, ZS_ZERO3, 3, ZS_UNIT_LAYER);
+	ck_assert_uint_eq(none.peak_breakdown[ZS_CAT_GATHERED], 4 * 16640);
+	ck_assert_uint_eq(none.peak_breakdown[ZS_CAT_FULL_GRADS], 4 * 16640);
+	ck_assert_uint_eq(pre.peak_breakdown[ZS_CAT_GATHERED], 4 * PSI);
+	ck_assert_uint_eq(pre.peak_breakdown[ZS_CAT_FULL_GRADS], 4 * 16448);
+	ck_assert_uint_eq(pre.peak[0] - none.peak[0], 4 * PSI + 4 * 16448 - 8 * 16640);
+	ck_assert_uint_eq(pre.comm[0].calls[ZS_ALL_GATHER], 4);
+	ck_assert_uint_eq(pre.comm[0].bytes[ZS_ALL_GATHER], none.comm[0].bytes[ZS_ALL_GATHER]);
+	ck_assert_uint_eq(pre.digest, none.digest);
+	engine_result_free(&none);
+	engine_result_free(&pre);
+
+	struct theory_shape s = {mlp, 3, 4, {0}};
+	struct theory_schedule sc;
+	theory_bytes_per_param(ZS_FP32, ZS_ADAM, &s.bytes);
+	theory_schedule(&s, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	theory_framework_schedule(&s, &c, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	ck_assert_uint_eq(sc.peak_breakdown[THEORY_GATHERED_PARAMS], 4 * PSI);
+	ck_assert_uint_eq(sc.peak_breakdown[THEORY_FULL_GRADS], 4 * 16448);
+}
+END_TEST
+
+START_TEST(test_torch_fsdp_mixed_precision_keeps_fp32_shards)
+{
+	struct zs_config c = torch_config(ZS_MIXED), paper = c;
+	paper.framework = ZS_FW_PAPER;
+	for (int s = ZS_ZERO2; s <= ZS_ZERO3; s++) {
+		struct zs_result res = run_unit(&c, (enum zs_scheme)s, 3, ZS_UNIT_LAYER);
+		struct zs_result ref = run_unit(&paper, ZS_ZERO3, 3, ZS_UNIT_LAYER);
+		ck_assert_uint_eq(res.resident[0], 16 * (5547 + 5483));
+		ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_PARAM32], 4 * (5547 + 5483));
+		ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_GRAD32], 4 * (5547 + 5483));
+		ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_ADAM_M], 4 * (5547 + 5483));
+		ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_MASTER32], 0);
+		ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_PARAM16], 0);
+		if (s == ZS_ZERO3) {
+			ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_GATHERED], 2 * 16640);
+			ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_FULL_GRADS], 2 * 16640);
+		}
+		ck_assert_uint_eq(res.digest, ref.digest);
+		engine_result_free(&res);
+		engine_result_free(&ref);
+	}
+	struct zs_result one = run(&c, ZS_ZERO3, 1);
+	ck_assert_uint_eq(one.resident[0], 16 * PSI);
+	ck_assert_uint_eq(one.resident_breakdown[ZS_CAT_PARAM32], 4 * PSI);
+	ck_assert_uint_eq(one.peak_breakdown[ZS_CAT_GATHERED], 2 * PSI);
+	ck_assert_uint_eq(one.peak_breakdown[ZS_CAT_FULL_GRADS], 2 * PSI);
+	engine_result_free(&one);
+
+	struct theory_shape sh = {mlp, 3, 4, {0}};
+	struct theory_schedule sc;
+	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &sh.bytes);
+	theory_schedule(&sh, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	theory_framework_schedule(&sh, &c, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	ck_assert_uint_eq(sc.resident_bytes, 16 * (5547 + 5483));
+	ck_assert_uint_eq(sc.resident_breakdown[THEORY_PARAM32], 4 * (5547 + 5483));
+	ck_assert_uint_eq(sc.resident_breakdown[THEORY_MASTER32], 0);
+	ck_assert_uint_eq(sc.peak_breakdown[THEORY_GATHERED_PARAMS], 2 * 16640);
+}
+END_TEST
+
+/* A one-layer model with unit=layer: the layer is an FSDP unit of its own
+ * and the root owns no parameter, so FULL_SHARD gathers it again for
+ * backward (two all-gathers), where unit=model keeps it (one). */
+START_TEST(test_torch_zero3_one_layer_is_not_the_root_with_unit_layer)
+{
+	struct zs_config c = torch_config(ZS_FP32);
+	c.nwidths = 2;
+	c.widths[0] = 3;
+	c.widths[1] = 1;
+	struct zs_result layer = run_unit(&c, ZS_ZERO3, 2, ZS_UNIT_LAYER), model = run(&c, ZS_ZERO3, 2);
+	ck_assert_uint_eq(layer.comm[0].calls[ZS_ALL_GATHER], 2);
+	ck_assert_uint_eq(model.comm[0].calls[ZS_ALL_GATHER], 1);
+	engine_result_free(&layer);
+	engine_result_free(&model);
+}
+END_TEST
+
 static Suite *framework_suite(void)
 {
 	Suite *s = suite_create("framework");
@@ -256,6 +436,11 @@ static Suite *framework_suite(void)
 	tcase_add_test(t, test_torch_zero3_is_5_334_bytes_per_param_at_three_ranks);
 	tcase_add_test(t, test_torch_zero3_keeps_the_root_gathered_one_all_gather);
 	tcase_add_test(t, test_torch_zero2_holds_every_unit_gathered_into_backward);
+	tcase_add_test(t, test_torch_zero3_backward_pre_holds_two_units);
+	tcase_add_test(t, test_torch_fsdp_mixed_precision_keeps_fp32_shards);
+	tcase_add_test(t, test_torch_zero3_one_layer_is_not_the_root_with_unit_layer);
+	tcase_add_test(t, test_ddp_buckets_are_pytorchs);
+	tcase_add_test(t, test_the_paper_holds_no_bucket);
 	suite_add_tcase(s, t);
 	t = tcase_create("deepspeed");
 	tcase_add_test(t, test_deepspeed_estimates_the_7_5b_model_on_64_gpus);

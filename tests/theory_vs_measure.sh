@@ -3,8 +3,10 @@
 # measurement (`zerosim measure`) byte for byte: resident, peak, the peak's
 # breakdown and the bytes sent, for every scheme, N from 1 to 32, both units,
 # both precisions, both optimizers, batch 1 and 4, and a deeper model; and
-# torch's implementations of dp and zero1 (--framework torch); and zerosim's
-# own transformer (--model, both families, the three recompute modes).
+# torch's implementations of every scheme (--framework torch: DDP's buckets,
+# ZeroRedundancyOptimizer, FSDP with and without prefetch, in both precisions);
+# and zerosim's own transformer (--model, both families, the three recompute
+# modes).
 # docs/schedule.md is the contract both implement; tests/json_agree joins the
 # two JSON files on (scheme, world, unit) and prints the first difference.
 # Last, the measurement must not depend on --jobs.
@@ -91,16 +93,36 @@ for precision in mixed fp32; do
 done
 check --framework torch --layers 5,7,3,11 --world 1,2,3,4,5,6,7,8 --schemes dp,zero1 --unit model,layer --steps 2
 check --framework torch --layers 64,256,256,256,64 --world 1,3,5,8 --schemes zero1 --unit model,layer --steps 1
-# torch's zero2 and zero3 (FSDP SHARD_GRAD_OP and FULL_SHARD, fp32): units
-# kept gathered from forward into backward.
-for optimizer in adam sgd; do
-	check --framework torch --precision fp32 --optimizer $optimizer --layers 64,256,64 --world 1,2,3,4,5,6,7,8 \
-		--schemes dp,zero1,zero2,zero3 --unit model,layer --batch 4 --steps 1
+# DDP's buckets cut at 1 MiB, then at the cap (0: one tensor each; 0.1 MB).
+for cap in 0 0.1; do
+	check --framework torch --precision fp32 --layers 256,512,512,256 --world 1,2,3,5 --schemes dp,zero1 \
+		--bucket-cap $cap --batch 1 --steps 1
 done
-check --framework torch --precision fp32 --layers 5,7,3,11 --world 1,2,3,4,5,6,7,8 --schemes zero2,zero3 \
-	--unit model,layer --steps 2
+# torch's zero2 and zero3 (FSDP SHARD_GRAD_OP and FULL_SHARD; in mixed
+# precision FSDP's MixedPrecision: fp32 shards, fp16 working copies): units
+# kept gathered from forward into backward. Every scheme, N = 1..8, both
+# units, both precisions, both optimizers.
+for precision in mixed fp32; do
+	for optimizer in adam sgd; do
+		check --framework torch --precision $precision --optimizer $optimizer --layers 64,256,64 \
+			--world 1,2,3,4,5,6,7,8 --schemes dp,zero1,zero2,zero3 --unit model,layer --batch 4 --steps 1
+	done
+done
+check --framework torch --layers 3,1 --world 1,2,3,4 --schemes dp,zero1,zero2,zero3 --unit model,layer --batch 1 \
+	--steps 1
+for precision in mixed fp32; do
+	check --framework torch --precision $precision --layers 5,7,3,11 --world 1,2,3,4,5,6,7,8 --schemes zero2,zero3 \
+		--unit model,layer --steps 2
+done
 check --framework torch --precision fp32 --layers 64,256,256,256,64 --world 1,3,5,8 --schemes zero2,zero3 \
 	--unit model,layer --steps 1
+# BACKWARD_PRE: the next unit of backward gathered early, two units live.
+for precision in mixed fp32; do
+	check --framework torch --precision $precision --prefetch backward-pre --layers 64,256,64 \
+		--world 1,2,3,4,5,6,7,8 --schemes zero2,zero3 --unit model,layer --batch 4 --steps 1
+done
+check --framework torch --precision fp32 --prefetch backward-pre --optimizer sgd --layers 8,64,8,64,8 \
+	--world 1,2,3,5,8 --schemes zero3 --unit layer --steps 2
 
 # zerosim's own transformer (measure --model, fp32): both families at tiny
 # sizes (d 64, 2 blocks, 4 heads, 2 key-value heads for llama, vocabulary

@@ -46,7 +46,8 @@ struct zs_opt {
 	{"precision", 0, 1, ZS_OPT_CONFIG, NULL}, {"optimizer", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lr", 0, 1, ZS_OPT_CONFIG, NULL}, {"beta1", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"beta2", 0, 1, ZS_OPT_CONFIG, NULL}, {"eps", 0, 1, ZS_OPT_CONFIG, NULL}, \
-	{"framework", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"framework", 0, 1, ZS_OPT_CONFIG, NULL}, {"bucket-cap", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"prefetch", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"spec", 0, 1, ZS_OPT_SPEC, NULL}
 
 /* Every command has these. */

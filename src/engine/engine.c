@@ -435,6 +435,7 @@ static void optimizer(struct zs_run *r, unsigned t)
 {
 	const struct zs_layout *lo = &r->layout;
 	int mixed = r->precision == ZS_MIXED;
+	enum zs_dtype gdt = r->esize[ZS_BUF_GRADS] == sizeof(float) ? ZS_F32 : ZS_F16; /* the grads' own type */
 	tracker_set_phase(&r->tracker, ZS_PH_OPTIMIZER);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (size_t u = 0; u < layout_npieces(lo); u++) {
@@ -443,7 +444,7 @@ static void optimizer(struct zs_run *r, unsigned t)
 			float *w = mixed ? run_at(r, k, ZS_BUF_MASTER, s.at) : run_at(r, k, ZS_BUF_PARAMS, p.at);
 			float *v = has_buf(r, ZS_BUF_V) ? run_at(r, k, ZS_BUF_V, s.at) : NULL;
 			optim_update(&r->opt, t + 1, w, run_at(r, k, ZS_BUF_M, s.at), v, run_at(r, k, ZS_BUF_GRADS, g.at),
-			             r->dt, mixed ? run_at(r, k, ZS_BUF_PARAMS, p.at) : NULL, s.count);
+			             gdt, mixed ? run_at(r, k, ZS_BUF_PARAMS, p.at) : NULL, s.count);
 		}
 }
 
@@ -609,6 +610,7 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 	}
 	if (sharded)
 		per_rank += (double)lo.nparams * (p + g);
+	per_rank += (double)scheme_buffer_bytes(c->framework, scheme, lo.nparams, g);
 	return per_rank * world;
 }
 
@@ -650,8 +652,9 @@ static int check_replicas(const struct zs_run *r, enum zs_scheme scheme, char **
 }
 
 /* The N = 1 rule: one rank has nothing to shard, gather or reduce, so its
- * layout is all full (layout_init) and it runs no hook (here). */
-static const struct zs_scheme_ops one_rank = {.name = "one rank"};
+ * layout is all full (layout_init) and it runs no hook (these, which
+ * scheme_ops gives at N = 1; torch's DDP and FSDP's casts still run). */
+const struct zs_scheme_ops scheme_one_rank = {.name = "one rank"};
 
 int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world, enum zs_unit unit,
                const struct zs_case *cs, const struct zs_run_options *opt, struct zs_result *res,
@@ -662,7 +665,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	memset(res, 0, sizeof *res);
 	struct zs_run r;
 	memset(&r, 0, sizeof r);
-	r.ops = world == 1 ? &one_rank : scheme_ops(c->framework, scheme);
+	r.ops = scheme_ops(c->framework, scheme, world);
 	model_init(&r.model, c);
 	run_layout(&r.layout, &r.model, c, scheme, world, unit);
 	r.world = world;
@@ -682,6 +685,8 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r.opt.beta2 = (float)c->beta2;
 	r.opt.eps = (float)c->eps;
 	setup_buffers(&r);
+	if (r.ops->buffers)
+		r.ops->buffers(&r);
 #ifdef HAVE_MPI
 	/* This run's peak resident set starts from what the process holds
 	 * without it. */
@@ -705,6 +710,8 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 		run_rank(&r, k)->t = zs_calloc(r.model.ntensors ? r.model.ntensors : 1, sizeof(float *));
 
 	setup_state(&r);
+	if (r.ops->setup)
+		r.ops->setup(&r, c);
 	res->losses = zs_calloc(c->steps, sizeof *res->losses);
 	for (unsigned t = 0; t < c->steps; t++) {
 		if (opt->timeline && t + 1 == c->steps)
@@ -724,6 +731,8 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	int replicas = check_replicas(&r, scheme, cause);
 	free(own_init);
 
+	if (r.ops->teardown)
+		r.ops->teardown(&r);
 	for (size_t i = 0; i < NRESIDENT; i++)
 		run_free_all(&r, resident[i]);
 	size_t left = tracker_outstanding(&r.tracker);

@@ -20,6 +20,7 @@ void layout_init(struct zs_layout *lo, const struct zs_net *m, enum zs_scheme sc
 	memset(lo, 0, sizeof *lo);
 	lo->nparams = m->nparams;
 	lo->world = world;
+	lo->mode = unit;
 	for (size_t l = 0; l < m->nlayers; l++) {
 		const struct zs_layer *ly = &m->layer[l];
 		if (lo->nunits == 0 || (unit == ZS_UNIT_LAYER && ly->nparams > 0))

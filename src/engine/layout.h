@@ -66,6 +66,7 @@ struct zs_layout_tensor {
 struct zs_layout {
 	size_t nparams;    /* Ψ */
 	unsigned world;    /* N */
+	enum zs_unit mode; /* what the units are: the whole model, or layers */
 	size_t nunits;
 	struct zs_layout_unit unit[ZS_MAX_LAYERS];
 	size_t shard;      /* S = Σ s_u */

@@ -45,7 +45,8 @@ static void breakdown(cJSON *parent, const char *key, const size_t *b)
 {
 	cJSON *o = obj(parent, key);
 	for (int c = 0; c < ZS_NCATS; c++)
-		zs_json_add_number(o, zs_cat_name((enum zs_cat)c), (double)b[c]);
+		if (zs_cat_listed((enum zs_cat)c, (double)b[c]))
+			zs_json_add_number(o, zs_cat_name((enum zs_cat)c), (double)b[c]);
 }
 
 /* Ψ: the MLP's widths', or the transformer's. */
@@ -119,6 +120,10 @@ cJSON *measure_json_new(const struct zs_config *c, const char *case_path)
 	str(cfg, "optimizer", zs_optimizer_name(c->optimizer));
 	if (c->framework != ZS_FW_PAPER) /* absent: the paper's, as before the key existed */
 		str(cfg, "framework", zs_framework_name(c->framework));
+	if (c->framework == ZS_FW_TORCH) { /* torch's own options */
+		zs_json_add_number(cfg, "bucket_cap_mb", c->bucket_cap_mb);
+		str(cfg, "prefetch", zs_prefetch_name(c->prefetch));
+	}
 	unsigned p, g, k;
 	zs_bytes_per_param(c->precision, c->optimizer, &p, &g, &k);
 	cJSON *bpp = obj(cfg, "bytes_per_param");

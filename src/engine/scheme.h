@@ -36,7 +36,17 @@ struct zs_rank {
 	 * (torch's zero2, FSDP SHARD_GRAD_OP): a full copy of the unit, in
 	 * category gathered_params; NULL otherwise. */
 	void *held[ZS_MAX_LAYERS];
+	/* DDP's gradient buckets (torch's dp and zero1): bucket i's flat
+	 * grads, in category buckets, for the whole run; NULL otherwise. */
+	void *ddp_bucket[ZS_MAX_PARAM_TENSORS];
 	float loss;
+};
+
+/* A DDP bucket: the layout's parameter tensors ntensors-1-first down to
+ * ntensors-first-count (reverse model order, as gradients become ready),
+ * n elements in all. */
+struct zs_ddp_bucket {
+	size_t first, count, n;
 };
 
 struct zs_run {
@@ -62,6 +72,11 @@ struct zs_run {
 	/* Per-rank pointer lists handed to the collectives (bookkeeping, O(N)). */
 	void **ptr_a, **ptr_b;
 
+	enum zs_prefetch prefetch;    /* FSDP's backward prefetch (torch's zero2/3) */
+	/* DDP's buckets (scheme_torch.c); 0 for every other scheme. */
+	size_t nddp_buckets;
+	struct zs_ddp_bucket ddp_bucket[ZS_MAX_PARAM_TENSORS];
+
 	uint64_t seed;
 	const struct zs_case *cs;
 	const float *init;            /* the initial fp32 weights, Ψ (outside every rank) */
@@ -71,6 +86,13 @@ enum zs_pass { ZS_PASS_FORWARD, ZS_PASS_BACKWARD };
 
 struct zs_scheme_ops {
 	const char *name;
+	/* Before anything is allocated: a framework's own types of the buffers
+	 * (FSDP's MixedPrecision: fp32 shards, fp16 working copies). */
+	void (*buffers)(struct zs_run *r);
+	/* After the resident state is allocated (phase setup), and before it
+	 * is freed: a framework's own resident buffers (DDP's buckets). */
+	void (*setup)(struct zs_run *r, const struct zs_config *c);
+	void (*teardown)(struct zs_run *r);
 	/* Around each unit in forward and backward (zero3's gather). */
 	void (*begin_unit)(struct zs_run *r, size_t u, enum zs_pass pass);
 	void (*end_unit)(struct zs_run *r, size_t u, enum zs_pass pass);
@@ -83,10 +105,17 @@ struct zs_scheme_ops {
 };
 
 extern const struct zs_scheme_ops scheme_dp, scheme_zero1, scheme_zero2, scheme_zero3;
+/* The N = 1 rule's hooks: none (engine.c). */
+extern const struct zs_scheme_ops scheme_one_rank;
 
-/* A framework's hooks for a scheme (scheme_torch.c; the paper's are the
- * four above). zs_row says which exist. */
-const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme scheme);
+/* A framework's hooks for a scheme at world size N (scheme_torch.c; the
+ * paper's are the four above, and scheme_one_rank at N = 1, where DDP
+ * alone still runs its reducer). zs_row says which exist. */
+const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme scheme, unsigned world);
+
+/* Bytes per rank of a framework's resident buffers beyond the model
+ * states, for the sweep's memory bound: DDP's buckets, Ψ·g. */
+size_t scheme_buffer_bytes(enum zs_framework fw, enum zs_scheme scheme, size_t nparams, size_t grad_bytes);
 
 /* Helpers for the schemes (engine.c). */
 

@@ -8,7 +8,22 @@
  * (layout.h); DDP all-reduces the grads, each rank steps its own tensors,
  * and _sync_params broadcasts every tensor from its owner
  * (_broadcast_params_from_rank, one dist.broadcast per parameter, as
- * parameters_as_bucket_view=False does). dp is DDP: the paper's dp hooks.
+ * parameters_as_bucket_view=False does).
+ *
+ * dp is DistributedDataParallel (torch/nn/parallel/distributed.py): the
+ * paper's dp, plus the reducer's gradient buckets. With its default
+ * gradient_as_bucket_view=False every bucket is a flat buffer of its own
+ * (reducer.cpp, initialize_buckets: bucket.gradients = at::empty(...)),
+ * allocated when DDP is built and kept for the run, so a second
+ * gradient-sized buffer is resident beside the grads. After backward each
+ * grad is copied into its bucket (mark_variable_ready_dense), each bucket
+ * is all-reduced, and the result copied back into the grads
+ * (finalize_bucket_dense, copy_bucket_to_grad). The buckets are those
+ * DDP rebuilds after the first iteration (rebuild_buckets): the tensors in
+ * the order their gradients become ready, the reverse of model order,
+ * through compute_bucket_assignment_by_size with the limits {1 MiB,
+ * bucket_cap_mb}. zero1 runs over the same DDP. DDP builds its reducer at
+ * any world size, so its buckets exist at N = 1 too.
  *
  * zero3 is FullyShardedDataParallel with FULL_SHARD
  * (torch/distributed/fsdp/fully_sharded_data_parallel.py): one FlatParameter
@@ -20,7 +35,11 @@
  * backward finds them gathered and sends no second all-gather. With
  * unit=model the whole model is the root unit; with unit=layer each layer is
  * an FSDP unit and the root (the model around them) owns no parameter.
- * backward_prefetch is None by default in 1.13: no unit is gathered early.
+ * backward_prefetch is None by default in 1.13 (line 980): no unit is
+ * gathered early. With --prefetch backward-pre (BACKWARD_PRE, torch 2.x's
+ * default, with limit_all_gathers=True: at most two units gathered at once),
+ * a unit's pre-backward hook gathers the next unit of backward before the
+ * unit's gradients are computed, so two units are live in backward.
  *
  * zero2 is FSDP's SHARD_GRAD_OP: the same, but no unit is freed after its
  * forward (only FULL_SHARD frees there); each is kept until its backward is
@@ -29,7 +48,99 @@
  */
 #include "config.h"
 
+#include <string.h>
+
 #include "engine/scheme.h"
+
+/* dist._DEFAULT_FIRST_BUCKET_BYTES (reducer.hpp kDefaultFirstBucketBytes):
+ * the first bucket's limit, before bucket_cap_mb applies. */
+#define FIRST_BUCKET_BYTES 1048576
+
+/* compute_bucket_assignment_by_size over the tensors in gradient-ready
+ * order (tensor_indices given: no sort): a tensor joins the open bucket,
+ * which closes once it holds at least the current limit; the limit then
+ * moves to the next of {first, cap} and stays at the last. */
+static void ddp_buckets(struct zs_run *r, const struct zs_config *c)
+{
+	const struct zs_layout *lo = &r->layout;
+	size_t esize = r->esize[ZS_BUF_GRADS], limit = FIRST_BUCKET_BYTES, bytes = 0;
+	size_t cap = (size_t)(c->bucket_cap_mb * 1024 * 1024); /* int(bucket_cap_mb * 1024 * 1024) */
+	struct zs_ddp_bucket *b = NULL;
+	r->nddp_buckets = 0;
+	for (size_t j = 0; j < lo->ntensors; j++) {
+		if (b == NULL) {
+			b = &r->ddp_bucket[r->nddp_buckets++];
+			*b = (struct zs_ddp_bucket){.first = j};
+			bytes = 0;
+		}
+		size_t n = lo->tensor[lo->ntensors - 1 - j].n;
+		b->count++;
+		b->n += n;
+		bytes += n * esize;
+		if (bytes >= limit) {
+			b = NULL;
+			limit = cap;
+		}
+	}
+}
+
+static void ddp_setup(struct zs_run *r, const struct zs_config *c)
+{
+	ddp_buckets(r, c);
+	for (size_t i = 0; i < r->nddp_buckets; i++)
+		for (unsigned k = r->r0; k < r->r1; k++)
+			run_rank(r, k)->ddp_bucket[i] =
+			        tracker_alloc(&r->tracker, k, ZS_CAT_BUCKETS, r->ddp_bucket[i].n * r->esize[ZS_BUF_GRADS]);
+}
+
+static void ddp_teardown(struct zs_run *r)
+{
+	for (size_t i = 0; i < r->nddp_buckets; i++)
+		for (unsigned k = r->r0; k < r->r1; k++) {
+			tracker_free(&r->tracker, k, run_rank(r, k)->ddp_bucket[i]);
+			run_rank(r, k)->ddp_bucket[i] = NULL;
+		}
+}
+
+/* Copy bucket b's grads of rank k in (to_bucket) or out, tensor by tensor
+ * in the bucket's order. */
+static void bucket_copy(struct zs_run *r, unsigned k, size_t b, int to_bucket)
+{
+	const struct zs_layout *lo = &r->layout;
+	size_t esize = r->esize[ZS_BUF_GRADS];
+	char *at = run_rank(r, k)->ddp_bucket[b];
+	for (size_t j = r->ddp_bucket[b].first; j < r->ddp_bucket[b].first + r->ddp_bucket[b].count; j++) {
+		const struct zs_layout_tensor *t = &lo->tensor[lo->ntensors - 1 - j];
+		void *g = run_at(r, k, ZS_BUF_GRADS, t->off);
+		if (to_bucket)
+			memcpy(at, g, t->n * esize);
+		else
+			memcpy(g, at, t->n * esize);
+		at += t->n * esize;
+	}
+}
+
+/* The reducer's step: every grad into its bucket, each bucket all-reduced
+ * in order, and back into the grads. */
+static void ddp_reduce(struct zs_run *r)
+{
+	for (size_t b = 0; b < r->nddp_buckets; b++) {
+		for (unsigned k = r->r0; k < r->r1; k++) {
+			bucket_copy(r, k, b, 1);
+			r->ptr_a[k - r->r0] = run_rank(r, k)->ddp_bucket[b];
+		}
+		coll_all_reduce(&r->coll, r->ptr_a, r->ddp_bucket[b].n, r->dt);
+		for (unsigned k = r->r0; k < r->r1; k++)
+			bucket_copy(r, k, b, 0);
+	}
+}
+
+static const struct zs_scheme_ops torch_dp = {
+	.name = "torch dp",
+	.setup = ddp_setup,
+	.teardown = ddp_teardown,
+	.reduce = ddp_reduce,
+};
 
 static void broadcast_from_owners(struct zs_run *r)
 {
@@ -44,7 +155,9 @@ static void broadcast_from_owners(struct zs_run *r)
 
 static const struct zs_scheme_ops torch_zero1 = {
 	.name = "torch zero1",
-	.reduce = run_all_reduce_grads,
+	.setup = ddp_setup,
+	.teardown = ddp_teardown,
+	.reduce = ddp_reduce,
 	.after_optimizer = broadcast_from_owners,
 };
 
@@ -52,52 +165,179 @@ static const struct zs_scheme_ops torch_zero2;
 
 /* Whether unit u's params stay gathered from its forward into its
  * backward: every unit under SHARD_GRAD_OP, the root (the whole model as
- * one unit) under FULL_SHARD. */
+ * one unit, unit=model) under FULL_SHARD. With unit=layer the root owns no
+ * parameter, even when the model is one layer. */
 static int kept(const struct zs_run *r, size_t u)
 {
-	return r->ops == &torch_zero2 || (u == 0 && r->layout.nunits == 1);
+	return r->ops == &torch_zero2 || (u == 0 && r->layout.mode == ZS_UNIT_MODEL);
 }
 
+/* Rank by rank, the unit just gathered into the gathered buffer becomes
+ * unit u's kept copy, held[u]. */
+static void keep(struct zs_run *r, size_t u)
+{
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		run_rank(r, k)->held[u] = run_rank(r, k)->buf[ZS_BUF_GATHERED];
+		run_rank(r, k)->buf[ZS_BUF_GATHERED] = NULL;
+	}
+}
+
+/* FSDP's MixedPrecision (param_dtype and reduce_dtype fp16) under
+ * --precision mixed: the FlatParameter stays an fp32 shard and its grad an
+ * fp32 shard (_cast_grad_to_param_dtype), which the optimizer steps (no
+ * master copy); the working copy gathered for compute, the grads computed
+ * and both collectives are fp16. */
+static void fsdp_buffers(struct zs_run *r)
+{
+	if (r->precision != ZS_MIXED)
+		return;
+	r->precision = ZS_FP32; /* the resident state: fp32, no master */
+	r->cat[ZS_BUF_PARAMS] = ZS_CAT_PARAM32;
+	r->cat[ZS_BUF_GRADS] = ZS_CAT_GRAD32;
+	r->esize[ZS_BUF_PARAMS] = r->esize[ZS_BUF_GRADS] = sizeof(float);
+}
+
+static int low_precision(const struct zs_run *r) { return r->esize[ZS_BUF_PARAMS] != r->esize[ZS_BUF_GATHERED]; }
+
+/* Gather unit u into a transient full copy. In mixed precision each rank
+ * casts its fp32 slots into its own slots of the fp16 copy (the work of
+ * FSDP's _mp_shard, done in place) and the copy is all-gathered in place;
+ * at N = 1 (NO_SHARD) the cast is all. */
+static void gather_unit(struct zs_run *r, size_t u)
+{
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	run_alloc_full(r, ZS_BUF_GATHERED, un->off, un->n);
+	if (!low_precision(r)) {
+		run_gather_params_unit(r, u, ZS_BUF_GATHERED);
+		return;
+	}
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct zs_slice sl = layout_own(&r->layout, ZS_BUF_PARAMS, u, k);
+		zs_half *dst = (zs_half *)run_rank(r, k)->buf[ZS_BUF_GATHERED] + (sl.first - un->off);
+		const float *src = run_at(r, k, ZS_BUF_PARAMS, sl.at);
+		for (size_t i = 0; i < sl.count; i++)
+			dst[i] = zs_float_to_half(src[i]);
+		r->ptr_a[k - r->r0] = dst;
+		r->ptr_b[k - r->r0] = run_rank(r, k)->buf[ZS_BUF_GATHERED];
+	}
+	if (r->world > 1)
+		coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, un->n, r->dt);
+}
+
+/* Reduce-scatter unit u's full grads into the grad shard. In mixed
+ * precision in place in the fp16 grads, then each rank's slots cast into
+ * its fp32 shard (_cast_grad_to_param_dtype); at N = 1 the cast is all. */
+static void reduce_unit(struct zs_run *r, size_t u)
+{
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
+	if (!low_precision(r)) {
+		run_reduce_scatter_unit(r, u, ZS_BUF_FULL_GRADS);
+		return;
+	}
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct zs_slice sl = layout_own(&r->layout, ZS_BUF_GRADS, u, k);
+		r->ptr_a[k - r->r0] = run_rank(r, k)->buf[ZS_BUF_FULL_GRADS];
+		r->ptr_b[k - r->r0] = (zs_half *)run_rank(r, k)->buf[ZS_BUF_FULL_GRADS] + (sl.first - un->off);
+	}
+	if (r->world > 1)
+		coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, un->n, r->dt);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct zs_slice sl = layout_own(&r->layout, ZS_BUF_GRADS, u, k);
+		const zs_half *src = r->ptr_b[k - r->r0];
+		float *dst = run_at(r, k, ZS_BUF_GRADS, sl.at);
+		for (size_t i = 0; i < sl.count; i++)
+			dst[i] = zs_half_to_float(src[i]);
+	}
+}
+
+static int held(const struct zs_run *r, size_t u) { return run_rank(r, r->r0)->held[u] != NULL; }
+
+static void fsdp_setup(struct zs_run *r, const struct zs_config *c) { r->prefetch = c->prefetch; }
+
+/* Forward gathers the unit. Backward finds it kept (SHARD_GRAD_OP, the
+ * root) or prefetched, or gathers it; with BACKWARD_PRE it then gathers
+ * the next unit of backward, u - 1, unless that one is kept, before u's
+ * gradients are computed: two units live. The copies of backward are kept
+ * as held[u] until the unit's post-backward. */
 static void fsdp_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
-	if (pass == ZS_PASS_FORWARD || !kept(r, u)) {
-		run_alloc_full(r, ZS_BUF_GATHERED, un->off, un->n);
-		run_gather_params_unit(r, u, ZS_BUF_GATHERED);
+	if (pass == ZS_PASS_FORWARD) {
+		gather_unit(r, u);
+		return;
 	}
-	if (pass == ZS_PASS_BACKWARD)
-		run_alloc_full(r, ZS_BUF_FULL_GRADS, un->off, un->n);
+	if (!held(r, u)) {
+		gather_unit(r, u);
+		keep(r, u);
+	}
+	if (r->prefetch == ZS_PREFETCH_BACKWARD_PRE && u > 0 && !held(r, u - 1)) {
+		gather_unit(r, u - 1);
+		keep(r, u - 1);
+	}
+	run_alloc_full(r, ZS_BUF_FULL_GRADS, un->off, un->n);
 }
 
 static void fsdp_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 {
-	if (pass == ZS_PASS_FORWARD && kept(r, u)) {
-		for (unsigned k = r->r0; k < r->r1; k++) { /* the rank keeps it as unit u's */
-			run_rank(r, k)->held[u] = run_rank(r, k)->buf[ZS_BUF_GATHERED];
-			run_rank(r, k)->buf[ZS_BUF_GATHERED] = NULL;
-		}
+	if (pass == ZS_PASS_FORWARD) {
+		if (kept(r, u))
+			keep(r, u);
+		else
+			run_free_all(r, ZS_BUF_GATHERED);
 		return;
 	}
-	if (pass == ZS_PASS_BACKWARD) {
-		tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
-		run_reduce_scatter_unit(r, u, ZS_BUF_FULL_GRADS);
-		run_free_all(r, ZS_BUF_FULL_GRADS);
-	}
-	run_free_all(r, ZS_BUF_GATHERED);
-	for (unsigned k = r->r0; k < r->r1 && pass == ZS_PASS_BACKWARD; k++) {
+	reduce_unit(r, u);
+	run_free_all(r, ZS_BUF_FULL_GRADS);
+	for (unsigned k = r->r0; k < r->r1; k++) {
 		tracker_free(&r->tracker, k, run_rank(r, k)->held[u]);
 		run_rank(r, k)->held[u] = NULL;
 	}
 }
 
+/* NO_SHARD, FSDP at N = 1: in fp32 nothing to do (the N = 1 rule); in
+ * mixed precision the fp16 working copy of each unit and its fp16 grads,
+ * cast from and into the full fp32 FlatParameter and grad. */
+static void no_shard_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+{
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	if (!low_precision(r))
+		return;
+	gather_unit(r, u);
+	if (pass == ZS_PASS_BACKWARD)
+		run_alloc_full(r, ZS_BUF_FULL_GRADS, un->off, un->n);
+}
+
+static void no_shard_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+{
+	if (!low_precision(r))
+		return;
+	if (pass == ZS_PASS_BACKWARD) {
+		reduce_unit(r, u);
+		run_free_all(r, ZS_BUF_FULL_GRADS);
+	}
+	run_free_all(r, ZS_BUF_GATHERED);
+}
+
+static const struct zs_scheme_ops torch_no_shard = {
+	.name = "torch NO_SHARD",
+	.buffers = fsdp_buffers,
+	.begin_unit = no_shard_begin_unit,
+	.end_unit = no_shard_end_unit,
+};
+
 static const struct zs_scheme_ops torch_zero3 = {
 	.name = "torch zero3",
+	.buffers = fsdp_buffers,
+	.setup = fsdp_setup,
 	.begin_unit = fsdp_begin_unit,
 	.end_unit = fsdp_end_unit,
 };
 
 static const struct zs_scheme_ops torch_zero2 = {
 	.name = "torch zero2",
+	.buffers = fsdp_buffers,
+	.setup = fsdp_setup,
 	.begin_unit = fsdp_begin_unit,
 	.end_unit = fsdp_end_unit,
 };
@@ -106,8 +346,21 @@ static const struct zs_scheme_ops *const paper[ZS_NSCHEMES] = {
 	&scheme_dp, &scheme_zero1, &scheme_zero2, &scheme_zero3,
 };
 
-const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme scheme)
+static int ddp(enum zs_framework fw, enum zs_scheme scheme) { return fw == ZS_FW_TORCH && scheme <= ZS_ZERO1; }
+
+size_t scheme_buffer_bytes(enum zs_framework fw, enum zs_scheme scheme, size_t nparams, size_t grad_bytes)
 {
+	return ddp(fw, scheme) ? nparams * grad_bytes : 0;
+}
+
+const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme scheme, unsigned world)
+{
+	if (world == 1 && fw == ZS_FW_TORCH) /* DDP's reducer (zero1's broadcast sends nothing); FSDP's NO_SHARD */
+		return ddp(fw, scheme) ? &torch_dp : &torch_no_shard;
+	if (world == 1)
+		return &scheme_one_rank;
+	if (fw == ZS_FW_TORCH && scheme == ZS_DP)
+		return &torch_dp;
 	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO1)
 		return &torch_zero1;
 	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO3)

@@ -15,14 +15,14 @@ const char *report_cause_name(enum report_cause c)
 {
 	static const char *const names[REPORT_NCAUSES] = {
 		"padding", "gathered params", "full grads", "partition imbalance", "broadcast",
-		"root kept gathered", "params sharded", "activations and scratch", "other",
+		"root kept gathered", "params sharded", "DDP buckets", "activations and scratch", "other",
 	};
 	return names[c];
 }
 
 char report_cause_mark(enum report_cause c)
 {
-	return "pgfibrsao"[c];
+	return "pgfibrsdao"[c];
 }
 
 const char *report_status_name(enum report_status s)
@@ -78,6 +78,7 @@ static void attribute_memory(const struct report_data *d, const struct report_ru
 		pt->cause[REPORT_PADDING] = excess > 0 ? fmin(excess, padding) : 0;
 	pt->cause[REPORT_GATHERED] = bd[REPORT_CAT_GATHERED];
 	pt->cause[REPORT_FULL_GRADS] = bd[REPORT_CAT_FULL_GRADS];
+	pt->cause[REPORT_BUCKETS] = bd[REPORT_CAT_BUCKETS];
 	pt->cause[REPORT_ACTIVATIONS] = bd[REPORT_CAT_ACTIVATIONS] + bd[REPORT_CAT_SCRATCH];
 }
 

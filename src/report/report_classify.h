@@ -18,6 +18,8 @@
  *  - params sharded (torch's zero2, FSDP SHARD_GRAD_OP): between steps it
  *    holds a shard of the params where the paper's zero2 holds them all, a
  *    negative cause: (S - Ψ)·p bytes;
+ *  - DDP buckets (torch's dp and zero1): the `buckets` category, DDP's
+ *    second gradient-sized buffer, resident but not model state;
  *  - activations: the `activations` and `scratch` categories, merged as
  *    "activations and scratch" (both are per-batch step buffers every scheme
  *    holds alike);
@@ -43,7 +45,7 @@
 
 enum report_cause {
 	REPORT_PADDING, REPORT_GATHERED, REPORT_FULL_GRADS, REPORT_IMBALANCE, REPORT_BROADCAST,
-	REPORT_ROOT_KEPT, REPORT_PARAMS_SHARDED, REPORT_ACTIVATIONS, REPORT_OTHER, REPORT_NCAUSES
+	REPORT_ROOT_KEPT, REPORT_PARAMS_SHARDED, REPORT_BUCKETS, REPORT_ACTIVATIONS, REPORT_OTHER, REPORT_NCAUSES
 };
 
 enum report_status { REPORT_NONE, REPORT_BASELINE, REPORT_FLAGGED };
@@ -72,10 +74,10 @@ void report_classify_point(const struct report_data *d, const struct report_run 
 struct report_point *report_classify(const struct report_data *d, size_t *npts);
 
 /* "padding", "gathered params", "full grads", "partition imbalance",
- * "broadcast", "root kept gathered", "params sharded", "activations and
- * scratch", "other". */
+ * "broadcast", "root kept gathered", "params sharded", "DDP buckets",
+ * "activations and scratch", "other". */
 const char *report_cause_name(enum report_cause c);
-/* One-letter mark used in table.tex: p g f i b r s a o. */
+/* One-letter mark used in table.tex: p g f i b r s d a o. */
 char report_cause_mark(enum report_cause c);
 const char *report_status_name(enum report_status s);
 

@@ -267,7 +267,7 @@ static int fig_breakdown(const struct report_data *d, const char *dir, char **ca
 		{"full grads", {REPORT_CAT_FULL_GRADS, -1, -1, -1}},
 		{"activations", {REPORT_CAT_ACTIVATIONS, -1, -1, -1}},
 		{"scratch", {REPORT_CAT_SCRATCH, -1, -1, -1}},
-		{"other", {REPORT_CAT_UNKNOWN, -1, -1, -1}},
+		{"other", {REPORT_CAT_UNKNOWN, REPORT_CAT_BUCKETS, -1, -1}}, /* buckets: torch's DDP */
 	};
 	const size_t ngroups = sizeof groups / sizeof groups[0];
 	struct zs_buf dat = {0}, gp = {0}, plot = {0};

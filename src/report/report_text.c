@@ -15,7 +15,7 @@
 static const char *const scheme_title[ZS_NSCHEMES] = {"DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
 static const char *const cause_key[REPORT_NCAUSES] = {
 	"padding", "gathered_params", "full_grads", "partition_imbalance", "broadcast",
-	"root_kept_gathered", "params_sharded", "activations_and_scratch", "other",
+	"root_kept_gathered", "params_sharded", "ddp_buckets", "activations_and_scratch", "other",
 };
 
 static const struct report_point *point_of(const struct report_data *d,
@@ -67,7 +67,7 @@ static cJSON *point_json(const struct report_data *d, const struct report_point 
 		cJSON_AddNullToObject(o, "departure_relative");
 	causes = cJSON_AddObjectToObject(o, "causes");
 	for (c = 0; c < REPORT_NCAUSES; c++)
-		if (strcmp(d->framework, "paper") != 0 || c < REPORT_IMBALANCE || c > REPORT_PARAMS_SHARDED)
+		if (strcmp(d->framework, "paper") != 0 || c < REPORT_IMBALANCE || c > REPORT_BUCKETS)
 			zs_json_add_number(causes, cause_key[c], pt->cause[c]); /* the paper's five as before */
 	cJSON_AddStringToObject(o, "status", report_status_name(pt->status));
 	cJSON_AddBoolToObject(o, "unexplained", pt->unexplained);
@@ -232,6 +232,7 @@ static void legend(const int *used, struct zs_buf *b)
 		"padding of the shards", "gathered params", "full grads",
 		"partition imbalance (whole tensors on unequal ranks)", "broadcast of each tensor from its owner",
 		"the root unit kept gathered (one all-gather fewer)", "params sharded between steps (FSDP)",
+		"DDP's gradient buckets (a second gradient-sized buffer)",
 		"activations and scratch (held by every scheme: not flagged)",
 		"other buffers", "UNEXPLAINED: the measurement differs from the schedule model",
 	};

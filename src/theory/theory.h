@@ -40,7 +40,7 @@ enum theory_category {
 	THEORY_PARAM16, THEORY_PARAM32, THEORY_GRAD16, THEORY_GRAD32,
 	THEORY_MASTER32, THEORY_ADAM_M, THEORY_ADAM_V, THEORY_MOMENTUM,
 	THEORY_GATHERED_PARAMS, THEORY_FULL_GRADS, THEORY_ACTIVATIONS,
-	THEORY_SCRATCH, THEORY_NCATEGORIES
+	THEORY_SCRATCH, THEORY_BUCKETS, THEORY_NCATEGORIES
 };
 
 const char *theory_category_name(enum theory_category c);
@@ -139,10 +139,15 @@ void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
  * elements of whole tensors each of the N ranks is assigned (load[N]). */
 void theory_torch_partition(const struct theory_shape *s, unsigned world, uint64_t *load);
 
-/* Redo a paper schedule (theory_schedule's) as framework fw implements
- * the scheme; nothing for the paper's. theory_row calls it. */
-void theory_framework_schedule(const struct theory_shape *s, enum zs_framework fw, enum zs_scheme scheme,
+/* Redo a paper schedule (theory_schedule's) as c's framework implements
+ * the scheme, with its options (--bucket-cap, --prefetch); nothing for the
+ * paper's. theory_row calls it. */
+void theory_framework_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world, struct theory_schedule *out);
+
+/* DDP's gradient buckets (torch's dp and zero1) for a bucket cap in MB:
+ * their elements n[0..return), in the order DDP reduces them. */
+size_t theory_ddp_buckets(const struct theory_shape *s, double cap_mb, uint64_t *n);
 
 
 /* DeepSpeed's own estimate of a rank's model states on the device, without

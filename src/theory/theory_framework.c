@@ -87,72 +87,179 @@ static void torch_zero1(const struct theory_shape *s, unsigned world, struct the
 	out->padding_bytes = 0;
 	out->imbalance_bytes = (double)most * b->k - (double)out->params * b->k / world;
 
-	/* DDP's all-reduce of every unit, then one broadcast per tensor. */
-	uint64_t sent = 2ull * (world - 1) * out->shard_elements;
-	out->comm_bytes = sent * b->g;
+	/* _sync_params: one broadcast per tensor (DDP's all-reduce: torch_ddp). */
+	out->comm_bytes = out->comm_elements = 0;
 	size_t nt = tensors(s, n);
 	for (size_t i = 0; i < nt; i++) {
 		uint64_t e = (world - 1) * ((n[i] + world - 1) / world);
-		sent += e;
+		out->comm_elements += e;
 		out->comm_bytes += e * b->p;
 	}
-	out->comm_elements = sent;
 }
 
-/* FSDP's FULL_SHARD: the paper's zero3, but the root unit (the whole
- * model, unit=model) stays gathered from its forward to its backward: one
- * all-gather and one reduce-scatter, (N-1)·S·(p+g) bytes. The peak is the
- * paper's: backward holds the gathered params and full grads either way. */
-static void torch_zero3(const struct theory_shape *s, enum zs_unit unit, unsigned world,
-                        struct theory_schedule *out)
+/* dist._DEFAULT_FIRST_BUCKET_BYTES: the first bucket's limit. */
+#define DDP_FIRST_BUCKET_BYTES 1048576
+
+size_t theory_ddp_buckets(const struct theory_shape *s, double cap_mb, uint64_t *n)
 {
-	if (unit != ZS_UNIT_MODEL || world == 1)
-		return;
+	uint64_t t[2 * ZS_MAX_WIDTHS], limit = DDP_FIRST_BUCKET_BYTES, bytes = 0;
+	uint64_t cap = (uint64_t)(cap_mb * 1024 * 1024); /* int(bucket_cap_mb * 1024 * 1024) */
+	size_t nb = 0;
+	int open = 0;
+	for (size_t j = tensors(s, t); j-- > 0;) { /* gradient-ready order: the last tensor first */
+		if (!open) {
+			n[nb++] = 0;
+			bytes = 0;
+			open = 1;
+		}
+		n[nb - 1] += t[j];
+		bytes += t[j] * s->bytes.g;
+		if (bytes >= limit) { /* closed; the limit moves on to the cap */
+			open = 0;
+			limit = cap;
+		}
+	}
+	return nb;
+}
+
+/* DistributedDataParallel (torch's dp, and under zero1): its buckets, Ψ·g
+ * of their own, resident on every rank from construction; the grads
+ * all-reduced bucket by bucket, 2(N-1)·ceil(n_b/N) elements each, added to
+ * what the scheme sends besides. */
+static void torch_ddp(const struct theory_shape *s, const struct zs_config *c, unsigned world,
+                      struct theory_schedule *out)
+{
+	uint64_t n[2 * ZS_MAX_WIDTHS], bucket = out->params * s->bytes.g;
+	size_t nb = theory_ddp_buckets(s, c->bucket_cap_mb, n);
+	out->resident_breakdown[THEORY_BUCKETS] = out->peak_breakdown[THEORY_BUCKETS] = bucket;
+	out->resident_bytes += bucket;
+	out->peak_bytes += bucket;
+	for (size_t i = 0; i < nb; i++) {
+		uint64_t e = 2ull * (world - 1) * ((n[i] + world - 1) / world);
+		out->comm_elements += e;
+		out->comm_bytes += e * s->bytes.g;
+	}
+}
+
+/* The peak's transients when unit u's backward holds gathered[u] elements
+ * of params and its own full grads: the most of them, the first reached in
+ * time (backward runs from the last unit: the largest u of equals). The
+ * rest of the peak, R + A + D, is the paper's zero3's (every activation and
+ * the scratch are alive through backward). */
+static void backward_peak(const struct theory_shape *s, const uint64_t *gathered, struct theory_schedule *out)
+{
+	uint64_t *pb = out->peak_breakdown, best = 0, held = 0, grads = 0;
+	for (size_t u = out->nunits; u-- > 0;) {
+		uint64_t here = gathered[u] * s->bytes.p + out->units[u] * s->bytes.g;
+		if (here > best) {
+			best = here;
+			held = gathered[u] * s->bytes.p;
+			grads = out->units[u] * s->bytes.g;
+		}
+	}
+	out->peak_bytes += held + grads - pb[THEORY_GATHERED_PARAMS] - pb[THEORY_FULL_GRADS];
+	pb[THEORY_GATHERED_PARAMS] = held;
+	pb[THEORY_FULL_GRADS] = grads;
+}
+
+/* One all-gather and one reduce-scatter per unit: (N-1)·S·(p+g) bytes. */
+static void one_gather_per_unit(const struct theory_shape *s, unsigned world, struct theory_schedule *out)
+{
 	uint64_t pass = (uint64_t)(world - 1) * out->shard_elements;
 	out->comm_bytes = pass * (s->bytes.p + s->bytes.g);
 	out->comm_elements = 2 * pass;
 }
 
+/* FSDP's FULL_SHARD: the paper's zero3, but the root unit (the whole
+ * model, unit=model) stays gathered from its forward to its backward: one
+ * all-gather and one reduce-scatter. With BACKWARD_PRE, unit u's backward
+ * also holds unit u-1, prefetched (unit=layer; one unit has nothing to
+ * prefetch): peak = R + A + D + max_u ((n_u + n_{u-1})·p + n_u·g); the
+ * all-gathers are the same, earlier. */
+static void torch_zero3(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
+                        unsigned world, struct theory_schedule *out)
+{
+	if (world == 1)
+		return;
+	if (unit == ZS_UNIT_MODEL) {
+		one_gather_per_unit(s, world, out);
+		return;
+	}
+	uint64_t gathered[ZS_MAX_WIDTHS];
+	for (size_t u = 0; u < out->nunits && c->prefetch == ZS_PREFETCH_BACKWARD_PRE; u++)
+		gathered[u] = out->units[u] + (u > 0 ? out->units[u - 1] : 0);
+	if (c->prefetch == ZS_PREFETCH_BACKWARD_PRE)
+		backward_peak(s, gathered, out);
+}
+
 /* FSDP's SHARD_GRAD_OP: between steps only shards, as the paper's zero3;
  * no unit is freed after its forward, so backward sends no all-gather and
  * unit u's backward holds units 0..u gathered and u's full grads:
- * peak = R + A + D + max_u (Σ_{v<=u} n_v·p + n_u·g), the first reached in
- * time (backward runs from the last unit: the largest u of equals). */
+ * peak = R + A + D + max_u (Σ_{v<=u} n_v·p + n_u·g). Nothing is left to
+ * prefetch. */
 static void torch_zero2(const struct theory_shape *s, enum zs_unit unit, unsigned world,
                         struct theory_schedule *out)
 {
 	if (world == 1)
 		return;
 	theory_schedule(s, ZS_ZERO3, unit, world, out);
-	uint64_t *pb = out->peak_breakdown, before = 0, best = 0, held = 0, grads = 0;
+	uint64_t gathered[ZS_MAX_WIDTHS], before = 0;
 	for (size_t u = 0; u < out->nunits; u++)
-		before += out->units[u];
-	for (size_t u = out->nunits; u-- > 0;) { /* before = Σ_{v<=u} n_v */
-		uint64_t here = before * s->bytes.p + out->units[u] * s->bytes.g;
-		if (here > best) {
-			best = here;
-			held = before * s->bytes.p;
-			grads = out->units[u] * s->bytes.g;
-		}
-		before -= out->units[u];
-	}
-	out->peak_bytes += held + grads - pb[THEORY_GATHERED_PARAMS] - pb[THEORY_FULL_GRADS];
-	pb[THEORY_GATHERED_PARAMS] = held;
-	pb[THEORY_FULL_GRADS] = grads;
-	uint64_t pass = (uint64_t)(world - 1) * out->shard_elements;
-	out->comm_bytes = pass * (s->bytes.p + s->bytes.g);
-	out->comm_elements = 2 * pass;
+		gathered[u] = before += out->units[u];
+	backward_peak(s, gathered, out);
+	one_gather_per_unit(s, world, out);
 }
 
-void theory_framework_schedule(const struct theory_shape *s, enum zs_framework fw, enum zs_scheme scheme,
+/* FSDP's MixedPrecision (param_dtype, reduce_dtype fp16) under --precision
+ * mixed: FSDP in fp32 for the resident state (fp32 FlatParameter and grad
+ * shards, the optimizer's state over them, no master: 4 + 4 + k32 bytes
+ * per slot, k32 = 8 with Adam, 4 with SGD) with fp16 working copies: the
+ * gathered params and the full grads 2 bytes an element, both collectives
+ * fp16. At N = 1 (NO_SHARD) the working copy and the grads of one unit at
+ * a time, cast from and into the full fp32 ones: the largest unit's
+ * n·(2 + 2) at the peak. */
+static void fsdp_mixed(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
+                       enum zs_unit unit, unsigned world, struct theory_schedule *out)
+{
+	struct theory_shape s32 = *s;
+	theory_bytes_per_param(ZS_FP32, c->optimizer, &s32.bytes);
+	theory_schedule(&s32, scheme, unit, world, out);
+	if (scheme == ZS_ZERO2)
+		torch_zero2(&s32, unit, world, out);
+	else
+		torch_zero3(&s32, c, unit, world, out);
+	uint64_t *pb = out->peak_breakdown, largest = 0;
+	for (size_t u = 0; u < out->nunits; u++)
+		largest = out->units[u] > largest ? out->units[u] : largest;
+	if (world == 1) {
+		pb[THEORY_GATHERED_PARAMS] = pb[THEORY_FULL_GRADS] = largest * 4; /* 2 bytes, as 4 halved below */
+		out->peak_bytes += pb[THEORY_GATHERED_PARAMS] + pb[THEORY_FULL_GRADS];
+	}
+	out->peak_bytes -= (pb[THEORY_GATHERED_PARAMS] + pb[THEORY_FULL_GRADS]) / 2;
+	pb[THEORY_GATHERED_PARAMS] /= 2;
+	pb[THEORY_FULL_GRADS] /= 2;
+	out->comm_bytes = out->comm_elements * 2;
+}
+
+void theory_framework_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world, struct theory_schedule *out)
 {
-	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO1)
+	if (c->framework != ZS_FW_TORCH)
+		return;
+	if (scheme == ZS_DP)
+		out->comm_bytes = out->comm_elements = 0; /* DDP's all-reduce is by bucket */
+	if (scheme == ZS_ZERO1)
 		torch_zero1(s, world, out);
-	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO2)
+	if (scheme <= ZS_ZERO1)
+		torch_ddp(s, c, world, out);
+	if (scheme >= ZS_ZERO2 && c->precision == ZS_MIXED) {
+		fsdp_mixed(s, c, scheme, unit, world, out);
+		return;
+	}
+	if (scheme == ZS_ZERO2)
 		torch_zero2(s, unit, world, out);
-	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO3)
-		torch_zero3(s, unit, world, out);
+	if (scheme == ZS_ZERO3)
+		torch_zero3(s, c, unit, world, out);
 }
 
 /* Rank k's model states differ from the binding rank's by its share of
@@ -248,9 +355,11 @@ char *theory_framework_text(const struct theory_request *req)
 	if (c->framework == ZS_FW_PAPER)
 		return NULL;
 	if (c->framework == ZS_FW_TORCH)
-		return zs_asprintf("\nFramework torch: dp is DistributedDataParallel (its gradient buckets not "
-		                   "counted), zero1 is ZeroRedundancyOptimizer (whole tensors; the tables show the "
-		                   "rank that holds the most).\n");
+		return zs_asprintf("\nFramework torch: dp is DistributedDataParallel (its gradient buckets, a second "
+		                   "gradient-sized buffer, are resident: category buckets), zero1 is "
+		                   "ZeroRedundancyOptimizer over it (whole tensors; the tables show the rank that "
+		                   "holds the most), zero2 and zero3 are FSDP (in mixed precision its MixedPrecision: "
+		                   "fp32 shards, no master, fp16 working copies).\n");
 	double psi, largest;
 	request_model(req, &psi, &largest);
 	char *out = zs_asprintf("\nDeepSpeed's own estimate of model states per GPU, without offload "

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "theory/theory.h"
+#include "util/schedule.h"
 #include "util/util.h"
 
 /* ------------------------------------------------------------------------ */
@@ -77,7 +78,8 @@ static int breakdown(cJSON *parent, const char *key, const uint64_t *cat)
 	if (object(parent, key, &b) < 0)
 		return -1;
 	for (int c = 0; c < THEORY_NCATEGORIES; c++)
-		if (num(b, theory_category_name((enum theory_category)c), (double)cat[c]) < 0)
+		if (zs_cat_listed((enum zs_cat)c, (double)cat[c]) &&
+		    num(b, theory_category_name((enum theory_category)c), (double)cat[c]) < 0)
 			return -1;
 	return 0;
 }
@@ -269,6 +271,8 @@ static int config_json(cJSON *root, const struct theory_request *req)
 	if (str(cfg, "precision", theory_request_precision(req)) < 0 ||
 	    str(cfg, "optimizer", zs_optimizer_name(c->optimizer)) < 0 ||
 	    (c->framework != ZS_FW_PAPER && str(cfg, "framework", zs_framework_name(c->framework)) < 0) ||
+	    (c->framework == ZS_FW_TORCH && (num(cfg, "bucket_cap_mb", c->bucket_cap_mb) < 0 ||
+	                                     str(cfg, "prefetch", zs_prefetch_name(c->prefetch)) < 0)) ||
 	    object(cfg, "bytes_per_param", &bpp) < 0 ||
 	    num(bpp, "param", b.p) < 0 || num(bpp, "grad", b.g) < 0 ||
 	    num(bpp, "optimizer", b.k) < 0 ||

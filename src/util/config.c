@@ -26,6 +26,9 @@ const char *zs_optimizer_name(enum zs_optimizer o) { return o == ZS_ADAM ? "adam
 static const char *const framework_names[ZS_NFRAMEWORKS] = {"paper", "torch", "deepspeed"};
 const char *zs_framework_name(enum zs_framework f) { return framework_names[f]; }
 
+static const char *const prefetch_names[ZS_NPREFETCH] = {"none", "backward-pre"};
+const char *zs_prefetch_name(enum zs_prefetch p) { return prefetch_names[p]; }
+
 int zs_scheme_parse(const char *s, enum zs_scheme *out)
 {
 	for (int i = 0; i < ZS_NSCHEMES; i++)
@@ -94,6 +97,8 @@ void zs_config_defaults(struct zs_config *c)
 	c->eps = 1e-8;
 	c->precision = ZS_MIXED;
 	c->optimizer = ZS_ADAM;
+	c->bucket_cap_mb = 25;
+	c->prefetch = ZS_PREFETCH_NONE;
 }
 
 int zs_parse_uint(const char *opt, const char *s, unsigned long long max, const char *what,
@@ -208,9 +213,18 @@ static int set_real(const char *key, const char *value, double lo, double hi, co
 	return 0;
 }
 
+/* The index of value among names[0..n), or n. */
+static unsigned name_index(const char *value, const char *const *names, unsigned n)
+{
+	unsigned i = 0;
+	while (i < n && strcmp(value, names[i]) != 0)
+		i++;
+	return i;
+}
+
 static const char *const key_names[ZS_NKEYS] = {
 	"layers", "world", "schemes", "unit", "steps", "batch", "seed",
-	"precision", "optimizer", "lr", "beta1", "beta2", "eps", "framework"};
+	"precision", "optimizer", "lr", "beta1", "beta2", "eps", "framework", "bucket-cap", "prefetch"};
 
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause)
 {
@@ -297,11 +311,20 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 			return zs_fail(cause, "--optimizer: unknown optimizer '%.40s' (adam, sgd)", value);
 		break;
 	case ZS_KEY_FRAMEWORK:
-		while (v < ZS_NFRAMEWORKS && strcmp(value, framework_names[v]) != 0)
-			v++;
-		if (v == ZS_NFRAMEWORKS)
+		if ((v = name_index(value, framework_names, ZS_NFRAMEWORKS)) == ZS_NFRAMEWORKS)
 			return zs_fail(cause, "--framework: unknown framework '%.40s' (paper, torch, deepspeed)", value);
 		t.framework = (enum zs_framework)v;
+		break;
+	case ZS_KEY_BUCKET_CAP:
+		/* DDP takes any size; 2^20 MB (1 TiB) keeps the bytes exact. */
+		if (set_real(key, value, 0, 1048576, "a bucket size in MB (a number in [0, 1048576])", &t.bucket_cap_mb,
+		             cause) != 0)
+			return -1;
+		break;
+	case ZS_KEY_PREFETCH:
+		if ((v = name_index(value, prefetch_names, ZS_NPREFETCH)) == ZS_NPREFETCH)
+			return zs_fail(cause, "--prefetch: unknown prefetch '%.40s' (none, backward-pre)", value);
+		t.prefetch = (enum zs_prefetch)v;
 		break;
 	case ZS_NKEYS:
 		break;
@@ -321,7 +344,7 @@ static const struct {
 	{"layers", SPEC_NUMBERS}, {"world", SPEC_NUMBERS}, {"schemes", SPEC_STRINGS}, {"units", SPEC_STRINGS},
 	{"steps", SPEC_NUMBER},   {"batch", SPEC_NUMBER},  {"seed", SPEC_NUMBER},      {"precision", SPEC_STRING},
 	{"optimizer", SPEC_STRING}, {"lr", SPEC_NUMBER},   {"beta1", SPEC_NUMBER},     {"beta2", SPEC_NUMBER},
-	{"eps", SPEC_NUMBER},     {"framework", SPEC_STRING},
+	{"eps", SPEC_NUMBER},     {"framework", SPEC_STRING}, {"bucket-cap", SPEC_NUMBER}, {"prefetch", SPEC_STRING},
 };
 
 /* A JSON number as the command line would give it: a whole number's

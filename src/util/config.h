@@ -22,6 +22,9 @@ enum zs_optimizer { ZS_ADAM, ZS_SGD };
  * DeepSpeed's. The schemes keep their names; the framework says how each
  * is implemented. */
 enum zs_framework { ZS_FW_PAPER, ZS_FW_TORCH, ZS_FW_DEEPSPEED, ZS_NFRAMEWORKS };
+/* FSDP's backward prefetch (torch's zero2/zero3, docs/schedule.md): none
+ * (PyTorch 1.13's default) or BACKWARD_PRE (torch 2.x's default). */
+enum zs_prefetch { ZS_PREFETCH_NONE, ZS_PREFETCH_BACKWARD_PRE, ZS_NPREFETCH };
 
 #define ZS_MAX_WIDTHS 33        /* up to 32 layers */
 #define ZS_MAX_WORLDS 64        /* entries in --world */
@@ -40,7 +43,7 @@ enum zs_framework { ZS_FW_PAPER, ZS_FW_TORCH, ZS_FW_DEEPSPEED, ZS_NFRAMEWORKS };
 enum zs_key {
 	ZS_KEY_LAYERS, ZS_KEY_WORLD, ZS_KEY_SCHEMES, ZS_KEY_UNITS, ZS_KEY_STEPS, ZS_KEY_BATCH,
 	ZS_KEY_SEED, ZS_KEY_PRECISION, ZS_KEY_OPTIMIZER, ZS_KEY_LR, ZS_KEY_BETA1, ZS_KEY_BETA2,
-	ZS_KEY_EPS, ZS_KEY_FRAMEWORK, ZS_NKEYS
+	ZS_KEY_EPS, ZS_KEY_FRAMEWORK, ZS_KEY_BUCKET_CAP, ZS_KEY_PREFETCH, ZS_NKEYS
 };
 
 struct zs_tfm_run;
@@ -62,6 +65,8 @@ struct zs_config {
 	enum zs_precision precision;
 	enum zs_optimizer optimizer;
 	enum zs_framework framework;
+	double bucket_cap_mb;           /* torch: DDP's bucket_cap_mb (default 25) */
+	enum zs_prefetch prefetch;      /* torch: FSDP's backward_prefetch */
 	unsigned given;                 /* keys set by a spec or an option */
 	/* measure --model: a transformer instead of the MLP of widths
 	 * (engine/tfm.h), or NULL. Not owned. */
@@ -70,13 +75,13 @@ struct zs_config {
 
 /* The defaults, the prototype's sweep: 64,256,64; N = 1..32 by doubling; all schemes;
  * unit model; 3 steps; batch 4; seed 3; mixed; adam; lr 1e-3; betas 0.9,
- * 0.999; eps 1e-8; framework paper. */
+ * 0.999; eps 1e-8; framework paper; bucket cap 25 MB; prefetch none. */
 void zs_config_defaults(struct zs_config *c);
 
 /* Set one option from its command-line spelling: key is the long option
  * name without dashes ("layers", "world", "schemes", "unit", "steps",
  * "batch", "seed", "precision", "optimizer", "lr", "beta1", "beta2", "eps",
- * "framework").
+ * "framework", "bucket-cap", "prefetch").
  * Returns 0 or -1 with *cause set ("--world: '0' is not a world size
  * (1..65536)"). Marks the key in c->given. */
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause);
@@ -110,6 +115,7 @@ const char *zs_unit_name(enum zs_unit u);
 const char *zs_precision_name(enum zs_precision p);
 const char *zs_optimizer_name(enum zs_optimizer o);
 const char *zs_framework_name(enum zs_framework f);
+const char *zs_prefetch_name(enum zs_prefetch p);
 int zs_scheme_parse(const char *s, enum zs_scheme *out);
 int zs_unit_parse(const char *s, enum zs_unit *out);
 int zs_precision_parse(const char *s, enum zs_precision *out);

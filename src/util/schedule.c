@@ -8,7 +8,7 @@
 
 static const char *const cat_names[ZS_NCATS] = {
 	"param16", "param32", "grad16", "grad32", "master32", "adam_m", "adam_v",
-	"momentum", "gathered_params", "full_grads", "activations", "scratch",
+	"momentum", "gathered_params", "full_grads", "activations", "scratch", "buckets",
 };
 
 static const char *const phase_names[ZS_NPHASES] = {
@@ -16,6 +16,8 @@ static const char *const phase_names[ZS_NPHASES] = {
 };
 
 const char *zs_cat_name(enum zs_cat c) { return (unsigned)c < ZS_NCATS ? cat_names[c] : NULL; }
+int zs_cat_listed(enum zs_cat c, double bytes) { return c != ZS_CAT_BUCKETS || bytes != 0; }
+
 const char *zs_phase_name(enum zs_phase p) { return (unsigned)p < ZS_NPHASES ? phase_names[p] : NULL; }
 
 const enum zs_span zs_shards[ZS_NSCHEMES][ZS_NSTATES] = {
@@ -27,7 +29,7 @@ const enum zs_span zs_shards[ZS_NSCHEMES][ZS_NSTATES] = {
 };
 
 /* torch's schemes (docs/schedule.md, "torch"): dp is DistributedDataParallel
- * (its gradient buckets not counted), zero1 is ZeroRedundancyOptimizer,
+ * (its gradient buckets a buffer of their own, not a state), zero1 is ZeroRedundancyOptimizer,
  * zero2 and zero3 are FullyShardedDataParallel's SHARD_GRAD_OP and
  * FULL_SHARD (fp32 only): between steps both hold only shards. */
 static const enum zs_span torch_rows[ZS_NSCHEMES][ZS_NSTATES] = {
@@ -49,6 +51,14 @@ const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme)
 
 int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 {
+	static const struct { enum zs_key key; const char *name, *what; } torch_only[] = {
+		{ZS_KEY_BUCKET_CAP, "bucket-cap", "DDP's bucket size"},
+		{ZS_KEY_PREFETCH, "prefetch", "FSDP's backward prefetch"},
+	};
+	for (size_t i = 0; i < sizeof torch_only / sizeof torch_only[0]; i++)
+		if ((c->given & 1u << torch_only[i].key) && c->framework != ZS_FW_TORCH)
+			return zs_fail(cause, "--%s is %s: it needs --framework torch", torch_only[i].name,
+			               torch_only[i].what);
 	if (theory && c->framework == ZS_FW_DEEPSPEED)
 		return 0;
 	for (size_t i = 0; i < c->nschemes; i++) {
@@ -57,11 +67,6 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 			               zs_scheme_name(c->schemes[i]),
 			               c->framework == ZS_FW_TORCH ? "torch models dp, zero1 and zero3: give --schemes dp,zero1,zero3"
 			                                           : "the theory prints DeepSpeed's own estimate");
-		/* FSDP's MixedPrecision keeps fp32 shards and casts a transient
-		 * copy: not the 2 + 2 + 12 accounting of --precision mixed. */
-		if (c->framework == ZS_FW_TORCH && c->schemes[i] >= ZS_ZERO2 && c->precision != ZS_FP32)
-			return zs_fail(cause, "--framework torch: %s (FSDP) is modelled in fp32 only (give --precision fp32)",
-			               zs_scheme_name(c->schemes[i]));
 	}
 	return 0;
 }

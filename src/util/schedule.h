@@ -17,11 +17,14 @@
 #include "util/config.h"
 
 /* What a byte is for (docs/schedule.md, "Categories"): the model states
- * first (through ZS_CAT_MOMENTUM), then the transients of a step. */
+ * first (through ZS_CAT_MOMENTUM), then the transients of a step, then a
+ * framework's own communication buffers (DDP's gradient buckets: resident,
+ * not model state). */
 enum zs_cat {
 	ZS_CAT_PARAM16, ZS_CAT_PARAM32, ZS_CAT_GRAD16, ZS_CAT_GRAD32,
 	ZS_CAT_MASTER32, ZS_CAT_ADAM_M, ZS_CAT_ADAM_V, ZS_CAT_MOMENTUM,
 	ZS_CAT_GATHERED, ZS_CAT_FULL_GRADS, ZS_CAT_ACTIVATIONS, ZS_CAT_SCRATCH,
+	ZS_CAT_BUCKETS,
 	ZS_NCATS
 };
 
@@ -31,6 +34,12 @@ enum zs_phase { ZS_PH_SETUP, ZS_PH_FORWARD, ZS_PH_BACKWARD, ZS_PH_REDUCE, ZS_PH_
 
 /* Their JSON names ("param16", "forward"); NULL out of range. */
 const char *zs_cat_name(enum zs_cat c);
+
+/* Whether a breakdown lists category c holding `bytes`: every category
+ * always, except `buckets`, listed only where it holds some (so the paper's
+ * files are what they were before it existed; a reader takes a category
+ * missing as 0). */
+int zs_cat_listed(enum zs_cat c, double bytes);
 const char *zs_phase_name(enum zs_phase p);
 
 /* The model states, and how much of each a rank holds between steps. */
