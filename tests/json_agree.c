@@ -81,6 +81,35 @@ static int same_breakdown(const cJSON *mrun, const cJSON *sched, const char *key
 	return 0;
 }
 
+/* With an offload, the host bytes too: the run's, and every rank's (all
+ * ranks equal). A theory row with host bytes for a run without them is a
+ * mismatch as well. */
+static int same_host(const cJSON *mrun, const cJSON *sched, const char *run, char **cause)
+{
+	static const char *const keys[] = {"host_resident_bytes", "host_peak_bytes"};
+	const cJSON *per = cJSON_GetObjectItemCaseSensitive(mrun, "per_rank");
+	if (cJSON_GetObjectItemCaseSensitive(mrun, keys[0]) == NULL)
+		return cJSON_GetObjectItemCaseSensitive(sched, keys[0]) == NULL ? 0 : mismatch(run, keys[0], 0, 1);
+	for (size_t i = 0; i < 2; i++) {
+		const cJSON *arr, *v;
+		double tv;
+		int r = same(mrun, sched, keys[i], run, "", cause), k = 0;
+		if (r == 0 && i == 0)
+			r = same(mrun, sched, "host_resident_bytes_per_node", run, "", cause);
+		if (r != 0)
+			return r;
+		if (zs_json_array(per, keys[i], run, &arr, cause) < 0 || zs_json_number(sched, keys[i], run, &tv, cause) < 0)
+			return 2;
+		cJSON_ArrayForEach(v, arr) {
+			char metric[64];
+			snprintf(metric, sizeof metric, "per_rank.%s[%d]", keys[i], k++);
+			if (!cJSON_IsNumber(v) || v->valuedouble != tv)
+				return mismatch(run, metric, cJSON_IsNumber(v) ? v->valuedouble : -1, tv);
+		}
+	}
+	return 0;
+}
+
 /* Every rank holds and sends the schedule's bytes: all ranks are equal,
  * unless the schedule has per-rank arrays of its own (a framework's uneven
  * partition), which must then be the measured ones. */
@@ -191,7 +220,8 @@ int main(int argc, char **argv)
 		    || (r = same(mrun, sched, "comm_bytes_per_rank_per_step", run, "", &cause)) != 0
 		    || (r = same_breakdown(mrun, sched, "peak_breakdown", run, 1, &cause)) != 0
 		    || (r = same_breakdown(mrun, sched, "resident_breakdown", run, 0, &cause)) != 0
-		    || (r = same_per_rank(mrun, sched, run, &cause)) != 0) {
+		    || (r = same_per_rank(mrun, sched, run, &cause)) != 0
+		    || (r = same_host(mrun, sched, run, &cause)) != 0) {
 			if (r == 2)
 				goto bad;
 			status = r;

@@ -57,3 +57,15 @@ tests_test_framework_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIB
 endif
 TESTS += tests/framework_cli.sh
 EXTRA_DIST += tests/framework_cli.sh
+
+# DeepSpeed's ZeRO-1/2: engine and theory against hand computations; the
+# command line's DeepSpeed settings and their refusals.
+if HAVE_CHECK
+check_PROGRAMS += tests/test_deepspeed
+TESTS += tests/test_deepspeed
+tests_test_deepspeed_SOURCES = tests/test_deepspeed.c
+tests_test_deepspeed_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_deepspeed_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
+endif
+TESTS += tests/deepspeed_cli.sh
+EXTRA_DIST += tests/deepspeed_cli.sh

@@ -4,9 +4,9 @@
 # breakdown and the bytes sent, for every scheme, N from 1 to 32, both units,
 # both precisions, both optimizers, batch 1 and 4, and a deeper model; and
 # torch's implementations of every scheme (--framework torch: DDP's buckets,
-# ZeroRedundancyOptimizer, FSDP with and without prefetch, in both precisions);
-# and zerosim's own transformer (--model, both families, the three recompute
-# modes).
+# ZeroRedundancyOptimizer, FSDP with and without prefetch, in both precisions),
+# DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed), and zerosim's
+# own transformer (--model, both families, the three recompute modes).
 # docs/schedule.md is the contract both implement; tests/json_agree joins the
 # two JSON files on (scheme, world, unit) and prints the first difference.
 # Last, the measurement must not depend on --jobs.
@@ -123,6 +123,31 @@ for precision in mixed fp32; do
 done
 check --framework torch --precision fp32 --prefetch backward-pre --optimizer sgd --layers 8,64,8,64,8 \
 	--world 1,2,3,5,8 --schemes zero3 --unit layer --steps 2
+# DeepSpeed's dp, zero1 and zero2 (stage_1_and_2.py: the reduce bucket, the
+# fp32 partitions): N = 1..8, both precisions, both optimizers, both units;
+# buckets small enough to be flushed mid-backward and smaller than a unit,
+# two of them with overlap_comm; the odd and the deeper model.
+for precision in mixed fp32; do
+	for optimizer in adam sgd; do
+		check --framework deepspeed --layers 64,256,64 --world 1,2,3,4,5,6,7,8 --schemes dp,zero1,zero2 \
+			--unit model,layer --precision $precision --optimizer $optimizer --batch 4 --steps 1
+		check --framework deepspeed --layers 64,256,64 --world 1,2,3,5,8 --schemes zero1,zero2 --unit model,layer \
+			--precision $precision --optimizer $optimizer --ds-reduce-bucket 16448 --ds-overlap-comm on --steps 1
+	done
+done
+check --framework deepspeed --layers 5,7,3,11 --world 1,2,3,4,5,6,7,8 --schemes zero1,zero2 --unit model,layer \
+	--ds-reduce-bucket 30 --steps 2
+check --framework deepspeed --layers 5,7,3,11 --world 1,3,5,8 --schemes zero1,zero2 --unit model,layer \
+	--ds-reduce-bucket 1 --precision fp32 --optimizer sgd --steps 2
+check --framework deepspeed --layers 64,256,256,256,64 --world 1,3,5,8 --schemes zero1,zero2 --unit model,layer \
+	--ds-reduce-bucket 70000 --steps 1
+# ZeRO-Offload: device and host bytes apart, every rank's and a node's.
+for precision in mixed fp32; do
+	check --framework deepspeed --offload optimizer --layers 64,256,64 --world 1,2,3,4,5,6,7,8 --schemes zero1,zero2 \
+		--unit model,layer --precision $precision --steps 1
+done
+check --framework deepspeed --offload optimizer --layers 5,7,3,11 --world 2,4,6,8 --ranks-per-node 2 \
+	--schemes zero1,zero2 --unit model,layer --optimizer sgd --ds-reduce-bucket 30 --ds-overlap-comm on --steps 2
 
 # zerosim's own transformer (measure --model, fp32): both families at tiny
 # sizes (d 64, 2 blocks, 4 heads, 2 key-value heads for llama, vocabulary

@@ -48,6 +48,9 @@ struct zs_opt {
 	{"beta2", 0, 1, ZS_OPT_CONFIG, NULL}, {"eps", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"framework", 0, 1, ZS_OPT_CONFIG, NULL}, {"bucket-cap", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"prefetch", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"ds-reduce-bucket", 0, 1, ZS_OPT_CONFIG, NULL}, {"ds-allgather-bucket", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"ds-overlap-comm", 0, 1, ZS_OPT_CONFIG, NULL}, {"ds-persist", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"offload", 0, 1, ZS_OPT_CONFIG, NULL}, {"ranks-per-node", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"spec", 0, 1, ZS_OPT_SPEC, NULL}
 
 /* Every command has these. */

@@ -198,7 +198,8 @@ static void setup_buffers(struct zs_run *r)
 
 static int has_buf(const struct zs_run *r, enum zs_buf b)
 {
-	return (b != ZS_BUF_MASTER || r->precision == ZS_MIXED) && (b != ZS_BUF_V || r->opt.kind == ZS_ADAM);
+	return (b != ZS_BUF_MASTER || r->precision == ZS_MIXED || r->ops->master32) &&
+	       (b != ZS_BUF_V || r->opt.kind == ZS_ADAM);
 }
 
 /* Rank k's initial weights, in its params and (mixed) master. A shard's
@@ -232,8 +233,8 @@ static void setup_state(struct zs_run *r)
 	tracker_set_phase(&r->tracker, ZS_PH_SETUP);
 	for (size_t i = 0; i < NRESIDENT; i++)
 		for (unsigned k = r->r0; k < r->r1 && has_buf(r, resident[i]); k++)
-			run_rank(r, k)->buf[resident[i]] = tracker_alloc(&r->tracker, k, r->cat[resident[i]],
-			        layout_rank_len(&r->layout, resident[i], k) * r->esize[resident[i]]);
+			run_rank(r, k)->buf[resident[i]] = (r->host[resident[i]] ? tracker_alloc_host : tracker_alloc)(
+			        &r->tracker, k, r->cat[resident[i]], layout_rank_len(&r->layout, resident[i], k) * r->esize[resident[i]]);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (enum zs_buf b = ZS_BUF_M; b <= ZS_BUF_V; b++)
 			if (has_buf(r, b))
@@ -430,21 +431,28 @@ static void backward(struct zs_run *r)
 }
 
 /* Each rank updates the slots it owns: its optimizer state, its weights
- * (fp32 master in mixed precision, else the params), from its grads. */
+ * (the fp32 master if there is one, else the params), from its grads (or
+ * the fp32 copy of them a framework made), then its params from the
+ * master. */
 static void optimizer(struct zs_run *r, unsigned t)
 {
 	const struct zs_layout *lo = &r->layout;
-	int mixed = r->precision == ZS_MIXED;
+	int mixed = r->precision == ZS_MIXED, master = has_buf(r, ZS_BUF_MASTER);
 	enum zs_dtype gdt = r->esize[ZS_BUF_GRADS] == sizeof(float) ? ZS_F32 : ZS_F16; /* the grads' own type */
 	tracker_set_phase(&r->tracker, ZS_PH_OPTIMIZER);
+	if (r->ops->before_optimizer)
+		r->ops->before_optimizer(r);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (size_t u = 0; u < layout_npieces(lo); u++) {
 			struct zs_slice p = layout_own(lo, ZS_BUF_PARAMS, u, k), g = layout_own(lo, ZS_BUF_GRADS, u, k);
 			struct zs_slice s = layout_own(lo, ZS_BUF_M, u, k);
-			float *w = mixed ? run_at(r, k, ZS_BUF_MASTER, s.at) : run_at(r, k, ZS_BUF_PARAMS, p.at);
-			float *v = has_buf(r, ZS_BUF_V) ? run_at(r, k, ZS_BUF_V, s.at) : NULL;
-			optim_update(&r->opt, t + 1, w, run_at(r, k, ZS_BUF_M, s.at), v, run_at(r, k, ZS_BUF_GRADS, g.at),
-			             gdt, mixed ? run_at(r, k, ZS_BUF_PARAMS, p.at) : NULL, s.count);
+			float *w = master ? run_at(r, k, ZS_BUF_MASTER, s.at) : run_at(r, k, ZS_BUF_PARAMS, p.at);
+			float *v = has_buf(r, ZS_BUF_V) ? run_at(r, k, ZS_BUF_V, s.at) : NULL, *g32 = run_rank(r, k)->grad32;
+			optim_update(&r->opt, t + 1, w, run_at(r, k, ZS_BUF_M, s.at), v,
+			             g32 != NULL ? (void *)(g32 + g.at) : run_at(r, k, ZS_BUF_GRADS, g.at), g32 != NULL ? ZS_F32 : gdt,
+			             mixed ? run_at(r, k, ZS_BUF_PARAMS, p.at) : NULL, s.count);
+			if (master && !mixed)
+				memcpy(run_at(r, k, ZS_BUF_PARAMS, p.at), w, s.count * sizeof *w);
 		}
 }
 
@@ -533,6 +541,14 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, size_t o
 
 	res->resident = zs_calloc(N, sizeof *res->resident);
 	res->peak = zs_calloc(N, sizeof *res->peak);
+	if (r->config->offload != ZS_OFFLOAD_NONE) {
+		res->host_resident = zs_calloc(N, sizeof *res->host_resident);
+		res->host_peak = zs_calloc(N, sizeof *res->host_peak);
+		for (unsigned k = 0; k < N; k++) {
+			res->host_resident[k] = mem[k].host_total;
+			res->host_peak[k] = mem[k].host_peak;
+		}
+	}
 	res->binding_rank = 0;
 	for (unsigned k = 0; k < N; k++) {
 		res->resident[k] = mem[k].total;
@@ -610,6 +626,8 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 	}
 	if (sharded)
 		per_rank += (double)lo.nparams * (p + g);
+	if (c->framework == ZS_FW_DEEPSPEED)
+		per_rank += scheme_deepspeed_bound(c, &lo);
 	per_rank += (double)scheme_buffer_bytes(c->framework, scheme, lo.nparams, g);
 	return per_rank * world;
 }
@@ -666,6 +684,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	struct zs_run r;
 	memset(&r, 0, sizeof r);
 	r.ops = scheme_ops(c->framework, scheme, world);
+	r.config = c;
 	model_init(&r.model, c);
 	run_layout(&r.layout, &r.model, c, scheme, world, unit);
 	r.world = world;
@@ -760,6 +779,8 @@ void engine_result_free(struct zs_result *res)
 	free(res->peak);
 	free(res->comm);
 	free(res->os_peak);
+	free(res->host_resident);
+	free(res->host_peak);
 	free(res->losses);
 	free(res->timeline);
 	free(res->weights);

@@ -37,7 +37,8 @@ struct zs_result {
 	unsigned steps;
 	size_t nunits, unit_n[ZS_MAX_WIDTHS];
 	size_t shard_elements, padded_elements;
-	size_t *resident, *peak;            /* per rank */
+	size_t *resident, *peak;            /* per rank, device bytes */
+	size_t *host_resident, *host_peak;  /* per rank, host bytes (with --offload; else NULL) */
 	unsigned binding_rank;              /* the rank with the highest peak */
 	size_t resident_breakdown[ZS_NCATS];
 	size_t peak_breakdown[ZS_NCATS];

@@ -124,6 +124,8 @@ cJSON *measure_json_new(const struct zs_config *c, const char *case_path)
 		zs_json_add_number(cfg, "bucket_cap_mb", c->bucket_cap_mb);
 		str(cfg, "prefetch", zs_prefetch_name(c->prefetch));
 	}
+	if (zs_config_json_deepspeed(cfg, c) < 0)
+		zs_oom(__FILE__, __LINE__);
 	unsigned p, g, k;
 	zs_bytes_per_param(c->precision, c->optimizer, &p, &g, &k);
 	cJSON *bpp = obj(cfg, "bytes_per_param");
@@ -173,6 +175,25 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 		push(ra, (double)res->resident[k]);
 		push(pa, (double)res->peak[k]);
 		push(ca, (double)sent / res->steps);
+	}
+	if (res->host_resident != NULL) {
+		/* With --offload: the host bytes apart from the device's. */
+		zs_json_add_number(run, "host_resident_bytes", (double)res->host_resident[b]);
+		zs_json_add_number(run, "host_peak_bytes", (double)res->host_peak[b]);
+		/* A node holds ranks [jR, (j+1)R): the most any node holds. */
+		size_t R = c->ranks_per_node, node = 0;
+		for (unsigned j = 0; j < N / R; j++) {
+			size_t sum = 0;
+			for (size_t k = j * R; k < (j + 1) * R; k++)
+				sum += res->host_resident[k];
+			node = sum > node ? sum : node;
+		}
+		zs_json_add_number(run, "host_resident_bytes_per_node", (double)node);
+		cJSON *hr = arr(per, "host_resident_bytes"), *hp = arr(per, "host_peak_bytes");
+		for (unsigned k = 0; k < N; k++) {
+			push(hr, (double)res->host_resident[k]);
+			push(hp, (double)res->host_peak[k]);
+		}
 	}
 	if (res->os_peak != NULL) {
 		/* Under MPI: each rank's process, as the kernel counts it. */

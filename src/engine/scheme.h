@@ -36,10 +36,26 @@ struct zs_rank {
 	 * (torch's zero2, FSDP SHARD_GRAD_OP): a full copy of the unit, in
 	 * category gathered_params; NULL otherwise. */
 	void *held[ZS_MAX_LAYERS];
+	/* DeepSpeed's own transients (scheme_deepspeed.c): its reduce buckets
+	 * (ipg_buffer, two with overlap_comm) and the fp32 gradient partition
+	 * the optimizer steps on (NULL outside the optimizer: then the
+	 * optimizer reads the grads buffer). */
+	void *bucket[2];
+	float *grad32;
+	void *offload_tmp[2];         /* ZeRO-Offload's device and host grad buffers */
 	/* DDP's gradient buckets (torch's dp and zero1): bucket i's flat
 	 * grads, in category buckets, for the whole run; NULL otherwise. */
 	void *ddp_bucket[ZS_MAX_PARAM_TENSORS];
 	float loss;
+};
+
+/* DeepSpeed's reduce bucket as the step fills it: elements used, the
+ * buffer in use, and the units copied into it and not yet reduced, each
+ * with the element of the bucket it starts at. */
+struct zs_bucket {
+	size_t used, count;
+	size_t unit[ZS_MAX_LAYERS], at[ZS_MAX_LAYERS];
+	unsigned index;
 };
 
 /* A DDP bucket: the layout's parameter tensors ntensors-1-first down to
@@ -63,6 +79,7 @@ struct zs_run {
 	enum zs_cat cat[ZS_NBUFS];
 	size_t esize[ZS_NBUFS];
 	size_t base[ZS_NBUFS];
+	int host[ZS_NBUFS];           /* held in host memory (an offloaded buffer) */
 
 	struct zs_tracker tracker;
 	struct zs_coll coll;
@@ -80,6 +97,8 @@ struct zs_run {
 	uint64_t seed;
 	const struct zs_case *cs;
 	const float *init;            /* the initial fp32 weights, Ψ (outside every rank) */
+	const struct zs_config *config; /* the run's options (a framework's settings) */
+	struct zs_bucket bucket;
 };
 
 enum zs_pass { ZS_PASS_FORWARD, ZS_PASS_BACKWARD };
@@ -87,7 +106,8 @@ enum zs_pass { ZS_PASS_FORWARD, ZS_PASS_BACKWARD };
 struct zs_scheme_ops {
 	const char *name;
 	/* Before anything is allocated: a framework's own types of the buffers
-	 * (FSDP's MixedPrecision: fp32 shards, fp16 working copies). */
+	 * (FSDP's MixedPrecision: fp32 shards, fp16 working copies) and where
+	 * they live (DeepSpeed's offload: r->host). */
 	void (*buffers)(struct zs_run *r);
 	/* After the resident state is allocated (phase setup), and before it
 	 * is freed: a framework's own resident buffers (DDP's buckets). */
@@ -102,6 +122,13 @@ struct zs_scheme_ops {
 	void (*reduce)(struct zs_run *r);
 	/* After the optimizer (zero1's and zero2's all-gather of params). */
 	void (*after_optimizer)(struct zs_run *r);
+	/* At the start of the optimizer phase (DeepSpeed's fp32 gradient
+	 * partition). */
+	void (*before_optimizer)(struct zs_run *r);
+	/* The optimizer state has an fp32 master copy in both precisions
+	 * (DeepSpeed's single_partition_of_fp32_groups). DeepSpeed's hooks run
+	 * at N = 1 too (it allocates its buffers on one rank as on many). */
+	int master32;
 };
 
 extern const struct zs_scheme_ops scheme_dp, scheme_zero1, scheme_zero2, scheme_zero3;
@@ -116,6 +143,13 @@ const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme sche
 /* Bytes per rank of a framework's resident buffers beyond the model
  * states, for the sweep's memory bound: DDP's buckets, Ψ·g. */
 size_t scheme_buffer_bytes(enum zs_framework fw, enum zs_scheme scheme, size_t nparams, size_t grad_bytes);
+
+/* DeepSpeed's hooks for a scheme (scheme_deepspeed.c), NULL where they are
+ * the paper's (dp); and the bytes a rank of a DeepSpeed run touches beyond
+ * engine_bytes_upper_bound's paper terms (its buckets as far as they are
+ * written, the fp32 partitions). */
+const struct zs_scheme_ops *scheme_deepspeed_ops(enum zs_scheme scheme);
+double scheme_deepspeed_bound(const struct zs_config *c, const struct zs_layout *lo);
 
 /* Helpers for the schemes (engine.c). */
 

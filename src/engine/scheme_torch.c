@@ -357,6 +357,8 @@ const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme sche
 {
 	if (world == 1 && fw == ZS_FW_TORCH) /* DDP's reducer (zero1's broadcast sends nothing); FSDP's NO_SHARD */
 		return ddp(fw, scheme) ? &torch_dp : &torch_no_shard;
+	if (fw == ZS_FW_DEEPSPEED && scheme_deepspeed_ops(scheme) != NULL) /* its buffers at N = 1 too */
+		return scheme_deepspeed_ops(scheme);
 	if (world == 1)
 		return &scheme_one_rank;
 	if (fw == ZS_FW_TORCH && scheme == ZS_DP)

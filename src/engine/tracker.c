@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "engine/heap.h"
 #include "engine/tracker.h"
@@ -18,6 +19,8 @@ struct header {
 	size_t bytes;
 	unsigned rank;
 	enum zs_cat cat;
+	int mapped; /* tracker_alloc_mapped's: munmap, not free */
+	int host;   /* tracker_alloc_host's: counted as host memory */
 };
 
 /* A block this large may have grown the heap (heap.h). */
@@ -53,12 +56,10 @@ static void log_event(struct zs_tracker *t, enum zs_op op, enum zs_cat cat, size
 	t->events[t->nevents++] = (struct zs_event){t->phase, op, cat, bytes, t->rank[0].total};
 }
 
-void *tracker_alloc(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t bytes)
+/* Count a block of rank's, at its header. */
+static void *counted(struct zs_tracker *t, char *raw, unsigned rank, enum zs_cat cat, size_t bytes, int mapped)
 {
-	char *raw = zs_malloc(HEADER_SIZE + bytes);
-	if (bytes >= LARGE_BLOCK)
-		heap_grown(); /* before the block's pages are first touched */
-	struct header h = {bytes, rank, cat};
+	struct header h = {bytes, rank, cat, mapped, 0};
 	memcpy(raw, &h, sizeof h);
 	struct zs_rank_mem *m = &t->rank[rank];
 	m->cur[cat] += bytes;
@@ -73,6 +74,37 @@ void *tracker_alloc(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t
 	return raw + HEADER_SIZE;
 }
 
+void *tracker_alloc(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t bytes)
+{
+	char *raw = zs_malloc(HEADER_SIZE + bytes);
+	if (bytes >= LARGE_BLOCK)
+		heap_grown(); /* before the block's pages are first touched */
+	return counted(t, raw, rank, cat, bytes, 0);
+}
+
+void *tracker_alloc_host(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t bytes)
+{
+	char *raw = zs_malloc(HEADER_SIZE + bytes);
+	if (bytes >= LARGE_BLOCK)
+		heap_grown();
+	struct header h = {bytes, rank, cat, 0, 1};
+	memcpy(raw, &h, sizeof h);
+	struct zs_rank_mem *m = &t->rank[rank];
+	m->host_cur[cat] += bytes;
+	m->host_total += bytes;
+	m->blocks++;
+	if (m->host_total > m->host_peak)
+		m->host_peak = m->host_total;
+	return raw + HEADER_SIZE;
+}
+
+void *tracker_alloc_mapped(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t bytes)
+{
+	void *raw = mmap(NULL, HEADER_SIZE + bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+	                 -1, 0);
+	return raw == MAP_FAILED ? NULL : counted(t, raw, rank, cat, bytes, 1);
+}
+
 void tracker_free(struct zs_tracker *t, unsigned rank, void *p)
 {
 	if (p == NULL)
@@ -85,12 +117,21 @@ void tracker_free(struct zs_tracker *t, unsigned rank, void *p)
 		abort();
 	}
 	struct zs_rank_mem *m = &t->rank[rank];
+	m->blocks--;
+	if (h.host) {
+		m->host_cur[h.cat] -= h.bytes;
+		m->host_total -= h.bytes;
+		free(raw);
+		return;
+	}
 	m->cur[h.cat] -= h.bytes;
 	m->total -= h.bytes;
-	m->blocks--;
 	if (t->recording && rank == 0)
 		log_event(t, ZS_OP_FREE, h.cat, h.bytes);
-	free(raw);
+	if (h.mapped)
+		munmap(raw, HEADER_SIZE + h.bytes);
+	else
+		free(raw);
 }
 
 void tracker_set_phase(struct zs_tracker *t, enum zs_phase p)

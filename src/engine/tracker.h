@@ -32,12 +32,15 @@ struct zs_event {
 	size_t current; /* rank 0's bytes after the event */
 };
 
+/* A rank's device bytes (every block but tracker_alloc_host's), and apart
+ * from them its host bytes (ZeRO-Offload's), each with its own peak. */
 struct zs_rank_mem {
 	size_t cur[ZS_NCATS];
 	size_t total;
 	size_t peak;
 	size_t at_peak[ZS_NCATS]; /* breakdown when peak was first reached */
 	size_t blocks;            /* outstanding allocations */
+	size_t host_cur[ZS_NCATS], host_total, host_peak;
 };
 
 struct zs_tracker {
@@ -55,6 +58,20 @@ void tracker_init(struct zs_tracker *t, unsigned nranks);
 void tracker_destroy(struct zs_tracker *t);
 
 void *tracker_alloc(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t bytes);
+
+/* The same count for a block the step allocates at a fixed size and may
+ * use only the start of (DeepSpeed's reduce bucket: 5e8 elements whatever
+ * the model). It is mapped at its full size (anonymous, MAP_NORESERVE)
+ * and counted at its full size, as a device allocator would; the pages the
+ * step never writes are never faulted in, so eight ranks' 1 GB buckets
+ * cost this machine only what they hold. Zero-filled (fresh pages); NULL
+ * when the mapping fails (the caller reports it). Freed with tracker_free. */
+void *tracker_alloc_mapped(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t bytes);
+
+/* A block in the rank's host memory (an offloaded buffer): counted in
+ * host_cur, host_total and host_peak, never in the device counts; not in
+ * the timeline, which is rank 0's device memory. Freed with tracker_free. */
+void *tracker_alloc_host(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t bytes);
 void tracker_free(struct zs_tracker *t, unsigned rank, void *p);
 
 /* Start logging rank 0's events (clears any earlier log). */

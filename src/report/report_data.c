@@ -112,6 +112,7 @@ struct model_cfg {
 	double batch;
 	const char *precision, *optimizer, *framework;
 	double p, g, k;
+	double ds_persist;  /* config.deepspeed.persist, -1 when absent */
 };
 
 static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg *m, char **cause)
@@ -168,6 +169,11 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 		known |= strcmp(m->framework, zs_framework_name((enum zs_framework)f)) == 0;
 	if (!known)
 		return zs_fail(cause, "%s: unknown framework '%.40s' (paper, torch, deepspeed)", where, m->framework);
+	const cJSON *ds = cJSON_GetObjectItemCaseSensitive(cfg, "deepspeed");
+	m->ds_persist = -1;
+	if (ds != NULL && (zs_json_object(cfg, "deepspeed", where, &ds, cause) < 0 ||
+	                   read_bytes(ds, "persist", where, &m->ds_persist, cause) < 0))
+		return -1;
 	return 0;
 }
 
@@ -525,6 +531,7 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 	snprintf(d->precision, sizeof d->precision, "%s", mm.precision);
 	snprintf(d->optimizer, sizeof d->optimizer, "%s", mm.optimizer);
 	snprintf(d->framework, sizeof d->framework, "%s", mm.framework);
+	d->ds_persist = mm.ds_persist;
 	d->p = mm.p;
 	d->g = mm.g;
 	d->k = mm.k;

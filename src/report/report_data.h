@@ -78,6 +78,7 @@ struct report_data {
 	char precision[16];
 	char optimizer[16];
 	char framework[16];                  /* config.framework; "paper" when absent */
+	double ds_persist;                   /* config.deepspeed.persist; -1 when absent */
 	double p, g, k;                      /* bytes per param: working param, grad, optimizer */
 	struct report_run *runs;             /* sorted by unit, scheme, world */
 	size_t nruns;

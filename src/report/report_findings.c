@@ -368,6 +368,27 @@ static void torch_zero1_comm(const struct report_data *d, struct report_finding 
 	}
 }
 
+/* DeepSpeed's ZeRO-3 keeps a tensor of at most param_persistence_threshold
+ * elements whole on every rank (partition_parameters.py, stage3.py): from
+ * the files' shape and threshold (config.deepspeed.persist). */
+static void ds_zero3_persist(const struct report_data *d, struct report_finding *f, struct zs_buf *b)
+{
+	double largest = 0;
+	unsigned persist = 0, tensors = 0;
+	if (d->ds_persist < 0)
+		return;
+	for (size_t l = 0; l + 1 < d->nwidths; l++) {
+		double n[2] = {(double)d->widths[l] * (double)d->widths[l + 1], (double)d->widths[l + 1]};
+		for (int i = 0; i < 2; i++, tensors++) {
+			largest = fmax(largest, n[i]);
+			persist += n[i] <= d->ds_persist;
+		}
+	}
+	verdict(&f->verdict, persist == tensors);
+	zs_buf_printf(b, "%u of the %u tensors are at most the threshold of %.17g elements (the largest has %.17g)",
+	              persist, tensors, d->ds_persist, largest);
+}
+
 /* ------------------------------------------------------------------------ */
 
 void report_findings(const struct report_data *d, struct report_finding *f)
@@ -387,6 +408,7 @@ void report_findings(const struct report_data *d, struct report_finding *f)
 		{"zero3_comm_1_5_dp", "ZeRO-3 sends 1.5 times DP's bytes per rank per step.", comm_ratio, NULL},
 		{"torch_zero1_no_better_from_3", "torch's ZeRO-1 (ZeroRedundancyOptimizer, whole tensors) is no better from N = 3 on: its worst rank stops falling while the paper's floor goes on.", torch_zero1_flat, "torch"},
 		{"torch_zero1_comm_1_5", "torch's ZeRO-1 sends 1.5 times the paper's ZeRO-1 (all-reduce, then a broadcast of every tensor).", torch_zero1_comm, "torch"},
+		{"deepspeed_zero3_partitions_nothing", "DeepSpeed's ZeRO-3 partitions none of this model: every parameter tensor is within its persistence threshold (param_persistence_threshold), so every rank holds every parameter whole.", ds_zero3_persist, "deepspeed"},
 	};
 	int i;
 

@@ -23,6 +23,7 @@ enum report_finding_id {
 	REPORT_F_COMM_RATIO,        /* ZeRO-3 comm is 1.5x DP's */
 	REPORT_F_TORCH_ZERO1_FLAT,  /* torch's zero1: no better from N = 3 on (default MLP) */
 	REPORT_F_TORCH_ZERO1_COMM,  /* torch's zero1 sends 1.5x the paper's zero1 */
+	REPORT_F_DS_ZERO3_PERSIST,  /* DeepSpeed's zero3 partitions none of the model */
 	REPORT_NFINDINGS
 };
 

@@ -5,7 +5,7 @@ libzstheory_a_SOURCES = \
 	src/theory/theory.c src/theory/theory.h \
 	src/theory/theory_model.c \
 	src/theory/theory_json.c src/theory/theory_text.c \
-	src/theory/theory_framework.c
+	src/theory/theory_framework.c src/theory/theory_deepspeed.c
 
 zerosim_SOURCES += src/cli/cmd_theory.c
 

@@ -306,6 +306,7 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 	} else if (req->shape_known) {
 		theory_schedule(&s, scheme, unit, world, &r->sched);
 		theory_framework_schedule(&s, req->config, scheme, unit, world, &r->sched);
+		theory_deepspeed_schedule(&s, req->config, scheme, unit, world, &r->sched);
 		r->peak_bytes = r->sched.peak_bytes;
 		/* The MLP's activations and scratch are b times their b = 1 bytes. */
 		r->peak_per_batch = (r->sched.peak_breakdown[THEORY_ACTIVATIONS]

@@ -89,6 +89,10 @@ struct theory_schedule {
 	 * bytes above an even split, so that schedule resident = floor
 	 * resident + padding_bytes + imbalance_bytes. 0 for the paper's. */
 	double imbalance_bytes;
+	/* Host memory (an offload, DeepSpeed's): resident and peak; the
+	 * fields above are then the device's. 0 without offload. */
+	uint64_t host_resident_bytes, host_peak_bytes;
+	uint64_t host_resident_bytes_per_node;  /* --ranks-per-node ranks' */
 };
 
 /* Model states of any model given as its units, as runs of equal units
@@ -150,7 +154,51 @@ void theory_framework_schedule(const struct theory_shape *s, const struct zs_con
 size_t theory_ddp_buckets(const struct theory_shape *s, double cap_mb, uint64_t *n);
 
 
-/* DeepSpeed's own estimate of a rank's model states on the device, without
+/* DeepSpeed's ZeRO-1 and ZeRO-2 (theory_deepspeed.c; docs/schedule.md,
+ * "DeepSpeed"), with its bucket settings from c: redo out, theory_schedule's
+ * row, as DeepSpeed runs it; nothing for another framework or scheme. */
+void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
+                               enum zs_unit unit, unsigned world, struct theory_schedule *out);
+
+/* DeepSpeed's ZeRO-3 as it partitions the MLP (stage3.py,
+ * partition_parameters.py): every parameter tensor on its own, ceil(n/N)
+ * elements a rank, except that a tensor of at most c->ds_persist elements
+ * (param_persistence_threshold) is also held whole on every rank. The
+ * resident bytes between steps: the persistent tensors whole (p each), and
+ * per shard element the fp16 partition, the grad partition, the fp32
+ * partition and the optimizer state (p + g + 4 + o), and the reduce bucket
+ * stage 3 allocates at set-up (B·g). */
+struct theory_deepspeed_z3 {
+	unsigned tensors, persistent_tensors;
+	uint64_t persistent_params, partitioned_params;
+	uint64_t shard_elements;     /* Σ_t ceil(n_t/N) */
+	uint64_t persistent_shard;   /* the persistent tensors' part of it */
+	uint64_t resident_bytes;
+};
+void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config *c, unsigned world,
+                            struct theory_deepspeed_z3 *out);
+
+/* Where a DeepSpeed rank's bytes live between steps under c->offload
+ * (docs/schedule.md, "deepspeed", offload): device and host bytes per
+ * rank, the host bytes of a node of c->ranks_per_node ranks, and the
+ * start-up figure, the full fp32 model every rank of a node loads on the
+ * host before DeepSpeed partitions it (4Ψ a rank). */
+struct theory_deepspeed_mem {
+	uint64_t device_bytes, host_bytes, host_bytes_per_node, startup_host_bytes_per_node;
+};
+void theory_deepspeed_memory(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
+                             enum zs_unit unit, unsigned world, struct theory_deepspeed_mem *out);
+
+/* DeepSpeed's estimators with their offload rows and host memory, as its
+ * main branch computes them (estimate_zero2_model_states_mem_needs,
+ * estimate_zero3_model_states_mem_needs with zero_init, the defaults'
+ * additional_buffer_factor 1.5): the device bytes per GPU and the host
+ * bytes per node (cpu_mem) for N GPUs, R a node, with offload o. -1 for a
+ * scheme without an estimator, or zero3 without L. */
+double theory_deepspeed_estimator(double params, double largest_layer, enum zs_scheme scheme, unsigned world,
+                                  unsigned per_node, enum zs_offload o, double *host_per_node);
+
+/* DeepSpeed (theory_deepspeed.c): its own estimate of a rank's model states on the device, without
  * offload, as DeepSpeed's main branch computes it since June 2024: zero2
  * 2Ψ + int(18Ψ/N), zero3 4L + int(18Ψ/N) with L the largest layer's
  * params. -1 for a scheme it has no estimator for, or zero3 without L. */
@@ -297,11 +345,13 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 int theory_framework_json(cJSON *schedule, const struct theory_request *req, enum zs_scheme scheme,
                           unsigned world, const struct theory_schedule *sc);
 int theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
-                              unsigned world);
+                              enum zs_unit unit, unsigned world);
 
 /* The framework's lines for the text output, or NULL for the paper's
  * (the caller frees it). */
 char *theory_framework_text(const struct theory_request *req);
+/* DeepSpeed's part of them (theory_deepspeed.c). */
+char *theory_deepspeed_text(const struct theory_request *req);
 
 /* ------------------------------------------------------------------------ */
 /* Output (theory_json.c, theory_text.c). */

@@ -12,17 +12,9 @@
  * is) and _sync_params broadcasts each tensor from its owner, counted as
  * (N-1)·ceil(n/N) elements per rank (coll.h). No transients: the peak is
  * dp's, R + A + D.
- *
- * deepspeed: its own estimators, deepspeed/runtime/zero/stage_1_and_2.py
- * estimate_zero2_model_states_mem_needs (lines 2430-2447 at 38327e0, the
- * formula at 2444, since f4cb866 of June 2024; before it printed
- * 4Ψ + 16Ψ/N) and stage3.py estimate_zero3_model_states_mem_needs (lines
- * 3008-3044; 4L at 3019, the sum at 3038), the rows without offload.
  */
 #include "config.h"
 
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "theory/theory.h"
@@ -300,55 +292,6 @@ int theory_framework_json(cJSON *schedule, const struct theory_request *req, enu
 	return rc;
 }
 
-/* ------------------------------------------------------------------------ */
-/* DeepSpeed's estimate */
-
-/* Python's int(18 * total_params / total_gpus): true division, then
- * truncation; the same doubles here. */
-double theory_deepspeed_estimate(double params, double largest_layer, enum zs_scheme scheme, unsigned world)
-{
-	double shard = trunc(18 * params / world);
-	if (scheme == ZS_ZERO2)
-		return 2 * params + shard;
-	if (scheme == ZS_ZERO3 && largest_layer > 0)
-		return 4 * largest_layer + shard;
-	return -1;
-}
-
-/* Ψ and the largest layer (DeepSpeed's module): the MLP's, else Ψ and
- * --largest-unit (a transformer's largest module is not one of its units). */
-static void request_model(const struct theory_request *req, double *params, double *largest)
-{
-	const struct zs_config *c = req->config;
-	*params = theory_request_params(req);
-	*largest = req->largest_unit;
-	if (!req->shape_known)
-		return;
-	*params = (double)zs_params(c->widths, c->nwidths);
-	*largest = 0;
-	for (size_t l = 0; l + 1 < c->nwidths; l++)
-		*largest = fmax(*largest, (double)zs_layer_params(c->widths, l));
-}
-
-int theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
-                              unsigned world)
-{
-	double psi, largest;
-	if (req->config->framework != ZS_FW_DEEPSPEED)
-		return 0;
-	request_model(req, &psi, &largest);
-	double est = theory_deepspeed_estimate(psi, largest, scheme, world);
-	if (est < 0)
-		return cJSON_AddNullToObject(row, "deepspeed_estimate") != NULL ? 0 : -1;
-	cJSON *o = cJSON_AddObjectToObject(row, "deepspeed_estimate");
-	return o == NULL ||
-	       cJSON_AddStringToObject(o, "function", scheme == ZS_ZERO2 ? "estimate_zero2_model_states_mem_needs"
-	                                                                 : "estimate_zero3_model_states_mem_needs") == NULL ||
-	       zs_json_add_number(o, "device_bytes", est) == NULL ||
-	       zs_json_add_number(o, "device_bytes_per_param", est / psi) == NULL ||
-	       (scheme == ZS_ZERO3 && zs_json_add_number(o, "largest_layer_params", largest) == NULL) ? -1 : 0;
-}
-
 char *theory_framework_text(const struct theory_request *req)
 {
 	const struct zs_config *c = req->config;
@@ -360,36 +303,5 @@ char *theory_framework_text(const struct theory_request *req)
 		                   "ZeroRedundancyOptimizer over it (whole tensors; the tables show the rank that "
 		                   "holds the most), zero2 and zero3 are FSDP (in mixed precision its MixedPrecision: "
 		                   "fp32 shards, no master, fp16 working copies).\n");
-	double psi, largest;
-	request_model(req, &psi, &largest);
-	char *out = zs_asprintf("\nDeepSpeed's own estimate of model states per GPU, without offload "
-	                        "(bytes), beside zerosim's floor:\n%8s %6s %20s %20s\n", "N", "scheme",
-	                        "deepspeed", "zerosim floor");
-	struct theory_bytes b;
-	theory_request_bytes(req, &b);
-	for (size_t w = 0; w < c->nworld; w++)
-		for (size_t i = 0; i < c->nschemes; i++) {
-			double est = theory_deepspeed_estimate(psi, largest, c->schemes[i], c->world[w]);
-			if (est < 0)
-				continue;
-			struct theory_floor f;
-			theory_floor(psi, c->schemes[i], c->world[w], &b, &f);
-			char a[48], z[48];
-			char *line = zs_asprintf("%s%8u %6s %20s %20s\n", out, c->world[w], zs_scheme_name(c->schemes[i]),
-			                         theory_grouped(a, sizeof a, est), theory_grouped(z, sizeof z, f.resident_bytes));
-			free(out);
-			out = line;
-		}
-	char lname[64] = "give --largest-unit L";
-	if (req->model != NULL && largest <= 0)
-		snprintf(lname, sizeof lname, "not derived yet for --model");
-	else if (largest > 0)
-		snprintf(lname, sizeof lname, "L = %.17g", largest);
-	char *why = zs_asprintf("%sDeepSpeed shards 18 bytes per parameter (fp16 grads, fp32 grads, fp32 params,\n"
-	                        "Adam's two states) where the paper's zero2 shards 14 (no fp32 gradient\n"
-	                        "partition) and its zero3 16; DeepSpeed's zero3 adds 4L for the largest layer\n"
-	                        "(%s), which zerosim's schedule counts as a transient at the peak.\n",
-	                        out, lname);
-	free(out);
-	return why;
+	return theory_deepspeed_text(req);
 }

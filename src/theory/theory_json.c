@@ -122,6 +122,10 @@ static int schedule_json(cJSON *row, const struct theory_row *r)
 	       num(o, "peak_bytes", (double)s->peak_bytes) < 0 ||
 	       num(o, "peak_bytes_per_param", (double)s->peak_bytes / psi) < 0 ||
 	       breakdown(o, "peak_breakdown", s->peak_breakdown) < 0 ||
+	       (s->host_resident_bytes > 0 && (num(o, "host_resident_bytes", (double)s->host_resident_bytes) < 0 ||
+	                                       num(o, "host_peak_bytes", (double)s->host_peak_bytes) < 0 ||
+	                                       num(o, "host_resident_bytes_per_node",
+	                                           (double)s->host_resident_bytes_per_node) < 0)) ||
 	       comm(o, (double)s->comm_bytes, (double)s->comm_elements, psi) < 0 ? -1 : 0;
 }
 
@@ -203,7 +207,7 @@ static int row_json(cJSON *rows, const struct theory_request *req, const struct 
 
 	return tristate(o, "fits", r->fits) < 0 || tristate(o, "fits_peak", r->fits_peak) < 0 ||
 	       num_or_null(o, "max_batch", r->fits_peak >= 0, (double)r->max_batch) < 0 ||
-	       (req->config->framework != ZS_FW_PAPER && theory_framework_row_json(o, req, r->scheme, r->world) < 0)
+	       (req->config->framework != ZS_FW_PAPER && theory_framework_row_json(o, req, r->scheme, r->unit, r->world) < 0)
 	       ? -1 : 0;
 }
 
@@ -273,6 +277,7 @@ static int config_json(cJSON *root, const struct theory_request *req)
 	    (c->framework != ZS_FW_PAPER && str(cfg, "framework", zs_framework_name(c->framework)) < 0) ||
 	    (c->framework == ZS_FW_TORCH && (num(cfg, "bucket_cap_mb", c->bucket_cap_mb) < 0 ||
 	                                     str(cfg, "prefetch", zs_prefetch_name(c->prefetch)) < 0)) ||
+	    zs_config_json_deepspeed(cfg, c) < 0 ||
 	    object(cfg, "bytes_per_param", &bpp) < 0 ||
 	    num(bpp, "param", b.p) < 0 || num(bpp, "grad", b.g) < 0 ||
 	    num(bpp, "optimizer", b.k) < 0 ||

@@ -25,6 +25,8 @@ const char *zs_optimizer_name(enum zs_optimizer o) { return o == ZS_ADAM ? "adam
 
 static const char *const framework_names[ZS_NFRAMEWORKS] = {"paper", "torch", "deepspeed"};
 const char *zs_framework_name(enum zs_framework f) { return framework_names[f]; }
+static const char *const offload_names[ZS_NOFFLOADS] = {"none", "optimizer", "params"};
+const char *zs_offload_name(enum zs_offload o) { return offload_names[o]; }
 
 static const char *const prefetch_names[ZS_NPREFETCH] = {"none", "backward-pre"};
 const char *zs_prefetch_name(enum zs_prefetch p) { return prefetch_names[p]; }
@@ -99,6 +101,9 @@ void zs_config_defaults(struct zs_config *c)
 	c->optimizer = ZS_ADAM;
 	c->bucket_cap_mb = 25;
 	c->prefetch = ZS_PREFETCH_NONE;
+	c->ds_reduce_bucket = c->ds_allgather_bucket = 5e8;
+	c->ds_persist = 1e5;
+	c->ranks_per_node = 1;
 }
 
 int zs_parse_uint(const char *opt, const char *s, unsigned long long max, const char *what,
@@ -224,7 +229,8 @@ static unsigned name_index(const char *value, const char *const *names, unsigned
 
 static const char *const key_names[ZS_NKEYS] = {
 	"layers", "world", "schemes", "unit", "steps", "batch", "seed",
-	"precision", "optimizer", "lr", "beta1", "beta2", "eps", "framework", "bucket-cap", "prefetch"};
+	"precision", "optimizer", "lr", "beta1", "beta2", "eps", "framework", "bucket-cap", "prefetch",
+	"ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist", "offload", "ranks-per-node"};
 
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause)
 {
@@ -325,6 +331,46 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 		if ((v = name_index(value, prefetch_names, ZS_NPREFETCH)) == ZS_NPREFETCH)
 			return zs_fail(cause, "--prefetch: unknown prefetch '%.40s' (none, backward-pre)", value);
 		t.prefetch = (enum zs_prefetch)v;
+		break;
+	case ZS_KEY_DS_REDUCE_BUCKET:
+	case ZS_KEY_DS_ALLGATHER_BUCKET: {
+		/* Allocated at full size on every rank: at most 4e9 elements
+		 * (8 GB of fp16, 16 GB of fp32) a buffer. */
+		double *b = k == ZS_KEY_DS_REDUCE_BUCKET ? &t.ds_reduce_bucket : &t.ds_allgather_bucket;
+		if (zs_parse_count(value, ZS_MAX_DS_BUCKET, b, cause) != 0) {
+			char *why = *cause;
+			*cause = zs_asprintf("--%s: %s (a bucket in elements, 1..4e9)", key, why);
+			free(why);
+			return -1;
+		}
+		/* DeepSpeed asserts allgather_bucket_size % 2 == 0 (stage_1_and_2.py). */
+		if (k == ZS_KEY_DS_ALLGATHER_BUCKET && fmod(*b, 2) != 0)
+			return zs_fail(cause, "--%s: '%.40s' is odd (DeepSpeed requires a multiple of 2)", key, value);
+		break;
+	}
+	case ZS_KEY_DS_OVERLAP_COMM:
+		if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
+			return zs_fail(cause, "--ds-overlap-comm: '%.40s' is neither on nor off", value);
+		t.ds_overlap_comm = strcmp(value, "on") == 0;
+		break;
+	case ZS_KEY_OFFLOAD:
+		if ((v = name_index(value, offload_names, ZS_NOFFLOADS)) == ZS_NOFFLOADS)
+			return zs_fail(cause, "--offload: unknown offload '%.40s' (none, optimizer, params)", value);
+		t.offload = (enum zs_offload)v;
+		break;
+	case ZS_KEY_RANKS_PER_NODE:
+		if (zs_parse_uint(key, value, ZS_MAX_WORLD, "a number of ranks a node", &v, cause) != 0)
+			return -1;
+		t.ranks_per_node = (unsigned)v;
+		break;
+	case ZS_KEY_DS_PERSIST:
+		/* 0 is a threshold (nothing persists), so not zs_parse_count. */
+		if (set_real(key, value, 0, ZS_MAX_PARAMS, "a number of elements (a whole number, 0 to 1e14)", &t.ds_persist,
+		             cause) != 0)
+			return -1;
+		if (t.ds_persist != floor(t.ds_persist))
+			return zs_fail(cause, "--%s: '%.40s' is not a number of elements (a whole number, 0 to 1e14)", key,
+			               value);
 		break;
 	case ZS_NKEYS:
 		break;
@@ -588,4 +634,17 @@ int zs_parse_bytes(const char *s, double *out, char **cause)
 			return 0;
 		}
 	return zs_fail(cause, "'%.40s' is not a memory size: unknown unit '%.20s' (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", s, rest);
+}
+
+int zs_config_json_deepspeed(cJSON *cfg, const struct zs_config *c)
+{
+	if (c->framework != ZS_FW_DEEPSPEED)
+		return 0;
+	cJSON *o = cJSON_AddObjectToObject(cfg, "deepspeed");
+	return o == NULL || cJSON_AddNumberToObject(o, "reduce_bucket", c->ds_reduce_bucket) == NULL ||
+	       cJSON_AddNumberToObject(o, "allgather_bucket", c->ds_allgather_bucket) == NULL ||
+	       cJSON_AddBoolToObject(o, "overlap_comm", c->ds_overlap_comm) == NULL ||
+	       cJSON_AddNumberToObject(o, "persist", c->ds_persist) == NULL ||
+	       cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload)) == NULL ||
+	       cJSON_AddNumberToObject(o, "ranks_per_node", c->ranks_per_node) == NULL ? -1 : 0;
 }

@@ -22,6 +22,7 @@ enum zs_optimizer { ZS_ADAM, ZS_SGD };
  * DeepSpeed's. The schemes keep their names; the framework says how each
  * is implemented. */
 enum zs_framework { ZS_FW_PAPER, ZS_FW_TORCH, ZS_FW_DEEPSPEED, ZS_NFRAMEWORKS };
+enum zs_offload { ZS_OFFLOAD_NONE, ZS_OFFLOAD_OPTIMIZER, ZS_OFFLOAD_PARAMS, ZS_NOFFLOADS };
 /* FSDP's backward prefetch (torch's zero2/zero3, docs/schedule.md): none
  * (PyTorch 1.13's default) or BACKWARD_PRE (torch 2.x's default). */
 enum zs_prefetch { ZS_PREFETCH_NONE, ZS_PREFETCH_BACKWARD_PRE, ZS_NPREFETCH };
@@ -34,6 +35,8 @@ enum zs_prefetch { ZS_PREFETCH_NONE, ZS_PREFETCH_BACKWARD_PRE, ZS_NPREFETCH };
 #define ZS_MAX_BATCH 65536
 /* Byte counts must stay exact in a double: 16 bytes/param * params < 2^53. */
 #define ZS_MAX_PARAMS 1e14
+/* A DeepSpeed bucket, in elements (--ds-reduce-bucket, --ds-allgather-bucket). */
+#define ZS_MAX_DS_BUCKET 4e9
 /* Seeds are whole numbers 0..2^53-1, so that a JSON number (a double)
  * holds every one exactly and reads back as written: 2^53 + 1 in a file
  * reads as 2^53, which is therefore refused too. */
@@ -43,7 +46,9 @@ enum zs_prefetch { ZS_PREFETCH_NONE, ZS_PREFETCH_BACKWARD_PRE, ZS_NPREFETCH };
 enum zs_key {
 	ZS_KEY_LAYERS, ZS_KEY_WORLD, ZS_KEY_SCHEMES, ZS_KEY_UNITS, ZS_KEY_STEPS, ZS_KEY_BATCH,
 	ZS_KEY_SEED, ZS_KEY_PRECISION, ZS_KEY_OPTIMIZER, ZS_KEY_LR, ZS_KEY_BETA1, ZS_KEY_BETA2,
-	ZS_KEY_EPS, ZS_KEY_FRAMEWORK, ZS_KEY_BUCKET_CAP, ZS_KEY_PREFETCH, ZS_NKEYS
+	ZS_KEY_EPS, ZS_KEY_FRAMEWORK, ZS_KEY_BUCKET_CAP, ZS_KEY_PREFETCH, ZS_KEY_DS_REDUCE_BUCKET,
+	ZS_KEY_DS_ALLGATHER_BUCKET, ZS_KEY_DS_OVERLAP_COMM, ZS_KEY_DS_PERSIST, ZS_KEY_OFFLOAD, ZS_KEY_RANKS_PER_NODE,
+	ZS_NKEYS
 };
 
 struct zs_tfm_run;
@@ -67,6 +72,19 @@ struct zs_config {
 	enum zs_framework framework;
 	double bucket_cap_mb;           /* torch: DDP's bucket_cap_mb (default 25) */
 	enum zs_prefetch prefetch;      /* torch: FSDP's backward_prefetch */
+	/* DeepSpeed's ZeRO-1/2 settings (--framework deepspeed; DeepSpeed's
+	 * defaults): reduce_bucket_size and allgather_bucket_size in elements
+	 * (5e8 each), overlap_comm (off for stages 1 and 2). */
+	double ds_reduce_bucket, ds_allgather_bucket;
+	int ds_overlap_comm;
+	/* ZeRO-3's param_persistence_threshold (1e5): a tensor of at most
+	 * this many elements stays whole on every rank. */
+	double ds_persist;
+	/* ZeRO-Offload: what lives in host memory (DeepSpeed's offload_optimizer
+	 * and, ZeRO-3 only, offload_param, device cpu), and the ranks of a node
+	 * (DeepSpeed's num_gpus_per_node, default 1). */
+	enum zs_offload offload;
+	unsigned ranks_per_node;
 	unsigned given;                 /* keys set by a spec or an option */
 	/* measure --model: a transformer instead of the MLP of widths
 	 * (engine/tfm.h), or NULL. Not owned. */
@@ -75,13 +93,15 @@ struct zs_config {
 
 /* The defaults, the prototype's sweep: 64,256,64; N = 1..32 by doubling; all schemes;
  * unit model; 3 steps; batch 4; seed 3; mixed; adam; lr 1e-3; betas 0.9,
- * 0.999; eps 1e-8; framework paper; bucket cap 25 MB; prefetch none. */
+ * 0.999; eps 1e-8; framework paper; bucket cap 25 MB; prefetch none; DeepSpeed's
+ * buckets 5e8 elements, overlap_comm off, persistence 1e5, no offload, one rank a node. */
 void zs_config_defaults(struct zs_config *c);
 
 /* Set one option from its command-line spelling: key is the long option
  * name without dashes ("layers", "world", "schemes", "unit", "steps",
  * "batch", "seed", "precision", "optimizer", "lr", "beta1", "beta2", "eps",
- * "framework", "bucket-cap", "prefetch").
+ * "framework", "bucket-cap", "prefetch", "ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm",
+ * "ds-persist", "offload", "ranks-per-node").
  * Returns 0 or -1 with *cause set ("--world: '0' is not a world size
  * (1..65536)"). Marks the key in c->given. */
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause);
@@ -90,6 +110,13 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
  * a JSON value of its type; messages name the key as the file spells it. */
 struct cJSON;
 int zs_config_set_json(struct zs_config *c, const char *key, const struct cJSON *value, char **cause);
+
+/* DeepSpeed's settings into a file's "config" (docs/formats.md): for
+ * --framework deepspeed, "deepspeed": {"reduce_bucket", "allgather_bucket",
+ * "overlap_comm", "persist", "offload", "ranks_per_node"}; nothing for another
+ * framework. 0, or -1 when cJSON runs
+ * out of memory. measured.json and theory.json both write it. */
+int zs_config_json_deepspeed(struct cJSON *cfg, const struct zs_config *c);
 
 /* Load a zerosim-sweep/1 file over `c` (keys it has replace c's). A key
  * the format does not have is an error naming it. */
@@ -116,6 +143,7 @@ const char *zs_precision_name(enum zs_precision p);
 const char *zs_optimizer_name(enum zs_optimizer o);
 const char *zs_framework_name(enum zs_framework f);
 const char *zs_prefetch_name(enum zs_prefetch p);
+const char *zs_offload_name(enum zs_offload o);
 int zs_scheme_parse(const char *s, enum zs_scheme *out);
 int zs_unit_parse(const char *s, enum zs_unit *out);
 int zs_precision_parse(const char *s, enum zs_precision *out);

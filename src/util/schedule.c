@@ -40,17 +40,52 @@ static const enum zs_span torch_rows[ZS_NSCHEMES][ZS_NSTATES] = {
 };
 static const int torch_modelled[ZS_NSCHEMES] = {1, 1, 1, 1};
 
+/* DeepSpeed's (docs/schedule.md, "DeepSpeed"): dp is a plain all-reduce,
+ * as the paper's; ZeRO-1 and ZeRO-2 (deepspeed/runtime/zero/
+ * stage_1_and_2.py) keep the fp16 params full and each rank's partition of
+ * the reduced grads (contiguous_gradients' grads_in_partition), its fp32
+ * partition and the optimizer state over it; their reduce buckets, the
+ * autograd grads and the fp32 gradient partition are transients (hooks in
+ * src/engine/scheme_deepspeed.c). ZeRO-3 is not modelled in the engine yet. */
+static const enum zs_span deepspeed_rows[ZS_NSCHEMES][ZS_NSTATES] = {
+	[ZS_DP]    = {ZS_FULL,  ZS_FULL,  ZS_FULL},
+	[ZS_ZERO1] = {ZS_FULL,  ZS_SHARD, ZS_SHARD},
+	[ZS_ZERO2] = {ZS_FULL,  ZS_SHARD, ZS_SHARD},
+};
+static const int deepspeed_modelled[ZS_NSCHEMES] = {1, 1, 1, 0};
+
 const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme)
 {
 	if (fw == ZS_FW_PAPER)
 		return zs_shards[scheme];
 	if (fw == ZS_FW_TORCH && torch_modelled[scheme])
 		return torch_rows[scheme];
+	if (fw == ZS_FW_DEEPSPEED && deepspeed_modelled[scheme])
+		return deepspeed_rows[scheme];
 	return NULL;
 }
 
 int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 {
+	static const enum zs_key ds_keys[] = {ZS_KEY_DS_REDUCE_BUCKET, ZS_KEY_DS_ALLGATHER_BUCKET, ZS_KEY_DS_OVERLAP_COMM,
+	                                      ZS_KEY_DS_PERSIST, ZS_KEY_OFFLOAD, ZS_KEY_RANKS_PER_NODE};
+	static const char *const ds_names[] = {"--ds-reduce-bucket", "--ds-allgather-bucket", "--ds-overlap-comm",
+	                                       "--ds-persist", "--offload", "--ranks-per-node"};
+	for (size_t i = 0; i < sizeof ds_keys / sizeof ds_keys[0]; i++)
+		if (c->framework != ZS_FW_DEEPSPEED && (c->given & 1u << ds_keys[i]))
+			return zs_fail(cause, "%s is a DeepSpeed setting: give --framework deepspeed", ds_names[i]);
+	for (size_t i = 0; i < c->nschemes && c->offload == ZS_OFFLOAD_PARAMS; i++)
+		if (c->schemes[i] != ZS_ZERO3)
+			return zs_fail(cause, "--offload params: only ZeRO-3 partitions the params (give --schemes zero3, "
+			               "or --offload optimizer)");
+	for (size_t i = 0; i < c->nschemes && c->offload != ZS_OFFLOAD_NONE; i++)
+		if (c->schemes[i] == ZS_DP)
+			return zs_fail(cause, "--offload %s: dp has no ZeRO optimizer to offload (give --schemes zero1,zero2,zero3)",
+			               zs_offload_name(c->offload));
+	for (size_t w = 0; w < c->nworld; w++)
+		if (c->world[w] % c->ranks_per_node != 0)
+			return zs_fail(cause, "--ranks-per-node %u does not divide N = %u (every node holds as many ranks)",
+			               c->ranks_per_node, c->world[w]);
 	static const struct { enum zs_key key; const char *name, *what; } torch_only[] = {
 		{ZS_KEY_BUCKET_CAP, "bucket-cap", "DDP's bucket size"},
 		{ZS_KEY_PREFETCH, "prefetch", "FSDP's backward prefetch"},
@@ -66,7 +101,8 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 			return zs_fail(cause, "--framework %s: %s is not modelled yet (%s)", zs_framework_name(c->framework),
 			               zs_scheme_name(c->schemes[i]),
 			               c->framework == ZS_FW_TORCH ? "torch models dp, zero1 and zero3: give --schemes dp,zero1,zero3"
-			                                           : "the theory prints DeepSpeed's own estimate");
+			                                           : "the engine runs DeepSpeed's dp, zero1 and zero2; the theory "
+			                                             "prints DeepSpeed's own zero3 estimate");
 	}
 	return 0;
 }

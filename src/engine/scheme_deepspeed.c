@@ -1,0 +1,325 @@
+/*
+ * deepspeed — DeepSpeed's ZeRO-1 and ZeRO-2 (deepspeed/runtime/zero/
+ * stage_1_and_2.py, DeepSpeedZeroOptimizer, at 38327e0; docs/schedule.md,
+ * "DeepSpeed"), as hooks; their rows are zs_row's (params full, the reduced
+ * grads and the optimizer state partitioned). dp is the paper's dp.
+ *
+ * With contiguous_gradients (DeepSpeed's default, on), backward() allocates
+ * the reduce bucket, ipg_buffer, at reduce_bucket_size elements of the grad
+ * type whatever the model, and a second one with overlap_comm (lines
+ * 2049-2060). Grads are copied into it (reduce_independent_p_g_buckets_and_
+ * remove_grads, 939-970); when the next one would not fit, the bucket is
+ * reduced to the ranks that own each part (reduce_ipg_grads, 1372-1417) and
+ * filled again (the other buffer with overlap_comm); a grad larger than the
+ * bucket is reduced from where it is. What a rank owns is copied into its
+ * partition of the grads (copy_grads_in_partition, 1329-1357). The
+ * epilogue reduces what is left and drops the buckets (764-807).
+ * ZeRO-2 does this from backward hooks, as each grad is ready; ZeRO-1
+ * (partition_gradients off, no hooks without overlap_comm) after backward,
+ * from the model's full grads (reduce_gradients, 706-725).
+ *
+ * Here a grad is a unit's (the engine's backward writes a unit at a time):
+ * unit=model is one optimizer param group, unit=layer one per layer. The
+ * bucket is mapped at its full size and counted at it (tracker_alloc_mapped):
+ * the pages a small model never writes are never faulted in.
+ *
+ * step() (1826-1960) flattens each rank's fp16 grad partition and converts
+ * it to fp32 (.to(float32): in mixed precision a flat fp16 copy, then the
+ * fp32 one; in fp32 the flat copy is already fp32), steps the optimizer on
+ * that fp32 gradient partition, drops it, copies the fp32 master partition
+ * into the fp16 params and all-gathers them (all_gather_dp_groups,
+ * runtime/utils.py 965-1000; with all_gather_into_tensor, which every
+ * torch with NCCL has, one call per group and allgather_bucket_size is not
+ * used, 967-968). The master partition exists in fp32 too (a clone of the
+ * partition, 396-403).
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "engine/scheme.h"
+#include "util/util.h"
+
+static size_t bucket_elements(const struct zs_run *r) { return (size_t)r->config->ds_reduce_bucket; }
+
+static int offloaded(const struct zs_run *r) { return r->config->offload == ZS_OFFLOAD_OPTIMIZER; }
+
+/* ZeRO-Offload (cpu_offload): the fp32 partition, the optimizer state and
+ * the fp32 gradient partition (kept between steps, initialize_optimizer_
+ * states 682-693: the grads buffer here, fp32) in host memory; two
+ * zeroed buffers of the largest tensor's grads, one on the host and one on
+ * the device (temp_grad_buffer_for_cpu_offload and _for_gpu_offload,
+ * 477-485; used only with gradient accumulation, which zerosim does not
+ * run). */
+static size_t largest_tensor(const struct zs_layout *lo)
+{
+	size_t m = 0;
+	for (size_t i = 0; i < lo->ntensors; i++)
+		m = lo->tensor[i].n > m ? lo->tensor[i].n : m;
+	return m;
+}
+
+static void buffers(struct zs_run *r)
+{
+	if (!offloaded(r))
+		return;
+	r->host[ZS_BUF_MASTER] = r->host[ZS_BUF_M] = r->host[ZS_BUF_V] = r->host[ZS_BUF_GRADS] = 1;
+	r->esize[ZS_BUF_GRADS] = sizeof(float);
+	r->cat[ZS_BUF_GRADS] = ZS_CAT_GRAD32;
+}
+
+static void setup(struct zs_run *r, const struct zs_config *c)
+{
+	if (c->offload != ZS_OFFLOAD_OPTIMIZER)
+		return;
+	size_t bytes = largest_tensor(&r->layout) * coll_dtype_size(r->dt);
+	enum zs_cat cat = r->dt == ZS_F16 ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32;
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct zs_rank *rk = run_rank(r, k);
+		rk->offload_tmp[0] = tracker_alloc(&r->tracker, k, cat, bytes);
+		rk->offload_tmp[1] = tracker_alloc_host(&r->tracker, k, cat, bytes);
+		memset(rk->offload_tmp[0], 0, bytes);
+		memset(rk->offload_tmp[1], 0, bytes);
+	}
+}
+
+static void teardown(struct zs_run *r)
+{
+	for (unsigned k = r->r0; k < r->r1; k++)
+		for (int i = 0; i < 2; i++) {
+			tracker_free(&r->tracker, k, run_rank(r, k)->offload_tmp[i]);
+			run_rank(r, k)->offload_tmp[i] = NULL;
+		}
+}
+
+static void alloc_buckets(struct zs_run *r)
+{
+	size_t bytes = bucket_elements(r) * r->esize[ZS_BUF_FULL_GRADS];
+	for (unsigned k = r->r0; k < r->r1; k++)
+		for (int i = 0; i <= r->config->ds_overlap_comm; i++) {
+			run_rank(r, k)->bucket[i] = tracker_alloc_mapped(&r->tracker, k, ZS_CAT_FULL_GRADS, bytes);
+			if (run_rank(r, k)->bucket[i] == NULL)
+				zs_oom(__FILE__, __LINE__);
+		}
+	memset(&r->bucket, 0, sizeof r->bucket);
+}
+
+static void free_buckets(struct zs_run *r)
+{
+	for (unsigned k = r->r0; k < r->r1; k++)
+		for (int i = 0; i < 2; i++) {
+			tracker_free(&r->tracker, k, run_rank(r, k)->bucket[i]);
+			run_rank(r, k)->bucket[i] = NULL;
+		}
+}
+
+/* Reduce unit u's grads, rank k's at src[k - r0], into the partitions
+ * that own them. One rank keeps its own: a copy, no collective. */
+static void reduce_unit(struct zs_run *r, size_t u, void *const *src)
+{
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
+	if (offloaded(r)) { /* in place, then each rank's slots to its host fp32 partition */
+		size_t esz = coll_dtype_size(r->dt);
+		for (unsigned k = r->r0; k < r->r1; k++)
+			r->ptr_b[k - r->r0] = (char *)src[k - r->r0] + (size_t)k * un->s * esz;
+		if (r->world > 1)
+			coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
+		for (unsigned k = r->r0; k < r->r1; k++) {
+			struct zs_slice own = layout_own(&r->layout, ZS_BUF_GRADS, u, k);
+			float *to = run_at(r, k, ZS_BUF_GRADS, own.at);
+			for (size_t i = 0; i < own.count; i++)
+				to[i] = r->dt == ZS_F16 ? zs_half_to_float(((const zs_half *)r->ptr_b[k - r->r0])[i])
+				                        : ((const float *)r->ptr_b[k - r->r0])[i];
+		}
+		return;
+	}
+	for (unsigned k = r->r0; k < r->r1; k++)
+		r->ptr_b[k - r->r0] = run_at(r, k, ZS_BUF_GRADS, layout_own(&r->layout, ZS_BUF_GRADS, u, k).at);
+	if (r->world == 1)
+		memcpy(r->ptr_b[0], src[0], un->n * r->esize[ZS_BUF_GRADS]);
+	else
+		coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
+}
+
+static void *bucket_at(const struct zs_run *r, unsigned k, size_t at)
+{
+	return (char *)run_rank(r, k)->bucket[r->bucket.index] + at * r->esize[ZS_BUF_FULL_GRADS];
+}
+
+/* reduce_ipg_grads: every unit waiting in the bucket. */
+static void flush(struct zs_run *r)
+{
+	struct zs_bucket *b = &r->bucket;
+	for (size_t i = 0; i < b->count; i++) {
+		for (unsigned k = r->r0; k < r->r1; k++)
+			r->ptr_a[k - r->r0] = bucket_at(r, k, b->at[i]);
+		reduce_unit(r, b->unit[i], r->ptr_a);
+	}
+	b->used = b->count = 0;
+}
+
+/* Unit u's grads, in the full grads buffer, into the bucket. */
+static void add_unit(struct zs_run *r, size_t u)
+{
+	struct zs_bucket *b = &r->bucket;
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	size_t esz = r->esize[ZS_BUF_FULL_GRADS];
+	if (b->used + un->n > bucket_elements(r)) {
+		flush(r);
+		b->index ^= (unsigned)r->config->ds_overlap_comm; /* the other buffer */
+	}
+	for (unsigned k = r->r0; k < r->r1; k++)
+		r->ptr_a[k - r->r0] = run_at(r, k, ZS_BUF_FULL_GRADS, un->off - r->base[ZS_BUF_FULL_GRADS]);
+	if (un->n > bucket_elements(r)) { /* extra_large_param_to_reduce */
+		reduce_unit(r, u, r->ptr_a);
+		return;
+	}
+	for (unsigned k = r->r0; k < r->r1; k++)
+		memcpy(bucket_at(r, k, b->used), r->ptr_a[k - r->r0], un->n * esz);
+	b->unit[b->count] = u;
+	b->at[b->count++] = b->used;
+	b->used += un->n;
+}
+
+/* ZeRO-1: autograd's grads of the whole model, then the buckets. */
+static void zero1_begin_backward(struct zs_run *r)
+{
+	alloc_buckets(r);
+	run_alloc_full(r, ZS_BUF_FULL_GRADS, 0, r->layout.nparams);
+}
+
+static void zero1_reduce(struct zs_run *r)
+{
+	for (size_t u = 0; u < r->layout.nunits; u++)
+		add_unit(r, u);
+	flush(r);
+	free_buckets(r);
+	run_free_all(r, ZS_BUF_FULL_GRADS); /* the epilogue's zero_grad */
+}
+
+/* ZeRO-2: each unit's grads into the bucket as its backward ends. */
+static void zero2_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+{
+	if (pass == ZS_PASS_BACKWARD)
+		run_alloc_full(r, ZS_BUF_FULL_GRADS, r->layout.unit[u].off, r->layout.unit[u].n);
+}
+
+static void zero2_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+{
+	if (pass != ZS_PASS_BACKWARD)
+		return;
+	add_unit(r, u);
+	run_free_all(r, ZS_BUF_FULL_GRADS);
+}
+
+static void zero2_reduce(struct zs_run *r)
+{
+	flush(r);
+	free_buckets(r);
+}
+
+/* step(): the rank's grad partition flattened and converted to fp32, the
+ * owned elements of each unit (padding slots are never written). */
+static void fp32_grads(struct zs_run *r)
+{
+	const struct zs_layout *lo = &r->layout;
+	if (offloaded(r)) { /* the host fp32 partition, made by the reduction */
+		for (unsigned k = r->r0; k < r->r1; k++)
+			run_rank(r, k)->grad32 = run_rank(r, k)->buf[ZS_BUF_GRADS];
+		return;
+	}
+	size_t S = layout_len(lo, ZS_BUF_GRADS), esz = r->esize[ZS_BUF_GRADS];
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct zs_rank *rk = run_rank(r, k);
+		void *flat = r->dt == ZS_F16 ? tracker_alloc(&r->tracker, k, ZS_CAT_GRAD16, S * esz) : NULL;
+		rk->grad32 = tracker_alloc(&r->tracker, k, ZS_CAT_GRAD32, S * sizeof(float));
+		for (size_t u = 0; u < layout_npieces(lo); u++) {
+			struct zs_slice g = layout_own(lo, ZS_BUF_GRADS, u, k);
+			const void *src = run_at(r, k, ZS_BUF_GRADS, g.at);
+			if (flat == NULL) {
+				memcpy(rk->grad32 + g.at, src, g.count * sizeof(float));
+				continue;
+			}
+			zs_half *h = (zs_half *)flat + g.at;
+			memcpy(h, src, g.count * esz);
+			for (size_t i = 0; i < g.count; i++)
+				rk->grad32[g.at + i] = zs_half_to_float(h[i]);
+		}
+		tracker_free(&r->tracker, k, flat);
+	}
+}
+
+/* Offloaded, step() copies the host fp32 partition into the device params
+ * through a device copy of it (fp32_partition.to(device), 1880-1882). */
+static void params_from_host(struct zs_run *r)
+{
+	const struct zs_layout *lo = &r->layout;
+	size_t S = layout_len(lo, ZS_BUF_MASTER);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		float *dev = tracker_alloc(&r->tracker, k, ZS_CAT_MASTER32, S * sizeof *dev);
+		for (size_t u = 0; u < layout_npieces(lo); u++) {
+			struct zs_slice m = layout_own(lo, ZS_BUF_MASTER, u, k), p = layout_own(lo, ZS_BUF_PARAMS, u, k);
+			memcpy(dev + m.at, run_at(r, k, ZS_BUF_MASTER, m.at), m.count * sizeof *dev);
+			if (r->dt == ZS_F32)
+				memcpy(run_at(r, k, ZS_BUF_PARAMS, p.at), dev + m.at, m.count * sizeof *dev);
+			for (size_t i = 0; i < m.count && r->dt == ZS_F16; i++)
+				((zs_half *)run_at(r, k, ZS_BUF_PARAMS, p.at))[i] = zs_float_to_half(dev[m.at + i]);
+		}
+		tracker_free(&r->tracker, k, dev);
+	}
+}
+
+static void after_step(struct zs_run *r)
+{
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		if (!offloaded(r))
+			tracker_free(&r->tracker, k, run_rank(r, k)->grad32);
+		run_rank(r, k)->grad32 = NULL;
+	}
+	if (offloaded(r))
+		params_from_host(r);
+	if (r->world > 1) /* all_gather_dp_groups skips a group of one rank */
+		run_gather_params_in_place(r);
+}
+
+static const struct zs_scheme_ops ds_zero1 = {
+	.name = "deepspeed zero1",
+	.begin_backward = zero1_begin_backward,
+	.reduce = zero1_reduce,
+	.before_optimizer = fp32_grads,
+	.after_optimizer = after_step,
+	.buffers = buffers,
+	.setup = setup,
+	.teardown = teardown,
+	.master32 = 1,
+};
+
+static const struct zs_scheme_ops ds_zero2 = {
+	.name = "deepspeed zero2",
+	.begin_backward = alloc_buckets,
+	.begin_unit = zero2_begin_unit,
+	.end_unit = zero2_end_unit,
+	.reduce = zero2_reduce,
+	.before_optimizer = fp32_grads,
+	.after_optimizer = after_step,
+	.buffers = buffers,
+	.setup = setup,
+	.teardown = teardown,
+	.master32 = 1,
+};
+
+const struct zs_scheme_ops *scheme_deepspeed_ops(enum zs_scheme scheme)
+{
+	return scheme == ZS_ZERO1 ? &ds_zero1 : scheme == ZS_ZERO2 ? &ds_zero2 : NULL;
+}
+
+double scheme_deepspeed_bound(const struct zs_config *c, const struct zs_layout *lo)
+{
+	unsigned p, g, k;
+	zs_bytes_per_param(c->precision, c->optimizer, &p, &g, &k);
+	double S = (double)lo->shard, psi = (double)lo->nparams;
+	double written = c->ds_reduce_bucket < psi ? c->ds_reduce_bucket : psi;
+	return (1 + c->ds_overlap_comm) * written * g + S * (g + 4) + (c->precision == ZS_FP32 ? 4 * S : 0) +
+	       (c->offload != ZS_OFFLOAD_NONE ? 4 * S + 2 * psi * g : 0);
+}

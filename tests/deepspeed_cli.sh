@@ -1,0 +1,91 @@
+#!/bin/sh
+# deepspeed_cli — DeepSpeed's settings on the command line: each bad value
+# is refused in one line with exit 2 and nothing written; the settings are
+# recorded in both files' config; the 1 GB reduce bucket every rank counts
+# is not resident in this process (its pages are never written). Runs
+# from the build directory.
+set -u
+zerosim=${ZS_BUILDDIR:-.}/zerosim
+[ -x "$zerosim" ] || { echo "deepspeed_cli: $zerosim is not built" >&2; exit 99; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-ds.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+fail() { echo "deepspeed_cli: FAIL: $*" >&2; exit 1; }
+
+refused() {
+	"$@" --out "$tmp/no.json" >/dev/null 2>"$tmp/err"
+	rc=$?
+	[ $rc -eq 2 ] || fail "$* exited $rc, not 2"
+	[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$*: not one line: $(cat "$tmp/err")"
+	[ ! -e "$tmp/no.json" ] || fail "$* wrote its output"
+}
+for cmd in measure theory; do
+	for bad in "--ds-reduce-bucket 0" "--ds-reduce-bucket 2.5" "--ds-reduce-bucket 1e10" "--ds-reduce-bucket x" \
+		"--ds-reduce-bucket -5" "--ds-allgather-bucket 3" "--ds-allgather-bucket 0" "--ds-overlap-comm yes" \
+		"--ds-overlap-comm" "--ds-persist -1" "--ds-persist 1.5" "--ds-persist 1e15"; do
+		# shellcheck disable=SC2086 # the option and its value are two words
+		refused "$zerosim" $cmd --framework deepspeed --schemes zero1 --world 2 $bad
+	done
+	refused "$zerosim" $cmd --framework deepspeed --schemes zero1 --world 2 --offload params
+	refused "$zerosim" $cmd --framework deepspeed --schemes zero2 --world 2,4 --ranks-per-node 3
+	refused "$zerosim" $cmd --framework deepspeed --schemes zero2 --world 2 --ranks-per-node 0
+	refused "$zerosim" $cmd --framework deepspeed --schemes zero2 --world 2 --offload gpu
+	refused "$zerosim" $cmd --offload optimizer --world 2
+	refused "$zerosim" $cmd --ds-reduce-bucket 100 --world 2
+	refused "$zerosim" $cmd --framework torch --ds-overlap-comm on --world 2
+done
+refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2
+refused "$zerosim" measure --framework deepspeed --schemes dp,zero2 --world 2 --offload optimizer
+refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2 --offload params
+
+# DeepSpeed's estimator with offload, 7.5B on 64 GPUs, 8 a node (worked by
+# hand in test_deepspeed.c), and zerosim's device and host bytes.
+"$zerosim" theory --framework deepspeed --params 7.5e9 --world 64 --largest-unit 1e8 --ranks-per-node 8 \
+	--schemes zero3 --offload params >"$tmp/o.txt" || fail "offload theory"
+grep -q '^ *64  *zero3  *400,000,000  *1,875,000,000  *25,312,500,000$' "$tmp/o.txt" ||
+	fail "no ZeRO-3 offload row in: $(cat "$tmp/o.txt")"
+"$zerosim" theory --framework deepspeed --schemes zero2 --world 2 --offload optimizer --ranks-per-node 2 \
+	--out "$tmp/o.json" || fail "offload json"
+tr -d ' \t\n' <"$tmp/o.json" | grep -q '"deepspeed_memory":{"offload":"optimizer","device_bytes":98944,"host_bytes":297472,"ranks_per_node":2,"host_bytes_per_node":594944,"startup_host_bytes_per_node":264704}' ||
+	fail "no deepspeed_memory in theory.json"
+
+# the settings in both files
+for cmd in measure theory; do
+	"$zerosim" $cmd --framework deepspeed --schemes zero2 --world 2 --ds-reduce-bucket 1000 --ds-overlap-comm on \
+		--out "$tmp/$cmd.json" 2>/dev/null || fail "$cmd"
+	tr -d ' \t\n' <"$tmp/$cmd.json" | grep -q '"deepspeed":{"reduce_bucket":1000,"allgather_bucket":500000000,"overlap_comm":true,"persist":100000,"offload":"none","ranks_per_node":1}' ||
+		fail "$cmd: no deepspeed settings in config"
+done
+"$zerosim" theory --out "$tmp/d.json" && ! grep -q '"deepspeed"' "$tmp/d.json" || fail "the default names DeepSpeed's settings"
+
+# DeepSpeed's ZeRO-3 keeps tensors of at most --ds-persist elements whole:
+# with the default 1e5 every tensor of the default MLP (the largest has
+# 16384), so it partitions nothing, as the theory says and the report finds;
+# with 1000 only the two biases.
+template=${srcdir:-.}/report/zerosim-report.tex
+"$zerosim" theory --framework deepspeed --world 2 --format text >"$tmp/z3.txt" || fail "theory text"
+grep -q "4 of the 4 tensors, 33088 of the 33088" "$tmp/z3.txt" || fail "no persistence line in: $(cat "$tmp/z3.txt")"
+grep -q "partitions none of this model" "$tmp/z3.txt" || fail "the finding is not stated in the text"
+verdict() { tr '\n' ' ' <"$1" | sed 's/},/}\n/g' | grep "\"key\":	\"$2\"" | sed 's/.*"verdict":	"\([^"]*\)".*/\1/'; }
+for persist in 100000 1000; do
+	"$zerosim" measure -q --framework deepspeed --schemes zero1,zero2 --world 1,2 --ds-persist $persist \
+		--out "$tmp/pm.json" && "$zerosim" theory --framework deepspeed --schemes zero1,zero2,zero3 --world 1,2 \
+		--ds-persist $persist --out "$tmp/pt.json" && "$zerosim" report --no-render --template "$template" \
+		--measured "$tmp/pm.json" --theory "$tmp/pt.json" --out "$tmp/r$persist" >/dev/null || fail "report $persist"
+done
+[ "$(verdict "$tmp/r100000/diff.json" deepspeed_zero3_partitions_nothing)" = holds ] || fail "default: not holds"
+[ "$(verdict "$tmp/r1000/diff.json" deepspeed_zero3_partitions_nothing)" = "does not hold" ] || fail "1000: holds"
+tr -d ' \t\n' <"$tmp/pt.json" | grep -q '"persistent_tensors":2,"persistent_params":320,"partitioned_params":32768' ||
+	fail "--ds-persist 1000: not the two biases persistent"
+
+# Eight ranks with two 1e9-byte buckets each count 2e9 bytes apiece at the
+# peak; the process holds a few megabytes (GNU time's maximum RSS, where
+# installed).
+"$zerosim" measure -q --framework deepspeed --schemes zero2 --world 8 --ds-overlap-comm on --out "$tmp/m8.json" ||
+	fail "measure N=8"
+tr -d ' \t\n' <"$tmp/m8.json" | grep -q '"peak_bytes":\[2000[0-9]\{6\},' || fail "no 2e9-byte peak per rank"
+if [ -x /usr/bin/time ]; then
+	/usr/bin/time -f %M -o "$tmp/rss" "$zerosim" measure -q --framework deepspeed --schemes zero2 --world 8 \
+		--ds-overlap-comm on --out "$tmp/m8.json" || fail "measure under time"
+	[ "$(cat "$tmp/rss")" -lt 262144 ] || fail "the buckets were resident: $(cat "$tmp/rss") kB"
+fi
+echo "deepspeed_cli: ok"

@@ -1,0 +1,282 @@
+/*
+ * test_deepspeed — DeepSpeed's ZeRO-1 and ZeRO-2 (--framework deepspeed),
+ * engine and theory each against a hand computation, not each other.
+ *
+ * The default MLP 64,256,64: Ψ = 33088, layers of 16640 and 16448
+ * elements; batch 4, so the activations are 4·4·(64 + 256 + 64 + 64) =
+ * 7168 B and the two delta buffers 2·4·4·256 = 8192 B.
+ *
+ * What DeepSpeed holds (deepspeed/runtime/zero/stage_1_and_2.py): the fp16
+ * params, full (2Ψ); per rank, the fp16 grad partition (2S), the fp32
+ * partition of the weights (4S, a clone even in fp32 training) and Adam's
+ * two states over it (8S). At N = 2 with unit=model, S = 16544:
+ * 66176 + 14·16544 = 297792 B. backward() allocates the reduce bucket,
+ * torch.empty(int(reduce_bucket_size)) of fp16: 5e8 elements, 1e9 bytes,
+ * whatever the model (DeepSpeedExamples #336), two with overlap_comm.
+ * ZeRO-1 keeps autograd's grads of the whole model until the reduction
+ * (2Ψ = 66176 B); ZeRO-2 a unit's at a time (unit=layer: 2·16640 =
+ * 33280 B). So the peak at N = 2 is 297792 + 7168 + 8192 + 1e9 + 66176 =
+ * 1,000,379,328 B, and 1,000,346,432 B for ZeRO-2 with unit=layer.
+ * In fp32 (4 + 4 bytes of params and grads, 4 + 8 of fp32 partition and
+ * Adam): 4Ψ + 16S = 397056 B resident; the bucket is 2e9 bytes.
+ * With a one-element bucket the peak moves to step(): the flat fp16 copy
+ * of the grad partition (2S) and the fp32 gradient partition made from it
+ * (4S) on top of the resident 297792: 397056 B.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+
+#include "engine/engine.h"
+#include "theory/theory.h"
+#include "util/config.h"
+
+#define PSI 33088
+#define RESIDENT_N2 297792u
+#define TENSORS (7168u + 8192u)
+
+static struct zs_config ds_config(enum zs_precision pr)
+{
+	struct zs_config c;
+	zs_config_defaults(&c);
+	c.steps = 1;
+	c.framework = ZS_FW_DEEPSPEED;
+	c.precision = pr;
+	return c;
+}
+
+static struct zs_result run(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
+{
+	struct zs_result res;
+	struct zs_run_options opt = {0};
+	char *cause = NULL;
+	int r = engine_run(c, s, n, u, NULL, &opt, &res, &cause);
+	ck_assert_msg(r == 0, "engine_run failed: %s", cause ? cause : "?");
+	return res;
+}
+
+static struct theory_schedule predict(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
+{
+	struct theory_shape sh = {c->widths, c->nwidths, c->batch, {0}};
+	struct theory_schedule out;
+	theory_bytes_per_param(c->precision, c->optimizer, &sh.bytes);
+	theory_schedule(&sh, s, u, n, &out);
+	theory_deepspeed_schedule(&sh, c, s, u, n, &out);
+	return out;
+}
+
+START_TEST(test_the_bucket_is_1e9_bytes_whatever_the_model)
+{
+	struct zs_config c = ds_config(ZS_MIXED);
+	const enum zs_scheme schemes[] = {ZS_ZERO1, ZS_ZERO2};
+	for (int i = 0; i < 2; i++) {
+		struct zs_result res = run(&c, schemes[i], 2, ZS_UNIT_MODEL);
+		struct theory_schedule th = predict(&c, schemes[i], 2, ZS_UNIT_MODEL);
+		ck_assert_uint_eq(res.resident[0], RESIDENT_N2);
+		ck_assert_uint_eq(res.peak[0], RESIDENT_N2 + TENSORS + 1000000000u + 2 * PSI);
+		ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_FULL_GRADS], 1000000000u + 2 * PSI);
+		ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_GRAD16], 2 * 16544);
+		ck_assert_uint_eq(th.resident_bytes, RESIDENT_N2);
+		ck_assert_uint_eq(th.peak_bytes, 1000379328u);
+		engine_result_free(&res);
+	}
+	c.ds_overlap_comm = 1; /* two buckets */
+	struct zs_result res = run(&c, ZS_ZERO2, 2, ZS_UNIT_MODEL);
+	ck_assert_uint_eq(res.peak[1], 2000379328u);
+	ck_assert_uint_eq(predict(&c, ZS_ZERO2, 2, ZS_UNIT_MODEL).peak_bytes, 2000379328u);
+	engine_result_free(&res);
+}
+END_TEST
+
+START_TEST(test_zero2_holds_a_units_grads_zero1_the_models)
+{
+	struct zs_config c = ds_config(ZS_MIXED);
+	struct zs_result z2 = run(&c, ZS_ZERO2, 2, ZS_UNIT_LAYER), z1 = run(&c, ZS_ZERO1, 2, ZS_UNIT_LAYER);
+	ck_assert_uint_eq(z2.peak[0], 1000346432u);
+	ck_assert_uint_eq(z1.peak[0], 1000379328u);
+	ck_assert_uint_eq(predict(&c, ZS_ZERO2, 2, ZS_UNIT_LAYER).peak_bytes, 1000346432u);
+	ck_assert_uint_eq(predict(&c, ZS_ZERO1, 2, ZS_UNIT_LAYER).peak_bytes, 1000379328u);
+	/* one reduce-scatter and one all-gather per param group */
+	ck_assert_uint_eq(z2.comm[0].calls[ZS_REDUCE_SCATTER], 2);
+	ck_assert_uint_eq(z2.comm[0].calls[ZS_ALL_GATHER], 2);
+	engine_result_free(&z2);
+	engine_result_free(&z1);
+}
+END_TEST
+
+START_TEST(test_fp32_keeps_an_fp32_partition_too)
+{
+	struct zs_config c = ds_config(ZS_FP32);
+	struct zs_result res = run(&c, ZS_ZERO2, 2, ZS_UNIT_MODEL);
+	ck_assert_uint_eq(res.resident[0], 397056u);
+	ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_MASTER32], 4 * 16544);
+	ck_assert_uint_eq(res.peak[0], 397056u + TENSORS + 2000000000u + 4 * PSI);
+	ck_assert_uint_eq(predict(&c, ZS_ZERO2, 2, ZS_UNIT_MODEL).peak_bytes, 2000544768u);
+	engine_result_free(&res);
+}
+END_TEST
+
+START_TEST(test_a_small_bucket_moves_the_peak_to_the_step)
+{
+	struct zs_config c = ds_config(ZS_MIXED);
+	c.ds_reduce_bucket = 1;
+	struct zs_result res = run(&c, ZS_ZERO2, 2, ZS_UNIT_LAYER);
+	ck_assert_uint_eq(res.peak[0], 397056u);
+	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_GRAD32], 4 * 16544);
+	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_GRAD16], 2 * 2 * 16544);
+	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_ACTIVATIONS], 0);
+	struct theory_schedule th = predict(&c, ZS_ZERO2, 2, ZS_UNIT_LAYER);
+	ck_assert_uint_eq(th.peak_bytes, 397056u);
+	ck_assert_uint_eq(th.peak_breakdown[THEORY_GRAD32], 4 * 16544);
+	engine_result_free(&res);
+}
+END_TEST
+
+/* The fp32 gradient partition is the reduced fp16 grads, exactly: the
+ * weights are the paper's zero2's, bit for bit. */
+START_TEST(test_weights_are_the_papers_bit_for_bit)
+{
+	for (int pr = 0; pr < 2; pr++) {
+		struct zs_config c = ds_config(pr ? ZS_FP32 : ZS_MIXED), paper = c;
+		paper.framework = ZS_FW_PAPER;
+		c.ds_reduce_bucket = 20000; /* one unit of the two fits: a flush mid-backward */
+		for (unsigned n = 1; n <= 3; n++) {
+			struct zs_result a = run(&paper, ZS_ZERO2, n, ZS_UNIT_LAYER);
+			struct zs_result b = run(&c, ZS_ZERO1, n, ZS_UNIT_LAYER), d = run(&c, ZS_ZERO2, n, ZS_UNIT_LAYER);
+			ck_assert_uint_eq(a.digest, b.digest);
+			ck_assert_uint_eq(a.digest, d.digest);
+			engine_result_free(&a);
+			engine_result_free(&b);
+			engine_result_free(&d);
+		}
+	}
+}
+END_TEST
+
+/* ZeRO-3 partitions every tensor on its own, ceil(n/N) elements a rank,
+ * and keeps a tensor of at most param_persistence_threshold (1e5) elements
+ * whole on every rank too: all four of the MLP's (the largest has 16384).
+ * At N = 2: 2Ψ whole, 16544 shard elements of 2 + 2 + 4 + 8 bytes, and the
+ * 1e9-byte bucket stage 3 allocates at set-up: 66176 + 264704 + 1e9. With
+ * a threshold of 1000 only the biases (256 + 64) persist. */
+START_TEST(test_zero3_persists_every_tensor_of_the_mlp)
+{
+	struct zs_config c = ds_config(ZS_MIXED);
+	struct theory_shape sh = {c.widths, c.nwidths, c.batch, {0}};
+	struct theory_deepspeed_z3 z;
+	theory_bytes_per_param(c.precision, c.optimizer, &sh.bytes);
+	theory_deepspeed_zero3(&sh, &c, 2, &z);
+	ck_assert_uint_eq(z.persistent_tensors, 4);
+	ck_assert_uint_eq(z.partitioned_params, 0);
+	ck_assert_uint_eq(z.resident_bytes, 1000330880u);
+	c.ds_persist = 1000;
+	theory_deepspeed_zero3(&sh, &c, 2, &z);
+	ck_assert_uint_eq(z.persistent_params, 320);
+	ck_assert_uint_eq(z.shard_elements, 8192 + 128 + 8192 + 32);
+	ck_assert_uint_eq(z.resident_bytes, 640u + 16u * 16544 + 1000000000u);
+	c.ds_persist = 0; /* nothing persists */
+	theory_deepspeed_zero3(&sh, &c, 3, &z);
+	ck_assert_uint_eq(z.persistent_tensors, 0);
+	ck_assert_uint_eq(z.shard_elements, 5462 + 86 + 5462 + 22);
+}
+END_TEST
+
+/* DeepSpeed's estimators with offload, for the ZeRO paper's 7.5B model on
+ * 64 GPUs, 8 a node (8 nodes), L = 1e8, worked from stage_1_and_2.py
+ * 2438-2440 and stage3.py 3021-3036 with additional_buffer_factor 1.5:
+ * zero2 offloaded: 2Ψ = 15e9 a GPU, Ψ·max(4·64, 16)·1.5 = 2.88e12 a node;
+ * zero3 params offloaded: 4L = 4e8, Ψ·18/8·1.5 = 25,312,500,000;
+ * zero3 optimizer offloaded: 4L + int(2Ψ/64) = 634,375,000,
+ * Ψ·16/8·1.5 = 22,500,000,000; zero2 without: Ψ·4·8·1.5 = 3.6e11. */
+START_TEST(test_the_estimators_offload_rows)
+{
+	double host;
+	ck_assert_double_eq(theory_deepspeed_estimator(7.5e9, 1e8, ZS_ZERO2, 64, 8, ZS_OFFLOAD_OPTIMIZER, &host), 15e9);
+	ck_assert_double_eq(host, 2.88e12);
+	ck_assert_double_eq(theory_deepspeed_estimator(7.5e9, 1e8, ZS_ZERO3, 64, 8, ZS_OFFLOAD_PARAMS, &host), 4e8);
+	ck_assert_double_eq(host, 25312500000.0);
+	ck_assert_double_eq(theory_deepspeed_estimator(7.5e9, 1e8, ZS_ZERO3, 64, 8, ZS_OFFLOAD_OPTIMIZER, &host),
+	                    634375000.0);
+	ck_assert_double_eq(host, 22500000000.0);
+	ck_assert_double_eq(theory_deepspeed_estimator(7.5e9, 1e8, ZS_ZERO2, 64, 8, ZS_OFFLOAD_NONE, &host),
+	                    17109375000.0);
+	ck_assert_double_eq(host, 3.6e11);
+}
+END_TEST
+
+/* Offloading the optimizer (ZeRO-Offload, stage_1_and_2.py): the fp32
+ * partition, its fp32 grad partition and Adam's states move to the host
+ * (16 bytes a shard element), beside a host and a device buffer of the
+ * largest tensor's grads (temp_grad_buffer_for_cpu/gpu_offload, 16384·2).
+ * Default MLP, N = 2, mixed: device 2Ψ + 32768 = 98944, host
+ * 16·16544 + 32768 = 297472; two ranks a node: 594944 host bytes, and at
+ * start-up each loads the fp32 model: 2·4Ψ = 264704. */
+START_TEST(test_offloading_the_optimizer_moves_16_bytes_a_shard_element)
+{
+	struct zs_config c = ds_config(ZS_MIXED);
+	c.offload = ZS_OFFLOAD_OPTIMIZER;
+	c.ranks_per_node = 2;
+	struct theory_shape sh = {c.widths, c.nwidths, c.batch, {0}};
+	struct theory_deepspeed_mem m;
+	theory_bytes_per_param(c.precision, c.optimizer, &sh.bytes);
+	theory_deepspeed_memory(&sh, &c, ZS_ZERO2, ZS_UNIT_MODEL, 2, &m);
+	ck_assert_uint_eq(m.device_bytes, 98944);
+	ck_assert_uint_eq(m.host_bytes, 297472);
+	ck_assert_uint_eq(m.host_bytes_per_node, 594944);
+	ck_assert_uint_eq(m.startup_host_bytes_per_node, 264704);
+	c.offload = ZS_OFFLOAD_NONE; /* all on the device: the measured resident */
+	theory_deepspeed_memory(&sh, &c, ZS_ZERO2, ZS_UNIT_MODEL, 2, &m);
+	ck_assert_uint_eq(m.device_bytes, RESIDENT_N2);
+	ck_assert_uint_eq(m.host_bytes, 0);
+	/* ZeRO-3 with the params offloaded: every tensor persists (whole and
+	 * its partition on the device), so only the states move. */
+	c.offload = ZS_OFFLOAD_PARAMS;
+	theory_deepspeed_memory(&sh, &c, ZS_ZERO3, ZS_UNIT_LAYER, 2, &m);
+	ck_assert_uint_eq(m.device_bytes, 2 * PSI + 2 * 16544 + 1000000000u);
+	ck_assert_uint_eq(m.host_bytes, 14 * 16544);
+}
+END_TEST
+
+/* The engine with the optimizer offloaded, the same figures measured: on
+ * the device 2Ψ + 32768 between steps, and at the peak the activations,
+ * the bucket and the model's grads on top (1,000,180,480 B); on the host
+ * 297472 B; the weights are still the paper's. */
+START_TEST(test_the_engine_keeps_host_bytes_apart)
+{
+	struct zs_config c = ds_config(ZS_MIXED), paper = ds_config(ZS_MIXED);
+	c.offload = ZS_OFFLOAD_OPTIMIZER;
+	paper.framework = ZS_FW_PAPER;
+	struct zs_result res = run(&c, ZS_ZERO2, 2, ZS_UNIT_MODEL), p = run(&paper, ZS_ZERO2, 2, ZS_UNIT_MODEL);
+	ck_assert_uint_eq(res.resident[1], 98944);
+	ck_assert_uint_eq(res.peak[1], 98944u + TENSORS + 1000000000u + 2 * PSI);
+	ck_assert_ptr_nonnull(res.host_resident);
+	ck_assert_uint_eq(res.host_resident[1], 297472);
+	ck_assert_uint_eq(res.host_peak[0], 297472);
+	ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_MASTER32], 0);
+	ck_assert_uint_eq(res.digest, p.digest);
+	engine_result_free(&res);
+	engine_result_free(&p);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("deepspeed");
+	TCase *t = tcase_create("zero12");
+	tcase_add_test(t, test_the_bucket_is_1e9_bytes_whatever_the_model);
+	tcase_add_test(t, test_zero2_holds_a_units_grads_zero1_the_models);
+	tcase_add_test(t, test_fp32_keeps_an_fp32_partition_too);
+	tcase_add_test(t, test_a_small_bucket_moves_the_peak_to_the_step);
+	tcase_add_test(t, test_weights_are_the_papers_bit_for_bit);
+	tcase_add_test(t, test_zero3_persists_every_tensor_of_the_mlp);
+	tcase_add_test(t, test_the_estimators_offload_rows);
+	tcase_add_test(t, test_offloading_the_optimizer_moves_16_bytes_a_shard_element);
+	tcase_add_test(t, test_the_engine_keeps_host_bytes_apart);
+	suite_add_tcase(s, t);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
