@@ -65,6 +65,7 @@ template=${srcdir:-.}/report/zerosim-report.tex
 "$zerosim" theory --framework deepspeed --world 2 --format text >"$tmp/z3.txt" || fail "theory text"
 grep -q "4 of the 4 tensors, 33088 of the 33088" "$tmp/z3.txt" || fail "no persistence line in: $(cat "$tmp/z3.txt")"
 grep -q "partitions none of this model" "$tmp/z3.txt" || fail "the finding is not stated in the text"
+grep -q "1,000,000,000 bytes a rank here" "$tmp/z3.txt" || fail "the text does not say the estimate leaves out the bucket"
 verdict() { tr '\n' ' ' <"$1" | sed 's/},/}\n/g' | grep "\"key\":	\"$2\"" | sed 's/.*"verdict":	"\([^"]*\)".*/\1/'; }
 for persist in 100000 1000; do
 	"$zerosim" measure -q --framework deepspeed --schemes zero1,zero2 --world 1,2 --ds-persist $persist \

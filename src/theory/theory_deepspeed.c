@@ -346,6 +346,16 @@ char *theory_deepspeed_text(const struct theory_request *req)
 	                        "(%s), which zerosim's schedule counts as a transient at the peak.\n",
 	                        out, lname);
 	free(out);
+	if (req->shape_known) { /* what the estimate leaves out, and zerosim's rows have */
+		char bk[48];
+		char *more = zs_asprintf("%sIt leaves out the reduce bucket DeepSpeed allocates whatever the model\n"
+		                         "(--ds-reduce-bucket: %s bytes a rank here%s) and the\n"
+		                         "activations; zerosim's zero1 and zero2 rows are DeepSpeed's step with them.\n",
+		                         why, theory_grouped(bk, sizeof bk, c->ds_reduce_bucket * b.g),
+		                         c->ds_overlap_comm ? ", twice with overlap_comm" : "");
+		free(why);
+		why = more;
+	}
 	int zero3 = 0;
 	for (size_t i = 0; i < c->nschemes; i++)
 		zero3 |= c->schemes[i] == ZS_ZERO3;
