@@ -212,6 +212,8 @@ static int set_real(const char *key, const char *value, double lo, double hi, co
                     char **cause)
 {
 	double d;
+	if (*value == '\0')
+		return zs_fail(cause, "--%s: an empty value is not %s", key, what);
 	if (zs_parse_decimal(value, &d) != 0 || d < lo || d > hi)
 		return zs_fail(cause, "--%s: '%.40s' is not %s", key, value, what);
 	*out = d;
@@ -496,8 +498,11 @@ int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 			const char *hint = strcmp(it->string, "unit") == 0 ? " (did you mean \"units\"?)"
 			                   : strcmp(it->string, "scheme") == 0 ? " (did you mean \"schemes\"?)"
 			                                                       : "";
-			r = zs_fail(cause, "%s: unknown key \"%.40s\"%s; zerosim-sweep/1 has layers, world, schemes, units, "
-			            "steps, batch, seed, precision, optimizer, lr, beta1, beta2, eps", path, it->string, hint);
+			char known[512] = "";
+			for (size_t k = 0; k < sizeof spec_keys / sizeof spec_keys[0]; k++)
+				snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "",
+				         spec_keys[k].key);
+			r = zs_fail(cause, "%s: unknown key \"%.40s\"%s; zerosim-sweep/1 has %s", path, it->string, hint, known);
 			break;
 		}
 		for (const cJSON *e = root->child; e != it && r == 0; e = e->next)
@@ -544,6 +549,24 @@ int zs_config_validate(const struct zs_config *c, char **cause)
 		               ZS_MAX_PARAMS);
 	if (c->nworld == 0 || c->nschemes == 0 || c->nunits == 0)
 		return zs_fail(cause, "nothing to run: an empty --world, --schemes or --unit list");
+	/* torch's options where no scheme of the sweep builds their class (the
+	 * other frameworks refuse them: zs_framework_check). */
+	if (c->framework == ZS_FW_TORCH) {
+		unsigned ddp = 0, fsdp = 0;
+		char list[64] = "";
+		for (size_t i = 0; i < c->nschemes; i++) {
+			ddp |= c->schemes[i] <= ZS_ZERO1;
+			fsdp |= c->schemes[i] >= ZS_ZERO2;
+			snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "",
+			         zs_scheme_name(c->schemes[i]));
+		}
+		if ((c->given & 1u << ZS_KEY_BUCKET_CAP) && !ddp)
+			return zs_fail(cause, "--bucket-cap is DDP's bucket size, and --schemes %s builds no DDP "
+			               "(torch's dp and zero1 do)", list);
+		if ((c->given & 1u << ZS_KEY_PREFETCH) && !fsdp)
+			return zs_fail(cause, "--prefetch is FSDP's backward prefetch, and --schemes %s builds no FSDP "
+			               "(torch's zero2 and zero3 do)", list);
+	}
 	return 0;
 }
 
