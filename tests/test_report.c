@@ -27,6 +27,7 @@
 #include "report/report_data.h"
 #include "report/report_findings.h"
 #include "report/report_text.h"
+#include "report/report_tfm.h"
 #include "util/util.h"
 
 /* ------------------------------------------------------------------------ */
@@ -654,6 +655,45 @@ START_TEST(test_a_measured_run_without_a_theory_row_is_refused)
 }
 END_TEST
 
+/* A theory row given twice (the first would be joined and the second
+ * ignored), a measured run given twice, and a key given twice in one
+ * object (cJSON keeps both; a reader sees the first) are each refused. */
+START_TEST(test_a_row_run_or_key_given_twice_is_refused)
+{
+	static const unsigned w[] = {1, 2};
+	struct fixture fx;
+	char *cause;
+	cJSON *rows, *peak;
+
+	build(&fx, tiny, 3, w, 2, 1);
+	rows = cJSON_GetObjectItem(fx.t, "rows");
+	cJSON_AddItemToArray(rows, cJSON_Duplicate(cJSON_GetArrayItem(rows, 3), 1));
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "t.json: rows[3] and rows[8] are both zero1 N=2 unit=model; each must be "
+	                 "given once");
+	free(cause);
+	fixture_free(&fx);
+
+	build(&fx, tiny, 3, w, 2, 1);
+	rows = cJSON_GetObjectItem(fx.m, "runs");
+	cJSON_AddItemToArray(rows, cJSON_Duplicate(cJSON_GetArrayItem(rows, 0), 1));
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "m.json measures dp N=1 unit=model twice");
+	free(cause);
+	fixture_free(&fx);
+
+	/* peak_bytes twice in a run: the later one never read. */
+	build(&fx, tiny, 3, w, 2, 1);
+	peak = cJSON_GetArrayItem(cJSON_GetObjectItem(fx.m, "runs"), 1);
+	cJSON_AddItemToObject(peak, "peak_bytes", cJSON_CreateNumber(1));
+	cause = load_error(&fx);
+	ck_assert_str_eq(cause, "m.json: the key \"peak_bytes\" appears twice in one object; each key must "
+	                 "be given once");
+	free(cause);
+	fixture_free(&fx);
+}
+END_TEST
+
 START_TEST(test_more_world_sizes_than_the_report_draws_are_refused_not_dropped)
 {
 	unsigned w[ZS_MAX_WORLDS + 1];
@@ -1072,6 +1112,177 @@ static char *slurp(const char *dir, const char *name)
 	return text;
 }
 
+/* ------------------------------------------------------------------------ */
+/* The transformer section: a toy theory row and its measurement, by hand.
+ * Model states 8000 B; the theory's peak adds 1200 + 1200 B of ZeRO-3's
+ * transients and 300 B of Korthikanti's activations = 10700 B; the
+ * measurement holds 60 B of activations and 40 B of scratch instead:
+ * 10500 B. */
+
+static const char tfm_theory[] =
+	"{\"format\": \"zerosim-theory/1\", \"params\": 1000, \"config\": {\"layers\": null, \"batch\": 2,"
+	" \"precision\": \"mixed\", \"optimizer\": \"adam\", \"bytes_per_param\": {\"param\": 2, \"grad\": 2,"
+	" \"optimizer\": 12}, \"seq\": 32, \"recompute\": \"none\", \"flash_attn\": false, \"model\": {"
+	"\"name\": \"toy\", \"family\": \"llama\", \"hidden_size\": 8, \"intermediate_size\": 16, \"layers\": 1,"
+	" \"attention_heads\": 2, \"key_value_heads\": 1, \"vocab_size\": 10, \"tie_word_embeddings\": false,"
+	" \"units\": {\"embeddings\": 80, \"block\": 600, \"blocks\": 1, \"head\": 88}}},"
+	" \"rows\": [{\"scheme\": \"zero3\", \"world\": 2, \"unit\": \"layer\", \"floor\": {\"resident_bytes\": 8000},"
+	" \"schedule\": {\"resident_bytes\": 8000, \"peak_bytes\": 10500, \"resident_breakdown\": {\"param16\": 1000,"
+	" \"grad16\": 1000, \"master32\": 2000, \"adam_m\": 2000, \"adam_v\": 2000}, \"peak_breakdown\": {\"param16\": 1000,"
+	" \"grad16\": 1000, \"master32\": 2000, \"adam_m\": 2000, \"adam_v\": 2000, \"gathered_params\": 1200,"
+	" \"full_grads\": 1200, \"activations\": 60, \"scratch\": 40}},"
+	" \"peak\": {\"largest_unit\": 600, \"resident_bytes\": 8000, \"padding_bytes\": 0,"
+	" \"gathered_params_bytes\": 1200, \"full_grads_bytes\": 1200, \"activations_bytes\": 300, \"peak_bytes\": 10700,"
+	" \"resident_breakdown\": {\"param16\": 1000, \"grad16\": 1000, \"master32\": 2000, \"adam_m\": 2000, \"adam_v\": 2000},"
+	" \"peak_breakdown\": {\"param16\": 1000, \"grad16\": 1000, \"master32\": 2000, \"adam_m\": 2000, \"adam_v\": 2000,"
+	" \"gathered_params\": 1200, \"full_grads\": 1200, \"activations\": 300},"
+	" \"activations_breakdown\": {\"layers\": 100, \"logits\": 100, \"logits_grad\": 100}}}]}";
+
+static const char tfm_measured[] =
+	"{\"format\": \"zerosim-measured/1\", \"config\": {\"layers\": null, \"model\": {\"name\": \"toy\"},"
+	" \"params\": 1000, \"batch\": 2, \"seq\": 32, \"recompute\": \"none\", \"precision\": \"mixed\"},"
+	" \"runs\": [{\"scheme\": \"zero3\", \"world\": 2, \"unit\": \"layer\", \"resident_bytes\": 8000,"
+	" \"resident_breakdown\": {\"param16\": 1000, \"grad16\": 1000, \"master32\": 2000, \"adam_m\": 2000, \"adam_v\": 2000},"
+	" \"peak_bytes\": 10500, \"peak_breakdown\": {\"param16\": 1000, \"grad16\": 1000, \"master32\": 2000,"
+	" \"adam_m\": 2000, \"adam_v\": 2000, \"gathered_params\": 1200, \"full_grads\": 1200, \"activations\": 60,"
+	" \"scratch\": 40}}]}";
+
+/* The toy theory added to t, then the measurement `mtext`; returns
+ * add_measured's result, with *cause set on -1. */
+static int tfm_try(struct report_tfm *t, const char *mtext, char **cause)
+{
+	cJSON *th = cJSON_Parse(tfm_theory), *me = cJSON_Parse(mtext);
+
+	ck_assert_ptr_nonnull(th);
+	ck_assert_ptr_nonnull(me);
+	memset(t, 0, sizeof *t);
+	ck_assert_int_eq(report_tfm_add(th, "t.json", t, cause), 0);
+	int rc = report_tfm_add_measured(me, "m.json", t, cause);
+	cJSON_Delete(th);
+	cJSON_Delete(me);
+	return rc;
+}
+
+/* The toy measurement with `from` replaced by `to` (once). */
+static char *tfm_edit(const char *from, const char *to)
+{
+	const char *at = strstr(tfm_measured, from);
+	ck_assert_ptr_nonnull(at);
+	return zs_asprintf("%.*s%s%s", (int)(at - tfm_measured), tfm_measured, to, at + strlen(from));
+}
+
+START_TEST(test_transformer_theory_and_measurement_join_and_bad_ones_are_refused)
+{
+	struct report_tfm t;
+	char *cause = NULL, *text;
+	const struct report_tfm_row *r;
+
+	ck_assert_int_eq(tfm_try(&t, tfm_measured, &cause), 0);
+	ck_assert_uint_eq(t.n, 1);
+	ck_assert_uint_eq(t.models[0].nterms, 3);
+	ck_assert_str_eq(t.models[0].term[2], "logits_grad");
+	r = report_tfm_find(&t.models[0], ZS_ZERO3, 2, ZS_UNIT_LAYER);
+	ck_assert_ptr_nonnull(r);
+	ck_assert(r->peak == 10700 && r->gathered == 1200 && r->act[0] == 100 && r->largest_unit == 600);
+	ck_assert(r->measured && r->m_peak == 10500 && r->m_peak_bd[REPORT_CAT_ACTIVATIONS] == 60 &&
+	          r->m_peak_bd[REPORT_CAT_SCRATCH] == 40);
+	/* The schedule (10500 B, the same categories) explains it. */
+	ck_assert(r->scheduled && r->s_peak == 10500 && !r->unexplained);
+	ck_assert_uint_eq(report_tfm_unexplained(&t), 0);
+	/* The same model's measurement again. */
+	cJSON *again = cJSON_Parse(tfm_measured);
+	ck_assert_int_eq(report_tfm_add_measured(again, "m2.json", &t, &cause), -1);
+	ck_assert_str_eq(cause, "m.json and m2.json both measure toy in mixed precision; give each model once");
+	free(cause);
+	cause = NULL;
+	cJSON_Delete(again);
+	report_tfm_free(&t);
+
+	static const struct { const char *from, *to, *want; } bad[] = {
+		{"\"name\": \"toy\"", "\"name\": \"other\"",
+		 "m.json measures other in mixed precision, but no --transformer theory.json before it is of that model"},
+		{"\"seq\": 32", "\"seq\": 64", "t.json and m.json describe different runs of toy: params, batch, seq or recompute differ"},
+		{"\"world\": 2", "\"world\": 4", "t.json has no row for the measured run zero3 N=4 unit=layer of toy"},
+		{"\"peak_bytes\": 10500", "\"peak_bytes\": 10501",
+		 "m.json: runs[0] (zero3 N=2 unit=layer): peak_breakdown sums to 10500 B, but peak_bytes is 10501 B; "
+		 "a breakdown must sum to its total"},
+		{"\"scratch\": 40}", "\"scratch\": 40, \"scratch\": 40}",
+		 "m.json: the key \"scratch\" appears twice in one object; each key must be given once"},
+		{"\"model\": {\"name\": \"toy\"}", "\"model\": null",
+		 "m.json is not a transformer's measurement (config.model is not an object): --transformer takes the "
+		 "output of zerosim measure --model"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		text = tfm_edit(bad[i].from, bad[i].to);
+		ck_assert_int_eq(tfm_try(&t, text, &cause), -1);
+		ck_assert_str_eq(cause, bad[i].want);
+		free(cause);
+		cause = NULL;
+		free(text);
+		report_tfm_free(&t);
+	}
+
+	/* One byte moved from scratch to activations: the totals agree with
+	 * the schedule, a category does not. */
+	text = tfm_edit("\"activations\": 60, \"scratch\": 40", "\"activations\": 61, \"scratch\": 39");
+	ck_assert_int_eq(tfm_try(&t, text, &cause), 0);
+	ck_assert_uint_eq(report_tfm_unexplained(&t), 1);
+	free(text);
+	report_tfm_free(&t);
+
+	/* A run given twice. */
+	const char *run = strstr(tfm_measured, "{\"scheme\"");
+	text = zs_asprintf("%.*s%.*s, %s", (int)(run - tfm_measured), tfm_measured,
+	                   (int)(strlen(run) - 2), run, run);
+	ck_assert_int_eq(tfm_try(&t, text, &cause), -1);
+	ck_assert_str_eq(cause, "m.json: runs[0] and runs[1] are both zero3 N=2 unit=layer; each must be given once");
+	free(cause);
+	cause = NULL;
+	free(text);
+	report_tfm_free(&t);
+}
+END_TEST
+
+START_TEST(test_transformer_section_names_the_largest_unit_and_the_measured_departure)
+{
+	char dir[] = "/tmp/test_report.XXXXXX", *fig, *text, *cause = NULL;
+	struct report_tfm t;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	fig = zs_asprintf("%s/figures", dir);
+	ck_assert_int_eq(mkdir(fig, 0777), 0);
+	ck_assert_int_eq(tfm_try(&t, tfm_measured, &cause), 0);
+	ck_assert_int_eq(report_tfm_write(&t, dir, fig, &cause), 0);
+	text = slurp(dir, REPORT_TFM_TEX);
+	/* The block (600 elements) is larger than the head (88): 600 / 600. */
+	ck_assert_ptr_nonnull(strstr(text, "ZeRO-3's largest unit is a block: 600 elements, 1.00 times a block."));
+	/* kB per rank: floor 8.0, gathered 1.2, activations 0.3, peak 10.7, measured 10.5. */
+	ck_assert_ptr_nonnull(strstr(text, "ZeRO-3 & 8.0 & 0.0 & 1.2 & 1.2 & 0.3 & 10.7 & 1.34 & 10.5 & 10.5\\\\"));
+	ck_assert_ptr_nonnull(strstr(text, "Every measured run of the model equals the schedule to the byte"));
+	/* Activations: 300 B by the formula, 60 measured: 240 B (80 %) fewer. */
+	ck_assert_ptr_nonnull(strstr(text, "all activations & 300 & 60 & $-$ 240 B (-80.0\\,\\%)"));
+	ck_assert_ptr_nonnull(strstr(text, "scratch (not in the formula) & --- & 40"));
+	ck_assert_ptr_nonnull(strstr(text, "SwiGLU"));
+	ck_assert_ptr_nonnull(strstr(text, "Grouped-query attention: K and V for 1 of the 2 heads"));
+	free(text);
+	text = slurp(fig, REPORT_FIGURE_TFM ".dat");
+	/* The measured stack (params 1.0 ... activations 0.06, scratch 0.04 kB), then the theory's peak. */
+	ck_assert_ptr_nonnull(strstr(text, "\"ZeRO-3\" 1 1 6 1.2 1.2 0.06 0.04 0 10.7\n"));
+	free(text);
+	/* With no model, the section's files go. */
+	report_tfm_free(&t);
+	ck_assert_int_eq(report_tfm_write(&t, dir, fig, &cause), 0);
+	text = zs_asprintf("%s/%s", dir, REPORT_TFM_TEX);
+	ck_assert_int_ne(access(text, F_OK), 0);
+	free(text);
+	text = zs_asprintf("%s/" REPORT_FIGURE_TFM ".gp", fig);
+	ck_assert_int_ne(access(text, F_OK), 0);
+	free(text);
+	ck_assert_int_eq(nftw(dir, remove_one, 8, FTW_DEPTH | FTW_PHYS), 0);
+	free(fig);
+}
+END_TEST
+
 START_TEST(test_report_writes_every_output_and_strict_fails_on_unexplained)
 {
 	static const char *const files[] = {
@@ -1095,7 +1306,7 @@ START_TEST(test_report_writes_every_output_and_strict_fails_on_unexplained)
 	ck_assert_int_eq(zs_json_write(mp, fx.m, NULL), 0);
 	ck_assert_int_eq(zs_json_write(tp, fx.t, NULL), 0);
 	ck_assert_int_eq(zs_write_atomic(texp, tex, strlen(tex), NULL), 0);
-	o = (struct report_options){mp, tp, out, texp, 1, 0};
+	o = (struct report_options){mp, tp, out, texp, 1, 0, NULL, 0};
 	ck_assert_int_eq(report_main(&o, &cause), 0);
 	for (i = 0; i < sizeof files / sizeof files[0]; i++)
 		free(slurp(out, files[i]));
@@ -1170,6 +1381,7 @@ static Suite *report_suite(void)
 	tcase_add_test(c, test_unknown_format_is_refused_naming_both_formats);
 	tcase_add_test(c, test_files_of_different_models_or_runs_are_refused);
 	tcase_add_test(c, test_a_measured_run_without_a_theory_row_is_refused);
+	tcase_add_test(c, test_a_row_run_or_key_given_twice_is_refused);
 	tcase_add_test(c, test_more_world_sizes_than_the_report_draws_are_refused_not_dropped);
 	tcase_add_test(c, test_a_breakdown_that_does_not_sum_to_its_total_is_refused_naming_the_run_and_both_sums);
 	tcase_add_test(c, test_a_negative_byte_count_is_refused);
@@ -1190,6 +1402,8 @@ static Suite *report_suite(void)
 
 	c = tcase_create("end_to_end");
 	tcase_add_test(c, test_report_writes_every_output_and_strict_fails_on_unexplained);
+	tcase_add_test(c, test_transformer_theory_and_measurement_join_and_bad_ones_are_refused);
+	tcase_add_test(c, test_transformer_section_names_the_largest_unit_and_the_measured_departure);
 	tcase_set_timeout(c, 30);
 	suite_add_tcase(s, c);
 	return s;

@@ -130,13 +130,13 @@ for args in "--seq 8" "--recompute full" "--model gpt2 --seq 0" "--model gpt2 --
 		fail "zerosim measure $args: exit $got, stderr: $(cat "$tmp/err")"
 done
 
-# The report reads a transformer's theory.json and says why it cannot
-# compare it (the engine measures the MLP only).
+# The report's --theory takes an MLP's theory.json; a transformer's is
+# refused with where it goes (--transformer).
 expect 0 --model gpt2 --world 2 --out "$tmp/g.json"
 "$zerosim" measure --quiet --world 2 --schemes dp --steps 1 --out "$tmp/m.json" 2>"$tmp/err" ||
 	fail "measure for the report check: $(cat "$tmp/err")"
 "$zerosim" report --no-render --measured "$tmp/m.json" --theory "$tmp/g.json" --out "$tmp/rep" >/dev/null 2>"$tmp/err"
-[ $? -eq 2 ] && grep -q 'the transformer gpt2 (--model); the engine measures only the MLP' "$tmp/err" ||
+[ $? -eq 2 ] && grep -q 'the transformer gpt2 (--model); --measured and --theory take an MLP' "$tmp/err" ||
 	fail "report of a transformer's theory.json: $(cat "$tmp/err")"
 
 # Conflicting options (the rest of the bad input is in cli_errors.sh, which

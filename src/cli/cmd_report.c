@@ -13,6 +13,7 @@
 #include "cli/options.h"
 #include "report/report.h"
 #include "report/report_figures.h"
+#include "report/report_tfm.h"
 #include "util/datafile.h"
 #include "util/util.h"
 
@@ -30,6 +31,10 @@ static void usage(void)
 	       "\n"
 	       "  --measured FILE   measured.json (zerosim-measured/1), from zerosim measure\n"
 	       "  --theory FILE     theory.json (zerosim-theory/1), from zerosim theory\n"
+	       "  --transformer FILE\n"
+	       "                    a transformer's theory.json (zerosim theory --model) or\n"
+	       "                    measured.json (zerosim measure --model): adds the\n"
+	       "                    transformer section; once per file, up to 4 models\n"
 	       "  -o, --out DIR     output folder, created if missing\n"
 	       "  --template FILE   LaTeX template (default %s/zerosim-report.tex)\n"
 	       "  --strict          exit 1 if any point is unexplained (measurement differs\n"
@@ -45,7 +50,7 @@ static void usage(void)
 /* What the report writes in its folder (report.c, report_figures.c; pdflatex
  * adds zerosim-report.aux, .log, .pdf and so on). */
 static const char *const out_names[] = {"diff.json", "flags.txt", "table.tex", "findings.tex", "flags.tex",
-                                        "gnuplot.log", "pdflatex.log"};
+                                        REPORT_TFM_TEX, "gnuplot.log", "pdflatex.log"};
 static const char *const figure_exts[] = {".gp", ".dat", ".pdf", ".png"};
 
 /* 1 if the file `in` (resolved) is one the report would write in DIR. */
@@ -70,8 +75,10 @@ static int is_output(const char *dir, const char *in)
 		hit = zs_same_file(p, in);
 		free(p);
 	}
-	for (size_t i = 0; i < (size_t)REPORT_NFIGURES * 4 && !hit; i++) {
-		char *p = zs_asprintf("%s/figures/%s%s", real, report_figure_names[i / 4], figure_exts[i % 4]);
+	for (size_t i = 0; i < (size_t)(REPORT_NFIGURES + 2) * 4 && !hit; i++) {
+		const char *fig = i / 4 < REPORT_NFIGURES ? report_figure_names[i / 4]
+		                : i / 4 == REPORT_NFIGURES ? REPORT_FIGURE_RANKS : REPORT_FIGURE_TFM;
+		char *p = zs_asprintf("%s/figures/%s%s", real, fig, figure_exts[i % 4]);
 		hit = zs_same_file(p, in);
 		free(p);
 	}
@@ -84,11 +91,13 @@ static int is_output(const char *dir, const char *in)
 	return hit;
 }
 
-enum { OPT_MEASURED = ZS_OPT_COMMAND, OPT_THEORY, OPT_OUT, OPT_TEMPLATE, OPT_STRICT, OPT_NO_RENDER };
+enum { OPT_MEASURED = ZS_OPT_COMMAND, OPT_THEORY, OPT_OUT, OPT_TEMPLATE, OPT_STRICT, OPT_NO_RENDER,
+       OPT_TRANSFORMER };
 
 static const struct zs_opt options[] = {
 	{"measured", 0, 1, OPT_MEASURED, NULL},
 	{"theory", 0, 1, OPT_THEORY, NULL},
+	{"transformer", 0, 1, OPT_TRANSFORMER, NULL},
 	{"out", 'o', 1, OPT_OUT, NULL},
 	{"template", 0, 1, OPT_TEMPLATE, NULL},
 	{"strict", 0, 0, OPT_STRICT, NULL},
@@ -99,9 +108,10 @@ static const struct zs_opt options[] = {
 
 int zs_cmd_report(int argc, char **argv)
 {
-	struct report_options o = {NULL, NULL, NULL, ZS_DATADIR "/zerosim-report.tex", 0, 1};
+	struct report_options o = {NULL, NULL, NULL, ZS_DATADIR "/zerosim-report.tex", 0, 1, NULL, 0};
 	struct zs_arg *args = NULL;
 	size_t nargs = 0;
+	const char *transformers[REPORT_TFM_FILES];
 	char *cause = NULL;
 	int rc, template_given = 0;
 
@@ -112,6 +122,15 @@ int zs_cmd_report(int argc, char **argv)
 		switch (args[i].opt->id) {
 		case OPT_MEASURED: o.measured = v; break;
 		case OPT_THEORY: o.theory = v; break;
+		case OPT_TRANSFORMER:
+			if (o.ntransformers == REPORT_TFM_FILES) {
+				cause = zs_asprintf("--transformer: at most %d files (%d models, each with its "
+				                    "measurement)", REPORT_TFM_FILES, REPORT_TFM_MAX);
+				free(args);
+				goto usage_error;
+			}
+			transformers[o.ntransformers++] = v;
+			break;
 		case OPT_OUT: o.out = v; break;
 		case OPT_TEMPLATE: o.template_path = v; template_given = 1; break;
 		case OPT_STRICT: o.strict = 1; break;
@@ -122,6 +141,7 @@ int zs_cmd_report(int argc, char **argv)
 		}
 	}
 	free(args);
+	o.transformers = transformers;
 	if (o.measured == NULL || o.theory == NULL || o.out == NULL) {
 		const char *missing[3];
 		int k = 0;
@@ -142,9 +162,12 @@ int zs_cmd_report(int argc, char **argv)
 		fprintf(stderr, "zerosim report: --out: the folder name is empty\n");
 		return ZS_EXIT_USAGE;
 	}
-	const struct zs_path in[] = {{"--measured", o.measured}, {"--theory", o.theory}, {"--template", o.template_path}};
-	for (size_t i = 0; i < 3; i++)
-		if ((i < 2 || template_given) && is_output(o.out, in[i].path)) {
+	struct zs_path in[3 + REPORT_TFM_FILES] = {{"--measured", o.measured}, {"--theory", o.theory},
+	                                         {"--template", o.template_path}};
+	for (size_t i = 0; i < o.ntransformers; i++)
+		in[3 + i] = (struct zs_path){"--transformer", transformers[i]};
+	for (size_t i = 0; i < 3 + o.ntransformers; i++)
+		if ((i != 2 || template_given) && is_output(o.out, in[i].path)) {
 			cause = zs_asprintf("%s %s: is a file the report writes in %s; it would be overwritten", in[i].opt,
 			                    in[i].path, o.out);
 			goto usage_error;

@@ -9,7 +9,8 @@ libzsreport_a_SOURCES = \
 	src/report/report_text.c src/report/report_text.h \
 	src/report/report_figures.c src/report/report_figures.h \
 	src/report/report_exec.c src/report/report_exec.h \
-	src/report/report_overhead.c src/report/report_overhead.h
+	src/report/report_overhead.c src/report/report_overhead.h \
+	src/report/report_tfm.c src/report/report_tfm.h
 
 zerosim_SOURCES += src/cli/cmd_report.c
 
@@ -20,3 +21,7 @@ tests_test_report_SOURCES = tests/test_report.c
 tests_test_report_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_report_LDADD = libzsreport.a libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS) -lm
 endif
+
+# The transformer section on the shipped tiny models; the MLP's outputs unchanged.
+TESTS += tests/report_transformer.sh
+EXTRA_DIST += tests/report_transformer.sh

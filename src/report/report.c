@@ -20,6 +20,7 @@
 #include "report/report_findings.h"
 #include "report/report_overhead.h"
 #include "report/report_text.h"
+#include "report/report_tfm.h"
 #include "util/util.h"
 
 /* mkdir -p: create every missing folder of `path`. */
@@ -65,11 +66,12 @@ static int run_gnuplot(const char *gnuplot, const char *out, char **cause)
 	int i, rc = 0;
 
 	remove(log);
-	for (i = 0; i <= REPORT_NFIGURES && rc == 0; i++) {
-		char *script = zs_asprintf("%s.gp", i < REPORT_NFIGURES ? report_figure_names[i] : REPORT_FIGURE_RANKS);
+	for (i = 0; i < REPORT_NFIGURES + 2 && rc == 0; i++) {
+		char *script = zs_asprintf("%s.gp", i < REPORT_NFIGURES ? report_figure_names[i]
+		                           : i == REPORT_NFIGURES ? REPORT_FIGURE_RANKS : REPORT_FIGURE_TFM);
 		char *path = zs_asprintf("%s/%s", dir, script);
 		const char *argv[] = {"gnuplot", script, NULL};
-		if (i < REPORT_NFIGURES || access(path, F_OK) == 0) /* the per-rank figure is optional */
+		if (i < REPORT_NFIGURES || access(path, F_OK) == 0) /* fig6 and fig7 are optional */
 			rc = report_exec(gnuplot, argv, dir, log, cause);
 		free(path);
 		free(script);
@@ -129,8 +131,8 @@ end:
 /* Write everything but diff.json. */
 static int write_outputs(const struct report_options *o, const struct report_data *d,
                          const struct report_point *pts, size_t npts,
-                         const struct report_finding *f, const char *tex, size_t texlen,
-                         char **cause)
+                         const struct report_finding *f, const struct report_tfm *t,
+                         const char *tex, size_t texlen, char **cause)
 {
 	struct zs_buf b = {0};
 	char *figdir = zs_asprintf("%s/figures", o->out), *path;
@@ -162,6 +164,8 @@ static int write_outputs(const struct report_options *o, const struct report_dat
 	}
 	if (rc == 0)
 		rc = report_figures_write(d, figdir, cause);
+	if (rc == 0)
+		rc = report_tfm_write(t, o->out, figdir, cause);
 	free(figdir);
 	return rc;
 }
@@ -191,6 +195,7 @@ int report_main(const struct report_options *o, char **cause)
 {
 	struct report_data d;
 	struct report_finding f[REPORT_NFINDINGS];
+	struct report_tfm t;
 	struct report_point *pts;
 	char *tex = NULL, *path;
 	size_t npts, texlen, i, unexplained = 0;
@@ -199,7 +204,12 @@ int report_main(const struct report_options *o, char **cause)
 
 	if (report_data_load(o->measured, o->theory, &d, cause) < 0)
 		return ZS_EXIT_USAGE;
+	if (report_tfm_load(o->transformers, o->ntransformers, &t, cause) < 0) {
+		report_data_free(&d);
+		return ZS_EXIT_USAGE;
+	}
 	if (zs_read_file(o->template_path, &tex, &texlen, cause) < 0) {
+		report_tfm_free(&t);
 		report_data_free(&d);
 		return ZS_EXIT_USAGE;
 	}
@@ -208,9 +218,10 @@ int report_main(const struct report_options *o, char **cause)
 	for (i = 0; i < npts; i++)
 		unexplained += (size_t)pts[i].unexplained;
 	print_summary(&d, pts, npts, f, unexplained);
+	unexplained += report_tfm_summary(&t);
 
 	rc = ZS_EXIT_RUNTIME;
-	if (write_outputs(o, &d, pts, npts, f, tex, texlen, cause) < 0)
+	if (write_outputs(o, &d, pts, npts, f, &t, tex, texlen, cause) < 0)
 		goto end;
 	if (o->render && (rc = render(o->out, cause)) != ZS_EXIT_OK)
 		goto end;
@@ -228,6 +239,7 @@ end:
 	free(tex);
 	free(pts);
 	report_findings_free(f);
+	report_tfm_free(&t);
 	report_data_free(&d);
 	return rc;
 }

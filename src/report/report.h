@@ -14,6 +14,8 @@ struct report_options {
 	const char *template_path;  /* LaTeX template, copied to OUT/zerosim-report.tex */
 	int strict;                 /* exit 1 when a point is unexplained */
 	int render;                 /* run gnuplot and pdflatex */
+	const char *const *transformers;   /* transformers' theory.json (report_tfm.h) */
+	size_t ntransformers;
 };
 
 /* Returns the exit status (ZS_EXIT_*). On a non-zero status *cause holds

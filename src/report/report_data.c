@@ -92,7 +92,7 @@ static int read_count(const cJSON *o, const char *key, const char *where, const 
 	return check_count(*out, where, key, what, cause);
 }
 
-static int read_bytes(const cJSON *o, const char *key, const char *where, double *out,
+int report_read_bytes(const cJSON *o, const char *key, const char *where, double *out,
                       char **cause)
 {
 	return read_count(o, key, where, "a byte count", out, cause);
@@ -125,9 +125,8 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 	const cJSON *model = cJSON_GetObjectItemCaseSensitive(cfg, "model");
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(model, "name");
 	if ((layers == NULL || cJSON_IsNull(layers)) && cJSON_IsString(name))
-		return zs_fail(cause, "%s: the transformer %.64s (--model); the engine measures only the MLP "
-		               "so far, so there is no measurement to compare it with", where,
-		               name->valuestring);
+		return zs_fail(cause, "%s: the transformer %.64s (--model); --measured and --theory take an "
+		               "MLP's files, a transformer's go to --transformer", where, name->valuestring);
 	if (layers == NULL || cJSON_IsNull(layers))
 		return zs_fail(cause, "%s: \"layers\" is null (a model given only as --params); "
 		               "the report needs the layer widths to compare with a measurement", where);
@@ -149,9 +148,9 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 	if (zs_json_string(cfg, "precision", where, &m->precision, cause) < 0 ||
 	    zs_json_string(cfg, "optimizer", where, &m->optimizer, cause) < 0 ||
 	    zs_json_object(cfg, "bytes_per_param", where, &bpp, cause) < 0 ||
-	    read_bytes(bpp, "param", where, &m->p, cause) < 0 ||
-	    read_bytes(bpp, "grad", where, &m->g, cause) < 0 ||
-	    read_bytes(bpp, "optimizer", where, &m->k, cause) < 0)
+	    report_read_bytes(bpp, "param", where, &m->p, cause) < 0 ||
+	    report_read_bytes(bpp, "grad", where, &m->g, cause) < 0 ||
+	    report_read_bytes(bpp, "optimizer", where, &m->k, cause) < 0)
 		return -1;
 	/* Known values only: these strings reach the LaTeX and the figures. */
 	enum zs_precision pr = ZS_MIXED;
@@ -172,7 +171,7 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 	const cJSON *ds = cJSON_GetObjectItemCaseSensitive(cfg, "deepspeed");
 	m->ds_persist = -1;
 	if (ds != NULL && (zs_json_object(cfg, "deepspeed", where, &ds, cause) < 0 ||
-	                   read_bytes(ds, "persist", where, &m->ds_persist, cause) < 0))
+	                   report_read_bytes(ds, "persist", where, &m->ds_persist, cause) < 0))
 		return -1;
 	return 0;
 }
@@ -216,7 +215,7 @@ static int same_model(const struct model_cfg *a, const struct model_cfg *b, cons
 	return 0;
 }
 
-static int read_key(const cJSON *o, const char *where, enum zs_scheme *s, unsigned *world,
+int report_read_key(const cJSON *o, const char *where, enum zs_scheme *s, unsigned *world,
                     enum zs_unit *u, char **cause)
 {
 	const char *str;
@@ -239,7 +238,7 @@ static int read_key(const cJSON *o, const char *where, enum zs_scheme *s, unsign
 /* Read the breakdown `key` of o into bd (a category this report does not
  * know is summed into REPORT_CAT_UNKNOWN) and check that it sums exactly to
  * `total`, o's `total_key` (docs/formats.md). `lab` names the run. */
-static int read_breakdown(const cJSON *o, const char *key, const char *where, const char *lab,
+int report_read_breakdown(const cJSON *o, const char *key, const char *where, const char *lab,
                           const char *total_key, double total, double *bd, char **cause)
 {
 	const cJSON *obj, *c;
@@ -313,7 +312,7 @@ static int read_timeline(const cJSON *run, const char *where, struct report_run 
 	r->phase = zs_calloc(r->ntimeline, sizeof *r->phase);
 	cJSON_ArrayForEach(ev, tl) {
 		snprintf(at, sizeof at, "%s.timeline[%zu]", where, n);
-		if (read_bytes(ev, "current_bytes", at, &r->timeline[n], cause) < 0 ||
+		if (report_read_bytes(ev, "current_bytes", at, &r->timeline[n], cause) < 0 ||
 		    zs_json_string(ev, "phase", at, &str, cause) < 0)
 			return -1;
 		for (p = 0; p < REPORT_NPHASES; p++)
@@ -372,7 +371,7 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	const cJSON *units, *u;
 	char lab[96];
 
-	if (read_key(run, where, &r->scheme, &r->world, &r->unit, cause) < 0 ||
+	if (report_read_key(run, where, &r->scheme, &r->world, &r->unit, cause) < 0 ||
 	    zs_json_array(run, "units", where, &units, cause) < 0)
 		return -1;
 	label(r->scheme, r->world, r->unit, lab, sizeof lab);
@@ -387,19 +386,19 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	               cause) < 0 ||
 	    read_count(run, "padded_elements", where, "an element count", &r->padded_elements,
 	               cause) < 0 ||
-	    read_bytes(run, "resident_bytes", where, &r->measured[REPORT_RESIDENT], cause) < 0 ||
-	    read_bytes(run, "peak_bytes", where, &r->measured[REPORT_PEAK], cause) < 0 ||
-	    read_bytes(run, "comm_bytes_per_rank_per_step", where, &r->measured[REPORT_COMM],
+	    report_read_bytes(run, "resident_bytes", where, &r->measured[REPORT_RESIDENT], cause) < 0 ||
+	    report_read_bytes(run, "peak_bytes", where, &r->measured[REPORT_PEAK], cause) < 0 ||
+	    report_read_bytes(run, "comm_bytes_per_rank_per_step", where, &r->measured[REPORT_COMM],
 	               cause) < 0 ||
-	    read_breakdown(run, "resident_breakdown", where, lab, "resident_bytes",
+	    report_read_breakdown(run, "resident_breakdown", where, lab, "resident_bytes",
 	                   r->measured[REPORT_RESIDENT], r->resident_bd, cause) < 0 ||
-	    read_breakdown(run, "peak_breakdown", where, lab, "peak_bytes", r->measured[REPORT_PEAK],
+	    report_read_breakdown(run, "peak_breakdown", where, lab, "peak_bytes", r->measured[REPORT_PEAK],
 	                   r->peak_bd, cause) < 0 ||
 	    read_os(run, where, r, cause) < 0)
 		return -1;
 	const cJSON *bc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "collectives"),
 	                                                  "broadcast");
-	if (bc != NULL && read_bytes(bc, "bytes_per_step", where, &r->broadcast_bytes, cause) < 0)
+	if (bc != NULL && report_read_bytes(bc, "bytes_per_step", where, &r->broadcast_bytes, cause) < 0)
 		return -1;
 	if (read_ranks(run, where, r, cause) < 0)
 		return -1;
@@ -418,7 +417,7 @@ static int read_sched_breakdown(const cJSON *sc, const char *key, const char *wh
 	*has = 0;
 	if (bd_obj == NULL || cJSON_IsNull(bd_obj))
 		return 0;
-	if (read_breakdown(sc, key, where, lab, total_key, total, bd, cause) < 0)
+	if (report_read_breakdown(sc, key, where, lab, total_key, total, bd, cause) < 0)
 		return -1;
 	*has = 1;
 	return 0;
@@ -442,9 +441,9 @@ static int read_row(const cJSON *row, const char *where, struct report_run *r, c
 	if (sc == NULL || cJSON_IsNull(sc))
 		return zs_fail(cause, "%s has no schedule model; the report needs one", where);
 	snprintf(at, sizeof at, "%s.schedule", where);
-	if (read_bytes(sc, "resident_bytes", at, &r->schedule[REPORT_RESIDENT], cause) < 0 ||
-	    read_bytes(sc, "peak_bytes", at, &r->schedule[REPORT_PEAK], cause) < 0 ||
-	    read_bytes(sc, "comm_bytes_per_rank_per_step", at, &r->schedule[REPORT_COMM], cause) < 0 ||
+	if (report_read_bytes(sc, "resident_bytes", at, &r->schedule[REPORT_RESIDENT], cause) < 0 ||
+	    report_read_bytes(sc, "peak_bytes", at, &r->schedule[REPORT_PEAK], cause) < 0 ||
+	    report_read_bytes(sc, "comm_bytes_per_rank_per_step", at, &r->schedule[REPORT_COMM], cause) < 0 ||
 	    read_sched_breakdown(sc, "resident_breakdown", at, lab, "resident_bytes",
 	                         r->schedule[REPORT_RESIDENT], r->sched_resident_bd,
 	                         &r->has_sched_resident_bd, cause) < 0 ||
@@ -452,6 +451,68 @@ static int read_row(const cJSON *row, const char *where, struct report_run *r, c
 	                         r->schedule[REPORT_PEAK], r->sched_peak_bd, &r->has_sched_peak_bd,
 	                         cause) < 0)
 		return -1;
+	return 0;
+}
+
+/* Object keys of one object, for sorting: two equal neighbours are a
+ * repeated key. */
+static int cmp_key(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int report_json_unique(const cJSON *node, const char *name, char **cause)
+{
+	const cJSON *c;
+	int n = cJSON_GetArraySize(node), k = 0;
+
+	if (!cJSON_IsObject(node) && !cJSON_IsArray(node))
+		return 0;
+	if (cJSON_IsObject(node) && n > 1) {
+		const char **keys = zs_calloc((size_t)n, sizeof *keys);
+		cJSON_ArrayForEach(c, node)
+			keys[k++] = c->string;
+		qsort(keys, (size_t)n, sizeof *keys, cmp_key);
+		for (k = 1; k < n && strcmp(keys[k - 1], keys[k]) != 0; k++)
+			;
+		if (k < n) {
+			zs_fail(cause, "%s: the key \"%.64s\" appears twice in one object; each key "
+			        "must be given once", name, keys[k]);
+			free(keys);
+			return -1;
+		}
+		free(keys);
+	}
+	cJSON_ArrayForEach(c, node)
+		if (report_json_unique(c, name, cause) < 0)
+			return -1;
+	return 0;
+}
+
+int report_rows_unique(const cJSON *rows, const char *name, const char *what, char **cause)
+{
+	const cJSON *a, *b;
+	char where[256], lab[96];
+	int i = 0;
+
+	cJSON_ArrayForEach(a, rows) {
+		enum zs_scheme s = ZS_DP, s2 = ZS_DP;
+		enum zs_unit u = ZS_UNIT_MODEL, u2 = ZS_UNIT_MODEL;
+		unsigned w = 0, w2 = 0;
+		int j = i + 1;
+
+		snprintf(where, sizeof where, "%s: %s[%d]", name, what, i++);
+		if (report_read_key(a, where, &s, &w, &u, cause) < 0)
+			return -1;
+		for (b = a->next; b != NULL; b = b->next, j++) {
+			snprintf(where, sizeof where, "%s: %s[%d]", name, what, j);
+			if (report_read_key(b, where, &s2, &w2, &u2, cause) < 0)
+				return -1;
+			if (s == s2 && w == w2 && u == u2)
+				return zs_fail(cause, "%s: %s[%d] and %s[%d] are both %s; each must be given once",
+				               name, what, i - 1, what, j, label(s, w, u, lab, sizeof lab));
+		}
+	}
 	return 0;
 }
 
@@ -479,7 +540,7 @@ static int join_row(const cJSON *rows, const char *tname, struct report_run *r, 
 		unsigned w = 0;
 
 		snprintf(where, sizeof where, "%s: rows[%d]", tname, i++);
-		if (read_key(row, where, &s, &w, &u, cause) < 0)
+		if (report_read_key(row, where, &s, &w, &u, cause) < 0)
 			return -1;
 		if (s == r->scheme && w == r->world && u == r->unit)
 			return read_row(row, where, r, cause);
@@ -498,6 +559,8 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 	size_t i, j;
 
 	memset(d, 0, sizeof *d);
+	if (report_json_unique(measured, mname, cause) < 0 || report_json_unique(theory, tname, cause) < 0)
+		return -1;
 	snprintf(where, sizeof where, "%s: config", mname);
 	if (zs_json_object(measured, "config", mname, &mcfg, cause) < 0 ||
 	    zs_json_number(mcfg, "params", where, &d->params, cause) < 0 ||
@@ -537,7 +600,8 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 	d->k = mm.k;
 
 	if (zs_json_array(measured, "runs", mname, &runs, cause) < 0 ||
-	    zs_json_array(theory, "rows", tname, &rows, cause) < 0)
+	    zs_json_array(theory, "rows", tname, &rows, cause) < 0 ||
+	    report_rows_unique(rows, tname, "rows", cause) < 0)
 		return -1;
 	d->nruns = (size_t)cJSON_GetArraySize(runs);
 	if (d->nruns == 0)

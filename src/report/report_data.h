@@ -103,6 +103,30 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 
 void report_data_free(struct report_data *d);
 
+/* Shared with the transformer section (report_tfm.h). */
+
+/* Refuse a tree where one object gives a key twice (a JSON parser keeps
+ * both; a reader would see only one): -1 with *cause naming `name`. */
+int report_json_unique(const cJSON *node, const char *name, char **cause);
+
+/* Refuse an array of rows (or runs; `what` names it) that gives one
+ * (scheme, world, unit) twice, or a row without a valid key. */
+int report_rows_unique(const cJSON *rows, const char *name, const char *what, char **cause);
+
+/* o's scheme, world and unit, checked. */
+int report_read_key(const cJSON *o, const char *where, enum zs_scheme *s, unsigned *world,
+                    enum zs_unit *u, char **cause);
+
+/* o[key]: a byte count (a whole number from 0 to below 2^53). */
+int report_read_bytes(const cJSON *o, const char *key, const char *where, double *out,
+                      char **cause);
+
+/* o[key], a breakdown by tracker category, added into bd (unknown
+ * categories into REPORT_CAT_UNKNOWN), each entry a byte count, summing
+ * exactly to `total` (o's `total_key`); `lab` names the run. */
+int report_read_breakdown(const cJSON *o, const char *key, const char *where, const char *lab,
+                          const char *total_key, double total, double *bd, char **cause);
+
 /* The run for (scheme, world, unit), or NULL. */
 const struct report_run *report_data_find(const struct report_data *d, enum zs_scheme s,
                                           unsigned world, enum zs_unit u);

@@ -254,22 +254,51 @@ static unsigned largest_world(const struct report_data *d)
 	return n ? w[n - 1] : 1;
 }
 
+/* Categories grouped as the paper groups model states, then the step's
+ * transients one by one. */
+static const struct { const char *title; int cats[4]; } groups[] = {
+	{"params", {REPORT_CAT_PARAM16, REPORT_CAT_PARAM32, -1, -1}},
+	{"grads", {REPORT_CAT_GRAD16, REPORT_CAT_GRAD32, -1, -1}},
+	{"optimizer states", {REPORT_CAT_MASTER32, REPORT_CAT_ADAM_M, REPORT_CAT_ADAM_V,
+	                      REPORT_CAT_MOMENTUM}},
+	{"gathered params", {REPORT_CAT_GATHERED, -1, -1, -1}},
+	{"full grads", {REPORT_CAT_FULL_GRADS, -1, -1, -1}},
+	{"activations", {REPORT_CAT_ACTIVATIONS, -1, -1, -1}},
+	{"scratch", {REPORT_CAT_SCRATCH, -1, -1, -1}},
+	{"other", {REPORT_CAT_UNKNOWN, REPORT_CAT_BUCKETS, -1, -1}}, /* buckets: torch's DDP */
+};
+static const size_t ngroups = sizeof groups / sizeof groups[0];
+/* Each category is filled with its colour (Okabe and Ito's colour-blind-safe
+ * palette), then drawn again with a pattern, so a stack reads in black and
+ * white too. */
+static const char *const colours[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7",
+                                      "#D55E00", "#56B4E9", "#F0E442", "#999999"};
+static const int patterns[] = {0, 1, 2, 4, 5, 6, 7, 3};
+
+/* The stacked bars of NAME.dat (block `index`, "" for the only one): the
+ * colours with the categories' titles when `key`, then the patterns over
+ * them. */
+static void stack_plot(struct zs_buf *plot, const char *name, const char *index, int key)
+{
+	size_t gi;
+
+	zs_buf_printf(plot, "plot newhistogram at 0, \\\n");
+	for (gi = 0; gi < ngroups; gi++) {
+		zs_buf_printf(plot, "  '%s.dat'%s using %zu%s ", name, index, gi + 2, gi == 0 ? ":xtic(1)" : "");
+		if (key)
+			zs_buf_printf(plot, "title '%s'", groups[gi].title);
+		else
+			zs_buf_printf(plot, "notitle");
+		zs_buf_printf(plot, " lc rgb '%s' fs solid 0.85 border lc rgb '#000000', \\\n", colours[gi]);
+	}
+	zs_buf_printf(plot, "  newhistogram at 0, \\\n");
+	for (gi = 0; gi < ngroups; gi++)
+		zs_buf_printf(plot, "  '%s.dat'%s using %zu notitle lc rgb '#000000' fs transparent pattern %d noborder%s",
+		              name, index, gi + 2, patterns[gi], gi + 1 < ngroups ? ", \\\n" : "");
+}
+
 static int fig_breakdown(const struct report_data *d, const char *dir, char **cause)
 {
-	/* Categories grouped as the paper groups model states, then the step's
-	 * transients one by one. */
-	static const struct { const char *title; int cats[4]; } groups[] = {
-		{"params", {REPORT_CAT_PARAM16, REPORT_CAT_PARAM32, -1, -1}},
-		{"grads", {REPORT_CAT_GRAD16, REPORT_CAT_GRAD32, -1, -1}},
-		{"optimizer states", {REPORT_CAT_MASTER32, REPORT_CAT_ADAM_M, REPORT_CAT_ADAM_V,
-		                      REPORT_CAT_MOMENTUM}},
-		{"gathered params", {REPORT_CAT_GATHERED, -1, -1, -1}},
-		{"full grads", {REPORT_CAT_FULL_GRADS, -1, -1, -1}},
-		{"activations", {REPORT_CAT_ACTIVATIONS, -1, -1, -1}},
-		{"scratch", {REPORT_CAT_SCRATCH, -1, -1, -1}},
-		{"other", {REPORT_CAT_UNKNOWN, REPORT_CAT_BUCKETS, -1, -1}}, /* buckets: torch's DDP */
-	};
-	const size_t ngroups = sizeof groups / sizeof groups[0];
 	struct zs_buf dat = {0}, gp = {0}, plot = {0};
 	enum zs_unit u = main_unit(d);
 	unsigned world = largest_world(d);
@@ -310,17 +339,7 @@ static int fig_breakdown(const struct report_data *d, const char *dir, char **ca
 		"# palette), then drawn again at the same place with a pattern, so the\n"
 		"# stack also reads in black and white.\n",
 		zs_unit_name(u), world, world, bars);
-	static const char *const colours[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7",
-	                                      "#D55E00", "#56B4E9", "#F0E442", "#999999"};
-	static const int patterns[] = {0, 1, 2, 4, 5, 6, 7, 3};
-	zs_buf_printf(&plot, "plot newhistogram at 0, \\\n");
-	for (gi = 0; gi < ngroups; gi++)
-		zs_buf_printf(&plot, "  '%s.dat' using %zu%s title '%s' lc rgb '%s' fs solid 0.85 border lc rgb '#000000', \\\n",
-		              name, gi + 2, gi == 0 ? ":xtic(1)" : "", groups[gi].title, colours[gi]);
-	zs_buf_printf(&plot, "  newhistogram at 0, \\\n");
-	for (gi = 0; gi < ngroups; gi++)
-		zs_buf_printf(&plot, "  '%s.dat' using %zu notitle lc rgb '#000000' fs transparent pattern %d noborder%s",
-		              name, gi + 2, patterns[gi], gi + 1 < ngroups ? ", \\\n" : "");
+	stack_plot(&plot, name, "", 1);
 	return finish(dir, name, &dat, &gp, &plot, cause);
 }
 
@@ -630,4 +649,114 @@ int report_figures_write(const struct report_data *d, const char *dir, char **ca
 	    fig_timeline(d, dir, cause) < 0 || fig_ranks(d, dir, cause) < 0)
 		return -1;
 	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* fig7-transformer: the peak by category at the largest N, one panel per
+ * model (report_tfm.h): bars DP to ZeRO-3 of the shown unit, and ZeRO-3
+ * with unit=model beside them when the file has it. */
+
+static int tfm_bars(const struct report_tfm_model *m, const struct report_tfm_row **r)
+{
+	const enum zs_unit u = report_tfm_unit(m);
+	const unsigned w = report_tfm_world(m);
+	int n = 0;
+
+	for (int s = 0; s < ZS_NSCHEMES; s++)
+		if ((r[n] = report_tfm_find(m, (enum zs_scheme)s, w, u)) != NULL)
+			n++;
+	if (u == ZS_UNIT_LAYER && (r[n] = report_tfm_find(m, ZS_ZERO3, w, ZS_UNIT_MODEL)) != NULL)
+		n++;
+	return n;
+}
+
+int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause)
+{
+	struct zs_buf dat = {0}, gp = {0}, plot = {0};
+	const char *name = REPORT_FIGURE_TFM, *unit_name;
+	double top = 0, scale;
+	size_t j, gi;
+
+	for (j = 0; j < t->n; j++)
+		for (size_t i = 0; i < t->models[j].nrows; i++)
+			top = fmax(top, t->models[j].rows[i].peak);
+	scale = top < 1e6 ? 1e3 : top < 1e9 ? 1e6 : 1e9;
+	unit_name = top < 1e6 ? "kB" : top < 1e9 ? "MB" : "GB";
+	zs_buf_printf(&dat, "# peak bytes per rank by category, in %s (%.0f B), at the largest N: the\n"
+	              "# measurement where the model has one, else theory.json's peak (Korthikanti's\n"
+	              "# activations); the last column is theory.json's peak. One block per model.\n# bar",
+	              unit_name, scale);
+	for (gi = 0; gi < ngroups; gi++)
+		zs_buf_printf(&dat, " \"%s\"", groups[gi].title);
+	zs_buf_printf(&dat, " \"theory peak\"\n");
+	for (j = 0; j < t->n; j++) {
+		const struct report_tfm_model *m = &t->models[j];
+		const struct report_tfm_row *r[ZS_NSCHEMES + 1];
+		int n = tfm_bars(m, r);
+		zs_buf_printf(&dat, "%s# %s, %s precision, N = %u, %s\n", j ? "\n\n" : "", m->name, m->precision,
+		              report_tfm_world(m), m->measured_path != NULL ? "measured" : "theory");
+		for (int k = 0; k < n; k++) {
+			const double *bd = r[k]->measured ? r[k]->m_peak_bd : r[k]->peak_bd;
+			zs_buf_printf(&dat, "\"%s%s\"", scheme_title[r[k]->scheme],
+			              r[k]->unit != report_tfm_unit(m) ? "\\nunit=model" : "");
+			for (gi = 0; gi < ngroups; gi++) {
+				double v = 0;
+				for (int c = 0; c < 4 && groups[gi].cats[c] >= 0; c++)
+					v += bd[groups[gi].cats[c]];
+				if (m->measured_path != NULL && !r[k]->measured)
+					zs_buf_printf(&dat, " ?");
+				else
+					zs_buf_printf(&dat, " %.9g", v / scale);
+			}
+			zs_buf_printf(&dat, " %.9g\n", r[k]->peak / scale);
+		}
+	}
+	zs_buf_printf(&gp,
+		"# %s.gp, written by zerosim report: the transformers' peak per rank by category.\n"
+		"# Reads %s.dat; run `gnuplot %s.gp` in this folder to rewrite %s.pdf and %s.png.\n"
+		"set datafile missing '?'\nset encoding utf8\n"
+		"set grid back lc rgb '#dddddd'\nset border 3\nset tics nomirror\n"
+		"set style data histograms\nset style histogram rowstacked\n"
+		"set boxwidth 0.6 relative\nset xtics scale 0\nset yrange [0:*]\n"
+		"# Each category is filled with its colour (Okabe and Ito's colour-blind-safe\n"
+		"# palette, as fig4), then drawn again at the same place with a pattern.\n"
+		"do for [out = 1:2] {\n"
+		"if (out == 1) {\n"
+		"  set terminal pdfcairo enhanced size 6in,3.3in font 'Helvetica,9' linewidth 1.5\n"
+		"  set output '%s.pdf'\n  pts = 0.6\n"
+		"} else {\n"
+		"  set terminal pngcairo enhanced size 1100,600 font 'Helvetica,12'\n"
+		"  set output '%s.png'\n  pts = 1.2\n"
+		"}\n"
+		"set multiplot layout 1,%zu margins 0.09,0.80,0.12,0.82 spacing 0.06,0 \\\n"
+		"  title 'The peak per rank by category'\n"
+		"set ylabel '%s per rank at the peak (1 %s = %.0f B)'\n",
+		name, name, name, name, name, name, name, t->n, unit_name, unit_name, scale);
+	for (j = 0; j < t->n; j++) {
+		const struct report_tfm_model *m = &t->models[j];
+		const struct report_tfm_row *r[ZS_NSCHEMES + 1];
+		int n = tfm_bars(m, r);
+		char index[32];
+		snprintf(index, sizeof index, " index %zu", j);
+		zs_buf_printf(&gp, "set title \"%s (%s), N = %u, %s\\nunit=%s unless marked\"\nset xrange [-0.6:%d]\n%s",
+		              m->name, m->precision, report_tfm_world(m),
+		              m->measured_path != NULL ? "measured" : "theory (Korthikanti), not measured",
+		              zs_unit_name(report_tfm_unit(m)), n,
+		              j + 1 == t->n ? "set key at screen 0.99, graph 1 right top Left reverse\n"
+		                            : "unset key\n");
+		stack_plot(&plot, name, index, j + 1 == t->n);
+		if (report_tfm_measured(t)) /* the theory's peak as a mark over each bar */
+			zs_buf_printf(&plot, ", \\\n  '%s.dat'%s using 0:%zu with points lc rgb '#000000' pt 3 ps 2.5*pts "
+			              "lw 2 %s", name, index, ngroups + 2,
+			              j + 1 == t->n ? "title \"theory's peak\\n(Korthikanti)\"" : "notitle");
+		zs_buf_printf(&gp, "%s\n%s", zs_buf_str(&plot), j == 0 ? "unset ylabel\n" : "");
+		zs_buf_free(&plot);
+	}
+	zs_buf_printf(&gp, "unset multiplot\n}\nset output\n");
+	int rc = put(dir, name, "dat", &dat, cause);
+	if (rc == 0)
+		rc = put(dir, name, "gp", &gp, cause);
+	zs_buf_free(&dat);
+	zs_buf_free(&gp);
+	return rc;
 }

@@ -21,6 +21,7 @@
 #define ZS_REPORT_FIGURES_H
 
 #include "report/report_data.h"
+#include "report/report_tfm.h"
 
 #define REPORT_NFIGURES 5
 extern const char *const report_figure_names[REPORT_NFIGURES];
@@ -29,5 +30,8 @@ extern const char *const report_figure_names[REPORT_NFIGURES];
 /* Write every .gp and .dat into `dir` (which exists). Returns 0 or -1
  * with *cause set. */
 int report_figures_write(const struct report_data *d, const char *dir, char **cause);
+
+/* fig7-transformer's .gp and .dat (report_tfm.h) into `dir`. */
+int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause);
 
 #endif

@@ -24,6 +24,7 @@
 #include "report/report_figures.h"
 #include "report/report_findings.h"
 #include "report/report_text.h"
+#include "report/report_tfm.h"
 #include "util/util.h"
 
 #ifndef FUZZ_PARTNER
@@ -73,6 +74,25 @@ static void fuzz_report_init(const char *partner_format)
 	atexit(remove_figdir);
 }
 
+/* A theory input is also read as a transformer's (--transformer), and
+ * its section written when it loads. */
+static void fuzz_tfm(const cJSON *in)
+{
+	struct report_tfm t;
+	char *cause = NULL;
+
+	memset(&t, 0, sizeof t);
+	if (report_tfm_add(in, "theory.json", &t, &cause) != 0) {
+		if (cause == NULL || *cause == '\0' || strchr(cause, '\n') != NULL)
+			abort(); /* a refusal must say why, in one line */
+		free(cause);
+		return;
+	}
+	if (cause != NULL || report_tfm_write(&t, figdir, figdir, &cause) != 0)
+		abort();
+	report_tfm_free(&t);
+}
+
 /* Load the input (the side named by `format`) against the partner and run
  * every in-memory stage of the report on what loads. */
 static void fuzz_report_one(const uint8_t *data, size_t size, const char *format, int input_is_measured)
@@ -84,6 +104,8 @@ static void fuzz_report_one(const uint8_t *data, size_t size, const char *format
 
 	if (zs_json_load(path, format, &in, &cause) != 0)
 		goto refused;
+	if (!input_is_measured)
+		fuzz_tfm(in);
 	int rc = input_is_measured ? report_data_from_json(in, partner, "measured.json", "theory.json", &d, &cause)
 	                           : report_data_from_json(partner, in, "measured.json", "theory.json", &d, &cause);
 	cJSON_Delete(in);

@@ -1,0 +1,836 @@
+/*
+ * report_tfm — load transformers' theory.json files and write the
+ * transformer section (report_tfm.h). Numbers are printed from the files;
+ * what this file knows is which cause each of Korthikanti's terms is
+ * exposed to, by the term's name (docs/schedule.md, "Transformers").
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/report_buf.h"
+#include "report/report_figures.h"
+#include "report/report_tfm.h"
+#include "util/util.h"
+
+static const char *const scheme_title[ZS_NSCHEMES] = {"DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
+
+/* ------------------------------------------------------------------------ */
+/* Loading */
+
+static int read_uint(const cJSON *o, const char *key, const char *where, double *out, char **cause)
+{
+	unsigned long long v;
+
+	if (zs_json_uint(o, key, where, 1, 9007199254740991.0, &v, cause) < 0)
+		return -1;
+	*out = (double)v;
+	return 0;
+}
+
+static int read_str(const cJSON *o, const char *key, const char *where, char *dst, size_t len,
+                    char **cause)
+{
+	const char *s;
+
+	if (zs_json_string(o, key, where, &s, cause) < 0)
+		return -1;
+	if (strlen(s) >= len)
+		return zs_fail(cause, "%s: \"%s\" is longer than %zu characters", where, key, len - 1);
+	snprintf(dst, len, "%s", s);
+	return 0;
+}
+
+static int read_model(const cJSON *theory, const char *path, struct report_tfm_model *m,
+                      char **cause)
+{
+	const cJSON *cfg, *model, *units, *bpp, *head, *flash, *layers;
+	char where[320];
+	double k;
+
+	snprintf(where, sizeof where, "%s: config", path);
+	if (read_uint(theory, "params", path, &m->params, cause) < 0 ||
+	    zs_json_object(theory, "config", path, &cfg, cause) < 0)
+		return -1;
+	layers = cJSON_GetObjectItemCaseSensitive(cfg, "layers");
+	model = cJSON_GetObjectItemCaseSensitive(cfg, "model");
+	if (!cJSON_IsObject(model) || (layers != NULL && !cJSON_IsNull(layers)))
+		return zs_fail(cause, "%s is not a transformer's theory.json (config.model is not an object, "
+		               "or config.layers is set): --transformer takes the output of "
+		               "zerosim theory --model", path);
+	if (read_str(cfg, "precision", where, m->precision, sizeof m->precision, cause) < 0 ||
+	    read_str(cfg, "recompute", where, m->recompute, sizeof m->recompute, cause) < 0 ||
+	    read_uint(cfg, "seq", where, &m->seq, cause) < 0 ||
+	    read_uint(cfg, "batch", where, &m->batch, cause) < 0 ||
+	    zs_json_object(cfg, "bytes_per_param", where, &bpp, cause) < 0 ||
+	    report_read_bytes(bpp, "param", where, &m->p, cause) < 0 ||
+	    report_read_bytes(bpp, "grad", where, &m->g, cause) < 0 ||
+	    report_read_bytes(bpp, "optimizer", where, &k, cause) < 0)
+		return -1;
+	enum zs_precision pr = ZS_MIXED;
+	if (zs_precision_parse(m->precision, &pr) < 0)
+		return zs_fail(cause, "%s: unknown precision '%.40s' (mixed, fp32)", where, m->precision);
+	if (strcmp(m->recompute, "none") != 0 && strcmp(m->recompute, "selective") != 0 &&
+	    strcmp(m->recompute, "full") != 0)
+		return zs_fail(cause, "%s: unknown recompute '%.40s' (none, selective, full)", where,
+		               m->recompute);
+	flash = cJSON_GetObjectItemCaseSensitive(cfg, "flash_attn");
+	if (!cJSON_IsBool(flash))
+		return zs_fail(cause, "%s: \"flash_attn\" is not true or false", where);
+	m->flash = cJSON_IsTrue(flash);
+
+	snprintf(where, sizeof where, "%s: config.model", path);
+	if (read_str(model, "name", where, m->name, sizeof m->name, cause) < 0 ||
+	    read_str(model, "family", where, m->family, sizeof m->family, cause) < 0 ||
+	    read_uint(model, "hidden_size", where, &m->hidden, cause) < 0 ||
+	    read_uint(model, "intermediate_size", where, &m->ffn, cause) < 0 ||
+	    read_uint(model, "layers", where, &m->blocks, cause) < 0 ||
+	    read_uint(model, "attention_heads", where, &m->heads, cause) < 0 ||
+	    read_uint(model, "key_value_heads", where, &m->kv_heads, cause) < 0 ||
+	    read_uint(model, "vocab_size", where, &m->vocab, cause) < 0 ||
+	    zs_json_object(model, "units", where, &units, cause) < 0)
+		return -1;
+	/* The name reaches the LaTeX and the figures' scripts: plain names only. */
+	if (m->name[0] == '\0' || strspn(m->name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                                  "0123456789-_.") != strlen(m->name))
+		return zs_fail(cause, "%s: \"name\" must be letters, digits, '-', '_' and '.'", where);
+	if (strcmp(m->family, "gpt2") != 0 && strcmp(m->family, "llama") != 0)
+		return zs_fail(cause, "%s: unknown family '%.15s' (gpt2, llama)", where, m->family);
+	if (!cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(model, "tie_word_embeddings")))
+		return zs_fail(cause, "%s: \"tie_word_embeddings\" is not true or false", where);
+	m->tied = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "tie_word_embeddings"));
+	snprintf(where, sizeof where, "%s: config.model.units", path);
+	head = cJSON_GetObjectItemCaseSensitive(units, "head");
+	if (read_uint(units, "embeddings", where, &m->u_embeddings, cause) < 0 ||
+	    read_uint(units, "block", where, &m->u_block, cause) < 0)
+		return -1;
+	m->u_head = 0;
+	if (m->tied != (head == NULL || cJSON_IsNull(head)))
+		return zs_fail(cause, "%s: \"head\" must be null exactly when the head is tied", where);
+	if (!m->tied && read_uint(units, "head", where, &m->u_head, cause) < 0)
+		return -1;
+	return 0;
+}
+
+/* The activation terms of a row: their names are taken from the first row
+ * and every row must give the same names in the same order. */
+static int read_terms(const cJSON *peak, const char *where, struct report_tfm_model *m,
+                      struct report_tfm_row *r, char **cause)
+{
+	const cJSON *acts, *c;
+	double sum = 0;
+	size_t i = 0;
+	int first = m->nrows == 0;
+
+	if (zs_json_object(peak, "activations_breakdown", where, &acts, cause) < 0)
+		return -1;
+	cJSON_ArrayForEach(c, acts) {
+		if (i == REPORT_TFM_TERMS)
+			return zs_fail(cause, "%s: activations_breakdown has more than %d terms", where,
+			               REPORT_TFM_TERMS);
+		if (first) {
+			if (strlen(c->string) >= sizeof m->term[0])
+				return zs_fail(cause, "%s: an activations_breakdown term's name is longer than %zu "
+				               "characters", where, sizeof m->term[0] - 1);
+			snprintf(m->term[i], sizeof m->term[0], "%s", c->string);
+		} else if (i >= m->nterms || strcmp(m->term[i], c->string) != 0) {
+			return zs_fail(cause, "%s: activations_breakdown names other terms than the first row's",
+			               where);
+		}
+		if (report_read_bytes(acts, c->string, where, &r->act[i], cause) < 0)
+			return -1;
+		sum += r->act[i++];
+	}
+	if (first)
+		m->nterms = i;
+	else if (i != m->nterms)
+		return zs_fail(cause, "%s: activations_breakdown names other terms than the first row's", where);
+	if (sum != r->activations)
+		return zs_fail(cause, "%s: activations_breakdown sums to %.0f B, but activations_bytes is "
+		               "%.0f B", where, sum, r->activations);
+	return 0;
+}
+
+static int read_row(const cJSON *row, const char *where, struct report_tfm_model *m,
+                    struct report_tfm_row *r, char **cause)
+{
+	const cJSON *fl, *peak;
+	double bd[REPORT_NCATS] = {0};
+	char at[400], lab[96];
+
+	if (report_read_key(row, where, &r->scheme, &r->world, &r->unit, cause) < 0)
+		return -1;
+	snprintf(lab, sizeof lab, "%s N=%u unit=%s", zs_scheme_name(r->scheme), r->world,
+	         zs_unit_name(r->unit));
+	snprintf(at, sizeof at, "%s.floor", where);
+	if (zs_json_object(row, "floor", where, &fl, cause) < 0 ||
+	    zs_json_number(fl, "resident_bytes", at, &r->floor, cause) < 0)
+		return -1;
+	if (!(r->floor >= 0) || r->floor >= 9007199254740992.0)
+		return zs_fail(cause, "%s.resident_bytes is not a byte count", at);
+	snprintf(at, sizeof at, "%s.peak", where);
+	if (zs_json_object(row, "peak", where, &peak, cause) < 0 ||
+	    read_uint(peak, "largest_unit", at, &r->largest_unit, cause) < 0 ||
+	    report_read_bytes(peak, "resident_bytes", at, &r->resident, cause) < 0 ||
+	    report_read_bytes(peak, "padding_bytes", at, &r->padding, cause) < 0 ||
+	    report_read_bytes(peak, "gathered_params_bytes", at, &r->gathered, cause) < 0 ||
+	    report_read_bytes(peak, "full_grads_bytes", at, &r->full_grads, cause) < 0 ||
+	    report_read_bytes(peak, "activations_bytes", at, &r->activations, cause) < 0 ||
+	    report_read_bytes(peak, "peak_bytes", at, &r->peak, cause) < 0 ||
+	    report_read_breakdown(peak, "resident_breakdown", at, lab, "resident_bytes", r->resident,
+	                          bd, cause) < 0 ||
+	    report_read_breakdown(peak, "peak_breakdown", at, lab, "peak_bytes", r->peak, r->peak_bd,
+	                          cause) < 0 ||
+	    read_terms(peak, at, m, r, cause) < 0)
+		return -1;
+	const cJSON *sc = cJSON_GetObjectItemCaseSensitive(row, "schedule");
+	if (sc != NULL && !cJSON_IsNull(sc)) {
+		double srbd[REPORT_NCATS] = {0};
+		snprintf(at, sizeof at, "%s.schedule", where);
+		if (report_read_bytes(sc, "resident_bytes", at, &r->s_resident, cause) < 0 ||
+		    report_read_bytes(sc, "peak_bytes", at, &r->s_peak, cause) < 0 ||
+		    report_read_breakdown(sc, "resident_breakdown", at, lab, "resident_bytes", r->s_resident,
+		                          srbd, cause) < 0 ||
+		    report_read_breakdown(sc, "peak_breakdown", at, lab, "peak_bytes", r->s_peak, r->s_peak_bd,
+		                          cause) < 0)
+			return -1;
+		r->scheduled = 1;
+	}
+	snprintf(at, sizeof at, "%s.peak", where);
+	if (r->resident + r->gathered + r->full_grads + r->activations != r->peak)
+		return zs_fail(cause, "%s: peak_bytes is not resident_bytes + gathered_params_bytes + "
+		               "full_grads_bytes + activations_bytes (%s)", at, lab);
+	if (r->peak_bd[REPORT_CAT_ACTIVATIONS] != r->activations)
+		return zs_fail(cause, "%s: peak_breakdown.activations is not activations_bytes (%s)", at, lab);
+	return 0;
+}
+
+int report_tfm_add(const cJSON *theory, const char *path, struct report_tfm *t, char **cause)
+{
+	struct report_tfm_model *m;
+	const cJSON *rows, *row;
+	char where[320];
+
+	if (t->n == REPORT_TFM_MAX)
+		return zs_fail(cause, "%s: the report takes at most %d transformers", path, REPORT_TFM_MAX);
+	m = &t->models[t->n];
+	memset(m, 0, sizeof *m);
+	m->path = path;
+	if (report_json_unique(theory, path, cause) < 0 || read_model(theory, path, m, cause) < 0 ||
+	    zs_json_array(theory, "rows", path, &rows, cause) < 0 ||
+	    report_rows_unique(rows, path, "rows", cause) < 0)
+		return -1;
+	for (size_t i = 0; i < t->n; i++)
+		if (strcmp(t->models[i].name, m->name) == 0 &&
+		    strcmp(t->models[i].precision, m->precision) == 0)
+			return zs_fail(cause, "%s and %s are both %s in %s precision; give each model once",
+			               t->models[i].path, path, m->name, m->precision);
+	if (cJSON_GetArraySize(rows) == 0)
+		return zs_fail(cause, "%s holds no rows", path);
+	m->rows = zs_calloc((size_t)cJSON_GetArraySize(rows), sizeof *m->rows);
+	cJSON_ArrayForEach(row, rows) {
+		snprintf(where, sizeof where, "%s: rows[%zu]", path, m->nrows);
+		if (read_row(row, where, m, &m->rows[m->nrows], cause) < 0) {
+			free(m->rows);
+			m->rows = NULL;
+			return -1;
+		}
+		m->nrows++;
+	}
+	t->n++;
+	return 0;
+}
+
+/* The measured run's key and figures, into the theory row it joins. */
+static int read_measured_run(const cJSON *run, const char *where, struct report_tfm_model *m,
+                             char **cause)
+{
+	enum zs_scheme s = ZS_DP;
+	enum zs_unit u = ZS_UNIT_MODEL;
+	unsigned w = 0;
+	double rbd[REPORT_NCATS] = {0};
+	char lab[96];
+
+	if (report_read_key(run, where, &s, &w, &u, cause) < 0)
+		return -1;
+	snprintf(lab, sizeof lab, "%s N=%u unit=%s", zs_scheme_name(s), w, zs_unit_name(u));
+	struct report_tfm_row *r = (struct report_tfm_row *)report_tfm_find(m, s, w, u);
+	if (r == NULL)
+		return zs_fail(cause, "%s has no row for the measured run %s of %s", m->path, lab, m->name);
+	if (report_read_bytes(run, "resident_bytes", where, &r->m_resident, cause) < 0 ||
+	    report_read_bytes(run, "peak_bytes", where, &r->m_peak, cause) < 0 ||
+	    report_read_breakdown(run, "resident_breakdown", where, lab, "resident_bytes", r->m_resident,
+	                          rbd, cause) < 0 ||
+	    report_read_breakdown(run, "peak_breakdown", where, lab, "peak_bytes", r->m_peak,
+	                          r->m_peak_bd, cause) < 0)
+		return -1;
+	r->measured = 1;
+	if (r->scheduled) {
+		r->unexplained = r->m_resident != r->s_resident || r->m_peak != r->s_peak;
+		for (int c = 0; c < REPORT_NCATS; c++)
+			r->unexplained |= r->m_peak_bd[c] != r->s_peak_bd[c];
+	}
+	return 0;
+}
+
+int report_tfm_add_measured(const cJSON *measured, const char *path, struct report_tfm *t,
+                            char **cause)
+{
+	const cJSON *cfg, *model, *runs, *run;
+	const char *name, *precision, *recompute;
+	struct report_tfm_model *m = NULL;
+	double params, batch, seq;
+	char where[320];
+	size_t i;
+
+	snprintf(where, sizeof where, "%s: config", path);
+	if (report_json_unique(measured, path, cause) < 0 ||
+	    zs_json_object(measured, "config", path, &cfg, cause) < 0)
+		return -1;
+	model = cJSON_GetObjectItemCaseSensitive(cfg, "model");
+	if (!cJSON_IsObject(model))
+		return zs_fail(cause, "%s is not a transformer's measurement (config.model is not an object): "
+		               "--transformer takes the output of zerosim measure --model", path);
+	if (zs_json_string(model, "name", where, &name, cause) < 0 ||
+	    zs_json_string(cfg, "precision", where, &precision, cause) < 0 ||
+	    zs_json_string(cfg, "recompute", where, &recompute, cause) < 0 ||
+	    read_uint(cfg, "params", where, &params, cause) < 0 ||
+	    read_uint(cfg, "batch", where, &batch, cause) < 0 ||
+	    read_uint(cfg, "seq", where, &seq, cause) < 0)
+		return -1;
+	for (i = 0; i < t->n && m == NULL; i++)
+		if (strcmp(t->models[i].name, name) == 0 && strcmp(t->models[i].precision, precision) == 0)
+			m = &t->models[i];
+	if (m == NULL)
+		return zs_fail(cause, "%s measures %.64s in %.16s precision, but no --transformer theory.json "
+		               "before it is of that model", path, name, precision);
+	if (m->measured_path != NULL)
+		return zs_fail(cause, "%s and %s both measure %s in %s precision; give each model once",
+		               m->measured_path, path, m->name, m->precision);
+	if (params != m->params || batch != m->batch || seq != m->seq || strcmp(recompute, m->recompute) != 0)
+		return zs_fail(cause, "%s and %s describe different runs of %s: params, batch, seq or "
+		               "recompute differ", m->path, path, m->name);
+	if (zs_json_array(measured, "runs", path, &runs, cause) < 0 ||
+	    report_rows_unique(runs, path, "runs", cause) < 0)
+		return -1;
+	i = 0;
+	cJSON_ArrayForEach(run, runs) {
+		snprintf(where, sizeof where, "%s: runs[%zu]", path, i++);
+		if (read_measured_run(run, where, m, cause) < 0)
+			return -1;
+	}
+	m->measured_path = path;
+	return 0;
+}
+
+size_t report_tfm_unexplained(const struct report_tfm *t)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->n; i++)
+		for (size_t j = 0; j < t->models[i].nrows; j++)
+			n += (size_t)t->models[i].rows[j].unexplained;
+	return n;
+}
+
+size_t report_tfm_summary(const struct report_tfm *t)
+{
+	size_t total = 0;
+
+	for (size_t i = 0; i < t->n; i++) {
+		const struct report_tfm_model *m = &t->models[i];
+		size_t measured = 0, unexplained = 0;
+		for (size_t j = 0; j < m->nrows; j++) {
+			const struct report_tfm_row *r = &m->rows[j];
+			measured += (size_t)r->measured;
+			unexplained += (size_t)r->unexplained;
+			if (r->unexplained)
+				fprintf(stderr, "zerosim report: UNEXPLAINED %s %s N=%u unit=%s: measured peak %.0f B, "
+				        "resident %.0f B; schedule model %.0f B, %.0f B (or a category of the peak "
+				        "differs): the engine or the theory departs from docs/schedule.md\n", m->name,
+				        zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit), r->m_peak,
+				        r->m_resident, r->s_peak, r->s_resident);
+		}
+		printf("zerosim report: transformer %s (%s): %zu rows, %zu measured, %zu unexplained\n", m->name,
+		       m->precision, m->nrows, measured, unexplained);
+		total += unexplained;
+	}
+	return total;
+}
+
+int report_tfm_measured(const struct report_tfm *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (t->models[i].measured_path != NULL)
+			return 1;
+	return 0;
+}
+
+/* Theories first, so that a measurement finds its model wherever it was
+ * given on the command line. */
+int report_tfm_load(const char *const *paths, size_t n, struct report_tfm *t, char **cause)
+{
+	cJSON *j[REPORT_TFM_FILES] = {NULL};
+	int rc = 0;
+
+	memset(t, 0, sizeof *t);
+	if (n > REPORT_TFM_FILES)
+		return zs_fail(cause, "--transformer: at most %d models, each with its measurement",
+		               REPORT_TFM_MAX);
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = zs_json_load(paths[i], REPORT_THEORY_FORMAT " or " REPORT_MEASURED_FORMAT, &j[i], cause);
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			const char *f = cJSON_GetObjectItemCaseSensitive(j[i], "format")->valuestring;
+			if (pass == 0 && strcmp(f, REPORT_THEORY_FORMAT) == 0)
+				rc = report_tfm_add(j[i], paths[i], t, cause);
+			else if (pass == 1 && strcmp(f, REPORT_MEASURED_FORMAT) == 0)
+				rc = report_tfm_add_measured(j[i], paths[i], t, cause);
+		}
+	for (size_t i = 0; i < n; i++)
+		cJSON_Delete(j[i]);
+	if (rc < 0)
+		report_tfm_free(t);
+	return rc;
+}
+
+void report_tfm_free(struct report_tfm *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		free(t->models[i].rows);
+	t->n = 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* What the section shows */
+
+const struct report_tfm_row *report_tfm_find(const struct report_tfm_model *m, enum zs_scheme s,
+                                             unsigned world, enum zs_unit u)
+{
+	for (size_t i = 0; i < m->nrows; i++)
+		if (m->rows[i].scheme == s && m->rows[i].world == world && m->rows[i].unit == u)
+			return &m->rows[i];
+	return NULL;
+}
+
+enum zs_unit report_tfm_unit(const struct report_tfm_model *m)
+{
+	for (size_t i = 0; i < m->nrows; i++)
+		if (m->rows[i].unit == ZS_UNIT_LAYER)
+			return ZS_UNIT_LAYER;
+	return ZS_UNIT_MODEL;
+}
+
+unsigned report_tfm_world(const struct report_tfm_model *m)
+{
+	enum zs_unit u = report_tfm_unit(m);
+	unsigned w = 0;
+
+	for (size_t i = 0; i < m->nrows; i++)
+		if (m->rows[i].unit == u && m->rows[i].world > w)
+			w = m->rows[i].world;
+	return w;
+}
+
+/* A whole number with thin spaces between groups of three digits. */
+static void grouped(struct zs_buf *b, double v)
+{
+	char s[40];
+	size_t n, i;
+
+	snprintf(s, sizeof s, "%.0f", v);
+	n = strlen(s);
+	for (i = 0; i < n; i++) {
+		if (i > 0 && s[i - 1] != '-' && (n - i) % 3 == 0)
+			zs_buf_printf(b, "\\,");
+		zs_buf_printf(b, "%c", s[i]);
+	}
+}
+
+/* Decimal units (1 kB = 1000 B), the same for a whole table, so that the
+ * largest value has at most four digits before the point. */
+static double scale_of(double top, const char **name)
+{
+	*name = top < 1e7 ? "kB" : top < 1e10 ? "MB" : "GB";
+	return top < 1e7 ? 1e3 : top < 1e10 ? 1e6 : 1e9;
+}
+
+static void tex(struct zs_buf *b, const char *s)
+{
+	report_buf_tex(b, s);
+}
+
+/* The largest unit's name, from the model's units. */
+static const char *largest_name(const struct report_tfm_model *m, double largest)
+{
+	if (m->u_head > 0 && largest == m->u_head)
+		return "the head (with the final norm)";
+	if (largest == m->u_embeddings)
+		return m->tied ? "the embeddings (with the final norm; the tied head gathers them again)"
+		               : "the embeddings";
+	if (largest == m->u_block)
+		return "a block";
+	return "the whole model";
+}
+
+static void units_table(const struct report_tfm_model *m, struct zs_buf *b)
+{
+	const enum zs_unit u = report_tfm_unit(m);
+	const unsigned w = report_tfm_world(m);
+	const struct report_tfm_row *z3 = report_tfm_find(m, ZS_ZERO3, w, u);
+	const double largest = z3 != NULL ? z3->largest_unit : m->rows[0].largest_unit;
+	struct { const char *name; double n, count; } rows[3] = {
+		{m->tied ? "embeddings + final norm (tied head)" : "embeddings", m->u_embeddings, 1},
+		{"block", m->u_block, m->blocks},
+		{"head + final norm", m->u_head, 1},
+	};
+
+	zs_buf_printf(b, "\\begin{center}\\small\n\\begin{tabular}{lrrr}\n\\toprule\n"
+	              "unit (\\texttt{--unit layer}) & elements & units & $\\times$ a block\\\\\n\\midrule\n");
+	for (int i = 0; i < 3; i++) {
+		if (rows[i].n == 0)
+			continue;
+		int big = rows[i].n == largest;
+		zs_buf_printf(b, "%s%s%s & %s", big ? "\\textbf{" : "", rows[i].name, big ? "}" : "",
+		              big ? "\\textbf{" : "");
+		grouped(b, rows[i].n);
+		zs_buf_printf(b, "%s & %.0f & %.2f\\\\\n", big ? "}" : "", rows[i].count, rows[i].n / m->u_block);
+	}
+	zs_buf_printf(b, "\\midrule\nall ($\\Psi$) & ");
+	grouped(b, m->params);
+	zs_buf_printf(b, " & & \\\\\n\\bottomrule\n\\end{tabular}\n\\end{center}\n\n");
+	zs_buf_printf(b, "ZeRO-3's largest unit is %s: ", largest_name(m, largest));
+	grouped(b, largest);
+	zs_buf_printf(b, " elements, %.2f times a block.", largest / m->u_block);
+	if (z3 != NULL)  {
+		zs_buf_printf(b, " At $N = %u$ its gather is the largest transient: ", w);
+		grouped(b, z3->gathered);
+		zs_buf_printf(b, " B of gathered parameters and ");
+		grouped(b, z3->full_grads);
+		zs_buf_printf(b, " B of full gradients at the peak (\\texttt{peak.gathered\\_params\\_bytes}, "
+		              "\\texttt{full\\_grads\\_bytes}).");
+	}
+	zs_buf_printf(b, "\n\n");
+}
+
+static void peak_table(const struct report_tfm_model *m, struct zs_buf *b)
+{
+	const enum zs_unit u = report_tfm_unit(m);
+	const unsigned w = report_tfm_world(m);
+	const char *unit_name;
+	double top = 0, scale;
+	int sched = 0, unexplained = 0;
+
+	for (size_t i = 0; i < m->nrows; i++) {
+		top = fmax(top, m->rows[i].peak);
+		sched |= m->rows[i].scheduled;
+	}
+	scale = scale_of(top, &unit_name);
+	zs_buf_printf(b, "\\begin{center}\\footnotesize\n\\begin{tabular}{lrrrrrrr%sr}\n\\toprule\n"
+	              "$N = %u$, unit=%s & floor & padding & gathered & full grads & activations & peak & "
+	              "peak / floor%s & measured\\\\\n"
+	              "(%s per rank) & (paper) & & params & & (Korthikanti) & & & %speak\\\\\n\\midrule\n",
+	              sched ? "r" : "", w, zs_unit_name(u), sched ? " & schedule" : "", unit_name,
+	              sched ? "peak & " : "");
+	for (int s = 0; s < ZS_NSCHEMES; s++) {
+		const struct report_tfm_row *r = report_tfm_find(m, (enum zs_scheme)s, w, u);
+		if (r == NULL)
+			continue;
+		zs_buf_printf(b, "%s & %.1f & %.1f & %.1f & %.1f & %.1f & %.1f & %.2f & ", scheme_title[s],
+		              r->floor / scale, r->padding / scale, r->gathered / scale, r->full_grads / scale,
+		              r->activations / scale, r->peak / scale, r->floor > 0 ? r->peak / r->floor : 0);
+		if (sched && r->scheduled)
+			zs_buf_printf(b, "%.1f & ", r->s_peak / scale);
+		else if (sched)
+			zs_buf_printf(b, "--- & ");
+		if (r->measured)
+			zs_buf_printf(b, "%.1f%s\\\\\n", r->m_peak / scale, r->unexplained ? "\\textsuperscript{u}" : "");
+		else
+			zs_buf_printf(b, "not measured\\\\\n");
+		unexplained |= r->unexplained;
+	}
+	zs_buf_printf(b, "\\bottomrule\n\\end{tabular}\n\\end{center}\n\n");
+	if (sched)
+		zs_buf_printf(b, "The schedule is the theory's exact level for zerosim's own transformer "
+		              "(\\texttt{schedule} in theory.json): what the engine holds, predicted from the "
+		              "shape. ");
+	if (unexplained)
+		zs_buf_printf(b, "\\textsuperscript{u}\\,Unexplained: the measurement differs from the schedule "
+		              "(resident, peak or a category of the peak) --- a bug in the engine or the theory. ");
+	else if (sched && m->measured_path != NULL)
+		zs_buf_printf(b, "Every measured run of the model equals the schedule to the byte (resident, "
+		              "peak and every category of the peak). ");
+	zs_buf_printf(b, "\n\n");
+}
+
+/* The causes of a departure from Korthikanti's formula: where the
+ * engine's tensors (docs/schedule.md, "The transformer's tensors") differ
+ * from what the formula counts. Each has a tag the table uses. */
+enum cause {
+	C_BITS, C_DROPOUT, C_SOFTMAX, C_SWIGLU, C_GQA, C_NORMSTATS, C_LOGITS, C_LOGITS_GRAD,
+	C_UNKNOWN, C_TOKENS, NCAUSES
+};
+
+/* The causes term `term` is exposed to, as bits. */
+static unsigned term_causes(const struct report_tfm_model *m, const char *term)
+{
+	const int layer = strcmp(term, "layers") == 0 || strcmp(term, "recomputed_layer") == 0;
+	unsigned c = 0;
+
+	if (strcmp(term, "logits") != 0 && strcmp(term, "logits_grad") != 0)
+		c |= 1u << C_BITS;
+	if (layer) {
+		c |= 1u << C_DROPOUT | 1u << C_NORMSTATS;
+		if (!m->flash)
+			c |= 1u << C_SOFTMAX;
+		if (strcmp(m->family, "llama") == 0)
+			c |= 1u << C_SWIGLU;
+		if (m->kv_heads < m->heads)
+			c |= 1u << C_GQA;
+	} else if (strcmp(term, "embedding_dropout_mask") == 0) {
+		c |= 1u << C_DROPOUT;
+	} else if (strcmp(term, "logits") == 0) {
+		c |= 1u << C_LOGITS;
+	} else if (strcmp(term, "logits_grad") == 0) {
+		c |= 1u << C_LOGITS_GRAD;
+	} else if (strcmp(term, "final_norm_input") != 0 && strcmp(term, "head_input") != 0) {
+		c |= 1u << C_UNKNOWN;
+	}
+	return c;
+}
+
+static void cause_text(const struct report_tfm_model *m, enum cause c, struct zs_buf *b)
+{
+	switch (c) {
+	case C_BITS:
+		if (strcmp(m->precision, "fp32") == 0)
+			zs_buf_printf(b, "16- vs 32-bit tensors: the formula counts 2 bytes an element; in fp32 the "
+			              "theory doubles every term and the engine keeps every tensor in fp32, so this "
+			              "cause leaves no departure here.");
+		else
+			zs_buf_printf(b, "16- vs 32-bit tensors: the formula counts 2 bytes an element for every "
+			              "activation; the engine, as PyTorch's autocast, keeps the matrix products' "
+			              "outputs in 16 bits but the normalisation statistics, the softmax and the loss "
+			              "in fp32.");
+		break;
+	case C_TOKENS:
+		zs_buf_printf(b, "Token ids: the engine's activations also hold the rank's input tokens and "
+		              "next-token targets (int32, $4sb$ bytes each), which the formula does not count.");
+		break;
+	case C_DROPOUT:
+		zs_buf_printf(b, "No dropout masks: the formula counts a 1-byte mask after attention and after "
+		              "the MLP ($2sbh$ a layer), on the scores ($as^2b$)%s and, for gpt2, on the "
+		              "embeddings ($sbh$); the engine has no dropout, so none of them.",
+		              strcmp(m->precision, "fp32") == 0 ? ", doubled with the rest of the layer's formula in fp32" : "");
+		break;
+	case C_SOFTMAX:
+		zs_buf_printf(b, "The softmax: the formula keeps the softmax ($2as^2b$) and its dropout's "
+		              "output ($2as^2b$); the engine keeps the softmax only.");
+		break;
+	case C_SWIGLU:
+		zs_buf_printf(b, "SwiGLU: the engine keeps the gate and up products ($2sbI$ elements) and their "
+		              "SiLU product ($sbI$), $I = %.0f$, where the formula counts GELU's input and output "
+		              "($4sbh$ elements each, $I = 4h$).", m->ffn);
+		break;
+	case C_GQA:
+		zs_buf_printf(b, "Grouped-query attention: K and V for %.0f of the %.0f heads, smaller than the "
+		              "formula's.", m->kv_heads, m->heads);
+		break;
+	case C_NORMSTATS:
+		zs_buf_printf(b, "Normalisation statistics: %s per row, which the formula does not count.",
+		              strcmp(m->family, "gpt2") == 0 ? "LayerNorm's mean and $1/\\sigma$" :
+		              "RMSNorm's $1/\\mathrm{rms}$");
+		break;
+	case C_LOGITS:
+		zs_buf_printf(b, "The logits: no departure expected: fp32 ($4sbv$ bytes) in the formula as the "
+		              "theory applies it, and in the engine, which keeps them for the loss.");
+		break;
+	case C_LOGITS_GRAD:
+		zs_buf_printf(b, "The logits' gradient: the engine overwrites the logits in place with their "
+		              "softmax and then its gradient, so it holds no second $4sbv$.");
+		break;
+	default:
+		zs_buf_printf(b, "A term this report does not know: no cause is named.");
+		break;
+	}
+}
+
+/* Korthikanti counts every activation at once: compared with DP's peak,
+ * at the start of backward with every tensor alive (a ZeRO-3 peak may come
+ * later, during a gather, when some are freed). */
+static void activations_table(const struct report_tfm_model *m, struct zs_buf *b)
+{
+	const struct report_tfm_row *r = report_tfm_find(m, ZS_DP, report_tfm_world(m), report_tfm_unit(m));
+	unsigned all = 0;
+	double sum = 0;
+	int zero = 0;
+
+	if (r == NULL)
+		r = &m->rows[0];
+	/* Tagged (a), (b), ... in the order the causes are listed below. */
+	char tag[NCAUSES];
+	for (size_t i = 0; i < m->nterms; i++)
+		if (r->act[i] > 0)
+			all |= term_causes(m, m->term[i]);
+	if (r->measured)
+		all |= 1u << C_TOKENS;
+	for (int k = 0, n = 0; k < NCAUSES; k++)
+		tag[k] = all & 1u << k ? (char)('a' + n++) : '?';
+	zs_buf_printf(b, "\\begin{center}\\small\n\\begin{tabular}{lrrl}\n\\toprule\n"
+	              "Korthikanti's term & formula (B) & engine (B) & causes of departure\\\\\n\\midrule\n");
+	for (size_t i = 0; i < m->nterms; i++) {
+		unsigned c = term_causes(m, m->term[i]);
+		const char *sep = "";
+		sum += r->act[i];
+		if (r->act[i] == 0) {
+			zero = 1;
+			continue;
+		}
+		zs_buf_printf(b, "\\texttt{");
+		tex(b, m->term[i]);
+		zs_buf_printf(b, "} & ");
+		grouped(b, r->act[i]);
+		zs_buf_printf(b, " & %s & ", r->measured ? "(in the total)" : "not measured");
+		for (int k = 0; k < NCAUSES; k++)
+			if (c & 1u << k) {
+				zs_buf_printf(b, "%s(%c)", sep, tag[k]);
+				sep = ", ";
+			}
+		zs_buf_printf(b, "%s\\\\\n", *sep ? "" : "---");
+	}
+	zs_buf_printf(b, "\\midrule\nall activations & ");
+	grouped(b, sum);
+	if (r->measured) {
+		const double act = r->m_peak_bd[REPORT_CAT_ACTIVATIONS], scratch = r->m_peak_bd[REPORT_CAT_SCRATCH];
+		zs_buf_printf(b, " & ");
+		grouped(b, act);
+		zs_buf_printf(b, " & %s ", act >= sum ? "+" : "$-$");
+		grouped(b, fabs(act - sum));
+		zs_buf_printf(b, " B (%+.1f\\,\\%%); (%c)\\\\\nscratch (not in the formula) & --- & ",
+		              sum > 0 ? 100 * (act - sum) / sum : 0, tag[C_TOKENS]);
+		grouped(b, scratch);
+		zs_buf_printf(b, " & \\\\\n");
+	} else {
+		zs_buf_printf(b, " & not measured & \\\\\n");
+	}
+	zs_buf_printf(b, "\\bottomrule\n\\end{tabular}\n\\end{center}\n\n");
+	if (r->measured)
+		zs_buf_printf(b, "Measured at the peak of %s $N = %u$ unit=%s (\\texttt{", zs_scheme_name(r->scheme),
+		              r->world, zs_unit_name(r->unit));
+	if (r->measured) {
+		tex(b, m->measured_path);
+		zs_buf_printf(b, "}): measured.json gives the activations as one category, so the departure "
+		              "is shown in total; its causes are named term by term. ");
+	}
+	if (zero) {
+		const char *sep = "";
+		zs_buf_printf(b, "The formula gives 0 bytes here for ");
+		for (size_t i = 0; i < m->nterms; i++)
+			if (r->act[i] == 0) {
+				zs_buf_printf(b, "%s\\texttt{", sep);
+				tex(b, m->term[i]);
+				zs_buf_printf(b, "}");
+				sep = ", ";
+			}
+		zs_buf_printf(b, ". ");
+	}
+	zs_buf_printf(b, "The causes, where the engine is expected to depart from the formula:\n"
+	              "\\begin{itemize}\\setlength{\\itemsep}{0pt}\\small\n");
+	for (int k = 0; k < NCAUSES; k++)
+		if (all & 1u << k) {
+			zs_buf_printf(b, "\\item[(%c)] ", tag[k]);
+			cause_text(m, (enum cause)k, b);
+			zs_buf_printf(b, "\n");
+		}
+	zs_buf_printf(b, "\\end{itemize}\n\n");
+}
+
+static void model_tex(const struct report_tfm_model *m, struct zs_buf *b)
+{
+	zs_buf_printf(b, "\\subsection*{");
+	tex(b, m->name);
+	zs_buf_printf(b, " (%s): ", m->family);
+	grouped(b, m->params);
+	zs_buf_printf(b, " parameters}\n%.0f blocks, hidden %.0f, %.0f heads", m->blocks, m->hidden, m->heads);
+	if (m->kv_heads < m->heads)
+		zs_buf_printf(b, " (%.0f key-value)", m->kv_heads);
+	zs_buf_printf(b, ", MLP width %.0f, vocabulary %.0f, %s head; %s precision, sequence %.0f, "
+	              "micro-batch %.0f, recompute %s%s (\\texttt{", m->ffn, m->vocab,
+	              m->tied ? "tied" : "untied", m->precision, m->seq, m->batch, m->recompute,
+	              m->flash ? ", flash attention" : "");
+	tex(b, m->path);
+	zs_buf_printf(b, "}).\n\n");
+	units_table(m, b);
+	peak_table(m, b);
+	activations_table(m, b);
+}
+
+static void section_tex(const struct report_tfm *t, struct zs_buf *b)
+{
+	const int measured = report_tfm_measured(t);
+
+	zs_buf_printf(b,
+		"%% transformer.tex, written by zerosim report from the --transformer files.\n"
+		"\\clearpage\n\\section*{Transformers: the peak with activations}\n"
+		"Each model below is given by its \\texttt{theory.json} (\\texttt{zerosim theory --model}): "
+		"the paper's floor, and the peak of its level for transformers --- the schedule's model states "
+		"with padding per unit, ZeRO's transients, and the activations of Korthikanti et al.\\ (2022, "
+		"Table 2 without parallelism, 2-byte activations, doubled in fp32). ");
+	if (measured)
+		zs_buf_printf(b,
+			"Where the engine's measurement of a model was given (\\texttt{zerosim measure --model}), "
+			"the figure draws what was measured at the peak, with the theory's peak as a mark, and the "
+			"tables put it beside the theory; a model without one reads \\emph{not measured}. ");
+	else
+		zs_buf_printf(b,
+			"\\textbf{The engine's measurement of these models is not in this report} (no measured.json "
+			"was given for them): the column ``engine'' reads \\emph{not measured}. ");
+	zs_buf_printf(b,
+		"The causes named for each of Korthikanti's terms are where the engine's tensors "
+		"(\\texttt{docs/schedule.md}) depart from the formula.\n\n"
+		"\\begin{figure}[htbp]\n\\centering\n"
+		"\\includegraphics[width=\\textwidth]{figures/" REPORT_FIGURE_TFM ".pdf}\n"
+		"\\caption{The peak per rank by category at the largest $N$, one panel per model: %s. "
+		"ZeRO-3's gathered parameters are its largest unit, named in the text.}\n\\end{figure}\n\n",
+		measured ? "measured where the panel says so (the mark is the theory's peak with Korthikanti's "
+		           "activations), else the theory" : "the theory, with Korthikanti's activations (not measured)");
+	for (size_t i = 0; i < t->n; i++)
+		model_tex(&t->models[i], b);
+}
+
+static void remove_outputs(const char *out, const char *figdir)
+{
+	static const char *const ext[] = {"gp", "dat", "pdf", "png"};
+	char *path = zs_asprintf("%s/%s", out, REPORT_TFM_TEX);
+
+	remove(path);
+	free(path);
+	for (size_t i = 0; i < 4; i++) {
+		path = zs_asprintf("%s/%s.%s", figdir, REPORT_FIGURE_TFM, ext[i]);
+		remove(path);
+		free(path);
+	}
+}
+
+int report_tfm_write(const struct report_tfm *t, const char *out, const char *figdir, char **cause)
+{
+	struct zs_buf b = {0};
+	char *path;
+	int rc;
+
+	if (t->n == 0) {
+		remove_outputs(out, figdir);
+		return 0;
+	}
+	if (report_figures_tfm(t, figdir, cause) < 0)
+		return -1;
+	section_tex(t, &b);
+	path = zs_asprintf("%s/%s", out, REPORT_TFM_TEX);
+	rc = zs_buf_write(&b, path, cause);
+	free(path);
+	zs_buf_free(&b);
+	return rc;
+}

@@ -1,0 +1,114 @@
+/*
+ * report_tfm — the report's transformer section (`zerosim report
+ * --transformer FILE`, once per model): from each model's theory.json
+ * (`zerosim theory --model`, docs/formats.md "A transformer") it writes
+ *
+ *   transformer.tex       the section the template inputs when present: per
+ *                         model its units (the largest, which ZeRO-3
+ *                         gathers whole, named), the peak against the
+ *                         paper's floor by cause, and Korthikanti et al.'s
+ *                         activations term by term beside the engine's,
+ *                         each departure with its cause
+ *   figures/fig7-transformer.gp, .dat
+ *                         the peak per rank by category at the largest N,
+ *                         one panel per model (fig4's categories, colours
+ *                         and patterns)
+ *
+ * Without --transformer both are removed, so that a reused folder shows no
+ * stale section and the MLP's report is what it was. Every number comes
+ * from the files.
+ */
+#ifndef ZS_REPORT_TFM_H
+#define ZS_REPORT_TFM_H
+
+#include <stddef.h>
+
+#include "report/report_data.h"
+
+#define REPORT_TFM_MAX 4          /* models a report takes (panels of fig7) */
+#define REPORT_TFM_FILES 8         /* --transformer files: a theory and a measurement per model */
+_Static_assert(REPORT_TFM_FILES == 2 * REPORT_TFM_MAX, "two files a model");
+#define REPORT_TFM_TERMS 16       /* activation terms a row may name */
+#define REPORT_FIGURE_TFM "fig7-transformer"
+#define REPORT_TFM_TEX "transformer.tex"
+
+/* One theory row of a transformer. Bytes are per rank. */
+struct report_tfm_row {
+	enum zs_scheme scheme;
+	unsigned world;
+	enum zs_unit unit;
+	double floor;                        /* floor.resident_bytes, the paper's */
+	double resident, padding, gathered, full_grads, activations, peak;
+	double largest_unit;                 /* elements */
+	double peak_bd[REPORT_NCATS];        /* peak.peak_breakdown */
+	double act[REPORT_TFM_TERMS];        /* peak.activations_breakdown, by term */
+	/* The exact schedule of zerosim's own transformer (the row's
+	 * "schedule"), where the theory has one for the request. */
+	int scheduled;
+	double s_resident, s_peak, s_peak_bd[REPORT_NCATS];
+	/* The measured run of the same (scheme, world, unit), when a
+	 * measured.json of the model was given; `unexplained` when it and the
+	 * schedule differ by a byte in resident, peak or a peak category. */
+	int measured, unexplained;
+	double m_resident, m_peak, m_peak_bd[REPORT_NCATS];
+};
+
+struct report_tfm_model {
+	const char *path;                    /* the theory.json, as given */
+	char name[64], family[16], precision[16], recompute[16];
+	double params, seq, batch, hidden, blocks, heads, kv_heads, vocab, ffn;
+	int tied, flash;
+	double u_embeddings, u_block, u_head;   /* elements; u_head 0 when tied */
+	double p, g;                         /* bytes per working param, grad */
+	char term[REPORT_TFM_TERMS][40];     /* activation terms, in the file's order */
+	size_t nterms;
+	struct report_tfm_row *rows;
+	size_t nrows;
+	const char *measured_path;           /* its measured.json, or NULL */
+};
+
+struct report_tfm {
+	struct report_tfm_model models[REPORT_TFM_MAX];
+	size_t n;
+};
+
+/* Load every file: a transformer's theory.json (zerosim-theory/1), and
+ * optionally its measured.json (zerosim-measured/1 of `zerosim measure
+ * --model`), joined to the theory of the same model and precision on
+ * (scheme, world, unit). Checked as the MLP's files are (byte counts,
+ * breakdowns that sum to their totals, no key, row or run given twice),
+ * and no model given twice. -1 with *cause set on bad input (exit 2); the
+ * caller frees *t with report_tfm_free(). */
+int report_tfm_load(const char *const *paths, size_t n, struct report_tfm *t, char **cause);
+
+/* The same from parsed trees (format not checked), added to t: a theory,
+ * then the measurement of a model already added. */
+int report_tfm_add(const cJSON *theory, const char *path, struct report_tfm *t, char **cause);
+int report_tfm_add_measured(const cJSON *measured, const char *path, struct report_tfm *t,
+                            char **cause);
+
+/* Whether any model carries a measurement; how many measured runs the
+ * schedule does not explain. */
+int report_tfm_measured(const struct report_tfm *t);
+size_t report_tfm_unexplained(const struct report_tfm *t);
+
+/* Print one line per model on stdout (its runs, measured, unexplained) and
+ * every unexplained run on stderr; returns the unexplained runs. Prints
+ * nothing without a model. */
+size_t report_tfm_summary(const struct report_tfm *t);
+
+void report_tfm_free(struct report_tfm *t);
+
+/* The unit the section shows (layer when the file has it), the largest N
+ * of that unit, and a row, or NULL. */
+enum zs_unit report_tfm_unit(const struct report_tfm_model *m);
+unsigned report_tfm_world(const struct report_tfm_model *m);
+const struct report_tfm_row *report_tfm_find(const struct report_tfm_model *m, enum zs_scheme s,
+                                             unsigned world, enum zs_unit u);
+
+/* Write transformer.tex into `out` and fig7's script and data into
+ * `figdir`, or remove them when t holds no model. */
+int report_tfm_write(const struct report_tfm *t, const char *out, const char *figdir,
+                     char **cause);
+
+#endif

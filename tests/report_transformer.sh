@@ -1,0 +1,159 @@
+#!/bin/sh
+# report_transformer — `zerosim report --transformer` on the shipped tiny
+# models (report/models/, the sweep of `make report`):
+#  - the MLP's outputs are byte for byte what they are without it;
+#  - transformer.tex names ZeRO-3's largest unit with the size theory.json
+#    gives (gpt2-tiny: the embeddings, tied; llama-tiny: the untied head),
+#    shows Korthikanti's terms with the engine marked "not measured", and
+#    names the causes (16- vs 32-bit, dropout masks, SwiGLU for llama only,
+#    the logits);
+#  - with the engine's measurement (where this zerosim measures
+#    transformers), every run equals the schedule and the activations depart
+#    from Korthikanti's by the sum of the named causes, worked by hand below;
+#  - a reused folder without --transformer loses the section;
+#  - bad input is refused in one line, exit 2, nothing written: a row given
+#    twice, a model given twice, an MLP's theory.json as --transformer, a
+#    transformer's as --theory, an activations breakdown off its total.
+set -u
+zerosim=${ZS_BUILDDIR:-.}/zerosim
+src=${srcdir:-.}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-tfm.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$src/tests/json_edit.sh"
+report() { ZEROSIM_DATADIR=$src "$zerosim" report --no-render "$@" 2>"$tmp/err" >/dev/null; }
+# 69760 -> 69\,760, as the LaTeX groups digits.
+tex_num() { echo "$1" | sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|\\\)/\1\\,\2\3/' -e 'ta'; }
+# The first value of "key" in a JSON file.
+json_num() { tr -d ' \t\n' <"$2" | sed -n "s/.*\"$1\":\([0-9][0-9]*\).*/\1/p" | head -n 1; }
+
+"$zerosim" measure --quiet --layers 16,32,8 --world 1,2 --unit model,layer --out "$tmp/m.json" &&
+	"$zerosim" theory --layers 16,32,8 --world 1,2 --unit model,layer --out "$tmp/t.json" ||
+	fail "measure or theory of the MLP"
+for m in gpt2-tiny llama-tiny; do
+	"$zerosim" theory --model "$src/report/models/$m.json" --precision fp32 --world 1,2,4,8 --unit model,layer \
+		--seq 32 --batch 2 --out "$tmp/$m.json" || fail "theory --model $m"
+done
+
+report --measured "$tmp/m.json" --theory "$tmp/t.json" --out "$tmp/mlp" || fail "report: $(cat "$tmp/err")"
+report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-tiny.json" \
+	--transformer "$tmp/llama-tiny.json" --out "$tmp/both" || fail "report --transformer: $(cat "$tmp/err")"
+for f in diff.json flags.txt table.tex findings.tex flags.tex zerosim-report.tex \
+	figures/fig1-resident.gp figures/fig1-resident.dat figures/fig2-peak.gp figures/fig2-peak.dat \
+	figures/fig3-comm.gp figures/fig3-comm.dat figures/fig4-breakdown.gp figures/fig4-breakdown.dat \
+	figures/fig5-timeline.gp figures/fig5-timeline.dat; do
+	cmp -s "$tmp/mlp/$f" "$tmp/both/$f" || fail "$f differs with --transformer"
+done
+[ -e "$tmp/mlp/transformer.tex" ] && fail "transformer.tex written without --transformer"
+sec=$tmp/both/transformer.tex
+[ -s "$sec" ] && [ -s "$tmp/both/figures/fig7-transformer.gp" ] && [ -s "$tmp/both/figures/fig7-transformer.dat" ] ||
+	fail "no transformer.tex or fig7"
+
+# ZeRO-3's largest unit, named, with theory.json's size.
+emb=$(json_num embeddings "$tmp/gpt2-tiny.json")
+head=$(json_num head "$tmp/llama-tiny.json")
+[ -n "$emb" ] && [ -n "$head" ] || fail "no units in theory.json"
+grep -qF "ZeRO-3's largest unit is the embeddings (with the final norm; the tied head gathers them again): $(tex_num "$emb") elements" "$sec" ||
+	fail "gpt2-tiny's largest unit (the embeddings, $emb) not named"
+grep -qF "ZeRO-3's largest unit is the head (with the final norm): $(tex_num "$head") elements" "$sec" ||
+	fail "llama-tiny's largest unit (the head, $head) not named"
+# Korthikanti's logits term, from the file, beside "not measured".
+logits=$(json_num logits "$tmp/gpt2-tiny.json")
+grep -qF "\\texttt{logits} & $(tex_num "$logits") & not measured & " "$sec" || fail "the logits row ($logits B)"
+for cause in '16- vs 32-bit tensors' 'No dropout masks' "The logits' gradient" 'Normalisation statistics'; do
+	[ "$(grep -c "^\\\\item\[([a-z])\] $cause" "$sec")" -eq 2 ] || fail "the cause '$cause' not named for both models"
+done
+[ "$(grep -c 'SwiGLU' "$sec")" -eq 1 ] && [ "$(grep -c 'Grouped-query' "$sec")" -eq 1 ] ||
+	fail "SwiGLU and grouped-query attention must be named for llama-tiny only"
+
+# With the engine's measurement (DP and ZeRO-3 at N = 8, unit=layer): the
+# schedule explains every run, and the measured activations at DP's peak
+# depart from Korthikanti's by what the named causes add up to, worked by
+# hand from the shapes (fp32: the theory doubles the layer formula, the
+# embedding's 1-byte mask stays sbh; s 32, b 2, h 64, a 4, L 2, v 1024,
+# sbh = 4096, as^2b = 8192, 64 rows):
+#   gpt2-tiny: formula 2 x 360,448 (layers) + 4,096 + 16,384 + 16,384
+#     + 262,144 + 262,144 = 1,282,048 B. The engine keeps, a block, x0 or the
+#     last res3 (4sbh), ln1 4sbh, qkv 12sbh, att 4as^2b, atty, res2, ln2 4sbh
+#     each, fch and fch_act 16sbh each, and 1,024 B of norm statistics. A
+#     layer: no dropout masks -(4sbh + 2as^2b) = -32,768, no softmax dropout
+#     output -4as^2b = -32,768, statistics +1,024; twice: -129,024. Then
+#     the embedding's mask -4,096, the final norm's statistics +512, the
+#     logits' gradient in place -262,144, the token ids +512: -394,240 B of
+#     887,808 measured (-30.8 %).
+#   llama-tiny (kv 2 of 4 heads, I 176): formula 1,277,952 B (no embedding
+#     mask). A layer adds to gpt2's causes grouped-query attention -16,384
+#     (qkv 8sbh, not 12sbh) and SwiGLU +4,096 (fch 2I and fch_act I rows of
+#     4 B: 135,168 B against GELU's 32sbh = 131,072), with RMSNorm's 512 B of
+#     statistics: -77,312 a layer, -154,624 for two; the final norm's +256,
+#     the logits' gradient -262,144, the token ids +512: -416,000 B of
+#     861,952 measured (-32.6 %).
+if "$zerosim" measure --help | grep -q -- '--model'; then
+	for m in gpt2 llama; do
+		"$zerosim" measure --quiet --model "$src/report/models/$m-tiny.json" --precision fp32 --world 8 \
+			--schemes dp,zero3 --unit layer --seq 32 --batch 2 --steps 1 --out "$tmp/m$m.json" 2>"$tmp/err" ||
+			fail "measure --model $m-tiny: $(cat "$tmp/err")"
+	done
+	ZEROSIM_DATADIR=$src "$zerosim" report --no-render --measured "$tmp/m.json" --theory "$tmp/t.json" \
+		--transformer "$tmp/mgpt2.json" --transformer "$tmp/gpt2-tiny.json" --transformer "$tmp/llama-tiny.json" \
+		--transformer "$tmp/mllama.json" --out "$tmp/meas" >"$tmp/out" 2>"$tmp/err" || fail "report with measurements: $(cat "$tmp/err")"
+	grep -q '^zerosim report: transformer gpt2-tiny (fp32): 32 rows, 2 measured, 0 unexplained$' "$tmp/out" &&
+		grep -q '^zerosim report: transformer llama-tiny (fp32): 32 rows, 2 measured, 0 unexplained$' "$tmp/out" ||
+		fail "not every measured run explained: $(cat "$tmp/out")"
+	sec=$tmp/meas/transformer.tex
+	grep -qF 'all activations & 1\,282\,048 & 887\,808 & $-$ 394\,240 B (-30.8\,\%)' "$sec" ||
+		fail "gpt2-tiny's departure is not the one worked by hand: $(grep 'all activations' "$sec")"
+	grep -qF 'all activations & 1\,277\,952 & 861\,952 & $-$ 416\,000 B (-32.6\,\%)' "$sec" ||
+		fail "llama-tiny's departure is not the one worked by hand: $(grep 'all activations' "$sec")"
+else
+	echo "report_transformer: this zerosim does not measure transformers; the measured comparison is not tested"
+fi
+
+# A reused folder without --transformer: no stale section.
+report --measured "$tmp/m.json" --theory "$tmp/t.json" --out "$tmp/both" || fail "rerun: $(cat "$tmp/err")"
+[ -e "$tmp/both/transformer.tex" ] || [ -e "$tmp/both/figures/fig7-transformer.gp" ] && fail "a stale section stayed"
+
+# Bad input: one line, exit 2, no folder.
+refused() {
+	what=$1 pattern=$2
+	shift 2
+	report "$@" --out "$tmp/bad"
+	status=$?
+	[ "$status" -eq 2 ] || fail "$what: exit $status, not 2"
+	[ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "$pattern" "$tmp/err" || fail "$what: $(cat "$tmp/err")"
+	[ -e "$tmp/bad" ] && fail "$what: the report wrote $tmp/bad"
+	return 0
+}
+# FILE with its first row again after itself, written to OUT.
+dup_row() {
+	awk '/"rows":/ { r = 1; print; next }
+	     r == 1 && /^\t\t}, \{$/ { print; for (i = 0; i < n; i++) print b[i]; print; r = 2; next }
+	     r == 1 { b[n++] = $0 }
+	     { print }' "$1" >"$2"
+	cmp -s "$1" "$2" && fail "dup_row: $2 is unchanged"
+	return 0
+}
+dup_row "$tmp/gpt2-tiny.json" "$tmp/dup.json"
+refused "a row twice" 'rows\[0\] and rows\[1\] are both dp N=1 unit=model; each must be given once' \
+	--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/dup.json"
+dup_row "$tmp/t.json" "$tmp/tdup.json"
+refused "an MLP theory row twice" 'rows\[0\] and rows\[1\] are both dp N=1 unit=model' \
+	--measured "$tmp/m.json" --theory "$tmp/tdup.json"
+cp "$tmp/gpt2-tiny.json" "$tmp/again.json"
+refused "a model twice" 'are both gpt2-tiny in fp32 precision; give each model once' \
+	--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-tiny.json" --transformer "$tmp/again.json"
+refused "an MLP's theory.json as --transformer" "is not a transformer's theory.json" \
+	--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/t.json"
+refused "a transformer's theory.json as --theory" "a transformer's go to --transformer" \
+	--measured "$tmp/m.json" --theory "$tmp/gpt2-tiny.json"
+set_first "$tmp/gpt2-tiny.json" logits 1 "$tmp/off.json"
+refused "an activations breakdown off its total" 'activations_breakdown sums to' \
+	--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/off.json"
+# An output of the report given as its input.
+cp "$tmp/gpt2-tiny.json" "$tmp/mlp/transformer.tex"
+report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/mlp/transformer.tex" --out "$tmp/mlp"
+status=$?
+[ "$status" -eq 2 ] && grep -q "^zerosim report: --transformer .*: is a file the report writes in" "$tmp/err" ||
+	fail "an output as --transformer: exit $status, $(cat "$tmp/err")"
+cmp -s "$tmp/gpt2-tiny.json" "$tmp/mlp/transformer.tex" || fail "an output given as --transformer was overwritten"
+echo "transformer section: MLP outputs unchanged; largest units and Korthikanti's terms from theory.json; bad input refused"
