@@ -273,7 +273,10 @@ static const size_t ngroups = sizeof groups / sizeof groups[0];
  * white too. */
 static const char *const colours[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7",
                                       "#D55E00", "#56B4E9", "#F0E442", "#999999"};
-static const int patterns[] = {0, 1, 2, 4, 5, 6, 7, 3};
+/* gnuplot has eight fill patterns and its pattern 3 is a solid fill, which
+ * would paint "other" black over its grey: "other" is left unpatterned, as
+ * "params" is, and told apart from it by its grey. */
+static const int patterns[] = {0, 1, 2, 4, 5, 6, 7, 0};
 
 /* The stacked bars of NAME.dat (block `index`, "" for the only one): the
  * colours with the categories' titles when `key`, then the patterns over
