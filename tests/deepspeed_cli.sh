@@ -37,6 +37,18 @@ refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2
 refused "$zerosim" measure --framework deepspeed --schemes dp,zero2 --world 2 --offload optimizer
 refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2 --offload params
 
+# Buckets mapped past the address space (5000 ranks with two 16 GB buckets
+# each, 1.6e14 bytes, beyond 47 bits): one line, exit 1, the buckets mapped
+# so far unmapped and an existing output file kept.
+echo keep >"$tmp/keep.json"
+"$zerosim" measure -q --framework deepspeed --schemes zero2 --world 5000 --layers 2,2 --steps 1 --precision fp32 \
+	--ds-reduce-bucket 4e9 --ds-overlap-comm on --out "$tmp/keep.json" >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] || fail "unmappable buckets exited $rc, not 1"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "cannot map DeepSpeed's reduce bucket" "$tmp/err" ||
+	fail "unmappable buckets: not one clear line: $(cat "$tmp/err")"
+[ "$(cat "$tmp/keep.json")" = keep ] || fail "unmappable buckets: the existing output was touched"
+
 # DeepSpeed's estimator with offload, 7.5B on 64 GPUs, 8 a node (worked by
 # hand in test_deepspeed.c), and zerosim's device and host bytes.
 "$zerosim" theory --framework deepspeed --params 7.5e9 --world 64 --largest-unit 1e8 --ranks-per-node 8 \
