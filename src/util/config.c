@@ -212,7 +212,10 @@ static int set_real(const char *key, const char *value, double lo, double hi, co
                     char **cause)
 {
 	double d;
-	if (zs_parse_decimal(value, &d) != 0 || d < lo || d > hi)
+	int nonzero = 0; /* a digit 1-9 before the exponent: "1e-400" underflows to 0, and is no 0 */
+	for (size_t i = 0, m = strcspn(value, "eE"); i < m; i++)
+		nonzero |= value[i] >= '1' && value[i] <= '9';
+	if (zs_parse_decimal(value, &d) != 0 || d < lo || d > hi || (d == 0 && nonzero))
 		return zs_fail(cause, "--%s: '%.40s' is not %s", key, value, what);
 	*out = d;
 	return 0;
@@ -495,9 +498,14 @@ int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 		if (i == sizeof spec_keys / sizeof spec_keys[0]) {
 			const char *hint = strcmp(it->string, "unit") == 0 ? " (did you mean \"units\"?)"
 			                   : strcmp(it->string, "scheme") == 0 ? " (did you mean \"schemes\"?)"
-			                                                       : "";
-			r = zs_fail(cause, "%s: unknown key \"%.40s\"%s; zerosim-sweep/1 has layers, world, schemes, units, "
-			            "steps, batch, seed, precision, optimizer, lr, beta1, beta2, eps", path, it->string, hint);
+			                   : strncmp(it->string, "ds-", 3) == 0 || strcmp(it->string, "offload") == 0 ||
+			                             strcmp(it->string, "ranks-per-node") == 0
+			                       ? " (DeepSpeed's settings are command-line options only)"
+			                       : "";
+			char keys[256] = "";
+			for (size_t k = 0; k < sizeof spec_keys / sizeof spec_keys[0]; k++)
+				snprintf(keys + strlen(keys), sizeof keys - strlen(keys), "%s%s", k ? ", " : "", spec_keys[k].key);
+			r = zs_fail(cause, "%s: unknown key \"%.40s\"%s; zerosim-sweep/1 has %s", path, it->string, hint, keys);
 			break;
 		}
 		for (const cJSON *e = root->child; e != it && r == 0; e = e->next)
