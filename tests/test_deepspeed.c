@@ -26,6 +26,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "engine/engine.h"
@@ -143,12 +144,25 @@ END_TEST
  * layer's grads: reduced from where they are, after the bucket's. The
  * reductions are counted as rank 0's timeline shows them (a phase reduce
  * mid-backward, then the engine's own); the bucket ends at a guard page,
- * so a copy one element past it would fault. */
+ * so a copy one element past it would fault, and the process has as many
+ * mappings after the runs as before. */
 static unsigned reductions(const struct zs_result *res)
 {
 	unsigned n = 0;
 	for (size_t i = 0; i < res->ntimeline; i++)
 		n += res->timeline[i].op == ZS_OP_PHASE && res->timeline[i].phase == ZS_PH_REDUCE;
+	return n;
+}
+
+/* The process's mappings (/proc/self/maps lines), or 0 where there is none. */
+static unsigned mappings(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	unsigned n = 0;
+	for (int ch; f != NULL && (ch = getc(f)) != EOF;)
+		n += ch == '\n';
+	if (f != NULL)
+		fclose(f);
 	return n;
 }
 
@@ -159,6 +173,7 @@ START_TEST(test_the_bucket_is_reduced_when_the_next_grad_would_not_fit)
 	struct zs_config paper = ds_config(ZS_MIXED);
 	paper.framework = ZS_FW_PAPER;
 	struct zs_result p = run(&paper, ZS_ZERO2, 2, ZS_UNIT_LAYER);
+	unsigned maps = mappings();
 	for (int i = 0; i < 4; i++) {
 		struct zs_config c = ds_config(ZS_MIXED);
 		c.ds_reduce_bucket = bucket[i];
@@ -171,6 +186,7 @@ START_TEST(test_the_bucket_is_reduced_when_the_next_grad_would_not_fit)
 		ck_assert_uint_eq(res.digest, p.digest);
 		engine_result_free(&res);
 	}
+	ck_assert_uint_eq(mappings(), maps); /* every bucket and its guard page unmapped */
 	engine_result_free(&p);
 }
 END_TEST
