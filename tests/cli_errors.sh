@@ -494,6 +494,74 @@ try 1 "cannot create folder $tmp/keep.json/rep: Not a directory" report --measur
 # Interrupted and killed runs, limits and closed pipes are in hostile.sh,
 # where no case depends on timing.
 
+# ---------------------------------------------------------------------------
+# torch's --bucket-cap and --prefetch: bad values, on the command line, in a
+# spec and in a case file, and where the sweep builds nothing they configure.
+for cmd in measure theory; do
+	for v in -1 1e999 nan inf -inf 0x10 25MB ' 25' 1048577; do
+		try 2 "--bucket-cap: '$v' is not a bucket size in MB (a number in [0, 1048576])" \
+			$cmd --framework torch --bucket-cap "$v" --out "$keep"
+	done
+	try 2 "--bucket-cap: an empty value is not a bucket size in MB" $cmd --framework torch --bucket-cap "" --out "$keep"
+	for v in "" NONE backward_pre 0 backward-pre,none; do
+		try 2 "--prefetch: unknown prefetch '$v' (none, backward-pre)" $cmd --framework torch --prefetch "$v" --out "$keep"
+	done
+	for fw in paper deepspeed; do
+		try 2 "--bucket-cap is DDP's bucket size: it needs --framework torch" \
+			$cmd --framework $fw --schemes dp,zero2 --bucket-cap 5 --out "$keep"
+		try 2 "--prefetch is FSDP's backward prefetch: it needs --framework torch" \
+			$cmd --framework $fw --schemes zero2 --prefetch backward-pre --out "$keep"
+	done
+	try 2 "--bucket-cap is DDP's bucket size, and --schemes zero3 builds no DDP (torch's dp and zero1 do)" \
+		$cmd --framework torch --schemes zero3 --bucket-cap 5 --out "$keep"
+	try 2 "--bucket-cap is DDP's bucket size, and --schemes zero2,zero3 builds no DDP" \
+		$cmd --framework torch --schemes zero2,zero3 --bucket-cap 25 --out "$keep"
+	try 2 "--prefetch is FSDP's backward prefetch, and --schemes dp builds no FSDP (torch's zero2 and zero3 do)" \
+		$cmd --framework torch --schemes dp --prefetch backward-pre --out "$keep"
+	try 2 "--prefetch is FSDP's backward prefetch, and --schemes dp,zero1 builds no FSDP" \
+		$cmd --framework torch --schemes dp,zero1 --prefetch none --out "$keep"
+	# The last of a repeated option counts (zerosim.1): the last is checked.
+	try 2 "--bucket-cap: 'nan' is not a bucket size in MB" $cmd --framework torch --bucket-cap 5 --bucket-cap nan --out "$keep"
+	try 2 "--bucket-cap is DDP's bucket size: it needs --framework torch" $cmd --framework torch --framework paper --bucket-cap 5 --out "$keep"
+done
+spec sp-bc-inf '{"format": "zerosim-sweep/1", "framework": "torch", "bucket-cap": 1e999}'
+spec sp-bc-neg '{"format": "zerosim-sweep/1", "framework": "torch", "bucket-cap": -1}'
+spec sp-bc-str '{"format": "zerosim-sweep/1", "framework": "torch", "bucket-cap": "25"}'
+spec sp-bc-null '{"format": "zerosim-sweep/1", "framework": "torch", "bucket-cap": null}'
+spec sp-bc-big '{"format": "zerosim-sweep/1", "framework": "torch", "bucket-cap": 1e7}'
+spec sp-bc-twice '{"format": "zerosim-sweep/1", "framework": "torch", "bucket-cap": 1, "bucket-cap": 2}'
+spec sp-bc-paper '{"format": "zerosim-sweep/1", "bucket-cap": 5}'
+spec sp-bc-zero3 '{"format": "zerosim-sweep/1", "framework": "torch", "schemes": ["zero3"], "bucket-cap": 5}'
+spec sp-bc-key '{"format": "zerosim-sweep/1", "framework": "torch", "bucket_cap": 5}'
+spec sp-pf-bad '{"format": "zerosim-sweep/1", "framework": "torch", "prefetch": "sideways"}'
+spec sp-pf-num '{"format": "zerosim-sweep/1", "framework": "torch", "prefetch": 1}'
+spec sp-pf-dp '{"format": "zerosim-sweep/1", "framework": "torch", "schemes": ["dp"], "prefetch": "none"}'
+for cmd in measure theory; do
+	sp_try() { f=$1; shift; try 2 "$tmp/$f.json$*" $cmd --spec "$tmp/$f.json" --out "$keep"; }
+	sp_try sp-bc-inf ': "bucket-cap" is not a finite number'
+	sp_try sp-bc-neg ': "bucket-cap" is -1, a negative number'
+	sp_try sp-bc-str ': "bucket-cap" is not a number'
+	sp_try sp-bc-null ': "bucket-cap" is not a number'
+	sp_try sp-bc-big ": \"bucket-cap\": '10000000' is not a bucket size in MB (a number in [0, 1048576])"
+	sp_try sp-bc-twice ': the key "bucket-cap" is given twice'
+	sp_try sp-bc-key ': unknown key "bucket_cap"; zerosim-sweep/1 has layers, world, schemes, units, steps, batch, seed, precision, optimizer, lr, beta1, beta2, eps, framework, bucket-cap, prefetch'
+	sp_try sp-pf-bad ": \"prefetch\": unknown prefetch 'sideways' (none, backward-pre)"
+	sp_try sp-pf-num ': "prefetch" is not a string'
+	try 2 "--bucket-cap is DDP's bucket size: it needs --framework torch" $cmd --spec "$tmp/sp-bc-paper.json" --out "$keep"
+	try 2 "--bucket-cap is DDP's bucket size, and --schemes zero3 builds no DDP" $cmd --spec "$tmp/sp-bc-zero3.json" --out "$keep"
+	try 2 "--prefetch is FSDP's backward prefetch, and --schemes dp builds no FSDP" $cmd --spec "$tmp/sp-pf-dp.json" --out "$keep"
+	# The command line overrides the spec, and is then checked against it.
+	try 2 "--bucket-cap is DDP's bucket size, and --schemes zero2 builds no DDP" \
+		$cmd --spec "$tmp/sp-bc-zero3.json" --schemes zero2 --out "$keep"
+done
+# A case file fixes the model and the training, not the framework's options.
+bad_case case-bc 's/"steps": 1,/"steps": 1, "bucket-cap": 5,/' "$tmp/case-bc.json: unknown key \"bucket-cap\" in the case"
+bad_case case-pf 's/"steps": 1,/"steps": 1, "prefetch": "none",/' "$tmp/case-pf.json: unknown key \"prefetch\" in the case"
+bad_measure "--bucket-cap: 'nan' is not a bucket size in MB" --case "$tmp/case.json" --framework torch --bucket-cap nan
+bad_measure "--bucket-cap is DDP's bucket size: it needs --framework torch" --case "$tmp/case.json" --bucket-cap 3
+bad_measure "--prefetch is FSDP's backward prefetch, and --schemes dp builds no FSDP" \
+	--case "$tmp/case.json" --framework torch --schemes dp --prefetch backward-pre
+
 # No run, failed or not, left a temporary file behind.
 left=$(find "$tmp" -name '.zerosim.tmp*' | head -n 5)
 [ -z "$left" ] || fail "temporary files were left behind: $left"

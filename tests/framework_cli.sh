@@ -55,6 +55,23 @@ printf '{"format": "zerosim-sweep/1", "framework": "torch", "bucket-cap": 0.5, "
 	>"$tmp/spec.json"
 "$zerosim" theory --spec "$tmp/spec.json" --out "$tmp/bs.json" || fail "bucket-cap in a spec"
 grep -q '"bucket_cap_mb":	0.5' "$tmp/bs.json" || fail "the spec's bucket-cap is not the config's"
+# A repeated option: the last counts (zerosim.1); on 256,512,512,256 in
+# fp32, cap 0 makes PyTorch's three buckets (test_framework.c), and a cap
+# far above the model (1 TiB) two: the first still closes at 1 MiB, and
+# the buckets hold Ψ·4 bytes (2102272), never the cap.
+calls() { tr -d '\n\t' <"$1" | sed 's/.*"all_reduce":{"calls_per_step":\([0-9]*\).*/\1/'; }
+"$zerosim" measure -q --framework torch --schemes dp --world 2 --precision fp32 --layers 256,512,512,256 \
+	--bucket-cap 1048576 --bucket-cap 0 --out "$tmp/b0.json" || fail "bucket-cap twice"
+[ "$(calls "$tmp/b0.json")" = 3 ] || fail "--bucket-cap 0 given last: not three all-reduces"
+grep -q '"bucket_cap_mb":	0,' "$tmp/b0.json" || fail "--bucket-cap 0 given last is not the config's"
+"$zerosim" measure -q --framework torch --schemes dp --world 2 --precision fp32 --layers 256,512,512,256 \
+	--bucket-cap 1048576 --out "$tmp/bh.json" || fail "bucket-cap 1048576"
+[ "$(calls "$tmp/bh.json")" = 2 ] || fail "--bucket-cap 1048576: not two all-reduces"
+grep -q '"buckets":	2102272' "$tmp/bh.json" || fail "--bucket-cap 1048576: the buckets are not Ψ·4 bytes"
+# The theory's text names the options it followed.
+"$zerosim" theory --framework torch --world 2 --bucket-cap 0.1 --prefetch backward-pre >"$tmp/tt" || fail "torch text"
+grep -q 'bucket_cap_mb 0.1;' "$tmp/tt" || fail "the theory's text does not name bucket_cap_mb 0.1"
+grep -q 'backward_prefetch BACKWARD_PRE;' "$tmp/tt" || fail "the theory's text does not name BACKWARD_PRE"
 
 # the default names no framework; --framework paper is the default
 "$zerosim" theory --out "$tmp/d.json" && "$zerosim" theory --framework paper --out "$tmp/p.json" || fail "paper"

@@ -4,7 +4,7 @@ check_PROGRAMS += tests/test_engine
 TESTS += tests/test_engine
 tests_test_engine_SOURCES = tests/test_engine.c
 tests_test_engine_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_test_engine_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(CHECK_LIBS) -lm
+tests_test_engine_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 
 # The tracker sees every byte: peak RSS against the tracked peaks.
 check_PROGRAMS += tests/test_rss
@@ -20,7 +20,7 @@ check_PROGRAMS += tests/test_golden
 TESTS += tests/test_golden
 tests_test_golden_SOURCES = tests/test_golden.c
 tests_test_golden_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_test_golden_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(CHECK_LIBS) -lm
+tests_test_golden_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 endif
 
 # Hostile input, class by class: files, limits, signals, paths.

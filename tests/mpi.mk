@@ -8,7 +8,7 @@ AM_CPPFLAGS += $(MPI_CFLAGS)
 check_PROGRAMS += tests/test_coll_mpi
 tests_test_coll_mpi_SOURCES = tests/test_coll_mpi.c
 tests_test_coll_mpi_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_test_coll_mpi_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(CHECK_LIBS) -lm
+tests_test_coll_mpi_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 endif
 
 # An MPI run's file against the in-process one's (needs no MPI itself).

@@ -54,7 +54,7 @@ static const size_t tiny[] = {2, 2, 2};
 
 START_TEST(test_layout_gives_each_rank_ceil_n_over_n_slots)
 {
-	struct zs_model m;
+	struct zs_net m;
 	model_mlp_init(&m, tiny, 3, 1);
 	struct zs_layout lo;
 	layout_init(&lo, &m, ZS_ZERO3, 5, ZS_UNIT_MODEL);
@@ -82,7 +82,7 @@ END_TEST
 
 START_TEST(test_layout_full_buffers_hold_owned_slots_at_their_own_index)
 {
-	struct zs_model m;
+	struct zs_net m;
 	model_mlp_init(&m, tiny, 3, 1);
 	struct zs_layout lo;
 	layout_init(&lo, &m, ZS_ZERO1, 4, ZS_UNIT_LAYER);

@@ -28,6 +28,17 @@
  *   64,256,64, bucket_cap_mb 25:            132352 (one bucket);
  *   256,512,512,256, bucket_cap_mb 0:       1575936, 2048, 524288;
  *   256,512,512,256, bucket_cap_mb 0.1, 25: 1575936, 526336.
+ * And where a bucket reaches its limit exactly (a bucket closes at >=, and
+ * the cap is int(bucket_cap_mb·2^20) bytes), from the same run of PyTorch
+ * 1.13 (rebuilt_bucket_sizes; 0.015594482421875 MB is 16352 B exactly):
+ *   8,511,512, bucket_cap_mb 25:            1048576, 18396 ("3 2, 1 0");
+ *   8,511,512, bucket_cap_mb 0:             1048576, 2044, 16352;
+ *   3,7,511,512, bucket_cap_mb 0.015594482421875: 1048576, 16352, 112;
+ *   3,7,511,512, bucket_cap_mb 0.0156:      1048576, 16380, 84.
+ * In fp16 (zerosim's mixed grads) the limits hold half as many elements:
+ * torch.distributed._compute_bucket_assignment_by_size, the function the
+ * rebuild calls, over the fp16 parameters in reverse order gives one
+ * bucket of 1051136 B for 256,512,512,256 at bucket_cap_mb 0.
  *
  * torch's zero3 is FSDP FULL_SHARD, fp32 (4 + 4 + 8 bytes): with unit=layer
  * the FlatParameters of 16640 and 16448 elements are padded to 3·5547 and
@@ -80,18 +91,24 @@ static size_t load(unsigned n, unsigned k)
 }
 
 /* The buckets above, in fp32 elements, and their model. */
-static const size_t wide[] = {256, 512, 512, 256};
+static const size_t wide[] = {256, 512, 512, 256}, mib[] = {8, 511, 512}, capped[] = {3, 7, 511, 512};
 static const struct {
 	const size_t *widths;
 	size_t nwidths;
 	double cap;
+	enum zs_precision pr; /* grads fp32, or fp16 in mixed */
 	size_t nbuckets;
 	uint64_t bytes[3];
 } torch_buckets[] = {
-	{mlp, 3, 25, 1, {132352}},
-	{wide, 4, 0, 3, {1575936, 2048, 524288}},
-	{wide, 4, 0.1, 2, {1575936, 526336}},
-	{wide, 4, 25, 2, {1575936, 526336}},
+	{mlp, 3, 25, ZS_FP32, 1, {132352}},
+	{wide, 4, 0, ZS_FP32, 3, {1575936, 2048, 524288}},
+	{wide, 4, 0.1, ZS_FP32, 2, {1575936, 526336}},
+	{wide, 4, 25, ZS_FP32, 2, {1575936, 526336}},
+	{mib, 3, 25, ZS_FP32, 2, {1048576, 18396}},
+	{mib, 3, 0, ZS_FP32, 3, {1048576, 2044, 16352}},
+	{capped, 4, 0.015594482421875, ZS_FP32, 3, {1048576, 16352, 112}},
+	{capped, 4, 0.0156, ZS_FP32, 3, {1048576, 16380, 84}},
+	{wide, 4, 0, ZS_MIXED, 1, {1051136}},
 };
 #define NBUCKETCASES (sizeof torch_buckets / sizeof torch_buckets[0])
 
@@ -237,29 +254,31 @@ END_TEST
 START_TEST(test_ddp_buckets_are_pytorchs)
 {
 	for (size_t i = 0; i < NBUCKETCASES; i++) {
+		enum zs_precision pr = torch_buckets[i].pr;
+		unsigned g = pr == ZS_MIXED ? 2 : 4; /* bytes of a grad */
 		struct theory_shape s = {torch_buckets[i].widths, torch_buckets[i].nwidths, 4, {0}};
 		uint64_t n[2 * ZS_MAX_WIDTHS];
-		theory_bytes_per_param(ZS_FP32, ZS_ADAM, &s.bytes);
+		theory_bytes_per_param(pr, ZS_ADAM, &s.bytes);
 		size_t nb = theory_ddp_buckets(&s, torch_buckets[i].cap, n);
 		ck_assert_uint_eq(nb, torch_buckets[i].nbuckets);
 		for (size_t b = 0; b < nb; b++)
-			ck_assert_uint_eq(4 * n[b], torch_buckets[i].bytes[b]);
+			ck_assert_uint_eq(g * n[b], torch_buckets[i].bytes[b]);
 
-		struct zs_config c = torch_config(ZS_FP32);
+		struct zs_config c = torch_config(pr);
 		c.nwidths = torch_buckets[i].nwidths;
 		for (size_t l = 0; l < c.nwidths; l++)
 			c.widths[l] = torch_buckets[i].widths[l];
 		c.bucket_cap_mb = torch_buckets[i].cap;
 		size_t psi = (size_t)zs_config_params(&c);
-		for (unsigned w = 1; w <= 3; w += 2) {
+		for (unsigned w = 1; w <= 7; w += w < 3 ? 2 : 4) { /* 1, 3, 7 */
 			struct zs_result res = run(&c, ZS_DP, w);
 			unsigned long long e = 0;
 			for (size_t b = 0; b < nb; b++)
-				e += 2ull * (w - 1) * ((torch_buckets[i].bytes[b] / 4 + w - 1) / w);
+				e += 2ull * (w - 1) * ((torch_buckets[i].bytes[b] / g + w - 1) / w);
 			ck_assert_uint_eq(res.comm[0].calls[ZS_ALL_REDUCE], nb);
 			ck_assert_uint_eq(res.comm[0].elements[ZS_ALL_REDUCE], e);
-			ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_BUCKETS], 4 * psi);
-			ck_assert_uint_eq(res.resident[0], 16 * psi + 4 * psi);
+			ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_BUCKETS], g * psi);
+			ck_assert_uint_eq(res.resident[0], 16 * psi + g * psi);
 			engine_result_free(&res);
 		}
 	}

@@ -537,6 +537,125 @@ START_TEST(test_task_is_a_permutation_and_targets_are_next_tokens)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------- */
+/* The transformer in the engine (tfm_net.c's layer list, engine.c's driver) */
+
+static struct zs_config engine_config(struct zs_tfm_run *tr, enum tfm_family f, int tied, enum tfm_recompute rc)
+{
+	struct zs_config c;
+	zs_config_defaults(&c);
+	memset(tr, 0, sizeof *tr);
+	tr->dims = tiny(f, tied);
+	tr->seq = 8;
+	tr->recompute = rc;
+	c.tfm = tr;
+	c.precision = ZS_FP32;
+	c.batch = 2;
+	c.steps = 3;
+	c.lr = 3e-3;
+	return c;
+}
+
+static struct zs_result engine(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
+{
+	struct zs_result res;
+	struct zs_run_options opt = {0, 1, NULL, 0};
+	char *cause = NULL;
+	ck_assert_msg(engine_run(c, s, n, u, NULL, &opt, &res, &cause) == 0, "%s", cause ? cause : "?");
+	return res;
+}
+
+/* One rank of the engine trains as tfm_model does (the model the
+ * finite-difference and PyTorch checks hold): the same losses and the
+ * same final bits, for each family, tied or not, in each recompute mode
+ * and unit mode. */
+static void check_engine_is_the_model(enum tfm_family f, int tied)
+{
+	for (int rc = 0; rc < 3; rc++)
+		for (int u = 0; u < ZS_NUNITS; u++) {
+			struct zs_tfm_run tr;
+			struct zs_config c = engine_config(&tr, f, tied, (enum tfm_recompute)rc);
+			struct zs_result res = engine(&c, ZS_DP, 1, (enum zs_unit)u);
+			size_t B = c.batch, T = tr.seq;
+			struct tfm_model m;
+			tfm_model_init(&m, &tr.dims, B, T, TFM_RECOMPUTE_NONE);
+			tfm_init_weights(m.params, &tr.dims, c.seed);
+			float *mo = zeros(m.nparams), *v = zeros(m.nparams);
+			struct optim o;
+			optim_init(&o, ZS_ADAM, c.lr);
+			o.beta1 = (float)c.beta1, o.beta2 = (float)c.beta2, o.eps = (float)c.eps;
+			struct tfm_task task;
+			tfm_task_init(&task, tr.dims.vocab, c.seed);
+			int in[16], target[16];
+			for (unsigned s = 0; s < c.steps; s++) {
+				tfm_task_batch(in, target, &task, c.seed, s, 0, B, T);
+				float loss = tfm_model_step(&m, in, target);
+				ck_assert_msg(memcmp(&loss, &res.losses[s], sizeof loss) == 0, "step %u: loss %.9g, engine %.9g",
+				              s, (double)loss, (double)res.losses[s]);
+				optim_update(&o, s + 1, m.params, mo, v, m.grads, ZS_F32, NULL, m.nparams);
+			}
+			ck_assert_msg(memcmp(m.params, res.weights, m.nparams * sizeof *m.params) == 0,
+			              "%s%s, recompute %s, unit %s: the engine's weights differ from tfm_model's",
+			              f == TFM_GPT2 ? "gpt2" : "llama", tied ? " tied" : "", tfm_recompute_name(tr.recompute),
+			              zs_unit_name((enum zs_unit)u));
+			free(mo), free(v);
+			tfm_task_free(&task);
+			tfm_model_free(&m);
+			engine_result_free(&res);
+		}
+}
+
+START_TEST(test_engine_trains_gpt2_as_the_model_does) { check_engine_is_the_model(TFM_GPT2, 1); }
+END_TEST
+
+START_TEST(test_engine_trains_llama_as_the_model_does) { check_engine_is_the_model(TFM_LLAMA, 0); }
+END_TEST
+
+START_TEST(test_engine_trains_tied_llama_as_the_model_does) { check_engine_is_the_model(TFM_LLAMA, 1); }
+END_TEST
+
+/* One digest per N across the four schemes (the paper's and torch's),
+ * both unit modes and the three recompute modes; recomputing holds fewer
+ * activation bytes at the peak, full fewer than selective. */
+static void check_one_digest(enum tfm_family f, int tied)
+{
+	static const unsigned worlds[] = {2, 3, 8};
+	for (size_t w = 0; w < sizeof worlds / sizeof *worlds; w++) {
+		uint64_t digest = 0;
+		size_t acts[3] = {0};
+		for (int rc = 0; rc < 3; rc++)
+			for (int u = 0; u < ZS_NUNITS; u++)
+				for (int fw = 0; fw < 2; fw++) {
+					if (fw == 1 && rc != 0)
+						continue; /* torch's hooks once; their bits are the paper's */
+					struct zs_tfm_run tr;
+					struct zs_config c = engine_config(&tr, f, tied, (enum tfm_recompute)rc);
+					c.steps = 2;
+					c.framework = fw ? ZS_FW_TORCH : ZS_FW_PAPER;
+					for (int s = 0; s < ZS_NSCHEMES; s++) {
+						struct zs_result res = engine(&c, (enum zs_scheme)s, worlds[w], (enum zs_unit)u);
+						if (digest == 0)
+							digest = res.digest;
+						ck_assert_msg(res.digest == digest, "N=%u %s %s %s recompute %s: digest %016llx, not %016llx",
+						              worlds[w], zs_framework_name(c.framework), zs_scheme_name((enum zs_scheme)s),
+						              zs_unit_name((enum zs_unit)u), tfm_recompute_name(tr.recompute),
+						              (unsigned long long)res.digest, (unsigned long long)digest);
+						if (s == ZS_DP)
+							acts[rc] = res.peak_breakdown[ZS_CAT_ACTIVATIONS];
+						engine_result_free(&res);
+					}
+				}
+		ck_assert_msg(acts[2] < acts[1] && acts[1] < acts[0], "activations at the peak: none %zu, selective %zu, full %zu",
+		              acts[0], acts[1], acts[2]);
+	}
+}
+
+START_TEST(test_gpt2_one_digest_per_world_across_schemes) { check_one_digest(TFM_GPT2, 1); }
+END_TEST
+
+START_TEST(test_llama_one_digest_per_world_across_schemes) { check_one_digest(TFM_LLAMA, 0); }
+END_TEST
+
 static Suite *tfm_suite(void)
 {
 	Suite *s = suite_create("tfm");
@@ -566,6 +685,14 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_task_is_a_permutation_and_targets_are_next_tokens);
 	tcase_add_test(t, test_gpt2_loss_falls_on_the_synthetic_task);
 	tcase_add_test(t, test_llama_loss_falls_on_the_synthetic_task);
+	suite_add_tcase(s, t);
+	t = tcase_create("engine");
+	tcase_set_timeout(t, 300);
+	tcase_add_test(t, test_engine_trains_gpt2_as_the_model_does);
+	tcase_add_test(t, test_engine_trains_llama_as_the_model_does);
+	tcase_add_test(t, test_engine_trains_tied_llama_as_the_model_does);
+	tcase_add_test(t, test_gpt2_one_digest_per_world_across_schemes);
+	tcase_add_test(t, test_llama_one_digest_per_world_across_schemes);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -116,9 +116,19 @@ expect 2 --model gpt2 --reserve 1GB
 expect 2 --model gpt2 --device-mem 1GB --reserve 2GB
 ZEROSIM_DATADIR=$tmp/nowhere expect 2 --model gpt2
 grep -q 'ZEROSIM_DATADIR' "$tmp/err" || fail "a missing data folder is not named: $(cat "$tmp/err")"
-"$zerosim" measure --model gpt2 >"$tmp/out" 2>"$tmp/err"
-[ $? -eq 2 ] && grep -q "^zerosim measure: --model: the engine does not run transformers yet" "$tmp/err" ||
-	fail "measure --model is not refused: $(cat "$tmp/err")"
+"$zerosim" measure --model gpt2 --precision mixed >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "^zerosim measure: --precision mixed with --model: the engine's transformer runs in fp32 only" "$tmp/err" ||
+	fail "measure --model --precision mixed is not refused: $(cat "$tmp/err")"
+# measure --model's other bad input: one line, exit 2, nothing run.
+for args in "--seq 8" "--recompute full" "--model gpt2 --seq 0" "--model gpt2 --seq 1025" \
+	"--model gpt2 --recompute half" "--model gpt2 --layers 2,3" "--model gpt2-xl" "--model nosuch" \
+	"--model gpt2 --case $tmp/none.json" "--model gpt2 --backend mpi"; do
+	# shellcheck disable=SC2086
+	"$zerosim" measure $args --out "$tmp/m.json" >"$tmp/out" 2>"$tmp/err"
+	got=$?
+	[ "$got" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -e "$tmp/m.json" ] ||
+		fail "zerosim measure $args: exit $got, stderr: $(cat "$tmp/err")"
+done
 
 # The report reads a transformer's theory.json and says why it cannot
 # compare it (the engine measures the MLP only).

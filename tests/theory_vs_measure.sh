@@ -5,7 +5,8 @@
 # both precisions, both optimizers, batch 1 and 4, and a deeper model; and
 # torch's implementations of every scheme (--framework torch: DDP's buckets,
 # ZeroRedundancyOptimizer, FSDP with and without prefetch, in both precisions),
-# and DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed).
+# DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed), and zerosim's
+# own transformer (--model, both families, the three recompute modes).
 # docs/schedule.md is the contract both implement; tests/json_agree joins the
 # two JSON files on (scheme, world, unit) and prints the first difference.
 # Last, the measurement must not depend on --jobs.
@@ -147,6 +148,30 @@ for precision in mixed fp32; do
 done
 check --framework deepspeed --offload optimizer --layers 5,7,3,11 --world 2,4,6,8 --ranks-per-node 2 \
 	--schemes zero1,zero2 --unit model,layer --optimizer sgd --ds-reduce-bucket 30 --ds-overlap-comm on --steps 2
+
+# zerosim's own transformer (measure --model, fp32): both families at tiny
+# sizes (d 64, 2 blocks, 4 heads, 2 key-value heads for llama, vocabulary
+# 256, seq 32, micro-batch 2), tied and untied heads, the three recompute
+# modes, N = 1, 2, 3, 4, 8, both units.
+cat >"$tmp/gpt2-tiny.json" <<'EOF_'
+{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32}
+EOF_
+cat >"$tmp/llama-tiny.json" <<'EOF_'
+{"model_type": "llama", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 32}
+EOF_
+sed 's/}$/, "tie_word_embeddings": false}/' "$tmp/gpt2-tiny.json" >"$tmp/gpt2-untied.json"
+sed 's/}$/, "tie_word_embeddings": true}/' "$tmp/llama-tiny.json" >"$tmp/llama-tied.json"
+for model in gpt2-tiny llama-tiny; do
+	for recompute in none selective full; do
+		check --model "$tmp/$model.json" --seq 32 --batch 2 --recompute $recompute --precision fp32 \
+			--world 1,2,3,4,8 --schemes $schemes --unit model,layer --steps 1
+	done
+done
+for model in gpt2-untied llama-tied; do
+	check --model "$tmp/$model.json" --seq 16 --batch 1 --recompute full --precision fp32 --optimizer sgd \
+		--world 1,3,5 --schemes $schemes --unit model,layer --steps 2
+done
 
 echo "theory_vs_measure: all $configs sweeps agree exactly"
 

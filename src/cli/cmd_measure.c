@@ -16,20 +16,24 @@
 #include "cli/options.h"
 #include "engine/engine.h"
 #include "engine/measure_json.h"
+#include "engine/model.h"
 #include "engine/sweep.h"
 #ifdef HAVE_MPI
 #include "engine/mpi_job.h"
 #endif
+#include "engine/tfm.h"
 #include "util/config.h"
+#include "util/model.h"
 #include "util/schedule.h"
 #include "util/util.h"
 
 static void usage(FILE *f)
 {
 	fputs("Usage: zerosim measure [OPTION]...\n"
-	      "Run real mixed-precision training steps of an MLP across N simulated\n"
-	      "data-parallel ranks under DP and ZeRO-1/2/3, with every buffer tracked,\n"
-	      "and write the measurement as JSON (zerosim-measured/1).\n"
+	      "Run real training steps of an MLP (mixed precision or fp32) or, with --model,\n"
+	      "a transformer (fp32) across N simulated data-parallel ranks under DP and\n"
+	      "ZeRO-1/2/3, with every buffer tracked, and write the measurement as JSON\n"
+	      "(zerosim-measured/1).\n"
 	      "\n"
 	      "Model and run:\n"
 	      "      --layers LIST      layer widths d0,d1,...,dL (default 64,256,64)\n"
@@ -62,6 +66,13 @@ static void usage(FILE *f)
 	      "      --ranks-per-node R with --offload optimizer: host bytes per node (1)\n"
 	      "      --spec FILE        read the options above from a zerosim-sweep/1 file;\n"
 	      "                         options on the command line override it\n"
+	      "      --model NAME|FILE  train a transformer instead: a shipped config (gpt2,\n"
+	      "                         llama-2-7b, ...) or a Hugging Face config.json, in\n"
+	      "                         fp32, on tokens from --seed; --batch defaults to 1\n"
+	      "                         and --unit to layer\n"
+	      "      --seq S            tokens per sequence (default: the model's positions)\n"
+	      "      --recompute R      none (default), selective (the attention softmax) or\n"
+	      "                         full (all but each block's input) in backward\n"
 	      "      --case FILE        initial weights and every batch from a\n"
 	      "                         zerosim-case file (fixes layers, world, batch, steps;\n"
 	      "                         a zerosim-case/2 file also the training options)\n"
@@ -194,6 +205,60 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, char **caus
 	return 0;
 }
 
+/* --model and the options that go with it: the shape from the config,
+ * T = --seq (default: the model's positions), --recompute; the batch 1
+ * and the unit layer where neither the command line nor a spec sets
+ * them, as `zerosim theory --model` does; fp32, the only precision the
+ * engine's transformer runs in. */
+static int load_transformer(struct zs_config *c, struct zs_tfm_run *tr, const char *arg, const char *seq,
+                            const char *recompute, char **cause)
+{
+	struct zs_model hf;
+	memset(tr, 0, sizeof *tr);
+	if (c->given & 1u << ZS_KEY_LAYERS)
+		return zs_fail(cause, "--model and --layers exclude each other: the config gives the shape");
+	if (zs_model_load(arg, &hf, cause) < 0)
+		return -1;
+	snprintf(tr->name, sizeof tr->name, "%s", hf.name);
+	tr->hf = hf;
+	tfm_dims_from_config(&tr->dims, &hf);
+	tr->seq = hf.positions;
+	if (seq != NULL) {
+		unsigned long long v;
+		if (zs_parse_uint("seq", seq, ZS_MODEL_MAX_POSITIONS, "a sequence length", &v, cause) < 0)
+			return -1;
+		if (v > hf.positions)
+			return zs_fail(cause, "--seq: %llu is more than %s's %llu positions (%s)", v, hf.name,
+			               (unsigned long long)hf.positions,
+			               hf.family == ZS_FAMILY_GPT2 ? "n_positions" : "max_position_embeddings");
+		tr->seq = (size_t)v;
+	}
+	if (recompute != NULL && tfm_recompute_parse(recompute, &tr->recompute) != 0)
+		return zs_fail(cause, "--recompute: '%.40s' is none of none, selective, full", recompute);
+	if (hf.layers + 2 > ZS_MAX_LAYERS)
+		return zs_fail(cause, "%s: %llu blocks; the engine runs at most %d", hf.name,
+		               (unsigned long long)hf.layers, ZS_MAX_LAYERS - 2);
+	if (tfm_dims_check(&tr->dims, cause) != 0)
+		return -1;
+	if (c->given & 1u << ZS_KEY_PRECISION && c->precision == ZS_MIXED)
+		return zs_fail(cause, "--precision mixed with --model: the engine's transformer runs in fp32 only so "
+		               "far (--precision fp32)");
+	c->precision = ZS_FP32;
+	if (!(c->given & 1u << ZS_KEY_BATCH))
+		c->batch = 1;
+	if (!(c->given & 1u << ZS_KEY_UNITS)) {
+		c->nunits = 1;
+		c->units[0] = ZS_UNIT_LAYER;
+	}
+	double psi = (double)tfm_nparams(&tr->dims), acts = (double)c->batch * (double)tr->seq *
+	             ((double)hf.layers * 40.0 * (double)hf.hidden + (double)hf.vocab) * 4.0;
+	if (psi > ZS_MAX_PARAMS || acts > 0x1p52)
+		return zs_fail(cause, "%s at --seq %zu, --batch %u: more bytes than zerosim counts exactly", hf.name,
+		               tr->seq, c->batch);
+	c->tfm = tr;
+	return 0;
+}
+
 /* This process's rank in a job being launched, from the launcher's
  * environment (Open MPI, PMIx, MPICH, Slurm), before MPI_Init and even
  * without MPI built in; -1 if none. */
@@ -208,7 +273,8 @@ static int launched_rank(void)
 	return -1;
 }
 
-enum { OPT_CASE = ZS_OPT_COMMAND, OPT_OUT, OPT_TIMELINE, OPT_DUMP, OPT_QUIET, OPT_JOBS, OPT_BACKEND, OPT_MODEL };
+enum { OPT_CASE = ZS_OPT_COMMAND, OPT_OUT, OPT_TIMELINE, OPT_DUMP, OPT_QUIET, OPT_JOBS, OPT_BACKEND, OPT_MODEL,
+       OPT_SEQ, OPT_RECOMPUTE };
 
 static const struct zs_opt options[] = {
 	ZS_OPTS_MODEL,
@@ -220,6 +286,8 @@ static const struct zs_opt options[] = {
 	{"jobs", 'j', 1, OPT_JOBS, NULL},
 	{"backend", 0, 1, OPT_BACKEND, NULL},
 	{"model", 0, 1, OPT_MODEL, NULL},
+	{"seq", 0, 1, OPT_SEQ, NULL},
+	{"recompute", 0, 1, OPT_RECOMPUTE, NULL},
 	ZS_OPTS_STANDARD,
 	{NULL, 0, 0, ZS_OPT_END, NULL},
 };
@@ -229,6 +297,8 @@ int zs_cmd_measure(int argc, char **argv)
 	struct zs_config c;
 	zs_config_defaults(&c);
 	const char *spec = NULL, *case_path = NULL, *out = NULL, *dump = NULL;
+	const char *model_arg = NULL, *seq_arg = NULL, *recompute_arg = NULL;
+	struct zs_tfm_run tfm;
 	int timeline = 0, quiet = 0;
 	unsigned jobs = 0; /* 0: one per CPU online */
 	int jobs_given = 0, mpi = 0;
@@ -273,11 +343,9 @@ int zs_cmd_measure(int argc, char **argv)
 			}
 			mpi = strcmp(v, "mpi") == 0;
 			break;
-		case OPT_MODEL:
-			/* Until the engine runs transformers, only the theory takes them. */
-			zs_fail(&cause, "--model: the engine does not run transformers yet; "
-			        "'zerosim theory --model %.64s' computes their bytes", v);
-			goto fail;
+		case OPT_MODEL: model_arg = v; break;
+		case OPT_SEQ: seq_arg = v; break;
+		case OPT_RECOMPUTE: recompute_arg = v; break;
 		default: break;
 		}
 	}
@@ -286,6 +354,19 @@ int zs_cmd_measure(int argc, char **argv)
 	if ((out != NULL && *out == '\0') || (dump != NULL && *dump == '\0')) {
 		zs_fail(&cause, "%s: the file name is empty", out != NULL && *out == '\0' ? "--out" : "--dump-weights");
 		goto fail;
+	}
+	if (model_arg == NULL && (seq_arg != NULL || recompute_arg != NULL)) {
+		zs_fail(&cause, "%s needs --model (a transformer)", seq_arg != NULL ? "--seq" : "--recompute");
+		goto fail;
+	}
+	if (model_arg != NULL) {
+		if (case_path != NULL) {
+			zs_fail(&cause, "--case with --model: a case file holds an MLP; transformer cases are not "
+			        "implemented yet (the weights and tokens come from --seed)");
+			goto fail;
+		}
+		if (load_transformer(&c, &tfm, model_arg, seq_arg, recompute_arg, &cause) != 0)
+			goto fail;
 	}
 	if (case_path != NULL) {
 		if (engine_case_load(case_path, &cs, &cause) != 0 || apply_case(&c, cs, &cause) != 0)
@@ -302,6 +383,10 @@ int zs_cmd_measure(int argc, char **argv)
 	if (mpi && c.framework != ZS_FW_PAPER) { /* the MPI collectives have no broadcast, nor FSDP's kept units */
 		zs_fail(&cause, "--backend mpi: --framework %s is not implemented over MPI yet (use --backend inprocess)",
 		        zs_framework_name(c.framework));
+		goto fail;
+	}
+	if (mpi && model_arg != NULL) {
+		zs_fail(&cause, "--backend mpi with --model: transformers run in process only so far (--backend inprocess)");
 		goto fail;
 	}
 	if (mpi && jobs_given) {

@@ -58,7 +58,9 @@ float engine_uniform(uint64_t seed, uint64_t stream, uint64_t index)
 
 float *engine_initial_weights(const struct zs_config *c)
 {
-	struct zs_model m;
+	if (c->tfm != NULL) /* each rank draws its own (initial_weights) */
+		return NULL;
+	struct zs_net m;
 	model_mlp_init(&m, c->widths, c->nwidths, c->batch);
 	float *w = zs_malloc(m.nparams * sizeof *w);
 	uint64_t base = stream_base(c->seed, STREAM_WEIGHTS);
@@ -75,6 +77,10 @@ float *engine_initial_weights(const struct zs_config *c)
  * `at` of rank k's buffer b, rounded to fp16 if b holds fp16. */
 static void initial_weights(const struct zs_run *r, unsigned k, enum zs_buf b, size_t first, size_t n, size_t at)
 {
+	if (r->model.kind == ZS_NET_TFM) { /* fp32 only: from the seed, no Ψ-sized copy */
+		tfm_init_range(run_at(r, k, b, at), &r->model.tfm.dims, r->seed, first, n);
+		return;
+	}
 	const float *v = r->init + first;
 	if (r->esize[b] == sizeof(float)) {
 		memcpy(run_at(r, k, b, at), v, n * sizeof(float));
@@ -159,7 +165,7 @@ void run_gather_params_in_place(struct zs_run *r)
 /* setup */
 
 /* The run's layout: the scheme's units, the framework's row (all full at N = 1). */
-static void run_layout(struct zs_layout *lo, const struct zs_model *m, const struct zs_config *c,
+static void run_layout(struct zs_layout *lo, const struct zs_net *m, const struct zs_config *c,
                        enum zs_scheme scheme, unsigned world, enum zs_unit unit)
 {
 	layout_init(lo, m, scheme, world, unit);
@@ -242,7 +248,11 @@ static void setup_state(struct zs_run *r)
 
 static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
 {
-	const struct zs_model *m = &r->model;
+	const struct zs_net *m = &r->model;
+	if (m->kind == ZS_NET_TFM) {
+		model_tfm_batch(m, run_rank(r, k)->t, r->seed, t, k);
+		return;
+	}
 	float *x = run_rank(r, k)->t[m->input], *y = run_rank(r, k)->t[m->target];
 	size_t B = m->batch, d0 = m->tensor[m->input].elements / B, dL = m->tensor[m->target].elements / B;
 	if (r->cs != NULL) {
@@ -288,50 +298,111 @@ static void free_tensors_after(struct zs_run *r, unsigned k, size_t layer)
 			free_tensor(r, k, i);
 }
 
+/* Rank k's tensors of layer l allocated before its forward (all of them)
+ * or before its backward (the recomputed ones), in list order; and the
+ * recomputed ones freed after its forward. */
+static void layer_tensors(struct zs_run *r, unsigned k, size_t l, enum zs_pass pass, int alloc)
+{
+	for (unsigned i = 0; i < r->model.ntensors; i++) {
+		const struct zs_tensor *ts = &r->model.tensor[i];
+		if (ts->alloc != ZS_AT_LAYER || ts->layer != l || (pass == ZS_PASS_BACKWARD && !ts->recomputed) ||
+		    (!alloc && !ts->recomputed))
+			continue;
+		if (alloc)
+			alloc_tensor(r, k, i);
+		else
+			free_tensor(r, k, i);
+	}
+}
+
+/* The unit whose params layer l reads: a tied layer reads the first's. */
+static size_t unit_of(const struct zs_run *r, size_t l)
+{
+	size_t u = 0;
+	while (!r->model.layer[l].tied && r->layout.unit[u].last < l)
+		u++;
+	return u;
+}
+
+/* Whether unit u's layer l runs in a visit of its own: a tied layer
+ * outside the unit it reads. */
+static int own_visit(const struct zs_run *r, size_t u, size_t l) { return unit_of(r, l) != u; }
+
 /* Layer l's params (and in backward its grads) as rank k sees them now:
  * the transient full copies while there are any, else the resident full
  * buffers (sharded params are always gathered before they are used). */
 static struct zs_layer_io layer_io(const struct zs_run *r, unsigned k, size_t l, enum zs_pass pass)
 {
 	const struct zs_rank *rk = run_rank(r, k);
-	size_t e = r->model.layer[l].param_off, u = 0;
+	size_t e = r->model.layer[l].param_off, u = unit_of(r, l);
 	enum zs_buf p = rk->buf[ZS_BUF_GATHERED] != NULL ? ZS_BUF_GATHERED : ZS_BUF_PARAMS;
 	enum zs_buf g = rk->buf[ZS_BUF_FULL_GRADS] != NULL ? ZS_BUF_FULL_GRADS : ZS_BUF_GRADS;
-	void *grads = pass == ZS_PASS_BACKWARD ? run_at(r, k, g, e - r->base[g]) : NULL;
+	void *grads = pass == ZS_PASS_BACKWARD && !r->model.layer[l].tied ? run_at(r, k, g, e - r->base[g]) : NULL;
 	const void *w = run_at(r, k, p, e - r->base[p]);
-	while (r->layout.unit[u].last < l)
-		u++;
 	if (rk->held[u] != NULL) /* kept since its forward */
 		w = (const char *)rk->held[u] + (e - r->layout.unit[u].off) * r->esize[ZS_BUF_GATHERED];
-	return (struct zs_layer_io){w, grads, rk->t, r->dt, r->model.batch};
+	return (struct zs_layer_io){w, grads, rk->t, r->dt, r->model.batch, &r->model};
+}
+
+static void forward_layer(struct zs_run *r, unsigned k, size_t l)
+{
+	const struct zs_layer *ly = &r->model.layer[l];
+	layer_tensors(r, k, l, ZS_PASS_FORWARD, 1);
+	struct zs_layer_io io = layer_io(r, k, l, ZS_PASS_FORWARD);
+	ly->kind->forward(ly, &io);
+	layer_tensors(r, k, l, ZS_PASS_FORWARD, 0);
+}
+
+static void backward_layer(struct zs_run *r, unsigned k, size_t l)
+{
+	const struct zs_layer *ly = &r->model.layer[l];
+	layer_tensors(r, k, l, ZS_PASS_BACKWARD, 1);
+	struct zs_layer_io io = layer_io(r, k, l, ZS_PASS_BACKWARD);
+	ly->kind->backward(ly, &io);
+	free_tensors_after(r, k, l);
+}
+
+/* Tied layer l, outside the unit it reads, in a visit of that unit of
+ * its own: gathered as for a forward (params only: it computes no param
+ * grads), unless the ranks hold it since its forward (torch's zero2). */
+static void visit(struct zs_run *r, size_t l, enum zs_pass pass)
+{
+	size_t u = unit_of(r, l);
+	int hooks = run_rank(r, r->r0)->held[u] == NULL;
+	if (hooks && r->ops->begin_unit)
+		r->ops->begin_unit(r, u, ZS_PASS_FORWARD);
+	for (unsigned k = r->r0; k < r->r1; k++)
+		(pass == ZS_PASS_FORWARD ? forward_layer : backward_layer)(r, k, l);
+	if (hooks && r->ops->end_unit)
+		r->ops->end_unit(r, u, ZS_PASS_FORWARD);
+	tracker_set_phase(&r->tracker, pass == ZS_PASS_FORWARD ? ZS_PH_FORWARD : ZS_PH_BACKWARD);
 }
 
 static void forward(struct zs_run *r, unsigned t)
 {
-	const struct zs_model *m = &r->model;
 	tracker_set_phase(&r->tracker, ZS_PH_FORWARD);
 	alloc_tensors_at(r, ZS_AT_FORWARD);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		fill_batch(r, k, t);
 	for (size_t u = 0; u < r->layout.nunits; u++) {
+		const struct zs_layout_unit *un = &r->layout.unit[u];
 		if (r->ops->begin_unit)
 			r->ops->begin_unit(r, u, ZS_PASS_FORWARD);
 		for (unsigned k = r->r0; k < r->r1; k++)
-			for (size_t l = r->layout.unit[u].first; l <= r->layout.unit[u].last; l++) {
-				const struct zs_layer *ly = &m->layer[l];
-				if (m->tensor[ly->out].alloc == ZS_AT_LAYER)
-					alloc_tensor(r, k, ly->out);
-				struct zs_layer_io io = layer_io(r, k, l, ZS_PASS_FORWARD);
-				ly->kind->forward(ly, &io);
-			}
+			for (size_t l = un->first; l <= un->last; l++)
+				if (!own_visit(r, u, l))
+					forward_layer(r, k, l);
 		if (r->ops->end_unit)
 			r->ops->end_unit(r, u, ZS_PASS_FORWARD);
+		for (size_t l = un->first; l <= un->last; l++)
+			if (own_visit(r, u, l))
+				visit(r, l, ZS_PASS_FORWARD);
 	}
 }
 
 static void backward(struct zs_run *r)
 {
-	const struct zs_model *m = &r->model;
+	const struct zs_net *m = &r->model;
 	tracker_set_phase(&r->tracker, ZS_PH_BACKWARD);
 	alloc_tensors_at(r, ZS_AT_BACKWARD);
 	for (unsigned k = r->r0; k < r->r1; k++)
@@ -339,14 +410,16 @@ static void backward(struct zs_run *r)
 	if (r->ops->begin_backward)
 		r->ops->begin_backward(r);
 	for (size_t u = r->layout.nunits; u-- > 0;) {
+		const struct zs_layout_unit *un = &r->layout.unit[u];
+		for (size_t l = un->last + 1; l-- > un->first;)
+			if (own_visit(r, u, l))
+				visit(r, l, ZS_PASS_BACKWARD);
 		if (r->ops->begin_unit)
 			r->ops->begin_unit(r, u, ZS_PASS_BACKWARD);
 		for (unsigned k = r->r0; k < r->r1; k++)
-			for (size_t l = r->layout.unit[u].last + 1; l-- > r->layout.unit[u].first;) {
-				struct zs_layer_io io = layer_io(r, k, l, ZS_PASS_BACKWARD);
-				m->layer[l].kind->backward(&m->layer[l], &io);
-				free_tensors_after(r, k, l);
-			}
+			for (size_t l = un->last + 1; l-- > un->first;)
+				if (!own_visit(r, u, l))
+					backward_layer(r, k, l);
 		if (r->ops->end_unit)
 			r->ops->end_unit(r, u, ZS_PASS_BACKWARD);
 		tracker_set_phase(&r->tracker, ZS_PH_BACKWARD);
@@ -535,8 +608,9 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, size_t o
 double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
                                 enum zs_unit unit)
 {
-	struct zs_model m;
-	model_mlp_init(&m, c->widths, c->nwidths, c->batch);
+	struct zs_net m;
+	model_init(&m, c);
+	model_free(&m);
 	struct zs_layout lo;
 	run_layout(&lo, &m, c, scheme, world, unit);
 	unsigned p, g, k;
@@ -611,7 +685,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	memset(&r, 0, sizeof r);
 	r.ops = scheme_ops(c->framework, scheme, world);
 	r.config = c;
-	model_mlp_init(&r.model, c->widths, c->nwidths, c->batch);
+	model_init(&r.model, c);
 	run_layout(&r.layout, &r.model, c, scheme, world, unit);
 	r.world = world;
 	r.precision = c->precision;
@@ -623,7 +697,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 		r.init = cs->weights;
 	else if (opt->init != NULL)
 		r.init = opt->init;
-	else
+	else if (c->tfm == NULL)
 		r.init = own_init = engine_initial_weights(c);
 	optim_init(&r.opt, c->optimizer, c->lr);
 	r.opt.beta1 = (float)c->beta1; /* --beta1, --beta2, --eps, or a case's */
@@ -637,6 +711,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	 * without it. */
 	if (opt->mpi && (osmem_reset_peak(cause) != 0 || coll_init_mpi(&r.coll, world, cause) != 0)) {
 		free(own_init);
+		model_free(&r.model);
 		return -1;
 	}
 	r.mpi = opt->mpi;
@@ -650,6 +725,8 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r.rank = zs_calloc(r.r1 - r.r0, sizeof *r.rank);
 	r.ptr_a = zs_calloc(r.r1 - r.r0, sizeof *r.ptr_a);
 	r.ptr_b = zs_calloc(r.r1 - r.r0, sizeof *r.ptr_b);
+	for (unsigned k = r.r0; k < r.r1; k++)
+		run_rank(&r, k)->t = zs_calloc(r.model.ntensors ? r.model.ntensors : 1, sizeof(float *));
 
 	setup_state(&r);
 	if (r.ops->setup)
@@ -680,6 +757,9 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	size_t left = tracker_outstanding(&r.tracker);
 	tracker_destroy(&r.tracker);
 	coll_destroy(&r.coll);
+	for (unsigned k = r.r0; k < r.r1; k++)
+		free(run_rank(&r, k)->t);
+	model_free(&r.model);
 	free(r.rank);
 	free(r.rank_loss);
 	free(r.ptr_a);

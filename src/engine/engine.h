@@ -89,7 +89,9 @@ float engine_uniform(uint64_t seed, uint64_t stream, uint64_t index);
 
 /* The initial fp32 weights --seed gives for c's layers: Ψ values in the
  * flat layout (malloc'd; the caller frees). A sweep computes them once and
- * hands them to every run, as a case file's weights are. */
+ * hands them to every run, as a case file's weights are. NULL for a
+ * transformer (c->tfm): each rank draws its own slots from the seed
+ * (tfm_init_range), and no Ψ-sized copy is held outside the ranks. */
 float *engine_initial_weights(const struct zs_config *c);
 
 #endif

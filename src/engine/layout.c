@@ -14,7 +14,7 @@ static void add_unit(struct zs_layout *lo, size_t off, size_t first)
 	lo->unit[lo->nunits++] = (struct zs_layout_unit){.off = off, .first = first, .last = first};
 }
 
-void layout_init(struct zs_layout *lo, const struct zs_model *m, enum zs_scheme scheme, unsigned world,
+void layout_init(struct zs_layout *lo, const struct zs_net *m, enum zs_scheme scheme, unsigned world,
                  enum zs_unit unit)
 {
 	memset(lo, 0, sizeof *lo);

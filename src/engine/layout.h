@@ -83,7 +83,7 @@ struct zs_slice {
 
 /* unit=model: one unit of every layer; unit=layer: one unit per layer
  * that owns params (a layer without params joins the unit before it). */
-void layout_init(struct zs_layout *lo, const struct zs_model *m, enum zs_scheme scheme, unsigned world,
+void layout_init(struct zs_layout *lo, const struct zs_net *m, enum zs_scheme scheme, unsigned world,
                  enum zs_unit unit);
 
 /* Lay the run out by a framework's row (zs_row) instead of the paper's;

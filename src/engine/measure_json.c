@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "engine/measure_json.h"
+#include "engine/tfm.h"
 #include "engine/tracker.h"
 #include "util/util.h"
 
@@ -48,6 +49,44 @@ static void breakdown(cJSON *parent, const char *key, const size_t *b)
 			zs_json_add_number(o, zs_cat_name((enum zs_cat)c), (double)b[c]);
 }
 
+/* Ψ: the MLP's widths', or the transformer's. */
+static double params_of(const struct zs_config *c)
+{
+	return c->tfm != NULL ? (double)tfm_nparams(&c->tfm->dims) : zs_config_params(c);
+}
+
+/* "layers": the MLP's widths; null for a transformer, whose shape is
+ * "model" (with "seq" and "recompute" beside it: added keys, as
+ * zerosim-theory/1 writes them). */
+static void shape(cJSON *o, const struct zs_config *c)
+{
+	if (c->tfm == NULL) {
+		cJSON *layers = arr(o, "layers");
+		for (size_t l = 0; l < c->nwidths; l++)
+			push(layers, (double)c->widths[l]);
+		return;
+	}
+	const struct zs_model *m = &c->tfm->hf;
+	if (cJSON_AddNullToObject(o, "layers") == NULL)
+		zs_oom(__FILE__, __LINE__);
+	cJSON *mo = obj(o, "model");
+	str(mo, "name", m->name);
+	str(mo, "model_type", m->model_type);
+	str(mo, "family", zs_family_name(m->family));
+	zs_json_add_number(mo, "hidden_size", (double)m->hidden);
+	zs_json_add_number(mo, "intermediate_size", (double)m->intermediate);
+	zs_json_add_number(mo, "layers", (double)m->layers);
+	zs_json_add_number(mo, "attention_heads", (double)m->heads);
+	zs_json_add_number(mo, "key_value_heads", (double)m->kv_heads);
+	zs_json_add_number(mo, "head_dim", (double)m->head_dim);
+	zs_json_add_number(mo, "vocab_size", (double)m->vocab);
+	zs_json_add_number(mo, "max_positions", (double)m->positions);
+	if (cJSON_AddBoolToObject(mo, "tie_word_embeddings", m->tied) == NULL)
+		zs_oom(__FILE__, __LINE__);
+	zs_json_add_number(o, "seq", (double)c->tfm->seq);
+	str(o, "recompute", tfm_recompute_name(c->tfm->recompute));
+}
+
 void measure_digest_string(char *buf, size_t n, unsigned long long digest)
 {
 	snprintf(buf, n, "xxh3:%016llx", digest);
@@ -61,10 +100,8 @@ cJSON *measure_json_new(const struct zs_config *c, const char *case_path)
 	str(root, "format", "zerosim-measured/1");
 	str(root, "generator", PACKAGE_STRING);
 	cJSON *cfg = obj(root, "config");
-	cJSON *layers = arr(cfg, "layers");
-	for (size_t l = 0; l < c->nwidths; l++)
-		push(layers, (double)c->widths[l]);
-	zs_json_add_number(cfg, "params", zs_config_params(c));
+	shape(cfg, c);
+	zs_json_add_number(cfg, "params", params_of(c));
 	zs_json_add_number(cfg, "steps", c->steps);
 	zs_json_add_number(cfg, "batch", c->batch);
 	if (case_path != NULL) { /* the case holds the weights and batches: no seed is used */
@@ -105,7 +142,7 @@ cJSON *measure_json_new(const struct zs_config *c, const char *case_path)
 
 void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct zs_result *res)
 {
-	double psi = zs_config_params(c);
+	double psi = params_of(c);
 	unsigned N = res->world, b = res->binding_rank;
 	cJSON *run = cJSON_CreateObject();
 	if (run == NULL || !cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(root, "runs"), run))
@@ -229,16 +266,14 @@ cJSON *measure_json_weights(const struct zs_config *c, const struct zs_result *r
 	if (root == NULL)
 		zs_oom(__FILE__, __LINE__);
 	str(root, "format", "zerosim-weights/1");
-	cJSON *layers = arr(root, "layers");
-	for (size_t l = 0; l < c->nwidths; l++)
-		push(layers, (double)c->widths[l]);
+	shape(root, c);
 	str(root, "scheme", zs_scheme_name(res->scheme));
 	zs_json_add_number(root, "world", res->world);
 	str(root, "unit", zs_unit_name(res->unit));
 	char digest[32];
 	measure_digest_string(digest, sizeof digest, res->digest);
 	str(root, "digest", digest);
-	size_t psi = (size_t)zs_config_params(c);
+	size_t psi = (size_t)params_of(c);
 	cJSON *w = arr(root, "weights");
 	for (size_t i = 0; i < psi; i++)
 		push(w, res->weights[i]);

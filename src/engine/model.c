@@ -1,9 +1,10 @@
 /*
  * model — the MLP as a list of linear layers (model.h); the kernels are
- * mlp.h's.
+ * mlp.h's. The transformer's list is tfm_net.c's.
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/mlp.h"
@@ -39,33 +40,36 @@ static void linear_backward(const struct zs_layer *l, const struct zs_layer_io *
 
 static const struct zs_layer_kind linear = {"linear", linear_forward, linear_backward};
 
-static float mlp_loss(const struct zs_model *m, float *const *t)
+static float mlp_loss(const struct zs_net *m, float *const *t)
 {
 	const struct zs_layer *last = &m->layer[m->nlayers - 1];
 	return mse_forward_backward(t[last->dy], t[last->out], t[m->target], m->batch, last->dout);
 }
 
-static unsigned add_tensor(struct zs_model *m, size_t elements, enum zs_cat cat, enum zs_when alloc)
+static unsigned add_tensor(struct zs_net *m, const char *name, size_t elements, enum zs_cat cat, enum zs_when alloc,
+                           size_t layer)
 {
-	m->tensor[m->ntensors] = (struct zs_tensor){elements, cat, alloc, ZS_END_OF_BACKWARD};
+	m->tensor[m->ntensors] = (struct zs_tensor){.name = name, .block = -1, .elements = elements, .cat = cat,
+	                                            .alloc = alloc, .layer = layer, .freed_after = ZS_END_OF_BACKWARD};
 	return (unsigned)m->ntensors++;
 }
 
-void model_mlp_init(struct zs_model *m, const size_t *widths, size_t nwidths, size_t batch)
+void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size_t batch)
 {
 	struct mlp_shape s;
 	mlp_shape_init(&s, widths, nwidths);
 	memset(m, 0, sizeof *m);
+	m->kind = ZS_NET_MLP;
 	m->nparams = s.nparams;
 	m->batch = batch;
 	m->nlayers = s.nlayers;
 	m->loss = mlp_loss;
 	size_t L = s.nlayers, dmax = batch * mlp_max_width(&s);
 	unsigned delta[2];
-	delta[0] = add_tensor(m, dmax, ZS_CAT_SCRATCH, ZS_AT_BACKWARD);
-	delta[1] = add_tensor(m, dmax, ZS_CAT_SCRATCH, ZS_AT_BACKWARD);
-	m->input = add_tensor(m, batch * s.width[0], ZS_CAT_ACTIVATIONS, ZS_AT_FORWARD);
-	m->target = add_tensor(m, batch * s.width[L], ZS_CAT_ACTIVATIONS, ZS_AT_FORWARD);
+	delta[0] = add_tensor(m, "delta0", dmax, ZS_CAT_SCRATCH, ZS_AT_BACKWARD, 0);
+	delta[1] = add_tensor(m, "delta1", dmax, ZS_CAT_SCRATCH, ZS_AT_BACKWARD, 0);
+	m->input = add_tensor(m, "x", batch * s.width[0], ZS_CAT_ACTIVATIONS, ZS_AT_FORWARD, 0);
+	m->target = add_tensor(m, "y", batch * s.width[L], ZS_CAT_ACTIVATIONS, ZS_AT_FORWARD, 0);
 	for (size_t l = 0; l < L; l++) {
 		struct zs_layer *ly = &m->layer[l];
 		ly->kind = &linear;
@@ -78,13 +82,28 @@ void model_mlp_init(struct zs_model *m, const size_t *widths, size_t nwidths, si
 		ly->ptensor[1] = ly->dout;
 		ly->relu = l + 1 < L;
 		ly->in = l == 0 ? m->input : m->layer[l - 1].out;
-		ly->out = add_tensor(m, batch * ly->dout, ZS_CAT_ACTIVATIONS, ZS_AT_LAYER);
+		ly->out = add_tensor(m, "out", batch * ly->dout, ZS_CAT_ACTIVATIONS, ZS_AT_LAYER, l);
+		ly->block = -1;
 		ly->dy = delta[(L - 1 - l) & 1];
 		ly->dx = l == 0 ? ZS_NO_TENSOR : delta[(L - l) & 1];
 	}
 }
 
-size_t model_tensor_bytes(const struct zs_model *m)
+void model_init(struct zs_net *m, const struct zs_config *c)
+{
+	if (c->tfm != NULL)
+		model_tfm_init(m, c->tfm, c->batch, c->seed);
+	else
+		model_mlp_init(m, c->widths, c->nwidths, c->batch);
+}
+
+void model_free(struct zs_net *m)
+{
+	free(m->tfm.perm);
+	m->tfm.perm = NULL;
+}
+
+size_t model_tensor_bytes(const struct zs_net *m)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < m->ntensors; i++)

@@ -5,7 +5,8 @@
  * saying when it is allocated and when it is freed (llm.c's
  * ParameterTensors and ActivationTensors, as tables the driver walks).
  * Parameters are one flat vector (mlp.h's layout); a layer owns the run
- * [param_off, param_off + nparams) of it. Activations are fp32.
+ * [param_off, param_off + nparams) of it. Activations are fp32 (the
+ * transformer's token ids, ints of the same size).
  *
  * The schemes never see a layer: they shard and gather units of the flat
  * vector (layout.h). A new model is a new builder and, if it needs them,
@@ -18,12 +19,13 @@
 #include <stdint.h>
 
 #include "engine/fp16.h"
+#include "engine/tfm.h"
 #include "util/config.h"
 #include "util/schedule.h"
 
 #define ZS_MAX_LAYERS ZS_MAX_WIDTHS
-#define ZS_MAX_TENSORS (ZS_MAX_LAYERS + 4)
-#define ZS_MAX_LAYER_TENSORS 8  /* parameter tensors of one layer */
+#define ZS_MAX_TENSORS (16 * ZS_MAX_LAYERS)
+#define ZS_MAX_LAYER_TENSORS 12 /* parameter tensors of one layer (a gpt2 block) */
 #define ZS_NO_TENSOR UINT32_MAX
 #define ZS_END_OF_BACKWARD SIZE_MAX
 
@@ -32,19 +34,28 @@
 enum zs_when { ZS_AT_FORWARD, ZS_AT_LAYER, ZS_AT_BACKWARD };
 
 struct zs_tensor {
-	size_t elements;    /* fp32 elements, per rank */
+	const char *name;   /* what it holds ("x", "out", "qkv", "dres", ...) */
+	int block;          /* the transformer block it belongs to, or -1 */
+	size_t elements;    /* 4-byte elements (fp32, or int token ids), per rank */
 	enum zs_cat cat;
 	enum zs_when alloc;
+	size_t layer;       /* ZS_AT_LAYER: the layer it is allocated for */
+	/* Recomputed: freed right after its layer's forward, allocated again
+	 * just before its layer's backward, which rebuilds it. */
+	int recomputed;
 	size_t freed_after; /* the layer whose backward frees it, or ZS_END_OF_BACKWARD */
 };
+
+struct zs_net;
 
 /* What a layer's kernels work on, on one rank. */
 struct zs_layer_io {
 	const void *w;      /* its params (first element), fp16 or fp32 */
-	void *g;            /* its grads (backward only), same type */
+	void *g;            /* its grads (backward only), same type; NULL for a tied layer */
 	float *const *t;    /* the rank's tensors, by index */
 	enum zs_dtype dt;
 	size_t batch;
+	const struct zs_net *net;
 };
 
 struct zs_layer;
@@ -66,9 +77,32 @@ struct zs_layer {
 	 * flat order: a linear layer's weight, then its bias. A framework that
 	 * assigns whole tensors to ranks partitions these (layout.h). */
 	size_t nptensors, ptensor[ZS_MAX_LAYER_TENSORS];
+	/* Tied: the layer owns no params and reads the first unit's (a tied
+	 * head reads the token embedding at param_off 0). It runs in a visit
+	 * of that unit of its own (engine.c: gathered as for a forward, params
+	 * only) and computes no param grads: the layer that owns them does
+	 * (the transformer's embedding, tfm_net.c). */
+	int tied;
+	/* Transformer layers: the block (or -1) and the tensors it names,
+	 * by enum tfm_act (ZS_NO_TENSOR where absent). */
+	int block;
+	unsigned act[TFM_NACTS];
 };
 
-struct zs_model {
+/* The transformer's own data (tfm_net.c), beside its layers. */
+enum { ZS_NET_MLP, ZS_NET_TFM };
+struct zs_net_tfm {
+	struct tfm_dims dims;
+	size_t B, T;
+	enum tfm_recompute recompute;
+	int *perm;                 /* the task's permutation (tfm_task): malloc'd */
+	unsigned tokens, targets;  /* (B, T) int token ids */
+	unsigned scratch[6];       /* struct tfm_scratch's buffers, in its order */
+	unsigned dnorm;            /* tied: the final norm's grads, until the embedding's backward */
+};
+
+struct zs_net {
+	int kind;                  /* ZS_NET_MLP or ZS_NET_TFM */
 	size_t nparams;            /* Ψ */
 	size_t batch;              /* per rank */
 	size_t nlayers;
@@ -77,10 +111,12 @@ struct zs_model {
 	 * list order at the end of backward (or after their layer). */
 	size_t ntensors;
 	struct zs_tensor tensor[ZS_MAX_TENSORS];
-	unsigned input, target;    /* the batch: x (B, d_in) and y (B, d_out) */
+	unsigned input, target;    /* the batch: x (B, d_in) and y (B, d_out); tokens for a transformer */
 	/* The loss of the last layer's output against the target; writes
-	 * d loss/d out into the last layer's dy tensor. */
-	float (*loss)(const struct zs_model *m, float *const *t);
+	 * d loss/d out into the last layer's dy tensor (the transformer's
+	 * logits, in place). */
+	float (*loss)(const struct zs_net *m, float *const *t);
+	struct zs_net_tfm tfm;
 };
 
 /* The MLP of mlp.h (ReLU between layers, MSE loss): layer l is a linear
@@ -88,9 +124,23 @@ struct zs_model {
  * (scratch; backward of layer l reads delta[(L-1-l) mod 2] and writes the
  * other), x, y, and each layer's output. All are freed at the end of
  * backward: the scratch, then x and y, then the outputs. */
-void model_mlp_init(struct zs_model *m, const size_t *widths, size_t nwidths, size_t batch);
+void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size_t batch);
 
-/* Fp32 bytes of every tensor the model allocates in one step, per rank. */
-size_t model_tensor_bytes(const struct zs_model *m);
+/* The transformer of c->tfm (tfm_net.c): layer 0 the embedding, layers
+ * 1..L the blocks, layer L+1 the final norm and head (tied: reading the
+ * embedding's unit); every tensor its backward reads, with its lifetime
+ * (docs/schedule.md, "Transformers"). */
+void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, uint64_t seed);
+/* Rank `rank`'s tokens and targets of step `step` into its tensors
+ * (tfm_task_batch of the task the seed drew). */
+void model_tfm_batch(const struct zs_net *m, float *const *t, uint64_t seed, unsigned step, unsigned rank);
+
+/* The model of a run: c->tfm's transformer, or the MLP of c->widths. */
+void model_init(struct zs_net *m, const struct zs_config *c);
+/* Release what model_init allocated (the transformer's task). */
+void model_free(struct zs_net *m);
+
+/* Bytes of every tensor the model allocates in one step, per rank. */
+size_t model_tensor_bytes(const struct zs_net *m);
 
 #endif

@@ -31,7 +31,7 @@ struct zs_case;
  * are NULL outside the part of the step that needs them. */
 struct zs_rank {
 	void *buf[ZS_NBUFS];          /* per-parameter buffers (layout.h) */
-	float *t[ZS_MAX_TENSORS];     /* the model's tensors (model.h) */
+	float **t;                    /* the model's ntensors tensors (model.h) */
 	/* Unit u's params gathered in its forward and kept until its backward
 	 * (torch's zero2, FSDP SHARD_GRAD_OP): a full copy of the unit, in
 	 * category gathered_params; NULL otherwise. */
@@ -67,7 +67,7 @@ struct zs_ddp_bucket {
 
 struct zs_run {
 	const struct zs_scheme_ops *ops;
-	struct zs_model model;
+	struct zs_net model;
 	struct zs_layout layout;
 	unsigned world, r0, r1;       /* N, and the ranks this process holds */
 	enum zs_precision precision;

@@ -142,14 +142,16 @@ static void sweep_init(struct sweep *sw, const struct zs_config *c, const struct
  * the memory budget; refuse a sweep whose largest run cannot fit. */
 static int sweep_fit_memory(struct sweep *sw, double avail, char **cause)
 {
-	/* the initial weights (4 bytes a parameter) are held beside every run */
+	/* the initial weights (4 bytes a parameter) are held beside every run
+	 * (a transformer's ranks draw theirs: none) */
 	double one = 0;
 	for (size_t i = 0; i < sw->njobs; i++)
 		one = sw->bound[i] > one ? sw->bound[i] : one;
-	one += 4.0 * zs_config_params(sw->c);
+	one += sw->c->tfm != NULL ? 0.0 : 4.0 * zs_config_params(sw->c);
 	if (avail > 0 && one > avail)
 		return zs_fail(cause, "the largest run needs up to %.3g GB and this machine has %.3g GB available; "
-		               "ask 'zerosim theory' instead, or use a smaller --layers or --world", one / 1e9, avail / 1e9);
+		               "ask 'zerosim theory' instead, or use a smaller %s or --world", one / 1e9, avail / 1e9,
+		               sw->c->tfm != NULL ? "--seq, --batch" : "--layers");
 	unsigned jobs = sw->o->jobs != 0 ? sw->o->jobs : usable_cpus();
 	sw->workers = jobs < sw->njobs ? jobs : (unsigned)sw->njobs;
 	sw->budget = one + SIDE_BY_SIDE_EXTRA;
@@ -268,7 +270,7 @@ static int run_jobs_mpi(struct sweep *sw, size_t *ran, char **cause)
 			one = sw->bound[i] / P;
 	}
 	/* Each process holds N/P ranks of a run, and the initial weights. */
-	one += 4.0 * zs_config_params(sw->c);
+	one += sw->c->tfm != NULL ? 0.0 : 4.0 * zs_config_params(sw->c);
 	double avail = available_memory();
 	int r = 0;
 	if (todo == 0)

@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
+#include "util/model.h"
 #include "util/util.h"
 
 /* Streams of the seed's generator (engine_uniform), apart from the MLP's. */
@@ -41,15 +42,37 @@ int tfm_dims_check(const struct tfm_dims *d, char **cause)
 	return 0;
 }
 
+void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf)
+{
+	*d = (struct tfm_dims){hf->family == ZS_FAMILY_LLAMA ? TFM_LLAMA : TFM_GPT2, (size_t)hf->hidden,
+	                       (size_t)hf->layers, (size_t)hf->heads, (size_t)hf->kv_heads, (size_t)hf->head_dim,
+	                       (size_t)hf->intermediate, (size_t)hf->vocab, (size_t)hf->positions, hf->tied,
+	                       1e-5f, 10000.0f};
+}
+
+static const char *const recompute_names[] = {"none", "selective", "full"};
+
+const char *tfm_recompute_name(enum tfm_recompute rc) { return recompute_names[rc]; }
+
+int tfm_recompute_parse(const char *s, enum tfm_recompute *rc)
+{
+	for (int i = 0; i < 3; i++)
+		if (strcmp(s, recompute_names[i]) == 0) {
+			*rc = (enum tfm_recompute)i;
+			return 0;
+		}
+	return -1;
+}
+
 size_t tfm_qkv_rows(const struct tfm_dims *d) { return (d->heads + 2 * d->kv_heads) * d->head_dim; }
 size_t tfm_up_rows(const struct tfm_dims *d) { return d->family == TFM_LLAMA ? 2 * d->ffn : d->ffn; }
 
 /* ------------------------------------------------------------------------ */
 /* The layout: each layer's tensors in its view's order, absent ones 0. */
 
-#define NBLOCK_TENSORS 12
+#define NBLOCK_TENSORS TFM_BLOCK_TENSORS
 
-static void block_sizes(const struct tfm_dims *d, size_t sz[NBLOCK_TENSORS])
+void tfm_block_tensor_sizes(const struct tfm_dims *d, size_t sz[NBLOCK_TENSORS])
 {
 	size_t b = has_bias(d) ? 1 : 0, C = d->d, Q = tfm_qkv_rows(d), U = tfm_up_rows(d);
 	size_t s[NBLOCK_TENSORS] = {C, b * C, Q * C, b * Q, C * d->heads * d->head_dim, b * C,
@@ -72,7 +95,7 @@ size_t tfm_embed_params(const struct tfm_dims *d)
 size_t tfm_block_params_count(const struct tfm_dims *d)
 {
 	size_t sz[NBLOCK_TENSORS], n = 0;
-	block_sizes(d, sz);
+	tfm_block_tensor_sizes(d, sz);
 	for (size_t i = 0; i < NBLOCK_TENSORS; i++)
 		n += sz[i];
 	return n;
@@ -104,24 +127,34 @@ void tfm_embed_view(struct tfm_embed_params *p, const struct tfm_dims *d, float 
 	p->wpe = d->family == TFM_GPT2 ? flat + d->vocab * d->d : NULL;
 }
 
-void tfm_block_view(struct tfm_block_params *p, const struct tfm_dims *d, float *flat, size_t l)
+void tfm_block_view_at(struct tfm_block_params *p, const struct tfm_dims *d, float *block)
 {
-	size_t sz[NBLOCK_TENSORS], off = tfm_block_offset(d, l);
+	size_t sz[NBLOCK_TENSORS], off = 0;
 	float **slot[NBLOCK_TENSORS];
-	block_sizes(d, sz);
+	tfm_block_tensor_sizes(d, sz);
 	block_slots(p, slot);
 	for (size_t i = 0; i < NBLOCK_TENSORS; i++) {
-		*slot[i] = sz[i] != 0 ? flat + off : NULL;
+		*slot[i] = sz[i] != 0 ? block + off : NULL;
 		off += sz[i];
 	}
 }
 
-void tfm_final_view(struct tfm_final_params *p, const struct tfm_dims *d, float *flat)
+void tfm_block_view(struct tfm_block_params *p, const struct tfm_dims *d, float *flat, size_t l)
 {
-	float *f = flat + tfm_final_offset(d);
+	tfm_block_view_at(p, d, flat + tfm_block_offset(d, l));
+}
+
+void tfm_head_view(struct tfm_final_params *p, const struct tfm_dims *d, float *start)
+{
+	float *f = d->tied ? start + tfm_embed_params(d) : start;
 	p->norm_w = f;
 	p->norm_b = has_bias(d) ? f + d->d : NULL;
-	p->head = d->tied ? flat : f + norm_params(d);
+	p->head = d->tied ? start : f + norm_params(d);
+}
+
+void tfm_final_view(struct tfm_final_params *p, const struct tfm_dims *d, float *flat)
+{
+	tfm_head_view(p, d, d->tied ? flat : flat + tfm_final_offset(d));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -219,8 +252,8 @@ void tfm_embed_backward(struct tfm_embed_params *g, const float *dx, const int *
 	embed_backward(g->wte, g->wpe, dx, in, B * T, T, d->d);
 }
 
-void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
-                       const struct tfm_dims *d, size_t B, size_t T)
+void tfm_block_recompute(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
+                         const struct tfm_dims *d, size_t B, size_t T)
 {
 	size_t BT = B * T, C = d->d, H = d->heads, KV = d->kv_heads, hd = d->head_dim, F = d->ffn;
 	norm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1_w, p->ln1_b, d, BT);
@@ -236,7 +269,14 @@ void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *
 		gelu_forward(a->fch_act, a->fch, BT * F);
 	else
 		swiglu_forward(a->fch_act, a->fch, BT, F);
-	matmul_forward(a->res3, a->fch_act, p->fcproj_w, p->fcproj_b, BT, F, C);
+}
+
+void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
+                       const struct tfm_dims *d, size_t B, size_t T)
+{
+	size_t BT = B * T, C = d->d;
+	tfm_block_recompute(a, p, x, d, B, T);
+	matmul_forward(a->res3, a->fch_act, p->fcproj_w, p->fcproj_b, BT, d->ffn, C);
 	residual_add(a->res3, a->res2, BT * C);
 }
 
@@ -284,38 +324,44 @@ void tfm_head_backward(struct tfm_final_params *g, struct tfm_scratch *s, const 
 /* ------------------------------------------------------------------------ */
 /* Weights and data from the seed */
 
-/* Uniform in ±std·√3 (standard deviation std), element i of the flat
- * vector drawing index i of the weights' stream. */
-static void fill_uniform(float *w, size_t off, size_t n, double std, uint64_t seed)
+/* How a tensor starts: uniform with a standard deviation, ones, zeros. */
+#define ONES (-1.0)
+#define ZEROS 0.0
+
+/* The part [first, first + n) of the flat vector (into w[0, n)) that the
+ * tensor [off, off + len) covers, started by rule: uniform in ±std·√3
+ * (standard deviation std), element i of the flat vector drawing index i
+ * of the weights' stream; or ONES, or ZEROS. */
+static void fill_part(float *w, size_t first, size_t n, size_t off, size_t len, double rule, uint64_t seed)
 {
-	float bound = (float)(std * sqrt(3.0));
-	for (size_t i = 0; i < n; i++)
-		w[off + i] = bound * engine_uniform(seed, STREAM_WEIGHTS, off + i);
+	size_t lo = off > first ? off : first, hi = off + len < first + n ? off + len : first + n;
+	float bound = (float)(rule * sqrt(3.0));
+	for (size_t i = lo; i < hi; i++)
+		w[i - first] = rule == ONES ? 1.0f : rule == ZEROS ? 0.0f : bound * engine_uniform(seed, STREAM_WEIGHTS, i);
+}
+
+void tfm_init_range(float *w, const struct tfm_dims *d, uint64_t seed, size_t first, size_t n)
+{
+	const double std = 0.02;
+	double proj = d->family == TFM_GPT2 ? std / sqrt(2.0 * (double)d->layers) : std;
+	/* A block's tensors in tfm_block_params' order: ln1_w, ln1_b, qkv_w,
+	 * qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b. */
+	const double rule[NBLOCK_TENSORS] = {ONES, ZEROS, std, ZEROS, proj, ZEROS, ONES, ZEROS, std, ZEROS, proj, ZEROS};
+	size_t sz[NBLOCK_TENSORS], fin = tfm_final_offset(d), C = d->d;
+	tfm_block_tensor_sizes(d, sz);
+	fill_part(w, first, n, 0, tfm_embed_params(d), std, seed);
+	for (size_t l = 0; l < d->layers; l++)
+		for (size_t i = 0, off = tfm_block_offset(d, l); i < NBLOCK_TENSORS; off += sz[i++])
+			fill_part(w, first, n, off, sz[i], rule[i], seed);
+	fill_part(w, first, n, fin, C, ONES, seed);
+	fill_part(w, first, n, fin + C, norm_params(d) - C, ZEROS, seed);
+	if (!d->tied)
+		fill_part(w, first, n, fin + norm_params(d), d->vocab * C, std, seed);
 }
 
 void tfm_init_weights(float *w, const struct tfm_dims *d, uint64_t seed)
 {
-	const double std = 0.02;
-	double proj_std = d->family == TFM_GPT2 ? std / sqrt(2.0 * (double)d->layers) : std;
-	memset(w, 0, tfm_nparams(d) * sizeof *w);
-	fill_uniform(w, 0, tfm_embed_params(d), std, seed);
-	for (size_t l = 0; l < d->layers; l++) {
-		struct tfm_block_params p;
-		tfm_block_view(&p, d, w, l);
-		size_t C = d->d;
-		for (size_t i = 0; i < C; i++)
-			p.ln1_w[i] = p.ln2_w[i] = 1.0f;
-		fill_uniform(w, (size_t)(p.qkv_w - w), tfm_qkv_rows(d) * C, std, seed);
-		fill_uniform(w, (size_t)(p.proj_w - w), C * d->heads * d->head_dim, proj_std, seed);
-		fill_uniform(w, (size_t)(p.fc_w - w), tfm_up_rows(d) * C, std, seed);
-		fill_uniform(w, (size_t)(p.fcproj_w - w), C * d->ffn, proj_std, seed);
-	}
-	struct tfm_final_params f;
-	tfm_final_view(&f, d, w);
-	for (size_t i = 0; i < d->d; i++)
-		f.norm_w[i] = 1.0f;
-	if (!d->tied)
-		fill_uniform(w, (size_t)(f.head - w), d->vocab * d->d, std, seed);
+	tfm_init_range(w, d, seed, 0, tfm_nparams(d));
 }
 
 /* A whole number in [0, n) from the generator's [-1, 1). */

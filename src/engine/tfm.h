@@ -31,6 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/model.h"
+
 enum tfm_family { TFM_GPT2, TFM_LLAMA };
 
 /* The shape, as a model config gives it (Hugging Face's config.json). */
@@ -51,6 +53,10 @@ struct tfm_dims {
 
 /* 0 if d is a shape the kernels run, else -1 with a sentence in *cause. */
 int tfm_dims_check(const struct tfm_dims *d, char **cause);
+
+/* The shape of a Hugging Face config (util/model.h): eps 1e-5 and rope
+ * base 10000 (keys the config reader ignores, as they change no byte). */
+void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf);
 
 /* Elements of each part of the flat vector. */
 size_t tfm_qkv_rows(const struct tfm_dims *d);   /* Q = (H + 2·KV)·hd */
@@ -81,9 +87,18 @@ struct tfm_final_params {
 	float *norm_w, *norm_b; /* (d), (d) — norm_b NULL for llama */
 	float *head;            /* (V, d): wte when tied */
 };
+/* The sizes of a block's parameter tensors in tfm_block_params' order
+ * (ln1_w, ln1_b, qkv_w, ... fcproj_b), 0 for absent ones. */
+#define TFM_BLOCK_TENSORS 12
+void tfm_block_tensor_sizes(const struct tfm_dims *d, size_t sz[TFM_BLOCK_TENSORS]);
+
 void tfm_embed_view(struct tfm_embed_params *p, const struct tfm_dims *d, float *flat);
 void tfm_block_view(struct tfm_block_params *p, const struct tfm_dims *d, float *flat, size_t l);
 void tfm_final_view(struct tfm_final_params *p, const struct tfm_dims *d, float *flat);
+/* The same views from a layer's own first element: the block's; the
+ * head's (untied: the final norm's; tied: the embedding's, flat[0]). */
+void tfm_block_view_at(struct tfm_block_params *p, const struct tfm_dims *d, float *block);
+void tfm_head_view(struct tfm_final_params *p, const struct tfm_dims *d, float *start);
 
 /* The activations the backward needs, B·T = BT rows, one tensor each.
  * A block saves TFM_ACT_LN1 .. TFM_ACT_RES3 (its input is the previous
@@ -149,6 +164,11 @@ void tfm_embed_backward(struct tfm_embed_params *g, const float *dx, const int *
 /* One block: a->res3 = block(x); x (BT, d) is the block's input. */
 void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                        const struct tfm_dims *d, size_t B, size_t T);
+/* Rebuild what the block's backward reads (every tensor but res3, which
+ * it does not read) from its input: the forward's kernels on the same
+ * inputs, so the same bits (full recompute). */
+void tfm_block_recompute(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
+                         const struct tfm_dims *d, size_t B, size_t T);
 /* On entry s->dres is d loss / d res3, on return d loss / d x; g += the
  * block's parameter gradients. */
 void tfm_block_backward(struct tfm_block_params *g, struct tfm_scratch *s, const struct tfm_block_acts *a,
@@ -172,6 +192,9 @@ void tfm_head_backward(struct tfm_final_params *g, struct tfm_scratch *s, const 
  * initializer_range), the residual stream's output projections 0.02 /
  * sqrt(2L) (GPT-2), biases 0, norm weights 1. */
 void tfm_init_weights(float *w, const struct tfm_dims *d, uint64_t seed);
+/* The same values for the elements [first, first + n) of the flat vector,
+ * into w[0, n): each rank draws its own slots. */
+void tfm_init_range(float *w, const struct tfm_dims *d, uint64_t seed, size_t first, size_t n);
 
 /* The synthetic task: a permutation π of the vocabulary drawn from the
  * seed; each sequence starts at a token drawn from (seed, step, rank,
@@ -198,6 +221,20 @@ void tfm_task_batch(int *in, int *target, const struct tfm_task *task, uint64_t 
  * in its backward into one block's worth of tensors. All three give the
  * same bits. */
 enum tfm_recompute { TFM_RECOMPUTE_NONE, TFM_RECOMPUTE_SELECTIVE, TFM_RECOMPUTE_FULL };
+
+/* "none", "selective", "full"; parse: 0, or -1 for another name. */
+const char *tfm_recompute_name(enum tfm_recompute rc);
+int tfm_recompute_parse(const char *s, enum tfm_recompute *rc);
+
+/* A transformer run of `zerosim measure --model` (util/config.h's tfm):
+ * the model, T = seq tokens per sequence, the recompute mode. */
+struct zs_tfm_run {
+	char name[64];
+	struct zs_model hf;            /* the config it was read from */
+	struct tfm_dims dims;
+	size_t seq;
+	enum tfm_recompute recompute;
+};
 
 struct tfm_model {
 	struct tfm_dims dims;

@@ -156,8 +156,9 @@ void matmul_backward(float *din, float *dw, float *dbias, const float *dout, con
 	if (din != NULL)
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)BT, (blasint)C, (blasint)OC, 1.0f,
 		            dout, (blasint)OC, w, (blasint)C, 0.0f, din, (blasint)C);
-	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)OC, (blasint)C, (blasint)BT, 1.0f, dout,
-	            (blasint)OC, in, (blasint)C, 1.0f, dw, (blasint)C);
+	if (dw != NULL)
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)OC, (blasint)C, (blasint)BT, 1.0f, dout,
+		            (blasint)OC, in, (blasint)C, 1.0f, dw, (blasint)C);
 	if (dbias != NULL)
 		for (size_t r = 0; r < BT; r++)
 			for (size_t o = 0; o < OC; o++)

@@ -51,7 +51,8 @@ void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, c
 
 /* out (BT, OC) = in (BT, C) · w (OC, C)ᵀ + bias (OC, or NULL). */
 void matmul_forward(float *out, const float *in, const float *w, const float *bias, size_t BT, size_t C, size_t OC);
-/* din (BT, C) = dout · w (written; skipped if NULL); dw (OC, C) += doutᵀ · in;
+/* din (BT, C) = dout · w (written; skipped if NULL); dw (OC, C) += doutᵀ · in
+ * (skipped if NULL);
  * dbias (OC) += Σ rows of dout (if not NULL). */
 void matmul_backward(float *din, float *dw, float *dbias, const float *dout, const float *in, const float *w,
                      size_t BT, size_t C, size_t OC);

@@ -184,11 +184,28 @@ void theory_states(const struct theory_unit_run *units, size_t nruns,
 	}
 }
 
+void theory_schedule_states(struct theory_schedule *out, const struct theory_bytes *b, enum zs_scheme scheme,
+                            unsigned world, struct theory_states *st)
+{
+	struct theory_unit_run runs[ZS_MAX_WIDTHS];
+
+	for (size_t u = 0; u < out->nunits; u++)
+		runs[u] = (struct theory_unit_run){ out->units[u], 1 };
+	theory_states(runs, out->nunits, b, scheme, world, st);
+	out->params = st->params;
+	out->shard_elements = st->shard_elements;
+	out->padded_elements = st->padded_elements;
+	out->resident_bytes = st->resident_bytes;
+	memcpy(out->resident_breakdown, st->resident_breakdown, sizeof st->resident_breakdown);
+	out->padding_bytes = st->padding_bytes;
+	out->comm_bytes = st->comm_bytes;
+	out->comm_elements = st->comm_elements;
+}
+
 void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
                      enum zs_unit unit, unsigned world,
                      struct theory_schedule *out)
 {
-	struct theory_unit_run runs[ZS_MAX_WIDTHS];
 	struct theory_states st;
 	uint64_t sum_d = 0, max_d = 0;
 
@@ -201,17 +218,7 @@ void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
 		for (size_t l = 0; l + 1 < s->nwidths; l++)
 			out->units[l] = zs_layer_params(s->widths, l);
 	}
-	for (size_t u = 0; u < out->nunits; u++)
-		runs[u] = (struct theory_unit_run){ out->units[u], 1 };
-	theory_states(runs, out->nunits, &s->bytes, scheme, world, &st);
-	out->params = st.params;
-	out->shard_elements = st.shard_elements;
-	out->padded_elements = st.padded_elements;
-	out->resident_bytes = st.resident_bytes;
-	memcpy(out->resident_breakdown, st.resident_breakdown, sizeof st.resident_breakdown);
-	out->padding_bytes = st.padding_bytes;
-	out->comm_bytes = st.comm_bytes;
-	out->comm_elements = st.comm_elements;
+	theory_schedule_states(out, &s->bytes, scheme, world, &st);
 
 	/* Peak: during backward every activation, the two delta buffers and
 	 * the scheme's transients are alive at once. x and y hold d0 + dL
@@ -290,6 +297,9 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 	theory_floor(theory_request_params(req), scheme, world, &s.bytes, &r->floor);
 	if (req->model != NULL) {
 		theory_model_peak(req->model, &req->act, &s.bytes, b, scheme, unit, world, &r->peak);
+		r->model_sched = theory_model_has_schedule(req->model, &req->act, &s.bytes, req->config->framework);
+		if (r->model_sched)
+			theory_model_schedule(req->model, &req->act, &s.bytes, b, scheme, unit, world, &r->sched);
 		r->peak_bytes = r->peak.peak_bytes;
 		r->peak_per_batch = r->peak.activations_per_sequence;
 		r->has_peak = 1;

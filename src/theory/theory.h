@@ -127,6 +127,11 @@ uint64_t theory_max_batch(uint64_t fixed, uint64_t per_batch, double usable);
 /* Ψ of a shape: Σ d_l·d_{l+1} + d_{l+1}. */
 uint64_t theory_params(const struct theory_shape *s);
 
+/* The model states of out's units (out->nunits, out->units) into out:
+ * everything but the peak; st gets theory_states' figures. */
+void theory_schedule_states(struct theory_schedule *out, const struct theory_bytes *b, enum zs_scheme scheme,
+                            unsigned world, struct theory_states *st);
+
 void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
                      enum zs_unit unit, unsigned world,
                      struct theory_schedule *out);
@@ -278,6 +283,17 @@ void theory_model_peak(const struct zs_model *m, const struct theory_act_opts *o
                        const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
                        enum zs_unit unit, unsigned world, struct theory_peak *out);
 
+/* The exact schedule level for zerosim's own transformer (the engine's
+ * `measure --model`: fp32, the paper's schemes, at most ZS_MAX_WIDTHS - 2
+ * blocks): resident, peak and its breakdown, comm, from the shape alone
+ * (docs/schedule.md, "Transformers: the engine's schedule").
+ * has_schedule says whether the request is one the engine runs. */
+int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
+                              const struct theory_bytes *b, enum zs_framework fw);
+void theory_model_schedule(const struct zs_model *m, const struct theory_act_opts *o,
+                           const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
+                           enum zs_unit unit, unsigned world, struct theory_schedule *out);
+
 /* ------------------------------------------------------------------------ */
 /* Requests and rows: what `zerosim theory` computes over, and one
  * (scheme, unit, N) of it. */
@@ -303,6 +319,7 @@ struct theory_row {
 	struct theory_floor floor;
 	struct theory_schedule sched;    /* valid for an MLP */
 	struct theory_peak peak;         /* valid for a model */
+	int model_sched;                 /* a model's sched is zerosim's own transformer's */
 	int has_peak;                    /* an MLP or a model: the peak is known */
 	uint64_t peak_bytes;             /* at the request's micro-batch */
 	uint64_t peak_fixed;             /* peak = fixed + b·per_batch */

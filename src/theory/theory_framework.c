@@ -297,11 +297,16 @@ char *theory_framework_text(const struct theory_request *req)
 	const struct zs_config *c = req->config;
 	if (c->framework == ZS_FW_PAPER)
 		return NULL;
-	if (c->framework == ZS_FW_TORCH)
-		return zs_asprintf("\nFramework torch: dp is DistributedDataParallel (its gradient buckets, a second "
-		                   "gradient-sized buffer, are resident: category buckets), zero1 is "
+	if (c->framework == ZS_FW_TORCH) {
+		char cap[32];
+		return zs_asprintf("\nFramework torch: dp is DistributedDataParallel (bucket_cap_mb %s; its gradient "
+		                   "buckets, a second gradient-sized buffer, are resident: category buckets, counted "
+		                   "in the schedule's tables above), zero1 is "
 		                   "ZeroRedundancyOptimizer over it (whole tensors; the tables show the rank that "
-		                   "holds the most), zero2 and zero3 are FSDP (in mixed precision its MixedPrecision: "
-		                   "fp32 shards, no master, fp16 working copies).\n");
+		                   "holds the most), zero2 and zero3 are FSDP (backward_prefetch %s; in mixed "
+		                   "precision its MixedPrecision: fp32 shards, no master, fp16 working copies).\n",
+		                   zs_number_text(c->bucket_cap_mb, cap, sizeof cap),
+		                   c->prefetch == ZS_PREFETCH_BACKWARD_PRE ? "BACKWARD_PRE" : "None");
+	}
 	return theory_deepspeed_text(req);
 }

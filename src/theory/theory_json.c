@@ -101,7 +101,7 @@ static int floor_json(cJSON *row, const struct theory_row *r, double psi)
 	       comm(o, r->floor.comm_bytes, r->floor.comm_elements, psi) < 0 ? -1 : 0;
 }
 
-/* The MLP's exact schedule. */
+/* The exact schedule: the MLP's, or zerosim's own transformer's. */
 static int schedule_json(cJSON *row, const struct theory_row *r)
 {
 	const struct theory_schedule *s = &r->sched;
@@ -187,7 +187,7 @@ static int row_json(cJSON *rows, const struct theory_request *req, const struct 
 		return -1;
 
 	if (req->model != NULL) {
-		if (null(o, "schedule") < 0 || peak_json(o, req, r) < 0)
+		if ((r->model_sched ? schedule_json(o, r) : null(o, "schedule")) < 0 || peak_json(o, req, r) < 0)
 			return -1;
 	} else if (req->shape_known) {
 		if (schedule_json(o, r) < 0)

@@ -200,3 +200,222 @@ void theory_model_peak(const struct zs_model *m, const struct theory_act_opts *o
 	for (int c = 0; c < THEORY_NCATEGORIES; c++)
 		out->peak_bytes += out->peak_breakdown[c];
 }
+
+/* ------------------------------------------------------------------------ */
+/* The exact schedule of zerosim's own transformer (docs/schedule.md,
+ * "Transformers: the engine's schedule"), from the shape alone: the
+ * tensors it lists, allocated and freed where the step does, with the
+ * scheme's transients, walked in order; the peak is the largest total,
+ * and its breakdown the categories at the moment the total first reached
+ * it, as a tracker records them. */
+
+/* A running total by category, with its first maximum. */
+struct walk {
+	uint64_t cur[THEORY_NCATEGORIES], total, peak, at_peak[THEORY_NCATEGORIES];
+};
+
+static void walk_add(struct walk *w, enum theory_category c, uint64_t bytes)
+{
+	w->cur[c] += bytes;
+	w->total += bytes;
+	if (w->total > w->peak) {
+		w->peak = w->total;
+		memcpy(w->at_peak, w->cur, sizeof w->cur);
+	}
+}
+
+static void walk_sub(struct walk *w, enum theory_category c, uint64_t bytes)
+{
+	w->cur[c] -= bytes;
+	w->total -= bytes;
+}
+
+/* The layers: 0 the embedding, 1..L the blocks, L+1 the head. A tensor
+ * is allocated at the start of forward (AT_FORWARD), before its layer's
+ * forward (AT_LAYER) or at the start of backward (AT_BACKWARD); freed
+ * after the backward of layer `freed`; a recomputed one is also freed
+ * after its layer's forward and allocated again before its backward. */
+enum { AT_FORWARD, AT_LAYER, AT_BACKWARD };
+
+struct tensor {
+	uint64_t bytes;
+	enum theory_category cat;
+	int when;
+	uint64_t layer, freed;
+	int recomputed;
+};
+
+#define MAX_TENSORS (16 * ZS_MAX_WIDTHS)
+
+struct tensors {
+	size_t n;
+	struct tensor t[MAX_TENSORS];
+};
+
+static void add(struct tensors *ts, uint64_t elements, enum theory_category cat, int when, uint64_t layer,
+                uint64_t freed, int recomputed)
+{
+	if (elements > 0)
+		ts->t[ts->n++] = (struct tensor){ elements * 4, cat, when, layer, freed, recomputed };
+}
+
+/* Every tensor of the step at micro-batch b, in the engine's list order. */
+static void tensor_list(const struct zs_model *m, const struct theory_act_opts *o, uint64_t b, struct tensors *ts)
+{
+	int gpt2 = m->family == ZS_FAMILY_GPT2;
+	uint64_t T = o->seq, BT = b * T, h = m->hidden, L = m->layers, head = L + 1;
+	uint64_t q = m->heads * m->head_dim, qkv = q + 2 * m->kv_heads * m->head_dim;
+	uint64_t I = m->intermediate, up = gpt2 ? I : 2 * I, mean = gpt2 ? BT : 0;
+	const enum theory_category A = THEORY_ACTIVATIONS, S = THEORY_SCRATCH;
+
+	ts->n = 0;
+	add(ts, BT, A, AT_FORWARD, 0, 0, 0);                   /* tokens */
+	add(ts, BT, A, AT_FORWARD, 0, head, 0);                /* targets */
+	add(ts, BT * h, S, AT_BACKWARD, 0, 0, 0);              /* dres */
+	add(ts, BT * (q > h ? q : h), S, AT_BACKWARD, 0, 1, 0); /* dx */
+	add(ts, BT * qkv, S, AT_BACKWARD, 0, 1, 0);            /* dqkv */
+	add(ts, BT * I, S, AT_BACKWARD, 0, 1, 0);              /* dh */
+	add(ts, BT * up, S, AT_BACKWARD, 0, 1, 0);             /* dup */
+	add(ts, T * T, S, AT_BACKWARD, 0, 1, 0);               /* datt: one head's */
+	if (m->tied)
+		add(ts, gpt2 ? 2 * h : h, S, AT_BACKWARD, 0, 0, 0); /* dnorm */
+	add(ts, BT * h, A, AT_LAYER, 0, 1, 0);                 /* x0 */
+	for (uint64_t l = 1; l <= L; l++) {
+		int full = o->recompute == THEORY_RECOMPUTE_FULL;
+		int sel = o->recompute == THEORY_RECOMPUTE_SELECTIVE;
+		const uint64_t e[13] = { BT * h, mean, BT, BT * qkv, b * m->heads * T * T, BT * q, BT * h,
+		                         BT * h, mean, BT, BT * up, BT * I, BT * h };
+		for (int a = 0; a < 13; a++)   /* ln1 .. res3, tfm.h's order */
+			add(ts, e[a], A, AT_LAYER, l, a == 12 ? l + 1 : l, full ? a != 12 : sel && a == 4);
+	}
+	add(ts, BT * h, A, AT_LAYER, head, m->tied ? 0 : head, 0); /* lnf */
+	add(ts, mean, A, AT_LAYER, head, head, 0);
+	add(ts, BT, A, AT_LAYER, head, head, 0);
+	add(ts, BT * m->vocab, A, AT_LAYER, head, m->tied ? 0 : head, 0); /* logits */
+}
+
+static void alloc_at(struct walk *w, const struct tensors *ts, int when)
+{
+	for (size_t i = 0; i < ts->n; i++)
+		if (ts->t[i].when == when)
+			walk_add(w, ts->t[i].cat, ts->t[i].bytes);
+}
+
+static void forward_layer(struct walk *w, const struct tensors *ts, uint64_t l)
+{
+	for (size_t i = 0; i < ts->n; i++)
+		if (ts->t[i].when == AT_LAYER && ts->t[i].layer == l)
+			walk_add(w, ts->t[i].cat, ts->t[i].bytes);
+	for (size_t i = 0; i < ts->n; i++)
+		if (ts->t[i].when == AT_LAYER && ts->t[i].layer == l && ts->t[i].recomputed)
+			walk_sub(w, ts->t[i].cat, ts->t[i].bytes);
+}
+
+static void backward_layer(struct walk *w, const struct tensors *ts, uint64_t l)
+{
+	for (size_t i = 0; i < ts->n; i++)
+		if (ts->t[i].when == AT_LAYER && ts->t[i].layer == l && ts->t[i].recomputed)
+			walk_add(w, ts->t[i].cat, ts->t[i].bytes);
+	for (size_t i = 0; i < ts->n; i++)
+		if (ts->t[i].freed == l)
+			walk_sub(w, ts->t[i].cat, ts->t[i].bytes);
+}
+
+int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
+                              const struct theory_bytes *b, enum zs_framework fw)
+{
+	return m->layers + 2 <= ZS_MAX_WIDTHS && b->master == 0 && o->elem == 4 && !o->flash &&
+	       fw == ZS_FW_PAPER && o->seq <= m->positions;
+}
+
+void theory_model_schedule(const struct zs_model *m, const struct theory_act_opts *o,
+                           const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
+                           enum zs_unit unit, unsigned world, struct theory_schedule *out)
+{
+	static struct tensors ts; /* large; theory rows are computed one at a time */
+	struct theory_units u;
+	struct theory_states st;
+	struct walk w = {0};
+	uint64_t L = m->layers, head = L + 1, N = world;
+	int zero3 = N > 1 && scheme == ZS_ZERO3, zero2 = N > 1 && scheme == ZS_ZERO2;
+	/* A tied head reads the embedding's unit: with unit=layer it runs in a
+	 * visit of that unit of its own, gathered for it (params only). */
+	int visit = m->tied && unit == ZS_UNIT_LAYER;
+
+	*out = (struct theory_schedule){0};
+	theory_model_units(m, &u);
+	if (unit == ZS_UNIT_MODEL) {
+		out->units[out->nunits++] = u.embeddings + u.layers * u.block + u.head;
+	} else {
+		out->units[out->nunits++] = u.embeddings;
+		for (uint64_t l = 0; l < L; l++)
+			out->units[out->nunits++] = u.block;
+		if (u.head > 0)
+			out->units[out->nunits++] = u.head;
+	}
+	theory_schedule_states(out, b, scheme, world, &st);
+	if (zero3 && visit) { /* the head's two extra gathers of the embedding's unit */
+		uint64_t s0 = (out->units[0] + N - 1) / N;
+		out->comm_bytes += 2 * (N - 1) * s0 * b->p;
+		out->comm_elements += 2 * (N - 1) * s0;
+	}
+
+	/* The step. Unit i holds layers first_i..last_i: unit=model all of
+	 * them; unit=layer the embedding, each block, the untied head (a tied
+	 * head is in no unit's visit but its own). */
+	tensor_list(m, o, batch, &ts);
+	for (int c = 0; c < THEORY_NCATEGORIES; c++)
+		walk_add(&w, (enum theory_category)c, out->resident_breakdown[c]);
+	size_t U = out->nunits;
+	uint64_t first[ZS_MAX_WIDTHS] = {0}, last[ZS_MAX_WIDTHS] = {0};
+	for (size_t i = 0; i < U; i++) {
+		first[i] = unit == ZS_UNIT_MODEL ? 0 : i;
+		last[i] = unit == ZS_UNIT_MODEL ? head : i;
+	}
+	if (unit == ZS_UNIT_LAYER && m->tied)
+		last[U - 1] = head; /* the layout's last unit ends at the head; it runs in its own visit */
+	uint64_t gp0 = out->units[0] * b->p;
+
+	alloc_at(&w, &ts, AT_FORWARD);
+	for (size_t i = 0; i < U; i++) {
+		if (zero3)
+			walk_add(&w, THEORY_GATHERED_PARAMS, out->units[i] * b->p);
+		for (uint64_t l = first[i]; l <= last[i]; l++)
+			if (!(visit && l == head))
+				forward_layer(&w, &ts, l);
+		if (zero3)
+			walk_sub(&w, THEORY_GATHERED_PARAMS, out->units[i] * b->p);
+	}
+	if (visit) {
+		if (zero3)
+			walk_add(&w, THEORY_GATHERED_PARAMS, gp0);
+		forward_layer(&w, &ts, head);
+		if (zero3)
+			walk_sub(&w, THEORY_GATHERED_PARAMS, gp0);
+	}
+	alloc_at(&w, &ts, AT_BACKWARD);
+	if (zero2)
+		walk_add(&w, THEORY_FULL_GRADS, st.params * b->g);
+	for (size_t i = U; i-- > 0;) {
+		if (visit && i == U - 1) {
+			if (zero3)
+				walk_add(&w, THEORY_GATHERED_PARAMS, gp0);
+			backward_layer(&w, &ts, head);
+			if (zero3)
+				walk_sub(&w, THEORY_GATHERED_PARAMS, gp0);
+		}
+		if (zero3) {
+			walk_add(&w, THEORY_GATHERED_PARAMS, out->units[i] * b->p);
+			walk_add(&w, THEORY_FULL_GRADS, out->units[i] * b->g);
+		}
+		for (uint64_t l = last[i] + 1; l-- > first[i];)
+			if (!(visit && l == head))
+				backward_layer(&w, &ts, l);
+		if (zero3) {
+			walk_sub(&w, THEORY_FULL_GRADS, out->units[i] * b->g);
+			walk_sub(&w, THEORY_GATHERED_PARAMS, out->units[i] * b->p);
+		}
+	}
+	out->peak_bytes = w.peak;
+	memcpy(out->peak_breakdown, w.at_peak, sizeof w.at_peak);
+}

@@ -212,6 +212,8 @@ static int set_real(const char *key, const char *value, double lo, double hi, co
                     char **cause)
 {
 	double d;
+	if (*value == '\0')
+		return zs_fail(cause, "--%s: an empty value is not %s", key, what);
 	int nonzero = 0; /* a digit 1-9 before the exponent: "1e-400" underflows to 0, and is no 0 */
 	for (size_t i = 0, m = strcspn(value, "eE"); i < m; i++)
 		nonzero |= value[i] >= '1' && value[i] <= '9';
@@ -502,10 +504,11 @@ int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 			                             strcmp(it->string, "ranks-per-node") == 0
 			                       ? " (DeepSpeed's settings are command-line options only)"
 			                       : "";
-			char keys[256] = "";
+			char known[512] = "";
 			for (size_t k = 0; k < sizeof spec_keys / sizeof spec_keys[0]; k++)
-				snprintf(keys + strlen(keys), sizeof keys - strlen(keys), "%s%s", k ? ", " : "", spec_keys[k].key);
-			r = zs_fail(cause, "%s: unknown key \"%.40s\"%s; zerosim-sweep/1 has %s", path, it->string, hint, keys);
+				snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "",
+				         spec_keys[k].key);
+			r = zs_fail(cause, "%s: unknown key \"%.40s\"%s; zerosim-sweep/1 has %s", path, it->string, hint, known);
 			break;
 		}
 		for (const cJSON *e = root->child; e != it && r == 0; e = e->next)
@@ -552,6 +555,24 @@ int zs_config_validate(const struct zs_config *c, char **cause)
 		               ZS_MAX_PARAMS);
 	if (c->nworld == 0 || c->nschemes == 0 || c->nunits == 0)
 		return zs_fail(cause, "nothing to run: an empty --world, --schemes or --unit list");
+	/* torch's options where no scheme of the sweep builds their class (the
+	 * other frameworks refuse them: zs_framework_check). */
+	if (c->framework == ZS_FW_TORCH) {
+		unsigned ddp = 0, fsdp = 0;
+		char list[64] = "";
+		for (size_t i = 0; i < c->nschemes; i++) {
+			ddp |= c->schemes[i] <= ZS_ZERO1;
+			fsdp |= c->schemes[i] >= ZS_ZERO2;
+			snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "",
+			         zs_scheme_name(c->schemes[i]));
+		}
+		if ((c->given & 1u << ZS_KEY_BUCKET_CAP) && !ddp)
+			return zs_fail(cause, "--bucket-cap is DDP's bucket size, and --schemes %s builds no DDP "
+			               "(torch's dp and zero1 do)", list);
+		if ((c->given & 1u << ZS_KEY_PREFETCH) && !fsdp)
+			return zs_fail(cause, "--prefetch is FSDP's backward prefetch, and --schemes %s builds no FSDP "
+			               "(torch's zero2 and zero3 do)", list);
+	}
 	return 0;
 }
 

@@ -51,6 +51,8 @@ enum zs_key {
 	ZS_NKEYS
 };
 
+struct zs_tfm_run;
+
 struct zs_config {
 	size_t widths[ZS_MAX_WIDTHS];   /* d0..dL */
 	size_t nwidths;                 /* L + 1 */
@@ -84,6 +86,9 @@ struct zs_config {
 	enum zs_offload offload;
 	unsigned ranks_per_node;
 	unsigned given;                 /* keys set by a spec or an option */
+	/* measure --model: a transformer instead of the MLP of widths
+	 * (engine/tfm.h), or NULL. Not owned. */
+	const struct zs_tfm_run *tfm;
 };
 
 /* The defaults, the prototype's sweep: 64,256,64; N = 1..32 by doubling; all schemes;

@@ -1,0 +1,330 @@
+/*
+ * tfm_net — the transformer of tfm.h as the step driver's layer list
+ * (model.h), fp32. Layer 0 is the embedding, layers 1..L the blocks,
+ * layer L+1 the final norm with the head and the loss. Every tensor the
+ * backward reads is a tensor of the list with its own name and lifetime
+ * (docs/schedule.md, "Transformers: the engine's schedule"):
+ *
+ *   tokens, targets   (B, T) ints, from the start of forward; tokens until
+ *                     the embedding's backward, targets until the head's
+ *   x0                the embedding's output, until block 0's backward
+ *   block l's tensors allocated before its forward, freed after its
+ *                     backward; its output res3 after the next layer's
+ *                     backward (which reads it as its input)
+ *   lnf.., logits     the head's, until its backward (tied: lnf and the
+ *                     logits' gradient until the embedding's backward)
+ *   dres              the residual stream's gradient: the whole backward
+ *   dx, dqkv, dh, dup, datt   backward scratch, until block 0's backward
+ *   dnorm             tied: the final norm's grads, until the embedding's
+ *
+ * Recompute: selective makes each block's att a recomputed tensor (freed
+ * after the block's forward, allocated again and rebuilt from qkv before
+ * its backward); full makes every block tensor but res3 one (rebuilt by
+ * tfm_block_recompute from the block's input). The bits do not change.
+ *
+ * A tied head (gpt2) reads the embedding's unit and computes no param
+ * grads: the head's contribution to wte (d logits^T · lnf) and the final
+ * norm's grads are added in the embedding's backward, before its own, in
+ * the order tfm_model_step adds them, so every scheme and unit mode gets
+ * the same bits as the whole model in one buffer.
+ *
+ * Every layer's backward zeroes the grads it owns first: a layer's grads
+ * are a fresh buffer under zero3 and hold the last step's elsewhere.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/model.h"
+#include "engine/tfm.h"
+#include "engine/tfm_kernels.h"
+#include "util/util.h"
+
+static float *mut(const void *p) { return (float *)(size_t)p; }
+
+/* Tensor i holds int32 token ids (the driver's tensors are 4-byte
+ * elements of either type). */
+static int *ids(float *const *t, unsigned i)
+{
+	void *p = t[i];
+	return p;
+}
+
+static float *act(const struct zs_layer *l, const struct zs_layer_io *io, enum tfm_act a)
+{
+	return l->act[a] == ZS_NO_TENSOR ? NULL : io->t[l->act[a]];
+}
+
+static void scratch_of(struct tfm_scratch *s, const struct zs_layer_io *io)
+{
+	float **slot[6] = {&s->dres, &s->dx, &s->dqkv, &s->dh, &s->dup, &s->datt};
+	for (int i = 0; i < 6; i++)
+		*slot[i] = io->t[io->net->tfm.scratch[i]];
+}
+
+static void block_acts(struct tfm_block_acts *a, const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	for (int i = 0; i < TFM_NBLOCK_ACTS; i++)
+		*tfm_block_act_slot(a, (enum tfm_act)i) = act(l, io, (enum tfm_act)i);
+}
+
+static void head_acts(struct tfm_head_acts *a, const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	for (int i = TFM_ACT_LNF; i <= TFM_ACT_LOGITS; i++)
+		*tfm_head_act_slot(a, (enum tfm_act)i) = act(l, io, (enum tfm_act)i);
+}
+
+/* ---- the embedding ------------------------------------------------------ */
+
+static void embed_fwd(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	struct tfm_embed_params p;
+	tfm_embed_view(&p, &n->dims, mut(io->w));
+	tfm_embed_forward(act(l, io, TFM_ACT_X0), &p, ids(io->t, n->tokens), &n->dims, n->B, n->T);
+}
+
+static void embed_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	const struct tfm_dims *d = &n->dims;
+	float *g = io->g;
+	struct tfm_embed_params eg;
+	memset(g, 0, l->nparams * sizeof *g);
+	tfm_embed_view(&eg, d, g);
+	if (d->tied) { /* the tied head's grads first, as tfm_model_step adds them */
+		const struct zs_layer *h = &io->net->layer[io->net->nlayers - 1];
+		struct tfm_final_params fg;
+		tfm_head_view(&fg, d, g);
+		matmul_backward(NULL, fg.head, NULL, act(h, io, TFM_ACT_LOGITS), act(h, io, TFM_ACT_LNF), NULL, n->B * n->T,
+		                d->d, d->vocab);
+		memcpy(fg.norm_w, io->t[n->dnorm], (d->family == TFM_GPT2 ? 2 : 1) * d->d * sizeof *g);
+	}
+	tfm_embed_backward(&eg, io->t[n->scratch[0]], ids(io->t, n->tokens), d, n->B, n->T);
+}
+
+/* ---- a block -------------------------------------------------------------- */
+
+static const float *block_input(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	return io->t[l->in];
+}
+
+static void block_fwd(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	struct tfm_block_params p;
+	struct tfm_block_acts a;
+	tfm_block_view_at(&p, &n->dims, mut(io->w));
+	block_acts(&a, l, io);
+	tfm_block_forward(&a, &p, block_input(l, io), &n->dims, n->B, n->T);
+}
+
+static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	const struct tfm_dims *d = &n->dims;
+	struct tfm_block_params p, g;
+	struct tfm_block_acts a;
+	struct tfm_scratch s;
+	tfm_block_view_at(&p, d, mut(io->w));
+	memset(io->g, 0, l->nparams * sizeof(float));
+	tfm_block_view_at(&g, d, io->g);
+	block_acts(&a, l, io);
+	scratch_of(&s, io);
+	/* Rebuild what the forward did not keep (recomputed tensors). */
+	if (n->recompute == TFM_RECOMPUTE_FULL)
+		tfm_block_recompute(&a, &p, block_input(l, io), d, n->B, n->T);
+	else if (n->recompute == TFM_RECOMPUTE_SELECTIVE)
+		attention_forward(a.atty, a.att, a.qkv, n->B, n->T, d->heads, d->kv_heads, d->head_dim);
+	tfm_block_backward(&g, &s, &a, &p, block_input(l, io), d, n->B, n->T);
+}
+
+/* ---- the final norm, the head and the loss -------------------------------- */
+
+static void head_fwd(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	const struct tfm_dims *d = &n->dims;
+	struct tfm_final_params p;
+	struct tfm_head_acts a;
+	tfm_head_view(&p, d, mut(io->w));
+	head_acts(&a, l, io);
+	size_t BT = n->B * n->T;
+	/* tfm_head_forward without its loss, which the driver asks for at the
+	 * start of backward (head_loss). */
+	if (d->family == TFM_GPT2)
+		layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, io->t[l->in], p.norm_w, p.norm_b, d->eps, BT, d->d);
+	else
+		rmsnorm_forward(a.lnf, a.lnf_rstd, io->t[l->in], p.norm_w, d->eps, BT, d->d);
+	matmul_forward(a.logits, a.lnf, p.head, NULL, BT, d->d, d->vocab);
+}
+
+static float head_loss(const struct zs_net *m, float *const *t)
+{
+	const struct zs_layer *h = &m->layer[m->nlayers - 1];
+	const struct zs_net_tfm *n = &m->tfm;
+	return crossentropy_forward_backward(t[h->act[TFM_ACT_LOGITS]], ids(t, n->targets), n->B * n->T,
+	                                     n->dims.vocab);
+}
+
+static void head_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	const struct tfm_dims *d = &n->dims;
+	struct tfm_final_params p, g;
+	struct tfm_head_acts a;
+	struct tfm_scratch s;
+	tfm_head_view(&p, d, mut(io->w));
+	head_acts(&a, l, io);
+	scratch_of(&s, io);
+	if (!d->tied) {
+		memset(io->g, 0, l->nparams * sizeof(float));
+		tfm_head_view(&g, d, io->g);
+		tfm_head_backward(&g, &s, &a, &p, io->t[l->in], d, n->B, n->T);
+		return;
+	}
+	/* Tied: the input gradient only; the norm's grads wait in dnorm. */
+	float *dn = io->t[n->dnorm];
+	memset(dn, 0, (d->family == TFM_GPT2 ? 2 : 1) * d->d * sizeof *dn);
+	g = (struct tfm_final_params){dn, d->family == TFM_GPT2 ? dn + d->d : NULL, NULL};
+	size_t BT = n->B * n->T;
+	matmul_backward(s.dx, NULL, NULL, a.logits, a.lnf, p.head, BT, d->d, d->vocab);
+	memset(s.dres, 0, BT * d->d * sizeof *s.dres);
+	if (d->family == TFM_GPT2)
+		layernorm_backward(s.dres, g.norm_w, g.norm_b, s.dx, io->t[l->in], p.norm_w, a.lnf_mean, a.lnf_rstd, BT,
+		                   d->d);
+	else
+		rmsnorm_backward(s.dres, g.norm_w, s.dx, io->t[l->in], p.norm_w, a.lnf_rstd, BT, d->d);
+}
+
+static const struct zs_layer_kind embed_kind = {"embedding", embed_fwd, embed_bwd};
+static const struct zs_layer_kind block_kind = {"block", block_fwd, block_bwd};
+static const struct zs_layer_kind head_kind = {"head", head_fwd, head_bwd};
+
+/* ---- the list --------------------------------------------------------------- */
+
+static unsigned add(struct zs_net *m, const char *name, int block, size_t elements, enum zs_cat cat,
+                    enum zs_when alloc, size_t layer, size_t freed_after)
+{
+	if (elements == 0)
+		return ZS_NO_TENSOR;
+	m->tensor[m->ntensors] = (struct zs_tensor){.name = name, .block = block, .elements = elements, .cat = cat,
+	                                            .alloc = alloc, .layer = layer, .freed_after = freed_after};
+	return (unsigned)m->ntensors++;
+}
+
+static void no_acts(struct zs_layer *ly)
+{
+	for (int i = 0; i < TFM_NACTS; i++)
+		ly->act[i] = ZS_NO_TENSOR;
+}
+
+static void add_ptensors(struct zs_layer *ly, const size_t *sz, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (sz[i] != 0)
+			ly->ptensor[ly->nptensors++] = sz[i];
+}
+
+void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, uint64_t seed)
+{
+	const struct tfm_dims *d = &tr->dims;
+	size_t L = d->layers, B = batch, T = tr->seq, BT = B * T, head = L + 1;
+	size_t norm = (d->family == TFM_GPT2 ? 2 : 1) * d->d;
+	memset(m, 0, sizeof *m);
+	m->kind = ZS_NET_TFM;
+	m->nparams = tfm_nparams(d);
+	m->batch = batch;
+	m->nlayers = L + 2;
+	m->loss = head_loss;
+	struct zs_net_tfm *n = &m->tfm;
+	n->dims = *d;
+	n->B = B;
+	n->T = T;
+	n->recompute = tr->recompute;
+	struct tfm_task task;
+	tfm_task_init(&task, d->vocab, seed);
+	n->perm = task.perm;
+	n->dnorm = ZS_NO_TENSOR;
+
+	/* The batch; the backward's scratch, allocated at its start. */
+	n->tokens = add(m, "tokens", -1, BT, ZS_CAT_ACTIVATIONS, ZS_AT_FORWARD, 0, 0);
+	n->targets = add(m, "targets", -1, BT, ZS_CAT_ACTIVATIONS, ZS_AT_FORWARD, 0, head);
+	m->input = n->tokens;
+	m->target = n->targets;
+	size_t sc[6];
+	static const char *const sc_names[6] = {"dres", "dx", "dqkv", "dh", "dup", "datt"};
+	tfm_scratch_elems(d, B, T, sc);
+	for (int i = 0; i < 6; i++)
+		n->scratch[i] = add(m, sc_names[i], -1, sc[i], ZS_CAT_SCRATCH, ZS_AT_BACKWARD, 0, i == 0 ? 0 : 1);
+	if (d->tied)
+		n->dnorm = add(m, "dnorm", -1, norm, ZS_CAT_SCRATCH, ZS_AT_BACKWARD, 0, 0);
+
+	/* Layer 0: the embedding (tied: with the final norm's params). */
+	struct zs_layer *e = &m->layer[0];
+	no_acts(e);
+	e->kind = &embed_kind;
+	e->block = -1;
+	e->param_off = 0;
+	e->nparams = tfm_block_offset(d, 0);
+	size_t esz[4] = {d->vocab * d->d, d->family == TFM_GPT2 ? d->seq * d->d : 0, d->tied ? d->d : 0,
+	                 d->tied && d->family == TFM_GPT2 ? d->d : 0};
+	add_ptensors(e, esz, 4);
+	e->out = e->act[TFM_ACT_X0] = add(m, "x0", -1, BT * d->d, ZS_CAT_ACTIVATIONS, ZS_AT_LAYER, 0, 1);
+	e->in = n->tokens;
+
+	/* Layers 1..L: the blocks. */
+	size_t bsz[TFM_BLOCK_TENSORS];
+	tfm_block_tensor_sizes(d, bsz);
+	for (size_t b = 0; b < L; b++) {
+		size_t l = 1 + b;
+		struct zs_layer *ly = &m->layer[l];
+		no_acts(ly);
+		ly->kind = &block_kind;
+		ly->block = (int)b;
+		ly->param_off = tfm_block_offset(d, b);
+		ly->nparams = tfm_block_params_count(d);
+		add_ptensors(ly, bsz, TFM_BLOCK_TENSORS);
+		ly->in = m->layer[l - 1].out;
+		for (int a = 0; a < TFM_NBLOCK_ACTS; a++) {
+			size_t freed = a == TFM_ACT_RES3 ? l + 1 : l;
+			unsigned i = add(m, tfm_act_name((enum tfm_act)a), (int)b,
+			                 tfm_act_elems(d, B, T, (enum tfm_act)a), ZS_CAT_ACTIVATIONS, ZS_AT_LAYER, l, freed);
+			ly->act[a] = i;
+			if (i != ZS_NO_TENSOR)
+				m->tensor[i].recomputed = tr->recompute == TFM_RECOMPUTE_FULL ? a != TFM_ACT_RES3
+				                          : tr->recompute == TFM_RECOMPUTE_SELECTIVE ? a == TFM_ACT_ATT : 0;
+		}
+		ly->out = ly->act[TFM_ACT_RES3];
+	}
+
+	/* Layer L+1: the final norm and the head (tied: the embedding's). */
+	struct zs_layer *h = &m->layer[head];
+	no_acts(h);
+	h->kind = &head_kind;
+	h->block = -1;
+	h->in = m->layer[L].out;
+	h->tied = d->tied;
+	h->param_off = d->tied ? 0 : tfm_final_offset(d);
+	h->nparams = d->tied ? 0 : tfm_final_params(d);
+	if (!d->tied) {
+		size_t hsz[3] = {d->d, d->family == TFM_GPT2 ? d->d : 0, d->vocab * d->d};
+		add_ptensors(h, hsz, 3);
+	}
+	for (int a = TFM_ACT_LNF; a <= TFM_ACT_LOGITS; a++) {
+		int kept = d->tied && (a == TFM_ACT_LNF || a == TFM_ACT_LOGITS); /* until the embedding's backward */
+		h->act[a] = add(m, tfm_act_name((enum tfm_act)a), -1, tfm_act_elems(d, B, T, (enum tfm_act)a),
+		                ZS_CAT_ACTIVATIONS, ZS_AT_LAYER, head, kept ? 0 : head);
+	}
+	h->out = h->act[TFM_ACT_LOGITS];
+	h->dy = h->out;
+}
+
+void model_tfm_batch(const struct zs_net *m, float *const *t, uint64_t seed, unsigned step, unsigned rank)
+{
+	const struct zs_net_tfm *n = &m->tfm;
+	struct tfm_task task = {n->dims.vocab, n->perm};
+	tfm_task_batch(ids(t, n->tokens), ids(t, n->targets), &task, seed, step, rank, n->B, n->T);
+}
