@@ -62,6 +62,12 @@ refused "$zerosim" measure --framework deepspeed --schemes zero1 --world 2 --ran
 refused "$zerosim" theory --framework deepspeed --schemes zero1,zero2 --world 2 --ds-persist 5
 "$zerosim" theory --framework deepspeed --schemes zero1 --world 2 --ranks-per-node 2 --out "$tmp/r.json" ||
 	fail "theory refuses --ranks-per-node without --offload"
+# Frameworks' schedules are predicted on the MLP only: measuring one on the
+# transformer is refused.
+printf '{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32}\n' \
+	>"$tmp/gpt2.json"
+refused "$zerosim" measure --framework deepspeed --model "$tmp/gpt2.json" --seq 32 --precision fp32 --schemes zero2 \
+	--world 2
 # DeepSpeed's settings are options, not keys of a sweep spec; where they
 # are meaningless the spec's framework refuses them as an option's would.
 printf '{"format": "zerosim-sweep/1", "framework": "deepspeed", "ds-reduce-bucket": 1000}\n' >"$tmp/s1.json"

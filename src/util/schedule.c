@@ -116,6 +116,11 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 		if ((c->given & 1u << torch_only[i].key) && c->framework != ZS_FW_TORCH)
 			return zs_fail(cause, "--%s is %s: it needs --framework torch", torch_only[i].name,
 			               torch_only[i].what);
+	/* The theory predicts a framework's schedule on the MLP only, so
+	 * measuring one on the transformer would be a number nothing checks. */
+	if (!theory && c->tfm != NULL && c->framework != ZS_FW_PAPER)
+		return zs_fail(cause, "--model: the engine runs the transformer under --framework paper only (the theory "
+		               "has no %s schedule for it to compare with)", zs_framework_name(c->framework));
 	if (theory && c->framework == ZS_FW_DEEPSPEED)
 		return 0;
 	for (size_t i = 0; i < c->nschemes; i++) {
