@@ -154,6 +154,14 @@ static unsigned reductions(const struct zs_result *res)
 	return n;
 }
 
+/* ASan's allocator maps regions of its own as a test goes on, so the count
+ * is only compared without it. */
+#if defined(__SANITIZE_ADDRESS__)
+#define MAPS_STABLE 0
+#else
+#define MAPS_STABLE 1
+#endif
+
 /* The process's mappings (/proc/self/maps lines), or 0 where there is none. */
 static unsigned mappings(void)
 {
@@ -186,7 +194,8 @@ START_TEST(test_the_bucket_is_reduced_when_the_next_grad_would_not_fit)
 		ck_assert_uint_eq(res.digest, p.digest);
 		engine_result_free(&res);
 	}
-	ck_assert_uint_eq(mappings(), maps); /* every bucket and its guard page unmapped */
+	if (MAPS_STABLE)
+		ck_assert_uint_eq(mappings(), maps); /* every bucket and its guard page unmapped */
 	engine_result_free(&p);
 }
 END_TEST
