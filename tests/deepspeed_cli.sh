@@ -11,20 +11,40 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-ds.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 fail() { echo "deepspeed_cli: FAIL: $*" >&2; exit 1; }
 
+# Refused: exit 2, one line, no new file and an existing one untouched.
 refused() {
 	"$@" --out "$tmp/no.json" >/dev/null 2>"$tmp/err"
 	rc=$?
 	[ $rc -eq 2 ] || fail "$* exited $rc, not 2"
 	[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$*: not one line: $(cat "$tmp/err")"
 	[ ! -e "$tmp/no.json" ] || fail "$* wrote its output"
+	echo keep >"$tmp/old.json"
+	"$@" --out "$tmp/old.json" >/dev/null 2>&1
+	[ "$(cat "$tmp/old.json")" = keep ] || fail "$* touched an existing output"
 }
 for cmd in measure theory; do
 	for bad in "--ds-reduce-bucket 0" "--ds-reduce-bucket 2.5" "--ds-reduce-bucket 1e10" "--ds-reduce-bucket x" \
 		"--ds-reduce-bucket -5" "--ds-allgather-bucket 3" "--ds-allgather-bucket 0" "--ds-overlap-comm yes" \
-		"--ds-overlap-comm" "--ds-persist -1" "--ds-persist 1.5" "--ds-persist 1e15"; do
+		"--ds-overlap-comm" "--ds-persist -1" "--ds-persist 1.5" "--ds-persist 1e15" "--ds-reduce-bucket 1e999" \
+		"--ds-reduce-bucket nan" "--ds-reduce-bucket inf" "--ds-reduce-bucket 0x10" "--ds-reduce-bucket 1e15" \
+		"--ds-allgather-bucket 1e999" "--ds-allgather-bucket -2" "--ds-allgather-bucket 0x10" "--ds-persist 1e-400" \
+		"--ds-persist nan" "--ds-persist inf" "--ds-persist 0x10" "--ds-overlap-comm ON" "--ds-overlap-comm 1" \
+		"--ranks-per-node 1e1" "--ranks-per-node -2" "--ranks-per-node 0x2" "--ranks-per-node nan" \
+		"--offload NONE" "--offload optimizer,params" "--ds-reduce-bucket 100 --ds-reduce-bucket 0"; do
 		# shellcheck disable=SC2086 # the option and its value are two words
 		refused "$zerosim" $cmd --framework deepspeed --schemes zero1 --world 2 $bad
 	done
+	for empty in --ds-reduce-bucket --ds-allgather-bucket --ds-persist --ranks-per-node --offload --ds-overlap-comm; do
+		refused "$zerosim" $cmd --framework deepspeed --schemes zero1 --world 2 $empty ""
+	done
+	# settings no scheme of the sweep reads: dp has no bucket, stage 3 no
+	# all-gather bucket; a paper or torch run none of them
+	refused "$zerosim" $cmd --framework deepspeed --schemes dp --world 2 --ds-reduce-bucket 100
+	refused "$zerosim" $cmd --framework deepspeed --schemes dp --world 2 --ds-overlap-comm off
+	refused "$zerosim" $cmd --framework deepspeed --schemes zero3 --world 2 --ds-allgather-bucket 100
+	refused "$zerosim" $cmd --framework paper --world 2 --ds-persist 5
+	refused "$zerosim" $cmd --framework torch --world 2 --offload none
+	refused "$zerosim" $cmd --framework deepspeed --ds-persist 5 --framework paper --world 2
 	refused "$zerosim" $cmd --framework deepspeed --schemes zero1 --world 2 --offload params
 	refused "$zerosim" $cmd --framework deepspeed --schemes zero2 --world 2,4 --ranks-per-node 3
 	refused "$zerosim" $cmd --framework deepspeed --schemes zero2 --world 2 --ranks-per-node 0
@@ -36,6 +56,41 @@ done
 refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2
 refused "$zerosim" measure --framework deepspeed --schemes dp,zero2 --world 2 --offload optimizer
 refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2 --offload params
+# measure keeps host bytes only when offloading; the theory's estimate uses
+# the ranks of a node without it. Only the theory runs DeepSpeed's zero3.
+refused "$zerosim" measure --framework deepspeed --schemes zero1 --world 2 --ranks-per-node 2
+refused "$zerosim" theory --framework deepspeed --schemes zero1,zero2 --world 2 --ds-persist 5
+"$zerosim" theory --framework deepspeed --schemes zero1 --world 2 --ranks-per-node 2 --out "$tmp/r.json" ||
+	fail "theory refuses --ranks-per-node without --offload"
+# Frameworks' schedules are predicted on the MLP only: measuring one on the
+# transformer is refused.
+printf '{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32}\n' \
+	>"$tmp/gpt2.json"
+refused "$zerosim" measure --framework deepspeed --model "$tmp/gpt2.json" --seq 32 --precision fp32 --schemes zero2 \
+	--world 2
+# DeepSpeed's settings are options, not keys of a sweep spec; where they
+# are meaningless the spec's framework refuses them as an option's would.
+printf '{"format": "zerosim-sweep/1", "framework": "deepspeed", "ds-reduce-bucket": 1000}\n' >"$tmp/s1.json"
+printf '{"format": "zerosim-sweep/1", "framework": "torch", "world": [2]}\n' >"$tmp/s2.json"
+printf '{"format": "zerosim-sweep/1", "framework": "deepspeed", "schemes": ["dp"], "world": [2]}\n' >"$tmp/s3.json"
+for cmd in measure theory; do
+	refused "$zerosim" $cmd --spec "$tmp/s1.json"
+	grep -q "options only" "$tmp/err" || fail "the spec's DeepSpeed key: $(cat "$tmp/err")"
+	refused "$zerosim" $cmd --spec "$tmp/s2.json" --ds-overlap-comm on
+	refused "$zerosim" $cmd --spec "$tmp/s3.json" --ds-reduce-bucket 100
+done
+
+# Buckets mapped past the address space (5000 ranks with two 16 GB buckets
+# each, 1.6e14 bytes, beyond 47 bits): one line, exit 1, the buckets mapped
+# so far unmapped and an existing output file kept.
+echo keep >"$tmp/keep.json"
+"$zerosim" measure -q --framework deepspeed --schemes zero2 --world 5000 --layers 2,2 --steps 1 --precision fp32 \
+	--ds-reduce-bucket 4e9 --ds-overlap-comm on --out "$tmp/keep.json" >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] || fail "unmappable buckets exited $rc, not 1"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "cannot map DeepSpeed's reduce bucket" "$tmp/err" ||
+	fail "unmappable buckets: not one clear line: $(cat "$tmp/err")"
+[ "$(cat "$tmp/keep.json")" = keep ] || fail "unmappable buckets: the existing output was touched"
 
 # DeepSpeed's estimator with offload, 7.5B on 64 GPUs, 8 a node (worked by
 # hand in test_deepspeed.c), and zerosim's device and host bytes.

@@ -26,6 +26,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "engine/engine.h"
@@ -130,6 +131,72 @@ START_TEST(test_a_small_bucket_moves_the_peak_to_the_step)
 	ck_assert_uint_eq(th.peak_bytes, 397056u);
 	ck_assert_uint_eq(th.peak_breakdown[THEORY_GRAD32], 4 * 16544);
 	engine_result_free(&res);
+}
+END_TEST
+
+/* The bucket's edges (reduce_independent_p_g_buckets_and_remove_grads,
+ * stage_1_and_2.py 939-970): a grad is copied in if elements_in_ipg_bucket
+ * + its numel fits reduce_bucket_size, else the bucket is reduced first;
+ * a grad larger than the whole bucket is reduced from where it is. ZeRO-2
+ * with unit=layer at N = 2 sees 16448 elements (the last layer) then 16640.
+ * A bucket of 33088 holds both: no reduction until backward ends; 33087
+ * holds one: a reduction mid-backward; 16639 is smaller than the first
+ * layer's grads: reduced from where they are, after the bucket's. The
+ * reductions are counted as rank 0's timeline shows them (a phase reduce
+ * mid-backward, then the engine's own); the bucket ends at a guard page,
+ * so a copy one element past it would fault, and the process has as many
+ * mappings after the runs as before. */
+static unsigned reductions(const struct zs_result *res)
+{
+	unsigned n = 0;
+	for (size_t i = 0; i < res->ntimeline; i++)
+		n += res->timeline[i].op == ZS_OP_PHASE && res->timeline[i].phase == ZS_PH_REDUCE;
+	return n;
+}
+
+/* ASan's allocator maps regions of its own as a test goes on, so the count
+ * is only compared without it. */
+#if defined(__SANITIZE_ADDRESS__)
+#define MAPS_STABLE 0
+#else
+#define MAPS_STABLE 1
+#endif
+
+/* The process's mappings (/proc/self/maps lines), or 0 where there is none. */
+static unsigned mappings(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	unsigned n = 0;
+	for (int ch; f != NULL && (ch = getc(f)) != EOF;)
+		n += ch == '\n';
+	if (f != NULL)
+		fclose(f);
+	return n;
+}
+
+START_TEST(test_the_bucket_is_reduced_when_the_next_grad_would_not_fit)
+{
+	const double bucket[] = {33088, 33087, 16639, 16448};
+	const unsigned expect[] = {1, 2, 2, 2};
+	struct zs_config paper = ds_config(ZS_MIXED);
+	paper.framework = ZS_FW_PAPER;
+	struct zs_result p = run(&paper, ZS_ZERO2, 2, ZS_UNIT_LAYER);
+	unsigned maps = mappings();
+	for (int i = 0; i < 4; i++) {
+		struct zs_config c = ds_config(ZS_MIXED);
+		c.ds_reduce_bucket = bucket[i];
+		struct zs_result res;
+		struct zs_run_options opt = {.timeline = 1};
+		char *cause = NULL;
+		ck_assert_int_eq(engine_run(&c, ZS_ZERO2, 2, ZS_UNIT_LAYER, NULL, &opt, &res, &cause), 0);
+		ck_assert_msg(reductions(&res) == expect[i], "bucket %.0f: %u reductions, not %u", bucket[i],
+		              reductions(&res), expect[i]);
+		ck_assert_uint_eq(res.digest, p.digest);
+		engine_result_free(&res);
+	}
+	if (MAPS_STABLE)
+		ck_assert_uint_eq(mappings(), maps); /* every bucket and its guard page unmapped */
+	engine_result_free(&p);
 }
 END_TEST
 
@@ -268,6 +335,7 @@ int main(void)
 	tcase_add_test(t, test_zero2_holds_a_units_grads_zero1_the_models);
 	tcase_add_test(t, test_fp32_keeps_an_fp32_partition_too);
 	tcase_add_test(t, test_a_small_bucket_moves_the_peak_to_the_step);
+	tcase_add_test(t, test_the_bucket_is_reduced_when_the_next_grad_would_not_fit);
 	tcase_add_test(t, test_weights_are_the_papers_bit_for_bit);
 	tcase_add_test(t, test_zero3_persists_every_tensor_of_the_mlp);
 	tcase_add_test(t, test_the_estimators_offload_rows);

@@ -63,7 +63,7 @@ static void usage(FILE *f)
 	      "      --ds-persist T     DeepSpeed ZeRO-3's persistence threshold (1e5)\n"
 	      "      --offload O        none (default) or optimizer: DeepSpeed's host bytes\n"
 	      "                         apart from the device's (zero1, zero2)\n"
-	      "      --ranks-per-node R ranks of a node (default 1): host bytes per node\n"
+	      "      --ranks-per-node R with --offload optimizer: host bytes per node (1)\n"
 	      "      --spec FILE        read the options above from a zerosim-sweep/1 file;\n"
 	      "                         options on the command line override it\n"
 	      "      --model NAME|FILE  train a transformer instead: a shipped config (gpt2,\n"

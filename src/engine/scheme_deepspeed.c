@@ -35,6 +35,9 @@
  */
 #include "config.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/scheme.h"
@@ -92,18 +95,6 @@ static void teardown(struct zs_run *r)
 		}
 }
 
-static void alloc_buckets(struct zs_run *r)
-{
-	size_t bytes = bucket_elements(r) * r->esize[ZS_BUF_FULL_GRADS];
-	for (unsigned k = r->r0; k < r->r1; k++)
-		for (int i = 0; i <= r->config->ds_overlap_comm; i++) {
-			run_rank(r, k)->bucket[i] = tracker_alloc_mapped(&r->tracker, k, ZS_CAT_FULL_GRADS, bytes);
-			if (run_rank(r, k)->bucket[i] == NULL)
-				zs_oom(__FILE__, __LINE__);
-		}
-	memset(&r->bucket, 0, sizeof r->bucket);
-}
-
 static void free_buckets(struct zs_run *r)
 {
 	for (unsigned k = r->r0; k < r->r1; k++)
@@ -111,6 +102,29 @@ static void free_buckets(struct zs_run *r)
 			tracker_free(&r->tracker, k, run_rank(r, k)->bucket[i]);
 			run_rank(r, k)->bucket[i] = NULL;
 		}
+}
+
+/* Every rank's buckets are mapped, untouched; the address space (or
+ * ulimit -v, or the map count) can still run out: then the buckets
+ * mapped so far are unmapped and the run ends in one line (exit 1). */
+static void alloc_buckets(struct zs_run *r)
+{
+	size_t bytes = bucket_elements(r) * r->esize[ZS_BUF_FULL_GRADS];
+	unsigned nb = 1 + (unsigned)r->config->ds_overlap_comm;
+	for (unsigned k = r->r0; k < r->r1; k++)
+		for (unsigned i = 0; i < nb; i++) {
+			run_rank(r, k)->bucket[i] = tracker_alloc_mapped(&r->tracker, k, ZS_CAT_FULL_GRADS, bytes);
+			if (run_rank(r, k)->bucket[i] != NULL)
+				continue;
+			int err = errno;
+			free_buckets(r);
+			fprintf(stderr, "zerosim: cannot map DeepSpeed's reduce bucket %u of rank %u of %u (%zu bytes, %u a "
+			        "rank, %.4g bytes in all): %s (the address space, ulimit -v or vm.max_map_count); give a "
+			        "smaller --ds-reduce-bucket or --world\n", i + 1, k, r->world, bytes, nb,
+			        (double)bytes * nb * r->world, strerror(err));
+			exit(ZS_EXIT_RUNTIME);
+		}
+	memset(&r->bucket, 0, sizeof r->bucket);
 }
 
 /* Reduce unit u's grads, rank k's at src[k - r0], into the partitions

@@ -6,10 +6,12 @@
  */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "engine/heap.h"
 #include "engine/tracker.h"
@@ -98,11 +100,28 @@ void *tracker_alloc_host(struct zs_tracker *t, unsigned rank, enum zs_cat cat, s
 	return raw + HEADER_SIZE;
 }
 
+/* A mapped block's pages: header and payload rounded up to whole pages,
+ * then one inaccessible guard page. The payload ends where the guard
+ * begins, so a write one element past it faults (it starts at an address
+ * aligned as `bytes` is, enough for bytes = n·sizeof(T)). */
+static size_t mapped_span(size_t bytes, size_t page) { return (HEADER_SIZE + bytes + page - 1) / page * page; }
+
 void *tracker_alloc_mapped(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t bytes)
 {
-	void *raw = mmap(NULL, HEADER_SIZE + bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-	                 -1, 0);
-	return raw == MAP_FAILED ? NULL : counted(t, raw, rank, cat, bytes, 1);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	if (bytes > SIZE_MAX / 2)
+		return NULL;
+	size_t span = mapped_span(bytes, page);
+	/* Mapped writable, then the guard page closed: memcheck shadows a
+	 * fresh mapping for nothing, but a whole mprotect'ed one page by page. */
+	char *base = mmap(NULL, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (base == MAP_FAILED)
+		return NULL;
+	if (mprotect(base + span, page, PROT_NONE) != 0) {
+		munmap(base, span + page);
+		return NULL;
+	}
+	return counted(t, base + span - bytes - HEADER_SIZE, rank, cat, bytes, 1);
 }
 
 void tracker_free(struct zs_tracker *t, unsigned rank, void *p)
@@ -128,10 +147,12 @@ void tracker_free(struct zs_tracker *t, unsigned rank, void *p)
 	m->total -= h.bytes;
 	if (t->recording && rank == 0)
 		log_event(t, ZS_OP_FREE, h.cat, h.bytes);
-	if (h.mapped)
-		munmap(raw, HEADER_SIZE + h.bytes);
-	else
+	if (h.mapped) {
+		size_t page = (size_t)sysconf(_SC_PAGESIZE);
+		munmap((char *)((uintptr_t)raw / page * page), mapped_span(h.bytes, page) + page);
+	} else {
 		free(raw);
+	}
 }
 
 void tracker_set_phase(struct zs_tracker *t, enum zs_phase p)

@@ -64,7 +64,9 @@ void *tracker_alloc(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t
  * the model). It is mapped at its full size (anonymous, MAP_NORESERVE)
  * and counted at its full size, as a device allocator would; the pages the
  * step never writes are never faulted in, so eight ranks' 1 GB buckets
- * cost this machine only what they hold. Zero-filled (fresh pages); NULL
+ * cost this machine only what they hold. The block ends at an
+ * inaccessible guard page: a write past its last byte faults, where a
+ * heap block's slack would hide it. Zero-filled (fresh pages); NULL
  * when the mapping fails (the caller reports it). Freed with tracker_free. */
 void *tracker_alloc_mapped(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t bytes);
 

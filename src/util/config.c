@@ -214,7 +214,10 @@ static int set_real(const char *key, const char *value, double lo, double hi, co
 	double d;
 	if (*value == '\0')
 		return zs_fail(cause, "--%s: an empty value is not %s", key, what);
-	if (zs_parse_decimal(value, &d) != 0 || d < lo || d > hi)
+	int nonzero = 0; /* a digit 1-9 before the exponent: "1e-400" underflows to 0, and is no 0 */
+	for (size_t i = 0, m = strcspn(value, "eE"); i < m; i++)
+		nonzero |= value[i] >= '1' && value[i] <= '9';
+	if (zs_parse_decimal(value, &d) != 0 || d < lo || d > hi || (d == 0 && nonzero))
 		return zs_fail(cause, "--%s: '%.40s' is not %s", key, value, what);
 	*out = d;
 	return 0;
@@ -497,7 +500,10 @@ int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 		if (i == sizeof spec_keys / sizeof spec_keys[0]) {
 			const char *hint = strcmp(it->string, "unit") == 0 ? " (did you mean \"units\"?)"
 			                   : strcmp(it->string, "scheme") == 0 ? " (did you mean \"schemes\"?)"
-			                                                       : "";
+			                   : strncmp(it->string, "ds-", 3) == 0 || strcmp(it->string, "offload") == 0 ||
+			                             strcmp(it->string, "ranks-per-node") == 0
+			                       ? " (DeepSpeed's settings are command-line options only)"
+			                       : "";
 			char known[512] = "";
 			for (size_t k = 0; k < sizeof spec_keys / sizeof spec_keys[0]; k++)
 				snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "",

@@ -82,6 +82,28 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 		if (c->schemes[i] == ZS_DP)
 			return zs_fail(cause, "--offload %s: dp has no ZeRO optimizer to offload (give --schemes zero1,zero2,zero3)",
 			               zs_offload_name(c->offload));
+	/* A DeepSpeed setting no scheme of the sweep reads is refused, not
+	 * recorded as if it had changed something. */
+	unsigned has = 0; /* a bit per scheme of the sweep */
+	for (size_t i = 0; i < c->nschemes; i++)
+		has |= 1u << c->schemes[i];
+	enum { Z12 = 1u << ZS_ZERO1 | 1u << ZS_ZERO2, Z3 = 1u << ZS_ZERO3 };
+	static const struct { enum zs_key key; unsigned schemes; int theory_only; const char *why; } ds_use[] = {
+		{ZS_KEY_DS_REDUCE_BUCKET, Z12 | Z3, 0, "--ds-reduce-bucket: DeepSpeed's dp is a plain all-reduce, with no "
+		 "reduce bucket (give --schemes zero1, zero2 or zero3)"},
+		{ZS_KEY_DS_OVERLAP_COMM, Z12 | Z3, 0, "--ds-overlap-comm: DeepSpeed's dp is a plain all-reduce, with no "
+		 "reduce bucket to double (give --schemes zero1, zero2 or zero3)"},
+		{ZS_KEY_DS_ALLGATHER_BUCKET, Z12, 0, "--ds-allgather-bucket is ZeRO-1/2's (stage 3 takes none): give "
+		 "--schemes zero1 or zero2"},
+		/* measure records it for the report's finding on the theory's zero3 */
+		{ZS_KEY_DS_PERSIST, Z3, 1, "--ds-persist is ZeRO-3's param_persistence_threshold: give --schemes zero3"},
+	};
+	for (size_t i = 0; i < sizeof ds_use / sizeof ds_use[0] && c->framework == ZS_FW_DEEPSPEED; i++)
+		if ((c->given & 1u << ds_use[i].key) && !(has & ds_use[i].schemes) && (theory || !ds_use[i].theory_only))
+			return zs_fail(cause, "%s", ds_use[i].why);
+	if (!theory && (c->given & 1u << ZS_KEY_RANKS_PER_NODE) && c->offload == ZS_OFFLOAD_NONE)
+		return zs_fail(cause, "--ranks-per-node: the engine keeps host bytes only with --offload optimizer (the "
+		               "theory uses the ranks of a node without it, for DeepSpeed's estimate)");
 	for (size_t w = 0; w < c->nworld; w++)
 		if (c->world[w] % c->ranks_per_node != 0)
 			return zs_fail(cause, "--ranks-per-node %u does not divide N = %u (every node holds as many ranks)",
@@ -94,6 +116,11 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 		if ((c->given & 1u << torch_only[i].key) && c->framework != ZS_FW_TORCH)
 			return zs_fail(cause, "--%s is %s: it needs --framework torch", torch_only[i].name,
 			               torch_only[i].what);
+	/* The theory predicts a framework's schedule on the MLP only, so
+	 * measuring one on the transformer would be a number nothing checks. */
+	if (!theory && c->tfm != NULL && c->framework != ZS_FW_PAPER)
+		return zs_fail(cause, "--model: the engine runs the transformer under --framework paper only (the theory "
+		               "has no %s schedule for it to compare with)", zs_framework_name(c->framework));
 	if (theory && c->framework == ZS_FW_DEEPSPEED)
 		return 0;
 	for (size_t i = 0; i < c->nschemes; i++) {
