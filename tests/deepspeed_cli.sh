@@ -130,6 +130,15 @@ for persist in 100000 1000; do
 done
 [ "$(verdict "$tmp/r100000/diff.json" deepspeed_zero3_partitions_nothing)" = holds ] || fail "default: not holds"
 [ "$(verdict "$tmp/r1000/diff.json" deepspeed_zero3_partitions_nothing)" = "does not hold" ] || fail "1000: holds"
+# A measurement and a theory that name different thresholds are not one
+# experiment: refused in one line, nothing written.
+"$zerosim" measure -q --framework deepspeed --schemes zero1,zero2 --world 1,2 --out "$tmp/pm0.json" ||
+	fail "measure at the default threshold"
+if "$zerosim" report --no-render --template "$template" --measured "$tmp/pm0.json" --theory "$tmp/pt.json" \
+	--out "$tmp/rmix" 2>"$tmp/err"; then fail "different thresholds were accepted"; fi
+grep -q "different DeepSpeed persistence thresholds (100000 and 1000" "$tmp/err" ||
+	fail "not the thresholds' line: $(cat "$tmp/err")"
+[ ! -e "$tmp/rmix" ] || fail "a refused report wrote $tmp/rmix"
 tr -d ' \t\n' <"$tmp/pt.json" | grep -q '"persistent_tensors":2,"persistent_params":320,"partitioned_params":32768' ||
 	fail "--ds-persist 1000: not the two biases persistent"
 

@@ -594,7 +594,13 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 	snprintf(d->precision, sizeof d->precision, "%s", mm.precision);
 	snprintf(d->optimizer, sizeof d->optimizer, "%s", mm.optimizer);
 	snprintf(d->framework, sizeof d->framework, "%s", mm.framework);
-	d->ds_persist = mm.ds_persist;
+	/* Only the theory models DeepSpeed's ZeRO-3, so its threshold is the
+	 * one the finding reads; two files that name different ones are not
+	 * one experiment. */
+	if (mm.ds_persist >= 0 && tm.ds_persist >= 0 && mm.ds_persist != tm.ds_persist)
+		return zs_fail(cause, "%s and %s name different DeepSpeed persistence thresholds "
+		               "(%.0f and %.0f elements)", mname, tname, mm.ds_persist, tm.ds_persist);
+	d->ds_persist = tm.ds_persist >= 0 ? tm.ds_persist : mm.ds_persist;
 	d->p = mm.p;
 	d->g = mm.g;
 	d->k = mm.k;
