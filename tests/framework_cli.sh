@@ -104,4 +104,16 @@ report "$tmp/r1" --framework torch --layers 8,8,8,8,8,8,8,8,8 --schemes zero1 --
 report "$tmp/r1" --world 1,2,3
 grep -q torch "$tmp/r1/diff.json" && fail "the paper's diff.json names torch"
 [ -e "$tmp/r1/figures/fig6-ranks.gp" ] && fail "a stale per-rank figure in a reused folder"
+# A measurement and a theory of different torch settings are not one
+# experiment: the report refuses them in one line and writes nothing.
+"$zerosim" measure -q --framework torch --schemes dp,zero1 --world 1,2 --bucket-cap 1 --out "$tmp/b1.json" &&
+	"$zerosim" theory --framework torch --schemes dp,zero1 --world 1,2 --out "$tmp/b25.json" &&
+	"$zerosim" measure -q --framework torch --schemes zero3 --unit layer --world 2 --prefetch backward-pre \
+		--out "$tmp/pre.json" &&
+	"$zerosim" theory --framework torch --schemes zero3 --unit layer --world 2 --out "$tmp/none.json" ||
+	fail "the settings' files"
+refused "$zerosim" report --no-render --template "$template" --measured "$tmp/b1.json" --theory "$tmp/b25.json"
+grep -q "differ in bucket_cap_mb: 1 and 25" "$tmp/err" || fail "not the bucket's line: $(cat "$tmp/err")"
+refused "$zerosim" report --no-render --template "$template" --measured "$tmp/pre.json" --theory "$tmp/none.json"
+grep -q "differ in prefetch: backward-pre and none" "$tmp/err" || fail "not the prefetch line: $(cat "$tmp/err")"
 echo "framework_cli: ok"

@@ -113,6 +113,8 @@ struct model_cfg {
 	const char *precision, *optimizer, *framework;
 	double p, g, k;
 	double ds_persist;  /* config.deepspeed.persist, -1 when absent */
+	double bucket_cap;  /* torch's config.bucket_cap_mb, -1 when absent */
+	const char *prefetch; /* torch's config.prefetch, NULL when absent */
 };
 
 static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg *m, char **cause)
@@ -173,6 +175,14 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 	if (ds != NULL && (zs_json_object(cfg, "deepspeed", where, &ds, cause) < 0 ||
 	                   report_read_bytes(ds, "persist", where, &m->ds_persist, cause) < 0))
 		return -1;
+	m->bucket_cap = -1;
+	m->prefetch = NULL;
+	if (cJSON_GetObjectItemCaseSensitive(cfg, "bucket_cap_mb") != NULL &&
+	    zs_json_number(cfg, "bucket_cap_mb", where, &m->bucket_cap, cause) < 0)
+		return -1;
+	if (cJSON_GetObjectItemCaseSensitive(cfg, "prefetch") != NULL &&
+	    zs_json_string(cfg, "prefetch", where, &m->prefetch, cause) < 0)
+		return -1;
 	return 0;
 }
 
@@ -212,6 +222,17 @@ static int same_model(const struct model_cfg *a, const struct model_cfg *b, cons
 		               b->framework);
 	if (a->p != b->p || a->g != b->g || a->k != b->k)
 		return zs_fail(cause, "%s and %s differ in bytes_per_param", an, bn);
+	/* A framework's settings, where both files name them: two that differ
+	 * are not one experiment (a departure would blame the code). */
+	if (a->ds_persist >= 0 && b->ds_persist >= 0 && a->ds_persist != b->ds_persist)
+		return zs_fail(cause, "%s and %s name different DeepSpeed persistence thresholds "
+		               "(%.0f and %.0f elements)", an, bn, a->ds_persist, b->ds_persist);
+	if (a->bucket_cap >= 0 && b->bucket_cap >= 0 && a->bucket_cap != b->bucket_cap)
+		return zs_fail(cause, "%s and %s differ in bucket_cap_mb: %g and %g", an, bn, a->bucket_cap,
+		               b->bucket_cap);
+	if (a->prefetch != NULL && b->prefetch != NULL && strcmp(a->prefetch, b->prefetch) != 0)
+		return zs_fail(cause, "%s and %s differ in prefetch: %.15s and %.15s", an, bn, a->prefetch,
+		               b->prefetch);
 	return 0;
 }
 
@@ -594,12 +615,8 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 	snprintf(d->precision, sizeof d->precision, "%s", mm.precision);
 	snprintf(d->optimizer, sizeof d->optimizer, "%s", mm.optimizer);
 	snprintf(d->framework, sizeof d->framework, "%s", mm.framework);
-	/* Only the theory models DeepSpeed's ZeRO-3, so its threshold is the
-	 * one the finding reads; two files that name different ones are not
-	 * one experiment. */
-	if (mm.ds_persist >= 0 && tm.ds_persist >= 0 && mm.ds_persist != tm.ds_persist)
-		return zs_fail(cause, "%s and %s name different DeepSpeed persistence thresholds "
-		               "(%.0f and %.0f elements)", mname, tname, mm.ds_persist, tm.ds_persist);
+	/* Only the theory models DeepSpeed's ZeRO-3: its threshold is the one
+	 * the finding reads (same_model refused two different ones). */
 	d->ds_persist = tm.ds_persist >= 0 ? tm.ds_persist : mm.ds_persist;
 	d->p = mm.p;
 	d->g = mm.g;

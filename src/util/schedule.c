@@ -31,7 +31,7 @@ const enum zs_span zs_shards[ZS_NSCHEMES][ZS_NSTATES] = {
 /* torch's schemes (docs/schedule.md, "torch"): dp is DistributedDataParallel
  * (its gradient buckets a buffer of their own, not a state), zero1 is ZeroRedundancyOptimizer,
  * zero2 and zero3 are FullyShardedDataParallel's SHARD_GRAD_OP and
- * FULL_SHARD (fp32 only): between steps both hold only shards. */
+ * FULL_SHARD: between steps both hold only shards. */
 static const enum zs_span torch_rows[ZS_NSCHEMES][ZS_NSTATES] = {
 	[ZS_DP]    = {ZS_FULL,  ZS_FULL,  ZS_FULL},
 	[ZS_ZERO1] = {ZS_FULL,  ZS_FULL,  ZS_TENSORS},
@@ -127,7 +127,7 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 		if (zs_row(c->framework, c->schemes[i]) == NULL)
 			return zs_fail(cause, "--framework %s: %s is not modelled yet (%s)", zs_framework_name(c->framework),
 			               zs_scheme_name(c->schemes[i]),
-			               c->framework == ZS_FW_TORCH ? "torch models dp, zero1 and zero3: give --schemes dp,zero1,zero3"
+			               c->framework == ZS_FW_TORCH ? "torch models dp, zero1, zero2 and zero3"
 			                                           : "the engine runs DeepSpeed's dp, zero1 and zero2; the theory "
 			                                             "prints DeepSpeed's own zero3 estimate");
 	}
