@@ -98,6 +98,11 @@ grep -q 'partition imbalance' "$tmp/r1/flags.txt" || fail "no partition imbalanc
 grep -q '= broadcast ' "$tmp/r1/flags.txt" || fail "no broadcast in flags.txt"
 grep -q 'dp N=2 unit=model resident: .* = DDP buckets 66176 B$' "$tmp/r1/flags.txt" || fail "no DDP buckets in flags.txt"
 [ -e "$tmp/r1/figures/fig6-ranks.gp" ] || fail "no per-rank figure"
+# The bars are model state: DDP's bucket (2 B/param on every rank) is left
+# out, so the worst rank at N = 3 shows the greedy partition's 9.942.
+grep -q '^0 9.9419729' "$tmp/r1/figures/fig6-ranks.dat" || fail "fig6's worst rank is not 9.942 B/param"
+grep -q "DDP's buckets, 2 B/param on every rank, left out" "$tmp/r1/figures/fig6-ranks.gp" ||
+	fail "fig6's title does not say the buckets are left out"
 report "$tmp/r1" --framework torch --layers 8,8,8,8,8,8,8,8,8 --schemes zero1 --world 3,4,8
 [ "$(verdict "$tmp/r1/diff.json" torch_zero1_no_better_from_3)" = "does not hold" ] ||
 	fail "torch_zero1_no_better_from_3 holds where the worst rank keeps falling"

@@ -607,7 +607,9 @@ static void remove_ranks(const char *dir)
 
 /* Each uneven run's ranks as bars side by side, with its floor (the paper's
  * even split) as a mark: what stands above it on the worst rank is the
- * partition imbalance. */
+ * partition imbalance. DDP's buckets (the same on every rank, and no model
+ * state: the floor has none) are left out of the bars, and the title says
+ * how much they were. */
 static int fig_ranks(const struct report_data *d, const char *dir, char **cause)
 {
 	struct zs_buf dat = {0}, gp = {0}, plot = {0};
@@ -619,23 +621,32 @@ static int fig_ranks(const struct report_data *d, const char *dir, char **cause)
 		remove_ranks(dir);
 		return 0;
 	}
-	zs_buf_printf(&dat, "# resident bytes per param of every rank; one block per run\n# rank bytes/param floor\n");
+	zs_buf_printf(&dat, "# resident bytes per param of every rank, DDP's buckets left out; one block per run\n"
+	                    "# rank bytes/param floor\n");
+	double buckets = 0;
 	for (size_t j = 0; j < n; j++) {
+		double bk = r[j]->resident_bd[REPORT_CAT_BUCKETS];
+		buckets = bk > buckets ? bk : buckets;
 		zs_buf_printf(&dat, "# %s N=%u unit=%s\n", zs_scheme_name(r[j]->scheme), r[j]->world,
 		                  zs_unit_name(r[j]->unit));
 		for (size_t k = 0; k < r[j]->nranks; k++)
-			zs_buf_printf(&dat, "%zu %.9g %.9g\n", k, r[j]->rank_resident[k] / d->params,
+			zs_buf_printf(&dat, "%zu %.9g %.9g\n", k, (r[j]->rank_resident[k] - bk) / d->params,
 			                  r[j]->floor[REPORT_RESIDENT] / d->params);
 		zs_buf_printf(&dat, "\n\n");
 		most = r[j]->nranks > most ? r[j]->nranks : most;
 	}
+	char note[96] = "";
+	if (buckets > 0)
+		snprintf(note, sizeof note, "\\n(DDP's buckets, %.4g B/param on every rank, left out)",
+		         buckets / d->params);
 	header(&gp, d, name, "every rank's resident bytes per parameter, where ranks differ");
 	zs_buf_printf(&gp,
-		"set title \"Resident model state of every rank (%s, unit=%s): whole tensors on unequal ranks\"\n"
+		"set title \"Resident model state of every rank (%s, unit=%s): whole tensors on unequal ranks%s\"\n"
 		"set xlabel 'rank'\nset ylabel 'resident bytes per parameter'\nset yrange [0:*]\n"
 		"set xrange [-0.6:%zu.6]\nset xtics 1\nset style fill solid 0.5 border -1\n"
 		"nruns = %zu; bw = 0.8 / nruns; set boxwidth bw\n",
-		zs_scheme_name(r[0]->scheme), zs_unit_name(r[0]->unit), most - 1, n);
+		zs_scheme_name(r[0]->scheme), zs_unit_name(r[0]->unit),
+		note, most - 1, n);
 	zs_buf_printf(&plot, "plot \\\n");
 	for (size_t j = 0; j < n; j++)
 		zs_buf_printf(&plot,
