@@ -89,12 +89,13 @@ expect 0 --model "${srcdir:-.}/data/models/mistral-7b.json" --seq 512 --world 2 
 grep -q '^mistral-7b (mistral): 7,241,732,096 parameters' "$tmp/out" || fail "--model FILE: $(head -1 "$tmp/out")"
 
 # bf16 has mixed precision's bytes under its own name; fp32 doubles the
-# 2-byte activations (gpt2 at s = 1024: 12 x 89,653,248 x 2).
+# 2-byte activations, not the 1-byte masks (gpt2 at s = 1024, a layer
+# 2 x (32sbh + 4as^2b) + 2sbh + as^2b = 165,150,720; 12 layers).
 expect 0 --model gpt2 --seq 1024 --world 2 --precision bf16 --format json
 grep -q '"precision":[[:space:]]*"bf16"' "$tmp/out" && grep -q '"param":[[:space:]]*2,' "$tmp/out" ||
 	fail "--precision bf16: not named bf16 with 2-byte params"
 expect 0 --model gpt2 --seq 1024 --world 2 --precision fp32 --format json
-grep -q '"layers":[[:space:]]*2151677952' "$tmp/out" || fail "--precision fp32 does not double the layers' activations"
+grep -q '"layers":[[:space:]]*1981808640' "$tmp/out" || fail "--precision fp32 does not double the layers' activations"
 expect 2 --precision bf16 --spec "$spec" --precision bogus
 
 # Bad models and options: one line, exit 2, naming the key or the option.

@@ -608,7 +608,8 @@ static void cause_text(const struct report_tfm_model *m, enum cause c, struct zs
 	case C_BITS:
 		if (strcmp(m->precision, "fp32") == 0)
 			zs_buf_printf(b, "16- vs 32-bit tensors: the formula counts 2 bytes an element; in fp32 the "
-			              "theory doubles every term and the engine keeps every tensor in fp32, so this "
+			              "theory doubles every 2-byte term (the 1-byte masks stay) and the engine keeps "
+			              "every tensor in fp32, so this "
 			              "cause leaves no departure here.");
 		else
 			zs_buf_printf(b, "16- vs 32-bit tensors: the formula counts 2 bytes an element for every "
@@ -622,9 +623,8 @@ static void cause_text(const struct report_tfm_model *m, enum cause c, struct zs
 		break;
 	case C_DROPOUT:
 		zs_buf_printf(b, "No dropout masks: the formula counts a 1-byte mask after attention and after "
-		              "the MLP ($2sbh$ a layer), on the scores ($as^2b$)%s and, for gpt2, on the "
-		              "embeddings ($sbh$); the engine has no dropout, so none of them.",
-		              strcmp(m->precision, "fp32") == 0 ? ", doubled with the rest of the layer's formula in fp32" : "");
+		              "the MLP ($2sbh$ a layer), on the scores ($as^2b$) and, for gpt2, on the "
+		              "embeddings ($sbh$), in any precision; the engine has no dropout, so none of them.");
 		break;
 	case C_SOFTMAX:
 		zs_buf_printf(b, "The softmax: the formula keeps the softmax ($2as^2b$) and its dropout's "

@@ -107,40 +107,39 @@ static uint64_t scores(const struct zs_model *m, const struct theory_act_opts *o
 	return o->flash ? 0 : 5 * m->heads * o->seq * o->seq * b;
 }
 
+/* Korthikanti's 2-byte activations double in fp32; the 1-byte dropout
+ * masks do not: in a layer the attention's and the MLP's, sbh each, and of
+ * the scores' 5as²b the softmax's mask as²b. */
 uint64_t theory_layer_activations(const struct zs_model *m, const struct theory_act_opts *o,
                                   uint64_t batch)
 {
-	uint64_t two_byte;
+	uint64_t x = sbh(m, o, batch), sc = scores(m, o, batch) / 5; /* as²b */
 
 	switch (o->recompute) {
 	case THEORY_RECOMPUTE_FULL:
-		two_byte = 2 * sbh(m, o, batch);
-		break;
+		return 2 * x * o->elem / 2;
 	case THEORY_RECOMPUTE_SELECTIVE:
-		two_byte = 34 * sbh(m, o, batch);
-		break;
+		return 32 * x * o->elem / 2 + 2 * x;
 	case THEORY_RECOMPUTE_NONE:
 	default:
-		two_byte = 34 * sbh(m, o, batch) + scores(m, o, batch);
-		break;
+		return (32 * x + 4 * sc) * o->elem / 2 + 2 * x + sc;
 	}
-	return two_byte * o->elem / 2;
 }
 
 uint64_t theory_activations(const struct zs_model *m, const struct theory_act_opts *o,
                             uint64_t batch, uint64_t terms[THEORY_NACTS])
 {
-	uint64_t x = sbh(m, o, batch), sum = 0;
+	uint64_t x = sbh(m, o, batch), sc = scores(m, o, batch) / 5, sum = 0; /* sc: as²b */
 	uint64_t logits = 4 * o->seq * batch * m->vocab;
 
 	terms[THEORY_ACT_LAYERS] = m->layers * theory_layer_activations(m, o, batch);
 	/* The backward of one layer holds what recomputation rebuilt. */
 	switch (o->recompute) {
 	case THEORY_RECOMPUTE_SELECTIVE:
-		terms[THEORY_ACT_RECOMPUTED] = scores(m, o, batch) * o->elem / 2;
+		terms[THEORY_ACT_RECOMPUTED] = 4 * sc * o->elem / 2 + sc;
 		break;
 	case THEORY_RECOMPUTE_FULL:
-		terms[THEORY_ACT_RECOMPUTED] = (34 * x + scores(m, o, batch)) * o->elem / 2;
+		terms[THEORY_ACT_RECOMPUTED] = (32 * x + 4 * sc) * o->elem / 2 + 2 * x + sc;
 		break;
 	case THEORY_RECOMPUTE_NONE:
 	default:
