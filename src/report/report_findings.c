@@ -286,33 +286,47 @@ static void layer_gather(const struct report_data *d, struct report_finding *f,
 		              bpp(d, largest * (d->p + d->g)), d->p + d->g);
 }
 
-static void comm_ratio(const struct report_data *d, struct report_finding *f,
-                       struct zs_buf *b)
+/* Over each unit's column of `scheme`: the range of ratio(d, run) (NAN
+ * skips a run) and whether every one is 1.5; `what` names the runs tested
+ * and `of` the ratio in the evidence. */
+static void ratio_is_1_5(const struct report_data *d, struct report_finding *f, struct zs_buf *b,
+                         enum zs_scheme scheme, double (*ratio)(const struct report_data *, const struct report_run *),
+                         const char *what, const char *of)
 {
 	const struct report_run *c[COLMAX];
-	size_t n, i;
-	int u;
 
-	for (u = 0; u < ZS_NUNITS; u++) {
+	for (int u = 0; u < ZS_NUNITS; u++) {
+		size_t n = column(d, scheme, (enum zs_unit)u, c);
 		double lo = INFINITY, hi = -INFINITY;
 		int tested = 0;
-		n = column(d, ZS_ZERO3, (enum zs_unit)u, c);
-		for (i = 0; i < n; i++) {
-			const struct report_run *dp = report_data_find(d, ZS_DP, c[i]->world, (enum zs_unit)u);
-			double ratio;
-			if (c[i]->world == 1 || dp == NULL || dp->measured[REPORT_COMM] <= 0)
+		for (size_t i = 0; i < n; i++) {
+			double r = ratio(d, c[i]);
+			if (isnan(r))
 				continue;
-			ratio = c[i]->measured[REPORT_COMM] / dp->measured[REPORT_COMM];
-			lo = fmin(lo, ratio);
-			hi = fmax(hi, ratio);
+			lo = fmin(lo, r);
+			hi = fmax(hi, r);
 			tested++;
 		}
 		if (tested == 0)
 			continue;
 		verdict(&f->verdict, same(lo, 1.5) && same(hi, 1.5));
-		zs_buf_printf(b, "%sunit=%s, %d world sizes above 1: ZeRO-3/DP = %.4f..%.4f",
-		              b->len ? "; " : "", zs_unit_name((enum zs_unit)u), tested, lo, hi);
+		zs_buf_printf(b, "%sunit=%s, %d %s: %s = %.4f..%.4f", b->len ? "; " : "",
+		              zs_unit_name((enum zs_unit)u), tested, what, of, lo, hi);
 	}
+}
+
+/* ZeRO-3 sends what DP sends and half again (the paper, Section 7). */
+static double zero3_over_dp(const struct report_data *d, const struct report_run *r)
+{
+	const struct report_run *dp = report_data_find(d, ZS_DP, r->world, r->unit);
+	if (r->world == 1 || dp == NULL || dp->measured[REPORT_COMM] <= 0)
+		return NAN;
+	return r->measured[REPORT_COMM] / dp->measured[REPORT_COMM];
+}
+
+static void comm_ratio(const struct report_data *d, struct report_finding *f, struct zs_buf *b)
+{
+	ratio_is_1_5(d, f, b, ZS_ZERO3, zero3_over_dp, "world sizes above 1", "ZeRO-3/DP");
 }
 
 /* torch's zero1 (ZeroRedundancyOptimizer) gives each tensor whole to one
@@ -345,27 +359,17 @@ static void torch_zero1_flat(const struct report_data *d, struct report_finding 
 /* DDP's all-reduce is the paper's reduce-scatter and all-gather; the
  * broadcasts come on top: 3(N-1)/N elements per param, not 2(N-1)/N. Where
  * N pads nothing the ratio to the paper's floor is exactly 1.5. */
+static double zero1_over_floor(const struct report_data *d, const struct report_run *r)
+{
+	if (r->world == 1 || r->padded_elements != d->params || r->broadcast_bytes <= 0)
+		return NAN;
+	return r->measured[REPORT_COMM] / r->floor[REPORT_COMM];
+}
+
 static void torch_zero1_comm(const struct report_data *d, struct report_finding *f, struct zs_buf *b)
 {
-	const struct report_run *c[COLMAX];
-	for (int u = 0; u < ZS_NUNITS; u++) {
-		size_t n = column(d, ZS_ZERO1, (enum zs_unit)u, c);
-		double lo = INFINITY, hi = -INFINITY;
-		int tested = 0;
-		for (size_t i = 0; i < n; i++) {
-			if (c[i]->world == 1 || c[i]->padded_elements != d->params || c[i]->broadcast_bytes <= 0)
-				continue;
-			double ratio = c[i]->measured[REPORT_COMM] / c[i]->floor[REPORT_COMM];
-			lo = fmin(lo, ratio);
-			hi = fmax(hi, ratio);
-			tested++;
-		}
-		if (tested == 0)
-			continue;
-		verdict(&f->verdict, same(lo, 1.5) && same(hi, 1.5));
-		zs_buf_printf(b, "%sunit=%s, %d unpadded world sizes above 1: sent / the paper's zero1 = %.4f..%.4f",
-		                  b->len ? "; " : "", zs_unit_name((enum zs_unit)u), tested, lo, hi);
-	}
+	ratio_is_1_5(d, f, b, ZS_ZERO1, zero1_over_floor, "unpadded world sizes above 1",
+	             "sent / the paper's zero1");
 }
 
 /* DeepSpeed's ZeRO-3 keeps a tensor of at most param_persistence_threshold
