@@ -35,7 +35,7 @@ static int put(const char *dir, const char *name, const char *ext, const struct 
 	return rc;
 }
 
-/* The unit the figures show: the prototype's whole-model unit when measured. */
+/* The unit the figures show: the default whole-model unit when measured. */
 static enum zs_unit main_unit(const struct report_data *d)
 {
 	return report_data_has_unit(d, ZS_UNIT_MODEL) ? ZS_UNIT_MODEL : ZS_UNIT_LAYER;
