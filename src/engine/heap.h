@@ -14,11 +14,7 @@
  * memory back to the host (virtio_balloon's free page reporting, which
  * reports free 2 MiB blocks), a huge page can come from a block the host
  * took back and faults in on the host too: then 2 MiB pages are slower
- * than 4 KiB ones taken from fragments the guest still holds (measured:
- * 2 GB in 2 MiB pages 0.2-0.5 s of system time right after another
- * process freed them, about 4 s once they had lain free a few seconds;
- * in 4 KiB pages about 0.8 s either way). So the heap checks what its
- * first 2 MiB pages cost and keeps to 4 KiB pages when they cost more.
+ * than 4 KiB ones taken from fragments the guest still holds.
  */
 #ifndef ZS_HEAP_H
 #define ZS_HEAP_H
@@ -29,9 +25,8 @@
 void heap_tune(void);
 
 /* Advise the part of the heap added since the last call (nothing before
- * heap_tune), and check on the block what a 2 MiB page costs (heap.c).
- * The tracker calls it after each large allocation, before it writes to
- * the block. Thread-safe. */
-void heap_grown(void *block, size_t bytes);
+ * heap_tune). The tracker calls it after each large allocation, before it
+ * writes to the block. Thread-safe. */
+void heap_grown(void);
 
 #endif

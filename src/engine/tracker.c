@@ -80,7 +80,7 @@ void *tracker_alloc(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t
 {
 	char *raw = zs_malloc(HEADER_SIZE + bytes);
 	if (bytes >= LARGE_BLOCK)
-		heap_grown(raw, HEADER_SIZE + bytes); /* before the block's pages are first touched */
+		heap_grown(); /* before the block's pages are first touched */
 	return counted(t, raw, rank, cat, bytes, 0);
 }
 
@@ -88,7 +88,7 @@ void *tracker_alloc_host(struct zs_tracker *t, unsigned rank, enum zs_cat cat, s
 {
 	char *raw = zs_malloc(HEADER_SIZE + bytes);
 	if (bytes >= LARGE_BLOCK)
-		heap_grown(raw, HEADER_SIZE + bytes);
+		heap_grown();
 	struct header h = {bytes, rank, cat, 0, 1};
 	memcpy(raw, &h, sizeof h);
 	struct zs_rank_mem *m = &t->rank[rank];
