@@ -769,9 +769,9 @@ int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause
 			              "lw 2 %s", name, index, ngroups + 2,
 			              j + 1 == t->n ? "title \"theory's peak\\n(Korthikanti)\"" : "notitle");
 		zs_buf_printf(&gp, "%s\n", zs_buf_str(&plot));
-		if (cols > 1) /* the label on the first panel of each row */
-			zs_buf_printf(&gp, (j + 1) % cols == 0 ? "set ylabel '%s per rank at the peak (1 %s = %.0f B)'\n"
-			                                       : "unset ylabel\n", unit_name, unit_name, scale);
+		if (rows == 1 ? j == 0 : j + 1 < t->n) /* the label on the first panel of each row */
+			zs_buf_printf(&gp, rows > 1 && (j + 1) % cols == 0 ? "set ylabel '%s per rank at the peak (1 %s = %.0f B)'\n"
+			                                                   : "unset ylabel\n", unit_name, unit_name, scale);
 		zs_buf_free(&plot);
 	}
 	zs_buf_printf(&gp, "unset multiplot\n}\nset output\n");
