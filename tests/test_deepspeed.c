@@ -249,6 +249,55 @@ START_TEST(test_zero3_persists_every_tensor_of_the_mlp)
 }
 END_TEST
 
+/* ZeRO-3's parameter coordinator on the default MLP (tensors W0 16384,
+ * b0 256, W1 16384, b1 64; modules 16640 and 16448 with unit=layer),
+ * worked by hand from partitioned_param_coordinator.py. Step 1 records the
+ * trace and releases each module after it runs: at most the larger module
+ * is whole. From step 2, with nothing persistent: the first fetch gathers
+ * module 0 (16640) and prefetches from the queue while fewer than
+ * min(max_live - 16640, bucket) elements are prefetched: all of module 1
+ * with the defaults (33088); only W1 with a 100-element bucket or with
+ * max_live 20000 (room 3360: W1 overshoots it), 33024; nothing with
+ * max_live 0, 16640. Whatever max_live, the reuse distance keeps module 0
+ * from its forward into its backward, so all 33088 are whole when backward
+ * starts (DeepSpeed #2864). With a threshold of 1000 the biases (320) are
+ * whole from step 2 on: 16384 + 320 after the first fetch with max_live 0. */
+START_TEST(test_max_live_bounds_only_the_prefetch)
+{
+	struct zs_config c = ds_config(ZS_MIXED);
+	struct theory_shape sh = {c.widths, c.nwidths, c.batch, {0}};
+	struct theory_deepspeed_live lv;
+	theory_bytes_per_param(c.precision, c.optimizer, &sh.bytes);
+	c.ds_persist = 0;
+	theory_deepspeed_live(&sh, &c, ZS_UNIT_LAYER, &lv);
+	ck_assert_uint_eq(lv.first_step, 16640);
+	ck_assert_uint_eq(lv.first_fetch, PSI);
+	ck_assert_uint_eq(lv.at_backward, PSI);
+	ck_assert_uint_eq(lv.peak, PSI);
+	const struct { double bucket, max_live, first_fetch; } cases[] = {
+		{100, 1e9, 16640 + 16384}, {5e7, 20000, 16640 + 16384}, {5e7, 0, 16640}, {0, 1e9, 16640},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		c.ds_prefetch_bucket = cases[i].bucket;
+		c.ds_max_live = cases[i].max_live;
+		theory_deepspeed_live(&sh, &c, ZS_UNIT_LAYER, &lv);
+		ck_assert_msg(lv.first_fetch == (uint64_t)cases[i].first_fetch && lv.at_backward == PSI && lv.peak == PSI,
+		              "bucket %g max_live %g: %llu after the first fetch, %llu at backward", cases[i].bucket,
+		              cases[i].max_live, (unsigned long long)lv.first_fetch, (unsigned long long)lv.at_backward);
+		ck_assert_uint_eq(lv.first_step, 16640);
+	}
+	c.ds_persist = 1000;
+	c.ds_max_live = 0;
+	theory_deepspeed_live(&sh, &c, ZS_UNIT_LAYER, &lv);
+	ck_assert_uint_eq(lv.first_fetch, 16384 + 320);
+	ck_assert_uint_eq(lv.at_backward, PSI);
+	/* unit=model: one module, gathered whole in step 1 too. */
+	theory_deepspeed_live(&sh, &c, ZS_UNIT_MODEL, &lv);
+	ck_assert_uint_eq(lv.first_step, PSI);
+	ck_assert_uint_eq(lv.first_fetch, PSI);
+}
+END_TEST
+
 /* DeepSpeed's estimators with offload, for the ZeRO paper's 7.5B model on
  * 64 GPUs, 8 a node (8 nodes), L = 1e8, worked from stage_1_and_2.py
  * 2438-2440 and stage3.py 3021-3036 with additional_buffer_factor 1.5:
@@ -338,6 +387,7 @@ int main(void)
 	tcase_add_test(t, test_the_bucket_is_reduced_when_the_next_grad_would_not_fit);
 	tcase_add_test(t, test_weights_are_the_papers_bit_for_bit);
 	tcase_add_test(t, test_zero3_persists_every_tensor_of_the_mlp);
+	tcase_add_test(t, test_max_live_bounds_only_the_prefetch);
 	tcase_add_test(t, test_the_estimators_offload_rows);
 	tcase_add_test(t, test_offloading_the_optimizer_moves_16_bytes_a_shard_element);
 	tcase_add_test(t, test_the_engine_keeps_host_bytes_apart);

@@ -148,6 +148,147 @@ void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config
 	                      (uint64_t)c->ds_reduce_bucket * b->g;
 }
 
+/* DeepSpeed's PartitionedParameterCoordinator over the MLP, in elements
+ * (docs/schedule.md, "deepspeed", ZeRO-3's coordinator; line numbers of
+ * partitioned_param_coordinator.py at 38327e0). Tensors in model order
+ * (ds_id order: each layer's weight, then its bias), each in its module. */
+#define DS_MAX_TENSORS (2 * (ZS_MAX_WIDTHS - 1))
+#define DS_REUSE_DISTANCE 1e9 /* stage3_max_reuse_distance's default (runtime/zero/config.py 237) */
+
+struct ds_coord {
+	size_t ntensors, nmodules, ntrace, nqueue, head;
+	uint64_t n[DS_MAX_TENSORS];
+	size_t module[DS_MAX_TENSORS];
+	int persist[DS_MAX_TENSORS], avail[DS_MAX_TENSORS];
+	double recent[DS_MAX_TENSORS];       /* __most_recent_step_id_param_fetched_for */
+	size_t trace[2 * DS_MAX_TENSORS];    /* __submodule_order: the modules forward, then backward */
+	size_t qt[2 * DS_MAX_TENSORS];       /* __param_queue: (param, step_id_last_used_at) */
+	size_t qs[2 * DS_MAX_TENSORS];
+	double n_avail;                      /* __n_available_params */
+};
+
+static uint64_t coord_live(const struct ds_coord *d)
+{
+	uint64_t live = 0;
+	for (size_t t = 0; t < d->ntensors; t++)
+		live += d->avail[t] ? d->n[t] : 0;
+	return live;
+}
+
+static void coord_gather(struct ds_coord *d, size_t t)
+{
+	if (!d->avail[t]) {
+		d->avail[t] = 1;
+		d->n_avail += (double)d->n[t]; /* __all_gather_params_, 473-484 */
+	}
+}
+
+/* fetch_sub_module (285-418) of trace entry j, the trace complete or not. */
+static void coord_fetch(struct ds_coord *d, const struct zs_config *c, size_t j, int complete)
+{
+	size_t m = d->trace[j], not_fetched = 0;
+	for (size_t t = 0; t < d->ntensors; t++)
+		if (d->module[t] == m) {
+			not_fetched += d->recent[t] < (double)j; /* 356-357 */
+			coord_gather(d, t);
+		}
+	if (!complete)
+		return;
+	for (size_t i = 0; i < not_fetched && d->head < d->nqueue; i++, d->head++) /* 358-362 */
+		d->recent[d->qt[d->head]] = (double)d->qs[d->head];
+	if (c->ds_prefetch_bucket <= 0) /* 380 */
+		return;
+	double room = fmin(c->ds_max_live - d->n_avail, c->ds_prefetch_bucket), numel = 0; /* 381-382 */
+	int chosen[DS_MAX_TENSORS] = {0};
+	while (d->head < d->nqueue && numel < room) { /* 385-402 */
+		size_t t = d->qt[d->head], step = d->qs[d->head++];
+		int fetch = !d->avail[t] && !chosen[t];
+		d->recent[t] = fmax(d->recent[t], (double)step);
+		if (fetch) {
+			chosen[t] = 1;
+			numel += (double)d->n[t];
+		}
+	}
+	for (size_t t = 0; t < d->ntensors; t++)
+		if (chosen[t])
+			coord_gather(d, t);
+}
+
+/* release_sub_module (422-441) after trace entry j (__step_id is j + 1):
+ * every param of the module while the trace is recorded; once it is
+ * complete, __params_to_release (524-555): not the persistent ones, not
+ * one a prefetch marked for a later step, not one the next modules within
+ * the reuse distance use. */
+static void coord_release(struct ds_coord *d, size_t j, int complete)
+{
+	size_t m = d->trace[j];
+	int keep[DS_MAX_TENSORS] = {0};
+	if (complete) {
+		for (size_t t = 0; t < d->ntensors; t++)
+			keep[t] = d->persist[t] || d->recent[t] > (double)(j + 1);
+		double traversed = 0;
+		for (size_t k = j + 1; k < d->ntrace && traversed < DS_REUSE_DISTANCE; k++)
+			for (size_t t = 0; t < d->ntensors; t++)
+				if (d->module[t] == d->trace[k]) {
+					keep[t] = 1;
+					traversed += (double)d->n[t];
+				}
+	}
+	for (size_t t = 0; t < d->ntensors; t++)
+		if (d->module[t] == m && !keep[t] && d->avail[t]) { /* __release_param, 515-520 */
+			d->avail[t] = 0;
+			d->n_avail -= (double)d->n[t];
+		}
+}
+
+void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
+                           struct theory_deepspeed_live *out)
+{
+	struct ds_coord d = {0};
+	for (size_t l = 0; l + 1 < s->nwidths; l++)
+		for (int bias = 0; bias < 2; bias++) {
+			d.n[d.ntensors] = bias ? s->widths[l + 1] : (uint64_t)s->widths[l] * s->widths[l + 1];
+			d.persist[d.ntensors] = (double)d.n[d.ntensors] <= c->ds_persist;
+			d.module[d.ntensors++] = unit == ZS_UNIT_LAYER ? l : 0;
+		}
+	d.nmodules = unit == ZS_UNIT_LAYER ? s->nwidths - 1 : 1;
+	for (size_t m = 0; m < d.nmodules; m++)
+		d.trace[m] = d.trace[2 * d.nmodules - 1 - m] = m;
+	d.ntrace = 2 * d.nmodules;
+	*out = (struct theory_deepspeed_live){0};
+	/* Step 1: the trace is recorded (reset_step, 228-262: recorded in step 1, complete from step 2); every module's
+	 * params are gathered and released again; nothing is whole before. */
+	for (size_t j = 0; j < d.ntrace; j++) {
+		coord_fetch(&d, c, j, 0);
+		out->first_step = coord_live(&d) > out->first_step ? coord_live(&d) : out->first_step;
+		coord_release(&d, j, 0);
+	}
+	/* step(): release_and_reset_all (444-457), then _post_step gathers the
+	 * persistent params (stage3.py 2054-2056), outside the coordinator's
+	 * count. Step 2: the trace is complete; its queue is the params of each
+	 * entry in ds_id order (record_parameters, 210-219). */
+	d.n_avail = 0;
+	for (size_t t = 0; t < d.ntensors; t++) {
+		d.avail[t] = d.persist[t];
+		d.recent[t] = -1e10;
+	}
+	for (size_t j = 0; j < d.ntrace; j++)
+		for (size_t t = 0; t < d.ntensors; t++)
+			if (d.module[t] == d.trace[j]) {
+				d.qt[d.nqueue] = t;
+				d.qs[d.nqueue++] = j;
+			}
+	for (size_t j = 0; j < d.ntrace; j++) {
+		if (j == d.nmodules)
+			out->at_backward = coord_live(&d);
+		coord_fetch(&d, c, j, 1);
+		if (j == 0)
+			out->first_fetch = coord_live(&d);
+		out->peak = coord_live(&d) > out->peak ? coord_live(&d) : out->peak;
+		coord_release(&d, j, 1);
+	}
+}
+
 void theory_deepspeed_memory(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
                              enum zs_unit unit, unsigned world, struct theory_deepspeed_mem *out)
 {
@@ -202,15 +343,24 @@ static int memory_json(cJSON *row, const struct theory_request *req, enum zs_sch
 	       ? -1 : 0;
 }
 
-static int zero3_json(cJSON *row, const struct theory_request *req, unsigned world)
+static int zero3_json(cJSON *row, const struct theory_request *req, enum zs_unit unit, unsigned world)
 {
 	const struct zs_config *c = req->config;
 	struct theory_shape s = {c->widths, c->nwidths, c->batch, {0}};
 	struct theory_deepspeed_z3 z;
+	struct theory_deepspeed_live lv;
 	theory_request_bytes(req, &s.bytes);
 	theory_deepspeed_zero3(&s, c, world, &z);
-	cJSON *o = cJSON_AddObjectToObject(row, "deepspeed_zero3");
-	return o == NULL || zs_json_add_number(o, "persist_threshold", c->ds_persist) == NULL ||
+	theory_deepspeed_live(&s, c, unit, &lv);
+	cJSON *o = cJSON_AddObjectToObject(row, "deepspeed_zero3"), *l = o ? cJSON_AddObjectToObject(o, "live_params") : NULL;
+	return l == NULL || zs_json_add_number(l, "prefetch_bucket", c->ds_prefetch_bucket) == NULL ||
+	       zs_json_add_number(l, "max_live", c->ds_max_live) == NULL ||
+	       zs_json_add_number(l, "first_step", (double)lv.first_step) == NULL ||
+	       zs_json_add_number(l, "first_fetch", (double)lv.first_fetch) == NULL ||
+	       zs_json_add_number(l, "at_backward", (double)lv.at_backward) == NULL ||
+	       zs_json_add_number(l, "peak", (double)lv.peak) == NULL ||
+	       zs_json_add_number(l, "peak_bytes", (double)(lv.peak * s.bytes.p)) == NULL ||
+	       zs_json_add_number(o, "persist_threshold", c->ds_persist) == NULL ||
 	       zs_json_add_number(o, "tensors", z.tensors) == NULL ||
 	       zs_json_add_number(o, "persistent_tensors", z.persistent_tensors) == NULL ||
 	       zs_json_add_number(o, "persistent_params", (double)z.persistent_params) == NULL ||
@@ -257,7 +407,7 @@ int theory_framework_row_json(cJSON *row, const struct theory_request *req, enum
 	double psi, largest, host;
 	if (c->framework != ZS_FW_DEEPSPEED)
 		return 0;
-	if (scheme == ZS_ZERO3 && req->shape_known && zero3_json(row, req, world) < 0)
+	if (scheme == ZS_ZERO3 && req->shape_known && zero3_json(row, req, unit, world) < 0)
 		return -1;
 	if (req->shape_known && memory_json(row, req, scheme, unit, world) < 0)
 		return -1;
@@ -373,5 +523,24 @@ char *theory_deepspeed_text(const struct theory_request *req)
 	                       (unsigned long long)z.persistent_params + (unsigned long long)z.partitioned_params,
 	                       z.partitioned_params == 0 ? "; it partitions none of this model's parameters" : "");
 	free(why);
+	for (size_t u = 0; u < c->nunits; u++) {
+		struct theory_deepspeed_live lv;
+		theory_deepspeed_live(&s, c, c->units[u], &lv);
+		char *line = zs_asprintf("%s\nDeepSpeed's parameter coordinator, unit=%s (%s), in\n"
+		                         "parameters whole on a rank, the persistent ones included: step 1 (the trace\n"
+		                         "being recorded) at most %llu at once; from step 2 (--ds-prefetch-bucket\n"
+		                         "%.17g, --ds-max-live %.17g) %llu after the first module's fetch and\n"
+		                         "prefetch, %llu at the start of backward, at most %llu. --ds-max-live\n"
+		                         "bounds only what a fetch prefetches: what a forward gathered stays until\n"
+		                         "its backward (the reuse distance, 1e9, or the prefetch's marks) whatever\n"
+		                         "it is.\n",
+		                         z3, zs_unit_name(c->units[u]),
+		                         c->units[u] == ZS_UNIT_LAYER ? "a module per layer" : "the model one module",
+		                         (unsigned long long)lv.first_step, c->ds_prefetch_bucket, c->ds_max_live,
+		                         (unsigned long long)lv.first_fetch, (unsigned long long)lv.at_backward,
+		                         (unsigned long long)lv.peak);
+		free(z3);
+		z3 = line;
+	}
 	return z3;
 }
