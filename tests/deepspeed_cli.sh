@@ -53,23 +53,27 @@ for cmd in measure theory; do
 	refused "$zerosim" $cmd --ds-reduce-bucket 100 --world 2
 	refused "$zerosim" $cmd --framework torch --ds-overlap-comm on --world 2
 done
-refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2
+# The engine runs DeepSpeed's zero3 without offload, every tensor fitting
+# the bucket (the default MLP's largest has 16384 elements).
+refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2 --offload optimizer
+refused "$zerosim" measure --framework deepspeed --schemes zero2,zero3 --world 2 --ds-reduce-bucket 16383
+"$zerosim" measure -q --framework deepspeed --schemes zero3 --world 2 --ds-reduce-bucket 16384 --out "$tmp/b.json" ||
+	fail "measure zero3 with a bucket of the largest tensor"
 refused "$zerosim" measure --framework deepspeed --schemes dp,zero2 --world 2 --offload optimizer
 refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2 --offload params
 # measure keeps host bytes only when offloading; the theory's estimate uses
 # the ranks of a node without it. Only the theory runs DeepSpeed's zero3.
 refused "$zerosim" measure --framework deepspeed --schemes zero1 --world 2 --ranks-per-node 2
 refused "$zerosim" theory --framework deepspeed --schemes zero1,zero2 --world 2 --ds-persist 5
-# ZeRO-3's coordinator settings: bad values, and without zero3 (measure
-# runs no DeepSpeed zero3: refused there with zero3 too).
+# ZeRO-3's coordinator settings: bad values, and without zero3.
 for opt in --ds-prefetch-bucket --ds-max-live; do
 	for bad in -1 1.5 1e15 1e-400 nan inf 0x10 x ""; do
 		refused "$zerosim" theory --framework deepspeed --schemes zero3 --world 2 $opt "$bad"
+		refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2 $opt "$bad"
 	done
 	refused "$zerosim" theory --framework deepspeed --schemes zero1,zero2 --world 2 $opt 5
 	refused "$zerosim" theory --framework paper --schemes zero3 --world 2 $opt 5
 	refused "$zerosim" measure --framework deepspeed --schemes zero2 --world 2 $opt 5
-	refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2 $opt 5
 done
 # What the coordinator holds whole (theory.json's live_params, worked in
 # test_deepspeed.c): nothing persistent, module 0 fetched; with max live 0

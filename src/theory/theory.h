@@ -93,6 +93,11 @@ struct theory_schedule {
 	 * fields above are then the device's. 0 without offload. */
 	uint64_t host_resident_bytes, host_peak_bytes;
 	uint64_t host_resident_bytes_per_node;  /* --ranks-per-node ranks' */
+	/* Steps that send different bytes (DeepSpeed's ZeRO-3: step 1 records
+	 * its trace): comm_bytes and comm_elements are the last step's, these
+	 * the mean over --steps, what measure reports. */
+	int steps_differ;
+	double comm_bytes_mean, comm_elements_mean;
 };
 
 /* Model states of any model given as its units, as runs of equal units
