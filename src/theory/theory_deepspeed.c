@@ -696,7 +696,7 @@ char *theory_deepspeed_text(const struct theory_request *req)
 	theory_deepspeed_zero3(&s, c, c->world[0], &z);
 	char *z3 = zs_asprintf("%s\nDeepSpeed's ZeRO-3 (stage3.py) keeps a tensor of at most %.17g elements\n"
 	                       "(--ds-persist) whole on every rank: %u of the %u tensors, %llu of the %llu\n"
-	                       "parameters%s.\nThe zero3 rows above are the paper's.\n",
+	                       "parameters%s.\n",
 	                       why, c->ds_persist, z.persistent_tensors, z.tensors, (unsigned long long)z.persistent_params,
 	                       (unsigned long long)z.persistent_params + (unsigned long long)z.partitioned_params,
 	                       z.partitioned_params == 0 ? "; it partitions none of this model's parameters" : "");
