@@ -114,7 +114,7 @@ static void alloc_buckets(struct zs_run *r)
 	unsigned nb = r->ds3 != NULL ? 1 : 1 + (unsigned)r->config->ds_overlap_comm; /* stage 3 has one */
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (unsigned i = 0; i < nb; i++) {
-			run_rank(r, k)->bucket[i] = tracker_alloc_mapped(&r->tracker, k, ZS_CAT_FULL_GRADS, bytes);
+			run_rank(r, k)->bucket[i] = tracker_alloc_mapped(&r->tracker, k, ZS_CAT_BUCKETS, bytes);
 			if (run_rank(r, k)->bucket[i] != NULL)
 				continue;
 			int err = errno;
