@@ -380,7 +380,7 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 	base[THEORY_MASTER32] = S * 4;
 	base[THEORY_ADAM_M] = base[THEORY_ADAM_V] = S * b->adam;
 	base[THEORY_MOMENTUM] = S * b->momentum;
-	base[THEORY_FULL_GRADS] = B * b->g;
+	base[THEORY_BUCKETS] = B * b->g;
 	out->shard_elements = S;
 	out->padded_elements = (uint64_t)world * S;
 	out->padding_bytes = (double)(out->padded_elements - out->params) / world * (double)(b->p + b->g + 4 + 2 * b->adam +
