@@ -455,6 +455,11 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	                                                  "broadcast");
 	if (bc != NULL && report_read_bytes(bc, "bytes_per_step", where, &r->broadcast_bytes, cause) < 0)
 		return -1;
+	const cJSON *ag = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "collectives"),
+	                                                  "all_gather");
+	if (ag != NULL && (r->comm_mean ? read_floor : report_read_bytes)(ag, "bytes_per_step", where,
+	                                                                  &r->allgather_bytes, cause) < 0)
+		return -1;
 	if (read_ranks(run, where, r, cause) < 0)
 		return -1;
 	return read_timeline(run, where, r, cause);
