@@ -149,10 +149,11 @@ done
 check --framework deepspeed --offload optimizer --layers 5,7,3,11 --world 2,4,6,8 --ranks-per-node 2 \
 	--schemes zero1,zero2 --unit model,layer --optimizer sgd --ds-reduce-bucket 30 --ds-overlap-comm on --steps 2
 
-# zerosim's own transformer (measure --model, fp32): both families at tiny
-# sizes (d 64, 2 blocks, 4 heads, 2 key-value heads for llama, vocabulary
-# 256, seq 32, micro-batch 2), tied and untied heads, the three recompute
-# modes, N = 1, 2, 3, 4, 8, both units.
+# zerosim's own transformer (measure --model): both families at tiny sizes
+# (d 64, 2 blocks, 4 heads, 2 key-value heads for llama, vocabulary 256,
+# seq 32, micro-batch 2), tied and untied heads, the three recompute modes,
+# N = 1, 2, 3, 4, 8, both units, mixed precision (16-bit activations, the
+# conversion buffers) and fp32.
 cat >"$tmp/gpt2-tiny.json" <<'EOF_'
 {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32}
 EOF_
@@ -162,15 +163,17 @@ cat >"$tmp/llama-tiny.json" <<'EOF_'
 EOF_
 sed 's/}$/, "tie_word_embeddings": false}/' "$tmp/gpt2-tiny.json" >"$tmp/gpt2-untied.json"
 sed 's/}$/, "tie_word_embeddings": true}/' "$tmp/llama-tiny.json" >"$tmp/llama-tied.json"
-for model in gpt2-tiny llama-tiny; do
-	for recompute in none selective full; do
-		check --model "$tmp/$model.json" --seq 32 --batch 2 --recompute $recompute --precision fp32 \
-			--world 1,2,3,4,8 --schemes $schemes --unit model,layer --steps 1
+for precision in mixed fp32; do
+	for model in gpt2-tiny llama-tiny; do
+		for recompute in none selective full; do
+			check --model "$tmp/$model.json" --seq 32 --batch 2 --recompute $recompute --precision $precision \
+				--world 1,2,3,4,8 --schemes $schemes --unit model,layer --steps 1
+		done
 	done
-done
-for model in gpt2-untied llama-tied; do
-	check --model "$tmp/$model.json" --seq 16 --batch 1 --recompute full --precision fp32 --optimizer sgd \
-		--world 1,3,5 --schemes $schemes --unit model,layer --steps 2
+	for model in gpt2-untied llama-tied; do
+		check --model "$tmp/$model.json" --seq 16 --batch 1 --recompute full --precision $precision \
+			--optimizer sgd --world 1,3,5 --schemes $schemes --unit model,layer --steps 2
+	done
 done
 
 echo "theory_vs_measure: all $configs sweeps agree exactly"
