@@ -54,11 +54,11 @@ def main():
     n = sum(p.numel() for p in model.parameters())
     median = {}
     for mode in ("fp32", "bf16 autocast"):
-        times = []
+        times, cpu = [], []
         for s in range(steps + 1):
             idx = torch.randint(0, V, (1, T))
             tgt = torch.randint(0, V, (1, T))
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             opt.zero_grad()
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mode != "fp32"):
                 loss = model(idx, tgt)
@@ -66,10 +66,13 @@ def main():
             opt.step()
             if s > 0:
                 times.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
         times.sort()
+        cpu.sort()
         median[mode] = times[len(times) // 2]
         print(f"torch {torch.__version__} gpt2 ({n} params) {mode} seq {T} batch 1, 1 thread: "
-              f"median {median[mode]:.3f} s per step over {steps} (loss {loss.item():.3f})")
+              f"median {median[mode]:.3f} s per step, {cpu[len(cpu) // 2]:.3f} s CPU, over {steps} "
+              f"(loss {loss.item():.3f})")
     print(f"torch bf16 autocast / fp32: {median['bf16 autocast'] / median['fp32']:.2f}")
     with open("/proc/self/maps") as f:  # the BLAS the process really loaded
         blas = sorted({l.split()[-1] for l in f if "blas" in l.lower() and "/" in l})
