@@ -1,9 +1,10 @@
 /*
  * tfm_net — the transformer of tfm.h as the step driver's layer list
- * (model.h), fp32. Layer 0 is the embedding, layers 1..L the blocks,
- * layer L+1 the final norm with the head and the loss. Every tensor the
- * backward reads is a tensor of the list with its own name and lifetime
- * (docs/schedule.md, "Transformers: the engine's schedule"):
+ * (model.h), in fp32 or mixed precision. Layer 0 is the embedding,
+ * layers 1..L the blocks, layer L+1 the final norm with the head and the
+ * loss. Every tensor the backward reads is a tensor of the list with its
+ * own name and lifetime (docs/schedule.md, "Transformers: the engine's
+ * schedule"):
  *
  *   tokens, targets   (B, T) ints, from the start of forward; tokens until
  *                     the embedding's backward, targets until the head's
@@ -16,6 +17,7 @@
  *   dres              the residual stream's gradient: the whole backward
  *   dx, dqkv, dh, dup, datt   backward scratch, until block 0's backward
  *   dnorm             tied: the final norm's grads, until the embedding's
+ *   w32, act32, g32   mixed only: the conversion buffers (below)
  *
  * Recompute: selective makes each block's att a recomputed tensor (freed
  * after the block's forward, allocated again and rebuilt from qkv before
@@ -30,6 +32,16 @@
  *
  * Every layer's backward zeroes the grads it owns first: a layer's grads
  * are a fresh buffer under zero3 and hold the last step's elsewhere.
+ *
+ * Mixed precision (PyTorch's autocast over fp16 working params): the
+ * params and grads the schemes hand a layer are fp16, and the tensors of
+ * tfm_act_is16 are 16-bit. The kernels are tfm.h's fp32 ones, run on
+ * conversion buffers (OpenBLAS has no fp16 product): w32 the layer's
+ * params widened; act32 its input and 16-bit tensors widened before it
+ * runs and, after its forward (or a full recompute), rounded back into
+ * them; g32 its grads, rounded into the fp16 grads at the end of its
+ * backward. tfm.c rounds each 16-bit result as it is written, so what a
+ * kernel reads in fp32 is what the 16-bit tensor holds.
  */
 #include "config.h"
 
