@@ -30,8 +30,8 @@
 static void usage(FILE *f)
 {
 	fputs("Usage: zerosim measure [OPTION]...\n"
-	      "Run real training steps of an MLP (mixed precision or fp32) or, with --model,\n"
-	      "a transformer (fp32) across N simulated data-parallel ranks under DP and\n"
+	      "Run real training steps of an MLP or, with --model, a transformer (mixed\n"
+	      "precision or fp32) across N simulated data-parallel ranks under DP and\n"
 	      "ZeRO-1/2/3, with every buffer tracked, and write the measurement as JSON\n"
 	      "(zerosim-measured/1).\n"
 	      "\n"
@@ -70,9 +70,9 @@ static void usage(FILE *f)
 	      "      --spec FILE        read the options above from a zerosim-sweep/1 file;\n"
 	      "                         options on the command line override it\n"
 	      "      --model NAME|FILE  train a transformer instead: a shipped config (gpt2,\n"
-	      "                         llama-2-7b, ...) or a Hugging Face config.json, in\n"
-	      "                         fp32, on tokens from --seed; --batch defaults to 1\n"
-	      "                         and --unit to layer\n"
+	      "                         llama-2-7b, ...) or a Hugging Face config.json, on\n"
+	      "                         tokens from --seed; --precision defaults to fp32,\n"
+	      "                         --batch to 1 and --unit to layer\n"
 	      "      --seq S            tokens per sequence (default: the model's positions)\n"
 	      "      --recompute R      none (default), selective (the attention softmax) or\n"
 	      "                         full (all but each block's input) in backward\n"
@@ -211,8 +211,8 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, char **caus
 /* --model and the options that go with it: the shape from the config,
  * T = --seq (default: the model's positions), --recompute; the batch 1
  * and the unit layer where neither the command line nor a spec sets
- * them, as `zerosim theory --model` does; fp32, the only precision the
- * engine's transformer runs in. */
+ * them, as `zerosim theory --model` does; fp32 unless --precision (or a
+ * spec) says mixed. */
 static int load_transformer(struct zs_config *c, struct zs_tfm_run *tr, const char *arg, const char *seq,
                             const char *recompute, char **cause)
 {
@@ -243,10 +243,8 @@ static int load_transformer(struct zs_config *c, struct zs_tfm_run *tr, const ch
 		               (unsigned long long)hf.layers, ZS_MAX_LAYERS - 2);
 	if (tfm_dims_check(&tr->dims, cause) != 0)
 		return -1;
-	if (c->given & 1u << ZS_KEY_PRECISION && c->precision == ZS_MIXED)
-		return zs_fail(cause, "--precision mixed with --model: the engine's transformer runs in fp32 only so "
-		               "far (--precision fp32)");
-	c->precision = ZS_FP32;
+	if (!(c->given & 1u << ZS_KEY_PRECISION))
+		c->precision = ZS_FP32;
 	if (!(c->given & 1u << ZS_KEY_BATCH))
 		c->batch = 1;
 	if (!(c->given & 1u << ZS_KEY_UNITS)) {

@@ -77,8 +77,18 @@ float *engine_initial_weights(const struct zs_config *c)
  * `at` of rank k's buffer b, rounded to fp16 if b holds fp16. */
 static void initial_weights(const struct zs_run *r, unsigned k, enum zs_buf b, size_t first, size_t n, size_t at)
 {
-	if (r->model.kind == ZS_NET_TFM) { /* fp32 only: from the seed, no Ψ-sized copy */
+	if (r->model.kind == ZS_NET_TFM && r->esize[b] == sizeof(float)) { /* from the seed, no Ψ-sized copy */
 		tfm_init_range(run_at(r, k, b, at), &r->model.tfm.dims, r->seed, first, n);
+		return;
+	}
+	if (r->model.kind == ZS_NET_TFM) { /* fp16: drawn a few thousand at a time, then rounded */
+		float part[4096];
+		zs_half *w16 = run_at(r, k, b, at);
+		for (size_t i = 0; i < n; i += sizeof part / sizeof part[0]) {
+			size_t len = n - i < sizeof part / sizeof part[0] ? n - i : sizeof part / sizeof part[0];
+			tfm_init_range(part, &r->model.tfm.dims, r->seed, first + i, len);
+			zs_float_to_half_n(w16 + i, part, len);
+		}
 		return;
 	}
 	const float *v = r->init + first;
@@ -86,12 +96,7 @@ static void initial_weights(const struct zs_run *r, unsigned k, enum zs_buf b, s
 		memcpy(run_at(r, k, b, at), v, n * sizeof(float));
 		return;
 	}
-	zs_half *w16 = run_at(r, k, b, at);
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8)
-		zs_float_to_half8(w16 + i, v + i);
-	for (; i < n; i++)
-		w16[i] = zs_float_to_half(v[i]);
+	zs_float_to_half_n(run_at(r, k, b, at), v, n);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -274,7 +279,7 @@ static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
 static void alloc_tensor(struct zs_run *r, unsigned k, unsigned i)
 {
 	const struct zs_tensor *ts = &r->model.tensor[i];
-	run_rank(r, k)->t[i] = tracker_alloc(&r->tracker, k, ts->cat, ts->elements * sizeof(float));
+	run_rank(r, k)->t[i] = tracker_alloc(&r->tracker, k, ts->cat, ts->elements * ts->esize);
 }
 
 static void free_tensor(struct zs_run *r, unsigned k, unsigned i)

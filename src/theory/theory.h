@@ -311,7 +311,7 @@ void theory_model_peak(const struct zs_model *m, const struct theory_act_opts *o
                        enum zs_unit unit, unsigned world, struct theory_peak *out);
 
 /* The exact schedule level for zerosim's own transformer (the engine's
- * `measure --model`: fp32, the paper's schemes, at most ZS_MAX_WIDTHS - 2
+ * `measure --model`: fp32 or mixed, the paper's schemes, at most ZS_MAX_WIDTHS - 2
  * blocks): resident, peak and its breakdown, comm, from the shape alone
  * (docs/schedule.md, "Transformers: the engine's schedule").
  * has_schedule says whether the request is one the engine runs. */
