@@ -128,8 +128,7 @@ static void alloc_buckets(struct zs_run *r)
 }
 
 /* Reduce unit u's grads, rank k's at src[k - r0], into the partitions
- * that own them. One rank keeps its own: a copy, no collective (coll.h's
- * N = 1 rule). */
+ * that own them. One rank keeps its own: a copy, no collective. */
 static void reduce_unit(struct zs_run *r, size_t u, void *const *src)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
@@ -138,7 +137,8 @@ static void reduce_unit(struct zs_run *r, size_t u, void *const *src)
 		size_t esz = coll_dtype_size(r->dt);
 		for (unsigned k = r->r0; k < r->r1; k++)
 			r->ptr_b[k - r->r0] = (char *)src[k - r->r0] + (size_t)k * un->s * esz;
-		coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
+		if (r->world > 1)
+			coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
 		for (unsigned k = r->r0; k < r->r1; k++) {
 			struct zs_slice own = layout_own(&r->layout, ZS_BUF_GRADS, u, k);
 			float *to = run_at(r, k, ZS_BUF_GRADS, own.at);
@@ -150,7 +150,10 @@ static void reduce_unit(struct zs_run *r, size_t u, void *const *src)
 	}
 	for (unsigned k = r->r0; k < r->r1; k++)
 		r->ptr_b[k - r->r0] = run_at(r, k, ZS_BUF_GRADS, layout_own(&r->layout, ZS_BUF_GRADS, u, k).at);
-	coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
+	if (r->world == 1)
+		memcpy(r->ptr_b[0], src[0], un->n * r->esize[ZS_BUF_GRADS]);
+	else
+		coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
 }
 
 static void *bucket_at(const struct zs_run *r, unsigned k, size_t at)
@@ -290,9 +293,7 @@ static void after_step(struct zs_run *r)
 	}
 	if (offloaded(r))
 		params_from_host(r);
-	/* all_gather_dp_groups gathers the partitions stepped; it skips a group
-	 * of one rank, where the layout has no partition (layout.h's N = 1 rule) */
-	if (layout_span(&r->layout, ZS_BUF_MASTER) != ZS_FULL)
+	if (r->world > 1) /* all_gather_dp_groups skips a group of one rank */
 		run_gather_params_in_place(r);
 }
 
