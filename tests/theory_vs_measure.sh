@@ -148,6 +148,30 @@ for precision in mixed fp32; do
 done
 check --framework deepspeed --offload optimizer --layers 5,7,3,11 --world 2,4,6,8 --ranks-per-node 2 \
 	--schemes zero1,zero2 --unit model,layer --optimizer sgd --ds-reduce-bucket 30 --ds-overlap-comm on --steps 2
+# DeepSpeed's ZeRO-3 (stage3.py and its parameter coordinator: each tensor
+# partitioned on its own, the trace recorded in step 1, prefetch, the
+# persistence threshold, the bucket reduced mid-backward): N = 1..8, both
+# precisions, both units; nothing persistent, the biases persistent, every
+# tensor (the default); max live 0, a small prefetch bucket, buckets just
+# holding a tensor; the odd and the deeper model.
+for precision in mixed fp32; do
+	for persist in 0 1000 1e5; do
+		check --framework deepspeed --schemes zero3 --layers 64,256,64 --world 1,2,3,4,5,6,7,8 --unit model,layer \
+			--precision $precision --ds-persist $persist --batch 4 --steps 2
+	done
+	check --framework deepspeed --schemes zero3 --layers 64,256,64 --world 1,2,3,5,8 --unit model,layer \
+		--precision $precision --ds-persist 0 --ds-max-live 0 --ds-reduce-bucket 16448 --steps 3
+	check --framework deepspeed --schemes zero3 --layers 64,256,64 --world 1,3,5,8 --unit layer --precision $precision \
+		--ds-persist 0 --ds-prefetch-bucket 100 --ds-max-live 20000 --optimizer sgd --steps 1
+done
+check --framework deepspeed --schemes zero3 --layers 5,7,3,11 --world 1,2,3,4,5,6,7,8 --unit model,layer \
+	--ds-persist 10 --ds-reduce-bucket 35 --steps 3
+# a bucket reduced in the middle of backward at the peak, one tensor in it
+# that N does not divide: reduce_scatter_coalesced's padded copy
+check --framework deepspeed --schemes zero3 --layers 1000,1 --world 1,2,3,4,5,7 --unit model,layer \
+	--ds-reduce-bucket 1000 --steps 2
+check --framework deepspeed --schemes zero3 --layers 64,256,256,256,64 --world 1,3,5,8 --unit model,layer \
+	--ds-persist 300 --ds-reduce-bucket 70000 --ds-prefetch-bucket 70000 --precision fp32 --steps 2
 
 # zerosim's own transformer (measure --model, fp32): both families at tiny
 # sizes (d 64, 2 blocks, 4 heads, 2 key-value heads for llama, vocabulary

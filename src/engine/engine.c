@@ -170,6 +170,8 @@ static void run_layout(struct zs_layout *lo, const struct zs_net *m, const struc
 {
 	layout_init(lo, m, scheme, world, unit);
 	layout_use_row(lo, zs_row(c->framework, scheme));
+	if (c->framework == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3) /* DeepSpeed shards each tensor on its own */
+		layout_shard_tensors(lo);
 }
 
 /* The resident buffers, in the order they are allocated. */
@@ -338,10 +340,17 @@ static struct zs_layer_io layer_io(const struct zs_run *r, unsigned k, size_t l,
 	enum zs_buf p = rk->buf[ZS_BUF_GATHERED] != NULL ? ZS_BUF_GATHERED : ZS_BUF_PARAMS;
 	enum zs_buf g = rk->buf[ZS_BUF_FULL_GRADS] != NULL ? ZS_BUF_FULL_GRADS : ZS_BUF_GRADS;
 	void *grads = pass == ZS_PASS_BACKWARD && !r->model.layer[l].tied ? run_at(r, k, g, e - r->base[g]) : NULL;
-	const void *w = run_at(r, k, p, e - r->base[p]);
+	const void *w = run_at(r, k, p, e - r->base[p]), *bias = NULL;
 	if (rk->held[u] != NULL) /* kept since its forward */
 		w = (const char *)rk->held[u] + (e - r->layout.unit[u].off) * r->esize[ZS_BUF_GATHERED];
-	return (struct zs_layer_io){w, grads, rk->t, r->dt, r->model.batch, &r->model};
+	if (rk->whole != NULL) { /* DeepSpeed's ZeRO-3: each tensor gathered on its own */
+		size_t t = 0;
+		for (size_t i = 0; i < l; i++)
+			t += r->model.layer[i].nptensors;
+		w = rk->whole[t];
+		bias = r->model.layer[l].nptensors > 1 ? rk->whole[t + 1] : NULL;
+	}
+	return (struct zs_layer_io){w, grads, rk->t, r->dt, r->model.batch, &r->model, bias};
 }
 
 static void forward_layer(struct zs_run *r, unsigned k, size_t l)

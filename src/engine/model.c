@@ -16,10 +16,10 @@ static void linear_forward(const struct zs_layer *l, const struct zs_layer_io *i
 	const float *in = io->t[l->in];
 	if (io->dt == ZS_F16) {
 		const zs_half *w = io->w;
-		linear_forward_f16(out, in, w, w + l->din * l->dout, l->relu, io->batch, l->din, l->dout);
+		linear_forward_f16(out, in, w, io->b ? io->b : w + l->din * l->dout, l->relu, io->batch, l->din, l->dout);
 	} else {
 		const float *w = io->w;
-		linear_forward_f32(out, in, w, w + l->din * l->dout, l->relu, io->batch, l->din, l->dout);
+		linear_forward_f32(out, in, w, io->b ? io->b : w + l->din * l->dout, l->relu, io->batch, l->din, l->dout);
 	}
 }
 

@@ -56,6 +56,7 @@ struct zs_layer_io {
 	enum zs_dtype dt;
 	size_t batch;
 	const struct zs_net *net;
+	const void *b;      /* a linear layer's bias when it is not right after its weight, else NULL */
 };
 
 struct zs_layer;

@@ -45,6 +45,10 @@ struct zs_rank {
 	void *bucket[2];
 	float *grad32;
 	void *offload_tmp[2];         /* ZeRO-Offload's device and host grad buffers */
+	/* DeepSpeed's ZeRO-3: each parameter tensor's gathered copy (param.data,
+	 * in category gathered_params), NULL while it is only partitioned; the
+	 * list is NULL for every other scheme. */
+	void **whole;
 	/* DDP's gradient buckets (torch's dp and zero1): bucket i's flat
 	 * grads, in category buckets, for the whole run; NULL otherwise. */
 	void *ddp_bucket[ZS_MAX_PARAM_TENSORS];
@@ -56,9 +60,11 @@ struct zs_rank {
  * with the element of the bucket it starts at. */
 struct zs_bucket {
 	size_t used, count;
-	size_t unit[ZS_MAX_LAYERS], at[ZS_MAX_LAYERS];
+	size_t unit[ZS_MAX_PARAM_TENSORS], at[ZS_MAX_PARAM_TENSORS]; /* units; tensors under ZeRO-3 */
 	unsigned index;
 };
+
+struct zs_ds3;
 
 /* A DDP bucket: the layout's parameter tensors ntensors-1-first down to
  * ntensors-first-count (reverse model order, as gradients become ready),
@@ -101,6 +107,7 @@ struct zs_run {
 	const float *init;            /* the initial fp32 weights, Ψ (outside every rank) */
 	const struct zs_config *config; /* the run's options (a framework's settings) */
 	struct zs_bucket bucket;
+	struct zs_ds3 *ds3;           /* DeepSpeed's ZeRO-3 parameter coordinator (scheme_deepspeed.c) */
 };
 
 enum zs_pass { ZS_PASS_FORWARD, ZS_PASS_BACKWARD };
