@@ -265,7 +265,7 @@ run 2 "--out spec.json: is the --spec file" theory --spec spec-link.json --out s
 run 2 "--out case-link.json: is the --case file" measure -q --case case1.json --out case-link.json
 run 2 "--dump-weights ./case1.json: is the --case file" measure -q --case case1.json --dump-weights ./case1.json
 cp m.json rep/diff.json.in
-for name in diff.json flags.txt table.tex findings.tex flags.tex zerosim-report.tex zerosim-report.pdf \
+for name in diff.json flags.txt table.tex causes.tex findings.tex flags.tex zerosim-report.tex zerosim-report.pdf \
 	figures/fig1-resident.dat gnuplot.log; do
 	[ -e "rep/$name" ] || cp m.json "rep/$name"
 	run 2 "--measured rep/$name: is a file the report writes in rep" report --measured "rep/$name" --theory t.json --no-render --out rep
@@ -362,6 +362,8 @@ set_first m.json params 99 bad-psi.json
 set_first t.json params 99 bad-psi-t.json
 run 2 "bad-psi.json and t.json describe different models: 99 and 76 params" report --measured bad-psi.json --theory t.json --no-render --out rep
 run 2 "bad-psi.json: config.params is 99, but its layers have 76 parameters" report --measured bad-psi.json --theory bad-psi-t.json --no-render --out rep
+set_first m.json units '[75]' bad-units.json
+run 2 "bad-units.json: runs[0]: \"units\" add up to 75 elements, not the model's 76" report --measured bad-units.json --theory t.json --no-render --out rep
 set_first m.json precision '"mixed_%$#"' bad-prec.json
 set_first t.json precision '"mixed_%$#"' bad-prec-t.json
 run 2 "unknown precision 'mixed_%\$#' (mixed, fp32)" report --measured bad-prec.json --theory bad-prec-t.json --no-render --out rep

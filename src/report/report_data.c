@@ -435,6 +435,7 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 			return zs_fail(cause, "%s: \"units\" holds something other than an element count", where);
 		if (u->valuedouble > r->largest_unit)
 			r->largest_unit = u->valuedouble;
+		r->units_total += u->valuedouble;
 	}
 	if (read_count(run, "shard_elements", where, "an element count", &r->shard_elements,
 	               cause) < 0 ||
@@ -454,6 +455,11 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	const cJSON *bc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "collectives"),
 	                                                  "broadcast");
 	if (bc != NULL && report_read_bytes(bc, "bytes_per_step", where, &r->broadcast_bytes, cause) < 0)
+		return -1;
+	const cJSON *ag = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "collectives"),
+	                                                  "all_gather");
+	if (ag != NULL && (r->comm_mean ? read_floor : report_read_bytes)(ag, "bytes_per_step", where,
+	                                                                  &r->allgather_bytes, cause) < 0)
 		return -1;
 	if (read_ranks(run, where, r, cause) < 0)
 		return -1;
@@ -673,6 +679,11 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 		if (read_run(run, where, &d->runs[i], cause) < 0 ||
 		    join_row(rows, tname, &d->runs[i], cause) < 0)
 			goto fail;
+		if (d->runs[i].units_total != d->params) { /* the units are the model, cut */
+			zs_fail(cause, "%s: \"units\" add up to %.0f elements, not the model's %.0f", where,
+			        d->runs[i].units_total, d->params);
+			goto fail;
+		}
 		i++;
 	}
 	qsort(d->runs, d->nruns, sizeof *d->runs, cmp_run);
