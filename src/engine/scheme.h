@@ -5,8 +5,10 @@
  * row of zs_shards (util/schedule.h), read through the run's layout; a
  * scheme supplies only the hooks where it differs: when params are
  * gathered, where grads are materialised, which collective reduces them,
- * and whether params are gathered after the optimizer. At N = 1 no hook is
- * called (layout.h's N = 1 rule).
+ * and whether params are gathered after the optimizer. At N = 1 no paper
+ * hook is called (layout.h's N = 1 rule); the framework hooks scheme_ops
+ * still gives there ask no world size: at world 1 every collective is the
+ * identity (coll.h).
  *
  * A process holds ranks [r0, r1) of the N; every per-rank loop runs over
  * those, and the pointer lists handed to the collectives are indexed by

@@ -129,7 +129,8 @@ static void alloc_buckets(struct zs_run *r)
 }
 
 /* Reduce unit u's grads, rank k's at src[k - r0], into the partitions
- * that own them. One rank keeps its own: a copy, no collective. */
+ * that own them. One rank keeps its own: a copy, no collective (coll.h's
+ * N = 1 rule). */
 static void reduce_unit(struct zs_run *r, size_t u, void *const *src)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
@@ -138,8 +139,7 @@ static void reduce_unit(struct zs_run *r, size_t u, void *const *src)
 		size_t esz = coll_dtype_size(r->dt);
 		for (unsigned k = r->r0; k < r->r1; k++)
 			r->ptr_b[k - r->r0] = (char *)src[k - r->r0] + (size_t)k * un->s * esz;
-		if (r->world > 1)
-			coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
+		coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
 		for (unsigned k = r->r0; k < r->r1; k++) {
 			struct zs_slice own = layout_own(&r->layout, ZS_BUF_GRADS, u, k);
 			float *to = run_at(r, k, ZS_BUF_GRADS, own.at);
@@ -151,10 +151,7 @@ static void reduce_unit(struct zs_run *r, size_t u, void *const *src)
 	}
 	for (unsigned k = r->r0; k < r->r1; k++)
 		r->ptr_b[k - r->r0] = run_at(r, k, ZS_BUF_GRADS, layout_own(&r->layout, ZS_BUF_GRADS, u, k).at);
-	if (r->world == 1)
-		memcpy(r->ptr_b[0], src[0], un->n * r->esize[ZS_BUF_GRADS]);
-	else
-		coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
+	coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
 }
 
 static void *bucket_at(const struct zs_run *r, unsigned k, size_t at)
@@ -294,7 +291,9 @@ static void after_step(struct zs_run *r)
 	}
 	if (offloaded(r))
 		params_from_host(r);
-	if (r->world > 1) /* all_gather_dp_groups skips a group of one rank */
+	/* all_gather_dp_groups gathers the partitions stepped; it skips a group
+	 * of one rank, where the layout has no partition (layout.h's N = 1 rule) */
+	if (layout_span(&r->layout, ZS_BUF_MASTER) != ZS_FULL)
 		run_gather_params_in_place(r);
 }
 
@@ -353,7 +352,7 @@ struct zs_ds3 {
 static size_t psize(const struct zs_run *r) { return coll_dtype_size(r->dt); }
 
 /* Tensor t gathered on every rank into a block of its own (all-gather of
- * its partitions; a copy at N = 1). */
+ * its partitions; a copy at N = 1, coll.h's N = 1 rule). */
 static void gather_tensor(struct zs_run *r, size_t t)
 {
 	const struct zs_layout_tensor *ts = &r->layout.tensor[t];
@@ -366,10 +365,7 @@ static void gather_tensor(struct zs_run *r, size_t t)
 		r->ptr_a[k - r->r0] = run_at(r, k, ZS_BUF_PARAMS, layout_own(&r->layout, ZS_BUF_PARAMS, t, k).at);
 		r->ptr_b[k - r->r0] = rk->whole[t];
 	}
-	if (r->world == 1)
-		memcpy(r->ptr_b[0], r->ptr_a[0], ts->n * psize(r));
-	else
-		coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, ts->n, r->dt);
+	coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, ts->n, r->dt);
 }
 
 static void release_tensor(struct zs_run *r, size_t t)
@@ -537,8 +533,7 @@ static void ds3_flush(struct zs_run *r)
 		r->ptr_a[k - r->r0] = run_rank(r, k)->offload_tmp[0];
 		r->ptr_b[k - r->r0] = (char *)run_rank(r, k)->offload_tmp[0] + (size_t)k * part * esz;
 	}
-	if (N > 1)
-		coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, N * part, r->dt);
+	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, N * part, r->dt); /* in place */
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		const char *mine = r->ptr_b[k - r->r0];
 		for (size_t i = 0, at = 0; i < b->count; at += lo->tensor[b->unit[i++]].s) {
