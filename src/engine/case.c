@@ -396,7 +396,9 @@ static int model(const cJSON *root, struct zs_tfm_run *tr, char **cause)
 			               "object", m->valuestring);
 		char *why = NULL;
 		if (zs_model_load(m->valuestring, &hf, &why) != 0) {
-			int r = zs_fail(cause, "the case's \"model\": %s", why);
+			const char *opt = "--model: "; /* the message names the option; here the case is at fault */
+			int r = zs_fail(cause, "the case's \"model\": %s",
+			                strncmp(why, opt, strlen(opt)) == 0 ? why + strlen(opt) : why);
 			free(why);
 			return r;
 		}
@@ -409,8 +411,9 @@ static int model(const cJSON *root, struct zs_tfm_run *tr, char **cause)
 			if ((unsigned char)*p < 0x20 || *p == 0x7f)
 				*p = '?';
 	} else {
-		return zs_fail(cause, "the case's \"model\" is %s, not a model config object or a shipped name",
-		               m == NULL ? "missing" : "neither");
+		return m == NULL ? zs_fail(cause, "the case has neither \"layers\" (an MLP) nor \"model\" (a transformer)")
+		                 : zs_fail(cause, "the case's \"model\" is neither a model config object nor a shipped "
+		                           "model's name");
 	}
 	memset(tr, 0, sizeof *tr);
 	snprintf(tr->name, sizeof tr->name, "%s", hf.name);
