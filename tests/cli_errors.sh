@@ -444,10 +444,14 @@ bad_tcase t-model-path '/"model":/,/^[[:space:]]*},/c\
 "model": "../tiny.json",' "the case's \"model\" '../tiny.json' is neither a shipped model's name nor a config object"
 bad_tcase t-model-num '/"model":/,/^[[:space:]]*},/c\
 "model": 3,' "the case's \"model\" is neither a model config object nor a shipped model's name"
+# A shipped name: data/models beside the binary, or in the source tree of
+# a VPATH build (make distcheck).
+[ -d "$top/data/models" ] || { ZEROSIM_DATADIR=$srcdir; export ZEROSIM_DATADIR; }
 bad_tcase t-model-name '/"model":/,/^[[:space:]]*},/c\
 "model": "gpt2",' "the case's weights.count is $psi, the model has 124439808 parameters"
 bad_tcase t-model-none '/"model":/,/^[[:space:]]*},/c\
 "model": "gpt3",' "the case's \"model\": no shipped model 'gpt3' (gpt2,"
+[ -d "$top/data/models" ] || unset ZEROSIM_DATADIR
 bad_tcase t-recompute 's#"recompute":[[:space:]]*"none"#"recompute": "half"#' "the case's \"recompute\" is none of none, selective, full"
 bad_tcase t-mixed 's#"precision":[[:space:]]*"fp32"#"precision": "mixed"#' "precision mixed in a transformer's case: the engine's transformer runs in fp32 only"
 bad_tcase t-mlp 's#"seq":#"layers": [2, 3], "seq":#' "the case mixes an MLP's \"layers\" and \"batches\" with a transformer's"
