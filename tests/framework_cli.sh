@@ -96,7 +96,7 @@ report "$tmp/r1" --framework torch --schemes dp,zero1 --world 1,2,3,4,8,16
 [ "$(verdict "$tmp/r1/diff.json" torch_zero1_comm_1_5)" = holds ] || fail "torch_zero1_comm_1_5 does not hold"
 grep -q 'partition imbalance' "$tmp/r1/flags.txt" || fail "no partition imbalance in flags.txt"
 grep -q '= broadcast ' "$tmp/r1/flags.txt" || fail "no broadcast in flags.txt"
-grep -q 'dp N=2 unit=model resident: .* = DDP buckets 66176 B$' "$tmp/r1/flags.txt" || fail "no DDP buckets in flags.txt"
+grep -q 'dp N=2 unit=model resident: .* = buckets 66176 B$' "$tmp/r1/flags.txt" || fail "no DDP buckets in flags.txt"
 [ -e "$tmp/r1/figures/fig6-ranks.gp" ] || fail "no per-rank figure"
 # The bars are model state: DDP's bucket (2 B/param on every rank) is left
 # out, so the worst rank at N = 3 shows the greedy partition's 9.942.
@@ -121,4 +121,32 @@ refused "$zerosim" report --no-render --template "$template" --measured "$tmp/b1
 grep -q "differ in bucket_cap_mb: 1 and 25" "$tmp/err" || fail "not the bucket's line: $(cat "$tmp/err")"
 refused "$zerosim" report --no-render --template "$template" --measured "$tmp/pre.json" --theory "$tmp/none.json"
 grep -q "differ in prefetch: backward-pre and none" "$tmp/err" || fail "not the prefetch line: $(cat "$tmp/err")"
+# Every departure a framework causes is a named cause: over DeepSpeed's
+# runs (its 1e9-byte bucket, a bucket small enough that the step's fp32
+# grads make the peak, the optimizer offloaded; both precisions, N = 1..5,
+# both units) and torch's, no point keeps bytes in `other`, and DeepSpeed's
+# own causes appear where they should.
+others() { tr -d ' \t\n' <"$1" | grep -o '"other":[-0-9.e+]*' | grep -v '"other":0$' | head -n 3; }
+for opts in "--framework deepspeed" "--framework deepspeed --ds-reduce-bucket 1000" \
+	"--framework deepspeed --offload optimizer --ds-reduce-bucket 1000" "--framework torch"; do
+	for prec in mixed fp32; do
+		schemes=dp,zero1,zero2
+		case "$opts" in *offload*) schemes=zero1,zero2 ;; *torch) schemes=dp,zero1,zero2,zero3 ;; esac
+		# shellcheck disable=SC2086
+		report "$tmp/rc" $opts --precision $prec --schemes $schemes --world 1,2,3,4,5 --unit model,layer
+		[ -z "$(others "$tmp/rc/diff.json")" ] || fail "$opts $prec: bytes left in other: $(others "$tmp/rc/diff.json")"
+		grep -q 'UNEXPLAINED' "$tmp/rc/flags.txt" && fail "$opts $prec: unexplained points"
+		case "$opts" in
+		*offload*) want='offloaded to host -[0-9]* B' ;;
+		*1000) want='step buffers [0-9]* B' ;;
+		*deepspeed) want='buckets [12]000000000 B' ;;
+		*) want='buckets [0-9]* B' ;;
+		esac
+		grep -q "$want" "$tmp/rc/flags.txt" || fail "$opts $prec: no '$want' in flags.txt"
+	done
+done
+grep -q 'step buffers' "$tmp/rc/causes.tex" || fail "causes.tex lacks a framework's cause"
+report "$tmp/rc" --world 1,2
+grep -q 'step buffers' "$tmp/rc/causes.tex" && fail "the paper's causes.tex names DeepSpeed's causes"
+grep -q 'padding' "$tmp/rc/causes.tex" || fail "the paper's causes.tex lacks padding"
 echo "framework_cli: ok"

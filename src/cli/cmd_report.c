@@ -49,7 +49,7 @@ static void usage(void)
 
 /* What the report writes in its folder (report.c, report_figures.c; pdflatex
  * adds zerosim-report.aux, .log, .pdf and so on). */
-static const char *const out_names[] = {"diff.json", "flags.txt", "table.tex", "findings.tex", "flags.tex",
+static const char *const out_names[] = {"diff.json", "flags.txt", "table.tex", "causes.tex", "findings.tex", "flags.tex",
                                         REPORT_TFM_TEX, "gnuplot.log", "pdflatex.log"};
 static const char *const figure_exts[] = {".gp", ".dat", ".pdf", ".png"};
 

@@ -113,7 +113,7 @@ static void alloc_buckets(struct zs_run *r)
 	unsigned nb = 1 + (unsigned)r->config->ds_overlap_comm;
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (unsigned i = 0; i < nb; i++) {
-			run_rank(r, k)->bucket[i] = tracker_alloc_mapped(&r->tracker, k, ZS_CAT_FULL_GRADS, bytes);
+			run_rank(r, k)->bucket[i] = tracker_alloc_mapped(&r->tracker, k, ZS_CAT_BUCKETS, bytes);
 			if (run_rank(r, k)->bucket[i] != NULL)
 				continue;
 			int err = errno;

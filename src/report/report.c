@@ -149,6 +149,10 @@ static int write_outputs(const struct report_options *o, const struct report_dat
 		rc = write_buf(o->out, "table.tex", &b, cause);
 	}
 	if (rc == 0) {
+		report_causes_tex(d, &b);
+		rc = write_buf(o->out, "causes.tex", &b, cause);
+	}
+	if (rc == 0) {
 		report_findings_tex(d, f, &b);
 		rc = write_buf(o->out, "findings.tex", &b, cause);
 	}

@@ -9,20 +9,72 @@
 #include <string.h>
 
 #include "report/report_classify.h"
+#include "util/schedule.h"
 #include "util/util.h"
+
+static const struct report_cause_info causes[REPORT_NCAUSES] = {
+	{"padding", "padding", 'p', 0, "padding of the shards",
+	 "\\emph{padding}: model state above the floor, up to the padding of the run's shards (each unit "
+	 "of $n$ elements padded to $N\\lceil n/N\\rceil$); for comm, the padded part of the buffers sent"},
+	{"gathered params", "gathered_params", 'g', 0, "gathered params",
+	 "\\emph{gathered params}: ZeRO-3's transient buffers of a unit's whole params"},
+	{"full grads", "full_grads", 'f', 0, "full grads",
+	 "\\emph{full grads}: transient buffers of a unit's (or the model's) whole grads before they are "
+	 "reduced, as ZeRO-2 and ZeRO-3 hold them"},
+	{"partition imbalance", "partition_imbalance", 'i', 1,
+	 "partition imbalance (whole tensors on unequal ranks)",
+	 "\\emph{partition imbalance} (torch's zero1, ZeroRedundancyOptimizer): model state above the "
+	 "floor where whole tensors go to unequal ranks and nothing is padded"},
+	{"broadcast", "broadcast", 'b', 1, "broadcast of each tensor from its owner",
+	 "\\emph{broadcast} (torch's zero1): the measured broadcasts' bytes, a collective the paper's "
+	 "zero1 does not send"},
+	{"root kept gathered", "root_kept_gathered", 'r', 1, "the root unit kept gathered (one all-gather fewer)",
+	 "\\emph{root kept gathered} (torch's zero3 with the whole model as one FSDP unit): the backward "
+	 "all-gather FSDP does not send, $-(N-1)\\,S\\,p$ bytes"},
+	{"params sharded", "params_sharded", 's', 1, "params sharded between steps (FSDP)",
+	 "\\emph{params sharded} (torch's zero2, FSDP's SHARD\\_GRAD\\_OP): a shard of the params between "
+	 "steps where the paper's zero2 holds them all, $(S-\\Psi)\\,p$ bytes"},
+	{"buckets", "buckets", 'd', 1, "a framework's buckets (DDP's gradient buckets, DeepSpeed's reduce bucket)",
+	 "\\emph{buckets}: the measured \\texttt{buckets} category, a framework's own communication "
+	 "buffers (torch DDP's gradient buckets, resident; DeepSpeed's reduce bucket, allocated at its "
+	 "full size whatever the model and held through backward)"},
+	{"grad partition", "grad_partition", 'q', 1,
+	 "grads held as a partition (DeepSpeed's zero1), or only a buffer of them (offloaded)",
+	 "\\emph{grad partition}: the measured grads between steps against the paper's for the scheme "
+	 "($\\Psi g$, or $S g$ where grads are sharded): DeepSpeed's zero1 keeps only its partition, and "
+	 "offloaded keeps on the device only a buffer of the largest tensor's grads"},
+	{"fp32 partition copy", "fp32_partition_copy", 'c', 1,
+	 "an fp32 copy of the partition in fp32 (DeepSpeed)",
+	 "\\emph{fp32 partition copy} (DeepSpeed in fp32): the fp32 partition DeepSpeed clones from the "
+	 "params whatever the precision (the \\texttt{master32} category), which the paper's fp32 "
+	 "accounting, with no master copy, does not hold"},
+	{"offloaded to host", "offloaded", 'h', 1, "optimizer state offloaded to host memory",
+	 "\\emph{offloaded to host} (\\texttt{--offload}): the optimizer state the device no longer "
+	 "holds, measured against $S\\,k$ (or $\\Psi k$); its bytes are in the host figures"},
+	{"step buffers", "step_buffers", 't', 1,
+	 "the optimizer step's buffers (DeepSpeed's fp32 gradient partition)",
+	 "\\emph{step buffers}: model-state bytes at the peak above those held between steps "
+	 "(DeepSpeed's step converts the grad partition to fp32 and, offloaded, copies the fp32 "
+	 "partition to the device)"},
+	{"activations and scratch", "activations_and_scratch", 'a', 0,
+	 "activations and scratch (held by every scheme: not flagged)",
+	 "\\emph{activations and scratch}: the step's per-batch buffers, merged"},
+	{"other", "other", 'o', 0, "other buffers", "\\emph{other}: whatever is left"},
+};
+
+const struct report_cause_info *report_cause_info(enum report_cause c)
+{
+	return &causes[c];
+}
 
 const char *report_cause_name(enum report_cause c)
 {
-	static const char *const names[REPORT_NCAUSES] = {
-		"padding", "gathered params", "full grads", "partition imbalance", "broadcast",
-		"root kept gathered", "params sharded", "DDP buckets", "activations and scratch", "other",
-	};
-	return names[c];
+	return causes[c].name;
 }
 
 char report_cause_mark(enum report_cause c)
 {
-	return "pgfibrsdao"[c];
+	return causes[c].mark;
 }
 
 const char *report_status_name(enum report_status s)
@@ -56,21 +108,46 @@ static int uneven(const struct report_data *d, const struct report_run *r)
 	return strcmp(d->framework, "torch") == 0 && r->scheme == ZS_ZERO1;
 }
 
-/* Split a breakdown's departure from the floor into causes. */
+static double sum_cats(const double *bd, int (*pick)(enum report_cat))
+{
+	double t = 0;
+	for (int c = 0; c < REPORT_NCATS; c++)
+		if (pick((enum report_cat)c))
+			t += bd[c];
+	return t;
+}
+
+static int is_grad(enum report_cat c) { return c == REPORT_CAT_GRAD16 || c == REPORT_CAT_GRAD32; }
+static int is_optim(enum report_cat c) { return c >= REPORT_CAT_MASTER32 && c <= REPORT_CAT_MOMENTUM; }
+
+/* Split a breakdown's departure from the floor into causes. Grads and the
+ * optimizer state are judged between steps (the resident breakdown), so
+ * that what the step adds on top of them is a cause of its own. */
 static void attribute_memory(const struct report_data *d, const struct report_run *r,
                              const double *bd, struct report_point *pt)
 {
-	double state = 0, excess, padding;
-	int c;
+	double state = sum_cats(bd, report_cat_is_state), excess, padding;
+	double S = r->shard_elements, psi = d->params;
+	const enum zs_span *row = zs_shards[r->scheme];
 
-	for (c = 0; c < REPORT_NCATS; c++)
-		if (report_cat_is_state((enum report_cat)c))
-			state += bd[c];
-	padding = (r->shard_elements - d->params / r->world) * sharded_bytes(d, r->scheme);
+	padding = (S - psi / r->world) * sharded_bytes(d, r->scheme);
 	excess = state - pt->floor;
 	if (strcmp(d->framework, "torch") == 0 && r->scheme == ZS_ZERO2) { /* FSDP: params a shard too */
-		pt->cause[REPORT_PARAMS_SHARDED] = (r->shard_elements - d->params) * d->p;
+		pt->cause[REPORT_PARAMS_SHARDED] = (S - psi) * d->p;
 		excess -= pt->cause[REPORT_PARAMS_SHARDED];
+	}
+	if (strcmp(d->framework, "deepspeed") == 0) {
+		pt->cause[REPORT_GRAD_PARTITION] = sum_cats(r->resident_bd, is_grad) -
+		                                   (row[ZS_STATE_GRADS] == ZS_FULL ? psi : S) * d->g;
+		if (d->p == 4) /* fp32: the paper has no master copy */
+			pt->cause[REPORT_FP32_COPY] = r->resident_bd[REPORT_CAT_MASTER32];
+		if (d->offload)
+			pt->cause[REPORT_OFFLOADED] = sum_cats(r->resident_bd, is_optim) -
+			                              (row[ZS_STATE_OPTIM] == ZS_FULL ? psi : S) * d->k;
+		if (pt->metric == REPORT_PEAK)
+			pt->cause[REPORT_STEP_BUFFERS] = state - sum_cats(r->resident_bd, report_cat_is_state);
+		excess -= pt->cause[REPORT_GRAD_PARTITION] + pt->cause[REPORT_FP32_COPY] + pt->cause[REPORT_OFFLOADED] +
+		          pt->cause[REPORT_STEP_BUFFERS];
 	}
 	if (uneven(d, r)) /* whole tensors: nothing padded, the rest is the partition */
 		pt->cause[REPORT_IMBALANCE] = excess > 0 ? excess : 0;

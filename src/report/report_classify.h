@@ -3,29 +3,12 @@
  * paper floor and the schedule model, and the causes of its departure from
  * the floor.
  *
- * Causes are attributed from the MEASURED breakdowns, not from the theory:
- *  - padding: model-state bytes above the floor, up to the shard padding
- *    (S − Ψ/N)·(bytes of the sharded states) the run's own S implies; for
- *    comm, bytes above the floor up to floor·(P − Ψ)/Ψ;
- *  - gathered params, full grads: those transient categories at the peak;
- *  - partition imbalance (a framework that partitions unevenly: torch's
- *    zero1 gives whole tensors to ranks): model-state bytes above the
- *    floor, with no padding (nothing is padded there);
- *  - broadcast (torch's zero1): the measured broadcasts' bytes, the
- *    collective the paper's zero1 does not have;
- *  - root kept gathered (torch's zero3, FSDP, unit=model): the backward
- *    all-gather FSDP does not send, a negative cause: (N-1)·S·p bytes;
- *  - params sharded (torch's zero2, FSDP SHARD_GRAD_OP): between steps it
- *    holds a shard of the params where the paper's zero2 holds them all, a
- *    negative cause: (S - Ψ)·p bytes;
- *  - DDP buckets (torch's dp and zero1): the `buckets` category, DDP's
- *    second gradient-sized buffer, resident but not model state;
- *  - activations: the `activations` and `scratch` categories, merged as
- *    "activations and scratch" (both are per-batch step buffers every scheme
- *    holds alike);
- *  - other: whatever departure is left (an unknown category, model state
- *    beyond padding). A breakdown that does not sum to its total never gets
- *    here: report_data refuses it as bad input.
+ * Causes are attributed from the MEASURED breakdowns, not from the theory;
+ * each cause's rule is written once, in report_cause_info's table
+ * (report_classify.c), which the report also prints as the PDF's "How
+ * departures are classified" (causes.tex). Whatever departure no cause
+ * takes is `other`. A breakdown that does not sum to its total never gets
+ * here: report_data refuses it as bad input.
  *
  * Activations and scratch are the common baseline: every scheme's peak sits
  * above its floor by them at every N, so a departure made only of them is
@@ -45,8 +28,20 @@
 
 enum report_cause {
 	REPORT_PADDING, REPORT_GATHERED, REPORT_FULL_GRADS, REPORT_IMBALANCE, REPORT_BROADCAST,
-	REPORT_ROOT_KEPT, REPORT_PARAMS_SHARDED, REPORT_BUCKETS, REPORT_ACTIVATIONS, REPORT_OTHER, REPORT_NCAUSES
+	REPORT_ROOT_KEPT, REPORT_PARAMS_SHARDED, REPORT_BUCKETS, REPORT_GRAD_PARTITION, REPORT_FP32_COPY,
+	REPORT_OFFLOADED, REPORT_STEP_BUFFERS, REPORT_ACTIVATIONS, REPORT_OTHER, REPORT_NCAUSES
 };
+
+/* What the report says of a cause, written once. */
+struct report_cause_info {
+	const char *name;    /* in flags.txt and the findings: "padding" */
+	const char *key;     /* in diff.json's causes: "padding" */
+	char mark;           /* in table.tex: 'p' */
+	int framework;       /* only a framework's (not the paper's) diff.json lists it */
+	const char *legend;  /* table.tex's legend, LaTeX */
+	const char *rule;    /* how its bytes are found, LaTeX: causes.tex */
+};
+const struct report_cause_info *report_cause_info(enum report_cause c);
 
 enum report_status { REPORT_NONE, REPORT_BASELINE, REPORT_FLAGGED };
 
@@ -73,11 +68,8 @@ void report_classify_point(const struct report_data *d, const struct report_run 
  * run, metric by metric. The caller frees it with free(). */
 struct report_point *report_classify(const struct report_data *d, size_t *npts);
 
-/* "padding", "gathered params", "full grads", "partition imbalance",
- * "broadcast", "root kept gathered", "params sharded", "DDP buckets",
- * "activations and scratch", "other". */
+/* report_cause_info(c)->name and ->mark. */
 const char *report_cause_name(enum report_cause c);
-/* One-letter mark used in table.tex: p g f i b r s d a o. */
 char report_cause_mark(enum report_cause c);
 const char *report_status_name(enum report_status s);
 

@@ -115,6 +115,11 @@ struct model_cfg {
 	double ds_persist;  /* config.deepspeed.persist, -1 when absent */
 	double bucket_cap;  /* torch's config.bucket_cap_mb, -1 when absent */
 	const char *prefetch; /* torch's config.prefetch, NULL when absent */
+	/* DeepSpeed's config.deepspeed.reduce_bucket (-1 when absent),
+	 * overlap_comm (-1 when absent) and offload (NULL when absent) */
+	double ds_reduce_bucket;
+	int ds_overlap;
+	const char *offload;
 };
 
 static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg *m, char **cause)
@@ -171,10 +176,30 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 	if (!known)
 		return zs_fail(cause, "%s: unknown framework '%.40s' (paper, torch, deepspeed)", where, m->framework);
 	const cJSON *ds = cJSON_GetObjectItemCaseSensitive(cfg, "deepspeed");
-	m->ds_persist = -1;
+	m->ds_persist = m->ds_reduce_bucket = -1;
+	m->ds_overlap = -1;
+	m->offload = NULL;
 	if (ds != NULL && (zs_json_object(cfg, "deepspeed", where, &ds, cause) < 0 ||
 	                   report_read_bytes(ds, "persist", where, &m->ds_persist, cause) < 0))
 		return -1;
+	if (ds != NULL && cJSON_GetObjectItemCaseSensitive(ds, "reduce_bucket") != NULL &&
+	    report_read_bytes(ds, "reduce_bucket", where, &m->ds_reduce_bucket, cause) < 0)
+		return -1;
+	const cJSON *ov = cJSON_GetObjectItemCaseSensitive(ds, "overlap_comm");
+	if (ov != NULL && !cJSON_IsBool(ov))
+		return zs_fail(cause, "%s: \"deepspeed.overlap_comm\" is not true or false", where);
+	if (ov != NULL)
+		m->ds_overlap = cJSON_IsTrue(ov);
+	if (ds != NULL && cJSON_GetObjectItemCaseSensitive(ds, "offload") != NULL) {
+		if (zs_json_string(ds, "offload", where, &m->offload, cause) < 0)
+			return -1;
+		int ok = 0; /* known values only: the string reaches the text */
+		for (int o = 0; o < ZS_NOFFLOADS; o++)
+			ok |= strcmp(m->offload, zs_offload_name((enum zs_offload)o)) == 0;
+		if (!ok)
+			return zs_fail(cause, "%s: unknown deepspeed.offload '%.40s' (none, optimizer, params)",
+			               where, m->offload);
+	}
 	m->bucket_cap = -1;
 	m->prefetch = NULL;
 	if (cJSON_GetObjectItemCaseSensitive(cfg, "bucket_cap_mb") != NULL &&
@@ -233,6 +258,14 @@ static int same_model(const struct model_cfg *a, const struct model_cfg *b, cons
 	if (a->prefetch != NULL && b->prefetch != NULL && strcmp(a->prefetch, b->prefetch) != 0)
 		return zs_fail(cause, "%s and %s differ in prefetch: %.15s and %.15s", an, bn, a->prefetch,
 		               b->prefetch);
+	if (a->ds_reduce_bucket >= 0 && b->ds_reduce_bucket >= 0 && a->ds_reduce_bucket != b->ds_reduce_bucket)
+		return zs_fail(cause, "%s and %s differ in DeepSpeed's reduce bucket: %.0f and %.0f elements", an,
+		               bn, a->ds_reduce_bucket, b->ds_reduce_bucket);
+	if (a->ds_overlap >= 0 && b->ds_overlap >= 0 && a->ds_overlap != b->ds_overlap)
+		return zs_fail(cause, "%s and %s differ in DeepSpeed's overlap_comm", an, bn);
+	if (a->offload != NULL && b->offload != NULL && strcmp(a->offload, b->offload) != 0)
+		return zs_fail(cause, "%s and %s differ in offload: %.15s and %.15s", an, bn, a->offload,
+		               b->offload);
 	return 0;
 }
 
@@ -618,6 +651,7 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 	/* Only the theory models DeepSpeed's ZeRO-3: its threshold is the one
 	 * the finding reads (same_model refused two different ones). */
 	d->ds_persist = tm.ds_persist >= 0 ? tm.ds_persist : mm.ds_persist;
+	d->offload = mm.offload != NULL && strcmp(mm.offload, "none") != 0;
 	d->p = mm.p;
 	d->g = mm.g;
 	d->k = mm.k;

@@ -79,6 +79,7 @@ struct report_data {
 	char optimizer[16];
 	char framework[16];                  /* config.framework; "paper" when absent */
 	double ds_persist;                   /* config.deepspeed.persist; -1 when absent */
+	int offload;                         /* the measured config.deepspeed.offload is not "none" */
 	double p, g, k;                      /* bytes per param: working param, grad, optimizer */
 	struct report_run *runs;             /* sorted by unit, scheme, world */
 	size_t nruns;

@@ -265,7 +265,7 @@ static const struct { const char *title; int cats[4]; } groups[] = {
 	{"full grads", {REPORT_CAT_FULL_GRADS, -1, -1, -1}},
 	{"activations", {REPORT_CAT_ACTIVATIONS, -1, -1, -1}},
 	{"scratch", {REPORT_CAT_SCRATCH, -1, -1, -1}},
-	{"other", {REPORT_CAT_UNKNOWN, REPORT_CAT_BUCKETS, -1, -1}}, /* buckets: torch's DDP */
+	{"buckets and other", {REPORT_CAT_BUCKETS, REPORT_CAT_UNKNOWN, -1, -1}}, /* DDP's, DeepSpeed's */
 };
 static const size_t ngroups = sizeof groups / sizeof groups[0];
 /* Each category is filled with its colour (Okabe and Ito's colour-blind-safe

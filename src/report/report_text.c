@@ -13,10 +13,6 @@
 #include "util/util.h"
 
 static const char *const scheme_title[ZS_NSCHEMES] = {"DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
-static const char *const cause_key[REPORT_NCAUSES] = {
-	"padding", "gathered_params", "full_grads", "partition_imbalance", "broadcast",
-	"root_kept_gathered", "params_sharded", "ddp_buckets", "activations_and_scratch", "other",
-};
 
 static const struct report_point *point_of(const struct report_data *d,
                                            const struct report_point *pts,
@@ -66,9 +62,11 @@ static cJSON *point_json(const struct report_data *d, const struct report_point 
 	else
 		cJSON_AddNullToObject(o, "departure_relative");
 	causes = cJSON_AddObjectToObject(o, "causes");
-	for (c = 0; c < REPORT_NCAUSES; c++)
-		if (strcmp(d->framework, "paper") != 0 || c < REPORT_IMBALANCE || c > REPORT_BUCKETS)
-			zs_json_add_number(causes, cause_key[c], pt->cause[c]); /* the paper's five as before */
+	for (c = 0; c < REPORT_NCAUSES; c++) {
+		const struct report_cause_info *ci = report_cause_info((enum report_cause)c);
+		if (strcmp(d->framework, "paper") != 0 || !ci->framework) /* the paper's five as before */
+			zs_json_add_number(causes, ci->key, pt->cause[c]);
+	}
 	cJSON_AddStringToObject(o, "status", report_status_name(pt->status));
 	cJSON_AddBoolToObject(o, "unexplained", pt->unexplained);
 	return o;
@@ -226,16 +224,21 @@ static void cell(const struct report_data *d, const struct report_point *pt, int
 	zs_buf_printf(b, "}");
 }
 
+void report_causes_tex(const struct report_data *d, struct zs_buf *b)
+{
+	int paper = strcmp(d->framework, "paper") == 0;
+
+	zs_buf_printf(b, "\\begin{itemize}\\setlength{\\itemsep}{0pt}\\setlength{\\parskip}{0pt}\n");
+	for (int c = 0; c < REPORT_NCAUSES; c++) {
+		const struct report_cause_info *ci = report_cause_info((enum report_cause)c);
+		if (!paper || !ci->framework)
+			zs_buf_printf(b, "\\item[\\textsuperscript{%c}] %s.\n", ci->mark, ci->rule);
+	}
+	zs_buf_printf(b, "\\end{itemize}\n");
+}
+
 static void legend(const int *used, struct zs_buf *b)
 {
-	static const char *const meaning[REPORT_NCAUSES + 1] = {
-		"padding of the shards", "gathered params", "full grads",
-		"partition imbalance (whole tensors on unequal ranks)", "broadcast of each tensor from its owner",
-		"the root unit kept gathered (one all-gather fewer)", "params sharded between steps (FSDP)",
-		"DDP's gradient buckets (a second gradient-sized buffer)",
-		"activations and scratch (held by every scheme: not flagged)",
-		"other buffers", "UNEXPLAINED: the measurement differs from the schedule model",
-	};
 	const char *sep = ": ";
 	int c, any = 0;
 
@@ -250,7 +253,9 @@ static void legend(const int *used, struct zs_buf *b)
 	for (c = 0; c <= REPORT_NCAUSES; c++)
 		if (used[c]) {
 			zs_buf_printf(b, "%s\\textsuperscript{%c}~%s", sep, c == REPORT_NCAUSES ? 'u' :
-			              report_cause_mark((enum report_cause)c), meaning[c]);
+			              report_cause_mark((enum report_cause)c), c == REPORT_NCAUSES ?
+			              "UNEXPLAINED: the measurement differs from the schedule model" :
+			              report_cause_info((enum report_cause)c)->legend);
 			sep = "; ";
 		}
 	zs_buf_printf(b, ".\n");

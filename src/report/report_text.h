@@ -44,6 +44,10 @@ void report_point_line(const struct report_data *d, const struct report_point *p
 void report_table_tex(const struct report_data *d, const struct report_point *pts, size_t npts,
                       struct zs_buf *b);
 
+/* causes.tex: how a departure is split into causes, one rule per cause
+ * this report's framework can name (the paper's five for the paper's). */
+void report_causes_tex(const struct report_data *d, struct zs_buf *b);
+
 /* findings.tex: the configuration and an itemize of the findings. */
 void report_findings_tex(const struct report_data *d, const struct report_finding *f,
                          struct zs_buf *b);

@@ -89,7 +89,8 @@ void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_con
 	if (backward >= step) {
 		pb[THEORY_ACTIVATIONS] = act;
 		pb[THEORY_SCRATCH] = scratch;
-		pb[THEORY_FULL_GRADS] = bucket + full;
+		pb[THEORY_FULL_GRADS] = full;
+		pb[THEORY_BUCKETS] = bucket;
 	} else if (off) {
 		pb[THEORY_MASTER32] += S * 4;
 	} else {

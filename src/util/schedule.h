@@ -18,8 +18,8 @@
 
 /* What a byte is for (docs/schedule.md, "Categories"): the model states
  * first (through ZS_CAT_MOMENTUM), then the transients of a step, then a
- * framework's own communication buffers (DDP's gradient buckets: resident,
- * not model state). */
+ * framework's own communication buffers, never model state (DDP's gradient
+ * buckets, resident; DeepSpeed's reduce bucket, held through backward). */
 enum zs_cat {
 	ZS_CAT_PARAM16, ZS_CAT_PARAM32, ZS_CAT_GRAD16, ZS_CAT_GRAD32,
 	ZS_CAT_MASTER32, ZS_CAT_ADAM_M, ZS_CAT_ADAM_V, ZS_CAT_MOMENTUM,
