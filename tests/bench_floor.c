@@ -16,7 +16,10 @@
  *
  *   Bytes every rank moves in its step (E = the elements whose optimizer
  *   state it owns: Ψ for dp, S for zero1/2/3):
- *     state written once          dp 16Ψ, zero1 4Ψ+12S, zero2 2Ψ+14S, zero3 16S
+ *     state written once          params and optimizer state: dp 14Ψ,
+ *                                 zero1 2Ψ+12S, zero2 2Ψ+12S, zero3 14S (the
+ *                                 grads' first write is the backward's, or
+ *                                 the reduce-scatter's into a shard, below)
  *     forward: weights read       pΨ (every scheme)
  *     backward: weight grads      gΨ written; weights of layers 1..L-1 read
  *                                 for the input gradients (layer 0 has
@@ -30,9 +33,9 @@
  *     written once                written) and all-gather (pS read, pΨ
  *                                 written); zero3: two all-gathers and one
  *                                 reduce-scatter, 3 × (2Ψ + 2S)
- *   Per rank: dp 52Ψ + 8,388,608 = 444,862,464 B; zero1 132,196,096 B;
- *   zero2 116,457,856 B; zero3 118,556,288 B; their sum × 16 ranks =
- *   12,993,163,264 B, of which 4,985,546,752 read and 8,007,616,512 written.
+ *   Per rank: dp 50Ψ + 8,388,608 = 428,075,008 B; zero1 115,408,640 B;
+ *   zero2 115,408,640 B; zero3 117,507,072 B; their sum × 16 ranks =
+ *   12,422,389,760 B, of which 4,985,546,752 read and 7,436,843,008 written.
  *   Activations (b·Σd·4 = 114,688 B per rank) and the loss are left out.
  *
  * The floor is the fault time plus reads at the measured read bandwidth
@@ -96,9 +99,9 @@ static struct traffic large_case(double *fault_bytes)
 	const double S = psi / N; /* exact: 16 divides Ψ */
 	const double bw_read = p * d1 * d2; /* layer 1's weights, for layer 0's input gradient */
 	struct traffic t = {0, 0};
-	/* per scheme: resident state, elements owned, collectives read / written */
-	const double state[4] = {psi * (p + g + k), psi * (p + g) + S * k, psi * p + S * (g + k),
-	                         S * (p + g + k)};
+	/* per scheme: params and optimizer state, elements owned, collectives
+	 * read / written */
+	const double state[4] = {psi * (p + k), psi * p + S * k, psi * p + S * k, S * (p + k)};
 	const double owned[4] = {psi, S, S, S};
 	const double coll_read[4] = {g * psi, g * psi + p * S, g * psi + p * S, 2 * p * S + g * psi};
 	const double coll_written[4] = {g * psi, g * S + p * psi, g * S + p * psi,

@@ -1,7 +1,8 @@
 #!/bin/sh
 # hostile — nine classes of hostile input, each tried as a
-# class (several cases, not one example), and the case file that says how
-# it trains. cli_errors.sh tries every option's bad values; this file tries
+# class (several cases, not one example), on the MLP's inputs and again on
+# the transformer's (--model, report --transformer), and the case file that
+# says how it trains. cli_errors.sh tries every option's bad values; this file tries
 # what a careless or hostile user does with files, limits, signals, paths
 # and the environment.
 #
@@ -58,7 +59,8 @@ snapshot() {
 # run STATUS PATTERN ARGS...: run `zerosim ARGS` in the work folder, stdin
 # from /dev/null. STATUS 0: it must succeed. Otherwise one line on stderr,
 # "zerosim..." holding PATTERN (fixed, never empty), nothing on stdout for
-# status 2, and the work folder unchanged.
+# status 2, and the work folder unchanged. timeout(1) only turns a hang (an
+# input that blocks) into a failure; it is no part of a pass.
 run() {
 	want=$1 pat=$2
 	shift 2
@@ -66,7 +68,7 @@ run() {
 	label="zerosim $*"
 	echo "hostile: $n: zerosim $* => $want"
 	snapshot >"$tmp/before"
-	"$zerosim" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+	timeout 300 "$zerosim" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
 	verdict "$?" "$want" "$pat"
 }
 
@@ -157,17 +159,22 @@ done
 #    1, one line, the old file kept, no temporary file); a closed pipe ends
 #    the run quietly by SIGPIPE; ulimit -t ends it with one line.
 cp keep.json big.json
-for args in "measure -q --out big.json" "theory --out big.json" "theory --format text --out big.json" \
-	"report --measured m.json --theory t.json --template $template --no-render --out rep"; do
-	n=$((n + 1))
-	label="ulimit -f 1; zerosim $args"
-	echo "hostile: $n: (ulimit -f 1; zerosim $args) => 1"
-	snapshot >"$tmp/before"
-	# shellcheck disable=SC2086
-	(ulimit -f 1 && exec "$zerosim" $args >"$tmp/out" 2>"$tmp/err" </dev/null)
-	verdict "$?" 1 "File too large"
-	no_temporaries
-done
+# over_limit ARGS...: each argument the words of one zerosim command line,
+# run under ulimit -f 1.
+over_limit() {
+	for args in "$@"; do
+		n=$((n + 1))
+		label="ulimit -f 1; zerosim $args"
+		echo "hostile: $n: (ulimit -f 1; zerosim $args) => 1"
+		snapshot >"$tmp/before"
+		# shellcheck disable=SC2086
+		(ulimit -f 1 && exec "$zerosim" $args >"$tmp/out" 2>"$tmp/err" </dev/null)
+		verdict "$?" 1 "File too large"
+		no_temporaries
+	done
+}
+over_limit "measure -q --out big.json" "theory --out big.json" "theory --format text --out big.json" \
+	"report --measured m.json --theory t.json --template $template --no-render --out rep"
 # Standard output over the limit: the same, said about standard output.
 n=$((n + 1))
 label="ulimit -f 1; zerosim theory >file"
@@ -462,6 +469,94 @@ if [ -x /usr/bin/gnuplot ] && [ -x /usr/bin/pdflatex ]; then
 else
 	echo "hostile: no /usr/bin/gnuplot and /usr/bin/pdflatex: the rendering PATH cases are skipped"
 fi
+
+# ---------------------------------------------------------------------------
+# The same classes on the inputs of the transformer work: --model FILE or
+# NAME (measure and theory), report --transformer FILE, and the new
+# numbers. A tiny config, so that measure runs in milliseconds.
+printf '{"model_type": "gpt2", "n_embd": 8, "n_layer": 2, "n_head": 2, "vocab_size": 50, "n_positions": 8}\n' >tiny.json
+"$zerosim" theory --model ./tiny.json --world 1,2 --precision fp32 --out tt.json 2>"$tmp/err" ||
+	fail "cannot make tt.json: $(cat "$tmp/err")"
+# 1. A config or a transformer file that would block, or is no file at all.
+for input in ./fifo /dev/zero ./.; do
+	case $input in
+	./fifo) msg="fifo: is a FIFO or a pipe, not a regular file" ;;
+	/dev/zero) msg="/dev/zero: is a device, not a regular file" ;;
+	*) msg=".: is a directory" ;;
+	esac
+	run 2 "$msg" theory --model "$input"
+	run 2 "$msg" measure -q --model "$input" --world 1
+	run 2 "$msg" report --measured m.json --theory t.json --transformer "$input" --no-render --out rep
+done
+# A shipped name whose file is a FIFO (ZEROSIM_DATADIR names the folder).
+mkdir -p dd/data/models && mkfifo dd/data/models/blocked.json
+cp tiny.json dd/data/models/shipped.json
+ZEROSIM_DATADIR=$w/dd
+run 2 "dd/data/models/blocked.json: is a FIFO or a pipe, not a regular file" theory --model blocked
+# 3. The config a --model reads is an input: no output may replace it,
+#    whether it is named as a file, through a link, or as a shipped name.
+run 2 "--out dd/data/models/shipped.json: is the --model file" theory --model shipped --out dd/data/models/shipped.json
+run 2 "--out ./dd/../dd/data/models/shipped.json: is the --model file" measure -q --model shipped --world 1 --steps 1 --out ./dd/../dd/data/models/shipped.json
+ZEROSIM_DATADIR=${template%/report/zerosim-report.tex}
+ln -s tiny.json tiny-link.json
+run 2 "--out tiny.json: is the --model file" measure -q --model ./tiny-link.json --world 1 --steps 1 --out tiny.json
+run 2 "--dump-weights tiny-link.json: is the --model file" measure -q --model ./tiny.json --world 1 --steps 1 --out "$tmp/x.json" --dump-weights tiny-link.json
+run 2 "--out ./tiny.json: is the --model file" theory --model tiny.json --out ./tiny.json
+cp tt.json rep/flags.txt
+run 2 "--transformer rep/flags.txt: is a file the report writes in rep" report --measured m.json --theory t.json --transformer rep/flags.txt --no-render --out rep
+cp tt.json rep/transformer.tex
+run 2 "--transformer rep/transformer.tex: is a file the report writes in rep" report --measured m.json --theory t.json --transformer rep/transformer.tex --no-render --out rep
+rm rep/transformer.tex
+"$zerosim" report --measured m.json --theory t.json --template "$template" --no-render --out rep >/dev/null
+# 2. Resource limits, on the new outputs.
+over_limit "theory --model ./tiny.json --out big.json" "measure -q --model ./tiny.json --world 1 --steps 1 --out big.json" \
+	"report --measured m.json --theory t.json --transformer tt.json --template $template --no-render --out rep"
+# 4. Counts are digits, quantities decimal, on the new options too.
+for v in 0x10 ' 8' '8 ' +8 -8 1e3 1.5; do
+	run 2 "--seq: '$v' is not a sequence length" theory --model ./tiny.json --seq "$v"
+	run 2 "--batch: '$v' is not a batch size" theory --model ./tiny.json --batch "$v"
+	run 2 "--ranks-per-node: '$v' is not a number of ranks a node" theory --framework deepspeed --ranks-per-node "$v"
+done
+for v in 0x10 ' 1' '1 ' -1 nan; do
+	run 2 "--ds-reduce-bucket: '$v' is not a number" theory --framework deepspeed --ds-reduce-bucket "$v"
+	run 2 "--reserve: '${v}' is not a memory size" theory --model ./tiny.json --device-mem 80GB --reserve "$v"
+done
+# 5. A config that is ambiguous or out of bounds is refused by name.
+tiny='"model_type": "gpt2", "n_layer": 2, "n_head": 2, "vocab_size": 50, "n_positions": 8'
+for kv in '"n_embd": 8, "n_embd": 16|the key "n_embd" is given twice' \
+	'"n_embd": 8, "model_type": "llama"|the key "model_type" is given twice' \
+	'"n_embd": 8.5|"n_embd" must be a whole number' '"n_embd": "8"|"n_embd" must be a whole number' \
+	'"n_embd": 1e999|"n_embd" must be a whole number' '"n_embd": -8|"n_embd" must be a whole number' \
+	'"n_embd": 0x8|not valid JSON' '"n_embd": 08|not valid JSON (a number such as '"'"'08'"'"' ' '"n_embd": 8, "num_experts": 4|"num_experts": a mixture of experts'; do
+	printf '{%s, %s}\n' "$tiny" "${kv%%|*}" >cfg.json
+	run 2 "cfg.json: ${kv#*|}" theory --model ./cfg.json
+	run 2 "cfg.json: ${kv#*|}" measure -q --model ./cfg.json
+done
+awk 'BEGIN { for (i = 0; i < 2000; i++) printf "["; for (i = 0; i < 2000; i++) printf "]"; print "" }' >deep.json
+run 2 "deep.json: arrays or objects nested deeper than 1000" theory --model ./deep.json
+run 2 "deep.json: arrays or objects nested deeper than 1000" report --measured deep.json --theory t.json --no-render --out rep
+rm cfg.json deep.json
+# 6. A name taken from a file name reads back: the report takes what the
+#    theory and measure wrote for a config called 'a b$%.json'.
+cp tiny.json 'a b$%.json'
+n=$((n + 1))
+label="a model file named 'a b\$%.json' through theory, measure and report"
+echo "hostile: $n: $label => 0"
+"$zerosim" theory --model './a b$%.json' --world 1 --precision fp32 --out "$tmp/tw.json" 2>"$tmp/err" &&
+	"$zerosim" measure -q --model './a b$%.json' --world 1 --steps 1 --out "$tmp/mw.json" 2>>"$tmp/err" &&
+	"$zerosim" report --measured m.json --theory t.json --transformer "$tmp/tw.json" --transformer "$tmp/mw.json" \
+		--template "$template" --no-render --out "$tmp/rw" >/dev/null 2>>"$tmp/err" ||
+	fail "refused: $(cat "$tmp/err")"
+grep -q '"a_b__"' "$tmp/tw.json" || fail "the model's name is not a_b__ in theory.json"
+rm 'a b$%.json'
+# 7. An empty file name is said as the option typed, not as a missing "".
+for o in --spec --case; do run 2 "$o: the file name is empty" measure -q "$o" ''; done
+run 2 "--spec: the file name is empty" theory --spec=
+for o in --measured --theory --transformer --template; do
+	run 2 "$o: the file name is empty" report --measured m.json --theory t.json --no-render --out rep "$o" ''
+done
+run 2 "--model: the name is empty" theory --model ''
+rm -r tt.json tiny.json tiny-link.json dd
 
 # ---------------------------------------------------------------------------
 # 9. What a write does to the file it replaces: the mode is kept, a link

@@ -309,7 +309,7 @@ enum { OPT_CASE = ZS_OPT_COMMAND, OPT_OUT, OPT_TIMELINE, OPT_DUMP, OPT_QUIET, OP
 
 static const struct zs_opt options[] = {
 	ZS_OPTS_MODEL,
-	{"case", 0, 1, OPT_CASE, NULL},
+	{"case", 0, ZS_OPT_FILE, OPT_CASE, NULL},
 	{"out", 'o', 1, OPT_OUT, NULL},
 	{"timeline", 0, 0, OPT_TIMELINE, NULL},
 	{"dump-weights", 0, 1, OPT_DUMP, NULL},
@@ -440,12 +440,14 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	/* Under MPI only process 0 writes, and checks where it writes. */
 	int writer = !mpi || launched_rank() <= 0;
-	int model_file = model_arg != NULL && (strchr(model_arg, '/') != NULL || strstr(model_arg, ".json") != NULL);
-	const struct zs_path in[] = {{"--spec", spec}, {"--case", case_path}, {"--model", model_file ? model_arg : NULL},
+	char *model_file = zs_model_file(model_arg); /* the config --model reads */
+	const struct zs_path in[] = {{"--spec", spec}, {"--case", case_path}, {"--model", model_file},
 	                             {"--case's weights", cs != NULL ? cs->weights_file : NULL}};
 	const struct zs_path outs[] = {{"--out", out}, {"--dump-weights", dump}, {"--write-case", write_case},
 	                               {"--write-case's weights", write_side}};
-	if (writer && zs_check_paths(in, 4, outs, 4, &cause) != 0)
+	int clash = writer ? zs_check_paths(in, 4, outs, 4, &cause) : 0;
+	free(model_file);
+	if (clash != 0)
 		goto fail;
 	/* A folder is bad usage; a folder that cannot take the file, a run-time failure. */
 	struct stat st;
@@ -530,13 +532,17 @@ fail:;
 	/* Under MPI every process meets the same bad input: one says so. */
 	int say = !mpi || launched_rank() <= 0;
 #ifdef HAVE_MPI
-	if (mpi_started) {
+	if (mpi_started)
 		say = mpi_job_rank() == 0;
-		mpi_job_finish();
-	}
 #endif
 	if (status != ZS_EXIT_OK && say)
 		zs_print_error("zerosim measure", cause ? cause : "failed");
+#ifdef HAVE_MPI
+	/* After the line: once a process has ended non-zero, mpirun may kill
+	 * process 0 before it could say why. */
+	if (mpi_started)
+		mpi_job_finish();
+#endif
 	free(cause);
 	cJSON_Delete(root);
 	engine_case_free(cs);

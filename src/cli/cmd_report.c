@@ -95,11 +95,11 @@ enum { OPT_MEASURED = ZS_OPT_COMMAND, OPT_THEORY, OPT_OUT, OPT_TEMPLATE, OPT_STR
        OPT_TRANSFORMER };
 
 static const struct zs_opt options[] = {
-	{"measured", 0, 1, OPT_MEASURED, NULL},
-	{"theory", 0, 1, OPT_THEORY, NULL},
-	{"transformer", 0, 1, OPT_TRANSFORMER, NULL},
+	{"measured", 0, ZS_OPT_FILE, OPT_MEASURED, NULL},
+	{"theory", 0, ZS_OPT_FILE, OPT_THEORY, NULL},
+	{"transformer", 0, ZS_OPT_FILE, OPT_TRANSFORMER, NULL},
 	{"out", 'o', 1, OPT_OUT, NULL},
-	{"template", 0, 1, OPT_TEMPLATE, NULL},
+	{"template", 0, ZS_OPT_FILE, OPT_TEMPLATE, NULL},
 	{"strict", 0, 0, OPT_STRICT, NULL},
 	{"no-render", 0, 0, OPT_NO_RENDER, NULL},
 	ZS_OPTS_STANDARD,

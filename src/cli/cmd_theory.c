@@ -290,14 +290,13 @@ int zs_cmd_theory(int argc, char **argv)
 		cause = zs_asprintf("--out %s: is a folder, not a file", out);
 		goto bad;
 	}
-	const struct zs_path in[] = {{"--spec", spec}}, outs[] = {{"--out", out}};
-	if (zs_check_paths(in, 1, outs, 1, &cause) != 0)
+	/* --model names a file or a shipped config: the file it reads is an input. */
+	char *model_file = zs_model_file(model_arg);
+	const struct zs_path in[] = {{"--spec", spec}, {"--model", model_file}}, outs[] = {{"--out", out}};
+	int clash = zs_check_paths(in, 2, outs, 1, &cause);
+	free(model_file);
+	if (clash != 0)
 		goto bad;
-	/* --model names a file or a built-in model: only an existing file counts. */
-	if (model_arg != NULL && zs_same_file(out, model_arg)) {
-		cause = zs_asprintf("--out %s: is the --model file; it would be overwritten", out);
-		goto bad;
-	}
 
 	if (zs_opts_config(&config, args, nargs, &cause) < 0)
 		goto bad;

@@ -99,6 +99,10 @@ int zs_opts_parse(const struct zs_opt *table, int argc, char **argv, struct zs_a
 					goto fail;
 				}
 			}
+			if (o->value == ZS_OPT_FILE && *r->value == '\0') {
+				zs_fail(cause, "--%s: the file name is empty", o->name);
+				goto fail;
+			}
 			n++;
 			if (o->id == ZS_OPT_HELP || o->id == ZS_OPT_VERSION)
 				goto done;
@@ -128,6 +132,10 @@ int zs_opts_parse(const struct zs_opt *table, int argc, char **argv, struct zs_a
 					r->value = argv[++i];
 				} else {
 					zs_fail(cause, "option '-%c' needs a value; try 'zerosim %s --help'", *p, cmd);
+					goto fail;
+				}
+				if (o->value == ZS_OPT_FILE && *r->value == '\0') {
+					zs_fail(cause, "-%c: the file name is empty", *p);
 					goto fail;
 				}
 				break;

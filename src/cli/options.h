@@ -29,10 +29,14 @@ enum {
 	ZS_OPT_COMMAND    /* a command's own options are ZS_OPT_COMMAND + k */
 };
 
+/* An option whose value is a file to read: an empty name is refused as
+ * typed ("--spec: the file name is empty"), not as a file "" missing. */
+#define ZS_OPT_FILE 2
+
 struct zs_opt {
 	const char *name;  /* long name without the dashes */
 	char letter;       /* short option, or 0 */
-	int value;         /* 1: takes a value */
+	int value;         /* 1: takes a value; ZS_OPT_FILE: a file to read */
 	int id;            /* ZS_OPT_... or the command's own */
 	const char *key;   /* ZS_OPT_CONFIG: the zs_config_set key (NULL: name) */
 };
@@ -51,7 +55,7 @@ struct zs_opt {
 	{"ds-reduce-bucket", 0, 1, ZS_OPT_CONFIG, NULL}, {"ds-allgather-bucket", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"ds-overlap-comm", 0, 1, ZS_OPT_CONFIG, NULL}, {"ds-persist", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"offload", 0, 1, ZS_OPT_CONFIG, NULL}, {"ranks-per-node", 0, 1, ZS_OPT_CONFIG, NULL}, \
-	{"spec", 0, 1, ZS_OPT_SPEC, NULL}
+	{"spec", 0, ZS_OPT_FILE, ZS_OPT_SPEC, NULL}
 
 /* Every command has these. */
 #define ZS_OPTS_STANDARD \

@@ -504,55 +504,97 @@ static struct zs_slice final_weights(const struct zs_run *r, unsigned k, size_t 
 	return layout_own(&r->layout, weights_buf(r), u, k);
 }
 
-/* Under MPI: gather to process 0 the rank entries of buf (world entries
- * of `bytes`, each process having filled its own ranks'). In process,
- * every entry is already here. */
-static void gather(const struct zs_run *r, void *buf, size_t bytes)
+/* Full buffers must hold the same bytes on every rank after a step (DP's
+ * replicas, ZeRO-1/2's gathered params); the digest reads rank 0's. The
+ * two weight buffers, and whether b is one of them and full in this run. */
+static const enum zs_buf replica_bufs[] = {ZS_BUF_PARAMS, ZS_BUF_MASTER};
+static const char *const replica_names[] = {"params", "master weights"};
+
+static int is_replica(const struct zs_run *r, enum zs_buf b)
 {
-#ifdef HAVE_MPI
-	if (r->mpi)
-		mpi_job_gather(buf, bytes, r->world);
-#else
-	(void)r;
-	(void)buf;
-	(void)bytes;
-#endif
+	return has_buf(r, b) && layout_span(&r->layout, b) == ZS_FULL;
 }
 
-/* Under MPI with the final weights sharded, every rank's S slots gathered
- * to process 0 (N·S floats, outside the tracker: it is after the run);
- * NULL otherwise, when every part the digest reads is here. */
-static float *gather_weights(const struct zs_run *r)
+/* What each rank hands to process 0 after a run, as one record per rank,
+ * so that under MPI a run ends with one gather rather than one per kind
+ * (each is a meeting of the processes, which a busy machine makes slow):
+ * its tracker figures and collective counts, the process's peak resident
+ * set, the digests of its process's replicas (compared by process 0),
+ * then its losses and, when the final weights are sharded, its S slots. */
+struct rank_record {
+	struct zs_rank_mem mem;
+	struct zs_coll_stats comm;
+	size_t os_peak;
+	uint64_t replica[2];
+};
+
+struct records {
+	unsigned char *buf; /* world records of `stride` bytes */
+	size_t stride, weights; /* weights: floats of final weights in each (0 or S) */
+};
+
+static struct rank_record *record(const struct records *rec, unsigned k)
 {
-	if (!r->mpi || layout_span(&r->layout, weights_buf(r)) == ZS_FULL || (r->r0 == 0 && r->r1 == r->world))
-		return NULL;
-	size_t S = r->layout.shard;
-	float *all = zs_calloc((size_t)r->world * S, sizeof *all);
-	for (unsigned k = r->r0; k < r->r1; k++)
-		memcpy(all + (size_t)k * S, run_rank(r, k)->buf[weights_buf(r)], S * sizeof *all);
-	gather(r, all, S * sizeof *all);
-	return all;
+	return (void *)(rec->buf + (size_t)k * rec->stride);
+}
+
+/* Its losses, then its weights. */
+static float *record_losses(const struct records *rec, unsigned k) { return (float *)(record(rec, k) + 1); }
+
+/* Under MPI with the final weights sharded, the slots of other processes'
+ * ranks travel in the records (N·S floats, outside the tracker: it is after
+ * the run); otherwise every part the digest reads is here. */
+static int remote_weights(const struct zs_run *r)
+{
+	return r->mpi && !(r->r0 == 0 && r->r1 == r->world) && layout_span(&r->layout, weights_buf(r)) != ZS_FULL;
+}
+
+/* Fill this process's ranks' records and, under MPI, gather every rank's
+ * to process 0 (in process, every record is already here). */
+static void gather_records(const struct zs_run *r, unsigned steps, size_t os_peak, struct records *rec)
+{
+	rec->weights = remote_weights(r) ? r->layout.shard : 0;
+	rec->stride = (sizeof(struct rank_record) + (steps + rec->weights) * sizeof(float) + 7) & ~(size_t)7;
+	rec->buf = zs_calloc(r->world, rec->stride);
+	uint64_t replica[2] = {0, 0};
+	for (size_t i = 0; r->mpi && i < 2; i++)
+		if (is_replica(r, replica_bufs[i]))
+			replica[i] = XXH3_64bits(run_rank(r, r->r0)->buf[replica_bufs[i]],
+			                         r->layout.nparams * r->esize[replica_bufs[i]]);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct rank_record *e = record(rec, k);
+		e->mem = r->tracker.rank[k];
+		e->comm = r->coll.stats[k];
+		e->os_peak = os_peak;
+		memcpy(e->replica, replica, sizeof replica);
+		memcpy(record_losses(rec, k), r->rank_loss + (size_t)k * steps, steps * sizeof(float));
+		if (rec->weights != 0)
+			memcpy(record_losses(rec, k) + steps, run_rank(r, k)->buf[weights_buf(r)],
+			       rec->weights * sizeof(float));
+	}
+#ifdef HAVE_MPI
+	if (r->mpi)
+		mpi_job_gather(rec->buf, rec->stride, r->world);
+#endif
 }
 
 /* Fill res from every rank's figures: under MPI process 0 gathers them,
  * and the other processes' res stays partial. */
-static void collect(struct zs_run *r, const struct zs_run_options *opt, size_t os_peak, struct zs_result *res)
+static void collect(struct zs_run *r, const struct zs_run_options *opt, const struct records *rec,
+                    struct zs_result *res)
 {
-	unsigned N = r->world, held = r->r1 - r->r0, steps = res->steps;
+	unsigned N = r->world, steps = res->steps;
 	struct zs_rank_mem *mem = zs_calloc(N, sizeof *mem);
-	memcpy(mem + r->r0, r->tracker.rank + r->r0, held * sizeof *mem);
-	gather(r, mem, sizeof *mem);
 	res->comm = zs_calloc(N, sizeof *res->comm);
-	memcpy(res->comm + r->r0, r->coll.stats + r->r0, held * sizeof *res->comm);
-	gather(r, res->comm, sizeof *res->comm);
-	gather(r, r->rank_loss, steps * sizeof *r->rank_loss);
-	if (r->mpi) {
+	if (r->mpi)
 		res->os_peak = zs_calloc(N, sizeof *res->os_peak);
-		for (unsigned k = r->r0; k < r->r1; k++)
-			res->os_peak[k] = os_peak;
-		gather(r, res->os_peak, sizeof *res->os_peak);
+	for (unsigned k = 0; k < N; k++) {
+		mem[k] = record(rec, k)->mem;
+		res->comm[k] = record(rec, k)->comm;
+		if (r->mpi)
+			res->os_peak[k] = record(rec, k)->os_peak;
+		memcpy(r->rank_loss + (size_t)k * steps, record_losses(rec, k), steps * sizeof(float));
 	}
-	float *remote = gather_weights(r);
 	res->partial = r->r0 != 0;
 
 	res->resident = zs_calloc(N, sizeof *res->resident);
@@ -588,10 +630,8 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, size_t o
 		res->unit_n[u] = r->layout.unit[u].n;
 	res->shard_elements = r->layout.shard;
 	res->padded_elements = r->layout.shard * N;
-	if (res->partial) {
-		free(remote);
+	if (res->partial)
 		return;
-	}
 
 	XXH3_state_t *h = XXH3_createState();
 	if (h == NULL || XXH3_64bits_reset(h) != XXH_OK)
@@ -604,8 +644,8 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, size_t o
 			struct zs_slice sl = final_weights(r, k, u);
 			if (sl.count == 0)
 				continue;
-			const float *w = k >= r->r1 ? remote + (size_t)k * r->layout.shard + sl.at
-			                            : run_at(r, k, weights_buf(r), sl.at);
+			const float *w = k >= r->r1 && rec->weights != 0 ? record_losses(rec, k) + steps + sl.at
+			                                                 : run_at(r, k, weights_buf(r), sl.at);
 			if (XXH3_64bits_update(h, w, sl.count * sizeof *w) != XXH_OK)
 				zs_oom(__FILE__, __LINE__);
 			if (res->weights)
@@ -613,7 +653,6 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, size_t o
 		}
 	res->digest = XXH3_64bits_digest(h);
 	XXH3_freeState(h);
-	free(remote);
 	if (opt->timeline) {
 		res->ntimeline = r->tracker.nevents;
 		res->timeline = zs_malloc((res->ntimeline ? res->ntimeline : 1) * sizeof *res->timeline);
@@ -648,41 +687,25 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 	return per_rank * world;
 }
 
-/* Full buffers must hold the same bytes on every rank after a step (DP's
- * replicas, ZeRO-1/2's gathered params); the digest reads rank 0's. Each
- * process compares its ranks with its first; under MPI, process 0 also
- * compares every process's first rank with rank 0, by digest. */
-static int check_replicas(const struct zs_run *r, enum zs_scheme scheme, char **cause)
+/* Each process compares its ranks' replicas with its first's; under MPI,
+ * process 0 also compares every process's first rank's with rank 0's, by
+ * the digests in the records. */
+static int check_replicas(const struct zs_run *r, enum zs_scheme scheme, const struct records *rec, char **cause)
 {
-	const enum zs_buf weights[] = {ZS_BUF_PARAMS, ZS_BUF_MASTER};
-	const char *what[] = {"params", "master weights"};
 	for (unsigned k = r->r0 + 1; k < r->r1; k++)
 		for (size_t i = 0; i < 2; i++) {
-			enum zs_buf b = weights[i];
-			if (!has_buf(r, b) || layout_span(&r->layout, b) != ZS_FULL)
-				continue;
-			if (memcmp(run_rank(r, r->r0)->buf[b], run_rank(r, k)->buf[b], r->layout.nparams * r->esize[b]) != 0)
-				return zs_fail(cause, "internal error: rank %u's %s differ from rank %u's (%s, N=%u)", k, what[i],
-				               r->r0, zs_scheme_name(scheme), r->world);
+			enum zs_buf b = replica_bufs[i];
+			if (is_replica(r, b) &&
+			    memcmp(run_rank(r, r->r0)->buf[b], run_rank(r, k)->buf[b], r->layout.nparams * r->esize[b]) != 0)
+				return zs_fail(cause, "internal error: rank %u's %s differ from rank %u's (%s, N=%u)", k,
+				               replica_names[i], r->r0, zs_scheme_name(scheme), r->world);
 		}
-	if (!r->mpi)
-		return 0;
-	uint64_t(*h)[2] = zs_calloc(r->world, sizeof *h);
-	for (unsigned k = r->r0; k < r->r1; k++)
-		for (size_t i = 0; i < 2; i++) {
-			enum zs_buf b = weights[i];
-			if (has_buf(r, b) && layout_span(&r->layout, b) == ZS_FULL)
-				h[k][i] = XXH3_64bits(run_rank(r, r->r0)->buf[b], r->layout.nparams * r->esize[b]);
-		}
-	gather(r, h, sizeof *h);
-	int bad = 0;
-	for (unsigned k = 1; k < r->world && r->r0 == 0 && !bad; k++)
-		for (size_t i = 0; i < 2 && !bad; i++)
-			if (h[k][i] != h[0][i])
-				bad = zs_fail(cause, "internal error: rank %u's %s differ from rank 0's (%s, N=%u)", k, what[i],
-				              zs_scheme_name(scheme), r->world);
-	free(h);
-	return bad;
+	for (unsigned k = 1; r->mpi && r->r0 == 0 && k < r->world; k++)
+		for (size_t i = 0; i < 2; i++)
+			if (record(rec, k)->replica[i] != record(rec, 0)->replica[i])
+				return zs_fail(cause, "internal error: rank %u's %s differ from rank 0's (%s, N=%u)", k,
+				               replica_names[i], zs_scheme_name(scheme), r->world);
+	return 0;
 }
 
 /* The N = 1 rule: one rank has nothing to shard, gather or reduce, so its
@@ -762,8 +785,11 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	res->unit = unit;
 	res->steps = c->steps;
 	res->processes = world / (r.r1 - r.r0);
-	collect(&r, opt, os_peak, res);
-	int replicas = check_replicas(&r, scheme, cause);
+	struct records rec;
+	gather_records(&r, c->steps, os_peak, &rec);
+	collect(&r, opt, &rec, res);
+	int replicas = check_replicas(&r, scheme, &rec, cause);
+	free(rec.buf);
 	free(own_init);
 
 	if (r.ops->teardown)

@@ -1,6 +1,6 @@
 /*
  * ZeRO-2 (P_os+g, ZeRO paper §5.2): grads and optimizer state sharded,
- * params full: Ψp + Ψ(g+k)/N. As the prototype does, backward materialises
+ * params full: Ψp + Ψ(g+k)/N. As docs/schedule.md says, backward materialises
  * the whole model's grads in a transient buffer, which is reduce-scattered
  * into the resident grad shard and freed; after the optimizer the params are
  * all-gathered. At N = 1 the shard is the full buffer: no transient.

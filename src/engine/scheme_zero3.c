@@ -3,7 +3,7 @@
  * Each unit's params are all-gathered before it runs, in forward and again
  * in backward, and freed after; in backward the unit's grads go to a
  * transient full buffer that is reduce-scattered into the shard and freed.
- * With unit=model the whole model is gathered at once (the prototype); with
+ * With unit=model the whole model is gathered at once (the default); with
  * unit=layer one layer at a time, as ZeRO-3 and FSDP do. At N = 1 the shard
  * is the unit itself: no hook runs, nothing is gathered (FSDP's NO_SHARD
  * fallback).

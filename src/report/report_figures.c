@@ -35,7 +35,7 @@ static int put(const char *dir, const char *name, const char *ext, const struct 
 	return rc;
 }
 
-/* The unit the figures show: the prototype's whole-model unit when measured. */
+/* The unit the figures show: the default whole-model unit when measured. */
 static enum zs_unit main_unit(const struct report_data *d)
 {
 	return report_data_has_unit(d, ZS_UNIT_MODEL) ? ZS_UNIT_MODEL : ZS_UNIT_LAYER;
@@ -690,6 +690,10 @@ int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause
 	const char *name = REPORT_FIGURE_TFM, *unit_name;
 	double top = 0, scale;
 	size_t j, gi;
+	/* Up to two panels side by side; three or four in two rows, so that
+	 * no panel is narrower than two of one row (titles and bar labels
+	 * overlapped at four in a row). */
+	const size_t rows = t->n > 2 ? 2 : 1, cols = (t->n + rows - 1) / rows;
 
 	for (j = 0; j < t->n; j++)
 		for (size_t i = 0; i < t->models[j].nrows; i++)
@@ -736,24 +740,25 @@ int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause
 		"# palette, as fig4), then drawn again at the same place with a pattern.\n"
 		"do for [out = 1:2] {\n"
 		"if (out == 1) {\n"
-		"  set terminal pdfcairo enhanced size 6in,3.3in font 'Helvetica,9' linewidth 1.5\n"
+		"  set terminal pdfcairo enhanced size 6in,%s font 'Helvetica,9' linewidth 1.5\n"
 		"  set output '%s.pdf'\n  pts = 0.6\n"
 		"} else {\n"
-		"  set terminal pngcairo enhanced size 1100,600 font 'Helvetica,12'\n"
+		"  set terminal pngcairo enhanced size 1100,%s font 'Helvetica,12'\n"
 		"  set output '%s.png'\n  pts = 1.2\n"
 		"}\n"
-		"set multiplot layout 1,%zu margins 0.09,0.80,0.12,0.82 spacing 0.06,0 \\\n"
+		"set multiplot layout %zu,%zu margins 0.09,0.80,%s spacing 0.06,%s \\\n"
 		"  title 'The peak per rank by category'\n"
 		"set ylabel '%s per rank at the peak (1 %s = %.0f B)'\n",
-		name, name, name, name, name, name, name, t->n, unit_name, unit_name, scale);
+		name, name, name, name, name, rows == 1 ? "3.3in" : "6in", name, rows == 1 ? "600" : "1100", name, rows, cols,
+		rows == 1 ? "0.12,0.82" : "0.07,0.88", rows == 1 ? "0" : "0.13", unit_name, unit_name, scale);
 	for (j = 0; j < t->n; j++) {
 		const struct report_tfm_model *m = &t->models[j];
 		const struct report_tfm_row *r[ZS_NSCHEMES + 1];
 		int n = tfm_bars(m, r);
 		char index[32];
 		snprintf(index, sizeof index, " index %zu", j);
-		zs_buf_printf(&gp, "set title \"%s (%s), N = %u, %s\\nunit=%s unless marked\"\nset xrange [-0.6:%d]\n%s",
-		              m->name, m->precision, report_tfm_world(m),
+		zs_buf_printf(&gp, "set title \"%s (%s), N = %u%s%s\\nunit=%s unless marked\"\nset xrange [-0.6:%d]\n%s",
+		              m->name, m->precision, report_tfm_world(m), rows == 1 ? ", " : "\\n",
 		              m->measured_path != NULL ? "measured" : "theory (Korthikanti), not measured",
 		              zs_unit_name(report_tfm_unit(m)), n,
 		              j + 1 == t->n ? "set key at screen 0.99, graph 1 right top Left reverse\n"
@@ -763,7 +768,10 @@ int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause
 			zs_buf_printf(&plot, ", \\\n  '%s.dat'%s using 0:%zu with points lc rgb '#000000' pt 3 ps 2.5*pts "
 			              "lw 2 %s", name, index, ngroups + 2,
 			              j + 1 == t->n ? "title \"theory's peak\\n(Korthikanti)\"" : "notitle");
-		zs_buf_printf(&gp, "%s\n%s", zs_buf_str(&plot), j == 0 ? "unset ylabel\n" : "");
+		zs_buf_printf(&gp, "%s\n", zs_buf_str(&plot));
+		if (rows == 1 ? j == 0 : j + 1 < t->n) /* the label on the first panel of each row */
+			zs_buf_printf(&gp, rows > 1 && (j + 1) % cols == 0 ? "set ylabel '%s per rank at the peak (1 %s = %.0f B)'\n"
+			                                                   : "unset ylabel\n", unit_name, unit_name, scale);
 		zs_buf_free(&plot);
 	}
 	zs_buf_printf(&gp, "unset multiplot\n}\nset output\n");

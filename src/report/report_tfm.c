@@ -49,7 +49,6 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 {
 	const cJSON *cfg, *model, *units, *bpp, *head, *flash, *layers;
 	char where[320];
-	double k;
 
 	snprintf(where, sizeof where, "%s: config", path);
 	if (read_uint(theory, "params", path, &m->params, cause) < 0 ||
@@ -62,13 +61,14 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 		               "or config.layers is set): --transformer takes the output of "
 		               "zerosim theory --model", path);
 	if (read_str(cfg, "precision", where, m->precision, sizeof m->precision, cause) < 0 ||
+	    read_str(cfg, "optimizer", where, m->optimizer, sizeof m->optimizer, cause) < 0 ||
 	    read_str(cfg, "recompute", where, m->recompute, sizeof m->recompute, cause) < 0 ||
 	    read_uint(cfg, "seq", where, &m->seq, cause) < 0 ||
 	    read_uint(cfg, "batch", where, &m->batch, cause) < 0 ||
 	    zs_json_object(cfg, "bytes_per_param", where, &bpp, cause) < 0 ||
 	    report_read_bytes(bpp, "param", where, &m->p, cause) < 0 ||
 	    report_read_bytes(bpp, "grad", where, &m->g, cause) < 0 ||
-	    report_read_bytes(bpp, "optimizer", where, &k, cause) < 0)
+	    report_read_bytes(bpp, "optimizer", where, &m->k, cause) < 0)
 		return -1;
 	enum zs_precision pr = ZS_MIXED;
 	if (zs_precision_parse(m->precision, &pr) < 0)
@@ -112,6 +112,10 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 		return zs_fail(cause, "%s: \"head\" must be null exactly when the head is tied", where);
 	if (!m->tied && read_uint(units, "head", where, &m->u_head, cause) < 0)
 		return -1;
+	m->model = cJSON_Duplicate(model, 1);
+	if (m->model == NULL)
+		zs_oom(__FILE__, __LINE__);
+	cJSON_DeleteItemFromObjectCaseSensitive(m->model, "units");
 	return 0;
 }
 
@@ -154,6 +158,15 @@ static int read_terms(const cJSON *peak, const char *where, struct report_tfm_mo
 	return 0;
 }
 
+/* comm_bytes_per_rank_per_step where the object gives it, else -1. */
+static int read_comm(const cJSON *o, const char *where, double *out, char **cause)
+{
+	*out = -1;
+	if (cJSON_GetObjectItemCaseSensitive(o, "comm_bytes_per_rank_per_step") == NULL)
+		return 0;
+	return report_read_bytes(o, "comm_bytes_per_rank_per_step", where, out, cause);
+}
+
 static int read_row(const cJSON *row, const char *where, struct report_tfm_model *m,
                     struct report_tfm_row *r, char **cause)
 {
@@ -188,12 +201,12 @@ static int read_row(const cJSON *row, const char *where, struct report_tfm_model
 		return -1;
 	const cJSON *sc = cJSON_GetObjectItemCaseSensitive(row, "schedule");
 	if (sc != NULL && !cJSON_IsNull(sc)) {
-		double srbd[REPORT_NCATS] = {0};
 		snprintf(at, sizeof at, "%s.schedule", where);
 		if (report_read_bytes(sc, "resident_bytes", at, &r->s_resident, cause) < 0 ||
 		    report_read_bytes(sc, "peak_bytes", at, &r->s_peak, cause) < 0 ||
+		    read_comm(sc, at, &r->s_comm, cause) < 0 ||
 		    report_read_breakdown(sc, "resident_breakdown", at, lab, "resident_bytes", r->s_resident,
-		                          srbd, cause) < 0 ||
+		                          r->s_resident_bd, cause) < 0 ||
 		    report_read_breakdown(sc, "peak_breakdown", at, lab, "peak_bytes", r->s_peak, r->s_peak_bd,
 		                          cause) < 0)
 			return -1;
@@ -222,26 +235,33 @@ int report_tfm_add(const cJSON *theory, const char *path, struct report_tfm *t, 
 	if (report_json_unique(theory, path, cause) < 0 || read_model(theory, path, m, cause) < 0 ||
 	    zs_json_array(theory, "rows", path, &rows, cause) < 0 ||
 	    report_rows_unique(rows, path, "rows", cause) < 0)
-		return -1;
+		goto fail;
 	for (size_t i = 0; i < t->n; i++)
 		if (strcmp(t->models[i].name, m->name) == 0 &&
-		    strcmp(t->models[i].precision, m->precision) == 0)
-			return zs_fail(cause, "%s and %s are both %s in %s precision; give each model once",
-			               t->models[i].path, path, m->name, m->precision);
-	if (cJSON_GetArraySize(rows) == 0)
-		return zs_fail(cause, "%s holds no rows", path);
+		    strcmp(t->models[i].precision, m->precision) == 0) {
+			zs_fail(cause, "%s and %s are both %s in %s precision; give each model once",
+			        t->models[i].path, path, m->name, m->precision);
+			goto fail;
+		}
+	if (cJSON_GetArraySize(rows) == 0) {
+		zs_fail(cause, "%s holds no rows", path);
+		goto fail;
+	}
 	m->rows = zs_calloc((size_t)cJSON_GetArraySize(rows), sizeof *m->rows);
 	cJSON_ArrayForEach(row, rows) {
 		snprintf(where, sizeof where, "%s: rows[%zu]", path, m->nrows);
-		if (read_row(row, where, m, &m->rows[m->nrows], cause) < 0) {
-			free(m->rows);
-			m->rows = NULL;
-			return -1;
-		}
+		if (read_row(row, where, m, &m->rows[m->nrows], cause) < 0)
+			goto fail;
 		m->nrows++;
 	}
 	t->n++;
 	return 0;
+fail:
+	free(m->rows);
+	m->rows = NULL;
+	cJSON_Delete(m->model);
+	m->model = NULL;
+	return -1;
 }
 
 /* The measured run's key and figures, into the theory row it joins. */
@@ -251,7 +271,6 @@ static int read_measured_run(const cJSON *run, const char *where, struct report_
 	enum zs_scheme s = ZS_DP;
 	enum zs_unit u = ZS_UNIT_MODEL;
 	unsigned w = 0;
-	double rbd[REPORT_NCATS] = {0};
 	char lab[96];
 
 	if (report_read_key(run, where, &s, &w, &u, cause) < 0)
@@ -262,16 +281,69 @@ static int read_measured_run(const cJSON *run, const char *where, struct report_
 		return zs_fail(cause, "%s has no row for the measured run %s of %s", m->path, lab, m->name);
 	if (report_read_bytes(run, "resident_bytes", where, &r->m_resident, cause) < 0 ||
 	    report_read_bytes(run, "peak_bytes", where, &r->m_peak, cause) < 0 ||
+	    read_comm(run, where, &r->m_comm, cause) < 0 ||
 	    report_read_breakdown(run, "resident_breakdown", where, lab, "resident_bytes", r->m_resident,
-	                          rbd, cause) < 0 ||
+	                          r->m_resident_bd, cause) < 0 ||
 	    report_read_breakdown(run, "peak_breakdown", where, lab, "peak_bytes", r->m_peak,
 	                          r->m_peak_bd, cause) < 0)
 		return -1;
 	r->measured = 1;
+	r->unchecked = !r->scheduled;
 	if (r->scheduled) {
-		r->unexplained = r->m_resident != r->s_resident || r->m_peak != r->s_peak;
+		r->unexplained = r->m_resident != r->s_resident || r->m_peak != r->s_peak ||
+		                 (r->m_comm >= 0 && r->s_comm >= 0 && r->m_comm != r->s_comm);
 		for (int c = 0; c < REPORT_NCATS; c++)
-			r->unexplained |= r->m_peak_bd[c] != r->s_peak_bd[c];
+			r->unexplained |= r->m_peak_bd[c] != r->s_peak_bd[c] || r->m_resident_bd[c] != r->s_resident_bd[c];
+	}
+	return 0;
+}
+
+/* The first key both objects give with different values, or NULL. */
+static const char *first_difference(const cJSON *a, const cJSON *b)
+{
+	const cJSON *x;
+
+	cJSON_ArrayForEach(x, a) {
+		const cJSON *y = cJSON_GetObjectItemCaseSensitive(b, x->string);
+		if (y != NULL && !cJSON_Compare(x, y, 1))
+			return x->string;
+	}
+	return NULL;
+}
+
+/* The measurement's settings that the params/batch/seq/recompute check
+ * does not cover, against the theory's: a run of another shape (the same
+ * name and Ψ with other heads or positions), optimizer or bytes, or a
+ * theory of flash attention, which the engine does not run, would
+ * otherwise be drawn as a departure of the code (or, without a schedule,
+ * pass unchecked). Each key is compared where the measurement gives it. */
+static int same_run(const struct report_tfm_model *m, const cJSON *cfg, const cJSON *model,
+                    const char *path, char **cause)
+{
+	const cJSON *opt = cJSON_GetObjectItemCaseSensitive(cfg, "optimizer");
+	const cJSON *bpp = cJSON_GetObjectItemCaseSensitive(cfg, "bytes_per_param");
+	const char *key = first_difference(model, m->model);
+	char where[320];
+	double v[3] = {m->p, m->g, m->k};
+	static const char *const bytes_key[3] = {"param", "grad", "optimizer"};
+
+	if (m->flash)
+		return zs_fail(cause, "%s models flash attention, which the engine does not run: %s is not a "
+		               "measurement of it; give a theory.json without --flash-attn", m->path, path);
+	if (key != NULL)
+		return zs_fail(cause, "%s and %s describe different models named %s: config.model.%s differs",
+		               m->path, path, m->name, key);
+	if (opt != NULL && (!cJSON_IsString(opt) || strcmp(opt->valuestring, m->optimizer) != 0))
+		return zs_fail(cause, "%s and %s describe different runs of %s: the optimizer differs", m->path,
+		               path, m->name);
+	snprintf(where, sizeof where, "%s: config.bytes_per_param", path);
+	for (int i = 0; i < 3 && bpp != NULL; i++) {
+		double b = 0;
+		if (report_read_bytes(bpp, bytes_key[i], where, &b, cause) < 0)
+			return -1;
+		if (b != v[i])
+			return zs_fail(cause, "%s and %s describe different runs of %s: bytes_per_param.%s differs "
+			               "(%.0f, %.0f)", m->path, path, m->name, bytes_key[i], v[i], b);
 	}
 	return 0;
 }
@@ -313,6 +385,8 @@ int report_tfm_add_measured(const cJSON *measured, const char *path, struct repo
 	if (params != m->params || batch != m->batch || seq != m->seq || strcmp(recompute, m->recompute) != 0)
 		return zs_fail(cause, "%s and %s describe different runs of %s: params, batch, seq or "
 		               "recompute differ", m->path, path, m->name);
+	if (same_run(m, cfg, model, path, cause) < 0)
+		return -1;
 	if (zs_json_array(measured, "runs", path, &runs, cause) < 0 ||
 	    report_rows_unique(runs, path, "runs", cause) < 0)
 		return -1;
@@ -342,20 +416,24 @@ size_t report_tfm_summary(const struct report_tfm *t)
 
 	for (size_t i = 0; i < t->n; i++) {
 		const struct report_tfm_model *m = &t->models[i];
-		size_t measured = 0, unexplained = 0;
+		size_t measured = 0, unexplained = 0, unchecked = 0;
 		for (size_t j = 0; j < m->nrows; j++) {
 			const struct report_tfm_row *r = &m->rows[j];
 			measured += (size_t)r->measured;
 			unexplained += (size_t)r->unexplained;
+			unchecked += (size_t)r->unchecked;
 			if (r->unexplained)
 				fprintf(stderr, "zerosim report: UNEXPLAINED %s %s N=%u unit=%s: measured peak %.0f B, "
-				        "resident %.0f B; schedule model %.0f B, %.0f B (or a category of the peak "
-				        "differs): the engine or the theory departs from docs/schedule.md\n", m->name,
+				        "resident %.0f B; schedule model %.0f B, %.0f B (or a category, or the comm bytes, "
+				        "differ): the engine or the theory departs from docs/schedule.md\n", m->name,
 				        zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit), r->m_peak,
 				        r->m_resident, r->s_peak, r->s_resident);
 		}
-		printf("zerosim report: transformer %s (%s): %zu rows, %zu measured, %zu unexplained\n", m->name,
+		printf("zerosim report: transformer %s (%s): %zu rows, %zu measured, %zu unexplained", m->name,
 		       m->precision, m->nrows, measured, unexplained);
+		if (unchecked > 0)
+			printf(", %zu not checked (theory.json has no schedule for them)", unchecked);
+		printf("\n");
 		total += unexplained;
 	}
 	return total;
@@ -399,8 +477,10 @@ int report_tfm_load(const char *const *paths, size_t n, struct report_tfm *t, ch
 
 void report_tfm_free(struct report_tfm *t)
 {
-	for (size_t i = 0; i < t->n; i++)
+	for (size_t i = 0; i < t->n; i++) {
 		free(t->models[i].rows);
+		cJSON_Delete(t->models[i].model);
+	}
 	t->n = 0;
 }
 
@@ -522,7 +602,7 @@ static void peak_table(const struct report_tfm_model *m, struct zs_buf *b)
 	const unsigned w = report_tfm_world(m);
 	const char *unit_name;
 	double top = 0, scale;
-	int sched = 0, unexplained = 0;
+	int sched = 0, unexplained = 0, unchecked = 0;
 
 	for (size_t i = 0; i < m->nrows; i++) {
 		top = fmax(top, m->rows[i].peak);
@@ -547,10 +627,16 @@ static void peak_table(const struct report_tfm_model *m, struct zs_buf *b)
 		else if (sched)
 			zs_buf_printf(b, "--- & ");
 		if (r->measured)
-			zs_buf_printf(b, "%.1f%s\\\\\n", r->m_peak / scale, r->unexplained ? "\\textsuperscript{u}" : "");
+			zs_buf_printf(b, "%.1f%s\\\\\n", r->m_peak / scale, r->unexplained ? "\\textsuperscript{u}"
+			              : r->unchecked ? "\\textsuperscript{c}" : "");
 		else
 			zs_buf_printf(b, "not measured\\\\\n");
-		unexplained |= r->unexplained;
+	}
+	/* The sentences below speak of every run of the model, not only of the
+	 * rows shown: one unexplained at another N must not read as none. */
+	for (size_t i = 0; i < m->nrows; i++) {
+		unexplained += m->rows[i].unexplained;
+		unchecked += m->rows[i].unchecked;
 	}
 	zs_buf_printf(b, "\\bottomrule\n\\end{tabular}\n\\end{center}\n\n");
 	if (sched)
@@ -558,11 +644,17 @@ static void peak_table(const struct report_tfm_model *m, struct zs_buf *b)
 		              "(\\texttt{schedule} in theory.json): what the engine holds, predicted from the "
 		              "shape. ");
 	if (unexplained)
-		zs_buf_printf(b, "\\textsuperscript{u}\\,Unexplained: the measurement differs from the schedule "
-		              "(resident, peak or a category of the peak) --- a bug in the engine or the theory. ");
-	else if (sched && m->measured_path != NULL)
+		zs_buf_printf(b, "\\textsuperscript{u}\\,\\textbf{Unexplained}: %d measured run%s of the model "
+		              "differ%s from the schedule (resident, peak, a category of either, or the comm "
+		              "bytes) --- a bug in the engine or the theory; \\texttt{zerosim report} lists "
+		              "each on stderr. ", unexplained, unexplained == 1 ? "" : "s", unexplained == 1 ? "s" : "");
+	else if (sched && !unchecked && m->measured_path != NULL)
 		zs_buf_printf(b, "Every measured run of the model equals the schedule to the byte (resident, "
-		              "peak and every category of the peak). ");
+		              "peak, every category of both, and the comm bytes). ");
+	if (unchecked)
+		zs_buf_printf(b, "\\textsuperscript{c}\\,\\textbf{Not checked}: theory.json gives no schedule for "
+		              "%d measured run%s of the model, so nothing predicts %s to the byte. ", unchecked,
+		              unchecked == 1 ? "" : "s", unchecked == 1 ? "it" : "them");
 	zs_buf_printf(b, "\n\n");
 }
 

@@ -45,21 +45,27 @@ struct report_tfm_row {
 	/* The exact schedule of zerosim's own transformer (the row's
 	 * "schedule"), where the theory has one for the request. */
 	int scheduled;
-	double s_resident, s_peak, s_peak_bd[REPORT_NCATS];
+	double s_resident, s_peak, s_peak_bd[REPORT_NCATS], s_resident_bd[REPORT_NCATS];
+	double s_comm;                       /* comm_bytes_per_rank_per_step, or -1 if not given */
 	/* The measured run of the same (scheme, world, unit), when a
 	 * measured.json of the model was given; `unexplained` when it and the
-	 * schedule differ by a byte in resident, peak or a peak category. */
+	 * schedule differ by a byte in resident, peak, a category of either, or
+	 * the comm bytes (where both files give them). */
 	int measured, unexplained;
-	double m_resident, m_peak, m_peak_bd[REPORT_NCATS];
+	/* Measured where the theory has no schedule to check it against. */
+	int unchecked;
+	double m_resident, m_peak, m_peak_bd[REPORT_NCATS], m_resident_bd[REPORT_NCATS];
+	double m_comm;                       /* as s_comm */
 };
 
 struct report_tfm_model {
 	const char *path;                    /* the theory.json, as given */
-	char name[64], family[16], precision[16], recompute[16];
+	char name[64], family[16], precision[16], recompute[16], optimizer[16];
 	double params, seq, batch, hidden, blocks, heads, kv_heads, vocab, ffn;
 	int tied, flash;
 	double u_embeddings, u_block, u_head;   /* elements; u_head 0 when tied */
-	double p, g;                         /* bytes per working param, grad */
+	double p, g, k;                      /* bytes per working param, grad, optimizer state */
+	struct cJSON *model;                 /* config.model without its units, to match a measurement's */
 	char term[REPORT_TFM_TERMS][40];     /* activation terms, in the file's order */
 	size_t nterms;
 	struct report_tfm_row *rows;

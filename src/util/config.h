@@ -1,6 +1,6 @@
 /*
  * config — the model and run options shared by `zerosim measure` and
- * `zerosim theory`: their defaults (the prototype's sweep), parsing of
+ * `zerosim theory`: their defaults, parsing of
  * option values and of a sweep spec file (docs/formats.md, zerosim-sweep/1),
  * and the limits that keep every byte count exact in a double.
  *
@@ -91,7 +91,7 @@ struct zs_config {
 	const struct zs_tfm_run *tfm;
 };
 
-/* The defaults, the prototype's sweep: 64,256,64; N = 1..32 by doubling; all schemes;
+/* The defaults: 64,256,64; N = 1..32 by doubling; all schemes;
  * unit model; 3 steps; batch 4; seed 3; mixed; adam; lr 1e-3; betas 0.9,
  * 0.999; eps 1e-8; framework paper; bucket cap 25 MB; prefetch none; DeepSpeed's
  * buckets 5e8 elements, overlap_comm off, persistence 1e5, no offload, one rank a node. */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util/buf.h"
 #include "util/datafile.h"
@@ -117,6 +118,11 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 
 	if (!cJSON_IsObject(cfg))
 		return zs_fail(cause, "%s: not a model config (the top level is not a JSON object)", where);
+	/* cJSON would take the first of two, Python's json the last: refuse. */
+	for (const cJSON *a = cfg->child; a != NULL; a = a->next)
+		for (const cJSON *b = cfg->child; b != a; b = b->next)
+			if (a->string != NULL && b->string != NULL && strcmp(a->string, b->string) == 0)
+				return zs_fail(cause, "%s: the key \"%.64s\" is given twice", where, a->string);
 	const cJSON *type = cJSON_GetObjectItemCaseSensitive(cfg, "model_type");
 	if (type == NULL)
 		return zs_fail(cause, "%s: \"model_type\" is missing (gpt2, llama, mistral)", where);
@@ -243,13 +249,54 @@ static int ends_with_json(const char *s)
 	return l > 5 && strcmp(s + l - 5, ".json") == 0;
 }
 
+/* An argument with a '/' or ending in .json is a file; anything else a name. */
+static int names_a_file(const char *arg)
+{
+	return strchr(arg, '/') != NULL || ends_with_json(arg);
+}
+
+static const char name_chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";
+
+/* The shipped config's path for a name, if there is one (NULL otherwise;
+ * *cause is set only when the data folder itself is missing). */
+static char *shipped_path(const char *arg, char **dir, char **cause)
+{
+	size_t l = strlen(arg);
+	struct stat st;
+
+	*dir = zs_datafile("data/models", cause);
+	if (*dir == NULL)
+		return NULL;
+	if (l >= sizeof ((struct zs_model *)0)->name || strspn(arg, name_chars) != l || arg[0] == '.')
+		return NULL;
+	char *path = zs_asprintf("%s/%s.json", *dir, arg);
+	/* stat, not open: a FIFO must not block; zs_read_file refuses it. */
+	if (stat(path, &st) == 0)
+		return path;
+	free(path);
+	return NULL;
+}
+
+char *zs_model_file(const char *arg)
+{
+	if (arg == NULL || *arg == '\0')
+		return NULL;
+	if (names_a_file(arg))
+		return zs_strdup(arg);
+	char *dir = NULL, *cause = NULL;
+	char *path = shipped_path(arg, &dir, &cause);
+	free(dir);
+	free(cause);
+	return path;
+}
+
 int zs_model_load(const char *arg, struct zs_model *m, char **cause)
 {
 	size_t l = strlen(arg);
 
 	if (l == 0)
 		return zs_fail(cause, "--model: the name is empty");
-	if (strchr(arg, '/') != NULL || ends_with_json(arg)) {
+	if (names_a_file(arg)) {
 		/* The name is the file's without .json; for a transformers
 		 * folder's config.json, the folder's. */
 		const char *base = strrchr(arg, '/');
@@ -266,28 +313,28 @@ int zs_model_load(const char *arg, struct zs_model *m, char **cause)
 				bl = (size_t)(end - start);
 			}
 		}
+		/* The name is written into theory.json and read back by the
+		 * report, which takes plain names only: other bytes become '_'. */
 		char name[sizeof m->name];
 		snprintf(name, sizeof name, "%.*s", (int)bl, base);
+		for (char *c = name; *c != '\0'; c++)
+			if (strchr(name_chars, *c) == NULL)
+				*c = '_';
+		if (name[0] == '\0')
+			snprintf(name, sizeof name, "model");
 		return read_config(arg, name, m, cause);
 	}
 
-	char *dir = zs_datafile("data/models", cause);
+	char *dir = NULL;
+	char *path = shipped_path(arg, &dir, cause);
 	if (dir == NULL)
 		return -1;
 	int rc;
-	if (l < sizeof m->name && strspn(arg, "abcdefghijklmnopqrstuvwxyz"
-	                                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == l &&
-	    arg[0] != '.') {
-		char *path = zs_asprintf("%s/%s.json", dir, arg);
-		FILE *f = fopen(path, "r");
-		if (f != NULL) {
-			fclose(f);
-			rc = read_config(path, arg, m, cause);
-			free(path);
-			free(dir);
-			return rc;
-		}
+	if (path != NULL) {
+		rc = read_config(path, arg, m, cause);
 		free(path);
+		free(dir);
+		return rc;
 	}
 	char *names = shipped_names(dir);
 	rc = zs_fail(cause, "--model: no shipped model '%.64s' (%s; or give a config.json path)", arg,

@@ -59,6 +59,11 @@ struct zs_model {
  * line naming the file and the key). */
 int zs_model_load(const char *arg, struct zs_model *m, char **cause);
 
+/* The file a --model argument reads (the argument itself when it names a
+ * file, the shipped config's path for a known name), for checking that no
+ * output replaces it; NULL when it names none. Free it. */
+char *zs_model_file(const char *arg);
+
 /* Read the shape from a parsed config; `where` names it in messages. On
  * failure *m is unchanged. */
 int zs_model_from_json(const cJSON *config, const char *where, struct zs_model *m, char **cause);

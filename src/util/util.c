@@ -746,6 +746,29 @@ static long bad_json_number(const char *t)
 	return -1;
 }
 
+/* Whether the text's first `upto` bytes open more than cJSON's nesting
+ * limit of arrays and objects: the reason cJSON stopped there, which is
+ * not a syntax error. */
+static int too_deep(const char *t, size_t upto)
+{
+	long depth = 0;
+	for (size_t i = 0; i <= upto && t[i] != '\0'; i++) {
+		if (t[i] == '"') {
+			for (i++; t[i] != '\0' && t[i] != '"'; i++)
+				if (t[i] == '\\' && t[i + 1] != '\0')
+					i++;
+			if (t[i] == '\0')
+				return 0;
+		} else if (t[i] == '[' || t[i] == '{') {
+			if (++depth > CJSON_NESTING_LIMIT)
+				return 1;
+		} else if (t[i] == ']' || t[i] == '}') {
+			depth--;
+		}
+	}
+	return 0;
+}
+
 int zs_json_read(const char *path, cJSON **out, char **cause)
 {
 	char *text = NULL;
@@ -767,8 +790,12 @@ int zs_json_read(const char *path, cJSON **out, char **cause)
 	cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
 	if (root == NULL) {
 		size_t at = end ? (size_t)(end - text) : 0;
+		int r = too_deep(text, at)
+		        ? zs_fail(cause, "%s: arrays or objects nested deeper than %d (near byte %zu), deeper than "
+		                  "zerosim reads", path, CJSON_NESTING_LIMIT, at)
+		        : zs_fail(cause, "%s: not valid JSON (near byte %zu)", path, at);
 		free(text);
-		return zs_fail(cause, "%s: not valid JSON (near byte %zu)", path, at);
+		return r;
 	}
 	free(text);
 	*out = root;
