@@ -77,11 +77,12 @@ float *engine_initial_weights(const struct zs_config *c)
  * `at` of rank k's buffer b, rounded to fp16 if b holds fp16. */
 static void initial_weights(const struct zs_run *r, unsigned k, enum zs_buf b, size_t first, size_t n, size_t at)
 {
-	if (r->model.kind == ZS_NET_TFM && r->esize[b] == sizeof(float)) { /* from the seed, no Ψ-sized copy */
+	if (r->model.kind == ZS_NET_TFM && r->init == NULL && r->esize[b] == sizeof(float)) {
+		/* from the seed, no Ψ-sized copy */
 		tfm_init_range(run_at(r, k, b, at), &r->model.tfm.dims, r->seed, first, n);
 		return;
 	}
-	if (r->model.kind == ZS_NET_TFM) { /* fp16: drawn a few thousand at a time, then rounded */
+	if (r->model.kind == ZS_NET_TFM && r->init == NULL) { /* fp16: drawn a few thousand at a time, then rounded */
 		float part[4096];
 		zs_half *w16 = run_at(r, k, b, at);
 		for (size_t i = 0; i < n; i += sizeof part / sizeof part[0]) {
@@ -256,6 +257,18 @@ static void setup_state(struct zs_run *r)
 static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
 {
 	const struct zs_net *m = &r->model;
+	size_t at = (size_t)t * r->world + k;
+	if (m->kind == ZS_NET_TFM && r->cs != NULL) { /* row b: seq + 1 ids, inputs then targets one on */
+		void *pin = run_rank(r, k)->t[m->input], *ptg = run_rank(r, k)->t[m->target];
+		int *in = pin, *target = ptg;
+		size_t B = m->batch, T = m->tfm.T;
+		const int *row = r->cs->tokens + at * B * (T + 1);
+		for (size_t b = 0; b < B; b++, row += T + 1) {
+			memcpy(in + b * T, row, T * sizeof *in);
+			memcpy(target + b * T, row + 1, T * sizeof *target);
+		}
+		return;
+	}
 	if (m->kind == ZS_NET_TFM) {
 		model_tfm_batch(m, run_rank(r, k)->t, r->seed, t, k);
 		return;
@@ -263,12 +276,16 @@ static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
 	float *x = run_rank(r, k)->t[m->input], *y = run_rank(r, k)->t[m->target];
 	size_t B = m->batch, d0 = m->tensor[m->input].elements / B, dL = m->tensor[m->target].elements / B;
 	if (r->cs != NULL) {
-		size_t at = (size_t)t * r->world + k;
 		memcpy(x, r->cs->x + at * B * d0, B * d0 * sizeof(float));
 		memcpy(y, r->cs->y + at * B * dL, B * dL * sizeof(float));
 		return;
 	}
-	uint64_t base = stream_base(r->seed, STREAM_BATCH(t, k));
+	engine_mlp_batch(x, y, r->seed, t, k, B, d0, dL);
+}
+
+void engine_mlp_batch(float *x, float *y, uint64_t seed, unsigned t, unsigned k, size_t B, size_t d0, size_t dL)
+{
+	uint64_t base = stream_base(seed, STREAM_BATCH(t, k));
 	for (size_t e = 0; e < B * d0; e++)
 		x[e] = uniform_at(base, e);
 	for (size_t b = 0; b < B; b++)
