@@ -4,6 +4,14 @@ forward, backward and torch.optim.Adam, the peer of tests/bench_tfm in
 `make bench`. The model is tests/tfm_torch.py's. Prints the median of
 STEPS steps after one warm-up step, and the BLAS torch was built against.
 
+Then the same step under torch.autocast("cpu", dtype=torch.bfloat16), the
+mixed precision PyTorch has on a CPU: fp32 params and Adam, the matmuls
+in bf16 (PyTorch's CPU autocast takes no fp16). It is the peer of
+zerosim's mixed step only in what it keeps in 16 bits; zerosim's stores
+fp16 and multiplies in fp32 (OpenBLAS has no 16-bit product), torch's
+multiplies in bf16 through its own kernels, so the ratio compares two
+ways of paying for 16-bit storage on a CPU, not two fp16 GEMMs.
+
     python3 tests/bench_tfm_torch.py [STEPS]
 """
 import os
@@ -43,23 +51,31 @@ def main():
                 p.normal_(0.0, 0.02)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     T, V = 256, cfg["vocab"]
-    times = []
-    for s in range(steps + 1):
-        idx = torch.randint(0, V, (1, T))
-        tgt = torch.randint(0, V, (1, T))
-        t0 = time.perf_counter()
-        opt.zero_grad()
-        loss = model(idx, tgt)
-        loss.backward()
-        opt.step()
-        if s > 0:
-            times.append(time.perf_counter() - t0)
-    times.sort()
     n = sum(p.numel() for p in model.parameters())
+    median = {}
+    for mode in ("fp32", "bf16 autocast"):
+        times, cpu = [], []
+        for s in range(steps + 1):
+            idx = torch.randint(0, V, (1, T))
+            tgt = torch.randint(0, V, (1, T))
+            t0, c0 = time.perf_counter(), time.process_time()
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mode != "fp32"):
+                loss = model(idx, tgt)
+            loss.float().backward()
+            opt.step()
+            if s > 0:
+                times.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
+        times.sort()
+        cpu.sort()
+        median[mode] = times[len(times) // 2]
+        print(f"torch {torch.__version__} gpt2 ({n} params) {mode} seq {T} batch 1, 1 thread: "
+              f"median {median[mode]:.3f} s per step, {cpu[len(cpu) // 2]:.3f} s CPU, over {steps} "
+              f"(loss {loss.item():.3f})")
+    print(f"torch bf16 autocast / fp32: {median['bf16 autocast'] / median['fp32']:.2f}")
     with open("/proc/self/maps") as f:  # the BLAS the process really loaded
         blas = sorted({l.split()[-1] for l in f if "blas" in l.lower() and "/" in l})
-    print(f"torch {torch.__version__} gpt2 ({n} params) fp32 seq {T} batch 1, 1 thread: "
-          f"median {times[len(times) // 2]:.3f} s per step over {steps} (loss {loss.item():.3f})")
     print("torch's BLAS: " + (", ".join(blas) if blas else "none found in /proc/self/maps"))
 
 

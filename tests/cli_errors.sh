@@ -354,7 +354,8 @@ bad_case c-batch-neg 's#"batch": 1#"batch": -1#' "$tmp/c-batch-neg.json: case.ba
 bad_case c-steps-obj 's#"steps": 1#"steps": {}#' "$tmp/c-steps-obj.json: case.steps is not a number"
 bad_case c-steps-big 's#"steps": 1#"steps": 1e300#' "$tmp/c-steps-big.json: case.steps is 1e+300, not a whole number in 1..1000000"
 bad_case c-noweights 's#"weights"#"weightz"#' "$tmp/c-noweights.json: unknown key \"weightz\" in the case"
-bad_case c-weights-obj 's#"weights": \[[^]]*\]#"weights": {"a": 1}#' "$tmp/c-weights-obj.json: the case's \"weights\" names a side file, which this zerosim does not read yet; give them as an array"
+bad_case c-weights-obj 's#"weights": \[[^]]*\]#"weights": {"a": 1}#' "$tmp/c-weights-obj.json: the case's \"weights\" has the unknown key \"a\" (file, count, digest)"
+bad_case c-weights-side 's#"weights": \[[^]]*\]#"weights": {"file": "w.f32", "count": 13}#' "$tmp/c-weights-side.json: the case's weights file $tmp/w.f32: No such file or directory"
 bad_case c-weights-str 's#0\.05\]#"0.05"]#' "$tmp/c-weights-str.json: the case's \"weights\"[12] is not a finite fp32 number"
 bad_case c-weights-inf 's#0\.05\]#1e999]#' "$tmp/c-weights-inf.json: the case's \"weights\"[12] is not a finite fp32 number"
 bad_case c-weights-fp32 's#0\.05\]#1e39]#' "$tmp/c-weights-fp32.json: the case's \"weights\"[12] is not a finite fp32 number"
@@ -387,6 +388,100 @@ awk 'BEGIN {
 	printf "], \"batches\": [[{\"x\": [[0]], \"y\": [[0]]}]]}\n";
 }' >"$tmp/case-huge-batch.json"
 bad_measure "$tmp/case-huge-batch.json: the case's batches[0][0].x has 1 rows, the batch is 65536" --case "$tmp/case-huge-batch.json"
+
+# A transformer's case (zerosim-case/2), written by measure --write-case,
+# broken one thing at a time: the JSON, then its weights side file (the
+# case's own tc.f32 in the valid case's folder; a copy changed, for the
+# side file's breaks). The case and its side file stay as they were.
+cat >"$tmp/tiny.json" <<'EOF_'
+{"model_type": "gpt2", "n_embd": 16, "n_layer": 1, "n_head": 2, "vocab_size": 32, "n_positions": 8}
+EOF_
+try 0 "" measure -q --model "$tmp/tiny.json" --seq 4 --batch 2 --world 2 --steps 2 --schemes dp --precision fp32 \
+	--write-case "$tmp/tc.json" --out "$tmp/tc-seed.json"
+[ -f "$tmp/tc.f32" ] || fail "measure --write-case $tmp/tc.json wrote no $tmp/tc.f32"
+cp "$tmp/tc.json" "$tmp/tc.json.orig" && cp "$tmp/tc.f32" "$tmp/tc.f32.orig" || exit 99
+psi=$(sed -n 's/.*"count":[[:space:]]*\([0-9]*\).*/\1/p' "$tmp/tc.json")
+[ -n "$psi" ] || fail "the written case has no weights count"
+# bad_tcase NAME SED PATTERN: tc.json changed by SED must be refused.
+bad_tcase() {
+	sed "$2" "$tmp/tc.json" >"$tmp/$1.json"
+	cmp -s "$tmp/tc.json" "$tmp/$1.json" && fail "bad_tcase $1: the sed expression changed nothing"
+	bad_measure "$3" --case "$tmp/$1.json"
+}
+# side NAME PATTERN: the case naming side file NAME (made beforehand) is refused.
+side() { bad_tcase "t-$(basename "$1")" "s#\"tc.f32\"#\"$1\"#" "$2"; }
+head -c 100 "$tmp/tc.f32" >"$tmp/short.f32"
+cat "$tmp/tc.f32" "$tmp/short.f32" >"$tmp/long.f32"
+cp "$tmp/tc.f32" "$tmp/tampered.f32" && printf '\001' | dd of="$tmp/tampered.f32" bs=1 seek=64 conv=notrunc 2>/dev/null
+cmp -s "$tmp/tc.f32" "$tmp/tampered.f32" && fail "cannot tamper with the side file"
+mkfifo "$tmp/fifo.f32" && mkdir "$tmp/dir.f32" || exit 99
+side short.f32 "the case's weights file $tmp/short.f32 holds 100 bytes, not 4 x $psi (its count)"
+side long.f32 "the case's weights file $tmp/long.f32 holds $((4 * psi + 100)) bytes, not 4 x $psi (its count)"
+side tampered.f32 "the case's weights file $tmp/tampered.f32 has the digest xxh3:"
+side fifo.f32 "the case's weights file $tmp/fifo.f32: is a FIFO or a pipe, not a regular file"
+side dir.f32 "the case's weights file $tmp/dir.f32: is a directory"
+side nosuch.f32 "the case's weights file $tmp/nosuch.f32: No such file or directory"
+side /etc/passwd "the case's weights.file \"/etc/passwd\" is not a path relative to the case's folder"
+bad_tcase t-count 's#"count":[[:space:]]*[0-9]*#"count": 7#' "the case's weights.count is 7, the model has $psi parameters"
+bad_tcase t-digest 's#"digest":[[:space:]]*"[^"]*"#"digest": "xxh3:0000000000000000"#' "the case says xxh3:0000000000000000"
+bad_tcase t-wkey 's#"count":#"size":#' "the case's \"weights\" has the unknown key \"size\" (file, count, digest)"
+bad_tcase t-tok-range 's#"tokens":[[:space:]]*\[\[\[\[[0-9]*#"tokens": [[[[32#' "the case's tokens[0][0][0][0] is not a token id in 0..31 (the vocabulary)"
+bad_tcase t-tok-neg 's#"tokens":[[:space:]]*\[\[\[\[[0-9]*#"tokens": [[[[-1#' "the case's tokens[0][0][0][0] is not a token id in 0..31"
+bad_tcase t-tok-frac 's#"tokens":[[:space:]]*\[\[\[\[[0-9]*#"tokens": [[[[1.5#' "the case's tokens[0][0][0][0] is not a token id in 0..31"
+bad_tcase t-tok-str 's#"tokens":[[:space:]]*\[\[\[\[[0-9]*#"tokens": [[[["a"#' "the case's tokens[0][0][0][0] is not a token id in 0..31"
+bad_tcase t-tok-row 's#"tokens":[[:space:]]*\[\[\[\[[0-9]*, #"tokens": [[[[#' "the case's tokens[0][0][0] is not 5 token ids (seq + 1)"
+bad_tcase t-tok-obj 's#"tokens":[[:space:]]*\[#"tokens": {"a": 1}, "x": [#' "unknown key \"x\" in the case"
+bad_tcase t-steps 's#"steps":[[:space:]]*2#"steps": 3#' "the case's \"tokens\" has 2 steps, \"steps\" is 3"
+bad_tcase t-world 's#"world":[[:space:]]*2#"world": 3#' "the case's tokens[0] is not an array of 3 ranks"
+bad_tcase t-batch 's#"batch":[[:space:]]*2#"batch": 1#' "the case's tokens[0][0] is not an array of 1 rows (the batch)"
+bad_tcase t-seq-long 's#"seq":[[:space:]]*4#"seq": 9#' "case.seq is 9, not a whole number in 1..8"
+bad_tcase t-seq 's#"seq":[[:space:]]*4#"seq": 3#' "the case's tokens[0][0][0] is not 4 token ids (seq + 1)"
+bad_tcase t-noseq 's#"seq":#"seqq":#' "unknown key \"seqq\" in the case"
+bad_tcase t-eps 's#"layer_norm_epsilon":[[:space:]]*[0-9.e-]*#"layer_norm_epsilon": 1e-6#' "the case's model: \"layer_norm_epsilon\" is not 1e-05, the value the engine's transformer uses"
+bad_tcase t-type 's#"model_type":[[:space:]]*"gpt2"#"model_type": "bert"#' "the case's model: \"model_type\" 'bert' is not modelled"
+bad_tcase t-heads 's#"n_head":[[:space:]]*2#"n_head": 3#' "the case's model: \"n_head\" (3) does not divide \"n_embd\" (16)"
+bad_tcase t-model-path '/"model":/,/^[[:space:]]*},/c\
+"model": "../tiny.json",' "the case's \"model\" '../tiny.json' is neither a shipped model's name nor a config object"
+bad_tcase t-model-num '/"model":/,/^[[:space:]]*},/c\
+"model": 3,' "the case's \"model\" is neither a model config object nor a shipped model's name"
+# A shipped name: data/models beside the binary, or in the source tree of
+# a VPATH build (make distcheck).
+[ -d "$top/data/models" ] || { ZEROSIM_DATADIR=$srcdir; export ZEROSIM_DATADIR; }
+bad_tcase t-model-name '/"model":/,/^[[:space:]]*},/c\
+"model": "gpt2",' "the case's weights.count is $psi, the model has 124439808 parameters"
+bad_tcase t-model-none '/"model":/,/^[[:space:]]*},/c\
+"model": "gpt3",' "the case's \"model\": no shipped model 'gpt3' (gpt2,"
+[ -d "$top/data/models" ] || unset ZEROSIM_DATADIR
+bad_tcase t-recompute 's#"recompute":[[:space:]]*"none"#"recompute": "half"#' "the case's \"recompute\" is none of none, selective, full"
+bad_tcase t-mixed 's#"precision":[[:space:]]*"fp32"#"precision": "mixed"#' "precision mixed in a transformer's case: a transformer's case is fp32 only so far"
+bad_tcase t-mlp 's#"seq":#"layers": [2, 3], "seq":#' "the case mixes an MLP's \"layers\" and \"batches\" with a transformer's"
+bad_tcase t-v1 's#zerosim-case/2#zerosim-case/1#' "unknown key \"model\" in a zerosim-case/1 file"
+bad_tcase t-nomodel 's#"model":#"modle":#' "unknown key \"modle\" in the case"
+printf '{"format": "zerosim-case/2", "world": 1, "batch": 1, "steps": 1}\n' >"$tmp/t-neither.json"
+bad_measure "the case has neither \"layers\" (an MLP) nor \"model\" (a transformer)" --case "$tmp/t-neither.json"
+# Options the transformer's case fixes must agree with it.
+bad_measure "--seq 3 disagrees with the case file's seq 4" --case "$tmp/tc.json" --seq 3
+bad_measure "--recompute full disagrees with the case file's recompute none" --case "$tmp/tc.json" --recompute full
+bad_measure "--model and --case exclude each other: the case file gives the model" --case "$tmp/tc.json" --model gpt2
+bad_measure "--layers with a transformer's case: the case file's model gives the shape" --case "$tmp/tc.json" --layers 2,3
+bad_measure "--batch 1 disagrees with the case file's batch 2" --case "$tmp/tc.json" --batch 1
+bad_measure "--precision mixed disagrees with the case file's precision fp32" --case "$tmp/tc.json" --precision mixed
+bad_measure "--seq with an MLP's case file (it has no transformer)" --case "$tmp/case.json" --seq 4
+# --write-case: one world size, and no output over an input or another output.
+bad_measure "--write-case: a case holds one world size, and the run has 2 (give one --world)" --model "$tmp/tiny.json" \
+	--world 1,2 --write-case "$tmp/w.json"
+bad_measure "--write-case $tmp/tiny.json: is the --model file; it would be overwritten" --model "$tmp/tiny.json" \
+	--world 1 --write-case "$tmp/tiny.json"
+bad_measure "--out $tmp/w.f32 and --write-case's weights $tmp/w.f32 are the same file" --model "$tmp/tiny.json" \
+	--world 1 --write-case "$tmp/w.json" --out "$tmp/w.f32"
+bad_measure "--out $tmp/tc.f32: is the --case's weights file; it would be overwritten" --case "$tmp/tc.json" \
+	--out "$tmp/tc.f32"
+bad_measure "--write-case $tmp/tc.json: is the --case file; it would be overwritten" --case "$tmp/tc.json" --write-case "$tmp/tc.json"
+bad_measure "--write-case's weights $tmp/tc.f32: is the --case's weights file; it would be overwritten" \
+	--case "$tmp/tc.json" --write-case "$tmp/tc"
+bad_measure "--write-case: the file name is empty" --write-case ""
+cmp -s "$tmp/tc.json" "$tmp/tc.json.orig" && cmp -s "$tmp/tc.f32" "$tmp/tc.f32.orig" ||
+	fail "a refused run changed the transformer's case or its side file"
 
 # ---------------------------------------------------------------------------
 # theory: the options only it has, and the shared ones.

@@ -53,13 +53,46 @@ for cmd in measure theory; do
 	refused "$zerosim" $cmd --ds-reduce-bucket 100 --world 2
 	refused "$zerosim" $cmd --framework torch --ds-overlap-comm on --world 2
 done
-refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2
+# The engine runs DeepSpeed's zero3 without offload, every tensor fitting
+# the bucket (the default MLP's largest has 16384 elements).
+refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2 --offload optimizer
+refused "$zerosim" measure --framework deepspeed --schemes zero2,zero3 --world 2 --ds-reduce-bucket 16383
+"$zerosim" measure -q --framework deepspeed --schemes zero3 --world 2 --ds-reduce-bucket 16384 --out "$tmp/b.json" ||
+	fail "measure zero3 with a bucket of the largest tensor"
 refused "$zerosim" measure --framework deepspeed --schemes dp,zero2 --world 2 --offload optimizer
 refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2 --offload params
 # measure keeps host bytes only when offloading; the theory's estimate uses
 # the ranks of a node without it. Only the theory runs DeepSpeed's zero3.
 refused "$zerosim" measure --framework deepspeed --schemes zero1 --world 2 --ranks-per-node 2
 refused "$zerosim" theory --framework deepspeed --schemes zero1,zero2 --world 2 --ds-persist 5
+# ZeRO-3's coordinator settings: bad values, and without zero3.
+for opt in --ds-prefetch-bucket --ds-max-live; do
+	for bad in -1 1.5 1e15 1e-400 nan inf 0x10 x ""; do
+		refused "$zerosim" theory --framework deepspeed --schemes zero3 --world 2 $opt "$bad"
+		refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2 $opt "$bad"
+	done
+	refused "$zerosim" theory --framework deepspeed --schemes zero1,zero2 --world 2 $opt 5
+	refused "$zerosim" theory --framework paper --schemes zero3 --world 2 $opt 5
+	refused "$zerosim" measure --framework deepspeed --schemes zero2 --world 2 $opt 5
+done
+# What the coordinator holds whole (theory.json's live_params, worked in
+# test_deepspeed.c): nothing persistent, module 0 fetched; with max live 0
+# nothing prefetched, and still the whole model at the start of backward.
+live() { # FILE KEY: the zero3 unit=layer row's live_params.KEY
+	python3 -c 'import json, sys
+r = [r for r in json.load(open(sys.argv[1]))["rows"] if r["scheme"] == "zero3" and r["unit"] == "layer"][0]
+print(r["deepspeed_zero3"]["live_params"][sys.argv[2]])' "$@"
+}
+if command -v python3 >/dev/null 2>&1; then
+	for ml in 1e9 0; do
+		"$zerosim" theory --framework deepspeed --schemes zero3 --unit layer --world 2 --ds-persist 0 --ds-max-live $ml \
+			--out "$tmp/live$ml.json" || fail "theory --ds-max-live $ml"
+	done
+	[ "$(live "$tmp/live1e9.json" first_fetch)" = 33088 ] || fail "max live 1e9: not all prefetched"
+	[ "$(live "$tmp/live0.json" first_fetch)" = 16640 ] || fail "max live 0: prefetched"
+	[ "$(live "$tmp/live0.json" at_backward)" = 33088 ] || fail "max live 0: not the model whole at backward"
+	[ "$(live "$tmp/live0.json" max_live)" = 0 ] || fail "max live 0: not recorded"
+fi
 "$zerosim" theory --framework deepspeed --schemes zero1 --world 2 --ranks-per-node 2 --out "$tmp/r.json" ||
 	fail "theory refuses --ranks-per-node without --offload"
 # Frameworks' schedules are predicted on the MLP only: measuring one on the
@@ -107,7 +140,7 @@ tr -d ' \t\n' <"$tmp/o.json" | grep -q '"deepspeed_memory":{"offload":"optimizer
 for cmd in measure theory; do
 	"$zerosim" $cmd --framework deepspeed --schemes zero2 --world 2 --ds-reduce-bucket 1000 --ds-overlap-comm on \
 		--out "$tmp/$cmd.json" 2>/dev/null || fail "$cmd"
-	tr -d ' \t\n' <"$tmp/$cmd.json" | grep -q '"deepspeed":{"reduce_bucket":1000,"allgather_bucket":500000000,"overlap_comm":true,"persist":100000,"offload":"none","ranks_per_node":1}' ||
+	tr -d ' \t\n' <"$tmp/$cmd.json" | grep -q '"deepspeed":{"reduce_bucket":1000,"allgather_bucket":500000000,"overlap_comm":true,"persist":100000,"prefetch_bucket":50000000,"max_live":1000000000,"offload":"none","ranks_per_node":1}' ||
 		fail "$cmd: no deepspeed settings in config"
 done
 "$zerosim" theory --out "$tmp/d.json" && ! grep -q '"deepspeed"' "$tmp/d.json" || fail "the default names DeepSpeed's settings"

@@ -33,8 +33,8 @@ refused() {
 	[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$*: not one line: $(cat "$tmp/err")"
 	[ ! -e "$tmp/no.json" ] || fail "$* wrote its output"
 }
-refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2
-refused "$zerosim" measure --framework deepspeed --world 2
+refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2 --offload optimizer
+refused "$zerosim" measure --framework deepspeed --world 2 --offload params
 refused "$zerosim" theory --framework torch --params 7.5e9 --schemes zero1
 refused "$zerosim" measure --framework pytorch
 refused "$zerosim" measure --bucket-cap 10 --world 2
@@ -128,16 +128,18 @@ grep -q "differ in prefetch: backward-pre and none" "$tmp/err" || fail "not the 
 # own causes appear where they should.
 others() { tr -d ' \t\n' <"$1" | grep -o '"other":[-0-9.e+]*' | grep -v '"other":0$' | head -n 3; }
 for opts in "--framework deepspeed" "--framework deepspeed --ds-reduce-bucket 1000" \
+	"--framework deepspeed --ds-persist 0 --ds-reduce-bucket 100000" \
 	"--framework deepspeed --offload optimizer --ds-reduce-bucket 1000" "--framework torch"; do
 	for prec in mixed fp32; do
 		schemes=dp,zero1,zero2
-		case "$opts" in *offload*) schemes=zero1,zero2 ;; *torch) schemes=dp,zero1,zero2,zero3 ;; esac
+		case "$opts" in *offload*) schemes=zero1,zero2 ;; *torch | *persist*) schemes=dp,zero1,zero2,zero3 ;; esac
 		# shellcheck disable=SC2086
 		report "$tmp/rc" $opts --precision $prec --schemes $schemes --world 1,2,3,4,5 --unit model,layer
 		[ -z "$(others "$tmp/rc/diff.json")" ] || fail "$opts $prec: bytes left in other: $(others "$tmp/rc/diff.json")"
 		grep -q 'UNEXPLAINED' "$tmp/rc/flags.txt" && fail "$opts $prec: unexplained points"
 		case "$opts" in
 		*offload*) want='offloaded to host -[0-9]* B' ;;
+		*persist*) want="coordinator's gathers -[0-9.]* B" ;;
 		*1000) want='step buffers [0-9]* B' ;;
 		*deepspeed) want='buckets [12]000000000 B' ;;
 		*) want='buckets [0-9]* B' ;;

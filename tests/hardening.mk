@@ -34,7 +34,18 @@ FUZZ_COMMON = $(top_srcdir)/tests/fuzz/fuzz_common.h $(top_builddir)/config.h \
 FUZZ_UTIL = $(top_srcdir)/src/util/util.c $(top_srcdir)/src/util/config.c \
 	$(top_srcdir)/src/util/schedule.c $(top_srcdir)/src/util/datafile.c \
 	$(top_srcdir)/src/util/buf.c $(top_srcdir)/src/util/model.c
-FUZZ_ENGINE = $(top_srcdir)/src/engine/case.c
+# The case reader reads a transformer's shape through engine/tfm.h, whose
+# sources need the rest of the engine: every source of libzsengine.a.
+FUZZ_ENGINE = $(top_srcdir)/src/engine/case.c $(top_srcdir)/src/engine/tfm.c \
+	$(top_srcdir)/src/engine/tfm_kernels.c $(top_srcdir)/src/engine/tfm_net.c \
+	$(top_srcdir)/src/engine/fp16.c $(top_srcdir)/src/engine/tracker.c $(top_srcdir)/src/engine/coll.c \
+	$(top_srcdir)/src/engine/mlp.c $(top_srcdir)/src/engine/optim.c $(top_srcdir)/src/engine/model.c \
+	$(top_srcdir)/src/engine/layout.c $(top_srcdir)/src/engine/scheme_dp.c \
+	$(top_srcdir)/src/engine/scheme_zero1.c $(top_srcdir)/src/engine/scheme_zero2.c \
+	$(top_srcdir)/src/engine/scheme_zero3.c $(top_srcdir)/src/engine/scheme_torch.c \
+	$(top_srcdir)/src/engine/scheme_deepspeed.c $(top_srcdir)/src/engine/engine.c \
+	$(top_srcdir)/src/engine/heap.c $(top_srcdir)/src/engine/sweep.c \
+	$(top_srcdir)/src/engine/measure_json.c $(top_srcdir)/src/engine/osmem.c
 FUZZ_REPORT = $(top_srcdir)/src/report/report.c $(top_srcdir)/src/report/report_buf.c \
 	$(top_srcdir)/src/report/report_data.c $(top_srcdir)/src/report/report_classify.c \
 	$(top_srcdir)/src/report/report_findings.c $(top_srcdir)/src/report/report_text.c \
@@ -57,7 +68,7 @@ tests/fuzz/fuzz_case: $(top_srcdir)/tests/fuzz/fuzz_case.c $(FUZZ_COMMON) $(FUZZ
 		$(top_srcdir)/src/engine/engine.h
 	@$(fuzz_need_clang)
 	$(AM_V_GEN)$(CLANG) $(FUZZ_CFLAGS) -o $@ $(top_srcdir)/tests/fuzz/fuzz_case.c \
-		$(FUZZ_ENGINE) $(FUZZ_UTIL) $(FUZZ_LIBS)
+		$(FUZZ_ENGINE) $(FUZZ_UTIL) $(FUZZ_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) -lpthread
 
 tests/fuzz/fuzz_spec: $(top_srcdir)/tests/fuzz/fuzz_spec.c $(FUZZ_COMMON) $(FUZZ_UTIL)
 	@$(fuzz_need_clang)

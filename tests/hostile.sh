@@ -265,7 +265,7 @@ run 2 "--out spec.json: is the --spec file" theory --spec spec-link.json --out s
 run 2 "--out case-link.json: is the --case file" measure -q --case case1.json --out case-link.json
 run 2 "--dump-weights ./case1.json: is the --case file" measure -q --case case1.json --dump-weights ./case1.json
 cp m.json rep/diff.json.in
-for name in diff.json flags.txt table.tex findings.tex flags.tex zerosim-report.tex zerosim-report.pdf \
+for name in diff.json flags.txt table.tex causes.tex findings.tex flags.tex zerosim-report.tex zerosim-report.pdf \
 	figures/fig1-resident.dat gnuplot.log; do
 	[ -e "rep/$name" ] || cp m.json "rep/$name"
 	run 2 "--measured rep/$name: is a file the report writes in rep" report --measured "rep/$name" --theory t.json --no-render --out rep
@@ -362,6 +362,8 @@ set_first m.json params 99 bad-psi.json
 set_first t.json params 99 bad-psi-t.json
 run 2 "bad-psi.json and t.json describe different models: 99 and 76 params" report --measured bad-psi.json --theory t.json --no-render --out rep
 run 2 "bad-psi.json: config.params is 99, but its layers have 76 parameters" report --measured bad-psi.json --theory bad-psi-t.json --no-render --out rep
+set_first m.json units '[75]' bad-units.json
+run 2 "bad-units.json: runs[0]: \"units\" add up to 75 elements, not the model's 76" report --measured bad-units.json --theory t.json --no-render --out rep
 set_first m.json precision '"mixed_%$#"' bad-prec.json
 set_first t.json precision '"mixed_%$#"' bad-prec-t.json
 run 2 "unknown precision 'mixed_%\$#' (mixed, fp32)" report --measured bad-prec.json --theory bad-prec-t.json --no-render --out rep
@@ -645,9 +647,44 @@ bad_case cv-beta 's#"beta1": 0.9#"beta1": 1.5#' "cv-beta.json: the case's \"beta
 bad_case cv-sgd 's#"optimizer": "adam"#"optimizer": "sgd"#' "cv-sgd.json: the case trains sgd but gives Adam's beta1, beta2 or eps"
 bad_case cv-unknown 's#"steps": 1,#"steps": 1, "unit": "layer",#' "cv-unknown.json: unknown key \"unit\" in the case"
 bad_case cv-twice 's#"steps": 1,#"steps": 1, "steps": 1,#' "cv-twice.json: the case gives the key \"steps\" twice"
-bad_case cv-model 's#"steps": 1,#"steps": 1, "model": "gpt2",#' "cv-model.json: the case's \"model\" (a transformer's) is not read"
-bad_case cv-tokens 's#"steps": 1,#"steps": 1, "tokens": [],#' "cv-tokens.json: the case's \"tokens\" (a transformer's) is not read"
-bad_case cv-side 's#"weights": \[[^]]*\]#"weights": {"file": "w.f32"}#' "cv-side.json: the case's \"weights\" names a side file"
+bad_case cv-model 's#"steps": 1,#"steps": 1, "model": "gpt2",#' "cv-model.json: the case mixes an MLP's \"layers\" and \"batches\" with a transformer's"
+bad_case cv-tokens 's#"steps": 1,#"steps": 1, "tokens": [],#' "cv-tokens.json: the case mixes an MLP's \"layers\" and \"batches\" with a transformer's"
+bad_case cv-side 's#"weights": \[[^]]*\]#"weights": {"file": "w.f32"}#' "cv-side.json: the case's weights has no \"count\""
+# A transformer's case (--write-case) trains the run that wrote it, bit
+# for bit, in every scheme and unit; its weights side file is an input
+# that must not block either (a FIFO, a device, a folder).
+printf '{"model_type": "llama", "hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 2, %s\n' \
+	'"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 32, "max_position_embeddings": 8}' >tiny.json
+n=$((n + 1))
+label="a transformer's case reproduces its run"
+echo "hostile: $n: zerosim measure --model tiny.json --write-case tcase.json, then --case tcase.json => the same digests"
+"$zerosim" measure -q --model tiny.json --seq 6 --batch 2 --world 3 --steps 2 --precision fp32 --unit model,layer \
+	--recompute selective --write-case tcase.json --out "$tmp/tseed.json" 2>"$tmp/err" || fail "exited $?: $(cat "$tmp/err")"
+[ -f tcase.f32 ] || fail "--write-case tcase.json wrote no tcase.f32"
+"$zerosim" measure -q --case tcase.json --unit model,layer --out "$tmp/tcased.json" 2>"$tmp/err" ||
+	fail "exited $?: $(cat "$tmp/err")"
+grep weights_digest "$tmp/tseed.json" >"$tmp/d1"
+grep weights_digest "$tmp/tcased.json" >"$tmp/d2"
+[ "$(wc -l <"$tmp/d1")" -eq 8 ] && [ "$(sort -u "$tmp/d1" | wc -l)" -eq 1 ] || fail "not one digest over 8 runs"
+cmp -s "$tmp/d1" "$tmp/d2" || fail "the case trained other weights than the run that wrote it"
+grep -q '"recompute":[[:space:]]*"selective"' "$tmp/tcased.json" || fail "the case's recompute was not used"
+ln -s /dev/zero zero.f32 && mkfifo side-fifo.f32 && mkdir side-dir.f32 || exit 99
+for side in side-fifo.f32 zero.f32 side-dir.f32; do
+	case $side in
+	side-fifo.f32) msg="side-fifo.f32: is a FIFO or a pipe, not a regular file" ;;
+	zero.f32) msg="zero.f32: is a device, not a regular file" ;;
+	*) msg="side-dir.f32: is a directory" ;;
+	esac
+	sed "s#\"tcase.f32\"#\"$side\"#" tcase.json >tside.json
+	cmp -s tcase.json tside.json && fail "cannot point the case at $side"
+	n=$((n + 1))
+	label="zerosim measure --case tside.json (weights $side)"
+	echo "hostile: $n: $label => 2"
+	snapshot >"$tmp/before"
+	timeout 120 "$zerosim" measure -q --case tside.json >"$tmp/out" 2>"$tmp/err" </dev/null
+	verdict "$?" 2 "tside.json: the case's weights file $msg"
+done
+rm -r tside.json zero.f32 side-fifo.f32 side-dir.f32 tiny.json tcase.json tcase.f32
 bad_case cv-xz 's#"y": \[\[0.5\]\]#"y": [[0.5]], "z": 1#' "cv-xz.json: the case's batches[0][0] has the unknown key \"z\" (x, y)"
 bad_case cv-v1 's#zerosim-case/2#zerosim-case/1#' "cv-v1.json: unknown key \"precision\" in a zerosim-case/1 file"
 bad_case cv-v3 's#zerosim-case/2#zerosim-case/3#' "cv-v3.json: this file is format zerosim-case/3, this zerosim reads zerosim-case/2 or zerosim-case/1"

@@ -151,6 +151,9 @@ refused "an MLP's theory.json as --transformer" "is not a transformer's theory.j
 	--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/t.json"
 refused "a transformer's theory.json as --theory" "a transformer's go to --transformer" \
 	--measured "$tmp/m.json" --theory "$tmp/gpt2-tiny.json"
+set_first "$tmp/gpt2-tiny.json" block 1 "$tmp/cut.json"
+refused "units that do not add up to params" 'the embeddings, 2 blocks and the head add up to' \
+	--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/cut.json"
 set_first "$tmp/gpt2-tiny.json" logits 1 "$tmp/off.json"
 refused "an activations breakdown off its total" 'activations_breakdown sums to' \
 	--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/off.json"

@@ -250,6 +250,119 @@ START_TEST(test_zero3_persists_every_tensor_of_the_mlp)
 }
 END_TEST
 
+/* ZeRO-3's parameter coordinator on the default MLP (tensors W0 16384,
+ * b0 256, W1 16384, b1 64; modules 16640 and 16448 with unit=layer),
+ * worked by hand from partitioned_param_coordinator.py. Step 1 records the
+ * trace and releases each module after it runs: at most the larger module
+ * is whole. From step 2, with nothing persistent: the first fetch gathers
+ * module 0 (16640) and prefetches from the queue while fewer than
+ * min(max_live - 16640, bucket) elements are prefetched: all of module 1
+ * with the defaults (33088); only W1 with a 100-element bucket or with
+ * max_live 20000 (room 3360: W1 overshoots it), 33024; nothing with
+ * max_live 0, 16640. Whatever max_live, the reuse distance keeps module 0
+ * from its forward into its backward, so all 33088 are whole when backward
+ * starts (DeepSpeed #2864). With a threshold of 1000 the biases (320) are
+ * whole from step 2 on: 16384 + 320 after the first fetch with max_live 0. */
+START_TEST(test_max_live_bounds_only_the_prefetch)
+{
+	struct zs_config c = ds_config(ZS_MIXED);
+	struct theory_shape sh = {c.widths, c.nwidths, c.batch, {0}};
+	struct theory_deepspeed_live lv;
+	theory_bytes_per_param(c.precision, c.optimizer, &sh.bytes);
+	c.ds_persist = 0;
+	theory_deepspeed_live(&sh, &c, ZS_UNIT_LAYER, &lv);
+	ck_assert_uint_eq(lv.first_step, 16640);
+	ck_assert_uint_eq(lv.first_fetch, PSI);
+	ck_assert_uint_eq(lv.at_backward, PSI);
+	ck_assert_uint_eq(lv.peak, PSI);
+	const struct { double bucket, max_live, first_fetch; } cases[] = {
+		{100, 1e9, 16640 + 16384}, {5e7, 20000, 16640 + 16384}, {5e7, 0, 16640}, {0, 1e9, 16640},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		c.ds_prefetch_bucket = cases[i].bucket;
+		c.ds_max_live = cases[i].max_live;
+		theory_deepspeed_live(&sh, &c, ZS_UNIT_LAYER, &lv);
+		ck_assert_msg(lv.first_fetch == (uint64_t)cases[i].first_fetch && lv.at_backward == PSI && lv.peak == PSI,
+		              "bucket %g max_live %g: %llu after the first fetch, %llu at backward", cases[i].bucket,
+		              cases[i].max_live, (unsigned long long)lv.first_fetch, (unsigned long long)lv.at_backward);
+		ck_assert_uint_eq(lv.first_step, 16640);
+	}
+	c.ds_persist = 1000;
+	c.ds_max_live = 0;
+	theory_deepspeed_live(&sh, &c, ZS_UNIT_LAYER, &lv);
+	ck_assert_uint_eq(lv.first_fetch, 16384 + 320);
+	ck_assert_uint_eq(lv.at_backward, PSI);
+	/* unit=model: one module, gathered whole in step 1 too. */
+	theory_deepspeed_live(&sh, &c, ZS_UNIT_MODEL, &lv);
+	ck_assert_uint_eq(lv.first_step, PSI);
+	ck_assert_uint_eq(lv.first_fetch, PSI);
+}
+END_TEST
+
+/* The engine's DeepSpeed ZeRO-3 on the default MLP, N = 2, mixed, steps
+ * 2, worked by hand. Between steps: every tensor persists (1e5), so 2Ψ
+ * whole (66176), 16 bytes for each of the 16544 shard elements (264704)
+ * and the 1e9-byte bucket: 1,000,330,880. With unit=layer the peak is the
+ * epilogue's reduction: R without the persistent params (1,000,264,704),
+ * the persistent params whole (66176) and reduce_scatter_coalesced's flat
+ * copy of the bucket's four grads padded (2·16544 elements, 66176 B):
+ * 1,000,397,056; with unit=model the one module's backward, 66176 whole,
+ * the activations and deltas (7168 + 8192) and the model's grads (66176):
+ * 1,000,412,416. With nothing persistent (--ds-persist 0) and unit=layer,
+ * the first backward module holds the whole model gathered (the reuse
+ * distance kept it from forward), the deltas and its grads (32896):
+ * 1,000,264,704 + 66176 + 15360 + 32896 = 1,000,379,136, whatever
+ * --ds-max-live (DeepSpeed #2864). */
+START_TEST(test_the_engine_runs_zero3)
+{
+	struct zs_config c = ds_config(ZS_MIXED);
+	c.steps = 2;
+	struct zs_result l = run(&c, ZS_ZERO3, 2, ZS_UNIT_LAYER), m = run(&c, ZS_ZERO3, 2, ZS_UNIT_MODEL);
+	ck_assert_uint_eq(l.resident[1], 1000330880u);
+	ck_assert_uint_eq(m.resident[0], 1000330880u);
+	ck_assert_uint_eq(l.peak[0], 1000397056u);
+	ck_assert_uint_eq(m.peak[1], 1000412416u);
+	ck_assert_uint_eq(l.peak_breakdown[ZS_CAT_GATHERED], 66176);
+	engine_result_free(&l);
+	engine_result_free(&m);
+	c.ds_persist = 0;
+	const double max_live[] = {1e9, 0, 20000};
+	for (size_t i = 0; i < 3; i++) {
+		c.ds_max_live = max_live[i];
+		struct zs_result r = run(&c, ZS_ZERO3, 2, ZS_UNIT_LAYER);
+		ck_assert_msg(r.peak[0] == 1000379136u, "max_live %g: peak %zu", max_live[i], r.peak[0]);
+		ck_assert_uint_eq(r.resident[0], 1000264704u);
+		engine_result_free(&r);
+	}
+}
+END_TEST
+
+/* Every tensor partitioned on its own, gathered module by module, its
+ * grads reduced through the bucket (a flush mid-backward with a bucket of
+ * 16448): the weights are the paper's, bit for bit, one digest per N. */
+START_TEST(test_zero3_weights_are_the_papers)
+{
+	for (int pr = 0; pr < 2; pr++)
+		for (unsigned n = 1; n <= 8; n++) {
+			struct zs_config c = ds_config(pr ? ZS_FP32 : ZS_MIXED), paper = c;
+			paper.framework = ZS_FW_PAPER;
+			c.steps = paper.steps = 2;
+			struct zs_result a = run(&paper, ZS_DP, n, ZS_UNIT_MODEL), z = run(&paper, ZS_ZERO3, n, ZS_UNIT_LAYER);
+			ck_assert_uint_eq(a.digest, z.digest);
+			for (int i = 0; i < 4; i++) {
+				c.ds_persist = i & 1 ? 1000 : 0;
+				c.ds_reduce_bucket = i & 2 ? 16448 : 5e8;
+				struct zs_result d = run(&c, ZS_ZERO3, n, i < 2 ? ZS_UNIT_LAYER : ZS_UNIT_MODEL);
+				ck_assert_msg(d.digest == a.digest, "%s N=%u case %d: not the paper's weights",
+				              pr ? "fp32" : "mixed", n, i);
+				engine_result_free(&d);
+			}
+			engine_result_free(&a);
+			engine_result_free(&z);
+		}
+}
+END_TEST
+
 /* DeepSpeed's estimators with offload, for the ZeRO paper's 7.5B model on
  * 64 GPUs, 8 a node (8 nodes), L = 1e8, worked from stage_1_and_2.py
  * 2438-2440 and stage3.py 3021-3036 with additional_buffer_factor 1.5:
@@ -339,6 +452,9 @@ int main(void)
 	tcase_add_test(t, test_the_bucket_is_reduced_when_the_next_grad_would_not_fit);
 	tcase_add_test(t, test_weights_are_the_papers_bit_for_bit);
 	tcase_add_test(t, test_zero3_persists_every_tensor_of_the_mlp);
+	tcase_add_test(t, test_max_live_bounds_only_the_prefetch);
+	tcase_add_test(t, test_the_engine_runs_zero3);
+	tcase_add_test(t, test_zero3_weights_are_the_papers);
 	tcase_add_test(t, test_the_estimators_offload_rows);
 	tcase_add_test(t, test_offloading_the_optimizer_moves_16_bytes_a_shard_element);
 	tcase_add_test(t, test_the_engine_keeps_host_bytes_apart);

@@ -23,8 +23,10 @@
 #include "engine/layout.h"
 #include "engine/mlp.h"
 #include "engine/optim.h"
+#include "engine/tfm.h"
 #include "engine/tracker.h"
 #include "util/config.h"
+#include "util/model.h"
 
 #define PSI 33088.0 /* 64·256 + 256 + 256·64 + 64 */
 
@@ -674,6 +676,95 @@ START_TEST(test_a_broken_case_file_is_refused_with_a_reason)
 }
 END_TEST
 
+/* Write the case a seed gives, read it back, and train on it: the same
+ * values, and the same weights bits as the run from the seed, for an MLP
+ * and both transformer families (each with a weights side file). */
+static void case_round_trip(struct zs_config *c, unsigned world)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/tmp/zerosim-case-%d.json", (int)getpid());
+	struct zs_case *made = engine_case_from_seed(c, world), *back = NULL;
+	char *cause = NULL;
+	ck_assert_msg(engine_case_write(path, made, c, &cause) == 0, "%s", cause ? cause : "?");
+	ck_assert_msg(engine_case_load(path, &back, &cause) == 0, "%s", cause ? cause : "?");
+	size_t psi = c->tfm != NULL ? tfm_nparams(&c->tfm->dims) : (size_t)zs_config_params(c);
+	ck_assert_mem_eq(back->weights, made->weights, psi * sizeof(float));
+	ck_assert_uint_eq(back->world, world);
+	ck_assert_uint_eq(back->steps, c->steps);
+	ck_assert_uint_eq(back->batch, c->batch);
+	ck_assert_uint_eq(back->train.given & 1u << ZS_KEY_PRECISION, 1u << ZS_KEY_PRECISION);
+	ck_assert_int_eq(back->train.precision, c->precision);
+	ck_assert_double_eq(back->train.lr, c->lr);
+	if (c->tfm != NULL) {
+		size_t n = (size_t)c->steps * world * c->batch * (c->tfm->seq + 1);
+		ck_assert_ptr_nonnull(back->tfm);
+		ck_assert_ptr_nonnull(back->weights_file);
+		ck_assert_mem_eq(back->tokens, made->tokens, n * sizeof(int));
+		ck_assert_mem_eq(&back->tfm->dims, &c->tfm->dims, sizeof c->tfm->dims);
+		ck_assert_uint_eq(back->tfm->seq, c->tfm->seq);
+		ck_assert_int_eq(back->tfm->recompute, c->tfm->recompute);
+	} else {
+		size_t n = (size_t)c->steps * world * c->batch;
+		ck_assert_ptr_null(back->tfm);
+		ck_assert_mem_eq(back->x, made->x, n * c->widths[0] * sizeof(float));
+		ck_assert_mem_eq(back->y, made->y, n * c->widths[c->nwidths - 1] * sizeof(float));
+	}
+	struct zs_run_options opt = {0, 0, NULL, 0};
+	struct zs_result seeded, cased;
+	ck_assert_msg(engine_run(c, ZS_ZERO3, world, ZS_UNIT_LAYER, NULL, &opt, &seeded, &cause) == 0, "%s", cause);
+	ck_assert_msg(engine_run(c, ZS_ZERO3, world, ZS_UNIT_LAYER, back, &opt, &cased, &cause) == 0, "%s", cause);
+	ck_assert_uint_eq(seeded.digest, cased.digest);
+	for (unsigned t = 0; t < c->steps; t++)
+		ck_assert_float_eq(seeded.losses[t], cased.losses[t]);
+	engine_result_free(&seeded);
+	engine_result_free(&cased);
+	if (back->weights_file != NULL)
+		unlink(back->weights_file);
+	engine_case_free(made);
+	engine_case_free(back);
+	unlink(path);
+}
+
+START_TEST(test_a_written_case_reads_back_and_trains_the_same)
+{
+	struct zs_config c;
+	zs_config_defaults(&c);
+	c.widths[0] = 3;
+	c.widths[1] = 5;
+	c.widths[2] = 2;
+	c.nwidths = 3;
+	c.steps = 2;
+	c.batch = 3;
+	c.seed = 7;
+	case_round_trip(&c, 3);
+	static const char *const configs[] = {
+		"{\"model_type\": \"gpt2\", \"n_embd\": 16, \"n_layer\": 2, \"n_head\": 4, \"vocab_size\": 32, "
+		"\"n_positions\": 8}",
+		"{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 24, \"num_hidden_layers\": 2, "
+		"\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"vocab_size\": 32, \"max_position_embeddings\": 8}",
+	};
+	for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) {
+		cJSON *j = cJSON_Parse(configs[i]);
+		struct zs_tfm_run tr;
+		char *cause = NULL;
+		memset(&tr, 0, sizeof tr);
+		ck_assert_int_eq(zs_model_from_json(j, "test", &tr.hf, &cause), 0);
+		cJSON_Delete(j);
+		snprintf(tr.name, sizeof tr.name, "tiny");
+		tfm_dims_from_config(&tr.dims, &tr.hf);
+		tr.seq = 6;
+		tr.recompute = TFM_RECOMPUTE_SELECTIVE;
+		zs_config_defaults(&c);
+		c.tfm = &tr;
+		c.precision = ZS_FP32;
+		c.batch = 2;
+		c.steps = 2;
+		c.seed = 5;
+		case_round_trip(&c, 2);
+	}
+}
+END_TEST
+
 /* ------------------------------------------------------------------------- */
 
 static Suite *engine_suite(void)
@@ -713,6 +804,7 @@ static Suite *engine_suite(void)
 	t = tcase_create("case");
 	tcase_add_test(t, test_a_case_file_fixes_weights_and_batches);
 	tcase_add_test(t, test_a_broken_case_file_is_refused_with_a_reason);
+	tcase_add_test(t, test_a_written_case_reads_back_and_trains_the_same);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -1125,7 +1125,7 @@ static const char tfm_theory[] =
 	" \"optimizer\": 12}, \"seq\": 32, \"recompute\": \"none\", \"flash_attn\": false, \"model\": {"
 	"\"name\": \"toy\", \"family\": \"llama\", \"hidden_size\": 8, \"intermediate_size\": 16, \"layers\": 1,"
 	" \"attention_heads\": 2, \"key_value_heads\": 1, \"vocab_size\": 10, \"tie_word_embeddings\": false,"
-	" \"units\": {\"embeddings\": 80, \"block\": 600, \"blocks\": 1, \"head\": 88}}},"
+	" \"units\": {\"embeddings\": 80, \"block\": 600, \"blocks\": 1, \"head\": 320}}},"
 	" \"rows\": [{\"scheme\": \"zero3\", \"world\": 2, \"unit\": \"layer\", \"floor\": {\"resident_bytes\": 8000},"
 	" \"schedule\": {\"resident_bytes\": 8000, \"peak_bytes\": 10500, \"resident_breakdown\": {\"param16\": 1000,"
 	" \"grad16\": 1000, \"master32\": 2000, \"adam_m\": 2000, \"adam_v\": 2000}, \"peak_breakdown\": {\"param16\": 1000,"

@@ -670,7 +670,7 @@ END_TEST
 /* One digest per N across the four schemes (the paper's and torch's),
  * both unit modes and the three recompute modes; recomputing holds fewer
  * activation bytes at the peak, full fewer than selective. */
-static void check_one_digest(enum tfm_family f, int tied)
+static void check_one_digest(enum tfm_family f, int tied, enum zs_precision prec)
 {
 	static const unsigned worlds[] = {2, 3, 8};
 	for (size_t w = 0; w < sizeof worlds / sizeof *worlds; w++) {
@@ -684,13 +684,14 @@ static void check_one_digest(enum tfm_family f, int tied)
 					struct zs_tfm_run tr;
 					struct zs_config c = engine_config(&tr, f, tied, (enum tfm_recompute)rc);
 					c.steps = 2;
+					c.precision = prec;
 					c.framework = fw ? ZS_FW_TORCH : ZS_FW_PAPER;
 					for (int s = 0; s < ZS_NSCHEMES; s++) {
 						struct zs_result res = engine(&c, (enum zs_scheme)s, worlds[w], (enum zs_unit)u);
 						if (digest == 0)
 							digest = res.digest;
-						ck_assert_msg(res.digest == digest, "N=%u %s %s %s recompute %s: digest %016llx, not %016llx",
-						              worlds[w], zs_framework_name(c.framework), zs_scheme_name((enum zs_scheme)s),
+						ck_assert_msg(res.digest == digest, "%s N=%u %s %s %s recompute %s: digest %016llx, not %016llx",
+						              zs_precision_name(prec), worlds[w], zs_framework_name(c.framework), zs_scheme_name((enum zs_scheme)s),
 						              zs_unit_name((enum zs_unit)u), tfm_recompute_name(tr.recompute),
 						              (unsigned long long)res.digest, (unsigned long long)digest);
 						if (s == ZS_DP)
@@ -703,10 +704,56 @@ static void check_one_digest(enum tfm_family f, int tied)
 	}
 }
 
-START_TEST(test_gpt2_one_digest_per_world_across_schemes) { check_one_digest(TFM_GPT2, 1); }
+START_TEST(test_gpt2_one_digest_per_world_across_schemes) { check_one_digest(TFM_GPT2, 1, ZS_FP32); }
 END_TEST
 
-START_TEST(test_llama_one_digest_per_world_across_schemes) { check_one_digest(TFM_LLAMA, 0); }
+START_TEST(test_llama_one_digest_per_world_across_schemes) { check_one_digest(TFM_LLAMA, 0, ZS_FP32); }
+END_TEST
+
+START_TEST(test_gpt2_mixed_one_digest_per_world_across_schemes) { check_one_digest(TFM_GPT2, 1, ZS_MIXED); }
+END_TEST
+
+START_TEST(test_llama_mixed_one_digest_per_world_across_schemes) { check_one_digest(TFM_LLAMA, 0, ZS_MIXED); }
+END_TEST
+
+/* Mixed precision trains for real: the engine's run of check_training's
+ * model and task (100 Adam steps at lr 3e-3, a fresh batch each step, on
+ * two ranks under zero3 unit=layer, so that the fp16 params are gathered
+ * and the fp16 grads reduce-scattered) brings the mean loss of the last
+ * ten steps under a third of the first step's; the first step's loss is
+ * fp32's to within fp16's rounding of the activations (1e-3 relative),
+ * and the final weights are not fp32's bits. */
+static void check_mixed_training(enum tfm_family f)
+{
+	struct zs_tfm_run tr;
+	struct zs_config c = engine_config(&tr, f, f == TFM_GPT2, TFM_RECOMPUTE_SELECTIVE);
+	tr.dims = (struct tfm_dims){f, 32, 2, 4, f == TFM_LLAMA ? 2 : 4, 8, f == TFM_LLAMA ? 88 : 128, 64, 16,
+	                            f == TFM_GPT2, 1e-5f, 10000.0f};
+	tr.seq = 16;
+	c.steps = 100;
+	c.precision = ZS_MIXED;
+	struct zs_result mixed = engine(&c, ZS_ZERO3, 2, ZS_UNIT_LAYER);
+	c.steps = 1;
+	c.precision = ZS_FP32;
+	struct zs_result fp32 = engine(&c, ZS_ZERO3, 2, ZS_UNIT_LAYER);
+	double first = mixed.losses[0], last = 0.0;
+	for (unsigned s = 90; s < 100; s++)
+		last += mixed.losses[s] / 10.0;
+	ck_assert_double_eq_tol(first, log(64.0), 0.1);
+	ck_assert_double_eq_tol(first, fp32.losses[0], 1e-3 * fp32.losses[0]);
+	ck_assert_msg(last < first / 3.0, "mixed: loss %.4f after 100 steps, %.4f at the first", last, first);
+	ck_assert(mixed.digest != fp32.digest);
+	if (getenv("TFM_VERBOSE") != NULL)
+		printf("%s mixed: loss %.4f at the first step (fp32 %.4f), %.4f over the last ten\n",
+		       f == TFM_GPT2 ? "gpt2" : "llama", first, (double)fp32.losses[0], last);
+	engine_result_free(&mixed);
+	engine_result_free(&fp32);
+}
+
+START_TEST(test_gpt2_mixed_loss_falls_on_the_synthetic_task) { check_mixed_training(TFM_GPT2); }
+END_TEST
+
+START_TEST(test_llama_mixed_loss_falls_on_the_synthetic_task) { check_mixed_training(TFM_LLAMA); }
 END_TEST
 
 static Suite *tfm_suite(void)
@@ -747,6 +794,10 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_engine_trains_tied_llama_as_the_model_does);
 	tcase_add_test(t, test_gpt2_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_llama_one_digest_per_world_across_schemes);
+	tcase_add_test(t, test_gpt2_mixed_one_digest_per_world_across_schemes);
+	tcase_add_test(t, test_llama_mixed_one_digest_per_world_across_schemes);
+	tcase_add_test(t, test_gpt2_mixed_loss_falls_on_the_synthetic_task);
+	tcase_add_test(t, test_llama_mixed_loss_falls_on_the_synthetic_task);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -909,11 +909,17 @@ START_TEST(test_json_for_a_model_names_every_part_of_the_peak)
 	ck_assert_double_eq(cJSON_GetObjectItem(acts, "layers")->valuedouble, 1075838976.0);
 	/* units: the embeddings with the final norm, then 12 blocks. */
 	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(peak, "units")), 13);
-	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(row, "schedule")));
+	/* mixed, which measure --model runs: the exact level too */
+	ck_assert(cJSON_IsObject(cJSON_GetObjectItem(row, "schedule")));
 	ck_assert(cJSON_IsBool(cJSON_GetObjectItem(row, "fits")));
 	ck_assert(cJSON_IsBool(cJSON_GetObjectItem(row, "fits_peak")));
 	ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(row, "max_batch")));
 	ck_assert_double_eq(cJSON_GetObjectItem(root, "params")->valuedouble, 124439808.0);
+	cJSON_Delete(root);
+	req.bf16 = 1; /* mixed's bytes, renamed: measure runs no bf16, so no exact level */
+	root = theory_json(&req);
+	row = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "rows"), 0);
+	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(row, "schedule")));
 	cJSON_Delete(root);
 }
 END_TEST

@@ -2,12 +2,18 @@
 
     python3 tests/tfm_torch.py DIR
 
-DIR holds what tests/tfm_dump wrote: run.json (shape, optimizer, every
-tensor's name/offset/shape, the batches, zerosim's losses), init.f32,
-grad1.f32 and final.f32 (the flat weights and the first gradient, raw
-little-endian float32). This builds the
-same model with torch.nn (written here from the papers' definitions, as
-Hugging Face's GPT2 and Llama modules compute them), loads init.f32, trains
+DIR holds a transformer's case as zerosim writes it (measure --write-case):
+case.json (zerosim-case/2: the Hugging Face style model config, seq, the
+tokens of every step, the optimizer's settings) and its weights side file
+(the initial weights, raw little-endian float32, in the parameter order
+docs/formats.md documents tensor by tensor). That is all this builds the
+run from: the model with torch.nn (written here from the papers'
+definitions, as Hugging Face's GPT2 and Llama modules compute them), the
+layout of the side file from the documented order. Beside the case, what
+zerosim computed: measured.json (measure --case: each step's loss),
+final.json (its --dump-weights: the final weights) and, from tests/tfm_dump
+(the model the engine runs), model.json (the loss after the last step),
+grad1.f32 and step1.f32 (the first step's gradient and weights). It trains
 the same steps with torch.optim.Adam and compares:
 
   - each step's loss, and the loss after the last step, within 1e-5
@@ -33,6 +39,59 @@ import sys
 
 import torch
 import torch.nn.functional as F
+
+
+def layout(m):
+    """The tensors of the flat parameter vector from a Hugging Face style
+    config, in docs/formats.md's order: name (as Model names them), shape."""
+    gpt2 = m["model_type"] == "gpt2"
+    if gpt2:
+        d, L, H, V, P = m["n_embd"], m["n_layer"], m["n_head"], m["vocab_size"], m["n_positions"]
+        KV, hd, F = H, d // H, m.get("n_inner") or 4 * d
+    else:
+        d, L, H, V, P = (m["hidden_size"], m["num_hidden_layers"], m["num_attention_heads"], m["vocab_size"],
+                         m["max_position_embeddings"])
+        KV = m.get("num_key_value_heads") or H
+        hd, F = m.get("head_dim") or d // H, m["intermediate_size"]
+    tied = m.get("tie_word_embeddings", gpt2)
+    Q, U = (H + 2 * KV) * hd, F if gpt2 else 2 * F
+    norm = lambda p: [(p + "_w", [d])] + ([(p + "_b", [d])] if gpt2 else [])
+    lin = lambda p, o, i: [(p + "_w", [o, i])] + ([(p + "_b", [o])] if gpt2 else [])
+    t = [("wte", [V, d])] + ([("wpe", [P, d])] if gpt2 else [])
+    if tied:
+        t += norm("lnf")
+    for l in range(L):
+        h = f"h.{l}."
+        t += norm(h + "ln1") + lin(h + "qkv", Q, d) + lin(h + "proj", d, H * hd)
+        t += norm(h + "ln2") + lin(h + "fc", U, d) + lin(h + "fcproj", d, F)
+    if not tied:
+        t += norm("lnf") + [("head", [V, d])]
+    tensors, off = [], 0
+    for name, shape in t:
+        tensors.append({"name": name, "offset": off, "shape": shape})
+        off += math.prod(shape)
+    eps = m.get("layer_norm_epsilon" if gpt2 else "rms_norm_eps", 1e-5)
+    dims = {"family": "gpt2" if gpt2 else "llama", "d": d, "layers": L, "heads": H, "kv_heads": KV,
+            "head_dim": hd, "ffn": F, "vocab": V, "tied": tied, "eps": eps,
+            "rope_theta": m.get("rope_theta", 10000.0)}
+    return dims, tensors, off
+
+
+def load_case(run_dir):
+    """The run as the case states it, in the shape train() takes."""
+    with open(f"{run_dir}/case.json") as f:
+        case = json.load(f)
+    if case["format"] != "zerosim-case/2" or case["world"] != 1 or case["optimizer"] != "adam":
+        sys.exit(f"tfm_torch: {run_dir}/case.json is not a one-rank Adam zerosim-case/2 run")
+    cfg, tensors, n = layout(case["model"])
+    if n != case["weights"]["count"]:
+        sys.exit(f"tfm_torch: the documented layout has {n} parameters, the case {case['weights']['count']}")
+    T = case["seq"]
+    cfg.update(tensors=tensors, params=n, batch=case["batch"], lr=case["lr"],
+               betas=(case["beta1"], case["beta2"]), adam_eps=case["eps"],
+               batches=[{"inputs": [x for row in step[0] for x in row[:T]],
+                         "targets": [x for row in step[0] for x in row[1:]]} for step in case["tokens"]])
+    return cfg, load_f32(f"{run_dir}/{case['weights']['file']}", n)
 
 
 def load_f32(path, n):
@@ -121,7 +180,7 @@ def train(cfg, init, dtype):
         for t in cfg["tensors"]:
             k = model.w(t["name"]).numel()
             model.w(t["name"]).copy_(init[t["offset"] : t["offset"] + k].view(t["shape"]))
-    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"], betas=(0.9, 0.999), eps=1e-8)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"], betas=cfg["betas"], eps=cfg["adam_eps"])
     B, losses, grad, first = cfg["batch"], [], None, None
 
     def flat(get):
@@ -172,12 +231,17 @@ def main():
     if len(sys.argv) != 2:
         sys.exit("usage: tfm_torch.py DIR")
     run_dir = sys.argv[1]
-    with open(f"{run_dir}/run.json") as f:
-        cfg = json.load(f)
+    cfg, init = load_case(run_dir)
+    with open(f"{run_dir}/measured.json") as f:
+        measured = json.load(f)["runs"][0]
+    with open(f"{run_dir}/final.json") as f:
+        final = torch.tensor(json.load(f)["weights"], dtype=torch.float32).double()
+    with open(f"{run_dir}/model.json") as f:
+        after = json.load(f)["final_loss"]
     torch.set_num_threads(1)
     n, lr, fam = cfg["params"], cfg["lr"], cfg["family"]
-    init = load_f32(f"{run_dir}/init.f32", n)
-    final = load_f32(f"{run_dir}/final.f32", n).double()
+    if final.numel() != n:
+        sys.exit(f"tfm_torch: final.json holds {final.numel()} weights, not {n}")
     grad1 = load_f32(f"{run_dir}/grad1.f32", n).double()
     step1 = load_f32(f"{run_dir}/step1.f32", n).double()
     losses, g32, s32, w32 = train(cfg, init, torch.float32)
@@ -188,7 +252,7 @@ def main():
         ok &= good
         print(f"{fam}: {text} {'ok' if good else 'FAIL'}")
 
-    theirs = cfg["losses"] + [cfg["final_loss"]]
+    theirs = measured["losses"] + [after]
     for i, (a, z) in enumerate(zip(losses, theirs)):
         rel = abs(a - z) / abs(a)
         what = f"after step {i}" if i == len(losses) - 1 else f"step {i + 1}"

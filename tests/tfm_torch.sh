@@ -1,9 +1,14 @@
 #!/bin/sh
-# tfm_torch — zerosim's transformer agrees with PyTorch: tests/tfm_dump
-# trains the tiny gpt2 and llama models three fp32 Adam steps and writes
-# their initial weights, tokens, losses and final weights; tests/tfm_torch.py
-# builds the same models in PyTorch, trains them on the same tokens and
-# compares (the bounds are in its opening comment).
+# tfm_torch — zerosim's transformer agrees with PyTorch, fed the case file
+# zerosim writes. For the tiny gpt2 and llama models, `zerosim measure
+# --write-case` writes the run (three fp32 Adam steps: the model config,
+# the tokens, the optimizer; the initial weights in a raw float32 side
+# file); `measure --case` trains it again (the same digest, or the test
+# fails) and writes the losses and, with --dump-weights, the final
+# weights; tests/tfm_dump adds the first step's gradient and weights.
+# tests/tfm_torch.py builds the same models in PyTorch from the case and
+# its side file alone, trains them on the case's tokens and compares (the
+# bounds are in its opening comment).
 #
 # PyTorch is looked for in $PYTHON, Debian's /usr/bin/python3, then the
 # python3 on PATH (one earlier on PATH may lack torch); without it the test
@@ -14,10 +19,13 @@ set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
 dump=$top/tests/tfm_dump
-if [ ! -x "$dump" ]; then
-	echo "tfm_torch: $dump is not built" >&2
-	exit 99
-fi
+zerosim=$top/zerosim
+for p in "$dump" "$zerosim"; do
+	if [ ! -x "$p" ]; then
+		echo "tfm_torch: $p is not built" >&2
+		exit 99
+	fi
+done
 
 py=""
 for p in ${PYTHON:-} /usr/bin/python3 python3; do
@@ -35,11 +43,30 @@ echo "tfm_torch: $py, torch $("$py" -c 'import torch; print(torch.__version__)')
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-torch.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 
+# The tiny models: d 64, 2 blocks, 4 heads (2 key-value heads for llama),
+# vocabulary 256, 32 positions; gpt2's head tied, llama's not.
+cat >"$tmp/gpt2.json" <<'EOF_'
+{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32}
+EOF_
+cat >"$tmp/llama.json" <<'EOF_'
+{"model_type": "llama", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 32}
+EOF_
 status=0
 for family in gpt2 llama; do
-	mkdir "$tmp/$family" || exit 99
-	"$dump" "$family" "$tmp/$family" || exit 99
-	"$py" "$src/tests/tfm_torch.py" "$tmp/$family"
+	d=$tmp/$family
+	mkdir "$d" || exit 99
+	"$zerosim" measure -q --model "$tmp/$family.json" --seq 32 --batch 2 --world 1 --steps 3 --seed 11 \
+		--precision fp32 --optimizer adam --lr 1e-3 --schemes dp --write-case "$d/case.json" --out "$d/seed.json" &&
+		"$zerosim" measure -q --case "$d/case.json" --schemes dp --out "$d/measured.json" --dump-weights "$d/final.json" &&
+		"$dump" "$d/case.json" "$d" || exit 99
+	a=$(grep weights_digest "$d/seed.json")
+	b=$(grep weights_digest "$d/measured.json")
+	if [ "$a" != "$b" ]; then
+		echo "$family: measure --case trained other weights than the run that wrote the case: $a, $b FAIL"
+		status=1
+	fi
+	"$py" "$src/tests/tfm_torch.py" "$d"
 	rc=$?
 	[ "$rc" -eq 0 ] || status=1
 	[ "$rc" -le 1 ] || { echo "tfm_torch: tfm_torch.py failed (status $rc)" >&2; exit 99; }

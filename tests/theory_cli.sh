@@ -117,9 +117,6 @@ expect 2 --model gpt2 --reserve 1GB
 expect 2 --model gpt2 --device-mem 1GB --reserve 2GB
 ZEROSIM_DATADIR=$tmp/nowhere expect 2 --model gpt2
 grep -q 'ZEROSIM_DATADIR' "$tmp/err" || fail "a missing data folder is not named: $(cat "$tmp/err")"
-"$zerosim" measure --model gpt2 --precision mixed >"$tmp/out" 2>"$tmp/err"
-[ $? -eq 2 ] && grep -q "^zerosim measure: --precision mixed with --model: the engine's transformer runs in fp32 only" "$tmp/err" ||
-	fail "measure --model --precision mixed is not refused: $(cat "$tmp/err")"
 # measure --model's other bad input: one line, exit 2, nothing run.
 for args in "--seq 8" "--recompute full" "--model gpt2 --seq 0" "--model gpt2 --seq 1025" \
 	"--model gpt2 --recompute half" "--model gpt2 --layers 2,3" "--model gpt2-xl" "--model nosuch" \

@@ -148,11 +148,36 @@ for precision in mixed fp32; do
 done
 check --framework deepspeed --offload optimizer --layers 5,7,3,11 --world 2,4,6,8 --ranks-per-node 2 \
 	--schemes zero1,zero2 --unit model,layer --optimizer sgd --ds-reduce-bucket 30 --ds-overlap-comm on --steps 2
+# DeepSpeed's ZeRO-3 (stage3.py and its parameter coordinator: each tensor
+# partitioned on its own, the trace recorded in step 1, prefetch, the
+# persistence threshold, the bucket reduced mid-backward): N = 1..8, both
+# precisions, both units; nothing persistent, the biases persistent, every
+# tensor (the default); max live 0, a small prefetch bucket, buckets just
+# holding a tensor; the odd and the deeper model.
+for precision in mixed fp32; do
+	for persist in 0 1000 1e5; do
+		check --framework deepspeed --schemes zero3 --layers 64,256,64 --world 1,2,3,4,5,6,7,8 --unit model,layer \
+			--precision $precision --ds-persist $persist --batch 4 --steps 2
+	done
+	check --framework deepspeed --schemes zero3 --layers 64,256,64 --world 1,2,3,5,8 --unit model,layer \
+		--precision $precision --ds-persist 0 --ds-max-live 0 --ds-reduce-bucket 16448 --steps 3
+	check --framework deepspeed --schemes zero3 --layers 64,256,64 --world 1,3,5,8 --unit layer --precision $precision \
+		--ds-persist 0 --ds-prefetch-bucket 100 --ds-max-live 20000 --optimizer sgd --steps 1
+done
+check --framework deepspeed --schemes zero3 --layers 5,7,3,11 --world 1,2,3,4,5,6,7,8 --unit model,layer \
+	--ds-persist 10 --ds-reduce-bucket 35 --steps 3
+# a bucket reduced in the middle of backward at the peak, one tensor in it
+# that N does not divide: reduce_scatter_coalesced's padded copy
+check --framework deepspeed --schemes zero3 --layers 1000,1 --world 1,2,3,4,5,7 --unit model,layer \
+	--ds-reduce-bucket 1000 --steps 2
+check --framework deepspeed --schemes zero3 --layers 64,256,256,256,64 --world 1,3,5,8 --unit model,layer \
+	--ds-persist 300 --ds-reduce-bucket 70000 --ds-prefetch-bucket 70000 --precision fp32 --steps 2
 
-# zerosim's own transformer (measure --model, fp32): both families at tiny
-# sizes (d 64, 2 blocks, 4 heads, 2 key-value heads for llama, vocabulary
-# 256, seq 32, micro-batch 2), tied and untied heads, the three recompute
-# modes, N = 1, 2, 3, 4, 8, both units.
+# zerosim's own transformer (measure --model): both families at tiny sizes
+# (d 64, 2 blocks, 4 heads, 2 key-value heads for llama, vocabulary 256,
+# seq 32, micro-batch 2), tied and untied heads, the three recompute modes,
+# N = 1, 2, 3, 4, 8, both units, mixed precision (16-bit activations, the
+# conversion buffers) and fp32.
 cat >"$tmp/gpt2-tiny.json" <<'EOF_'
 {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32}
 EOF_
@@ -162,15 +187,17 @@ cat >"$tmp/llama-tiny.json" <<'EOF_'
 EOF_
 sed 's/}$/, "tie_word_embeddings": false}/' "$tmp/gpt2-tiny.json" >"$tmp/gpt2-untied.json"
 sed 's/}$/, "tie_word_embeddings": true}/' "$tmp/llama-tiny.json" >"$tmp/llama-tied.json"
-for model in gpt2-tiny llama-tiny; do
-	for recompute in none selective full; do
-		check --model "$tmp/$model.json" --seq 32 --batch 2 --recompute $recompute --precision fp32 \
-			--world 1,2,3,4,8 --schemes $schemes --unit model,layer --steps 1
+for precision in mixed fp32; do
+	for model in gpt2-tiny llama-tiny; do
+		for recompute in none selective full; do
+			check --model "$tmp/$model.json" --seq 32 --batch 2 --recompute $recompute --precision $precision \
+				--world 1,2,3,4,8 --schemes $schemes --unit model,layer --steps 1
+		done
 	done
-done
-for model in gpt2-untied llama-tied; do
-	check --model "$tmp/$model.json" --seq 16 --batch 1 --recompute full --precision fp32 --optimizer sgd \
-		--world 1,3,5 --schemes $schemes --unit model,layer --steps 2
+	for model in gpt2-untied llama-tied; do
+		check --model "$tmp/$model.json" --seq 16 --batch 1 --recompute full --precision $precision \
+			--optimizer sgd --world 1,3,5 --schemes $schemes --unit model,layer --steps 2
+	done
 done
 
 echo "theory_vs_measure: all $configs sweeps agree exactly"

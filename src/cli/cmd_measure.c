@@ -30,8 +30,8 @@
 static void usage(FILE *f)
 {
 	fputs("Usage: zerosim measure [OPTION]...\n"
-	      "Run real training steps of an MLP (mixed precision or fp32) or, with --model,\n"
-	      "a transformer (fp32) across N simulated data-parallel ranks under DP and\n"
+	      "Run real training steps of an MLP or, with --model, a transformer (mixed\n"
+	      "precision or fp32) across N simulated data-parallel ranks under DP and\n"
 	      "ZeRO-1/2/3, with every buffer tracked, and write the measurement as JSON\n"
 	      "(zerosim-measured/1).\n"
 	      "\n"
@@ -53,7 +53,7 @@ static void usage(FILE *f)
 	      "      --framework F      paper (default: the ZeRO paper's schedule), torch\n"
 	      "                         (DDP for dp, ZeroRedundancyOptimizer for zero1,\n"
 	      "                         FSDP SHARD_GRAD_OP and FULL_SHARD for zero2 and\n"
-	      "                         zero3) or deepspeed (dp, zero1, zero2)\n"
+	      "                         zero3) or deepspeed (dp, zero1, zero2, zero3)\n"
 	      "      --bucket-cap MB    torch: DDP's gradient bucket size (default 25)\n"
 	      "      --prefetch P       torch: FSDP's backward prefetch, none (default, as\n"
 	      "                         PyTorch 1.13) or backward-pre (torch 2.x's default)\n"
@@ -61,26 +61,34 @@ static void usage(FILE *f)
 	      "                         DeepSpeed's bucket sizes in elements (default\n"
 	      "                         5e8 each) and overlap_comm (default off)\n"
 	      "      --ds-persist T     DeepSpeed ZeRO-3's persistence threshold (1e5)\n"
+	      "      --ds-prefetch-bucket B, --ds-max-live M\n"
+	      "                         DeepSpeed ZeRO-3's prefetch bucket and max live\n"
+	      "                         parameters, in elements (5e7, 1e9)\n"
 	      "      --offload O        none (default) or optimizer: DeepSpeed's host bytes\n"
 	      "                         apart from the device's (zero1, zero2)\n"
 	      "      --ranks-per-node R with --offload optimizer: host bytes per node (1)\n"
 	      "      --spec FILE        read the options above from a zerosim-sweep/1 file;\n"
 	      "                         options on the command line override it\n"
 	      "      --model NAME|FILE  train a transformer instead: a shipped config (gpt2,\n"
-	      "                         llama-2-7b, ...) or a Hugging Face config.json, in\n"
-	      "                         fp32, on tokens from --seed; --batch defaults to 1\n"
-	      "                         and --unit to layer\n"
+	      "                         llama-2-7b, ...) or a Hugging Face config.json, on\n"
+	      "                         tokens from --seed; --precision defaults to fp32,\n"
+	      "                         --batch to 1 and --unit to layer\n"
 	      "      --seq S            tokens per sequence (default: the model's positions)\n"
 	      "      --recompute R      none (default), selective (the attention softmax) or\n"
 	      "                         full (all but each block's input) in backward\n"
 	      "      --case FILE        initial weights and every batch from a\n"
 	      "                         zerosim-case file (fixes layers, world, batch, steps;\n"
-	      "                         a zerosim-case/2 file also the training options)\n"
+	      "                         a zerosim-case/2 file also the training options, or\n"
+	      "                         a transformer: its model, seq, recompute and tokens)\n"
 	      "\n"
 	      "Output:\n"
 	      "  -o, --out FILE         write the JSON to FILE (default: standard output)\n"
 	      "      --timeline         record rank 0's allocations through the last step\n"
 	      "      --dump-weights FILE  write the final fp32 weights (zerosim-weights/1)\n"
+	      "      --write-case FILE  write the run's case (zerosim-case/2: initial weights,\n"
+	      "                         every batch, the training options; one --world), for\n"
+	      "                         --case or another framework; a transformer's weights\n"
+	      "                         go to FILE's name with .f32 for .json beside it\n"
 	      "  -q, --quiet            no progress line on standard error\n"
 	      "\n"
 	      "Other:\n"
@@ -154,18 +162,34 @@ static void setting_text(const struct zs_config *c, enum zs_key k, char *buf, si
 	}
 }
 
-/* What the case file fixes: the model, one world size, the batch and the
- * steps, and (zerosim-case/2) the training settings it gives. An option
- * that says otherwise, on the command line or in --spec, is refused. */
-static int apply_case(struct zs_config *c, const struct zs_case *cs, char **cause)
+/* What the case file fixes: the model (an MLP's layers, or a
+ * transformer's config, seq and recompute), one world size, the batch and
+ * the steps, and (zerosim-case/2) the training settings it gives. An
+ * option that says otherwise, on the command line or in --spec, is
+ * refused. */
+static int apply_case(struct zs_config *c, const struct zs_case *cs, const char *seq, const char *recompute,
+                      char **cause)
 {
 	static const enum zs_key training[] = {ZS_KEY_PRECISION, ZS_KEY_OPTIMIZER, ZS_KEY_LR,
 	                                       ZS_KEY_BETA1, ZS_KEY_BETA2, ZS_KEY_EPS};
 	static const char *const names[] = {"precision", "optimizer", "lr", "beta1", "beta2", "eps"};
 	const unsigned given = c->given;
+	if ((given & 1u << ZS_KEY_LAYERS) && cs->tfm != NULL)
+		return zs_fail(cause, "--layers with a transformer's case: the case file's model gives the shape");
 	if ((given & 1u << ZS_KEY_LAYERS) &&
 	    (c->nwidths != cs->nwidths || memcmp(c->widths, cs->widths, cs->nwidths * sizeof *cs->widths) != 0))
 		return zs_fail(cause, "--layers disagrees with the case file's layers");
+	if ((seq != NULL || recompute != NULL) && cs->tfm == NULL)
+		return zs_fail(cause, "%s with an MLP's case file (it has no transformer)", seq != NULL ? "--seq" : "--recompute");
+	if (seq != NULL) {
+		char have[32];
+		snprintf(have, sizeof have, "%zu", cs->tfm->seq);
+		if (strcmp(seq, have) != 0)
+			return zs_fail(cause, "--seq %.40s disagrees with the case file's seq %s", seq, have);
+	}
+	if (recompute != NULL && strcmp(recompute, tfm_recompute_name(cs->tfm->recompute)) != 0)
+		return zs_fail(cause, "--recompute %.40s disagrees with the case file's recompute %s", recompute,
+		               tfm_recompute_name(cs->tfm->recompute));
 	if ((given & 1u << ZS_KEY_WORLD) && (c->nworld != 1 || c->world[0] != cs->world))
 		return zs_fail(cause, "--world disagrees with the case file's world size %u", cs->world);
 	if ((given & 1u << ZS_KEY_BATCH) && c->batch != cs->batch)
@@ -183,8 +207,10 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, char **caus
 		if ((given & 1u << training[i]) && strcmp(mine, theirs) != 0)
 			return zs_fail(cause, "--%s %s disagrees with the case file's %s %s", names[i], mine, names[i], theirs);
 	}
-	c->nwidths = cs->nwidths;
-	memcpy(c->widths, cs->widths, sizeof c->widths);
+	if (cs->tfm == NULL) {
+		c->nwidths = cs->nwidths;
+		memcpy(c->widths, cs->widths, sizeof c->widths);
+	}
 	c->nworld = 1;
 	c->world[0] = cs->world;
 	c->batch = cs->batch;
@@ -205,11 +231,42 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, char **caus
 	return 0;
 }
 
+/* A transformer run, from --model or a case: at most ZS_MAX_LAYERS
+ * layers; the batch 1 (unless a case gives it) and the unit layer where
+ * neither the command line nor a spec sets them, as `zerosim theory --model` does;
+ * fp32 unless --precision (or a spec) says mixed. A transformer's case is
+ * fp32 only so far (its side file holds the fp32 weights; a mixed case is
+ * refused). */
+static int transformer_run(struct zs_config *c, struct zs_tfm_run *tr, int mixed_asked, int from_case, char **cause)
+{
+	const struct zs_model hf = tr->hf;
+	if (hf.layers + 2 > ZS_MAX_LAYERS)
+		return zs_fail(cause, "%s: %llu blocks; the engine runs at most %d", hf.name,
+		               (unsigned long long)hf.layers, ZS_MAX_LAYERS - 2);
+	if (tfm_dims_check(&tr->dims, cause) != 0)
+		return -1;
+	if (from_case && mixed_asked && c->precision == ZS_MIXED)
+		return zs_fail(cause, "precision mixed in a transformer's case: a transformer's case is fp32 only so "
+		               "far (precision fp32)");
+	if (!mixed_asked)
+		c->precision = ZS_FP32;
+	if (!(c->given & 1u << ZS_KEY_BATCH) && !from_case)
+		c->batch = 1;
+	if (!(c->given & 1u << ZS_KEY_UNITS)) {
+		c->nunits = 1;
+		c->units[0] = ZS_UNIT_LAYER;
+	}
+	double psi = (double)tfm_nparams(&tr->dims), acts = (double)c->batch * (double)tr->seq *
+	             ((double)hf.layers * 40.0 * (double)hf.hidden + (double)hf.vocab) * 4.0;
+	if (psi > ZS_MAX_PARAMS || acts > 0x1p52)
+		return zs_fail(cause, "%s at --seq %zu, --batch %u: more bytes than zerosim counts exactly", hf.name,
+		               tr->seq, c->batch);
+	c->tfm = tr;
+	return 0;
+}
+
 /* --model and the options that go with it: the shape from the config,
- * T = --seq (default: the model's positions), --recompute; the batch 1
- * and the unit layer where neither the command line nor a spec sets
- * them, as `zerosim theory --model` does; fp32, the only precision the
- * engine's transformer runs in. */
+ * T = --seq (default: the model's positions), --recompute. */
 static int load_transformer(struct zs_config *c, struct zs_tfm_run *tr, const char *arg, const char *seq,
                             const char *recompute, char **cause)
 {
@@ -235,28 +292,7 @@ static int load_transformer(struct zs_config *c, struct zs_tfm_run *tr, const ch
 	}
 	if (recompute != NULL && tfm_recompute_parse(recompute, &tr->recompute) != 0)
 		return zs_fail(cause, "--recompute: '%.40s' is none of none, selective, full", recompute);
-	if (hf.layers + 2 > ZS_MAX_LAYERS)
-		return zs_fail(cause, "%s: %llu blocks; the engine runs at most %d", hf.name,
-		               (unsigned long long)hf.layers, ZS_MAX_LAYERS - 2);
-	if (tfm_dims_check(&tr->dims, cause) != 0)
-		return -1;
-	if (c->given & 1u << ZS_KEY_PRECISION && c->precision == ZS_MIXED)
-		return zs_fail(cause, "--precision mixed with --model: the engine's transformer runs in fp32 only so "
-		               "far (--precision fp32)");
-	c->precision = ZS_FP32;
-	if (!(c->given & 1u << ZS_KEY_BATCH))
-		c->batch = 1;
-	if (!(c->given & 1u << ZS_KEY_UNITS)) {
-		c->nunits = 1;
-		c->units[0] = ZS_UNIT_LAYER;
-	}
-	double psi = (double)tfm_nparams(&tr->dims), acts = (double)c->batch * (double)tr->seq *
-	             ((double)hf.layers * 40.0 * (double)hf.hidden + (double)hf.vocab) * 4.0;
-	if (psi > ZS_MAX_PARAMS || acts > 0x1p52)
-		return zs_fail(cause, "%s at --seq %zu, --batch %u: more bytes than zerosim counts exactly", hf.name,
-		               tr->seq, c->batch);
-	c->tfm = tr;
-	return 0;
+	return transformer_run(c, tr, (c->given & 1u << ZS_KEY_PRECISION) != 0, 0, cause);
 }
 
 /* This process's rank in a job being launched, from the launcher's
@@ -274,7 +310,7 @@ static int launched_rank(void)
 }
 
 enum { OPT_CASE = ZS_OPT_COMMAND, OPT_OUT, OPT_TIMELINE, OPT_DUMP, OPT_QUIET, OPT_JOBS, OPT_BACKEND, OPT_MODEL,
-       OPT_SEQ, OPT_RECOMPUTE };
+       OPT_SEQ, OPT_RECOMPUTE, OPT_WRITE_CASE };
 
 static const struct zs_opt options[] = {
 	ZS_OPTS_MODEL,
@@ -282,6 +318,7 @@ static const struct zs_opt options[] = {
 	{"out", 'o', 1, OPT_OUT, NULL},
 	{"timeline", 0, 0, OPT_TIMELINE, NULL},
 	{"dump-weights", 0, 1, OPT_DUMP, NULL},
+	{"write-case", 0, 1, OPT_WRITE_CASE, NULL},
 	{"quiet", 'q', 0, OPT_QUIET, NULL},
 	{"jobs", 'j', 1, OPT_JOBS, NULL},
 	{"backend", 0, 1, OPT_BACKEND, NULL},
@@ -296,7 +333,8 @@ int zs_cmd_measure(int argc, char **argv)
 {
 	struct zs_config c;
 	zs_config_defaults(&c);
-	const char *spec = NULL, *case_path = NULL, *out = NULL, *dump = NULL;
+	const char *spec = NULL, *case_path = NULL, *out = NULL, *dump = NULL, *write_case = NULL;
+	char *write_side = NULL;
 	const char *model_arg = NULL, *seq_arg = NULL, *recompute_arg = NULL;
 	struct zs_tfm_run tfm;
 	int timeline = 0, quiet = 0;
@@ -330,6 +368,7 @@ int zs_cmd_measure(int argc, char **argv)
 		case OPT_OUT: out = v; break;
 		case OPT_TIMELINE: timeline = 1; break;
 		case OPT_DUMP: dump = v; break;
+		case OPT_WRITE_CASE: write_case = v; break;
 		case OPT_QUIET: quiet = 1; break;
 		case OPT_JOBS:
 			if (parse_jobs(v, &jobs, &cause) != 0)
@@ -351,27 +390,42 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	if (zs_opts_config(&c, args, nargs, &cause) != 0)
 		goto fail;
-	if ((out != NULL && *out == '\0') || (dump != NULL && *dump == '\0')) {
-		zs_fail(&cause, "%s: the file name is empty", out != NULL && *out == '\0' ? "--out" : "--dump-weights");
+	const char *empty = out != NULL && *out == '\0' ? "--out" : dump != NULL && *dump == '\0' ? "--dump-weights"
+	                    : write_case != NULL && *write_case == '\0' ? "--write-case" : NULL;
+	if (empty != NULL) {
+		zs_fail(&cause, "%s: the file name is empty", empty);
 		goto fail;
 	}
-	if (model_arg == NULL && (seq_arg != NULL || recompute_arg != NULL)) {
+	if (model_arg == NULL && case_path == NULL && (seq_arg != NULL || recompute_arg != NULL)) {
 		zs_fail(&cause, "%s needs --model (a transformer)", seq_arg != NULL ? "--seq" : "--recompute");
 		goto fail;
 	}
-	if (model_arg != NULL) {
-		if (case_path != NULL) {
-			zs_fail(&cause, "--case with --model: a case file holds an MLP; transformer cases are not "
-			        "implemented yet (the weights and tokens come from --seed)");
-			goto fail;
-		}
-		if (load_transformer(&c, &tfm, model_arg, seq_arg, recompute_arg, &cause) != 0)
-			goto fail;
+	if (model_arg != NULL && case_path != NULL) {
+		zs_fail(&cause, "--model and --case exclude each other: the case file gives the model");
+		goto fail;
 	}
+	if (model_arg != NULL && load_transformer(&c, &tfm, model_arg, seq_arg, recompute_arg, &cause) != 0)
+		goto fail;
 	if (case_path != NULL) {
-		if (engine_case_load(case_path, &cs, &cause) != 0 || apply_case(&c, cs, &cause) != 0)
+		if (engine_case_load(case_path, &cs, &cause) != 0 || apply_case(&c, cs, seq_arg, recompute_arg, &cause) != 0)
 			goto fail;
+		if (cs->tfm != NULL) {
+			tfm = *cs->tfm;
+			int mixed_asked = (c.given | cs->train.given) & 1u << ZS_KEY_PRECISION;
+			if (transformer_run(&c, &tfm, mixed_asked != 0, 1, &cause) != 0)
+				goto fail;
+		}
 	}
+	if (write_case != NULL && c.tfm != NULL && c.precision == ZS_MIXED) {
+		zs_fail(&cause, "--write-case: a transformer's case is fp32 only so far (--precision fp32)");
+		goto fail;
+	}
+	if (write_case != NULL && c.nworld != 1) {
+		zs_fail(&cause, "--write-case: a case holds one world size, and the run has %zu (give one --world)", c.nworld);
+		goto fail;
+	}
+	if (write_case != NULL && c.tfm != NULL)
+		write_side = engine_case_side_path(write_case);
 	if (zs_config_validate(&c, &cause) != 0 || zs_framework_check(&c, 0, &cause) != 0)
 		goto fail;
 #ifndef HAVE_MPI
@@ -396,24 +450,26 @@ int zs_cmd_measure(int argc, char **argv)
 	/* Under MPI only process 0 writes, and checks where it writes. */
 	int writer = !mpi || launched_rank() <= 0;
 	char *model_file = zs_model_file(model_arg); /* the config --model reads */
-	const struct zs_path in[] = {{"--spec", spec}, {"--case", case_path}, {"--model", model_file}};
-	const struct zs_path outs[] = {{"--out", out}, {"--dump-weights", dump}};
-	int clash = writer ? zs_check_paths(in, 3, outs, 2, &cause) : 0;
+	const struct zs_path in[] = {{"--spec", spec}, {"--case", case_path}, {"--model", model_file},
+	                             {"--case's weights", cs != NULL ? cs->weights_file : NULL}};
+	const struct zs_path outs[] = {{"--out", out}, {"--dump-weights", dump}, {"--write-case", write_case},
+	                               {"--write-case's weights", write_side}};
+	int clash = writer ? zs_check_paths(in, 4, outs, 4, &cause) : 0;
 	free(model_file);
 	if (clash != 0)
 		goto fail;
 	/* A folder is bad usage; a folder that cannot take the file, a run-time failure. */
 	struct stat st;
-	if (writer && ((out != NULL && stat(out, &st) == 0 && S_ISDIR(st.st_mode)) ||
-	               (dump != NULL && stat(dump, &st) == 0 && S_ISDIR(st.st_mode)))) {
-		const char *d = out != NULL && stat(out, &st) == 0 && S_ISDIR(st.st_mode) ? out : dump;
-		zs_fail(&cause, "%s %s: is a folder, not a file", d == out ? "--out" : "--dump-weights", d);
-		goto fail;
-	}
-	if (writer && ((out && check_writable(out, &cause) != 0) || (dump && check_writable(dump, &cause) != 0))) {
-		status = ZS_EXIT_RUNTIME;
-		goto fail;
-	}
+	for (size_t i = 0; writer && i < sizeof outs / sizeof outs[0]; i++)
+		if (outs[i].path != NULL && stat(outs[i].path, &st) == 0 && S_ISDIR(st.st_mode)) {
+			zs_fail(&cause, "%s %s: is a folder, not a file", outs[i].opt, outs[i].path);
+			goto fail;
+		}
+	for (size_t i = 0; writer && i < sizeof outs / sizeof outs[0]; i++)
+		if (outs[i].path != NULL && check_writable(outs[i].path, &cause) != 0) {
+			status = ZS_EXIT_RUNTIME;
+			goto fail;
+		}
 
 	status = ZS_EXIT_RUNTIME;
 #ifdef HAVE_MPI
@@ -460,6 +516,13 @@ int zs_cmd_measure(int argc, char **argv)
 		}
 	}
 	sweep_results_free(res, nres);
+	if (write_case != NULL) { /* the case this run trained: the one it read, or its seed's */
+		struct zs_case *made = cs != NULL ? NULL : engine_case_from_seed(&c, c.world[0]);
+		int r = engine_case_write(write_case, cs != NULL ? cs : made, &c, &cause);
+		engine_case_free(made);
+		if (r != 0)
+			goto fail;
+	}
 	if (out != NULL) {
 		if (zs_json_write(out, root, &cause) != 0)
 			goto fail;
@@ -492,6 +555,7 @@ fail:;
 	free(cause);
 	cJSON_Delete(root);
 	engine_case_free(cs);
+	free(write_side);
 	free(args);
 	return status;
 }

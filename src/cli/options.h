@@ -55,6 +55,7 @@ struct zs_opt {
 	{"ds-reduce-bucket", 0, 1, ZS_OPT_CONFIG, NULL}, {"ds-allgather-bucket", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"ds-overlap-comm", 0, 1, ZS_OPT_CONFIG, NULL}, {"ds-persist", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"offload", 0, 1, ZS_OPT_CONFIG, NULL}, {"ranks-per-node", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"ds-prefetch-bucket", 0, 1, ZS_OPT_CONFIG, NULL}, {"ds-max-live", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"spec", 0, ZS_OPT_FILE, ZS_OPT_SPEC, NULL}
 
 /* Every command has these. */

@@ -1,19 +1,30 @@
 /*
- * case — reading a zerosim-case/2 or /1 file (docs/formats.md): the model,
- * the initial weights and every rank's batch at every step, and (/2) the
- * training settings, so that the same run can be fed to another framework
- * and compared. Every key is checked, and a key the version does not have
- * is an error naming it (a user writes this file); a wrong shape names the
- * place it was found.
+ * case — reading and writing a zerosim-case/2 or /1 file (docs/formats.md):
+ * the model (an MLP's widths, or a transformer's config with its sequence
+ * length and recompute mode), the initial weights (in the file, or a
+ * transformer's in a raw float32 side file beside it) and every rank's
+ * batch at every step, and (/2) the training settings, so that the same
+ * run can be fed to another framework and compared. Every key is checked,
+ * and a key the version does not have is an error naming it (a user
+ * writes this file); a wrong shape names the place it was found.
  */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
 
 #include "engine/engine.h"
+#include "engine/tfm.h"
+#include "util/model.h"
 #include "util/schedule.h"
 #include "util/util.h"
 
@@ -106,9 +117,8 @@ static int batches_shape(const cJSON *batches, const struct zs_case *cs, char **
 /* The keys of each version; a key of neither is refused by name. */
 static const char *const keys_v1[] = {"format", "layers", "world", "batch", "steps", "weights", "batches"};
 static const char *const training_v2[] = {"precision", "optimizer", "lr", "beta1", "beta2", "eps"};
-/* Keys zerosim-case/2 defines for a transformer (docs/formats.md) that
- * this zerosim does not read yet: refused, never ignored. */
-static const char *const later_v2[] = {"model", "tokens"};
+/* A transformer's, in place of "layers" and "batches" (zerosim-case/2). */
+static const char *const tfm_v2[] = {"model", "seq", "recompute", "tokens"};
 
 static int listed(const char *key, const char *const *list, size_t n)
 {
@@ -139,12 +149,11 @@ static int keys(const cJSON *root, int version, struct zs_case *cs, char **cause
 			}
 			continue;
 		}
-		if (version >= 2 && LISTED(it->string, later_v2))
-			return zs_fail(cause, "the case's \"%s\" (a transformer's) is not read by this zerosim, "
-			               "which trains the MLP of \"layers\"", it->string);
-		if (version == 1 && LISTED(it->string, training_v2))
+		if (version >= 2 && LISTED(it->string, tfm_v2))
+			continue;
+		if (version == 1 && (LISTED(it->string, training_v2) || LISTED(it->string, tfm_v2)))
 			return zs_fail(cause, "unknown key \"%.40s\" in a zerosim-case/1 file (training settings "
-			               "are zerosim-case/2's)", it->string);
+			               "and transformers are zerosim-case/2's)", it->string);
 		return zs_fail(cause, "unknown key \"%.40s\" in the case", it->string);
 	}
 	/* SGD has no betas or epsilon: a case that gives them means Adam. */
@@ -152,13 +161,135 @@ static int keys(const cJSON *root, int version, struct zs_case *cs, char **cause
 	if ((cs->train.given & 1u << ZS_KEY_OPTIMIZER) && cs->train.optimizer == ZS_SGD &&
 	    (cs->train.given & adam_only))
 		return zs_fail(cause, "the case trains sgd but gives Adam's beta1, beta2 or eps");
+	/* An MLP ("layers", "batches") or a transformer ("model", "seq", "tokens"). */
+	int mlp = cJSON_HasObjectItem(root, "layers") || cJSON_HasObjectItem(root, "batches");
+	int tfm = cJSON_HasObjectItem(root, "model") || cJSON_HasObjectItem(root, "tokens") ||
+	          cJSON_HasObjectItem(root, "seq") || cJSON_HasObjectItem(root, "recompute");
+	if (mlp && tfm)
+		return zs_fail(cause, "the case mixes an MLP's \"layers\" and \"batches\" with a transformer's "
+		               "\"model\", \"seq\", \"recompute\" and \"tokens\"");
 	return 0;
 }
 
-static int load(const cJSON *root, struct zs_case *cs, char **cause)
+/* Read the case's "weights" (n values): an array, or a side file
+ * {"file", "count", "digest"} of raw little-endian float32 (its path
+ * relative to the case's folder), read without blocking and only if it is
+ * a regular file of exactly 4n bytes. */
+static int weights_file(const cJSON *w, const char *path, size_t n, struct zs_case *cs, char **cause)
 {
-	const cJSON *layers, *weights, *batches;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, w)
+		if (strcmp(it->string, "file") != 0 && strcmp(it->string, "count") != 0 &&
+		    strcmp(it->string, "digest") != 0)
+			return zs_fail(cause, "the case's \"weights\" has the unknown key \"%.40s\" (file, count, digest)",
+			               it->string);
+	const char *file, *digest = NULL;
+	unsigned long long count;
+	if (zs_json_string(w, "file", "the case's weights", &file, cause) != 0 ||
+	    zs_json_uint(w, "count", "the case's weights", 1, 0x1p53, &count, cause) != 0)
+		return -1;
+	if (cJSON_HasObjectItem(w, "digest") && zs_json_string(w, "digest", "the case's weights", &digest, cause) != 0)
+		return -1;
+	if (*file == '\0' || *file == '/')
+		return zs_fail(cause, "the case's weights.file \"%.60s\" is not a path relative to the case's folder", file);
+	if (count != n)
+		return zs_fail(cause, "the case's weights.count is %llu, the model has %zu parameters", count, n);
+	const char *slash = strrchr(path, '/');
+	cs->weights_file = slash == NULL ? zs_strdup(file)
+	                                 : zs_asprintf("%.*s/%s", (int)(slash - path), path, file);
+	const char *side = cs->weights_file;
+	struct stat st;
+	char *why = NULL;
+	int fd = zs_open_regular(side, &st, &why);
+	if (fd < 0) {
+		int r = zs_fail(cause, "the case's weights file %s", why);
+		free(why);
+		return r;
+	}
+	if ((double)st.st_size != 4.0 * (double)n) {
+		close(fd);
+		return zs_fail(cause, "the case's weights file %s holds %lld bytes, not 4 x %zu (its count)", side,
+		               (long long)st.st_size, n);
+	}
+	unsigned char *buf = zs_malloc(4 * n + 1);
+	size_t got = 0;
+	for (;;) { /* to the end: a file that grew since fstat is refused too */
+		ssize_t k = read(fd, buf + got, 4 * n + 1 - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			if (k < 0)
+				got = SIZE_MAX;
+			break;
+		}
+		got += (size_t)k;
+		if (got == 4 * n + 1)
+			break;
+	}
+	close(fd);
+	if (got != 4 * n) {
+		free(buf);
+		return got == SIZE_MAX ? zs_fail(cause, "the case's weights file %s: %s", side, strerror(errno))
+		                       : zs_fail(cause, "the case's weights file %s changed size while read", side);
+	}
+	if (digest != NULL) {
+		char have[32];
+		snprintf(have, sizeof have, "xxh3:%016llx", (unsigned long long)XXH3_64bits(buf, 4 * n));
+		if (strcmp(have, digest) != 0) {
+			free(buf);
+			return zs_fail(cause, "the case's weights file %s has the digest %s, the case says %.40s", side,
+			               have, digest);
+		}
+	}
+	cs->weights = zs_malloc(n * sizeof(float));
+	for (size_t i = 0; i < n; i++) {
+		const unsigned char *b = buf + 4 * i;
+		uint32_t u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+		memcpy(&cs->weights[i], &u, sizeof u);
+		if (!isfinite(cs->weights[i])) {
+			free(buf);
+			return zs_fail(cause, "the case's weights file %s: value %zu is not a finite fp32 number", side, i);
+		}
+	}
+	free(buf);
+	return 0;
+}
+
+/* "weights": Ψ values as an array, or the side file. */
+static int weights(const cJSON *root, const char *path, size_t psi, struct zs_case *cs, char **cause)
+{
+	const cJSON *w = cJSON_GetObjectItemCaseSensitive(root, "weights");
+	if (cJSON_IsObject(w))
+		return weights_file(w, path, psi, cs, cause);
+	if (zs_json_array(root, "weights", "case", &w, cause) != 0)
+		return -1;
+	/* A file states its sizes before it proves them; check the size
+	 * against the array it holds before allocating anything. */
+	if ((size_t)cJSON_GetArraySize(w) != psi)
+		return zs_fail(cause, "the case's \"weights\" has %d numbers, the model has %zu parameters",
+		               cJSON_GetArraySize(w), psi);
+	cs->weights = zs_malloc(psi * sizeof(float));
+	return floats(w, psi, cs->weights, "the case's \"weights\"", cause);
+}
+
+static int world_batch_steps(const cJSON *root, struct zs_case *cs, char **cause)
+{
 	unsigned long long v;
+	if (zs_json_uint(root, "world", "case", 1, ZS_MAX_WORLD, &v, cause) != 0)
+		return -1;
+	cs->world = (unsigned)v;
+	if (zs_json_uint(root, "batch", "case", 1, ZS_MAX_BATCH, &v, cause) != 0)
+		return -1;
+	cs->batch = (unsigned)v;
+	if (zs_json_uint(root, "steps", "case", 1, ZS_MAX_STEPS, &v, cause) != 0)
+		return -1;
+	cs->steps = (unsigned)v;
+	return 0;
+}
+
+static int load_mlp(const cJSON *root, const char *path, struct zs_case *cs, char **cause)
+{
+	const cJSON *layers, *batches;
 	if (zs_json_array(root, "layers", "case", &layers, cause) != 0)
 		return -1;
 	int nl = cJSON_GetArraySize(layers);
@@ -172,44 +303,32 @@ static int load(const cJSON *root, struct zs_case *cs, char **cause)
 		cs->widths[i] = (size_t)e->valuedouble;
 	}
 	cs->nwidths = (size_t)nl;
-	if (zs_json_uint(root, "world", "case", 1, ZS_MAX_WORLD, &v, cause) != 0)
+	if (world_batch_steps(root, cs, cause) != 0)
 		return -1;
-	cs->world = (unsigned)v;
-	if (zs_json_uint(root, "batch", "case", 1, ZS_MAX_BATCH, &v, cause) != 0)
-		return -1;
-	cs->batch = (unsigned)v;
-	if (zs_json_uint(root, "steps", "case", 1, ZS_MAX_STEPS, &v, cause) != 0)
-		return -1;
-	cs->steps = (unsigned)v;
 
 	double psi = (double)zs_params(cs->widths, cs->nwidths);
-	weights = cJSON_GetObjectItemCaseSensitive(root, "weights");
-	if (cJSON_IsObject(weights))
-		return zs_fail(cause, "the case's \"weights\" names a side file, which this zerosim does not read "
-		               "yet; give them as an array");
-	if (zs_json_array(root, "weights", "case", &weights, cause) != 0 ||
-	    zs_json_array(root, "batches", "case", &batches, cause) != 0)
+	if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "weights"))) {
+		const cJSON *w;
+		if (zs_json_array(root, "weights", "case", &w, cause) != 0)
+			return -1;
+		if ((double)cJSON_GetArraySize(w) != psi) /* before Ψ is trusted as a size */
+			return zs_fail(cause, "the case's \"weights\" has %d numbers, its layers need %.0f",
+			               cJSON_GetArraySize(w), psi);
+	} else if (psi > 0x1p53) {
+		return zs_fail(cause, "the case's layers have %.0f parameters, more than a side file holds", psi);
+	}
+	if (zs_json_array(root, "batches", "case", &batches, cause) != 0)
 		return -1;
-	/* A file states its sizes before it proves them; check the sizes
-	 * against the arrays it holds before allocating anything. */
-	if ((double)cJSON_GetArraySize(weights) != psi)
-		return zs_fail(cause, "the case's \"weights\" has %d numbers, its layers need %.0f",
-		               cJSON_GetArraySize(weights), psi);
 	if ((size_t)cJSON_GetArraySize(batches) != cs->steps)
 		return zs_fail(cause, "the case's \"batches\" has %d steps, \"steps\" is %u",
 		               cJSON_GetArraySize(batches), cs->steps);
-	if (batches_shape(batches, cs, cause) != 0)
+	if (batches_shape(batches, cs, cause) != 0 || weights(root, path, (size_t)psi, cs, cause) != 0)
 		return -1;
 	size_t d0 = cs->widths[0], dL = cs->widths[cs->nwidths - 1];
 	size_t per = (size_t)cs->steps * cs->world * cs->batch;
-	cs->weights = zs_malloc((size_t)psi * sizeof(float));
-	if (floats(weights, (size_t)psi, cs->weights, "the case's \"weights\"", cause) != 0)
-		return -1;
 	size_t t = 0;
 	const cJSON *stepv;
 	cJSON_ArrayForEach(stepv, batches) {
-		if (!cJSON_IsArray(stepv) || (size_t)cJSON_GetArraySize(stepv) != cs->world)
-			return zs_fail(cause, "the case's batches[%zu] is not an array of %u ranks", t, cs->world);
 		if (cs->x == NULL) {
 			cs->x = zs_malloc(per * d0 * sizeof(float));
 			cs->y = zs_malloc(per * dL * sizeof(float));
@@ -220,14 +339,11 @@ static int load(const cJSON *root, struct zs_case *cs, char **cause)
 			size_t at = (t * cs->world + k) * cs->batch;
 			char *wx = zs_asprintf("the case's batches[%zu][%zu].x", t, k);
 			char *wy = zs_asprintf("the case's batches[%zu][%zu].y", t, k);
-			int r = !cJSON_IsObject(rk)
-			            ? zs_fail(cause, "the case's batches[%zu][%zu] is not an object", t, k)
-			            : matrix(cJSON_GetObjectItemCaseSensitive(rk, "x"), cs->batch, d0, cs->x + at * d0,
-			                     wx, cause) != 0 ||
-			                      matrix(cJSON_GetObjectItemCaseSensitive(rk, "y"), cs->batch, dL,
-			                             cs->y + at * dL, wy, cause) != 0
-			                  ? -1
-			                  : 0;
+			int r = matrix(cJSON_GetObjectItemCaseSensitive(rk, "x"), cs->batch, d0, cs->x + at * d0, wx, cause) != 0 ||
+			                matrix(cJSON_GetObjectItemCaseSensitive(rk, "y"), cs->batch, dL, cs->y + at * dL, wy,
+			                       cause) != 0
+			            ? -1
+			            : 0;
 			free(wx);
 			free(wy);
 			if (r != 0)
@@ -237,6 +353,144 @@ static int load(const cJSON *root, struct zs_case *cs, char **cause)
 		t++;
 	}
 	return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* A transformer */
+
+/* The shortest decimal that reads back to the fp32 f, as a double. */
+static double short_float(float f)
+{
+	char buf[32];
+	for (int p = 1; p < 10; p++) {
+		snprintf(buf, sizeof buf, "%.*g", p, (double)f);
+		if (strtof(buf, NULL) == f)
+			break;
+	}
+	return strtod(buf, NULL);
+}
+
+/* The numbers the engine's norms and rotary embedding fix (tfm.h), which
+ * a model config may state: another value is refused, not ignored. */
+static int fixed_number(const cJSON *model, const char *key, float engine, char **cause)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(model, key);
+	if (v == NULL || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsNumber(v) || (float)v->valuedouble != engine) {
+		char want[32];
+		zs_number_text(short_float(engine), want, sizeof want);
+		return zs_fail(cause, "the case's model: \"%s\" is not %s, the value the engine's transformer uses",
+		               key, want);
+	}
+	return 0;
+}
+
+static int model(const cJSON *root, struct zs_tfm_run *tr, char **cause)
+{
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
+	struct zs_model hf;
+	if (cJSON_IsString(m)) { /* a shipped name, not a path: the case names its own files only */
+		if (strchr(m->valuestring, '/') != NULL || strstr(m->valuestring, ".json") != NULL)
+			return zs_fail(cause, "the case's \"model\" '%.60s' is neither a shipped model's name nor a config "
+			               "object", m->valuestring);
+		char *why = NULL;
+		if (zs_model_load(m->valuestring, &hf, &why) != 0) {
+			const char *opt = "--model: "; /* the message names the option; here the case is at fault */
+			int r = zs_fail(cause, "the case's \"model\": %s",
+			                strncmp(why, opt, strlen(opt)) == 0 ? why + strlen(opt) : why);
+			free(why);
+			return r;
+		}
+	} else if (cJSON_IsObject(m)) {
+		if (zs_model_from_json(m, "the case's model", &hf, cause) != 0)
+			return -1;
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "_name_or_path");
+		snprintf(hf.name, sizeof hf.name, "%s", cJSON_IsString(name) && *name->valuestring ? name->valuestring : "case");
+		for (char *p = hf.name; *p != '\0'; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				*p = '?';
+	} else {
+		return m == NULL ? zs_fail(cause, "the case has neither \"layers\" (an MLP) nor \"model\" (a transformer)")
+		                 : zs_fail(cause, "the case's \"model\" is neither a model config object nor a shipped "
+		                           "model's name");
+	}
+	memset(tr, 0, sizeof *tr);
+	snprintf(tr->name, sizeof tr->name, "%s", hf.name);
+	tr->hf = hf;
+	tfm_dims_from_config(&tr->dims, &hf);
+	if (cJSON_IsObject(m) &&
+	    (fixed_number(m, hf.family == ZS_FAMILY_GPT2 ? "layer_norm_epsilon" : "rms_norm_eps", tr->dims.eps, cause) != 0 ||
+	     (hf.family == ZS_FAMILY_LLAMA && fixed_number(m, "rope_theta", tr->dims.rope_theta, cause) != 0)))
+		return -1;
+	if (tfm_dims_check(&tr->dims, cause) != 0)
+		return -1;
+	unsigned long long v;
+	if (zs_json_uint(root, "seq", "case", 1, (double)hf.positions, &v, cause) != 0)
+		return -1;
+	tr->seq = (size_t)v;
+	const cJSON *rc = cJSON_GetObjectItemCaseSensitive(root, "recompute");
+	if (rc != NULL && (!cJSON_IsString(rc) || tfm_recompute_parse(rc->valuestring, &tr->recompute) != 0))
+		return zs_fail(cause, "the case's \"recompute\" is none of none, selective, full");
+	return 0;
+}
+
+/* "tokens": steps of `world` ranks of `batch` rows of seq + 1 ids in
+ * [0, V). Checked in full before anything is allocated for it. */
+static int tokens(const cJSON *root, struct zs_case *cs, char **cause)
+{
+	const cJSON *all;
+	const size_t row = cs->tfm->seq + 1, V = cs->tfm->dims.vocab;
+	if (zs_json_array(root, "tokens", "case", &all, cause) != 0)
+		return -1;
+	if ((size_t)cJSON_GetArraySize(all) != cs->steps)
+		return zs_fail(cause, "the case's \"tokens\" has %d steps, \"steps\" is %u", cJSON_GetArraySize(all),
+		               cs->steps);
+	for (int pass = 0; pass < 2; pass++) {
+		size_t t = 0, at = 0;
+		const cJSON *stepv, *rk, *r, *e;
+		if (pass == 1)
+			cs->tokens = zs_malloc((size_t)cs->steps * cs->world * cs->batch * row * sizeof *cs->tokens);
+		cJSON_ArrayForEach(stepv, all) {
+			if (!cJSON_IsArray(stepv) || (size_t)cJSON_GetArraySize(stepv) != cs->world)
+				return zs_fail(cause, "the case's tokens[%zu] is not an array of %u ranks", t, cs->world);
+			size_t k = 0;
+			cJSON_ArrayForEach(rk, stepv) {
+				if (!cJSON_IsArray(rk) || (size_t)cJSON_GetArraySize(rk) != cs->batch)
+					return zs_fail(cause, "the case's tokens[%zu][%zu] is not an array of %u rows (the batch)", t,
+					               k, cs->batch);
+				size_t b = 0;
+				cJSON_ArrayForEach(r, rk) {
+					if (!cJSON_IsArray(r) || (size_t)cJSON_GetArraySize(r) != row)
+						return zs_fail(cause, "the case's tokens[%zu][%zu][%zu] is not %zu token ids (seq + 1)", t,
+						               k, b, row);
+					size_t j = 0;
+					cJSON_ArrayForEach(e, r) {
+						if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+						    e->valuedouble >= (double)V)
+							return zs_fail(cause, "the case's tokens[%zu][%zu][%zu][%zu] is not a token id in 0..%zu "
+							               "(the vocabulary)", t, k, b, j, V - 1);
+						if (pass == 1)
+							cs->tokens[at++] = (int)e->valuedouble;
+						j++;
+					}
+					b++;
+				}
+				k++;
+			}
+			t++;
+		}
+	}
+	return 0;
+}
+
+static int load_tfm(const cJSON *root, const char *path, struct zs_case *cs, char **cause)
+{
+	cs->tfm = zs_calloc(1, sizeof *cs->tfm);
+	if (model(root, cs->tfm, cause) != 0 || world_batch_steps(root, cs, cause) != 0 || tokens(root, cs, cause) != 0)
+		return -1;
+	/* The weights last: the side file is read once all else is known good. */
+	return weights(root, path, tfm_nparams(&cs->tfm->dims), cs, cause);
 }
 
 int engine_case_load(const char *path, struct zs_case **out, char **cause)
@@ -249,7 +503,9 @@ int engine_case_load(const char *path, struct zs_case **out, char **cause)
 	cs->train.given = 0;
 	int version = strcmp(cJSON_GetObjectItemCaseSensitive(root, "format")->valuestring, "zerosim-case/2") == 0 ? 2 : 1;
 	char *why = NULL;
-	int r = keys(root, version, cs, &why) != 0 ? -1 : load(root, cs, &why);
+	int r = keys(root, version, cs, &why) != 0                   ? -1
+	        : cJSON_HasObjectItem(root, "layers") || version == 1 ? load_mlp(root, path, cs, &why)
+	                                                              : load_tfm(root, path, cs, &why);
 	cJSON_Delete(root);
 	if (r != 0) {
 		zs_fail(cause, "%s: %s", path, why);
@@ -268,5 +524,245 @@ void engine_case_free(struct zs_case *cs)
 	free(cs->weights);
 	free(cs->x);
 	free(cs->y);
+	free(cs->tfm);
+	free(cs->tokens);
+	free(cs->weights_file);
 	free(cs);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Writing: the case a seed gives, and a case to a file */
+
+struct zs_case *engine_case_from_seed(const struct zs_config *c, unsigned world)
+{
+	struct zs_case *cs = zs_calloc(1, sizeof *cs);
+	cs->world = world;
+	cs->batch = c->batch;
+	cs->steps = c->steps;
+	cs->train = *c;
+	if (c->tfm != NULL) {
+		const struct tfm_dims *d = &c->tfm->dims;
+		size_t B = c->batch, T = c->tfm->seq, row = T + 1;
+		cs->tfm = zs_malloc(sizeof *cs->tfm);
+		*cs->tfm = *c->tfm;
+		cs->weights = zs_malloc(tfm_nparams(d) * sizeof *cs->weights);
+		tfm_init_weights(cs->weights, d, c->seed);
+		struct tfm_task task;
+		tfm_task_init(&task, d->vocab, c->seed);
+		int *in = zs_malloc(B * T * sizeof *in), *target = zs_malloc(B * T * sizeof *target);
+		cs->tokens = zs_malloc((size_t)cs->steps * world * B * row * sizeof *cs->tokens);
+		for (unsigned t = 0; t < cs->steps; t++)
+			for (unsigned k = 0; k < world; k++) {
+				tfm_task_batch(in, target, &task, c->seed, t, k, B, T);
+				int *at = cs->tokens + ((size_t)t * world + k) * B * row;
+				for (size_t b = 0; b < B; b++, at += row) {
+					memcpy(at, in + b * T, T * sizeof *at);
+					at[T] = target[b * T + T - 1];
+				}
+			}
+		free(in);
+		free(target);
+		tfm_task_free(&task);
+		return cs;
+	}
+	memcpy(cs->widths, c->widths, sizeof cs->widths);
+	cs->nwidths = c->nwidths;
+	cs->weights = engine_initial_weights(c);
+	size_t per = (size_t)cs->steps * world * cs->batch, d0 = c->widths[0], dL = c->widths[c->nwidths - 1];
+	cs->x = zs_malloc(per * d0 * sizeof *cs->x);
+	cs->y = zs_malloc(per * dL * sizeof *cs->y);
+	for (unsigned t = 0; t < cs->steps; t++)
+		for (unsigned k = 0; k < world; k++) {
+			size_t at = ((size_t)t * world + k) * cs->batch;
+			engine_mlp_batch(cs->x + at * d0, cs->y + at * dL, c->seed, t, k, cs->batch, d0, dL);
+		}
+	return cs;
+}
+
+char *engine_case_side_path(const char *path)
+{
+	size_t n = strlen(path);
+	if (n > 5 && strcmp(path + n - 5, ".json") == 0)
+		n -= 5;
+	return zs_asprintf("%.*s.f32", (int)n, path);
+}
+
+static cJSON *number(double v)
+{
+	cJSON *n = cJSON_CreateNumber(v);
+	if (n == NULL)
+		zs_oom(__FILE__, __LINE__);
+	return n;
+}
+
+static void add(cJSON *o, const char *key, cJSON *v)
+{
+	if (v == NULL || !cJSON_AddItemToObject(o, key, v))
+		zs_oom(__FILE__, __LINE__);
+}
+
+static void push(cJSON *a, cJSON *v)
+{
+	if (v == NULL || !cJSON_AddItemToArray(a, v))
+		zs_oom(__FILE__, __LINE__);
+}
+
+/* The model as a Hugging Face config object: the keys zerosim reads
+ * (util/model.h), and the epsilon and rotary base the engine uses. */
+static cJSON *hf_config(const struct zs_tfm_run *tr)
+{
+	const struct zs_model *m = &tr->hf;
+	cJSON *o = cJSON_CreateObject();
+	if (o == NULL)
+		zs_oom(__FILE__, __LINE__);
+	add(o, "_name_or_path", cJSON_CreateString(tr->name));
+	add(o, "model_type", cJSON_CreateString(m->model_type));
+	int gpt2 = m->family == ZS_FAMILY_GPT2;
+	const struct { const char *gpt2, *llama; double v; } k[] = {
+		{"n_embd", "hidden_size", (double)m->hidden},
+		{"n_inner", "intermediate_size", (double)m->intermediate},
+		{"n_layer", "num_hidden_layers", (double)m->layers},
+		{"n_head", "num_attention_heads", (double)m->heads},
+		{NULL, "num_key_value_heads", (double)m->kv_heads},
+		{NULL, "head_dim", (double)m->head_dim},
+		{"vocab_size", "vocab_size", (double)m->vocab},
+		{"n_positions", "max_position_embeddings", (double)m->positions},
+	};
+	for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+		if ((gpt2 ? k[i].gpt2 : k[i].llama) != NULL)
+			add(o, gpt2 ? k[i].gpt2 : k[i].llama, number(k[i].v));
+	add(o, "tie_word_embeddings", cJSON_CreateBool(m->tied));
+	add(o, gpt2 ? "layer_norm_epsilon" : "rms_norm_eps", number(short_float(tr->dims.eps)));
+	if (!gpt2)
+		add(o, "rope_theta", number(short_float(tr->dims.rope_theta)));
+	return o;
+}
+
+/* Raw little-endian float32. */
+static unsigned char *f32_bytes(const float *w, size_t n)
+{
+	unsigned char *buf = zs_malloc(4 * n);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t u;
+		memcpy(&u, &w[i], sizeof u);
+		for (int b = 0; b < 4; b++)
+			buf[4 * i + (size_t)b] = (unsigned char)(u >> (8 * b));
+	}
+	return buf;
+}
+
+int engine_case_write(const char *path, const struct zs_case *cs, const struct zs_config *c, char **cause)
+{
+	cJSON *root = cJSON_CreateObject();
+	if (root == NULL)
+		zs_oom(__FILE__, __LINE__);
+	add(root, "format", cJSON_CreateString("zerosim-case/2"));
+	if (cs->tfm != NULL) {
+		add(root, "model", hf_config(cs->tfm));
+		add(root, "seq", number((double)cs->tfm->seq));
+		add(root, "recompute", cJSON_CreateString(tfm_recompute_name(cs->tfm->recompute)));
+	} else {
+		cJSON *l = cJSON_CreateArray();
+		add(root, "layers", l);
+		for (size_t i = 0; i < cs->nwidths; i++)
+			push(l, number((double)cs->widths[i]));
+	}
+	add(root, "world", number(cs->world));
+	add(root, "batch", number(cs->batch));
+	add(root, "steps", number(cs->steps));
+	add(root, "precision", cJSON_CreateString(zs_precision_name(c->precision)));
+	add(root, "optimizer", cJSON_CreateString(zs_optimizer_name(c->optimizer)));
+	add(root, "lr", number(c->lr));
+	if (c->optimizer == ZS_ADAM) {
+		add(root, "beta1", number(c->beta1));
+		add(root, "beta2", number(c->beta2));
+		add(root, "eps", number(c->eps));
+	}
+	size_t psi = cs->tfm != NULL ? tfm_nparams(&cs->tfm->dims) : zs_params(cs->widths, cs->nwidths);
+	struct zs_out *side = NULL;
+	char *side_path = NULL;
+	unsigned char *bytes = NULL;
+	if (cs->tfm != NULL) { /* the weights in the side file, beside the case */
+		side_path = engine_case_side_path(path);
+		bytes = f32_bytes(cs->weights, psi);
+		const char *base = strrchr(side_path, '/');
+		char digest[32];
+		snprintf(digest, sizeof digest, "xxh3:%016llx", (unsigned long long)XXH3_64bits(bytes, 4 * psi));
+		cJSON *w = cJSON_CreateObject();
+		add(root, "weights", w);
+		add(w, "file", cJSON_CreateString(base != NULL ? base + 1 : side_path));
+		add(w, "count", number((double)psi));
+		add(w, "digest", cJSON_CreateString(digest));
+		cJSON *all = cJSON_CreateArray();
+		add(root, "tokens", all);
+		const size_t row = cs->tfm->seq + 1;
+		const int *at = cs->tokens;
+		for (unsigned t = 0; t < cs->steps; t++) {
+			cJSON *stepv = cJSON_CreateArray();
+			push(all, stepv);
+			for (unsigned k = 0; k < cs->world; k++) {
+				cJSON *rk = cJSON_CreateArray();
+				push(stepv, rk);
+				for (unsigned b = 0; b < cs->batch; b++, at += row) {
+					cJSON *r = cJSON_CreateIntArray(at, (int)row);
+					push(rk, r);
+				}
+			}
+		}
+	} else {
+		cJSON *w = cJSON_CreateArray();
+		add(root, "weights", w);
+		for (size_t i = 0; i < psi; i++)
+			push(w, number((double)cs->weights[i]));
+		cJSON *all = cJSON_CreateArray();
+		add(root, "batches", all);
+		size_t d0 = cs->widths[0], dL = cs->widths[cs->nwidths - 1];
+		for (unsigned t = 0; t < cs->steps; t++) {
+			cJSON *stepv = cJSON_CreateArray();
+			push(all, stepv);
+			for (unsigned k = 0; k < cs->world; k++) {
+				cJSON *rk = cJSON_CreateObject(), *x = cJSON_CreateArray(), *y = cJSON_CreateArray();
+				push(stepv, rk);
+				add(rk, "x", x);
+				add(rk, "y", y);
+				size_t at = ((size_t)t * cs->world + k) * cs->batch;
+				for (unsigned b = 0; b < cs->batch; b++, at++) {
+					cJSON *xr = cJSON_CreateArray(), *yr = cJSON_CreateArray();
+					push(x, xr);
+					push(y, yr);
+					for (size_t j = 0; j < d0; j++)
+						push(xr, number((double)cs->x[at * d0 + j]));
+					for (size_t j = 0; j < dL; j++)
+						push(yr, number((double)cs->y[at * dL + j]));
+				}
+			}
+		}
+	}
+	/* Both files written in full before either is put in place. */
+	char *text = zs_json_print(root);
+	cJSON_Delete(root);
+	struct zs_out *o = NULL;
+	int r = zs_out_open(path, &o, cause);
+	if (r == 0 && side_path != NULL && (r = zs_out_open(side_path, &side, cause)) == 0)
+		r = zs_out_write(side, bytes, 4 * psi, cause);
+	if (r == 0)
+		r = zs_out_write(o, text, strlen(text), cause);
+	if (r == 0)
+		r = zs_out_write(o, "\n", 1, cause);
+	if (r == 0 && side != NULL) {
+		r = zs_out_commit(side, cause);
+		side = NULL;
+	}
+	if (r == 0) {
+		r = zs_out_commit(o, cause);
+		o = NULL;
+	}
+	if (side != NULL)
+		zs_out_abort(side);
+	if (o != NULL)
+		zs_out_abort(o);
+	free(text);
+	free(bytes);
+	free(side_path);
+	return r;
 }

@@ -189,8 +189,26 @@ static void count(struct zs_coll *c, enum zs_coll_kind k, size_t n, enum zs_dtyp
 	}
 }
 
+/* The N = 1 rule (coll.h): at world 1, whether the call is counted, and
+ * the identity's copy. */
+static int one_rank(struct zs_coll *c, enum zs_coll_kind k)
+{
+	if (c->world > 1)
+		return 0;
+	c->stats[0].calls[k] += c->one_rank_calls != 0;
+	return 1;
+}
+
+static void copy_if_apart(void *dst, const void *src, size_t n, enum zs_dtype dt)
+{
+	if (dst != src)
+		memcpy(dst, src, n * coll_dtype_size(dt));
+}
+
 void coll_all_reduce(struct zs_coll *c, void *const *full, size_t n, enum zs_dtype dt)
 {
+	if (one_rank(c, ZS_ALL_REDUCE))
+		return;
 	count(c, ZS_ALL_REDUCE, n, dt);
 	c->ops->all_reduce(c, full, n, dt);
 }
@@ -198,6 +216,10 @@ void coll_all_reduce(struct zs_coll *c, void *const *full, size_t n, enum zs_dty
 void coll_reduce_scatter(struct zs_coll *c, const void *const *full, void *const *shard, size_t n,
                          enum zs_dtype dt)
 {
+	if (one_rank(c, ZS_REDUCE_SCATTER)) {
+		copy_if_apart(shard[0], full[0], n, dt);
+		return;
+	}
 	count(c, ZS_REDUCE_SCATTER, n, dt);
 	c->ops->reduce_scatter(c, full, shard, n, dt);
 }
@@ -205,12 +227,18 @@ void coll_reduce_scatter(struct zs_coll *c, const void *const *full, void *const
 void coll_all_gather(struct zs_coll *c, const void *const *shard, void *const *full, size_t n,
                      enum zs_dtype dt)
 {
+	if (one_rank(c, ZS_ALL_GATHER)) {
+		copy_if_apart(full[0], shard[0], n, dt);
+		return;
+	}
 	count(c, ZS_ALL_GATHER, n, dt);
 	c->ops->all_gather(c, shard, full, n, dt);
 }
 
 void coll_broadcast(struct zs_coll *c, void *const *full, unsigned root, size_t n, enum zs_dtype dt)
 {
+	if (one_rank(c, ZS_BROADCAST))
+		return;
 	count(c, ZS_BROADCAST, n, dt);
 	c->ops->broadcast(c, full, root, n, dt);
 }

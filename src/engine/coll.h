@@ -24,6 +24,14 @@
  * that moves data between processes also counts, per rank and per kind,
  * the MPI calls it made and the bytes of that rank's data it handed to MPI
  * for other processes (`wire_*`).
+ *
+ * The N = 1 rule, for every caller and every backend: at world 1 a
+ * collective is the identity. Each destination that is not its source
+ * receives a copy of it (a reduce-scatter's shard, an all-gather's full
+ * buffer), nothing else is done, the backend is not asked, and nothing is
+ * sent: no bytes, and no call unless `one_rank_calls` is set (a framework
+ * that issues its collectives on a group of one, as DDP's reducer does;
+ * FSDP's NO_SHARD and DeepSpeed issue none).
  */
 #ifndef ZS_COLL_H
 #define ZS_COLL_H
@@ -63,6 +71,7 @@ struct zs_coll {
 	const struct zs_coll_ops *ops;
 	struct zs_coll_stats *stats; /* one per rank, 0..N-1 */
 	void *impl;                  /* the backend's own state, or NULL */
+	int one_rank_calls;          /* count the calls made at world 1 (above) */
 	void (*impl_free)(void *impl);
 };
 

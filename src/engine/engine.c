@@ -77,8 +77,19 @@ float *engine_initial_weights(const struct zs_config *c)
  * `at` of rank k's buffer b, rounded to fp16 if b holds fp16. */
 static void initial_weights(const struct zs_run *r, unsigned k, enum zs_buf b, size_t first, size_t n, size_t at)
 {
-	if (r->model.kind == ZS_NET_TFM) { /* fp32 only: from the seed, no Ψ-sized copy */
+	if (r->model.kind == ZS_NET_TFM && r->init == NULL && r->esize[b] == sizeof(float)) {
+		/* from the seed, no Ψ-sized copy */
 		tfm_init_range(run_at(r, k, b, at), &r->model.tfm.dims, r->seed, first, n);
+		return;
+	}
+	if (r->model.kind == ZS_NET_TFM && r->init == NULL) { /* fp16: drawn a few thousand at a time, then rounded */
+		float part[4096];
+		zs_half *w16 = run_at(r, k, b, at);
+		for (size_t i = 0; i < n; i += sizeof part / sizeof part[0]) {
+			size_t len = n - i < sizeof part / sizeof part[0] ? n - i : sizeof part / sizeof part[0];
+			tfm_init_range(part, &r->model.tfm.dims, r->seed, first + i, len);
+			zs_float_to_half_n(w16 + i, part, len);
+		}
 		return;
 	}
 	const float *v = r->init + first;
@@ -86,12 +97,7 @@ static void initial_weights(const struct zs_run *r, unsigned k, enum zs_buf b, s
 		memcpy(run_at(r, k, b, at), v, n * sizeof(float));
 		return;
 	}
-	zs_half *w16 = run_at(r, k, b, at);
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8)
-		zs_float_to_half8(w16 + i, v + i);
-	for (; i < n; i++)
-		w16[i] = zs_float_to_half(v[i]);
+	zs_float_to_half_n(run_at(r, k, b, at), v, n);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -170,6 +176,8 @@ static void run_layout(struct zs_layout *lo, const struct zs_net *m, const struc
 {
 	layout_init(lo, m, scheme, world, unit);
 	layout_use_row(lo, zs_row(c->framework, scheme));
+	if (c->framework == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3) /* DeepSpeed shards each tensor on its own */
+		layout_shard_tensors(lo);
 }
 
 /* The resident buffers, in the order they are allocated. */
@@ -249,6 +257,18 @@ static void setup_state(struct zs_run *r)
 static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
 {
 	const struct zs_net *m = &r->model;
+	size_t at = (size_t)t * r->world + k;
+	if (m->kind == ZS_NET_TFM && r->cs != NULL) { /* row b: seq + 1 ids, inputs then targets one on */
+		void *pin = run_rank(r, k)->t[m->input], *ptg = run_rank(r, k)->t[m->target];
+		int *in = pin, *target = ptg;
+		size_t B = m->batch, T = m->tfm.T;
+		const int *row = r->cs->tokens + at * B * (T + 1);
+		for (size_t b = 0; b < B; b++, row += T + 1) {
+			memcpy(in + b * T, row, T * sizeof *in);
+			memcpy(target + b * T, row + 1, T * sizeof *target);
+		}
+		return;
+	}
 	if (m->kind == ZS_NET_TFM) {
 		model_tfm_batch(m, run_rank(r, k)->t, r->seed, t, k);
 		return;
@@ -256,12 +276,16 @@ static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
 	float *x = run_rank(r, k)->t[m->input], *y = run_rank(r, k)->t[m->target];
 	size_t B = m->batch, d0 = m->tensor[m->input].elements / B, dL = m->tensor[m->target].elements / B;
 	if (r->cs != NULL) {
-		size_t at = (size_t)t * r->world + k;
 		memcpy(x, r->cs->x + at * B * d0, B * d0 * sizeof(float));
 		memcpy(y, r->cs->y + at * B * dL, B * dL * sizeof(float));
 		return;
 	}
-	uint64_t base = stream_base(r->seed, STREAM_BATCH(t, k));
+	engine_mlp_batch(x, y, r->seed, t, k, B, d0, dL);
+}
+
+void engine_mlp_batch(float *x, float *y, uint64_t seed, unsigned t, unsigned k, size_t B, size_t d0, size_t dL)
+{
+	uint64_t base = stream_base(seed, STREAM_BATCH(t, k));
 	for (size_t e = 0; e < B * d0; e++)
 		x[e] = uniform_at(base, e);
 	for (size_t b = 0; b < B; b++)
@@ -272,7 +296,7 @@ static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
 static void alloc_tensor(struct zs_run *r, unsigned k, unsigned i)
 {
 	const struct zs_tensor *ts = &r->model.tensor[i];
-	run_rank(r, k)->t[i] = tracker_alloc(&r->tracker, k, ts->cat, ts->elements * sizeof(float));
+	run_rank(r, k)->t[i] = tracker_alloc(&r->tracker, k, ts->cat, ts->elements * ts->esize);
 }
 
 static void free_tensor(struct zs_run *r, unsigned k, unsigned i)
@@ -338,10 +362,17 @@ static struct zs_layer_io layer_io(const struct zs_run *r, unsigned k, size_t l,
 	enum zs_buf p = rk->buf[ZS_BUF_GATHERED] != NULL ? ZS_BUF_GATHERED : ZS_BUF_PARAMS;
 	enum zs_buf g = rk->buf[ZS_BUF_FULL_GRADS] != NULL ? ZS_BUF_FULL_GRADS : ZS_BUF_GRADS;
 	void *grads = pass == ZS_PASS_BACKWARD && !r->model.layer[l].tied ? run_at(r, k, g, e - r->base[g]) : NULL;
-	const void *w = run_at(r, k, p, e - r->base[p]);
+	const void *w = run_at(r, k, p, e - r->base[p]), *bias = NULL;
 	if (rk->held[u] != NULL) /* kept since its forward */
 		w = (const char *)rk->held[u] + (e - r->layout.unit[u].off) * r->esize[ZS_BUF_GATHERED];
-	return (struct zs_layer_io){w, grads, rk->t, r->dt, r->model.batch, &r->model};
+	if (rk->whole != NULL) { /* DeepSpeed's ZeRO-3: each tensor gathered on its own */
+		size_t t = 0;
+		for (size_t i = 0; i < l; i++)
+			t += r->model.layer[i].nptensors;
+		w = rk->whole[t];
+		bias = r->model.layer[l].nptensors > 1 ? rk->whole[t + 1] : NULL;
+	}
+	return (struct zs_layer_io){w, grads, rk->t, r->dt, r->model.batch, &r->model, bias};
 }
 
 static void forward_layer(struct zs_run *r, unsigned k, size_t l)

@@ -8,8 +8,8 @@
  * docs/formats.md; with a case file (zerosim-case/1 or /2) they come from it.
  *
  * Ownership: engine_run fills a zs_result the caller releases with
- * engine_result_free; engine_case_load returns a case the caller releases
- * with engine_case_free.
+ * engine_result_free; engine_case_load and engine_case_from_seed return a
+ * case the caller releases with engine_case_free.
  */
 #ifndef ZS_ENGINE_H
 #define ZS_ENGINE_H
@@ -21,11 +21,19 @@
 #include "engine/tracker.h"
 #include "util/config.h"
 
+struct zs_tfm_run;
+
+/* A case (docs/formats.md, "Case"): an MLP's (tfm NULL: widths, x, y) or
+ * a transformer's (tfm: the model, seq and recompute; tokens). */
 struct zs_case {
 	size_t widths[ZS_MAX_WIDTHS], nwidths;
 	unsigned world, batch, steps;
 	float *weights;   /* Ψ */
+	char *weights_file; /* the side file they were read from, or NULL */
 	float *x, *y;     /* [step][rank][batch][d0] and [step][rank][batch][dL] */
+	struct zs_tfm_run *tfm;
+	int *tokens;      /* [step][rank][batch][seq + 1]: inputs, then the
+	                     next-token targets one place on */
 	struct zs_config train; /* zerosim-case/2's training settings: those
 	                           in train.given are the case's (case.c) */
 };
@@ -82,10 +90,22 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 /* Load and check a case file. */
 int engine_case_load(const char *path, struct zs_case **out, char **cause);
 void engine_case_free(struct zs_case *cs);
+/* The case a run of c at world size `world` without a case file trains:
+ * the initial weights and every rank's batches from c's seed. */
+struct zs_case *engine_case_from_seed(const struct zs_config *c, unsigned world);
+/* Write cs as zerosim-case/2 with c's training settings; a transformer's
+ * weights go to the side file engine_case_side_path(path) names. */
+int engine_case_write(const char *path, const struct zs_case *cs, const struct zs_config *c, char **cause);
+/* PATH without a trailing ".json", and ".f32" (the caller frees it). */
+char *engine_case_side_path(const char *path);
 
 /* The generator behind --seed, exposed for tests: a uniform float in
  * [-1, 1) for (seed, stream, index). */
 float engine_uniform(uint64_t seed, uint64_t stream, uint64_t index);
+
+/* The MLP's batch of rank k at step t from the seed (docs/formats.md):
+ * x (B, d0), y (B, dL). */
+void engine_mlp_batch(float *x, float *y, uint64_t seed, unsigned t, unsigned k, size_t B, size_t d0, size_t dL);
 
 /* The initial fp32 weights --seed gives for c's layers: Ψ values in the
  * flat layout (malloc'd; the caller frees). A sweep computes them once and

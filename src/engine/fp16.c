@@ -65,3 +65,33 @@ zs_half zs_float_to_half_soft(float f)
 	/* A carry out of the mantissa bumps the exponent, up to infinity. */
 	return (zs_half)(sign | (((uint32_t)e << 10) + kept));
 }
+
+void zs_half_to_float_n(float *dst, const zs_half *src, size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		zs_half_to_float8(dst + i, src + i);
+	for (; i < n; i++)
+		dst[i] = zs_half_to_float(src[i]);
+}
+
+void zs_float_to_half_n(zs_half *dst, const float *src, size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		zs_float_to_half8(dst + i, src + i);
+	for (; i < n; i++)
+		dst[i] = zs_float_to_half(src[i]);
+}
+
+void zs_round_half_n(float *x, size_t n)
+{
+	zs_half h[8];
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		zs_float_to_half8(h, x + i);
+		zs_half_to_float8(x + i, h);
+	}
+	for (; i < n; i++)
+		x[i] = zs_half_to_float(zs_float_to_half(x[i]));
+}

@@ -12,6 +12,7 @@
 #ifndef ZS_FP16_H
 #define ZS_FP16_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #ifdef __F16C__
@@ -69,5 +70,12 @@ static inline void zs_float_to_half8(zs_half *dst, const float *src)
 		dst[k] = zs_float_to_half(src[k]);
 #endif
 }
+
+/* Whole arrays, eight at a time and then one by one (the same bits):
+ * dst (n) = src widened to fp32; dst (n) = src rounded to fp16; x (n)
+ * rounded to fp16 values in place (what storing it in 16 bits keeps). */
+void zs_half_to_float_n(float *dst, const zs_half *src, size_t n);
+void zs_float_to_half_n(zs_half *dst, const float *src, size_t n);
+void zs_round_half_n(float *x, size_t n);
 
 #endif

@@ -30,7 +30,8 @@ void layout_init(struct zs_layout *lo, const struct zs_net *m, enum zs_scheme sc
 		if (ly->nparams > 0)
 			un->n = ly->param_off + ly->nparams - un->off;
 		for (size_t i = 0, off = ly->param_off; i < ly->nptensors; off += ly->ptensor[i++])
-			lo->tensor[lo->ntensors++] = (struct zs_layout_tensor){.off = off, .n = ly->ptensor[i]};
+			lo->tensor[lo->ntensors++] =
+			        (struct zs_layout_tensor){.off = off, .n = ly->ptensor[i], .unit = lo->nunits - 1};
 	}
 	for (size_t u = 0; u < lo->nunits; u++) {
 		struct zs_layout_unit *un = &lo->unit[u];
@@ -79,9 +80,21 @@ void layout_use_row(struct zs_layout *lo, const enum zs_span *row)
 		partition_tensors(lo);
 }
 
+void layout_shard_tensors(struct zs_layout *lo)
+{
+	lo->per_tensor = 1;
+	lo->shard = 0;
+	for (size_t i = 0; i < lo->ntensors; i++) {
+		struct zs_layout_tensor *t = &lo->tensor[i];
+		t->s = (t->n + lo->world - 1) / lo->world;
+		t->soff = lo->shard;
+		lo->shard += t->s;
+	}
+}
+
 size_t layout_npieces(const struct zs_layout *lo)
 {
-	return lo->span[ZS_STATE_OPTIM] == ZS_TENSORS ? lo->ntensors : lo->nunits;
+	return lo->span[ZS_STATE_OPTIM] == ZS_TENSORS || lo->per_tensor ? lo->ntensors : lo->nunits;
 }
 
 size_t layout_rank_len(const struct zs_layout *lo, enum zs_buf b, unsigned k)
@@ -122,10 +135,14 @@ struct zs_slice layout_own(const struct zs_layout *lo, enum zs_buf b, size_t u, 
 		return (struct zs_slice){t->off, t->owner == k ? t->n : 0, layout_span(lo, b) == ZS_TENSORS ? t->at : t->off};
 	}
 	const struct zs_layout_unit *un = &lo->unit[u];
+	size_t off = un->off, n = un->n, s = un->s, soff = un->soff;
+	if (lo->per_tensor) {
+		off = lo->tensor[u].off, n = lo->tensor[u].n, s = lo->tensor[u].s, soff = lo->tensor[u].soff;
+	}
 	if (lo->span[ZS_STATE_OPTIM] == ZS_FULL && layout_span(lo, b) == ZS_FULL)
-		return (struct zs_slice){un->off, un->n, un->off};
-	size_t lo_k = (size_t)k * un->s;
-	size_t count = lo_k >= un->n ? 0 : (un->n - lo_k < un->s ? un->n - lo_k : un->s);
-	size_t at = layout_span(lo, b) == ZS_SHARD ? un->soff : un->off + lo_k;
-	return (struct zs_slice){un->off + lo_k, count, at};
+		return (struct zs_slice){off, n, off};
+	size_t lo_k = (size_t)k * s;
+	size_t count = lo_k >= n ? 0 : (n - lo_k < s ? n - lo_k : s);
+	size_t at = layout_span(lo, b) == ZS_SHARD ? soff : off + lo_k;
+	return (struct zs_slice){off + lo_k, count, at};
 }

@@ -61,6 +61,8 @@ struct zs_layout_unit {
 struct zs_layout_tensor {
 	size_t off, n, at;
 	unsigned owner;
+	size_t s, soff;    /* per-tensor shards (layout_shard_tensors): ceil(n/N), where they start */
+	size_t unit;       /* the unit it is in */
 };
 
 struct zs_layout {
@@ -73,6 +75,7 @@ struct zs_layout {
 	enum zs_span span[ZS_NSTATES]; /* the scheme's row; all full at N = 1 */
 	size_t ntensors;
 	struct zs_layout_tensor tensor[ZS_MAX_PARAM_TENSORS];
+	int per_tensor;    /* shards cut per tensor (layout_shard_tensors) */
 };
 
 /* The elements [first, first + count) of the flat vector, held at element
@@ -93,7 +96,15 @@ void layout_init(struct zs_layout *lo, const struct zs_net *m, enum zs_scheme sc
  * (the lowest such rank). */
 void layout_use_row(struct zs_layout *lo, const enum zs_span *row);
 
-/* What the optimizer walks: the units, or the tensors (ZS_TENSORS). */
+/* Shard every parameter tensor on its own, as DeepSpeed's ZeRO-3 does
+ * (partition_parameters.py _partition_param): tensor t gives each rank
+ * s_t = ceil(n_t/N) slots, rank k's [k·s_t, (k+1)·s_t) of it, and a shard
+ * is the rank's slots of every tensor, tensor after tensor (S = Σ s_t).
+ * The pieces are then the tensors. */
+void layout_shard_tensors(struct zs_layout *lo);
+
+/* What the optimizer walks: the units, or the tensors (ZS_TENSORS, or
+ * shards per tensor). */
 size_t layout_npieces(const struct zs_layout *lo);
 
 /* Elements rank k's resident buffer b holds (Ψ, S, or its tensors'). */

@@ -16,10 +16,10 @@ static void linear_forward(const struct zs_layer *l, const struct zs_layer_io *i
 	const float *in = io->t[l->in];
 	if (io->dt == ZS_F16) {
 		const zs_half *w = io->w;
-		linear_forward_f16(out, in, w, w + l->din * l->dout, l->relu, io->batch, l->din, l->dout);
+		linear_forward_f16(out, in, w, io->b ? io->b : w + l->din * l->dout, l->relu, io->batch, l->din, l->dout);
 	} else {
 		const float *w = io->w;
-		linear_forward_f32(out, in, w, w + l->din * l->dout, l->relu, io->batch, l->din, l->dout);
+		linear_forward_f32(out, in, w, io->b ? io->b : w + l->din * l->dout, l->relu, io->batch, l->din, l->dout);
 	}
 }
 
@@ -49,8 +49,9 @@ static float mlp_loss(const struct zs_net *m, float *const *t)
 static unsigned add_tensor(struct zs_net *m, const char *name, size_t elements, enum zs_cat cat, enum zs_when alloc,
                            size_t layer)
 {
-	m->tensor[m->ntensors] = (struct zs_tensor){.name = name, .block = -1, .elements = elements, .cat = cat,
-	                                            .alloc = alloc, .layer = layer, .freed_after = ZS_END_OF_BACKWARD};
+	m->tensor[m->ntensors] = (struct zs_tensor){.name = name, .block = -1, .elements = elements, .esize = 4,
+	                                            .cat = cat, .alloc = alloc, .layer = layer,
+	                                            .freed_after = ZS_END_OF_BACKWARD};
 	return (unsigned)m->ntensors++;
 }
 
@@ -92,7 +93,7 @@ void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size
 void model_init(struct zs_net *m, const struct zs_config *c)
 {
 	if (c->tfm != NULL)
-		model_tfm_init(m, c->tfm, c->batch, c->seed);
+		model_tfm_init(m, c->tfm, c->batch, c->seed, c->precision);
 	else
 		model_mlp_init(m, c->widths, c->nwidths, c->batch);
 }
@@ -107,6 +108,6 @@ size_t model_tensor_bytes(const struct zs_net *m)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < m->ntensors; i++)
-		n += m->tensor[i].elements * sizeof(float);
+		n += m->tensor[i].elements * m->tensor[i].esize;
 	return n;
 }

@@ -6,7 +6,8 @@
  * ParameterTensors and ActivationTensors, as tables the driver walks).
  * Parameters are one flat vector (mlp.h's layout); a layer owns the run
  * [param_off, param_off + nparams) of it. Activations are fp32 (the
- * transformer's token ids, ints of the same size).
+ * transformer's token ids, ints of the same size), or 16-bit where the
+ * transformer's mixed precision saves them so (esize 2).
  *
  * The schemes never see a layer: they shard and gather units of the flat
  * vector (layout.h). A new model is a new builder and, if it needs them,
@@ -36,7 +37,8 @@ enum zs_when { ZS_AT_FORWARD, ZS_AT_LAYER, ZS_AT_BACKWARD };
 struct zs_tensor {
 	const char *name;   /* what it holds ("x", "out", "qkv", "dres", ...) */
 	int block;          /* the transformer block it belongs to, or -1 */
-	size_t elements;    /* 4-byte elements (fp32, or int token ids), per rank */
+	size_t elements;    /* elements per rank */
+	size_t esize;       /* bytes of one: 4 (fp32, or int token ids) or 2 (fp16) */
 	enum zs_cat cat;
 	enum zs_when alloc;
 	size_t layer;       /* ZS_AT_LAYER: the layer it is allocated for */
@@ -56,6 +58,7 @@ struct zs_layer_io {
 	enum zs_dtype dt;
 	size_t batch;
 	const struct zs_net *net;
+	const void *b;      /* a linear layer's bias when it is not right after its weight, else NULL */
 };
 
 struct zs_layer;
@@ -99,6 +102,12 @@ struct zs_net_tfm {
 	unsigned tokens, targets;  /* (B, T) int token ids */
 	unsigned scratch[6];       /* struct tfm_scratch's buffers, in its order */
 	unsigned dnorm;            /* tied: the final norm's grads, until the embedding's backward */
+	/* Mixed precision: fp16 params and grads, 16-bit activations; the
+	 * kernels run in fp32 on conversion buffers: w32 a layer's params
+	 * widened, g32 its grads before they are rounded to fp16, act32 a
+	 * layer's 16-bit tensors widened (ZS_NO_TENSOR in fp32). */
+	int mixed;
+	unsigned w32, g32, act32;
 };
 
 struct zs_net {
@@ -130,7 +139,8 @@ void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size
  * 1..L the blocks, layer L+1 the final norm and head (tied: reading the
  * embedding's unit); every tensor its backward reads, with its lifetime
  * (docs/schedule.md, "Transformers"). */
-void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, uint64_t seed);
+void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, uint64_t seed,
+                    enum zs_precision precision);
 /* Rank `rank`'s tokens and targets of step `step` into its tensors
  * (tfm_task_batch of the task the seed drew). */
 void model_tfm_batch(const struct zs_net *m, float *const *t, uint64_t seed, unsigned step, unsigned rank);

@@ -5,8 +5,10 @@
  * row of zs_shards (util/schedule.h), read through the run's layout; a
  * scheme supplies only the hooks where it differs: when params are
  * gathered, where grads are materialised, which collective reduces them,
- * and whether params are gathered after the optimizer. At N = 1 no hook is
- * called (layout.h's N = 1 rule).
+ * and whether params are gathered after the optimizer. At N = 1 no paper
+ * hook is called (layout.h's N = 1 rule); the framework hooks scheme_ops
+ * still gives there ask no world size: at world 1 every collective is the
+ * identity (coll.h).
  *
  * A process holds ranks [r0, r1) of the N; every per-rank loop runs over
  * those, and the pointer lists handed to the collectives are indexed by
@@ -43,6 +45,10 @@ struct zs_rank {
 	void *bucket[2];
 	float *grad32;
 	void *offload_tmp[2];         /* ZeRO-Offload's device and host grad buffers */
+	/* DeepSpeed's ZeRO-3: each parameter tensor's gathered copy (param.data,
+	 * in category gathered_params), NULL while it is only partitioned; the
+	 * list is NULL for every other scheme. */
+	void **whole;
 	/* DDP's gradient buckets (torch's dp and zero1): bucket i's flat
 	 * grads, in category buckets, for the whole run; NULL otherwise. */
 	void *ddp_bucket[ZS_MAX_PARAM_TENSORS];
@@ -54,9 +60,11 @@ struct zs_rank {
  * with the element of the bucket it starts at. */
 struct zs_bucket {
 	size_t used, count;
-	size_t unit[ZS_MAX_LAYERS], at[ZS_MAX_LAYERS];
+	size_t unit[ZS_MAX_PARAM_TENSORS], at[ZS_MAX_PARAM_TENSORS]; /* units; tensors under ZeRO-3 */
 	unsigned index;
 };
+
+struct zs_ds3;
 
 /* A DDP bucket: the layout's parameter tensors ntensors-1-first down to
  * ntensors-first-count (reverse model order, as gradients become ready),
@@ -99,6 +107,7 @@ struct zs_run {
 	const float *init;            /* the initial fp32 weights, Ψ (outside every rank) */
 	const struct zs_config *config; /* the run's options (a framework's settings) */
 	struct zs_bucket bucket;
+	struct zs_ds3 *ds3;           /* DeepSpeed's ZeRO-3 parameter coordinator (scheme_deepspeed.c) */
 };
 
 enum zs_pass { ZS_PASS_FORWARD, ZS_PASS_BACKWARD };

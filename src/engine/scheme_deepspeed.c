@@ -36,6 +36,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,7 +111,7 @@ static void free_buckets(struct zs_run *r)
 static void alloc_buckets(struct zs_run *r)
 {
 	size_t bytes = bucket_elements(r) * r->esize[ZS_BUF_FULL_GRADS];
-	unsigned nb = 1 + (unsigned)r->config->ds_overlap_comm;
+	unsigned nb = r->ds3 != NULL ? 1 : 1 + (unsigned)r->config->ds_overlap_comm; /* stage 3 has one */
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (unsigned i = 0; i < nb; i++) {
 			run_rank(r, k)->bucket[i] = tracker_alloc_mapped(&r->tracker, k, ZS_CAT_BUCKETS, bytes);
@@ -128,7 +129,8 @@ static void alloc_buckets(struct zs_run *r)
 }
 
 /* Reduce unit u's grads, rank k's at src[k - r0], into the partitions
- * that own them. One rank keeps its own: a copy, no collective. */
+ * that own them. One rank keeps its own: a copy, no collective (coll.h's
+ * N = 1 rule). */
 static void reduce_unit(struct zs_run *r, size_t u, void *const *src)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
@@ -137,8 +139,7 @@ static void reduce_unit(struct zs_run *r, size_t u, void *const *src)
 		size_t esz = coll_dtype_size(r->dt);
 		for (unsigned k = r->r0; k < r->r1; k++)
 			r->ptr_b[k - r->r0] = (char *)src[k - r->r0] + (size_t)k * un->s * esz;
-		if (r->world > 1)
-			coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
+		coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
 		for (unsigned k = r->r0; k < r->r1; k++) {
 			struct zs_slice own = layout_own(&r->layout, ZS_BUF_GRADS, u, k);
 			float *to = run_at(r, k, ZS_BUF_GRADS, own.at);
@@ -150,10 +151,7 @@ static void reduce_unit(struct zs_run *r, size_t u, void *const *src)
 	}
 	for (unsigned k = r->r0; k < r->r1; k++)
 		r->ptr_b[k - r->r0] = run_at(r, k, ZS_BUF_GRADS, layout_own(&r->layout, ZS_BUF_GRADS, u, k).at);
-	if (r->world == 1)
-		memcpy(r->ptr_b[0], src[0], un->n * r->esize[ZS_BUF_GRADS]);
-	else
-		coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
+	coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
 }
 
 static void *bucket_at(const struct zs_run *r, unsigned k, size_t at)
@@ -293,7 +291,9 @@ static void after_step(struct zs_run *r)
 	}
 	if (offloaded(r))
 		params_from_host(r);
-	if (r->world > 1) /* all_gather_dp_groups skips a group of one rank */
+	/* all_gather_dp_groups gathers the partitions stepped; it skips a group
+	 * of one rank, where the layout has no partition (layout.h's N = 1 rule) */
+	if (layout_span(&r->layout, ZS_BUF_MASTER) != ZS_FULL)
 		run_gather_params_in_place(r);
 }
 
@@ -323,9 +323,319 @@ static const struct zs_scheme_ops ds_zero2 = {
 	.master32 = 1,
 };
 
+/* ------------------------------------------------------------------------- */
+/* ZeRO-3 (stage3.py, partition_parameters.py, partitioned_param_coordinator.py
+ * at 38327e0; docs/schedule.md, "deepspeed", ZeRO-3). The layout shards each
+ * tensor on its own (layout_shard_tensors): the fp16 partitions (ds_tensor),
+ * the grad partitions (grad_partitions_flat_buffer), the fp32 partition and
+ * the optimizer state. A module is a unit; its params are gathered, each
+ * tensor into its own block, by the parameter coordinator below, which is
+ * DeepSpeed's (the trace recorded in step 1, prefetch and release by it from
+ * step 2 on). The reduce bucket is allocated once at set-up (stage3.py
+ * 537-540): one, whatever overlap_comm. */
+
+/* The coordinator's state, the same on every rank: per tensor whether it is
+ * whole (ds_status AVAILABLE), persistent (ds_persist) and the step its
+ * prefetch marked it for; the trace (modules forward, then backward) and the
+ * parameter queue (each entry's tensors in ds_id order). */
+struct zs_ds3 {
+	size_t ntrace, nqueue, head, entry;
+	int complete;
+	int persist[ZS_MAX_PARAM_TENSORS], avail[ZS_MAX_PARAM_TENSORS];
+	double recent[ZS_MAX_PARAM_TENSORS], n_avail;
+	size_t trace[2 * ZS_MAX_LAYERS];
+	size_t qt[2 * ZS_MAX_PARAM_TENSORS], qs[2 * ZS_MAX_PARAM_TENSORS];
+};
+
+#define DS3_REUSE_DISTANCE 1e9 /* stage3_max_reuse_distance's default (runtime/zero/config.py 237) */
+
+static size_t psize(const struct zs_run *r) { return coll_dtype_size(r->dt); }
+
+/* Tensor t gathered on every rank into a block of its own (all-gather of
+ * its partitions; a copy at N = 1, coll.h's N = 1 rule). */
+static void gather_tensor(struct zs_run *r, size_t t)
+{
+	const struct zs_layout_tensor *ts = &r->layout.tensor[t];
+	struct zs_ds3 *d = r->ds3;
+	d->avail[t] = 1;
+	d->n_avail += (double)ts->n;
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct zs_rank *rk = run_rank(r, k);
+		rk->whole[t] = tracker_alloc(&r->tracker, k, ZS_CAT_GATHERED, ts->n * psize(r));
+		r->ptr_a[k - r->r0] = run_at(r, k, ZS_BUF_PARAMS, layout_own(&r->layout, ZS_BUF_PARAMS, t, k).at);
+		r->ptr_b[k - r->r0] = rk->whole[t];
+	}
+	coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, ts->n, r->dt);
+}
+
+static void release_tensor(struct zs_run *r, size_t t)
+{
+	r->ds3->avail[t] = 0;
+	r->ds3->n_avail -= (double)r->layout.tensor[t].n;
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		tracker_free(&r->tracker, k, run_rank(r, k)->whole[t]);
+		run_rank(r, k)->whole[t] = NULL;
+	}
+}
+
+static int in_module(const struct zs_run *r, size_t t, size_t m) { return r->layout.tensor[t].unit == m; }
+
+/* fetch_sub_module (partitioned_param_coordinator.py 285-418) of trace
+ * entry j: the module's params not whole, then, once the trace is
+ * complete, its entries off the queue (356-362) and the prefetch: entries
+ * popped while fewer than min(max_live - available, prefetch bucket)
+ * elements are prefetched (380-402), each param not whole gathered. */
+static void ds3_fetch(struct zs_run *r, size_t j)
+{
+	struct zs_ds3 *d = r->ds3;
+	const struct zs_config *c = r->config;
+	size_t m = d->trace[j], not_fetched = 0;
+	for (size_t t = 0; t < r->layout.ntensors; t++)
+		if (in_module(r, t, m)) {
+			not_fetched += d->recent[t] < (double)j;
+			if (!d->avail[t])
+				gather_tensor(r, t);
+		}
+	if (!d->complete)
+		return;
+	for (size_t i = 0; i < not_fetched && d->head < d->nqueue; i++, d->head++)
+		d->recent[d->qt[d->head]] = (double)d->qs[d->head];
+	if (c->ds_prefetch_bucket <= 0)
+		return;
+	double room = fmin(c->ds_max_live - d->n_avail, c->ds_prefetch_bucket), numel = 0;
+	int chosen[ZS_MAX_PARAM_TENSORS] = {0};
+	while (d->head < d->nqueue && numel < room) {
+		size_t t = d->qt[d->head], step = d->qs[d->head++];
+		int fetch = !d->avail[t] && !chosen[t];
+		d->recent[t] = fmax(d->recent[t], (double)step);
+		if (fetch) {
+			chosen[t] = 1;
+			numel += (double)r->layout.tensor[t].n;
+		}
+	}
+	for (size_t t = 0; t < r->layout.ntensors; t++)
+		if (chosen[t])
+			gather_tensor(r, t);
+}
+
+/* release_sub_module (422-441) after trace entry j: every param of the
+ * module while the trace is recorded; once complete, __params_to_release
+ * (524-555) keeps the persistent ones, those a prefetch marked for a later
+ * step and those the modules within the reuse distance use. */
+static void ds3_release(struct zs_run *r, size_t j)
+{
+	struct zs_ds3 *d = r->ds3;
+	int keep[ZS_MAX_PARAM_TENSORS] = {0};
+	if (d->complete) {
+		for (size_t t = 0; t < r->layout.ntensors; t++)
+			keep[t] = d->persist[t] || d->recent[t] > (double)(j + 1);
+		double traversed = 0;
+		for (size_t k = j + 1; k < d->ntrace && traversed < DS3_REUSE_DISTANCE; k++)
+			for (size_t t = 0; t < r->layout.ntensors; t++)
+				if (in_module(r, t, d->trace[k])) {
+					keep[t] = 1;
+					traversed += (double)r->layout.tensor[t].n;
+				}
+	}
+	for (size_t t = 0; t < r->layout.ntensors; t++)
+		if (in_module(r, t, d->trace[j]) && !keep[t] && d->avail[t])
+			release_tensor(r, t);
+}
+
+/* The trace complete (reset_step, 228-262, at step 2's start): its queue
+ * from the start, nothing marked. */
+static void ds3_reset_step(struct zs_run *r)
+{
+	struct zs_ds3 *d = r->ds3;
+	d->entry = d->head = 0;
+	for (size_t t = 0; t < r->layout.ntensors; t++)
+		d->recent[t] = -1e10;
+}
+
+static void ds3_setup(struct zs_run *r, const struct zs_config *c)
+{
+	const struct zs_layout *lo = &r->layout;
+	struct zs_ds3 *d = r->ds3 = zs_calloc(1, sizeof *r->ds3);
+	for (size_t t = 0; t < lo->ntensors; t++)
+		d->persist[t] = (double)lo->tensor[t].n <= c->ds_persist; /* partition_parameters.py 1130 */
+	for (size_t u = 0; u < lo->nunits; u++)
+		d->trace[u] = d->trace[2 * lo->nunits - 1 - u] = u;
+	d->ntrace = 2 * lo->nunits;
+	for (size_t j = 0; j < d->ntrace; j++) /* record_parameters, 210-219 */
+		for (size_t t = 0; t < lo->ntensors; t++)
+			if (in_module(r, t, d->trace[j])) {
+				d->qt[d->nqueue] = t;
+				d->qs[d->nqueue++] = j;
+			}
+	ds3_reset_step(r);
+	for (unsigned k = r->r0; k < r->r1; k++)
+		run_rank(r, k)->whole = zs_calloc(lo->ntensors, sizeof(void *));
+	tracker_set_phase(&r->tracker, ZS_PH_SETUP);
+	alloc_buckets(r); /* __ipg_bucket_flat_buffer, for the whole run */
+}
+
+static void ds3_teardown(struct zs_run *r)
+{
+	for (size_t t = 0; t < r->layout.ntensors; t++)
+		if (r->ds3->avail[t])
+			release_tensor(r, t);
+	free_buckets(r);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		free(run_rank(r, k)->whole);
+		run_rank(r, k)->whole = NULL;
+	}
+	free(r->ds3);
+	r->ds3 = NULL;
+}
+
+/* __reduce_and_partition_ipg_grads (stage3.py 1294-1328) with
+ * reduce_scatter on (its default): reduce_scatter_coalesced
+ * (runtime/comm/coalesced_collectives.py 158-218) of the bucket's grads.
+ * It lays every tensor's chunks out rank after rank, each padded to
+ * ceil(n/N) (torch.empty paddings, then torch.cat: a flat copy of
+ * N·Σ ceil(n/N) elements, unless one tensor divides evenly: then the bucket
+ * itself), reduce-scatters it, and each rank's part of each tensor is
+ * copied into its grad partition (partition_grads, 1466-1527). Here the
+ * paddings are one block (the same bytes) and zeroed. */
+static void ds3_flush(struct zs_run *r)
+{
+	struct zs_bucket *b = &r->bucket;
+	const struct zs_layout *lo = &r->layout;
+	size_t N = r->world, esz = psize(r), part = 0, pad = 0;
+	if (b->count == 0)
+		return;
+	for (size_t i = 0; i < b->count; i++) {
+		part += lo->tensor[b->unit[i]].s;
+		pad += N * lo->tensor[b->unit[i]].s - lo->tensor[b->unit[i]].n;
+	}
+	int in_place = b->count == 1 && pad == 0;
+	tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct zs_rank *rk = run_rank(r, k);
+		rk->offload_tmp[1] = pad > 0 ? tracker_alloc(&r->tracker, k, ZS_CAT_FULL_GRADS, pad * esz) : NULL;
+		rk->offload_tmp[0] = in_place ? bucket_at(r, k, 0)
+		                              : tracker_alloc(&r->tracker, k, ZS_CAT_FULL_GRADS, N * part * esz);
+		if (in_place)
+			continue;
+		char *flat = rk->offload_tmp[0];
+		for (size_t q = 0, at = 0; q < N; q++)
+			for (size_t i = 0; i < b->count; i++) {
+				const struct zs_layout_tensor *ts = &lo->tensor[b->unit[i]];
+				size_t lo_q = q * ts->s, n = lo_q >= ts->n ? 0 : ts->n - lo_q < ts->s ? ts->n - lo_q : ts->s;
+				memcpy(flat + at * esz, bucket_at(r, k, b->at[i] + lo_q), n * esz);
+				memset(flat + (at + n) * esz, 0, (ts->s - n) * esz);
+				at += ts->s;
+			}
+		if (rk->offload_tmp[1] != NULL)
+			memset(rk->offload_tmp[1], 0, pad * esz);
+	}
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		r->ptr_a[k - r->r0] = run_rank(r, k)->offload_tmp[0];
+		r->ptr_b[k - r->r0] = (char *)run_rank(r, k)->offload_tmp[0] + (size_t)k * part * esz;
+	}
+	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, N * part, r->dt); /* in place */
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		const char *mine = r->ptr_b[k - r->r0];
+		for (size_t i = 0, at = 0; i < b->count; at += lo->tensor[b->unit[i++]].s) {
+			struct zs_slice own = layout_own(lo, ZS_BUF_GRADS, b->unit[i], k);
+			memcpy(run_at(r, k, ZS_BUF_GRADS, own.at), mine + at * esz, own.count * esz);
+		}
+		struct zs_rank *rk = run_rank(r, k);
+		if (!in_place)
+			tracker_free(&r->tracker, k, rk->offload_tmp[0]);
+		tracker_free(&r->tracker, k, rk->offload_tmp[1]);
+		rk->offload_tmp[0] = rk->offload_tmp[1] = NULL;
+	}
+	b->used = b->count = 0;
+}
+
+static void ds3_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+{
+	ds3_fetch(r, r->ds3->entry);
+	if (pass == ZS_PASS_BACKWARD)
+		run_alloc_full(r, ZS_BUF_FULL_GRADS, r->layout.unit[u].off, r->layout.unit[u].n);
+}
+
+/* Backward: each tensor's grads into the bucket as it is ready
+ * (reduce_independent_p_g_buckets_and_remove_grads, 1258-1271;
+ * __add_grad_to_ipg_bucket, 1275-1290), the bucket reduced first when the
+ * next would not fit and it is not empty; a tensor larger than the bucket
+ * is refused before the run. Here a unit's tensors in model order. Then
+ * autograd's grads are dropped and the module released. */
+static void ds3_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+{
+	struct zs_bucket *b = &r->bucket;
+	const struct zs_layout *lo = &r->layout;
+	for (size_t t = 0; t < lo->ntensors && pass == ZS_PASS_BACKWARD; t++) {
+		const struct zs_layout_tensor *ts = &lo->tensor[t];
+		if (ts->unit != u)
+			continue;
+		if (b->used + ts->n > bucket_elements(r) && b->count > 0)
+			ds3_flush(r);
+		for (unsigned k = r->r0; k < r->r1; k++)
+			memcpy(bucket_at(r, k, b->used), run_at(r, k, ZS_BUF_FULL_GRADS, ts->off - r->base[ZS_BUF_FULL_GRADS]),
+			       ts->n * psize(r));
+		b->unit[b->count] = t;
+		b->at[b->count++] = b->used;
+		b->used += ts->n;
+		tracker_set_phase(&r->tracker, ZS_PH_BACKWARD);
+	}
+	if (pass == ZS_PASS_BACKWARD)
+		run_free_all(r, ZS_BUF_FULL_GRADS);
+	ds3_release(r, r->ds3->entry++);
+}
+
+/* independent_gradient_partition_epilogue (1131-1155): what is left. */
+static void ds3_reduce(struct zs_run *r) { ds3_flush(r); }
+
+/* step(): _partition_all_parameters (2091; release_and_reset_all,
+ * partitioned_param_coordinator.py 444-457) releases every param, the
+ * persistent ones too; then the fp32 gradient partition, as ZeRO-1/2's
+ * (_prepare_fp32_grad_for_sub_group, stage3.py 1895-1905: one sub-group,
+ * sub_group_size 1e12). */
+static void ds3_before_optimizer(struct zs_run *r)
+{
+	for (size_t t = 0; t < r->layout.ntensors; t++)
+		if (r->ds3->avail[t])
+			release_tensor(r, t);
+	r->ds3->n_avail = 0;
+	fp32_grads(r);
+}
+
+/* The fp32 gradient partition dropped (_release_sub_group, 1943-1950),
+ * then _post_step gathers the persistent params (2054-2056), outside the
+ * coordinator's count; the next step runs the complete trace. */
+static void ds3_after_optimizer(struct zs_run *r)
+{
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		tracker_free(&r->tracker, k, run_rank(r, k)->grad32);
+		run_rank(r, k)->grad32 = NULL;
+	}
+	tracker_set_phase(&r->tracker, ZS_PH_GATHER);
+	for (size_t t = 0; t < r->layout.ntensors; t++)
+		if (r->ds3->persist[t]) {
+			gather_tensor(r, t);
+			r->ds3->n_avail -= (double)r->layout.tensor[t].n;
+		}
+	r->ds3->complete = 1;
+	ds3_reset_step(r);
+}
+
+static const struct zs_scheme_ops ds_zero3 = {
+	.name = "deepspeed zero3",
+	.setup = ds3_setup,
+	.teardown = ds3_teardown,
+	.begin_unit = ds3_begin_unit,
+	.end_unit = ds3_end_unit,
+	.reduce = ds3_reduce,
+	.before_optimizer = ds3_before_optimizer,
+	.after_optimizer = ds3_after_optimizer,
+	.master32 = 1,
+};
+
 const struct zs_scheme_ops *scheme_deepspeed_ops(enum zs_scheme scheme)
 {
-	return scheme == ZS_ZERO1 ? &ds_zero1 : scheme == ZS_ZERO2 ? &ds_zero2 : NULL;
+	return scheme == ZS_ZERO1 ? &ds_zero1 : scheme == ZS_ZERO2 ? &ds_zero2 : scheme == ZS_ZERO3 ? &ds_zero3 : NULL;
 }
 
 double scheme_deepspeed_bound(const struct zs_config *c, const struct zs_layout *lo)
@@ -334,6 +644,9 @@ double scheme_deepspeed_bound(const struct zs_config *c, const struct zs_layout 
 	zs_bytes_per_param(c->precision, c->optimizer, &p, &g, &k);
 	double S = (double)lo->shard, psi = (double)lo->nparams;
 	double written = c->ds_reduce_bucket < psi ? c->ds_reduce_bucket : psi;
-	return (1 + c->ds_overlap_comm) * written * g + S * (g + 4) + (c->precision == ZS_FP32 ? 4 * S : 0) +
+	/* ZeRO-3: reduce_scatter_coalesced's flat copy and paddings, at most
+	 * the bucket's grads padded per tensor, twice */
+	double coalesced = lo->per_tensor ? 2 * (written + (double)lo->world * (double)lo->ntensors) * g : 0;
+	return (1 + c->ds_overlap_comm) * written * g + S * (g + 4) + (c->precision == ZS_FP32 ? 4 * S : 0) + coalesced +
 	       (c->offload != ZS_OFFLOAD_NONE ? 4 * S + 2 * psi * g : 0);
 }

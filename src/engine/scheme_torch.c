@@ -23,7 +23,8 @@
  * the order their gradients become ready, the reverse of model order,
  * through compute_bucket_assignment_by_size with the limits {1 MiB,
  * bucket_cap_mb}. zero1 runs over the same DDP. DDP builds its reducer at
- * any world size, so its buckets exist at N = 1 too.
+ * any world size, so its buckets exist at N = 1 too, and it issues its
+ * all-reduce on a group of one (counted as a call, coll.h).
  *
  * zero3 is FullyShardedDataParallel with FULL_SHARD
  * (torch/distributed/fsdp/fully_sharded_data_parallel.py): one FlatParameter
@@ -86,6 +87,7 @@ static void ddp_buckets(struct zs_run *r, const struct zs_config *c)
 
 static void ddp_setup(struct zs_run *r, const struct zs_config *c)
 {
+	r->coll.one_rank_calls = 1;
 	ddp_buckets(r, c);
 	for (size_t i = 0; i < r->nddp_buckets; i++)
 		for (unsigned k = r->r0; k < r->r1; k++)
@@ -201,8 +203,8 @@ static int low_precision(const struct zs_run *r) { return r->esize[ZS_BUF_PARAMS
 
 /* Gather unit u into a transient full copy. In mixed precision each rank
  * casts its fp32 slots into its own slots of the fp16 copy (the work of
- * FSDP's _mp_shard, done in place) and the copy is all-gathered in place;
- * at N = 1 (NO_SHARD) the cast is all. */
+ * FSDP's _mp_shard, done in place) and the copy is all-gathered in place
+ * (at N = 1, NO_SHARD, the cast is all: coll.h's identity). */
 static void gather_unit(struct zs_run *r, size_t u)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
@@ -220,8 +222,7 @@ static void gather_unit(struct zs_run *r, size_t u)
 		r->ptr_a[k - r->r0] = dst;
 		r->ptr_b[k - r->r0] = run_rank(r, k)->buf[ZS_BUF_GATHERED];
 	}
-	if (r->world > 1)
-		coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, un->n, r->dt);
+	coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, un->n, r->dt);
 }
 
 /* Reduce-scatter unit u's full grads into the grad shard. In mixed
@@ -240,8 +241,7 @@ static void reduce_unit(struct zs_run *r, size_t u)
 		r->ptr_a[k - r->r0] = run_rank(r, k)->buf[ZS_BUF_FULL_GRADS];
 		r->ptr_b[k - r->r0] = (zs_half *)run_rank(r, k)->buf[ZS_BUF_FULL_GRADS] + (sl.first - un->off);
 	}
-	if (r->world > 1)
-		coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, un->n, r->dt);
+	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, un->n, r->dt);
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		struct zs_slice sl = layout_own(&r->layout, ZS_BUF_GRADS, u, k);
 		const zs_half *src = r->ptr_b[k - r->r0];
@@ -355,12 +355,12 @@ size_t scheme_buffer_bytes(enum zs_framework fw, enum zs_scheme scheme, size_t n
 
 const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme scheme, unsigned world)
 {
-	if (world == 1 && fw == ZS_FW_TORCH) /* DDP's reducer (zero1's broadcast sends nothing); FSDP's NO_SHARD */
-		return ddp(fw, scheme) ? &torch_dp : &torch_no_shard;
 	if (fw == ZS_FW_DEEPSPEED && scheme_deepspeed_ops(scheme) != NULL) /* its buffers at N = 1 too */
 		return scheme_deepspeed_ops(scheme);
+	/* The N = 1 rule's hooks: none, but DDP's reducer (zero1's broadcast
+	 * sends nothing) and FSDP's clamp to NO_SHARD. */
 	if (world == 1)
-		return &scheme_one_rank;
+		return fw != ZS_FW_TORCH ? &scheme_one_rank : ddp(fw, scheme) ? &torch_dp : &torch_no_shard;
 	if (fw == ZS_FW_TORCH && scheme == ZS_DP)
 		return &torch_dp;
 	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO1)

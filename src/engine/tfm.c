@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/fp16.h"
 #include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
 #include "util/model.h"
@@ -167,6 +168,17 @@ static const char *const act_names[TFM_NACTS] = {
 
 const char *tfm_act_name(enum tfm_act a) { return act_names[a]; }
 
+int tfm_act_is16(enum tfm_act a)
+{
+	switch (a) {
+	case TFM_ACT_LN1: case TFM_ACT_QKV: case TFM_ACT_ATTY: case TFM_ACT_RES2: case TFM_ACT_LN2: case TFM_ACT_FCH:
+	case TFM_ACT_FCH_ACT: case TFM_ACT_RES3: case TFM_ACT_X0: case TFM_ACT_LNF:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 size_t tfm_act_elems(const struct tfm_dims *d, size_t B, size_t T, enum tfm_act a)
 {
 	size_t BT = B * T, C = d->d, mean = has_bias(d) ? BT : 0;
@@ -252,23 +264,50 @@ void tfm_embed_backward(struct tfm_embed_params *g, const float *dx, const int *
 	embed_backward(g->wte, g->wpe, dx, in, B * T, T, d->d);
 }
 
+/* A 16-bit tensor x (n) just written: rounded to fp16 values (mixed). */
+static void r16(int f16, float *x, size_t n)
+{
+	if (f16)
+		zs_round_half_n(x, n);
+}
+
+void tfm_attention_recompute(struct tfm_block_acts *a, const struct tfm_dims *d, size_t B, size_t T)
+{
+	attention_forward(a->atty, a->att, a->qkv, B, T, d->heads, d->kv_heads, d->head_dim);
+	r16(a->f16, a->atty, B * T * d->heads * d->head_dim);
+}
+
+/* In mixed precision every 16-bit output is rounded as it is written
+ * (autocast's matmuls return fp16; the elementwise ops on 16-bit tensors
+ * return 16 bits); a residual add too. */
 void tfm_block_recompute(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                          const struct tfm_dims *d, size_t B, size_t T)
 {
 	size_t BT = B * T, C = d->d, H = d->heads, KV = d->kv_heads, hd = d->head_dim, F = d->ffn;
+	size_t Q = tfm_qkv_rows(d), U = tfm_up_rows(d);
+	int h = a->f16;
 	norm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1_w, p->ln1_b, d, BT);
-	matmul_forward(a->qkv, a->ln1, p->qkv_w, p->qkv_b, BT, C, tfm_qkv_rows(d));
-	if (d->family == TFM_LLAMA)
+	r16(h, a->ln1, BT * C);
+	matmul_forward(a->qkv, a->ln1, p->qkv_w, p->qkv_b, BT, C, Q);
+	r16(h, a->qkv, BT * Q);
+	if (d->family == TFM_LLAMA) {
 		rope_forward(a->qkv, d->rope_theta, B, T, H, KV, hd);
-	attention_forward(a->atty, a->att, a->qkv, B, T, H, KV, hd);
+		r16(h, a->qkv, BT * Q);
+	}
+	tfm_attention_recompute(a, d, B, T);
 	matmul_forward(a->res2, a->atty, p->proj_w, p->proj_b, BT, H * hd, C);
+	r16(h, a->res2, BT * C);
 	residual_add(a->res2, x, BT * C);
+	r16(h, a->res2, BT * C);
 	norm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2_w, p->ln2_b, d, BT);
-	matmul_forward(a->fch, a->ln2, p->fc_w, p->fc_b, BT, C, tfm_up_rows(d));
+	r16(h, a->ln2, BT * C);
+	matmul_forward(a->fch, a->ln2, p->fc_w, p->fc_b, BT, C, U);
+	r16(h, a->fch, BT * U);
 	if (d->family == TFM_GPT2)
 		gelu_forward(a->fch_act, a->fch, BT * F);
 	else
 		swiglu_forward(a->fch_act, a->fch, BT, F);
+	r16(h, a->fch_act, BT * F);
 }
 
 void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
@@ -277,7 +316,9 @@ void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *
 	size_t BT = B * T, C = d->d;
 	tfm_block_recompute(a, p, x, d, B, T);
 	matmul_forward(a->res3, a->fch_act, p->fcproj_w, p->fcproj_b, BT, d->ffn, C);
+	r16(a->f16, a->res3, BT * C);
 	residual_add(a->res3, a->res2, BT * C);
+	r16(a->f16, a->res3, BT * C);
 }
 
 void tfm_block_backward(struct tfm_block_params *g, struct tfm_scratch *s, const struct tfm_block_acts *a,
@@ -302,13 +343,21 @@ void tfm_block_backward(struct tfm_block_params *g, struct tfm_scratch *s, const
 	norm_backward(s->dres, g->ln1_w, g->ln1_b, s->dx, x, p->ln1_w, a->ln1_mean, a->ln1_rstd, d, BT);
 }
 
-float tfm_head_forward(struct tfm_head_acts *a, const struct tfm_final_params *p, const float *x,
-                       const int *target, const struct tfm_dims *d, size_t B, size_t T)
+void tfm_head_logits(struct tfm_head_acts *a, const struct tfm_final_params *p, const float *x,
+                     const struct tfm_dims *d, size_t B, size_t T)
 {
 	size_t BT = B * T;
 	norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, p->norm_w, p->norm_b, d, BT);
+	r16(a->f16, a->lnf, BT * d->d);
 	matmul_forward(a->logits, a->lnf, p->head, NULL, BT, d->d, d->vocab);
-	return crossentropy_forward_backward(a->logits, target, BT, d->vocab);
+	r16(a->f16, a->logits, BT * d->vocab); /* a 16-bit product, then the loss in fp32 */
+}
+
+float tfm_head_forward(struct tfm_head_acts *a, const struct tfm_final_params *p, const float *x,
+                       const int *target, const struct tfm_dims *d, size_t B, size_t T)
+{
+	tfm_head_logits(a, p, x, d, B, T);
+	return crossentropy_forward_backward(a->logits, target, B * T, d->vocab);
 }
 
 void tfm_head_backward(struct tfm_final_params *g, struct tfm_scratch *s, const struct tfm_head_acts *a,
@@ -513,7 +562,7 @@ float tfm_model_step(struct tfm_model *m, const int *in, const int *target)
 		if (m->recompute == TFM_RECOMPUTE_FULL)
 			tfm_block_forward(a, &bp, x, d, m->B, m->T);
 		else if (m->recompute == TFM_RECOMPUTE_SELECTIVE)
-			attention_forward(a->atty, a->att, a->qkv, m->B, m->T, d->heads, d->kv_heads, d->head_dim);
+			tfm_attention_recompute(a, d, m->B, m->T);
 		tfm_block_backward(&bg, &m->scratch, a, &bp, x, d, m->B, m->T);
 	}
 	struct tfm_embed_params eg;

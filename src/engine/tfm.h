@@ -112,6 +112,11 @@ enum tfm_act {
 };
 #define TFM_NBLOCK_ACTS (TFM_ACT_RES3 + 1)
 const char *tfm_act_name(enum tfm_act a);
+/* Whether tensor a is saved in 16 bits in mixed precision (the matmul
+ * outputs and what they feed: the norms' outputs, the residual stream,
+ * gelu's or SwiGLU's; docs/schedule.md): every (BT, ·) tensor but the
+ * logits. The norms' statistics, the softmax and the logits stay fp32. */
+int tfm_act_is16(enum tfm_act a);
 size_t tfm_act_elems(const struct tfm_dims *d, size_t B, size_t T, enum tfm_act a);
 
 struct tfm_block_acts {
@@ -128,12 +133,17 @@ struct tfm_block_acts {
 	float *fch;          /* (BT, U) fc's output: gelu's input, or gate and up */
 	float *fch_act;      /* (BT, F) gelu(fch) or silu(gate)·up: fcproj's input */
 	float *res3;         /* (BT, d) the block's output */
+	/* Mixed precision: the 16-bit tensors (tfm_act_is16) are rounded to
+	 * fp16 values as they are written, so that what the next kernel
+	 * reads is what a 16-bit tensor holds. 0 in fp32. */
+	int f16;
 };
 struct tfm_head_acts {
 	float *lnf;      /* (BT, d) the final norm's output */
 	float *lnf_mean; /* (BT) gpt2 only */
 	float *lnf_rstd; /* (BT) */
 	float *logits;   /* (BT, V): logits, then d loss / d logits */
+	int f16;         /* as tfm_block_acts' (lnf 16-bit, the logits rounded to fp16 values) */
 };
 /* The field that holds block tensor a (a < TFM_NBLOCK_ACTS), and head
  * tensor a (TFM_ACT_LNF <= a <= TFM_ACT_LOGITS). */
@@ -169,6 +179,9 @@ void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *
  * inputs, so the same bits (full recompute). */
 void tfm_block_recompute(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                          const struct tfm_dims *d, size_t B, size_t T);
+/* Rebuild the softmax a->att and a->atty from a->qkv (selective
+ * recompute): the forward's kernel on the same input, so the same bits. */
+void tfm_attention_recompute(struct tfm_block_acts *a, const struct tfm_dims *d, size_t B, size_t T);
 /* On entry s->dres is d loss / d res3, on return d loss / d x; g += the
  * block's parameter gradients. */
 void tfm_block_backward(struct tfm_block_params *g, struct tfm_scratch *s, const struct tfm_block_acts *a,
@@ -177,7 +190,10 @@ void tfm_block_backward(struct tfm_block_params *g, struct tfm_scratch *s, const
 
 /* The head and the loss: returns the mean cross-entropy of the next
  * tokens target (B, T) given the last block's output x (BT, d); a->logits
- * holds d loss / d logits on return. */
+ * holds d loss / d logits on return. tfm_head_logits stops before the
+ * loss: a->logits holds the logits. */
+void tfm_head_logits(struct tfm_head_acts *a, const struct tfm_final_params *p, const float *x,
+                     const struct tfm_dims *d, size_t B, size_t T);
 float tfm_head_forward(struct tfm_head_acts *a, const struct tfm_final_params *p, const float *x,
                        const int *target, const struct tfm_dims *d, size_t B, size_t T);
 /* s->dres = d loss / d x (written); g += the head's gradients. */

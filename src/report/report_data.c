@@ -435,6 +435,7 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 			return zs_fail(cause, "%s: \"units\" holds something other than an element count", where);
 		if (u->valuedouble > r->largest_unit)
 			r->largest_unit = u->valuedouble;
+		r->units_total += u->valuedouble;
 	}
 	if (read_count(run, "shard_elements", where, "an element count", &r->shard_elements,
 	               cause) < 0 ||
@@ -442,8 +443,9 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	               cause) < 0 ||
 	    report_read_bytes(run, "resident_bytes", where, &r->measured[REPORT_RESIDENT], cause) < 0 ||
 	    report_read_bytes(run, "peak_bytes", where, &r->measured[REPORT_PEAK], cause) < 0 ||
-	    report_read_bytes(run, "comm_bytes_per_rank_per_step", where, &r->measured[REPORT_COMM],
-	               cause) < 0 ||
+	    (r->comm_mean &= r->scheme == ZS_ZERO3,
+	     (r->comm_mean ? read_floor : report_read_bytes)(run, "comm_bytes_per_rank_per_step", where,
+	                                                     &r->measured[REPORT_COMM], cause)) < 0 ||
 	    report_read_breakdown(run, "resident_breakdown", where, lab, "resident_bytes",
 	                   r->measured[REPORT_RESIDENT], r->resident_bd, cause) < 0 ||
 	    report_read_breakdown(run, "peak_breakdown", where, lab, "peak_bytes", r->measured[REPORT_PEAK],
@@ -453,6 +455,11 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	const cJSON *bc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "collectives"),
 	                                                  "broadcast");
 	if (bc != NULL && report_read_bytes(bc, "bytes_per_step", where, &r->broadcast_bytes, cause) < 0)
+		return -1;
+	const cJSON *ag = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "collectives"),
+	                                                  "all_gather");
+	if (ag != NULL && (r->comm_mean ? read_floor : report_read_bytes)(ag, "bytes_per_step", where,
+	                                                                  &r->allgather_bytes, cause) < 0)
 		return -1;
 	if (read_ranks(run, where, r, cause) < 0)
 		return -1;
@@ -497,7 +504,8 @@ static int read_row(const cJSON *row, const char *where, struct report_run *r, c
 	snprintf(at, sizeof at, "%s.schedule", where);
 	if (report_read_bytes(sc, "resident_bytes", at, &r->schedule[REPORT_RESIDENT], cause) < 0 ||
 	    report_read_bytes(sc, "peak_bytes", at, &r->schedule[REPORT_PEAK], cause) < 0 ||
-	    report_read_bytes(sc, "comm_bytes_per_rank_per_step", at, &r->schedule[REPORT_COMM], cause) < 0 ||
+	    (r->comm_mean ? read_floor : report_read_bytes)(sc, "comm_bytes_per_rank_per_step", at,
+	                                                    &r->schedule[REPORT_COMM], cause) < 0 ||
 	    read_sched_breakdown(sc, "resident_breakdown", at, lab, "resident_bytes",
 	                         r->schedule[REPORT_RESIDENT], r->sched_resident_bd,
 	                         &r->has_sched_resident_bd, cause) < 0 ||
@@ -648,8 +656,8 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 	snprintf(d->precision, sizeof d->precision, "%s", mm.precision);
 	snprintf(d->optimizer, sizeof d->optimizer, "%s", mm.optimizer);
 	snprintf(d->framework, sizeof d->framework, "%s", mm.framework);
-	/* Only the theory models DeepSpeed's ZeRO-3: its threshold is the one
-	 * the finding reads (same_model refused two different ones). */
+	/* The theory's threshold is the one the finding reads (same_model
+	 * refused two different ones). */
 	d->ds_persist = tm.ds_persist >= 0 ? tm.ds_persist : mm.ds_persist;
 	d->offload = mm.offload != NULL && strcmp(mm.offload, "none") != 0;
 	d->p = mm.p;
@@ -667,9 +675,15 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 	i = 0;
 	cJSON_ArrayForEach(run, runs) {
 		snprintf(where, sizeof where, "%s: runs[%zu]", mname, i);
+		d->runs[i].comm_mean = strcmp(mm.framework, "deepspeed") == 0;
 		if (read_run(run, where, &d->runs[i], cause) < 0 ||
 		    join_row(rows, tname, &d->runs[i], cause) < 0)
 			goto fail;
+		if (d->runs[i].units_total != d->params) { /* the units are the model, cut */
+			zs_fail(cause, "%s: \"units\" add up to %.0f elements, not the model's %.0f", where,
+			        d->runs[i].units_total, d->params);
+			goto fail;
+		}
 		i++;
 	}
 	qsort(d->runs, d->nruns, sizeof *d->runs, cmp_run);

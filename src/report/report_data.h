@@ -41,8 +41,13 @@ struct report_run {
 	enum zs_scheme scheme;
 	unsigned world;
 	enum zs_unit unit;
+	/* DeepSpeed's zero3: its steps send different bytes (step 1 records the
+	 * trace), so its comm per step is a mean, not a whole number. */
+	int comm_mean;
 	double largest_unit;                 /* elements of the largest unit */
+	double units_total;                  /* the units' elements summed: Ψ */
 	double broadcast_bytes;              /* collectives.broadcast per step (torch's zero1), else 0 */
+	double allgather_bytes;              /* collectives.all_gather per step (a mean for DeepSpeed), else 0 */
 	double shard_elements;               /* S */
 	double padded_elements;              /* P = N·S */
 	double measured[REPORT_NMETRICS];

@@ -112,6 +112,13 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 		return zs_fail(cause, "%s: \"head\" must be null exactly when the head is tied", where);
 	if (!m->tied && read_uint(units, "head", where, &m->u_head, cause) < 0)
 		return -1;
+	/* The units are the model cut: the embeddings (with the final norm when
+	 * tied), the blocks and the untied head add up to params. */
+	if ((double)m->u_embeddings + (double)m->blocks * (double)m->u_block + (double)m->u_head != (double)m->params)
+		return zs_fail(cause, "%s: the embeddings, %.0f blocks and the head add up to %.0f elements, not "
+		               "params %.0f", where, (double)m->blocks,
+		               (double)m->u_embeddings + (double)m->blocks * (double)m->u_block + (double)m->u_head,
+		               (double)m->params);
 	m->model = cJSON_Duplicate(model, 1);
 	if (m->model == NULL)
 		zs_oom(__FILE__, __LINE__);

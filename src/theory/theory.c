@@ -297,7 +297,8 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 	theory_floor(theory_request_params(req), scheme, world, &s.bytes, &r->floor);
 	if (req->model != NULL) {
 		theory_model_peak(req->model, &req->act, &s.bytes, b, scheme, unit, world, &r->peak);
-		r->model_sched = theory_model_has_schedule(req->model, &req->act, &s.bytes, req->config->framework);
+		r->model_sched = !req->bf16 && /* measure runs no bf16 */
+		                 theory_model_has_schedule(req->model, &req->act, &s.bytes, req->config->framework);
 		if (r->model_sched)
 			theory_model_schedule(req->model, &req->act, &s.bytes, b, scheme, unit, world, &r->sched);
 		r->peak_bytes = r->peak.peak_bytes;

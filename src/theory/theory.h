@@ -93,6 +93,11 @@ struct theory_schedule {
 	 * fields above are then the device's. 0 without offload. */
 	uint64_t host_resident_bytes, host_peak_bytes;
 	uint64_t host_resident_bytes_per_node;  /* --ranks-per-node ranks' */
+	/* Steps that send different bytes (DeepSpeed's ZeRO-3: step 1 records
+	 * its trace): comm_bytes and comm_elements are the last step's, these
+	 * the mean over --steps, what measure reports. */
+	int steps_differ;
+	double comm_bytes_mean, comm_elements_mean;
 };
 
 /* Model states of any model given as its units, as runs of equal units
@@ -177,6 +182,28 @@ struct theory_deepspeed_z3 {
 };
 void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config *c, unsigned world,
                             struct theory_deepspeed_z3 *out);
+
+/* What DeepSpeed's ZeRO-3 holds whole (gathered) as its parameter
+ * coordinator runs the MLP (partitioned_param_coordinator.py,
+ * PartitionedParameterCoordinator, with c's --ds-persist,
+ * --ds-prefetch-bucket and --ds-max-live, and the default
+ * stage3_max_reuse_distance, 1e9): the modules are the units (unit=model
+ * one module of every tensor, unit=layer one per linear layer), the trace
+ * forward then backward. Elements of parameters whole on a rank, the
+ * persistent ones included:
+ *   first_step   the most at any module of step 1, when the trace is being
+ *                recorded (each module's params released after it runs);
+ *   first_fetch  from step 2 on, after the first module's fetch and its
+ *                prefetch (bounded by the prefetch bucket and max live);
+ *   at_backward  from step 2 on, at the start of backward (the reuse
+ *                distance, or the prefetch's marks, keep a module's params
+ *                from its forward into its backward);
+ *   peak         from step 2 on, the most at any module. */
+struct theory_deepspeed_live {
+	uint64_t first_step, first_fetch, at_backward, peak;
+};
+void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
+                           struct theory_deepspeed_live *out);
 
 /* Where a DeepSpeed rank's bytes live between steps under c->offload
  * (docs/schedule.md, "deepspeed", offload): device and host bytes per
@@ -284,7 +311,7 @@ void theory_model_peak(const struct zs_model *m, const struct theory_act_opts *o
                        enum zs_unit unit, unsigned world, struct theory_peak *out);
 
 /* The exact schedule level for zerosim's own transformer (the engine's
- * `measure --model`: fp32, the paper's schemes, at most ZS_MAX_WIDTHS - 2
+ * `measure --model`: fp32 or mixed, the paper's schemes, at most ZS_MAX_WIDTHS - 2
  * blocks): resident, peak and its breakdown, comm, from the shape alone
  * (docs/schedule.md, "Transformers: the engine's schedule").
  * has_schedule says whether the request is one the engine runs. */

@@ -19,6 +19,9 @@
 #include "util/schedule.h"
 #include "util/util.h"
 
+static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit, unsigned world,
+                         struct theory_schedule *out);
+
 /* The largest parameter tensor: the offload's temporary grad buffers. */
 static uint64_t largest_tensor(const struct theory_shape *s)
 {
@@ -47,6 +50,11 @@ static uint64_t largest_tensor(const struct theory_shape *s)
 void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world, struct theory_schedule *out)
 {
+	if (c->framework == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3 && c->offload == ZS_OFFLOAD_NONE) {
+		theory_schedule(s, ZS_ZERO3, unit, world, out); /* units, A and D */
+		ds3_schedule(s, c, unit, world, out);
+		return;
+	}
 	if (c->framework != ZS_FW_DEEPSPEED || (scheme != ZS_ZERO1 && scheme != ZS_ZERO2))
 		return;
 	const struct theory_bytes *b = &s->bytes;
@@ -149,6 +157,317 @@ void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config
 	                      (uint64_t)c->ds_reduce_bucket * b->g;
 }
 
+/* DeepSpeed's PartitionedParameterCoordinator over the MLP, in elements
+ * (docs/schedule.md, "deepspeed", ZeRO-3's coordinator; line numbers of
+ * partitioned_param_coordinator.py at 38327e0). Tensors in model order
+ * (ds_id order: each layer's weight, then its bias), each in its module. */
+#define DS_MAX_TENSORS (2 * (ZS_MAX_WIDTHS - 1))
+#define DS_REUSE_DISTANCE 1e9 /* stage3_max_reuse_distance's default (runtime/zero/config.py 237) */
+
+struct ds_coord {
+	size_t ntensors, nmodules, ntrace, nqueue, head;
+	uint64_t n[DS_MAX_TENSORS], s[DS_MAX_TENSORS]; /* elements, and ceil(n/N) a rank */
+	size_t module[DS_MAX_TENSORS];
+	uint64_t gathered;                   /* Σ ceil(n/N) of the tensors gathered so far */
+	int persist[DS_MAX_TENSORS], avail[DS_MAX_TENSORS];
+	double recent[DS_MAX_TENSORS];       /* __most_recent_step_id_param_fetched_for */
+	size_t trace[2 * DS_MAX_TENSORS];    /* __submodule_order: the modules forward, then backward */
+	size_t qt[2 * DS_MAX_TENSORS];       /* __param_queue: (param, step_id_last_used_at) */
+	size_t qs[2 * DS_MAX_TENSORS];
+	double n_avail;                      /* __n_available_params */
+};
+
+static uint64_t coord_live(const struct ds_coord *d)
+{
+	uint64_t live = 0;
+	for (size_t t = 0; t < d->ntensors; t++)
+		live += d->avail[t] ? d->n[t] : 0;
+	return live;
+}
+
+static void coord_gather(struct ds_coord *d, size_t t)
+{
+	if (!d->avail[t]) {
+		d->avail[t] = 1;
+		d->n_avail += (double)d->n[t]; /* __all_gather_params_, 473-484 */
+		d->gathered += d->s[t];
+	}
+}
+
+/* fetch_sub_module (285-418) of trace entry j, the trace complete or not. */
+static void coord_fetch(struct ds_coord *d, const struct zs_config *c, size_t j, int complete)
+{
+	size_t m = d->trace[j], not_fetched = 0;
+	for (size_t t = 0; t < d->ntensors; t++)
+		if (d->module[t] == m) {
+			not_fetched += d->recent[t] < (double)j; /* 356-357 */
+			coord_gather(d, t);
+		}
+	if (!complete)
+		return;
+	for (size_t i = 0; i < not_fetched && d->head < d->nqueue; i++, d->head++) /* 358-362 */
+		d->recent[d->qt[d->head]] = (double)d->qs[d->head];
+	if (c->ds_prefetch_bucket <= 0) /* 380 */
+		return;
+	double room = fmin(c->ds_max_live - d->n_avail, c->ds_prefetch_bucket), numel = 0; /* 381-382 */
+	int chosen[DS_MAX_TENSORS] = {0};
+	while (d->head < d->nqueue && numel < room) { /* 385-402 */
+		size_t t = d->qt[d->head], step = d->qs[d->head++];
+		int fetch = !d->avail[t] && !chosen[t];
+		d->recent[t] = fmax(d->recent[t], (double)step);
+		if (fetch) {
+			chosen[t] = 1;
+			numel += (double)d->n[t];
+		}
+	}
+	for (size_t t = 0; t < d->ntensors; t++)
+		if (chosen[t])
+			coord_gather(d, t);
+}
+
+/* release_sub_module (422-441) after trace entry j (__step_id is j + 1):
+ * every param of the module while the trace is recorded; once it is
+ * complete, __params_to_release (524-555): not the persistent ones, not
+ * one a prefetch marked for a later step, not one the next modules within
+ * the reuse distance use. */
+static void coord_release(struct ds_coord *d, size_t j, int complete)
+{
+	size_t m = d->trace[j];
+	int keep[DS_MAX_TENSORS] = {0};
+	if (complete) {
+		for (size_t t = 0; t < d->ntensors; t++)
+			keep[t] = d->persist[t] || d->recent[t] > (double)(j + 1);
+		double traversed = 0;
+		for (size_t k = j + 1; k < d->ntrace && traversed < DS_REUSE_DISTANCE; k++)
+			for (size_t t = 0; t < d->ntensors; t++)
+				if (d->module[t] == d->trace[k]) {
+					keep[t] = 1;
+					traversed += (double)d->n[t];
+				}
+	}
+	for (size_t t = 0; t < d->ntensors; t++)
+		if (d->module[t] == m && !keep[t] && d->avail[t]) { /* __release_param, 515-520 */
+			d->avail[t] = 0;
+			d->n_avail -= (double)d->n[t];
+		}
+}
+
+/* The MLP's tensors (each layer's weight, then its bias), their modules,
+ * the trace and its parameter queue (record_parameters, 210-219: each
+ * entry's params in ds_id order). */
+static void coord_init(struct ds_coord *d, const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
+                       unsigned world)
+{
+	memset(d, 0, sizeof *d);
+	for (size_t l = 0; l + 1 < s->nwidths; l++)
+		for (int bias = 0; bias < 2; bias++) {
+			uint64_t n = bias ? s->widths[l + 1] : (uint64_t)s->widths[l] * s->widths[l + 1];
+			d->n[d->ntensors] = n;
+			d->s[d->ntensors] = (n + world - 1) / world;
+			d->persist[d->ntensors] = (double)n <= c->ds_persist; /* partition_parameters.py 1130 */
+			d->module[d->ntensors++] = unit == ZS_UNIT_LAYER ? l : 0;
+		}
+	d->nmodules = unit == ZS_UNIT_LAYER ? s->nwidths - 1 : 1;
+	for (size_t m = 0; m < d->nmodules; m++)
+		d->trace[m] = d->trace[2 * d->nmodules - 1 - m] = m;
+	d->ntrace = 2 * d->nmodules;
+	for (size_t j = 0; j < d->ntrace; j++)
+		for (size_t t = 0; t < d->ntensors; t++)
+			if (d->module[t] == d->trace[j]) {
+				d->qt[d->nqueue] = t;
+				d->qs[d->nqueue++] = j;
+			}
+}
+
+/* A step's start: step 1 records the trace (reset_step, 228-262) with
+ * nothing whole (the model was partitioned when it was built); from step
+ * 2 the trace is complete, and what is whole is what the last step()
+ * left: release_and_reset_all (444-457) dropped everything and zeroed the
+ * count, then _post_step gathered the persistent params (stage3.py
+ * 2054-2056) outside it. */
+static void coord_begin_step(struct ds_coord *d, unsigned step)
+{
+	d->head = 0;
+	d->n_avail = 0;
+	for (size_t t = 0; t < d->ntensors; t++) {
+		d->avail[t] = step > 1 && d->persist[t];
+		d->recent[t] = -1e10;
+	}
+}
+
+void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
+                           struct theory_deepspeed_live *out)
+{
+	struct ds_coord d;
+	coord_init(&d, s, c, unit, 1);
+	*out = (struct theory_deepspeed_live){0};
+	coord_begin_step(&d, 1);
+	for (size_t j = 0; j < d.ntrace; j++) {
+		coord_fetch(&d, c, j, 0);
+		out->first_step = coord_live(&d) > out->first_step ? coord_live(&d) : out->first_step;
+		coord_release(&d, j, 0);
+	}
+	coord_begin_step(&d, 2);
+	for (size_t j = 0; j < d.ntrace; j++) {
+		if (j == d.nmodules)
+			out->at_backward = coord_live(&d);
+		coord_fetch(&d, c, j, 1);
+		if (j == 0)
+			out->first_fetch = coord_live(&d);
+		out->peak = coord_live(&d) > out->peak ? coord_live(&d) : out->peak;
+		coord_release(&d, j, 1);
+	}
+}
+
+/* A point of the step: the bytes above R (the state between steps before
+ * the persistent params are gathered) by category; the peak is the first
+ * point with the most. */
+static void ds3_point(const uint64_t *base, const uint64_t *extra, struct theory_schedule *out)
+{
+	uint64_t total = 0;
+	for (int k = 0; k < THEORY_NCATEGORIES; k++)
+		total += base[k] + extra[k];
+	if (total <= out->peak_bytes)
+		return;
+	out->peak_bytes = total;
+	for (int k = 0; k < THEORY_NCATEGORIES; k++)
+		out->peak_breakdown[k] = base[k] + extra[k];
+}
+
+/* reduce_scatter_coalesced's transients for the bucket's tensors [first,
+ * last) of the backward order: a flat copy of N·Σ ceil(n/N) elements and
+ * the paddings, Σ (N·ceil(n/N) - n), unless one tensor divides evenly. */
+static uint64_t ds3_flush_elements(const struct ds_coord *d, const size_t *order, size_t first, size_t last,
+                                   unsigned world)
+{
+	uint64_t part = 0, pad = 0;
+	for (size_t i = first; i < last; i++) {
+		part += d->s[order[i]];
+		pad += world * d->s[order[i]] - d->n[order[i]];
+	}
+	return last - first == 1 && pad == 0 ? 0 : world * part + pad;
+}
+
+/* DeepSpeed's ZeRO-3 as the engine runs it (docs/schedule.md, "deepspeed",
+ * ZeRO-3), walked over --steps steps from the shape: per shard element
+ * (Σ ceil(n_t/N)) the fp16 partition, the grad partition, the fp32
+ * partition and the optimizer state, the bucket (B·g) from set-up, and the
+ * persistent params whole after each step (the resident); at each module
+ * the params the coordinator holds whole, with the activations of forward
+ * so far, or in backward all of them, the two deltas, the module's grads
+ * and, when the bucket is reduced, reduce_scatter_coalesced's flat copy;
+ * the epilogue's reduction after backward; step()'s fp32 gradient
+ * partition with nothing whole. Comm: each gather of a tensor and one
+ * reduce-scatter of every grad a step, (N-1)·ceil(n/N) elements each, the
+ * mean over the steps (step 1 gathers each module twice). */
+static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit, unsigned world,
+                         struct theory_schedule *out)
+{
+	const struct theory_bytes *b = &s->bytes;
+	struct ds_coord d;
+	coord_init(&d, s, c, unit, world);
+	uint64_t S = 0, persist = 0, A = out->peak_breakdown[THEORY_ACTIVATIONS];
+	uint64_t D = out->peak_breakdown[THEORY_SCRATCH], B = (uint64_t)c->ds_reduce_bucket;
+	for (size_t t = 0; t < d.ntensors; t++) {
+		S += d.s[t];
+		persist += d.persist[t] ? d.n[t] : 0;
+	}
+	enum theory_category pc = b->p == 2 ? THEORY_PARAM16 : THEORY_PARAM32;
+	enum theory_category gc = b->g == 2 ? THEORY_GRAD16 : THEORY_GRAD32;
+	uint64_t base[THEORY_NCATEGORIES] = {0}, x[THEORY_NCATEGORIES];
+	base[pc] = S * b->p;
+	base[gc] = S * b->g;
+	base[THEORY_MASTER32] = S * 4;
+	base[THEORY_ADAM_M] = base[THEORY_ADAM_V] = S * b->adam;
+	base[THEORY_MOMENTUM] = S * b->momentum;
+	base[THEORY_BUCKETS] = B * b->g;
+	out->shard_elements = S;
+	out->padded_elements = (uint64_t)world * S;
+	out->padding_bytes = (double)(out->padded_elements - out->params) / world * (double)(b->p + b->g + 4 + 2 * b->adam +
+	                                                                                     b->momentum);
+	memset(out->resident_breakdown, 0, sizeof out->resident_breakdown);
+	memcpy(out->resident_breakdown, base, sizeof base);
+	out->resident_breakdown[THEORY_GATHERED_PARAMS] = persist * b->p;
+	out->resident_bytes = 0;
+	for (int k = 0; k < THEORY_NCATEGORIES; k++)
+		out->resident_bytes += out->resident_breakdown[k];
+	/* the backward order of the tensors, each unit's in model order, and
+	 * where the bucket is reduced: before tensor i when it would not fit */
+	size_t order[DS_MAX_TENSORS], no = 0, start[DS_MAX_TENSORS + 1], nflush = 0;
+	for (size_t m = d.nmodules; m-- > 0;)
+		for (size_t t = 0; t < d.ntensors; t++)
+			if (d.module[t] == m)
+				order[no++] = t;
+	uint64_t used = 0;
+	start[nflush++] = 0;
+	for (size_t i = 0; i < no; i++) {
+		if (used + d.n[order[i]] > B && used > 0) {
+			start[nflush++] = i;
+			used = 0;
+		}
+		used += d.n[order[i]];
+	}
+	start[nflush] = no;
+	memset(out->peak_breakdown, 0, sizeof out->peak_breakdown);
+	out->peak_bytes = 0;
+	memset(x, 0, sizeof x);
+	ds3_point(base, x, out); /* set-up */
+	uint64_t sent = 0, sent_elements = 0;
+	for (unsigned step = 1; step <= c->steps; step++) {
+		coord_begin_step(&d, step);
+		d.gathered = 0;
+		uint64_t fwd = (uint64_t)s->widths[0] + s->widths[s->nwidths - 1];
+		for (size_t j = 0; j < d.ntrace; j++) {
+			size_t m = d.trace[j];
+			coord_fetch(&d, c, j, step > 1);
+			memset(x, 0, sizeof x);
+			x[THEORY_GATHERED_PARAMS] = coord_live(&d) * b->p;
+			if (j < d.nmodules) { /* forward: its layers' outputs, one by one */
+				for (size_t l = 0; l + 1 < s->nwidths; l++)
+					if (unit == ZS_UNIT_MODEL || l == m) {
+						fwd += s->widths[l + 1];
+						x[THEORY_ACTIVATIONS] = fwd * 4 * s->batch;
+						ds3_point(base, x, out);
+					}
+			} else { /* backward: everything, the deltas, the module's grads, its flushes */
+				uint64_t n = 0;
+				for (size_t t = 0; t < d.ntensors; t++)
+					n += d.module[t] == m ? d.n[t] : 0;
+				x[THEORY_ACTIVATIONS] = A;
+				x[THEORY_SCRATCH] = D;
+				x[THEORY_FULL_GRADS] = n * b->g;
+				ds3_point(base, x, out);
+				for (size_t f = 1; f < nflush; f++)
+					if (d.module[order[start[f]]] == m) {
+						uint64_t flat = ds3_flush_elements(&d, order, start[f - 1], start[f], world);
+						x[THEORY_FULL_GRADS] = (n + flat) * b->g;
+						ds3_point(base, x, out);
+					}
+			}
+			coord_release(&d, j, step > 1);
+		}
+		memset(x, 0, sizeof x); /* the epilogue's reduction, the activations freed */
+		x[THEORY_GATHERED_PARAMS] = coord_live(&d) * b->p;
+		x[THEORY_FULL_GRADS] = ds3_flush_elements(&d, order, start[nflush - 1], no, world) * b->g;
+		ds3_point(base, x, out);
+		memset(x, 0, sizeof x); /* step(): nothing whole */
+		x[THEORY_GRAD32] = S * 4;
+		x[THEORY_GRAD16] = b->g == 2 ? S * b->g : 0;
+		ds3_point(base, x, out);
+		for (size_t t = 0; t < d.ntensors; t++) /* _post_step */
+			d.gathered += d.persist[t] ? d.s[t] : 0;
+		sent += (uint64_t)(world - 1) * (d.gathered * b->p + S * b->g);
+		sent_elements += (uint64_t)(world - 1) * (d.gathered + S);
+		if (step == c->steps) {
+			out->comm_bytes = (uint64_t)(world - 1) * (d.gathered * b->p + S * b->g);
+			out->comm_elements = (uint64_t)(world - 1) * (d.gathered + S);
+		}
+	}
+	out->steps_differ = 1;
+	out->comm_bytes_mean = (double)sent / c->steps;
+	out->comm_elements_mean = (double)sent_elements / c->steps;
+}
+
 void theory_deepspeed_memory(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
                              enum zs_unit unit, unsigned world, struct theory_deepspeed_mem *out)
 {
@@ -203,15 +522,24 @@ static int memory_json(cJSON *row, const struct theory_request *req, enum zs_sch
 	       ? -1 : 0;
 }
 
-static int zero3_json(cJSON *row, const struct theory_request *req, unsigned world)
+static int zero3_json(cJSON *row, const struct theory_request *req, enum zs_unit unit, unsigned world)
 {
 	const struct zs_config *c = req->config;
 	struct theory_shape s = {c->widths, c->nwidths, c->batch, {0}};
 	struct theory_deepspeed_z3 z;
+	struct theory_deepspeed_live lv;
 	theory_request_bytes(req, &s.bytes);
 	theory_deepspeed_zero3(&s, c, world, &z);
-	cJSON *o = cJSON_AddObjectToObject(row, "deepspeed_zero3");
-	return o == NULL || zs_json_add_number(o, "persist_threshold", c->ds_persist) == NULL ||
+	theory_deepspeed_live(&s, c, unit, &lv);
+	cJSON *o = cJSON_AddObjectToObject(row, "deepspeed_zero3"), *l = o ? cJSON_AddObjectToObject(o, "live_params") : NULL;
+	return l == NULL || zs_json_add_number(l, "prefetch_bucket", c->ds_prefetch_bucket) == NULL ||
+	       zs_json_add_number(l, "max_live", c->ds_max_live) == NULL ||
+	       zs_json_add_number(l, "first_step", (double)lv.first_step) == NULL ||
+	       zs_json_add_number(l, "first_fetch", (double)lv.first_fetch) == NULL ||
+	       zs_json_add_number(l, "at_backward", (double)lv.at_backward) == NULL ||
+	       zs_json_add_number(l, "peak", (double)lv.peak) == NULL ||
+	       zs_json_add_number(l, "peak_bytes", (double)(lv.peak * s.bytes.p)) == NULL ||
+	       zs_json_add_number(o, "persist_threshold", c->ds_persist) == NULL ||
 	       zs_json_add_number(o, "tensors", z.tensors) == NULL ||
 	       zs_json_add_number(o, "persistent_tensors", z.persistent_tensors) == NULL ||
 	       zs_json_add_number(o, "persistent_params", (double)z.persistent_params) == NULL ||
@@ -258,7 +586,7 @@ int theory_framework_row_json(cJSON *row, const struct theory_request *req, enum
 	double psi, largest, host;
 	if (c->framework != ZS_FW_DEEPSPEED)
 		return 0;
-	if (scheme == ZS_ZERO3 && req->shape_known && zero3_json(row, req, world) < 0)
+	if (scheme == ZS_ZERO3 && req->shape_known && zero3_json(row, req, unit, world) < 0)
 		return -1;
 	if (req->shape_known && memory_json(row, req, scheme, unit, world) < 0)
 		return -1;
@@ -369,10 +697,29 @@ char *theory_deepspeed_text(const struct theory_request *req)
 	theory_deepspeed_zero3(&s, c, c->world[0], &z);
 	char *z3 = zs_asprintf("%s\nDeepSpeed's ZeRO-3 (stage3.py) keeps a tensor of at most %.17g elements\n"
 	                       "(--ds-persist) whole on every rank: %u of the %u tensors, %llu of the %llu\n"
-	                       "parameters%s.\nThe zero3 rows above are the paper's.\n",
+	                       "parameters%s.\n",
 	                       why, c->ds_persist, z.persistent_tensors, z.tensors, (unsigned long long)z.persistent_params,
 	                       (unsigned long long)z.persistent_params + (unsigned long long)z.partitioned_params,
 	                       z.partitioned_params == 0 ? "; it partitions none of this model's parameters" : "");
 	free(why);
+	for (size_t u = 0; u < c->nunits; u++) {
+		struct theory_deepspeed_live lv;
+		theory_deepspeed_live(&s, c, c->units[u], &lv);
+		char *line = zs_asprintf("%s\nDeepSpeed's parameter coordinator, unit=%s (%s), in\n"
+		                         "parameters whole on a rank, the persistent ones included: step 1 (the trace\n"
+		                         "being recorded) at most %llu at once; from step 2 (--ds-prefetch-bucket\n"
+		                         "%.17g, --ds-max-live %.17g) %llu after the first module's fetch and\n"
+		                         "prefetch, %llu at the start of backward, at most %llu. --ds-max-live\n"
+		                         "bounds only what a fetch prefetches: what a forward gathered stays until\n"
+		                         "its backward (the reuse distance, 1e9, or the prefetch's marks) whatever\n"
+		                         "it is.\n",
+		                         z3, zs_unit_name(c->units[u]),
+		                         c->units[u] == ZS_UNIT_LAYER ? "a module per layer" : "the model one module",
+		                         (unsigned long long)lv.first_step, c->ds_prefetch_bucket, c->ds_max_live,
+		                         (unsigned long long)lv.first_fetch, (unsigned long long)lv.at_backward,
+		                         (unsigned long long)lv.peak);
+		free(z3);
+		z3 = line;
+	}
 	return z3;
 }

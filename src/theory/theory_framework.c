@@ -286,7 +286,7 @@ int theory_framework_json(cJSON *schedule, const struct theory_request *req, enu
 	for (unsigned k = 0; k < world && rc == 0; k++) {
 		uint64_t less = (most - load[k]) * s.bytes.k;
 		rc = push(ra, (double)(sc->resident_bytes - less)) < 0 || push(pa, (double)(sc->peak_bytes - less)) < 0 ||
-		     push(ca, (double)sc->comm_bytes) < 0 ? -1 : 0;
+		     push(ca, sc->steps_differ ? sc->comm_bytes_mean : (double)sc->comm_bytes) < 0 ? -1 : 0;
 	}
 	free(load);
 	return rc;

@@ -126,7 +126,8 @@ static int schedule_json(cJSON *row, const struct theory_row *r)
 	                                       num(o, "host_peak_bytes", (double)s->host_peak_bytes) < 0 ||
 	                                       num(o, "host_resident_bytes_per_node",
 	                                           (double)s->host_resident_bytes_per_node) < 0)) ||
-	       comm(o, (double)s->comm_bytes, (double)s->comm_elements, psi) < 0 ? -1 : 0;
+	       comm(o, s->steps_differ ? s->comm_bytes_mean : (double)s->comm_bytes,
+	            s->steps_differ ? s->comm_elements_mean : (double)s->comm_elements, psi) < 0 ? -1 : 0;
 }
 
 /* A transformer's peak at the paper level, every part by name. */

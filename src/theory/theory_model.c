@@ -251,46 +251,65 @@ struct tensors {
 	struct tensor t[MAX_TENSORS];
 };
 
-static void add(struct tensors *ts, uint64_t elements, enum theory_category cat, int when, uint64_t layer,
-                uint64_t freed, int recomputed)
+/* A tensor of `elements` of `size` bytes each. */
+static void add(struct tensors *ts, uint64_t elements, unsigned size, enum theory_category cat, int when,
+                uint64_t layer, uint64_t freed, int recomputed)
 {
 	if (elements > 0)
-		ts->t[ts->n++] = (struct tensor){ elements * 4, cat, when, layer, freed, recomputed };
+		ts->t[ts->n++] = (struct tensor){ elements * size, cat, when, layer, freed, recomputed };
 }
 
-/* Every tensor of the step at micro-batch b, in the engine's list order. */
+/* Every tensor of the step at micro-batch b, in the engine's list order.
+ * In mixed precision (o->elem 2) the matmul outputs and what they feed
+ * (x0, ln1, qkv, atty, res2, ln2, fch, fch_act, res3, lnf) are 16-bit, and
+ * three fp32 conversion buffers run the step: a layer's params (the
+ * largest layer's), a block's input and 16-bit tensors, and (backward) a
+ * layer's grads. Everything else is 4 bytes an element. */
 static void tensor_list(const struct zs_model *m, const struct theory_act_opts *o, uint64_t b, struct tensors *ts)
 {
-	int gpt2 = m->family == ZS_FAMILY_GPT2;
+	int gpt2 = m->family == ZS_FAMILY_GPT2, mixed = o->elem == 2;
 	uint64_t T = o->seq, BT = b * T, h = m->hidden, L = m->layers, head = L + 1;
 	uint64_t q = m->heads * m->head_dim, qkv = q + 2 * m->kv_heads * m->head_dim;
 	uint64_t I = m->intermediate, up = gpt2 ? I : 2 * I, mean = gpt2 ? BT : 0;
 	const enum theory_category A = THEORY_ACTIVATIONS, S = THEORY_SCRATCH;
+	const unsigned e16 = o->elem; /* a 16-bit tensor's element: 2 in mixed, 4 in fp32 */
 
 	ts->n = 0;
-	add(ts, BT, A, AT_FORWARD, 0, 0, 0);                   /* tokens */
-	add(ts, BT, A, AT_FORWARD, 0, head, 0);                /* targets */
-	add(ts, BT * h, S, AT_BACKWARD, 0, 0, 0);              /* dres */
-	add(ts, BT * (q > h ? q : h), S, AT_BACKWARD, 0, 1, 0); /* dx */
-	add(ts, BT * qkv, S, AT_BACKWARD, 0, 1, 0);            /* dqkv */
-	add(ts, BT * I, S, AT_BACKWARD, 0, 1, 0);              /* dh */
-	add(ts, BT * up, S, AT_BACKWARD, 0, 1, 0);             /* dup */
-	add(ts, T * T, S, AT_BACKWARD, 0, 1, 0);               /* datt: one head's */
+	add(ts, BT, 4, A, AT_FORWARD, 0, 0, 0);                   /* tokens */
+	add(ts, BT, 4, A, AT_FORWARD, 0, head, 0);                /* targets */
+	add(ts, BT * h, 4, S, AT_BACKWARD, 0, 0, 0);              /* dres */
+	add(ts, BT * (q > h ? q : h), 4, S, AT_BACKWARD, 0, 1, 0); /* dx */
+	add(ts, BT * qkv, 4, S, AT_BACKWARD, 0, 1, 0);            /* dqkv */
+	add(ts, BT * I, 4, S, AT_BACKWARD, 0, 1, 0);              /* dh */
+	add(ts, BT * up, 4, S, AT_BACKWARD, 0, 1, 0);             /* dup */
+	add(ts, T * T, 4, S, AT_BACKWARD, 0, 1, 0);               /* datt: one head's */
 	if (m->tied)
-		add(ts, gpt2 ? 2 * h : h, S, AT_BACKWARD, 0, 0, 0); /* dnorm */
-	add(ts, BT * h, A, AT_LAYER, 0, 1, 0);                 /* x0 */
+		add(ts, gpt2 ? 2 * h : h, 4, S, AT_BACKWARD, 0, 0, 0); /* dnorm */
+	if (mixed) {
+		struct theory_units u;
+		theory_model_units(m, &u);
+		uint64_t wmax = u.embeddings > u.block ? u.embeddings : u.block;
+		wmax = u.head > wmax ? u.head : wmax;
+		add(ts, wmax, 4, S, AT_FORWARD, 0, 0, 0);                                     /* w32 */
+		add(ts, BT * (5 * h + qkv + q + up + I), 4, S, AT_FORWARD, 0, 0, 0);          /* act32 */
+		add(ts, wmax, 4, S, AT_BACKWARD, 0, 0, 0);                                    /* g32 */
+	}
+	add(ts, BT * h, e16, A, AT_LAYER, 0, 1, 0);               /* x0 */
 	for (uint64_t l = 1; l <= L; l++) {
 		int full = o->recompute == THEORY_RECOMPUTE_FULL;
 		int sel = o->recompute == THEORY_RECOMPUTE_SELECTIVE;
 		const uint64_t e[13] = { BT * h, mean, BT, BT * qkv, b * m->heads * T * T, BT * q, BT * h,
 		                         BT * h, mean, BT, BT * up, BT * I, BT * h };
+		/* 16-bit in mixed: ln1, qkv, atty, res2, ln2, fch, fch_act, res3 */
+		const int is16[13] = { 1, 0, 0, 1, 0, 1, 1, 1, 0, 0, 1, 1, 1 };
 		for (int a = 0; a < 13; a++)   /* ln1 .. res3, tfm.h's order */
-			add(ts, e[a], A, AT_LAYER, l, a == 12 ? l + 1 : l, full ? a != 12 : sel && a == 4);
+			add(ts, e[a], is16[a] ? e16 : 4, A, AT_LAYER, l, a == 12 ? l + 1 : l,
+			    full ? a != 12 : sel && a == 4);
 	}
-	add(ts, BT * h, A, AT_LAYER, head, m->tied ? 0 : head, 0); /* lnf */
-	add(ts, mean, A, AT_LAYER, head, head, 0);
-	add(ts, BT, A, AT_LAYER, head, head, 0);
-	add(ts, BT * m->vocab, A, AT_LAYER, head, m->tied ? 0 : head, 0); /* logits */
+	add(ts, BT * h, e16, A, AT_LAYER, head, m->tied ? 0 : head, 0); /* lnf */
+	add(ts, mean, 4, A, AT_LAYER, head, head, 0);
+	add(ts, BT, 4, A, AT_LAYER, head, head, 0);
+	add(ts, BT * m->vocab, 4, A, AT_LAYER, head, m->tied ? 0 : head, 0); /* logits, fp32 */
 }
 
 static void alloc_at(struct walk *w, const struct tensors *ts, int when)
@@ -323,7 +342,8 @@ static void backward_layer(struct walk *w, const struct tensors *ts, uint64_t l)
 int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
                               const struct theory_bytes *b, enum zs_framework fw)
 {
-	return m->layers + 2 <= ZS_MAX_WIDTHS && b->master == 0 && o->elem == 4 && !o->flash &&
+	/* fp32, or mixed (fp32 master, 16-bit activations) */
+	return m->layers + 2 <= ZS_MAX_WIDTHS && o->elem == (b->master != 0 ? 2 : 4) && !o->flash &&
 	       fw == ZS_FW_PAPER && o->seq <= m->positions;
 }
 

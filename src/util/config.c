@@ -103,6 +103,8 @@ void zs_config_defaults(struct zs_config *c)
 	c->prefetch = ZS_PREFETCH_NONE;
 	c->ds_reduce_bucket = c->ds_allgather_bucket = 5e8;
 	c->ds_persist = 1e5;
+	c->ds_prefetch_bucket = 5e7;
+	c->ds_max_live = 1e9;
 	c->ranks_per_node = 1;
 }
 
@@ -235,7 +237,8 @@ static unsigned name_index(const char *value, const char *const *names, unsigned
 static const char *const key_names[ZS_NKEYS] = {
 	"layers", "world", "schemes", "unit", "steps", "batch", "seed",
 	"precision", "optimizer", "lr", "beta1", "beta2", "eps", "framework", "bucket-cap", "prefetch",
-	"ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist", "offload", "ranks-per-node"};
+	"ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist", "offload", "ranks-per-node",
+	"ds-prefetch-bucket", "ds-max-live"};
 
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause)
 {
@@ -369,14 +372,19 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 		t.ranks_per_node = (unsigned)v;
 		break;
 	case ZS_KEY_DS_PERSIST:
-		/* 0 is a threshold (nothing persists), so not zs_parse_count. */
-		if (set_real(key, value, 0, ZS_MAX_PARAMS, "a number of elements (a whole number, 0 to 1e14)", &t.ds_persist,
-		             cause) != 0)
+	case ZS_KEY_DS_PREFETCH_BUCKET:
+	case ZS_KEY_DS_MAX_LIVE: {
+		/* 0 is a setting (nothing persists, nothing prefetched), so not
+		 * zs_parse_count; DeepSpeed's fields are ints, ge=0. */
+		double *to = k == ZS_KEY_DS_PERSIST ? &t.ds_persist : k == ZS_KEY_DS_MAX_LIVE ? &t.ds_max_live
+		                                                                               : &t.ds_prefetch_bucket;
+		if (set_real(key, value, 0, ZS_MAX_PARAMS, "a number of elements (a whole number, 0 to 1e14)", to, cause) != 0)
 			return -1;
-		if (t.ds_persist != floor(t.ds_persist))
+		if (*to != floor(*to))
 			return zs_fail(cause, "--%s: '%.40s' is not a number of elements (a whole number, 0 to 1e14)", key,
 			               value);
 		break;
+	}
 	case ZS_NKEYS:
 		break;
 	}
@@ -674,6 +682,8 @@ int zs_config_json_deepspeed(cJSON *cfg, const struct zs_config *c)
 	       cJSON_AddNumberToObject(o, "allgather_bucket", c->ds_allgather_bucket) == NULL ||
 	       cJSON_AddBoolToObject(o, "overlap_comm", c->ds_overlap_comm) == NULL ||
 	       cJSON_AddNumberToObject(o, "persist", c->ds_persist) == NULL ||
+	       cJSON_AddNumberToObject(o, "prefetch_bucket", c->ds_prefetch_bucket) == NULL ||
+	       cJSON_AddNumberToObject(o, "max_live", c->ds_max_live) == NULL ||
 	       cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload)) == NULL ||
 	       cJSON_AddNumberToObject(o, "ranks_per_node", c->ranks_per_node) == NULL ? -1 : 0;
 }

@@ -48,7 +48,7 @@ enum zs_key {
 	ZS_KEY_SEED, ZS_KEY_PRECISION, ZS_KEY_OPTIMIZER, ZS_KEY_LR, ZS_KEY_BETA1, ZS_KEY_BETA2,
 	ZS_KEY_EPS, ZS_KEY_FRAMEWORK, ZS_KEY_BUCKET_CAP, ZS_KEY_PREFETCH, ZS_KEY_DS_REDUCE_BUCKET,
 	ZS_KEY_DS_ALLGATHER_BUCKET, ZS_KEY_DS_OVERLAP_COMM, ZS_KEY_DS_PERSIST, ZS_KEY_OFFLOAD, ZS_KEY_RANKS_PER_NODE,
-	ZS_NKEYS
+	ZS_KEY_DS_PREFETCH_BUCKET, ZS_KEY_DS_MAX_LIVE, ZS_NKEYS
 };
 
 struct zs_tfm_run;
@@ -80,6 +80,9 @@ struct zs_config {
 	/* ZeRO-3's param_persistence_threshold (1e5): a tensor of at most
 	 * this many elements stays whole on every rank. */
 	double ds_persist;
+	/* ZeRO-3's parameter coordinator: stage3_prefetch_bucket_size (5e7)
+	 * and stage3_max_live_parameters (1e9), in elements. */
+	double ds_prefetch_bucket, ds_max_live;
 	/* ZeRO-Offload: what lives in host memory (DeepSpeed's offload_optimizer
 	 * and, ZeRO-3 only, offload_param, device cpu), and the ranks of a node
 	 * (DeepSpeed's num_gpus_per_node, default 1). */
@@ -94,14 +97,15 @@ struct zs_config {
 /* The defaults: 64,256,64; N = 1..32 by doubling; all schemes;
  * unit model; 3 steps; batch 4; seed 3; mixed; adam; lr 1e-3; betas 0.9,
  * 0.999; eps 1e-8; framework paper; bucket cap 25 MB; prefetch none; DeepSpeed's
- * buckets 5e8 elements, overlap_comm off, persistence 1e5, no offload, one rank a node. */
+ * buckets 5e8 elements, overlap_comm off, persistence 1e5, prefetch bucket 5e7, max live
+ * 1e9, no offload, one rank a node. */
 void zs_config_defaults(struct zs_config *c);
 
 /* Set one option from its command-line spelling: key is the long option
  * name without dashes ("layers", "world", "schemes", "unit", "steps",
  * "batch", "seed", "precision", "optimizer", "lr", "beta1", "beta2", "eps",
  * "framework", "bucket-cap", "prefetch", "ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm",
- * "ds-persist", "offload", "ranks-per-node").
+ * "ds-persist", "offload", "ranks-per-node", "ds-prefetch-bucket", "ds-max-live").
  * Returns 0 or -1 with *cause set ("--world: '0' is not a world size
  * (1..65536)"). Marks the key in c->given. */
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause);

@@ -51,8 +51,9 @@ static const enum zs_span deepspeed_rows[ZS_NSCHEMES][ZS_NSTATES] = {
 	[ZS_DP]    = {ZS_FULL,  ZS_FULL,  ZS_FULL},
 	[ZS_ZERO1] = {ZS_FULL,  ZS_SHARD, ZS_SHARD},
 	[ZS_ZERO2] = {ZS_FULL,  ZS_SHARD, ZS_SHARD},
+	[ZS_ZERO3] = {ZS_SHARD, ZS_SHARD, ZS_SHARD}, /* each tensor on its own (the engine's layout) */
 };
-static const int deepspeed_modelled[ZS_NSCHEMES] = {1, 1, 1, 0};
+static const int deepspeed_modelled[ZS_NSCHEMES] = {1, 1, 1, 1};
 
 const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme)
 {
@@ -68,9 +69,11 @@ const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme)
 int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 {
 	static const enum zs_key ds_keys[] = {ZS_KEY_DS_REDUCE_BUCKET, ZS_KEY_DS_ALLGATHER_BUCKET, ZS_KEY_DS_OVERLAP_COMM,
-	                                      ZS_KEY_DS_PERSIST, ZS_KEY_OFFLOAD, ZS_KEY_RANKS_PER_NODE};
+	                                      ZS_KEY_DS_PERSIST, ZS_KEY_OFFLOAD, ZS_KEY_RANKS_PER_NODE,
+	                                      ZS_KEY_DS_PREFETCH_BUCKET, ZS_KEY_DS_MAX_LIVE};
 	static const char *const ds_names[] = {"--ds-reduce-bucket", "--ds-allgather-bucket", "--ds-overlap-comm",
-	                                       "--ds-persist", "--offload", "--ranks-per-node"};
+	                                       "--ds-persist", "--offload", "--ranks-per-node",
+	                                       "--ds-prefetch-bucket", "--ds-max-live"};
 	for (size_t i = 0; i < sizeof ds_keys / sizeof ds_keys[0]; i++)
 		if (c->framework != ZS_FW_DEEPSPEED && (c->given & 1u << ds_keys[i]))
 			return zs_fail(cause, "%s is a DeepSpeed setting: give --framework deepspeed", ds_names[i]);
@@ -97,10 +100,26 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 		 "--schemes zero1 or zero2"},
 		/* measure records it for the report's finding on the theory's zero3 */
 		{ZS_KEY_DS_PERSIST, Z3, 1, "--ds-persist is ZeRO-3's param_persistence_threshold: give --schemes zero3"},
+		{ZS_KEY_DS_PREFETCH_BUCKET, Z3, 0, "--ds-prefetch-bucket is ZeRO-3's stage3_prefetch_bucket_size: give "
+		 "--schemes zero3"},
+		{ZS_KEY_DS_MAX_LIVE, Z3, 0, "--ds-max-live is ZeRO-3's stage3_max_live_parameters: give --schemes zero3"},
 	};
 	for (size_t i = 0; i < sizeof ds_use / sizeof ds_use[0] && c->framework == ZS_FW_DEEPSPEED; i++)
 		if ((c->given & 1u << ds_use[i].key) && !(has & ds_use[i].schemes) && (theory || !ds_use[i].theory_only))
 			return zs_fail(cause, "%s", ds_use[i].why);
+	/* The engine's DeepSpeed ZeRO-3: no offload, and every tensor fits the
+	 * bucket (a larger one stays in autograd's grads until the bucket is
+	 * reduced, which zerosim does not run). */
+	for (size_t l = 0; !theory && (has & Z3) && c->framework == ZS_FW_DEEPSPEED && l + 1 < c->nwidths; l++) {
+		double n = (double)c->widths[l] * (double)c->widths[l + 1];
+		if (c->offload != ZS_OFFLOAD_NONE)
+			return zs_fail(cause, "--offload %s: the engine runs DeepSpeed's zero3 without offload (the theory "
+			               "models it)", zs_offload_name(c->offload));
+		if (n > c->ds_reduce_bucket)
+			return zs_fail(cause, "--ds-reduce-bucket %.17g: zero3's tensor of %.17g elements (layer %zu's weight) "
+			               "would not fit it; the engine runs zero3 with every tensor fitting the bucket",
+			               c->ds_reduce_bucket, n, l + 1);
+	}
 	if (!theory && (c->given & 1u << ZS_KEY_RANKS_PER_NODE) && c->offload == ZS_OFFLOAD_NONE)
 		return zs_fail(cause, "--ranks-per-node: the engine keeps host bytes only with --offload optimizer (the "
 		               "theory uses the ranks of a node without it, for DeepSpeed's estimate)");

@@ -129,29 +129,37 @@ void zs_print_error(const char *prefix, const char *message)
 	fputc('\n', stderr);
 }
 
-int zs_read_file(const char *path, char **out, size_t *len, char **cause)
+int zs_open_regular(const char *path, struct stat *st, char **cause)
 {
 	/* O_NONBLOCK: a FIFO with no writer must not hang the open; anything
 	 * but a regular file is refused before a byte is read. */
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		return zs_fail(cause, "%s: %s", path, strerror(errno));
-	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
 		int r = zs_fail(cause, "%s: %s", path,
-		                S_ISDIR(st.st_mode) ? "is a directory" :
-		                S_ISFIFO(st.st_mode) ? "is a FIFO or a pipe, not a regular file" :
-		                S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "is a device, not a regular file" :
+		                S_ISDIR(st->st_mode) ? "is a directory" :
+		                S_ISFIFO(st->st_mode) ? "is a FIFO or a pipe, not a regular file" :
+		                S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode) ? "is a device, not a regular file" :
 		                "is not a regular file");
 		close(fd);
 		return r;
 	}
+	(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	return fd;
+}
+
+int zs_read_file(const char *path, char **out, size_t *len, char **cause)
+{
+	struct stat st;
+	int fd = zs_open_regular(path, &st, cause);
+	if (fd < 0)
+		return -1;
 	FILE *f = fdopen(fd, "rb");
 	if (f == NULL) {
 		close(fd);
 		return zs_fail(cause, "%s: %s", path, strerror(errno));
 	}
-	(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	size_t cap = 65536, n = 0;
 	char *buf = zs_malloc(cap);
 	for (;;) {

@@ -54,6 +54,10 @@ void zs_print_error(const char *prefix, const char *message);
 /* Read a whole regular file into a NUL-terminated buffer the caller frees.
  * Anything else (a FIFO, a device, a folder) is refused without blocking. */
 int zs_read_file(const char *path, char **out, size_t *len, char **cause);
+/* Open an input for reading the same way: a descriptor (blocking reads)
+ * and its *st, or -1 with *cause ("PATH: is a directory"). */
+struct stat;
+int zs_open_regular(const char *path, struct stat *st, char **cause);
 
 /* Outputs. One family of functions writes every output file:
  *   zs_out_open   where PATH goes (below); a missing folder is an error
