@@ -410,12 +410,19 @@ START_TEST(test_offloading_the_optimizer_moves_16_bytes_a_shard_element)
 	theory_deepspeed_memory(&sh, &c, ZS_ZERO2, ZS_UNIT_MODEL, 2, &m);
 	ck_assert_uint_eq(m.device_bytes, RESIDENT_N2);
 	ck_assert_uint_eq(m.host_bytes, 0);
-	/* ZeRO-3 with the params offloaded: every tensor persists (whole and
-	 * its partition on the device), so only the states move. */
+	/* ZeRO-3 with the params offloaded: every tensor persists, whole on
+	 * the device, beside the bucket; every partition moves to the host
+	 * flat buffer, persistent ones too (stage3.py 741-769), with the grad
+	 * partitions, the fp32 partition, its fp32 grad and Adam's states:
+	 * 2 + 2 + 4 + 4 + 8 = 20 bytes a shard element. */
 	c.offload = ZS_OFFLOAD_PARAMS;
 	theory_deepspeed_memory(&sh, &c, ZS_ZERO3, ZS_UNIT_LAYER, 2, &m);
+	ck_assert_uint_eq(m.device_bytes, 2 * PSI + 1000000000u);
+	ck_assert_uint_eq(m.host_bytes, 20 * 16544);
+	c.offload = ZS_OFFLOAD_OPTIMIZER; /* the fp16 partitions stay: 2 bytes a shard element back */
+	theory_deepspeed_memory(&sh, &c, ZS_ZERO3, ZS_UNIT_LAYER, 2, &m);
 	ck_assert_uint_eq(m.device_bytes, 2 * PSI + 2 * 16544 + 1000000000u);
-	ck_assert_uint_eq(m.host_bytes, 14 * 16544);
+	ck_assert_uint_eq(m.host_bytes, 18 * 16544);
 }
 END_TEST
 
