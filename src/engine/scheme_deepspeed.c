@@ -758,8 +758,10 @@ double scheme_deepspeed_bound(const struct zs_config *c, const struct zs_layout 
 	double S = (double)lo->shard, psi = (double)lo->nparams;
 	double written = c->ds_reduce_bucket < psi ? c->ds_reduce_bucket : psi;
 	/* ZeRO-3: reduce_scatter_coalesced's flat copy and paddings, at most
-	 * the bucket's grads padded per tensor, twice */
-	double coalesced = lo->per_tensor ? 2 * (written + (double)lo->world * (double)lo->ntensors) * g : 0;
+	 * the grads reduced at once (the bucket's, or a larger tensor's) padded
+	 * per tensor, twice; a grad larger than the bucket kept past its
+	 * module; the device copies of offloaded partitions */
+	double coalesced = lo->per_tensor ? 2 * (psi + (double)lo->world * (double)lo->ntensors) * g + psi * g + S * p : 0;
 	return (1 + c->ds_overlap_comm) * written * g + S * (g + 4) + (c->precision == ZS_FP32 ? 4 * S : 0) + coalesced +
 	       (c->offload != ZS_OFFLOAD_NONE ? 4 * S + 2 * psi * g : 0);
 }
