@@ -351,14 +351,14 @@ struct zs_ds3 {
 
 static size_t psize(const struct zs_run *r) { return coll_dtype_size(r->dt); }
 
-/* Tensor t gathered on every rank into a block of its own (all-gather of
- * its partitions; a copy at N = 1, coll.h's N = 1 rule). */
 /* ZeRO-Infinity's CPU tier (--offload params): the partitions live on
  * the host, and a gather copies each rank's to the device first
  * (param.ds_tensor.to(device), partition_parameters.py 1262 for one param,
  * 1186 for several), the copy dropped once gathered. */
 static int params_offloaded(const struct zs_run *r) { return r->config->offload == ZS_OFFLOAD_PARAMS; }
 
+/* Tensor t gathered on every rank into a block of its own (all-gather of
+ * its partitions; a copy at N = 1, coll.h's N = 1 rule). */
 static void gather_tensor(struct zs_run *r, size_t t)
 {
 	const struct zs_layout_tensor *ts = &r->layout.tensor[t];
@@ -512,15 +512,6 @@ static void ds3_teardown(struct zs_run *r)
 	r->ds3 = NULL;
 }
 
-/* __reduce_and_partition_ipg_grads (stage3.py 1294-1328) with
- * reduce_scatter on (its default): reduce_scatter_coalesced
- * (runtime/comm/coalesced_collectives.py 158-218) of the bucket's grads.
- * It lays every tensor's chunks out rank after rank, each padded to
- * ceil(n/N) (torch.empty paddings, then torch.cat: a flat copy of
- * N·Σ ceil(n/N) elements, unless one tensor divides evenly: then the bucket
- * itself), reduce-scatters it, and each rank's part of each tensor is
- * copied into its grad partition (partition_grads, 1466-1527). Here the
- * paddings are one block (the same bytes) and zeroed. */
 /* Where the grads of bucket entry i are on rank k: in the bucket, or, for
  * a tensor larger than it, in autograd's own grad (the module's, or the
  * block it was moved to when the module's grads were dropped). */
@@ -536,6 +527,15 @@ static char *entry_grads(const struct zs_run *r, unsigned k, size_t i)
 	return run_at(r, k, ZS_BUF_FULL_GRADS, ts->off - r->base[ZS_BUF_FULL_GRADS]);
 }
 
+/* __reduce_and_partition_ipg_grads (stage3.py 1294-1328) with
+ * reduce_scatter on (its default): reduce_scatter_coalesced
+ * (runtime/comm/coalesced_collectives.py 158-218) of the bucket's grads.
+ * It lays every tensor's chunks out rank after rank, each padded to
+ * ceil(n/N) (torch.empty paddings, then torch.cat: a flat copy of
+ * N·Σ ceil(n/N) elements, unless one tensor divides evenly: then the bucket
+ * itself), reduce-scatters it, and each rank's part of each tensor is
+ * copied into its grad partition (partition_grads, 1466-1527). Here the
+ * paddings are one block (the same bytes) and zeroed. */
 static void ds3_flush(struct zs_run *r)
 {
 	struct zs_bucket *b = &r->bucket;
