@@ -53,16 +53,18 @@ for cmd in measure theory; do
 	refused "$zerosim" $cmd --ds-reduce-bucket 100 --world 2
 	refused "$zerosim" $cmd --framework torch --ds-overlap-comm on --world 2
 done
-# The engine runs DeepSpeed's zero3 without offload, every tensor fitting
-# the bucket (the default MLP's largest has 16384 elements).
-refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2 --offload optimizer
-refused "$zerosim" measure --framework deepspeed --schemes zero2,zero3 --world 2 --ds-reduce-bucket 16383
-"$zerosim" measure -q --framework deepspeed --schemes zero3 --world 2 --ds-reduce-bucket 16384 --out "$tmp/b.json" ||
-	fail "measure zero3 with a bucket of the largest tensor"
+# The engine runs DeepSpeed's zero3 with either offload and with tensors
+# larger than the bucket (the default MLP's largest has 16384 elements);
+# params offload stays ZeRO-3's, and dp has nothing to offload.
+for args in "--offload optimizer" "--offload params" "--ds-reduce-bucket 16383" "--offload params --ranks-per-node 2"; do
+	"$zerosim" measure -q --framework deepspeed --schemes zero3 --world 2 $args --out "$tmp/b.json" ||
+		fail "measure zero3 $args"
+done
+tr -d ' \t\n' <"$tmp/b.json" | grep -q '"host_resident_bytes_per_node":[1-9]' || fail "no host bytes per node"
 refused "$zerosim" measure --framework deepspeed --schemes dp,zero2 --world 2 --offload optimizer
-refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2 --offload params
+refused "$zerosim" measure --framework deepspeed --schemes zero2,zero3 --world 2 --offload params
 # measure keeps host bytes only when offloading; the theory's estimate uses
-# the ranks of a node without it. Only the theory runs DeepSpeed's zero3.
+# the ranks of a node without it.
 refused "$zerosim" measure --framework deepspeed --schemes zero1 --world 2 --ranks-per-node 2
 refused "$zerosim" theory --framework deepspeed --schemes zero1,zero2 --world 2 --ds-persist 5
 # ZeRO-3's coordinator settings: bad values, and without zero3.

@@ -33,7 +33,6 @@ refused() {
 	[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$*: not one line: $(cat "$tmp/err")"
 	[ ! -e "$tmp/no.json" ] || fail "$* wrote its output"
 }
-refused "$zerosim" measure --framework deepspeed --schemes zero3 --world 2 --offload optimizer
 refused "$zerosim" measure --framework deepspeed --world 2 --offload params
 refused "$zerosim" theory --framework torch --params 7.5e9 --schemes zero1
 refused "$zerosim" measure --framework pytorch

@@ -28,6 +28,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/engine.h"
 #include "theory/theory.h"
@@ -410,12 +411,19 @@ START_TEST(test_offloading_the_optimizer_moves_16_bytes_a_shard_element)
 	theory_deepspeed_memory(&sh, &c, ZS_ZERO2, ZS_UNIT_MODEL, 2, &m);
 	ck_assert_uint_eq(m.device_bytes, RESIDENT_N2);
 	ck_assert_uint_eq(m.host_bytes, 0);
-	/* ZeRO-3 with the params offloaded: every tensor persists (whole and
-	 * its partition on the device), so only the states move. */
+	/* ZeRO-3 with the params offloaded: every tensor persists, whole on
+	 * the device, beside the bucket; every partition moves to the host
+	 * flat buffer, persistent ones too (stage3.py 741-769), with the grad
+	 * partitions, the fp32 partition, its fp32 grad and Adam's states:
+	 * 2 + 2 + 4 + 4 + 8 = 20 bytes a shard element. */
 	c.offload = ZS_OFFLOAD_PARAMS;
 	theory_deepspeed_memory(&sh, &c, ZS_ZERO3, ZS_UNIT_LAYER, 2, &m);
+	ck_assert_uint_eq(m.device_bytes, 2 * PSI + 1000000000u);
+	ck_assert_uint_eq(m.host_bytes, 20 * 16544);
+	c.offload = ZS_OFFLOAD_OPTIMIZER; /* the fp16 partitions stay: 2 bytes a shard element back */
+	theory_deepspeed_memory(&sh, &c, ZS_ZERO3, ZS_UNIT_LAYER, 2, &m);
 	ck_assert_uint_eq(m.device_bytes, 2 * PSI + 2 * 16544 + 1000000000u);
-	ck_assert_uint_eq(m.host_bytes, 14 * 16544);
+	ck_assert_uint_eq(m.host_bytes, 18 * 16544);
 }
 END_TEST
 
@@ -441,6 +449,117 @@ START_TEST(test_the_engine_keeps_host_bytes_apart)
 }
 END_TEST
 
+/* ZeRO-3 with the optimizer offloaded (stage3.py, self.device cpu): on the
+ * host per shard element (S = 8192 + 128 + 8192 + 32 = 16544 at N = 2) the
+ * fp16 grad partition (2), the fp32 partition (4), its fp32 grad, kept
+ * (4), Adam's states (8): 18·16544 = 297792 B, and at the step the fp16
+ * copy torch makes on the host on the way to the device (2·16544):
+ * 330880 B; two ranks a node 595584. On the device the persistent params
+ * whole (every tensor persists by default: 2Ψ = 66176), the fp16
+ * partitions (2·16544) and the bucket (1e9): 1,000,099,264 B. The peak is
+ * the epilogue's reduction of the whole bucket, the model whole:
+ * reduce_scatter_coalesced's flat copy of 2·16544 fp16 elements (no tensor
+ * needs padding at N = 2), 66176 B more: 1,000,165,440 B. The weights are
+ * the paper's, N = 1..8, both precisions. */
+START_TEST(test_zero3_offloads_the_optimizer)
+{
+	struct zs_config c = ds_config(ZS_MIXED);
+	c.steps = 2;
+	c.offload = ZS_OFFLOAD_OPTIMIZER;
+	c.ranks_per_node = 2;
+	struct zs_result res = run(&c, ZS_ZERO3, 2, ZS_UNIT_LAYER);
+	struct theory_schedule th = predict(&c, ZS_ZERO3, 2, ZS_UNIT_LAYER);
+	ck_assert_uint_eq(res.resident[1], 1000099264u);
+	ck_assert_uint_eq(res.peak[0], 1000165440u);
+	ck_assert_uint_eq(res.host_resident[1], 297792);
+	ck_assert_uint_eq(res.host_peak[0], 330880);
+	ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_MASTER32], 0);
+	ck_assert_uint_eq(th.host_resident_bytes_per_node, 2 * 297792);
+	ck_assert_uint_eq(th.host_peak_bytes, 330880);
+	ck_assert_uint_eq(th.peak_bytes, 1000165440u);
+	engine_result_free(&res);
+	for (int pr = 0; pr < 2; pr++)
+		for (unsigned n = 1; n <= 8; n++) {
+			struct zs_config o = ds_config(pr ? ZS_FP32 : ZS_MIXED), paper = o;
+			paper.framework = ZS_FW_PAPER;
+			o.steps = paper.steps = 2;
+			o.ds_persist = 0;
+			struct zs_result a = run(&paper, ZS_DP, n, ZS_UNIT_MODEL);
+			for (int off = ZS_OFFLOAD_OPTIMIZER; off <= ZS_OFFLOAD_PARAMS; off++) {
+				o.offload = (enum zs_offload)off;
+				struct zs_result d = run(&o, ZS_ZERO3, n, off == ZS_OFFLOAD_PARAMS ? ZS_UNIT_MODEL : ZS_UNIT_LAYER);
+				ck_assert_msg(d.digest == a.digest, "%s N=%u offload %d: not the paper's weights",
+				              pr ? "fp32" : "mixed", n, off);
+				engine_result_free(&d);
+			}
+			engine_result_free(&a);
+		}
+}
+END_TEST
+
+/* ZeRO-3 with the params offloaded too (ZeRO-Infinity's CPU tier), nothing
+ * persistent: every partition on the host, 2 + 18 bytes a shard element,
+ * 20·16544 = 330880 B (no step copy: host to host converts in place); the
+ * device holds the bucket alone between steps, 1e9 B. The peak is the
+ * last module's backward in step 2 with the whole model whole (the reuse
+ * distance keeps it from forward): 1e9 + 2Ψ + its grads 2·16448 + the
+ * activations and deltas 7168 + 8192 = 1,000,114,432 B. */
+START_TEST(test_zero3_offloads_the_params)
+{
+	struct zs_config c = ds_config(ZS_MIXED);
+	c.steps = 2;
+	c.offload = ZS_OFFLOAD_PARAMS;
+	c.ds_persist = 0;
+	struct zs_result res = run(&c, ZS_ZERO3, 2, ZS_UNIT_LAYER);
+	ck_assert_uint_eq(res.resident[0], 1000000000u);
+	ck_assert_uint_eq(res.peak[1], 1000000000u + 2 * PSI + 2 * 16448 + TENSORS);
+	ck_assert_uint_eq(res.host_resident[0], 330880);
+	ck_assert_uint_eq(res.host_peak[1], 330880);
+	ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_PARAM16], 0);
+	engine_result_free(&res);
+}
+END_TEST
+
+/* A grad larger than the bucket (stage3.py 1266-1290: the bucket is
+ * reduced first when it is not empty, a grad that does not fit is not
+ * copied, and the next grad reduces it): MLP 64,1,20 (tensors 64, 1, 20,
+ * 20; Ψ = 105), a bucket of 10, N = 1, unit=layer, nothing persistent.
+ * Resident 16·105 + 2·10 = 1700 B. In step 2 the last layer's weight and
+ * bias are each reduced alone; its bias is still in its own grad when the
+ * first layer's backward runs: 1700 + its params 2·65 + its grads 2·65 +
+ * the bias's grad 2·20 + the activations 4·4·(64 + 1 + 20 + 20) = 1680 +
+ * the deltas 2·4·4·20 = 640: 4320 B, not 4310 (the last layer's point).
+ * At N = 2 (S = 32 + 1 + 10 + 10 = 53): 868 and 3488 B. The weights are
+ * the paper's. */
+START_TEST(test_an_oversized_grad_stays_in_autograds_grad)
+{
+	static const size_t widths[] = {64, 1, 20};
+	for (unsigned n = 1; n <= 5; n++) {
+		struct zs_config c = ds_config(ZS_MIXED), paper;
+		memcpy(c.widths, widths, sizeof widths);
+		c.nwidths = 3;
+		c.steps = 2;
+		c.ds_persist = 0;
+		c.ds_reduce_bucket = 10;
+		paper = c;
+		paper.framework = ZS_FW_PAPER;
+		struct zs_result res = run(&c, ZS_ZERO3, n, ZS_UNIT_LAYER), a = run(&paper, ZS_DP, n, ZS_UNIT_MODEL);
+		if (n == 1) {
+			ck_assert_uint_eq(res.resident[0], 1700);
+			ck_assert_uint_eq(res.peak[0], 4320);
+			ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_FULL_GRADS], 2 * 65 + 2 * 20);
+		}
+		if (n == 2) {
+			ck_assert_uint_eq(res.resident[1], 868);
+			ck_assert_uint_eq(res.peak[1], 3488);
+		}
+		ck_assert_msg(res.digest == a.digest, "N=%u: not the paper's weights", n);
+		engine_result_free(&res);
+		engine_result_free(&a);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("deepspeed");
@@ -458,6 +577,9 @@ int main(void)
 	tcase_add_test(t, test_the_estimators_offload_rows);
 	tcase_add_test(t, test_offloading_the_optimizer_moves_16_bytes_a_shard_element);
 	tcase_add_test(t, test_the_engine_keeps_host_bytes_apart);
+	tcase_add_test(t, test_zero3_offloads_the_optimizer);
+	tcase_add_test(t, test_zero3_offloads_the_params);
+	tcase_add_test(t, test_an_oversized_grad_stays_in_autograds_grad);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

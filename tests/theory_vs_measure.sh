@@ -174,6 +174,31 @@ check --framework deepspeed --schemes zero3 --layers 1000,1 --world 1,2,3,4,5,7 
 	--ds-reduce-bucket 1000 --steps 2
 check --framework deepspeed --schemes zero3 --layers 64,256,256,256,64 --world 1,3,5,8 --unit model,layer \
 	--ds-persist 300 --ds-reduce-bucket 70000 --ds-prefetch-bucket 70000 --precision fp32 --steps 2
+# DeepSpeed's ZeRO-3 offloaded (ZeRO-Offload's --offload optimizer: the
+# grad partitions, fp32 partition, its fp32 grad and the optimizer state on
+# the host; ZeRO-Infinity's --offload params: the fp16 partitions too, each
+# gather from a device copy of them), device and host bytes apart, every
+# rank's and a node's: N = 1..8, both precisions, both units, nothing
+# persistent and the default; and a tensor larger than the reduce bucket
+# (kept in autograd's grad and reduced alone), with and without offload.
+for precision in mixed fp32; do
+	for offload in optimizer params; do
+		check --framework deepspeed --schemes zero3 --offload $offload --layers 64,256,64 --world 1,2,3,4,5,6,7,8 \
+			--unit model,layer --precision $precision --ds-persist 0 --batch 4 --steps 2
+		check --framework deepspeed --schemes zero3 --offload $offload --layers 64,256,64 --world 2,4,6,8 \
+			--ranks-per-node 2 --unit model,layer --precision $precision --optimizer sgd --steps 1
+	done
+	check --framework deepspeed --schemes zero3 --layers 64,256,64 --world 1,2,3,4,5,6,7,8 --unit model,layer \
+		--precision $precision --ds-persist 0 --ds-reduce-bucket 1000 --steps 2
+	# the last layer's bias (20) kept in its grad into the next module's
+	# backward, at the peak with unit=layer
+	check --framework deepspeed --schemes zero3 --layers 64,1,20 --world 1,2,3,4,5,6,7,8 --unit model,layer \
+		--precision $precision --ds-persist 0 --ds-reduce-bucket 10 --steps 2
+done
+check --framework deepspeed --schemes zero3 --layers 5,7,3,11 --world 1,2,3,4,5,6,7,8 --unit model,layer \
+	--ds-persist 10 --ds-reduce-bucket 10 --steps 3
+check --framework deepspeed --schemes zero3 --offload params --layers 5,7,3,11 --world 1,3,5,8 --unit model,layer \
+	--ds-persist 3 --ds-reduce-bucket 8 --ds-max-live 30 --steps 2
 
 # zerosim's own transformer (measure --model): both families at tiny sizes
 # (d 64, 2 blocks, 4 heads, 2 key-value heads for llama, vocabulary 256,

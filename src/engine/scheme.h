@@ -45,6 +45,7 @@ struct zs_rank {
 	void *bucket[2];
 	float *grad32;
 	void *offload_tmp[2];         /* ZeRO-Offload's device and host grad buffers */
+	void *held_grad;              /* ZeRO-3: autograd's grad of a tensor larger than the bucket, kept past its module */
 	/* DeepSpeed's ZeRO-3: each parameter tensor's gathered copy (param.data,
 	 * in category gathered_params), NULL while it is only partitioned; the
 	 * list is NULL for every other scheme. */

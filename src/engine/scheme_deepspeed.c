@@ -351,12 +351,19 @@ struct zs_ds3 {
 
 static size_t psize(const struct zs_run *r) { return coll_dtype_size(r->dt); }
 
+/* ZeRO-Infinity's CPU tier (--offload params): the partitions live on
+ * the host, and a gather copies each rank's to the device first
+ * (param.ds_tensor.to(device), partition_parameters.py 1262 for one param,
+ * 1186 for several), the copy dropped once gathered. */
+static int params_offloaded(const struct zs_run *r) { return r->config->offload == ZS_OFFLOAD_PARAMS; }
+
 /* Tensor t gathered on every rank into a block of its own (all-gather of
  * its partitions; a copy at N = 1, coll.h's N = 1 rule). */
 static void gather_tensor(struct zs_run *r, size_t t)
 {
 	const struct zs_layout_tensor *ts = &r->layout.tensor[t];
 	struct zs_ds3 *d = r->ds3;
+	size_t s = ts->s * psize(r);
 	d->avail[t] = 1;
 	d->n_avail += (double)ts->n;
 	for (unsigned k = r->r0; k < r->r1; k++) {
@@ -364,8 +371,15 @@ static void gather_tensor(struct zs_run *r, size_t t)
 		rk->whole[t] = tracker_alloc(&r->tracker, k, ZS_CAT_GATHERED, ts->n * psize(r));
 		r->ptr_a[k - r->r0] = run_at(r, k, ZS_BUF_PARAMS, layout_own(&r->layout, ZS_BUF_PARAMS, t, k).at);
 		r->ptr_b[k - r->r0] = rk->whole[t];
+		if (params_offloaded(r)) {
+			void *dev = tracker_alloc(&r->tracker, k, ZS_CAT_GATHERED, s);
+			memcpy(dev, r->ptr_a[k - r->r0], s);
+			r->ptr_a[k - r->r0] = dev;
+		}
 	}
 	coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, ts->n, r->dt);
+	for (unsigned k = r->r0; k < r->r1 && params_offloaded(r); k++)
+		tracker_free(&r->tracker, k, r->ptr_a[k - r->r0]);
 }
 
 static void release_tensor(struct zs_run *r, size_t t)
@@ -471,6 +485,14 @@ static void ds3_setup(struct zs_run *r, const struct zs_config *c)
 	for (unsigned k = r->r0; k < r->r1; k++)
 		run_rank(r, k)->whole = zs_calloc(lo->ntensors, sizeof(void *));
 	tracker_set_phase(&r->tracker, ZS_PH_SETUP);
+	/* Offloaded, the fp32 partition's .grad is a host buffer of its own,
+	 * kept for the run (initialize_optimizer_states, stage3.py 1059-1064;
+	 * _release_sub_group drops it only without offload, 1946-1947). */
+	for (unsigned k = r->r0; k < r->r1 && c->offload != ZS_OFFLOAD_NONE; k++) {
+		size_t bytes = lo->shard * sizeof(float);
+		run_rank(r, k)->grad32 = tracker_alloc_host(&r->tracker, k, ZS_CAT_GRAD32, bytes);
+		memset(run_rank(r, k)->grad32, 0, bytes);
+	}
 	alloc_buckets(r); /* __ipg_bucket_flat_buffer, for the whole run */
 }
 
@@ -483,9 +505,26 @@ static void ds3_teardown(struct zs_run *r)
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		free(run_rank(r, k)->whole);
 		run_rank(r, k)->whole = NULL;
+		tracker_free(&r->tracker, k, run_rank(r, k)->grad32); /* offloaded: the host fp32 grad */
+		run_rank(r, k)->grad32 = NULL;
 	}
 	free(r->ds3);
 	r->ds3 = NULL;
+}
+
+/* Where the grads of bucket entry i are on rank k: in the bucket, or, for
+ * a tensor larger than it, in autograd's own grad (the module's, or the
+ * block it was moved to when the module's grads were dropped). */
+static int oversized(const struct zs_run *r, size_t t) { return r->layout.tensor[t].n > bucket_elements(r); }
+
+static char *entry_grads(const struct zs_run *r, unsigned k, size_t i)
+{
+	const struct zs_layout_tensor *ts = &r->layout.tensor[r->bucket.unit[i]];
+	if (!oversized(r, r->bucket.unit[i]))
+		return bucket_at(r, k, r->bucket.at[i]);
+	if (run_rank(r, k)->held_grad != NULL)
+		return run_rank(r, k)->held_grad;
+	return run_at(r, k, ZS_BUF_FULL_GRADS, ts->off - r->base[ZS_BUF_FULL_GRADS]);
 }
 
 /* __reduce_and_partition_ipg_grads (stage3.py 1294-1328) with
@@ -513,7 +552,7 @@ static void ds3_flush(struct zs_run *r)
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		struct zs_rank *rk = run_rank(r, k);
 		rk->offload_tmp[1] = pad > 0 ? tracker_alloc(&r->tracker, k, ZS_CAT_FULL_GRADS, pad * esz) : NULL;
-		rk->offload_tmp[0] = in_place ? bucket_at(r, k, 0)
+		rk->offload_tmp[0] = in_place ? entry_grads(r, k, 0)
 		                              : tracker_alloc(&r->tracker, k, ZS_CAT_FULL_GRADS, N * part * esz);
 		if (in_place)
 			continue;
@@ -522,7 +561,7 @@ static void ds3_flush(struct zs_run *r)
 			for (size_t i = 0; i < b->count; i++) {
 				const struct zs_layout_tensor *ts = &lo->tensor[b->unit[i]];
 				size_t lo_q = q * ts->s, n = lo_q >= ts->n ? 0 : ts->n - lo_q < ts->s ? ts->n - lo_q : ts->s;
-				memcpy(flat + at * esz, bucket_at(r, k, b->at[i] + lo_q), n * esz);
+				memcpy(flat + at * esz, entry_grads(r, k, i) + lo_q * esz, n * esz);
 				memset(flat + (at + n) * esz, 0, (ts->s - n) * esz);
 				at += ts->s;
 			}
@@ -536,15 +575,20 @@ static void ds3_flush(struct zs_run *r)
 	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, N * part, r->dt); /* in place */
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		const char *mine = r->ptr_b[k - r->r0];
+		struct zs_rank *rk = run_rank(r, k);
 		for (size_t i = 0, at = 0; i < b->count; at += lo->tensor[b->unit[i++]].s) {
 			struct zs_slice own = layout_own(lo, ZS_BUF_GRADS, b->unit[i], k);
 			memcpy(run_at(r, k, ZS_BUF_GRADS, own.at), mine + at * esz, own.count * esz);
+			/* offloaded (partition_grads, 1499-1515): into the host fp32 grad too */
+			for (size_t e = 0; e < own.count && r->config->offload != ZS_OFFLOAD_NONE; e++)
+				rk->grad32[own.at + e] = r->dt == ZS_F16 ? zs_half_to_float(((const zs_half *)(mine + at * esz))[e])
+				                                         : ((const float *)(mine + at * esz))[e];
 		}
-		struct zs_rank *rk = run_rank(r, k);
 		if (!in_place)
 			tracker_free(&r->tracker, k, rk->offload_tmp[0]);
 		tracker_free(&r->tracker, k, rk->offload_tmp[1]);
-		rk->offload_tmp[0] = rk->offload_tmp[1] = NULL;
+		tracker_free(&r->tracker, k, rk->held_grad); /* param.grad = None */
+		rk->offload_tmp[0] = rk->offload_tmp[1] = rk->held_grad = NULL;
 	}
 	b->used = b->count = 0;
 }
@@ -556,11 +600,36 @@ static void ds3_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 		run_alloc_full(r, ZS_BUF_FULL_GRADS, r->layout.unit[u].off, r->layout.unit[u].n);
 }
 
+/* The module's autograd grads dropped; a tensor larger than the bucket
+ * still waiting in it keeps its grad (__add_grad_to_ipg_bucket copies only
+ * a grad that fits, 1279-1288): the engine holds a module's grads as one
+ * block, so that grad moves to a block of its own, through an uncounted
+ * copy (bookkeeping: DeepSpeed just keeps the tensor). */
+static void drop_module_grads(struct zs_run *r)
+{
+	const struct zs_bucket *b = &r->bucket;
+	size_t t = b->count == 1 ? b->unit[0] : 0, bytes = r->layout.tensor[t].n * psize(r);
+	if (b->count != 1 || !oversized(r, t) || run_rank(r, r->r0)->held_grad != NULL) {
+		run_free_all(r, ZS_BUF_FULL_GRADS);
+		return;
+	}
+	char *keep = zs_malloc((size_t)(r->r1 - r->r0) * bytes);
+	for (unsigned k = r->r0; k < r->r1; k++)
+		memcpy(keep + (size_t)(k - r->r0) * bytes, entry_grads(r, k, 0), bytes);
+	run_free_all(r, ZS_BUF_FULL_GRADS);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		run_rank(r, k)->held_grad = tracker_alloc(&r->tracker, k, ZS_CAT_FULL_GRADS, bytes);
+		memcpy(run_rank(r, k)->held_grad, keep + (size_t)(k - r->r0) * bytes, bytes);
+	}
+	free(keep);
+}
+
 /* Backward: each tensor's grads into the bucket as it is ready
  * (reduce_independent_p_g_buckets_and_remove_grads, 1258-1271;
  * __add_grad_to_ipg_bucket, 1275-1290), the bucket reduced first when the
- * next would not fit and it is not empty; a tensor larger than the bucket
- * is refused before the run. Here a unit's tensors in model order. Then
+ * next would not fit and it is not empty (so a tensor larger than the
+ * bucket is always reduced alone, from its own grad, when the next one
+ * comes or at the epilogue). Here a unit's tensors in model order. Then
  * autograd's grads are dropped and the module released. */
 static void ds3_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 {
@@ -572,7 +641,7 @@ static void ds3_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 			continue;
 		if (b->used + ts->n > bucket_elements(r) && b->count > 0)
 			ds3_flush(r);
-		for (unsigned k = r->r0; k < r->r1; k++)
+		for (unsigned k = r->r0; k < r->r1 && !oversized(r, t); k++)
 			memcpy(bucket_at(r, k, b->used), run_at(r, k, ZS_BUF_FULL_GRADS, ts->off - r->base[ZS_BUF_FULL_GRADS]),
 			       ts->n * psize(r));
 		b->unit[b->count] = t;
@@ -581,7 +650,7 @@ static void ds3_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 		tracker_set_phase(&r->tracker, ZS_PH_BACKWARD);
 	}
 	if (pass == ZS_PASS_BACKWARD)
-		run_free_all(r, ZS_BUF_FULL_GRADS);
+		drop_module_grads(r);
 	ds3_release(r, r->ds3->entry++);
 }
 
@@ -599,7 +668,33 @@ static void ds3_before_optimizer(struct zs_run *r)
 		if (r->ds3->avail[t])
 			release_tensor(r, t);
 	r->ds3->n_avail = 0;
-	fp32_grads(r);
+	if (r->config->offload == ZS_OFFLOAD_NONE) /* offloaded, the host fp32 grad is ready (_prepare_sub_group, 1920-1922) */
+		fp32_grads(r);
+}
+
+/* Offloaded, the optimizer steps the host fp32 partition and
+ * _reassign_or_swap_out_partitioned_parameters (2069-2075) copy_'s it into
+ * the fp16 partitions. On the device (--offload optimizer) torch converts
+ * on the host first, a host fp16 copy (copy_kernel_cuda, aten/src/ATen/
+ * native/cuda/Copy.cu: src.to(dst's dtype) on the CPU for a blocking
+ * CPU-to-GPU copy); host to host (--offload params) converts in place, and
+ * fp32 to fp32 needs no copy. The engine's optimizer already wrote the
+ * params; this is the host copy the transfer makes, rewriting the same
+ * values. */
+static void reassign_partitions(struct zs_run *r)
+{
+	const struct zs_layout *lo = &r->layout;
+	if (r->dt != ZS_F16 || params_offloaded(r))
+		return;
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		zs_half *tmp = tracker_alloc_host(&r->tracker, k, ZS_CAT_PARAM16, lo->shard * sizeof *tmp);
+		for (size_t u = 0; u < layout_npieces(lo); u++) {
+			struct zs_slice m = layout_own(lo, ZS_BUF_MASTER, u, k), p = layout_own(lo, ZS_BUF_PARAMS, u, k);
+			zs_float_to_half_n(tmp + m.at, run_at(r, k, ZS_BUF_MASTER, m.at), m.count);
+			memcpy(run_at(r, k, ZS_BUF_PARAMS, p.at), tmp + m.at, m.count * sizeof *tmp);
+		}
+		tracker_free(&r->tracker, k, tmp);
+	}
 }
 
 /* The fp32 gradient partition dropped (_release_sub_group, 1943-1950),
@@ -607,10 +702,12 @@ static void ds3_before_optimizer(struct zs_run *r)
  * coordinator's count; the next step runs the complete trace. */
 static void ds3_after_optimizer(struct zs_run *r)
 {
-	for (unsigned k = r->r0; k < r->r1; k++) {
+	for (unsigned k = r->r0; k < r->r1 && r->config->offload == ZS_OFFLOAD_NONE; k++) {
 		tracker_free(&r->tracker, k, run_rank(r, k)->grad32);
 		run_rank(r, k)->grad32 = NULL;
 	}
+	if (r->config->offload == ZS_OFFLOAD_OPTIMIZER)
+		reassign_partitions(r);
 	tracker_set_phase(&r->tracker, ZS_PH_GATHER);
 	for (size_t t = 0; t < r->layout.ntensors; t++)
 		if (r->ds3->persist[t]) {
@@ -621,8 +718,24 @@ static void ds3_after_optimizer(struct zs_run *r)
 	ds3_reset_step(r);
 }
 
+/* Offloaded (stage3.py's self.device cpu, 261): the grad partitions
+ * (grad_partitions_flat_buffer, 547-549, fp16 in mixed precision: the
+ * default grad_accum_dtype is the model's), the fp32 partition (902-903)
+ * and the optimizer state on the host; with the params offloaded the fp16
+ * partitions too, persistent ones included (_create_fp16_partitions_with_
+ * defragmentation moves every partition into a host flat buffer, 741-769,
+ * _move_to_flat_buffer 646-676). */
+static void ds3_buffers(struct zs_run *r)
+{
+	if (r->config->offload == ZS_OFFLOAD_NONE)
+		return;
+	r->host[ZS_BUF_GRADS] = r->host[ZS_BUF_MASTER] = r->host[ZS_BUF_M] = r->host[ZS_BUF_V] = 1;
+	r->host[ZS_BUF_PARAMS] = params_offloaded(r);
+}
+
 static const struct zs_scheme_ops ds_zero3 = {
 	.name = "deepspeed zero3",
+	.buffers = ds3_buffers,
 	.setup = ds3_setup,
 	.teardown = ds3_teardown,
 	.begin_unit = ds3_begin_unit,
@@ -645,8 +758,10 @@ double scheme_deepspeed_bound(const struct zs_config *c, const struct zs_layout 
 	double S = (double)lo->shard, psi = (double)lo->nparams;
 	double written = c->ds_reduce_bucket < psi ? c->ds_reduce_bucket : psi;
 	/* ZeRO-3: reduce_scatter_coalesced's flat copy and paddings, at most
-	 * the bucket's grads padded per tensor, twice */
-	double coalesced = lo->per_tensor ? 2 * (written + (double)lo->world * (double)lo->ntensors) * g : 0;
+	 * the grads reduced at once (the bucket's, or a larger tensor's) padded
+	 * per tensor, twice; a grad larger than the bucket kept past its
+	 * module; the device copies of offloaded partitions */
+	double coalesced = lo->per_tensor ? 2 * (psi + (double)lo->world * (double)lo->ntensors) * g + psi * g + S * p : 0;
 	return (1 + c->ds_overlap_comm) * written * g + S * (g + 4) + (c->precision == ZS_FP32 ? 4 * S : 0) + coalesced +
 	       (c->offload != ZS_OFFLOAD_NONE ? 4 * S + 2 * psi * g : 0);
 }

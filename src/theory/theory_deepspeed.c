@@ -50,7 +50,7 @@ static uint64_t largest_tensor(const struct theory_shape *s)
 void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world, struct theory_schedule *out)
 {
-	if (c->framework == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3 && c->offload == ZS_OFFLOAD_NONE) {
+	if (c->framework == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3) {
 		theory_schedule(s, ZS_ZERO3, unit, world, out); /* units, A and D */
 		ds3_schedule(s, c, unit, world, out);
 		return;
@@ -175,6 +175,7 @@ struct ds_coord {
 	size_t qt[2 * DS_MAX_TENSORS];       /* __param_queue: (param, step_id_last_used_at) */
 	size_t qs[2 * DS_MAX_TENSORS];
 	double n_avail;                      /* __n_available_params */
+	size_t fetched[DS_MAX_TENSORS], nfetched; /* gathered by the last fetch, in order */
 };
 
 static uint64_t coord_live(const struct ds_coord *d)
@@ -188,6 +189,7 @@ static uint64_t coord_live(const struct ds_coord *d)
 static void coord_gather(struct ds_coord *d, size_t t)
 {
 	if (!d->avail[t]) {
+		d->fetched[d->nfetched++] = t;
 		d->avail[t] = 1;
 		d->n_avail += (double)d->n[t]; /* __all_gather_params_, 473-484 */
 		d->gathered += d->s[t];
@@ -198,6 +200,7 @@ static void coord_gather(struct ds_coord *d, size_t t)
 static void coord_fetch(struct ds_coord *d, const struct zs_config *c, size_t j, int complete)
 {
 	size_t m = d->trace[j], not_fetched = 0;
+	d->nfetched = 0;
 	for (size_t t = 0; t < d->ntensors; t++)
 		if (d->module[t] == m) {
 			not_fetched += d->recent[t] < (double)j; /* 356-357 */
@@ -348,6 +351,24 @@ static uint64_t ds3_flush_elements(const struct ds_coord *d, const size_t *order
 	return last - first == 1 && pad == 0 ? 0 : world * part + pad;
 }
 
+/* With the params offloaded, each gather of the last fetch, in order:
+ * the tensor's whole block allocated, then the device copy of the rank's
+ * host partition (ceil(n/N) elements) it is gathered from, x the bytes
+ * other than the gathered params at that point. */
+static void ds3_gather_points(const struct ds_coord *d, const uint64_t *base, uint64_t *x, unsigned p,
+                              struct theory_schedule *out)
+{
+	uint64_t live = coord_live(d);
+	for (size_t i = 0; i < d->nfetched; i++)
+		live -= d->n[d->fetched[i]];
+	for (size_t i = 0; i < d->nfetched; i++) {
+		live += d->n[d->fetched[i]];
+		x[THEORY_GATHERED_PARAMS] = (live + d->s[d->fetched[i]]) * p;
+		ds3_point(base, x, out);
+	}
+	x[THEORY_GATHERED_PARAMS] = coord_live(d) * p;
+}
+
 /* DeepSpeed's ZeRO-3 as the engine runs it (docs/schedule.md, "deepspeed",
  * ZeRO-3), walked over --steps steps from the shape: per shard element
  * (Σ ceil(n_t/N)) the fp16 partition, the grad partition, the fp32
@@ -374,13 +395,21 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 	}
 	enum theory_category pc = b->p == 2 ? THEORY_PARAM16 : THEORY_PARAM32;
 	enum theory_category gc = b->g == 2 ? THEORY_GRAD16 : THEORY_GRAD32;
-	uint64_t base[THEORY_NCATEGORIES] = {0}, x[THEORY_NCATEGORIES];
-	base[pc] = S * b->p;
-	base[gc] = S * b->g;
-	base[THEORY_MASTER32] = S * 4;
-	base[THEORY_ADAM_M] = base[THEORY_ADAM_V] = S * b->adam;
-	base[THEORY_MOMENTUM] = S * b->momentum;
+	uint64_t base[THEORY_NCATEGORIES] = {0}, x[THEORY_NCATEGORIES], opt = 2ull * b->adam + b->momentum;
+	/* offloaded: the grad partitions, the fp32 partition, its fp32 grad
+	 * and the optimizer state on the host, with the params the fp16
+	 * partitions too; the host's peak is the step's fp16 copy on the way
+	 * to the device (mixed precision, --offload optimizer) */
+	int off = c->offload != ZS_OFFLOAD_NONE, offp = c->offload == ZS_OFFLOAD_PARAMS;
+	base[pc] = offp ? 0 : S * b->p;
+	base[gc] = off ? 0 : S * b->g;
+	base[THEORY_MASTER32] = off ? 0 : S * 4;
+	base[THEORY_ADAM_M] = base[THEORY_ADAM_V] = off ? 0 : S * b->adam;
+	base[THEORY_MOMENTUM] = off ? 0 : S * b->momentum;
 	base[THEORY_BUCKETS] = B * b->g;
+	out->host_resident_bytes = off ? S * (b->g + 4 + 4 + opt) + (offp ? S * b->p : 0) : 0;
+	out->host_peak_bytes = out->host_resident_bytes + (off && !offp && b->p == 2 ? S * b->p : 0);
+	out->host_resident_bytes_per_node = out->host_resident_bytes * c->ranks_per_node;
 	out->shard_elements = S;
 	out->padded_elements = (uint64_t)world * S;
 	out->padding_bytes = (double)(out->padded_elements - out->params) / world * (double)(b->p + b->g + 4 + 2 * b->adam +
@@ -421,6 +450,18 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 			size_t m = d.trace[j];
 			coord_fetch(&d, c, j, step > 1);
 			memset(x, 0, sizeof x);
+			/* a tensor larger than the bucket, last of the module before
+			 * in backward, still in autograd's grad until this module's
+			 * first tensor reduces it */
+			size_t first = 0;
+			while (first < no && j >= d.nmodules && d.module[order[first]] != m)
+				first++;
+			uint64_t carried = j >= d.nmodules && first > 0 && d.n[order[first - 1]] > B ? d.n[order[first - 1]] : 0;
+			x[THEORY_ACTIVATIONS] = j < d.nmodules ? fwd * 4 * s->batch : A;
+			x[THEORY_SCRATCH] = j < d.nmodules ? 0 : D;
+			x[THEORY_FULL_GRADS] = carried * b->g;
+			if (offp)
+				ds3_gather_points(&d, base, x, b->p, out);
 			x[THEORY_GATHERED_PARAMS] = coord_live(&d) * b->p;
 			if (j < d.nmodules) { /* forward: its layers' outputs, one by one */
 				for (size_t l = 0; l + 1 < s->nwidths; l++)
@@ -435,27 +476,36 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 					n += d.module[t] == m ? d.n[t] : 0;
 				x[THEORY_ACTIVATIONS] = A;
 				x[THEORY_SCRATCH] = D;
-				x[THEORY_FULL_GRADS] = n * b->g;
+				x[THEORY_FULL_GRADS] = (n + carried) * b->g;
 				ds3_point(base, x, out);
 				for (size_t f = 1; f < nflush; f++)
 					if (d.module[order[start[f]]] == m) {
 						uint64_t flat = ds3_flush_elements(&d, order, start[f - 1], start[f], world);
-						x[THEORY_FULL_GRADS] = (n + flat) * b->g;
+						x[THEORY_FULL_GRADS] = (n + carried + flat) * b->g;
 						ds3_point(base, x, out);
+						carried = 0;
 					}
 			}
 			coord_release(&d, j, step > 1);
 		}
 		memset(x, 0, sizeof x); /* the epilogue's reduction, the activations freed */
 		x[THEORY_GATHERED_PARAMS] = coord_live(&d) * b->p;
-		x[THEORY_FULL_GRADS] = ds3_flush_elements(&d, order, start[nflush - 1], no, world) * b->g;
+		uint64_t last = d.n[order[no - 1]] > B ? d.n[order[no - 1]] : 0; /* still in its own grad */
+		x[THEORY_FULL_GRADS] = (last + ds3_flush_elements(&d, order, start[nflush - 1], no, world)) * b->g;
 		ds3_point(base, x, out);
-		memset(x, 0, sizeof x); /* step(): nothing whole */
-		x[THEORY_GRAD32] = S * 4;
-		x[THEORY_GRAD16] = b->g == 2 ? S * b->g : 0;
+		memset(x, 0, sizeof x); /* step(): nothing whole; offloaded, the fp32 grad is on the host */
+		x[THEORY_GRAD32] = off ? 0 : S * 4;
+		x[THEORY_GRAD16] = b->g == 2 && !off ? S * b->g : 0;
 		ds3_point(base, x, out);
-		for (size_t t = 0; t < d.ntensors; t++) /* _post_step */
-			d.gathered += d.persist[t] ? d.s[t] : 0;
+		d.nfetched = 0;
+		for (size_t t = 0; t < d.ntensors; t++) { /* _post_step: the persistent params gathered */
+			d.avail[t] = 0;
+			if (d.persist[t])
+				coord_gather(&d, t);
+		}
+		memset(x, 0, sizeof x);
+		if (offp)
+			ds3_gather_points(&d, base, x, b->p, out);
 		sent += (uint64_t)(world - 1) * (d.gathered * b->p + S * b->g);
 		sent_elements += (uint64_t)(world - 1) * (d.gathered + S);
 		if (step == c->steps) {
@@ -480,12 +530,12 @@ void theory_deepspeed_memory(const struct theory_shape *s, const struct zs_confi
 		uint64_t S = z.shard_elements, whole = z.persistent_params * b->p, bucket = (uint64_t)c->ds_reduce_bucket * b->g;
 		if (c->offload == ZS_OFFLOAD_NONE) {
 			out->device_bytes = z.resident_bytes;
-		} else if (c->offload == ZS_OFFLOAD_OPTIMIZER) {
+		} else if (c->offload == ZS_OFFLOAD_OPTIMIZER) { /* the fp32 partition's fp32 grad kept too */
 			out->device_bytes = whole + S * b->p + bucket;
-			out->host_bytes = S * (b->g + 4 + opt);
-		} else {
-			out->device_bytes = whole + z.persistent_shard * b->p + bucket;
-			out->host_bytes = (S - z.persistent_shard) * b->p + S * (b->g + 4 + opt);
+			out->host_bytes = S * (b->g + 4 + 4 + opt);
+		} else { /* every fp16 partition in the host flat buffer, persistent ones too */
+			out->device_bytes = whole + bucket;
+			out->host_bytes = S * (b->p + b->g + 4 + 4 + opt);
 		}
 	} else if (scheme == ZS_ZERO1 || scheme == ZS_ZERO2) {
 		struct theory_schedule sc;

@@ -46,7 +46,8 @@ static const int torch_modelled[ZS_NSCHEMES] = {1, 1, 1, 1};
  * the reduced grads (contiguous_gradients' grads_in_partition), its fp32
  * partition and the optimizer state over it; their reduce buckets, the
  * autograd grads and the fp32 gradient partition are transients (hooks in
- * src/engine/scheme_deepspeed.c). ZeRO-3 is not modelled in the engine yet. */
+ * src/engine/scheme_deepspeed.c).
+ * ZeRO-3 shards every state, each tensor on its own. */
 static const enum zs_span deepspeed_rows[ZS_NSCHEMES][ZS_NSTATES] = {
 	[ZS_DP]    = {ZS_FULL,  ZS_FULL,  ZS_FULL},
 	[ZS_ZERO1] = {ZS_FULL,  ZS_SHARD, ZS_SHARD},
@@ -107,22 +108,9 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 	for (size_t i = 0; i < sizeof ds_use / sizeof ds_use[0] && c->framework == ZS_FW_DEEPSPEED; i++)
 		if ((c->given & 1u << ds_use[i].key) && !(has & ds_use[i].schemes) && (theory || !ds_use[i].theory_only))
 			return zs_fail(cause, "%s", ds_use[i].why);
-	/* The engine's DeepSpeed ZeRO-3: no offload, and every tensor fits the
-	 * bucket (a larger one stays in autograd's grads until the bucket is
-	 * reduced, which zerosim does not run). */
-	for (size_t l = 0; !theory && (has & Z3) && c->framework == ZS_FW_DEEPSPEED && l + 1 < c->nwidths; l++) {
-		double n = (double)c->widths[l] * (double)c->widths[l + 1];
-		if (c->offload != ZS_OFFLOAD_NONE)
-			return zs_fail(cause, "--offload %s: the engine runs DeepSpeed's zero3 without offload (the theory "
-			               "models it)", zs_offload_name(c->offload));
-		if (n > c->ds_reduce_bucket)
-			return zs_fail(cause, "--ds-reduce-bucket %.17g: zero3's tensor of %.17g elements (layer %zu's weight) "
-			               "would not fit it; the engine runs zero3 with every tensor fitting the bucket",
-			               c->ds_reduce_bucket, n, l + 1);
-	}
 	if (!theory && (c->given & 1u << ZS_KEY_RANKS_PER_NODE) && c->offload == ZS_OFFLOAD_NONE)
-		return zs_fail(cause, "--ranks-per-node: the engine keeps host bytes only with --offload optimizer (the "
-		               "theory uses the ranks of a node without it, for DeepSpeed's estimate)");
+		return zs_fail(cause, "--ranks-per-node: the engine keeps host bytes only with --offload optimizer or params "
+		               "(the theory uses the ranks of a node without it, for DeepSpeed's estimate)");
 	for (size_t w = 0; w < c->nworld; w++)
 		if (c->world[w] % c->ranks_per_node != 0)
 			return zs_fail(cause, "--ranks-per-node %u does not divide N = %u (every node holds as many ranks)",
