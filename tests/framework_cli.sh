@@ -122,16 +122,22 @@ refused "$zerosim" report --no-render --template "$template" --measured "$tmp/pr
 grep -q "differ in prefetch: backward-pre and none" "$tmp/err" || fail "not the prefetch line: $(cat "$tmp/err")"
 # Every departure a framework causes is a named cause: over DeepSpeed's
 # runs (its 1e9-byte bucket, a bucket small enough that the step's fp32
-# grads make the peak, the optimizer offloaded; both precisions, N = 1..5,
+# grads make the peak, the optimizer offloaded, zero3 with the optimizer or
+# the params offloaded; both precisions, N = 1..5,
 # both units) and torch's, no point keeps bytes in `other`, and DeepSpeed's
 # own causes appear where they should.
 others() { tr -d ' \t\n' <"$1" | grep -o '"other":[-0-9.e+]*' | grep -v '"other":0$' | head -n 3; }
 for opts in "--framework deepspeed" "--framework deepspeed --ds-reduce-bucket 1000" \
 	"--framework deepspeed --ds-persist 0 --ds-reduce-bucket 100000" \
-	"--framework deepspeed --offload optimizer --ds-reduce-bucket 1000" "--framework torch"; do
+	"--framework deepspeed --offload optimizer --ds-reduce-bucket 1000" "--framework torch" \
+	"--framework deepspeed --offload params" "--framework deepspeed --offload optimizer --ds-persist 0"; do
 	for prec in mixed fp32; do
 		schemes=dp,zero1,zero2
-		case "$opts" in *offload*) schemes=zero1,zero2 ;; *torch | *persist*) schemes=dp,zero1,zero2,zero3 ;; esac
+		case "$opts" in
+		*params | *offload*persist*) schemes=zero3 ;;
+		*offload*) schemes=zero1,zero2 ;;
+		*torch | *persist*) schemes=dp,zero1,zero2,zero3 ;;
+		esac
 		# shellcheck disable=SC2086
 		report "$tmp/rc" $opts --precision $prec --schemes $schemes --world 1,2,3,4,5 --unit model,layer
 		[ -z "$(others "$tmp/rc/diff.json")" ] || fail "$opts $prec: bytes left in other: $(others "$tmp/rc/diff.json")"

@@ -226,6 +226,25 @@ if [ -s "$tmp/mgpt2.json" ]; then
 		fail "report at N = 5: $(cat "$tmp/err")"
 	grep -q '^zerosim report: transformer gpt2-tiny (fp32): 4 rows, 4 measured, 0 unexplained$' "$tmp/out" ||
 		fail "report at N = 5: $(cat "$tmp/out")"
+	# A framework on the transformer: named in the summary and the section,
+	# with its departures from the paper's level at the peak (torch zero1:
+	# DDP's buckets, the partition's imbalance).
+	for k in theory measure; do
+		q=$([ $k = measure ] && echo "--quiet --steps 1")
+		# shellcheck disable=SC2086
+		"$zerosim" $k $q --model "$src/report/models/gpt2-tiny.json" --framework torch --precision fp32 \
+			--world 4 --schemes dp,zero1 --unit layer --seq 32 --batch 2 --out "$tmp/torch-$k.json" 2>"$tmp/err" ||
+			fail "torch $k: $(cat "$tmp/err")"
+	done
+	ZEROSIM_DATADIR=$src "$zerosim" report --no-render --measured "$tmp/m.json" --theory "$tmp/t.json" \
+		--transformer "$tmp/torch-theory.json" --transformer "$tmp/torch-measure.json" --out "$tmp/torch" \
+		>"$tmp/out" 2>"$tmp/err" || fail "report of torch on the transformer: $(cat "$tmp/err")"
+	grep -q '^zerosim report: transformer gpt2-tiny (fp32, framework torch): 2 rows, 2 measured, 0 unexplained$' \
+		"$tmp/out" || fail "torch on the transformer: $(cat "$tmp/out")"
+	grep -q 'Under framework torch' "$tmp/torch/transformer.tex" &&
+		grep -q 'ZeRO-1: optimizer state \$+\$[0-9\,]* B, buckets \$+\$' "$tmp/torch/transformer.tex" &&
+		grep -q 'above the average' "$tmp/torch/transformer.tex" ||
+		fail "the section does not give torch's departures: $(grep -A3 'Under framework' "$tmp/torch/transformer.tex")"
 fi
 
 # An output of the report given as its input.

@@ -48,9 +48,11 @@ static const struct report_cause_info causes[REPORT_NCAUSES] = {
 	 "\\emph{fp32 partition copy} (DeepSpeed in fp32): the fp32 partition DeepSpeed clones from the "
 	 "params whatever the precision (the \\texttt{master32} category), which the paper's fp32 "
 	 "accounting, with no master copy, does not hold"},
-	{"offloaded to host", "offloaded", 'h', 1, "optimizer state offloaded to host memory",
+	{"offloaded to host", "offloaded", 'h', 1, "optimizer state (and, offloading params, the params' partitions) on the host",
 	 "\\emph{offloaded to host} (\\texttt{--offload}): the optimizer state the device no longer "
-	 "holds, measured against $S\\,k$ (or $\\Psi k$); its bytes are in the host figures"},
+	 "holds, measured against $S\\,k$ (or $\\Psi k$), and with \\texttt{--offload params} the params' "
+	 "partitions, against $S\\,p$; the report's figures are the device's, and what went to the host is "
+	 "in measured.json's host figures (\\texttt{host\\_resident\\_bytes}, \\texttt{host\\_peak\\_bytes})"},
 	{"step buffers", "step_buffers", 't', 1,
 	 "the optimizer step's buffers (DeepSpeed's fp32 gradient partition)",
 	 "\\emph{step buffers}: model-state bytes at the peak above those held between steps "
@@ -124,6 +126,7 @@ static double sum_cats(const double *bd, int (*pick)(enum report_cat))
 }
 
 static int is_grad(enum report_cat c) { return c == REPORT_CAT_GRAD16 || c == REPORT_CAT_GRAD32; }
+static int is_param(enum report_cat c) { return c == REPORT_CAT_PARAM16 || c == REPORT_CAT_PARAM32; }
 static int is_optim(enum report_cat c) { return c >= REPORT_CAT_MASTER32 && c <= REPORT_CAT_MOMENTUM; }
 
 /* Split a breakdown's departure from the floor into causes. Grads and the
@@ -150,6 +153,9 @@ static void attribute_memory(const struct report_data *d, const struct report_ru
 		if (d->offload)
 			pt->cause[REPORT_OFFLOADED] = sum_cats(r->resident_bd, is_optim) -
 			                              (row[ZS_STATE_OPTIM] == ZS_FULL ? psi : S) * d->k;
+		if (d->offload_params) /* the params' partitions too (the persistent ones stay whole: gathered) */
+			pt->cause[REPORT_OFFLOADED] += sum_cats(r->resident_bd, is_param) -
+			                               (row[ZS_STATE_PARAMS] == ZS_FULL ? psi : S) * d->p;
 		if (pt->metric == REPORT_PEAK)
 			pt->cause[REPORT_STEP_BUFFERS] = state - sum_cats(r->resident_bd, report_cat_is_state);
 		excess -= pt->cause[REPORT_GRAD_PARTITION] + pt->cause[REPORT_FP32_COPY] + pt->cause[REPORT_OFFLOADED] +

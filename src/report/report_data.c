@@ -676,6 +676,7 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 	 * refused two different ones). */
 	d->ds_persist = tm.fw.ds_persist >= 0 ? tm.fw.ds_persist : mm.fw.ds_persist;
 	d->offload = mm.fw.offload != NULL && strcmp(mm.fw.offload, "none") != 0;
+	d->offload_params = mm.fw.offload != NULL && strcmp(mm.fw.offload, "params") == 0;
 	d->p = mm.p;
 	d->g = mm.g;
 	d->k = mm.k;

@@ -85,6 +85,7 @@ struct report_data {
 	char framework[16];                  /* config.framework; "paper" when absent */
 	double ds_persist;                   /* config.deepspeed.persist; -1 when absent */
 	int offload;                         /* the measured config.deepspeed.offload is not "none" */
+	int offload_params;                  /* it is "params" (the params' partitions on the host too) */
 	double p, g, k;                      /* bytes per param: working param, grad, optimizer */
 	struct report_run *runs;             /* sorted by unit, scheme, world */
 	size_t nruns;
