@@ -200,6 +200,35 @@ for precision in mixed fp32; do
 	done
 done
 
+# The frameworks on the transformer: torch's DDP (its buckets; a wider
+# model makes several), ZeroRedundancyOptimizer over the transformer's
+# tensors, FSDP SHARD_GRAD_OP and FULL_SHARD with and without
+# BACKWARD_PRE, MixedPrecision, NO_SHARD at N = 1; DeepSpeed's ZeRO-1/2
+# with its reduce buckets (mid-backward flushes, overlap_comm), the fp32
+# partition and the optimizer offloaded. Both families, tied and untied,
+# N = 1..8, both units, both precisions.
+printf '{"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 16}\n' \
+	>"$tmp/gpt2-wide.json"
+for precision in mixed fp32; do
+	for model in gpt2-tiny llama-tiny gpt2-untied llama-tied; do
+		check --framework torch --model "$tmp/$model.json" --seq 16 --batch 1 --precision $precision \
+			--world 1,2,3,4,5,6,7,8 --schemes $schemes --unit model,layer --steps 1
+		check --framework deepspeed --model "$tmp/$model.json" --seq 16 --batch 1 --precision $precision \
+			--world 1,2,3,4,5,6,7,8 --schemes dp,zero1,zero2 --unit model,layer --ds-reduce-bucket 20000 --steps 1
+	done
+	check --framework torch --model "$tmp/gpt2-tiny.json" --seq 32 --batch 2 --precision $precision --recompute selective \
+		--world 1,2,3,5,8 --schemes zero2,zero3 --unit model,layer --prefetch backward-pre --steps 2
+	check --framework torch --model "$tmp/llama-tied.json" --seq 16 --batch 1 --precision $precision --recompute full \
+		--world 1,3,5 --schemes zero3 --unit layer --prefetch backward-pre --optimizer sgd --steps 1
+	check --framework torch --model "$tmp/gpt2-wide.json" --seq 8 --batch 1 --precision $precision \
+		--world 1,3,4 --schemes dp,zero1 --unit model --bucket-cap 0.01 --steps 1
+	check --framework deepspeed --model "$tmp/gpt2-untied.json" --seq 16 --batch 1 --precision $precision \
+		--recompute full --world 1,2,3,5,8 --schemes zero1,zero2 --unit model,layer --ds-reduce-bucket 60000 \
+		--ds-overlap-comm on --optimizer sgd --steps 2
+	check --framework deepspeed --model "$tmp/llama-tiny.json" --seq 16 --batch 1 --precision $precision \
+		--world 1,2,3,5 --schemes zero1,zero2 --unit model,layer --offload optimizer --ranks-per-node 1 --steps 1
+done
+
 echo "theory_vs_measure: all $configs sweeps agree exactly"
 
 # The measurement itself does not depend on how many runs go side by side:
