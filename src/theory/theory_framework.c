@@ -56,7 +56,8 @@ void theory_greedy_partition(const uint64_t *n, size_t nt, unsigned world, uint6
 void theory_torch_partition(const struct theory_shape *s, unsigned world, uint64_t *load)
 {
 	uint64_t n[2 * ZS_MAX_WIDTHS];
-	theory_greedy_partition(n, tensors(s, n), world, load);
+	size_t nt = tensors(s, n);
+	theory_greedy_partition(n, nt, world, load);
 }
 
 void theory_torch_zero1(const uint64_t *n, size_t nt, const struct theory_bytes *b, unsigned world,
@@ -121,7 +122,8 @@ size_t theory_ddp_bucket_list(const uint64_t *t, size_t nt, unsigned grad_bytes,
 size_t theory_ddp_buckets(const struct theory_shape *s, double cap_mb, uint64_t *n)
 {
 	uint64_t t[2 * ZS_MAX_WIDTHS];
-	return theory_ddp_bucket_list(t, tensors(s, t), s->bytes.g, cap_mb, n);
+	size_t nt = tensors(s, t);
+	return theory_ddp_bucket_list(t, nt, s->bytes.g, cap_mb, n);
 }
 
 /* DistributedDataParallel (torch's dp, and under zero1): its buckets, Ψ·g
@@ -308,6 +310,12 @@ int theory_framework_json(cJSON *schedule, const struct theory_request *req, enu
 	return rc;
 }
 
+/* A transformer's tables are the paper's level; the framework's bytes are
+ * the JSON's schedule. */
+static const char model_note[] = " On a transformer the tables above are the paper's level (Korthikanti's "
+                                 "activations); the framework's exact schedule, as measure runs it, is each "
+                                 "row's \"schedule\" in --out's JSON.";
+
 char *theory_framework_text(const struct theory_request *req)
 {
 	const struct zs_config *c = req->config;
@@ -320,9 +328,15 @@ char *theory_framework_text(const struct theory_request *req)
 		                   "in the schedule's tables above), zero1 is "
 		                   "ZeroRedundancyOptimizer over it (whole tensors; the tables show the rank that "
 		                   "holds the most), zero2 and zero3 are FSDP (backward_prefetch %s; in mixed "
-		                   "precision its MixedPrecision: fp32 shards, no master, fp16 working copies).\n",
+		                   "precision its MixedPrecision: fp32 shards, no master, fp16 working copies).%s\n",
 		                   zs_number_text(c->bucket_cap_mb, cap, sizeof cap),
-		                   c->prefetch == ZS_PREFETCH_BACKWARD_PRE ? "BACKWARD_PRE" : "None");
+		                   c->prefetch == ZS_PREFETCH_BACKWARD_PRE ? "BACKWARD_PRE" : "None",
+		                   req->model != NULL ? model_note : "");
 	}
-	return theory_deepspeed_text(req);
+	char *ds = theory_deepspeed_text(req);
+	if (ds == NULL || req->model == NULL)
+		return ds;
+	char *both = zs_asprintf("%s%s\n", ds, model_note + 1);
+	free(ds);
+	return both;
 }
