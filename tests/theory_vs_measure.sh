@@ -6,7 +6,8 @@
 # torch's implementations of every scheme (--framework torch: DDP's buckets,
 # ZeroRedundancyOptimizer, FSDP with and without prefetch, in both precisions),
 # DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed), and zerosim's
-# own transformer (--model, both families, the three recompute modes).
+# own transformer (--model, both families, the three recompute modes; under
+# torch's schemes and DeepSpeed's dp, zero1 and zero2 too).
 # docs/schedule.md is the contract both implement; tests/json_agree joins the
 # two JSON files on (scheme, world, unit) and prints the first difference.
 # Last, the measurement must not depend on --jobs.
@@ -230,6 +231,25 @@ for precision in mixed fp32; do
 done
 
 echo "theory_vs_measure: all $configs sweeps agree exactly"
+
+# Every framework trains the transformer to the paper's dp weights, bit for
+# bit (the same order of additions in every reduction), in both precisions.
+for precision in fp32 mixed; do
+	: >"$tmp/digests"
+	for fw in paper torch deepspeed; do
+		s=$schemes
+		[ $fw = deepspeed ] && s=dp,zero1,zero2
+		"$zerosim" measure -q --framework $fw --model "$tmp/gpt2-untied.json" --seq 8 --batch 1 --precision $precision \
+			--world 3 --schemes $s --unit layer --steps 2 --out "$tmp/d.json" || exit 1
+		grep -o '"weights_digest":[[:space:]]*"[^"]*"' "$tmp/d.json" >>"$tmp/digests"
+	done
+	if [ "$(wc -l <"$tmp/digests")" -ne 11 ] || [ "$(sort -u "$tmp/digests" | wc -l)" -ne 1 ]; then
+		echo "theory_vs_measure: FAIL: the frameworks' transformer weights differ ($precision):" >&2
+		cat "$tmp/digests" >&2
+		exit 1
+	fi
+done
+echo "theory_vs_measure: every framework trains the transformer to the same weights"
 
 # The measurement itself does not depend on how many runs go side by side:
 # one worker, two, and more workers than CPUs write the same bytes, weights

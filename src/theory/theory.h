@@ -349,10 +349,11 @@ void theory_model_peak(const struct zs_model *m, const struct theory_act_opts *o
                        enum zs_unit unit, unsigned world, struct theory_peak *out);
 
 /* The exact schedule level for zerosim's own transformer (the engine's
- * `measure --model`: fp32 or mixed, the paper's schemes, at most ZS_MAX_WIDTHS - 2
- * blocks): resident, peak and its breakdown, comm, from the shape alone
- * (docs/schedule.md, "Transformers: the engine's schedule").
- * has_schedule says whether the request is one the engine runs. */
+ * `measure --model`: fp32 or mixed, at most ZS_MAX_WIDTHS - 2 blocks, any
+ * framework's scheme but DeepSpeed's zero3): resident, peak and its
+ * breakdown, comm, from the shape alone (docs/schedule.md, "Transformers:
+ * the engine's schedule"). has_schedule says whether the request is one
+ * the engine runs; theory_model_schedule is the paper's. */
 int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
                               const struct theory_bytes *b, enum zs_framework fw, enum zs_scheme scheme);
 void theory_model_schedule(const struct zs_model *m, const struct theory_act_opts *o,

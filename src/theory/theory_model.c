@@ -234,7 +234,10 @@ void theory_model_peak(const struct zs_model *m, const struct theory_act_opts *o
 /* The exact schedule of zerosim's own transformer (docs/schedule.md,
  * "Transformers: the engine's schedule"), from the shape alone: the
  * tensors it lists, allocated and freed where the step does, with the
- * scheme's transients, walked in order; the peak is the largest total,
+ * scheme's transients as the framework makes them (struct events: the
+ * paper's, torch's FSDP, DeepSpeed's ZeRO-1/2 buckets; DDP's buckets and
+ * ZeroRedundancyOptimizer's partition are resident), walked in order; the
+ * peak is the largest total,
  * and its breakdown the categories at the moment the total first reached
  * it, as a tracker records them. */
 
