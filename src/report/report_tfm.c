@@ -221,7 +221,9 @@ static int read_row(const cJSON *row, const char *where, struct report_tfm_model
 		    report_read_breakdown(sc, "resident_breakdown", at, lab, "resident_bytes", r->s_resident,
 		                          r->s_resident_bd, cause) < 0 ||
 		    report_read_breakdown(sc, "peak_breakdown", at, lab, "peak_bytes", r->s_peak, r->s_peak_bd,
-		                          cause) < 0)
+		                          cause) < 0 ||
+		    (cJSON_GetObjectItemCaseSensitive(sc, "imbalance_bytes") != NULL &&
+		     report_read_share(sc, "imbalance_bytes", at, &r->s_imbalance, cause) < 0))
 			return -1;
 		r->scheduled = 1;
 	}
@@ -617,6 +619,59 @@ static void units_table(const struct report_tfm_model *m, struct zs_buf *b)
 	zs_buf_printf(b, "\n\n");
 }
 
+/* A framework's departures at the peak: the model states and buffers of
+ * the schedule (the framework's) against the paper's level, by group of
+ * categories (activations and scratch are the engine's tensors against
+ * Korthikanti's, in the table after this one, whatever the framework). */
+static void framework_departures(const struct report_tfm_model *m, struct zs_buf *b)
+{
+	static const struct {
+		const char *name;
+		enum report_cat first, last;
+	} groups[] = {
+		{"params", REPORT_CAT_PARAM16, REPORT_CAT_PARAM32},
+		{"grads", REPORT_CAT_GRAD16, REPORT_CAT_GRAD32},
+		{"optimizer state", REPORT_CAT_MASTER32, REPORT_CAT_MOMENTUM},
+		{"gathered params", REPORT_CAT_GATHERED, REPORT_CAT_GATHERED},
+		{"full grads", REPORT_CAT_FULL_GRADS, REPORT_CAT_FULL_GRADS},
+		{"buckets", REPORT_CAT_BUCKETS, REPORT_CAT_BUCKETS},
+	};
+	const enum zs_unit u = report_tfm_unit(m);
+	const unsigned w = report_tfm_world(m);
+	int any = 0;
+
+	if (strcmp(m->framework, "paper") == 0)
+		return;
+	zs_buf_printf(b, "Under framework %s the schedule column is the framework's (docs/schedule.md, "
+	              "\\emph{Frameworks on the transformer}). At the peak its model states and buffers depart "
+	              "from the paper's level by:", m->framework);
+	for (int s = 0; s < ZS_NSCHEMES; s++) {
+		const struct report_tfm_row *r = report_tfm_find(m, (enum zs_scheme)s, w, u);
+		if (r == NULL || !r->scheduled)
+			continue;
+		zs_buf_printf(b, "%s %s:", any++ ? ";" : "", scheme_title[s]);
+		int named = 0;
+		for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+			double d = 0;
+			for (int c = (int)groups[g].first; c <= (int)groups[g].last; c++)
+				d += r->s_peak_bd[c] - r->peak_bd[c];
+			if (d == 0)
+				continue;
+			zs_buf_printf(b, "%s %s %s", named++ ? "," : "", groups[g].name, d > 0 ? "$+$" : "$-$");
+			grouped(b, fabs(d));
+			zs_buf_printf(b, " B");
+		}
+		if (!named)
+			zs_buf_printf(b, " none");
+		if (r->s_imbalance > 0) {
+			zs_buf_printf(b, " (whole tensors on unequal ranks: the rank shown holds ");
+			grouped(b, r->s_imbalance);
+			zs_buf_printf(b, " B above the average)");
+		}
+	}
+	zs_buf_printf(b, "%s\n\n", any ? "." : " no row of the table has a schedule.");
+}
+
 static void peak_table(const struct report_tfm_model *m, struct zs_buf *b)
 {
 	const enum zs_unit u = report_tfm_unit(m);
@@ -879,6 +934,7 @@ static void model_tex(const struct report_tfm_model *m, struct zs_buf *b)
 	zs_buf_printf(b, "}).\n\n");
 	units_table(m, b);
 	peak_table(m, b);
+	framework_departures(m, b);
 	activations_table(m, b);
 }
 

@@ -47,6 +47,7 @@ struct report_tfm_row {
 	int scheduled;
 	double s_resident, s_peak, s_peak_bd[REPORT_NCATS], s_resident_bd[REPORT_NCATS];
 	double s_comm;                       /* comm_bytes_per_rank_per_step, or -1 if not given */
+	double s_imbalance;                  /* schedule.imbalance_bytes (a framework's), or 0 */
 	/* The measured run of the same (scheme, world, unit), when a
 	 * measured.json of the model was given; `unexplained` when it and the
 	 * schedule differ by a byte in resident, peak, a category of either, or
