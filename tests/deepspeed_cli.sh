@@ -97,11 +97,11 @@ if command -v python3 >/dev/null 2>&1; then
 fi
 "$zerosim" theory --framework deepspeed --schemes zero1 --world 2 --ranks-per-node 2 --out "$tmp/r.json" ||
 	fail "theory refuses --ranks-per-node without --offload"
-# Frameworks' schedules are predicted on the MLP only: measuring one on the
-# transformer is refused.
+# The engine runs DeepSpeed's zero3 on the MLP only: measuring it on the
+# transformer is refused (zero1 and zero2 run, tests/theory_vs_measure.sh).
 printf '{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32}\n' \
 	>"$tmp/gpt2.json"
-refused "$zerosim" measure --framework deepspeed --model "$tmp/gpt2.json" --seq 32 --precision fp32 --schemes zero2 \
+refused "$zerosim" measure --framework deepspeed --model "$tmp/gpt2.json" --seq 32 --precision fp32 --schemes zero2,zero3 \
 	--world 2
 # DeepSpeed's settings are options, not keys of a sweep spec; where they
 # are meaningless the spec's framework refuses them as an option's would.

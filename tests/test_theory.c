@@ -924,6 +924,72 @@ START_TEST(test_json_for_a_model_names_every_part_of_the_peak)
 }
 END_TEST
 
+/* torch's zero1 on zerosim's tiny gpt2 (n_embd 64, 2 blocks, 4 heads,
+ * vocabulary 256, 32 positions, tied), worked by hand. Its 28 parameter
+ * tensors in model order: wte 256·64 = 16384, wpe 32·64 = 2048, the tied
+ * final LayerNorm 64, 64; per block ln1 64, 64, c_attn 64·192 = 12288,
+ * 192, c_proj 4096, 64, ln2 64, 64, c_fc 64·256 = 16384, 256, mlp c_proj
+ * 16384, 64 (49,984 a block; Ψ = 18,560 + 2·49,984 = 118,528).
+ * ZeroRedundancyOptimizer at N = 3, largest first, ties in model order,
+ * each to the first least-loaded rank: the five 16384s go 0, 1, 2, 0, 1
+ * (32768, 32768, 16384); the 12288s both to rank 2 (40960); the 4096s to
+ * 0 and 1 (36864, 36864); 2048 to 0 (38912); then the 256s, 192s and the
+ * fourteen 64s all to rank 1, which stays least loaded (37120 + 256 + 384
+ * + 896 = 38656). Loads 38912, 38656, 40960. The worst rank, in mixed
+ * precision with Adam: 4Ψ of params and grads, 12·40960 of optimizer
+ * state and DDP's buckets 2Ψ: 474,112 + 491,520 + 237,056 = 1,202,688 B,
+ * 8.147 B/param without the buckets where the paper's zero1 has 4 + 12/3
+ * = 8; rank 1 holds 12·(40960 - 38656) = 27,648 B less. */
+START_TEST(test_torch_zero1_on_the_tiny_gpt2_worked_by_hand)
+{
+	struct zs_model m = { .family = ZS_FAMILY_GPT2, .hidden = 64, .intermediate = 256, .layers = 2,
+	                      .heads = 4, .kv_heads = 4, .head_dim = 16, .vocab = 256, .positions = 32, .tied = 1 };
+	uint64_t n[THEORY_MAX_TENSORS], load[3], sum = 0;
+	size_t nt = theory_model_tensors(&m, n);
+
+	ck_assert_uint_eq(nt, 28);
+	for (size_t i = 0; i < nt; i++)
+		sum += n[i];
+	ck_assert_uint_eq(sum, 118528);
+	ck_assert_uint_eq(theory_model_params(&m), 118528);
+	theory_greedy_partition(n, nt, 3, load);
+	ck_assert_uint_eq(load[0], 38912);
+	ck_assert_uint_eq(load[1], 38656);
+	ck_assert_uint_eq(load[2], 40960);
+
+	struct zs_config c;
+	zs_config_defaults(&c);
+	c.framework = ZS_FW_TORCH;
+	c.precision = ZS_MIXED;
+	struct theory_bytes b;
+	struct theory_act_opts o = { .seq = 32, .recompute = THEORY_RECOMPUTE_NONE, .elem = 2 };
+	struct theory_schedule sc;
+	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &b);
+	theory_model_framework_schedule(&m, &o, &b, &c, 2, ZS_ZERO1, ZS_UNIT_LAYER, 3, &sc);
+	ck_assert_uint_eq(sc.resident_bytes, 1202688);
+	ck_assert_uint_eq(sc.resident_breakdown[THEORY_BUCKETS], 237056);
+	ck_assert_double_eq_tol((double)(sc.resident_bytes - 237056) / 118528, 8.147, 5e-4);
+	ck_assert_double_eq_tol(sc.imbalance_bytes, 12.0 * 40960 - 12.0 * 118528 / 3, 1e-6);
+
+	struct theory_request req = { .config = &c, .model = &m, .act = o };
+	c.nworld = 1;
+	c.world[0] = 3;
+	c.nschemes = 1;
+	c.schemes[0] = ZS_ZERO1;
+	c.nunits = 1;
+	c.units[0] = ZS_UNIT_LAYER;
+	c.batch = 2;
+	cJSON *root = theory_json(&req);
+	ck_assert_ptr_nonnull(root);
+	cJSON *sched = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "rows"), 0), "schedule");
+	cJSON *per = cJSON_GetObjectItem(cJSON_GetObjectItem(sched, "per_rank"), "resident_bytes");
+	ck_assert_int_eq(cJSON_GetArraySize(per), 3);
+	ck_assert_double_eq(cJSON_GetArrayItem(per, 1)->valuedouble, 1202688.0 - 27648.0);
+	ck_assert_double_eq(cJSON_GetArrayItem(per, 2)->valuedouble, 1202688.0);
+	cJSON_Delete(root);
+}
+END_TEST
+
 static Suite *theory_suite(void)
 {
 	Suite *s = suite_create("theory");
@@ -932,6 +998,7 @@ static Suite *theory_suite(void)
 	TCase *model = tcase_create("models");
 
 	tcase_add_test(paper, test_floors_reproduce_every_cell_of_the_papers_table_1);
+	tcase_add_test(model, test_torch_zero1_on_the_tiny_gpt2_worked_by_hand);
 	tcase_add_test(paper, test_mixed_adam_is_two_two_twelve_bytes_per_param);
 	tcase_add_test(paper, test_floor_comm_tends_to_two_psi_and_three_psi_elements);
 	tcase_add_test(hand, test_tiny_model_has_thirteen_params_in_units_of_nine_and_four);

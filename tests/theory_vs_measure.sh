@@ -6,7 +6,8 @@
 # torch's implementations of every scheme (--framework torch: DDP's buckets,
 # ZeroRedundancyOptimizer, FSDP with and without prefetch, in both precisions),
 # DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed), and zerosim's
-# own transformer (--model, both families, the three recompute modes).
+# own transformer (--model, both families, the three recompute modes; under
+# torch's schemes and DeepSpeed's dp, zero1 and zero2 too).
 # docs/schedule.md is the contract both implement; tests/json_agree joins the
 # two JSON files on (scheme, world, unit) and prints the first difference.
 # Last, the measurement must not depend on --jobs.
@@ -231,7 +232,55 @@ sed 's/"num_hidden_layers": 2,/"num_hidden_layers": 100,/' "$tmp/llama-tied.json
 check --model "$tmp/llama-deep.json" --seq 8 --batch 1 --precision mixed --world 1,3 --schemes $schemes \
 	--unit model,layer --steps 1
 
+# The frameworks on the transformer: torch's DDP (its buckets; a wider
+# model makes several), ZeroRedundancyOptimizer over the transformer's
+# tensors, FSDP SHARD_GRAD_OP and FULL_SHARD with and without
+# BACKWARD_PRE, MixedPrecision, NO_SHARD at N = 1; DeepSpeed's ZeRO-1/2
+# with its reduce buckets (mid-backward flushes, overlap_comm), the fp32
+# partition and the optimizer offloaded. Both families, tied and untied,
+# N = 1..8, both units, both precisions.
+printf '{"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 16}\n' \
+	>"$tmp/gpt2-wide.json"
+for precision in mixed fp32; do
+	for model in gpt2-tiny llama-tiny gpt2-untied llama-tied; do
+		check --framework torch --model "$tmp/$model.json" --seq 16 --batch 1 --precision $precision \
+			--world 1,2,3,4,5,6,7,8 --schemes $schemes --unit model,layer --steps 1
+		check --framework deepspeed --model "$tmp/$model.json" --seq 16 --batch 1 --precision $precision \
+			--world 1,2,3,4,5,6,7,8 --schemes dp,zero1,zero2 --unit model,layer --ds-reduce-bucket 20000 --steps 1
+	done
+	check --framework torch --model "$tmp/gpt2-tiny.json" --seq 32 --batch 2 --precision $precision --recompute selective \
+		--world 1,2,3,5,8 --schemes zero2,zero3 --unit model,layer --prefetch backward-pre --steps 2
+	check --framework torch --model "$tmp/llama-tied.json" --seq 16 --batch 1 --precision $precision --recompute full \
+		--world 1,3,5 --schemes zero3 --unit layer --prefetch backward-pre --optimizer sgd --steps 1
+	check --framework torch --model "$tmp/gpt2-wide.json" --seq 8 --batch 1 --precision $precision \
+		--world 1,3,4 --schemes dp,zero1 --unit model --bucket-cap 0.01 --steps 1
+	check --framework deepspeed --model "$tmp/gpt2-untied.json" --seq 16 --batch 1 --precision $precision \
+		--recompute full --world 1,2,3,5,8 --schemes zero1,zero2 --unit model,layer --ds-reduce-bucket 60000 \
+		--ds-overlap-comm on --optimizer sgd --steps 2
+	check --framework deepspeed --model "$tmp/llama-tiny.json" --seq 16 --batch 1 --precision $precision \
+		--world 1,2,3,5 --schemes zero1,zero2 --unit model,layer --offload optimizer --ranks-per-node 1 --steps 1
+done
+
 echo "theory_vs_measure: all $configs sweeps agree exactly"
+
+# Every framework trains the transformer to the paper's dp weights, bit for
+# bit (the same order of additions in every reduction), in both precisions.
+for precision in fp32 mixed; do
+	: >"$tmp/digests"
+	for fw in paper torch deepspeed; do
+		s=$schemes
+		[ $fw = deepspeed ] && s=dp,zero1,zero2
+		"$zerosim" measure -q --framework $fw --model "$tmp/gpt2-untied.json" --seq 8 --batch 1 --precision $precision \
+			--world 3 --schemes $s --unit layer --steps 2 --out "$tmp/d.json" || exit 1
+		grep -o '"weights_digest":[[:space:]]*"[^"]*"' "$tmp/d.json" >>"$tmp/digests"
+	done
+	if [ "$(wc -l <"$tmp/digests")" -ne 11 ] || [ "$(sort -u "$tmp/digests" | wc -l)" -ne 1 ]; then
+		echo "theory_vs_measure: FAIL: the frameworks' transformer weights differ ($precision):" >&2
+		cat "$tmp/digests" >&2
+		exit 1
+	fi
+done
+echo "theory_vs_measure: every framework trains the transformer to the same weights"
 
 # The measurement itself does not depend on how many runs go side by side:
 # one worker, two, and more workers than CPUs write the same bytes, weights

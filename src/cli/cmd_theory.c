@@ -319,9 +319,9 @@ int zs_cmd_theory(int argc, char **argv)
 	}
 
 	req.shape_known = !params_given && model_arg == NULL;
-	if (config.framework == ZS_FW_TORCH && !req.shape_known) {
-		cause = zs_asprintf("--framework torch needs the MLP's shape (--layers), not %s: "
-		                    "ZeroRedundancyOptimizer assigns whole tensors", params_given ? "--params" : "--model");
+	if (config.framework == ZS_FW_TORCH && params_given) {
+		cause = zs_strdup("--framework torch needs the model's shape (--layers or --model), not --params: "
+		                  "ZeroRedundancyOptimizer assigns whole tensors");
 		goto bad;
 	}
 	if (params_given) {

@@ -298,9 +298,11 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 	if (req->model != NULL) {
 		theory_model_peak(req->model, &req->act, &s.bytes, b, scheme, unit, world, &r->peak);
 		r->model_sched = !req->bf16 && /* measure runs no bf16 */
-		                 theory_model_has_schedule(req->model, &req->act, &s.bytes, req->config->framework);
+		                 theory_model_has_schedule(req->model, &req->act, &s.bytes, req->config->framework,
+			                                           scheme);
 		if (r->model_sched)
-			theory_model_schedule(req->model, &req->act, &s.bytes, b, scheme, unit, world, &r->sched);
+			theory_model_framework_schedule(req->model, &req->act, &s.bytes, req->config, b, scheme, unit, world,
+			                                &r->sched);
 		r->peak_bytes = r->peak.peak_bytes;
 		r->peak_per_batch = r->peak.activations_per_sequence;
 		r->has_peak = 1;

@@ -144,9 +144,28 @@ void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
 /* ------------------------------------------------------------------------ */
 /* Frameworks (theory_framework.c; docs/schedule.md, "Frameworks"). */
 
-/* torch's ZeroRedundancyOptimizer partition, worked from the shape: the
- * elements of whole tensors each of the N ranks is assigned (load[N]). */
+/* torch's ZeroRedundancyOptimizer partition of the tensors n[0..nt), in
+ * model order (_partition_parameters: largest first, ties in model order,
+ * each to the first least-loaded rank): the elements each of the N ranks
+ * is assigned (load[N]). theory_torch_partition does it over the MLP's
+ * tensors (each layer's weight, then its bias). */
+void theory_greedy_partition(const uint64_t *n, size_t nt, unsigned world, uint64_t *load);
 void theory_torch_partition(const struct theory_shape *s, unsigned world, uint64_t *load);
+
+/* Redo a paper zero1 row out (params and grads full) as
+ * ZeroRedundancyOptimizer over the tensors n[0..nt) does it: the binding
+ * rank's optimizer state, its imbalance, and the broadcasts from the
+ * owners (the comm: DDP's all-reduce is theory_torch_ddp's to add). */
+void theory_torch_zero1(const uint64_t *n, size_t nt, const struct theory_bytes *b, unsigned world,
+                        struct theory_schedule *out);
+
+/* DDP's buckets over the tensors t[0..nt) of grad_bytes an element, for a
+ * bucket cap in MB: their elements n[0..return), in the order DDP reduces
+ * them (the reverse of model order). theory_torch_ddp adds them to a row
+ * (Ψ·g resident, category buckets) with their all-reduces. */
+size_t theory_ddp_bucket_list(const uint64_t *t, size_t nt, unsigned grad_bytes, double cap_mb, uint64_t *n);
+void theory_torch_ddp(const uint64_t *t, size_t nt, unsigned grad_bytes, double cap_mb, unsigned world,
+                      struct theory_schedule *out);
 
 /* Redo a paper schedule (theory_schedule's) as c's framework implements
  * the scheme, with its options (--bucket-cap, --prefetch); nothing for the
@@ -164,6 +183,15 @@ size_t theory_ddp_buckets(const struct theory_shape *s, double cap_mb, uint64_t 
  * row, as DeepSpeed runs it; nothing for another framework or scheme. */
 void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world, struct theory_schedule *out);
+
+/* DeepSpeed's ZeRO-1/2 resident state for out's units and shards (any
+ * model; tmax its largest tensor), into out (breakdown, resident, padding,
+ * host bytes under --offload optimizer), and what its step() adds at once
+ * by category (step[THEORY_NCATEGORIES]: the fp32 gradient partition, its
+ * flat fp16 source in mixed precision; offloaded, the device copy of the
+ * fp32 partition). */
+void theory_deepspeed_resident(const struct theory_bytes *b, const struct zs_config *c, uint64_t tmax,
+                               unsigned world, struct theory_schedule *out, uint64_t *step);
 
 /* DeepSpeed's ZeRO-3 as it partitions the MLP (stage3.py,
  * partition_parameters.py): every parameter tensor on its own, ceil(n/N)
@@ -255,6 +283,16 @@ struct theory_units {
 };
 
 void theory_model_units(const struct zs_model *m, struct theory_units *u);
+
+/* The parameter tensors of zerosim's transformer (the engine's list,
+ * docs/schedule.md, "Transformers: the engine's schedule"), in model
+ * order, their elements into n[] (at most THEORY_MAX_TENSORS): the token
+ * embedding, the positions (gpt2), and with a tied head the final norm's
+ * weight (and bias, gpt2); per block ln1 w (b), qkv w (b), proj w (b),
+ * ln2 w (b), up w (b), down w (b), the biases gpt2's only; an untied head's
+ * final norm w (b) and lm_head. Returns how many. */
+#define THEORY_MAX_TENSORS (12 * ZS_MAX_WIDTHS + 8)
+size_t theory_model_tensors(const struct zs_model *m, uint64_t *n);
 uint64_t theory_model_params(const struct zs_model *m);
 
 /* The activation terms held at the peak, each by name (theory_act_name). */
@@ -311,15 +349,23 @@ void theory_model_peak(const struct zs_model *m, const struct theory_act_opts *o
                        enum zs_unit unit, unsigned world, struct theory_peak *out);
 
 /* The exact schedule level for zerosim's own transformer (the engine's
- * `measure --model`: fp32 or mixed, the paper's schemes, at most ZS_MAX_WIDTHS - 2
- * blocks): resident, peak and its breakdown, comm, from the shape alone
- * (docs/schedule.md, "Transformers: the engine's schedule").
- * has_schedule says whether the request is one the engine runs. */
+ * `measure --model`: fp32 or mixed, at most ZS_MAX_WIDTHS - 2 blocks, any
+ * framework's scheme but DeepSpeed's zero3): resident, peak and its
+ * breakdown, comm, from the shape alone (docs/schedule.md, "Transformers:
+ * the engine's schedule"). has_schedule says whether the request is one
+ * the engine runs; theory_model_schedule is the paper's. */
 int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
-                              const struct theory_bytes *b, enum zs_framework fw);
+                              const struct theory_bytes *b, enum zs_framework fw, enum zs_scheme scheme);
 void theory_model_schedule(const struct zs_model *m, const struct theory_act_opts *o,
                            const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
                            enum zs_unit unit, unsigned world, struct theory_schedule *out);
+/* The same under c's framework (c->framework, its options; the paper's
+ * for ZS_FW_PAPER): torch's DDP, ZeroRedundancyOptimizer and FSDP as
+ * docs/schedule.md gives them on the transformer. */
+void theory_model_framework_schedule(const struct zs_model *m, const struct theory_act_opts *o,
+                                     const struct theory_bytes *b, const struct zs_config *c, uint64_t batch,
+                                     enum zs_scheme scheme, enum zs_unit unit, unsigned world,
+                                     struct theory_schedule *out);
 
 /* ------------------------------------------------------------------------ */
 /* Requests and rows: what `zerosim theory` computes over, and one

@@ -59,53 +59,62 @@ void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_con
 		return;
 	const struct theory_bytes *b = &s->bytes;
 	theory_schedule(s, ZS_ZERO2, unit, world, out); /* units, shards, collectives, A and D */
-	uint64_t S = out->shard_elements, psi = out->params, opt = 2ull * b->adam + b->momentum, largest = 0;
-	uint64_t *rb = out->resident_breakdown, *pb = out->peak_breakdown;
-	enum theory_category pc = b->p == 2 ? THEORY_PARAM16 : THEORY_PARAM32;
-	enum theory_category gc = b->g == 2 ? THEORY_GRAD16 : THEORY_GRAD32;
+	uint64_t largest = 0, step[THEORY_NCATEGORIES], *pb = out->peak_breakdown;
 	for (size_t u = 0; u < out->nunits; u++)
 		largest = out->units[u] > largest ? out->units[u] : largest;
+	uint64_t act = pb[THEORY_ACTIVATIONS], scratch = pb[THEORY_SCRATCH];
+	theory_deepspeed_resident(b, c, largest_tensor(s), world, out, step);
+	uint64_t bucket = (uint64_t)(1 + c->ds_overlap_comm) * (uint64_t)c->ds_reduce_bucket * b->g;
+	uint64_t full = scheme == ZS_ZERO1 ? out->params * b->g : largest * b->g, extra = 0;
+	uint64_t backward = out->resident_bytes + act + scratch + bucket + full;
+	memcpy(pb, out->resident_breakdown, sizeof out->resident_breakdown);
+	for (int k = 0; k < THEORY_NCATEGORIES; k++)
+		extra += step[k];
+	if (backward >= out->resident_bytes + extra) {
+		pb[THEORY_ACTIVATIONS] = act;
+		pb[THEORY_SCRATCH] = scratch;
+		pb[THEORY_FULL_GRADS] = full;
+		pb[THEORY_BUCKETS] = bucket;
+	} else {
+		for (int k = 0; k < THEORY_NCATEGORIES; k++)
+			pb[k] += step[k];
+	}
+	out->peak_bytes = backward >= out->resident_bytes + extra ? backward : out->resident_bytes + extra;
+}
+
+void theory_deepspeed_resident(const struct theory_bytes *b, const struct zs_config *c, uint64_t tmax,
+                               unsigned world, struct theory_schedule *out, uint64_t *step)
+{
+	uint64_t S = out->shard_elements, psi = out->params, opt = 2ull * b->adam + b->momentum;
+	uint64_t *rb = out->resident_breakdown;
+	enum theory_category pc = b->p == 2 ? THEORY_PARAM16 : THEORY_PARAM32;
+	enum theory_category gc = b->g == 2 ? THEORY_GRAD16 : THEORY_GRAD32;
 	memset(rb, 0, sizeof out->resident_breakdown);
+	memset(step, 0, THEORY_NCATEGORIES * sizeof *step);
 	rb[pc] = psi * b->p;
 	rb[gc] = S * b->g;
 	rb[THEORY_MASTER32] = S * 4;
 	rb[THEORY_ADAM_M] = S * b->adam;
 	rb[THEORY_ADAM_V] = S * b->adam;
 	rb[THEORY_MOMENTUM] = S * b->momentum;
-	uint64_t bucket = (uint64_t)(1 + c->ds_overlap_comm) * (uint64_t)c->ds_reduce_bucket * b->g;
-	uint64_t full = scheme == ZS_ZERO1 ? psi * b->g : largest * b->g;
-	uint64_t act = pb[THEORY_ACTIVATIONS], scratch = pb[THEORY_SCRATCH];
 	/* Offloaded: the grad partition (fp32), the fp32 partition and the
 	 * optimizer state on the host, with a buffer of the largest tensor's
 	 * grads there and one on the device; the step's device copy of the
 	 * fp32 partition replaces the fp32 gradient partition. */
-	int off = c->offload == ZS_OFFLOAD_OPTIMIZER;
-	uint64_t tmax = largest_tensor(s), step_extra = off ? S * 4 : S * 4 + (b->g == 2 ? S * b->g : 0);
-	if (off) {
+	if (c->offload == ZS_OFFLOAD_OPTIMIZER) {
 		out->host_resident_bytes = S * (4 + 4 + opt) + tmax * b->g;
 		out->host_peak_bytes = out->host_resident_bytes;
 		out->host_resident_bytes_per_node = out->host_resident_bytes * c->ranks_per_node;
 		rb[gc] = tmax * b->g;
 		rb[THEORY_MASTER32] = rb[THEORY_ADAM_M] = rb[THEORY_ADAM_V] = rb[THEORY_MOMENTUM] = 0;
+		step[THEORY_MASTER32] = S * 4;
+	} else {
+		step[THEORY_GRAD32] = S * 4;
+		step[THEORY_GRAD16] = b->g == 2 ? S * b->g : 0;
 	}
 	out->resident_bytes = 0;
 	for (int k = 0; k < THEORY_NCATEGORIES; k++)
 		out->resident_bytes += rb[k];
-	uint64_t backward = out->resident_bytes + act + scratch + bucket + full;
-	uint64_t step = out->resident_bytes + step_extra;
-	memcpy(pb, rb, sizeof out->resident_breakdown);
-	if (backward >= step) {
-		pb[THEORY_ACTIVATIONS] = act;
-		pb[THEORY_SCRATCH] = scratch;
-		pb[THEORY_FULL_GRADS] = full;
-		pb[THEORY_BUCKETS] = bucket;
-	} else if (off) {
-		pb[THEORY_MASTER32] += S * 4;
-	} else {
-		pb[THEORY_GRAD32] += S * 4;
-		pb[THEORY_GRAD16] += b->g == 2 ? S * b->g : 0;
-	}
-	out->peak_bytes = backward >= step ? backward : step;
 	out->padding_bytes = (double)(out->padded_elements - psi) / world * (double)(b->g + 4 + opt);
 }
 

@@ -33,11 +33,9 @@ static size_t tensors(const struct theory_shape *s, uint64_t *n)
 	return t;
 }
 
-void theory_torch_partition(const struct theory_shape *s, unsigned world, uint64_t *load)
+void theory_greedy_partition(const uint64_t *n, size_t nt, unsigned world, uint64_t *load)
 {
-	uint64_t n[2 * ZS_MAX_WIDTHS];
-	size_t nt = tensors(s, n);
-	int done[2 * ZS_MAX_WIDTHS] = {0};
+	int *done = zs_calloc(nt > 0 ? nt : 1, sizeof *done);
 	for (unsigned k = 0; k < world; k++)
 		load[k] = 0;
 	for (size_t i = 0; i < nt; i++) {
@@ -52,13 +50,21 @@ void theory_torch_partition(const struct theory_shape *s, unsigned world, uint64
 				min = k;
 		load[min] += n[big];
 	}
+	free(done);
 }
 
-static void torch_zero1(const struct theory_shape *s, unsigned world, struct theory_schedule *out)
+void theory_torch_partition(const struct theory_shape *s, unsigned world, uint64_t *load)
 {
-	const struct theory_bytes *b = &s->bytes;
-	uint64_t *load = zs_calloc(world, sizeof *load), most = 0, n[2 * ZS_MAX_WIDTHS];
-	theory_torch_partition(s, world, load);
+	uint64_t n[2 * ZS_MAX_WIDTHS];
+	size_t nt = tensors(s, n);
+	theory_greedy_partition(n, nt, world, load);
+}
+
+void theory_torch_zero1(const uint64_t *n, size_t nt, const struct theory_bytes *b, unsigned world,
+                        struct theory_schedule *out)
+{
+	uint64_t *load = zs_calloc(world, sizeof *load), most = 0;
+	theory_greedy_partition(n, nt, world, load);
 	for (unsigned k = 0; k < world; k++)
 		most = load[k] > most ? load[k] : most;
 	free(load);
@@ -79,9 +85,8 @@ static void torch_zero1(const struct theory_shape *s, unsigned world, struct the
 	out->padding_bytes = 0;
 	out->imbalance_bytes = (double)most * b->k - (double)out->params * b->k / world;
 
-	/* _sync_params: one broadcast per tensor (DDP's all-reduce: torch_ddp). */
+	/* _sync_params: one broadcast per tensor (DDP's all-reduce: theory_torch_ddp). */
 	out->comm_bytes = out->comm_elements = 0;
-	size_t nt = tensors(s, n);
 	for (size_t i = 0; i < nt; i++) {
 		uint64_t e = (world - 1) * ((n[i] + world - 1) / world);
 		out->comm_elements += e;
@@ -92,20 +97,20 @@ static void torch_zero1(const struct theory_shape *s, unsigned world, struct the
 /* dist._DEFAULT_FIRST_BUCKET_BYTES: the first bucket's limit. */
 #define DDP_FIRST_BUCKET_BYTES 1048576
 
-size_t theory_ddp_buckets(const struct theory_shape *s, double cap_mb, uint64_t *n)
+size_t theory_ddp_bucket_list(const uint64_t *t, size_t nt, unsigned grad_bytes, double cap_mb, uint64_t *n)
 {
-	uint64_t t[2 * ZS_MAX_WIDTHS], limit = DDP_FIRST_BUCKET_BYTES, bytes = 0;
+	uint64_t limit = DDP_FIRST_BUCKET_BYTES, bytes = 0;
 	uint64_t cap = (uint64_t)(cap_mb * 1024 * 1024); /* int(bucket_cap_mb * 1024 * 1024) */
 	size_t nb = 0;
 	int open = 0;
-	for (size_t j = tensors(s, t); j-- > 0;) { /* gradient-ready order: the last tensor first */
+	for (size_t j = nt; j-- > 0;) { /* gradient-ready order: the last tensor first */
 		if (!open) {
 			n[nb++] = 0;
 			bytes = 0;
 			open = 1;
 		}
 		n[nb - 1] += t[j];
-		bytes += t[j] * s->bytes.g;
+		bytes += t[j] * grad_bytes;
 		if (bytes >= limit) { /* closed; the limit moves on to the cap */
 			open = 0;
 			limit = cap;
@@ -114,23 +119,31 @@ size_t theory_ddp_buckets(const struct theory_shape *s, double cap_mb, uint64_t 
 	return nb;
 }
 
+size_t theory_ddp_buckets(const struct theory_shape *s, double cap_mb, uint64_t *n)
+{
+	uint64_t t[2 * ZS_MAX_WIDTHS];
+	size_t nt = tensors(s, t);
+	return theory_ddp_bucket_list(t, nt, s->bytes.g, cap_mb, n);
+}
+
 /* DistributedDataParallel (torch's dp, and under zero1): its buckets, Ψ·g
  * of their own, resident on every rank from construction; the grads
  * all-reduced bucket by bucket, 2(N-1)·ceil(n_b/N) elements each, added to
  * what the scheme sends besides. */
-static void torch_ddp(const struct theory_shape *s, const struct zs_config *c, unsigned world,
+void theory_torch_ddp(const uint64_t *t, size_t nt, unsigned grad_bytes, double cap_mb, unsigned world,
                       struct theory_schedule *out)
 {
-	uint64_t n[2 * ZS_MAX_WIDTHS], bucket = out->params * s->bytes.g;
-	size_t nb = theory_ddp_buckets(s, c->bucket_cap_mb, n);
+	uint64_t *n = zs_calloc(nt > 0 ? nt : 1, sizeof *n), bucket = out->params * grad_bytes;
+	size_t nb = theory_ddp_bucket_list(t, nt, grad_bytes, cap_mb, n);
 	out->resident_breakdown[THEORY_BUCKETS] = out->peak_breakdown[THEORY_BUCKETS] = bucket;
 	out->resident_bytes += bucket;
 	out->peak_bytes += bucket;
 	for (size_t i = 0; i < nb; i++) {
 		uint64_t e = 2ull * (world - 1) * ((n[i] + world - 1) / world);
 		out->comm_elements += e;
-		out->comm_bytes += e * s->bytes.g;
+		out->comm_bytes += e * grad_bytes;
 	}
+	free(n);
 }
 
 /* The peak's transients when unit u's backward holds gathered[u] elements
@@ -240,10 +253,12 @@ void theory_framework_schedule(const struct theory_shape *s, const struct zs_con
 		return;
 	if (scheme == ZS_DP)
 		out->comm_bytes = out->comm_elements = 0; /* DDP's all-reduce is by bucket */
+	uint64_t n[2 * ZS_MAX_WIDTHS];
+	size_t nt = tensors(s, n);
 	if (scheme == ZS_ZERO1)
-		torch_zero1(s, world, out);
+		theory_torch_zero1(n, nt, &s->bytes, world, out);
 	if (scheme <= ZS_ZERO1)
-		torch_ddp(s, c, world, out);
+		theory_torch_ddp(n, nt, s->bytes.g, c->bucket_cap_mb, world, out);
 	if (scheme >= ZS_ZERO2 && c->precision == ZS_MIXED) {
 		fsdp_mixed(s, c, scheme, unit, world, out);
 		return;
@@ -274,8 +289,11 @@ int theory_framework_json(cJSON *schedule, const struct theory_request *req, enu
 	struct theory_shape s = {c->widths, c->nwidths, c->batch, {0}};
 	uint64_t *load = zs_calloc(world, sizeof *load), most = 0;
 	theory_request_bytes(req, &s.bytes);
-	if (c->framework == ZS_FW_TORCH && scheme == ZS_ZERO1)
-		theory_torch_partition(&s, world, load);
+	if (c->framework == ZS_FW_TORCH && scheme == ZS_ZERO1) {
+		static uint64_t n[THEORY_MAX_TENSORS];
+		size_t nt = req->model != NULL ? theory_model_tensors(req->model, n) : tensors(&s, n);
+		theory_greedy_partition(n, nt, world, load);
+	}
 	for (unsigned k = 0; k < world; k++)
 		most = load[k] > most ? load[k] : most;
 	cJSON *per = cJSON_AddObjectToObject(schedule, "per_rank"), *ra = NULL, *pa = NULL, *ca = NULL;
@@ -292,6 +310,12 @@ int theory_framework_json(cJSON *schedule, const struct theory_request *req, enu
 	return rc;
 }
 
+/* A transformer's tables are the paper's level; the framework's bytes are
+ * the JSON's schedule. */
+static const char model_note[] = " On a transformer the tables above are the paper's level (Korthikanti's "
+                                 "activations); the framework's exact schedule, as measure runs it, is each "
+                                 "row's \"schedule\" in --out's JSON.";
+
 char *theory_framework_text(const struct theory_request *req)
 {
 	const struct zs_config *c = req->config;
@@ -304,9 +328,15 @@ char *theory_framework_text(const struct theory_request *req)
 		                   "in the schedule's tables above), zero1 is "
 		                   "ZeroRedundancyOptimizer over it (whole tensors; the tables show the rank that "
 		                   "holds the most), zero2 and zero3 are FSDP (backward_prefetch %s; in mixed "
-		                   "precision its MixedPrecision: fp32 shards, no master, fp16 working copies).\n",
+		                   "precision its MixedPrecision: fp32 shards, no master, fp16 working copies).%s\n",
 		                   zs_number_text(c->bucket_cap_mb, cap, sizeof cap),
-		                   c->prefetch == ZS_PREFETCH_BACKWARD_PRE ? "BACKWARD_PRE" : "None");
+		                   c->prefetch == ZS_PREFETCH_BACKWARD_PRE ? "BACKWARD_PRE" : "None",
+		                   req->model != NULL ? model_note : "");
 	}
-	return theory_deepspeed_text(req);
+	char *ds = theory_deepspeed_text(req);
+	if (ds == NULL || req->model == NULL)
+		return ds;
+	char *both = zs_asprintf("%s%s\n", ds, model_note + 1);
+	free(ds);
+	return both;
 }

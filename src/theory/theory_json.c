@@ -190,6 +190,10 @@ static int row_json(cJSON *rows, const struct theory_request *req, const struct 
 	if (req->model != NULL) {
 		if ((r->model_sched ? schedule_json(o, r) : null(o, "schedule")) < 0 || peak_json(o, req, r) < 0)
 			return -1;
+		if (r->model_sched && req->config->framework != ZS_FW_PAPER &&
+		    theory_framework_json(cJSON_GetObjectItemCaseSensitive(o, "schedule"), req, r->scheme, r->world,
+		                          &r->sched) < 0)
+			return -1;
 	} else if (req->shape_known) {
 		if (schedule_json(o, r) < 0)
 			return -1;

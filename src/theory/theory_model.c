@@ -93,6 +93,36 @@ uint64_t theory_model_params(const struct zs_model *m)
 	return u.embeddings + u.layers * u.block + u.head;
 }
 
+size_t theory_model_tensors(const struct zs_model *m, uint64_t *n)
+{
+	int gpt2 = m->family == ZS_FAMILY_GPT2;
+	uint64_t h = m->hidden, v = m->vocab, I = m->intermediate, bias = gpt2 ? 1 : 0;
+	uint64_t q = m->heads * m->head_dim, qkv = q + 2 * m->kv_heads * m->head_dim, up = gpt2 ? I : 2 * I;
+	const uint64_t block[12] = { h, bias * h, qkv * h, bias * qkv, h * q, bias * h,
+	                             h, bias * h, up * h, bias * up, h * I, bias * h };
+	size_t t = 0;
+
+	n[t++] = v * h;
+	if (gpt2)
+		n[t++] = m->positions * h;
+	if (m->tied) {
+		n[t++] = h;
+		if (gpt2)
+			n[t++] = h;
+	}
+	for (uint64_t l = 0; l < m->layers; l++)
+		for (int i = 0; i < 12; i++)
+			if (block[i] > 0)
+				n[t++] = block[i];
+	if (!m->tied) {
+		n[t++] = h;
+		if (gpt2)
+			n[t++] = h;
+		n[t++] = v * h;
+	}
+	return t;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Activations */
 
@@ -204,7 +234,10 @@ void theory_model_peak(const struct zs_model *m, const struct theory_act_opts *o
 /* The exact schedule of zerosim's own transformer (docs/schedule.md,
  * "Transformers: the engine's schedule"), from the shape alone: the
  * tensors it lists, allocated and freed where the step does, with the
- * scheme's transients, walked in order; the peak is the largest total,
+ * scheme's transients as the framework makes them (struct events: the
+ * paper's, torch's FSDP, DeepSpeed's ZeRO-1/2 buckets; DDP's buckets and
+ * ZeroRedundancyOptimizer's partition are resident), walked in order; the
+ * peak is the largest total,
  * and its breakdown the categories at the moment the total first reached
  * it, as a tracker records them. */
 
@@ -340,23 +373,90 @@ static void backward_layer(struct walk *w, const struct tensors *ts, uint64_t l)
 }
 
 int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
-                              const struct theory_bytes *b, enum zs_framework fw)
+                              const struct theory_bytes *b, enum zs_framework fw, enum zs_scheme scheme)
 {
 	/* fp32, or mixed (fp32 master, 16-bit activations) */
 	return m->layers + 2 <= ZS_MAX_WIDTHS && o->elem == (b->master != 0 ? 2 : 4) && !o->flash &&
-	       fw == ZS_FW_PAPER && o->seq <= m->positions;
+	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3) && o->seq <= m->positions;
 }
 
-void theory_model_schedule(const struct zs_model *m, const struct theory_act_opts *o,
-                           const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
-                           enum zs_unit unit, unsigned world, struct theory_schedule *out)
+/* What a scheme gathers and reduces unit by unit: unit u's params are
+ * gathered at gp bytes an element (0: never) for its forward and, unless
+ * still held, for its backward, its full grads at fg bytes an element
+ * for its backward; a unit's gathered params stay from its forward into
+ * its backward for every unit (keep_all: FSDP's SHARD_GRAD_OP) or the
+ * root (keep_root: FULL_SHARD's whole model, unit=model); prefetch: a
+ * unit's backward gathers the next one of backward first (BACKWARD_PRE);
+ * full: full grads through backward (paper zero2's Ψ·g, DeepSpeed
+ * ZeRO-1's), after bucket bytes of DeepSpeed's reduce buckets, both
+ * from backward's start to its end. */
+struct events {
+	unsigned gp, fg;
+	int keep_all, keep_root, prefetch;
+	uint64_t full, bucket;
+};
+
+/* The step's state: the walk, which units are held gathered, and the
+ * elements every rank sends in all-gathers and reduce-scatters. */
+struct step {
+	struct walk w;
+	const struct events *ev;
+	const struct theory_schedule *sc;
+	const struct tensors *ts;
+	uint64_t N;
+	int held[ZS_MAX_WIDTHS];
+	uint64_t gathered, reduced;
+};
+
+static void gather(struct step *st, size_t u)
+{
+	walk_add(&st->w, THEORY_GATHERED_PARAMS, st->sc->units[u] * st->ev->gp);
+	st->gathered += (st->N - 1) * ((st->sc->units[u] + st->N - 1) / st->N);
+	st->held[u] = 1;
+}
+
+static void release(struct step *st, size_t u)
+{
+	if (st->held[u])
+		walk_sub(&st->w, THEORY_GATHERED_PARAMS, st->sc->units[u] * st->ev->gp);
+	st->held[u] = 0;
+}
+
+static int kept(const struct step *st, size_t u, enum zs_unit unit)
+{
+	return st->ev->keep_all || (st->ev->keep_root && u == 0 && unit == ZS_UNIT_MODEL);
+}
+
+/* A tied head's own visit of unit 0, gathered as for a forward unless it
+ * is held (SHARD_GRAD_OP), in forward or backward. */
+static void visit_head(struct step *st, uint64_t head, enum zs_unit unit, int backward)
+{
+	int hooks = st->ev->gp > 0 && !st->held[0];
+	if (hooks)
+		gather(st, 0);
+	(backward ? backward_layer : forward_layer)(&st->w, st->ts, head);
+	if (hooks && !kept(st, 0, unit))
+		release(st, 0);
+}
+
+void theory_model_framework_schedule(const struct zs_model *m, const struct theory_act_opts *o,
+                                     const struct theory_bytes *b, const struct zs_config *c, uint64_t batch,
+                                     enum zs_scheme scheme, enum zs_unit unit, unsigned world,
+                                     struct theory_schedule *out)
 {
 	static struct tensors ts; /* large; theory rows are computed one at a time */
+	static uint64_t tn[THEORY_MAX_TENSORS];
 	struct theory_units u;
-	struct theory_states st;
-	struct walk w = {0};
+	struct theory_states sts;
+	struct theory_bytes rb = *b; /* the resident state's bytes */
+	struct events ev = {0};
+	struct step st = { .ev = &ev, .sc = out, .ts = &ts, .N = world };
+	struct walk *w = &st.w;
 	uint64_t L = m->layers, head = L + 1, N = world;
-	int zero3 = N > 1 && scheme == ZS_ZERO3, zero2 = N > 1 && scheme == ZS_ZERO2;
+	enum zs_framework fw = c != NULL ? c->framework : ZS_FW_PAPER;
+	int fsdp = fw == ZS_FW_TORCH && scheme >= ZS_ZERO2, mixed = b->master != 0;
+	int ds = fw == ZS_FW_DEEPSPEED && (scheme == ZS_ZERO1 || scheme == ZS_ZERO2);
+	uint64_t ds_step[THEORY_NCATEGORIES] = {0};
 	/* A tied head reads the embedding's unit: with unit=layer it runs in a
 	 * visit of that unit of its own, gathered for it (params only). */
 	int visit = m->tied && unit == ZS_UNIT_LAYER;
@@ -372,19 +472,59 @@ void theory_model_schedule(const struct zs_model *m, const struct theory_act_opt
 		if (u.head > 0)
 			out->units[out->nunits++] = u.head;
 	}
-	theory_schedule_states(out, b, scheme, world, &st);
-	if (zero3 && visit) { /* the head's two extra gathers of the embedding's unit */
-		uint64_t s0 = (out->units[0] + N - 1) / N;
-		out->comm_bytes += 2 * (N - 1) * s0 * b->p;
-		out->comm_elements += 2 * (N - 1) * s0;
+	if (fsdp) {
+		/* FSDP: the FlatParameters sharded as the paper's zero3 shards
+		 * them (SHARD_GRAD_OP too), in fp32 under MixedPrecision (no
+		 * master), the working copies and full grads 16-bit; NO_SHARD
+		 * at N = 1 gathers (casts) only in mixed. */
+		if (mixed)
+			theory_bytes_per_param(ZS_FP32, c->optimizer, &rb);
+		theory_schedule_states(out, &rb, ZS_ZERO3, world, &sts);
+		ev.gp = N > 1 || mixed ? b->p : 0;
+		ev.fg = N > 1 || mixed ? b->g : 0;
+		ev.keep_all = N > 1 && scheme == ZS_ZERO2;
+		ev.keep_root = N > 1;
+		ev.prefetch = N > 1 && c->prefetch == ZS_PREFETCH_BACKWARD_PRE;
+	} else if (ds) {
+		/* DeepSpeed's ZeRO-1/2: the paper's zero2 units, shards and
+		 * collectives, its own resident state; backward holds the reduce
+		 * buckets and the full grads (ZeRO-1 the model's, ZeRO-2 a
+		 * unit's at a time), at every N. */
+		theory_schedule_states(out, b, ZS_ZERO2, world, &sts);
+		uint64_t tmax = 0;
+		for (size_t i = 0, nt = theory_model_tensors(m, tn); i < nt; i++)
+			tmax = tn[i] > tmax ? tn[i] : tmax;
+		theory_deepspeed_resident(b, c, tmax, world, out, ds_step);
+		ev.bucket = (uint64_t)(1 + c->ds_overlap_comm) * (uint64_t)c->ds_reduce_bucket * b->g;
+		ev.full = scheme == ZS_ZERO1 ? sts.params * b->g : 0;
+		ev.fg = scheme == ZS_ZERO2 ? b->g : 0;
+	} else {
+		theory_schedule_states(out, b, scheme, world, &sts);
+		if (N > 1 && scheme == ZS_ZERO3)
+			ev.gp = b->p, ev.fg = b->g;
+		if (N > 1 && scheme == ZS_ZERO2)
+			ev.full = sts.params * b->g;
+		if (N > 1 && scheme == ZS_ZERO3 && visit) { /* the head's two extra gathers of the embedding's unit */
+			uint64_t s0 = (out->units[0] + N - 1) / N;
+			out->comm_bytes += 2 * (N - 1) * s0 * b->p;
+			out->comm_elements += 2 * (N - 1) * s0;
+		}
+	}
+	if (fw == ZS_FW_TORCH && scheme <= ZS_ZERO1) {
+		size_t nt = theory_model_tensors(m, tn);
+		if (scheme == ZS_DP)
+			out->comm_bytes = out->comm_elements = 0; /* DDP's all-reduce is by bucket */
+		if (scheme == ZS_ZERO1)
+			theory_torch_zero1(tn, nt, b, world, out);
+		theory_torch_ddp(tn, nt, b->g, c->bucket_cap_mb, world, out);
 	}
 
 	/* The step. Unit i holds layers first_i..last_i: unit=model all of
 	 * them; unit=layer the embedding, each block, the untied head (a tied
 	 * head is in no unit's visit but its own). */
 	tensor_list(m, o, batch, &ts);
-	for (int c = 0; c < THEORY_NCATEGORIES; c++)
-		walk_add(&w, (enum theory_category)c, out->resident_breakdown[c]);
+	for (int k = 0; k < THEORY_NCATEGORIES; k++)
+		walk_add(w, (enum theory_category)k, out->resident_breakdown[k]);
 	size_t U = out->nunits;
 	uint64_t first[ZS_MAX_WIDTHS] = {0}, last[ZS_MAX_WIDTHS] = {0};
 	for (size_t i = 0; i < U; i++) {
@@ -393,48 +533,55 @@ void theory_model_schedule(const struct zs_model *m, const struct theory_act_opt
 	}
 	if (unit == ZS_UNIT_LAYER && m->tied)
 		last[U - 1] = head; /* the layout's last unit ends at the head; it runs in its own visit */
-	uint64_t gp0 = out->units[0] * b->p;
 
-	alloc_at(&w, &ts, AT_FORWARD);
+	alloc_at(w, &ts, AT_FORWARD);
 	for (size_t i = 0; i < U; i++) {
-		if (zero3)
-			walk_add(&w, THEORY_GATHERED_PARAMS, out->units[i] * b->p);
+		if (ev.gp > 0)
+			gather(&st, i);
 		for (uint64_t l = first[i]; l <= last[i]; l++)
 			if (!(visit && l == head))
-				forward_layer(&w, &ts, l);
-		if (zero3)
-			walk_sub(&w, THEORY_GATHERED_PARAMS, out->units[i] * b->p);
+				forward_layer(w, &ts, l);
+		if (ev.gp > 0 && !kept(&st, i, unit))
+			release(&st, i);
 	}
-	if (visit) {
-		if (zero3)
-			walk_add(&w, THEORY_GATHERED_PARAMS, gp0);
-		forward_layer(&w, &ts, head);
-		if (zero3)
-			walk_sub(&w, THEORY_GATHERED_PARAMS, gp0);
-	}
-	alloc_at(&w, &ts, AT_BACKWARD);
-	if (zero2)
-		walk_add(&w, THEORY_FULL_GRADS, st.params * b->g);
+	if (visit)
+		visit_head(&st, head, unit, 0);
+	alloc_at(w, &ts, AT_BACKWARD);
+	walk_add(w, THEORY_BUCKETS, ev.bucket);
+	walk_add(w, THEORY_FULL_GRADS, ev.full);
 	for (size_t i = U; i-- > 0;) {
-		if (visit && i == U - 1) {
-			if (zero3)
-				walk_add(&w, THEORY_GATHERED_PARAMS, gp0);
-			backward_layer(&w, &ts, head);
-			if (zero3)
-				walk_sub(&w, THEORY_GATHERED_PARAMS, gp0);
-		}
-		if (zero3) {
-			walk_add(&w, THEORY_GATHERED_PARAMS, out->units[i] * b->p);
-			walk_add(&w, THEORY_FULL_GRADS, out->units[i] * b->g);
-		}
+		if (visit && i == U - 1)
+			visit_head(&st, head, unit, 1);
+		if (ev.gp > 0 && !st.held[i])
+			gather(&st, i);
+		if (ev.prefetch && i > 0 && !st.held[i - 1])
+			gather(&st, i - 1);
+		walk_add(w, THEORY_FULL_GRADS, out->units[i] * ev.fg);
+		if (ev.fg > 0)
+			st.reduced += (N - 1) * ((out->units[i] + N - 1) / N);
 		for (uint64_t l = last[i] + 1; l-- > first[i];)
 			if (!(visit && l == head))
-				backward_layer(&w, &ts, l);
-		if (zero3) {
-			walk_sub(&w, THEORY_FULL_GRADS, out->units[i] * b->g);
-			walk_sub(&w, THEORY_GATHERED_PARAMS, out->units[i] * b->p);
-		}
+				backward_layer(w, &ts, l);
+		walk_sub(w, THEORY_FULL_GRADS, out->units[i] * ev.fg);
+		release(&st, i);
 	}
-	out->peak_bytes = w.peak;
-	memcpy(out->peak_breakdown, w.at_peak, sizeof w.at_peak);
+	walk_sub(w, THEORY_FULL_GRADS, ev.full);
+	walk_sub(w, THEORY_BUCKETS, ev.bucket);
+	/* DeepSpeed's step(): its buffers on the state between steps (every
+	 * activation is freed by now). */
+	for (int k = 0; k < THEORY_NCATEGORIES; k++)
+		walk_add(w, (enum theory_category)k, ds_step[k]);
+	out->peak_bytes = w->peak;
+	memcpy(out->peak_breakdown, w->at_peak, sizeof w->at_peak);
+	if (fsdp) { /* what FSDP sends: the walk's collectives */
+		out->comm_elements = st.gathered + st.reduced;
+		out->comm_bytes = st.gathered * ev.gp + st.reduced * ev.fg;
+	}
+}
+
+void theory_model_schedule(const struct zs_model *m, const struct theory_act_opts *o,
+                           const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
+                           enum zs_unit unit, unsigned world, struct theory_schedule *out)
+{
+	theory_model_framework_schedule(m, o, b, NULL, batch, scheme, unit, world, out);
 }
