@@ -120,7 +120,7 @@ grep -q 'ZEROSIM_DATADIR' "$tmp/err" || fail "a missing data folder is not named
 # measure --model's other bad input: one line, exit 2, nothing run.
 for args in "--seq 8" "--recompute full" "--model gpt2 --seq 0" "--model gpt2 --seq 1025" \
 	"--model gpt2 --recompute half" "--model gpt2 --layers 2,3" "--model gpt2-xl" "--model nosuch" \
-	"--model gpt2 --case $tmp/none.json" "--model gpt2 --backend mpi"; do
+	"--model gpt2 --case $tmp/none.json"; do
 	# shellcheck disable=SC2086
 	"$zerosim" measure $args --out "$tmp/m.json" >"$tmp/out" 2>"$tmp/err"
 	got=$?
