@@ -143,11 +143,12 @@ static void sweep_init(struct sweep *sw, const struct zs_config *c, const struct
 static int sweep_fit_memory(struct sweep *sw, double avail, char **cause)
 {
 	/* the initial weights (4 bytes a parameter) are held beside every run
-	 * (a transformer's ranks draw theirs: none) */
+	 * (a transformer's ranks draw theirs: none; a case's were read before
+	 * this, so MemAvailable already lacks them) */
 	double one = 0;
 	for (size_t i = 0; i < sw->njobs; i++)
 		one = sw->bound[i] > one ? sw->bound[i] : one;
-	one += sw->c->tfm != NULL ? 0.0 : 4.0 * zs_config_params(sw->c);
+	one += sw->c->tfm != NULL || sw->cs != NULL ? 0.0 : 4.0 * zs_config_params(sw->c);
 	if (avail > 0 && one > avail)
 		return zs_fail(cause, "the largest run needs up to %.3g GB and this machine has %.3g GB available; "
 		               "ask 'zerosim theory' instead, or use a smaller %s or --world", one / 1e9, avail / 1e9,
@@ -269,8 +270,9 @@ static int run_jobs_mpi(struct sweep *sw, size_t *ran, char **cause)
 		if (!skip[i] && sw->bound[i] / P > one)
 			one = sw->bound[i] / P;
 	}
-	/* Each process holds N/P ranks of a run, and the initial weights. */
-	one += sw->c->tfm != NULL ? 0.0 : 4.0 * zs_config_params(sw->c);
+	/* Each process holds N/P ranks of a run, and the initial weights (as
+	 * in sweep_fit_memory). */
+	one += sw->c->tfm != NULL || sw->cs != NULL ? 0.0 : 4.0 * zs_config_params(sw->c);
 	double avail = available_memory();
 	int r = 0;
 	if (todo == 0)

@@ -104,6 +104,26 @@ static const char *label(enum zs_scheme s, unsigned world, enum zs_unit u, char 
 	return buf;
 }
 
+int report_read_train(const cJSON *cfg, const char *where, struct report_train *t, char **cause)
+{
+	const cJSON *bpp;
+	enum zs_precision pr = ZS_MIXED;
+	enum zs_optimizer op = ZS_ADAM;
+
+	if (zs_json_string(cfg, "precision", where, &t->precision, cause) < 0 ||
+	    zs_json_string(cfg, "optimizer", where, &t->optimizer, cause) < 0 ||
+	    zs_json_object(cfg, "bytes_per_param", where, &bpp, cause) < 0 ||
+	    report_read_bytes(bpp, "param", where, &t->p, cause) < 0 ||
+	    report_read_bytes(bpp, "grad", where, &t->g, cause) < 0 ||
+	    report_read_bytes(bpp, "optimizer", where, &t->k, cause) < 0)
+		return -1;
+	if (zs_precision_parse(t->precision, &pr) < 0)
+		return zs_fail(cause, "%s: unknown precision '%.40s' (mixed, fp32)", where, t->precision);
+	if (zs_optimizer_parse(t->optimizer, &op) < 0)
+		return zs_fail(cause, "%s: unknown optimizer '%.40s' (adam, sgd)", where, t->optimizer);
+	return 0;
+}
+
 /* The model-describing part of a config object, read the same way from
  * both files so the comparison is like for like. */
 struct model_cfg {
@@ -124,7 +144,7 @@ struct model_cfg {
 
 static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg *m, char **cause)
 {
-	const cJSON *layers, *bpp, *w;
+	const cJSON *layers, *w;
 	unsigned long long v;
 
 	memset(m, 0, sizeof *m);
@@ -152,20 +172,14 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 	if (zs_json_uint(cfg, "batch", where, 1, ZS_MAX_BATCH, &v, cause) < 0)
 		return -1;
 	m->batch = (double)v;
-	if (zs_json_string(cfg, "precision", where, &m->precision, cause) < 0 ||
-	    zs_json_string(cfg, "optimizer", where, &m->optimizer, cause) < 0 ||
-	    zs_json_object(cfg, "bytes_per_param", where, &bpp, cause) < 0 ||
-	    report_read_bytes(bpp, "param", where, &m->p, cause) < 0 ||
-	    report_read_bytes(bpp, "grad", where, &m->g, cause) < 0 ||
-	    report_read_bytes(bpp, "optimizer", where, &m->k, cause) < 0)
+	struct report_train tr;
+	if (report_read_train(cfg, where, &tr, cause) < 0)
 		return -1;
-	/* Known values only: these strings reach the LaTeX and the figures. */
-	enum zs_precision pr = ZS_MIXED;
-	enum zs_optimizer op = ZS_ADAM;
-	if (zs_precision_parse(m->precision, &pr) < 0)
-		return zs_fail(cause, "%s: unknown precision '%.40s' (mixed, fp32)", where, m->precision);
-	if (zs_optimizer_parse(m->optimizer, &op) < 0)
-		return zs_fail(cause, "%s: unknown optimizer '%.40s' (adam, sgd)", where, m->optimizer);
+	m->precision = tr.precision;
+	m->optimizer = tr.optimizer;
+	m->p = tr.p;
+	m->g = tr.g;
+	m->k = tr.k;
 	m->framework = "paper"; /* absent: the paper's */
 	if (cJSON_GetObjectItemCaseSensitive(cfg, "framework") != NULL &&
 	    zs_json_string(cfg, "framework", where, &m->framework, cause) < 0)

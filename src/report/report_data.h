@@ -127,6 +127,16 @@ int report_read_key(const cJSON *o, const char *where, enum zs_scheme *s, unsign
 int report_read_bytes(const cJSON *o, const char *key, const char *where, double *out,
                       char **cause);
 
+/* A run's training setup from its config object: the precision and the
+ * optimizer (known names only: they reach the LaTeX and the figures) and
+ * config.bytes_per_param's three byte counts. The same reader for the
+ * MLP's files and the transformer's. */
+struct report_train {
+	const char *precision, *optimizer; /* point into cfg */
+	double p, g, k;
+};
+int report_read_train(const cJSON *cfg, const char *where, struct report_train *t, char **cause);
+
 /* o[key], a breakdown by tracker category, added into bd (unknown
  * categories into REPORT_CAT_UNKNOWN), each entry a byte count, summing
  * exactly to `total` (o's `total_key`); `lab` names the run. */

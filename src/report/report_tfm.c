@@ -47,7 +47,7 @@ static int read_str(const cJSON *o, const char *key, const char *where, char *ds
 static int read_model(const cJSON *theory, const char *path, struct report_tfm_model *m,
                       char **cause)
 {
-	const cJSON *cfg, *model, *units, *bpp, *head, *flash, *layers;
+	const cJSON *cfg, *model, *units, *head, *flash, *layers;
 	char where[320];
 
 	snprintf(where, sizeof where, "%s: config", path);
@@ -60,19 +60,16 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 		return zs_fail(cause, "%s is not a transformer's theory.json (config.model is not an object, "
 		               "or config.layers is set): --transformer takes the output of "
 		               "zerosim theory --model", path);
-	if (read_str(cfg, "precision", where, m->precision, sizeof m->precision, cause) < 0 ||
-	    read_str(cfg, "optimizer", where, m->optimizer, sizeof m->optimizer, cause) < 0 ||
-	    read_str(cfg, "recompute", where, m->recompute, sizeof m->recompute, cause) < 0 ||
-	    read_uint(cfg, "seq", where, &m->seq, cause) < 0 ||
-	    read_uint(cfg, "batch", where, &m->batch, cause) < 0 ||
-	    zs_json_object(cfg, "bytes_per_param", where, &bpp, cause) < 0 ||
-	    report_read_bytes(bpp, "param", where, &m->p, cause) < 0 ||
-	    report_read_bytes(bpp, "grad", where, &m->g, cause) < 0 ||
-	    report_read_bytes(bpp, "optimizer", where, &m->k, cause) < 0)
+	struct report_train tr;
+	if (report_read_train(cfg, where, &tr, cause) < 0 || read_str(cfg, "recompute", where, m->recompute,
+	                                                                sizeof m->recompute, cause) < 0 ||
+	    read_uint(cfg, "seq", where, &m->seq, cause) < 0 || read_uint(cfg, "batch", where, &m->batch, cause) < 0)
 		return -1;
-	enum zs_precision pr = ZS_MIXED;
-	if (zs_precision_parse(m->precision, &pr) < 0)
-		return zs_fail(cause, "%s: unknown precision '%.40s' (mixed, fp32)", where, m->precision);
+	snprintf(m->precision, sizeof m->precision, "%s", tr.precision); /* known names: short */
+	snprintf(m->optimizer, sizeof m->optimizer, "%s", tr.optimizer);
+	m->p = tr.p;
+	m->g = tr.g;
+	m->k = tr.k;
 	if (strcmp(m->recompute, "none") != 0 && strcmp(m->recompute, "selective") != 0 &&
 	    strcmp(m->recompute, "full") != 0)
 		return zs_fail(cause, "%s: unknown recompute '%.40s' (none, selective, full)", where,
