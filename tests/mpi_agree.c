@@ -18,6 +18,14 @@
  *
  * Usage: mpi_agree INPROCESS.json MPI.json EXPECTED_RUNS [PROCESSES]
  * Prints the first difference and exits 1; 2 if a file cannot be read.
+ *
+ * mpi_agree --alone TWO.json EACH.json: the processes hold only their own
+ * ranks' buffers. TWO has runs over 2 processes, EACH the same runs over N
+ * (one rank each): process 0 peaks higher in TWO, where it holds ranks 0
+ * to N/2-1, than in EACH, where it holds rank 0 alone, by at least half of
+ * what rank 1 holds between steps (resident_bytes; a process holding every
+ * rank's buffers would peak alike in both). For runs whose ranks' bytes dwarf the noise of a
+ * process's own (tens of MB: DeepSpeed's mapped buckets are not).
  */
 #include "config.h"
 
@@ -159,8 +167,57 @@ static int check_mpi(const cJSON *mp, const char *name, int deepspeed, int procs
 	return 0;
 }
 
+static double at(const cJSON *run, const char *array, int k)
+{
+	const cJSON *v = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(run, "per_rank"), array), k);
+	return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+/* Process 0 of each run over two processes (ranks 0 and 1) against
+ * process 0 of the same run over N (rank 0 alone). */
+static int alone(const cJSON *two, const cJSON *each)
+{
+	const cJSON *r;
+	int n = 0;
+	cJSON_ArrayForEach(r, each)
+	{
+		const cJSON *twin = find(two, r);
+		const char *scheme = cJSON_GetStringValue(cJSON_GetObjectItem(r, "scheme"));
+		int world = (int)number(r, "world");
+		if (twin == NULL || number(twin, "processes") != 2 || number(r, "processes") != world) {
+			fprintf(stderr, "mpi_agree: %s N=%d: not over 2 and %d processes in the two files\n", scheme, world, world);
+			return 1;
+		}
+		double o2 = at(twin, "os_peak_bytes", 0), o1 = at(r, "os_peak_bytes", 0), extra = at(r, "resident_bytes", 1);
+		printf("%s N=%d: process 0 peaked at %.1f MB holding ranks 0-%d, %.1f MB holding rank 0; rank 1 holds "
+		       "%.1f MB between steps\n", scheme, world, o2 / 1e6, world / 2 - 1, o1 / 1e6, extra / 1e6);
+		if (!(o2 - o1 >= extra / 2)) {
+			fprintf(stderr, "mpi_agree: %s N=%d: one rank alone costs its process as much as more ranks\n", scheme,
+			        world);
+			return 1;
+		}
+		n++;
+	}
+	return n == 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 4 && strcmp(argv[1], "--alone") == 0) {
+		cJSON *two = NULL, *each = NULL;
+		char *cause = NULL;
+		if (zs_json_load(argv[2], "zerosim-measured/1", &two, &cause) != 0 ||
+		    zs_json_load(argv[3], "zerosim-measured/1", &each, &cause) != 0) {
+			fprintf(stderr, "mpi_agree: %s\n", cause ? cause : "cannot read input");
+			free(cause);
+			cJSON_Delete(two);
+			return 2;
+		}
+		int bad = alone(cJSON_GetObjectItem(two, "runs"), cJSON_GetObjectItem(each, "runs"));
+		cJSON_Delete(two);
+		cJSON_Delete(each);
+		return bad;
+	}
 	if (argc != 4 && argc != 5) {
 		fprintf(stderr, "usage: mpi_agree INPROCESS.json MPI.json EXPECTED_RUNS [PROCESSES]\n");
 		return 2;

@@ -9,7 +9,9 @@
 # their options, and the transformers, at N = 2 and 4 over 2 processes, 3
 # over 3 and 4 over 4. Then a sweep with world sizes the processes do not
 # divide (skipped, said so on stderr) and a single such N (refused in one
-# line, exit 2).
+# line, exit 2). A transformer's case file, and each process holding its
+# own ranks' buffers only (the peak RSS of a process with one rank and with
+# two).
 set -u
 . "${srcdir:-.}/tests/mpi_env.sh"
 zerosim=$top/zerosim
@@ -63,6 +65,25 @@ across 4 --framework deepspeed --unit model,layer --schemes zero1,zero2 --offloa
 # The transformers: tied embeddings (GPT-2) and not (Llama), recomputation.
 across 4 --model "$models/gpt2-tiny.json" --seq 16 --batch 2 --steps 2 --precision mixed
 across 8 --model "$models/llama-tiny.json" --seq 16 --batch 2 --steps 2 --unit model,layer --recompute selective
+# A transformer's case, read by every process.
+"$zerosim" measure --quiet --model "$models/gpt2-tiny.json" --seq 16 --batch 2 --steps 2 --world 4 \
+	--write-case "$tmp/case.json" --out "$tmp/ip.json" </dev/null || fail "--write-case"
+$mpirun -np 2 "$zerosim" measure --backend mpi --quiet --case "$tmp/case.json" --out "$tmp/mpi.json" </dev/null ||
+	fail "mpirun -np 2 zerosim measure --case (a transformer's)"
+"$zerosim" measure --quiet --case "$tmp/case.json" --out "$tmp/ip.json" </dev/null || fail "measure --case"
+"$agree" "$tmp/ip.json" "$tmp/mpi.json" 4 2 || fail "the transformer's case: the MPI run differs"
+
+# Each process holds its own ranks' buffers only: on a 4.5M-parameter
+# model, a process holding ranks 0-1 peaks above one holding rank 0 alone
+# by at least half of what rank 1 holds (tests/mpi_agree.c --alone).
+for opts in "--framework torch --schemes dp,zero1,zero3" "--framework deepspeed --schemes zero2 --ds-reduce-bucket 1e6"; do
+	for p in 2 4; do
+		# shellcheck disable=SC2086
+		$mpirun -np $p "$zerosim" measure --backend mpi --quiet --world 4 --layers 64,2048,2048,64 $opts \
+			--out "$tmp/alone$p.json" </dev/null || fail "mpirun -np $p, $opts, 4.5M parameters"
+	done
+	"$agree" --alone "$tmp/alone2.json" "$tmp/alone4.json" || fail "$opts: a process holds more than its ranks"
+done
 
 echo "mpirun -np 2 zerosim measure --backend mpi --world 1,2,3,4: N=1 and N=3 skipped"
 "$zerosim" measure --world 2,4 --quiet --out "$tmp/ip.json" || fail "in-process N=2,4"
