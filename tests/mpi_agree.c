@@ -201,36 +201,37 @@ static int alone(const cJSON *two, const cJSON *each)
 	return n == 0;
 }
 
+/* Both files, or a line and 2. */
+static int load(const char *a, const char *b, cJSON **x, cJSON **y)
+{
+	char *cause = NULL;
+	*x = *y = NULL;
+	if (zs_json_load(a, "zerosim-measured/1", x, &cause) == 0 && zs_json_load(b, "zerosim-measured/1", y, &cause) == 0)
+		return 0;
+	fprintf(stderr, "mpi_agree: %s\n", cause ? cause : "cannot read input");
+	free(cause);
+	cJSON_Delete(*x);
+	return 2;
+}
+
 int main(int argc, char **argv)
 {
+	cJSON *ip, *mp;
 	if (argc == 4 && strcmp(argv[1], "--alone") == 0) {
-		cJSON *two = NULL, *each = NULL;
-		char *cause = NULL;
-		if (zs_json_load(argv[2], "zerosim-measured/1", &two, &cause) != 0 ||
-		    zs_json_load(argv[3], "zerosim-measured/1", &each, &cause) != 0) {
-			fprintf(stderr, "mpi_agree: %s\n", cause ? cause : "cannot read input");
-			free(cause);
-			cJSON_Delete(two);
+		if (load(argv[2], argv[3], &ip, &mp) != 0)
 			return 2;
-		}
-		int bad = alone(cJSON_GetObjectItem(two, "runs"), cJSON_GetObjectItem(each, "runs"));
-		cJSON_Delete(two);
-		cJSON_Delete(each);
+		int bad = alone(cJSON_GetObjectItem(ip, "runs"), cJSON_GetObjectItem(mp, "runs"));
+		cJSON_Delete(ip);
+		cJSON_Delete(mp);
 		return bad;
 	}
 	if (argc != 4 && argc != 5) {
-		fprintf(stderr, "usage: mpi_agree INPROCESS.json MPI.json EXPECTED_RUNS [PROCESSES]\n");
+		fprintf(stderr, "usage: mpi_agree INPROCESS.json MPI.json EXPECTED_RUNS [PROCESSES]\n"
+		                "       mpi_agree --alone TWO.json EACH.json\n");
 		return 2;
 	}
-	cJSON *ip = NULL, *mp = NULL;
-	char *cause = NULL;
-	if (zs_json_load(argv[1], "zerosim-measured/1", &ip, &cause) != 0 ||
-	    zs_json_load(argv[2], "zerosim-measured/1", &mp, &cause) != 0) {
-		fprintf(stderr, "mpi_agree: %s\n", cause ? cause : "cannot read input");
-		free(cause);
-		cJSON_Delete(ip);
+	if (load(argv[1], argv[2], &ip, &mp) != 0)
 		return 2;
-	}
 	const cJSON *config = cJSON_GetObjectItem(mp, "config");
 	const cJSON *fw = cJSON_GetObjectItem(config, "framework");
 	int deepspeed = cJSON_IsString(fw) && strcmp(fw->valuestring, "deepspeed") == 0;
