@@ -437,7 +437,8 @@ bad_tcase t-batch 's#"batch":[[:space:]]*2#"batch": 1#' "the case's tokens[0][0]
 bad_tcase t-seq-long 's#"seq":[[:space:]]*4#"seq": 9#' "case.seq is 9, not a whole number in 1..8"
 bad_tcase t-seq 's#"seq":[[:space:]]*4#"seq": 3#' "the case's tokens[0][0][0] is not 4 token ids (seq + 1)"
 bad_tcase t-noseq 's#"seq":#"seqq":#' "unknown key \"seqq\" in the case"
-bad_tcase t-eps 's#"layer_norm_epsilon":[[:space:]]*[0-9.e-]*#"layer_norm_epsilon": 1e-6#' "the case's model: \"layer_norm_epsilon\" is not 1e-05, the value the engine's transformer uses"
+bad_tcase t-eps 's#"layer_norm_epsilon":[[:space:]]*[0-9.e-]*#"layer_norm_epsilon": -1#' "the case's model: \"layer_norm_epsilon\" must be a positive number"
+bad_tcase t-act 's#"model_type":[[:space:]]*"gpt2"#"model_type": "gpt2", "activation_function": "relu"#' "\"activation_function\" is \"relu\"; the engine's transformer runs \"gelu_new\""
 bad_tcase t-type 's#"model_type":[[:space:]]*"gpt2"#"model_type": "bert"#' "the case's model: \"model_type\" 'bert' is not modelled"
 bad_tcase t-heads 's#"n_head":[[:space:]]*2#"n_head": 3#' "the case's model: \"n_head\" (3) does not divide \"n_embd\" (16)"
 bad_tcase t-model-path '/"model":/,/^[[:space:]]*},/c\
@@ -467,6 +468,22 @@ bad_measure "--layers with a transformer's case: the case file's model gives the
 bad_measure "--batch 1 disagrees with the case file's batch 2" --case "$tmp/tc.json" --batch 1
 bad_measure "--precision mixed disagrees with the case file's precision fp32" --case "$tmp/tc.json" --precision mixed
 bad_measure "--seq with an MLP's case file (it has no transformer)" --case "$tmp/case.json" --seq 4
+# Numerics the engine's transformer does not run: measure refuses them, the
+# theory (which counts bytes only) reads the shape anyway.
+sed 's/}$/, "activation_function": "relu"}/' "$tmp/tiny.json" >"$tmp/relu.json"
+bad_measure "relu: \"activation_function\" is \"relu\"; the engine's transformer runs \"gelu_new\"" --model "$tmp/relu.json"
+try 0 "" theory --model "$tmp/relu.json" --world 2
+cat >"$tmp/mistral.json" <<'EOF_'
+{"model_type": "mistral", "hidden_size": 16, "intermediate_size": 40, "num_hidden_layers": 1,
+ "num_attention_heads": 2, "vocab_size": 32, "max_position_embeddings": 16, "sliding_window": 8}
+EOF_
+bad_measure "mistral: --seq 16 is longer than its sliding_window 8; the engine's attention sees every earlier token" \
+	--model "$tmp/mistral.json" --seq 16
+sed 's/"sliding_window": 8/"rope_scaling": {"type": "linear", "factor": 2}/' "$tmp/mistral.json" >"$tmp/scaled.json"
+bad_measure "scaled: \"rope_scaling\" is {\"type\":\"linear\",\"factor\":2}; the engine's transformer runs null" \
+	--model "$tmp/scaled.json" --seq 4
+sed 's/"sliding_window": 8/"rope_theta": 0/' "$tmp/mistral.json" >"$tmp/theta0.json"
+bad_measure "$tmp/theta0.json: \"rope_theta\" must be a positive number" --model "$tmp/theta0.json"
 # --write-case: one world size, and no output over an input or another output.
 bad_measure "--write-case: a case holds one world size, and the run has 2 (give one --world)" --model "$tmp/tiny.json" \
 	--world 1,2 --write-case "$tmp/w.json"

@@ -70,7 +70,7 @@ def layout(m):
     for name, shape in t:
         tensors.append({"name": name, "offset": off, "shape": shape})
         off += math.prod(shape)
-    eps = m.get("layer_norm_epsilon" if gpt2 else "rms_norm_eps", 1e-5)
+    eps = m.get("layer_norm_epsilon" if gpt2 else "rms_norm_eps", 1e-5 if gpt2 else 1e-6)  # transformers' defaults
     dims = {"family": "gpt2" if gpt2 else "llama", "d": d, "layers": L, "heads": H, "kv_heads": KV,
             "head_dim": hd, "ffn": F, "vocab": V, "tied": tied, "eps": eps,
             "rope_theta": m.get("rope_theta", 10000.0)}
@@ -228,10 +228,17 @@ def within(a, b):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: tfm_torch.py DIR")
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: tfm_torch.py DIR [CONFIG]")
     run_dir = sys.argv[1]
     cfg, init = load_case(run_dir)
+    if len(sys.argv) == 3:
+        # The config the case was made from: torch takes the norms' epsilon
+        # and the rotary base from it (the case states what the engine ran,
+        # so a value the engine ignored would agree with itself).
+        with open(sys.argv[2]) as f:
+            hf, _, _ = layout(json.load(f))
+        cfg.update(eps=hf["eps"], rope_theta=hf["rope_theta"])
     with open(f"{run_dir}/measured.json") as f:
         measured = json.load(f)["runs"][0]
     with open(f"{run_dir}/final.json") as f:

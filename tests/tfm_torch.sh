@@ -7,7 +7,8 @@
 # fails) and writes the losses and, with --dump-weights, the final
 # weights; tests/tfm_dump adds the first step's gradient and weights.
 # tests/tfm_torch.py builds the same models in PyTorch from the case and
-# its side file alone, trains them on the case's tokens and compares (the
+# its side file (the norms' epsilon and the rotary base from the config the
+# case was made from), trains them on the case's tokens and compares (the
 # bounds are in its opening comment).
 #
 # PyTorch is looked for in $PYTHON, Debian's /usr/bin/python3, then the
@@ -44,13 +45,15 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-torch.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 
 # The tiny models: d 64, 2 blocks, 4 heads (2 key-value heads for llama),
-# vocabulary 256, 32 positions; gpt2's head tied, llama's not.
+# vocabulary 256, 32 positions; gpt2's head tied, llama's not; llama's
+# rotary base llama-3's 500000 (the engine must read it, not use 10000).
 cat >"$tmp/gpt2.json" <<'EOF_'
 {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32}
 EOF_
 cat >"$tmp/llama.json" <<'EOF_'
 {"model_type": "llama", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
- "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 32}
+ "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 32,
+ "rope_theta": 500000.0}
 EOF_
 status=0
 for family in gpt2 llama; do
@@ -66,7 +69,7 @@ for family in gpt2 llama; do
 		echo "$family: measure --case trained other weights than the run that wrote the case: $a, $b FAIL"
 		status=1
 	fi
-	"$py" "$src/tests/tfm_torch.py" "$d"
+	"$py" "$src/tests/tfm_torch.py" "$d" "$tmp/$family.json"
 	rc=$?
 	[ "$rc" -eq 0 ] || status=1
 	[ "$rc" -le 1 ] || { echo "tfm_torch: tfm_torch.py failed (status $rc)" >&2; exit 99; }

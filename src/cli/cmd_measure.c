@@ -245,6 +245,11 @@ static int transformer_run(struct zs_config *c, struct zs_tfm_run *tr, int mixed
 		               (unsigned long long)hf.layers, ZS_MAX_LAYERS - 2);
 	if (tfm_dims_check(&tr->dims, cause) != 0)
 		return -1;
+	if (hf.unrun[0] != '\0')
+		return zs_fail(cause, "%s: %s", hf.name, hf.unrun);
+	if (hf.sliding_window != 0 && tr->seq > hf.sliding_window)
+		return zs_fail(cause, "%s: --seq %zu is longer than its sliding_window %llu; the engine's attention sees "
+		               "every earlier token", hf.name, tr->seq, (unsigned long long)hf.sliding_window);
 	if (from_case && mixed_asked && c->precision == ZS_MIXED)
 		return zs_fail(cause, "precision mixed in a transformer's case: a transformer's case is fp32 only so "
 		               "far (precision fp32)");

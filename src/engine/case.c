@@ -370,22 +370,6 @@ static double short_float(float f)
 	return strtod(buf, NULL);
 }
 
-/* The numbers the engine's norms and rotary embedding fix (tfm.h), which
- * a model config may state: another value is refused, not ignored. */
-static int fixed_number(const cJSON *model, const char *key, float engine, char **cause)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(model, key);
-	if (v == NULL || cJSON_IsNull(v))
-		return 0;
-	if (!cJSON_IsNumber(v) || (float)v->valuedouble != engine) {
-		char want[32];
-		zs_number_text(short_float(engine), want, sizeof want);
-		return zs_fail(cause, "the case's model: \"%s\" is not %s, the value the engine's transformer uses",
-		               key, want);
-	}
-	return 0;
-}
-
 static int model(const cJSON *root, struct zs_tfm_run *tr, char **cause)
 {
 	const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
@@ -419,10 +403,6 @@ static int model(const cJSON *root, struct zs_tfm_run *tr, char **cause)
 	snprintf(tr->name, sizeof tr->name, "%s", hf.name);
 	tr->hf = hf;
 	tfm_dims_from_config(&tr->dims, &hf);
-	if (cJSON_IsObject(m) &&
-	    (fixed_number(m, hf.family == ZS_FAMILY_GPT2 ? "layer_norm_epsilon" : "rms_norm_eps", tr->dims.eps, cause) != 0 ||
-	     (hf.family == ZS_FAMILY_LLAMA && fixed_number(m, "rope_theta", tr->dims.rope_theta, cause) != 0)))
-		return -1;
 	if (tfm_dims_check(&tr->dims, cause) != 0)
 		return -1;
 	unsigned long long v;

@@ -48,7 +48,7 @@ void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf)
 	*d = (struct tfm_dims){hf->family == ZS_FAMILY_LLAMA ? TFM_LLAMA : TFM_GPT2, (size_t)hf->hidden,
 	                       (size_t)hf->layers, (size_t)hf->heads, (size_t)hf->kv_heads, (size_t)hf->head_dim,
 	                       (size_t)hf->intermediate, (size_t)hf->vocab, (size_t)hf->positions, hf->tied,
-	                       1e-5f, 10000.0f};
+	                       (float)hf->norm_eps, hf->family == ZS_FAMILY_LLAMA ? (float)hf->rope_theta : 10000.0f};
 }
 
 static const char *const recompute_names[] = {"none", "selective", "full"};

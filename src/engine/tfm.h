@@ -54,8 +54,8 @@ struct tfm_dims {
 /* 0 if d is a shape the kernels run, else -1 with a sentence in *cause. */
 int tfm_dims_check(const struct tfm_dims *d, char **cause);
 
-/* The shape of a Hugging Face config (util/model.h): eps 1e-5 and rope
- * base 10000 (keys the config reader ignores, as they change no byte). */
+/* The shape of a Hugging Face config (util/model.h), with its norms'
+ * epsilon and llama's rotary base. */
 void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf);
 
 /* Elements of each part of the flat vector. */

@@ -63,11 +63,62 @@ static const struct {
 	enum zs_family family;
 	const struct key *keys;
 	int tied;               /* tie_word_embeddings when absent */
+	const char *eps_key;    /* the norms' epsilon */
+	double eps;             /* its default */
+	uint64_t window;        /* sliding_window when absent */
 } types[] = {
-	{ "gpt2", ZS_FAMILY_GPT2, gpt2_keys, 1 },
-	{ "llama", ZS_FAMILY_LLAMA, llama_keys, 0 },
-	{ "mistral", ZS_FAMILY_LLAMA, llama_keys, 0 },
+	{ "gpt2", ZS_FAMILY_GPT2, gpt2_keys, 1, "layer_norm_epsilon", 1e-5, 0 },
+	{ "llama", ZS_FAMILY_LLAMA, llama_keys, 0, "rms_norm_eps", 1e-6, 0 },
+	{ "mistral", ZS_FAMILY_LLAMA, llama_keys, 0, "rms_norm_eps", 1e-6, 4096 },
 };
+
+/* Keys whose value changes what the engine's transformer computes, and
+ * the one value (as JSON text: a string, true, false or null) it runs;
+ * absent is the default, which it runs. */
+static const struct {
+	enum zs_family family;
+	const char *key, *runs[2];
+} numerics[] = {
+	{ ZS_FAMILY_GPT2, "activation_function", { "\"gelu_new\"", "\"gelu_pytorch_tanh\"" } },
+	{ ZS_FAMILY_GPT2, "scale_attn_weights", { "true", NULL } },
+	{ ZS_FAMILY_GPT2, "scale_attn_by_inverse_layer_idx", { "false", NULL } },
+	{ ZS_FAMILY_LLAMA, "hidden_act", { "\"silu\"", NULL } },
+	{ ZS_FAMILY_LLAMA, "rope_scaling", { "null", NULL } },
+};
+
+/* m->unrun: the first of cfg's numerics the engine does not run. */
+static void read_numerics(const cJSON *cfg, struct zs_model *m)
+{
+	for (size_t i = 0; i < sizeof numerics / sizeof numerics[0] && m->unrun[0] == '\0'; i++) {
+		const cJSON *it = cJSON_GetObjectItemCaseSensitive(cfg, numerics[i].key);
+		if (numerics[i].family != m->family || it == NULL)
+			continue;
+		char *text = cJSON_PrintUnformatted(it);
+		if (text == NULL)
+			zs_oom(__FILE__, __LINE__);
+		int runs = 0;
+		for (int v = 0; v < 2 && numerics[i].runs[v] != NULL; v++)
+			runs |= strcmp(text, numerics[i].runs[v]) == 0;
+		if (!runs)
+			snprintf(m->unrun, sizeof m->unrun, "\"%s\" is %.40s%s; the engine's transformer runs %s",
+			         numerics[i].key, text, strlen(text) > 40 ? "..." : "", numerics[i].runs[0]);
+		free(text);
+	}
+}
+
+/* A positive finite number, or absent/null for the default. */
+static int read_positive(const cJSON *cfg, const char *key, double def, const char *where, double *out,
+                         char **cause)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(cfg, key);
+	*out = def;
+	if (it == NULL || cJSON_IsNull(it))
+		return 0;
+	if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || !(it->valuedouble > 0))
+		return zs_fail(cause, "%s: \"%s\" must be a positive number", where, key);
+	*out = it->valuedouble;
+	return 0;
+}
 
 /* Keys that would change the shape in a way zerosim does not model: any
  * value other than absent, null, false or 0 is refused, with the reason. */
@@ -150,6 +201,23 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 		m.tied = cJSON_IsTrue(tie);
 	else
 		return zs_fail(cause, "%s: \"tie_word_embeddings\" is neither true nor false", where);
+
+	if (read_positive(cfg, types[t].eps_key, types[t].eps, where, &m.norm_eps, cause) < 0 ||
+	    (m.family == ZS_FAMILY_LLAMA && read_positive(cfg, "rope_theta", 10000.0, where, &m.rope_theta, cause) < 0))
+		return -1;
+	m.sliding_window = types[t].window;
+	const cJSON *sw = cJSON_GetObjectItemCaseSensitive(cfg, "sliding_window");
+	if (types[t].window != 0 && sw != NULL) {
+		if (cJSON_IsNull(sw))
+			m.sliding_window = 0;
+		else if (!cJSON_IsNumber(sw) || sw->valuedouble != floor(sw->valuedouble) || sw->valuedouble < 1 ||
+		         sw->valuedouble > ZS_MODEL_MAX_POSITIONS)
+			return zs_fail(cause, "%s: \"sliding_window\" must be null or a whole number in 1..%d", where,
+			               ZS_MODEL_MAX_POSITIONS);
+		else
+			m.sliding_window = (uint64_t)sw->valuedouble;
+	}
+	read_numerics(cfg, &m);
 
 	const char *hkey = m.family == ZS_FAMILY_GPT2 ? "n_embd" : "hidden_size";
 	const char *akey = m.family == ZS_FAMILY_GPT2 ? "n_head" : "num_attention_heads";

@@ -13,10 +13,17 @@
  *     the heads; must divide them); head_dim (default hidden_size / heads);
  *     tie_word_embeddings (default false). RMSNorm, no biases, SwiGLU MLP.
  *
- * Keys that change no byte count (epsilons, rope_theta, token ids, ...)
- * are ignored; keys that would change the shape in a way zerosim does not
- * model (a mixture of experts, attention or MLP biases in a llama,
- * quantisation) are refused by name.
+ * Keys that change no byte count but the numbers the engine's transformer
+ * computes are read too: the norms' epsilon (gpt2 layer_norm_epsilon,
+ * default 1e-5; llama rms_norm_eps, default 1e-6, as transformers'
+ * GPT2Config and LlamaConfig/MistralConfig), llama's rope_theta (default
+ * 10000) and mistral's sliding_window (default 4096; null: none). A value
+ * the engine does not run (another activation, rope_scaling, gpt2's
+ * attention scaled otherwise) is kept as `unrun`: the theory reads the
+ * shape anyway, measure refuses it. Other keys (token ids, dropout
+ * probabilities: the engine has no dropout) are ignored; keys that would
+ * change the shape in a way zerosim does not model (a mixture of experts,
+ * attention or MLP biases in a llama, quantisation) are refused by name.
  *
  * This is plain data shared by the theory and the engine: it knows the
  * shape, not what any stage computes from it.
@@ -50,6 +57,11 @@ struct zs_model {
 	uint64_t vocab;         /* V */
 	uint64_t positions;     /* longest sequence the model takes */
 	int tied;               /* the output head is the token embedding */
+	double norm_eps;        /* the norms' epsilon */
+	double rope_theta;      /* llama's rotary base (gpt2: 0) */
+	uint64_t sliding_window;/* mistral's attention window, 0 for none */
+	char unrun[160];        /* why the engine cannot train this config
+	                           ("" when it can): numerics only */
 };
 
 /* Read a model given on the command line: an argument that contains '/'
