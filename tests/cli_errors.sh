@@ -122,7 +122,7 @@ bad_measure "--layers: '4294967296' is not a layer width (1..1000000)" --layers 
 bad_measure "--layers: '0' is not a layer width (1..1000000)" --layers 64,0,64
 bad_measure "--layers: '-1' is not a layer width (1..1000000)" --layers 64,-1
 bad_measure "--layers: '18446744073709551617' is not a layer width (1..1000000)" --layers 18446744073709551617,2
-bad_measure "--layers: more than 33 widths" --layers 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34
+bad_measure "--layers: more than 131 widths" --layers "$(seq -s, 1 132)"
 bad_measure "--steps: '0' is not a step count (1..1000000)" --steps 0
 bad_measure "--steps: '-3' is not a step count (1..1000000)" --steps -3
 bad_measure "--steps: '2.5' is not a step count (1..1000000)" --steps 2.5
@@ -339,7 +339,7 @@ bad_measure "$tmp/case-empty.json: not valid JSON (near byte 0)" --case "$tmp/ca
 bad_case c-format 's#zerosim-case/1#zerosim-measured/1#' "$tmp/c-format.json: this file is format zerosim-measured/1, this zerosim reads zerosim-case/2 or zerosim-case/1"
 bad_case c-noformat 's#"format": "zerosim-case/1", ##' "$tmp/c-noformat.json: this file has no \"format\" string, this zerosim reads zerosim-case/2 or zerosim-case/1"
 bad_case c-layers-str 's#"layers": \[2, 3, 1\]#"layers": "2,3,1"#' "$tmp/c-layers-str.json: case.layers is not an array"
-bad_case c-layers-one 's#"layers": \[2, 3, 1\]#"layers": [2]#' "$tmp/c-layers-one.json: the case's \"layers\" has 1 widths (2..33)"
+bad_case c-layers-one 's#"layers": \[2, 3, 1\]#"layers": [2]#' "$tmp/c-layers-one.json: the case's \"layers\" has 1 widths (2..131)"
 bad_case c-layers-zero 's#"layers": \[2, 3, 1\]#"layers": [2, 0, 1]#' "$tmp/c-layers-zero.json: the case's layers[1] is not a width (1..1000000)"
 bad_case c-layers-frac 's#"layers": \[2, 3, 1\]#"layers": [2, 3.5, 1]#' "$tmp/c-layers-frac.json: the case's layers[1] is not a width (1..1000000)"
 bad_case c-layers-huge 's#"layers": \[2, 3, 1\]#"layers": [2, 4294967296, 1]#' "$tmp/c-layers-huge.json: the case's layers[1] is not a width (1..1000000)"

@@ -175,6 +175,11 @@ if [ -s "$tmp/mgpt2.json" ]; then
 	tfm_theory "$tmp/sgd.json" --optimizer sgd
 	refused "another optimizer" 'sgd.json and .*mgpt2.json describe different runs of gpt2-tiny: the optimizer differs' \
 		--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/sgd.json" --transformer "$tmp/mgpt2.json"
+	# The framework is part of the run: a torch measurement finds no paper theory.
+	sed 's/"precision":/"framework": "torch", "precision":/' "$tmp/mgpt2.json" >"$tmp/mtorch.json"
+	cmp -s "$tmp/mgpt2.json" "$tmp/mtorch.json" && fail "mtorch.json is unchanged"
+	refused "another framework" 'mtorch.json measures gpt2-tiny in fp32 precision under framework torch, but no --transformer theory.json before it is of that model and framework' \
+		--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-tiny.json" --transformer "$tmp/mtorch.json"
 	mkdir "$tmp/heads" || fail "mkdir"
 	sed 's/"n_head": 4/"n_head": 8/' "$src/report/models/gpt2-tiny.json" >"$tmp/heads/gpt2-tiny.json"
 	"$zerosim" theory --model "$tmp/heads/gpt2-tiny.json" --precision fp32 --world 8 --unit layer --seq 32 \

@@ -117,9 +117,12 @@ expect 2 --model gpt2 --reserve 1GB
 expect 2 --model gpt2 --device-mem 1GB --reserve 2GB
 ZEROSIM_DATADIR=$tmp/nowhere expect 2 --model gpt2
 grep -q 'ZEROSIM_DATADIR' "$tmp/err" || fail "a missing data folder is not named: $(cat "$tmp/err")"
-# measure --model's other bad input: one line, exit 2, nothing run.
+# measure --model's other bad input: one line, exit 2, nothing run (130
+# blocks: one more than the engine's layer list takes).
+printf '{"model_type": "gpt2", "n_embd": 8, "n_layer": 130, "n_head": 2, "vocab_size": 16, "n_positions": 8}' \
+	>"$tmp/deep.json"
 for args in "--seq 8" "--recompute full" "--model gpt2 --seq 0" "--model gpt2 --seq 1025" \
-	"--model gpt2 --recompute half" "--model gpt2 --layers 2,3" "--model gpt2-xl" "--model nosuch" \
+	"--model gpt2 --recompute half" "--model gpt2 --layers 2,3" "--model $tmp/deep.json" "--model nosuch" \
 	"--model gpt2 --case $tmp/none.json"; do
 	# shellcheck disable=SC2086
 	"$zerosim" measure $args --out "$tmp/m.json" >"$tmp/out" 2>"$tmp/err"

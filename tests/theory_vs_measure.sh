@@ -76,6 +76,8 @@ check --layers 64,256,256,256,64 --world $some_worlds --schemes $schemes --unit 
 	--precision mixed --optimizer adam --batch 1 --steps 1
 check --layers 64,256,256,256,64 --world 1,3,5,7 --schemes $schemes --unit model,layer \
 	--precision fp32 --optimizer sgd --batch 4 --steps 1
+# The deepest MLP --layers takes: 130 layers of small widths.
+check --layers "$(seq -s, 2 2 262)" --world 1,3,5 --schemes $schemes --unit model,layer --steps 1
 # Odd widths with a wide last layer; a single layer; and the sweep's defaults
 # over three steps (later steps must not peak above the first).
 check --layers 5,7,3,11 --world $some_worlds --schemes $schemes --unit model,layer --batch 4 --steps 2
@@ -199,6 +201,10 @@ for precision in mixed fp32; do
 			--optimizer sgd --world 1,3,5 --schemes $schemes --unit model,layer --steps 2
 	done
 done
+# A deep transformer: 100 blocks (the engine takes up to 129), tied head.
+sed 's/"num_hidden_layers": 2,/"num_hidden_layers": 100,/' "$tmp/llama-tied.json" >"$tmp/llama-deep.json"
+check --model "$tmp/llama-deep.json" --seq 8 --batch 1 --precision mixed --world 1,3 --schemes $schemes \
+	--unit model,layer --steps 1
 
 echo "theory_vs_measure: all $configs sweeps agree exactly"
 

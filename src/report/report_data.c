@@ -124,22 +124,90 @@ int report_read_train(const cJSON *cfg, const char *where, struct report_train *
 	return 0;
 }
 
+int report_read_framework(const cJSON *cfg, const char *where, struct report_framework *f, char **cause)
+{
+	f->framework = "paper"; /* absent: the paper's */
+	if (cJSON_GetObjectItemCaseSensitive(cfg, "framework") != NULL &&
+	    zs_json_string(cfg, "framework", where, &f->framework, cause) < 0)
+		return -1;
+	int known = 0;
+	for (int i = 0; i < ZS_NFRAMEWORKS; i++)
+		known |= strcmp(f->framework, zs_framework_name((enum zs_framework)i)) == 0;
+	if (!known)
+		return zs_fail(cause, "%s: unknown framework '%.40s' (paper, torch, deepspeed)", where, f->framework);
+	const cJSON *ds = cJSON_GetObjectItemCaseSensitive(cfg, "deepspeed");
+	f->ds_persist = f->ds_reduce_bucket = -1;
+	f->ds_overlap = -1;
+	f->offload = NULL;
+	if (ds != NULL && (zs_json_object(cfg, "deepspeed", where, &ds, cause) < 0 ||
+	                   report_read_bytes(ds, "persist", where, &f->ds_persist, cause) < 0))
+		return -1;
+	if (ds != NULL && cJSON_GetObjectItemCaseSensitive(ds, "reduce_bucket") != NULL &&
+	    report_read_bytes(ds, "reduce_bucket", where, &f->ds_reduce_bucket, cause) < 0)
+		return -1;
+	const cJSON *ov = cJSON_GetObjectItemCaseSensitive(ds, "overlap_comm");
+	if (ov != NULL && !cJSON_IsBool(ov))
+		return zs_fail(cause, "%s: \"deepspeed.overlap_comm\" is not true or false", where);
+	if (ov != NULL)
+		f->ds_overlap = cJSON_IsTrue(ov);
+	if (ds != NULL && cJSON_GetObjectItemCaseSensitive(ds, "offload") != NULL) {
+		if (zs_json_string(ds, "offload", where, &f->offload, cause) < 0)
+			return -1;
+		int ok = 0; /* known values only: the string reaches the text */
+		for (int o = 0; o < ZS_NOFFLOADS; o++)
+			ok |= strcmp(f->offload, zs_offload_name((enum zs_offload)o)) == 0;
+		if (!ok)
+			return zs_fail(cause, "%s: unknown deepspeed.offload '%.40s' (none, optimizer, params)",
+			               where, f->offload);
+	}
+	f->bucket_cap = -1;
+	f->prefetch = NULL;
+	if (cJSON_GetObjectItemCaseSensitive(cfg, "bucket_cap_mb") != NULL &&
+	    zs_json_number(cfg, "bucket_cap_mb", where, &f->bucket_cap, cause) < 0)
+		return -1;
+	if (cJSON_GetObjectItemCaseSensitive(cfg, "prefetch") != NULL &&
+	    zs_json_string(cfg, "prefetch", where, &f->prefetch, cause) < 0)
+		return -1;
+	return 0;
+}
+
+int report_same_framework(const struct report_framework *a, const struct report_framework *b, const char *an,
+                          const char *bn, char **cause)
+{
+	if (strcmp(a->framework, b->framework) != 0)
+		return zs_fail(cause, "%s and %s differ in framework: %.15s and %.15s", an, bn, a->framework,
+		               b->framework);
+	/* A framework's settings, where both files name them: two that differ
+	 * are not one experiment (a departure would blame the code). */
+	if (a->ds_persist >= 0 && b->ds_persist >= 0 && a->ds_persist != b->ds_persist)
+		return zs_fail(cause, "%s and %s name different DeepSpeed persistence thresholds "
+		               "(%.0f and %.0f elements)", an, bn, a->ds_persist, b->ds_persist);
+	if (a->bucket_cap >= 0 && b->bucket_cap >= 0 && a->bucket_cap != b->bucket_cap)
+		return zs_fail(cause, "%s and %s differ in bucket_cap_mb: %g and %g", an, bn, a->bucket_cap,
+		               b->bucket_cap);
+	if (a->prefetch != NULL && b->prefetch != NULL && strcmp(a->prefetch, b->prefetch) != 0)
+		return zs_fail(cause, "%s and %s differ in prefetch: %.15s and %.15s", an, bn, a->prefetch,
+		               b->prefetch);
+	if (a->ds_reduce_bucket >= 0 && b->ds_reduce_bucket >= 0 && a->ds_reduce_bucket != b->ds_reduce_bucket)
+		return zs_fail(cause, "%s and %s differ in DeepSpeed's reduce bucket: %.0f and %.0f elements", an,
+		               bn, a->ds_reduce_bucket, b->ds_reduce_bucket);
+	if (a->ds_overlap >= 0 && b->ds_overlap >= 0 && a->ds_overlap != b->ds_overlap)
+		return zs_fail(cause, "%s and %s differ in DeepSpeed's overlap_comm", an, bn);
+	if (a->offload != NULL && b->offload != NULL && strcmp(a->offload, b->offload) != 0)
+		return zs_fail(cause, "%s and %s differ in offload: %.15s and %.15s", an, bn, a->offload,
+		               b->offload);
+	return 0;
+}
+
 /* The model-describing part of a config object, read the same way from
  * both files so the comparison is like for like. */
 struct model_cfg {
 	size_t widths[ZS_MAX_WIDTHS];
 	size_t nwidths;
 	double batch;
-	const char *precision, *optimizer, *framework;
+	const char *precision, *optimizer;
 	double p, g, k;
-	double ds_persist;  /* config.deepspeed.persist, -1 when absent */
-	double bucket_cap;  /* torch's config.bucket_cap_mb, -1 when absent */
-	const char *prefetch; /* torch's config.prefetch, NULL when absent */
-	/* DeepSpeed's config.deepspeed.reduce_bucket (-1 when absent),
-	 * overlap_comm (-1 when absent) and offload (NULL when absent) */
-	double ds_reduce_bucket;
-	int ds_overlap;
-	const char *offload;
+	struct report_framework fw;
 };
 
 static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg *m, char **cause)
@@ -180,49 +248,7 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 	m->p = tr.p;
 	m->g = tr.g;
 	m->k = tr.k;
-	m->framework = "paper"; /* absent: the paper's */
-	if (cJSON_GetObjectItemCaseSensitive(cfg, "framework") != NULL &&
-	    zs_json_string(cfg, "framework", where, &m->framework, cause) < 0)
-		return -1;
-	int known = 0;
-	for (int f = 0; f < ZS_NFRAMEWORKS; f++)
-		known |= strcmp(m->framework, zs_framework_name((enum zs_framework)f)) == 0;
-	if (!known)
-		return zs_fail(cause, "%s: unknown framework '%.40s' (paper, torch, deepspeed)", where, m->framework);
-	const cJSON *ds = cJSON_GetObjectItemCaseSensitive(cfg, "deepspeed");
-	m->ds_persist = m->ds_reduce_bucket = -1;
-	m->ds_overlap = -1;
-	m->offload = NULL;
-	if (ds != NULL && (zs_json_object(cfg, "deepspeed", where, &ds, cause) < 0 ||
-	                   report_read_bytes(ds, "persist", where, &m->ds_persist, cause) < 0))
-		return -1;
-	if (ds != NULL && cJSON_GetObjectItemCaseSensitive(ds, "reduce_bucket") != NULL &&
-	    report_read_bytes(ds, "reduce_bucket", where, &m->ds_reduce_bucket, cause) < 0)
-		return -1;
-	const cJSON *ov = cJSON_GetObjectItemCaseSensitive(ds, "overlap_comm");
-	if (ov != NULL && !cJSON_IsBool(ov))
-		return zs_fail(cause, "%s: \"deepspeed.overlap_comm\" is not true or false", where);
-	if (ov != NULL)
-		m->ds_overlap = cJSON_IsTrue(ov);
-	if (ds != NULL && cJSON_GetObjectItemCaseSensitive(ds, "offload") != NULL) {
-		if (zs_json_string(ds, "offload", where, &m->offload, cause) < 0)
-			return -1;
-		int ok = 0; /* known values only: the string reaches the text */
-		for (int o = 0; o < ZS_NOFFLOADS; o++)
-			ok |= strcmp(m->offload, zs_offload_name((enum zs_offload)o)) == 0;
-		if (!ok)
-			return zs_fail(cause, "%s: unknown deepspeed.offload '%.40s' (none, optimizer, params)",
-			               where, m->offload);
-	}
-	m->bucket_cap = -1;
-	m->prefetch = NULL;
-	if (cJSON_GetObjectItemCaseSensitive(cfg, "bucket_cap_mb") != NULL &&
-	    zs_json_number(cfg, "bucket_cap_mb", where, &m->bucket_cap, cause) < 0)
-		return -1;
-	if (cJSON_GetObjectItemCaseSensitive(cfg, "prefetch") != NULL &&
-	    zs_json_string(cfg, "prefetch", where, &m->prefetch, cause) < 0)
-		return -1;
-	return 0;
+	return report_read_framework(cfg, where, &m->fw, cause);
 }
 
 /* The bytes per parameter are a fact of the precision and the optimizer. */
@@ -256,31 +282,9 @@ static int same_model(const struct model_cfg *a, const struct model_cfg *b, cons
 	if (strcmp(a->optimizer, b->optimizer) != 0)
 		return zs_fail(cause, "%s and %s differ in optimizer: %s and %s", an, bn, a->optimizer,
 		               b->optimizer);
-	if (strcmp(a->framework, b->framework) != 0)
-		return zs_fail(cause, "%s and %s differ in framework: %.15s and %.15s", an, bn, a->framework,
-		               b->framework);
 	if (a->p != b->p || a->g != b->g || a->k != b->k)
 		return zs_fail(cause, "%s and %s differ in bytes_per_param", an, bn);
-	/* A framework's settings, where both files name them: two that differ
-	 * are not one experiment (a departure would blame the code). */
-	if (a->ds_persist >= 0 && b->ds_persist >= 0 && a->ds_persist != b->ds_persist)
-		return zs_fail(cause, "%s and %s name different DeepSpeed persistence thresholds "
-		               "(%.0f and %.0f elements)", an, bn, a->ds_persist, b->ds_persist);
-	if (a->bucket_cap >= 0 && b->bucket_cap >= 0 && a->bucket_cap != b->bucket_cap)
-		return zs_fail(cause, "%s and %s differ in bucket_cap_mb: %g and %g", an, bn, a->bucket_cap,
-		               b->bucket_cap);
-	if (a->prefetch != NULL && b->prefetch != NULL && strcmp(a->prefetch, b->prefetch) != 0)
-		return zs_fail(cause, "%s and %s differ in prefetch: %.15s and %.15s", an, bn, a->prefetch,
-		               b->prefetch);
-	if (a->ds_reduce_bucket >= 0 && b->ds_reduce_bucket >= 0 && a->ds_reduce_bucket != b->ds_reduce_bucket)
-		return zs_fail(cause, "%s and %s differ in DeepSpeed's reduce bucket: %.0f and %.0f elements", an,
-		               bn, a->ds_reduce_bucket, b->ds_reduce_bucket);
-	if (a->ds_overlap >= 0 && b->ds_overlap >= 0 && a->ds_overlap != b->ds_overlap)
-		return zs_fail(cause, "%s and %s differ in DeepSpeed's overlap_comm", an, bn);
-	if (a->offload != NULL && b->offload != NULL && strcmp(a->offload, b->offload) != 0)
-		return zs_fail(cause, "%s and %s differ in offload: %.15s and %.15s", an, bn, a->offload,
-		               b->offload);
-	return 0;
+	return report_same_framework(&a->fw, &b->fw, an, bn, cause);
 }
 
 int report_read_key(const cJSON *o, const char *where, enum zs_scheme *s, unsigned *world,
@@ -669,11 +673,11 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 	d->batch = mm.batch;
 	snprintf(d->precision, sizeof d->precision, "%s", mm.precision);
 	snprintf(d->optimizer, sizeof d->optimizer, "%s", mm.optimizer);
-	snprintf(d->framework, sizeof d->framework, "%s", mm.framework);
+	snprintf(d->framework, sizeof d->framework, "%s", mm.fw.framework);
 	/* The theory's threshold is the one the finding reads (same_model
 	 * refused two different ones). */
-	d->ds_persist = tm.ds_persist >= 0 ? tm.ds_persist : mm.ds_persist;
-	d->offload = mm.offload != NULL && strcmp(mm.offload, "none") != 0;
+	d->ds_persist = tm.fw.ds_persist >= 0 ? tm.fw.ds_persist : mm.fw.ds_persist;
+	d->offload = mm.fw.offload != NULL && strcmp(mm.fw.offload, "none") != 0;
 	d->p = mm.p;
 	d->g = mm.g;
 	d->k = mm.k;
@@ -689,7 +693,7 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 	i = 0;
 	cJSON_ArrayForEach(run, runs) {
 		snprintf(where, sizeof where, "%s: runs[%zu]", mname, i);
-		d->runs[i].comm_mean = strcmp(mm.framework, "deepspeed") == 0;
+		d->runs[i].comm_mean = strcmp(mm.fw.framework, "deepspeed") == 0;
 		if (read_run(run, where, &d->runs[i], cause) < 0 ||
 		    join_row(rows, tname, &d->runs[i], cause) < 0)
 			goto fail;

@@ -137,6 +137,25 @@ struct report_train {
 };
 int report_read_train(const cJSON *cfg, const char *where, struct report_train *t, char **cause);
 
+/* A run's framework (config.framework; absent: the paper's) and the
+ * settings its files may name: torch's bucket_cap_mb and prefetch,
+ * DeepSpeed's deepspeed object. Known names only. */
+struct report_framework {
+	const char *framework;
+	double ds_persist;       /* deepspeed.persist, -1 when absent */
+	double bucket_cap;       /* bucket_cap_mb, -1 when absent */
+	const char *prefetch;    /* NULL when absent */
+	double ds_reduce_bucket; /* deepspeed.reduce_bucket, -1 when absent */
+	int ds_overlap;          /* deepspeed.overlap_comm, -1 when absent */
+	const char *offload;     /* deepspeed.offload, NULL when absent */
+};
+int report_read_framework(const cJSON *cfg, const char *where, struct report_framework *f, char **cause);
+
+/* Two files of one experiment: the same framework, and the same setting
+ * wherever both name one (a departure would blame the code). */
+int report_same_framework(const struct report_framework *a, const struct report_framework *b, const char *an,
+                          const char *bn, char **cause);
+
 /* o[key], a breakdown by tracker category, added into bd (unknown
  * categories into REPORT_CAT_UNKNOWN), each entry a byte count, summing
  * exactly to `total` (o's `total_key`); `lab` names the run. */

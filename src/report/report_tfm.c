@@ -44,6 +44,14 @@ static int read_str(const cJSON *o, const char *key, const char *where, char *ds
 	return 0;
 }
 
+/* " under framework F", or nothing for the paper's. */
+static const char *under(const char *framework)
+{
+	return strcmp(framework, "torch") == 0       ? " under framework torch"
+	       : strcmp(framework, "deepspeed") == 0 ? " under framework deepspeed"
+	                                              : "";
+}
+
 static int read_model(const cJSON *theory, const char *path, struct report_tfm_model *m,
                       char **cause)
 {
@@ -65,7 +73,10 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 	                                                                sizeof m->recompute, cause) < 0 ||
 	    read_uint(cfg, "seq", where, &m->seq, cause) < 0 || read_uint(cfg, "batch", where, &m->batch, cause) < 0)
 		return -1;
-	snprintf(m->precision, sizeof m->precision, "%s", tr.precision); /* known names: short */
+	if (report_read_framework(cfg, where, &m->fw, cause) < 0)
+		return -1;
+	snprintf(m->framework, sizeof m->framework, "%s", m->fw.framework); /* known names: short */
+	snprintf(m->precision, sizeof m->precision, "%s", tr.precision);
 	snprintf(m->optimizer, sizeof m->optimizer, "%s", tr.optimizer);
 	m->p = tr.p;
 	m->g = tr.g;
@@ -241,10 +252,10 @@ int report_tfm_add(const cJSON *theory, const char *path, struct report_tfm *t, 
 	    report_rows_unique(rows, path, "rows", cause) < 0)
 		goto fail;
 	for (size_t i = 0; i < t->n; i++)
-		if (strcmp(t->models[i].name, m->name) == 0 &&
-		    strcmp(t->models[i].precision, m->precision) == 0) {
-			zs_fail(cause, "%s and %s are both %s in %s precision; give each model once",
-			        t->models[i].path, path, m->name, m->precision);
+		if (strcmp(t->models[i].name, m->name) == 0 && strcmp(t->models[i].precision, m->precision) == 0 &&
+		    strcmp(t->models[i].framework, m->framework) == 0) {
+			zs_fail(cause, "%s and %s are both %s in %s precision%s; give each model once",
+			        t->models[i].path, path, m->name, m->precision, under(m->framework));
 			goto fail;
 		}
 	if (cJSON_GetArraySize(rows) == 0) {
@@ -377,15 +388,22 @@ int report_tfm_add_measured(const cJSON *measured, const char *path, struct repo
 	    read_uint(cfg, "batch", where, &batch, cause) < 0 ||
 	    read_uint(cfg, "seq", where, &seq, cause) < 0)
 		return -1;
+	struct report_framework fw;
+	if (report_read_framework(cfg, where, &fw, cause) < 0)
+		return -1;
 	for (i = 0; i < t->n && m == NULL; i++)
-		if (strcmp(t->models[i].name, name) == 0 && strcmp(t->models[i].precision, precision) == 0)
+		if (strcmp(t->models[i].name, name) == 0 && strcmp(t->models[i].precision, precision) == 0 &&
+		    strcmp(t->models[i].framework, fw.framework) == 0)
 			m = &t->models[i];
 	if (m == NULL)
-		return zs_fail(cause, "%s measures %.64s in %.16s precision, but no --transformer theory.json "
-		               "before it is of that model", path, name, precision);
+		return zs_fail(cause, "%s measures %.64s in %.16s precision%s, but no --transformer theory.json before "
+		               "it is of that model%s", path, name, precision, under(fw.framework),
+		               strcmp(fw.framework, "paper") != 0 ? " and framework" : "");
 	if (m->measured_path != NULL)
-		return zs_fail(cause, "%s and %s both measure %s in %s precision; give each model once",
-		               m->measured_path, path, m->name, m->precision);
+		return zs_fail(cause, "%s and %s both measure %s in %s precision%s; give each model once",
+		               m->measured_path, path, m->name, m->precision, under(m->framework));
+	if (report_same_framework(&m->fw, &fw, m->path, path, cause) < 0)
+		return -1;
 	if (params != m->params || batch != m->batch || seq != m->seq || strcmp(recompute, m->recompute) != 0)
 		return zs_fail(cause, "%s and %s describe different runs of %s: params, batch, seq or "
 		               "recompute differ", m->path, path, m->name);
@@ -433,8 +451,9 @@ size_t report_tfm_summary(const struct report_tfm *t)
 				        zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit), r->m_peak,
 				        r->m_resident, r->s_peak, r->s_resident);
 		}
-		printf("zerosim report: transformer %s (%s): %zu rows, %zu measured, %zu unexplained", m->name,
-		       m->precision, m->nrows, measured, unexplained);
+		int fw = strcmp(m->framework, "paper") != 0;
+		printf("zerosim report: transformer %s (%s%s%s): %zu rows, %zu measured, %zu unexplained", m->name,
+		       m->precision, fw ? ", framework " : "", fw ? m->framework : "", m->nrows, measured, unexplained);
 		if (unchecked > 0)
 			printf(", %zu not checked (theory.json has no schedule for them)", unchecked);
 		printf("\n");
@@ -854,9 +873,10 @@ static void model_tex(const struct report_tfm_model *m, struct zs_buf *b)
 	if (m->kv_heads < m->heads)
 		zs_buf_printf(b, " (%.0f key-value)", m->kv_heads);
 	zs_buf_printf(b, ", MLP width %.0f, vocabulary %.0f, %s head; %s precision, sequence %.0f, "
-	              "micro-batch %.0f, recompute %s%s (\\texttt{", m->ffn, m->vocab,
+	              "micro-batch %.0f, recompute %s%s%s%s (\\texttt{", m->ffn, m->vocab,
 	              m->tied ? "tied" : "untied", m->precision, m->seq, m->batch, m->recompute,
-	              m->flash ? ", flash attention" : "");
+	              m->flash ? ", flash attention" : "", strcmp(m->framework, "paper") != 0 ? "; framework " : "",
+	              strcmp(m->framework, "paper") != 0 ? m->framework : "");
 	tex(b, m->path);
 	zs_buf_printf(b, "}).\n\n");
 	units_table(m, b);

@@ -61,6 +61,8 @@ struct report_tfm_row {
 struct report_tfm_model {
 	const char *path;                    /* the theory.json, as given */
 	char name[64], family[16], precision[16], recompute[16], optimizer[16];
+	char framework[16];                  /* config.framework: paper, torch, deepspeed */
+	struct report_framework fw;          /* its settings; strings valid while loading only */
 	double params, seq, batch, hidden, blocks, heads, kv_heads, vocab, ffn;
 	int tied, flash;
 	double u_embeddings, u_block, u_head;   /* elements; u_head 0 when tied */

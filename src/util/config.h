@@ -27,7 +27,7 @@ enum zs_offload { ZS_OFFLOAD_NONE, ZS_OFFLOAD_OPTIMIZER, ZS_OFFLOAD_PARAMS, ZS_N
  * (PyTorch 1.13's default) or BACKWARD_PRE (torch 2.x's default). */
 enum zs_prefetch { ZS_PREFETCH_NONE, ZS_PREFETCH_BACKWARD_PRE, ZS_NPREFETCH };
 
-#define ZS_MAX_WIDTHS 33        /* up to 32 layers */
+#define ZS_MAX_WIDTHS 131       /* up to 130 layers (a transformer: 129 blocks) */
 #define ZS_MAX_WORLDS 64        /* entries in --world */
 #define ZS_MAX_WORLD 65536      /* largest world size */
 #define ZS_MAX_WIDTH 1000000    /* largest layer width */
