@@ -214,6 +214,18 @@ if [ -s "$tmp/mgpt2.json" ]; then
 		fail "the section says every run equals the schedule beside an unexplained one off its table"
 	grep -q 'textbf{Unexplained}: 1 measured run of the model differs' "$tmp/comm/transformer.tex" ||
 		fail "the section does not name the unexplained run"
+	# N = 5 divides no unit: the padding is a fraction of a byte per rank
+	# (docs/formats.md), which the report takes.
+	"$zerosim" theory --model "$src/report/models/gpt2-tiny.json" --precision fp32 --world 5 --unit layer \
+		--seq 32 --batch 2 --out "$tmp/t3.json" &&
+		"$zerosim" measure --quiet --model "$src/report/models/gpt2-tiny.json" --precision fp32 --world 5 \
+			--unit layer --seq 32 --batch 2 --steps 1 --out "$tmp/m3.json" 2>"$tmp/err" || fail "N = 5: $(cat "$tmp/err")"
+	grep -q '"padding_bytes":[[:space:]]*[0-9]*\.[0-9]' "$tmp/t3.json" || fail "N = 5: no fractional padding to read"
+	ZEROSIM_DATADIR=$src "$zerosim" report --no-render --measured "$tmp/m.json" --theory "$tmp/t.json" \
+		--transformer "$tmp/t3.json" --transformer "$tmp/m3.json" --out "$tmp/three" >"$tmp/out" 2>"$tmp/err" ||
+		fail "report at N = 5: $(cat "$tmp/err")"
+	grep -q '^zerosim report: transformer gpt2-tiny (fp32): 4 rows, 4 measured, 0 unexplained$' "$tmp/out" ||
+		fail "report at N = 5: $(cat "$tmp/out")"
 fi
 
 # An output of the report given as its input.

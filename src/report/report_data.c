@@ -67,9 +67,7 @@ static int check_count(double v, const char *where, const char *key, const char 
 	return 0;
 }
 
-/* The paper's floor: bytes a rank holds on average (2 + 14/N per
- * parameter), a real number, finite, 0 or more, below 2^53. */
-static int read_floor(const cJSON *o, const char *key, const char *where, double *out, char **cause)
+int report_read_share(const cJSON *o, const char *key, const char *where, double *out, char **cause)
 {
 	char t[40];
 
@@ -462,7 +460,7 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	    report_read_bytes(run, "resident_bytes", where, &r->measured[REPORT_RESIDENT], cause) < 0 ||
 	    report_read_bytes(run, "peak_bytes", where, &r->measured[REPORT_PEAK], cause) < 0 ||
 	    (r->comm_mean &= r->scheme == ZS_ZERO3,
-	     (r->comm_mean ? read_floor : report_read_bytes)(run, "comm_bytes_per_rank_per_step", where,
+	     (r->comm_mean ? report_read_share : report_read_bytes)(run, "comm_bytes_per_rank_per_step", where,
 	                                                     &r->measured[REPORT_COMM], cause)) < 0 ||
 	    report_read_breakdown(run, "resident_breakdown", where, lab, "resident_bytes",
 	                   r->measured[REPORT_RESIDENT], r->resident_bd, cause) < 0 ||
@@ -476,7 +474,7 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 		return -1;
 	const cJSON *ag = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "collectives"),
 	                                                  "all_gather");
-	if (ag != NULL && (r->comm_mean ? read_floor : report_read_bytes)(ag, "bytes_per_step", where,
+	if (ag != NULL && (r->comm_mean ? report_read_share : report_read_bytes)(ag, "bytes_per_step", where,
 	                                                                  &r->allgather_bytes, cause) < 0)
 		return -1;
 	if (read_ranks(run, where, r, cause) < 0)
@@ -511,8 +509,8 @@ static int read_row(const cJSON *row, const char *where, struct report_run *r, c
 	label(r->scheme, r->world, r->unit, lab, sizeof lab);
 	snprintf(at, sizeof at, "%s.floor", where);
 	if (zs_json_object(row, "floor", where, &fl, cause) < 0 ||
-	    read_floor(fl, "resident_bytes", at, &r->floor[REPORT_RESIDENT], cause) < 0 ||
-	    read_floor(fl, "comm_bytes_per_rank_per_step", at, &r->floor[REPORT_COMM], cause) < 0)
+	    report_read_share(fl, "resident_bytes", at, &r->floor[REPORT_RESIDENT], cause) < 0 ||
+	    report_read_share(fl, "comm_bytes_per_rank_per_step", at, &r->floor[REPORT_COMM], cause) < 0)
 		return -1;
 	/* The paper counts no transients: the peak's floor is the resident one. */
 	r->floor[REPORT_PEAK] = r->floor[REPORT_RESIDENT];
@@ -522,7 +520,7 @@ static int read_row(const cJSON *row, const char *where, struct report_run *r, c
 	snprintf(at, sizeof at, "%s.schedule", where);
 	if (report_read_bytes(sc, "resident_bytes", at, &r->schedule[REPORT_RESIDENT], cause) < 0 ||
 	    report_read_bytes(sc, "peak_bytes", at, &r->schedule[REPORT_PEAK], cause) < 0 ||
-	    (r->comm_mean ? read_floor : report_read_bytes)(sc, "comm_bytes_per_rank_per_step", at,
+	    (r->comm_mean ? report_read_share : report_read_bytes)(sc, "comm_bytes_per_rank_per_step", at,
 	                                                    &r->schedule[REPORT_COMM], cause) < 0 ||
 	    read_sched_breakdown(sc, "resident_breakdown", at, lab, "resident_bytes",
 	                         r->schedule[REPORT_RESIDENT], r->sched_resident_bd,

@@ -123,6 +123,11 @@ int report_rows_unique(const cJSON *rows, const char *name, const char *what, ch
 int report_read_key(const cJSON *o, const char *where, enum zs_scheme *s, unsigned *world,
                     enum zs_unit *u, char **cause);
 
+/* o[key]: bytes as a share, which may be a fraction: the paper's floor
+ * (a rank's average, 2 + 14/N per parameter), padding spread over the
+ * ranks, a mean over steps. Finite, 0 or more, below 2^53. */
+int report_read_share(const cJSON *o, const char *key, const char *where, double *out, char **cause);
+
 /* o[key]: a byte count (a whole number from 0 to below 2^53). */
 int report_read_bytes(const cJSON *o, const char *key, const char *where, double *out,
                       char **cause);

@@ -195,15 +195,13 @@ static int read_row(const cJSON *row, const char *where, struct report_tfm_model
 	         zs_unit_name(r->unit));
 	snprintf(at, sizeof at, "%s.floor", where);
 	if (zs_json_object(row, "floor", where, &fl, cause) < 0 ||
-	    zs_json_number(fl, "resident_bytes", at, &r->floor, cause) < 0)
+	    report_read_share(fl, "resident_bytes", at, &r->floor, cause) < 0)
 		return -1;
-	if (!(r->floor >= 0) || r->floor >= 9007199254740992.0)
-		return zs_fail(cause, "%s.resident_bytes is not a byte count", at);
 	snprintf(at, sizeof at, "%s.peak", where);
 	if (zs_json_object(row, "peak", where, &peak, cause) < 0 ||
 	    read_uint(peak, "largest_unit", at, &r->largest_unit, cause) < 0 ||
 	    report_read_bytes(peak, "resident_bytes", at, &r->resident, cause) < 0 ||
-	    report_read_bytes(peak, "padding_bytes", at, &r->padding, cause) < 0 ||
+	    report_read_share(peak, "padding_bytes", at, &r->padding, cause) < 0 ||
 	    report_read_bytes(peak, "gathered_params_bytes", at, &r->gathered, cause) < 0 ||
 	    report_read_bytes(peak, "full_grads_bytes", at, &r->full_grads, cause) < 0 ||
 	    report_read_bytes(peak, "activations_bytes", at, &r->activations, cause) < 0 ||
