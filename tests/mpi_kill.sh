@@ -4,6 +4,9 @@
 # ranks the dead process held (mpirun adds its own lines), the previous
 # --out file byte for byte as it was, and no temporary file left beside
 # it. Once with MPI process 1 killed, once with process 0, the writer.
+# Then one process that fails on its own and says why (DeepSpeed's reduce
+# buckets do not fit its address space, ulimit -v): that line only, its
+# end not reported again as a death.
 set -u
 . "${srcdir:-.}/tests/mpi_env.sh"
 zerosim=$top/zerosim
@@ -64,4 +67,19 @@ for victim in 1 0; do
 	[ "$(ls -A "$tmp/out")" = measured.json ] || fail "files left beside it: $(ls -A "$tmp/out")"
 	rm -rf "$tmp/out"
 done
-echo "a killed rank ends the job, names its ranks and leaves the output alone"
+
+echo "mpirun -np 2 zerosim measure --backend mpi --framework deepspeed --world 8, process 1 under ulimit -v"
+cp "$tmp/prev.json" "$tmp/m.json"
+set -- measure --backend mpi --framework deepspeed --schemes zero2 --world 8 --quiet --out "$tmp/m.json"
+# four ranks' 1 GB buckets, mapped, in 3 GB of address space
+$mpirun -np 1 "$zerosim" "$@" : -np 1 sh -c 'ulimit -v 3000000 && exec "$0" "$@"' "$zerosim" "$@" \
+	</dev/null >/dev/null 2>"$tmp/err"
+status=$?
+[ "$status" -ne 0 ] || fail "the job ended with status 0"
+lines=$(grep -c '^zerosim' "$tmp/err")
+[ "$lines" -eq 1 ] || { cat "$tmp/err" >&2; fail "$lines lines of zerosim's, not one"; }
+grep -q "^zerosim: cannot map DeepSpeed's reduce bucket 1 of rank [4-7] of 8" "$tmp/err" ||
+	{ cat "$tmp/err" >&2; fail "the line is not process 1's own"; }
+echo "  $(grep '^zerosim' "$tmp/err")"
+cmp -s "$tmp/prev.json" "$tmp/m.json" || fail "the previous measured.json was changed"
+echo "a killed rank ends the job, names its ranks and leaves the output alone; a failing one says why, once"

@@ -75,9 +75,13 @@ static void *inputs(unsigned r, size_t n, size_t extra, enum zs_dtype dt, uint64
 	return b;
 }
 
-enum op { OP_AR, OP_RS, OP_RS_IN_PLACE, OP_AG, OP_AG_IN_PLACE };
+enum op { OP_AR, OP_RS, OP_RS_IN_PLACE, OP_AG, OP_AG_IN_PLACE, OP_BC };
 static const char *const op_names[] = {"all-reduce", "reduce-scatter", "reduce-scatter in place", "all-gather",
-                                       "all-gather in place"};
+                                       "all-gather in place", "broadcast"};
+
+/* The broadcast's root for a salt: the first rank, the last, or one
+ * between (another process's when there are several). */
+static unsigned root_of(unsigned N, uint64_t salt) { return salt % 3 == 0 ? 0 : salt % 3 == 1 ? N - 1 : N / 2; }
 
 /* Run one collective on both backends and compare the local ranks. */
 static void check_one(enum op op, unsigned N, size_t n, enum zs_dtype dt, uint64_t salt, size_t stage)
@@ -122,6 +126,7 @@ static void check_one(enum op op, unsigned N, size_t n, enum zs_dtype dt, uint64
 		case OP_AG_IN_PLACE:
 			coll_all_gather(&c[b], (const void *const *)sh, f, n, dt);
 			break;
+		case OP_BC: coll_broadcast(&c[b], f, root_of(N, salt), n, dt); break;
 		}
 	}
 	for (unsigned r = c[1].r0; r < c[1].r1; r++) {
@@ -136,14 +141,19 @@ static void check_one(enum op op, unsigned N, size_t n, enum zs_dtype dt, uint64
 	 * call: its slots of the other processes' ranks (reduce-scatter), its
 	 * own slots once per other process (all-gather). */
 	unsigned L = N / (unsigned)nproc;
-	enum zs_coll_kind kind = op == OP_AR ? ZS_ALL_REDUCE : op <= OP_RS_IN_PLACE ? ZS_REDUCE_SCATTER : ZS_ALL_GATHER;
+	enum zs_coll_kind kind = op == OP_AR                 ? ZS_ALL_REDUCE
+	                         : op <= OP_RS_IN_PLACE      ? ZS_REDUCE_SCATTER
+	                         : op == OP_BC               ? ZS_BROADCAST
+	                                                     : ZS_ALL_GATHER;
 	for (unsigned r = c[1].r0; r < c[1].r1; r++) {
 		unsigned long long want = 0;
-		if (op != OP_AG && op != OP_AG_IN_PLACE)
+		if (op == OP_BC) /* the root's buffer, once for each other process */
+			want = r == root_of(N, salt) ? n * es * (unsigned)(nproc - 1) : 0;
+		else if (op != OP_AG && op != OP_AG_IN_PLACE)
 			for (unsigned j = 0; j < N; j++)
 				if (j / L != (unsigned)me)
 					want += coll_owned(n, s, j) * es;
-		if (op != OP_RS && op != OP_RS_IN_PLACE)
+		if (op != OP_RS && op != OP_RS_IN_PLACE && op != OP_BC)
 			want += coll_owned(n, s, r) * es * (unsigned)(nproc - 1);
 		const struct zs_coll_stats *st = &c[1].stats[r];
 		EXPECT(st->wire_bytes[kind] == want, "%s, N=%u, n=%zu: rank %u handed %llu bytes to MPI, not %llu",
@@ -151,7 +161,7 @@ static void check_one(enum op op, unsigned N, size_t n, enum zs_dtype dt, uint64
 		EXPECT((st->wire_calls[kind] > 0) == (nproc > 1), "%s: %llu MPI calls at P=%d", op_names[op],
 		       st->wire_calls[kind], nproc);
 		/* One rank per process, no padding: the ring's bytes exactly. */
-		if ((unsigned)nproc == N && n % N == 0)
+		if ((unsigned)nproc == N && n % N == 0 && op != OP_BC)
 			EXPECT(st->wire_bytes[kind] == c[1].stats[r].bytes[kind],
 			       "%s, N=%u, n=%zu: %llu bytes to MPI, the ring sends %llu", op_names[op], N, n,
 			       st->wire_bytes[kind], c[1].stats[r].bytes[kind]);
@@ -198,6 +208,9 @@ END_TEST
 START_TEST(test_mpi_all_gather_in_place_is_bitwise_the_in_process_one) { sweep(OP_AG_IN_PLACE); }
 END_TEST
 
+START_TEST(test_mpi_broadcast_is_bitwise_the_in_process_one) { sweep(OP_BC); }
+END_TEST
+
 START_TEST(test_mpi_refuses_a_world_the_processes_do_not_divide)
 {
 	struct zs_coll c;
@@ -223,6 +236,7 @@ int main(int argc, char **argv)
 	tcase_add_test(t, test_mpi_reduce_scatter_in_place_is_bitwise_the_in_process_one);
 	tcase_add_test(t, test_mpi_all_gather_is_bitwise_the_in_process_one);
 	tcase_add_test(t, test_mpi_all_gather_in_place_is_bitwise_the_in_process_one);
+	tcase_add_test(t, test_mpi_broadcast_is_bitwise_the_in_process_one);
 	tcase_add_test(t, test_mpi_refuses_a_world_the_processes_do_not_divide);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);

@@ -123,7 +123,7 @@ printf '{"model_type": "gpt2", "n_embd": 8, "n_layer": 130, "n_head": 2, "vocab_
 	>"$tmp/deep.json"
 for args in "--seq 8" "--recompute full" "--model gpt2 --seq 0" "--model gpt2 --seq 1025" \
 	"--model gpt2 --recompute half" "--model gpt2 --layers 2,3" "--model $tmp/deep.json" "--model nosuch" \
-	"--model gpt2 --case $tmp/none.json" "--model gpt2 --backend mpi"; do
+	"--model gpt2 --case $tmp/none.json"; do
 	# shellcheck disable=SC2086
 	"$zerosim" measure $args --out "$tmp/m.json" >"$tmp/out" 2>"$tmp/err"
 	got=$?

@@ -441,15 +441,6 @@ int zs_cmd_measure(int argc, char **argv)
 		goto fail;
 	}
 #endif
-	if (mpi && c.framework != ZS_FW_PAPER) { /* the MPI collectives have no broadcast, nor FSDP's kept units */
-		zs_fail(&cause, "--backend mpi: --framework %s is not implemented over MPI yet (use --backend inprocess)",
-		        zs_framework_name(c.framework));
-		goto fail;
-	}
-	if (mpi && model_arg != NULL) {
-		zs_fail(&cause, "--backend mpi with --model: transformers run in process only so far (--backend inprocess)");
-		goto fail;
-	}
 	if (mpi && jobs_given) {
 		zs_fail(&cause, "--jobs does not apply to --backend mpi: its runs go one at a time over the processes");
 		goto fail;

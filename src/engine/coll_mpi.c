@@ -207,14 +207,31 @@ void coll_mpi_set_stage(struct zs_coll *c, size_t bytes)
 	((struct mpi_impl *)c->impl)->stage = bytes;
 }
 
-/* Only --framework torch broadcasts, and measure refuses it with --backend
- * mpi (cmd_measure.c), so this is never reached; should a new caller reach
- * it, it stops loudly rather than leave the ranks' buffers apart. */
+/* Broadcast (torch's ZeroRedundancyOptimizer): the root's process hands
+ * its buffer to MPI_Bcast, in pieces of at most COLL_MPI_STAGE bytes (no
+ * staging: the pieces go from and into the buffers themselves); every
+ * other process receives it into its first rank's buffer; then each
+ * process's other ranks copy it. The root's data goes to P - 1 processes. */
 static void mpi_broadcast(struct zs_coll *c, void *const *full, unsigned root, size_t n, enum zs_dtype dt)
 {
-	(void)c, (void)full, (void)root, (void)n, (void)dt;
-	fputs("zerosim: internal error: the MPI backend has no broadcast (--framework paper only)\n", stderr);
-	abort();
+	struct mpi_impl *m = c->impl;
+	size_t es = coll_dtype_size(dt), bytes = n * es;
+	unsigned L = m->per, P = (unsigned)m->nproc, from = root / L;
+	int here = from == (unsigned)m->me;
+	char *src = here ? full[root - c->r0] : full[0];
+	if (P > 1) {
+		for (size_t off = 0; off < bytes; off += m->stage) {
+			size_t len = bytes - off < m->stage ? bytes - off : m->stage;
+			MPI_Bcast(src + off, mpi_int(len), MPI_BYTE, (int)from, MPI_COMM_WORLD);
+			for (unsigned r = c->r0; r < c->r1; r++)
+				c->stats[r].wire_calls[ZS_BROADCAST]++;
+		}
+		if (here)
+			c->stats[root].wire_bytes[ZS_BROADCAST] += (unsigned long long)bytes * (P - 1);
+	}
+	for (unsigned q = c->r0; q < c->r1; q++)
+		if (full[q - c->r0] != src)
+			memcpy(full[q - c->r0], src, bytes);
 }
 
 static const struct zs_coll_ops mpi_ops = {

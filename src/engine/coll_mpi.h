@@ -10,7 +10,9 @@
  * shard is bitwise the in-process backend's. It sends (N - N/P)·s elements
  * of each rank's buffer, as a ring reduce-scatter sends (N-1)·s at P = N.
  * An all-gather hands each process's shards once to MPI_Allgatherv; an
- * all-reduce is the two. The all-to-all goes in chunks through staging
+ * all-reduce is the two. A broadcast (torch's ZeroRedundancyOptimizer) is
+ * MPI_Bcast from the root rank's process into the first local rank's
+ * buffer of every other process, which its other ranks copy. The all-to-all goes in chunks through staging
  * buffers of at most COLL_MPI_STAGE bytes each way, which the tracker does
  * not see (they belong to the process, not to a rank).
  *

@@ -558,17 +558,26 @@ static float *record_losses(const struct records *rec, unsigned k) { return (flo
 
 /* Under MPI with the final weights sharded, the slots of other processes'
  * ranks travel in the records (N·S floats, outside the tracker: it is after
- * the run); otherwise every part the digest reads is here. */
-static int remote_weights(const struct zs_run *r)
+ * the run); otherwise every part the digest reads is here. Floats of the
+ * final weights in each record: what the longest rank holds (ranks hold
+ * as many with shards, not with whole tensors, torch's zero1). */
+static size_t remote_weights(const struct zs_run *r)
 {
-	return r->mpi && !(r->r0 == 0 && r->r1 == r->world) && layout_span(&r->layout, weights_buf(r)) != ZS_FULL;
+	size_t most = 0;
+	if (!r->mpi || (r->r0 == 0 && r->r1 == r->world) || layout_span(&r->layout, weights_buf(r)) == ZS_FULL)
+		return 0;
+	for (unsigned k = 0; k < r->world; k++) {
+		size_t len = layout_rank_len(&r->layout, weights_buf(r), k);
+		most = len > most ? len : most;
+	}
+	return most;
 }
 
 /* Fill this process's ranks' records and, under MPI, gather every rank's
  * to process 0 (in process, every record is already here). */
 static void gather_records(const struct zs_run *r, unsigned steps, size_t os_peak, struct records *rec)
 {
-	rec->weights = remote_weights(r) ? r->layout.shard : 0;
+	rec->weights = remote_weights(r);
 	rec->stride = (sizeof(struct rank_record) + (steps + rec->weights) * sizeof(float) + 7) & ~(size_t)7;
 	rec->buf = zs_calloc(r->world, rec->stride);
 	uint64_t replica[2] = {0, 0};
@@ -585,7 +594,7 @@ static void gather_records(const struct zs_run *r, unsigned steps, size_t os_pea
 		memcpy(record_losses(rec, k), r->rank_loss + (size_t)k * steps, steps * sizeof(float));
 		if (rec->weights != 0)
 			memcpy(record_losses(rec, k) + steps, run_rank(r, k)->buf[weights_buf(r)],
-			       rec->weights * sizeof(float));
+			       layout_rank_len(&r->layout, weights_buf(r), k) * sizeof(float));
 	}
 #ifdef HAVE_MPI
 	if (r->mpi)

@@ -33,6 +33,7 @@ static int *node;
 static char run_what[128] = "set-up";
 static unsigned run_world;
 static volatile sig_atomic_t stopping;
+static int running; /* between mpi_job_start and mpi_job_finish */
 
 /* ------------------------------------------------------------------------- */
 /* the line a death prints */
@@ -134,6 +135,15 @@ static void on_stop(int sig)
 	_exit(ZS_EXIT_RUNTIME);
 }
 
+/* A process that calls exit() while the job runs has said why on stderr
+ * (zs_oom, a bucket that cannot be mapped): its end is not a death to
+ * report again. */
+static void on_exit_while_running(void)
+{
+	if (running)
+		reported[node[me]] = 1;
+}
+
 /* ------------------------------------------------------------------------- */
 
 int mpi_job_start(int *argc, char ***argv, char **cause)
@@ -178,11 +188,16 @@ int mpi_job_start(int *argc, char ***argv, char **cause)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	static int registered;
+	if (!registered++)
+		atexit(on_exit_while_running);
+	running = 1;
 	return 0;
 }
 
 void mpi_job_finish(void)
 {
+	running = 0;
 	MPI_Win_free(&node_win);
 	MPI_Comm_free(&node_comm);
 	MPI_Finalize();

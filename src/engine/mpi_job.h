@@ -11,8 +11,8 @@
  * line naming the ranks the dead process held and the run it was in, and
  * the job ends with status 1 without writing anything (outputs are written
  * only at the end, by process 0, atomically). A process that fails says so
- * itself and ends the job (mpi_job_abort); its end is then not reported a
- * second time.
+ * itself and ends the job (mpi_job_abort, or exit() after its line: zerosim
+ * never exits without one); its end is then not reported a second time.
  *
  * Only when HAVE_MPI is defined.
  */
