@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "report/report_overhead.h"
 #include "util/util.h"
@@ -17,14 +18,21 @@ static size_t count(const struct report_data *d)
 }
 
 /* "zero3 N=16 unit=model: 12.3 MB per rank (process 1 of 2: peak RSS
- * 1081.2 MB, tracked 983.1 MB over its 8 ranks)" */
-static void line(const struct report_run *r, struct zs_buf *b)
+ * 1081.2 MB, tracked 983.1 MB over its 8 ranks)". DeepSpeed's reduce
+ * buckets are tracked at their full size, as DeepSpeed allocates them, but
+ * the engine maps them and writes only what a step uses, so the process
+ * holds only those pages: the line says so, or a negative figure would
+ * read as a counting error. */
+static void line(const struct report_data *d, const struct report_run *r, struct zs_buf *b)
 {
 	zs_buf_printf(b, "%s N=%u unit=%s: %.1f MB per rank (process %u of %u: peak RSS %.1f MB, tracked %.1f MB "
 	                  "over its %u rank%s)",
 	                  zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit), r->os_overhead / 1e6,
 	                  r->os_process, r->world / r->os_ranks, r->os_peak / 1e6, r->os_tracked / 1e6, r->os_ranks,
 	                  r->os_ranks > 1 ? "s" : "");
+	if (strcmp(d->framework, "deepspeed") == 0 && r->peak_bd[REPORT_CAT_BUCKETS] > 0)
+		zs_buf_printf(b, "; the tracked peaks include %.1f MB a rank of DeepSpeed's reduce buckets, mapped at "
+		                  "that size but resident only where a step writes them", r->peak_bd[REPORT_CAT_BUCKETS] / 1e6);
 }
 
 void report_overhead_text(const struct report_data *d, struct zs_buf *b)
@@ -37,7 +45,7 @@ void report_overhead_text(const struct report_data *d, struct zs_buf *b)
 	for (size_t i = 0; i < d->nruns; i++)
 		if (d->runs[i].os_ranks > 0) {
 			zs_buf_printf(b, "process overhead: ");
-			line(&d->runs[i], b);
+			line(d, &d->runs[i], b);
 			zs_buf_printf(b, "\n");
 		}
 }
@@ -55,7 +63,7 @@ void report_overhead_tex(const struct report_data *d, struct zs_buf *b)
 	for (size_t i = 0; i < d->nruns; i++)
 		if (d->runs[i].os_ranks > 0) {
 			struct zs_buf one = {0};
-			line(&d->runs[i], &one);
+			line(d, &d->runs[i], &one);
 			zs_buf_printf(b, "\\item ");
 			report_buf_tex(b, zs_buf_str(&one));
 			zs_buf_printf(b, "\n");
