@@ -177,6 +177,38 @@ grep -q "different DeepSpeed persistence thresholds (100000 and 1000" "$tmp/err"
 tr -d ' \t\n' <"$tmp/pt.json" | grep -q '"persistent_tensors":2,"persistent_params":320,"partitioned_params":32768' ||
 	fail "--ds-persist 1000: not the two biases persistent"
 
+# Offloaded: the report gives the host bytes beside the schedule's (per
+# rank, at the peak, per node), counts a host figure off the schedule as
+# unexplained, and refuses files that differ in ranks per node or, for
+# DeepSpeed, in steps (zero3's comm is a mean over them).
+ho="--framework deepspeed --schemes zero1,zero3 --offload optimizer --world 2,4 --ranks-per-node 2"
+# shellcheck disable=SC2086
+"$zerosim" measure -q $ho --steps 2 --out "$tmp/hm.json" && "$zerosim" theory $ho --steps 2 --out "$tmp/ht.json" ||
+	fail "offloaded measure or theory"
+"$zerosim" report --no-render --template "$template" --measured "$tmp/hm.json" --theory "$tmp/ht.json" \
+	--out "$tmp/rh" >"$tmp/out" 2>"$tmp/err" || fail "report of offloaded runs: $(cat "$tmp/err")"
+grep -q '^zerosim report: host bytes of 4 offloaded runs, 0 unexplained$' "$tmp/out" || fail "host summary: $(cat "$tmp/out")"
+grep -q '^host: zero3 N=2 unit=model: resident 297792 B (schedule 297792), peak 330880 B (schedule 330880), resident per node 595584 B (schedule 595584)$' \
+	"$tmp/rh/flags.txt" || fail "zero3's host line: $(grep '^host:' "$tmp/rh/flags.txt")"
+grep -q 'Host memory' "$tmp/rh/flags.tex" || fail "flags.tex has no host paragraph"
+tr -d ' \t\n' <"$tmp/rh/diff.json" | grep -q '"host":\[{"scheme":"zero1","world":2,"unit":"model","host_resident_bytes":' ||
+	fail "diff.json has no host entries"
+sed 's/"host_peak_bytes":[[:space:]]*330880/"host_peak_bytes": 330881/' "$tmp/hm.json" >"$tmp/hbad.json"
+cmp -s "$tmp/hm.json" "$tmp/hbad.json" && fail "hbad.json is unchanged"
+"$zerosim" report --no-render --strict --template "$template" --measured "$tmp/hbad.json" --theory "$tmp/ht.json" \
+	--out "$tmp/rhb" >"$tmp/out" 2>"$tmp/err" && fail "--strict passed a host figure off the schedule"
+grep -q 'UNEXPLAINED host bytes zero3 N=2 unit=model:.*peak 330881 B (schedule 330880, UNEXPLAINED)' "$tmp/err" ||
+	fail "the host figure off the schedule is not named: $(cat "$tmp/err")"
+# shellcheck disable=SC2086
+"$zerosim" theory $ho --steps 3 --out "$tmp/ht3.json" && "$zerosim" theory ${ho% --ranks-per-node 2} --steps 2 \
+	--out "$tmp/ht1.json" || fail "theory for the refusals"
+for t in ht3:"differ in steps: 2 and 3" ht1:"differ in ranks per node: 2 and 1"; do
+	if "$zerosim" report --no-render --template "$template" --measured "$tmp/hm.json" --theory "$tmp/${t%%:*}.json" \
+		--out "$tmp/rr" 2>"$tmp/err"; then fail "${t%%:*} was accepted"; fi
+	grep -q "${t#*:}" "$tmp/err" || fail "${t%%:*}: $(cat "$tmp/err")"
+	[ ! -e "$tmp/rr" ] || fail "a refused report wrote $tmp/rr"
+done
+
 # Eight ranks with two 1e9-byte buckets each count 2e9 bytes apiece at the
 # peak; the process holds a few megabytes (GNU time's maximum RSS, where
 # installed).

@@ -142,6 +142,7 @@ static int write_outputs(const struct report_options *o, const struct report_dat
 	if (rc == 0) {
 		report_flags_text(d, pts, npts, &b);
 		report_overhead_text(d, &b);
+		report_host_text(d, &b);
 		rc = write_buf(o->out, "flags.txt", &b, cause);
 	}
 	if (rc == 0) {
@@ -159,6 +160,7 @@ static int write_outputs(const struct report_options *o, const struct report_dat
 	if (rc == 0) {
 		report_flags_tex(d, pts, npts, &b);
 		report_overhead_tex(d, &b);
+		report_host_tex(d, &b);
 		rc = write_buf(o->out, "flags.tex", &b, cause);
 	}
 	if (rc == 0) {
@@ -223,6 +225,7 @@ int report_main(const struct report_options *o, char **cause)
 		unexplained += (size_t)pts[i].unexplained;
 	print_summary(&d, pts, npts, f, unexplained);
 	unexplained += report_tfm_summary(&t);
+	unexplained += report_host_unexplained(&d);
 
 	rc = ZS_EXIT_RUNTIME;
 	if (write_outputs(o, &d, pts, npts, f, &t, tex, texlen, cause) < 0)

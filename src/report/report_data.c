@@ -158,6 +158,13 @@ int report_read_framework(const cJSON *cfg, const char *where, struct report_fra
 			return zs_fail(cause, "%s: unknown deepspeed.offload '%.40s' (none, optimizer, params)",
 			               where, f->offload);
 	}
+	f->ranks_per_node = f->steps = -1;
+	if (ds != NULL && cJSON_GetObjectItemCaseSensitive(ds, "ranks_per_node") != NULL &&
+	    read_count(ds, "ranks_per_node", where, "a number of ranks", &f->ranks_per_node, cause) < 0)
+		return -1;
+	if (strcmp(f->framework, "deepspeed") == 0 && cJSON_GetObjectItemCaseSensitive(cfg, "steps") != NULL &&
+	    read_count(cfg, "steps", where, "a number of steps", &f->steps, cause) < 0)
+		return -1;
 	f->bucket_cap = -1;
 	f->prefetch = NULL;
 	if (cJSON_GetObjectItemCaseSensitive(cfg, "bucket_cap_mb") != NULL &&
@@ -194,6 +201,12 @@ int report_same_framework(const struct report_framework *a, const struct report_
 	if (a->offload != NULL && b->offload != NULL && strcmp(a->offload, b->offload) != 0)
 		return zs_fail(cause, "%s and %s differ in offload: %.15s and %.15s", an, bn, a->offload,
 		               b->offload);
+	if (a->ranks_per_node >= 0 && b->ranks_per_node >= 0 && a->ranks_per_node != b->ranks_per_node)
+		return zs_fail(cause, "%s and %s differ in ranks per node: %.0f and %.0f", an, bn, a->ranks_per_node,
+		               b->ranks_per_node);
+	if (a->steps >= 0 && b->steps >= 0 && a->steps != b->steps)
+		return zs_fail(cause, "%s and %s differ in steps: %.0f and %.0f (DeepSpeed's zero3 comm is a mean over "
+		               "them)", an, bn, a->steps, b->steps);
 	return 0;
 }
 
@@ -396,6 +409,25 @@ static int read_timeline(const cJSON *run, const char *where, struct report_run 
 	return 0;
 }
 
+const char *const report_host_keys[REPORT_NHOST] = {"host_resident_bytes", "host_peak_bytes",
+                                                   "host_resident_bytes_per_node"};
+
+/* o's host figures into v, where o gives them (-1 for each it lacks);
+ * returns whether it gives any. */
+static int read_host(const cJSON *o, const char *where, double *v, int *any, char **cause)
+{
+	*any = 0;
+	for (int h = 0; h < REPORT_NHOST; h++) {
+		v[h] = -1;
+		if (cJSON_GetObjectItemCaseSensitive(o, report_host_keys[h]) == NULL)
+			continue;
+		if (report_read_bytes(o, report_host_keys[h], where, &v[h], cause) < 0)
+			return -1;
+		*any = 1;
+	}
+	return 0;
+}
+
 /* The operating system's figures of an MPI run, where present: each
  * rank's process peak RSS beside its tracked peak, the ranks split evenly
  * over "processes" in order. */
@@ -466,7 +498,7 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	                   r->measured[REPORT_RESIDENT], r->resident_bd, cause) < 0 ||
 	    report_read_breakdown(run, "peak_breakdown", where, lab, "peak_bytes", r->measured[REPORT_PEAK],
 	                   r->peak_bd, cause) < 0 ||
-	    read_os(run, where, r, cause) < 0)
+	    read_os(run, where, r, cause) < 0 || read_host(run, where, r->host, &r->has_host, cause) < 0)
 		return -1;
 	const cJSON *bc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "collectives"),
 	                                                  "broadcast");
@@ -529,7 +561,8 @@ static int read_row(const cJSON *row, const char *where, struct report_run *r, c
 	                         r->schedule[REPORT_PEAK], r->sched_peak_bd, &r->has_sched_peak_bd,
 	                         cause) < 0)
 		return -1;
-	return 0;
+	int any;
+	return read_host(sc, at, r->sched_host, &any, cause);
 }
 
 /* Object keys of one object, for sorting: two equal neighbours are a

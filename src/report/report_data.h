@@ -37,6 +37,10 @@ enum report_phase {
 };
 
 /* One measured run joined with its theory row. Bytes are per rank. */
+enum { REPORT_HOST_RESIDENT, REPORT_HOST_PEAK, REPORT_HOST_NODE, REPORT_NHOST };
+/* The JSON keys of the host figures, in that order. */
+extern const char *const report_host_keys[REPORT_NHOST];
+
 struct report_run {
 	enum zs_scheme scheme;
 	unsigned world;
@@ -66,6 +70,12 @@ struct report_run {
 	 * divided by its ranks). os_ranks is 0 for a run measured in process. */
 	unsigned os_ranks, os_process;
 	double os_peak, os_tracked, os_overhead;
+	/* Offloaded runs: the host bytes of a rank between steps and at its
+	 * peak, and of a node's ranks between steps (REPORT_HOST_*), measured
+	 * (host_*_bytes; has_host 0 without them) and the schedule model's
+	 * (-1 where the row gives none). */
+	int has_host;
+	double host[REPORT_NHOST], sched_host[REPORT_NHOST];
 	double *timeline;                    /* rank 0's current_bytes per event, or NULL */
 	enum report_phase *phase;            /* each event's phase (NULL with timeline) */
 	size_t ntimeline;
@@ -154,6 +164,8 @@ struct report_framework {
 	double ds_reduce_bucket; /* deepspeed.reduce_bucket, -1 when absent */
 	int ds_overlap;          /* deepspeed.overlap_comm, -1 when absent */
 	const char *offload;     /* deepspeed.offload, NULL when absent */
+	double ranks_per_node;   /* deepspeed.ranks_per_node, -1 when absent */
+	double steps;            /* config.steps under DeepSpeed (zero3's comm is a mean over them), -1 when absent */
 };
 int report_read_framework(const cJSON *cfg, const char *where, struct report_framework *f, char **cause);
 

@@ -98,6 +98,7 @@ cJSON *report_diff_json(const struct report_data *d, const struct report_point *
 	zs_json_add_number(sum, "baseline", baseline);
 	zs_json_add_number(sum, "unexplained", unexplained);
 	cJSON_AddItemToObject(root, "process_overhead", report_overhead_json(d));
+	cJSON_AddItemToObject(root, "host", report_host_json(d));
 	arr = cJSON_AddArrayToObject(root, "findings");
 	for (i = 0; i < REPORT_NFINDINGS; i++) {
 		if (!f[i].shown)

@@ -283,6 +283,7 @@ static int config_json(cJSON *root, const struct theory_request *req)
 	    (c->framework == ZS_FW_TORCH && (num(cfg, "bucket_cap_mb", c->bucket_cap_mb) < 0 ||
 	                                     str(cfg, "prefetch", zs_prefetch_name(c->prefetch)) < 0)) ||
 	    zs_config_json_deepspeed(cfg, c) < 0 ||
+	    (c->framework == ZS_FW_DEEPSPEED && num(cfg, "steps", c->steps) < 0) || /* zero3's comm is a mean */
 	    object(cfg, "bytes_per_param", &bpp) < 0 ||
 	    num(bpp, "param", b.p) < 0 || num(bpp, "grad", b.g) < 0 ||
 	    num(bpp, "optimizer", b.k) < 0 ||
