@@ -208,6 +208,13 @@ for t in ht3:"differ in steps: 2 and 3" ht1:"differ in ranks per node: 2 and 1";
 	grep -q "${t#*:}" "$tmp/err" || fail "${t%%:*}: $(cat "$tmp/err")"
 	[ ! -e "$tmp/rr" ] || fail "a refused report wrote $tmp/rr"
 done
+# ... but only where they matter: without offload a theory's --ranks-per-node
+# (for DeepSpeed's estimate; measure takes it only offloaded), and without
+# zero3 other steps, are the same experiment.
+"$zerosim" measure -q --framework deepspeed --world 2 --schemes zero1 --steps 1 --out "$tmp/n1.json" &&
+	"$zerosim" theory --framework deepspeed --world 2 --schemes zero1 --ranks-per-node 2 --out "$tmp/n2.json" &&
+	"$zerosim" report --no-render --template "$template" --measured "$tmp/n1.json" --theory "$tmp/n2.json" \
+		--out "$tmp/rn" >/dev/null 2>"$tmp/err" || fail "ranks per node or steps refused where they do not matter: $(cat "$tmp/err")"
 
 # Eight ranks with two 1e9-byte buckets each count 2e9 bytes apiece at the
 # peak; the process holds a few megabytes (GNU time's maximum RSS, where

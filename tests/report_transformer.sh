@@ -178,7 +178,7 @@ if [ -s "$tmp/mgpt2.json" ]; then
 	# The framework is part of the run: a torch measurement finds no paper theory.
 	sed 's/"precision":/"framework": "torch", "precision":/' "$tmp/mgpt2.json" >"$tmp/mtorch.json"
 	cmp -s "$tmp/mgpt2.json" "$tmp/mtorch.json" && fail "mtorch.json is unchanged"
-	refused "another framework" 'mtorch.json measures gpt2-tiny in fp32 precision under framework torch, but no --transformer theory.json before it is of that model and framework' \
+	refused "another framework" 'mtorch.json measures gpt2-tiny in fp32 precision under framework torch, but no --transformer theory.json is of that model and framework' \
 		--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-tiny.json" --transformer "$tmp/mtorch.json"
 	mkdir "$tmp/heads" || fail "mkdir"
 	sed 's/"n_head": 4/"n_head": 8/' "$src/report/models/gpt2-tiny.json" >"$tmp/heads/gpt2-tiny.json"

@@ -1200,7 +1200,7 @@ START_TEST(test_transformer_theory_and_measurement_join_and_bad_ones_are_refused
 
 	static const struct { const char *from, *to, *want; } bad[] = {
 		{"\"name\": \"toy\"", "\"name\": \"other\"",
-		 "m.json measures other in mixed precision, but no --transformer theory.json before it is of that model"},
+		 "m.json measures other in mixed precision, but no --transformer theory.json is of that model"},
 		{"\"seq\": 32", "\"seq\": 64", "t.json and m.json describe different runs of toy: params, batch, seq or recompute differ"},
 		{"\"world\": 2", "\"world\": 4", "t.json has no row for the measured run zero3 N=4 unit=layer of toy"},
 		{"\"peak_bytes\": 10500", "\"peak_bytes\": 10501",

@@ -201,12 +201,13 @@ int report_same_framework(const struct report_framework *a, const struct report_
 	if (a->offload != NULL && b->offload != NULL && strcmp(a->offload, b->offload) != 0)
 		return zs_fail(cause, "%s and %s differ in offload: %.15s and %.15s", an, bn, a->offload,
 		               b->offload);
-	if (a->ranks_per_node >= 0 && b->ranks_per_node >= 0 && a->ranks_per_node != b->ranks_per_node)
+	/* Ranks per node shape only the host bytes per node, which exist only
+	 * offloaded (measure takes --ranks-per-node only then). */
+	int offloaded = a->offload != NULL && strcmp(a->offload, "none") != 0 && b->offload != NULL &&
+	                strcmp(b->offload, "none") != 0;
+	if (offloaded && a->ranks_per_node >= 0 && b->ranks_per_node >= 0 && a->ranks_per_node != b->ranks_per_node)
 		return zs_fail(cause, "%s and %s differ in ranks per node: %.0f and %.0f", an, bn, a->ranks_per_node,
 		               b->ranks_per_node);
-	if (a->steps >= 0 && b->steps >= 0 && a->steps != b->steps)
-		return zs_fail(cause, "%s and %s differ in steps: %.0f and %.0f (DeepSpeed's zero3 comm is a mean over "
-		               "them)", an, bn, a->steps, b->steps);
 	return 0;
 }
 
@@ -729,6 +730,15 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 		if (read_run(run, where, &d->runs[i], cause) < 0 ||
 		    join_row(rows, tname, &d->runs[i], cause) < 0)
 			goto fail;
+		/* DeepSpeed's zero3 comm is a mean over the steps: a theory of
+		 * other steps is another experiment (a file without steps is not
+		 * checked). */
+		if (d->runs[i].comm_mean && d->runs[i].scheme == ZS_ZERO3 && mm.fw.steps >= 0 && tm.fw.steps >= 0 &&
+		    mm.fw.steps != tm.fw.steps) {
+			zs_fail(cause, "%s and %s differ in steps: %.0f and %.0f (DeepSpeed's zero3 comm is a mean over "
+			        "them)", mname, tname, mm.fw.steps, tm.fw.steps);
+			goto fail;
+		}
 		if (d->runs[i].units_total != d->params) { /* the units are the model, cut */
 			zs_fail(cause, "%s: \"units\" add up to %.0f elements, not the model's %.0f", where,
 			        d->runs[i].units_total, d->params);

@@ -170,7 +170,9 @@ struct report_framework {
 int report_read_framework(const cJSON *cfg, const char *where, struct report_framework *f, char **cause);
 
 /* Two files of one experiment: the same framework, and the same setting
- * wherever both name one (a departure would blame the code). */
+ * wherever both name one (a departure would blame the code); the ranks
+ * per node where both are offloaded. Steps are checked by the caller
+ * where they matter (DeepSpeed's zero3 rows). */
 int report_same_framework(const struct report_framework *a, const struct report_framework *b, const char *an,
                           const char *bn, char **cause);
 

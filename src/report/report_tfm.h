@@ -74,6 +74,7 @@ struct report_tfm_model {
 	struct report_tfm_row *rows;
 	size_t nrows;
 	const char *measured_path;           /* its measured.json, or NULL */
+	size_t host_runs;                    /* measured runs with host bytes (offloaded) */
 };
 
 struct report_tfm {
