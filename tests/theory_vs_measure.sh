@@ -280,6 +280,11 @@ for precision in mixed fp32; do
 	check --framework deepspeed --model "$tmp/gpt2-tiny.json" --seq 32 --batch 2 --precision $precision \
 		--recompute selective --world 1,2,3,5,8 --schemes zero3 --unit layer --ds-persist 64 \
 		--ds-prefetch-bucket 5000 --ds-max-live 20000 --steps 3
+	# the repo's own tiny models (report/models: vocabulary 1024, llama untied)
+	for model in gpt2-tiny llama-tiny; do
+		check --framework deepspeed --model "${srcdir:-.}/report/models/$model.json" --seq 16 --batch 1 \
+			--precision $precision --world 1,2,3,4,5,6,7,8 --schemes zero3 --unit layer --ds-persist 1000 --steps 2
+	done
 	for offload in optimizer params; do
 		for model in gpt2-tiny llama-tied; do
 			check --framework deepspeed --model "$tmp/$model.json" --seq 16 --batch 1 --precision $precision \
