@@ -86,11 +86,13 @@ static const struct zs_layer *reads(const struct zs_layer *l, const struct zs_la
 	return l->tied ? &io->net->layer[0] : l;
 }
 
-static void params32(const struct zs_layer *l, const struct zs_layer_io *io, size_t first, size_t n, float **p)
+static void params32(const struct zs_layer *l, const struct zs_layer_io *io, size_t first, size_t n,
+                     float *p[ZS_MAX_LAYER_TENSORS])
 {
 	const struct zs_net_tfm *tn = &io->net->tfm;
 	const struct zs_layer *rd = reads(l, io);
 	float *w32 = tn->mixed ? io->t[tn->w32] : NULL;
+	memset(p, 0, ZS_MAX_LAYER_TENSORS * sizeof *p);
 	for (size_t i = 0, off = 0; i < rd->nptensors; off += rd->ptensor[i++]) {
 		p[i] = w32 != NULL ? w32 + off : mut(io->w[i]);
 		if (w32 != NULL && i >= first && i < first + n && io->w[i] != NULL)
@@ -101,10 +103,12 @@ static void params32(const struct zs_layer *l, const struct zs_layer_io *io, siz
 /* The grads of the tensors the layer reads as fp32, in g[] (NULL where it
  * writes none), those of [first, first + n) zeroed: themselves, or (mixed)
  * their places in g32, which grads_done rounds into the fp16 grads. */
-static void grads32(const struct zs_layer *l, const struct zs_layer_io *io, size_t first, size_t n, float **g)
+static void grads32(const struct zs_layer *l, const struct zs_layer_io *io, size_t first, size_t n,
+                    float *g[ZS_MAX_LAYER_TENSORS])
 {
 	const struct zs_net_tfm *tn = &io->net->tfm;
 	const struct zs_layer *rd = reads(l, io);
+	memset(g, 0, ZS_MAX_LAYER_TENSORS * sizeof *g);
 	for (size_t i = 0, off = 0; i < rd->nptensors; off += rd->ptensor[i++]) {
 		g[i] = io->g[i] == NULL ? NULL : tn->mixed ? io->t[tn->g32] + off : io->g[i];
 		if (g[i] != NULL && i >= first && i < first + n)

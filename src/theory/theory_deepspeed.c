@@ -596,7 +596,7 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 		}
 		memset(x, 0, sizeof x); /* the epilogue's reduction, the activations freed */
 		x[THEORY_GATHERED_PARAMS] = coord_live(&d) * b->p;
-		uint64_t last = d.n[order[no - 1]] > B ? d.n[order[no - 1]] : 0; /* still in its own grad */
+		uint64_t last = no > 0 && d.n[order[no - 1]] > B ? d.n[order[no - 1]] : 0; /* still in its own grad */
 		x[THEORY_FULL_GRADS] = (last + ds3_flush_elements(&d, order, start[nflush - 1], no, world)) * b->g;
 		ds3_point(base, x, out);
 		memset(x, 0, sizeof x); /* step(): nothing whole; offloaded, the fp32 grad is on the host */
