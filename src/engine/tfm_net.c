@@ -78,14 +78,15 @@ static void scratch_of(struct tfm_scratch *s, const struct zs_layer_io *io)
 
 /* ---- mixed precision: fp32 kernels on conversion buffers ------------------ */
 
-/* The tensors the layer reads as fp32, in p[]: themselves, or (mixed)
- * their places in w32, where the module's [first, first + n) are widened
- * from fp16 (the others are not read by this module's step). */
+/* The layer whose tensors l reads (a tied head: the embedding). */
 static const struct zs_layer *reads(const struct zs_layer *l, const struct zs_layer_io *io)
 {
 	return l->tied ? &io->net->layer[0] : l;
 }
 
+/* The tensors the layer reads as fp32, in p[]: themselves, or (mixed)
+ * their places in w32, where the module's [first, first + n) are widened
+ * from fp16 (the others are not read by this module's step). */
 static void params32(const struct zs_layer *l, const struct zs_layer_io *io, size_t first, size_t n,
                      float *p[ZS_MAX_LAYER_TENSORS])
 {
