@@ -809,8 +809,12 @@ int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause
 		int n = tfm_bars(m, r);
 		char index[32];
 		snprintf(index, sizeof index, " index %zu", j);
-		zs_buf_printf(&gp, "set title \"%s (%s), N = %u%s%s\\nunit=%s unless marked\"\nset xrange [-0.6:%d]\n%s",
-		              m->name, m->precision, report_tfm_world(m), rows == 1 ? ", " : "\\n",
+		char fw[64] = ""; /* a framework's panel is told from the paper's of the same model */
+		if (strcmp(m->framework, "paper") != 0)
+			snprintf(fw, sizeof fw, ", %s%s%s", m->framework, strcmp(m->offload, "none") != 0 ? " --offload " : "",
+			         strcmp(m->offload, "none") != 0 ? m->offload : "");
+		zs_buf_printf(&gp, "set title \"%s (%s%s), N = %u%s%s\\nunit=%s unless marked\"\nset xrange [-0.6:%d]\n%s",
+		              m->name, m->precision, fw, report_tfm_world(m), rows == 1 ? ", " : "\\n",
 		              m->measured_path != NULL ? "measured" : "theory (Korthikanti), not measured",
 		              zs_unit_name(report_tfm_unit(m)), n,
 		              j + 1 == t->n ? "set key at screen 0.99, graph 1 right top Left reverse\n"
