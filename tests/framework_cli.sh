@@ -21,6 +21,15 @@ grep -q '^ *64  *zero3  *2,509,375,000 ' "$tmp/t3" || fail "no ZeRO-3 estimate 2
 grep -q '"device_bytes":	17109375000' "$tmp/t.json" || fail "no device_bytes 17109375000 in theory.json"
 grep -q '"framework":	"deepspeed"' "$tmp/t.json" || fail "config.framework missing"
 
+# On a transformer L is its largest nn.Module's own params: gpt2's wte,
+# 50257 x 768 = 38,597,376 (Hugging Face's gpt2 config); with Ψ =
+# 124,439,808 (its published count), 4L + int(18Ψ/8) = 154,389,504 +
+# 279,989,568 = 434,379,072 per GPU, and DeepSpeed's cpu_mem with zero_init
+# L x 4 x 1 x 1.5 = 231,584,256 a node of one GPU.
+"$zerosim" theory --framework deepspeed --model gpt2 --world 8 --schemes zero3 >"$tmp/g3" || fail "deepspeed gpt2"
+grep -q '^ *8  *zero3  *434,379,072 .* 231,584,256$' "$tmp/g3" || fail "no ZeRO-3 estimate 434,379,072 for gpt2 in: $(cat "$tmp/g3")"
+grep -q 'L = 38597376' "$tmp/g3" || fail "gpt2's L is not wte's 38597376: $(cat "$tmp/g3")"
+
 # torch models every scheme in both precisions (FSDP's MixedPrecision)
 "$zerosim" measure -q --framework torch --schemes zero2,zero3 --world 2 --out "$tmp/mp.json" || fail "torch mixed"
 grep -q '"master32":	0' "$tmp/mp.json" || fail "FSDP's MixedPrecision holds a master copy"

@@ -340,6 +340,9 @@ void theory_model_units(const struct zs_model *m, struct theory_units *u);
 #define THEORY_MAX_TENSORS (12 * ZS_MAX_WIDTHS + 8)
 size_t theory_model_tensors(const struct zs_model *m, uint64_t *n);
 uint64_t theory_model_params(const struct zs_model *m);
+/* The largest nn.Module's own params in the Hugging Face model (DeepSpeed's
+ * estimator's L, largest_layer_params). */
+uint64_t theory_model_largest_module(const struct zs_model *m);
 
 /* The activation terms held at the peak, each by name (theory_act_name). */
 enum theory_act {

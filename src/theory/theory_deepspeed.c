@@ -130,13 +130,15 @@ double theory_deepspeed_estimate(double params, double largest_layer, enum zs_sc
 	return -1;
 }
 
-/* Ψ and the largest layer (DeepSpeed's module): the MLP's, else Ψ and
- * --largest-unit (a transformer's largest module is not one of its units). */
+/* Ψ and the largest layer (DeepSpeed's module): the MLP's, a
+ * transformer's largest nn.Module, else Ψ and --largest-unit. */
 static void request_model(const struct theory_request *req, double *params, double *largest)
 {
 	const struct zs_config *c = req->config;
 	*params = theory_request_params(req);
 	*largest = req->largest_unit;
+	if (req->model != NULL)
+		*largest = (double)theory_model_largest_module(req->model);
 	if (!req->shape_known)
 		return;
 	*params = (double)zs_params(c->widths, c->nwidths);
@@ -821,9 +823,7 @@ char *theory_deepspeed_text(const struct theory_request *req)
 			out = line;
 		}
 	char lname[64] = "give --largest-unit L";
-	if (req->model != NULL && largest <= 0)
-		snprintf(lname, sizeof lname, "not derived yet for --model");
-	else if (largest > 0)
+	if (largest > 0)
 		snprintf(lname, sizeof lname, "L = %.17g", largest);
 	char *why = zs_asprintf("%sDeepSpeed shards 18 bytes per parameter (fp16 grads, fp32 grads, fp32 params,\n"
 	                        "Adam's two states) where the paper's zero2 shards 14 (no fp32 gradient\n"

@@ -94,6 +94,32 @@ uint64_t theory_model_params(const struct zs_model *m)
 	return u.embeddings + u.layers * u.block + u.head;
 }
 
+/* DeepSpeed's estimator takes L as the largest nn.Module's own params
+ * (recurse=False) of the Hugging Face model, whose modules are not
+ * zerosim's fused tensors: gpt2's wte, wpe, c_attn (h x 3h + 3h), c_proj
+ * (h x h + h), c_fc (h x i + i), mlp.c_proj (i x h + h), norms (2h); llama's
+ * embed_tokens and lm_head (V x h), q_proj and o_proj (h x a.d), k_proj and
+ * v_proj (h x kv.d), gate_proj, up_proj and down_proj (h x i), norms (h). */
+static uint64_t max_of(const uint64_t *v, size_t n)
+{
+	uint64_t m = 0;
+	for (size_t i = 0; i < n; i++)
+		m = v[i] > m ? v[i] : m;
+	return m;
+}
+
+uint64_t theory_model_largest_module(const struct zs_model *m)
+{
+	uint64_t h = m->hidden, i = m->intermediate, V = m->vocab;
+	if (m->family == ZS_FAMILY_GPT2) {
+		const uint64_t own[] = {V * h, m->positions * h, h * 3 * h + 3 * h, h * h + h, h * i + i, i * h + h, 2 * h};
+		return max_of(own, sizeof own / sizeof own[0]);
+	}
+	uint64_t d = m->head_dim;
+	const uint64_t own[] = {V * h, h * m->heads * d, h * m->kv_heads * d, h * i, h};
+	return max_of(own, sizeof own / sizeof own[0]);
+}
+
 size_t theory_model_tensors(const struct zs_model *m, uint64_t *n)
 {
 	int gpt2 = m->family == ZS_FAMILY_GPT2;
