@@ -98,6 +98,25 @@ expect 0 --model gpt2 --seq 1024 --world 2 --precision fp32 --format json
 grep -q '"layers":[[:space:]]*1981808640' "$tmp/out" || fail "--precision fp32 does not double the layers' activations"
 expect 2 --precision bf16 --spec "$spec" --precision bogus
 
+# A framework on a transformer prints its own step schedule beside the
+# paper's level: DeepSpeed's zero2 allocates its reduce bucket at full size
+# whatever the model (5e8 fp16 elements, DeepSpeedExamples #336), so the
+# tiny gpt2's peak under it is over 1e9 bytes while the paper's is a few MB;
+# the text's figure is the JSON's schedule peak, in the table's unit.
+tiny=${srcdir:-.}/report/models/gpt2-tiny.json
+expect 0 --model "$tiny" --world 3 --schemes zero2 --framework deepspeed
+grep -q "^Per rank, MB (1e6 bytes):" "$tmp/out" || fail "tiny gpt2's table is not in MB: $(cat "$tmp/out")"
+peak=$(sed -n "/^Peak per rank, deepspeed's step schedule, unit = layer, GB (1e9 bytes)$/{n;n;p;}" "$tmp/out" |
+	tr -s ' ' | cut -d' ' -f3)
+expect 0 --model "$tiny" --world 3 --schemes zero2 --framework deepspeed --out "$tmp/ds.json"
+bytes=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['rows'][0]['schedule']['peak_bytes'])" "$tmp/ds.json")
+if [ -z "$bytes" ] || [ "$bytes" -le 1000000000 ]; then
+	fail "DeepSpeed zero2's schedule peak on tiny gpt2 is not over 1e9 bytes: '$bytes'"
+else
+	want=$(awk -v b="$bytes" 'BEGIN { printf "%.3g\n", b / 1e9 }')
+	[ "$peak" = "$want" ] || fail "DeepSpeed's step-schedule peak prints $peak GB, its JSON $bytes bytes: $(cat "$tmp/out")"
+fi
+
 # Bad models and options: one line, exit 2, naming the key or the option.
 printf '{"model_type": "gpt2", "n_embd": 10, "n_layer": 2, "n_head": 4, "vocab_size": 9, "n_positions": 8}' >"$tmp/bad.json"
 expect 2 --model "$tmp/bad.json"

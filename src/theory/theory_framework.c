@@ -353,9 +353,9 @@ int theory_framework_json(cJSON *schedule, const struct theory_request *req, enu
 
 /* A transformer's tables are the paper's level; the framework's bytes are
  * the JSON's schedule. */
-static const char model_note[] = " On a transformer the tables above are the paper's level (Korthikanti's "
-                                 "activations); the framework's exact schedule, as measure runs it, is each "
-                                 "row's \"schedule\" in --out's JSON.";
+static const char model_note[] = " On a transformer the peak table above each unit's is the paper's level "
+                                 "(Korthikanti's activations); the framework's exact schedule, as measure runs "
+                                 "it, is the two step-schedule tables (each row's \"schedule\" in --out's JSON).";
 
 char *theory_framework_text(const struct theory_request *req)
 {

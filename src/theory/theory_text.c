@@ -42,12 +42,29 @@ static const char *num_str(char *num, size_t size, double v)
 
 /* Decimal units (the paper's GB is 1e9 bytes), the same spellings that
  * --device-mem accepts. */
-static const struct { const char *name; double bytes; } scales[] = {
-	{ "GB (1e9 bytes)", 1e9 }, { "MB (1e6 bytes)", 1e6 },
-	{ "KB (1e3 bytes)", 1e3 }, { "bytes", 1 },
+static const struct { const char *name, *unit; double bytes; } scales[] = {
+	{ "GB (1e9 bytes)", "GB", 1e9 }, { "MB (1e6 bytes)", "MB", 1e6 },
+	{ "KB (1e3 bytes)", "KB", 1e3 }, { "bytes", "B", 1 },
 };
+#define NSCALES (sizeof scales / sizeof scales[0])
+
+/* The largest decimal unit that keeps v at or above 1 (GB from 1 GB up). */
+static size_t scale_of(double v)
+{
+	size_t sc = 0;
+	while (sc + 1 < NSCALES && v < scales[sc].bytes)
+		sc++;
+	return sc;
+}
 
 enum quantity { Q_FLOOR, Q_RESIDENT, Q_PEAK };
+
+/* A transformer's row has a schedule only where zerosim's engine runs it
+ * (theory_model_has_schedule); its floor always. */
+static int has_quantity(const struct theory_request *req, const struct theory_row *r, enum quantity q)
+{
+	return q == Q_FLOOR || req->model == NULL || r->model_sched;
+}
 
 static double quantity(const struct theory_row *r, enum quantity q)
 {
@@ -74,11 +91,10 @@ static void put_table(struct zs_buf *t, const struct theory_request *req,
 			struct theory_row r;
 
 			theory_row(req, c->schemes[s], unit, c->world[w], &r);
-			if (quantity(&r, q) > largest)
+			if (has_quantity(req, &r, q) && quantity(&r, q) > largest)
 				largest = quantity(&r, q);
 		}
-	while (sc + 1 < sizeof scales / sizeof scales[0] && largest < scales[sc].bytes)
-		sc++;
+	sc = scale_of(largest);
 
 	zs_buf_printf(t, "\n%s, %s\n%8s", title, scales[sc].name, "N");
 	for (size_t s = 0; s < c->nschemes; s++)
@@ -91,7 +107,8 @@ static void put_table(struct zs_buf *t, const struct theory_request *req,
 			char num[64];
 
 			theory_row(req, c->schemes[s], unit, c->world[w], &r);
-			zs_buf_printf(t, " %10s", num_str(num, sizeof num, quantity(&r, q) / scales[sc].bytes));
+			zs_buf_printf(t, " %10s", has_quantity(req, &r, q)
+			              ? num_str(num, sizeof num, quantity(&r, q) / scales[sc].bytes) : "-");
 		}
 		zs_buf_printf(t, "\n");
 	}
@@ -177,13 +194,21 @@ static void mlp_text(struct zs_buf *t, const struct theory_request *req)
 /* ------------------------------------------------------------------------ */
 /* Transformers */
 
-/* Bytes in GB with two decimals, or "-" for nothing. */
-static const char *gb(char *buf, size_t size, uint64_t bytes, int dash)
+/* Bytes in scales[sc] with two decimals, or "-" for nothing. */
+static const char *in_scale(char *buf, size_t size, uint64_t bytes, int dash, size_t sc)
 {
 	if (dash && bytes == 0)
 		snprintf(buf, size, "-");
 	else
-		snprintf(buf, size, "%.2f", (double)bytes / GB);
+		snprintf(buf, size, "%.2f", (double)bytes / scales[sc].bytes);
+	return buf;
+}
+
+/* Bytes with two decimals in the unit that suits them ("1.49 GB", "4.46 MB"). */
+static const char *amount(char *buf, size_t size, uint64_t bytes)
+{
+	size_t sc = scale_of((double)bytes);
+	snprintf(buf, size, "%.2f %s", (double)bytes / scales[sc].bytes, scales[sc].unit);
 	return buf;
 }
 
@@ -242,15 +267,15 @@ static void activations_text(struct zs_buf *t, const struct theory_request *req)
 	                ? "34sbh, flash attention" : formula[req->act.recompute];
 
 	zs_buf_printf(t, "\nActivations per rank at micro-batch %u (Korthikanti et al. 2022; "
-	              "every scheme and N holds the same): %s GB\n",
-	              req->config->batch, gb(v, sizeof v, total, 0));
+	              "every scheme and N holds the same): %s\n",
+	              req->config->batch, amount(v, sizeof v, total));
 	for (int a = 0; a < THEORY_NACTS; a++) {
 		if (act[a] == 0)
 			continue;
-		zs_buf_printf(t, "  %-30s %10s", act_labels[a], gb(v, sizeof v, act[a], 0));
+		zs_buf_printf(t, "  %-30s %10s", act_labels[a], amount(v, sizeof v, act[a]));
 		if (a == THEORY_ACT_LAYERS)
 			zs_buf_printf(t, "  (%llu x %s, %s)", (unsigned long long)m->layers,
-			              gb(per, sizeof per, act[a] / m->layers, 0), f);
+			              amount(per, sizeof per, act[a] / m->layers), f);
 		zs_buf_printf(t, "\n");
 	}
 }
@@ -278,8 +303,8 @@ static void units_text(struct zs_buf *t, const struct theory_request *req, enum 
 	if (unit == ZS_UNIT_MODEL) {
 		uint64_t psi = theory_model_params(m);
 		zs_buf_printf(t, "\nunit = model: one flat unit of %s elements; ZeRO-3 gathers the whole "
-		              "model, %s GB with its grads\n", theory_grouped(n1, sizeof n1, (double)psi),
-		              gb(v, sizeof v, psi * (b.p + b.g), 0));
+		              "model, %s with its grads\n", theory_grouped(n1, sizeof n1, (double)psi),
+		              amount(v, sizeof v, psi * (b.p + b.g)));
 		return;
 	}
 	uint64_t largest = u.head > u.embeddings ? u.head : u.embeddings;
@@ -292,8 +317,8 @@ static void units_text(struct zs_buf *t, const struct theory_request *req, enum 
 	if (largest != u.block)
 		zs_buf_printf(t, ", %.2f times a block (%s)", (double)largest / (double)u.block,
 		              theory_grouped(n2, sizeof n2, (double)u.block));
-	zs_buf_printf(t, ": ZeRO-3 gathers it whole, %s GB with its grads\n",
-	              gb(v, sizeof v, largest * (b.p + b.g), 0));
+	zs_buf_printf(t, ": ZeRO-3 gathers it whole, %s with its grads\n",
+	              amount(v, sizeof v, largest * (b.p + b.g)));
 }
 
 static void table_text(struct zs_buf *t, const struct theory_request *req, enum zs_unit unit)
@@ -301,13 +326,23 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 	const struct zs_config *c = req->config;
 	int mem = req->device_mem > 0;
 	char v[6][32];
+	uint64_t largest = 0;
 
+	for (size_t w = 0; w < c->nworld; w++)
+		for (size_t s = 0; s < c->nschemes; s++) {
+			struct theory_row r;
+
+			theory_row(req, c->schemes[s], unit, c->world[w], &r);
+			if (r.peak_bytes > largest)
+				largest = r.peak_bytes;
+		}
+	size_t sc = scale_of((double)largest);
 	if (mem)
-		zs_buf_printf(t, "\nPer rank, GB (1e9 bytes), on %.6g GB with %.6g GB reserved "
-		              "(%.6g GB usable):\n", req->device_mem / GB, req->reserve / GB,
+		zs_buf_printf(t, "\nPer rank, %s, on %.6g GB with %.6g GB reserved "
+		              "(%.6g GB usable):\n", scales[sc].name, req->device_mem / GB, req->reserve / GB,
 		              theory_request_usable(req) / GB);
 	else
-		zs_buf_printf(t, "\nPer rank, GB (1e9 bytes):\n");
+		zs_buf_printf(t, "\nPer rank, %s:\n", scales[sc].name);
 	zs_buf_printf(t, "%5s  %-6s %9s %9s %9s %11s %9s", "", "", "model", "gathered", "full", "", "");
 	if (mem)
 		zs_buf_printf(t, "  %5s %5s  %s", "floor", "peak", "largest");
@@ -324,11 +359,11 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 				zs_buf_printf(t, "\n");
 			theory_row(req, c->schemes[s], unit, c->world[w], &r);
 			zs_buf_printf(t, "%5u  %-6s %9s %9s %9s %11s %9s", r.world, zs_scheme_name(r.scheme),
-			              gb(v[0], sizeof v[0], r.peak.states.resident_bytes, 0),
-			              gb(v[1], sizeof v[1], r.peak.states.gathered_params, 1),
-			              gb(v[2], sizeof v[2], r.peak.states.full_grads, 1),
-			              gb(v[3], sizeof v[3], r.peak.activations, 0),
-			              gb(v[4], sizeof v[4], r.peak_bytes, 0));
+			              in_scale(v[0], sizeof v[0], r.peak.states.resident_bytes, 0, sc),
+			              in_scale(v[1], sizeof v[1], r.peak.states.gathered_params, 1, sc),
+			              in_scale(v[2], sizeof v[2], r.peak.states.full_grads, 1, sc),
+			              in_scale(v[3], sizeof v[3], r.peak.activations, 0, sc),
+			              in_scale(v[4], sizeof v[4], r.peak_bytes, 0, sc));
 			if (mem) {
 				if (r.max_batch > 0)
 					snprintf(v[5], sizeof v[5], "%llu", (unsigned long long)r.max_batch);
@@ -394,9 +429,9 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 		if (!header) {
 			zs_buf_printf(t, "\nWhere micro-batch 1 does not fit at N = %u, what would:\n", top);
 			if ((double)r.peak_per_batch > usable)
-				zs_buf_printf(t, "  (one sequence's activations alone are %s GB, more than the "
+				zs_buf_printf(t, "  (one sequence's activations alone are %s, more than the "
 				              "%.6g GB usable, and every rank holds its own)\n",
-				              gb(v, sizeof v, r.peak_per_batch, 0), usable / GB);
+				              amount(v, sizeof v, r.peak_per_batch), usable / GB);
 			header = 1;
 		}
 		zs_buf_printf(t, "  %-6s", zs_scheme_name(scheme));
@@ -416,14 +451,29 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 		else if (recompute_helps)
 			zs_buf_printf(t, "; no N up to %u as it is", ZS_MAX_WORLD);
 		else if ((double)r.peak_fixed > usable)
-			zs_buf_printf(t, " nothing: its model states%s alone are %s GB at N = %u%s",
+			zs_buf_printf(t, " nothing: its model states%s alone are %s at N = %u%s",
 			              r.peak_fixed > r.peak.states.resident_bytes ? " and transients" : "",
-			              gb(v, sizeof v, r.peak_fixed, 0), top,
+			              amount(v, sizeof v, r.peak_fixed), top,
 			              scheme == ZS_DP ? " (dp shards nothing, so no N helps)" : "");
 		else
 			zs_buf_printf(t, " nothing up to N = %u and full recompute", ZS_MAX_WORLD);
 		zs_buf_printf(t, "\n");
 	}
+}
+
+/* A framework's own bytes on a transformer: its exact step schedule, what
+ * 'zerosim measure --model' holds with the same options ("-" where the
+ * engine runs no such step). */
+static void framework_tables(struct zs_buf *t, const struct theory_request *req, enum zs_unit unit)
+{
+	const char *fw = zs_framework_name(req->config->framework);
+	char *title = zs_asprintf("Model states per rank, %s's step schedule (what measure --model holds), "
+	                          "unit = %s", fw, zs_unit_name(unit));
+	put_table(t, req, unit, Q_RESIDENT, title);
+	free(title);
+	title = zs_asprintf("Peak per rank, %s's step schedule, unit = %s", fw, zs_unit_name(unit));
+	put_table(t, req, unit, Q_PEAK, title);
+	free(title);
 }
 
 static void model_text(struct zs_buf *t, const struct theory_request *req)
@@ -437,6 +487,8 @@ static void model_text(struct zs_buf *t, const struct theory_request *req)
 		table_text(t, req, c->units[u]);
 		if (req->device_mem > 0)
 			advice_text(t, req, c->units[u]);
+		if (c->framework != ZS_FW_PAPER)
+			framework_tables(t, req, c->units[u]);
 	}
 }
 
