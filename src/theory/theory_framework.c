@@ -369,7 +369,9 @@ char *theory_framework_text(const struct theory_request *req)
 		                   "in the schedule's tables above), zero1 is "
 		                   "ZeroRedundancyOptimizer over it (whole tensors; the tables show the rank that "
 		                   "holds the most), zero2 and zero3 are FSDP (backward_prefetch %s; in mixed "
-		                   "precision its MixedPrecision: fp32 shards, no master, fp16 working copies).%s\n",
+		                   "precision its MixedPrecision: fp32 shards, no master, fp16 working copies; "
+		                   "each unit's post-backward hook holds a padded copy of its grads and an output "
+		                   "shard: category buckets, in the peak).%s\n",
 		                   zs_number_text(c->bucket_cap_mb, cap, sizeof cap),
 		                   c->prefetch == ZS_PREFETCH_BACKWARD_PRE ? "BACKWARD_PRE" : "None",
 		                   req->model != NULL ? model_note : "");
