@@ -9,10 +9,12 @@ param_dtype and reduce_dtype bfloat16 (the CPU has no fp16 matmul; the same
 2 bytes as zerosim's fp16). Adam, zero_grad() with 1.13's default
 set_to_none=False, three steps. In step 3 it records the CPU allocator's
 events (torch.profiler, profile_memory=True) inside every unshard's
-pre_unshard (where _mp_shard is made) and every post-backward hook, and
-prints, for rank 0, one line per configuration:
+pre_unshard (where _mp_shard is made: "b", as zerosim's category buckets)
+and unshard (the padded gathered copy, _full_param_padded: "g", category
+gathered_params) and every post-backward hook ("b"), and prints, for rank
+0, one line per configuration:
 
-    STRATEGY UNIT PRECISION: BYTES BYTES ...
+    STRATEGY UNIT PRECISION: b11094 g33282 ...
 
 the allocations of more than 512 bytes, in order. Smaller ones are the
 CPU's boxed Python scalars of the gradient divisions (4 and 8 B; on a GPU
@@ -143,21 +145,22 @@ EVENTS = []
 RECORDING = [False]
 
 
-def recorded(fn):
+def recorded(fn, tag):
     @functools.wraps(fn)
     def run(*a, **k):
         if not RECORDING[0]:
             return fn(*a, **k)
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
             ret = fn(*a, **k)
-        EVENTS.extend(e.nbytes() for e in p.profiler.kineto_results.events()
+        EVENTS.extend(f"{tag}{e.nbytes()}" for e in p.profiler.kineto_results.events()
                       if e.name() == "[memory]" and e.nbytes() > 512)
         return ret
     return run
 
 
-fsdp_mod.FullyShardedDataParallel._post_backward_hook = recorded(fsdp_mod.FullyShardedDataParallel._post_backward_hook)
-FlatParamHandle.pre_unshard = recorded(FlatParamHandle.pre_unshard)
+fsdp_mod.FullyShardedDataParallel._post_backward_hook = recorded(fsdp_mod.FullyShardedDataParallel._post_backward_hook, "b")
+FlatParamHandle.pre_unshard = recorded(FlatParamHandle.pre_unshard, "b")
+FlatParamHandle.unshard = recorded(FlatParamHandle.unshard, "g")
 
 
 def one(widths, strategy, unit, precision):
@@ -192,7 +195,7 @@ def worker(rank, world, widths, store):
             for precision in ("fp32", "mixed"):
                 got = one(widths, strategy, unit, precision)
                 if rank == 0:
-                    print(f"{strategy} {unit} {precision}: {' '.join(str(b) for b in got)}", flush=True)
+                    print(f"{strategy} {unit} {precision}: {' '.join(got)}", flush=True)
     dist.destroy_process_group()
 
 

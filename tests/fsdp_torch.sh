@@ -1,14 +1,15 @@
 #!/bin/sh
-# fsdp_torch — the buffers zerosim's torch zero2 and zero3 allocate for
-# FSDP's collectives (category buckets: each unshard's _mp_shard, each
-# post-backward hook's padded grad copy, output shard and, in mixed
-# precision, its fp32 cast) are the ones real PyTorch 1.13 allocates, byte
-# for byte and in order. tests/fsdp_torch.py runs FSDP on the CPU (gloo,
-# N = 2, where nothing is padded and F.pad still copies, and 3; the
-# default MLP; FULL_SHARD and SHARD_GRAD_OP, unit=model and
-# layer, fp32 and mixed) and prints the allocations of step 3 inside
-# pre_unshard and the hooks; `zerosim measure --timeline` gives rank 0's
-# buckets allocations in its last step; the two lists must be equal.
+# fsdp_torch — the buffers zerosim's torch zero2 and zero3 allocate around
+# FSDP's collectives (each gathered copy, padded: category gathered_params;
+# category buckets: each unshard's _mp_shard, each post-backward hook's
+# padded grad copy, output shard and, in mixed precision, its fp32 cast)
+# are the ones real PyTorch 1.13 allocates, byte for byte and in order.
+# tests/fsdp_torch.py runs FSDP on the CPU (gloo, N = 2, where nothing is
+# padded and F.pad still copies, and 3; the default MLP; FULL_SHARD and
+# SHARD_GRAD_OP, unit=model and layer, fp32 and mixed) and prints the
+# allocations of step 3 inside pre_unshard, unshard and the hooks;
+# `zerosim measure --timeline` gives rank 0's gathered_params and buckets
+# allocations in its last step; the two lists must be equal.
 #
 # PyTorch is looked for by tests/torch_python.sh; without it the test is
 # skipped (exit 77). Exit 0 pass, 1 disagreement, 99 hard error.
@@ -49,12 +50,14 @@ while read -r n strategy unit precision rest; do
 	printf '%s %s %s %s: %s\n' "$n" "$strategy" "$unit" "$precision" "$("$py" -c '
 import json, sys
 run = json.load(open(sys.argv[1]))["runs"][0]
-print(" ".join(str(e["bytes"]) for e in run["timeline"] if e["category"] == "buckets" and e["op"] == "alloc"))
+tag = {"buckets": "b", "gathered_params": "g"}
+print(" ".join(tag[e["category"]] + str(e["bytes"]) for e in run["timeline"]
+               if e["category"] in tag and e["op"] == "alloc"))
 ' "$tmp/m.json")"
 done <"$tmp/torch" >"$tmp/zerosim"
 
 if ! diff -u "$tmp/torch" "$tmp/zerosim" >"$tmp/diff"; then
-	echo "fsdp_torch: FAIL: zerosim's buckets are not PyTorch's (- torch, + zerosim):" >&2
+	echo "fsdp_torch: FAIL: zerosim's allocations are not PyTorch's (- torch, + zerosim):" >&2
 	cat "$tmp/diff" >&2
 	exit 1
 fi

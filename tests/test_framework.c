@@ -46,25 +46,27 @@
  * B/param, PyTorch 1.13's number. With unit=model the root unit is not
  * freed after forward: one all-gather and one reduce-scatter, 2(N-1)/N
  * elements per parameter (1.5 at N = 4), not the paper's 3(N-1)/N.
- * A unit's post-backward hook (FSDP 1.13's _post_backward_hook) first
- * reshards the unit (its gathered copy freed), then, while autograd's
- * unsharded grad (n_u) is still held, makes F.pad's copy of it, N·s_u
- * elements, and the output shard, s_u, category buckets: with unit=layer
+ * A unit's gathered copy is FSDP's _full_param_padded, N·s_u elements:
+ * 3·5547 and 3·5483 here. A unit's post-backward hook (FSDP 1.13's
+ * _post_backward_hook) first reshards the unit (that copy freed), then,
+ * while autograd's unsharded grad (n_u) is still held, makes F.pad's copy
+ * of it, N·s_u elements, and the output shard, s_u, category buckets: with unit=layer
  * at N = 3 in fp32, the first layer's hook holds 16640·4 B of grads and
  * (3·5547 + 5547)·4 = 88752 B of buckets, 155312 B, above its own compute
- * (16640·4 gathered and 16640·4 of grads, 133120 B): the peak. Real
+ * (3·5547·4 gathered and 16640·4 of grads, 133124 B): the peak. Real
  * PyTorch 1.13 (gloo on the CPU, the CPU allocator's events under
  * torch.profiler, steady state: step 3) allocates exactly 66564 and 22188
- * B in that hook, and 65796 and 21932 B in the last layer's.
+ * B in that hook, and 65796 and 21932 B in the last layer's; the
+ * unshards allocate the padded copies, 66564 and 65796 B.
  * torch's zero2 is FSDP SHARD_GRAD_OP: the same shards between steps, but
  * every unit stays gathered into its backward: with unit=layer, the last
- * layer's hook holds the first layer's params, 16640·4 B, its own grads,
- * 16448·4 B, and its buckets, (3·5483 + 5483)·4 = 87728 B (220080 B, the
- * peak, where its compute held both layers' params, Ψ·4, and the same
- * grads: 198144 B); one all-gather per unit.
+ * layer's hook holds the first layer's params, 3·5547·4 B, its own grads,
+ * 16448·4 B, and its buckets, (3·5483 + 5483)·4 = 87728 B (220084 B, the
+ * peak, where its compute held both layers' params, 3·(5547 + 5483)·4,
+ * and the same grads: 198152 B); one all-gather per unit.
  * With --prefetch backward-pre (BACKWARD_PRE), FULL_SHARD unit=layer's
  * backward of the last layer also holds the first, prefetched, so its hook
- * holds what zero2's does: 220080 B, where without it the peak is the
+ * holds what zero2's does: 220084 B, where without it the peak is the
  * first layer's hook's 155312 B; the all-gathers are the same four.
  * FSDP's MixedPrecision (--precision mixed, fp16 param and reduce dtypes)
  * keeps the FlatParameter and its grad as fp32 shards and the optimizer
@@ -72,8 +74,9 @@
  * 16·(5547 + 5483) as fp32, in param32 4·11030, grad32 4·11030 and Adam's
  * 8·11030; only the working copies are fp16. Each unshard first casts the
  * rank's shard into a 16-bit _mp_shard of s_u slots (5547·2 = 11094 B for
- * the first layer) that the all-gather sends from, freed after it; the
- * hook's padded copy and output are 16-bit and the output is cast to an
+ * the first layer) that the all-gather sends from into the 16-bit padded
+ * copy (3·5547·2 B), freed after it; the hook's padded copy and output
+ * are 16-bit and the output is cast to an
  * fp32 shard beside it: the first layer's hook holds 16640·2 B of grads
  * and 3·5547·2 + 5547·2 + 5547·4 = 66564 B of buckets, the peak. Real
  * PyTorch's allocator events at N = 3 (bf16, as the CPU has no fp16
@@ -369,7 +372,7 @@ START_TEST(test_torch_zero2_holds_every_unit_gathered_into_backward)
 	struct zs_config c = torch_config(ZS_FP32);
 	struct zs_result res = run_unit(&c, ZS_ZERO2, 3, ZS_UNIT_LAYER);
 	ck_assert_uint_eq(res.resident[0], 16 * (5547 + 5483));
-	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_GATHERED], 4 * 16640);
+	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_GATHERED], 4 * 3 * 5547);
 	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_FULL_GRADS], 4 * 16448);
 	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_BUCKETS], 87728);
 	ck_assert_uint_eq(res.comm[0].calls[ZS_ALL_GATHER], 2);
@@ -387,10 +390,10 @@ START_TEST(test_torch_zero3_backward_pre_holds_two_units)
 	ck_assert_uint_eq(none.peak_breakdown[ZS_CAT_GATHERED], 0);
 	ck_assert_uint_eq(none.peak_breakdown[ZS_CAT_FULL_GRADS], 4 * 16640);
 	ck_assert_uint_eq(none.peak_breakdown[ZS_CAT_BUCKETS], 88752);
-	ck_assert_uint_eq(pre.peak_breakdown[ZS_CAT_GATHERED], 4 * 16640);
+	ck_assert_uint_eq(pre.peak_breakdown[ZS_CAT_GATHERED], 4 * 3 * 5547);
 	ck_assert_uint_eq(pre.peak_breakdown[ZS_CAT_FULL_GRADS], 4 * 16448);
 	ck_assert_uint_eq(pre.peak_breakdown[ZS_CAT_BUCKETS], 87728);
-	ck_assert_uint_eq(pre.peak[0] - none.peak[0], 220080 - 155312);
+	ck_assert_uint_eq(pre.peak[0] - none.peak[0], 220084 - 155312);
 	ck_assert_uint_eq(pre.comm[0].calls[ZS_ALL_GATHER], 4);
 	ck_assert_uint_eq(pre.comm[0].bytes[ZS_ALL_GATHER], none.comm[0].bytes[ZS_ALL_GATHER]);
 	ck_assert_uint_eq(pre.digest, none.digest);
@@ -402,7 +405,7 @@ START_TEST(test_torch_zero3_backward_pre_holds_two_units)
 	theory_bytes_per_param(ZS_FP32, ZS_ADAM, &s.bytes);
 	theory_schedule(&s, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
 	theory_framework_schedule(&s, &c, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
-	ck_assert_uint_eq(sc.peak_breakdown[THEORY_GATHERED_PARAMS], 4 * 16640);
+	ck_assert_uint_eq(sc.peak_breakdown[THEORY_GATHERED_PARAMS], 4 * 3 * 5547);
 	ck_assert_uint_eq(sc.peak_breakdown[THEORY_FULL_GRADS], 4 * 16448);
 	ck_assert_uint_eq(sc.peak_breakdown[THEORY_BUCKETS], 87728);
 }

@@ -203,6 +203,21 @@ static void fsdp_buffers(struct zs_run *r)
 
 static int low_precision(const struct zs_run *r) { return r->esize[ZS_BUF_PARAMS] != r->esize[ZS_BUF_GATHERED]; }
 
+/* Unit u's gathered copy, FSDP's _full_param_padded: N·s_u elements
+ * (flat_param.py line 698, _padded_unsharded_size), the unit's n_u first,
+ * the padding zeroed as the all-gather from padded shards leaves it. */
+static void alloc_gathered(struct zs_run *r, size_t u)
+{
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	size_t es = r->esize[ZS_BUF_GATHERED], padded = r->world * un->s;
+	r->base[ZS_BUF_GATHERED] = un->off;
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		char *g = tracker_alloc(&r->tracker, k, r->cat[ZS_BUF_GATHERED], padded * es);
+		memset(g + un->n * es, 0, (padded - un->n) * es);
+		run_rank(r, k)->buf[ZS_BUF_GATHERED] = g;
+	}
+}
+
 /* Gather unit u into a transient full copy. In mixed precision each rank
  * first casts its fp32 shard into _mp_shard (flat_param.py,
  * _use_low_precision_shard: a 16-bit copy of its s_u slots, padding
@@ -214,7 +229,7 @@ static void gather_unit(struct zs_run *r, size_t u)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
 	if (!low_precision(r)) {
-		run_alloc_full(r, ZS_BUF_GATHERED, un->off, un->n);
+		alloc_gathered(r, u);
 		run_gather_params_unit(r, u, ZS_BUF_GATHERED);
 		return;
 	}
@@ -228,7 +243,7 @@ static void gather_unit(struct zs_run *r, size_t u)
 		memset(mp + sl.count, 0, (un->s - sl.count) * sizeof(zs_half));
 		r->ptr_a[k - r->r0] = mp;
 	}
-	run_alloc_full(r, ZS_BUF_GATHERED, un->off, un->n);
+	alloc_gathered(r, u);
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		struct zs_slice sl = layout_own(&r->layout, ZS_BUF_PARAMS, u, k);
 		zs_half *dst = (zs_half *)run_rank(r, k)->buf[ZS_BUF_GATHERED] + (sl.first - un->off);

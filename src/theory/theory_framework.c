@@ -159,7 +159,7 @@ static void one_gather_per_unit(const struct theory_shape *s, unsigned world, st
  * the gathered params, full grads and the collectives' buffers (category
  * buckets) above R + A + D, the paper's zero3's rest of the peak (every
  * activation and the scratch alive through backward; forward holds less
- * of each). Elements are gp bytes gathered, fg a full grad, mp a slot of
+ * of each). A gathered copy is padded, N·s_u. Elements are gp bytes gathered, fg a full grad, mp a slot of
  * the 16-bit local shard an all-gather sends from (_mp_shard; 0 in fp32),
  * cast a slot of the reduce-scatter's output cast to fp32 (0 in fp32). */
 struct fsdp_walk {
@@ -186,14 +186,19 @@ struct fsdp_elem {
 	unsigned gp, fg, mp, cast;
 };
 
-/* Unit u's unshard: _mp_shard (its s_u slots), the gathered copy, then
- * _mp_shard freed. */
-static void fw_gather(struct fsdp_walk *w, const struct fsdp_elem *e, uint64_t n, uint64_t sh, int *held)
+/* Unit u's unshard: _mp_shard (its s_u slots), the gathered copy padded
+ * to N·s_u (_full_param_padded), then _mp_shard freed. */
+static void fw_gather(struct fsdp_walk *w, const struct fsdp_elem *e, unsigned world, uint64_t sh, int *held)
 {
 	fw_add(w, THEORY_BUCKETS, sh * e->mp);
-	fw_add(w, THEORY_GATHERED_PARAMS, n * e->gp);
+	fw_add(w, THEORY_GATHERED_PARAMS, world * sh * e->gp);
 	fw_sub(w, THEORY_BUCKETS, sh * e->mp);
 	*held = 1;
+}
+
+static uint64_t fw_slots(const struct theory_schedule *out, size_t u, unsigned world)
+{
+	return (out->units[u] + world - 1) / world;
 }
 
 static void fsdp_transients(const struct fsdp_elem *e, int keep_all, int keep_root, int prefetch, unsigned world,
@@ -204,19 +209,19 @@ static void fsdp_transients(const struct fsdp_elem *e, int keep_all, int keep_ro
 	for (size_t u = 0; u < out->nunits; u++) {
 		held[u] = keep_all || (keep_root && u == 0);
 		if (held[u])
-			fw_add(&w, THEORY_GATHERED_PARAMS, out->units[u] * e->gp);
+			fw_add(&w, THEORY_GATHERED_PARAMS, world * fw_slots(out, u, world) * e->gp);
 	}
 	for (size_t u = out->nunits; u-- > 0;) {
-		uint64_t n = out->units[u], sh = (n + world - 1) / world;
+		uint64_t n = out->units[u], sh = fw_slots(out, u, world);
 		if (!held[u])
-			fw_gather(&w, e, n, sh, &held[u]);
+			fw_gather(&w, e, world, sh, &held[u]);
 		if (prefetch && u > 0 && !held[u - 1]) /* BACKWARD_PRE: the next unit of backward */
-			fw_gather(&w, e, out->units[u - 1], (out->units[u - 1] + world - 1) / world, &held[u - 1]);
+			fw_gather(&w, e, world, fw_slots(out, u - 1, world), &held[u - 1]);
 		fw_add(&w, THEORY_FULL_GRADS, n * e->fg);
 		/* _post_backward_hook: the unit resharded, then F.pad's copy
 		 * (N·s_u), the output shard and, in mixed precision, its fp32
 		 * cast beside it; all freed as the hook returns. */
-		fw_sub(&w, THEORY_GATHERED_PARAMS, n * e->gp);
+		fw_sub(&w, THEORY_GATHERED_PARAMS, world * sh * e->gp);
 		held[u] = 0;
 		uint64_t staged = (world * sh + sh) * e->fg + sh * e->cast;
 		fw_add(&w, THEORY_BUCKETS, (world * sh + sh) * e->fg);

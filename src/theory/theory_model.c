@@ -399,7 +399,7 @@ struct events {
 	 * padded grad copy and output shard; cast, the output's fp32 cast
 	 * beside it (0 in fp32). Category buckets. */
 	unsigned mp, cast;
-	int post_backward;
+	int post_backward; /* and a gathered copy padded to N·s_u (_full_param_padded) */
 };
 
 /* The step's state: the walk, which units are held gathered, and the
@@ -417,10 +417,16 @@ struct step {
 /* Unit u's slots per rank, ceil(n_u/N). */
 static uint64_t slots(const struct step *st, size_t u) { return (st->sc->units[u] + st->N - 1) / st->N; }
 
+/* The elements of unit u's gathered copy. */
+static uint64_t copy_elements(const struct step *st, size_t u)
+{
+	return st->ev->post_backward ? st->N * slots(st, u) : st->sc->units[u];
+}
+
 static void gather(struct step *st, size_t u)
 {
 	walk_add(&st->w, THEORY_BUCKETS, slots(st, u) * st->ev->mp);
-	walk_add(&st->w, THEORY_GATHERED_PARAMS, st->sc->units[u] * st->ev->gp);
+	walk_add(&st->w, THEORY_GATHERED_PARAMS, copy_elements(st, u) * st->ev->gp);
 	walk_sub(&st->w, THEORY_BUCKETS, slots(st, u) * st->ev->mp);
 	st->gathered += (st->N - 1) * ((st->sc->units[u] + st->N - 1) / st->N);
 	st->held[u] = 1;
@@ -429,7 +435,7 @@ static void gather(struct step *st, size_t u)
 static void release(struct step *st, size_t u)
 {
 	if (st->held[u])
-		walk_sub(&st->w, THEORY_GATHERED_PARAMS, st->sc->units[u] * st->ev->gp);
+		walk_sub(&st->w, THEORY_GATHERED_PARAMS, copy_elements(st, u) * st->ev->gp);
 	st->held[u] = 0;
 }
 
