@@ -32,10 +32,10 @@
  * gathered before the unit's forward and freed after it, gathered again for
  * its backward, its grads reduce-scattered (through the post-backward
  * hook's padded copy and output shard, post_backward below) and freed.
- * Except the root: FSDP
- * does not free the root's parameters after forward (forward(), "Do not free
- * the root's parameters in the post-forward for FULL_SHARD"), so the root's
- * backward finds them gathered and sends no second all-gather. With
+ * Except the root: FSDP does not free the root's parameters after forward
+ * (forward(), "Do not free the root's parameters in the post-forward for
+ * FULL_SHARD"), so the root's backward finds them gathered and sends no
+ * second all-gather. With
  * unit=model the whole model is the root unit; with unit=layer each layer is
  * an FSDP unit and the root (the model around them) owns no parameter.
  * backward_prefetch is None by default in 1.13 (line 980): no unit is
@@ -222,9 +222,9 @@ static void alloc_gathered(struct zs_run *r, size_t u)
  * first casts its fp32 shard into _mp_shard (flat_param.py,
  * _use_low_precision_shard: a 16-bit copy of its s_u slots, padding
  * included, category buckets: the all-gather's input), all-gathers from it
- * into the 16-bit copy and frees it (post_unshard, _free_low_precision_sharded_param).
- * At N = 1 (NO_SHARD) the 16-bit copy is _mp_shard itself: the cast is
- * all (coll.h's identity). */
+ * into the 16-bit copy and frees it (post_unshard,
+ * _free_low_precision_sharded_param). At N = 1 (NO_SHARD) the 16-bit copy
+ * is _mp_shard itself: the cast is all (coll.h's identity). */
 static void gather_unit(struct zs_run *r, size_t u)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];

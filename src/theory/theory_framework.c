@@ -159,9 +159,10 @@ static void one_gather_per_unit(const struct theory_shape *s, unsigned world, st
  * the gathered params, full grads and the collectives' buffers (category
  * buckets) above R + A + D, the paper's zero3's rest of the peak (every
  * activation and the scratch alive through backward; forward holds less
- * of each). A gathered copy is padded, N·s_u. Elements are gp bytes gathered, fg a full grad, mp a slot of
- * the 16-bit local shard an all-gather sends from (_mp_shard; 0 in fp32),
- * cast a slot of the reduce-scatter's output cast to fp32 (0 in fp32). */
+ * of each). A gathered copy is padded, N·s_u. Elements are gp bytes
+ * gathered, fg a full grad, mp a slot of the 16-bit local shard an
+ * all-gather sends from (_mp_shard; 0 in fp32), cast a slot of the
+ * reduce-scatter's output cast to fp32 (0 in fp32). */
 struct fsdp_walk {
 	uint64_t cur[THEORY_NCATEGORIES], total, peak, at[THEORY_NCATEGORIES];
 };
