@@ -188,17 +188,46 @@ ho="--framework deepspeed --schemes zero1,zero3 --offload optimizer --world 2,4 
 "$zerosim" report --no-render --template "$template" --measured "$tmp/hm.json" --theory "$tmp/ht.json" \
 	--out "$tmp/rh" >"$tmp/out" 2>"$tmp/err" || fail "report of offloaded runs: $(cat "$tmp/err")"
 grep -q '^zerosim report: host bytes of 4 offloaded runs, 0 unexplained$' "$tmp/out" || fail "host summary: $(cat "$tmp/out")"
-grep -q '^host: zero3 N=2 unit=model: resident 297792 B (schedule 297792), peak 330880 B (schedule 330880), resident per node 595584 B (schedule 595584)$' \
+grep -q '^host: zero3 N=2 unit=model: resident 297792 B (schedule 297792), peak 330880 B (schedule 330880), resident per node 595584 B (schedule 595584); all 2 ranks as the schedule$' \
 	"$tmp/rh/flags.txt" || fail "zero3's host line: $(grep '^host:' "$tmp/rh/flags.txt")"
 grep -q 'Host memory' "$tmp/rh/flags.tex" || fail "flags.tex has no host paragraph"
 tr -d ' \t\n' <"$tmp/rh/diff.json" | grep -q '"host":\[{"scheme":"zero1","world":2,"unit":"model","host_resident_bytes":' ||
 	fail "diff.json has no host entries"
-sed 's/"host_peak_bytes":[[:space:]]*330880/"host_peak_bytes": 330881/' "$tmp/hm.json" >"$tmp/hbad.json"
-cmp -s "$tmp/hm.json" "$tmp/hbad.json" && fail "hbad.json is unchanged"
+# A transformer's offloaded run: its host lines in the transformer section.
+tfm="--model ${srcdir:-.}/report/models/gpt2-tiny.json --framework deepspeed --offload optimizer --schemes zero1 \
+--world 2 --unit layer --precision fp32 --seq 32 --batch 2"
+# shellcheck disable=SC2086
+"$zerosim" measure -q $tfm --steps 1 --out "$tmp/tm.json" && "$zerosim" theory $tfm --out "$tmp/tt.json" ||
+	fail "the transformer's offloaded measure or theory"
+"$zerosim" report --no-render --strict --template "$template" --measured "$tmp/hm.json" --theory "$tmp/ht.json" \
+	--transformer "$tmp/tt.json" --transformer "$tmp/tm.json" --out "$tmp/rt" >"$tmp/out" 2>"$tmp/err" ||
+	fail "report with the transformer's offloaded run: $(cat "$tmp/err")"
+grep -q '^zerosim report: transformer gpt2-tiny (fp32, framework deepspeed): .*, host bytes of 1 offloaded runs, 0 unexplained$' \
+	"$tmp/out" || fail "the transformer's host summary: $(cat "$tmp/out")"
+grep -q 'item gpt2-tiny zero1 N=2 unit=layer: resident [0-9]* B (schedule [0-9]*), peak .*; all 2 ranks as the schedule$' \
+	"$tmp/rt/transformer.tex" || fail "transformer.tex has no host line: $(grep -n 'Host' "$tmp/rt/transformer.tex")"
+[ -s "$tmp/rt/figures/fig9-host-transformer.dat" ] && [ -s "$tmp/rh/figures/fig8-host.dat" ] || fail "no host figure"
+# Tampered: a binding host peak (zero3 N=2), a rank's host figure below its
+# run's (rank 1 of zero3 N=2: not the binding one) and the transformer's
+# host peak; each is named UNEXPLAINED and --strict fails.
+sed -e 's/"host_peak_bytes":[[:space:]]*330880/"host_peak_bytes": 330881/' \
+	-e 's/"host_resident_bytes":[[:space:]]*\[297792, 297792\]/"host_resident_bytes": [297792, 297791]/' \
+	"$tmp/hm.json" >"$tmp/hbad.json"
+[ "$(cmp -l "$tmp/hm.json" "$tmp/hbad.json" | wc -l)" -ge 2 ] || fail "hbad.json is not changed twice"
+tpeak=$(tr -d ' \t\n' <"$tmp/tm.json" | sed 's/.*"host_peak_bytes":\([0-9]*\),.*/\1/')
+sed "s/\"host_peak_bytes\":[[:space:]]*$tpeak,/\"host_peak_bytes\": $((tpeak + 8)),/" "$tmp/tm.json" >"$tmp/tbad.json"
+cmp -s "$tmp/tm.json" "$tmp/tbad.json" && fail "tbad.json is unchanged"
 "$zerosim" report --no-render --strict --template "$template" --measured "$tmp/hbad.json" --theory "$tmp/ht.json" \
+	--transformer "$tmp/tt.json" --transformer "$tmp/tbad.json" \
 	--out "$tmp/rhb" >"$tmp/out" 2>"$tmp/err" && fail "--strict passed a host figure off the schedule"
 grep -q 'UNEXPLAINED host bytes zero3 N=2 unit=model:.*peak 330881 B (schedule 330880, UNEXPLAINED)' "$tmp/err" ||
 	fail "the host figure off the schedule is not named: $(cat "$tmp/err")"
+grep -q 'UNEXPLAINED host bytes zero3 N=2 unit=model:.*; rank 1 resident 297791 B (schedule 297792, UNEXPLAINED)' "$tmp/err" ||
+	fail "a rank's host figure off the schedule is not named: $(cat "$tmp/err")"
+grep -q "UNEXPLAINED host bytes gpt2-tiny zero1 N=2 unit=layer:.*peak $((tpeak + 8)) B (schedule $tpeak, UNEXPLAINED)" \
+	"$tmp/err" || fail "the transformer's host figure off the schedule is not named: $(cat "$tmp/err")"
+grep -q '^zerosim report: host bytes of 4 offloaded runs, 1 unexplained$' "$tmp/out" &&
+	grep -q 'host bytes of 1 offloaded runs, 1 unexplained$' "$tmp/out" || fail "the summaries: $(cat "$tmp/out")"
 # shellcheck disable=SC2086
 "$zerosim" theory $ho --steps 3 --out "$tmp/ht3.json" && "$zerosim" theory ${ho% --ranks-per-node 2} --steps 2 \
 	--out "$tmp/ht1.json" || fail "theory for the refusals"

@@ -26,6 +26,7 @@
 #include "report/report_classify.h"
 #include "report/report_data.h"
 #include "report/report_findings.h"
+#include "report/report_host.h"
 #include "report/report_text.h"
 #include "report/report_tfm.h"
 #include "util/util.h"
@@ -561,6 +562,86 @@ static char *load_error(struct fixture *fx)
 	ck_assert_ptr_nonnull(cause);
 	return cause;
 }
+
+/* Host figures (an offload) on a run and its schedule: every rank's is
+ * checked, against the schedule's own per_rank where it has one. */
+static void add_host(cJSON *o, double res, double peak, const double *ranks, int n)
+{
+	cJSON *per = cJSON_GetObjectItem(o, "per_rank");
+	if (per == NULL)
+		per = cJSON_AddObjectToObject(o, "per_rank");
+	cJSON_AddNumberToObject(o, "host_resident_bytes", res);
+	cJSON_AddNumberToObject(o, "host_peak_bytes", peak);
+	cJSON_AddNumberToObject(o, "host_resident_bytes_per_node", res);
+	if (ranks != NULL) {
+		cJSON_AddItemToObject(per, "host_resident_bytes", cJSON_CreateDoubleArray(ranks, n));
+		cJSON_AddItemToObject(per, "host_peak_bytes", cJSON_CreateDoubleArray(ranks, n));
+	}
+}
+
+static size_t host_line_of(struct fixture *fx, char *line, size_t len)
+{
+	struct report_data d;
+	struct zs_buf b = {0};
+	load(fx, &d);
+	const struct report_run *r = report_data_find(&d, ZS_ZERO1, 2, ZS_UNIT_MODEL);
+	ck_assert_int_eq(r->host.has, 1);
+	report_host_line("zero1 N=2", &r->host, &b);
+	snprintf(line, len, "%s", zs_buf_str(&b));
+	zs_buf_free(&b);
+	size_t n = report_host_departures(&r->host);
+	report_data_free(&d);
+	return n;
+}
+
+START_TEST(test_every_ranks_host_bytes_are_checked_against_the_schedule)
+{
+	static const unsigned w[] = {2};
+	static const double even[] = {1000, 1000}, low[] = {1000, 999}, tall[] = {1000, 1001};
+	struct fixture fx;
+	char line[512], *cause;
+
+	/* Every rank as the schedule's single figure. */
+	build(&fx, tiny, 3, w, 1, 1);
+	add_host(mrun(&fx, ZS_ZERO1, 2, ZS_UNIT_MODEL), 1000, 1000, even, 2);
+	add_host(cJSON_GetObjectItem(trow(&fx, ZS_ZERO1, 2, ZS_UNIT_MODEL), "schedule"), 1000, 1000, NULL, 0);
+	ck_assert_uint_eq(host_line_of(&fx, line, sizeof line), 0);
+	ck_assert_str_eq(line, "zero1 N=2: resident 1000 B (schedule 1000), peak 1000 B (schedule 1000), resident per "
+	                       "node 1000 B (schedule 1000); all 2 ranks as the schedule");
+	fixture_free(&fx);
+
+	/* Rank 1 below the binding rank: the run's figures agree, the rank's
+	 * do not, twice (resident and peak). */
+	build(&fx, tiny, 3, w, 1, 1);
+	add_host(mrun(&fx, ZS_ZERO1, 2, ZS_UNIT_MODEL), 1000, 1000, low, 2);
+	add_host(cJSON_GetObjectItem(trow(&fx, ZS_ZERO1, 2, ZS_UNIT_MODEL), "schedule"), 1000, 1000, NULL, 0);
+	ck_assert_uint_eq(host_line_of(&fx, line, sizeof line), 2);
+	ck_assert_msg(strstr(line, "; rank 1 resident 999 B (schedule 1000, UNEXPLAINED); rank 1 peak 999 B") != NULL,
+	              "%s", line);
+	fixture_free(&fx);
+
+	/* A schedule of unequal ranks is the one each rank is held to. */
+	build(&fx, tiny, 3, w, 1, 1);
+	add_host(mrun(&fx, ZS_ZERO1, 2, ZS_UNIT_MODEL), 1001, 1001, tall, 2);
+	add_host(cJSON_GetObjectItem(trow(&fx, ZS_ZERO1, 2, ZS_UNIT_MODEL), "schedule"), 1001, 1001, tall, 2);
+	ck_assert_uint_eq(host_line_of(&fx, line, sizeof line), 0);
+	fixture_free(&fx);
+	build(&fx, tiny, 3, w, 1, 1);
+	add_host(mrun(&fx, ZS_ZERO1, 2, ZS_UNIT_MODEL), 1001, 1001, tall, 2);
+	add_host(cJSON_GetObjectItem(trow(&fx, ZS_ZERO1, 2, ZS_UNIT_MODEL), "schedule"), 1001, 1001, even, 2);
+	ck_assert_uint_eq(host_line_of(&fx, line, sizeof line), 2);
+	ck_assert_msg(strstr(line, "rank 1 resident 1001 B (schedule 1000, UNEXPLAINED)") != NULL, "%s", line);
+	fixture_free(&fx);
+
+	/* An array that is not one entry per rank is refused. */
+	build(&fx, tiny, 3, w, 1, 1);
+	add_host(mrun(&fx, ZS_ZERO1, 2, ZS_UNIT_MODEL), 1000, 1000, even, 1);
+	cause = load_error(&fx);
+	ck_assert_msg(strstr(cause, "per_rank.host_resident_bytes needs one entry per rank (2)") != NULL, "%s", cause);
+	free(cause);
+	fixture_free(&fx);
+}
+END_TEST
 
 START_TEST(test_unknown_format_is_refused_naming_both_formats)
 {
@@ -1386,6 +1467,7 @@ static Suite *report_suite(void)
 	tcase_add_test(c, test_a_breakdown_that_does_not_sum_to_its_total_is_refused_naming_the_run_and_both_sums);
 	tcase_add_test(c, test_a_negative_byte_count_is_refused);
 	tcase_add_test(c, test_timeline_phases_are_loaded_and_an_unknown_one_is_refused);
+	tcase_add_test(c, test_every_ranks_host_bytes_are_checked_against_the_schedule);
 	suite_add_tcase(s, c);
 
 	c = tcase_create("latex");

@@ -75,9 +75,9 @@ static int is_output(const char *dir, const char *in)
 		hit = zs_same_file(p, in);
 		free(p);
 	}
-	for (size_t i = 0; i < (size_t)(REPORT_NFIGURES + 2) * 4 && !hit; i++) {
+	for (size_t i = 0; i < (size_t)(REPORT_NFIGURES + REPORT_NOPTIONAL) * 4 && !hit; i++) {
 		const char *fig = i / 4 < REPORT_NFIGURES ? report_figure_names[i / 4]
-		                : i / 4 == REPORT_NFIGURES ? REPORT_FIGURE_RANKS : REPORT_FIGURE_TFM;
+		                : report_figure_optional[i / 4 - REPORT_NFIGURES];
 		char *p = zs_asprintf("%s/figures/%s%s", real, fig, figure_exts[i % 4]);
 		hit = zs_same_file(p, in);
 		free(p);

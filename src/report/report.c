@@ -18,6 +18,7 @@
 #include "report/report_exec.h"
 #include "report/report_figures.h"
 #include "report/report_findings.h"
+#include "report/report_host.h"
 #include "report/report_overhead.h"
 #include "report/report_text.h"
 #include "report/report_tfm.h"
@@ -66,12 +67,12 @@ static int run_gnuplot(const char *gnuplot, const char *out, char **cause)
 	int i, rc = 0;
 
 	remove(log);
-	for (i = 0; i < REPORT_NFIGURES + 2 && rc == 0; i++) {
+	for (i = 0; i < REPORT_NFIGURES + REPORT_NOPTIONAL && rc == 0; i++) {
 		char *script = zs_asprintf("%s.gp", i < REPORT_NFIGURES ? report_figure_names[i]
-		                           : i == REPORT_NFIGURES ? REPORT_FIGURE_RANKS : REPORT_FIGURE_TFM);
+		                           : report_figure_optional[i - REPORT_NFIGURES]);
 		char *path = zs_asprintf("%s/%s", dir, script);
 		const char *argv[] = {"gnuplot", script, NULL};
-		if (i < REPORT_NFIGURES || access(path, F_OK) == 0) /* fig6 and fig7 are optional */
+		if (i < REPORT_NFIGURES || access(path, F_OK) == 0) /* fig6 to fig9 are optional */
 			rc = report_exec(gnuplot, argv, dir, log, cause);
 		free(path);
 		free(script);

@@ -22,3 +22,35 @@ void report_buf_tex(struct zs_buf *b, const char *s)
 		}
 	}
 }
+
+size_t report_items_count(const struct report_items *it)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < it->n; i++)
+		n += it->pick(it->ctx, i) != 0;
+	return n;
+}
+
+void report_items(struct zs_buf *b, int tex, const char *prefix, const struct report_items *it)
+{
+	if (report_items_count(it) == 0) /* LaTeX refuses an empty list */
+		return;
+	if (tex)
+		zs_buf_printf(b, "\\begin{itemize}\\footnotesize\n");
+	for (size_t i = 0; i < it->n; i++) {
+		if (!it->pick(it->ctx, i))
+			continue;
+		struct zs_buf one = {0};
+		it->line(it->ctx, i, &one);
+		if (tex) {
+			zs_buf_printf(b, "\\item ");
+			report_buf_tex(b, zs_buf_str(&one));
+		} else {
+			zs_buf_printf(b, "%s: %s", prefix, zs_buf_str(&one));
+		}
+		zs_buf_printf(b, "\n");
+		zs_buf_free(&one);
+	}
+	if (tex)
+		zs_buf_printf(b, "\\end{itemize}\n");
+}

@@ -410,25 +410,6 @@ static int read_timeline(const cJSON *run, const char *where, struct report_run 
 	return 0;
 }
 
-const char *const report_host_keys[REPORT_NHOST] = {"host_resident_bytes", "host_peak_bytes",
-                                                   "host_resident_bytes_per_node"};
-
-/* o's host figures into v, where o gives them (-1 for each it lacks);
- * returns whether it gives any. */
-static int read_host(const cJSON *o, const char *where, double *v, int *any, char **cause)
-{
-	*any = 0;
-	for (int h = 0; h < REPORT_NHOST; h++) {
-		v[h] = -1;
-		if (cJSON_GetObjectItemCaseSensitive(o, report_host_keys[h]) == NULL)
-			continue;
-		if (report_read_bytes(o, report_host_keys[h], where, &v[h], cause) < 0)
-			return -1;
-		*any = 1;
-	}
-	return 0;
-}
-
 /* The operating system's figures of an MPI run, where present: each
  * rank's process peak RSS beside its tracked peak, the ranks split evenly
  * over "processes" in order. */
@@ -499,7 +480,7 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	                   r->measured[REPORT_RESIDENT], r->resident_bd, cause) < 0 ||
 	    report_read_breakdown(run, "peak_breakdown", where, lab, "peak_bytes", r->measured[REPORT_PEAK],
 	                   r->peak_bd, cause) < 0 ||
-	    read_os(run, where, r, cause) < 0 || read_host(run, where, r->host, &r->has_host, cause) < 0)
+	    read_os(run, where, r, cause) < 0 || report_host_read(run, where, r->world, &r->host, cause) < 0)
 		return -1;
 	const cJSON *bc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "collectives"),
 	                                                  "broadcast");
@@ -562,8 +543,7 @@ static int read_row(const cJSON *row, const char *where, struct report_run *r, c
 	                         r->schedule[REPORT_PEAK], r->sched_peak_bd, &r->has_sched_peak_bd,
 	                         cause) < 0)
 		return -1;
-	int any;
-	return read_host(sc, at, r->sched_host, &any, cause);
+	return report_host_read_schedule(sc, at, r->world, &r->host, cause);
 }
 
 /* Object keys of one object, for sorting: two equal neighbours are a
@@ -805,6 +785,7 @@ void report_data_free(struct report_data *d)
 		free(d->runs[i].timeline);
 		free(d->runs[i].phase);
 		free(d->runs[i].rank_resident);
+		report_host_free(&d->runs[i].host);
 	}
 	free(d->runs);
 	d->runs = NULL;

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <cjson/cJSON.h>
+#include "report/report_host.h"
 #include "util/config.h"
 
 #define REPORT_MEASURED_FORMAT "zerosim-measured/1"
@@ -37,10 +38,6 @@ enum report_phase {
 };
 
 /* One measured run joined with its theory row. Bytes are per rank. */
-enum { REPORT_HOST_RESIDENT, REPORT_HOST_PEAK, REPORT_HOST_NODE, REPORT_NHOST };
-/* The JSON keys of the host figures, in that order. */
-extern const char *const report_host_keys[REPORT_NHOST];
-
 struct report_run {
 	enum zs_scheme scheme;
 	unsigned world;
@@ -70,12 +67,9 @@ struct report_run {
 	 * divided by its ranks). os_ranks is 0 for a run measured in process. */
 	unsigned os_ranks, os_process;
 	double os_peak, os_tracked, os_overhead;
-	/* Offloaded runs: the host bytes of a rank between steps and at its
-	 * peak, and of a node's ranks between steps (REPORT_HOST_*), measured
-	 * (host_*_bytes; has_host 0 without them) and the schedule model's
-	 * (-1 where the row gives none). */
-	int has_host;
-	double host[REPORT_NHOST], sched_host[REPORT_NHOST];
+	/* Offloaded runs: the host bytes, measured and the schedule model's
+	 * (host.has 0 without them). */
+	struct report_host host;
 	double *timeline;                    /* rank 0's current_bytes per event, or NULL */
 	enum report_phase *phase;            /* each event's phase (NULL with timeline) */
 	size_t ntimeline;

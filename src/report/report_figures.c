@@ -21,6 +21,10 @@ const char *const report_figure_names[REPORT_NFIGURES] = {
 	"fig1-resident", "fig2-peak", "fig3-comm", "fig4-breakdown", "fig5-timeline",
 };
 
+const char *const report_figure_optional[REPORT_NOPTIONAL] = {
+	REPORT_FIGURE_RANKS, REPORT_FIGURE_TFM, REPORT_FIGURE_HOST, REPORT_FIGURE_TFM_HOST,
+};
+
 static const char *const scheme_title[ZS_NSCHEMES] = {"DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
 
 /* ------------------------------------------------------------------------ */
@@ -50,14 +54,11 @@ static void value(struct zs_buf *b, const struct report_run *r, double v)
 		zs_buf_printf(b, " %.9g", v);
 }
 
-static void header(struct zs_buf *b, const struct report_data *d, const char *name,
-               const char *what)
+/* One style per series (colour, point type and dash type, for black and
+ * white too), the key outside, a light grid. */
+static void styles(struct zs_buf *b)
 {
 	zs_buf_printf(b,
-		"# %s.gp, written by zerosim report: %s.\n"
-		"# Reads %s.dat; run `gnuplot %s.gp` in this folder to rewrite %s.pdf and %s.png.\n"
-		"# Bytes per parameter are bytes per rank divided by Psi = %.0f.\n"
-		"Psi = %.0f\np = %g; g = %g; k = %g   # bytes per param: working param, grad, optimizer\n"
 		"set datafile missing '?'\n"
 		"set encoding utf8\n"
 		"# One style per series: colour, point type and dash type, for black and white too.\n"
@@ -69,8 +70,19 @@ static void header(struct zs_buf *b, const struct report_data *d, const char *na
 		"set style line 6 lc rgb '#777777' lw 1 dt 3        # reference lines\n"
 		"set key outside right top vertical Left reverse samplen 3 spacing 1.2\n"
 		"set grid back lc rgb '#dddddd'\n"
-		"set border 3\nset tics nomirror\n",
+		"set border 3\nset tics nomirror\n");
+}
+
+static void header(struct zs_buf *b, const struct report_data *d, const char *name,
+               const char *what)
+{
+	zs_buf_printf(b,
+		"# %s.gp, written by zerosim report: %s.\n"
+		"# Reads %s.dat; run `gnuplot %s.gp` in this folder to rewrite %s.pdf and %s.png.\n"
+		"# Bytes per parameter are bytes per rank divided by Psi = %.0f.\n"
+		"Psi = %.0f\np = %g; g = %g; k = %g   # bytes per param: working param, grad, optimizer\n",
 		name, what, name, name, name, name, d->params, d->params, d->p, d->g, d->k);
+	styles(b);
 }
 
 static void n_axis(struct zs_buf *b, const unsigned *w, size_t n)
@@ -595,11 +607,11 @@ static size_t uneven_runs(const struct report_data *d, const struct report_run *
 	return n;
 }
 
-static void remove_ranks(const char *dir)
+static void remove_figure(const char *dir, const char *name)
 {
 	static const char *const ext[] = {"gp", "dat", "pdf", "png"};
 	for (size_t i = 0; i < 4; i++) {
-		char *path = zs_asprintf("%s/%s.%s", dir, REPORT_FIGURE_RANKS, ext[i]);
+		char *path = zs_asprintf("%s/%s.%s", dir, name, ext[i]);
 		remove(path);
 		free(path);
 	}
@@ -618,7 +630,7 @@ static int fig_ranks(const struct report_data *d, const char *dir, char **cause)
 	const char *name = REPORT_FIGURE_RANKS;
 
 	if (n == 0) {
-		remove_ranks(dir);
+		remove_figure(dir, REPORT_FIGURE_RANKS);
 		return 0;
 	}
 	zs_buf_printf(&dat, "# resident bytes per param of every rank, DDP's buckets left out; one block per run\n"
@@ -656,13 +668,59 @@ static int fig_ranks(const struct report_data *d, const char *dir, char **cause)
 	return finish(dir, name, &dat, &gp, &plot, cause);
 }
 
+/* fig8-host: the offloaded runs of the figures' unit, one panel. */
+static int fig_host(const struct report_data *d, const char *dir, char **cause)
+{
+	struct report_host_panel p = {.pt = zs_calloc(d->nruns + 1, sizeof *p.pt)};
+	char shape[96] = "";
+	for (size_t i = 0; i < d->nwidths; i++)
+		snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%zu", i ? "-" : "", d->widths[i]);
+	snprintf(p.title, sizeof p.title, "MLP %s, %s, %s --offload %s, unit=%s", shape, d->precision, d->framework,
+	         d->offload_params ? "params" : "optimizer", zs_unit_name(main_unit(d)));
+	for (size_t i = 0; i < d->nruns; i++)
+		if (d->runs[i].host.has && d->runs[i].unit == main_unit(d))
+			p.pt[p.n++] = (struct report_host_point){d->runs[i].scheme, d->runs[i].world, &d->runs[i].host};
+	int rc = report_figures_host(REPORT_FIGURE_HOST, &p, p.n > 0, dir, cause);
+	free(p.pt);
+	return rc;
+}
+
 int report_figures_write(const struct report_data *d, const char *dir, char **cause)
 {
 	if (fig_resident(d, dir, cause) < 0 || fig_peak(d, dir, cause) < 0 ||
 	    fig_comm(d, dir, cause) < 0 || fig_breakdown(d, dir, cause) < 0 ||
-	    fig_timeline(d, dir, cause) < 0 || fig_ranks(d, dir, cause) < 0)
+	    fig_timeline(d, dir, cause) < 0 || fig_ranks(d, dir, cause) < 0 || fig_host(d, dir, cause) < 0)
 		return -1;
 	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Figures of panels (fig7, fig8, fig9): drawn twice, to PDF then PNG, in
+ * a gnuplot loop, since replot does not redraw a multiplot. */
+
+static void multiplot_open(struct zs_buf *gp, const char *name, size_t rows)
+{
+	zs_buf_printf(gp,
+		"do for [out = 1:2] {\n"
+		"if (out == 1) {\n"
+		"  set terminal pdfcairo enhanced size 6in,%s font 'Helvetica,9' linewidth 1.5\n"
+		"  set output '%s.pdf'\n  pts = 0.6\n"
+		"} else {\n"
+		"  set terminal pngcairo enhanced size 1100,%s font 'Helvetica,12'\n"
+		"  set output '%s.png'\n  pts = 1.2\n"
+		"}\n", rows == 1 ? "3.3in" : "6in", name, rows == 1 ? "600" : "1100", name);
+}
+
+/* End the loop, write the .dat and the .gp, and free both buffers. */
+static int multiplot_close(const char *dir, const char *name, struct zs_buf *dat, struct zs_buf *gp, char **cause)
+{
+	zs_buf_printf(gp, "unset multiplot\n}\nset output\n");
+	int rc = put(dir, name, "dat", dat, cause);
+	if (rc == 0)
+		rc = put(dir, name, "gp", gp, cause);
+	zs_buf_free(dat);
+	zs_buf_free(gp);
+	return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -737,28 +795,26 @@ int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause
 		"set style data histograms\nset style histogram rowstacked\n"
 		"set boxwidth 0.6 relative\nset xtics scale 0\nset yrange [0:*]\n"
 		"# Each category is filled with its colour (Okabe and Ito's colour-blind-safe\n"
-		"# palette, as fig4), then drawn again at the same place with a pattern.\n"
-		"do for [out = 1:2] {\n"
-		"if (out == 1) {\n"
-		"  set terminal pdfcairo enhanced size 6in,%s font 'Helvetica,9' linewidth 1.5\n"
-		"  set output '%s.pdf'\n  pts = 0.6\n"
-		"} else {\n"
-		"  set terminal pngcairo enhanced size 1100,%s font 'Helvetica,12'\n"
-		"  set output '%s.png'\n  pts = 1.2\n"
-		"}\n"
+		"# palette, as fig4), then drawn again at the same place with a pattern.\n",
+		name, name, name, name, name);
+	multiplot_open(&gp, name, rows);
+	zs_buf_printf(&gp,
 		"set multiplot layout %zu,%zu margins 0.09,0.80,%s spacing 0.06,%s \\\n"
 		"  title 'The peak per rank by category'\n"
 		"set ylabel '%s per rank at the peak (1 %s = %.0f B)'\n",
-		name, name, name, name, name, rows == 1 ? "3.3in" : "6in", name, rows == 1 ? "600" : "1100", name, rows, cols,
-		rows == 1 ? "0.12,0.82" : "0.07,0.88", rows == 1 ? "0" : "0.13", unit_name, unit_name, scale);
+		rows, cols, rows == 1 ? "0.12,0.82" : "0.07,0.88", rows == 1 ? "0" : "0.13", unit_name, unit_name, scale);
 	for (j = 0; j < t->n; j++) {
 		const struct report_tfm_model *m = &t->models[j];
 		const struct report_tfm_row *r[ZS_NSCHEMES + 1];
 		int n = tfm_bars(m, r);
 		char index[32];
 		snprintf(index, sizeof index, " index %zu", j);
-		zs_buf_printf(&gp, "set title \"%s (%s), N = %u%s%s\\nunit=%s unless marked\"\nset xrange [-0.6:%d]\n%s",
-		              m->name, m->precision, report_tfm_world(m), rows == 1 ? ", " : "\\n",
+		char fw[64] = ""; /* a framework's panel is told from the paper's of the same model */
+		if (strcmp(m->framework, "paper") != 0)
+			snprintf(fw, sizeof fw, ", %s%s%s", m->framework, strcmp(m->offload, "none") != 0 ? " --offload " : "",
+			         strcmp(m->offload, "none") != 0 ? m->offload : "");
+		zs_buf_printf(&gp, "set title \"%s (%s%s), N = %u%s%s\\nunit=%s unless marked\"\nset xrange [-0.6:%d]\n%s",
+		              m->name, m->precision, fw, report_tfm_world(m), rows == 1 ? ", " : "\\n",
 		              m->measured_path != NULL ? "measured" : "theory (Korthikanti), not measured",
 		              zs_unit_name(report_tfm_unit(m)), n,
 		              j + 1 == t->n ? "set key at screen 0.99, graph 1 right top Left reverse\n"
@@ -774,11 +830,110 @@ int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause
 			                                                   : "unset ylabel\n", unit_name, unit_name, scale);
 		zs_buf_free(&plot);
 	}
-	zs_buf_printf(&gp, "unset multiplot\n}\nset output\n");
-	int rc = put(dir, name, "dat", &dat, cause);
-	if (rc == 0)
-		rc = put(dir, name, "gp", &gp, cause);
-	zs_buf_free(&dat);
-	zs_buf_free(&gp);
-	return rc;
+	return multiplot_close(dir, name, &dat, &gp, cause);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host bytes of offloaded runs (fig8-host, fig9-host-transformer): each
+ * panel's schemes as the schedule's line of host bytes per rank at the
+ * peak against N, every rank's measurement a point on it. */
+
+/* The measured figure of rank k (the run's own where per_rank has none). */
+static double host_rank(const struct report_host *h, unsigned k)
+{
+	return h->rank[REPORT_HOST_PEAK] != NULL ? h->rank[REPORT_HOST_PEAK][k] : h->v[REPORT_HOST_PEAK];
+}
+
+/* Panel j's world sizes, sorted and distinct, into w (ZS_MAX_WORLDS). */
+static size_t host_worlds(const struct report_host_panel *p, unsigned *w)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < p->n; i++) {
+		size_t k = 0;
+		while (k < n && w[k] < p->pt[i].world)
+			k++;
+		if (k < n && w[k] == p->pt[i].world)
+			continue;
+		if (n == ZS_MAX_WORLDS)
+			break;
+		memmove(w + k + 1, w + k, (n - k) * sizeof *w);
+		w[k] = p->pt[i].world;
+		n++;
+	}
+	return n;
+}
+
+int report_figures_host(const char *name, const struct report_host_panel *p, size_t np, const char *dir,
+                        char **cause)
+{
+	struct zs_buf dat = {0}, gp = {0};
+	double top = 0;
+	size_t block = 0;
+
+	if (np == 0) {
+		remove_figure(dir, name);
+		return 0;
+	}
+	for (size_t j = 0; j < np; j++)
+		for (size_t i = 0; i < p[j].n; i++)
+			top = fmax(top, fmax(p[j].pt[i].host->v[REPORT_HOST_PEAK], p[j].pt[i].host->sched[REPORT_HOST_PEAK]));
+	const double scale = top < 1e6 ? 1e3 : top < 1e9 ? 1e6 : 1e9;
+	const char *unit_name = top < 1e6 ? "kB" : top < 1e9 ? "MB" : "GB";
+	const size_t rows = np > 2 ? 2 : 1, cols = (np + rows - 1) / rows;
+	zs_buf_printf(&dat, "# host bytes per rank at the peak, in %s (%.0f B): one block per panel and scheme,\n"
+	              "# one row per rank: N, the schedule's figure for that rank, the measured one\n",
+	              unit_name, scale);
+	zs_buf_printf(&gp,
+		"# %s.gp, written by zerosim report: host bytes per rank of offloaded runs against N.\n"
+		"# Reads %s.dat; run `gnuplot %s.gp` in this folder to rewrite %s.pdf and %s.png.\n",
+		name, name, name, name, name);
+	styles(&gp);
+	zs_buf_printf(&gp,
+		"set logscale x 2\nset xlabel 'world size N (ranks, log scale)'\nset yrange [0:*]\n");
+	multiplot_open(&gp, name, rows);
+	zs_buf_printf(&gp, "set pointsize pts\n"
+		"set multiplot layout %zu,%zu title 'Host bytes per rank at the peak (--offload)'\n"
+		"set ylabel '%s per rank (1 %s = %.0f B)'\n", rows, cols, unit_name, unit_name, scale);
+	for (size_t j = 0; j < np; j++) {
+		unsigned w[ZS_MAX_WORLDS] = {1};
+		size_t nw = host_worlds(&p[j], w);
+		nw += nw == 0; /* a panel has runs */
+		struct zs_buf plot = {0};
+		zs_buf_printf(&gp, "set title \"%s\" noenhanced\nset xrange [%g:%g]\nset xtics (", p[j].title, w[0] * 0.8,
+		              w[nw - 1] * 1.25);
+		for (size_t k = 0; k < nw; k++)
+			zs_buf_printf(&gp, "%s%u", k ? ", " : "", w[k]);
+		zs_buf_printf(&gp, ")\n");
+		for (int s = 0; s < ZS_NSCHEMES; s++) {
+			int any = 0;
+			for (size_t i = 0; i < p[j].n; i++) {
+				const struct report_host_point *q = &p[j].pt[i];
+				if (q->scheme != (enum zs_scheme)s)
+					continue;
+				if (!any)
+					zs_buf_printf(&dat, "%s# %s, %s\n", block ? "\n\n" : "", p[j].title, scheme_title[s]);
+				any = 1;
+				for (unsigned k = 0; k < q->world; k++) {
+					double sc = q->host->sched_rank[REPORT_HOST_PEAK] != NULL
+					                ? q->host->sched_rank[REPORT_HOST_PEAK][k] : q->host->sched[REPORT_HOST_PEAK];
+					zs_buf_printf(&dat, "%u ", q->world);
+					if (sc >= 0)
+						zs_buf_printf(&dat, "%.9g", sc / scale);
+					else
+						zs_buf_printf(&dat, "?");
+					zs_buf_printf(&dat, " %.9g\n", host_rank(q->host, k) / scale);
+				}
+			}
+			if (!any)
+				continue;
+			zs_buf_printf(&plot, "%s  '%s.dat' index %zu using 1:2 with lines ls %d title '%s schedule', \\\n"
+			              "  '%s.dat' index %zu using 1:3 with points ls %d title '%s measured (every rank)'",
+			              plot.len ? ", \\\n" : "plot \\\n", name, block, s + 1, scheme_title[s], name, block,
+			              s + 1, scheme_title[s]);
+			block++;
+		}
+		zs_buf_printf(&gp, "%s\n", zs_buf_str(&plot));
+		zs_buf_free(&plot);
+	}
+	return multiplot_close(dir, name, &dat, &gp, cause);
 }

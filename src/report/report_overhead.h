@@ -8,11 +8,7 @@
  * floor nor a disagreement with the schedule model, which count tracked
  * bytes only. The binding process (the largest overhead) of each run is
  * shown.
- *
- * Also beside the device's bytes: the host bytes of offloaded runs
- * (--offload), measured and the schedule model's, per rank and per node.
- * Unlike the overhead these are predicted, so a run whose host figures
- * differ from the schedule is unexplained.
+ * (The host bytes of offloaded runs are report_host.h.)
  */
 #ifndef ZS_REPORT_OVERHEAD_H
 #define ZS_REPORT_OVERHEAD_H
@@ -27,13 +23,5 @@
 void report_overhead_text(const struct report_data *d, struct zs_buf *b);
 void report_overhead_tex(const struct report_data *d, struct zs_buf *b);
 cJSON *report_overhead_json(const struct report_data *d);
-
-/* The same three for the host bytes; report_host_unexplained counts the
- * runs whose host figures differ from the schedule's and names each on
- * stderr. */
-void report_host_text(const struct report_data *d, struct zs_buf *b);
-void report_host_tex(const struct report_data *d, struct zs_buf *b);
-cJSON *report_host_json(const struct report_data *d);
-size_t report_host_unexplained(const struct report_data *d);
 
 #endif

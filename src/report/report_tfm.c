@@ -76,6 +76,7 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 	if (report_read_framework(cfg, where, &m->fw, cause) < 0)
 		return -1;
 	snprintf(m->framework, sizeof m->framework, "%s", m->fw.framework); /* known names: short */
+	snprintf(m->offload, sizeof m->offload, "%s", m->fw.offload != NULL ? m->fw.offload : "none");
 	snprintf(m->precision, sizeof m->precision, "%s", tr.precision);
 	snprintf(m->optimizer, sizeof m->optimizer, "%s", tr.optimizer);
 	m->p = tr.p;
@@ -223,7 +224,8 @@ static int read_row(const cJSON *row, const char *where, struct report_tfm_model
 		    report_read_breakdown(sc, "peak_breakdown", at, lab, "peak_bytes", r->s_peak, r->s_peak_bd,
 		                          cause) < 0 ||
 		    (cJSON_GetObjectItemCaseSensitive(sc, "imbalance_bytes") != NULL &&
-		     report_read_share(sc, "imbalance_bytes", at, &r->s_imbalance, cause) < 0))
+		     report_read_share(sc, "imbalance_bytes", at, &r->s_imbalance, cause) < 0) ||
+		    report_host_read_schedule(sc, at, r->world, &r->host, cause) < 0)
 			return -1;
 		r->scheduled = 1;
 	}
@@ -234,6 +236,14 @@ static int read_row(const cJSON *row, const char *where, struct report_tfm_model
 	if (r->peak_bd[REPORT_CAT_ACTIVATIONS] != r->activations)
 		return zs_fail(cause, "%s: peak_breakdown.activations is not activations_bytes (%s)", at, lab);
 	return 0;
+}
+
+static void free_rows(struct report_tfm_model *m)
+{
+	for (size_t j = 0; m->rows != NULL && j < m->nrows; j++)
+		report_host_free(&m->rows[j].host);
+	free(m->rows);
+	m->rows = NULL;
 }
 
 int report_tfm_add(const cJSON *theory, const char *path, struct report_tfm *t, char **cause)
@@ -265,15 +275,15 @@ int report_tfm_add(const cJSON *theory, const char *path, struct report_tfm *t, 
 	m->rows = zs_calloc((size_t)cJSON_GetArraySize(rows), sizeof *m->rows);
 	cJSON_ArrayForEach(row, rows) {
 		snprintf(where, sizeof where, "%s: rows[%zu]", path, m->nrows);
-		if (read_row(row, where, m, &m->rows[m->nrows], cause) < 0)
+		int rc = read_row(row, where, m, &m->rows[m->nrows], cause);
+		m->nrows++; /* freed with the others, whatever it holds */
+		if (rc < 0)
 			goto fail;
-		m->nrows++;
 	}
 	t->n++;
 	return 0;
 fail:
-	free(m->rows);
-	m->rows = NULL;
+	free_rows(m);
 	cJSON_Delete(m->model);
 	m->model = NULL;
 	return -1;
@@ -291,7 +301,6 @@ static int read_measured_run(const cJSON *run, const char *where, struct report_
 	if (report_read_key(run, where, &s, &w, &u, cause) < 0)
 		return -1;
 	snprintf(lab, sizeof lab, "%s N=%u unit=%s", zs_scheme_name(s), w, zs_unit_name(u));
-	m->host_runs += cJSON_GetObjectItemCaseSensitive(run, "host_resident_bytes") != NULL;
 	struct report_tfm_row *r = (struct report_tfm_row *)report_tfm_find(m, s, w, u);
 	if (r == NULL)
 		return zs_fail(cause, "%s has no row for the measured run %s of %s", m->path, lab, m->name);
@@ -301,7 +310,8 @@ static int read_measured_run(const cJSON *run, const char *where, struct report_
 	    report_read_breakdown(run, "resident_breakdown", where, lab, "resident_bytes", r->m_resident,
 	                          r->m_resident_bd, cause) < 0 ||
 	    report_read_breakdown(run, "peak_breakdown", where, lab, "peak_bytes", r->m_peak,
-	                          r->m_peak_bd, cause) < 0)
+	                          r->m_peak_bd, cause) < 0 ||
+	    report_host_read(run, where, w, &r->host, cause) < 0)
 		return -1;
 	r->measured = 1;
 	r->unchecked = !r->scheduled;
@@ -429,8 +439,14 @@ size_t report_tfm_unexplained(const struct report_tfm *t)
 
 	for (size_t i = 0; i < t->n; i++)
 		for (size_t j = 0; j < t->models[i].nrows; j++)
-			n += (size_t)t->models[i].rows[j].unexplained;
+			n += (size_t)t->models[i].rows[j].unexplained + (report_host_departures(&t->models[i].rows[j].host) > 0);
 	return n;
+}
+
+/* "gpt2-tiny zero1 N=2 unit=layer" */
+static void row_label(const struct report_tfm_model *m, const struct report_tfm_row *r, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s %s N=%u unit=%s", m->name, zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit));
 }
 
 size_t report_tfm_summary(const struct report_tfm *t)
@@ -439,9 +455,13 @@ size_t report_tfm_summary(const struct report_tfm *t)
 
 	for (size_t i = 0; i < t->n; i++) {
 		const struct report_tfm_model *m = &t->models[i];
-		size_t measured = 0, unexplained = 0, unchecked = 0;
+		size_t measured = 0, unexplained = 0, unchecked = 0, host = 0, host_bad = 0;
 		for (size_t j = 0; j < m->nrows; j++) {
 			const struct report_tfm_row *r = &m->rows[j];
+			char lab[160];
+			row_label(m, r, lab, sizeof lab);
+			host += (size_t)r->host.has;
+			host_bad += (size_t)report_host_check(lab, &r->host);
 			measured += (size_t)r->measured;
 			unexplained += (size_t)r->unexplained;
 			unchecked += (size_t)r->unchecked;
@@ -457,10 +477,10 @@ size_t report_tfm_summary(const struct report_tfm *t)
 		       m->precision, fw ? ", framework " : "", fw ? m->framework : "", m->nrows, measured, unexplained);
 		if (unchecked > 0)
 			printf(", %zu not checked (theory.json has no schedule for them)", unchecked);
-		if (m->host_runs > 0) /* the MLP's report compares them; this section does not yet */
-			printf(", host bytes of %zu offloaded runs not compared", m->host_runs);
+		if (host > 0)
+			printf(", host bytes of %zu offloaded runs, %zu unexplained", host, host_bad);
 		printf("\n");
-		total += unexplained;
+		total += unexplained + host_bad;
 	}
 	return total;
 }
@@ -504,7 +524,7 @@ int report_tfm_load(const char *const *paths, size_t n, struct report_tfm *t, ch
 void report_tfm_free(struct report_tfm *t)
 {
 	for (size_t i = 0; i < t->n; i++) {
-		free(t->models[i].rows);
+		free_rows(&t->models[i]);
 		cJSON_Delete(t->models[i].model);
 	}
 	t->n = 0;
@@ -941,6 +961,75 @@ static void model_tex(const struct report_tfm_model *m, struct zs_buf *b)
 	activations_table(m, b);
 }
 
+/* The offloaded runs: every model's host lines (the MLP's kind,
+ * report_host.h), then fig9 with a panel per model. */
+static int host_pick(const void *ctx, size_t i)
+{
+	return ((const struct report_tfm_model *)ctx)->rows[i].host.has;
+}
+
+static void host_line(const void *ctx, size_t i, struct zs_buf *b)
+{
+	const struct report_tfm_model *m = ctx;
+	char lab[160];
+	row_label(m, &m->rows[i], lab, sizeof lab);
+	report_host_line(lab, &m->rows[i].host, b);
+}
+
+static size_t host_runs(const struct report_tfm *t)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < t->n; i++)
+		n += report_items_count(&(struct report_items){&t->models[i], t->models[i].nrows, host_pick, host_line});
+	return n;
+}
+
+static void host_tex(const struct report_tfm *t, struct zs_buf *b)
+{
+	if (host_runs(t) == 0)
+		return;
+	zs_buf_printf(b, "\\subsection*{Host memory (\\texttt{--offload})}\n"
+	                 "The tables and figure above are the device's. What %zu offloaded runs hold on the host, per "
+	                 "rank between steps and at its peak, and a node's ranks between steps, measured beside the "
+	                 "schedule model's; every rank's figures are checked against the schedule's too (a departure "
+	                 "is unexplained):\n", host_runs(t));
+	zs_buf_printf(b, "\\begin{figure}[!htbp]\n\\centering\n"
+	                 "\\includegraphics[width=\\textwidth]{figures/" REPORT_FIGURE_TFM_HOST ".pdf}\n"
+	                 "\\caption{Host bytes per rank at the peak against $N$, the offloaded transformer runs of "
+	                 "each model's shown unit: the schedule model's line, and every rank's measurement as a point "
+	                 "on it (a line hidden under another holds the same bytes).}\n\\end{figure}\n");
+	for (size_t i = 0; i < t->n; i++)
+		report_items(b, 1, NULL, &(struct report_items){&t->models[i], t->models[i].nrows, host_pick, host_line});
+}
+
+/* fig9's panels: per model with host bytes, its runs of the shown unit. */
+static int host_figure(const struct report_tfm *t, const char *figdir, char **cause)
+{
+	struct report_host_panel p[REPORT_TFM_MAX];
+	memset(p, 0, sizeof p);
+	size_t np = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		const struct report_tfm_model *m = &t->models[i];
+		struct report_host_panel *q = &p[np];
+		q->n = 0;
+		q->pt = zs_calloc(m->nrows + 1, sizeof *q->pt);
+		for (size_t j = 0; j < m->nrows; j++)
+			if (m->rows[j].host.has && m->rows[j].unit == report_tfm_unit(m))
+				q->pt[q->n++] = (struct report_host_point){m->rows[j].scheme, m->rows[j].world, &m->rows[j].host};
+		if (q->n == 0) {
+			free(q->pt);
+			continue;
+		}
+		snprintf(q->title, sizeof q->title, "%s (%s), %s --offload %s, unit=%s", m->name, m->precision,
+		         m->framework, m->offload, zs_unit_name(report_tfm_unit(m)));
+		np++;
+	}
+	int rc = report_figures_host(REPORT_FIGURE_TFM_HOST, p, np, figdir, cause);
+	for (size_t j = 0; j < np; j++)
+		free(p[j].pt);
+	return rc;
+}
+
 static void section_tex(const struct report_tfm *t, struct zs_buf *b)
 {
 	const int measured = report_tfm_measured(t);
@@ -972,6 +1061,7 @@ static void section_tex(const struct report_tfm *t, struct zs_buf *b)
 		           "activations), else the theory" : "the theory, with Korthikanti's activations (not measured)");
 	for (size_t i = 0; i < t->n; i++)
 		model_tex(&t->models[i], b);
+	host_tex(t, b);
 }
 
 static void remove_outputs(const char *out, const char *figdir)
@@ -996,9 +1086,9 @@ int report_tfm_write(const struct report_tfm *t, const char *out, const char *fi
 
 	if (t->n == 0) {
 		remove_outputs(out, figdir);
-		return 0;
+		return report_figures_host(REPORT_FIGURE_TFM_HOST, NULL, 0, figdir, cause);
 	}
-	if (report_figures_tfm(t, figdir, cause) < 0)
+	if (report_figures_tfm(t, figdir, cause) < 0 || host_figure(t, figdir, cause) < 0)
 		return -1;
 	section_tex(t, &b);
 	path = zs_asprintf("%s/%s", out, REPORT_TFM_TEX);

@@ -13,6 +13,10 @@
  *                         the peak per rank by category at the largest N,
  *                         one panel per model (fig4's categories, colours
  *                         and patterns)
+ *   figures/fig9-host-transformer.gp, .dat
+ *                         with offloaded measurements, their host bytes per
+ *                         rank against N (fig8's kind), a panel per model,
+ *                         beside the section's host lines
  *
  * Without --transformer both are removed, so that a reused folder shows no
  * stale section and the MLP's report is what it was. Every number comes
@@ -57,12 +61,16 @@ struct report_tfm_row {
 	int unchecked;
 	double m_resident, m_peak, m_peak_bd[REPORT_NCATS], m_resident_bd[REPORT_NCATS];
 	double m_comm;                       /* as s_comm */
+	/* Offloaded runs: the host bytes, measured beside the schedule's
+	 * (host.has 0 without them); a departure is unexplained too. */
+	struct report_host host;
 };
 
 struct report_tfm_model {
 	const char *path;                    /* the theory.json, as given */
 	char name[64], family[16], precision[16], recompute[16], optimizer[16];
 	char framework[16];                  /* config.framework: paper, torch, deepspeed */
+	char offload[16];                    /* config.deepspeed.offload, "none" when absent */
 	struct report_framework fw;          /* its settings; strings valid while loading only */
 	double params, seq, batch, hidden, blocks, heads, kv_heads, vocab, ffn;
 	int tied, flash;
@@ -74,7 +82,6 @@ struct report_tfm_model {
 	struct report_tfm_row *rows;
 	size_t nrows;
 	const char *measured_path;           /* its measured.json, or NULL */
-	size_t host_runs;                    /* measured runs with host bytes (offloaded) */
 };
 
 struct report_tfm {

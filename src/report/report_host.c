@@ -1,0 +1,258 @@
+/*
+ * report_host — see report_host.h.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/report_data.h"
+#include "report/report_figures.h"
+#include "report/report_host.h"
+#include "util/util.h"
+
+const char *const report_host_keys[REPORT_NHOST] = {"host_resident_bytes", "host_peak_bytes",
+                                                   "host_resident_bytes_per_node"};
+static const char *const host_name[REPORT_NHOST] = {"resident", "peak", "resident per node"};
+
+/* o's figures into v (-1 for each it lacks), and its per_rank arrays of
+ * the first two into rank[] (NULL where absent); returns whether o gives
+ * any figure. */
+static int read_figures(const cJSON *o, const char *where, unsigned world, double *v, double **rank, int *any,
+                        char **cause)
+{
+	const cJSON *per = cJSON_GetObjectItemCaseSensitive(o, "per_rank");
+	*any = 0;
+	for (int h = 0; h < REPORT_NHOST; h++) {
+		v[h] = -1;
+		if (cJSON_GetObjectItemCaseSensitive(o, report_host_keys[h]) == NULL)
+			continue;
+		if (report_read_bytes(o, report_host_keys[h], where, &v[h], cause) < 0)
+			return -1;
+		*any = 1;
+	}
+	for (int h = 0; h < REPORT_HOST_NRANK; h++) {
+		const cJSON *a = cJSON_GetObjectItemCaseSensitive(per, report_host_keys[h]), *x;
+		size_t k = 0;
+		if (a == NULL)
+			continue;
+		if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != (int)world)
+			return zs_fail(cause, "%s: per_rank.%s needs one entry per rank (%u)", where, report_host_keys[h],
+			               world);
+		rank[h] = zs_calloc(world, sizeof *rank[h]);
+		cJSON_ArrayForEach(x, a) {
+			if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < 0 ||
+			    x->valuedouble != floor(x->valuedouble) || x->valuedouble >= 0x1p53)
+				return zs_fail(cause, "%s: per_rank.%s holds something other than a byte count", where,
+				               report_host_keys[h]);
+			rank[h][k++] = x->valuedouble;
+		}
+	}
+	return 0;
+}
+
+int report_host_read(const cJSON *run, const char *where, unsigned world, struct report_host *h, char **cause)
+{
+	h->world = world;
+	return read_figures(run, where, world, h->v, h->rank, &h->has, cause);
+}
+
+int report_host_read_schedule(const cJSON *sc, const char *where, unsigned world, struct report_host *h,
+                              char **cause)
+{
+	int any;
+	return read_figures(sc, where, world, h->sched, h->sched_rank, &any, cause);
+}
+
+void report_host_free(struct report_host *h)
+{
+	for (int k = 0; k < REPORT_HOST_NRANK; k++) {
+		free(h->rank[k]);
+		free(h->sched_rank[k]);
+		h->rank[k] = h->sched_rank[k] = NULL;
+	}
+}
+
+/* Whether figure f differs from the schedule's, and rank k's figure f (k <
+ * world) from the schedule's for that rank, where both are given. */
+static int differs(const struct report_host *h, int f)
+{
+	return h->v[f] >= 0 && h->sched[f] >= 0 && h->v[f] != h->sched[f];
+}
+
+static double rank_sched(const struct report_host *h, int f, unsigned k)
+{
+	return h->sched_rank[f] != NULL ? h->sched_rank[f][k] : h->sched[f];
+}
+
+static int rank_differs(const struct report_host *h, int f, unsigned k)
+{
+	return h->rank[f] != NULL && rank_sched(h, f, k) >= 0 && h->rank[f][k] != rank_sched(h, f, k);
+}
+
+size_t report_host_departures(const struct report_host *h)
+{
+	size_t n = 0;
+	for (int f = 0; f < REPORT_NHOST && h->has; f++)
+		n += (size_t)differs(h, f);
+	for (int f = 0; f < REPORT_HOST_NRANK && h->has; f++)
+		for (unsigned k = 0; k < h->world; k++)
+			n += (size_t)rank_differs(h, f, k);
+	return n;
+}
+
+void report_host_line(const char *label, const struct report_host *h, struct zs_buf *b)
+{
+	int n = 0, ranked = 0;
+	zs_buf_printf(b, "%s:", label);
+	for (int f = 0; f < REPORT_NHOST; f++) {
+		if (h->v[f] < 0)
+			continue;
+		zs_buf_printf(b, "%s %s %.0f B", n++ ? "," : "", host_name[f], h->v[f]);
+		if (h->sched[f] >= 0)
+			zs_buf_printf(b, " (schedule %.0f%s)", h->sched[f], differs(h, f) ? ", UNEXPLAINED" : "");
+		else
+			zs_buf_printf(b, " (no schedule)");
+	}
+	size_t bad = 0;
+	for (int f = 0; f < REPORT_HOST_NRANK; f++) {
+		ranked |= h->rank[f] != NULL;
+		for (unsigned k = 0; k < h->world; k++)
+			if (rank_differs(h, f, k))
+				zs_buf_printf(b, "; rank %u %s %.0f B (schedule %.0f, UNEXPLAINED)", k, host_name[f],
+				              h->rank[f][k], rank_sched(h, f, k)), bad++;
+	}
+	if (ranked && bad == 0)
+		zs_buf_printf(b, h->world > 1 ? "; all %u ranks as the schedule" : "; its one rank as the schedule",
+		              h->world);
+}
+
+int report_host_check(const char *label, const struct report_host *h)
+{
+	if (report_host_departures(h) == 0)
+		return 0;
+	struct zs_buf one = {0};
+	report_host_line(label, h, &one);
+	fprintf(stderr, "zerosim report: UNEXPLAINED host bytes %s: the engine or the theory departs from "
+	        "docs/schedule.md\n", zs_buf_str(&one));
+	zs_buf_free(&one);
+	return 1;
+}
+
+static cJSON *numbers(const double *v, unsigned n)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (unsigned k = 0; k < n; k++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber(v[k]));
+	return a;
+}
+
+void report_host_json_add(cJSON *o, const struct report_host *h)
+{
+	cJSON *sc = cJSON_CreateObject(), *per = NULL, *sper = NULL;
+	for (int f = 0; f < REPORT_NHOST; f++) {
+		if (h->v[f] >= 0)
+			zs_json_add_number(o, report_host_keys[f], h->v[f]);
+		if (h->sched[f] >= 0)
+			zs_json_add_number(sc, report_host_keys[f], h->sched[f]);
+	}
+	for (int f = 0; f < REPORT_HOST_NRANK; f++) {
+		if (h->rank[f] != NULL)
+			cJSON_AddItemToObject(per != NULL ? per : (per = cJSON_AddObjectToObject(o, "per_rank")),
+			                      report_host_keys[f], numbers(h->rank[f], h->world));
+		if (h->sched_rank[f] != NULL)
+			cJSON_AddItemToObject(sper != NULL ? sper : (sper = cJSON_AddObjectToObject(sc, "per_rank")),
+			                      report_host_keys[f], numbers(h->sched_rank[f], h->world));
+	}
+	cJSON_AddItemToObject(o, "schedule", sc);
+	cJSON_AddBoolToObject(o, "unexplained", report_host_departures(h) > 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The MLP's offloaded runs */
+
+static int pick(const void *ctx, size_t i)
+{
+	return ((const struct report_data *)ctx)->runs[i].host.has;
+}
+
+static void run_label(const struct report_run *r, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s N=%u unit=%s", zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit));
+}
+
+/* "zero1 N=2 unit=model: resident 297472 B (schedule 297472), ..." */
+static void line(const void *ctx, size_t i, struct zs_buf *b)
+{
+	const struct report_run *r = &((const struct report_data *)ctx)->runs[i];
+	char lab[96];
+	run_label(r, lab, sizeof lab);
+	report_host_line(lab, &r->host, b);
+}
+
+static struct report_items items(const struct report_data *d)
+{
+	return (struct report_items){d, d->nruns, pick, line};
+}
+
+size_t report_host_unexplained(const struct report_data *d)
+{
+	const struct report_items it = items(d);
+	size_t n = 0;
+	for (size_t i = 0; i < d->nruns; i++) {
+		char lab[96];
+		run_label(&d->runs[i], lab, sizeof lab);
+		n += (size_t)report_host_check(lab, &d->runs[i].host);
+	}
+	if (report_items_count(&it) > 0)
+		printf("zerosim report: host bytes of %zu offloaded runs, %zu unexplained\n", report_items_count(&it), n);
+	return n;
+}
+
+void report_host_text(const struct report_data *d, struct zs_buf *b)
+{
+	const struct report_items it = items(d);
+	if (report_items_count(&it) == 0)
+		return;
+	zs_buf_printf(b, "# host bytes (--offload), per rank (per node: its ranks'), measured beside the schedule "
+	                  "model's, every rank's too; the other figures are the device's\n");
+	report_items(b, 0, "host", &it);
+}
+
+void report_host_tex(const struct report_data *d, struct zs_buf *b)
+{
+	const struct report_items it = items(d);
+	if (report_items_count(&it) == 0)
+		return;
+	zs_buf_printf(b, "\\paragraph{Host memory (\\texttt{--offload}).} The tables and figures above are the "
+	                  "device's. What %zu offloaded runs hold on the host, per rank between steps and at its "
+	                  "peak, and a node's ranks between steps, measured beside the schedule model's; every "
+	                  "rank's figures are checked against the schedule's too:\n", report_items_count(&it));
+	zs_buf_printf(b, "\\IfFileExists{figures/" REPORT_FIGURE_HOST ".pdf}{%%\n"
+	                 "\\begin{figure}[!htbp]\n\\centering\n"
+	                 "\\includegraphics[width=\\textwidth]{figures/" REPORT_FIGURE_HOST ".pdf}\n"
+	                 "\\caption{Host bytes per rank at the peak against $N$, offloaded runs: the schedule "
+	                 "model's line, and every rank's measurement as a point on it (a line hidden under another "
+	                 "holds the same bytes).}\n"
+	                 "\\end{figure}}{}\n");
+	report_items(b, 1, NULL, &it);
+}
+
+cJSON *report_host_json(const struct report_data *d)
+{
+	cJSON *arr = cJSON_CreateArray();
+	for (size_t i = 0; i < d->nruns; i++) {
+		const struct report_run *r = &d->runs[i];
+		if (!r->host.has)
+			continue;
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "scheme", zs_scheme_name(r->scheme));
+		zs_json_add_number(o, "world", r->world);
+		cJSON_AddStringToObject(o, "unit", zs_unit_name(r->unit));
+		report_host_json_add(o, &r->host);
+		cJSON_AddItemToArray(arr, o);
+	}
+	return arr;
+}

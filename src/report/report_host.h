@@ -1,0 +1,70 @@
+/*
+ * report_host — the host bytes of offloaded runs (--offload), measured
+ * beside the schedule model's: a rank's between steps and at its peak,
+ * every rank's (per_rank), and a node's ranks between steps. Unlike the
+ * process overhead these are predicted, so a run whose host figures, or
+ * any one rank's, differ from the schedule is unexplained. The same reader,
+ * line and check serve the MLP's runs (flags.txt, flags.tex, diff.json's
+ * host) and a transformer's (report_tfm.h); the figure of host bytes
+ * against N is report_figures_host (report_figures.h).
+ */
+#ifndef ZS_REPORT_HOST_H
+#define ZS_REPORT_HOST_H
+
+#include <stddef.h>
+#include <cjson/cJSON.h>
+
+#include "report/report_buf.h"
+
+/* The figures, and their JSON keys in that order. The first two are also
+ * per_rank arrays. */
+enum { REPORT_HOST_RESIDENT, REPORT_HOST_PEAK, REPORT_HOST_NODE, REPORT_NHOST };
+#define REPORT_HOST_NRANK 2
+extern const char *const report_host_keys[REPORT_NHOST];
+
+struct report_host {
+	int has;                           /* the measured run gives host bytes (it was offloaded) */
+	double v[REPORT_NHOST];            /* measured, -1 where absent */
+	double sched[REPORT_NHOST];        /* the schedule's, -1 where absent */
+	/* Every rank's resident and peak: measured (per_rank, NULL where the
+	 * file has none), and the schedule's where its per_rank gives them
+	 * (NULL: every rank holds the schedule's figure). */
+	double *rank[REPORT_HOST_NRANK], *sched_rank[REPORT_HOST_NRANK];
+	unsigned world;
+};
+
+/* A measured run's host figures (with its per_rank arrays, one entry per
+ * rank), and a theory row's schedule's. -1 with *cause on bad input. */
+int report_host_read(const cJSON *run, const char *where, unsigned world, struct report_host *h, char **cause);
+int report_host_read_schedule(const cJSON *sc, const char *where, unsigned world, struct report_host *h,
+                              char **cause);
+void report_host_free(struct report_host *h);
+
+/* How many of the run's figures and ranks' figures differ from the
+ * schedule's (0: explained). */
+size_t report_host_departures(const struct report_host *h);
+
+/* "LABEL: resident 297472 B (schedule 297472), peak ..., resident per node
+ * ... B (...); each of the 2 ranks as the schedule" (or the ranks that
+ * depart, each marked UNEXPLAINED). */
+void report_host_line(const char *label, const struct report_host *h, struct zs_buf *b);
+
+/* Name a departing run on stderr ("zerosim report: UNEXPLAINED host bytes
+ * LABEL..."); returns 1 if it departs, else 0. */
+int report_host_check(const char *label, const struct report_host *h);
+
+/* The figures as keys of o: measured, "per_rank", "schedule" and
+ * "unexplained". */
+void report_host_json_add(cJSON *o, const struct report_host *h);
+
+/* The MLP's offloaded runs: lines for flags.txt, a paragraph for flags.tex
+ * (with fig8-host where the figure was written), diff.json's host array
+ * (the caller owns it; empty without offloaded runs), and the runs whose
+ * host figures depart (each named on stderr; a summary line on stdout). */
+struct report_data;
+void report_host_text(const struct report_data *d, struct zs_buf *b);
+void report_host_tex(const struct report_data *d, struct zs_buf *b);
+cJSON *report_host_json(const struct report_data *d);
+size_t report_host_unexplained(const struct report_data *d);
+
+#endif
