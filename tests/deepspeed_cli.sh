@@ -97,12 +97,27 @@ if command -v python3 >/dev/null 2>&1; then
 fi
 "$zerosim" theory --framework deepspeed --schemes zero1 --world 2 --ranks-per-node 2 --out "$tmp/r.json" ||
 	fail "theory refuses --ranks-per-node without --offload"
-# The engine runs DeepSpeed's zero3 on the MLP only: measuring it on the
-# transformer is refused (zero1 and zero2 run, tests/theory_vs_measure.sh).
+# DeepSpeed's zero3 on a transformer runs module by module (measure =
+# theory, tests/theory_vs_measure.sh); a full recompute, which its hooks
+# would gather again inside backward, is refused in one line.
 printf '{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32}\n' \
 	>"$tmp/gpt2.json"
-refused "$zerosim" measure --framework deepspeed --model "$tmp/gpt2.json" --seq 32 --precision fp32 --schemes zero2,zero3 \
-	--world 2
+"$zerosim" measure -q --framework deepspeed --model "$tmp/gpt2.json" --seq 32 --precision fp32 --schemes zero2,zero3 \
+	--world 2 --steps 1 --out "$tmp/t3.json" || fail "measure DeepSpeed's zero3 on a transformer"
+refused "$zerosim" measure --framework deepspeed --model "$tmp/gpt2.json" --seq 32 --schemes zero3 --world 2 \
+	--recompute full
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "recompute full" "$tmp/err" || fail "recompute full: $(cat "$tmp/err")"
+# The default persistence threshold (1e5 elements) is above every tensor
+# of this gpt2 (the largest, wte and c_fc, are 16,384): every tensor is
+# persistent, whole on every rank for the whole run beside its partition,
+# so nothing is released: gathered_params = 4Ψ = 4 · 118,528 in fp32.
+tr -d ' \t\n' <"$tmp/t3.json" | grep -q '"gathered_params":474112' ||
+	fail "the default threshold partitions part of the tiny gpt2: $(tr -d ' \t\n' <"$tmp/t3.json" | head -c 400)"
+# The engine's figure for the point tests/test_theory.c works by hand:
+# N = 3, mixed, --ds-persist 100, resident 1,000,634,192 B.
+"$zerosim" measure -q --framework deepspeed --model "$tmp/gpt2.json" --seq 32 --batch 2 --precision mixed \
+	--schemes zero3 --world 3 --ds-persist 100 --steps 2 --out "$tmp/t4.json" || fail "measure the hand-worked point"
+tr -d ' \t\n' <"$tmp/t4.json" | grep -q '"resident_bytes":1000634192' || fail "the hand-worked resident"
 # DeepSpeed's settings are options, not keys of a sweep spec; where they
 # are meaningless the spec's framework refuses them as an option's would.
 printf '{"format": "zerosim-sweep/1", "framework": "deepspeed", "ds-reduce-bucket": 1000}\n' >"$tmp/s1.json"

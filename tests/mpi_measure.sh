@@ -65,6 +65,12 @@ across 4 --framework deepspeed --unit model,layer --schemes zero1,zero2 --offloa
 # The transformers: tied embeddings (GPT-2) and not (Llama), recomputation.
 across 4 --model "$models/gpt2-tiny.json" --seq 16 --batch 2 --steps 2 --precision mixed
 across 8 --model "$models/llama-tiny.json" --seq 16 --batch 2 --steps 2 --unit model,layer --recompute selective
+# DeepSpeed's ZeRO-3 on a transformer, module by module: partitioned, small
+# buckets, the params offloaded.
+across 1 --framework deepspeed --schemes zero3 --model "$models/gpt2-tiny.json" --seq 16 --batch 2 --steps 2 \
+	--precision mixed --ds-persist 100 --ds-reduce-bucket 3000
+across 1 --framework deepspeed --schemes zero3 --model "$models/llama-tiny.json" --seq 16 --batch 1 --steps 2 \
+	--precision fp32 --ds-persist 100 --offload params
 # A transformer's case, read by every process.
 "$zerosim" measure --quiet --model "$models/gpt2-tiny.json" --seq 16 --batch 2 --steps 2 --world 4 \
 	--write-case "$tmp/case.json" --out "$tmp/ip.json" </dev/null || fail "--write-case"

@@ -990,6 +990,65 @@ START_TEST(test_torch_zero1_on_the_tiny_gpt2_worked_by_hand)
 }
 END_TEST
 
+/* DeepSpeed's ZeRO-3 on the same tiny gpt2 (28 tensors, above) at N = 3,
+ * mixed precision, Adam, --ds-persist 100, worked by hand.
+ * partition_parameters.py's _partition_param pads each tensor on its own
+ * to a multiple of N (_aligned_size: numel + (N - numel mod N) mod N) and
+ * gives each rank ceil(n/N): c_attn.weight, 64·192 = 12288, divides, 4096
+ * a rank; wte, 16384, gives 5462 a rank (16386, 2 of padding); wpe 2048
+ * gives 683; the 64s 22, c_attn's bias 64, c_proj.weight 4096 gives 1366,
+ * c_fc's bias 256 gives 86, c_fc and mlp.c_proj 5462. A block: six 22s +
+ * 4096 + 64 + 1366 + 5462 + 86 + 5462 = 16668; S = 5462 + 683 + 22 + 22 +
+ * 2·16668 = 39525. Persistent (n <= 100): the fourteen 64-element norms
+ * and biases, 896 elements, whole on every rank between steps. Resident:
+ * 16 B a shard element (fp16 partition 2, grad partition 2, fp32
+ * partition 4, Adam 8) = 632,400, the reduce bucket 5e8·2 = 1e9 and the
+ * persistent params 896·2 = 1792: 1,000,634,192 B. Sent per rank, N - 1 =
+ * 2 times each gathered shard and every grad shard (S): step 1 records the
+ * trace, every module released after it runs, so each tensor is gathered
+ * in forward and in backward, wte twice more (the tied lm_head's), and
+ * the persistent ones once more after step(): 2·39525 + 2·5462 + 308 =
+ * 90282, so 2·(90282 + 39525) = 259,614 elements; from step 2 the first
+ * fetch prefetches everything, kept through forward (reuse distance 1e9),
+ * so each tensor once: 2·(39525 + 39525) = 158,100. With DeepSpeed's
+ * default threshold, 1e5, every tensor (at most 16384) is persistent:
+ * whole, 2Ψ = 237,056 B. */
+START_TEST(test_deepspeed_zero3_on_the_tiny_gpt2_worked_by_hand)
+{
+	struct zs_model m = { .family = ZS_FAMILY_GPT2, .hidden = 64, .intermediate = 256, .layers = 2,
+	                      .heads = 4, .kv_heads = 4, .head_dim = 16, .vocab = 256, .positions = 32, .tied = 1 };
+	struct zs_config c;
+	zs_config_defaults(&c);
+	c.framework = ZS_FW_DEEPSPEED;
+	c.precision = ZS_MIXED;
+	c.ds_persist = 100;
+	c.steps = 1;
+	struct theory_bytes b;
+	struct theory_act_opts o = { .seq = 32, .recompute = THEORY_RECOMPUTE_NONE, .elem = 2 };
+	struct theory_schedule sc;
+	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &b);
+	ck_assert(theory_model_has_schedule(&m, &o, &b, ZS_FW_DEEPSPEED, ZS_ZERO3));
+	theory_model_framework_schedule(&m, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	ck_assert_uint_eq(sc.shard_elements, 39525);
+	ck_assert_uint_eq(sc.padded_elements, 3 * 39525);
+	ck_assert_uint_eq(sc.resident_breakdown[THEORY_PARAM16], 2 * 39525);
+	ck_assert_uint_eq(sc.resident_breakdown[THEORY_GATHERED_PARAMS], 1792);
+	ck_assert_uint_eq(sc.resident_breakdown[THEORY_BUCKETS], 1000000000);
+	ck_assert_uint_eq(sc.resident_bytes, 1000634192);
+	ck_assert_uint_eq(sc.comm_elements, 259614);
+	c.steps = 2;
+	theory_model_framework_schedule(&m, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	ck_assert_uint_eq(sc.comm_elements, 158100);
+	ck_assert_double_eq(sc.comm_elements_mean, (259614.0 + 158100.0) / 2);
+	c.ds_persist = 1e5;
+	theory_model_framework_schedule(&m, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	ck_assert_uint_eq(sc.resident_breakdown[THEORY_GATHERED_PARAMS], 2 * 118528);
+	/* a full recompute is not modelled under it */
+	o.recompute = THEORY_RECOMPUTE_FULL;
+	ck_assert(!theory_model_has_schedule(&m, &o, &b, ZS_FW_DEEPSPEED, ZS_ZERO3));
+}
+END_TEST
+
 static Suite *theory_suite(void)
 {
 	Suite *s = suite_create("theory");
@@ -1031,6 +1090,7 @@ static Suite *theory_suite(void)
 	tcase_add_test(model, test_keys_that_change_no_byte_are_accepted_and_defaults_apply);
 	tcase_add_test(model, test_an_unknown_name_lists_the_shipped_models);
 	tcase_add_test(model, test_json_for_a_model_names_every_part_of_the_peak);
+	tcase_add_test(model, test_deepspeed_zero3_on_the_tiny_gpt2_worked_by_hand);
 	suite_add_tcase(s, out);
 	suite_add_tcase(s, model);
 	return s;

@@ -7,7 +7,7 @@
 # ZeroRedundancyOptimizer, FSDP with and without prefetch, in both precisions),
 # DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed), and zerosim's
 # own transformer (--model, both families, the three recompute modes; under
-# torch's schemes and DeepSpeed's dp, zero1 and zero2 too).
+# torch's schemes and DeepSpeed's, zero3 module by module, too).
 # docs/schedule.md is the contract both implement; tests/json_agree joins the
 # two JSON files on (scheme, world, unit) and prints the first difference.
 # Last, the measurement must not depend on --jobs.
@@ -267,6 +267,39 @@ for precision in mixed fp32; do
 	check --framework deepspeed --model "$tmp/llama-tiny.json" --seq 16 --batch 1 --precision $precision \
 		--world 1,2,3,5 --schemes zero1,zero2 --unit model,layer --offload optimizer --ranks-per-node 1 --steps 1
 done
+# DeepSpeed's ZeRO-3 on the transformer, module by module (each Embedding,
+# LayerNorm and Linear; a tied head's the token table again): with the
+# default persistence threshold (1e5 elements, above every tensor of these
+# models: all persistent, whole for the whole run), and with --ds-persist
+# 100, which partitions every tensor but the norms' and biases, with the
+# default bucket and one of 3000 elements (flushes mid-module; wte, qkv and
+# c_fc larger than it, each reduced alone from its own grad), with a small
+# prefetch bucket and max-live, with the optimizer or the params offloaded.
+# Both families, tied and untied, N = 1..8, both precisions, over 2 and 3
+# steps (step 1 records the trace).
+for precision in mixed fp32; do
+	for model in gpt2-tiny llama-tiny gpt2-untied llama-tied; do
+		check --framework deepspeed --model "$tmp/$model.json" --seq 16 --batch 1 --precision $precision \
+			--world 1,2,3,4,5,6,7,8 --schemes zero3 --unit model,layer --steps 2
+		check --framework deepspeed --model "$tmp/$model.json" --seq 16 --batch 1 --precision $precision \
+			--world 1,2,3,4,5,6,7,8 --schemes zero3 --unit layer --ds-persist 100 --ds-reduce-bucket 3000 --steps 3
+	done
+	check --framework deepspeed --model "$tmp/gpt2-tiny.json" --seq 32 --batch 2 --precision $precision \
+		--recompute selective --world 1,2,3,5,8 --schemes zero3 --unit layer --ds-persist 64 \
+		--ds-prefetch-bucket 5000 --ds-max-live 20000 --steps 3
+	# the repo's own tiny models (report/models: vocabulary 1024, llama untied)
+	for model in gpt2-tiny llama-tiny; do
+		check --framework deepspeed --model "${srcdir:-.}/report/models/$model.json" --seq 16 --batch 1 \
+			--precision $precision --world 1,2,3,4,5,6,7,8 --schemes zero3 --unit layer --ds-persist 1000 --steps 2
+	done
+	for offload in optimizer params; do
+		for model in gpt2-tiny llama-tied; do
+			check --framework deepspeed --model "$tmp/$model.json" --seq 16 --batch 1 --precision $precision \
+				--world 1,2,3,5,8 --schemes zero3 --unit layer --ds-persist 100 --ds-reduce-bucket 3000 \
+				--offload $offload --ranks-per-node 1 --steps 2
+		done
+	done
+done
 
 echo "theory_vs_measure: all $configs sweeps agree exactly"
 
@@ -275,13 +308,14 @@ echo "theory_vs_measure: all $configs sweeps agree exactly"
 for precision in fp32 mixed; do
 	: >"$tmp/digests"
 	for fw in paper torch deepspeed; do
-		s=$schemes
-		[ $fw = deepspeed ] && s=dp,zero1,zero2
+		persist= # DeepSpeed's zero3 partitioning every tensor
+		[ $fw = deepspeed ] && persist="--ds-persist 0"
+		# shellcheck disable=SC2086
 		"$zerosim" measure -q --framework $fw --model "$tmp/gpt2-untied.json" --seq 8 --batch 1 --precision $precision \
-			--world 3 --schemes $s --unit layer --steps 2 --out "$tmp/d.json" || exit 1
+			--world 3 --schemes $schemes --unit layer --steps 2 $persist --out "$tmp/d.json" || exit 1
 		grep -o '"weights_digest":[[:space:]]*"[^"]*"' "$tmp/d.json" >>"$tmp/digests"
 	done
-	if [ "$(wc -l <"$tmp/digests")" -ne 11 ] || [ "$(sort -u "$tmp/digests" | wc -l)" -ne 1 ]; then
+	if [ "$(wc -l <"$tmp/digests")" -ne 12 ] || [ "$(sort -u "$tmp/digests" | wc -l)" -ne 1 ]; then
 		echo "theory_vs_measure: FAIL: the frameworks' transformer weights differ ($precision):" >&2
 		cat "$tmp/digests" >&2
 		exit 1

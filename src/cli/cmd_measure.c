@@ -53,8 +53,7 @@ static void usage(FILE *f)
 	      "      --framework F      paper (default: the ZeRO paper's schedule), torch\n"
 	      "                         (DDP for dp, ZeroRedundancyOptimizer for zero1,\n"
 	      "                         FSDP SHARD_GRAD_OP and FULL_SHARD for zero2 and\n"
-	      "                         zero3) or deepspeed (dp, zero1, zero2, zero3; its\n"
-	      "                         zero3 on the MLP only)\n"
+	      "                         zero3) or deepspeed (dp, zero1, zero2, zero3)\n"
 	      "      --bucket-cap MB    torch: DDP's gradient bucket size (default 25)\n"
 	      "      --prefetch P       torch: FSDP's backward prefetch, none (default, as\n"
 	      "                         PyTorch 1.13) or backward-pre (torch 2.x's default)\n"
@@ -435,6 +434,16 @@ int zs_cmd_measure(int argc, char **argv)
 		write_side = engine_case_side_path(write_case);
 	if (zs_config_validate(&c, &cause) != 0 || zs_framework_check(&c, 0, &cause) != 0)
 		goto fail;
+	/* DeepSpeed's ZeRO-3 gathers per nn.Module; a full recompute re-runs a
+	 * block's forward inside its backward, where its hooks would gather
+	 * the modules again (not modelled). */
+	for (size_t i = 0; c.tfm != NULL && c.tfm->recompute == TFM_RECOMPUTE_FULL && c.framework == ZS_FW_DEEPSPEED &&
+	                   i < c.nschemes; i++)
+		if (c.schemes[i] == ZS_ZERO3) {
+			zs_fail(&cause, "--recompute full: DeepSpeed's zero3 on a transformer is modelled without it (its "
+			        "hooks would gather each module again inside backward): give --recompute none or selective");
+			goto fail;
+		}
 #ifndef HAVE_MPI
 	if (mpi) {
 		zs_fail(&cause, "--backend mpi: this zerosim was built without MPI (./configure --with-mpi)");

@@ -112,6 +112,7 @@ static void run_alloc(struct zs_run *r, enum zs_buf b, size_t n)
 void run_alloc_full(struct zs_run *r, enum zs_buf b, size_t first, size_t n)
 {
 	r->base[b] = first;
+	r->len[b] = n;
 	run_alloc(r, b, n);
 }
 
@@ -352,27 +353,31 @@ static size_t unit_of(const struct zs_run *r, size_t l)
  * outside the unit it reads. */
 static int own_visit(const struct zs_run *r, size_t u, size_t l) { return unit_of(r, l) != u; }
 
-/* Layer l's params (and in backward its grads) as rank k sees them now:
- * the transient full copies while there are any, else the resident full
- * buffers (sharded params are always gathered before they are used). */
+/* Layer l's params (and in backward its grads) as rank k sees them now,
+ * tensor by tensor: the transient full copies while there are any, else
+ * the resident full buffers (sharded params are always gathered before
+ * they are used); under DeepSpeed's ZeRO-3 each tensor's own block (NULL
+ * while it is not gathered) and the grads of the module being computed. */
 static struct zs_layer_io layer_io(const struct zs_run *r, unsigned k, size_t l, enum zs_pass pass)
 {
 	const struct zs_rank *rk = run_rank(r, k);
-	size_t e = r->model.layer[l].param_off, u = unit_of(r, l);
+	const struct zs_layer *ly = &r->model.layer[l], *rd = model_reads(&r->model, l);
+	size_t u = unit_of(r, l), t0 = model_first_ptensor(&r->model, l), e = rd->param_off;
 	enum zs_buf p = rk->buf[ZS_BUF_GATHERED] != NULL ? ZS_BUF_GATHERED : ZS_BUF_PARAMS;
 	enum zs_buf g = rk->buf[ZS_BUF_FULL_GRADS] != NULL ? ZS_BUF_FULL_GRADS : ZS_BUF_GRADS;
-	void *grads = pass == ZS_PASS_BACKWARD && !r->model.layer[l].tied ? run_at(r, k, g, e - r->base[g]) : NULL;
-	const void *w = run_at(r, k, p, e - r->base[p]), *bias = NULL;
-	if (rk->held[u] != NULL) /* kept since its forward */
-		w = (const char *)rk->held[u] + (e - r->layout.unit[u].off) * r->esize[ZS_BUF_GATHERED];
-	if (rk->whole != NULL) { /* DeepSpeed's ZeRO-3: each tensor gathered on its own */
-		size_t t = 0;
-		for (size_t i = 0; i < l; i++)
-			t += r->model.layer[i].nptensors;
-		w = rk->whole[t];
-		bias = r->model.layer[l].nptensors > 1 ? rk->whole[t + 1] : NULL;
+	struct zs_layer_io io = {.t = rk->t, .dt = r->dt, .batch = r->model.batch, .net = &r->model};
+	for (size_t i = 0; i < rd->nptensors; e += rd->ptensor[i++]) {
+		if (rk->whole != NULL) /* DeepSpeed's ZeRO-3: each tensor gathered on its own */
+			io.w[i] = rk->whole[t0 + i];
+		else if (rk->held[u] != NULL) /* kept since its forward */
+			io.w[i] = (const char *)rk->held[u] + (e - r->layout.unit[u].off) * r->esize[ZS_BUF_GATHERED];
+		else
+			io.w[i] = run_at(r, k, p, e - r->base[p]);
+		int mine = rk->whole != NULL ? g == ZS_BUF_FULL_GRADS && e >= r->base[g] && e < r->base[g] + r->len[g]
+		                             : !ly->tied;
+		io.g[i] = pass == ZS_PASS_BACKWARD && mine ? run_at(r, k, g, e - r->base[g]) : NULL;
 	}
-	return (struct zs_layer_io){w, grads, rk->t, r->dt, r->model.batch, &r->model, bias};
+	return io;
 }
 
 static void forward_layer(struct zs_run *r, unsigned k, size_t l)
@@ -393,12 +398,47 @@ static void backward_layer(struct zs_run *r, unsigned k, size_t l)
 	free_tensors_after(r, k, l);
 }
 
+/* Whether the run's layers go module by module (the scheme hooks modules
+ * and the model's kinds have them). */
+static int by_module(const struct zs_run *r)
+{
+	return r->ops->module != NULL && r->model.nlayers > 0 && r->model.layer[0].kind->forward_module != NULL;
+}
+
+/* Layer l on every rank, module by module, the scheme's hooks around
+ * each: its tensors, then its modules (in reverse for backward). */
+static void modules_layer(struct zs_run *r, size_t l, enum zs_pass pass)
+{
+	const struct zs_layer *ly = &r->model.layer[l];
+	for (unsigned k = r->r0; k < r->r1; k++)
+		layer_tensors(r, k, l, pass, 1);
+	for (size_t i = 0; i < ly->nmodules; i++) {
+		size_t s = pass == ZS_PASS_FORWARD ? i : ly->nmodules - 1 - i;
+		r->ops->module(r, l, s, pass, 1);
+		for (unsigned k = r->r0; k < r->r1; k++) {
+			struct zs_layer_io io = layer_io(r, k, l, pass);
+			(pass == ZS_PASS_FORWARD ? ly->kind->forward_module : ly->kind->backward_module)(ly, &io, s);
+		}
+		r->ops->module(r, l, s, pass, 0);
+		tracker_set_phase(&r->tracker, pass == ZS_PASS_FORWARD ? ZS_PH_FORWARD : ZS_PH_BACKWARD);
+	}
+	for (unsigned k = r->r0; k < r->r1; k++)
+		if (pass == ZS_PASS_FORWARD)
+			layer_tensors(r, k, l, pass, 0);
+		else
+			free_tensors_after(r, k, l);
+}
+
 /* Tied layer l, outside the unit it reads, in a visit of that unit of
  * its own: gathered as for a forward (params only: it computes no param
  * grads), unless the ranks hold it since its forward (torch's zero2). */
 static void visit(struct zs_run *r, size_t l, enum zs_pass pass)
 {
 	size_t u = unit_of(r, l);
+	if (by_module(r)) {
+		modules_layer(r, l, pass);
+		return;
+	}
 	int hooks = run_rank(r, r->r0)->held[u] == NULL;
 	if (hooks && r->ops->begin_unit)
 		r->ops->begin_unit(r, u, ZS_PASS_FORWARD);
@@ -409,6 +449,32 @@ static void visit(struct zs_run *r, size_t l, enum zs_pass pass)
 	tracker_set_phase(&r->tracker, pass == ZS_PASS_FORWARD ? ZS_PH_FORWARD : ZS_PH_BACKWARD);
 }
 
+/* Unit u's layers (but those in a visit of their own) on every rank, the
+ * scheme's unit hooks around them, or module by module. */
+static void run_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+{
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	int fwd = pass == ZS_PASS_FORWARD;
+	if (by_module(r)) {
+		for (size_t i = 0, n = un->last + 1 - un->first; i < n; i++) {
+			size_t l = fwd ? un->first + i : un->last - i;
+			if (!own_visit(r, u, l))
+				modules_layer(r, l, pass);
+		}
+		return;
+	}
+	if (r->ops->begin_unit)
+		r->ops->begin_unit(r, u, pass);
+	for (unsigned k = r->r0; k < r->r1; k++)
+		for (size_t i = 0, n = un->last + 1 - un->first; i < n; i++) {
+			size_t l = fwd ? un->first + i : un->last - i;
+			if (!own_visit(r, u, l))
+				(fwd ? forward_layer : backward_layer)(r, k, l);
+		}
+	if (r->ops->end_unit)
+		r->ops->end_unit(r, u, pass);
+}
+
 static void forward(struct zs_run *r, unsigned t)
 {
 	tracker_set_phase(&r->tracker, ZS_PH_FORWARD);
@@ -417,14 +483,7 @@ static void forward(struct zs_run *r, unsigned t)
 		fill_batch(r, k, t);
 	for (size_t u = 0; u < r->layout.nunits; u++) {
 		const struct zs_layout_unit *un = &r->layout.unit[u];
-		if (r->ops->begin_unit)
-			r->ops->begin_unit(r, u, ZS_PASS_FORWARD);
-		for (unsigned k = r->r0; k < r->r1; k++)
-			for (size_t l = un->first; l <= un->last; l++)
-				if (!own_visit(r, u, l))
-					forward_layer(r, k, l);
-		if (r->ops->end_unit)
-			r->ops->end_unit(r, u, ZS_PASS_FORWARD);
+		run_unit(r, u, ZS_PASS_FORWARD);
 		for (size_t l = un->first; l <= un->last; l++)
 			if (own_visit(r, u, l))
 				visit(r, l, ZS_PASS_FORWARD);
@@ -445,14 +504,7 @@ static void backward(struct zs_run *r)
 		for (size_t l = un->last + 1; l-- > un->first;)
 			if (own_visit(r, u, l))
 				visit(r, l, ZS_PASS_BACKWARD);
-		if (r->ops->begin_unit)
-			r->ops->begin_unit(r, u, ZS_PASS_BACKWARD);
-		for (unsigned k = r->r0; k < r->r1; k++)
-			for (size_t l = un->last + 1; l-- > un->first;)
-				if (!own_visit(r, u, l))
-					backward_layer(r, k, l);
-		if (r->ops->end_unit)
-			r->ops->end_unit(r, u, ZS_PASS_BACKWARD);
+		run_unit(r, u, ZS_PASS_BACKWARD);
 		tracker_set_phase(&r->tracker, ZS_PH_BACKWARD);
 	}
 	for (unsigned i = 0; i < m->ntensors; i++)

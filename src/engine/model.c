@@ -14,31 +14,23 @@ static void linear_forward(const struct zs_layer *l, const struct zs_layer_io *i
 {
 	float *out = io->t[l->out];
 	const float *in = io->t[l->in];
-	if (io->dt == ZS_F16) {
-		const zs_half *w = io->w;
-		linear_forward_f16(out, in, w, io->b ? io->b : w + l->din * l->dout, l->relu, io->batch, l->din, l->dout);
-	} else {
-		const float *w = io->w;
-		linear_forward_f32(out, in, w, io->b ? io->b : w + l->din * l->dout, l->relu, io->batch, l->din, l->dout);
-	}
+	if (io->dt == ZS_F16)
+		linear_forward_f16(out, in, io->w[0], io->w[1], l->relu, io->batch, l->din, l->dout);
+	else
+		linear_forward_f32(out, in, io->w[0], io->w[1], l->relu, io->batch, l->din, l->dout);
 }
 
 static void linear_backward(const struct zs_layer *l, const struct zs_layer_io *io)
 {
 	float *dx = l->dx == ZS_NO_TENSOR ? NULL : io->t[l->dx];
 	const float *dy = io->t[l->dy], *in = io->t[l->in];
-	if (io->dt == ZS_F16) {
-		const zs_half *w = io->w;
-		zs_half *g = io->g;
-		linear_backward_f16(g, g + l->din * l->dout, dx, dy, in, w, io->batch, l->din, l->dout);
-	} else {
-		const float *w = io->w;
-		float *g = io->g;
-		linear_backward_f32(g, g + l->din * l->dout, dx, dy, in, w, io->batch, l->din, l->dout);
-	}
+	if (io->dt == ZS_F16)
+		linear_backward_f16(io->g[0], io->g[1], dx, dy, in, io->w[0], io->batch, l->din, l->dout);
+	else
+		linear_backward_f32(io->g[0], io->g[1], dx, dy, in, io->w[0], io->batch, l->din, l->dout);
 }
 
-static const struct zs_layer_kind linear = {"linear", linear_forward, linear_backward};
+static const struct zs_layer_kind linear = {"linear", linear_forward, linear_backward, NULL, NULL};
 
 static float mlp_loss(const struct zs_net *m, float *const *t)
 {
@@ -102,6 +94,19 @@ void model_free(struct zs_net *m)
 {
 	free(m->tfm.perm);
 	m->tfm.perm = NULL;
+}
+
+const struct zs_layer *model_reads(const struct zs_net *m, size_t l)
+{
+	return m->layer[l].tied ? &m->layer[0] : &m->layer[l];
+}
+
+size_t model_first_ptensor(const struct zs_net *m, size_t l)
+{
+	size_t t = 0;
+	for (size_t i = 0; !m->layer[l].tied && i < l; i++)
+		t += m->layer[i].nptensors;
+	return t;
 }
 
 size_t model_tensor_bytes(const struct zs_net *m)

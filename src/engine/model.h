@@ -50,23 +50,41 @@ struct zs_tensor {
 
 struct zs_net;
 
-/* What a layer's kernels work on, on one rank. */
+/* What a layer's kernels work on, on one rank: each parameter tensor the
+ * layer reads (its own in flat order; a tied layer's, those of the layer it
+ * reads, model_reads), wherever the scheme holds it (a full buffer, a
+ * gathered unit, or a block of its own: DeepSpeed's ZeRO-3), NULL while it
+ * is not gathered; and in backward the grads of each, same type, NULL
+ * where the layer writes none (a tied layer's, outside DeepSpeed's ZeRO-3,
+ * which reduces the tied head's final norm from the head). */
 struct zs_layer_io {
-	const void *w;      /* its params (first element), fp16 or fp32 */
-	void *g;            /* its grads (backward only), same type; NULL for a tied layer */
+	const void *w[ZS_MAX_LAYER_TENSORS]; /* fp16 or fp32 */
+	void *g[ZS_MAX_LAYER_TENSORS];
 	float *const *t;    /* the rank's tensors, by index */
 	enum zs_dtype dt;
 	size_t batch;
 	const struct zs_net *net;
-	const void *b;      /* a linear layer's bias when it is not right after its weight, else NULL */
 };
 
 struct zs_layer;
 
+/* A layer's kind. A kind with modules (the transformer's) also runs its
+ * forward and backward one module at a time: module s's step reads (and
+ * writes the grads of) module s's tensors only, and forward is the steps
+ * 0..nmodules-1 in order, backward the same in reverse, so that a scheme
+ * may gather and release each module's params between them (DeepSpeed's
+ * ZeRO-3 hooks every nn.Module with parameters of its own). */
 struct zs_layer_kind {
 	const char *name;
 	void (*forward)(const struct zs_layer *l, const struct zs_layer_io *io);
 	void (*backward)(const struct zs_layer *l, const struct zs_layer_io *io);
+	void (*forward_module)(const struct zs_layer *l, const struct zs_layer_io *io, size_t s);
+	void (*backward_module)(const struct zs_layer *l, const struct zs_layer_io *io, size_t s);
+};
+
+/* A module of a layer: the tensors [first, first + n) of what it reads. */
+struct zs_module {
+	size_t first, n;
 };
 
 struct zs_layer {
@@ -86,6 +104,11 @@ struct zs_layer {
 	 * only) and computes no param grads: the layer that owns them does
 	 * (the transformer's embedding, tfm_net.c). */
 	int tied;
+	/* Its modules in forward order (kinds with modules; else none): a
+	 * block's norms and linears, the embedding's tables, the head's norm
+	 * and linear (tied: the embedding's table again). */
+	size_t nmodules;
+	struct zs_module module[ZS_MAX_LAYER_TENSORS];
 	/* Transformer layers: the block (or -1) and the tensors it names,
 	 * by enum tfm_act (ZS_NO_TENSOR where absent). */
 	int block;
@@ -149,6 +172,11 @@ void model_tfm_batch(const struct zs_net *m, float *const *t, uint64_t seed, uns
 void model_init(struct zs_net *m, const struct zs_config *c);
 /* Release what model_init allocated (the transformer's task). */
 void model_free(struct zs_net *m);
+
+/* The layer whose parameter tensors layer l reads (a tied layer reads the
+ * first's), and the index of its first tensor in the model's tensor order. */
+const struct zs_layer *model_reads(const struct zs_net *m, size_t l);
+size_t model_first_ptensor(const struct zs_net *m, size_t l);
 
 /* Bytes of every tensor the model allocates in one step, per rank. */
 size_t model_tensor_bytes(const struct zs_net *m);

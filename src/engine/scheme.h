@@ -88,6 +88,7 @@ struct zs_run {
 	enum zs_cat cat[ZS_NBUFS];
 	size_t esize[ZS_NBUFS];
 	size_t base[ZS_NBUFS];
+	size_t len[ZS_NBUFS];         /* and how many elements a transient copy holds */
 	int host[ZS_NBUFS];           /* held in host memory (an offloaded buffer) */
 
 	struct zs_tracker tracker;
@@ -126,6 +127,11 @@ struct zs_scheme_ops {
 	/* Around each unit in forward and backward (zero3's gather). */
 	void (*begin_unit)(struct zs_run *r, size_t u, enum zs_pass pass);
 	void (*end_unit)(struct zs_run *r, size_t u, enum zs_pass pass);
+	/* Around each module of a layer whose kind has modules, instead of
+	 * the unit hooks (DeepSpeed's ZeRO-3 on a transformer: its gather and
+	 * release per nn.Module, module s of layer l): the driver then runs
+	 * such a layer module by module on every rank. */
+	void (*module)(struct zs_run *r, size_t l, size_t s, enum zs_pass pass, int begin);
 	/* At the start of backward (zero2's full grad buffer). */
 	void (*begin_backward)(struct zs_run *r);
 	/* After backward (dp's all-reduce, zero1's and zero2's reduce-scatter). */

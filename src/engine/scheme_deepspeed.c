@@ -343,8 +343,16 @@ struct zs_ds3 {
 	int complete;
 	int persist[ZS_MAX_PARAM_TENSORS], avail[ZS_MAX_PARAM_TENSORS];
 	double recent[ZS_MAX_PARAM_TENSORS], n_avail;
-	size_t trace[2 * ZS_MAX_LAYERS];
-	size_t qt[2 * ZS_MAX_PARAM_TENSORS], qs[2 * ZS_MAX_PARAM_TENSORS];
+	/* The modules (the MLP's: the units; a transformer's: every nn.Module
+	 * with parameters of its own, model.h's zs_module, a tied head's
+	 * reading the token table again): tensors [first, first + n), whether
+	 * it makes their grads (not the tied head's: the table's module does),
+	 * and each layer's first module. */
+	size_t nmodules, mod_first[ZS_MAX_PARAM_TENSORS], mod_n[ZS_MAX_PARAM_TENSORS];
+	int mod_grads[ZS_MAX_PARAM_TENSORS];
+	size_t mod_of[ZS_MAX_LAYERS];
+	size_t trace[2 * ZS_MAX_PARAM_TENSORS];
+	size_t qt[2 * ZS_MAX_PARAM_TENSORS + 4], qs[2 * ZS_MAX_PARAM_TENSORS + 4];
 };
 
 #define DS3_REUSE_DISTANCE 1e9 /* stage3_max_reuse_distance's default (runtime/zero/config.py 237) */
@@ -392,7 +400,41 @@ static void release_tensor(struct zs_run *r, size_t t)
 	}
 }
 
-static int in_module(const struct zs_run *r, size_t t, size_t m) { return r->layout.tensor[t].unit == m; }
+static int in_module(const struct zs_run *r, size_t t, size_t m)
+{
+	return t >= r->ds3->mod_first[m] && t < r->ds3->mod_first[m] + r->ds3->mod_n[m];
+}
+
+/* The modules: the MLP's units (each layer's weight and bias, or the whole
+ * model), or a transformer's nn.Modules in forward order. */
+static void ds3_modules(struct zs_run *r)
+{
+	const struct zs_layout *lo = &r->layout;
+	const struct zs_net *m = &r->model;
+	struct zs_ds3 *d = r->ds3;
+	if (m->kind != ZS_NET_TFM) {
+		for (size_t t = 0; t < lo->ntensors; t++) {
+			if (t == 0 || lo->tensor[t].unit != lo->tensor[t - 1].unit)
+				d->mod_first[d->nmodules++] = t;
+			d->mod_n[d->nmodules - 1]++;
+		}
+		for (size_t u = 0; u < d->nmodules; u++)
+			d->mod_grads[u] = 1;
+		return;
+	}
+	for (size_t l = 0; l < m->nlayers; l++) {
+		const struct zs_layer *ly = &m->layer[l];
+		size_t t0 = model_first_ptensor(m, l);
+		d->mod_of[l] = d->nmodules;
+		for (size_t s = 0; s < ly->nmodules; s++, d->nmodules++) {
+			d->mod_first[d->nmodules] = t0 + ly->module[s].first;
+			d->mod_n[d->nmodules] = ly->module[s].n;
+			d->mod_grads[d->nmodules] = 1;
+			for (size_t e = 0; e < d->nmodules; e++) /* a tied head's table is the embedding's */
+				d->mod_grads[d->nmodules] &= !in_module(r, t0 + ly->module[s].first, e);
+		}
+	}
+}
 
 /* fetch_sub_module (partitioned_param_coordinator.py 285-418) of trace
  * entry j: the module's params not whole, then, once the trace is
@@ -472,9 +514,10 @@ static void ds3_setup(struct zs_run *r, const struct zs_config *c)
 	struct zs_ds3 *d = r->ds3 = zs_calloc(1, sizeof *r->ds3);
 	for (size_t t = 0; t < lo->ntensors; t++)
 		d->persist[t] = (double)lo->tensor[t].n <= c->ds_persist; /* partition_parameters.py 1130 */
-	for (size_t u = 0; u < lo->nunits; u++)
-		d->trace[u] = d->trace[2 * lo->nunits - 1 - u] = u;
-	d->ntrace = 2 * lo->nunits;
+	ds3_modules(r);
+	for (size_t u = 0; u < d->nmodules; u++)
+		d->trace[u] = d->trace[2 * d->nmodules - 1 - u] = u;
+	d->ntrace = 2 * d->nmodules;
 	for (size_t j = 0; j < d->ntrace; j++) /* record_parameters, 210-219 */
 		for (size_t t = 0; t < lo->ntensors; t++)
 			if (in_module(r, t, d->trace[j])) {
@@ -629,16 +672,16 @@ static void drop_module_grads(struct zs_run *r)
  * __add_grad_to_ipg_bucket, 1275-1290), the bucket reduced first when the
  * next would not fit and it is not empty (so a tensor larger than the
  * bucket is always reduced alone, from its own grad, when the next one
- * comes or at the epilogue). Here a unit's tensors in model order. Then
+ * comes or at the epilogue). Here a module's tensors in model order. Then
  * autograd's grads are dropped and the module released. */
-static void ds3_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+static void ds3_module_done(struct zs_run *r, size_t m, enum zs_pass pass)
 {
 	struct zs_bucket *b = &r->bucket;
+	struct zs_ds3 *d = r->ds3;
 	const struct zs_layout *lo = &r->layout;
-	for (size_t t = 0; t < lo->ntensors && pass == ZS_PASS_BACKWARD; t++) {
+	int grads = pass == ZS_PASS_BACKWARD && d->mod_grads[m];
+	for (size_t t = d->mod_first[m]; grads && t < d->mod_first[m] + d->mod_n[m]; t++) {
 		const struct zs_layout_tensor *ts = &lo->tensor[t];
-		if (ts->unit != u)
-			continue;
 		if (b->used + ts->n > bucket_elements(r) && b->count > 0)
 			ds3_flush(r);
 		for (unsigned k = r->r0; k < r->r1 && !oversized(r, t); k++)
@@ -649,9 +692,30 @@ static void ds3_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 		b->used += ts->n;
 		tracker_set_phase(&r->tracker, ZS_PH_BACKWARD);
 	}
-	if (pass == ZS_PASS_BACKWARD)
+	if (grads)
 		drop_module_grads(r);
-	ds3_release(r, r->ds3->entry++);
+	ds3_release(r, d->entry++);
+}
+
+static void ds3_end_unit(struct zs_run *r, size_t u, enum zs_pass pass) { ds3_module_done(r, u, pass); }
+
+/* A transformer's module s of layer l: gathered (and its grads made, in
+ * backward) before its step, reduced and released after. */
+static void ds3_module(struct zs_run *r, size_t l, size_t s, enum zs_pass pass, int begin)
+{
+	struct zs_ds3 *d = r->ds3;
+	size_t m = d->mod_of[l] + s;
+	if (!begin) {
+		ds3_module_done(r, m, pass);
+		return;
+	}
+	ds3_fetch(r, d->entry);
+	if (pass == ZS_PASS_BACKWARD && d->mod_grads[m]) {
+		size_t off = r->layout.tensor[d->mod_first[m]].off, n = 0;
+		for (size_t t = d->mod_first[m]; t < d->mod_first[m] + d->mod_n[m]; t++)
+			n += r->layout.tensor[t].n;
+		run_alloc_full(r, ZS_BUF_FULL_GRADS, off, n);
+	}
 }
 
 /* independent_gradient_partition_epilogue (1131-1155): what is left. */
@@ -740,6 +804,7 @@ static const struct zs_scheme_ops ds_zero3 = {
 	.teardown = ds3_teardown,
 	.begin_unit = ds3_begin_unit,
 	.end_unit = ds3_end_unit,
+	.module = ds3_module,
 	.reduce = ds3_reduce,
 	.before_optimizer = ds3_before_optimizer,
 	.after_optimizer = ds3_after_optimizer,

@@ -140,6 +140,16 @@ void tfm_block_view_at(struct tfm_block_params *p, const struct tfm_dims *d, flo
 	}
 }
 
+void tfm_block_view_tensors(struct tfm_block_params *p, const struct tfm_dims *d, float *const *t)
+{
+	size_t sz[NBLOCK_TENSORS], k = 0;
+	float **slot[NBLOCK_TENSORS];
+	tfm_block_tensor_sizes(d, sz);
+	block_slots(p, slot);
+	for (size_t i = 0; i < NBLOCK_TENSORS; i++)
+		*slot[i] = sz[i] != 0 ? t[k++] : NULL;
+}
+
 void tfm_block_view(struct tfm_block_params *p, const struct tfm_dims *d, float *flat, size_t l)
 {
 	tfm_block_view_at(p, d, flat + tfm_block_offset(d, l));
@@ -264,6 +274,34 @@ void tfm_embed_backward(struct tfm_embed_params *g, const float *dx, const int *
 	embed_backward(g->wte, g->wpe, dx, in, B * T, T, d->d);
 }
 
+/* Module 0 the token table: x = wte[tok]; module 1 the positions' (gpt2):
+ * x += wpe[t], the same sum in the same order as embed_forward's. */
+void tfm_embed_forward_module(float *x, const struct tfm_embed_params *p, const int *in, const struct tfm_dims *d,
+                              size_t B, size_t T, size_t s)
+{
+	size_t C = d->d;
+	if (s == 0) {
+		embed_forward(x, in, p->wte, NULL, B * T, T, C);
+		return;
+	}
+	for (size_t r = 0; r < B * T; r++)
+		for (size_t i = 0; i < C; i++)
+			x[r * C + i] += p->wpe[(r % T) * C + i];
+}
+
+void tfm_embed_backward_module(struct tfm_embed_params *g, const float *dx, const int *in, const struct tfm_dims *d,
+                               size_t B, size_t T, size_t s)
+{
+	size_t C = d->d;
+	if (s == 0) {
+		embed_backward(g->wte, NULL, dx, in, B * T, T, C);
+		return;
+	}
+	for (size_t r = 0; r < B * T; r++)
+		for (size_t i = 0; i < C; i++)
+			g->wpe[(r % T) * C + i] += dx[r * C + i];
+}
+
 /* A 16-bit tensor x (n) just written: rounded to fp16 values (mixed). */
 static void r16(int f16, float *x, size_t n)
 {
@@ -279,78 +317,130 @@ void tfm_attention_recompute(struct tfm_block_acts *a, const struct tfm_dims *d,
 
 /* In mixed precision every 16-bit output is rounded as it is written
  * (autocast's matmuls return fp16; the elementwise ops on 16-bit tensors
- * return 16 bits); a residual add too. */
-void tfm_block_recompute(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
-                         const struct tfm_dims *d, size_t B, size_t T)
+ * return 16 bits); a residual add too. Module s's part of the forward:
+ * 0 ln1, 1 qkv (with rope and the attention, which has no params), 2 the
+ * projection and the residual, 3 ln2, 4 the up projection and its
+ * activation, 5 the down projection and the residual. */
+void tfm_block_forward_module(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
+                              const struct tfm_dims *d, size_t B, size_t T, size_t s)
 {
 	size_t BT = B * T, C = d->d, H = d->heads, KV = d->kv_heads, hd = d->head_dim, F = d->ffn;
 	size_t Q = tfm_qkv_rows(d), U = tfm_up_rows(d);
 	int h = a->f16;
-	norm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1_w, p->ln1_b, d, BT);
-	r16(h, a->ln1, BT * C);
-	matmul_forward(a->qkv, a->ln1, p->qkv_w, p->qkv_b, BT, C, Q);
-	r16(h, a->qkv, BT * Q);
-	if (d->family == TFM_LLAMA) {
-		rope_forward(a->qkv, d->rope_theta, B, T, H, KV, hd);
+	switch (s) {
+	case 0:
+		norm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1_w, p->ln1_b, d, BT);
+		r16(h, a->ln1, BT * C);
+		break;
+	case 1:
+		matmul_forward(a->qkv, a->ln1, p->qkv_w, p->qkv_b, BT, C, Q);
 		r16(h, a->qkv, BT * Q);
+		if (d->family == TFM_LLAMA) {
+			rope_forward(a->qkv, d->rope_theta, B, T, H, KV, hd);
+			r16(h, a->qkv, BT * Q);
+		}
+		tfm_attention_recompute(a, d, B, T);
+		break;
+	case 2:
+		matmul_forward(a->res2, a->atty, p->proj_w, p->proj_b, BT, H * hd, C);
+		r16(h, a->res2, BT * C);
+		residual_add(a->res2, x, BT * C);
+		r16(h, a->res2, BT * C);
+		break;
+	case 3:
+		norm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2_w, p->ln2_b, d, BT);
+		r16(h, a->ln2, BT * C);
+		break;
+	case 4:
+		matmul_forward(a->fch, a->ln2, p->fc_w, p->fc_b, BT, C, U);
+		r16(h, a->fch, BT * U);
+		if (d->family == TFM_GPT2)
+			gelu_forward(a->fch_act, a->fch, BT * F);
+		else
+			swiglu_forward(a->fch_act, a->fch, BT, F);
+		r16(h, a->fch_act, BT * F);
+		break;
+	default:
+		matmul_forward(a->res3, a->fch_act, p->fcproj_w, p->fcproj_b, BT, F, C);
+		r16(h, a->res3, BT * C);
+		residual_add(a->res3, a->res2, BT * C);
+		r16(h, a->res3, BT * C);
 	}
-	tfm_attention_recompute(a, d, B, T);
-	matmul_forward(a->res2, a->atty, p->proj_w, p->proj_b, BT, H * hd, C);
-	r16(h, a->res2, BT * C);
-	residual_add(a->res2, x, BT * C);
-	r16(h, a->res2, BT * C);
-	norm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2_w, p->ln2_b, d, BT);
-	r16(h, a->ln2, BT * C);
-	matmul_forward(a->fch, a->ln2, p->fc_w, p->fc_b, BT, C, U);
-	r16(h, a->fch, BT * U);
-	if (d->family == TFM_GPT2)
-		gelu_forward(a->fch_act, a->fch, BT * F);
-	else
-		swiglu_forward(a->fch_act, a->fch, BT, F);
-	r16(h, a->fch_act, BT * F);
+}
+
+void tfm_block_recompute(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
+                         const struct tfm_dims *d, size_t B, size_t T)
+{
+	for (size_t s = 0; s + 1 < TFM_BLOCK_MODULES; s++)
+		tfm_block_forward_module(a, p, x, d, B, T, s);
 }
 
 void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                        const struct tfm_dims *d, size_t B, size_t T)
 {
-	size_t BT = B * T, C = d->d;
-	tfm_block_recompute(a, p, x, d, B, T);
-	matmul_forward(a->res3, a->fch_act, p->fcproj_w, p->fcproj_b, BT, d->ffn, C);
-	r16(a->f16, a->res3, BT * C);
-	residual_add(a->res3, a->res2, BT * C);
-	r16(a->f16, a->res3, BT * C);
+	for (size_t s = 0; s < TFM_BLOCK_MODULES; s++)
+		tfm_block_forward_module(a, p, x, d, B, T, s);
+}
+
+void tfm_block_backward_module(struct tfm_block_params *g, struct tfm_scratch *sc, const struct tfm_block_acts *a,
+                               const struct tfm_block_params *p, const float *x, const struct tfm_dims *d, size_t B,
+                               size_t T, size_t s)
+{
+	size_t BT = B * T, C = d->d, H = d->heads, KV = d->kv_heads, hd = d->head_dim, F = d->ffn;
+	switch (s) {
+	case 5: /* res3 = res2 + fcproj(fch_act): dres flows to both. */
+		matmul_backward(sc->dh, g->fcproj_w, g->fcproj_b, sc->dres, a->fch_act, p->fcproj_w, BT, F, C);
+		if (d->family == TFM_GPT2)
+			gelu_backward(sc->dup, sc->dh, a->fch, BT * F);
+		else
+			swiglu_backward(sc->dup, sc->dh, a->fch, BT, F);
+		break;
+	case 4:
+		matmul_backward(sc->dx, g->fc_w, g->fc_b, sc->dup, a->ln2, p->fc_w, BT, C, tfm_up_rows(d));
+		break;
+	case 3:
+		norm_backward(sc->dres, g->ln2_w, g->ln2_b, sc->dx, a->res2, p->ln2_w, a->ln2_mean, a->ln2_rstd, d, BT);
+		break;
+	case 2: /* res2 = x + proj(atty). */
+		matmul_backward(sc->dx, g->proj_w, g->proj_b, sc->dres, a->atty, p->proj_w, BT, H * hd, C);
+		attention_backward(sc->dqkv, sc->datt, sc->dx, a->qkv, a->att, B, T, H, KV, hd);
+		if (d->family == TFM_LLAMA)
+			rope_backward(sc->dqkv, d->rope_theta, B, T, H, KV, hd);
+		break;
+	case 1:
+		matmul_backward(sc->dx, g->qkv_w, g->qkv_b, sc->dqkv, a->ln1, p->qkv_w, BT, C, tfm_qkv_rows(d));
+		break;
+	default:
+		norm_backward(sc->dres, g->ln1_w, g->ln1_b, sc->dx, x, p->ln1_w, a->ln1_mean, a->ln1_rstd, d, BT);
+	}
 }
 
 void tfm_block_backward(struct tfm_block_params *g, struct tfm_scratch *s, const struct tfm_block_acts *a,
                         const struct tfm_block_params *p, const float *x, const struct tfm_dims *d, size_t B,
                         size_t T)
 {
-	size_t BT = B * T, C = d->d, H = d->heads, KV = d->kv_heads, hd = d->head_dim, F = d->ffn;
-	/* res3 = res2 + fcproj(fch_act): dres flows to both. */
-	matmul_backward(s->dh, g->fcproj_w, g->fcproj_b, s->dres, a->fch_act, p->fcproj_w, BT, F, C);
-	if (d->family == TFM_GPT2)
-		gelu_backward(s->dup, s->dh, a->fch, BT * F);
-	else
-		swiglu_backward(s->dup, s->dh, a->fch, BT, F);
-	matmul_backward(s->dx, g->fc_w, g->fc_b, s->dup, a->ln2, p->fc_w, BT, C, tfm_up_rows(d));
-	norm_backward(s->dres, g->ln2_w, g->ln2_b, s->dx, a->res2, p->ln2_w, a->ln2_mean, a->ln2_rstd, d, BT);
-	/* res2 = x + proj(atty). */
-	matmul_backward(s->dx, g->proj_w, g->proj_b, s->dres, a->atty, p->proj_w, BT, H * hd, C);
-	attention_backward(s->dqkv, s->datt, s->dx, a->qkv, a->att, B, T, H, KV, hd);
-	if (d->family == TFM_LLAMA)
-		rope_backward(s->dqkv, d->rope_theta, B, T, H, KV, hd);
-	matmul_backward(s->dx, g->qkv_w, g->qkv_b, s->dqkv, a->ln1, p->qkv_w, BT, C, tfm_qkv_rows(d));
-	norm_backward(s->dres, g->ln1_w, g->ln1_b, s->dx, x, p->ln1_w, a->ln1_mean, a->ln1_rstd, d, BT);
+	for (size_t m = TFM_BLOCK_MODULES; m-- > 0;)
+		tfm_block_backward_module(g, s, a, p, x, d, B, T, m);
+}
+
+void tfm_head_forward_module(struct tfm_head_acts *a, const struct tfm_final_params *p, const float *x,
+                             const struct tfm_dims *d, size_t B, size_t T, size_t s)
+{
+	size_t BT = B * T;
+	if (s == 0) {
+		norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, p->norm_w, p->norm_b, d, BT);
+		r16(a->f16, a->lnf, BT * d->d);
+		return;
+	}
+	matmul_forward(a->logits, a->lnf, p->head, NULL, BT, d->d, d->vocab);
+	r16(a->f16, a->logits, BT * d->vocab); /* a 16-bit product, then the loss in fp32 */
 }
 
 void tfm_head_logits(struct tfm_head_acts *a, const struct tfm_final_params *p, const float *x,
                      const struct tfm_dims *d, size_t B, size_t T)
 {
-	size_t BT = B * T;
-	norm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, p->norm_w, p->norm_b, d, BT);
-	r16(a->f16, a->lnf, BT * d->d);
-	matmul_forward(a->logits, a->lnf, p->head, NULL, BT, d->d, d->vocab);
-	r16(a->f16, a->logits, BT * d->vocab); /* a 16-bit product, then the loss in fp32 */
+	tfm_head_forward_module(a, p, x, d, B, T, 0);
+	tfm_head_forward_module(a, p, x, d, B, T, 1);
 }
 
 float tfm_head_forward(struct tfm_head_acts *a, const struct tfm_final_params *p, const float *x,
@@ -360,14 +450,25 @@ float tfm_head_forward(struct tfm_head_acts *a, const struct tfm_final_params *p
 	return crossentropy_forward_backward(a->logits, target, B * T, d->vocab);
 }
 
+void tfm_head_backward_module(struct tfm_final_params *g, struct tfm_scratch *s, const struct tfm_head_acts *a,
+                              const struct tfm_final_params *p, const float *x, const struct tfm_dims *d, size_t B,
+                              size_t T, size_t m)
+{
+	size_t BT = B * T;
+	if (m == 1) {
+		matmul_backward(s->dx, g->head, NULL, a->logits, a->lnf, p->head, BT, d->d, d->vocab);
+		return;
+	}
+	memset(s->dres, 0, BT * d->d * sizeof *s->dres);
+	norm_backward(s->dres, g->norm_w, g->norm_b, s->dx, x, p->norm_w, a->lnf_mean, a->lnf_rstd, d, BT);
+}
+
 void tfm_head_backward(struct tfm_final_params *g, struct tfm_scratch *s, const struct tfm_head_acts *a,
                        const struct tfm_final_params *p, const float *x, const struct tfm_dims *d, size_t B,
                        size_t T)
 {
-	size_t BT = B * T;
-	matmul_backward(s->dx, g->head, NULL, a->logits, a->lnf, p->head, BT, d->d, d->vocab);
-	memset(s->dres, 0, BT * d->d * sizeof *s->dres);
-	norm_backward(s->dres, g->norm_w, g->norm_b, s->dx, x, p->norm_w, a->lnf_mean, a->lnf_rstd, d, BT);
+	tfm_head_backward_module(g, s, a, p, x, d, B, T, 1);
+	tfm_head_backward_module(g, s, a, p, x, d, B, T, 0);
 }
 
 /* ------------------------------------------------------------------------ */

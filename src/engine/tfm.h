@@ -99,6 +99,8 @@ void tfm_final_view(struct tfm_final_params *p, const struct tfm_dims *d, float 
  * head's (untied: the final norm's; tied: the embedding's, flat[0]). */
 void tfm_block_view_at(struct tfm_block_params *p, const struct tfm_dims *d, float *block);
 void tfm_head_view(struct tfm_final_params *p, const struct tfm_dims *d, float *start);
+/* A block's view from its present tensors' pointers, in slot order. */
+void tfm_block_view_tensors(struct tfm_block_params *p, const struct tfm_dims *d, float *const *t);
 
 /* The activations the backward needs, B·T = BT rows, one tensor each.
  * A block saves TFM_ACT_LN1 .. TFM_ACT_RES3 (its input is the previous
@@ -184,6 +186,27 @@ void tfm_block_recompute(struct tfm_block_acts *a, const struct tfm_block_params
 void tfm_attention_recompute(struct tfm_block_acts *a, const struct tfm_dims *d, size_t B, size_t T);
 /* On entry s->dres is d loss / d res3, on return d loss / d x; g += the
  * block's parameter gradients. */
+/* The same, one module at a time (DeepSpeed's ZeRO-3 gathers params per
+ * nn.Module): a block's modules are its norms and linears, 0 ln1, 1 qkv,
+ * 2 proj, 3 ln2, 4 up, 5 down (module s reads the tensors of slots 2s and
+ * 2s+1 of tfm_block_params); forward runs them 0..5 (recompute 0..4),
+ * backward 5..0; the embedding's 0 wte, 1 wpe; the head's 0 the final
+ * norm, 1 the head. The bits are those of the whole-layer calls. */
+#define TFM_BLOCK_MODULES 6
+void tfm_block_forward_module(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
+                              const struct tfm_dims *d, size_t B, size_t T, size_t s);
+void tfm_block_backward_module(struct tfm_block_params *g, struct tfm_scratch *sc, const struct tfm_block_acts *a,
+                               const struct tfm_block_params *p, const float *x, const struct tfm_dims *d, size_t B,
+                               size_t T, size_t s);
+void tfm_embed_forward_module(float *x, const struct tfm_embed_params *p, const int *in, const struct tfm_dims *d,
+                              size_t B, size_t T, size_t s);
+void tfm_embed_backward_module(struct tfm_embed_params *g, const float *dx, const int *in, const struct tfm_dims *d,
+                               size_t B, size_t T, size_t s);
+void tfm_head_forward_module(struct tfm_head_acts *a, const struct tfm_final_params *p, const float *x,
+                             const struct tfm_dims *d, size_t B, size_t T, size_t s);
+void tfm_head_backward_module(struct tfm_final_params *g, struct tfm_scratch *s, const struct tfm_head_acts *a,
+                              const struct tfm_final_params *p, const float *x, const struct tfm_dims *d, size_t B,
+                              size_t T, size_t m);
 void tfm_block_backward(struct tfm_block_params *g, struct tfm_scratch *s, const struct tfm_block_acts *a,
                         const struct tfm_block_params *p, const float *x, const struct tfm_dims *d, size_t B,
                         size_t T);

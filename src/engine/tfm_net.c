@@ -78,32 +78,74 @@ static void scratch_of(struct tfm_scratch *s, const struct zs_layer_io *io)
 
 /* ---- mixed precision: fp32 kernels on conversion buffers ------------------ */
 
-/* The first n params of the layer as fp32: themselves, or (mixed) widened
- * from fp16 into w32. */
-static float *params32(const struct zs_layer_io *io, size_t n)
+/* The layer whose tensors l reads (a tied head: the embedding). */
+static const struct zs_layer *reads(const struct zs_layer *l, const struct zs_layer_io *io)
 {
-	const struct zs_net_tfm *tn = &io->net->tfm;
-	if (!tn->mixed)
-		return mut(io->w);
-	float *w = io->t[tn->w32];
-	zs_half_to_float_n(w, io->w, n);
-	return w;
+	return l->tied ? &io->net->layer[0] : l;
 }
 
-/* The layer's grads as fp32, zeroed: themselves, or (mixed) g32, which
- * grads_done rounds into the fp16 grads. */
-static float *grads32(const struct zs_layer *l, const struct zs_layer_io *io)
+/* The tensors the layer reads as fp32, in p[]: themselves, or (mixed)
+ * their places in w32, where the module's [first, first + n) are widened
+ * from fp16 (the others are not read by this module's step). */
+static void params32(const struct zs_layer *l, const struct zs_layer_io *io, size_t first, size_t n,
+                     float *p[ZS_MAX_LAYER_TENSORS])
 {
 	const struct zs_net_tfm *tn = &io->net->tfm;
-	float *g = tn->mixed ? io->t[tn->g32] : io->g;
-	memset(g, 0, l->nparams * sizeof *g);
-	return g;
+	const struct zs_layer *rd = reads(l, io);
+	float *w32 = tn->mixed ? io->t[tn->w32] : NULL;
+	memset(p, 0, ZS_MAX_LAYER_TENSORS * sizeof *p);
+	for (size_t i = 0, off = 0; i < rd->nptensors; off += rd->ptensor[i++]) {
+		p[i] = w32 != NULL ? w32 + off : mut(io->w[i]);
+		if (w32 != NULL && i >= first && i < first + n && io->w[i] != NULL)
+			zs_half_to_float_n(p[i], io->w[i], rd->ptensor[i]);
+	}
 }
 
-static void grads_done(const struct zs_layer *l, const struct zs_layer_io *io)
+/* The grads of the tensors the layer reads as fp32, in g[] (NULL where it
+ * writes none), those of [first, first + n) zeroed: themselves, or (mixed)
+ * their places in g32, which grads_done rounds into the fp16 grads. */
+static void grads32(const struct zs_layer *l, const struct zs_layer_io *io, size_t first, size_t n,
+                    float *g[ZS_MAX_LAYER_TENSORS])
 {
-	if (io->net->tfm.mixed)
-		zs_float_to_half_n(io->g, io->t[io->net->tfm.g32], l->nparams);
+	const struct zs_net_tfm *tn = &io->net->tfm;
+	const struct zs_layer *rd = reads(l, io);
+	memset(g, 0, ZS_MAX_LAYER_TENSORS * sizeof *g);
+	for (size_t i = 0, off = 0; i < rd->nptensors; off += rd->ptensor[i++]) {
+		g[i] = io->g[i] == NULL ? NULL : tn->mixed ? io->t[tn->g32] + off : io->g[i];
+		if (g[i] != NULL && i >= first && i < first + n)
+			memset(g[i], 0, rd->ptensor[i] * sizeof *g[i]);
+	}
+}
+
+static void grads_done(const struct zs_layer *l, const struct zs_layer_io *io, size_t first, size_t n)
+{
+	const struct zs_net_tfm *tn = &io->net->tfm;
+	const struct zs_layer *rd = reads(l, io);
+	for (size_t i = 0, off = 0; i < rd->nptensors && tn->mixed; off += rd->ptensor[i++])
+		if (io->g[i] != NULL && i >= first && i < first + n)
+			zs_float_to_half_n(io->g[i], io->t[tn->g32] + off, rd->ptensor[i]);
+}
+
+/* The views of the embedding's and the head's tensors from their pointers
+ * (the head's: untied its norm's, then the head; tied the embedding's
+ * tables, then the final norm's). */
+static void embed_view(struct tfm_embed_params *p, const struct tfm_dims *d, float *const *t)
+{
+	p->wte = t[0];
+	p->wpe = d->family == TFM_GPT2 ? t[1] : NULL;
+}
+
+/* The final norm's tensors (weight and bias, or weight), and the
+ * embedding's tables (wte and wpe, or wte): each 2 for gpt2, 1 for llama. */
+static size_t norm_tensors(const struct tfm_dims *d) { return d->family == TFM_GPT2 ? 2 : 1; }
+static size_t tables(const struct tfm_dims *d) { return d->family == TFM_GPT2 ? 2 : 1; }
+
+static void head_view(struct tfm_final_params *p, const struct tfm_dims *d, float *const *t)
+{
+	size_t nb = d->family == TFM_GPT2 ? 1 : 0, n0 = d->tied ? tables(d) : 0;
+	p->norm_w = t[n0];
+	p->norm_b = nb ? t[n0 + 1] : NULL;
+	p->head = d->tied ? t[0] : t[1 + nb];
 }
 
 /* Where the kernels see the layer's tensors: its input x (the previous
@@ -179,102 +221,128 @@ static void head_acts(struct tfm_head_acts *a, const struct view *v, int f16)
 
 /* ---- the embedding ------------------------------------------------------ */
 
-static void embed_fwd(const struct zs_layer *l, const struct zs_layer_io *io)
+static void embed_fwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
+	const struct zs_module *md = &l->module[s];
 	struct tfm_embed_params p;
+	float *w[ZS_MAX_LAYER_TENSORS];
 	struct view v;
 	view_of(&v, l, io, TFM_ACT_X0, TFM_ACT_X0, 0);
-	tfm_embed_view(&p, &n->dims, params32(io, l->nparams));
-	tfm_embed_forward(v.t[TFM_ACT_X0], &p, ids(io->t, n->tokens), &n->dims, n->B, n->T);
-	sync16(&v, l, io, TFM_ACT_X0, TFM_ACT_X0, 0, SKIP_NONE);
+	params32(l, io, md->first, md->n, w);
+	embed_view(&p, &n->dims, w);
+	tfm_embed_forward_module(v.t[TFM_ACT_X0], &p, ids(io->t, n->tokens), &n->dims, n->B, n->T, s);
+	if (s + 1 == l->nmodules)
+		sync16(&v, l, io, TFM_ACT_X0, TFM_ACT_X0, 0, SKIP_NONE);
 }
 
-static void embed_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
+/* The token table's grads (module 0) take the tied head's first, as
+ * tfm_model_step adds them, and the final norm's from dnorm where the
+ * layer writes them (outside DeepSpeed's ZeRO-3, whose head writes its
+ * norm's own). */
+static void embed_bwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
 	const struct tfm_dims *d = &n->dims;
-	float *g = grads32(l, io);
+	const struct zs_module *md = &l->module[s];
+	size_t nf = d->tied ? norm_tensors(d) : 0, f0 = l->nptensors - nf;
+	int norm = s == 0 && nf > 0 && io->g[f0] != NULL;
+	float *g[ZS_MAX_LAYER_TENSORS];
 	struct tfm_embed_params eg;
-	tfm_embed_view(&eg, d, g);
-	if (d->tied) { /* the tied head's grads first, as tfm_model_step adds them */
+	grads32(l, io, md->first, md->n, g);
+	if (norm)
+		grads32(l, io, f0, nf, g);
+	embed_view(&eg, d, g);
+	if (s == 0 && d->tied) { /* the tied head's grads first, as tfm_model_step adds them */
 		const struct zs_layer *h = &io->net->layer[io->net->nlayers - 1];
-		struct tfm_final_params fg;
 		struct view v;
 		view_of(&v, h, io, TFM_ACT_LNF, TFM_ACT_LOGITS, 0); /* its input is freed */
 		sync16(&v, h, io, TFM_ACT_LNF, TFM_ACT_LOGITS, 1, SKIP_NONE);
-		tfm_head_view(&fg, d, g);
-		matmul_backward(NULL, fg.head, NULL, v.t[TFM_ACT_LOGITS], v.t[TFM_ACT_LNF], NULL, n->B * n->T, d->d,
+		matmul_backward(NULL, eg.wte, NULL, v.t[TFM_ACT_LOGITS], v.t[TFM_ACT_LNF], NULL, n->B * n->T, d->d,
 		                d->vocab);
-		memcpy(fg.norm_w, io->t[n->dnorm], (d->family == TFM_GPT2 ? 2 : 1) * d->d * sizeof *g);
+		for (size_t i = 0; norm && i < nf; i++)
+			memcpy(g[f0 + i], io->t[n->dnorm] + i * d->d, d->d * sizeof *g[f0]);
 	}
-	tfm_embed_backward(&eg, io->t[n->scratch[0]], ids(io->t, n->tokens), d, n->B, n->T);
-	grads_done(l, io);
+	tfm_embed_backward_module(&eg, io->t[n->scratch[0]], ids(io->t, n->tokens), d, n->B, n->T, s);
+	grads_done(l, io, md->first, md->n);
+	if (norm)
+		grads_done(l, io, f0, nf);
 }
 
 /* ---- a block -------------------------------------------------------------- */
 
-static void block_fwd(const struct zs_layer *l, const struct zs_layer_io *io)
+static void block_fwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
+	const struct zs_module *md = &l->module[s];
 	struct tfm_block_params p;
 	struct tfm_block_acts a;
+	float *w[ZS_MAX_LAYER_TENSORS];
 	struct view v;
 	view_of(&v, l, io, 0, TFM_NBLOCK_ACTS - 1, 1);
-	sync16(&v, l, io, 0, TFM_NBLOCK_ACTS - 1, 1, SKIP_ALL_BUT_INPUT);
-	tfm_block_view_at(&p, &n->dims, params32(io, l->nparams));
+	if (s == 0)
+		sync16(&v, l, io, 0, TFM_NBLOCK_ACTS - 1, 1, SKIP_ALL_BUT_INPUT);
+	params32(l, io, md->first, md->n, w);
+	tfm_block_view_tensors(&p, &n->dims, w);
 	block_acts(&a, &v, n->mixed);
-	tfm_block_forward(&a, &p, v.x, &n->dims, n->B, n->T);
-	sync16(&v, l, io, 0, TFM_NBLOCK_ACTS - 1, 0, SKIP_NONE);
+	tfm_block_forward_module(&a, &p, v.x, &n->dims, n->B, n->T, s);
+	if (s + 1 == l->nmodules)
+		sync16(&v, l, io, 0, TFM_NBLOCK_ACTS - 1, 0, SKIP_NONE);
 }
 
-static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
+static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
 	const struct tfm_dims *d = &n->dims;
+	const struct zs_module *md = &l->module[s];
+	int first = s + 1 == l->nmodules, full = n->recompute == TFM_RECOMPUTE_FULL;
 	struct tfm_block_params p, g;
 	struct tfm_block_acts a;
-	struct tfm_scratch s;
+	struct tfm_scratch sc;
+	float *w[ZS_MAX_LAYER_TENSORS], *gr[ZS_MAX_LAYER_TENSORS];
 	struct view v;
 	view_of(&v, l, io, 0, TFM_NBLOCK_ACTS - 1, 1);
-	sync16(&v, l, io, 0, TFM_NBLOCK_ACTS - 1, 1, SKIP_RECOMPUTED);
-	tfm_block_view_at(&p, d, params32(io, l->nparams));
-	tfm_block_view_at(&g, d, grads32(l, io));
+	if (first)
+		sync16(&v, l, io, 0, TFM_NBLOCK_ACTS - 1, 1, SKIP_RECOMPUTED);
+	/* a full recompute reads every tensor (not under DeepSpeed's ZeRO-3) */
+	params32(l, io, first && full ? 0 : md->first, first && full ? l->nptensors : md->n, w);
+	tfm_block_view_tensors(&p, d, w);
+	grads32(l, io, md->first, md->n, gr);
+	tfm_block_view_tensors(&g, d, gr);
 	block_acts(&a, &v, n->mixed);
-	scratch_of(&s, io);
+	scratch_of(&sc, io);
 	/* Rebuild what the forward did not keep (recomputed tensors; in mixed
 	 * also into their 16-bit tensors, which then hold what they say). */
-	if (n->recompute == TFM_RECOMPUTE_FULL) {
+	if (first && full) {
 		tfm_block_recompute(&a, &p, v.x, d, n->B, n->T);
 		sync16(&v, l, io, 0, TFM_ACT_RES3 - 1, 0, SKIP_NONE);
-	} else if (n->recompute == TFM_RECOMPUTE_SELECTIVE) {
+	} else if (first && n->recompute == TFM_RECOMPUTE_SELECTIVE) {
 		tfm_attention_recompute(&a, d, n->B, n->T);
 	}
-	tfm_block_backward(&g, &s, &a, &p, v.x, d, n->B, n->T);
-	grads_done(l, io);
+	tfm_block_backward_module(&g, &sc, &a, &p, v.x, d, n->B, n->T, s);
+	grads_done(l, io, md->first, md->n);
 }
 
 /* ---- the final norm, the head and the loss -------------------------------- */
 
-/* The params the head reads: its own, or (tied) the embedding's unit. */
-static size_t head_reads(const struct zs_layer *l, const struct zs_layer_io *io)
-{
-	return l->tied ? io->net->layer[0].nparams : l->nparams;
-}
-
-static void head_fwd(const struct zs_layer *l, const struct zs_layer_io *io)
+static void head_fwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
+	const struct zs_module *md = &l->module[s];
 	struct tfm_final_params p;
 	struct tfm_head_acts a;
+	float *w[ZS_MAX_LAYER_TENSORS];
 	struct view v;
 	view_of(&v, l, io, TFM_ACT_LNF, TFM_ACT_LOGITS, 1);
-	sync16(&v, l, io, TFM_ACT_LNF, TFM_ACT_LOGITS, 1, SKIP_ALL_BUT_INPUT);
-	tfm_head_view(&p, &n->dims, params32(io, head_reads(l, io)));
+	if (s == 0)
+		sync16(&v, l, io, TFM_ACT_LNF, TFM_ACT_LOGITS, 1, SKIP_ALL_BUT_INPUT);
+	params32(l, io, md->first, md->n, w);
+	head_view(&p, &n->dims, w);
 	head_acts(&a, &v, n->mixed);
 	/* The loss waits for the driver, at the start of backward (head_loss). */
-	tfm_head_logits(&a, &p, v.x, &n->dims, n->B, n->T);
-	sync16(&v, l, io, TFM_ACT_LNF, TFM_ACT_LOGITS, 0, SKIP_NONE);
+	tfm_head_forward_module(&a, &p, v.x, &n->dims, n->B, n->T, s);
+	if (s + 1 == l->nmodules)
+		sync16(&v, l, io, TFM_ACT_LNF, TFM_ACT_LOGITS, 0, SKIP_NONE);
 }
 
 static float head_loss(const struct zs_net *m, float *const *t)
@@ -285,41 +353,56 @@ static float head_loss(const struct zs_net *m, float *const *t)
 	                                     n->dims.vocab);
 }
 
-static void head_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
+/* Tied, the head's own grads are none, and its norm's wait in dnorm (fp32)
+ * for the embedding's backward, unless the head writes them (DeepSpeed's
+ * ZeRO-3 hands it the final norm's grads). */
+static void head_bwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
 	const struct tfm_dims *d = &n->dims;
-	struct tfm_final_params p, g;
+	const struct zs_module *md = &l->module[s];
+	struct tfm_final_params p, g = {NULL, NULL, NULL};
 	struct tfm_head_acts a;
-	struct tfm_scratch s;
+	struct tfm_scratch sc;
+	float *w[ZS_MAX_LAYER_TENSORS], *gr[ZS_MAX_LAYER_TENSORS];
 	struct view v;
 	view_of(&v, l, io, TFM_ACT_LNF, TFM_ACT_LOGITS, 1);
-	sync16(&v, l, io, TFM_ACT_LNF, TFM_ACT_LOGITS, 1, SKIP_NONE);
-	tfm_head_view(&p, d, params32(io, head_reads(l, io)));
+	if (s + 1 == l->nmodules)
+		sync16(&v, l, io, TFM_ACT_LNF, TFM_ACT_LOGITS, 1, SKIP_NONE);
+	params32(l, io, md->first, md->n, w);
+	head_view(&p, d, w);
 	head_acts(&a, &v, n->mixed);
-	scratch_of(&s, io);
-	if (!d->tied) {
-		tfm_head_view(&g, d, grads32(l, io));
-		tfm_head_backward(&g, &s, &a, &p, v.x, d, n->B, n->T);
-		grads_done(l, io);
-		return;
+	scratch_of(&sc, io);
+	grads32(l, io, md->first, md->n, gr);
+	if (!d->tied || gr[md->first] != NULL) {
+		head_view(&g, d, gr);
+		if (d->tied)
+			g.head = NULL;
+	} else if (s == 0) {
+		float *dn = io->t[n->dnorm];
+		memset(dn, 0, norm_tensors(d) * d->d * sizeof *dn);
+		g = (struct tfm_final_params){dn, d->family == TFM_GPT2 ? dn + d->d : NULL, NULL};
 	}
-	/* Tied: the input gradient only; the norm's grads wait in dnorm (fp32). */
-	float *dn = io->t[n->dnorm];
-	memset(dn, 0, (d->family == TFM_GPT2 ? 2 : 1) * d->d * sizeof *dn);
-	g = (struct tfm_final_params){dn, d->family == TFM_GPT2 ? dn + d->d : NULL, NULL};
-	size_t BT = n->B * n->T;
-	matmul_backward(s.dx, NULL, NULL, a.logits, a.lnf, p.head, BT, d->d, d->vocab);
-	memset(s.dres, 0, BT * d->d * sizeof *s.dres);
-	if (d->family == TFM_GPT2)
-		layernorm_backward(s.dres, g.norm_w, g.norm_b, s.dx, v.x, p.norm_w, a.lnf_mean, a.lnf_rstd, BT, d->d);
-	else
-		rmsnorm_backward(s.dres, g.norm_w, s.dx, v.x, p.norm_w, a.lnf_rstd, BT, d->d);
+	tfm_head_backward_module(&g, &sc, &a, &p, v.x, d, n->B, n->T, s);
+	grads_done(l, io, md->first, md->n);
 }
 
-static const struct zs_layer_kind embed_kind = {"embedding", embed_fwd, embed_bwd};
-static const struct zs_layer_kind block_kind = {"block", block_fwd, block_bwd};
-static const struct zs_layer_kind head_kind = {"head", head_fwd, head_bwd};
+/* Forward runs the modules in order, backward in reverse. */
+static void all_fwd(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	for (size_t s = 0; s < l->nmodules; s++)
+		l->kind->forward_module(l, io, s);
+}
+
+static void all_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	for (size_t s = l->nmodules; s-- > 0;)
+		l->kind->backward_module(l, io, s);
+}
+
+static const struct zs_layer_kind embed_kind = {"embedding", all_fwd, all_bwd, embed_fwd, embed_bwd};
+static const struct zs_layer_kind block_kind = {"block", all_fwd, all_bwd, block_fwd, block_bwd};
+static const struct zs_layer_kind head_kind = {"head", all_fwd, all_bwd, head_fwd, head_bwd};
 
 /* ---- the list --------------------------------------------------------------- */
 
@@ -351,11 +434,19 @@ static void no_acts(struct zs_layer *ly)
 		ly->act[i] = ZS_NO_TENSOR;
 }
 
-static void add_ptensors(struct zs_layer *ly, const size_t *sz, size_t n)
+/* The layer's parameter tensors of sizes sz (0: absent), `per` a module
+ * (a block's norm or linear: weight and bias), or modules as given. */
+static void add_ptensors(struct zs_layer *ly, const size_t *sz, size_t n, size_t per)
 {
-	for (size_t i = 0; i < n; i++)
-		if (sz[i] != 0)
-			ly->ptensor[ly->nptensors++] = sz[i];
+	for (size_t i = 0; i < n; i++) {
+		if (per > 0 && i % per == 0)
+			ly->module[ly->nmodules++] = (struct zs_module){ly->nptensors, 0};
+		if (sz[i] == 0)
+			continue;
+		ly->ptensor[ly->nptensors++] = sz[i];
+		if (per > 0)
+			ly->module[ly->nmodules - 1].n++;
+	}
 }
 
 void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, uint64_t seed,
@@ -418,7 +509,10 @@ void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch,
 	e->nparams = tfm_block_offset(d, 0);
 	size_t esz[4] = {d->vocab * d->d, d->family == TFM_GPT2 ? d->seq * d->d : 0, d->tied ? d->d : 0,
 	                 d->tied && d->family == TFM_GPT2 ? d->d : 0};
-	add_ptensors(e, esz, 4);
+	add_ptensors(e, esz, 4, 0);
+	e->module[e->nmodules++] = (struct zs_module){0, 1}; /* wte, wpe (the final norm's are the head's) */
+	if (d->family == TFM_GPT2)
+		e->module[e->nmodules++] = (struct zs_module){1, 1};
 	e->out = e->act[TFM_ACT_X0] = add_act(m, TFM_ACT_X0, -1, 0, 1);
 	e->in = n->tokens;
 
@@ -433,7 +527,7 @@ void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch,
 		ly->block = (int)b;
 		ly->param_off = tfm_block_offset(d, b);
 		ly->nparams = tfm_block_params_count(d);
-		add_ptensors(ly, bsz, TFM_BLOCK_TENSORS);
+		add_ptensors(ly, bsz, TFM_BLOCK_TENSORS, 2);
 		ly->in = m->layer[l - 1].out;
 		for (int a = 0; a < TFM_NBLOCK_ACTS; a++) {
 			size_t freed = a == TFM_ACT_RES3 ? l + 1 : l;
@@ -455,10 +549,14 @@ void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch,
 	h->tied = d->tied;
 	h->param_off = d->tied ? 0 : tfm_final_offset(d);
 	h->nparams = d->tied ? 0 : tfm_final_params(d);
+	size_t nn = d->family == TFM_GPT2 ? 2 : 1;
 	if (!d->tied) {
 		size_t hsz[3] = {d->d, d->family == TFM_GPT2 ? d->d : 0, d->vocab * d->d};
-		add_ptensors(h, hsz, 3);
+		add_ptensors(h, hsz, 3, 0);
 	}
+	/* the final norm, then the head (tied: the norm after the embedding's tables, the head the token table) */
+	h->module[h->nmodules++] = (struct zs_module){d->tied ? e->nptensors - nn : 0, nn};
+	h->module[h->nmodules++] = (struct zs_module){d->tied ? 0 : nn, 1};
 	for (int a = TFM_ACT_LNF; a <= TFM_ACT_LOGITS; a++) {
 		int kept = d->tied && (a == TFM_ACT_LNF || a == TFM_ACT_LOGITS); /* until the embedding's backward */
 		h->act[a] = add_act(m, (enum tfm_act)a, -1, head, kept ? 0 : head);

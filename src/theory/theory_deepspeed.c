@@ -170,22 +170,30 @@ void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config
  * (docs/schedule.md, "deepspeed", ZeRO-3's coordinator; line numbers of
  * partitioned_param_coordinator.py at 38327e0). Tensors in model order
  * (ds_id order: each layer's weight, then its bias), each in its module. */
-#define DS_MAX_TENSORS (2 * (ZS_MAX_WIDTHS - 1))
+#define DS_MAX_TENSORS THEORY_MAX_TENSORS
 #define DS_REUSE_DISTANCE 1e9 /* stage3_max_reuse_distance's default (runtime/zero/config.py 237) */
 
-struct ds_coord {
+/* Modules are runs of tensors, [first, first + n) (a tied head's is the
+ * token table again). */
+struct theory_ds_coord {
 	size_t ntensors, nmodules, ntrace, nqueue, head;
 	uint64_t n[DS_MAX_TENSORS], s[DS_MAX_TENSORS]; /* elements, and ceil(n/N) a rank */
-	size_t module[DS_MAX_TENSORS];
+	size_t mod_first[DS_MAX_TENSORS], mod_n[DS_MAX_TENSORS];
 	uint64_t gathered;                   /* Σ ceil(n/N) of the tensors gathered so far */
 	int persist[DS_MAX_TENSORS], avail[DS_MAX_TENSORS];
 	double recent[DS_MAX_TENSORS];       /* __most_recent_step_id_param_fetched_for */
 	size_t trace[2 * DS_MAX_TENSORS];    /* __submodule_order: the modules forward, then backward */
-	size_t qt[2 * DS_MAX_TENSORS];       /* __param_queue: (param, step_id_last_used_at) */
-	size_t qs[2 * DS_MAX_TENSORS];
+	size_t qt[2 * DS_MAX_TENSORS + 4];   /* __param_queue: (param, step_id_last_used_at) */
+	size_t qs[2 * DS_MAX_TENSORS + 4];
 	double n_avail;                      /* __n_available_params */
 	size_t fetched[DS_MAX_TENSORS], nfetched; /* gathered by the last fetch, in order */
 };
+#define ds_coord theory_ds_coord
+
+static int coord_in(const struct ds_coord *d, size_t t, size_t m)
+{
+	return t >= d->mod_first[m] && t < d->mod_first[m] + d->mod_n[m];
+}
 
 static uint64_t coord_live(const struct ds_coord *d)
 {
@@ -210,11 +218,10 @@ static void coord_fetch(struct ds_coord *d, const struct zs_config *c, size_t j,
 {
 	size_t m = d->trace[j], not_fetched = 0;
 	d->nfetched = 0;
-	for (size_t t = 0; t < d->ntensors; t++)
-		if (d->module[t] == m) {
-			not_fetched += d->recent[t] < (double)j; /* 356-357 */
-			coord_gather(d, t);
-		}
+	for (size_t t = d->mod_first[m]; t < d->mod_first[m] + d->mod_n[m]; t++) {
+		not_fetched += d->recent[t] < (double)j; /* 356-357 */
+		coord_gather(d, t);
+	}
 	if (!complete)
 		return;
 	for (size_t i = 0; i < not_fetched && d->head < d->nqueue; i++, d->head++) /* 358-362 */
@@ -222,7 +229,8 @@ static void coord_fetch(struct ds_coord *d, const struct zs_config *c, size_t j,
 	if (c->ds_prefetch_bucket <= 0) /* 380 */
 		return;
 	double room = fmin(c->ds_max_live - d->n_avail, c->ds_prefetch_bucket), numel = 0; /* 381-382 */
-	int chosen[DS_MAX_TENSORS] = {0};
+	static int chosen[DS_MAX_TENSORS];
+	memset(chosen, 0, d->ntensors * sizeof chosen[0]);
 	while (d->head < d->nqueue && numel < room) { /* 385-402 */
 		size_t t = d->qt[d->head], step = d->qs[d->head++];
 		int fetch = !d->avail[t] && !chosen[t];
@@ -241,54 +249,100 @@ static void coord_fetch(struct ds_coord *d, const struct zs_config *c, size_t j,
  * every param of the module while the trace is recorded; once it is
  * complete, __params_to_release (524-555): not the persistent ones, not
  * one a prefetch marked for a later step, not one the next modules within
- * the reuse distance use. */
-static void coord_release(struct ds_coord *d, size_t j, int complete)
+ * the reuse distance use. The tensors released into out (if not NULL),
+ * how many. */
+static size_t coord_release(struct ds_coord *d, size_t j, int complete, size_t *out)
 {
-	size_t m = d->trace[j];
-	int keep[DS_MAX_TENSORS] = {0};
+	size_t m = d->trace[j], nout = 0;
+	static int keep[DS_MAX_TENSORS];
+	memset(keep, 0, d->ntensors * sizeof keep[0]);
 	if (complete) {
 		for (size_t t = 0; t < d->ntensors; t++)
 			keep[t] = d->persist[t] || d->recent[t] > (double)(j + 1);
 		double traversed = 0;
 		for (size_t k = j + 1; k < d->ntrace && traversed < DS_REUSE_DISTANCE; k++)
-			for (size_t t = 0; t < d->ntensors; t++)
-				if (d->module[t] == d->trace[k]) {
-					keep[t] = 1;
-					traversed += (double)d->n[t];
-				}
+			for (size_t t = d->mod_first[d->trace[k]]; t < d->mod_first[d->trace[k]] + d->mod_n[d->trace[k]]; t++) {
+				keep[t] = 1;
+				traversed += (double)d->n[t];
+			}
 	}
-	for (size_t t = 0; t < d->ntensors; t++)
-		if (d->module[t] == m && !keep[t] && d->avail[t]) { /* __release_param, 515-520 */
+	for (size_t t = d->mod_first[m]; t < d->mod_first[m] + d->mod_n[m]; t++)
+		if (!keep[t] && d->avail[t]) { /* __release_param, 515-520 */
 			d->avail[t] = 0;
 			d->n_avail -= (double)d->n[t];
+			if (out != NULL)
+				out[nout++] = t;
+		}
+	return nout;
+}
+
+/* The tensors n[0..nt) in modules [mod_first, + mod_n), the trace (the
+ * modules forward, then backward) and its parameter queue
+ * (record_parameters, 210-219: each entry's params in ds_id order). */
+static void coord_setup(struct ds_coord *d, const uint64_t *n, size_t nt, const size_t *mod_first,
+                        const size_t *mod_n, size_t nmod, const struct zs_config *c, unsigned world)
+{
+	memset(d, 0, sizeof *d);
+	d->ntensors = nt;
+	for (size_t t = 0; t < nt; t++) {
+		d->n[t] = n[t];
+		d->s[t] = (n[t] + world - 1) / world;
+		d->persist[t] = (double)n[t] <= c->ds_persist; /* partition_parameters.py 1130 */
+	}
+	d->nmodules = nmod;
+	memcpy(d->mod_first, mod_first, nmod * sizeof *mod_first);
+	memcpy(d->mod_n, mod_n, nmod * sizeof *mod_n);
+	for (size_t m = 0; m < nmod; m++)
+		d->trace[m] = d->trace[2 * nmod - 1 - m] = m;
+	d->ntrace = 2 * nmod;
+	for (size_t j = 0; j < d->ntrace; j++)
+		for (size_t t = mod_first[d->trace[j]]; t < mod_first[d->trace[j]] + mod_n[d->trace[j]]; t++) {
+			d->qt[d->nqueue] = t;
+			d->qs[d->nqueue++] = j;
 		}
 }
 
-/* The MLP's tensors (each layer's weight, then its bias), their modules,
- * the trace and its parameter queue (record_parameters, 210-219: each
- * entry's params in ds_id order). */
+/* The MLP's tensors (each layer's weight, then its bias) and its modules
+ * (unit=layer each layer's two, unit=model one of them all). */
 static void coord_init(struct ds_coord *d, const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
                        unsigned world)
 {
-	memset(d, 0, sizeof *d);
-	for (size_t l = 0; l + 1 < s->nwidths; l++)
-		for (int bias = 0; bias < 2; bias++) {
-			uint64_t n = bias ? s->widths[l + 1] : (uint64_t)s->widths[l] * s->widths[l + 1];
-			d->n[d->ntensors] = n;
-			d->s[d->ntensors] = (n + world - 1) / world;
-			d->persist[d->ntensors] = (double)n <= c->ds_persist; /* partition_parameters.py 1130 */
-			d->module[d->ntensors++] = unit == ZS_UNIT_LAYER ? l : 0;
+	static uint64_t n[DS_MAX_TENSORS];
+	static size_t first[DS_MAX_TENSORS], count[DS_MAX_TENSORS];
+	size_t nt = 0, nm = 0;
+	for (size_t l = 0; l + 1 < s->nwidths; l++) {
+		if (unit == ZS_UNIT_LAYER || l == 0) {
+			first[nm] = nt;
+			count[nm++] = 0;
 		}
-	d->nmodules = unit == ZS_UNIT_LAYER ? s->nwidths - 1 : 1;
-	for (size_t m = 0; m < d->nmodules; m++)
-		d->trace[m] = d->trace[2 * d->nmodules - 1 - m] = m;
-	d->ntrace = 2 * d->nmodules;
-	for (size_t j = 0; j < d->ntrace; j++)
-		for (size_t t = 0; t < d->ntensors; t++)
-			if (d->module[t] == d->trace[j]) {
-				d->qt[d->nqueue] = t;
-				d->qs[d->nqueue++] = j;
-			}
+		for (int bias = 0; bias < 2; bias++) {
+			n[nt++] = bias ? s->widths[l + 1] : (uint64_t)s->widths[l] * s->widths[l + 1];
+			count[nm - 1]++;
+		}
+	}
+	coord_setup(d, n, nt, first, count, nm, c, world);
+}
+
+struct theory_ds_coord *theory_ds_coord_new(const uint64_t *n, size_t nt, const size_t *mod_first,
+                                            const size_t *mod_n, size_t nmod, const struct zs_config *c,
+                                            unsigned world)
+{
+	struct ds_coord *d = zs_malloc(sizeof *d);
+	coord_setup(d, n, nt, mod_first, mod_n, nmod, c, world);
+	return d;
+}
+
+size_t theory_ds_fetch(struct theory_ds_coord *d, const struct zs_config *c, size_t j, int complete,
+                       const size_t **fetched)
+{
+	coord_fetch(d, c, j, complete);
+	*fetched = d->fetched;
+	return d->nfetched;
+}
+
+size_t theory_ds_release(struct theory_ds_coord *d, size_t j, int complete, size_t *out)
+{
+	return coord_release(d, j, complete, out);
 }
 
 /* A step's start: step 1 records the trace (reset_step, 228-262) with
@@ -307,17 +361,47 @@ static void coord_begin_step(struct ds_coord *d, unsigned step)
 	}
 }
 
+void theory_ds_begin_step(struct theory_ds_coord *d, unsigned step)
+{
+	coord_begin_step(d, step);
+	d->gathered = 0;
+}
+
+/* step(): everything released (the persistent too), then _post_step
+ * gathers the persistent params; their tensors into out, how many. */
+size_t theory_ds_step(struct theory_ds_coord *d, size_t *released, size_t *nreleased, size_t *out)
+{
+	size_t n = 0;
+	*nreleased = 0;
+	for (size_t t = 0; t < d->ntensors; t++) {
+		if (d->avail[t])
+			released[(*nreleased)++] = t;
+		d->avail[t] = 0;
+	}
+	d->nfetched = 0;
+	for (size_t t = 0; t < d->ntensors; t++)
+		if (d->persist[t]) {
+			coord_gather(d, t);
+			out[n++] = t;
+		}
+	return n;
+}
+
+uint64_t theory_ds_gathered(const struct theory_ds_coord *d) { return d->gathered; }
+uint64_t theory_ds_shard(const struct theory_ds_coord *d, size_t t) { return d->s[t]; }
+int theory_ds_persist(const struct theory_ds_coord *d, size_t t) { return d->persist[t]; }
+
 void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
                            struct theory_deepspeed_live *out)
 {
-	struct ds_coord d;
+	static struct ds_coord d; /* large; theory rows are computed one at a time */
 	coord_init(&d, s, c, unit, 1);
 	*out = (struct theory_deepspeed_live){0};
 	coord_begin_step(&d, 1);
 	for (size_t j = 0; j < d.ntrace; j++) {
 		coord_fetch(&d, c, j, 0);
 		out->first_step = coord_live(&d) > out->first_step ? coord_live(&d) : out->first_step;
-		coord_release(&d, j, 0);
+		coord_release(&d, j, 0, NULL);
 	}
 	coord_begin_step(&d, 2);
 	for (size_t j = 0; j < d.ntrace; j++) {
@@ -327,7 +411,7 @@ void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config 
 		if (j == 0)
 			out->first_fetch = coord_live(&d);
 		out->peak = coord_live(&d) > out->peak ? coord_live(&d) : out->peak;
-		coord_release(&d, j, 1);
+		coord_release(&d, j, 1, NULL);
 	}
 }
 
@@ -378,6 +462,43 @@ static void ds3_gather_points(const struct ds_coord *d, const uint64_t *base, ui
 	x[THEORY_GATHERED_PARAMS] = coord_live(d) * p;
 }
 
+/* ZeRO-3's state between steps, from S = Σ ceil(n_t/N) and the persistent
+ * params' elements: per shard element the fp16 partition, the grad
+ * partition, the fp32 partition and the optimizer state, and the bucket
+ * (B·g) from set-up, into base[] (the device's) and out's resident and
+ * host fields, with the persistent params whole beside them in out's
+ * resident. Offloaded: the grad partitions, the fp32 partition, its fp32
+ * grad and the optimizer state on the host, with the params the fp16
+ * partitions too; the host's peak is the step's fp16 copy on the way to
+ * the device (mixed precision, --offload optimizer). */
+void theory_ds3_resident(const struct theory_bytes *b, const struct zs_config *c, uint64_t S, uint64_t persist,
+                         unsigned world, struct theory_schedule *out, uint64_t *base)
+{
+	enum theory_category pc = b->p == 2 ? THEORY_PARAM16 : THEORY_PARAM32;
+	enum theory_category gc = b->g == 2 ? THEORY_GRAD16 : THEORY_GRAD32;
+	uint64_t opt = 2ull * b->adam + b->momentum, B = (uint64_t)c->ds_reduce_bucket;
+	int off = c->offload != ZS_OFFLOAD_NONE, offp = c->offload == ZS_OFFLOAD_PARAMS;
+	memset(base, 0, THEORY_NCATEGORIES * sizeof *base);
+	base[pc] = offp ? 0 : S * b->p;
+	base[gc] = off ? 0 : S * b->g;
+	base[THEORY_MASTER32] = off ? 0 : S * 4;
+	base[THEORY_ADAM_M] = base[THEORY_ADAM_V] = off ? 0 : S * b->adam;
+	base[THEORY_MOMENTUM] = off ? 0 : S * b->momentum;
+	base[THEORY_BUCKETS] = B * b->g;
+	out->host_resident_bytes = off ? S * (b->g + 4 + 4 + opt) + (offp ? S * b->p : 0) : 0;
+	out->host_peak_bytes = out->host_resident_bytes + (off && !offp && b->p == 2 ? S * b->p : 0);
+	out->host_resident_bytes_per_node = out->host_resident_bytes * c->ranks_per_node;
+	out->shard_elements = S;
+	out->padded_elements = (uint64_t)world * S;
+	out->padding_bytes = (double)(out->padded_elements - out->params) / world * (double)(b->p + b->g + 4 + opt);
+	memset(out->resident_breakdown, 0, sizeof out->resident_breakdown);
+	memcpy(out->resident_breakdown, base, THEORY_NCATEGORIES * sizeof *base);
+	out->resident_breakdown[THEORY_GATHERED_PARAMS] = persist * b->p;
+	out->resident_bytes = 0;
+	for (int k = 0; k < THEORY_NCATEGORIES; k++)
+		out->resident_bytes += out->resident_breakdown[k];
+}
+
 /* DeepSpeed's ZeRO-3 as the engine runs it (docs/schedule.md, "deepspeed",
  * ZeRO-3), walked over --steps steps from the shape: per shard element
  * (Σ ceil(n_t/N)) the fp16 partition, the grad partition, the fp32
@@ -394,7 +515,7 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
                          struct theory_schedule *out)
 {
 	const struct theory_bytes *b = &s->bytes;
-	struct ds_coord d;
+	static struct ds_coord d; /* large; theory rows are computed one at a time */
 	coord_init(&d, s, c, unit, world);
 	uint64_t S = 0, persist = 0, A = out->peak_breakdown[THEORY_ACTIVATIONS];
 	uint64_t D = out->peak_breakdown[THEORY_SCRATCH], B = (uint64_t)c->ds_reduce_bucket;
@@ -402,39 +523,15 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 		S += d.s[t];
 		persist += d.persist[t] ? d.n[t] : 0;
 	}
-	enum theory_category pc = b->p == 2 ? THEORY_PARAM16 : THEORY_PARAM32;
-	enum theory_category gc = b->g == 2 ? THEORY_GRAD16 : THEORY_GRAD32;
-	uint64_t base[THEORY_NCATEGORIES] = {0}, x[THEORY_NCATEGORIES], opt = 2ull * b->adam + b->momentum;
-	/* offloaded: the grad partitions, the fp32 partition, its fp32 grad
-	 * and the optimizer state on the host, with the params the fp16
-	 * partitions too; the host's peak is the step's fp16 copy on the way
-	 * to the device (mixed precision, --offload optimizer) */
+	uint64_t base[THEORY_NCATEGORIES] = {0}, x[THEORY_NCATEGORIES];
+	theory_ds3_resident(b, c, S, persist, world, out, base);
 	int off = c->offload != ZS_OFFLOAD_NONE, offp = c->offload == ZS_OFFLOAD_PARAMS;
-	base[pc] = offp ? 0 : S * b->p;
-	base[gc] = off ? 0 : S * b->g;
-	base[THEORY_MASTER32] = off ? 0 : S * 4;
-	base[THEORY_ADAM_M] = base[THEORY_ADAM_V] = off ? 0 : S * b->adam;
-	base[THEORY_MOMENTUM] = off ? 0 : S * b->momentum;
-	base[THEORY_BUCKETS] = B * b->g;
-	out->host_resident_bytes = off ? S * (b->g + 4 + 4 + opt) + (offp ? S * b->p : 0) : 0;
-	out->host_peak_bytes = out->host_resident_bytes + (off && !offp && b->p == 2 ? S * b->p : 0);
-	out->host_resident_bytes_per_node = out->host_resident_bytes * c->ranks_per_node;
-	out->shard_elements = S;
-	out->padded_elements = (uint64_t)world * S;
-	out->padding_bytes = (double)(out->padded_elements - out->params) / world * (double)(b->p + b->g + 4 + 2 * b->adam +
-	                                                                                     b->momentum);
-	memset(out->resident_breakdown, 0, sizeof out->resident_breakdown);
-	memcpy(out->resident_breakdown, base, sizeof base);
-	out->resident_breakdown[THEORY_GATHERED_PARAMS] = persist * b->p;
-	out->resident_bytes = 0;
-	for (int k = 0; k < THEORY_NCATEGORIES; k++)
-		out->resident_bytes += out->resident_breakdown[k];
 	/* the backward order of the tensors, each unit's in model order, and
 	 * where the bucket is reduced: before tensor i when it would not fit */
 	size_t order[DS_MAX_TENSORS], no = 0, start[DS_MAX_TENSORS + 1], nflush = 0;
 	for (size_t m = d.nmodules; m-- > 0;)
 		for (size_t t = 0; t < d.ntensors; t++)
-			if (d.module[t] == m)
+			if (coord_in(&d, t, m))
 				order[no++] = t;
 	uint64_t used = 0;
 	start[nflush++] = 0;
@@ -463,7 +560,7 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 			 * in backward, still in autograd's grad until this module's
 			 * first tensor reduces it */
 			size_t first = 0;
-			while (first < no && j >= d.nmodules && d.module[order[first]] != m)
+			while (first < no && j >= d.nmodules && !coord_in(&d, order[first], m))
 				first++;
 			uint64_t carried = j >= d.nmodules && first > 0 && d.n[order[first - 1]] > B ? d.n[order[first - 1]] : 0;
 			x[THEORY_ACTIVATIONS] = j < d.nmodules ? fwd * 4 * s->batch : A;
@@ -482,24 +579,24 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 			} else { /* backward: everything, the deltas, the module's grads, its flushes */
 				uint64_t n = 0;
 				for (size_t t = 0; t < d.ntensors; t++)
-					n += d.module[t] == m ? d.n[t] : 0;
+					n += coord_in(&d, t, m) ? d.n[t] : 0;
 				x[THEORY_ACTIVATIONS] = A;
 				x[THEORY_SCRATCH] = D;
 				x[THEORY_FULL_GRADS] = (n + carried) * b->g;
 				ds3_point(base, x, out);
 				for (size_t f = 1; f < nflush; f++)
-					if (d.module[order[start[f]]] == m) {
+					if (coord_in(&d, order[start[f]], m)) {
 						uint64_t flat = ds3_flush_elements(&d, order, start[f - 1], start[f], world);
 						x[THEORY_FULL_GRADS] = (n + carried + flat) * b->g;
 						ds3_point(base, x, out);
 						carried = 0;
 					}
 			}
-			coord_release(&d, j, step > 1);
+			coord_release(&d, j, step > 1, NULL);
 		}
 		memset(x, 0, sizeof x); /* the epilogue's reduction, the activations freed */
 		x[THEORY_GATHERED_PARAMS] = coord_live(&d) * b->p;
-		uint64_t last = d.n[order[no - 1]] > B ? d.n[order[no - 1]] : 0; /* still in its own grad */
+		uint64_t last = no > 0 && d.n[order[no - 1]] > B ? d.n[order[no - 1]] : 0; /* still in its own grad */
 		x[THEORY_FULL_GRADS] = (last + ds3_flush_elements(&d, order, start[nflush - 1], no, world)) * b->g;
 		ds3_point(base, x, out);
 		memset(x, 0, sizeof x); /* step(): nothing whole; offloaded, the fp32 grad is on the host */

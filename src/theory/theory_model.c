@@ -26,6 +26,7 @@
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "theory/theory.h"
@@ -352,24 +353,33 @@ static void alloc_at(struct walk *w, const struct tensors *ts, int when)
 			walk_add(w, ts->t[i].cat, ts->t[i].bytes);
 }
 
-static void forward_layer(struct walk *w, const struct tensors *ts, uint64_t l)
+/* Layer l's tensors before its forward (all of them, alloc) or after it
+ * (the recomputed ones freed); before its backward (the recomputed ones
+ * again, alloc) or after it (those it frees). */
+static void forward_part(struct walk *w, const struct tensors *ts, uint64_t l, int alloc)
 {
 	for (size_t i = 0; i < ts->n; i++)
-		if (ts->t[i].when == AT_LAYER && ts->t[i].layer == l)
-			walk_add(w, ts->t[i].cat, ts->t[i].bytes);
+		if (ts->t[i].when == AT_LAYER && ts->t[i].layer == l && (alloc || ts->t[i].recomputed))
+			(alloc ? walk_add : walk_sub)(w, ts->t[i].cat, ts->t[i].bytes);
+}
+
+static void backward_part(struct walk *w, const struct tensors *ts, uint64_t l, int alloc)
+{
 	for (size_t i = 0; i < ts->n; i++)
-		if (ts->t[i].when == AT_LAYER && ts->t[i].layer == l && ts->t[i].recomputed)
-			walk_sub(w, ts->t[i].cat, ts->t[i].bytes);
+		if (alloc ? ts->t[i].when == AT_LAYER && ts->t[i].layer == l && ts->t[i].recomputed : ts->t[i].freed == l)
+			(alloc ? walk_add : walk_sub)(w, ts->t[i].cat, ts->t[i].bytes);
+}
+
+static void forward_layer(struct walk *w, const struct tensors *ts, uint64_t l)
+{
+	forward_part(w, ts, l, 1);
+	forward_part(w, ts, l, 0);
 }
 
 static void backward_layer(struct walk *w, const struct tensors *ts, uint64_t l)
 {
-	for (size_t i = 0; i < ts->n; i++)
-		if (ts->t[i].when == AT_LAYER && ts->t[i].layer == l && ts->t[i].recomputed)
-			walk_add(w, ts->t[i].cat, ts->t[i].bytes);
-	for (size_t i = 0; i < ts->n; i++)
-		if (ts->t[i].freed == l)
-			walk_sub(w, ts->t[i].cat, ts->t[i].bytes);
+	backward_part(w, ts, l, 1);
+	backward_part(w, ts, l, 0);
 }
 
 int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
@@ -377,7 +387,8 @@ int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_
 {
 	/* fp32, or mixed (fp32 master, 16-bit activations) */
 	return m->layers + 2 <= ZS_MAX_WIDTHS && o->elem == (b->master != 0 ? 2 : 4) && !o->flash &&
-	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3) && o->seq <= m->positions;
+	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3 || o->recompute != THEORY_RECOMPUTE_FULL) &&
+	       o->seq <= m->positions;
 }
 
 /* What a scheme gathers and reduces unit by unit: unit u's params are
@@ -469,6 +480,189 @@ static void visit_head(struct step *st, uint64_t head, enum zs_unit unit, int ba
 		release(st, 0);
 }
 
+/* DeepSpeed's ZeRO-3 on a transformer (docs/schedule.md, "deepspeed",
+ * ZeRO-3 on a transformer): the modules are the nn.Modules with
+ * parameters of their own, in forward order: wte, wpe (gpt2); per block
+ * its two norms and four linears (ln_1, c_attn, attn.c_proj, ln_2, c_fc,
+ * mlp.c_proj; llama's input_layernorm, the fused q/k/v, o_proj,
+ * post_attention_layernorm, the fused gate/up, down_proj), each with its
+ * weight and (gpt2) bias; the final norm; the head (tied: the token table
+ * again, whose grads its own module makes). Their tensors are
+ * theory_model_tensors' runs. */
+struct ds3_modules {
+	size_t n, first[THEORY_MAX_TENSORS], count[THEORY_MAX_TENSORS];
+	int grads[THEORY_MAX_TENSORS];
+	size_t of_layer[ZS_MAX_WIDTHS + 1]; /* layer l's modules: [of_layer[l], of_layer[l + 1]) */
+};
+
+static void ds3_module(struct ds3_modules *md, size_t first, size_t count, int grads)
+{
+	md->first[md->n] = first;
+	md->count[md->n] = count;
+	md->grads[md->n++] = grads;
+}
+
+static void ds3_modules(const struct zs_model *m, size_t nt, struct ds3_modules *md)
+{
+	int gpt2 = m->family == ZS_FAMILY_GPT2;
+	size_t L = m->layers, tables = gpt2 ? 2 : 1, nn = gpt2 ? 2 : 1, per = gpt2 ? 2 : 1;
+	size_t E = tables + (m->tied ? nn : 0), nb = (nt - E - (m->tied ? 0 : nn + 1)) / L;
+	md->n = 0;
+	md->of_layer[0] = 0;
+	for (size_t i = 0; i < tables; i++)
+		ds3_module(md, i, 1, 1);
+	for (size_t l = 0; l < L; l++) {
+		md->of_layer[1 + l] = md->n;
+		for (size_t i = 0; i < nb / per; i++)
+			ds3_module(md, E + l * nb + i * per, per, 1);
+	}
+	md->of_layer[L + 1] = md->n;
+	size_t th = E + L * nb;
+	ds3_module(md, m->tied ? E - nn : th, nn, 1);
+	ds3_module(md, m->tied ? 0 : th + nn, 1, !m->tied);
+	md->of_layer[L + 2] = md->n;
+}
+
+/* The reduce bucket as the engine fills it (scheme_deepspeed.c): its
+ * tensors, elements used, and a tensor larger than it whose grad is held
+ * past its module; the elements every rank sends reducing. */
+struct ds3_bucket {
+	uint64_t B, used, held, reduced;
+	size_t count, t[THEORY_MAX_TENSORS];
+};
+
+/* reduce_scatter_coalesced: the paddings, then the flat copy (unless one
+ * tensor divides evenly), then both dropped and the held grad with them. */
+static void ds3_flush(struct walk *w, struct ds3_bucket *bk, const uint64_t *tn, uint64_t N, unsigned g)
+{
+	uint64_t part = 0, pad = 0;
+	if (bk->count == 0)
+		return;
+	for (size_t i = 0; i < bk->count; i++) {
+		uint64_t s = (tn[bk->t[i]] + N - 1) / N;
+		part += s;
+		pad += N * s - tn[bk->t[i]];
+	}
+	int in_place = bk->count == 1 && pad == 0;
+	walk_add(w, THEORY_FULL_GRADS, pad * g);
+	walk_add(w, THEORY_FULL_GRADS, in_place ? 0 : N * part * g);
+	walk_sub(w, THEORY_FULL_GRADS, (in_place ? 0 : N * part * g) + pad * g + bk->held);
+	bk->held = 0;
+	bk->reduced += (N - 1) * part;
+	bk->used = bk->count = 0;
+}
+
+/* The tensors the coordinator gathered: each whole block, and with the
+ * params offloaded the device copy of the rank's partition before it. */
+static void ds3_gathered(struct walk *w, const struct theory_ds_coord *d, const uint64_t *tn, const size_t *t,
+                         size_t n, const struct theory_bytes *b, int offp)
+{
+	for (size_t i = 0; i < n; i++) {
+		walk_add(w, THEORY_GATHERED_PARAMS, tn[t[i]] * b->p);
+		walk_add(w, THEORY_GATHERED_PARAMS, offp ? theory_ds_shard(d, t[i]) * b->p : 0);
+		walk_sub(w, THEORY_GATHERED_PARAMS, offp ? theory_ds_shard(d, t[i]) * b->p : 0);
+	}
+}
+
+static void ds3_released(struct walk *w, const uint64_t *tn, const size_t *t, size_t n, const struct theory_bytes *b)
+{
+	for (size_t i = 0; i < n; i++)
+		walk_sub(w, THEORY_GATHERED_PARAMS, tn[t[i]] * b->p);
+}
+
+/* The engine's step over --steps steps (the first records the trace):
+ * each layer's tensors, then its modules, each fetched (with the
+ * prefetch), run, its grads (backward) made, put in the bucket tensor by
+ * tensor and dropped, and released; the epilogue's flush; step()'s fp32
+ * gradient partition; the persistent params gathered after it. */
+static void ds3_walk(const struct zs_model *m, const struct theory_act_opts *o, const struct theory_bytes *b,
+                     const struct zs_config *c, uint64_t batch, unsigned world, struct theory_schedule *out)
+{
+	static struct tensors ts;
+	static uint64_t tn[THEORY_MAX_TENSORS];
+	static size_t rel[THEORY_MAX_TENSORS], post[THEORY_MAX_TENSORS];
+	static struct ds3_modules md;
+	static struct ds3_bucket bk;
+	struct walk w = {0};
+	size_t nt = theory_model_tensors(m, tn), L = m->layers, nrel;
+	const size_t *got;
+	uint64_t N = world, S = 0, persist = 0, base[THEORY_NCATEGORIES], sent = 0, sent_el = 0;
+	int off = c->offload != ZS_OFFLOAD_NONE, offp = c->offload == ZS_OFFLOAD_PARAMS;
+	ds3_modules(m, nt, &md);
+	struct theory_ds_coord *d = theory_ds_coord_new(tn, nt, md.first, md.count, md.n, c, world);
+	for (size_t t = 0; t < nt; t++) {
+		S += theory_ds_shard(d, t);
+		persist += theory_ds_persist(d, t) ? tn[t] : 0;
+	}
+	out->params = theory_model_params(m);
+	theory_ds3_resident(b, c, S, persist, world, out, base);
+	tensor_list(m, o, batch, &ts);
+	for (int k = 0; k < THEORY_NCATEGORIES; k++) /* set-up */
+		walk_add(&w, (enum theory_category)k, base[k]);
+	bk = (struct ds3_bucket){.B = (uint64_t)c->ds_reduce_bucket};
+	for (unsigned step = 1; step <= c->steps; step++) {
+		int complete = step > 1;
+		size_t j = 0;
+		theory_ds_begin_step(d, step);
+		bk.reduced = 0;
+		alloc_at(&w, &ts, AT_FORWARD);
+		for (size_t l = 0; l <= L + 1; l++) {
+			forward_part(&w, &ts, l, 1);
+			for (size_t mi = md.of_layer[l]; mi < md.of_layer[l + 1]; mi++, j++) {
+				ds3_gathered(&w, d, tn, got, theory_ds_fetch(d, c, j, complete, &got), b, offp);
+				ds3_released(&w, tn, rel, theory_ds_release(d, j, complete, rel), b);
+			}
+			forward_part(&w, &ts, l, 0);
+		}
+		alloc_at(&w, &ts, AT_BACKWARD);
+		for (size_t l = L + 2; l-- > 0;) {
+			backward_part(&w, &ts, l, 1);
+			for (size_t mi = md.of_layer[l + 1]; mi-- > md.of_layer[l]; j++) {
+				ds3_gathered(&w, d, tn, got, theory_ds_fetch(d, c, j, complete, &got), b, offp);
+				uint64_t n = 0;
+				for (size_t t = md.first[mi]; md.grads[mi] && t < md.first[mi] + md.count[mi]; t++)
+					n += tn[t];
+				walk_add(&w, THEORY_FULL_GRADS, n * b->g);
+				for (size_t t = md.first[mi]; md.grads[mi] && t < md.first[mi] + md.count[mi]; t++) {
+					if (bk.used + tn[t] > bk.B && bk.count > 0)
+						ds3_flush(&w, &bk, tn, N, b->g);
+					bk.t[bk.count++] = t;
+					bk.used += tn[t];
+				}
+				walk_sub(&w, THEORY_FULL_GRADS, n * b->g); /* the module's grads dropped */
+				if (md.grads[mi] && bk.count == 1 && tn[bk.t[0]] > bk.B && bk.held == 0) {
+					bk.held = tn[bk.t[0]] * b->g; /* an oversized grad kept until it is reduced */
+					walk_add(&w, THEORY_FULL_GRADS, bk.held);
+				}
+				ds3_released(&w, tn, rel, theory_ds_release(d, j, complete, rel), b);
+			}
+			backward_part(&w, &ts, l, 0);
+		}
+		ds3_flush(&w, &bk, tn, N, b->g); /* the epilogue */
+		/* step(): everything released; the fp32 gradient partition (in
+		 * mixed precision from a flat fp16 copy; offloaded, the host's);
+		 * then the persistent params gathered */
+		size_t npost = theory_ds_step(d, rel, &nrel, post);
+		ds3_released(&w, tn, rel, nrel, b);
+		walk_add(&w, THEORY_GRAD16, !off && b->g == 2 ? S * b->g : 0);
+		walk_add(&w, THEORY_GRAD32, off ? 0 : S * 4);
+		walk_sub(&w, THEORY_GRAD16, !off && b->g == 2 ? S * b->g : 0);
+		walk_sub(&w, THEORY_GRAD32, off ? 0 : S * 4);
+		ds3_gathered(&w, d, tn, post, npost, b, offp);
+		uint64_t gathered = theory_ds_gathered(d);
+		sent += (N - 1) * gathered * b->p + bk.reduced * b->g;
+		sent_el += (N - 1) * gathered + bk.reduced;
+		out->comm_bytes = (N - 1) * gathered * b->p + bk.reduced * b->g; /* the last step's */
+		out->comm_elements = (N - 1) * gathered + bk.reduced;
+	}
+	free(d);
+	out->peak_bytes = w.peak;
+	memcpy(out->peak_breakdown, w.at_peak, sizeof w.at_peak);
+	out->steps_differ = 1;
+	out->comm_bytes_mean = (double)sent / c->steps;
+	out->comm_elements_mean = (double)sent_el / c->steps;
+}
+
 void theory_model_framework_schedule(const struct zs_model *m, const struct theory_act_opts *o,
                                      const struct theory_bytes *b, const struct zs_config *c, uint64_t batch,
                                      enum zs_scheme scheme, enum zs_unit unit, unsigned world,
@@ -501,6 +695,10 @@ void theory_model_framework_schedule(const struct zs_model *m, const struct theo
 			out->units[out->nunits++] = u.block;
 		if (u.head > 0)
 			out->units[out->nunits++] = u.head;
+	}
+	if (fw == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3) { /* its own walk, module by module */
+		ds3_walk(m, o, b, c, batch, world, out);
+		return;
 	}
 	if (fsdp) {
 		/* FSDP: the FlatParameters sharded as the paper's zero3 shards

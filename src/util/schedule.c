@@ -123,13 +123,6 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 		if ((c->given & 1u << torch_only[i].key) && c->framework != ZS_FW_TORCH)
 			return zs_fail(cause, "--%s is %s: it needs --framework torch", torch_only[i].name,
 			               torch_only[i].what);
-	/* DeepSpeed's ZeRO-3 gathers every tensor into a block of its own and
-	 * hands a layer its weight and bias (zs_layer_io), the MLP's two; a
-	 * transformer layer reads its tensors as one block. */
-	if (!theory && c->tfm != NULL && c->framework == ZS_FW_DEEPSPEED && (has & Z3))
-		return zs_fail(cause, "--model: the engine runs DeepSpeed's zero3 on the MLP only (it gathers each tensor "
-		               "on its own; a transformer layer reads its tensors as one block): give --schemes "
-		               "dp,zero1,zero2, or --framework torch");
 	if (theory && c->framework == ZS_FW_DEEPSPEED)
 		return 0;
 	for (size_t i = 0; i < c->nschemes; i++) {
