@@ -46,6 +46,8 @@ tests_tfm_dump_SOURCES = tests/tfm_dump.c
 tests_tfm_dump_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) -lm
 TESTS += tests/tfm_torch.sh
 EXTRA_DIST += tests/tfm_torch.sh tests/tfm_torch.py
+TESTS += tests/fsdp_torch.sh
+EXTRA_DIST += tests/fsdp_torch.sh tests/fsdp_torch.py tests/torch_python.sh
 
 # Frameworks (torch's zero1): engine and theory against a hand-worked partition.
 if HAVE_CHECK

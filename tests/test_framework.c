@@ -46,21 +46,43 @@
  * B/param, PyTorch 1.13's number. With unit=model the root unit is not
  * freed after forward: one all-gather and one reduce-scatter, 2(N-1)/N
  * elements per parameter (1.5 at N = 4), not the paper's 3(N-1)/N.
+ * A unit's gathered copy is FSDP's _full_param_padded, N·s_u elements:
+ * 3·5547 and 3·5483 here. A unit's post-backward hook (FSDP 1.13's
+ * _post_backward_hook) first reshards the unit (that copy freed), then,
+ * while autograd's unsharded grad (n_u) is still held, makes F.pad's copy
+ * of it, N·s_u elements, and the output shard, s_u, category buckets: with unit=layer
+ * at N = 3 in fp32, the first layer's hook holds 16640·4 B of grads and
+ * (3·5547 + 5547)·4 = 88752 B of buckets, 155312 B, above its own compute
+ * (3·5547·4 gathered and 16640·4 of grads, 133124 B): the peak. Real
+ * PyTorch 1.13 (gloo on the CPU, the CPU allocator's events under
+ * torch.profiler, steady state: step 3) allocates exactly 66564 and 22188
+ * B in that hook, and 65796 and 21932 B in the last layer's; the
+ * unshards allocate the padded copies, 66564 and 65796 B.
  * torch's zero2 is FSDP SHARD_GRAD_OP: the same shards between steps, but
  * every unit stays gathered into its backward: with unit=layer, the last
- * layer's backward holds both layers' params, Ψ·4 = 132352 B, and its own
- * grads, 16448·4 B; one all-gather per unit.
+ * layer's hook holds the first layer's params, 3·5547·4 B, its own grads,
+ * 16448·4 B, and its buckets, (3·5483 + 5483)·4 = 87728 B (220084 B, the
+ * peak, where its compute held both layers' params, 3·(5547 + 5483)·4,
+ * and the same grads: 198152 B); one all-gather per unit.
  * With --prefetch backward-pre (BACKWARD_PRE), FULL_SHARD unit=layer's
- * backward of the last layer also holds the first, prefetched: gathered
- * (16448 + 16640)·4 = Ψ·4 = 132352 B with that layer's grads 16448·4, where
- * without it the peak is the first layer's own 16640·4 + 16640·4; the
- * all-gathers are the same four.
+ * backward of the last layer also holds the first, prefetched, so its hook
+ * holds what zero2's does: 220084 B, where without it the peak is the
+ * first layer's hook's 155312 B; the all-gathers are the same four.
  * FSDP's MixedPrecision (--precision mixed, fp16 param and reduce dtypes)
  * keeps the FlatParameter and its grad as fp32 shards and the optimizer
  * over them, no master: at N = 3, unit=layer, the same 176480 B =
  * 16·(5547 + 5483) as fp32, in param32 4·11030, grad32 4·11030 and Adam's
- * 8·11030; only the working copies are fp16: the first layer's backward
- * holds 16640·2 B gathered and 16640·2 B of grads. Each rank computes from
+ * 8·11030; only the working copies are fp16. Each unshard first casts the
+ * rank's shard into a 16-bit _mp_shard of s_u slots (5547·2 = 11094 B for
+ * the first layer) that the all-gather sends from into the 16-bit padded
+ * copy (3·5547·2 B), freed after it; the hook's padded copy and output
+ * are 16-bit and the output is cast to an
+ * fp32 shard beside it: the first layer's hook holds 16640·2 B of grads
+ * and 3·5547·2 + 5547·2 + 5547·4 = 66564 B of buckets, the peak. Real
+ * PyTorch's allocator events at N = 3 (bf16, as the CPU has no fp16
+ * matmul; the same 2 bytes) are, in order: 11094 and 10966 (forward's
+ * unshards), 10966 (the last layer's backward unshard), 32898, 10966,
+ * 21932 (its hook), 11094, then 33282, 11094, 22188. Each rank computes from
  * the fp16 rounding of the fp32 weights and steps on the fp16 reduced
  * grads, as the paper's mixed zero3 does from its master: the weights are
  * the paper's mixed zero3's, bit for bit. At N = 1 (NO_SHARD) the whole
@@ -350,8 +372,9 @@ START_TEST(test_torch_zero2_holds_every_unit_gathered_into_backward)
 	struct zs_config c = torch_config(ZS_FP32);
 	struct zs_result res = run_unit(&c, ZS_ZERO2, 3, ZS_UNIT_LAYER);
 	ck_assert_uint_eq(res.resident[0], 16 * (5547 + 5483));
-	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_GATHERED], 4 * PSI);
+	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_GATHERED], 4 * 3 * 5547);
 	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_FULL_GRADS], 4 * 16448);
+	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_BUCKETS], 87728);
 	ck_assert_uint_eq(res.comm[0].calls[ZS_ALL_GATHER], 2);
 	ck_assert_uint_eq(res.comm[0].calls[ZS_REDUCE_SCATTER], 2);
 	engine_result_free(&res);
@@ -364,11 +387,13 @@ START_TEST(test_torch_zero3_backward_pre_holds_two_units)
 	struct zs_result none = run_unit(&c, ZS_ZERO3, 3, ZS_UNIT_LAYER);
 	c.prefetch = ZS_PREFETCH_BACKWARD_PRE;
 	struct zs_result pre = run_unit(&c, ZS_ZERO3, 3, ZS_UNIT_LAYER);
-	ck_assert_uint_eq(none.peak_breakdown[ZS_CAT_GATHERED], 4 * 16640);
+	ck_assert_uint_eq(none.peak_breakdown[ZS_CAT_GATHERED], 0);
 	ck_assert_uint_eq(none.peak_breakdown[ZS_CAT_FULL_GRADS], 4 * 16640);
-	ck_assert_uint_eq(pre.peak_breakdown[ZS_CAT_GATHERED], 4 * PSI);
+	ck_assert_uint_eq(none.peak_breakdown[ZS_CAT_BUCKETS], 88752);
+	ck_assert_uint_eq(pre.peak_breakdown[ZS_CAT_GATHERED], 4 * 3 * 5547);
 	ck_assert_uint_eq(pre.peak_breakdown[ZS_CAT_FULL_GRADS], 4 * 16448);
-	ck_assert_uint_eq(pre.peak[0] - none.peak[0], 4 * PSI + 4 * 16448 - 8 * 16640);
+	ck_assert_uint_eq(pre.peak_breakdown[ZS_CAT_BUCKETS], 87728);
+	ck_assert_uint_eq(pre.peak[0] - none.peak[0], 220084 - 155312);
 	ck_assert_uint_eq(pre.comm[0].calls[ZS_ALL_GATHER], 4);
 	ck_assert_uint_eq(pre.comm[0].bytes[ZS_ALL_GATHER], none.comm[0].bytes[ZS_ALL_GATHER]);
 	ck_assert_uint_eq(pre.digest, none.digest);
@@ -380,8 +405,9 @@ START_TEST(test_torch_zero3_backward_pre_holds_two_units)
 	theory_bytes_per_param(ZS_FP32, ZS_ADAM, &s.bytes);
 	theory_schedule(&s, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
 	theory_framework_schedule(&s, &c, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
-	ck_assert_uint_eq(sc.peak_breakdown[THEORY_GATHERED_PARAMS], 4 * PSI);
+	ck_assert_uint_eq(sc.peak_breakdown[THEORY_GATHERED_PARAMS], 4 * 3 * 5547);
 	ck_assert_uint_eq(sc.peak_breakdown[THEORY_FULL_GRADS], 4 * 16448);
+	ck_assert_uint_eq(sc.peak_breakdown[THEORY_BUCKETS], 87728);
 }
 END_TEST
 
@@ -399,8 +425,9 @@ START_TEST(test_torch_fsdp_mixed_precision_keeps_fp32_shards)
 		ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_MASTER32], 0);
 		ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_PARAM16], 0);
 		if (s == ZS_ZERO3) {
-			ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_GATHERED], 2 * 16640);
+			ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_GATHERED], 0);
 			ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_FULL_GRADS], 2 * 16640);
+			ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_BUCKETS], 66564);
 		}
 		ck_assert_uint_eq(res.digest, ref.digest);
 		engine_result_free(&res);
@@ -421,7 +448,62 @@ START_TEST(test_torch_fsdp_mixed_precision_keeps_fp32_shards)
 	ck_assert_uint_eq(sc.resident_bytes, 16 * (5547 + 5483));
 	ck_assert_uint_eq(sc.resident_breakdown[THEORY_PARAM32], 4 * (5547 + 5483));
 	ck_assert_uint_eq(sc.resident_breakdown[THEORY_MASTER32], 0);
-	ck_assert_uint_eq(sc.peak_breakdown[THEORY_GATHERED_PARAMS], 2 * 16640);
+	ck_assert_uint_eq(sc.peak_breakdown[THEORY_GATHERED_PARAMS], 0);
+	ck_assert_uint_eq(sc.peak_breakdown[THEORY_FULL_GRADS], 2 * 16640);
+	ck_assert_uint_eq(sc.peak_breakdown[THEORY_BUCKETS], 66564);
+}
+END_TEST
+
+/* The post-backward hook's peak above, from the tensor sizes: unit=layer
+ * at N = 3, fp32. The peak is the first layer's hook: everything the
+ * paper's zero3 holds at that layer's compute, but its 16640·4 B of
+ * gathered params, plus 88752 B of buckets; resident bytes unchanged. */
+START_TEST(test_torch_fsdp_post_backward_holds_the_padded_grads_and_the_output_shard)
+{
+	struct zs_config c = torch_config(ZS_FP32), paper = c;
+	paper.framework = ZS_FW_PAPER;
+	struct zs_result res = run_unit(&c, ZS_ZERO3, 3, ZS_UNIT_LAYER);
+	struct zs_result ref = run_unit(&paper, ZS_ZERO3, 3, ZS_UNIT_LAYER);
+	ck_assert_uint_eq(res.resident[0], ref.resident[0]);
+	ck_assert_uint_eq(ref.peak_breakdown[ZS_CAT_GATHERED], 4 * 16640); /* the paper's peak: that compute */
+	ck_assert_uint_eq(res.peak[0], ref.peak[0] - 4 * 16640 + (3 * 5547 + 5547) * 4);
+	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_BUCKETS], 88752);
+	ck_assert_uint_eq(res.resident_breakdown[ZS_CAT_BUCKETS], 0);
+	ck_assert_uint_eq(res.digest, ref.digest);
+	engine_result_free(&res);
+	engine_result_free(&ref);
+
+	struct theory_shape s = {mlp, 3, 4, {0}};
+	struct theory_schedule sc, sp;
+	theory_bytes_per_param(ZS_FP32, ZS_ADAM, &s.bytes);
+	theory_schedule(&s, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sp);
+	sc = sp;
+	theory_framework_schedule(&s, &c, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	ck_assert_uint_eq(sc.peak_bytes, sp.peak_bytes - 4 * 16640 + 88752);
+	ck_assert_uint_eq(sc.peak_breakdown[THEORY_BUCKETS], 88752);
+	ck_assert_uint_eq(sc.resident_bytes, sp.resident_bytes);
+}
+END_TEST
+
+/* Rank 0's buckets in the last step, in order, in mixed precision at
+ * N = 3, unit=layer: what real PyTorch's allocator gave (above). */
+START_TEST(test_torch_fsdp_allocates_pytorchs_buffers_in_its_order)
+{
+	static const size_t torch_bytes[] = {11094, 10966, 10966, 32898, 10966, 21932, 11094, 33282, 11094, 22188};
+	struct zs_config c = torch_config(ZS_MIXED);
+	struct zs_result res;
+	struct zs_run_options opt = {.timeline = 1};
+	char *cause = NULL;
+	ck_assert_int_eq(engine_run(&c, ZS_ZERO3, 3, ZS_UNIT_LAYER, NULL, &opt, &res, &cause), 0);
+	size_t n = 0;
+	for (size_t i = 0; i < res.ntimeline; i++)
+		if (res.timeline[i].cat == ZS_CAT_BUCKETS && res.timeline[i].op == ZS_OP_ALLOC) {
+			ck_assert_uint_lt(n, sizeof torch_bytes / sizeof torch_bytes[0]);
+			ck_assert_uint_eq(res.timeline[i].bytes, torch_bytes[n]);
+			n++;
+		}
+	ck_assert_uint_eq(n, sizeof torch_bytes / sizeof torch_bytes[0]);
+	engine_result_free(&res);
 }
 END_TEST
 
@@ -458,6 +540,8 @@ static Suite *framework_suite(void)
 	tcase_add_test(t, test_torch_zero3_backward_pre_holds_two_units);
 	tcase_add_test(t, test_torch_fsdp_mixed_precision_keeps_fp32_shards);
 	tcase_add_test(t, test_torch_zero3_one_layer_is_not_the_root_with_unit_layer);
+	tcase_add_test(t, test_torch_fsdp_post_backward_holds_the_padded_grads_and_the_output_shard);
+	tcase_add_test(t, test_torch_fsdp_allocates_pytorchs_buffers_in_its_order);
 	tcase_add_test(t, test_ddp_buckets_are_pytorchs);
 	tcase_add_test(t, test_the_paper_holds_no_bucket);
 	suite_add_tcase(s, t);

@@ -11,9 +11,8 @@
 # case was made from), trains them on the case's tokens and compares (the
 # bounds are in its opening comment).
 #
-# PyTorch is looked for in $PYTHON, Debian's /usr/bin/python3, then the
-# python3 on PATH (one earlier on PATH may lack torch); without it the test
-# is skipped with a message (exit 77). Exit 0 pass, 1 disagreement, 99 hard
+# PyTorch is looked for by tests/torch_python.sh; without it the test is
+# skipped with a message (exit 77). Exit 0 pass, 1 disagreement, 99 hard
 # error (automake's conventions). Runs from the build directory.
 set -u
 
@@ -28,17 +27,8 @@ for p in "$dump" "$zerosim"; do
 	fi
 done
 
-py=""
-for p in ${PYTHON:-} /usr/bin/python3 python3; do
-	if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import torch' >/dev/null 2>&1; then
-		py=$p
-		break
-	fi
-done
-if [ -z "$py" ]; then
-	echo "SKIP: tfm_torch: no python3 here imports torch (Debian: apt-get install python3-torch)"
-	exit 77
-fi
+name=tfm_torch
+. "$src/tests/torch_python.sh"
 echo "tfm_torch: $py, torch $("$py" -c 'import torch; print(torch.__version__)')"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-torch.XXXXXX") || exit 99

@@ -241,6 +241,8 @@ check --model "$tmp/llama-deep.json" --seq 8 --batch 1 --precision mixed --world
 # N = 1..8, both units, both precisions.
 printf '{"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 16}\n' \
 	>"$tmp/gpt2-wide.json"
+printf '{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 4096, "n_positions": 64}\n' \
+	>"$tmp/gpt2-vocab.json"
 for precision in mixed fp32; do
 	for model in gpt2-tiny llama-tiny gpt2-untied llama-tied; do
 		check --framework torch --model "$tmp/$model.json" --seq 16 --batch 1 --precision $precision \
@@ -254,6 +256,11 @@ for precision in mixed fp32; do
 		--world 1,3,5 --schemes zero3 --unit layer --prefetch backward-pre --optimizer sgd --steps 1
 	check --framework torch --model "$tmp/gpt2-wide.json" --seq 8 --batch 1 --precision $precision \
 		--world 1,3,4 --schemes dp,zero1 --unit model --bucket-cap 0.01 --steps 1
+	# A vocabulary large beside the blocks: under MixedPrecision the tied
+	# head's gather of the embedding's unit in backward, with its _mp_shard,
+	# is the peak (zero3, unit=layer, N = 2 and 3).
+	check --framework torch --model "$tmp/gpt2-vocab.json" --seq 64 --batch 1 --precision $precision \
+		--world 2,3,8 --schemes zero2,zero3 --unit model,layer --prefetch backward-pre --steps 1
 	check --framework deepspeed --model "$tmp/gpt2-untied.json" --seq 16 --batch 1 --precision $precision \
 		--recompute full --world 1,2,3,5,8 --schemes zero1,zero2 --unit model,layer --ds-reduce-bucket 60000 \
 		--ds-overlap-comm on --optimizer sgd --steps 2

@@ -30,10 +30,12 @@
  * (torch/distributed/fsdp/fully_sharded_data_parallel.py): one FlatParameter
  * per unit, sharded as the paper's zero3 shards it (padded to N·ceil(n/N)),
  * gathered before the unit's forward and freed after it, gathered again for
- * its backward, its grads reduce-scattered and freed. Except the root: FSDP
- * does not free the root's parameters after forward (forward(), "Do not free
- * the root's parameters in the post-forward for FULL_SHARD"), so the root's
- * backward finds them gathered and sends no second all-gather. With
+ * its backward, its grads reduce-scattered (through the post-backward
+ * hook's padded copy and output shard, post_backward below) and freed.
+ * Except the root: FSDP does not free the root's parameters after forward
+ * (forward(), "Do not free the root's parameters in the post-forward for
+ * FULL_SHARD"), so the root's backward finds them gathered and sends no
+ * second all-gather. With
  * unit=model the whole model is the root unit; with unit=layer each layer is
  * an FSDP unit and the root (the model around them) owns no parameter.
  * backward_prefetch is None by default in 1.13 (line 980): no unit is
@@ -201,54 +203,125 @@ static void fsdp_buffers(struct zs_run *r)
 
 static int low_precision(const struct zs_run *r) { return r->esize[ZS_BUF_PARAMS] != r->esize[ZS_BUF_GATHERED]; }
 
+/* Unit u's gathered copy, FSDP's _full_param_padded: N·s_u elements
+ * (flat_param.py line 698, _padded_unsharded_size), the unit's n_u first,
+ * the padding zeroed as the all-gather from padded shards leaves it. */
+static void alloc_gathered(struct zs_run *r, size_t u)
+{
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	size_t es = r->esize[ZS_BUF_GATHERED], padded = r->world * un->s;
+	r->base[ZS_BUF_GATHERED] = un->off;
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		char *g = tracker_alloc(&r->tracker, k, r->cat[ZS_BUF_GATHERED], padded * es);
+		memset(g + un->n * es, 0, (padded - un->n) * es);
+		run_rank(r, k)->buf[ZS_BUF_GATHERED] = g;
+	}
+}
+
 /* Gather unit u into a transient full copy. In mixed precision each rank
- * casts its fp32 slots into its own slots of the fp16 copy (the work of
- * FSDP's _mp_shard, done in place) and the copy is all-gathered in place
- * (at N = 1, NO_SHARD, the cast is all: coll.h's identity). */
+ * first casts its fp32 shard into _mp_shard (flat_param.py,
+ * _use_low_precision_shard: a 16-bit copy of its s_u slots, padding
+ * included, category buckets: the all-gather's input), all-gathers from it
+ * into the 16-bit copy and frees it (post_unshard,
+ * _free_low_precision_sharded_param). At N = 1 (NO_SHARD) the 16-bit copy
+ * is _mp_shard itself: the cast is all (coll.h's identity). */
 static void gather_unit(struct zs_run *r, size_t u)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
-	run_alloc_full(r, ZS_BUF_GATHERED, un->off, un->n);
 	if (!low_precision(r)) {
+		alloc_gathered(r, u);
 		run_gather_params_unit(r, u, ZS_BUF_GATHERED);
 		return;
 	}
+	int shard = r->world > 1;
+	for (unsigned k = r->r0; k < r->r1 && shard; k++) {
+		struct zs_slice sl = layout_own(&r->layout, ZS_BUF_PARAMS, u, k);
+		zs_half *mp = tracker_alloc(&r->tracker, k, ZS_CAT_BUCKETS, un->s * sizeof(zs_half));
+		const float *src = run_at(r, k, ZS_BUF_PARAMS, sl.at);
+		for (size_t i = 0; i < sl.count; i++)
+			mp[i] = zs_float_to_half(src[i]);
+		memset(mp + sl.count, 0, (un->s - sl.count) * sizeof(zs_half));
+		r->ptr_a[k - r->r0] = mp;
+	}
+	alloc_gathered(r, u);
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		struct zs_slice sl = layout_own(&r->layout, ZS_BUF_PARAMS, u, k);
 		zs_half *dst = (zs_half *)run_rank(r, k)->buf[ZS_BUF_GATHERED] + (sl.first - un->off);
-		const float *src = run_at(r, k, ZS_BUF_PARAMS, sl.at);
-		for (size_t i = 0; i < sl.count; i++)
-			dst[i] = zs_float_to_half(src[i]);
-		r->ptr_a[k - r->r0] = dst;
+		if (!shard) {
+			const float *src = run_at(r, k, ZS_BUF_PARAMS, sl.at);
+			for (size_t i = 0; i < sl.count; i++)
+				dst[i] = zs_float_to_half(src[i]);
+			r->ptr_a[k - r->r0] = dst;
+		}
 		r->ptr_b[k - r->r0] = run_rank(r, k)->buf[ZS_BUF_GATHERED];
 	}
 	coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, un->n, r->dt);
+	for (unsigned k = r->r0; k < r->r1 && shard; k++)
+		tracker_free(&r->tracker, k, r->ptr_a[k - r->r0]);
 }
 
-/* Reduce-scatter unit u's full grads into the grad shard. In mixed
- * precision in place in the fp16 grads, then each rank's slots cast into
- * its fp32 shard (_cast_grad_to_param_dtype); at N = 1 the cast is all. */
-static void reduce_unit(struct zs_run *r, size_t u)
+/* NO_SHARD's reduction of unit u (N = 1, mixed precision only): its
+ * all-reduce over one rank is the identity, so the fp16 grads are only
+ * cast into the fp32 grads. */
+static void reduce_no_shard(struct zs_run *r, size_t u)
 {
-	const struct zs_layout_unit *un = &r->layout.unit[u];
 	tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
-	if (!low_precision(r)) {
-		run_reduce_scatter_unit(r, u, ZS_BUF_FULL_GRADS);
-		return;
-	}
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		struct zs_slice sl = layout_own(&r->layout, ZS_BUF_GRADS, u, k);
-		r->ptr_a[k - r->r0] = run_rank(r, k)->buf[ZS_BUF_FULL_GRADS];
-		r->ptr_b[k - r->r0] = (zs_half *)run_rank(r, k)->buf[ZS_BUF_FULL_GRADS] + (sl.first - un->off);
-	}
-	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, un->n, r->dt);
-	for (unsigned k = r->r0; k < r->r1; k++) {
-		struct zs_slice sl = layout_own(&r->layout, ZS_BUF_GRADS, u, k);
-		const zs_half *src = r->ptr_b[k - r->r0];
+		const zs_half *src = run_rank(r, k)->buf[ZS_BUF_FULL_GRADS];
 		float *dst = run_at(r, k, ZS_BUF_GRADS, sl.at);
 		for (size_t i = 0; i < sl.count; i++)
 			dst[i] = zs_half_to_float(src[i]);
 	}
+}
+
+/* Unit u's _post_backward_hook (fully_sharded_data_parallel.py lines
+ * 3191-3353), rank by rank: the unit is resharded first (_reshard, line
+ * 3232: its gathered copy freed); autograd's unsharded grad (the full
+ * grads, n_u) is held by the hook's locals until it returns; F.pad makes
+ * a padded copy of it, N·s_u elements, even when nothing is padded (line
+ * 3296; constant_pad_nd allocates), and zeros_like(chunks[0]) the output
+ * shard, s_u (line 3297); the reduce-scatter runs from the one into the
+ * other (line 3298). In mixed precision _cast_grad_to_param_dtype (line
+ * 3300) then casts the output to an fp32 s_u while the 16-bit one is still
+ * live, and frees the 16-bit one; the fp32 shard is added into the grad
+ * shard (_saved_grad_shard += output, line 3321: the grad shard was zeroed
+ * by zero_grad, so the sum is a copy). All three are category buckets,
+ * the reduce-scatter's own buffers, freed as the hook returns; the grad
+ * reduced to 16 bits first (line 3263) is a no-op, reduce_dtype being
+ * the grads' dtype. */
+static void post_backward(struct zs_run *r, size_t u)
+{
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	size_t es = r->esize[ZS_BUF_FULL_GRADS], padded = r->world * un->s;
+	tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct zs_rank *rk = run_rank(r, k);
+		tracker_free(&r->tracker, k, rk->held[u]);
+		rk->held[u] = NULL;
+		char *pad = tracker_alloc(&r->tracker, k, ZS_CAT_BUCKETS, padded * es);
+		memcpy(pad, rk->buf[ZS_BUF_FULL_GRADS], un->n * es);
+		memset(pad + un->n * es, 0, (padded - un->n) * es);
+		r->ptr_a[k - r->r0] = pad;
+		r->ptr_b[k - r->r0] = tracker_alloc(&r->tracker, k, ZS_CAT_BUCKETS, un->s * es);
+		memset(r->ptr_b[k - r->r0], 0, un->s * es);
+	}
+	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, un->n, r->dt);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct zs_slice sl = layout_own(&r->layout, ZS_BUF_GRADS, u, k);
+		void *out = r->ptr_b[k - r->r0];
+		if (low_precision(r)) {
+			float *out32 = tracker_alloc(&r->tracker, k, ZS_CAT_BUCKETS, un->s * sizeof(float));
+			for (size_t i = 0; i < un->s; i++)
+				out32[i] = zs_half_to_float(((const zs_half *)out)[i]);
+			tracker_free(&r->tracker, k, out);
+			out = out32;
+		}
+		memcpy(run_at(r, k, ZS_BUF_GRADS, sl.at), out, sl.count * r->esize[ZS_BUF_GRADS]);
+		tracker_free(&r->tracker, k, out);
+		tracker_free(&r->tracker, k, r->ptr_a[k - r->r0]);
+	}
+	run_free_all(r, ZS_BUF_FULL_GRADS);
 }
 
 static int held(const struct zs_run *r, size_t u) { return run_rank(r, r->r0)->held[u] != NULL; }
@@ -287,12 +360,7 @@ static void fsdp_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 			run_free_all(r, ZS_BUF_GATHERED);
 		return;
 	}
-	reduce_unit(r, u);
-	run_free_all(r, ZS_BUF_FULL_GRADS);
-	for (unsigned k = r->r0; k < r->r1; k++) {
-		tracker_free(&r->tracker, k, run_rank(r, k)->held[u]);
-		run_rank(r, k)->held[u] = NULL;
-	}
+	post_backward(r, u);
 }
 
 /* NO_SHARD, FSDP at N = 1: in fp32 nothing to do (the N = 1 rule); in
@@ -313,7 +381,7 @@ static void no_shard_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 	if (!low_precision(r))
 		return;
 	if (pass == ZS_PASS_BACKWARD) {
-		reduce_unit(r, u);
+		reduce_no_shard(r, u);
 		run_free_all(r, ZS_BUF_FULL_GRADS);
 	}
 	run_free_all(r, ZS_BUF_GATHERED);
@@ -348,8 +416,13 @@ static const struct zs_scheme_ops *const paper[ZS_NSCHEMES] = {
 
 static int ddp(enum zs_framework fw, enum zs_scheme scheme) { return fw == ZS_FW_TORCH && scheme <= ZS_ZERO1; }
 
+/* DDP's buckets, Ψ·g; FSDP's reduce-scatter and all-gather buffers, one
+ * unit's at a time: its padded grads, N·s_u <= n_u + N - 1 <= 2Ψ elements
+ * (N <= Ψ + 1), and at most three shards of it, 2 + g + 4 bytes a slot. */
 size_t scheme_buffer_bytes(enum zs_framework fw, enum zs_scheme scheme, size_t nparams, size_t grad_bytes)
 {
+	if (fw == ZS_FW_TORCH && scheme >= ZS_ZERO2)
+		return nparams * (3 * grad_bytes + 6);
 	return ddp(fw, scheme) ? nparams * grad_bytes : 0;
 }
 

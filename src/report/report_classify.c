@@ -34,9 +34,12 @@ static const struct report_cause_info causes[REPORT_NCAUSES] = {
 	{"params sharded", "params_sharded", 's', 1, "params sharded between steps (FSDP)",
 	 "\\emph{params sharded} (torch's zero2, FSDP's SHARD\\_GRAD\\_OP): a shard of the params between "
 	 "steps where the paper's zero2 holds them all, $(S-\\Psi)\\,p$ bytes"},
-	{"buckets", "buckets", 'd', 1, "a framework's buckets (DDP's gradient buckets, DeepSpeed's reduce bucket)",
+	{"buckets", "buckets", 'd', 1,
+	 "a framework's buckets (DDP's gradient buckets, FSDP's reduce-scatter and all-gather buffers, DeepSpeed's "
+	 "reduce bucket)",
 	 "\\emph{buckets}: the measured \\texttt{buckets} category, a framework's own communication "
-	 "buffers (torch DDP's gradient buckets, resident; DeepSpeed's reduce bucket, allocated at its "
+	 "buffers (torch DDP's gradient buckets, resident; FSDP's padded grad copy, output shard and "
+	 "16-bit local shard, in a unit's post-backward hook and unshard; DeepSpeed's reduce bucket, allocated at its "
 	 "full size whatever the model and held through backward)"},
 	{"grad partition", "grad_partition", 'q', 1,
 	 "grads held as a partition (DeepSpeed's zero1), or only a buffer of them (offloaded)",

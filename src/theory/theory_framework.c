@@ -16,6 +16,7 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "theory/theory.h"
 #include "util/schedule.h"
@@ -146,27 +147,6 @@ void theory_torch_ddp(const uint64_t *t, size_t nt, unsigned grad_bytes, double 
 	free(n);
 }
 
-/* The peak's transients when unit u's backward holds gathered[u] elements
- * of params and its own full grads: the most of them, the first reached in
- * time (backward runs from the last unit: the largest u of equals). The
- * rest of the peak, R + A + D, is the paper's zero3's (every activation and
- * the scratch are alive through backward). */
-static void backward_peak(const struct theory_shape *s, const uint64_t *gathered, struct theory_schedule *out)
-{
-	uint64_t *pb = out->peak_breakdown, best = 0, held = 0, grads = 0;
-	for (size_t u = out->nunits; u-- > 0;) {
-		uint64_t here = gathered[u] * s->bytes.p + out->units[u] * s->bytes.g;
-		if (here > best) {
-			best = here;
-			held = gathered[u] * s->bytes.p;
-			grads = out->units[u] * s->bytes.g;
-		}
-	}
-	out->peak_bytes += held + grads - pb[THEORY_GATHERED_PARAMS] - pb[THEORY_FULL_GRADS];
-	pb[THEORY_GATHERED_PARAMS] = held;
-	pb[THEORY_FULL_GRADS] = grads;
-}
-
 /* One all-gather and one reduce-scatter per unit: (N-1)·S·(p+g) bytes. */
 static void one_gather_per_unit(const struct theory_shape *s, unsigned world, struct theory_schedule *out)
 {
@@ -175,43 +155,106 @@ static void one_gather_per_unit(const struct theory_shape *s, unsigned world, st
 	out->comm_elements = 2 * pass;
 }
 
-/* FSDP's FULL_SHARD: the paper's zero3, but the root unit (the whole
- * model, unit=model) stays gathered from its forward to its backward: one
- * all-gather and one reduce-scatter. With BACKWARD_PRE, unit u's backward
- * also holds unit u-1, prefetched (unit=layer; one unit has nothing to
- * prefetch): peak = R + A + D + max_u ((n_u + n_{u-1})·p + n_u·g); the
- * all-gathers are the same, earlier. */
-static void torch_zero3(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
-                        unsigned world, struct theory_schedule *out)
+/* FSDP's backward at N > 1, moment by moment (docs/schedule.md, "torch"):
+ * the gathered params, full grads and the collectives' buffers (category
+ * buckets) above R + A + D, the paper's zero3's rest of the peak (every
+ * activation and the scratch alive through backward; forward holds less
+ * of each). A gathered copy is padded, N·s_u. Elements are gp bytes
+ * gathered, fg a full grad, mp a slot of the 16-bit local shard an
+ * all-gather sends from (_mp_shard; 0 in fp32), cast a slot of the
+ * reduce-scatter's output cast to fp32 (0 in fp32). */
+struct fsdp_walk {
+	uint64_t cur[THEORY_NCATEGORIES], total, peak, at[THEORY_NCATEGORIES];
+};
+
+static void fw_add(struct fsdp_walk *w, enum theory_category c, uint64_t bytes)
 {
-	if (world == 1)
-		return;
-	if (unit == ZS_UNIT_MODEL) {
-		one_gather_per_unit(s, world, out);
-		return;
+	w->cur[c] += bytes;
+	w->total += bytes;
+	if (w->total > w->peak) { /* the first reached of equals */
+		w->peak = w->total;
+		memcpy(w->at, w->cur, sizeof w->cur);
 	}
-	uint64_t gathered[ZS_MAX_WIDTHS];
-	for (size_t u = 0; u < out->nunits && c->prefetch == ZS_PREFETCH_BACKWARD_PRE; u++)
-		gathered[u] = out->units[u] + (u > 0 ? out->units[u - 1] : 0);
-	if (c->prefetch == ZS_PREFETCH_BACKWARD_PRE)
-		backward_peak(s, gathered, out);
+}
+
+static void fw_sub(struct fsdp_walk *w, enum theory_category c, uint64_t bytes)
+{
+	w->cur[c] -= bytes;
+	w->total -= bytes;
+}
+
+struct fsdp_elem {
+	unsigned gp, fg, mp, cast;
+};
+
+/* Unit u's unshard: _mp_shard (its s_u slots), the gathered copy padded
+ * to N·s_u (_full_param_padded), then _mp_shard freed. */
+static void fw_gather(struct fsdp_walk *w, const struct fsdp_elem *e, unsigned world, uint64_t sh, int *held)
+{
+	fw_add(w, THEORY_BUCKETS, sh * e->mp);
+	fw_add(w, THEORY_GATHERED_PARAMS, world * sh * e->gp);
+	fw_sub(w, THEORY_BUCKETS, sh * e->mp);
+	*held = 1;
+}
+
+static uint64_t fw_slots(const struct theory_schedule *out, size_t u, unsigned world)
+{
+	return (out->units[u] + world - 1) / world;
+}
+
+static void fsdp_transients(const struct fsdp_elem *e, int keep_all, int keep_root, int prefetch, unsigned world,
+                            struct theory_schedule *out)
+{
+	struct fsdp_walk w = {0};
+	int held[ZS_MAX_WIDTHS];
+	for (size_t u = 0; u < out->nunits; u++) {
+		held[u] = keep_all || (keep_root && u == 0);
+		if (held[u])
+			fw_add(&w, THEORY_GATHERED_PARAMS, world * fw_slots(out, u, world) * e->gp);
+	}
+	for (size_t u = out->nunits; u-- > 0;) {
+		uint64_t n = out->units[u], sh = fw_slots(out, u, world);
+		if (!held[u])
+			fw_gather(&w, e, world, sh, &held[u]);
+		if (prefetch && u > 0 && !held[u - 1]) /* BACKWARD_PRE: the next unit of backward */
+			fw_gather(&w, e, world, fw_slots(out, u - 1, world), &held[u - 1]);
+		fw_add(&w, THEORY_FULL_GRADS, n * e->fg);
+		/* _post_backward_hook: the unit resharded, then F.pad's copy
+		 * (N·s_u), the output shard and, in mixed precision, its fp32
+		 * cast beside it; all freed as the hook returns. */
+		fw_sub(&w, THEORY_GATHERED_PARAMS, world * sh * e->gp);
+		held[u] = 0;
+		uint64_t staged = (world * sh + sh) * e->fg + sh * e->cast;
+		fw_add(&w, THEORY_BUCKETS, (world * sh + sh) * e->fg);
+		fw_add(&w, THEORY_BUCKETS, sh * e->cast);
+		fw_sub(&w, THEORY_BUCKETS, staged);
+		fw_sub(&w, THEORY_FULL_GRADS, n * e->fg);
+	}
+	uint64_t *pb = out->peak_breakdown;
+	const enum theory_category cats[] = { THEORY_GATHERED_PARAMS, THEORY_FULL_GRADS, THEORY_BUCKETS };
+	for (size_t i = 0; i < sizeof cats / sizeof cats[0]; i++) {
+		out->peak_bytes += w.at[cats[i]] - pb[cats[i]];
+		pb[cats[i]] = w.at[cats[i]];
+	}
+}
+
+/* FSDP's FULL_SHARD: the paper's zero3's shards, but the root unit (the
+ * whole model, unit=model) stays gathered from its forward to its
+ * backward: one all-gather and one reduce-scatter. */
+static void torch_zero3(const struct theory_shape *s, enum zs_unit unit, unsigned world, struct theory_schedule *out)
+{
+	if (world > 1 && unit == ZS_UNIT_MODEL)
+		one_gather_per_unit(s, world, out);
 }
 
 /* FSDP's SHARD_GRAD_OP: between steps only shards, as the paper's zero3;
- * no unit is freed after its forward, so backward sends no all-gather and
- * unit u's backward holds units 0..u gathered and u's full grads:
- * peak = R + A + D + max_u (Σ_{v<=u} n_v·p + n_u·g). Nothing is left to
- * prefetch. */
+ * no unit is freed after its forward, so backward sends no all-gather. */
 static void torch_zero2(const struct theory_shape *s, enum zs_unit unit, unsigned world,
                         struct theory_schedule *out)
 {
 	if (world == 1)
 		return;
 	theory_schedule(s, ZS_ZERO3, unit, world, out);
-	uint64_t gathered[ZS_MAX_WIDTHS], before = 0;
-	for (size_t u = 0; u < out->nunits; u++)
-		gathered[u] = before += out->units[u];
-	backward_peak(s, gathered, out);
 	one_gather_per_unit(s, world, out);
 }
 
@@ -232,18 +275,15 @@ static void fsdp_mixed(const struct theory_shape *s, const struct zs_config *c, 
 	if (scheme == ZS_ZERO2)
 		torch_zero2(&s32, unit, world, out);
 	else
-		torch_zero3(&s32, c, unit, world, out);
+		torch_zero3(&s32, unit, world, out);
+	out->comm_bytes = out->comm_elements * 2;
+	if (world > 1)
+		return;
 	uint64_t *pb = out->peak_breakdown, largest = 0;
 	for (size_t u = 0; u < out->nunits; u++)
 		largest = out->units[u] > largest ? out->units[u] : largest;
-	if (world == 1) {
-		pb[THEORY_GATHERED_PARAMS] = pb[THEORY_FULL_GRADS] = largest * 4; /* 2 bytes, as 4 halved below */
-		out->peak_bytes += pb[THEORY_GATHERED_PARAMS] + pb[THEORY_FULL_GRADS];
-	}
-	out->peak_bytes -= (pb[THEORY_GATHERED_PARAMS] + pb[THEORY_FULL_GRADS]) / 2;
-	pb[THEORY_GATHERED_PARAMS] /= 2;
-	pb[THEORY_FULL_GRADS] /= 2;
-	out->comm_bytes = out->comm_elements * 2;
+	pb[THEORY_GATHERED_PARAMS] = pb[THEORY_FULL_GRADS] = largest * 2;
+	out->peak_bytes += largest * 4;
 }
 
 void theory_framework_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
@@ -259,14 +299,21 @@ void theory_framework_schedule(const struct theory_shape *s, const struct zs_con
 		theory_torch_zero1(n, nt, &s->bytes, world, out);
 	if (scheme <= ZS_ZERO1)
 		theory_torch_ddp(n, nt, s->bytes.g, c->bucket_cap_mb, world, out);
-	if (scheme >= ZS_ZERO2 && c->precision == ZS_MIXED) {
-		fsdp_mixed(s, c, scheme, unit, world, out);
+	if (scheme < ZS_ZERO2)
 		return;
-	}
-	if (scheme == ZS_ZERO2)
+	int mixed = c->precision == ZS_MIXED;
+	if (mixed)
+		fsdp_mixed(s, c, scheme, unit, world, out);
+	else if (scheme == ZS_ZERO2)
 		torch_zero2(s, unit, world, out);
-	if (scheme == ZS_ZERO3)
-		torch_zero3(s, c, unit, world, out);
+	else
+		torch_zero3(s, unit, world, out);
+	/* The transients at N > 1: 16-bit working copies and full grads in
+	 * mixed precision, with _mp_shard and the fp32 cast of the output. */
+	const struct fsdp_elem e = { s->bytes.p, s->bytes.g, mixed ? s->bytes.p : 0, mixed ? sizeof(float) : 0 };
+	if (world > 1)
+		fsdp_transients(&e, scheme == ZS_ZERO2, unit == ZS_UNIT_MODEL,
+		                scheme == ZS_ZERO3 && c->prefetch == ZS_PREFETCH_BACKWARD_PRE, world, out);
 }
 
 /* Rank k's model states differ from the binding rank's by its share of
@@ -328,7 +375,9 @@ char *theory_framework_text(const struct theory_request *req)
 		                   "in the schedule's tables above), zero1 is "
 		                   "ZeroRedundancyOptimizer over it (whole tensors; the tables show the rank that "
 		                   "holds the most), zero2 and zero3 are FSDP (backward_prefetch %s; in mixed "
-		                   "precision its MixedPrecision: fp32 shards, no master, fp16 working copies).%s\n",
+		                   "precision its MixedPrecision: fp32 shards, no master, fp16 working copies; "
+		                   "each unit's post-backward hook holds a padded copy of its grads and an output "
+		                   "shard: category buckets, in the peak).%s\n",
 		                   zs_number_text(c->bucket_cap_mb, cap, sizeof cap),
 		                   c->prefetch == ZS_PREFETCH_BACKWARD_PRE ? "BACKWARD_PRE" : "None",
 		                   req->model != NULL ? model_note : "");

@@ -431,6 +431,12 @@ struct events {
 	unsigned gp, fg;
 	int keep_all, keep_root, prefetch;
 	uint64_t full, bucket;
+	/* FSDP at N > 1: mp, the bytes of a slot of the 16-bit local shard an
+	 * unshard sends from (_mp_shard; 0 in fp32); post_backward, its hook's
+	 * padded grad copy and output shard; cast, the output's fp32 cast
+	 * beside it (0 in fp32). Category buckets. */
+	unsigned mp, cast;
+	int post_backward; /* and a gathered copy padded to N·s_u (_full_param_padded) */
 };
 
 /* The step's state: the walk, which units are held gathered, and the
@@ -445,9 +451,20 @@ struct step {
 	uint64_t gathered, reduced;
 };
 
+/* Unit u's slots per rank, ceil(n_u/N). */
+static uint64_t slots(const struct step *st, size_t u) { return (st->sc->units[u] + st->N - 1) / st->N; }
+
+/* The elements of unit u's gathered copy. */
+static uint64_t copy_elements(const struct step *st, size_t u)
+{
+	return st->ev->post_backward ? st->N * slots(st, u) : st->sc->units[u];
+}
+
 static void gather(struct step *st, size_t u)
 {
-	walk_add(&st->w, THEORY_GATHERED_PARAMS, st->sc->units[u] * st->ev->gp);
+	walk_add(&st->w, THEORY_BUCKETS, slots(st, u) * st->ev->mp);
+	walk_add(&st->w, THEORY_GATHERED_PARAMS, copy_elements(st, u) * st->ev->gp);
+	walk_sub(&st->w, THEORY_BUCKETS, slots(st, u) * st->ev->mp);
 	st->gathered += (st->N - 1) * ((st->sc->units[u] + st->N - 1) / st->N);
 	st->held[u] = 1;
 }
@@ -455,8 +472,21 @@ static void gather(struct step *st, size_t u)
 static void release(struct step *st, size_t u)
 {
 	if (st->held[u])
-		walk_sub(&st->w, THEORY_GATHERED_PARAMS, st->sc->units[u] * st->ev->gp);
+		walk_sub(&st->w, THEORY_GATHERED_PARAMS, copy_elements(st, u) * st->ev->gp);
 	st->held[u] = 0;
+}
+
+/* FSDP's _post_backward_hook, after the reshard: F.pad's copy of the
+ * unsharded grad (N·s_u), the output shard and its fp32 cast, freed as
+ * the hook returns (the grad itself is freed after it). */
+static void post_backward(struct step *st, size_t u)
+{
+	uint64_t sh = slots(st, u), staged = (st->N * sh + sh) * st->ev->fg;
+	if (!st->ev->post_backward)
+		return;
+	walk_add(&st->w, THEORY_BUCKETS, staged);
+	walk_add(&st->w, THEORY_BUCKETS, sh * st->ev->cast);
+	walk_sub(&st->w, THEORY_BUCKETS, staged + sh * st->ev->cast);
 }
 
 static int kept(const struct step *st, size_t u, enum zs_unit unit)
@@ -709,6 +739,9 @@ void theory_model_framework_schedule(const struct zs_model *m, const struct theo
 		ev.keep_all = N > 1 && scheme == ZS_ZERO2;
 		ev.keep_root = N > 1;
 		ev.prefetch = N > 1 && c->prefetch == ZS_PREFETCH_BACKWARD_PRE;
+		ev.post_backward = N > 1;
+		ev.mp = N > 1 && mixed ? b->p : 0;
+		ev.cast = N > 1 && mixed ? rb.g : 0;
 	} else if (ds) {
 		/* DeepSpeed's ZeRO-1/2: the paper's zero2 units, shards and
 		 * collectives, its own resident state; backward holds the reduce
@@ -786,8 +819,9 @@ void theory_model_framework_schedule(const struct zs_model *m, const struct theo
 		for (uint64_t l = last[i] + 1; l-- > first[i];)
 			if (!(visit && l == head))
 				backward_layer(w, &ts, l);
-		walk_sub(w, THEORY_FULL_GRADS, out->units[i] * ev.fg);
 		release(&st, i);
+		post_backward(&st, i);
+		walk_sub(w, THEORY_FULL_GRADS, out->units[i] * ev.fg);
 	}
 	walk_sub(w, THEORY_FULL_GRADS, ev.full);
 	walk_sub(w, THEORY_BUCKETS, ev.bucket);
