@@ -26,7 +26,8 @@ grep -q '"framework":	"deepspeed"' "$tmp/t.json" || fail "config.framework missi
 # 124,439,808 (its published count), 4L + int(18Ψ/8) = 154,389,504 +
 # 279,989,568 = 434,379,072 per GPU, and DeepSpeed's cpu_mem with zero_init
 # L x 4 x 1 x 1.5 = 231,584,256 a node of one GPU.
-"$zerosim" theory --framework deepspeed --model gpt2 --world 8 --schemes zero3 >"$tmp/g3" || fail "deepspeed gpt2"
+ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zerosim" theory --framework deepspeed --model gpt2 --world 8 \
+	--schemes zero3 >"$tmp/g3" || fail "deepspeed gpt2"
 grep -q '^ *8  *zero3  *434,379,072 .* 231,584,256$' "$tmp/g3" || fail "no ZeRO-3 estimate 434,379,072 for gpt2 in: $(cat "$tmp/g3")"
 grep -q 'L = 38597376' "$tmp/g3" || fail "gpt2's L is not wte's 38597376: $(cat "$tmp/g3")"
 

@@ -30,7 +30,8 @@ trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 
 layers=64,256,64
 for world in 2 3; do
-	if ! PYTHONDONTWRITEBYTECODE=1 "$py" "$src/tests/fsdp_torch.py" $world $layers >"$tmp/torch.out" 2>"$tmp/err"; then
+	# gloo waits 30 minutes for a peer by default: a hang ends in 5.
+	if ! PYTHONDONTWRITEBYTECODE=1 timeout 300 "$py" "$src/tests/fsdp_torch.py" $world $layers >"$tmp/torch.out" 2>"$tmp/err"; then
 		echo "fsdp_torch: FAIL: $py tests/fsdp_torch.py $world $layers:" >&2
 		cat "$tmp/err" >&2
 		exit 99

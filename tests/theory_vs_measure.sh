@@ -300,6 +300,12 @@ for precision in mixed fp32; do
 		done
 	done
 done
+# Deep enough that a tensor's index passes the unit list's length (a
+# transformer of 12 blocks or more: the sanitizer build catches a read of
+# a unit by a tensor's index).
+sed 's/"num_hidden_layers": 2,/"num_hidden_layers": 12,/' "$tmp/llama-tied.json" >"$tmp/llama-12.json"
+check --framework deepspeed --model "$tmp/llama-12.json" --seq 8 --batch 1 --precision mixed --world 2,3 \
+	--schemes zero3 --unit layer --ds-persist 100 --steps 2
 
 echo "theory_vs_measure: all $configs sweeps agree exactly"
 

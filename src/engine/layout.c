@@ -134,10 +134,13 @@ struct zs_slice layout_own(const struct zs_layout *lo, enum zs_buf b, size_t u, 
 		const struct zs_layout_tensor *t = &lo->tensor[u];
 		return (struct zs_slice){t->off, t->owner == k ? t->n : 0, layout_span(lo, b) == ZS_TENSORS ? t->at : t->off};
 	}
-	const struct zs_layout_unit *un = &lo->unit[u];
-	size_t off = un->off, n = un->n, s = un->s, soff = un->soff;
-	if (lo->per_tensor) {
-		off = lo->tensor[u].off, n = lo->tensor[u].n, s = lo->tensor[u].s, soff = lo->tensor[u].soff;
+	size_t off, n, s, soff;
+	if (lo->per_tensor) { /* u is a tensor: a unit's index may not reach it */
+		const struct zs_layout_tensor *t = &lo->tensor[u];
+		off = t->off, n = t->n, s = t->s, soff = t->soff;
+	} else {
+		const struct zs_layout_unit *un = &lo->unit[u];
+		off = un->off, n = un->n, s = un->s, soff = un->soff;
 	}
 	if (lo->span[ZS_STATE_OPTIM] == ZS_FULL && layout_span(lo, b) == ZS_FULL)
 		return (struct zs_slice){off, n, off};
