@@ -1264,11 +1264,11 @@ START_TEST(test_transformer_theory_and_measurement_join_and_bad_ones_are_refused
 	ck_assert_str_eq(t.models[0].term[2], "logits_grad");
 	r = report_tfm_find(&t.models[0], ZS_ZERO3, 2, ZS_UNIT_LAYER);
 	ck_assert_ptr_nonnull(r);
-	ck_assert(r->peak == 10700 && r->gathered == 1200 && r->act[0] == 100 && r->largest_unit == 600);
-	ck_assert(r->measured && r->m_peak == 10500 && r->m_peak_bd[REPORT_CAT_ACTIVATIONS] == 60 &&
-	          r->m_peak_bd[REPORT_CAT_SCRATCH] == 40);
+	ck_assert(r->peak == 10700 && r->gathered == 1200 && r->act[0] == 100 && r->run.largest_unit == 600);
+	ck_assert(r->run.has_measured && r->run.measured[REPORT_PEAK] == 10500 &&
+	          r->run.peak_bd[REPORT_CAT_ACTIVATIONS] == 60 && r->run.peak_bd[REPORT_CAT_SCRATCH] == 40);
 	/* The schedule (10500 B, the same categories) explains it. */
-	ck_assert(r->scheduled && r->s_peak == 10500 && !r->unexplained);
+	ck_assert(r->run.has_schedule && r->run.schedule[REPORT_PEAK] == 10500 && !r->unexplained);
 	ck_assert_uint_eq(report_tfm_unexplained(&t), 0);
 	/* The same model's measurement again. */
 	cJSON *again = cJSON_Parse(tfm_measured);

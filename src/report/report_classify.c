@@ -174,28 +174,6 @@ static void attribute_memory(const struct report_data *d, const struct report_ru
 	pt->cause[REPORT_ACTIVATIONS] = bd[REPORT_CAT_ACTIVATIONS] + bd[REPORT_CAT_SCRATCH];
 }
 
-/* The first category where the measured breakdown of a memory point
- * differs from the schedule model's, when the theory row has one. */
-static void compare_breakdown(const struct report_run *r, enum report_metric m,
-                              struct report_point *pt)
-{
-	const double *meas = m == REPORT_RESIDENT ? r->resident_bd : r->peak_bd;
-	const double *sched = m == REPORT_RESIDENT ? r->sched_resident_bd : r->sched_peak_bd;
-	int has = m == REPORT_RESIDENT ? r->has_sched_resident_bd : r->has_sched_peak_bd;
-	int c;
-
-	pt->breakdown_cat = -1;
-	if (!has)
-		return;
-	for (c = 0; c < REPORT_NCATS; c++)
-		if (meas[c] != sched[c]) {
-			pt->breakdown_cat = c;
-			pt->breakdown_measured = meas[c];
-			pt->breakdown_schedule = sched[c];
-			return;
-		}
-}
-
 /* Ring collectives send (N-1)/N of the padded buffer: the floor scaled by P/Ψ. */
 static void attribute_comm(const struct report_data *d, const struct report_run *r,
                            struct report_point *pt)
@@ -239,8 +217,6 @@ void report_classify_point(const struct report_data *d, const struct report_run 
 		attribute_memory(d, r, r->peak_bd, pt);
 	else
 		attribute_comm(d, r, pt);
-	if (m != REPORT_COMM)
-		compare_breakdown(r, m, pt);
 
 	rest = pt->departure;
 	for (c = 0; c < REPORT_OTHER; c++)
@@ -257,8 +233,13 @@ void report_classify_point(const struct report_data *d, const struct report_run 
 	else
 		pt->status = others ? REPORT_FLAGGED : REPORT_BASELINE;
 	/* The schedule model predicts exact bytes, category by category where
-	 * it gives them; any difference is a bug. */
-	pt->unexplained = pt->measured != pt->schedule || pt->breakdown_cat >= 0;
+	 * it gives them; any difference is a bug. The rule is the one a
+	 * transformer's rows are judged by (report_data.h). */
+	pt->unexplained = report_run_departs(r, m, &pt->breakdown_cat);
+	if (pt->breakdown_cat >= 0) {
+		pt->breakdown_measured = (m == REPORT_RESIDENT ? r->resident_bd : r->peak_bd)[pt->breakdown_cat];
+		pt->breakdown_schedule = (m == REPORT_RESIDENT ? r->sched_resident_bd : r->sched_peak_bd)[pt->breakdown_cat];
+	}
 }
 
 struct report_point *report_classify(const struct report_data *d, size_t *npts)

@@ -96,7 +96,7 @@ int report_read_bytes(const cJSON *o, const char *key, const char *where, double
 	return read_count(o, key, where, "a byte count", out, cause);
 }
 
-static const char *label(enum zs_scheme s, unsigned world, enum zs_unit u, char *buf, size_t len)
+const char *report_run_label(enum zs_scheme s, unsigned world, enum zs_unit u, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s N=%u unit=%s", zs_scheme_name(s), world, zs_unit_name(u));
 	return buf;
@@ -458,7 +458,7 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	if (report_read_key(run, where, &r->scheme, &r->world, &r->unit, cause) < 0 ||
 	    zs_json_array(run, "units", where, &units, cause) < 0)
 		return -1;
-	label(r->scheme, r->world, r->unit, lab, sizeof lab);
+	report_run_label(r->scheme, r->world, r->unit, lab, sizeof lab);
 	cJSON_ArrayForEach(u, units) {
 		if (!cJSON_IsNumber(u) || !isfinite(u->valuedouble) || u->valuedouble < 1 ||
 		    u->valuedouble != floor(u->valuedouble) || u->valuedouble > ZS_MAX_PARAMS)
@@ -471,16 +471,9 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	               cause) < 0 ||
 	    read_count(run, "padded_elements", where, "an element count", &r->padded_elements,
 	               cause) < 0 ||
-	    report_read_bytes(run, "resident_bytes", where, &r->measured[REPORT_RESIDENT], cause) < 0 ||
-	    report_read_bytes(run, "peak_bytes", where, &r->measured[REPORT_PEAK], cause) < 0 ||
 	    (r->comm_mean &= r->scheme == ZS_ZERO3,
-	     (r->comm_mean ? report_read_share : report_read_bytes)(run, "comm_bytes_per_rank_per_step", where,
-	                                                     &r->measured[REPORT_COMM], cause)) < 0 ||
-	    report_read_breakdown(run, "resident_breakdown", where, lab, "resident_bytes",
-	                   r->measured[REPORT_RESIDENT], r->resident_bd, cause) < 0 ||
-	    report_read_breakdown(run, "peak_breakdown", where, lab, "peak_bytes", r->measured[REPORT_PEAK],
-	                   r->peak_bd, cause) < 0 ||
-	    read_os(run, where, r, cause) < 0 || report_host_read(run, where, r->world, &r->host, cause) < 0)
+	     report_read_measured(run, where, lab, r->comm_mean ? REPORT_READ_COMM_SHARE : 0, r, cause)) < 0 ||
+	    read_os(run, where, r, cause) < 0)
 		return -1;
 	const cJSON *bc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "collectives"),
 	                                                  "broadcast");
@@ -496,22 +489,102 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	return read_timeline(run, where, r, cause);
 }
 
-/* A schedule breakdown is optional (a theory.json made elsewhere may carry
- * totals only); where present it is read and checked like a measured one.
- * *has tells whether it was there. */
-static int read_sched_breakdown(const cJSON *sc, const char *key, const char *where,
-                                const char *lab, const char *total_key, double total, double *bd,
-                                int *has, char **cause)
+/* A breakdown the flags may let a schedule leave out (older theory.json
+ * files give totals only); where present it is read and checked like a
+ * measured one. *has tells whether it was there. */
+static int read_sched_breakdown(const cJSON *sc, const char *key, const char *where, const char *lab,
+                                const char *total_key, double total, double *bd, int optional, int *has,
+                                char **cause)
 {
 	const cJSON *bd_obj = cJSON_GetObjectItemCaseSensitive(sc, key);
 
 	*has = 0;
-	if (bd_obj == NULL || cJSON_IsNull(bd_obj))
+	if (optional && (bd_obj == NULL || cJSON_IsNull(bd_obj)))
 		return 0;
 	if (report_read_breakdown(sc, key, where, lab, total_key, total, bd, cause) < 0)
 		return -1;
 	*has = 1;
 	return 0;
+}
+
+/* o's comm_bytes_per_rank_per_step: a share or bytes, -1 when optional
+ * and absent. */
+static int read_comm(const cJSON *o, const char *where, unsigned flags, double *out, char **cause)
+{
+	*out = -1;
+	if ((flags & REPORT_READ_COMM_OPTIONAL) && cJSON_GetObjectItemCaseSensitive(o, "comm_bytes_per_rank_per_step") == NULL)
+		return 0;
+	return (flags & REPORT_READ_COMM_SHARE ? report_read_share : report_read_bytes)(
+		o, "comm_bytes_per_rank_per_step", where, out, cause);
+}
+
+int report_read_measured(const cJSON *run, const char *where, const char *lab, unsigned flags,
+                         struct report_run *r, char **cause)
+{
+	if (report_read_bytes(run, "resident_bytes", where, &r->measured[REPORT_RESIDENT], cause) < 0 ||
+	    report_read_bytes(run, "peak_bytes", where, &r->measured[REPORT_PEAK], cause) < 0 ||
+	    read_comm(run, where, flags, &r->measured[REPORT_COMM], cause) < 0 ||
+	    report_read_breakdown(run, "resident_breakdown", where, lab, "resident_bytes",
+	                          r->measured[REPORT_RESIDENT], r->resident_bd, cause) < 0 ||
+	    report_read_breakdown(run, "peak_breakdown", where, lab, "peak_bytes", r->measured[REPORT_PEAK],
+	                          r->peak_bd, cause) < 0 ||
+	    report_host_read(run, where, r->world, &r->host, cause) < 0)
+		return -1;
+	r->has_measured = 1;
+	return 0;
+}
+
+int report_read_schedule(const cJSON *sc, const char *at, const char *lab, unsigned flags,
+                         struct report_run *r, char **cause)
+{
+	const int opt = (flags & REPORT_READ_BD_OPTIONAL) != 0;
+
+	if (report_read_bytes(sc, "resident_bytes", at, &r->schedule[REPORT_RESIDENT], cause) < 0 ||
+	    report_read_bytes(sc, "peak_bytes", at, &r->schedule[REPORT_PEAK], cause) < 0 ||
+	    read_comm(sc, at, flags, &r->schedule[REPORT_COMM], cause) < 0 ||
+	    read_sched_breakdown(sc, "resident_breakdown", at, lab, "resident_bytes", r->schedule[REPORT_RESIDENT],
+	                         r->sched_resident_bd, opt, &r->has_sched_resident_bd, cause) < 0 ||
+	    read_sched_breakdown(sc, "peak_breakdown", at, lab, "peak_bytes", r->schedule[REPORT_PEAK],
+	                         r->sched_peak_bd, opt, &r->has_sched_peak_bd, cause) < 0 ||
+	    report_host_read_schedule(sc, at, r->world, &r->host, cause) < 0)
+		return -1;
+	r->has_schedule = 1;
+	return 0;
+}
+
+int report_run_departs(const struct report_run *r, enum report_metric m, int *cat)
+{
+	*cat = -1;
+	if (!r->has_measured || !r->has_schedule)
+		return 0;
+	if (m != REPORT_COMM) {
+		const double *meas = m == REPORT_RESIDENT ? r->resident_bd : r->peak_bd;
+		const double *sched = m == REPORT_RESIDENT ? r->sched_resident_bd : r->sched_peak_bd;
+		if (m == REPORT_RESIDENT ? r->has_sched_resident_bd : r->has_sched_peak_bd)
+			for (int c = 0; c < REPORT_NCATS && *cat < 0; c++)
+				if (meas[c] != sched[c])
+					*cat = c;
+	}
+	return (r->measured[m] >= 0 && r->schedule[m] >= 0 && r->measured[m] != r->schedule[m]) || *cat >= 0;
+}
+
+int report_run_unexplained(const struct report_run *r)
+{
+	int cat, any = 0;
+	for (int m = 0; m < REPORT_NMETRICS; m++)
+		any |= report_run_departs(r, (enum report_metric)m, &cat);
+	return any;
+}
+
+void report_run_free(struct report_run *r)
+{
+	free(r->timeline);
+	free(r->phase);
+	free(r->rank_resident);
+	report_host_free(&r->host);
+	r->timeline = NULL;
+	r->phase = NULL;
+	r->rank_resident = NULL;
 }
 
 /* Fill the theory side of r from its row. */
@@ -520,7 +593,7 @@ static int read_row(const cJSON *row, const char *where, struct report_run *r, c
 	const cJSON *fl, *sc;
 	char at[300], lab[96];
 
-	label(r->scheme, r->world, r->unit, lab, sizeof lab);
+	report_run_label(r->scheme, r->world, r->unit, lab, sizeof lab);
 	snprintf(at, sizeof at, "%s.floor", where);
 	if (zs_json_object(row, "floor", where, &fl, cause) < 0 ||
 	    report_read_share(fl, "resident_bytes", at, &r->floor[REPORT_RESIDENT], cause) < 0 ||
@@ -532,18 +605,8 @@ static int read_row(const cJSON *row, const char *where, struct report_run *r, c
 	if (sc == NULL || cJSON_IsNull(sc))
 		return zs_fail(cause, "%s has no schedule model; the report needs one", where);
 	snprintf(at, sizeof at, "%s.schedule", where);
-	if (report_read_bytes(sc, "resident_bytes", at, &r->schedule[REPORT_RESIDENT], cause) < 0 ||
-	    report_read_bytes(sc, "peak_bytes", at, &r->schedule[REPORT_PEAK], cause) < 0 ||
-	    (r->comm_mean ? report_read_share : report_read_bytes)(sc, "comm_bytes_per_rank_per_step", at,
-	                                                    &r->schedule[REPORT_COMM], cause) < 0 ||
-	    read_sched_breakdown(sc, "resident_breakdown", at, lab, "resident_bytes",
-	                         r->schedule[REPORT_RESIDENT], r->sched_resident_bd,
-	                         &r->has_sched_resident_bd, cause) < 0 ||
-	    read_sched_breakdown(sc, "peak_breakdown", at, lab, "peak_bytes",
-	                         r->schedule[REPORT_PEAK], r->sched_peak_bd, &r->has_sched_peak_bd,
-	                         cause) < 0)
-		return -1;
-	return report_host_read_schedule(sc, at, r->world, &r->host, cause);
+	return report_read_schedule(sc, at, lab, REPORT_READ_BD_OPTIONAL |
+	                            (r->comm_mean ? REPORT_READ_COMM_SHARE : 0), r, cause);
 }
 
 /* Object keys of one object, for sorting: two equal neighbours are a
@@ -602,7 +665,7 @@ int report_rows_unique(const cJSON *rows, const char *name, const char *what, ch
 				return -1;
 			if (s == s2 && w == w2 && u == u2)
 				return zs_fail(cause, "%s: %s[%d] and %s[%d] are both %s; each must be given once",
-				               name, what, i - 1, what, j, label(s, w, u, lab, sizeof lab));
+				               name, what, i - 1, what, j, report_run_label(s, w, u, lab, sizeof lab));
 		}
 	}
 	return 0;
@@ -638,7 +701,7 @@ static int join_row(const cJSON *rows, const char *tname, struct report_run *r, 
 			return read_row(row, where, r, cause);
 	}
 	return zs_fail(cause, "%s has no row for the measured run %s", tname,
-	               label(r->scheme, r->world, r->unit, lab, sizeof lab));
+	               report_run_label(r->scheme, r->world, r->unit, lab, sizeof lab));
 }
 
 int report_data_from_json(const cJSON *measured, const cJSON *theory, const char *mname,
@@ -731,7 +794,7 @@ int report_data_from_json(const cJSON *measured, const cJSON *theory, const char
 		if (cmp_run(&d->runs[j - 1], &d->runs[j]) == 0) {
 			const struct report_run *r = &d->runs[j];
 			zs_fail(cause, "%s measures %s twice", mname,
-			        label(r->scheme, r->world, r->unit, lab, sizeof lab));
+			        report_run_label(r->scheme, r->world, r->unit, lab, sizeof lab));
 			goto fail;
 		}
 	/* The figures and tables hold up to ZS_MAX_WORLDS world sizes per
@@ -781,12 +844,8 @@ void report_data_free(struct report_data *d)
 {
 	size_t i;
 
-	for (i = 0; d->runs != NULL && i < d->nruns; i++) {
-		free(d->runs[i].timeline);
-		free(d->runs[i].phase);
-		free(d->runs[i].rank_resident);
-		report_host_free(&d->runs[i].host);
-	}
+	for (i = 0; d->runs != NULL && i < d->nruns; i++)
+		report_run_free(&d->runs[i]);
 	free(d->runs);
 	d->runs = NULL;
 	d->nruns = 0;

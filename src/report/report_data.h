@@ -37,11 +37,18 @@ enum report_phase {
 	REPORT_PH_OPTIMIZER, REPORT_PH_GATHER, REPORT_NPHASES
 };
 
-/* One measured run joined with its theory row. Bytes are per rank. */
+/* One run of either family: a measurement joined with the schedule
+ * model's row. The MLP's runs and a transformer's rows (report_tfm.h) are
+ * both this struct, read by the same two readers below and judged by the
+ * same rule (report_run_departs). Bytes are per rank. */
 struct report_run {
 	enum zs_scheme scheme;
 	unsigned world;
 	enum zs_unit unit;
+	/* Which sides the files gave: the MLP's report needs both for every
+	 * run; a transformer's theory row may have no measurement (not
+	 * measured) and a measured row no schedule (not checked). */
+	int has_measured, has_schedule;
 	/* DeepSpeed's zero3: its steps send different bytes (step 1 records the
 	 * trace), so its comm per step is a mean, not a whole number. */
 	int comm_mean;
@@ -51,6 +58,8 @@ struct report_run {
 	double allgather_bytes;              /* collectives.all_gather per step (a mean for DeepSpeed), else 0 */
 	double shard_elements;               /* S */
 	double padded_elements;              /* P = N·S */
+	/* measured[] and schedule[]: REPORT_COMM is -1 where a transformer's
+	 * file does not give it (the MLP's always do). */
 	double measured[REPORT_NMETRICS];
 	double floor[REPORT_NMETRICS];       /* the paper; peak's floor is the resident floor */
 	double schedule[REPORT_NMETRICS];    /* the schedule model of docs/schedule.md */
@@ -175,6 +184,34 @@ int report_same_framework(const struct report_framework *a, const struct report_
  * exactly to `total` (o's `total_key`); `lab` names the run. */
 int report_read_breakdown(const cJSON *o, const char *key, const char *where, const char *lab,
                           const char *total_key, double total, double *bd, char **cause);
+
+/* The two sides of a run, one reader each for both families. Flags say
+ * what a family's files may leave out, or give as a mean. */
+enum {
+	REPORT_READ_COMM_SHARE = 1,    /* the comm is a mean over steps (DeepSpeed's zero3): a share */
+	REPORT_READ_COMM_OPTIONAL = 2, /* the comm may be absent: -1 (a transformer's files) */
+	REPORT_READ_BD_OPTIONAL = 4,   /* the schedule's breakdowns may be absent (the MLP's older rows) */
+};
+/* A measured run's resident, peak and comm bytes, its two breakdowns and
+ * its host bytes, into r (whose key is set); `lab` names the run. */
+int report_read_measured(const cJSON *run, const char *where, const char *lab, unsigned flags,
+                         struct report_run *r, char **cause);
+/* A theory row's "schedule" object: the same figures, into r's schedule
+ * side. */
+int report_read_schedule(const cJSON *sc, const char *where, const char *lab, unsigned flags,
+                         struct report_run *r, char **cause);
+/* "zero1 N=2 unit=model" */
+const char *report_run_label(enum zs_scheme s, unsigned world, enum zs_unit u, char *buf, size_t len);
+void report_run_free(struct report_run *r);
+
+/* The one rule for "unexplained": where the files give both sides, metric
+ * m of run r is unexplained when the measurement and the schedule differ
+ * by a byte, or (resident and peak) when any category of its breakdown
+ * differs, the schedule's breakdown given; *cat gets the first category
+ * that differs, or -1. A run is unexplained when any metric is. The host
+ * bytes of an offloaded run are judged apart (report_host.h). */
+int report_run_departs(const struct report_run *r, enum report_metric m, int *cat);
+int report_run_unexplained(const struct report_run *r);
 
 /* The run for (scheme, world, unit), or NULL. */
 const struct report_run *report_data_find(const struct report_data *d, enum zs_scheme s,

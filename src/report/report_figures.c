@@ -772,14 +772,14 @@ int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause
 		zs_buf_printf(&dat, "%s# %s, %s precision, N = %u, %s\n", j ? "\n\n" : "", m->name, m->precision,
 		              report_tfm_world(m), m->measured_path != NULL ? "measured" : "theory");
 		for (int k = 0; k < n; k++) {
-			const double *bd = r[k]->measured ? r[k]->m_peak_bd : r[k]->peak_bd;
-			zs_buf_printf(&dat, "\"%s%s\"", scheme_title[r[k]->scheme],
-			              r[k]->unit != report_tfm_unit(m) ? "\\nunit=model" : "");
+			const double *bd = r[k]->run.has_measured ? r[k]->run.peak_bd : r[k]->peak_bd;
+			zs_buf_printf(&dat, "\"%s%s\"", scheme_title[r[k]->run.scheme],
+			              r[k]->run.unit != report_tfm_unit(m) ? "\\nunit=model" : "");
 			for (gi = 0; gi < ngroups; gi++) {
 				double v = 0;
 				for (int c = 0; c < 4 && groups[gi].cats[c] >= 0; c++)
 					v += bd[groups[gi].cats[c]];
-				if (m->measured_path != NULL && !r[k]->measured)
+				if (m->measured_path != NULL && !r[k]->run.has_measured)
 					zs_buf_printf(&dat, " ?");
 				else
 					zs_buf_printf(&dat, " %.9g", v / scale);

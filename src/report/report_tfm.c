@@ -174,13 +174,13 @@ static int read_terms(const cJSON *peak, const char *where, struct report_tfm_mo
 	return 0;
 }
 
-/* comm_bytes_per_rank_per_step where the object gives it, else -1. */
-static int read_comm(const cJSON *o, const char *where, double *out, char **cause)
+/* What a transformer's files may leave out of the shared readers'
+ * (report_data.h): the comm bytes; DeepSpeed's zero3 gives them as a mean
+ * over the steps, as the MLP's does. */
+static unsigned comm_flags(const struct report_tfm_model *m, const struct report_tfm_row *r)
 {
-	*out = -1;
-	if (cJSON_GetObjectItemCaseSensitive(o, "comm_bytes_per_rank_per_step") == NULL)
-		return 0;
-	return report_read_bytes(o, "comm_bytes_per_rank_per_step", where, out, cause);
+	return REPORT_READ_COMM_OPTIONAL |
+	       (strcmp(m->framework, "deepspeed") == 0 && r->run.scheme == ZS_ZERO3 ? REPORT_READ_COMM_SHARE : 0);
 }
 
 static int read_row(const cJSON *row, const char *where, struct report_tfm_model *m,
@@ -190,17 +190,16 @@ static int read_row(const cJSON *row, const char *where, struct report_tfm_model
 	double bd[REPORT_NCATS] = {0};
 	char at[400], lab[96];
 
-	if (report_read_key(row, where, &r->scheme, &r->world, &r->unit, cause) < 0)
+	if (report_read_key(row, where, &r->run.scheme, &r->run.world, &r->run.unit, cause) < 0)
 		return -1;
-	snprintf(lab, sizeof lab, "%s N=%u unit=%s", zs_scheme_name(r->scheme), r->world,
-	         zs_unit_name(r->unit));
+	report_run_label(r->run.scheme, r->run.world, r->run.unit, lab, sizeof lab);
 	snprintf(at, sizeof at, "%s.floor", where);
 	if (zs_json_object(row, "floor", where, &fl, cause) < 0 ||
-	    report_read_share(fl, "resident_bytes", at, &r->floor, cause) < 0)
+	    report_read_share(fl, "resident_bytes", at, &r->run.floor[REPORT_RESIDENT], cause) < 0)
 		return -1;
 	snprintf(at, sizeof at, "%s.peak", where);
 	if (zs_json_object(row, "peak", where, &peak, cause) < 0 ||
-	    read_uint(peak, "largest_unit", at, &r->largest_unit, cause) < 0 ||
+	    read_uint(peak, "largest_unit", at, &r->run.largest_unit, cause) < 0 ||
 	    report_read_bytes(peak, "resident_bytes", at, &r->resident, cause) < 0 ||
 	    report_read_share(peak, "padding_bytes", at, &r->padding, cause) < 0 ||
 	    report_read_bytes(peak, "gathered_params_bytes", at, &r->gathered, cause) < 0 ||
@@ -213,21 +212,15 @@ static int read_row(const cJSON *row, const char *where, struct report_tfm_model
 	                          cause) < 0 ||
 	    read_terms(peak, at, m, r, cause) < 0)
 		return -1;
+	r->run.floor[REPORT_PEAK] = r->run.floor[REPORT_RESIDENT]; /* as the MLP's: the paper counts no transients */
+	r->run.measured[REPORT_COMM] = r->run.schedule[REPORT_COMM] = -1;
 	const cJSON *sc = cJSON_GetObjectItemCaseSensitive(row, "schedule");
 	if (sc != NULL && !cJSON_IsNull(sc)) {
 		snprintf(at, sizeof at, "%s.schedule", where);
-		if (report_read_bytes(sc, "resident_bytes", at, &r->s_resident, cause) < 0 ||
-		    report_read_bytes(sc, "peak_bytes", at, &r->s_peak, cause) < 0 ||
-		    read_comm(sc, at, &r->s_comm, cause) < 0 ||
-		    report_read_breakdown(sc, "resident_breakdown", at, lab, "resident_bytes", r->s_resident,
-		                          r->s_resident_bd, cause) < 0 ||
-		    report_read_breakdown(sc, "peak_breakdown", at, lab, "peak_bytes", r->s_peak, r->s_peak_bd,
-		                          cause) < 0 ||
+		if (report_read_schedule(sc, at, lab, comm_flags(m, r), &r->run, cause) < 0 ||
 		    (cJSON_GetObjectItemCaseSensitive(sc, "imbalance_bytes") != NULL &&
-		     report_read_share(sc, "imbalance_bytes", at, &r->s_imbalance, cause) < 0) ||
-		    report_host_read_schedule(sc, at, r->world, &r->host, cause) < 0)
+		     report_read_share(sc, "imbalance_bytes", at, &r->s_imbalance, cause) < 0))
 			return -1;
-		r->scheduled = 1;
 	}
 	snprintf(at, sizeof at, "%s.peak", where);
 	if (r->resident + r->gathered + r->full_grads + r->activations != r->peak)
@@ -241,7 +234,7 @@ static int read_row(const cJSON *row, const char *where, struct report_tfm_model
 static void free_rows(struct report_tfm_model *m)
 {
 	for (size_t j = 0; m->rows != NULL && j < m->nrows; j++)
-		report_host_free(&m->rows[j].host);
+		report_run_free(&m->rows[j].run);
 	free(m->rows);
 	m->rows = NULL;
 }
@@ -300,27 +293,14 @@ static int read_measured_run(const cJSON *run, const char *where, struct report_
 
 	if (report_read_key(run, where, &s, &w, &u, cause) < 0)
 		return -1;
-	snprintf(lab, sizeof lab, "%s N=%u unit=%s", zs_scheme_name(s), w, zs_unit_name(u));
+	report_run_label(s, w, u, lab, sizeof lab);
 	struct report_tfm_row *r = (struct report_tfm_row *)report_tfm_find(m, s, w, u);
 	if (r == NULL)
 		return zs_fail(cause, "%s has no row for the measured run %s of %s", m->path, lab, m->name);
-	if (report_read_bytes(run, "resident_bytes", where, &r->m_resident, cause) < 0 ||
-	    report_read_bytes(run, "peak_bytes", where, &r->m_peak, cause) < 0 ||
-	    read_comm(run, where, &r->m_comm, cause) < 0 ||
-	    report_read_breakdown(run, "resident_breakdown", where, lab, "resident_bytes", r->m_resident,
-	                          r->m_resident_bd, cause) < 0 ||
-	    report_read_breakdown(run, "peak_breakdown", where, lab, "peak_bytes", r->m_peak,
-	                          r->m_peak_bd, cause) < 0 ||
-	    report_host_read(run, where, w, &r->host, cause) < 0)
+	if (report_read_measured(run, where, lab, comm_flags(m, r), &r->run, cause) < 0)
 		return -1;
-	r->measured = 1;
-	r->unchecked = !r->scheduled;
-	if (r->scheduled) {
-		r->unexplained = r->m_resident != r->s_resident || r->m_peak != r->s_peak ||
-		                 (r->m_comm >= 0 && r->s_comm >= 0 && r->m_comm != r->s_comm);
-		for (int c = 0; c < REPORT_NCATS; c++)
-			r->unexplained |= r->m_peak_bd[c] != r->s_peak_bd[c] || r->m_resident_bd[c] != r->s_resident_bd[c];
-	}
+	r->unchecked = !r->run.has_schedule;
+	r->unexplained = report_run_unexplained(&r->run);
 	return 0;
 }
 
@@ -439,14 +419,14 @@ size_t report_tfm_unexplained(const struct report_tfm *t)
 
 	for (size_t i = 0; i < t->n; i++)
 		for (size_t j = 0; j < t->models[i].nrows; j++)
-			n += (size_t)t->models[i].rows[j].unexplained + (report_host_departures(&t->models[i].rows[j].host) > 0);
+			n += (size_t)t->models[i].rows[j].unexplained + (report_host_departures(&t->models[i].rows[j].run.host) > 0);
 	return n;
 }
 
 /* "gpt2-tiny zero1 N=2 unit=layer" */
 static void row_label(const struct report_tfm_model *m, const struct report_tfm_row *r, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s %s N=%u unit=%s", m->name, zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit));
+	snprintf(buf, len, "%s %s N=%u unit=%s", m->name, zs_scheme_name(r->run.scheme), r->run.world, zs_unit_name(r->run.unit));
 }
 
 size_t report_tfm_summary(const struct report_tfm *t)
@@ -460,17 +440,17 @@ size_t report_tfm_summary(const struct report_tfm *t)
 			const struct report_tfm_row *r = &m->rows[j];
 			char lab[160];
 			row_label(m, r, lab, sizeof lab);
-			host += (size_t)r->host.has;
-			host_bad += (size_t)report_host_check(lab, &r->host);
-			measured += (size_t)r->measured;
+			host += (size_t)r->run.host.has;
+			host_bad += (size_t)report_host_check(lab, &r->run.host);
+			measured += (size_t)r->run.has_measured;
 			unexplained += (size_t)r->unexplained;
 			unchecked += (size_t)r->unchecked;
 			if (r->unexplained)
 				fprintf(stderr, "zerosim report: UNEXPLAINED %s %s N=%u unit=%s: measured peak %.0f B, "
 				        "resident %.0f B; schedule model %.0f B, %.0f B (or a category, or the comm bytes, "
 				        "differ): the engine or the theory departs from docs/schedule.md\n", m->name,
-				        zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit), r->m_peak,
-				        r->m_resident, r->s_peak, r->s_resident);
+				        zs_scheme_name(r->run.scheme), r->run.world, zs_unit_name(r->run.unit), r->run.measured[REPORT_PEAK],
+				        r->run.measured[REPORT_RESIDENT], r->run.schedule[REPORT_PEAK], r->run.schedule[REPORT_RESIDENT]);
 		}
 		int fw = strcmp(m->framework, "paper") != 0;
 		printf("zerosim report: transformer %s (%s%s%s): %zu rows, %zu measured, %zu unexplained", m->name,
@@ -537,7 +517,7 @@ const struct report_tfm_row *report_tfm_find(const struct report_tfm_model *m, e
                                              unsigned world, enum zs_unit u)
 {
 	for (size_t i = 0; i < m->nrows; i++)
-		if (m->rows[i].scheme == s && m->rows[i].world == world && m->rows[i].unit == u)
+		if (m->rows[i].run.scheme == s && m->rows[i].run.world == world && m->rows[i].run.unit == u)
 			return &m->rows[i];
 	return NULL;
 }
@@ -545,7 +525,7 @@ const struct report_tfm_row *report_tfm_find(const struct report_tfm_model *m, e
 enum zs_unit report_tfm_unit(const struct report_tfm_model *m)
 {
 	for (size_t i = 0; i < m->nrows; i++)
-		if (m->rows[i].unit == ZS_UNIT_LAYER)
+		if (m->rows[i].run.unit == ZS_UNIT_LAYER)
 			return ZS_UNIT_LAYER;
 	return ZS_UNIT_MODEL;
 }
@@ -556,8 +536,8 @@ unsigned report_tfm_world(const struct report_tfm_model *m)
 	unsigned w = 0;
 
 	for (size_t i = 0; i < m->nrows; i++)
-		if (m->rows[i].unit == u && m->rows[i].world > w)
-			w = m->rows[i].world;
+		if (m->rows[i].run.unit == u && m->rows[i].run.world > w)
+			w = m->rows[i].run.world;
 	return w;
 }
 
@@ -607,7 +587,7 @@ static void units_table(const struct report_tfm_model *m, struct zs_buf *b)
 	const enum zs_unit u = report_tfm_unit(m);
 	const unsigned w = report_tfm_world(m);
 	const struct report_tfm_row *z3 = report_tfm_find(m, ZS_ZERO3, w, u);
-	const double largest = z3 != NULL ? z3->largest_unit : m->rows[0].largest_unit;
+	const double largest = z3 != NULL ? z3->run.largest_unit : m->rows[0].run.largest_unit;
 	struct { const char *name; double n, count; } rows[3] = {
 		{m->tied ? "embeddings + final norm (tied head)" : "embeddings", m->u_embeddings, 1},
 		{"block", m->u_block, m->blocks},
@@ -670,14 +650,14 @@ static void framework_departures(const struct report_tfm_model *m, struct zs_buf
 	              "from the paper's level by:", m->framework);
 	for (int s = 0; s < ZS_NSCHEMES; s++) {
 		const struct report_tfm_row *r = report_tfm_find(m, (enum zs_scheme)s, w, u);
-		if (r == NULL || !r->scheduled)
+		if (r == NULL || !r->run.has_schedule)
 			continue;
 		zs_buf_printf(b, "%s %s:", any++ ? ";" : "", scheme_title[s]);
 		int named = 0;
 		for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
 			double d = 0;
 			for (int c = (int)groups[g].first; c <= (int)groups[g].last; c++)
-				d += r->s_peak_bd[c] - r->peak_bd[c];
+				d += r->run.sched_peak_bd[c] - r->peak_bd[c];
 			if (d == 0)
 				continue;
 			zs_buf_printf(b, "%s %s %s", named++ ? "," : "", groups[g].name, d > 0 ? "$+$" : "$-$");
@@ -705,7 +685,7 @@ static void peak_table(const struct report_tfm_model *m, struct zs_buf *b)
 
 	for (size_t i = 0; i < m->nrows; i++) {
 		top = fmax(top, m->rows[i].peak);
-		sched |= m->rows[i].scheduled;
+		sched |= m->rows[i].run.has_schedule;
 	}
 	scale = scale_of(top, &unit_name);
 	zs_buf_printf(b, "\\begin{center}\\footnotesize\n\\begin{tabular}{lrrrrrrr%sr}\n\\toprule\n"
@@ -719,14 +699,14 @@ static void peak_table(const struct report_tfm_model *m, struct zs_buf *b)
 		if (r == NULL)
 			continue;
 		zs_buf_printf(b, "%s & %.1f & %.1f & %.1f & %.1f & %.1f & %.1f & %.2f & ", scheme_title[s],
-		              r->floor / scale, r->padding / scale, r->gathered / scale, r->full_grads / scale,
-		              r->activations / scale, r->peak / scale, r->floor > 0 ? r->peak / r->floor : 0);
-		if (sched && r->scheduled)
-			zs_buf_printf(b, "%.1f & ", r->s_peak / scale);
+		              r->run.floor[REPORT_RESIDENT] / scale, r->padding / scale, r->gathered / scale, r->full_grads / scale,
+		              r->activations / scale, r->peak / scale, r->run.floor[REPORT_RESIDENT] > 0 ? r->peak / r->run.floor[REPORT_RESIDENT] : 0);
+		if (sched && r->run.has_schedule)
+			zs_buf_printf(b, "%.1f & ", r->run.schedule[REPORT_PEAK] / scale);
 		else if (sched)
 			zs_buf_printf(b, "--- & ");
-		if (r->measured)
-			zs_buf_printf(b, "%.1f%s\\\\\n", r->m_peak / scale, r->unexplained ? "\\textsuperscript{u}"
+		if (r->run.has_measured)
+			zs_buf_printf(b, "%.1f%s\\\\\n", r->run.measured[REPORT_PEAK] / scale, r->unexplained ? "\\textsuperscript{u}"
 			              : r->unchecked ? "\\textsuperscript{c}" : "");
 		else
 			zs_buf_printf(b, "not measured\\\\\n");
@@ -866,7 +846,7 @@ static void activations_table(const struct report_tfm_model *m, struct zs_buf *b
 	for (size_t i = 0; i < m->nterms; i++)
 		if (r->act[i] > 0)
 			all |= term_causes(m, m->term[i]);
-	if (r->measured)
+	if (r->run.has_measured)
 		all |= 1u << C_TOKENS;
 	for (int k = 0, n = 0; k < NCAUSES; k++)
 		tag[k] = all & 1u << k ? (char)('a' + n++) : '?';
@@ -884,7 +864,7 @@ static void activations_table(const struct report_tfm_model *m, struct zs_buf *b
 		tex(b, m->term[i]);
 		zs_buf_printf(b, "} & ");
 		grouped(b, r->act[i]);
-		zs_buf_printf(b, " & %s & ", r->measured ? "(in the total)" : "not measured");
+		zs_buf_printf(b, " & %s & ", r->run.has_measured ? "(in the total)" : "not measured");
 		for (int k = 0; k < NCAUSES; k++)
 			if (c & 1u << k) {
 				zs_buf_printf(b, "%s(%c)", sep, tag[k]);
@@ -894,8 +874,8 @@ static void activations_table(const struct report_tfm_model *m, struct zs_buf *b
 	}
 	zs_buf_printf(b, "\\midrule\nall activations & ");
 	grouped(b, sum);
-	if (r->measured) {
-		const double act = r->m_peak_bd[REPORT_CAT_ACTIVATIONS], scratch = r->m_peak_bd[REPORT_CAT_SCRATCH];
+	if (r->run.has_measured) {
+		const double act = r->run.peak_bd[REPORT_CAT_ACTIVATIONS], scratch = r->run.peak_bd[REPORT_CAT_SCRATCH];
 		zs_buf_printf(b, " & ");
 		grouped(b, act);
 		zs_buf_printf(b, " & %s ", act >= sum ? "+" : "$-$");
@@ -908,10 +888,10 @@ static void activations_table(const struct report_tfm_model *m, struct zs_buf *b
 		zs_buf_printf(b, " & not measured & \\\\\n");
 	}
 	zs_buf_printf(b, "\\bottomrule\n\\end{tabular}\n\\end{center}\n\n");
-	if (r->measured)
-		zs_buf_printf(b, "Measured at the peak of %s $N = %u$ unit=%s (\\texttt{", zs_scheme_name(r->scheme),
-		              r->world, zs_unit_name(r->unit));
-	if (r->measured) {
+	if (r->run.has_measured)
+		zs_buf_printf(b, "Measured at the peak of %s $N = %u$ unit=%s (\\texttt{", zs_scheme_name(r->run.scheme),
+		              r->run.world, zs_unit_name(r->run.unit));
+	if (r->run.has_measured) {
 		tex(b, m->measured_path);
 		zs_buf_printf(b, "}): measured.json gives the activations as one category, so the departure "
 		              "is shown in total; its causes are named term by term. ");
@@ -965,7 +945,7 @@ static void model_tex(const struct report_tfm_model *m, struct zs_buf *b)
  * report_host.h), then fig9 with a panel per model. */
 static int host_pick(const void *ctx, size_t i)
 {
-	return ((const struct report_tfm_model *)ctx)->rows[i].host.has;
+	return ((const struct report_tfm_model *)ctx)->rows[i].run.host.has;
 }
 
 static void host_line(const void *ctx, size_t i, struct zs_buf *b)
@@ -973,7 +953,7 @@ static void host_line(const void *ctx, size_t i, struct zs_buf *b)
 	const struct report_tfm_model *m = ctx;
 	char lab[160];
 	row_label(m, &m->rows[i], lab, sizeof lab);
-	report_host_line(lab, &m->rows[i].host, b);
+	report_host_line(lab, &m->rows[i].run.host, b);
 }
 
 static size_t host_runs(const struct report_tfm *t)
@@ -1014,8 +994,8 @@ static int host_figure(const struct report_tfm *t, const char *figdir, char **ca
 		q->n = 0;
 		q->pt = zs_calloc(m->nrows + 1, sizeof *q->pt);
 		for (size_t j = 0; j < m->nrows; j++)
-			if (m->rows[j].host.has && m->rows[j].unit == report_tfm_unit(m))
-				q->pt[q->n++] = (struct report_host_point){m->rows[j].scheme, m->rows[j].world, &m->rows[j].host};
+			if (m->rows[j].run.host.has && m->rows[j].run.unit == report_tfm_unit(m))
+				q->pt[q->n++] = (struct report_host_point){m->rows[j].run.scheme, m->rows[j].run.world, &m->rows[j].run.host};
 		if (q->n == 0) {
 			free(q->pt);
 			continue;

@@ -38,32 +38,27 @@ _Static_assert(REPORT_TFM_FILES == 2 * REPORT_TFM_MAX, "two files a model");
 
 /* One theory row of a transformer. Bytes are per rank. */
 struct report_tfm_row {
-	enum zs_scheme scheme;
-	unsigned world;
-	enum zs_unit unit;
-	double floor;                        /* floor.resident_bytes, the paper's */
+	/* The run, as the MLP's (report_data.h): its key; the paper's floor
+	 * (run.floor, floor.resident_bytes) and ZeRO-3's largest unit
+	 * (run.largest_unit, elements), from the theory; the exact schedule of
+	 * zerosim's own transformer (run.has_schedule) where the theory has one
+	 * for the request; the measurement of the same (scheme, world, unit)
+	 * where a measured.json of the model was given (run.has_measured), with
+	 * the host bytes of an offloaded one. The comm bytes are -1 where a file
+	 * does not give them. */
+	struct report_run run;
+	/* The theory's own level: the schedule's model states with
+	 * Korthikanti's activations (peak.*). */
 	double resident, padding, gathered, full_grads, activations, peak;
-	double largest_unit;                 /* elements */
 	double peak_bd[REPORT_NCATS];        /* peak.peak_breakdown */
 	double act[REPORT_TFM_TERMS];        /* peak.activations_breakdown, by term */
-	/* The exact schedule of zerosim's own transformer (the row's
-	 * "schedule"), where the theory has one for the request. */
-	int scheduled;
-	double s_resident, s_peak, s_peak_bd[REPORT_NCATS], s_resident_bd[REPORT_NCATS];
-	double s_comm;                       /* comm_bytes_per_rank_per_step, or -1 if not given */
 	double s_imbalance;                  /* schedule.imbalance_bytes (a framework's), or 0 */
-	/* The measured run of the same (scheme, world, unit), when a
-	 * measured.json of the model was given; `unexplained` when it and the
-	 * schedule differ by a byte in resident, peak, a category of either, or
-	 * the comm bytes (where both files give them). */
-	int measured, unexplained;
+	/* report_run_unexplained(&run), the MLP's rule: the measurement and
+	 * the schedule differ by a byte in resident, peak, a category of
+	 * either, or the comm bytes (where both files give them). */
+	int unexplained;
 	/* Measured where the theory has no schedule to check it against. */
 	int unchecked;
-	double m_resident, m_peak, m_peak_bd[REPORT_NCATS], m_resident_bd[REPORT_NCATS];
-	double m_comm;                       /* as s_comm */
-	/* Offloaded runs: the host bytes, measured beside the schedule's
-	 * (host.has 0 without them); a departure is unexplained too. */
-	struct report_host host;
 };
 
 struct report_tfm_model {
