@@ -219,8 +219,14 @@ tfm="--model ${srcdir:-.}/report/models/gpt2-tiny.json --framework deepspeed --o
 	fail "report with the transformer's offloaded run: $(cat "$tmp/err")"
 grep -q '^zerosim report: transformer gpt2-tiny (fp32, framework deepspeed): .*, host bytes of 1 offloaded runs, 0 unexplained$' \
 	"$tmp/out" || fail "the transformer's host summary: $(cat "$tmp/out")"
-grep -q 'item gpt2-tiny zero1 N=2 unit=layer: resident [0-9]* B (schedule [0-9]*), peak .*; all 2 ranks as the schedule$' \
-	"$tmp/rt/transformer.tex" || fail "transformer.tex has no host line: $(grep -n 'Host' "$tmp/rt/transformer.tex")"
+# Its line in flags.txt (the MLP's kind); the PDF gives one sentence and a
+# table row, not an itemised line.
+grep -q '^host: gpt2-tiny zero1 N=2 unit=layer: resident [0-9]* B (schedule [0-9]*), peak .*; all 2 ranks as the schedule$' \
+	"$tmp/rt/flags.txt" || fail "flags.txt has no transformer host line: $(grep -n '^host' "$tmp/rt/flags.txt")"
+grep -q 'The run equals the schedule model to the byte, on every rank;' "$tmp/rt/transformer.tex" &&
+	grep -q '^gpt2-tiny zero1 & 2 & layer & [0-9\,]* & [0-9\,]* & [0-9\,]*\\\\$' "$tmp/rt/transformer.tex" &&
+	! grep -q 'item gpt2-tiny' "$tmp/rt/transformer.tex" ||
+	fail "transformer.tex has no host table: $(grep -n -A8 'Host' "$tmp/rt/transformer.tex")"
 [ -s "$tmp/rt/figures/fig9-host-transformer.dat" ] && [ -s "$tmp/rh/figures/fig8-host.dat" ] || fail "no host figure"
 # Tampered: a binding host peak (zero3 N=2), a rank's host figure below its
 # run's (rank 1 of zero3 N=2: not the binding one) and the transformer's
@@ -243,6 +249,12 @@ grep -q "UNEXPLAINED host bytes gpt2-tiny zero1 N=2 unit=layer:.*peak $((tpeak +
 	"$tmp/err" || fail "the transformer's host figure off the schedule is not named: $(cat "$tmp/err")"
 grep -q '^zerosim report: host bytes of 4 offloaded runs, 1 unexplained$' "$tmp/out" &&
 	grep -q 'host bytes of 1 offloaded runs, 1 unexplained$' "$tmp/out" || fail "the summaries: $(cat "$tmp/out")"
+# The PDF says so in a sentence and marks the run's row (the MLP's and the
+# transformer's, the same table).
+grep -q 'textbf{1 of the 4 offloaded runs departs from the schedule model}' "$tmp/rhb/flags.tex" &&
+	grep -q '^zero3\\textsuperscript{u} & 2 & model & [0-9\,]* & 330\\,881\\textsuperscript{u} (330\\,880) & ' "$tmp/rhb/flags.tex" &&
+	grep -q 'textbf{1 of the 1 offloaded runs departs from the schedule model}' "$tmp/rhb/transformer.tex" ||
+	fail "the PDF's host tables do not mark the departures: $(grep -A12 'Host memory' "$tmp/rhb/flags.tex")"
 # shellcheck disable=SC2086
 "$zerosim" theory $ho --steps 3 --out "$tmp/ht3.json" && "$zerosim" theory ${ho% --ranks-per-node 2} --steps 2 \
 	--out "$tmp/ht1.json" || fail "theory for the refusals"

@@ -3,6 +3,9 @@
  */
 #include "config.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #include "report/report_buf.h"
 
 void report_buf_tex(struct zs_buf *b, const char *s)
@@ -20,6 +23,20 @@ void report_buf_tex(struct zs_buf *b, const char *s)
 		case '>': zs_buf_printf(b, "\\textgreater{}"); break;
 		default: zs_buf_printf(b, "%c", *s); break;
 		}
+	}
+}
+
+void report_buf_grouped(struct zs_buf *b, double v)
+{
+	char s[40];
+	size_t n, i;
+
+	snprintf(s, sizeof s, "%.0f", v);
+	n = strlen(s);
+	for (i = 0; i < n; i++) {
+		if (i > 0 && s[i - 1] != '-' && (n - i) % 3 == 0)
+			zs_buf_printf(b, "\\,");
+		zs_buf_printf(b, "%c", s[i]);
 	}
 }
 

@@ -13,6 +13,10 @@
 /* Append s with LaTeX's special characters escaped. */
 void report_buf_tex(struct zs_buf *b, const char *s);
 
+/* A whole number with LaTeX's thin spaces between groups of three
+ * digits. */
+void report_buf_grouped(struct zs_buf *b, double v);
+
 /* A list of items: item i < n is in it where pick(ctx, i), and line(ctx,
  * i, b) prints it. */
 struct report_items {

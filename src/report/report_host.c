@@ -129,6 +129,87 @@ void report_host_line(const char *label, const struct report_host *h, struct zs_
 		              h->world);
 }
 
+/* Whether two runs' figures, and the schedule's, are the same, so that
+ * one row of the table gives both. */
+static int same_figures(const struct report_host_run *a, const struct report_host_run *b)
+{
+	if (strcmp(a->name, b->name) != 0 || a->world != b->world ||
+	    (report_host_departures(a->h) > 0) != (report_host_departures(b->h) > 0))
+		return 0;
+	for (int f = 0; f < REPORT_NHOST; f++)
+		if (a->h->v[f] != b->h->v[f] || a->h->sched[f] != b->h->sched[f])
+			return 0;
+	return 1;
+}
+
+void report_host_table(struct zs_buf *b, const struct report_host_run *runs, size_t n)
+{
+	size_t bad = 0, unscheduled = 0;
+	int figure[REPORT_NHOST] = {0};
+
+	for (size_t i = 0; i < n; i++) {
+		bad += report_host_departures(runs[i].h) > 0;
+		for (int f = 0; f < REPORT_NHOST; f++) {
+			figure[f] |= runs[i].h->v[f] >= 0;
+			unscheduled += runs[i].h->v[f] >= 0 && runs[i].h->sched[f] < 0;
+		}
+	}
+	if (bad == 0 && unscheduled == 0)
+		zs_buf_printf(b, n == 1 ? "The run equals" : n == 2 ? "Both runs equal" : "All %zu runs equal", n);
+	if (bad == 0 && unscheduled == 0)
+		zs_buf_printf(b, " the schedule model to the byte, on every rank;");
+	else if (bad > 0)
+		zs_buf_printf(b, "\\textbf{%zu of the %zu offloaded runs depart%s from the schedule model} (marked "
+		              "\\textsuperscript{u}, the schedule's figure beside the measured one) --- a bug in the "
+		              "engine or the theory; \\texttt{zerosim report} names each on stderr;", bad, n, bad == 1 ? "s" : "");
+	else
+		zs_buf_printf(b, "The offloaded runs' host bytes, measured; theory.json gives no schedule for %zu of "
+		              "their figures (marked (---));", unscheduled);
+	zs_buf_printf(b, " each run's line, with every rank's figures, is in \\texttt{flags.txt}.\n"
+	                 "\\begin{center}\\footnotesize\n\\begin{tabular}{lrl");
+	for (int f = 0; f < REPORT_NHOST; f++)
+		if (figure[f])
+			zs_buf_printf(b, "r");
+	zs_buf_printf(b, "}\n\\toprule\nrun & $N$ & unit");
+	for (int f = 0; f < REPORT_NHOST; f++)
+		if (figure[f])
+			zs_buf_printf(b, " & %s (B)", host_name[f]);
+	zs_buf_printf(b, "\\\\\n\\midrule\n");
+	for (size_t i = 0; i < n; i++) {
+		size_t k;
+		for (k = 0; k < i && !same_figures(&runs[k], &runs[i]); k++)
+			;
+		if (k < i) /* given in an earlier run's row */
+			continue;
+		const struct report_host *h = runs[i].h;
+		report_buf_tex(b, runs[i].name);
+		zs_buf_printf(b, "%s & %u & %s", report_host_departures(h) > 0 ? "\\textsuperscript{u}" : "",
+		              runs[i].world, zs_unit_name(runs[i].unit));
+		for (k = i + 1; k < n; k++)
+			if (same_figures(&runs[i], &runs[k]) && runs[k].unit != runs[i].unit)
+				zs_buf_printf(b, ", %s", zs_unit_name(runs[k].unit));
+		for (int f = 0; f < REPORT_NHOST; f++) {
+			if (!figure[f])
+				continue;
+			zs_buf_printf(b, " & ");
+			if (h->v[f] < 0) {
+				zs_buf_printf(b, "---");
+				continue;
+			}
+			report_buf_grouped(b, h->v[f]);
+			if (h->sched[f] < 0) {
+				zs_buf_printf(b, " (---)");
+			} else if (differs(h, f)) {
+				zs_buf_printf(b, "\\textsuperscript{u} (");
+				report_buf_grouped(b, h->sched[f]);
+				zs_buf_printf(b, ")");
+			}
+		}
+		zs_buf_printf(b, "\\\\\n");
+	}
+	zs_buf_printf(b, "\\bottomrule\n\\end{tabular}\n\\end{center}\n");
+}
+
 int report_host_check(const char *label, const struct report_host *h)
 {
 	if (report_host_departures(h) == 0)
@@ -229,7 +310,15 @@ void report_host_tex(const struct report_data *d, struct zs_buf *b)
 	zs_buf_printf(b, "\\paragraph{Host memory (\\texttt{--offload}).} The tables and figures above are the "
 	                  "device's. What %zu offloaded runs hold on the host, per rank between steps and at its "
 	                  "peak, and a node's ranks between steps, measured beside the schedule model's; every "
-	                  "rank's figures are checked against the schedule's too:\n", report_items_count(&it));
+	                  "rank's figures are checked against the schedule's too. ", report_items_count(&it));
+	struct report_host_run *runs = zs_calloc(d->nruns + 1, sizeof *runs);
+	size_t n = 0;
+	for (size_t i = 0; i < d->nruns; i++)
+		if (d->runs[i].host.has)
+			runs[n++] = (struct report_host_run){zs_scheme_name(d->runs[i].scheme), d->runs[i].world,
+			                                     d->runs[i].unit, &d->runs[i].host};
+	report_host_table(b, runs, n);
+	free(runs);
 	zs_buf_printf(b, "\\IfFileExists{figures/" REPORT_FIGURE_HOST ".pdf}{%%\n"
 	                 "\\begin{figure}[!htbp]\n\\centering\n"
 	                 "\\includegraphics[width=\\textwidth]{figures/" REPORT_FIGURE_HOST ".pdf}\n"
@@ -237,7 +326,6 @@ void report_host_tex(const struct report_data *d, struct zs_buf *b)
 	                 "model's line, and every rank's measurement as a point on it (a line hidden under another "
 	                 "holds the same bytes).}\n"
 	                 "\\end{figure}}{}\n");
-	report_items(b, 1, NULL, &it);
 }
 
 cJSON *report_host_json(const struct report_data *d)

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "report/report_buf.h"
+#include "util/config.h"
 
 /* The figures, and their JSON keys in that order. The first two are also
  * per_rank arrays. */
@@ -48,6 +49,22 @@ size_t report_host_departures(const struct report_host *h);
  * ... B (...); each of the 2 ranks as the schedule" (or the ranks that
  * depart, each marked UNEXPLAINED). */
 void report_host_line(const char *label, const struct report_host *h, struct zs_buf *b);
+
+/* One offloaded run as the PDF's table gives it: its name ("zero1", or
+ * "gpt2-tiny zero1" for a transformer), N, unit and host bytes. */
+struct report_host_run {
+	const char *name;
+	unsigned world;
+	enum zs_unit unit;
+	const struct report_host *h;
+};
+
+/* The host bytes of offloaded runs as the PDF gives them, the same for
+ * the MLP and a transformer: one sentence (every run equals the schedule,
+ * or how many depart) and one table of the measured figures, where runs of
+ * the same name and N that hold the same bytes share a row. Each run's
+ * itemised line (report_host_line) is flags.txt's, not the PDF's. */
+void report_host_table(struct zs_buf *b, const struct report_host_run *runs, size_t n);
 
 /* Name a departing run on stderr ("zerosim report: UNEXPLAINED host bytes
  * LABEL..."); returns 1 if it departs, else 0. */

@@ -541,19 +541,9 @@ unsigned report_tfm_world(const struct report_tfm_model *m)
 	return w;
 }
 
-/* A whole number with thin spaces between groups of three digits. */
 static void grouped(struct zs_buf *b, double v)
 {
-	char s[40];
-	size_t n, i;
-
-	snprintf(s, sizeof s, "%.0f", v);
-	n = strlen(s);
-	for (i = 0; i < n; i++) {
-		if (i > 0 && s[i - 1] != '-' && (n - i) % 3 == 0)
-			zs_buf_printf(b, "\\,");
-		zs_buf_printf(b, "%c", s[i]);
-	}
+	report_buf_grouped(b, v);
 }
 
 /* Decimal units (1 kB = 1000 B), the same for a whole table, so that the
@@ -972,14 +962,39 @@ static void host_tex(const struct report_tfm *t, struct zs_buf *b)
 	                 "The tables and figure above are the device's. What %zu offloaded runs hold on the host, per "
 	                 "rank between steps and at its peak, and a node's ranks between steps, measured beside the "
 	                 "schedule model's; every rank's figures are checked against the schedule's too (a departure "
-	                 "is unexplained):\n", host_runs(t));
+	                 "is unexplained). ", host_runs(t));
+	/* One table for every model (report_host_table, the MLP's): a run's
+	 * name is its model's and its scheme's. */
+	size_t n = 0, all = host_runs(t);
+	struct report_host_run *runs = zs_calloc(all + 1, sizeof *runs);
+	char (*name)[96] = zs_calloc(all + 1, sizeof *name);
+	for (size_t i = 0; i < t->n; i++)
+		for (size_t j = 0; j < t->models[i].nrows; j++) {
+			const struct report_tfm_row *r = &t->models[i].rows[j];
+			if (!r->run.host.has)
+				continue;
+			snprintf(name[n], sizeof name[n], "%s %s", t->models[i].name, zs_scheme_name(r->run.scheme));
+			runs[n] = (struct report_host_run){name[n], r->run.world, r->run.unit, &r->run.host};
+			n++;
+		}
+	report_host_table(b, runs, n);
+	free(runs);
+	free(name);
 	zs_buf_printf(b, "\\begin{figure}[!htbp]\n\\centering\n"
 	                 "\\includegraphics[width=\\textwidth]{figures/" REPORT_FIGURE_TFM_HOST ".pdf}\n"
 	                 "\\caption{Host bytes per rank at the peak against $N$, the offloaded transformer runs of "
 	                 "each model's shown unit: the schedule model's line, and every rank's measurement as a point "
 	                 "on it (a line hidden under another holds the same bytes).}\n\\end{figure}\n");
+}
+
+void report_tfm_text(const struct report_tfm *t, struct zs_buf *b)
+{
+	if (host_runs(t) == 0)
+		return;
+	zs_buf_printf(b, "# the transformers' host bytes (--offload), per rank (per node: its ranks'), measured "
+	                 "beside the schedule model's, every rank's too\n");
 	for (size_t i = 0; i < t->n; i++)
-		report_items(b, 1, NULL, &(struct report_items){&t->models[i], t->models[i].nrows, host_pick, host_line});
+		report_items(b, 0, "host", &(struct report_items){&t->models[i], t->models[i].nrows, host_pick, host_line});
 }
 
 /* fig9's panels: per model with host bytes, its runs of the shown unit. */

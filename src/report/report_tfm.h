@@ -118,6 +118,10 @@ unsigned report_tfm_world(const struct report_tfm_model *m);
 const struct report_tfm_row *report_tfm_find(const struct report_tfm_model *m, enum zs_scheme s,
                                              unsigned world, enum zs_unit u);
 
+/* flags.txt's lines of the transformers: each offloaded run's host
+ * bytes (report_host_line), as the MLP's; nothing without one. */
+void report_tfm_text(const struct report_tfm *t, struct zs_buf *b);
+
 /* Write transformer.tex into `out` and fig7's script and data into
  * `figdir`, or remove them when t holds no model. */
 int report_tfm_write(const struct report_tfm *t, const char *out, const char *figdir,
