@@ -1442,6 +1442,52 @@ END_TEST
 
 /* ------------------------------------------------------------------------ */
 
+/* The one rule for "unexplained" that the MLP's points and a transformer's
+ * rows share (report_run_departs): hand-made runs, each departing in one
+ * way, or not at all. */
+START_TEST(test_one_rule_judges_every_run)
+{
+	struct report_run r;
+	int cat;
+
+	memset(&r, 0, sizeof r);
+	r.has_measured = r.has_schedule = r.has_sched_resident_bd = r.has_sched_peak_bd = 1;
+	r.measured[REPORT_RESIDENT] = r.schedule[REPORT_RESIDENT] = 100;
+	r.measured[REPORT_PEAK] = r.schedule[REPORT_PEAK] = 150;
+	r.measured[REPORT_COMM] = r.schedule[REPORT_COMM] = 64;
+	r.resident_bd[REPORT_CAT_PARAM16] = r.sched_resident_bd[REPORT_CAT_PARAM16] = 100;
+	r.peak_bd[REPORT_CAT_PARAM16] = r.sched_peak_bd[REPORT_CAT_PARAM16] = 100;
+	r.peak_bd[REPORT_CAT_ACTIVATIONS] = r.sched_peak_bd[REPORT_CAT_ACTIVATIONS] = 50;
+	ck_assert(!report_run_unexplained(&r));
+	/* One byte of comm. */
+	r.measured[REPORT_COMM] = 65;
+	ck_assert(report_run_departs(&r, REPORT_COMM, &cat) && cat == -1 && report_run_unexplained(&r));
+	/* A file without the comm (a transformer's): not compared. */
+	r.schedule[REPORT_COMM] = -1;
+	ck_assert(!report_run_departs(&r, REPORT_COMM, &cat) && !report_run_unexplained(&r));
+	/* Ten bytes moved from activations to scratch at the peak: the totals
+	 * agree, the first category that differs is named. */
+	r.peak_bd[REPORT_CAT_ACTIVATIONS] = 40;
+	r.peak_bd[REPORT_CAT_SCRATCH] = 10;
+	ck_assert(report_run_departs(&r, REPORT_PEAK, &cat) && cat == REPORT_CAT_ACTIVATIONS);
+	ck_assert(!report_run_departs(&r, REPORT_RESIDENT, &cat) && cat == -1);
+	/* Without the schedule's breakdown (an older theory.json) only the
+	 * totals are compared. */
+	r.has_sched_peak_bd = 0;
+	ck_assert(!report_run_departs(&r, REPORT_PEAK, &cat) && cat == -1);
+	/* A resident byte off. */
+	r.measured[REPORT_RESIDENT] = 101;
+	ck_assert(report_run_departs(&r, REPORT_RESIDENT, &cat) && report_run_unexplained(&r));
+	/* Nothing to judge: a transformer's row not measured, or measured
+	 * without a schedule (counted as not checked, not unexplained). */
+	r.has_measured = 0;
+	ck_assert(!report_run_unexplained(&r));
+	r.has_measured = 1;
+	r.has_schedule = 0;
+	ck_assert(!report_run_unexplained(&r));
+}
+END_TEST
+
 static Suite *report_suite(void)
 {
 	Suite *s = suite_create("report");
@@ -1484,6 +1530,7 @@ static Suite *report_suite(void)
 
 	c = tcase_create("end_to_end");
 	tcase_add_test(c, test_report_writes_every_output_and_strict_fails_on_unexplained);
+	tcase_add_test(c, test_one_rule_judges_every_run);
 	tcase_add_test(c, test_transformer_theory_and_measurement_join_and_bad_ones_are_refused);
 	tcase_add_test(c, test_transformer_section_names_the_largest_unit_and_the_measured_departure);
 	tcase_set_timeout(c, 30);
