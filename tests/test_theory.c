@@ -23,6 +23,7 @@
 
 #include "theory/theory.h"
 #include "util/config.h"
+#include "util/step.h"
 #include "util/util.h"
 
 static const enum zs_scheme schemes[] = { ZS_DP, ZS_ZERO1, ZS_ZERO2, ZS_ZERO3 };
@@ -643,6 +644,70 @@ START_TEST(test_shipped_models_have_their_published_parameter_counts)
 }
 END_TEST
 
+/* The step description's tensors are Hugging Face's: the names and shapes
+ * of GPT2LMHeadModel's named_parameters() for openai-community/gpt2 (148,
+ * the tied lm_head not repeated; Conv1D weights (in, out)), and
+ * Llama-3-8B's, whose k_proj and v_proj have 1024 rows (8 key-value heads
+ * of 128) in its published model.safetensors index. */
+static const struct step_tensor *named(const struct step_params *p, const char *name)
+{
+	for (size_t i = 0; i < p->ntensors; i++)
+		if (strcmp(p->tensor[i].name, name) == 0)
+			return &p->tensor[i];
+	ck_abort_msg("no tensor %s", name);
+	return NULL;
+}
+
+START_TEST(test_gpt2_description_has_hugging_faces_148_tensors_and_shapes)
+{
+	struct zs_model m = shipped("gpt2");
+	struct step_params p;
+
+	step_params_build(&p, &m);
+	ck_assert_uint_eq(p.ntensors, 148);
+	ck_assert_uint_eq(p.numel, 124439808ull);
+	const struct step_tensor *t = named(&p, "transformer.h.0.attn.c_attn.weight");
+	ck_assert_uint_eq(t->shape[0], 768);
+	ck_assert_uint_eq(t->shape[1], 2304);
+	t = named(&p, "transformer.h.11.mlp.c_proj.weight");
+	ck_assert_uint_eq(t->shape[0], 3072);
+	ck_assert_uint_eq(t->shape[1], 768);
+	ck_assert_uint_eq(named(&p, "transformer.wpe.weight")->numel, 1024 * 768);
+	ck_assert_uint_eq(named(&p, "transformer.ln_f.bias")->ndim, 1);
+	/* 2 tables, 6 modules a block, ln_f and the tied lm_head (the token table) */
+	ck_assert_uint_eq(p.nmodules, 2 + 6 * 12 + 2);
+	ck_assert_str_eq(p.module[p.nmodules - 1].name, "lm_head");
+	ck_assert_uint_eq(p.module[p.nmodules - 1].first, 0);
+	ck_assert_str_eq(p.module[p.nmodules - 2].name, "transformer.ln_f");
+	/* DeepSpeed's L: wte's 50257 x 768 (docs/schedule.md) */
+	ck_assert_uint_eq(step_params_largest_hf_module(&p), 38597376ull);
+	step_params_free(&p);
+}
+END_TEST
+
+START_TEST(test_llama_3_8b_description_fuses_q_k_v_and_gate_up_as_named)
+{
+	struct zs_model m = shipped("llama-3-8b");
+	struct step_params p;
+
+	step_params_build(&p, &m);
+	const struct step_tensor *t = named(&p, "model.layers.31.self_attn.{q,k,v}_proj.weight");
+	ck_assert_uint_eq(t->nparts, 3);
+	ck_assert_uint_eq(t->part_rows[0], 4096);
+	ck_assert_uint_eq(t->part_rows[1], 1024);
+	ck_assert_uint_eq(t->part_rows[2], 1024);
+	ck_assert_uint_eq(t->shape[1], 4096);
+	t = named(&p, "model.layers.0.mlp.{gate,up}_proj.weight");
+	ck_assert_uint_eq(t->part_rows[0], 14336);
+	ck_assert_uint_eq(t->shape[0], 2 * 14336);
+	ck_assert_uint_eq(named(&p, "lm_head.weight")->shape[0], 128256);
+	ck_assert_uint_eq(p.layer[0].numel + 32 * p.layer[1].numel + p.layer[33].numel, 8030261248ull);
+	/* the largest nn.Module: the untied head or the table, 128256 x 4096 */
+	ck_assert_uint_eq(step_params_largest_hf_module(&p), 525336576ull);
+	step_params_free(&p);
+}
+END_TEST
+
 START_TEST(test_llama_3_8b_head_unit_is_larger_than_its_embedding_and_twice_a_block)
 {
 	struct zs_model m = shipped("llama-3-8b");
@@ -1079,6 +1144,8 @@ static Suite *theory_suite(void)
 	suite_add_tcase(s, rel);
 	tcase_add_test(hand, test_mlp_largest_batch_on_200kb_worked_by_hand);
 	tcase_add_test(model, test_shipped_models_have_their_published_parameter_counts);
+	tcase_add_test(model, test_gpt2_description_has_hugging_faces_148_tensors_and_shapes);
+	tcase_add_test(model, test_llama_3_8b_description_fuses_q_k_v_and_gate_up_as_named);
 	tcase_add_test(model, test_llama_3_8b_head_unit_is_larger_than_its_embedding_and_twice_a_block);
 	tcase_add_test(model, test_gpt2_tied_head_puts_the_final_norm_in_the_embeddings_unit);
 	tcase_add_test(model, test_gpt2_activations_are_korthikantis_89653248_bytes_per_layer);

@@ -4,14 +4,9 @@
  * et al. (2022), Table 2 without parallelism, and the peak they make with
  * the model states of ZeRO (SC'20) and the transients of docs/schedule.md.
  *
- * Parameter counts, per block (h hidden, I intermediate, q = heads·head_dim,
- * k = kv_heads·head_dim):
- *   gpt2:  LayerNorm 2h, fused QKV h(q+2k) + (q+2k), output qh + h,
- *          LayerNorm 2h, MLP hI + I and Ih + h;
- *          embeddings Vh + (positions)h, final LayerNorm 2h, head tied.
- *   llama: RMSNorm h, Q/K/V h(q+2k), O qh, RMSNorm h, SwiGLU 3hI;
- *          embeddings Vh, final RMSNorm h, head Vh unless tied.
- * These give the published counts (tests/test_theory.c).
+ * Parameters are the step description's (util/step.h: Hugging Face's
+ * tensors, their shapes and modules, built from the config), summed per
+ * unit; they give the published counts (tests/test_theory.c).
  *
  * Activations (Korthikanti §4.1, Table 2), with 2-byte activations:
  * sbh(34 + 5as/h) per layer; 34sbh with selective recomputation (the
@@ -30,6 +25,7 @@
 #include <string.h>
 
 #include "theory/theory.h"
+#include "util/step.h"
 
 static const char *const recompute_names[] = { "none", "selective", "full" };
 
@@ -61,29 +57,17 @@ const char *theory_act_name(enum theory_act a)
 /* ------------------------------------------------------------------------ */
 /* Parameters */
 
+/* The units of `--unit layer`, from the description's layers (util/step.h). */
 void theory_model_units(const struct zs_model *m, struct theory_units *u)
 {
-	uint64_t h = m->hidden, ffn = m->intermediate, v = m->vocab;
-	uint64_t q = m->heads * m->head_dim, kv = m->kv_heads * m->head_dim;
-	uint64_t norm;
+	struct step_params p;
 
-	if (m->family == ZS_FAMILY_GPT2) {
-		norm = 2 * h;   /* LayerNorm: weight and bias */
-		u->block = norm + h * (q + 2 * kv) + (q + 2 * kv) + q * h + h
-		           + norm + h * ffn + ffn + ffn * h + h;
-		u->embeddings = v * h + m->positions * h;
-	} else {
-		norm = h;       /* RMSNorm: weight */
-		u->block = norm + h * (q + 2 * kv) + q * h + norm + 3 * h * ffn;
-		u->embeddings = v * h;
-	}
+	step_params_build(&p, m);
+	u->embeddings = p.layer[0].numel;
+	u->block = m->layers > 0 ? p.layer[1].numel : 0;
 	u->layers = m->layers;
-	if (m->tied) {
-		u->embeddings += norm;
-		u->head = 0;
-	} else {
-		u->head = norm + v * h;
-	}
+	u->head = p.layer[p.nlayers - 1].numel;
+	step_params_free(&p);
 }
 
 uint64_t theory_model_params(const struct zs_model *m)
@@ -96,58 +80,27 @@ uint64_t theory_model_params(const struct zs_model *m)
 
 /* DeepSpeed's estimator takes L as the largest nn.Module's own params
  * (recurse=False) of the Hugging Face model, whose modules are not
- * zerosim's fused tensors: gpt2's wte, wpe, c_attn (h x 3h + 3h), c_proj
- * (h x h + h), c_fc (h x i + i), mlp.c_proj (i x h + h), norms (2h); llama's
- * embed_tokens and lm_head (V x h), q_proj and o_proj (h x a.d), k_proj and
- * v_proj (h x kv.d), gate_proj, up_proj and down_proj (h x i), norms (h). */
-static uint64_t max_of(const uint64_t *v, size_t n)
-{
-	uint64_t m = 0;
-	for (size_t i = 0; i < n; i++)
-		m = v[i] > m ? v[i] : m;
-	return m;
-}
-
+ * zerosim's fused tensors (util/step.h). */
 uint64_t theory_model_largest_module(const struct zs_model *m)
 {
-	uint64_t h = m->hidden, i = m->intermediate, V = m->vocab;
-	if (m->family == ZS_FAMILY_GPT2) {
-		const uint64_t own[] = {V * h, m->positions * h, h * 3 * h + 3 * h, h * h + h, h * i + i, i * h + h, 2 * h};
-		return max_of(own, sizeof own / sizeof own[0]);
-	}
-	uint64_t d = m->head_dim;
-	const uint64_t own[] = {V * h, h * m->heads * d, h * m->kv_heads * d, h * i, h};
-	return max_of(own, sizeof own / sizeof own[0]);
+	struct step_params p;
+
+	step_params_build(&p, m);
+	uint64_t L = step_params_largest_hf_module(&p);
+	step_params_free(&p);
+	return L;
 }
 
 size_t theory_model_tensors(const struct zs_model *m, uint64_t *n)
 {
-	int gpt2 = m->family == ZS_FAMILY_GPT2;
-	uint64_t h = m->hidden, v = m->vocab, I = m->intermediate, bias = gpt2 ? 1 : 0;
-	uint64_t q = m->heads * m->head_dim, qkv = q + 2 * m->kv_heads * m->head_dim, up = gpt2 ? I : 2 * I;
-	const uint64_t block[12] = { h, bias * h, qkv * h, bias * qkv, h * q, bias * h,
-	                             h, bias * h, up * h, bias * up, h * I, bias * h };
-	size_t t = 0;
+	struct step_params p;
 
-	n[t++] = v * h;
-	if (gpt2)
-		n[t++] = m->positions * h;
-	if (m->tied) {
-		n[t++] = h;
-		if (gpt2)
-			n[t++] = h;
-	}
-	for (uint64_t l = 0; l < m->layers; l++)
-		for (int i = 0; i < 12; i++)
-			if (block[i] > 0)
-				n[t++] = block[i];
-	if (!m->tied) {
-		n[t++] = h;
-		if (gpt2)
-			n[t++] = h;
-		n[t++] = v * h;
-	}
-	return t;
+	step_params_build(&p, m);
+	for (size_t i = 0; i < p.ntensors; i++)
+		n[i] = p.tensor[i].numel;
+	size_t nt = p.ntensors;
+	step_params_free(&p);
+	return nt;
 }
 
 /* ------------------------------------------------------------------------ */
