@@ -461,13 +461,9 @@ static void visit_head(struct step *st, uint64_t head, enum zs_unit unit, int ba
 
 /* DeepSpeed's ZeRO-3 on a transformer (docs/schedule.md, "deepspeed",
  * ZeRO-3 on a transformer): the modules are the nn.Modules with
- * parameters of their own, in forward order: wte, wpe (gpt2); per block
- * its two norms and four linears (ln_1, c_attn, attn.c_proj, ln_2, c_fc,
- * mlp.c_proj; llama's input_layernorm, the fused q/k/v, o_proj,
- * post_attention_layernorm, the fused gate/up, down_proj), each with its
- * weight and (gpt2) bias; the final norm; the head (tied: the token table
- * again, whose grads its own module makes). Their tensors are
- * theory_model_tensors' runs. */
+ * parameters of their own, the step description's (util/step.h), in
+ * forward order; a tied head is the token table again, whose grads its
+ * own module makes. Their tensors are theory_model_tensors' runs. */
 struct ds3_modules {
 	size_t n, first[THEORY_MAX_TENSORS], count[THEORY_MAX_TENSORS];
 	int grads[THEORY_MAX_TENSORS];
@@ -481,25 +477,24 @@ static void ds3_module(struct ds3_modules *md, size_t first, size_t count, int g
 	md->grads[md->n++] = grads;
 }
 
-static void ds3_modules(const struct zs_model *m, size_t nt, struct ds3_modules *md)
+/* The description's modules (util/step.h) in forward order; a module over
+ * tensors another module owns (the tied head over the token table) makes
+ * no grads of its own. */
+static void ds3_modules(const struct zs_model *m, struct ds3_modules *md)
 {
-	int gpt2 = m->family == ZS_FAMILY_GPT2;
-	size_t L = m->layers, tables = gpt2 ? 2 : 1, nn = gpt2 ? 2 : 1, per = gpt2 ? 2 : 1;
-	size_t E = tables + (m->tied ? nn : 0), nb = (nt - E - (m->tied ? 0 : nn + 1)) / L;
+	struct step_params p;
+	size_t l = 0;
+	step_params_build(&p, m);
 	md->n = 0;
-	md->of_layer[0] = 0;
-	for (size_t i = 0; i < tables; i++)
-		ds3_module(md, i, 1, 1);
-	for (size_t l = 0; l < L; l++) {
-		md->of_layer[1 + l] = md->n;
-		for (size_t i = 0; i < nb / per; i++)
-			ds3_module(md, E + l * nb + i * per, per, 1);
+	for (size_t i = 0; i < p.nmodules; i++) {
+		const struct step_module *x = &p.module[i];
+		while (l <= x->layer)
+			md->of_layer[l++] = md->n;
+		ds3_module(md, x->first, x->n, x->n > 0 && p.tensor[x->first].module == i);
 	}
-	md->of_layer[L + 1] = md->n;
-	size_t th = E + L * nb;
-	ds3_module(md, m->tied ? E - nn : th, nn, 1);
-	ds3_module(md, m->tied ? 0 : th + nn, 1, !m->tied);
-	md->of_layer[L + 2] = md->n;
+	while (l <= p.nlayers)
+		md->of_layer[l++] = md->n;
+	step_params_free(&p);
 }
 
 /* The reduce bucket as the engine fills it (scheme_deepspeed.c): its
@@ -567,7 +562,7 @@ static void ds3_walk(const struct zs_model *m, const struct theory_act_opts *o, 
 	const size_t *got;
 	uint64_t N = world, S = 0, persist = 0, base[THEORY_NCATEGORIES], sent = 0, sent_el = 0;
 	int off = c->offload != ZS_OFFLOAD_NONE, offp = c->offload == ZS_OFFLOAD_PARAMS;
-	ds3_modules(m, nt, &md);
+	ds3_modules(m, &md);
 	struct theory_ds_coord *d = theory_ds_coord_new(tn, nt, md.first, md.count, md.n, c, world);
 	for (size_t t = 0; t < nt; t++) {
 		S += theory_ds_shard(d, t);
