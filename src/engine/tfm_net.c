@@ -467,7 +467,7 @@ void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch,
 	struct zs_model shape = {.family = d->family == TFM_LLAMA ? ZS_FAMILY_LLAMA : ZS_FAMILY_GPT2,
 	                         .hidden = d->d, .intermediate = d->ffn, .layers = d->layers, .heads = d->heads,
 	                         .kv_heads = d->kv_heads, .head_dim = d->head_dim, .vocab = d->vocab,
-	                         .positions = d->seq, .tied = d->tied};
+	                         .positions = d->seq, .tied = d->tied, .qkv_bias = d->qkv_bias};
 	step_params_build(&sp, &shape); /* the shape the kernels run (tests make runs without a config) */
 	m->kind = ZS_NET_TFM;
 	m->nparams = sp.numel;

@@ -6,7 +6,8 @@
  * (in, out)) and modeling_llama.py (LlamaModel: embed_tokens,
  * layers.N.{input_layernorm, self_attn.{q,k,v,o}_proj,
  * post_attention_layernorm, mlp.{gate,up,down}_proj}, norm; nn.Linear
- * holds (out, in)); the head is lm_head in both.
+ * holds (out, in)); the head is lm_head in both. Qwen2 is llama's, with
+ * q_proj, k_proj and v_proj biased (modeling_qwen2.py, Qwen2Attention).
  */
 #include "config.h"
 
@@ -48,19 +49,21 @@ static struct step_tensor *tensor(struct builder *b, const char *leaf, uint64_t 
 	return t;
 }
 
-/* A module of a weight (r) or (r, c), and a bias (bias_n) when bias_n > 0. */
-static struct step_tensor *linear(struct builder *b, size_t layer, char *name, uint64_t r, uint64_t c,
-                                  uint64_t bias_n)
+/* A module of a weight (r) or (r, c), and a bias (bias_n) when bias_n > 0;
+ * returns the weight's index. */
+static size_t linear(struct builder *b, size_t layer, char *name, uint64_t r, uint64_t c, uint64_t bias_n)
 {
 	module(b, layer, name);
-	struct step_tensor *w = tensor(b, "weight", r, c);
+	tensor(b, "weight", r, c);
 	if (bias_n > 0)
 		tensor(b, "bias", bias_n, 0);
-	return w;
+	return b->p->module[b->p->nmodules - 1].first;
 }
 
-static void parts(struct step_tensor *t, uint64_t a, uint64_t b, uint64_t c)
+/* Tensor i fuses Hugging Face's tensors of a, b and c rows (c 0: two). */
+static void parts(struct step_params *p, size_t i, uint64_t a, uint64_t b, uint64_t c)
 {
+	struct step_tensor *t = &p->tensor[i];
 	t->nparts = c > 0 ? 3 : 2;
 	t->part_rows[0] = a;
 	t->part_rows[1] = b;
@@ -115,10 +118,14 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 			linear(&b, l + 1, zs_asprintf("%s.mlp.c_proj", at), I, h, h);
 		} else {
 			linear(&b, l + 1, zs_asprintf("%s.input_layernorm", at), h, 0, 0);
-			parts(linear(&b, l + 1, zs_asprintf("%s.self_attn.{q,k,v}_proj", at), q + 2 * kv, h, 0), q, kv, kv);
+			size_t w = linear(&b, l + 1, zs_asprintf("%s.self_attn.{q,k,v}_proj", at), q + 2 * kv, h,
+			                  m->qkv_bias ? q + 2 * kv : 0);
+			parts(p, w, q, kv, kv);
+			if (m->qkv_bias)
+				parts(p, w + 1, q, kv, kv);
 			linear(&b, l + 1, zs_asprintf("%s.self_attn.o_proj", at), h, q, 0);
 			linear(&b, l + 1, zs_asprintf("%s.post_attention_layernorm", at), h, 0, 0);
-			parts(linear(&b, l + 1, zs_asprintf("%s.mlp.{gate,up}_proj", at), 2 * I, h, 0), I, I, 0);
+			parts(p, linear(&b, l + 1, zs_asprintf("%s.mlp.{gate,up}_proj", at), 2 * I, h, 0), I, I, 0);
 			linear(&b, l + 1, zs_asprintf("%s.mlp.down_proj", at), h, I, 0);
 		}
 		free(at);
@@ -182,11 +189,20 @@ uint64_t step_params_largest_hf_module(const struct step_params *p)
 		uint64_t own = 0;
 		for (size_t t = md->first; t < md->first + md->n; t++) {
 			const struct step_tensor *x = &p->tensor[t];
-			for (unsigned k = 0; k < x->nparts; k++)
-				max = x->part_rows[k] * x->shape[1] > max ? x->part_rows[k] * x->shape[1] : max;
 			own += x->nparts > 0 ? 0 : x->numel;
 		}
 		max = own > max ? own : max;
+		/* A fused module: each part is a module of Hugging Face's, its
+		 * rows of every tensor (weight, and bias where there is one). */
+		for (unsigned k = 0; k < 3; k++) {
+			uint64_t part = 0;
+			for (size_t t = md->first; t < md->first + md->n; t++) {
+				const struct step_tensor *x = &p->tensor[t];
+				if (k < x->nparts)
+					part += x->part_rows[k] * (x->ndim == 2 ? x->shape[1] : 1);
+			}
+			max = part > max ? part : max;
+		}
 	}
 	return max;
 }
