@@ -311,7 +311,7 @@ END_TEST
 static struct tfm_dims tiny(enum tfm_family f, int tied)
 {
 	struct tfm_dims d = {f, 16, 2, 4, f == TFM_LLAMA ? 2 : 4, 4, f == TFM_LLAMA ? 24 : 64, 32, 8, tied,
-	                     1e-5f, 10000.0f};
+	                     1e-5f, 10000.0f, 0};
 	return d;
 }
 
@@ -350,9 +350,17 @@ static size_t check_tensor(struct md *c, const char *what, size_t layer, const f
 	return n;
 }
 
-static void check_model(enum tfm_family f, int tied)
+/* Qwen2's shape: llama's with biases on q, k and v. */
+static struct tfm_dims tiny_qwen2(int tied)
 {
-	struct tfm_dims d = tiny(f, tied);
+	struct tfm_dims d = tiny(TFM_LLAMA, tied);
+	d.qkv_bias = 1;
+	return d;
+}
+
+static void check_model_dims(struct tfm_dims d)
+{
+	int tied = d.tied;
 	ck_assert_int_eq(tfm_dims_check(&d, NULL), 0);
 	struct tfm_model m;
 	tfm_model_init(&m, &d, 2, 8, TFM_RECOMPUTE_NONE);
@@ -401,6 +409,8 @@ static void check_model(enum tfm_family f, int tied)
 	tfm_model_free(&m);
 }
 
+static void check_model(enum tfm_family f, int tied) { check_model_dims(tiny(f, tied)); }
+
 START_TEST(test_gpt2_gradient_matches_finite_differences) { check_model(TFM_GPT2, 1); }
 END_TEST
 
@@ -411,6 +421,10 @@ START_TEST(test_llama_gradient_matches_finite_differences) { check_model(TFM_LLA
 END_TEST
 
 START_TEST(test_llama_tied_gradient_matches_finite_differences) { check_model(TFM_LLAMA, 1); }
+END_TEST
+
+/* Qwen2's biased q, k and v projections (and every other tensor). */
+START_TEST(test_qwen2_gradient_matches_finite_differences) { check_model_dims(tiny_qwen2(1)); }
 END_TEST
 
 /* Recompute changes what is kept, never a bit of the result: the loss
@@ -457,12 +471,12 @@ START_TEST(test_parameter_counts_are_gpt2_smalls_and_llamas)
 {
 	/* GPT-2 small: 124,439,808 parameters with the tied head (Hugging
 	 * Face's gpt2 model card; llm.c prints the same with V = 50257). */
-	struct tfm_dims g = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f};
+	struct tfm_dims g = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f, 0};
 	ck_assert_int_eq(tfm_dims_check(&g, NULL), 0);
 	ck_assert_uint_eq(tfm_nparams(&g), 124439808);
 	/* TinyLlama-1.1B (d 2048, 22 layers, 32 heads, 4 kv heads, F 5632,
 	 * V 32000, untied): 1,100,048,384 parameters (its model card). */
-	struct tfm_dims l = {TFM_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 0, 1e-5f, 10000.0f};
+	struct tfm_dims l = {TFM_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 0, 1e-5f, 10000.0f, 0};
 	ck_assert_int_eq(tfm_dims_check(&l, NULL), 0);
 	ck_assert_uint_eq(tfm_nparams(&l), 1100048384);
 }
@@ -472,10 +486,8 @@ END_TEST
  * reader) into the engine's dimensions. */
 static struct tfm_dims dims_of(const struct zs_model *z)
 {
-	struct tfm_dims d = {z->family == ZS_FAMILY_LLAMA ? TFM_LLAMA : TFM_GPT2, (size_t)z->hidden,
-	                     (size_t)z->layers, (size_t)z->heads, (size_t)z->kv_heads, (size_t)z->head_dim,
-	                     (size_t)z->intermediate, (size_t)z->vocab, (size_t)z->positions, z->tied,
-	                     1e-5f, 10000.0f};
+	struct tfm_dims d;
+	tfm_dims_from_config(&d, z);
 	return d;
 }
 
@@ -486,7 +498,7 @@ START_TEST(test_layout_units_are_the_theorys_for_every_shipped_model)
 	 * gathers would not be the theory's. */
 	static const char *const names[] = {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-2-7b",
 	                                    "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b",
-	                                    "mistral-7b"};
+	                                    "mistral-7b", "qwen2.5-0.5b"};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		struct zs_model z;
 		char *cause = NULL;
@@ -532,7 +544,7 @@ END_TEST
 static void check_training(enum tfm_family f)
 {
 	struct tfm_dims d = {f, 32, 2, 4, f == TFM_LLAMA ? 2 : 4, 8, f == TFM_LLAMA ? 88 : 128, 64, 16,
-	                     f == TFM_GPT2, 1e-5f, 10000.0f};
+	                     f == TFM_GPT2, 1e-5f, 10000.0f, 0};
 	const size_t B = 2, T = 16, steps = 100;
 	struct tfm_model m;
 	tfm_model_init(&m, &d, B, T, TFM_RECOMPUTE_NONE);
@@ -593,12 +605,12 @@ END_TEST
 /* ------------------------------------------------------------------------- */
 /* The transformer in the engine (tfm_net.c's layer list, engine.c's driver) */
 
-static struct zs_config engine_config(struct zs_tfm_run *tr, enum tfm_family f, int tied, enum tfm_recompute rc)
+static struct zs_config engine_config_dims(struct zs_tfm_run *tr, struct tfm_dims d, enum tfm_recompute rc)
 {
 	struct zs_config c;
 	zs_config_defaults(&c);
 	memset(tr, 0, sizeof *tr);
-	tr->dims = tiny(f, tied);
+	tr->dims = d;
 	tr->seq = 8;
 	tr->recompute = rc;
 	c.tfm = tr;
@@ -607,6 +619,11 @@ static struct zs_config engine_config(struct zs_tfm_run *tr, enum tfm_family f, 
 	c.steps = 3;
 	c.lr = 3e-3;
 	return c;
+}
+
+static struct zs_config engine_config(struct zs_tfm_run *tr, enum tfm_family f, int tied, enum tfm_recompute rc)
+{
+	return engine_config_dims(tr, tiny(f, tied), rc);
 }
 
 static struct zs_result engine(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
@@ -670,7 +687,7 @@ END_TEST
 /* One digest per N across the four schemes (the paper's and torch's),
  * both unit modes and the three recompute modes; recomputing holds fewer
  * activation bytes at the peak, full fewer than selective. */
-static void check_one_digest(enum tfm_family f, int tied, enum zs_precision prec)
+static void check_one_digest_dims(struct tfm_dims d, enum zs_precision prec)
 {
 	static const unsigned worlds[] = {2, 3, 8};
 	for (size_t w = 0; w < sizeof worlds / sizeof *worlds; w++) {
@@ -682,7 +699,7 @@ static void check_one_digest(enum tfm_family f, int tied, enum zs_precision prec
 					if (fw == 1 && rc != 0)
 						continue; /* torch's hooks once; their bits are the paper's */
 					struct zs_tfm_run tr;
-					struct zs_config c = engine_config(&tr, f, tied, (enum tfm_recompute)rc);
+					struct zs_config c = engine_config_dims(&tr, d, (enum tfm_recompute)rc);
 					c.steps = 2;
 					c.precision = prec;
 					c.framework = fw ? ZS_FW_TORCH : ZS_FW_PAPER;
@@ -704,10 +721,18 @@ static void check_one_digest(enum tfm_family f, int tied, enum zs_precision prec
 	}
 }
 
+static void check_one_digest(enum tfm_family f, int tied, enum zs_precision prec)
+{
+	check_one_digest_dims(tiny(f, tied), prec);
+}
+
 START_TEST(test_gpt2_one_digest_per_world_across_schemes) { check_one_digest(TFM_GPT2, 1, ZS_FP32); }
 END_TEST
 
 START_TEST(test_llama_one_digest_per_world_across_schemes) { check_one_digest(TFM_LLAMA, 0, ZS_FP32); }
+END_TEST
+
+START_TEST(test_qwen2_mixed_one_digest_per_world_across_schemes) { check_one_digest_dims(tiny_qwen2(1), ZS_MIXED); }
 END_TEST
 
 START_TEST(test_gpt2_mixed_one_digest_per_world_across_schemes) { check_one_digest(TFM_GPT2, 1, ZS_MIXED); }
@@ -728,7 +753,7 @@ static void check_mixed_training(enum tfm_family f)
 	struct zs_tfm_run tr;
 	struct zs_config c = engine_config(&tr, f, f == TFM_GPT2, TFM_RECOMPUTE_SELECTIVE);
 	tr.dims = (struct tfm_dims){f, 32, 2, 4, f == TFM_LLAMA ? 2 : 4, 8, f == TFM_LLAMA ? 88 : 128, 64, 16,
-	                            f == TFM_GPT2, 1e-5f, 10000.0f};
+	                            f == TFM_GPT2, 1e-5f, 10000.0f, 0};
 	tr.seq = 16;
 	c.steps = 100;
 	c.precision = ZS_MIXED;
@@ -778,6 +803,7 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_gpt2_untied_gradient_matches_finite_differences);
 	tcase_add_test(t, test_llama_gradient_matches_finite_differences);
 	tcase_add_test(t, test_llama_tied_gradient_matches_finite_differences);
+	tcase_add_test(t, test_qwen2_gradient_matches_finite_differences);
 	tcase_add_test(t, test_gpt2_recompute_gives_the_same_bits);
 	tcase_add_test(t, test_llama_recompute_gives_the_same_bits);
 	tcase_add_test(t, test_parameter_counts_are_gpt2_smalls_and_llamas);
@@ -794,6 +820,7 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_engine_trains_tied_llama_as_the_model_does);
 	tcase_add_test(t, test_gpt2_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_llama_one_digest_per_world_across_schemes);
+	tcase_add_test(t, test_qwen2_mixed_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_gpt2_mixed_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_llama_mixed_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_gpt2_mixed_loss_falls_on_the_synthetic_task);

@@ -7,7 +7,7 @@
  *   - relations the docs state: floors = schedule resident when N divides
  *     every unit and differ by the padding otherwise; zero3 sends 1.5x dp's
  *     bytes when p = g; at N = 1 all four schemes are one;
- *   - for transformers, the published parameter counts of the ten shipped
+ *   - for transformers, the published parameter counts of the eleven shipped
  *     configs, Korthikanti et al.'s sbh(34 + 5as/h) for gpt2 (89,653,248 B
  *     per layer at s = 1024, b = 1) and for llama-2-13b worked by hand, the
  *     largest micro-batch checked by the peak at b and b + 1, and configs
@@ -23,6 +23,7 @@
 
 #include "theory/theory.h"
 #include "util/config.h"
+#include "util/step.h"
 #include "util/util.h"
 
 static const enum zs_scheme schemes[] = { ZS_DP, ZS_ZERO1, ZS_ZERO2, ZS_ZERO3 };
@@ -632,6 +633,7 @@ START_TEST(test_shipped_models_have_their_published_parameter_counts)
 		{ "llama-2-7b", 6738415616ull }, { "llama-2-13b", 13015864320ull },
 		{ "llama-2-70b", 68976648192ull }, { "llama-3-8b", 8030261248ull },
 		{ "llama-3-70b", 70553706496ull }, { "mistral-7b", 7241732096ull },
+		{ "qwen2.5-0.5b", 494032768ull },
 	};
 
 	for (size_t i = 0; i < sizeof published / sizeof published[0]; i++) {
@@ -640,6 +642,70 @@ START_TEST(test_shipped_models_have_their_published_parameter_counts)
 		              published[i].name, (unsigned long long)theory_model_params(&m),
 		              (unsigned long long)published[i].params);
 	}
+}
+END_TEST
+
+/* The step description's tensors are Hugging Face's: the names and shapes
+ * of GPT2LMHeadModel's named_parameters() for openai-community/gpt2 (148,
+ * the tied lm_head not repeated; Conv1D weights (in, out)), and
+ * Llama-3-8B's, whose k_proj and v_proj have 1024 rows (8 key-value heads
+ * of 128) in its published model.safetensors index. */
+static const struct step_tensor *named(const struct step_params *p, const char *name)
+{
+	for (size_t i = 0; i < p->ntensors; i++)
+		if (strcmp(p->tensor[i].name, name) == 0)
+			return &p->tensor[i];
+	ck_abort_msg("no tensor %s", name);
+	return NULL;
+}
+
+START_TEST(test_gpt2_description_has_hugging_faces_148_tensors_and_shapes)
+{
+	struct zs_model m = shipped("gpt2");
+	struct step_params p;
+
+	step_params_build(&p, &m);
+	ck_assert_uint_eq(p.ntensors, 148);
+	ck_assert_uint_eq(p.numel, 124439808ull);
+	const struct step_tensor *t = named(&p, "transformer.h.0.attn.c_attn.weight");
+	ck_assert_uint_eq(t->shape[0], 768);
+	ck_assert_uint_eq(t->shape[1], 2304);
+	t = named(&p, "transformer.h.11.mlp.c_proj.weight");
+	ck_assert_uint_eq(t->shape[0], 3072);
+	ck_assert_uint_eq(t->shape[1], 768);
+	ck_assert_uint_eq(named(&p, "transformer.wpe.weight")->numel, 1024 * 768);
+	ck_assert_uint_eq(named(&p, "transformer.ln_f.bias")->ndim, 1);
+	/* 2 tables, 6 modules a block, ln_f and the tied lm_head (the token table) */
+	ck_assert_uint_eq(p.nmodules, 2 + 6 * 12 + 2);
+	ck_assert_str_eq(p.module[p.nmodules - 1].name, "lm_head");
+	ck_assert_uint_eq(p.module[p.nmodules - 1].first, 0);
+	ck_assert_str_eq(p.module[p.nmodules - 2].name, "transformer.ln_f");
+	/* DeepSpeed's L: wte's 50257 x 768 (docs/schedule.md) */
+	ck_assert_uint_eq(step_params_largest_hf_module(&p), 38597376ull);
+	step_params_free(&p);
+}
+END_TEST
+
+START_TEST(test_llama_3_8b_description_fuses_q_k_v_and_gate_up_as_named)
+{
+	struct zs_model m = shipped("llama-3-8b");
+	struct step_params p;
+
+	step_params_build(&p, &m);
+	const struct step_tensor *t = named(&p, "model.layers.31.self_attn.{q,k,v}_proj.weight");
+	ck_assert_uint_eq(t->nparts, 3);
+	ck_assert_uint_eq(t->part_rows[0], 4096);
+	ck_assert_uint_eq(t->part_rows[1], 1024);
+	ck_assert_uint_eq(t->part_rows[2], 1024);
+	ck_assert_uint_eq(t->shape[1], 4096);
+	t = named(&p, "model.layers.0.mlp.{gate,up}_proj.weight");
+	ck_assert_uint_eq(t->part_rows[0], 14336);
+	ck_assert_uint_eq(t->shape[0], 2 * 14336);
+	ck_assert_uint_eq(named(&p, "lm_head.weight")->shape[0], 128256);
+	ck_assert_uint_eq(p.layer[0].numel + 32 * p.layer[1].numel + p.layer[33].numel, 8030261248ull);
+	/* the largest nn.Module: the untied head or the table, 128256 x 4096 */
+	ck_assert_uint_eq(step_params_largest_hf_module(&p), 525336576ull);
+	step_params_free(&p);
 }
 END_TEST
 
@@ -872,6 +938,61 @@ START_TEST(test_keys_that_change_no_byte_are_accepted_and_defaults_apply)
 }
 END_TEST
 
+/* Qwen2.5-0.5B (its config.json, shipped): 494,032,768 parameters, by hand
+ * from hidden 896, intermediate 4864, 24 layers, 14 heads of 64, 2
+ * key-value heads, vocabulary 151,936, tied:
+ *   embed_tokens 151936·896 = 136,134,656
+ *   a block: input_layernorm 896; q_proj 896·896 + 896 = 803,712; k_proj
+ *     and v_proj 896·128 + 128 = 114,816 each; o_proj 896·896 = 802,816
+ *     (no bias); post_attention_layernorm 896; gate, up and down
+ *     3·896·4864 = 13,074,432: 14,912,384, times 24 = 357,897,216
+ *   the final norm 896; lm_head the table:
+ *   136,134,656 + 357,897,216 + 896 = 494,032,768. */
+START_TEST(test_qwen2_5_0_5b_has_494032768_parameters_by_hand)
+{
+	struct zs_model m = shipped("qwen2.5-0.5b");
+	struct step_params p;
+
+	ck_assert_str_eq(m.model_type, "qwen2");
+	ck_assert_int_eq(m.qkv_bias, 1);
+	ck_assert_uint_eq(m.sliding_window, 0); /* use_sliding_window: false */
+	ck_assert_uint_eq(theory_model_params(&m), 136134656ull + 24ull * 14912384ull + 896ull);
+	ck_assert_uint_eq(theory_model_params(&m), 494032768ull);
+	step_params_build(&p, &m);
+	const struct step_tensor *b = named(&p, "model.layers.0.self_attn.{q,k,v}_proj.bias");
+	ck_assert_uint_eq(b->numel, 896 + 2 * 128);
+	ck_assert_uint_eq(b->part_rows[1], 128);
+	/* the largest nn.Module: the tied table; q_proj (803,712) is below it */
+	ck_assert_uint_eq(step_params_largest_hf_module(&p), 136134656ull);
+	step_params_free(&p);
+}
+END_TEST
+
+/* Qwen2Config drops sliding_window unless use_sliding_window is true
+ * (configuration_qwen2.py 84); mistral's counts always. */
+START_TEST(test_qwen2_sliding_window_counts_only_when_switched_on)
+{
+	static const char *const cases[] = {
+		"{\"model_type\": \"qwen2\", " LLAMA_OK ", \"num_attention_heads\": 8, \"sliding_window\": 16}",
+		"{\"model_type\": \"qwen2\", " LLAMA_OK ", \"num_attention_heads\": 8, \"sliding_window\": 16, "
+		"\"use_sliding_window\": true}",
+		"{\"model_type\": \"qwen2\", " LLAMA_OK ", \"num_attention_heads\": 8, \"use_sliding_window\": true}",
+	};
+	static const uint64_t window[] = {0, 16, 4096};
+	for (size_t i = 0; i < 3; i++) {
+		cJSON *root = cJSON_Parse(cases[i]);
+		struct zs_model m;
+		char *cause = NULL;
+		ck_assert_msg(zs_model_from_json(root, "cfg.json", &m, &cause) == 0, "%s", cause ? cause : "?");
+		cJSON_Delete(root);
+		ck_assert_uint_eq(m.sliding_window, window[i]);
+		ck_assert_int_eq(m.qkv_bias, 1);
+	}
+	assert_refused("{\"model_type\": \"qwen2\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	               "\"use_sliding_window\": 1}", "\"use_sliding_window\" is neither true nor false");
+}
+END_TEST
+
 START_TEST(test_an_unknown_name_lists_the_shipped_models)
 {
 	struct zs_model m;
@@ -1079,6 +1200,10 @@ static Suite *theory_suite(void)
 	suite_add_tcase(s, rel);
 	tcase_add_test(hand, test_mlp_largest_batch_on_200kb_worked_by_hand);
 	tcase_add_test(model, test_shipped_models_have_their_published_parameter_counts);
+	tcase_add_test(model, test_gpt2_description_has_hugging_faces_148_tensors_and_shapes);
+	tcase_add_test(model, test_llama_3_8b_description_fuses_q_k_v_and_gate_up_as_named);
+	tcase_add_test(model, test_qwen2_5_0_5b_has_494032768_parameters_by_hand);
+	tcase_add_test(model, test_qwen2_sliding_window_counts_only_when_switched_on);
 	tcase_add_test(model, test_llama_3_8b_head_unit_is_larger_than_its_embedding_and_twice_a_block);
 	tcase_add_test(model, test_gpt2_tied_head_puts_the_final_norm_in_the_embeddings_unit);
 	tcase_add_test(model, test_gpt2_activations_are_korthikantis_89653248_bytes_per_layer);

@@ -213,6 +213,9 @@ cat >"$tmp/llama-tiny.json" <<'EOF_'
 {"model_type": "llama", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 32}
 EOF_
+# qwen2: llama's shape with biases on q, k and v (its own qkv module of
+# two tensors under DeepSpeed's zero3), tied.
+sed 's/"llama"/"qwen2"/; s/}$/, "tie_word_embeddings": true}/' "$tmp/llama-tiny.json" >"$tmp/qwen2-tiny.json"
 sed 's/}$/, "tie_word_embeddings": false}/' "$tmp/gpt2-tiny.json" >"$tmp/gpt2-untied.json"
 sed 's/}$/, "tie_word_embeddings": true}/' "$tmp/llama-tiny.json" >"$tmp/llama-tied.json"
 for precision in mixed fp32; do
@@ -222,7 +225,7 @@ for precision in mixed fp32; do
 				--world 1,2,3,4,8 --schemes $schemes --unit model,layer --steps 1
 		done
 	done
-	for model in gpt2-untied llama-tied; do
+	for model in gpt2-untied llama-tied qwen2-tiny; do
 		check --model "$tmp/$model.json" --seq 16 --batch 1 --recompute full --precision $precision \
 			--optimizer sgd --world 1,3,5 --schemes $schemes --unit model,layer --steps 2
 	done
@@ -244,12 +247,14 @@ printf '{"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 4, "vocab_
 printf '{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 4096, "n_positions": 64}\n' \
 	>"$tmp/gpt2-vocab.json"
 for precision in mixed fp32; do
-	for model in gpt2-tiny llama-tiny gpt2-untied llama-tied; do
+	for model in gpt2-tiny llama-tiny gpt2-untied llama-tied qwen2-tiny; do
 		check --framework torch --model "$tmp/$model.json" --seq 16 --batch 1 --precision $precision \
 			--world 1,2,3,4,5,6,7,8 --schemes $schemes --unit model,layer --steps 1
 		check --framework deepspeed --model "$tmp/$model.json" --seq 16 --batch 1 --precision $precision \
 			--world 1,2,3,4,5,6,7,8 --schemes dp,zero1,zero2 --unit model,layer --ds-reduce-bucket 20000 --steps 1
 	done
+	check --framework deepspeed --model "$tmp/qwen2-tiny.json" --seq 16 --batch 1 --precision $precision \
+		--world 1,2,3,8 --schemes zero3 --ds-persist 0 --steps 1
 	check --framework torch --model "$tmp/gpt2-tiny.json" --seq 32 --batch 2 --precision $precision --recompute selective \
 		--world 1,2,3,5,8 --schemes zero2,zero3 --unit model,layer --prefetch backward-pre --steps 2
 	check --framework torch --model "$tmp/llama-tied.json" --seq 16 --batch 1 --precision $precision --recompute full \

@@ -9,6 +9,7 @@
 
 #include "engine/mlp.h"
 #include "engine/model.h"
+#include "util/step.h"
 
 static void linear_forward(const struct zs_layer *l, const struct zs_layer_io *io)
 {
@@ -63,16 +64,18 @@ void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size
 	delta[1] = add_tensor(m, "delta1", dmax, ZS_CAT_SCRATCH, ZS_AT_BACKWARD, 0);
 	m->input = add_tensor(m, "x", batch * s.width[0], ZS_CAT_ACTIVATIONS, ZS_AT_FORWARD, 0);
 	m->target = add_tensor(m, "y", batch * s.width[L], ZS_CAT_ACTIVATIONS, ZS_AT_FORWARD, 0);
+	struct step_params sp;
+	step_params_mlp(&sp, s.width, L + 1);
 	for (size_t l = 0; l < L; l++) {
 		struct zs_layer *ly = &m->layer[l];
+		const struct step_layer *pl = &sp.layer[l];
 		ly->kind = &linear;
-		ly->param_off = s.w_off[l];
+		ly->param_off = pl->offset;
 		ly->din = s.width[l];
 		ly->dout = s.width[l + 1];
-		ly->nparams = ly->din * ly->dout + ly->dout;
-		ly->nptensors = 2;
-		ly->ptensor[0] = ly->din * ly->dout;
-		ly->ptensor[1] = ly->dout;
+		ly->nparams = pl->numel;
+		for (size_t i = 0; i < pl->n; i++)
+			ly->ptensor[ly->nptensors++] = sp.tensor[pl->first + i].numel;
 		ly->relu = l + 1 < L;
 		ly->in = l == 0 ? m->input : m->layer[l - 1].out;
 		ly->out = add_tensor(m, "out", batch * ly->dout, ZS_CAT_ACTIVATIONS, ZS_AT_LAYER, l);
@@ -80,6 +83,7 @@ void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size
 		ly->dy = delta[(L - 1 - l) & 1];
 		ly->dx = l == 0 ? ZS_NO_TENSOR : delta[(L - l) & 1];
 	}
+	step_params_free(&sp);
 }
 
 void model_init(struct zs_net *m, const struct zs_config *c)

@@ -48,7 +48,8 @@ void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf)
 	*d = (struct tfm_dims){hf->family == ZS_FAMILY_LLAMA ? TFM_LLAMA : TFM_GPT2, (size_t)hf->hidden,
 	                       (size_t)hf->layers, (size_t)hf->heads, (size_t)hf->kv_heads, (size_t)hf->head_dim,
 	                       (size_t)hf->intermediate, (size_t)hf->vocab, (size_t)hf->positions, hf->tied,
-	                       (float)hf->norm_eps, hf->family == ZS_FAMILY_LLAMA ? (float)hf->rope_theta : 10000.0f};
+	                       (float)hf->norm_eps, hf->family == ZS_FAMILY_LLAMA ? (float)hf->rope_theta : 10000.0f,
+	                       hf->family == ZS_FAMILY_LLAMA && hf->qkv_bias};
 }
 
 static const char *const recompute_names[] = {"none", "selective", "full"};
@@ -76,7 +77,8 @@ size_t tfm_up_rows(const struct tfm_dims *d) { return d->family == TFM_LLAMA ? 2
 void tfm_block_tensor_sizes(const struct tfm_dims *d, size_t sz[NBLOCK_TENSORS])
 {
 	size_t b = has_bias(d) ? 1 : 0, C = d->d, Q = tfm_qkv_rows(d), U = tfm_up_rows(d);
-	size_t s[NBLOCK_TENSORS] = {C, b * C, Q * C, b * Q, C * d->heads * d->head_dim, b * C,
+	size_t qb = b || d->qkv_bias ? 1 : 0;
+	size_t s[NBLOCK_TENSORS] = {C, b * C, Q * C, qb * Q, C * d->heads * d->head_dim, b * C,
 	                            C, b * C, U * C, b * U, C * d->ffn, b * C};
 	memcpy(sz, s, sizeof s);
 }

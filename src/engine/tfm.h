@@ -9,8 +9,8 @@
  * x += proj(attn(LN1(x))), x += fcproj(gelu(fc(LN2(x)))) with biases;
  * final LN; head. llama (Touvron et al. 2023): token embedding; each block
  * x += proj(attn(rope(RMS1(x)))), x += down(silu(gate)·up(RMS2(x)))
- * without biases, grouped-query attention; final RMSNorm; head. The head
- * is the token embedding when tied.
+ * without biases (qwen2: biases on q, k and v), grouped-query attention;
+ * final RMSNorm; head. The head is the token embedding when tied.
  *
  * Parameters live in one flat vector, each unit of `--unit layer`
  * (docs/schedule.md, "Transformers") one contiguous range: the embedding
@@ -49,6 +49,7 @@ struct tfm_dims {
 	int tied;          /* the head is wte */
 	float eps;         /* the norms' epsilon */
 	float rope_theta;  /* llama's rotary base */
+	int qkv_bias;      /* llama family: q, k and v have biases (qwen2; gpt2 has all biases) */
 };
 
 /* 0 if d is a shape the kernels run, else -1 with a sentence in *cause. */

@@ -52,6 +52,7 @@
 #include "engine/model.h"
 #include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
+#include "util/step.h"
 #include "util/util.h"
 
 static float *mut(const void *p) { return (float *)(size_t)p; }
@@ -434,18 +435,24 @@ static void no_acts(struct zs_layer *ly)
 		ly->act[i] = ZS_NO_TENSOR;
 }
 
-/* The layer's parameter tensors of sizes sz (0: absent), `per` a module
- * (a block's norm or linear: weight and bias), or modules as given. */
-static void add_ptensors(struct zs_layer *ly, const size_t *sz, size_t n, size_t per)
+/* Layer l's parameter tensors and modules, from the step description
+ * (util/step.h). A module's first tensor is counted from the start of the
+ * layer that holds it: a tied head's are the embedding's. */
+static void layer_params(struct zs_layer *ly, const struct step_params *p, size_t l)
 {
-	for (size_t i = 0; i < n; i++) {
-		if (per > 0 && i % per == 0)
-			ly->module[ly->nmodules++] = (struct zs_module){ly->nptensors, 0};
-		if (sz[i] == 0)
+	const struct step_layer *pl = &p->layer[l];
+	ly->param_off = pl->offset;
+	ly->nparams = pl->numel;
+	for (size_t i = 0; i < pl->n; i++)
+		ly->ptensor[ly->nptensors++] = p->tensor[pl->first + i].numel;
+	for (size_t i = 0; i < p->nmodules; i++) {
+		const struct step_module *md = &p->module[i];
+		if (md->layer != l)
 			continue;
-		ly->ptensor[ly->nptensors++] = sz[i];
-		if (per > 0)
-			ly->module[ly->nmodules - 1].n++;
+		size_t home = 0;
+		while (p->layer[home].first + p->layer[home].n <= md->first)
+			home++;
+		ly->module[ly->nmodules++] = (struct zs_module){md->first - p->layer[home].first, md->n};
 	}
 }
 
@@ -456,8 +463,14 @@ void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch,
 	size_t L = d->layers, B = batch, T = tr->seq, BT = B * T, head = L + 1;
 	size_t norm = (d->family == TFM_GPT2 ? 2 : 1) * d->d;
 	memset(m, 0, sizeof *m);
+	struct step_params sp;
+	struct zs_model shape = {.family = d->family == TFM_LLAMA ? ZS_FAMILY_LLAMA : ZS_FAMILY_GPT2,
+	                         .hidden = d->d, .intermediate = d->ffn, .layers = d->layers, .heads = d->heads,
+	                         .kv_heads = d->kv_heads, .head_dim = d->head_dim, .vocab = d->vocab,
+	                         .positions = d->seq, .tied = d->tied, .qkv_bias = d->qkv_bias};
+	step_params_build(&sp, &shape); /* the shape the kernels run (tests make runs without a config) */
 	m->kind = ZS_NET_TFM;
-	m->nparams = tfm_nparams(d);
+	m->nparams = sp.numel;
 	m->batch = batch;
 	m->nlayers = L + 2;
 	m->loss = head_loss;
@@ -488,7 +501,7 @@ void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch,
 	 * (the largest layer's: the embedding, a block or the untied head),
 	 * its grads (backward), a block's input and 16-bit tensors. */
 	if (n->mixed) {
-		size_t wmax = tfm_block_offset(d, 0), blk = tfm_block_params_count(d), fin = d->tied ? 0 : tfm_final_params(d);
+		size_t wmax = sp.layer[0].numel, blk = L > 0 ? sp.layer[1].numel : 0, fin = sp.layer[head].numel;
 		size_t a16 = BT * d->d; /* the block's input */
 		wmax = blk > wmax ? blk : wmax;
 		wmax = fin > wmax ? fin : wmax;
@@ -505,29 +518,18 @@ void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch,
 	no_acts(e);
 	e->kind = &embed_kind;
 	e->block = -1;
-	e->param_off = 0;
-	e->nparams = tfm_block_offset(d, 0);
-	size_t esz[4] = {d->vocab * d->d, d->family == TFM_GPT2 ? d->seq * d->d : 0, d->tied ? d->d : 0,
-	                 d->tied && d->family == TFM_GPT2 ? d->d : 0};
-	add_ptensors(e, esz, 4, 0);
-	e->module[e->nmodules++] = (struct zs_module){0, 1}; /* wte, wpe (the final norm's are the head's) */
-	if (d->family == TFM_GPT2)
-		e->module[e->nmodules++] = (struct zs_module){1, 1};
+	layer_params(e, &sp, 0);
 	e->out = e->act[TFM_ACT_X0] = add_act(m, TFM_ACT_X0, -1, 0, 1);
 	e->in = n->tokens;
 
 	/* Layers 1..L: the blocks. */
-	size_t bsz[TFM_BLOCK_TENSORS];
-	tfm_block_tensor_sizes(d, bsz);
 	for (size_t b = 0; b < L; b++) {
 		size_t l = 1 + b;
 		struct zs_layer *ly = &m->layer[l];
 		no_acts(ly);
 		ly->kind = &block_kind;
 		ly->block = (int)b;
-		ly->param_off = tfm_block_offset(d, b);
-		ly->nparams = tfm_block_params_count(d);
-		add_ptensors(ly, bsz, TFM_BLOCK_TENSORS, 2);
+		layer_params(ly, &sp, l);
 		ly->in = m->layer[l - 1].out;
 		for (int a = 0; a < TFM_NBLOCK_ACTS; a++) {
 			size_t freed = a == TFM_ACT_RES3 ? l + 1 : l;
@@ -547,22 +549,16 @@ void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch,
 	h->block = -1;
 	h->in = m->layer[L].out;
 	h->tied = d->tied;
-	h->param_off = d->tied ? 0 : tfm_final_offset(d);
-	h->nparams = d->tied ? 0 : tfm_final_params(d);
-	size_t nn = d->family == TFM_GPT2 ? 2 : 1;
-	if (!d->tied) {
-		size_t hsz[3] = {d->d, d->family == TFM_GPT2 ? d->d : 0, d->vocab * d->d};
-		add_ptensors(h, hsz, 3, 0);
-	}
-	/* the final norm, then the head (tied: the norm after the embedding's tables, the head the token table) */
-	h->module[h->nmodules++] = (struct zs_module){d->tied ? e->nptensors - nn : 0, nn};
-	h->module[h->nmodules++] = (struct zs_module){d->tied ? 0 : nn, 1};
+	layer_params(h, &sp, head); /* the final norm, then the head (tied: the embedding's) */
+	if (d->tied)
+		h->param_off = 0; /* it reads the first unit's */
 	for (int a = TFM_ACT_LNF; a <= TFM_ACT_LOGITS; a++) {
 		int kept = d->tied && (a == TFM_ACT_LNF || a == TFM_ACT_LOGITS); /* until the embedding's backward */
 		h->act[a] = add_act(m, (enum tfm_act)a, -1, head, kept ? 0 : head);
 	}
 	h->out = h->act[TFM_ACT_LOGITS];
 	h->dy = h->out;
+	step_params_free(&sp);
 }
 
 void model_tfm_batch(const struct zs_net *m, float *const *t, uint64_t seed, unsigned step, unsigned rank)

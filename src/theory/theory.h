@@ -310,13 +310,9 @@ struct theory_units {
 
 void theory_model_units(const struct zs_model *m, struct theory_units *u);
 
-/* The parameter tensors of zerosim's transformer (the engine's list,
- * docs/schedule.md, "Transformers: the engine's schedule"), in model
- * order, their elements into n[] (at most THEORY_MAX_TENSORS): the token
- * embedding, the positions (gpt2), and with a tied head the final norm's
- * weight (and bias, gpt2); per block ln1 w (b), qkv w (b), proj w (b),
- * ln2 w (b), up w (b), down w (b), the biases gpt2's only; an untied head's
- * final norm w (b) and lm_head. Returns how many. */
+/* The elements of each parameter tensor of the step description
+ * (util/step.h), in its order (the flat vector's), into n[] (at most
+ * THEORY_MAX_TENSORS). Returns how many. */
 #define THEORY_MAX_TENSORS (12 * ZS_MAX_WIDTHS + 8)
 size_t theory_model_tensors(const struct zs_model *m, uint64_t *n);
 uint64_t theory_model_params(const struct zs_model *m);

@@ -20,18 +20,19 @@
 
 #include "theory/theory.h"
 #include "util/schedule.h"
+#include "util/step.h"
 #include "util/util.h"
 
-/* The shape's parameter tensors in model order: layer l's weight
- * d_l·d_{l+1}, then its bias d_{l+1}. */
+/* The shape's parameter tensors in model order (util/step.h). */
 static size_t tensors(const struct theory_shape *s, uint64_t *n)
 {
-	size_t t = 0;
-	for (size_t l = 0; l + 1 < s->nwidths; l++) {
-		n[t++] = (uint64_t)s->widths[l] * s->widths[l + 1];
-		n[t++] = s->widths[l + 1];
-	}
-	return t;
+	struct step_params p;
+	step_params_mlp(&p, s->widths, s->nwidths);
+	for (size_t i = 0; i < p.ntensors; i++)
+		n[i] = p.tensor[i].numel;
+	size_t nt = p.ntensors;
+	step_params_free(&p);
+	return nt;
 }
 
 void theory_greedy_partition(const uint64_t *n, size_t nt, unsigned world, uint64_t *load)

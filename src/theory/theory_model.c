@@ -4,14 +4,9 @@
  * et al. (2022), Table 2 without parallelism, and the peak they make with
  * the model states of ZeRO (SC'20) and the transients of docs/schedule.md.
  *
- * Parameter counts, per block (h hidden, I intermediate, q = heads·head_dim,
- * k = kv_heads·head_dim):
- *   gpt2:  LayerNorm 2h, fused QKV h(q+2k) + (q+2k), output qh + h,
- *          LayerNorm 2h, MLP hI + I and Ih + h;
- *          embeddings Vh + (positions)h, final LayerNorm 2h, head tied.
- *   llama: RMSNorm h, Q/K/V h(q+2k), O qh, RMSNorm h, SwiGLU 3hI;
- *          embeddings Vh, final RMSNorm h, head Vh unless tied.
- * These give the published counts (tests/test_theory.c).
+ * Parameters are the step description's (util/step.h: Hugging Face's
+ * tensors, their shapes and modules, built from the config), summed per
+ * unit; they give the published counts (tests/test_theory.c).
  *
  * Activations (Korthikanti §4.1, Table 2), with 2-byte activations:
  * sbh(34 + 5as/h) per layer; 34sbh with selective recomputation (the
@@ -30,6 +25,7 @@
 #include <string.h>
 
 #include "theory/theory.h"
+#include "util/step.h"
 
 static const char *const recompute_names[] = { "none", "selective", "full" };
 
@@ -61,29 +57,17 @@ const char *theory_act_name(enum theory_act a)
 /* ------------------------------------------------------------------------ */
 /* Parameters */
 
+/* The units of `--unit layer`, from the description's layers (util/step.h). */
 void theory_model_units(const struct zs_model *m, struct theory_units *u)
 {
-	uint64_t h = m->hidden, ffn = m->intermediate, v = m->vocab;
-	uint64_t q = m->heads * m->head_dim, kv = m->kv_heads * m->head_dim;
-	uint64_t norm;
+	struct step_params p;
 
-	if (m->family == ZS_FAMILY_GPT2) {
-		norm = 2 * h;   /* LayerNorm: weight and bias */
-		u->block = norm + h * (q + 2 * kv) + (q + 2 * kv) + q * h + h
-		           + norm + h * ffn + ffn + ffn * h + h;
-		u->embeddings = v * h + m->positions * h;
-	} else {
-		norm = h;       /* RMSNorm: weight */
-		u->block = norm + h * (q + 2 * kv) + q * h + norm + 3 * h * ffn;
-		u->embeddings = v * h;
-	}
+	step_params_build(&p, m);
+	u->embeddings = p.layer[0].numel;
+	u->block = m->layers > 0 ? p.layer[1].numel : 0;
 	u->layers = m->layers;
-	if (m->tied) {
-		u->embeddings += norm;
-		u->head = 0;
-	} else {
-		u->head = norm + v * h;
-	}
+	u->head = p.layer[p.nlayers - 1].numel;
+	step_params_free(&p);
 }
 
 uint64_t theory_model_params(const struct zs_model *m)
@@ -96,58 +80,27 @@ uint64_t theory_model_params(const struct zs_model *m)
 
 /* DeepSpeed's estimator takes L as the largest nn.Module's own params
  * (recurse=False) of the Hugging Face model, whose modules are not
- * zerosim's fused tensors: gpt2's wte, wpe, c_attn (h x 3h + 3h), c_proj
- * (h x h + h), c_fc (h x i + i), mlp.c_proj (i x h + h), norms (2h); llama's
- * embed_tokens and lm_head (V x h), q_proj and o_proj (h x a.d), k_proj and
- * v_proj (h x kv.d), gate_proj, up_proj and down_proj (h x i), norms (h). */
-static uint64_t max_of(const uint64_t *v, size_t n)
-{
-	uint64_t m = 0;
-	for (size_t i = 0; i < n; i++)
-		m = v[i] > m ? v[i] : m;
-	return m;
-}
-
+ * zerosim's fused tensors (util/step.h). */
 uint64_t theory_model_largest_module(const struct zs_model *m)
 {
-	uint64_t h = m->hidden, i = m->intermediate, V = m->vocab;
-	if (m->family == ZS_FAMILY_GPT2) {
-		const uint64_t own[] = {V * h, m->positions * h, h * 3 * h + 3 * h, h * h + h, h * i + i, i * h + h, 2 * h};
-		return max_of(own, sizeof own / sizeof own[0]);
-	}
-	uint64_t d = m->head_dim;
-	const uint64_t own[] = {V * h, h * m->heads * d, h * m->kv_heads * d, h * i, h};
-	return max_of(own, sizeof own / sizeof own[0]);
+	struct step_params p;
+
+	step_params_build(&p, m);
+	uint64_t L = step_params_largest_hf_module(&p);
+	step_params_free(&p);
+	return L;
 }
 
 size_t theory_model_tensors(const struct zs_model *m, uint64_t *n)
 {
-	int gpt2 = m->family == ZS_FAMILY_GPT2;
-	uint64_t h = m->hidden, v = m->vocab, I = m->intermediate, bias = gpt2 ? 1 : 0;
-	uint64_t q = m->heads * m->head_dim, qkv = q + 2 * m->kv_heads * m->head_dim, up = gpt2 ? I : 2 * I;
-	const uint64_t block[12] = { h, bias * h, qkv * h, bias * qkv, h * q, bias * h,
-	                             h, bias * h, up * h, bias * up, h * I, bias * h };
-	size_t t = 0;
+	struct step_params p;
 
-	n[t++] = v * h;
-	if (gpt2)
-		n[t++] = m->positions * h;
-	if (m->tied) {
-		n[t++] = h;
-		if (gpt2)
-			n[t++] = h;
-	}
-	for (uint64_t l = 0; l < m->layers; l++)
-		for (int i = 0; i < 12; i++)
-			if (block[i] > 0)
-				n[t++] = block[i];
-	if (!m->tied) {
-		n[t++] = h;
-		if (gpt2)
-			n[t++] = h;
-		n[t++] = v * h;
-	}
-	return t;
+	step_params_build(&p, m);
+	for (size_t i = 0; i < p.ntensors; i++)
+		n[i] = p.tensor[i].numel;
+	size_t nt = p.ntensors;
+	step_params_free(&p);
+	return nt;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -508,13 +461,9 @@ static void visit_head(struct step *st, uint64_t head, enum zs_unit unit, int ba
 
 /* DeepSpeed's ZeRO-3 on a transformer (docs/schedule.md, "deepspeed",
  * ZeRO-3 on a transformer): the modules are the nn.Modules with
- * parameters of their own, in forward order: wte, wpe (gpt2); per block
- * its two norms and four linears (ln_1, c_attn, attn.c_proj, ln_2, c_fc,
- * mlp.c_proj; llama's input_layernorm, the fused q/k/v, o_proj,
- * post_attention_layernorm, the fused gate/up, down_proj), each with its
- * weight and (gpt2) bias; the final norm; the head (tied: the token table
- * again, whose grads its own module makes). Their tensors are
- * theory_model_tensors' runs. */
+ * parameters of their own, the step description's (util/step.h), in
+ * forward order; a tied head is the token table again, whose grads its
+ * own module makes. Their tensors are theory_model_tensors' runs. */
 struct ds3_modules {
 	size_t n, first[THEORY_MAX_TENSORS], count[THEORY_MAX_TENSORS];
 	int grads[THEORY_MAX_TENSORS];
@@ -528,25 +477,24 @@ static void ds3_module(struct ds3_modules *md, size_t first, size_t count, int g
 	md->grads[md->n++] = grads;
 }
 
-static void ds3_modules(const struct zs_model *m, size_t nt, struct ds3_modules *md)
+/* The description's modules (util/step.h) in forward order; a module over
+ * tensors another module owns (the tied head over the token table) makes
+ * no grads of its own. */
+static void ds3_modules(const struct zs_model *m, struct ds3_modules *md)
 {
-	int gpt2 = m->family == ZS_FAMILY_GPT2;
-	size_t L = m->layers, tables = gpt2 ? 2 : 1, nn = gpt2 ? 2 : 1, per = gpt2 ? 2 : 1;
-	size_t E = tables + (m->tied ? nn : 0), nb = (nt - E - (m->tied ? 0 : nn + 1)) / L;
+	struct step_params p;
+	size_t l = 0;
+	step_params_build(&p, m);
 	md->n = 0;
-	md->of_layer[0] = 0;
-	for (size_t i = 0; i < tables; i++)
-		ds3_module(md, i, 1, 1);
-	for (size_t l = 0; l < L; l++) {
-		md->of_layer[1 + l] = md->n;
-		for (size_t i = 0; i < nb / per; i++)
-			ds3_module(md, E + l * nb + i * per, per, 1);
+	for (size_t i = 0; i < p.nmodules; i++) {
+		const struct step_module *x = &p.module[i];
+		while (l <= x->layer)
+			md->of_layer[l++] = md->n;
+		ds3_module(md, x->first, x->n, x->n > 0 && p.tensor[x->first].module == i);
 	}
-	md->of_layer[L + 1] = md->n;
-	size_t th = E + L * nb;
-	ds3_module(md, m->tied ? E - nn : th, nn, 1);
-	ds3_module(md, m->tied ? 0 : th + nn, 1, !m->tied);
-	md->of_layer[L + 2] = md->n;
+	while (l <= p.nlayers)
+		md->of_layer[l++] = md->n;
+	step_params_free(&p);
 }
 
 /* The reduce bucket as the engine fills it (scheme_deepspeed.c): its
@@ -614,7 +562,7 @@ static void ds3_walk(const struct zs_model *m, const struct theory_act_opts *o, 
 	const size_t *got;
 	uint64_t N = world, S = 0, persist = 0, base[THEORY_NCATEGORIES], sent = 0, sent_el = 0;
 	int off = c->offload != ZS_OFFLOAD_NONE, offp = c->offload == ZS_OFFLOAD_PARAMS;
-	ds3_modules(m, nt, &md);
+	ds3_modules(m, &md);
 	struct theory_ds_coord *d = theory_ds_coord_new(tn, nt, md.first, md.count, md.n, c, world);
 	for (size_t t = 0; t < nt; t++) {
 		S += theory_ds_shard(d, t);

@@ -1,7 +1,7 @@
 /*
  * model — Hugging Face config.json to a transformer shape. See model.h.
- * The keys and defaults are those of transformers' GPT2Config and
- * LlamaConfig / MistralConfig.
+ * The keys and defaults are those of transformers' GPT2Config,
+ * LlamaConfig / MistralConfig and Qwen2Config.
  */
 #include "config.h"
 
@@ -65,12 +65,21 @@ static const struct {
 	int tied;               /* tie_word_embeddings when absent */
 	const char *eps_key;    /* the norms' epsilon */
 	double eps;             /* its default */
-	uint64_t window;        /* sliding_window when absent */
+	uint64_t window;        /* sliding_window when absent; 0: the family has none */
+	const char *window_on;  /* the switch that must be true for sliding_window to count (NULL: none) */
+	int qkv_bias;           /* q_proj, k_proj and v_proj have biases */
 } types[] = {
-	{ "gpt2", ZS_FAMILY_GPT2, gpt2_keys, 1, "layer_norm_epsilon", 1e-5, 0 },
-	{ "llama", ZS_FAMILY_LLAMA, llama_keys, 0, "rms_norm_eps", 1e-6, 0 },
-	{ "mistral", ZS_FAMILY_LLAMA, llama_keys, 0, "rms_norm_eps", 1e-6, 4096 },
+	{ "gpt2", ZS_FAMILY_GPT2, gpt2_keys, 1, "layer_norm_epsilon", 1e-5, 0, NULL, 0 },
+	{ "llama", ZS_FAMILY_LLAMA, llama_keys, 0, "rms_norm_eps", 1e-6, 0, NULL, 0 },
+	{ "mistral", ZS_FAMILY_LLAMA, llama_keys, 0, "rms_norm_eps", 1e-6, 4096, NULL, 0 },
+	/* Qwen2Config (configuration_qwen2.py 70-75, transformers 5.x): no tie,
+	 * eps 1e-6, use_sliding_window false, sliding_window 4096 that
+	 * __post_init__ drops unless use_sliding_window (84); Qwen2Attention
+	 * gives q_proj, k_proj and v_proj bias=True, o_proj bias=False
+	 * (modeling_qwen2.py). */
+	{ "qwen2", ZS_FAMILY_LLAMA, llama_keys, 0, "rms_norm_eps", 1e-6, 4096, "use_sliding_window", 1 },
 };
+#define TYPE_NAMES "gpt2, llama, mistral, qwen2"
 
 /* Keys whose value changes what the engine's transformer computes, and
  * the one value (as JSON text: a string, true, false or null) it runs;
@@ -176,14 +185,14 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 				return zs_fail(cause, "%s: the key \"%.64s\" is given twice", where, a->string);
 	const cJSON *type = cJSON_GetObjectItemCaseSensitive(cfg, "model_type");
 	if (type == NULL)
-		return zs_fail(cause, "%s: \"model_type\" is missing (gpt2, llama, mistral)", where);
+		return zs_fail(cause, "%s: \"model_type\" is missing (" TYPE_NAMES ")", where);
 	if (!cJSON_IsString(type))
-		return zs_fail(cause, "%s: \"model_type\" is not a string (gpt2, llama, mistral)", where);
+		return zs_fail(cause, "%s: \"model_type\" is not a string (" TYPE_NAMES ")", where);
 	for (t = 0; t < sizeof types / sizeof types[0]; t++)
 		if (strcmp(type->valuestring, types[t].type) == 0)
 			break;
 	if (t == sizeof types / sizeof types[0])
-		return zs_fail(cause, "%s: \"model_type\" '%.40s' is not modelled (gpt2, llama, mistral)",
+		return zs_fail(cause, "%s: \"model_type\" '%.40s' is not modelled (" TYPE_NAMES ")",
 		               where, type->valuestring);
 	for (size_t r = 0; r < sizeof refused / sizeof refused[0]; r++)
 		if (is_set(cJSON_GetObjectItemCaseSensitive(cfg, refused[r].key)))
@@ -205,9 +214,17 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 	if (read_positive(cfg, types[t].eps_key, types[t].eps, where, &m.norm_eps, cause) < 0 ||
 	    (m.family == ZS_FAMILY_LLAMA && read_positive(cfg, "rope_theta", 10000.0, where, &m.rope_theta, cause) < 0))
 		return -1;
-	m.sliding_window = types[t].window;
+	m.qkv_bias = types[t].qkv_bias;
+	int windowed = types[t].window != 0;
+	if (windowed && types[t].window_on != NULL) {
+		const cJSON *on = cJSON_GetObjectItemCaseSensitive(cfg, types[t].window_on);
+		if (on != NULL && !cJSON_IsNull(on) && !cJSON_IsBool(on))
+			return zs_fail(cause, "%s: \"%s\" is neither true nor false", where, types[t].window_on);
+		windowed = cJSON_IsTrue(on);
+	}
+	m.sliding_window = windowed ? types[t].window : 0;
 	const cJSON *sw = cJSON_GetObjectItemCaseSensitive(cfg, "sliding_window");
-	if (types[t].window != 0 && sw != NULL) {
+	if (windowed && sw != NULL) {
 		if (cJSON_IsNull(sw))
 			m.sliding_window = 0;
 		else if (!cJSON_IsNumber(sw) || sw->valuedouble != floor(sw->valuedouble) || sw->valuedouble < 1 ||

@@ -12,12 +12,16 @@
  *     vocab_size, max_position_embeddings; num_key_value_heads (default:
  *     the heads; must divide them); head_dim (default hidden_size / heads);
  *     tie_word_embeddings (default false). RMSNorm, no biases, SwiGLU MLP.
+ *   qwen2 (model_type "qwen2": Qwen2, Qwen2.5): llama's keys and shape,
+ *     with biases on q_proj, k_proj and v_proj; sliding_window counts only
+ *     when use_sliding_window is true (default false).
  *
  * Keys that change no byte count but the numbers the engine's transformer
  * computes are read too: the norms' epsilon (gpt2 layer_norm_epsilon,
  * default 1e-5; llama rms_norm_eps, default 1e-6, as transformers'
  * GPT2Config and LlamaConfig/MistralConfig), llama's rope_theta (default
- * 10000) and mistral's sliding_window (default 4096; null: none). A value
+ * 10000) and mistral's sliding_window (default 4096; null: none; qwen2's
+ * only under use_sliding_window). A value
  * the engine does not run (another activation, rope_scaling, gpt2's
  * attention scaled otherwise) is kept as `unrun`: the theory reads the
  * shape anyway, measure refuses it. Other keys (token ids, dropout
@@ -46,7 +50,7 @@ enum zs_family { ZS_FAMILY_GPT2, ZS_FAMILY_LLAMA };
 
 struct zs_model {
 	char name[64];          /* the shipped name, or the file's name without .json */
-	char model_type[32];    /* as the file spells it: gpt2, llama, mistral */
+	char model_type[32];    /* as the file spells it: gpt2, llama, mistral, qwen2 */
 	enum zs_family family;
 	uint64_t hidden;        /* h */
 	uint64_t intermediate;  /* the MLP's inner width */
@@ -57,6 +61,7 @@ struct zs_model {
 	uint64_t vocab;         /* V */
 	uint64_t positions;     /* longest sequence the model takes */
 	int tied;               /* the output head is the token embedding */
+	int qkv_bias;           /* llama family: q_proj, k_proj, v_proj have biases (qwen2) */
 	double norm_eps;        /* the norms' epsilon */
 	double rope_theta;      /* llama's rotary base (gpt2: 0) */
 	uint64_t sliding_window;/* mistral's attention window, 0 for none */
