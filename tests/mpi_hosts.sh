@@ -35,15 +35,6 @@ if [ -n "${ZS_HOSTS_VICTIM:-}" ]; then
 	exit
 fi
 
-# The pids of the MPI processes whose environment holds $1 (NAME=VALUE).
-ranks_marked() {
-	for f in $(grep -lszx "$1" /proc/[0-9]*/environ); do
-		grep -qszx 'OMPI_COMM_WORLD_RANK=[0-9]*' "$f" && { f=${f#/proc/}; echo "${f%/environ}"; }
-	done
-}
-# Whether process $1 is in namespace $2.
-in_ns() { [ "$(stat -L -c %i "/proc/$1/ns/net" 2>/dev/null)" = "$(stat -L -c %i "/run/netns/$2")" ]; }
-
 for sig in TERM INT KILL; do
 	echo "a run killed by SIG$sig while its job runs on both hosts"
 	mark=ZS_MARK=zs-hosts-victim-$$-$sig
@@ -55,15 +46,15 @@ for sig in TERM INT KILL; do
 	victim=$!
 	i=0
 	while [ $i -lt 300 ]; do
-		pids=$(ranks_marked "$mark")
+		pids=$(mpi_marked "$mark")
 		[ "$(echo "$pids" | wc -w)" -eq 4 ] && break
 		sleep 0.1
 		i=$((i + 1))
 	done
 	[ "$(echo "$pids" | wc -w)" -eq 4 ] || { cat "$tmp/victim.out" >&2; kill -KILL $victim; fail "its 4 processes never ran"; }
-	read -r va vb <"$tmp/victim"
+	read -r _ vb <"$tmp/victim"
 	on_b=0
-	for pid in $pids; do in_ns "$pid" "$vb" && on_b=$((on_b + 1)); done
+	for pid in $pids; do netns_has "$pid" "$vb" && on_b=$((on_b + 1)); done
 	[ $on_b -eq 2 ] || fail "$on_b of its processes on host b, not 2"
 	sleep 0.5
 	kill -$sig $victim
@@ -75,21 +66,18 @@ for sig in TERM INT KILL; do
 	kill -0 $victim 2>/dev/null && fail "still running 10 s after SIG$sig"
 	wait $victim
 	echo "  it ended with status $? after $((i / 10)).$((i % 10)) s"
-	if [ $sig = KILL ]; then
-		# Nothing ran its traps: what it left, the next run removes.
-		ip netns list | grep -q "^$va" || fail "a run killed by SIGKILL removed its namespaces?"
-		continue
-	fi
+	# Nothing ran its traps: what it left, the next run removes.
+	[ $sig = KILL ] && continue
 	left=$(ip netns list | grep "^zs-hosts-$victim-")
 	[ -z "$left" ] || fail "namespaces left: $left"
-	left=$(ranks_marked "$mark")
+	left=$(mpi_marked "$mark")
 	[ -z "$left" ] || fail "processes left: $left"
 	echo "  no namespace or process of it left"
 done
 
 netns_up || fail "making the two hosts"
 ip netns list | grep -q "^zs-hosts-$victim-" && fail "the namespaces of the run killed by SIGKILL are still there"
-left=$(ranks_marked "ZS_MARK=zs-hosts-victim-$$-KILL")
+left=$(mpi_marked "ZS_MARK=zs-hosts-victim-$$-KILL")
 [ -z "$left" ] || fail "the processes of the run killed by SIGKILL are still there: $left"
 echo "two hosts: $ns_a ($netns_net.1) and $ns_b ($netns_net.2), a veth pair between them"
 

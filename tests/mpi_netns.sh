@@ -30,7 +30,14 @@
 #                     processes each (ranks 0..K-1 on a, K..2K-1 on b), in
 #                     the background; waits for it (a signal still reaches
 #                     the traps at once) and returns its status
+#   netns_start K ARG...   the same, not waited for: its pid in $netns_job
 #   netns_tx NS       bytes the namespace's veth end has sent
+#   netns_has PID NS  whether process PID is in namespace NS
+#   mpi_marked NAME=VALUE [RANK]  the pids of the MPI processes (of rank
+#                     RANK) whose environment holds NAME=VALUE: found on
+#                     every host, not only among mpirun's children (the far
+#                     host's are its Open MPI daemon's); give the job the
+#                     variable with mpirun -x NAME
 
 netns_net=10.231.0
 netns_why=
@@ -86,9 +93,9 @@ netns_kill() {
 # The namespaces of runs whose shell is gone (killed by SIGKILL, which no
 # trap sees): their processes killed, the namespaces deleted.
 netns_sweep() {
-	for ns in $(ip netns list | sed -n 's/^\(zs-hosts-[0-9][0-9]*-[ab]\)\( .*\)\{0,1\}$/\1/p'); do
+	for ns in $(ip netns list | sed -n 's/^\(zs-hosts-[0-9][0-9]*-\(a\|b\|probe\)\)\( .*\)\{0,1\}$/\1/p'); do
 		owner=${ns#zs-hosts-}
-		owner=${owner%-?}
+		owner=${owner%-*}
 		kill -0 "$owner" 2>/dev/null && continue
 		echo "removing $ns, left by run $owner (gone)"
 		netns_kill "$ns"
@@ -137,7 +144,7 @@ netns_traps() {
 	trap 'exit 143' TERM
 }
 
-netns_mpirun() {
+netns_start() {
 	k=$1
 	shift
 	# TCP between the hosts, shared memory within one (vader: this
@@ -149,7 +156,19 @@ netns_mpirun() {
 		$mpirun --hostfile "$netns_hostfile" -np $((2 * k)) --npernode "$k" --bind-to none \
 		--mca plm_rsh_agent "$netns_agent" "$@" &
 	netns_job=$!
+}
+
+netns_mpirun() {
+	netns_start "$@"
 	wait $netns_job
 }
 
 netns_tx() { ip netns exec "$1" cat /sys/class/net/veth0/statistics/tx_bytes; }
+
+netns_has() { [ "$(stat -L -c %i "/proc/$1/ns/net" 2>/dev/null)" = "$(stat -L -c %i "/run/netns/$2")" ]; }
+
+mpi_marked() {
+	for f in $(grep -lszx "$1" /proc/[0-9]*/environ); do
+		grep -qszx "OMPI_COMM_WORLD_RANK=${2:-[0-9]*}" "$f" && { f=${f#/proc/}; echo "${f%/environ}"; }
+	done
+}
