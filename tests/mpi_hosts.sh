@@ -95,7 +95,9 @@ across() {
 	"$agree" "$tmp/ip.json" "$tmp/mpi.json" "$runs" $((2 * k)) ||
 		fail "2 hosts x $k, $*: the run differs from the in-process one"
 	echo "  equal to the in-process run; over the veth: $a B a->b, $b B b->a (at least $floor each way)"
-	[ "$a" -ge "$floor" ] && [ "$b" -ge "$floor" ] || fail "fewer bytes crossed than the gradients must"
+	if [ "$a" -lt "$floor" ] || [ "$b" -lt "$floor" ]; then
+		fail "fewer bytes crossed than the gradients must"
+	fi
 }
 
 # 64,256,64: 33,088 parameters; 4 runs (dp, zero1-3) x 3 steps.

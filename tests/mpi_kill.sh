@@ -165,6 +165,7 @@ cmp -s "$tmp/prev.json" "$tmp/m.json" || fail "the previous measured.json was ch
 if netns_usable; then
 	netns_up || fail "making the two hosts"
 	for pv in "4 3" "4 0" "2 1"; do
+		# shellcheck disable=SC2086 # two words: P and the victim
 		set -- $pv
 		echo "2 hosts x $(($1 / 2)): zerosim measure --backend mpi --world 8 ..., MPI process $2 killed"
 		kill_one 2 "$1" 8 "$2"

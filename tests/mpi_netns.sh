@@ -135,7 +135,7 @@ netns_down() {
 		netns_kill "$ns"
 		ip netns del "$ns" 2>/dev/null
 	done
-	ns_a= ns_b=
+	ns_a='' ns_b=''
 }
 
 netns_traps() {
