@@ -16,5 +16,5 @@ check_PROGRAMS += tests/mpi_agree
 tests_mpi_agree_SOURCES = tests/mpi_agree.c
 tests_mpi_agree_LDADD = libzsutil.a $(CJSON_LIBS)
 
-TESTS += tests/mpi_coll.sh tests/mpi_measure.sh tests/mpi_kill.sh tests/report_overhead.sh
-EXTRA_DIST += tests/mpi_coll.sh tests/mpi_measure.sh tests/mpi_kill.sh tests/mpi_env.sh tests/report_overhead.sh
+TESTS += tests/mpi_coll.sh tests/mpi_measure.sh tests/mpi_kill.sh tests/mpi_hosts.sh tests/report_overhead.sh
+EXTRA_DIST += tests/mpi_coll.sh tests/mpi_measure.sh tests/mpi_kill.sh tests/mpi_hosts.sh tests/mpi_env.sh tests/mpi_netns.sh tests/report_overhead.sh

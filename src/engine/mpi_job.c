@@ -23,8 +23,8 @@
 static int *pids; /* every process's */
 static int nproc = 1, me;
 /* The processes on this machine share one byte each (an MPI shared-memory
- * window): set by a process that has said why it stops, so that its end is
- * not reported a second time as a death. node[p] is process p's byte, or
+ * window): set by a process that has said why it stops, or that stops on
+ * the launcher's signal, so that its end is not taken for a death. node[p] is process p's byte, or
  * -1 for a process on another machine. */
 static MPI_Comm node_comm = MPI_COMM_NULL;
 static MPI_Win node_win = MPI_WIN_NULL;
@@ -128,8 +128,14 @@ static void on_stop(int sig)
 		ssize_t w = write(STDERR_FILENO, line, len);
 		(void)w;
 	}
-	/* Stay a moment, so that no other survivor takes this one's exit
-	 * for a second death (the launcher's SIGKILL comes after a second). */
+	/* This end is no death: a survivor that comes here late (a busy
+	 * machine delays signals) finds it gone and must not take it for one.
+	 * Across hosts that is the rule, not a race: the survivors on the
+	 * dead one's host say nothing, and end while their neighbours are
+	 * still on their way here. */
+	reported[node[me]] = 1;
+	/* Stay a moment all the same (the launcher's SIGKILL comes after a
+	 * second). */
 	struct timespec ts = {0, 300000000};
 	nanosleep(&ts, NULL);
 	_exit(ZS_EXIT_RUNTIME);

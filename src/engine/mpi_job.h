@@ -12,7 +12,16 @@
  * the job ends with status 1 without writing anything (outputs are written
  * only at the end, by process 0, atomically). A process that fails says so
  * itself and ends the job (mpi_job_abort, or exit() after its line: zerosim
- * never exits without one); its end is then not reported a second time.
+ * never exits without one); its end is then not reported a second time,
+ * nor is a survivor's, which ends on the launcher's signal: across hosts
+ * the survivors of one host may end before those of another have read
+ * theirs. When the dead process had its host to itself, no survivor
+ * shares its host and only the launcher's own line names it. Across hosts
+ * the line can also name the wrong process: Open MPI's TCP transport
+ * aborts a process whose peer's connection breaks (no hook runs), so the
+ * dead one's peers on another host may end before the launcher's signal
+ * reaches their neighbours, which then name one of them (a process that
+ * did end, not the first); the launcher's line names the first.
  *
  * Only when HAVE_MPI is defined.
  */
