@@ -737,8 +737,9 @@ START_TEST(test_a_measured_run_without_a_theory_row_is_refused)
 END_TEST
 
 /* A theory row given twice (the first would be joined and the second
- * ignored), a measured run given twice, and a key given twice in one
- * object (cJSON keeps both; a reader sees the first) are each refused. */
+ * ignored), a measured run given twice (the same message as a
+ * transformer's: one join), and a key given twice in one object (cJSON
+ * keeps both; a reader sees the first) are each refused. */
 START_TEST(test_a_row_run_or_key_given_twice_is_refused)
 {
 	static const unsigned w[] = {1, 2};
@@ -759,7 +760,7 @@ START_TEST(test_a_row_run_or_key_given_twice_is_refused)
 	rows = cJSON_GetObjectItem(fx.m, "runs");
 	cJSON_AddItemToArray(rows, cJSON_Duplicate(cJSON_GetArrayItem(rows, 0), 1));
 	cause = load_error(&fx);
-	ck_assert_str_eq(cause, "m.json measures dp N=1 unit=model twice");
+	ck_assert_str_eq(cause, "m.json: runs[0] and runs[8] are both dp N=1 unit=model; each must be given once");
 	free(cause);
 	fixture_free(&fx);
 
@@ -770,6 +771,43 @@ START_TEST(test_a_row_run_or_key_given_twice_is_refused)
 	cause = load_error(&fx);
 	ck_assert_str_eq(cause, "m.json: the key \"peak_bytes\" appears twice in one object; each key must "
 	                 "be given once");
+	free(cause);
+	fixture_free(&fx);
+}
+END_TEST
+
+/* One join for both families (report_join_runs): a theory row without a
+ * measured run stays a theory row, which the MLP's section leaves out (as
+ * before) but reads and checks like the others (before, it was skipped). */
+START_TEST(test_a_theory_row_without_a_run_is_left_out_but_checked)
+{
+	static const unsigned w[] = {1, 2};
+	struct fixture fx;
+	struct report_data d;
+	cJSON *runs, *rows;
+	int k = -1, i;
+
+	build(&fx, tiny, 3, w, 2, 1);
+	runs = cJSON_GetObjectItem(fx.m, "runs");
+	for (i = cJSON_GetArraySize(runs) - 1; i >= 0; i--)
+		if (num(cJSON_GetArrayItem(runs, i), "world") == 2)
+			cJSON_DeleteItemFromArray(runs, i);
+	load(&fx, &d);
+	ck_assert_uint_eq(d.nruns, 4);
+	ck_assert_ptr_nonnull(report_data_find(&d, ZS_ZERO3, 1, ZS_UNIT_MODEL));
+	ck_assert_ptr_null(report_data_find(&d, ZS_ZERO3, 2, ZS_UNIT_MODEL));
+	report_data_free(&d);
+
+	rows = cJSON_GetObjectItem(fx.t, "rows");
+	for (i = 0; i < cJSON_GetArraySize(rows) && k < 0; i++)
+		if (num(cJSON_GetArrayItem(rows, i), "world") == 2)
+			k = i;
+	ck_assert_int_ge(k, 0);
+	cJSON_DeleteItemFromObject(cJSON_GetArrayItem(rows, k), "schedule");
+	char *cause = load_error(&fx), *want = zs_asprintf("t.json: rows[%d] has no schedule model; the report "
+	                                                   "needs one", k);
+	ck_assert_str_eq(cause, want);
+	free(want);
 	free(cause);
 	fixture_free(&fx);
 }
@@ -1509,6 +1547,7 @@ static Suite *report_suite(void)
 	tcase_add_test(c, test_files_of_different_models_or_runs_are_refused);
 	tcase_add_test(c, test_a_measured_run_without_a_theory_row_is_refused);
 	tcase_add_test(c, test_a_row_run_or_key_given_twice_is_refused);
+	tcase_add_test(c, test_a_theory_row_without_a_run_is_left_out_but_checked);
 	tcase_add_test(c, test_more_world_sizes_than_the_report_draws_are_refused_not_dropped);
 	tcase_add_test(c, test_a_breakdown_that_does_not_sum_to_its_total_is_refused_naming_the_run_and_both_sums);
 	tcase_add_test(c, test_a_negative_byte_count_is_refused);
