@@ -214,7 +214,7 @@ int report_same_framework(const struct report_framework *a, const struct report_
 /* The model-describing part of a config object, read the same way from
  * both files so the comparison is like for like. */
 struct model_cfg {
-	size_t widths[ZS_MAX_WIDTHS];
+	size_t *widths; /* the caller frees */
 	size_t nwidths;
 	double batch;
 	const char *precision, *optimizer;
@@ -239,16 +239,15 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 		               "the report needs the layer widths to compare with a measurement", where);
 	if (!cJSON_IsArray(layers))
 		return zs_fail(cause, "%s: \"layers\" is not an array", where);
+	m->widths = zs_calloc((size_t)cJSON_GetArraySize(layers) + 1, sizeof *m->widths);
 	cJSON_ArrayForEach(w, layers) {
 		if (!cJSON_IsNumber(w) || w->valuedouble < 1 || w->valuedouble > ZS_MAX_WIDTH ||
-		    w->valuedouble != (double)(size_t)w->valuedouble || m->nwidths == ZS_MAX_WIDTHS)
-			return zs_fail(cause, "%s: \"layers\" must be 2..%d widths in 1..%d", where,
-			               ZS_MAX_WIDTHS, ZS_MAX_WIDTH);
+		    w->valuedouble != (double)(size_t)w->valuedouble)
+			return zs_fail(cause, "%s: \"layers\" must be 2 or more widths in 1..%d", where, ZS_MAX_WIDTH);
 		m->widths[m->nwidths++] = (size_t)w->valuedouble;
 	}
 	if (m->nwidths < 2)
-		return zs_fail(cause, "%s: \"layers\" must be 2..%d widths in 1..%d", where,
-		               ZS_MAX_WIDTHS, ZS_MAX_WIDTH);
+		return zs_fail(cause, "%s: \"layers\" must be 2 or more widths in 1..%d", where, ZS_MAX_WIDTH);
 	if (zs_json_uint(cfg, "batch", where, 1, ZS_MAX_BATCH, &v, cause) < 0)
 		return -1;
 	m->batch = (double)v;
@@ -843,11 +842,7 @@ static int mlp_measured(void *section, const cJSON *measured, const char *mname,
 		return zs_fail(cause, "%s and %s describe different models: %.0f and %.0f params", mname,
 		               tname, d->params, tparams);
 	/* Ψ is a fact of the layers: a file that says otherwise contradicts itself. */
-	struct zs_config shape;
-	memset(&shape, 0, sizeof shape);
-	memcpy(shape.widths, mm->widths, sizeof shape.widths);
-	shape.nwidths = mm->nwidths;
-	double psi = zs_config_params(&shape);
+	double psi = (double)zs_params(mm->widths, mm->nwidths);
 	if (d->params != psi)
 		return zs_fail(cause, "%s: config.params is %s, but its layers have %.0f parameters", mname,
 		               num_text(d->params, where, sizeof where), psi);
@@ -856,7 +851,8 @@ static int mlp_measured(void *section, const cJSON *measured, const char *mname,
 		               num_text(tparams, where, sizeof where), psi);
 	if (same_model(mm, tm, mname, tname, cause) < 0 || check_bytes_per_param(mm, mname, cause) < 0)
 		return -1;
-	memcpy(d->widths, mm->widths, sizeof d->widths);
+	d->widths = mm->widths; /* moved */
+	mm->widths = NULL;
 	d->nwidths = mm->nwidths;
 	d->batch = mm->batch;
 	snprintf(d->precision, sizeof d->precision, "%s", mm->precision);
@@ -893,23 +889,24 @@ static int mlp_measured(void *section, const cJSON *measured, const char *mname,
 			memset(&l->rows[i], 0, sizeof l->rows[i]); /* moved */
 		}
 	qsort(d->runs, d->nruns, sizeof *d->runs, cmp_run);
-	/* The figures and tables hold up to ZS_MAX_WORLDS world sizes per
-	 * unit, as --world does: refuse more rather than drop some. */
+	/* Each unit's world sizes, as many as measured: the tables' rows and
+	 * the figures' x axis. */
 	for (int u = 0; u < ZS_NUNITS; u++) {
-		unsigned w[ZS_MAX_WORLDS];
+		unsigned *w = d->worlds[u] = zs_calloc(d->nruns + 1, sizeof *w);
 		size_t n = 0;
 		for (i = 0; i < d->nruns; i++) {
+			unsigned x = d->runs[i].world;
 			if (d->runs[i].unit != (enum zs_unit)u)
 				continue;
-			for (j = 0; j < n && w[j] != d->runs[i].world; j++)
+			for (j = 0; j < n && w[j] < x; j++)
 				;
-			if (j < n)
+			if (j < n && w[j] == x)
 				continue;
-			if (n == ZS_MAX_WORLDS)
-				return zs_fail(cause, "%s holds more than %d world sizes for unit=%s; the report takes at "
-				               "most %d", mname, ZS_MAX_WORLDS, zs_unit_name((enum zs_unit)u), ZS_MAX_WORLDS);
-			w[n++] = d->runs[i].world;
+			memmove(&w[j + 1], &w[j], (n - j) * sizeof *w);
+			w[j] = x;
+			n++;
 		}
+		d->nworlds[u] = n;
 	}
 	return 0;
 }
@@ -921,6 +918,8 @@ static void mlp_load_end(struct mlp_load *l, int rc)
 	for (size_t i = 0; l->rows != NULL && i < l->nrows; i++)
 		report_run_free(&l->rows[i]);
 	free(l->rows);
+	free(l->mm.widths);
+	free(l->tm.widths);
 	if (rc < 0)
 		report_data_free(l->d);
 }
@@ -958,6 +957,14 @@ void report_data_free(struct report_data *d)
 	free(d->runs);
 	d->runs = NULL;
 	d->nruns = 0;
+	free(d->widths);
+	d->widths = NULL;
+	d->nwidths = 0;
+	for (int u = 0; u < ZS_NUNITS; u++) {
+		free(d->worlds[u]);
+		d->worlds[u] = NULL;
+		d->nworlds[u] = 0;
+	}
 }
 
 const struct report_run *report_data_find(const struct report_data *d, enum zs_scheme s,
@@ -971,25 +978,10 @@ const struct report_run *report_data_find(const struct report_data *d, enum zs_s
 	return NULL;
 }
 
-size_t report_data_worlds(const struct report_data *d, enum zs_unit u, unsigned *w)
+size_t report_data_worlds(const struct report_data *d, enum zs_unit u, const unsigned **w)
 {
-	size_t i, j, n = 0;
-
-	for (i = 0; i < d->nruns; i++) {
-		unsigned x = d->runs[i].world;
-		if (d->runs[i].unit != u)
-			continue;
-		for (j = 0; j < n && w[j] < x; j++)
-			;
-		if (j < n && w[j] == x)
-			continue;
-		if (n == ZS_MAX_WORLDS)
-			break;
-		memmove(&w[j + 1], &w[j], (n - j) * sizeof *w);
-		w[j] = x;
-		n++;
-	}
-	return n;
+	*w = d->worlds[u];
+	return d->nworlds[u];
 }
 
 int report_data_has_unit(const struct report_data *d, enum zs_unit u)

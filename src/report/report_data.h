@@ -90,7 +90,7 @@ struct report_run {
 
 struct report_data {
 	double params;                       /* Ψ */
-	size_t widths[ZS_MAX_WIDTHS];
+	size_t *widths;                      /* d0..dL, as many as the files give */
 	size_t nwidths;
 	double batch;
 	char precision[16];
@@ -102,6 +102,8 @@ struct report_data {
 	double p, g, k;                      /* bytes per param: working param, grad, optimizer */
 	struct report_run *runs;             /* sorted by unit, scheme, world */
 	size_t nruns;
+	unsigned *worlds[ZS_NUNITS];         /* each unit's distinct world sizes, sorted */
+	size_t nworlds[ZS_NUNITS];
 };
 
 /* Load both files, check their formats and that they describe the same
@@ -260,9 +262,9 @@ int report_load(const struct report_family *f, const char *const *paths, const c
 const struct report_run *report_data_find(const struct report_data *d, enum zs_scheme s,
                                           unsigned world, enum zs_unit u);
 
-/* Sorted distinct world sizes measured for a unit (any scheme); returns the
- * count and fills w[] (ZS_MAX_WORLDS slots). */
-size_t report_data_worlds(const struct report_data *d, enum zs_unit u, unsigned *w);
+/* Sorted distinct world sizes measured for a unit (any scheme), as many as
+ * the file gives; returns the count and points *w at them (d's). */
+size_t report_data_worlds(const struct report_data *d, enum zs_unit u, const unsigned **w);
 
 /* Whether any run has unit u. */
 int report_data_has_unit(const struct report_data *d, enum zs_unit u);
