@@ -803,6 +803,10 @@ int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause
 		"  title 'The peak per rank by category'\n"
 		"set ylabel '%s per rank at the peak (1 %s = %.0f B)'\n",
 		rows, cols, rows == 1 ? "0.12,0.82" : "0.07,0.88", rows == 1 ? "0" : "0.13", unit_name, unit_name, scale);
+	/* Five models or more: three or more panels a row, too narrow for the
+	 * schemes' names side by side. */
+	if (cols > 2)
+		zs_buf_printf(&gp, "set xtics font ',7'\n");
 	for (j = 0; j < t->n; j++) {
 		const struct report_tfm_model *m = &t->models[j];
 		const struct report_tfm_row *r[ZS_NSCHEMES + 1];
