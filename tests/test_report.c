@@ -1358,6 +1358,54 @@ START_TEST(test_transformer_theory_and_measurement_join_and_bad_ones_are_refused
 }
 END_TEST
 
+/* No fixed count of models or activation terms (REPORT_TFM_MAX was 4,
+ * REPORT_TFM_TERMS 16 of up to 39 characters): six toys, each with its
+ * measurement joined, and 20 terms, one with a 60-character name. */
+START_TEST(test_transformers_and_terms_are_as_many_as_given)
+{
+	struct report_tfm t;
+	struct zs_buf terms = {0};
+	char *cause = NULL;
+	const char *from = "\"activations_breakdown\": {\"layers\": 100, \"logits\": 100, \"logits_grad\": 100}";
+	const char *at = strstr(tfm_theory, from);
+
+	ck_assert_ptr_nonnull(at);
+	zs_buf_printf(&terms, "\"activations_breakdown\": {");
+	for (int i = 0; i < 20; i++) /* 20 terms of 15 B: the row's 300 B */
+		zs_buf_printf(&terms, "%s\"%s%d\": 15", i ? ", " : "",
+		              i == 19 ? "a_term_whose_name_is_longer_than_the_forty_characters_of_old" : "term", i);
+	zs_buf_printf(&terms, "}");
+	memset(&t, 0, sizeof t);
+	for (int k = 0; k < 6; k++) {
+		char name[16];
+		snprintf(name, sizeof name, "\"toy%d\"", k);
+		char *th_text = zs_asprintf("%.*s%s%s", (int)(at - tfm_theory), tfm_theory, zs_buf_str(&terms),
+		                            at + strlen(from));
+		char *a = strstr(th_text, "\"toy\""), *b = strstr(tfm_measured, "\"toy\"");
+		char *th2 = zs_asprintf("%.*s%s%s", (int)(a - th_text), th_text, name, a + 5);
+		char *me2 = zs_asprintf("%.*s%s%s", (int)(b - tfm_measured), tfm_measured, name, b + 5);
+		cJSON *th = cJSON_Parse(th2), *me = cJSON_Parse(me2);
+		ck_assert_ptr_nonnull(th);
+		ck_assert_ptr_nonnull(me);
+		ck_assert_msg(report_tfm_add(th, "t.json", &t, &cause) == 0, "%s", cause);
+		ck_assert_msg(report_tfm_add_measured(me, "m.json", &t, &cause) == 0, "%s", cause);
+		cJSON_Delete(th);
+		cJSON_Delete(me);
+		free(th_text);
+		free(th2);
+		free(me2);
+	}
+	ck_assert_uint_eq(t.n, 6);
+	ck_assert_str_eq(t.models[5].name, "toy5");
+	ck_assert_uint_eq(t.models[5].nterms, 20);
+	ck_assert_str_eq(t.models[5].term[19], "a_term_whose_name_is_longer_than_the_forty_characters_of_old19");
+	ck_assert(t.models[5].rows[0].run.has_measured);
+	ck_assert(t.models[5].rows[0].act[19] == 15);
+	report_tfm_free(&t);
+	zs_buf_free(&terms);
+}
+END_TEST
+
 START_TEST(test_transformer_section_names_the_largest_unit_and_the_measured_departure)
 {
 	char dir[] = "/tmp/test_report.XXXXXX", *fig, *text, *cause = NULL;
@@ -1567,6 +1615,7 @@ static Suite *report_suite(void)
 	tcase_add_test(c, test_report_writes_every_output_and_strict_fails_on_unexplained);
 	tcase_add_test(c, test_one_rule_judges_every_run);
 	tcase_add_test(c, test_transformer_theory_and_measurement_join_and_bad_ones_are_refused);
+	tcase_add_test(c, test_transformers_and_terms_are_as_many_as_given);
 	tcase_add_test(c, test_transformer_section_names_the_largest_unit_and_the_measured_departure);
 	tcase_set_timeout(c, 30);
 	suite_add_tcase(s, c);
