@@ -737,8 +737,9 @@ START_TEST(test_a_measured_run_without_a_theory_row_is_refused)
 END_TEST
 
 /* A theory row given twice (the first would be joined and the second
- * ignored), a measured run given twice, and a key given twice in one
- * object (cJSON keeps both; a reader sees the first) are each refused. */
+ * ignored), a measured run given twice (the same message as a
+ * transformer's: one join), and a key given twice in one object (cJSON
+ * keeps both; a reader sees the first) are each refused. */
 START_TEST(test_a_row_run_or_key_given_twice_is_refused)
 {
 	static const unsigned w[] = {1, 2};
@@ -759,7 +760,7 @@ START_TEST(test_a_row_run_or_key_given_twice_is_refused)
 	rows = cJSON_GetObjectItem(fx.m, "runs");
 	cJSON_AddItemToArray(rows, cJSON_Duplicate(cJSON_GetArrayItem(rows, 0), 1));
 	cause = load_error(&fx);
-	ck_assert_str_eq(cause, "m.json measures dp N=1 unit=model twice");
+	ck_assert_str_eq(cause, "m.json: runs[0] and runs[8] are both dp N=1 unit=model; each must be given once");
 	free(cause);
 	fixture_free(&fx);
 
@@ -775,28 +776,61 @@ START_TEST(test_a_row_run_or_key_given_twice_is_refused)
 }
 END_TEST
 
-START_TEST(test_more_world_sizes_than_the_report_draws_are_refused_not_dropped)
+/* One join for both families (report_join_runs): a theory row without a
+ * measured run stays a theory row, which the MLP's section leaves out (as
+ * before) but reads and checks like the others (before, it was skipped). */
+START_TEST(test_a_theory_row_without_a_run_is_left_out_but_checked)
 {
-	unsigned w[ZS_MAX_WORLDS + 1];
+	static const unsigned w[] = {1, 2};
 	struct fixture fx;
 	struct report_data d;
-	char *cause;
+	cJSON *runs, *rows;
+	int k = -1, i;
 
-	for (unsigned i = 0; i <= ZS_MAX_WORLDS; i++)
-		w[i] = i + 1;
-	build(&fx, tiny, 3, w, ZS_MAX_WORLDS, 1);
-	load(&fx, &d); /* 64 world sizes: all of them drawn */
-	ck_assert_uint_eq(report_data_worlds(&d, ZS_UNIT_MODEL, w), ZS_MAX_WORLDS);
-	ck_assert_uint_eq(w[ZS_MAX_WORLDS - 1], ZS_MAX_WORLDS);
+	build(&fx, tiny, 3, w, 2, 1);
+	runs = cJSON_GetObjectItem(fx.m, "runs");
+	for (i = cJSON_GetArraySize(runs) - 1; i >= 0; i--)
+		if (num(cJSON_GetArrayItem(runs, i), "world") == 2)
+			cJSON_DeleteItemFromArray(runs, i);
+	load(&fx, &d);
+	ck_assert_uint_eq(d.nruns, 4);
+	ck_assert_ptr_nonnull(report_data_find(&d, ZS_ZERO3, 1, ZS_UNIT_MODEL));
+	ck_assert_ptr_null(report_data_find(&d, ZS_ZERO3, 2, ZS_UNIT_MODEL));
 	report_data_free(&d);
-	fixture_free(&fx);
 
-	for (unsigned i = 0; i <= ZS_MAX_WORLDS; i++)
-		w[i] = i + 1;
-	build(&fx, tiny, 3, w, ZS_MAX_WORLDS + 1, 1);
-	cause = load_error(&fx);
-	ck_assert_str_eq(cause, "m.json holds more than 64 world sizes for unit=model; the report takes at most 64");
+	rows = cJSON_GetObjectItem(fx.t, "rows");
+	for (i = 0; i < cJSON_GetArraySize(rows) && k < 0; i++)
+		if (num(cJSON_GetArrayItem(rows, i), "world") == 2)
+			k = i;
+	ck_assert_int_ge(k, 0);
+	cJSON_DeleteItemFromObject(cJSON_GetArrayItem(rows, k), "schedule");
+	char *cause = load_error(&fx), *want = zs_asprintf("t.json: rows[%d] has no schedule model; the report "
+	                                                   "needs one", k);
+	ck_assert_str_eq(cause, want);
+	free(want);
 	free(cause);
+	fixture_free(&fx);
+}
+END_TEST
+
+/* The report holds as many world sizes as the file gives (memory is the
+ * bound, not --world's ZS_MAX_WORLDS): all of them drawn, none dropped. */
+START_TEST(test_more_world_sizes_than_world_takes_are_all_drawn)
+{
+	enum { NW = ZS_MAX_WORLDS + 36 };
+	unsigned w[NW];
+	const unsigned *got;
+	struct fixture fx;
+	struct report_data d;
+
+	for (unsigned i = 0; i < NW; i++)
+		w[i] = NW - i; /* given in reverse: drawn sorted */
+	build(&fx, tiny, 3, w, NW, 1);
+	load(&fx, &d);
+	ck_assert_uint_eq(report_data_worlds(&d, ZS_UNIT_MODEL, &got), NW);
+	for (unsigned i = 0; i < NW; i++)
+		ck_assert_uint_eq(got[i], i + 1);
+	report_data_free(&d);
 	fixture_free(&fx);
 }
 END_TEST
@@ -1324,6 +1358,54 @@ START_TEST(test_transformer_theory_and_measurement_join_and_bad_ones_are_refused
 }
 END_TEST
 
+/* No fixed count of models or activation terms (REPORT_TFM_MAX was 4,
+ * REPORT_TFM_TERMS 16 of up to 39 characters): six toys, each with its
+ * measurement joined, and 20 terms, one with a 60-character name. */
+START_TEST(test_transformers_and_terms_are_as_many_as_given)
+{
+	struct report_tfm t;
+	struct zs_buf terms = {0};
+	char *cause = NULL;
+	const char *from = "\"activations_breakdown\": {\"layers\": 100, \"logits\": 100, \"logits_grad\": 100}";
+	const char *at = strstr(tfm_theory, from);
+
+	ck_assert_ptr_nonnull(at);
+	zs_buf_printf(&terms, "\"activations_breakdown\": {");
+	for (int i = 0; i < 20; i++) /* 20 terms of 15 B: the row's 300 B */
+		zs_buf_printf(&terms, "%s\"%s%d\": 15", i ? ", " : "",
+		              i == 19 ? "a_term_whose_name_is_longer_than_the_forty_characters_of_old" : "term", i);
+	zs_buf_printf(&terms, "}");
+	memset(&t, 0, sizeof t);
+	for (int k = 0; k < 6; k++) {
+		char name[16];
+		snprintf(name, sizeof name, "\"toy%d\"", k);
+		char *th_text = zs_asprintf("%.*s%s%s", (int)(at - tfm_theory), tfm_theory, zs_buf_str(&terms),
+		                            at + strlen(from));
+		char *a = strstr(th_text, "\"toy\""), *b = strstr(tfm_measured, "\"toy\"");
+		char *th2 = zs_asprintf("%.*s%s%s", (int)(a - th_text), th_text, name, a + 5);
+		char *me2 = zs_asprintf("%.*s%s%s", (int)(b - tfm_measured), tfm_measured, name, b + 5);
+		cJSON *th = cJSON_Parse(th2), *me = cJSON_Parse(me2);
+		ck_assert_ptr_nonnull(th);
+		ck_assert_ptr_nonnull(me);
+		ck_assert_msg(report_tfm_add(th, "t.json", &t, &cause) == 0, "%s", cause);
+		ck_assert_msg(report_tfm_add_measured(me, "m.json", &t, &cause) == 0, "%s", cause);
+		cJSON_Delete(th);
+		cJSON_Delete(me);
+		free(th_text);
+		free(th2);
+		free(me2);
+	}
+	ck_assert_uint_eq(t.n, 6);
+	ck_assert_str_eq(t.models[5].name, "toy5");
+	ck_assert_uint_eq(t.models[5].nterms, 20);
+	ck_assert_str_eq(t.models[5].term[19], "a_term_whose_name_is_longer_than_the_forty_characters_of_old19");
+	ck_assert(t.models[5].rows[0].run.has_measured);
+	ck_assert(t.models[5].rows[0].act[19] == 15);
+	report_tfm_free(&t);
+	zs_buf_free(&terms);
+}
+END_TEST
+
 START_TEST(test_transformer_section_names_the_largest_unit_and_the_measured_departure)
 {
 	char dir[] = "/tmp/test_report.XXXXXX", *fig, *text, *cause = NULL;
@@ -1509,7 +1591,8 @@ static Suite *report_suite(void)
 	tcase_add_test(c, test_files_of_different_models_or_runs_are_refused);
 	tcase_add_test(c, test_a_measured_run_without_a_theory_row_is_refused);
 	tcase_add_test(c, test_a_row_run_or_key_given_twice_is_refused);
-	tcase_add_test(c, test_more_world_sizes_than_the_report_draws_are_refused_not_dropped);
+	tcase_add_test(c, test_a_theory_row_without_a_run_is_left_out_but_checked);
+	tcase_add_test(c, test_more_world_sizes_than_world_takes_are_all_drawn);
 	tcase_add_test(c, test_a_breakdown_that_does_not_sum_to_its_total_is_refused_naming_the_run_and_both_sums);
 	tcase_add_test(c, test_a_negative_byte_count_is_refused);
 	tcase_add_test(c, test_timeline_phases_are_loaded_and_an_unknown_one_is_refused);
@@ -1532,6 +1615,7 @@ static Suite *report_suite(void)
 	tcase_add_test(c, test_report_writes_every_output_and_strict_fails_on_unexplained);
 	tcase_add_test(c, test_one_rule_judges_every_run);
 	tcase_add_test(c, test_transformer_theory_and_measurement_join_and_bad_ones_are_refused);
+	tcase_add_test(c, test_transformers_and_terms_are_as_many_as_given);
 	tcase_add_test(c, test_transformer_section_names_the_largest_unit_and_the_measured_departure);
 	tcase_set_timeout(c, 30);
 	suite_add_tcase(s, c);

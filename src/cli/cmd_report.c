@@ -34,7 +34,7 @@ static void usage(void)
 	       "  --transformer FILE\n"
 	       "                    a transformer's theory.json (zerosim theory --model) or\n"
 	       "                    measured.json (zerosim measure --model): adds the\n"
-	       "                    transformer section; once per file, up to 4 models\n"
+	       "                    transformer section; once per file, any number of models\n"
 	       "  -o, --out DIR     output folder, created if missing\n"
 	       "  --template FILE   LaTeX template (default %s/zerosim-report.tex)\n"
 	       "  --strict          exit 1 if any point is unexplained (measurement differs\n"
@@ -111,32 +111,28 @@ int zs_cmd_report(int argc, char **argv)
 	struct report_options o = {NULL, NULL, NULL, ZS_DATADIR "/zerosim-report.tex", 0, 1, NULL, 0};
 	struct zs_arg *args = NULL;
 	size_t nargs = 0;
-	const char *transformers[REPORT_TFM_FILES];
+	const char **transformers = NULL; /* as many as given */
+	struct zs_path *in = NULL;
 	char *cause = NULL;
 	int rc, template_given = 0;
 
 	if (zs_opts_parse(options, argc, argv, &args, &nargs, &cause) != 0)
 		goto usage_error;
+	transformers = zs_calloc(nargs + 1, sizeof *transformers);
 	for (size_t i = 0; i < nargs; i++) {
 		const char *v = args[i].value;
 		switch (args[i].opt->id) {
 		case OPT_MEASURED: o.measured = v; break;
 		case OPT_THEORY: o.theory = v; break;
 		case OPT_TRANSFORMER:
-			if (o.ntransformers == REPORT_TFM_FILES) {
-				cause = zs_asprintf("--transformer: at most %d files (%d models, each with its "
-				                    "measurement)", REPORT_TFM_FILES, REPORT_TFM_MAX);
-				free(args);
-				goto usage_error;
-			}
 			transformers[o.ntransformers++] = v;
 			break;
 		case OPT_OUT: o.out = v; break;
 		case OPT_TEMPLATE: o.template_path = v; template_given = 1; break;
 		case OPT_STRICT: o.strict = 1; break;
 		case OPT_NO_RENDER: o.render = 0; break;
-		case ZS_OPT_HELP: usage(); free(args); return ZS_EXIT_OK;
-		case ZS_OPT_VERSION: zs_opts_print_version(); free(args); return ZS_EXIT_OK;
+		case ZS_OPT_HELP: usage(); free(args); free(transformers); return ZS_EXIT_OK;
+		case ZS_OPT_VERSION: zs_opts_print_version(); free(args); free(transformers); return ZS_EXIT_OK;
 		default: break;
 		}
 	}
@@ -160,10 +156,13 @@ int zs_cmd_report(int argc, char **argv)
 	/* "" would make OUT/figures the root folder's /figures. */
 	if (*o.out == '\0') {
 		fprintf(stderr, "zerosim report: --out: the folder name is empty\n");
+		free(transformers);
 		return ZS_EXIT_USAGE;
 	}
-	struct zs_path in[3 + REPORT_TFM_FILES] = {{"--measured", o.measured}, {"--theory", o.theory},
-	                                         {"--template", o.template_path}};
+	in = zs_calloc(3 + o.ntransformers, sizeof *in);
+	in[0] = (struct zs_path){"--measured", o.measured};
+	in[1] = (struct zs_path){"--theory", o.theory};
+	in[2] = (struct zs_path){"--template", o.template_path};
 	for (size_t i = 0; i < o.ntransformers; i++)
 		in[3 + i] = (struct zs_path){"--transformer", transformers[i]};
 	for (size_t i = 0; i < 3 + o.ntransformers; i++)
@@ -177,6 +176,8 @@ int zs_cmd_report(int argc, char **argv)
 	if (!template_given && found == NULL) {
 		zs_print_error("zerosim report", cause);
 		free(cause);
+		free(in);
+		free(transformers);
 		return ZS_EXIT_RUNTIME;
 	}
 	if (found != NULL)
@@ -186,10 +187,14 @@ int zs_cmd_report(int argc, char **argv)
 		zs_print_error("zerosim report", cause != NULL ? cause : "failed");
 	free(found);
 	free(cause);
+	free(in);
+	free(transformers);
 	return rc;
 
 usage_error:
 	zs_print_error("zerosim report", cause);
 	free(cause);
+	free(in);
+	free(transformers);
 	return ZS_EXIT_USAGE;
 }

@@ -214,7 +214,7 @@ int report_same_framework(const struct report_framework *a, const struct report_
 /* The model-describing part of a config object, read the same way from
  * both files so the comparison is like for like. */
 struct model_cfg {
-	size_t widths[ZS_MAX_WIDTHS];
+	size_t *widths; /* the caller frees */
 	size_t nwidths;
 	double batch;
 	const char *precision, *optimizer;
@@ -239,16 +239,15 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 		               "the report needs the layer widths to compare with a measurement", where);
 	if (!cJSON_IsArray(layers))
 		return zs_fail(cause, "%s: \"layers\" is not an array", where);
+	m->widths = zs_calloc((size_t)cJSON_GetArraySize(layers) + 1, sizeof *m->widths);
 	cJSON_ArrayForEach(w, layers) {
 		if (!cJSON_IsNumber(w) || w->valuedouble < 1 || w->valuedouble > ZS_MAX_WIDTH ||
-		    w->valuedouble != (double)(size_t)w->valuedouble || m->nwidths == ZS_MAX_WIDTHS)
-			return zs_fail(cause, "%s: \"layers\" must be 2..%d widths in 1..%d", where,
-			               ZS_MAX_WIDTHS, ZS_MAX_WIDTH);
+		    w->valuedouble != (double)(size_t)w->valuedouble)
+			return zs_fail(cause, "%s: \"layers\" must be 2 or more widths in 1..%d", where, ZS_MAX_WIDTH);
 		m->widths[m->nwidths++] = (size_t)w->valuedouble;
 	}
 	if (m->nwidths < 2)
-		return zs_fail(cause, "%s: \"layers\" must be 2..%d widths in 1..%d", where,
-		               ZS_MAX_WIDTHS, ZS_MAX_WIDTH);
+		return zs_fail(cause, "%s: \"layers\" must be 2 or more widths in 1..%d", where, ZS_MAX_WIDTH);
 	if (zs_json_uint(cfg, "batch", where, 1, ZS_MAX_BATCH, &v, cause) < 0)
 		return -1;
 	m->batch = (double)v;
@@ -450,13 +449,13 @@ static int read_os(const cJSON *run, const char *where, struct report_run *r, ch
 	return 0;
 }
 
+/* The MLP's measured run, into the row its key joined (report_join_runs). */
 static int read_run(const cJSON *run, const char *where, struct report_run *r, char **cause)
 {
 	const cJSON *units, *u;
 	char lab[96];
 
-	if (report_read_key(run, where, &r->scheme, &r->world, &r->unit, cause) < 0 ||
-	    zs_json_array(run, "units", where, &units, cause) < 0)
+	if (zs_json_array(run, "units", where, &units, cause) < 0)
 		return -1;
 	report_run_label(r->scheme, r->world, r->unit, lab, sizeof lab);
 	cJSON_ArrayForEach(u, units) {
@@ -471,8 +470,7 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	               cause) < 0 ||
 	    read_count(run, "padded_elements", where, "an element count", &r->padded_elements,
 	               cause) < 0 ||
-	    (r->comm_mean &= r->scheme == ZS_ZERO3,
-	     report_read_measured(run, where, lab, r->comm_mean ? REPORT_READ_COMM_SHARE : 0, r, cause)) < 0 ||
+	    report_read_measured(run, where, lab, r->comm_mean ? REPORT_READ_COMM_SHARE : 0, r, cause) < 0 ||
 	    read_os(run, where, r, cause) < 0)
 		return -1;
 	const cJSON *bc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "collectives"),
@@ -682,161 +680,271 @@ static int cmp_run(const void *a, const void *b)
 	return x->world < y->world ? -1 : x->world > y->world;
 }
 
-/* Find the theory row for run r; -1 with cause when there is none. */
-static int join_row(const cJSON *rows, const char *tname, struct report_run *r, char **cause)
+/* ------------------------------------------------------------------------ */
+/* The one loader (report_data.h): both families' files and rows. */
+
+static struct report_run *row_at(void *rows, size_t size, size_t i)
+{
+	return (struct report_run *)((char *)rows + i * size);
+}
+
+int report_join_rows(const struct report_join *j, const cJSON *rows, const char *tname, void **out,
+                     size_t *n, char **cause)
 {
 	const cJSON *row;
-	char where[256], lab[96];
-	int i = 0;
+	char where[320];
 
+	*out = NULL;
+	*n = 0;
+	if (report_rows_unique(rows, tname, "rows", cause) < 0)
+		return -1;
+	*out = zs_calloc((size_t)cJSON_GetArraySize(rows) + 1, j->row_size);
 	cJSON_ArrayForEach(row, rows) {
+		struct report_run *r = row_at(*out, j->row_size, *n);
+		snprintf(where, sizeof where, "%s: rows[%zu]", tname, *n);
+		(*n)++; /* freed with the others, whatever it holds */
+		if (report_read_key(row, where, &r->scheme, &r->world, &r->unit, cause) < 0 ||
+		    j->theory_row(row, where, r, j->ctx, cause) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int report_join_runs(const struct report_join *j, const cJSON *runs, const char *mname, const char *tname,
+                     void *rows, size_t n, char **cause)
+{
+	const cJSON *run;
+	char where[320], lab[96];
+	size_t i = 0, k;
+
+	if (report_rows_unique(runs, mname, "runs", cause) < 0)
+		return -1;
+	cJSON_ArrayForEach(run, runs) {
 		enum zs_scheme s = ZS_DP;
 		enum zs_unit u = ZS_UNIT_MODEL;
 		unsigned w = 0;
 
-		snprintf(where, sizeof where, "%s: rows[%d]", tname, i++);
-		if (report_read_key(row, where, &s, &w, &u, cause) < 0)
+		snprintf(where, sizeof where, "%s: runs[%zu]", mname, i++);
+		if (report_read_key(run, where, &s, &w, &u, cause) < 0)
 			return -1;
-		if (s == r->scheme && w == r->world && u == r->unit)
-			return read_row(row, where, r, cause);
+		for (k = 0; k < n; k++) {
+			const struct report_run *r = row_at(rows, j->row_size, k);
+			if (r->scheme == s && r->world == w && r->unit == u)
+				break;
+		}
+		if (k == n)
+			return zs_fail(cause, "%s has no row for the measured run %s%s%s", tname,
+			               report_run_label(s, w, u, lab, sizeof lab), j->model != NULL ? " of " : "",
+			               j->model != NULL ? j->model : "");
+		if (j->measured_run(run, where, row_at(rows, j->row_size, k), j->ctx, cause) < 0)
+			return -1;
 	}
-	return zs_fail(cause, "%s has no row for the measured run %s", tname,
-	               report_run_label(r->scheme, r->world, r->unit, lab, sizeof lab));
+	return 0;
 }
 
-int report_data_from_json(const cJSON *measured, const cJSON *theory, const char *mname,
-                          const char *tname, struct report_data *d, char **cause)
+int report_load(const struct report_family *f, const char *const *paths, const char *const *formats, size_t n,
+                void *section, char **cause)
 {
-	const cJSON *mcfg, *tcfg, *runs, *rows, *run;
+	cJSON **j = zs_calloc(n + 1, sizeof *j);
+	int rc = 0;
+
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = zs_json_load(paths[i], formats != NULL && formats[i] != NULL ? formats[i]
+		                  : REPORT_THEORY_FORMAT " or " REPORT_MEASURED_FORMAT, &j[i], cause);
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			const char *fmt = cJSON_GetObjectItemCaseSensitive(j[i], "format")->valuestring;
+			if (pass == 0 && strcmp(fmt, REPORT_THEORY_FORMAT) == 0)
+				rc = f->theory(section, j[i], paths[i], cause);
+			else if (pass == 1 && strcmp(fmt, REPORT_MEASURED_FORMAT) == 0)
+				rc = f->measured(section, j[i], paths[i], cause);
+		}
+	for (size_t i = 0; i < n; i++)
+		cJSON_Delete(j[i]);
+	free(j);
+	return rc;
+}
+
+/* The MLP's section: one theory.json, held until its measurement comes,
+ * since the checks that the two describe one model and run come first
+ * (the measurement's config, then the theory's). */
+struct mlp_load {
+	struct report_data *d;
+	const cJSON *theory;
+	const char *tname, *mname;
 	struct model_cfg mm, tm;
+	int deepspeed;
+	struct report_run *rows; /* the join's: every theory row */
+	size_t nrows;
+};
+
+static int mlp_theory_row(const cJSON *row, const char *where, void *r, void *ctx, char **cause)
+{
+	const struct mlp_load *l = ctx;
+	struct report_run *run = r;
+
+	run->comm_mean = l->deepspeed && run->scheme == ZS_ZERO3;
+	return read_row(row, where, run, cause);
+}
+
+static int mlp_measured_run(const cJSON *run, const char *where, void *row, void *ctx, char **cause)
+{
+	const struct mlp_load *l = ctx;
+	struct report_run *r = row;
+
+	if (read_run(run, where, r, cause) < 0)
+		return -1;
+	/* DeepSpeed's zero3 comm is a mean over the steps: a theory of other
+	 * steps is another experiment (a file without steps is not checked). */
+	if (r->comm_mean && l->mm.fw.steps >= 0 && l->tm.fw.steps >= 0 && l->mm.fw.steps != l->tm.fw.steps)
+		return zs_fail(cause, "%s and %s differ in steps: %.0f and %.0f (DeepSpeed's zero3 comm is a mean over "
+		               "them)", l->mname, l->tname, l->mm.fw.steps, l->tm.fw.steps);
+	if (r->units_total != l->d->params) /* the units are the model, cut */
+		return zs_fail(cause, "%s: \"units\" add up to %.0f elements, not the model's %.0f", where,
+		               r->units_total, l->d->params);
+	return 0;
+}
+
+static int mlp_theory(void *section, const cJSON *theory, const char *path, char **cause)
+{
+	struct mlp_load *l = section;
+
+	(void)cause;
+	l->theory = theory;
+	l->tname = path;
+	return 0;
+}
+
+static int mlp_measured(void *section, const cJSON *measured, const char *mname, char **cause)
+{
+	struct mlp_load *l = section;
+	struct report_data *d = l->d;
+	const cJSON *theory = l->theory, *mcfg, *tcfg, *runs, *rows;
+	const char *tname = l->tname;
+	struct model_cfg *mm = &l->mm, *tm = &l->tm;
 	double tparams;
-	char where[256], lab[96];
+	char where[256];
 	size_t i, j;
 
-	memset(d, 0, sizeof *d);
 	if (report_json_unique(measured, mname, cause) < 0 || report_json_unique(theory, tname, cause) < 0)
 		return -1;
 	snprintf(where, sizeof where, "%s: config", mname);
 	if (zs_json_object(measured, "config", mname, &mcfg, cause) < 0 ||
 	    zs_json_number(mcfg, "params", where, &d->params, cause) < 0 ||
-	    read_model_cfg(mcfg, where, &mm, cause) < 0)
+	    read_model_cfg(mcfg, where, mm, cause) < 0)
 		return -1;
 	snprintf(where, sizeof where, "%s: config", tname);
 	if (zs_json_number(theory, "params", tname, &tparams, cause) < 0 ||
 	    zs_json_object(theory, "config", tname, &tcfg, cause) < 0 ||
-	    read_model_cfg(tcfg, where, &tm, cause) < 0)
+	    read_model_cfg(tcfg, where, tm, cause) < 0)
 		return -1;
 	if (d->params != tparams)
 		return zs_fail(cause, "%s and %s describe different models: %.0f and %.0f params", mname,
 		               tname, d->params, tparams);
 	/* Ψ is a fact of the layers: a file that says otherwise contradicts itself. */
-	struct zs_config shape;
-	memset(&shape, 0, sizeof shape);
-	memcpy(shape.widths, mm.widths, sizeof shape.widths);
-	shape.nwidths = mm.nwidths;
-	double psi = zs_config_params(&shape);
+	double psi = (double)zs_params(mm->widths, mm->nwidths);
 	if (d->params != psi)
 		return zs_fail(cause, "%s: config.params is %s, but its layers have %.0f parameters", mname,
 		               num_text(d->params, where, sizeof where), psi);
 	if (tparams != psi)
 		return zs_fail(cause, "%s: params is %s, but its layers have %.0f parameters", tname,
 		               num_text(tparams, where, sizeof where), psi);
-	if (same_model(&mm, &tm, mname, tname, cause) < 0 || check_bytes_per_param(&mm, mname, cause) < 0)
+	if (same_model(mm, tm, mname, tname, cause) < 0 || check_bytes_per_param(mm, mname, cause) < 0)
 		return -1;
-	memcpy(d->widths, mm.widths, sizeof d->widths);
-	d->nwidths = mm.nwidths;
-	d->batch = mm.batch;
-	snprintf(d->precision, sizeof d->precision, "%s", mm.precision);
-	snprintf(d->optimizer, sizeof d->optimizer, "%s", mm.optimizer);
-	snprintf(d->framework, sizeof d->framework, "%s", mm.fw.framework);
+	d->widths = mm->widths; /* moved */
+	mm->widths = NULL;
+	d->nwidths = mm->nwidths;
+	d->batch = mm->batch;
+	snprintf(d->precision, sizeof d->precision, "%s", mm->precision);
+	snprintf(d->optimizer, sizeof d->optimizer, "%s", mm->optimizer);
+	snprintf(d->framework, sizeof d->framework, "%s", mm->fw.framework);
 	/* The theory's threshold is the one the finding reads (same_model
 	 * refused two different ones). */
-	d->ds_persist = tm.fw.ds_persist >= 0 ? tm.fw.ds_persist : mm.fw.ds_persist;
-	d->offload = mm.fw.offload != NULL && strcmp(mm.fw.offload, "none") != 0;
-	d->offload_params = mm.fw.offload != NULL && strcmp(mm.fw.offload, "params") == 0;
-	d->p = mm.p;
-	d->g = mm.g;
-	d->k = mm.k;
+	d->ds_persist = tm->fw.ds_persist >= 0 ? tm->fw.ds_persist : mm->fw.ds_persist;
+	d->offload = mm->fw.offload != NULL && strcmp(mm->fw.offload, "none") != 0;
+	d->offload_params = mm->fw.offload != NULL && strcmp(mm->fw.offload, "params") == 0;
+	d->p = mm->p;
+	d->g = mm->g;
+	d->k = mm->k;
+	l->mname = mname;
+	l->deepspeed = strcmp(mm->fw.framework, "deepspeed") == 0;
 
 	if (zs_json_array(measured, "runs", mname, &runs, cause) < 0 ||
-	    zs_json_array(theory, "rows", tname, &rows, cause) < 0 ||
-	    report_rows_unique(rows, tname, "rows", cause) < 0)
+	    zs_json_array(theory, "rows", tname, &rows, cause) < 0)
 		return -1;
-	d->nruns = (size_t)cJSON_GetArraySize(runs);
-	if (d->nruns == 0)
+	if (cJSON_GetArraySize(runs) == 0)
 		return zs_fail(cause, "%s holds no runs", mname);
-	d->runs = zs_calloc(d->nruns, sizeof *d->runs);
-	i = 0;
-	cJSON_ArrayForEach(run, runs) {
-		snprintf(where, sizeof where, "%s: runs[%zu]", mname, i);
-		d->runs[i].comm_mean = strcmp(mm.fw.framework, "deepspeed") == 0;
-		if (read_run(run, where, &d->runs[i], cause) < 0 ||
-		    join_row(rows, tname, &d->runs[i], cause) < 0)
-			goto fail;
-		/* DeepSpeed's zero3 comm is a mean over the steps: a theory of
-		 * other steps is another experiment (a file without steps is not
-		 * checked). */
-		if (d->runs[i].comm_mean && d->runs[i].scheme == ZS_ZERO3 && mm.fw.steps >= 0 && tm.fw.steps >= 0 &&
-		    mm.fw.steps != tm.fw.steps) {
-			zs_fail(cause, "%s and %s differ in steps: %.0f and %.0f (DeepSpeed's zero3 comm is a mean over "
-			        "them)", mname, tname, mm.fw.steps, tm.fw.steps);
-			goto fail;
+	const struct report_join join = {sizeof(struct report_run), mlp_theory_row, mlp_measured_run, l, NULL};
+	void *joined = NULL;
+	int rc = report_join_rows(&join, rows, tname, &joined, &l->nrows, cause);
+	l->rows = joined;
+	if (rc < 0 || report_join_runs(&join, runs, mname, tname, l->rows, l->nrows, cause) < 0)
+		return -1;
+	/* The MLP's section draws its measured runs: a theory row without one
+	 * is left out. */
+	d->runs = zs_calloc(l->nrows + 1, sizeof *d->runs);
+	for (i = 0; i < l->nrows; i++)
+		if (l->rows[i].has_measured) {
+			d->runs[d->nruns++] = l->rows[i];
+			memset(&l->rows[i], 0, sizeof l->rows[i]); /* moved */
 		}
-		if (d->runs[i].units_total != d->params) { /* the units are the model, cut */
-			zs_fail(cause, "%s: \"units\" add up to %.0f elements, not the model's %.0f", where,
-			        d->runs[i].units_total, d->params);
-			goto fail;
-		}
-		i++;
-	}
 	qsort(d->runs, d->nruns, sizeof *d->runs, cmp_run);
-	for (j = 1; j < d->nruns; j++)
-		if (cmp_run(&d->runs[j - 1], &d->runs[j]) == 0) {
-			const struct report_run *r = &d->runs[j];
-			zs_fail(cause, "%s measures %s twice", mname,
-			        report_run_label(r->scheme, r->world, r->unit, lab, sizeof lab));
-			goto fail;
-		}
-	/* The figures and tables hold up to ZS_MAX_WORLDS world sizes per
-	 * unit, as --world does: refuse more rather than drop some. */
+	/* Each unit's world sizes, as many as measured: the tables' rows and
+	 * the figures' x axis. */
 	for (int u = 0; u < ZS_NUNITS; u++) {
-		unsigned w[ZS_MAX_WORLDS];
+		unsigned *w = d->worlds[u] = zs_calloc(d->nruns + 1, sizeof *w);
 		size_t n = 0;
 		for (i = 0; i < d->nruns; i++) {
+			unsigned x = d->runs[i].world;
 			if (d->runs[i].unit != (enum zs_unit)u)
 				continue;
-			for (j = 0; j < n && w[j] != d->runs[i].world; j++)
+			for (j = 0; j < n && w[j] < x; j++)
 				;
-			if (j < n)
+			if (j < n && w[j] == x)
 				continue;
-			if (n == ZS_MAX_WORLDS) {
-				zs_fail(cause, "%s holds more than %d world sizes for unit=%s; the report takes at most %d",
-				        mname, ZS_MAX_WORLDS, zs_unit_name((enum zs_unit)u), ZS_MAX_WORLDS);
-				goto fail;
-			}
-			w[n++] = d->runs[i].world;
+			memmove(&w[j + 1], &w[j], (n - j) * sizeof *w);
+			w[j] = x;
+			n++;
 		}
+		d->nworlds[u] = n;
 	}
 	return 0;
-fail:
-	report_data_free(d);
-	return -1;
+}
+
+static const struct report_family mlp_family = {mlp_theory, mlp_measured};
+
+static void mlp_load_end(struct mlp_load *l, int rc)
+{
+	for (size_t i = 0; l->rows != NULL && i < l->nrows; i++)
+		report_run_free(&l->rows[i]);
+	free(l->rows);
+	free(l->mm.widths);
+	free(l->tm.widths);
+	if (rc < 0)
+		report_data_free(l->d);
+}
+
+int report_data_from_json(const cJSON *measured, const cJSON *theory, const char *mname,
+                          const char *tname, struct report_data *d, char **cause)
+{
+	struct mlp_load l = {.d = d};
+
+	memset(d, 0, sizeof *d);
+	int rc = mlp_theory(&l, theory, tname, cause) < 0 ? -1 : mlp_measured(&l, measured, mname, cause);
+	mlp_load_end(&l, rc);
+	return rc;
 }
 
 int report_data_load(const char *measured_path, const char *theory_path, struct report_data *d,
                      char **cause)
 {
-	cJSON *m = NULL, *t = NULL;
-	int rc = -1;
+	const char *paths[2] = {measured_path, theory_path};
+	const char *formats[2] = {REPORT_MEASURED_FORMAT, REPORT_THEORY_FORMAT};
+	struct mlp_load l = {.d = d};
 
 	memset(d, 0, sizeof *d);
-	if (zs_json_load(measured_path, REPORT_MEASURED_FORMAT, &m, cause) < 0 ||
-	    zs_json_load(theory_path, REPORT_THEORY_FORMAT, &t, cause) < 0)
-		goto end;
-	rc = report_data_from_json(m, t, measured_path, theory_path, d, cause);
-end:
-	cJSON_Delete(m);
-	cJSON_Delete(t);
+	int rc = report_load(&mlp_family, paths, formats, 2, &l, cause);
+	mlp_load_end(&l, rc);
 	return rc;
 }
 
@@ -849,6 +957,14 @@ void report_data_free(struct report_data *d)
 	free(d->runs);
 	d->runs = NULL;
 	d->nruns = 0;
+	free(d->widths);
+	d->widths = NULL;
+	d->nwidths = 0;
+	for (int u = 0; u < ZS_NUNITS; u++) {
+		free(d->worlds[u]);
+		d->worlds[u] = NULL;
+		d->nworlds[u] = 0;
+	}
 }
 
 const struct report_run *report_data_find(const struct report_data *d, enum zs_scheme s,
@@ -862,25 +978,10 @@ const struct report_run *report_data_find(const struct report_data *d, enum zs_s
 	return NULL;
 }
 
-size_t report_data_worlds(const struct report_data *d, enum zs_unit u, unsigned *w)
+size_t report_data_worlds(const struct report_data *d, enum zs_unit u, const unsigned **w)
 {
-	size_t i, j, n = 0;
-
-	for (i = 0; i < d->nruns; i++) {
-		unsigned x = d->runs[i].world;
-		if (d->runs[i].unit != u)
-			continue;
-		for (j = 0; j < n && w[j] < x; j++)
-			;
-		if (j < n && w[j] == x)
-			continue;
-		if (n == ZS_MAX_WORLDS)
-			break;
-		memmove(&w[j + 1], &w[j], (n - j) * sizeof *w);
-		w[j] = x;
-		n++;
-	}
-	return n;
+	*w = d->worlds[u];
+	return d->nworlds[u];
 }
 
 int report_data_has_unit(const struct report_data *d, enum zs_unit u)

@@ -90,7 +90,7 @@ struct report_run {
 
 struct report_data {
 	double params;                       /* Ψ */
-	size_t widths[ZS_MAX_WIDTHS];
+	size_t *widths;                      /* d0..dL, as many as the files give */
 	size_t nwidths;
 	double batch;
 	char precision[16];
@@ -102,6 +102,8 @@ struct report_data {
 	double p, g, k;                      /* bytes per param: working param, grad, optimizer */
 	struct report_run *runs;             /* sorted by unit, scheme, world */
 	size_t nruns;
+	unsigned *worlds[ZS_NUNITS];         /* each unit's distinct world sizes, sorted */
+	size_t nworlds[ZS_NUNITS];
 };
 
 /* Load both files, check their formats and that they describe the same
@@ -213,13 +215,56 @@ void report_run_free(struct report_run *r);
 int report_run_departs(const struct report_run *r, enum report_metric m, int *cat);
 int report_run_unexplained(const struct report_run *r);
 
+/* The one loader of both families: measured runs joined with theory rows.
+ *
+ * A section's files (the MLP's --measured and --theory; the transformers'
+ * --transformer files) are loaded and each theory.json handed to the
+ * family's `theory`, then each measured.json to its `measured` (theories
+ * first, so that a measurement finds its model wherever it was given).
+ * `theory` reads the file's model and calls report_join_rows; `measured`
+ * finds its theory by the family's identity (the MLP's one file; a
+ * transformer's name, precision and framework), checks the two describe
+ * one experiment, and calls report_join_runs. The policy for a missing
+ * partner is the join's, the same for both: a measured run needs a theory
+ * row of its (scheme, world, unit) or the file is refused; a theory row
+ * without a measurement stays a theory row (has_measured 0), which the
+ * MLP's section leaves out and a transformer's shows as not measured. */
+struct report_join {
+	size_t row_size; /* a family's row: a struct report_run first, then its own fields */
+	/* Read a theory row (key already set in r) or a measured run into the
+	 * row of its key. */
+	int (*theory_row)(const cJSON *row, const char *where, void *r, void *ctx, char **cause);
+	int (*measured_run)(const cJSON *run, const char *where, void *r, void *ctx, char **cause);
+	void *ctx;
+	const char *model; /* names the model in messages, or NULL */
+};
+
+/* The theory's rows (none given twice), in the file's order, into a new
+ * array *rows of *n rows; on failure *rows and *n hold what was read, for
+ * the caller's free. */
+int report_join_rows(const struct report_join *j, const cJSON *rows, const char *tname, void **out,
+                     size_t *n, char **cause);
+
+/* The measured runs (none given twice) into the rows of their keys. */
+int report_join_runs(const struct report_join *j, const cJSON *runs, const char *mname, const char *tname,
+                     void *rows, size_t n, char **cause);
+
+/* The section's files: paths[i] must be of formats[i] (NULL: a theory or
+ * a measurement); theories go to `theory`, then measurements to `measured`. */
+struct report_family {
+	int (*theory)(void *section, const cJSON *theory, const char *path, char **cause);
+	int (*measured)(void *section, const cJSON *measured, const char *path, char **cause);
+};
+int report_load(const struct report_family *f, const char *const *paths, const char *const *formats, size_t n,
+                void *section, char **cause);
+
 /* The run for (scheme, world, unit), or NULL. */
 const struct report_run *report_data_find(const struct report_data *d, enum zs_scheme s,
                                           unsigned world, enum zs_unit u);
 
-/* Sorted distinct world sizes measured for a unit (any scheme); returns the
- * count and fills w[] (ZS_MAX_WORLDS slots). */
-size_t report_data_worlds(const struct report_data *d, enum zs_unit u, unsigned *w);
+/* Sorted distinct world sizes measured for a unit (any scheme), as many as
+ * the file gives; returns the count and points *w at them (d's). */
+size_t report_data_worlds(const struct report_data *d, enum zs_unit u, const unsigned **w);
 
 /* Whether any run has unit u. */
 int report_data_has_unit(const struct report_data *d, enum zs_unit u);

@@ -131,8 +131,8 @@ static int fig_resident(const struct report_data *d, const char *dir, char **cau
 {
 	struct zs_buf dat = {0}, gp = {0}, plot = {0};
 	enum zs_unit u = main_unit(d);
-	unsigned w[ZS_MAX_WORLDS];
-	size_t n = report_data_worlds(d, u, w), i;
+	const unsigned *w;
+	size_t n = report_data_worlds(d, u, &w), i;
 	const char *name = report_figure_names[0];
 	int s;
 
@@ -170,8 +170,8 @@ static int fig_peak(const struct report_data *d, const char *dir, char **cause)
 {
 	struct zs_buf dat = {0}, gp = {0}, plot = {0};
 	enum zs_unit u = main_unit(d);
-	unsigned w[ZS_MAX_WORLDS];
-	size_t n = report_data_worlds(d, u, w), i;
+	const unsigned *w;
+	size_t n = report_data_worlds(d, u, &w), i;
 	const char *name = report_figure_names[1];
 	int s, layer = u == ZS_UNIT_MODEL && report_data_has_unit(d, ZS_UNIT_LAYER);
 
@@ -212,8 +212,8 @@ static int fig_comm(const struct report_data *d, const char *dir, char **cause)
 {
 	struct zs_buf dat = {0}, gp = {0}, plot = {0};
 	enum zs_unit u = main_unit(d);
-	unsigned w[ZS_MAX_WORLDS];
-	size_t n = report_data_worlds(d, u, w), i;
+	const unsigned *w;
+	size_t n = report_data_worlds(d, u, &w), i;
 	const char *name = report_figure_names[2];
 	double top = 0, scale;
 	const char *unit_name;
@@ -260,8 +260,8 @@ static int fig_comm(const struct report_data *d, const char *dir, char **cause)
 /* Largest N (preferably above 1) of the main unit. */
 static unsigned largest_world(const struct report_data *d)
 {
-	unsigned w[ZS_MAX_WORLDS];
-	size_t n = report_data_worlds(d, main_unit(d), w);
+	const unsigned *w;
+	size_t n = report_data_worlds(d, main_unit(d), &w);
 
 	return n ? w[n - 1] : 1;
 }
@@ -362,9 +362,9 @@ static int fig_breakdown(const struct report_data *d, const char *dir, char **ca
  * schemes of the main unit carry a timeline. Returns the count. */
 static int timeline_runs(const struct report_data *d, const struct report_run **out)
 {
-	unsigned w[ZS_MAX_WORLDS];
+	const unsigned *w;
 	enum zs_unit u = main_unit(d);
-	size_t n = report_data_worlds(d, u, w), i;
+	size_t n = report_data_worlds(d, u, &w), i;
 	int best = 0, s, k;
 
 	for (i = n; i-- > 0;) {
@@ -803,6 +803,10 @@ int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause
 		"  title 'The peak per rank by category'\n"
 		"set ylabel '%s per rank at the peak (1 %s = %.0f B)'\n",
 		rows, cols, rows == 1 ? "0.12,0.82" : "0.07,0.88", rows == 1 ? "0" : "0.13", unit_name, unit_name, scale);
+	/* Five models or more: three or more panels a row, too narrow for the
+	 * schemes' names side by side. */
+	if (cols > 2)
+		zs_buf_printf(&gp, "set xtics font ',7'\n");
 	for (j = 0; j < t->n; j++) {
 		const struct report_tfm_model *m = &t->models[j];
 		const struct report_tfm_row *r[ZS_NSCHEMES + 1];
@@ -844,7 +848,7 @@ static double host_rank(const struct report_host *h, unsigned k)
 	return h->rank[REPORT_HOST_PEAK] != NULL ? h->rank[REPORT_HOST_PEAK][k] : h->v[REPORT_HOST_PEAK];
 }
 
-/* Panel j's world sizes, sorted and distinct, into w (ZS_MAX_WORLDS). */
+/* Panel j's world sizes, sorted and distinct, into w (p->n slots). */
 static size_t host_worlds(const struct report_host_panel *p, unsigned *w)
 {
 	size_t n = 0;
@@ -854,8 +858,6 @@ static size_t host_worlds(const struct report_host_panel *p, unsigned *w)
 			k++;
 		if (k < n && w[k] == p->pt[i].world)
 			continue;
-		if (n == ZS_MAX_WORLDS)
-			break;
 		memmove(w + k + 1, w + k, (n - k) * sizeof *w);
 		w[k] = p->pt[i].world;
 		n++;
@@ -895,7 +897,8 @@ int report_figures_host(const char *name, const struct report_host_panel *p, siz
 		"set multiplot layout %zu,%zu title 'Host bytes per rank at the peak (--offload)'\n"
 		"set ylabel '%s per rank (1 %s = %.0f B)'\n", rows, cols, unit_name, unit_name, scale);
 	for (size_t j = 0; j < np; j++) {
-		unsigned w[ZS_MAX_WORLDS] = {1};
+		unsigned *w = zs_calloc(p[j].n + 1, sizeof *w);
+		w[0] = 1;
 		size_t nw = host_worlds(&p[j], w);
 		nw += nw == 0; /* a panel has runs */
 		struct zs_buf plot = {0};
@@ -934,6 +937,7 @@ int report_figures_host(const char *name, const struct report_host_panel *p, siz
 		}
 		zs_buf_printf(&gp, "%s\n", zs_buf_str(&plot));
 		zs_buf_free(&plot);
+		free(w);
 	}
 	return multiplot_close(dir, name, &dat, &gp, cause);
 }

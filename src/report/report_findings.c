@@ -35,20 +35,20 @@ static double bpp(const struct report_data *d, double bytes)
 	return bytes / d->params;
 }
 
-/* Most world sizes of one column a finding looks at. */
-#define COLMAX 256
-
-/* The runs of one (scheme, unit) in order of N (out has COLMAX slots):
- * returns the count. */
+/* The runs of one (scheme, unit) in order of N: d->runs is sorted by unit,
+ * scheme, world, so they are one slice of it, as long as the file gives;
+ * points *out at its first and returns the count. */
 static size_t column(const struct report_data *d, enum zs_scheme s, enum zs_unit u,
                      const struct report_run **out)
 {
 	size_t i, n = 0;
 
-	/* d->runs is sorted by unit, scheme, world. */
-	for (i = 0; i < d->nruns && n < COLMAX; i++)
-		if (d->runs[i].scheme == s && d->runs[i].unit == u)
-			out[n++] = &d->runs[i];
+	*out = d->runs;
+	for (i = 0; i < d->nruns; i++)
+		if (d->runs[i].scheme == s && d->runs[i].unit == u) {
+			if (n++ == 0)
+				*out = &d->runs[i];
+		}
 	return n;
 }
 
@@ -65,31 +65,31 @@ static void verdict(enum report_verdict *v, int holds)
 
 static void dp_flat(const struct report_data *d, struct report_finding *f, struct zs_buf *b)
 {
-	const struct report_run *c[COLMAX];
+	const struct report_run *c;
 	size_t n, i;
 	int u;
 
 	for (u = 0; u < ZS_NUNITS; u++) {
 		double rmin = INFINITY, rmax = -INFINITY, pmin = INFINITY, pmax = -INFINITY;
-		if ((n = column(d, ZS_DP, (enum zs_unit)u, c)) < 2)
+		if ((n = column(d, ZS_DP, (enum zs_unit)u, &c)) < 2)
 			continue;
 		for (i = 0; i < n; i++) {
-			rmin = fmin(rmin, c[i]->measured[REPORT_RESIDENT]);
-			rmax = fmax(rmax, c[i]->measured[REPORT_RESIDENT]);
-			pmin = fmin(pmin, c[i]->measured[REPORT_PEAK]);
-			pmax = fmax(pmax, c[i]->measured[REPORT_PEAK]);
+			rmin = fmin(rmin, c[i].measured[REPORT_RESIDENT]);
+			rmax = fmax(rmax, c[i].measured[REPORT_RESIDENT]);
+			pmin = fmin(pmin, c[i].measured[REPORT_PEAK]);
+			pmax = fmax(pmax, c[i].measured[REPORT_PEAK]);
 		}
 		verdict(&f->verdict, rmin == rmax && pmin == pmax);
 		zs_buf_printf(b, "%sunit=%s, N = %u..%u: resident %.2f..%.2f B/param, peak %.2f..%.2f B/param",
-		              b->len ? "; " : "", zs_unit_name((enum zs_unit)u), c[0]->world,
-		              c[n - 1]->world, bpp(d, rmin), bpp(d, rmax), bpp(d, pmin), bpp(d, pmax));
+		              b->len ? "; " : "", zs_unit_name((enum zs_unit)u), c[0].world,
+		              c[n - 1].world, bpp(d, rmin), bpp(d, rmax), bpp(d, pmin), bpp(d, pmax));
 	}
 }
 
 static void zero12_flatten(const struct report_data *d, struct report_finding *f,
                            struct zs_buf *b)
 {
-	const struct report_run *c[COLMAX];
+	const struct report_run *c;
 	static const enum zs_scheme schemes[] = {ZS_ZERO1, ZS_ZERO2};
 	size_t n, i;
 	int u, j;
@@ -99,16 +99,16 @@ static void zero12_flatten(const struct report_data *d, struct report_finding *f
 		for (u = 0; u < ZS_NUNITS; u++) {
 			double low = INFINITY, gap0, gap1;
 			int rises = 0, below;
-			if ((n = column(d, schemes[j], (enum zs_unit)u, c)) < 2)
+			if ((n = column(d, schemes[j], (enum zs_unit)u, &c)) < 2)
 				continue;
 			for (i = 0; i < n; i++) {
-				low = fmin(low, c[i]->measured[REPORT_RESIDENT]);
-				if (i > 0 && c[i]->measured[REPORT_RESIDENT] > c[i - 1]->measured[REPORT_RESIDENT])
+				low = fmin(low, c[i].measured[REPORT_RESIDENT]);
+				if (i > 0 && c[i].measured[REPORT_RESIDENT] > c[i - 1].measured[REPORT_RESIDENT])
 					rises = 1;
 			}
 			below = low < asym * d->params && !same(low, asym * d->params);
-			gap0 = c[0]->measured[REPORT_RESIDENT] - asym * d->params;
-			gap1 = c[n - 1]->measured[REPORT_RESIDENT] - asym * d->params;
+			gap0 = c[0].measured[REPORT_RESIDENT] - asym * d->params;
+			gap1 = c[n - 1].measured[REPORT_RESIDENT] - asym * d->params;
 			/* "Toward": the gap to the asymptote at the largest N is at
 			 * most half the gap at the smallest. */
 			verdict(&f->verdict, !below && !rises && gap1 <= gap0 / 2);
@@ -116,8 +116,8 @@ static void zero12_flatten(const struct report_data *d, struct report_finding *f
 			              "(asymptote %.0f, lowest %.2f%s%s)",
 			              b->len ? "; " : "", zs_scheme_name(schemes[j]),
 			              zs_unit_name((enum zs_unit)u),
-			              bpp(d, c[0]->measured[REPORT_RESIDENT]), c[0]->world,
-			              bpp(d, c[n - 1]->measured[REPORT_RESIDENT]), c[n - 1]->world,
+			              bpp(d, c[0].measured[REPORT_RESIDENT]), c[0].world,
+			              bpp(d, c[n - 1].measured[REPORT_RESIDENT]), c[n - 1].world,
 			              asym, bpp(d, low), below ? ", BELOW the asymptote" : "",
 			              rises ? ", rises with N somewhere" :
 			              gap1 > gap0 / 2 ? ", gap not halved" : "");
@@ -128,26 +128,26 @@ static void zero12_flatten(const struct report_data *d, struct report_finding *f
 static void zero3_halves(const struct report_data *d, struct report_finding *f,
                          struct zs_buf *b)
 {
-	const struct report_run *c[COLMAX];
+	const struct report_run *c;
 	size_t n, i, j;
 	int u;
 
 	for (u = 0; u < ZS_NUNITS; u++) {
 		int pairs = 0, bad = 0;
-		n = column(d, ZS_ZERO3, (enum zs_unit)u, c);
+		n = column(d, ZS_ZERO3, (enum zs_unit)u, &c);
 		for (i = 0; i < n; i++)
 			for (j = i + 1; j < n; j++) {
-				double r0 = c[i]->measured[REPORT_RESIDENT], r1 = c[j]->measured[REPORT_RESIDENT];
+				double r0 = c[i].measured[REPORT_RESIDENT], r1 = c[j].measured[REPORT_RESIDENT];
 				/* Only where N divides every unit: padding is a separate cause. */
-				if (c[j]->world != 2 * c[i]->world || c[i]->padded_elements != d->params ||
-				    c[j]->padded_elements != d->params)
+				if (c[j].world != 2 * c[i].world || c[i].padded_elements != d->params ||
+				    c[j].padded_elements != d->params)
 					continue;
 				pairs++;
 				if (!same(r0, 2 * r1)) {
 					bad++;
 					zs_buf_printf(b, "%sunit=%s N = %u to %u: %.3f to %.3f B/param (ratio %.3f)",
 					              b->len ? "; " : "", zs_unit_name((enum zs_unit)u),
-					              c[i]->world, c[j]->world, bpp(d, r0), bpp(d, r1), r0 / r1);
+					              c[i].world, c[j].world, bpp(d, r0), bpp(d, r1), r0 / r1);
 				}
 			}
 		if (pairs == 0)
@@ -157,9 +157,9 @@ static void zero3_halves(const struct report_data *d, struct report_finding *f,
 			zs_buf_printf(b, "%sunit=%s: exactly halves in all %d doublings (",
 			              b->len ? "; " : "", zs_unit_name((enum zs_unit)u), pairs);
 			for (i = 0; i < n; i++)
-				if (c[i]->padded_elements == d->params)
+				if (c[i].padded_elements == d->params)
 					zs_buf_printf(b, "%s%.3f at N = %u", i ? ", " : "",
-					              bpp(d, c[i]->measured[REPORT_RESIDENT]), c[i]->world);
+					              bpp(d, c[i].measured[REPORT_RESIDENT]), c[i].world);
 			zs_buf_printf(b, " B/param)");
 		}
 	}
@@ -205,33 +205,33 @@ static void n1_identical(const struct report_data *d, struct report_finding *f,
 static void zero3_peak_slow(const struct report_data *d, struct report_finding *f,
                             struct zs_buf *b)
 {
-	const struct report_run *c[COLMAX];
+	const struct report_run *c;
 	size_t n;
 	int u;
 
 	for (u = 0; u < ZS_NUNITS; u++) {
 		double rr, pr;
-		if ((n = column(d, ZS_ZERO3, (enum zs_unit)u, c)) < 2)
+		if ((n = column(d, ZS_ZERO3, (enum zs_unit)u, &c)) < 2)
 			continue;
-		rr = c[0]->measured[REPORT_RESIDENT] / c[n - 1]->measured[REPORT_RESIDENT];
-		pr = c[0]->measured[REPORT_PEAK] / c[n - 1]->measured[REPORT_PEAK];
+		rr = c[0].measured[REPORT_RESIDENT] / c[n - 1].measured[REPORT_RESIDENT];
+		pr = c[0].measured[REPORT_PEAK] / c[n - 1].measured[REPORT_PEAK];
 		/* "Much more slowly": the peak shrinks by less than half the
 		 * factor the resident state shrinks by. */
 		verdict(&f->verdict, pr < rr / 2);
 		zs_buf_printf(b, "%sunit=%s, N = %u to %u: resident falls %.1fx (%.2f to %.2f B/param), "
 		              "peak %.1fx (%.2f to %.2f B/param); the test is peak factor < half the resident factor",
-		              b->len ? "; " : "", zs_unit_name((enum zs_unit)u), c[0]->world,
-		              c[n - 1]->world, rr, bpp(d, c[0]->measured[REPORT_RESIDENT]),
-		              bpp(d, c[n - 1]->measured[REPORT_RESIDENT]), pr,
-		              bpp(d, c[0]->measured[REPORT_PEAK]), bpp(d, c[n - 1]->measured[REPORT_PEAK]));
+		              b->len ? "; " : "", zs_unit_name((enum zs_unit)u), c[0].world,
+		              c[n - 1].world, rr, bpp(d, c[0].measured[REPORT_RESIDENT]),
+		              bpp(d, c[n - 1].measured[REPORT_RESIDENT]), pr,
+		              bpp(d, c[0].measured[REPORT_PEAK]), bpp(d, c[n - 1].measured[REPORT_PEAK]));
 	}
 }
 
 static void zero3_peak_worse(const struct report_data *d, struct report_finding *f,
                              struct zs_buf *b)
 {
-	unsigned w[ZS_MAX_WORLDS];
-	size_t n = report_data_worlds(d, ZS_UNIT_MODEL, w);
+	const unsigned *w;
+	size_t n = report_data_worlds(d, ZS_UNIT_MODEL, &w);
 	const struct report_run *z3 = NULL, *z2 = NULL;
 
 	/* The largest N (above 1) at which both were measured. */
@@ -253,25 +253,25 @@ static void zero3_peak_worse(const struct report_data *d, struct report_finding 
 static void layer_gather(const struct report_data *d, struct report_finding *f,
                          struct zs_buf *b)
 {
-	const struct report_run *c[COLMAX];
+	const struct report_run *c;
 	size_t n, i;
 	int tested = 0, bad = 0;
 	double largest = 0;
 
-	n = column(d, ZS_ZERO3, ZS_UNIT_LAYER, c);
+	n = column(d, ZS_ZERO3, ZS_UNIT_LAYER, &c);
 	for (i = 0; i < n; i++) {
 		double gp, fg;
-		if (c[i]->world == 1)
+		if (c[i].world == 1)
 			continue;
 		tested++;
-		largest = c[i]->largest_unit;
-		gp = c[i]->peak_bd[REPORT_CAT_GATHERED];
-		fg = c[i]->peak_bd[REPORT_CAT_FULL_GRADS];
+		largest = c[i].largest_unit;
+		gp = c[i].peak_bd[REPORT_CAT_GATHERED];
+		fg = c[i].peak_bd[REPORT_CAT_FULL_GRADS];
 		if (gp != largest * d->p || fg != largest * d->g) {
 			bad++;
 			zs_buf_printf(b, "%sN = %u: gathered params %.0f B and full grads %.0f B at the peak, "
 			              "the largest unit (%.0f elements) needs %.0f B and %.0f B",
-			              b->len ? "; " : "", c[i]->world, gp, fg, largest,
+			              b->len ? "; " : "", c[i].world, gp, fg, largest,
 			              largest * d->p, largest * d->g);
 		}
 	}
@@ -293,14 +293,14 @@ static void ratio_is_1_5(const struct report_data *d, struct report_finding *f, 
                          enum zs_scheme scheme, double (*ratio)(const struct report_data *, const struct report_run *),
                          const char *what, const char *of)
 {
-	const struct report_run *c[COLMAX];
+	const struct report_run *c;
 
 	for (int u = 0; u < ZS_NUNITS; u++) {
-		size_t n = column(d, scheme, (enum zs_unit)u, c);
+		size_t n = column(d, scheme, (enum zs_unit)u, &c);
 		double lo = INFINITY, hi = -INFINITY;
 		int tested = 0;
 		for (size_t i = 0; i < n; i++) {
-			double r = ratio(d, c[i]);
+			double r = ratio(d, &c[i]);
 			if (isnan(r))
 				continue;
 			lo = fmin(lo, r);
@@ -336,17 +336,17 @@ static void comm_ratio(const struct report_data *d, struct report_finding *f, st
  * same at every N from 3 on and above the paper's floor at the largest. */
 static void torch_zero1_flat(const struct report_data *d, struct report_finding *f, struct zs_buf *b)
 {
-	const struct report_run *c[COLMAX];
+	const struct report_run *c;
 	for (int u = 0; u < ZS_NUNITS; u++) {
-		size_t n = column(d, ZS_ZERO1, (enum zs_unit)u, c), i = 0, tested = 0;
-		while (i < n && c[i]->world < 3)
+		size_t n = column(d, ZS_ZERO1, (enum zs_unit)u, &c), i = 0, tested = 0;
+		while (i < n && c[i].world < 3)
 			i++;
 		if (n - i < 2)
 			continue;
-		const struct report_run *first = c[i], *last = c[n - 1];
+		const struct report_run *first = &c[i], *last = &c[n - 1];
 		int flat = 1;
 		for (; i < n; i++, tested++)
-			flat &= same(c[i]->measured[REPORT_RESIDENT], first->measured[REPORT_RESIDENT]);
+			flat &= same(c[i].measured[REPORT_RESIDENT], first->measured[REPORT_RESIDENT]);
 		verdict(&f->verdict, flat && last->measured[REPORT_RESIDENT] > last->floor[REPORT_RESIDENT]);
 		zs_buf_printf(b, "%sunit=%s, %zu world sizes from N = %u to %u: the worst rank holds %.4g..%.4g B/param "
 		                  "while the floor falls from %.4g to %.4g",

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "report/report_overhead.h"
@@ -265,8 +266,8 @@ static void legend(const int *used, struct zs_buf *b)
 static void memory_table(const struct report_data *d, const struct report_point *pts,
                          enum zs_unit u, struct zs_buf *b)
 {
-	unsigned w[ZS_MAX_WORLDS];
-	size_t n = report_data_worlds(d, u, w), i;
+	const unsigned *w;
+	size_t n = report_data_worlds(d, u, &w), i;
 	int used[REPORT_NCAUSES + 1] = {0}, s;
 
 	zs_buf_printf(b, "\\begin{table}[htbp]\n\\centering\n\\small\n"
@@ -298,7 +299,8 @@ static void memory_table(const struct report_data *d, const struct report_point 
 static void comm_table(const struct report_data *d, const struct report_point *pts,
                        struct zs_buf *b)
 {
-	unsigned w[ZS_MAX_WORLDS], wu[ZS_MAX_WORLDS];
+	unsigned *w = zs_calloc(d->nruns + 1, sizeof *w);
+	const unsigned *wu;
 	size_t n = 0, nu, i, j;
 	int used[REPORT_NCAUSES + 1] = {0}, s, u, nunits = 0;
 	enum zs_unit units[ZS_NUNITS];
@@ -308,7 +310,7 @@ static void comm_table(const struct report_data *d, const struct report_point *p
 		if (!report_data_has_unit(d, (enum zs_unit)u))
 			continue;
 		units[nunits++] = (enum zs_unit)u;
-		nu = report_data_worlds(d, (enum zs_unit)u, wu);
+		nu = report_data_worlds(d, (enum zs_unit)u, &wu);
 		for (i = 0; i < nu; i++) {
 			for (j = 0; j < n && w[j] < wu[i]; j++)
 				;
@@ -347,6 +349,7 @@ static void comm_table(const struct report_data *d, const struct report_point *p
 	zs_buf_printf(b, "\\bottomrule\n\\end{tabular}\n");
 	legend(used, b);
 	zs_buf_printf(b, "\\end{table}\n");
+	free(w);
 }
 
 void report_table_tex(const struct report_data *d, const struct report_point *pts, size_t npts,
@@ -367,7 +370,7 @@ void report_table_tex(const struct report_data *d, const struct report_point *pt
 void report_findings_tex(const struct report_data *d, const struct report_finding *f,
                          struct zs_buf *b)
 {
-	unsigned w[ZS_MAX_WORLDS];
+	const unsigned *w;
 	size_t i, n;
 	int u;
 
@@ -379,7 +382,7 @@ void report_findings_tex(const struct report_data *d, const struct report_findin
 	              "($p = %g$, $g = %g$, $k = %g$ bytes per parameter); batch %.0f per rank.",
 	              d->params, d->precision, d->optimizer, d->p, d->g, d->k, d->batch);
 	for (u = 0; u < ZS_NUNITS; u++) {
-		if ((n = report_data_worlds(d, (enum zs_unit)u, w)) == 0)
+		if ((n = report_data_worlds(d, (enum zs_unit)u, &w)) == 0)
 			continue;
 		zs_buf_printf(b, " Unit=%s measured at $N =", zs_unit_name((enum zs_unit)u));
 		for (i = 0; i < n; i++)

@@ -143,19 +143,18 @@ static int read_terms(const cJSON *peak, const char *where, struct report_tfm_mo
 	const cJSON *acts, *c;
 	double sum = 0;
 	size_t i = 0;
-	int first = m->nrows == 0;
+	int first = m->term == NULL;
 
 	if (zs_json_object(peak, "activations_breakdown", where, &acts, cause) < 0)
 		return -1;
+	/* As many as the file gives: a row's terms, and the first row's names. */
+	r->act = zs_calloc((size_t)cJSON_GetArraySize(acts) + 1, sizeof *r->act);
+	if (first)
+		m->term = zs_calloc((size_t)cJSON_GetArraySize(acts) + 1, sizeof *m->term);
 	cJSON_ArrayForEach(c, acts) {
-		if (i == REPORT_TFM_TERMS)
-			return zs_fail(cause, "%s: activations_breakdown has more than %d terms", where,
-			               REPORT_TFM_TERMS);
 		if (first) {
-			if (strlen(c->string) >= sizeof m->term[0])
-				return zs_fail(cause, "%s: an activations_breakdown term's name is longer than %zu "
-				               "characters", where, sizeof m->term[0] - 1);
-			snprintf(m->term[i], sizeof m->term[0], "%s", c->string);
+			m->term[i] = zs_strdup(c->string);
+			m->nterms = i + 1; /* freed whatever follows */
 		} else if (i >= m->nterms || strcmp(m->term[i], c->string) != 0) {
 			return zs_fail(cause, "%s: activations_breakdown names other terms than the first row's",
 			               where);
@@ -183,15 +182,15 @@ static unsigned comm_flags(const struct report_tfm_model *m, const struct report
 	       (strcmp(m->framework, "deepspeed") == 0 && r->run.scheme == ZS_ZERO3 ? REPORT_READ_COMM_SHARE : 0);
 }
 
-static int read_row(const cJSON *row, const char *where, struct report_tfm_model *m,
-                    struct report_tfm_row *r, char **cause)
+/* A theory row, its key set by the join (report_join_rows). */
+static int read_row(const cJSON *row, const char *where, void *rp, void *ctx, char **cause)
 {
+	struct report_tfm_model *m = ctx;
+	struct report_tfm_row *r = rp;
 	const cJSON *fl, *peak;
 	double bd[REPORT_NCATS] = {0};
 	char at[400], lab[96];
 
-	if (report_read_key(row, where, &r->run.scheme, &r->run.world, &r->run.unit, cause) < 0)
-		return -1;
 	report_run_label(r->run.scheme, r->run.world, r->run.unit, lab, sizeof lab);
 	snprintf(at, sizeof at, "%s.floor", where);
 	if (zs_json_object(row, "floor", where, &fl, cause) < 0 ||
@@ -231,28 +230,54 @@ static int read_row(const cJSON *row, const char *where, struct report_tfm_model
 	return 0;
 }
 
-static void free_rows(struct report_tfm_model *m)
+static void free_model(struct report_tfm_model *m)
 {
-	for (size_t j = 0; m->rows != NULL && j < m->nrows; j++)
+	for (size_t j = 0; m->rows != NULL && j < m->nrows; j++) {
 		report_run_free(&m->rows[j].run);
+		free(m->rows[j].act);
+	}
 	free(m->rows);
 	m->rows = NULL;
+	for (size_t i = 0; m->term != NULL && i < m->nterms; i++)
+		free(m->term[i]);
+	free(m->term);
+	m->term = NULL;
+	cJSON_Delete(m->model);
+	m->model = NULL;
+}
+
+/* The measured run's figures, into the theory row its key joined
+ * (report_join_runs). */
+static int read_measured_run(const cJSON *run, const char *where, void *rp, void *ctx, char **cause)
+{
+	struct report_tfm_model *m = ctx;
+	struct report_tfm_row *r = rp;
+	char lab[96];
+
+	report_run_label(r->run.scheme, r->run.world, r->run.unit, lab, sizeof lab);
+	if (report_read_measured(run, where, lab, comm_flags(m, r), &r->run, cause) < 0)
+		return -1;
+	r->unchecked = !r->run.has_schedule;
+	r->unexplained = report_run_unexplained(&r->run);
+	return 0;
+}
+
+static struct report_join join_of(struct report_tfm_model *m)
+{
+	return (struct report_join){sizeof(struct report_tfm_row), read_row, read_measured_run, m, m->name};
 }
 
 int report_tfm_add(const cJSON *theory, const char *path, struct report_tfm *t, char **cause)
 {
 	struct report_tfm_model *m;
-	const cJSON *rows, *row;
-	char where[320];
+	const cJSON *rows;
 
-	if (t->n == REPORT_TFM_MAX)
-		return zs_fail(cause, "%s: the report takes at most %d transformers", path, REPORT_TFM_MAX);
+	t->models = zs_realloc(t->models, (t->n + 1) * sizeof *t->models);
 	m = &t->models[t->n];
 	memset(m, 0, sizeof *m);
 	m->path = path;
 	if (report_json_unique(theory, path, cause) < 0 || read_model(theory, path, m, cause) < 0 ||
-	    zs_json_array(theory, "rows", path, &rows, cause) < 0 ||
-	    report_rows_unique(rows, path, "rows", cause) < 0)
+	    zs_json_array(theory, "rows", path, &rows, cause) < 0)
 		goto fail;
 	for (size_t i = 0; i < t->n; i++)
 		if (strcmp(t->models[i].name, m->name) == 0 && strcmp(t->models[i].precision, m->precision) == 0 &&
@@ -265,43 +290,17 @@ int report_tfm_add(const cJSON *theory, const char *path, struct report_tfm *t, 
 		zs_fail(cause, "%s holds no rows", path);
 		goto fail;
 	}
-	m->rows = zs_calloc((size_t)cJSON_GetArraySize(rows), sizeof *m->rows);
-	cJSON_ArrayForEach(row, rows) {
-		snprintf(where, sizeof where, "%s: rows[%zu]", path, m->nrows);
-		int rc = read_row(row, where, m, &m->rows[m->nrows], cause);
-		m->nrows++; /* freed with the others, whatever it holds */
-		if (rc < 0)
-			goto fail;
-	}
+	const struct report_join j = join_of(m);
+	void *joined = NULL;
+	int rc = report_join_rows(&j, rows, path, &joined, &m->nrows, cause);
+	m->rows = joined;
+	if (rc < 0)
+		goto fail;
 	t->n++;
 	return 0;
 fail:
-	free_rows(m);
-	cJSON_Delete(m->model);
-	m->model = NULL;
+	free_model(m);
 	return -1;
-}
-
-/* The measured run's key and figures, into the theory row it joins. */
-static int read_measured_run(const cJSON *run, const char *where, struct report_tfm_model *m,
-                             char **cause)
-{
-	enum zs_scheme s = ZS_DP;
-	enum zs_unit u = ZS_UNIT_MODEL;
-	unsigned w = 0;
-	char lab[96];
-
-	if (report_read_key(run, where, &s, &w, &u, cause) < 0)
-		return -1;
-	report_run_label(s, w, u, lab, sizeof lab);
-	struct report_tfm_row *r = (struct report_tfm_row *)report_tfm_find(m, s, w, u);
-	if (r == NULL)
-		return zs_fail(cause, "%s has no row for the measured run %s of %s", m->path, lab, m->name);
-	if (report_read_measured(run, where, lab, comm_flags(m, r), &r->run, cause) < 0)
-		return -1;
-	r->unchecked = !r->run.has_schedule;
-	r->unexplained = report_run_unexplained(&r->run);
-	return 0;
 }
 
 /* The first key both objects give with different values, or NULL. */
@@ -357,7 +356,7 @@ static int same_run(const struct report_tfm_model *m, const cJSON *cfg, const cJ
 int report_tfm_add_measured(const cJSON *measured, const char *path, struct report_tfm *t,
                             char **cause)
 {
-	const cJSON *cfg, *model, *runs, *run;
+	const cJSON *cfg, *model, *runs;
 	const char *name, *precision, *recompute;
 	struct report_tfm_model *m = NULL;
 	double params, batch, seq;
@@ -400,15 +399,10 @@ int report_tfm_add_measured(const cJSON *measured, const char *path, struct repo
 		               "recompute differ", m->path, path, m->name);
 	if (same_run(m, cfg, model, path, cause) < 0)
 		return -1;
+	const struct report_join j = join_of(m);
 	if (zs_json_array(measured, "runs", path, &runs, cause) < 0 ||
-	    report_rows_unique(runs, path, "runs", cause) < 0)
+	    report_join_runs(&j, runs, path, m->path, m->rows, m->nrows, cause) < 0)
 		return -1;
-	i = 0;
-	cJSON_ArrayForEach(run, runs) {
-		snprintf(where, sizeof where, "%s: runs[%zu]", path, i++);
-		if (read_measured_run(run, where, m, cause) < 0)
-			return -1;
-	}
 	m->measured_path = path;
 	return 0;
 }
@@ -473,29 +467,22 @@ int report_tfm_measured(const struct report_tfm *t)
 	return 0;
 }
 
-/* Theories first, so that a measurement finds its model wherever it was
- * given on the command line. */
+static int add_theory(void *t, const cJSON *theory, const char *path, char **cause)
+{
+	return report_tfm_add(theory, path, t, cause);
+}
+
+static int add_measured(void *t, const cJSON *measured, const char *path, char **cause)
+{
+	return report_tfm_add_measured(measured, path, t, cause);
+}
+
 int report_tfm_load(const char *const *paths, size_t n, struct report_tfm *t, char **cause)
 {
-	cJSON *j[REPORT_TFM_FILES] = {NULL};
-	int rc = 0;
+	static const struct report_family family = {add_theory, add_measured};
 
 	memset(t, 0, sizeof *t);
-	if (n > REPORT_TFM_FILES)
-		return zs_fail(cause, "--transformer: at most %d models, each with its measurement",
-		               REPORT_TFM_MAX);
-	for (size_t i = 0; i < n && rc == 0; i++)
-		rc = zs_json_load(paths[i], REPORT_THEORY_FORMAT " or " REPORT_MEASURED_FORMAT, &j[i], cause);
-	for (int pass = 0; pass < 2; pass++)
-		for (size_t i = 0; i < n && rc == 0; i++) {
-			const char *f = cJSON_GetObjectItemCaseSensitive(j[i], "format")->valuestring;
-			if (pass == 0 && strcmp(f, REPORT_THEORY_FORMAT) == 0)
-				rc = report_tfm_add(j[i], paths[i], t, cause);
-			else if (pass == 1 && strcmp(f, REPORT_MEASURED_FORMAT) == 0)
-				rc = report_tfm_add_measured(j[i], paths[i], t, cause);
-		}
-	for (size_t i = 0; i < n; i++)
-		cJSON_Delete(j[i]);
+	int rc = report_load(&family, paths, NULL, n, t, cause);
 	if (rc < 0)
 		report_tfm_free(t);
 	return rc;
@@ -503,10 +490,10 @@ int report_tfm_load(const char *const *paths, size_t n, struct report_tfm *t, ch
 
 void report_tfm_free(struct report_tfm *t)
 {
-	for (size_t i = 0; i < t->n; i++) {
-		free_rows(&t->models[i]);
-		cJSON_Delete(t->models[i].model);
-	}
+	for (size_t i = 0; i < t->n; i++)
+		free_model(&t->models[i]);
+	free(t->models);
+	t->models = NULL;
 	t->n = 0;
 }
 
@@ -1000,8 +987,7 @@ void report_tfm_text(const struct report_tfm *t, struct zs_buf *b)
 /* fig9's panels: per model with host bytes, its runs of the shown unit. */
 static int host_figure(const struct report_tfm *t, const char *figdir, char **cause)
 {
-	struct report_host_panel p[REPORT_TFM_MAX];
-	memset(p, 0, sizeof p);
+	struct report_host_panel *p = zs_calloc(t->n + 1, sizeof *p);
 	size_t np = 0;
 	for (size_t i = 0; i < t->n; i++) {
 		const struct report_tfm_model *m = &t->models[i];
@@ -1022,6 +1008,7 @@ static int host_figure(const struct report_tfm *t, const char *figdir, char **ca
 	int rc = report_figures_host(REPORT_FIGURE_TFM_HOST, p, np, figdir, cause);
 	for (size_t j = 0; j < np; j++)
 		free(p[j].pt);
+	free(p);
 	return rc;
 }
 

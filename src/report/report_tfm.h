@@ -29,10 +29,6 @@
 
 #include "report/report_data.h"
 
-#define REPORT_TFM_MAX 4          /* models a report takes (panels of fig7) */
-#define REPORT_TFM_FILES 8         /* --transformer files: a theory and a measurement per model */
-_Static_assert(REPORT_TFM_FILES == 2 * REPORT_TFM_MAX, "two files a model");
-#define REPORT_TFM_TERMS 16       /* activation terms a row may name */
 #define REPORT_FIGURE_TFM "fig7-transformer"
 #define REPORT_TFM_TEX "transformer.tex"
 
@@ -51,7 +47,7 @@ struct report_tfm_row {
 	 * Korthikanti's activations (peak.*). */
 	double resident, padding, gathered, full_grads, activations, peak;
 	double peak_bd[REPORT_NCATS];        /* peak.peak_breakdown */
-	double act[REPORT_TFM_TERMS];        /* peak.activations_breakdown, by term */
+	double *act;                         /* peak.activations_breakdown, by term (nterms) */
 	double s_imbalance;                  /* schedule.imbalance_bytes (a framework's), or 0 */
 	/* report_run_unexplained(&run), the MLP's rule: the measurement and
 	 * the schedule differ by a byte in resident, peak, a category of
@@ -72,7 +68,7 @@ struct report_tfm_model {
 	double u_embeddings, u_block, u_head;   /* elements; u_head 0 when tied */
 	double p, g, k;                      /* bytes per working param, grad, optimizer state */
 	struct cJSON *model;                 /* config.model without its units, to match a measurement's */
-	char term[REPORT_TFM_TERMS][40];     /* activation terms, in the file's order */
+	char **term;                         /* activation terms, in the file's order */
 	size_t nterms;
 	struct report_tfm_row *rows;
 	size_t nrows;
@@ -80,14 +76,15 @@ struct report_tfm_model {
 };
 
 struct report_tfm {
-	struct report_tfm_model models[REPORT_TFM_MAX];
+	struct report_tfm_model *models;     /* as many as given (fig7 draws a panel each) */
 	size_t n;
 };
 
 /* Load every file: a transformer's theory.json (zerosim-theory/1), and
  * optionally its measured.json (zerosim-measured/1 of `zerosim measure
- * --model`), joined to the theory of the same model and precision on
- * (scheme, world, unit). Checked as the MLP's files are (byte counts,
+ * --model`), joined to the theory of the same model, precision and
+ * framework on (scheme, world, unit) by the MLP's loader (report_load,
+ * report_data.h). Checked as the MLP's files are (byte counts,
  * breakdowns that sum to their totals, no key, row or run given twice),
  * and no model given twice. -1 with *cause set on bad input (exit 2); the
  * caller frees *t with report_tfm_free(). */
