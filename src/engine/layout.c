@@ -97,7 +97,7 @@ size_t layout_npieces(const struct zs_layout *lo)
 	return lo->span[ZS_STATE_OPTIM] == ZS_TENSORS || lo->per_tensor ? lo->ntensors : lo->nunits;
 }
 
-size_t layout_rank_len(const struct zs_layout *lo, enum zs_buf b, unsigned k)
+size_t layout_rank_len(const struct zs_layout *lo, enum zs_rankbuf b, unsigned k)
 {
 	if (layout_span(lo, b) != ZS_TENSORS)
 		return layout_len(lo, b);
@@ -107,7 +107,7 @@ size_t layout_rank_len(const struct zs_layout *lo, enum zs_buf b, unsigned k)
 	return n;
 }
 
-enum zs_state layout_state(enum zs_buf b)
+enum zs_state layout_state(enum zs_rankbuf b)
 {
 	switch (b) {
 	case ZS_BUF_PARAMS:
@@ -121,14 +121,14 @@ enum zs_state layout_state(enum zs_buf b)
 	}
 }
 
-enum zs_span layout_span(const struct zs_layout *lo, enum zs_buf b) { return lo->span[layout_state(b)]; }
+enum zs_span layout_span(const struct zs_layout *lo, enum zs_rankbuf b) { return lo->span[layout_state(b)]; }
 
-size_t layout_len(const struct zs_layout *lo, enum zs_buf b)
+size_t layout_len(const struct zs_layout *lo, enum zs_rankbuf b)
 {
 	return layout_span(lo, b) == ZS_SHARD ? lo->shard : lo->nparams;
 }
 
-struct zs_slice layout_own(const struct zs_layout *lo, enum zs_buf b, size_t u, unsigned k)
+struct zs_slice layout_own(const struct zs_layout *lo, enum zs_rankbuf b, size_t u, unsigned k)
 {
 	if (lo->span[ZS_STATE_OPTIM] == ZS_TENSORS) {
 		const struct zs_layout_tensor *t = &lo->tensor[u];

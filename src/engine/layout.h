@@ -4,7 +4,7 @@
  *
  * The flat parameter vector is cut into units; a unit of n elements gives
  * each rank s = ceil(n/N) slots, rank k's being [k·s, (k+1)·s). Every
- * per-parameter buffer of a rank is one of enum zs_buf. A resident buffer
+ * per-parameter buffer of a rank is one of enum zs_rankbuf. A resident buffer
  * is full (the Ψ elements, each at its own index) or a shard (the rank's
  * slots of every unit, unit after unit: S = Σ s_u elements), as the
  * scheme's row of zs_shards says for its state; the transient ones are
@@ -32,8 +32,10 @@
 #include "util/config.h"
 #include "util/schedule.h"
 
-/* A rank's per-parameter buffers. */
-enum zs_buf {
+/* A rank's per-parameter buffers. Not `enum zs_buf`: C's enum and struct
+ * tags share one namespace, and struct zs_buf is util/buf.h's text buffer,
+ * so a file could not include both. */
+enum zs_rankbuf {
 	/* resident model state: full or shard, as the run's row says */
 	ZS_BUF_PARAMS,     /* working params: fp16 (mixed) or fp32 */
 	ZS_BUF_GRADS,      /* same type as the params */
@@ -108,16 +110,16 @@ void layout_shard_tensors(struct zs_layout *lo);
 size_t layout_npieces(const struct zs_layout *lo);
 
 /* Elements rank k's resident buffer b holds (Ψ, S, or its tensors'). */
-size_t layout_rank_len(const struct zs_layout *lo, enum zs_buf b, unsigned k);
+size_t layout_rank_len(const struct zs_layout *lo, enum zs_rankbuf b, unsigned k);
 
 /* The state a resident buffer belongs to, and whether it is full or a
  * shard in this run. */
-enum zs_state layout_state(enum zs_buf b);
-enum zs_span layout_span(const struct zs_layout *lo, enum zs_buf b);
+enum zs_state layout_state(enum zs_rankbuf b);
+enum zs_span layout_span(const struct zs_layout *lo, enum zs_rankbuf b);
 
 /* Elements a resident buffer holds: Ψ (full) or S (shard); Ψ, a bound,
  * for whole tensors (layout_rank_len is exact). */
-size_t layout_len(const struct zs_layout *lo, enum zs_buf b);
+size_t layout_len(const struct zs_layout *lo, enum zs_rankbuf b);
 
 /* The elements of piece u (unit u, or tensor u with ZS_TENSORS: all of
  * it for its owner, none for the others) that rank k owns in resident
@@ -125,6 +127,6 @@ size_t layout_len(const struct zs_layout *lo, enum zs_buf b);
  * the optimizer state is sharded (their real elements: none for a rank
  * holding only padding), else the whole unit. In a shard they start at
  * the unit's soff; in a full buffer at their own index. */
-struct zs_slice layout_own(const struct zs_layout *lo, enum zs_buf b, size_t u, unsigned k);
+struct zs_slice layout_own(const struct zs_layout *lo, enum zs_rankbuf b, size_t u, unsigned k);
 
 #endif
