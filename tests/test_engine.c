@@ -753,7 +753,7 @@ START_TEST(test_a_written_case_reads_back_and_trains_the_same)
 		snprintf(tr.name, sizeof tr.name, "tiny");
 		tfm_dims_from_config(&tr.dims, &tr.hf);
 		tr.seq = 6;
-		tr.recompute = TFM_RECOMPUTE_SELECTIVE;
+		tr.recompute = ZS_RECOMPUTE_SELECTIVE;
 		zs_config_defaults(&c);
 		c.tfm = &tr;
 		c.precision = ZS_FP32;

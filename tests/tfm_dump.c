@@ -66,7 +66,7 @@ int main(int argc, char **argv)
 	const struct zs_config *tr = &cs->train;
 	size_t B = cs->batch, T = cs->tfm->seq;
 	struct tfm_model m;
-	tfm_model_init(&m, &cs->tfm->dims, B, T, TFM_RECOMPUTE_NONE);
+	tfm_model_init(&m, &cs->tfm->dims, B, T, ZS_RECOMPUTE_NONE);
 	memcpy(m.params, cs->weights, m.nparams * sizeof *m.params);
 	float *mo = zs_calloc(m.nparams, sizeof *mo), *v = zs_calloc(m.nparams, sizeof *v);
 	struct optim o;

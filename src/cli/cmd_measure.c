@@ -189,9 +189,9 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, const char 
 		if (strcmp(seq, have) != 0)
 			return zs_fail(cause, "--seq %.40s disagrees with the case file's seq %s", seq, have);
 	}
-	if (recompute != NULL && strcmp(recompute, tfm_recompute_name(cs->tfm->recompute)) != 0)
+	if (recompute != NULL && strcmp(recompute, zs_recompute_name(cs->tfm->recompute)) != 0)
 		return zs_fail(cause, "--recompute %.40s disagrees with the case file's recompute %s", recompute,
-		               tfm_recompute_name(cs->tfm->recompute));
+		               zs_recompute_name(cs->tfm->recompute));
 	if ((given & 1u << ZS_KEY_WORLD) && (c->nworld != 1 || c->world[0] != cs->world))
 		return zs_fail(cause, "--world disagrees with the case file's world size %u", cs->world);
 	if ((given & 1u << ZS_KEY_BATCH) && c->batch != cs->batch)
@@ -297,7 +297,7 @@ static int load_transformer(struct zs_config *c, struct zs_tfm_run *tr, const ch
 			               hf.family == ZS_FAMILY_GPT2 ? "n_positions" : "max_position_embeddings");
 		tr->seq = (size_t)v;
 	}
-	if (recompute != NULL && tfm_recompute_parse(recompute, &tr->recompute) != 0)
+	if (recompute != NULL && zs_recompute_parse(recompute, &tr->recompute) != 0)
 		return zs_fail(cause, "--recompute: '%.40s' is none of none, selective, full", recompute);
 	return transformer_run(c, tr, (c->given & 1u << ZS_KEY_PRECISION) != 0, 0, cause);
 }
@@ -438,7 +438,7 @@ int zs_cmd_measure(int argc, char **argv)
 	/* DeepSpeed's ZeRO-3 gathers per nn.Module; a full recompute re-runs a
 	 * block's forward inside its backward, where its hooks would gather
 	 * the modules again (not modelled). */
-	for (size_t i = 0; c.tfm != NULL && c.tfm->recompute == TFM_RECOMPUTE_FULL && c.framework == ZS_FW_DEEPSPEED &&
+	for (size_t i = 0; c.tfm != NULL && c.tfm->recompute == ZS_RECOMPUTE_FULL && c.framework == ZS_FW_DEEPSPEED &&
 	                   i < c.nschemes; i++)
 		if (c.schemes[i] == ZS_ZERO3) {
 			zs_fail(&cause, "--recompute full: DeepSpeed's zero3 on a transformer is modelled without it (its "

@@ -410,7 +410,7 @@ static int model(const cJSON *root, struct zs_tfm_run *tr, char **cause)
 		return -1;
 	tr->seq = (size_t)v;
 	const cJSON *rc = cJSON_GetObjectItemCaseSensitive(root, "recompute");
-	if (rc != NULL && (!cJSON_IsString(rc) || tfm_recompute_parse(rc->valuestring, &tr->recompute) != 0))
+	if (rc != NULL && (!cJSON_IsString(rc) || zs_recompute_parse(rc->valuestring, &tr->recompute) != 0))
 		return zs_fail(cause, "the case's \"recompute\" is none of none, selective, full");
 	return 0;
 }
@@ -640,7 +640,7 @@ int engine_case_write(const char *path, const struct zs_case *cs, const struct z
 	if (cs->tfm != NULL) {
 		add(root, "model", hf_config(cs->tfm));
 		add(root, "seq", number((double)cs->tfm->seq));
-		add(root, "recompute", cJSON_CreateString(tfm_recompute_name(cs->tfm->recompute)));
+		add(root, "recompute", cJSON_CreateString(zs_recompute_name(cs->tfm->recompute)));
 	} else {
 		cJSON *l = cJSON_CreateArray();
 		add(root, "layers", l);

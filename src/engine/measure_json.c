@@ -84,7 +84,7 @@ static void shape(cJSON *o, const struct zs_config *c)
 	if (cJSON_AddBoolToObject(mo, "tie_word_embeddings", m->tied) == NULL)
 		zs_oom(__FILE__, __LINE__);
 	zs_json_add_number(o, "seq", (double)c->tfm->seq);
-	str(o, "recompute", tfm_recompute_name(c->tfm->recompute));
+	str(o, "recompute", zs_recompute_name(c->tfm->recompute));
 }
 
 void measure_digest_string(char *buf, size_t n, unsigned long long digest)

@@ -120,7 +120,7 @@ enum { ZS_NET_MLP, ZS_NET_TFM };
 struct zs_net_tfm {
 	struct tfm_dims dims;
 	size_t B, T;
-	enum tfm_recompute recompute;
+	enum zs_recompute recompute;
 	int *perm;                 /* the task's permutation (tfm_task): malloc'd */
 	unsigned tokens, targets;  /* (B, T) int token ids */
 	unsigned scratch[6];       /* struct tfm_scratch's buffers, in its order */

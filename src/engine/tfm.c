@@ -51,20 +51,6 @@ void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf)
 	                       (float)hf->norm_eps, hf->family == ZS_FAMILY_LLAMA ? (float)hf->rope_theta : 10000.0f};
 }
 
-static const char *const recompute_names[] = {"none", "selective", "full"};
-
-const char *tfm_recompute_name(enum tfm_recompute rc) { return recompute_names[rc]; }
-
-int tfm_recompute_parse(const char *s, enum tfm_recompute *rc)
-{
-	for (int i = 0; i < 3; i++)
-		if (strcmp(s, recompute_names[i]) == 0) {
-			*rc = (enum tfm_recompute)i;
-			return 0;
-		}
-	return -1;
-}
-
 size_t tfm_qkv_rows(const struct tfm_dims *d) { return (d->heads + 2 * d->kv_heads) * d->head_dim; }
 size_t tfm_up_rows(const struct tfm_dims *d) { return d->family == TFM_LLAMA ? 2 * d->ffn : d->ffn; }
 
@@ -560,20 +546,20 @@ void tfm_task_batch(int *in, int *target, const struct tfm_task *task, uint64_t 
 
 /* Does block l keep its own tensor a, or share one buffer with every
  * block (the one block's worth that recompute reuses)? */
-static int kept_per_block(enum tfm_recompute rc, enum tfm_act a)
+static int kept_per_block(enum zs_recompute rc, enum tfm_act a)
 {
 	switch (rc) {
-	case TFM_RECOMPUTE_NONE:
+	case ZS_RECOMPUTE_NONE:
 		return 1;
-	case TFM_RECOMPUTE_SELECTIVE:
+	case ZS_RECOMPUTE_SELECTIVE:
 		return a != TFM_ACT_ATT;
-	case TFM_RECOMPUTE_FULL:
+	case ZS_RECOMPUTE_FULL:
 		return a == TFM_ACT_RES3;
 	}
 	return 1;
 }
 
-void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, size_t T, enum tfm_recompute rc)
+void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, size_t T, enum zs_recompute rc)
 {
 	memset(m, 0, sizeof *m);
 	m->dims = *d;
@@ -660,9 +646,9 @@ float tfm_model_step(struct tfm_model *m, const int *in, const int *target)
 		const float *x = l == 0 ? m->x0 : m->blocks[l - 1].res3;
 		/* Recompute what the forward did not keep: the same kernels on the
 		 * same inputs, so the same bits (res3, rewritten, is unchanged). */
-		if (m->recompute == TFM_RECOMPUTE_FULL)
+		if (m->recompute == ZS_RECOMPUTE_FULL)
 			tfm_block_forward(a, &bp, x, d, m->B, m->T);
-		else if (m->recompute == TFM_RECOMPUTE_SELECTIVE)
+		else if (m->recompute == ZS_RECOMPUTE_SELECTIVE)
 			tfm_attention_recompute(a, d, m->B, m->T);
 		tfm_block_backward(&bg, &m->scratch, a, &bp, x, d, m->B, m->T);
 	}

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "util/model.h"
+#include "util/schedule.h"
 
 enum tfm_family { TFM_GPT2, TFM_LLAMA };
 
@@ -252,19 +253,6 @@ void tfm_task_batch(int *in, int *target, const struct tfm_task *task, uint64_t 
 
 /* ---- a whole model in malloc'd memory ----------------------------------- */
 
-/* What the forward keeps for the backward (Korthikanti et al. 2022, §4):
- * none recomputed, every tensor above kept per block; selective, the
- * attention softmax of one block at a time (one (B, H, T, T) buffer for
- * all blocks), recomputed from qkv in each block's backward; full, only
- * each block's output (the next block's input), the block's forward rerun
- * in its backward into one block's worth of tensors. All three give the
- * same bits. */
-enum tfm_recompute { TFM_RECOMPUTE_NONE, TFM_RECOMPUTE_SELECTIVE, TFM_RECOMPUTE_FULL };
-
-/* "none", "selective", "full"; parse: 0, or -1 for another name. */
-const char *tfm_recompute_name(enum tfm_recompute rc);
-int tfm_recompute_parse(const char *s, enum tfm_recompute *rc);
-
 /* A transformer run of `zerosim measure --model` (util/config.h's tfm):
  * the model, T = seq tokens per sequence, the recompute mode. */
 struct zs_tfm_run {
@@ -272,13 +260,13 @@ struct zs_tfm_run {
 	struct zs_model hf;            /* the config it was read from */
 	struct tfm_dims dims;
 	size_t seq;
-	enum tfm_recompute recompute;
+	enum zs_recompute recompute;
 };
 
 struct tfm_model {
 	struct tfm_dims dims;
 	size_t B, T, nparams;
-	enum tfm_recompute recompute;
+	enum zs_recompute recompute;
 	float *params, *grads;            /* Ψ each */
 	float *x0;                        /* (BT, d) the embedding's output */
 	struct tfm_block_acts *blocks;    /* L views (shared tensors under recompute) */
@@ -289,7 +277,7 @@ struct tfm_model {
 };
 
 /* T <= d->seq; d passes tfm_dims_check. */
-void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, size_t T, enum tfm_recompute rc);
+void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, size_t T, enum zs_recompute rc);
 void tfm_model_free(struct tfm_model *m);
 /* Forward and backward on one batch: returns the loss; m->grads holds its
  * gradient (zeroed first). */

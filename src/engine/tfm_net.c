@@ -295,7 +295,7 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	const struct zs_net_tfm *n = &io->net->tfm;
 	const struct tfm_dims *d = &n->dims;
 	const struct zs_module *md = &l->module[s];
-	int first = s + 1 == l->nmodules, full = n->recompute == TFM_RECOMPUTE_FULL;
+	int first = s + 1 == l->nmodules, full = n->recompute == ZS_RECOMPUTE_FULL;
 	struct tfm_block_params p, g;
 	struct tfm_block_acts a;
 	struct tfm_scratch sc;
@@ -316,7 +316,7 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	if (first && full) {
 		tfm_block_recompute(&a, &p, v.x, d, n->B, n->T);
 		sync16(&v, l, io, 0, TFM_ACT_RES3 - 1, 0, SKIP_NONE);
-	} else if (first && n->recompute == TFM_RECOMPUTE_SELECTIVE) {
+	} else if (first && n->recompute == ZS_RECOMPUTE_SELECTIVE) {
 		tfm_attention_recompute(&a, d, n->B, n->T);
 	}
 	tfm_block_backward_module(&g, &sc, &a, &p, v.x, d, n->B, n->T, s);
@@ -534,8 +534,8 @@ void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch,
 			unsigned i = add_act(m, (enum tfm_act)a, (int)b, l, freed);
 			ly->act[a] = i;
 			if (i != ZS_NO_TENSOR)
-				m->tensor[i].recomputed = tr->recompute == TFM_RECOMPUTE_FULL ? a != TFM_ACT_RES3
-				                          : tr->recompute == TFM_RECOMPUTE_SELECTIVE ? a == TFM_ACT_ATT : 0;
+				m->tensor[i].recomputed = tr->recompute == ZS_RECOMPUTE_FULL ? a != TFM_ACT_RES3
+				                          : tr->recompute == ZS_RECOMPUTE_SELECTIVE ? a == TFM_ACT_ATT : 0;
 		}
 		ly->out = ly->act[TFM_ACT_RES3];
 	}

@@ -22,6 +22,7 @@
 
 #include "util/config.h"
 #include "util/model.h"
+#include "util/schedule.h"
 
 /* Bytes per parameter (docs/schedule.md, "Symbols"), and how the optimizer
  * bytes k split into the categories the tracker uses. */
@@ -292,11 +293,6 @@ double theory_deepspeed_estimate(double params, double largest_layer, enum zs_sc
  * Table 2 without parallelism: sbh(34 + 5as/h) bytes per layer with 2-byte
  * activations, 34sbh with selective recomputation, 2sbh with full. */
 
-enum theory_recompute { THEORY_RECOMPUTE_NONE, THEORY_RECOMPUTE_SELECTIVE, THEORY_RECOMPUTE_FULL };
-
-const char *theory_recompute_name(enum theory_recompute r);
-int theory_recompute_parse(const char *s, enum theory_recompute *out);
-
 /* A transformer's units for --unit layer, in the order forward gathers
  * them: the embeddings (with the final norm when the head is tied: that
  * unit is gathered again for the head), one per block, and the final norm
@@ -340,7 +336,7 @@ const char *theory_act_name(enum theory_act a);
 
 struct theory_act_opts {
 	uint64_t seq;                   /* s */
-	enum theory_recompute recompute;
+	enum zs_recompute recompute;
 	int flash;                      /* attention scores never stored */
 	unsigned elem;                  /* bytes of an activation: 2, or 4 in fp32 */
 };

@@ -294,7 +294,7 @@ static int config_json(cJSON *root, const struct theory_request *req)
 	/* A transformer's shape and activation options; null for the others. */
 	if (model) {
 		if (model_json(cfg, req->model) < 0 || num(cfg, "seq", (double)req->act.seq) < 0 ||
-		    str(cfg, "recompute", theory_recompute_name(req->act.recompute)) < 0 ||
+		    str(cfg, "recompute", zs_recompute_name(req->act.recompute)) < 0 ||
 		    cJSON_AddBoolToObject(cfg, "flash_attn", req->act.flash) == NULL)
 			return -1;
 	} else if (null(cfg, "model") < 0 || null(cfg, "seq") < 0 || null(cfg, "recompute") < 0 ||

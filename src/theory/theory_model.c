@@ -31,23 +31,6 @@
 
 #include "theory/theory.h"
 
-static const char *const recompute_names[] = { "none", "selective", "full" };
-
-const char *theory_recompute_name(enum theory_recompute r)
-{
-	return r <= THEORY_RECOMPUTE_FULL ? recompute_names[r] : "?";
-}
-
-int theory_recompute_parse(const char *s, enum theory_recompute *out)
-{
-	for (int r = 0; r <= THEORY_RECOMPUTE_FULL; r++)
-		if (strcmp(s, recompute_names[r]) == 0) {
-			*out = (enum theory_recompute)r;
-			return 0;
-		}
-	return -1;
-}
-
 static const char *const act_names[THEORY_NACTS] = {
 	"layers", "recomputed_layer", "embedding_dropout_mask", "final_norm_input",
 	"head_input", "logits", "logits_grad",
@@ -173,11 +156,11 @@ uint64_t theory_layer_activations(const struct zs_model *m, const struct theory_
 	uint64_t x = sbh(m, o, batch), sc = scores(m, o, batch) / 5; /* as²b */
 
 	switch (o->recompute) {
-	case THEORY_RECOMPUTE_FULL:
+	case ZS_RECOMPUTE_FULL:
 		return 2 * x * o->elem / 2;
-	case THEORY_RECOMPUTE_SELECTIVE:
+	case ZS_RECOMPUTE_SELECTIVE:
 		return 32 * x * o->elem / 2 + 2 * x;
-	case THEORY_RECOMPUTE_NONE:
+	case ZS_RECOMPUTE_NONE:
 	default:
 		return (32 * x + 4 * sc) * o->elem / 2 + 2 * x + sc;
 	}
@@ -192,13 +175,13 @@ uint64_t theory_activations(const struct zs_model *m, const struct theory_act_op
 	terms[THEORY_ACT_LAYERS] = m->layers * theory_layer_activations(m, o, batch);
 	/* The backward of one layer holds what recomputation rebuilt. */
 	switch (o->recompute) {
-	case THEORY_RECOMPUTE_SELECTIVE:
+	case ZS_RECOMPUTE_SELECTIVE:
 		terms[THEORY_ACT_RECOMPUTED] = 4 * sc * o->elem / 2 + sc;
 		break;
-	case THEORY_RECOMPUTE_FULL:
+	case ZS_RECOMPUTE_FULL:
 		terms[THEORY_ACT_RECOMPUTED] = (32 * x + 4 * sc) * o->elem / 2 + 2 * x + sc;
 		break;
-	case THEORY_RECOMPUTE_NONE:
+	case ZS_RECOMPUTE_NONE:
 	default:
 		terms[THEORY_ACT_RECOMPUTED] = 0;
 		break;
@@ -356,8 +339,8 @@ static void tensor_list(const struct zs_model *m, const struct theory_act_opts *
 	}
 	add(ts, BT * h, e16, A, AT_LAYER, 0, 1, 0);               /* x0 */
 	for (uint64_t l = 1; l <= L; l++) {
-		int full = o->recompute == THEORY_RECOMPUTE_FULL;
-		int sel = o->recompute == THEORY_RECOMPUTE_SELECTIVE;
+		int full = o->recompute == ZS_RECOMPUTE_FULL;
+		int sel = o->recompute == ZS_RECOMPUTE_SELECTIVE;
 		const uint64_t e[13] = { BT * h, mean, BT, BT * qkv, b * m->heads * T * T, BT * q, BT * h,
 		                         BT * h, mean, BT, BT * up, BT * I, BT * h };
 		/* 16-bit in mixed: ln1, qkv, atty, res2, ln2, fch, fch_act, res3 */
@@ -413,7 +396,7 @@ int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_
 {
 	/* fp32, or mixed (fp32 master, 16-bit activations) */
 	return m->layers + 2 <= ZS_MAX_WIDTHS && o->elem == (b->master != 0 ? 2 : 4) && !o->flash &&
-	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3 || o->recompute != THEORY_RECOMPUTE_FULL) &&
+	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3 || o->recompute != ZS_RECOMPUTE_FULL) &&
 	       o->seq <= m->positions;
 }
 

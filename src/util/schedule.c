@@ -3,6 +3,8 @@
  */
 #include "config.h"
 
+#include <string.h>
+
 #include "util/schedule.h"
 #include "util/util.h"
 
@@ -147,4 +149,21 @@ uint64_t zs_params(const size_t *widths, size_t nwidths)
 	for (size_t l = 0; l + 1 < nwidths; l++)
 		psi += zs_layer_params(widths, l);
 	return psi;
+}
+
+static const char *const recompute_names[] = {"none", "selective", "full"};
+
+const char *zs_recompute_name(enum zs_recompute r)
+{
+	return r <= ZS_RECOMPUTE_FULL ? recompute_names[r] : "?";
+}
+
+int zs_recompute_parse(const char *s, enum zs_recompute *out)
+{
+	for (int r = 0; r <= ZS_RECOMPUTE_FULL; r++)
+		if (strcmp(s, recompute_names[r]) == 0) {
+			*out = (enum zs_recompute)r;
+			return 0;
+		}
+	return -1;
 }

@@ -67,4 +67,19 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause);
 uint64_t zs_params(const size_t *widths, size_t nwidths);
 uint64_t zs_layer_params(const size_t *widths, size_t l);
 
+/* What a transformer's forward keeps for its backward (Korthikanti et al.
+ * 2022, §4; docs/schedule.md): none recomputed, every block's tensors kept;
+ * selective, the attention softmax of one block at a time (one (B, H, T, T)
+ * buffer for all blocks), recomputed from qkv in each block's backward;
+ * full, only each block's output (the next block's input), the block's
+ * forward rerun in its backward into one block's worth of tensors. All
+ * three give the same bits. The engine runs it and the theory sums it, so
+ * the one name table is here. */
+enum zs_recompute { ZS_RECOMPUTE_NONE, ZS_RECOMPUTE_SELECTIVE, ZS_RECOMPUTE_FULL };
+
+/* "none", "selective", "full" ("?" out of range); parse: 0, or -1 for
+ * another name. */
+const char *zs_recompute_name(enum zs_recompute r);
+int zs_recompute_parse(const char *s, enum zs_recompute *out);
+
 #endif
