@@ -378,15 +378,12 @@ void theory_model_peak(const struct zs_model *m, const struct theory_act_opts *o
  * framework's scheme but DeepSpeed's zero3): resident, peak and its
  * breakdown, comm, from the shape alone (docs/schedule.md, "Transformers:
  * the engine's schedule"). has_schedule says whether the request is one
- * the engine runs; theory_model_schedule is the paper's. */
+ * the engine runs. */
 int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
                               const struct theory_bytes *b, enum zs_framework fw, enum zs_scheme scheme);
-void theory_model_schedule(const struct zs_model *m, const struct theory_act_opts *o,
-                           const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
-                           enum zs_unit unit, unsigned world, struct theory_schedule *out);
-/* The same under c's framework (c->framework, its options; the paper's
- * for ZS_FW_PAPER): torch's DDP, ZeroRedundancyOptimizer and FSDP as
- * docs/schedule.md gives them on the transformer. */
+/* The walk under c's framework (c->framework, its options; the paper's
+ * for ZS_FW_PAPER or c NULL): torch's DDP, ZeroRedundancyOptimizer and
+ * FSDP as docs/schedule.md gives them on the transformer. */
 void theory_model_framework_schedule(const struct zs_model *m, const struct theory_act_opts *o,
                                      const struct theory_bytes *b, const struct zs_config *c, uint64_t batch,
                                      enum zs_scheme scheme, enum zs_unit unit, unsigned world,

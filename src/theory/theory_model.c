@@ -819,10 +819,3 @@ void theory_model_framework_schedule(const struct zs_model *m, const struct theo
 		out->comm_bytes = st.gathered * ev.gp + st.reduced * ev.fg;
 	}
 }
-
-void theory_model_schedule(const struct zs_model *m, const struct theory_act_opts *o,
-                           const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
-                           enum zs_unit unit, unsigned world, struct theory_schedule *out)
-{
-	theory_model_framework_schedule(m, o, b, NULL, batch, scheme, unit, world, out);
-}

@@ -542,17 +542,6 @@ double zs_config_params(const struct zs_config *c)
 	return (double)zs_params(c->widths, c->nwidths);
 }
 
-size_t zs_config_units(const struct zs_config *c, enum zs_unit unit, size_t *n)
-{
-	if (unit == ZS_UNIT_MODEL) {
-		n[0] = (size_t)zs_config_params(c);
-		return 1;
-	}
-	for (size_t l = 0; l + 1 < c->nwidths; l++)
-		n[l] = zs_layer_params(c->widths, l);
-	return c->nwidths - 1;
-}
-
 int zs_config_validate(const struct zs_config *c, char **cause)
 {
 	if (c->nwidths < 2)

@@ -129,11 +129,6 @@ int zs_config_load_spec(struct zs_config *c, const char *path, char **cause);
 /* Ψ for the widths: Σ d_l·d_{l+1} + d_{l+1}. */
 double zs_config_params(const struct zs_config *c);
 
-/* Elements of unit `u` for a given unit mode: unit=model has one unit of Ψ;
- * unit=layer has nwidths-1 units. Returns the count of units; fills n[]
- * (caller gives ZS_MAX_WIDTHS slots). */
-size_t zs_config_units(const struct zs_config *c, enum zs_unit unit, size_t *n);
-
 /* Check cross-option limits (Ψ not above ZS_MAX_PARAMS, ...). */
 int zs_config_validate(const struct zs_config *c, char **cause);
 

@@ -40,7 +40,6 @@ static const enum zs_span torch_rows[ZS_NSCHEMES][ZS_NSTATES] = {
 	[ZS_ZERO2] = {ZS_SHARD, ZS_SHARD, ZS_SHARD},
 	[ZS_ZERO3] = {ZS_SHARD, ZS_SHARD, ZS_SHARD},
 };
-static const int torch_modelled[ZS_NSCHEMES] = {1, 1, 1, 1};
 
 /* DeepSpeed's (docs/schedule.md, "DeepSpeed"): dp is a plain all-reduce,
  * as the paper's; ZeRO-1 and ZeRO-2 (deepspeed/runtime/zero/
@@ -56,17 +55,17 @@ static const enum zs_span deepspeed_rows[ZS_NSCHEMES][ZS_NSTATES] = {
 	[ZS_ZERO2] = {ZS_FULL,  ZS_SHARD, ZS_SHARD},
 	[ZS_ZERO3] = {ZS_SHARD, ZS_SHARD, ZS_SHARD}, /* each tensor on its own (the engine's layout) */
 };
-static const int deepspeed_modelled[ZS_NSCHEMES] = {1, 1, 1, 1};
 
 const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme)
 {
-	if (fw == ZS_FW_PAPER)
-		return zs_shards[scheme];
-	if (fw == ZS_FW_TORCH && torch_modelled[scheme])
+	switch (fw) {
+	case ZS_FW_TORCH:
 		return torch_rows[scheme];
-	if (fw == ZS_FW_DEEPSPEED && deepspeed_modelled[scheme])
+	case ZS_FW_DEEPSPEED:
 		return deepspeed_rows[scheme];
-	return NULL;
+	default:
+		return zs_shards[scheme];
+	}
 }
 
 int zs_framework_check(const struct zs_config *c, int theory, char **cause)
@@ -125,16 +124,6 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 		if ((c->given & 1u << torch_only[i].key) && c->framework != ZS_FW_TORCH)
 			return zs_fail(cause, "--%s is %s: it needs --framework torch", torch_only[i].name,
 			               torch_only[i].what);
-	if (theory && c->framework == ZS_FW_DEEPSPEED)
-		return 0;
-	for (size_t i = 0; i < c->nschemes; i++) {
-		if (zs_row(c->framework, c->schemes[i]) == NULL)
-			return zs_fail(cause, "--framework %s: %s is not modelled yet (%s)", zs_framework_name(c->framework),
-			               zs_scheme_name(c->schemes[i]),
-			               c->framework == ZS_FW_TORCH ? "torch models dp, zero1, zero2 and zero3"
-			                                           : "the engine runs DeepSpeed's dp, zero1 and zero2; the theory "
-			                                             "prints DeepSpeed's own zero3 estimate");
-	}
 	return 0;
 }
 

@@ -54,13 +54,14 @@ enum zs_span { ZS_FULL, ZS_SHARD, ZS_TENSORS };
 extern const enum zs_span zs_shards[ZS_NSCHEMES][ZS_NSTATES];
 
 /* A framework's row for a scheme (docs/schedule.md, "Frameworks"): the
- * paper's is zs_shards[scheme]; NULL where the framework's implementation
- * of the scheme is not modelled. */
+ * paper's is zs_shards[scheme]. Every framework has a row for every scheme. */
 const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme);
 
-/* Refuse a sweep whose framework does not model one of its schemes:
- * 0, or -1 with *cause naming them. `theory` allows DeepSpeed, whose
- * theory rows are the paper's beside DeepSpeed's own estimate. */
+/* Refuse a framework's setting that the sweep's framework, schemes or
+ * offload do not read (a DeepSpeed bucket without --framework deepspeed,
+ * --offload params without zero3, ...): 0, or -1 with *cause. `theory`:
+ * the theory's rules (it reads --ds-persist and --ranks-per-node where the
+ * engine does not). */
 int zs_framework_check(const struct zs_config *c, int theory, char **cause);
 
 /* Ψ = Σ_l d_l·d_{l+1} + d_{l+1}, and a unit=layer unit's n_l. */
