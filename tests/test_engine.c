@@ -692,7 +692,7 @@ static void case_round_trip(struct zs_config *c, unsigned world)
 	ck_assert_uint_eq(back->world, world);
 	ck_assert_uint_eq(back->steps, c->steps);
 	ck_assert_uint_eq(back->batch, c->batch);
-	ck_assert_uint_eq(back->train.given & 1u << ZS_KEY_PRECISION, 1u << ZS_KEY_PRECISION);
+	ck_assert_uint_eq(back->train.given & ZS_KEY_BIT(ZS_KEY_PRECISION), ZS_KEY_BIT(ZS_KEY_PRECISION));
 	ck_assert_int_eq(back->train.precision, c->precision);
 	ck_assert_double_eq(back->train.lr, c->lr);
 	if (c->tfm != NULL) {

@@ -59,7 +59,7 @@ int main(int argc, char **argv)
 	struct zs_case *cs;
 	char *cause = NULL;
 	if (engine_case_load(argv[1], &cs, &cause) != 0 || cs->tfm == NULL ||
-	    (cs->train.given & 1u << ZS_KEY_OPTIMIZER && cs->train.optimizer != ZS_ADAM)) {
+	    (cs->train.given & ZS_KEY_BIT(ZS_KEY_OPTIMIZER) && cs->train.optimizer != ZS_ADAM)) {
 		zs_print_error("tfm_dump", cause != NULL ? cause : "the case is not a transformer's trained by Adam");
 		return 2;
 	}

@@ -157,8 +157,8 @@ static int keys(const cJSON *root, int version, struct zs_case *cs, char **cause
 		return zs_fail(cause, "unknown key \"%.40s\" in the case", it->string);
 	}
 	/* SGD has no betas or epsilon: a case that gives them means Adam. */
-	unsigned adam_only = 1u << ZS_KEY_BETA1 | 1u << ZS_KEY_BETA2 | 1u << ZS_KEY_EPS;
-	if ((cs->train.given & 1u << ZS_KEY_OPTIMIZER) && cs->train.optimizer == ZS_SGD &&
+	zs_keys adam_only = ZS_KEY_BIT(ZS_KEY_BETA1) | ZS_KEY_BIT(ZS_KEY_BETA2) | ZS_KEY_BIT(ZS_KEY_EPS);
+	if ((cs->train.given & ZS_KEY_BIT(ZS_KEY_OPTIMIZER)) && cs->train.optimizer == ZS_SGD &&
 	    (cs->train.given & adam_only))
 		return zs_fail(cause, "the case trains sgd but gives Adam's beta1, beta2 or eps");
 	/* An MLP ("layers", "batches") or a transformer ("model", "seq", "tokens"). */

@@ -388,7 +388,7 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 	case ZS_NKEYS:
 		break;
 	}
-	t.given |= 1u << k;
+	t.given |= ZS_KEY_BIT(k);
 	*c = t;
 	return 0;
 }
@@ -563,10 +563,10 @@ int zs_config_validate(const struct zs_config *c, char **cause)
 			snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "",
 			         zs_scheme_name(c->schemes[i]));
 		}
-		if ((c->given & 1u << ZS_KEY_BUCKET_CAP) && !ddp)
+		if ((c->given & ZS_KEY_BIT(ZS_KEY_BUCKET_CAP)) && !ddp)
 			return zs_fail(cause, "--bucket-cap is DDP's bucket size, and --schemes %s builds no DDP "
 			               "(torch's dp and zero1 do)", list);
-		if ((c->given & 1u << ZS_KEY_PREFETCH) && !fsdp)
+		if ((c->given & ZS_KEY_BIT(ZS_KEY_PREFETCH)) && !fsdp)
 			return zs_fail(cause, "--prefetch is FSDP's backward prefetch, and --schemes %s builds no FSDP "
 			               "(torch's zero2 and zero3 do)", list);
 	}

@@ -77,7 +77,7 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 	                                       "--ds-persist", "--offload", "--ranks-per-node",
 	                                       "--ds-prefetch-bucket", "--ds-max-live"};
 	for (size_t i = 0; i < sizeof ds_keys / sizeof ds_keys[0]; i++)
-		if (c->framework != ZS_FW_DEEPSPEED && (c->given & 1u << ds_keys[i]))
+		if (c->framework != ZS_FW_DEEPSPEED && (c->given & ZS_KEY_BIT(ds_keys[i])))
 			return zs_fail(cause, "%s is a DeepSpeed setting: give --framework deepspeed", ds_names[i]);
 	for (size_t i = 0; i < c->nschemes && c->offload == ZS_OFFLOAD_PARAMS; i++)
 		if (c->schemes[i] != ZS_ZERO3)
@@ -107,9 +107,9 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 		{ZS_KEY_DS_MAX_LIVE, Z3, 0, "--ds-max-live is ZeRO-3's stage3_max_live_parameters: give --schemes zero3"},
 	};
 	for (size_t i = 0; i < sizeof ds_use / sizeof ds_use[0] && c->framework == ZS_FW_DEEPSPEED; i++)
-		if ((c->given & 1u << ds_use[i].key) && !(has & ds_use[i].schemes) && (theory || !ds_use[i].theory_only))
+		if ((c->given & ZS_KEY_BIT(ds_use[i].key)) && !(has & ds_use[i].schemes) && (theory || !ds_use[i].theory_only))
 			return zs_fail(cause, "%s", ds_use[i].why);
-	if (!theory && (c->given & 1u << ZS_KEY_RANKS_PER_NODE) && c->offload == ZS_OFFLOAD_NONE)
+	if (!theory && (c->given & ZS_KEY_BIT(ZS_KEY_RANKS_PER_NODE)) && c->offload == ZS_OFFLOAD_NONE)
 		return zs_fail(cause, "--ranks-per-node: the engine keeps host bytes only with --offload optimizer or params "
 		               "(the theory uses the ranks of a node without it, for DeepSpeed's estimate)");
 	for (size_t w = 0; w < c->nworld; w++)
@@ -121,7 +121,7 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 		{ZS_KEY_PREFETCH, "prefetch", "FSDP's backward prefetch"},
 	};
 	for (size_t i = 0; i < sizeof torch_only / sizeof torch_only[0]; i++)
-		if ((c->given & 1u << torch_only[i].key) && c->framework != ZS_FW_TORCH)
+		if ((c->given & ZS_KEY_BIT(torch_only[i].key)) && c->framework != ZS_FW_TORCH)
 			return zs_fail(cause, "--%s is %s: it needs --framework torch", torch_only[i].name,
 			               torch_only[i].what);
 	return 0;
