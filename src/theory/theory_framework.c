@@ -337,9 +337,10 @@ int theory_framework_json(cJSON *schedule, const struct theory_request *req, enu
 	uint64_t *load = zs_calloc(world, sizeof *load), most = 0;
 	theory_request_bytes(req, &s.bytes);
 	if (c->framework == ZS_FW_TORCH && scheme == ZS_ZERO1) {
-		static uint64_t n[THEORY_MAX_TENSORS];
+		uint64_t *n = zs_calloc(THEORY_MAX_TENSORS, sizeof *n);
 		size_t nt = req->model != NULL ? theory_model_tensors(req->model, n) : tensors(&s, n);
 		theory_greedy_partition(n, nt, world, load);
+		free(n);
 	}
 	for (unsigned k = 0; k < world; k++)
 		most = load[k] > most ? load[k] : most;
