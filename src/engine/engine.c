@@ -796,92 +796,95 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	if (zs_config_validate(c, cause) != 0)
 		return -1;
 	memset(res, 0, sizeof *res);
-	struct zs_run r;
-	memset(&r, 0, sizeof r);
-	r.ops = scheme_ops(c->framework, scheme, world);
-	r.config = c;
-	model_init(&r.model, c);
-	run_layout(&r.layout, &r.model, c, scheme, world, unit);
-	r.world = world;
-	r.precision = c->precision;
-	r.dt = c->precision == ZS_MIXED ? ZS_F16 : ZS_F32;
-	r.seed = c->seed;
-	r.cs = cs;
+	/* About 350 KB (the layout's ZS_MAX_* arrays): on the heap, since a
+	 * sweep runs it on a worker thread's stack. */
+	struct zs_run *r = zs_calloc(1, sizeof *r);
+	r->ops = scheme_ops(c->framework, scheme, world);
+	r->config = c;
+	model_init(&r->model, c);
+	run_layout(&r->layout, &r->model, c, scheme, world, unit);
+	r->world = world;
+	r->precision = c->precision;
+	r->dt = c->precision == ZS_MIXED ? ZS_F16 : ZS_F32;
+	r->seed = c->seed;
+	r->cs = cs;
 	float *own_init = NULL;
 	if (cs != NULL)
-		r.init = cs->weights;
+		r->init = cs->weights;
 	else if (opt->init != NULL)
-		r.init = opt->init;
+		r->init = opt->init;
 	else if (c->tfm == NULL)
-		r.init = own_init = engine_initial_weights(c);
-	optim_init(&r.opt, c->optimizer, c->lr);
-	r.opt.beta1 = (float)c->beta1; /* --beta1, --beta2, --eps, or a case's */
-	r.opt.beta2 = (float)c->beta2;
-	r.opt.eps = (float)c->eps;
-	setup_buffers(&r);
-	if (r.ops->buffers)
-		r.ops->buffers(&r);
+		r->init = own_init = engine_initial_weights(c);
+	optim_init(&r->opt, c->optimizer, c->lr);
+	r->opt.beta1 = (float)c->beta1; /* --beta1, --beta2, --eps, or a case's */
+	r->opt.beta2 = (float)c->beta2;
+	r->opt.eps = (float)c->eps;
+	setup_buffers(r);
+	if (r->ops->buffers)
+		r->ops->buffers(r);
 #ifdef HAVE_MPI
 	/* This run's peak resident set starts from what the process holds
 	 * without it. */
-	if (opt->mpi && (osmem_reset_peak(cause) != 0 || coll_init_mpi(&r.coll, world, cause) != 0)) {
+	if (opt->mpi && (osmem_reset_peak(cause) != 0 || coll_init_mpi(&r->coll, world, cause) != 0)) {
 		free(own_init);
-		model_free(&r.model);
+		model_free(&r->model);
+		free(r);
 		return -1;
 	}
-	r.mpi = opt->mpi;
+	r->mpi = opt->mpi;
 #endif
-	if (!r.mpi)
-		coll_init_inprocess(&r.coll, world);
-	r.r0 = r.coll.r0;
-	r.r1 = r.coll.r1;
-	tracker_init(&r.tracker, world);
-	r.rank_loss = zs_calloc((size_t)world * c->steps, sizeof *r.rank_loss);
-	r.rank = zs_calloc(r.r1 - r.r0, sizeof *r.rank);
-	r.ptr_a = zs_calloc(r.r1 - r.r0, sizeof *r.ptr_a);
-	r.ptr_b = zs_calloc(r.r1 - r.r0, sizeof *r.ptr_b);
-	for (unsigned k = r.r0; k < r.r1; k++)
-		run_rank(&r, k)->t = zs_calloc(r.model.ntensors ? r.model.ntensors : 1, sizeof(float *));
+	if (!r->mpi)
+		coll_init_inprocess(&r->coll, world);
+	r->r0 = r->coll.r0;
+	r->r1 = r->coll.r1;
+	tracker_init(&r->tracker, world);
+	r->rank_loss = zs_calloc((size_t)world * c->steps, sizeof *r->rank_loss);
+	r->rank = zs_calloc(r->r1 - r->r0, sizeof *r->rank);
+	r->ptr_a = zs_calloc(r->r1 - r->r0, sizeof *r->ptr_a);
+	r->ptr_b = zs_calloc(r->r1 - r->r0, sizeof *r->ptr_b);
+	for (unsigned k = r->r0; k < r->r1; k++)
+		run_rank(r, k)->t = zs_calloc(r->model.ntensors ? r->model.ntensors : 1, sizeof(float *));
 
-	setup_state(&r);
-	if (r.ops->setup)
-		r.ops->setup(&r, c);
+	setup_state(r);
+	if (r->ops->setup)
+		r->ops->setup(r, c);
 	res->losses = zs_calloc(c->steps, sizeof *res->losses);
 	for (unsigned t = 0; t < c->steps; t++) {
 		if (opt->timeline && t + 1 == c->steps)
-			tracker_record(&r.tracker);
-		step(&r, t);
-		tracker_stop_recording(&r.tracker);
-		for (unsigned k = r.r0; k < r.r1; k++)
-			r.rank_loss[(size_t)k * c->steps + t] = run_rank(&r, k)->loss;
+			tracker_record(&r->tracker);
+		step(r, t);
+		tracker_stop_recording(&r->tracker);
+		for (unsigned k = r->r0; k < r->r1; k++)
+			r->rank_loss[(size_t)k * c->steps + t] = run_rank(r, k)->loss;
 	}
-	size_t os_peak = r.mpi ? osmem_peak_bytes() : 0;
+	size_t os_peak = r->mpi ? osmem_peak_bytes() : 0;
 	res->scheme = scheme;
 	res->world = world;
 	res->unit = unit;
 	res->steps = c->steps;
-	res->processes = world / (r.r1 - r.r0);
+	res->processes = world / (r->r1 - r->r0);
 	struct records rec;
-	gather_records(&r, c->steps, os_peak, &rec);
-	collect(&r, opt, &rec, res);
-	int replicas = check_replicas(&r, scheme, &rec, cause);
+	gather_records(r, c->steps, os_peak, &rec);
+	collect(r, opt, &rec, res);
+	int replicas = check_replicas(r, scheme, &rec, cause);
 	free(rec.buf);
 	free(own_init);
 
-	if (r.ops->teardown)
-		r.ops->teardown(&r);
+	if (r->ops->teardown)
+		r->ops->teardown(r);
 	for (size_t i = 0; i < NRESIDENT; i++)
-		run_free_all(&r, resident[i]);
-	size_t left = tracker_outstanding(&r.tracker);
-	tracker_destroy(&r.tracker);
-	coll_destroy(&r.coll);
-	for (unsigned k = r.r0; k < r.r1; k++)
-		free(run_rank(&r, k)->t);
-	model_free(&r.model);
-	free(r.rank);
-	free(r.rank_loss);
-	free(r.ptr_a);
-	free(r.ptr_b);
+		run_free_all(r, resident[i]);
+	size_t left = tracker_outstanding(&r->tracker);
+	tracker_destroy(&r->tracker);
+	coll_destroy(&r->coll);
+	for (unsigned k = r->r0; k < r->r1; k++)
+		free(run_rank(r, k)->t);
+	model_free(&r->model);
+	free(r->rank);
+	free(r->rank_loss);
+	free(r->ptr_a);
+	free(r->ptr_b);
+	free(r);
 	if (left != 0) {
 		engine_result_free(res);
 		return zs_fail(cause, "internal error: %zu tracked blocks were not freed", left);
