@@ -27,6 +27,7 @@
 #include "engine/tracker.h"
 #include "util/config.h"
 #include "util/model.h"
+#include "util/util.h"
 
 #define PSI 33088.0 /* 64·256 + 256 + 256·64 + 64 */
 
@@ -811,6 +812,7 @@ static Suite *engine_suite(void)
 
 int main(void)
 {
+	zs_json_init(); /* before any cJSON call (util.h) */
 	SRunner *sr = srunner_create(engine_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);

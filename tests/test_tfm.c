@@ -22,6 +22,7 @@
 #include "engine/tfm_kernels.h"
 #include "theory/theory.h"
 #include "util/model.h"
+#include "util/util.h"
 
 /* Random fill from the project's seeded generator: uniform in ±scale. */
 static float *rnd(size_t n, float scale, uint64_t stream)
@@ -804,6 +805,7 @@ static Suite *tfm_suite(void)
 
 int main(void)
 {
+	zs_json_init(); /* before any cJSON call (util.h) */
 	const char *srcdir = getenv("srcdir"); /* the shipped model configs */
 	if (getenv("ZEROSIM_DATADIR") == NULL)
 		setenv("ZEROSIM_DATADIR", srcdir != NULL ? srcdir : ".", 1);

@@ -1098,6 +1098,7 @@ static Suite *theory_suite(void)
 
 int main(void)
 {
+	zs_json_init(); /* before any cJSON call (util.h) */
 	/* The shipped configs, from the source tree (make check sets srcdir). */
 	const char *srcdir = getenv("srcdir");
 	if (getenv("ZEROSIM_DATADIR") == NULL)

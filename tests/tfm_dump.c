@@ -52,6 +52,7 @@ static void write_f32(const char *dir, const char *name, const float *w, size_t 
 
 int main(int argc, char **argv)
 {
+	zs_json_init(); /* before any cJSON call (util.h) */
 	if (argc != 3) {
 		fprintf(stderr, "usage: tfm_dump CASE DIR\n");
 		return 2;

@@ -348,8 +348,6 @@ int zs_cmd_theory(int argc, char **argv)
 	status = ZS_EXIT_RUNTIME;
 	if (strcmp(format, "json") == 0) {
 		root = theory_json(&req);
-		if (root == NULL)
-			zs_oom(__FILE__, __LINE__);
 		if (out != NULL) {
 			if (zs_json_write(out, root, &cause) < 0)
 				goto fail;

@@ -432,15 +432,15 @@ double theory_request_usable(const struct theory_request *req);
 void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
                 unsigned world, struct theory_row *r);
 
-/* The keys only a framework adds (theory_framework.c; docs/formats.md),
- * 0 or -1 when cJSON runs out of memory. To an MLP row's "schedule":
+/* The keys only a framework adds (theory_framework.c; docs/formats.md).
+ * To an MLP row's "schedule":
  * "imbalance_bytes" and "per_rank" (every rank's resident and peak bytes
  * and bytes sent). To a row: for DeepSpeed, "deepspeed_estimate" beside
  * zerosim's floor and schedule. */
-int theory_framework_json(cJSON *schedule, const struct theory_request *req, enum zs_scheme scheme,
-                          unsigned world, const struct theory_schedule *sc);
-int theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
-                              enum zs_unit unit, unsigned world);
+void theory_framework_json(cJSON *schedule, const struct theory_request *req, enum zs_scheme scheme,
+                           unsigned world, const struct theory_schedule *sc);
+void theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
+                               enum zs_unit unit, unsigned world);
 
 /* The framework's lines for the text output, or NULL for the paper's
  * (the caller frees it). */
@@ -453,7 +453,7 @@ char *theory_deepspeed_text(const struct theory_request *req);
 
 /* Build the zerosim-theory/1 tree (docs/formats.md). Rows are in the order
  * schemes x units x worlds, each list in the order given. The caller frees
- * the result with cJSON_Delete(); NULL when cJSON runs out of memory. */
+ * the result with cJSON_Delete(). */
 cJSON *theory_json(const struct theory_request *req);
 
 /* The same content as text for a person. For a model known by its MLP

@@ -668,7 +668,7 @@ void theory_deepspeed_memory(const struct theory_shape *s, const struct zs_confi
 	out->startup_host_bytes_per_node = 4 * psi * c->ranks_per_node;
 }
 
-static int memory_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
+static void memory_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
                        unsigned world)
 {
 	const struct zs_config *c = req->config;
@@ -677,16 +677,15 @@ static int memory_json(cJSON *row, const struct theory_request *req, enum zs_sch
 	theory_request_bytes(req, &s.bytes);
 	theory_deepspeed_memory(&s, c, scheme, unit, world, &m);
 	cJSON *o = cJSON_AddObjectToObject(row, "deepspeed_memory");
-	return o == NULL || cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload)) == NULL ||
-	       zs_json_add_number(o, "device_bytes", (double)m.device_bytes) == NULL ||
-	       zs_json_add_number(o, "host_bytes", (double)m.host_bytes) == NULL ||
-	       zs_json_add_number(o, "ranks_per_node", c->ranks_per_node) == NULL ||
-	       zs_json_add_number(o, "host_bytes_per_node", (double)m.host_bytes_per_node) == NULL ||
-	       zs_json_add_number(o, "startup_host_bytes_per_node", (double)m.startup_host_bytes_per_node) == NULL
-	       ? -1 : 0;
+	cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload));
+	zs_json_add_number(o, "device_bytes", (double)m.device_bytes);
+	zs_json_add_number(o, "host_bytes", (double)m.host_bytes);
+	zs_json_add_number(o, "ranks_per_node", c->ranks_per_node);
+	zs_json_add_number(o, "host_bytes_per_node", (double)m.host_bytes_per_node);
+	zs_json_add_number(o, "startup_host_bytes_per_node", (double)m.startup_host_bytes_per_node);
 }
 
-static int zero3_json(cJSON *row, const struct theory_request *req, enum zs_unit unit, unsigned world)
+static void zero3_json(cJSON *row, const struct theory_request *req, enum zs_unit unit, unsigned world)
 {
 	const struct zs_config *c = req->config;
 	struct theory_shape s = {c->widths, c->nwidths, c->batch, {0}};
@@ -695,21 +694,21 @@ static int zero3_json(cJSON *row, const struct theory_request *req, enum zs_unit
 	theory_request_bytes(req, &s.bytes);
 	theory_deepspeed_zero3(&s, c, world, &z);
 	theory_deepspeed_live(&s, c, unit, &lv);
-	cJSON *o = cJSON_AddObjectToObject(row, "deepspeed_zero3"), *l = o ? cJSON_AddObjectToObject(o, "live_params") : NULL;
-	return l == NULL || zs_json_add_number(l, "prefetch_bucket", c->ds_prefetch_bucket) == NULL ||
-	       zs_json_add_number(l, "max_live", c->ds_max_live) == NULL ||
-	       zs_json_add_number(l, "first_step", (double)lv.first_step) == NULL ||
-	       zs_json_add_number(l, "first_fetch", (double)lv.first_fetch) == NULL ||
-	       zs_json_add_number(l, "at_backward", (double)lv.at_backward) == NULL ||
-	       zs_json_add_number(l, "peak", (double)lv.peak) == NULL ||
-	       zs_json_add_number(l, "peak_bytes", (double)(lv.peak * s.bytes.p)) == NULL ||
-	       zs_json_add_number(o, "persist_threshold", c->ds_persist) == NULL ||
-	       zs_json_add_number(o, "tensors", z.tensors) == NULL ||
-	       zs_json_add_number(o, "persistent_tensors", z.persistent_tensors) == NULL ||
-	       zs_json_add_number(o, "persistent_params", (double)z.persistent_params) == NULL ||
-	       zs_json_add_number(o, "partitioned_params", (double)z.partitioned_params) == NULL ||
-	       zs_json_add_number(o, "shard_elements", (double)z.shard_elements) == NULL ||
-	       zs_json_add_number(o, "resident_bytes", (double)z.resident_bytes) == NULL ? -1 : 0;
+	cJSON *o = cJSON_AddObjectToObject(row, "deepspeed_zero3"), *l = cJSON_AddObjectToObject(o, "live_params");
+	zs_json_add_number(l, "prefetch_bucket", c->ds_prefetch_bucket);
+	zs_json_add_number(l, "max_live", c->ds_max_live);
+	zs_json_add_number(l, "first_step", (double)lv.first_step);
+	zs_json_add_number(l, "first_fetch", (double)lv.first_fetch);
+	zs_json_add_number(l, "at_backward", (double)lv.at_backward);
+	zs_json_add_number(l, "peak", (double)lv.peak);
+	zs_json_add_number(l, "peak_bytes", (double)(lv.peak * s.bytes.p));
+	zs_json_add_number(o, "persist_threshold", c->ds_persist);
+	zs_json_add_number(o, "tensors", z.tensors);
+	zs_json_add_number(o, "persistent_tensors", z.persistent_tensors);
+	zs_json_add_number(o, "persistent_params", (double)z.persistent_params);
+	zs_json_add_number(o, "partitioned_params", (double)z.partitioned_params);
+	zs_json_add_number(o, "shard_elements", (double)z.shard_elements);
+	zs_json_add_number(o, "resident_bytes", (double)z.resident_bytes);
 }
 
 /* estimate_zero2_model_states_mem_needs (stage_1_and_2.py 2430-2447) and
@@ -743,30 +742,33 @@ double theory_deepspeed_estimator(double params, double largest_layer, enum zs_s
 	return gpu < 0 ? -1 : trunc(gpu);
 }
 
-int theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
+void theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
                               enum zs_unit unit, unsigned world)
 {
 	const struct zs_config *c = req->config;
 	double psi, largest, host;
 	if (c->framework != ZS_FW_DEEPSPEED)
-		return 0;
-	if (scheme == ZS_ZERO3 && req->shape_known && zero3_json(row, req, unit, world) < 0)
-		return -1;
-	if (req->shape_known && memory_json(row, req, scheme, unit, world) < 0)
-		return -1;
+		return;
+	if (scheme == ZS_ZERO3 && req->shape_known)
+		zero3_json(row, req, unit, world);
+	if (req->shape_known)
+		memory_json(row, req, scheme, unit, world);
 	request_model(req, &psi, &largest);
 	double est = theory_deepspeed_estimator(psi, largest, scheme, world, c->ranks_per_node, c->offload, &host);
-	if (est < 0)
-		return cJSON_AddNullToObject(row, "deepspeed_estimate") != NULL ? 0 : -1;
+	if (est < 0) {
+		cJSON_AddNullToObject(row, "deepspeed_estimate");
+		return;
+	}
 	cJSON *o = cJSON_AddObjectToObject(row, "deepspeed_estimate");
-	return o == NULL ||
-	       cJSON_AddStringToObject(o, "function", scheme == ZS_ZERO2 ? "estimate_zero2_model_states_mem_needs"
-	                                                                 : "estimate_zero3_model_states_mem_needs") == NULL ||
-	       zs_json_add_number(o, "device_bytes", est) == NULL ||
-	       zs_json_add_number(o, "device_bytes_per_param", est / psi) == NULL ||
-	       (scheme == ZS_ZERO3 && zs_json_add_number(o, "largest_layer_params", largest) == NULL) ||
-	       (c->offload != ZS_OFFLOAD_NONE && cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload)) == NULL) ||
-	       zs_json_add_number(o, "host_bytes_per_node", host) == NULL ? -1 : 0;
+	cJSON_AddStringToObject(o, "function", scheme == ZS_ZERO2 ? "estimate_zero2_model_states_mem_needs"
+	                                                          : "estimate_zero3_model_states_mem_needs");
+	zs_json_add_number(o, "device_bytes", est);
+	zs_json_add_number(o, "device_bytes_per_param", est / psi);
+	if (scheme == ZS_ZERO3)
+		zs_json_add_number(o, "largest_layer_params", largest);
+	if (c->offload != ZS_OFFLOAD_NONE)
+		cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload));
+	zs_json_add_number(o, "host_bytes_per_node", host);
 }
 
 /* zerosim's figures for where a rank's bytes live, by N and scheme. */

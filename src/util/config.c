@@ -662,17 +662,17 @@ int zs_parse_bytes(const char *s, double *out, char **cause)
 	return zs_fail(cause, "'%.40s' is not a memory size: unknown unit '%.20s' (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", s, rest);
 }
 
-int zs_config_json_deepspeed(cJSON *cfg, const struct zs_config *c)
+void zs_config_json_deepspeed(cJSON *cfg, const struct zs_config *c)
 {
 	if (c->framework != ZS_FW_DEEPSPEED)
-		return 0;
+		return;
 	cJSON *o = cJSON_AddObjectToObject(cfg, "deepspeed");
-	return o == NULL || cJSON_AddNumberToObject(o, "reduce_bucket", c->ds_reduce_bucket) == NULL ||
-	       cJSON_AddNumberToObject(o, "allgather_bucket", c->ds_allgather_bucket) == NULL ||
-	       cJSON_AddBoolToObject(o, "overlap_comm", c->ds_overlap_comm) == NULL ||
-	       cJSON_AddNumberToObject(o, "persist", c->ds_persist) == NULL ||
-	       cJSON_AddNumberToObject(o, "prefetch_bucket", c->ds_prefetch_bucket) == NULL ||
-	       cJSON_AddNumberToObject(o, "max_live", c->ds_max_live) == NULL ||
-	       cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload)) == NULL ||
-	       cJSON_AddNumberToObject(o, "ranks_per_node", c->ranks_per_node) == NULL ? -1 : 0;
+	cJSON_AddNumberToObject(o, "reduce_bucket", c->ds_reduce_bucket);
+	cJSON_AddNumberToObject(o, "allgather_bucket", c->ds_allgather_bucket);
+	cJSON_AddBoolToObject(o, "overlap_comm", c->ds_overlap_comm);
+	cJSON_AddNumberToObject(o, "persist", c->ds_persist);
+	cJSON_AddNumberToObject(o, "prefetch_bucket", c->ds_prefetch_bucket);
+	cJSON_AddNumberToObject(o, "max_live", c->ds_max_live);
+	cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload));
+	cJSON_AddNumberToObject(o, "ranks_per_node", c->ranks_per_node);
 }

@@ -124,9 +124,8 @@ int zs_config_set_json(struct zs_config *c, const char *key, const struct cJSON 
 /* DeepSpeed's settings into a file's "config" (docs/formats.md): for
  * --framework deepspeed, "deepspeed": {"reduce_bucket", "allgather_bucket",
  * "overlap_comm", "persist", "offload", "ranks_per_node"}; nothing for another
- * framework. 0, or -1 when cJSON runs
- * out of memory. measured.json and theory.json both write it. */
-int zs_config_json_deepspeed(struct cJSON *cfg, const struct zs_config *c);
+ * framework. measured.json and theory.json both write it. */
+void zs_config_json_deepspeed(struct cJSON *cfg, const struct zs_config *c);
 
 /* Load a zerosim-sweep/1 file over `c` (keys it has replace c's). A key
  * the format does not have is an error naming it. */
