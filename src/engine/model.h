@@ -9,9 +9,11 @@
  * transformer's token ids, ints of the same size), or 16-bit where the
  * transformer's mixed precision saves them so (esize 2).
  *
- * The schemes never see a layer: they shard and gather units of the flat
- * vector (layout.h). A new model is a new builder and, if it needs them,
- * new layer kinds.
+ * The paper's schemes shard and gather units of the flat vector (layout.h)
+ * and never see a layer; a framework's hooks do where its library does
+ * (DeepSpeed's ZeRO-3 gathers and releases per nn.Module: the `module`
+ * hook and its coordinator read the layers' modules and tensors). A new
+ * model is a new builder and, if it needs them, new layer kinds.
  */
 #ifndef ZS_ENGINE_MODEL_H
 #define ZS_ENGINE_MODEL_H
