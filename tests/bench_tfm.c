@@ -25,6 +25,7 @@
 #include "engine/tfm.h"
 #include "util/util.h"
 #include "bench_time.h"
+#include "tfm_model.h"
 
 /* The process's CPU seconds: on a shared machine a one-thread run's CPU
  * time moves less than its wall time. */

@@ -23,6 +23,7 @@
 #include "theory/theory.h"
 #include "util/model.h"
 #include "util/util.h"
+#include "tfm_model.h"
 
 /* Random fill from the project's seeded generator: uniform in ±scale. */
 static float *rnd(size_t n, float scale, uint64_t stream)

@@ -31,6 +31,7 @@
 #include "engine/optim.h"
 #include "engine/tfm.h"
 #include "util/util.h"
+#include "tfm_model.h"
 
 static void write_f32(const char *dir, const char *name, const float *w, size_t n)
 {

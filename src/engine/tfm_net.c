@@ -27,8 +27,8 @@
  * A tied head (gpt2) reads the embedding's unit and computes no param
  * grads: the head's contribution to wte (d logits^T · lnf) and the final
  * norm's grads are added in the embedding's backward, before its own, in
- * the order tfm_model_step adds them, so every scheme and unit mode gets
- * the same bits as the whole model in one buffer.
+ * the order tfm_model_step (tests/tfm_model.c) adds them, so every scheme
+ * and unit mode gets the same bits as the whole model in one buffer.
  *
  * Every layer's backward zeroes the grads it owns first: a layer's grads
  * are a fresh buffer under zero3 and hold the last step's elsewhere.
