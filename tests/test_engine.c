@@ -70,6 +70,7 @@ START_TEST(test_layout_gives_each_rank_ceil_n_over_n_slots)
 	ck_assert_uint_eq(a.count, 3);
 	ck_assert_uint_eq(a.at, 0); /* a shard holds only the rank's slots */
 	ck_assert_uint_eq(b.count, 0);
+	layout_free(&lo);
 
 	layout_init(&lo, &m, ZS_ZERO3, 4, ZS_UNIT_LAYER);
 	/* two units of 6 over 4 ranks: s = 2 each, S = 4; rank 3 holds padding */
@@ -80,6 +81,7 @@ START_TEST(test_layout_gives_each_rank_ceil_n_over_n_slots)
 	ck_assert_uint_eq(c.count, 2);
 	ck_assert_uint_eq(c.at, 2); /* after its 2 slots of unit 0 */
 	ck_assert_uint_eq(d.count, 0);
+	layout_free(&lo);
 }
 END_TEST
 
@@ -99,12 +101,14 @@ START_TEST(test_layout_full_buffers_hold_owned_slots_at_their_own_index)
 	ck_assert_uint_eq(s.first, 8);
 	ck_assert_uint_eq(s.at, 2);
 	ck_assert_uint_eq(p.count, 2);
+	layout_free(&lo);
 	/* dp: every rank owns every element of every buffer */
 	layout_init(&lo, &m, ZS_DP, 4, ZS_UNIT_LAYER);
 	struct zs_slice q = layout_own(&lo, ZS_BUF_V, 1, 3);
 	ck_assert_uint_eq(q.first, 6);
 	ck_assert_uint_eq(q.count, 6);
 	ck_assert_uint_eq(q.at, 6);
+	layout_free(&lo);
 }
 END_TEST
 

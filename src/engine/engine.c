@@ -741,7 +741,6 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 {
 	struct zs_net m;
 	model_init(&m, c);
-	model_free(&m);
 	struct zs_layout lo;
 	run_layout(&lo, &m, c, scheme, world, unit);
 	unsigned p, g, k;
@@ -760,6 +759,8 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 	if (c->framework == ZS_FW_DEEPSPEED)
 		per_rank += scheme_deepspeed_bound(c, &lo);
 	per_rank += (double)scheme_buffer_bytes(c->framework, scheme, lo.nparams, g);
+	layout_free(&lo);
+	model_free(&m);
 	return per_rank * world;
 }
 
@@ -827,6 +828,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	 * without it. */
 	if (opt->mpi && (osmem_reset_peak(cause) != 0 || coll_init_mpi(&r->coll, world, cause) != 0)) {
 		free(own_init);
+		layout_free(&r->layout);
 		model_free(&r->model);
 		free(r);
 		return -1;
@@ -879,6 +881,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	coll_destroy(&r->coll);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		free(run_rank(r, k)->t);
+	layout_free(&r->layout);
 	model_free(&r->model);
 	free(r->rank);
 	free(r->rank_loss);

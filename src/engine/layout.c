@@ -21,6 +21,11 @@ void layout_init(struct zs_layout *lo, const struct zs_net *m, enum zs_scheme sc
 	lo->nparams = m->nparams;
 	lo->world = world;
 	lo->mode = unit;
+	size_t ntensors = 0;
+	for (size_t l = 0; l < m->nlayers; l++)
+		ntensors += m->layer[l].nptensors;
+	lo->unit = zs_calloc(m->nlayers, sizeof *lo->unit);
+	lo->tensor = zs_calloc(ntensors, sizeof *lo->tensor);
 	for (size_t l = 0; l < m->nlayers; l++) {
 		const struct zs_layer *ly = &m->layer[l];
 		if (lo->nunits == 0 || (unit == ZS_UNIT_LAYER && ly->nparams > 0))
@@ -43,12 +48,20 @@ void layout_init(struct zs_layout *lo, const struct zs_net *m, enum zs_scheme sc
 		lo->span[st] = world == 1 ? ZS_FULL : zs_shards[scheme][st];
 }
 
+void layout_free(struct zs_layout *lo)
+{
+	free(lo->unit);
+	free(lo->tensor);
+	lo->unit = NULL;
+	lo->tensor = NULL;
+}
+
 /* zero_redundancy_optimizer.py, _partition_parameters: the tensors sorted
  * by size, largest first (Python's sort is stable: ties keep model order),
  * each given to _get_min_index(sizes), the first rank with the fewest. */
 static void partition_tensors(struct zs_layout *lo)
 {
-	size_t order[ZS_MAX_PARAM_TENSORS], *load = zs_calloc(lo->world, sizeof *load);
+	size_t *order = zs_calloc(lo->ntensors, sizeof *order), *load = zs_calloc(lo->world, sizeof *load);
 	for (size_t i = 0; i < lo->ntensors; i++) {
 		size_t j = i;
 		for (; j > 0 && lo->tensor[order[j - 1]].n < lo->tensor[i].n; j--)
@@ -68,6 +81,7 @@ static void partition_tensors(struct zs_layout *lo)
 		lo->tensor[i].at = load[lo->tensor[i].owner];
 		load[lo->tensor[i].owner] += lo->tensor[i].n;
 	}
+	free(order);
 	free(load);
 }
 

@@ -74,11 +74,11 @@ struct zs_layout {
 	unsigned world;    /* N */
 	enum zs_unit mode; /* what the units are: the whole model, or layers */
 	size_t nunits;
-	struct zs_layout_unit unit[ZS_MAX_LAYERS];
+	struct zs_layout_unit *unit;   /* nunits of them: at most one a layer (malloc'd) */
 	size_t shard;      /* S = Σ s_u */
 	enum zs_span span[ZS_NSTATES]; /* the scheme's row; all full at N = 1 */
 	size_t ntensors;
-	struct zs_layout_tensor tensor[ZS_MAX_PARAM_TENSORS];
+	struct zs_layout_tensor *tensor; /* ntensors of them (malloc'd) */
 	int per_tensor;    /* shards cut per tensor (layout_shard_tensors) */
 };
 
@@ -89,9 +89,11 @@ struct zs_slice {
 };
 
 /* unit=model: one unit of every layer; unit=layer: one unit per layer
- * that owns params (a layer without params joins the unit before it). */
+ * that owns params (a layer without params joins the unit before it).
+ * The units and tensors are malloc'd: layout_free releases them. */
 void layout_init(struct zs_layout *lo, const struct zs_net *m, enum zs_scheme scheme, unsigned world,
                  enum zs_unit unit);
+void layout_free(struct zs_layout *lo);
 
 /* Lay the run out by a framework's row (zs_row) instead of the paper's;
  * no change at N = 1. A ZS_TENSORS row assigns the tensors as
