@@ -82,6 +82,7 @@ START_TEST(test_layout_gives_each_rank_ceil_n_over_n_slots)
 	ck_assert_uint_eq(c.at, 2); /* after its 2 slots of unit 0 */
 	ck_assert_uint_eq(d.count, 0);
 	layout_free(&lo);
+	model_free(&m);
 }
 END_TEST
 
@@ -109,6 +110,7 @@ START_TEST(test_layout_full_buffers_hold_owned_slots_at_their_own_index)
 	ck_assert_uint_eq(q.count, 6);
 	ck_assert_uint_eq(q.at, 6);
 	layout_free(&lo);
+	model_free(&m);
 }
 END_TEST
 

@@ -70,6 +70,7 @@ float *engine_initial_weights(const struct zs_config *c)
 		for (size_t g = ly->param_off; g < ly->param_off + ly->nparams; g++)
 			w[g] = bound * uniform_at(base, g);
 	}
+	model_free(&m);
 	return w;
 }
 

@@ -140,11 +140,11 @@ struct zs_net {
 	size_t nparams;            /* Ψ */
 	size_t batch;              /* per rank */
 	size_t nlayers;
-	struct zs_layer layer[ZS_MAX_LAYERS];
+	struct zs_layer *layer;    /* nlayers of them (malloc'd by the builder) */
 	/* Allocated in list order at each point of enum zs_when, freed in
 	 * list order at the end of backward (or after their layer). */
-	size_t ntensors;
-	struct zs_tensor tensor[ZS_MAX_TENSORS];
+	size_t ntensors, tensor_cap;
+	struct zs_tensor *tensor;  /* ntensors of them (malloc'd, grown by model_add_tensor) */
 	unsigned input, target;    /* the batch: x (B, d_in) and y (B, d_out); tokens for a transformer */
 	/* The loss of the last layer's output against the target; writes
 	 * d loss/d out into the last layer's dy tensor (the transformer's
@@ -172,8 +172,12 @@ void model_tfm_batch(const struct zs_net *m, float *const *t, uint64_t seed, uns
 
 /* The model of a run: c->tfm's transformer, or the MLP of c->widths. */
 void model_init(struct zs_net *m, const struct zs_config *c);
-/* Release what model_init allocated (the transformer's task). */
+/* Release what model_init allocated (the layers, the tensors, the
+ * transformer's task). */
 void model_free(struct zs_net *m);
+
+/* For the builders: append tensor t to the list; its index. */
+unsigned model_add_tensor(struct zs_net *m, struct zs_tensor t);
 
 /* The layer whose parameter tensors layer l reads (a tied layer reads the
  * first's), and the index of its first tensor in the model's tensor order. */

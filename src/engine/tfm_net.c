@@ -411,10 +411,9 @@ static unsigned add(struct zs_net *m, const char *name, int block, size_t elemen
 {
 	if (elements == 0)
 		return ZS_NO_TENSOR;
-	m->tensor[m->ntensors] = (struct zs_tensor){.name = name, .block = block, .elements = elements, .esize = 4,
-	                                            .cat = cat, .alloc = alloc, .layer = layer,
-	                                            .freed_after = freed_after};
-	return (unsigned)m->ntensors++;
+	return model_add_tensor(m, (struct zs_tensor){.name = name, .block = block, .elements = elements, .esize = 4,
+	                                              .cat = cat, .alloc = alloc, .layer = layer,
+	                                              .freed_after = freed_after});
 }
 
 /* Activation a of a layer: 16 bits in mixed precision where tfm_act_is16. */
@@ -460,6 +459,7 @@ void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch,
 	m->nparams = tfm_nparams(d);
 	m->batch = batch;
 	m->nlayers = L + 2;
+	m->layer = zs_calloc(m->nlayers, sizeof *m->layer);
 	m->loss = head_loss;
 	struct zs_net_tfm *n = &m->tfm;
 	n->dims = *d;
