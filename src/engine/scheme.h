@@ -172,26 +172,26 @@ double scheme_deepspeed_bound(const struct zs_config *c, const struct zs_layout 
 static inline struct zs_rank *run_rank(const struct zs_run *r, unsigned k) { return &r->rank[k - r->r0]; }
 
 /* Address of element `at` of rank k's buffer b. */
-static inline void *run_at(const struct zs_run *r, unsigned k, enum zs_buf b, size_t at)
+static inline void *run_at(const struct zs_run *r, unsigned k, enum zs_rankbuf b, size_t at)
 {
 	return (char *)run_rank(r, k)->buf[b] + at * r->esize[b];
 }
 
 /* Allocate transient buffer b on every rank held, as a full copy of the
  * elements [first, first + n) of the flat vector; free it again. */
-void run_alloc_full(struct zs_run *r, enum zs_buf b, size_t first, size_t n);
-void run_free_all(struct zs_run *r, enum zs_buf b);
+void run_alloc_full(struct zs_run *r, enum zs_rankbuf b, size_t first, size_t n);
+void run_free_all(struct zs_run *r, enum zs_rankbuf b);
 
 /* All-reduce unit u of the full buffer b in place (dp). */
-void run_all_reduce_unit(struct zs_run *r, size_t u, enum zs_buf b);
+void run_all_reduce_unit(struct zs_run *r, size_t u, enum zs_rankbuf b);
 /* All-reduce every unit of the full grads in place (dp, torch's zero1). */
 void run_all_reduce_grads(struct zs_run *r);
 /* Reduce-scatter unit u from each rank's full copy in `from` into the
  * slots it owns of its grads (in place when the grads are full). */
-void run_reduce_scatter_unit(struct zs_run *r, size_t u, enum zs_buf from);
+void run_reduce_scatter_unit(struct zs_run *r, size_t u, enum zs_rankbuf from);
 /* All-gather unit u of the params from the slots each rank owns into its
  * full copy in `into` (in place when that is the full params buffer). */
-void run_gather_params_unit(struct zs_run *r, size_t u, enum zs_buf into);
+void run_gather_params_unit(struct zs_run *r, size_t u, enum zs_rankbuf into);
 /* All-gather every unit of the full params buffer in place (zero1, zero2). */
 void run_gather_params_in_place(struct zs_run *r);
 

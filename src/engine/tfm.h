@@ -22,8 +22,9 @@
  * llama's gate and up are one matrix (2F, d) (rows: gate, then up).
  *
  * Ownership: the views (tfm_*_params, tfm_*_acts) point into memory the
- * caller owns. struct tfm_model owns its buffers (tfm_model_init /
- * tfm_model_free) and is what the tests and the PyTorch driver use.
+ * caller owns. The engine runs these layers through its layer list
+ * (tfm_net.c); tests/tfm_model.c is a whole model of them for the tests
+ * and the benchmark alone.
  */
 #ifndef ZS_TFM_H
 #define ZS_TFM_H
@@ -32,6 +33,7 @@
 #include <stdint.h>
 
 #include "util/model.h"
+#include "util/schedule.h"
 
 enum tfm_family { TFM_GPT2, TFM_LLAMA };
 
@@ -251,21 +253,6 @@ void tfm_task_free(struct tfm_task *task);
 void tfm_task_batch(int *in, int *target, const struct tfm_task *task, uint64_t seed, uint64_t step,
                     uint64_t rank, size_t B, size_t T);
 
-/* ---- a whole model in malloc'd memory ----------------------------------- */
-
-/* What the forward keeps for the backward (Korthikanti et al. 2022, §4):
- * none recomputed, every tensor above kept per block; selective, the
- * attention softmax of one block at a time (one (B, H, T, T) buffer for
- * all blocks), recomputed from qkv in each block's backward; full, only
- * each block's output (the next block's input), the block's forward rerun
- * in its backward into one block's worth of tensors. All three give the
- * same bits. */
-enum tfm_recompute { TFM_RECOMPUTE_NONE, TFM_RECOMPUTE_SELECTIVE, TFM_RECOMPUTE_FULL };
-
-/* "none", "selective", "full"; parse: 0, or -1 for another name. */
-const char *tfm_recompute_name(enum tfm_recompute rc);
-int tfm_recompute_parse(const char *s, enum tfm_recompute *rc);
-
 /* A transformer run of `zerosim measure --model` (util/config.h's tfm):
  * the model, T = seq tokens per sequence, the recompute mode. */
 struct zs_tfm_run {
@@ -273,29 +260,7 @@ struct zs_tfm_run {
 	struct zs_model hf;            /* the config it was read from */
 	struct tfm_dims dims;
 	size_t seq;
-	enum tfm_recompute recompute;
+	enum zs_recompute recompute;
 };
-
-struct tfm_model {
-	struct tfm_dims dims;
-	size_t B, T, nparams;
-	enum tfm_recompute recompute;
-	float *params, *grads;            /* Ψ each */
-	float *x0;                        /* (BT, d) the embedding's output */
-	struct tfm_block_acts *blocks;    /* L views (shared tensors under recompute) */
-	struct tfm_head_acts head;
-	struct tfm_scratch scratch;
-	size_t act_elems;                 /* elements of x0, the blocks' and the head's tensors */
-	float *acts_memory;               /* all of the above and the scratch, one block */
-};
-
-/* T <= d->seq; d passes tfm_dims_check. */
-void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, size_t T, enum tfm_recompute rc);
-void tfm_model_free(struct tfm_model *m);
-/* Forward and backward on one batch: returns the loss; m->grads holds its
- * gradient (zeroed first). */
-float tfm_model_step(struct tfm_model *m, const int *in, const int *target);
-/* Forward only: the loss. */
-float tfm_model_loss(struct tfm_model *m, const int *in, const int *target);
 
 #endif

@@ -27,8 +27,8 @@
  * A tied head (gpt2) reads the embedding's unit and computes no param
  * grads: the head's contribution to wte (d logits^T · lnf) and the final
  * norm's grads are added in the embedding's backward, before its own, in
- * the order tfm_model_step adds them, so every scheme and unit mode gets
- * the same bits as the whole model in one buffer.
+ * the order tfm_model_step (tests/tfm_model.c) adds them, so every scheme
+ * and unit mode gets the same bits as the whole model in one buffer.
  *
  * Every layer's backward zeroes the grads it owns first: a layer's grads
  * are a fresh buffer under zero3 and hold the last step's elsewhere.
@@ -296,7 +296,7 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	const struct zs_net_tfm *n = &io->net->tfm;
 	const struct tfm_dims *d = &n->dims;
 	const struct zs_module *md = &l->module[s];
-	int first = s + 1 == l->nmodules, full = n->recompute == TFM_RECOMPUTE_FULL;
+	int first = s + 1 == l->nmodules, full = n->recompute == ZS_RECOMPUTE_FULL;
 	struct tfm_block_params p, g;
 	struct tfm_block_acts a;
 	struct tfm_scratch sc;
@@ -317,7 +317,7 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	if (first && full) {
 		tfm_block_recompute(&a, &p, v.x, d, n->B, n->T);
 		sync16(&v, l, io, 0, TFM_ACT_RES3 - 1, 0, SKIP_NONE);
-	} else if (first && n->recompute == TFM_RECOMPUTE_SELECTIVE) {
+	} else if (first && n->recompute == ZS_RECOMPUTE_SELECTIVE) {
 		tfm_attention_recompute(&a, d, n->B, n->T);
 	}
 	tfm_block_backward_module(&g, &sc, &a, &p, v.x, d, n->B, n->T, s);
@@ -412,10 +412,9 @@ static unsigned add(struct zs_net *m, const char *name, int block, size_t elemen
 {
 	if (elements == 0)
 		return ZS_NO_TENSOR;
-	m->tensor[m->ntensors] = (struct zs_tensor){.name = name, .block = block, .elements = elements, .esize = 4,
-	                                            .cat = cat, .alloc = alloc, .layer = layer,
-	                                            .freed_after = freed_after};
-	return (unsigned)m->ntensors++;
+	return model_add_tensor(m, (struct zs_tensor){.name = name, .block = block, .elements = elements, .esize = 4,
+	                                              .cat = cat, .alloc = alloc, .layer = layer,
+	                                              .freed_after = freed_after});
 }
 
 /* Activation a of a layer: 16 bits in mixed precision where tfm_act_is16. */
@@ -473,6 +472,7 @@ void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch,
 	m->nparams = sp.numel;
 	m->batch = batch;
 	m->nlayers = L + 2;
+	m->layer = zs_calloc(m->nlayers, sizeof *m->layer);
 	m->loss = head_loss;
 	struct zs_net_tfm *n = &m->tfm;
 	n->dims = *d;
@@ -536,8 +536,8 @@ void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch,
 			unsigned i = add_act(m, (enum tfm_act)a, (int)b, l, freed);
 			ly->act[a] = i;
 			if (i != ZS_NO_TENSOR)
-				m->tensor[i].recomputed = tr->recompute == TFM_RECOMPUTE_FULL ? a != TFM_ACT_RES3
-				                          : tr->recompute == TFM_RECOMPUTE_SELECTIVE ? a == TFM_ACT_ATT : 0;
+				m->tensor[i].recomputed = tr->recompute == ZS_RECOMPUTE_FULL ? a != TFM_ACT_RES3
+				                          : tr->recompute == ZS_RECOMPUTE_SELECTIVE ? a == TFM_ACT_ATT : 0;
 		}
 		ly->out = ly->act[TFM_ACT_RES3];
 	}
