@@ -448,9 +448,10 @@ static void check_recompute(enum tfm_family f)
 		tfm_init_weights(m[r].params, &d, 9);
 		loss[r] = tfm_model_step(&m[r], in, target);
 	}
-	size_t block = 0;
-	for (int a = 0; a < TFM_NBLOCK_ACTS; a++)
-		block += tfm_act_elems(&d, B, T, (enum tfm_act)a);
+	size_t block = 0, el[STEP_NACTS], sc[STEP_NSCRATCH];
+	tfm_model_sizes(&d, B, T, el, sc);
+	for (int a = 0; a < STEP_NBLOCK_ACTS; a++)
+		block += el[a];
 	size_t att = B * d.heads * T * T, res3 = B * T * d.d;
 	ck_assert_uint_eq(m[1].act_elems, m[0].act_elems - (L - 1) * att);
 	ck_assert_uint_eq(m[2].act_elems, m[0].act_elems - (L - 1) * (block - res3));

@@ -13,17 +13,41 @@
 
 /* Does block l keep its own tensor a, or share one buffer with every
  * block (the one block's worth that recompute reuses)? */
-static int kept_per_block(enum zs_recompute rc, enum tfm_act a)
+static int kept_per_block(enum zs_recompute rc, enum step_act a)
 {
 	switch (rc) {
 	case ZS_RECOMPUTE_NONE:
 		return 1;
 	case ZS_RECOMPUTE_SELECTIVE:
-		return a != TFM_ACT_ATT;
+		return a != STEP_ACT_ATT;
 	case ZS_RECOMPUTE_FULL:
-		return a == TFM_ACT_RES3;
+		return a == STEP_ACT_RES3;
 	}
 	return 1;
+}
+
+size_t tfm_model_sizes(const struct tfm_dims *d, size_t B, size_t T, size_t act[STEP_NACTS],
+                       size_t sc[STEP_NSCRATCH])
+{
+	struct zs_model shape;
+	struct step_params p;
+	struct step_buffers b;
+	size_t total = 0;
+	tfm_dims_shape(&shape, d);
+	step_params_build(&p, &shape);
+	step_buffers_build(&b, &shape, &p, B, T, 0, ZS_RECOMPUTE_NONE);
+	memset(act, 0, STEP_NACTS * sizeof *act);
+	memset(sc, 0, STEP_NSCRATCH * sizeof *sc);
+	for (size_t k = 0; k < b.n; k++) {
+		const struct step_buffer *x = &b.buf[k];
+		if (x->role == STEP_SAVED && x->block <= 0)
+			act[x->index] = x->elements;
+		else if (x->role == STEP_SCRATCH)
+			total += sc[x->index] = x->elements;
+	}
+	free(b.buf);
+	step_params_free(&p);
+	return total;
 }
 
 void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, size_t T, enum zs_recompute rc)
@@ -37,27 +61,27 @@ void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, siz
 	m->params = zs_malloc(m->nparams * sizeof *m->params);
 	m->grads = zs_malloc(m->nparams * sizeof *m->grads);
 	m->blocks = zs_calloc(d->layers, sizeof *m->blocks);
-	size_t sc[6], nscratch = tfm_scratch_elems(d, B, T, sc), total = 0;
-	for (int a = 0; a < TFM_NACTS; a++) {
-		size_t n = tfm_act_elems(d, B, T, (enum tfm_act)a);
-		total += a < TFM_NBLOCK_ACTS && kept_per_block(rc, (enum tfm_act)a) ? n * d->layers : n;
+	size_t el[STEP_NACTS], sc[STEP_NSCRATCH], nscratch = tfm_model_sizes(d, B, T, el, sc), total = 0;
+	for (int a = 0; a < STEP_NACTS; a++) {
+		size_t n = el[a];
+		total += a < STEP_NBLOCK_ACTS && kept_per_block(rc, (enum step_act)a) ? n * d->layers : n;
 	}
 	m->act_elems = total;
 	m->acts_memory = zs_malloc((total + nscratch) * sizeof *m->acts_memory);
 	float *p = m->acts_memory;
 #define TAKE(slot, n) do { size_t n_ = (n); *(slot) = n_ ? p : NULL; p += n_; } while (0)
-	for (int a = 0; a < TFM_NBLOCK_ACTS; a++) {
-		size_t n = tfm_act_elems(d, B, T, (enum tfm_act)a);
+	for (int a = 0; a < STEP_NBLOCK_ACTS; a++) {
+		size_t n = el[a];
 		for (size_t l = 0; l < d->layers; l++)
-			if (l == 0 || kept_per_block(rc, (enum tfm_act)a))
-				TAKE(tfm_block_act_slot(&m->blocks[l], (enum tfm_act)a), n);
+			if (l == 0 || kept_per_block(rc, (enum step_act)a))
+				TAKE(tfm_block_act_slot(&m->blocks[l], (enum step_act)a), n);
 			else /* shared with block 0 */
-				*tfm_block_act_slot(&m->blocks[l], (enum tfm_act)a) =
-					*tfm_block_act_slot(&m->blocks[0], (enum tfm_act)a);
+				*tfm_block_act_slot(&m->blocks[l], (enum step_act)a) =
+					*tfm_block_act_slot(&m->blocks[0], (enum step_act)a);
 	}
-	TAKE(&m->x0, tfm_act_elems(d, B, T, TFM_ACT_X0));
-	for (int a = TFM_ACT_LNF; a <= TFM_ACT_LOGITS; a++)
-		TAKE(tfm_head_act_slot(&m->head, (enum tfm_act)a), tfm_act_elems(d, B, T, (enum tfm_act)a));
+	TAKE(&m->x0, el[STEP_ACT_X0]);
+	for (int a = STEP_ACT_LNF; a <= STEP_ACT_LOGITS; a++)
+		TAKE(tfm_head_act_slot(&m->head, (enum step_act)a), el[a]);
 	float **s[6] = {&m->scratch.dres, &m->scratch.dx, &m->scratch.dqkv, &m->scratch.dh, &m->scratch.dup,
 	                &m->scratch.datt};
 	for (int i = 0; i < 6; i++)

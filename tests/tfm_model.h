@@ -28,6 +28,11 @@ struct tfm_model {
 };
 
 /* T <= d->seq; d passes tfm_dims_check. */
+/* The elements of each saved tensor (a block's, as block 0 saves it) and
+ * each scratch buffer, the step description's (util/step.h); returns the
+ * scratch's sum. */
+size_t tfm_model_sizes(const struct tfm_dims *d, size_t B, size_t T, size_t act[STEP_NACTS],
+                       size_t sc[STEP_NSCRATCH]);
 void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, size_t T, enum zs_recompute rc);
 void tfm_model_free(struct tfm_model *m);
 /* Forward and backward on one batch: returns the loss; m->grads holds its

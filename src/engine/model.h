@@ -112,9 +112,9 @@ struct zs_layer {
 	size_t nmodules;
 	struct zs_module module[ZS_MAX_LAYER_TENSORS];
 	/* Transformer layers: the block (or -1) and the tensors it names,
-	 * by enum tfm_act (ZS_NO_TENSOR where absent). */
+	 * by enum step_act (ZS_NO_TENSOR where absent). */
 	int block;
-	unsigned act[TFM_NACTS];
+	unsigned act[STEP_NACTS];
 };
 
 /* The transformer's own data (tfm_net.c), beside its layers. */

@@ -52,6 +52,14 @@ void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf)
 	                       hf->family == ZS_FAMILY_LLAMA && hf->qkv_bias};
 }
 
+void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d)
+{
+	*m = (struct zs_model){.family = d->family == TFM_LLAMA ? ZS_FAMILY_LLAMA : ZS_FAMILY_GPT2, .hidden = d->d,
+	                       .intermediate = d->ffn, .layers = d->layers, .heads = d->heads, .kv_heads = d->kv_heads,
+	                       .head_dim = d->head_dim, .vocab = d->vocab, .positions = d->seq, .tied = d->tied,
+	                       .qkv_bias = d->qkv_bias};
+}
+
 size_t tfm_qkv_rows(const struct tfm_dims *d) { return (d->heads + 2 * d->kv_heads) * d->head_dim; }
 size_t tfm_up_rows(const struct tfm_dims *d) { return d->family == TFM_LLAMA ? 2 * d->ffn : d->ffn; }
 
@@ -159,73 +167,18 @@ void tfm_final_view(struct tfm_final_params *p, const struct tfm_dims *d, float 
 /* ------------------------------------------------------------------------ */
 /* Activations */
 
-static const char *const act_names[TFM_NACTS] = {
-	"ln1", "ln1_mean", "ln1_rstd", "qkv", "att", "atty", "res2", "ln2", "ln2_mean", "ln2_rstd", "fch",
-	"fch_act", "res3", "x0", "lnf", "lnf_mean", "lnf_rstd", "logits",
-};
-
-const char *tfm_act_name(enum tfm_act a) { return act_names[a]; }
-
-int tfm_act_is16(enum tfm_act a)
+float **tfm_block_act_slot(struct tfm_block_acts *acts, enum step_act a)
 {
-	switch (a) {
-	case TFM_ACT_LN1: case TFM_ACT_QKV: case TFM_ACT_ATTY: case TFM_ACT_RES2: case TFM_ACT_LN2: case TFM_ACT_FCH:
-	case TFM_ACT_FCH_ACT: case TFM_ACT_RES3: case TFM_ACT_X0: case TFM_ACT_LNF:
-		return 1;
-	default:
-		return 0;
-	}
-}
-
-size_t tfm_act_elems(const struct tfm_dims *d, size_t B, size_t T, enum tfm_act a)
-{
-	size_t BT = B * T, C = d->d, mean = has_bias(d) ? BT : 0;
-	switch (a) {
-	case TFM_ACT_LN1: case TFM_ACT_RES2: case TFM_ACT_LN2: case TFM_ACT_RES3: case TFM_ACT_X0: case TFM_ACT_LNF:
-		return BT * C;
-	case TFM_ACT_LN1_MEAN: case TFM_ACT_LN2_MEAN: case TFM_ACT_LNF_MEAN:
-		return mean;
-	case TFM_ACT_LN1_RSTD: case TFM_ACT_LN2_RSTD: case TFM_ACT_LNF_RSTD:
-		return BT;
-	case TFM_ACT_QKV:
-		return BT * tfm_qkv_rows(d);
-	case TFM_ACT_ATT:
-		return B * d->heads * T * T;
-	case TFM_ACT_ATTY:
-		return BT * d->heads * d->head_dim;
-	case TFM_ACT_FCH:
-		return BT * tfm_up_rows(d);
-	case TFM_ACT_FCH_ACT:
-		return BT * d->ffn;
-	case TFM_ACT_LOGITS:
-		return BT * d->vocab;
-	case TFM_NACTS:
-		break;
-	}
-	return 0;
-}
-
-float **tfm_block_act_slot(struct tfm_block_acts *acts, enum tfm_act a)
-{
-	float **s[TFM_NBLOCK_ACTS] = {&acts->ln1, &acts->ln1_mean, &acts->ln1_rstd, &acts->qkv, &acts->att,
+	float **s[STEP_NBLOCK_ACTS] = {&acts->ln1, &acts->ln1_mean, &acts->ln1_rstd, &acts->qkv, &acts->att,
 	                              &acts->atty, &acts->res2, &acts->ln2, &acts->ln2_mean, &acts->ln2_rstd,
 	                              &acts->fch, &acts->fch_act, &acts->res3};
 	return s[a];
 }
 
-float **tfm_head_act_slot(struct tfm_head_acts *acts, enum tfm_act a)
+float **tfm_head_act_slot(struct tfm_head_acts *acts, enum step_act a)
 {
 	float **s[] = {&acts->lnf, &acts->lnf_mean, &acts->lnf_rstd, &acts->logits};
-	return s[a - TFM_ACT_LNF];
-}
-
-size_t tfm_scratch_elems(const struct tfm_dims *d, size_t B, size_t T, size_t elems[6])
-{
-	size_t BT = B * T, hx = d->heads * d->head_dim;
-	size_t e[6] = {BT * d->d, BT * (hx > d->d ? hx : d->d), BT * tfm_qkv_rows(d), BT * d->ffn,
-	               BT * tfm_up_rows(d), T * T};
-	memcpy(elems, e, sizeof e);
-	return e[0] + e[1] + e[2] + e[3] + e[4] + e[5];
+	return s[a - STEP_ACT_LNF];
 }
 
 /* ------------------------------------------------------------------------ */

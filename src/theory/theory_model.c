@@ -241,72 +241,34 @@ struct tensor {
 	int recomputed;
 };
 
-#define MAX_TENSORS (16 * ZS_MAX_WIDTHS)
-
 struct tensors {
 	size_t n;
-	struct tensor t[MAX_TENSORS];
+	struct tensor *t;
 };
 
-/* A tensor of `elements` of `size` bytes each. */
-static void add(struct tensors *ts, uint64_t elements, unsigned size, enum theory_category cat, int when,
-                uint64_t layer, uint64_t freed, int recomputed)
-{
-	if (elements > 0)
-		ts->t[ts->n++] = (struct tensor){ elements * size, cat, when, layer, freed, recomputed };
-}
-
-/* Every tensor of the step at micro-batch b, in the engine's list order.
- * In mixed precision (o->elem 2) the matmul outputs and what they feed
- * (x0, ln1, qkv, atty, res2, ln2, fch, fch_act, res3, lnf) are 16-bit, and
- * three fp32 conversion buffers run the step: a layer's params (the
- * largest layer's), a block's input and 16-bit tensors, and (backward) a
- * layer's grads. Everything else is 4 bytes an element. */
+/* Every buffer of the step at micro-batch b, as the step description
+ * lists them (util/step.h: the batch, the backward's scratch, the mixed
+ * precision's conversion buffers, what each layer saves, their bytes and
+ * lifetimes). The caller frees ts->t. */
 static void tensor_list(const struct zs_model *m, const struct theory_act_opts *o, uint64_t b, struct tensors *ts)
 {
-	int gpt2 = m->family == ZS_FAMILY_GPT2, mixed = o->elem == 2;
-	uint64_t T = o->seq, BT = b * T, h = m->hidden, L = m->layers, head = L + 1;
-	uint64_t q = m->heads * m->head_dim, qkv = q + 2 * m->kv_heads * m->head_dim;
-	uint64_t I = m->intermediate, up = gpt2 ? I : 2 * I, mean = gpt2 ? BT : 0;
-	const enum theory_category A = THEORY_ACTIVATIONS, S = THEORY_SCRATCH;
-	const unsigned e16 = o->elem; /* a 16-bit tensor's element: 2 in mixed, 4 in fp32 */
+	static const int when[] = {[STEP_AT_FORWARD] = AT_FORWARD, [STEP_AT_LAYER] = AT_LAYER,
+	                           [STEP_AT_BACKWARD] = AT_BACKWARD};
+	struct step_params p;
+	struct step_buffers sb;
 
-	ts->n = 0;
-	add(ts, BT, 4, A, AT_FORWARD, 0, 0, 0);                   /* tokens */
-	add(ts, BT, 4, A, AT_FORWARD, 0, head, 0);                /* targets */
-	add(ts, BT * h, 4, S, AT_BACKWARD, 0, 0, 0);              /* dres */
-	add(ts, BT * (q > h ? q : h), 4, S, AT_BACKWARD, 0, 1, 0); /* dx */
-	add(ts, BT * qkv, 4, S, AT_BACKWARD, 0, 1, 0);            /* dqkv */
-	add(ts, BT * I, 4, S, AT_BACKWARD, 0, 1, 0);              /* dh */
-	add(ts, BT * up, 4, S, AT_BACKWARD, 0, 1, 0);             /* dup */
-	add(ts, T * T, 4, S, AT_BACKWARD, 0, 1, 0);               /* datt: one head's */
-	if (m->tied)
-		add(ts, gpt2 ? 2 * h : h, 4, S, AT_BACKWARD, 0, 0, 0); /* dnorm */
-	if (mixed) {
-		struct theory_units u;
-		theory_model_units(m, &u);
-		uint64_t wmax = u.embeddings > u.block ? u.embeddings : u.block;
-		wmax = u.head > wmax ? u.head : wmax;
-		add(ts, wmax, 4, S, AT_FORWARD, 0, 0, 0);                                     /* w32 */
-		add(ts, BT * (5 * h + qkv + q + up + I), 4, S, AT_FORWARD, 0, 0, 0);          /* act32 */
-		add(ts, wmax, 4, S, AT_BACKWARD, 0, 0, 0);                                    /* g32 */
+	step_params_build(&p, m);
+	step_buffers_build(&sb, m, &p, b, o->seq, o->elem == 2, o->recompute);
+	ts->n = sb.n;
+	ts->t = zs_calloc(sb.n > 0 ? sb.n : 1, sizeof *ts->t);
+	for (size_t i = 0; i < sb.n; i++) {
+		const struct step_buffer *x = &sb.buf[i];
+		ts->t[i] = (struct tensor){x->elements * x->esize,
+		                           x->cat == ZS_CAT_ACTIVATIONS ? THEORY_ACTIVATIONS : THEORY_SCRATCH,
+		                           when[x->when], x->layer, x->freed_after, x->recomputed};
 	}
-	add(ts, BT * h, e16, A, AT_LAYER, 0, 1, 0);               /* x0 */
-	for (uint64_t l = 1; l <= L; l++) {
-		int full = o->recompute == ZS_RECOMPUTE_FULL;
-		int sel = o->recompute == ZS_RECOMPUTE_SELECTIVE;
-		const uint64_t e[13] = { BT * h, mean, BT, BT * qkv, b * m->heads * T * T, BT * q, BT * h,
-		                         BT * h, mean, BT, BT * up, BT * I, BT * h };
-		/* 16-bit in mixed: ln1, qkv, atty, res2, ln2, fch, fch_act, res3 */
-		const int is16[13] = { 1, 0, 0, 1, 0, 1, 1, 1, 0, 0, 1, 1, 1 };
-		for (int a = 0; a < 13; a++)   /* ln1 .. res3, tfm.h's order */
-			add(ts, e[a], is16[a] ? e16 : 4, A, AT_LAYER, l, a == 12 ? l + 1 : l,
-			    full ? a != 12 : sel && a == 4);
-	}
-	add(ts, BT * h, e16, A, AT_LAYER, head, m->tied ? 0 : head, 0); /* lnf */
-	add(ts, mean, 4, A, AT_LAYER, head, head, 0);
-	add(ts, BT, 4, A, AT_LAYER, head, head, 0);
-	add(ts, BT * m->vocab, 4, A, AT_LAYER, head, m->tied ? 0 : head, 0); /* logits, fp32 */
+	free(sb.buf);
+	step_params_free(&p);
 }
 
 static void alloc_at(struct walk *w, const struct tensors *ts, int when)
@@ -537,7 +499,7 @@ static void ds3_walk(const struct zs_model *m, const struct theory_act_opts *o, 
                      const struct zs_config *c, uint64_t batch, unsigned world, struct theory_schedule *out)
 {
 	/* large, so on the heap; a row's own, so not static */
-	struct tensors *ts = zs_malloc(sizeof *ts);
+	struct tensors *ts = zs_calloc(1, sizeof *ts);
 	uint64_t *tn = zs_calloc(THEORY_MAX_TENSORS, sizeof *tn);
 	struct ds3_modules *md = zs_malloc(sizeof *md);
 	struct ds3_bucket *bk = zs_malloc(sizeof *bk);
@@ -615,6 +577,7 @@ static void ds3_walk(const struct zs_model *m, const struct theory_act_opts *o, 
 		out->comm_elements = (N - 1) * gathered + bk->reduced;
 	}
 	free(d);
+	free(ts->t);
 	free(ts);
 	free(tn);
 	free(md);
@@ -634,7 +597,7 @@ void theory_model_framework_schedule(const struct zs_model *m, const struct theo
                                      struct theory_schedule *out)
 {
 	/* large, so on the heap; a row's own, so not static */
-	struct tensors *ts = zs_malloc(sizeof *ts);
+	struct tensors *ts = zs_calloc(1, sizeof *ts);
 	uint64_t *tn = zs_calloc(THEORY_MAX_TENSORS, sizeof *tn);
 	struct theory_units u;
 	struct theory_states sts;
@@ -664,6 +627,7 @@ void theory_model_framework_schedule(const struct zs_model *m, const struct theo
 	}
 	if (fw == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3) { /* its own walk, module by module */
 		ds3_walk(m, o, b, c, batch, world, out);
+		free(ts->t);
 		free(ts);
 		free(tn);
 		return;
@@ -777,6 +741,7 @@ void theory_model_framework_schedule(const struct zs_model *m, const struct theo
 		out->comm_elements = st.gathered + st.reduced;
 		out->comm_bytes = st.gathered * ev.gp + st.reduced * ev.fg;
 	}
+	free(ts->t);
 	free(ts);
 	free(tn);
 }
