@@ -125,7 +125,8 @@ static void alloc_buckets(struct zs_run *r)
 			        (double)bytes * nb * r->world, strerror(err));
 			exit(ZS_EXIT_RUNTIME);
 		}
-	memset(&r->bucket, 0, sizeof r->bucket);
+	r->bucket.used = r->bucket.count = 0;
+	r->bucket.index = 0;
 }
 
 /* Reduce unit u's grads, rank k's at src[k - r0], into the partitions
