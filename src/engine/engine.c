@@ -798,8 +798,9 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	if (zs_config_validate(c, cause) != 0)
 		return -1;
 	memset(res, 0, sizeof *res);
-	/* About 350 KB (the layout's ZS_MAX_* arrays): on the heap, since a
-	 * sweep runs it on a worker thread's stack. */
+	/* On the heap: a sweep calls this on its worker threads, whose stacks
+	 * are not the place for a run (351,880 bytes while its lists were
+	 * ZS_MAX_* arrays). */
 	struct zs_run *r = zs_calloc(1, sizeof *r);
 	r->ops = scheme_ops(c->framework, scheme, world);
 	r->config = c;
