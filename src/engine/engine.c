@@ -798,8 +798,9 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	if (zs_config_validate(c, cause) != 0)
 		return -1;
 	memset(res, 0, sizeof *res);
-	/* About 350 KB (the layout's ZS_MAX_* arrays): on the heap, since a
-	 * sweep runs it on a worker thread's stack. */
+	/* On the heap: a sweep calls this on its worker threads, whose stacks
+	 * are not the place for a run (351,880 bytes while its lists were
+	 * ZS_MAX_* arrays). */
 	struct zs_run *r = zs_calloc(1, sizeof *r);
 	r->ops = scheme_ops(c->framework, scheme, world);
 	r->config = c;
@@ -845,8 +846,19 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r->rank = zs_calloc(r->r1 - r->r0, sizeof *r->rank);
 	r->ptr_a = zs_calloc(r->r1 - r->r0, sizeof *r->ptr_a);
 	r->ptr_b = zs_calloc(r->r1 - r->r0, sizeof *r->ptr_b);
-	for (unsigned k = r->r0; k < r->r1; k++)
-		run_rank(r, k)->t = zs_calloc(r->model.ntensors ? r->model.ntensors : 1, sizeof(float *));
+	/* The frameworks' lists, sized by the layout: DDP's buckets (at most
+	 * one a tensor), the units FSDP keeps gathered, DeepSpeed's reduce
+	 * bucket's units or tensors. */
+	size_t nt = r->layout.ntensors, nu = r->layout.nunits;
+	r->ddp_bucket = zs_calloc(nt, sizeof *r->ddp_bucket);
+	r->bucket.unit = zs_calloc(nt + nu, sizeof *r->bucket.unit);
+	r->bucket.at = zs_calloc(nt + nu, sizeof *r->bucket.at);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct zs_rank *rk = run_rank(r, k);
+		rk->t = zs_calloc(r->model.ntensors ? r->model.ntensors : 1, sizeof(float *));
+		rk->held = zs_calloc(nu, sizeof *rk->held);
+		rk->ddp_bucket = zs_calloc(nt, sizeof *rk->ddp_bucket);
+	}
 
 	setup_state(r);
 	if (r->ops->setup)
@@ -880,8 +892,14 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	size_t left = tracker_outstanding(&r->tracker);
 	tracker_destroy(&r->tracker);
 	coll_destroy(&r->coll);
-	for (unsigned k = r->r0; k < r->r1; k++)
+	for (unsigned k = r->r0; k < r->r1; k++) {
 		free(run_rank(r, k)->t);
+		free(run_rank(r, k)->held);
+		free(run_rank(r, k)->ddp_bucket);
+	}
+	free(r->ddp_bucket);
+	free(r->bucket.unit);
+	free(r->bucket.at);
 	layout_free(&r->layout);
 	model_free(&r->model);
 	free(r->rank);

@@ -57,8 +57,6 @@ struct zs_layout_unit {
 	size_t first, last; /* its layers */
 };
 
-#define ZS_MAX_PARAM_TENSORS (ZS_MAX_LAYERS * ZS_MAX_LAYER_TENSORS)
-
 /* A parameter tensor: its elements [off, off + n) of the flat vector, the
  * rank it is assigned to (ZS_TENSORS rows) and where it starts in that
  * rank's packed optimizer state. */

@@ -26,8 +26,10 @@
 #include "util/config.h"
 #include "util/schedule.h"
 
+/* The layers a run may have: its lists are malloc'd, but a result's units
+ * (engine.h's unit_n) and the theory's walk of the same run hold at most
+ * ZS_MAX_WIDTHS. */
 #define ZS_MAX_LAYERS ZS_MAX_WIDTHS
-#define ZS_MAX_TENSORS (16 * ZS_MAX_LAYERS)
 #define ZS_MAX_LAYER_TENSORS 12 /* parameter tensors of one layer (a gpt2 block) */
 #define ZS_NO_TENSOR UINT32_MAX
 #define ZS_END_OF_BACKWARD SIZE_MAX

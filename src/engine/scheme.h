@@ -36,8 +36,9 @@ struct zs_rank {
 	float **t;                    /* the model's ntensors tensors (model.h) */
 	/* Unit u's params gathered in its forward and kept until its backward
 	 * (torch's zero2, FSDP SHARD_GRAD_OP): a full copy of the unit, in
-	 * category gathered_params; NULL otherwise. */
-	void *held[ZS_MAX_LAYERS];
+	 * category gathered_params; NULL otherwise. One a unit (engine_run
+	 * allocates the list). */
+	void **held;
 	/* DeepSpeed's own transients (scheme_deepspeed.c): its reduce buckets
 	 * (ipg_buffer, two with overlap_comm) and the fp32 gradient partition
 	 * the optimizer steps on (NULL outside the optimizer: then the
@@ -51,8 +52,9 @@ struct zs_rank {
 	 * list is NULL for every other scheme. */
 	void **whole;
 	/* DDP's gradient buckets (torch's dp and zero1): bucket i's flat
-	 * grads, in category buckets, for the whole run; NULL otherwise. */
-	void *ddp_bucket[ZS_MAX_PARAM_TENSORS];
+	 * grads, in category buckets, for the whole run; NULL otherwise. At
+	 * most one a tensor (engine_run allocates the list). */
+	void **ddp_bucket;
 	float loss;
 };
 
@@ -61,7 +63,7 @@ struct zs_rank {
  * with the element of the bucket it starts at. */
 struct zs_bucket {
 	size_t used, count;
-	size_t unit[ZS_MAX_PARAM_TENSORS], at[ZS_MAX_PARAM_TENSORS]; /* units; tensors under ZeRO-3 */
+	size_t *unit, *at;  /* units; tensors under ZeRO-3 (engine_run allocates room for both) */
 	unsigned index;
 };
 
@@ -102,7 +104,7 @@ struct zs_run {
 	enum zs_prefetch prefetch;    /* FSDP's backward prefetch (torch's zero2/3) */
 	/* DDP's buckets (scheme_torch.c); 0 for every other scheme. */
 	size_t nddp_buckets;
-	struct zs_ddp_bucket ddp_bucket[ZS_MAX_PARAM_TENSORS];
+	struct zs_ddp_bucket *ddp_bucket; /* at most one a tensor (engine_run allocates the list) */
 
 	uint64_t seed;
 	const struct zs_case *cs;

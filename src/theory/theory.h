@@ -245,6 +245,7 @@ struct theory_ds_coord;
 struct theory_ds_coord *theory_ds_coord_new(const uint64_t *n, size_t nt, const size_t *mod_first,
                                             const size_t *mod_n, size_t nmod, const struct zs_config *c,
                                             unsigned world);
+void theory_ds_coord_free(struct theory_ds_coord *d);
 void theory_ds_begin_step(struct theory_ds_coord *d, unsigned step);
 size_t theory_ds_fetch(struct theory_ds_coord *d, const struct zs_config *c, size_t j, int complete,
                        const size_t **fetched);

@@ -172,23 +172,22 @@ void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config
  * (docs/schedule.md, "deepspeed", ZeRO-3's coordinator; line numbers of
  * partitioned_param_coordinator.py at 38327e0). Tensors in model order
  * (ds_id order: each layer's weight, then its bias), each in its module. */
-#define DS_MAX_TENSORS THEORY_MAX_TENSORS
 #define DS_REUSE_DISTANCE 1e9 /* stage3_max_reuse_distance's default (runtime/zero/config.py 237) */
 
 /* Modules are runs of tensors, [first, first + n) (a tied head's is the
  * token table again). */
 struct theory_ds_coord {
 	size_t ntensors, nmodules, ntrace, nqueue, head;
-	uint64_t n[DS_MAX_TENSORS], s[DS_MAX_TENSORS]; /* elements, and ceil(n/N) a rank */
-	size_t mod_first[DS_MAX_TENSORS], mod_n[DS_MAX_TENSORS];
+	/* Every list malloc'd to its size by coord_setup (coord_free). */
+	uint64_t *n, *s;                     /* per tensor: elements, and ceil(n/N) a rank */
+	size_t *mod_first, *mod_n;           /* per module */
 	uint64_t gathered;                   /* Σ ceil(n/N) of the tensors gathered so far */
-	int persist[DS_MAX_TENSORS], avail[DS_MAX_TENSORS];
-	double recent[DS_MAX_TENSORS];       /* __most_recent_step_id_param_fetched_for */
-	size_t trace[2 * DS_MAX_TENSORS];    /* __submodule_order: the modules forward, then backward */
-	size_t qt[2 * DS_MAX_TENSORS + 4];   /* __param_queue: (param, step_id_last_used_at) */
-	size_t qs[2 * DS_MAX_TENSORS + 4];
+	int *persist, *avail;                /* per tensor */
+	double *recent;                      /* __most_recent_step_id_param_fetched_for */
+	size_t *trace;                       /* __submodule_order: the modules forward, then backward */
+	size_t *qt, *qs;                     /* __param_queue: (param, step_id_last_used_at) */
 	double n_avail;                      /* __n_available_params */
-	size_t fetched[DS_MAX_TENSORS], nfetched; /* gathered by the last fetch, in order */
+	size_t *fetched, nfetched;           /* gathered by the last fetch, in order */
 };
 #define ds_coord theory_ds_coord
 
@@ -286,6 +285,20 @@ static void coord_setup(struct ds_coord *d, const uint64_t *n, size_t nt, const 
 {
 	memset(d, 0, sizeof *d);
 	d->ntensors = nt;
+	d->n = zs_calloc(nt, sizeof *d->n);
+	d->s = zs_calloc(nt, sizeof *d->s);
+	d->persist = zs_calloc(nt, sizeof *d->persist);
+	d->avail = zs_calloc(nt, sizeof *d->avail);
+	d->recent = zs_calloc(nt, sizeof *d->recent);
+	d->fetched = zs_calloc(nt, sizeof *d->fetched);
+	d->mod_first = zs_calloc(nmod, sizeof *d->mod_first);
+	d->mod_n = zs_calloc(nmod, sizeof *d->mod_n);
+	d->trace = zs_calloc(2 * nmod, sizeof *d->trace);
+	size_t nq = 0; /* each module's tensors, twice */
+	for (size_t m = 0; m < nmod; m++)
+		nq += 2 * mod_n[m];
+	d->qt = zs_calloc(nq, sizeof *d->qt);
+	d->qs = zs_calloc(nq, sizeof *d->qs);
 	for (size_t t = 0; t < nt; t++) {
 		d->n[t] = n[t];
 		d->s[t] = (n[t] + world - 1) / world;
@@ -303,6 +316,24 @@ static void coord_setup(struct ds_coord *d, const uint64_t *n, size_t nt, const 
 			d->qs[d->nqueue++] = j;
 		}
 }
+
+static void coord_free(struct ds_coord *d)
+{
+	free(d->n);
+	free(d->s);
+	free(d->persist);
+	free(d->avail);
+	free(d->recent);
+	free(d->fetched);
+	free(d->mod_first);
+	free(d->mod_n);
+	free(d->trace);
+	free(d->qt);
+	free(d->qs);
+	free(d);
+}
+
+void theory_ds_coord_free(struct theory_ds_coord *d) { coord_free(d); }
 
 /* The MLP's tensors (each layer's weight, then its bias) and its modules
  * (unit=layer each layer's two, unit=model one of them all). */
@@ -419,7 +450,7 @@ void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config 
 		out->peak = coord_live(d) > out->peak ? coord_live(d) : out->peak;
 		coord_release(d, j, 1, NULL);
 	}
-	free(d);
+	coord_free(d);
 }
 
 /* A point of the step: the bytes above R (the state between steps before
@@ -535,7 +566,10 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 	int off = c->offload != ZS_OFFLOAD_NONE, offp = c->offload == ZS_OFFLOAD_PARAMS;
 	/* the backward order of the tensors, each unit's in model order, and
 	 * where the bucket is reduced: before tensor i when it would not fit */
-	size_t order[DS_MAX_TENSORS], no = 0, start[DS_MAX_TENSORS + 1], nflush = 0;
+	size_t norder = 0, no = 0, nflush = 0;
+	for (size_t m = 0; m < d->nmodules; m++)
+		norder += d->mod_n[m];
+	size_t *order = zs_calloc(norder, sizeof *order), *start = zs_calloc(norder + 2, sizeof *start);
 	for (size_t m = d->nmodules; m-- > 0;)
 		for (size_t t = 0; t < d->ntensors; t++)
 			if (coord_in(d, t, m))
@@ -629,7 +663,9 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 	out->steps_differ = 1;
 	out->comm_bytes_mean = (double)sent / c->steps;
 	out->comm_elements_mean = (double)sent_elements / c->steps;
-	free(d);
+	free(order);
+	free(start);
+	coord_free(d);
 }
 
 void theory_deepspeed_memory(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,

@@ -576,7 +576,7 @@ static void ds3_walk(const struct zs_model *m, const struct theory_act_opts *o, 
 		out->comm_bytes = (N - 1) * gathered * b->p + bk->reduced * b->g; /* the last step's */
 		out->comm_elements = (N - 1) * gathered + bk->reduced;
 	}
-	free(d);
+	theory_ds_coord_free(d);
 	free(ts->t);
 	free(ts);
 	free(tn);
