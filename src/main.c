@@ -53,6 +53,7 @@ int main(int argc, char **argv)
 		return ZS_EXIT_USAGE;
 	}
 	zs_signals_init();
+	zs_json_init();
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
 		usage(stdout);

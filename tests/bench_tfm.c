@@ -25,6 +25,7 @@
 #include "engine/tfm.h"
 #include "util/util.h"
 #include "bench_time.h"
+#include "tfm_model.h"
 
 /* The process's CPU seconds: on a shared machine a one-thread run's CPU
  * time moves less than its wall time. */
@@ -39,7 +40,7 @@ static double cpu_now(void)
  * precision p; its CPU seconds in *cpu. */
 static double engine_seconds(const struct tfm_dims *d, enum zs_precision p, unsigned steps, double *cpu)
 {
-	struct zs_tfm_run tr = {.dims = *d, .seq = 256, .recompute = TFM_RECOMPUTE_NONE};
+	struct zs_tfm_run tr = {.dims = *d, .seq = 256, .recompute = ZS_RECOMPUTE_NONE};
 	struct zs_config c;
 	zs_config_defaults(&c);
 	c.tfm = &tr;
@@ -71,7 +72,7 @@ int main(int argc, char **argv)
 	const size_t B = 1, T = 256;
 	struct tfm_dims d = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f, 0};
 	struct tfm_model m;
-	tfm_model_init(&m, &d, B, T, TFM_RECOMPUTE_NONE);
+	tfm_model_init(&m, &d, B, T, ZS_RECOMPUTE_NONE);
 	tfm_init_weights(m.params, &d, 1);
 	float *mo = zs_calloc(m.nparams, sizeof *mo), *v = zs_calloc(m.nparams, sizeof *v);
 	struct optim o;

@@ -40,15 +40,25 @@ st=$?
 	fail "unexpected message: $(cat "$tmp/err")"
 [ ! -e "$tmp/r3" ] || fail "the failed report created its --out folder"
 
-echo "datafile: 4: no template anywhere is an error naming the places"
+# The installed folder is the build's $(pkgdatadir) (ZS_PKGDATADIR, from
+# make check): where `make install` put a template the report must use
+# that one, byte for byte; where none is installed it must fail naming the
+# places it looked. Either way the case checks what happened.
+echo "datafile: 4: nothing beside the binary nor in ZEROSIM_DATADIR: the installed template, or an error naming the places"
+pkgdata=${ZS_PKGDATADIR:-}
+[ -n "$pkgdata" ] || { echo "datafile: ZS_PKGDATADIR is not set (run it from make check)" >&2; exit 99; }
+installed=$pkgdata/report/zerosim-report.tex
 rm "$tmp/bin/report/zerosim-report.tex"
 (unset ZEROSIM_DATADIR; report "$tmp/r4")
 st=$?
-if [ -e "$tmp/r4" ]; then
-	echo "datafile: 4 skipped: an installed template exists"
+if [ -f "$installed" ]; then
+	[ "$st" -eq 0 ] || fail "exit $st with $installed installed, expected 0: $(cat "$tmp/err")"
+	cmp -s "$tmp/r4/zerosim-report.tex" "$installed" || fail "the report did not use the installed template $installed"
 else
-	[ "$st" -eq 1 ] || fail "exit $st with no template, expected 1"
-	grep -q "^zerosim report: report/zerosim-report.tex is neither in .* nor beside the zerosim binary" "$tmp/err" ||
+	[ "$st" -eq 1 ] || fail "exit $st with no template anywhere, expected 1"
+	[ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+		grep -qF "zerosim report: report/zerosim-report.tex is neither in $pkgdata nor beside the zerosim binary" "$tmp/err" ||
 		fail "unexpected message: $(cat "$tmp/err")"
+	[ ! -e "$tmp/r4" ] || fail "the failed report created its --out folder"
 fi
 echo "datafile: pass"

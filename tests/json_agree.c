@@ -152,6 +152,7 @@ static int same_per_rank(const cJSON *mrun, const cJSON *sched, const char *run,
 
 int main(int argc, char **argv)
 {
+	zs_json_init(); /* before any cJSON call (util.h) */
 	cJSON *measured = NULL, *theory = NULL;
 	const cJSON *runs, *rows, *mrun, *row;
 	char *cause = NULL;

@@ -216,6 +216,7 @@ static int load(const char *a, const char *b, cJSON **x, cJSON **y)
 
 int main(int argc, char **argv)
 {
+	zs_json_init(); /* before any cJSON call (util.h) */
 	cJSON *ip, *mp;
 	if (argc == 4 && strcmp(argv[1], "--alone") == 0) {
 		if (load(argv[2], argv[3], &ip, &mp) != 0)

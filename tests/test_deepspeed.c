@@ -33,6 +33,7 @@
 #include "engine/engine.h"
 #include "theory/theory.h"
 #include "util/config.h"
+#include "util/util.h"
 
 #define PSI 33088
 #define RESIDENT_N2 297792u
@@ -562,6 +563,7 @@ END_TEST
 
 int main(void)
 {
+	zs_json_init(); /* before any cJSON call (util.h) */
 	Suite *s = suite_create("deepspeed");
 	TCase *t = tcase_create("zero12");
 	tcase_add_test(t, test_the_bucket_is_1e9_bytes_whatever_the_model);

@@ -27,6 +27,7 @@
 #include "engine/tracker.h"
 #include "util/config.h"
 #include "util/model.h"
+#include "util/util.h"
 
 #define PSI 33088.0 /* 64·256 + 256 + 256·64 + 64 */
 
@@ -69,6 +70,7 @@ START_TEST(test_layout_gives_each_rank_ceil_n_over_n_slots)
 	ck_assert_uint_eq(a.count, 3);
 	ck_assert_uint_eq(a.at, 0); /* a shard holds only the rank's slots */
 	ck_assert_uint_eq(b.count, 0);
+	layout_free(&lo);
 
 	layout_init(&lo, &m, ZS_ZERO3, 4, ZS_UNIT_LAYER);
 	/* two units of 6 over 4 ranks: s = 2 each, S = 4; rank 3 holds padding */
@@ -79,6 +81,8 @@ START_TEST(test_layout_gives_each_rank_ceil_n_over_n_slots)
 	ck_assert_uint_eq(c.count, 2);
 	ck_assert_uint_eq(c.at, 2); /* after its 2 slots of unit 0 */
 	ck_assert_uint_eq(d.count, 0);
+	layout_free(&lo);
+	model_free(&m);
 }
 END_TEST
 
@@ -98,12 +102,15 @@ START_TEST(test_layout_full_buffers_hold_owned_slots_at_their_own_index)
 	ck_assert_uint_eq(s.first, 8);
 	ck_assert_uint_eq(s.at, 2);
 	ck_assert_uint_eq(p.count, 2);
+	layout_free(&lo);
 	/* dp: every rank owns every element of every buffer */
 	layout_init(&lo, &m, ZS_DP, 4, ZS_UNIT_LAYER);
 	struct zs_slice q = layout_own(&lo, ZS_BUF_V, 1, 3);
 	ck_assert_uint_eq(q.first, 6);
 	ck_assert_uint_eq(q.count, 6);
 	ck_assert_uint_eq(q.at, 6);
+	layout_free(&lo);
+	model_free(&m);
 }
 END_TEST
 
@@ -692,7 +699,7 @@ static void case_round_trip(struct zs_config *c, unsigned world)
 	ck_assert_uint_eq(back->world, world);
 	ck_assert_uint_eq(back->steps, c->steps);
 	ck_assert_uint_eq(back->batch, c->batch);
-	ck_assert_uint_eq(back->train.given & 1u << ZS_KEY_PRECISION, 1u << ZS_KEY_PRECISION);
+	ck_assert_uint_eq(back->train.given & ZS_KEY_BIT(ZS_KEY_PRECISION), ZS_KEY_BIT(ZS_KEY_PRECISION));
 	ck_assert_int_eq(back->train.precision, c->precision);
 	ck_assert_double_eq(back->train.lr, c->lr);
 	if (c->tfm != NULL) {
@@ -753,7 +760,7 @@ START_TEST(test_a_written_case_reads_back_and_trains_the_same)
 		snprintf(tr.name, sizeof tr.name, "tiny");
 		tfm_dims_from_config(&tr.dims, &tr.hf);
 		tr.seq = 6;
-		tr.recompute = TFM_RECOMPUTE_SELECTIVE;
+		tr.recompute = ZS_RECOMPUTE_SELECTIVE;
 		zs_config_defaults(&c);
 		c.tfm = &tr;
 		c.precision = ZS_FP32;
@@ -811,6 +818,7 @@ static Suite *engine_suite(void)
 
 int main(void)
 {
+	zs_json_init(); /* before any cJSON call (util.h) */
 	SRunner *sr = srunner_create(engine_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);

@@ -97,6 +97,7 @@
 #include "engine/engine.h"
 #include "theory/theory.h"
 #include "util/config.h"
+#include "util/util.h"
 
 #define PSI 33088
 static const size_t mlp[] = {64, 256, 64};
@@ -553,6 +554,7 @@ static Suite *framework_suite(void)
 
 int main(void)
 {
+	zs_json_init(); /* before any cJSON call (util.h) */
 	SRunner *sr = srunner_create(framework_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);

@@ -27,6 +27,7 @@
 
 #include "engine/engine.h"
 #include "util/config.h"
+#include "util/util.h"
 
 struct golden {
 	const char *layers;
@@ -123,6 +124,7 @@ static Suite *golden_suite(void)
 
 int main(void)
 {
+	zs_json_init(); /* before any cJSON call (util.h) */
 	SRunner *sr = srunner_create(golden_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);

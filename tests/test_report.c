@@ -1624,6 +1624,7 @@ static Suite *report_suite(void)
 
 int main(void)
 {
+	zs_json_init(); /* before any cJSON call (util.h) */
 	SRunner *sr = srunner_create(report_suite());
 	int failed;
 

@@ -118,6 +118,7 @@ END_TEST
 
 int main(void)
 {
+	zs_json_init(); /* before any cJSON call (util.h) */
 #ifdef ZS_SANITIZERS
 	puts("SKIP: the sanitizers' shadow memory inflates RSS");
 	return 77;

@@ -22,6 +22,8 @@
 #include "engine/tfm_kernels.h"
 #include "theory/theory.h"
 #include "util/model.h"
+#include "util/util.h"
+#include "tfm_model.h"
 
 /* Random fill from the project's seeded generator: uniform in ±scale. */
 static float *rnd(size_t n, float scale, uint64_t stream)
@@ -363,7 +365,7 @@ static void check_model_dims(struct tfm_dims d)
 	int tied = d.tied;
 	ck_assert_int_eq(tfm_dims_check(&d, NULL), 0);
 	struct tfm_model m;
-	tfm_model_init(&m, &d, 2, 8, TFM_RECOMPUTE_NONE);
+	tfm_model_init(&m, &d, 2, 8, ZS_RECOMPUTE_NONE);
 	/* Larger weights than the seed's (×2.5 and ×5 alternately), so that
 	 * every path carries a gradient well above the finite difference's
 	 * rounding, and the weights are not all alike. */
@@ -442,13 +444,14 @@ static void check_recompute(enum tfm_family f)
 	tfm_task_init(&task, d.vocab, 9);
 	tfm_task_batch(in, target, &task, 9, 0, 0, B, T);
 	for (int r = 0; r < 3; r++) {
-		tfm_model_init(&m[r], &d, B, T, (enum tfm_recompute)r);
+		tfm_model_init(&m[r], &d, B, T, (enum zs_recompute)r);
 		tfm_init_weights(m[r].params, &d, 9);
 		loss[r] = tfm_model_step(&m[r], in, target);
 	}
-	size_t block = 0;
-	for (int a = 0; a < TFM_NBLOCK_ACTS; a++)
-		block += tfm_act_elems(&d, B, T, (enum tfm_act)a);
+	size_t block = 0, el[STEP_NACTS], sc[STEP_NSCRATCH];
+	tfm_model_sizes(&d, B, T, el, sc);
+	for (int a = 0; a < STEP_NBLOCK_ACTS; a++)
+		block += el[a];
 	size_t att = B * d.heads * T * T, res3 = B * T * d.d;
 	ck_assert_uint_eq(m[1].act_elems, m[0].act_elems - (L - 1) * att);
 	ck_assert_uint_eq(m[2].act_elems, m[0].act_elems - (L - 1) * (block - res3));
@@ -547,7 +550,7 @@ static void check_training(enum tfm_family f)
 	                     f == TFM_GPT2, 1e-5f, 10000.0f, 0};
 	const size_t B = 2, T = 16, steps = 100;
 	struct tfm_model m;
-	tfm_model_init(&m, &d, B, T, TFM_RECOMPUTE_NONE);
+	tfm_model_init(&m, &d, B, T, ZS_RECOMPUTE_NONE);
 	tfm_init_weights(m.params, &d, 3);
 	float *mo = zeros(m.nparams), *v = zeros(m.nparams);
 	struct optim o;
@@ -605,7 +608,7 @@ END_TEST
 /* ------------------------------------------------------------------------- */
 /* The transformer in the engine (tfm_net.c's layer list, engine.c's driver) */
 
-static struct zs_config engine_config_dims(struct zs_tfm_run *tr, struct tfm_dims d, enum tfm_recompute rc)
+static struct zs_config engine_config_dims(struct zs_tfm_run *tr, struct tfm_dims d, enum zs_recompute rc)
 {
 	struct zs_config c;
 	zs_config_defaults(&c);
@@ -621,7 +624,7 @@ static struct zs_config engine_config_dims(struct zs_tfm_run *tr, struct tfm_dim
 	return c;
 }
 
-static struct zs_config engine_config(struct zs_tfm_run *tr, enum tfm_family f, int tied, enum tfm_recompute rc)
+static struct zs_config engine_config(struct zs_tfm_run *tr, enum tfm_family f, int tied, enum zs_recompute rc)
 {
 	return engine_config_dims(tr, tiny(f, tied), rc);
 }
@@ -644,11 +647,11 @@ static void check_engine_is_the_model(enum tfm_family f, int tied)
 	for (int rc = 0; rc < 3; rc++)
 		for (int u = 0; u < ZS_NUNITS; u++) {
 			struct zs_tfm_run tr;
-			struct zs_config c = engine_config(&tr, f, tied, (enum tfm_recompute)rc);
+			struct zs_config c = engine_config(&tr, f, tied, (enum zs_recompute)rc);
 			struct zs_result res = engine(&c, ZS_DP, 1, (enum zs_unit)u);
 			size_t B = c.batch, T = tr.seq;
 			struct tfm_model m;
-			tfm_model_init(&m, &tr.dims, B, T, TFM_RECOMPUTE_NONE);
+			tfm_model_init(&m, &tr.dims, B, T, ZS_RECOMPUTE_NONE);
 			tfm_init_weights(m.params, &tr.dims, c.seed);
 			float *mo = zeros(m.nparams), *v = zeros(m.nparams);
 			struct optim o;
@@ -666,7 +669,7 @@ static void check_engine_is_the_model(enum tfm_family f, int tied)
 			}
 			ck_assert_msg(memcmp(m.params, res.weights, m.nparams * sizeof *m.params) == 0,
 			              "%s%s, recompute %s, unit %s: the engine's weights differ from tfm_model's",
-			              f == TFM_GPT2 ? "gpt2" : "llama", tied ? " tied" : "", tfm_recompute_name(tr.recompute),
+			              f == TFM_GPT2 ? "gpt2" : "llama", tied ? " tied" : "", zs_recompute_name(tr.recompute),
 			              zs_unit_name((enum zs_unit)u));
 			free(mo), free(v);
 			tfm_task_free(&task);
@@ -699,7 +702,7 @@ static void check_one_digest_dims(struct tfm_dims d, enum zs_precision prec)
 					if (fw == 1 && rc != 0)
 						continue; /* torch's hooks once; their bits are the paper's */
 					struct zs_tfm_run tr;
-					struct zs_config c = engine_config_dims(&tr, d, (enum tfm_recompute)rc);
+					struct zs_config c = engine_config_dims(&tr, d, (enum zs_recompute)rc);
 					c.steps = 2;
 					c.precision = prec;
 					c.framework = fw ? ZS_FW_TORCH : ZS_FW_PAPER;
@@ -709,7 +712,7 @@ static void check_one_digest_dims(struct tfm_dims d, enum zs_precision prec)
 							digest = res.digest;
 						ck_assert_msg(res.digest == digest, "%s N=%u %s %s %s recompute %s: digest %016llx, not %016llx",
 						              zs_precision_name(prec), worlds[w], zs_framework_name(c.framework), zs_scheme_name((enum zs_scheme)s),
-						              zs_unit_name((enum zs_unit)u), tfm_recompute_name(tr.recompute),
+						              zs_unit_name((enum zs_unit)u), zs_recompute_name(tr.recompute),
 						              (unsigned long long)res.digest, (unsigned long long)digest);
 						if (s == ZS_DP)
 							acts[rc] = res.peak_breakdown[ZS_CAT_ACTIVATIONS];
@@ -751,7 +754,7 @@ END_TEST
 static void check_mixed_training(enum tfm_family f)
 {
 	struct zs_tfm_run tr;
-	struct zs_config c = engine_config(&tr, f, f == TFM_GPT2, TFM_RECOMPUTE_SELECTIVE);
+	struct zs_config c = engine_config(&tr, f, f == TFM_GPT2, ZS_RECOMPUTE_SELECTIVE);
 	tr.dims = (struct tfm_dims){f, 32, 2, 4, f == TFM_LLAMA ? 2 : 4, 8, f == TFM_LLAMA ? 88 : 128, 64, 16,
 	                            f == TFM_GPT2, 1e-5f, 10000.0f, 0};
 	tr.seq = 16;
@@ -831,6 +834,7 @@ static Suite *tfm_suite(void)
 
 int main(void)
 {
+	zs_json_init(); /* before any cJSON call (util.h) */
 	const char *srcdir = getenv("srcdir"); /* the shipped model configs */
 	if (getenv("ZEROSIM_DATADIR") == NULL)
 		setenv("ZEROSIM_DATADIR", srcdir != NULL ? srcdir : ".", 1);

@@ -738,7 +738,7 @@ END_TEST
 START_TEST(test_gpt2_activations_are_korthikantis_89653248_bytes_per_layer)
 {
 	struct zs_model m = shipped("gpt2");
-	struct theory_act_opts o = { .seq = 1024, .recompute = THEORY_RECOMPUTE_NONE, .elem = 2 };
+	struct theory_act_opts o = { .seq = 1024, .recompute = ZS_RECOMPUTE_NONE, .elem = 2 };
 	uint64_t t[THEORY_NACTS];
 
 	/* sbh(34 + 5as/h) = 1024·768·(34 + 5·12·1024/768) = 786432·114. */
@@ -751,7 +751,7 @@ END_TEST
 START_TEST(test_llama_2_13b_activations_worked_by_hand)
 {
 	struct zs_model m = shipped("llama-2-13b");
-	struct theory_act_opts o = { .seq = 4096, .recompute = THEORY_RECOMPUTE_NONE, .elem = 2 };
+	struct theory_act_opts o = { .seq = 4096, .recompute = ZS_RECOMPUTE_NONE, .elem = 2 };
 	uint64_t t[THEORY_NACTS], sum;
 
 	/* s = 4096, b = 2, h = 5120, a = 40: sbh = 41,943,040 and
@@ -759,12 +759,12 @@ START_TEST(test_llama_2_13b_activations_worked_by_hand)
 	 * 8,136,949,760 B; 40 layers 325,477,990,400 B. */
 	ck_assert_uint_eq(theory_layer_activations(&m, &o, 2), 8136949760ull);
 	/* Selective: 34sbh = 1,426,063,360; full: 2sbh = 83,886,080. */
-	o.recompute = THEORY_RECOMPUTE_SELECTIVE;
+	o.recompute = ZS_RECOMPUTE_SELECTIVE;
 	ck_assert_uint_eq(theory_layer_activations(&m, &o, 2), 1426063360ull);
-	o.recompute = THEORY_RECOMPUTE_FULL;
+	o.recompute = ZS_RECOMPUTE_FULL;
 	ck_assert_uint_eq(theory_layer_activations(&m, &o, 2), 83886080ull);
 	/* Flash attention drops the scores: 34sbh without recomputation. */
-	o.recompute = THEORY_RECOMPUTE_NONE;
+	o.recompute = ZS_RECOMPUTE_NONE;
 	o.flash = 1;
 	ck_assert_uint_eq(theory_layer_activations(&m, &o, 2), 1426063360ull);
 	o.flash = 0;
@@ -788,7 +788,7 @@ END_TEST
 START_TEST(test_fp32_doubles_every_two_byte_activation)
 {
 	struct zs_model m = shipped("gpt2");
-	struct theory_act_opts o = { .seq = 1024, .recompute = THEORY_RECOMPUTE_NONE, .elem = 4 };
+	struct theory_act_opts o = { .seq = 1024, .recompute = ZS_RECOMPUTE_NONE, .elem = 4 };
 
 	ck_assert_uint_eq(theory_layer_activations(&m, &o, 1), 165150720ull);
 }
@@ -799,7 +799,7 @@ END_TEST
 START_TEST(test_largest_micro_batch_fits_and_one_more_does_not)
 {
 	static const char *const names[] = { "gpt2", "llama-2-7b", "llama-3-8b" };
-	static const enum theory_recompute rcs[] = { THEORY_RECOMPUTE_SELECTIVE, THEORY_RECOMPUTE_FULL };
+	static const enum zs_recompute rcs[] = { ZS_RECOMPUTE_SELECTIVE, ZS_RECOMPUTE_FULL };
 	struct zs_config c;
 	struct theory_bytes b;
 
@@ -837,7 +837,7 @@ START_TEST(test_llama_3_8b_on_8_ranks_of_80gb_fits_only_on_the_floor_without_rec
 	struct zs_model m = shipped("llama-3-8b");
 	struct zs_config c;
 	struct theory_request req = { .config = &c, .model = &m, .device_mem = 80e9,
-	                              .act = { .seq = 4096, .recompute = THEORY_RECOMPUTE_NONE, .elem = 2 } };
+	                              .act = { .seq = 4096, .recompute = ZS_RECOMPUTE_NONE, .elem = 2 } };
 	struct theory_row r;
 
 	zs_config_defaults(&c);
@@ -852,7 +852,7 @@ START_TEST(test_llama_3_8b_on_8_ranks_of_80gb_fits_only_on_the_floor_without_rec
 	ck_assert_uint_eq(r.peak.states.gathered_params + r.peak.states.full_grads, 4ull * 525340672);
 	ck_assert_uint_eq(r.peak_bytes, r.peak.states.resident_bytes + 4ull * 525340672 + r.peak.activations);
 	/* Selective recomputation: ZeRO-3 then fits micro-batch 1. */
-	req.act.recompute = THEORY_RECOMPUTE_SELECTIVE;
+	req.act.recompute = ZS_RECOMPUTE_SELECTIVE;
 	theory_row(&req, ZS_ZERO3, ZS_UNIT_LAYER, 8, &r);
 	ck_assert_int_eq(r.fits_peak, 1);
 	ck_assert_uint_ge(r.max_batch, 1);
@@ -1083,7 +1083,7 @@ START_TEST(test_torch_zero1_on_the_tiny_gpt2_worked_by_hand)
 	c.framework = ZS_FW_TORCH;
 	c.precision = ZS_MIXED;
 	struct theory_bytes b;
-	struct theory_act_opts o = { .seq = 32, .recompute = THEORY_RECOMPUTE_NONE, .elem = 2 };
+	struct theory_act_opts o = { .seq = 32, .recompute = ZS_RECOMPUTE_NONE, .elem = 2 };
 	struct theory_schedule sc;
 	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &b);
 	theory_model_framework_schedule(&m, &o, &b, &c, 2, ZS_ZERO1, ZS_UNIT_LAYER, 3, &sc);
@@ -1145,7 +1145,7 @@ START_TEST(test_deepspeed_zero3_on_the_tiny_gpt2_worked_by_hand)
 	c.ds_persist = 100;
 	c.steps = 1;
 	struct theory_bytes b;
-	struct theory_act_opts o = { .seq = 32, .recompute = THEORY_RECOMPUTE_NONE, .elem = 2 };
+	struct theory_act_opts o = { .seq = 32, .recompute = ZS_RECOMPUTE_NONE, .elem = 2 };
 	struct theory_schedule sc;
 	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &b);
 	ck_assert(theory_model_has_schedule(&m, &o, &b, ZS_FW_DEEPSPEED, ZS_ZERO3));
@@ -1165,7 +1165,7 @@ START_TEST(test_deepspeed_zero3_on_the_tiny_gpt2_worked_by_hand)
 	theory_model_framework_schedule(&m, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
 	ck_assert_uint_eq(sc.resident_breakdown[THEORY_GATHERED_PARAMS], 2 * 118528);
 	/* a full recompute is not modelled under it */
-	o.recompute = THEORY_RECOMPUTE_FULL;
+	o.recompute = ZS_RECOMPUTE_FULL;
 	ck_assert(!theory_model_has_schedule(&m, &o, &b, ZS_FW_DEEPSPEED, ZS_ZERO3));
 }
 END_TEST
@@ -1223,6 +1223,7 @@ static Suite *theory_suite(void)
 
 int main(void)
 {
+	zs_json_init(); /* before any cJSON call (util.h) */
 	/* The shipped configs, from the source tree (make check sets srcdir). */
 	const char *srcdir = getenv("srcdir");
 	if (getenv("ZEROSIM_DATADIR") == NULL)

@@ -31,6 +31,7 @@
 #include "engine/optim.h"
 #include "engine/tfm.h"
 #include "util/util.h"
+#include "tfm_model.h"
 
 static void write_f32(const char *dir, const char *name, const float *w, size_t n)
 {
@@ -52,6 +53,7 @@ static void write_f32(const char *dir, const char *name, const float *w, size_t 
 
 int main(int argc, char **argv)
 {
+	zs_json_init(); /* before any cJSON call (util.h) */
 	if (argc != 3) {
 		fprintf(stderr, "usage: tfm_dump CASE DIR\n");
 		return 2;
@@ -59,14 +61,14 @@ int main(int argc, char **argv)
 	struct zs_case *cs;
 	char *cause = NULL;
 	if (engine_case_load(argv[1], &cs, &cause) != 0 || cs->tfm == NULL ||
-	    (cs->train.given & 1u << ZS_KEY_OPTIMIZER && cs->train.optimizer != ZS_ADAM)) {
+	    (cs->train.given & ZS_KEY_BIT(ZS_KEY_OPTIMIZER) && cs->train.optimizer != ZS_ADAM)) {
 		zs_print_error("tfm_dump", cause != NULL ? cause : "the case is not a transformer's trained by Adam");
 		return 2;
 	}
 	const struct zs_config *tr = &cs->train;
 	size_t B = cs->batch, T = cs->tfm->seq;
 	struct tfm_model m;
-	tfm_model_init(&m, &cs->tfm->dims, B, T, TFM_RECOMPUTE_NONE);
+	tfm_model_init(&m, &cs->tfm->dims, B, T, ZS_RECOMPUTE_NONE);
 	memcpy(m.params, cs->weights, m.nparams * sizeof *m.params);
 	float *mo = zs_calloc(m.nparams, sizeof *mo), *v = zs_calloc(m.nparams, sizeof *v);
 	struct optim o;

@@ -175,10 +175,10 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, const char 
 	static const enum zs_key training[] = {ZS_KEY_PRECISION, ZS_KEY_OPTIMIZER, ZS_KEY_LR,
 	                                       ZS_KEY_BETA1, ZS_KEY_BETA2, ZS_KEY_EPS};
 	static const char *const names[] = {"precision", "optimizer", "lr", "beta1", "beta2", "eps"};
-	const unsigned given = c->given;
-	if ((given & 1u << ZS_KEY_LAYERS) && cs->tfm != NULL)
+	const zs_keys given = c->given;
+	if ((given & ZS_KEY_BIT(ZS_KEY_LAYERS)) && cs->tfm != NULL)
 		return zs_fail(cause, "--layers with a transformer's case: the case file's model gives the shape");
-	if ((given & 1u << ZS_KEY_LAYERS) &&
+	if ((given & ZS_KEY_BIT(ZS_KEY_LAYERS)) &&
 	    (c->nwidths != cs->nwidths || memcmp(c->widths, cs->widths, cs->nwidths * sizeof *cs->widths) != 0))
 		return zs_fail(cause, "--layers disagrees with the case file's layers");
 	if ((seq != NULL || recompute != NULL) && cs->tfm == NULL)
@@ -189,24 +189,24 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, const char 
 		if (strcmp(seq, have) != 0)
 			return zs_fail(cause, "--seq %.40s disagrees with the case file's seq %s", seq, have);
 	}
-	if (recompute != NULL && strcmp(recompute, tfm_recompute_name(cs->tfm->recompute)) != 0)
+	if (recompute != NULL && strcmp(recompute, zs_recompute_name(cs->tfm->recompute)) != 0)
 		return zs_fail(cause, "--recompute %.40s disagrees with the case file's recompute %s", recompute,
-		               tfm_recompute_name(cs->tfm->recompute));
-	if ((given & 1u << ZS_KEY_WORLD) && (c->nworld != 1 || c->world[0] != cs->world))
+		               zs_recompute_name(cs->tfm->recompute));
+	if ((given & ZS_KEY_BIT(ZS_KEY_WORLD)) && (c->nworld != 1 || c->world[0] != cs->world))
 		return zs_fail(cause, "--world disagrees with the case file's world size %u", cs->world);
-	if ((given & 1u << ZS_KEY_BATCH) && c->batch != cs->batch)
+	if ((given & ZS_KEY_BIT(ZS_KEY_BATCH)) && c->batch != cs->batch)
 		return zs_fail(cause, "--batch %u disagrees with the case file's batch %u", c->batch, cs->batch);
-	if ((given & 1u << ZS_KEY_STEPS) && c->steps != cs->steps)
+	if ((given & ZS_KEY_BIT(ZS_KEY_STEPS)) && c->steps != cs->steps)
 		return zs_fail(cause, "--steps %u disagrees with the case file's %u steps", c->steps, cs->steps);
-	if (given & 1u << ZS_KEY_SEED)
+	if (given & ZS_KEY_BIT(ZS_KEY_SEED))
 		return zs_fail(cause, "--seed is not used with --case: the case holds the weights and batches");
 	for (size_t i = 0; i < sizeof training / sizeof training[0]; i++) {
 		char mine[40], theirs[40];
-		if (!(cs->train.given & 1u << training[i]))
+		if (!(cs->train.given & ZS_KEY_BIT(training[i])))
 			continue;
 		setting_text(c, training[i], mine, sizeof mine);
 		setting_text(&cs->train, training[i], theirs, sizeof theirs);
-		if ((given & 1u << training[i]) && strcmp(mine, theirs) != 0)
+		if ((given & ZS_KEY_BIT(training[i])) && strcmp(mine, theirs) != 0)
 			return zs_fail(cause, "--%s %s disagrees with the case file's %s %s", names[i], mine, names[i], theirs);
 	}
 	if (cs->tfm == NULL) {
@@ -218,17 +218,17 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, const char 
 	c->batch = cs->batch;
 	c->steps = cs->steps;
 	const struct zs_config *t = &cs->train;
-	if (t->given & 1u << ZS_KEY_PRECISION)
+	if (t->given & ZS_KEY_BIT(ZS_KEY_PRECISION))
 		c->precision = t->precision;
-	if (t->given & 1u << ZS_KEY_OPTIMIZER)
+	if (t->given & ZS_KEY_BIT(ZS_KEY_OPTIMIZER))
 		c->optimizer = t->optimizer;
-	if (t->given & 1u << ZS_KEY_LR)
+	if (t->given & ZS_KEY_BIT(ZS_KEY_LR))
 		c->lr = t->lr;
-	if (t->given & 1u << ZS_KEY_BETA1)
+	if (t->given & ZS_KEY_BIT(ZS_KEY_BETA1))
 		c->beta1 = t->beta1;
-	if (t->given & 1u << ZS_KEY_BETA2)
+	if (t->given & ZS_KEY_BIT(ZS_KEY_BETA2))
 		c->beta2 = t->beta2;
-	if (t->given & 1u << ZS_KEY_EPS)
+	if (t->given & ZS_KEY_BIT(ZS_KEY_EPS))
 		c->eps = t->eps;
 	return 0;
 }
@@ -257,9 +257,9 @@ static int transformer_run(struct zs_config *c, struct zs_tfm_run *tr, int mixed
 		               "far (precision fp32)");
 	if (!mixed_asked)
 		c->precision = ZS_FP32;
-	if (!(c->given & 1u << ZS_KEY_BATCH) && !from_case)
+	if (!(c->given & ZS_KEY_BIT(ZS_KEY_BATCH)) && !from_case)
 		c->batch = 1;
-	if (!(c->given & 1u << ZS_KEY_UNITS)) {
+	if (!(c->given & ZS_KEY_BIT(ZS_KEY_UNITS))) {
 		c->nunits = 1;
 		c->units[0] = ZS_UNIT_LAYER;
 	}
@@ -279,7 +279,7 @@ static int load_transformer(struct zs_config *c, struct zs_tfm_run *tr, const ch
 {
 	struct zs_model hf;
 	memset(tr, 0, sizeof *tr);
-	if (c->given & 1u << ZS_KEY_LAYERS)
+	if (c->given & ZS_KEY_BIT(ZS_KEY_LAYERS))
 		return zs_fail(cause, "--model and --layers exclude each other: the config gives the shape");
 	if (zs_model_load(arg, &hf, cause) < 0)
 		return -1;
@@ -297,9 +297,9 @@ static int load_transformer(struct zs_config *c, struct zs_tfm_run *tr, const ch
 			               hf.family == ZS_FAMILY_GPT2 ? "n_positions" : "max_position_embeddings");
 		tr->seq = (size_t)v;
 	}
-	if (recompute != NULL && tfm_recompute_parse(recompute, &tr->recompute) != 0)
+	if (recompute != NULL && zs_recompute_parse(recompute, &tr->recompute) != 0)
 		return zs_fail(cause, "--recompute: '%.40s' is none of none, selective, full", recompute);
-	return transformer_run(c, tr, (c->given & 1u << ZS_KEY_PRECISION) != 0, 0, cause);
+	return transformer_run(c, tr, (c->given & ZS_KEY_BIT(ZS_KEY_PRECISION)) != 0, 0, cause);
 }
 
 /* This process's rank in a job being launched, from the launcher's
@@ -418,7 +418,7 @@ int zs_cmd_measure(int argc, char **argv)
 			goto fail;
 		if (cs->tfm != NULL) {
 			tfm = *cs->tfm;
-			int mixed_asked = (c.given | cs->train.given) & 1u << ZS_KEY_PRECISION;
+			int mixed_asked = ((c.given | cs->train.given) & ZS_KEY_BIT(ZS_KEY_PRECISION)) != 0;
 			if (transformer_run(&c, &tfm, mixed_asked != 0, 1, &cause) != 0)
 				goto fail;
 		}
@@ -438,7 +438,7 @@ int zs_cmd_measure(int argc, char **argv)
 	/* DeepSpeed's ZeRO-3 gathers per nn.Module; a full recompute re-runs a
 	 * block's forward inside its backward, where its hooks would gather
 	 * the modules again (not modelled). */
-	for (size_t i = 0; c.tfm != NULL && c.tfm->recompute == TFM_RECOMPUTE_FULL && c.framework == ZS_FW_DEEPSPEED &&
+	for (size_t i = 0; c.tfm != NULL && c.tfm->recompute == ZS_RECOMPUTE_FULL && c.framework == ZS_FW_DEEPSPEED &&
 	                   i < c.nschemes; i++)
 		if (c.schemes[i] == ZS_ZERO3) {
 			zs_fail(&cause, "--recompute full: DeepSpeed's zero3 on a transformer is modelled without it (its "

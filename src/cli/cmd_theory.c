@@ -173,7 +173,7 @@ static int load_model(struct theory_request *req, struct zs_config *c, struct zs
 			               m->family == ZS_FAMILY_GPT2 ? "n_positions" : "max_position_embeddings");
 		req->act.seq = v;
 	}
-	if (recompute != NULL && theory_recompute_parse(recompute, &req->act.recompute) < 0)
+	if (recompute != NULL && zs_recompute_parse(recompute, &req->act.recompute) < 0)
 		return zs_fail(cause, "--recompute: '%.40s' is none of none, selective, full", recompute);
 	if (!spec_given) {
 		if (!zs_opts_sets(args, nargs, "batch"))
@@ -349,8 +349,6 @@ int zs_cmd_theory(int argc, char **argv)
 	status = ZS_EXIT_RUNTIME;
 	if (strcmp(format, "json") == 0) {
 		root = theory_json(&req);
-		if (root == NULL)
-			zs_oom(__FILE__, __LINE__);
 		if (out != NULL) {
 			if (zs_json_write(out, root, &cause) < 0)
 				goto fail;

@@ -157,8 +157,8 @@ static int keys(const cJSON *root, int version, struct zs_case *cs, char **cause
 		return zs_fail(cause, "unknown key \"%.40s\" in the case", it->string);
 	}
 	/* SGD has no betas or epsilon: a case that gives them means Adam. */
-	unsigned adam_only = 1u << ZS_KEY_BETA1 | 1u << ZS_KEY_BETA2 | 1u << ZS_KEY_EPS;
-	if ((cs->train.given & 1u << ZS_KEY_OPTIMIZER) && cs->train.optimizer == ZS_SGD &&
+	zs_keys adam_only = ZS_KEY_BIT(ZS_KEY_BETA1) | ZS_KEY_BIT(ZS_KEY_BETA2) | ZS_KEY_BIT(ZS_KEY_EPS);
+	if ((cs->train.given & ZS_KEY_BIT(ZS_KEY_OPTIMIZER)) && cs->train.optimizer == ZS_SGD &&
 	    (cs->train.given & adam_only))
 		return zs_fail(cause, "the case trains sgd but gives Adam's beta1, beta2 or eps");
 	/* An MLP ("layers", "batches") or a transformer ("model", "seq", "tokens"). */
@@ -410,7 +410,7 @@ static int model(const cJSON *root, struct zs_tfm_run *tr, char **cause)
 		return -1;
 	tr->seq = (size_t)v;
 	const cJSON *rc = cJSON_GetObjectItemCaseSensitive(root, "recompute");
-	if (rc != NULL && (!cJSON_IsString(rc) || tfm_recompute_parse(rc->valuestring, &tr->recompute) != 0))
+	if (rc != NULL && (!cJSON_IsString(rc) || zs_recompute_parse(rc->valuestring, &tr->recompute) != 0))
 		return zs_fail(cause, "the case's \"recompute\" is none of none, selective, full");
 	return 0;
 }
@@ -567,36 +567,14 @@ char *engine_case_side_path(const char *path)
 	return zs_asprintf("%.*s.f32", (int)n, path);
 }
 
-static cJSON *number(double v)
-{
-	cJSON *n = cJSON_CreateNumber(v);
-	if (n == NULL)
-		zs_oom(__FILE__, __LINE__);
-	return n;
-}
-
-static void add(cJSON *o, const char *key, cJSON *v)
-{
-	if (v == NULL || !cJSON_AddItemToObject(o, key, v))
-		zs_oom(__FILE__, __LINE__);
-}
-
-static void push(cJSON *a, cJSON *v)
-{
-	if (v == NULL || !cJSON_AddItemToArray(a, v))
-		zs_oom(__FILE__, __LINE__);
-}
-
 /* The model as a Hugging Face config object: the keys zerosim reads
  * (util/model.h), and the epsilon and rotary base the engine uses. */
 static cJSON *hf_config(const struct zs_tfm_run *tr)
 {
 	const struct zs_model *m = &tr->hf;
 	cJSON *o = cJSON_CreateObject();
-	if (o == NULL)
-		zs_oom(__FILE__, __LINE__);
-	add(o, "_name_or_path", cJSON_CreateString(tr->name));
-	add(o, "model_type", cJSON_CreateString(m->model_type));
+	cJSON_AddItemToObject(o, "_name_or_path", cJSON_CreateString(tr->name));
+	cJSON_AddItemToObject(o, "model_type", cJSON_CreateString(m->model_type));
 	int gpt2 = m->family == ZS_FAMILY_GPT2;
 	const struct { const char *gpt2, *llama; double v; } k[] = {
 		{"n_embd", "hidden_size", (double)m->hidden},
@@ -610,11 +588,11 @@ static cJSON *hf_config(const struct zs_tfm_run *tr)
 	};
 	for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
 		if ((gpt2 ? k[i].gpt2 : k[i].llama) != NULL)
-			add(o, gpt2 ? k[i].gpt2 : k[i].llama, number(k[i].v));
-	add(o, "tie_word_embeddings", cJSON_CreateBool(m->tied));
-	add(o, gpt2 ? "layer_norm_epsilon" : "rms_norm_eps", number(short_float(tr->dims.eps)));
+			cJSON_AddItemToObject(o, gpt2 ? k[i].gpt2 : k[i].llama, cJSON_CreateNumber(k[i].v));
+	cJSON_AddItemToObject(o, "tie_word_embeddings", cJSON_CreateBool(m->tied));
+	cJSON_AddItemToObject(o, gpt2 ? "layer_norm_epsilon" : "rms_norm_eps", cJSON_CreateNumber(short_float(tr->dims.eps)));
 	if (!gpt2)
-		add(o, "rope_theta", number(short_float(tr->dims.rope_theta)));
+		cJSON_AddItemToObject(o, "rope_theta", cJSON_CreateNumber(short_float(tr->dims.rope_theta)));
 	return o;
 }
 
@@ -634,29 +612,27 @@ static unsigned char *f32_bytes(const float *w, size_t n)
 int engine_case_write(const char *path, const struct zs_case *cs, const struct zs_config *c, char **cause)
 {
 	cJSON *root = cJSON_CreateObject();
-	if (root == NULL)
-		zs_oom(__FILE__, __LINE__);
-	add(root, "format", cJSON_CreateString("zerosim-case/2"));
+	cJSON_AddItemToObject(root, "format", cJSON_CreateString("zerosim-case/2"));
 	if (cs->tfm != NULL) {
-		add(root, "model", hf_config(cs->tfm));
-		add(root, "seq", number((double)cs->tfm->seq));
-		add(root, "recompute", cJSON_CreateString(tfm_recompute_name(cs->tfm->recompute)));
+		cJSON_AddItemToObject(root, "model", hf_config(cs->tfm));
+		cJSON_AddItemToObject(root, "seq", cJSON_CreateNumber((double)cs->tfm->seq));
+		cJSON_AddItemToObject(root, "recompute", cJSON_CreateString(zs_recompute_name(cs->tfm->recompute)));
 	} else {
 		cJSON *l = cJSON_CreateArray();
-		add(root, "layers", l);
+		cJSON_AddItemToObject(root, "layers", l);
 		for (size_t i = 0; i < cs->nwidths; i++)
-			push(l, number((double)cs->widths[i]));
+			cJSON_AddItemToArray(l, cJSON_CreateNumber((double)cs->widths[i]));
 	}
-	add(root, "world", number(cs->world));
-	add(root, "batch", number(cs->batch));
-	add(root, "steps", number(cs->steps));
-	add(root, "precision", cJSON_CreateString(zs_precision_name(c->precision)));
-	add(root, "optimizer", cJSON_CreateString(zs_optimizer_name(c->optimizer)));
-	add(root, "lr", number(c->lr));
+	cJSON_AddItemToObject(root, "world", cJSON_CreateNumber(cs->world));
+	cJSON_AddItemToObject(root, "batch", cJSON_CreateNumber(cs->batch));
+	cJSON_AddItemToObject(root, "steps", cJSON_CreateNumber(cs->steps));
+	cJSON_AddItemToObject(root, "precision", cJSON_CreateString(zs_precision_name(c->precision)));
+	cJSON_AddItemToObject(root, "optimizer", cJSON_CreateString(zs_optimizer_name(c->optimizer)));
+	cJSON_AddItemToObject(root, "lr", cJSON_CreateNumber(c->lr));
 	if (c->optimizer == ZS_ADAM) {
-		add(root, "beta1", number(c->beta1));
-		add(root, "beta2", number(c->beta2));
-		add(root, "eps", number(c->eps));
+		cJSON_AddItemToObject(root, "beta1", cJSON_CreateNumber(c->beta1));
+		cJSON_AddItemToObject(root, "beta2", cJSON_CreateNumber(c->beta2));
+		cJSON_AddItemToObject(root, "eps", cJSON_CreateNumber(c->eps));
 	}
 	size_t psi = cs->tfm != NULL ? tfm_nparams(&cs->tfm->dims) : zs_params(cs->widths, cs->nwidths);
 	struct zs_out *side = NULL;
@@ -669,51 +645,51 @@ int engine_case_write(const char *path, const struct zs_case *cs, const struct z
 		char digest[32];
 		snprintf(digest, sizeof digest, "xxh3:%016llx", (unsigned long long)XXH3_64bits(bytes, 4 * psi));
 		cJSON *w = cJSON_CreateObject();
-		add(root, "weights", w);
-		add(w, "file", cJSON_CreateString(base != NULL ? base + 1 : side_path));
-		add(w, "count", number((double)psi));
-		add(w, "digest", cJSON_CreateString(digest));
+		cJSON_AddItemToObject(root, "weights", w);
+		cJSON_AddItemToObject(w, "file", cJSON_CreateString(base != NULL ? base + 1 : side_path));
+		cJSON_AddItemToObject(w, "count", cJSON_CreateNumber((double)psi));
+		cJSON_AddItemToObject(w, "digest", cJSON_CreateString(digest));
 		cJSON *all = cJSON_CreateArray();
-		add(root, "tokens", all);
+		cJSON_AddItemToObject(root, "tokens", all);
 		const size_t row = cs->tfm->seq + 1;
 		const int *at = cs->tokens;
 		for (unsigned t = 0; t < cs->steps; t++) {
 			cJSON *stepv = cJSON_CreateArray();
-			push(all, stepv);
+			cJSON_AddItemToArray(all, stepv);
 			for (unsigned k = 0; k < cs->world; k++) {
 				cJSON *rk = cJSON_CreateArray();
-				push(stepv, rk);
+				cJSON_AddItemToArray(stepv, rk);
 				for (unsigned b = 0; b < cs->batch; b++, at += row) {
 					cJSON *r = cJSON_CreateIntArray(at, (int)row);
-					push(rk, r);
+					cJSON_AddItemToArray(rk, r);
 				}
 			}
 		}
 	} else {
 		cJSON *w = cJSON_CreateArray();
-		add(root, "weights", w);
+		cJSON_AddItemToObject(root, "weights", w);
 		for (size_t i = 0; i < psi; i++)
-			push(w, number((double)cs->weights[i]));
+			cJSON_AddItemToArray(w, cJSON_CreateNumber((double)cs->weights[i]));
 		cJSON *all = cJSON_CreateArray();
-		add(root, "batches", all);
+		cJSON_AddItemToObject(root, "batches", all);
 		size_t d0 = cs->widths[0], dL = cs->widths[cs->nwidths - 1];
 		for (unsigned t = 0; t < cs->steps; t++) {
 			cJSON *stepv = cJSON_CreateArray();
-			push(all, stepv);
+			cJSON_AddItemToArray(all, stepv);
 			for (unsigned k = 0; k < cs->world; k++) {
 				cJSON *rk = cJSON_CreateObject(), *x = cJSON_CreateArray(), *y = cJSON_CreateArray();
-				push(stepv, rk);
-				add(rk, "x", x);
-				add(rk, "y", y);
+				cJSON_AddItemToArray(stepv, rk);
+				cJSON_AddItemToObject(rk, "x", x);
+				cJSON_AddItemToObject(rk, "y", y);
 				size_t at = ((size_t)t * cs->world + k) * cs->batch;
 				for (unsigned b = 0; b < cs->batch; b++, at++) {
 					cJSON *xr = cJSON_CreateArray(), *yr = cJSON_CreateArray();
-					push(x, xr);
-					push(y, yr);
+					cJSON_AddItemToArray(x, xr);
+					cJSON_AddItemToArray(y, yr);
 					for (size_t j = 0; j < d0; j++)
-						push(xr, number((double)cs->x[at * d0 + j]));
+						cJSON_AddItemToArray(xr, cJSON_CreateNumber((double)cs->x[at * d0 + j]));
 					for (size_t j = 0; j < dL; j++)
-						push(yr, number((double)cs->y[at * dL + j]));
+						cJSON_AddItemToArray(yr, cJSON_CreateNumber((double)cs->y[at * dL + j]));
 				}
 			}
 		}

@@ -176,8 +176,6 @@ void coll_destroy(struct zs_coll *c)
 	c->impl = NULL;
 }
 
-void coll_reset_stats(struct zs_coll *c) { memset(c->stats, 0, c->world * sizeof *c->stats); }
-
 static void count(struct zs_coll *c, enum zs_coll_kind k, size_t n, enum zs_dtype dt)
 {
 	unsigned long long s = coll_shard_len(n, c->world);

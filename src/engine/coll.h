@@ -81,7 +81,6 @@ const char *coll_kind_name(enum zs_coll_kind k);
 /* The in-process backend. The caller frees with coll_destroy. */
 void coll_init_inprocess(struct zs_coll *c, unsigned world);
 void coll_destroy(struct zs_coll *c);
-void coll_reset_stats(struct zs_coll *c);
 
 /* Count, then run. Use these, not the ops directly. */
 void coll_all_reduce(struct zs_coll *c, void *const *full, size_t n, enum zs_dtype dt);

@@ -70,12 +70,13 @@ float *engine_initial_weights(const struct zs_config *c)
 		for (size_t g = ly->param_off; g < ly->param_off + ly->nparams; g++)
 			w[g] = bound * uniform_at(base, g);
 	}
+	model_free(&m);
 	return w;
 }
 
 /* Elements [first, first + n) of the initial fp32 weights into element
  * `at` of rank k's buffer b, rounded to fp16 if b holds fp16. */
-static void initial_weights(const struct zs_run *r, unsigned k, enum zs_buf b, size_t first, size_t n, size_t at)
+static void initial_weights(const struct zs_run *r, unsigned k, enum zs_rankbuf b, size_t first, size_t n, size_t at)
 {
 	if (r->model.kind == ZS_NET_TFM && r->init == NULL && r->esize[b] == sizeof(float)) {
 		/* from the seed, no Ψ-sized copy */
@@ -103,20 +104,20 @@ static void initial_weights(const struct zs_run *r, unsigned k, enum zs_buf b, s
 /* ------------------------------------------------------------------------- */
 /* helpers for the schemes */
 
-static void run_alloc(struct zs_run *r, enum zs_buf b, size_t n)
+static void run_alloc(struct zs_run *r, enum zs_rankbuf b, size_t n)
 {
 	for (unsigned k = r->r0; k < r->r1; k++)
 		run_rank(r, k)->buf[b] = tracker_alloc(&r->tracker, k, r->cat[b], n * r->esize[b]);
 }
 
-void run_alloc_full(struct zs_run *r, enum zs_buf b, size_t first, size_t n)
+void run_alloc_full(struct zs_run *r, enum zs_rankbuf b, size_t first, size_t n)
 {
 	r->base[b] = first;
 	r->len[b] = n;
 	run_alloc(r, b, n);
 }
 
-void run_free_all(struct zs_run *r, enum zs_buf b)
+void run_free_all(struct zs_run *r, enum zs_rankbuf b)
 {
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		tracker_free(&r->tracker, k, run_rank(r, k)->buf[b]);
@@ -125,12 +126,12 @@ void run_free_all(struct zs_run *r, enum zs_buf b)
 }
 
 /* Where rank k's full copy in b holds unit u. */
-static void *unit_in(const struct zs_run *r, unsigned k, enum zs_buf b, size_t u)
+static void *unit_in(const struct zs_run *r, unsigned k, enum zs_rankbuf b, size_t u)
 {
 	return run_at(r, k, b, r->layout.unit[u].off - r->base[b]);
 }
 
-void run_all_reduce_unit(struct zs_run *r, size_t u, enum zs_buf b)
+void run_all_reduce_unit(struct zs_run *r, size_t u, enum zs_rankbuf b)
 {
 	for (unsigned k = r->r0; k < r->r1; k++)
 		r->ptr_a[k - r->r0] = unit_in(r, k, b, u);
@@ -143,7 +144,7 @@ void run_all_reduce_grads(struct zs_run *r)
 		run_all_reduce_unit(r, u, ZS_BUF_GRADS);
 }
 
-void run_reduce_scatter_unit(struct zs_run *r, size_t u, enum zs_buf from)
+void run_reduce_scatter_unit(struct zs_run *r, size_t u, enum zs_rankbuf from)
 {
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		r->ptr_a[k - r->r0] = unit_in(r, k, from, u);
@@ -152,7 +153,7 @@ void run_reduce_scatter_unit(struct zs_run *r, size_t u, enum zs_buf from)
 	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, r->layout.unit[u].n, r->dt);
 }
 
-void run_gather_params_unit(struct zs_run *r, size_t u, enum zs_buf into)
+void run_gather_params_unit(struct zs_run *r, size_t u, enum zs_rankbuf into)
 {
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		r->ptr_a[k - r->r0] = run_at(r, k, ZS_BUF_PARAMS, layout_own(&r->layout, ZS_BUF_PARAMS, u, k).at);
@@ -182,7 +183,7 @@ static void run_layout(struct zs_layout *lo, const struct zs_net *m, const struc
 }
 
 /* The resident buffers, in the order they are allocated. */
-static const enum zs_buf resident[] = {ZS_BUF_PARAMS, ZS_BUF_GRADS, ZS_BUF_MASTER, ZS_BUF_M, ZS_BUF_V};
+static const enum zs_rankbuf resident[] = {ZS_BUF_PARAMS, ZS_BUF_GRADS, ZS_BUF_MASTER, ZS_BUF_M, ZS_BUF_V};
 #define NRESIDENT (sizeof resident / sizeof resident[0])
 
 /* Categories and element sizes of the buffers; fp32 mode has no master
@@ -201,11 +202,11 @@ static void setup_buffers(struct zs_run *r)
 	};
 	for (int b = 0; b < ZS_NBUFS; b++) {
 		r->cat[b] = cat[b];
-		r->esize[b] = layout_state((enum zs_buf)b) == ZS_STATE_OPTIM ? sizeof(float) : coll_dtype_size(r->dt);
+		r->esize[b] = layout_state((enum zs_rankbuf)b) == ZS_STATE_OPTIM ? sizeof(float) : coll_dtype_size(r->dt);
 	}
 }
 
-static int has_buf(const struct zs_run *r, enum zs_buf b)
+static int has_buf(const struct zs_run *r, enum zs_rankbuf b)
 {
 	return (b != ZS_BUF_MASTER || r->precision == ZS_MIXED || r->ops->master32) &&
 	       (b != ZS_BUF_V || r->opt.kind == ZS_ADAM);
@@ -217,9 +218,9 @@ static int has_buf(const struct zs_run *r, enum zs_buf b)
  * set-up, not counted as step communication). */
 static void init_rank(struct zs_run *r, unsigned k)
 {
-	const enum zs_buf weights[] = {ZS_BUF_PARAMS, ZS_BUF_MASTER};
+	const enum zs_rankbuf weights[] = {ZS_BUF_PARAMS, ZS_BUF_MASTER};
 	for (size_t i = 0; i < 2; i++) {
-		enum zs_buf b = weights[i];
+		enum zs_rankbuf b = weights[i];
 		if (!has_buf(r, b))
 			continue;
 		size_t psi = r->layout.nparams;
@@ -245,7 +246,7 @@ static void setup_state(struct zs_run *r)
 			run_rank(r, k)->buf[resident[i]] = (r->host[resident[i]] ? tracker_alloc_host : tracker_alloc)(
 			        &r->tracker, k, r->cat[resident[i]], layout_rank_len(&r->layout, resident[i], k) * r->esize[resident[i]]);
 	for (unsigned k = r->r0; k < r->r1; k++)
-		for (enum zs_buf b = ZS_BUF_M; b <= ZS_BUF_V; b++)
+		for (enum zs_rankbuf b = ZS_BUF_M; b <= ZS_BUF_V; b++)
 			if (has_buf(r, b))
 				memset(run_rank(r, k)->buf[b], 0, layout_rank_len(&r->layout, b, k) * r->esize[b]);
 	for (unsigned k = r->r0; k < r->r1; k++)
@@ -363,8 +364,8 @@ static struct zs_layer_io layer_io(const struct zs_run *r, unsigned k, size_t l,
 	const struct zs_rank *rk = run_rank(r, k);
 	const struct zs_layer *ly = &r->model.layer[l], *rd = model_reads(&r->model, l);
 	size_t u = unit_of(r, l), t0 = model_first_ptensor(&r->model, l), e = rd->param_off;
-	enum zs_buf p = rk->buf[ZS_BUF_GATHERED] != NULL ? ZS_BUF_GATHERED : ZS_BUF_PARAMS;
-	enum zs_buf g = rk->buf[ZS_BUF_FULL_GRADS] != NULL ? ZS_BUF_FULL_GRADS : ZS_BUF_GRADS;
+	enum zs_rankbuf p = rk->buf[ZS_BUF_GATHERED] != NULL ? ZS_BUF_GATHERED : ZS_BUF_PARAMS;
+	enum zs_rankbuf g = rk->buf[ZS_BUF_FULL_GRADS] != NULL ? ZS_BUF_FULL_GRADS : ZS_BUF_GRADS;
 	struct zs_layer_io io = {.t = rk->t, .dt = r->dt, .batch = r->model.batch, .net = &r->model};
 	for (size_t i = 0; i < rd->nptensors; e += rd->ptensor[i++]) {
 		if (rk->whole != NULL) /* DeepSpeed's ZeRO-3: each tensor gathered on its own */
@@ -559,7 +560,7 @@ static void step(struct zs_run *r, unsigned t)
  * in the digest: what it owns of a shard or of whole tensors; all of a full
  * buffer's unit u from rank 0. In piece order, then rank order, the parts
  * are the flat vector in order. */
-static enum zs_buf weights_buf(const struct zs_run *r) { return r->precision == ZS_MIXED ? ZS_BUF_MASTER : ZS_BUF_PARAMS; }
+static enum zs_rankbuf weights_buf(const struct zs_run *r) { return r->precision == ZS_MIXED ? ZS_BUF_MASTER : ZS_BUF_PARAMS; }
 
 static int weights_full(const struct zs_run *r) { return layout_span(&r->layout, weights_buf(r)) == ZS_FULL; }
 
@@ -574,10 +575,10 @@ static struct zs_slice final_weights(const struct zs_run *r, unsigned k, size_t 
 /* Full buffers must hold the same bytes on every rank after a step (DP's
  * replicas, ZeRO-1/2's gathered params); the digest reads rank 0's. The
  * two weight buffers, and whether b is one of them and full in this run. */
-static const enum zs_buf replica_bufs[] = {ZS_BUF_PARAMS, ZS_BUF_MASTER};
+static const enum zs_rankbuf replica_bufs[] = {ZS_BUF_PARAMS, ZS_BUF_MASTER};
 static const char *const replica_names[] = {"params", "master weights"};
 
-static int is_replica(const struct zs_run *r, enum zs_buf b)
+static int is_replica(const struct zs_run *r, enum zs_rankbuf b)
 {
 	return has_buf(r, b) && layout_span(&r->layout, b) == ZS_FULL;
 }
@@ -741,7 +742,6 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 {
 	struct zs_net m;
 	model_init(&m, c);
-	model_free(&m);
 	struct zs_layout lo;
 	run_layout(&lo, &m, c, scheme, world, unit);
 	unsigned p, g, k;
@@ -760,6 +760,8 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 	if (c->framework == ZS_FW_DEEPSPEED)
 		per_rank += scheme_deepspeed_bound(c, &lo);
 	per_rank += (double)scheme_buffer_bytes(c->framework, scheme, lo.nparams, g);
+	layout_free(&lo);
+	model_free(&m);
 	return per_rank * world;
 }
 
@@ -770,7 +772,7 @@ static int check_replicas(const struct zs_run *r, enum zs_scheme scheme, const s
 {
 	for (unsigned k = r->r0 + 1; k < r->r1; k++)
 		for (size_t i = 0; i < 2; i++) {
-			enum zs_buf b = replica_bufs[i];
+			enum zs_rankbuf b = replica_bufs[i];
 			if (is_replica(r, b) &&
 			    memcmp(run_rank(r, r->r0)->buf[b], run_rank(r, k)->buf[b], r->layout.nparams * r->esize[b]) != 0)
 				return zs_fail(cause, "internal error: rank %u's %s differ from rank %u's (%s, N=%u)", k,
@@ -796,92 +798,115 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	if (zs_config_validate(c, cause) != 0)
 		return -1;
 	memset(res, 0, sizeof *res);
-	struct zs_run r;
-	memset(&r, 0, sizeof r);
-	r.ops = scheme_ops(c->framework, scheme, world);
-	r.config = c;
-	model_init(&r.model, c);
-	run_layout(&r.layout, &r.model, c, scheme, world, unit);
-	r.world = world;
-	r.precision = c->precision;
-	r.dt = c->precision == ZS_MIXED ? ZS_F16 : ZS_F32;
-	r.seed = c->seed;
-	r.cs = cs;
+	/* On the heap: a sweep calls this on its worker threads, whose stacks
+	 * are not the place for a run (351,880 bytes while its lists were
+	 * ZS_MAX_* arrays). */
+	struct zs_run *r = zs_calloc(1, sizeof *r);
+	r->ops = scheme_ops(c->framework, scheme, world);
+	r->config = c;
+	model_init(&r->model, c);
+	run_layout(&r->layout, &r->model, c, scheme, world, unit);
+	r->world = world;
+	r->precision = c->precision;
+	r->dt = c->precision == ZS_MIXED ? ZS_F16 : ZS_F32;
+	r->seed = c->seed;
+	r->cs = cs;
 	float *own_init = NULL;
 	if (cs != NULL)
-		r.init = cs->weights;
+		r->init = cs->weights;
 	else if (opt->init != NULL)
-		r.init = opt->init;
+		r->init = opt->init;
 	else if (c->tfm == NULL)
-		r.init = own_init = engine_initial_weights(c);
-	optim_init(&r.opt, c->optimizer, c->lr);
-	r.opt.beta1 = (float)c->beta1; /* --beta1, --beta2, --eps, or a case's */
-	r.opt.beta2 = (float)c->beta2;
-	r.opt.eps = (float)c->eps;
-	setup_buffers(&r);
-	if (r.ops->buffers)
-		r.ops->buffers(&r);
+		r->init = own_init = engine_initial_weights(c);
+	optim_init(&r->opt, c->optimizer, c->lr);
+	r->opt.beta1 = (float)c->beta1; /* --beta1, --beta2, --eps, or a case's */
+	r->opt.beta2 = (float)c->beta2;
+	r->opt.eps = (float)c->eps;
+	setup_buffers(r);
+	if (r->ops->buffers)
+		r->ops->buffers(r);
 #ifdef HAVE_MPI
 	/* This run's peak resident set starts from what the process holds
 	 * without it. */
-	if (opt->mpi && (osmem_reset_peak(cause) != 0 || coll_init_mpi(&r.coll, world, cause) != 0)) {
+	if (opt->mpi && (osmem_reset_peak(cause) != 0 || coll_init_mpi(&r->coll, world, cause) != 0)) {
 		free(own_init);
-		model_free(&r.model);
+		layout_free(&r->layout);
+		model_free(&r->model);
+		free(r);
 		return -1;
 	}
-	r.mpi = opt->mpi;
+	r->mpi = opt->mpi;
 #endif
-	if (!r.mpi)
-		coll_init_inprocess(&r.coll, world);
-	r.r0 = r.coll.r0;
-	r.r1 = r.coll.r1;
-	tracker_init(&r.tracker, world);
-	r.rank_loss = zs_calloc((size_t)world * c->steps, sizeof *r.rank_loss);
-	r.rank = zs_calloc(r.r1 - r.r0, sizeof *r.rank);
-	r.ptr_a = zs_calloc(r.r1 - r.r0, sizeof *r.ptr_a);
-	r.ptr_b = zs_calloc(r.r1 - r.r0, sizeof *r.ptr_b);
-	for (unsigned k = r.r0; k < r.r1; k++)
-		run_rank(&r, k)->t = zs_calloc(r.model.ntensors ? r.model.ntensors : 1, sizeof(float *));
+	if (!r->mpi)
+		coll_init_inprocess(&r->coll, world);
+	r->r0 = r->coll.r0;
+	r->r1 = r->coll.r1;
+	tracker_init(&r->tracker, world);
+	r->rank_loss = zs_calloc((size_t)world * c->steps, sizeof *r->rank_loss);
+	r->rank = zs_calloc(r->r1 - r->r0, sizeof *r->rank);
+	r->ptr_a = zs_calloc(r->r1 - r->r0, sizeof *r->ptr_a);
+	r->ptr_b = zs_calloc(r->r1 - r->r0, sizeof *r->ptr_b);
+	/* The frameworks' lists, sized by the layout: DDP's buckets (at most
+	 * one a tensor), the units FSDP keeps gathered, DeepSpeed's reduce
+	 * bucket's units or tensors. */
+	size_t nt = r->layout.ntensors, nu = r->layout.nunits;
+	r->ddp_bucket = zs_calloc(nt, sizeof *r->ddp_bucket);
+	r->bucket.unit = zs_calloc(nt + nu, sizeof *r->bucket.unit);
+	r->bucket.at = zs_calloc(nt + nu, sizeof *r->bucket.at);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct zs_rank *rk = run_rank(r, k);
+		rk->t = zs_calloc(r->model.ntensors ? r->model.ntensors : 1, sizeof(float *));
+		rk->held = zs_calloc(nu, sizeof *rk->held);
+		rk->ddp_bucket = zs_calloc(nt, sizeof *rk->ddp_bucket);
+	}
 
-	setup_state(&r);
-	if (r.ops->setup)
-		r.ops->setup(&r, c);
+	setup_state(r);
+	if (r->ops->setup)
+		r->ops->setup(r, c);
 	res->losses = zs_calloc(c->steps, sizeof *res->losses);
 	for (unsigned t = 0; t < c->steps; t++) {
 		if (opt->timeline && t + 1 == c->steps)
-			tracker_record(&r.tracker);
-		step(&r, t);
-		tracker_stop_recording(&r.tracker);
-		for (unsigned k = r.r0; k < r.r1; k++)
-			r.rank_loss[(size_t)k * c->steps + t] = run_rank(&r, k)->loss;
+			tracker_record(&r->tracker);
+		step(r, t);
+		tracker_stop_recording(&r->tracker);
+		for (unsigned k = r->r0; k < r->r1; k++)
+			r->rank_loss[(size_t)k * c->steps + t] = run_rank(r, k)->loss;
 	}
-	size_t os_peak = r.mpi ? osmem_peak_bytes() : 0;
+	size_t os_peak = r->mpi ? osmem_peak_bytes() : 0;
 	res->scheme = scheme;
 	res->world = world;
 	res->unit = unit;
 	res->steps = c->steps;
-	res->processes = world / (r.r1 - r.r0);
+	res->processes = world / (r->r1 - r->r0);
 	struct records rec;
-	gather_records(&r, c->steps, os_peak, &rec);
-	collect(&r, opt, &rec, res);
-	int replicas = check_replicas(&r, scheme, &rec, cause);
+	gather_records(r, c->steps, os_peak, &rec);
+	collect(r, opt, &rec, res);
+	int replicas = check_replicas(r, scheme, &rec, cause);
 	free(rec.buf);
 	free(own_init);
 
-	if (r.ops->teardown)
-		r.ops->teardown(&r);
+	if (r->ops->teardown)
+		r->ops->teardown(r);
 	for (size_t i = 0; i < NRESIDENT; i++)
-		run_free_all(&r, resident[i]);
-	size_t left = tracker_outstanding(&r.tracker);
-	tracker_destroy(&r.tracker);
-	coll_destroy(&r.coll);
-	for (unsigned k = r.r0; k < r.r1; k++)
-		free(run_rank(&r, k)->t);
-	model_free(&r.model);
-	free(r.rank);
-	free(r.rank_loss);
-	free(r.ptr_a);
-	free(r.ptr_b);
+		run_free_all(r, resident[i]);
+	size_t left = tracker_outstanding(&r->tracker);
+	tracker_destroy(&r->tracker);
+	coll_destroy(&r->coll);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		free(run_rank(r, k)->t);
+		free(run_rank(r, k)->held);
+		free(run_rank(r, k)->ddp_bucket);
+	}
+	free(r->ddp_bucket);
+	free(r->bucket.unit);
+	free(r->bucket.at);
+	layout_free(&r->layout);
+	model_free(&r->model);
+	free(r->rank);
+	free(r->rank_loss);
+	free(r->ptr_a);
+	free(r->ptr_b);
+	free(r);
 	if (left != 0) {
 		engine_result_free(res);
 		return zs_fail(cause, "internal error: %zu tracked blocks were not freed", left);

@@ -1,5 +1,6 @@
 /*
- * engine — runs real training steps of the MLP across N in-process ranks
+ * engine — runs real training steps of a model (the MLP, or with --model a
+ * transformer: model.h's layer list) across N in-process ranks
  * under one scheme, every buffer allocated through the tracker, and returns
  * what was measured. The step is docs/schedule.md's.
  *

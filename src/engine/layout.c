@@ -21,6 +21,11 @@ void layout_init(struct zs_layout *lo, const struct zs_net *m, enum zs_scheme sc
 	lo->nparams = m->nparams;
 	lo->world = world;
 	lo->mode = unit;
+	size_t ntensors = 0;
+	for (size_t l = 0; l < m->nlayers; l++)
+		ntensors += m->layer[l].nptensors;
+	lo->unit = zs_calloc(m->nlayers, sizeof *lo->unit);
+	lo->tensor = zs_calloc(ntensors, sizeof *lo->tensor);
 	for (size_t l = 0; l < m->nlayers; l++) {
 		const struct zs_layer *ly = &m->layer[l];
 		if (lo->nunits == 0 || (unit == ZS_UNIT_LAYER && ly->nparams > 0))
@@ -43,12 +48,20 @@ void layout_init(struct zs_layout *lo, const struct zs_net *m, enum zs_scheme sc
 		lo->span[st] = world == 1 ? ZS_FULL : zs_shards[scheme][st];
 }
 
+void layout_free(struct zs_layout *lo)
+{
+	free(lo->unit);
+	free(lo->tensor);
+	lo->unit = NULL;
+	lo->tensor = NULL;
+}
+
 /* zero_redundancy_optimizer.py, _partition_parameters: the tensors sorted
  * by size, largest first (Python's sort is stable: ties keep model order),
  * each given to _get_min_index(sizes), the first rank with the fewest. */
 static void partition_tensors(struct zs_layout *lo)
 {
-	size_t order[ZS_MAX_PARAM_TENSORS], *load = zs_calloc(lo->world, sizeof *load);
+	size_t *order = zs_calloc(lo->ntensors, sizeof *order), *load = zs_calloc(lo->world, sizeof *load);
 	for (size_t i = 0; i < lo->ntensors; i++) {
 		size_t j = i;
 		for (; j > 0 && lo->tensor[order[j - 1]].n < lo->tensor[i].n; j--)
@@ -68,6 +81,7 @@ static void partition_tensors(struct zs_layout *lo)
 		lo->tensor[i].at = load[lo->tensor[i].owner];
 		load[lo->tensor[i].owner] += lo->tensor[i].n;
 	}
+	free(order);
 	free(load);
 }
 
@@ -97,7 +111,7 @@ size_t layout_npieces(const struct zs_layout *lo)
 	return lo->span[ZS_STATE_OPTIM] == ZS_TENSORS || lo->per_tensor ? lo->ntensors : lo->nunits;
 }
 
-size_t layout_rank_len(const struct zs_layout *lo, enum zs_buf b, unsigned k)
+size_t layout_rank_len(const struct zs_layout *lo, enum zs_rankbuf b, unsigned k)
 {
 	if (layout_span(lo, b) != ZS_TENSORS)
 		return layout_len(lo, b);
@@ -107,7 +121,7 @@ size_t layout_rank_len(const struct zs_layout *lo, enum zs_buf b, unsigned k)
 	return n;
 }
 
-enum zs_state layout_state(enum zs_buf b)
+enum zs_state layout_state(enum zs_rankbuf b)
 {
 	switch (b) {
 	case ZS_BUF_PARAMS:
@@ -121,14 +135,14 @@ enum zs_state layout_state(enum zs_buf b)
 	}
 }
 
-enum zs_span layout_span(const struct zs_layout *lo, enum zs_buf b) { return lo->span[layout_state(b)]; }
+enum zs_span layout_span(const struct zs_layout *lo, enum zs_rankbuf b) { return lo->span[layout_state(b)]; }
 
-size_t layout_len(const struct zs_layout *lo, enum zs_buf b)
+size_t layout_len(const struct zs_layout *lo, enum zs_rankbuf b)
 {
 	return layout_span(lo, b) == ZS_SHARD ? lo->shard : lo->nparams;
 }
 
-struct zs_slice layout_own(const struct zs_layout *lo, enum zs_buf b, size_t u, unsigned k)
+struct zs_slice layout_own(const struct zs_layout *lo, enum zs_rankbuf b, size_t u, unsigned k)
 {
 	if (lo->span[ZS_STATE_OPTIM] == ZS_TENSORS) {
 		const struct zs_layout_tensor *t = &lo->tensor[u];

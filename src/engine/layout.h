@@ -4,7 +4,7 @@
  *
  * The flat parameter vector is cut into units; a unit of n elements gives
  * each rank s = ceil(n/N) slots, rank k's being [k·s, (k+1)·s). Every
- * per-parameter buffer of a rank is one of enum zs_buf. A resident buffer
+ * per-parameter buffer of a rank is one of enum zs_rankbuf. A resident buffer
  * is full (the Ψ elements, each at its own index) or a shard (the rank's
  * slots of every unit, unit after unit: S = Σ s_u elements), as the
  * scheme's row of zs_shards says for its state; the transient ones are
@@ -20,8 +20,10 @@
  * tensors instead of the units.
  *
  * The N = 1 rule: with one rank a shard is the whole unit, so a run's row
- * is all full at N = 1 (layout_init), and the driver calls no scheme hook
- * (engine_run), since nothing is sharded, gathered or reduced.
+ * is all full at N = 1 (layout_init). The paper's schemes then run no hook
+ * (scheme_ops gives scheme_one_rank), since nothing is sharded, gathered or
+ * reduced; torch's DDP and FSDP (NO_SHARD) and DeepSpeed's stages keep
+ * their hooks at N = 1, as the libraries keep their buffers and casts.
  */
 #ifndef ZS_LAYOUT_H
 #define ZS_LAYOUT_H
@@ -32,8 +34,10 @@
 #include "util/config.h"
 #include "util/schedule.h"
 
-/* A rank's per-parameter buffers. */
-enum zs_buf {
+/* A rank's per-parameter buffers. Not `enum zs_buf`: C's enum and struct
+ * tags share one namespace, and struct zs_buf is util/buf.h's text buffer,
+ * so a file could not include both. */
+enum zs_rankbuf {
 	/* resident model state: full or shard, as the run's row says */
 	ZS_BUF_PARAMS,     /* working params: fp16 (mixed) or fp32 */
 	ZS_BUF_GRADS,      /* same type as the params */
@@ -53,8 +57,6 @@ struct zs_layout_unit {
 	size_t first, last; /* its layers */
 };
 
-#define ZS_MAX_PARAM_TENSORS (ZS_MAX_LAYERS * ZS_MAX_LAYER_TENSORS)
-
 /* A parameter tensor: its elements [off, off + n) of the flat vector, the
  * rank it is assigned to (ZS_TENSORS rows) and where it starts in that
  * rank's packed optimizer state. */
@@ -70,11 +72,11 @@ struct zs_layout {
 	unsigned world;    /* N */
 	enum zs_unit mode; /* what the units are: the whole model, or layers */
 	size_t nunits;
-	struct zs_layout_unit unit[ZS_MAX_LAYERS];
+	struct zs_layout_unit *unit;   /* nunits of them: at most one a layer (malloc'd) */
 	size_t shard;      /* S = Σ s_u */
 	enum zs_span span[ZS_NSTATES]; /* the scheme's row; all full at N = 1 */
 	size_t ntensors;
-	struct zs_layout_tensor tensor[ZS_MAX_PARAM_TENSORS];
+	struct zs_layout_tensor *tensor; /* ntensors of them (malloc'd) */
 	int per_tensor;    /* shards cut per tensor (layout_shard_tensors) */
 };
 
@@ -85,9 +87,11 @@ struct zs_slice {
 };
 
 /* unit=model: one unit of every layer; unit=layer: one unit per layer
- * that owns params (a layer without params joins the unit before it). */
+ * that owns params (a layer without params joins the unit before it).
+ * The units and tensors are malloc'd: layout_free releases them. */
 void layout_init(struct zs_layout *lo, const struct zs_net *m, enum zs_scheme scheme, unsigned world,
                  enum zs_unit unit);
+void layout_free(struct zs_layout *lo);
 
 /* Lay the run out by a framework's row (zs_row) instead of the paper's;
  * no change at N = 1. A ZS_TENSORS row assigns the tensors as
@@ -108,16 +112,16 @@ void layout_shard_tensors(struct zs_layout *lo);
 size_t layout_npieces(const struct zs_layout *lo);
 
 /* Elements rank k's resident buffer b holds (Ψ, S, or its tensors'). */
-size_t layout_rank_len(const struct zs_layout *lo, enum zs_buf b, unsigned k);
+size_t layout_rank_len(const struct zs_layout *lo, enum zs_rankbuf b, unsigned k);
 
 /* The state a resident buffer belongs to, and whether it is full or a
  * shard in this run. */
-enum zs_state layout_state(enum zs_buf b);
-enum zs_span layout_span(const struct zs_layout *lo, enum zs_buf b);
+enum zs_state layout_state(enum zs_rankbuf b);
+enum zs_span layout_span(const struct zs_layout *lo, enum zs_rankbuf b);
 
 /* Elements a resident buffer holds: Ψ (full) or S (shard); Ψ, a bound,
  * for whole tensors (layout_rank_len is exact). */
-size_t layout_len(const struct zs_layout *lo, enum zs_buf b);
+size_t layout_len(const struct zs_layout *lo, enum zs_rankbuf b);
 
 /* The elements of piece u (unit u, or tensor u with ZS_TENSORS: all of
  * it for its owner, none for the others) that rank k owns in resident
@@ -125,6 +129,6 @@ size_t layout_len(const struct zs_layout *lo, enum zs_buf b);
  * the optimizer state is sharded (their real elements: none for a rank
  * holding only padding), else the whole unit. In a shard they start at
  * the unit's soff; in a full buffer at their own index. */
-struct zs_slice layout_own(const struct zs_layout *lo, enum zs_buf b, size_t u, unsigned k);
+struct zs_slice layout_own(const struct zs_layout *lo, enum zs_rankbuf b, size_t u, unsigned k);
 
 #endif

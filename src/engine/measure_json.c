@@ -12,38 +12,11 @@
 #include "engine/tracker.h"
 #include "util/util.h"
 
-static cJSON *obj(cJSON *parent, const char *key)
-{
-	cJSON *o = cJSON_AddObjectToObject(parent, key);
-	if (o == NULL)
-		zs_oom(__FILE__, __LINE__);
-	return o;
-}
-
-static cJSON *arr(cJSON *parent, const char *key)
-{
-	cJSON *a = cJSON_AddArrayToObject(parent, key);
-	if (a == NULL)
-		zs_oom(__FILE__, __LINE__);
-	return a;
-}
-
-static void push(cJSON *a, double v)
-{
-	cJSON *n = cJSON_CreateNumber(v);
-	if (n == NULL || !cJSON_AddItemToArray(a, n))
-		zs_oom(__FILE__, __LINE__);
-}
-
-static void str(cJSON *o, const char *key, const char *v)
-{
-	if (cJSON_AddStringToObject(o, key, v) == NULL)
-		zs_oom(__FILE__, __LINE__);
-}
+static void push(cJSON *a, double v) { cJSON_AddItemToArray(a, cJSON_CreateNumber(v)); }
 
 static void breakdown(cJSON *parent, const char *key, const size_t *b)
 {
-	cJSON *o = obj(parent, key);
+	cJSON *o = cJSON_AddObjectToObject(parent, key);
 	for (int c = 0; c < ZS_NCATS; c++)
 		if (zs_cat_listed((enum zs_cat)c, (double)b[c]))
 			zs_json_add_number(o, zs_cat_name((enum zs_cat)c), (double)b[c]);
@@ -61,30 +34,15 @@ static double params_of(const struct zs_config *c)
 static void shape(cJSON *o, const struct zs_config *c)
 {
 	if (c->tfm == NULL) {
-		cJSON *layers = arr(o, "layers");
+		cJSON *layers = cJSON_AddArrayToObject(o, "layers");
 		for (size_t l = 0; l < c->nwidths; l++)
 			push(layers, (double)c->widths[l]);
 		return;
 	}
-	const struct zs_model *m = &c->tfm->hf;
-	if (cJSON_AddNullToObject(o, "layers") == NULL)
-		zs_oom(__FILE__, __LINE__);
-	cJSON *mo = obj(o, "model");
-	str(mo, "name", m->name);
-	str(mo, "model_type", m->model_type);
-	str(mo, "family", zs_family_name(m->family));
-	zs_json_add_number(mo, "hidden_size", (double)m->hidden);
-	zs_json_add_number(mo, "intermediate_size", (double)m->intermediate);
-	zs_json_add_number(mo, "layers", (double)m->layers);
-	zs_json_add_number(mo, "attention_heads", (double)m->heads);
-	zs_json_add_number(mo, "key_value_heads", (double)m->kv_heads);
-	zs_json_add_number(mo, "head_dim", (double)m->head_dim);
-	zs_json_add_number(mo, "vocab_size", (double)m->vocab);
-	zs_json_add_number(mo, "max_positions", (double)m->positions);
-	if (cJSON_AddBoolToObject(mo, "tie_word_embeddings", m->tied) == NULL)
-		zs_oom(__FILE__, __LINE__);
+	cJSON_AddNullToObject(o, "layers");
+	zs_model_json(o, &c->tfm->hf);
 	zs_json_add_number(o, "seq", (double)c->tfm->seq);
-	str(o, "recompute", tfm_recompute_name(c->tfm->recompute));
+	cJSON_AddStringToObject(o, "recompute", zs_recompute_name(c->tfm->recompute));
 }
 
 void measure_digest_string(char *buf, size_t n, unsigned long long digest)
@@ -95,18 +53,15 @@ void measure_digest_string(char *buf, size_t n, unsigned long long digest)
 cJSON *measure_json_new(const struct zs_config *c, const char *case_path)
 {
 	cJSON *root = cJSON_CreateObject();
-	if (root == NULL)
-		zs_oom(__FILE__, __LINE__);
-	str(root, "format", "zerosim-measured/1");
-	str(root, "generator", PACKAGE_STRING);
-	cJSON *cfg = obj(root, "config");
+	cJSON_AddStringToObject(root, "format", "zerosim-measured/1");
+	cJSON_AddStringToObject(root, "generator", PACKAGE_STRING);
+	cJSON *cfg = cJSON_AddObjectToObject(root, "config");
 	shape(cfg, c);
 	zs_json_add_number(cfg, "params", params_of(c));
 	zs_json_add_number(cfg, "steps", c->steps);
 	zs_json_add_number(cfg, "batch", c->batch);
 	if (case_path != NULL) { /* the case holds the weights and batches: no seed is used */
-		if (cJSON_AddNullToObject(cfg, "seed") == NULL)
-			zs_oom(__FILE__, __LINE__);
+		cJSON_AddNullToObject(cfg, "seed");
 	} else {
 		zs_json_add_number(cfg, "seed", (double)c->seed);
 	}
@@ -116,27 +71,26 @@ cJSON *measure_json_new(const struct zs_config *c, const char *case_path)
 		zs_json_add_number(cfg, "beta2", c->beta2);
 		zs_json_add_number(cfg, "eps", c->eps);
 	}
-	str(cfg, "precision", zs_precision_name(c->precision));
-	str(cfg, "optimizer", zs_optimizer_name(c->optimizer));
+	cJSON_AddStringToObject(cfg, "precision", zs_precision_name(c->precision));
+	cJSON_AddStringToObject(cfg, "optimizer", zs_optimizer_name(c->optimizer));
 	if (c->framework != ZS_FW_PAPER) /* absent: the paper's, as before the key existed */
-		str(cfg, "framework", zs_framework_name(c->framework));
+		cJSON_AddStringToObject(cfg, "framework", zs_framework_name(c->framework));
 	if (c->framework == ZS_FW_TORCH) { /* torch's own options */
 		zs_json_add_number(cfg, "bucket_cap_mb", c->bucket_cap_mb);
-		str(cfg, "prefetch", zs_prefetch_name(c->prefetch));
+		cJSON_AddStringToObject(cfg, "prefetch", zs_prefetch_name(c->prefetch));
 	}
-	if (zs_config_json_deepspeed(cfg, c) < 0)
-		zs_oom(__FILE__, __LINE__);
+	zs_config_json_deepspeed(cfg, c);
 	unsigned p, g, k;
 	zs_bytes_per_param(c->precision, c->optimizer, &p, &g, &k);
-	cJSON *bpp = obj(cfg, "bytes_per_param");
+	cJSON *bpp = cJSON_AddObjectToObject(cfg, "bytes_per_param");
 	zs_json_add_number(bpp, "param", p);
 	zs_json_add_number(bpp, "grad", g);
 	zs_json_add_number(bpp, "optimizer", k);
 	if (case_path != NULL)
-		str(cfg, "case", case_path);
-	else if (cJSON_AddNullToObject(cfg, "case") == NULL)
-		zs_oom(__FILE__, __LINE__);
-	arr(root, "runs");
+		cJSON_AddStringToObject(cfg, "case", case_path);
+	else
+		cJSON_AddNullToObject(cfg, "case");
+	cJSON_AddArrayToObject(root, "runs");
 	return root;
 }
 
@@ -145,14 +99,13 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 	double psi = params_of(c);
 	unsigned N = res->world, b = res->binding_rank;
 	cJSON *run = cJSON_CreateObject();
-	if (run == NULL || !cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(root, "runs"), run))
-		zs_oom(__FILE__, __LINE__);
-	str(run, "scheme", zs_scheme_name(res->scheme));
+	cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(root, "runs"), run);
+	cJSON_AddStringToObject(run, "scheme", zs_scheme_name(res->scheme));
 	zs_json_add_number(run, "world", N);
-	str(run, "unit", zs_unit_name(res->unit));
-	str(run, "backend", res->os_peak != NULL ? "mpi" : "inprocess");
+	cJSON_AddStringToObject(run, "unit", zs_unit_name(res->unit));
+	cJSON_AddStringToObject(run, "backend", res->os_peak != NULL ? "mpi" : "inprocess");
 	zs_json_add_number(run, "processes", res->processes);
-	cJSON *units = arr(run, "units");
+	cJSON *units = cJSON_AddArrayToObject(run, "units");
 	for (size_t u = 0; u < res->nunits; u++)
 		push(units, (double)res->unit_n[u]);
 	zs_json_add_number(run, "shard_elements", (double)res->shard_elements);
@@ -166,8 +119,8 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 	zs_json_add_number(run, "peak_rank", b);
 	breakdown(run, "peak_breakdown", res->peak_breakdown);
 
-	cJSON *per = obj(run, "per_rank");
-	cJSON *ra = arr(per, "resident_bytes"), *pa = arr(per, "peak_bytes"), *ca = arr(per, "comm_bytes_per_step");
+	cJSON *per = cJSON_AddObjectToObject(run, "per_rank");
+	cJSON *ra = cJSON_AddArrayToObject(per, "resident_bytes"), *pa = cJSON_AddArrayToObject(per, "peak_bytes"), *ca = cJSON_AddArrayToObject(per, "comm_bytes_per_step");
 	for (unsigned k = 0; k < N; k++) {
 		unsigned long long sent = 0;
 		for (int kind = 0; kind < ZS_NCOLL; kind++)
@@ -189,7 +142,7 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 			node = sum > node ? sum : node;
 		}
 		zs_json_add_number(run, "host_resident_bytes_per_node", (double)node);
-		cJSON *hr = arr(per, "host_resident_bytes"), *hp = arr(per, "host_peak_bytes");
+		cJSON *hr = cJSON_AddArrayToObject(per, "host_resident_bytes"), *hp = cJSON_AddArrayToObject(per, "host_peak_bytes");
 		for (unsigned k = 0; k < N; k++) {
 			push(hr, (double)res->host_resident[k]);
 			push(hp, (double)res->host_peak[k]);
@@ -197,7 +150,7 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 	}
 	if (res->os_peak != NULL) {
 		/* Under MPI: each rank's process, as the kernel counts it. */
-		cJSON *oa = arr(per, "os_peak_bytes");
+		cJSON *oa = cJSON_AddArrayToObject(per, "os_peak_bytes");
 		for (unsigned k = 0; k < N; k++)
 			push(oa, (double)res->os_peak[k]);
 	}
@@ -215,11 +168,11 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 		}
 	}
 	unsigned long long elems = 0;
-	cJSON *coll = obj(run, "collectives");
+	cJSON *coll = cJSON_AddObjectToObject(run, "collectives");
 	for (int kind = 0; kind < ZS_NCOLL; kind++) {
 		if (kind == ZS_BROADCAST && res->comm[cb].calls[kind] == 0)
 			continue; /* only torch's zero1 broadcasts: the others' output stays as it was */
-		cJSON *one = obj(coll, coll_kind_name((enum zs_coll_kind)kind));
+		cJSON *one = cJSON_AddObjectToObject(coll, coll_kind_name((enum zs_coll_kind)kind));
 		zs_json_add_number(one, "calls_per_step", (double)res->comm[cb].calls[kind] / res->steps);
 		zs_json_add_number(one, "bytes_per_step", (double)res->comm[cb].bytes[kind] / res->steps);
 		if (res->os_peak != NULL) {
@@ -233,28 +186,26 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 	zs_json_add_number(run, "comm_per_param_fp32", bytes_step / (4.0 * psi));
 	zs_json_add_number(run, "comm_elements_per_param", (double)elems / res->steps / psi);
 
-	cJSON *losses = arr(run, "losses");
+	cJSON *losses = cJSON_AddArrayToObject(run, "losses");
 	for (unsigned t = 0; t < res->steps; t++)
 		push(losses, res->losses[t]);
 	zs_json_add_number(run, "final_loss", res->losses[res->steps - 1]);
 	char digest[32];
 	measure_digest_string(digest, sizeof digest, res->digest);
-	str(run, "weights_digest", digest);
+	cJSON_AddStringToObject(run, "weights_digest", digest);
 
 	if (res->timeline == NULL) {
-		if (cJSON_AddNullToObject(run, "timeline") == NULL)
-			zs_oom(__FILE__, __LINE__);
+		cJSON_AddNullToObject(run, "timeline");
 		return;
 	}
-	cJSON *tl = arr(run, "timeline");
+	cJSON *tl = cJSON_AddArrayToObject(run, "timeline");
 	for (size_t e = 0; e < res->ntimeline; e++) {
 		const struct zs_event *ev = &res->timeline[e];
 		cJSON *o = cJSON_CreateObject();
-		if (o == NULL || !cJSON_AddItemToArray(tl, o))
-			zs_oom(__FILE__, __LINE__);
-		str(o, "phase", zs_phase_name(ev->phase));
-		str(o, "op", tracker_op_name(ev->op));
-		str(o, "category", ev->op == ZS_OP_START || ev->op == ZS_OP_PHASE ? "none" : zs_cat_name(ev->cat));
+		cJSON_AddItemToArray(tl, o);
+		cJSON_AddStringToObject(o, "phase", zs_phase_name(ev->phase));
+		cJSON_AddStringToObject(o, "op", tracker_op_name(ev->op));
+		cJSON_AddStringToObject(o, "category", ev->op == ZS_OP_START || ev->op == ZS_OP_PHASE ? "none" : zs_cat_name(ev->cat));
 		zs_json_add_number(o, "bytes", (double)ev->bytes);
 		zs_json_add_number(o, "current_bytes", (double)ev->current);
 	}
@@ -263,18 +214,16 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 cJSON *measure_json_weights(const struct zs_config *c, const struct zs_result *res)
 {
 	cJSON *root = cJSON_CreateObject();
-	if (root == NULL)
-		zs_oom(__FILE__, __LINE__);
-	str(root, "format", "zerosim-weights/1");
+	cJSON_AddStringToObject(root, "format", "zerosim-weights/1");
 	shape(root, c);
-	str(root, "scheme", zs_scheme_name(res->scheme));
+	cJSON_AddStringToObject(root, "scheme", zs_scheme_name(res->scheme));
 	zs_json_add_number(root, "world", res->world);
-	str(root, "unit", zs_unit_name(res->unit));
+	cJSON_AddStringToObject(root, "unit", zs_unit_name(res->unit));
 	char digest[32];
 	measure_digest_string(digest, sizeof digest, res->digest);
-	str(root, "digest", digest);
+	cJSON_AddStringToObject(root, "digest", digest);
 	size_t psi = (size_t)params_of(c);
-	cJSON *w = arr(root, "weights");
+	cJSON *w = cJSON_AddArrayToObject(root, "weights");
 	for (size_t i = 0; i < psi; i++)
 		push(w, res->weights[i]);
 	return root;

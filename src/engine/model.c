@@ -10,6 +10,7 @@
 #include "engine/mlp.h"
 #include "engine/model.h"
 #include "util/step.h"
+#include "util/util.h"
 
 static void linear_forward(const struct zs_layer *l, const struct zs_layer_io *io)
 {
@@ -42,9 +43,18 @@ static float mlp_loss(const struct zs_net *m, float *const *t)
 static unsigned add_tensor(struct zs_net *m, const char *name, size_t elements, enum zs_cat cat, enum zs_when alloc,
                            size_t layer)
 {
-	m->tensor[m->ntensors] = (struct zs_tensor){.name = name, .block = -1, .elements = elements, .esize = 4,
-	                                            .cat = cat, .alloc = alloc, .layer = layer,
-	                                            .freed_after = ZS_END_OF_BACKWARD};
+	return model_add_tensor(m, (struct zs_tensor){.name = name, .block = -1, .elements = elements, .esize = 4,
+	                                              .cat = cat, .alloc = alloc, .layer = layer,
+	                                              .freed_after = ZS_END_OF_BACKWARD});
+}
+
+unsigned model_add_tensor(struct zs_net *m, struct zs_tensor t)
+{
+	if (m->ntensors == m->tensor_cap) {
+		m->tensor_cap = m->tensor_cap ? 2 * m->tensor_cap : 16;
+		m->tensor = zs_realloc(m->tensor, m->tensor_cap * sizeof *m->tensor);
+	}
+	m->tensor[m->ntensors] = t;
 	return (unsigned)m->ntensors++;
 }
 
@@ -57,6 +67,7 @@ void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size
 	m->nparams = s.nparams;
 	m->batch = batch;
 	m->nlayers = s.nlayers;
+	m->layer = zs_calloc(s.nlayers, sizeof *m->layer);
 	m->loss = mlp_loss;
 	size_t L = s.nlayers, dmax = batch * mlp_max_width(&s);
 	unsigned delta[2];
@@ -97,7 +108,12 @@ void model_init(struct zs_net *m, const struct zs_config *c)
 void model_free(struct zs_net *m)
 {
 	free(m->tfm.perm);
+	free(m->layer);
+	free(m->tensor);
 	m->tfm.perm = NULL;
+	m->layer = NULL;
+	m->tensor = NULL;
+	m->nlayers = m->ntensors = m->tensor_cap = 0;
 }
 
 const struct zs_layer *model_reads(const struct zs_net *m, size_t l)

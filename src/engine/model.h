@@ -9,9 +9,11 @@
  * transformer's token ids, ints of the same size), or 16-bit where the
  * transformer's mixed precision saves them so (esize 2).
  *
- * The schemes never see a layer: they shard and gather units of the flat
- * vector (layout.h). A new model is a new builder and, if it needs them,
- * new layer kinds.
+ * The paper's schemes shard and gather units of the flat vector (layout.h)
+ * and never see a layer; a framework's hooks do where its library does
+ * (DeepSpeed's ZeRO-3 gathers and releases per nn.Module: the `module`
+ * hook and its coordinator read the layers' modules and tensors). A new
+ * model is a new builder and, if it needs them, new layer kinds.
  */
 #ifndef ZS_ENGINE_MODEL_H
 #define ZS_ENGINE_MODEL_H
@@ -24,8 +26,10 @@
 #include "util/config.h"
 #include "util/schedule.h"
 
+/* The layers a run may have: its lists are malloc'd, but a result's units
+ * (engine.h's unit_n) and the theory's walk of the same run hold at most
+ * ZS_MAX_WIDTHS. */
 #define ZS_MAX_LAYERS ZS_MAX_WIDTHS
-#define ZS_MAX_TENSORS (16 * ZS_MAX_LAYERS)
 #define ZS_MAX_LAYER_TENSORS 12 /* parameter tensors of one layer (a gpt2 block) */
 #define ZS_NO_TENSOR UINT32_MAX
 #define ZS_END_OF_BACKWARD SIZE_MAX
@@ -110,9 +114,9 @@ struct zs_layer {
 	size_t nmodules;
 	struct zs_module module[ZS_MAX_LAYER_TENSORS];
 	/* Transformer layers: the block (or -1) and the tensors it names,
-	 * by enum tfm_act (ZS_NO_TENSOR where absent). */
+	 * by enum step_act (ZS_NO_TENSOR where absent). */
 	int block;
-	unsigned act[TFM_NACTS];
+	unsigned act[STEP_NACTS];
 };
 
 /* The transformer's own data (tfm_net.c), beside its layers. */
@@ -120,7 +124,7 @@ enum { ZS_NET_MLP, ZS_NET_TFM };
 struct zs_net_tfm {
 	struct tfm_dims dims;
 	size_t B, T;
-	enum tfm_recompute recompute;
+	enum zs_recompute recompute;
 	int *perm;                 /* the task's permutation (tfm_task): malloc'd */
 	unsigned tokens, targets;  /* (B, T) int token ids */
 	unsigned scratch[6];       /* struct tfm_scratch's buffers, in its order */
@@ -138,11 +142,11 @@ struct zs_net {
 	size_t nparams;            /* Ψ */
 	size_t batch;              /* per rank */
 	size_t nlayers;
-	struct zs_layer layer[ZS_MAX_LAYERS];
+	struct zs_layer *layer;    /* nlayers of them (malloc'd by the builder) */
 	/* Allocated in list order at each point of enum zs_when, freed in
 	 * list order at the end of backward (or after their layer). */
-	size_t ntensors;
-	struct zs_tensor tensor[ZS_MAX_TENSORS];
+	size_t ntensors, tensor_cap;
+	struct zs_tensor *tensor;  /* ntensors of them (malloc'd, grown by model_add_tensor) */
 	unsigned input, target;    /* the batch: x (B, d_in) and y (B, d_out); tokens for a transformer */
 	/* The loss of the last layer's output against the target; writes
 	 * d loss/d out into the last layer's dy tensor (the transformer's
@@ -170,8 +174,12 @@ void model_tfm_batch(const struct zs_net *m, float *const *t, uint64_t seed, uns
 
 /* The model of a run: c->tfm's transformer, or the MLP of c->widths. */
 void model_init(struct zs_net *m, const struct zs_config *c);
-/* Release what model_init allocated (the transformer's task). */
+/* Release what model_init allocated (the layers, the tensors, the
+ * transformer's task). */
 void model_free(struct zs_net *m);
+
+/* For the builders: append tensor t to the list; its index. */
+unsigned model_add_tensor(struct zs_net *m, struct zs_tensor t);
 
 /* The layer whose parameter tensors layer l reads (a tied layer reads the
  * first's), and the index of its first tensor in the model's tensor order. */

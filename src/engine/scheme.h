@@ -36,8 +36,9 @@ struct zs_rank {
 	float **t;                    /* the model's ntensors tensors (model.h) */
 	/* Unit u's params gathered in its forward and kept until its backward
 	 * (torch's zero2, FSDP SHARD_GRAD_OP): a full copy of the unit, in
-	 * category gathered_params; NULL otherwise. */
-	void *held[ZS_MAX_LAYERS];
+	 * category gathered_params; NULL otherwise. One a unit (engine_run
+	 * allocates the list). */
+	void **held;
 	/* DeepSpeed's own transients (scheme_deepspeed.c): its reduce buckets
 	 * (ipg_buffer, two with overlap_comm) and the fp32 gradient partition
 	 * the optimizer steps on (NULL outside the optimizer: then the
@@ -51,8 +52,9 @@ struct zs_rank {
 	 * list is NULL for every other scheme. */
 	void **whole;
 	/* DDP's gradient buckets (torch's dp and zero1): bucket i's flat
-	 * grads, in category buckets, for the whole run; NULL otherwise. */
-	void *ddp_bucket[ZS_MAX_PARAM_TENSORS];
+	 * grads, in category buckets, for the whole run; NULL otherwise. At
+	 * most one a tensor (engine_run allocates the list). */
+	void **ddp_bucket;
 	float loss;
 };
 
@@ -61,7 +63,7 @@ struct zs_rank {
  * with the element of the bucket it starts at. */
 struct zs_bucket {
 	size_t used, count;
-	size_t unit[ZS_MAX_PARAM_TENSORS], at[ZS_MAX_PARAM_TENSORS]; /* units; tensors under ZeRO-3 */
+	size_t *unit, *at;  /* units; tensors under ZeRO-3 (engine_run allocates room for both) */
 	unsigned index;
 };
 
@@ -102,7 +104,7 @@ struct zs_run {
 	enum zs_prefetch prefetch;    /* FSDP's backward prefetch (torch's zero2/3) */
 	/* DDP's buckets (scheme_torch.c); 0 for every other scheme. */
 	size_t nddp_buckets;
-	struct zs_ddp_bucket ddp_bucket[ZS_MAX_PARAM_TENSORS];
+	struct zs_ddp_bucket *ddp_bucket; /* at most one a tensor (engine_run allocates the list) */
 
 	uint64_t seed;
 	const struct zs_case *cs;
@@ -172,26 +174,26 @@ double scheme_deepspeed_bound(const struct zs_config *c, const struct zs_layout 
 static inline struct zs_rank *run_rank(const struct zs_run *r, unsigned k) { return &r->rank[k - r->r0]; }
 
 /* Address of element `at` of rank k's buffer b. */
-static inline void *run_at(const struct zs_run *r, unsigned k, enum zs_buf b, size_t at)
+static inline void *run_at(const struct zs_run *r, unsigned k, enum zs_rankbuf b, size_t at)
 {
 	return (char *)run_rank(r, k)->buf[b] + at * r->esize[b];
 }
 
 /* Allocate transient buffer b on every rank held, as a full copy of the
  * elements [first, first + n) of the flat vector; free it again. */
-void run_alloc_full(struct zs_run *r, enum zs_buf b, size_t first, size_t n);
-void run_free_all(struct zs_run *r, enum zs_buf b);
+void run_alloc_full(struct zs_run *r, enum zs_rankbuf b, size_t first, size_t n);
+void run_free_all(struct zs_run *r, enum zs_rankbuf b);
 
 /* All-reduce unit u of the full buffer b in place (dp). */
-void run_all_reduce_unit(struct zs_run *r, size_t u, enum zs_buf b);
+void run_all_reduce_unit(struct zs_run *r, size_t u, enum zs_rankbuf b);
 /* All-reduce every unit of the full grads in place (dp, torch's zero1). */
 void run_all_reduce_grads(struct zs_run *r);
 /* Reduce-scatter unit u from each rank's full copy in `from` into the
  * slots it owns of its grads (in place when the grads are full). */
-void run_reduce_scatter_unit(struct zs_run *r, size_t u, enum zs_buf from);
+void run_reduce_scatter_unit(struct zs_run *r, size_t u, enum zs_rankbuf from);
 /* All-gather unit u of the params from the slots each rank owns into its
  * full copy in `into` (in place when that is the full params buffer). */
-void run_gather_params_unit(struct zs_run *r, size_t u, enum zs_buf into);
+void run_gather_params_unit(struct zs_run *r, size_t u, enum zs_rankbuf into);
 /* All-gather every unit of the full params buffer in place (zero1, zero2). */
 void run_gather_params_in_place(struct zs_run *r);
 

@@ -125,7 +125,8 @@ static void alloc_buckets(struct zs_run *r)
 			        (double)bytes * nb * r->world, strerror(err));
 			exit(ZS_EXIT_RUNTIME);
 		}
-	memset(&r->bucket, 0, sizeof r->bucket);
+	r->bucket.used = r->bucket.count = 0;
+	r->bucket.index = 0;
 }
 
 /* Reduce unit u's grads, rank k's at src[k - r0], into the partitions
@@ -341,18 +342,18 @@ static const struct zs_scheme_ops ds_zero2 = {
 struct zs_ds3 {
 	size_t ntrace, nqueue, head, entry;
 	int complete;
-	int persist[ZS_MAX_PARAM_TENSORS], avail[ZS_MAX_PARAM_TENSORS];
-	double recent[ZS_MAX_PARAM_TENSORS], n_avail;
+	int *persist, *avail;          /* per tensor, as the rest: malloc'd by ds3_setup */
+	double *recent, n_avail;
 	/* The modules (the MLP's: the units; a transformer's: every nn.Module
 	 * with parameters of its own, model.h's zs_module, a tied head's
 	 * reading the token table again): tensors [first, first + n), whether
 	 * it makes their grads (not the tied head's: the table's module does),
 	 * and each layer's first module. */
-	size_t nmodules, mod_first[ZS_MAX_PARAM_TENSORS], mod_n[ZS_MAX_PARAM_TENSORS];
-	int mod_grads[ZS_MAX_PARAM_TENSORS];
-	size_t mod_of[ZS_MAX_LAYERS];
-	size_t trace[2 * ZS_MAX_PARAM_TENSORS];
-	size_t qt[2 * ZS_MAX_PARAM_TENSORS + 4], qs[2 * ZS_MAX_PARAM_TENSORS + 4];
+	size_t nmodules, *mod_first, *mod_n;
+	int *mod_grads;
+	size_t *mod_of;                /* per layer */
+	size_t *trace;                 /* 2 · nmodules */
+	size_t *qt, *qs;               /* nqueue */
 };
 
 #define DS3_REUSE_DISTANCE 1e9 /* stage3_max_reuse_distance's default (runtime/zero/config.py 237) */
@@ -459,7 +460,7 @@ static void ds3_fetch(struct zs_run *r, size_t j)
 	if (c->ds_prefetch_bucket <= 0)
 		return;
 	double room = fmin(c->ds_max_live - d->n_avail, c->ds_prefetch_bucket), numel = 0;
-	int chosen[ZS_MAX_PARAM_TENSORS] = {0};
+	int *chosen = zs_calloc(r->layout.ntensors, sizeof *chosen);
 	while (d->head < d->nqueue && numel < room) {
 		size_t t = d->qt[d->head], step = d->qs[d->head++];
 		int fetch = !d->avail[t] && !chosen[t];
@@ -472,6 +473,7 @@ static void ds3_fetch(struct zs_run *r, size_t j)
 	for (size_t t = 0; t < r->layout.ntensors; t++)
 		if (chosen[t])
 			gather_tensor(r, t);
+	free(chosen);
 }
 
 /* release_sub_module (422-441) after trace entry j: every param of the
@@ -481,7 +483,7 @@ static void ds3_fetch(struct zs_run *r, size_t j)
 static void ds3_release(struct zs_run *r, size_t j)
 {
 	struct zs_ds3 *d = r->ds3;
-	int keep[ZS_MAX_PARAM_TENSORS] = {0};
+	int *keep = zs_calloc(r->layout.ntensors, sizeof *keep);
 	if (d->complete) {
 		for (size_t t = 0; t < r->layout.ntensors; t++)
 			keep[t] = d->persist[t] || d->recent[t] > (double)(j + 1);
@@ -496,6 +498,7 @@ static void ds3_release(struct zs_run *r, size_t j)
 	for (size_t t = 0; t < r->layout.ntensors; t++)
 		if (in_module(r, t, d->trace[j]) && !keep[t] && d->avail[t])
 			release_tensor(r, t);
+	free(keep);
 }
 
 /* The trace complete (reset_step, 228-262, at step 2's start): its queue
@@ -512,14 +515,34 @@ static void ds3_setup(struct zs_run *r, const struct zs_config *c)
 {
 	const struct zs_layout *lo = &r->layout;
 	struct zs_ds3 *d = r->ds3 = zs_calloc(1, sizeof *r->ds3);
-	for (size_t t = 0; t < lo->ntensors; t++)
+	size_t nt = lo->ntensors, maxmod = nt; /* the MLP's: at most one a tensor */
+	if (r->model.kind == ZS_NET_TFM) {
+		maxmod = 0;
+		for (size_t l = 0; l < r->model.nlayers; l++)
+			maxmod += r->model.layer[l].nmodules;
+	}
+	d->persist = zs_calloc(nt, sizeof *d->persist);
+	d->avail = zs_calloc(nt, sizeof *d->avail);
+	d->recent = zs_calloc(nt, sizeof *d->recent);
+	d->mod_first = zs_calloc(maxmod, sizeof *d->mod_first);
+	d->mod_n = zs_calloc(maxmod, sizeof *d->mod_n);
+	d->mod_grads = zs_calloc(maxmod, sizeof *d->mod_grads);
+	d->mod_of = zs_calloc(r->model.nlayers, sizeof *d->mod_of);
+	for (size_t t = 0; t < nt; t++)
 		d->persist[t] = (double)lo->tensor[t].n <= c->ds_persist; /* partition_parameters.py 1130 */
 	ds3_modules(r);
+	d->trace = zs_calloc(2 * d->nmodules, sizeof *d->trace);
 	for (size_t u = 0; u < d->nmodules; u++)
 		d->trace[u] = d->trace[2 * d->nmodules - 1 - u] = u;
 	d->ntrace = 2 * d->nmodules;
+	size_t nq = 0;
+	for (size_t j = 0; j < d->ntrace; j++)
+		for (size_t t = 0; t < nt; t++)
+			nq += in_module(r, t, d->trace[j]) != 0;
+	d->qt = zs_calloc(nq, sizeof *d->qt);
+	d->qs = zs_calloc(nq, sizeof *d->qs);
 	for (size_t j = 0; j < d->ntrace; j++) /* record_parameters, 210-219 */
-		for (size_t t = 0; t < lo->ntensors; t++)
+		for (size_t t = 0; t < nt; t++)
 			if (in_module(r, t, d->trace[j])) {
 				d->qt[d->nqueue] = t;
 				d->qs[d->nqueue++] = j;
@@ -551,7 +574,18 @@ static void ds3_teardown(struct zs_run *r)
 		tracker_free(&r->tracker, k, run_rank(r, k)->grad32); /* offloaded: the host fp32 grad */
 		run_rank(r, k)->grad32 = NULL;
 	}
-	free(r->ds3);
+	struct zs_ds3 *d = r->ds3;
+	free(d->persist);
+	free(d->avail);
+	free(d->recent);
+	free(d->mod_first);
+	free(d->mod_n);
+	free(d->mod_grads);
+	free(d->mod_of);
+	free(d->trace);
+	free(d->qt);
+	free(d->qs);
+	free(d);
 	r->ds3 = NULL;
 }
 

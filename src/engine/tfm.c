@@ -52,18 +52,12 @@ void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf)
 	                       hf->family == ZS_FAMILY_LLAMA && hf->qkv_bias};
 }
 
-static const char *const recompute_names[] = {"none", "selective", "full"};
-
-const char *tfm_recompute_name(enum tfm_recompute rc) { return recompute_names[rc]; }
-
-int tfm_recompute_parse(const char *s, enum tfm_recompute *rc)
+void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d)
 {
-	for (int i = 0; i < 3; i++)
-		if (strcmp(s, recompute_names[i]) == 0) {
-			*rc = (enum tfm_recompute)i;
-			return 0;
-		}
-	return -1;
+	*m = (struct zs_model){.family = d->family == TFM_LLAMA ? ZS_FAMILY_LLAMA : ZS_FAMILY_GPT2, .hidden = d->d,
+	                       .intermediate = d->ffn, .layers = d->layers, .heads = d->heads, .kv_heads = d->kv_heads,
+	                       .head_dim = d->head_dim, .vocab = d->vocab, .positions = d->seq, .tied = d->tied,
+	                       .qkv_bias = d->qkv_bias};
 }
 
 size_t tfm_qkv_rows(const struct tfm_dims *d) { return (d->heads + 2 * d->kv_heads) * d->head_dim; }
@@ -173,73 +167,18 @@ void tfm_final_view(struct tfm_final_params *p, const struct tfm_dims *d, float 
 /* ------------------------------------------------------------------------ */
 /* Activations */
 
-static const char *const act_names[TFM_NACTS] = {
-	"ln1", "ln1_mean", "ln1_rstd", "qkv", "att", "atty", "res2", "ln2", "ln2_mean", "ln2_rstd", "fch",
-	"fch_act", "res3", "x0", "lnf", "lnf_mean", "lnf_rstd", "logits",
-};
-
-const char *tfm_act_name(enum tfm_act a) { return act_names[a]; }
-
-int tfm_act_is16(enum tfm_act a)
+float **tfm_block_act_slot(struct tfm_block_acts *acts, enum step_act a)
 {
-	switch (a) {
-	case TFM_ACT_LN1: case TFM_ACT_QKV: case TFM_ACT_ATTY: case TFM_ACT_RES2: case TFM_ACT_LN2: case TFM_ACT_FCH:
-	case TFM_ACT_FCH_ACT: case TFM_ACT_RES3: case TFM_ACT_X0: case TFM_ACT_LNF:
-		return 1;
-	default:
-		return 0;
-	}
-}
-
-size_t tfm_act_elems(const struct tfm_dims *d, size_t B, size_t T, enum tfm_act a)
-{
-	size_t BT = B * T, C = d->d, mean = has_bias(d) ? BT : 0;
-	switch (a) {
-	case TFM_ACT_LN1: case TFM_ACT_RES2: case TFM_ACT_LN2: case TFM_ACT_RES3: case TFM_ACT_X0: case TFM_ACT_LNF:
-		return BT * C;
-	case TFM_ACT_LN1_MEAN: case TFM_ACT_LN2_MEAN: case TFM_ACT_LNF_MEAN:
-		return mean;
-	case TFM_ACT_LN1_RSTD: case TFM_ACT_LN2_RSTD: case TFM_ACT_LNF_RSTD:
-		return BT;
-	case TFM_ACT_QKV:
-		return BT * tfm_qkv_rows(d);
-	case TFM_ACT_ATT:
-		return B * d->heads * T * T;
-	case TFM_ACT_ATTY:
-		return BT * d->heads * d->head_dim;
-	case TFM_ACT_FCH:
-		return BT * tfm_up_rows(d);
-	case TFM_ACT_FCH_ACT:
-		return BT * d->ffn;
-	case TFM_ACT_LOGITS:
-		return BT * d->vocab;
-	case TFM_NACTS:
-		break;
-	}
-	return 0;
-}
-
-float **tfm_block_act_slot(struct tfm_block_acts *acts, enum tfm_act a)
-{
-	float **s[TFM_NBLOCK_ACTS] = {&acts->ln1, &acts->ln1_mean, &acts->ln1_rstd, &acts->qkv, &acts->att,
+	float **s[STEP_NBLOCK_ACTS] = {&acts->ln1, &acts->ln1_mean, &acts->ln1_rstd, &acts->qkv, &acts->att,
 	                              &acts->atty, &acts->res2, &acts->ln2, &acts->ln2_mean, &acts->ln2_rstd,
 	                              &acts->fch, &acts->fch_act, &acts->res3};
 	return s[a];
 }
 
-float **tfm_head_act_slot(struct tfm_head_acts *acts, enum tfm_act a)
+float **tfm_head_act_slot(struct tfm_head_acts *acts, enum step_act a)
 {
 	float **s[] = {&acts->lnf, &acts->lnf_mean, &acts->lnf_rstd, &acts->logits};
-	return s[a - TFM_ACT_LNF];
-}
-
-size_t tfm_scratch_elems(const struct tfm_dims *d, size_t B, size_t T, size_t elems[6])
-{
-	size_t BT = B * T, hx = d->heads * d->head_dim;
-	size_t e[6] = {BT * d->d, BT * (hx > d->d ? hx : d->d), BT * tfm_qkv_rows(d), BT * d->ffn,
-	               BT * tfm_up_rows(d), T * T};
-	memcpy(elems, e, sizeof e);
-	return e[0] + e[1] + e[2] + e[3] + e[4] + e[5];
+	return s[a - STEP_ACT_LNF];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -555,121 +494,4 @@ void tfm_task_batch(int *in, int *target, const struct tfm_task *task, uint64_t 
 			target[b * T + t] = x;
 		}
 	}
-}
-
-/* ------------------------------------------------------------------------ */
-/* A whole model in malloc'd memory */
-
-/* Does block l keep its own tensor a, or share one buffer with every
- * block (the one block's worth that recompute reuses)? */
-static int kept_per_block(enum tfm_recompute rc, enum tfm_act a)
-{
-	switch (rc) {
-	case TFM_RECOMPUTE_NONE:
-		return 1;
-	case TFM_RECOMPUTE_SELECTIVE:
-		return a != TFM_ACT_ATT;
-	case TFM_RECOMPUTE_FULL:
-		return a == TFM_ACT_RES3;
-	}
-	return 1;
-}
-
-void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, size_t T, enum tfm_recompute rc)
-{
-	memset(m, 0, sizeof *m);
-	m->dims = *d;
-	m->B = B;
-	m->T = T;
-	m->recompute = rc;
-	m->nparams = tfm_nparams(d);
-	m->params = zs_malloc(m->nparams * sizeof *m->params);
-	m->grads = zs_malloc(m->nparams * sizeof *m->grads);
-	m->blocks = zs_calloc(d->layers, sizeof *m->blocks);
-	size_t sc[6], nscratch = tfm_scratch_elems(d, B, T, sc), total = 0;
-	for (int a = 0; a < TFM_NACTS; a++) {
-		size_t n = tfm_act_elems(d, B, T, (enum tfm_act)a);
-		total += a < TFM_NBLOCK_ACTS && kept_per_block(rc, (enum tfm_act)a) ? n * d->layers : n;
-	}
-	m->act_elems = total;
-	m->acts_memory = zs_malloc((total + nscratch) * sizeof *m->acts_memory);
-	float *p = m->acts_memory;
-#define TAKE(slot, n) do { size_t n_ = (n); *(slot) = n_ ? p : NULL; p += n_; } while (0)
-	for (int a = 0; a < TFM_NBLOCK_ACTS; a++) {
-		size_t n = tfm_act_elems(d, B, T, (enum tfm_act)a);
-		for (size_t l = 0; l < d->layers; l++)
-			if (l == 0 || kept_per_block(rc, (enum tfm_act)a))
-				TAKE(tfm_block_act_slot(&m->blocks[l], (enum tfm_act)a), n);
-			else /* shared with block 0 */
-				*tfm_block_act_slot(&m->blocks[l], (enum tfm_act)a) =
-					*tfm_block_act_slot(&m->blocks[0], (enum tfm_act)a);
-	}
-	TAKE(&m->x0, tfm_act_elems(d, B, T, TFM_ACT_X0));
-	for (int a = TFM_ACT_LNF; a <= TFM_ACT_LOGITS; a++)
-		TAKE(tfm_head_act_slot(&m->head, (enum tfm_act)a), tfm_act_elems(d, B, T, (enum tfm_act)a));
-	float **s[6] = {&m->scratch.dres, &m->scratch.dx, &m->scratch.dqkv, &m->scratch.dh, &m->scratch.dup,
-	                &m->scratch.datt};
-	for (int i = 0; i < 6; i++)
-		TAKE(s[i], sc[i]);
-#undef TAKE
-	tfm_blas_init();
-}
-
-void tfm_model_free(struct tfm_model *m)
-{
-	free(m->params);
-	free(m->grads);
-	free(m->blocks);
-	free(m->acts_memory);
-	memset(m, 0, sizeof *m);
-}
-
-static float model_forward(struct tfm_model *m, const int *in, const int *target)
-{
-	const struct tfm_dims *d = &m->dims;
-	struct tfm_embed_params ep;
-	struct tfm_final_params fp;
-	tfm_embed_view(&ep, d, m->params);
-	tfm_embed_forward(m->x0, &ep, in, d, m->B, m->T);
-	const float *x = m->x0;
-	for (size_t l = 0; l < d->layers; l++) {
-		struct tfm_block_params bp;
-		tfm_block_view(&bp, d, m->params, l);
-		tfm_block_forward(&m->blocks[l], &bp, x, d, m->B, m->T);
-		x = m->blocks[l].res3;
-	}
-	tfm_final_view(&fp, d, m->params);
-	return tfm_head_forward(&m->head, &fp, x, target, d, m->B, m->T);
-}
-
-float tfm_model_loss(struct tfm_model *m, const int *in, const int *target) { return model_forward(m, in, target); }
-
-float tfm_model_step(struct tfm_model *m, const int *in, const int *target)
-{
-	const struct tfm_dims *d = &m->dims;
-	float loss = model_forward(m, in, target);
-	memset(m->grads, 0, m->nparams * sizeof *m->grads);
-	struct tfm_final_params fp, fg;
-	tfm_final_view(&fp, d, m->params);
-	tfm_final_view(&fg, d, m->grads);
-	size_t L = d->layers;
-	tfm_head_backward(&fg, &m->scratch, &m->head, &fp, m->blocks[L - 1].res3, d, m->B, m->T);
-	for (size_t l = L; l-- > 0;) {
-		struct tfm_block_params bp, bg;
-		tfm_block_view(&bp, d, m->params, l);
-		tfm_block_view(&bg, d, m->grads, l);
-		struct tfm_block_acts *a = &m->blocks[l];
-		const float *x = l == 0 ? m->x0 : m->blocks[l - 1].res3;
-		/* Recompute what the forward did not keep: the same kernels on the
-		 * same inputs, so the same bits (res3, rewritten, is unchanged). */
-		if (m->recompute == TFM_RECOMPUTE_FULL)
-			tfm_block_forward(a, &bp, x, d, m->B, m->T);
-		else if (m->recompute == TFM_RECOMPUTE_SELECTIVE)
-			tfm_attention_recompute(a, d, m->B, m->T);
-		tfm_block_backward(&bg, &m->scratch, a, &bp, x, d, m->B, m->T);
-	}
-	struct tfm_embed_params eg;
-	tfm_embed_view(&eg, d, m->grads);
-	tfm_embed_backward(&eg, m->scratch.dres, in, d, m->B, m->T);
-	return loss;
 }

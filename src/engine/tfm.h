@@ -22,8 +22,9 @@
  * llama's gate and up are one matrix (2F, d) (rows: gate, then up).
  *
  * Ownership: the views (tfm_*_params, tfm_*_acts) point into memory the
- * caller owns. struct tfm_model owns its buffers (tfm_model_init /
- * tfm_model_free) and is what the tests and the PyTorch driver use.
+ * caller owns. The engine runs these layers through its layer list
+ * (tfm_net.c); tests/tfm_model.c is a whole model of them for the tests
+ * and the benchmark alone.
  */
 #ifndef ZS_TFM_H
 #define ZS_TFM_H
@@ -32,6 +33,8 @@
 #include <stdint.h>
 
 #include "util/model.h"
+#include "util/step.h"
+#include "util/schedule.h"
 
 enum tfm_family { TFM_GPT2, TFM_LLAMA };
 
@@ -58,6 +61,9 @@ int tfm_dims_check(const struct tfm_dims *d, char **cause);
 /* The shape of a Hugging Face config (util/model.h), with its norms'
  * epsilon and llama's rotary base. */
 void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf);
+/* Back: the shape d runs, as the step description reads it (the numerics
+ * aside), for runs the tests build from dims alone. */
+void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d);
 
 /* Elements of each part of the flat vector. */
 size_t tfm_qkv_rows(const struct tfm_dims *d);   /* Q = (H + 2·KV)·hd */
@@ -103,24 +109,10 @@ void tfm_head_view(struct tfm_final_params *p, const struct tfm_dims *d, float *
 /* A block's view from its present tensors' pointers, in slot order. */
 void tfm_block_view_tensors(struct tfm_block_params *p, const struct tfm_dims *d, float *const *t);
 
-/* The activations the backward needs, B·T = BT rows, one tensor each.
- * A block saves TFM_ACT_LN1 .. TFM_ACT_RES3 (its input is the previous
- * block's res3, or the embedding's output x0); the head saves LNF ..
- * LOGITS. Absent tensors (llama's means) have 0 elements and are NULL. */
-enum tfm_act {
-	TFM_ACT_LN1, TFM_ACT_LN1_MEAN, TFM_ACT_LN1_RSTD, TFM_ACT_QKV, TFM_ACT_ATT, TFM_ACT_ATTY, TFM_ACT_RES2,
-	TFM_ACT_LN2, TFM_ACT_LN2_MEAN, TFM_ACT_LN2_RSTD, TFM_ACT_FCH, TFM_ACT_FCH_ACT, TFM_ACT_RES3,
-	TFM_ACT_X0, TFM_ACT_LNF, TFM_ACT_LNF_MEAN, TFM_ACT_LNF_RSTD, TFM_ACT_LOGITS,
-	TFM_NACTS
-};
-#define TFM_NBLOCK_ACTS (TFM_ACT_RES3 + 1)
-const char *tfm_act_name(enum tfm_act a);
-/* Whether tensor a is saved in 16 bits in mixed precision (the matmul
- * outputs and what they feed: the norms' outputs, the residual stream,
- * gelu's or SwiGLU's; docs/schedule.md): every (BT, ·) tensor but the
- * logits. The norms' statistics, the softmax and the logits stay fp32. */
-int tfm_act_is16(enum tfm_act a);
-size_t tfm_act_elems(const struct tfm_dims *d, size_t B, size_t T, enum tfm_act a);
+/* The activations the backward needs, B·T = BT rows, one tensor each:
+ * the step description's (util/step.h: enum step_act, their sizes, which
+ * are 16-bit in mixed precision). Absent tensors (llama's means) are
+ * NULL. */
 
 struct tfm_block_acts {
 	float *ln1;          /* (BT, d) the first norm's output */
@@ -136,7 +128,7 @@ struct tfm_block_acts {
 	float *fch;          /* (BT, U) fc's output: gelu's input, or gate and up */
 	float *fch_act;      /* (BT, F) gelu(fch) or silu(gate)·up: fcproj's input */
 	float *res3;         /* (BT, d) the block's output */
-	/* Mixed precision: the 16-bit tensors (tfm_act_is16) are rounded to
+	/* Mixed precision: the 16-bit tensors (esize 2 in the step description) are rounded to
 	 * fp16 values as they are written, so that what the next kernel
 	 * reads is what a 16-bit tensor holds. 0 in fp32. */
 	int f16;
@@ -148,10 +140,10 @@ struct tfm_head_acts {
 	float *logits;   /* (BT, V): logits, then d loss / d logits */
 	int f16;         /* as tfm_block_acts' (lnf 16-bit, the logits rounded to fp16 values) */
 };
-/* The field that holds block tensor a (a < TFM_NBLOCK_ACTS), and head
- * tensor a (TFM_ACT_LNF <= a <= TFM_ACT_LOGITS). */
-float **tfm_block_act_slot(struct tfm_block_acts *acts, enum tfm_act a);
-float **tfm_head_act_slot(struct tfm_head_acts *acts, enum tfm_act a);
+/* The field that holds block tensor a (a < STEP_NBLOCK_ACTS), and head
+ * tensor a (STEP_ACT_LNF <= a <= STEP_ACT_LOGITS). */
+float **tfm_block_act_slot(struct tfm_block_acts *acts, enum step_act a);
+float **tfm_head_act_slot(struct tfm_head_acts *acts, enum step_act a);
 
 /* Scratch of the backward (nothing in it outlives one layer's backward,
  * except dres, which carries the residual stream's gradient down). */
@@ -163,8 +155,7 @@ struct tfm_scratch {
 	float *dup;  /* (BT, U) */
 	float *datt; /* (T, T) one head's attention gradient */
 };
-/* Elements of each scratch buffer, in the struct's order; returns the sum. */
-size_t tfm_scratch_elems(const struct tfm_dims *d, size_t B, size_t T, size_t elems[6]);
+/* (The scratch buffers' sizes are the step description's: STEP_SCRATCH.) */
 
 /* ---- the layers: outputs first, sizes last ----------------------------- */
 
@@ -251,21 +242,6 @@ void tfm_task_free(struct tfm_task *task);
 void tfm_task_batch(int *in, int *target, const struct tfm_task *task, uint64_t seed, uint64_t step,
                     uint64_t rank, size_t B, size_t T);
 
-/* ---- a whole model in malloc'd memory ----------------------------------- */
-
-/* What the forward keeps for the backward (Korthikanti et al. 2022, §4):
- * none recomputed, every tensor above kept per block; selective, the
- * attention softmax of one block at a time (one (B, H, T, T) buffer for
- * all blocks), recomputed from qkv in each block's backward; full, only
- * each block's output (the next block's input), the block's forward rerun
- * in its backward into one block's worth of tensors. All three give the
- * same bits. */
-enum tfm_recompute { TFM_RECOMPUTE_NONE, TFM_RECOMPUTE_SELECTIVE, TFM_RECOMPUTE_FULL };
-
-/* "none", "selective", "full"; parse: 0, or -1 for another name. */
-const char *tfm_recompute_name(enum tfm_recompute rc);
-int tfm_recompute_parse(const char *s, enum tfm_recompute *rc);
-
 /* A transformer run of `zerosim measure --model` (util/config.h's tfm):
  * the model, T = seq tokens per sequence, the recompute mode. */
 struct zs_tfm_run {
@@ -273,29 +249,7 @@ struct zs_tfm_run {
 	struct zs_model hf;            /* the config it was read from */
 	struct tfm_dims dims;
 	size_t seq;
-	enum tfm_recompute recompute;
+	enum zs_recompute recompute;
 };
-
-struct tfm_model {
-	struct tfm_dims dims;
-	size_t B, T, nparams;
-	enum tfm_recompute recompute;
-	float *params, *grads;            /* Ψ each */
-	float *x0;                        /* (BT, d) the embedding's output */
-	struct tfm_block_acts *blocks;    /* L views (shared tensors under recompute) */
-	struct tfm_head_acts head;
-	struct tfm_scratch scratch;
-	size_t act_elems;                 /* elements of x0, the blocks' and the head's tensors */
-	float *acts_memory;               /* all of the above and the scratch, one block */
-};
-
-/* T <= d->seq; d passes tfm_dims_check. */
-void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, size_t T, enum tfm_recompute rc);
-void tfm_model_free(struct tfm_model *m);
-/* Forward and backward on one batch: returns the loss; m->grads holds its
- * gradient (zeroed first). */
-float tfm_model_step(struct tfm_model *m, const int *in, const int *target);
-/* Forward only: the loss. */
-float tfm_model_loss(struct tfm_model *m, const int *in, const int *target);
 
 #endif

@@ -27,15 +27,15 @@
  * A tied head (gpt2) reads the embedding's unit and computes no param
  * grads: the head's contribution to wte (d logits^T · lnf) and the final
  * norm's grads are added in the embedding's backward, before its own, in
- * the order tfm_model_step adds them, so every scheme and unit mode gets
- * the same bits as the whole model in one buffer.
+ * the order tfm_model_step (tests/tfm_model.c) adds them, so every scheme
+ * and unit mode gets the same bits as the whole model in one buffer.
  *
  * Every layer's backward zeroes the grads it owns first: a layer's grads
  * are a fresh buffer under zero3 and hold the last step's elsewhere.
  *
  * Mixed precision (PyTorch's autocast over fp16 working params): the
  * params and grads the schemes hand a layer are fp16, and the tensors of
- * tfm_act_is16 are 16-bit. The kernels are tfm.h's fp32 ones, run on
+ * the step description makes 16-bit (esize 2) are. The kernels are tfm.h's fp32 ones, run on
  * conversion buffers (OpenBLAS has no fp16 product): w32 the layer's
  * params widened; act32 its input and 16-bit tensors widened before it
  * runs and, after its forward (or a full recompute), rounded back into
@@ -65,7 +65,7 @@ static int *ids(float *const *t, unsigned i)
 	return p;
 }
 
-static float *act(const struct zs_layer *l, const struct zs_layer_io *io, enum tfm_act a)
+static float *act(const struct zs_layer *l, const struct zs_layer_io *io, enum step_act a)
 {
 	return l->act[a] == ZS_NO_TENSOR ? NULL : io->t[l->act[a]];
 }
@@ -150,12 +150,12 @@ static void head_view(struct tfm_final_params *p, const struct tfm_dims *d, floa
 }
 
 /* Where the kernels see the layer's tensors: its input x (the previous
- * layer's output; with_x) and acts a of enum tfm_act a0..a1. In fp32 the
+ * layer's output; with_x) and acts a of enum step_act a0..a1. In fp32 the
  * tensors themselves; in mixed the 16-bit ones' fp32 copies, one after
  * another in act32 (x first), the others themselves. */
 struct view {
 	float *x;
-	float *t[TFM_NACTS];
+	float *t[STEP_NACTS];
 };
 
 static void view_of(struct view *v, const struct zs_layer *l, const struct zs_layer_io *io, int a0, int a1,
@@ -171,8 +171,8 @@ static void view_of(struct view *v, const struct zs_layer *l, const struct zs_la
 		p += m->tensor[l->in].elements;
 	}
 	for (int a = a0; a <= a1; a++) {
-		v->t[a] = act(l, io, (enum tfm_act)a);
-		if (p != NULL && v->t[a] != NULL && tfm_act_is16((enum tfm_act)a)) {
+		v->t[a] = act(l, io, (enum step_act)a);
+		if (p != NULL && v->t[a] != NULL && m->tensor[l->act[a]].esize == sizeof(zs_half)) {
 			v->t[a] = p;
 			p += m->tensor[l->act[a]].elements;
 		}
@@ -194,7 +194,8 @@ static void sync16(const struct view *v, const struct zs_layer *l, const struct 
 		zs_half_to_float_n(v->x, (const zs_half *)(const void *)io->t[l->in], m->tensor[l->in].elements);
 	for (int a = a0; a <= a1 && skip != SKIP_ALL_BUT_INPUT; a++) {
 		unsigned i = l->act[a];
-		if (i == ZS_NO_TENSOR || !tfm_act_is16((enum tfm_act)a) || (skip == SKIP_RECOMPUTED && m->tensor[i].recomputed))
+		if (i == ZS_NO_TENSOR || m->tensor[i].esize != sizeof(zs_half) ||
+		    (skip == SKIP_RECOMPUTED && m->tensor[i].recomputed))
 			continue;
 		void *t16 = io->t[i];
 		if (t16 == NULL) /* freed: a block's output, which its backward does not read */
@@ -208,15 +209,15 @@ static void sync16(const struct view *v, const struct zs_layer *l, const struct 
 
 static void block_acts(struct tfm_block_acts *a, const struct view *v, int f16)
 {
-	for (int i = 0; i < TFM_NBLOCK_ACTS; i++)
-		*tfm_block_act_slot(a, (enum tfm_act)i) = v->t[i];
+	for (int i = 0; i < STEP_NBLOCK_ACTS; i++)
+		*tfm_block_act_slot(a, (enum step_act)i) = v->t[i];
 	a->f16 = f16;
 }
 
 static void head_acts(struct tfm_head_acts *a, const struct view *v, int f16)
 {
-	for (int i = TFM_ACT_LNF; i <= TFM_ACT_LOGITS; i++)
-		*tfm_head_act_slot(a, (enum tfm_act)i) = v->t[i];
+	for (int i = STEP_ACT_LNF; i <= STEP_ACT_LOGITS; i++)
+		*tfm_head_act_slot(a, (enum step_act)i) = v->t[i];
 	a->f16 = f16;
 }
 
@@ -229,12 +230,12 @@ static void embed_fwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	struct tfm_embed_params p;
 	float *w[ZS_MAX_LAYER_TENSORS];
 	struct view v;
-	view_of(&v, l, io, TFM_ACT_X0, TFM_ACT_X0, 0);
+	view_of(&v, l, io, STEP_ACT_X0, STEP_ACT_X0, 0);
 	params32(l, io, md->first, md->n, w);
 	embed_view(&p, &n->dims, w);
-	tfm_embed_forward_module(v.t[TFM_ACT_X0], &p, ids(io->t, n->tokens), &n->dims, n->B, n->T, s);
+	tfm_embed_forward_module(v.t[STEP_ACT_X0], &p, ids(io->t, n->tokens), &n->dims, n->B, n->T, s);
 	if (s + 1 == l->nmodules)
-		sync16(&v, l, io, TFM_ACT_X0, TFM_ACT_X0, 0, SKIP_NONE);
+		sync16(&v, l, io, STEP_ACT_X0, STEP_ACT_X0, 0, SKIP_NONE);
 }
 
 /* The token table's grads (module 0) take the tied head's first, as
@@ -257,9 +258,9 @@ static void embed_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	if (s == 0 && d->tied) { /* the tied head's grads first, as tfm_model_step adds them */
 		const struct zs_layer *h = &io->net->layer[io->net->nlayers - 1];
 		struct view v;
-		view_of(&v, h, io, TFM_ACT_LNF, TFM_ACT_LOGITS, 0); /* its input is freed */
-		sync16(&v, h, io, TFM_ACT_LNF, TFM_ACT_LOGITS, 1, SKIP_NONE);
-		matmul_backward(NULL, eg.wte, NULL, v.t[TFM_ACT_LOGITS], v.t[TFM_ACT_LNF], NULL, n->B * n->T, d->d,
+		view_of(&v, h, io, STEP_ACT_LNF, STEP_ACT_LOGITS, 0); /* its input is freed */
+		sync16(&v, h, io, STEP_ACT_LNF, STEP_ACT_LOGITS, 1, SKIP_NONE);
+		matmul_backward(NULL, eg.wte, NULL, v.t[STEP_ACT_LOGITS], v.t[STEP_ACT_LNF], NULL, n->B * n->T, d->d,
 		                d->vocab);
 		for (size_t i = 0; norm && i < nf; i++)
 			memcpy(g[f0 + i], io->t[n->dnorm] + i * d->d, d->d * sizeof *g[f0]);
@@ -280,15 +281,15 @@ static void block_fwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	struct tfm_block_acts a;
 	float *w[ZS_MAX_LAYER_TENSORS];
 	struct view v;
-	view_of(&v, l, io, 0, TFM_NBLOCK_ACTS - 1, 1);
+	view_of(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1);
 	if (s == 0)
-		sync16(&v, l, io, 0, TFM_NBLOCK_ACTS - 1, 1, SKIP_ALL_BUT_INPUT);
+		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, SKIP_ALL_BUT_INPUT);
 	params32(l, io, md->first, md->n, w);
 	tfm_block_view_tensors(&p, &n->dims, w);
 	block_acts(&a, &v, n->mixed);
 	tfm_block_forward_module(&a, &p, v.x, &n->dims, n->B, n->T, s);
 	if (s + 1 == l->nmodules)
-		sync16(&v, l, io, 0, TFM_NBLOCK_ACTS - 1, 0, SKIP_NONE);
+		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 0, SKIP_NONE);
 }
 
 static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
@@ -296,15 +297,15 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	const struct zs_net_tfm *n = &io->net->tfm;
 	const struct tfm_dims *d = &n->dims;
 	const struct zs_module *md = &l->module[s];
-	int first = s + 1 == l->nmodules, full = n->recompute == TFM_RECOMPUTE_FULL;
+	int first = s + 1 == l->nmodules, full = n->recompute == ZS_RECOMPUTE_FULL;
 	struct tfm_block_params p, g;
 	struct tfm_block_acts a;
 	struct tfm_scratch sc;
 	float *w[ZS_MAX_LAYER_TENSORS], *gr[ZS_MAX_LAYER_TENSORS];
 	struct view v;
-	view_of(&v, l, io, 0, TFM_NBLOCK_ACTS - 1, 1);
+	view_of(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1);
 	if (first)
-		sync16(&v, l, io, 0, TFM_NBLOCK_ACTS - 1, 1, SKIP_RECOMPUTED);
+		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, SKIP_RECOMPUTED);
 	/* a full recompute reads every tensor (not under DeepSpeed's ZeRO-3) */
 	params32(l, io, first && full ? 0 : md->first, first && full ? l->nptensors : md->n, w);
 	tfm_block_view_tensors(&p, d, w);
@@ -316,8 +317,8 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	 * also into their 16-bit tensors, which then hold what they say). */
 	if (first && full) {
 		tfm_block_recompute(&a, &p, v.x, d, n->B, n->T);
-		sync16(&v, l, io, 0, TFM_ACT_RES3 - 1, 0, SKIP_NONE);
-	} else if (first && n->recompute == TFM_RECOMPUTE_SELECTIVE) {
+		sync16(&v, l, io, 0, STEP_ACT_RES3 - 1, 0, SKIP_NONE);
+	} else if (first && n->recompute == ZS_RECOMPUTE_SELECTIVE) {
 		tfm_attention_recompute(&a, d, n->B, n->T);
 	}
 	tfm_block_backward_module(&g, &sc, &a, &p, v.x, d, n->B, n->T, s);
@@ -334,23 +335,23 @@ static void head_fwd(const struct zs_layer *l, const struct zs_layer_io *io, siz
 	struct tfm_head_acts a;
 	float *w[ZS_MAX_LAYER_TENSORS];
 	struct view v;
-	view_of(&v, l, io, TFM_ACT_LNF, TFM_ACT_LOGITS, 1);
+	view_of(&v, l, io, STEP_ACT_LNF, STEP_ACT_LOGITS, 1);
 	if (s == 0)
-		sync16(&v, l, io, TFM_ACT_LNF, TFM_ACT_LOGITS, 1, SKIP_ALL_BUT_INPUT);
+		sync16(&v, l, io, STEP_ACT_LNF, STEP_ACT_LOGITS, 1, SKIP_ALL_BUT_INPUT);
 	params32(l, io, md->first, md->n, w);
 	head_view(&p, &n->dims, w);
 	head_acts(&a, &v, n->mixed);
 	/* The loss waits for the driver, at the start of backward (head_loss). */
 	tfm_head_forward_module(&a, &p, v.x, &n->dims, n->B, n->T, s);
 	if (s + 1 == l->nmodules)
-		sync16(&v, l, io, TFM_ACT_LNF, TFM_ACT_LOGITS, 0, SKIP_NONE);
+		sync16(&v, l, io, STEP_ACT_LNF, STEP_ACT_LOGITS, 0, SKIP_NONE);
 }
 
 static float head_loss(const struct zs_net *m, float *const *t)
 {
 	const struct zs_layer *h = &m->layer[m->nlayers - 1];
 	const struct zs_net_tfm *n = &m->tfm;
-	return crossentropy_forward_backward(t[h->act[TFM_ACT_LOGITS]], ids(t, n->targets), n->B * n->T,
+	return crossentropy_forward_backward(t[h->act[STEP_ACT_LOGITS]], ids(t, n->targets), n->B * n->T,
 	                                     n->dims.vocab);
 }
 
@@ -367,9 +368,9 @@ static void head_bwd(const struct zs_layer *l, const struct zs_layer_io *io, siz
 	struct tfm_scratch sc;
 	float *w[ZS_MAX_LAYER_TENSORS], *gr[ZS_MAX_LAYER_TENSORS];
 	struct view v;
-	view_of(&v, l, io, TFM_ACT_LNF, TFM_ACT_LOGITS, 1);
+	view_of(&v, l, io, STEP_ACT_LNF, STEP_ACT_LOGITS, 1);
 	if (s + 1 == l->nmodules)
-		sync16(&v, l, io, TFM_ACT_LNF, TFM_ACT_LOGITS, 1, SKIP_NONE);
+		sync16(&v, l, io, STEP_ACT_LNF, STEP_ACT_LOGITS, 1, SKIP_NONE);
 	params32(l, io, md->first, md->n, w);
 	head_view(&p, d, w);
 	head_acts(&a, &v, n->mixed);
@@ -407,31 +408,9 @@ static const struct zs_layer_kind head_kind = {"head", all_fwd, all_bwd, head_fw
 
 /* ---- the list --------------------------------------------------------------- */
 
-static unsigned add(struct zs_net *m, const char *name, int block, size_t elements, enum zs_cat cat,
-                    enum zs_when alloc, size_t layer, size_t freed_after)
-{
-	if (elements == 0)
-		return ZS_NO_TENSOR;
-	m->tensor[m->ntensors] = (struct zs_tensor){.name = name, .block = block, .elements = elements, .esize = 4,
-	                                            .cat = cat, .alloc = alloc, .layer = layer,
-	                                            .freed_after = freed_after};
-	return (unsigned)m->ntensors++;
-}
-
-/* Activation a of a layer: 16 bits in mixed precision where tfm_act_is16. */
-static unsigned add_act(struct zs_net *m, enum tfm_act a, int block, size_t layer, size_t freed_after)
-{
-	const struct zs_net_tfm *n = &m->tfm;
-	unsigned i = add(m, tfm_act_name(a), block, tfm_act_elems(&n->dims, n->B, n->T, a), ZS_CAT_ACTIVATIONS,
-	                 ZS_AT_LAYER, layer, freed_after);
-	if (i != ZS_NO_TENSOR && n->mixed && tfm_act_is16(a))
-		m->tensor[i].esize = sizeof(zs_half);
-	return i;
-}
-
 static void no_acts(struct zs_layer *ly)
 {
-	for (int i = 0; i < TFM_NACTS; i++)
+	for (int i = 0; i < STEP_NACTS; i++)
 		ly->act[i] = ZS_NO_TENSOR;
 }
 
@@ -460,19 +439,17 @@ void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch,
                     enum zs_precision precision)
 {
 	const struct tfm_dims *d = &tr->dims;
-	size_t L = d->layers, B = batch, T = tr->seq, BT = B * T, head = L + 1;
-	size_t norm = (d->family == TFM_GPT2 ? 2 : 1) * d->d;
+	size_t L = d->layers, B = batch, T = tr->seq, head = L + 1;
 	memset(m, 0, sizeof *m);
 	struct step_params sp;
-	struct zs_model shape = {.family = d->family == TFM_LLAMA ? ZS_FAMILY_LLAMA : ZS_FAMILY_GPT2,
-	                         .hidden = d->d, .intermediate = d->ffn, .layers = d->layers, .heads = d->heads,
-	                         .kv_heads = d->kv_heads, .head_dim = d->head_dim, .vocab = d->vocab,
-	                         .positions = d->seq, .tied = d->tied, .qkv_bias = d->qkv_bias};
-	step_params_build(&sp, &shape); /* the shape the kernels run (tests make runs without a config) */
+	struct zs_model shape;
+	tfm_dims_shape(&shape, d); /* the shape the kernels run (tests make runs without a config) */
+	step_params_build(&sp, &shape);
 	m->kind = ZS_NET_TFM;
 	m->nparams = sp.numel;
 	m->batch = batch;
 	m->nlayers = L + 2;
+	m->layer = zs_calloc(m->nlayers, sizeof *m->layer);
 	m->loss = head_loss;
 	struct zs_net_tfm *n = &m->tfm;
 	n->dims = *d;
@@ -485,78 +462,58 @@ void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch,
 	n->dnorm = n->w32 = n->g32 = n->act32 = ZS_NO_TENSOR;
 	n->mixed = precision == ZS_MIXED;
 
-	/* The batch; the backward's scratch, allocated at its start. */
-	n->tokens = add(m, "tokens", -1, BT, ZS_CAT_ACTIVATIONS, ZS_AT_FORWARD, 0, 0);
-	n->targets = add(m, "targets", -1, BT, ZS_CAT_ACTIVATIONS, ZS_AT_FORWARD, 0, head);
-	m->input = n->tokens;
-	m->target = n->targets;
-	size_t sc[6];
-	static const char *const sc_names[6] = {"dres", "dx", "dqkv", "dh", "dup", "datt"};
-	tfm_scratch_elems(d, B, T, sc);
-	for (int i = 0; i < 6; i++)
-		n->scratch[i] = add(m, sc_names[i], -1, sc[i], ZS_CAT_SCRATCH, ZS_AT_BACKWARD, 0, i == 0 ? 0 : 1);
-	if (d->tied)
-		n->dnorm = add(m, "dnorm", -1, norm, ZS_CAT_SCRATCH, ZS_AT_BACKWARD, 0, 0);
-	/* Mixed: the conversion buffers, for the whole step: a layer's params
-	 * (the largest layer's: the embedding, a block or the untied head),
-	 * its grads (backward), a block's input and 16-bit tensors. */
-	if (n->mixed) {
-		size_t wmax = sp.layer[0].numel, blk = L > 0 ? sp.layer[1].numel : 0, fin = sp.layer[head].numel;
-		size_t a16 = BT * d->d; /* the block's input */
-		wmax = blk > wmax ? blk : wmax;
-		wmax = fin > wmax ? fin : wmax;
-		for (int a = 0; a < TFM_NBLOCK_ACTS; a++)
-			if (tfm_act_is16((enum tfm_act)a))
-				a16 += tfm_act_elems(d, B, T, (enum tfm_act)a);
-		n->w32 = add(m, "w32", -1, wmax, ZS_CAT_SCRATCH, ZS_AT_FORWARD, 0, 0);
-		n->act32 = add(m, "act32", -1, a16, ZS_CAT_SCRATCH, ZS_AT_FORWARD, 0, 0);
-		n->g32 = add(m, "g32", -1, wmax, ZS_CAT_SCRATCH, ZS_AT_BACKWARD, 0, 0);
-	}
-
-	/* Layer 0: the embedding (tied: with the final norm's params). */
-	struct zs_layer *e = &m->layer[0];
-	no_acts(e);
-	e->kind = &embed_kind;
-	e->block = -1;
-	layer_params(e, &sp, 0);
-	e->out = e->act[TFM_ACT_X0] = add_act(m, TFM_ACT_X0, -1, 0, 1);
-	e->in = n->tokens;
-
-	/* Layers 1..L: the blocks. */
-	for (size_t b = 0; b < L; b++) {
-		size_t l = 1 + b;
+	/* The layers: their kinds, parameters and modules. */
+	for (size_t l = 0; l < m->nlayers; l++) {
 		struct zs_layer *ly = &m->layer[l];
 		no_acts(ly);
-		ly->kind = &block_kind;
-		ly->block = (int)b;
+		ly->kind = l == 0 ? &embed_kind : l == head ? &head_kind : &block_kind;
+		ly->block = l == 0 || l == head ? -1 : (int)(l - 1);
 		layer_params(ly, &sp, l);
-		ly->in = m->layer[l - 1].out;
-		for (int a = 0; a < TFM_NBLOCK_ACTS; a++) {
-			size_t freed = a == TFM_ACT_RES3 ? l + 1 : l;
-			unsigned i = add_act(m, (enum tfm_act)a, (int)b, l, freed);
-			ly->act[a] = i;
-			if (i != ZS_NO_TENSOR)
-				m->tensor[i].recomputed = tr->recompute == TFM_RECOMPUTE_FULL ? a != TFM_ACT_RES3
-				                          : tr->recompute == TFM_RECOMPUTE_SELECTIVE ? a == TFM_ACT_ATT : 0;
-		}
-		ly->out = ly->act[TFM_ACT_RES3];
 	}
 
-	/* Layer L+1: the final norm and the head (tied: the embedding's). */
-	struct zs_layer *h = &m->layer[head];
-	no_acts(h);
-	h->kind = &head_kind;
-	h->block = -1;
+	/* The batch, the backward's scratch, the conversion buffers and what
+	 * each layer saves, as the step description lists them. */
+	struct step_buffers sb;
+	step_buffers_build(&sb, &shape, &sp, B, T, n->mixed, tr->recompute);
+	for (size_t k = 0; k < sb.n; k++) {
+		const struct step_buffer *x = &sb.buf[k];
+		static const enum zs_when when[] = {[STEP_AT_FORWARD] = ZS_AT_FORWARD, [STEP_AT_LAYER] = ZS_AT_LAYER,
+		                                    [STEP_AT_BACKWARD] = ZS_AT_BACKWARD};
+		unsigned i = model_add_tensor(m, (struct zs_tensor){.name = x->name, .block = x->block,
+		                                                    .elements = x->elements, .esize = x->esize,
+		                                                    .cat = x->cat, .alloc = when[x->when],
+		                                                    .layer = x->layer, .recomputed = x->recomputed,
+		                                                    .freed_after = x->freed_after});
+		switch (x->role) {
+		case STEP_TOKENS: n->tokens = i; break;
+		case STEP_TARGETS: n->targets = i; break;
+		case STEP_SCRATCH: n->scratch[x->index] = i; break;
+		case STEP_DNORM: n->dnorm = i; break;
+		case STEP_W32: n->w32 = i; break;
+		case STEP_ACT32: n->act32 = i; break;
+		case STEP_G32: n->g32 = i; break;
+		case STEP_SAVED: m->layer[x->layer].act[x->index] = i; break;
+		}
+	}
+	free(sb.buf);
+	m->input = n->tokens;
+	m->target = n->targets;
+
+	/* The data flow: the embedding reads the tokens; each block the
+	 * previous layer's output; the head the last block's, and its
+	 * logits are where backward starts. */
+	struct zs_layer *e = &m->layer[0], *h = &m->layer[head];
+	e->in = n->tokens;
+	e->out = e->act[STEP_ACT_X0];
+	for (size_t l = 1; l <= L; l++) {
+		m->layer[l].in = m->layer[l - 1].out;
+		m->layer[l].out = m->layer[l].act[STEP_ACT_RES3];
+	}
 	h->in = m->layer[L].out;
 	h->tied = d->tied;
-	layer_params(h, &sp, head); /* the final norm, then the head (tied: the embedding's) */
 	if (d->tied)
 		h->param_off = 0; /* it reads the first unit's */
-	for (int a = TFM_ACT_LNF; a <= TFM_ACT_LOGITS; a++) {
-		int kept = d->tied && (a == TFM_ACT_LNF || a == TFM_ACT_LOGITS); /* until the embedding's backward */
-		h->act[a] = add_act(m, (enum tfm_act)a, -1, head, kept ? 0 : head);
-	}
-	h->out = h->act[TFM_ACT_LOGITS];
+	h->out = h->act[STEP_ACT_LOGITS];
 	h->dy = h->out;
 	step_params_free(&sp);
 }

@@ -22,6 +22,7 @@
 
 #include "util/config.h"
 #include "util/model.h"
+#include "util/schedule.h"
 
 /* Bytes per parameter (docs/schedule.md, "Symbols"), and how the optimizer
  * bytes k split into the categories the tracker uses. */
@@ -244,6 +245,7 @@ struct theory_ds_coord;
 struct theory_ds_coord *theory_ds_coord_new(const uint64_t *n, size_t nt, const size_t *mod_first,
                                             const size_t *mod_n, size_t nmod, const struct zs_config *c,
                                             unsigned world);
+void theory_ds_coord_free(struct theory_ds_coord *d);
 void theory_ds_begin_step(struct theory_ds_coord *d, unsigned step);
 size_t theory_ds_fetch(struct theory_ds_coord *d, const struct zs_config *c, size_t j, int complete,
                        const size_t **fetched);
@@ -292,11 +294,6 @@ double theory_deepspeed_estimate(double params, double largest_layer, enum zs_sc
  * Table 2 without parallelism: sbh(34 + 5as/h) bytes per layer with 2-byte
  * activations, 34sbh with selective recomputation, 2sbh with full. */
 
-enum theory_recompute { THEORY_RECOMPUTE_NONE, THEORY_RECOMPUTE_SELECTIVE, THEORY_RECOMPUTE_FULL };
-
-const char *theory_recompute_name(enum theory_recompute r);
-int theory_recompute_parse(const char *s, enum theory_recompute *out);
-
 /* A transformer's units for --unit layer, in the order forward gathers
  * them: the embeddings (with the final norm when the head is tied: that
  * unit is gathered again for the head), one per block, and the final norm
@@ -336,7 +333,7 @@ const char *theory_act_name(enum theory_act a);
 
 struct theory_act_opts {
 	uint64_t seq;                   /* s */
-	enum theory_recompute recompute;
+	enum zs_recompute recompute;
 	int flash;                      /* attention scores never stored */
 	unsigned elem;                  /* bytes of an activation: 2, or 4 in fp32 */
 };
@@ -378,15 +375,12 @@ void theory_model_peak(const struct zs_model *m, const struct theory_act_opts *o
  * framework's scheme but DeepSpeed's zero3): resident, peak and its
  * breakdown, comm, from the shape alone (docs/schedule.md, "Transformers:
  * the engine's schedule"). has_schedule says whether the request is one
- * the engine runs; theory_model_schedule is the paper's. */
+ * the engine runs. */
 int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
                               const struct theory_bytes *b, enum zs_framework fw, enum zs_scheme scheme);
-void theory_model_schedule(const struct zs_model *m, const struct theory_act_opts *o,
-                           const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
-                           enum zs_unit unit, unsigned world, struct theory_schedule *out);
-/* The same under c's framework (c->framework, its options; the paper's
- * for ZS_FW_PAPER): torch's DDP, ZeroRedundancyOptimizer and FSDP as
- * docs/schedule.md gives them on the transformer. */
+/* The walk under c's framework (c->framework, its options; the paper's
+ * for ZS_FW_PAPER or c NULL): torch's DDP, ZeroRedundancyOptimizer and
+ * FSDP as docs/schedule.md gives them on the transformer. */
 void theory_model_framework_schedule(const struct zs_model *m, const struct theory_act_opts *o,
                                      const struct theory_bytes *b, const struct zs_config *c, uint64_t batch,
                                      enum zs_scheme scheme, enum zs_unit unit, unsigned world,
@@ -435,15 +429,15 @@ double theory_request_usable(const struct theory_request *req);
 void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
                 unsigned world, struct theory_row *r);
 
-/* The keys only a framework adds (theory_framework.c; docs/formats.md),
- * 0 or -1 when cJSON runs out of memory. To an MLP row's "schedule":
+/* The keys only a framework adds (theory_framework.c; docs/formats.md).
+ * To an MLP row's "schedule":
  * "imbalance_bytes" and "per_rank" (every rank's resident and peak bytes
  * and bytes sent). To a row: for DeepSpeed, "deepspeed_estimate" beside
  * zerosim's floor and schedule. */
-int theory_framework_json(cJSON *schedule, const struct theory_request *req, enum zs_scheme scheme,
-                          unsigned world, const struct theory_schedule *sc);
-int theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
-                              enum zs_unit unit, unsigned world);
+void theory_framework_json(cJSON *schedule, const struct theory_request *req, enum zs_scheme scheme,
+                           unsigned world, const struct theory_schedule *sc);
+void theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
+                               enum zs_unit unit, unsigned world);
 
 /* The framework's lines for the text output, or NULL for the paper's
  * (the caller frees it). */
@@ -456,7 +450,7 @@ char *theory_deepspeed_text(const struct theory_request *req);
 
 /* Build the zerosim-theory/1 tree (docs/formats.md). Rows are in the order
  * schemes x units x worlds, each list in the order given. The caller frees
- * the result with cJSON_Delete(); NULL when cJSON runs out of memory. */
+ * the result with cJSON_Delete(). */
 cJSON *theory_json(const struct theory_request *req);
 
 /* The same content as text for a person. For a model known by its MLP

@@ -172,23 +172,22 @@ void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config
  * (docs/schedule.md, "deepspeed", ZeRO-3's coordinator; line numbers of
  * partitioned_param_coordinator.py at 38327e0). Tensors in model order
  * (ds_id order: each layer's weight, then its bias), each in its module. */
-#define DS_MAX_TENSORS THEORY_MAX_TENSORS
 #define DS_REUSE_DISTANCE 1e9 /* stage3_max_reuse_distance's default (runtime/zero/config.py 237) */
 
 /* Modules are runs of tensors, [first, first + n) (a tied head's is the
  * token table again). */
 struct theory_ds_coord {
 	size_t ntensors, nmodules, ntrace, nqueue, head;
-	uint64_t n[DS_MAX_TENSORS], s[DS_MAX_TENSORS]; /* elements, and ceil(n/N) a rank */
-	size_t mod_first[DS_MAX_TENSORS], mod_n[DS_MAX_TENSORS];
+	/* Every list malloc'd to its size by coord_setup (coord_free). */
+	uint64_t *n, *s;                     /* per tensor: elements, and ceil(n/N) a rank */
+	size_t *mod_first, *mod_n;           /* per module */
 	uint64_t gathered;                   /* Σ ceil(n/N) of the tensors gathered so far */
-	int persist[DS_MAX_TENSORS], avail[DS_MAX_TENSORS];
-	double recent[DS_MAX_TENSORS];       /* __most_recent_step_id_param_fetched_for */
-	size_t trace[2 * DS_MAX_TENSORS];    /* __submodule_order: the modules forward, then backward */
-	size_t qt[2 * DS_MAX_TENSORS + 4];   /* __param_queue: (param, step_id_last_used_at) */
-	size_t qs[2 * DS_MAX_TENSORS + 4];
+	int *persist, *avail;                /* per tensor */
+	double *recent;                      /* __most_recent_step_id_param_fetched_for */
+	size_t *trace;                       /* __submodule_order: the modules forward, then backward */
+	size_t *qt, *qs;                     /* __param_queue: (param, step_id_last_used_at) */
 	double n_avail;                      /* __n_available_params */
-	size_t fetched[DS_MAX_TENSORS], nfetched; /* gathered by the last fetch, in order */
+	size_t *fetched, nfetched;           /* gathered by the last fetch, in order */
 };
 #define ds_coord theory_ds_coord
 
@@ -231,8 +230,7 @@ static void coord_fetch(struct ds_coord *d, const struct zs_config *c, size_t j,
 	if (c->ds_prefetch_bucket <= 0) /* 380 */
 		return;
 	double room = fmin(c->ds_max_live - d->n_avail, c->ds_prefetch_bucket), numel = 0; /* 381-382 */
-	static int chosen[DS_MAX_TENSORS];
-	memset(chosen, 0, d->ntensors * sizeof chosen[0]);
+	int *chosen = zs_calloc(d->ntensors, sizeof *chosen);
 	while (d->head < d->nqueue && numel < room) { /* 385-402 */
 		size_t t = d->qt[d->head], step = d->qs[d->head++];
 		int fetch = !d->avail[t] && !chosen[t];
@@ -245,6 +243,7 @@ static void coord_fetch(struct ds_coord *d, const struct zs_config *c, size_t j,
 	for (size_t t = 0; t < d->ntensors; t++)
 		if (chosen[t])
 			coord_gather(d, t);
+	free(chosen);
 }
 
 /* release_sub_module (422-441) after trace entry j (__step_id is j + 1):
@@ -256,8 +255,7 @@ static void coord_fetch(struct ds_coord *d, const struct zs_config *c, size_t j,
 static size_t coord_release(struct ds_coord *d, size_t j, int complete, size_t *out)
 {
 	size_t m = d->trace[j], nout = 0;
-	static int keep[DS_MAX_TENSORS];
-	memset(keep, 0, d->ntensors * sizeof keep[0]);
+	int *keep = zs_calloc(d->ntensors, sizeof *keep);
 	if (complete) {
 		for (size_t t = 0; t < d->ntensors; t++)
 			keep[t] = d->persist[t] || d->recent[t] > (double)(j + 1);
@@ -275,6 +273,7 @@ static size_t coord_release(struct ds_coord *d, size_t j, int complete, size_t *
 			if (out != NULL)
 				out[nout++] = t;
 		}
+	free(keep);
 	return nout;
 }
 
@@ -286,6 +285,20 @@ static void coord_setup(struct ds_coord *d, const uint64_t *n, size_t nt, const 
 {
 	memset(d, 0, sizeof *d);
 	d->ntensors = nt;
+	d->n = zs_calloc(nt, sizeof *d->n);
+	d->s = zs_calloc(nt, sizeof *d->s);
+	d->persist = zs_calloc(nt, sizeof *d->persist);
+	d->avail = zs_calloc(nt, sizeof *d->avail);
+	d->recent = zs_calloc(nt, sizeof *d->recent);
+	d->fetched = zs_calloc(nt, sizeof *d->fetched);
+	d->mod_first = zs_calloc(nmod, sizeof *d->mod_first);
+	d->mod_n = zs_calloc(nmod, sizeof *d->mod_n);
+	d->trace = zs_calloc(2 * nmod, sizeof *d->trace);
+	size_t nq = 0; /* each module's tensors, twice */
+	for (size_t m = 0; m < nmod; m++)
+		nq += 2 * mod_n[m];
+	d->qt = zs_calloc(nq, sizeof *d->qt);
+	d->qs = zs_calloc(nq, sizeof *d->qs);
 	for (size_t t = 0; t < nt; t++) {
 		d->n[t] = n[t];
 		d->s[t] = (n[t] + world - 1) / world;
@@ -304,13 +317,32 @@ static void coord_setup(struct ds_coord *d, const uint64_t *n, size_t nt, const 
 		}
 }
 
+static void coord_free(struct ds_coord *d)
+{
+	free(d->n);
+	free(d->s);
+	free(d->persist);
+	free(d->avail);
+	free(d->recent);
+	free(d->fetched);
+	free(d->mod_first);
+	free(d->mod_n);
+	free(d->trace);
+	free(d->qt);
+	free(d->qs);
+	free(d);
+}
+
+void theory_ds_coord_free(struct theory_ds_coord *d) { coord_free(d); }
+
 /* The MLP's tensors (each layer's weight, then its bias) and its modules
  * (unit=layer each layer's two, unit=model one of them all). */
 static void coord_init(struct ds_coord *d, const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
                        unsigned world)
 {
-	static uint64_t n[DS_MAX_TENSORS];
-	static size_t first[DS_MAX_TENSORS], count[DS_MAX_TENSORS];
+	/* two tensors and at most one module a layer */
+	uint64_t *n = zs_calloc(2 * s->nwidths, sizeof *n);
+	size_t *first = zs_calloc(s->nwidths, sizeof *first), *count = zs_calloc(s->nwidths, sizeof *count);
 	size_t nt = 0, nm = 0;
 	for (size_t l = 0; l + 1 < s->nwidths; l++) {
 		if (unit == ZS_UNIT_LAYER || l == 0) {
@@ -323,6 +355,9 @@ static void coord_init(struct ds_coord *d, const struct theory_shape *s, const s
 		}
 	}
 	coord_setup(d, n, nt, first, count, nm, c, world);
+	free(n);
+	free(first);
+	free(count);
 }
 
 struct theory_ds_coord *theory_ds_coord_new(const uint64_t *n, size_t nt, const size_t *mod_first,
@@ -396,25 +431,26 @@ int theory_ds_persist(const struct theory_ds_coord *d, size_t t) { return d->per
 void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
                            struct theory_deepspeed_live *out)
 {
-	static struct ds_coord d; /* large; theory rows are computed one at a time */
-	coord_init(&d, s, c, unit, 1);
+	struct ds_coord *d = zs_malloc(sizeof *d); /* large: not on the stack */
+	coord_init(d, s, c, unit, 1);
 	*out = (struct theory_deepspeed_live){0};
-	coord_begin_step(&d, 1);
-	for (size_t j = 0; j < d.ntrace; j++) {
-		coord_fetch(&d, c, j, 0);
-		out->first_step = coord_live(&d) > out->first_step ? coord_live(&d) : out->first_step;
-		coord_release(&d, j, 0, NULL);
+	coord_begin_step(d, 1);
+	for (size_t j = 0; j < d->ntrace; j++) {
+		coord_fetch(d, c, j, 0);
+		out->first_step = coord_live(d) > out->first_step ? coord_live(d) : out->first_step;
+		coord_release(d, j, 0, NULL);
 	}
-	coord_begin_step(&d, 2);
-	for (size_t j = 0; j < d.ntrace; j++) {
-		if (j == d.nmodules)
-			out->at_backward = coord_live(&d);
-		coord_fetch(&d, c, j, 1);
+	coord_begin_step(d, 2);
+	for (size_t j = 0; j < d->ntrace; j++) {
+		if (j == d->nmodules)
+			out->at_backward = coord_live(d);
+		coord_fetch(d, c, j, 1);
 		if (j == 0)
-			out->first_fetch = coord_live(&d);
-		out->peak = coord_live(&d) > out->peak ? coord_live(&d) : out->peak;
-		coord_release(&d, j, 1, NULL);
+			out->first_fetch = coord_live(d);
+		out->peak = coord_live(d) > out->peak ? coord_live(d) : out->peak;
+		coord_release(d, j, 1, NULL);
 	}
+	coord_free(d);
 }
 
 /* A point of the step: the bytes above R (the state between steps before
@@ -517,32 +553,35 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
                          struct theory_schedule *out)
 {
 	const struct theory_bytes *b = &s->bytes;
-	static struct ds_coord d; /* large; theory rows are computed one at a time */
-	coord_init(&d, s, c, unit, world);
+	struct ds_coord *d = zs_malloc(sizeof *d); /* large: not on the stack */
+	coord_init(d, s, c, unit, world);
 	uint64_t S = 0, persist = 0, A = out->peak_breakdown[THEORY_ACTIVATIONS];
 	uint64_t D = out->peak_breakdown[THEORY_SCRATCH], B = (uint64_t)c->ds_reduce_bucket;
-	for (size_t t = 0; t < d.ntensors; t++) {
-		S += d.s[t];
-		persist += d.persist[t] ? d.n[t] : 0;
+	for (size_t t = 0; t < d->ntensors; t++) {
+		S += d->s[t];
+		persist += d->persist[t] ? d->n[t] : 0;
 	}
 	uint64_t base[THEORY_NCATEGORIES] = {0}, x[THEORY_NCATEGORIES];
 	theory_ds3_resident(b, c, S, persist, world, out, base);
 	int off = c->offload != ZS_OFFLOAD_NONE, offp = c->offload == ZS_OFFLOAD_PARAMS;
 	/* the backward order of the tensors, each unit's in model order, and
 	 * where the bucket is reduced: before tensor i when it would not fit */
-	size_t order[DS_MAX_TENSORS], no = 0, start[DS_MAX_TENSORS + 1], nflush = 0;
-	for (size_t m = d.nmodules; m-- > 0;)
-		for (size_t t = 0; t < d.ntensors; t++)
-			if (coord_in(&d, t, m))
+	size_t norder = 0, no = 0, nflush = 0;
+	for (size_t m = 0; m < d->nmodules; m++)
+		norder += d->mod_n[m];
+	size_t *order = zs_calloc(norder, sizeof *order), *start = zs_calloc(norder + 2, sizeof *start);
+	for (size_t m = d->nmodules; m-- > 0;)
+		for (size_t t = 0; t < d->ntensors; t++)
+			if (coord_in(d, t, m))
 				order[no++] = t;
 	uint64_t used = 0;
 	start[nflush++] = 0;
 	for (size_t i = 0; i < no; i++) {
-		if (used + d.n[order[i]] > B && used > 0) {
+		if (used + d->n[order[i]] > B && used > 0) {
 			start[nflush++] = i;
 			used = 0;
 		}
-		used += d.n[order[i]];
+		used += d->n[order[i]];
 	}
 	start[nflush] = no;
 	memset(out->peak_breakdown, 0, sizeof out->peak_breakdown);
@@ -551,27 +590,27 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 	ds3_point(base, x, out); /* set-up */
 	uint64_t sent = 0, sent_elements = 0;
 	for (unsigned step = 1; step <= c->steps; step++) {
-		coord_begin_step(&d, step);
-		d.gathered = 0;
+		coord_begin_step(d, step);
+		d->gathered = 0;
 		uint64_t fwd = (uint64_t)s->widths[0] + s->widths[s->nwidths - 1];
-		for (size_t j = 0; j < d.ntrace; j++) {
-			size_t m = d.trace[j];
-			coord_fetch(&d, c, j, step > 1);
+		for (size_t j = 0; j < d->ntrace; j++) {
+			size_t m = d->trace[j];
+			coord_fetch(d, c, j, step > 1);
 			memset(x, 0, sizeof x);
 			/* a tensor larger than the bucket, last of the module before
 			 * in backward, still in autograd's grad until this module's
 			 * first tensor reduces it */
 			size_t first = 0;
-			while (first < no && j >= d.nmodules && !coord_in(&d, order[first], m))
+			while (first < no && j >= d->nmodules && !coord_in(d, order[first], m))
 				first++;
-			uint64_t carried = j >= d.nmodules && first > 0 && d.n[order[first - 1]] > B ? d.n[order[first - 1]] : 0;
-			x[THEORY_ACTIVATIONS] = j < d.nmodules ? fwd * 4 * s->batch : A;
-			x[THEORY_SCRATCH] = j < d.nmodules ? 0 : D;
+			uint64_t carried = j >= d->nmodules && first > 0 && d->n[order[first - 1]] > B ? d->n[order[first - 1]] : 0;
+			x[THEORY_ACTIVATIONS] = j < d->nmodules ? fwd * 4 * s->batch : A;
+			x[THEORY_SCRATCH] = j < d->nmodules ? 0 : D;
 			x[THEORY_FULL_GRADS] = carried * b->g;
 			if (offp)
-				ds3_gather_points(&d, base, x, b->p, out);
-			x[THEORY_GATHERED_PARAMS] = coord_live(&d) * b->p;
-			if (j < d.nmodules) { /* forward: its layers' outputs, one by one */
+				ds3_gather_points(d, base, x, b->p, out);
+			x[THEORY_GATHERED_PARAMS] = coord_live(d) * b->p;
+			if (j < d->nmodules) { /* forward: its layers' outputs, one by one */
 				for (size_t l = 0; l + 1 < s->nwidths; l++)
 					if (unit == ZS_UNIT_MODEL || l == m) {
 						fwd += s->widths[l + 1];
@@ -580,50 +619,53 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 					}
 			} else { /* backward: everything, the deltas, the module's grads, its flushes */
 				uint64_t n = 0;
-				for (size_t t = 0; t < d.ntensors; t++)
-					n += coord_in(&d, t, m) ? d.n[t] : 0;
+				for (size_t t = 0; t < d->ntensors; t++)
+					n += coord_in(d, t, m) ? d->n[t] : 0;
 				x[THEORY_ACTIVATIONS] = A;
 				x[THEORY_SCRATCH] = D;
 				x[THEORY_FULL_GRADS] = (n + carried) * b->g;
 				ds3_point(base, x, out);
 				for (size_t f = 1; f < nflush; f++)
-					if (coord_in(&d, order[start[f]], m)) {
-						uint64_t flat = ds3_flush_elements(&d, order, start[f - 1], start[f], world);
+					if (coord_in(d, order[start[f]], m)) {
+						uint64_t flat = ds3_flush_elements(d, order, start[f - 1], start[f], world);
 						x[THEORY_FULL_GRADS] = (n + carried + flat) * b->g;
 						ds3_point(base, x, out);
 						carried = 0;
 					}
 			}
-			coord_release(&d, j, step > 1, NULL);
+			coord_release(d, j, step > 1, NULL);
 		}
 		memset(x, 0, sizeof x); /* the epilogue's reduction, the activations freed */
-		x[THEORY_GATHERED_PARAMS] = coord_live(&d) * b->p;
-		uint64_t last = no > 0 && d.n[order[no - 1]] > B ? d.n[order[no - 1]] : 0; /* still in its own grad */
-		x[THEORY_FULL_GRADS] = (last + ds3_flush_elements(&d, order, start[nflush - 1], no, world)) * b->g;
+		x[THEORY_GATHERED_PARAMS] = coord_live(d) * b->p;
+		uint64_t last = no > 0 && d->n[order[no - 1]] > B ? d->n[order[no - 1]] : 0; /* still in its own grad */
+		x[THEORY_FULL_GRADS] = (last + ds3_flush_elements(d, order, start[nflush - 1], no, world)) * b->g;
 		ds3_point(base, x, out);
 		memset(x, 0, sizeof x); /* step(): nothing whole; offloaded, the fp32 grad is on the host */
 		x[THEORY_GRAD32] = off ? 0 : S * 4;
 		x[THEORY_GRAD16] = b->g == 2 && !off ? S * b->g : 0;
 		ds3_point(base, x, out);
-		d.nfetched = 0;
-		for (size_t t = 0; t < d.ntensors; t++) { /* _post_step: the persistent params gathered */
-			d.avail[t] = 0;
-			if (d.persist[t])
-				coord_gather(&d, t);
+		d->nfetched = 0;
+		for (size_t t = 0; t < d->ntensors; t++) { /* _post_step: the persistent params gathered */
+			d->avail[t] = 0;
+			if (d->persist[t])
+				coord_gather(d, t);
 		}
 		memset(x, 0, sizeof x);
 		if (offp)
-			ds3_gather_points(&d, base, x, b->p, out);
-		sent += (uint64_t)(world - 1) * (d.gathered * b->p + S * b->g);
-		sent_elements += (uint64_t)(world - 1) * (d.gathered + S);
+			ds3_gather_points(d, base, x, b->p, out);
+		sent += (uint64_t)(world - 1) * (d->gathered * b->p + S * b->g);
+		sent_elements += (uint64_t)(world - 1) * (d->gathered + S);
 		if (step == c->steps) {
-			out->comm_bytes = (uint64_t)(world - 1) * (d.gathered * b->p + S * b->g);
-			out->comm_elements = (uint64_t)(world - 1) * (d.gathered + S);
+			out->comm_bytes = (uint64_t)(world - 1) * (d->gathered * b->p + S * b->g);
+			out->comm_elements = (uint64_t)(world - 1) * (d->gathered + S);
 		}
 	}
 	out->steps_differ = 1;
 	out->comm_bytes_mean = (double)sent / c->steps;
 	out->comm_elements_mean = (double)sent_elements / c->steps;
+	free(order);
+	free(start);
+	coord_free(d);
 }
 
 void theory_deepspeed_memory(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
@@ -662,7 +704,7 @@ void theory_deepspeed_memory(const struct theory_shape *s, const struct zs_confi
 	out->startup_host_bytes_per_node = 4 * psi * c->ranks_per_node;
 }
 
-static int memory_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
+static void memory_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
                        unsigned world)
 {
 	const struct zs_config *c = req->config;
@@ -671,16 +713,15 @@ static int memory_json(cJSON *row, const struct theory_request *req, enum zs_sch
 	theory_request_bytes(req, &s.bytes);
 	theory_deepspeed_memory(&s, c, scheme, unit, world, &m);
 	cJSON *o = cJSON_AddObjectToObject(row, "deepspeed_memory");
-	return o == NULL || cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload)) == NULL ||
-	       zs_json_add_number(o, "device_bytes", (double)m.device_bytes) == NULL ||
-	       zs_json_add_number(o, "host_bytes", (double)m.host_bytes) == NULL ||
-	       zs_json_add_number(o, "ranks_per_node", c->ranks_per_node) == NULL ||
-	       zs_json_add_number(o, "host_bytes_per_node", (double)m.host_bytes_per_node) == NULL ||
-	       zs_json_add_number(o, "startup_host_bytes_per_node", (double)m.startup_host_bytes_per_node) == NULL
-	       ? -1 : 0;
+	cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload));
+	zs_json_add_number(o, "device_bytes", (double)m.device_bytes);
+	zs_json_add_number(o, "host_bytes", (double)m.host_bytes);
+	zs_json_add_number(o, "ranks_per_node", c->ranks_per_node);
+	zs_json_add_number(o, "host_bytes_per_node", (double)m.host_bytes_per_node);
+	zs_json_add_number(o, "startup_host_bytes_per_node", (double)m.startup_host_bytes_per_node);
 }
 
-static int zero3_json(cJSON *row, const struct theory_request *req, enum zs_unit unit, unsigned world)
+static void zero3_json(cJSON *row, const struct theory_request *req, enum zs_unit unit, unsigned world)
 {
 	const struct zs_config *c = req->config;
 	struct theory_shape s = {c->widths, c->nwidths, c->batch, {0}};
@@ -689,21 +730,21 @@ static int zero3_json(cJSON *row, const struct theory_request *req, enum zs_unit
 	theory_request_bytes(req, &s.bytes);
 	theory_deepspeed_zero3(&s, c, world, &z);
 	theory_deepspeed_live(&s, c, unit, &lv);
-	cJSON *o = cJSON_AddObjectToObject(row, "deepspeed_zero3"), *l = o ? cJSON_AddObjectToObject(o, "live_params") : NULL;
-	return l == NULL || zs_json_add_number(l, "prefetch_bucket", c->ds_prefetch_bucket) == NULL ||
-	       zs_json_add_number(l, "max_live", c->ds_max_live) == NULL ||
-	       zs_json_add_number(l, "first_step", (double)lv.first_step) == NULL ||
-	       zs_json_add_number(l, "first_fetch", (double)lv.first_fetch) == NULL ||
-	       zs_json_add_number(l, "at_backward", (double)lv.at_backward) == NULL ||
-	       zs_json_add_number(l, "peak", (double)lv.peak) == NULL ||
-	       zs_json_add_number(l, "peak_bytes", (double)(lv.peak * s.bytes.p)) == NULL ||
-	       zs_json_add_number(o, "persist_threshold", c->ds_persist) == NULL ||
-	       zs_json_add_number(o, "tensors", z.tensors) == NULL ||
-	       zs_json_add_number(o, "persistent_tensors", z.persistent_tensors) == NULL ||
-	       zs_json_add_number(o, "persistent_params", (double)z.persistent_params) == NULL ||
-	       zs_json_add_number(o, "partitioned_params", (double)z.partitioned_params) == NULL ||
-	       zs_json_add_number(o, "shard_elements", (double)z.shard_elements) == NULL ||
-	       zs_json_add_number(o, "resident_bytes", (double)z.resident_bytes) == NULL ? -1 : 0;
+	cJSON *o = cJSON_AddObjectToObject(row, "deepspeed_zero3"), *l = cJSON_AddObjectToObject(o, "live_params");
+	zs_json_add_number(l, "prefetch_bucket", c->ds_prefetch_bucket);
+	zs_json_add_number(l, "max_live", c->ds_max_live);
+	zs_json_add_number(l, "first_step", (double)lv.first_step);
+	zs_json_add_number(l, "first_fetch", (double)lv.first_fetch);
+	zs_json_add_number(l, "at_backward", (double)lv.at_backward);
+	zs_json_add_number(l, "peak", (double)lv.peak);
+	zs_json_add_number(l, "peak_bytes", (double)(lv.peak * s.bytes.p));
+	zs_json_add_number(o, "persist_threshold", c->ds_persist);
+	zs_json_add_number(o, "tensors", z.tensors);
+	zs_json_add_number(o, "persistent_tensors", z.persistent_tensors);
+	zs_json_add_number(o, "persistent_params", (double)z.persistent_params);
+	zs_json_add_number(o, "partitioned_params", (double)z.partitioned_params);
+	zs_json_add_number(o, "shard_elements", (double)z.shard_elements);
+	zs_json_add_number(o, "resident_bytes", (double)z.resident_bytes);
 }
 
 /* estimate_zero2_model_states_mem_needs (stage_1_and_2.py 2430-2447) and
@@ -737,30 +778,33 @@ double theory_deepspeed_estimator(double params, double largest_layer, enum zs_s
 	return gpu < 0 ? -1 : trunc(gpu);
 }
 
-int theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
+void theory_framework_row_json(cJSON *row, const struct theory_request *req, enum zs_scheme scheme,
                               enum zs_unit unit, unsigned world)
 {
 	const struct zs_config *c = req->config;
 	double psi, largest, host;
 	if (c->framework != ZS_FW_DEEPSPEED)
-		return 0;
-	if (scheme == ZS_ZERO3 && req->shape_known && zero3_json(row, req, unit, world) < 0)
-		return -1;
-	if (req->shape_known && memory_json(row, req, scheme, unit, world) < 0)
-		return -1;
+		return;
+	if (scheme == ZS_ZERO3 && req->shape_known)
+		zero3_json(row, req, unit, world);
+	if (req->shape_known)
+		memory_json(row, req, scheme, unit, world);
 	request_model(req, &psi, &largest);
 	double est = theory_deepspeed_estimator(psi, largest, scheme, world, c->ranks_per_node, c->offload, &host);
-	if (est < 0)
-		return cJSON_AddNullToObject(row, "deepspeed_estimate") != NULL ? 0 : -1;
+	if (est < 0) {
+		cJSON_AddNullToObject(row, "deepspeed_estimate");
+		return;
+	}
 	cJSON *o = cJSON_AddObjectToObject(row, "deepspeed_estimate");
-	return o == NULL ||
-	       cJSON_AddStringToObject(o, "function", scheme == ZS_ZERO2 ? "estimate_zero2_model_states_mem_needs"
-	                                                                 : "estimate_zero3_model_states_mem_needs") == NULL ||
-	       zs_json_add_number(o, "device_bytes", est) == NULL ||
-	       zs_json_add_number(o, "device_bytes_per_param", est / psi) == NULL ||
-	       (scheme == ZS_ZERO3 && zs_json_add_number(o, "largest_layer_params", largest) == NULL) ||
-	       (c->offload != ZS_OFFLOAD_NONE && cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload)) == NULL) ||
-	       zs_json_add_number(o, "host_bytes_per_node", host) == NULL ? -1 : 0;
+	cJSON_AddStringToObject(o, "function", scheme == ZS_ZERO2 ? "estimate_zero2_model_states_mem_needs"
+	                                                          : "estimate_zero3_model_states_mem_needs");
+	zs_json_add_number(o, "device_bytes", est);
+	zs_json_add_number(o, "device_bytes_per_param", est / psi);
+	if (scheme == ZS_ZERO3)
+		zs_json_add_number(o, "largest_layer_params", largest);
+	if (c->offload != ZS_OFFLOAD_NONE)
+		cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload));
+	zs_json_add_number(o, "host_bytes_per_node", host);
 }
 
 /* zerosim's figures for where a rank's bytes live, by N and scheme. */

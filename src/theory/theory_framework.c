@@ -320,17 +320,9 @@ void theory_framework_schedule(const struct theory_shape *s, const struct zs_con
 /* Rank k's model states differ from the binding rank's by its share of
  * the optimizer state (torch's zero1); the transients and bytes sent are
  * every rank's. */
-static int push(cJSON *arr, double v)
-{
-	cJSON *n = cJSON_CreateNumber(v);
-	if (n == NULL || !cJSON_AddItemToArray(arr, n)) {
-		cJSON_Delete(n);
-		return -1;
-	}
-	return 0;
-}
+static void push(cJSON *arr, double v) { cJSON_AddItemToArray(arr, cJSON_CreateNumber(v)); }
 
-int theory_framework_json(cJSON *schedule, const struct theory_request *req, enum zs_scheme scheme,
+void theory_framework_json(cJSON *schedule, const struct theory_request *req, enum zs_scheme scheme,
                           unsigned world, const struct theory_schedule *sc)
 {
 	const struct zs_config *c = req->config;
@@ -338,24 +330,24 @@ int theory_framework_json(cJSON *schedule, const struct theory_request *req, enu
 	uint64_t *load = zs_calloc(world, sizeof *load), most = 0;
 	theory_request_bytes(req, &s.bytes);
 	if (c->framework == ZS_FW_TORCH && scheme == ZS_ZERO1) {
-		static uint64_t n[THEORY_MAX_TENSORS];
+		uint64_t *n = zs_calloc(THEORY_MAX_TENSORS, sizeof *n);
 		size_t nt = req->model != NULL ? theory_model_tensors(req->model, n) : tensors(&s, n);
 		theory_greedy_partition(n, nt, world, load);
+		free(n);
 	}
 	for (unsigned k = 0; k < world; k++)
 		most = load[k] > most ? load[k] : most;
-	cJSON *per = cJSON_AddObjectToObject(schedule, "per_rank"), *ra = NULL, *pa = NULL, *ca = NULL;
-	int rc = schedule == NULL || zs_json_add_number(schedule, "imbalance_bytes", sc->imbalance_bytes) == NULL ||
-	         (ra = cJSON_AddArrayToObject(per, "resident_bytes")) == NULL ||
-	         (pa = cJSON_AddArrayToObject(per, "peak_bytes")) == NULL ||
-	         (ca = cJSON_AddArrayToObject(per, "comm_bytes_per_step")) == NULL ? -1 : 0;
-	for (unsigned k = 0; k < world && rc == 0; k++) {
+	cJSON *per = cJSON_AddObjectToObject(schedule, "per_rank");
+	zs_json_add_number(schedule, "imbalance_bytes", sc->imbalance_bytes);
+	cJSON *ra = cJSON_AddArrayToObject(per, "resident_bytes"), *pa = cJSON_AddArrayToObject(per, "peak_bytes");
+	cJSON *ca = cJSON_AddArrayToObject(per, "comm_bytes_per_step");
+	for (unsigned k = 0; k < world; k++) {
 		uint64_t less = (most - load[k]) * s.bytes.k;
-		rc = push(ra, (double)(sc->resident_bytes - less)) < 0 || push(pa, (double)(sc->peak_bytes - less)) < 0 ||
-		     push(ca, sc->steps_differ ? sc->comm_bytes_mean : (double)sc->comm_bytes) < 0 ? -1 : 0;
+		push(ra, (double)(sc->resident_bytes - less));
+		push(pa, (double)(sc->peak_bytes - less));
+		push(ca, sc->steps_differ ? sc->comm_bytes_mean : (double)sc->comm_bytes);
 	}
 	free(load);
-	return rc;
 }
 
 /* A transformer's tables are the paper's level; the framework's bytes are

@@ -26,23 +26,7 @@
 
 #include "theory/theory.h"
 #include "util/step.h"
-
-static const char *const recompute_names[] = { "none", "selective", "full" };
-
-const char *theory_recompute_name(enum theory_recompute r)
-{
-	return r <= THEORY_RECOMPUTE_FULL ? recompute_names[r] : "?";
-}
-
-int theory_recompute_parse(const char *s, enum theory_recompute *out)
-{
-	for (int r = 0; r <= THEORY_RECOMPUTE_FULL; r++)
-		if (strcmp(s, recompute_names[r]) == 0) {
-			*out = (enum theory_recompute)r;
-			return 0;
-		}
-	return -1;
-}
+#include "util/util.h"
 
 static const char *const act_names[THEORY_NACTS] = {
 	"layers", "recomputed_layer", "embedding_dropout_mask", "final_norm_input",
@@ -126,11 +110,11 @@ uint64_t theory_layer_activations(const struct zs_model *m, const struct theory_
 	uint64_t x = sbh(m, o, batch), sc = scores(m, o, batch) / 5; /* as²b */
 
 	switch (o->recompute) {
-	case THEORY_RECOMPUTE_FULL:
+	case ZS_RECOMPUTE_FULL:
 		return 2 * x * o->elem / 2;
-	case THEORY_RECOMPUTE_SELECTIVE:
+	case ZS_RECOMPUTE_SELECTIVE:
 		return 32 * x * o->elem / 2 + 2 * x;
-	case THEORY_RECOMPUTE_NONE:
+	case ZS_RECOMPUTE_NONE:
 	default:
 		return (32 * x + 4 * sc) * o->elem / 2 + 2 * x + sc;
 	}
@@ -145,13 +129,13 @@ uint64_t theory_activations(const struct zs_model *m, const struct theory_act_op
 	terms[THEORY_ACT_LAYERS] = m->layers * theory_layer_activations(m, o, batch);
 	/* The backward of one layer holds what recomputation rebuilt. */
 	switch (o->recompute) {
-	case THEORY_RECOMPUTE_SELECTIVE:
+	case ZS_RECOMPUTE_SELECTIVE:
 		terms[THEORY_ACT_RECOMPUTED] = 4 * sc * o->elem / 2 + sc;
 		break;
-	case THEORY_RECOMPUTE_FULL:
+	case ZS_RECOMPUTE_FULL:
 		terms[THEORY_ACT_RECOMPUTED] = (32 * x + 4 * sc) * o->elem / 2 + 2 * x + sc;
 		break;
-	case THEORY_RECOMPUTE_NONE:
+	case ZS_RECOMPUTE_NONE:
 	default:
 		terms[THEORY_ACT_RECOMPUTED] = 0;
 		break;
@@ -257,72 +241,34 @@ struct tensor {
 	int recomputed;
 };
 
-#define MAX_TENSORS (16 * ZS_MAX_WIDTHS)
-
 struct tensors {
 	size_t n;
-	struct tensor t[MAX_TENSORS];
+	struct tensor *t;
 };
 
-/* A tensor of `elements` of `size` bytes each. */
-static void add(struct tensors *ts, uint64_t elements, unsigned size, enum theory_category cat, int when,
-                uint64_t layer, uint64_t freed, int recomputed)
-{
-	if (elements > 0)
-		ts->t[ts->n++] = (struct tensor){ elements * size, cat, when, layer, freed, recomputed };
-}
-
-/* Every tensor of the step at micro-batch b, in the engine's list order.
- * In mixed precision (o->elem 2) the matmul outputs and what they feed
- * (x0, ln1, qkv, atty, res2, ln2, fch, fch_act, res3, lnf) are 16-bit, and
- * three fp32 conversion buffers run the step: a layer's params (the
- * largest layer's), a block's input and 16-bit tensors, and (backward) a
- * layer's grads. Everything else is 4 bytes an element. */
+/* Every buffer of the step at micro-batch b, as the step description
+ * lists them (util/step.h: the batch, the backward's scratch, the mixed
+ * precision's conversion buffers, what each layer saves, their bytes and
+ * lifetimes). The caller frees ts->t. */
 static void tensor_list(const struct zs_model *m, const struct theory_act_opts *o, uint64_t b, struct tensors *ts)
 {
-	int gpt2 = m->family == ZS_FAMILY_GPT2, mixed = o->elem == 2;
-	uint64_t T = o->seq, BT = b * T, h = m->hidden, L = m->layers, head = L + 1;
-	uint64_t q = m->heads * m->head_dim, qkv = q + 2 * m->kv_heads * m->head_dim;
-	uint64_t I = m->intermediate, up = gpt2 ? I : 2 * I, mean = gpt2 ? BT : 0;
-	const enum theory_category A = THEORY_ACTIVATIONS, S = THEORY_SCRATCH;
-	const unsigned e16 = o->elem; /* a 16-bit tensor's element: 2 in mixed, 4 in fp32 */
+	static const int when[] = {[STEP_AT_FORWARD] = AT_FORWARD, [STEP_AT_LAYER] = AT_LAYER,
+	                           [STEP_AT_BACKWARD] = AT_BACKWARD};
+	struct step_params p;
+	struct step_buffers sb;
 
-	ts->n = 0;
-	add(ts, BT, 4, A, AT_FORWARD, 0, 0, 0);                   /* tokens */
-	add(ts, BT, 4, A, AT_FORWARD, 0, head, 0);                /* targets */
-	add(ts, BT * h, 4, S, AT_BACKWARD, 0, 0, 0);              /* dres */
-	add(ts, BT * (q > h ? q : h), 4, S, AT_BACKWARD, 0, 1, 0); /* dx */
-	add(ts, BT * qkv, 4, S, AT_BACKWARD, 0, 1, 0);            /* dqkv */
-	add(ts, BT * I, 4, S, AT_BACKWARD, 0, 1, 0);              /* dh */
-	add(ts, BT * up, 4, S, AT_BACKWARD, 0, 1, 0);             /* dup */
-	add(ts, T * T, 4, S, AT_BACKWARD, 0, 1, 0);               /* datt: one head's */
-	if (m->tied)
-		add(ts, gpt2 ? 2 * h : h, 4, S, AT_BACKWARD, 0, 0, 0); /* dnorm */
-	if (mixed) {
-		struct theory_units u;
-		theory_model_units(m, &u);
-		uint64_t wmax = u.embeddings > u.block ? u.embeddings : u.block;
-		wmax = u.head > wmax ? u.head : wmax;
-		add(ts, wmax, 4, S, AT_FORWARD, 0, 0, 0);                                     /* w32 */
-		add(ts, BT * (5 * h + qkv + q + up + I), 4, S, AT_FORWARD, 0, 0, 0);          /* act32 */
-		add(ts, wmax, 4, S, AT_BACKWARD, 0, 0, 0);                                    /* g32 */
+	step_params_build(&p, m);
+	step_buffers_build(&sb, m, &p, b, o->seq, o->elem == 2, o->recompute);
+	ts->n = sb.n;
+	ts->t = zs_calloc(sb.n > 0 ? sb.n : 1, sizeof *ts->t);
+	for (size_t i = 0; i < sb.n; i++) {
+		const struct step_buffer *x = &sb.buf[i];
+		ts->t[i] = (struct tensor){x->elements * x->esize,
+		                           x->cat == ZS_CAT_ACTIVATIONS ? THEORY_ACTIVATIONS : THEORY_SCRATCH,
+		                           when[x->when], x->layer, x->freed_after, x->recomputed};
 	}
-	add(ts, BT * h, e16, A, AT_LAYER, 0, 1, 0);               /* x0 */
-	for (uint64_t l = 1; l <= L; l++) {
-		int full = o->recompute == THEORY_RECOMPUTE_FULL;
-		int sel = o->recompute == THEORY_RECOMPUTE_SELECTIVE;
-		const uint64_t e[13] = { BT * h, mean, BT, BT * qkv, b * m->heads * T * T, BT * q, BT * h,
-		                         BT * h, mean, BT, BT * up, BT * I, BT * h };
-		/* 16-bit in mixed: ln1, qkv, atty, res2, ln2, fch, fch_act, res3 */
-		const int is16[13] = { 1, 0, 0, 1, 0, 1, 1, 1, 0, 0, 1, 1, 1 };
-		for (int a = 0; a < 13; a++)   /* ln1 .. res3, tfm.h's order */
-			add(ts, e[a], is16[a] ? e16 : 4, A, AT_LAYER, l, a == 12 ? l + 1 : l,
-			    full ? a != 12 : sel && a == 4);
-	}
-	add(ts, BT * h, e16, A, AT_LAYER, head, m->tied ? 0 : head, 0); /* lnf */
-	add(ts, mean, 4, A, AT_LAYER, head, head, 0);
-	add(ts, BT, 4, A, AT_LAYER, head, head, 0);
-	add(ts, BT * m->vocab, 4, A, AT_LAYER, head, m->tied ? 0 : head, 0); /* logits, fp32 */
+	free(sb.buf);
+	step_params_free(&p);
 }
 
 static void alloc_at(struct walk *w, const struct tensors *ts, int when)
@@ -366,7 +312,7 @@ int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_
 {
 	/* fp32, or mixed (fp32 master, 16-bit activations) */
 	return m->layers + 2 <= ZS_MAX_WIDTHS && o->elem == (b->master != 0 ? 2 : 4) && !o->flash &&
-	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3 || o->recompute != THEORY_RECOMPUTE_FULL) &&
+	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3 || o->recompute != ZS_RECOMPUTE_FULL) &&
 	       o->seq <= m->positions;
 }
 
@@ -552,67 +498,68 @@ static void ds3_released(struct walk *w, const uint64_t *tn, const size_t *t, si
 static void ds3_walk(const struct zs_model *m, const struct theory_act_opts *o, const struct theory_bytes *b,
                      const struct zs_config *c, uint64_t batch, unsigned world, struct theory_schedule *out)
 {
-	static struct tensors ts;
-	static uint64_t tn[THEORY_MAX_TENSORS];
-	static size_t rel[THEORY_MAX_TENSORS], post[THEORY_MAX_TENSORS];
-	static struct ds3_modules md;
-	static struct ds3_bucket bk;
+	/* large, so on the heap; a row's own, so not static */
+	struct tensors *ts = zs_calloc(1, sizeof *ts);
+	uint64_t *tn = zs_calloc(THEORY_MAX_TENSORS, sizeof *tn);
+	struct ds3_modules *md = zs_malloc(sizeof *md);
+	struct ds3_bucket *bk = zs_malloc(sizeof *bk);
 	struct walk w = {0};
 	size_t nt = theory_model_tensors(m, tn), L = m->layers, nrel;
+	size_t *rel = zs_calloc(nt, sizeof *rel), *post = zs_calloc(nt, sizeof *post);
 	const size_t *got;
 	uint64_t N = world, S = 0, persist = 0, base[THEORY_NCATEGORIES], sent = 0, sent_el = 0;
 	int off = c->offload != ZS_OFFLOAD_NONE, offp = c->offload == ZS_OFFLOAD_PARAMS;
-	ds3_modules(m, &md);
-	struct theory_ds_coord *d = theory_ds_coord_new(tn, nt, md.first, md.count, md.n, c, world);
+	ds3_modules(m, md);
+	struct theory_ds_coord *d = theory_ds_coord_new(tn, nt, md->first, md->count, md->n, c, world);
 	for (size_t t = 0; t < nt; t++) {
 		S += theory_ds_shard(d, t);
 		persist += theory_ds_persist(d, t) ? tn[t] : 0;
 	}
 	out->params = theory_model_params(m);
 	theory_ds3_resident(b, c, S, persist, world, out, base);
-	tensor_list(m, o, batch, &ts);
+	tensor_list(m, o, batch, ts);
 	for (int k = 0; k < THEORY_NCATEGORIES; k++) /* set-up */
 		walk_add(&w, (enum theory_category)k, base[k]);
-	bk = (struct ds3_bucket){.B = (uint64_t)c->ds_reduce_bucket};
+	*bk = (struct ds3_bucket){.B = (uint64_t)c->ds_reduce_bucket};
 	for (unsigned step = 1; step <= c->steps; step++) {
 		int complete = step > 1;
 		size_t j = 0;
 		theory_ds_begin_step(d, step);
-		bk.reduced = 0;
-		alloc_at(&w, &ts, AT_FORWARD);
+		bk->reduced = 0;
+		alloc_at(&w, ts, AT_FORWARD);
 		for (size_t l = 0; l <= L + 1; l++) {
-			forward_part(&w, &ts, l, 1);
-			for (size_t mi = md.of_layer[l]; mi < md.of_layer[l + 1]; mi++, j++) {
+			forward_part(&w, ts, l, 1);
+			for (size_t mi = md->of_layer[l]; mi < md->of_layer[l + 1]; mi++, j++) {
 				ds3_gathered(&w, d, tn, got, theory_ds_fetch(d, c, j, complete, &got), b, offp);
 				ds3_released(&w, tn, rel, theory_ds_release(d, j, complete, rel), b);
 			}
-			forward_part(&w, &ts, l, 0);
+			forward_part(&w, ts, l, 0);
 		}
-		alloc_at(&w, &ts, AT_BACKWARD);
+		alloc_at(&w, ts, AT_BACKWARD);
 		for (size_t l = L + 2; l-- > 0;) {
-			backward_part(&w, &ts, l, 1);
-			for (size_t mi = md.of_layer[l + 1]; mi-- > md.of_layer[l]; j++) {
+			backward_part(&w, ts, l, 1);
+			for (size_t mi = md->of_layer[l + 1]; mi-- > md->of_layer[l]; j++) {
 				ds3_gathered(&w, d, tn, got, theory_ds_fetch(d, c, j, complete, &got), b, offp);
 				uint64_t n = 0;
-				for (size_t t = md.first[mi]; md.grads[mi] && t < md.first[mi] + md.count[mi]; t++)
+				for (size_t t = md->first[mi]; md->grads[mi] && t < md->first[mi] + md->count[mi]; t++)
 					n += tn[t];
 				walk_add(&w, THEORY_FULL_GRADS, n * b->g);
-				for (size_t t = md.first[mi]; md.grads[mi] && t < md.first[mi] + md.count[mi]; t++) {
-					if (bk.used + tn[t] > bk.B && bk.count > 0)
-						ds3_flush(&w, &bk, tn, N, b->g);
-					bk.t[bk.count++] = t;
-					bk.used += tn[t];
+				for (size_t t = md->first[mi]; md->grads[mi] && t < md->first[mi] + md->count[mi]; t++) {
+					if (bk->used + tn[t] > bk->B && bk->count > 0)
+						ds3_flush(&w, bk, tn, N, b->g);
+					bk->t[bk->count++] = t;
+					bk->used += tn[t];
 				}
 				walk_sub(&w, THEORY_FULL_GRADS, n * b->g); /* the module's grads dropped */
-				if (md.grads[mi] && bk.count == 1 && tn[bk.t[0]] > bk.B && bk.held == 0) {
-					bk.held = tn[bk.t[0]] * b->g; /* an oversized grad kept until it is reduced */
-					walk_add(&w, THEORY_FULL_GRADS, bk.held);
+				if (md->grads[mi] && bk->count == 1 && tn[bk->t[0]] > bk->B && bk->held == 0) {
+					bk->held = tn[bk->t[0]] * b->g; /* an oversized grad kept until it is reduced */
+					walk_add(&w, THEORY_FULL_GRADS, bk->held);
 				}
 				ds3_released(&w, tn, rel, theory_ds_release(d, j, complete, rel), b);
 			}
-			backward_part(&w, &ts, l, 0);
+			backward_part(&w, ts, l, 0);
 		}
-		ds3_flush(&w, &bk, tn, N, b->g); /* the epilogue */
+		ds3_flush(&w, bk, tn, N, b->g); /* the epilogue */
 		/* step(): everything released; the fp32 gradient partition (in
 		 * mixed precision from a flat fp16 copy; offloaded, the host's);
 		 * then the persistent params gathered */
@@ -624,12 +571,19 @@ static void ds3_walk(const struct zs_model *m, const struct theory_act_opts *o, 
 		walk_sub(&w, THEORY_GRAD32, off ? 0 : S * 4);
 		ds3_gathered(&w, d, tn, post, npost, b, offp);
 		uint64_t gathered = theory_ds_gathered(d);
-		sent += (N - 1) * gathered * b->p + bk.reduced * b->g;
-		sent_el += (N - 1) * gathered + bk.reduced;
-		out->comm_bytes = (N - 1) * gathered * b->p + bk.reduced * b->g; /* the last step's */
-		out->comm_elements = (N - 1) * gathered + bk.reduced;
+		sent += (N - 1) * gathered * b->p + bk->reduced * b->g;
+		sent_el += (N - 1) * gathered + bk->reduced;
+		out->comm_bytes = (N - 1) * gathered * b->p + bk->reduced * b->g; /* the last step's */
+		out->comm_elements = (N - 1) * gathered + bk->reduced;
 	}
-	free(d);
+	theory_ds_coord_free(d);
+	free(ts->t);
+	free(ts);
+	free(tn);
+	free(md);
+	free(bk);
+	free(rel);
+	free(post);
 	out->peak_bytes = w.peak;
 	memcpy(out->peak_breakdown, w.at_peak, sizeof w.at_peak);
 	out->steps_differ = 1;
@@ -642,13 +596,14 @@ void theory_model_framework_schedule(const struct zs_model *m, const struct theo
                                      enum zs_scheme scheme, enum zs_unit unit, unsigned world,
                                      struct theory_schedule *out)
 {
-	static struct tensors ts; /* large; theory rows are computed one at a time */
-	static uint64_t tn[THEORY_MAX_TENSORS];
+	/* large, so on the heap; a row's own, so not static */
+	struct tensors *ts = zs_calloc(1, sizeof *ts);
+	uint64_t *tn = zs_calloc(THEORY_MAX_TENSORS, sizeof *tn);
 	struct theory_units u;
 	struct theory_states sts;
 	struct theory_bytes rb = *b; /* the resident state's bytes */
 	struct events ev = {0};
-	struct step st = { .ev = &ev, .sc = out, .ts = &ts, .N = world };
+	struct step st = { .ev = &ev, .sc = out, .ts = ts, .N = world };
 	struct walk *w = &st.w;
 	uint64_t L = m->layers, head = L + 1, N = world;
 	enum zs_framework fw = c != NULL ? c->framework : ZS_FW_PAPER;
@@ -672,6 +627,9 @@ void theory_model_framework_schedule(const struct zs_model *m, const struct theo
 	}
 	if (fw == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3) { /* its own walk, module by module */
 		ds3_walk(m, o, b, c, batch, world, out);
+		free(ts->t);
+		free(ts);
+		free(tn);
 		return;
 	}
 	if (fsdp) {
@@ -727,7 +685,7 @@ void theory_model_framework_schedule(const struct zs_model *m, const struct theo
 	/* The step. Unit i holds layers first_i..last_i: unit=model all of
 	 * them; unit=layer the embedding, each block, the untied head (a tied
 	 * head is in no unit's visit but its own). */
-	tensor_list(m, o, batch, &ts);
+	tensor_list(m, o, batch, ts);
 	for (int k = 0; k < THEORY_NCATEGORIES; k++)
 		walk_add(w, (enum theory_category)k, out->resident_breakdown[k]);
 	size_t U = out->nunits;
@@ -739,19 +697,19 @@ void theory_model_framework_schedule(const struct zs_model *m, const struct theo
 	if (unit == ZS_UNIT_LAYER && m->tied)
 		last[U - 1] = head; /* the layout's last unit ends at the head; it runs in its own visit */
 
-	alloc_at(w, &ts, AT_FORWARD);
+	alloc_at(w, ts, AT_FORWARD);
 	for (size_t i = 0; i < U; i++) {
 		if (ev.gp > 0)
 			gather(&st, i);
 		for (uint64_t l = first[i]; l <= last[i]; l++)
 			if (!(visit && l == head))
-				forward_layer(w, &ts, l);
+				forward_layer(w, ts, l);
 		if (ev.gp > 0 && !kept(&st, i, unit))
 			release(&st, i);
 	}
 	if (visit)
 		visit_head(&st, head, unit, 0);
-	alloc_at(w, &ts, AT_BACKWARD);
+	alloc_at(w, ts, AT_BACKWARD);
 	walk_add(w, THEORY_BUCKETS, ev.bucket);
 	walk_add(w, THEORY_FULL_GRADS, ev.full);
 	for (size_t i = U; i-- > 0;) {
@@ -766,7 +724,7 @@ void theory_model_framework_schedule(const struct zs_model *m, const struct theo
 			st.reduced += (N - 1) * ((out->units[i] + N - 1) / N);
 		for (uint64_t l = last[i] + 1; l-- > first[i];)
 			if (!(visit && l == head))
-				backward_layer(w, &ts, l);
+				backward_layer(w, ts, l);
 		release(&st, i);
 		post_backward(&st, i);
 		walk_sub(w, THEORY_FULL_GRADS, out->units[i] * ev.fg);
@@ -783,11 +741,7 @@ void theory_model_framework_schedule(const struct zs_model *m, const struct theo
 		out->comm_elements = st.gathered + st.reduced;
 		out->comm_bytes = st.gathered * ev.gp + st.reduced * ev.fg;
 	}
-}
-
-void theory_model_schedule(const struct zs_model *m, const struct theory_act_opts *o,
-                           const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
-                           enum zs_unit unit, unsigned world, struct theory_schedule *out)
-{
-	theory_model_framework_schedule(m, o, b, NULL, batch, scheme, unit, world, out);
+	free(ts->t);
+	free(ts);
+	free(tn);
 }

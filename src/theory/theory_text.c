@@ -259,11 +259,11 @@ static void activations_text(struct zs_buf *t, const struct theory_request *req)
 	uint64_t act[THEORY_NACTS], total = theory_activations(m, &req->act, req->config->batch, act);
 	char v[32], per[32];
 	static const char *const formula[] = {
-		[THEORY_RECOMPUTE_NONE] = "sbh(34 + 5as/h)",
-		[THEORY_RECOMPUTE_SELECTIVE] = "34sbh, selective recompute",
-		[THEORY_RECOMPUTE_FULL] = "2sbh, full recompute",
+		[ZS_RECOMPUTE_NONE] = "sbh(34 + 5as/h)",
+		[ZS_RECOMPUTE_SELECTIVE] = "34sbh, selective recompute",
+		[ZS_RECOMPUTE_FULL] = "2sbh, full recompute",
 	};
-	const char *f = req->act.flash && req->act.recompute == THEORY_RECOMPUTE_NONE
+	const char *f = req->act.flash && req->act.recompute == ZS_RECOMPUTE_NONE
 	                ? "34sbh, flash attention" : formula[req->act.recompute];
 
 	zs_buf_printf(t, "\nActivations per rank at micro-batch %u (Korthikanti et al. 2022; "
@@ -378,7 +378,7 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 
 /* The largest micro-batch of one scheme at one N under another recompute
  * setting. */
-static uint64_t max_batch_with(const struct theory_request *req, enum theory_recompute rc,
+static uint64_t max_batch_with(const struct theory_request *req, enum zs_recompute rc,
                                enum zs_scheme scheme, enum zs_unit unit, unsigned world)
 {
 	struct theory_request alt = *req;
@@ -436,12 +436,12 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 		}
 		zs_buf_printf(t, "  %-6s", zs_scheme_name(scheme));
 		const char *sep = " --recompute";
-		for (int rc = (int)req->act.recompute + 1; rc <= THEORY_RECOMPUTE_FULL; rc++) {
-			uint64_t mb = max_batch_with(req, (enum theory_recompute)rc, scheme, unit, top);
+		for (int rc = (int)req->act.recompute + 1; rc <= ZS_RECOMPUTE_FULL; rc++) {
+			uint64_t mb = max_batch_with(req, (enum zs_recompute)rc, scheme, unit, top);
 			if (mb == 0)
 				continue;
 			zs_buf_printf(t, "%s %s (up to micro-batch %llu)", sep,
-			              theory_recompute_name((enum theory_recompute)rc), (unsigned long long)mb);
+			              zs_recompute_name((enum zs_recompute)rc), (unsigned long long)mb);
 			sep = " or";
 		}
 		int recompute_helps = sep[1] == 'o';

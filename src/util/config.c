@@ -388,7 +388,7 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 	case ZS_NKEYS:
 		break;
 	}
-	t.given |= 1u << k;
+	t.given |= ZS_KEY_BIT(k);
 	*c = t;
 	return 0;
 }
@@ -542,17 +542,6 @@ double zs_config_params(const struct zs_config *c)
 	return (double)zs_params(c->widths, c->nwidths);
 }
 
-size_t zs_config_units(const struct zs_config *c, enum zs_unit unit, size_t *n)
-{
-	if (unit == ZS_UNIT_MODEL) {
-		n[0] = (size_t)zs_config_params(c);
-		return 1;
-	}
-	for (size_t l = 0; l + 1 < c->nwidths; l++)
-		n[l] = zs_layer_params(c->widths, l);
-	return c->nwidths - 1;
-}
-
 int zs_config_validate(const struct zs_config *c, char **cause)
 {
 	if (c->nwidths < 2)
@@ -574,10 +563,10 @@ int zs_config_validate(const struct zs_config *c, char **cause)
 			snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "",
 			         zs_scheme_name(c->schemes[i]));
 		}
-		if ((c->given & 1u << ZS_KEY_BUCKET_CAP) && !ddp)
+		if ((c->given & ZS_KEY_BIT(ZS_KEY_BUCKET_CAP)) && !ddp)
 			return zs_fail(cause, "--bucket-cap is DDP's bucket size, and --schemes %s builds no DDP "
 			               "(torch's dp and zero1 do)", list);
-		if ((c->given & 1u << ZS_KEY_PREFETCH) && !fsdp)
+		if ((c->given & ZS_KEY_BIT(ZS_KEY_PREFETCH)) && !fsdp)
 			return zs_fail(cause, "--prefetch is FSDP's backward prefetch, and --schemes %s builds no FSDP "
 			               "(torch's zero2 and zero3 do)", list);
 	}
@@ -673,17 +662,17 @@ int zs_parse_bytes(const char *s, double *out, char **cause)
 	return zs_fail(cause, "'%.40s' is not a memory size: unknown unit '%.20s' (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", s, rest);
 }
 
-int zs_config_json_deepspeed(cJSON *cfg, const struct zs_config *c)
+void zs_config_json_deepspeed(cJSON *cfg, const struct zs_config *c)
 {
 	if (c->framework != ZS_FW_DEEPSPEED)
-		return 0;
+		return;
 	cJSON *o = cJSON_AddObjectToObject(cfg, "deepspeed");
-	return o == NULL || cJSON_AddNumberToObject(o, "reduce_bucket", c->ds_reduce_bucket) == NULL ||
-	       cJSON_AddNumberToObject(o, "allgather_bucket", c->ds_allgather_bucket) == NULL ||
-	       cJSON_AddBoolToObject(o, "overlap_comm", c->ds_overlap_comm) == NULL ||
-	       cJSON_AddNumberToObject(o, "persist", c->ds_persist) == NULL ||
-	       cJSON_AddNumberToObject(o, "prefetch_bucket", c->ds_prefetch_bucket) == NULL ||
-	       cJSON_AddNumberToObject(o, "max_live", c->ds_max_live) == NULL ||
-	       cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload)) == NULL ||
-	       cJSON_AddNumberToObject(o, "ranks_per_node", c->ranks_per_node) == NULL ? -1 : 0;
+	cJSON_AddNumberToObject(o, "reduce_bucket", c->ds_reduce_bucket);
+	cJSON_AddNumberToObject(o, "allgather_bucket", c->ds_allgather_bucket);
+	cJSON_AddBoolToObject(o, "overlap_comm", c->ds_overlap_comm);
+	cJSON_AddNumberToObject(o, "persist", c->ds_persist);
+	cJSON_AddNumberToObject(o, "prefetch_bucket", c->ds_prefetch_bucket);
+	cJSON_AddNumberToObject(o, "max_live", c->ds_max_live);
+	cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload));
+	cJSON_AddNumberToObject(o, "ranks_per_node", c->ranks_per_node);
 }

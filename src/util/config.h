@@ -42,7 +42,7 @@ enum zs_prefetch { ZS_PREFETCH_NONE, ZS_PREFETCH_BACKWARD_PRE, ZS_NPREFETCH };
  * reads as 2^53, which is therefore refused too. */
 #define ZS_MAX_SEED 9007199254740991ULL
 
-/* The options a user can set (zs_config.given has bit 1 << ZS_KEY_...). */
+/* The options a user can set (zs_config.given has bit ZS_KEY_BIT(ZS_KEY_...)). */
 enum zs_key {
 	ZS_KEY_LAYERS, ZS_KEY_WORLD, ZS_KEY_SCHEMES, ZS_KEY_UNITS, ZS_KEY_STEPS, ZS_KEY_BATCH,
 	ZS_KEY_SEED, ZS_KEY_PRECISION, ZS_KEY_OPTIMIZER, ZS_KEY_LR, ZS_KEY_BETA1, ZS_KEY_BETA2,
@@ -50,6 +50,12 @@ enum zs_key {
 	ZS_KEY_DS_ALLGATHER_BUCKET, ZS_KEY_DS_OVERLAP_COMM, ZS_KEY_DS_PERSIST, ZS_KEY_OFFLOAD, ZS_KEY_RANKS_PER_NODE,
 	ZS_KEY_DS_PREFETCH_BUCKET, ZS_KEY_DS_MAX_LIVE, ZS_NKEYS
 };
+
+/* The set of given keys is one 64-bit word: room for 40 keys beyond
+ * today's 24 before it needs another representation. */
+typedef uint64_t zs_keys;
+#define ZS_KEY_BIT(k) ((zs_keys)1 << (k))
+_Static_assert(ZS_NKEYS <= 64, "zs_config.given holds a bit per key: 64 at most");
 
 struct zs_tfm_run;
 
@@ -88,7 +94,7 @@ struct zs_config {
 	 * (DeepSpeed's num_gpus_per_node, default 1). */
 	enum zs_offload offload;
 	unsigned ranks_per_node;
-	unsigned given;                 /* keys set by a spec or an option */
+	zs_keys given;                  /* keys set by a spec or an option: ZS_KEY_BIT(key) */
 	/* measure --model: a transformer instead of the MLP of widths
 	 * (engine/tfm.h), or NULL. Not owned. */
 	const struct zs_tfm_run *tfm;
@@ -118,9 +124,8 @@ int zs_config_set_json(struct zs_config *c, const char *key, const struct cJSON 
 /* DeepSpeed's settings into a file's "config" (docs/formats.md): for
  * --framework deepspeed, "deepspeed": {"reduce_bucket", "allgather_bucket",
  * "overlap_comm", "persist", "offload", "ranks_per_node"}; nothing for another
- * framework. 0, or -1 when cJSON runs
- * out of memory. measured.json and theory.json both write it. */
-int zs_config_json_deepspeed(struct cJSON *cfg, const struct zs_config *c);
+ * framework. measured.json and theory.json both write it. */
+void zs_config_json_deepspeed(struct cJSON *cfg, const struct zs_config *c);
 
 /* Load a zerosim-sweep/1 file over `c` (keys it has replace c's). A key
  * the format does not have is an error naming it. */
@@ -128,11 +133,6 @@ int zs_config_load_spec(struct zs_config *c, const char *path, char **cause);
 
 /* Ψ for the widths: Σ d_l·d_{l+1} + d_{l+1}. */
 double zs_config_params(const struct zs_config *c);
-
-/* Elements of unit `u` for a given unit mode: unit=model has one unit of Ψ;
- * unit=layer has nwidths-1 units. Returns the count of units; fills n[]
- * (caller gives ZS_MAX_WIDTHS slots). */
-size_t zs_config_units(const struct zs_config *c, enum zs_unit unit, size_t *n);
 
 /* Check cross-option limits (Ψ not above ZS_MAX_PARAMS, ...). */
 int zs_config_validate(const struct zs_config *c, char **cause);

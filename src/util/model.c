@@ -23,6 +23,24 @@ const char *zs_family_name(enum zs_family f)
 	return f == ZS_FAMILY_GPT2 ? "gpt2" : "llama";
 }
 
+cJSON *zs_model_json(cJSON *parent, const struct zs_model *m)
+{
+	cJSON *o = cJSON_AddObjectToObject(parent, "model");
+	cJSON_AddStringToObject(o, "name", m->name);
+	cJSON_AddStringToObject(o, "model_type", m->model_type);
+	cJSON_AddStringToObject(o, "family", zs_family_name(m->family));
+	zs_json_add_number(o, "hidden_size", (double)m->hidden);
+	zs_json_add_number(o, "intermediate_size", (double)m->intermediate);
+	zs_json_add_number(o, "layers", (double)m->layers);
+	zs_json_add_number(o, "attention_heads", (double)m->heads);
+	zs_json_add_number(o, "key_value_heads", (double)m->kv_heads);
+	zs_json_add_number(o, "head_dim", (double)m->head_dim);
+	zs_json_add_number(o, "vocab_size", (double)m->vocab);
+	zs_json_add_number(o, "max_positions", (double)m->positions);
+	cJSON_AddBoolToObject(o, "tie_word_embeddings", m->tied);
+	return o;
+}
+
 /* A whole-number key of a family, read into one field of the shape.
  * An optional key may be absent or null (the field is then 0 and gets
  * its default). */

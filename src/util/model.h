@@ -88,4 +88,9 @@ int zs_model_from_json(const cJSON *config, const char *where, struct zs_model *
 /* The family's name: "gpt2" or "llama". */
 const char *zs_family_name(enum zs_family f);
 
+/* The shape as measured.json and theory.json write it (docs/formats.md):
+ * parent's "model", {"name", "model_type", "family", "hidden_size", ...,
+ * "tie_word_embeddings"}, returned for the keys a writer adds after. */
+cJSON *zs_model_json(cJSON *parent, const struct zs_model *m);
+
 #endif

@@ -3,6 +3,8 @@
  */
 #include "config.h"
 
+#include <string.h>
+
 #include "util/schedule.h"
 #include "util/util.h"
 
@@ -38,7 +40,6 @@ static const enum zs_span torch_rows[ZS_NSCHEMES][ZS_NSTATES] = {
 	[ZS_ZERO2] = {ZS_SHARD, ZS_SHARD, ZS_SHARD},
 	[ZS_ZERO3] = {ZS_SHARD, ZS_SHARD, ZS_SHARD},
 };
-static const int torch_modelled[ZS_NSCHEMES] = {1, 1, 1, 1};
 
 /* DeepSpeed's (docs/schedule.md, "DeepSpeed"): dp is a plain all-reduce,
  * as the paper's; ZeRO-1 and ZeRO-2 (deepspeed/runtime/zero/
@@ -54,17 +55,17 @@ static const enum zs_span deepspeed_rows[ZS_NSCHEMES][ZS_NSTATES] = {
 	[ZS_ZERO2] = {ZS_FULL,  ZS_SHARD, ZS_SHARD},
 	[ZS_ZERO3] = {ZS_SHARD, ZS_SHARD, ZS_SHARD}, /* each tensor on its own (the engine's layout) */
 };
-static const int deepspeed_modelled[ZS_NSCHEMES] = {1, 1, 1, 1};
 
 const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme)
 {
-	if (fw == ZS_FW_PAPER)
-		return zs_shards[scheme];
-	if (fw == ZS_FW_TORCH && torch_modelled[scheme])
+	switch (fw) {
+	case ZS_FW_TORCH:
 		return torch_rows[scheme];
-	if (fw == ZS_FW_DEEPSPEED && deepspeed_modelled[scheme])
+	case ZS_FW_DEEPSPEED:
 		return deepspeed_rows[scheme];
-	return NULL;
+	default:
+		return zs_shards[scheme];
+	}
 }
 
 int zs_framework_check(const struct zs_config *c, int theory, char **cause)
@@ -76,7 +77,7 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 	                                       "--ds-persist", "--offload", "--ranks-per-node",
 	                                       "--ds-prefetch-bucket", "--ds-max-live"};
 	for (size_t i = 0; i < sizeof ds_keys / sizeof ds_keys[0]; i++)
-		if (c->framework != ZS_FW_DEEPSPEED && (c->given & 1u << ds_keys[i]))
+		if (c->framework != ZS_FW_DEEPSPEED && (c->given & ZS_KEY_BIT(ds_keys[i])))
 			return zs_fail(cause, "%s is a DeepSpeed setting: give --framework deepspeed", ds_names[i]);
 	for (size_t i = 0; i < c->nschemes && c->offload == ZS_OFFLOAD_PARAMS; i++)
 		if (c->schemes[i] != ZS_ZERO3)
@@ -106,9 +107,9 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 		{ZS_KEY_DS_MAX_LIVE, Z3, 0, "--ds-max-live is ZeRO-3's stage3_max_live_parameters: give --schemes zero3"},
 	};
 	for (size_t i = 0; i < sizeof ds_use / sizeof ds_use[0] && c->framework == ZS_FW_DEEPSPEED; i++)
-		if ((c->given & 1u << ds_use[i].key) && !(has & ds_use[i].schemes) && (theory || !ds_use[i].theory_only))
+		if ((c->given & ZS_KEY_BIT(ds_use[i].key)) && !(has & ds_use[i].schemes) && (theory || !ds_use[i].theory_only))
 			return zs_fail(cause, "%s", ds_use[i].why);
-	if (!theory && (c->given & 1u << ZS_KEY_RANKS_PER_NODE) && c->offload == ZS_OFFLOAD_NONE)
+	if (!theory && (c->given & ZS_KEY_BIT(ZS_KEY_RANKS_PER_NODE)) && c->offload == ZS_OFFLOAD_NONE)
 		return zs_fail(cause, "--ranks-per-node: the engine keeps host bytes only with --offload optimizer or params "
 		               "(the theory uses the ranks of a node without it, for DeepSpeed's estimate)");
 	for (size_t w = 0; w < c->nworld; w++)
@@ -120,19 +121,9 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 		{ZS_KEY_PREFETCH, "prefetch", "FSDP's backward prefetch"},
 	};
 	for (size_t i = 0; i < sizeof torch_only / sizeof torch_only[0]; i++)
-		if ((c->given & 1u << torch_only[i].key) && c->framework != ZS_FW_TORCH)
+		if ((c->given & ZS_KEY_BIT(torch_only[i].key)) && c->framework != ZS_FW_TORCH)
 			return zs_fail(cause, "--%s is %s: it needs --framework torch", torch_only[i].name,
 			               torch_only[i].what);
-	if (theory && c->framework == ZS_FW_DEEPSPEED)
-		return 0;
-	for (size_t i = 0; i < c->nschemes; i++) {
-		if (zs_row(c->framework, c->schemes[i]) == NULL)
-			return zs_fail(cause, "--framework %s: %s is not modelled yet (%s)", zs_framework_name(c->framework),
-			               zs_scheme_name(c->schemes[i]),
-			               c->framework == ZS_FW_TORCH ? "torch models dp, zero1, zero2 and zero3"
-			                                           : "the engine runs DeepSpeed's dp, zero1 and zero2; the theory "
-			                                             "prints DeepSpeed's own zero3 estimate");
-	}
 	return 0;
 }
 
@@ -147,4 +138,21 @@ uint64_t zs_params(const size_t *widths, size_t nwidths)
 	for (size_t l = 0; l + 1 < nwidths; l++)
 		psi += zs_layer_params(widths, l);
 	return psi;
+}
+
+static const char *const recompute_names[] = {"none", "selective", "full"};
+
+const char *zs_recompute_name(enum zs_recompute r)
+{
+	return r <= ZS_RECOMPUTE_FULL ? recompute_names[r] : "?";
+}
+
+int zs_recompute_parse(const char *s, enum zs_recompute *out)
+{
+	for (int r = 0; r <= ZS_RECOMPUTE_FULL; r++)
+		if (strcmp(s, recompute_names[r]) == 0) {
+			*out = (enum zs_recompute)r;
+			return 0;
+		}
+	return -1;
 }

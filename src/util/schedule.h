@@ -54,17 +54,33 @@ enum zs_span { ZS_FULL, ZS_SHARD, ZS_TENSORS };
 extern const enum zs_span zs_shards[ZS_NSCHEMES][ZS_NSTATES];
 
 /* A framework's row for a scheme (docs/schedule.md, "Frameworks"): the
- * paper's is zs_shards[scheme]; NULL where the framework's implementation
- * of the scheme is not modelled. */
+ * paper's is zs_shards[scheme]. Every framework has a row for every scheme. */
 const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme);
 
-/* Refuse a sweep whose framework does not model one of its schemes:
- * 0, or -1 with *cause naming them. `theory` allows DeepSpeed, whose
- * theory rows are the paper's beside DeepSpeed's own estimate. */
+/* Refuse a framework's setting that the sweep's framework, schemes or
+ * offload do not read (a DeepSpeed bucket without --framework deepspeed,
+ * --offload params without zero3, ...): 0, or -1 with *cause. `theory`:
+ * the theory's rules (it reads --ds-persist and --ranks-per-node where the
+ * engine does not). */
 int zs_framework_check(const struct zs_config *c, int theory, char **cause);
 
 /* Ψ = Σ_l d_l·d_{l+1} + d_{l+1}, and a unit=layer unit's n_l. */
 uint64_t zs_params(const size_t *widths, size_t nwidths);
 uint64_t zs_layer_params(const size_t *widths, size_t l);
+
+/* What a transformer's forward keeps for its backward (Korthikanti et al.
+ * 2022, §4; docs/schedule.md): none recomputed, every block's tensors kept;
+ * selective, the attention softmax of one block at a time (one (B, H, T, T)
+ * buffer for all blocks), recomputed from qkv in each block's backward;
+ * full, only each block's output (the next block's input), the block's
+ * forward rerun in its backward into one block's worth of tensors. All
+ * three give the same bits. The engine runs it and the theory sums it, so
+ * the one name table is here. */
+enum zs_recompute { ZS_RECOMPUTE_NONE, ZS_RECOMPUTE_SELECTIVE, ZS_RECOMPUTE_FULL };
+
+/* "none", "selective", "full" ("?" out of range); parse: 0, or -1 for
+ * another name. */
+const char *zs_recompute_name(enum zs_recompute r);
+int zs_recompute_parse(const char *s, enum zs_recompute *out);
 
 #endif

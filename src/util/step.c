@@ -206,3 +206,100 @@ uint64_t step_params_largest_hf_module(const struct step_params *p)
 	}
 	return max;
 }
+
+/* ------------------------------------------------------------------------ */
+/* The transformer's buffers */
+
+static const char *const act_names[STEP_NACTS] = {
+	"ln1", "ln1_mean", "ln1_rstd", "qkv", "att", "atty", "res2", "ln2", "ln2_mean", "ln2_rstd", "fch",
+	"fch_act", "res3", "x0", "lnf", "lnf_mean", "lnf_rstd", "logits",
+};
+
+const char *step_act_name(enum step_act a) { return a < STEP_NACTS ? act_names[a] : "?"; }
+
+struct bufs {
+	struct step_buffers *b;
+	size_t cap;
+};
+
+static void buf(struct bufs *x, struct step_buffer e)
+{
+	if (e.elements == 0)
+		return;
+	if (x->b->n == x->cap) {
+		x->cap = x->cap ? 2 * x->cap : 64;
+		x->b->buf = zs_realloc(x->b->buf, x->cap * sizeof *x->b->buf);
+	}
+	x->b->buf[x->b->n++] = e;
+}
+
+static uint64_t max3(uint64_t a, uint64_t b, uint64_t c)
+{
+	uint64_t m = a > b ? a : b;
+	return m > c ? m : c;
+}
+
+/* The order is the engine's (tfm_net.c makes them in it): the batch, the
+ * backward's scratch, the conversion buffers, then layer by layer what it
+ * saves. In mixed precision the matmul outputs and what they feed (x0,
+ * ln1, qkv, atty, res2, ln2, fch, fch_act, res3, lnf) are 16-bit; the
+ * norms' statistics, the softmax and the logits stay fp32. */
+void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const struct step_params *p,
+                        uint64_t batch, uint64_t seq, int mixed, enum zs_recompute recompute)
+{
+	int gpt2 = m->family == ZS_FAMILY_GPT2;
+	uint64_t B = batch, T = seq, BT = B * T, h = m->hidden, L = m->layers, head = L + 1;
+	uint64_t q = m->heads * m->head_dim, Q = q + 2 * m->kv_heads * m->head_dim;
+	uint64_t F = m->intermediate, U = gpt2 ? F : 2 * F, mean = gpt2 ? BT : 0;
+	const enum zs_cat A = ZS_CAT_ACTIVATIONS, S = ZS_CAT_SCRATCH;
+	const unsigned e16 = mixed ? 2 : 4;
+	struct bufs x = {b, 0};
+	static const char *const scratch[STEP_NSCRATCH] = {"dres", "dx", "dqkv", "dh", "dup", "datt"};
+	const uint64_t sc[STEP_NSCRATCH] = {BT * h, BT * (q > h ? q : h), BT * Q, BT * F, BT * U, T * T};
+	/* a block's saved tensors: elements, and whether 16-bit in mixed */
+	const uint64_t e[STEP_NBLOCK_ACTS] = {BT * h, mean, BT, BT * Q, B * m->heads * T * T, BT * q, BT * h,
+	                                      BT * h, mean, BT, BT * U, BT * F, BT * h};
+	const int is16[STEP_NBLOCK_ACTS] = {1, 0, 0, 1, 0, 1, 1, 1, 0, 0, 1, 1, 1};
+
+	b->buf = NULL;
+	b->n = 0;
+	buf(&x, (struct step_buffer){"tokens", STEP_TOKENS, 0, -1, BT, 4, A, STEP_AT_FORWARD, 0, 0, 0});
+	buf(&x, (struct step_buffer){"targets", STEP_TARGETS, 0, -1, BT, 4, A, STEP_AT_FORWARD, 0, head, 0});
+	for (unsigned i = 0; i < STEP_NSCRATCH; i++)
+		buf(&x, (struct step_buffer){scratch[i], STEP_SCRATCH, i, -1, sc[i], 4, S, STEP_AT_BACKWARD, 0,
+		                             i == 0 ? 0 : 1, 0});
+	if (m->tied)
+		buf(&x, (struct step_buffer){"dnorm", STEP_DNORM, 0, -1, gpt2 ? 2 * h : h, 4, S, STEP_AT_BACKWARD, 0, 0, 0});
+	if (mixed) {
+		/* the kernels run in fp32: a layer's params widened (the largest
+		 * layer's), its grads before they are rounded, a block's input
+		 * and 16-bit tensors widened */
+		uint64_t wmax = max3(p->layer[0].numel, L > 0 ? p->layer[1].numel : 0, p->layer[head].numel);
+		uint64_t a16 = BT * h;
+		for (int a = 0; a < STEP_NBLOCK_ACTS; a++)
+			a16 += is16[a] ? e[a] : 0;
+		buf(&x, (struct step_buffer){"w32", STEP_W32, 0, -1, wmax, 4, S, STEP_AT_FORWARD, 0, 0, 0});
+		buf(&x, (struct step_buffer){"act32", STEP_ACT32, 0, -1, a16, 4, S, STEP_AT_FORWARD, 0, 0, 0});
+		buf(&x, (struct step_buffer){"g32", STEP_G32, 0, -1, wmax, 4, S, STEP_AT_BACKWARD, 0, 0, 0});
+	}
+	buf(&x, (struct step_buffer){act_names[STEP_ACT_X0], STEP_SAVED, STEP_ACT_X0, -1, BT * h, e16, A,
+	                             STEP_AT_LAYER, 0, 1, 0});
+	for (uint64_t l = 1; l <= L; l++)
+		for (int a = 0; a < STEP_NBLOCK_ACTS; a++) {
+			/* full recomputation keeps a block's output only; selective
+			 * the softmax's input-output (Korthikanti et al. 2022, §5) */
+			int rc = recompute == ZS_RECOMPUTE_FULL ? a != STEP_ACT_RES3
+			         : recompute == ZS_RECOMPUTE_SELECTIVE && a == STEP_ACT_ATT;
+			buf(&x, (struct step_buffer){act_names[a], STEP_SAVED, (unsigned)a, (int)(l - 1), e[a],
+			                             is16[a] ? e16 : 4, A, STEP_AT_LAYER, l,
+			                             a == STEP_ACT_RES3 ? l + 1 : l, rc});
+		}
+	/* the head: tied, the final norm's output and the logits are kept
+	 * until the embedding's backward */
+	const uint64_t he[4] = {BT * h, mean, BT, BT * m->vocab};
+	for (int a = STEP_ACT_LNF; a <= STEP_ACT_LOGITS; a++) {
+		int kept = m->tied && (a == STEP_ACT_LNF || a == STEP_ACT_LOGITS);
+		buf(&x, (struct step_buffer){act_names[a], STEP_SAVED, (unsigned)a, -1, he[a - STEP_ACT_LNF],
+		                             a == STEP_ACT_LNF ? e16 : 4, A, STEP_AT_LAYER, head, kept ? 0 : head, 0});
+	}
+}

@@ -12,7 +12,9 @@
  * flat vector (docs/schedule.md, "Transformers"): a layer's tensors are
  * one contiguous range of the list, and so of the vector. Sizes live
  * here once; the engine lays its vector out from this list and the theory
- * walks it.
+ * walks it. Its second part (below) is a transformer step's buffers
+ * beside the parameters, with their sizes and lifetimes: the engine
+ * allocates that list through the tracker, the theory sums it.
  *
  * zerosim's kernels fuse two groups of Hugging Face's tensors: a block's
  * queries, keys and values are one matrix (gpt2's c_attn already is;
@@ -30,6 +32,7 @@
 #include <stdint.h>
 
 #include "util/model.h"
+#include "util/schedule.h"
 
 struct step_tensor {
 	char *name;         /* Hugging Face's state_dict key ("transformer.h.0.ln_1.weight") */
@@ -82,5 +85,59 @@ void step_params_free(struct step_params *p);
  * model, whose modules are not zerosim's fused ones: each part of a fused
  * tensor counts apart (DeepSpeed's model_to_params, docs/schedule.md). */
 uint64_t step_params_largest_hf_module(const struct step_params *p);
+
+/* ------------------------------------------------------------------------ */
+/* The transformer's buffers beside its parameters */
+
+/* What a transformer's layers save for backward, B·T rows each (the
+ * contract's names, docs/schedule.md): a block LN1 .. RES3 (its input is
+ * the previous block's res3, or the embedding's x0), the head LNF ..
+ * LOGITS. */
+enum step_act {
+	STEP_ACT_LN1, STEP_ACT_LN1_MEAN, STEP_ACT_LN1_RSTD, STEP_ACT_QKV, STEP_ACT_ATT, STEP_ACT_ATTY,
+	STEP_ACT_RES2, STEP_ACT_LN2, STEP_ACT_LN2_MEAN, STEP_ACT_LN2_RSTD, STEP_ACT_FCH, STEP_ACT_FCH_ACT,
+	STEP_ACT_RES3, STEP_ACT_X0, STEP_ACT_LNF, STEP_ACT_LNF_MEAN, STEP_ACT_LNF_RSTD, STEP_ACT_LOGITS,
+	STEP_NACTS
+};
+#define STEP_NBLOCK_ACTS (STEP_ACT_RES3 + 1)
+const char *step_act_name(enum step_act a);
+
+/* What a buffer is to the engine that runs it. */
+enum step_role {
+	STEP_TOKENS, STEP_TARGETS, /* the batch's int token ids */
+	STEP_SCRATCH,              /* the backward's scratch, slot `index`: dres, dx, dqkv, dh, dup, datt */
+	STEP_DNORM,                /* tied: the final norm's grads, until the embedding's backward */
+	STEP_W32, STEP_ACT32, STEP_G32, /* mixed precision: the fp32 conversion buffers */
+	STEP_SAVED                 /* a layer's saved tensor, enum step_act `index` */
+};
+#define STEP_NSCRATCH 6
+
+/* When a buffer is made: at the start of forward, before its layer's
+ * forward, or at the start of backward. */
+enum step_when { STEP_AT_FORWARD, STEP_AT_LAYER, STEP_AT_BACKWARD };
+
+struct step_buffer {
+	const char *name;
+	enum step_role role;
+	unsigned index;          /* the scratch slot, or the enum step_act */
+	int block;               /* the block it belongs to, or -1 */
+	uint64_t elements;
+	unsigned esize;          /* bytes an element: 2 for a 16-bit tensor in mixed precision, else 4 */
+	enum zs_cat cat;         /* activations or scratch */
+	enum step_when when;
+	size_t layer;            /* STEP_AT_LAYER: the layer it is made for */
+	size_t freed_after;      /* the layer whose backward frees it (0: the end of backward) */
+	int recomputed;          /* freed after its layer's forward, made again for its backward */
+};
+
+/* A transformer step's buffers at micro-batch `batch` and sequence `seq`,
+ * in the order the engine makes them; absent ones (llama's means) are
+ * left out. The caller frees b->buf with free(). */
+struct step_buffers {
+	struct step_buffer *buf;
+	size_t n;
+};
+void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const struct step_params *p,
+                        uint64_t batch, uint64_t seq, int mixed, enum zs_recompute recompute);
 
 #endif

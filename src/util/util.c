@@ -860,8 +860,6 @@ static void exact_numbers(cJSON *item)
 char *zs_json_print(const cJSON *root)
 {
 	cJSON *copy = cJSON_Duplicate(root, 1);
-	if (copy == NULL)
-		zs_oom(__FILE__, __LINE__);
 	exact_numbers(copy);
 	char *text = cJSON_Print(copy);
 	cJSON_Delete(copy);
@@ -958,8 +956,16 @@ int zs_json_object(const cJSON *obj, const char *key, const char *where, const c
 
 cJSON *zs_json_add_number(cJSON *obj, const char *key, double v)
 {
-	cJSON *n = cJSON_AddNumberToObject(obj, key, v);
-	if (n == NULL)
-		zs_oom(__FILE__, __LINE__);
-	return n;
+	return cJSON_AddNumberToObject(obj, key, v);
+}
+
+/* cJSON's allocations through zs_malloc: out of memory is zs_oom's one
+ * line and exit, so no cJSON_Create or cJSON_Add returns NULL and no
+ * caller checks. free stays libc's. */
+static void *json_malloc(size_t n) { return zs_malloc(n); }
+
+void zs_json_init(void)
+{
+	cJSON_Hooks hooks = {json_malloc, free};
+	cJSON_InitHooks(&hooks);
 }

@@ -143,4 +143,10 @@ int zs_json_object(const cJSON *obj, const char *key, const char *where, const c
 /* Add a number that is an exact integer byte count, or a double. */
 cJSON *zs_json_add_number(cJSON *obj, const char *key, double v);
 
+/* Point cJSON's allocations at zs_malloc, so that running out of memory
+ * inside cJSON is fatal with one line and cJSON_Create* and cJSON_Add*
+ * never return NULL (their callers do not check). Call once at start-up,
+ * before any cJSON call: every binary that uses cJSON does. */
+void zs_json_init(void);
+
 #endif

@@ -14,6 +14,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
+	zs_json_init(); /* cJSON's allocations through zs_malloc, as zerosim's */
 	fuzz_report_init(REPORT_THEORY_FORMAT);
 	return 0;
 }
