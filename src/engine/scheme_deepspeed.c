@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "engine/scheme.h"
+#include "util/ds_coord.h"
 #include "util/util.h"
 
 static size_t bucket_elements(const struct zs_run *r) { return (size_t)r->config->ds_reduce_bucket; }
@@ -335,15 +336,16 @@ static const struct zs_scheme_ops ds_zero2 = {
  * step 2 on). The reduce bucket is allocated once at set-up (stage3.py
  * 537-540): one, whatever overlap_comm. */
 
-/* The coordinator's state, the same on every rank: per tensor whether it is
- * whole (ds_status AVAILABLE), persistent (ds_persist) and the step its
- * prefetch marked it for; the trace (modules forward, then backward) and the
- * parameter queue (each entry's tensors in ds_id order). */
+/* The coordinator, the same on every rank: its rules and state are
+ * util/ds_coord.h's (which tensors each fetch gathers and each release
+ * drops); the engine runs its answers. Here: the trace entry next, whether
+ * the trace is complete (from step 2), and step()'s lists between the
+ * optimizer's two hooks. */
 struct zs_ds3 {
-	size_t ntrace, nqueue, head, entry;
+	struct ds_coord *coord;
+	size_t entry;
 	int complete;
-	int *persist, *avail;          /* per tensor, as the rest: malloc'd by ds3_setup */
-	double *recent, n_avail;
+	size_t *released, *post, npost; /* per tensor at most: malloc'd by ds3_setup */
 	/* The modules (the MLP's: the units; a transformer's: every nn.Module
 	 * with parameters of its own, model.h's zs_module, a tied head's
 	 * reading the token table again): tensors [first, first + n), whether
@@ -355,8 +357,6 @@ struct zs_ds3 {
 	size_t *trace;                 /* 2 · nmodules */
 	size_t *qt, *qs;               /* nqueue */
 };
-
-#define DS3_REUSE_DISTANCE 1e9 /* stage3_max_reuse_distance's default (runtime/zero/config.py 237) */
 
 static size_t psize(const struct zs_run *r) { return coll_dtype_size(r->dt); }
 
@@ -371,10 +371,7 @@ static int params_offloaded(const struct zs_run *r) { return r->config->offload 
 static void gather_tensor(struct zs_run *r, size_t t)
 {
 	const struct zs_layout_tensor *ts = &r->layout.tensor[t];
-	struct zs_ds3 *d = r->ds3;
 	size_t s = ts->s * psize(r);
-	d->avail[t] = 1;
-	d->n_avail += (double)ts->n;
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		struct zs_rank *rk = run_rank(r, k);
 		rk->whole[t] = tracker_alloc(&r->tracker, k, ZS_CAT_GATHERED, ts->n * psize(r));
@@ -393,8 +390,6 @@ static void gather_tensor(struct zs_run *r, size_t t)
 
 static void release_tensor(struct zs_run *r, size_t t)
 {
-	r->ds3->avail[t] = 0;
-	r->ds3->n_avail -= (double)r->layout.tensor[t].n;
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		tracker_free(&r->tracker, k, run_rank(r, k)->whole[t]);
 		run_rank(r, k)->whole[t] = NULL;
@@ -437,78 +432,31 @@ static void ds3_modules(struct zs_run *r)
 	}
 }
 
-/* fetch_sub_module (partitioned_param_coordinator.py 285-418) of trace
- * entry j: the module's params not whole, then, once the trace is
- * complete, its entries off the queue (356-362) and the prefetch: entries
- * popped while fewer than min(max_live - available, prefetch bucket)
- * elements are prefetched (380-402), each param not whole gathered. */
+/* fetch_sub_module of trace entry j (util/ds_coord.h): the module's params
+ * not whole, then, once the trace is complete, the prefetch's, gathered. */
 static void ds3_fetch(struct zs_run *r, size_t j)
 {
-	struct zs_ds3 *d = r->ds3;
-	const struct zs_config *c = r->config;
-	size_t m = d->trace[j], not_fetched = 0;
-	for (size_t t = 0; t < r->layout.ntensors; t++)
-		if (in_module(r, t, m)) {
-			not_fetched += d->recent[t] < (double)j;
-			if (!d->avail[t])
-				gather_tensor(r, t);
-		}
-	if (!d->complete)
-		return;
-	for (size_t i = 0; i < not_fetched && d->head < d->nqueue; i++, d->head++)
-		d->recent[d->qt[d->head]] = (double)d->qs[d->head];
-	if (c->ds_prefetch_bucket <= 0)
-		return;
-	double room = fmin(c->ds_max_live - d->n_avail, c->ds_prefetch_bucket), numel = 0;
-	int *chosen = zs_calloc(r->layout.ntensors, sizeof *chosen);
-	while (d->head < d->nqueue && numel < room) {
-		size_t t = d->qt[d->head], step = d->qs[d->head++];
-		int fetch = !d->avail[t] && !chosen[t];
-		d->recent[t] = fmax(d->recent[t], (double)step);
-		if (fetch) {
-			chosen[t] = 1;
-			numel += (double)r->layout.tensor[t].n;
-		}
-	}
-	for (size_t t = 0; t < r->layout.ntensors; t++)
-		if (chosen[t])
-			gather_tensor(r, t);
-	free(chosen);
+	const size_t *got;
+	size_t n = ds_coord_fetch(r->ds3->coord, r->config, j, r->ds3->complete, &got);
+	for (size_t i = 0; i < n; i++)
+		gather_tensor(r, got[i]);
 }
 
-/* release_sub_module (422-441) after trace entry j: every param of the
- * module while the trace is recorded; once complete, __params_to_release
- * (524-555) keeps the persistent ones, those a prefetch marked for a later
- * step and those the modules within the reuse distance use. */
+/* release_sub_module after trace entry j (util/ds_coord.h). */
 static void ds3_release(struct zs_run *r, size_t j)
 {
 	struct zs_ds3 *d = r->ds3;
-	int *keep = zs_calloc(r->layout.ntensors, sizeof *keep);
-	if (d->complete) {
-		for (size_t t = 0; t < r->layout.ntensors; t++)
-			keep[t] = d->persist[t] || d->recent[t] > (double)(j + 1);
-		double traversed = 0;
-		for (size_t k = j + 1; k < d->ntrace && traversed < DS3_REUSE_DISTANCE; k++)
-			for (size_t t = 0; t < r->layout.ntensors; t++)
-				if (in_module(r, t, d->trace[k])) {
-					keep[t] = 1;
-					traversed += (double)r->layout.tensor[t].n;
-				}
-	}
-	for (size_t t = 0; t < r->layout.ntensors; t++)
-		if (in_module(r, t, d->trace[j]) && !keep[t] && d->avail[t])
-			release_tensor(r, t);
-	free(keep);
+	size_t n = ds_coord_release(d->coord, j, d->complete, d->released);
+	for (size_t i = 0; i < n; i++)
+		release_tensor(r, d->released[i]);
 }
 
 /* The trace complete (reset_step, 228-262, at step 2's start): its queue
  * from the start, nothing marked. */
 static void ds3_reset_step(struct zs_run *r)
 {
-	struct zs_ds3 *d = r->ds3;
-	d->entry = d->head = 0;
-	for (size_t t = 0; t < r->layout.ntensors; t++)
-		d->recent[t] = -1e10;
+	r->ds3->entry = 0;
+	ds_coord_begin_step(r->ds3->coord, r->ds3->complete ? 2 : 1);
 }
 
 static void ds3_setup(struct zs_run *r, const struct zs_config *c)
@@ -521,32 +469,18 @@ static void ds3_setup(struct zs_run *r, const struct zs_config *c)
 		for (size_t l = 0; l < r->model.nlayers; l++)
 			maxmod += r->model.layer[l].nmodules;
 	}
-	d->persist = zs_calloc(nt, sizeof *d->persist);
-	d->avail = zs_calloc(nt, sizeof *d->avail);
-	d->recent = zs_calloc(nt, sizeof *d->recent);
+	d->released = zs_calloc(nt, sizeof *d->released);
+	d->post = zs_calloc(nt, sizeof *d->post);
 	d->mod_first = zs_calloc(maxmod, sizeof *d->mod_first);
 	d->mod_n = zs_calloc(maxmod, sizeof *d->mod_n);
 	d->mod_grads = zs_calloc(maxmod, sizeof *d->mod_grads);
 	d->mod_of = zs_calloc(r->model.nlayers, sizeof *d->mod_of);
-	for (size_t t = 0; t < nt; t++)
-		d->persist[t] = (double)lo->tensor[t].n <= c->ds_persist; /* partition_parameters.py 1130 */
 	ds3_modules(r);
-	d->trace = zs_calloc(2 * d->nmodules, sizeof *d->trace);
-	for (size_t u = 0; u < d->nmodules; u++)
-		d->trace[u] = d->trace[2 * d->nmodules - 1 - u] = u;
-	d->ntrace = 2 * d->nmodules;
-	size_t nq = 0;
-	for (size_t j = 0; j < d->ntrace; j++)
-		for (size_t t = 0; t < nt; t++)
-			nq += in_module(r, t, d->trace[j]) != 0;
-	d->qt = zs_calloc(nq, sizeof *d->qt);
-	d->qs = zs_calloc(nq, sizeof *d->qs);
-	for (size_t j = 0; j < d->ntrace; j++) /* record_parameters, 210-219 */
-		for (size_t t = 0; t < nt; t++)
-			if (in_module(r, t, d->trace[j])) {
-				d->qt[d->nqueue] = t;
-				d->qs[d->nqueue++] = j;
-			}
+	uint64_t *n = zs_calloc(nt + 1, sizeof *n);
+	for (size_t t = 0; t < nt; t++)
+		n[t] = lo->tensor[t].n;
+	d->coord = ds_coord_new(n, nt, d->mod_first, d->mod_n, d->nmodules, c, r->world);
+	free(n);
 	ds3_reset_step(r);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		run_rank(r, k)->whole = zs_calloc(lo->ntensors, sizeof(void *));
@@ -565,7 +499,7 @@ static void ds3_setup(struct zs_run *r, const struct zs_config *c)
 static void ds3_teardown(struct zs_run *r)
 {
 	for (size_t t = 0; t < r->layout.ntensors; t++)
-		if (r->ds3->avail[t])
+		if (run_rank(r, r->r0)->whole[t] != NULL)
 			release_tensor(r, t);
 	free_buckets(r);
 	for (unsigned k = r->r0; k < r->r1; k++) {
@@ -575,16 +509,13 @@ static void ds3_teardown(struct zs_run *r)
 		run_rank(r, k)->grad32 = NULL;
 	}
 	struct zs_ds3 *d = r->ds3;
-	free(d->persist);
-	free(d->avail);
-	free(d->recent);
+	ds_coord_free(d->coord);
+	free(d->released);
+	free(d->post);
 	free(d->mod_first);
 	free(d->mod_n);
 	free(d->mod_grads);
 	free(d->mod_of);
-	free(d->trace);
-	free(d->qt);
-	free(d->qs);
 	free(d);
 	r->ds3 = NULL;
 }
@@ -762,10 +693,11 @@ static void ds3_reduce(struct zs_run *r) { ds3_flush(r); }
  * sub_group_size 1e12). */
 static void ds3_before_optimizer(struct zs_run *r)
 {
-	for (size_t t = 0; t < r->layout.ntensors; t++)
-		if (r->ds3->avail[t])
-			release_tensor(r, t);
-	r->ds3->n_avail = 0;
+	struct zs_ds3 *d = r->ds3;
+	size_t nrel;
+	d->npost = ds_coord_step(d->coord, d->released, &nrel, d->post);
+	for (size_t i = 0; i < nrel; i++)
+		release_tensor(r, d->released[i]);
 	if (r->config->offload == ZS_OFFLOAD_NONE) /* offloaded, the host fp32 grad is ready (_prepare_sub_group, 1920-1922) */
 		fp32_grads(r);
 }
@@ -807,11 +739,8 @@ static void ds3_after_optimizer(struct zs_run *r)
 	if (r->config->offload == ZS_OFFLOAD_OPTIMIZER)
 		reassign_partitions(r);
 	tracker_set_phase(&r->tracker, ZS_PH_GATHER);
-	for (size_t t = 0; t < r->layout.ntensors; t++)
-		if (r->ds3->persist[t]) {
-			gather_tensor(r, t);
-			r->ds3->n_avail -= (double)r->layout.tensor[t].n;
-		}
+	for (size_t i = 0; i < r->ds3->npost; i++)
+		gather_tensor(r, r->ds3->post[i]);
 	r->ds3->complete = 1;
 	ds3_reset_step(r);
 }

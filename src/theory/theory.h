@@ -234,26 +234,6 @@ struct theory_deepspeed_live {
 void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
                            struct theory_deepspeed_live *out);
 
-/* The coordinator itself, over any tensor list in modules (runs of
- * tensors, [mod_first, + mod_n): a transformer's nn.Modules), for the
- * transformer's walk (theory_model.c): a step's start; the fetch of trace
- * entry j (the modules forward, then backward), the tensors it gathered
- * in order; the release after it, the tensors released into out; step()'s
- * release of everything and _post_step's gather of the persistent params;
- * Σ ceil(n/N) of the tensors gathered since the step began. */
-struct theory_ds_coord;
-struct theory_ds_coord *theory_ds_coord_new(const uint64_t *n, size_t nt, const size_t *mod_first,
-                                            const size_t *mod_n, size_t nmod, const struct zs_config *c,
-                                            unsigned world);
-void theory_ds_coord_free(struct theory_ds_coord *d);
-void theory_ds_begin_step(struct theory_ds_coord *d, unsigned step);
-size_t theory_ds_fetch(struct theory_ds_coord *d, const struct zs_config *c, size_t j, int complete,
-                       const size_t **fetched);
-size_t theory_ds_release(struct theory_ds_coord *d, size_t j, int complete, size_t *out);
-size_t theory_ds_step(struct theory_ds_coord *d, size_t *released, size_t *nreleased, size_t *out);
-uint64_t theory_ds_gathered(const struct theory_ds_coord *d);
-uint64_t theory_ds_shard(const struct theory_ds_coord *d, size_t t);
-int theory_ds_persist(const struct theory_ds_coord *d, size_t t);
 /* ZeRO-3's resident state (theory_deepspeed.c) from S = Σ ceil(n_t/N)
  * and the persistent params' elements: base[] the device's categories
  * between steps (without the persistent params), out's resident, host,

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "theory/theory.h"
+#include "util/ds_coord.h"
 #include "util/schedule.h"
 #include "util/util.h"
 
@@ -167,178 +168,13 @@ void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config
 	out->resident_bytes = out->persistent_params * b->p + out->shard_elements * per_shard +
 	                      (uint64_t)c->ds_reduce_bucket * b->g;
 }
-
-/* DeepSpeed's PartitionedParameterCoordinator over the MLP, in elements
- * (docs/schedule.md, "deepspeed", ZeRO-3's coordinator; line numbers of
- * partitioned_param_coordinator.py at 38327e0). Tensors in model order
- * (ds_id order: each layer's weight, then its bias), each in its module. */
-#define DS_REUSE_DISTANCE 1e9 /* stage3_max_reuse_distance's default (runtime/zero/config.py 237) */
-
-/* Modules are runs of tensors, [first, first + n) (a tied head's is the
- * token table again). */
-struct theory_ds_coord {
-	size_t ntensors, nmodules, ntrace, nqueue, head;
-	/* Every list malloc'd to its size by coord_setup (coord_free). */
-	uint64_t *n, *s;                     /* per tensor: elements, and ceil(n/N) a rank */
-	size_t *mod_first, *mod_n;           /* per module */
-	uint64_t gathered;                   /* Σ ceil(n/N) of the tensors gathered so far */
-	int *persist, *avail;                /* per tensor */
-	double *recent;                      /* __most_recent_step_id_param_fetched_for */
-	size_t *trace;                       /* __submodule_order: the modules forward, then backward */
-	size_t *qt, *qs;                     /* __param_queue: (param, step_id_last_used_at) */
-	double n_avail;                      /* __n_available_params */
-	size_t *fetched, nfetched;           /* gathered by the last fetch, in order */
-};
-#define ds_coord theory_ds_coord
-
-static int coord_in(const struct ds_coord *d, size_t t, size_t m)
-{
-	return t >= d->mod_first[m] && t < d->mod_first[m] + d->mod_n[m];
-}
-
-static uint64_t coord_live(const struct ds_coord *d)
-{
-	uint64_t live = 0;
-	for (size_t t = 0; t < d->ntensors; t++)
-		live += d->avail[t] ? d->n[t] : 0;
-	return live;
-}
-
-static void coord_gather(struct ds_coord *d, size_t t)
-{
-	if (!d->avail[t]) {
-		d->fetched[d->nfetched++] = t;
-		d->avail[t] = 1;
-		d->n_avail += (double)d->n[t]; /* __all_gather_params_, 473-484 */
-		d->gathered += d->s[t];
-	}
-}
-
-/* fetch_sub_module (285-418) of trace entry j, the trace complete or not. */
-static void coord_fetch(struct ds_coord *d, const struct zs_config *c, size_t j, int complete)
-{
-	size_t m = d->trace[j], not_fetched = 0;
-	d->nfetched = 0;
-	for (size_t t = d->mod_first[m]; t < d->mod_first[m] + d->mod_n[m]; t++) {
-		not_fetched += d->recent[t] < (double)j; /* 356-357 */
-		coord_gather(d, t);
-	}
-	if (!complete)
-		return;
-	for (size_t i = 0; i < not_fetched && d->head < d->nqueue; i++, d->head++) /* 358-362 */
-		d->recent[d->qt[d->head]] = (double)d->qs[d->head];
-	if (c->ds_prefetch_bucket <= 0) /* 380 */
-		return;
-	double room = fmin(c->ds_max_live - d->n_avail, c->ds_prefetch_bucket), numel = 0; /* 381-382 */
-	int *chosen = zs_calloc(d->ntensors, sizeof *chosen);
-	while (d->head < d->nqueue && numel < room) { /* 385-402 */
-		size_t t = d->qt[d->head], step = d->qs[d->head++];
-		int fetch = !d->avail[t] && !chosen[t];
-		d->recent[t] = fmax(d->recent[t], (double)step);
-		if (fetch) {
-			chosen[t] = 1;
-			numel += (double)d->n[t];
-		}
-	}
-	for (size_t t = 0; t < d->ntensors; t++)
-		if (chosen[t])
-			coord_gather(d, t);
-	free(chosen);
-}
-
-/* release_sub_module (422-441) after trace entry j (__step_id is j + 1):
- * every param of the module while the trace is recorded; once it is
- * complete, __params_to_release (524-555): not the persistent ones, not
- * one a prefetch marked for a later step, not one the next modules within
- * the reuse distance use. The tensors released into out (if not NULL),
- * how many. */
-static size_t coord_release(struct ds_coord *d, size_t j, int complete, size_t *out)
-{
-	size_t m = d->trace[j], nout = 0;
-	int *keep = zs_calloc(d->ntensors, sizeof *keep);
-	if (complete) {
-		for (size_t t = 0; t < d->ntensors; t++)
-			keep[t] = d->persist[t] || d->recent[t] > (double)(j + 1);
-		double traversed = 0;
-		for (size_t k = j + 1; k < d->ntrace && traversed < DS_REUSE_DISTANCE; k++)
-			for (size_t t = d->mod_first[d->trace[k]]; t < d->mod_first[d->trace[k]] + d->mod_n[d->trace[k]]; t++) {
-				keep[t] = 1;
-				traversed += (double)d->n[t];
-			}
-	}
-	for (size_t t = d->mod_first[m]; t < d->mod_first[m] + d->mod_n[m]; t++)
-		if (!keep[t] && d->avail[t]) { /* __release_param, 515-520 */
-			d->avail[t] = 0;
-			d->n_avail -= (double)d->n[t];
-			if (out != NULL)
-				out[nout++] = t;
-		}
-	free(keep);
-	return nout;
-}
-
-/* The tensors n[0..nt) in modules [mod_first, + mod_n), the trace (the
- * modules forward, then backward) and its parameter queue
- * (record_parameters, 210-219: each entry's params in ds_id order). */
-static void coord_setup(struct ds_coord *d, const uint64_t *n, size_t nt, const size_t *mod_first,
-                        const size_t *mod_n, size_t nmod, const struct zs_config *c, unsigned world)
-{
-	memset(d, 0, sizeof *d);
-	d->ntensors = nt;
-	d->n = zs_calloc(nt, sizeof *d->n);
-	d->s = zs_calloc(nt, sizeof *d->s);
-	d->persist = zs_calloc(nt, sizeof *d->persist);
-	d->avail = zs_calloc(nt, sizeof *d->avail);
-	d->recent = zs_calloc(nt, sizeof *d->recent);
-	d->fetched = zs_calloc(nt, sizeof *d->fetched);
-	d->mod_first = zs_calloc(nmod, sizeof *d->mod_first);
-	d->mod_n = zs_calloc(nmod, sizeof *d->mod_n);
-	d->trace = zs_calloc(2 * nmod, sizeof *d->trace);
-	size_t nq = 0; /* each module's tensors, twice */
-	for (size_t m = 0; m < nmod; m++)
-		nq += 2 * mod_n[m];
-	d->qt = zs_calloc(nq, sizeof *d->qt);
-	d->qs = zs_calloc(nq, sizeof *d->qs);
-	for (size_t t = 0; t < nt; t++) {
-		d->n[t] = n[t];
-		d->s[t] = (n[t] + world - 1) / world;
-		d->persist[t] = (double)n[t] <= c->ds_persist; /* partition_parameters.py 1130 */
-	}
-	d->nmodules = nmod;
-	memcpy(d->mod_first, mod_first, nmod * sizeof *mod_first);
-	memcpy(d->mod_n, mod_n, nmod * sizeof *mod_n);
-	for (size_t m = 0; m < nmod; m++)
-		d->trace[m] = d->trace[2 * nmod - 1 - m] = m;
-	d->ntrace = 2 * nmod;
-	for (size_t j = 0; j < d->ntrace; j++)
-		for (size_t t = mod_first[d->trace[j]]; t < mod_first[d->trace[j]] + mod_n[d->trace[j]]; t++) {
-			d->qt[d->nqueue] = t;
-			d->qs[d->nqueue++] = j;
-		}
-}
-
-static void coord_free(struct ds_coord *d)
-{
-	free(d->n);
-	free(d->s);
-	free(d->persist);
-	free(d->avail);
-	free(d->recent);
-	free(d->fetched);
-	free(d->mod_first);
-	free(d->mod_n);
-	free(d->trace);
-	free(d->qt);
-	free(d->qs);
-	free(d);
-}
-
-void theory_ds_coord_free(struct theory_ds_coord *d) { coord_free(d); }
-
+/* DeepSpeed's PartitionedParameterCoordinator over the MLP (util/ds_coord.h:
+ * its rules, which the engine runs too). Tensors in model order (ds_id
+ * order: each layer's weight, then its bias), each in its module. */
 /* The MLP's tensors (each layer's weight, then its bias) and its modules
  * (unit=layer each layer's two, unit=model one of them all). */
-static void coord_init(struct ds_coord *d, const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
-                       unsigned world)
+static struct ds_coord *coord_init(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
+                                   unsigned world)
 {
 	/* two tensors and at most one module a layer */
 	uint64_t *n = zs_calloc(2 * s->nwidths, sizeof *n);
@@ -354,103 +190,35 @@ static void coord_init(struct ds_coord *d, const struct theory_shape *s, const s
 			count[nm - 1]++;
 		}
 	}
-	coord_setup(d, n, nt, first, count, nm, c, world);
+	struct ds_coord *d = ds_coord_new(n, nt, first, count, nm, c, world);
 	free(n);
 	free(first);
 	free(count);
-}
-
-struct theory_ds_coord *theory_ds_coord_new(const uint64_t *n, size_t nt, const size_t *mod_first,
-                                            const size_t *mod_n, size_t nmod, const struct zs_config *c,
-                                            unsigned world)
-{
-	struct ds_coord *d = zs_malloc(sizeof *d);
-	coord_setup(d, n, nt, mod_first, mod_n, nmod, c, world);
 	return d;
 }
-
-size_t theory_ds_fetch(struct theory_ds_coord *d, const struct zs_config *c, size_t j, int complete,
-                       const size_t **fetched)
-{
-	coord_fetch(d, c, j, complete);
-	*fetched = d->fetched;
-	return d->nfetched;
-}
-
-size_t theory_ds_release(struct theory_ds_coord *d, size_t j, int complete, size_t *out)
-{
-	return coord_release(d, j, complete, out);
-}
-
-/* A step's start: step 1 records the trace (reset_step, 228-262) with
- * nothing whole (the model was partitioned when it was built); from step
- * 2 the trace is complete, and what is whole is what the last step()
- * left: release_and_reset_all (444-457) dropped everything and zeroed the
- * count, then _post_step gathered the persistent params (stage3.py
- * 2054-2056) outside it. */
-static void coord_begin_step(struct ds_coord *d, unsigned step)
-{
-	d->head = 0;
-	d->n_avail = 0;
-	for (size_t t = 0; t < d->ntensors; t++) {
-		d->avail[t] = step > 1 && d->persist[t];
-		d->recent[t] = -1e10;
-	}
-}
-
-void theory_ds_begin_step(struct theory_ds_coord *d, unsigned step)
-{
-	coord_begin_step(d, step);
-	d->gathered = 0;
-}
-
-/* step(): everything released (the persistent too), then _post_step
- * gathers the persistent params; their tensors into out, how many. */
-size_t theory_ds_step(struct theory_ds_coord *d, size_t *released, size_t *nreleased, size_t *out)
-{
-	size_t n = 0;
-	*nreleased = 0;
-	for (size_t t = 0; t < d->ntensors; t++) {
-		if (d->avail[t])
-			released[(*nreleased)++] = t;
-		d->avail[t] = 0;
-	}
-	d->nfetched = 0;
-	for (size_t t = 0; t < d->ntensors; t++)
-		if (d->persist[t]) {
-			coord_gather(d, t);
-			out[n++] = t;
-		}
-	return n;
-}
-
-uint64_t theory_ds_gathered(const struct theory_ds_coord *d) { return d->gathered; }
-uint64_t theory_ds_shard(const struct theory_ds_coord *d, size_t t) { return d->s[t]; }
-int theory_ds_persist(const struct theory_ds_coord *d, size_t t) { return d->persist[t]; }
-
 void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
                            struct theory_deepspeed_live *out)
 {
-	struct ds_coord *d = zs_malloc(sizeof *d); /* large: not on the stack */
-	coord_init(d, s, c, unit, 1);
+	struct ds_coord *d = coord_init(s, c, unit, 1);
+	const size_t *got;
 	*out = (struct theory_deepspeed_live){0};
-	coord_begin_step(d, 1);
+	ds_coord_begin_step(d, 1);
 	for (size_t j = 0; j < d->ntrace; j++) {
-		coord_fetch(d, c, j, 0);
-		out->first_step = coord_live(d) > out->first_step ? coord_live(d) : out->first_step;
-		coord_release(d, j, 0, NULL);
+		ds_coord_fetch(d, c, j, 0, &got);
+		out->first_step = ds_coord_live(d) > out->first_step ? ds_coord_live(d) : out->first_step;
+		ds_coord_release(d, j, 0, NULL);
 	}
-	coord_begin_step(d, 2);
+	ds_coord_begin_step(d, 2);
 	for (size_t j = 0; j < d->ntrace; j++) {
 		if (j == d->nmodules)
-			out->at_backward = coord_live(d);
-		coord_fetch(d, c, j, 1);
+			out->at_backward = ds_coord_live(d);
+		ds_coord_fetch(d, c, j, 1, &got);
 		if (j == 0)
-			out->first_fetch = coord_live(d);
-		out->peak = coord_live(d) > out->peak ? coord_live(d) : out->peak;
-		coord_release(d, j, 1, NULL);
+			out->first_fetch = ds_coord_live(d);
+		out->peak = ds_coord_live(d) > out->peak ? ds_coord_live(d) : out->peak;
+		ds_coord_release(d, j, 1, NULL);
 	}
-	coord_free(d);
+	ds_coord_free(d);
 }
 
 /* A point of the step: the bytes above R (the state between steps before
@@ -489,7 +257,7 @@ static uint64_t ds3_flush_elements(const struct ds_coord *d, const size_t *order
 static void ds3_gather_points(const struct ds_coord *d, const uint64_t *base, uint64_t *x, unsigned p,
                               struct theory_schedule *out)
 {
-	uint64_t live = coord_live(d);
+	uint64_t live = ds_coord_live(d);
 	for (size_t i = 0; i < d->nfetched; i++)
 		live -= d->n[d->fetched[i]];
 	for (size_t i = 0; i < d->nfetched; i++) {
@@ -497,7 +265,7 @@ static void ds3_gather_points(const struct ds_coord *d, const uint64_t *base, ui
 		x[THEORY_GATHERED_PARAMS] = (live + d->s[d->fetched[i]]) * p;
 		ds3_point(base, x, out);
 	}
-	x[THEORY_GATHERED_PARAMS] = coord_live(d) * p;
+	x[THEORY_GATHERED_PARAMS] = ds_coord_live(d) * p;
 }
 
 /* ZeRO-3's state between steps, from S = Σ ceil(n_t/N) and the persistent
@@ -553,8 +321,8 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
                          struct theory_schedule *out)
 {
 	const struct theory_bytes *b = &s->bytes;
-	struct ds_coord *d = zs_malloc(sizeof *d); /* large: not on the stack */
-	coord_init(d, s, c, unit, world);
+	struct ds_coord *d = coord_init(s, c, unit, world);
+	const size_t *got;
 	uint64_t S = 0, persist = 0, A = out->peak_breakdown[THEORY_ACTIVATIONS];
 	uint64_t D = out->peak_breakdown[THEORY_SCRATCH], B = (uint64_t)c->ds_reduce_bucket;
 	for (size_t t = 0; t < d->ntensors; t++) {
@@ -572,7 +340,7 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 	size_t *order = zs_calloc(norder, sizeof *order), *start = zs_calloc(norder + 2, sizeof *start);
 	for (size_t m = d->nmodules; m-- > 0;)
 		for (size_t t = 0; t < d->ntensors; t++)
-			if (coord_in(d, t, m))
+			if (ds_coord_in(d, t, m))
 				order[no++] = t;
 	uint64_t used = 0;
 	start[nflush++] = 0;
@@ -590,18 +358,18 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 	ds3_point(base, x, out); /* set-up */
 	uint64_t sent = 0, sent_elements = 0;
 	for (unsigned step = 1; step <= c->steps; step++) {
-		coord_begin_step(d, step);
+		ds_coord_begin_step(d, step);
 		d->gathered = 0;
 		uint64_t fwd = (uint64_t)s->widths[0] + s->widths[s->nwidths - 1];
 		for (size_t j = 0; j < d->ntrace; j++) {
 			size_t m = d->trace[j];
-			coord_fetch(d, c, j, step > 1);
+			ds_coord_fetch(d, c, j, step > 1, &got);
 			memset(x, 0, sizeof x);
 			/* a tensor larger than the bucket, last of the module before
 			 * in backward, still in autograd's grad until this module's
 			 * first tensor reduces it */
 			size_t first = 0;
-			while (first < no && j >= d->nmodules && !coord_in(d, order[first], m))
+			while (first < no && j >= d->nmodules && !ds_coord_in(d, order[first], m))
 				first++;
 			uint64_t carried = j >= d->nmodules && first > 0 && d->n[order[first - 1]] > B ? d->n[order[first - 1]] : 0;
 			x[THEORY_ACTIVATIONS] = j < d->nmodules ? fwd * 4 * s->batch : A;
@@ -609,7 +377,7 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 			x[THEORY_FULL_GRADS] = carried * b->g;
 			if (offp)
 				ds3_gather_points(d, base, x, b->p, out);
-			x[THEORY_GATHERED_PARAMS] = coord_live(d) * b->p;
+			x[THEORY_GATHERED_PARAMS] = ds_coord_live(d) * b->p;
 			if (j < d->nmodules) { /* forward: its layers' outputs, one by one */
 				for (size_t l = 0; l + 1 < s->nwidths; l++)
 					if (unit == ZS_UNIT_MODEL || l == m) {
@@ -620,23 +388,23 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 			} else { /* backward: everything, the deltas, the module's grads, its flushes */
 				uint64_t n = 0;
 				for (size_t t = 0; t < d->ntensors; t++)
-					n += coord_in(d, t, m) ? d->n[t] : 0;
+					n += ds_coord_in(d, t, m) ? d->n[t] : 0;
 				x[THEORY_ACTIVATIONS] = A;
 				x[THEORY_SCRATCH] = D;
 				x[THEORY_FULL_GRADS] = (n + carried) * b->g;
 				ds3_point(base, x, out);
 				for (size_t f = 1; f < nflush; f++)
-					if (coord_in(d, order[start[f]], m)) {
+					if (ds_coord_in(d, order[start[f]], m)) {
 						uint64_t flat = ds3_flush_elements(d, order, start[f - 1], start[f], world);
 						x[THEORY_FULL_GRADS] = (n + carried + flat) * b->g;
 						ds3_point(base, x, out);
 						carried = 0;
 					}
 			}
-			coord_release(d, j, step > 1, NULL);
+			ds_coord_release(d, j, step > 1, NULL);
 		}
 		memset(x, 0, sizeof x); /* the epilogue's reduction, the activations freed */
-		x[THEORY_GATHERED_PARAMS] = coord_live(d) * b->p;
+		x[THEORY_GATHERED_PARAMS] = ds_coord_live(d) * b->p;
 		uint64_t last = no > 0 && d->n[order[no - 1]] > B ? d->n[order[no - 1]] : 0; /* still in its own grad */
 		x[THEORY_FULL_GRADS] = (last + ds3_flush_elements(d, order, start[nflush - 1], no, world)) * b->g;
 		ds3_point(base, x, out);
@@ -644,12 +412,9 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 		x[THEORY_GRAD32] = off ? 0 : S * 4;
 		x[THEORY_GRAD16] = b->g == 2 && !off ? S * b->g : 0;
 		ds3_point(base, x, out);
-		d->nfetched = 0;
-		for (size_t t = 0; t < d->ntensors; t++) { /* _post_step: the persistent params gathered */
-			d->avail[t] = 0;
-			if (d->persist[t])
-				coord_gather(d, t);
-		}
+		size_t *tmp = zs_calloc(2 * d->ntensors + 1, sizeof *tmp), nrel; /* _post_step: the persistent params gathered */
+		ds_coord_step(d, tmp, &nrel, tmp + d->ntensors);
+		free(tmp);
 		memset(x, 0, sizeof x);
 		if (offp)
 			ds3_gather_points(d, base, x, b->p, out);
@@ -665,7 +430,7 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 	out->comm_elements_mean = (double)sent_elements / c->steps;
 	free(order);
 	free(start);
-	coord_free(d);
+	ds_coord_free(d);
 }
 
 void theory_deepspeed_memory(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "theory/theory.h"
+#include "util/ds_coord.h"
 #include "util/step.h"
 #include "util/util.h"
 
@@ -474,13 +475,13 @@ static void ds3_flush(struct walk *w, struct ds3_bucket *bk, const uint64_t *tn,
 
 /* The tensors the coordinator gathered: each whole block, and with the
  * params offloaded the device copy of the rank's partition before it. */
-static void ds3_gathered(struct walk *w, const struct theory_ds_coord *d, const uint64_t *tn, const size_t *t,
+static void ds3_gathered(struct walk *w, const struct ds_coord *d, const uint64_t *tn, const size_t *t,
                          size_t n, const struct theory_bytes *b, int offp)
 {
 	for (size_t i = 0; i < n; i++) {
 		walk_add(w, THEORY_GATHERED_PARAMS, tn[t[i]] * b->p);
-		walk_add(w, THEORY_GATHERED_PARAMS, offp ? theory_ds_shard(d, t[i]) * b->p : 0);
-		walk_sub(w, THEORY_GATHERED_PARAMS, offp ? theory_ds_shard(d, t[i]) * b->p : 0);
+		walk_add(w, THEORY_GATHERED_PARAMS, offp ? d->s[t[i]] * b->p : 0);
+		walk_sub(w, THEORY_GATHERED_PARAMS, offp ? d->s[t[i]] * b->p : 0);
 	}
 }
 
@@ -510,10 +511,10 @@ static void ds3_walk(const struct zs_model *m, const struct theory_act_opts *o, 
 	uint64_t N = world, S = 0, persist = 0, base[THEORY_NCATEGORIES], sent = 0, sent_el = 0;
 	int off = c->offload != ZS_OFFLOAD_NONE, offp = c->offload == ZS_OFFLOAD_PARAMS;
 	ds3_modules(m, md);
-	struct theory_ds_coord *d = theory_ds_coord_new(tn, nt, md->first, md->count, md->n, c, world);
+	struct ds_coord *d = ds_coord_new(tn, nt, md->first, md->count, md->n, c, world);
 	for (size_t t = 0; t < nt; t++) {
-		S += theory_ds_shard(d, t);
-		persist += theory_ds_persist(d, t) ? tn[t] : 0;
+		S += d->s[t];
+		persist += d->persist[t] ? tn[t] : 0;
 	}
 	out->params = theory_model_params(m);
 	theory_ds3_resident(b, c, S, persist, world, out, base);
@@ -524,14 +525,15 @@ static void ds3_walk(const struct zs_model *m, const struct theory_act_opts *o, 
 	for (unsigned step = 1; step <= c->steps; step++) {
 		int complete = step > 1;
 		size_t j = 0;
-		theory_ds_begin_step(d, step);
+		ds_coord_begin_step(d, step);
 		bk->reduced = 0;
 		alloc_at(&w, ts, AT_FORWARD);
 		for (size_t l = 0; l <= L + 1; l++) {
 			forward_part(&w, ts, l, 1);
 			for (size_t mi = md->of_layer[l]; mi < md->of_layer[l + 1]; mi++, j++) {
-				ds3_gathered(&w, d, tn, got, theory_ds_fetch(d, c, j, complete, &got), b, offp);
-				ds3_released(&w, tn, rel, theory_ds_release(d, j, complete, rel), b);
+				size_t ng = ds_coord_fetch(d, c, j, complete, &got);
+				ds3_gathered(&w, d, tn, got, ng, b, offp);
+				ds3_released(&w, tn, rel, ds_coord_release(d, j, complete, rel), b);
 			}
 			forward_part(&w, ts, l, 0);
 		}
@@ -539,7 +541,8 @@ static void ds3_walk(const struct zs_model *m, const struct theory_act_opts *o, 
 		for (size_t l = L + 2; l-- > 0;) {
 			backward_part(&w, ts, l, 1);
 			for (size_t mi = md->of_layer[l + 1]; mi-- > md->of_layer[l]; j++) {
-				ds3_gathered(&w, d, tn, got, theory_ds_fetch(d, c, j, complete, &got), b, offp);
+				size_t ng = ds_coord_fetch(d, c, j, complete, &got);
+				ds3_gathered(&w, d, tn, got, ng, b, offp);
 				uint64_t n = 0;
 				for (size_t t = md->first[mi]; md->grads[mi] && t < md->first[mi] + md->count[mi]; t++)
 					n += tn[t];
@@ -555,7 +558,7 @@ static void ds3_walk(const struct zs_model *m, const struct theory_act_opts *o, 
 					bk->held = tn[bk->t[0]] * b->g; /* an oversized grad kept until it is reduced */
 					walk_add(&w, THEORY_FULL_GRADS, bk->held);
 				}
-				ds3_released(&w, tn, rel, theory_ds_release(d, j, complete, rel), b);
+				ds3_released(&w, tn, rel, ds_coord_release(d, j, complete, rel), b);
 			}
 			backward_part(&w, ts, l, 0);
 		}
@@ -563,20 +566,20 @@ static void ds3_walk(const struct zs_model *m, const struct theory_act_opts *o, 
 		/* step(): everything released; the fp32 gradient partition (in
 		 * mixed precision from a flat fp16 copy; offloaded, the host's);
 		 * then the persistent params gathered */
-		size_t npost = theory_ds_step(d, rel, &nrel, post);
+		size_t npost = ds_coord_step(d, rel, &nrel, post);
 		ds3_released(&w, tn, rel, nrel, b);
 		walk_add(&w, THEORY_GRAD16, !off && b->g == 2 ? S * b->g : 0);
 		walk_add(&w, THEORY_GRAD32, off ? 0 : S * 4);
 		walk_sub(&w, THEORY_GRAD16, !off && b->g == 2 ? S * b->g : 0);
 		walk_sub(&w, THEORY_GRAD32, off ? 0 : S * 4);
 		ds3_gathered(&w, d, tn, post, npost, b, offp);
-		uint64_t gathered = theory_ds_gathered(d);
+		uint64_t gathered = d->gathered;
 		sent += (N - 1) * gathered * b->p + bk->reduced * b->g;
 		sent_el += (N - 1) * gathered + bk->reduced;
 		out->comm_bytes = (N - 1) * gathered * b->p + bk->reduced * b->g; /* the last step's */
 		out->comm_elements = (N - 1) * gathered + bk->reduced;
 	}
-	theory_ds_coord_free(d);
+	ds_coord_free(d);
 	free(ts->t);
 	free(ts);
 	free(tn);

@@ -1,0 +1,211 @@
+/*
+ * ds_coord — DeepSpeed's ZeRO-3 coordinator's rules (ds_coord.h).
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/ds_coord.h"
+#include "util/util.h"
+
+int ds_coord_in(const struct ds_coord *d, size_t t, size_t m)
+{
+	return t >= d->mod_first[m] && t < d->mod_first[m] + d->mod_n[m];
+}
+
+uint64_t ds_coord_live(const struct ds_coord *d)
+{
+	uint64_t live = 0;
+	for (size_t t = 0; t < d->ntensors; t++)
+		live += d->avail[t] ? d->n[t] : 0;
+	return live;
+}
+
+static void gather(struct ds_coord *d, size_t t)
+{
+	if (!d->avail[t]) {
+		d->fetched[d->nfetched++] = t;
+		d->avail[t] = 1;
+		d->n_avail += (double)d->n[t]; /* __all_gather_params_, 473-484 */
+		d->gathered += d->s[t];
+	}
+}
+
+/* fetch_sub_module (285-418) of trace entry j, the trace complete or not. */
+static void fetch(struct ds_coord *d, const struct zs_config *c, size_t j, int complete)
+{
+	size_t m = d->trace[j], not_fetched = 0;
+	d->nfetched = 0;
+	for (size_t t = d->mod_first[m]; t < d->mod_first[m] + d->mod_n[m]; t++) {
+		not_fetched += d->recent[t] < (double)j; /* 356-357 */
+		gather(d, t);
+	}
+	if (!complete)
+		return;
+	for (size_t i = 0; i < not_fetched && d->head < d->nqueue; i++, d->head++) /* 358-362 */
+		d->recent[d->qt[d->head]] = (double)d->qs[d->head];
+	if (c->ds_prefetch_bucket <= 0) /* 380 */
+		return;
+	double room = fmin(c->ds_max_live - d->n_avail, c->ds_prefetch_bucket), numel = 0; /* 381-382 */
+	int *chosen = zs_calloc(d->ntensors, sizeof *chosen);
+	while (d->head < d->nqueue && numel < room) { /* 385-402 */
+		size_t t = d->qt[d->head], step = d->qs[d->head++];
+		int want = !d->avail[t] && !chosen[t];
+		d->recent[t] = fmax(d->recent[t], (double)step);
+		if (want) {
+			chosen[t] = 1;
+			numel += (double)d->n[t];
+		}
+	}
+	for (size_t t = 0; t < d->ntensors; t++)
+		if (chosen[t])
+			gather(d, t);
+	free(chosen);
+}
+
+/* release_sub_module (422-441) after trace entry j (__step_id is j + 1):
+ * every param of the module while the trace is recorded; once it is
+ * complete, __params_to_release (524-555): not the persistent ones, not
+ * one a prefetch marked for a later step, not one the next modules within
+ * the reuse distance use. The tensors released into out (if not NULL),
+ * how many. */
+size_t ds_coord_release(struct ds_coord *d, size_t j, int complete, size_t *out)
+{
+	size_t m = d->trace[j], nout = 0;
+	int *keep = zs_calloc(d->ntensors, sizeof *keep);
+	if (complete) {
+		for (size_t t = 0; t < d->ntensors; t++)
+			keep[t] = d->persist[t] || d->recent[t] > (double)(j + 1);
+		double traversed = 0;
+		for (size_t k = j + 1; k < d->ntrace && traversed < DS_REUSE_DISTANCE; k++)
+			for (size_t t = d->mod_first[d->trace[k]]; t < d->mod_first[d->trace[k]] + d->mod_n[d->trace[k]]; t++) {
+				keep[t] = 1;
+				traversed += (double)d->n[t];
+			}
+	}
+	for (size_t t = d->mod_first[m]; t < d->mod_first[m] + d->mod_n[m]; t++)
+		if (!keep[t] && d->avail[t]) { /* __release_param, 515-520 */
+			d->avail[t] = 0;
+			d->n_avail -= (double)d->n[t];
+			if (out != NULL)
+				out[nout++] = t;
+		}
+	free(keep);
+	return nout;
+}
+
+/* The tensors n[0..nt) in modules [mod_first, + mod_n), the trace (the
+ * modules forward, then backward) and its parameter queue
+ * (record_parameters, 210-219: each entry's params in ds_id order). */
+static void setup(struct ds_coord *d, const uint64_t *n, size_t nt, const size_t *mod_first, const size_t *mod_n,
+                  size_t nmod, const struct zs_config *c, unsigned world)
+{
+	memset(d, 0, sizeof *d);
+	d->ntensors = nt;
+	d->n = zs_calloc(nt, sizeof *d->n);
+	d->s = zs_calloc(nt, sizeof *d->s);
+	d->persist = zs_calloc(nt, sizeof *d->persist);
+	d->avail = zs_calloc(nt, sizeof *d->avail);
+	d->recent = zs_calloc(nt, sizeof *d->recent);
+	d->fetched = zs_calloc(nt, sizeof *d->fetched);
+	d->mod_first = zs_calloc(nmod, sizeof *d->mod_first);
+	d->mod_n = zs_calloc(nmod, sizeof *d->mod_n);
+	d->trace = zs_calloc(2 * nmod, sizeof *d->trace);
+	size_t nq = 0; /* each module's tensors, twice */
+	for (size_t m = 0; m < nmod; m++)
+		nq += 2 * mod_n[m];
+	d->qt = zs_calloc(nq, sizeof *d->qt);
+	d->qs = zs_calloc(nq, sizeof *d->qs);
+	for (size_t t = 0; t < nt; t++) {
+		d->n[t] = n[t];
+		d->s[t] = (n[t] + world - 1) / world;
+		d->persist[t] = (double)n[t] <= c->ds_persist; /* partition_parameters.py 1130 */
+	}
+	d->nmodules = nmod;
+	memcpy(d->mod_first, mod_first, nmod * sizeof *mod_first);
+	memcpy(d->mod_n, mod_n, nmod * sizeof *mod_n);
+	for (size_t m = 0; m < nmod; m++)
+		d->trace[m] = d->trace[2 * nmod - 1 - m] = m;
+	d->ntrace = 2 * nmod;
+	for (size_t j = 0; j < d->ntrace; j++)
+		for (size_t t = mod_first[d->trace[j]]; t < mod_first[d->trace[j]] + mod_n[d->trace[j]]; t++) {
+			d->qt[d->nqueue] = t;
+			d->qs[d->nqueue++] = j;
+		}
+}
+
+void ds_coord_free(struct ds_coord *d)
+{
+	free(d->n);
+	free(d->s);
+	free(d->persist);
+	free(d->avail);
+	free(d->recent);
+	free(d->fetched);
+	free(d->mod_first);
+	free(d->mod_n);
+	free(d->trace);
+	free(d->qt);
+	free(d->qs);
+	free(d);
+}
+
+
+
+struct ds_coord *ds_coord_new(const uint64_t *n, size_t nt, const size_t *mod_first,
+                                            const size_t *mod_n, size_t nmod, const struct zs_config *c,
+                                            unsigned world)
+{
+	struct ds_coord *d = zs_malloc(sizeof *d);
+	setup(d, n, nt, mod_first, mod_n, nmod, c, world);
+	return d;
+}
+
+size_t ds_coord_fetch(struct ds_coord *d, const struct zs_config *c, size_t j, int complete,
+                       const size_t **fetched)
+{
+	fetch(d, c, j, complete);
+	*fetched = d->fetched;
+	return d->nfetched;
+}
+
+
+/* A step's start: step 1 records the trace (reset_step, 228-262) with
+ * nothing whole (the model was partitioned when it was built); from step
+ * 2 the trace is complete, and what is whole is what the last step()
+ * left: release_and_reset_all (444-457) dropped everything and zeroed the
+ * count, then _post_step gathered the persistent params (stage3.py
+ * 2054-2056) outside it. */
+void ds_coord_begin_step(struct ds_coord *d, unsigned step)
+{
+	d->head = 0;
+	d->n_avail = 0;
+	for (size_t t = 0; t < d->ntensors; t++) {
+		d->avail[t] = step > 1 && d->persist[t];
+		d->recent[t] = -1e10;
+	}
+	d->gathered = 0;
+}
+
+
+/* step(): everything released (the persistent too), then _post_step
+ * gathers the persistent params; their tensors into out, how many. */
+size_t ds_coord_step(struct ds_coord *d, size_t *released, size_t *nreleased, size_t *out)
+{
+	size_t n = 0;
+	*nreleased = 0;
+	for (size_t t = 0; t < d->ntensors; t++) {
+		if (d->avail[t])
+			released[(*nreleased)++] = t;
+		d->avail[t] = 0;
+	}
+	d->nfetched = 0;
+	for (size_t t = 0; t < d->ntensors; t++)
+		if (d->persist[t]) {
+			gather(d, t);
+			out[n++] = t;
+		}
+	return n;
+}

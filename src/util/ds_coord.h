@@ -1,0 +1,62 @@
+/*
+ * ds_coord — DeepSpeed's ZeRO-3 PartitionedParameterCoordinator as rules
+ * over a tensor list in modules: which tensors a module's fetch gathers
+ * (with the prefetch), which its release drops, what step() releases and
+ * _post_step gathers again. It is part of the step's description (a
+ * framework's placement and hooks as data): the engine executes its
+ * answers with real collectives and the tracker (scheme_deepspeed.c), the
+ * theory sums them (theory_deepspeed.c, theory_model.c); neither writes
+ * the rules again. Line numbers are partitioned_param_coordinator.py's at
+ * DeepSpeed 38327e0 (docs/schedule.md, "deepspeed", ZeRO-3's coordinator).
+ *
+ * Modules are runs of tensors, [mod_first, mod_first + mod_n) (a tied
+ * head's is the token table again); the trace is the modules forward,
+ * then backward. Ownership: ds_coord_new allocates the coordinator and its
+ * lists, ds_coord_free releases them. Out of memory is fatal.
+ */
+#ifndef ZS_UTIL_DS_COORD_H
+#define ZS_UTIL_DS_COORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/config.h"
+
+#define DS_REUSE_DISTANCE 1e9 /* stage3_max_reuse_distance's default (runtime/zero/config.py 237) */
+
+struct ds_coord {
+	size_t ntensors, nmodules, ntrace, nqueue, head;
+	/* Every list malloc'd to its size by coord_setup (coord_free). */
+	uint64_t *n, *s;                     /* per tensor: elements, and ceil(n/N) a rank */
+	size_t *mod_first, *mod_n;           /* per module */
+	uint64_t gathered;                   /* Σ ceil(n/N) of the tensors gathered so far */
+	int *persist, *avail;                /* per tensor */
+	double *recent;                      /* __most_recent_step_id_param_fetched_for */
+	size_t *trace;                       /* __submodule_order: the modules forward, then backward */
+	size_t *qt, *qs;                     /* __param_queue: (param, step_id_last_used_at) */
+	double n_avail;                      /* __n_available_params */
+	size_t *fetched, nfetched;           /* gathered by the last fetch, in order */
+};
+
+/* The tensors n[0..nt) in modules, N = world; persistent when
+ * n <= c->ds_persist (partition_parameters.py 1130). */
+struct ds_coord *ds_coord_new(const uint64_t *n, size_t nt, const size_t *mod_first, const size_t *mod_n,
+                              size_t nmod, const struct zs_config *c, unsigned world);
+void ds_coord_free(struct ds_coord *d);
+/* A step's start (step 1 records the trace); `gathered` starts again. */
+void ds_coord_begin_step(struct ds_coord *d, unsigned step);
+/* The fetch of trace entry j: the tensors it gathered, in order, in
+ * *fetched (the coordinator's list); how many. */
+size_t ds_coord_fetch(struct ds_coord *d, const struct zs_config *c, size_t j, int complete,
+                      const size_t **fetched);
+/* The release after trace entry j: the tensors released into out (if not
+ * NULL), how many. */
+size_t ds_coord_release(struct ds_coord *d, size_t j, int complete, size_t *out);
+/* step(): everything released (into released, *nreleased of them), then
+ * _post_step gathers the persistent params (into out; how many). */
+size_t ds_coord_step(struct ds_coord *d, size_t *released, size_t *nreleased, size_t *out);
+/* Whether tensor t is in module m; the elements whole now. */
+int ds_coord_in(const struct ds_coord *d, size_t t, size_t m);
+uint64_t ds_coord_live(const struct ds_coord *d);
+
+#endif
