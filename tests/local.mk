@@ -71,3 +71,8 @@ tests_test_deepspeed_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIB
 endif
 TESTS += tests/deepspeed_cli.sh
 EXTRA_DIST += tests/deepspeed_cli.sh
+
+# BLAS on one thread: a transformer's results under 1 and 2 CPUs and
+# OPENBLAS_NUM_THREADS 1 and 2 are the same.
+TESTS += tests/blas_threads.sh
+EXTRA_DIST += tests/blas_threads.sh
