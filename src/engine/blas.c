@@ -1,13 +1,27 @@
 /*
- * blas — the check that OpenBLAS runs one thread, made before main().
+ * blas — OpenBLAS on one thread, checked before main(), and its work
+ * buffer taken where a failure can be said, not spun on.
  *
  * zerosim links OpenBLAS's serial build (configure.ac says why): a
  * threaded one would make a transformer's sums depend on the CPUs the run
- * may use, and hangs at exit under a virtual-memory limit. A constructor,
- * not a call in each main(), so that every program linking OpenBLAS
- * through configure's OPENBLAS_LIBS is checked, the tests and benchmarks
- * too: that variable carries -u zs_blas_check_serial, which pulls this
- * file in from libzsengine.a.
+ * may use, and hangs at exit under a virtual-memory limit. The check is a
+ * constructor, not a call in each main(), so that every program linking
+ * OpenBLAS through configure's OPENBLAS_LIBS is checked, the tests and
+ * benchmarks too: that variable carries -u zs_blas_check_serial, which
+ * pulls this file in from libzsengine.a.
+ *
+ * The buffer: a product takes a 128 MiB work buffer from OpenBLAS's pool,
+ * one for each product running at once (a sweep's workers run products
+ * side by side), and where the pool has none free OpenBLAS allocates one
+ * and retries without end while that fails (memory.c, blas_memory_alloc):
+ * under ulimit -v a transformer run spun forever. So each thread's first
+ * product goes through here (OPENBLAS_LIBS carries --wrap=cblas_sgemm):
+ * the buffer's size is tried with malloc first, an out-of-memory line if it
+ * fails, and then OpenBLAS's own allocation of it is made and handed back
+ * to the pool. A thread's later products, and no more at once than the
+ * threads that made one, always find a free buffer. (Another thread can
+ * still take the memory between the try and OpenBLAS's allocation; only a
+ * limit within a few MB of the need meets that.)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* program_invocation_short_name */
@@ -16,10 +30,13 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "engine/blas.h"
+#include "util/util.h"
 
 __attribute__((constructor)) void zs_blas_check_serial(void)
 {
@@ -35,4 +52,46 @@ __attribute__((constructor)) void zs_blas_check_serial(void)
 	/* _exit: a threaded OpenBLAS's exit handler can wait forever on its
 	 * threads (under ulimit -v). */
 	_exit(1);
+}
+
+/* OpenBLAS's own pool (driver/others/memory.c), exported by the library. */
+void *blas_memory_alloc(int procpos);
+void blas_memory_free(void *buffer);
+
+/* What one buffer takes: BUFFER_SIZE (32 << 22 on x86-64) and a page, as
+ * seen asked of malloc by OpenBLAS 0.3.21, with room to spare. */
+#define BLAS_BUFFER_BYTES ((size_t)(128u << 20) + (1u << 16))
+
+static pthread_mutex_t reserving = PTHREAD_MUTEX_INITIALIZER;
+static __thread int reserved;
+
+static void reserve_buffer(void)
+{
+	pthread_mutex_lock(&reserving);
+	void *room = malloc(BLAS_BUFFER_BYTES);
+	if (room == NULL)
+		zs_oom(__FILE__, __LINE__);
+	free(room);
+	blas_memory_free(blas_memory_alloc(0));
+	pthread_mutex_unlock(&reserving);
+	reserved = 1;
+}
+
+void __real_cblas_sgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta, const enum CBLAS_TRANSPOSE tb,
+                        const blasint m, const blasint n, const blasint k, const float alpha, const float *a,
+                        const blasint lda, const float *b, const blasint ldb, const float beta, float *c,
+                        const blasint ldc);
+void __wrap_cblas_sgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta, const enum CBLAS_TRANSPOSE tb,
+                        const blasint m, const blasint n, const blasint k, const float alpha, const float *a,
+                        const blasint lda, const float *b, const blasint ldb, const float beta, float *c,
+                        const blasint ldc);
+
+void __wrap_cblas_sgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta, const enum CBLAS_TRANSPOSE tb,
+                        const blasint m, const blasint n, const blasint k, const float alpha, const float *a,
+                        const blasint lda, const float *b, const blasint ldb, const float beta, float *c,
+                        const blasint ldc)
+{
+	if (!reserved)
+		reserve_buffer();
+	__real_cblas_sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
