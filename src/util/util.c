@@ -122,9 +122,21 @@ void zs_set_cause(char **cause, const char *fmt, ...)
  * machine's memory. */
 #define ZS_MAX_INPUT ((size_t)1 << 30)
 
+/* The shortest of %.1g ... %.17g that reads back. A double's rounding
+ * interval is symmetric except at a power of two (narrower below), so
+ * elsewhere, if the closest 15-digit decimal does not read back, no
+ * shorter one does either (each is a 15-digit decimal too, and no closer):
+ * start at 16 then, which spares most measured values (losses, ratios)
+ * fourteen tries; a power of two is tried from 1 as always. */
 char *zs_number_text(double v, char *buf, size_t n)
 {
-	for (int digits = 1; digits <= 17; digits++) {
+	int e, first = 1;
+	if (isfinite(v) && v != 0 && frexp(v, &e) != 0.5 && frexp(v, &e) != -0.5) {
+		snprintf(buf, n, "%.15g", v);
+		if (strtod(buf, NULL) != v)
+			first = 16;
+	}
+	for (int digits = first; digits <= 17; digits++) {
 		snprintf(buf, n, "%.*g", digits, v);
 		if (strtod(buf, NULL) == v)
 			break;
