@@ -1,6 +1,6 @@
 /*
- * blas — OpenBLAS on one thread, checked before main(), and its work
- * buffer taken where a failure can be said, not spun on.
+ * blas — OpenBLAS on one thread, checked before main(); one product at a
+ * time; and its work buffer taken where a failure can be said, not spun on.
  *
  * zerosim links OpenBLAS's serial build (configure.ac says why): a
  * threaded one would make a transformer's sums depend on the CPUs the run
@@ -10,18 +10,23 @@
  * benchmarks too: that variable carries -u zs_blas_check_serial, which
  * pulls this file in from libzsengine.a.
  *
- * The buffer: a product takes a 128 MiB work buffer from OpenBLAS's pool,
- * one for each product running at once (a sweep's workers run products
- * side by side), and where the pool has none free OpenBLAS allocates one
- * and retries without end while that fails (memory.c, blas_memory_alloc):
- * under ulimit -v a transformer run spun forever. So each thread's first
- * product goes through here (OPENBLAS_LIBS carries --wrap=cblas_sgemm):
- * the buffer's size is tried with malloc first, an out-of-memory line if it
- * fails, and then OpenBLAS's own allocation of it is made and handed back
- * to the pool. A thread's later products, and no more at once than the
- * threads that made one, always find a free buffer. (Another thread can
- * still take the memory between the try and OpenBLAS's allocation; only a
- * limit within a few MB of the need meets that.)
+ * One product at a time. Debian's serial OpenBLAS (0.3.21) is not safe to
+ * call from two threads at once, as a sweep's workers do: the same
+ * transformer sweep at --jobs 2 gave other weights in 5 runs of 20 (the
+ * threaded build, run on one thread, in none of 20). So every product
+ * goes through here (OPENBLAS_LIBS carries --wrap=cblas_sgemm) and takes
+ * one lock; the workers still overlap everything else.
+ *
+ * And its work buffer taken where a failure can be said: a product takes a
+ * 128 MiB buffer from OpenBLAS's pool, and where the pool has none
+ * OpenBLAS allocates one and retries without end while that fails
+ * (memory.c, blas_memory_alloc): under ulimit -v a transformer run spun
+ * forever. Before the first product, the buffer's size is tried with
+ * malloc (an out-of-memory line if it fails), then OpenBLAS's own
+ * allocation of it is made and handed back to the pool, where every later
+ * product, one at a time, finds it. (Another thread can still take the
+ * memory between the try and OpenBLAS's allocation; only a limit within a
+ * few MB of the need meets that.)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* program_invocation_short_name */
@@ -62,18 +67,16 @@ void blas_memory_free(void *buffer);
  * seen asked of malloc by OpenBLAS 0.3.21, with room to spare. */
 #define BLAS_BUFFER_BYTES ((size_t)(128u << 20) + (1u << 16))
 
-static pthread_mutex_t reserving = PTHREAD_MUTEX_INITIALIZER;
-static __thread int reserved;
+static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
+static int reserved; /* under the lock */
 
 static void reserve_buffer(void)
 {
-	pthread_mutex_lock(&reserving);
 	void *room = malloc(BLAS_BUFFER_BYTES);
 	if (room == NULL)
 		zs_oom(__FILE__, __LINE__);
 	free(room);
 	blas_memory_free(blas_memory_alloc(0));
-	pthread_mutex_unlock(&reserving);
 	reserved = 1;
 }
 
@@ -91,7 +94,9 @@ void __wrap_cblas_sgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE
                         const blasint lda, const float *b, const blasint ldb, const float beta, float *c,
                         const blasint ldc)
 {
+	pthread_mutex_lock(&one_at_a_time);
 	if (!reserved)
-		reserve_buffer();
+		reserve_buffer(); /* zs_oom exits; the lock need not be let go */
 	__real_cblas_sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+	pthread_mutex_unlock(&one_at_a_time);
 }
