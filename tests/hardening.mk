@@ -45,7 +45,7 @@ FUZZ_ENGINE = $(top_srcdir)/src/engine/case.c $(top_srcdir)/src/engine/tfm.c \
 	$(top_srcdir)/src/engine/scheme_zero3.c $(top_srcdir)/src/engine/scheme_torch.c \
 	$(top_srcdir)/src/engine/scheme_deepspeed.c $(top_srcdir)/src/engine/engine.c \
 	$(top_srcdir)/src/engine/heap.c $(top_srcdir)/src/engine/sweep.c \
-	$(top_srcdir)/src/engine/measure_json.c $(top_srcdir)/src/engine/osmem.c
+	$(top_srcdir)/src/engine/measure_json.c $(top_srcdir)/src/engine/osmem.c $(top_srcdir)/src/engine/blas.c
 FUZZ_REPORT = $(top_srcdir)/src/report/report.c $(top_srcdir)/src/report/report_buf.c \
 	$(top_srcdir)/src/report/report_data.c $(top_srcdir)/src/report/report_classify.c \
 	$(top_srcdir)/src/report/report_findings.c $(top_srcdir)/src/report/report_text.c \

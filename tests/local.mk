@@ -71,3 +71,24 @@ tests_test_deepspeed_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIB
 endif
 TESTS += tests/deepspeed_cli.sh
 EXTRA_DIST += tests/deepspeed_cli.sh
+
+# BLAS on one thread: a transformer's results under 1 and 2 CPUs and
+# OPENBLAS_NUM_THREADS 1 and 2 are the same.
+TESTS += tests/blas_threads.sh
+EXTRA_DIST += tests/blas_threads.sh
+
+# Signals aimed at the write of an output: no temporary file is left.
+# tests/sig_at.so is preloaded into zerosim to send them (a shared library,
+# built by hand: the project has no libtool).
+TESTS += tests/signal_write.sh
+EXTRA_DIST += tests/signal_write.sh tests/sig_at.c
+check_DATA = tests/sig_at.so
+CLEANFILES += tests/sig_at.so
+tests/sig_at.so: $(top_srcdir)/tests/sig_at.c
+	@$(MKDIR_P) tests
+	$(AM_V_CC)$(CC) $(CPPFLAGS) $(CFLAGS) -shared -fPIC -o $@ $(top_srcdir)/tests/sig_at.c -ldl
+
+# Under ulimit -v every command answers or says why not in one line, and
+# ends (the threaded OpenBLAS hung at exit).
+TESTS += tests/memlimit.sh
+EXTRA_DIST += tests/memlimit.sh

@@ -8,7 +8,10 @@
  * file system); only that short window can leave a named temporary file.
  * A file system without O_TMPFILE gets the classic recipe: a mkstemp file,
  * write, fsync, rename. SIGINT, SIGTERM, SIGHUP and SIGQUIT are held back
- * while a named temporary file exists, and SIGXCPU's handler removes it.
+ * by the writing thread while a named temporary file exists (and from
+ * before mkstemp makes one); their handlers, and SIGXCPU's, remove it when
+ * such a signal reaches another thread (an MPI library's; before the BLAS
+ * was serial, OpenBLAS's, which is how a SIGINT left one).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* O_TMPFILE, AT_EMPTY_PATH */
@@ -30,8 +33,16 @@
 
 #include "util/util.h"
 
+/* A sweep's workers run side by side and can run out of memory at the same
+ * moment (the same allocation, in two runs): the first says it and ends the
+ * process; any other waits for that end, so the line is printed once and
+ * exit() runs once. */
 void zs_oom(const char *file, int line)
 {
+	static int said;
+	if (__atomic_exchange_n(&said, 1, __ATOMIC_SEQ_CST))
+		for (;;)
+			pause();
 	fprintf(stderr, "zerosim: out of memory at %s:%d\n", file, line);
 	exit(ZS_EXIT_RUNTIME);
 }
@@ -111,9 +122,21 @@ void zs_set_cause(char **cause, const char *fmt, ...)
  * machine's memory. */
 #define ZS_MAX_INPUT ((size_t)1 << 30)
 
+/* The shortest of %.1g ... %.17g that reads back. A double's rounding
+ * interval is symmetric except at a power of two (narrower below), so
+ * elsewhere, if the closest 15-digit decimal does not read back, no
+ * shorter one does either (each is a 15-digit decimal too, and no closer):
+ * start at 16 then, which spares most measured values (losses, ratios)
+ * fourteen tries; a power of two is tried from 1 as always. */
 char *zs_number_text(double v, char *buf, size_t n)
 {
-	for (int digits = 1; digits <= 17; digits++) {
+	int e, first = 1;
+	if (isfinite(v) && v != 0 && frexp(v, &e) != 0.5 && frexp(v, &e) != -0.5) {
+		snprintf(buf, n, "%.15g", v);
+		if (strtod(buf, NULL) != v)
+			first = 16;
+	}
+	for (int digits = first; digits <= 17; digits++) {
 		snprintf(buf, n, "%.*g", digits, v);
 		if (strtod(buf, NULL) == v)
 			break;
@@ -352,8 +375,9 @@ struct zs_out {
 	int masked;
 };
 
-/* The named temporary file that exists now, if any, for SIGXCPU's handler.
- * One at a time: the commands write their outputs one after another. */
+/* The named temporary file that exists now, if any, for the signal
+ * handlers. One at a time: the commands write their outputs one after
+ * another. */
 static char pending_tmp[PATH_MAX];
 static volatile sig_atomic_t pending;
 
@@ -378,14 +402,33 @@ static void release_signals(struct zs_out *o)
 	o->masked = 0;
 }
 
+/* A handler can run on another thread (an MPI library's, say) while this
+ * one writes: the name is complete before `pending` says it is there. */
 static void set_pending(const char *tmp)
 {
-	pending = 0;
+	__atomic_store_n(&pending, 0, __ATOMIC_SEQ_CST);
 	size_t n = tmp != NULL ? strlen(tmp) : 0;
 	if (tmp != NULL && n < sizeof pending_tmp) {
 		memcpy(pending_tmp, tmp, n + 1);
-		pending = 1;
+		__atomic_store_n(&pending, 1, __ATOMIC_SEQ_CST);
 	}
+}
+
+/* SIGINT, SIGTERM, SIGHUP and SIGQUIT: remove the named temporary file, if
+ * one exists, then die of the signal as if there were no handler. The
+ * thread writing an output holds these signals back while its temporary
+ * file exists (hold_signals), so there the write completes first; but a
+ * signal sent to the process goes to any thread not holding it back, and
+ * this handler is what removes the file then. unlink, signal and raise
+ * are async-signal-safe. */
+static void on_stop(int sig)
+{
+	int e = errno;
+	if (__atomic_load_n(&pending, __ATOMIC_SEQ_CST))
+		unlink(pending_tmp);
+	signal(sig, SIG_DFL);
+	raise(sig); /* delivered when this handler returns: the process dies of it */
+	errno = e;
 }
 
 static void on_xcpu(int sig)
@@ -410,6 +453,17 @@ void zs_signals_init(void)
 	sa.sa_handler = on_xcpu;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGXCPU, &sa, NULL);
+	/* A signal the parent had ignored (nohup's SIGHUP, a background job's
+	 * SIGINT) stays ignored, and another handler is left alone. */
+	static const int stops[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+	for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) {
+		struct sigaction old;
+		if (sigaction(stops[i], NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) ||
+		    (old.sa_handler != SIG_DFL && old.sa_handler != on_stop))
+			continue;
+		sa.sa_handler = on_stop;
+		sigaction(stops[i], &sa, NULL);
+	}
 	/* ulimit -t sets the soft and the hard limit alike, and at the hard
 	 * limit the kernel sends SIGKILL, which no handler sees: stop a second
 	 * earlier, at a soft limit of our own, with the message. */
@@ -572,16 +626,22 @@ static int link_over(struct zs_out *o)
 {
 	for (int tries = 0; tries < 100; tries++) {
 		char *t = tmp_template(o->target);
+		/* Held from before the name exists: mkstemp makes a file. */
+		hold_signals(o);
 		int fd = mkstemp(t); /* only to pick a free name */
 		if (fd < 0) {
+			int e = errno;
+			release_signals(o);
 			free(t);
+			errno = e;
 			return -1;
 		}
+		/* Pending from the file's making through the link and the
+		 * rename: a handler on another thread removes whichever exists. */
+		set_pending(t);
 		close(fd);
 		unlink(t);
-		hold_signals(o);
 		if (link_unnamed(o->fd, t) == 0) {
-			set_pending(t);
 			o->tmp = t;
 			if (rename(t, o->target) != 0)
 				return -1;
@@ -591,6 +651,7 @@ static int link_over(struct zs_out *o)
 			return 0;
 		}
 		int e = errno;
+		set_pending(NULL);
 		release_signals(o);
 		free(t);
 		if (e != EEXIST) {

@@ -77,7 +77,8 @@ int zs_open_regular(const char *path, struct stat *st, char **cause);
  * opened so); a device, FIFO or socket is written in place: these are the
  * outputs an interruption can leave half-written. Where O_TMPFILE is not
  * supported, a named temporary file (.zerosim.tmpXXXXXX) is renamed into
- * place, with SIGINT, SIGTERM, SIGHUP and SIGQUIT held back meanwhile. */
+ * place, with SIGINT, SIGTERM, SIGHUP and SIGQUIT held back meanwhile
+ * (zs_signals_init's handlers remove the file if another thread gets one). */
 struct zs_out;
 int zs_out_open(const char *path, struct zs_out **out, char **cause);
 int zs_out_write(struct zs_out *o, const void *data, size_t len, char **cause);
@@ -88,7 +89,9 @@ int zs_write_atomic(const char *path, const char *data, size_t len, char **cause
 /* Signal dispositions every command wants (zs_out_open sets them too):
  * SIGXFSZ ignored (a file over ulimit -f is a write error, EFBIG), SIGPIPE
  * default (a closed pipe ends the run quietly), SIGXCPU (ulimit -t) one
- * line on stderr, any named temporary file removed, exit 1. */
+ * line on stderr, any named temporary file removed, exit 1. SIGINT,
+ * SIGTERM, SIGHUP and SIGQUIT, unless ignored or handled already: any named
+ * temporary file removed, then the process dies of the signal. */
 void zs_signals_init(void);
 
 /* Where output `path` would be written: *fd >= 0 for a descriptor's name

@@ -1,0 +1,13 @@
+/*
+ * blas — OpenBLAS runs one thread: checked by a constructor before main();
+ * and each thread's first matrix product takes OpenBLAS's work buffer
+ * where running out of memory can be said (blas.c). Nothing here is
+ * called by name: configure's OPENBLAS_LIBS links it in (-u) and routes
+ * cblas_sgemm through it (--wrap).
+ */
+#ifndef ZS_ENGINE_BLAS_H
+#define ZS_ENGINE_BLAS_H
+
+void zs_blas_check_serial(void);
+
+#endif
