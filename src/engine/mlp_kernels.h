@@ -165,48 +165,76 @@ static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in
 }
 
 /* dx[b][i] = Σ_j dy[b][j]·w[j][i] over j = 0..dout-1 from 0, then ReLU's
- * mask. Four rows of b and sixteen of i are summed in registers; each w
- * load serves the four rows. ReLU's mask is applied as the sums are
- * stored: 0 where in is not > 0 (NaN included). */
+ * mask: 0 where in is not > 0 (NaN included). Four rows of b at a time,
+ * summed in dx itself over a chunk of IG_CHUNK columns: for each j (two at
+ * a time), the chunk's row of w is read once, contiguously, and added to
+ * the four rows' sums, which stay in the L1 cache. Walking w by rows lets
+ * the hardware prefetch it; a register tile that walked it down its
+ * columns (a stride of din elements, every access in the same cache set)
+ * waited on memory for most of the backward pass. Each sum is still
+ * 0 + p_0 + p_1 + ... in j order, so the bits do not change. */
+#ifndef IG_CHUNK
+#define IG_CHUNK 512
+#endif
 static void NAME(input_grads)(float *dx, const float *dy, const float *in, const T *w, size_t B, size_t din,
                               size_t dout)
 {
 	size_t b = 0;
-	for (; b + 4 <= B; b += 4) {
+	for (; b + 4 <= B && dout > 0; b += 4) {
 		const float *e0 = dy + b * dout, *e1 = e0 + dout, *e2 = e1 + dout, *e3 = e2 + dout;
-		float *o = dx + b * din;
-		size_t i = 0;
-		for (; i + 16 <= din; i += 16) {
-			v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
-			for (size_t j = 0; j < dout; j++) {
-				v8f u = LOAD8(w + j * din + i), v = LOAD8(w + j * din + i + 8);
-				float d0 = e0[j], d1 = e1[j], d2 = e2[j], d3 = e3[j];
-				a0 += d0 * u;
-				c0 += d0 * v;
-				a1 += d1 * u;
-				c1 += d1 * v;
-				a2 += d2 * u;
-				c2 += d2 * v;
-				a3 += d3 * u;
-				c3 += d3 * v;
+		float *o0 = dx + b * din, *o1 = o0 + din, *o2 = o1 + din, *o3 = o2 + din;
+		for (size_t i0 = 0; i0 < din; i0 += IG_CHUNK) {
+			const size_t i1 = din - i0 < IG_CHUNK ? din : i0 + IG_CHUNK;
+			const size_t v1 = i0 + (i1 - i0) / 8 * 8; /* the chunk's whole vectors end here */
+			/* j = 0: each sum starts as 0 + p_0 */
+			for (size_t i = i0; i < v1; i += 8) {
+				v8f u = LOAD8(w + i), z = {0};
+				store8_f32(o0 + i, z + e0[0] * u);
+				store8_f32(o1 + i, z + e1[0] * u);
+				store8_f32(o2 + i, z + e2[0] * u);
+				store8_f32(o3 + i, z + e3[0] * u);
 			}
-			const float *m = in + b * din + i;
-			store8_f32(o + i, relu_mask8(a0, m));
-			store8_f32(o + i + 8, relu_mask8(c0, m + 8));
-			store8_f32(o + din + i, relu_mask8(a1, m + din));
-			store8_f32(o + din + i + 8, relu_mask8(c1, m + din + 8));
-			store8_f32(o + 2 * din + i, relu_mask8(a2, m + 2 * din));
-			store8_f32(o + 2 * din + i + 8, relu_mask8(c2, m + 2 * din + 8));
-			store8_f32(o + 3 * din + i, relu_mask8(a3, m + 3 * din));
-			store8_f32(o + 3 * din + i + 8, relu_mask8(c3, m + 3 * din + 8));
-		}
-		for (; i < din; i++)
+			size_t j = 1;
+			for (; j + 2 <= dout; j += 2) {
+				const T *wj = w + j * din, *wk = wj + din;
+				const float d0 = e0[j], d1 = e1[j], d2 = e2[j], d3 = e3[j];
+				const float f0 = e0[j + 1], f1 = e1[j + 1], f2 = e2[j + 1], f3 = e3[j + 1];
+				for (size_t i = i0; i < v1; i += 8) {
+					v8f u = LOAD8(wj + i), v = LOAD8(wk + i);
+					store8_f32(o0 + i, load8_f32(o0 + i) + d0 * u + f0 * v);
+					store8_f32(o1 + i, load8_f32(o1 + i) + d1 * u + f1 * v);
+					store8_f32(o2 + i, load8_f32(o2 + i) + d2 * u + f2 * v);
+					store8_f32(o3 + i, load8_f32(o3 + i) + d3 * u + f3 * v);
+				}
+			}
+			for (; j < dout; j++) {
+				const T *wj = w + j * din;
+				const float d0 = e0[j], d1 = e1[j], d2 = e2[j], d3 = e3[j];
+				for (size_t i = i0; i < v1; i += 8) {
+					v8f u = LOAD8(wj + i);
+					store8_f32(o0 + i, load8_f32(o0 + i) + d0 * u);
+					store8_f32(o1 + i, load8_f32(o1 + i) + d1 * u);
+					store8_f32(o2 + i, load8_f32(o2 + i) + d2 * u);
+					store8_f32(o3 + i, load8_f32(o3 + i) + d3 * u);
+				}
+			}
+			for (size_t i = v1; i < i1; i++) /* the columns past the last whole vector */
+				for (size_t q = 0; q < 4; q++) {
+					float s = 0.0f;
+					for (j = 0; j < dout; j++)
+						s += dy[(b + q) * dout + j] * LOAD(w[j * din + i]);
+					dx[(b + q) * din + i] = s;
+				}
 			for (size_t q = 0; q < 4; q++) {
-				float s = 0.0f;
-				for (size_t j = 0; j < dout; j++)
-					s += dy[(b + q) * dout + j] * LOAD(w[j * din + i]);
-				o[q * din + i] = in[(b + q) * din + i] > 0.0f ? s : 0.0f;
+				float *o = dx + (b + q) * din;
+				const float *m = in + (b + q) * din;
+				size_t i = i0;
+				for (; i < v1; i += 8)
+					store8_f32(o + i, relu_mask8(load8_f32(o + i), m + i));
+				for (; i < i1; i++)
+					o[i] = m[i] > 0.0f ? o[i] : 0.0f;
 			}
+		}
 	}
 	for (; b < B; b++)
 		for (size_t i = 0; i < din; i++) {
