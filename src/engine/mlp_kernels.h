@@ -2,7 +2,8 @@
  * mlp_kernels — the layer kernels, written once and included by mlp.c for
  * each working-parameter type. Define T (the storage type), LOAD(x) and
  * STORE(x) (one element to and from float), LOAD8(p) and STORE8(p, v)
- * (eight elements to and from a v8f), and NAME(f) (the suffixed name).
+ * (eight elements to and from a v8f), STREAM8(p, v) (STORE8 past the
+ * caches, to an aligned p), and NAME(f) (the suffixed name).
  *
  * Every sum has one fixed order, whatever the blocking:
  *  - a forward dot product: eight fp32 lanes over the contiguous index,
@@ -112,6 +113,9 @@ static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in
 		dbias[j] = STORE(db);
 	}
 	j = 0;
+	/* eight elements' alignment (16 B for fp16, 32 B for fp32) at every row */
+	const size_t al = 8 * sizeof(T);
+	const int nt = dout * din * sizeof(T) >= STREAM_BYTES && (uintptr_t)dw % al == 0 && din * sizeof(T) % al == 0;
 	if (B == 4) {
 		const float *x0 = in, *x1 = in + din, *x2 = in + 2 * din, *x3 = in + 3 * din;
 		for (; j + 2 <= dout; j += 2) {
@@ -132,8 +136,13 @@ static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in
 				acd += e2 * y2;
 				acc += d3 * y3;
 				acd += e3 * y3;
-				STORE8(dwj + i, acc);
-				STORE8(dwk + i, acd);
+				if (nt) {
+					STREAM8(dwj + i, acc);
+					STREAM8(dwk + i, acd);
+				} else {
+					STORE8(dwj + i, acc);
+					STORE8(dwk + i, acd);
+				}
 			}
 			for (; i < din; i++) {
 				float acc = 0.0f, acd = 0.0f;
@@ -153,7 +162,10 @@ static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in
 			v8f acc = {0};
 			for (size_t b = 0; b < B; b++)
 				acc += dy[b * dout + j] * load8_f32(in + b * din + i);
-			STORE8(dwj + i, acc);
+			if (nt)
+				STREAM8(dwj + i, acc);
+			else
+				STORE8(dwj + i, acc);
 		}
 		for (; i < din; i++) {
 			float acc = 0.0f;
@@ -162,6 +174,8 @@ static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in
 			dwj[i] = STORE(acc);
 		}
 	}
+	if (nt)
+		stream_fence();
 }
 
 /* dx[b][i] = Σ_j dy[b][j]·w[j][i] over j = 0..dout-1 from 0, then ReLU's
