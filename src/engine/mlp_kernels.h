@@ -39,6 +39,11 @@ static inline v8f NAME(dot2x4)(const float *x, size_t xstride, const T *w, size_
 	const T *w0 = w, *w1 = w + wstride;
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
+		/* the next pair of w rows (the caller's next call), a pair ahead:
+		 * each row is a short stream of its own, which the hardware
+		 * prefetcher would find only after its first misses */
+		__builtin_prefetch(w0 + 2 * wstride + i);
+		__builtin_prefetch(w1 + 2 * wstride + i);
 		v8f u = LOAD8(w0 + i), v = LOAD8(w1 + i);
 		v8f b0 = load8_f32(x0 + i), b1 = load8_f32(x1 + i);
 		v8f b2 = load8_f32(x2 + i), b3 = load8_f32(x3 + i);
@@ -214,6 +219,9 @@ static void NAME(input_grads)(float *dx, const float *dy, const float *in, const
 				const float d0 = e0[j], d1 = e1[j], d2 = e2[j], d3 = e3[j];
 				const float f0 = e0[j + 1], f1 = e1[j + 1], f2 = e2[j + 1], f3 = e3[j + 1];
 				for (size_t i = i0; i < v1; i += 8) {
+					/* the next two rows' part of the chunk, a pair ahead */
+					__builtin_prefetch(wj + 2 * din + i);
+					__builtin_prefetch(wk + 2 * din + i);
 					v8f u = LOAD8(wj + i), v = LOAD8(wk + i);
 					store8_f32(o0 + i, load8_f32(o0 + i) + d0 * u + f0 * v);
 					store8_f32(o1 + i, load8_f32(o1 + i) + d1 * u + f1 * v);
