@@ -2,8 +2,10 @@
 # bench — wall time of whole `zerosim measure` processes: the default sweep
 # and a 8.4M-parameter model at N = 16, four schemes, one step. Medians over
 # several runs (hyperfine when present, else the shell's clock). The large
-# case is divided by its floor on this machine (tests/bench_floor.c: the
-# page faults and the bytes it cannot avoid), measured in the same run.
+# case is divided by its floors on this machine (tests/bench_floor.c: the
+# page faults and the bytes it cannot avoid), measured in the same run: one
+# faulting the state in 4 KiB pages, one in 2 MiB pages as zerosim's heap
+# does (the ratio to it is what the code costs beyond the memory system).
 # On a shared machine the CPU-time ratio (user + system of both) is the
 # steadier one. A benchmark, not a test: it prints numbers, never fails on them.
 set -eu
