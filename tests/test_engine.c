@@ -343,15 +343,17 @@ static double ref_loss(const size_t *w, size_t L, const double *p, const double 
  * mlp_kernels.h documents, bit for bit, in fp16 and fp32, on shapes that
  * fill no block exactly (widths not a multiple of 8 or of the input
  * gradient's chunk of columns, batches not a multiple of 4) and on ones
- * that do, and on one whose weight gradient is large enough to be
- * streamed past the caches. Blocking, chunking, vector width and stores
+ * that do, and on ones whose weights are large enough to be prefetched
+ * and read row by row and whose weight gradient is streamed past the
+ * caches. Blocking, chunking, vector width and stores
  * may change; the bits may not. */
 static float half_round(float v, int f16) { return f16 ? zs_half_to_float(zs_float_to_half(v)) : v; }
 
 START_TEST(test_layer_kernels_keep_the_documented_order)
 {
 	static const size_t shapes[][3] = {{4, 16, 32}, {4, 1030, 9}, {5, 13, 1029}, {3, 7, 5}, {8, 600, 24}, {1, 9, 3},
-	                                     {4, 1024, 2048} /* weight grads streamed */};
+	                                     {4, 1024, 2048} /* weight grads streamed */,
+	                                     {5, 2061, 260} /* w read row by row, in chunks, a tail */};
 	for (int f16 = 0; f16 < 2; f16++)
 		for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
 			size_t B = shapes[sh][0], din = shapes[sh][1], dout = shapes[sh][2];

@@ -72,20 +72,30 @@ static inline v8f finish8(const v8f *a, v8f tail)
 #endif
 }
 
+/* With F16C straight between registers and memory (no float array for
+ * the compiler to see through); the same instructions as fp16.h's. */
 static inline v8f load8_f16(const zs_half *p)
 {
+#ifdef __F16C__
+	return (v8f)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+#else
 	float f[8];
 	v8f v;
 	zs_half_to_float8(f, p);
 	memcpy(&v, f, sizeof v);
 	return v;
+#endif
 }
 
 static inline void store8_f16(zs_half *p, v8f v)
 {
+#ifdef __F16C__
+	_mm_storeu_si128((__m128i *)(void *)p, _mm256_cvtps_ph((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#else
 	float f[8];
 	memcpy(f, &v, sizeof f);
 	zs_float_to_half8(p, f);
+#endif
 }
 
 /* Non-temporal stores (past the caches, no read of the line first), for
@@ -117,6 +127,11 @@ static inline void stream_fence(void)
 	_mm_sfence(); /* the streamed lines are visible before the kernel returns */
 #endif
 }
+
+/* A weight matrix of this size or more is read from memory, not from the
+ * caches: the kernels prefetch its rows and walk it row by row. Below it,
+ * where prefetches are only extra instructions, they do not. */
+#define LARGE_BYTES ((size_t)1 << 20)
 
 /* Stream a weight gradient of this size or more (beyond the L2 cache of
  * any core) when every row starts on the vector's alignment. */

@@ -32,7 +32,8 @@ static float NAME(dot)(const float *x, const T *w, size_t n)
 
 /* Two rows of w (u, v) against four rows of x: eight dot products, each w
  * and x load shared. Lane 2q + p holds x row q against w row p. */
-static inline v8f NAME(dot2x4)(const float *x, size_t xstride, const T *w, size_t wstride, size_t n)
+static inline __attribute__((always_inline)) v8f NAME(dot2x4)(const float *x, size_t xstride, const T *w,
+                                                                size_t wstride, size_t n, const int pf)
 {
 	v8f a[8] = {{0}};
 	const float *x0 = x, *x1 = x + xstride, *x2 = x + 2 * xstride, *x3 = x + 3 * xstride;
@@ -42,8 +43,10 @@ static inline v8f NAME(dot2x4)(const float *x, size_t xstride, const T *w, size_
 		/* the next pair of w rows (the caller's next call), a pair ahead:
 		 * each row is a short stream of its own, which the hardware
 		 * prefetcher would find only after its first misses */
-		__builtin_prefetch(w0 + 2 * wstride + i);
-		__builtin_prefetch(w1 + 2 * wstride + i);
+		if (pf) {
+			__builtin_prefetch(w0 + 2 * wstride + i);
+			__builtin_prefetch(w1 + 2 * wstride + i);
+		}
 		v8f u = LOAD8(w0 + i), v = LOAD8(w1 + i);
 		v8f b0 = load8_f32(x0 + i), b1 = load8_f32(x1 + i);
 		v8f b2 = load8_f32(x2 + i), b3 = load8_f32(x3 + i);
@@ -75,14 +78,17 @@ static inline float NAME(bias_relu)(float sum, const T *bias, size_t j, int relu
 	return relu && v < 0.0f ? 0.0f : v;
 }
 
-void NAME(linear_forward)(float *out, const float *in, const T *w, const T *bias, int relu,
-                          size_t B, size_t din, size_t dout)
+/* pf: prefetch w's rows (a constant where it is inlined, so that the
+ * loops test nothing). */
+static inline __attribute__((always_inline)) void NAME(linear_forward_pf)(float *out, const float *in, const T *w,
+                                                                           const T *bias, int relu, size_t B,
+                                                                           size_t din, size_t dout, const int pf)
 {
 	size_t b = 0;
 	for (; b + 4 <= B; b += 4) {
 		size_t j = 0;
 		for (; j + 2 <= dout; j += 2) {
-			v8f s = NAME(dot2x4)(in + b * din, din, w + j * din, din, din);
+			v8f s = NAME(dot2x4)(in + b * din, din, w + j * din, din, din, pf);
 			float bj = LOAD(bias[j]), bk = LOAD(bias[j + 1]);
 			v8f v = (v8f){bj, bk, bj, bk, bj, bk, bj, bk} + s;
 			if (relu)
@@ -99,10 +105,21 @@ void NAME(linear_forward)(float *out, const float *in, const T *w, const T *bias
 			out[b * dout + j] = NAME(bias_relu)(NAME(dot)(in + b * din, w + j * din, din), bias, j, relu);
 }
 
+void NAME(linear_forward)(float *out, const float *in, const T *w, const T *bias, int relu,
+                          size_t B, size_t din, size_t dout)
+{
+	if (din * dout * sizeof(T) >= LARGE_BYTES)
+		NAME(linear_forward_pf)(out, in, w, bias, relu, B, din, dout, 1);
+	else
+		NAME(linear_forward_pf)(out, in, w, bias, relu, B, din, dout, 0);
+}
+
 /* dw (dout, din) and dbias: each element a sum over b = 0..B-1 from 0.
- * With four rows, two rows of dw share each load of in. */
-static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in, size_t B, size_t din,
-                               size_t dout)
+ * With four rows, two rows of dw share each load of in. nt: stream dw past
+ * the caches (a constant where it is inlined, so the loops test nothing). */
+static inline __attribute__((always_inline)) void NAME(weight_grads_nt)(T *dw, T *dbias, const float *dy,
+                                                                         const float *in, size_t B, size_t din,
+                                                                         size_t dout, const int nt)
 {
 	size_t j = 0;
 	for (; j + 8 <= dout; j += 8) {
@@ -118,9 +135,6 @@ static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in
 		dbias[j] = STORE(db);
 	}
 	j = 0;
-	/* eight elements' alignment (16 B for fp16, 32 B for fp32) at every row */
-	const size_t al = 8 * sizeof(T);
-	const int nt = dout * din * sizeof(T) >= STREAM_BYTES && (uintptr_t)dw % al == 0 && din * sizeof(T) % al == 0;
 	if (B == 4) {
 		const float *x0 = in, *x1 = in + din, *x2 = in + 2 * din, *x3 = in + 3 * din;
 		for (; j + 2 <= dout; j += 2) {
@@ -183,8 +197,71 @@ static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in
 		stream_fence();
 }
 
+static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in, size_t B, size_t din,
+                               size_t dout)
+{
+	/* eight elements' alignment (16 B for fp16, 32 B for fp32) at every row */
+	const size_t al = 8 * sizeof(T);
+	if (dout * din * sizeof(T) >= STREAM_BYTES && (uintptr_t)dw % al == 0 && din * sizeof(T) % al == 0)
+		NAME(weight_grads_nt)(dw, dbias, dy, in, B, din, dout, 1);
+	else
+		NAME(weight_grads_nt)(dw, dbias, dy, in, B, din, dout, 0);
+}
+
 /* dx[b][i] = Σ_j dy[b][j]·w[j][i] over j = 0..dout-1 from 0, then ReLU's
- * mask: 0 where in is not > 0 (NaN included). Four rows of b at a time,
+ * mask, for a w that the caches hold. Four rows of b and sixteen of i are
+ * summed in registers; each w load serves the four rows. ReLU's mask is
+ * applied as the sums are stored: 0 where in is not > 0 (NaN included). */
+static void NAME(input_grads_tile)(float *dx, const float *dy, const float *in, const T *w, size_t B, size_t din,
+                              size_t dout)
+{
+	size_t b = 0;
+	for (; b + 4 <= B; b += 4) {
+		const float *e0 = dy + b * dout, *e1 = e0 + dout, *e2 = e1 + dout, *e3 = e2 + dout;
+		float *o = dx + b * din;
+		size_t i = 0;
+		for (; i + 16 <= din; i += 16) {
+			v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
+			for (size_t j = 0; j < dout; j++) {
+				v8f u = LOAD8(w + j * din + i), v = LOAD8(w + j * din + i + 8);
+				float d0 = e0[j], d1 = e1[j], d2 = e2[j], d3 = e3[j];
+				a0 += d0 * u;
+				c0 += d0 * v;
+				a1 += d1 * u;
+				c1 += d1 * v;
+				a2 += d2 * u;
+				c2 += d2 * v;
+				a3 += d3 * u;
+				c3 += d3 * v;
+			}
+			const float *m = in + b * din + i;
+			store8_f32(o + i, relu_mask8(a0, m));
+			store8_f32(o + i + 8, relu_mask8(c0, m + 8));
+			store8_f32(o + din + i, relu_mask8(a1, m + din));
+			store8_f32(o + din + i + 8, relu_mask8(c1, m + din + 8));
+			store8_f32(o + 2 * din + i, relu_mask8(a2, m + 2 * din));
+			store8_f32(o + 2 * din + i + 8, relu_mask8(c2, m + 2 * din + 8));
+			store8_f32(o + 3 * din + i, relu_mask8(a3, m + 3 * din));
+			store8_f32(o + 3 * din + i + 8, relu_mask8(c3, m + 3 * din + 8));
+		}
+		for (; i < din; i++)
+			for (size_t q = 0; q < 4; q++) {
+				float s = 0.0f;
+				for (size_t j = 0; j < dout; j++)
+					s += dy[(b + q) * dout + j] * LOAD(w[j * din + i]);
+				o[q * din + i] = in[(b + q) * din + i] > 0.0f ? s : 0.0f;
+			}
+	}
+	for (; b < B; b++)
+		for (size_t i = 0; i < din; i++) {
+			float s = 0.0f;
+			for (size_t j = 0; j < dout; j++)
+				s += dy[b * dout + j] * LOAD(w[j * din + i]);
+			dx[b * din + i] = in[b * din + i] > 0.0f ? s : 0.0f;
+		}
+}
+
+/* The same sums for a w too large for the caches: four rows of b at a time,
  * summed in dx itself over a chunk of IG_CHUNK columns: for each j (two at
  * a time), the chunk's row of w is read once, contiguously, and added to
  * the four rows' sums, which stay in the L1 cache. Walking w by rows lets
@@ -195,8 +272,8 @@ static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in
 #ifndef IG_CHUNK
 #define IG_CHUNK 512
 #endif
-static void NAME(input_grads)(float *dx, const float *dy, const float *in, const T *w, size_t B, size_t din,
-                              size_t dout)
+static void NAME(input_grads_rows)(float *dx, const float *dy, const float *in, const T *w, size_t B, size_t din,
+                                   size_t dout)
 {
 	size_t b = 0;
 	for (; b + 4 <= B && dout > 0; b += 4) {
@@ -271,6 +348,8 @@ void NAME(linear_backward)(T *dw, T *dbias, float *dx, const float *dy, const fl
                            const T *w, size_t B, size_t din, size_t dout)
 {
 	NAME(weight_grads)(dw, dbias, dy, in, B, din, dout);
-	if (dx != NULL)
-		NAME(input_grads)(dx, dy, in, w, B, din, dout);
+	if (dx != NULL && din * dout * sizeof(T) >= LARGE_BYTES)
+		NAME(input_grads_rows)(dx, dy, in, w, B, din, dout);
+	else if (dx != NULL)
+		NAME(input_grads_tile)(dx, dy, in, w, B, din, dout);
 }
