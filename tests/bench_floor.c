@@ -49,7 +49,12 @@
  * madvise(MADV_HUGEPAGE) on the range, the kernel's THP policy deciding).
  * The 2 MiB one is what the memory system costs zerosim's own process, so
  * the ratio to it is what the code costs beyond that. Where the kernel
- * gives no huge pages, the two come out alike.
+ * gives no huge pages, the two come out alike. Each is the best of two
+ * passes: on a loaded virtual machine the first 2 MiB pass of a process
+ * was seen to cost 3 to 5 s of CPU against 0.4 to 1.9 s for the second
+ * (the kernel finding and clearing huge pages), and a zerosim run, which
+ * faults its heap once, pays anything between the two; its system time
+ * is the part of the ratio that moves from run to run.
  *
  * Output: one line per measurement, then "floor_seconds T" (wall time)
  * and "floor_cpu_seconds C" (the thread's user and system time for the
