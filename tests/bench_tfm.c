@@ -12,10 +12,27 @@
  * the difference of their medians (the set-up, the same in both runs,
  * cancels).
  *
+ * And the ceiling the step is held against: OpenBLAS's own single-thread
+ * sgemm rate on the step's own products. This program defines
+ * cblas_sgemm itself, so the engine's calls (tfm_kernels.c) come here
+ * first: it records each call's shape, transposes, leading dimensions,
+ * alpha and beta during one step and adds up the time spent in OpenBLAS's
+ * sgemm (found with dlsym(RTLD_NEXT)) during the timed steps; then it
+ * replays the recorded calls alone, on buffers of the same sizes, and
+ * prints their FLOP, OpenBLAS's rate on them, and the whole step's rate
+ * (the same FLOP over the whole step's time) as a fraction of it. The
+ * step's other work (attention's softmax, the norms, GELU, the
+ * cross-entropy, Adam) is a few GFLOP beside the products' ~195, so the
+ * fraction is the products' share of the step's time had they run at the
+ * replay's rate.
+ *
  *   tests/bench_tfm [STEPS]
  */
 #include "config.h"
 
+#include <cblas.h>
+#include <dlfcn.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -34,6 +51,106 @@ static double cpu_now(void)
 	struct timespec t;
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* One recorded sgemm call: everything but the pointers. */
+struct gemm_call {
+	enum CBLAS_ORDER order;
+	enum CBLAS_TRANSPOSE ta, tb;
+	blasint M, N, K, lda, ldb, ldc;
+	float alpha, beta;
+};
+
+typedef void sgemm_fn(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint, blasint, blasint,
+                      float, const float *, blasint, const float *, blasint, float, float *, blasint);
+
+static struct gemm_call *calls;
+static size_t ncalls, calls_cap;
+static int recording;       /* record the calls of this step */
+static double gemm_seconds, gemm_cpu; /* wall and CPU seconds inside OpenBLAS's sgemm so far */
+
+static sgemm_fn *real_sgemm(void)
+{
+	static sgemm_fn *real;
+	if (real == NULL) {
+		void *f = dlsym(RTLD_NEXT, "cblas_sgemm");
+		if (f == NULL) {
+			fprintf(stderr, "bench_tfm: no cblas_sgemm after this program's own (dlsym)\n");
+			exit(1);
+		}
+		memcpy(&real, &f, sizeof real);
+	}
+	return real;
+}
+
+/* The engine's products land here: recorded, timed, passed on. */
+void cblas_sgemm(OPENBLAS_CONST enum CBLAS_ORDER Order, OPENBLAS_CONST enum CBLAS_TRANSPOSE TransA,
+                 OPENBLAS_CONST enum CBLAS_TRANSPOSE TransB, OPENBLAS_CONST blasint M, OPENBLAS_CONST blasint N,
+                 OPENBLAS_CONST blasint K, OPENBLAS_CONST float alpha, OPENBLAS_CONST float *A,
+                 OPENBLAS_CONST blasint lda, OPENBLAS_CONST float *B, OPENBLAS_CONST blasint ldb,
+                 OPENBLAS_CONST float beta, float *C, OPENBLAS_CONST blasint ldc)
+{
+	sgemm_fn *real = real_sgemm();
+	if (recording) {
+		if (ncalls == calls_cap) {
+			calls_cap = calls_cap ? 2 * calls_cap : 256;
+			calls = zs_realloc(calls, calls_cap * sizeof *calls);
+		}
+		calls[ncalls++] = (struct gemm_call){Order, TransA, TransB, M, N, K, lda, ldb, ldc, alpha, beta};
+	}
+	double t0 = bench_now(), c0 = cpu_now();
+	real(Order, TransA, TransB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	gemm_seconds += bench_now() - t0;
+	gemm_cpu += cpu_now() - c0;
+}
+
+/* Elements an operand of rows × cols (as stored, row-major) with leading
+ * dimension ld spans. */
+static size_t span(blasint rows, blasint cols, blasint ld)
+{
+	return rows == 0 || cols == 0 ? 0 : (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
+}
+
+/* Replay the recorded calls on OpenBLAS alone, `runs` times; the median
+ * wall seconds of the whole list (its median CPU seconds in *cpu). Each operand gets its own buffer as large as
+ * the largest that slot needs, filled with small values (no subnormals). */
+static double replay(int runs, double *flop, double *cpu)
+{
+	size_t na = 0, nb = 0, nc = 0;
+	*flop = 0;
+	for (size_t i = 0; i < ncalls; i++) {
+		const struct gemm_call *g = &calls[i];
+		int ta = g->ta == CblasTrans, tb = g->tb == CblasTrans;
+		size_t a = span(ta ? g->K : g->M, ta ? g->M : g->K, g->lda);
+		size_t b = span(tb ? g->N : g->K, tb ? g->K : g->N, g->ldb), c = span(g->M, g->N, g->ldc);
+		na = a > na ? a : na, nb = b > nb ? b : nb, nc = c > nc ? c : nc;
+		*flop += 2.0 * (double)g->M * (double)g->N * (double)g->K;
+	}
+	float *A = zs_malloc((na + 1) * sizeof *A), *B = zs_malloc((nb + 1) * sizeof *B);
+	float *C = zs_malloc((nc + 1) * sizeof *C);
+	for (size_t i = 0; i < na; i++)
+		A[i] = (float)(i % 97) / 97.0f - 0.5f;
+	for (size_t i = 0; i < nb; i++)
+		B[i] = (float)(i % 89) / 89.0f - 0.5f;
+	for (size_t i = 0; i < nc; i++)
+		C[i] = (float)(i % 83) / 83.0f - 0.5f;
+	sgemm_fn *real = real_sgemm();
+	double *t = zs_malloc((size_t)runs * sizeof *t), *c = zs_malloc((size_t)runs * sizeof *c);
+	for (int r = 0; r < runs; r++) {
+		double t0 = bench_now(), c0 = cpu_now();
+		for (size_t i = 0; i < ncalls; i++) {
+			const struct gemm_call *g = &calls[i];
+			/* C is rewritten with beta 0 where the step accumulates, so
+			 * that repeated runs stay bounded; the work is the same. */
+			real(g->order, g->ta, g->tb, g->M, g->N, g->K, g->alpha, A, g->lda, B, g->ldb, 0.0f, C, g->ldc);
+		}
+		t[r] = bench_now() - t0;
+		c[r] = cpu_now() - c0;
+	}
+	double med = bench_median(t, (size_t)runs);
+	*cpu = bench_median(c, (size_t)runs);
+	free(A), free(B), free(C), free(t), free(c);
+	return med;
 }
 
 /* Wall seconds of one engine run of `steps` steps of gpt2 (dims d) at
@@ -80,18 +197,40 @@ int main(int argc, char **argv)
 	struct tfm_task task;
 	tfm_task_init(&task, d.vocab, 1);
 	int *in = zs_malloc(B * T * sizeof *in), *target = zs_malloc(B * T * sizeof *target);
-	double *t = zs_malloc((size_t)steps * sizeof *t);
+	/* per step: wall, wall in sgemm, CPU, CPU in sgemm */
+	double *t = zs_malloc((size_t)steps * sizeof *t), *tg = zs_malloc((size_t)steps * sizeof *tg);
+	double *tc = zs_malloc((size_t)steps * sizeof *tc), *tcg = zs_malloc((size_t)steps * sizeof *tcg);
 	float loss = 0.0f;
 	for (int s = 0; s <= steps; s++) {
 		tfm_task_batch(in, target, &task, 1, (uint64_t)s, 0, B, T);
-		double t0 = bench_now();
+		recording = s == 0;
+		double t0 = bench_now(), g0 = gemm_seconds, c0 = cpu_now(), gc0 = gemm_cpu;
 		loss = tfm_model_step(&m, in, target);
 		optim_update(&o, (unsigned)s + 1, m.params, mo, v, m.grads, ZS_F32, NULL, m.nparams);
-		if (s > 0)
+		if (s > 0) {
 			t[s - 1] = bench_now() - t0;
+			tg[s - 1] = gemm_seconds - g0;
+			tc[s - 1] = cpu_now() - c0;
+			tcg[s - 1] = gemm_cpu - gc0;
+		}
 	}
-	printf("zerosim gpt2 (%zu params) fp32 seq %zu batch %zu: median %.3f s per step over %d (loss %.3f)\n",
-	       m.nparams, T, B, bench_median(t, (size_t)steps), steps, (double)loss);
+	recording = 0;
+	double step_s = bench_median(t, (size_t)steps), in_gemm_s = bench_median(tg, (size_t)steps);
+	double step_c = bench_median(tc, (size_t)steps), in_gemm_c = bench_median(tcg, (size_t)steps);
+	printf("zerosim gpt2 (%zu params) fp32 seq %zu batch %zu: median %.3f s per step over %d (loss %.3f), "
+	       "%.3f s of it in sgemm; CPU %.3f s, %.3f s in sgemm\n",
+	       m.nparams, T, B, step_s, steps, (double)loss, in_gemm_s, step_c, in_gemm_c);
+	double flop, blas_c, blas_s = replay(steps, &flop, &blas_c);
+	printf("OpenBLAS sgemm alone on the step's %zu products (%.1f GFLOP): median %.3f s, %.1f GFLOP/s "
+	       "(one thread; CPU %.3f s, %.1f GFLOP/s)\n",
+	       ncalls, flop / 1e9, blas_s, flop / blas_s / 1e9, blas_c, flop / blas_c / 1e9);
+	printf("zerosim step / OpenBLAS on its products: %.0f%% by wall time (%.1f GFLOP/s), %.0f%% by CPU time "
+	       "(%.1f GFLOP/s); target >= 80%%\n",
+	       100.0 * blas_s / step_s, flop / step_s / 1e9, 100.0 * blas_c / step_c, flop / step_c / 1e9);
+	printf("zerosim step outside sgemm: %.3f s wall (%.0f%%), %.3f s CPU (%.0f%%)\n", step_s - in_gemm_s,
+	       100.0 * (step_s - in_gemm_s) / step_s, step_c - in_gemm_c, 100.0 * (step_c - in_gemm_c) / step_c);
+	free(tc), free(tcg);
+	free(tg);
 	free(in), free(target), free(mo), free(v);
 	tfm_task_free(&task);
 	tfm_model_free(&m);
@@ -112,6 +251,10 @@ int main(int argc, char **argv)
 		printf("zerosim engine gpt2 rank-step %s seq %zu batch %zu (dp, N=1): %.3f s wall, %.3f s CPU (median "
 		       "2-step run - median 1-step run, %d each)\n",
 		       zs_precision_name(prec[k]), T, B, wall[k], cpu[k], steps);
+		if (prec[k] == ZS_FP32)
+			printf("zerosim engine rank-step fp32 / OpenBLAS on its products: %.0f%% by wall time (%.1f "
+			       "GFLOP/s), %.0f%% by CPU time (%.1f GFLOP/s)\n",
+			       100.0 * blas_s / wall[k], flop / wall[k] / 1e9, 100.0 * blas_c / cpu[k], flop / cpu[k] / 1e9);
 	}
 	printf("zerosim engine gpt2 rank-step mixed / fp32: %.2f wall, %.2f CPU\n", wall[1] / wall[0], cpu[1] / cpu[0]);
 	free(w1), free(w2), free(c1), free(c2), free(t);

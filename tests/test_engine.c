@@ -346,6 +346,98 @@ static double ref_loss(const size_t *w, size_t L, const double *p, const double 
 	return loss / (double)(B * w[L]);
 }
 
+/* The layer kernels against plain loops written from the order
+ * mlp_kernels.h documents, bit for bit, in fp16 and fp32, on shapes that
+ * fill no block exactly (widths not a multiple of 8 or of the input
+ * gradient's chunk of columns, batches not a multiple of 4) and on ones
+ * that do, and on ones whose weights are large enough to be prefetched
+ * and read row by row and whose weight gradient is streamed past the
+ * caches. Blocking, chunking, vector width and stores
+ * may change; the bits may not. */
+static float half_round(float v, int f16) { return f16 ? zs_half_to_float(zs_float_to_half(v)) : v; }
+
+START_TEST(test_layer_kernels_keep_the_documented_order)
+{
+	static const size_t shapes[][3] = {{4, 16, 32}, {4, 1030, 9}, {5, 13, 1029}, {3, 7, 5}, {8, 600, 24}, {1, 9, 3},
+	                                     {4, 1024, 2048} /* weight grads streamed */,
+	                                     {5, 2061, 260} /* w read row by row, in chunks, a tail */};
+	for (int f16 = 0; f16 < 2; f16++)
+		for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+			size_t B = shapes[sh][0], din = shapes[sh][1], dout = shapes[sh][2];
+			float *in = malloc(B * din * sizeof *in), *dy = malloc(B * dout * sizeof *dy);
+			float *w = malloc(dout * din * sizeof *w), *bias = malloc(dout * sizeof *bias);
+			float *out = malloc(B * dout * sizeof *out), *dx = malloc(B * din * sizeof *dx);
+			float *dw = malloc(dout * din * sizeof *dw), *db = malloc(dout * sizeof *db);
+			zs_half *w16 = malloc(dout * din * sizeof *w16), *b16 = malloc(dout * sizeof *b16);
+			zs_half *dw16 = malloc(dout * din * sizeof *dw16), *db16 = malloc(dout * sizeof *db16);
+			for (size_t i = 0; i < B * din; i++) /* some inputs <= 0, so ReLU's mask matters */
+				in[i] = engine_uniform(5, 1, i) - 0.25f;
+			for (size_t i = 0; i < B * dout; i++)
+				dy[i] = engine_uniform(5, 2, i);
+			for (size_t i = 0; i < dout * din; i++) {
+				w[i] = half_round(engine_uniform(5, 3, i), f16);
+				w16[i] = zs_float_to_half(w[i]);
+			}
+			for (size_t j = 0; j < dout; j++) {
+				bias[j] = half_round(engine_uniform(5, 4, j), f16);
+				b16[j] = zs_float_to_half(bias[j]);
+			}
+			if (f16) {
+				linear_forward_f16(out, in, w16, b16, 1, B, din, dout);
+				linear_backward_f16(dw16, db16, dx, dy, in, w16, B, din, dout);
+				for (size_t i = 0; i < dout * din; i++)
+					dw[i] = zs_half_to_float(dw16[i]);
+				for (size_t j = 0; j < dout; j++)
+					db[j] = zs_half_to_float(db16[j]);
+			} else {
+				linear_forward_f32(out, in, w, bias, 1, B, din, dout);
+				linear_backward_f32(dw, db, dx, dy, in, w, B, din, dout);
+			}
+			for (size_t b = 0; b < B; b++)
+				for (size_t j = 0; j < dout; j++) {
+					float lane[8] = {0}, s = 0.0f;
+					size_t i = 0, n8 = din / 8 * 8;
+					for (; i < n8; i++)
+						lane[i % 8] += in[b * din + i] * w[j * din + i];
+					for (; i < din; i++)
+						s += in[b * din + i] * w[j * din + i];
+					for (int k = 0; k < 8; k++)
+						s += lane[k];
+					float v = bias[j] + s;
+					v = v < 0.0f ? 0.0f : v;
+					ck_assert_msg(memcmp(&v, &out[b * dout + j], sizeof v) == 0, "forward %s (%zu,%zu,%zu) [%zu][%zu]",
+					              f16 ? "f16" : "f32", B, din, dout, b, j);
+				}
+			for (size_t j = 0; j < dout; j++) {
+				float sb = 0.0f;
+				for (size_t b = 0; b < B; b++)
+					sb += dy[b * dout + j];
+				sb = half_round(sb, f16);
+				ck_assert_msg(memcmp(&sb, &db[j], sizeof sb) == 0, "dbias [%zu]", j);
+				for (size_t i = 0; i < din; i++) {
+					float sw = 0.0f;
+					for (size_t b = 0; b < B; b++)
+						sw += dy[b * dout + j] * in[b * din + i];
+					sw = half_round(sw, f16);
+					ck_assert_msg(memcmp(&sw, &dw[j * din + i], sizeof sw) == 0, "dw %s (%zu,%zu,%zu) [%zu][%zu]",
+					              f16 ? "f16" : "f32", B, din, dout, j, i);
+				}
+			}
+			for (size_t b = 0; b < B; b++)
+				for (size_t i = 0; i < din; i++) {
+					float sx = 0.0f;
+					for (size_t j = 0; j < dout; j++)
+						sx += dy[b * dout + j] * w[j * din + i];
+					sx = in[b * din + i] > 0.0f ? sx : 0.0f;
+					ck_assert_msg(memcmp(&sx, &dx[b * din + i], sizeof sx) == 0, "dx %s (%zu,%zu,%zu) [%zu][%zu]",
+					              f16 ? "f16" : "f32", B, din, dout, b, i);
+				}
+			free(in), free(dy), free(w), free(bias), free(out), free(dx), free(dw), free(db);
+			free(w16), free(b16), free(dw16), free(db16);
+		}
+}
+END_TEST
+
 START_TEST(test_backward_matches_finite_differences)
 {
 	const size_t widths[] = {5, 7, 6, 3}, B = 4;
@@ -793,6 +885,7 @@ static Suite *engine_suite(void)
 	suite_add_tcase(s, t);
 	t = tcase_create("training");
 	tcase_set_timeout(t, 120);
+	tcase_add_test(t, test_layer_kernels_keep_the_documented_order);
 	tcase_add_test(t, test_backward_matches_finite_differences);
 	tcase_add_test(t, test_adam_step_matches_the_hand_worked_values);
 	tcase_add_test(t, test_sgd_momentum_step_matches_the_hand_worked_values);

@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <stdint.h>
 #include <string.h>
 #ifdef __AVX__
 #include <immintrin.h>
@@ -71,21 +72,70 @@ static inline v8f finish8(const v8f *a, v8f tail)
 #endif
 }
 
+/* With F16C straight between registers and memory (no float array for
+ * the compiler to see through); the same instructions as fp16.h's. */
 static inline v8f load8_f16(const zs_half *p)
 {
+#ifdef __F16C__
+	return (v8f)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+#else
 	float f[8];
 	v8f v;
 	zs_half_to_float8(f, p);
 	memcpy(&v, f, sizeof v);
 	return v;
+#endif
 }
 
 static inline void store8_f16(zs_half *p, v8f v)
 {
+#ifdef __F16C__
+	_mm_storeu_si128((__m128i *)(void *)p, _mm256_cvtps_ph((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#else
 	float f[8];
 	memcpy(f, &v, sizeof f);
 	zs_float_to_half8(p, f);
+#endif
 }
+
+/* Non-temporal stores (past the caches, no read of the line first), for
+ * weight gradients too large to stay cached: the step reads them again
+ * only after the whole backward pass, and a plain store would first read
+ * each line from memory. p must be aligned (16 B for fp16, 32 B for fp32);
+ * the bits stored are the same. Without AVX, plain stores. */
+static inline void stream8_f16(zs_half *p, v8f v)
+{
+#ifdef __F16C__
+	_mm_stream_si128((__m128i *)(void *)p, _mm256_cvtps_ph((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#else
+	store8_f16(p, v);
+#endif
+}
+
+static inline void stream8_f32(float *p, v8f v)
+{
+#ifdef __AVX__
+	_mm256_stream_ps(p, (__m256)v);
+#else
+	store8_f32(p, v);
+#endif
+}
+
+static inline void stream_fence(void)
+{
+#ifdef __AVX__
+	_mm_sfence(); /* the streamed lines are visible before the kernel returns */
+#endif
+}
+
+/* A weight matrix of this size or more is read from memory, not from the
+ * caches: the kernels prefetch its rows and walk it row by row. Below it,
+ * where prefetches are only extra instructions, they do not. */
+#define LARGE_BYTES ((size_t)1 << 20)
+
+/* Stream a weight gradient of this size or more (beyond the L2 cache of
+ * any core) when every row starts on the vector's alignment. */
+#define STREAM_BYTES ((size_t)4 << 20)
 
 void mlp_shape_init(struct mlp_shape *s, const size_t *widths, size_t nwidths)
 {
@@ -129,6 +179,7 @@ float mse_forward_backward(float *dy, const float *out, const float *y, size_t B
 #define STORE(x) zs_float_to_half(x)
 #define LOAD8(p) load8_f16(p)
 #define STORE8(p, v) store8_f16((p), (v))
+#define STREAM8(p, v) stream8_f16((p), (v))
 #define NAME(f) f##_f16
 #include "engine/mlp_kernels.h"
 #undef T
@@ -136,6 +187,7 @@ float mse_forward_backward(float *dy, const float *out, const float *y, size_t B
 #undef STORE
 #undef LOAD8
 #undef STORE8
+#undef STREAM8
 #undef NAME
 
 #define T float
@@ -143,6 +195,7 @@ float mse_forward_backward(float *dy, const float *out, const float *y, size_t B
 #define STORE(x) (x)
 #define LOAD8(p) load8_f32(p)
 #define STORE8(p, v) store8_f32((p), (v))
+#define STREAM8(p, v) stream8_f32((p), (v))
 #define NAME(f) f##_f32
 #include "engine/mlp_kernels.h"
 #undef T
@@ -150,4 +203,5 @@ float mse_forward_backward(float *dy, const float *out, const float *y, size_t B
 #undef STORE
 #undef LOAD8
 #undef STORE8
+#undef STREAM8
 #undef NAME

@@ -2,7 +2,8 @@
  * mlp_kernels — the layer kernels, written once and included by mlp.c for
  * each working-parameter type. Define T (the storage type), LOAD(x) and
  * STORE(x) (one element to and from float), LOAD8(p) and STORE8(p, v)
- * (eight elements to and from a v8f), and NAME(f) (the suffixed name).
+ * (eight elements to and from a v8f), STREAM8(p, v) (STORE8 past the
+ * caches, to an aligned p), and NAME(f) (the suffixed name).
  *
  * Every sum has one fixed order, whatever the blocking:
  *  - a forward dot product: eight fp32 lanes over the contiguous index,
@@ -31,13 +32,21 @@ static float NAME(dot)(const float *x, const T *w, size_t n)
 
 /* Two rows of w (u, v) against four rows of x: eight dot products, each w
  * and x load shared. Lane 2q + p holds x row q against w row p. */
-static inline v8f NAME(dot2x4)(const float *x, size_t xstride, const T *w, size_t wstride, size_t n)
+static inline __attribute__((always_inline)) v8f NAME(dot2x4)(const float *x, size_t xstride, const T *w,
+                                                                size_t wstride, size_t n, const int pf)
 {
 	v8f a[8] = {{0}};
 	const float *x0 = x, *x1 = x + xstride, *x2 = x + 2 * xstride, *x3 = x + 3 * xstride;
 	const T *w0 = w, *w1 = w + wstride;
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
+		/* the next pair of w rows (the caller's next call), a pair ahead:
+		 * each row is a short stream of its own, which the hardware
+		 * prefetcher would find only after its first misses */
+		if (pf) {
+			__builtin_prefetch(w0 + 2 * wstride + i);
+			__builtin_prefetch(w1 + 2 * wstride + i);
+		}
 		v8f u = LOAD8(w0 + i), v = LOAD8(w1 + i);
 		v8f b0 = load8_f32(x0 + i), b1 = load8_f32(x1 + i);
 		v8f b2 = load8_f32(x2 + i), b3 = load8_f32(x3 + i);
@@ -69,14 +78,17 @@ static inline float NAME(bias_relu)(float sum, const T *bias, size_t j, int relu
 	return relu && v < 0.0f ? 0.0f : v;
 }
 
-void NAME(linear_forward)(float *out, const float *in, const T *w, const T *bias, int relu,
-                          size_t B, size_t din, size_t dout)
+/* pf: prefetch w's rows (a constant where it is inlined, so that the
+ * loops test nothing). */
+static inline __attribute__((always_inline)) void NAME(linear_forward_pf)(float *out, const float *in, const T *w,
+                                                                           const T *bias, int relu, size_t B,
+                                                                           size_t din, size_t dout, const int pf)
 {
 	size_t b = 0;
 	for (; b + 4 <= B; b += 4) {
 		size_t j = 0;
 		for (; j + 2 <= dout; j += 2) {
-			v8f s = NAME(dot2x4)(in + b * din, din, w + j * din, din, din);
+			v8f s = NAME(dot2x4)(in + b * din, din, w + j * din, din, din, pf);
 			float bj = LOAD(bias[j]), bk = LOAD(bias[j + 1]);
 			v8f v = (v8f){bj, bk, bj, bk, bj, bk, bj, bk} + s;
 			if (relu)
@@ -93,10 +105,21 @@ void NAME(linear_forward)(float *out, const float *in, const T *w, const T *bias
 			out[b * dout + j] = NAME(bias_relu)(NAME(dot)(in + b * din, w + j * din, din), bias, j, relu);
 }
 
+void NAME(linear_forward)(float *out, const float *in, const T *w, const T *bias, int relu,
+                          size_t B, size_t din, size_t dout)
+{
+	if (din * dout * sizeof(T) >= LARGE_BYTES)
+		NAME(linear_forward_pf)(out, in, w, bias, relu, B, din, dout, 1);
+	else
+		NAME(linear_forward_pf)(out, in, w, bias, relu, B, din, dout, 0);
+}
+
 /* dw (dout, din) and dbias: each element a sum over b = 0..B-1 from 0.
- * With four rows, two rows of dw share each load of in. */
-static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in, size_t B, size_t din,
-                               size_t dout)
+ * With four rows, two rows of dw share each load of in. nt: stream dw past
+ * the caches (a constant where it is inlined, so the loops test nothing). */
+static inline __attribute__((always_inline)) void NAME(weight_grads_nt)(T *dw, T *dbias, const float *dy,
+                                                                         const float *in, size_t B, size_t din,
+                                                                         size_t dout, const int nt)
 {
 	size_t j = 0;
 	for (; j + 8 <= dout; j += 8) {
@@ -132,8 +155,13 @@ static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in
 				acd += e2 * y2;
 				acc += d3 * y3;
 				acd += e3 * y3;
-				STORE8(dwj + i, acc);
-				STORE8(dwk + i, acd);
+				if (nt) {
+					STREAM8(dwj + i, acc);
+					STREAM8(dwk + i, acd);
+				} else {
+					STORE8(dwj + i, acc);
+					STORE8(dwk + i, acd);
+				}
 			}
 			for (; i < din; i++) {
 				float acc = 0.0f, acd = 0.0f;
@@ -153,7 +181,10 @@ static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in
 			v8f acc = {0};
 			for (size_t b = 0; b < B; b++)
 				acc += dy[b * dout + j] * load8_f32(in + b * din + i);
-			STORE8(dwj + i, acc);
+			if (nt)
+				STREAM8(dwj + i, acc);
+			else
+				STORE8(dwj + i, acc);
 		}
 		for (; i < din; i++) {
 			float acc = 0.0f;
@@ -162,13 +193,26 @@ static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in
 			dwj[i] = STORE(acc);
 		}
 	}
+	if (nt)
+		stream_fence();
+}
+
+static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in, size_t B, size_t din,
+                               size_t dout)
+{
+	/* eight elements' alignment (16 B for fp16, 32 B for fp32) at every row */
+	const size_t al = 8 * sizeof(T);
+	if (dout * din * sizeof(T) >= STREAM_BYTES && (uintptr_t)dw % al == 0 && din * sizeof(T) % al == 0)
+		NAME(weight_grads_nt)(dw, dbias, dy, in, B, din, dout, 1);
+	else
+		NAME(weight_grads_nt)(dw, dbias, dy, in, B, din, dout, 0);
 }
 
 /* dx[b][i] = Σ_j dy[b][j]·w[j][i] over j = 0..dout-1 from 0, then ReLU's
- * mask. Four rows of b and sixteen of i are summed in registers; each w
- * load serves the four rows. ReLU's mask is applied as the sums are
- * stored: 0 where in is not > 0 (NaN included). */
-static void NAME(input_grads)(float *dx, const float *dy, const float *in, const T *w, size_t B, size_t din,
+ * mask, for a w that the caches hold. Four rows of b and sixteen of i are
+ * summed in registers; each w load serves the four rows. ReLU's mask is
+ * applied as the sums are stored: 0 where in is not > 0 (NaN included). */
+static void NAME(input_grads_tile)(float *dx, const float *dy, const float *in, const T *w, size_t B, size_t din,
                               size_t dout)
 {
 	size_t b = 0;
@@ -217,10 +261,95 @@ static void NAME(input_grads)(float *dx, const float *dy, const float *in, const
 		}
 }
 
+/* The same sums for a w too large for the caches: four rows of b at a time,
+ * summed in dx itself over a chunk of IG_CHUNK columns: for each j (two at
+ * a time), the chunk's row of w is read once, contiguously, and added to
+ * the four rows' sums, which stay in the L1 cache. Walking w by rows lets
+ * the hardware prefetch it; a register tile that walked it down its
+ * columns (a stride of din elements, every access in the same cache set)
+ * waited on memory for most of the backward pass. Each sum is still
+ * 0 + p_0 + p_1 + ... in j order, so the bits do not change. */
+#ifndef IG_CHUNK
+#define IG_CHUNK 512
+#endif
+static void NAME(input_grads_rows)(float *dx, const float *dy, const float *in, const T *w, size_t B, size_t din,
+                                   size_t dout)
+{
+	size_t b = 0;
+	for (; b + 4 <= B && dout > 0; b += 4) {
+		const float *e0 = dy + b * dout, *e1 = e0 + dout, *e2 = e1 + dout, *e3 = e2 + dout;
+		float *o0 = dx + b * din, *o1 = o0 + din, *o2 = o1 + din, *o3 = o2 + din;
+		for (size_t i0 = 0; i0 < din; i0 += IG_CHUNK) {
+			const size_t i1 = din - i0 < IG_CHUNK ? din : i0 + IG_CHUNK;
+			const size_t v1 = i0 + (i1 - i0) / 8 * 8; /* the chunk's whole vectors end here */
+			/* j = 0: each sum starts as 0 + p_0 */
+			for (size_t i = i0; i < v1; i += 8) {
+				v8f u = LOAD8(w + i), z = {0};
+				store8_f32(o0 + i, z + e0[0] * u);
+				store8_f32(o1 + i, z + e1[0] * u);
+				store8_f32(o2 + i, z + e2[0] * u);
+				store8_f32(o3 + i, z + e3[0] * u);
+			}
+			size_t j = 1;
+			for (; j + 2 <= dout; j += 2) {
+				const T *wj = w + j * din, *wk = wj + din;
+				const float d0 = e0[j], d1 = e1[j], d2 = e2[j], d3 = e3[j];
+				const float f0 = e0[j + 1], f1 = e1[j + 1], f2 = e2[j + 1], f3 = e3[j + 1];
+				for (size_t i = i0; i < v1; i += 8) {
+					/* the next two rows' part of the chunk, a pair ahead */
+					__builtin_prefetch(wj + 2 * din + i);
+					__builtin_prefetch(wk + 2 * din + i);
+					v8f u = LOAD8(wj + i), v = LOAD8(wk + i);
+					store8_f32(o0 + i, load8_f32(o0 + i) + d0 * u + f0 * v);
+					store8_f32(o1 + i, load8_f32(o1 + i) + d1 * u + f1 * v);
+					store8_f32(o2 + i, load8_f32(o2 + i) + d2 * u + f2 * v);
+					store8_f32(o3 + i, load8_f32(o3 + i) + d3 * u + f3 * v);
+				}
+			}
+			for (; j < dout; j++) {
+				const T *wj = w + j * din;
+				const float d0 = e0[j], d1 = e1[j], d2 = e2[j], d3 = e3[j];
+				for (size_t i = i0; i < v1; i += 8) {
+					v8f u = LOAD8(wj + i);
+					store8_f32(o0 + i, load8_f32(o0 + i) + d0 * u);
+					store8_f32(o1 + i, load8_f32(o1 + i) + d1 * u);
+					store8_f32(o2 + i, load8_f32(o2 + i) + d2 * u);
+					store8_f32(o3 + i, load8_f32(o3 + i) + d3 * u);
+				}
+			}
+			for (size_t i = v1; i < i1; i++) /* the columns past the last whole vector */
+				for (size_t q = 0; q < 4; q++) {
+					float s = 0.0f;
+					for (j = 0; j < dout; j++)
+						s += dy[(b + q) * dout + j] * LOAD(w[j * din + i]);
+					dx[(b + q) * din + i] = s;
+				}
+			for (size_t q = 0; q < 4; q++) {
+				float *o = dx + (b + q) * din;
+				const float *m = in + (b + q) * din;
+				size_t i = i0;
+				for (; i < v1; i += 8)
+					store8_f32(o + i, relu_mask8(load8_f32(o + i), m + i));
+				for (; i < i1; i++)
+					o[i] = m[i] > 0.0f ? o[i] : 0.0f;
+			}
+		}
+	}
+	for (; b < B; b++)
+		for (size_t i = 0; i < din; i++) {
+			float s = 0.0f;
+			for (size_t j = 0; j < dout; j++)
+				s += dy[b * dout + j] * LOAD(w[j * din + i]);
+			dx[b * din + i] = in[b * din + i] > 0.0f ? s : 0.0f;
+		}
+}
+
 void NAME(linear_backward)(T *dw, T *dbias, float *dx, const float *dy, const float *in,
                            const T *w, size_t B, size_t din, size_t dout)
 {
 	NAME(weight_grads)(dw, dbias, dy, in, B, din, dout);
-	if (dx != NULL)
-		NAME(input_grads)(dx, dy, in, w, B, din, dout);
+	if (dx != NULL && din * dout * sizeof(T) >= LARGE_BYTES)
+		NAME(input_grads_rows)(dx, dy, in, w, B, din, dout);
+	else if (dx != NULL)
+		NAME(input_grads_tile)(dx, dy, in, w, B, din, dout);
 }
