@@ -17,7 +17,7 @@
  * cblas_sgemm itself, so the engine's calls (tfm_kernels.c) come here
  * first: it records each call's shape, transposes, leading dimensions,
  * alpha and beta during one step and adds up the time spent in OpenBLAS's
- * sgemm (found with dlsym(RTLD_NEXT)) during the timed steps; then it
+ * sgemm (its Fortran entry, sgemm_) during the timed steps; then it
  * replays the recorded calls alone, on buffers of the same sizes, and
  * prints their FLOP, OpenBLAS's rate on them, and the whole step's rate
  * (the same FLOP over the whole step's time) as a fraction of it. The
@@ -31,7 +31,6 @@
 #include "config.h"
 
 #include <cblas.h>
-#include <dlfcn.h>
 #include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,19 +68,29 @@ static size_t ncalls, calls_cap;
 static int recording;       /* record the calls of this step */
 static double gemm_seconds, gemm_cpu; /* wall and CPU seconds inside OpenBLAS's sgemm so far */
 
-static sgemm_fn *real_sgemm(void)
+/* OpenBLAS's own product behind this program's cblas_sgemm. zerosim links
+ * OpenBLAS's serial archive statically (configure.ac), so there is no
+ * next cblas_sgemm to find with dlsym: the Fortran interface, sgemm_, is
+ * the same gemm driver, and a row-major product is its column-major one
+ * with the operands swapped (what OpenBLAS's cblas_sgemm does itself,
+ * interface/gemm.c). The engine's products are all row-major. */
+void sgemm_(const char *ta, const char *tb, const blasint *m, const blasint *n, const blasint *k, const float *alpha,
+            const float *a, const blasint *lda, const float *b, const blasint *ldb, const float *beta, float *c,
+            const blasint *ldc);
+
+static void openblas_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, blasint M,
+                           blasint N, blasint K, float alpha, const float *A, blasint lda, const float *B,
+                           blasint ldb, float beta, float *C, blasint ldc)
 {
-	static sgemm_fn *real;
-	if (real == NULL) {
-		void *f = dlsym(RTLD_NEXT, "cblas_sgemm");
-		if (f == NULL) {
-			fprintf(stderr, "bench_tfm: no cblas_sgemm after this program's own (dlsym)\n");
-			exit(1);
-		}
-		memcpy(&real, &f, sizeof real);
+	if (order != CblasRowMajor) {
+		fprintf(stderr, "bench_tfm: a column-major product; the engine makes none\n");
+		exit(1);
 	}
-	return real;
+	const char tA = ta == CblasNoTrans ? 'N' : 'T', tB = tb == CblasNoTrans ? 'N' : 'T';
+	sgemm_(&tB, &tA, &N, &M, &K, &alpha, B, &ldb, A, &lda, &beta, C, &ldc);
 }
+
+static sgemm_fn *real_sgemm(void) { return openblas_sgemm; }
 
 /* The engine's products land here: recorded, timed, passed on. */
 void cblas_sgemm(OPENBLAS_CONST enum CBLAS_ORDER Order, OPENBLAS_CONST enum CBLAS_TRANSPOSE TransA,
