@@ -14,14 +14,14 @@
  *
  * And the ceiling the step is held against: OpenBLAS's own single-thread
  * sgemm rate on the step's own products. This program defines
- * cblas_sgemm itself, so the engine's calls (tfm_kernels.c) come here
- * first: it records each call's shape, transposes, leading dimensions,
- * alpha and beta during one step and adds up the time spent in OpenBLAS's
- * sgemm (its Fortran entry, sgemm_) during the timed steps; then it
- * replays the recorded calls alone, on buffers of the same sizes, and
- * prints their FLOP, OpenBLAS's rate on them, and the whole step's rate
- * (the same FLOP over the whole step's time) as a fraction of it. The
- * step's other work (attention's softmax, the norms, GELU, the
+ * cblas_sgemm itself, so the engine's calls (tfm_kernels.c, through
+ * blas.c's lock) come here: it records each call's shape, transposes,
+ * leading dimensions, alpha and beta during one step and adds up the time
+ * spent in OpenBLAS's sgemm (its Fortran entry, sgemm_) during the timed
+ * steps; then it replays the recorded calls alone, on buffers of the same
+ * sizes, and prints their FLOP, OpenBLAS's rate on them, and the whole
+ * step's rate (the same FLOP over the whole step's time) as a fraction
+ * of it. The step's other work (attention's softmax, the norms, GELU, the
  * cross-entropy, Adam) is a few GFLOP beside the products' ~195, so the
  * fraction is the products' share of the step's time had they run at the
  * replay's rate.
@@ -90,8 +90,6 @@ static void openblas_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum
 	sgemm_(&tB, &tA, &N, &M, &K, &alpha, B, &ldb, A, &lda, &beta, C, &ldc);
 }
 
-static sgemm_fn *real_sgemm(void) { return openblas_sgemm; }
-
 /* The engine's products land here: recorded, timed, passed on. */
 void cblas_sgemm(OPENBLAS_CONST enum CBLAS_ORDER Order, OPENBLAS_CONST enum CBLAS_TRANSPOSE TransA,
                  OPENBLAS_CONST enum CBLAS_TRANSPOSE TransB, OPENBLAS_CONST blasint M, OPENBLAS_CONST blasint N,
@@ -99,7 +97,7 @@ void cblas_sgemm(OPENBLAS_CONST enum CBLAS_ORDER Order, OPENBLAS_CONST enum CBLA
                  OPENBLAS_CONST blasint lda, OPENBLAS_CONST float *B, OPENBLAS_CONST blasint ldb,
                  OPENBLAS_CONST float beta, float *C, OPENBLAS_CONST blasint ldc)
 {
-	sgemm_fn *real = real_sgemm();
+	sgemm_fn *real = openblas_sgemm;
 	if (recording) {
 		if (ncalls == calls_cap) {
 			calls_cap = calls_cap ? 2 * calls_cap : 256;
@@ -143,7 +141,7 @@ static double replay(int runs, double *flop, double *cpu)
 		B[i] = (float)(i % 89) / 89.0f - 0.5f;
 	for (size_t i = 0; i < nc; i++)
 		C[i] = (float)(i % 83) / 83.0f - 0.5f;
-	sgemm_fn *real = real_sgemm();
+	sgemm_fn *real = openblas_sgemm;
 	double *t = zs_malloc((size_t)runs * sizeof *t), *c = zs_malloc((size_t)runs * sizeof *c);
 	for (int r = 0; r < runs; r++) {
 		double t0 = bench_now(), c0 = cpu_now();

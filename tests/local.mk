@@ -86,7 +86,7 @@ check_DATA = tests/sig_at.so
 CLEANFILES += tests/sig_at.so
 tests/sig_at.so: $(top_srcdir)/tests/sig_at.c
 	@$(MKDIR_P) tests
-	$(AM_V_CC)$(CC) $(CPPFLAGS) $(CFLAGS) -shared -fPIC -o $@ $(top_srcdir)/tests/sig_at.c -ldl
+	$(AM_V_CC)$(CC) $(CPPFLAGS) $(AM_CFLAGS) $(CFLAGS) -shared -fPIC -o $@ $(top_srcdir)/tests/sig_at.c -ldl
 
 # Under ulimit -v every command answers or says why not in one line, and
 # ends (the threaded OpenBLAS hung at exit).

@@ -969,17 +969,22 @@ START_TEST(test_qwen2_5_0_5b_has_494032768_parameters_by_hand)
 END_TEST
 
 /* Qwen2Config drops sliding_window unless use_sliding_window is true
- * (configuration_qwen2.py 84); mistral's counts always. */
+ * (configuration_qwen2.py 84), and then only layers from max_window_layers
+ * (default 28) on slide (88-94); mistral's counts always. */
 START_TEST(test_qwen2_sliding_window_counts_only_when_switched_on)
 {
 	static const char *const cases[] = {
 		"{\"model_type\": \"qwen2\", " LLAMA_OK ", \"num_attention_heads\": 8, \"sliding_window\": 16}",
 		"{\"model_type\": \"qwen2\", " LLAMA_OK ", \"num_attention_heads\": 8, \"sliding_window\": 16, "
+		"\"use_sliding_window\": true, \"max_window_layers\": 1}",
+		"{\"model_type\": \"qwen2\", " LLAMA_OK ", \"num_attention_heads\": 8, \"use_sliding_window\": true, "
+		"\"max_window_layers\": 0}",
+		/* 2 layers, none at or past the default 28th */
+		"{\"model_type\": \"qwen2\", " LLAMA_OK ", \"num_attention_heads\": 8, \"sliding_window\": 16, "
 		"\"use_sliding_window\": true}",
-		"{\"model_type\": \"qwen2\", " LLAMA_OK ", \"num_attention_heads\": 8, \"use_sliding_window\": true}",
 	};
-	static const uint64_t window[] = {0, 16, 4096};
-	for (size_t i = 0; i < 3; i++) {
+	static const uint64_t window[] = {0, 16, 4096, 0};
+	for (size_t i = 0; i < 4; i++) {
 		cJSON *root = cJSON_Parse(cases[i]);
 		struct zs_model m;
 		char *cause = NULL;

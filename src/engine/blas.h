@@ -1,7 +1,8 @@
 /*
  * blas — OpenBLAS runs one thread: checked by a constructor before main();
- * and each thread's first matrix product takes OpenBLAS's work buffer
- * where running out of memory can be said (blas.c). Nothing here is
+ * one product at a time, under a lock; and the process's first product
+ * takes OpenBLAS's work buffer where running out of memory can be said
+ * (blas.c). Nothing here is
  * called by name: configure's OPENBLAS_LIBS links it in (-u) and routes
  * cblas_sgemm through it (--wrap).
  */

@@ -354,8 +354,6 @@ struct zs_ds3 {
 	size_t nmodules, *mod_first, *mod_n;
 	int *mod_grads;
 	size_t *mod_of;                /* per layer */
-	size_t *trace;                 /* 2 · nmodules */
-	size_t *qt, *qs;               /* nqueue */
 };
 
 static size_t psize(const struct zs_run *r) { return coll_dtype_size(r->dt); }

@@ -168,10 +168,9 @@ void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config
 	out->resident_bytes = out->persistent_params * b->p + out->shard_elements * per_shard +
 	                      (uint64_t)c->ds_reduce_bucket * b->g;
 }
-/* DeepSpeed's PartitionedParameterCoordinator over the MLP (util/ds_coord.h:
- * its rules, which the engine runs too). Tensors in model order (ds_id
- * order: each layer's weight, then its bias), each in its module. */
-/* The MLP's tensors (each layer's weight, then its bias) and its modules
+/* DeepSpeed's PartitionedParameterCoordinator (util/ds_coord.h: its rules,
+ * which the engine runs too) over the MLP: its tensors in model order
+ * (ds_id order: each layer's weight, then its bias) and its modules
  * (unit=layer each layer's two, unit=model one of them all). */
 static struct ds_coord *coord_init(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
                                    unsigned world)
@@ -359,7 +358,6 @@ static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c
 	uint64_t sent = 0, sent_elements = 0;
 	for (unsigned step = 1; step <= c->steps; step++) {
 		ds_coord_begin_step(d, step);
-		d->gathered = 0;
 		uint64_t fwd = (uint64_t)s->widths[0] + s->widths[s->nwidths - 1];
 		for (size_t j = 0; j < d->ntrace; j++) {
 			size_t m = d->trace[j];

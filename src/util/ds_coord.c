@@ -152,11 +152,8 @@ void ds_coord_free(struct ds_coord *d)
 	free(d);
 }
 
-
-
-struct ds_coord *ds_coord_new(const uint64_t *n, size_t nt, const size_t *mod_first,
-                                            const size_t *mod_n, size_t nmod, const struct zs_config *c,
-                                            unsigned world)
+struct ds_coord *ds_coord_new(const uint64_t *n, size_t nt, const size_t *mod_first, const size_t *mod_n,
+                              size_t nmod, const struct zs_config *c, unsigned world)
 {
 	struct ds_coord *d = zs_malloc(sizeof *d);
 	setup(d, n, nt, mod_first, mod_n, nmod, c, world);
@@ -170,7 +167,6 @@ size_t ds_coord_fetch(struct ds_coord *d, const struct zs_config *c, size_t j, i
 	*fetched = d->fetched;
 	return d->nfetched;
 }
-
 
 /* A step's start: step 1 records the trace (reset_step, 228-262) with
  * nothing whole (the model was partitioned when it was built); from step
@@ -188,7 +184,6 @@ void ds_coord_begin_step(struct ds_coord *d, unsigned step)
 	}
 	d->gathered = 0;
 }
-
 
 /* step(): everything released (the persistent too), then _post_step
  * gathers the persistent params; their tensors into out, how many. */

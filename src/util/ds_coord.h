@@ -26,7 +26,7 @@
 
 struct ds_coord {
 	size_t ntensors, nmodules, ntrace, nqueue, head;
-	/* Every list malloc'd to its size by coord_setup (coord_free). */
+	/* Every list malloc'd to its size by ds_coord_new (ds_coord_free). */
 	uint64_t *n, *s;                     /* per tensor: elements, and ceil(n/N) a rank */
 	size_t *mod_first, *mod_n;           /* per module */
 	uint64_t gathered;                   /* Σ ceil(n/N) of the tensors gathered so far */

@@ -85,17 +85,19 @@ static const struct {
 	double eps;             /* its default */
 	uint64_t window;        /* sliding_window when absent; 0: the family has none */
 	const char *window_on;  /* the switch that must be true for sliding_window to count (NULL: none) */
+	uint64_t window_from;   /* and the first layer it applies to, max_window_layers' default (0: every) */
 	int qkv_bias;           /* q_proj, k_proj and v_proj have biases */
 } types[] = {
-	{ "gpt2", ZS_FAMILY_GPT2, gpt2_keys, 1, "layer_norm_epsilon", 1e-5, 0, NULL, 0 },
-	{ "llama", ZS_FAMILY_LLAMA, llama_keys, 0, "rms_norm_eps", 1e-6, 0, NULL, 0 },
-	{ "mistral", ZS_FAMILY_LLAMA, llama_keys, 0, "rms_norm_eps", 1e-6, 4096, NULL, 0 },
-	/* Qwen2Config (configuration_qwen2.py 70-75, transformers 5.x): no tie,
+	{ "gpt2", ZS_FAMILY_GPT2, gpt2_keys, 1, "layer_norm_epsilon", 1e-5, 0, NULL, 0, 0 },
+	{ "llama", ZS_FAMILY_LLAMA, llama_keys, 0, "rms_norm_eps", 1e-6, 0, NULL, 0, 0 },
+	{ "mistral", ZS_FAMILY_LLAMA, llama_keys, 0, "rms_norm_eps", 1e-6, 4096, NULL, 0, 0 },
+	/* Qwen2Config (configuration_qwen2.py 70-76, transformers 5.x): no tie,
 	 * eps 1e-6, use_sliding_window false, sliding_window 4096 that
-	 * __post_init__ drops unless use_sliding_window (84); Qwen2Attention
+	 * __post_init__ drops unless use_sliding_window (84), and then only
+	 * layers from max_window_layers (28) on slide (88-94); Qwen2Attention
 	 * gives q_proj, k_proj and v_proj bias=True, o_proj bias=False
 	 * (modeling_qwen2.py). */
-	{ "qwen2", ZS_FAMILY_LLAMA, llama_keys, 0, "rms_norm_eps", 1e-6, 4096, "use_sliding_window", 1 },
+	{ "qwen2", ZS_FAMILY_LLAMA, llama_keys, 0, "rms_norm_eps", 1e-6, 4096, "use_sliding_window", 28, 1 },
 };
 #define TYPE_NAMES "gpt2, llama, mistral, qwen2"
 
@@ -239,6 +241,16 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 		if (on != NULL && !cJSON_IsNull(on) && !cJSON_IsBool(on))
 			return zs_fail(cause, "%s: \"%s\" is neither true nor false", where, types[t].window_on);
 		windowed = cJSON_IsTrue(on);
+	}
+	if (windowed && types[t].window_from != 0) { /* no layer slides: no window */
+		const cJSON *from = cJSON_GetObjectItemCaseSensitive(cfg, "max_window_layers");
+		double first = (double)types[t].window_from;
+		if (from != NULL && !cJSON_IsNull(from)) {
+			if (!cJSON_IsNumber(from) || from->valuedouble < 0 || from->valuedouble != floor(from->valuedouble))
+				return zs_fail(cause, "%s: \"max_window_layers\" must be a whole number", where);
+			first = from->valuedouble;
+		}
+		windowed = first < (double)m.layers;
 	}
 	m.sliding_window = windowed ? types[t].window : 0;
 	const cJSON *sw = cJSON_GetObjectItemCaseSensitive(cfg, "sliding_window");

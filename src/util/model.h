@@ -14,7 +14,8 @@
  *     tie_word_embeddings (default false). RMSNorm, no biases, SwiGLU MLP.
  *   qwen2 (model_type "qwen2": Qwen2, Qwen2.5): llama's keys and shape,
  *     with biases on q_proj, k_proj and v_proj; sliding_window counts only
- *     when use_sliding_window is true (default false).
+ *     when use_sliding_window is true (default false) and some layer is at
+ *     or past max_window_layers (default 28).
  *
  * Keys that change no byte count but the numbers the engine's transformer
  * computes are read too: the norms' epsilon (gpt2 layer_norm_epsilon,
