@@ -745,7 +745,7 @@ int report_join_runs(const struct report_join *j, const cJSON *runs, const char 
 int report_load(const struct report_family *f, const char *const *paths, const char *const *formats, size_t n,
                 void *section, char **cause)
 {
-	cJSON **j = zs_calloc(n + 1, sizeof *j);
+	cJSON **j = zs_calloc(n + 1, sizeof *j); /* NOLINT(bugprone-sizeof-expression): an array of pointers */
 	int rc = 0;
 
 	for (size_t i = 0; i < n && rc == 0; i++)

@@ -78,26 +78,26 @@ static const struct key llama_keys[] = {
 /* model_type -> family and its keys. */
 static const struct {
 	const char *type;
-	enum zs_family family;
 	const struct key *keys;
-	int tied;               /* tie_word_embeddings when absent */
 	const char *eps_key;    /* the norms' epsilon */
 	double eps;             /* its default */
 	uint64_t window;        /* sliding_window when absent; 0: the family has none */
 	const char *window_on;  /* the switch that must be true for sliding_window to count (NULL: none) */
 	uint64_t window_from;   /* and the first layer it applies to, max_window_layers' default (0: every) */
+	enum zs_family family;
+	int tied;               /* tie_word_embeddings when absent */
 	int qkv_bias;           /* q_proj, k_proj and v_proj have biases */
 } types[] = {
-	{ "gpt2", ZS_FAMILY_GPT2, gpt2_keys, 1, "layer_norm_epsilon", 1e-5, 0, NULL, 0, 0 },
-	{ "llama", ZS_FAMILY_LLAMA, llama_keys, 0, "rms_norm_eps", 1e-6, 0, NULL, 0, 0 },
-	{ "mistral", ZS_FAMILY_LLAMA, llama_keys, 0, "rms_norm_eps", 1e-6, 4096, NULL, 0, 0 },
+	{ "gpt2", gpt2_keys, "layer_norm_epsilon", 1e-5, 0, NULL, 0, ZS_FAMILY_GPT2, 1, 0 },
+	{ "llama", llama_keys, "rms_norm_eps", 1e-6, 0, NULL, 0, ZS_FAMILY_LLAMA, 0, 0 },
+	{ "mistral", llama_keys, "rms_norm_eps", 1e-6, 4096, NULL, 0, ZS_FAMILY_LLAMA, 0, 0 },
 	/* Qwen2Config (configuration_qwen2.py 70-76, transformers 5.x): no tie,
 	 * eps 1e-6, use_sliding_window false, sliding_window 4096 that
 	 * __post_init__ drops unless use_sliding_window (84), and then only
 	 * layers from max_window_layers (28) on slide (88-94); Qwen2Attention
 	 * gives q_proj, k_proj and v_proj bias=True, o_proj bias=False
 	 * (modeling_qwen2.py). */
-	{ "qwen2", ZS_FAMILY_LLAMA, llama_keys, 0, "rms_norm_eps", 1e-6, 4096, "use_sliding_window", 28, 1 },
+	{ "qwen2", llama_keys, "rms_norm_eps", 1e-6, 4096, "use_sliding_window", 28, ZS_FAMILY_LLAMA, 0, 1 },
 };
 #define TYPE_NAMES "gpt2, llama, mistral, qwen2"
 

@@ -86,9 +86,9 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 	uint64_t q = m->heads * m->head_dim, kv = m->kv_heads * m->head_dim, head = L + 1;
 	const char *top = gpt2 ? "transformer" : "model";
 	const char *lnf = gpt2 ? "transformer.ln_f" : "model.norm";
-	struct builder b = {p, 0, 0};
 
 	memset(p, 0, sizeof *p);
+	struct builder b = {p, 0, 0};
 	p->nlayers = L + 2;
 	p->tied = m->tied;
 	p->layer = zs_calloc(p->nlayers, sizeof *p->layer);
@@ -157,9 +157,8 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 
 void step_params_mlp(struct step_params *p, const size_t *widths, size_t nwidths)
 {
-	struct builder b = {p, 0, 0};
-
 	memset(p, 0, sizeof *p);
+	struct builder b = {p, 0, 0};
 	p->nlayers = nwidths - 1;
 	p->layer = zs_calloc(p->nlayers, sizeof *p->layer);
 	for (size_t l = 0; l < p->nlayers; l++) {
@@ -253,7 +252,6 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 	uint64_t F = m->intermediate, U = gpt2 ? F : 2 * F, mean = gpt2 ? BT : 0;
 	const enum zs_cat A = ZS_CAT_ACTIVATIONS, S = ZS_CAT_SCRATCH;
 	const unsigned e16 = mixed ? 2 : 4;
-	struct bufs x = {b, 0};
 	static const char *const scratch[STEP_NSCRATCH] = {"dres", "dx", "dqkv", "dh", "dup", "datt"};
 	const uint64_t sc[STEP_NSCRATCH] = {BT * h, BT * (q > h ? q : h), BT * Q, BT * F, BT * U, T * T};
 	/* a block's saved tensors: elements, and whether 16-bit in mixed */
@@ -263,6 +261,7 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 
 	b->buf = NULL;
 	b->n = 0;
+	struct bufs x = {b, 0};
 	buf(&x, (struct step_buffer){"tokens", STEP_TOKENS, 0, -1, BT, 4, A, STEP_AT_FORWARD, 0, 0, 0});
 	buf(&x, (struct step_buffer){"targets", STEP_TARGETS, 0, -1, BT, 4, A, STEP_AT_FORWARD, 0, head, 0});
 	for (unsigned i = 0; i < STEP_NSCRATCH; i++)
