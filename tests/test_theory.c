@@ -652,8 +652,9 @@ END_TEST
  * of 128) in its published model.safetensors index. */
 static const struct step_tensor *named(const struct step_params *p, const char *name)
 {
+	char buf[128];
 	for (size_t i = 0; i < p->ntensors; i++)
-		if (strcmp(p->tensor[i].name, name) == 0)
+		if (strcmp(step_tensor_name(p, i, buf, sizeof buf), name) == 0)
 			return &p->tensor[i];
 	ck_abort_msg("no tensor %s", name);
 	return NULL;
@@ -677,9 +678,10 @@ START_TEST(test_gpt2_description_has_hugging_faces_148_tensors_and_shapes)
 	ck_assert_uint_eq(named(&p, "transformer.ln_f.bias")->ndim, 1);
 	/* 2 tables, 6 modules a block, ln_f and the tied lm_head (the token table) */
 	ck_assert_uint_eq(p.nmodules, 2 + 6 * 12 + 2);
-	ck_assert_str_eq(p.module[p.nmodules - 1].name, "lm_head");
+	char buf[128];
+	ck_assert_str_eq(step_module_name(&p, p.nmodules - 1, buf, sizeof buf), "lm_head");
 	ck_assert_uint_eq(p.module[p.nmodules - 1].first, 0);
-	ck_assert_str_eq(p.module[p.nmodules - 2].name, "transformer.ln_f");
+	ck_assert_str_eq(step_module_name(&p, p.nmodules - 2, buf, sizeof buf), "transformer.ln_f");
 	/* DeepSpeed's L: wte's 50257 x 768 (docs/schedule.md) */
 	ck_assert_uint_eq(step_params_largest_hf_module(&p), 38597376ull);
 	step_params_free(&p);

@@ -257,9 +257,11 @@ static void tensor_list(const struct zs_model *m, const struct theory_act_opts *
 	                           [STEP_AT_BACKWARD] = AT_BACKWARD};
 	struct step_params p;
 	struct step_buffers sb;
+	int mixed = o->elem == 2;
 
-	step_params_build(&p, m);
-	step_buffers_build(&sb, m, &p, b, o->seq, o->elem == 2, o->recompute);
+	if (mixed)
+		step_params_build(&p, m); /* the conversion buffers' size */
+	step_buffers_build(&sb, m, mixed ? &p : NULL, b, o->seq, mixed, o->recompute);
 	ts->n = sb.n;
 	ts->t = zs_calloc(sb.n > 0 ? sb.n : 1, sizeof *ts->t);
 	for (size_t i = 0; i < sb.n; i++) {
@@ -269,7 +271,8 @@ static void tensor_list(const struct zs_model *m, const struct theory_act_opts *
 		                           when[x->when], x->layer, x->freed_after, x->recomputed};
 	}
 	free(sb.buf);
-	step_params_free(&p);
+	if (mixed)
+		step_params_free(&p);
 }
 
 static void alloc_at(struct walk *w, const struct tensors *ts, int when)

@@ -11,6 +11,7 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,14 +23,14 @@ struct builder {
 	size_t cap_t, cap_m;
 };
 
-static size_t module(struct builder *b, size_t layer, char *name)
+static size_t module(struct builder *b, size_t layer, const char *prefix, long long index, const char *suffix)
 {
 	struct step_params *p = b->p;
 	if (p->nmodules == b->cap_m) {
 		b->cap_m = b->cap_m ? 2 * b->cap_m : 16;
 		p->module = zs_realloc(p->module, b->cap_m * sizeof *p->module);
 	}
-	p->module[p->nmodules] = (struct step_module){name, layer, p->ntensors, 0};
+	p->module[p->nmodules] = (struct step_module){prefix, index, suffix, layer, p->ntensors, 0};
 	return p->nmodules++;
 }
 
@@ -43,17 +44,17 @@ static struct step_tensor *tensor(struct builder *b, const char *leaf, uint64_t 
 		p->tensor = zs_realloc(p->tensor, b->cap_t * sizeof *p->tensor);
 	}
 	struct step_tensor *t = &p->tensor[p->ntensors++];
-	*t = (struct step_tensor){zs_asprintf("%s.%s", m->name, leaf), c > 0 ? 2 : 1, {r, c}, c > 0 ? r * c : r,
-	                          p->nmodules - 1, 0, {0, 0, 0}};
+	*t = (struct step_tensor){leaf, c > 0 ? 2 : 1, {r, c}, c > 0 ? r * c : r, p->nmodules - 1, 0, {0, 0, 0}};
 	m->n++;
 	return t;
 }
 
 /* A module of a weight (r) or (r, c), and a bias (bias_n) when bias_n > 0;
  * returns the weight's index. */
-static size_t linear(struct builder *b, size_t layer, char *name, uint64_t r, uint64_t c, uint64_t bias_n)
+static size_t linear(struct builder *b, size_t layer, const char *prefix, long long index, const char *suffix,
+                     uint64_t r, uint64_t c, uint64_t bias_n)
 {
-	module(b, layer, name);
+	module(b, layer, prefix, index, suffix);
 	tensor(b, "weight", r, c);
 	if (bias_n > 0)
 		tensor(b, "bias", bias_n, 0);
@@ -84,58 +85,60 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 	int gpt2 = m->family == ZS_FAMILY_GPT2;
 	uint64_t h = m->hidden, V = m->vocab, I = m->intermediate, L = m->layers, bias = gpt2 ? 1 : 0;
 	uint64_t q = m->heads * m->head_dim, kv = m->kv_heads * m->head_dim, head = L + 1;
-	const char *top = gpt2 ? "transformer" : "model";
 	const char *lnf = gpt2 ? "transformer.ln_f" : "model.norm";
+	const char *blocks = gpt2 ? "transformer.h" : "model.layers";
 
 	memset(p, 0, sizeof *p);
-	struct builder b = {p, 0, 0};
+	/* sized once: at most 12 tensors and 6 modules a block, 4 of each
+	 * outside (the theory builds this often) */
+	struct builder b = {p, 12 * L + 8, 6 * L + 8};
+	p->tensor = zs_malloc(b.cap_t * sizeof *p->tensor);
+	p->module = zs_malloc(b.cap_m * sizeof *p->module);
 	p->nlayers = L + 2;
 	p->tied = m->tied;
 	p->layer = zs_calloc(p->nlayers, sizeof *p->layer);
 
 	/* Layer 0: the tables; tied, the final norm's tensors after them (its
 	 * module runs in the last layer). */
-	linear(&b, 0, zs_asprintf("%s.%s", top, gpt2 ? "wte" : "embed_tokens"), V, h, 0);
+	linear(&b, 0, gpt2 ? "transformer.wte" : "model.embed_tokens", -1, "", V, h, 0);
 	if (gpt2)
-		linear(&b, 0, zs_strdup("transformer.wpe"), m->positions, h, 0);
+		linear(&b, 0, "transformer.wpe", -1, "", m->positions, h, 0);
 	size_t norm_module = 0;
 	if (m->tied) {
 		norm_module = p->nmodules;
-		linear(&b, head, zs_strdup(lnf), h, 0, bias * h);
+		linear(&b, head, lnf, -1, "", h, 0, bias * h);
 	}
 	close_layer(p, 0, 0);
 
 	for (uint64_t l = 0; l < L; l++) {
 		size_t first = p->ntensors;
-		char *at = gpt2 ? zs_asprintf("transformer.h.%llu", (unsigned long long)l)
-		                : zs_asprintf("model.layers.%llu", (unsigned long long)l);
+		long long at = (long long)l;
 		if (gpt2) {
-			linear(&b, l + 1, zs_asprintf("%s.ln_1", at), h, 0, h);
-			linear(&b, l + 1, zs_asprintf("%s.attn.c_attn", at), h, q + 2 * kv, q + 2 * kv);
-			linear(&b, l + 1, zs_asprintf("%s.attn.c_proj", at), q, h, h);
-			linear(&b, l + 1, zs_asprintf("%s.ln_2", at), h, 0, h);
-			linear(&b, l + 1, zs_asprintf("%s.mlp.c_fc", at), h, I, I);
-			linear(&b, l + 1, zs_asprintf("%s.mlp.c_proj", at), I, h, h);
+			linear(&b, l + 1, blocks, at, "ln_1", h, 0, h);
+			linear(&b, l + 1, blocks, at, "attn.c_attn", h, q + 2 * kv, q + 2 * kv);
+			linear(&b, l + 1, blocks, at, "attn.c_proj", q, h, h);
+			linear(&b, l + 1, blocks, at, "ln_2", h, 0, h);
+			linear(&b, l + 1, blocks, at, "mlp.c_fc", h, I, I);
+			linear(&b, l + 1, blocks, at, "mlp.c_proj", I, h, h);
 		} else {
-			linear(&b, l + 1, zs_asprintf("%s.input_layernorm", at), h, 0, 0);
-			size_t w = linear(&b, l + 1, zs_asprintf("%s.self_attn.{q,k,v}_proj", at), q + 2 * kv, h,
+			linear(&b, l + 1, blocks, at, "input_layernorm", h, 0, 0);
+			size_t w = linear(&b, l + 1, blocks, at, "self_attn.{q,k,v}_proj", q + 2 * kv, h,
 			                  m->qkv_bias ? q + 2 * kv : 0);
 			parts(p, w, q, kv, kv);
 			if (m->qkv_bias)
 				parts(p, w + 1, q, kv, kv);
-			linear(&b, l + 1, zs_asprintf("%s.self_attn.o_proj", at), h, q, 0);
-			linear(&b, l + 1, zs_asprintf("%s.post_attention_layernorm", at), h, 0, 0);
-			parts(p, linear(&b, l + 1, zs_asprintf("%s.mlp.{gate,up}_proj", at), 2 * I, h, 0), I, I, 0);
-			linear(&b, l + 1, zs_asprintf("%s.mlp.down_proj", at), h, I, 0);
+			linear(&b, l + 1, blocks, at, "self_attn.o_proj", h, q, 0);
+			linear(&b, l + 1, blocks, at, "post_attention_layernorm", h, 0, 0);
+			parts(p, linear(&b, l + 1, blocks, at, "mlp.{gate,up}_proj", 2 * I, h, 0), I, I, 0);
+			linear(&b, l + 1, blocks, at, "mlp.down_proj", h, I, 0);
 		}
-		free(at);
 		close_layer(p, l + 1, first);
 	}
 
 	size_t first = p->ntensors;
 	if (!m->tied) {
-		linear(&b, head, zs_strdup(lnf), h, 0, bias * h);
-		linear(&b, head, zs_strdup("lm_head"), V, h, 0);
+		linear(&b, head, lnf, -1, "", h, 0, bias * h);
+		linear(&b, head, "lm_head", -1, "", V, h, 0);
 	} else {
 		/* Forward order: the norm's module before the head's. Its entry
 		 * was made in layer 0's place; move it to the end. */
@@ -148,7 +151,7 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 				p->tensor[i].module--;
 			else if (p->tensor[i].module == norm_module)
 				p->tensor[i].module = p->nmodules - 1;
-		module(&b, head, zs_strdup("lm_head"));
+		module(&b, head, "lm_head", -1, "");
 		p->module[p->nmodules - 1].first = 0; /* the token table */
 		p->module[p->nmodules - 1].n = 1;
 	}
@@ -163,17 +166,33 @@ void step_params_mlp(struct step_params *p, const size_t *widths, size_t nwidths
 	p->layer = zs_calloc(p->nlayers, sizeof *p->layer);
 	for (size_t l = 0; l < p->nlayers; l++) {
 		size_t first = p->ntensors;
-		linear(&b, l, zs_asprintf("%zu", l), widths[l + 1], widths[l], widths[l + 1]);
+		linear(&b, l, "", (long long)l, "", widths[l + 1], widths[l], widths[l + 1]);
 		close_layer(p, l, first);
 	}
 }
 
+const char *step_module_name(const struct step_params *p, size_t i, char *out, size_t n)
+{
+	const struct step_module *m = &p->module[i];
+	int k = snprintf(out, n, "%s", m->prefix);
+	if (m->index >= 0 && k >= 0 && (size_t)k < n)
+		k += snprintf(out + k, n - (size_t)k, "%s%lld", k > 0 ? "." : "", m->index);
+	if (*m->suffix != '\0' && k >= 0 && (size_t)k < n)
+		snprintf(out + k, n - (size_t)k, "%s%s", k > 0 ? "." : "", m->suffix);
+	return out;
+}
+
+const char *step_tensor_name(const struct step_params *p, size_t i, char *out, size_t n)
+{
+	step_module_name(p, p->tensor[i].module, out, n);
+	size_t k = strlen(out);
+	if (k < n)
+		snprintf(out + k, n - k, ".%s", p->tensor[i].leaf);
+	return out;
+}
+
 void step_params_free(struct step_params *p)
 {
-	for (size_t i = 0; i < p->ntensors; i++)
-		free(p->tensor[i].name);
-	for (size_t i = 0; i < p->nmodules; i++)
-		free(p->module[i].name);
 	free(p->tensor);
 	free(p->module);
 	free(p->layer);
@@ -259,9 +278,9 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 	                                      BT * h, mean, BT, BT * U, BT * F, BT * h};
 	const int is16[STEP_NBLOCK_ACTS] = {1, 0, 0, 1, 0, 1, 1, 1, 0, 0, 1, 1, 1};
 
-	b->buf = NULL;
 	b->n = 0;
-	struct bufs x = {b, 0};
+	struct bufs x = {b, 16 + STEP_NBLOCK_ACTS * L + 8}; /* sized once: every buffer at most */
+	b->buf = zs_malloc(x.cap * sizeof *b->buf);
 	buf(&x, (struct step_buffer){"tokens", STEP_TOKENS, 0, -1, BT, 4, A, STEP_AT_FORWARD, 0, 0, 0});
 	buf(&x, (struct step_buffer){"targets", STEP_TARGETS, 0, -1, BT, 4, A, STEP_AT_FORWARD, 0, head, 0});
 	for (unsigned i = 0; i < STEP_NSCRATCH; i++)
@@ -269,7 +288,7 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 		                             i == 0 ? 0 : 1, 0});
 	if (m->tied)
 		buf(&x, (struct step_buffer){"dnorm", STEP_DNORM, 0, -1, gpt2 ? 2 * h : h, 4, S, STEP_AT_BACKWARD, 0, 0, 0});
-	if (mixed) {
+	if (mixed && p != NULL) {
 		/* the kernels run in fp32: a layer's params widened (the largest
 		 * layer's), its grads before they are rounded, a block's input
 		 * and 16-bit tensors widened */

@@ -22,8 +22,9 @@
  * up_proj are one. A fused tensor's name lists its parts, and it is one
  * module (docs/schedule.md says what that changes).
  *
- * Ownership: step_params_build fills a struct whose arrays and names it
- * allocates; step_params_free releases them. Out of memory is fatal.
+ * Ownership: step_params_build fills a struct whose arrays it allocates
+ * (the names are made when asked for, from static parts);
+ * step_params_free releases them. Out of memory is fatal.
  */
 #ifndef ZS_UTIL_STEP_H
 #define ZS_UTIL_STEP_H
@@ -35,7 +36,7 @@
 #include "util/schedule.h"
 
 struct step_tensor {
-	char *name;         /* Hugging Face's state_dict key ("transformer.h.0.ln_1.weight") */
+	const char *leaf;   /* "weight" or "bias": its name is its module's and this (step_tensor_name) */
 	unsigned ndim;      /* 1 or 2 */
 	uint64_t shape[2];  /* nn.Linear's (out, in); gpt2's Conv1D's (in, out); a table's (rows, d) */
 	uint64_t numel;     /* shape[0] (·shape[1]) */
@@ -46,8 +47,13 @@ struct step_tensor {
 	uint64_t part_rows[3];
 };
 
+/* A module's Hugging Face name is made from three parts when asked for
+ * (step_module_name): "transformer.h" "." 0 "." "attn.c_attn"; a part
+ * left out (index -1, "" suffix) and its dot are not written. */
 struct step_module {
-	char *name;         /* "transformer.h.0.attn.c_attn", "lm_head" */
+	const char *prefix; /* "transformer.h", "model.layers", "lm_head"; "" for the MLP */
+	long long index;    /* the block (or the MLP's layer), -1 for none */
+	const char *suffix; /* "attn.c_attn", "mlp.down_proj", "" */
 	size_t layer;       /* the layer whose step runs it */
 	size_t first, n;    /* its tensors: tensor[first .. first+n-1] */
 };
@@ -72,6 +78,12 @@ struct step_params {
 	uint64_t numel;     /* Ψ */
 	int tied;
 };
+
+/* Module i's or tensor i's Hugging Face name ("transformer.h.0.ln_1",
+ * "transformer.h.0.ln_1.weight") into out, n bytes at most (cut if
+ * longer); returns out. */
+const char *step_module_name(const struct step_params *p, size_t i, char *out, size_t n);
+const char *step_tensor_name(const struct step_params *p, size_t i, char *out, size_t n);
 
 /* Build the parameters of the transformer m describes. */
 void step_params_build(struct step_params *p, const struct zs_model *m);
@@ -132,7 +144,8 @@ struct step_buffer {
 
 /* A transformer step's buffers at micro-batch `batch` and sequence `seq`,
  * in the order the engine makes them; absent ones (llama's means) are
- * left out. The caller frees b->buf with free(). */
+ * left out. p gives the conversion buffers' size in mixed precision
+ * (NULL: none, as in fp32). The caller frees b->buf with free(). */
 struct step_buffers {
 	struct step_buffer *buf;
 	size_t n;
