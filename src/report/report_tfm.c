@@ -300,6 +300,10 @@ int report_tfm_add(const cJSON *theory, const char *path, struct report_tfm *t, 
 	return 0;
 fail:
 	free_model(m);
+	if (t->n == 0) { /* nothing added: t is as it was, owning nothing */
+		free(t->models);
+		t->models = NULL;
+	}
 	return -1;
 }
 
