@@ -44,7 +44,8 @@ FUZZ_ENGINE = $(top_srcdir)/src/engine/case.c $(top_srcdir)/src/engine/tfm.c \
 	$(top_srcdir)/src/engine/layout.c $(top_srcdir)/src/engine/scheme_dp.c \
 	$(top_srcdir)/src/engine/scheme_zero1.c $(top_srcdir)/src/engine/scheme_zero2.c \
 	$(top_srcdir)/src/engine/scheme_zero3.c $(top_srcdir)/src/engine/scheme_torch.c \
-	$(top_srcdir)/src/engine/scheme_deepspeed.c $(top_srcdir)/src/engine/engine.c \
+	$(top_srcdir)/src/engine/scheme_deepspeed.c $(top_srcdir)/src/engine/scheme_registry.c \
+	$(top_srcdir)/src/engine/engine.c \
 	$(top_srcdir)/src/engine/heap.c $(top_srcdir)/src/engine/sweep.c \
 	$(top_srcdir)/src/engine/measure_json.c $(top_srcdir)/src/engine/osmem.c $(top_srcdir)/src/engine/blas.c
 FUZZ_REPORT = $(top_srcdir)/src/report/report.c $(top_srcdir)/src/report/report_buf.c \

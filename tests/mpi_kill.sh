@@ -157,7 +157,7 @@ status=$?
 [ "$status" -ne 0 ] || fail "the job ended with status 0"
 lines=$(grep -c '^zerosim' "$tmp/err")
 [ "$lines" -eq 1 ] || { cat "$tmp/err" >&2; fail "$lines lines of zerosim's, not one"; }
-grep -q "^zerosim: cannot map DeepSpeed's reduce bucket 1 of rank [4-7] of 8" "$tmp/err" ||
+grep -q "^zerosim measure: ranks 4-7 (MPI process 1 of 2) failed in zero2, N=8, unit=model: cannot map DeepSpeed's reduce bucket 1 of rank [4-7] of 8" "$tmp/err" ||
 	{ cat "$tmp/err" >&2; fail "the line is not process 1's own"; }
 echo "  $(grep '^zerosim' "$tmp/err")"
 cmp -s "$tmp/prev.json" "$tmp/m.json" || fail "the previous measured.json was changed"

@@ -169,16 +169,23 @@ void run_gather_params_in_place(struct zs_run *r)
 		run_gather_params_unit(r, u, ZS_BUF_PARAMS);
 }
 
+void run_gather_params_after_step(struct zs_run *r, void *ctx)
+{
+	(void)ctx;
+	run_gather_params_in_place(r);
+}
+
 /* ------------------------------------------------------------------------- */
 /* setup */
 
-/* The run's layout: the scheme's units, the framework's row (all full at N = 1). */
+/* The run's layout: the scheme's units, the framework's row (all full at
+ * N = 1), each tensor sharded on its own where the registry says so. */
 static void run_layout(struct zs_layout *lo, const struct zs_net *m, const struct zs_config *c,
                        enum zs_scheme scheme, unsigned world, enum zs_unit unit)
 {
 	layout_init(lo, m, scheme, world, unit);
 	layout_use_row(lo, zs_row(c->framework, scheme));
-	if (c->framework == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3) /* DeepSpeed shards each tensor on its own */
+	if (scheme_entry(c->framework, scheme)->per_tensor)
 		layout_shard_tensors(lo);
 }
 
@@ -187,7 +194,9 @@ static const enum zs_rankbuf resident[] = {ZS_BUF_PARAMS, ZS_BUF_GRADS, ZS_BUF_M
 #define NRESIDENT (sizeof resident / sizeof resident[0])
 
 /* Categories and element sizes of the buffers; fp32 mode has no master
- * copy and SGD no second moment. */
+ * copy and SGD no second moment. The resident params and grads are of the
+ * state's precision, the transient copies of the compute's type (they
+ * differ under ZS_OPS_FP32_STATE). */
 static void setup_buffers(struct zs_run *r)
 {
 	int mixed = r->precision == ZS_MIXED, adam = r->opt.kind == ZS_ADAM;
@@ -202,13 +211,15 @@ static void setup_buffers(struct zs_run *r)
 	};
 	for (int b = 0; b < ZS_NBUFS; b++) {
 		r->cat[b] = cat[b];
-		r->esize[b] = layout_state((enum zs_rankbuf)b) == ZS_STATE_OPTIM ? sizeof(float) : coll_dtype_size(r->dt);
+		int fp32 = layout_state((enum zs_rankbuf)b) == ZS_STATE_OPTIM ||
+		           (!mixed && (b == ZS_BUF_PARAMS || b == ZS_BUF_GRADS));
+		r->esize[b] = fp32 ? sizeof(float) : coll_dtype_size(r->dt);
 	}
 }
 
 static int has_buf(const struct zs_run *r, enum zs_rankbuf b)
 {
-	return (b != ZS_BUF_MASTER || r->precision == ZS_MIXED || r->ops->master32) &&
+	return (b != ZS_BUF_MASTER || r->precision == ZS_MIXED || (r->ops->flags & ZS_OPS_MASTER32)) &&
 	       (b != ZS_BUF_V || r->opt.kind == ZS_ADAM);
 }
 
@@ -342,7 +353,7 @@ static void layer_tensors(struct zs_run *r, unsigned k, size_t l, enum zs_pass p
 }
 
 /* The unit whose params layer l reads: a tied layer reads the first's. */
-static size_t unit_of(const struct zs_run *r, size_t l)
+size_t run_unit_of(const struct zs_run *r, size_t l)
 {
 	size_t u = 0;
 	while (!r->model.layer[l].tied && r->layout.unit[u].last < l)
@@ -352,32 +363,37 @@ static size_t unit_of(const struct zs_run *r, size_t l)
 
 /* Whether unit u's layer l runs in a visit of its own: a tied layer
  * outside the unit it reads. */
-static int own_visit(const struct zs_run *r, size_t u, size_t l) { return unit_of(r, l) != u; }
+static int own_visit(const struct zs_run *r, size_t u, size_t l) { return run_unit_of(r, l) != u; }
+
+void run_layer_params(const struct zs_run *r, unsigned k, size_t l, struct zs_layer_io *io)
+{
+	const struct zs_layer *rd = model_reads(&r->model, l);
+	enum zs_rankbuf p = run_rank(r, k)->buf[ZS_BUF_GATHERED] != NULL ? ZS_BUF_GATHERED : ZS_BUF_PARAMS;
+	size_t e = rd->param_off;
+	for (size_t i = 0; i < rd->nptensors; e += rd->ptensor[i++])
+		io->w[i] = run_at(r, k, p, e - r->base[p]);
+}
+
+void run_layer_grads(const struct zs_run *r, unsigned k, size_t l, enum zs_pass pass, struct zs_layer_io *io)
+{
+	const struct zs_layer *ly = &r->model.layer[l], *rd = model_reads(&r->model, l);
+	enum zs_rankbuf g = run_rank(r, k)->buf[ZS_BUF_FULL_GRADS] != NULL ? ZS_BUF_FULL_GRADS : ZS_BUF_GRADS;
+	size_t e = rd->param_off;
+	for (size_t i = 0; i < rd->nptensors; e += rd->ptensor[i++])
+		io->g[i] = pass == ZS_PASS_BACKWARD && !ly->tied ? run_at(r, k, g, e - r->base[g]) : NULL;
+}
 
 /* Layer l's params (and in backward its grads) as rank k sees them now,
- * tensor by tensor: the transient full copies while there are any, else
- * the resident full buffers (sharded params are always gathered before
- * they are used); under DeepSpeed's ZeRO-3 each tensor's own block (NULL
- * while it is not gathered) and the grads of the module being computed. */
+ * tensor by tensor: where the scheme's place hook says, or else the
+ * transient full copies while there are any, else the resident full
+ * buffers (sharded params are always gathered before they are used). */
 static struct zs_layer_io layer_io(const struct zs_run *r, unsigned k, size_t l, enum zs_pass pass)
 {
-	const struct zs_rank *rk = run_rank(r, k);
-	const struct zs_layer *ly = &r->model.layer[l], *rd = model_reads(&r->model, l);
-	size_t u = unit_of(r, l), t0 = model_first_ptensor(&r->model, l), e = rd->param_off;
-	enum zs_rankbuf p = rk->buf[ZS_BUF_GATHERED] != NULL ? ZS_BUF_GATHERED : ZS_BUF_PARAMS;
-	enum zs_rankbuf g = rk->buf[ZS_BUF_FULL_GRADS] != NULL ? ZS_BUF_FULL_GRADS : ZS_BUF_GRADS;
-	struct zs_layer_io io = {.t = rk->t, .dt = r->dt, .batch = r->model.batch, .net = &r->model};
-	for (size_t i = 0; i < rd->nptensors; e += rd->ptensor[i++]) {
-		if (rk->whole != NULL) /* DeepSpeed's ZeRO-3: each tensor gathered on its own */
-			io.w[i] = rk->whole[t0 + i];
-		else if (rk->held[u] != NULL) /* kept since its forward */
-			io.w[i] = (const char *)rk->held[u] + (e - r->layout.unit[u].off) * r->esize[ZS_BUF_GATHERED];
-		else
-			io.w[i] = run_at(r, k, p, e - r->base[p]);
-		int mine = rk->whole != NULL ? g == ZS_BUF_FULL_GRADS && e >= r->base[g] && e < r->base[g] + r->len[g]
-		                             : !ly->tied;
-		io.g[i] = pass == ZS_PASS_BACKWARD && mine ? run_at(r, k, g, e - r->base[g]) : NULL;
-	}
+	struct zs_layer_io io = {.t = run_rank(r, k)->t, .dt = r->dt, .batch = r->model.batch, .net = &r->model};
+	if (r->ops->place != NULL && r->ops->place(r, r->ctx, k, l, pass, &io))
+		return io;
+	run_layer_params(r, k, l, &io);
+	run_layer_grads(r, k, l, pass, &io);
 	return io;
 }
 
@@ -415,12 +431,12 @@ static void modules_layer(struct zs_run *r, size_t l, enum zs_pass pass)
 		layer_tensors(r, k, l, pass, 1);
 	for (size_t i = 0; i < ly->nmodules; i++) {
 		size_t s = pass == ZS_PASS_FORWARD ? i : ly->nmodules - 1 - i;
-		r->ops->module(r, l, s, pass, 1);
+		r->ops->module(r, r->ctx, l, s, pass, 1);
 		for (unsigned k = r->r0; k < r->r1; k++) {
 			struct zs_layer_io io = layer_io(r, k, l, pass);
 			(pass == ZS_PASS_FORWARD ? ly->kind->forward_module : ly->kind->backward_module)(ly, &io, s);
 		}
-		r->ops->module(r, l, s, pass, 0);
+		r->ops->module(r, r->ctx, l, s, pass, 0);
 		tracker_set_phase(&r->tracker, pass == ZS_PASS_FORWARD ? ZS_PH_FORWARD : ZS_PH_BACKWARD);
 	}
 	for (unsigned k = r->r0; k < r->r1; k++)
@@ -431,22 +447,22 @@ static void modules_layer(struct zs_run *r, size_t l, enum zs_pass pass)
 }
 
 /* Tied layer l, outside the unit it reads, in a visit of that unit of
- * its own: gathered as for a forward (params only: it computes no param
- * grads), unless the ranks hold it since its forward (torch's zero2). */
+ * its own: the unit's hooks of a forward (params only: it computes no
+ * param grads; a scheme that holds the unit since its forward, torch's
+ * zero2, gathers nothing). */
 static void visit(struct zs_run *r, size_t l, enum zs_pass pass)
 {
-	size_t u = unit_of(r, l);
+	size_t u = run_unit_of(r, l);
 	if (by_module(r)) {
 		modules_layer(r, l, pass);
 		return;
 	}
-	int hooks = run_rank(r, r->r0)->held[u] == NULL;
-	if (hooks && r->ops->begin_unit)
-		r->ops->begin_unit(r, u, ZS_PASS_FORWARD);
+	if (r->ops->begin_unit)
+		r->ops->begin_unit(r, r->ctx, u, ZS_PASS_FORWARD);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		(pass == ZS_PASS_FORWARD ? forward_layer : backward_layer)(r, k, l);
-	if (hooks && r->ops->end_unit)
-		r->ops->end_unit(r, u, ZS_PASS_FORWARD);
+	if (r->ops->end_unit)
+		r->ops->end_unit(r, r->ctx, u, ZS_PASS_FORWARD);
 	tracker_set_phase(&r->tracker, pass == ZS_PASS_FORWARD ? ZS_PH_FORWARD : ZS_PH_BACKWARD);
 }
 
@@ -465,7 +481,7 @@ static void run_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 		return;
 	}
 	if (r->ops->begin_unit)
-		r->ops->begin_unit(r, u, pass);
+		r->ops->begin_unit(r, r->ctx, u, pass);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (size_t i = 0, n = un->last + 1 - un->first; i < n; i++) {
 			size_t l = fwd ? un->first + i : un->last - i;
@@ -473,7 +489,7 @@ static void run_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 				(fwd ? forward_layer : backward_layer)(r, k, l);
 		}
 	if (r->ops->end_unit)
-		r->ops->end_unit(r, u, pass);
+		r->ops->end_unit(r, r->ctx, u, pass);
 }
 
 static void forward(struct zs_run *r, unsigned t)
@@ -491,15 +507,15 @@ static void forward(struct zs_run *r, unsigned t)
 	}
 }
 
-static void backward(struct zs_run *r)
+static int backward(struct zs_run *r, char **cause)
 {
 	const struct zs_net *m = &r->model;
 	tracker_set_phase(&r->tracker, ZS_PH_BACKWARD);
 	alloc_tensors_at(r, ZS_AT_BACKWARD);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		run_rank(r, k)->loss = m->loss(m, run_rank(r, k)->t);
-	if (r->ops->begin_backward)
-		r->ops->begin_backward(r);
+	if (r->ops->begin_backward && r->ops->begin_backward(r, r->ctx, cause) != 0)
+		return -1;
 	for (size_t u = r->layout.nunits; u-- > 0;) {
 		const struct zs_layout_unit *un = &r->layout.unit[u];
 		for (size_t l = un->last + 1; l-- > un->first;)
@@ -512,6 +528,7 @@ static void backward(struct zs_run *r)
 		if (m->tensor[i].freed_after == ZS_END_OF_BACKWARD)
 			for (unsigned k = r->r0; k < r->r1; k++)
 				free_tensor(r, k, i);
+	return 0;
 }
 
 /* Each rank updates the slots it owns: its optimizer state, its weights
@@ -525,32 +542,38 @@ static void optimizer(struct zs_run *r, unsigned t)
 	enum zs_dtype gdt = r->esize[ZS_BUF_GRADS] == sizeof(float) ? ZS_F32 : ZS_F16; /* the grads' own type */
 	tracker_set_phase(&r->tracker, ZS_PH_OPTIMIZER);
 	if (r->ops->before_optimizer)
-		r->ops->before_optimizer(r);
+		r->ops->before_optimizer(r, r->ctx);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (size_t u = 0; u < layout_npieces(lo); u++) {
 			struct zs_slice p = layout_own(lo, ZS_BUF_PARAMS, u, k), g = layout_own(lo, ZS_BUF_GRADS, u, k);
 			struct zs_slice s = layout_own(lo, ZS_BUF_M, u, k);
 			float *w = master ? run_at(r, k, ZS_BUF_MASTER, s.at) : run_at(r, k, ZS_BUF_PARAMS, p.at);
-			float *v = has_buf(r, ZS_BUF_V) ? run_at(r, k, ZS_BUF_V, s.at) : NULL, *g32 = run_rank(r, k)->grad32;
+			float *v = has_buf(r, ZS_BUF_V) ? run_at(r, k, ZS_BUF_V, s.at) : NULL;
+			const float *g32 = r->ops->optimizer_grads ? r->ops->optimizer_grads(r, r->ctx, k) : NULL;
 			optim_update(&r->opt, t + 1, w, run_at(r, k, ZS_BUF_M, s.at), v,
-			             g32 != NULL ? (void *)(g32 + g.at) : run_at(r, k, ZS_BUF_GRADS, g.at), g32 != NULL ? ZS_F32 : gdt,
+			             g32 != NULL ? (const void *)(g32 + g.at) : run_at(r, k, ZS_BUF_GRADS, g.at),
+			             g32 != NULL ? ZS_F32 : gdt,
 			             mixed ? run_at(r, k, ZS_BUF_PARAMS, p.at) : NULL, s.count);
 			if (master && !mixed)
 				memcpy(run_at(r, k, ZS_BUF_PARAMS, p.at), w, s.count * sizeof *w);
 		}
 }
 
-static void step(struct zs_run *r, unsigned t)
+/* One step; 0, or -1 with *cause where a hook failed (the step stops
+ * there: engine_run frees what it holds). */
+static int step(struct zs_run *r, unsigned t, char **cause)
 {
 	forward(r, t);
-	backward(r);
+	if (backward(r, cause) != 0)
+		return -1;
 	if (r->ops->reduce) {
 		tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
-		r->ops->reduce(r);
+		r->ops->reduce(r, r->ctx);
 	}
 	optimizer(r, t);
 	if (r->ops->after_optimizer)
-		r->ops->after_optimizer(r);
+		r->ops->after_optimizer(r, r->ctx);
+	return 0;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -757,9 +780,9 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 	}
 	if (sharded)
 		per_rank += (double)lo.nparams * (p + g);
-	if (c->framework == ZS_FW_DEEPSPEED)
-		per_rank += scheme_deepspeed_bound(c, &lo);
-	per_rank += (double)scheme_buffer_bytes(c->framework, scheme, lo.nparams, g);
+	const struct zs_scheme_entry *e = scheme_entry(c->framework, scheme);
+	if (e->bound != NULL) /* the framework's own buffers */
+		per_rank += e->bound(c, &lo);
 	layout_free(&lo);
 	model_free(&m);
 	return per_rank * world;
@@ -786,10 +809,33 @@ static int check_replicas(const struct zs_run *r, enum zs_scheme scheme, const s
 	return 0;
 }
 
-/* The N = 1 rule: one rank has nothing to shard, gather or reduce, so its
- * layout is all full (layout_init) and it runs no hook (these, which
- * scheme_ops gives at N = 1; torch's DDP and FSDP's casts still run). */
-const struct zs_scheme_ops scheme_one_rank = {.name = "one rank"};
+/* Free the run wherever it stopped: the scheme's state (when its setup
+ * succeeded), every buffer and tensor still held, the run. The tracked
+ * blocks left over, a leak (0 after a whole run, and after a failed one
+ * too). */
+static size_t end_run(struct zs_run *r, int set_up)
+{
+	if (set_up && r->ops->teardown)
+		r->ops->teardown(r, r->ctx);
+	for (int b = 0; b < ZS_NBUFS; b++)
+		run_free_all(r, (enum zs_rankbuf)b);
+	for (unsigned k = r->r0; k < r->r1; k++)
+		for (unsigned i = 0; i < r->model.ntensors; i++)
+			free_tensor(r, k, i);
+	size_t left = tracker_outstanding(&r->tracker);
+	tracker_destroy(&r->tracker);
+	coll_destroy(&r->coll);
+	for (unsigned k = r->r0; k < r->r1; k++)
+		free(run_rank(r, k)->t);
+	layout_free(&r->layout);
+	model_free(&r->model);
+	free(r->rank);
+	free(r->rank_loss);
+	free(r->ptr_a);
+	free(r->ptr_b);
+	free(r);
+	return left;
+}
 
 int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world, enum zs_unit unit,
                const struct zs_case *cs, const struct zs_run_options *opt, struct zs_result *res,
@@ -802,12 +848,15 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	 * are not the place for a run (351,880 bytes while its lists were
 	 * ZS_MAX_* arrays). */
 	struct zs_run *r = zs_calloc(1, sizeof *r);
-	r->ops = scheme_ops(c->framework, scheme, world);
+	r->ops = scheme_ops(scheme_entry(c->framework, scheme), world);
 	r->config = c;
 	model_init(&r->model, c);
 	run_layout(&r->layout, &r->model, c, scheme, world, unit);
 	r->world = world;
-	r->precision = c->precision;
+	/* The state's precision is --precision's, but fp32 with no master copy
+	 * where the scheme keeps it so (FSDP's MixedPrecision); the compute
+	 * and the collectives are fp16 under --precision mixed all the same. */
+	r->precision = r->ops->flags & ZS_OPS_FP32_STATE ? ZS_FP32 : c->precision;
 	r->dt = c->precision == ZS_MIXED ? ZS_F16 : ZS_F32;
 	r->seed = c->seed;
 	r->cs = cs;
@@ -846,31 +895,25 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r->rank = zs_calloc(r->r1 - r->r0, sizeof *r->rank);
 	r->ptr_a = zs_calloc(r->r1 - r->r0, sizeof *r->ptr_a);
 	r->ptr_b = zs_calloc(r->r1 - r->r0, sizeof *r->ptr_b);
-	/* The frameworks' lists, sized by the layout: DDP's buckets (at most
-	 * one a tensor), the units FSDP keeps gathered, DeepSpeed's reduce
-	 * bucket's units or tensors. */
-	size_t nt = r->layout.ntensors, nu = r->layout.nunits;
-	r->ddp_bucket = zs_calloc(nt, sizeof *r->ddp_bucket);
-	r->bucket.unit = zs_calloc(nt + nu, sizeof *r->bucket.unit);
-	r->bucket.at = zs_calloc(nt + nu, sizeof *r->bucket.at);
-	for (unsigned k = r->r0; k < r->r1; k++) {
-		struct zs_rank *rk = run_rank(r, k);
-		rk->t = zs_calloc(r->model.ntensors ? r->model.ntensors : 1, sizeof(float *));
-		rk->held = zs_calloc(nu, sizeof *rk->held);
-		rk->ddp_bucket = zs_calloc(nt, sizeof *rk->ddp_bucket);
-	}
+	for (unsigned k = r->r0; k < r->r1; k++)
+		run_rank(r, k)->t = zs_calloc(r->model.ntensors ? r->model.ntensors : 1, sizeof(float *));
 
 	setup_state(r);
-	if (r->ops->setup)
-		r->ops->setup(r, c);
+	int failed = r->ops->setup != NULL && r->ops->setup(r, &r->ctx, cause) != 0, set_up = !failed;
 	res->losses = zs_calloc(c->steps, sizeof *res->losses);
-	for (unsigned t = 0; t < c->steps; t++) {
+	for (unsigned t = 0; t < c->steps && !failed; t++) {
 		if (opt->timeline && t + 1 == c->steps)
 			tracker_record(&r->tracker);
-		step(r, t);
+		failed = step(r, t, cause) != 0;
 		tracker_stop_recording(&r->tracker);
 		for (unsigned k = r->r0; k < r->r1; k++)
 			r->rank_loss[(size_t)k * c->steps + t] = run_rank(r, k)->loss;
+	}
+	if (failed) {
+		end_run(r, set_up);
+		free(own_init);
+		engine_result_free(res);
+		return -1;
 	}
 	size_t os_peak = r->mpi ? osmem_peak_bytes() : 0;
 	res->scheme = scheme;
@@ -885,28 +928,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	free(rec.buf);
 	free(own_init);
 
-	if (r->ops->teardown)
-		r->ops->teardown(r);
-	for (size_t i = 0; i < NRESIDENT; i++)
-		run_free_all(r, resident[i]);
-	size_t left = tracker_outstanding(&r->tracker);
-	tracker_destroy(&r->tracker);
-	coll_destroy(&r->coll);
-	for (unsigned k = r->r0; k < r->r1; k++) {
-		free(run_rank(r, k)->t);
-		free(run_rank(r, k)->held);
-		free(run_rank(r, k)->ddp_bucket);
-	}
-	free(r->ddp_bucket);
-	free(r->bucket.unit);
-	free(r->bucket.at);
-	layout_free(&r->layout);
-	model_free(&r->model);
-	free(r->rank);
-	free(r->rank_loss);
-	free(r->ptr_a);
-	free(r->ptr_b);
-	free(r);
+	size_t left = end_run(r, 1);
 	if (left != 0) {
 		engine_result_free(res);
 		return zs_fail(cause, "internal error: %zu tracked blocks were not freed", left);

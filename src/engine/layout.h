@@ -21,9 +21,10 @@
  *
  * The N = 1 rule: with one rank a shard is the whole unit, so a run's row
  * is all full at N = 1 (layout_init). The paper's schemes then run no hook
- * (scheme_ops gives scheme_one_rank), since nothing is sharded, gathered or
- * reduced; torch's DDP and FSDP (NO_SHARD) and DeepSpeed's stages keep
- * their hooks at N = 1, as the libraries keep their buffers and casts.
+ * (their registry rows give scheme_one_rank at N = 1, scheme.h), since
+ * nothing is sharded, gathered or reduced; torch's DDP and FSDP (NO_SHARD)
+ * and DeepSpeed's stages keep hooks at N = 1, as the libraries keep their
+ * buffers and casts.
  */
 #ifndef ZS_LAYOUT_H
 #define ZS_LAYOUT_H

@@ -1,8 +1,10 @@
 /*
  * deepspeed — DeepSpeed's ZeRO-1 and ZeRO-2 (deepspeed/runtime/zero/
  * stage_1_and_2.py, DeepSpeedZeroOptimizer, at 38327e0; docs/schedule.md,
- * "DeepSpeed"), as hooks; their rows are zs_row's (params full, the reduced
- * grads and the optimizer state partitioned). dp is the paper's dp.
+ * "DeepSpeed"), as hooks with a state of their own (struct ds below); their
+ * layout rows are zs_row's (params full, the reduced grads and the
+ * optimizer state partitioned), their registry rows scheme_registry.c's.
+ * dp is the paper's dp.
  *
  * With contiguous_gradients (DeepSpeed's default, on), backward() allocates
  * the reduce bucket, ipg_buffer, at reduce_bucket_size elements of the grad
@@ -45,6 +47,64 @@
 #include "util/ds_coord.h"
 #include "util/util.h"
 
+/* DeepSpeed's reduce bucket as the step fills it: elements used, the
+ * buffer in use, and the grads copied into it and not yet reduced (units;
+ * tensors under ZeRO-3), each with the element of the bucket it starts
+ * at. */
+struct ds_bucket {
+	size_t used, count;
+	size_t *entry, *at; /* room for every tensor and unit */
+	unsigned index;
+};
+
+/* A rank's buffers of DeepSpeed's own, each NULL outside the part of the
+ * run that holds it: its reduce buckets (ipg_buffer, two with
+ * overlap_comm); the fp32 gradient partition the optimizer steps on (the
+ * grads buffer itself when offloaded); ZeRO-Offload's device and host grad
+ * buffers; and ZeRO-3's: each parameter tensor's gathered copy (param.data,
+ * in category gathered_params, NULL while it is only partitioned),
+ * autograd's grad of a tensor larger than the bucket kept past its module,
+ * and reduce_scatter_coalesced's flat copy and paddings. */
+struct ds_rank {
+	void *bucket[2];
+	float *grad32;
+	void *offload_tmp[2];
+	void **whole;
+	void *held_grad;
+	void *flat, *pad;
+};
+
+struct ds3;
+
+/* The state: the ranks' buffers ([k - r0]), the bucket, and ZeRO-3's
+ * coordinator (NULL for stages 1 and 2). */
+struct ds {
+	struct ds_rank *rank;
+	struct ds_bucket bucket;
+	struct ds3 *ds3;
+};
+
+static struct ds_rank *ds_rank(const struct zs_run *r, const struct ds *d, unsigned k) { return &d->rank[k - r->r0]; }
+
+/* The state both stages start from: no buffer yet. */
+static struct ds *ds_new(const struct zs_run *r)
+{
+	struct ds *d = zs_calloc(1, sizeof *d);
+	size_t n = r->layout.ntensors + r->layout.nunits;
+	d->rank = zs_calloc(r->r1 - r->r0, sizeof *d->rank);
+	d->bucket.entry = zs_calloc(n, sizeof *d->bucket.entry);
+	d->bucket.at = zs_calloc(n, sizeof *d->bucket.at);
+	return d;
+}
+
+static void ds_free(struct ds *d)
+{
+	free(d->bucket.entry);
+	free(d->bucket.at);
+	free(d->rank);
+	free(d);
+}
+
 static size_t bucket_elements(const struct zs_run *r) { return (size_t)r->config->ds_reduce_bucket; }
 
 static int offloaded(const struct zs_run *r) { return r->config->offload == ZS_OFFLOAD_OPTIMIZER; }
@@ -73,61 +133,72 @@ static void buffers(struct zs_run *r)
 	r->cat[ZS_BUF_GRADS] = ZS_CAT_GRAD32;
 }
 
-static void setup(struct zs_run *r, const struct zs_config *c)
+static int setup(struct zs_run *r, void **ctx, char **cause)
 {
-	if (c->offload != ZS_OFFLOAD_OPTIMIZER)
-		return;
+	(void)cause;
+	struct ds *d = ds_new(r);
+	*ctx = d;
+	if (r->config->offload != ZS_OFFLOAD_OPTIMIZER)
+		return 0;
 	size_t bytes = largest_tensor(&r->layout) * coll_dtype_size(r->dt);
 	enum zs_cat cat = r->dt == ZS_F16 ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32;
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		struct zs_rank *rk = run_rank(r, k);
+		struct ds_rank *rk = ds_rank(r, d, k);
 		rk->offload_tmp[0] = tracker_alloc(&r->tracker, k, cat, bytes);
 		rk->offload_tmp[1] = tracker_alloc_host(&r->tracker, k, cat, bytes);
 		memset(rk->offload_tmp[0], 0, bytes);
 		memset(rk->offload_tmp[1], 0, bytes);
 	}
+	return 0;
 }
 
-static void teardown(struct zs_run *r)
+static void free_buckets(struct zs_run *r, struct ds *d)
 {
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (int i = 0; i < 2; i++) {
-			tracker_free(&r->tracker, k, run_rank(r, k)->offload_tmp[i]);
-			run_rank(r, k)->offload_tmp[i] = NULL;
+			tracker_free(&r->tracker, k, ds_rank(r, d, k)->bucket[i]);
+			ds_rank(r, d, k)->bucket[i] = NULL;
 		}
 }
 
-static void free_buckets(struct zs_run *r)
+/* Whatever the step holds when the run ends (or a hook failed): every
+ * buffer of the stages' own. */
+static void teardown(struct zs_run *r, void *ctx)
 {
-	for (unsigned k = r->r0; k < r->r1; k++)
-		for (int i = 0; i < 2; i++) {
-			tracker_free(&r->tracker, k, run_rank(r, k)->bucket[i]);
-			run_rank(r, k)->bucket[i] = NULL;
-		}
+	struct ds *d = ctx;
+	free_buckets(r, d);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct ds_rank *rk = ds_rank(r, d, k);
+		for (int i = 0; i < 2; i++)
+			tracker_free(&r->tracker, k, rk->offload_tmp[i]);
+		if (!offloaded(r)) /* offloaded, grad32 is the grads buffer */
+			tracker_free(&r->tracker, k, rk->grad32);
+	}
+	ds_free(d);
 }
 
 /* Every rank's buckets are mapped, untouched; the address space (or
  * ulimit -v, or the map count) can still run out: then the buckets
- * mapped so far are unmapped and the run ends in one line (exit 1). */
-static void alloc_buckets(struct zs_run *r)
+ * mapped so far are unmapped and the run fails with the cause. */
+static int alloc_buckets(struct zs_run *r, struct ds *d, char **cause)
 {
 	size_t bytes = bucket_elements(r) * r->esize[ZS_BUF_FULL_GRADS];
-	unsigned nb = r->ds3 != NULL ? 1 : 1 + (unsigned)r->config->ds_overlap_comm; /* stage 3 has one */
+	unsigned nb = d->ds3 != NULL ? 1 : 1 + (unsigned)r->config->ds_overlap_comm; /* stage 3 has one */
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (unsigned i = 0; i < nb; i++) {
-			run_rank(r, k)->bucket[i] = tracker_alloc_mapped(&r->tracker, k, ZS_CAT_BUCKETS, bytes);
-			if (run_rank(r, k)->bucket[i] != NULL)
+			ds_rank(r, d, k)->bucket[i] = tracker_alloc_mapped(&r->tracker, k, ZS_CAT_BUCKETS, bytes);
+			if (ds_rank(r, d, k)->bucket[i] != NULL)
 				continue;
 			int err = errno;
-			free_buckets(r);
-			fprintf(stderr, "zerosim: cannot map DeepSpeed's reduce bucket %u of rank %u of %u (%zu bytes, %u a "
-			        "rank, %.4g bytes in all): %s (the address space, ulimit -v or vm.max_map_count); give a "
-			        "smaller --ds-reduce-bucket or --world\n", i + 1, k, r->world, bytes, nb,
-			        (double)bytes * nb * r->world, strerror(err));
-			exit(ZS_EXIT_RUNTIME);
+			free_buckets(r, d);
+			return zs_fail(cause, "cannot map DeepSpeed's reduce bucket %u of rank %u of %u (%zu bytes, %u a "
+			               "rank, %.4g bytes in all): %s (the address space, ulimit -v or vm.max_map_count); "
+			               "give a smaller --ds-reduce-bucket or --world", i + 1, k, r->world, bytes, nb,
+			               (double)bytes * nb * r->world, strerror(err));
 		}
-	r->bucket.used = r->bucket.count = 0;
-	r->bucket.index = 0;
+	d->bucket.used = d->bucket.count = 0;
+	d->bucket.index = 0;
+	return 0;
 }
 
 /* Reduce unit u's grads, rank k's at src[k - r0], into the partitions
@@ -156,31 +227,31 @@ static void reduce_unit(struct zs_run *r, size_t u, void *const *src)
 	coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
 }
 
-static void *bucket_at(const struct zs_run *r, unsigned k, size_t at)
+static void *bucket_at(const struct zs_run *r, const struct ds *d, unsigned k, size_t at)
 {
-	return (char *)run_rank(r, k)->bucket[r->bucket.index] + at * r->esize[ZS_BUF_FULL_GRADS];
+	return (char *)ds_rank(r, d, k)->bucket[d->bucket.index] + at * r->esize[ZS_BUF_FULL_GRADS];
 }
 
 /* reduce_ipg_grads: every unit waiting in the bucket. */
-static void flush(struct zs_run *r)
+static void flush(struct zs_run *r, struct ds *d)
 {
-	struct zs_bucket *b = &r->bucket;
+	struct ds_bucket *b = &d->bucket;
 	for (size_t i = 0; i < b->count; i++) {
 		for (unsigned k = r->r0; k < r->r1; k++)
-			r->ptr_a[k - r->r0] = bucket_at(r, k, b->at[i]);
-		reduce_unit(r, b->unit[i], r->ptr_a);
+			r->ptr_a[k - r->r0] = bucket_at(r, d, k, b->at[i]);
+		reduce_unit(r, b->entry[i], r->ptr_a);
 	}
 	b->used = b->count = 0;
 }
 
 /* Unit u's grads, in the full grads buffer, into the bucket. */
-static void add_unit(struct zs_run *r, size_t u)
+static void add_unit(struct zs_run *r, struct ds *d, size_t u)
 {
-	struct zs_bucket *b = &r->bucket;
+	struct ds_bucket *b = &d->bucket;
 	const struct zs_layout_unit *un = &r->layout.unit[u];
 	size_t esz = r->esize[ZS_BUF_FULL_GRADS];
 	if (b->used + un->n > bucket_elements(r)) {
-		flush(r);
+		flush(r, d);
 		b->index ^= (unsigned)r->config->ds_overlap_comm; /* the other buffer */
 	}
 	for (unsigned k = r->r0; k < r->r1; k++)
@@ -190,62 +261,69 @@ static void add_unit(struct zs_run *r, size_t u)
 		return;
 	}
 	for (unsigned k = r->r0; k < r->r1; k++)
-		memcpy(bucket_at(r, k, b->used), r->ptr_a[k - r->r0], un->n * esz);
-	b->unit[b->count] = u;
+		memcpy(bucket_at(r, d, k, b->used), r->ptr_a[k - r->r0], un->n * esz);
+	b->entry[b->count] = u;
 	b->at[b->count++] = b->used;
 	b->used += un->n;
 }
 
 /* ZeRO-1: autograd's grads of the whole model, then the buckets. */
-static void zero1_begin_backward(struct zs_run *r)
+static int zero1_begin_backward(struct zs_run *r, void *ctx, char **cause)
 {
-	alloc_buckets(r);
+	if (alloc_buckets(r, ctx, cause) != 0)
+		return -1;
 	run_alloc_full(r, ZS_BUF_FULL_GRADS, 0, r->layout.nparams);
+	return 0;
 }
 
-static void zero1_reduce(struct zs_run *r)
+static void zero1_reduce(struct zs_run *r, void *ctx)
 {
 	for (size_t u = 0; u < r->layout.nunits; u++)
-		add_unit(r, u);
-	flush(r);
-	free_buckets(r);
+		add_unit(r, ctx, u);
+	flush(r, ctx);
+	free_buckets(r, ctx);
 	run_free_all(r, ZS_BUF_FULL_GRADS); /* the epilogue's zero_grad */
 }
 
-/* ZeRO-2: each unit's grads into the bucket as its backward ends. */
-static void zero2_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+/* ZeRO-2: the buckets as backward starts, and each unit's grads into them
+ * as its backward ends. */
+static int zero2_begin_backward(struct zs_run *r, void *ctx, char **cause) { return alloc_buckets(r, ctx, cause); }
+
+static void zero2_begin_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass pass)
 {
+	(void)ctx;
 	if (pass == ZS_PASS_BACKWARD)
 		run_alloc_full(r, ZS_BUF_FULL_GRADS, r->layout.unit[u].off, r->layout.unit[u].n);
 }
 
-static void zero2_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+static void zero2_end_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass pass)
 {
 	if (pass != ZS_PASS_BACKWARD)
 		return;
-	add_unit(r, u);
+	add_unit(r, ctx, u);
 	run_free_all(r, ZS_BUF_FULL_GRADS);
 }
 
-static void zero2_reduce(struct zs_run *r)
+static void zero2_reduce(struct zs_run *r, void *ctx)
 {
-	flush(r);
-	free_buckets(r);
+	flush(r, ctx);
+	free_buckets(r, ctx);
 }
 
 /* step(): the rank's grad partition flattened and converted to fp32, the
  * owned elements of each unit (padding slots are never written). */
-static void fp32_grads(struct zs_run *r)
+static void fp32_grads(struct zs_run *r, void *ctx)
 {
+	struct ds *d = ctx;
 	const struct zs_layout *lo = &r->layout;
 	if (offloaded(r)) { /* the host fp32 partition, made by the reduction */
 		for (unsigned k = r->r0; k < r->r1; k++)
-			run_rank(r, k)->grad32 = run_rank(r, k)->buf[ZS_BUF_GRADS];
+			ds_rank(r, d, k)->grad32 = run_rank(r, k)->buf[ZS_BUF_GRADS];
 		return;
 	}
 	size_t S = layout_len(lo, ZS_BUF_GRADS), esz = r->esize[ZS_BUF_GRADS];
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		struct zs_rank *rk = run_rank(r, k);
+		struct ds_rank *rk = ds_rank(r, d, k);
 		void *flat = r->dt == ZS_F16 ? tracker_alloc(&r->tracker, k, ZS_CAT_GRAD16, S * esz) : NULL;
 		rk->grad32 = tracker_alloc(&r->tracker, k, ZS_CAT_GRAD32, S * sizeof(float));
 		for (size_t u = 0; u < layout_npieces(lo); u++) {
@@ -284,12 +362,19 @@ static void params_from_host(struct zs_run *r)
 	}
 }
 
-static void after_step(struct zs_run *r)
+/* The optimizer steps on the fp32 gradient partition. */
+static const float *optimizer_grads(const struct zs_run *r, const void *ctx, unsigned k)
 {
+	return ds_rank(r, ctx, k)->grad32;
+}
+
+static void after_step(struct zs_run *r, void *ctx)
+{
+	struct ds *d = ctx;
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		if (!offloaded(r))
-			tracker_free(&r->tracker, k, run_rank(r, k)->grad32);
-		run_rank(r, k)->grad32 = NULL;
+			tracker_free(&r->tracker, k, ds_rank(r, d, k)->grad32);
+		ds_rank(r, d, k)->grad32 = NULL;
 	}
 	if (offloaded(r))
 		params_from_host(r);
@@ -299,30 +384,34 @@ static void after_step(struct zs_run *r)
 		run_gather_params_in_place(r);
 }
 
-static const struct zs_scheme_ops ds_zero1 = {
+/* DeepSpeed's hooks run at N = 1 too: it allocates its buffers on one
+ * rank as on many (the registry's rows). */
+const struct zs_scheme_ops scheme_ds_zero1 = {
 	.name = "deepspeed zero1",
+	.flags = ZS_OPS_MASTER32,
 	.begin_backward = zero1_begin_backward,
 	.reduce = zero1_reduce,
 	.before_optimizer = fp32_grads,
+	.optimizer_grads = optimizer_grads,
 	.after_optimizer = after_step,
 	.buffers = buffers,
 	.setup = setup,
 	.teardown = teardown,
-	.master32 = 1,
 };
 
-static const struct zs_scheme_ops ds_zero2 = {
+const struct zs_scheme_ops scheme_ds_zero2 = {
 	.name = "deepspeed zero2",
-	.begin_backward = alloc_buckets,
+	.flags = ZS_OPS_MASTER32,
+	.begin_backward = zero2_begin_backward,
 	.begin_unit = zero2_begin_unit,
 	.end_unit = zero2_end_unit,
 	.reduce = zero2_reduce,
 	.before_optimizer = fp32_grads,
+	.optimizer_grads = optimizer_grads,
 	.after_optimizer = after_step,
 	.buffers = buffers,
 	.setup = setup,
 	.teardown = teardown,
-	.master32 = 1,
 };
 
 /* ------------------------------------------------------------------------- */
@@ -341,7 +430,7 @@ static const struct zs_scheme_ops ds_zero2 = {
  * drops); the engine runs its answers. Here: the trace entry next, whether
  * the trace is complete (from step 2), and step()'s lists between the
  * optimizer's two hooks. */
-struct zs_ds3 {
+struct ds3 {
 	struct ds_coord *coord;
 	size_t entry;
 	int complete;
@@ -366,12 +455,12 @@ static int params_offloaded(const struct zs_run *r) { return r->config->offload 
 
 /* Tensor t gathered on every rank into a block of its own (all-gather of
  * its partitions; a copy at N = 1, coll.h's N = 1 rule). */
-static void gather_tensor(struct zs_run *r, size_t t)
+static void gather_tensor(struct zs_run *r, struct ds *ds, size_t t)
 {
 	const struct zs_layout_tensor *ts = &r->layout.tensor[t];
 	size_t s = ts->s * psize(r);
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		struct zs_rank *rk = run_rank(r, k);
+		struct ds_rank *rk = ds_rank(r, ds, k);
 		rk->whole[t] = tracker_alloc(&r->tracker, k, ZS_CAT_GATHERED, ts->n * psize(r));
 		r->ptr_a[k - r->r0] = run_at(r, k, ZS_BUF_PARAMS, layout_own(&r->layout, ZS_BUF_PARAMS, t, k).at);
 		r->ptr_b[k - r->r0] = rk->whole[t];
@@ -386,26 +475,26 @@ static void gather_tensor(struct zs_run *r, size_t t)
 		tracker_free(&r->tracker, k, r->ptr_a[k - r->r0]);
 }
 
-static void release_tensor(struct zs_run *r, size_t t)
+static void release_tensor(struct zs_run *r, struct ds *ds, size_t t)
 {
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		tracker_free(&r->tracker, k, run_rank(r, k)->whole[t]);
-		run_rank(r, k)->whole[t] = NULL;
+		tracker_free(&r->tracker, k, ds_rank(r, ds, k)->whole[t]);
+		ds_rank(r, ds, k)->whole[t] = NULL;
 	}
 }
 
-static int in_module(const struct zs_run *r, size_t t, size_t m)
+static int in_module(const struct ds *ds, size_t t, size_t m)
 {
-	return t >= r->ds3->mod_first[m] && t < r->ds3->mod_first[m] + r->ds3->mod_n[m];
+	return t >= ds->ds3->mod_first[m] && t < ds->ds3->mod_first[m] + ds->ds3->mod_n[m];
 }
 
 /* The modules: the MLP's units (each layer's weight and bias, or the whole
  * model), or a transformer's nn.Modules in forward order. */
-static void ds3_modules(struct zs_run *r)
+static void ds3_modules(const struct zs_run *r, struct ds *ds)
 {
 	const struct zs_layout *lo = &r->layout;
 	const struct zs_net *m = &r->model;
-	struct zs_ds3 *d = r->ds3;
+	struct ds3 *d = ds->ds3;
 	if (m->kind != ZS_NET_TFM) {
 		for (size_t t = 0; t < lo->ntensors; t++) {
 			if (t == 0 || lo->tensor[t].unit != lo->tensor[t - 1].unit)
@@ -425,42 +514,46 @@ static void ds3_modules(struct zs_run *r)
 			d->mod_n[d->nmodules] = ly->module[s].n;
 			d->mod_grads[d->nmodules] = 1;
 			for (size_t e = 0; e < d->nmodules; e++) /* a tied head's table is the embedding's */
-				d->mod_grads[d->nmodules] &= !in_module(r, t0 + ly->module[s].first, e);
+				d->mod_grads[d->nmodules] &= !in_module(ds, t0 + ly->module[s].first, e);
 		}
 	}
 }
 
 /* fetch_sub_module of trace entry j (util/ds_coord.h): the module's params
  * not whole, then, once the trace is complete, the prefetch's, gathered. */
-static void ds3_fetch(struct zs_run *r, size_t j)
+static void ds3_fetch(struct zs_run *r, struct ds *ds, size_t j)
 {
 	const size_t *got;
-	size_t n = ds_coord_fetch(r->ds3->coord, r->config, j, r->ds3->complete, &got);
+	size_t n = ds_coord_fetch(ds->ds3->coord, r->config, j, ds->ds3->complete, &got);
 	for (size_t i = 0; i < n; i++)
-		gather_tensor(r, got[i]);
+		gather_tensor(r, ds, got[i]);
 }
 
 /* release_sub_module after trace entry j (util/ds_coord.h). */
-static void ds3_release(struct zs_run *r, size_t j)
+static void ds3_release(struct zs_run *r, struct ds *ds, size_t j)
 {
-	struct zs_ds3 *d = r->ds3;
+	struct ds3 *d = ds->ds3;
 	size_t n = ds_coord_release(d->coord, j, d->complete, d->released);
 	for (size_t i = 0; i < n; i++)
-		release_tensor(r, d->released[i]);
+		release_tensor(r, ds, d->released[i]);
 }
 
 /* The trace complete (reset_step, 228-262, at step 2's start): its queue
  * from the start, nothing marked. */
-static void ds3_reset_step(struct zs_run *r)
+static void ds3_reset_step(struct ds *ds)
 {
-	r->ds3->entry = 0;
-	ds_coord_begin_step(r->ds3->coord, r->ds3->complete ? 2 : 1);
+	ds->ds3->entry = 0;
+	ds_coord_begin_step(ds->ds3->coord, ds->ds3->complete ? 2 : 1);
 }
 
-static void ds3_setup(struct zs_run *r, const struct zs_config *c)
+static void ds3_teardown(struct zs_run *r, void *ctx);
+
+static int ds3_setup(struct zs_run *r, void **ctx, char **cause)
 {
+	const struct zs_config *c = r->config;
 	const struct zs_layout *lo = &r->layout;
-	struct zs_ds3 *d = r->ds3 = zs_calloc(1, sizeof *r->ds3);
+	struct ds *ds = ds_new(r);
+	struct ds3 *d = ds->ds3 = zs_calloc(1, sizeof *ds->ds3);
 	size_t nt = lo->ntensors, maxmod = nt; /* the MLP's: at most one a tensor */
 	if (r->model.kind == ZS_NET_TFM) {
 		maxmod = 0;
@@ -473,40 +566,49 @@ static void ds3_setup(struct zs_run *r, const struct zs_config *c)
 	d->mod_n = zs_calloc(maxmod, sizeof *d->mod_n);
 	d->mod_grads = zs_calloc(maxmod, sizeof *d->mod_grads);
 	d->mod_of = zs_calloc(r->model.nlayers, sizeof *d->mod_of);
-	ds3_modules(r);
+	ds3_modules(r, ds);
 	uint64_t *n = zs_calloc(nt + 1, sizeof *n);
 	for (size_t t = 0; t < nt; t++)
 		n[t] = lo->tensor[t].n;
 	d->coord = ds_coord_new(n, nt, d->mod_first, d->mod_n, d->nmodules, c, r->world);
 	free(n);
-	ds3_reset_step(r);
+	ds3_reset_step(ds);
 	for (unsigned k = r->r0; k < r->r1; k++)
-		run_rank(r, k)->whole = zs_calloc(lo->ntensors, sizeof(void *));
+		ds_rank(r, ds, k)->whole = zs_calloc(lo->ntensors, sizeof(void *));
 	tracker_set_phase(&r->tracker, ZS_PH_SETUP);
 	/* Offloaded, the fp32 partition's .grad is a host buffer of its own,
 	 * kept for the run (initialize_optimizer_states, stage3.py 1059-1064;
 	 * _release_sub_group drops it only without offload, 1946-1947). */
 	for (unsigned k = r->r0; k < r->r1 && c->offload != ZS_OFFLOAD_NONE; k++) {
 		size_t bytes = lo->shard * sizeof(float);
-		run_rank(r, k)->grad32 = tracker_alloc_host(&r->tracker, k, ZS_CAT_GRAD32, bytes);
-		memset(run_rank(r, k)->grad32, 0, bytes);
+		ds_rank(r, ds, k)->grad32 = tracker_alloc_host(&r->tracker, k, ZS_CAT_GRAD32, bytes);
+		memset(ds_rank(r, ds, k)->grad32, 0, bytes);
 	}
-	alloc_buckets(r); /* __ipg_bucket_flat_buffer, for the whole run */
+	if (alloc_buckets(r, ds, cause) != 0) { /* __ipg_bucket_flat_buffer, for the whole run */
+		ds3_teardown(r, ds);
+		return -1;
+	}
+	*ctx = ds;
+	return 0;
 }
 
-static void ds3_teardown(struct zs_run *r)
+/* Whatever the run holds when it ends (or a hook failed): the params
+ * still gathered (the persistent ones), the bucket, the fp32 grad
+ * partition (offloaded: the host one, kept for the run), a grad kept past
+ * its module. */
+static void ds3_teardown(struct zs_run *r, void *ctx)
 {
+	struct ds *ds = ctx;
 	for (size_t t = 0; t < r->layout.ntensors; t++)
-		if (run_rank(r, r->r0)->whole[t] != NULL)
-			release_tensor(r, t);
-	free_buckets(r);
+		if (ds_rank(r, ds, r->r0)->whole[t] != NULL)
+			release_tensor(r, ds, t);
+	free_buckets(r, ds);
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		free(run_rank(r, k)->whole);
-		run_rank(r, k)->whole = NULL;
-		tracker_free(&r->tracker, k, run_rank(r, k)->grad32); /* offloaded: the host fp32 grad */
-		run_rank(r, k)->grad32 = NULL;
+		free(ds_rank(r, ds, k)->whole);
+		tracker_free(&r->tracker, k, ds_rank(r, ds, k)->grad32);
+		tracker_free(&r->tracker, k, ds_rank(r, ds, k)->held_grad);
 	}
-	struct zs_ds3 *d = r->ds3;
+	struct ds3 *d = ds->ds3;
 	ds_coord_free(d->coord);
 	free(d->released);
 	free(d->post);
@@ -515,7 +617,7 @@ static void ds3_teardown(struct zs_run *r)
 	free(d->mod_grads);
 	free(d->mod_of);
 	free(d);
-	r->ds3 = NULL;
+	ds_free(ds);
 }
 
 /* Where the grads of bucket entry i are on rank k: in the bucket, or, for
@@ -523,13 +625,13 @@ static void ds3_teardown(struct zs_run *r)
  * block it was moved to when the module's grads were dropped). */
 static int oversized(const struct zs_run *r, size_t t) { return r->layout.tensor[t].n > bucket_elements(r); }
 
-static char *entry_grads(const struct zs_run *r, unsigned k, size_t i)
+static char *entry_grads(const struct zs_run *r, const struct ds *ds, unsigned k, size_t i)
 {
-	const struct zs_layout_tensor *ts = &r->layout.tensor[r->bucket.unit[i]];
-	if (!oversized(r, r->bucket.unit[i]))
-		return bucket_at(r, k, r->bucket.at[i]);
-	if (run_rank(r, k)->held_grad != NULL)
-		return run_rank(r, k)->held_grad;
+	const struct zs_layout_tensor *ts = &r->layout.tensor[ds->bucket.entry[i]];
+	if (!oversized(r, ds->bucket.entry[i]))
+		return bucket_at(r, ds, k, ds->bucket.at[i]);
+	if (ds_rank(r, ds, k)->held_grad != NULL)
+		return ds_rank(r, ds, k)->held_grad;
 	return run_at(r, k, ZS_BUF_FULL_GRADS, ts->off - r->base[ZS_BUF_FULL_GRADS]);
 }
 
@@ -542,48 +644,47 @@ static char *entry_grads(const struct zs_run *r, unsigned k, size_t i)
  * itself), reduce-scatters it, and each rank's part of each tensor is
  * copied into its grad partition (partition_grads, 1466-1527). Here the
  * paddings are one block (the same bytes) and zeroed. */
-static void ds3_flush(struct zs_run *r)
+static void ds3_flush(struct zs_run *r, struct ds *ds)
 {
-	struct zs_bucket *b = &r->bucket;
+	struct ds_bucket *b = &ds->bucket;
 	const struct zs_layout *lo = &r->layout;
 	size_t N = r->world, esz = psize(r), part = 0, pad = 0;
 	if (b->count == 0)
 		return;
 	for (size_t i = 0; i < b->count; i++) {
-		part += lo->tensor[b->unit[i]].s;
-		pad += N * lo->tensor[b->unit[i]].s - lo->tensor[b->unit[i]].n;
+		part += lo->tensor[b->entry[i]].s;
+		pad += N * lo->tensor[b->entry[i]].s - lo->tensor[b->entry[i]].n;
 	}
 	int in_place = b->count == 1 && pad == 0;
 	tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		struct zs_rank *rk = run_rank(r, k);
-		rk->offload_tmp[1] = pad > 0 ? tracker_alloc(&r->tracker, k, ZS_CAT_FULL_GRADS, pad * esz) : NULL;
-		rk->offload_tmp[0] = in_place ? entry_grads(r, k, 0)
-		                              : tracker_alloc(&r->tracker, k, ZS_CAT_FULL_GRADS, N * part * esz);
+		struct ds_rank *rk = ds_rank(r, ds, k);
+		rk->pad = pad > 0 ? tracker_alloc(&r->tracker, k, ZS_CAT_FULL_GRADS, pad * esz) : NULL;
+		rk->flat = in_place ? entry_grads(r, ds, k, 0) : tracker_alloc(&r->tracker, k, ZS_CAT_FULL_GRADS, N * part * esz);
 		if (in_place)
 			continue;
-		char *flat = rk->offload_tmp[0];
+		char *flat = rk->flat;
 		for (size_t q = 0, at = 0; q < N; q++)
 			for (size_t i = 0; i < b->count; i++) {
-				const struct zs_layout_tensor *ts = &lo->tensor[b->unit[i]];
+				const struct zs_layout_tensor *ts = &lo->tensor[b->entry[i]];
 				size_t lo_q = q * ts->s, n = lo_q >= ts->n ? 0 : ts->n - lo_q < ts->s ? ts->n - lo_q : ts->s;
-				memcpy(flat + at * esz, entry_grads(r, k, i) + lo_q * esz, n * esz);
+				memcpy(flat + at * esz, entry_grads(r, ds, k, i) + lo_q * esz, n * esz);
 				memset(flat + (at + n) * esz, 0, (ts->s - n) * esz);
 				at += ts->s;
 			}
-		if (rk->offload_tmp[1] != NULL)
-			memset(rk->offload_tmp[1], 0, pad * esz);
+		if (rk->pad != NULL)
+			memset(rk->pad, 0, pad * esz);
 	}
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		r->ptr_a[k - r->r0] = run_rank(r, k)->offload_tmp[0];
-		r->ptr_b[k - r->r0] = (char *)run_rank(r, k)->offload_tmp[0] + (size_t)k * part * esz;
+		r->ptr_a[k - r->r0] = ds_rank(r, ds, k)->flat;
+		r->ptr_b[k - r->r0] = (char *)ds_rank(r, ds, k)->flat + (size_t)k * part * esz;
 	}
 	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, N * part, r->dt); /* in place */
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		const char *mine = r->ptr_b[k - r->r0];
-		struct zs_rank *rk = run_rank(r, k);
-		for (size_t i = 0, at = 0; i < b->count; at += lo->tensor[b->unit[i++]].s) {
-			struct zs_slice own = layout_own(lo, ZS_BUF_GRADS, b->unit[i], k);
+		struct ds_rank *rk = ds_rank(r, ds, k);
+		for (size_t i = 0, at = 0; i < b->count; at += lo->tensor[b->entry[i++]].s) {
+			struct zs_slice own = layout_own(lo, ZS_BUF_GRADS, b->entry[i], k);
 			memcpy(run_at(r, k, ZS_BUF_GRADS, own.at), mine + at * esz, own.count * esz);
 			/* offloaded (partition_grads, 1499-1515): into the host fp32 grad too */
 			for (size_t e = 0; e < own.count && r->config->offload != ZS_OFFLOAD_NONE; e++)
@@ -591,17 +692,18 @@ static void ds3_flush(struct zs_run *r)
 				                                         : ((const float *)(mine + at * esz))[e];
 		}
 		if (!in_place)
-			tracker_free(&r->tracker, k, rk->offload_tmp[0]);
-		tracker_free(&r->tracker, k, rk->offload_tmp[1]);
+			tracker_free(&r->tracker, k, rk->flat);
+		tracker_free(&r->tracker, k, rk->pad);
 		tracker_free(&r->tracker, k, rk->held_grad); /* param.grad = None */
-		rk->offload_tmp[0] = rk->offload_tmp[1] = rk->held_grad = NULL;
+		rk->flat = rk->pad = rk->held_grad = NULL;
 	}
 	b->used = b->count = 0;
 }
 
-static void ds3_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+static void ds3_begin_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass pass)
 {
-	ds3_fetch(r, r->ds3->entry);
+	struct ds *ds = ctx;
+	ds3_fetch(r, ds, ds->ds3->entry);
 	if (pass == ZS_PASS_BACKWARD)
 		run_alloc_full(r, ZS_BUF_FULL_GRADS, r->layout.unit[u].off, r->layout.unit[u].n);
 }
@@ -611,21 +713,21 @@ static void ds3_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
  * a grad that fits, 1279-1288): the engine holds a module's grads as one
  * block, so that grad moves to a block of its own, through an uncounted
  * copy (bookkeeping: DeepSpeed just keeps the tensor). */
-static void drop_module_grads(struct zs_run *r)
+static void drop_module_grads(struct zs_run *r, struct ds *ds)
 {
-	const struct zs_bucket *b = &r->bucket;
-	size_t t = b->count == 1 ? b->unit[0] : 0, bytes = r->layout.tensor[t].n * psize(r);
-	if (b->count != 1 || !oversized(r, t) || run_rank(r, r->r0)->held_grad != NULL) {
+	const struct ds_bucket *b = &ds->bucket;
+	size_t t = b->count == 1 ? b->entry[0] : 0, bytes = r->layout.tensor[t].n * psize(r);
+	if (b->count != 1 || !oversized(r, t) || ds_rank(r, ds, r->r0)->held_grad != NULL) {
 		run_free_all(r, ZS_BUF_FULL_GRADS);
 		return;
 	}
 	char *keep = zs_malloc((size_t)(r->r1 - r->r0) * bytes);
 	for (unsigned k = r->r0; k < r->r1; k++)
-		memcpy(keep + (size_t)(k - r->r0) * bytes, entry_grads(r, k, 0), bytes);
+		memcpy(keep + (size_t)(k - r->r0) * bytes, entry_grads(r, ds, k, 0), bytes);
 	run_free_all(r, ZS_BUF_FULL_GRADS);
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		run_rank(r, k)->held_grad = tracker_alloc(&r->tracker, k, ZS_CAT_FULL_GRADS, bytes);
-		memcpy(run_rank(r, k)->held_grad, keep + (size_t)(k - r->r0) * bytes, bytes);
+		ds_rank(r, ds, k)->held_grad = tracker_alloc(&r->tracker, k, ZS_CAT_FULL_GRADS, bytes);
+		memcpy(ds_rank(r, ds, k)->held_grad, keep + (size_t)(k - r->r0) * bytes, bytes);
 	}
 	free(keep);
 }
@@ -637,42 +739,46 @@ static void drop_module_grads(struct zs_run *r)
  * bucket is always reduced alone, from its own grad, when the next one
  * comes or at the epilogue). Here a module's tensors in model order. Then
  * autograd's grads are dropped and the module released. */
-static void ds3_module_done(struct zs_run *r, size_t m, enum zs_pass pass)
+static void ds3_module_done(struct zs_run *r, struct ds *ds, size_t m, enum zs_pass pass)
 {
-	struct zs_bucket *b = &r->bucket;
-	struct zs_ds3 *d = r->ds3;
+	struct ds_bucket *b = &ds->bucket;
+	struct ds3 *d = ds->ds3;
 	const struct zs_layout *lo = &r->layout;
 	int grads = pass == ZS_PASS_BACKWARD && d->mod_grads[m];
 	for (size_t t = d->mod_first[m]; grads && t < d->mod_first[m] + d->mod_n[m]; t++) {
 		const struct zs_layout_tensor *ts = &lo->tensor[t];
 		if (b->used + ts->n > bucket_elements(r) && b->count > 0)
-			ds3_flush(r);
+			ds3_flush(r, ds);
 		for (unsigned k = r->r0; k < r->r1 && !oversized(r, t); k++)
-			memcpy(bucket_at(r, k, b->used), run_at(r, k, ZS_BUF_FULL_GRADS, ts->off - r->base[ZS_BUF_FULL_GRADS]),
+			memcpy(bucket_at(r, ds, k, b->used), run_at(r, k, ZS_BUF_FULL_GRADS, ts->off - r->base[ZS_BUF_FULL_GRADS]),
 			       ts->n * psize(r));
-		b->unit[b->count] = t;
+		b->entry[b->count] = t;
 		b->at[b->count++] = b->used;
 		b->used += ts->n;
 		tracker_set_phase(&r->tracker, ZS_PH_BACKWARD);
 	}
 	if (grads)
-		drop_module_grads(r);
-	ds3_release(r, d->entry++);
+		drop_module_grads(r, ds);
+	ds3_release(r, ds, d->entry++);
 }
 
-static void ds3_end_unit(struct zs_run *r, size_t u, enum zs_pass pass) { ds3_module_done(r, u, pass); }
+static void ds3_end_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass pass)
+{
+	ds3_module_done(r, ctx, u, pass);
+}
 
 /* A transformer's module s of layer l: gathered (and its grads made, in
  * backward) before its step, reduced and released after. */
-static void ds3_module(struct zs_run *r, size_t l, size_t s, enum zs_pass pass, int begin)
+static void ds3_module(struct zs_run *r, void *ctx, size_t l, size_t s, enum zs_pass pass, int begin)
 {
-	struct zs_ds3 *d = r->ds3;
+	struct ds *ds = ctx;
+	struct ds3 *d = ds->ds3;
 	size_t m = d->mod_of[l] + s;
 	if (!begin) {
-		ds3_module_done(r, m, pass);
+		ds3_module_done(r, ds, m, pass);
 		return;
 	}
-	ds3_fetch(r, d->entry);
+	ds3_fetch(r, ds, d->entry);
 	if (pass == ZS_PASS_BACKWARD && d->mod_grads[m]) {
 		size_t off = r->layout.tensor[d->mod_first[m]].off, n = 0;
 		for (size_t t = d->mod_first[m]; t < d->mod_first[m] + d->mod_n[m]; t++)
@@ -682,22 +788,44 @@ static void ds3_module(struct zs_run *r, size_t l, size_t s, enum zs_pass pass, 
 }
 
 /* independent_gradient_partition_epilogue (1131-1155): what is left. */
-static void ds3_reduce(struct zs_run *r) { ds3_flush(r); }
+static void ds3_reduce(struct zs_run *r, void *ctx) { ds3_flush(r, ctx); }
+
+/* Every parameter tensor in its own block (NULL while it is not
+ * gathered), and in backward the grads of the module being computed: the
+ * tensors the full grads hold now (a tied head's final norm included: its
+ * module is its own, and the head reduces it). */
+static int ds3_place(const struct zs_run *r, const void *ctx, unsigned k, size_t l, enum zs_pass pass,
+                     struct zs_layer_io *io)
+{
+	const struct ds_rank *rk = ds_rank(r, ctx, k);
+	const struct zs_layer *rd = model_reads(&r->model, l);
+	const struct zs_rank *rb = run_rank(r, k);
+	size_t t0 = model_first_ptensor(&r->model, l), e = rd->param_off, from = r->base[ZS_BUF_FULL_GRADS];
+	int grads = pass == ZS_PASS_BACKWARD && rb->buf[ZS_BUF_FULL_GRADS] != NULL;
+	for (size_t i = 0; i < rd->nptensors; e += rd->ptensor[i++]) {
+		io->w[i] = rk->whole[t0 + i];
+		io->g[i] = grads && e >= from && e < from + r->len[ZS_BUF_FULL_GRADS]
+		                   ? run_at(r, k, ZS_BUF_FULL_GRADS, e - from)
+		                   : NULL;
+	}
+	return 1;
+}
 
 /* step(): _partition_all_parameters (2091; release_and_reset_all,
  * partitioned_param_coordinator.py 444-457) releases every param, the
  * persistent ones too; then the fp32 gradient partition, as ZeRO-1/2's
  * (_prepare_fp32_grad_for_sub_group, stage3.py 1895-1905: one sub-group,
  * sub_group_size 1e12). */
-static void ds3_before_optimizer(struct zs_run *r)
+static void ds3_before_optimizer(struct zs_run *r, void *ctx)
 {
-	struct zs_ds3 *d = r->ds3;
+	struct ds *ds = ctx;
+	struct ds3 *d = ds->ds3;
 	size_t nrel;
 	d->npost = ds_coord_step(d->coord, d->released, &nrel, d->post);
 	for (size_t i = 0; i < nrel; i++)
-		release_tensor(r, d->released[i]);
+		release_tensor(r, ds, d->released[i]);
 	if (r->config->offload == ZS_OFFLOAD_NONE) /* offloaded, the host fp32 grad is ready (_prepare_sub_group, 1920-1922) */
-		fp32_grads(r);
+		fp32_grads(r, ds);
 }
 
 /* Offloaded, the optimizer steps the host fp32 partition and
@@ -728,19 +856,20 @@ static void reassign_partitions(struct zs_run *r)
 /* The fp32 gradient partition dropped (_release_sub_group, 1943-1950),
  * then _post_step gathers the persistent params (2054-2056), outside the
  * coordinator's count; the next step runs the complete trace. */
-static void ds3_after_optimizer(struct zs_run *r)
+static void ds3_after_optimizer(struct zs_run *r, void *ctx)
 {
+	struct ds *ds = ctx;
 	for (unsigned k = r->r0; k < r->r1 && r->config->offload == ZS_OFFLOAD_NONE; k++) {
-		tracker_free(&r->tracker, k, run_rank(r, k)->grad32);
-		run_rank(r, k)->grad32 = NULL;
+		tracker_free(&r->tracker, k, ds_rank(r, ds, k)->grad32);
+		ds_rank(r, ds, k)->grad32 = NULL;
 	}
 	if (r->config->offload == ZS_OFFLOAD_OPTIMIZER)
 		reassign_partitions(r);
 	tracker_set_phase(&r->tracker, ZS_PH_GATHER);
-	for (size_t i = 0; i < r->ds3->npost; i++)
-		gather_tensor(r, r->ds3->post[i]);
-	r->ds3->complete = 1;
-	ds3_reset_step(r);
+	for (size_t i = 0; i < ds->ds3->npost; i++)
+		gather_tensor(r, ds, ds->ds3->post[i]);
+	ds->ds3->complete = 1;
+	ds3_reset_step(ds);
 }
 
 /* Offloaded (stage3.py's self.device cpu, 261): the grad partitions
@@ -758,24 +887,21 @@ static void ds3_buffers(struct zs_run *r)
 	r->host[ZS_BUF_PARAMS] = params_offloaded(r);
 }
 
-static const struct zs_scheme_ops ds_zero3 = {
+const struct zs_scheme_ops scheme_ds_zero3 = {
 	.name = "deepspeed zero3",
+	.flags = ZS_OPS_MASTER32,
 	.buffers = ds3_buffers,
 	.setup = ds3_setup,
 	.teardown = ds3_teardown,
 	.begin_unit = ds3_begin_unit,
 	.end_unit = ds3_end_unit,
 	.module = ds3_module,
+	.place = ds3_place,
 	.reduce = ds3_reduce,
 	.before_optimizer = ds3_before_optimizer,
+	.optimizer_grads = optimizer_grads,
 	.after_optimizer = ds3_after_optimizer,
-	.master32 = 1,
 };
-
-const struct zs_scheme_ops *scheme_deepspeed_ops(enum zs_scheme scheme)
-{
-	return scheme == ZS_ZERO1 ? &ds_zero1 : scheme == ZS_ZERO2 ? &ds_zero2 : scheme == ZS_ZERO3 ? &ds_zero3 : NULL;
-}
 
 double scheme_deepspeed_bound(const struct zs_config *c, const struct zs_layout *lo)
 {

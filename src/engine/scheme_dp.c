@@ -7,7 +7,13 @@
 
 #include "engine/scheme.h"
 
+static void dp_reduce(struct zs_run *r, void *ctx)
+{
+	(void)ctx;
+	run_all_reduce_grads(r);
+}
+
 const struct zs_scheme_ops scheme_dp = {
 	.name = "dp",
-	.reduce = run_all_reduce_grads,
+	.reduce = dp_reduce,
 };

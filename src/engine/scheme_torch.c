@@ -1,6 +1,8 @@
 /*
  * torch — PyTorch 1.13's implementations of the schemes (docs/schedule.md,
- * "Frameworks"), as hooks; their rows are zs_row's.
+ * "Frameworks"), as hooks with a state of their own (DDP's buckets, FSDP's
+ * kept units); their layout rows are zs_row's, their registry rows
+ * scheme_registry.c's.
  *
  * zero1 is ZeroRedundancyOptimizer over DistributedDataParallel
  * (torch/distributed/optim/zero_redundancy_optimizer.py): the optimizer
@@ -51,29 +53,54 @@
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/scheme.h"
+#include "util/util.h"
 
 /* dist._DEFAULT_FIRST_BUCKET_BYTES (reducer.hpp kDefaultFirstBucketBytes):
  * the first bucket's limit, before bucket_cap_mb applies. */
 #define FIRST_BUCKET_BYTES 1048576
 
+/* ------------------------------------------------------------------------- */
+/* DDP (dp, and zero1 over it) */
+
+/* A bucket: the layout's parameter tensors ntensors-1-first down to
+ * ntensors-first-count (reverse model order, as gradients become ready),
+ * n elements in all. */
+struct ddp_bucket {
+	size_t first, count, n;
+};
+
+/* DDP's state: its buckets, and each rank's flat grads of each, in
+ * category buckets, for the whole run (block[(k - r0)·n + i]). */
+struct ddp {
+	size_t n;
+	struct ddp_bucket *bucket; /* at most one a tensor */
+	void **block;
+};
+
+static void **ddp_block(const struct zs_run *r, const struct ddp *d, unsigned k, size_t i)
+{
+	return &d->block[(size_t)(k - r->r0) * d->n + i];
+}
+
 /* compute_bucket_assignment_by_size over the tensors in gradient-ready
  * order (tensor_indices given: no sort): a tensor joins the open bucket,
  * which closes once it holds at least the current limit; the limit then
  * moves to the next of {first, cap} and stays at the last. */
-static void ddp_buckets(struct zs_run *r, const struct zs_config *c)
+static void ddp_buckets(const struct zs_run *r, struct ddp *d)
 {
 	const struct zs_layout *lo = &r->layout;
 	size_t esize = r->esize[ZS_BUF_GRADS], limit = FIRST_BUCKET_BYTES, bytes = 0;
-	size_t cap = (size_t)(c->bucket_cap_mb * 1024 * 1024); /* int(bucket_cap_mb * 1024 * 1024) */
-	struct zs_ddp_bucket *b = NULL;
-	r->nddp_buckets = 0;
+	size_t cap = (size_t)(r->config->bucket_cap_mb * 1024 * 1024); /* int(bucket_cap_mb * 1024 * 1024) */
+	struct ddp_bucket *b = NULL;
+	d->n = 0;
 	for (size_t j = 0; j < lo->ntensors; j++) {
 		if (b == NULL) {
-			b = &r->ddp_bucket[r->nddp_buckets++];
-			*b = (struct zs_ddp_bucket){.first = j};
+			b = &d->bucket[d->n++];
+			*b = (struct ddp_bucket){.first = j};
 			bytes = 0;
 		}
 		size_t n = lo->tensor[lo->ntensors - 1 - j].n;
@@ -87,33 +114,41 @@ static void ddp_buckets(struct zs_run *r, const struct zs_config *c)
 	}
 }
 
-static void ddp_setup(struct zs_run *r, const struct zs_config *c)
+static int ddp_setup(struct zs_run *r, void **ctx, char **cause)
 {
+	(void)cause;
+	struct ddp *d = zs_calloc(1, sizeof *d);
 	r->coll.one_rank_calls = 1;
-	ddp_buckets(r, c);
-	for (size_t i = 0; i < r->nddp_buckets; i++)
+	d->bucket = zs_calloc(r->layout.ntensors, sizeof *d->bucket);
+	ddp_buckets(r, d);
+	d->block = zs_calloc((size_t)(r->r1 - r->r0) * d->n, sizeof *d->block);
+	for (size_t i = 0; i < d->n; i++)
 		for (unsigned k = r->r0; k < r->r1; k++)
-			run_rank(r, k)->ddp_bucket[i] =
-			        tracker_alloc(&r->tracker, k, ZS_CAT_BUCKETS, r->ddp_bucket[i].n * r->esize[ZS_BUF_GRADS]);
+			*ddp_block(r, d, k, i) =
+			        tracker_alloc(&r->tracker, k, ZS_CAT_BUCKETS, d->bucket[i].n * r->esize[ZS_BUF_GRADS]);
+	*ctx = d;
+	return 0;
 }
 
-static void ddp_teardown(struct zs_run *r)
+static void ddp_teardown(struct zs_run *r, void *ctx)
 {
-	for (size_t i = 0; i < r->nddp_buckets; i++)
-		for (unsigned k = r->r0; k < r->r1; k++) {
-			tracker_free(&r->tracker, k, run_rank(r, k)->ddp_bucket[i]);
-			run_rank(r, k)->ddp_bucket[i] = NULL;
-		}
+	struct ddp *d = ctx;
+	for (size_t i = 0; i < d->n; i++)
+		for (unsigned k = r->r0; k < r->r1; k++)
+			tracker_free(&r->tracker, k, *ddp_block(r, d, k, i));
+	free(d->block);
+	free(d->bucket);
+	free(d);
 }
 
 /* Copy bucket b's grads of rank k in (to_bucket) or out, tensor by tensor
  * in the bucket's order. */
-static void bucket_copy(struct zs_run *r, unsigned k, size_t b, int to_bucket)
+static void bucket_copy(struct zs_run *r, const struct ddp *d, unsigned k, size_t b, int to_bucket)
 {
 	const struct zs_layout *lo = &r->layout;
 	size_t esize = r->esize[ZS_BUF_GRADS];
-	char *at = run_rank(r, k)->ddp_bucket[b];
-	for (size_t j = r->ddp_bucket[b].first; j < r->ddp_bucket[b].first + r->ddp_bucket[b].count; j++) {
+	char *at = *ddp_block(r, d, k, b);
+	for (size_t j = d->bucket[b].first; j < d->bucket[b].first + d->bucket[b].count; j++) {
 		const struct zs_layout_tensor *t = &lo->tensor[lo->ntensors - 1 - j];
 		void *g = run_at(r, k, ZS_BUF_GRADS, t->off);
 		if (to_bucket)
@@ -126,28 +161,30 @@ static void bucket_copy(struct zs_run *r, unsigned k, size_t b, int to_bucket)
 
 /* The reducer's step: every grad into its bucket, each bucket all-reduced
  * in order, and back into the grads. */
-static void ddp_reduce(struct zs_run *r)
+static void ddp_reduce(struct zs_run *r, void *ctx)
 {
-	for (size_t b = 0; b < r->nddp_buckets; b++) {
+	const struct ddp *d = ctx;
+	for (size_t b = 0; b < d->n; b++) {
 		for (unsigned k = r->r0; k < r->r1; k++) {
-			bucket_copy(r, k, b, 1);
-			r->ptr_a[k - r->r0] = run_rank(r, k)->ddp_bucket[b];
+			bucket_copy(r, d, k, b, 1);
+			r->ptr_a[k - r->r0] = *ddp_block(r, d, k, b);
 		}
-		coll_all_reduce(&r->coll, r->ptr_a, r->ddp_bucket[b].n, r->dt);
+		coll_all_reduce(&r->coll, r->ptr_a, d->bucket[b].n, r->dt);
 		for (unsigned k = r->r0; k < r->r1; k++)
-			bucket_copy(r, k, b, 0);
+			bucket_copy(r, d, k, b, 0);
 	}
 }
 
-static const struct zs_scheme_ops torch_dp = {
+const struct zs_scheme_ops scheme_torch_dp = {
 	.name = "torch dp",
 	.setup = ddp_setup,
 	.teardown = ddp_teardown,
 	.reduce = ddp_reduce,
 };
 
-static void broadcast_from_owners(struct zs_run *r)
+static void broadcast_from_owners(struct zs_run *r, void *ctx)
 {
+	(void)ctx;
 	tracker_set_phase(&r->tracker, ZS_PH_GATHER);
 	for (size_t i = 0; i < r->layout.ntensors; i++) {
 		const struct zs_layout_tensor *t = &r->layout.tensor[i];
@@ -157,7 +194,7 @@ static void broadcast_from_owners(struct zs_run *r)
 	}
 }
 
-static const struct zs_scheme_ops torch_zero1 = {
+const struct zs_scheme_ops scheme_torch_zero1 = {
 	.name = "torch zero1",
 	.setup = ddp_setup,
 	.teardown = ddp_teardown,
@@ -165,7 +202,25 @@ static const struct zs_scheme_ops torch_zero1 = {
 	.after_optimizer = broadcast_from_owners,
 };
 
-static const struct zs_scheme_ops torch_zero2;
+/* ------------------------------------------------------------------------- */
+/* FSDP (zero2: SHARD_GRAD_OP, zero3: FULL_SHARD; NO_SHARD at N = 1) */
+
+/* FSDP's state: its backward prefetch, and each rank's copy of each unit
+ * gathered and kept from its forward (or an early gather) until its
+ * backward is done, in category gathered_params, NULL otherwise
+ * (held[(k - r0)·nunits + u]). */
+struct fsdp {
+	enum zs_prefetch prefetch;
+	size_t nunits;
+	void **held;
+};
+
+static void **held_of(const struct zs_run *r, const struct fsdp *f, unsigned k, size_t u)
+{
+	return &f->held[(size_t)(k - r->r0) * f->nunits + u];
+}
+
+static int held(const struct zs_run *r, const struct fsdp *f, size_t u) { return *held_of(r, f, r->r0, u) != NULL; }
 
 /* Whether unit u's params stay gathered from its forward into its
  * backward: every unit under SHARD_GRAD_OP, the root (the whole model as
@@ -173,15 +228,15 @@ static const struct zs_scheme_ops torch_zero2;
  * parameter, even when the model is one layer. */
 static int kept(const struct zs_run *r, size_t u)
 {
-	return r->ops == &torch_zero2 || (u == 0 && r->layout.mode == ZS_UNIT_MODEL);
+	return (r->ops->flags & ZS_OPS_KEEP_FORWARD) || (u == 0 && r->layout.mode == ZS_UNIT_MODEL);
 }
 
 /* Rank by rank, the unit just gathered into the gathered buffer becomes
- * unit u's kept copy, held[u]. */
-static void keep(struct zs_run *r, size_t u)
+ * unit u's kept copy. */
+static void keep(struct zs_run *r, const struct fsdp *f, size_t u)
 {
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		run_rank(r, k)->held[u] = run_rank(r, k)->buf[ZS_BUF_GATHERED];
+		*held_of(r, f, k, u) = run_rank(r, k)->buf[ZS_BUF_GATHERED];
 		run_rank(r, k)->buf[ZS_BUF_GATHERED] = NULL;
 	}
 }
@@ -189,18 +244,8 @@ static void keep(struct zs_run *r, size_t u)
 /* FSDP's MixedPrecision (param_dtype and reduce_dtype fp16) under
  * --precision mixed: the FlatParameter stays an fp32 shard and its grad an
  * fp32 shard (_cast_grad_to_param_dtype), which the optimizer steps (no
- * master copy); the working copy gathered for compute, the grads computed
- * and both collectives are fp16. */
-static void fsdp_buffers(struct zs_run *r)
-{
-	if (r->precision != ZS_MIXED)
-		return;
-	r->precision = ZS_FP32; /* the resident state: fp32, no master */
-	r->cat[ZS_BUF_PARAMS] = ZS_CAT_PARAM32;
-	r->cat[ZS_BUF_GRADS] = ZS_CAT_GRAD32;
-	r->esize[ZS_BUF_PARAMS] = r->esize[ZS_BUF_GRADS] = sizeof(float);
-}
-
+ * master copy: ZS_OPS_FP32_STATE); the working copy gathered for compute,
+ * the grads computed and both collectives are fp16. */
 static int low_precision(const struct zs_run *r) { return r->esize[ZS_BUF_PARAMS] != r->esize[ZS_BUF_GATHERED]; }
 
 /* Unit u's gathered copy, FSDP's _full_param_padded: N·s_u elements
@@ -290,15 +335,15 @@ static void reduce_no_shard(struct zs_run *r, size_t u)
  * the reduce-scatter's own buffers, freed as the hook returns; the grad
  * reduced to 16 bits first (line 3263) is a no-op, reduce_dtype being
  * the grads' dtype. */
-static void post_backward(struct zs_run *r, size_t u)
+static void post_backward(struct zs_run *r, const struct fsdp *f, size_t u)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
 	size_t es = r->esize[ZS_BUF_FULL_GRADS], padded = r->world * un->s;
 	tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		struct zs_rank *rk = run_rank(r, k);
-		tracker_free(&r->tracker, k, rk->held[u]);
-		rk->held[u] = NULL;
+		tracker_free(&r->tracker, k, *held_of(r, f, k, u));
+		*held_of(r, f, k, u) = NULL;
 		char *pad = tracker_alloc(&r->tracker, k, ZS_CAT_BUCKETS, padded * es);
 		memcpy(pad, rk->buf[ZS_BUF_FULL_GRADS], un->n * es);
 		memset(pad + un->n * es, 0, (padded - un->n) * es);
@@ -324,50 +369,90 @@ static void post_backward(struct zs_run *r, size_t u)
 	run_free_all(r, ZS_BUF_FULL_GRADS);
 }
 
-static int held(const struct zs_run *r, size_t u) { return run_rank(r, r->r0)->held[u] != NULL; }
+static int fsdp_setup(struct zs_run *r, void **ctx, char **cause)
+{
+	(void)cause;
+	struct fsdp *f = zs_calloc(1, sizeof *f);
+	f->prefetch = r->config->prefetch;
+	f->nunits = r->layout.nunits;
+	f->held = zs_calloc((size_t)(r->r1 - r->r0) * f->nunits, sizeof *f->held);
+	*ctx = f;
+	return 0;
+}
 
-static void fsdp_setup(struct zs_run *r, const struct zs_config *c) { r->prefetch = c->prefetch; }
+static void fsdp_teardown(struct zs_run *r, void *ctx)
+{
+	struct fsdp *f = ctx;
+	for (unsigned k = r->r0; k < r->r1; k++)
+		for (size_t u = 0; u < f->nunits; u++)
+			tracker_free(&r->tracker, k, *held_of(r, f, k, u));
+	free(f->held);
+	free(f);
+}
 
 /* Forward gathers the unit. Backward finds it kept (SHARD_GRAD_OP, the
  * root) or prefetched, or gathers it; with BACKWARD_PRE it then gathers
  * the next unit of backward, u - 1, unless that one is kept, before u's
  * gradients are computed: two units live. The copies of backward are kept
- * as held[u] until the unit's post-backward. */
-static void fsdp_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+ * until the unit's post-backward. A tied layer's visit of a unit (the
+ * forward pass's hooks, in forward or backward) finds it kept, or gathers
+ * it for the visit alone. */
+static void fsdp_begin_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass pass)
 {
+	const struct fsdp *f = ctx;
 	const struct zs_layout_unit *un = &r->layout.unit[u];
 	if (pass == ZS_PASS_FORWARD) {
-		gather_unit(r, u);
+		if (!held(r, f, u))
+			gather_unit(r, u);
 		return;
 	}
-	if (!held(r, u)) {
+	if (!held(r, f, u)) {
 		gather_unit(r, u);
-		keep(r, u);
+		keep(r, f, u);
 	}
-	if (r->prefetch == ZS_PREFETCH_BACKWARD_PRE && u > 0 && !held(r, u - 1)) {
+	if (f->prefetch == ZS_PREFETCH_BACKWARD_PRE && u > 0 && !held(r, f, u - 1)) {
 		gather_unit(r, u - 1);
-		keep(r, u - 1);
+		keep(r, f, u - 1);
 	}
 	run_alloc_full(r, ZS_BUF_FULL_GRADS, un->off, un->n);
 }
 
-static void fsdp_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+static void fsdp_end_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass pass)
 {
-	if (pass == ZS_PASS_FORWARD) {
-		if (kept(r, u))
-			keep(r, u);
-		else
-			run_free_all(r, ZS_BUF_GATHERED);
+	const struct fsdp *f = ctx;
+	if (pass == ZS_PASS_BACKWARD)
+		post_backward(r, f, u);
+	else if (held(r, f, u)) /* a visit found it kept: nothing was gathered */
 		return;
-	}
-	post_backward(r, u);
+	else if (kept(r, u))
+		keep(r, f, u);
+	else
+		run_free_all(r, ZS_BUF_GATHERED);
+}
+
+/* A layer of a unit kept gathered reads its params from the kept copy;
+ * its grads are where the driver puts them. */
+static int fsdp_place(const struct zs_run *r, const void *ctx, unsigned k, size_t l, enum zs_pass pass,
+                      struct zs_layer_io *io)
+{
+	size_t u = run_unit_of(r, l);
+	const char *h = *held_of(r, ctx, k, u);
+	if (h == NULL)
+		return 0;
+	const struct zs_layer *rd = model_reads(&r->model, l);
+	size_t e = rd->param_off;
+	for (size_t i = 0; i < rd->nptensors; e += rd->ptensor[i++])
+		io->w[i] = h + (e - r->layout.unit[u].off) * r->esize[ZS_BUF_GATHERED];
+	run_layer_grads(r, k, l, pass, io);
+	return 1;
 }
 
 /* NO_SHARD, FSDP at N = 1: in fp32 nothing to do (the N = 1 rule); in
  * mixed precision the fp16 working copy of each unit and its fp16 grads,
  * cast from and into the full fp32 FlatParameter and grad. */
-static void no_shard_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+static void no_shard_begin_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass pass)
 {
+	(void)ctx;
 	const struct zs_layout_unit *un = &r->layout.unit[u];
 	if (!low_precision(r))
 		return;
@@ -376,8 +461,9 @@ static void no_shard_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 		run_alloc_full(r, ZS_BUF_FULL_GRADS, un->off, un->n);
 }
 
-static void no_shard_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+static void no_shard_end_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass pass)
 {
+	(void)ctx;
 	if (!low_precision(r))
 		return;
 	if (pass == ZS_PASS_BACKWARD) {
@@ -387,60 +473,47 @@ static void no_shard_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 	run_free_all(r, ZS_BUF_GATHERED);
 }
 
-static const struct zs_scheme_ops torch_no_shard = {
+const struct zs_scheme_ops scheme_torch_no_shard = {
 	.name = "torch NO_SHARD",
-	.buffers = fsdp_buffers,
+	.flags = ZS_OPS_FP32_STATE,
 	.begin_unit = no_shard_begin_unit,
 	.end_unit = no_shard_end_unit,
 };
 
-static const struct zs_scheme_ops torch_zero3 = {
+const struct zs_scheme_ops scheme_torch_zero3 = {
 	.name = "torch zero3",
-	.buffers = fsdp_buffers,
+	.flags = ZS_OPS_FP32_STATE,
 	.setup = fsdp_setup,
+	.teardown = fsdp_teardown,
 	.begin_unit = fsdp_begin_unit,
 	.end_unit = fsdp_end_unit,
+	.place = fsdp_place,
 };
 
-static const struct zs_scheme_ops torch_zero2 = {
+const struct zs_scheme_ops scheme_torch_zero2 = {
 	.name = "torch zero2",
-	.buffers = fsdp_buffers,
+	.flags = ZS_OPS_FP32_STATE | ZS_OPS_KEEP_FORWARD,
 	.setup = fsdp_setup,
+	.teardown = fsdp_teardown,
 	.begin_unit = fsdp_begin_unit,
 	.end_unit = fsdp_end_unit,
+	.place = fsdp_place,
 };
 
-static const struct zs_scheme_ops *const paper[ZS_NSCHEMES] = {
-	&scheme_dp, &scheme_zero1, &scheme_zero2, &scheme_zero3,
-};
-
-static int ddp(enum zs_framework fw, enum zs_scheme scheme) { return fw == ZS_FW_TORCH && scheme <= ZS_ZERO1; }
-
-/* DDP's buckets, Ψ·g; FSDP's reduce-scatter and all-gather buffers, one
- * unit's at a time: its padded grads, N·s_u <= n_u + N - 1 <= 2Ψ elements
- * (N <= Ψ + 1), and at most three shards of it, 2 + g + 4 bytes a slot. */
-size_t scheme_buffer_bytes(enum zs_framework fw, enum zs_scheme scheme, size_t nparams, size_t grad_bytes)
+/* DDP's buckets, Ψ·g. */
+double scheme_ddp_bound(const struct zs_config *c, const struct zs_layout *lo)
 {
-	if (fw == ZS_FW_TORCH && scheme >= ZS_ZERO2)
-		return nparams * (3 * grad_bytes + 6);
-	return ddp(fw, scheme) ? nparams * grad_bytes : 0;
+	unsigned p, g, k;
+	zs_bytes_per_param(c->precision, c->optimizer, &p, &g, &k);
+	return (double)(lo->nparams * g);
 }
 
-const struct zs_scheme_ops *scheme_ops(enum zs_framework fw, enum zs_scheme scheme, unsigned world)
+/* FSDP's reduce-scatter and all-gather buffers, one unit's at a time: its
+ * padded grads, N·s_u <= n_u + N - 1 <= 2Ψ elements (N <= Ψ + 1), and at
+ * most three shards of it, 2 + g + 4 bytes a slot. */
+double scheme_fsdp_bound(const struct zs_config *c, const struct zs_layout *lo)
 {
-	if (fw == ZS_FW_DEEPSPEED && scheme_deepspeed_ops(scheme) != NULL) /* its buffers at N = 1 too */
-		return scheme_deepspeed_ops(scheme);
-	/* The N = 1 rule's hooks: none, but DDP's reducer (zero1's broadcast
-	 * sends nothing) and FSDP's clamp to NO_SHARD. */
-	if (world == 1)
-		return fw != ZS_FW_TORCH ? &scheme_one_rank : ddp(fw, scheme) ? &torch_dp : &torch_no_shard;
-	if (fw == ZS_FW_TORCH && scheme == ZS_DP)
-		return &torch_dp;
-	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO1)
-		return &torch_zero1;
-	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO3)
-		return &torch_zero3;
-	if (fw == ZS_FW_TORCH && scheme == ZS_ZERO2)
-		return &torch_zero2;
-	return paper[scheme];
+	unsigned p, g, k;
+	zs_bytes_per_param(c->precision, c->optimizer, &p, &g, &k);
+	return (double)(lo->nparams * (3 * g + 6));
 }

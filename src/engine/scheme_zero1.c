@@ -8,8 +8,9 @@
 
 #include "engine/scheme.h"
 
-static void zero1_reduce(struct zs_run *r)
+static void zero1_reduce(struct zs_run *r, void *ctx)
 {
+	(void)ctx;
 	for (size_t u = 0; u < r->layout.nunits; u++)
 		run_reduce_scatter_unit(r, u, ZS_BUF_GRADS);
 }
@@ -17,5 +18,5 @@ static void zero1_reduce(struct zs_run *r)
 const struct zs_scheme_ops scheme_zero1 = {
 	.name = "zero1",
 	.reduce = zero1_reduce,
-	.after_optimizer = run_gather_params_in_place,
+	.after_optimizer = run_gather_params_after_step,
 };

@@ -9,13 +9,16 @@
 
 #include "engine/scheme.h"
 
-static void zero2_begin_backward(struct zs_run *r)
+static int zero2_begin_backward(struct zs_run *r, void *ctx, char **cause)
 {
+	(void)ctx, (void)cause;
 	run_alloc_full(r, ZS_BUF_FULL_GRADS, 0, r->layout.nparams);
+	return 0;
 }
 
-static void zero2_reduce(struct zs_run *r)
+static void zero2_reduce(struct zs_run *r, void *ctx)
 {
+	(void)ctx;
 	for (size_t u = 0; u < r->layout.nunits; u++)
 		run_reduce_scatter_unit(r, u, ZS_BUF_FULL_GRADS);
 	run_free_all(r, ZS_BUF_FULL_GRADS);
@@ -25,5 +28,5 @@ const struct zs_scheme_ops scheme_zero2 = {
 	.name = "zero2",
 	.begin_backward = zero2_begin_backward,
 	.reduce = zero2_reduce,
-	.after_optimizer = run_gather_params_in_place,
+	.after_optimizer = run_gather_params_after_step,
 };

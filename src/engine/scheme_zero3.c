@@ -12,8 +12,9 @@
 
 #include "engine/scheme.h"
 
-static void zero3_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+static void zero3_begin_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass pass)
 {
+	(void)ctx;
 	const struct zs_layout_unit *un = &r->layout.unit[u];
 	run_alloc_full(r, ZS_BUF_GATHERED, un->off, un->n);
 	run_gather_params_unit(r, u, ZS_BUF_GATHERED);
@@ -21,8 +22,9 @@ static void zero3_begin_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 		run_alloc_full(r, ZS_BUF_FULL_GRADS, un->off, un->n);
 }
 
-static void zero3_end_unit(struct zs_run *r, size_t u, enum zs_pass pass)
+static void zero3_end_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass pass)
 {
+	(void)ctx;
 	if (pass == ZS_PASS_BACKWARD) {
 		tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
 		run_reduce_scatter_unit(r, u, ZS_BUF_FULL_GRADS);
