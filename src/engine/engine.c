@@ -20,6 +20,7 @@
 
 #include "engine/engine.h"
 #include "engine/osmem.h"
+#include "engine/rng.h"
 #include "engine/scheme.h"
 #include "util/util.h"
 #ifdef HAVE_MPI
@@ -28,29 +29,7 @@
 #endif
 
 /* ------------------------------------------------------------------------- */
-/* generator and digest */
-
-static uint64_t splitmix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ULL;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-	return x ^ (x >> 31);
-}
-
-static uint64_t stream_base(uint64_t seed, uint64_t stream) { return splitmix64(seed ^ splitmix64(stream)); }
-
-/* Element `index` of a stream, uniform in [-1, 1): 24 random bits, so that
- * every value is exact in a float. */
-static float uniform_at(uint64_t base, uint64_t index)
-{
-	return (float)((double)(splitmix64(base + index) >> 40) / 8388608.0 - 1.0);
-}
-
-float engine_uniform(uint64_t seed, uint64_t stream, uint64_t index)
-{
-	return uniform_at(stream_base(seed, stream), index);
-}
+/* generator (rng.h) */
 
 /* Streams of the generator. */
 #define STREAM_WEIGHTS 1
@@ -63,12 +42,12 @@ float *engine_initial_weights(const struct zs_config *c)
 	struct zs_net m;
 	model_mlp_init(&m, c->widths, c->nwidths, c->batch);
 	float *w = zs_malloc(m.nparams * sizeof *w);
-	uint64_t base = stream_base(c->seed, STREAM_WEIGHTS);
+	uint64_t base = rng_stream_base(c->seed, STREAM_WEIGHTS);
 	for (size_t l = 0; l < m.nlayers; l++) {
 		const struct zs_layer *ly = &m.layer[l];
 		float bound = (float)(1.0 / sqrt((double)ly->din));
 		for (size_t g = ly->param_off; g < ly->param_off + ly->nparams; g++)
-			w[g] = bound * uniform_at(base, g);
+			w[g] = bound * rng_uniform_at(base, g);
 	}
 	model_free(&m);
 	return w;
@@ -298,9 +277,9 @@ static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
 
 void engine_mlp_batch(float *x, float *y, uint64_t seed, unsigned t, unsigned k, size_t B, size_t d0, size_t dL)
 {
-	uint64_t base = stream_base(seed, STREAM_BATCH(t, k));
+	uint64_t base = rng_stream_base(seed, STREAM_BATCH(t, k));
 	for (size_t e = 0; e < B * d0; e++)
-		x[e] = uniform_at(base, e);
+		x[e] = rng_uniform_at(base, e);
 	for (size_t b = 0; b < B; b++)
 		for (size_t j = 0, i = 0; j < dL; j++, i = i + 1 == d0 ? 0 : i + 1) /* i = j mod d0 */
 			y[b * dL + j] = 0.5f * x[b * d0 + i];

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "engine/coll.h"
+#include "engine/rng.h"
 #include "engine/tracker.h"
 #include "util/config.h"
 
@@ -100,9 +101,8 @@ int engine_case_write(const char *path, const struct zs_case *cs, const struct z
 /* PATH without a trailing ".json", and ".f32" (the caller frees it). */
 char *engine_case_side_path(const char *path);
 
-/* The generator behind --seed, exposed for tests: a uniform float in
- * [-1, 1) for (seed, stream, index). */
-float engine_uniform(uint64_t seed, uint64_t stream, uint64_t index);
+/* The generator behind --seed (rng.h's engine_uniform, a uniform float in
+ * [-1, 1) for (seed, stream, index)) is here for tests too. */
 
 /* The MLP's batch of rank k at step t from the seed (docs/formats.md):
  * x (B, d0), y (B, dL). */

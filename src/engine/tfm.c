@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
 #include "engine/fp16.h"
+#include "engine/rng.h"
 #include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
 #include "util/model.h"
