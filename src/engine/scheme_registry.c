@@ -37,7 +37,7 @@ static const struct zs_scheme_entry scheme_table[] = {
 	{ZS_FW_DEEPSPEED, ZS_ZERO3, &scheme_ds_zero3, &scheme_ds_zero3, 1, scheme_deepspeed_bound},
 };
 
-_Static_assert(sizeof scheme_table / sizeof scheme_table[0] == ZS_NFRAMEWORKS * ZS_NSCHEMES,
+_Static_assert(sizeof scheme_table / sizeof scheme_table[0] == (size_t)ZS_NFRAMEWORKS * ZS_NSCHEMES,
                "one row for every framework and scheme");
 
 const struct zs_scheme_entry *scheme_entry(enum zs_framework fw, enum zs_scheme scheme)
