@@ -138,9 +138,18 @@ echo keep >"$tmp/keep.json"
 	--ds-reduce-bucket 4e9 --ds-overlap-comm on --out "$tmp/keep.json" >/dev/null 2>"$tmp/err"
 rc=$?
 [ $rc -eq 1 ] || fail "unmappable buckets exited $rc, not 1"
-[ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "cannot map DeepSpeed's reduce bucket" "$tmp/err" ||
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^zerosim measure: cannot map DeepSpeed's reduce bucket" "$tmp/err" ||
 	fail "unmappable buckets: not one clear line: $(cat "$tmp/err")"
 [ "$(cat "$tmp/keep.json")" = keep ] || fail "unmappable buckets: the existing output was touched"
+# ZeRO-3 maps its one bucket in its setup hook (20000 ranks' 16 GB, 3.2e14
+# bytes): the hook's failure ends the run the same way.
+"$zerosim" measure -q --framework deepspeed --schemes zero3 --world 20000 --layers 2,2 --steps 1 --precision fp32 \
+	--ds-reduce-bucket 4e9 --out "$tmp/keep.json" >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] || fail "unmappable ZeRO-3 bucket exited $rc, not 1"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^zerosim measure: cannot map DeepSpeed's reduce bucket 1 of rank" "$tmp/err" ||
+	fail "unmappable ZeRO-3 bucket: not one clear line: $(cat "$tmp/err")"
+[ "$(cat "$tmp/keep.json")" = keep ] || fail "unmappable ZeRO-3 bucket: the existing output was touched"
 
 # DeepSpeed's estimator with offload, 7.5B on 64 GPUs, 8 a node (worked by
 # hand in test_deepspeed.c), and zerosim's device and host bytes.

@@ -888,10 +888,16 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 		for (unsigned k = r->r0; k < r->r1; k++)
 			r->rank_loss[(size_t)k * c->steps + t] = run_rank(r, k)->loss;
 	}
-	if (failed) {
-		end_run(r, set_up);
+	if (failed) { /* the hook's cause, unless the way out leaked */
+		size_t left = end_run(r, set_up);
 		free(own_init);
 		engine_result_free(res);
+		char *why = cause != NULL ? *cause : NULL;
+		if (cause != NULL && left != 0) {
+			*cause = NULL;
+			zs_fail(cause, "internal error: %zu tracked blocks were not freed after: %s", left, why ? why : "?");
+			free(why);
+		}
 		return -1;
 	}
 	size_t os_peak = r->mpi ? osmem_peak_bytes() : 0;
