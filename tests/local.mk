@@ -92,3 +92,7 @@ tests/sig_at.so: $(top_srcdir)/tests/sig_at.c
 # ends (the threaded OpenBLAS hung at exit).
 TESTS += tests/memlimit.sh
 EXTRA_DIST += tests/memlimit.sh
+
+# No include cycle among the modules of src/engine and src/theory.
+TESTS += tests/includes.sh
+EXTRA_DIST += tests/includes.sh
