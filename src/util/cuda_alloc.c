@@ -131,16 +131,16 @@ static void set_insert(struct ca_set *s, struct ca_block *b)
 
 	if (s->n == s->cap) {
 		s->cap = s->cap ? 2 * s->cap : 16;
-		s->v = zs_realloc(s->v, s->cap * sizeof(*s->v));
+		s->v = zs_realloc(s->v, s->cap * sizeof(struct ca_block *));
 	}
-	memmove(s->v + i + 1, s->v + i, (s->n - i) * sizeof(*s->v));
+	memmove(s->v + i + 1, s->v + i, (s->n - i) * sizeof(struct ca_block *));
 	s->v[i] = b;
 	s->n++;
 }
 
 static void set_erase_at(struct ca_set *s, size_t i)
 {
-	memmove(s->v + i, s->v + i + 1, (s->n - i - 1) * sizeof(*s->v));
+	memmove(s->v + i, s->v + i + 1, (s->n - i - 1) * sizeof(struct ca_block *));
 	s->n--;
 }
 
@@ -467,7 +467,7 @@ static struct ca_block *find_expandable_block(struct cuda_alloc *a, struct ca_po
 	a->next_addr += es_size(es);
 	if (a->nes == a->caps) {
 		a->caps = a->caps ? 2 * a->caps : 4;
-		a->es = zs_realloc(a->es, a->caps * sizeof(*a->es));
+		a->es = zs_realloc(a->es, a->caps * sizeof(struct ca_es *));
 	}
 	a->es[a->nes++] = es;
 	a->st.expandable_segments++;
@@ -579,7 +579,7 @@ static void release_expandable_segment(struct cuda_alloc *a, struct ca_block *bl
 
 	for (size_t i = 0; i < a->nes; i++)
 		if (a->es[i] == es) {
-			memmove(a->es + i, a->es + i + 1, (a->nes - i - 1) * sizeof(*a->es));
+			memmove(a->es + i, a->es + i + 1, (a->nes - i - 1) * sizeof(struct ca_es *));
 			a->nes--;
 			break;
 		}
@@ -648,9 +648,13 @@ static void free_block(struct cuda_alloc *a, struct ca_block *block)
 	}
 }
 
-/* release_block, A.cpp 2923-2972: cudaFree a whole cached segment. */
-static void release_block(struct cuda_alloc *a, struct ca_block *block)
+/* release_block, A.cpp 2923-2972: cudaFree a whole cached segment, the
+ * i-th free block of its pool; its size. */
+static uint64_t release_block(struct cuda_alloc *a, struct ca_pool *pool, size_t i)
 {
+	struct ca_block *block = pool->blocks.v[i];
+	uint64_t size = block->size;
+
 	if (is_split(block) || block->es != NULL) {
 		/* The source asserts !expandable_segment_ (A.cpp 2926) and frees
 		 * block->ptr as a whole segment; every caller passes a segment. */
@@ -658,11 +662,12 @@ static void release_block(struct cuda_alloc *a, struct ca_block *block)
 		abort();
 	}
 	a->st.device_frees++;
-	a->total_allocated_memory -= block->size;
+	a->total_allocated_memory -= size;
 	a->st.segments--;
-	a->st.reserved -= block->size;
-	set_erase(&block->pool->blocks, block);
+	a->st.reserved -= size;
+	set_erase_at(&pool->blocks, i);
 	free(block);
+	return size;
 }
 
 /* release_blocks, A.cpp 3045-3068: every free block that is a whole
@@ -677,11 +682,11 @@ static void release_blocks(struct cuda_alloc *a, struct ca_pool *pool)
 		struct ca_block *b = pool->blocks.v[i];
 
 		if (b->es != NULL) {
-			to_unmap = zs_realloc(to_unmap, (nun + 1) * sizeof(*to_unmap));
+			to_unmap = zs_realloc(to_unmap, (nun + 1) * sizeof(struct ca_block *));
 			to_unmap[nun++] = b;
 			i++;
 		} else if (b->prev == NULL && b->next == NULL) {
-			release_block(a, b); /* erases v[i]: the next is at i */
+			release_block(a, pool, i); /* erases v[i]: the next is at i */
 		} else {
 			i++;
 		}
@@ -734,21 +739,15 @@ static int release_available_cached_blocks(struct cuda_alloc *a, struct ca_pool 
 
 			if (!is_first)
 				--it;
-			struct ca_block *b = pool->blocks.v[cur];
-
-			if (b->es == NULL) {
-				uint64_t sz = b->size;
-
-				release_block(a, b);
-				total_released += sz;
-			}
+			if (pool->blocks.v[cur]->es == NULL)
+				total_released += release_block(a, pool, cur);
 			if (is_first)
 				break;
 		}
 		if (total_released < key)
 			return 0;
 	} else {
-		release_block(a, pool->blocks.v[it]);
+		release_block(a, pool, it);
 	}
 	return 1;
 }
@@ -789,7 +788,7 @@ static void garbage_collect_cached_blocks(struct cuda_alloc *a)
 				gc_reclaimed += b->size;
 				total_age -= age;
 				freeable--;
-				release_block(a, b);
+				release_block(a, pool, i);
 			} else {
 				i++;
 			}
