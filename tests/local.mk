@@ -72,6 +72,16 @@ endif
 TESTS += tests/deepspeed_cli.sh
 EXTRA_DIST += tests/deepspeed_cli.sh
 
+# PyTorch's CUDA caching allocator replayed (src/util/cuda_alloc.c): one
+# short trace per rule, worked by hand from the cited source lines.
+if HAVE_CHECK
+check_PROGRAMS += tests/test_cuda_alloc
+TESTS += tests/test_cuda_alloc
+tests_test_cuda_alloc_SOURCES = tests/test_cuda_alloc.c
+tests_test_cuda_alloc_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_cuda_alloc_LDADD = libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS) -lm
+endif
+
 # BLAS on one thread: a transformer's results under 1 and 2 CPUs and
 # OPENBLAS_NUM_THREADS 1 and 2 are the same.
 TESTS += tests/blas_threads.sh
