@@ -11,6 +11,7 @@
 #endif
 
 #include "engine/mlp.h"
+#include "util/step.h"
 
 /* Eight fp32 lanes (GCC and clang vector extensions: elementwise IEEE
  * arithmetic, the same as eight scalars). */
@@ -139,18 +140,10 @@ static inline void stream_fence(void)
 
 void mlp_shape_init(struct mlp_shape *s, const size_t *widths, size_t nwidths)
 {
-	memset(s, 0, sizeof *s);
-	s->nlayers = nwidths - 1;
-	size_t off = 0;
-	for (size_t l = 0; l < nwidths; l++)
-		s->width[l] = widths[l];
-	for (size_t l = 0; l < s->nlayers; l++) {
-		s->w_off[l] = off;
-		off += widths[l] * widths[l + 1];
-		s->b_off[l] = off;
-		off += widths[l + 1];
-	}
-	s->nparams = off;
+	struct step_params p;
+	step_params_mlp(&p, widths, nwidths);
+	*s = (struct mlp_shape){nwidths - 1, widths, p.numel};
+	step_params_free(&p);
 }
 
 size_t mlp_max_width(const struct mlp_shape *s)
