@@ -12,6 +12,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,6 +253,52 @@ START_TEST(test_gelu_is_gpt2s_tanh_form)
 	float x = 1.0f, y;
 	gelu_forward(&y, &x, 1);
 	ck_assert_double_eq_tol(y, 0.8411919906, 1e-6);
+}
+END_TEST
+
+/* The GELU kernels run eight lanes of their own tanh (tfm_kernels.c),
+ * which must be libm's tanhf bit for bit, or every gpt2 digest would
+ * move: the kernels against the scalar formula with tanhf, on a sample
+ * of every float (one bit pattern in 251, both signs: zeros, subnormals,
+ * the tanh's every range, infinities and NaNs), each batch of 4099 (so
+ * that the scalar tail runs too). A libm whose tanhf is not fdlibm's
+ * (glibc 2.41 on: CORE-MATH's, correctly rounded) fails it: the kernels
+ * keep glibc 2.36's bits. (The whole range the lanes compute, 2^-55 <=
+ * |u| < 22, was checked once, every float.) */
+static uint32_t bits_of(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	return u;
+}
+
+START_TEST(test_gelu_kernels_are_libms_tanhf_bit_for_bit)
+{
+	enum { N = 4099 };
+	static float x[N], y[N], dy[N], dx[N];
+	size_t bad = 0, n = 0;
+	for (uint64_t b = 0; b < ((uint64_t)1 << 32); b += (uint64_t)N * 251) {
+		for (size_t i = 0; i < N; i++) {
+			uint32_t u = (uint32_t)(b + i * 251);
+			memcpy(&x[i], &u, sizeof u);
+			dy[i] = 1.0f + (float)(i % 7) * 0.25f;
+		}
+		gelu_forward(y, x, N);
+		gelu_backward(dx, dy, x, N);
+		for (size_t i = 0; i < N; i++, n++) {
+			float v = x[i], u = 0.7978845608028654f * (v + 0.044715f * v * v * v), th = tanhf(u);
+			float fy = 0.5f * v * (1.0f + th), sech2 = 1.0f - th * th;
+			float local = 0.5f * (1.0f + th) + 0.5f * v * sech2 * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * v * v);
+			float fdx = local * dy[i];
+			int same = (bits_of(fy) == bits_of(y[i]) || (isnan(fy) && isnan(y[i]))) &&
+			           (bits_of(fdx) == bits_of(dx[i]) || (isnan(fdx) && isnan(dx[i])));
+			if (!same && bad++ < 5)
+				fprintf(stderr, "gelu(%a): %a, %a; tanhf's %a, %a\n", (double)v, (double)y[i], (double)dx[i],
+				        (double)fy, (double)fdx);
+		}
+	}
+	ck_assert_uint_gt(n, 16000000);
+	ck_assert_uint_eq(bad, 0);
 }
 END_TEST
 
@@ -805,6 +852,7 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_gelu_backward_matches_finite_differences);
 	tcase_add_test(t, test_swiglu_backward_matches_finite_differences);
 	tcase_add_test(t, test_gelu_is_gpt2s_tanh_form);
+	tcase_add_test(t, test_gelu_kernels_are_libms_tanhf_bit_for_bit);
 	tcase_add_test(t, test_embedding_backward_matches_finite_differences);
 	tcase_add_test(t, test_crossentropy_backward_matches_finite_differences);
 	suite_add_tcase(s, t);
