@@ -431,16 +431,36 @@ void residual_add(float *x, const float *y, size_t n)
 
 /* ------------------------------------------------------------------------ */
 
+/* The largest of x[0..n) that is not NaN (-inf if none), eight lanes at a
+ * time. Only the value is used: the one difference from a scalar scan is
+ * which zero a row whose largest logit is ±0 keeps, and x - (+0) and
+ * x - (-0) differ only for x = ±0, where exp gives 1 either way and the
+ * loss's term x[y] - max - lse is ±0 - lse, the same -lse. */
+static float row_max(const float *x, size_t n)
+{
+	v8f m8 = (v8f){0} - INFINITY;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		v8f v = load8(x + i);
+		m8 = pick(v > m8, v, m8);
+	}
+	float m = -INFINITY;
+	for (int k = 0; k < 8; k++)
+		if (m8[k] > m)
+			m = m8[k];
+	for (; i < n; i++)
+		if (x[i] > m)
+			m = x[i];
+	return m;
+}
+
 float crossentropy_forward_backward(float *logits, const int *target, size_t BT, size_t V)
 {
 	double loss = 0.0; /* the sum of BT token losses, rounded once */
 	float inv_bt = 1.0f / (float)BT;
 	for (size_t r = 0; r < BT; r++) {
 		float *x = logits + r * V;
-		float maxval = -INFINITY;
-		for (size_t i = 0; i < V; i++)
-			if (x[i] > maxval)
-				maxval = x[i];
+		float maxval = row_max(x, V);
 		double sum = expf(x[0] - maxval); /* V >= 1; the maximum's own term makes sum >= 1 */
 		for (size_t i = 1; i < V; i++)
 			sum += expf(x[i] - maxval);
