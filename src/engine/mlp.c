@@ -11,22 +11,8 @@
 #endif
 
 #include "engine/mlp.h"
+#include "engine/vec8.h"
 #include "util/step.h"
-
-/* Eight fp32 lanes (GCC and clang vector extensions: elementwise IEEE
- * arithmetic, the same as eight scalars). */
-typedef float v8f __attribute__((vector_size(32)));
-
-static inline v8f load8_f32(const float *p)
-{
-	v8f v;
-	memcpy(&v, p, sizeof v);
-	return v;
-}
-
-static inline void store8_f32(float *p, v8f v) { memcpy(p, &v, sizeof v); }
-
-typedef int v8i __attribute__((vector_size(32)));
 
 /* ReLU's derivative: v where in > 0, else +0 (also for a NaN in). */
 static inline v8f relu_mask8(v8f v, const float *in)

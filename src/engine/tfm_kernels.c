@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "engine/tfm_kernels.h"
+#include "engine/vec8.h"
 
 void tfm_blas_init(void) { openblas_set_num_threads(1); }
 
@@ -296,22 +297,6 @@ void attention_backward(float *dqkv, float *scratch, const float *dout, const fl
  * GCC's vector extensions: elementwise IEEE arithmetic, no contraction
  * (-ffp-contract=off), the same operations in the same order as the
  * scalar code. About six times the scalar loop's speed here. */
-typedef float v8f __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
-typedef uint32_t v8u __attribute__((vector_size(32)));
-
-static inline v8f load8(const float *p)
-{
-	v8f v;
-	memcpy(&v, p, sizeof v);
-	return v;
-}
-
-static inline void store8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
-
-/* a where m is set (all ones), else b */
-static inline v8f pick(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
-
 /* y·2^k: k added to y's exponent field (fdlibm's SET_FLOAT_WORD(y, i + (k << 23))) */
 static inline v8f scale2(v8f y, v8i k) { return (v8f)((v8u)y + ((v8u)k << 23)); }
 
@@ -326,14 +311,14 @@ static inline v8f expm1_8(v8f a)
 	/* |a| > ln2/2 is reduced to x = a - k·ln2 (hi - lo, c the rounding of
 	 * that difference); k = ±1 below 1.5·ln2, else a/ln2 rounded */
 	v8i red = hx > 0x3eb17218, near = hx < 0x3f851592;
-	v8i kg = __builtin_convertvector(invln2 * a + pick(neg, zero - 0.5f, zero + 0.5f), v8i);
+	v8i kg = __builtin_convertvector(invln2 * a + pick8(neg, zero - 0.5f, zero + 0.5f), v8i);
 	v8f tg = __builtin_convertvector(kg, v8f);
-	v8f hi = pick(near, pick(neg, a + ln2_hi, a - ln2_hi), a - tg * ln2_hi);
-	v8f lo = pick(near, pick(neg, zero - ln2_lo, zero + ln2_lo), tg * ln2_lo);
+	v8f hi = pick8(near, pick8(neg, a + ln2_hi, a - ln2_hi), a - tg * ln2_hi);
+	v8f lo = pick8(near, pick8(neg, zero - ln2_lo, zero + ln2_lo), tg * ln2_lo);
 	v8i k = red & ((near & ((neg & -1) | (~neg & 1))) | (~near & kg));
 	v8f x = hi - lo;
 	v8f c = (hi - x) - lo;
-	x = pick(red, x, a);
+	x = pick8(red, x, a);
 	v8f hfx = 0.5f * x, hxs = x * hfx;
 	v8f r1 = 1.0f + hxs * (q1 + hxs * (q2 + hxs * (q3 + hxs * (q4 + hxs * q5))));
 	v8f t = 3.0f - r1 * hfx;
@@ -341,12 +326,12 @@ static inline v8f expm1_8(v8f a)
 	v8f f = (x * (e - c) - c) - hxs;
 	v8f p = (v8f)((v8u)(0x7f - k) << 23); /* 2^-k */
 	v8f y = x - (x * e - hxs);            /* k = 0 */
-	y = pick(k == -1, 0.5f * (x - f) - 0.5f, y);
-	y = pick(k == 1, pick(x < -0.25f, -2.0f * (f - (x + 0.5f)), 1.0f + 2.0f * (x - f)), y);
-	y = pick((k <= -2) | (k > 56), scale2(1.0f - (f - x), k) - 1.0f, y);
-	y = pick((k >= 2) & (k < 23), scale2((1.0f - p) - (f - x), k), y);
-	y = pick((k >= 23) & (k <= 56), scale2((x - (f + p)) + 1.0f, k), y);
-	return pick(hx < 0x33000000, a, y); /* |a| < 2^-25: a itself */
+	y = pick8(k == -1, 0.5f * (x - f) - 0.5f, y);
+	y = pick8(k == 1, pick8(x < -0.25f, -2.0f * (f - (x + 0.5f)), 1.0f + 2.0f * (x - f)), y);
+	y = pick8((k <= -2) | (k > 56), scale2(1.0f - (f - x), k) - 1.0f, y);
+	y = pick8((k >= 2) & (k < 23), scale2((1.0f - p) - (f - x), k), y);
+	y = pick8((k >= 23) & (k <= 56), scale2((x - (f + p)) + 1.0f, k), y);
+	return pick8(hx < 0x33000000, a, y); /* |a| < 2^-25: a itself */
 }
 
 static inline v8f tanh8(v8f x)
@@ -354,9 +339,9 @@ static inline v8f tanh8(v8f x)
 	v8i jx = (v8i)x, ix = jx & 0x7fffffff;
 	v8f ax = (v8f)ix;
 	v8i big = ix >= 0x3f800000;
-	v8f t = expm1_8(pick(big, 2.0f * ax, -2.0f * ax));
-	v8f z = pick(big, 1.0f - 2.0f / (t + 2.0f), -t / (t + 2.0f));
-	z = pick(jx < 0, -z, z);
+	v8f t = expm1_8(pick8(big, 2.0f * ax, -2.0f * ax));
+	v8f z = pick8(big, 1.0f - 2.0f / (t + 2.0f), -t / (t + 2.0f));
+	z = pick8(jx < 0, -z, z);
 	v8i other = (ix < 0x24000000) | (ix >= 0x41b00000);
 	for (int k = 0; k < 8; k++)
 		if (other[k])
@@ -370,8 +355,8 @@ void gelu_forward(float *out, const float *in, size_t n)
 {
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
-		v8f x = load8(in + i);
-		store8(out + i, 0.5f * x * (1.0f + tanh8(gelu_u8(x))));
+		v8f x = load8_f32(in + i);
+		store8_f32(out + i, 0.5f * x * (1.0f + tanh8(gelu_u8(x))));
 	}
 	for (; i < n; i++) {
 		float x = in[i];
@@ -383,10 +368,10 @@ void gelu_backward(float *din, const float *dout, const float *in, size_t n)
 {
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
-		v8f x = load8(in + i);
+		v8f x = load8_f32(in + i);
 		v8f th = tanh8(gelu_u8(x)), sech2 = 1.0f - th * th;
 		v8f local = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-		store8(din + i, local * load8(dout + i));
+		store8_f32(din + i, local * load8_f32(dout + i));
 	}
 	for (; i < n; i++) {
 		float x = in[i];
@@ -441,8 +426,8 @@ static float row_max(const float *x, size_t n)
 	v8f m8 = (v8f){0} - INFINITY;
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
-		v8f v = load8(x + i);
-		m8 = pick(v > m8, v, m8);
+		v8f v = load8_f32(x + i);
+		m8 = pick8(v > m8, v, m8);
 	}
 	float m = -INFINITY;
 	for (int k = 0; k < 8; k++)
