@@ -9,7 +9,9 @@
  * CPU, so bits may differ from machine to machine, never from run to run
  * or rank to rank on one machine (one thread, the same calls).
  *
- * Everything else is a plain loop with one fixed order of summation;
+ * Everything else is a plain loop with one fixed order of summation (GELU
+ * and the cross-entropy's row maximum run eight lanes side by side, each
+ * lane's arithmetic the scalar loop's: see gelu_forward);
  * the reductions outside the products (the norms' statistics, softmax and
  * cross-entropy sums) accumulate in double and round once, which keeps
  * zerosim at least as close to a float64 run as PyTorch's fp32 is.
