@@ -123,7 +123,10 @@ void tfm_block_view(struct tfm_block_params *v, float *const slot[TFM_SLOTS])
 	                               slot[6], slot[7], slot[8], slot[9], slot[10], slot[11]};
 }
 
-void tfm_embed_view(struct tfm_embed_params *v, float *const slot[TFM_SLOTS]) { *v = (struct tfm_embed_params){slot[0], slot[2]}; }
+void tfm_embed_view(struct tfm_embed_params *v, float *const slot[TFM_SLOTS])
+{
+	*v = (struct tfm_embed_params){slot[0], slot[2]};
+}
 
 void tfm_final_view(struct tfm_final_params *v, float *const slot[TFM_SLOTS])
 {
