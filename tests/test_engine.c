@@ -27,6 +27,7 @@
 #include "engine/tracker.h"
 #include "util/config.h"
 #include "util/model.h"
+#include "util/step.h"
 #include "util/util.h"
 
 #define PSI 33088.0 /* 64·256 + 256 + 256·64 + 64 */
@@ -441,9 +442,14 @@ END_TEST
 START_TEST(test_backward_matches_finite_differences)
 {
 	const size_t widths[] = {5, 7, 6, 3}, B = 4;
-	struct mlp_shape s;
-	mlp_shape_init(&s, widths, 4);
-	size_t n = s.nparams;
+	struct step_params s; /* where each layer's weight and bias live */
+	step_params_mlp(&s, widths, 4);
+	size_t n = s.numel, w_off[3], b_off[3];
+	for (size_t l = 0; l < 3; l++) {
+		w_off[l] = s.layer[l].offset;
+		b_off[l] = w_off[l] + s.tensor[s.layer[l].first].numel;
+	}
+	step_params_free(&s);
 	float *p = calloc(n, sizeof *p), *g = calloc(n, sizeof *g);
 	double *pd = calloc(n, sizeof *pd);
 	float x[4 * 5], y[4 * 3], act[3][4 * 7], dl[2][4 * 7];
@@ -457,14 +463,14 @@ START_TEST(test_backward_matches_finite_differences)
 
 	const float *in = x;
 	for (size_t l = 0; l < 3; l++) {
-		linear_forward_f32(act[l], in, p + s.w_off[l], p + s.b_off[l], l < 2, B, widths[l], widths[l + 1]);
+		linear_forward_f32(act[l], in, p + w_off[l], p + b_off[l], l < 2, B, widths[l], widths[l + 1]);
 		in = act[l];
 	}
 	mse_forward_backward(dl[0], act[2], y, B, 3);
 	int cur = 0;
 	for (size_t l = 3; l-- > 0;) {
-		linear_backward_f32(g + s.w_off[l], g + s.b_off[l], l ? dl[1 - cur] : NULL, dl[cur],
-		                    l ? act[l - 1] : x, p + s.w_off[l], B, widths[l], widths[l + 1]);
+		linear_backward_f32(g + w_off[l], g + b_off[l], l ? dl[1 - cur] : NULL, dl[cur],
+		                    l ? act[l - 1] : x, p + w_off[l], B, widths[l], widths[l + 1]);
 		cur = 1 - cur;
 	}
 	for (size_t i = 0; i < n; i++) {

@@ -12,6 +12,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,6 +256,52 @@ START_TEST(test_gelu_is_gpt2s_tanh_form)
 }
 END_TEST
 
+/* The GELU kernels run eight lanes of their own tanh (tfm_kernels.c),
+ * which must be libm's tanhf bit for bit, or every gpt2 digest would
+ * move: the kernels against the scalar formula with tanhf, on a sample
+ * of every float (one bit pattern in 251, both signs: zeros, subnormals,
+ * the tanh's every range, infinities and NaNs), each batch of 4099 (so
+ * that the scalar tail runs too). A libm whose tanhf is not fdlibm's
+ * (glibc 2.41 on: CORE-MATH's, correctly rounded) fails it: the kernels
+ * keep glibc 2.36's bits. (The whole range the lanes compute, 2^-55 <=
+ * |u| < 22, was checked once, every float.) */
+static uint32_t bits_of(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	return u;
+}
+
+START_TEST(test_gelu_kernels_are_libms_tanhf_bit_for_bit)
+{
+	enum { N = 4099 };
+	static float x[N], y[N], dy[N], dx[N];
+	size_t bad = 0, n = 0;
+	for (uint64_t b = 0; b < ((uint64_t)1 << 32); b += (uint64_t)N * 251) {
+		for (size_t i = 0; i < N; i++) {
+			uint32_t u = (uint32_t)(b + i * 251);
+			memcpy(&x[i], &u, sizeof u);
+			dy[i] = 1.0f + (float)(i % 7) * 0.25f;
+		}
+		gelu_forward(y, x, N);
+		gelu_backward(dx, dy, x, N);
+		for (size_t i = 0; i < N; i++, n++) {
+			float v = x[i], u = 0.7978845608028654f * (v + 0.044715f * v * v * v), th = tanhf(u);
+			float fy = 0.5f * v * (1.0f + th), sech2 = 1.0f - th * th;
+			float local = 0.5f * (1.0f + th) + 0.5f * v * sech2 * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * v * v);
+			float fdx = local * dy[i];
+			int same = (bits_of(fy) == bits_of(y[i]) || (isnan(fy) && isnan(y[i]))) &&
+			           (bits_of(fdx) == bits_of(dx[i]) || (isnan(fdx) && isnan(dx[i])));
+			if (!same && bad++ < 5)
+				fprintf(stderr, "gelu(%a): %a, %a; tanhf's %a, %a\n", (double)v, (double)y[i], (double)dx[i],
+				        (double)fy, (double)fdx);
+		}
+	}
+	ck_assert_uint_gt(n, 16000000);
+	ck_assert_uint_eq(bad, 0);
+}
+END_TEST
+
 enum { EV = 9 };
 struct em { float *out, *wte, *wpe, *r; int *tok; };
 static double embed_loss(void *p)
@@ -342,7 +389,7 @@ static size_t check_tensor(struct md *c, const char *what, size_t layer, const f
 	const float h = 4e-3f;
 	float *x = c->m->params;
 	size_t off = (size_t)(x0 - x);
-	char name[64];
+	char name[128];
 	snprintf(name, sizeof name, "%s (layer %zu)", what, layer);
 	for (size_t k = 0; k < (n < K ? n : K); k++) {
 		size_t i = off + (n <= K ? k : k * (n - 1) / (K - 1));
@@ -380,31 +427,29 @@ static void check_model_dims(struct tfm_dims d)
 	float *g = malloc(m.nparams * sizeof *g);
 	memcpy(g, m.grads, m.nparams * sizeof *g);
 	struct md c = {&m, in, target};
-	/* Every tensor on its own, found by the layout's views and sizes: the
-	 * embedding's, each block's, the final norm's and the untied head;
-	 * together they must cover the whole flat vector. */
-	static const char *const names[TFM_BLOCK_TENSORS] = {"ln1_w", "ln1_b", "qkv_w", "qkv_b", "proj_w", "proj_b",
-	                                                     "ln2_w", "ln2_b", "fc_w", "fc_b", "fcproj_w", "fcproj_b"};
-	struct tfm_embed_params e;
-	struct tfm_final_params fin;
-	size_t sz[TFM_BLOCK_TENSORS], covered = 0;
-	tfm_embed_view(&e, &d, m.params);
-	tfm_final_view(&fin, &d, m.params);
-	tfm_block_tensor_sizes(&d, sz);
-	covered += check_tensor(&c, "wte", 0, e.wte, d.vocab * d.d, g);
-	if (e.wpe != NULL)
-		covered += check_tensor(&c, "wpe", 0, e.wpe, d.seq * d.d, g);
-	for (size_t l = 0; l < d.layers; l++) {
-		const float *x = m.params + tfm_block_offset(&d, l);
-		for (size_t t = 0; t < TFM_BLOCK_TENSORS; x += sz[t++])
-			if (sz[t] != 0)
-				covered += check_tensor(&c, names[t], l, x, sz[t], g);
+	/* Every tensor on its own, where the views find it (each layer's
+	 * slots, from the step description's modules): together they must
+	 * cover the whole flat vector (a tied head's table is the
+	 * embedding's, checked there). */
+	const struct step_params *p = &m.layout;
+	size_t covered = 0;
+	for (size_t l = 0; l < p->nlayers; l++) {
+		float *slot[TFM_SLOTS];
+		tfm_layer_slots(slot, p, l, m.params);
+		for (size_t i = 0, s = 0; i < p->nmodules; i++) {
+			const struct step_module *md = &p->module[i];
+			if (md->layer != l)
+				continue;
+			for (size_t k = 0; k < md->n; k++) {
+				char name[96];
+				if (tied && l + 1 == p->nlayers && md->first == 0)
+					continue;
+				step_tensor_name(p, md->first + k, name, sizeof name);
+				covered += check_tensor(&c, name, l, slot[2 * s + k], p->tensor[md->first + k].numel, g);
+			}
+			s++;
+		}
 	}
-	covered += check_tensor(&c, "lnf_w", d.layers, fin.norm_w, d.d, g);
-	if (fin.norm_b != NULL)
-		covered += check_tensor(&c, "lnf_b", d.layers, fin.norm_b, d.d, g);
-	if (!tied)
-		covered += check_tensor(&c, "head", d.layers, fin.head, d.vocab * d.d, g);
 	ck_assert_uint_eq(covered, m.nparams);
 	free(g);
 	tfm_task_free(&task);
@@ -496,9 +541,10 @@ static struct tfm_dims dims_of(const struct zs_model *z)
 
 START_TEST(test_layout_units_are_the_theorys_for_every_shipped_model)
 {
-	/* The theory counts each unit from the shape alone (theory_model.c);
-	 * the engine's flat layout must hold the same ranges, or ZeRO-3's
-	 * gathers would not be the theory's. */
+	/* The theory counts each unit from the model's config (the step
+	 * description it builds); the engine lays its flat vector out from
+	 * the description of its own dims (tfm_params), which must be the
+	 * same ranges, or ZeRO-3's gathers would not be the theory's. */
 	static const char *const names[] = {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-2-7b",
 	                                    "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b",
 	                                    "mistral-7b", "qwen2.5-0.5b"};
@@ -510,13 +556,22 @@ START_TEST(test_layout_units_are_the_theorys_for_every_shipped_model)
 		ck_assert_int_eq(tfm_dims_check(&d, NULL), 0);
 		struct theory_units u;
 		theory_model_units(&z, &u);
-		size_t first_block = tfm_block_offset(&d, 0);
-		ck_assert_uint_eq(u.embeddings, first_block);
-		ck_assert_uint_eq(u.block, tfm_block_params_count(&d));
-		ck_assert_uint_eq(u.head, d.tied ? 0 : tfm_final_params(&d));
+		/* The engine builds its layout from its dims (tfm_params): the
+		 * same layers as the config's own description. */
+		struct step_params p, q;
+		tfm_params(&p, &d);
+		step_params_build(&q, &z);
+		ck_assert_uint_eq(p.nlayers, q.nlayers);
+		for (size_t l = 0; l < p.nlayers; l++) {
+			ck_assert_uint_eq(p.layer[l].offset, q.layer[l].offset);
+			ck_assert_uint_eq(p.layer[l].numel, q.layer[l].numel);
+		}
+		ck_assert_uint_eq(u.embeddings, p.layer[0].numel);
+		ck_assert_uint_eq(u.block, p.layer[1].numel);
+		ck_assert_uint_eq(u.head, d.tied ? 0 : p.layer[d.layers + 1].numel);
 		ck_assert_uint_eq(theory_model_params(&z), tfm_nparams(&d));
-		if (!d.tied)
-			ck_assert_uint_eq(tfm_final_offset(&d), tfm_block_offset(&d, d.layers));
+		step_params_free(&p);
+		step_params_free(&q);
 	}
 }
 END_TEST
@@ -797,6 +852,7 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_gelu_backward_matches_finite_differences);
 	tcase_add_test(t, test_swiglu_backward_matches_finite_differences);
 	tcase_add_test(t, test_gelu_is_gpt2s_tanh_form);
+	tcase_add_test(t, test_gelu_kernels_are_libms_tanhf_bit_for_bit);
 	tcase_add_test(t, test_embedding_backward_matches_finite_differences);
 	tcase_add_test(t, test_crossentropy_backward_matches_finite_differences);
 	suite_add_tcase(s, t);

@@ -57,7 +57,8 @@ void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, siz
 	m->B = B;
 	m->T = T;
 	m->recompute = rc;
-	m->nparams = tfm_nparams(d);
+	tfm_params(&m->layout, d);
+	m->nparams = m->layout.numel;
 	m->params = zs_malloc(m->nparams * sizeof *m->params);
 	m->grads = zs_malloc(m->nparams * sizeof *m->grads);
 	m->blocks = zs_calloc(d->layers, sizeof *m->blocks);
@@ -96,7 +97,16 @@ void tfm_model_free(struct tfm_model *m)
 	free(m->grads);
 	free(m->blocks);
 	free(m->acts_memory);
+	step_params_free(&m->layout);
 	memset(m, 0, sizeof *m);
+}
+
+/* Layer l's views (0 the embedding, 1..L the blocks, L+1 the head) into
+ * the flat vector flat. */
+static float **slots(float *s[TFM_SLOTS], const struct tfm_model *m, size_t l, float *flat)
+{
+	tfm_layer_slots(s, &m->layout, l, flat);
+	return s;
 }
 
 static float model_forward(struct tfm_model *m, const int *in, const int *target)
@@ -104,16 +114,17 @@ static float model_forward(struct tfm_model *m, const int *in, const int *target
 	const struct tfm_dims *d = &m->dims;
 	struct tfm_embed_params ep;
 	struct tfm_final_params fp;
-	tfm_embed_view(&ep, d, m->params);
+	float *s[TFM_SLOTS];
+	tfm_embed_view(&ep, slots(s, m, 0, m->params));
 	tfm_embed_forward(m->x0, &ep, in, d, m->B, m->T);
 	const float *x = m->x0;
 	for (size_t l = 0; l < d->layers; l++) {
 		struct tfm_block_params bp;
-		tfm_block_view(&bp, d, m->params, l);
+		tfm_block_view(&bp, slots(s, m, l + 1, m->params));
 		tfm_block_forward(&m->blocks[l], &bp, x, d, m->B, m->T);
 		x = m->blocks[l].res3;
 	}
-	tfm_final_view(&fp, d, m->params);
+	tfm_final_view(&fp, slots(s, m, d->layers + 1, m->params));
 	return tfm_head_forward(&m->head, &fp, x, target, d, m->B, m->T);
 }
 
@@ -125,14 +136,15 @@ float tfm_model_step(struct tfm_model *m, const int *in, const int *target)
 	float loss = model_forward(m, in, target);
 	memset(m->grads, 0, m->nparams * sizeof *m->grads);
 	struct tfm_final_params fp, fg;
-	tfm_final_view(&fp, d, m->params);
-	tfm_final_view(&fg, d, m->grads);
+	float *s[TFM_SLOTS];
+	tfm_final_view(&fp, slots(s, m, d->layers + 1, m->params));
+	tfm_final_view(&fg, slots(s, m, d->layers + 1, m->grads));
 	size_t L = d->layers;
 	tfm_head_backward(&fg, &m->scratch, &m->head, &fp, m->blocks[L - 1].res3, d, m->B, m->T);
 	for (size_t l = L; l-- > 0;) {
 		struct tfm_block_params bp, bg;
-		tfm_block_view(&bp, d, m->params, l);
-		tfm_block_view(&bg, d, m->grads, l);
+		tfm_block_view(&bp, slots(s, m, l + 1, m->params));
+		tfm_block_view(&bg, slots(s, m, l + 1, m->grads));
 		struct tfm_block_acts *a = &m->blocks[l];
 		const float *x = l == 0 ? m->x0 : m->blocks[l - 1].res3;
 		/* Recompute what the forward did not keep: the same kernels on the
@@ -144,7 +156,7 @@ float tfm_model_step(struct tfm_model *m, const int *in, const int *target)
 		tfm_block_backward(&bg, &m->scratch, a, &bp, x, d, m->B, m->T);
 	}
 	struct tfm_embed_params eg;
-	tfm_embed_view(&eg, d, m->grads);
+	tfm_embed_view(&eg, slots(s, m, 0, m->grads));
 	tfm_embed_backward(&eg, m->scratch.dres, in, d, m->B, m->T);
 	return loss;
 }

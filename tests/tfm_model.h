@@ -17,6 +17,7 @@
 struct tfm_model {
 	struct tfm_dims dims;
 	size_t B, T, nparams;
+	struct step_params layout;        /* the step description's: where each tensor lives */
 	enum zs_recompute recompute;
 	float *params, *grads;            /* Ψ each */
 	float *x0;                        /* (BT, d) the embedding's output */

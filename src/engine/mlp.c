@@ -11,21 +11,8 @@
 #endif
 
 #include "engine/mlp.h"
-
-/* Eight fp32 lanes (GCC and clang vector extensions: elementwise IEEE
- * arithmetic, the same as eight scalars). */
-typedef float v8f __attribute__((vector_size(32)));
-
-static inline v8f load8_f32(const float *p)
-{
-	v8f v;
-	memcpy(&v, p, sizeof v);
-	return v;
-}
-
-static inline void store8_f32(float *p, v8f v) { memcpy(p, &v, sizeof v); }
-
-typedef int v8i __attribute__((vector_size(32)));
+#include "engine/vec8.h"
+#include "util/step.h"
 
 /* ReLU's derivative: v where in > 0, else +0 (also for a NaN in). */
 static inline v8f relu_mask8(v8f v, const float *in)
@@ -139,18 +126,10 @@ static inline void stream_fence(void)
 
 void mlp_shape_init(struct mlp_shape *s, const size_t *widths, size_t nwidths)
 {
-	memset(s, 0, sizeof *s);
-	s->nlayers = nwidths - 1;
-	size_t off = 0;
-	for (size_t l = 0; l < nwidths; l++)
-		s->width[l] = widths[l];
-	for (size_t l = 0; l < s->nlayers; l++) {
-		s->w_off[l] = off;
-		off += widths[l] * widths[l + 1];
-		s->b_off[l] = off;
-		off += widths[l + 1];
-	}
-	s->nparams = off;
+	struct step_params p;
+	step_params_mlp(&p, widths, nwidths);
+	*s = (struct mlp_shape){nwidths - 1, widths, p.numel};
+	step_params_free(&p);
 }
 
 size_t mlp_max_width(const struct mlp_shape *s)

@@ -17,14 +17,13 @@
 #include <stddef.h>
 
 #include "engine/fp16.h"
-#include "util/config.h"
 
+/* The widths and Ψ; where each tensor lives is the step description's
+ * (util/step.h, step_params_mlp). No limit on L but memory. */
 struct mlp_shape {
-	size_t nlayers;                 /* L */
-	size_t width[ZS_MAX_WIDTHS];    /* d0..dL */
-	size_t w_off[ZS_MAX_WIDTHS];    /* layer l's weight (d_{l+1}, d_l) in the flat vector */
-	size_t b_off[ZS_MAX_WIDTHS];    /* layer l's bias (d_{l+1}) */
-	size_t nparams;                 /* Ψ */
+	size_t nlayers;       /* L */
+	const size_t *width;  /* d0..dL: the caller's widths, which outlive the shape */
+	size_t nparams;       /* Ψ, the step description's */
 };
 
 void mlp_shape_init(struct mlp_shape *s, const size_t *widths, size_t nwidths);

@@ -209,7 +209,22 @@ static void NAME(weight_grads)(T *dw, T *dbias, const float *dy, const float *in
 }
 
 /* dx[b][i] = Σ_j dy[b][j]·w[j][i] over j = 0..dout-1 from 0, then ReLU's
- * mask, for a w that the caches hold. Four rows of b and sixteen of i are
+ * mask, one element at a time, for the rows [b0, b1) and the columns
+ * [i0, i1): what the vector loops below leave (the same sums in the same
+ * order, so the same bits). */
+static void NAME(input_grads_scalar)(float *dx, const float *dy, const float *in, const T *w, size_t b0, size_t b1,
+                                     size_t i0, size_t i1, size_t din, size_t dout)
+{
+	for (size_t b = b0; b < b1; b++)
+		for (size_t i = i0; i < i1; i++) {
+			float s = 0.0f;
+			for (size_t j = 0; j < dout; j++)
+				s += dy[b * dout + j] * LOAD(w[j * din + i]);
+			dx[b * din + i] = in[b * din + i] > 0.0f ? s : 0.0f;
+		}
+}
+
+/* The same sums for a w that the caches hold. Four rows of b and sixteen of i are
  * summed in registers; each w load serves the four rows. ReLU's mask is
  * applied as the sums are stored: 0 where in is not > 0 (NaN included). */
 static void NAME(input_grads_tile)(float *dx, const float *dy, const float *in, const T *w, size_t B, size_t din,
@@ -244,21 +259,9 @@ static void NAME(input_grads_tile)(float *dx, const float *dy, const float *in, 
 			store8_f32(o + 3 * din + i, relu_mask8(a3, m + 3 * din));
 			store8_f32(o + 3 * din + i + 8, relu_mask8(c3, m + 3 * din + 8));
 		}
-		for (; i < din; i++)
-			for (size_t q = 0; q < 4; q++) {
-				float s = 0.0f;
-				for (size_t j = 0; j < dout; j++)
-					s += dy[(b + q) * dout + j] * LOAD(w[j * din + i]);
-				o[q * din + i] = in[(b + q) * din + i] > 0.0f ? s : 0.0f;
-			}
+		NAME(input_grads_scalar)(dx, dy, in, w, b, b + 4, i, din, din, dout);
 	}
-	for (; b < B; b++)
-		for (size_t i = 0; i < din; i++) {
-			float s = 0.0f;
-			for (size_t j = 0; j < dout; j++)
-				s += dy[b * dout + j] * LOAD(w[j * din + i]);
-			dx[b * din + i] = in[b * din + i] > 0.0f ? s : 0.0f;
-		}
+	NAME(input_grads_scalar)(dx, dy, in, w, b, B, 0, din, din, dout);
 }
 
 /* The same sums for a w too large for the caches: four rows of b at a time,
@@ -317,31 +320,17 @@ static void NAME(input_grads_rows)(float *dx, const float *dy, const float *in, 
 					store8_f32(o3 + i, load8_f32(o3 + i) + d3 * u);
 				}
 			}
-			for (size_t i = v1; i < i1; i++) /* the columns past the last whole vector */
-				for (size_t q = 0; q < 4; q++) {
-					float s = 0.0f;
-					for (j = 0; j < dout; j++)
-						s += dy[(b + q) * dout + j] * LOAD(w[j * din + i]);
-					dx[(b + q) * din + i] = s;
-				}
+			/* the columns past the last whole vector */
+			NAME(input_grads_scalar)(dx, dy, in, w, b, b + 4, v1, i1, din, dout);
 			for (size_t q = 0; q < 4; q++) {
 				float *o = dx + (b + q) * din;
 				const float *m = in + (b + q) * din;
-				size_t i = i0;
-				for (; i < v1; i += 8)
+				for (size_t i = i0; i < v1; i += 8)
 					store8_f32(o + i, relu_mask8(load8_f32(o + i), m + i));
-				for (; i < i1; i++)
-					o[i] = m[i] > 0.0f ? o[i] : 0.0f;
 			}
 		}
 	}
-	for (; b < B; b++)
-		for (size_t i = 0; i < din; i++) {
-			float s = 0.0f;
-			for (size_t j = 0; j < dout; j++)
-				s += dy[b * dout + j] * LOAD(w[j * din + i]);
-			dx[b * din + i] = in[b * din + i] > 0.0f ? s : 0.0f;
-		}
+	NAME(input_grads_scalar)(dx, dy, in, w, b, B, 0, din, din, dout);
 }
 
 void NAME(linear_backward)(T *dw, T *dbias, float *dx, const float *dy, const float *in,

@@ -22,8 +22,6 @@
 #define STREAM_PERM UINT64_C(0x74666d5f7065726d)    /* "tfm_perm" */
 #define STREAM_DATA UINT64_C(0x74666d5f64617461)    /* "tfm_data" + rank */
 
-static int has_bias(const struct tfm_dims *d) { return d->family == TFM_GPT2; }
-
 int tfm_dims_check(const struct tfm_dims *d, char **cause)
 {
 	if (d->d == 0 || d->layers == 0 || d->heads == 0 || d->kv_heads == 0 || d->head_dim == 0 || d->ffn == 0 ||
@@ -64,104 +62,75 @@ size_t tfm_qkv_rows(const struct tfm_dims *d) { return (d->heads + 2 * d->kv_hea
 size_t tfm_up_rows(const struct tfm_dims *d) { return d->family == TFM_LLAMA ? 2 * d->ffn : d->ffn; }
 
 /* ------------------------------------------------------------------------ */
-/* The layout: each layer's tensors in its view's order, absent ones 0. */
+/* The layout: the step description's */
 
-#define NBLOCK_TENSORS TFM_BLOCK_TENSORS
+_Static_assert(TFM_SLOTS == 2 * TFM_BLOCK_MODULES, "two slots (weight, bias) for each of a block's modules");
 
-void tfm_block_tensor_sizes(const struct tfm_dims *d, size_t sz[NBLOCK_TENSORS])
+void tfm_params(struct step_params *p, const struct tfm_dims *d)
 {
-	size_t b = has_bias(d) ? 1 : 0, C = d->d, Q = tfm_qkv_rows(d), U = tfm_up_rows(d);
-	size_t qb = b || d->qkv_bias ? 1 : 0;
-	size_t s[NBLOCK_TENSORS] = {C, b * C, Q * C, qb * Q, C * d->heads * d->head_dim, b * C,
-	                            C, b * C, U * C, b * U, C * d->ffn, b * C};
-	memcpy(sz, s, sizeof s);
+	struct zs_model shape;
+	tfm_dims_shape(&shape, d);
+	step_params_build(p, &shape);
 }
-
-static void block_slots(struct tfm_block_params *p, float **slot[NBLOCK_TENSORS])
-{
-	float **s[NBLOCK_TENSORS] = {&p->ln1_w, &p->ln1_b, &p->qkv_w, &p->qkv_b, &p->proj_w, &p->proj_b,
-	                             &p->ln2_w, &p->ln2_b, &p->fc_w, &p->fc_b, &p->fcproj_w, &p->fcproj_b};
-	memcpy(slot, s, sizeof s);
-}
-
-size_t tfm_embed_params(const struct tfm_dims *d)
-{
-	return d->vocab * d->d + (d->family == TFM_GPT2 ? d->seq * d->d : 0);
-}
-
-size_t tfm_block_params_count(const struct tfm_dims *d)
-{
-	size_t sz[NBLOCK_TENSORS], n = 0;
-	tfm_block_tensor_sizes(d, sz);
-	for (size_t i = 0; i < NBLOCK_TENSORS; i++)
-		n += sz[i];
-	return n;
-}
-
-static size_t norm_params(const struct tfm_dims *d) { return (has_bias(d) ? 2 : 1) * d->d; }
-
-size_t tfm_final_params(const struct tfm_dims *d) { return norm_params(d) + (d->tied ? 0 : d->vocab * d->d); }
 
 size_t tfm_nparams(const struct tfm_dims *d)
 {
-	return tfm_embed_params(d) + d->layers * tfm_block_params_count(d) + tfm_final_params(d);
+	struct step_params p;
+	tfm_params(&p, d);
+	size_t n = p.numel;
+	step_params_free(&p);
+	return n;
 }
 
-/* Tied, the final norm follows the embedding (one unit with it). */
-size_t tfm_block_offset(const struct tfm_dims *d, size_t l)
+/* Tensor i's first element in the flat vector: its layer's first, then
+ * the layer's tensors before it (the list is the vector's order). */
+static size_t tensor_offset(const struct step_params *p, size_t i)
 {
-	return tfm_embed_params(d) + (d->tied ? norm_params(d) : 0) + l * tfm_block_params_count(d);
+	size_t l = 0;
+	while (p->layer[l].first + p->layer[l].n <= i)
+		l++;
+	size_t off = p->layer[l].offset;
+	for (size_t k = p->layer[l].first; k < i; k++)
+		off += p->tensor[k].numel;
+	return off;
 }
 
-size_t tfm_final_offset(const struct tfm_dims *d)
+/* Module i's place among its layer's modules (they are contiguous). */
+static size_t module_slot(const struct step_params *p, size_t i)
 {
-	return d->tied ? tfm_embed_params(d) : tfm_block_offset(d, d->layers);
+	size_t s = 0;
+	while (s < i && p->module[i - s - 1].layer == p->module[i].layer)
+		s++;
+	return s;
 }
 
-void tfm_embed_view(struct tfm_embed_params *p, const struct tfm_dims *d, float *flat)
+void tfm_layer_slots(float *slot[TFM_SLOTS], const struct step_params *p, size_t l, float *flat)
 {
-	p->wte = flat;
-	p->wpe = d->family == TFM_GPT2 ? flat + d->vocab * d->d : NULL;
-}
-
-void tfm_block_view_at(struct tfm_block_params *p, const struct tfm_dims *d, float *block)
-{
-	size_t sz[NBLOCK_TENSORS], off = 0;
-	float **slot[NBLOCK_TENSORS];
-	tfm_block_tensor_sizes(d, sz);
-	block_slots(p, slot);
-	for (size_t i = 0; i < NBLOCK_TENSORS; i++) {
-		*slot[i] = sz[i] != 0 ? block + off : NULL;
-		off += sz[i];
+	memset(slot, 0, TFM_SLOTS * sizeof *slot);
+	for (size_t i = 0, s = 0; i < p->nmodules; i++) {
+		const struct step_module *md = &p->module[i];
+		if (md->layer != l)
+			continue;
+		for (size_t k = 0; k < md->n && 2 * s + k < TFM_SLOTS; k++)
+			slot[2 * s + k] = flat + tensor_offset(p, md->first + k);
+		s++;
 	}
 }
 
-void tfm_block_view_tensors(struct tfm_block_params *p, const struct tfm_dims *d, float *const *t)
+void tfm_block_view(struct tfm_block_params *v, float *const slot[TFM_SLOTS])
 {
-	size_t sz[NBLOCK_TENSORS], k = 0;
-	float **slot[NBLOCK_TENSORS];
-	tfm_block_tensor_sizes(d, sz);
-	block_slots(p, slot);
-	for (size_t i = 0; i < NBLOCK_TENSORS; i++)
-		*slot[i] = sz[i] != 0 ? t[k++] : NULL;
+	*v = (struct tfm_block_params){slot[0], slot[1], slot[2], slot[3], slot[4],  slot[5],
+	                               slot[6], slot[7], slot[8], slot[9], slot[10], slot[11]};
 }
 
-void tfm_block_view(struct tfm_block_params *p, const struct tfm_dims *d, float *flat, size_t l)
+void tfm_embed_view(struct tfm_embed_params *v, float *const slot[TFM_SLOTS])
 {
-	tfm_block_view_at(p, d, flat + tfm_block_offset(d, l));
+	*v = (struct tfm_embed_params){slot[0], slot[2]};
 }
 
-void tfm_head_view(struct tfm_final_params *p, const struct tfm_dims *d, float *start)
+void tfm_final_view(struct tfm_final_params *v, float *const slot[TFM_SLOTS])
 {
-	float *f = d->tied ? start + tfm_embed_params(d) : start;
-	p->norm_w = f;
-	p->norm_b = has_bias(d) ? f + d->d : NULL;
-	p->head = d->tied ? start : f + norm_params(d);
-}
-
-void tfm_final_view(struct tfm_final_params *p, const struct tfm_dims *d, float *flat)
-{
-	tfm_head_view(p, d, d->tied ? flat : flat + tfm_final_offset(d));
+	*v = (struct tfm_final_params){slot[0], slot[1], slot[2]};
 }
 
 /* ------------------------------------------------------------------------ */
@@ -431,23 +400,24 @@ static void fill_part(float *w, size_t first, size_t n, size_t off, size_t len, 
 		w[i - first] = rule == ONES ? 1.0f : rule == ZEROS ? 0.0f : bound * engine_uniform(seed, STREAM_WEIGHTS, i);
 }
 
+/* A tensor's rule: a bias (a module's second tensor) zeros, a norm's
+ * weight ones, a matrix or a table std, the residual stream's output
+ * projections (a block's modules 2 and 5: proj and fcproj) proj. */
 void tfm_init_range(float *w, const struct tfm_dims *d, uint64_t seed, size_t first, size_t n)
 {
 	const double std = 0.02;
 	double proj = d->family == TFM_GPT2 ? std / sqrt(2.0 * (double)d->layers) : std;
-	/* A block's tensors in tfm_block_params' order: ln1_w, ln1_b, qkv_w,
-	 * qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b. */
-	const double rule[NBLOCK_TENSORS] = {ONES, ZEROS, std, ZEROS, proj, ZEROS, ONES, ZEROS, std, ZEROS, proj, ZEROS};
-	size_t sz[NBLOCK_TENSORS], fin = tfm_final_offset(d), C = d->d;
-	tfm_block_tensor_sizes(d, sz);
-	fill_part(w, first, n, 0, tfm_embed_params(d), std, seed);
-	for (size_t l = 0; l < d->layers; l++)
-		for (size_t i = 0, off = tfm_block_offset(d, l); i < NBLOCK_TENSORS; off += sz[i++])
-			fill_part(w, first, n, off, sz[i], rule[i], seed);
-	fill_part(w, first, n, fin, C, ONES, seed);
-	fill_part(w, first, n, fin + C, norm_params(d) - C, ZEROS, seed);
-	if (!d->tied)
-		fill_part(w, first, n, fin + norm_params(d), d->vocab * C, std, seed);
+	struct step_params p;
+	tfm_params(&p, d);
+	for (size_t i = 0, off = 0; i < p.ntensors && off < first + n; off += p.tensor[i++].numel) {
+		const struct step_tensor *t = &p.tensor[i];
+		const struct step_module *md = &p.module[t->module];
+		size_t s = module_slot(&p, t->module);
+		int block = md->layer >= 1 && md->layer <= d->layers;
+		double rule = i > md->first ? ZEROS : t->ndim == 1 ? ONES : block && (s == 2 || s == 5) ? proj : std;
+		fill_part(w, first, n, off, t->numel, rule, seed);
+	}
+	step_params_free(&p);
 }
 
 void tfm_init_weights(float *w, const struct tfm_dims *d, uint64_t seed)

@@ -12,12 +12,14 @@
  * without biases (qwen2: biases on q, k and v), grouped-query attention;
  * final RMSNorm; head. The head is the token embedding when tied.
  *
- * Parameters live in one flat vector, each unit of `--unit layer`
+ * Parameters live in one flat vector laid out by the step description
+ * (util/step.h, built by tfm_params), each unit of `--unit layer`
  * (docs/schedule.md, "Transformers") one contiguous range: the embedding
  * [wte (V, d), wpe (seq, d) for gpt2] and, when the head is tied, the
  * final norm [w (d), b (d) for gpt2] right after it; block 0 .. L-1
  * (tfm_block_params' order); untied, the final norm and the head (V, d)
- * last. Queries, keys and values are one matrix (Q, d) with
+ * last. No size is worked here: the views take each tensor's place from
+ * the description's modules (tfm_layer_slots). Queries, keys and values are one matrix (Q, d) with
  * Q = (H + 2·KV)·hd (rows: H query heads, KV key heads, KV value heads);
  * llama's gate and up are one matrix (2F, d) (rows: gate, then up).
  *
@@ -65,17 +67,15 @@ void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf);
  * aside), for runs the tests build from dims alone. */
 void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d);
 
-/* Elements of each part of the flat vector. */
+/* Rows of the fused products the kernels run. */
 size_t tfm_qkv_rows(const struct tfm_dims *d);   /* Q = (H + 2·KV)·hd */
 size_t tfm_up_rows(const struct tfm_dims *d);    /* U: F (gpt2) or 2F (llama) */
-size_t tfm_embed_params(const struct tfm_dims *d);
-size_t tfm_block_params_count(const struct tfm_dims *d);
-size_t tfm_final_params(const struct tfm_dims *d); /* final norm + untied head */
-size_t tfm_nparams(const struct tfm_dims *d);      /* Ψ */
-/* Where block l (l = L: the end of the blocks) and the final norm start
- * in the flat vector. */
-size_t tfm_block_offset(const struct tfm_dims *d, size_t l);
-size_t tfm_final_offset(const struct tfm_dims *d);
+
+/* The layout is the step description's (util/step.h), the one place the
+ * parameters' sizes and places live: tfm_params builds it for d (the
+ * caller frees it with step_params_free); tfm_nparams is its Ψ. */
+void tfm_params(struct step_params *p, const struct tfm_dims *d);
+size_t tfm_nparams(const struct tfm_dims *d);
 
 /* Views into a flat vector of parameters (or of their gradients). */
 struct tfm_embed_params {
@@ -94,20 +94,19 @@ struct tfm_final_params {
 	float *norm_w, *norm_b; /* (d), (d) — norm_b NULL for llama */
 	float *head;            /* (V, d): wte when tied */
 };
-/* The sizes of a block's parameter tensors in tfm_block_params' order
- * (ln1_w, ln1_b, qkv_w, ... fcproj_b), 0 for absent ones. */
-#define TFM_BLOCK_TENSORS 12
-void tfm_block_tensor_sizes(const struct tfm_dims *d, size_t sz[TFM_BLOCK_TENSORS]);
 
-void tfm_embed_view(struct tfm_embed_params *p, const struct tfm_dims *d, float *flat);
-void tfm_block_view(struct tfm_block_params *p, const struct tfm_dims *d, float *flat, size_t l);
-void tfm_final_view(struct tfm_final_params *p, const struct tfm_dims *d, float *flat);
-/* The same views from a layer's own first element: the block's; the
- * head's (untied: the final norm's; tied: the embedding's, flat[0]). */
-void tfm_block_view_at(struct tfm_block_params *p, const struct tfm_dims *d, float *block);
-void tfm_head_view(struct tfm_final_params *p, const struct tfm_dims *d, float *start);
-/* A block's view from its present tensors' pointers, in slot order. */
-void tfm_block_view_tensors(struct tfm_block_params *p, const struct tfm_dims *d, float *const *t);
+/* A layer's tensors by the modules it runs (the step description's, in
+ * forward order): slot 2s + k is module s's k-th tensor (0 its weight, 1
+ * its bias), NULL where absent. A block's modules are tfm_block_params'
+ * pairs (ln1 .. fcproj); the embedding's wte, wpe; the head's its final
+ * norm, then the head (tied: the token table). The views read them. */
+#define TFM_SLOTS 12
+void tfm_block_view(struct tfm_block_params *v, float *const slot[TFM_SLOTS]);
+void tfm_embed_view(struct tfm_embed_params *v, float *const slot[TFM_SLOTS]);
+void tfm_final_view(struct tfm_final_params *v, float *const slot[TFM_SLOTS]);
+/* The slots of layer l of p (0 the embedding, 1..L the blocks, L+1 the
+ * head) in the flat vector `flat`. */
+void tfm_layer_slots(float *slot[TFM_SLOTS], const struct step_params *p, size_t l, float *flat);
 
 /* The activations the backward needs, B·T = BT rows, one tensor each:
  * the step description's (util/step.h: enum step_act, their sizes, which

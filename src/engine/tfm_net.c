@@ -85,68 +85,66 @@ static const struct zs_layer *reads(const struct zs_layer *l, const struct zs_la
 	return l->tied ? &io->net->layer[0] : l;
 }
 
-/* The tensors the layer reads as fp32, in p[]: themselves, or (mixed)
- * their places in w32, where the module's [first, first + n) are widened
- * from fp16 (the others are not read by this module's step). */
-static void params32(const struct zs_layer *l, const struct zs_layer_io *io, size_t first, size_t n,
-                     float *p[ZS_MAX_LAYER_TENSORS])
+/* Tensor i's first element among the params of the layer rd. */
+static size_t tensor_off(const struct zs_layer *rd, size_t i)
 {
-	const struct zs_net_tfm *tn = &io->net->tfm;
-	const struct zs_layer *rd = reads(l, io);
-	float *w32 = tn->mixed ? io->t[tn->w32] : NULL;
-	memset(p, 0, ZS_MAX_LAYER_TENSORS * sizeof *p);
-	for (size_t i = 0, off = 0; i < rd->nptensors; off += rd->ptensor[i++]) {
-		p[i] = w32 != NULL ? w32 + off : mut(io->w[i]);
-		if (w32 != NULL && i >= first && i < first + n && io->w[i] != NULL)
-			zs_half_to_float_n(p[i], io->w[i], rd->ptensor[i]);
-	}
+	size_t off = 0;
+	for (size_t k = 0; k < i; k++)
+		off += rd->ptensor[k];
+	return off;
 }
 
-/* The grads of the tensors the layer reads as fp32, in g[] (NULL where it
- * writes none), those of [first, first + n) zeroed: themselves, or (mixed)
- * their places in g32, which grads_done rounds into the fp16 grads. */
-static void grads32(const struct zs_layer *l, const struct zs_layer_io *io, size_t first, size_t n,
-                    float *g[ZS_MAX_LAYER_TENSORS])
+/* Tensor i of the layer rd as the kernels read it, fp32: itself, or
+ * (mixed) its place in w32, widened from fp16 when `widen` (a module
+ * widens its own; the others are not read by its step). */
+static float *param32(const struct zs_layer *rd, const struct zs_layer_io *io, size_t i, int widen)
 {
 	const struct zs_net_tfm *tn = &io->net->tfm;
+	if (!tn->mixed)
+		return mut(io->w[i]);
+	float *p = io->t[tn->w32] + tensor_off(rd, i);
+	if (widen && io->w[i] != NULL)
+		zs_half_to_float_n(p, io->w[i], rd->ptensor[i]);
+	return p;
+}
+
+/* Tensor i's grads as the kernels write them (NULL where the layer writes
+ * none), zeroed when `zero`: themselves, or (mixed) their place in g32,
+ * which grads_done rounds into the fp16 grads. */
+static float *grad32(const struct zs_layer *rd, const struct zs_layer_io *io, size_t i, int zero)
+{
+	const struct zs_net_tfm *tn = &io->net->tfm;
+	if (io->g[i] == NULL)
+		return NULL;
+	float *g = tn->mixed ? io->t[tn->g32] + tensor_off(rd, i) : io->g[i];
+	if (zero)
+		memset(g, 0, rd->ptensor[i] * sizeof *g);
+	return g;
+}
+
+/* The layer's tensors in tfm.h's slots (module s's k-th at 2s + k), its
+ * params (grads 0) or its grads (1); those of [first, first + n) widened,
+ * or zeroed. */
+static void slots32(float *slot[TFM_SLOTS], const struct zs_layer *l, const struct zs_layer_io *io, int grads,
+                    size_t first, size_t n)
+{
 	const struct zs_layer *rd = reads(l, io);
-	memset(g, 0, ZS_MAX_LAYER_TENSORS * sizeof *g);
-	for (size_t i = 0, off = 0; i < rd->nptensors; off += rd->ptensor[i++]) {
-		g[i] = io->g[i] == NULL ? NULL : tn->mixed ? io->t[tn->g32] + off : io->g[i];
-		if (g[i] != NULL && i >= first && i < first + n)
-			memset(g[i], 0, rd->ptensor[i] * sizeof *g[i]);
-	}
+	memset(slot, 0, TFM_SLOTS * sizeof *slot);
+	for (size_t s = 0; s < l->nmodules; s++)
+		for (size_t k = 0; k < l->module[s].n && 2 * s + k < TFM_SLOTS; k++) {
+			size_t i = l->module[s].first + k;
+			int mine = i >= first && i < first + n;
+			slot[2 * s + k] = grads ? grad32(rd, io, i, mine) : param32(rd, io, i, mine);
+		}
 }
 
 static void grads_done(const struct zs_layer *l, const struct zs_layer_io *io, size_t first, size_t n)
 {
 	const struct zs_net_tfm *tn = &io->net->tfm;
 	const struct zs_layer *rd = reads(l, io);
-	for (size_t i = 0, off = 0; i < rd->nptensors && tn->mixed; off += rd->ptensor[i++])
-		if (io->g[i] != NULL && i >= first && i < first + n)
-			zs_float_to_half_n(io->g[i], io->t[tn->g32] + off, rd->ptensor[i]);
-}
-
-/* The views of the embedding's and the head's tensors from their pointers
- * (the head's: untied its norm's, then the head; tied the embedding's
- * tables, then the final norm's). */
-static void embed_view(struct tfm_embed_params *p, const struct tfm_dims *d, float *const *t)
-{
-	p->wte = t[0];
-	p->wpe = d->family == TFM_GPT2 ? t[1] : NULL;
-}
-
-/* The final norm's tensors (weight and bias, or weight), and the
- * embedding's tables (wte and wpe, or wte): each 2 for gpt2, 1 for llama. */
-static size_t norm_tensors(const struct tfm_dims *d) { return d->family == TFM_GPT2 ? 2 : 1; }
-static size_t tables(const struct tfm_dims *d) { return d->family == TFM_GPT2 ? 2 : 1; }
-
-static void head_view(struct tfm_final_params *p, const struct tfm_dims *d, float *const *t)
-{
-	size_t nb = d->family == TFM_GPT2 ? 1 : 0, n0 = d->tied ? tables(d) : 0;
-	p->norm_w = t[n0];
-	p->norm_b = nb ? t[n0 + 1] : NULL;
-	p->head = d->tied ? t[0] : t[1 + nb];
+	for (size_t i = first; i < first + n && tn->mixed; i++)
+		if (io->g[i] != NULL)
+			zs_float_to_half_n(io->g[i], io->t[tn->g32] + tensor_off(rd, i), rd->ptensor[i]);
 }
 
 /* Where the kernels see the layer's tensors: its input x (the previous
@@ -228,11 +226,11 @@ static void embed_fwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	const struct zs_net_tfm *n = &io->net->tfm;
 	const struct zs_module *md = &l->module[s];
 	struct tfm_embed_params p;
-	float *w[ZS_MAX_LAYER_TENSORS];
+	float *w[TFM_SLOTS];
 	struct view v;
 	view_of(&v, l, io, STEP_ACT_X0, STEP_ACT_X0, 0);
-	params32(l, io, md->first, md->n, w);
-	embed_view(&p, &n->dims, w);
+	slots32(w, l, io, 0, md->first, md->n);
+	tfm_embed_view(&p, w);
 	tfm_embed_forward_module(v.t[STEP_ACT_X0], &p, ids(io->t, n->tokens), &n->dims, n->B, n->T, s);
 	if (s + 1 == l->nmodules)
 		sync16(&v, l, io, STEP_ACT_X0, STEP_ACT_X0, 0, SKIP_NONE);
@@ -241,20 +239,22 @@ static void embed_fwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 /* The token table's grads (module 0) take the tied head's first, as
  * tfm_model_step adds them, and the final norm's from dnorm where the
  * layer writes them (outside DeepSpeed's ZeRO-3, whose head writes its
- * norm's own). */
+ * norm's own). Tied, the final norm's tensors are the layer's last nf,
+ * those none of its own modules runs (util/step.h). */
 static void embed_bwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
 	const struct tfm_dims *d = &n->dims;
 	const struct zs_module *md = &l->module[s];
-	size_t nf = d->tied ? norm_tensors(d) : 0, f0 = l->nptensors - nf;
+	size_t f0 = 0;
+	for (size_t k = 0; k < l->nmodules; k++)
+		f0 += l->module[k].n;
+	size_t nf = l->nptensors - f0;
 	int norm = s == 0 && nf > 0 && io->g[f0] != NULL;
-	float *g[ZS_MAX_LAYER_TENSORS];
+	float *g[TFM_SLOTS];
 	struct tfm_embed_params eg;
-	grads32(l, io, md->first, md->n, g);
-	if (norm)
-		grads32(l, io, f0, nf, g);
-	embed_view(&eg, d, g);
+	slots32(g, l, io, 1, md->first, md->n);
+	tfm_embed_view(&eg, g);
 	if (s == 0 && d->tied) { /* the tied head's grads first, as tfm_model_step adds them */
 		const struct zs_layer *h = &io->net->layer[io->net->nlayers - 1];
 		struct view v;
@@ -263,7 +263,7 @@ static void embed_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 		matmul_backward(NULL, eg.wte, NULL, v.t[STEP_ACT_LOGITS], v.t[STEP_ACT_LNF], NULL, n->B * n->T, d->d,
 		                d->vocab);
 		for (size_t i = 0; norm && i < nf; i++)
-			memcpy(g[f0 + i], io->t[n->dnorm] + i * d->d, d->d * sizeof *g[f0]);
+			memcpy(grad32(l, io, f0 + i, 0), io->t[n->dnorm] + i * d->d, d->d * sizeof(float));
 	}
 	tfm_embed_backward_module(&eg, io->t[n->scratch[0]], ids(io->t, n->tokens), d, n->B, n->T, s);
 	grads_done(l, io, md->first, md->n);
@@ -279,13 +279,13 @@ static void block_fwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	const struct zs_module *md = &l->module[s];
 	struct tfm_block_params p;
 	struct tfm_block_acts a;
-	float *w[ZS_MAX_LAYER_TENSORS];
+	float *w[TFM_SLOTS];
 	struct view v;
 	view_of(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1);
 	if (s == 0)
 		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, SKIP_ALL_BUT_INPUT);
-	params32(l, io, md->first, md->n, w);
-	tfm_block_view_tensors(&p, &n->dims, w);
+	slots32(w, l, io, 0, md->first, md->n);
+	tfm_block_view(&p, w);
 	block_acts(&a, &v, n->mixed);
 	tfm_block_forward_module(&a, &p, v.x, &n->dims, n->B, n->T, s);
 	if (s + 1 == l->nmodules)
@@ -301,16 +301,16 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	struct tfm_block_params p, g;
 	struct tfm_block_acts a;
 	struct tfm_scratch sc;
-	float *w[ZS_MAX_LAYER_TENSORS], *gr[ZS_MAX_LAYER_TENSORS];
+	float *w[TFM_SLOTS], *gr[TFM_SLOTS];
 	struct view v;
 	view_of(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1);
 	if (first)
 		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, SKIP_RECOMPUTED);
 	/* a full recompute reads every tensor (not under DeepSpeed's ZeRO-3) */
-	params32(l, io, first && full ? 0 : md->first, first && full ? l->nptensors : md->n, w);
-	tfm_block_view_tensors(&p, d, w);
-	grads32(l, io, md->first, md->n, gr);
-	tfm_block_view_tensors(&g, d, gr);
+	slots32(w, l, io, 0, first && full ? 0 : md->first, first && full ? l->nptensors : md->n);
+	tfm_block_view(&p, w);
+	slots32(gr, l, io, 1, md->first, md->n);
+	tfm_block_view(&g, gr);
 	block_acts(&a, &v, n->mixed);
 	scratch_of(&sc, io);
 	/* Rebuild what the forward did not keep (recomputed tensors; in mixed
@@ -333,13 +333,13 @@ static void head_fwd(const struct zs_layer *l, const struct zs_layer_io *io, siz
 	const struct zs_module *md = &l->module[s];
 	struct tfm_final_params p;
 	struct tfm_head_acts a;
-	float *w[ZS_MAX_LAYER_TENSORS];
+	float *w[TFM_SLOTS];
 	struct view v;
 	view_of(&v, l, io, STEP_ACT_LNF, STEP_ACT_LOGITS, 1);
 	if (s == 0)
 		sync16(&v, l, io, STEP_ACT_LNF, STEP_ACT_LOGITS, 1, SKIP_ALL_BUT_INPUT);
-	params32(l, io, md->first, md->n, w);
-	head_view(&p, &n->dims, w);
+	slots32(w, l, io, 0, md->first, md->n);
+	tfm_final_view(&p, w);
 	head_acts(&a, &v, n->mixed);
 	/* The loss waits for the driver, at the start of backward (head_loss). */
 	tfm_head_forward_module(&a, &p, v.x, &n->dims, n->B, n->T, s);
@@ -366,24 +366,24 @@ static void head_bwd(const struct zs_layer *l, const struct zs_layer_io *io, siz
 	struct tfm_final_params p, g = {NULL, NULL, NULL};
 	struct tfm_head_acts a;
 	struct tfm_scratch sc;
-	float *w[ZS_MAX_LAYER_TENSORS], *gr[ZS_MAX_LAYER_TENSORS];
+	float *w[TFM_SLOTS], *gr[TFM_SLOTS];
 	struct view v;
 	view_of(&v, l, io, STEP_ACT_LNF, STEP_ACT_LOGITS, 1);
 	if (s + 1 == l->nmodules)
 		sync16(&v, l, io, STEP_ACT_LNF, STEP_ACT_LOGITS, 1, SKIP_NONE);
-	params32(l, io, md->first, md->n, w);
-	head_view(&p, d, w);
+	slots32(w, l, io, 0, md->first, md->n);
+	tfm_final_view(&p, w);
 	head_acts(&a, &v, n->mixed);
 	scratch_of(&sc, io);
-	grads32(l, io, md->first, md->n, gr);
-	if (!d->tied || gr[md->first] != NULL) {
-		head_view(&g, d, gr);
+	slots32(gr, l, io, 1, md->first, md->n);
+	if (!d->tied || gr[2 * s] != NULL) {
+		tfm_final_view(&g, gr);
 		if (d->tied)
 			g.head = NULL;
-	} else if (s == 0) {
+	} else if (s == 0) { /* module 0, the final norm: its weight (and bias) */
 		float *dn = io->t[n->dnorm];
-		memset(dn, 0, norm_tensors(d) * d->d * sizeof *dn);
-		g = (struct tfm_final_params){dn, d->family == TFM_GPT2 ? dn + d->d : NULL, NULL};
+		memset(dn, 0, md->n * d->d * sizeof *dn);
+		g = (struct tfm_final_params){dn, md->n > 1 ? dn + d->d : NULL, NULL};
 	}
 	tfm_head_backward_module(&g, &sc, &a, &p, v.x, d, n->B, n->T, s);
 	grads_done(l, io, md->first, md->n);
