@@ -295,7 +295,10 @@ void attention_backward(float *dqkv, float *scratch, const float *dout, const fl
  * every lane and the lane's case selected. Checked against libm's tanhf
  * for every float with 2^-55 <= |x| < 22, both signs (996,147,200 inputs,
  * no bit different); test_tfm checks a sample. The lanes outside that
- * range (zero, tiny, |x| >= 22, inf, NaN) take libm's tanhf itself.
+ * range (zero, tiny, |x| >= 22, inf, NaN) take libm's tanhf itself,
+ * where every libm gives the same bits (x, ±1, NaN); the scalar tail runs
+ * one lane (tanh1), so a newer libm (glibc 2.41's correctly rounded
+ * tanhf) changes no result of the kernels.
  * GCC's vector extensions: elementwise IEEE arithmetic, no contraction
  * (-ffp-contract=off), the same operations in the same order as the
  * scalar code. About six times the scalar loop's speed here. */
@@ -351,6 +354,14 @@ static inline v8f tanh8(v8f x)
 	return z;
 }
 
+/* One value through the lanes' tanh: the scalar tail gets the same bits
+ * as the lanes whatever libm is installed. */
+static inline float tanh1(float x)
+{
+	v8f v = {x};
+	return tanh8(v)[0];
+}
+
 static inline v8f gelu_u8(v8f x) { return GELU_SCALE * (x + 0.044715f * x * x * x); }
 
 void gelu_forward(float *out, const float *in, size_t n)
@@ -362,7 +373,7 @@ void gelu_forward(float *out, const float *in, size_t n)
 	}
 	for (; i < n; i++) {
 		float x = in[i];
-		out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
+		out[i] = 0.5f * x * (1.0f + tanh1(GELU_SCALE * (x + 0.044715f * x * x * x)));
 	}
 }
 
@@ -378,7 +389,7 @@ void gelu_backward(float *din, const float *dout, const float *in, size_t n)
 	for (; i < n; i++) {
 		float x = in[i];
 		float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-		float th = tanhf(u), sech2 = 1.0f - th * th;
+		float th = tanh1(u), sech2 = 1.0f - th * th;
 		float local = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
 		din[i] = local * dout[i];
 	}
