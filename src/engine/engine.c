@@ -35,6 +35,8 @@
 #define STREAM_WEIGHTS 1
 #define STREAM_BATCH(t, k) (2 + (uint64_t)(t) * ZS_MAX_WORLD + (k))
 
+typedef float v8f __attribute__((vector_size(32)));
+
 float *engine_initial_weights(const struct zs_config *c)
 {
 	if (c->tfm != NULL) /* each rank draws its own (initial_weights) */
@@ -280,9 +282,24 @@ void engine_mlp_batch(float *x, float *y, uint64_t seed, unsigned t, unsigned k,
 	uint64_t base = rng_stream_base(seed, STREAM_BATCH(t, k));
 	for (size_t e = 0; e < B * d0; e++)
 		x[e] = rng_uniform_at(base, e);
-	for (size_t b = 0; b < B; b++)
-		for (size_t j = 0, i = 0; j < dL; j++, i = i + 1 == d0 ? 0 : i + 1) /* i = j mod d0 */
-			y[b * dL + j] = 0.5f * x[b * d0 + i];
+	/* y_j = 0.5·x_(j mod d0), as runs of up to d0 that start at x's row:
+	 * eight at a time, the same products (a counter wrapping at d0 kept
+	 * the loop scalar: 1.8M of the default sweep's 264M instructions). */
+	for (size_t b = 0; b < B; b++) {
+		const float *xb = x + b * d0;
+		float *yb = y + b * dL;
+		for (size_t j = 0; j < dL; j += d0) {
+			size_t n = dL - j < d0 ? dL - j : d0, i = 0;
+			for (; i + 8 <= n; i += 8) {
+				v8f v;
+				memcpy(&v, xb + i, sizeof v);
+				v *= 0.5f;
+				memcpy(yb + j + i, &v, sizeof v);
+			}
+			for (; i < n; i++)
+				yb[j + i] = 0.5f * xb[i];
+		}
+	}
 }
 
 static void alloc_tensor(struct zs_run *r, unsigned k, unsigned i)
