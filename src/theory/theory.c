@@ -38,6 +38,7 @@
 
 #include "theory/theory.h"
 #include "util/schedule.h"
+#include "util/util.h"
 
 _Static_assert((int)THEORY_NCATEGORIES == (int)ZS_NCATS, "theory categories are the contract's");
 
@@ -187,11 +188,12 @@ void theory_states(const struct theory_unit_run *units, size_t nruns,
 void theory_schedule_states(struct theory_schedule *out, const struct theory_bytes *b, enum zs_scheme scheme,
                             unsigned world, struct theory_states *st)
 {
-	struct theory_unit_run runs[ZS_MAX_WIDTHS];
+	struct theory_unit_run *runs = zs_calloc(out->nunits > 0 ? out->nunits : 1, sizeof *runs);
 
 	for (size_t u = 0; u < out->nunits; u++)
 		runs[u] = (struct theory_unit_run){ out->units[u], 1 };
 	theory_states(runs, out->nunits, b, scheme, world, st);
+	free(runs);
 	out->params = st->params;
 	out->shard_elements = st->shard_elements;
 	out->padded_elements = st->padded_elements;
@@ -268,12 +270,21 @@ static void request_shape(const struct theory_request *req, struct theory_shape 
 	theory_request_bytes(req, &s->bytes);
 }
 
+const struct theory_desc *theory_request_desc(const struct theory_request *req, struct theory_desc *own)
+{
+	const struct theory_desc *d = req->desc;
+	if (d != NULL && (req->model == NULL || theory_desc_fits(d, req->model, &req->act, req->config->batch)))
+		return d;
+	theory_desc_build(own, req);
+	return own;
+}
+
 double theory_request_params(const struct theory_request *req)
 {
 	struct theory_shape s;
 
 	if (req->model != NULL)
-		return (double)theory_model_params(req->model);
+		return req->desc != NULL ? (double)req->desc->params.numel : (double)theory_model_params(req->model);
 	if (!req->shape_known)
 		return req->params;
 	request_shape(req, &s);
@@ -293,16 +304,19 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 
 	*r = (struct theory_row){ .scheme = scheme, .unit = unit, .world = world,
 	                          .fits = -1, .fits_peak = -1 };
+	struct theory_desc own;
+	const struct theory_desc *d = theory_request_desc(req, &own);
 	request_shape(req, &s);
-	theory_floor(theory_request_params(req), scheme, world, &s.bytes, &r->floor);
+	theory_floor(req->model != NULL ? (double)d->params.numel : theory_request_params(req), scheme, world, &s.bytes,
+	             &r->floor);
 	if (req->model != NULL) {
-		theory_model_peak(req->model, &req->act, &s.bytes, b, scheme, unit, world, &r->peak);
+		theory_peak_of(req->model, &d->params, &req->act, &s.bytes, b, scheme, unit, world, &r->peak);
 		r->model_sched = !req->bf16 && /* measure runs no bf16 */
 		                 theory_model_has_schedule(req->model, &req->act, &s.bytes, req->config->framework,
 			                                           scheme);
 		if (r->model_sched)
-			theory_model_framework_schedule(req->model, &req->act, &s.bytes, req->config, b, scheme, unit, world,
-			                                &r->sched);
+			theory_model_framework_schedule(req->model, d, &req->act, &s.bytes, req->config, b, scheme, unit,
+			                                world, &r->sched);
 		r->peak_bytes = r->peak.peak_bytes;
 		r->peak_per_batch = r->peak.activations_per_sequence;
 		r->has_peak = 1;
@@ -326,4 +340,6 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 			r->max_batch = theory_max_batch(r->peak_fixed, r->peak_per_batch, usable);
 		}
 	}
+	if (d == &own)
+		theory_desc_free(&own);
 }

@@ -135,17 +135,22 @@ double theory_deepspeed_estimate(double params, double largest_layer, enum zs_sc
  * transformer's largest nn.Module, else Ψ and --largest-unit. */
 static void request_model(const struct theory_request *req, double *params, double *largest)
 {
-	const struct zs_config *c = req->config;
 	*params = theory_request_params(req);
 	*largest = req->largest_unit;
-	if (req->model != NULL)
-		*largest = (double)theory_model_largest_module(req->model);
-	if (!req->shape_known)
+	if (req->model == NULL && !req->shape_known)
 		return;
-	*params = (double)zs_params(c->widths, c->nwidths);
-	*largest = 0;
-	for (size_t l = 0; l + 1 < c->nwidths; l++)
-		*largest = fmax(*largest, (double)zs_layer_params(c->widths, l));
+	struct theory_desc own;
+	const struct theory_desc *d = theory_request_desc(req, &own);
+	*params = (double)d->params.numel;
+	if (req->model != NULL) {
+		*largest = (double)step_params_largest_hf_module(&d->params);
+	} else {
+		*largest = 0;
+		for (size_t l = 0; l < d->params.nlayers; l++)
+			*largest = fmax(*largest, (double)d->params.layer[l].numel);
+	}
+	if (d == &own)
+		theory_desc_free(&own);
 }
 
 void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config *c, unsigned world,

@@ -23,16 +23,25 @@
 #include "util/step.h"
 #include "util/util.h"
 
-/* The shape's parameter tensors in model order (util/step.h). */
-static size_t tensors(const struct theory_shape *s, uint64_t *n)
+/* The elements of p's parameter tensors in model order (util/step.h);
+ * the caller frees them. */
+static uint64_t *numels(const struct step_params *p)
+{
+	uint64_t *n = zs_calloc(p->ntensors > 0 ? p->ntensors : 1, sizeof *n);
+	for (size_t i = 0; i < p->ntensors; i++)
+		n[i] = p->tensor[i].numel;
+	return n;
+}
+
+/* The shape's, from the MLP's description; *nt of them. */
+static uint64_t *tensors(const struct theory_shape *s, size_t *nt)
 {
 	struct step_params p;
 	step_params_mlp(&p, s->widths, s->nwidths);
-	for (size_t i = 0; i < p.ntensors; i++)
-		n[i] = p.tensor[i].numel;
-	size_t nt = p.ntensors;
+	uint64_t *n = numels(&p);
+	*nt = p.ntensors;
 	step_params_free(&p);
-	return nt;
+	return n;
 }
 
 void theory_greedy_partition(const uint64_t *n, size_t nt, unsigned world, uint64_t *load)
@@ -57,9 +66,10 @@ void theory_greedy_partition(const uint64_t *n, size_t nt, unsigned world, uint6
 
 void theory_torch_partition(const struct theory_shape *s, unsigned world, uint64_t *load)
 {
-	uint64_t n[2 * ZS_MAX_WIDTHS];
-	size_t nt = tensors(s, n);
+	size_t nt;
+	uint64_t *n = tensors(s, &nt);
 	theory_greedy_partition(n, nt, world, load);
+	free(n);
 }
 
 void theory_torch_zero1(const uint64_t *n, size_t nt, const struct theory_bytes *b, unsigned world,
@@ -123,9 +133,11 @@ size_t theory_ddp_bucket_list(const uint64_t *t, size_t nt, unsigned grad_bytes,
 
 size_t theory_ddp_buckets(const struct theory_shape *s, double cap_mb, uint64_t *n)
 {
-	uint64_t t[2 * ZS_MAX_WIDTHS];
-	size_t nt = tensors(s, t);
-	return theory_ddp_bucket_list(t, nt, s->bytes.g, cap_mb, n);
+	size_t nt;
+	uint64_t *t = tensors(s, &nt);
+	size_t nb = theory_ddp_bucket_list(t, nt, s->bytes.g, cap_mb, n);
+	free(t);
+	return nb;
 }
 
 /* DistributedDataParallel (torch's dp, and under zero1): its buckets, Ψ·g
@@ -207,7 +219,7 @@ static void fsdp_transients(const struct fsdp_elem *e, int keep_all, int keep_ro
                             struct theory_schedule *out)
 {
 	struct fsdp_walk w = {0};
-	int held[ZS_MAX_WIDTHS];
+	int *held = zs_calloc(out->nunits > 0 ? out->nunits : 1, sizeof *held);
 	for (size_t u = 0; u < out->nunits; u++) {
 		held[u] = keep_all || (keep_root && u == 0);
 		if (held[u])
@@ -237,6 +249,7 @@ static void fsdp_transients(const struct fsdp_elem *e, int keep_all, int keep_ro
 		out->peak_bytes += w.at[cats[i]] - pb[cats[i]];
 		pb[cats[i]] = w.at[cats[i]];
 	}
+	free(held);
 }
 
 /* FSDP's FULL_SHARD: the paper's zero3's shards, but the root unit (the
@@ -294,12 +307,13 @@ void theory_framework_schedule(const struct theory_shape *s, const struct zs_con
 		return;
 	if (scheme == ZS_DP)
 		out->comm_bytes = out->comm_elements = 0; /* DDP's all-reduce is by bucket */
-	uint64_t n[2 * ZS_MAX_WIDTHS];
-	size_t nt = tensors(s, n);
+	size_t nt;
+	uint64_t *n = tensors(s, &nt);
 	if (scheme == ZS_ZERO1)
 		theory_torch_zero1(n, nt, &s->bytes, world, out);
 	if (scheme <= ZS_ZERO1)
 		theory_torch_ddp(n, nt, s->bytes.g, c->bucket_cap_mb, world, out);
+	free(n);
 	if (scheme < ZS_ZERO2)
 		return;
 	int mixed = c->precision == ZS_MIXED;
@@ -330,10 +344,13 @@ void theory_framework_json(cJSON *schedule, const struct theory_request *req, en
 	uint64_t *load = zs_calloc(world, sizeof *load), most = 0;
 	theory_request_bytes(req, &s.bytes);
 	if (c->framework == ZS_FW_TORCH && scheme == ZS_ZERO1) {
-		uint64_t *n = zs_calloc(THEORY_MAX_TENSORS, sizeof *n);
-		size_t nt = req->model != NULL ? theory_model_tensors(req->model, n) : tensors(&s, n);
-		theory_greedy_partition(n, nt, world, load);
+		struct theory_desc own;
+		const struct theory_desc *d = theory_request_desc(req, &own);
+		uint64_t *n = numels(&d->params);
+		theory_greedy_partition(n, d->params.ntensors, world, load);
 		free(n);
+		if (d == &own)
+			theory_desc_free(&own);
 	}
 	for (unsigned k = 0; k < world; k++)
 		most = load[k] > most ? load[k] : most;
