@@ -42,9 +42,6 @@
 
 _Static_assert((int)THEORY_NCATEGORIES == (int)ZS_NCATS, "theory categories are the contract's");
 
-/* Activations are fp32 in both precisions (docs/schedule.md, `a`). */
-#define ACT_BYTES 4u
-
 const char *theory_category_name(enum theory_category c)
 {
 	return c < THEORY_NCATEGORIES ? zs_cat_name((enum zs_cat)c) : "?";
@@ -204,40 +201,24 @@ void theory_schedule_states(struct theory_schedule *out, const struct theory_byt
 	out->comm_elements = st->comm_elements;
 }
 
+void theory_schedule_walk(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
+                          enum zs_unit unit, unsigned world, struct theory_schedule *out)
+{
+	struct theory_desc d;
+
+	theory_desc_mlp(&d, s->widths, s->nwidths, s->batch);
+	theory_walk_schedule(&d, &s->bytes, c, scheme, unit, world, out);
+	theory_desc_free(&d);
+}
+
+/* The paper's: the walk with no framework's transients but the scheme's
+ * own (docs/schedule.md, "Peak"): during backward every activation, the
+ * two delta buffers and the scheme's transients are alive at once. */
 void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
                      enum zs_unit unit, unsigned world,
                      struct theory_schedule *out)
 {
-	struct theory_states st;
-	uint64_t sum_d = 0, max_d = 0;
-
-	*out = (struct theory_schedule){0};
-	if (unit == ZS_UNIT_MODEL) {
-		out->nunits = 1;
-		out->units[0] = theory_params(s);
-	} else {
-		out->nunits = s->nwidths - 1;
-		for (size_t l = 0; l + 1 < s->nwidths; l++)
-			out->units[l] = zs_layer_params(s->widths, l);
-	}
-	theory_schedule_states(out, &s->bytes, scheme, world, &st);
-
-	/* Peak: during backward every activation, the two delta buffers and
-	 * the scheme's transients are alive at once. x and y hold d0 + dL
-	 * columns; each layer's output one more d_{l+1}. */
-	sum_d = s->widths[0] + s->widths[s->nwidths - 1];
-	for (size_t l = 1; l < s->nwidths; l++) {
-		sum_d += s->widths[l];
-		if (s->widths[l] > max_d)
-			max_d = s->widths[l];
-	}
-	memcpy(out->peak_breakdown, st.resident_breakdown, sizeof st.resident_breakdown);
-	out->peak_breakdown[THEORY_ACTIVATIONS] = (uint64_t)ACT_BYTES * s->batch * sum_d;
-	out->peak_breakdown[THEORY_SCRATCH] = 2ull * ACT_BYTES * s->batch * max_d;
-	out->peak_breakdown[THEORY_GATHERED_PARAMS] = st.gathered_params;
-	out->peak_breakdown[THEORY_FULL_GRADS] = st.full_grads;
-	for (int c = 0; c < THEORY_NCATEGORIES; c++)
-		out->peak_bytes += out->peak_breakdown[c];
+	theory_schedule_walk(s, NULL, scheme, unit, world, out);
 }
 
 uint64_t theory_max_batch(uint64_t fixed, uint64_t per_batch, double usable)
@@ -321,9 +302,10 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 		r->peak_per_batch = r->peak.activations_per_sequence;
 		r->has_peak = 1;
 	} else if (req->shape_known) {
-		theory_schedule(&s, scheme, unit, world, &r->sched);
-		theory_framework_schedule(&s, req->config, scheme, unit, world, &r->sched);
-		theory_deepspeed_schedule(&s, req->config, scheme, unit, world, &r->sched);
+		if (req->config->framework == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3)
+			theory_deepspeed_schedule(&s, req->config, scheme, unit, world, &r->sched);
+		else
+			theory_walk_schedule(d, &s.bytes, req->config, scheme, unit, world, &r->sched);
 		r->peak_bytes = r->sched.peak_bytes;
 		/* The MLP's activations and scratch are b times their b = 1 bytes. */
 		r->peak_per_batch = (r->sched.peak_breakdown[THEORY_ACTIVATIONS]

@@ -142,6 +142,10 @@ void theory_schedule_states(struct theory_schedule *out, const struct theory_byt
 void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
                      enum zs_unit unit, unsigned world,
                      struct theory_schedule *out);
+/* The same under c's framework (NULL: the paper's; not DeepSpeed's
+ * ZeRO-3): the MLP's description walked (theory_walk_schedule). */
+void theory_schedule_walk(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
+                          enum zs_unit unit, unsigned world, struct theory_schedule *out);
 
 /* ------------------------------------------------------------------------ */
 /* Frameworks (theory_framework.c; docs/schedule.md, "Frameworks"). */
@@ -415,6 +419,14 @@ struct theory_desc {
 };
 
 void theory_desc_build(struct theory_desc *d, const struct theory_request *req);
+/* The MLP's alone: widths d0..dL at micro-batch `batch`. */
+void theory_desc_mlp(struct theory_desc *d, const size_t *widths, size_t nwidths, uint64_t batch);
+/* The one walk of d's step (theory_walk.c) for (scheme, unit, N) under
+ * c's framework (NULL or ZS_FW_PAPER: the paper's; an MLP's under
+ * DeepSpeed's ZeRO-3 is theory_deepspeed_schedule's): its units, resident
+ * state, peak and breakdown, and comm into out. */
+void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
+                          enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_schedule *out);
 /* A transformer's alone: m at micro-batch `batch` with o's sequence,
  * recompute and activation bytes. */
 void theory_desc_model(struct theory_desc *d, const struct zs_model *m, const struct theory_act_opts *o,

@@ -18,36 +18,31 @@
 #include "theory/theory.h"
 #include "util/ds_coord.h"
 #include "util/schedule.h"
+#include "util/step.h"
 #include "util/util.h"
 
 static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit, unsigned world,
                          struct theory_schedule *out);
 
-/* The largest parameter tensor: the offload's temporary grad buffers. */
+/* The largest parameter tensor of the MLP's description (util/step.h):
+ * the offload's temporary grad buffers. */
 static uint64_t largest_tensor(const struct theory_shape *s)
 {
+	struct step_params p;
 	uint64_t m = 0;
-	for (size_t l = 0; l + 1 < s->nwidths; l++)
-		m = (uint64_t)s->widths[l] * s->widths[l + 1] > m ? (uint64_t)s->widths[l] * s->widths[l + 1] : m;
-	for (size_t l = 1; l < s->nwidths; l++)
-		m = s->widths[l] > m ? s->widths[l] : m;
+	step_params_mlp(&p, s->widths, s->nwidths);
+	for (size_t i = 0; i < p.ntensors; i++)
+		m = p.tensor[i].numel > m ? p.tensor[i].numel : m;
+	step_params_free(&p);
 	return m;
 }
 
-/* ZeRO-1 and ZeRO-2 as docs/schedule.md's "DeepSpeed" gives them, from the
- * shape and DeepSpeed's settings: the paper's units, shards and collectives
- * (a reduce-scatter of each unit's grads, an all-gather of its params; none
- * at N = 1), with
- *   resident  R = Ψ·p + S·(g + 4 + o)   (fp16 params, the grad partition,
- *                                        the fp32 partition, o = the
- *                                        optimizer's 8 or 4 over it)
- *   backward  R + A + D + n_b·B·g + G   (n_b buckets of B elements; G the
- *                                        full grads: Ψ·g for ZeRO-1, the
- *                                        largest unit's n·g for ZeRO-2)
- *   optimizer R + S·4 (+ S·g in mixed precision: the flat fp16 copy the
- *                                        fp32 gradient partition is made from)
- * and the peak the larger of the two, backward's when they are equal (it
- * comes first). */
+/* ZeRO-1 and ZeRO-2 as docs/schedule.md's "DeepSpeed" gives them are the
+ * walk's (theory_walk.c): the paper's units, shards and collectives (a
+ * reduce-scatter of each unit's grads, an all-gather of its params; none
+ * at N = 1), theory_deepspeed_resident's state, backward's n_b buckets of
+ * B elements and full grads (Ψ·g for ZeRO-1, a unit's n·g at a time for
+ * ZeRO-2), then step()'s buffers. ZeRO-3 is ds3_schedule's, below. */
 void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world, struct theory_schedule *out)
 {
@@ -56,31 +51,8 @@ void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_con
 		ds3_schedule(s, c, unit, world, out);
 		return;
 	}
-	if (c->framework != ZS_FW_DEEPSPEED || (scheme != ZS_ZERO1 && scheme != ZS_ZERO2))
-		return;
-	const struct theory_bytes *b = &s->bytes;
-	theory_schedule(s, ZS_ZERO2, unit, world, out); /* units, shards, collectives, A and D */
-	uint64_t largest = 0, step[THEORY_NCATEGORIES], *pb = out->peak_breakdown;
-	for (size_t u = 0; u < out->nunits; u++)
-		largest = out->units[u] > largest ? out->units[u] : largest;
-	uint64_t act = pb[THEORY_ACTIVATIONS], scratch = pb[THEORY_SCRATCH];
-	theory_deepspeed_resident(b, c, largest_tensor(s), world, out, step);
-	uint64_t bucket = (uint64_t)(1 + c->ds_overlap_comm) * (uint64_t)c->ds_reduce_bucket * b->g;
-	uint64_t full = scheme == ZS_ZERO1 ? out->params * b->g : largest * b->g, extra = 0;
-	uint64_t backward = out->resident_bytes + act + scratch + bucket + full;
-	memcpy(pb, out->resident_breakdown, sizeof out->resident_breakdown);
-	for (int k = 0; k < THEORY_NCATEGORIES; k++)
-		extra += step[k];
-	if (backward >= out->resident_bytes + extra) {
-		pb[THEORY_ACTIVATIONS] = act;
-		pb[THEORY_SCRATCH] = scratch;
-		pb[THEORY_FULL_GRADS] = full;
-		pb[THEORY_BUCKETS] = bucket;
-	} else {
-		for (int k = 0; k < THEORY_NCATEGORIES; k++)
-			pb[k] += step[k];
-	}
-	out->peak_bytes = backward >= out->resident_bytes + extra ? backward : out->resident_bytes + extra;
+	if (c->framework == ZS_FW_DEEPSPEED && (scheme == ZS_ZERO1 || scheme == ZS_ZERO2))
+		theory_schedule_walk(s, c, scheme, unit, world, out);
 }
 
 void theory_deepspeed_resident(const struct theory_bytes *b, const struct zs_config *c, uint64_t tmax,
@@ -158,46 +130,47 @@ void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config
 {
 	const struct theory_bytes *b = &s->bytes;
 	uint64_t per_shard = b->p + b->g + 4 + 2ull * b->adam + b->momentum;
+	struct step_params p;
 	*out = (struct theory_deepspeed_z3){0};
-	for (size_t l = 0; l + 1 < s->nwidths; l++)
-		for (int bias = 0; bias < 2; bias++) {
-			uint64_t n = bias ? s->widths[l + 1] : (uint64_t)s->widths[l] * s->widths[l + 1];
-			int persist = (double)n <= c->ds_persist;
-			out->tensors++;
-			out->persistent_tensors += (unsigned)persist;
-			out->persistent_params += persist ? n : 0;
-			out->shard_elements += (n + world - 1) / world;
-			out->persistent_shard += persist ? (n + world - 1) / world : 0;
-		}
-	out->partitioned_params = theory_params(s) - out->persistent_params;
+	step_params_mlp(&p, s->widths, s->nwidths);
+	for (size_t t = 0; t < p.ntensors; t++) {
+		uint64_t n = p.tensor[t].numel;
+		int persist = (double)n <= c->ds_persist;
+		out->tensors++;
+		out->persistent_tensors += (unsigned)persist;
+		out->persistent_params += persist ? n : 0;
+		out->shard_elements += (n + world - 1) / world;
+		out->persistent_shard += persist ? (n + world - 1) / world : 0;
+	}
+	out->partitioned_params = p.numel - out->persistent_params;
+	step_params_free(&p);
 	out->resident_bytes = out->persistent_params * b->p + out->shard_elements * per_shard +
 	                      (uint64_t)c->ds_reduce_bucket * b->g;
 }
 /* DeepSpeed's PartitionedParameterCoordinator (util/ds_coord.h: its rules,
- * which the engine runs too) over the MLP: its tensors in model order
- * (ds_id order: each layer's weight, then its bias) and its modules
- * (unit=layer each layer's two, unit=model one of them all). */
+ * which the engine runs too) over the MLP's description (util/step.h): its
+ * tensors in model order (ds_id order: each layer's weight, then its
+ * bias) and its modules, unit=layer the description's (one a linear
+ * layer), unit=model one of them all. */
 static struct ds_coord *coord_init(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
                                    unsigned world)
 {
-	/* two tensors and at most one module a layer */
-	uint64_t *n = zs_calloc(2 * s->nwidths, sizeof *n);
-	size_t *first = zs_calloc(s->nwidths, sizeof *first), *count = zs_calloc(s->nwidths, sizeof *count);
-	size_t nt = 0, nm = 0;
-	for (size_t l = 0; l + 1 < s->nwidths; l++) {
-		if (unit == ZS_UNIT_LAYER || l == 0) {
-			first[nm] = nt;
-			count[nm++] = 0;
+	struct step_params p;
+	step_params_mlp(&p, s->widths, s->nwidths);
+	uint64_t *n = zs_calloc(p.ntensors, sizeof *n);
+	size_t *first = zs_calloc(p.nmodules, sizeof *first), *count = zs_calloc(p.nmodules, sizeof *count), nm = 0;
+	for (size_t t = 0; t < p.ntensors; t++)
+		n[t] = p.tensor[t].numel;
+	for (size_t i = 0; i < p.nmodules; i++)
+		if (unit == ZS_UNIT_LAYER || i == 0) {
+			first[nm] = p.module[i].first;
+			count[nm++] = unit == ZS_UNIT_LAYER ? p.module[i].n : p.ntensors;
 		}
-		for (int bias = 0; bias < 2; bias++) {
-			n[nt++] = bias ? s->widths[l + 1] : (uint64_t)s->widths[l] * s->widths[l + 1];
-			count[nm - 1]++;
-		}
-	}
-	struct ds_coord *d = ds_coord_new(n, nt, first, count, nm, c, world);
+	struct ds_coord *d = ds_coord_new(n, p.ntensors, first, count, nm, c, world);
 	free(n);
 	free(first);
 	free(count);
+	step_params_free(&p);
 	return d;
 }
 void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,

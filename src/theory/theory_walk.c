@@ -40,7 +40,8 @@ static void index_buffers(struct theory_desc *d)
 		const struct step_buffer *x = &d->bufs.buf[i];
 		if (x->when == STEP_AT_LAYER)
 			d->made_first[x->layer + 1]++;
-		d->freed_first[x->freed_after + 1]++;
+		if (x->freed_after != STEP_END_OF_BACKWARD)
+			d->freed_first[x->freed_after + 1]++;
 	}
 	for (size_t l = 0; l < nl; l++) {
 		d->made_first[l + 1] += d->made_first[l];
@@ -51,7 +52,8 @@ static void index_buffers(struct theory_desc *d)
 		const struct step_buffer *x = &d->bufs.buf[i];
 		if (x->when == STEP_AT_LAYER)
 			d->made_at[d->made_first[x->layer] + mk[x->layer]++] = i;
-		d->freed_at[d->freed_first[x->freed_after] + fr[x->freed_after]++] = i;
+		if (x->freed_after != STEP_END_OF_BACKWARD)
+			d->freed_at[d->freed_first[x->freed_after] + fr[x->freed_after]++] = i;
 	}
 	free(mk);
 	free(fr);
@@ -75,18 +77,27 @@ void theory_desc_model(struct theory_desc *d, const struct zs_model *m, const st
 	index_buffers(d);
 }
 
+void theory_desc_mlp(struct theory_desc *d, const size_t *widths, size_t nwidths, uint64_t batch)
+{
+	memset(d, 0, sizeof *d);
+	step_params_mlp(&d->params, widths, nwidths);
+	d->has_params = 1;
+	step_buffers_mlp(&d->bufs, widths, nwidths, batch);
+	d->has_buffers = 1;
+	d->batch = batch;
+	d->elem = 4;
+	index_buffers(d);
+}
+
 void theory_desc_build(struct theory_desc *d, const struct theory_request *req)
 {
 	const struct zs_config *c = req->config;
-	if (req->model != NULL) {
+	if (req->model != NULL)
 		theory_desc_model(d, req->model, &req->act, c->batch);
-		return;
-	}
-	memset(d, 0, sizeof *d);
-	if (req->shape_known) {
-		step_params_mlp(&d->params, c->widths, c->nwidths);
-		d->has_params = 1;
-	}
+	else if (req->shape_known)
+		theory_desc_mlp(d, c->widths, c->nwidths, c->batch);
+	else
+		memset(d, 0, sizeof *d);
 }
 
 int theory_desc_fits(const struct theory_desc *d, const struct zs_model *m, const struct theory_act_opts *o,
@@ -185,6 +196,9 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 				buf_add(w, &b->buf[d->freed_at[k]], 0);
 			fw->at(fw->ctx, w, BWD_POST, l, step);
 		}
+		for (size_t i = 0; i < b->n; i++)
+			if (b->buf[i].freed_after == STEP_END_OF_BACKWARD)
+				buf_add(w, &b->buf[i], 0);
 		fw->at(fw->ctx, w, STEP_END, 0, step);
 	}
 }
@@ -622,34 +636,37 @@ void theory_model_framework_schedule(const struct zs_model *m, const struct theo
 		theory_desc_model(&own, m, o, batch);
 		d = &own;
 	}
+	theory_walk_schedule(d, b, c, scheme, unit, world, out);
+	if (d == &own)
+		theory_desc_free(&own);
+}
+
+void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
+                          enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_schedule *out)
+{
 	const struct step_params *p = &d->params;
-	struct theory_units u;
 	struct theory_states sts;
 	struct theory_bytes rb = *b; /* the resident state's bytes */
 	struct events ev = {0};
-	uint64_t L = m->layers, N = world;
+	uint64_t N = world;
 	enum zs_framework fw = c != NULL ? c->framework : ZS_FW_PAPER;
 	int fsdp = fw == ZS_FW_TORCH && scheme >= ZS_ZERO2, mixed = b->master != 0;
 	int ds = fw == ZS_FW_DEEPSPEED && (scheme == ZS_ZERO1 || scheme == ZS_ZERO2);
 	/* A tied head reads the embedding's unit: with unit=layer it runs in a
 	 * visit of that unit of its own, gathered for it (params only). */
-	int visit = m->tied && unit == ZS_UNIT_LAYER;
+	int visit = p->tied && unit == ZS_UNIT_LAYER;
 
+	/* The units: unit=model the whole flat vector, unit=layer each layer
+	 * that holds tensors (a tied head holds none). */
 	*out = (struct theory_schedule){0};
-	theory_units_of(p, &u);
-	if (unit == ZS_UNIT_MODEL) {
-		out->units[out->nunits++] = u.embeddings + u.layers * u.block + u.head;
-	} else {
-		out->units[out->nunits++] = u.embeddings;
-		for (uint64_t l = 0; l < L; l++)
-			out->units[out->nunits++] = u.block;
-		if (u.head > 0)
-			out->units[out->nunits++] = u.head;
-	}
+	if (unit == ZS_UNIT_MODEL)
+		out->units[out->nunits++] = p->numel;
+	else
+		for (size_t l = 0; l < p->nlayers; l++)
+			if (p->layer[l].numel > 0)
+				out->units[out->nunits++] = p->layer[l].numel;
 	if (fw == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3) { /* by module */
 		ds3_walk(d, b, c, world, out);
-		if (d == &own)
-			theory_desc_free(&own);
 		return;
 	}
 	if (fsdp) {
@@ -705,6 +722,4 @@ void theory_model_framework_schedule(const struct zs_model *m, const struct theo
 		out->comm_elements = gathered + reduced;
 		out->comm_bytes = gathered * ev.gp + reduced * ev.fg;
 	}
-	if (d == &own)
-		theory_desc_free(&own);
 }
