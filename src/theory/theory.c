@@ -302,10 +302,7 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 		r->peak_per_batch = r->peak.activations_per_sequence;
 		r->has_peak = 1;
 	} else if (req->shape_known) {
-		if (req->config->framework == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3)
-			theory_deepspeed_schedule(&s, req->config, scheme, unit, world, &r->sched);
-		else
-			theory_walk_schedule(d, &s.bytes, req->config, scheme, unit, world, &r->sched);
+		theory_walk_schedule(d, &s.bytes, req->config, scheme, unit, world, &r->sched);
 		r->peak_bytes = r->sched.peak_bytes;
 		/* The MLP's activations and scratch are b times their b = 1 bytes. */
 		r->peak_per_batch = (r->sched.peak_breakdown[THEORY_ACTIVATIONS]

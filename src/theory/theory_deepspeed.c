@@ -21,9 +21,6 @@
 #include "util/step.h"
 #include "util/util.h"
 
-static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit, unsigned world,
-                         struct theory_schedule *out);
-
 /* The largest parameter tensor of the MLP's description (util/step.h):
  * the offload's temporary grad buffers. */
 static uint64_t largest_tensor(const struct theory_shape *s)
@@ -42,16 +39,12 @@ static uint64_t largest_tensor(const struct theory_shape *s)
  * reduce-scatter of each unit's grads, an all-gather of its params; none
  * at N = 1), theory_deepspeed_resident's state, backward's n_b buckets of
  * B elements and full grads (Ψ·g for ZeRO-1, a unit's n·g at a time for
- * ZeRO-2), then step()'s buffers. ZeRO-3 is ds3_schedule's, below. */
+ * ZeRO-2), then step()'s buffers; ZeRO-3's by module, the coordinator's
+ * answers (util/ds_coord.h) on the MLP's units. */
 void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world, struct theory_schedule *out)
 {
-	if (c->framework == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3) {
-		theory_schedule(s, ZS_ZERO3, unit, world, out); /* units, A and D */
-		ds3_schedule(s, c, unit, world, out);
-		return;
-	}
-	if (c->framework == ZS_FW_DEEPSPEED && (scheme == ZS_ZERO1 || scheme == ZS_ZERO2))
+	if (c->framework == ZS_FW_DEEPSPEED && scheme != ZS_DP)
 		theory_schedule_walk(s, c, scheme, unit, world, out);
 }
 
@@ -198,53 +191,6 @@ void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config 
 	ds_coord_free(d);
 }
 
-/* A point of the step: the bytes above R (the state between steps before
- * the persistent params are gathered) by category; the peak is the first
- * point with the most. */
-static void ds3_point(const uint64_t *base, const uint64_t *extra, struct theory_schedule *out)
-{
-	uint64_t total = 0;
-	for (int k = 0; k < THEORY_NCATEGORIES; k++)
-		total += base[k] + extra[k];
-	if (total <= out->peak_bytes)
-		return;
-	out->peak_bytes = total;
-	for (int k = 0; k < THEORY_NCATEGORIES; k++)
-		out->peak_breakdown[k] = base[k] + extra[k];
-}
-
-/* reduce_scatter_coalesced's transients for the bucket's tensors [first,
- * last) of the backward order: a flat copy of N·Σ ceil(n/N) elements and
- * the paddings, Σ (N·ceil(n/N) - n), unless one tensor divides evenly. */
-static uint64_t ds3_flush_elements(const struct ds_coord *d, const size_t *order, size_t first, size_t last,
-                                   unsigned world)
-{
-	uint64_t part = 0, pad = 0;
-	for (size_t i = first; i < last; i++) {
-		part += d->s[order[i]];
-		pad += world * d->s[order[i]] - d->n[order[i]];
-	}
-	return last - first == 1 && pad == 0 ? 0 : world * part + pad;
-}
-
-/* With the params offloaded, each gather of the last fetch, in order:
- * the tensor's whole block allocated, then the device copy of the rank's
- * host partition (ceil(n/N) elements) it is gathered from, x the bytes
- * other than the gathered params at that point. */
-static void ds3_gather_points(const struct ds_coord *d, const uint64_t *base, uint64_t *x, unsigned p,
-                              struct theory_schedule *out)
-{
-	uint64_t live = ds_coord_live(d);
-	for (size_t i = 0; i < d->nfetched; i++)
-		live -= d->n[d->fetched[i]];
-	for (size_t i = 0; i < d->nfetched; i++) {
-		live += d->n[d->fetched[i]];
-		x[THEORY_GATHERED_PARAMS] = (live + d->s[d->fetched[i]]) * p;
-		ds3_point(base, x, out);
-	}
-	x[THEORY_GATHERED_PARAMS] = ds_coord_live(d) * p;
-}
-
 /* ZeRO-3's state between steps, from S = Σ ceil(n_t/N) and the persistent
  * params' elements: per shard element the fp16 partition, the grad
  * partition, the fp32 partition and the optimizer state, and the bucket
@@ -280,133 +226,6 @@ void theory_ds3_resident(const struct theory_bytes *b, const struct zs_config *c
 	out->resident_bytes = 0;
 	for (int k = 0; k < THEORY_NCATEGORIES; k++)
 		out->resident_bytes += out->resident_breakdown[k];
-}
-
-/* DeepSpeed's ZeRO-3 as the engine runs it (docs/schedule.md, "deepspeed",
- * ZeRO-3), walked over --steps steps from the shape: per shard element
- * (Σ ceil(n_t/N)) the fp16 partition, the grad partition, the fp32
- * partition and the optimizer state, the bucket (B·g) from set-up, and the
- * persistent params whole after each step (the resident); at each module
- * the params the coordinator holds whole, with the activations of forward
- * so far, or in backward all of them, the two deltas, the module's grads
- * and, when the bucket is reduced, reduce_scatter_coalesced's flat copy;
- * the epilogue's reduction after backward; step()'s fp32 gradient
- * partition with nothing whole. Comm: each gather of a tensor and one
- * reduce-scatter of every grad a step, (N-1)·ceil(n/N) elements each, the
- * mean over the steps (step 1 gathers each module twice). */
-static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit, unsigned world,
-                         struct theory_schedule *out)
-{
-	const struct theory_bytes *b = &s->bytes;
-	struct ds_coord *d = coord_init(s, c, unit, world);
-	const size_t *got;
-	uint64_t S = 0, persist = 0, A = out->peak_breakdown[THEORY_ACTIVATIONS];
-	uint64_t D = out->peak_breakdown[THEORY_SCRATCH], B = (uint64_t)c->ds_reduce_bucket;
-	for (size_t t = 0; t < d->ntensors; t++) {
-		S += d->s[t];
-		persist += d->persist[t] ? d->n[t] : 0;
-	}
-	uint64_t base[THEORY_NCATEGORIES] = {0}, x[THEORY_NCATEGORIES];
-	theory_ds3_resident(b, c, S, persist, world, out, base);
-	int off = c->offload != ZS_OFFLOAD_NONE, offp = c->offload == ZS_OFFLOAD_PARAMS;
-	/* the backward order of the tensors, each unit's in model order, and
-	 * where the bucket is reduced: before tensor i when it would not fit */
-	size_t norder = 0, no = 0, nflush = 0;
-	for (size_t m = 0; m < d->nmodules; m++)
-		norder += d->mod_n[m];
-	size_t *order = zs_calloc(norder, sizeof *order), *start = zs_calloc(norder + 2, sizeof *start);
-	for (size_t m = d->nmodules; m-- > 0;)
-		for (size_t t = 0; t < d->ntensors; t++)
-			if (ds_coord_in(d, t, m))
-				order[no++] = t;
-	uint64_t used = 0;
-	start[nflush++] = 0;
-	for (size_t i = 0; i < no; i++) {
-		if (used + d->n[order[i]] > B && used > 0) {
-			start[nflush++] = i;
-			used = 0;
-		}
-		used += d->n[order[i]];
-	}
-	start[nflush] = no;
-	memset(out->peak_breakdown, 0, sizeof out->peak_breakdown);
-	out->peak_bytes = 0;
-	memset(x, 0, sizeof x);
-	ds3_point(base, x, out); /* set-up */
-	uint64_t sent = 0, sent_elements = 0;
-	for (unsigned step = 1; step <= c->steps; step++) {
-		ds_coord_begin_step(d, step);
-		uint64_t fwd = (uint64_t)s->widths[0] + s->widths[s->nwidths - 1];
-		for (size_t j = 0; j < d->ntrace; j++) {
-			size_t m = d->trace[j];
-			ds_coord_fetch(d, c, j, step > 1, &got);
-			memset(x, 0, sizeof x);
-			/* a tensor larger than the bucket, last of the module before
-			 * in backward, still in autograd's grad until this module's
-			 * first tensor reduces it */
-			size_t first = 0;
-			while (first < no && j >= d->nmodules && !ds_coord_in(d, order[first], m))
-				first++;
-			uint64_t carried = j >= d->nmodules && first > 0 && d->n[order[first - 1]] > B ? d->n[order[first - 1]] : 0;
-			x[THEORY_ACTIVATIONS] = j < d->nmodules ? fwd * 4 * s->batch : A;
-			x[THEORY_SCRATCH] = j < d->nmodules ? 0 : D;
-			x[THEORY_FULL_GRADS] = carried * b->g;
-			if (offp)
-				ds3_gather_points(d, base, x, b->p, out);
-			x[THEORY_GATHERED_PARAMS] = ds_coord_live(d) * b->p;
-			if (j < d->nmodules) { /* forward: its layers' outputs, one by one */
-				for (size_t l = 0; l + 1 < s->nwidths; l++)
-					if (unit == ZS_UNIT_MODEL || l == m) {
-						fwd += s->widths[l + 1];
-						x[THEORY_ACTIVATIONS] = fwd * 4 * s->batch;
-						ds3_point(base, x, out);
-					}
-			} else { /* backward: everything, the deltas, the module's grads, its flushes */
-				uint64_t n = 0;
-				for (size_t t = 0; t < d->ntensors; t++)
-					n += ds_coord_in(d, t, m) ? d->n[t] : 0;
-				x[THEORY_ACTIVATIONS] = A;
-				x[THEORY_SCRATCH] = D;
-				x[THEORY_FULL_GRADS] = (n + carried) * b->g;
-				ds3_point(base, x, out);
-				for (size_t f = 1; f < nflush; f++)
-					if (ds_coord_in(d, order[start[f]], m)) {
-						uint64_t flat = ds3_flush_elements(d, order, start[f - 1], start[f], world);
-						x[THEORY_FULL_GRADS] = (n + carried + flat) * b->g;
-						ds3_point(base, x, out);
-						carried = 0;
-					}
-			}
-			ds_coord_release(d, j, step > 1, NULL);
-		}
-		memset(x, 0, sizeof x); /* the epilogue's reduction, the activations freed */
-		x[THEORY_GATHERED_PARAMS] = ds_coord_live(d) * b->p;
-		uint64_t last = no > 0 && d->n[order[no - 1]] > B ? d->n[order[no - 1]] : 0; /* still in its own grad */
-		x[THEORY_FULL_GRADS] = (last + ds3_flush_elements(d, order, start[nflush - 1], no, world)) * b->g;
-		ds3_point(base, x, out);
-		memset(x, 0, sizeof x); /* step(): nothing whole; offloaded, the fp32 grad is on the host */
-		x[THEORY_GRAD32] = off ? 0 : S * 4;
-		x[THEORY_GRAD16] = b->g == 2 && !off ? S * b->g : 0;
-		ds3_point(base, x, out);
-		size_t *tmp = zs_calloc(2 * d->ntensors + 1, sizeof *tmp), nrel; /* _post_step: the persistent params gathered */
-		ds_coord_step(d, tmp, &nrel, tmp + d->ntensors);
-		free(tmp);
-		memset(x, 0, sizeof x);
-		if (offp)
-			ds3_gather_points(d, base, x, b->p, out);
-		sent += (uint64_t)(world - 1) * (d->gathered * b->p + S * b->g);
-		sent_elements += (uint64_t)(world - 1) * (d->gathered + S);
-		if (step == c->steps) {
-			out->comm_bytes = (uint64_t)(world - 1) * (d->gathered * b->p + S * b->g);
-			out->comm_elements = (uint64_t)(world - 1) * (d->gathered + S);
-		}
-	}
-	out->steps_differ = 1;
-	out->comm_bytes_mean = (double)sent / c->steps;
-	out->comm_elements_mean = (double)sent_elements / c->steps;
-	free(order);
-	free(start);
-	ds_coord_free(d);
 }
 
 void theory_deepspeed_memory(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,

@@ -398,10 +398,13 @@ static void units_walk(const struct theory_desc *d, const struct events *ev, enu
 }
 
 /* ------------------------------------------------------------------------ */
-/* DeepSpeed's ZeRO-3 by module (docs/schedule.md, "deepspeed", ZeRO-3 on a
- * transformer): the modules are the nn.Modules with parameters of their
- * own, the description's, in forward order; a tied head is the token
- * table again, whose grads its own module makes. */
+/* DeepSpeed's ZeRO-3 by module (docs/schedule.md, "deepspeed", ZeRO-3).
+ * On a transformer the modules are the nn.Modules with parameters of
+ * their own, the description's, in forward order, each run inside its
+ * layer once the layer's buffers are made (a tied head is the token table
+ * again, whose grads its own module makes); on the MLP they are zerosim's
+ * units (unit=layer a linear layer, unit=model all of them), each fetched
+ * before its first layer's forward and released after its last. */
 
 /* The reduce bucket as the engine fills it (scheme_deepspeed.c): its
  * tensors, elements used, and a tensor larger than it whose grad is held
@@ -411,15 +414,19 @@ struct ds3_bucket {
 	size_t count, *t;
 };
 
+/* The modules as data: module i's tensors [first[i], first[i] + count[i])
+ * and whether it makes their grads (grads[i]); its layers [lo[i], hi[i]];
+ * by_unit: it is run around its layers (the MLP's units), else inside
+ * its one layer. */
 struct ds3_fw {
-	const struct step_params *p;
 	const struct theory_bytes *b;
 	const struct zs_config *c;
 	struct ds_coord *d;
 	struct ds3_bucket bk;
 	const uint64_t *tn;
-	size_t *of_layer;   /* layer l's modules: [of_layer[l], of_layer[l + 1]) */
-	int *grads;         /* a module over tensors another owns (the tied head) makes none */
+	size_t nmodules, *first, *count, *lo, *hi;
+	int *grads, by_unit;
+	size_t *of_layer;   /* inside layers: layer l's modules are [of_layer[l], of_layer[l + 1]) */
 	size_t *rel, *post, j;
 	uint64_t N, S, sent, sent_el;
 	int off, offp;
@@ -469,16 +476,16 @@ static void ds3_released(struct walk *w, const struct ds3_fw *f, size_t n)
  * tensor (a flush before one that would not fit) and dropped. */
 static void ds3_grads(struct ds3_fw *f, struct walk *w, size_t mi)
 {
-	const struct step_module *md = &f->p->module[mi];
 	struct ds3_bucket *bk = &f->bk;
+	size_t t0 = f->first[mi], t1 = f->first[mi] + f->count[mi];
 	unsigned g = f->b->g;
 	uint64_t n = 0;
 	if (!f->grads[mi])
 		return;
-	for (size_t t = md->first; t < md->first + md->n; t++)
+	for (size_t t = t0; t < t1; t++)
 		n += f->tn[t];
 	walk_add(w, THEORY_FULL_GRADS, n * g);
-	for (size_t t = md->first; t < md->first + md->n; t++) {
+	for (size_t t = t0; t < t1; t++) {
 		if (bk->used + f->tn[t] > bk->B && bk->count > 0)
 			ds3_flush(w, bk, f->tn, f->N, g);
 		bk->t[bk->count++] = t;
@@ -491,35 +498,65 @@ static void ds3_grads(struct ds3_fw *f, struct walk *w, size_t mi)
 	}
 }
 
-/* The engine's step: in each layer, once its buffers are made, its
- * modules, each fetched (with the prefetch), run (backward: its grads),
- * and released; the epilogue's flush; step()'s fp32 gradient partition;
- * the persistent params gathered after it. */
+/* Trace entry j (module mi): its fetch (with the prefetch), in backward
+ * its grads, and its release. */
+static void ds3_fetch(struct ds3_fw *f, struct walk *w, size_t mi, int complete)
+{
+	const size_t *got;
+	size_t ng = ds_coord_fetch(f->d, f->c, f->j, complete, &got);
+	ds3_gathered(w, f, got, ng);
+	if (f->j >= f->nmodules)
+		ds3_grads(f, w, mi);
+}
+
+static void ds3_release(struct ds3_fw *f, struct walk *w, int complete)
+{
+	ds3_released(w, f, ds_coord_release(f->d, f->j, complete, f->rel));
+	f->j++;
+}
+
+/* The engine's step: each module fetched, run (backward: its grads) and
+ * released where it runs; the epilogue's flush; step()'s fp32 gradient
+ * partition; the persistent params gathered after it. */
 static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsigned step)
 {
 	struct ds3_fw *f = ctx;
 	const struct theory_bytes *b = f->b;
 	int complete = step > 1;
-	const size_t *got;
+	/* by unit: the module (forward order: the trace's next) that starts or ends here */
+	size_t mi = f->j < f->nmodules ? f->j : 2 * f->nmodules - 1 - f->j;
 	switch (pt) {
 	case STEP_BEGIN:
 		f->j = 0;
 		ds_coord_begin_step(f->d, step);
 		f->bk.reduced = 0;
 		break;
+	case FWD_PRE:
+		if (f->by_unit && l == f->lo[mi])
+			ds3_fetch(f, w, mi, complete);
+		break;
+	case FWD_POST:
+		if (f->by_unit && l == f->hi[mi])
+			ds3_release(f, w, complete);
+		break;
+	case BWD_PRE:
+		if (f->by_unit && f->j < 2 * f->nmodules && l == f->hi[mi])
+			ds3_fetch(f, w, mi, complete);
+		break;
+	case BWD_POST:
+		if (f->by_unit && f->j < 2 * f->nmodules && l == f->lo[mi])
+			ds3_release(f, w, complete);
+		break;
 	case FWD_RUN:
-		for (size_t mi = f->of_layer[l]; mi < f->of_layer[l + 1]; mi++, f->j++) {
-			size_t ng = ds_coord_fetch(f->d, f->c, f->j, complete, &got);
-			ds3_gathered(w, f, got, ng);
-			ds3_released(w, f, ds_coord_release(f->d, f->j, complete, f->rel));
+		for (size_t i = f->of_layer[l]; !f->by_unit && i < f->of_layer[l + 1]; i++) {
+			ds3_fetch(f, w, i, complete);
+			ds3_release(f, w, complete);
 		}
 		break;
 	case BWD_RUN:
-		for (size_t mi = f->of_layer[l + 1]; mi-- > f->of_layer[l]; f->j++) {
-			size_t ng = ds_coord_fetch(f->d, f->c, f->j, complete, &got);
-			ds3_gathered(w, f, got, ng);
-			ds3_grads(f, w, mi);
-			ds3_released(w, f, ds_coord_release(f->d, f->j, complete, f->rel));
+		for (size_t i = f->of_layer[l + 1]; !f->by_unit && i-- > f->of_layer[l];) {
+			ds3_fetch(f, w, i, complete);
+			ds3_release(f, w, complete);
 		}
 		break;
 	case STEP_END: {
@@ -542,43 +579,65 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		f->out->comm_elements = (N - 1) * gathered + reduced;
 		break;
 	}
-	case FWD_PRE:
-	case FWD_POST:
 	case BWD_BEGIN:
-	case BWD_PRE:
-	case BWD_POST:
 		break;
 	}
 }
 
+/* The modules: the description's inside their layers (a transformer's),
+ * or the MLP's units around theirs. */
+static void ds3_modules(struct ds3_fw *f, const struct theory_desc *d, enum zs_unit unit)
+{
+	const struct step_params *p = &d->params;
+	size_t n = p->nmodules;
+	f->by_unit = d->model == NULL;
+	if (f->by_unit)
+		n = unit == ZS_UNIT_MODEL ? 1 : p->nlayers;
+	f->nmodules = n;
+	f->first = zs_calloc(n, sizeof *f->first);
+	f->count = zs_calloc(n, sizeof *f->count);
+	f->lo = zs_calloc(n, sizeof *f->lo);
+	f->hi = zs_calloc(n, sizeof *f->hi);
+	f->grads = zs_calloc(n, sizeof *f->grads);
+	f->of_layer = zs_calloc(p->nlayers + 1, sizeof *f->of_layer);
+	for (size_t i = 0; f->by_unit && i < n; i++) {
+		f->first[i] = unit == ZS_UNIT_MODEL ? 0 : p->layer[i].first;
+		f->count[i] = unit == ZS_UNIT_MODEL ? p->ntensors : p->layer[i].n;
+		f->lo[i] = unit == ZS_UNIT_MODEL ? 0 : i;
+		f->hi[i] = unit == ZS_UNIT_MODEL ? p->nlayers - 1 : i;
+		f->grads[i] = 1;
+	}
+	if (f->by_unit)
+		return;
+	size_t l = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct step_module *x = &p->module[i];
+		for (; l <= x->layer; l++)
+			f->of_layer[l] = i;
+		f->first[i] = x->first;
+		f->count[i] = x->n;
+		f->lo[i] = f->hi[i] = x->layer;
+		f->grads[i] = x->n > 0 && p->tensor[x->first].module == i;
+	}
+	for (; l <= p->nlayers; l++)
+		f->of_layer[l] = n;
+}
+
 /* DeepSpeed's ZeRO-3 over --steps steps (the first records the trace). */
 static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
-                     unsigned world, struct theory_schedule *out)
+                     enum zs_unit unit, unsigned world, struct theory_schedule *out)
 {
 	const struct step_params *p = &d->params;
 	uint64_t *tn = zs_calloc(p->ntensors, sizeof *tn), persist = 0, base[THEORY_NCATEGORIES];
-	size_t *first = zs_calloc(p->nmodules, sizeof *first), *count = zs_calloc(p->nmodules, sizeof *count);
-	struct ds3_fw f = {.p = p, .b = b, .c = c, .tn = tn, .N = world, .out = out,
+	struct ds3_fw f = {.b = b, .c = c, .tn = tn, .N = world, .out = out,
 	                   .off = c->offload != ZS_OFFLOAD_NONE, .offp = c->offload == ZS_OFFLOAD_PARAMS};
-	f.of_layer = zs_calloc(p->nlayers + 1, sizeof *f.of_layer);
-	f.grads = zs_calloc(p->nmodules, sizeof *f.grads);
 	f.rel = zs_calloc(p->ntensors, sizeof *f.rel);
 	f.post = zs_calloc(p->ntensors, sizeof *f.post);
 	f.bk = (struct ds3_bucket){.B = (uint64_t)c->ds_reduce_bucket, .t = zs_calloc(p->ntensors, sizeof *f.bk.t)};
 	for (size_t t = 0; t < p->ntensors; t++)
 		tn[t] = p->tensor[t].numel;
-	size_t l = 0;
-	for (size_t i = 0; i < p->nmodules; i++) {
-		const struct step_module *x = &p->module[i];
-		for (; l <= x->layer; l++)
-			f.of_layer[l] = i;
-		first[i] = x->first;
-		count[i] = x->n;
-		f.grads[i] = x->n > 0 && p->tensor[x->first].module == i;
-	}
-	for (; l <= p->nlayers; l++)
-		f.of_layer[l] = p->nmodules;
-	f.d = ds_coord_new(tn, p->ntensors, first, count, p->nmodules, c, world);
+	ds3_modules(&f, d, unit);
+	f.d = ds_coord_new(tn, p->ntensors, f.first, f.count, f.nmodules, c, world);
 	for (size_t t = 0; t < p->ntensors; t++) {
 		f.S += f.d->s[t];
 		persist += f.d->persist[t] ? tn[t] : 0;
@@ -597,10 +656,12 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	out->comm_elements_mean = (double)f.sent_el / c->steps;
 	ds_coord_free(f.d);
 	free(tn);
-	free(first);
-	free(count);
-	free(f.of_layer);
+	free(f.first);
+	free(f.count);
+	free(f.lo);
+	free(f.hi);
 	free(f.grads);
+	free(f.of_layer);
 	free(f.rel);
 	free(f.post);
 	free(f.bk.t);
@@ -666,7 +727,7 @@ void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes
 			if (p->layer[l].numel > 0)
 				out->units[out->nunits++] = p->layer[l].numel;
 	if (fw == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3) { /* by module */
-		ds3_walk(d, b, c, world, out);
+		ds3_walk(d, b, c, unit, world, out);
 		return;
 	}
 	if (fsdp) {
