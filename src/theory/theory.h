@@ -173,9 +173,9 @@ size_t theory_ddp_bucket_list(const uint64_t *t, size_t nt, unsigned grad_bytes,
 void theory_torch_ddp(const uint64_t *t, size_t nt, unsigned grad_bytes, double cap_mb, unsigned world,
                       struct theory_schedule *out);
 
-/* Redo a paper schedule (theory_schedule's) as c's framework implements
- * the scheme, with its options (--bucket-cap, --prefetch); nothing for the
- * paper's. theory_row calls it. */
+/* The MLP's row of s as torch implements the scheme, with its options
+ * (--bucket-cap, --prefetch): theory_schedule_walk under c; nothing for
+ * another framework. */
 void theory_framework_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world, struct theory_schedule *out);
 
@@ -184,9 +184,9 @@ void theory_framework_schedule(const struct theory_shape *s, const struct zs_con
 size_t theory_ddp_buckets(const struct theory_shape *s, double cap_mb, uint64_t *n);
 
 
-/* DeepSpeed's ZeRO-1 and ZeRO-2 (theory_deepspeed.c; docs/schedule.md,
- * "DeepSpeed"), with its bucket settings from c: redo out, theory_schedule's
- * row, as DeepSpeed runs it; nothing for another framework or scheme. */
+/* DeepSpeed's ZeRO-1, ZeRO-2 and ZeRO-3 (docs/schedule.md, "DeepSpeed")
+ * on the MLP of s, with its settings from c: its row as DeepSpeed runs it
+ * (theory_schedule_walk under c); nothing for another framework or dp. */
 void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world, struct theory_schedule *out);
 
@@ -422,8 +422,7 @@ void theory_desc_build(struct theory_desc *d, const struct theory_request *req);
 /* The MLP's alone: widths d0..dL at micro-batch `batch`. */
 void theory_desc_mlp(struct theory_desc *d, const size_t *widths, size_t nwidths, uint64_t batch);
 /* The one walk of d's step (theory_walk.c) for (scheme, unit, N) under
- * c's framework (NULL or ZS_FW_PAPER: the paper's; an MLP's under
- * DeepSpeed's ZeRO-3 is theory_deepspeed_schedule's): its units, resident
+ * c's framework (NULL or ZS_FW_PAPER: the paper's): its units, resident
  * state, peak and breakdown, and comm into out. */
 void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
                           enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_schedule *out);

@@ -26,10 +26,8 @@
 static uint64_t largest_tensor(const struct theory_shape *s)
 {
 	struct step_params p;
-	uint64_t m = 0;
 	step_params_mlp(&p, s->widths, s->nwidths);
-	for (size_t i = 0; i < p.ntensors; i++)
-		m = p.tensor[i].numel > m ? p.tensor[i].numel : m;
+	uint64_t m = step_params_largest_tensor(&p);
 	step_params_free(&p);
 	return m;
 }

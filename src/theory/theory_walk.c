@@ -111,11 +111,9 @@ void theory_desc_free(struct theory_desc *d)
 {
 	if (d->has_params)
 		step_params_free(&d->params);
-	free(d->bufs.buf);
-	free(d->made_at);
-	free(d->made_first);
-	free(d->freed_at);
-	free(d->freed_first);
+	void *lists[] = {d->bufs.buf, d->made_at, d->made_first, d->freed_at, d->freed_first};
+	for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+		free(lists[i]);
 	memset(d, 0, sizeof *d);
 }
 
@@ -670,14 +668,6 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 /* ------------------------------------------------------------------------ */
 /* The row */
 
-static uint64_t largest_tensor(const struct step_params *p)
-{
-	uint64_t m = 0;
-	for (size_t i = 0; i < p->ntensors; i++)
-		m = p->tensor[i].numel > m ? p->tensor[i].numel : m;
-	return m;
-}
-
 /* The elements of each of p's tensors, in its order (the caller frees). */
 static uint64_t *tensor_numels(const struct step_params *p)
 {
@@ -752,7 +742,7 @@ void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		 * buckets and the full grads (ZeRO-1 the model's, ZeRO-2 a
 		 * unit's at a time), at every N; step() its buffers. */
 		theory_schedule_states(out, b, ZS_ZERO2, world, &sts);
-		theory_deepspeed_resident(b, c, largest_tensor(p), world, out, ev.step);
+		theory_deepspeed_resident(b, c, step_params_largest_tensor(p), world, out, ev.step);
 		ev.bucket = (uint64_t)(1 + c->ds_overlap_comm) * (uint64_t)c->ds_reduce_bucket * b->g;
 		ev.full = scheme == ZS_ZERO1 ? sts.params * b->g : 0;
 		ev.fg = scheme == ZS_ZERO2 ? b->g : 0;

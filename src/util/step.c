@@ -199,6 +199,14 @@ void step_params_free(struct step_params *p)
 	memset(p, 0, sizeof *p);
 }
 
+uint64_t step_params_largest_tensor(const struct step_params *p)
+{
+	uint64_t max = 0;
+	for (size_t i = 0; i < p->ntensors; i++)
+		max = p->tensor[i].numel > max ? p->tensor[i].numel : max;
+	return max;
+}
+
 uint64_t step_params_largest_hf_module(const struct step_params *p)
 {
 	uint64_t max = 0;

@@ -93,6 +93,10 @@ void step_params_build(struct step_params *p, const struct zs_model *m);
 void step_params_mlp(struct step_params *p, const size_t *widths, size_t nwidths);
 void step_params_free(struct step_params *p);
 
+/* The largest parameter tensor's elements (DeepSpeed's offload sizes its
+ * temporary grad buffers by it). */
+uint64_t step_params_largest_tensor(const struct step_params *p);
+
 /* The largest nn.Module's own parameters (elements) of the Hugging Face
  * model, whose modules are not zerosim's fused ones: each part of a fused
  * tensor counts apart (DeepSpeed's model_to_params, docs/schedule.md). */
