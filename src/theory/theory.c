@@ -103,7 +103,12 @@ void theory_floor(double params, enum zs_scheme scheme, unsigned world,
 
 uint64_t theory_params(const struct theory_shape *s)
 {
-	return zs_params(s->widths, s->nwidths);
+	struct step_params p;
+
+	step_params_mlp(&p, s->widths, s->nwidths);
+	uint64_t n = p.numel;
+	step_params_free(&p);
+	return n;
 }
 
 /* Fill the resident categories for `full` working params and grads (else
@@ -264,8 +269,10 @@ double theory_request_params(const struct theory_request *req)
 {
 	struct theory_shape s;
 
+	if (req->desc != NULL && req->desc->has_params)
+		return (double)req->desc->params.numel;
 	if (req->model != NULL)
-		return req->desc != NULL ? (double)req->desc->params.numel : (double)theory_model_params(req->model);
+		return (double)theory_model_params(req->model);
 	if (!req->shape_known)
 		return req->params;
 	request_shape(req, &s);

@@ -131,7 +131,8 @@ void theory_states(const struct theory_unit_run *units, size_t nruns,
  * no search. */
 uint64_t theory_max_batch(uint64_t fixed, uint64_t per_batch, double usable);
 
-/* Ψ of a shape: Σ d_l·d_{l+1} + d_{l+1}. */
+/* Ψ of a shape: Σ d_l·d_{l+1} + d_{l+1}, its description's
+ * (step_params_mlp). */
 uint64_t theory_params(const struct theory_shape *s);
 
 /* The model states of out's units (out->nunits, out->units) into out:
