@@ -160,13 +160,24 @@ START_TEST(test_tiny_model_has_thirteen_params_in_units_of_nine_and_four)
 	struct theory_shape s = tiny(ZS_MIXED, ZS_ADAM);
 	struct theory_schedule r = sched(&s, ZS_ZERO3, ZS_UNIT_LAYER, 2);
 
+	struct step_params p;
+	size_t n;
+
 	ck_assert_uint_eq(theory_params(&s), 13);
 	ck_assert_uint_eq(r.nunits, 2);
-	ck_assert_uint_eq(r.units[0], 9);
-	ck_assert_uint_eq(r.units[1], 4);
+	step_params_mlp(&p, s.widths, s.nwidths);
+	uint64_t *u = theory_units_list(&p, ZS_UNIT_LAYER, &n);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(u[0], 9);
+	ck_assert_uint_eq(u[1], 4);
+	free(u);
 	r = sched(&s, ZS_ZERO3, ZS_UNIT_MODEL, 2);
 	ck_assert_uint_eq(r.nunits, 1);
-	ck_assert_uint_eq(r.units[0], 13);
+	u = theory_units_list(&p, ZS_UNIT_MODEL, &n);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(u[0], 13);
+	free(u);
+	step_params_free(&p);
 }
 END_TEST
 

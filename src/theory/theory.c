@@ -187,13 +187,27 @@ void theory_states(const struct theory_unit_run *units, size_t nruns,
 	}
 }
 
-void theory_schedule_states(struct theory_schedule *out, const struct theory_bytes *b, enum zs_scheme scheme,
-                            unsigned world, struct theory_states *st)
+uint64_t *theory_units_list(const struct step_params *p, enum zs_unit unit, size_t *n)
+{
+	uint64_t *units = zs_calloc(p->nlayers + 1, sizeof *units);
+
+	*n = 0;
+	if (unit == ZS_UNIT_MODEL)
+		units[(*n)++] = p->numel;
+	else
+		for (size_t l = 0; l < p->nlayers; l++)
+			if (p->layer[l].numel > 0)
+				units[(*n)++] = p->layer[l].numel;
+	return units;
+}
+
+void theory_schedule_states(struct theory_schedule *out, const uint64_t *n, const struct theory_bytes *b,
+                            enum zs_scheme scheme, unsigned world, struct theory_states *st)
 {
 	struct theory_unit_run *runs = zs_calloc(out->nunits > 0 ? out->nunits : 1, sizeof *runs);
 
 	for (size_t u = 0; u < out->nunits; u++)
-		runs[u] = (struct theory_unit_run){ out->units[u], 1 };
+		runs[u] = (struct theory_unit_run){ n[u], 1 };
 	theory_states(runs, out->nunits, b, scheme, world, st);
 	free(runs);
 	out->params = st->params;

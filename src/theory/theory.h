@@ -73,8 +73,7 @@ struct theory_shape {
 
 struct theory_schedule {
 	uint64_t params;                /* Ψ */
-	size_t nunits;                  /* U */
-	uint64_t units[ZS_MAX_WIDTHS];  /* n_u */
+	size_t nunits;                  /* U: the units n_u are theory_units_list's */
 	uint64_t shard_elements;        /* S = Σ ceil(n_u / N) */
 	uint64_t padded_elements;       /* P = N·S */
 	uint64_t resident_bytes;
@@ -135,10 +134,15 @@ uint64_t theory_max_batch(uint64_t fixed, uint64_t per_batch, double usable);
  * (step_params_mlp). */
 uint64_t theory_params(const struct theory_shape *s);
 
-/* The model states of out's units (out->nunits, out->units) into out:
- * everything but the peak; st gets theory_states' figures. */
-void theory_schedule_states(struct theory_schedule *out, const struct theory_bytes *b, enum zs_scheme scheme,
-                            unsigned world, struct theory_states *st);
+/* The model states of the units n[0..out->nunits) into out: everything
+ * but the peak; st gets theory_states' figures. */
+void theory_schedule_states(struct theory_schedule *out, const uint64_t *n, const struct theory_bytes *b,
+                            enum zs_scheme scheme, unsigned world, struct theory_states *st);
+
+/* The units of a description's parameters p under `--unit`: unit=model
+ * the whole flat vector, unit=layer each layer that holds tensors (a tied
+ * head holds none). Their elements, *n of them; the caller frees them. */
+uint64_t *theory_units_list(const struct step_params *p, enum zs_unit unit, size_t *n);
 
 void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
                      enum zs_unit unit, unsigned world,

@@ -5,6 +5,8 @@
  */
 #include "config.h"
 
+#include <stdlib.h>
+
 #include "theory/theory.h"
 #include "util/schedule.h"
 #include "util/util.h"
@@ -59,14 +61,17 @@ static void floor_json(cJSON *row, const struct theory_row *r, double psi)
 }
 
 /* The exact schedule: the MLP's, or zerosim's own transformer's. */
-static void schedule_json(cJSON *row, const struct theory_row *r)
+static void schedule_json(cJSON *row, const struct theory_request *req, const struct theory_row *r)
 {
 	const struct theory_schedule *s = &r->sched;
 	double psi = (double)s->params;
 	cJSON *o = cJSON_AddObjectToObject(row, "schedule"), *units = cJSON_AddArrayToObject(o, "units");
+	size_t nu;
+	uint64_t *n = theory_units_list(&req->desc->params, r->unit, &nu);
 
-	for (size_t u = 0; u < s->nunits; u++)
-		push_num(units, (double)s->units[u]);
+	for (size_t u = 0; u < nu; u++)
+		push_num(units, (double)n[u]);
+	free(n);
 	num(o, "shard_elements", (double)s->shard_elements);
 	num(o, "padded_elements", (double)s->padded_elements);
 	num(o, "resident_bytes", (double)s->resident_bytes);
@@ -137,7 +142,7 @@ static void row_json(cJSON *rows, const struct theory_request *req, const struct
 
 	if (req->model != NULL) {
 		if (r->model_sched)
-			schedule_json(o, r);
+			schedule_json(o, req, r);
 		else
 			cJSON_AddNullToObject(o, "schedule");
 		peak_json(o, req, r);
@@ -145,7 +150,7 @@ static void row_json(cJSON *rows, const struct theory_request *req, const struct
 			theory_framework_json(cJSON_GetObjectItemCaseSensitive(o, "schedule"), req, r->scheme, r->world,
 			                      &r->sched);
 	} else if (req->shape_known) {
-		schedule_json(o, r);
+		schedule_json(o, req, r);
 		if (req->config->framework != ZS_FW_PAPER)
 			theory_framework_json(cJSON_GetObjectItemCaseSensitive(o, "schedule"), req, r->scheme, r->world,
 			                      &r->sched);

@@ -243,7 +243,7 @@ struct events {
  * every rank sends in all-gathers and reduce-scatters. */
 struct units_fw {
 	const struct events *ev;
-	const struct theory_schedule *sc;
+	const uint64_t *units;          /* n_u */
 	enum zs_unit unit;
 	uint64_t N;
 	int *held;
@@ -254,12 +254,12 @@ struct units_fw {
 };
 
 /* Unit u's slots per rank, ceil(n_u/N). */
-static uint64_t slots(const struct units_fw *st, size_t u) { return (st->sc->units[u] + st->N - 1) / st->N; }
+static uint64_t slots(const struct units_fw *st, size_t u) { return (st->units[u] + st->N - 1) / st->N; }
 
 /* The elements of unit u's gathered copy. */
 static uint64_t copy_elements(const struct units_fw *st, size_t u)
 {
-	return st->ev->post_backward ? st->N * slots(st, u) : st->sc->units[u];
+	return st->ev->post_backward ? st->N * slots(st, u) : st->units[u];
 }
 
 static void gather(struct units_fw *st, struct walk *w, size_t u)
@@ -335,7 +335,7 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 			gather(st, w, i);
 		if (ev->prefetch && i > 0 && !st->held[i - 1])
 			gather(st, w, i - 1);
-		walk_add(w, THEORY_FULL_GRADS, st->sc->units[i] * ev->fg);
+		walk_add(w, THEORY_FULL_GRADS, st->units[i] * ev->fg);
 		if (ev->fg > 0)
 			st->reduced += (st->N - 1) * slots(st, i);
 		break;
@@ -344,7 +344,7 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 			break;
 		release(st, w, i);
 		post_backward(st, w, i);
-		walk_sub(w, THEORY_FULL_GRADS, st->sc->units[i] * ev->fg);
+		walk_sub(w, THEORY_FULL_GRADS, st->units[i] * ev->fg);
 		break;
 	case STEP_END:
 		walk_sub(w, THEORY_FULL_GRADS, ev->full);
@@ -362,11 +362,12 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 /* The walk by unit, from out's resident state: unit i runs layers
  * first_i..last_i (unit=model all of them; unit=layer the embedding, each
  * block, the untied head; a tied head is in no unit's visit but its own). */
-static void units_walk(const struct theory_desc *d, const struct events *ev, enum zs_unit unit, unsigned world,
-                       int visit, struct theory_schedule *out, uint64_t *gathered, uint64_t *reduced)
+static void units_walk(const struct theory_desc *d, const struct events *ev, const uint64_t *units,
+                       enum zs_unit unit, unsigned world, int visit, struct theory_schedule *out, uint64_t *gathered,
+                       uint64_t *reduced)
 {
 	size_t nl = d->params.nlayers, head = nl - 1, U = out->nunits;
-	struct units_fw st = {.ev = ev, .sc = out, .unit = unit, .N = world, .visit = visit ? head : SIZE_MAX};
+	struct units_fw st = {.ev = ev, .units = units, .unit = unit, .N = world, .visit = visit ? head : SIZE_MAX};
 	st.held = zs_calloc(U, sizeof *st.held);
 	st.first = zs_calloc(U, sizeof *st.first);
 	st.last = zs_calloc(U, sizeof *st.last);
@@ -707,17 +708,11 @@ void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes
 	 * visit of that unit of its own, gathered for it (params only). */
 	int visit = p->tied && unit == ZS_UNIT_LAYER;
 
-	/* The units: unit=model the whole flat vector, unit=layer each layer
-	 * that holds tensors (a tied head holds none). */
 	*out = (struct theory_schedule){0};
-	if (unit == ZS_UNIT_MODEL)
-		out->units[out->nunits++] = p->numel;
-	else
-		for (size_t l = 0; l < p->nlayers; l++)
-			if (p->layer[l].numel > 0)
-				out->units[out->nunits++] = p->layer[l].numel;
+	uint64_t *units = theory_units_list(p, unit, &out->nunits);
 	if (fw == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3) { /* by module */
 		ds3_walk(d, b, c, unit, world, out);
+		free(units);
 		return;
 	}
 	if (fsdp) {
@@ -727,7 +722,7 @@ void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		 * at N = 1 gathers (casts) only in mixed. */
 		if (mixed)
 			theory_bytes_per_param(ZS_FP32, c->optimizer, &rb);
-		theory_schedule_states(out, &rb, ZS_ZERO3, world, &sts);
+		theory_schedule_states(out, units, &rb, ZS_ZERO3, world, &sts);
 		ev.gp = N > 1 || mixed ? b->p : 0;
 		ev.fg = N > 1 || mixed ? b->g : 0;
 		ev.keep_all = N > 1 && scheme == ZS_ZERO2;
@@ -741,19 +736,19 @@ void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		 * collectives, its own resident state; backward holds the reduce
 		 * buckets and the full grads (ZeRO-1 the model's, ZeRO-2 a
 		 * unit's at a time), at every N; step() its buffers. */
-		theory_schedule_states(out, b, ZS_ZERO2, world, &sts);
+		theory_schedule_states(out, units, b, ZS_ZERO2, world, &sts);
 		theory_deepspeed_resident(b, c, step_params_largest_tensor(p), world, out, ev.step);
 		ev.bucket = (uint64_t)(1 + c->ds_overlap_comm) * (uint64_t)c->ds_reduce_bucket * b->g;
 		ev.full = scheme == ZS_ZERO1 ? sts.params * b->g : 0;
 		ev.fg = scheme == ZS_ZERO2 ? b->g : 0;
 	} else {
-		theory_schedule_states(out, b, scheme, world, &sts);
+		theory_schedule_states(out, units, b, scheme, world, &sts);
 		if (N > 1 && scheme == ZS_ZERO3)
 			ev.gp = b->p, ev.fg = b->g;
 		if (N > 1 && scheme == ZS_ZERO2)
 			ev.full = sts.params * b->g;
 		if (N > 1 && scheme == ZS_ZERO3 && visit) { /* the head's two extra gathers of the embedding's unit */
-			uint64_t s0 = (out->units[0] + N - 1) / N;
+			uint64_t s0 = (units[0] + N - 1) / N;
 			out->comm_bytes += 2 * (N - 1) * s0 * b->p;
 			out->comm_elements += 2 * (N - 1) * s0;
 		}
@@ -768,7 +763,8 @@ void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		free(tn);
 	}
 	uint64_t gathered, reduced;
-	units_walk(d, &ev, unit, world, visit, out, &gathered, &reduced);
+	units_walk(d, &ev, units, unit, world, visit, out, &gathered, &reduced);
+	free(units);
 	if (fsdp) { /* what FSDP sends: the walk's collectives */
 		out->comm_elements = gathered + reduced;
 		out->comm_bytes = gathered * ev.gp + reduced * ev.fg;
