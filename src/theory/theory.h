@@ -404,14 +404,14 @@ struct theory_request {
 /* ------------------------------------------------------------------------ */
 /* The step description the theory walks (util/step.h; theory_walk.c): the
  * parameters of the request's shape (a transformer's, or the MLP's of its
- * widths; none for a count), a transformer's buffers at the request's
- * micro-batch and sequence, and the walk's index of them by layer. Built
- * from the config alone; owned by the caller (theory_desc_free). */
+ * widths; none for a count), its buffers at the request's micro-batch
+ * (and a transformer's sequence), and the walk's index of them by layer.
+ * Built from the config alone; owned by the caller (theory_desc_free). */
 struct theory_desc {
 	int has_params, has_buffers;
 	struct step_params params;
 	struct step_buffers bufs;
-	/* what the buffers were built for */
+	/* what the buffers were built for (model NULL: the MLP's) */
 	const struct zs_model *model;
 	uint64_t batch, seq;
 	unsigned elem;

@@ -1,8 +1,9 @@
 /*
  * theory_walk — the step description (util/step.h) built once for a
- * request, and the one walk of it: the exact schedule of zerosim's own
- * transformer (docs/schedule.md, "Transformers: the engine's schedule"),
- * from the shape alone. The description's buffers are allocated and freed
+ * request, and the one walk of it: the exact schedule of the MLP and of
+ * zerosim's own transformer under every framework (docs/schedule.md,
+ * "Peak", "Frameworks", "Transformers: the engine's schedule"), from the
+ * shape alone. The description's buffers are allocated and freed
  * where their lifetimes say, layer by layer, forward then backward; a
  * framework is a callback the walk calls at fixed points of each layer
  * (before it, between making its buffers and freeing the recomputed ones,
