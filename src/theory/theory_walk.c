@@ -594,11 +594,12 @@ static void ds3_modules(struct ds3_fw *f, const struct theory_desc *d, enum zs_u
 	if (f->by_unit)
 		n = unit == ZS_UNIT_MODEL ? 1 : p->nlayers;
 	f->nmodules = n;
-	f->first = zs_calloc(n, sizeof *f->first);
-	f->count = zs_calloc(n, sizeof *f->count);
-	f->lo = zs_calloc(n, sizeof *f->lo);
-	f->hi = zs_calloc(n, sizeof *f->hi);
-	f->grads = zs_calloc(n, sizeof *f->grads);
+	/* first, count, lo and hi: n each, one block (freed with first) */
+	f->first = zs_calloc(4 * n + 1, sizeof *f->first);
+	f->count = f->first + n;
+	f->lo = f->count + n;
+	f->hi = f->lo + n;
+	f->grads = zs_calloc(n + 1, sizeof *f->grads);
 	f->of_layer = zs_calloc(p->nlayers + 1, sizeof *f->of_layer);
 	for (size_t i = 0; f->by_unit && i < n; i++) {
 		f->first[i] = unit == ZS_UNIT_MODEL ? 0 : p->layer[i].first;
@@ -657,9 +658,6 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	ds_coord_free(f.d);
 	free(tn);
 	free(f.first);
-	free(f.count);
-	free(f.lo);
-	free(f.hi);
 	free(f.grads);
 	free(f.of_layer);
 	free(f.rel);
