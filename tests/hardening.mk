@@ -93,6 +93,7 @@ tests/fuzz/fuzz_theory: $(top_srcdir)/tests/fuzz/fuzz_theory.c $(FUZZ_COMMON) $(
 
 # The config reader and the theory that reads what it accepts.
 FUZZ_MODEL = $(top_srcdir)/src/theory/theory.c $(top_srcdir)/src/theory/theory_model.c \
+	$(top_srcdir)/src/theory/theory_walk.c \
 	$(top_srcdir)/src/theory/theory_framework.c $(top_srcdir)/src/theory/theory_deepspeed.c \
 	$(top_srcdir)/src/theory/theory_text.c
 tests/fuzz/fuzz_model: $(top_srcdir)/tests/fuzz/fuzz_model.c $(FUZZ_COMMON) $(FUZZ_UTIL) $(FUZZ_MODEL) \

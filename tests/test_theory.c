@@ -160,13 +160,24 @@ START_TEST(test_tiny_model_has_thirteen_params_in_units_of_nine_and_four)
 	struct theory_shape s = tiny(ZS_MIXED, ZS_ADAM);
 	struct theory_schedule r = sched(&s, ZS_ZERO3, ZS_UNIT_LAYER, 2);
 
+	struct step_params p;
+	size_t n;
+
 	ck_assert_uint_eq(theory_params(&s), 13);
 	ck_assert_uint_eq(r.nunits, 2);
-	ck_assert_uint_eq(r.units[0], 9);
-	ck_assert_uint_eq(r.units[1], 4);
+	step_params_mlp(&p, s.widths, s.nwidths);
+	uint64_t *u = theory_units_list(&p, ZS_UNIT_LAYER, &n);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(u[0], 9);
+	ck_assert_uint_eq(u[1], 4);
+	free(u);
 	r = sched(&s, ZS_ZERO3, ZS_UNIT_MODEL, 2);
 	ck_assert_uint_eq(r.nunits, 1);
-	ck_assert_uint_eq(r.units[0], 13);
+	u = theory_units_list(&p, ZS_UNIT_MODEL, &n);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(u[0], 13);
+	free(u);
+	step_params_free(&p);
 }
 END_TEST
 
@@ -1072,8 +1083,14 @@ START_TEST(test_torch_zero1_on_the_tiny_gpt2_worked_by_hand)
 {
 	struct zs_model m = { .family = ZS_FAMILY_GPT2, .hidden = 64, .intermediate = 256, .layers = 2,
 	                      .heads = 4, .kv_heads = 4, .head_dim = 16, .vocab = 256, .positions = 32, .tied = 1 };
-	uint64_t n[THEORY_MAX_TENSORS], load[3], sum = 0;
-	size_t nt = theory_model_tensors(&m, n);
+	uint64_t n[28], load[3], sum = 0;
+	struct step_params p;
+	step_params_build(&p, &m);
+	size_t nt = p.ntensors;
+	ck_assert_uint_eq(nt, 28);
+	for (size_t i = 0; i < nt; i++)
+		n[i] = p.tensor[i].numel;
+	step_params_free(&p);
 
 	ck_assert_uint_eq(nt, 28);
 	for (size_t i = 0; i < nt; i++)
@@ -1093,7 +1110,7 @@ START_TEST(test_torch_zero1_on_the_tiny_gpt2_worked_by_hand)
 	struct theory_act_opts o = { .seq = 32, .recompute = ZS_RECOMPUTE_NONE, .elem = 2 };
 	struct theory_schedule sc;
 	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &b);
-	theory_model_framework_schedule(&m, &o, &b, &c, 2, ZS_ZERO1, ZS_UNIT_LAYER, 3, &sc);
+	theory_model_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO1, ZS_UNIT_LAYER, 3, &sc);
 	ck_assert_uint_eq(sc.resident_bytes, 1202688);
 	ck_assert_uint_eq(sc.resident_breakdown[THEORY_BUCKETS], 237056);
 	ck_assert_double_eq_tol((double)(sc.resident_bytes - 237056) / 118528, 8.147, 5e-4);
@@ -1156,7 +1173,7 @@ START_TEST(test_deepspeed_zero3_on_the_tiny_gpt2_worked_by_hand)
 	struct theory_schedule sc;
 	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &b);
 	ck_assert(theory_model_has_schedule(&m, &o, &b, ZS_FW_DEEPSPEED, ZS_ZERO3));
-	theory_model_framework_schedule(&m, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	theory_model_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
 	ck_assert_uint_eq(sc.shard_elements, 39525);
 	ck_assert_uint_eq(sc.padded_elements, 3 * 39525);
 	ck_assert_uint_eq(sc.resident_breakdown[THEORY_PARAM16], 2 * 39525);
@@ -1165,11 +1182,11 @@ START_TEST(test_deepspeed_zero3_on_the_tiny_gpt2_worked_by_hand)
 	ck_assert_uint_eq(sc.resident_bytes, 1000634192);
 	ck_assert_uint_eq(sc.comm_elements, 259614);
 	c.steps = 2;
-	theory_model_framework_schedule(&m, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	theory_model_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
 	ck_assert_uint_eq(sc.comm_elements, 158100);
 	ck_assert_double_eq(sc.comm_elements_mean, (259614.0 + 158100.0) / 2);
 	c.ds_persist = 1e5;
-	theory_model_framework_schedule(&m, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	theory_model_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
 	ck_assert_uint_eq(sc.resident_breakdown[THEORY_GATHERED_PARAMS], 2 * 118528);
 	/* a full recompute is not modelled under it */
 	o.recompute = ZS_RECOMPUTE_FULL;

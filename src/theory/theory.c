@@ -38,11 +38,9 @@
 
 #include "theory/theory.h"
 #include "util/schedule.h"
+#include "util/util.h"
 
 _Static_assert((int)THEORY_NCATEGORIES == (int)ZS_NCATS, "theory categories are the contract's");
-
-/* Activations are fp32 in both precisions (docs/schedule.md, `a`). */
-#define ACT_BYTES 4u
 
 const char *theory_category_name(enum theory_category c)
 {
@@ -105,7 +103,12 @@ void theory_floor(double params, enum zs_scheme scheme, unsigned world,
 
 uint64_t theory_params(const struct theory_shape *s)
 {
-	return zs_params(s->widths, s->nwidths);
+	struct step_params p;
+
+	step_params_mlp(&p, s->widths, s->nwidths);
+	uint64_t n = p.numel;
+	step_params_free(&p);
+	return n;
 }
 
 /* Fill the resident categories for `full` working params and grads (else
@@ -184,14 +187,29 @@ void theory_states(const struct theory_unit_run *units, size_t nruns,
 	}
 }
 
-void theory_schedule_states(struct theory_schedule *out, const struct theory_bytes *b, enum zs_scheme scheme,
-                            unsigned world, struct theory_states *st)
+uint64_t *theory_units_list(const struct step_params *p, enum zs_unit unit, size_t *n)
 {
-	struct theory_unit_run runs[ZS_MAX_WIDTHS];
+	uint64_t *units = zs_calloc(p->nlayers + 1, sizeof *units);
+
+	*n = 0;
+	if (unit == ZS_UNIT_MODEL)
+		units[(*n)++] = p->numel;
+	else
+		for (size_t l = 0; l < p->nlayers; l++)
+			if (p->layer[l].numel > 0)
+				units[(*n)++] = p->layer[l].numel;
+	return units;
+}
+
+void theory_schedule_states(struct theory_schedule *out, const uint64_t *n, const struct theory_bytes *b,
+                            enum zs_scheme scheme, unsigned world, struct theory_states *st)
+{
+	struct theory_unit_run *runs = zs_calloc(out->nunits > 0 ? out->nunits : 1, sizeof *runs);
 
 	for (size_t u = 0; u < out->nunits; u++)
-		runs[u] = (struct theory_unit_run){ out->units[u], 1 };
+		runs[u] = (struct theory_unit_run){ n[u], 1 };
 	theory_states(runs, out->nunits, b, scheme, world, st);
+	free(runs);
 	out->params = st->params;
 	out->shard_elements = st->shard_elements;
 	out->padded_elements = st->padded_elements;
@@ -202,40 +220,24 @@ void theory_schedule_states(struct theory_schedule *out, const struct theory_byt
 	out->comm_elements = st->comm_elements;
 }
 
+void theory_schedule_walk(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
+                          enum zs_unit unit, unsigned world, struct theory_schedule *out)
+{
+	struct theory_desc d;
+
+	theory_desc_mlp(&d, s->widths, s->nwidths, s->batch);
+	theory_walk_schedule(&d, &s->bytes, c, scheme, unit, world, out);
+	theory_desc_free(&d);
+}
+
+/* The paper's: the walk with no framework's transients but the scheme's
+ * own (docs/schedule.md, "Peak"): during backward every activation, the
+ * two delta buffers and the scheme's transients are alive at once. */
 void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
                      enum zs_unit unit, unsigned world,
                      struct theory_schedule *out)
 {
-	struct theory_states st;
-	uint64_t sum_d = 0, max_d = 0;
-
-	*out = (struct theory_schedule){0};
-	if (unit == ZS_UNIT_MODEL) {
-		out->nunits = 1;
-		out->units[0] = theory_params(s);
-	} else {
-		out->nunits = s->nwidths - 1;
-		for (size_t l = 0; l + 1 < s->nwidths; l++)
-			out->units[l] = zs_layer_params(s->widths, l);
-	}
-	theory_schedule_states(out, &s->bytes, scheme, world, &st);
-
-	/* Peak: during backward every activation, the two delta buffers and
-	 * the scheme's transients are alive at once. x and y hold d0 + dL
-	 * columns; each layer's output one more d_{l+1}. */
-	sum_d = s->widths[0] + s->widths[s->nwidths - 1];
-	for (size_t l = 1; l < s->nwidths; l++) {
-		sum_d += s->widths[l];
-		if (s->widths[l] > max_d)
-			max_d = s->widths[l];
-	}
-	memcpy(out->peak_breakdown, st.resident_breakdown, sizeof st.resident_breakdown);
-	out->peak_breakdown[THEORY_ACTIVATIONS] = (uint64_t)ACT_BYTES * s->batch * sum_d;
-	out->peak_breakdown[THEORY_SCRATCH] = 2ull * ACT_BYTES * s->batch * max_d;
-	out->peak_breakdown[THEORY_GATHERED_PARAMS] = st.gathered_params;
-	out->peak_breakdown[THEORY_FULL_GRADS] = st.full_grads;
-	for (int c = 0; c < THEORY_NCATEGORIES; c++)
-		out->peak_bytes += out->peak_breakdown[c];
+	theory_schedule_walk(s, NULL, scheme, unit, world, out);
 }
 
 uint64_t theory_max_batch(uint64_t fixed, uint64_t per_batch, double usable)
@@ -268,10 +270,21 @@ static void request_shape(const struct theory_request *req, struct theory_shape 
 	theory_request_bytes(req, &s->bytes);
 }
 
+const struct theory_desc *theory_request_desc(const struct theory_request *req, struct theory_desc *own)
+{
+	const struct theory_desc *d = req->desc;
+	if (d != NULL && (req->model == NULL || theory_desc_fits(d, req->model, &req->act, req->config->batch)))
+		return d;
+	theory_desc_build(own, req);
+	return own;
+}
+
 double theory_request_params(const struct theory_request *req)
 {
 	struct theory_shape s;
 
+	if (req->desc != NULL && req->desc->has_params)
+		return (double)req->desc->params.numel;
 	if (req->model != NULL)
 		return (double)theory_model_params(req->model);
 	if (!req->shape_known)
@@ -293,23 +306,24 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 
 	*r = (struct theory_row){ .scheme = scheme, .unit = unit, .world = world,
 	                          .fits = -1, .fits_peak = -1 };
+	struct theory_desc own;
+	const struct theory_desc *d = theory_request_desc(req, &own);
 	request_shape(req, &s);
-	theory_floor(theory_request_params(req), scheme, world, &s.bytes, &r->floor);
+	theory_floor(req->model != NULL ? (double)d->params.numel : theory_request_params(req), scheme, world, &s.bytes,
+	             &r->floor);
 	if (req->model != NULL) {
-		theory_model_peak(req->model, &req->act, &s.bytes, b, scheme, unit, world, &r->peak);
+		theory_peak_of(req->model, &d->params, &req->act, &s.bytes, b, scheme, unit, world, &r->peak);
 		r->model_sched = !req->bf16 && /* measure runs no bf16 */
 		                 theory_model_has_schedule(req->model, &req->act, &s.bytes, req->config->framework,
 			                                           scheme);
 		if (r->model_sched)
-			theory_model_framework_schedule(req->model, &req->act, &s.bytes, req->config, b, scheme, unit, world,
-			                                &r->sched);
+			theory_model_framework_schedule(req->model, d, &req->act, &s.bytes, req->config, b, scheme, unit,
+			                                world, &r->sched);
 		r->peak_bytes = r->peak.peak_bytes;
 		r->peak_per_batch = r->peak.activations_per_sequence;
 		r->has_peak = 1;
 	} else if (req->shape_known) {
-		theory_schedule(&s, scheme, unit, world, &r->sched);
-		theory_framework_schedule(&s, req->config, scheme, unit, world, &r->sched);
-		theory_deepspeed_schedule(&s, req->config, scheme, unit, world, &r->sched);
+		theory_walk_schedule(d, &s.bytes, req->config, scheme, unit, world, &r->sched);
 		r->peak_bytes = r->sched.peak_bytes;
 		/* The MLP's activations and scratch are b times their b = 1 bytes. */
 		r->peak_per_batch = (r->sched.peak_breakdown[THEORY_ACTIVATIONS]
@@ -326,4 +340,6 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 			r->max_batch = theory_max_batch(r->peak_fixed, r->peak_per_batch, usable);
 		}
 	}
+	if (d == &own)
+		theory_desc_free(&own);
 }

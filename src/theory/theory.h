@@ -23,6 +23,7 @@
 #include "util/config.h"
 #include "util/model.h"
 #include "util/schedule.h"
+#include "util/step.h"
 
 /* Bytes per parameter (docs/schedule.md, "Symbols"), and how the optimizer
  * bytes k split into the categories the tracker uses. */
@@ -72,8 +73,7 @@ struct theory_shape {
 
 struct theory_schedule {
 	uint64_t params;                /* Ψ */
-	size_t nunits;                  /* U */
-	uint64_t units[ZS_MAX_WIDTHS];  /* n_u */
+	size_t nunits;                  /* U: the units n_u are theory_units_list's */
 	uint64_t shard_elements;        /* S = Σ ceil(n_u / N) */
 	uint64_t padded_elements;       /* P = N·S */
 	uint64_t resident_bytes;
@@ -130,17 +130,27 @@ void theory_states(const struct theory_unit_run *units, size_t nruns,
  * no search. */
 uint64_t theory_max_batch(uint64_t fixed, uint64_t per_batch, double usable);
 
-/* Ψ of a shape: Σ d_l·d_{l+1} + d_{l+1}. */
+/* Ψ of a shape: Σ d_l·d_{l+1} + d_{l+1}, its description's
+ * (step_params_mlp). */
 uint64_t theory_params(const struct theory_shape *s);
 
-/* The model states of out's units (out->nunits, out->units) into out:
- * everything but the peak; st gets theory_states' figures. */
-void theory_schedule_states(struct theory_schedule *out, const struct theory_bytes *b, enum zs_scheme scheme,
-                            unsigned world, struct theory_states *st);
+/* The model states of the units n[0..out->nunits) into out: everything
+ * but the peak; st gets theory_states' figures. */
+void theory_schedule_states(struct theory_schedule *out, const uint64_t *n, const struct theory_bytes *b,
+                            enum zs_scheme scheme, unsigned world, struct theory_states *st);
+
+/* The units of a description's parameters p under `--unit`: unit=model
+ * the whole flat vector, unit=layer each layer that holds tensors (a tied
+ * head holds none). Their elements, *n of them; the caller frees them. */
+uint64_t *theory_units_list(const struct step_params *p, enum zs_unit unit, size_t *n);
 
 void theory_schedule(const struct theory_shape *s, enum zs_scheme scheme,
                      enum zs_unit unit, unsigned world,
                      struct theory_schedule *out);
+/* The same under c's framework (NULL: the paper's; not DeepSpeed's
+ * ZeRO-3): the MLP's description walked (theory_walk_schedule). */
+void theory_schedule_walk(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
+                          enum zs_unit unit, unsigned world, struct theory_schedule *out);
 
 /* ------------------------------------------------------------------------ */
 /* Frameworks (theory_framework.c; docs/schedule.md, "Frameworks"). */
@@ -168,9 +178,9 @@ size_t theory_ddp_bucket_list(const uint64_t *t, size_t nt, unsigned grad_bytes,
 void theory_torch_ddp(const uint64_t *t, size_t nt, unsigned grad_bytes, double cap_mb, unsigned world,
                       struct theory_schedule *out);
 
-/* Redo a paper schedule (theory_schedule's) as c's framework implements
- * the scheme, with its options (--bucket-cap, --prefetch); nothing for the
- * paper's. theory_row calls it. */
+/* The MLP's row of s as torch implements the scheme, with its options
+ * (--bucket-cap, --prefetch): theory_schedule_walk under c; nothing for
+ * another framework. */
 void theory_framework_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world, struct theory_schedule *out);
 
@@ -179,9 +189,9 @@ void theory_framework_schedule(const struct theory_shape *s, const struct zs_con
 size_t theory_ddp_buckets(const struct theory_shape *s, double cap_mb, uint64_t *n);
 
 
-/* DeepSpeed's ZeRO-1 and ZeRO-2 (theory_deepspeed.c; docs/schedule.md,
- * "DeepSpeed"), with its bucket settings from c: redo out, theory_schedule's
- * row, as DeepSpeed runs it; nothing for another framework or scheme. */
+/* DeepSpeed's ZeRO-1, ZeRO-2 and ZeRO-3 (docs/schedule.md, "DeepSpeed")
+ * on the MLP of s, with its settings from c: its row as DeepSpeed runs it
+ * (theory_schedule_walk under c); nothing for another framework or dp. */
 void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world, struct theory_schedule *out);
 
@@ -285,17 +295,11 @@ struct theory_units {
 	uint64_t head;          /* final norm + untied head; 0 when tied */
 };
 
+void theory_units_of(const struct step_params *p, struct theory_units *u);
+/* The same for m (its description built and dropped). */
 void theory_model_units(const struct zs_model *m, struct theory_units *u);
-
-/* The elements of each parameter tensor of the step description
- * (util/step.h), in its order (the flat vector's), into n[] (at most
- * THEORY_MAX_TENSORS). Returns how many. */
-#define THEORY_MAX_TENSORS (12 * ZS_MAX_WIDTHS + 8)
-size_t theory_model_tensors(const struct zs_model *m, uint64_t *n);
+/* Ψ of the transformer m (its description built and dropped). */
 uint64_t theory_model_params(const struct zs_model *m);
-/* The largest nn.Module's own params in the Hugging Face model (DeepSpeed's
- * estimator's L, largest_layer_params). */
-uint64_t theory_model_largest_module(const struct zs_model *m);
 
 /* The activation terms held at the peak, each by name (theory_act_name). */
 enum theory_act {
@@ -349,6 +353,10 @@ struct theory_peak {
 void theory_model_peak(const struct zs_model *m, const struct theory_act_opts *o,
                        const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
                        enum zs_unit unit, unsigned world, struct theory_peak *out);
+/* The same from m's parameters p (its description's). */
+void theory_peak_of(const struct zs_model *m, const struct step_params *p, const struct theory_act_opts *o,
+                    const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme, enum zs_unit unit,
+                    unsigned world, struct theory_peak *out);
 
 /* The exact schedule level for zerosim's own transformer (the engine's
  * `measure --model`: fp32 or mixed, at most ZS_MAX_WIDTHS - 2 blocks, any
@@ -358,13 +366,16 @@ void theory_model_peak(const struct zs_model *m, const struct theory_act_opts *o
  * the engine runs. */
 int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
                               const struct theory_bytes *b, enum zs_framework fw, enum zs_scheme scheme);
-/* The walk under c's framework (c->framework, its options; the paper's
- * for ZS_FW_PAPER or c NULL): torch's DDP, ZeroRedundancyOptimizer and
- * FSDP as docs/schedule.md gives them on the transformer. */
-void theory_model_framework_schedule(const struct zs_model *m, const struct theory_act_opts *o,
-                                     const struct theory_bytes *b, const struct zs_config *c, uint64_t batch,
-                                     enum zs_scheme scheme, enum zs_unit unit, unsigned world,
-                                     struct theory_schedule *out);
+/* The walk (theory_walk.c) of d, m's description at micro-batch `batch`
+ * (theory_desc_model; NULL: built here and dropped), under c's framework
+ * (c->framework, its options; the paper's for ZS_FW_PAPER or c NULL):
+ * torch's DDP, ZeroRedundancyOptimizer and FSDP, DeepSpeed's ZeRO-1/2 and
+ * ZeRO-3 as docs/schedule.md gives them on the transformer. */
+struct theory_desc;
+void theory_model_framework_schedule(const struct zs_model *m, const struct theory_desc *d,
+                                     const struct theory_act_opts *o, const struct theory_bytes *b,
+                                     const struct zs_config *c, uint64_t batch, enum zs_scheme scheme,
+                                     enum zs_unit unit, unsigned world, struct theory_schedule *out);
 
 /* ------------------------------------------------------------------------ */
 /* Requests and rows: what `zerosim theory` computes over, and one
@@ -382,7 +393,52 @@ struct theory_request {
 	double largest_unit;             /* --largest-unit, or 0 for none */
 	double device_mem;               /* --device-mem bytes, or 0 for none */
 	double reserve;                  /* --reserve bytes (default 0) */
+	/* The step description (theory_desc_build), built once for the
+	 * request by theory_json and theory_text; NULL: each row builds its
+	 * own. It is the request's own: a copy of the request with another
+	 * model, shape, sequence, batch, precision or recompute must not
+	 * keep it (theory_desc_fits checks). */
+	const struct theory_desc *desc;
 };
+
+/* ------------------------------------------------------------------------ */
+/* The step description the theory walks (util/step.h; theory_walk.c): the
+ * parameters of the request's shape (a transformer's, or the MLP's of its
+ * widths; none for a count), its buffers at the request's micro-batch
+ * (and a transformer's sequence), and the walk's index of them by layer.
+ * Built from the config alone; owned by the caller (theory_desc_free). */
+struct theory_desc {
+	int has_params, has_buffers;
+	struct step_params params;
+	struct step_buffers bufs;
+	/* what the buffers were built for (model NULL: the MLP's) */
+	const struct zs_model *model;
+	uint64_t batch, seq;
+	unsigned elem;
+	enum zs_recompute recompute;
+	/* By layer l (params.nlayers of them), indices into bufs.buf in its
+	 * order: made before l's forward, made_at[made_first[l] ..
+	 * made_first[l + 1]); freed after l's backward, freed_at[freed_first[l]
+	 * .. freed_first[l + 1]). */
+	size_t *made_at, *made_first, *freed_at, *freed_first;
+};
+
+void theory_desc_build(struct theory_desc *d, const struct theory_request *req);
+/* The MLP's alone: widths d0..dL at micro-batch `batch`. */
+void theory_desc_mlp(struct theory_desc *d, const size_t *widths, size_t nwidths, uint64_t batch);
+/* The one walk of d's step (theory_walk.c) for (scheme, unit, N) under
+ * c's framework (NULL or ZS_FW_PAPER: the paper's): its units, resident
+ * state, peak and breakdown, and comm into out. */
+void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
+                          enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_schedule *out);
+/* A transformer's alone: m at micro-batch `batch` with o's sequence,
+ * recompute and activation bytes. */
+void theory_desc_model(struct theory_desc *d, const struct zs_model *m, const struct theory_act_opts *o,
+                       uint64_t batch);
+/* Whether d describes m at this batch with o (its buffers match). */
+int theory_desc_fits(const struct theory_desc *d, const struct zs_model *m, const struct theory_act_opts *o,
+                     uint64_t batch);
+void theory_desc_free(struct theory_desc *d);
 
 struct theory_row {
 	enum zs_scheme scheme;
@@ -401,6 +457,9 @@ struct theory_row {
 };
 
 double theory_request_params(const struct theory_request *req);
+/* The request's description (req->desc where it fits), or one built into
+ * own, which the caller then frees (the result is own). */
+const struct theory_desc *theory_request_desc(const struct theory_request *req, struct theory_desc *own);
 void theory_request_bytes(const struct theory_request *req, struct theory_bytes *b);
 const char *theory_request_precision(const struct theory_request *req);
 /* Device memory less --reserve: what the step may use. */

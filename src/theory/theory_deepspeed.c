@@ -18,69 +18,32 @@
 #include "theory/theory.h"
 #include "util/ds_coord.h"
 #include "util/schedule.h"
+#include "util/step.h"
 #include "util/util.h"
 
-static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit, unsigned world,
-                         struct theory_schedule *out);
-
-/* The largest parameter tensor: the offload's temporary grad buffers. */
+/* The largest parameter tensor of the MLP's description (util/step.h):
+ * the offload's temporary grad buffers. */
 static uint64_t largest_tensor(const struct theory_shape *s)
 {
-	uint64_t m = 0;
-	for (size_t l = 0; l + 1 < s->nwidths; l++)
-		m = (uint64_t)s->widths[l] * s->widths[l + 1] > m ? (uint64_t)s->widths[l] * s->widths[l + 1] : m;
-	for (size_t l = 1; l < s->nwidths; l++)
-		m = s->widths[l] > m ? s->widths[l] : m;
+	struct step_params p;
+	step_params_mlp(&p, s->widths, s->nwidths);
+	uint64_t m = step_params_largest_tensor(&p);
+	step_params_free(&p);
 	return m;
 }
 
-/* ZeRO-1 and ZeRO-2 as docs/schedule.md's "DeepSpeed" gives them, from the
- * shape and DeepSpeed's settings: the paper's units, shards and collectives
- * (a reduce-scatter of each unit's grads, an all-gather of its params; none
- * at N = 1), with
- *   resident  R = Ψ·p + S·(g + 4 + o)   (fp16 params, the grad partition,
- *                                        the fp32 partition, o = the
- *                                        optimizer's 8 or 4 over it)
- *   backward  R + A + D + n_b·B·g + G   (n_b buckets of B elements; G the
- *                                        full grads: Ψ·g for ZeRO-1, the
- *                                        largest unit's n·g for ZeRO-2)
- *   optimizer R + S·4 (+ S·g in mixed precision: the flat fp16 copy the
- *                                        fp32 gradient partition is made from)
- * and the peak the larger of the two, backward's when they are equal (it
- * comes first). */
+/* ZeRO-1 and ZeRO-2 as docs/schedule.md's "DeepSpeed" gives them are the
+ * walk's (theory_walk.c): the paper's units, shards and collectives (a
+ * reduce-scatter of each unit's grads, an all-gather of its params; none
+ * at N = 1), theory_deepspeed_resident's state, backward's n_b buckets of
+ * B elements and full grads (Ψ·g for ZeRO-1, a unit's n·g at a time for
+ * ZeRO-2), then step()'s buffers; ZeRO-3's by module, the coordinator's
+ * answers (util/ds_coord.h) on the MLP's units. */
 void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned world, struct theory_schedule *out)
 {
-	if (c->framework == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3) {
-		theory_schedule(s, ZS_ZERO3, unit, world, out); /* units, A and D */
-		ds3_schedule(s, c, unit, world, out);
-		return;
-	}
-	if (c->framework != ZS_FW_DEEPSPEED || (scheme != ZS_ZERO1 && scheme != ZS_ZERO2))
-		return;
-	const struct theory_bytes *b = &s->bytes;
-	theory_schedule(s, ZS_ZERO2, unit, world, out); /* units, shards, collectives, A and D */
-	uint64_t largest = 0, step[THEORY_NCATEGORIES], *pb = out->peak_breakdown;
-	for (size_t u = 0; u < out->nunits; u++)
-		largest = out->units[u] > largest ? out->units[u] : largest;
-	uint64_t act = pb[THEORY_ACTIVATIONS], scratch = pb[THEORY_SCRATCH];
-	theory_deepspeed_resident(b, c, largest_tensor(s), world, out, step);
-	uint64_t bucket = (uint64_t)(1 + c->ds_overlap_comm) * (uint64_t)c->ds_reduce_bucket * b->g;
-	uint64_t full = scheme == ZS_ZERO1 ? out->params * b->g : largest * b->g, extra = 0;
-	uint64_t backward = out->resident_bytes + act + scratch + bucket + full;
-	memcpy(pb, out->resident_breakdown, sizeof out->resident_breakdown);
-	for (int k = 0; k < THEORY_NCATEGORIES; k++)
-		extra += step[k];
-	if (backward >= out->resident_bytes + extra) {
-		pb[THEORY_ACTIVATIONS] = act;
-		pb[THEORY_SCRATCH] = scratch;
-		pb[THEORY_FULL_GRADS] = full;
-		pb[THEORY_BUCKETS] = bucket;
-	} else {
-		for (int k = 0; k < THEORY_NCATEGORIES; k++)
-			pb[k] += step[k];
-	}
-	out->peak_bytes = backward >= out->resident_bytes + extra ? backward : out->resident_bytes + extra;
+	if (c->framework == ZS_FW_DEEPSPEED && scheme != ZS_DP)
+		theory_schedule_walk(s, c, scheme, unit, world, out);
 }
 
 void theory_deepspeed_resident(const struct theory_bytes *b, const struct zs_config *c, uint64_t tmax,
@@ -135,17 +98,22 @@ double theory_deepspeed_estimate(double params, double largest_layer, enum zs_sc
  * transformer's largest nn.Module, else Ψ and --largest-unit. */
 static void request_model(const struct theory_request *req, double *params, double *largest)
 {
-	const struct zs_config *c = req->config;
 	*params = theory_request_params(req);
 	*largest = req->largest_unit;
-	if (req->model != NULL)
-		*largest = (double)theory_model_largest_module(req->model);
-	if (!req->shape_known)
+	if (req->model == NULL && !req->shape_known)
 		return;
-	*params = (double)zs_params(c->widths, c->nwidths);
-	*largest = 0;
-	for (size_t l = 0; l + 1 < c->nwidths; l++)
-		*largest = fmax(*largest, (double)zs_layer_params(c->widths, l));
+	struct theory_desc own;
+	const struct theory_desc *d = theory_request_desc(req, &own);
+	*params = (double)d->params.numel;
+	if (req->model != NULL) {
+		*largest = (double)step_params_largest_hf_module(&d->params);
+	} else {
+		*largest = 0;
+		for (size_t l = 0; l < d->params.nlayers; l++)
+			*largest = fmax(*largest, (double)d->params.layer[l].numel);
+	}
+	if (d == &own)
+		theory_desc_free(&own);
 }
 
 void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config *c, unsigned world,
@@ -153,46 +121,47 @@ void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config
 {
 	const struct theory_bytes *b = &s->bytes;
 	uint64_t per_shard = b->p + b->g + 4 + 2ull * b->adam + b->momentum;
+	struct step_params p;
 	*out = (struct theory_deepspeed_z3){0};
-	for (size_t l = 0; l + 1 < s->nwidths; l++)
-		for (int bias = 0; bias < 2; bias++) {
-			uint64_t n = bias ? s->widths[l + 1] : (uint64_t)s->widths[l] * s->widths[l + 1];
-			int persist = (double)n <= c->ds_persist;
-			out->tensors++;
-			out->persistent_tensors += (unsigned)persist;
-			out->persistent_params += persist ? n : 0;
-			out->shard_elements += (n + world - 1) / world;
-			out->persistent_shard += persist ? (n + world - 1) / world : 0;
-		}
-	out->partitioned_params = theory_params(s) - out->persistent_params;
+	step_params_mlp(&p, s->widths, s->nwidths);
+	for (size_t t = 0; t < p.ntensors; t++) {
+		uint64_t n = p.tensor[t].numel;
+		int persist = (double)n <= c->ds_persist;
+		out->tensors++;
+		out->persistent_tensors += (unsigned)persist;
+		out->persistent_params += persist ? n : 0;
+		out->shard_elements += (n + world - 1) / world;
+		out->persistent_shard += persist ? (n + world - 1) / world : 0;
+	}
+	out->partitioned_params = p.numel - out->persistent_params;
+	step_params_free(&p);
 	out->resident_bytes = out->persistent_params * b->p + out->shard_elements * per_shard +
 	                      (uint64_t)c->ds_reduce_bucket * b->g;
 }
 /* DeepSpeed's PartitionedParameterCoordinator (util/ds_coord.h: its rules,
- * which the engine runs too) over the MLP: its tensors in model order
- * (ds_id order: each layer's weight, then its bias) and its modules
- * (unit=layer each layer's two, unit=model one of them all). */
+ * which the engine runs too) over the MLP's description (util/step.h): its
+ * tensors in model order (ds_id order: each layer's weight, then its
+ * bias) and its modules, unit=layer the description's (one a linear
+ * layer), unit=model one of them all. */
 static struct ds_coord *coord_init(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
                                    unsigned world)
 {
-	/* two tensors and at most one module a layer */
-	uint64_t *n = zs_calloc(2 * s->nwidths, sizeof *n);
-	size_t *first = zs_calloc(s->nwidths, sizeof *first), *count = zs_calloc(s->nwidths, sizeof *count);
-	size_t nt = 0, nm = 0;
-	for (size_t l = 0; l + 1 < s->nwidths; l++) {
-		if (unit == ZS_UNIT_LAYER || l == 0) {
-			first[nm] = nt;
-			count[nm++] = 0;
+	struct step_params p;
+	step_params_mlp(&p, s->widths, s->nwidths);
+	uint64_t *n = zs_calloc(p.ntensors, sizeof *n);
+	size_t *first = zs_calloc(p.nmodules, sizeof *first), *count = zs_calloc(p.nmodules, sizeof *count), nm = 0;
+	for (size_t t = 0; t < p.ntensors; t++)
+		n[t] = p.tensor[t].numel;
+	for (size_t i = 0; i < p.nmodules; i++)
+		if (unit == ZS_UNIT_LAYER || i == 0) {
+			first[nm] = p.module[i].first;
+			count[nm++] = unit == ZS_UNIT_LAYER ? p.module[i].n : p.ntensors;
 		}
-		for (int bias = 0; bias < 2; bias++) {
-			n[nt++] = bias ? s->widths[l + 1] : (uint64_t)s->widths[l] * s->widths[l + 1];
-			count[nm - 1]++;
-		}
-	}
-	struct ds_coord *d = ds_coord_new(n, nt, first, count, nm, c, world);
+	struct ds_coord *d = ds_coord_new(n, p.ntensors, first, count, nm, c, world);
 	free(n);
 	free(first);
 	free(count);
+	step_params_free(&p);
 	return d;
 }
 void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit,
@@ -218,53 +187,6 @@ void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config 
 		ds_coord_release(d, j, 1, NULL);
 	}
 	ds_coord_free(d);
-}
-
-/* A point of the step: the bytes above R (the state between steps before
- * the persistent params are gathered) by category; the peak is the first
- * point with the most. */
-static void ds3_point(const uint64_t *base, const uint64_t *extra, struct theory_schedule *out)
-{
-	uint64_t total = 0;
-	for (int k = 0; k < THEORY_NCATEGORIES; k++)
-		total += base[k] + extra[k];
-	if (total <= out->peak_bytes)
-		return;
-	out->peak_bytes = total;
-	for (int k = 0; k < THEORY_NCATEGORIES; k++)
-		out->peak_breakdown[k] = base[k] + extra[k];
-}
-
-/* reduce_scatter_coalesced's transients for the bucket's tensors [first,
- * last) of the backward order: a flat copy of N·Σ ceil(n/N) elements and
- * the paddings, Σ (N·ceil(n/N) - n), unless one tensor divides evenly. */
-static uint64_t ds3_flush_elements(const struct ds_coord *d, const size_t *order, size_t first, size_t last,
-                                   unsigned world)
-{
-	uint64_t part = 0, pad = 0;
-	for (size_t i = first; i < last; i++) {
-		part += d->s[order[i]];
-		pad += world * d->s[order[i]] - d->n[order[i]];
-	}
-	return last - first == 1 && pad == 0 ? 0 : world * part + pad;
-}
-
-/* With the params offloaded, each gather of the last fetch, in order:
- * the tensor's whole block allocated, then the device copy of the rank's
- * host partition (ceil(n/N) elements) it is gathered from, x the bytes
- * other than the gathered params at that point. */
-static void ds3_gather_points(const struct ds_coord *d, const uint64_t *base, uint64_t *x, unsigned p,
-                              struct theory_schedule *out)
-{
-	uint64_t live = ds_coord_live(d);
-	for (size_t i = 0; i < d->nfetched; i++)
-		live -= d->n[d->fetched[i]];
-	for (size_t i = 0; i < d->nfetched; i++) {
-		live += d->n[d->fetched[i]];
-		x[THEORY_GATHERED_PARAMS] = (live + d->s[d->fetched[i]]) * p;
-		ds3_point(base, x, out);
-	}
-	x[THEORY_GATHERED_PARAMS] = ds_coord_live(d) * p;
 }
 
 /* ZeRO-3's state between steps, from S = Σ ceil(n_t/N) and the persistent
@@ -302,133 +224,6 @@ void theory_ds3_resident(const struct theory_bytes *b, const struct zs_config *c
 	out->resident_bytes = 0;
 	for (int k = 0; k < THEORY_NCATEGORIES; k++)
 		out->resident_bytes += out->resident_breakdown[k];
-}
-
-/* DeepSpeed's ZeRO-3 as the engine runs it (docs/schedule.md, "deepspeed",
- * ZeRO-3), walked over --steps steps from the shape: per shard element
- * (Σ ceil(n_t/N)) the fp16 partition, the grad partition, the fp32
- * partition and the optimizer state, the bucket (B·g) from set-up, and the
- * persistent params whole after each step (the resident); at each module
- * the params the coordinator holds whole, with the activations of forward
- * so far, or in backward all of them, the two deltas, the module's grads
- * and, when the bucket is reduced, reduce_scatter_coalesced's flat copy;
- * the epilogue's reduction after backward; step()'s fp32 gradient
- * partition with nothing whole. Comm: each gather of a tensor and one
- * reduce-scatter of every grad a step, (N-1)·ceil(n/N) elements each, the
- * mean over the steps (step 1 gathers each module twice). */
-static void ds3_schedule(const struct theory_shape *s, const struct zs_config *c, enum zs_unit unit, unsigned world,
-                         struct theory_schedule *out)
-{
-	const struct theory_bytes *b = &s->bytes;
-	struct ds_coord *d = coord_init(s, c, unit, world);
-	const size_t *got;
-	uint64_t S = 0, persist = 0, A = out->peak_breakdown[THEORY_ACTIVATIONS];
-	uint64_t D = out->peak_breakdown[THEORY_SCRATCH], B = (uint64_t)c->ds_reduce_bucket;
-	for (size_t t = 0; t < d->ntensors; t++) {
-		S += d->s[t];
-		persist += d->persist[t] ? d->n[t] : 0;
-	}
-	uint64_t base[THEORY_NCATEGORIES] = {0}, x[THEORY_NCATEGORIES];
-	theory_ds3_resident(b, c, S, persist, world, out, base);
-	int off = c->offload != ZS_OFFLOAD_NONE, offp = c->offload == ZS_OFFLOAD_PARAMS;
-	/* the backward order of the tensors, each unit's in model order, and
-	 * where the bucket is reduced: before tensor i when it would not fit */
-	size_t norder = 0, no = 0, nflush = 0;
-	for (size_t m = 0; m < d->nmodules; m++)
-		norder += d->mod_n[m];
-	size_t *order = zs_calloc(norder, sizeof *order), *start = zs_calloc(norder + 2, sizeof *start);
-	for (size_t m = d->nmodules; m-- > 0;)
-		for (size_t t = 0; t < d->ntensors; t++)
-			if (ds_coord_in(d, t, m))
-				order[no++] = t;
-	uint64_t used = 0;
-	start[nflush++] = 0;
-	for (size_t i = 0; i < no; i++) {
-		if (used + d->n[order[i]] > B && used > 0) {
-			start[nflush++] = i;
-			used = 0;
-		}
-		used += d->n[order[i]];
-	}
-	start[nflush] = no;
-	memset(out->peak_breakdown, 0, sizeof out->peak_breakdown);
-	out->peak_bytes = 0;
-	memset(x, 0, sizeof x);
-	ds3_point(base, x, out); /* set-up */
-	uint64_t sent = 0, sent_elements = 0;
-	for (unsigned step = 1; step <= c->steps; step++) {
-		ds_coord_begin_step(d, step);
-		uint64_t fwd = (uint64_t)s->widths[0] + s->widths[s->nwidths - 1];
-		for (size_t j = 0; j < d->ntrace; j++) {
-			size_t m = d->trace[j];
-			ds_coord_fetch(d, c, j, step > 1, &got);
-			memset(x, 0, sizeof x);
-			/* a tensor larger than the bucket, last of the module before
-			 * in backward, still in autograd's grad until this module's
-			 * first tensor reduces it */
-			size_t first = 0;
-			while (first < no && j >= d->nmodules && !ds_coord_in(d, order[first], m))
-				first++;
-			uint64_t carried = j >= d->nmodules && first > 0 && d->n[order[first - 1]] > B ? d->n[order[first - 1]] : 0;
-			x[THEORY_ACTIVATIONS] = j < d->nmodules ? fwd * 4 * s->batch : A;
-			x[THEORY_SCRATCH] = j < d->nmodules ? 0 : D;
-			x[THEORY_FULL_GRADS] = carried * b->g;
-			if (offp)
-				ds3_gather_points(d, base, x, b->p, out);
-			x[THEORY_GATHERED_PARAMS] = ds_coord_live(d) * b->p;
-			if (j < d->nmodules) { /* forward: its layers' outputs, one by one */
-				for (size_t l = 0; l + 1 < s->nwidths; l++)
-					if (unit == ZS_UNIT_MODEL || l == m) {
-						fwd += s->widths[l + 1];
-						x[THEORY_ACTIVATIONS] = fwd * 4 * s->batch;
-						ds3_point(base, x, out);
-					}
-			} else { /* backward: everything, the deltas, the module's grads, its flushes */
-				uint64_t n = 0;
-				for (size_t t = 0; t < d->ntensors; t++)
-					n += ds_coord_in(d, t, m) ? d->n[t] : 0;
-				x[THEORY_ACTIVATIONS] = A;
-				x[THEORY_SCRATCH] = D;
-				x[THEORY_FULL_GRADS] = (n + carried) * b->g;
-				ds3_point(base, x, out);
-				for (size_t f = 1; f < nflush; f++)
-					if (ds_coord_in(d, order[start[f]], m)) {
-						uint64_t flat = ds3_flush_elements(d, order, start[f - 1], start[f], world);
-						x[THEORY_FULL_GRADS] = (n + carried + flat) * b->g;
-						ds3_point(base, x, out);
-						carried = 0;
-					}
-			}
-			ds_coord_release(d, j, step > 1, NULL);
-		}
-		memset(x, 0, sizeof x); /* the epilogue's reduction, the activations freed */
-		x[THEORY_GATHERED_PARAMS] = ds_coord_live(d) * b->p;
-		uint64_t last = no > 0 && d->n[order[no - 1]] > B ? d->n[order[no - 1]] : 0; /* still in its own grad */
-		x[THEORY_FULL_GRADS] = (last + ds3_flush_elements(d, order, start[nflush - 1], no, world)) * b->g;
-		ds3_point(base, x, out);
-		memset(x, 0, sizeof x); /* step(): nothing whole; offloaded, the fp32 grad is on the host */
-		x[THEORY_GRAD32] = off ? 0 : S * 4;
-		x[THEORY_GRAD16] = b->g == 2 && !off ? S * b->g : 0;
-		ds3_point(base, x, out);
-		size_t *tmp = zs_calloc(2 * d->ntensors + 1, sizeof *tmp), nrel; /* _post_step: the persistent params gathered */
-		ds_coord_step(d, tmp, &nrel, tmp + d->ntensors);
-		free(tmp);
-		memset(x, 0, sizeof x);
-		if (offp)
-			ds3_gather_points(d, base, x, b->p, out);
-		sent += (uint64_t)(world - 1) * (d->gathered * b->p + S * b->g);
-		sent_elements += (uint64_t)(world - 1) * (d->gathered + S);
-		if (step == c->steps) {
-			out->comm_bytes = (uint64_t)(world - 1) * (d->gathered * b->p + S * b->g);
-			out->comm_elements = (uint64_t)(world - 1) * (d->gathered + S);
-		}
-	}
-	out->steps_differ = 1;
-	out->comm_bytes_mean = (double)sent / c->steps;
-	out->comm_elements_mean = (double)sent_elements / c->steps;
-	free(order);
-	free(start);
-	ds_coord_free(d);
 }
 
 void theory_deepspeed_memory(const struct theory_shape *s, const struct zs_config *c, enum zs_scheme scheme,

@@ -5,6 +5,8 @@
  */
 #include "config.h"
 
+#include <stdlib.h>
+
 #include "theory/theory.h"
 #include "util/schedule.h"
 #include "util/util.h"
@@ -59,14 +61,17 @@ static void floor_json(cJSON *row, const struct theory_row *r, double psi)
 }
 
 /* The exact schedule: the MLP's, or zerosim's own transformer's. */
-static void schedule_json(cJSON *row, const struct theory_row *r)
+static void schedule_json(cJSON *row, const struct theory_request *req, const struct theory_row *r)
 {
 	const struct theory_schedule *s = &r->sched;
 	double psi = (double)s->params;
 	cJSON *o = cJSON_AddObjectToObject(row, "schedule"), *units = cJSON_AddArrayToObject(o, "units");
+	size_t nu;
+	uint64_t *n = theory_units_list(&req->desc->params, r->unit, &nu);
 
-	for (size_t u = 0; u < s->nunits; u++)
-		push_num(units, (double)s->units[u]);
+	for (size_t u = 0; u < nu; u++)
+		push_num(units, (double)n[u]);
+	free(n);
 	num(o, "shard_elements", (double)s->shard_elements);
 	num(o, "padded_elements", (double)s->padded_elements);
 	num(o, "resident_bytes", (double)s->resident_bytes);
@@ -94,7 +99,7 @@ static void peak_json(cJSON *row, const struct theory_request *req, const struct
 	struct theory_units u;
 	cJSON *o = cJSON_AddObjectToObject(row, "peak"), *units = cJSON_AddArrayToObject(o, "units");
 
-	theory_model_units(req->model, &u);
+	theory_units_of(&req->desc->params, &u);
 	if (r->unit == ZS_UNIT_MODEL) {
 		push_num(units, psi);
 	} else {
@@ -137,7 +142,7 @@ static void row_json(cJSON *rows, const struct theory_request *req, const struct
 
 	if (req->model != NULL) {
 		if (r->model_sched)
-			schedule_json(o, r);
+			schedule_json(o, req, r);
 		else
 			cJSON_AddNullToObject(o, "schedule");
 		peak_json(o, req, r);
@@ -145,7 +150,7 @@ static void row_json(cJSON *rows, const struct theory_request *req, const struct
 			theory_framework_json(cJSON_GetObjectItemCaseSensitive(o, "schedule"), req, r->scheme, r->world,
 			                      &r->sched);
 	} else if (req->shape_known) {
-		schedule_json(o, r);
+		schedule_json(o, req, r);
 		if (req->config->framework != ZS_FW_PAPER)
 			theory_framework_json(cJSON_GetObjectItemCaseSensitive(o, "schedule"), req, r->scheme, r->world,
 			                      &r->sched);
@@ -163,12 +168,12 @@ static void row_json(cJSON *rows, const struct theory_request *req, const struct
 		theory_framework_row_json(o, req, r->scheme, r->unit, r->world);
 }
 
-static void model_json(cJSON *cfg, const struct zs_model *m)
+static void model_json(cJSON *cfg, const struct zs_model *m, const struct step_params *p)
 {
 	struct theory_units u;
 	cJSON *o = zs_model_json(cfg, m);
 
-	theory_model_units(m, &u);
+	theory_units_of(p, &u);
 	cJSON *units = cJSON_AddObjectToObject(o, "units");
 	num(units, "embeddings", (double)u.embeddings);
 	num(units, "block", (double)u.block);
@@ -222,7 +227,7 @@ static void config_json(cJSON *root, const struct theory_request *req)
 	num_or_null(cfg, "reserve_bytes", req->device_mem > 0, req->reserve);
 	/* A transformer's shape and activation options; null for the others. */
 	if (model) {
-		model_json(cfg, req->model);
+		model_json(cfg, req->model, &req->desc->params);
 		num(cfg, "seq", (double)req->act.seq);
 		cJSON_AddStringToObject(cfg, "recompute", zs_recompute_name(req->act.recompute));
 		cJSON_AddBoolToObject(cfg, "flash_attn", req->act.flash);
@@ -234,10 +239,15 @@ static void config_json(cJSON *root, const struct theory_request *req)
 	}
 }
 
-cJSON *theory_json(const struct theory_request *req)
+cJSON *theory_json(const struct theory_request *request)
 {
-	const struct zs_config *c = req->config;
+	const struct zs_config *c = request->config;
 	cJSON *root = cJSON_CreateObject();
+	/* the step description, built once for every row */
+	struct theory_desc own;
+	struct theory_request copy = *request;
+	copy.desc = theory_request_desc(request, &own);
+	const struct theory_request *req = &copy;
 
 	cJSON_AddStringToObject(root, "format", "zerosim-theory/1");
 	cJSON_AddStringToObject(root, "generator", PACKAGE_STRING);
@@ -252,5 +262,7 @@ cJSON *theory_json(const struct theory_request *req)
 				theory_row(req, c->schemes[s], c->units[u], c->world[w], &r);
 				row_json(rows, req, &r);
 			}
+	if (copy.desc == &own)
+		theory_desc_free(&own);
 	return root;
 }

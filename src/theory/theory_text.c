@@ -240,7 +240,7 @@ static void model_header(struct zs_buf *t, const struct theory_request *req)
 
 	theory_request_bytes(req, &b);
 	zs_buf_printf(t, "%s (%s): %s parameters; %llu blocks, hidden %llu, %llu heads",
-	              m->name, m->model_type, theory_grouped(n1, sizeof n1, (double)theory_model_params(m)),
+	              m->name, m->model_type, theory_grouped(n1, sizeof n1, (double)req->desc->params.numel),
 	              (unsigned long long)m->layers, (unsigned long long)m->hidden,
 	              (unsigned long long)m->heads);
 	if (m->kv_heads != m->heads)
@@ -298,10 +298,10 @@ static void units_text(struct zs_buf *t, const struct theory_request *req, enum 
 	struct theory_bytes b;
 	char n1[32], n2[32], v[32];
 
-	theory_model_units(m, &u);
+	theory_units_of(&req->desc->params, &u);
 	theory_request_bytes(req, &b);
 	if (unit == ZS_UNIT_MODEL) {
-		uint64_t psi = theory_model_params(m);
+		uint64_t psi = req->desc->params.numel;
 		zs_buf_printf(t, "\nunit = model: one flat unit of %s elements; ZeRO-3 gathers the whole "
 		              "model, %s with its grads\n", theory_grouped(n1, sizeof n1, (double)psi),
 		              amount(v, sizeof v, psi * (b.p + b.g)));
@@ -492,9 +492,14 @@ static void model_text(struct zs_buf *t, const struct theory_request *req)
 	}
 }
 
-char *theory_text(const struct theory_request *req)
+char *theory_text(const struct theory_request *request)
 {
 	struct zs_buf t = {0};
+	/* the step description, built once for every row */
+	struct theory_desc own;
+	struct theory_request copy = *request;
+	copy.desc = theory_request_desc(request, &own);
+	const struct theory_request *req = &copy;
 
 	if (req->model != NULL)
 		model_text(&t, req);
@@ -504,5 +509,7 @@ char *theory_text(const struct theory_request *req)
 	if (fw != NULL)
 		zs_buf_printf(&t, "%s", fw);
 	free(fw);
+	if (copy.desc == &own)
+		theory_desc_free(&own);
 	return zs_buf_take(&t);
 }

@@ -5,7 +5,7 @@
  * _post_step gathers again. It is part of the step's description (a
  * framework's placement and hooks as data): the engine executes its
  * answers with real collectives and the tracker (scheme_deepspeed.c), the
- * theory sums them (theory_deepspeed.c, theory_model.c); neither writes
+ * theory sums them (theory_walk.c, its one walk); neither writes
  * the rules again. Line numbers are partitioned_param_coordinator.py's at
  * DeepSpeed 38327e0 (docs/schedule.md, "deepspeed", ZeRO-3's coordinator).
  *

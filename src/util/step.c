@@ -199,6 +199,14 @@ void step_params_free(struct step_params *p)
 	memset(p, 0, sizeof *p);
 }
 
+uint64_t step_params_largest_tensor(const struct step_params *p)
+{
+	uint64_t max = 0;
+	for (size_t i = 0; i < p->ntensors; i++)
+		max = p->tensor[i].numel > max ? p->tensor[i].numel : max;
+	return max;
+}
+
 uint64_t step_params_largest_hf_module(const struct step_params *p)
 {
 	uint64_t max = 0;
@@ -233,7 +241,10 @@ static const char *const act_names[STEP_NACTS] = {
 	"fch_act", "res3", "x0", "lnf", "lnf_mean", "lnf_rstd", "logits",
 };
 
-const char *step_act_name(enum step_act a) { return a < STEP_NACTS ? act_names[a] : "?"; }
+const char *step_act_name(enum step_act a)
+{
+	return a < STEP_NACTS ? act_names[a] : a == STEP_ACT_MLP_OUT ? "out" : "?";
+}
 
 struct bufs {
 	struct step_buffers *b;
@@ -320,4 +331,23 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 		buf(&x, (struct step_buffer){act_names[a], STEP_SAVED, (unsigned)a, -1, he[a - STEP_ACT_LNF],
 		                             a == STEP_ACT_LNF ? e16 : 4, A, STEP_AT_LAYER, head, kept ? 0 : head, 0});
 	}
+}
+
+/* The order is the engine's (engine/model.c makes them in it). */
+void step_buffers_mlp(struct step_buffers *b, const size_t *widths, size_t nwidths, uint64_t batch)
+{
+	const enum zs_cat A = ZS_CAT_ACTIVATIONS, S = ZS_CAT_SCRATCH;
+	const size_t end = STEP_END_OF_BACKWARD;
+	uint64_t dmax = 0;
+	for (size_t l = 1; l < nwidths; l++)
+		dmax = widths[l] > dmax ? widths[l] : dmax;
+	b->n = 0;
+	struct bufs x = {b, nwidths + 4}; /* sized once: every buffer */
+	b->buf = zs_malloc(x.cap * sizeof *b->buf);
+	buf(&x, (struct step_buffer){"delta0", STEP_SCRATCH, 0, -1, batch * dmax, 4, S, STEP_AT_BACKWARD, 0, end, 0});
+	buf(&x, (struct step_buffer){"delta1", STEP_SCRATCH, 1, -1, batch * dmax, 4, S, STEP_AT_BACKWARD, 0, end, 0});
+	buf(&x, (struct step_buffer){"x", STEP_TOKENS, 0, -1, batch * widths[0], 4, A, STEP_AT_FORWARD, 0, end, 0});
+	buf(&x, (struct step_buffer){"y", STEP_TARGETS, 0, -1, batch * widths[nwidths - 1], 4, A, STEP_AT_FORWARD, 0, end, 0});
+	for (size_t l = 0; l + 1 < nwidths; l++)
+		buf(&x, (struct step_buffer){"out", STEP_SAVED, STEP_ACT_MLP_OUT, -1, batch * widths[l + 1], 4, A, STEP_AT_LAYER, l, end, 0});
 }

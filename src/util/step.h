@@ -93,6 +93,10 @@ void step_params_build(struct step_params *p, const struct zs_model *m);
 void step_params_mlp(struct step_params *p, const size_t *widths, size_t nwidths);
 void step_params_free(struct step_params *p);
 
+/* The largest parameter tensor's elements (DeepSpeed's offload sizes its
+ * temporary grad buffers by it). */
+uint64_t step_params_largest_tensor(const struct step_params *p);
+
 /* The largest nn.Module's own parameters (elements) of the Hugging Face
  * model, whose modules are not zerosim's fused ones: each part of a fused
  * tensor counts apart (DeepSpeed's model_to_params, docs/schedule.md). */
@@ -109,7 +113,10 @@ enum step_act {
 	STEP_ACT_LN1, STEP_ACT_LN1_MEAN, STEP_ACT_LN1_RSTD, STEP_ACT_QKV, STEP_ACT_ATT, STEP_ACT_ATTY,
 	STEP_ACT_RES2, STEP_ACT_LN2, STEP_ACT_LN2_MEAN, STEP_ACT_LN2_RSTD, STEP_ACT_FCH, STEP_ACT_FCH_ACT,
 	STEP_ACT_RES3, STEP_ACT_X0, STEP_ACT_LNF, STEP_ACT_LNF_MEAN, STEP_ACT_LNF_RSTD, STEP_ACT_LOGITS,
-	STEP_NACTS
+	STEP_NACTS,
+	/* the MLP's layer output (step_buffers_mlp), kept for its backward:
+	 * past the transformer's list, which no transformer layer saves */
+	STEP_ACT_MLP_OUT = STEP_NACTS
 };
 #define STEP_NBLOCK_ACTS (STEP_ACT_RES3 + 1)
 const char *step_act_name(enum step_act a);
@@ -126,6 +133,7 @@ enum step_role {
 
 /* When a buffer is made: at the start of forward, before its layer's
  * forward, or at the start of backward. */
+#define STEP_END_OF_BACKWARD SIZE_MAX
 enum step_when { STEP_AT_FORWARD, STEP_AT_LAYER, STEP_AT_BACKWARD };
 
 struct step_buffer {
@@ -138,7 +146,8 @@ struct step_buffer {
 	enum zs_cat cat;         /* activations or scratch */
 	enum step_when when;
 	size_t layer;            /* STEP_AT_LAYER: the layer it is made for */
-	size_t freed_after;      /* the layer whose backward frees it (0: the end of backward) */
+	size_t freed_after;      /* the layer whose backward frees it (0: the end of backward), or
+	                          * STEP_END_OF_BACKWARD: after every layer's and unit's backward */
 	int recomputed;          /* freed after its layer's forward, made again for its backward */
 };
 
@@ -152,5 +161,14 @@ struct step_buffers {
 };
 void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const struct step_params *p,
                         uint64_t batch, uint64_t seq, int mixed, enum zs_recompute recompute);
+
+/* The MLP's of widths d0..dL (step_params_mlp) at micro-batch `batch`,
+ * fp32 in both precisions and all alive to the end of backward: the
+ * backward's two deltas of the widest layer (scratch slots 0 and 1, made
+ * at its start), the input x (d0, role STEP_TOKENS) and target y (dL,
+ * STEP_TARGETS) from the start of forward, and each layer's output
+ * (d(l+1), STEP_SAVED STEP_ACT_MLP_OUT), made before its forward. The caller frees
+ * b->buf with free(). */
+void step_buffers_mlp(struct step_buffers *b, const size_t *widths, size_t nwidths, uint64_t batch);
 
 #endif

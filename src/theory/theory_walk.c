@@ -1,0 +1,771 @@
+/*
+ * theory_walk — the step description (util/step.h) built once for a
+ * request, and the one walk of it: the exact schedule of the MLP and of
+ * zerosim's own transformer under every framework (docs/schedule.md,
+ * "Peak", "Frameworks", "Transformers: the engine's schedule"), from the
+ * shape alone. The description's buffers are allocated and freed
+ * where their lifetimes say, layer by layer, forward then backward; a
+ * framework is a callback the walk calls at fixed points of each layer
+ * (before it, between making its buffers and freeing the recomputed ones,
+ * after it) and of the step, with its own state: the paper's, torch's
+ * FSDP and DeepSpeed's ZeRO-1/2 by unit (struct units_fw: what each unit
+ * gathers and reduces; DDP's buckets and ZeroRedundancyOptimizer's
+ * partition are resident), DeepSpeed's ZeRO-3 by module (struct ds3_fw:
+ * the coordinator's answers, util/ds_coord.h, and its reduce bucket). The
+ * peak is the largest total, and its breakdown the categories at the
+ * moment the total first reached it, as a tracker records them.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "theory/theory.h"
+#include "util/ds_coord.h"
+#include "util/step.h"
+#include "util/util.h"
+
+/* ------------------------------------------------------------------------ */
+/* The description */
+
+/* Index the buffers by layer (counting sort, so each list keeps the
+ * description's order). */
+static void index_buffers(struct theory_desc *d)
+{
+	size_t nl = d->params.nlayers, nb = d->bufs.n;
+	d->made_first = zs_calloc(nl + 1, sizeof *d->made_first);
+	d->freed_first = zs_calloc(nl + 1, sizeof *d->freed_first);
+	d->made_at = zs_calloc(nb > 0 ? nb : 1, sizeof *d->made_at);
+	d->freed_at = zs_calloc(nb > 0 ? nb : 1, sizeof *d->freed_at);
+	for (size_t i = 0; i < nb; i++) {
+		const struct step_buffer *x = &d->bufs.buf[i];
+		if (x->when == STEP_AT_LAYER)
+			d->made_first[x->layer + 1]++;
+		if (x->freed_after != STEP_END_OF_BACKWARD)
+			d->freed_first[x->freed_after + 1]++;
+	}
+	for (size_t l = 0; l < nl; l++) {
+		d->made_first[l + 1] += d->made_first[l];
+		d->freed_first[l + 1] += d->freed_first[l];
+	}
+	size_t *mk = zs_calloc(nl + 1, sizeof *mk), *fr = zs_calloc(nl + 1, sizeof *fr);
+	for (size_t i = 0; i < nb; i++) {
+		const struct step_buffer *x = &d->bufs.buf[i];
+		if (x->when == STEP_AT_LAYER)
+			d->made_at[d->made_first[x->layer] + mk[x->layer]++] = i;
+		if (x->freed_after != STEP_END_OF_BACKWARD)
+			d->freed_at[d->freed_first[x->freed_after] + fr[x->freed_after]++] = i;
+	}
+	free(mk);
+	free(fr);
+}
+
+void theory_desc_model(struct theory_desc *d, const struct zs_model *m, const struct theory_act_opts *o,
+                       uint64_t batch)
+{
+	int mixed = o->elem == 2;
+	memset(d, 0, sizeof *d);
+	step_params_build(&d->params, m);
+	d->has_params = 1;
+	/* mixed precision: the params give the conversion buffers' size */
+	step_buffers_build(&d->bufs, m, mixed ? &d->params : NULL, batch, o->seq, mixed, o->recompute);
+	d->has_buffers = 1;
+	d->model = m;
+	d->batch = batch;
+	d->seq = o->seq;
+	d->elem = o->elem;
+	d->recompute = o->recompute;
+	index_buffers(d);
+}
+
+void theory_desc_mlp(struct theory_desc *d, const size_t *widths, size_t nwidths, uint64_t batch)
+{
+	memset(d, 0, sizeof *d);
+	step_params_mlp(&d->params, widths, nwidths);
+	d->has_params = 1;
+	step_buffers_mlp(&d->bufs, widths, nwidths, batch);
+	d->has_buffers = 1;
+	d->batch = batch;
+	d->elem = 4;
+	index_buffers(d);
+}
+
+void theory_desc_build(struct theory_desc *d, const struct theory_request *req)
+{
+	const struct zs_config *c = req->config;
+	if (req->model != NULL)
+		theory_desc_model(d, req->model, &req->act, c->batch);
+	else if (req->shape_known)
+		theory_desc_mlp(d, c->widths, c->nwidths, c->batch);
+	else
+		memset(d, 0, sizeof *d);
+}
+
+int theory_desc_fits(const struct theory_desc *d, const struct zs_model *m, const struct theory_act_opts *o,
+                     uint64_t batch)
+{
+	return d->has_buffers && d->model == m && d->batch == batch && d->seq == o->seq && d->elem == o->elem &&
+	       d->recompute == o->recompute;
+}
+
+void theory_desc_free(struct theory_desc *d)
+{
+	if (d->has_params)
+		step_params_free(&d->params);
+	void *lists[] = {d->bufs.buf, d->made_at, d->made_first, d->freed_at, d->freed_first};
+	for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+		free(lists[i]);
+	memset(d, 0, sizeof *d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The walk */
+
+/* A running total by category, with its first maximum. */
+struct walk {
+	uint64_t cur[THEORY_NCATEGORIES], total, peak, at_peak[THEORY_NCATEGORIES];
+};
+
+static void walk_add(struct walk *w, enum theory_category c, uint64_t bytes)
+{
+	w->cur[c] += bytes;
+	w->total += bytes;
+	if (w->total > w->peak) {
+		w->peak = w->total;
+		memcpy(w->at_peak, w->cur, sizeof w->cur);
+	}
+}
+
+static void walk_sub(struct walk *w, enum theory_category c, uint64_t bytes)
+{
+	w->cur[c] -= bytes;
+	w->total -= bytes;
+}
+
+static void buf_add(struct walk *w, const struct step_buffer *x, int add)
+{
+	enum theory_category c = x->cat == ZS_CAT_ACTIVATIONS ? THEORY_ACTIVATIONS : THEORY_SCRATCH;
+	(add ? walk_add : walk_sub)(w, c, x->elements * x->esize);
+}
+
+/* The points of a step where the walk calls its framework. Layer l's
+ * forward: before it (FWD_PRE), its buffers made (FWD_RUN: its modules
+ * run), the recomputed ones freed (FWD_POST); its backward: BWD_PRE, the
+ * recomputed ones made again (BWD_RUN), those it frees freed (BWD_POST). */
+enum walk_point { STEP_BEGIN, FWD_PRE, FWD_RUN, FWD_POST, BWD_BEGIN, BWD_PRE, BWD_RUN, BWD_POST, STEP_END };
+
+/* A framework in the walk: called at each point with its own state. */
+struct walk_fw {
+	void (*at)(void *ctx, struct walk *w, enum walk_point pt, size_t layer, unsigned step);
+	void *ctx;
+};
+
+/* One walk of d's step, steps times, from w's state. */
+static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned steps, const struct walk_fw *fw)
+{
+	const struct step_buffers *b = &d->bufs;
+	size_t nl = d->params.nlayers;
+	for (unsigned step = 1; step <= steps; step++) {
+		fw->at(fw->ctx, w, STEP_BEGIN, 0, step);
+		for (size_t i = 0; i < b->n; i++)
+			if (b->buf[i].when == STEP_AT_FORWARD)
+				buf_add(w, &b->buf[i], 1);
+		for (size_t l = 0; l < nl; l++) {
+			size_t m0 = d->made_first[l], m1 = d->made_first[l + 1];
+			fw->at(fw->ctx, w, FWD_PRE, l, step);
+			for (size_t k = m0; k < m1; k++)
+				buf_add(w, &b->buf[d->made_at[k]], 1);
+			fw->at(fw->ctx, w, FWD_RUN, l, step);
+			for (size_t k = m0; k < m1; k++)
+				if (b->buf[d->made_at[k]].recomputed)
+					buf_add(w, &b->buf[d->made_at[k]], 0);
+			fw->at(fw->ctx, w, FWD_POST, l, step);
+		}
+		for (size_t i = 0; i < b->n; i++)
+			if (b->buf[i].when == STEP_AT_BACKWARD)
+				buf_add(w, &b->buf[i], 1);
+		fw->at(fw->ctx, w, BWD_BEGIN, 0, step);
+		for (size_t l = nl; l-- > 0;) {
+			fw->at(fw->ctx, w, BWD_PRE, l, step);
+			for (size_t k = d->made_first[l]; k < d->made_first[l + 1]; k++)
+				if (b->buf[d->made_at[k]].recomputed)
+					buf_add(w, &b->buf[d->made_at[k]], 1);
+			fw->at(fw->ctx, w, BWD_RUN, l, step);
+			for (size_t k = d->freed_first[l]; k < d->freed_first[l + 1]; k++)
+				buf_add(w, &b->buf[d->freed_at[k]], 0);
+			fw->at(fw->ctx, w, BWD_POST, l, step);
+		}
+		for (size_t i = 0; i < b->n; i++)
+			if (b->buf[i].freed_after == STEP_END_OF_BACKWARD)
+				buf_add(w, &b->buf[i], 0);
+		fw->at(fw->ctx, w, STEP_END, 0, step);
+	}
+}
+
+int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
+                              const struct theory_bytes *b, enum zs_framework fw, enum zs_scheme scheme)
+{
+	/* fp32, or mixed (fp32 master, 16-bit activations); as many blocks
+	 * as the engine runs */
+	return m->layers + 2 <= ZS_MAX_WIDTHS && o->elem == (b->master != 0 ? 2 : 4) && !o->flash &&
+	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3 || o->recompute != ZS_RECOMPUTE_FULL) &&
+	       o->seq <= m->positions;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Frameworks by unit: the paper's, torch's, DeepSpeed's ZeRO-1/2 */
+
+/* What a scheme gathers and reduces unit by unit: unit u's params are
+ * gathered at gp bytes an element (0: never) for its forward and, unless
+ * still held, for its backward, its full grads at fg bytes an element
+ * for its backward; a unit's gathered params stay from its forward into
+ * its backward for every unit (keep_all: FSDP's SHARD_GRAD_OP) or the
+ * root (keep_root: FULL_SHARD's whole model, unit=model); prefetch: a
+ * unit's backward gathers the next one of backward first (BACKWARD_PRE);
+ * full: full grads through backward (paper zero2's Ψ·g, DeepSpeed
+ * ZeRO-1's), after bucket bytes of DeepSpeed's reduce buckets, both
+ * from backward's start to its end; step: DeepSpeed's step()'s buffers on
+ * the state between steps (every activation is freed by then). */
+struct events {
+	unsigned gp, fg;
+	int keep_all, keep_root, prefetch;
+	uint64_t full, bucket;
+	/* FSDP at N > 1: mp, the bytes of a slot of the 16-bit local shard an
+	 * unshard sends from (_mp_shard; 0 in fp32); post_backward, its hook's
+	 * padded grad copy and output shard; cast, the output's fp32 cast
+	 * beside it (0 in fp32). Category buckets. */
+	unsigned mp, cast;
+	int post_backward; /* and a gathered copy padded to N·s_u (_full_param_padded) */
+	uint64_t step[THEORY_NCATEGORIES];
+};
+
+/* The framework's state through the walk: which units are held gathered,
+ * each layer's unit (or the tied head's visit of unit 0), and the elements
+ * every rank sends in all-gathers and reduce-scatters. */
+struct units_fw {
+	const struct events *ev;
+	const uint64_t *units;          /* n_u */
+	enum zs_unit unit;
+	uint64_t N;
+	int *held;
+	size_t *unit_of, *first, *last; /* per layer; per unit: its first and last layer run in its visit */
+	size_t visit;                   /* the tied head's layer (unit=layer), or none: SIZE_MAX */
+	int visit_hooks;
+	uint64_t gathered, reduced;
+};
+
+/* Unit u's slots per rank, ceil(n_u/N). */
+static uint64_t slots(const struct units_fw *st, size_t u) { return (st->units[u] + st->N - 1) / st->N; }
+
+/* The elements of unit u's gathered copy. */
+static uint64_t copy_elements(const struct units_fw *st, size_t u)
+{
+	return st->ev->post_backward ? st->N * slots(st, u) : st->units[u];
+}
+
+static void gather(struct units_fw *st, struct walk *w, size_t u)
+{
+	walk_add(w, THEORY_BUCKETS, slots(st, u) * st->ev->mp);
+	walk_add(w, THEORY_GATHERED_PARAMS, copy_elements(st, u) * st->ev->gp);
+	walk_sub(w, THEORY_BUCKETS, slots(st, u) * st->ev->mp);
+	st->gathered += (st->N - 1) * slots(st, u);
+	st->held[u] = 1;
+}
+
+static void release(struct units_fw *st, struct walk *w, size_t u)
+{
+	if (st->held[u])
+		walk_sub(w, THEORY_GATHERED_PARAMS, copy_elements(st, u) * st->ev->gp);
+	st->held[u] = 0;
+}
+
+/* FSDP's _post_backward_hook, after the reshard: F.pad's copy of the
+ * unsharded grad (N·s_u), the output shard and its fp32 cast, freed as
+ * the hook returns (the grad itself is freed after it). */
+static void post_backward(struct units_fw *st, struct walk *w, size_t u)
+{
+	uint64_t sh = slots(st, u), staged = (st->N * sh + sh) * st->ev->fg;
+	if (!st->ev->post_backward)
+		return;
+	walk_add(w, THEORY_BUCKETS, staged);
+	walk_add(w, THEORY_BUCKETS, sh * st->ev->cast);
+	walk_sub(w, THEORY_BUCKETS, staged + sh * st->ev->cast);
+}
+
+static int kept(const struct units_fw *st, size_t u)
+{
+	return st->ev->keep_all || (st->ev->keep_root && u == 0 && st->unit == ZS_UNIT_MODEL);
+}
+
+static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsigned step)
+{
+	struct units_fw *st = ctx;
+	const struct events *ev = st->ev;
+	size_t i = st->unit_of[l];
+	(void)step;
+	if (l == st->visit && (pt == FWD_PRE || pt == BWD_PRE)) {
+		/* A tied head's own visit of unit 0, gathered as for a forward
+		 * unless it is held (SHARD_GRAD_OP), in forward or backward. */
+		st->visit_hooks = ev->gp > 0 && !st->held[0];
+		if (st->visit_hooks)
+			gather(st, w, 0);
+		return;
+	}
+	if (l == st->visit && (pt == FWD_POST || pt == BWD_POST)) {
+		if (st->visit_hooks && !kept(st, 0))
+			release(st, w, 0);
+		return;
+	}
+	switch (pt) {
+	case FWD_PRE:
+		if (l == st->first[i] && ev->gp > 0)
+			gather(st, w, i);
+		break;
+	case FWD_POST:
+		if (l == st->last[i] && ev->gp > 0 && !kept(st, i))
+			release(st, w, i);
+		break;
+	case BWD_BEGIN:
+		walk_add(w, THEORY_BUCKETS, ev->bucket);
+		walk_add(w, THEORY_FULL_GRADS, ev->full);
+		break;
+	case BWD_PRE:
+		if (l != st->last[i])
+			break;
+		if (ev->gp > 0 && !st->held[i])
+			gather(st, w, i);
+		if (ev->prefetch && i > 0 && !st->held[i - 1])
+			gather(st, w, i - 1);
+		walk_add(w, THEORY_FULL_GRADS, st->units[i] * ev->fg);
+		if (ev->fg > 0)
+			st->reduced += (st->N - 1) * slots(st, i);
+		break;
+	case BWD_POST:
+		if (l != st->first[i])
+			break;
+		release(st, w, i);
+		post_backward(st, w, i);
+		walk_sub(w, THEORY_FULL_GRADS, st->units[i] * ev->fg);
+		break;
+	case STEP_END:
+		walk_sub(w, THEORY_FULL_GRADS, ev->full);
+		walk_sub(w, THEORY_BUCKETS, ev->bucket);
+		for (int k = 0; k < THEORY_NCATEGORIES; k++)
+			walk_add(w, (enum theory_category)k, ev->step[k]);
+		break;
+	case STEP_BEGIN:
+	case FWD_RUN:
+	case BWD_RUN:
+		break;
+	}
+}
+
+/* The walk by unit, from out's resident state: unit i runs layers
+ * first_i..last_i (unit=model all of them; unit=layer the embedding, each
+ * block, the untied head; a tied head is in no unit's visit but its own). */
+static void units_walk(const struct theory_desc *d, const struct events *ev, const uint64_t *units,
+                       enum zs_unit unit, unsigned world, int visit, struct theory_schedule *out, uint64_t *gathered,
+                       uint64_t *reduced)
+{
+	size_t nl = d->params.nlayers, head = nl - 1, U = out->nunits;
+	struct units_fw st = {.ev = ev, .units = units, .unit = unit, .N = world, .visit = visit ? head : SIZE_MAX};
+	st.held = zs_calloc(U, sizeof *st.held);
+	st.first = zs_calloc(U, sizeof *st.first);
+	st.last = zs_calloc(U, sizeof *st.last);
+	st.unit_of = zs_calloc(nl, sizeof *st.unit_of);
+	for (size_t l = 0; l < nl; l++) {
+		size_t i = unit == ZS_UNIT_MODEL ? 0 : l < U ? l : U - 1;
+		st.unit_of[l] = i;
+		if (l == st.visit)
+			continue;
+		if (l == 0 || st.unit_of[l - 1] != i)
+			st.first[i] = l;
+		st.last[i] = l;
+	}
+	struct walk w = {0};
+	for (int k = 0; k < THEORY_NCATEGORIES; k++)
+		walk_add(&w, (enum theory_category)k, out->resident_breakdown[k]);
+	const struct walk_fw fw = {units_at, &st};
+	walk_steps(d, &w, 1, &fw);
+	out->peak_bytes = w.peak;
+	memcpy(out->peak_breakdown, w.at_peak, sizeof w.at_peak);
+	*gathered = st.gathered;
+	*reduced = st.reduced;
+	free(st.held);
+	free(st.first);
+	free(st.last);
+	free(st.unit_of);
+}
+
+/* ------------------------------------------------------------------------ */
+/* DeepSpeed's ZeRO-3 by module (docs/schedule.md, "deepspeed", ZeRO-3).
+ * On a transformer the modules are the nn.Modules with parameters of
+ * their own, the description's, in forward order, each run inside its
+ * layer once the layer's buffers are made (a tied head is the token table
+ * again, whose grads its own module makes); on the MLP they are zerosim's
+ * units (unit=layer a linear layer, unit=model all of them), each fetched
+ * before its first layer's forward and released after its last. */
+
+/* The reduce bucket as the engine fills it (scheme_deepspeed.c): its
+ * tensors, elements used, and a tensor larger than it whose grad is held
+ * past its module; the elements every rank sends reducing. */
+struct ds3_bucket {
+	uint64_t B, used, held, reduced;
+	size_t count, *t;
+};
+
+/* The modules as data: module i's tensors [first[i], first[i] + count[i])
+ * and whether it makes their grads (grads[i]); its layers [lo[i], hi[i]];
+ * by_unit: it is run around its layers (the MLP's units), else inside
+ * its one layer. */
+struct ds3_fw {
+	const struct theory_bytes *b;
+	const struct zs_config *c;
+	struct ds_coord *d;
+	struct ds3_bucket bk;
+	const uint64_t *tn;
+	size_t nmodules, *first, *count, *lo, *hi;
+	int *grads, by_unit;
+	size_t *of_layer;   /* inside layers: layer l's modules are [of_layer[l], of_layer[l + 1]) */
+	size_t *rel, *post, j;
+	uint64_t N, S, sent, sent_el;
+	int off, offp;
+	struct theory_schedule *out;
+};
+
+/* reduce_scatter_coalesced: the paddings, then the flat copy (unless one
+ * tensor divides evenly), then both dropped and the held grad with them. */
+static void ds3_flush(struct walk *w, struct ds3_bucket *bk, const uint64_t *tn, uint64_t N, unsigned g)
+{
+	uint64_t part = 0, pad = 0;
+	if (bk->count == 0)
+		return;
+	for (size_t i = 0; i < bk->count; i++) {
+		uint64_t s = (tn[bk->t[i]] + N - 1) / N;
+		part += s;
+		pad += N * s - tn[bk->t[i]];
+	}
+	int in_place = bk->count == 1 && pad == 0;
+	walk_add(w, THEORY_FULL_GRADS, pad * g);
+	walk_add(w, THEORY_FULL_GRADS, in_place ? 0 : N * part * g);
+	walk_sub(w, THEORY_FULL_GRADS, (in_place ? 0 : N * part * g) + pad * g + bk->held);
+	bk->held = 0;
+	bk->reduced += (N - 1) * part;
+	bk->used = bk->count = 0;
+}
+
+/* The tensors the coordinator gathered: each whole block, and with the
+ * params offloaded the device copy of the rank's partition before it. */
+static void ds3_gathered(struct walk *w, const struct ds3_fw *f, const size_t *t, size_t n)
+{
+	unsigned p = f->b->p;
+	for (size_t i = 0; i < n; i++) {
+		walk_add(w, THEORY_GATHERED_PARAMS, f->tn[t[i]] * p);
+		walk_add(w, THEORY_GATHERED_PARAMS, f->offp ? f->d->s[t[i]] * p : 0);
+		walk_sub(w, THEORY_GATHERED_PARAMS, f->offp ? f->d->s[t[i]] * p : 0);
+	}
+}
+
+static void ds3_released(struct walk *w, const struct ds3_fw *f, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		walk_sub(w, THEORY_GATHERED_PARAMS, f->tn[f->rel[i]] * f->b->p);
+}
+
+/* Module mi's backward: its grads made, put in the bucket tensor by
+ * tensor (a flush before one that would not fit) and dropped. */
+static void ds3_grads(struct ds3_fw *f, struct walk *w, size_t mi)
+{
+	struct ds3_bucket *bk = &f->bk;
+	size_t t0 = f->first[mi], t1 = f->first[mi] + f->count[mi];
+	unsigned g = f->b->g;
+	uint64_t n = 0;
+	if (!f->grads[mi])
+		return;
+	for (size_t t = t0; t < t1; t++)
+		n += f->tn[t];
+	walk_add(w, THEORY_FULL_GRADS, n * g);
+	for (size_t t = t0; t < t1; t++) {
+		if (bk->used + f->tn[t] > bk->B && bk->count > 0)
+			ds3_flush(w, bk, f->tn, f->N, g);
+		bk->t[bk->count++] = t;
+		bk->used += f->tn[t];
+	}
+	walk_sub(w, THEORY_FULL_GRADS, n * g); /* the module's grads dropped */
+	if (bk->count == 1 && f->tn[bk->t[0]] > bk->B && bk->held == 0) {
+		bk->held = f->tn[bk->t[0]] * g; /* an oversized grad kept until it is reduced */
+		walk_add(w, THEORY_FULL_GRADS, bk->held);
+	}
+}
+
+/* Trace entry j (module mi): its fetch (with the prefetch), in backward
+ * its grads, and its release. */
+static void ds3_fetch(struct ds3_fw *f, struct walk *w, size_t mi, int complete)
+{
+	const size_t *got;
+	size_t ng = ds_coord_fetch(f->d, f->c, f->j, complete, &got);
+	ds3_gathered(w, f, got, ng);
+	if (f->j >= f->nmodules)
+		ds3_grads(f, w, mi);
+}
+
+static void ds3_release(struct ds3_fw *f, struct walk *w, int complete)
+{
+	ds3_released(w, f, ds_coord_release(f->d, f->j, complete, f->rel));
+	f->j++;
+}
+
+/* The engine's step: each module fetched, run (backward: its grads) and
+ * released where it runs; the epilogue's flush; step()'s fp32 gradient
+ * partition; the persistent params gathered after it. */
+static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsigned step)
+{
+	struct ds3_fw *f = ctx;
+	const struct theory_bytes *b = f->b;
+	int complete = step > 1;
+	/* by unit: the module (forward order: the trace's next) that starts or ends here */
+	size_t mi = f->j < f->nmodules ? f->j : 2 * f->nmodules - 1 - f->j;
+	switch (pt) {
+	case STEP_BEGIN:
+		f->j = 0;
+		ds_coord_begin_step(f->d, step);
+		f->bk.reduced = 0;
+		break;
+	case FWD_PRE:
+		if (f->by_unit && l == f->lo[mi])
+			ds3_fetch(f, w, mi, complete);
+		break;
+	case FWD_POST:
+		if (f->by_unit && l == f->hi[mi])
+			ds3_release(f, w, complete);
+		break;
+	case BWD_PRE:
+		if (f->by_unit && f->j < 2 * f->nmodules && l == f->hi[mi])
+			ds3_fetch(f, w, mi, complete);
+		break;
+	case BWD_POST:
+		if (f->by_unit && f->j < 2 * f->nmodules && l == f->lo[mi])
+			ds3_release(f, w, complete);
+		break;
+	case FWD_RUN:
+		for (size_t i = f->of_layer[l]; !f->by_unit && i < f->of_layer[l + 1]; i++) {
+			ds3_fetch(f, w, i, complete);
+			ds3_release(f, w, complete);
+		}
+		break;
+	case BWD_RUN:
+		for (size_t i = f->of_layer[l + 1]; !f->by_unit && i-- > f->of_layer[l];) {
+			ds3_fetch(f, w, i, complete);
+			ds3_release(f, w, complete);
+		}
+		break;
+	case STEP_END: {
+		ds3_flush(w, &f->bk, f->tn, f->N, b->g); /* the epilogue */
+		/* step(): everything released; the fp32 gradient partition (in
+		 * mixed precision from a flat fp16 copy; offloaded, the host's);
+		 * then the persistent params gathered */
+		size_t nrel, npost = ds_coord_step(f->d, f->rel, &nrel, f->post);
+		uint64_t S = f->S, g16 = !f->off && b->g == 2 ? S * b->g : 0, g32 = f->off ? 0 : S * 4;
+		ds3_released(w, f, nrel);
+		walk_add(w, THEORY_GRAD16, g16);
+		walk_add(w, THEORY_GRAD32, g32);
+		walk_sub(w, THEORY_GRAD16, g16);
+		walk_sub(w, THEORY_GRAD32, g32);
+		ds3_gathered(w, f, f->post, npost);
+		uint64_t N = f->N, gathered = f->d->gathered, reduced = f->bk.reduced;
+		f->sent += (N - 1) * gathered * b->p + reduced * b->g;
+		f->sent_el += (N - 1) * gathered + reduced;
+		f->out->comm_bytes = (N - 1) * gathered * b->p + reduced * b->g; /* the last step's */
+		f->out->comm_elements = (N - 1) * gathered + reduced;
+		break;
+	}
+	case BWD_BEGIN:
+		break;
+	}
+}
+
+/* The modules: the description's inside their layers (a transformer's),
+ * or the MLP's units around theirs. */
+static void ds3_modules(struct ds3_fw *f, const struct theory_desc *d, enum zs_unit unit)
+{
+	const struct step_params *p = &d->params;
+	size_t n = p->nmodules;
+	f->by_unit = d->model == NULL;
+	if (f->by_unit)
+		n = unit == ZS_UNIT_MODEL ? 1 : p->nlayers;
+	f->nmodules = n;
+	/* first, count, lo and hi: n each, one block (freed with first) */
+	f->first = zs_calloc(4 * n + 1, sizeof *f->first);
+	f->count = f->first + n;
+	f->lo = f->count + n;
+	f->hi = f->lo + n;
+	f->grads = zs_calloc(n + 1, sizeof *f->grads);
+	f->of_layer = zs_calloc(p->nlayers + 1, sizeof *f->of_layer);
+	for (size_t i = 0; f->by_unit && i < n; i++) {
+		f->first[i] = unit == ZS_UNIT_MODEL ? 0 : p->layer[i].first;
+		f->count[i] = unit == ZS_UNIT_MODEL ? p->ntensors : p->layer[i].n;
+		f->lo[i] = unit == ZS_UNIT_MODEL ? 0 : i;
+		f->hi[i] = unit == ZS_UNIT_MODEL ? p->nlayers - 1 : i;
+		f->grads[i] = 1;
+	}
+	if (f->by_unit)
+		return;
+	size_t l = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct step_module *x = &p->module[i];
+		for (; l <= x->layer; l++)
+			f->of_layer[l] = i;
+		f->first[i] = x->first;
+		f->count[i] = x->n;
+		f->lo[i] = f->hi[i] = x->layer;
+		f->grads[i] = x->n > 0 && p->tensor[x->first].module == i;
+	}
+	for (; l <= p->nlayers; l++)
+		f->of_layer[l] = n;
+}
+
+/* DeepSpeed's ZeRO-3 over --steps steps (the first records the trace). */
+static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
+                     enum zs_unit unit, unsigned world, struct theory_schedule *out)
+{
+	const struct step_params *p = &d->params;
+	uint64_t *tn = zs_calloc(p->ntensors, sizeof *tn), persist = 0, base[THEORY_NCATEGORIES];
+	struct ds3_fw f = {.b = b, .c = c, .tn = tn, .N = world, .out = out,
+	                   .off = c->offload != ZS_OFFLOAD_NONE, .offp = c->offload == ZS_OFFLOAD_PARAMS};
+	f.rel = zs_calloc(p->ntensors, sizeof *f.rel);
+	f.post = zs_calloc(p->ntensors, sizeof *f.post);
+	f.bk = (struct ds3_bucket){.B = (uint64_t)c->ds_reduce_bucket, .t = zs_calloc(p->ntensors, sizeof *f.bk.t)};
+	for (size_t t = 0; t < p->ntensors; t++)
+		tn[t] = p->tensor[t].numel;
+	ds3_modules(&f, d, unit);
+	f.d = ds_coord_new(tn, p->ntensors, f.first, f.count, f.nmodules, c, world);
+	for (size_t t = 0; t < p->ntensors; t++) {
+		f.S += f.d->s[t];
+		persist += f.d->persist[t] ? tn[t] : 0;
+	}
+	out->params = p->numel;
+	theory_ds3_resident(b, c, f.S, persist, world, out, base);
+	struct walk w = {0};
+	for (int k = 0; k < THEORY_NCATEGORIES; k++) /* set-up */
+		walk_add(&w, (enum theory_category)k, base[k]);
+	const struct walk_fw fw = {ds3_at, &f};
+	walk_steps(d, &w, c->steps, &fw);
+	out->peak_bytes = w.peak;
+	memcpy(out->peak_breakdown, w.at_peak, sizeof w.at_peak);
+	out->steps_differ = 1;
+	out->comm_bytes_mean = (double)f.sent / c->steps;
+	out->comm_elements_mean = (double)f.sent_el / c->steps;
+	ds_coord_free(f.d);
+	free(tn);
+	free(f.first);
+	free(f.grads);
+	free(f.of_layer);
+	free(f.rel);
+	free(f.post);
+	free(f.bk.t);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The row */
+
+/* The elements of each of p's tensors, in its order (the caller frees). */
+static uint64_t *tensor_numels(const struct step_params *p)
+{
+	uint64_t *n = zs_calloc(p->ntensors > 0 ? p->ntensors : 1, sizeof *n);
+	for (size_t i = 0; i < p->ntensors; i++)
+		n[i] = p->tensor[i].numel;
+	return n;
+}
+
+void theory_model_framework_schedule(const struct zs_model *m, const struct theory_desc *d,
+                                     const struct theory_act_opts *o, const struct theory_bytes *b,
+                                     const struct zs_config *c, uint64_t batch, enum zs_scheme scheme,
+                                     enum zs_unit unit, unsigned world, struct theory_schedule *out)
+{
+	struct theory_desc own;
+	if (d == NULL || !theory_desc_fits(d, m, o, batch)) {
+		theory_desc_model(&own, m, o, batch);
+		d = &own;
+	}
+	theory_walk_schedule(d, b, c, scheme, unit, world, out);
+	if (d == &own)
+		theory_desc_free(&own);
+}
+
+void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
+                          enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_schedule *out)
+{
+	const struct step_params *p = &d->params;
+	struct theory_states sts;
+	struct theory_bytes rb = *b; /* the resident state's bytes */
+	struct events ev = {0};
+	uint64_t N = world;
+	enum zs_framework fw = c != NULL ? c->framework : ZS_FW_PAPER;
+	int fsdp = fw == ZS_FW_TORCH && scheme >= ZS_ZERO2, mixed = b->master != 0;
+	int ds = fw == ZS_FW_DEEPSPEED && (scheme == ZS_ZERO1 || scheme == ZS_ZERO2);
+	/* A tied head reads the embedding's unit: with unit=layer it runs in a
+	 * visit of that unit of its own, gathered for it (params only). */
+	int visit = p->tied && unit == ZS_UNIT_LAYER;
+
+	*out = (struct theory_schedule){0};
+	uint64_t *units = theory_units_list(p, unit, &out->nunits);
+	if (fw == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3) { /* by module */
+		ds3_walk(d, b, c, unit, world, out);
+		free(units);
+		return;
+	}
+	if (fsdp) {
+		/* FSDP: the FlatParameters sharded as the paper's zero3 shards
+		 * them (SHARD_GRAD_OP too), in fp32 under MixedPrecision (no
+		 * master), the working copies and full grads 16-bit; NO_SHARD
+		 * at N = 1 gathers (casts) only in mixed. */
+		if (mixed)
+			theory_bytes_per_param(ZS_FP32, c->optimizer, &rb);
+		theory_schedule_states(out, units, &rb, ZS_ZERO3, world, &sts);
+		ev.gp = N > 1 || mixed ? b->p : 0;
+		ev.fg = N > 1 || mixed ? b->g : 0;
+		ev.keep_all = N > 1 && scheme == ZS_ZERO2;
+		ev.keep_root = N > 1;
+		ev.prefetch = N > 1 && c->prefetch == ZS_PREFETCH_BACKWARD_PRE;
+		ev.post_backward = N > 1;
+		ev.mp = N > 1 && mixed ? b->p : 0;
+		ev.cast = N > 1 && mixed ? rb.g : 0;
+	} else if (ds) {
+		/* DeepSpeed's ZeRO-1/2: the paper's zero2 units, shards and
+		 * collectives, its own resident state; backward holds the reduce
+		 * buckets and the full grads (ZeRO-1 the model's, ZeRO-2 a
+		 * unit's at a time), at every N; step() its buffers. */
+		theory_schedule_states(out, units, b, ZS_ZERO2, world, &sts);
+		theory_deepspeed_resident(b, c, step_params_largest_tensor(p), world, out, ev.step);
+		ev.bucket = (uint64_t)(1 + c->ds_overlap_comm) * (uint64_t)c->ds_reduce_bucket * b->g;
+		ev.full = scheme == ZS_ZERO1 ? sts.params * b->g : 0;
+		ev.fg = scheme == ZS_ZERO2 ? b->g : 0;
+	} else {
+		theory_schedule_states(out, units, b, scheme, world, &sts);
+		if (N > 1 && scheme == ZS_ZERO3)
+			ev.gp = b->p, ev.fg = b->g;
+		if (N > 1 && scheme == ZS_ZERO2)
+			ev.full = sts.params * b->g;
+		if (N > 1 && scheme == ZS_ZERO3 && visit) { /* the head's two extra gathers of the embedding's unit */
+			uint64_t s0 = (units[0] + N - 1) / N;
+			out->comm_bytes += 2 * (N - 1) * s0 * b->p;
+			out->comm_elements += 2 * (N - 1) * s0;
+		}
+	}
+	if (fw == ZS_FW_TORCH && scheme <= ZS_ZERO1) {
+		uint64_t *tn = tensor_numels(p);
+		if (scheme == ZS_DP)
+			out->comm_bytes = out->comm_elements = 0; /* DDP's all-reduce is by bucket */
+		if (scheme == ZS_ZERO1)
+			theory_torch_zero1(tn, p->ntensors, b, world, out);
+		theory_torch_ddp(tn, p->ntensors, b->g, c->bucket_cap_mb, world, out);
+		free(tn);
+	}
+	uint64_t gathered, reduced;
+	units_walk(d, &ev, units, unit, world, visit, out, &gathered, &reduced);
+	free(units);
+	if (fsdp) { /* what FSDP sends: the walk's collectives */
+		out->comm_elements = gathered + reduced;
+		out->comm_bytes = gathered * ev.gp + reduced * ev.fg;
+	}
+}
