@@ -132,7 +132,7 @@ START_TEST(test_a_small_bucket_moves_the_peak_to_the_step)
 	ck_assert_uint_eq(res.peak_breakdown[ZS_CAT_ACTIVATIONS], 0);
 	struct theory_schedule th = predict(&c, ZS_ZERO2, 2, ZS_UNIT_LAYER);
 	ck_assert_uint_eq(th.peak_bytes, 397056u);
-	ck_assert_uint_eq(th.peak_breakdown[THEORY_GRAD32], 4 * 16544);
+	ck_assert_uint_eq(th.peak_breakdown[ZS_CAT_GRAD32], 4 * 16544);
 	engine_result_free(&res);
 }
 END_TEST

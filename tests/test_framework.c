@@ -259,7 +259,7 @@ START_TEST(test_theory_works_the_same_partition_from_the_shape)
 		struct theory_schedule sc;
 		theory_schedule(&s, ZS_ZERO1, ZS_UNIT_MODEL, n, &sc);
 		theory_framework_schedule(&s, &c, ZS_ZERO1, ZS_UNIT_MODEL, n, &sc);
-		ck_assert_uint_eq(sc.resident_breakdown[THEORY_BUCKETS], 2 * PSI);
+		ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_BUCKETS], 2 * PSI);
 		ck_assert_uint_eq(sc.resident_bytes - 2 * PSI, 4 * PSI + 12 * load(n, 0));
 		ck_assert_double_eq_tol((double)(sc.resident_bytes - 2 * PSI) / PSI, n == 2 ? 10.035 : 9.942, 5e-4);
 		ck_assert_double_eq(sc.padding_bytes, 0);
@@ -406,9 +406,9 @@ START_TEST(test_torch_zero3_backward_pre_holds_two_units)
 	theory_bytes_per_param(ZS_FP32, ZS_ADAM, &s.bytes);
 	theory_schedule(&s, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
 	theory_framework_schedule(&s, &c, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
-	ck_assert_uint_eq(sc.peak_breakdown[THEORY_GATHERED_PARAMS], 4 * 3 * 5547);
-	ck_assert_uint_eq(sc.peak_breakdown[THEORY_FULL_GRADS], 4 * 16448);
-	ck_assert_uint_eq(sc.peak_breakdown[THEORY_BUCKETS], 87728);
+	ck_assert_uint_eq(sc.peak_breakdown[ZS_CAT_GATHERED], 4 * 3 * 5547);
+	ck_assert_uint_eq(sc.peak_breakdown[ZS_CAT_FULL_GRADS], 4 * 16448);
+	ck_assert_uint_eq(sc.peak_breakdown[ZS_CAT_BUCKETS], 87728);
 }
 END_TEST
 
@@ -447,11 +447,11 @@ START_TEST(test_torch_fsdp_mixed_precision_keeps_fp32_shards)
 	theory_schedule(&sh, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
 	theory_framework_schedule(&sh, &c, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
 	ck_assert_uint_eq(sc.resident_bytes, 16 * (5547 + 5483));
-	ck_assert_uint_eq(sc.resident_breakdown[THEORY_PARAM32], 4 * (5547 + 5483));
-	ck_assert_uint_eq(sc.resident_breakdown[THEORY_MASTER32], 0);
-	ck_assert_uint_eq(sc.peak_breakdown[THEORY_GATHERED_PARAMS], 0);
-	ck_assert_uint_eq(sc.peak_breakdown[THEORY_FULL_GRADS], 2 * 16640);
-	ck_assert_uint_eq(sc.peak_breakdown[THEORY_BUCKETS], 66564);
+	ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_PARAM32], 4 * (5547 + 5483));
+	ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_MASTER32], 0);
+	ck_assert_uint_eq(sc.peak_breakdown[ZS_CAT_GATHERED], 0);
+	ck_assert_uint_eq(sc.peak_breakdown[ZS_CAT_FULL_GRADS], 2 * 16640);
+	ck_assert_uint_eq(sc.peak_breakdown[ZS_CAT_BUCKETS], 66564);
 }
 END_TEST
 
@@ -481,7 +481,7 @@ START_TEST(test_torch_fsdp_post_backward_holds_the_padded_grads_and_the_output_s
 	sc = sp;
 	theory_framework_schedule(&s, &c, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
 	ck_assert_uint_eq(sc.peak_bytes, sp.peak_bytes - 4 * 16640 + 88752);
-	ck_assert_uint_eq(sc.peak_breakdown[THEORY_BUCKETS], 88752);
+	ck_assert_uint_eq(sc.peak_breakdown[ZS_CAT_BUCKETS], 88752);
 	ck_assert_uint_eq(sc.resident_bytes, sp.resident_bytes);
 }
 END_TEST

@@ -205,7 +205,7 @@ START_TEST(test_tiny_model_at_two_ranks_pads_thirteen_to_fourteen)
 		r = sched(&s, ZS_ZERO2, (enum zs_unit)u, 2);
 		ck_assert_uint_eq(r.resident_bytes, 13 * 2 + 7 * 14);  /* 124 */
 		ck_assert_uint_eq(r.peak_bytes, 124 + 28 + 24 + 13 * 2);
-		ck_assert_uint_eq(r.peak_breakdown[THEORY_FULL_GRADS], 26);
+		ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_FULL_GRADS], 26);
 		ck_assert_uint_eq(r.comm_bytes, 28);
 	}
 
@@ -220,18 +220,18 @@ START_TEST(test_tiny_model_at_two_ranks_pads_thirteen_to_fourteen)
 	r = sched(&s, ZS_ZERO3, ZS_UNIT_LAYER, 2);
 	ck_assert_uint_eq(r.resident_bytes, 112);
 	ck_assert_uint_eq(r.peak_bytes, 112 + 28 + 24 + 9 * 4);    /* 200 */
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_PARAM16], 14);
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_GRAD16], 14);
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_MASTER32], 28);
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_ADAM_M], 28);
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_ADAM_V], 28);
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_MOMENTUM], 0);
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_PARAM32], 0);
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_GRAD32], 0);
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_GATHERED_PARAMS], 18);
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_FULL_GRADS], 18);
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_ACTIVATIONS], 28);
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_SCRATCH], 24);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_PARAM16], 14);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_GRAD16], 14);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_MASTER32], 28);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_ADAM_M], 28);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_ADAM_V], 28);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_MOMENTUM], 0);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_PARAM32], 0);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_GRAD32], 0);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_GATHERED], 18);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_FULL_GRADS], 18);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_ACTIVATIONS], 28);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_SCRATCH], 24);
 }
 END_TEST
 
@@ -289,12 +289,12 @@ START_TEST(test_fp32_sgd_keeps_only_momentum_and_no_master_copy)
 	struct theory_shape s = tiny(ZS_FP32, ZS_SGD);
 	struct theory_schedule r = sched(&s, ZS_DP, ZS_UNIT_MODEL, 1);
 
-	ck_assert_uint_eq(r.resident_breakdown[THEORY_PARAM32], 52);
-	ck_assert_uint_eq(r.resident_breakdown[THEORY_GRAD32], 52);
-	ck_assert_uint_eq(r.resident_breakdown[THEORY_MOMENTUM], 52);
-	ck_assert_uint_eq(r.resident_breakdown[THEORY_MASTER32], 0);
-	ck_assert_uint_eq(r.resident_breakdown[THEORY_PARAM16], 0);
-	ck_assert_uint_eq(r.resident_breakdown[THEORY_ADAM_M], 0);
+	ck_assert_uint_eq(r.resident_breakdown[ZS_CAT_PARAM32], 52);
+	ck_assert_uint_eq(r.resident_breakdown[ZS_CAT_GRAD32], 52);
+	ck_assert_uint_eq(r.resident_breakdown[ZS_CAT_MOMENTUM], 52);
+	ck_assert_uint_eq(r.resident_breakdown[ZS_CAT_MASTER32], 0);
+	ck_assert_uint_eq(r.resident_breakdown[ZS_CAT_PARAM16], 0);
+	ck_assert_uint_eq(r.resident_breakdown[ZS_CAT_ADAM_M], 0);
 	ck_assert_uint_eq(r.resident_bytes, 13 * 12);
 	ck_assert_uint_eq(r.peak_bytes, 156 + 28 + 24);
 
@@ -312,9 +312,9 @@ START_TEST(test_mixed_sgd_keeps_master_and_momentum)
 	struct theory_shape s = tiny(ZS_MIXED, ZS_SGD);
 	struct theory_schedule r = sched(&s, ZS_ZERO1, ZS_UNIT_MODEL, 2);
 
-	ck_assert_uint_eq(r.resident_breakdown[THEORY_MASTER32], 28);
-	ck_assert_uint_eq(r.resident_breakdown[THEORY_MOMENTUM], 28);
-	ck_assert_uint_eq(r.resident_breakdown[THEORY_ADAM_V], 0);
+	ck_assert_uint_eq(r.resident_breakdown[ZS_CAT_MASTER32], 28);
+	ck_assert_uint_eq(r.resident_breakdown[ZS_CAT_MOMENTUM], 28);
+	ck_assert_uint_eq(r.resident_breakdown[ZS_CAT_ADAM_V], 0);
 	ck_assert_uint_eq(r.resident_bytes, 52 + 56);
 }
 END_TEST
@@ -326,8 +326,8 @@ START_TEST(test_activations_and_scratch_grow_with_the_batch)
 
 	s.batch = 4;
 	r = sched(&s, ZS_ZERO1, ZS_UNIT_MODEL, 2);
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_ACTIVATIONS], 4 * 28);
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_SCRATCH], 4 * 24);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_ACTIVATIONS], 4 * 28);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_SCRATCH], 4 * 24);
 	ck_assert_uint_eq(r.peak_bytes, 136 + 4 * 52);
 }
 END_TEST
@@ -345,11 +345,11 @@ START_TEST(test_default_model_has_33088_params_and_the_documented_zero3_row)
 	ck_assert_uint_eq(r.shard_elements, 8272);
 	ck_assert_uint_eq(r.resident_bytes, 132352);
 	ck_assert_uint_eq(r.comm_bytes, 148896);
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_GATHERED_PARAMS], 66176);
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_FULL_GRADS], 66176);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_GATHERED], 66176);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_FULL_GRADS], 66176);
 	/* A = 4·4·(64 + 64 + 256 + 64), D = 2·4·4·256. */
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_ACTIVATIONS], 7168);
-	ck_assert_uint_eq(r.peak_breakdown[THEORY_SCRATCH], 8192);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_ACTIVATIONS], 7168);
+	ck_assert_uint_eq(r.peak_breakdown[ZS_CAT_SCRATCH], 8192);
 	ck_assert_uint_eq(r.peak_bytes, 132352 + 2 * 66176 + 7168 + 8192);
 }
 END_TEST
@@ -424,7 +424,7 @@ START_TEST(test_floors_equal_schedule_when_n_divides_every_unit_and_differ_by_th
 		}
 		/* The peak is the resident state plus transients. */
 		uint64_t sum = 0;
-		for (int c = 0; c < THEORY_NCATEGORIES; c++)
+		for (int c = 0; c < ZS_NCATS; c++)
 			sum += r.peak_breakdown[c];
 		ck_assert_uint_eq(sum, r.peak_bytes);
 		ck_assert_uint_ge(r.peak_bytes, r.resident_bytes);
@@ -1112,7 +1112,7 @@ START_TEST(test_torch_zero1_on_the_tiny_gpt2_worked_by_hand)
 	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &b);
 	theory_model_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO1, ZS_UNIT_LAYER, 3, &sc);
 	ck_assert_uint_eq(sc.resident_bytes, 1202688);
-	ck_assert_uint_eq(sc.resident_breakdown[THEORY_BUCKETS], 237056);
+	ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_BUCKETS], 237056);
 	ck_assert_double_eq_tol((double)(sc.resident_bytes - 237056) / 118528, 8.147, 5e-4);
 	ck_assert_double_eq_tol(sc.imbalance_bytes, 12.0 * 40960 - 12.0 * 118528 / 3, 1e-6);
 
@@ -1176,9 +1176,9 @@ START_TEST(test_deepspeed_zero3_on_the_tiny_gpt2_worked_by_hand)
 	theory_model_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
 	ck_assert_uint_eq(sc.shard_elements, 39525);
 	ck_assert_uint_eq(sc.padded_elements, 3 * 39525);
-	ck_assert_uint_eq(sc.resident_breakdown[THEORY_PARAM16], 2 * 39525);
-	ck_assert_uint_eq(sc.resident_breakdown[THEORY_GATHERED_PARAMS], 1792);
-	ck_assert_uint_eq(sc.resident_breakdown[THEORY_BUCKETS], 1000000000);
+	ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_PARAM16], 2 * 39525);
+	ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_GATHERED], 1792);
+	ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_BUCKETS], 1000000000);
 	ck_assert_uint_eq(sc.resident_bytes, 1000634192);
 	ck_assert_uint_eq(sc.comm_elements, 259614);
 	c.steps = 2;
@@ -1187,7 +1187,7 @@ START_TEST(test_deepspeed_zero3_on_the_tiny_gpt2_worked_by_hand)
 	ck_assert_double_eq(sc.comm_elements_mean, (259614.0 + 158100.0) / 2);
 	c.ds_persist = 1e5;
 	theory_model_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
-	ck_assert_uint_eq(sc.resident_breakdown[THEORY_GATHERED_PARAMS], 2 * 118528);
+	ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_GATHERED], 2 * 118528);
 	/* a full recompute is not modelled under it */
 	o.recompute = ZS_RECOMPUTE_FULL;
 	ck_assert(!theory_model_has_schedule(&m, &o, &b, ZS_FW_DEEPSPEED, ZS_ZERO3));

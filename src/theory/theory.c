@@ -40,13 +40,6 @@
 #include "util/schedule.h"
 #include "util/util.h"
 
-_Static_assert((int)THEORY_NCATEGORIES == (int)ZS_NCATS, "theory categories are the contract's");
-
-const char *theory_category_name(enum theory_category c)
-{
-	return c < THEORY_NCATEGORIES ? zs_cat_name((enum zs_cat)c) : "?";
-}
-
 void theory_bytes_per_param(enum zs_precision pr, enum zs_optimizer opt,
                             struct theory_bytes *out)
 {
@@ -116,12 +109,12 @@ uint64_t theory_params(const struct theory_shape *s)
 static void resident(uint64_t *cat, const struct theory_bytes *b, int mixed,
                      uint64_t param_elems, uint64_t grad_elems, uint64_t opt_elems)
 {
-	cat[mixed ? THEORY_PARAM16 : THEORY_PARAM32] = param_elems * b->p;
-	cat[mixed ? THEORY_GRAD16 : THEORY_GRAD32] = grad_elems * b->g;
-	cat[THEORY_MASTER32] = opt_elems * b->master;
-	cat[THEORY_ADAM_M] = opt_elems * b->adam;
-	cat[THEORY_ADAM_V] = opt_elems * b->adam;
-	cat[THEORY_MOMENTUM] = opt_elems * b->momentum;
+	cat[mixed ? ZS_CAT_PARAM16 : ZS_CAT_PARAM32] = param_elems * b->p;
+	cat[mixed ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32] = grad_elems * b->g;
+	cat[ZS_CAT_MASTER32] = opt_elems * b->master;
+	cat[ZS_CAT_ADAM_M] = opt_elems * b->adam;
+	cat[ZS_CAT_ADAM_V] = opt_elems * b->adam;
+	cat[ZS_CAT_MOMENTUM] = opt_elems * b->momentum;
 }
 
 void theory_states(const struct theory_unit_run *units, size_t nruns,
@@ -153,7 +146,7 @@ void theory_states(const struct theory_unit_run *units, size_t nruns,
 	}
 	resident(out->resident_breakdown, b, mixed, held[ZS_STATE_PARAMS], held[ZS_STATE_GRADS],
 	         held[ZS_STATE_OPTIM]);
-	for (int c = 0; c < THEORY_NCATEGORIES; c++)
+	for (int c = 0; c < ZS_NCATS; c++)
 		out->resident_bytes += out->resident_breakdown[c];
 	out->padding_bytes = (double)((out->padded_elements - psi) * sharded) / (double)n;
 
@@ -326,8 +319,8 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 		theory_walk_schedule(d, &s.bytes, req->config, scheme, unit, world, &r->sched);
 		r->peak_bytes = r->sched.peak_bytes;
 		/* The MLP's activations and scratch are b times their b = 1 bytes. */
-		r->peak_per_batch = (r->sched.peak_breakdown[THEORY_ACTIVATIONS]
-		                     + r->sched.peak_breakdown[THEORY_SCRATCH]) / b;
+		r->peak_per_batch = (r->sched.peak_breakdown[ZS_CAT_ACTIVATIONS]
+		                     + r->sched.peak_breakdown[ZS_CAT_SCRATCH]) / b;
 		r->has_peak = 1;
 	}
 	r->peak_fixed = r->peak_bytes - b * r->peak_per_batch;

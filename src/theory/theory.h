@@ -37,15 +37,8 @@ struct theory_bytes {
 void theory_bytes_per_param(enum zs_precision pr, enum zs_optimizer opt,
                             struct theory_bytes *out);
 
-/* The categories of docs/schedule.md, in the order they are printed. */
-enum theory_category {
-	THEORY_PARAM16, THEORY_PARAM32, THEORY_GRAD16, THEORY_GRAD32,
-	THEORY_MASTER32, THEORY_ADAM_M, THEORY_ADAM_V, THEORY_MOMENTUM,
-	THEORY_GATHERED_PARAMS, THEORY_FULL_GRADS, THEORY_ACTIVATIONS,
-	THEORY_SCRATCH, THEORY_BUCKETS, THEORY_NCATEGORIES
-};
-
-const char *theory_category_name(enum theory_category c);
+/* Bytes are counted in the contract's categories, enum zs_cat
+ * (util/schedule.h). */
 
 /* ------------------------------------------------------------------------ */
 /* Floors: the paper's formulas, for a model that is only a count Ψ. */
@@ -78,8 +71,8 @@ struct theory_schedule {
 	uint64_t padded_elements;       /* P = N·S */
 	uint64_t resident_bytes;
 	uint64_t peak_bytes;
-	uint64_t resident_breakdown[THEORY_NCATEGORIES];
-	uint64_t peak_breakdown[THEORY_NCATEGORIES];
+	uint64_t resident_breakdown[ZS_NCATS];
+	uint64_t peak_breakdown[ZS_NCATS];
 	uint64_t comm_bytes;            /* bytes sent per rank per step */
 	uint64_t comm_elements;         /* elements sent per rank per step */
 	/* The rank's share of the padding in its resident state: (P - Ψ)/N
@@ -114,7 +107,7 @@ struct theory_states {
 	uint64_t shard_elements;        /* S = Σ ceil(n_u / N) */
 	uint64_t padded_elements;       /* P = N·S */
 	uint64_t resident_bytes;
-	uint64_t resident_breakdown[THEORY_NCATEGORIES];
+	uint64_t resident_breakdown[ZS_NCATS];
 	uint64_t gathered_params;       /* zero3, N > 1: largest·p */
 	uint64_t full_grads;            /* zero2, N > 1: Ψ·g; zero3: largest·g */
 	uint64_t comm_bytes, comm_elements;
@@ -198,7 +191,7 @@ void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_con
 /* DeepSpeed's ZeRO-1/2 resident state for out's units and shards (any
  * model; tmax its largest tensor), into out (breakdown, resident, padding,
  * host bytes under --offload optimizer), and what its step() adds at once
- * by category (step[THEORY_NCATEGORIES]: the fp32 gradient partition, its
+ * by category (step[ZS_NCATS]: the fp32 gradient partition, its
  * flat fp16 source in mixed precision; offloaded, the device copy of the
  * fp32 partition). */
 void theory_deepspeed_resident(const struct theory_bytes *b, const struct zs_config *c, uint64_t tmax,
@@ -347,7 +340,7 @@ struct theory_peak {
 	uint64_t activations;           /* Σ act at b */
 	uint64_t activations_per_sequence;  /* Σ act at b = 1 */
 	uint64_t peak_bytes;            /* resident + transients + activations */
-	uint64_t peak_breakdown[THEORY_NCATEGORIES];
+	uint64_t peak_breakdown[ZS_NCATS];
 };
 
 void theory_model_peak(const struct zs_model *m, const struct theory_act_opts *o,

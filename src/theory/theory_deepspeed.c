@@ -51,16 +51,16 @@ void theory_deepspeed_resident(const struct theory_bytes *b, const struct zs_con
 {
 	uint64_t S = out->shard_elements, psi = out->params, opt = 2ull * b->adam + b->momentum;
 	uint64_t *rb = out->resident_breakdown;
-	enum theory_category pc = b->p == 2 ? THEORY_PARAM16 : THEORY_PARAM32;
-	enum theory_category gc = b->g == 2 ? THEORY_GRAD16 : THEORY_GRAD32;
+	enum zs_cat pc = b->p == 2 ? ZS_CAT_PARAM16 : ZS_CAT_PARAM32;
+	enum zs_cat gc = b->g == 2 ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32;
 	memset(rb, 0, sizeof out->resident_breakdown);
-	memset(step, 0, THEORY_NCATEGORIES * sizeof *step);
+	memset(step, 0, ZS_NCATS * sizeof *step);
 	rb[pc] = psi * b->p;
 	rb[gc] = S * b->g;
-	rb[THEORY_MASTER32] = S * 4;
-	rb[THEORY_ADAM_M] = S * b->adam;
-	rb[THEORY_ADAM_V] = S * b->adam;
-	rb[THEORY_MOMENTUM] = S * b->momentum;
+	rb[ZS_CAT_MASTER32] = S * 4;
+	rb[ZS_CAT_ADAM_M] = S * b->adam;
+	rb[ZS_CAT_ADAM_V] = S * b->adam;
+	rb[ZS_CAT_MOMENTUM] = S * b->momentum;
 	/* Offloaded: the grad partition (fp32), the fp32 partition and the
 	 * optimizer state on the host, with a buffer of the largest tensor's
 	 * grads there and one on the device; the step's device copy of the
@@ -70,14 +70,14 @@ void theory_deepspeed_resident(const struct theory_bytes *b, const struct zs_con
 		out->host_peak_bytes = out->host_resident_bytes;
 		out->host_resident_bytes_per_node = out->host_resident_bytes * c->ranks_per_node;
 		rb[gc] = tmax * b->g;
-		rb[THEORY_MASTER32] = rb[THEORY_ADAM_M] = rb[THEORY_ADAM_V] = rb[THEORY_MOMENTUM] = 0;
-		step[THEORY_MASTER32] = S * 4;
+		rb[ZS_CAT_MASTER32] = rb[ZS_CAT_ADAM_M] = rb[ZS_CAT_ADAM_V] = rb[ZS_CAT_MOMENTUM] = 0;
+		step[ZS_CAT_MASTER32] = S * 4;
 	} else {
-		step[THEORY_GRAD32] = S * 4;
-		step[THEORY_GRAD16] = b->g == 2 ? S * b->g : 0;
+		step[ZS_CAT_GRAD32] = S * 4;
+		step[ZS_CAT_GRAD16] = b->g == 2 ? S * b->g : 0;
 	}
 	out->resident_bytes = 0;
-	for (int k = 0; k < THEORY_NCATEGORIES; k++)
+	for (int k = 0; k < ZS_NCATS; k++)
 		out->resident_bytes += rb[k];
 	out->padding_bytes = (double)(out->padded_elements - psi) / world * (double)(b->g + 4 + opt);
 }
@@ -201,17 +201,17 @@ void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config 
 void theory_ds3_resident(const struct theory_bytes *b, const struct zs_config *c, uint64_t S, uint64_t persist,
                          unsigned world, struct theory_schedule *out, uint64_t *base)
 {
-	enum theory_category pc = b->p == 2 ? THEORY_PARAM16 : THEORY_PARAM32;
-	enum theory_category gc = b->g == 2 ? THEORY_GRAD16 : THEORY_GRAD32;
+	enum zs_cat pc = b->p == 2 ? ZS_CAT_PARAM16 : ZS_CAT_PARAM32;
+	enum zs_cat gc = b->g == 2 ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32;
 	uint64_t opt = 2ull * b->adam + b->momentum, B = (uint64_t)c->ds_reduce_bucket;
 	int off = c->offload != ZS_OFFLOAD_NONE, offp = c->offload == ZS_OFFLOAD_PARAMS;
-	memset(base, 0, THEORY_NCATEGORIES * sizeof *base);
+	memset(base, 0, ZS_NCATS * sizeof *base);
 	base[pc] = offp ? 0 : S * b->p;
 	base[gc] = off ? 0 : S * b->g;
-	base[THEORY_MASTER32] = off ? 0 : S * 4;
-	base[THEORY_ADAM_M] = base[THEORY_ADAM_V] = off ? 0 : S * b->adam;
-	base[THEORY_MOMENTUM] = off ? 0 : S * b->momentum;
-	base[THEORY_BUCKETS] = B * b->g;
+	base[ZS_CAT_MASTER32] = off ? 0 : S * 4;
+	base[ZS_CAT_ADAM_M] = base[ZS_CAT_ADAM_V] = off ? 0 : S * b->adam;
+	base[ZS_CAT_MOMENTUM] = off ? 0 : S * b->momentum;
+	base[ZS_CAT_BUCKETS] = B * b->g;
 	out->host_resident_bytes = off ? S * (b->g + 4 + 4 + opt) + (offp ? S * b->p : 0) : 0;
 	out->host_peak_bytes = out->host_resident_bytes + (off && !offp && b->p == 2 ? S * b->p : 0);
 	out->host_resident_bytes_per_node = out->host_resident_bytes * c->ranks_per_node;
@@ -219,10 +219,10 @@ void theory_ds3_resident(const struct theory_bytes *b, const struct zs_config *c
 	out->padded_elements = (uint64_t)world * S;
 	out->padding_bytes = (double)(out->padded_elements - out->params) / world * (double)(b->p + b->g + 4 + opt);
 	memset(out->resident_breakdown, 0, sizeof out->resident_breakdown);
-	memcpy(out->resident_breakdown, base, THEORY_NCATEGORIES * sizeof *base);
-	out->resident_breakdown[THEORY_GATHERED_PARAMS] = persist * b->p;
+	memcpy(out->resident_breakdown, base, ZS_NCATS * sizeof *base);
+	out->resident_breakdown[ZS_CAT_GATHERED] = persist * b->p;
 	out->resident_bytes = 0;
-	for (int k = 0; k < THEORY_NCATEGORIES; k++)
+	for (int k = 0; k < ZS_NCATS; k++)
 		out->resident_bytes += out->resident_breakdown[k];
 }
 

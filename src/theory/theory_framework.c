@@ -84,12 +84,12 @@ void theory_torch_zero1(const uint64_t *n, size_t nt, const struct theory_bytes 
 	/* The binding rank holds its tensors' optimizer state; nothing is
 	 * padded, and the peak adds dp's tensors only. */
 	uint64_t *rb = out->resident_breakdown, *pb = out->peak_breakdown;
-	rb[THEORY_MASTER32] = most * b->master;
-	rb[THEORY_ADAM_M] = rb[THEORY_ADAM_V] = most * b->adam;
-	rb[THEORY_MOMENTUM] = most * b->momentum;
+	rb[ZS_CAT_MASTER32] = most * b->master;
+	rb[ZS_CAT_ADAM_M] = rb[ZS_CAT_ADAM_V] = most * b->adam;
+	rb[ZS_CAT_MOMENTUM] = most * b->momentum;
 	out->resident_bytes = out->peak_bytes = 0;
-	for (int c = 0; c < THEORY_NCATEGORIES; c++) {
-		if (c < THEORY_GATHERED_PARAMS)
+	for (int c = 0; c < ZS_NCATS; c++) {
+		if (c < ZS_CAT_GATHERED)
 			pb[c] = rb[c];
 		out->resident_bytes += rb[c];
 		out->peak_bytes += pb[c];
@@ -149,7 +149,7 @@ void theory_torch_ddp(const uint64_t *t, size_t nt, unsigned grad_bytes, double 
 {
 	uint64_t *n = zs_calloc(nt > 0 ? nt : 1, sizeof *n), bucket = out->params * grad_bytes;
 	size_t nb = theory_ddp_bucket_list(t, nt, grad_bytes, cap_mb, n);
-	out->resident_breakdown[THEORY_BUCKETS] = out->peak_breakdown[THEORY_BUCKETS] = bucket;
+	out->resident_breakdown[ZS_CAT_BUCKETS] = out->peak_breakdown[ZS_CAT_BUCKETS] = bucket;
 	out->resident_bytes += bucket;
 	out->peak_bytes += bucket;
 	for (size_t i = 0; i < nb; i++) {

@@ -40,9 +40,9 @@ static void push_num(cJSON *arr, double v) { cJSON_AddItemToArray(arr, cJSON_Cre
 static void breakdown(cJSON *parent, const char *key, const uint64_t *cat)
 {
 	cJSON *b = cJSON_AddObjectToObject(parent, key);
-	for (int c = 0; c < THEORY_NCATEGORIES; c++)
+	for (int c = 0; c < ZS_NCATS; c++)
 		if (zs_cat_listed((enum zs_cat)c, (double)cat[c]))
-			num(b, theory_category_name((enum theory_category)c), (double)cat[c]);
+			num(b, zs_cat_name((enum zs_cat)c), (double)cat[c]);
 }
 
 static void comm(cJSON *o, double bytes, double elements, double psi)

@@ -180,10 +180,10 @@ void theory_peak_of(const struct zs_model *m, const struct step_params *p, const
 	out->activations_per_sequence = theory_activations(m, o, 1, one);
 
 	memcpy(out->peak_breakdown, out->states.resident_breakdown, sizeof out->peak_breakdown);
-	out->peak_breakdown[THEORY_GATHERED_PARAMS] = out->states.gathered_params;
-	out->peak_breakdown[THEORY_FULL_GRADS] = out->states.full_grads;
-	out->peak_breakdown[THEORY_ACTIVATIONS] = out->activations;
-	for (int c = 0; c < THEORY_NCATEGORIES; c++)
+	out->peak_breakdown[ZS_CAT_GATHERED] = out->states.gathered_params;
+	out->peak_breakdown[ZS_CAT_FULL_GRADS] = out->states.full_grads;
+	out->peak_breakdown[ZS_CAT_ACTIVATIONS] = out->activations;
+	for (int c = 0; c < ZS_NCATS; c++)
 		out->peak_bytes += out->peak_breakdown[c];
 }
 

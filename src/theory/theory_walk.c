@@ -123,10 +123,10 @@ void theory_desc_free(struct theory_desc *d)
 
 /* A running total by category, with its first maximum. */
 struct walk {
-	uint64_t cur[THEORY_NCATEGORIES], total, peak, at_peak[THEORY_NCATEGORIES];
+	uint64_t cur[ZS_NCATS], total, peak, at_peak[ZS_NCATS];
 };
 
-static void walk_add(struct walk *w, enum theory_category c, uint64_t bytes)
+static void walk_add(struct walk *w, enum zs_cat c, uint64_t bytes)
 {
 	w->cur[c] += bytes;
 	w->total += bytes;
@@ -136,7 +136,7 @@ static void walk_add(struct walk *w, enum theory_category c, uint64_t bytes)
 	}
 }
 
-static void walk_sub(struct walk *w, enum theory_category c, uint64_t bytes)
+static void walk_sub(struct walk *w, enum zs_cat c, uint64_t bytes)
 {
 	w->cur[c] -= bytes;
 	w->total -= bytes;
@@ -144,7 +144,7 @@ static void walk_sub(struct walk *w, enum theory_category c, uint64_t bytes)
 
 static void buf_add(struct walk *w, const struct step_buffer *x, int add)
 {
-	enum theory_category c = x->cat == ZS_CAT_ACTIVATIONS ? THEORY_ACTIVATIONS : THEORY_SCRATCH;
+	enum zs_cat c = x->cat == ZS_CAT_ACTIVATIONS ? ZS_CAT_ACTIVATIONS : ZS_CAT_SCRATCH;
 	(add ? walk_add : walk_sub)(w, c, x->elements * x->esize);
 }
 
@@ -236,7 +236,7 @@ struct events {
 	 * beside it (0 in fp32). Category buckets. */
 	unsigned mp, cast;
 	int post_backward; /* and a gathered copy padded to N·s_u (_full_param_padded) */
-	uint64_t step[THEORY_NCATEGORIES];
+	uint64_t step[ZS_NCATS];
 };
 
 /* The framework's state through the walk: which units are held gathered,
@@ -265,9 +265,9 @@ static uint64_t copy_elements(const struct units_fw *st, size_t u)
 
 static void gather(struct units_fw *st, struct walk *w, size_t u)
 {
-	walk_add(w, THEORY_BUCKETS, slots(st, u) * st->ev->mp);
-	walk_add(w, THEORY_GATHERED_PARAMS, copy_elements(st, u) * st->ev->gp);
-	walk_sub(w, THEORY_BUCKETS, slots(st, u) * st->ev->mp);
+	walk_add(w, ZS_CAT_BUCKETS, slots(st, u) * st->ev->mp);
+	walk_add(w, ZS_CAT_GATHERED, copy_elements(st, u) * st->ev->gp);
+	walk_sub(w, ZS_CAT_BUCKETS, slots(st, u) * st->ev->mp);
 	st->gathered += (st->N - 1) * slots(st, u);
 	st->held[u] = 1;
 }
@@ -275,7 +275,7 @@ static void gather(struct units_fw *st, struct walk *w, size_t u)
 static void release(struct units_fw *st, struct walk *w, size_t u)
 {
 	if (st->held[u])
-		walk_sub(w, THEORY_GATHERED_PARAMS, copy_elements(st, u) * st->ev->gp);
+		walk_sub(w, ZS_CAT_GATHERED, copy_elements(st, u) * st->ev->gp);
 	st->held[u] = 0;
 }
 
@@ -287,9 +287,9 @@ static void post_backward(struct units_fw *st, struct walk *w, size_t u)
 	uint64_t sh = slots(st, u), staged = (st->N * sh + sh) * st->ev->fg;
 	if (!st->ev->post_backward)
 		return;
-	walk_add(w, THEORY_BUCKETS, staged);
-	walk_add(w, THEORY_BUCKETS, sh * st->ev->cast);
-	walk_sub(w, THEORY_BUCKETS, staged + sh * st->ev->cast);
+	walk_add(w, ZS_CAT_BUCKETS, staged);
+	walk_add(w, ZS_CAT_BUCKETS, sh * st->ev->cast);
+	walk_sub(w, ZS_CAT_BUCKETS, staged + sh * st->ev->cast);
 }
 
 static int kept(const struct units_fw *st, size_t u)
@@ -326,8 +326,8 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 			release(st, w, i);
 		break;
 	case BWD_BEGIN:
-		walk_add(w, THEORY_BUCKETS, ev->bucket);
-		walk_add(w, THEORY_FULL_GRADS, ev->full);
+		walk_add(w, ZS_CAT_BUCKETS, ev->bucket);
+		walk_add(w, ZS_CAT_FULL_GRADS, ev->full);
 		break;
 	case BWD_PRE:
 		if (l != st->last[i])
@@ -336,7 +336,7 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 			gather(st, w, i);
 		if (ev->prefetch && i > 0 && !st->held[i - 1])
 			gather(st, w, i - 1);
-		walk_add(w, THEORY_FULL_GRADS, st->units[i] * ev->fg);
+		walk_add(w, ZS_CAT_FULL_GRADS, st->units[i] * ev->fg);
 		if (ev->fg > 0)
 			st->reduced += (st->N - 1) * slots(st, i);
 		break;
@@ -345,13 +345,13 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 			break;
 		release(st, w, i);
 		post_backward(st, w, i);
-		walk_sub(w, THEORY_FULL_GRADS, st->units[i] * ev->fg);
+		walk_sub(w, ZS_CAT_FULL_GRADS, st->units[i] * ev->fg);
 		break;
 	case STEP_END:
-		walk_sub(w, THEORY_FULL_GRADS, ev->full);
-		walk_sub(w, THEORY_BUCKETS, ev->bucket);
-		for (int k = 0; k < THEORY_NCATEGORIES; k++)
-			walk_add(w, (enum theory_category)k, ev->step[k]);
+		walk_sub(w, ZS_CAT_FULL_GRADS, ev->full);
+		walk_sub(w, ZS_CAT_BUCKETS, ev->bucket);
+		for (int k = 0; k < ZS_NCATS; k++)
+			walk_add(w, (enum zs_cat)k, ev->step[k]);
 		break;
 	case STEP_BEGIN:
 	case FWD_RUN:
@@ -383,8 +383,8 @@ static void units_walk(const struct theory_desc *d, const struct events *ev, con
 		st.last[i] = l;
 	}
 	struct walk w = {0};
-	for (int k = 0; k < THEORY_NCATEGORIES; k++)
-		walk_add(&w, (enum theory_category)k, out->resident_breakdown[k]);
+	for (int k = 0; k < ZS_NCATS; k++)
+		walk_add(&w, (enum zs_cat)k, out->resident_breakdown[k]);
 	const struct walk_fw fw = {units_at, &st};
 	walk_steps(d, &w, 1, &fw);
 	out->peak_bytes = w.peak;
@@ -446,9 +446,9 @@ static void ds3_flush(struct walk *w, struct ds3_bucket *bk, const uint64_t *tn,
 		pad += N * s - tn[bk->t[i]];
 	}
 	int in_place = bk->count == 1 && pad == 0;
-	walk_add(w, THEORY_FULL_GRADS, pad * g);
-	walk_add(w, THEORY_FULL_GRADS, in_place ? 0 : N * part * g);
-	walk_sub(w, THEORY_FULL_GRADS, (in_place ? 0 : N * part * g) + pad * g + bk->held);
+	walk_add(w, ZS_CAT_FULL_GRADS, pad * g);
+	walk_add(w, ZS_CAT_FULL_GRADS, in_place ? 0 : N * part * g);
+	walk_sub(w, ZS_CAT_FULL_GRADS, (in_place ? 0 : N * part * g) + pad * g + bk->held);
 	bk->held = 0;
 	bk->reduced += (N - 1) * part;
 	bk->used = bk->count = 0;
@@ -460,16 +460,16 @@ static void ds3_gathered(struct walk *w, const struct ds3_fw *f, const size_t *t
 {
 	unsigned p = f->b->p;
 	for (size_t i = 0; i < n; i++) {
-		walk_add(w, THEORY_GATHERED_PARAMS, f->tn[t[i]] * p);
-		walk_add(w, THEORY_GATHERED_PARAMS, f->offp ? f->d->s[t[i]] * p : 0);
-		walk_sub(w, THEORY_GATHERED_PARAMS, f->offp ? f->d->s[t[i]] * p : 0);
+		walk_add(w, ZS_CAT_GATHERED, f->tn[t[i]] * p);
+		walk_add(w, ZS_CAT_GATHERED, f->offp ? f->d->s[t[i]] * p : 0);
+		walk_sub(w, ZS_CAT_GATHERED, f->offp ? f->d->s[t[i]] * p : 0);
 	}
 }
 
 static void ds3_released(struct walk *w, const struct ds3_fw *f, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		walk_sub(w, THEORY_GATHERED_PARAMS, f->tn[f->rel[i]] * f->b->p);
+		walk_sub(w, ZS_CAT_GATHERED, f->tn[f->rel[i]] * f->b->p);
 }
 
 /* Module mi's backward: its grads made, put in the bucket tensor by
@@ -484,17 +484,17 @@ static void ds3_grads(struct ds3_fw *f, struct walk *w, size_t mi)
 		return;
 	for (size_t t = t0; t < t1; t++)
 		n += f->tn[t];
-	walk_add(w, THEORY_FULL_GRADS, n * g);
+	walk_add(w, ZS_CAT_FULL_GRADS, n * g);
 	for (size_t t = t0; t < t1; t++) {
 		if (bk->used + f->tn[t] > bk->B && bk->count > 0)
 			ds3_flush(w, bk, f->tn, f->N, g);
 		bk->t[bk->count++] = t;
 		bk->used += f->tn[t];
 	}
-	walk_sub(w, THEORY_FULL_GRADS, n * g); /* the module's grads dropped */
+	walk_sub(w, ZS_CAT_FULL_GRADS, n * g); /* the module's grads dropped */
 	if (bk->count == 1 && f->tn[bk->t[0]] > bk->B && bk->held == 0) {
 		bk->held = f->tn[bk->t[0]] * g; /* an oversized grad kept until it is reduced */
-		walk_add(w, THEORY_FULL_GRADS, bk->held);
+		walk_add(w, ZS_CAT_FULL_GRADS, bk->held);
 	}
 }
 
@@ -567,10 +567,10 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		size_t nrel, npost = ds_coord_step(f->d, f->rel, &nrel, f->post);
 		uint64_t S = f->S, g16 = !f->off && b->g == 2 ? S * b->g : 0, g32 = f->off ? 0 : S * 4;
 		ds3_released(w, f, nrel);
-		walk_add(w, THEORY_GRAD16, g16);
-		walk_add(w, THEORY_GRAD32, g32);
-		walk_sub(w, THEORY_GRAD16, g16);
-		walk_sub(w, THEORY_GRAD32, g32);
+		walk_add(w, ZS_CAT_GRAD16, g16);
+		walk_add(w, ZS_CAT_GRAD32, g32);
+		walk_sub(w, ZS_CAT_GRAD16, g16);
+		walk_sub(w, ZS_CAT_GRAD32, g32);
 		ds3_gathered(w, f, f->post, npost);
 		uint64_t N = f->N, gathered = f->d->gathered, reduced = f->bk.reduced;
 		f->sent += (N - 1) * gathered * b->p + reduced * b->g;
@@ -629,7 +629,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
                      enum zs_unit unit, unsigned world, struct theory_schedule *out)
 {
 	const struct step_params *p = &d->params;
-	uint64_t *tn = zs_calloc(p->ntensors, sizeof *tn), persist = 0, base[THEORY_NCATEGORIES];
+	uint64_t *tn = zs_calloc(p->ntensors, sizeof *tn), persist = 0, base[ZS_NCATS];
 	struct ds3_fw f = {.b = b, .c = c, .tn = tn, .N = world, .out = out,
 	                   .off = c->offload != ZS_OFFLOAD_NONE, .offp = c->offload == ZS_OFFLOAD_PARAMS};
 	f.rel = zs_calloc(p->ntensors, sizeof *f.rel);
@@ -646,8 +646,8 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	out->params = p->numel;
 	theory_ds3_resident(b, c, f.S, persist, world, out, base);
 	struct walk w = {0};
-	for (int k = 0; k < THEORY_NCATEGORIES; k++) /* set-up */
-		walk_add(&w, (enum theory_category)k, base[k]);
+	for (int k = 0; k < ZS_NCATS; k++) /* set-up */
+		walk_add(&w, (enum zs_cat)k, base[k]);
 	const struct walk_fw fw = {ds3_at, &f};
 	walk_steps(d, &w, c->steps, &fw);
 	out->peak_bytes = w.peak;
