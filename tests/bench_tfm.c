@@ -41,7 +41,7 @@
 #include "engine/tfm.h"
 #include "util/util.h"
 #include "bench_time.h"
-#include "tfm_model.h"
+#include "tfm_driver.h"
 
 /* The process's CPU seconds: on a shared machine a one-thread run's CPU
  * time moves less than its wall time. */
@@ -195,8 +195,8 @@ int main(int argc, char **argv)
 	}
 	const size_t B = 1, T = 256;
 	struct tfm_dims d = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f, 0};
-	struct tfm_model m;
-	tfm_model_init(&m, &d, B, T, ZS_RECOMPUTE_NONE);
+	struct tfm_driver m;
+	tfm_driver_init(&m, &d, B, T, ZS_RECOMPUTE_NONE);
 	tfm_init_weights(m.params, &d, 1);
 	float *mo = zs_calloc(m.nparams, sizeof *mo), *v = zs_calloc(m.nparams, sizeof *v);
 	struct optim o;
@@ -213,7 +213,7 @@ int main(int argc, char **argv)
 		tfm_task_batch(in, target, &task, 1, (uint64_t)s, 0, B, T);
 		recording = s == 0;
 		double t0 = bench_now(), g0 = gemm_seconds, c0 = cpu_now(), gc0 = gemm_cpu;
-		loss = tfm_model_step(&m, in, target);
+		loss = tfm_driver_step(&m, in, target);
 		double a0 = bench_now();
 		optim_update(&o, (unsigned)s + 1, m.params, mo, v, m.grads, ZS_F32, NULL, m.nparams);
 		if (s > 0) {
@@ -245,7 +245,7 @@ int main(int argc, char **argv)
 	free(tg);
 	free(in), free(target), free(mo), free(v);
 	tfm_task_free(&task);
-	tfm_model_free(&m);
+	tfm_driver_free(&m);
 
 	/* wall and CPU seconds of the 1-step and the 2-step runs */
 	double *w1 = zs_malloc((size_t)steps * sizeof *w1), *w2 = zs_malloc((size_t)steps * sizeof *w2);

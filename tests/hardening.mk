@@ -92,7 +92,7 @@ tests/fuzz/fuzz_theory: $(top_srcdir)/tests/fuzz/fuzz_theory.c $(FUZZ_COMMON) $(
 		$(top_srcdir)/tests/fuzz/fuzz_theory.c $(FUZZ_REPORT) $(FUZZ_UTIL) $(FUZZ_LIBS)
 
 # The config reader and the theory that reads what it accepts.
-FUZZ_MODEL = $(top_srcdir)/src/theory/theory.c $(top_srcdir)/src/theory/theory_model.c \
+FUZZ_MODEL = $(top_srcdir)/src/theory/theory.c $(top_srcdir)/src/theory/theory_tfm.c \
 	$(top_srcdir)/src/theory/theory_walk.c \
 	$(top_srcdir)/src/theory/theory_framework.c $(top_srcdir)/src/theory/theory_deepspeed.c \
 	$(top_srcdir)/src/theory/theory_text.c

@@ -35,14 +35,14 @@ EXTRA_DIST += tests/datafile.sh
 if HAVE_CHECK
 check_PROGRAMS += tests/test_tfm
 TESTS += tests/test_tfm
-tests_test_tfm_SOURCES = tests/test_tfm.c tests/tfm_model.c tests/tfm_model.h
+tests_test_tfm_SOURCES = tests/test_tfm.c tests/tfm_driver.c tests/tfm_driver.h
 tests_test_tfm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_tfm_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 endif
 
 # Agreement with PyTorch (skipped where no python3 imports torch).
 check_PROGRAMS += tests/tfm_dump
-tests_tfm_dump_SOURCES = tests/tfm_dump.c tests/tfm_model.c tests/tfm_model.h
+tests_tfm_dump_SOURCES = tests/tfm_dump.c tests/tfm_driver.c tests/tfm_driver.h
 tests_tfm_dump_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) -lm
 TESTS += tests/tfm_torch.sh
 EXTRA_DIST += tests/tfm_torch.sh tests/tfm_torch.py

@@ -25,7 +25,7 @@
 #include "theory/theory.h"
 #include "util/model.h"
 #include "util/util.h"
-#include "tfm_model.h"
+#include "tfm_driver.h"
 
 /* Random fill from the project's seeded generator: uniform in ±scale. */
 static float *rnd(size_t n, float scale, uint64_t stream)
@@ -372,11 +372,11 @@ static struct tfm_dims tiny(enum tfm_family f, int tied)
 	return d;
 }
 
-struct md { struct tfm_model *m; const int *in, *target; };
+struct md { struct tfm_driver *m; const int *in, *target; };
 static double model_loss(void *p)
 {
 	struct md *c = p;
-	return tfm_model_loss(c->m, c->in, c->target);
+	return tfm_driver_loss(c->m, c->in, c->target);
 }
 
 /* The model's gradient against finite differences at the first, the last
@@ -419,8 +419,8 @@ static void check_model_dims(struct tfm_dims d)
 {
 	int tied = d.tied;
 	ck_assert_int_eq(tfm_dims_check(&d, NULL), 0);
-	struct tfm_model m;
-	tfm_model_init(&m, &d, 2, 8, ZS_RECOMPUTE_NONE);
+	struct tfm_driver m;
+	tfm_driver_init(&m, &d, 2, 8, ZS_RECOMPUTE_NONE);
 	/* Larger weights than the seed's (×2.5 and ×5 alternately), so that
 	 * every path carries a gradient well above the finite difference's
 	 * rounding, and the weights are not all alike. */
@@ -431,7 +431,7 @@ static void check_model_dims(struct tfm_dims d)
 	int in[16], target[16];
 	tfm_task_init(&task, d.vocab, 7);
 	tfm_task_batch(in, target, &task, 7, 0, 0, 2, 8);
-	tfm_model_step(&m, in, target);
+	tfm_driver_step(&m, in, target);
 	float *g = malloc(m.nparams * sizeof *g);
 	memcpy(g, m.grads, m.nparams * sizeof *g);
 	struct md c = {&m, in, target};
@@ -461,7 +461,7 @@ static void check_model_dims(struct tfm_dims d)
 	ck_assert_uint_eq(covered, m.nparams);
 	free(g);
 	tfm_task_free(&task);
-	tfm_model_free(&m);
+	tfm_driver_free(&m);
 }
 
 static void check_model(enum tfm_family f, int tied) { check_model_dims(tiny(f, tied)); }
@@ -490,19 +490,19 @@ static void check_recompute(enum tfm_family f)
 {
 	struct tfm_dims d = tiny(f, f == TFM_GPT2);
 	const size_t B = 2, T = 8, L = d.layers;
-	struct tfm_model m[3];
+	struct tfm_driver m[3];
 	float loss[3];
 	struct tfm_task task;
 	int in[16], target[16];
 	tfm_task_init(&task, d.vocab, 9);
 	tfm_task_batch(in, target, &task, 9, 0, 0, B, T);
 	for (int r = 0; r < 3; r++) {
-		tfm_model_init(&m[r], &d, B, T, (enum zs_recompute)r);
+		tfm_driver_init(&m[r], &d, B, T, (enum zs_recompute)r);
 		tfm_init_weights(m[r].params, &d, 9);
-		loss[r] = tfm_model_step(&m[r], in, target);
+		loss[r] = tfm_driver_step(&m[r], in, target);
 	}
 	size_t block = 0, el[STEP_NACTS], sc[STEP_NSCRATCH];
-	tfm_model_sizes(&d, B, T, el, sc);
+	tfm_driver_sizes(&d, B, T, el, sc);
 	for (int a = 0; a < STEP_NBLOCK_ACTS; a++)
 		block += el[a];
 	size_t att = B * d.heads * T * T, res3 = B * T * d.d;
@@ -513,7 +513,7 @@ static void check_recompute(enum tfm_family f)
 		ck_assert(memcmp(m[r].grads, m[0].grads, m[0].nparams * sizeof *m[0].grads) == 0);
 	}
 	for (int r = 0; r < 3; r++)
-		tfm_model_free(&m[r]);
+		tfm_driver_free(&m[r]);
 	tfm_task_free(&task);
 }
 
@@ -563,7 +563,7 @@ START_TEST(test_layout_units_are_the_theorys_for_every_shipped_model)
 		struct tfm_dims d = dims_of(&z);
 		ck_assert_int_eq(tfm_dims_check(&d, NULL), 0);
 		struct theory_units u;
-		theory_model_units(&z, &u);
+		theory_tfm_units(&z, &u);
 		/* The engine builds its layout from its dims (tfm_params): the
 		 * same layers as the config's own description. */
 		struct step_params p, q;
@@ -577,7 +577,7 @@ START_TEST(test_layout_units_are_the_theorys_for_every_shipped_model)
 		ck_assert_uint_eq(u.embeddings, p.layer[0].numel);
 		ck_assert_uint_eq(u.block, p.layer[1].numel);
 		ck_assert_uint_eq(u.head, d.tied ? 0 : p.layer[d.layers + 1].numel);
-		ck_assert_uint_eq(theory_model_params(&z), tfm_nparams(&d));
+		ck_assert_uint_eq(theory_tfm_params(&z), tfm_nparams(&d));
 		step_params_free(&p);
 		step_params_free(&q);
 	}
@@ -612,8 +612,8 @@ static void check_training(enum tfm_family f)
 	struct tfm_dims d = {f, 32, 2, 4, f == TFM_LLAMA ? 2 : 4, 8, f == TFM_LLAMA ? 88 : 128, 64, 16,
 	                     f == TFM_GPT2, 1e-5f, 10000.0f, 0};
 	const size_t B = 2, T = 16, steps = 100;
-	struct tfm_model m;
-	tfm_model_init(&m, &d, B, T, ZS_RECOMPUTE_NONE);
+	struct tfm_driver m;
+	tfm_driver_init(&m, &d, B, T, ZS_RECOMPUTE_NONE);
 	tfm_init_weights(m.params, &d, 3);
 	float *mo = zeros(m.nparams), *v = zeros(m.nparams);
 	struct optim o;
@@ -624,7 +624,7 @@ static void check_training(enum tfm_family f)
 	double first = 0.0, last = 0.0;
 	for (size_t s = 0; s < steps; s++) {
 		tfm_task_batch(in, target, &task, 3, s, 0, B, T);
-		float loss = tfm_model_step(&m, in, target);
+		float loss = tfm_driver_step(&m, in, target);
 		ck_assert(isfinite(loss));
 		if (s == 0)
 			first = loss;
@@ -639,7 +639,7 @@ static void check_training(enum tfm_family f)
 		       first, last);
 	free(mo), free(v);
 	tfm_task_free(&task);
-	tfm_model_free(&m);
+	tfm_driver_free(&m);
 }
 
 START_TEST(test_gpt2_loss_falls_on_the_synthetic_task) { check_training(TFM_GPT2); }
@@ -701,7 +701,7 @@ static struct zs_result engine(const struct zs_config *c, enum zs_scheme s, unsi
 	return res;
 }
 
-/* One rank of the engine trains as tfm_model does (the model the
+/* One rank of the engine trains as tfm_driver does (the model the
  * finite-difference and PyTorch checks hold): the same losses and the
  * same final bits, for each family, tied or not, in each recompute mode
  * and unit mode. */
@@ -713,8 +713,8 @@ static void check_engine_is_the_model(enum tfm_family f, int tied)
 			struct zs_config c = engine_config(&tr, f, tied, (enum zs_recompute)rc);
 			struct zs_result res = engine(&c, ZS_DP, 1, (enum zs_unit)u);
 			size_t B = c.batch, T = tr.seq;
-			struct tfm_model m;
-			tfm_model_init(&m, &tr.dims, B, T, ZS_RECOMPUTE_NONE);
+			struct tfm_driver m;
+			tfm_driver_init(&m, &tr.dims, B, T, ZS_RECOMPUTE_NONE);
 			tfm_init_weights(m.params, &tr.dims, c.seed);
 			float *mo = zeros(m.nparams), *v = zeros(m.nparams);
 			struct optim o;
@@ -725,18 +725,18 @@ static void check_engine_is_the_model(enum tfm_family f, int tied)
 			int in[16], target[16];
 			for (unsigned s = 0; s < c.steps; s++) {
 				tfm_task_batch(in, target, &task, c.seed, s, 0, B, T);
-				float loss = tfm_model_step(&m, in, target);
+				float loss = tfm_driver_step(&m, in, target);
 				ck_assert_msg(memcmp(&loss, &res.losses[s], sizeof loss) == 0, "step %u: loss %.9g, engine %.9g",
 				              s, (double)loss, (double)res.losses[s]);
 				optim_update(&o, s + 1, m.params, mo, v, m.grads, ZS_F32, NULL, m.nparams);
 			}
 			ck_assert_msg(memcmp(m.params, res.weights, m.nparams * sizeof *m.params) == 0,
-			              "%s%s, recompute %s, unit %s: the engine's weights differ from tfm_model's",
+			              "%s%s, recompute %s, unit %s: the engine's weights differ from tfm_driver's",
 			              f == TFM_GPT2 ? "gpt2" : "llama", tied ? " tied" : "", zs_recompute_name(tr.recompute),
 			              zs_unit_name((enum zs_unit)u));
 			free(mo), free(v);
 			tfm_task_free(&task);
-			tfm_model_free(&m);
+			tfm_driver_free(&m);
 			engine_result_free(&res);
 		}
 }

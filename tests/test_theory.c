@@ -649,8 +649,8 @@ START_TEST(test_shipped_models_have_their_published_parameter_counts)
 
 	for (size_t i = 0; i < sizeof published / sizeof published[0]; i++) {
 		struct zs_model m = shipped(published[i].name);
-		ck_assert_msg(theory_model_params(&m) == published[i].params, "%s: %llu, published %llu",
-		              published[i].name, (unsigned long long)theory_model_params(&m),
+		ck_assert_msg(theory_tfm_params(&m) == published[i].params, "%s: %llu, published %llu",
+		              published[i].name, (unsigned long long)theory_tfm_params(&m),
 		              (unsigned long long)published[i].params);
 	}
 }
@@ -727,7 +727,7 @@ START_TEST(test_llama_3_8b_head_unit_is_larger_than_its_embedding_and_twice_a_bl
 	struct zs_model m = shipped("llama-3-8b");
 	struct theory_units u;
 
-	theory_model_units(&m, &u);
+	theory_tfm_units(&m, &u);
 	ck_assert_uint_eq(u.embeddings, 525336576ull);        /* 128256 x 4096 */
 	ck_assert_uint_eq(u.head, 525340672ull);              /* + the final RMSNorm's 4096 */
 	ck_assert_uint_eq(u.block, 218112000ull);
@@ -740,7 +740,7 @@ START_TEST(test_gpt2_tied_head_puts_the_final_norm_in_the_embeddings_unit)
 	struct zs_model m = shipped("gpt2");
 	struct theory_units u;
 
-	theory_model_units(&m, &u);
+	theory_tfm_units(&m, &u);
 	/* 50257 x 768 + 1024 x 768 + the final LayerNorm's 2 x 768. */
 	ck_assert_uint_eq(u.embeddings, 38597376ull + 786432ull + 1536ull);
 	ck_assert_uint_eq(u.head, 0);
@@ -830,13 +830,13 @@ START_TEST(test_largest_micro_batch_fits_and_one_more_does_not)
 					struct theory_peak at, above;
 
 					theory_row(&req, schemes[s], ZS_UNIT_LAYER, w, &r);
-					theory_model_peak(&m, &o, &b, r.max_batch + 1, schemes[s], ZS_UNIT_LAYER, w, &above);
+					theory_tfm_peak(&m, &o, &b, r.max_batch + 1, schemes[s], ZS_UNIT_LAYER, w, &above);
 					ck_assert_msg((double)above.peak_bytes > 77e9, "%s %s N=%u: b = %llu + 1 fits too",
 					              names[i], zs_scheme_name(schemes[s]), w,
 					              (unsigned long long)r.max_batch);
 					if (r.max_batch == 0)
 						continue;
-					theory_model_peak(&m, &o, &b, r.max_batch, schemes[s], ZS_UNIT_LAYER, w, &at);
+					theory_tfm_peak(&m, &o, &b, r.max_batch, schemes[s], ZS_UNIT_LAYER, w, &at);
 					ck_assert_msg((double)at.peak_bytes <= 77e9, "%s: b = %llu does not fit",
 					              names[i], (unsigned long long)r.max_batch);
 				}
@@ -947,7 +947,7 @@ START_TEST(test_keys_that_change_no_byte_are_accepted_and_defaults_apply)
 	ck_assert_int_eq(m.tied, 0);            /* default for llama */
 	/* By hand: embeddings 100·64; block 64 + 64·(64+128) + 64·64 + 64 +
 	 * 3·64·96 = 34,944; final norm 64; head 100·64. */
-	ck_assert_uint_eq(theory_model_params(&m), 6400 + 2 * 34944 + 64 + 6400);
+	ck_assert_uint_eq(theory_tfm_params(&m), 6400 + 2 * 34944 + 64 + 6400);
 }
 END_TEST
 
@@ -969,8 +969,8 @@ START_TEST(test_qwen2_5_0_5b_has_494032768_parameters_by_hand)
 	ck_assert_str_eq(m.model_type, "qwen2");
 	ck_assert_int_eq(m.qkv_bias, 1);
 	ck_assert_uint_eq(m.sliding_window, 0); /* use_sliding_window: false */
-	ck_assert_uint_eq(theory_model_params(&m), 136134656ull + 24ull * 14912384ull + 896ull);
-	ck_assert_uint_eq(theory_model_params(&m), 494032768ull);
+	ck_assert_uint_eq(theory_tfm_params(&m), 136134656ull + 24ull * 14912384ull + 896ull);
+	ck_assert_uint_eq(theory_tfm_params(&m), 494032768ull);
 	step_params_build(&p, &m);
 	const struct step_tensor *b = named(&p, "model.layers.0.self_attn.{q,k,v}_proj.bias");
 	ck_assert_uint_eq(b->numel, 896 + 2 * 128);
@@ -1096,7 +1096,7 @@ START_TEST(test_torch_zero1_on_the_tiny_gpt2_worked_by_hand)
 	for (size_t i = 0; i < nt; i++)
 		sum += n[i];
 	ck_assert_uint_eq(sum, 118528);
-	ck_assert_uint_eq(theory_model_params(&m), 118528);
+	ck_assert_uint_eq(theory_tfm_params(&m), 118528);
 	theory_greedy_partition(n, nt, 3, load);
 	ck_assert_uint_eq(load[0], 38912);
 	ck_assert_uint_eq(load[1], 38656);
@@ -1110,7 +1110,7 @@ START_TEST(test_torch_zero1_on_the_tiny_gpt2_worked_by_hand)
 	struct theory_act_opts o = { .seq = 32, .recompute = ZS_RECOMPUTE_NONE, .elem = 2 };
 	struct theory_schedule sc;
 	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &b);
-	theory_model_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO1, ZS_UNIT_LAYER, 3, &sc);
+	theory_tfm_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO1, ZS_UNIT_LAYER, 3, &sc);
 	ck_assert_uint_eq(sc.resident_bytes, 1202688);
 	ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_BUCKETS], 237056);
 	ck_assert_double_eq_tol((double)(sc.resident_bytes - 237056) / 118528, 8.147, 5e-4);
@@ -1172,8 +1172,8 @@ START_TEST(test_deepspeed_zero3_on_the_tiny_gpt2_worked_by_hand)
 	struct theory_act_opts o = { .seq = 32, .recompute = ZS_RECOMPUTE_NONE, .elem = 2 };
 	struct theory_schedule sc;
 	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &b);
-	ck_assert(theory_model_has_schedule(&m, &o, &b, ZS_FW_DEEPSPEED, ZS_ZERO3));
-	theory_model_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	ck_assert(theory_tfm_has_schedule(&m, &o, &b, ZS_FW_DEEPSPEED, ZS_ZERO3));
+	theory_tfm_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
 	ck_assert_uint_eq(sc.shard_elements, 39525);
 	ck_assert_uint_eq(sc.padded_elements, 3 * 39525);
 	ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_PARAM16], 2 * 39525);
@@ -1182,15 +1182,15 @@ START_TEST(test_deepspeed_zero3_on_the_tiny_gpt2_worked_by_hand)
 	ck_assert_uint_eq(sc.resident_bytes, 1000634192);
 	ck_assert_uint_eq(sc.comm_elements, 259614);
 	c.steps = 2;
-	theory_model_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	theory_tfm_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
 	ck_assert_uint_eq(sc.comm_elements, 158100);
 	ck_assert_double_eq(sc.comm_elements_mean, (259614.0 + 158100.0) / 2);
 	c.ds_persist = 1e5;
-	theory_model_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	theory_tfm_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
 	ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_GATHERED], 2 * 118528);
 	/* a full recompute is not modelled under it */
 	o.recompute = ZS_RECOMPUTE_FULL;
-	ck_assert(!theory_model_has_schedule(&m, &o, &b, ZS_FW_DEEPSPEED, ZS_ZERO3));
+	ck_assert(!theory_tfm_has_schedule(&m, &o, &b, ZS_FW_DEEPSPEED, ZS_ZERO3));
 }
 END_TEST
 

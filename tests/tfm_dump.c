@@ -7,7 +7,7 @@
  * reads a transformer's zerosim-case/2 file (written by measure
  * --write-case: the model, the tokens, the initial weights in their side
  * file, the optimizer), trains rank 0's batches with the model the engine
- * runs (tfm_model_step, equal to the engine bit for bit: test_tfm) and
+ * runs (tfm_driver_step, equal to the engine bit for bit: test_tfm) and
  * writes
  *
  *   DIR/model.json  each step's loss (before its update) and the loss on
@@ -31,7 +31,7 @@
 #include "engine/optim.h"
 #include "engine/tfm.h"
 #include "util/util.h"
-#include "tfm_model.h"
+#include "tfm_driver.h"
 
 static void write_f32(const char *dir, const char *name, const float *w, size_t n)
 {
@@ -67,8 +67,8 @@ int main(int argc, char **argv)
 	}
 	const struct zs_config *tr = &cs->train;
 	size_t B = cs->batch, T = cs->tfm->seq;
-	struct tfm_model m;
-	tfm_model_init(&m, &cs->tfm->dims, B, T, ZS_RECOMPUTE_NONE);
+	struct tfm_driver m;
+	tfm_driver_init(&m, &cs->tfm->dims, B, T, ZS_RECOMPUTE_NONE);
 	memcpy(m.params, cs->weights, m.nparams * sizeof *m.params);
 	float *mo = zs_calloc(m.nparams, sizeof *mo), *v = zs_calloc(m.nparams, sizeof *v);
 	struct optim o;
@@ -83,7 +83,7 @@ int main(int argc, char **argv)
 			memcpy(in + b * T, row, T * sizeof *in);
 			memcpy(target + b * T, row + 1, T * sizeof *target);
 		}
-		float loss = tfm_model_step(&m, in, target);
+		float loss = tfm_driver_step(&m, in, target);
 		cJSON_AddItemToArray(losses, cJSON_CreateNumber((double)loss));
 		if (s == 0)
 			write_f32(argv[2], "grad1.f32", m.grads, m.nparams);
@@ -91,7 +91,7 @@ int main(int argc, char **argv)
 		if (s == 0)
 			write_f32(argv[2], "step1.f32", m.params, m.nparams);
 	}
-	cJSON_AddNumberToObject(run, "final_loss", (double)tfm_model_loss(&m, in, target));
+	cJSON_AddNumberToObject(run, "final_loss", (double)tfm_driver_loss(&m, in, target));
 
 	char *path = zs_asprintf("%s/model.json", argv[2]);
 	int rc = zs_json_write(path, run, &cause);
@@ -104,7 +104,7 @@ int main(int argc, char **argv)
 	free(target);
 	free(mo);
 	free(v);
-	tfm_model_free(&m);
+	tfm_driver_free(&m);
 	engine_case_free(cs);
 	return rc == 0 ? 0 : 1;
 }

@@ -187,10 +187,10 @@ static int load_model(struct theory_request *req, struct zs_config *c, struct zs
 			memcpy(c->world, model_worlds, sizeof model_worlds);
 		}
 	}
-	if ((double)theory_model_params(m) > ZS_MAX_PARAMS)
+	if ((double)theory_tfm_params(m) > ZS_MAX_PARAMS)
 		return zs_fail(cause, "%s: %llu parameters, more than zerosim counts exactly (1e14)", m->name,
-		               (unsigned long long)theory_model_params(m));
-	if (!theory_model_exact(m, &req->act, c->batch))
+		               (unsigned long long)theory_tfm_params(m));
+	if (!theory_tfm_exact(m, &req->act, c->batch))
 		return zs_fail(cause, "--seq %llu with --batch %u: the activations would pass 2^52 bytes per "
 		               "rank, more than zerosim counts exactly", (unsigned long long)req->act.seq,
 		               c->batch);

@@ -25,7 +25,7 @@
  *
  * Ownership: the views (tfm_*_params, tfm_*_acts) point into memory the
  * caller owns. The engine runs these layers through its layer list
- * (tfm_net.c); tests/tfm_model.c is a whole model of them for the tests
+ * (tfm_net.c); tests/tfm_driver.c is a whole model of them for the tests
  * and the benchmark alone.
  */
 #ifndef ZS_TFM_H

@@ -27,7 +27,7 @@
  * A tied head (gpt2) reads the embedding's unit and computes no param
  * grads: the head's contribution to wte (d logits^T · lnf) and the final
  * norm's grads are added in the embedding's backward, before its own, in
- * the order tfm_model_step (tests/tfm_model.c) adds them, so every scheme
+ * the order tfm_driver_step (tests/tfm_driver.c) adds them, so every scheme
  * and unit mode gets the same bits as the whole model in one buffer.
  *
  * Every layer's backward zeroes the grads it owns first: a layer's grads
@@ -237,7 +237,7 @@ static void embed_fwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 }
 
 /* The token table's grads (module 0) take the tied head's first, as
- * tfm_model_step adds them, and the final norm's from dnorm where the
+ * tfm_driver_step adds them, and the final norm's from dnorm where the
  * layer writes them (outside DeepSpeed's ZeRO-3, whose head writes its
  * norm's own). Tied, the final norm's tensors are the layer's last nf,
  * those none of its own modules runs (util/step.h). */
@@ -255,7 +255,7 @@ static void embed_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	struct tfm_embed_params eg;
 	slots32(g, l, io, 1, md->first, md->n);
 	tfm_embed_view(&eg, g);
-	if (s == 0 && d->tied) { /* the tied head's grads first, as tfm_model_step adds them */
+	if (s == 0 && d->tied) { /* the tied head's grads first, as tfm_driver_step adds them */
 		const struct zs_layer *h = &io->net->layer[io->net->nlayers - 1];
 		struct view v;
 		view_of(&v, h, io, STEP_ACT_LNF, STEP_ACT_LOGITS, 0); /* its input is freed */

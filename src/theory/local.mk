@@ -3,7 +3,7 @@
 # neither libzstheory.a nor its tests name an engine object.
 libzstheory_a_SOURCES = \
 	src/theory/theory.c src/theory/theory.h \
-	src/theory/theory_model.c src/theory/theory_walk.c \
+	src/theory/theory_tfm.c src/theory/theory_walk.c \
 	src/theory/theory_json.c src/theory/theory_text.c \
 	src/theory/theory_framework.c src/theory/theory_deepspeed.c
 

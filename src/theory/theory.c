@@ -279,7 +279,7 @@ double theory_request_params(const struct theory_request *req)
 	if (req->desc != NULL && req->desc->has_params)
 		return (double)req->desc->params.numel;
 	if (req->model != NULL)
-		return (double)theory_model_params(req->model);
+		return (double)theory_tfm_params(req->model);
 	if (!req->shape_known)
 		return req->params;
 	request_shape(req, &s);
@@ -307,10 +307,10 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 	if (req->model != NULL) {
 		theory_peak_of(req->model, &d->params, &req->act, &s.bytes, b, scheme, unit, world, &r->peak);
 		r->model_sched = !req->bf16 && /* measure runs no bf16 */
-		                 theory_model_has_schedule(req->model, &req->act, &s.bytes, req->config->framework,
+		                 theory_tfm_has_schedule(req->model, &req->act, &s.bytes, req->config->framework,
 			                                           scheme);
 		if (r->model_sched)
-			theory_model_framework_schedule(req->model, d, &req->act, &s.bytes, req->config, b, scheme, unit,
+			theory_tfm_framework_schedule(req->model, d, &req->act, &s.bytes, req->config, b, scheme, unit,
 			                                world, &r->sched);
 		r->peak_bytes = r->peak.peak_bytes;
 		r->peak_per_batch = r->peak.activations_per_sequence;

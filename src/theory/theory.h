@@ -271,7 +271,7 @@ double theory_deepspeed_estimator(double params, double largest_layer, enum zs_s
 double theory_deepspeed_estimate(double params, double largest_layer, enum zs_scheme scheme, unsigned world);
 
 /* ------------------------------------------------------------------------ */
-/* Transformers (theory_model.c): the paper level for a Hugging Face shape.
+/* Transformers (theory_tfm.c): the paper level for a Hugging Face shape.
  * Parameters per unit from the shape; activations from Korthikanti et al.,
  * "Reducing Activation Recomputation in Large Transformer Models" (2022),
  * Table 2 without parallelism: sbh(34 + 5as/h) bytes per layer with 2-byte
@@ -290,9 +290,9 @@ struct theory_units {
 
 void theory_units_of(const struct step_params *p, struct theory_units *u);
 /* The same for m (its description built and dropped). */
-void theory_model_units(const struct zs_model *m, struct theory_units *u);
+void theory_tfm_units(const struct zs_model *m, struct theory_units *u);
 /* Ψ of the transformer m (its description built and dropped). */
-uint64_t theory_model_params(const struct zs_model *m);
+uint64_t theory_tfm_params(const struct zs_model *m);
 
 /* The activation terms held at the peak, each by name (theory_act_name). */
 enum theory_act {
@@ -329,7 +329,7 @@ uint64_t theory_activations(const struct zs_model *m, const struct theory_act_op
  * computed in floating point so that the check itself cannot overflow).
  * The shape's limits (util/model.h) keep Ψ inside 64 bits; the caller
  * checks Ψ against ZS_MAX_PARAMS. */
-int theory_model_exact(const struct zs_model *m, const struct theory_act_opts *o, uint64_t batch);
+int theory_tfm_exact(const struct zs_model *m, const struct theory_act_opts *o, uint64_t batch);
 
 /* The peak of one (scheme, unit, N) at micro-batch b: model states with
  * padding, the transients of docs/schedule.md ("Peak"), and the
@@ -343,7 +343,7 @@ struct theory_peak {
 	uint64_t peak_breakdown[ZS_NCATS];
 };
 
-void theory_model_peak(const struct zs_model *m, const struct theory_act_opts *o,
+void theory_tfm_peak(const struct zs_model *m, const struct theory_act_opts *o,
                        const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
                        enum zs_unit unit, unsigned world, struct theory_peak *out);
 /* The same from m's parameters p (its description's). */
@@ -357,7 +357,7 @@ void theory_peak_of(const struct zs_model *m, const struct step_params *p, const
  * breakdown, comm, from the shape alone (docs/schedule.md, "Transformers:
  * the engine's schedule"). has_schedule says whether the request is one
  * the engine runs. */
-int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
+int theory_tfm_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
                               const struct theory_bytes *b, enum zs_framework fw, enum zs_scheme scheme);
 /* The walk (theory_walk.c) of d, m's description at micro-batch `batch`
  * (theory_desc_model; NULL: built here and dropped), under c's framework
@@ -365,7 +365,7 @@ int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_
  * torch's DDP, ZeroRedundancyOptimizer and FSDP, DeepSpeed's ZeRO-1/2 and
  * ZeRO-3 as docs/schedule.md gives them on the transformer. */
 struct theory_desc;
-void theory_model_framework_schedule(const struct zs_model *m, const struct theory_desc *d,
+void theory_tfm_framework_schedule(const struct zs_model *m, const struct theory_desc *d,
                                      const struct theory_act_opts *o, const struct theory_bytes *b,
                                      const struct zs_config *c, uint64_t batch, enum zs_scheme scheme,
                                      enum zs_unit unit, unsigned world, struct theory_schedule *out);

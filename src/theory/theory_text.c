@@ -60,7 +60,7 @@ static size_t scale_of(double v)
 enum quantity { Q_FLOOR, Q_RESIDENT, Q_PEAK };
 
 /* A transformer's row has a schedule only where zerosim's engine runs it
- * (theory_model_has_schedule); its floor always. */
+ * (theory_tfm_has_schedule); its floor always. */
 static int has_quantity(const struct theory_request *req, const struct theory_row *r, enum quantity q)
 {
 	return q == Q_FLOOR || req->model == NULL || r->model_sched;

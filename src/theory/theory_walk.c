@@ -202,7 +202,7 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 	}
 }
 
-int theory_model_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
+int theory_tfm_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
                               const struct theory_bytes *b, enum zs_framework fw, enum zs_scheme scheme)
 {
 	/* fp32, or mixed (fp32 master, 16-bit activations); as many blocks
@@ -677,7 +677,7 @@ static uint64_t *tensor_numels(const struct step_params *p)
 	return n;
 }
 
-void theory_model_framework_schedule(const struct zs_model *m, const struct theory_desc *d,
+void theory_tfm_framework_schedule(const struct zs_model *m, const struct theory_desc *d,
                                      const struct theory_act_opts *o, const struct theory_bytes *b,
                                      const struct zs_config *c, uint64_t batch, enum zs_scheme scheme,
                                      enum zs_unit unit, unsigned world, struct theory_schedule *out)

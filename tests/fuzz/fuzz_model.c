@@ -51,8 +51,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort(); /* the reader let a shape through its own limits */
 
 	struct theory_units u;
-	theory_model_units(&m, &u);
-	uint64_t psi = theory_model_params(&m);
+	theory_tfm_units(&m, &u);
+	uint64_t psi = theory_tfm_params(&m);
 	if (u.embeddings + u.layers * u.block + u.head != psi || psi == 0)
 		abort();
 	if ((double)psi > ZS_MAX_PARAMS)
@@ -61,11 +61,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct theory_act_opts o = { .seq = m.positions < 64 ? m.positions : 64, .elem = 2 };
 	struct theory_bytes b;
 	theory_bytes_per_param(ZS_MIXED, ZS_ADAM, &b);
-	if (!theory_model_exact(&m, &o, 1))
+	if (!theory_tfm_exact(&m, &o, 1))
 		return 0;
 	for (int s = 0; s < ZS_NSCHEMES; s++) {
 		struct theory_peak p;
-		theory_model_peak(&m, &o, &b, 1, (enum zs_scheme)s, ZS_UNIT_LAYER, 3, &p);
+		theory_tfm_peak(&m, &o, &b, 1, (enum zs_scheme)s, ZS_UNIT_LAYER, 3, &p);
 		if (p.peak_bytes < p.states.resident_bytes || p.activations == 0)
 			abort();
 	}

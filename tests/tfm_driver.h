@@ -1,5 +1,5 @@
 /*
- * tfm_model — a whole transformer in malloc'd memory, trained by calling
+ * tfm_driver — a whole transformer in malloc'd memory, trained by calling
  * tfm.h's layers in order: forward, loss, backward. Not zerosim's driver
  * (the engine runs the same layers through its layer list, tfm_net.c,
  * with every buffer tracked and sharded); this is the plain single-process
@@ -7,14 +7,14 @@
  * PyTorch comparison dumps (tfm_dump.c) and the benchmark times
  * (bench_tfm.c). Only tests link it.
  */
-#ifndef ZS_TESTS_TFM_MODEL_H
-#define ZS_TESTS_TFM_MODEL_H
+#ifndef ZS_TESTS_TFM_DRIVER_H
+#define ZS_TESTS_TFM_DRIVER_H
 
 #include <stddef.h>
 
 #include "engine/tfm.h"
 
-struct tfm_model {
+struct tfm_driver {
 	struct tfm_dims dims;
 	size_t B, T, nparams;
 	struct step_params layout;        /* the step description's: where each tensor lives */
@@ -32,14 +32,14 @@ struct tfm_model {
 /* The elements of each saved tensor (a block's, as block 0 saves it) and
  * each scratch buffer, the step description's (util/step.h); returns the
  * scratch's sum. */
-size_t tfm_model_sizes(const struct tfm_dims *d, size_t B, size_t T, size_t act[STEP_NACTS],
+size_t tfm_driver_sizes(const struct tfm_dims *d, size_t B, size_t T, size_t act[STEP_NACTS],
                        size_t sc[STEP_NSCRATCH]);
-void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, size_t T, enum zs_recompute rc);
-void tfm_model_free(struct tfm_model *m);
+void tfm_driver_init(struct tfm_driver *m, const struct tfm_dims *d, size_t B, size_t T, enum zs_recompute rc);
+void tfm_driver_free(struct tfm_driver *m);
 /* Forward and backward on one batch: returns the loss; m->grads holds its
  * gradient (zeroed first). */
-float tfm_model_step(struct tfm_model *m, const int *in, const int *target);
+float tfm_driver_step(struct tfm_driver *m, const int *in, const int *target);
 /* Forward only: the loss. */
-float tfm_model_loss(struct tfm_model *m, const int *in, const int *target);
+float tfm_driver_loss(struct tfm_driver *m, const int *in, const int *target);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * theory_model — the paper level for transformers: parameters per unit
+ * theory_tfm — the paper level for transformers: parameters per unit
  * from a Hugging Face shape (util/model.h), activations from Korthikanti
  * et al. (2022), Table 2 without parallelism, and the peak they make with
  * the model states of ZeRO (SC'20) and the transients of docs/schedule.md.
@@ -50,7 +50,7 @@ void theory_units_of(const struct step_params *p, struct theory_units *u)
 	u->head = p->layer[p->nlayers - 1].numel;
 }
 
-void theory_model_units(const struct zs_model *m, struct theory_units *u)
+void theory_tfm_units(const struct zs_model *m, struct theory_units *u)
 {
 	struct step_params p;
 
@@ -59,7 +59,7 @@ void theory_model_units(const struct zs_model *m, struct theory_units *u)
 	step_params_free(&p);
 }
 
-uint64_t theory_model_params(const struct zs_model *m)
+uint64_t theory_tfm_params(const struct zs_model *m)
 {
 	struct step_params p;
 
@@ -132,7 +132,7 @@ uint64_t theory_activations(const struct zs_model *m, const struct theory_act_op
 	return sum;
 }
 
-int theory_model_exact(const struct zs_model *m, const struct theory_act_opts *o, uint64_t batch)
+int theory_tfm_exact(const struct zs_model *m, const struct theory_act_opts *o, uint64_t batch)
 {
 	double h = (double)m->hidden, s = (double)o->seq, b = (double)batch;
 	double layer = s * b * h * 34 + 5 * (double)m->heads * s * s * b;
@@ -145,7 +145,7 @@ int theory_model_exact(const struct zs_model *m, const struct theory_act_opts *o
 /* ------------------------------------------------------------------------ */
 /* Peak */
 
-void theory_model_peak(const struct zs_model *m, const struct theory_act_opts *o,
+void theory_tfm_peak(const struct zs_model *m, const struct theory_act_opts *o,
                        const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
                        enum zs_unit unit, unsigned world, struct theory_peak *out)
 {

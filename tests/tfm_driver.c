@@ -1,5 +1,5 @@
 /*
- * tfm_model — see tfm_model.h. Moved out of src/engine/tfm.c: zerosim
+ * tfm_driver — see tfm_driver.h. Moved out of src/engine/tfm.c: zerosim
  * never ran it.
  */
 #include "config.h"
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "engine/tfm_kernels.h"
-#include "tfm_model.h"
+#include "tfm_driver.h"
 #include "util/util.h"
 
 /* Does block l keep its own tensor a, or share one buffer with every
@@ -26,7 +26,7 @@ static int kept_per_block(enum zs_recompute rc, enum step_act a)
 	return 1;
 }
 
-size_t tfm_model_sizes(const struct tfm_dims *d, size_t B, size_t T, size_t act[STEP_NACTS],
+size_t tfm_driver_sizes(const struct tfm_dims *d, size_t B, size_t T, size_t act[STEP_NACTS],
                        size_t sc[STEP_NSCRATCH])
 {
 	struct zs_model shape;
@@ -50,7 +50,7 @@ size_t tfm_model_sizes(const struct tfm_dims *d, size_t B, size_t T, size_t act[
 	return total;
 }
 
-void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, size_t T, enum zs_recompute rc)
+void tfm_driver_init(struct tfm_driver *m, const struct tfm_dims *d, size_t B, size_t T, enum zs_recompute rc)
 {
 	memset(m, 0, sizeof *m);
 	m->dims = *d;
@@ -62,7 +62,7 @@ void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, siz
 	m->params = zs_malloc(m->nparams * sizeof *m->params);
 	m->grads = zs_malloc(m->nparams * sizeof *m->grads);
 	m->blocks = zs_calloc(d->layers, sizeof *m->blocks);
-	size_t el[STEP_NACTS], sc[STEP_NSCRATCH], nscratch = tfm_model_sizes(d, B, T, el, sc), total = 0;
+	size_t el[STEP_NACTS], sc[STEP_NSCRATCH], nscratch = tfm_driver_sizes(d, B, T, el, sc), total = 0;
 	for (int a = 0; a < STEP_NACTS; a++) {
 		size_t n = el[a];
 		total += a < STEP_NBLOCK_ACTS && kept_per_block(rc, (enum step_act)a) ? n * d->layers : n;
@@ -91,7 +91,7 @@ void tfm_model_init(struct tfm_model *m, const struct tfm_dims *d, size_t B, siz
 	tfm_blas_init();
 }
 
-void tfm_model_free(struct tfm_model *m)
+void tfm_driver_free(struct tfm_driver *m)
 {
 	free(m->params);
 	free(m->grads);
@@ -103,13 +103,13 @@ void tfm_model_free(struct tfm_model *m)
 
 /* Layer l's views (0 the embedding, 1..L the blocks, L+1 the head) into
  * the flat vector flat. */
-static float **slots(float *s[TFM_SLOTS], const struct tfm_model *m, size_t l, float *flat)
+static float **slots(float *s[TFM_SLOTS], const struct tfm_driver *m, size_t l, float *flat)
 {
 	tfm_layer_slots(s, &m->layout, l, flat);
 	return s;
 }
 
-static float model_forward(struct tfm_model *m, const int *in, const int *target)
+static float model_forward(struct tfm_driver *m, const int *in, const int *target)
 {
 	const struct tfm_dims *d = &m->dims;
 	struct tfm_embed_params ep;
@@ -128,9 +128,9 @@ static float model_forward(struct tfm_model *m, const int *in, const int *target
 	return tfm_head_forward(&m->head, &fp, x, target, d, m->B, m->T);
 }
 
-float tfm_model_loss(struct tfm_model *m, const int *in, const int *target) { return model_forward(m, in, target); }
+float tfm_driver_loss(struct tfm_driver *m, const int *in, const int *target) { return model_forward(m, in, target); }
 
-float tfm_model_step(struct tfm_model *m, const int *in, const int *target)
+float tfm_driver_step(struct tfm_driver *m, const int *in, const int *target)
 {
 	const struct tfm_dims *d = &m->dims;
 	float loss = model_forward(m, in, target);
