@@ -57,6 +57,11 @@ from torch.profiler import ProfilerActivity, profile
 TV = tuple(int(x) for x in torch.__version__.split("+")[0].split("a")[0].split(".")[:2])
 MARK_BASE = 1 << 30
 
+def _st(t):
+    """The tensor's storage (2.x: untyped_storage; TypedStorage is deprecated)."""
+    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+
+
 # ---------------------------------------------------------------------------
 # Boundary marks in the allocator's stream
 
@@ -264,7 +269,7 @@ class GPT2LMHeadModel(nn.Module):
         set_ctx(unit="loss")
         loss = LOSS[0](logits, labels, self.cfg["vocab_size"])
         mark("fwd:loss:end")
-        return loss
+        return loss, logits  # CausalLMOutput(loss=loss, logits=logits)
 
 
 class LlamaRMSNorm(nn.Module):
@@ -478,7 +483,7 @@ class LlamaForCausalLM(nn.Module):
         set_ctx(unit="loss")
         loss = LOSS[0](logits, labels, self.cfg["vocab_size"])
         mark("fwd:loss:end")
-        return loss
+        return loss, logits  # CausalLMOutput(loss=loss, logits=logits)
 
 
 LOSS = [for_causal_lm_loss]
@@ -581,7 +586,7 @@ class Tracker:
                 out = func(*args, **(kwargs or {}))
                 for t in tree_flatten(out)[0]:
                     if isinstance(t, torch.Tensor):
-                        s = t.storage()
+                        s = _st(t)
                         p = s.data_ptr()
                         if not p:
                             continue
@@ -670,9 +675,12 @@ def one_step(a, model, opt, input_ids, labels, zero_none, step, losses):
     set_ctx("forward", "-")
     if a.amp == "bf16":
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = model(input_ids, labels)
+            outputs = model(input_ids, labels)
     else:
-        loss = model(input_ids, labels)
+        outputs = model(input_ids, labels)
+    loss = outputs[0]
+    if not a.keep_logits:
+        del outputs  # Trainer.compute_loss returns the loss alone
     mark("phase:backward")
     set_ctx("backward", "loss")
     loss.backward()
@@ -684,6 +692,7 @@ def one_step(a, model, opt, input_ids, labels, zero_none, step, losses):
     opt.zero_grad(set_to_none=zero_none)
     losses.append(float(loss))
     del loss
+    outputs = None
     mark("phase:between")
     mark(f"step:{step + 1}")
 
@@ -740,7 +749,7 @@ def run(a):
     marked = analyse_step(st2, s2)
     # Step 3 of the attribution: the tracked live set just before that op.
     TRACK.op_index, TRACK.snap_at = 0, op
-    TRACK.grad_ptrs = lambda: {p.grad.storage().data_ptr() for p in model.parameters() if p.grad is not None}
+    TRACK.grad_ptrs = lambda: {_st(p.grad).data_ptr() for p in model.parameters() if p.grad is not None}
     with TRACK.mode():
         one_step(a, model, opt, input_ids, labels, zero_none, s2 + 1, losses)
     TRACK.snap_at = None
@@ -753,7 +762,7 @@ def storages(tensors):
     seen = {}
     for t in tensors:
         if t is not None and t.numel():
-            seen[t.storage().data_ptr()] = t.storage().nbytes()
+            seen[_st(t).data_ptr()] = _st(t).nbytes()
     return seen
 
 
@@ -877,7 +886,7 @@ def report(a):
     out = dict(torch=torch.__version__, model=a.model, family=r["family"], tied=r["tied"], seq=a.seq,
                batch=a.batch, steps=S, optimizer=a.optimizer, optimizer_impl=a.optimizer_impl,
                zero_grad="none" if r["zero_none"] else "zeros", dropout=a.dropout, amp=a.amp,
-               attn=a.attn, loss=a.loss, mask=a.mask if r["family"] == "gpt2" else "float-triu",
+               attn=a.attn, loss=a.loss, keep_logits=a.keep_logits, mask=a.mask if r["family"] == "gpt2" else "float-triu",
                params=sum(p.numel() for p in model.parameters()),
                between_steps=[r["steps"][s]["start_bytes"] for s in range(2, S + 1)] + [between],
                between_breakdown=persistent,
@@ -912,6 +921,9 @@ def main():
     ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager")
     ap.add_argument("--loss", choices=["5.x", "shift"], default="5.x",
                     help="ForCausalLMLoss (5.x), or 4.4x's shifted copy of the logits")
+    ap.add_argument("--keep-logits", type=int, choices=[0, 1], default=1,
+                    help="1: the loop holds the model's output (its logits) through backward, as "
+                         "`outputs = model(**batch); outputs.loss.backward()` does; 0: as Trainer, the loss alone")
     ap.add_argument("--mask", choices=["where", "add"], default="where",
                     help="GPT-2's causal mask: 4.4x's torch.where over the bool buffer, or 5.x's added float mask")
     t = ap.add_mutually_exclusive_group()
@@ -920,12 +932,21 @@ def main():
     ap.add_argument("--zerosim", help="a zerosim binary: print its theory's prediction beside")
     ap.add_argument("--zerosim-args", default="", help="more options for zerosim theory")
     ap.add_argument("--no-attribution", action="store_true")
+    ap.add_argument("--out", help="write the JSON there (some torch builds print to stdout themselves)")
     a = ap.parse_args()
     if a.loss == "shift":
         LOSS[0] = shifted_loss
     if a.seq < 1 or a.batch < 1 or a.steps < 2:
         ap.error("--seq and --batch must be at least 1, --steps at least 2")
-    print(json.dumps(report(a), indent=1))
+    text = json.dumps(report(a), indent=1) + "\n"
+    if a.out:
+        # beside its final name, then renamed: no half-written file
+        tmp = a.out + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, a.out)
+    else:
+        sys.stdout.write(text)
 
 
 if __name__ == "__main__":
