@@ -34,11 +34,11 @@ export PYTHONDONTWRITEBYTECODE=1
 
 # The issue's tiny shapes: d 64, 2 blocks, 4 heads, V 256 (llama: 2 kv
 # heads, ffn 160), 64 positions.
-cat >"$tmp/gpt2.json" <<'EOF'
+cat >"$tmp/tiny-gpt2.json" <<'EOF'
 {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 64, "vocab_size": 256,
  "activation_function": "gelu_new", "tie_word_embeddings": true}
 EOF
-cat >"$tmp/llama.json" <<'EOF'
+cat >"$tmp/tiny-llama.json" <<'EOF'
 {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
  "num_key_value_heads": 2, "intermediate_size": 160, "max_position_embeddings": 64, "vocab_size": 256,
  "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu"}
@@ -56,30 +56,30 @@ one() {
 }
 
 if [ "${1:-}" = table ]; then
-	row() { # label, then the JSON
-		"$py" -c '
+	cat >"$tmp/row.py" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[2]))
 z = d.get("zerosim", {})
 a = d.get("attribution", {})
-print(f"| {sys.argv[1]} | {d[\"torch\"]} | {z.get(\"peak\", 0):,} | {d[\"peak\"]:,} | {z.get(\"ratio\", \"-\")} | "
-      f"{d[\"peak_phase\"]} ({d[\"peak_after\"]}) | {d[\"between_steps\"][-1]:,} |")
+peak, phase, after, between = d["peak"], d["peak_phase"], d["peak_after"], d["between_steps"][-1]
+print(f"| {sys.argv[1]} | {d['torch']} | {z.get('peak', 0):,} | {peak:,} | {z.get('ratio', '-')} | "
+      f"{phase} ({after}) | {between:,} |")
 for k, v in a.get("named", {}).items():
     print(f"|   {k} | | | {v:,} | | | |")
-' "$1" "$2"
-	}
+EOF
+	row() { "$py" "$tmp/row.py" "$1" "$2"; } # label, the JSON
 	echo "| case | torch | zerosim peak | PyTorch peak | ratio | phase (after mark) | between steps |"
 	echo "|---|---|---|---|---|---|---|"
 	set -- \
-		"gpt2 tiny" "--model $tmp/gpt2.json" \
-		"gpt2 tiny, Trainer (logits dropped)" "--model $tmp/gpt2.json --keep-logits 0" \
-		"gpt2 tiny, untied" "--model $tmp/gpt2.json --untied" \
-		"gpt2 tiny, foreach" "--model $tmp/gpt2.json --optimizer-impl foreach" \
-		"gpt2 tiny, set_to_none" "--model $tmp/gpt2.json --zero-grad none" \
-		"gpt2 tiny, dropout 0.1" "--model $tmp/gpt2.json --dropout config" \
-		"gpt2 tiny, bf16 autocast" "--model $tmp/gpt2.json --amp bf16" \
-		"llama tiny, untied" "--model $tmp/llama.json" \
-		"llama tiny, tied" "--model $tmp/llama.json --tied" \
+		"gpt2 tiny" "--model $tmp/tiny-gpt2.json" \
+		"gpt2 tiny, Trainer (logits dropped)" "--model $tmp/tiny-gpt2.json --keep-logits 0" \
+		"gpt2 tiny, untied" "--model $tmp/tiny-gpt2.json --untied" \
+		"gpt2 tiny, foreach" "--model $tmp/tiny-gpt2.json --optimizer-impl foreach" \
+		"gpt2 tiny, set_to_none" "--model $tmp/tiny-gpt2.json --zero-grad none" \
+		"gpt2 tiny, dropout 0.1" "--model $tmp/tiny-gpt2.json --dropout config" \
+		"gpt2 tiny, bf16 autocast" "--model $tmp/tiny-gpt2.json --amp bf16" \
+		"llama tiny, untied" "--model $tmp/tiny-llama.json" \
+		"llama tiny, tied" "--model $tmp/tiny-llama.json --tied" \
 		"GPT-2 small seq 256" "--model $src/data/models/gpt2.json --seq 256 --batch 1" \
 		"GPT-2 small seq 256, foreach" "--model $src/data/models/gpt2.json --seq 256 --batch 1 --optimizer-impl foreach"
 	while [ $# -ge 2 ]; do
@@ -112,7 +112,7 @@ EOF
 fi
 
 status=0
-for case in "gpt2 --model $tmp/gpt2.json" "gpt2-untied --model $tmp/gpt2.json --untied" "llama --model $tmp/llama.json"; do
+for case in "gpt2 --model $tmp/tiny-gpt2.json" "gpt2-untied --model $tmp/tiny-gpt2.json --untied" "llama --model $tmp/tiny-llama.json"; do
 	label=${case%% *}
 	# shellcheck disable=SC2086
 	one "$py" "$src/tests/hf_torch.py" ${case#* } --zero-grad zeros --zerosim "$zerosim" --no-attribution \
