@@ -903,6 +903,20 @@ def report(a):
             out["zerosim"]["ratio"] = round(z["peak"] / steady["peak"], 4)
             out["zerosim"]["between_gap"] = between - z["resident"]
             out["zerosim"]["peak_gap"] = steady["peak"] - z["peak"]
+            # the gap by cause: what both count, what only PyTorch has
+            states = sum(persistent[k] for k in ("params", "grads", "adam_m", "adam_v"))
+            extra = between - states
+            gap = {"params, grads, Adam's m and v (PyTorch - zerosim resident)": states - z["resident"],
+                   "Adam's step tensors, buffers, token ids (zerosim: none)": extra,
+                   "transient at the peak (PyTorch peak - its between-steps bytes) - "
+                   "(zerosim peak - resident)": (steady["peak"] - between) - (z["peak"] - z["resident"])}
+            acts = z.get("activations") or {}
+            for k, v in out.get("attribution", {}).get("named", {}).items():
+                if k.startswith("logits gradient"):
+                    gap[k + " - zerosim's logits_grad"] = v - acts.get("logits_grad", 0)
+                elif k.startswith("tied head") or k.startswith("optimizer"):
+                    gap[k + " (zerosim: none)"] = v
+            out["zerosim"]["gap"] = gap
     return out
 
 
