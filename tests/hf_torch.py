@@ -315,7 +315,6 @@ class LlamaRotaryEmbedding(nn.Module):
             sin = emb.sin()
         cos = cos * self.attention_scaling
         sin = sin * self.attention_scaling
-        dt = torch.get_autocast_cpu_dtype() if torch.is_autocast_cpu_enabled() else x.dtype
         return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
 
 
@@ -530,7 +529,7 @@ def analyse_step(stream, step):
     start = next(i for i, (_, l) in enumerate(stream) if l == f"step:{step}")
     end = next((i for i, (_, l) in enumerate(stream) if l == f"step:{step + 1}"), len(stream))
     seg = stream[start:end]
-    peak, where, phase, unit = -1, None, None, None
+    peak, where, phase = -1, None, None
     cur_phase, cur_mark = None, None
     boundaries = []
     for live, label in seg:
@@ -787,7 +786,7 @@ def attribute(r, a):
     groups = {}
     tracked = 0
     named = {"tied head's held gradient (autograd's input buffer)": 0, "logits gradient (B*T*V)": 0,
-             "gelu_new's saved tensors (op by op)": 0, "RMSNorm's saved tensors (op by op)": 0,
+             "gelu_new's outputs kept (op by op; a fused GELU keeps 1 of its 4)": 0, "RMSNorm's saved tensors (op by op)": 0,
              "repeat_kv's copies": 0, "causal mask": 0, "rope cos/sin": 0, "dropout noise": 0,
              "optimizer temporaries": 0}
     cfg = r["cfg"]
@@ -812,7 +811,7 @@ def attribute(r, a):
         elif phase == "backward" and nbytes == BTV:
             named["logits gradient (B*T*V)"] += nbytes
         elif phase == "forward" and u.endswith("mlp.act"):
-            named["gelu_new's saved tensors (op by op)"] += nbytes
+            named["gelu_new's outputs kept (op by op; a fused GELU keeps 1 of its 4)"] += nbytes
         elif phase == "forward" and (u.endswith("layernorm") or u == "norm"):
             named["RMSNorm's saved tensors (op by op)"] += nbytes
         elif phase == "forward" and u.endswith("self_attn") and op in ("_unsafe_view.default", "clone.default",
@@ -824,7 +823,7 @@ def attribute(r, a):
             named["causal mask"] += nbytes
         elif phase == "forward" and u == "rotary_emb":
             named["rope cos/sin"] += nbytes
-        elif phase == "forward" and op.startswith("bernoulli") or op.startswith("div_"):
+        elif phase == "forward" and (op.startswith("bernoulli") or op.startswith("div_")):
             named["dropout noise"] += nbytes
         elif phase == "optimizer":
             named["optimizer temporaries"] += nbytes
