@@ -9,7 +9,9 @@
 # Usage: tests/torch26_root.sh [DIR]
 #   DIR defaults to $ZS_TORCH26_ROOT, else $XDG_CACHE_HOME/zerosim/trixie-torch26
 #   (~/.cache/...): outside the build tree, kept between builds.
-# Run a script inside with:   chroot DIR python3 /path/inside/script.py
+# Run a script inside with /proc mounted in a mount namespace of its own
+# (torch reads /proc/cpuinfo; nothing stays mounted afterwards):
+#   unshare -m sh -c 'mount -t proc proc DIR/proc && chroot DIR python3 /tmp/x.py'
 # (tests/hf_torch.sh copies hf_torch.py into DIR/tmp). Needs root
 # (debootstrap and chroot) and a Debian mirror ($ZS_DEBIAN_MIRROR, default
 # http://deb.debian.org/debian). Exit 0 with the path on stdout; 77 when
@@ -50,8 +52,7 @@ if ! debootstrap --variant=minbase --include=python3 trixie "$tmp" "$mirror" >"$
 	rm -rf "$tmp"
 	exit 1
 fi
-# apt inside needs /proc for nothing torch's install does; DEBIAN_FRONTEND
-# keeps debconf from asking.
+# DEBIAN_FRONTEND keeps debconf from asking.
 if ! chroot "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-torch \
 	>>"$tmp.log" 2>&1; then
 	echo "torch26_root: apt-get install python3-torch failed (last lines of $tmp.log):" >&2
