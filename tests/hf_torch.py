@@ -1,0 +1,966 @@
+"""hf_torch — the outside reference for what eager PyTorch allocates in a
+training step of Hugging Face's GPT-2 and Llama (issue #22's truth side).
+
+The models are written op for op from Hugging Face transformers' modeling
+files, never from zerosim's engine. The index this was written from holds
+these versions (a 5.x snapshot could not be fetched: the repository is over
+the size the tool brings in, and PyPI is out of reach here); each module
+cites its file, class or function and commit:
+  GPT2   modeling_gpt2.py at huggingface/transformers c44b2d9976e8 (4.4x:
+         GPT2Attention._attn masks with torch.where over the bool `bias`
+         buffer; 5.x's eager_attention_forward adds a float mask from
+         masking_utils.create_causal_mask instead: --mask add)
+  Llama  modeling_llama.py at 5dd4a63548857797 (4.48: eager_attention_forward,
+         repeat_kv, LlamaRMSNorm, rotate_half; 5.x keeps these ops)
+  loss   loss/loss_utils.py at 0114da07ec0e (ForCausalLMLoss: logits.float(),
+         labels padded with -100 and shifted, no shifted copy of the logits)
+  Conv1D pytorch_utils.py (Conv1D.forward: torch.addmm(bias, x.view(-1, nx), W))
+  gelu_new activations.py (NewGELUActivation.forward)
+(the stored files came without line numbers; the citations name the
+function, which is how they were looked up.)
+
+It trains --steps steps on the CPU inside torch.profiler.profile(
+profile_memory=True), from before the model is built, and replays every
+allocation and free of the CPU allocator: live bytes are exact (the
+profiler's [memory] events carry sizes but no addresses, so which tensor a
+free releases is not in them). Boundaries are marked in the same event
+stream: mark() allocates and frees an untouched uint8 tensor of an odd size
+of at least 2^30 bytes (no real tensor here has one), which the replay
+takes out again. Forward boundaries come from module pre/post hooks,
+backward ones from tensor hooks on each unit's output (its backward starts)
+and input (it ends); phases (forward, backward, optimizer, zero_grad) from
+the loop.
+
+Attribution of the peak: one more step runs under a TorchDispatchMode that
+marks every aten op (so the profiler's peak falls inside a known op) and
+tracks every op output's storage with a weakref finalizer, named by phase,
+module and op; a last step takes the snapshot of the tracked live set just
+before that op. What the tracker cannot see (temporaries made inside an op)
+is the peak less the tracked bytes, named "inside <op>". The instrumented
+steps must allocate what the clean step did (checked and printed).
+
+Prints one JSON object (see --help). Exit 0; 2 bad usage.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import weakref
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
+
+TV = tuple(int(x) for x in torch.__version__.split("+")[0].split("a")[0].split(".")[:2])
+MARK_BASE = 1 << 30
+
+def _st(t):
+    """The tensor's storage (2.x: untyped_storage; TypedStorage is deprecated)."""
+    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+
+
+# ---------------------------------------------------------------------------
+# Boundary marks in the allocator's stream
+
+MARKS = []  # label of mark k: its tensor has MARK_BASE + 2k + 1 bytes
+
+
+def mark(label):
+    k = len(MARKS)
+    MARKS.append(label)
+    t = torch.empty(MARK_BASE + 2 * k + 1, dtype=torch.uint8)
+    del t
+
+
+# ---------------------------------------------------------------------------
+# The models
+
+
+class Conv1D(nn.Module):
+    """pytorch_utils.py Conv1D (transformers): weight (nx, nf); forward is
+    x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight) and a view
+    back to size_out."""
+
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.nf = nf
+        self.weight = nn.Parameter(torch.empty(nx, nf).normal_(std=0.02))
+        self.bias = nn.Parameter(torch.zeros(nf))
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.nf,)
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        return x.view(size_out)
+
+
+class NewGELUActivation(nn.Module):
+    """activations.py NewGELUActivation.forward (transformers): op by op,
+    0.5 * input * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (input + 0.044715 * torch.pow(input, 3.0))))."""
+
+    def forward(self, input):
+        return 0.5 * input * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (input + 0.044715 * torch.pow(input, 3.0))))
+
+
+class GPT2Attention(nn.Module):
+    """modeling_gpt2.py GPT2Attention (c44b2d9976e8): __init__ registers the
+    bool causal `bias` buffer (max_positions^2, persistent=False) and
+    masked_bias; forward: c_attn(h).split(split_size, dim=2), _split_heads
+    (view, permute), _attn, _merge_heads (permute, contiguous, view), c_proj,
+    resid_dropout."""
+
+    def __init__(self, cfg, mask):
+        super().__init__()
+        P = cfg["n_positions"]
+        self.register_buffer("bias", torch.tril(torch.ones((P, P), dtype=torch.bool)).view(1, 1, P, P),
+                             persistent=False)
+        self.register_buffer("masked_bias", torch.tensor(-1e4), persistent=False)
+        self.embed_dim = cfg["n_embd"]
+        self.num_heads = cfg["n_head"]
+        self.head_dim = self.embed_dim // self.num_heads
+        self.split_size = self.embed_dim
+        self.c_attn = Conv1D(3 * self.embed_dim, self.embed_dim)
+        self.c_proj = Conv1D(self.embed_dim, self.embed_dim)
+        self.attn_dropout = nn.Dropout(cfg["attn_pdrop"])
+        self.resid_dropout = nn.Dropout(cfg["resid_pdrop"])
+        self.mask = mask
+
+    def _attn(self, query, key, value, attention_mask):
+        """GPT2Attention._attn (c44b2d9976e8); --mask add: 5.x's
+        eager_attention_forward, attn_weights + causal_mask."""
+        attn_weights = torch.matmul(query, key.transpose(-1, -2))
+        attn_weights = attn_weights / torch.full([], value.size(-1) ** 0.5, dtype=attn_weights.dtype,
+                                                 device=attn_weights.device)
+        if self.mask == "where":
+            query_length, key_length = query.size(-2), key.size(-2)
+            causal_mask = self.bias[:, :, key_length - query_length: key_length, :key_length]
+            mask_value = torch.finfo(attn_weights.dtype).min
+            mask_value = torch.full([], mask_value, dtype=attn_weights.dtype, device=attn_weights.device)
+            attn_weights = torch.where(causal_mask, attn_weights.to(attn_weights.dtype), mask_value)
+        else:
+            attn_weights = attn_weights + attention_mask[:, :, :, : key.shape[-2]]
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1)
+        attn_weights = attn_weights.type(value.dtype)
+        attn_weights = self.attn_dropout(attn_weights)
+        return torch.matmul(attn_weights, value)
+
+    def _split_heads(self, tensor):
+        new_shape = tensor.size()[:-1] + (self.num_heads, self.head_dim)
+        return tensor.view(new_shape).permute(0, 2, 1, 3)
+
+    def forward(self, hidden_states, attention_mask):
+        query, key, value = self.c_attn(hidden_states).split(self.split_size, dim=2)
+        query, key, value = self._split_heads(query), self._split_heads(key), self._split_heads(value)
+        if self.sdpa:
+            # 5.x's sdpa_attention_forward: is_causal when no mask is given.
+            attn_output = F.scaled_dot_product_attention(query, key, value, dropout_p=self.attn_dropout.p
+                                                         if self.training else 0.0, is_causal=True)
+        else:
+            attn_output = self._attn(query, key, value, attention_mask)
+        attn_output = attn_output.permute(0, 2, 1, 3).contiguous()
+        attn_output = attn_output.view(attn_output.size()[:-2] + (self.num_heads * self.head_dim,))
+        attn_output = self.c_proj(attn_output)
+        return self.resid_dropout(attn_output)
+
+
+class GPT2MLP(nn.Module):
+    """modeling_gpt2.py GPT2MLP (c44b2d9976e8): c_fc, act (ACT2FN
+    gelu_new), c_proj, dropout(resid_pdrop)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["n_embd"]
+        inner = cfg.get("n_inner") or 4 * d
+        self.c_fc = Conv1D(inner, d)
+        self.act = NewGELUActivation()
+        self.c_proj = Conv1D(d, inner)
+        self.dropout = nn.Dropout(cfg["resid_pdrop"])
+
+    def forward(self, h):
+        return self.dropout(self.c_proj(self.act(self.c_fc(h))))
+
+
+class GPT2Block(nn.Module):
+    """modeling_gpt2.py GPT2Block.forward (c44b2d9976e8): residual = h;
+    h = ln_1(h); h = attn(h) + residual; residual = h; h = ln_2(h);
+    h = residual + mlp(h)."""
+
+    def __init__(self, cfg, mask):
+        super().__init__()
+        d = cfg["n_embd"]
+        self.ln_1 = nn.LayerNorm(d, eps=cfg["layer_norm_epsilon"])
+        self.attn = GPT2Attention(cfg, mask)
+        self.ln_2 = nn.LayerNorm(d, eps=cfg["layer_norm_epsilon"])
+        self.mlp = GPT2MLP(cfg)
+
+    def forward(self, hidden_states, attention_mask):
+        residual = hidden_states
+        hidden_states = self.ln_1(hidden_states)
+        hidden_states = self.attn(hidden_states, attention_mask) + residual
+        residual = hidden_states
+        hidden_states = self.ln_2(hidden_states)
+        return residual + self.mlp(hidden_states)
+
+
+def shifted_loss(logits, labels, vocab_size):
+    """modeling_gpt2.py GPT2LMHeadModel.forward before loss_utils (4.4x,
+    c44b2d9976e8): shift_logits = lm_logits[..., :-1, :].contiguous() (a
+    copy of B*(T-1)*V), shift_labels likewise, CrossEntropyLoss()."""
+    shift_logits = logits[..., :-1, :].contiguous()
+    shift_labels = labels[..., 1:].contiguous()
+    return nn.CrossEntropyLoss()(shift_logits.view(-1, shift_logits.size(-1)), shift_labels.view(-1))
+
+
+def for_causal_lm_loss(logits, labels, vocab_size, ignore_index=-100):
+    """loss/loss_utils.py ForCausalLMLoss (0114da07ec0e) with
+    fixed_cross_entropy's reduction "mean" (no num_items_in_batch)."""
+    logits = logits.float()
+    labels = nn.functional.pad(labels, (0, 1), value=ignore_index)
+    shift_labels = labels[..., 1:].contiguous()
+    logits = logits.view(-1, vocab_size)
+    shift_labels = shift_labels.view(-1)
+    shift_labels = shift_labels.to(logits.device)
+    return nn.functional.cross_entropy(logits, shift_labels, ignore_index=ignore_index, reduction="mean")
+
+
+class GPT2LMHeadModel(nn.Module):
+    """modeling_gpt2.py GPT2Model.forward (c44b2d9976e8): position_ids =
+    torch.arange(T).unsqueeze(0); wte(ids) + wpe(pos); drop(embd_pdrop);
+    blocks; ln_f. GPT2LMHeadModel: lm_head Linear(d, V, bias=False), its
+    weight wte's when tied; loss by ForCausalLMLoss."""
+
+    def __init__(self, cfg, tied, mask, sdpa):
+        super().__init__()
+        d, V = cfg["n_embd"], cfg["vocab_size"]
+        self.cfg = cfg
+        self.wte = nn.Embedding(V, d)
+        self.wpe = nn.Embedding(cfg["n_positions"], d)
+        nn.init.normal_(self.wte.weight, std=0.02)
+        nn.init.normal_(self.wpe.weight, std=0.01)
+        self.drop = nn.Dropout(cfg["embd_pdrop"])
+        self.h = nn.ModuleList([GPT2Block(cfg, mask) for _ in range(cfg["n_layer"])])
+        for b in self.h:
+            b.attn.sdpa = sdpa
+        self.ln_f = nn.LayerNorm(d, eps=cfg["layer_norm_epsilon"])
+        self.lm_head = nn.Linear(d, V, bias=False)
+        if tied:
+            self.lm_head.weight = self.wte.weight
+        self.mask = mask
+        self.units = ["wte", "wpe", "drop"] + [f"h.{i}" for i in range(len(self.h))] + ["ln_f", "lm_head"]
+
+    def forward(self, input_ids, labels):
+        B, T = input_ids.shape
+        position_ids = torch.arange(0, T, dtype=torch.long).unsqueeze(0)
+        attention_mask = None
+        if self.mask == "add" and not self.h[0].attn.sdpa:
+            # 5.x's create_causal_mask for eager: 0 where attended, finfo.min elsewhere.
+            dt = self.wte.weight.dtype if not torch.is_autocast_cpu_enabled() else torch.get_autocast_cpu_dtype()
+            allowed = torch.ones(T, T, dtype=torch.bool).tril()[None, None].expand(B, 1, T, T)
+            attention_mask = torch.where(allowed, torch.tensor(0.0, dtype=dt), torch.finfo(dt).min)
+        hidden_states = self.wte(input_ids) + self.wpe(position_ids)
+        hidden_states = self.drop(hidden_states)
+        for block in self.h:
+            hidden_states = block(hidden_states, attention_mask)
+        hidden_states = self.ln_f(hidden_states)
+        logits = self.lm_head(hidden_states)
+        mark("fwd:loss:start")
+        set_ctx(unit="loss")
+        loss = LOSS[0](logits, labels, self.cfg["vocab_size"])
+        mark("fwd:loss:end")
+        return loss, logits  # CausalLMOutput(loss=loss, logits=logits)
+
+
+class LlamaRMSNorm(nn.Module):
+    """modeling_llama.py LlamaRMSNorm.forward (5dd4a63548857797): to(float32),
+    pow(2).mean(-1, keepdim=True), x * torch.rsqrt(variance + eps),
+    weight * x.to(input_dtype)."""
+
+    def __init__(self, d, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+class LlamaRotaryEmbedding(nn.Module):
+    """modeling_llama.py LlamaRotaryEmbedding (5dd4a63548857797), default
+    rope: inv_freq buffer; forward under no_grad: freqs = (inv_freq @
+    position_ids).transpose(1, 2), emb = cat((freqs, freqs), -1), cos, sin,
+    each times attention_scaling (1.0: still a new tensor), .to(x.dtype)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+        base = cfg.get("rope_theta", 10000.0)
+        inv_freq = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.attention_scaling = 1.0
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        position_ids_expanded = position_ids[:, None, :].float()
+        with torch.autocast(device_type="cpu", enabled=False):
+            freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+            emb = torch.cat((freqs, freqs), dim=-1)
+            cos = emb.cos()
+            sin = emb.sin()
+        cos = cos * self.attention_scaling
+        sin = sin * self.attention_scaling
+        return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+def rotate_half(x):
+    """modeling_llama.py rotate_half (5dd4a63548857797)."""
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+    """modeling_llama.py apply_rotary_pos_emb (5dd4a63548857797)."""
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+    return q_embed, k_embed
+
+
+def repeat_kv(hidden_states, n_rep):
+    """modeling_llama.py repeat_kv (5dd4a63548857797): expand and reshape
+    (a copy) unless n_rep is 1."""
+    batch, num_key_value_heads, slen, head_dim = hidden_states.shape
+    if n_rep == 1:
+        return hidden_states
+    hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, slen, head_dim)
+    return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
+
+
+class LlamaAttention(nn.Module):
+    """modeling_llama.py LlamaAttention.forward and eager_attention_forward
+    (5dd4a63548857797): q/k/v_proj, view, transpose(1, 2), rope, repeat_kv,
+    matmul(q, k^T) * scaling, + causal_mask, softmax(dim=-1,
+    dtype=float32).to(q.dtype), dropout, matmul(., v), transpose(1, 2)
+    .contiguous(), reshape(...).contiguous(), o_proj."""
+
+    def __init__(self, cfg, sdpa):
+        super().__init__()
+        d = cfg["hidden_size"]
+        self.num_heads = cfg["num_attention_heads"]
+        self.num_kv = cfg.get("num_key_value_heads") or self.num_heads
+        self.head_dim = cfg.get("head_dim") or d // self.num_heads
+        self.num_key_value_groups = self.num_heads // self.num_kv
+        self.scaling = self.head_dim ** -0.5
+        self.attention_dropout = cfg.get("attention_dropout", 0.0)
+        bias = cfg.get("attention_bias", False)
+        self.q_proj = nn.Linear(d, self.num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(d, self.num_kv * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(d, self.num_kv * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, d, bias=bias)
+        self.sdpa = sdpa
+
+    def forward(self, hidden_states, position_embeddings, attention_mask):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        p = self.attention_dropout if self.training else 0.0
+        key_states = repeat_kv(key_states, self.num_key_value_groups)
+        value_states = repeat_kv(value_states, self.num_key_value_groups)
+        if self.sdpa:
+            # sdpa_attention.py: repeat_kv first, is_causal with no mask.
+            attn_output = F.scaled_dot_product_attention(query_states, key_states, value_states, dropout_p=p,
+                                                         scale=self.scaling, is_causal=True)
+        else:
+            attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) * self.scaling
+            if attention_mask is not None:
+                causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]
+                attn_weights = attn_weights + causal_mask
+            attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query_states.dtype)
+            attn_weights = nn.functional.dropout(attn_weights, p=p, training=self.training)
+            attn_output = torch.matmul(attn_weights, value_states)
+        attn_output = attn_output.transpose(1, 2).contiguous()
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        return self.o_proj(attn_output)
+
+
+class LlamaMLP(nn.Module):
+    """modeling_llama.py LlamaMLP.forward (5dd4a63548857797):
+    down_proj(act_fn(gate_proj(x)) * up_proj(x)), act_fn silu."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d, f = cfg["hidden_size"], cfg["intermediate_size"]
+        bias = cfg.get("mlp_bias", False)
+        self.gate_proj = nn.Linear(d, f, bias=bias)
+        self.up_proj = nn.Linear(d, f, bias=bias)
+        self.down_proj = nn.Linear(f, d, bias=bias)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaDecoderLayer(nn.Module):
+    """modeling_llama.py LlamaDecoderLayer.forward (5dd4a63548857797)."""
+
+    def __init__(self, cfg, sdpa):
+        super().__init__()
+        eps = cfg.get("rms_norm_eps", 1e-6)
+        self.self_attn = LlamaAttention(cfg, sdpa)
+        self.mlp = LlamaMLP(cfg)
+        self.input_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
+        self.post_attention_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
+
+    def forward(self, hidden_states, attention_mask, position_embeddings):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states = self.self_attn(hidden_states, position_embeddings, attention_mask)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        return residual + hidden_states
+
+
+class LlamaForCausalLM(nn.Module):
+    """modeling_llama.py LlamaModel.forward and LlamaForCausalLM.forward
+    (5dd4a63548857797): embed_tokens; cache_position = arange(T);
+    position_ids = cache_position.unsqueeze(0); _update_causal_mask for
+    eager (torch.full((T, T), min) -> triu(diagonal=1) -> *= arange(T) >
+    cache_position.reshape(-1, 1) -> [None, None].expand(B, 1, -1, -1));
+    rotary_emb; layers; norm; lm_head (untied unless the config ties it);
+    ForCausalLMLoss."""
+
+    def __init__(self, cfg, tied, sdpa):
+        super().__init__()
+        d, V = cfg["hidden_size"], cfg["vocab_size"]
+        self.cfg = cfg
+        self.embed_tokens = nn.Embedding(V, d)
+        nn.init.normal_(self.embed_tokens.weight, std=0.02)
+        self.layers = nn.ModuleList([LlamaDecoderLayer(cfg, sdpa) for _ in range(cfg["num_hidden_layers"])])
+        self.norm = LlamaRMSNorm(d, cfg.get("rms_norm_eps", 1e-6))
+        self.rotary_emb = LlamaRotaryEmbedding(cfg)
+        self.lm_head = nn.Linear(d, V, bias=False)
+        if tied:
+            self.lm_head.weight = self.embed_tokens.weight
+        self.sdpa = sdpa
+        self.units = ["embed_tokens", "rotary_emb"] + [f"layers.{i}" for i in range(len(self.layers))] + \
+            ["norm", "lm_head"]
+
+    def forward(self, input_ids, labels):
+        B, T = input_ids.shape
+        inputs_embeds = self.embed_tokens(input_ids)
+        cache_position = torch.arange(0, T)
+        position_ids = cache_position.unsqueeze(0)
+        causal_mask = None
+        if not self.sdpa:
+            dtype = inputs_embeds.dtype
+            min_dtype = torch.finfo(dtype).min
+            causal_mask = torch.full((T, T), fill_value=min_dtype, dtype=dtype)
+            causal_mask = torch.triu(causal_mask, diagonal=1)
+            causal_mask *= torch.arange(T) > cache_position.reshape(-1, 1)
+            causal_mask = causal_mask[None, None, :, :].expand(B, 1, -1, -1)
+        hidden_states = inputs_embeds
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, causal_mask, position_embeddings)
+        hidden_states = self.norm(hidden_states)
+        logits = self.lm_head(hidden_states)
+        mark("fwd:loss:start")
+        set_ctx(unit="loss")
+        loss = LOSS[0](logits, labels, self.cfg["vocab_size"])
+        mark("fwd:loss:end")
+        return loss, logits  # CausalLMOutput(loss=loss, logits=logits)
+
+
+LOSS = [for_causal_lm_loss]
+
+
+def gpt2_config(raw, dropout):
+    """GPT2Config's defaults (configuration_gpt2.py): n_positions 1024,
+    n_embd 768, n_layer 12, n_head 12, dropouts 0.1, eps 1e-5, tied."""
+    c = dict(n_positions=1024, n_embd=768, n_layer=12, n_head=12, vocab_size=50257, resid_pdrop=0.1,
+             embd_pdrop=0.1, attn_pdrop=0.1, layer_norm_epsilon=1e-5, n_inner=None)
+    c.update({k: v for k, v in raw.items() if v is not None})
+    if not dropout:
+        c.update(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    return c
+
+
+# ---------------------------------------------------------------------------
+# The replay
+
+
+def memory_events(prof):
+    return [e.nbytes() for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+
+
+def replay(sizes):
+    """The live bytes after every event, marks taken out: a list of
+    (live, label-or-None) where a label stands at the mark's place."""
+    out, live, skip = [], 0, 0
+    for n in sizes:
+        if skip and n == -skip:
+            skip = 0
+            continue
+        if n >= MARK_BASE and n % 2 == 1:
+            skip = n
+            out.append((live, MARKS[(n - MARK_BASE - 1) // 2]))
+            continue
+        live += n
+        out.append((live, None))
+    return out
+
+
+def analyse_step(stream, step):
+    """The step's events: from its 'step:N' mark to the next step's."""
+    start = next(i for i, (_, l) in enumerate(stream) if l == f"step:{step}")
+    end = next((i for i, (_, l) in enumerate(stream) if l == f"step:{step + 1}"), len(stream))
+    seg = stream[start:end]
+    peak, where, phase = -1, None, None
+    cur_phase, cur_mark = None, None
+    boundaries = []
+    for live, label in seg:
+        if label is not None:
+            if label.startswith("phase:"):
+                cur_phase = label[6:]
+            cur_mark = label
+            boundaries.append((label, live))
+            continue
+        if live > peak:
+            peak, phase, where = live, cur_phase, cur_mark
+    return dict(start_bytes=seg[0][0], peak=peak, phase=phase, after=where, boundaries=boundaries)
+
+
+# ---------------------------------------------------------------------------
+# The attribution tracker
+
+
+class Tracker:
+    """Names op outputs by (phase, unit, op) and follows their lives."""
+
+    def __init__(self):
+        self.live = {}
+        self.ctx = ["-", "-"]  # phase, unit
+        self.op_index = 0
+        self.mark_ops = False
+        self.snap_at = None
+        self.snapshot = None
+        self.seen_op = None
+
+    def release(self, p):
+        e = self.live.get(p)
+        if e is not None:
+            e[1] -= 1
+            if e[1] <= 0:
+                del self.live[p]
+
+    def mode(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_flatten
+        tr = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                k = tr.op_index
+                tr.op_index += 1
+                if tr.snap_at is not None and k == tr.snap_at:
+                    tr.snapshot = {p: e[0] for p, e in tr.live.items()}
+                    tr.seen_op = (str(func).replace("aten.", ""), tr.ctx[0], tr.ctx[1])
+                    tr.snap_grads = tr.grad_ptrs()
+                if tr.mark_ops:
+                    mark(f"op:{k}")
+                out = func(*args, **(kwargs or {}))
+                for t in tree_flatten(out)[0]:
+                    if isinstance(t, torch.Tensor):
+                        s = _st(t)
+                        p = s.data_ptr()
+                        if not p:
+                            continue
+                        # a storage lives while any tensor on it does:
+                        # every view is an op output too, and counted
+                        e = tr.live.get(p)
+                        if e is None:
+                            tr.live[p] = e = [(tr.ctx[0], tr.ctx[1], str(func).replace("aten.", ""),
+                                               s.nbytes(), tuple(t.shape), str(t.dtype).replace("torch.", "")), 0]
+                        e[1] += 1
+                        weakref.finalize(t, tr.release, p)
+                return out
+        return Mode()
+
+
+TRACK = Tracker()
+
+
+def set_ctx(phase=None, unit=None):
+    if phase is not None:
+        TRACK.ctx[0] = phase
+    if unit is not None:
+        TRACK.ctx[1] = unit
+
+
+STACK = []  # the forward's enclosing units
+
+
+def install_hooks(model, units):
+    """Forward marks on every submodule; backward marks on each unit's
+    output (its backward starts) and on its input (it has ended)."""
+    named = dict(model.named_modules())
+
+    def pre(name):
+        def f(mod, inp):
+            mark(f"fwd:{name}:start")
+            STACK.append(TRACK.ctx[1])
+            set_ctx(unit=name)
+            if name in units:
+                for t in inp:
+                    if isinstance(t, torch.Tensor) and t.requires_grad:
+                        t.register_hook(lambda g, n=name: (mark(f"bwd:{n}:end"), None)[1])
+        return f
+
+    def post(name):
+        def f(mod, inp, out):
+            mark(f"fwd:{name}:end")
+            set_ctx(unit=STACK.pop() if STACK else "-")
+            if name in units:
+                outs = out if isinstance(out, tuple) else (out,)
+                for t in outs:
+                    if isinstance(t, torch.Tensor) and t.requires_grad:
+                        t.register_hook(lambda g, n=name: (mark(f"bwd:{n}:start"), set_ctx(unit=n), None)[2])
+        return f
+
+    for name, mod in named.items():
+        if name == "":
+            continue
+        mod.register_forward_pre_hook(pre(name))
+        mod.register_forward_hook(post(name))
+
+
+# ---------------------------------------------------------------------------
+
+
+def build(a):
+    raw = json.load(open(a.model))
+    family = raw.get("model_type")
+    dropout = a.dropout == "config"
+    if family == "gpt2":
+        cfg = gpt2_config(raw, dropout)
+        tied = raw.get("tie_word_embeddings", True) if a.tied is None else a.tied
+    elif family in ("llama", "mistral"):
+        cfg = dict(raw)
+        if not dropout:
+            cfg["attention_dropout"] = 0.0
+        tied = raw.get("tie_word_embeddings", False) if a.tied is None else a.tied
+    else:
+        sys.exit(f"hf_torch: model_type {family!r} is not gpt2, llama or mistral")
+    return raw, family, cfg, tied
+
+
+def one_step(a, model, opt, input_ids, labels, zero_none, step, losses):
+    mark(f"step:{step}")
+    mark("phase:forward")
+    set_ctx("forward", "-")
+    if a.amp == "bf16":
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            outputs = model(input_ids, labels)
+    else:
+        outputs = model(input_ids, labels)
+    loss = outputs[0]
+    if not a.keep_logits:
+        del outputs  # Trainer.compute_loss returns the loss alone
+    mark("phase:backward")
+    set_ctx("backward", "loss")
+    loss.backward()
+    mark("phase:optimizer")
+    set_ctx("optimizer", "optimizer")
+    opt.step()
+    mark("phase:zero_grad")
+    set_ctx("zero_grad", "zero_grad")
+    opt.zero_grad(set_to_none=zero_none)
+    losses.append(float(loss))
+    del loss
+    outputs = None
+    mark("phase:between")
+    mark(f"step:{step + 1}")
+
+
+def run(a):
+    torch.manual_seed(0)
+    raw, family, cfg, tied = build(a)
+    zero_none = a.zero_grad == "none" if a.zero_grad else TV >= (2, 0)
+    foreach = a.optimizer_impl == "foreach"
+    sdpa = a.attn == "sdpa"
+    if sdpa and not hasattr(F, "scaled_dot_product_attention"):
+        sys.exit(f"hf_torch: --attn sdpa: torch {torch.__version__} has no scaled_dot_product_attention")
+    V = cfg["vocab_size"]
+    losses = []
+    # Session 1: the model built and the clean steps, every byte from the start.
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        mark("build")
+        if family == "gpt2":
+            model = GPT2LMHeadModel(cfg, tied, a.mask, sdpa)
+        else:
+            model = LlamaForCausalLM(cfg, tied, sdpa)
+        model.train()
+        install_hooks(model, set(model.units))
+        Opt = torch.optim.AdamW if a.optimizer == "adamw" else torch.optim.Adam
+        opt = Opt(model.parameters(), lr=1e-3, foreach=foreach)
+        g = torch.Generator().manual_seed(1)
+        input_ids = torch.randint(0, V, (a.batch, a.seq), generator=g)
+        labels = input_ids.clone()
+        for step in range(1, a.steps + 1):
+            one_step(a, model, opt, input_ids, labels, zero_none, step, losses)
+    stream = replay(memory_events(prof))
+    steps = {s: analyse_step(stream, s) for s in range(1, a.steps + 1)}
+    base = stream[-1][0]
+    out = dict(model=model, opt=opt, cfg=cfg, family=family, tied=tied, zero_none=zero_none, foreach=foreach,
+               sdpa=sdpa, steps=steps, losses=losses, input_ids=input_ids, labels=labels, base=base)
+    if a.no_attribution:
+        return out
+    # Session 2: one more step under the tracker, every op marked: the op
+    # inside which the step peaks.
+    s2 = a.steps + 1
+    TRACK.op_index, TRACK.mark_ops = 0, True
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof2:
+        with TRACK.mode():
+            one_step(a, model, opt, input_ids, labels, zero_none, s2, losses)
+    TRACK.mark_ops = False
+    st2 = [(live + base, l) for live, l in replay(memory_events(prof2))]
+    peak, op = -1, None
+    for live, l in st2:
+        if l is not None and l.startswith("op:"):
+            cur = int(l[3:])
+            continue
+        if l is None and live > peak:
+            peak, op = live, cur
+    marked = analyse_step(st2, s2)
+    # Step 3 of the attribution: the tracked live set just before that op.
+    TRACK.op_index, TRACK.snap_at = 0, op
+    TRACK.grad_ptrs = lambda: {_st(p.grad).data_ptr() for p in model.parameters() if p.grad is not None}
+    with TRACK.mode():
+        one_step(a, model, opt, input_ids, labels, zero_none, s2 + 1, losses)
+    TRACK.snap_at = None
+    out.update(marked_peak=peak, marked_step=marked, peak_op=op, snapshot=TRACK.snapshot, seen_op=TRACK.seen_op,
+               snap_grads=TRACK.snap_grads)
+    return out
+
+
+def storages(tensors):
+    seen = {}
+    for t in tensors:
+        if t is not None and t.numel():
+            seen[_st(t).data_ptr()] = _st(t).nbytes()
+    return seen
+
+
+def unit_kind(u):
+    """h.3.mlp.act -> h.*.mlp.act: the blocks summed."""
+    return ".".join("*" if x.isdigit() else x for x in u.split("."))
+
+
+def attribute(r, a):
+    """The peak's bytes by cause: the persistent tensors, the tracked op
+    outputs alive just before the peak's op (grouped by phase, unit, op and
+    shape over the blocks), and what the peak's op makes inside itself."""
+    model, opt = r["model"], r["opt"]
+    params = storages(model.parameters())
+    m = storages(opt.state[p].get("exp_avg") for p in model.parameters() if p in opt.state)
+    v = storages(opt.state[p].get("exp_avg_sq") for p in model.parameters() if p in opt.state)
+    stp = storages(opt.state[p].get("step") for p in model.parameters()
+                   if p in opt.state and torch.is_tensor(opt.state[p].get("step")))
+    bufs = storages(model.buffers())
+    inputs = storages([r["input_ids"], r["labels"]])
+    snap, grads = r["snapshot"], r["snap_grads"]
+    groups = {}
+    tracked = 0
+    named = {"tied head's held gradient (autograd's input buffer)": 0, "logits gradient (B*T*V)": 0,
+             "gelu_new's outputs kept (op by op; a fused GELU keeps 1 of its 4)": 0, "RMSNorm's saved tensors (op by op)": 0,
+             "repeat_kv's copies": 0, "causal mask": 0, "rope cos/sin": 0, "dropout noise": 0,
+             "optimizer temporaries": 0}
+    cfg = r["cfg"]
+    V = cfg["vocab_size"]
+    d = cfg.get("n_embd") or cfg.get("hidden_size")
+    BTV = a.batch * a.seq * V * 4
+    grad_in_snap = 0
+    for ptr, (phase, unit, op, nbytes, shape, dtype) in snap.items():
+        if ptr in params or ptr in m or ptr in v or ptr in stp or ptr in bufs or ptr in inputs:
+            continue
+        if ptr in grads:
+            grad_in_snap += nbytes
+            continue
+        tracked += nbytes
+        key = f"{phase} {unit_kind(unit)} {op} {list(shape)} {dtype}"
+        g = groups.setdefault(key, [0, 0])
+        g[0] += 1
+        g[1] += nbytes
+        u = unit_kind(unit)
+        if phase == "backward" and u == "lm_head" and sorted(shape) == sorted([V, d]):
+            named["tied head's held gradient (autograd's input buffer)"] += nbytes
+        elif phase == "backward" and nbytes == BTV:
+            named["logits gradient (B*T*V)"] += nbytes
+        elif phase == "forward" and u.endswith("mlp.act"):
+            named["gelu_new's outputs kept (op by op; a fused GELU keeps 1 of its 4)"] += nbytes
+        elif phase == "forward" and (u.endswith("layernorm") or u == "norm"):
+            named["RMSNorm's saved tensors (op by op)"] += nbytes
+        elif phase == "forward" and u.endswith("self_attn") and op in ("_unsafe_view.default", "clone.default",
+                                                                       "reshape.default") and \
+                len(shape) == 4 and shape[1] == cfg.get("num_attention_heads") and \
+                (cfg.get("num_key_value_heads") or shape[1]) != shape[1]:
+            named["repeat_kv's copies"] += nbytes
+        elif phase == "forward" and u in ("-", "") and len(shape) >= 2 and shape[-1] == shape[-2] == a.seq:
+            named["causal mask"] += nbytes
+        elif phase == "forward" and u == "rotary_emb":
+            named["rope cos/sin"] += nbytes
+        elif phase == "forward" and (op.startswith("bernoulli") or op.startswith("div_")):
+            named["dropout noise"] += nbytes
+        elif phase == "optimizer":
+            named["optimizer temporaries"] += nbytes
+    peak = r["marked_peak"]
+    known = dict(params=sum(params.values()), grads=sum(v for p_, v in storages(
+        [p.grad for p in model.parameters()]).items()) if not r["zero_none"] else grad_in_snap,
+        adam_m=sum(m.values()), adam_v=sum(v.values()), adam_step=sum(stp.values()),
+        buffers=sum(bufs.values()), inputs=sum(inputs.values()))
+    rest = peak - sum(known.values()) - tracked
+    op = r["seen_op"]
+    return dict(peak=peak, peak_op=dict(index=r["peak_op"], op=op[0], phase=op[1], unit=op[2]),
+                persistent=known, tracked_outputs=tracked,
+                inside_peak_op=rest, named={k: v for k, v in named.items() if v},
+                groups=sorted(([k, c, n] for k, (c, n) in groups.items()), key=lambda x: -x[2]))
+
+
+def zerosim_theory(a, r):
+    """zerosim's own prediction for the same case (fp32, N = 1, dp)."""
+    if not a.zerosim:
+        return None
+    import tempfile
+    cfgfile = a.model
+    with tempfile.TemporaryDirectory() as d:
+        if a.tied is not None:
+            raw = json.load(open(a.model))
+            raw["tie_word_embeddings"] = a.tied
+            cfgfile = os.path.join(d, os.path.basename(a.model))
+            json.dump(raw, open(cfgfile, "w"))
+        out = os.path.join(d, "t.json")
+        cmd = [a.zerosim, "theory", "--model", cfgfile, "--world", "1", "--seq", str(a.seq), "--batch",
+               str(a.batch), "--precision", "fp32", "--schemes", "dp"] + a.zerosim_args.split() + ["--out", out]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode:
+            return dict(command=" ".join(cmd[:-2]), error=p.stderr.strip())
+        row = json.load(open(out))["rows"][0]
+    sch = row["schedule"]
+    return dict(command=" ".join(cmd[:-2]), resident=sch["resident_bytes"], peak=sch["peak_bytes"],
+                peak_breakdown={k: v for k, v in sch["peak_breakdown"].items() if v},
+                activations=row["peak"].get("activations_breakdown"))
+
+
+def report(a):
+    r = run(a)
+    S = a.steps
+    steady = r["steps"][S]
+    model, opt = r["model"], r["opt"]
+    params = storages(model.parameters())
+    m = storages(opt.state[p].get("exp_avg") for p in model.parameters())
+    v = storages(opt.state[p].get("exp_avg_sq") for p in model.parameters())
+    stp = storages(opt.state[p].get("step") for p in model.parameters()
+                   if torch.is_tensor(opt.state[p].get("step")))
+    grads = storages(p.grad for p in model.parameters())
+    between = r["base"]
+    persistent = dict(params=sum(params.values()), grads=sum(grads.values()), adam_m=sum(m.values()),
+                      adam_v=sum(v.values()), adam_step=sum(stp.values()),
+                      buffers=sum(storages(model.buffers()).values()),
+                      inputs=sum(storages([r["input_ids"], r["labels"]]).values()))
+    persistent["other"] = between - sum(persistent.values())
+    out = dict(torch=torch.__version__, model=a.model, family=r["family"], tied=r["tied"], seq=a.seq,
+               batch=a.batch, steps=S, optimizer=a.optimizer, optimizer_impl=a.optimizer_impl,
+               zero_grad="none" if r["zero_none"] else "zeros", dropout=a.dropout, amp=a.amp,
+               attn=a.attn, loss=a.loss, keep_logits=a.keep_logits, mask=a.mask if r["family"] == "gpt2" else "float-triu",
+               params=sum(p.numel() for p in model.parameters()),
+               between_steps=[r["steps"][s]["start_bytes"] for s in range(2, S + 1)] + [between],
+               between_breakdown=persistent,
+               peak=steady["peak"], peak_phase=steady["phase"], peak_after=steady["after"],
+               step_peaks=[r["steps"][s]["peak"] for s in range(1, S + 1)],
+               boundaries=steady["boundaries"], losses=r["losses"])
+    if "marked_peak" in r:
+        out["attribution"] = attribute(r, a)
+        out["attribution"]["instrumented_step_equal"] = r["marked_peak"] == steady["peak"]
+    z = zerosim_theory(a, r)
+    if z:
+        out["zerosim"] = z
+        if "peak" in z:
+            out["zerosim"]["ratio"] = round(z["peak"] / steady["peak"], 4)
+            out["zerosim"]["between_gap"] = between - z["resident"]
+            out["zerosim"]["peak_gap"] = steady["peak"] - z["peak"]
+            # the gap by cause: what both count, what only PyTorch has
+            states = sum(persistent[k] for k in ("params", "grads", "adam_m", "adam_v"))
+            extra = between - states
+            gap = {"params, grads, Adam's m and v (PyTorch - zerosim resident)": states - z["resident"],
+                   "Adam's step tensors, buffers, token ids (zerosim: none)": extra,
+                   "transient at the peak (PyTorch peak - its between-steps bytes) - "
+                   "(zerosim peak - resident)": (steady["peak"] - between) - (z["peak"] - z["resident"])}
+            acts = z.get("activations") or {}
+            for k, v in out.get("attribution", {}).get("named", {}).items():
+                if k.startswith("logits gradient"):
+                    gap[k + " - zerosim's logits_grad"] = v - acts.get("logits_grad", 0)
+                elif k.startswith("tied head") or k.startswith("optimizer"):
+                    gap[k + " (zerosim: none)"] = v
+            out["zerosim"]["gap"] = gap
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True, help="a Hugging Face config.json (gpt2, llama, mistral)")
+    ap.add_argument("--seq", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=3, help="clean steps; the last is the steady one measured")
+    ap.add_argument("--optimizer", choices=["adam", "adamw"], default="adam")
+    ap.add_argument("--optimizer-impl", choices=["single", "foreach"], default="single")
+    ap.add_argument("--zero-grad", choices=["none", "zeros"], default=None,
+                    help="set_to_none True (none) or False (zeros); default this torch's")
+    ap.add_argument("--dropout", choices=["0", "config"], default="0")
+    ap.add_argument("--amp", choices=["none", "bf16"], default="none")
+    ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager")
+    ap.add_argument("--loss", choices=["5.x", "shift"], default="5.x",
+                    help="ForCausalLMLoss (5.x), or 4.4x's shifted copy of the logits")
+    ap.add_argument("--keep-logits", type=int, choices=[0, 1], default=1,
+                    help="1: the loop holds the model's output (its logits) through backward, as "
+                         "`outputs = model(**batch); outputs.loss.backward()` does; 0: as Trainer, the loss alone")
+    ap.add_argument("--mask", choices=["where", "add"], default="where",
+                    help="GPT-2's causal mask: 4.4x's torch.where over the bool buffer, or 5.x's added float mask")
+    t = ap.add_mutually_exclusive_group()
+    t.add_argument("--tied", dest="tied", action="store_true", default=None)
+    t.add_argument("--untied", dest="tied", action="store_false")
+    ap.add_argument("--zerosim", help="a zerosim binary: print its theory's prediction beside")
+    ap.add_argument("--zerosim-args", default="", help="more options for zerosim theory")
+    ap.add_argument("--no-attribution", action="store_true")
+    ap.add_argument("--out", help="write the JSON there (some torch builds print to stdout themselves)")
+    a = ap.parse_args()
+    if a.loss == "shift":
+        LOSS[0] = shifted_loss
+    if a.seq < 1 or a.batch < 1 or a.steps < 2:
+        ap.error("--seq and --batch must be at least 1, --steps at least 2")
+    text = json.dumps(report(a), indent=1) + "\n"
+    if a.out:
+        # beside its final name, then renamed: no half-written file
+        tmp = a.out + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, a.out)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+#!/bin/sh
+# hf_torch — zerosim against real PyTorch training Hugging Face's models op
+# for op (tests/hf_torch.py; issue #22's reference side).
+#
+# As a make check test (no argument): what must already hold. The bytes
+# live between steps, replayed from PyTorch's own allocator events (fp32,
+# one rank, Adam, zero_grad(set_to_none=False) as 1.13 defaults), less
+# Adam's 4-byte `step` tensors, the model's buffers (GPT-2's causal `bias`,
+# Llama's inv_freq) and the batch's token ids, equal zerosim's predicted
+# resident bytes to the byte, for the tiny gpt2 (tied and untied) and
+# llama of report/models; and every steady step's between-steps bytes are
+# the same. The peak is printed, not checked: zerosim does not yet model
+# eager PyTorch's step (#22), and today's ratio is the issue's table.
+#
+# `tests/hf_torch.sh table` (make check-torch-ref; ZS_HF_SMALL=0 leaves out
+# GPT-2 small, minutes a run; ZS_TORCH26_ROOT names the 2.6 root): the issue's cases with
+# PyTorch's peak, zerosim's and their ratio, under the PyTorch 1.13 here and,
+# when tests/torch26_root.sh can make or find its Debian 13 root, 2.6.
+#
+# PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
+# Exit 0 pass, 1 disagreement, 99 hard error.
+set -u
+top=${ZS_BUILDDIR:-.}
+src=${srcdir:-.}
+zerosim=$top/zerosim
+if [ ! -x "$zerosim" ]; then
+	echo "hf_torch: $zerosim is not built" >&2
+	exit 99
+fi
+name=hf_torch
+. "$src/tests/torch_python.sh"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-hf.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+export PYTHONDONTWRITEBYTECODE=1
+
+# The issue's tiny shapes: d 64, 2 blocks, 4 heads, V 256 (llama: 2 kv
+# heads, ffn 160), 64 positions.
+cat >"$tmp/tiny-gpt2.json" <<'EOF'
+{"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 64, "vocab_size": 256,
+ "activation_function": "gelu_new", "tie_word_embeddings": true}
+EOF
+cat >"$tmp/tiny-llama.json" <<'EOF'
+{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "intermediate_size": 160, "max_position_embeddings": 64, "vocab_size": 256,
+ "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu"}
+EOF
+
+# one PY MODEL ARGS...: runs hf_torch.py, the JSON in $tmp/out.json
+one() {
+	runpy=$1
+	shift
+	if ! timeout 1200 $runpy "$@" >"$tmp/err" 2>&1; then
+		echo "hf_torch: FAIL: $runpy hf_torch.py $*:" >&2
+		tail -20 "$tmp/err" >&2
+		exit 99
+	fi
+}
+
+if [ "${1:-}" = table ]; then
+	cat >"$tmp/row.py" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[2]))
+z = d.get("zerosim", {})
+a = d.get("attribution", {})
+peak, phase, after, between = d["peak"], d["peak_phase"], d["peak_after"], d["between_steps"][-1]
+print(f"| {sys.argv[1]} | {d['torch']} | {z.get('peak', 0):,} | {peak:,} | {z.get('ratio', '-')} | "
+      f"{phase} ({after}) | {between:,} |")
+for k, v in a.get("named", {}).items():
+    print(f"|   {k} | | | {v:,} | | | |")
+EOF
+	row() { "$py" "$tmp/row.py" "$1" "$2"; } # label, the JSON
+	# The 2.6 root, made once here when absent (a minute or more, ~1.5 GB);
+	# without it, 1.13's rows alone.
+	root=$("$src/tests/torch26_root.sh") || root=
+	echo "| case | torch | zerosim peak | PyTorch peak | ratio | phase (after mark) | between steps |"
+	echo "|---|---|---|---|---|---|---|"
+	set -- \
+		"gpt2 tiny" "--model $tmp/tiny-gpt2.json" \
+		"gpt2 tiny, Trainer (logits dropped)" "--model $tmp/tiny-gpt2.json --keep-logits 0" \
+		"gpt2 tiny, untied" "--model $tmp/tiny-gpt2.json --untied" \
+		"gpt2 tiny, foreach" "--model $tmp/tiny-gpt2.json --optimizer-impl foreach" \
+		"gpt2 tiny, set_to_none" "--model $tmp/tiny-gpt2.json --zero-grad none" \
+		"gpt2 tiny, dropout 0.1" "--model $tmp/tiny-gpt2.json --dropout config" \
+		"gpt2 tiny, bf16 autocast" "--model $tmp/tiny-gpt2.json --amp bf16" \
+		"llama tiny, untied" "--model $tmp/tiny-llama.json" \
+		"llama tiny, tied" "--model $tmp/tiny-llama.json --tied" \
+		"GPT-2 small seq 256" "--model $src/data/models/gpt2.json --seq 256 --batch 1" \
+		"GPT-2 small seq 256, foreach" "--model $src/data/models/gpt2.json --seq 256 --batch 1 --optimizer-impl foreach"
+	while [ $# -ge 2 ]; do
+		label=$1 args=$2
+		shift 2
+		case $label in GPT-2*) [ "${ZS_HF_SMALL:-1}" = 0 ] && continue ;; esac
+		# shellcheck disable=SC2086
+		one "$py" "$src/tests/hf_torch.py" $args --zerosim "$zerosim" --out "$tmp/out.json"
+		row "$label" "$tmp/out.json"
+		if [ -n "$root" ]; then
+			mkdir -p "$root/tmp/zs-hf" && cp "$src/tests/hf_torch.py" "$tmp"/*.json "$src/data/models/gpt2.json" \
+				"$root/tmp/zs-hf/" || exit 99
+			a26=$(echo "$args" | sed "s|$tmp/|/tmp/zs-hf/|; s|$src/data/models/|/tmp/zs-hf/|")
+			for extra in "--zero-grad zeros" ""; do
+				# shellcheck disable=SC2086
+				one "unshare -m sh -c" "mount -t proc proc $root/proc && chroot $root python3 /tmp/zs-hf/hf_torch.py $a26 $extra --out /tmp/zs-hf/out.json"
+				"$py" - "$root/tmp/zs-hf/out.json" "$tmp/out.json" <<'EOF' || exit 99
+import json, sys
+d26, d = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+d26["zerosim"] = dict(d.get("zerosim", {}))
+if "peak" in d26["zerosim"]:
+    d26["zerosim"]["ratio"] = round(d26["zerosim"]["peak"] / d26["peak"], 4)
+json.dump(d26, open(sys.argv[1], "w"))
+EOF
+				row "$label (2.6${extra:+, $extra})" "$root/tmp/zs-hf/out.json"
+			done
+		fi
+	done
+	exit 0
+fi
+
+status=0
+for case in "gpt2 --model $tmp/tiny-gpt2.json" "gpt2-untied --model $tmp/tiny-gpt2.json --untied" "llama --model $tmp/tiny-llama.json"; do
+	label=${case%% *}
+	# shellcheck disable=SC2086
+	one "$py" "$src/tests/hf_torch.py" ${case#* } --zero-grad zeros --zerosim "$zerosim" --no-attribution \
+		--out "$tmp/out.json"
+	if ! "$py" - "$tmp/out.json" "$label" <<'EOF'; then status=1; fi
+import json, sys
+d, label = json.load(open(sys.argv[1])), sys.argv[2]
+b, z = d["between_breakdown"], d["zerosim"]
+if "resident" not in z:
+    print(f"hf_torch: {label}: zerosim theory failed: {z}")
+    sys.exit(1)
+steady = d["between_steps"]
+torch_states = steady[-1] - b["adam_step"] - b["buffers"] - b["inputs"]
+ok = torch_states == z["resident"] and len(set(steady)) == 1
+print(f"{'ok' if ok else 'FAIL'}: {label}: between steps {steady} = {torch_states:,} in params, grads and Adam's "
+      f"m and v + {b['adam_step']} of step tensors + {b['buffers']:,} of buffers + {b['inputs']:,} of token ids; "
+      f"zerosim's resident {z['resident']:,}; peak {d['peak']:,} in {d['peak_phase']} against zerosim's "
+      f"{z['peak']:,} (ratio {z['ratio']}, not checked: #22)")
+sys.exit(0 if ok else 1)
+EOF
+done
+exit $status
