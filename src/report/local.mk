@@ -11,6 +11,7 @@ libzsreport_a_SOURCES = \
 	src/report/report_exec.c src/report/report_exec.h \
 	src/report/report_overhead.c src/report/report_overhead.h \
 	src/report/report_host.c src/report/report_host.h \
+	src/report/report_tfm_data.c src/report/report_tfm_data.h \
 	src/report/report_tfm.c src/report/report_tfm.h
 
 zerosim_SOURCES += src/cli/cmd_report.c

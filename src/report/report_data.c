@@ -516,6 +516,58 @@ static int read_comm(const cJSON *o, const char *where, unsigned flags, double *
 		o, "comm_bytes_per_rank_per_step", where, out, cause);
 }
 
+/* The host bytes of an offloaded run (report_host.h), read here with the
+ * rest of the run since a report_run holds them: o's figures into v (-1
+ * for each it lacks), and its per_rank arrays of the first two into rank[]
+ * (NULL where absent, else one entry per rank); *any: whether o gives any
+ * figure. */
+static int read_host_figures(const cJSON *o, const char *where, unsigned world, double *v, double **rank, int *any,
+                        char **cause)
+{
+	const cJSON *per = cJSON_GetObjectItemCaseSensitive(o, "per_rank");
+	*any = 0;
+	for (int h = 0; h < REPORT_NHOST; h++) {
+		v[h] = -1;
+		if (cJSON_GetObjectItemCaseSensitive(o, report_host_keys[h]) == NULL)
+			continue;
+		if (report_read_bytes(o, report_host_keys[h], where, &v[h], cause) < 0)
+			return -1;
+		*any = 1;
+	}
+	for (int h = 0; h < REPORT_HOST_NRANK; h++) {
+		const cJSON *a = cJSON_GetObjectItemCaseSensitive(per, report_host_keys[h]), *x;
+		size_t k = 0;
+		if (a == NULL)
+			continue;
+		if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != (int)world)
+			return zs_fail(cause, "%s: per_rank.%s needs one entry per rank (%u)", where, report_host_keys[h],
+			               world);
+		rank[h] = zs_calloc(world, sizeof *rank[h]);
+		cJSON_ArrayForEach(x, a) {
+			if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < 0 ||
+			    x->valuedouble != floor(x->valuedouble) || x->valuedouble >= 0x1p53)
+				return zs_fail(cause, "%s: per_rank.%s holds something other than a byte count", where,
+				               report_host_keys[h]);
+			rank[h][k++] = x->valuedouble;
+		}
+	}
+	return 0;
+}
+
+/* A measured run's host figures, and a theory row's schedule's. */
+static int read_host(const cJSON *run, const char *where, unsigned world, struct report_host *h, char **cause)
+{
+	h->world = world;
+	return read_host_figures(run, where, world, h->v, h->rank, &h->has, cause);
+}
+
+static int read_host_schedule(const cJSON *sc, const char *where, unsigned world, struct report_host *h,
+                              char **cause)
+{
+	int any;
+	return read_host_figures(sc, where, world, h->sched, h->sched_rank, &any, cause);
+}
+
 int report_read_measured(const cJSON *run, const char *where, const char *lab, unsigned flags,
                          struct report_run *r, char **cause)
 {
@@ -526,7 +578,7 @@ int report_read_measured(const cJSON *run, const char *where, const char *lab, u
 	                          r->measured[REPORT_RESIDENT], r->resident_bd, cause) < 0 ||
 	    report_read_breakdown(run, "peak_breakdown", where, lab, "peak_bytes", r->measured[REPORT_PEAK],
 	                          r->peak_bd, cause) < 0 ||
-	    report_host_read(run, where, r->world, &r->host, cause) < 0)
+	    read_host(run, where, r->world, &r->host, cause) < 0)
 		return -1;
 	r->has_measured = 1;
 	return 0;
@@ -544,7 +596,7 @@ int report_read_schedule(const cJSON *sc, const char *at, const char *lab, unsig
 	                         r->sched_resident_bd, opt, &r->has_sched_resident_bd, cause) < 0 ||
 	    read_sched_breakdown(sc, "peak_breakdown", at, lab, "peak_bytes", r->schedule[REPORT_PEAK],
 	                         r->sched_peak_bd, opt, &r->has_sched_peak_bd, cause) < 0 ||
-	    report_host_read_schedule(sc, at, r->world, &r->host, cause) < 0)
+	    read_host_schedule(sc, at, r->world, &r->host, cause) < 0)
 		return -1;
 	r->has_schedule = 1;
 	return 0;

@@ -28,12 +28,13 @@
 #define ZS_REPORT_FIGURES_H
 
 #include "report/report_data.h"
-#include "report/report_tfm.h"
+#include "report/report_tfm_data.h"
 
 #define REPORT_NFIGURES 5
 extern const char *const report_figure_names[REPORT_NFIGURES];
 #define REPORT_FIGURE_RANKS "fig6-ranks"
 #define REPORT_FIGURE_HOST "fig8-host"
+#define REPORT_FIGURE_TFM "fig7-transformer"
 #define REPORT_FIGURE_TFM_HOST "fig9-host-transformer"
 
 /* The figures written only when their data exist, after the five. */
@@ -44,7 +45,7 @@ extern const char *const report_figure_optional[REPORT_NOPTIONAL];
  * with *cause set. */
 int report_figures_write(const struct report_data *d, const char *dir, char **cause);
 
-/* fig7-transformer's .gp and .dat (report_tfm.h) into `dir`. */
+/* fig7-transformer's .gp and .dat (report_tfm_data.h) into `dir`. */
 int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause);
 
 /* A host figure's panel: offloaded runs of one model and unit. */

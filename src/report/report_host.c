@@ -3,68 +3,16 @@
  */
 #include "config.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "report/report_data.h"
-#include "report/report_figures.h"
 #include "report/report_host.h"
 #include "util/util.h"
 
 const char *const report_host_keys[REPORT_NHOST] = {"host_resident_bytes", "host_peak_bytes",
                                                    "host_resident_bytes_per_node"};
 static const char *const host_name[REPORT_NHOST] = {"resident", "peak", "resident per node"};
-
-/* o's figures into v (-1 for each it lacks), and its per_rank arrays of
- * the first two into rank[] (NULL where absent); returns whether o gives
- * any figure. */
-static int read_figures(const cJSON *o, const char *where, unsigned world, double *v, double **rank, int *any,
-                        char **cause)
-{
-	const cJSON *per = cJSON_GetObjectItemCaseSensitive(o, "per_rank");
-	*any = 0;
-	for (int h = 0; h < REPORT_NHOST; h++) {
-		v[h] = -1;
-		if (cJSON_GetObjectItemCaseSensitive(o, report_host_keys[h]) == NULL)
-			continue;
-		if (report_read_bytes(o, report_host_keys[h], where, &v[h], cause) < 0)
-			return -1;
-		*any = 1;
-	}
-	for (int h = 0; h < REPORT_HOST_NRANK; h++) {
-		const cJSON *a = cJSON_GetObjectItemCaseSensitive(per, report_host_keys[h]), *x;
-		size_t k = 0;
-		if (a == NULL)
-			continue;
-		if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != (int)world)
-			return zs_fail(cause, "%s: per_rank.%s needs one entry per rank (%u)", where, report_host_keys[h],
-			               world);
-		rank[h] = zs_calloc(world, sizeof *rank[h]);
-		cJSON_ArrayForEach(x, a) {
-			if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < 0 ||
-			    x->valuedouble != floor(x->valuedouble) || x->valuedouble >= 0x1p53)
-				return zs_fail(cause, "%s: per_rank.%s holds something other than a byte count", where,
-				               report_host_keys[h]);
-			rank[h][k++] = x->valuedouble;
-		}
-	}
-	return 0;
-}
-
-int report_host_read(const cJSON *run, const char *where, unsigned world, struct report_host *h, char **cause)
-{
-	h->world = world;
-	return read_figures(run, where, world, h->v, h->rank, &h->has, cause);
-}
-
-int report_host_read_schedule(const cJSON *sc, const char *where, unsigned world, struct report_host *h,
-                              char **cause)
-{
-	int any;
-	return read_figures(sc, where, world, h->sched, h->sched_rank, &any, cause);
-}
 
 void report_host_free(struct report_host *h)
 {
@@ -249,98 +197,4 @@ void report_host_json_add(cJSON *o, const struct report_host *h)
 	}
 	cJSON_AddItemToObject(o, "schedule", sc);
 	cJSON_AddBoolToObject(o, "unexplained", report_host_departures(h) > 0);
-}
-
-/* ------------------------------------------------------------------------ */
-/* The MLP's offloaded runs */
-
-static int pick(const void *ctx, size_t i)
-{
-	return ((const struct report_data *)ctx)->runs[i].host.has;
-}
-
-static void run_label(const struct report_run *r, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s N=%u unit=%s", zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit));
-}
-
-/* "zero1 N=2 unit=model: resident 297472 B (schedule 297472), ..." */
-static void line(const void *ctx, size_t i, struct zs_buf *b)
-{
-	const struct report_run *r = &((const struct report_data *)ctx)->runs[i];
-	char lab[96];
-	run_label(r, lab, sizeof lab);
-	report_host_line(lab, &r->host, b);
-}
-
-static struct report_items items(const struct report_data *d)
-{
-	return (struct report_items){d, d->nruns, pick, line};
-}
-
-size_t report_host_unexplained(const struct report_data *d)
-{
-	const struct report_items it = items(d);
-	size_t n = 0;
-	for (size_t i = 0; i < d->nruns; i++) {
-		char lab[96];
-		run_label(&d->runs[i], lab, sizeof lab);
-		n += (size_t)report_host_check(lab, &d->runs[i].host);
-	}
-	if (report_items_count(&it) > 0)
-		printf("zerosim report: host bytes of %zu offloaded runs, %zu unexplained\n", report_items_count(&it), n);
-	return n;
-}
-
-void report_host_text(const struct report_data *d, struct zs_buf *b)
-{
-	const struct report_items it = items(d);
-	if (report_items_count(&it) == 0)
-		return;
-	zs_buf_printf(b, "# host bytes (--offload), per rank (per node: its ranks'), measured beside the schedule "
-	                  "model's, every rank's too; the other figures are the device's\n");
-	report_items(b, 0, "host", &it);
-}
-
-void report_host_tex(const struct report_data *d, struct zs_buf *b)
-{
-	const struct report_items it = items(d);
-	if (report_items_count(&it) == 0)
-		return;
-	zs_buf_printf(b, "\\paragraph{Host memory (\\texttt{--offload}).} The tables and figures above are the "
-	                  "device's. What %zu offloaded runs hold on the host, per rank between steps and at its "
-	                  "peak, and a node's ranks between steps, measured beside the schedule model's; every "
-	                  "rank's figures are checked against the schedule's too. ", report_items_count(&it));
-	struct report_host_run *runs = zs_calloc(d->nruns + 1, sizeof *runs);
-	size_t n = 0;
-	for (size_t i = 0; i < d->nruns; i++)
-		if (d->runs[i].host.has)
-			runs[n++] = (struct report_host_run){zs_scheme_name(d->runs[i].scheme), d->runs[i].world,
-			                                     d->runs[i].unit, &d->runs[i].host};
-	report_host_table(b, runs, n);
-	free(runs);
-	zs_buf_printf(b, "\\IfFileExists{figures/" REPORT_FIGURE_HOST ".pdf}{%%\n"
-	                 "\\begin{figure}[!htbp]\n\\centering\n"
-	                 "\\includegraphics[width=\\textwidth]{figures/" REPORT_FIGURE_HOST ".pdf}\n"
-	                 "\\caption{Host bytes per rank at the peak against $N$, offloaded runs: the schedule "
-	                 "model's line, and every rank's measurement as a point on it (a line hidden under another "
-	                 "holds the same bytes).}\n"
-	                 "\\end{figure}}{}\n");
-}
-
-cJSON *report_host_json(const struct report_data *d)
-{
-	cJSON *arr = cJSON_CreateArray();
-	for (size_t i = 0; i < d->nruns; i++) {
-		const struct report_run *r = &d->runs[i];
-		if (!r->host.has)
-			continue;
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "scheme", zs_scheme_name(r->scheme));
-		zs_json_add_number(o, "world", r->world);
-		cJSON_AddStringToObject(o, "unit", zs_unit_name(r->unit));
-		report_host_json_add(o, &r->host);
-		cJSON_AddItemToArray(arr, o);
-	}
-	return arr;
 }

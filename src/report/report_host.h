@@ -4,9 +4,10 @@
  * every rank's (per_rank), and a node's ranks between steps. Unlike the
  * process overhead these are predicted, so a run whose host figures, or
  * any one rank's, differ from the schedule is unexplained. The same reader,
- * line and check serve the MLP's runs (flags.txt, flags.tex, diff.json's
- * host) and a transformer's (report_tfm.h); the figure of host bytes
- * against N is report_figures_host (report_figures.h).
+ * line and check serve the MLP's runs (report_text.h: flags.txt, flags.tex,
+ * diff.json's host) and a transformer's (report_tfm.h); the figure of host
+ * bytes against N is report_figures_host (report_figures.h). A run's
+ * report_run holds one (report_data.h), so this includes none of those.
  */
 #ifndef ZS_REPORT_HOST_H
 #define ZS_REPORT_HOST_H
@@ -34,11 +35,6 @@ struct report_host {
 	unsigned world;
 };
 
-/* A measured run's host figures (with its per_rank arrays, one entry per
- * rank), and a theory row's schedule's. -1 with *cause on bad input. */
-int report_host_read(const cJSON *run, const char *where, unsigned world, struct report_host *h, char **cause);
-int report_host_read_schedule(const cJSON *sc, const char *where, unsigned world, struct report_host *h,
-                              char **cause);
 void report_host_free(struct report_host *h);
 
 /* How many of the run's figures and ranks' figures differ from the
@@ -73,15 +69,5 @@ int report_host_check(const char *label, const struct report_host *h);
 /* The figures as keys of o: measured, "per_rank", "schedule" and
  * "unexplained". */
 void report_host_json_add(cJSON *o, const struct report_host *h);
-
-/* The MLP's offloaded runs: lines for flags.txt, a paragraph for flags.tex
- * (with fig8-host where the figure was written), diff.json's host array
- * (the caller owns it; empty without offloaded runs), and the runs whose
- * host figures depart (each named on stderr; a summary line on stdout). */
-struct report_data;
-void report_host_text(const struct report_data *d, struct zs_buf *b);
-void report_host_tex(const struct report_data *d, struct zs_buf *b);
-cJSON *report_host_json(const struct report_data *d);
-size_t report_host_unexplained(const struct report_data *d);
 
 #endif

@@ -6,9 +6,12 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "report/report_figures.h"
+#include "report/report_host.h"
 #include "report/report_overhead.h"
 #include "report/report_text.h"
 #include "util/util.h"
@@ -488,4 +491,98 @@ void report_flags_tex(const struct report_data *d, const struct report_point *pt
 				flags_group(d, pts, npts, (enum zs_unit)u, (enum zs_scheme)s,
 				            (enum report_metric)m, b);
 	zs_buf_printf(b, "\\end{itemize}\n");
+}
+
+/* ------------------------------------------------------------------------ */
+/* The MLP's offloaded runs */
+
+static int pick(const void *ctx, size_t i)
+{
+	return ((const struct report_data *)ctx)->runs[i].host.has;
+}
+
+static void run_label(const struct report_run *r, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s N=%u unit=%s", zs_scheme_name(r->scheme), r->world, zs_unit_name(r->unit));
+}
+
+/* "zero1 N=2 unit=model: resident 297472 B (schedule 297472), ..." */
+static void line(const void *ctx, size_t i, struct zs_buf *b)
+{
+	const struct report_run *r = &((const struct report_data *)ctx)->runs[i];
+	char lab[96];
+	run_label(r, lab, sizeof lab);
+	report_host_line(lab, &r->host, b);
+}
+
+static struct report_items items(const struct report_data *d)
+{
+	return (struct report_items){d, d->nruns, pick, line};
+}
+
+size_t report_host_unexplained(const struct report_data *d)
+{
+	const struct report_items it = items(d);
+	size_t n = 0;
+	for (size_t i = 0; i < d->nruns; i++) {
+		char lab[96];
+		run_label(&d->runs[i], lab, sizeof lab);
+		n += (size_t)report_host_check(lab, &d->runs[i].host);
+	}
+	if (report_items_count(&it) > 0)
+		printf("zerosim report: host bytes of %zu offloaded runs, %zu unexplained\n", report_items_count(&it), n);
+	return n;
+}
+
+void report_host_text(const struct report_data *d, struct zs_buf *b)
+{
+	const struct report_items it = items(d);
+	if (report_items_count(&it) == 0)
+		return;
+	zs_buf_printf(b, "# host bytes (--offload), per rank (per node: its ranks'), measured beside the schedule "
+	                  "model's, every rank's too; the other figures are the device's\n");
+	report_items(b, 0, "host", &it);
+}
+
+void report_host_tex(const struct report_data *d, struct zs_buf *b)
+{
+	const struct report_items it = items(d);
+	if (report_items_count(&it) == 0)
+		return;
+	zs_buf_printf(b, "\\paragraph{Host memory (\\texttt{--offload}).} The tables and figures above are the "
+	                  "device's. What %zu offloaded runs hold on the host, per rank between steps and at its "
+	                  "peak, and a node's ranks between steps, measured beside the schedule model's; every "
+	                  "rank's figures are checked against the schedule's too. ", report_items_count(&it));
+	struct report_host_run *runs = zs_calloc(d->nruns + 1, sizeof *runs);
+	size_t n = 0;
+	for (size_t i = 0; i < d->nruns; i++)
+		if (d->runs[i].host.has)
+			runs[n++] = (struct report_host_run){zs_scheme_name(d->runs[i].scheme), d->runs[i].world,
+			                                     d->runs[i].unit, &d->runs[i].host};
+	report_host_table(b, runs, n);
+	free(runs);
+	zs_buf_printf(b, "\\IfFileExists{figures/" REPORT_FIGURE_HOST ".pdf}{%%\n"
+	                 "\\begin{figure}[!htbp]\n\\centering\n"
+	                 "\\includegraphics[width=\\textwidth]{figures/" REPORT_FIGURE_HOST ".pdf}\n"
+	                 "\\caption{Host bytes per rank at the peak against $N$, offloaded runs: the schedule "
+	                 "model's line, and every rank's measurement as a point on it (a line hidden under another "
+	                 "holds the same bytes).}\n"
+	                 "\\end{figure}}{}\n");
+}
+
+cJSON *report_host_json(const struct report_data *d)
+{
+	cJSON *arr = cJSON_CreateArray();
+	for (size_t i = 0; i < d->nruns; i++) {
+		const struct report_run *r = &d->runs[i];
+		if (!r->host.has)
+			continue;
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "scheme", zs_scheme_name(r->scheme));
+		zs_json_add_number(o, "world", r->world);
+		cJSON_AddStringToObject(o, "unit", zs_unit_name(r->unit));
+		report_host_json_add(o, &r->host);
+		cJSON_AddItemToArray(arr, o);
+	}
+	return arr;
 }

@@ -56,4 +56,14 @@ void report_findings_tex(const struct report_data *d, const struct report_findin
 void report_flags_tex(const struct report_data *d, const struct report_point *pts, size_t npts,
                       struct zs_buf *b);
 
+/* The MLP's offloaded runs (report_host.h): lines for flags.txt, a
+ * paragraph for flags.tex (with fig8-host where the figure was written),
+ * diff.json's host array (the caller owns it; empty without offloaded
+ * runs), and the runs whose host figures depart (each named on stderr; a
+ * summary line on stdout). */
+void report_host_text(const struct report_data *d, struct zs_buf *b);
+void report_host_tex(const struct report_data *d, struct zs_buf *b);
+cJSON *report_host_json(const struct report_data *d);
+size_t report_host_unexplained(const struct report_data *d);
+
 #endif

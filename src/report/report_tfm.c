@@ -463,14 +463,6 @@ size_t report_tfm_summary(const struct report_tfm *t)
 	return total;
 }
 
-int report_tfm_measured(const struct report_tfm *t)
-{
-	for (size_t i = 0; i < t->n; i++)
-		if (t->models[i].measured_path != NULL)
-			return 1;
-	return 0;
-}
-
 static int add_theory(void *t, const cJSON *theory, const char *path, char **cause)
 {
 	return report_tfm_add(theory, path, t, cause);
@@ -503,34 +495,6 @@ void report_tfm_free(struct report_tfm *t)
 
 /* ------------------------------------------------------------------------ */
 /* What the section shows */
-
-const struct report_tfm_row *report_tfm_find(const struct report_tfm_model *m, enum zs_scheme s,
-                                             unsigned world, enum zs_unit u)
-{
-	for (size_t i = 0; i < m->nrows; i++)
-		if (m->rows[i].run.scheme == s && m->rows[i].run.world == world && m->rows[i].run.unit == u)
-			return &m->rows[i];
-	return NULL;
-}
-
-enum zs_unit report_tfm_unit(const struct report_tfm_model *m)
-{
-	for (size_t i = 0; i < m->nrows; i++)
-		if (m->rows[i].run.unit == ZS_UNIT_LAYER)
-			return ZS_UNIT_LAYER;
-	return ZS_UNIT_MODEL;
-}
-
-unsigned report_tfm_world(const struct report_tfm_model *m)
-{
-	enum zs_unit u = report_tfm_unit(m);
-	unsigned w = 0;
-
-	for (size_t i = 0; i < m->nrows; i++)
-		if (m->rows[i].run.unit == u && m->rows[i].run.world > w)
-			w = m->rows[i].run.world;
-	return w;
-}
 
 static void grouped(struct zs_buf *b, double v)
 {

@@ -13,7 +13,6 @@
 
 #include "util/util.h"
 #include "util/config.h"
-#include "util/schedule.h"
 
 static const char *const scheme_names[ZS_NSCHEMES] = {"dp", "zero1", "zero2", "zero3"};
 static const char *const unit_names[ZS_NUNITS] = {"model", "layer"};
@@ -535,6 +534,19 @@ int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 	if (r == 0)
 		*c = t;
 	return r;
+}
+
+uint64_t zs_layer_params(const size_t *widths, size_t l)
+{
+	return (uint64_t)widths[l] * widths[l + 1] + widths[l + 1];
+}
+
+uint64_t zs_params(const size_t *widths, size_t nwidths)
+{
+	uint64_t psi = 0;
+	for (size_t l = 0; l + 1 < nwidths; l++)
+		psi += zs_layer_params(widths, l);
+	return psi;
 }
 
 double zs_config_params(const struct zs_config *c)

@@ -131,6 +131,12 @@ void zs_config_json_deepspeed(struct cJSON *cfg, const struct zs_config *c);
  * the format does not have is an error naming it. */
 int zs_config_load_spec(struct zs_config *c, const char *path, char **cause);
 
+/* The MLP's Ψ = Σ_l d_l·d_{l+1} + d_{l+1} for widths d_0..d_L, and a
+ * unit=layer unit's n_l (the counts of the shape, here with the widths, so
+ * that the schedule, which names the schemes of this file, is above it). */
+uint64_t zs_params(const size_t *widths, size_t nwidths);
+uint64_t zs_layer_params(const size_t *widths, size_t l);
+
 /* Ψ for the widths: Σ d_l·d_{l+1} + d_{l+1}. */
 double zs_config_params(const struct zs_config *c);
 

@@ -127,19 +127,6 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 	return 0;
 }
 
-uint64_t zs_layer_params(const size_t *widths, size_t l)
-{
-	return (uint64_t)widths[l] * widths[l + 1] + widths[l + 1];
-}
-
-uint64_t zs_params(const size_t *widths, size_t nwidths)
-{
-	uint64_t psi = 0;
-	for (size_t l = 0; l + 1 < nwidths; l++)
-		psi += zs_layer_params(widths, l);
-	return psi;
-}
-
 static const char *const recompute_names[] = {"none", "selective", "full"};
 
 const char *zs_recompute_name(enum zs_recompute r)

@@ -5,8 +5,10 @@
  * The engine tags its buffers with these names, the theory sums its bytes
  * under them, and the report reads them back from the JSON.
  *
- * This is plain data and two sums over the shape. The engine, the theory
- * and the report may all include it; it includes nothing of theirs.
+ * This is plain data over config.h's names (the schemes, the frameworks, a
+ * run's options); the counts of the shape (zs_params) are config's, so
+ * config includes nothing of this. The engine, the theory and the report
+ * may all include it; it includes nothing of theirs.
  */
 #ifndef ZS_SCHEDULE_H
 #define ZS_SCHEDULE_H
@@ -63,10 +65,6 @@ const enum zs_span *zs_row(enum zs_framework fw, enum zs_scheme scheme);
  * the theory's rules (it reads --ds-persist and --ranks-per-node where the
  * engine does not). */
 int zs_framework_check(const struct zs_config *c, int theory, char **cause);
-
-/* Ψ = Σ_l d_l·d_{l+1} + d_{l+1}, and a unit=layer unit's n_l. */
-uint64_t zs_params(const size_t *widths, size_t nwidths);
-uint64_t zs_layer_params(const size_t *widths, size_t l);
 
 /* What a transformer's forward keeps for its backward (Korthikanti et al.
  * 2022, §4; docs/schedule.md): none recomputed, every block's tensors kept;
