@@ -72,22 +72,6 @@ void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size
 	m->layer = zs_calloc(s.nlayers, sizeof *m->layer);
 	m->loss = mlp_loss;
 	size_t L = s.nlayers;
-	struct step_params sp;
-	step_params_mlp(&sp, s.width, L + 1);
-	for (size_t l = 0; l < L; l++) {
-		struct zs_layer *ly = &m->layer[l];
-		const struct step_layer *pl = &sp.layer[l];
-		ly->kind = &linear;
-		ly->param_off = pl->offset;
-		ly->din = s.width[l];
-		ly->dout = s.width[l + 1];
-		ly->nparams = pl->numel;
-		for (size_t i = 0; i < pl->n; i++)
-			ly->ptensor[ly->nptensors++] = sp.tensor[pl->first + i].numel;
-		ly->relu = l + 1 < L;
-		ly->block = -1;
-	}
-	step_params_free(&sp);
 
 	/* The batch, the backward's two deltas and each layer's output, as
 	 * the step description lists them (its sizes and lifetimes). */
@@ -107,15 +91,25 @@ void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size
 	}
 	free(sb.buf);
 
-	/* The data flow: layer l reads the previous one's output (the first,
-	 * x); backward of layer l reads delta[(L-1-l) mod 2] and writes the
-	 * other, the first layer no d loss/d x. */
+	struct step_params sp;
+	step_params_mlp(&sp, s.width, L + 1);
 	for (size_t l = 0; l < L; l++) {
 		struct zs_layer *ly = &m->layer[l];
+		const struct step_layer *pl = &sp.layer[l];
+		ly->kind = &linear;
+		ly->param_off = pl->offset;
+		ly->din = s.width[l];
+		ly->dout = s.width[l + 1];
+		ly->nparams = pl->numel;
+		for (size_t i = 0; i < pl->n; i++)
+			ly->ptensor[ly->nptensors++] = sp.tensor[pl->first + i].numel;
+		ly->relu = l + 1 < L;
 		ly->in = l == 0 ? m->input : m->layer[l - 1].out;
+		ly->block = -1;
 		ly->dy = delta[(L - 1 - l) & 1];
 		ly->dx = l == 0 ? ZS_NO_TENSOR : delta[(L - l) & 1];
 	}
+	step_params_free(&sp);
 }
 
 void model_init(struct zs_net *m, const struct zs_config *c)
