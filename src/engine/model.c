@@ -40,14 +40,6 @@ static float mlp_loss(const struct zs_net *m, float *const *t)
 	return mse_forward_backward(t[last->dy], t[last->out], t[m->target], m->batch, last->dout);
 }
 
-static unsigned add_tensor(struct zs_net *m, const char *name, size_t elements, enum zs_cat cat, enum zs_when alloc,
-                           size_t layer)
-{
-	return model_add_tensor(m, (struct zs_tensor){.name = name, .block = -1, .elements = elements, .esize = 4,
-	                                              .cat = cat, .alloc = alloc, .layer = layer,
-	                                              .freed_after = ZS_END_OF_BACKWARD});
-}
-
 unsigned model_add_tensor(struct zs_net *m, struct zs_tensor t)
 {
 	if (m->ntensors == m->tensor_cap) {
@@ -56,6 +48,16 @@ unsigned model_add_tensor(struct zs_net *m, struct zs_tensor t)
 	}
 	m->tensor[m->ntensors] = t;
 	return (unsigned)m->ntensors++;
+}
+
+unsigned model_add_buffer(struct zs_net *m, const struct step_buffer *b)
+{
+	static const enum zs_when when[] = {[STEP_AT_FORWARD] = ZS_AT_FORWARD, [STEP_AT_LAYER] = ZS_AT_LAYER,
+	                                    [STEP_AT_BACKWARD] = ZS_AT_BACKWARD};
+	return model_add_tensor(m, (struct zs_tensor){.name = b->name, .block = b->block, .elements = b->elements,
+	                                              .esize = b->esize, .cat = b->cat, .alloc = when[b->when],
+	                                              .layer = b->layer, .recomputed = b->recomputed,
+	                                              .freed_after = b->freed_after});
 }
 
 void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size_t batch)
@@ -69,12 +71,26 @@ void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size
 	m->nlayers = s.nlayers;
 	m->layer = zs_calloc(s.nlayers, sizeof *m->layer);
 	m->loss = mlp_loss;
-	size_t L = s.nlayers, dmax = batch * mlp_max_width(&s);
-	unsigned delta[2];
-	delta[0] = add_tensor(m, "delta0", dmax, ZS_CAT_SCRATCH, ZS_AT_BACKWARD, 0);
-	delta[1] = add_tensor(m, "delta1", dmax, ZS_CAT_SCRATCH, ZS_AT_BACKWARD, 0);
-	m->input = add_tensor(m, "x", batch * s.width[0], ZS_CAT_ACTIVATIONS, ZS_AT_FORWARD, 0);
-	m->target = add_tensor(m, "y", batch * s.width[L], ZS_CAT_ACTIVATIONS, ZS_AT_FORWARD, 0);
+	size_t L = s.nlayers;
+
+	/* The batch, the backward's two deltas and each layer's output, as
+	 * the step description lists them (its sizes and lifetimes). */
+	struct step_buffers sb;
+	unsigned delta[2] = {ZS_NO_TENSOR, ZS_NO_TENSOR};
+	step_buffers_mlp(&sb, s.width, L + 1, batch);
+	for (size_t k = 0; k < sb.n; k++) {
+		const struct step_buffer *x = &sb.buf[k];
+		unsigned i = model_add_buffer(m, x);
+		switch (x->role) {
+		case STEP_TOKENS: m->input = i; break;
+		case STEP_TARGETS: m->target = i; break;
+		case STEP_SCRATCH: delta[x->index] = i; break;
+		case STEP_SAVED: m->layer[x->layer].out = i; break;
+		default: break; /* the transformer's alone */
+		}
+	}
+	free(sb.buf);
+
 	struct step_params sp;
 	step_params_mlp(&sp, s.width, L + 1);
 	for (size_t l = 0; l < L; l++) {
@@ -89,7 +105,6 @@ void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size
 			ly->ptensor[ly->nptensors++] = sp.tensor[pl->first + i].numel;
 		ly->relu = l + 1 < L;
 		ly->in = l == 0 ? m->input : m->layer[l - 1].out;
-		ly->out = add_tensor(m, "out", batch * ly->dout, ZS_CAT_ACTIVATIONS, ZS_AT_LAYER, l);
 		ly->block = -1;
 		ly->dy = delta[(L - 1 - l) & 1];
 		ly->dx = l == 0 ? ZS_NO_TENSOR : delta[(L - l) & 1];

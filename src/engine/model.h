@@ -25,6 +25,7 @@
 #include "engine/tfm.h"
 #include "util/config.h"
 #include "util/schedule.h"
+#include "util/step.h"
 
 /* The layers a run may have: its lists are malloc'd, but a result's units
  * (engine.h's unit_n) and the theory's walk of the same run hold at most
@@ -32,7 +33,7 @@
 #define ZS_MAX_LAYERS ZS_MAX_WIDTHS
 #define ZS_MAX_LAYER_TENSORS 12 /* parameter tensors of one layer (a gpt2 block) */
 #define ZS_NO_TENSOR UINT32_MAX
-#define ZS_END_OF_BACKWARD SIZE_MAX
+#define ZS_END_OF_BACKWARD STEP_END_OF_BACKWARD
 
 /* When a tensor is allocated: at the start of forward, just before the
  * layer that writes it runs forward, or at the start of backward. */
@@ -156,10 +157,10 @@ struct zs_net {
 };
 
 /* The MLP of mlp.h (ReLU between layers, MSE loss): layer l is a linear
- * layer owning its weight and bias; tensors are the two delta buffers
+ * layer owning its weight and bias; tensors are step_buffers_mlp's list,
+ * in its order and with its sizes and lifetimes: the two delta buffers
  * (scratch; backward of layer l reads delta[(L-1-l) mod 2] and writes the
- * other), x, y, and each layer's output. All are freed at the end of
- * backward: the scratch, then x and y, then the outputs. */
+ * other), x, y, and each layer's output. */
 void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size_t batch);
 
 /* The transformer of c->tfm (tfm_net.c): layer 0 the embedding, layers
@@ -180,6 +181,9 @@ void model_free(struct zs_net *m);
 
 /* For the builders: append tensor t to the list; its index. */
 unsigned model_add_tensor(struct zs_net *m, struct zs_tensor t);
+/* Append the step description's buffer b (util/step.h) as a tensor of the
+ * same size and lifetime; its index. */
+unsigned model_add_buffer(struct zs_net *m, const struct step_buffer *b);
 
 /* The layer whose parameter tensors layer l reads (a tied layer reads the
  * first's), and the index of its first tensor in the model's tensor order. */

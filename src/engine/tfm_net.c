@@ -477,13 +477,7 @@ void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch,
 	step_buffers_build(&sb, &shape, &sp, B, T, n->mixed, tr->recompute);
 	for (size_t k = 0; k < sb.n; k++) {
 		const struct step_buffer *x = &sb.buf[k];
-		static const enum zs_when when[] = {[STEP_AT_FORWARD] = ZS_AT_FORWARD, [STEP_AT_LAYER] = ZS_AT_LAYER,
-		                                    [STEP_AT_BACKWARD] = ZS_AT_BACKWARD};
-		unsigned i = model_add_tensor(m, (struct zs_tensor){.name = x->name, .block = x->block,
-		                                                    .elements = x->elements, .esize = x->esize,
-		                                                    .cat = x->cat, .alloc = when[x->when],
-		                                                    .layer = x->layer, .recomputed = x->recomputed,
-		                                                    .freed_after = x->freed_after});
+		unsigned i = model_add_buffer(m, x);
 		switch (x->role) {
 		case STEP_TOKENS: n->tokens = i; break;
 		case STEP_TARGETS: n->targets = i; break;
