@@ -75,11 +75,9 @@ void tfm_params(struct step_params *p, const struct tfm_dims *d)
 
 size_t tfm_nparams(const struct tfm_dims *d)
 {
-	struct step_params p;
-	tfm_params(&p, d);
-	size_t n = p.numel;
-	step_params_free(&p);
-	return n;
+	struct zs_model shape;
+	tfm_dims_shape(&shape, d);
+	return (size_t)step_params_count(&shape);
 }
 
 /* Tensor i's first element in the flat vector: its layer's first, then

@@ -61,12 +61,7 @@ void theory_tfm_units(const struct zs_model *m, struct theory_units *u)
 
 uint64_t theory_tfm_params(const struct zs_model *m)
 {
-	struct step_params p;
-
-	step_params_build(&p, m);
-	uint64_t n = p.numel;
-	step_params_free(&p);
-	return n;
+	return step_params_count(m);
 }
 
 /* ------------------------------------------------------------------------ */

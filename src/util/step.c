@@ -351,3 +351,12 @@ void step_buffers_mlp(struct step_buffers *b, const size_t *widths, size_t nwidt
 	for (size_t l = 0; l + 1 < nwidths; l++)
 		buf(&x, (struct step_buffer){"out", STEP_SAVED, STEP_ACT_MLP_OUT, -1, batch * widths[l + 1], 4, A, STEP_AT_LAYER, l, end, 0});
 }
+
+uint64_t step_params_count(const struct zs_model *m)
+{
+	struct step_params p;
+	step_params_build(&p, m);
+	uint64_t n = p.numel;
+	step_params_free(&p);
+	return n;
+}

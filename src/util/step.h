@@ -92,6 +92,9 @@ void step_params_build(struct step_params *p, const struct zs_model *m);
  * (tests/fsdp_torch.py builds it so); no table and no head. */
 void step_params_mlp(struct step_params *p, const size_t *widths, size_t nwidths);
 void step_params_free(struct step_params *p);
+/* Ψ of the transformer m describes: its description built, counted and
+ * released (the engine's tfm_nparams and the theory's Ψ both ask it). */
+uint64_t step_params_count(const struct zs_model *m);
 
 /* The largest parameter tensor's elements (DeepSpeed's offload sizes its
  * temporary grad buffers by it). */
