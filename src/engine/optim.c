@@ -74,23 +74,35 @@ static inline __attribute__((always_inline)) void adam8(float *w, float *m, floa
 }
 
 /* Adam over whole blocks of eight, grads of type gdt; returns where the
- * tail starts. first is a constant where it is inlined. */
+ * tail starts. first, f16 (the grads are fp16) and out (out16 is not NULL)
+ * are constants where it is inlined, so that the loop tests nothing. */
 static inline __attribute__((always_inline)) size_t adam_blocks(float *restrict w, float *restrict m,
                                                                  float *restrict v, const void *grad,
-                                                                 enum zs_dtype gdt, zs_half *restrict out16,
-                                                                 size_t n, float b1, float b2, float c1, float c2,
-                                                                 float step, float bc2s, float eps, const int first)
+                                                                 zs_half *restrict out16, size_t n, float b1,
+                                                                 float b2, float c1, float c2, float step,
+                                                                 float bc2s, float eps, const int first,
+                                                                 const int f16, const int out)
 {
 	size_t i = 0;
-	if (gdt == ZS_F16)
-		for (const zs_half *g16 = grad; i + 8 <= n; i += 8)
-			adam8(w + i, m + i, v + i, load8_f16(g16 + i), b1, b2, c1, c2, step, bc2s, eps,
-			      out16 != NULL ? out16 + i : NULL, first);
-	else
-		for (const float *g32 = grad; i + 8 <= n; i += 8)
-			adam8(w + i, m + i, v + i, load8_f32(g32 + i), b1, b2, c1, c2, step, bc2s, eps,
-			      out16 != NULL ? out16 + i : NULL, first);
+	for (; i + 8 <= n; i += 8)
+		adam8(w + i, m + i, v + i, f16 ? load8_f16((const zs_half *)grad + i) : load8_f32((const float *)grad + i),
+		      b1, b2, c1, c2, step, bc2s, eps, out ? out16 + i : NULL, first);
 	return i;
+}
+
+/* adam_blocks with its three choices made once, here, not in its loop */
+static size_t adam_all(float *restrict w, float *restrict m, float *restrict v, const void *grad,
+                       enum zs_dtype gdt, zs_half *restrict out16, size_t n, float b1, float b2, float c1,
+                       float c2, float step, float bc2s, float eps, int first)
+{
+#define ADAM_BLOCKS(F, H, O) adam_blocks(w, m, v, grad, out16, n, b1, b2, c1, c2, step, bc2s, eps, F, H, O)
+	int f16 = gdt == ZS_F16, out = out16 != NULL;
+	if (first)
+		return f16 ? (out ? ADAM_BLOCKS(1, 1, 1) : ADAM_BLOCKS(1, 1, 0))
+		           : (out ? ADAM_BLOCKS(1, 0, 1) : ADAM_BLOCKS(1, 0, 0));
+	return f16 ? (out ? ADAM_BLOCKS(0, 1, 1) : ADAM_BLOCKS(0, 1, 0))
+	           : (out ? ADAM_BLOCKS(0, 0, 1) : ADAM_BLOCKS(0, 0, 0));
+#undef ADAM_BLOCKS
 }
 
 void optim_update(const struct optim *o, unsigned t, float *restrict w, float *restrict m, float *restrict v,
@@ -109,11 +121,7 @@ void optim_update(const struct optim *o, unsigned t, float *restrict w, float *r
 	 * stores fed wider loads (a stalled store forwarding), and the moments
 	 * not read at the first step. SGD (no run's default) element by
 	 * element. */
-	size_t i = 0;
-	if (adam && first)
-		i = adam_blocks(w, m, v, grad, gdt, out16, n, b1, b2, c1, c2, step, bc2s, eps, 1);
-	else if (adam)
-		i = adam_blocks(w, m, v, grad, gdt, out16, n, b1, b2, c1, c2, step, bc2s, eps, 0);
+	size_t i = adam ? adam_all(w, m, v, grad, gdt, out16, n, b1, b2, c1, c2, step, bc2s, eps, first) : 0;
 	for (; i < n; i++) {
 		float gi = gdt == ZS_F16 ? zs_half_to_float(g16[i]) : g32[i];
 		if (adam && first)
