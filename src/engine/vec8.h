@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 #include <string.h>
-#ifdef __F16C__
+#ifdef __AVX__
 #include <immintrin.h>
 #endif
 
@@ -27,6 +27,16 @@ static inline v8f load8_f32(const float *p)
 }
 
 static inline void store8_f32(float *p, v8f v) { memcpy(p, &v, sizeof v); }
+
+/* *p in all eight lanes */
+static inline v8f splat8(const float *p)
+{
+#ifdef __AVX__
+	return (v8f)_mm256_broadcast_ss(p);
+#else
+	return (v8f){*p, *p, *p, *p, *p, *p, *p, *p};
+#endif
+}
 
 /* a where m is set (all ones, as a comparison gives), else b */
 static inline v8f pick8(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
