@@ -528,6 +528,71 @@ START_TEST(test_sgd_momentum_step_matches_the_hand_worked_values)
 }
 END_TEST
 
+/* The update as optim.h documents it, one element at a time, reading the
+ * state (zeros at the first step): what optim_update must equal bit for
+ * bit, although it reads neither m nor v at t = 1 and runs eight lanes at
+ * a time. */
+static void optim_reference(const struct optim *o, unsigned t, float *w, float *m, float *v, const float *g,
+                            zs_half *out16, size_t n)
+{
+	const float c1 = 1.0f - o->beta1, c2 = 1.0f - o->beta2;
+	const double bc1 = 1.0 - pow((double)o->beta1, (double)t), bc2 = 1.0 - pow((double)o->beta2, (double)t);
+	const float step = (float)((double)o->lr / bc1), bc2s = (float)sqrt(bc2);
+	for (size_t i = 0; i < n; i++) {
+		if (o->kind == ZS_ADAM) {
+			m[i] = o->beta1 * m[i] + c1 * g[i];
+			v[i] = o->beta2 * v[i] + c2 * g[i] * g[i];
+			w[i] -= step * (m[i] / (sqrtf(v[i]) / bc2s + o->eps));
+		} else {
+			m[i] = o->momentum * m[i] + g[i];
+			w[i] -= o->lr * m[i];
+		}
+		if (out16 != NULL)
+			out16[i] = zs_float_to_half_soft(w[i]);
+	}
+}
+
+START_TEST(test_optimizer_first_step_needs_no_zeroed_state)
+{
+	/* 37 elements: four blocks of eight and a tail; grads with signed
+	 * zeros (c1·g = -0 must still give m = +0, as +0 + -0 does), products
+	 * that underflow to -0, subnormals, infinities and a quiet NaN; fp16
+	 * grads (the mixed-precision path) and fp32 ones; three steps. The
+	 * state handed to step 1 is garbage (all ones bits, a NaN). */
+	enum { N = 37 };
+	const float special[] = {-0.0f, 0.0f, -1e-45f, 1e-45f, -1e-40f, -3e-39f, INFINITY, -INFINITY, NAN, -65504.0f};
+	for (int kind = 0; kind < 2; kind++)
+		for (int f16 = 0; f16 < 2; f16++) {
+			struct optim o;
+			optim_init(&o, kind ? ZS_SGD : ZS_ADAM, 1e-3);
+			float w[N], m[N], v[N], rw[N], rm[N] = {0}, rv[N] = {0}, g[N];
+			zs_half gh[N], out[N], rout[N];
+			memset(m, 0xff, sizeof m);
+			memset(v, 0xff, sizeof v);
+			for (unsigned t = 1; t <= 3; t++) {
+				for (size_t i = 0; i < N; i++) {
+					if (t == 1)
+						w[i] = rw[i] = (float)(i % 7) * 0.25f - 0.8f;
+					float x = i < sizeof special / sizeof *special && t == 1
+					                  ? special[i]
+					                  : (float)((i * 37 + t * 11) % 19) * 0.125f - 1.1f;
+					gh[i] = zs_float_to_half_soft(x);
+					g[i] = f16 ? zs_half_to_float_soft(gh[i]) : x;
+				}
+				optim_update(&o, t, w, m, kind ? NULL : v, f16 ? (const void *)gh : (const void *)g,
+				             f16 ? ZS_F16 : ZS_F32, out, N);
+				optim_reference(&o, t, rw, rm, rv, g, rout, N);
+				ck_assert_msg(memcmp(w, rw, sizeof w) == 0, "w differs (%s, %s grads, t %u)",
+				              kind ? "SGD" : "Adam", f16 ? "fp16" : "fp32", t);
+				ck_assert_msg(memcmp(m, rm, sizeof m) == 0, "m differs at t %u", t);
+				ck_assert(kind || memcmp(v, rv, sizeof v) == 0);
+				ck_assert(memcmp(out, rout, sizeof out) == 0);
+				ck_assert(t > 1 || (!signbit(m[0]) && m[0] == 0.0f)); /* g = -0: m is +0 */
+			}
+		}
+}
+END_TEST
+
 START_TEST(test_the_loss_falls_over_fifty_steps)
 {
 	struct zs_config c;
@@ -895,6 +960,7 @@ static Suite *engine_suite(void)
 	tcase_add_test(t, test_backward_matches_finite_differences);
 	tcase_add_test(t, test_adam_step_matches_the_hand_worked_values);
 	tcase_add_test(t, test_sgd_momentum_step_matches_the_hand_worked_values);
+	tcase_add_test(t, test_optimizer_first_step_needs_no_zeroed_state);
 	tcase_add_test(t, test_the_loss_falls_over_fifty_steps);
 	suite_add_tcase(s, t);
 	t = tcase_create("schemes");

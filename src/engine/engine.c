@@ -228,8 +228,10 @@ static void init_rank(struct zs_run *r, unsigned k)
 	}
 }
 
-/* Allocate the resident model state and fill it: the optimizer state
- * starts at zero; every other buffer is written before it is read. */
+/* Allocate the resident model state and fill it. The optimizer state
+ * starts at zero, but is not zeroed here: the first step writes it without
+ * reading it (optim_update, t = 1), the same bits as from zeros, and no
+ * other code reads it; every other buffer is written before it is read. */
 static void setup_state(struct zs_run *r)
 {
 	tracker_set_phase(&r->tracker, ZS_PH_SETUP);
@@ -237,10 +239,6 @@ static void setup_state(struct zs_run *r)
 		for (unsigned k = r->r0; k < r->r1 && has_buf(r, resident[i]); k++)
 			run_rank(r, k)->buf[resident[i]] = (r->host[resident[i]] ? tracker_alloc_host : tracker_alloc)(
 			        &r->tracker, k, r->cat[resident[i]], layout_rank_len(&r->layout, resident[i], k) * r->esize[resident[i]]);
-	for (unsigned k = r->r0; k < r->r1; k++)
-		for (enum zs_rankbuf b = ZS_BUF_M; b <= ZS_BUF_V; b++)
-			if (has_buf(r, b))
-				memset(run_rank(r, k)->buf[b], 0, layout_rank_len(&r->layout, b, k) * r->esize[b]);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		init_rank(r, k); /* the first rank first: the others copy from it */
 }

@@ -59,32 +59,6 @@ static inline v8f finish8(const v8f *a, v8f tail)
 #endif
 }
 
-/* With F16C straight between registers and memory (no float array for
- * the compiler to see through); the same instructions as fp16.h's. */
-static inline v8f load8_f16(const zs_half *p)
-{
-#ifdef __F16C__
-	return (v8f)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
-#else
-	float f[8];
-	v8f v;
-	zs_half_to_float8(f, p);
-	memcpy(&v, f, sizeof v);
-	return v;
-#endif
-}
-
-static inline void store8_f16(zs_half *p, v8f v)
-{
-#ifdef __F16C__
-	_mm_storeu_si128((__m128i *)(void *)p, _mm256_cvtps_ph((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#else
-	float f[8];
-	memcpy(f, &v, sizeof f);
-	zs_float_to_half8(p, f);
-#endif
-}
-
 /* Non-temporal stores (past the caches, no read of the line first), for
  * weight gradients too large to stay cached: the step reads them again
  * only after the whole backward pass, and a plain store would first read

@@ -27,7 +27,9 @@ void optim_init(struct optim *o, enum zs_optimizer kind, double lr);
 /* Step t (1-based) on n elements. w: the fp32 weights (master in mixed
  * precision, the params themselves in fp32); m: Adam's first moment or SGD's
  * momentum; v: Adam's second moment (NULL for SGD); grad: n gradients of
- * type gdt; out16: if not NULL, receives w rounded to fp16. */
+ * type gdt; out16: if not NULL, receives w rounded to fp16. The state starts
+ * at zero: at t = 1, m and v are written without being read (what zeros
+ * would give, bit for bit), so the caller need not clear them. */
 void optim_update(const struct optim *o, unsigned t, float *w, float *m, float *v, const void *grad,
                   enum zs_dtype gdt, zs_half *out16, size_t n);
 
