@@ -106,15 +106,6 @@ void mlp_shape_init(struct mlp_shape *s, const size_t *widths, size_t nwidths)
 	step_params_free(&p);
 }
 
-size_t mlp_max_width(const struct mlp_shape *s)
-{
-	size_t m = 0;
-	for (size_t l = 1; l <= s->nlayers; l++)
-		if (s->width[l] > m)
-			m = s->width[l];
-	return m;
-}
-
 float mse_forward_backward(float *dy, const float *out, const float *y, size_t B, size_t d)
 {
 	size_t n = B * d;

@@ -28,9 +28,6 @@ struct mlp_shape {
 
 void mlp_shape_init(struct mlp_shape *s, const size_t *widths, size_t nwidths);
 
-/* max(d1..dL): the widest tensor a delta buffer must hold. */
-size_t mlp_max_width(const struct mlp_shape *s);
-
 /* out (B, dout) = in (B, din) · W^T + bias, then ReLU if relu. */
 void linear_forward_f16(float *out, const float *in, const zs_half *w, const zs_half *bias, int relu,
                         size_t B, size_t din, size_t dout);
