@@ -329,7 +329,7 @@ static inline v8f expm1_8(v8f a)
 	v8f t = 3.0f - r1 * hfx;
 	v8f e = hxs * ((r1 - t) / (6.0f - x * t));
 	v8f f = (x * (e - c) - c) - hxs;
-	v8f p = (v8f)((v8u)(0x7f - k) << 23); /* 2^-k */
+	v8f p = (v8f)((0x7fu - (v8u)k) << 23); /* 2^-k (unsigned: a lane tanhf takes over may hold any k) */
 	v8f y = x - (x * e - hxs);            /* k = 0 */
 	y = pick8(k == -1, 0.5f * (x - f) - 0.5f, y);
 	y = pick8(k == 1, pick8(x < -0.25f, -2.0f * (f - (x + 0.5f)), 1.0f + 2.0f * (x - f)), y);
