@@ -136,9 +136,10 @@ expect 2 --model gpt2 --reserve 1GB
 expect 2 --model gpt2 --device-mem 1GB --reserve 2GB
 ZEROSIM_DATADIR=$tmp/nowhere expect 2 --model gpt2
 grep -q 'ZEROSIM_DATADIR' "$tmp/err" || fail "a missing data folder is not named: $(cat "$tmp/err")"
-# measure --model's other bad input: one line, exit 2, nothing run (130
-# blocks: one more than the engine's layer list takes).
-printf '{"model_type": "gpt2", "n_embd": 8, "n_layer": 130, "n_head": 2, "vocab_size": 16, "n_positions": 8}' \
+# measure --model's other bad input: one line, exit 2, nothing run (10001
+# blocks: one more than a config may give, util/model.h's input bound; the
+# engine's own lists are sized by the model).
+printf '{"model_type": "gpt2", "n_embd": 8, "n_layer": 10001, "n_head": 2, "vocab_size": 16, "n_positions": 8}' \
 	>"$tmp/deep.json"
 for args in "--seq 8" "--recompute full" "--model gpt2 --seq 0" "--model gpt2 --seq 1025" \
 	"--model gpt2 --recompute half" "--model gpt2 --layers 2,3" "--model $tmp/deep.json" "--model nosuch" \
@@ -149,6 +150,12 @@ for args in "--seq 8" "--recompute full" "--model gpt2 --seq 0" "--model gpt2 --
 	[ "$got" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -e "$tmp/m.json" ] ||
 		fail "zerosim measure $args: exit $got, stderr: $(cat "$tmp/err")"
 done
+# 130 blocks, which the engine's fixed arrays once refused, run.
+printf '{"model_type": "gpt2", "n_embd": 8, "n_layer": 130, "n_head": 2, "vocab_size": 16, "n_positions": 8}' \
+	>"$tmp/deep130.json"
+"$zerosim" measure --quiet --model "$tmp/deep130.json" --world 1,2 --seq 4 --steps 1 --out "$tmp/m.json" 2>"$tmp/err" &&
+	[ -s "$tmp/m.json" ] || fail "measure of 130 blocks: $(cat "$tmp/err")"
+rm -f "$tmp/m.json"
 
 # The report's --theory takes an MLP's theory.json; a transformer's is
 # refused with where it goes (--transformer).

@@ -233,8 +233,8 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, const char 
 	return 0;
 }
 
-/* A transformer run, from --model or a case: at most ZS_MAX_LAYERS
- * layers; the batch 1 (unless a case gives it) and the unit layer where
+/* A transformer run, from --model or a case (as many blocks as memory
+ * holds: the engine's lists are sized by the model); the batch 1 (unless a case gives it) and the unit layer where
  * neither the command line nor a spec sets them, as `zerosim theory --model` does;
  * fp32 unless --precision (or a spec) says mixed. A transformer's case is
  * fp32 only so far (its side file holds the fp32 weights; a mixed case is
@@ -242,9 +242,6 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, const char 
 static int transformer_run(struct zs_config *c, struct zs_tfm_run *tr, int mixed_asked, int from_case, char **cause)
 {
 	const struct zs_model hf = tr->hf;
-	if (hf.layers + 2 > ZS_MAX_LAYERS)
-		return zs_fail(cause, "%s: %llu blocks; the engine runs at most %d", hf.name,
-		               (unsigned long long)hf.layers, ZS_MAX_LAYERS - 2);
 	if (tfm_dims_check(&tr->dims, cause) != 0)
 		return -1;
 	if (hf.unrun[0] != '\0')

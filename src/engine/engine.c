@@ -383,7 +383,9 @@ void run_layer_grads(const struct zs_run *r, unsigned k, size_t l, enum zs_pass 
  * buffers (sharded params are always gathered before they are used). */
 static struct zs_layer_io layer_io(const struct zs_run *r, unsigned k, size_t l, enum zs_pass pass)
 {
-	struct zs_layer_io io = {.t = run_rank(r, k)->t, .dt = r->dt, .batch = r->model.batch, .net = &r->model};
+	struct zs_rank *rk = run_rank(r, k);
+	struct zs_layer_io io = {.w = rk->w, .g = rk->g, .t = rk->t, .dt = r->dt, .batch = r->model.batch,
+	                         .net = &r->model};
 	if (r->ops->place != NULL && r->ops->place(r, r->ctx, k, l, pass, &io))
 		return io;
 	run_layer_params(r, k, l, &io);
@@ -720,6 +722,7 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, const st
 		res->losses[t] = (float)(sum / N);
 	}
 	res->nunits = r->layout.nunits;
+	res->unit_n = zs_calloc(r->layout.nunits, sizeof *res->unit_n);
 	for (size_t u = 0; u < r->layout.nunits; u++)
 		res->unit_n[u] = r->layout.unit[u].n;
 	res->shard_elements = r->layout.shard;
@@ -819,8 +822,11 @@ static size_t end_run(struct zs_run *r, int set_up)
 	size_t left = tracker_outstanding(&r->tracker);
 	tracker_destroy(&r->tracker);
 	coll_destroy(&r->coll);
-	for (unsigned k = r->r0; k < r->r1; k++)
+	for (unsigned k = r->r0; k < r->r1; k++) {
 		free(run_rank(r, k)->t);
+		free(run_rank(r, k)->w);
+		free(run_rank(r, k)->g);
+	}
 	layout_free(&r->layout);
 	model_free(&r->model);
 	free(r->rank);
@@ -889,8 +895,12 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r->rank = zs_calloc(r->r1 - r->r0, sizeof *r->rank);
 	r->ptr_a = zs_calloc(r->r1 - r->r0, sizeof *r->ptr_a);
 	r->ptr_b = zs_calloc(r->r1 - r->r0, sizeof *r->ptr_b);
-	for (unsigned k = r->r0; k < r->r1; k++)
-		run_rank(r, k)->t = zs_calloc(r->model.ntensors ? r->model.ntensors : 1, sizeof(float *));
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct zs_rank *rk = run_rank(r, k);
+		rk->t = zs_calloc(r->model.ntensors ? r->model.ntensors : 1, sizeof(float *));
+		rk->w = zs_calloc(model_max_ptensors(&r->model), sizeof *rk->w);
+		rk->g = zs_calloc(model_max_ptensors(&r->model), sizeof *rk->g);
+	}
 
 	setup_state(r);
 	int failed = r->ops->setup != NULL && r->ops->setup(r, &r->ctx, cause) != 0, set_up = !failed;
@@ -947,6 +957,7 @@ void engine_result_free(struct zs_result *res)
 	free(res->host_resident);
 	free(res->host_peak);
 	free(res->losses);
+	free(res->unit_n);
 	free(res->timeline);
 	free(res->weights);
 	memset(res, 0, sizeof *res);

@@ -45,7 +45,7 @@ struct zs_result {
 	unsigned world;
 	enum zs_unit unit;
 	unsigned steps;
-	size_t nunits, unit_n[ZS_MAX_WIDTHS];
+	size_t nunits, *unit_n;             /* each unit's elements (nunits of them) */
 	size_t shard_elements, padded_elements;
 	size_t *resident, *peak;            /* per rank, device bytes */
 	size_t *host_resident, *host_peak;  /* per rank, host bytes (with --offload; else NULL) */

@@ -101,6 +101,7 @@ void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size
 		ly->din = s.width[l];
 		ly->dout = s.width[l + 1];
 		ly->nparams = pl->numel;
+		ly->ptensor = zs_calloc(pl->n, sizeof *ly->ptensor);
 		for (size_t i = 0; i < pl->n; i++)
 			ly->ptensor[ly->nptensors++] = sp.tensor[pl->first + i].numel;
 		ly->relu = l + 1 < L;
@@ -123,6 +124,10 @@ void model_init(struct zs_net *m, const struct zs_config *c)
 void model_free(struct zs_net *m)
 {
 	free(m->tfm.perm);
+	for (size_t l = 0; m->layer != NULL && l < m->nlayers; l++) {
+		free(m->layer[l].ptensor);
+		free(m->layer[l].module);
+	}
 	free(m->layer);
 	free(m->tensor);
 	m->tfm.perm = NULL;
@@ -142,6 +147,14 @@ size_t model_first_ptensor(const struct zs_net *m, size_t l)
 	for (size_t i = 0; !m->layer[l].tied && i < l; i++)
 		t += m->layer[i].nptensors;
 	return t;
+}
+
+size_t model_max_ptensors(const struct zs_net *m)
+{
+	size_t n = 1;
+	for (size_t l = 0; l < m->nlayers; l++)
+		n = m->layer[l].nptensors > n ? m->layer[l].nptensors : n;
+	return n;
 }
 
 size_t model_tensor_bytes(const struct zs_net *m)

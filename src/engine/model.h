@@ -27,11 +27,6 @@
 #include "util/schedule.h"
 #include "util/step.h"
 
-/* The layers a run may have: its lists are malloc'd, but a result's units
- * (engine.h's unit_n) and the theory's walk of the same run hold at most
- * ZS_MAX_WIDTHS. */
-#define ZS_MAX_LAYERS ZS_MAX_WIDTHS
-#define ZS_MAX_LAYER_TENSORS 12 /* parameter tensors of one layer (a gpt2 block) */
 #define ZS_NO_TENSOR UINT32_MAX
 #define ZS_END_OF_BACKWARD STEP_END_OF_BACKWARD
 
@@ -63,8 +58,12 @@ struct zs_net;
  * where the layer writes none (a tied layer's, outside DeepSpeed's ZeRO-3,
  * which reduces the tied head's final norm from the head). */
 struct zs_layer_io {
-	const void *w[ZS_MAX_LAYER_TENSORS]; /* fp16 or fp32 */
-	void *g[ZS_MAX_LAYER_TENSORS];
+	/* One entry per tensor the layer reads (its nptensors): the rank's
+	 * own arrays (struct zs_rank's, sized by model_max_ptensors), so
+	 * that a layer may have as many tensors as its step description
+	 * lists. */
+	const void **w; /* fp16 or fp32 */
+	void **g;
 	float *const *t;    /* the rank's tensors, by index */
 	enum zs_dtype dt;
 	size_t batch;
@@ -102,7 +101,7 @@ struct zs_layer {
 	/* Its parameter tensors (PyTorch's nn.Parameter), their elements in
 	 * flat order: a linear layer's weight, then its bias. A framework that
 	 * assigns whole tensors to ranks partitions these (layout.h). */
-	size_t nptensors, ptensor[ZS_MAX_LAYER_TENSORS];
+	size_t nptensors, *ptensor; /* malloc'd by the builder; model_free frees it */
 	/* Tied: the layer owns no params and reads the first unit's (a tied
 	 * head reads the token embedding at param_off 0). It runs in a visit
 	 * of that unit of its own (engine.c: gathered as for a forward, params
@@ -113,7 +112,7 @@ struct zs_layer {
 	 * block's norms and linears, the embedding's tables, the head's norm
 	 * and linear (tied: the embedding's table again). */
 	size_t nmodules;
-	struct zs_module module[ZS_MAX_LAYER_TENSORS];
+	struct zs_module *module; /* malloc'd by the builder (NULL: none); model_free frees it */
 	/* Transformer layers: the block (or -1) and the tensors it names,
 	 * by enum step_act (ZS_NO_TENSOR where absent). */
 	int block;
@@ -189,6 +188,10 @@ unsigned model_add_buffer(struct zs_net *m, const struct step_buffer *b);
  * first's), and the index of its first tensor in the model's tensor order. */
 const struct zs_layer *model_reads(const struct zs_net *m, size_t l);
 size_t model_first_ptensor(const struct zs_net *m, size_t l);
+
+/* The most parameter tensors any layer reads: the length of a layer io's
+ * w and g (at least 1). */
+size_t model_max_ptensors(const struct zs_net *m);
 
 /* Bytes of every tensor the model allocates in one step, per rank. */
 size_t model_tensor_bytes(const struct zs_net *m);

@@ -47,6 +47,10 @@ struct zs_case;
 struct zs_rank {
 	void *buf[ZS_NBUFS];          /* per-parameter buffers (layout.h) */
 	float **t;                    /* the model's ntensors tensors (model.h) */
+	/* A layer io's w and g (model.h), model_max_ptensors long each:
+	 * one layer of this rank runs at a time. */
+	const void **w;
+	void **g;
 	float loss;
 };
 

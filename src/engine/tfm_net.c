@@ -422,8 +422,13 @@ static void layer_params(struct zs_layer *ly, const struct step_params *p, size_
 	const struct step_layer *pl = &p->layer[l];
 	ly->param_off = pl->offset;
 	ly->nparams = pl->numel;
+	ly->ptensor = zs_calloc(pl->n, sizeof *ly->ptensor);
 	for (size_t i = 0; i < pl->n; i++)
 		ly->ptensor[ly->nptensors++] = p->tensor[pl->first + i].numel;
+	size_t nmod = 0;
+	for (size_t i = 0; i < p->nmodules; i++)
+		nmod += p->module[i].layer == l;
+	ly->module = nmod ? zs_calloc(nmod, sizeof *ly->module) : NULL;
 	for (size_t i = 0; i < p->nmodules; i++) {
 		const struct step_module *md = &p->module[i];
 		if (md->layer != l)

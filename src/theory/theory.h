@@ -352,7 +352,7 @@ void theory_peak_of(const struct zs_model *m, const struct step_params *p, const
                     unsigned world, struct theory_peak *out);
 
 /* The exact schedule level for zerosim's own transformer (the engine's
- * `measure --model`: fp32 or mixed, at most ZS_MAX_WIDTHS - 2 blocks, any
+ * `measure --model`: fp32 or mixed, any number of blocks, any
  * framework's scheme but DeepSpeed's zero3): resident, peak and its
  * breakdown, comm, from the shape alone (docs/schedule.md, "Transformers:
  * the engine's schedule"). has_schedule says whether the request is one

@@ -205,9 +205,9 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 int theory_tfm_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
                               const struct theory_bytes *b, enum zs_framework fw, enum zs_scheme scheme)
 {
-	/* fp32, or mixed (fp32 master, 16-bit activations); as many blocks
-	 * as the engine runs */
-	return m->layers + 2 <= ZS_MAX_WIDTHS && o->elem == (b->master != 0 ? 2 : 4) && !o->flash &&
+	/* fp32, or mixed (fp32 master, 16-bit activations); any number of
+	 * blocks (the engine's are bounded by memory only) */
+	return o->elem == (b->master != 0 ? 2 : 4) && !o->flash &&
 	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3 || o->recompute != ZS_RECOMPUTE_FULL) &&
 	       o->seq <= m->positions;
 }

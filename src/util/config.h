@@ -27,7 +27,16 @@ enum zs_offload { ZS_OFFLOAD_NONE, ZS_OFFLOAD_OPTIMIZER, ZS_OFFLOAD_PARAMS, ZS_N
  * (PyTorch 1.13's default) or BACKWARD_PRE (torch 2.x's default). */
 enum zs_prefetch { ZS_PREFETCH_NONE, ZS_PREFETCH_BACKWARD_PRE, ZS_NPREFETCH };
 
-#define ZS_MAX_WIDTHS 131       /* up to 130 layers (a transformer: 129 blocks) */
+/* The MLP's depth: --layers (and a spec's or a case's "layers") takes 2 to
+ * 131 widths, up to 130 layers; more gets a one-line error. A bound on the
+ * input, kept as zs_config's (and zs_case's) array length on purpose:
+ * zs_config is copied by value (config.c's parse-then-commit copies, a
+ * case's `train`, the tests' fixtures), and a fixed array keeps each copy
+ * its own, where a heap pointer would be shared by them and freed twice.
+ * Nothing else is sized by it: the engine's layers and tensors, a
+ * result's units and the theory's walk are sized by the model, and a
+ * transformer's blocks are bounded by memory only. */
+#define ZS_MAX_WIDTHS 131
 #define ZS_MAX_WORLDS 64        /* entries in --world */
 #define ZS_MAX_WORLD 65536      /* largest world size */
 #define ZS_MAX_WIDTH 1000000    /* largest layer width */
