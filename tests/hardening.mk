@@ -41,7 +41,7 @@ FUZZ_UTIL = $(top_srcdir)/src/util/util.c $(top_srcdir)/src/util/config.c \
 FUZZ_ENGINE = $(top_srcdir)/src/engine/case.c $(top_srcdir)/src/engine/tfm.c \
 	$(top_srcdir)/src/engine/tfm_kernels.c $(top_srcdir)/src/engine/tfm_net.c \
 	$(top_srcdir)/src/engine/fp16.c $(top_srcdir)/src/engine/tracker.c $(top_srcdir)/src/engine/coll.c \
-	$(top_srcdir)/src/engine/mlp.c $(top_srcdir)/src/engine/optim.c $(top_srcdir)/src/engine/model.c \
+	$(top_srcdir)/src/engine/mlp.c $(top_srcdir)/src/engine/optim.c $(top_srcdir)/src/engine/net.c \
 	$(top_srcdir)/src/engine/layout.c $(top_srcdir)/src/engine/scheme_dp.c \
 	$(top_srcdir)/src/engine/scheme_zero1.c $(top_srcdir)/src/engine/scheme_zero2.c \
 	$(top_srcdir)/src/engine/scheme_zero3.c $(top_srcdir)/src/engine/scheme_torch.c \

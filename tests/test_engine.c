@@ -59,7 +59,7 @@ static const size_t tiny[] = {2, 2, 2};
 START_TEST(test_layout_gives_each_rank_ceil_n_over_n_slots)
 {
 	struct zs_net m;
-	model_mlp_init(&m, tiny, 3, 1);
+	net_mlp_init(&m, tiny, 3, 1);
 	struct zs_layout lo;
 	layout_init(&lo, &m, ZS_ZERO3, 5, ZS_UNIT_MODEL);
 	/* one unit of 12 over 5 ranks: s = 3, ranks 0..3 own 3, rank 4 none */
@@ -83,14 +83,14 @@ START_TEST(test_layout_gives_each_rank_ceil_n_over_n_slots)
 	ck_assert_uint_eq(c.at, 2); /* after its 2 slots of unit 0 */
 	ck_assert_uint_eq(d.count, 0);
 	layout_free(&lo);
-	model_free(&m);
+	net_free(&m);
 }
 END_TEST
 
 START_TEST(test_layout_full_buffers_hold_owned_slots_at_their_own_index)
 {
 	struct zs_net m;
-	model_mlp_init(&m, tiny, 3, 1);
+	net_mlp_init(&m, tiny, 3, 1);
 	struct zs_layout lo;
 	layout_init(&lo, &m, ZS_ZERO1, 4, ZS_UNIT_LAYER);
 	/* zero1: params and grads full (Ψ = 12 elements), optimizer state a shard */
@@ -111,7 +111,7 @@ START_TEST(test_layout_full_buffers_hold_owned_slots_at_their_own_index)
 	ck_assert_uint_eq(q.count, 6);
 	ck_assert_uint_eq(q.at, 6);
 	layout_free(&lo);
-	model_free(&m);
+	net_free(&m);
 }
 END_TEST
 

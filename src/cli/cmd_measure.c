@@ -16,7 +16,7 @@
 #include "cli/options.h"
 #include "engine/engine.h"
 #include "engine/measure_json.h"
-#include "engine/model.h"
+#include "engine/net.h"
 #include "engine/sweep.h"
 #ifdef HAVE_MPI
 #include "engine/mpi_job.h"

@@ -42,7 +42,7 @@ float *engine_initial_weights(const struct zs_config *c)
 	if (c->tfm != NULL) /* each rank draws its own (initial_weights) */
 		return NULL;
 	struct zs_net m;
-	model_mlp_init(&m, c->widths, c->nwidths, c->batch);
+	net_mlp_init(&m, c->widths, c->nwidths, c->batch);
 	float *w = zs_malloc(m.nparams * sizeof *w);
 	uint64_t base = rng_stream_base(c->seed, STREAM_WEIGHTS);
 	for (size_t l = 0; l < m.nlayers; l++) {
@@ -51,7 +51,7 @@ float *engine_initial_weights(const struct zs_config *c)
 		for (size_t g = ly->param_off; g < ly->param_off + ly->nparams; g++)
 			w[g] = bound * rng_uniform_at(base, g);
 	}
-	model_free(&m);
+	net_free(&m);
 	return w;
 }
 
@@ -262,7 +262,7 @@ static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
 		return;
 	}
 	if (m->kind == ZS_NET_TFM) {
-		model_tfm_batch(m, run_rank(r, k)->t, r->seed, t, k);
+		net_tfm_batch(m, run_rank(r, k)->t, r->seed, t, k);
 		return;
 	}
 	float *x = run_rank(r, k)->t[m->input], *y = run_rank(r, k)->t[m->target];
@@ -361,7 +361,7 @@ static int own_visit(const struct zs_run *r, size_t u, size_t l) { return run_un
 
 void run_layer_params(const struct zs_run *r, unsigned k, size_t l, struct zs_layer_io *io)
 {
-	const struct zs_layer *rd = model_reads(&r->model, l);
+	const struct zs_layer *rd = net_reads(&r->model, l);
 	enum zs_rankbuf p = run_rank(r, k)->buf[ZS_BUF_GATHERED] != NULL ? ZS_BUF_GATHERED : ZS_BUF_PARAMS;
 	size_t e = rd->param_off;
 	for (size_t i = 0; i < rd->nptensors; e += rd->ptensor[i++])
@@ -370,7 +370,7 @@ void run_layer_params(const struct zs_run *r, unsigned k, size_t l, struct zs_la
 
 void run_layer_grads(const struct zs_run *r, unsigned k, size_t l, enum zs_pass pass, struct zs_layer_io *io)
 {
-	const struct zs_layer *ly = &r->model.layer[l], *rd = model_reads(&r->model, l);
+	const struct zs_layer *ly = &r->model.layer[l], *rd = net_reads(&r->model, l);
 	enum zs_rankbuf g = run_rank(r, k)->buf[ZS_BUF_FULL_GRADS] != NULL ? ZS_BUF_FULL_GRADS : ZS_BUF_GRADS;
 	size_t e = rd->param_off;
 	for (size_t i = 0; i < rd->nptensors; e += rd->ptensor[i++])
@@ -761,7 +761,7 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
                                 enum zs_unit unit)
 {
 	struct zs_net m;
-	model_init(&m, c);
+	net_init(&m, c);
 	struct zs_layout lo;
 	run_layout(&lo, &m, c, scheme, world, unit);
 	unsigned p, g, k;
@@ -769,7 +769,7 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 	/* the resident state as laid out; while anything is sharded, at most
 	 * the whole model's params and grads in transient full copies; every
 	 * tensor. Whole tensors count as full (no rank holds more). */
-	double held[ZS_NSTATES] = {p, g, k}, per_rank = (double)model_tensor_bytes(&m);
+	double held[ZS_NSTATES] = {p, g, k}, per_rank = (double)net_tensor_bytes(&m);
 	int sharded = 0;
 	for (int st = 0; st < ZS_NSTATES; st++) {
 		per_rank += held[st] * (double)(lo.span[st] == ZS_SHARD ? lo.shard : lo.nparams);
@@ -781,7 +781,7 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 	if (e->bound != NULL) /* the framework's own buffers */
 		per_rank += e->bound(c, &lo);
 	layout_free(&lo);
-	model_free(&m);
+	net_free(&m);
 	return per_rank * world;
 }
 
@@ -828,7 +828,7 @@ static size_t end_run(struct zs_run *r, int set_up)
 		free(run_rank(r, k)->g);
 	}
 	layout_free(&r->layout);
-	model_free(&r->model);
+	net_free(&r->model);
 	free(r->rank);
 	free(r->rank_loss);
 	free(r->ptr_a);
@@ -850,7 +850,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	struct zs_run *r = zs_calloc(1, sizeof *r);
 	r->ops = scheme_ops(scheme_entry(c->framework, scheme), world);
 	r->config = c;
-	model_init(&r->model, c);
+	net_init(&r->model, c);
 	run_layout(&r->layout, &r->model, c, scheme, world, unit);
 	r->world = world;
 	/* The state's precision is --precision's, but fp32 with no master copy
@@ -880,7 +880,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	if (opt->mpi && (osmem_reset_peak(cause) != 0 || coll_init_mpi(&r->coll, world, cause) != 0)) {
 		free(own_init);
 		layout_free(&r->layout);
-		model_free(&r->model);
+		net_free(&r->model);
 		free(r);
 		return -1;
 	}
@@ -898,8 +898,8 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		struct zs_rank *rk = run_rank(r, k);
 		rk->t = zs_calloc(r->model.ntensors ? r->model.ntensors : 1, sizeof(float *));
-		rk->w = zs_calloc(model_max_ptensors(&r->model), sizeof *rk->w);
-		rk->g = zs_calloc(model_max_ptensors(&r->model), sizeof *rk->g);
+		rk->w = zs_calloc(net_max_ptensors(&r->model), sizeof *rk->w);
+		rk->g = zs_calloc(net_max_ptensors(&r->model), sizeof *rk->g);
 	}
 
 	setup_state(r);

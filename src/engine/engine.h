@@ -1,6 +1,6 @@
 /*
  * engine — runs real training steps of a model (the MLP, or with --model a
- * transformer: model.h's layer list) across N ranks (in process, or under MPI those its process holds)
+ * transformer: net.h's layer list) across N ranks (in process, or under MPI those its process holds)
  * under one scheme, every buffer allocated through the tracker, and returns
  * what was measured. The step is docs/schedule.md's.
  *

@@ -31,7 +31,7 @@
 
 #include <stddef.h>
 
-#include "engine/model.h"
+#include "engine/net.h"
 #include "util/config.h"
 #include "util/schedule.h"
 

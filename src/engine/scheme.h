@@ -34,7 +34,7 @@
 #include "engine/coll.h"
 #include "engine/fp16.h"
 #include "engine/layout.h"
-#include "engine/model.h"
+#include "engine/net.h"
 #include "engine/optim.h"
 #include "engine/tracker.h"
 #include "util/config.h"
@@ -46,8 +46,8 @@ struct zs_case;
  * buffers are in its state (zs_run.ctx), not here. */
 struct zs_rank {
 	void *buf[ZS_NBUFS];          /* per-parameter buffers (layout.h) */
-	float **t;                    /* the model's ntensors tensors (model.h) */
-	/* A layer io's w and g (model.h), model_max_ptensors long each:
+	float **t;                    /* the model's ntensors tensors (net.h) */
+	/* A layer io's w and g (net.h), net_max_ptensors long each:
 	 * one layer of this rank runs at a time. */
 	const void **w;
 	void **g;

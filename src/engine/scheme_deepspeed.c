@@ -436,7 +436,7 @@ struct ds3 {
 	int complete;
 	size_t *released, *post, npost; /* per tensor at most: malloc'd by ds3_setup */
 	/* The modules (the MLP's: the units; a transformer's: every nn.Module
-	 * with parameters of its own, model.h's zs_module, a tied head's
+	 * with parameters of its own, net.h's zs_module, a tied head's
 	 * reading the token table again): tensors [first, first + n), whether
 	 * it makes their grads (not the tied head's: the table's module does),
 	 * and each layer's first module. */
@@ -507,7 +507,7 @@ static void ds3_modules(const struct zs_run *r, struct ds *ds)
 	}
 	for (size_t l = 0; l < m->nlayers; l++) {
 		const struct zs_layer *ly = &m->layer[l];
-		size_t t0 = model_first_ptensor(m, l);
+		size_t t0 = net_first_ptensor(m, l);
 		d->mod_of[l] = d->nmodules;
 		for (size_t s = 0; s < ly->nmodules; s++, d->nmodules++) {
 			d->mod_first[d->nmodules] = t0 + ly->module[s].first;
@@ -798,9 +798,9 @@ static int ds3_place(const struct zs_run *r, const void *ctx, unsigned k, size_t
                      struct zs_layer_io *io)
 {
 	const struct ds_rank *rk = ds_rank(r, ctx, k);
-	const struct zs_layer *rd = model_reads(&r->model, l);
+	const struct zs_layer *rd = net_reads(&r->model, l);
 	const struct zs_rank *rb = run_rank(r, k);
-	size_t t0 = model_first_ptensor(&r->model, l), e = rd->param_off, from = r->base[ZS_BUF_FULL_GRADS];
+	size_t t0 = net_first_ptensor(&r->model, l), e = rd->param_off, from = r->base[ZS_BUF_FULL_GRADS];
 	int grads = pass == ZS_PASS_BACKWARD && rb->buf[ZS_BUF_FULL_GRADS] != NULL;
 	for (size_t i = 0; i < rd->nptensors; e += rd->ptensor[i++]) {
 		io->w[i] = rk->whole[t0 + i];

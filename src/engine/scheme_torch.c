@@ -439,7 +439,7 @@ static int fsdp_place(const struct zs_run *r, const void *ctx, unsigned k, size_
 	const char *h = *held_of(r, ctx, k, u);
 	if (h == NULL)
 		return 0;
-	const struct zs_layer *rd = model_reads(&r->model, l);
+	const struct zs_layer *rd = net_reads(&r->model, l);
 	size_t e = rd->param_off;
 	for (size_t i = 0; i < rd->nptensors; e += rd->ptensor[i++])
 		io->w[i] = h + (e - r->layout.unit[u].off) * r->esize[ZS_BUF_GATHERED];

@@ -1,6 +1,6 @@
 /*
  * tfm_net — the transformer of tfm.h as the step driver's layer list
- * (model.h), in fp32 or mixed precision. Layer 0 is the embedding,
+ * (net.h), in fp32 or mixed precision. Layer 0 is the embedding,
  * layers 1..L the blocks, layer L+1 the final norm with the head and the
  * loss. Every tensor the backward reads is a tensor of the list with its
  * own name and lifetime (docs/schedule.md, "Transformers: the engine's
@@ -49,7 +49,7 @@
 #include <string.h>
 
 #include "engine/fp16.h"
-#include "engine/model.h"
+#include "engine/net.h"
 #include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
 #include "util/step.h"
@@ -440,7 +440,7 @@ static void layer_params(struct zs_layer *ly, const struct step_params *p, size_
 	}
 }
 
-void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, uint64_t seed,
+void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, uint64_t seed,
                     enum zs_precision precision)
 {
 	const struct tfm_dims *d = &tr->dims;
@@ -482,7 +482,7 @@ void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch,
 	step_buffers_build(&sb, &shape, &sp, B, T, n->mixed, tr->recompute);
 	for (size_t k = 0; k < sb.n; k++) {
 		const struct step_buffer *x = &sb.buf[k];
-		unsigned i = model_add_buffer(m, x);
+		unsigned i = net_add_buffer(m, x);
 		switch (x->role) {
 		case STEP_TOKENS: n->tokens = i; break;
 		case STEP_TARGETS: n->targets = i; break;
@@ -517,7 +517,7 @@ void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch,
 	step_params_free(&sp);
 }
 
-void model_tfm_batch(const struct zs_net *m, float *const *t, uint64_t seed, unsigned step, unsigned rank)
+void net_tfm_batch(const struct zs_net *m, float *const *t, uint64_t seed, unsigned step, unsigned rank)
 {
 	const struct zs_net_tfm *n = &m->tfm;
 	struct tfm_task task = {n->dims.vocab, n->perm};

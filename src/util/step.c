@@ -333,7 +333,7 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 	}
 }
 
-/* The order is the engine's (engine/model.c makes them in it). */
+/* The order is the engine's (engine/net.c makes them in it). */
 void step_buffers_mlp(struct step_buffers *b, const size_t *widths, size_t nwidths, uint64_t batch)
 {
 	const enum zs_cat A = ZS_CAT_ACTIVATIONS, S = ZS_CAT_SCRATCH;

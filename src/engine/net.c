@@ -1,5 +1,5 @@
 /*
- * model — the MLP as a list of linear layers (model.h); the kernels are
+ * net — the MLP as a list of linear layers (net.h); the kernels are
  * mlp.h's. The transformer's list is tfm_net.c's.
  */
 #include "config.h"
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "engine/mlp.h"
-#include "engine/model.h"
+#include "engine/net.h"
 #include "util/step.h"
 #include "util/util.h"
 
@@ -40,7 +40,7 @@ static float mlp_loss(const struct zs_net *m, float *const *t)
 	return mse_forward_backward(t[last->dy], t[last->out], t[m->target], m->batch, last->dout);
 }
 
-unsigned model_add_tensor(struct zs_net *m, struct zs_tensor t)
+unsigned net_add_tensor(struct zs_net *m, struct zs_tensor t)
 {
 	if (m->ntensors == m->tensor_cap) {
 		m->tensor_cap = m->tensor_cap ? 2 * m->tensor_cap : 16;
@@ -50,17 +50,17 @@ unsigned model_add_tensor(struct zs_net *m, struct zs_tensor t)
 	return (unsigned)m->ntensors++;
 }
 
-unsigned model_add_buffer(struct zs_net *m, const struct step_buffer *b)
+unsigned net_add_buffer(struct zs_net *m, const struct step_buffer *b)
 {
 	static const enum zs_when when[] = {[STEP_AT_FORWARD] = ZS_AT_FORWARD, [STEP_AT_LAYER] = ZS_AT_LAYER,
 	                                    [STEP_AT_BACKWARD] = ZS_AT_BACKWARD};
-	return model_add_tensor(m, (struct zs_tensor){.name = b->name, .block = b->block, .elements = b->elements,
+	return net_add_tensor(m, (struct zs_tensor){.name = b->name, .block = b->block, .elements = b->elements,
 	                                              .esize = b->esize, .cat = b->cat, .alloc = when[b->when],
 	                                              .layer = b->layer, .recomputed = b->recomputed,
 	                                              .freed_after = b->freed_after});
 }
 
-void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size_t batch)
+void net_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size_t batch)
 {
 	struct mlp_shape s;
 	mlp_shape_init(&s, widths, nwidths);
@@ -80,7 +80,7 @@ void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size
 	step_buffers_mlp(&sb, s.width, L + 1, batch);
 	for (size_t k = 0; k < sb.n; k++) {
 		const struct step_buffer *x = &sb.buf[k];
-		unsigned i = model_add_buffer(m, x);
+		unsigned i = net_add_buffer(m, x);
 		switch (x->role) {
 		case STEP_TOKENS: m->input = i; break;
 		case STEP_TARGETS: m->target = i; break;
@@ -113,15 +113,15 @@ void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size
 	step_params_free(&sp);
 }
 
-void model_init(struct zs_net *m, const struct zs_config *c)
+void net_init(struct zs_net *m, const struct zs_config *c)
 {
 	if (c->tfm != NULL)
-		model_tfm_init(m, c->tfm, c->batch, c->seed, c->precision);
+		net_tfm_init(m, c->tfm, c->batch, c->seed, c->precision);
 	else
-		model_mlp_init(m, c->widths, c->nwidths, c->batch);
+		net_mlp_init(m, c->widths, c->nwidths, c->batch);
 }
 
-void model_free(struct zs_net *m)
+void net_free(struct zs_net *m)
 {
 	free(m->tfm.perm);
 	for (size_t l = 0; m->layer != NULL && l < m->nlayers; l++) {
@@ -136,12 +136,12 @@ void model_free(struct zs_net *m)
 	m->nlayers = m->ntensors = m->tensor_cap = 0;
 }
 
-const struct zs_layer *model_reads(const struct zs_net *m, size_t l)
+const struct zs_layer *net_reads(const struct zs_net *m, size_t l)
 {
 	return m->layer[l].tied ? &m->layer[0] : &m->layer[l];
 }
 
-size_t model_first_ptensor(const struct zs_net *m, size_t l)
+size_t net_first_ptensor(const struct zs_net *m, size_t l)
 {
 	size_t t = 0;
 	for (size_t i = 0; !m->layer[l].tied && i < l; i++)
@@ -149,7 +149,7 @@ size_t model_first_ptensor(const struct zs_net *m, size_t l)
 	return t;
 }
 
-size_t model_max_ptensors(const struct zs_net *m)
+size_t net_max_ptensors(const struct zs_net *m)
 {
 	size_t n = 1;
 	for (size_t l = 0; l < m->nlayers; l++)
@@ -157,7 +157,7 @@ size_t model_max_ptensors(const struct zs_net *m)
 	return n;
 }
 
-size_t model_tensor_bytes(const struct zs_net *m)
+size_t net_tensor_bytes(const struct zs_net *m)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < m->ntensors; i++)

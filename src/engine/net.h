@@ -1,5 +1,5 @@
 /*
- * model — a model as the step driver sees it: a list of layers, each with
+ * net — a model as the step driver sees it: a list of layers, each with
  * its forward, its backward, the parameters it owns and the activations it
  * saves, and the list of per-rank tensors those activations live in, each
  * saying when it is allocated and when it is freed (llm.c's
@@ -15,8 +15,8 @@
  * hook and its coordinator read the layers' modules and tensors). A new
  * model is a new builder and, if it needs them, new layer kinds.
  */
-#ifndef ZS_ENGINE_MODEL_H
-#define ZS_ENGINE_MODEL_H
+#ifndef ZS_ENGINE_NET_H
+#define ZS_ENGINE_NET_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -52,14 +52,14 @@ struct zs_net;
 
 /* What a layer's kernels work on, on one rank: each parameter tensor the
  * layer reads (its own in flat order; a tied layer's, those of the layer it
- * reads, model_reads), wherever the scheme holds it (a full buffer, a
+ * reads, net_reads), wherever the scheme holds it (a full buffer, a
  * gathered unit, or a block of its own: DeepSpeed's ZeRO-3), NULL while it
  * is not gathered; and in backward the grads of each, same type, NULL
  * where the layer writes none (a tied layer's, outside DeepSpeed's ZeRO-3,
  * which reduces the tied head's final norm from the head). */
 struct zs_layer_io {
 	/* One entry per tensor the layer reads (its nptensors): the rank's
-	 * own arrays (struct zs_rank's, sized by model_max_ptensors), so
+	 * own arrays (struct zs_rank's, sized by net_max_ptensors), so
 	 * that a layer may have as many tensors as its step description
 	 * lists. */
 	const void **w; /* fp16 or fp32 */
@@ -101,7 +101,7 @@ struct zs_layer {
 	/* Its parameter tensors (PyTorch's nn.Parameter), their elements in
 	 * flat order: a linear layer's weight, then its bias. A framework that
 	 * assigns whole tensors to ranks partitions these (layout.h). */
-	size_t nptensors, *ptensor; /* malloc'd by the builder; model_free frees it */
+	size_t nptensors, *ptensor; /* malloc'd by the builder; net_free frees it */
 	/* Tied: the layer owns no params and reads the first unit's (a tied
 	 * head reads the token embedding at param_off 0). It runs in a visit
 	 * of that unit of its own (engine.c: gathered as for a forward, params
@@ -112,7 +112,7 @@ struct zs_layer {
 	 * block's norms and linears, the embedding's tables, the head's norm
 	 * and linear (tied: the embedding's table again). */
 	size_t nmodules;
-	struct zs_module *module; /* malloc'd by the builder (NULL: none); model_free frees it */
+	struct zs_module *module; /* malloc'd by the builder (NULL: none); net_free frees it */
 	/* Transformer layers: the block (or -1) and the tensors it names,
 	 * by enum step_act (ZS_NO_TENSOR where absent). */
 	int block;
@@ -146,7 +146,7 @@ struct zs_net {
 	/* Allocated in list order at each point of enum zs_when, freed in
 	 * list order at the end of backward (or after their layer). */
 	size_t ntensors, tensor_cap;
-	struct zs_tensor *tensor;  /* ntensors of them (malloc'd, grown by model_add_tensor) */
+	struct zs_tensor *tensor;  /* ntensors of them (malloc'd, grown by net_add_tensor) */
 	unsigned input, target;    /* the batch: x (B, d_in) and y (B, d_out); tokens for a transformer */
 	/* The loss of the last layer's output against the target; writes
 	 * d loss/d out into the last layer's dy tensor (the transformer's
@@ -160,40 +160,40 @@ struct zs_net {
  * in its order and with its sizes and lifetimes: the two delta buffers
  * (scratch; backward of layer l reads delta[(L-1-l) mod 2] and writes the
  * other), x, y, and each layer's output. */
-void model_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size_t batch);
+void net_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size_t batch);
 
 /* The transformer of c->tfm (tfm_net.c): layer 0 the embedding, layers
  * 1..L the blocks, layer L+1 the final norm and head (tied: reading the
  * embedding's unit); every tensor its backward reads, with its lifetime
  * (docs/schedule.md, "Transformers"). */
-void model_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, uint64_t seed,
+void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, uint64_t seed,
                     enum zs_precision precision);
 /* Rank `rank`'s tokens and targets of step `step` into its tensors
  * (tfm_task_batch of the task the seed drew). */
-void model_tfm_batch(const struct zs_net *m, float *const *t, uint64_t seed, unsigned step, unsigned rank);
+void net_tfm_batch(const struct zs_net *m, float *const *t, uint64_t seed, unsigned step, unsigned rank);
 
 /* The model of a run: c->tfm's transformer, or the MLP of c->widths. */
-void model_init(struct zs_net *m, const struct zs_config *c);
-/* Release what model_init allocated (the layers, the tensors, the
+void net_init(struct zs_net *m, const struct zs_config *c);
+/* Release what net_init allocated (the layers, the tensors, the
  * transformer's task). */
-void model_free(struct zs_net *m);
+void net_free(struct zs_net *m);
 
 /* For the builders: append tensor t to the list; its index. */
-unsigned model_add_tensor(struct zs_net *m, struct zs_tensor t);
+unsigned net_add_tensor(struct zs_net *m, struct zs_tensor t);
 /* Append the step description's buffer b (util/step.h) as a tensor of the
  * same size and lifetime; its index. */
-unsigned model_add_buffer(struct zs_net *m, const struct step_buffer *b);
+unsigned net_add_buffer(struct zs_net *m, const struct step_buffer *b);
 
 /* The layer whose parameter tensors layer l reads (a tied layer reads the
  * first's), and the index of its first tensor in the model's tensor order. */
-const struct zs_layer *model_reads(const struct zs_net *m, size_t l);
-size_t model_first_ptensor(const struct zs_net *m, size_t l);
+const struct zs_layer *net_reads(const struct zs_net *m, size_t l);
+size_t net_first_ptensor(const struct zs_net *m, size_t l);
 
 /* The most parameter tensors any layer reads: the length of a layer io's
  * w and g (at least 1). */
-size_t model_max_ptensors(const struct zs_net *m);
+size_t net_max_ptensors(const struct zs_net *m);
 
 /* Bytes of every tensor the model allocates in one step, per rank. */
-size_t model_tensor_bytes(const struct zs_net *m);
+size_t net_tensor_bytes(const struct zs_net *m);
 
 #endif
