@@ -119,3 +119,5 @@ EXTRA_DIST += tests/hf_torch.sh tests/hf_torch.py tests/torch26_root.sh
 check-torch-ref: zerosim$(EXEEXT)
 	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/hf_torch.sh table
 .PHONY: check-torch-ref
+TESTS += tests/theory_headline.sh
+EXTRA_DIST += tests/theory_headline.sh

@@ -92,6 +92,13 @@ struct theory_schedule {
 	 * the mean over --steps, what measure reports. */
 	int steps_differ;
 	double comm_bytes_mean, comm_elements_mean;
+	/* The walk's most held in each phase of the step (enum zs_phase:
+	 * set-up is the resident state the step starts from), where
+	 * has_phases; phase_entered[p] says whether the step enters p. The
+	 * largest of them is peak_bytes. */
+	int has_phases;
+	int phase_entered[ZS_NPHASES];
+	uint64_t phase_peak[ZS_NPHASES];
 };
 
 /* Model states of any model given as its units, as runs of equal units
@@ -432,6 +439,19 @@ void theory_desc_model(struct theory_desc *d, const struct zs_model *m, const st
 int theory_desc_fits(const struct theory_desc *d, const struct zs_model *m, const struct theory_act_opts *o,
                      uint64_t batch);
 void theory_desc_free(struct theory_desc *d);
+
+/* The first phase (enum zs_phase, in step order) whose peak is the
+ * walk's peak: where the step binds. s must have has_phases. */
+enum zs_phase theory_binding_phase(const struct theory_schedule *s);
+
+/* The largest micro-batch whose framework's exact step (the walk of
+ * req->model under req->config's framework, for scheme, unit and N) fits
+ * req's usable memory, 0 where micro-batch 1 does not; at_batch is the
+ * walk at the request's micro-batch. At most THEORY_WALK_MAX_BATCH. The
+ * request must be one theory_tfm_has_schedule accepts. */
+#define THEORY_WALK_MAX_BATCH (UINT64_C(1) << 20)
+uint64_t theory_walk_max_batch(const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
+                               unsigned world, const struct theory_schedule *at_batch);
 
 struct theory_row {
 	enum zs_scheme scheme;

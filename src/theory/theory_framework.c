@@ -206,11 +206,12 @@ void theory_framework_json(cJSON *schedule, const struct theory_request *req, en
 	free(load);
 }
 
-/* A transformer's tables are the paper's level; the framework's bytes are
- * the JSON's schedule. */
-static const char model_note[] = " On a transformer the peak table above each unit's is the paper's level "
-                                 "(Korthikanti's activations); the framework's exact schedule, as measure runs "
-                                 "it, is the two step-schedule tables (each row's \"schedule\" in --out's JSON).";
+/* A transformer's headline is the framework's exact step; the paper's
+ * level beside it is the reference (theory_text.c). */
+static const char model_note[] = " On a transformer each unit's first table judges the peak, its fit and the "
+                                 "largest micro-batch on the framework's exact step, as measure runs it (each "
+                                 "row's \"schedule\" in --out's JSON), with the paper's level (Korthikanti's "
+                                 "activations) beside it as the reference.";
 
 char *theory_framework_text(const struct theory_request *req)
 {

@@ -81,6 +81,13 @@ static void schedule_json(cJSON *row, const struct theory_request *req, const st
 	num(o, "peak_bytes", (double)s->peak_bytes);
 	num(o, "peak_bytes_per_param", (double)s->peak_bytes / psi);
 	breakdown(o, "peak_breakdown", s->peak_breakdown);
+	if (s->has_phases) { /* the walk's most in each phase the step enters, and where it binds */
+		cJSON *ph = cJSON_AddObjectToObject(o, "phase_peak_bytes");
+		for (int p = 0; p < ZS_NPHASES; p++)
+			if (s->phase_entered[p])
+				num(ph, zs_phase_name((enum zs_phase)p), (double)s->phase_peak[p]);
+		cJSON_AddStringToObject(o, "binding_phase", zs_phase_name(theory_binding_phase(s)));
+	}
 	if (s->host_resident_bytes > 0) {
 		num(o, "host_resident_bytes", (double)s->host_resident_bytes);
 		num(o, "host_peak_bytes", (double)s->host_peak_bytes);

@@ -321,11 +321,64 @@ static void units_text(struct zs_buf *t, const struct theory_request *req, enum 
 	              amount(v, sizeof v, largest * (b.p + b.g)));
 }
 
+/* Under --framework torch or deepspeed a transformer's headline is the
+ * framework's exact step (the walk of what measure --model runs), where
+ * the walk has it (theory_tfm_has_schedule); the paper's level, the parts
+ * of the table, is its reference. */
+static int framework_headline(const struct theory_request *req)
+{
+	return req->model != NULL && req->config->framework != ZS_FW_PAPER;
+}
+
+/* What a row is judged on: its peak, whether it fits and the largest
+ * micro-batch; exact when they are the framework's step's. */
+struct headline {
+	int exact;
+	uint64_t peak;
+	int fits_peak;
+	uint64_t max_batch;
+};
+
+static void headline_of(const struct theory_request *req, const struct theory_row *r, struct headline *h)
+{
+	h->exact = framework_headline(req) && r->model_sched;
+	if (!h->exact) {
+		*h = (struct headline){0, r->peak_bytes, r->fits_peak, r->max_batch};
+		return;
+	}
+	h->peak = r->sched.peak_bytes;
+	h->fits_peak = req->device_mem > 0 ? (double)h->peak <= theory_request_usable(req) : -1;
+	h->max_batch = req->device_mem > 0 ? theory_walk_max_batch(req, r->scheme, r->unit, r->world, &r->sched) : 0;
+}
+
+/* Why the framework's exact step is not available (theory_tfm_has_schedule
+ * false), in words. */
+static const char *no_step_reason(const struct theory_request *req, enum zs_scheme scheme)
+{
+	const struct zs_model *m = req->model;
+	struct theory_bytes b;
+
+	theory_request_bytes(req, &b);
+	if (req->bf16)
+		return "measure runs no bf16";
+	if (req->act.flash)
+		return "flash attention, which measure does not run";
+	if (m->layers + 2 > ZS_MAX_WIDTHS)
+		return "more blocks than measure runs";
+	if (req->act.seq > m->positions)
+		return "a sequence beyond the model's positions";
+	if (req->config->framework == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3 &&
+	    req->act.recompute == ZS_RECOMPUTE_FULL)
+		return "DeepSpeed's ZeRO-3 with full recompute, which measure does not run";
+	return "activations of another width than the precision's";
+}
+
 static void table_text(struct zs_buf *t, const struct theory_request *req, enum zs_unit unit)
 {
 	const struct zs_config *c = req->config;
-	int mem = req->device_mem > 0;
-	char v[6][32];
+	int mem = req->device_mem > 0, fwh = framework_headline(req), fallback = 0;
+	const char *fw = zs_framework_name(c->framework), *reason = NULL;
+	char v[7][32];
 	uint64_t largest = 0;
 
 	for (size_t w = 0; w < c->nworld; w++)
@@ -333,6 +386,8 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 			struct theory_row r;
 
 			theory_row(req, c->schemes[s], unit, c->world[w], &r);
+			/* the paper level's unit, as without a framework (a framework's
+			 * step prints in it, however much larger) */
 			if (r.peak_bytes > largest)
 				largest = r.peak_bytes;
 		}
@@ -343,36 +398,103 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 		              theory_request_usable(req) / GB);
 	else
 		zs_buf_printf(t, "\nPer rank, %s:\n", scales[sc].name);
-	zs_buf_printf(t, "%5s  %-6s %9s %9s %9s %11s %9s", "", "", "model", "gathered", "full", "", "");
+	if (fwh)
+		zs_buf_printf(t, "(the peak is %s's exact step, what measure --model runs%s; \"paper level\" "
+		              "is the reference: the paper's model states and transients with Korthikanti's "
+		              "activations, the parts to its left)\n",
+		              fw, mem ? ", and the fits and the largest micro-batch are judged on it" : "");
+	zs_buf_printf(t, "%5s  %-6s %9s %9s %9s %11s %9s", "", "", "model", "gathered", "full", "",
+	              fwh ? "paper" : "");
+	if (fwh)
+		zs_buf_printf(t, " %9s", fw);
 	if (mem)
 		zs_buf_printf(t, "  %5s %5s  %s", "floor", "peak", "largest");
 	zs_buf_printf(t, "\n%5s  %-6s %9s %9s %9s %11s %9s", "N", "scheme", "states", "params", "grads",
-	              "activations", "= peak");
+	              "activations", fwh ? "level" : "= peak");
+	if (fwh)
+		zs_buf_printf(t, " %9s", "peak");
 	if (mem)
 		zs_buf_printf(t, "  %5s %5s  %s", "fits", "fits", "micro-batch");
 	zs_buf_printf(t, "\n");
 	for (size_t w = 0; w < c->nworld; w++)
 		for (size_t s = 0; s < c->nschemes; s++) {
 			struct theory_row r;
+			struct headline h;
 
 			if (s == 0 && w > 0 && c->nschemes > 1)
 				zs_buf_printf(t, "\n");
 			theory_row(req, c->schemes[s], unit, c->world[w], &r);
+			headline_of(req, &r, &h);
 			zs_buf_printf(t, "%5u  %-6s %9s %9s %9s %11s %9s", r.world, zs_scheme_name(r.scheme),
 			              in_scale(v[0], sizeof v[0], r.peak.states.resident_bytes, 0, sc),
 			              in_scale(v[1], sizeof v[1], r.peak.states.gathered_params, 1, sc),
 			              in_scale(v[2], sizeof v[2], r.peak.states.full_grads, 1, sc),
 			              in_scale(v[3], sizeof v[3], r.peak.activations, 0, sc),
 			              in_scale(v[4], sizeof v[4], r.peak_bytes, 0, sc));
+			if (fwh)
+				zs_buf_printf(t, " %9s", h.exact ? in_scale(v[6], sizeof v[6], h.peak, 0, sc) : "-");
 			if (mem) {
-				if (r.max_batch > 0)
-					snprintf(v[5], sizeof v[5], "%llu", (unsigned long long)r.max_batch);
+				if (h.max_batch > 0)
+					snprintf(v[5], sizeof v[5], "%llu", (unsigned long long)h.max_batch);
 				else
 					snprintf(v[5], sizeof v[5], "none");
-				zs_buf_printf(t, "  %5s %5s  %s", r.fits ? "yes" : "no",
-				              r.fits_peak ? "yes" : "no", v[5]);
+				zs_buf_printf(t, "  %5s %5s  %s%s", r.fits ? "yes" : "no",
+				              h.fits_peak ? "yes" : "no", v[5], fwh && !h.exact ? " *" : "");
 			}
 			zs_buf_printf(t, "\n");
+			if (fwh && !h.exact && !fallback) {
+				fallback = 1;
+				reason = no_step_reason(req, r.scheme);
+			}
+		}
+	if (fallback)
+		zs_buf_printf(t, "%s %s's exact step is not available here (%s): %s the paper level's, "
+		              "the reference only.\n", mem ? "*" : "-", fw, reason,
+		              mem ? "the peak's fit and the largest micro-batch marked * are" : "the peak is");
+}
+
+/* Under a framework, the walk's peak of each phase of the step (enum
+ * zs_phase: set-up is the state between steps) and the phase that binds,
+ * a line per (N, scheme) whose exact step the walk has. */
+static void phases_text(struct zs_buf *t, const struct theory_request *req, enum zs_unit unit)
+{
+	const struct zs_config *c = req->config;
+	uint64_t largest = 0;
+	int any = 0;
+
+	for (size_t w = 0; w < c->nworld; w++)
+		for (size_t s = 0; s < c->nschemes; s++) {
+			struct theory_row r;
+
+			theory_row(req, c->schemes[s], unit, c->world[w], &r);
+			if (r.model_sched && r.sched.has_phases) {
+				any = 1;
+				if (r.sched.peak_bytes > largest)
+					largest = r.sched.peak_bytes;
+			}
+		}
+	if (!any)
+		return;
+	size_t sc = scale_of((double)largest);
+	zs_buf_printf(t, "\nPeak of each phase of %s's step, unit = %s, %s (\"-\": a phase the step "
+	              "does not enter); the largest binds:\n%5s  %-6s",
+	              zs_framework_name(c->framework), zs_unit_name(unit), scales[sc].name, "N", "scheme");
+	for (int p = 0; p < ZS_NPHASES; p++)
+		zs_buf_printf(t, " %9s", zs_phase_name((enum zs_phase)p));
+	zs_buf_printf(t, "  binds\n");
+	for (size_t w = 0; w < c->nworld; w++)
+		for (size_t s = 0; s < c->nschemes; s++) {
+			struct theory_row r;
+			char v[32];
+
+			theory_row(req, c->schemes[s], unit, c->world[w], &r);
+			if (!r.model_sched || !r.sched.has_phases)
+				continue;
+			zs_buf_printf(t, "%5u  %-6s", r.world, zs_scheme_name(r.scheme));
+			for (int p = 0; p < ZS_NPHASES; p++)
+				zs_buf_printf(t, " %9s", r.sched.phase_entered[p]
+				              ? in_scale(v, sizeof v, r.sched.phase_peak[p], 0, sc) : "-");
+			zs_buf_printf(t, "  %s\n", zs_phase_name(theory_binding_phase(&r.sched)));
 		}
 }
 
@@ -383,27 +505,51 @@ static uint64_t max_batch_with(const struct theory_request *req, enum zs_recompu
 {
 	struct theory_request alt = *req;
 	struct theory_row r;
+	struct headline h;
 
 	alt.act.recompute = rc;
+	alt.desc = NULL; /* the request's is for its own recompute */
 	theory_row(&alt, scheme, unit, world, &r);
-	return r.max_batch;
+	headline_of(&alt, &r, &h);
+	return h.max_batch;
 }
 
 /* The smallest N above `from` at which micro-batch 1 fits as it is, or 0.
- * dp shards nothing, so more ranks never help it. */
+ * dp shards nothing, so more ranks never help it. Under a framework, by
+ * its exact step at micro-batch 1 where the walk has it. */
 static unsigned smallest_world(const struct theory_request *req, enum zs_scheme scheme,
                                enum zs_unit unit, unsigned from)
 {
 	if (scheme == ZS_DP)
 		return 0;
-	for (unsigned w = from + 1; w <= ZS_MAX_WORLD; w++) {
+	struct zs_config one = *req->config;
+	struct theory_request alt = *req;
+	struct theory_desc own;
+	one.batch = 1;
+	alt.config = &one;
+	alt.desc = NULL;
+	if (framework_headline(req) && req->config->batch != 1) { /* one description at b = 1 for every N */
+		theory_desc_build(&own, &alt);
+		alt.desc = &own;
+	}
+	unsigned found = 0;
+	double usable = theory_request_usable(req);
+	for (unsigned w = from + 1; w <= ZS_MAX_WORLD && found == 0; w++) {
 		struct theory_row r;
 
-		theory_row(req, scheme, unit, w, &r);
-		if (r.max_batch > 0)
-			return w;
+		if (!framework_headline(req)) {
+			theory_row(req, scheme, unit, w, &r);
+			if (r.max_batch > 0)
+				found = w;
+			continue;
+		}
+		theory_row(req->config->batch == 1 ? req : &alt, scheme, unit, w, &r);
+		if (r.model_sched ? (double)r.sched.peak_bytes <= usable : r.max_batch > 0)
+			found = w;
 	}
-	return 0;
+	if (alt.desc == &own)
+		theory_desc_free(&own);
+	return found;
 }
 
 /* For each scheme where micro-batch 1 does not fit at the largest N of the
@@ -423,15 +569,19 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 		struct theory_row r;
 		enum zs_scheme scheme = c->schemes[s];
 
+		struct headline h;
+
 		theory_row(req, scheme, unit, top, &r);
-		if (r.max_batch > 0)
+		headline_of(req, &r, &h);
+		if (h.max_batch > 0)
 			continue;
 		if (!header) {
 			zs_buf_printf(t, "\nWhere micro-batch 1 does not fit at N = %u, what would:\n", top);
 			if ((double)r.peak_per_batch > usable)
-				zs_buf_printf(t, "  (one sequence's activations alone are %s, more than the "
+				zs_buf_printf(t, "  (one sequence's activations alone are %s%s, more than the "
 				              "%.6g GB usable, and every rank holds its own)\n",
-				              amount(v, sizeof v, r.peak_per_batch), usable / GB);
+				              amount(v, sizeof v, r.peak_per_batch),
+				              framework_headline(req) ? " at the paper level" : "", usable / GB);
 			header = 1;
 		}
 		zs_buf_printf(t, "  %-6s", zs_scheme_name(scheme));
@@ -450,7 +600,12 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 			zs_buf_printf(t, "%s N = %u or more as it is", recompute_helps ? "; or" : "", n);
 		else if (recompute_helps)
 			zs_buf_printf(t, "; no N up to %u as it is", ZS_MAX_WORLD);
-		else if ((double)r.peak_fixed > usable)
+		else if (h.exact && (double)r.sched.resident_bytes > usable)
+			zs_buf_printf(t, " nothing: its model states alone are %s at N = %u in %s's step%s",
+			              amount(v, sizeof v, r.sched.resident_bytes), top,
+			              zs_framework_name(req->config->framework),
+			              scheme == ZS_DP ? " (dp shards nothing, so no N helps)" : "");
+		else if (!h.exact && (double)r.peak_fixed > usable)
 			zs_buf_printf(t, " nothing: its model states%s alone are %s at N = %u%s",
 			              r.peak_fixed > r.peak.states.resident_bytes ? " and transients" : "",
 			              amount(v, sizeof v, r.peak_fixed), top,
@@ -485,6 +640,8 @@ static void model_text(struct zs_buf *t, const struct theory_request *req)
 	for (size_t u = 0; u < c->nunits; u++) {
 		units_text(t, req, c->units[u]);
 		table_text(t, req, c->units[u]);
+		if (c->framework != ZS_FW_PAPER)
+			phases_text(t, req, c->units[u]);
 		if (req->device_mem > 0)
 			advice_text(t, req, c->units[u]);
 		if (c->framework != ZS_FW_PAPER)

@@ -121,10 +121,24 @@ void theory_desc_free(struct theory_desc *d)
 /* ------------------------------------------------------------------------ */
 /* The walk */
 
-/* A running total by category, with its first maximum. */
+/* A running total by category, with its first maximum, and the most
+ * held in each phase of the step (the tracker's phases, util/schedule.h:
+ * the walk's state starts in the set-up, the resident state). */
 struct walk {
 	uint64_t cur[ZS_NCATS], total, peak, at_peak[ZS_NCATS];
+	enum zs_phase phase;
+	uint64_t phase_peak[ZS_NPHASES];
+	int entered[ZS_NPHASES];
 };
+
+/* Enter phase p: it holds at least what is held as it begins. */
+static void walk_phase(struct walk *w, enum zs_phase p)
+{
+	w->phase = p;
+	w->entered[p] = 1;
+	if (w->total > w->phase_peak[p])
+		w->phase_peak[p] = w->total;
+}
 
 static void walk_add(struct walk *w, enum zs_cat c, uint64_t bytes)
 {
@@ -133,6 +147,19 @@ static void walk_add(struct walk *w, enum zs_cat c, uint64_t bytes)
 	if (w->total > w->peak) {
 		w->peak = w->total;
 		memcpy(w->at_peak, w->cur, sizeof w->cur);
+	}
+	w->entered[w->phase] = 1;
+	if (w->total > w->phase_peak[w->phase])
+		w->phase_peak[w->phase] = w->total;
+}
+
+/* The walk's peaks by phase into out (after the walk). */
+static void walk_phases_out(const struct walk *w, struct theory_schedule *out)
+{
+	out->has_phases = 1;
+	for (int p = 0; p < ZS_NPHASES; p++) {
+		out->phase_entered[p] = w->entered[p];
+		out->phase_peak[p] = w->phase_peak[p];
 	}
 }
 
@@ -166,6 +193,12 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 	const struct step_buffers *b = &d->bufs;
 	size_t nl = d->params.nlayers;
 	for (unsigned step = 1; step <= steps; step++) {
+		/* the state each step starts from is the set-up's (a later
+		 * step's can hold more: DeepSpeed's ZeRO-3 gathers its
+		 * persistent params after step()); the phases are the most over
+		 * every step */
+		walk_phase(w, ZS_PH_SETUP);
+		walk_phase(w, ZS_PH_FORWARD);
 		fw->at(fw->ctx, w, STEP_BEGIN, 0, step);
 		for (size_t i = 0; i < b->n; i++)
 			if (b->buf[i].when == STEP_AT_FORWARD)
@@ -181,6 +214,7 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 					buf_add(w, &b->buf[d->made_at[k]], 0);
 			fw->at(fw->ctx, w, FWD_POST, l, step);
 		}
+		walk_phase(w, ZS_PH_BACKWARD);
 		for (size_t i = 0; i < b->n; i++)
 			if (b->buf[i].when == STEP_AT_BACKWARD)
 				buf_add(w, &b->buf[i], 1);
@@ -198,6 +232,8 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 		for (size_t i = 0; i < b->n; i++)
 			if (b->buf[i].freed_after == STEP_END_OF_BACKWARD)
 				buf_add(w, &b->buf[i], 0);
+		/* after backward: the framework's reduce and step() (it marks
+		 * the phases, as the engine's tracker does) */
 		fw->at(fw->ctx, w, STEP_END, 0, step);
 	}
 }
@@ -287,9 +323,11 @@ static void post_backward(struct units_fw *st, struct walk *w, size_t u)
 	uint64_t sh = slots(st, u), staged = (st->N * sh + sh) * st->ev->fg;
 	if (!st->ev->post_backward)
 		return;
+	walk_phase(w, ZS_PH_REDUCE); /* the hook's reduce-scatter, as the engine's tracker marks it */
 	walk_add(w, ZS_CAT_BUCKETS, staged);
 	walk_add(w, ZS_CAT_BUCKETS, sh * st->ev->cast);
 	walk_sub(w, ZS_CAT_BUCKETS, staged + sh * st->ev->cast);
+	walk_phase(w, ZS_PH_BACKWARD);
 }
 
 static int kept(const struct units_fw *st, size_t u)
@@ -348,8 +386,11 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 		walk_sub(w, ZS_CAT_FULL_GRADS, st->units[i] * ev->fg);
 		break;
 	case STEP_END:
+		if (ev->full > 0 || ev->bucket > 0) /* freed by the reduce after backward, as the engine marks it */
+			walk_phase(w, ZS_PH_REDUCE);
 		walk_sub(w, ZS_CAT_FULL_GRADS, ev->full);
 		walk_sub(w, ZS_CAT_BUCKETS, ev->bucket);
+		walk_phase(w, ZS_PH_OPTIMIZER);
 		for (int k = 0; k < ZS_NCATS; k++)
 			walk_add(w, (enum zs_cat)k, ev->step[k]);
 		break;
@@ -389,6 +430,7 @@ static void units_walk(const struct theory_desc *d, const struct events *ev, con
 	walk_steps(d, &w, 1, &fw);
 	out->peak_bytes = w.peak;
 	memcpy(out->peak_breakdown, w.at_peak, sizeof w.at_peak);
+	walk_phases_out(&w, out);
 	*gathered = st.gathered;
 	*reduced = st.reduced;
 	free(st.held);
@@ -446,9 +488,12 @@ static void ds3_flush(struct walk *w, struct ds3_bucket *bk, const uint64_t *tn,
 		pad += N * s - tn[bk->t[i]];
 	}
 	int in_place = bk->count == 1 && pad == 0;
+	enum zs_phase was = w->phase;
+	walk_phase(w, ZS_PH_REDUCE); /* the bucket's reduce-scatter, as the engine marks it */
 	walk_add(w, ZS_CAT_FULL_GRADS, pad * g);
 	walk_add(w, ZS_CAT_FULL_GRADS, in_place ? 0 : N * part * g);
 	walk_sub(w, ZS_CAT_FULL_GRADS, (in_place ? 0 : N * part * g) + pad * g + bk->held);
+	walk_phase(w, was);
 	bk->held = 0;
 	bk->reduced += (N - 1) * part;
 	bk->used = bk->count = 0;
@@ -566,11 +611,13 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		 * then the persistent params gathered */
 		size_t nrel, npost = ds_coord_step(f->d, f->rel, &nrel, f->post);
 		uint64_t S = f->S, g16 = !f->off && b->g == 2 ? S * b->g : 0, g32 = f->off ? 0 : S * 4;
+		walk_phase(w, ZS_PH_OPTIMIZER);
 		ds3_released(w, f, nrel);
 		walk_add(w, ZS_CAT_GRAD16, g16);
 		walk_add(w, ZS_CAT_GRAD32, g32);
 		walk_sub(w, ZS_CAT_GRAD16, g16);
 		walk_sub(w, ZS_CAT_GRAD32, g32);
+		walk_phase(w, ZS_PH_GATHER); /* the persistent params gathered after step() */
 		ds3_gathered(w, f, f->post, npost);
 		uint64_t N = f->N, gathered = f->d->gathered, reduced = f->bk.reduced;
 		f->sent += (N - 1) * gathered * b->p + reduced * b->g;
@@ -652,6 +699,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	walk_steps(d, &w, c->steps, &fw);
 	out->peak_bytes = w.peak;
 	memcpy(out->peak_breakdown, w.at_peak, sizeof w.at_peak);
+	walk_phases_out(&w, out);
 	out->steps_differ = 1;
 	out->comm_bytes_mean = (double)f.sent / c->steps;
 	out->comm_elements_mean = (double)f.sent_el / c->steps;
@@ -768,4 +816,57 @@ void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		out->comm_elements = gathered + reduced;
 		out->comm_bytes = gathered * ev.gp + reduced * ev.fg;
 	}
+}
+
+enum zs_phase theory_binding_phase(const struct theory_schedule *s)
+{
+	for (int p = 0; p < ZS_NPHASES; p++)
+		if (s->phase_entered[p] && s->phase_peak[p] == s->peak_bytes)
+			return (enum zs_phase)p;
+	return ZS_PH_SETUP;
+}
+
+/* The framework's exact peak of m at micro-batch `batch` (its own
+ * description, built and dropped). */
+static uint64_t walk_peak_at(const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
+                             unsigned world, uint64_t batch)
+{
+	struct theory_schedule s;
+	struct theory_bytes b;
+	theory_request_bytes(req, &b);
+	theory_tfm_framework_schedule(req->model, NULL, &req->act, &b, req->config, batch, scheme, unit, world, &s);
+	return s.peak_bytes;
+}
+
+uint64_t theory_walk_max_batch(const struct theory_request *req, enum zs_scheme scheme, enum zs_unit unit,
+                               unsigned world, const struct theory_schedule *at_batch)
+{
+	double usable = theory_request_usable(req);
+	uint64_t b = req->config->batch;
+	/* The walk's peak grows with the micro-batch (every activation and
+	 * scratch buffer is b times its b = 1 bytes; nothing else depends on
+	 * b), so the largest b that fits is found by doubling and halving,
+	 * each probe a walk. */
+	uint64_t lo = 0, hi;
+	if ((double)(b == 1 ? at_batch->peak_bytes : walk_peak_at(req, scheme, unit, world, 1)) > usable)
+		return 0;
+	lo = 1;
+	if ((double)at_batch->peak_bytes <= usable)
+		lo = b;
+	hi = lo * 2;
+	while (hi <= THEORY_WALK_MAX_BATCH && theory_tfm_exact(req->model, &req->act, hi) &&
+	       (double)walk_peak_at(req, scheme, unit, world, hi) <= usable) {
+		lo = hi;
+		hi *= 2;
+	}
+	if (hi > THEORY_WALK_MAX_BATCH || !theory_tfm_exact(req->model, &req->act, hi))
+		return lo; /* the cap: more than any rank runs */
+	while (hi - lo > 1) { /* peak(lo) fits, peak(hi) does not */
+		uint64_t mid = lo + (hi - lo) / 2;
+		if ((double)walk_peak_at(req, scheme, unit, world, mid) <= usable)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
 }
