@@ -73,7 +73,7 @@ static int same_breakdown(const cJSON *mrun, const cJSON *sched, const char *key
 	for (int c = 0; c < ZS_NCATS; c++) {
 		const char *name = zs_cat_name((enum zs_cat)c);
 		if (!cJSON_HasObjectItem(mb, name) && !cJSON_HasObjectItem(tb, name))
-			continue; /* a category neither lists (zs_cat_listed): 0 on both sides */
+			continue; /* a category neither lists (zs_cat_json): 0 on both sides */
 		int r = same(mb, tb, name, run, prefix, cause);
 		if (r != 0)
 			return r;

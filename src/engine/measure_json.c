@@ -14,12 +14,13 @@
 
 static void push(cJSON *a, double v) { cJSON_AddItemToArray(a, cJSON_CreateNumber(v)); }
 
+/* The tracker counts in size_t; the breakdown's writer is the theory's too. */
 static void breakdown(cJSON *parent, const char *key, const size_t *b)
 {
-	cJSON *o = cJSON_AddObjectToObject(parent, key);
+	uint64_t bytes[ZS_NCATS];
 	for (int c = 0; c < ZS_NCATS; c++)
-		if (zs_cat_listed((enum zs_cat)c, (double)b[c]))
-			zs_json_add_number(o, zs_cat_name((enum zs_cat)c), (double)b[c]);
+		bytes[c] = b[c];
+	zs_cat_json(parent, key, bytes);
 }
 
 /* Ψ: the MLP's widths', or the transformer's. */

@@ -37,14 +37,6 @@ static void push_num(cJSON *arr, double v) { cJSON_AddItemToArray(arr, cJSON_Cre
 
 /* ------------------------------------------------------------------------ */
 
-static void breakdown(cJSON *parent, const char *key, const uint64_t *cat)
-{
-	cJSON *b = cJSON_AddObjectToObject(parent, key);
-	for (int c = 0; c < ZS_NCATS; c++)
-		if (zs_cat_listed((enum zs_cat)c, (double)cat[c]))
-			num(b, zs_cat_name((enum zs_cat)c), (double)cat[c]);
-}
-
 static void comm(cJSON *o, double bytes, double elements, double psi)
 {
 	num(o, "comm_bytes_per_rank_per_step", bytes);
@@ -76,11 +68,11 @@ static void schedule_json(cJSON *row, const struct theory_request *req, const st
 	num(o, "padded_elements", (double)s->padded_elements);
 	num(o, "resident_bytes", (double)s->resident_bytes);
 	num(o, "resident_bytes_per_param", (double)s->resident_bytes / psi);
-	breakdown(o, "resident_breakdown", s->resident_breakdown);
+	zs_cat_json(o, "resident_breakdown", s->resident_breakdown);
 	num(o, "padding_bytes", s->padding_bytes);
 	num(o, "peak_bytes", (double)s->peak_bytes);
 	num(o, "peak_bytes_per_param", (double)s->peak_bytes / psi);
-	breakdown(o, "peak_breakdown", s->peak_breakdown);
+	zs_cat_json(o, "peak_breakdown", s->peak_breakdown);
 	if (s->has_phases) { /* the walk's most in each phase the step enters, and where it binds */
 		cJSON *ph = cJSON_AddObjectToObject(o, "phase_peak_bytes");
 		for (int p = 0; p < ZS_NPHASES; p++)
@@ -120,7 +112,7 @@ static void peak_json(cJSON *row, const struct theory_request *req, const struct
 	num(o, "shard_elements", (double)st->shard_elements);
 	num(o, "padded_elements", (double)st->padded_elements);
 	num(o, "resident_bytes", (double)st->resident_bytes);
-	breakdown(o, "resident_breakdown", st->resident_breakdown);
+	zs_cat_json(o, "resident_breakdown", st->resident_breakdown);
 	num(o, "padding_bytes", st->padding_bytes);
 	num(o, "gathered_params_bytes", (double)st->gathered_params);
 	num(o, "full_grads_bytes", (double)st->full_grads);
@@ -131,7 +123,7 @@ static void peak_json(cJSON *row, const struct theory_request *req, const struct
 	num(o, "activations_bytes_per_sequence", (double)p->activations_per_sequence);
 	num(o, "peak_bytes", (double)p->peak_bytes);
 	num(o, "peak_bytes_per_param", (double)p->peak_bytes / psi);
-	breakdown(o, "peak_breakdown", p->peak_breakdown);
+	zs_cat_json(o, "peak_breakdown", p->peak_breakdown);
 }
 
 static void row_json(cJSON *rows, const struct theory_request *req, const struct theory_row *r)

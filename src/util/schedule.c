@@ -18,7 +18,13 @@ static const char *const phase_names[ZS_NPHASES] = {
 };
 
 const char *zs_cat_name(enum zs_cat c) { return (unsigned)c < ZS_NCATS ? cat_names[c] : NULL; }
-int zs_cat_listed(enum zs_cat c, double bytes) { return c != ZS_CAT_BUCKETS || bytes != 0; }
+void zs_cat_json(cJSON *parent, const char *key, const uint64_t bytes[ZS_NCATS])
+{
+	cJSON *o = cJSON_AddObjectToObject(parent, key);
+	for (int c = 0; c < ZS_NCATS; c++)
+		if (c != ZS_CAT_BUCKETS || bytes[c] != 0)
+			zs_json_add_number(o, zs_cat_name((enum zs_cat)c), (double)bytes[c]);
+}
 
 const char *zs_phase_name(enum zs_phase p) { return (unsigned)p < ZS_NPHASES ? phase_names[p] : NULL; }
 

@@ -37,11 +37,13 @@ enum zs_phase { ZS_PH_SETUP, ZS_PH_FORWARD, ZS_PH_BACKWARD, ZS_PH_REDUCE, ZS_PH_
 /* Their JSON names ("param16", "forward"); NULL out of range. */
 const char *zs_cat_name(enum zs_cat c);
 
-/* Whether a breakdown lists category c holding `bytes`: every category
- * always, except `buckets`, listed only where it holds some (so the paper's
- * files are what they were before it existed; a reader takes a category
- * missing as 0). */
-int zs_cat_listed(enum zs_cat c, double bytes);
+/* A breakdown, bytes per category, as the object `key` of parent (the
+ * measured and the theory files write it so): every category always,
+ * except `buckets`, listed only where it holds some (so the paper's files
+ * are what they were before it existed; a reader takes a category missing
+ * as 0). */
+struct cJSON;
+void zs_cat_json(struct cJSON *parent, const char *key, const uint64_t bytes[ZS_NCATS]);
 const char *zs_phase_name(enum zs_phase p);
 
 /* The model states, and how much of each a rank holds between steps. */
