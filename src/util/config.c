@@ -105,6 +105,12 @@ void zs_config_defaults(struct zs_config *c)
 	c->ds_prefetch_bucket = 5e7;
 	c->ds_max_live = 1e9;
 	c->ranks_per_node = 1;
+	c->torch_version = ZS_TORCH_2_6;
+	c->torch_device = ZS_DEVICE_CUDA;
+	c->optim_impl = ZS_OPTIM_IMPL_DEFAULT;
+	c->zero_grad = ZS_ZERO_GRAD_DEFAULT;
+	c->attn = ZS_ATTN_DEFAULT;
+	c->wrapper = ZS_WRAPPER_AUTO;
 }
 
 int zs_parse_uint(const char *opt, const char *s, unsigned long long max, const char *what,

@@ -26,6 +26,18 @@ enum zs_offload { ZS_OFFLOAD_NONE, ZS_OFFLOAD_OPTIMIZER, ZS_OFFLOAD_PARAMS, ZS_N
 /* FSDP's backward prefetch (torch's zero2/zero3, docs/schedule.md): none
  * (PyTorch 1.13's default) or BACKWARD_PRE (torch 2.x's default). */
 enum zs_prefetch { ZS_PREFETCH_NONE, ZS_PREFETCH_BACKWARD_PRE, ZS_NPREFETCH };
+/* The PyTorch a --framework torch or deepspeed run follows (docs/schedule.md,
+ * "The PyTorch step"): the release and the device (their defaults, where
+ * a "default" is left, are that release's on that device: util/autograd.h
+ * ag_options_from_config), Adam's implementation, zero_grad's set_to_none,
+ * transformers' attn_implementation, and whether the model is wrapped by
+ * the framework (DDP, FSDP) or trained by a plain loop (N = 1 only). */
+enum zs_torch_version { ZS_TORCH_2_6, ZS_TORCH_1_13 };
+enum zs_torch_device { ZS_DEVICE_CUDA, ZS_DEVICE_CPU };
+enum zs_optim_impl { ZS_OPTIM_IMPL_DEFAULT, ZS_OPTIM_SINGLE, ZS_OPTIM_FOREACH, ZS_OPTIM_FUSED };
+enum zs_zero_grad { ZS_ZERO_GRAD_DEFAULT, ZS_ZERO_GRAD_NONE, ZS_ZERO_GRAD_ZEROS };
+enum zs_attn { ZS_ATTN_DEFAULT, ZS_ATTN_EAGER, ZS_ATTN_SDPA };
+enum zs_wrapper { ZS_WRAPPER_AUTO, ZS_WRAPPER_NONE };
 
 /* The MLP's depth: --layers (and a spec's or a case's "layers") takes 2 to
  * 131 widths, up to 130 layers; more gets a one-line error. A bound on the
@@ -103,6 +115,13 @@ struct zs_config {
 	 * (DeepSpeed's num_gpus_per_node, default 1). */
 	enum zs_offload offload;
 	unsigned ranks_per_node;
+	/* The PyTorch followed (above): 2.6, cuda, and the rest "default"/auto. */
+	enum zs_torch_version torch_version;
+	enum zs_torch_device torch_device;
+	enum zs_optim_impl optim_impl;
+	enum zs_zero_grad zero_grad;
+	enum zs_attn attn;
+	enum zs_wrapper wrapper;
 	zs_keys given;                  /* keys set by a spec or an option: ZS_KEY_BIT(key) */
 	/* measure --model: a transformer instead of the MLP of widths
 	 * (engine/tfm.h), or NULL. Not owned. */

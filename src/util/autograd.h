@@ -1,0 +1,208 @@
+/*
+ * autograd — a training step of eager PyTorch as data: the tensors Hugging
+ * Face's modeling code, autograd and torch.optim make in one step, each op
+ * with its inputs and outputs, and every allocation and free in the order
+ * PyTorch's allocator sees them (docs/schedule.md, "The PyTorch step").
+ *
+ * This is the third part of the step's description (util/step.h has the
+ * parameters and zerosim's own buffers). It is built from the config and
+ * the run's options alone, written from transformers' modeling files and
+ * PyTorch's derivative formulas (tools/autograd/derivatives.yaml) — never
+ * from zerosim's engine —, and checked against PyTorch's own allocator by
+ * tests/hf_torch.sh. The engine runs it (engine/ag_exec.c: every op a real
+ * kernel over buffers the tracker allocated when the list says, freed when
+ * it says, so a kernel that read a freed tensor would fail under ASan); the
+ * theory sums it (theory/theory_autograd.c). Neither adds a byte of its own.
+ *
+ * Tensors. A storage is what the allocator is asked for (`bytes`, as
+ * PyTorch asks: numel · element size; 0-dim scalars are one element). A
+ * view (`storage` != its own index) shares its storage's bytes, with its
+ * own shape, strides (elements) and offset: split, permute, transpose,
+ * view, unsqueeze and expand (a stride of 0) make views, never bytes.
+ * Every operand of an op may be a view; an output is always a whole
+ * contiguous storage, or a view of one for an in-place op.
+ *
+ * Events, in the order PyTorch runs them:
+ *   AG_EV_ALLOC t   storage t is allocated (its bytes become live);
+ *   AG_EV_OP        an op computes out[] from in[] (outputs already
+ *                   allocated; an in-place op names its target as out[0]
+ *                   and in[0]);
+ *   AG_EV_FREE t    storage t is freed (its bytes are no longer live);
+ *   AG_EV_MARK      a boundary: a phase's start, or a module's start and
+ *                   end in forward and backward, named as the reference
+ *                   (tests/hf_torch.py) names its marks.
+ * Between the step's events nothing is made or freed: the list is the
+ * whole of what the step allocates, for one rank, at steady state (the
+ * optimizer's state exists); `setup` lists what exists before the first
+ * step (the parameters, the model's buffers, and at steady state the
+ * grads and optimizer state), and `first_step` what the first step makes
+ * on top of it (Adam's state, its step counters).
+ *
+ * Ownership: ag_step_build fills a struct whose arrays it allocates;
+ * ag_step_free releases them. Out of memory is fatal.
+ */
+#ifndef ZS_UTIL_AUTOGRAD_H
+#define ZS_UTIL_AUTOGRAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/config.h"
+#include "util/model.h"
+#include "util/schedule.h"
+#include "util/step.h"
+
+#define AG_MAXDIM 5
+#define AG_MAXIN 5
+#define AG_MAXOUT 3
+#define AG_NONE UINT32_MAX
+
+enum ag_dtype { AG_F32, AG_BF16, AG_F16, AG_I64, AG_BOOL };
+/* Bytes an element: 4, 2, 2, 8, 1. */
+unsigned ag_dtype_size(enum ag_dtype d);
+const char *ag_dtype_name(enum ag_dtype d);
+
+/* What a storage is to the run. */
+enum ag_role {
+	AG_ROLE_PARAM,   /* a parameter tensor (step_params tensor `param`) */
+	AG_ROLE_GRAD,    /* its .grad */
+	AG_ROLE_ADAM_M, AG_ROLE_ADAM_V, AG_ROLE_ADAM_STEP, /* its optimizer state */
+	AG_ROLE_BUFFER,  /* a module's registered buffer (GPT-2's causal `bias`, Llama's inv_freq) */
+	AG_ROLE_INPUT,   /* the batch: input ids and labels */
+	AG_ROLE_TEMP     /* anything else the step makes: activations, grads of activations, temporaries */
+};
+
+struct ag_tensor {
+	const char *what;          /* static text: the op that made it ("addmm", "tanh", "_softmax") */
+	enum ag_dtype dtype;
+	unsigned ndim;             /* 0 (a scalar) .. AG_MAXDIM */
+	uint64_t shape[AG_MAXDIM];
+	int64_t stride[AG_MAXDIM]; /* in elements; 0 broadcasts */
+	uint32_t storage;          /* the storage it views; its own index when it is one */
+	uint64_t offset;           /* its first element in that storage */
+	uint64_t bytes;            /* a storage's allocation; 0 for a view */
+	enum ag_role role;
+	enum zs_cat cat;           /* the tracker's category (the breakdown) */
+	int32_t param;             /* PARAM, GRAD, ADAM_*: the step_params tensor; else -1 */
+	int32_t module;            /* the step_params module whose forward or backward made it, or -1 */
+};
+
+/* The ops. Semantics are PyTorch's for the aten op named; shapes follow
+ * the operands' views (broadcasting is a view with stride 0). Scalars
+ * are in arg[]. "out = ..." writes a fresh output; "_" ops are in place.
+ * Every op computes in fp32 (16-bit operands are widened and the result
+ * rounded once, as PyTorch's CPU kernels do) unless its note says. */
+enum ag_op {
+	/* making values */
+	AG_OP_ARANGE,        /* out[i] = i (int64) */
+	AG_OP_FILL,          /* out = arg[0] */
+	AG_OP_COPY,          /* out = in0 (any strides, any dtype: contiguous(), .to(dtype), clone) */
+	AG_OP_TRIL_MASK,     /* out (bool [P, P]) = j <= i: GPT-2's causal `bias` */
+	AG_OP_CAUSAL_ADD_MASK, /* out [T, T] = 0 where j <= i, else arg[0] (finfo.min): 5.x's/Llama's eager mask */
+	/* elementwise */
+	AG_OP_ADD,           /* out = in0 + arg[0] · in1 (arg[0] is add's alpha, 1 unless said) */
+	AG_OP_ADD_SCALAR,    /* out = in0 + arg[0] */
+	AG_OP_MUL,           /* out = in0 · in1 */
+	AG_OP_MUL_SCALAR,    /* out = in0 · arg[0] */
+	AG_OP_DIV,           /* out = in0 / in1 (in1 may be a 0-dim tensor) */
+	AG_OP_NEG,           /* out = −in0 */
+	AG_OP_POW_SCALAR,    /* out = in0 ^ arg[0] */
+	AG_OP_TANH,          /* out = tanh(in0) */
+	AG_OP_RSQRT,         /* out = 1 / sqrt(in0) */
+	AG_OP_SQRT,          /* out = sqrt(in0) */
+	AG_OP_SILU,          /* out = in0 · sigmoid(in0) */
+	AG_OP_WHERE,         /* out = in0 (bool) ? in1 : in2 (in2 a 0-dim tensor) */
+	AG_OP_CAT_LAST,      /* out = cat((in0, in1), dim = -1) */
+	/* reductions and normalisations (over the last dim unless said) */
+	AG_OP_MEAN_LAST,     /* out (keepdim) = mean(in0, -1) */
+	AG_OP_SUM_ROWS,      /* out [n] = Σ_rows in0 [rows, n] (a bias's grad) */
+	AG_OP_SUM_TO,        /* out = in0 summed to out's shape (expand's backward) */
+	AG_OP_LAYER_NORM,    /* out0 = layer_norm(in0; w in1, b in2, eps arg[0]); out1 mean, out2 rstd [rows] */
+	AG_OP_SOFTMAX,       /* out = softmax(in0, -1) */
+	AG_OP_LOG_SOFTMAX,   /* out = log_softmax(in0, -1) */
+	AG_OP_NLL,           /* out0 (0-dim) = mean over rows with target in1 != arg[0] of −in0[row, in1[row]];
+	                      * out1 (0-dim) total_weight = those rows */
+	/* matrix products (operands are 2-D or batched 3-D views; BLAS takes transposed views as they are) */
+	AG_OP_MM,            /* out = in0 @ in1 */
+	AG_OP_ADDMM,         /* out = in2 (a bias, broadcast over rows) + in0 @ in1 */
+	AG_OP_BMM,           /* out[b] = in0[b] @ in1[b] */
+	AG_OP_EMBEDDING,     /* out[i] = in0 (the table) [in1[i]] */
+	/* backward formulas (derivatives.yaml's), each as one op */
+	AG_OP_LAYER_NORM_BWD,/* native_layer_norm_backward: in grad, x, mean, rstd, w; out dx, dw, db
+	                      * (AG_NONE where autograd asks none) */
+	AG_OP_SOFTMAX_BWD,   /* out = (in0 − Σ in0·in1) · in1: _softmax_backward_data(grad in0, output in1) */
+	AG_OP_LOG_SOFTMAX_BWD, /* out = in0 − exp(in1) · Σ in0: (grad in0, output in1) */
+	AG_OP_NLL_BWD,       /* out = zeros, then −in0 (0-dim grad) / in2 (total_weight) at [row, in1[row]] */
+	AG_OP_TANH_BWD,      /* out = in0 · (1 − in1²): (grad, output) */
+	AG_OP_SILU_BWD,      /* out = in0 · σ(in1) · (1 + in1 · (1 − σ(in1))): (grad, input) */
+	AG_OP_RSQRT_BWD,     /* out = −0.5 · in0 · in1³: (grad, output) */
+	AG_OP_POW_BWD,       /* out = in0 · arg[0] · in1^(arg[0] − 1): (grad, input, exponent) */
+	AG_OP_EMBEDDING_BWD, /* out (the table's shape) = zeros, then out[in1[i]] += in0[i] */
+	/* in place: out[0] is in[0] */
+	AG_OP_ZERO_,         /* in0 = 0 */
+	AG_OP_ADD_,          /* in0 += arg[0] · in1 */
+	AG_OP_MUL_SCALAR_,   /* in0 *= arg[0] */
+	AG_OP_ADD_SCALAR_,   /* in0 += arg[0] */
+	AG_OP_DIV_SCALAR_,   /* in0 /= arg[0] */
+	AG_OP_ADDCMUL_,      /* in0 += arg[0] · in1 · in2 */
+	AG_OP_ADDCDIV_,      /* in0 += arg[0] · in1 / in2 */
+	AG_OP_LERP_,         /* in0 += arg[0] · (in1 − in0) */
+	AG_OP_ADAM_FUSED_,   /* torch._fused_adam_ over (param in0, grad in1, m in2, v in3), step count arg[0]:
+	                      * no temporaries */
+	AG_NOPS
+};
+const char *ag_op_name(enum ag_op op);
+
+enum ag_event_kind { AG_EV_ALLOC, AG_EV_FREE, AG_EV_OP, AG_EV_MARK };
+
+struct ag_event {
+	enum ag_event_kind kind;
+	uint32_t t;                /* ALLOC, FREE: the storage */
+	enum ag_op op;             /* OP */
+	uint32_t in[AG_MAXIN];     /* OP: operands, AG_NONE past the last */
+	uint32_t out[AG_MAXOUT];   /* OP: results, AG_NONE past the last */
+	double arg[2];             /* OP: its scalars */
+	enum zs_phase phase;       /* every event: the phase it falls in (forward, backward, optimizer;
+	                            * zero_grad is ZS_PH_OPTIMIZER's end, marked "phase:zero_grad") */
+	int32_t module;            /* every event: the step_params module running, or -1 */
+	const char *label;         /* MARK: "phase:backward", "fwd:h.0:end" (static or owned, see below) */
+};
+
+/* The options the step follows (zs_config's, resolved: no "default"). */
+struct ag_options {
+	uint64_t batch, seq;
+	enum zs_torch_version version;
+	enum zs_torch_device device;
+	enum zs_optim_impl optim_impl;   /* single, foreach or fused */
+	enum zs_zero_grad zero_grad;     /* none (set_to_none) or zeros */
+	enum zs_attn attn;               /* eager or sdpa */
+	enum zs_optimizer optimizer;     /* Adam (AdamW's bytes are Adam's) */
+	double lr, beta1, beta2, eps;
+};
+
+struct ag_step {
+	struct ag_tensor *tensor;
+	size_t ntensors;
+	struct ag_event *setup;         /* before the first step: params, buffers (allocs and their ops) */
+	size_t nsetup;
+	struct ag_event *first_step;    /* what the first step makes beyond steady state (optimizer state) */
+	size_t nfirst;
+	struct ag_event *event;         /* one step at steady state */
+	size_t nevents;
+	char **labels;                  /* owned mark labels (freed by ag_step_free) */
+	size_t nlabels;
+};
+
+/* Build the step of model m (gpt2 or llama family) with parameters p
+ * (step_params_build) under options o. Returns 0, or -1 with *cause set
+ * (one line) for what it cannot describe yet (a family, an option). */
+int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step_params *p,
+                  const struct ag_options *o, char **cause);
+void ag_step_free(struct ag_step *s);
+
+/* Resolve the run's options: "default" becomes what release `version`
+ * does on `device` (zero_grad: zeros in 1.13, none from 2.0; Adam: foreach
+ * on CUDA from 2.0, else single; attention: eager in 1.13, sdpa in 2.x). */
+void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uint64_t batch, uint64_t seq);
+
+#endif
