@@ -430,7 +430,8 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	if (write_case != NULL && c.tfm != NULL)
 		write_side = engine_case_side_path(write_case);
-	if (zs_config_validate(&c, &cause) != 0 || zs_framework_check(&c, 0, &cause) != 0)
+	if (zs_config_validate(&c, &cause) != 0 || zs_framework_check(&c, 0, &cause) != 0 ||
+	    zs_config_check_model(&c, c.tfm != NULL, &cause) != 0)
 		goto fail;
 	/* DeepSpeed's ZeRO-3 gathers per nn.Module; a full recompute re-runs a
 	 * block's forward inside its backward, where its hooks would gather

@@ -306,8 +306,27 @@ int zs_cmd_theory(int argc, char **argv)
 
 	if (zs_opts_config(&config, args, nargs, &cause) < 0)
 		goto bad;
-	if (zs_config_validate(&config, &cause) < 0 || zs_framework_check(&config, 1, &cause) < 0)
+	if (zs_config_validate(&config, &cause) < 0 || zs_framework_check(&config, 1, &cause) < 0 ||
+	    zs_config_check_model(&config, model_arg != NULL, &cause) < 0)
 		goto bad;
+	/* --flash-attn is --attn sdpa where a PyTorch runs (no T x T matrix
+	 * kept: SDPA's flash and memory-efficient kernels); under paper, where
+	 * --attn is refused, it keeps its meaning, Korthikanti's no-scores
+	 * formula. Either sets the activations' flash, so that --flash-attn's
+	 * outputs are what they were. */
+	if (flash && config.framework != ZS_FW_PAPER) {
+		if (config.attn == ZS_ATTN_EAGER) {
+			cause = zs_strdup("--flash-attn is --attn sdpa, and --attn eager says otherwise: give one");
+			goto bad;
+		}
+		if (config.torch_version == ZS_TORCH_1_13) {
+			cause = zs_strdup("--flash-attn (--attn sdpa): PyTorch 1.13 has no scaled_dot_product_attention "
+			                  "(2.0 added it); give --torch-version 2.6");
+			goto bad;
+		}
+		config.attn = ZS_ATTN_SDPA;
+	}
+	flash |= config.attn == ZS_ATTN_SDPA;
 	if (check_memory(&req, reserve_given, &cause) < 0 ||
 	    (model_arg != NULL && load_model(&req, &config, &model, model_arg, seq_arg, recompute_arg,
 	                                     flash, params_given, args, nargs, spec != NULL, &cause) < 0))
