@@ -706,6 +706,16 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	for (size_t i = 0; i < sizeof torch_keys / sizeof torch_keys[0]; i++)
 		if (c->framework == ZS_FW_PAPER && (c->given & ZS_KEY_BIT(torch_keys[i])))
 			return zs_fail(cause, "--%s: only under --framework torch or deepspeed", key_names[torch_keys[i]]);
+	/* The wrapped frameworks (DDP, FSDP, DeepSpeed) still run zerosim's own
+	 * step, which follows none of these yet: a setting would change
+	 * nothing, so it is refused rather than recorded (--attn stays: it is
+	 * --flash-attn's reference column there). */
+	static const enum zs_key plain_keys[] = {ZS_KEY_TORCH_VERSION, ZS_KEY_TORCH_DEVICE, ZS_KEY_OPTIM_IMPL,
+	                                         ZS_KEY_ZERO_GRAD};
+	for (size_t i = 0; i < sizeof plain_keys / sizeof plain_keys[0]; i++)
+		if (c->wrapper != ZS_WRAPPER_NONE && (c->given & ZS_KEY_BIT(plain_keys[i])))
+			return zs_fail(cause, "--%s: only with --wrapper none so far (the wrapped DDP, FSDP and DeepSpeed "
+			               "steps do not follow it yet)", key_names[plain_keys[i]]);
 	/* 1.13 has no torch.nn.functional.scaled_dot_product_attention (2.0
 	 * added it), and its fused Adam takes CUDA tensors only (adam.py
 	 * 147-151: "FusedAdam requires all the params to be CUDA"). */
@@ -853,8 +863,8 @@ const char *const zs_torch_json_keys[ZS_NTORCH_JSON_KEYS] = {"torch_version", "t
 
 void zs_config_json_torch(cJSON *cfg, const struct zs_config *c, int attention)
 {
-	if (c->framework == ZS_FW_PAPER)
-		return;
+	if (c->framework == ZS_FW_PAPER || c->wrapper != ZS_WRAPPER_NONE)
+		return; /* only the plain loop's step follows them (zs_config_check_torch) */
 	const char *value[ZS_NTORCH_JSON_KEYS] = {
 		zs_torch_version_name(c->torch_version), zs_torch_device_name(c->torch_device),
 		zs_optim_impl_name(zs_optim_impl_resolve(c)), zs_zero_grad_name(zs_zero_grad_resolve(c)),
