@@ -31,6 +31,10 @@ EXTRA_DIST += tests/hostile.sh
 TESTS += tests/datafile.sh
 EXTRA_DIST += tests/datafile.sh
 
+# --model by Hub id, in any case, and from a fake Hugging Face cache.
+TESTS += tests/model_names.sh
+EXTRA_DIST += tests/model_names.sh
+
 # The transformer's layers and model (Check): finite differences, training.
 if HAVE_CHECK
 check_PROGRAMS += tests/test_tfm

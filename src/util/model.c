@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "util/buf.h"
@@ -364,54 +365,174 @@ static int ends_with_json(const char *s)
 	return l > 5 && strcmp(s + l - 5, ".json") == 0;
 }
 
-/* An argument with a '/' or ending in .json is a file; anything else a name. */
-static int names_a_file(const char *arg)
-{
-	return strchr(arg, '/') != NULL || ends_with_json(arg);
-}
-
 static const char name_chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";
 
-/* The shipped config's path for a name, if there is one (NULL otherwise;
- * *cause is set only when the data folder itself is missing). */
-static char *shipped_path(const char *arg, char **dir, char **cause)
+/* A plain name: name_chars only, not empty, not starting with '.'. */
+static int plain(const char *s, size_t l)
+{
+	return l > 0 && s[0] != '.' && strspn(s, name_chars) >= l;
+}
+
+/* A Hugging Face Hub id: ORG/NAME, two plain names (the Hub's own rule
+ * is narrower; this one keeps the cache path inside the cache). */
+static int hub_id(const char *arg)
+{
+	const char *slash = strchr(arg, '/');
+
+	return slash != NULL && strchr(slash + 1, '/') == NULL && plain(arg, (size_t)(slash - arg)) &&
+	       plain(slash + 1, strlen(slash + 1));
+}
+
+/* dir/NAME.json for a shipped name, matched without regard to case (the
+ * exact spelling first); *canon gets the file's own spelling. NULL when
+ * there is none. */
+static char *shipped_path(const char *dir, const char *arg, char canon[64])
 {
 	size_t l = strlen(arg);
 	struct stat st;
 
-	*dir = zs_datafile("data/models", cause);
-	if (*dir == NULL)
+	if (l >= 64 || !plain(arg, l))
 		return NULL;
-	if (l >= sizeof ((struct zs_model *)0)->name || strspn(arg, name_chars) != l || arg[0] == '.')
-		return NULL;
-	char *path = zs_asprintf("%s/%s.json", *dir, arg);
+	char *path = zs_asprintf("%s/%s.json", dir, arg);
 	/* stat, not open: a FIFO must not block; zs_read_file refuses it. */
-	if (stat(path, &st) == 0)
+	if (stat(path, &st) == 0) {
+		snprintf(canon, 64, "%s", arg);
 		return path;
+	}
 	free(path);
-	return NULL;
-}
-
-char *zs_model_file(const char *arg)
-{
-	if (arg == NULL || *arg == '\0')
-		return NULL;
-	if (names_a_file(arg))
-		return zs_strdup(arg);
-	char *dir = NULL, *cause = NULL;
-	char *path = shipped_path(arg, &dir, &cause);
-	free(dir);
-	free(cause);
+	path = NULL;
+	DIR *d = opendir(dir);
+	const struct dirent *e;
+	while (d != NULL && path == NULL && (e = readdir(d)) != NULL)
+		if (strlen(e->d_name) == l + 5 && strncasecmp(e->d_name, arg, l) == 0 &&
+		    strcmp(e->d_name + l, ".json") == 0) {
+			snprintf(canon, 64, "%.*s", (int)l, e->d_name);
+			path = zs_asprintf("%s/%s", dir, e->d_name);
+		}
+	if (d != NULL)
+		closedir(d);
 	return path;
 }
 
-int zs_model_load(const char *arg, struct zs_model *m, char **cause)
+/* The shipped name whose Hub id (data/models/hub.txt) is id, in any case;
+ * 0 when none is. */
+static int shipped_id(const char *dir, const char *id, char name[64])
+{
+	char *path = zs_asprintf("%s/hub.txt", dir), *text = NULL, *cause = NULL;
+	size_t len;
+	int found = 0;
+
+	if (zs_read_file(path, &text, &len, &cause) == 0) {
+		for (char *line = strtok(text, "\n"); line != NULL && !found; line = strtok(NULL, "\n")) {
+			char n[64], i[128];
+			if (line[0] != '#' && sscanf(line, "%63s %127s", n, i) == 2 && strcasecmp(i, id) == 0) {
+				snprintf(name, 64, "%s", n);
+				found = 1;
+			}
+		}
+	}
+	free(text);
+	free(cause);
+	free(path);
+	return found;
+}
+
+/* The Hugging Face cache folder as huggingface_hub chooses it
+ * (src/huggingface_hub/constants.py 157-182 at ee0a4510): HF_HUB_CACHE,
+ * else the legacy HUGGINGFACE_HUB_CACHE, else HF_HOME/hub, HF_HOME
+ * defaulting to XDG_CACHE_HOME/huggingface, that to ~/.cache/huggingface.
+ * A variable set but empty counts as unset. */
+static char *hf_cache(void)
+{
+	const char *v;
+
+	if ((v = getenv("HF_HUB_CACHE")) != NULL && *v != '\0')
+		return zs_strdup(v);
+	if ((v = getenv("HUGGINGFACE_HUB_CACHE")) != NULL && *v != '\0')
+		return zs_strdup(v);
+	if ((v = getenv("HF_HOME")) != NULL && *v != '\0')
+		return zs_asprintf("%s/hub", v);
+	if ((v = getenv("XDG_CACHE_HOME")) != NULL && *v != '\0')
+		return zs_asprintf("%s/huggingface/hub", v);
+	v = getenv("HOME");
+	return zs_asprintf("%s/.cache/huggingface/hub", v != NULL && *v != '\0' ? v : ".");
+}
+
+/* ORG/NAME's config.json in the local Hugging Face cache, laid out as
+ * huggingface_hub's try_to_load_from_cache reads it (file_download.py
+ * 1531-1565 at ee0a4510): CACHE/models--ORG--NAME (repo_folder_name,
+ * 720-728, REPO_ID_SEPARATOR "--", constants.py 108), whose refs/main
+ * holds the commit that snapshots/COMMIT/config.json belongs to. The
+ * folder's case as the id gives it first, then any case; name gets
+ * NAME as the folder spells it. NULL with *cause naming the path looked
+ * at; never the network. */
+static char *cached_config(const char *id, char name[64], char **cause)
+{
+	char *cache = hf_cache();
+	char *folder = zs_asprintf("models--%.*s--%s", (int)(strchr(id, '/') - id), id, strchr(id, '/') + 1);
+	char *repo = zs_asprintf("%s/%s", cache, folder), *path = NULL;
+	struct stat st;
+
+	if (stat(repo, &st) != 0) {
+		DIR *d = opendir(cache);
+		const struct dirent *e;
+		while (d != NULL && (e = readdir(d)) != NULL)
+			if (strcasecmp(e->d_name, folder) == 0) {
+				free(repo);
+				repo = zs_asprintf("%s/%s", cache, e->d_name);
+				free(folder);
+				folder = zs_strdup(e->d_name);
+				break;
+			}
+		if (d != NULL)
+			closedir(d);
+	}
+	char *ref = zs_asprintf("%s/refs/main", repo), *rev = NULL, *why = NULL;
+	size_t len;
+	if (stat(ref, &st) != 0 || !S_ISREG(st.st_mode) || zs_read_file(ref, &rev, &len, &why) != 0) {
+		zs_fail(cause, "--model: '%.64s' is no shipped config's Hub id (data/models/hub.txt) and is not in "
+		        "the Hugging Face cache (no %s)", id, ref);
+	} else {
+		/* huggingface_hub writes the commit with no newline; one an
+		 * editor added is not part of it. */
+		while (len > 0 && (rev[len - 1] == '\n' || rev[len - 1] == '\r' || rev[len - 1] == ' '))
+			rev[--len] = '\0';
+		if (!plain(rev, len) || strlen(rev) != len)
+			zs_fail(cause, "--model: %s does not hold a revision", ref);
+		else {
+			path = zs_asprintf("%s/snapshots/%s/config.json", repo, rev);
+			/* NAME: after models--ORG-- (the report takes no '/') */
+			snprintf(name, 64, "%s", folder + strlen(folder) - strlen(strchr(id, '/') + 1));
+			if (stat(path, &st) != 0) {
+				zs_fail(cause, "--model: '%.64s' is in the Hugging Face cache without its config.json "
+				        "(no %s)", id, path);
+				free(path);
+				path = NULL;
+			}
+		}
+	}
+	free(rev);
+	free(why);
+	free(ref);
+	free(repo);
+	free(folder);
+	free(cache);
+	return path;
+}
+
+/* What a --model argument reads: *path the config file and name the
+ * model's name in the outputs. A shipped name or Hub id gets the shipped
+ * name as the file spells it. Returns 0, or -1 with *cause. */
+static int resolve(const char *arg, char **path, char name[64], char **cause)
 {
 	size_t l = strlen(arg);
+	struct stat st;
 
+	*path = NULL;
 	if (l == 0)
 		return zs_fail(cause, "--model: the name is empty");
-	if (names_a_file(arg)) {
+	/* An existing file wins over an id of the same spelling. */
+	if (ends_with_json(arg) || (strchr(arg, '/') != NULL && (!hub_id(arg) || stat(arg, &st) == 0))) {
 		/* The name is the file's without .json; for a transformers
 		 * folder's config.json, the folder's. */
 		const char *base = strrchr(arg, '/');
@@ -430,31 +551,56 @@ int zs_model_load(const char *arg, struct zs_model *m, char **cause)
 		}
 		/* The name is written into theory.json and read back by the
 		 * report, which takes plain names only: other bytes become '_'. */
-		char name[sizeof m->name];
-		snprintf(name, sizeof name, "%.*s", (int)bl, base);
+		snprintf(name, 64, "%.*s", (int)bl, base);
 		for (char *c = name; *c != '\0'; c++)
 			if (strchr(name_chars, *c) == NULL)
 				*c = '_';
 		if (name[0] == '\0')
-			snprintf(name, sizeof name, "model");
-		return read_config(arg, name, m, cause);
+			snprintf(name, 64, "model");
+		*path = zs_strdup(arg);
+		return 0;
 	}
 
-	char *dir = NULL;
-	char *path = shipped_path(arg, &dir, cause);
+	char *dir = zs_datafile("data/models", cause);
 	if (dir == NULL)
 		return -1;
-	int rc;
-	if (path != NULL) {
-		rc = read_config(path, arg, m, cause);
-		free(path);
+	char shipped[64];
+	if (hub_id(arg) && shipped_id(dir, arg, shipped))
+		*path = shipped_path(dir, shipped, name);
+	else if (hub_id(arg)) {
+		*path = cached_config(arg, name, cause);
 		free(dir);
-		return rc;
+		return *path != NULL ? 0 : -1;
+	} else
+		*path = shipped_path(dir, arg, name);
+	if (*path != NULL) {
+		free(dir);
+		return 0;
 	}
 	char *names = shipped_names(dir);
-	rc = zs_fail(cause, "--model: no shipped model '%.64s' (%s; or give a config.json path)", arg,
-	             names);
+	zs_fail(cause, "--model: no shipped model '%.64s' (%s; or give a config.json path)", arg, names);
 	free(names);
 	free(dir);
+	return -1;
+}
+
+char *zs_model_file(const char *arg)
+{
+	char *path = NULL, *cause = NULL, name[64];
+
+	if (arg == NULL || resolve(arg, &path, name, &cause) != 0)
+		path = NULL;
+	free(cause);
+	return path;
+}
+
+int zs_model_load(const char *arg, struct zs_model *m, char **cause)
+{
+	char *path, name[64];
+
+	if (resolve(arg, &path, name, cause) != 0)
+		return -1;
+	int rc = read_config(path, name, m, cause);
+	free(path);
 	return rc;
 }

@@ -70,15 +70,23 @@ struct zs_model {
 	                           ("" when it can): numerics only */
 };
 
-/* Read a model given on the command line: an argument that contains '/'
- * or ends in ".json" is a config file; anything else is the name of a
- * config shipped in data/models/ (util/datafile.h finds the folder). An
- * unknown name lists the shipped ones. Returns 0, or -1 with *cause (one
- * line naming the file and the key). */
+/* Read a model given on the command line: an argument ending in ".json",
+ * or containing '/' and naming an existing file or more than ORG/NAME, is
+ * a config file; ORG/NAME otherwise is a Hugging Face Hub id: a shipped
+ * config's (data/models/hub.txt), in any case, else its config.json in
+ * the local Hugging Face cache (HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE,
+ * HF_HOME/hub, XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub,
+ * the first set: models--ORG--NAME/snapshots/REV/config.json, REV what
+ * refs/main holds), never the network; anything else is the name of a
+ * config shipped in data/models/ (util/datafile.h finds the folder), in
+ * any case. A shipped config's name in the outputs is its file's
+ * spelling; a cached one's is NAME. An unknown name lists the shipped
+ * ones; an id found nowhere names the path looked at. Returns 0, or -1
+ * with *cause (one line naming the file and the key). */
 int zs_model_load(const char *arg, struct zs_model *m, char **cause);
 
 /* The file a --model argument reads (the argument itself when it names a
- * file, the shipped config's path for a known name), for checking that no
+ * file, the shipped or cached config's path for a known name or id), for checking that no
  * output replaces it; NULL when it names none. Free it. */
 char *zs_model_file(const char *arg);
 
