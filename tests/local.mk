@@ -35,6 +35,10 @@ EXTRA_DIST += tests/datafile.sh
 TESTS += tests/model_names.sh
 EXTRA_DIST += tests/model_names.sh
 
+# The phi3 family: a tiny one trained, its digests, the shipped config.
+TESTS += tests/phi3.sh
+EXTRA_DIST += tests/phi3.sh
+
 # The transformer's layers and model (Check): finite differences, training.
 if HAVE_CHECK
 check_PROGRAMS += tests/test_tfm

@@ -644,7 +644,7 @@ START_TEST(test_shipped_models_have_their_published_parameter_counts)
 		{ "llama-2-7b", 6738415616ull }, { "llama-2-13b", 13015864320ull },
 		{ "llama-2-70b", 68976648192ull }, { "llama-3-8b", 8030261248ull },
 		{ "llama-3-70b", 70553706496ull }, { "mistral-7b", 7241732096ull },
-		{ "qwen2.5-0.5b", 494032768ull },
+		{ "qwen2.5-0.5b", 494032768ull }, { "phi-3-mini-4k", 3821079552ull },
 	};
 
 	for (size_t i = 0; i < sizeof published / sizeof published[0]; i++) {
@@ -1011,6 +1011,85 @@ START_TEST(test_qwen2_sliding_window_counts_only_when_switched_on)
 }
 END_TEST
 
+/* Phi-3-mini-4k-instruct (its config.json, shipped): 3,821,079,552
+ * parameters, by hand from hidden 3072, intermediate 8192, 32 layers, 32
+ * heads of 96, 32 key-value heads, vocabulary 32,064, untied, no biases:
+ *   embed_tokens 32064·3072 = 98,500,608
+ *   a block: input_layernorm 3072; qkv_proj (3072 + 2·3072)·3072 =
+ *     28,311,552; o_proj 3072·3072 = 9,437,184; post_attention_layernorm
+ *     3072; gate_up_proj 2·8192·3072 = 50,331,648; down_proj 3072·8192 =
+ *     25,165,824: 113,252,352, times 32 = 3,624,075,264
+ *   the final norm 3072; lm_head 32064·3072 = 98,500,608:
+ *   98,500,608 + 3,624,075,264 + 3072 + 98,500,608 = 3,821,079,552.
+ * The model card says 3.8B; keras-hub's preset for this checkpoint
+ * (keras_hub/src/models/phi3/phi3_presets.py, "params") gives 3821079552. */
+START_TEST(test_phi_3_mini_4k_has_3821079552_parameters_by_hand)
+{
+	struct zs_model m = shipped("phi-3-mini-4k");
+	struct step_params p;
+
+	ck_assert_str_eq(m.model_type, "phi3");
+	ck_assert_str_eq(zs_family_name(m.family), "llama");
+	ck_assert_int_eq(m.hf_fused, 1);
+	ck_assert_int_eq(m.qkv_bias, 0);
+	ck_assert_uint_eq(m.sliding_window, 2047);
+	ck_assert_uint_eq(theory_tfm_params(&m), 98500608ull + 32ull * 113252352ull + 3072ull + 98500608ull);
+	ck_assert_uint_eq(theory_tfm_params(&m), 3821079552ull);
+	step_params_build(&p, &m);
+	/* Hugging Face's own fused tensors: one module each, no parts */
+	const struct step_tensor *t = named(&p, "model.layers.31.self_attn.qkv_proj.weight");
+	ck_assert_uint_eq(t->nparts, 0);
+	ck_assert_uint_eq(t->shape[0], 3 * 3072);
+	ck_assert_uint_eq(t->shape[1], 3072);
+	t = named(&p, "model.layers.0.mlp.gate_up_proj.weight");
+	ck_assert_uint_eq(t->nparts, 0);
+	ck_assert_uint_eq(t->shape[0], 2 * 8192);
+	/* the largest nn.Module: the table or the head, 32064 x 3072 */
+	ck_assert_uint_eq(step_params_largest_hf_module(&p), 98500608ull);
+	/* a block's largest module, as FSDP and DeepSpeed gather it: gate_up_proj
+	 * whole, where llama's fused tensor is two modules of Hugging Face's */
+	uint64_t block_max = 0;
+	for (size_t i = 0; i < p.nmodules; i++)
+		if (p.module[i].layer == 1) {
+			uint64_t own = 0;
+			for (size_t k = p.module[i].first; k < p.module[i].first + p.module[i].n; k++)
+				own += p.tensor[k].numel;
+			block_max = own > block_max ? own : block_max;
+		}
+	ck_assert_uint_eq(block_max, 50331648ull);
+	step_params_free(&p);
+}
+END_TEST
+
+/* Phi3Config's defaults (configuration_phi3.py): rms_norm_eps 1e-5, no
+ * sliding window unless the config sets one; a partial rotary factor or a
+ * rope_scaling the kernels do not run is named (measure refuses it). */
+START_TEST(test_phi3_defaults_and_unrun_keys)
+{
+	cJSON *root = cJSON_Parse("{\"model_type\": \"phi3\", " LLAMA_OK ", \"num_attention_heads\": 8}");
+	struct zs_model m;
+	char *cause = NULL;
+	ck_assert_msg(zs_model_from_json(root, "cfg.json", &m, &cause) == 0, "%s", cause ? cause : "?");
+	cJSON_Delete(root);
+	ck_assert_double_eq(m.norm_eps, 1e-5);
+	ck_assert_uint_eq(m.sliding_window, 0);
+	ck_assert_int_eq(m.hf_fused, 1);
+	ck_assert_str_eq(m.unrun, "");
+	root = cJSON_Parse("{\"model_type\": \"phi3\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	                   "\"partial_rotary_factor\": 0.75}");
+	ck_assert_int_eq(zs_model_from_json(root, "cfg.json", &m, &cause), 0);
+	cJSON_Delete(root);
+	ck_assert_msg(strstr(m.unrun, "\"partial_rotary_factor\" is 0.75") != NULL, "%s", m.unrun);
+	root = cJSON_Parse("{\"model_type\": \"phi3\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	                   "\"partial_rotary_factor\": 1.0, \"rope_scaling\": {\"type\": \"longrope\"}}");
+	ck_assert_int_eq(zs_model_from_json(root, "cfg.json", &m, &cause), 0);
+	cJSON_Delete(root);
+	ck_assert_msg(strstr(m.unrun, "\"rope_scaling\" is {") != NULL, "%s", m.unrun);
+	assert_refused("{\"model_type\": \"phi3\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	               "\"attention_bias\": true}", "\"attention_bias\": biases in the attention projections");
+}
+END_TEST
+
 START_TEST(test_an_unknown_name_lists_the_shipped_models)
 {
 	struct zs_model m;
@@ -1228,6 +1307,8 @@ static Suite *theory_suite(void)
 	tcase_add_test(model, test_llama_3_8b_description_fuses_q_k_v_and_gate_up_as_named);
 	tcase_add_test(model, test_qwen2_5_0_5b_has_494032768_parameters_by_hand);
 	tcase_add_test(model, test_qwen2_sliding_window_counts_only_when_switched_on);
+	tcase_add_test(model, test_phi_3_mini_4k_has_3821079552_parameters_by_hand);
+	tcase_add_test(model, test_phi3_defaults_and_unrun_keys);
 	tcase_add_test(model, test_llama_3_8b_head_unit_is_larger_than_its_embedding_and_twice_a_block);
 	tcase_add_test(model, test_gpt2_tied_head_puts_the_final_norm_in_the_embeddings_unit);
 	tcase_add_test(model, test_gpt2_activations_are_korthikantis_89653248_bytes_per_layer);

@@ -8,7 +8,8 @@ tokens of every step, the optimizer's settings) and its weights side file
 (the initial weights, raw little-endian float32, in the parameter order
 docs/formats.md documents tensor by tensor). That is all this builds the
 run from: the model with torch.nn (written here from the papers'
-definitions, as Hugging Face's GPT2 and Llama modules compute them), the
+definitions, as Hugging Face's GPT2 and Llama modules compute them; phi3
+op for op from Hugging Face's modeling_phi3.py, Phi3ForCausalLM below), the
 layout of the side file from the documented order. Beside the case, what
 zerosim computed: measured.json (measure --case: each step's loss),
 final.json (its --dump-weights: the final weights) and, from tests/tfm_dump
@@ -53,7 +54,7 @@ def layout(m):
                          m["max_position_embeddings"])
         KV = m.get("num_key_value_heads") or H
         hd, F = m.get("head_dim") or d // H, m["intermediate_size"]
-    tied = m.get("tie_word_embeddings", gpt2)
+    tied = m.get("tie_word_embeddings", gpt2) or False
     Q, U = (H + 2 * KV) * hd, F if gpt2 else 2 * F
     norm = lambda p: [(p + "_w", [d])] + ([(p + "_b", [d])] if gpt2 else [])
     lin = lambda p, o, i: [(p + "_w", [o, i])] + ([(p + "_b", [o])] if gpt2 else [])
@@ -70,10 +71,14 @@ def layout(m):
     for name, shape in t:
         tensors.append({"name": name, "offset": off, "shape": shape})
         off += math.prod(shape)
-    eps = m.get("layer_norm_epsilon" if gpt2 else "rms_norm_eps", 1e-5 if gpt2 else 1e-6)  # transformers' defaults
-    dims = {"family": "gpt2" if gpt2 else "llama", "d": d, "layers": L, "heads": H, "kv_heads": KV,
-            "head_dim": hd, "ffn": F, "vocab": V, "tied": tied, "eps": eps,
-            "rope_theta": m.get("rope_theta", 10000.0)}
+    phi3 = m["model_type"] == "phi3"
+    # transformers' defaults: GPT2Config 1e-5, LlamaConfig 1e-6, Phi3Config 1e-5
+    eps = m.get("layer_norm_epsilon" if gpt2 else "rms_norm_eps", 1e-5 if gpt2 or phi3 else 1e-6)
+    dims = {"family": "gpt2" if gpt2 else "phi3" if phi3 else "llama", "d": d, "layers": L, "heads": H,
+            "kv_heads": KV, "head_dim": hd, "ffn": F, "vocab": V, "tied": tied, "eps": eps,
+            "rope_theta": m.get("rope_theta", 10000.0),
+            # Phi3Config's pad_token_id (default 32000): nn.Embedding's padding_idx
+            "pad": m.get("pad_token_id", 32000) if phi3 else None}
     return dims, tensors, off
 
 
@@ -171,11 +176,185 @@ class Model(torch.nn.Module):
         return F.cross_entropy(logits.view(-1, self.V), targets.view(-1))
 
 
+# ---------------------------------------------------------------------------
+# Phi-3, op for op from Hugging Face's modeling_phi3.py at
+# huggingface/transformers 43c2b4816a65 (4.48; line numbers counted in the
+# stored text): Phi3MLP 59-74, rotate_half 77-81, apply_rotary_pos_emb
+# 84-108, repeat_kv 111-120, eager_attention_forward 123-146, Phi3Attention
+# 149-221, Phi3RMSNorm 224-241, Phi3DecoderLayer 244-316; Phi3RotaryEmbedding
+# (default rope: modeling_rope_utils.py _compute_default_rope_parameters),
+# Phi3Model.forward and its eager causal mask
+# (_prepare_4d_causal_attention_mask_with_cache_position) and
+# Phi3ForCausalLM named by function. Dropout (resid_pdrop, attention_dropout
+# 0.0 in every Phi-3 config) is the identity and left out.
+
+class Phi3MLP(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.gate_up_proj = torch.nn.Linear(c["d"], 2 * c["ffn"], bias=False)  # one tensor, gate rows first
+        self.down_proj = torch.nn.Linear(c["ffn"], c["d"], bias=False)
+
+    def forward(self, hidden_states):
+        up_states = self.gate_up_proj(hidden_states)
+        gate, up_states = up_states.chunk(2, dim=-1)
+        up_states = up_states * F.silu(gate)  # ACT2FN["silu"]
+        return self.down_proj(up_states)
+
+
+def phi3_rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def phi3_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    q_embed = (q * cos) + (phi3_rotate_half(q) * sin)
+    k_embed = (k * cos) + (phi3_rotate_half(k) * sin)
+    return q_embed, k_embed
+
+
+def phi3_repeat_kv(hidden_states, n_rep):
+    batch, num_key_value_heads, slen, head_dim = hidden_states.shape
+    if n_rep == 1:
+        return hidden_states
+    hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, slen, head_dim)
+    return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
+
+
+class Phi3Attention(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.H, self.KV, self.head_dim = c["heads"], c["kv_heads"], c["head_dim"]
+        self.num_key_value_groups = self.H // self.KV
+        self.scaling = self.head_dim**-0.5
+        op_size = self.H * self.head_dim + 2 * (self.KV * self.head_dim)
+        self.o_proj = torch.nn.Linear(self.H * self.head_dim, c["d"], bias=False)
+        self.qkv_proj = torch.nn.Linear(c["d"], op_size, bias=False)  # q, k, v: one tensor
+
+    def forward(self, hidden_states, position_embeddings, attention_mask):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        qkv = self.qkv_proj(hidden_states)
+        query_pos = self.H * self.head_dim
+        query_states = qkv[..., :query_pos]
+        key_states = qkv[..., query_pos : query_pos + self.KV * self.head_dim]
+        value_states = qkv[..., query_pos + self.KV * self.head_dim :]
+        query_states = query_states.view(hidden_shape).transpose(1, 2)
+        key_states = key_states.view(hidden_shape).transpose(1, 2)
+        value_states = value_states.view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        query_states, key_states = phi3_apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        # eager_attention_forward
+        key_states = phi3_repeat_kv(key_states, self.num_key_value_groups)
+        value_states = phi3_repeat_kv(value_states, self.num_key_value_groups)
+        attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) * self.scaling
+        causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]
+        attn_weights = attn_weights + causal_mask
+        attn_weights = torch.nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query_states.dtype)
+        attn_output = torch.matmul(attn_weights, value_states)
+        attn_output = attn_output.transpose(1, 2).contiguous()
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        return self.o_proj(attn_output)
+
+
+class Phi3RMSNorm(torch.nn.Module):
+    def __init__(self, hidden_size, eps):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+class Phi3DecoderLayer(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.self_attn = Phi3Attention(c)
+        self.mlp = Phi3MLP(c)
+        self.input_layernorm = Phi3RMSNorm(c["d"], c["eps"])
+        self.post_attention_layernorm = Phi3RMSNorm(c["d"], c["eps"])
+
+    def forward(self, hidden_states, attention_mask, position_embeddings):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states = self.self_attn(hidden_states, position_embeddings, attention_mask)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        return residual + hidden_states
+
+
+class Phi3ForCausalLM(torch.nn.Module):
+    """Phi3Model (embed_tokens with padding_idx pad_token_id, the layers,
+    norm, rotary_emb) and lm_head; the loss is loss_utils.py's
+    ForCausalLMLoss given the case's targets as shift_labels (logits.float(),
+    cross_entropy, ignore_index -100, mean)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        c = cfg
+        self.cfg = cfg
+        self.embed_tokens = torch.nn.Embedding(c["vocab"], c["d"], c["pad"])
+        self.layers = torch.nn.ModuleList([Phi3DecoderLayer(c) for _ in range(c["layers"])])
+        self.norm = Phi3RMSNorm(c["d"], c["eps"])
+        self.lm_head = None if c["tied"] else torch.nn.Linear(c["d"], c["vocab"], bias=False)
+        hd = c["head_dim"]  # default rope: dim = head_dim (partial_rotary_factor 1)
+        self.inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+        # zerosim's layout names to the Hugging Face parameters
+        self.names = {"wte": "embed_tokens.weight", "lnf_w": "norm.weight",
+                      "head": "embed_tokens.weight" if c["tied"] else "lm_head.weight"}
+        for l in range(c["layers"]):
+            for ours, hf in (("ln1_w", "input_layernorm"), ("qkv_w", "self_attn.qkv_proj"),
+                             ("proj_w", "self_attn.o_proj"), ("ln2_w", "post_attention_layernorm"),
+                             ("fc_w", "mlp.gate_up_proj"), ("fcproj_w", "mlp.down_proj")):
+                self.names[f"h.{l}.{ours}"] = f"layers.{l}.{hf}.weight"
+
+    def w(self, name):
+        return self.get_parameter(self.names[name])
+
+    def rotary_emb(self, x, position_ids):  # Phi3RotaryEmbedding.forward, attention_scaling 1.0
+        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        position_ids_expanded = position_ids[:, None, :].float()
+        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype=x.dtype), emb.sin().to(dtype=x.dtype)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        inputs_embeds = self.embed_tokens(idx)
+        cache_position = torch.arange(T)
+        position_ids = cache_position.unsqueeze(0)
+        # the eager causal mask: 0 where a query may attend, the dtype's
+        # minimum where not (no sliding window: the case's T is within it)
+        min_dtype = torch.finfo(inputs_embeds.dtype).min
+        causal_mask = torch.full((T, T), fill_value=min_dtype, dtype=inputs_embeds.dtype)
+        causal_mask *= torch.arange(T) > cache_position.reshape(-1, 1)
+        causal_mask = causal_mask[None, None, :, :].expand(B, 1, -1, -1)
+        hidden_states = inputs_embeds
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, causal_mask, position_embeddings)
+        hidden_states = self.norm(hidden_states)
+        head = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        logits = F.linear(hidden_states, head)
+        logits = logits.float()
+        return F.cross_entropy(logits.view(-1, self.cfg["vocab"]), targets.view(-1), ignore_index=-100,
+                               reduction="mean")
+
+
 def train(cfg, init, dtype):
     """The run in PyTorch at dtype: each step's loss, the loss after the
     last step, the first step's gradient, the weights after the first step
     and after the last, all in zerosim's flat layout."""
-    model = Model(cfg).to(dtype)
+    model = (Phi3ForCausalLM(cfg) if cfg["family"] == "phi3" else Model(cfg)).to(dtype)
     with torch.no_grad():
         for t in cfg["tensors"]:
             k = model.w(t["name"]).numel()
@@ -238,7 +417,7 @@ def main():
         # so a value the engine ignored would agree with itself).
         with open(sys.argv[2]) as f:
             hf, _, _ = layout(json.load(f))
-        cfg.update(eps=hf["eps"], rope_theta=hf["rope_theta"])
+        cfg.update(eps=hf["eps"], rope_theta=hf["rope_theta"], pad=hf["pad"])
     with open(f"{run_dir}/measured.json") as f:
         measured = json.load(f)["runs"][0]
     with open(f"{run_dir}/final.json") as f:

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tfm_torch — zerosim's transformer agrees with PyTorch, fed the case file
-# zerosim writes. For the tiny gpt2 and llama models, `zerosim measure
+# zerosim writes. For the tiny gpt2, llama and phi3 models, `zerosim measure
 # --write-case` writes the run (three fp32 Adam steps: the model config,
 # the tokens, the optimizer; the initial weights in a raw float32 side
 # file); `measure --case` trains it again (the same digest, or the test
@@ -37,6 +37,10 @@ trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 # The tiny models: d 64, 2 blocks, 4 heads (2 key-value heads for llama),
 # vocabulary 256, 32 positions; gpt2's head tied, llama's not; llama's
 # rotary base llama-3's 500000 (the engine must read it, not use 10000).
+# phi3: llama's shape, its fused qkv_proj and gate_up_proj Hugging Face's
+# own tensors, built in tests/tfm_torch.py from modeling_phi3.py op for
+# op; Phi3Config's epsilon default 1e-5; pad_token_id null since Phi3Config's
+# default 32000 is no row of a 256-token table (nn.Embedding refuses it).
 cat >"$tmp/gpt2.json" <<'EOF_'
 {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32}
 EOF_
@@ -45,8 +49,13 @@ cat >"$tmp/llama.json" <<'EOF_'
  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 32,
  "rope_theta": 500000.0}
 EOF_
+cat >"$tmp/phi3.json" <<'EOF_'
+{"model_type": "phi3", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 32,
+ "pad_token_id": null}
+EOF_
 status=0
-for family in gpt2 llama; do
+for family in gpt2 llama phi3; do
 	d=$tmp/$family
 	mkdir "$d" || exit 99
 	"$zerosim" measure -q --model "$tmp/$family.json" --seq 32 --batch 2 --world 1 --steps 3 --seed 11 \

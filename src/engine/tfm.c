@@ -47,7 +47,7 @@ void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf)
 	                       (size_t)hf->layers, (size_t)hf->heads, (size_t)hf->kv_heads, (size_t)hf->head_dim,
 	                       (size_t)hf->intermediate, (size_t)hf->vocab, (size_t)hf->positions, hf->tied,
 	                       (float)hf->norm_eps, hf->family == ZS_FAMILY_LLAMA ? (float)hf->rope_theta : 10000.0f,
-	                       hf->family == ZS_FAMILY_LLAMA && hf->qkv_bias};
+	                       hf->family == ZS_FAMILY_LLAMA && hf->qkv_bias, hf->family == ZS_FAMILY_LLAMA && hf->hf_fused};
 }
 
 void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d)
@@ -55,7 +55,7 @@ void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d)
 	*m = (struct zs_model){.family = d->family == TFM_LLAMA ? ZS_FAMILY_LLAMA : ZS_FAMILY_GPT2, .hidden = d->d,
 	                       .intermediate = d->ffn, .layers = d->layers, .heads = d->heads, .kv_heads = d->kv_heads,
 	                       .head_dim = d->head_dim, .vocab = d->vocab, .positions = d->seq, .tied = d->tied,
-	                       .qkv_bias = d->qkv_bias};
+	                       .qkv_bias = d->qkv_bias, .hf_fused = d->hf_fused};
 }
 
 size_t tfm_qkv_rows(const struct tfm_dims *d) { return (d->heads + 2 * d->kv_heads) * d->head_dim; }

@@ -55,6 +55,8 @@ struct tfm_dims {
 	float eps;         /* the norms' epsilon */
 	float rope_theta;  /* llama's rotary base */
 	int qkv_bias;      /* llama family: q, k and v have biases (qwen2; gpt2 has all biases) */
+	int hf_fused;      /* llama family: the fused q/k/v and gate/up are Hugging Face's own
+	                      tensors (phi3): the same numbers, other names and modules */
 };
 
 /* 0 if d is a shape the kernels run, else -1 with a sentence in *cause. */

@@ -1,7 +1,7 @@
 /*
  * model — Hugging Face config.json to a transformer shape. See model.h.
  * The keys and defaults are those of transformers' GPT2Config,
- * LlamaConfig / MistralConfig and Qwen2Config.
+ * LlamaConfig / MistralConfig, Qwen2Config and Phi3Config.
  */
 #include "config.h"
 
@@ -82,25 +82,34 @@ static const struct {
 	const struct key *keys;
 	const char *eps_key;    /* the norms' epsilon */
 	double eps;             /* its default */
-	uint64_t window;        /* sliding_window when absent; 0: the family has none */
+	uint64_t window;        /* sliding_window when absent (0: none) */
+	int window_key;         /* the family reads sliding_window */
 	const char *window_on;  /* the switch that must be true for sliding_window to count (NULL: none) */
 	uint64_t window_from;   /* and the first layer it applies to, max_window_layers' default (0: every) */
 	enum zs_family family;
 	int tied;               /* tie_word_embeddings when absent */
 	int qkv_bias;           /* q_proj, k_proj and v_proj have biases */
+	int hf_fused;           /* qkv_proj and gate_up_proj are single tensors */
 } types[] = {
-	{ "gpt2", gpt2_keys, "layer_norm_epsilon", 1e-5, 0, NULL, 0, ZS_FAMILY_GPT2, 1, 0 },
-	{ "llama", llama_keys, "rms_norm_eps", 1e-6, 0, NULL, 0, ZS_FAMILY_LLAMA, 0, 0 },
-	{ "mistral", llama_keys, "rms_norm_eps", 1e-6, 4096, NULL, 0, ZS_FAMILY_LLAMA, 0, 0 },
+	{ "gpt2", gpt2_keys, "layer_norm_epsilon", 1e-5, 0, 0, NULL, 0, ZS_FAMILY_GPT2, 1, 0, 0 },
+	{ "llama", llama_keys, "rms_norm_eps", 1e-6, 0, 0, NULL, 0, ZS_FAMILY_LLAMA, 0, 0, 0 },
+	{ "mistral", llama_keys, "rms_norm_eps", 1e-6, 4096, 1, NULL, 0, ZS_FAMILY_LLAMA, 0, 0, 0 },
 	/* Qwen2Config (configuration_qwen2.py 70-76, transformers 5.x): no tie,
 	 * eps 1e-6, use_sliding_window false, sliding_window 4096 that
 	 * __post_init__ drops unless use_sliding_window (84), and then only
 	 * layers from max_window_layers (28) on slide (88-94); Qwen2Attention
 	 * gives q_proj, k_proj and v_proj bias=True, o_proj bias=False
 	 * (modeling_qwen2.py). */
-	{ "qwen2", llama_keys, "rms_norm_eps", 1e-6, 4096, "use_sliding_window", 28, ZS_FAMILY_LLAMA, 0, 1 },
+	{ "qwen2", llama_keys, "rms_norm_eps", 1e-6, 4096, 1, "use_sliding_window", 28, ZS_FAMILY_LLAMA, 0, 1, 0 },
+	/* Phi3Config (configuration_phi3.py at d7991107, __init__): eps 1e-5,
+	 * rope_theta 10000, no tie, num_key_value_heads the heads,
+	 * sliding_window None; Phi3Attention's qkv_proj and Phi3MLP's
+	 * gate_up_proj are one nn.Linear each, bias=False (modeling_phi3.py
+	 * at 43c2b4816a65): llama's kernels, its fused tensors Hugging
+	 * Face's own. */
+	{ "phi3", llama_keys, "rms_norm_eps", 1e-5, 0, 1, NULL, 0, ZS_FAMILY_LLAMA, 0, 0, 1 },
 };
-#define TYPE_NAMES "gpt2, llama, mistral, qwen2"
+#define TYPE_NAMES "gpt2, llama, mistral, qwen2, phi3"
 
 /* Keys whose value changes what the engine's transformer computes, and
  * the one value (as JSON text: a string, true, false or null) it runs;
@@ -114,6 +123,9 @@ static const struct {
 	{ ZS_FAMILY_GPT2, "scale_attn_by_inverse_layer_idx", { "false", NULL } },
 	{ ZS_FAMILY_LLAMA, "hidden_act", { "\"silu\"", NULL } },
 	{ ZS_FAMILY_LLAMA, "rope_scaling", { "null", NULL } },
+	/* newer Phi3Configs rotate only this fraction of each head (Phi-4-mini:
+	 * 0.75); the kernels rotate all of it */
+	{ ZS_FAMILY_LLAMA, "partial_rotary_factor", { "1", NULL } },
 };
 
 /* m->unrun: the first of cfg's numerics the engine does not run. */
@@ -236,7 +248,8 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 	    (m.family == ZS_FAMILY_LLAMA && read_positive(cfg, "rope_theta", 10000.0, where, &m.rope_theta, cause) < 0))
 		return -1;
 	m.qkv_bias = types[t].qkv_bias;
-	int windowed = types[t].window != 0;
+	m.hf_fused = types[t].hf_fused;
+	int windowed = types[t].window_key;
 	if (windowed && types[t].window_on != NULL) {
 		const cJSON *on = cJSON_GetObjectItemCaseSensitive(cfg, types[t].window_on);
 		if (on != NULL && !cJSON_IsNull(on) && !cJSON_IsBool(on))

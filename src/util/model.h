@@ -16,14 +16,20 @@
  *     with biases on q_proj, k_proj and v_proj; sliding_window counts only
  *     when use_sliding_window is true (default false) and some layer is at
  *     or past max_window_layers (default 28).
+ *   phi3 (model_type "phi3": Phi-3): llama's keys and shape, its q, k
+ *     and v one tensor qkv_proj and its gate and up one tensor
+ *     gate_up_proj, as Hugging Face holds them (one module each, which
+ *     FSDP and DeepSpeed gather whole); rms_norm_eps default 1e-5;
+ *     sliding_window absent or null: none.
  *
  * Keys that change no byte count but the numbers the engine's transformer
  * computes are read too: the norms' epsilon (gpt2 layer_norm_epsilon,
  * default 1e-5; llama rms_norm_eps, default 1e-6, as transformers'
  * GPT2Config and LlamaConfig/MistralConfig), llama's rope_theta (default
  * 10000) and mistral's sliding_window (default 4096; null: none; qwen2's
- * only under use_sliding_window). A value
- * the engine does not run (another activation, rope_scaling, gpt2's
+ * only under use_sliding_window; phi3's default none). A value
+ * the engine does not run (another activation, rope_scaling, a
+ * partial_rotary_factor other than 1, gpt2's
  * attention scaled otherwise) is kept as `unrun`: the theory reads the
  * shape anyway, measure refuses it. Other keys (token ids, dropout
  * probabilities: the engine has no dropout) are ignored; keys that would
@@ -51,7 +57,7 @@ enum zs_family { ZS_FAMILY_GPT2, ZS_FAMILY_LLAMA };
 
 struct zs_model {
 	char name[64];          /* the shipped name, or the file's name without .json */
-	char model_type[32];    /* as the file spells it: gpt2, llama, mistral, qwen2 */
+	char model_type[32];    /* as the file spells it: gpt2, llama, mistral, qwen2, phi3 */
 	enum zs_family family;
 	uint64_t hidden;        /* h */
 	uint64_t intermediate;  /* the MLP's inner width */
@@ -63,6 +69,8 @@ struct zs_model {
 	uint64_t positions;     /* longest sequence the model takes */
 	int tied;               /* the output head is the token embedding */
 	int qkv_bias;           /* llama family: q_proj, k_proj, v_proj have biases (qwen2) */
+	int hf_fused;           /* llama family: q/k/v and gate/up are single Hugging Face
+	                           tensors, qkv_proj and gate_up_proj (phi3) */
 	double norm_eps;        /* the norms' epsilon */
 	double rope_theta;      /* llama's rotary base (gpt2: 0) */
 	uint64_t sliding_window;/* mistral's attention window, 0 for none */

@@ -8,6 +8,10 @@
  * post_attention_layernorm, mlp.{gate,up,down}_proj}, norm; nn.Linear
  * holds (out, in)); the head is lm_head in both. Qwen2 is llama's, with
  * q_proj, k_proj and v_proj biased (modeling_qwen2.py, Qwen2Attention).
+ * Phi3 is llama's with Hugging Face's own fused tensors
+ * (modeling_phi3.py at 43c2b4816a65: Phi3Attention's qkv_proj, rows q
+ * then k then v, and Phi3MLP's gate_up_proj, rows gate then up, as its
+ * chunk(2) splits them): the same matrices, one module and no parts.
  */
 #include "config.h"
 
@@ -122,14 +126,17 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 			linear(&b, l + 1, blocks, at, "mlp.c_proj", I, h, h);
 		} else {
 			linear(&b, l + 1, blocks, at, "input_layernorm", h, 0, 0);
-			size_t w = linear(&b, l + 1, blocks, at, "self_attn.{q,k,v}_proj", q + 2 * kv, h,
-			                  m->qkv_bias ? q + 2 * kv : 0);
-			parts(p, w, q, kv, kv);
-			if (m->qkv_bias)
+			size_t w = linear(&b, l + 1, blocks, at, m->hf_fused ? "self_attn.qkv_proj" : "self_attn.{q,k,v}_proj",
+			                  q + 2 * kv, h, m->qkv_bias ? q + 2 * kv : 0);
+			if (!m->hf_fused)
+				parts(p, w, q, kv, kv);
+			if (m->qkv_bias && !m->hf_fused)
 				parts(p, w + 1, q, kv, kv);
 			linear(&b, l + 1, blocks, at, "self_attn.o_proj", h, q, 0);
 			linear(&b, l + 1, blocks, at, "post_attention_layernorm", h, 0, 0);
-			parts(p, linear(&b, l + 1, blocks, at, "mlp.{gate,up}_proj", 2 * I, h, 0), I, I, 0);
+			w = linear(&b, l + 1, blocks, at, m->hf_fused ? "mlp.gate_up_proj" : "mlp.{gate,up}_proj", 2 * I, h, 0);
+			if (!m->hf_fused)
+				parts(p, w, I, I, 0);
 			linear(&b, l + 1, blocks, at, "mlp.down_proj", h, I, 0);
 		}
 		close_layer(p, l + 1, first);

@@ -20,7 +20,8 @@
  * queries, keys and values are one matrix (gpt2's c_attn already is;
  * llama's q_proj, k_proj and v_proj are three), and llama's gate_proj and
  * up_proj are one. A fused tensor's name lists its parts, and it is one
- * module (docs/schedule.md says what that changes).
+ * module (docs/schedule.md says what that changes). Phi3's are fused in
+ * Hugging Face's model too (qkv_proj, gate_up_proj): named so, no parts.
  *
  * Ownership: step_params_build fills a struct whose arrays it allocates
  * (the names are made when asked for, from static parts);
