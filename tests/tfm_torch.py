@@ -41,6 +41,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from hf_torch import LlamaRMSNorm, apply_rotary_pos_emb, repeat_kv
+
 
 def layout(m):
     """The tensors of the flat parameter vector from a Hugging Face style
@@ -201,28 +203,6 @@ class Phi3MLP(torch.nn.Module):
         return self.down_proj(up_states)
 
 
-def phi3_rotate_half(x):
-    x1 = x[..., : x.shape[-1] // 2]
-    x2 = x[..., x.shape[-1] // 2 :]
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def phi3_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
-    cos = cos.unsqueeze(unsqueeze_dim)
-    sin = sin.unsqueeze(unsqueeze_dim)
-    q_embed = (q * cos) + (phi3_rotate_half(q) * sin)
-    k_embed = (k * cos) + (phi3_rotate_half(k) * sin)
-    return q_embed, k_embed
-
-
-def phi3_repeat_kv(hidden_states, n_rep):
-    batch, num_key_value_heads, slen, head_dim = hidden_states.shape
-    if n_rep == 1:
-        return hidden_states
-    hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, slen, head_dim)
-    return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
-
-
 class Phi3Attention(torch.nn.Module):
     def __init__(self, c):
         super().__init__()
@@ -245,10 +225,10 @@ class Phi3Attention(torch.nn.Module):
         key_states = key_states.view(hidden_shape).transpose(1, 2)
         value_states = value_states.view(hidden_shape).transpose(1, 2)
         cos, sin = position_embeddings
-        query_states, key_states = phi3_apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
         # eager_attention_forward
-        key_states = phi3_repeat_kv(key_states, self.num_key_value_groups)
-        value_states = phi3_repeat_kv(value_states, self.num_key_value_groups)
+        key_states = repeat_kv(key_states, self.num_key_value_groups)
+        value_states = repeat_kv(value_states, self.num_key_value_groups)
         attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) * self.scaling
         causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]
         attn_weights = attn_weights + causal_mask
@@ -259,18 +239,10 @@ class Phi3Attention(torch.nn.Module):
         return self.o_proj(attn_output)
 
 
-class Phi3RMSNorm(torch.nn.Module):
-    def __init__(self, hidden_size, eps):
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.ones(hidden_size))
-        self.variance_epsilon = eps
-
-    def forward(self, hidden_states):
-        input_dtype = hidden_states.dtype
-        hidden_states = hidden_states.to(torch.float32)
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        return self.weight * hidden_states.to(input_dtype)
+# rotate_half, apply_rotary_pos_emb, repeat_kv and Phi3RMSNorm are
+# modeling_llama.py's code in modeling_phi3.py ("Copied from" Llama's):
+# tests/hf_torch.py holds them, written from modeling_llama.py.
+Phi3RMSNorm = LlamaRMSNorm
 
 
 class Phi3DecoderLayer(torch.nn.Module):
