@@ -2,7 +2,8 @@
 # phi3 — the Phi-3 family end to end: a tiny phi3 (llama's kernels, its
 # q/k/v and gate/up Hugging Face's own single tensors) trained by measure
 # for 100 steps on the seed's task, the loss falling under a third of the
-# first step's (ln 256 = 5.55 at the start); one weights digest per N
+# first step's (ln 256 = 5.55 at the start; pad_token_id 0, nn.Embedding's
+# padding_idx, takes no gradient from the lookups); one weights digest per N
 # across the four schemes; the shipped phi-3-mini-4k by its Hub id; and
 # what measure refuses of a phi3 config, by name. theory = measure for
 # phi3 is in theory_vs_measure.sh, its parameter count in test_theory.
@@ -26,7 +27,8 @@ fail() {
 }
 cat >"$tmp/phi3-tiny.json" <<'EOF_'
 {"model_type": "phi3", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
- "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 32}
+ "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 32,
+ "pad_token_id": 0}
 EOF_
 
 echo "phi3: 1: a tiny phi3 learns the task in 100 steps"
@@ -61,6 +63,7 @@ echo "phi3: 4: what measure refuses, by name"
 expect_refused() { # PATTERN MODEL [options]
 	p=$1
 	shift
+	rm -f "$tmp/r.json"
 	"$zerosim" measure --model "$@" --world 1 --steps 1 --out "$tmp/r.json" >/dev/null 2>"$tmp/err"
 	rc=$?
 	[ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "$p" "$tmp/err" ||
@@ -74,6 +77,17 @@ expect_refused '"partial_rotary_factor" is 0.75' "$tmp/partial.json" --seq 8
 sed 's/}$/, "rope_scaling": {"type": "longrope", "short_factor": [1], "long_factor": [1]}}/' \
 	"$tmp/phi3-tiny.json" >"$tmp/longrope.json"
 expect_refused '"rope_scaling" is {' "$tmp/longrope.json" --seq 8
+# Phi3Config's pad_token_id 32000 where a config gives none: no row of a
+# 256-token table, which transformers' nn.Embedding refuses
+tr -d '\n' <"$tmp/phi3-tiny.json" | sed 's/, *"pad_token_id": 0//' >"$tmp/nopad.json"
+expect_refused "\"pad_token_id\" is 32000 (Phi3Config's default), no row of the 256-token table" "$tmp/nopad.json" --seq 8
+sed 's/"pad_token_id": 0/"pad_token_id": 256/' "$tmp/phi3-tiny.json" >"$tmp/pad256.json"
+expect_refused '"pad_token_id" is 256, no row' "$tmp/pad256.json" --seq 8
+# and theory reads them all (no byte depends on the numerics)
+for f in partial longrope nopad pad256; do
+	"$zerosim" theory --model "$tmp/$f.json" --seq 8 --world 2 --out "$tmp/t$f.json" 2>"$tmp/err" ||
+		fail "theory --model $f.json: $(cat "$tmp/err")"
+done
 
 [ "$failed" -eq 0 ] && echo "phi3: PASS"
 exit "$failed"

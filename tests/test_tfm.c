@@ -325,9 +325,19 @@ START_TEST(test_embedding_backward_matches_finite_differences)
 	int tok[BB * TT] = {3, 1, 4, 1, 5, 8, 2, 6, 5, 3};
 	struct em c = {zeros(BT * CC), rnd(EV * CC, 1.0f, 14), rnd(TT * CC, 1.0f, 15), rnd(BT * CC, 1.0f, 16), tok};
 	float *dwte = zeros(EV * CC), *dwpe = zeros(TT * CC);
-	embed_backward(dwte, dwpe, c.r, c.tok, BT, TT, CC);
+	embed_backward(dwte, dwpe, c.r, c.tok, BT, TT, CC, 0);
 	check_grad("d wte", embed_loss, &c, c.wte, dwte, EV * CC, 1e-2f, 1e-4, 1e-3);
 	check_grad("d wpe", embed_loss, &c, c.wpe, dwpe, TT * CC, 1e-2f, 1e-4, 1e-3);
+	/* nn.Embedding's padding_idx (token 5, twice in tok): its row takes
+	 * no gradient, every other row the same as without it */
+	float *dpad = zeros(EV * CC), *dwpe2 = zeros(TT * CC);
+	embed_backward(dpad, dwpe2, c.r, c.tok, BT, TT, CC, 5 + 1);
+	for (size_t v = 0; v < EV; v++)
+		for (size_t i = 0; i < CC; i++)
+			ck_assert_float_eq(dpad[v * CC + i], v == 5 ? 0.0f : dwte[v * CC + i]);
+	ck_assert_float_ne(dwte[5 * CC], 0.0f);
+	ck_assert_mem_eq(dwpe2, dwpe, TT * CC * sizeof *dwpe);
+	free(dpad), free(dwpe2);
 	free(c.out), free(c.wte), free(c.wpe), free(c.r), free(dwte), free(dwpe);
 }
 END_TEST
@@ -368,7 +378,7 @@ END_TEST
 static struct tfm_dims tiny(enum tfm_family f, int tied)
 {
 	struct tfm_dims d = {f, 16, 2, 4, f == TFM_LLAMA ? 2 : 4, 4, f == TFM_LLAMA ? 24 : 64, 32, 8, tied,
-	                     1e-5f, 10000.0f, 0, 0};
+	                     1e-5f, 10000.0f, 0, 0, 0};
 	return d;
 }
 
@@ -527,12 +537,12 @@ START_TEST(test_parameter_counts_are_gpt2_smalls_and_llamas)
 {
 	/* GPT-2 small: 124,439,808 parameters with the tied head (Hugging
 	 * Face's gpt2 model card; llm.c prints the same with V = 50257). */
-	struct tfm_dims g = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f, 0, 0};
+	struct tfm_dims g = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f, 0, 0, 0};
 	ck_assert_int_eq(tfm_dims_check(&g, NULL), 0);
 	ck_assert_uint_eq(tfm_nparams(&g), 124439808);
 	/* TinyLlama-1.1B (d 2048, 22 layers, 32 heads, 4 kv heads, F 5632,
 	 * V 32000, untied): 1,100,048,384 parameters (its model card). */
-	struct tfm_dims l = {TFM_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 0, 1e-5f, 10000.0f, 0, 0};
+	struct tfm_dims l = {TFM_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 0, 1e-5f, 10000.0f, 0, 0, 0};
 	ck_assert_int_eq(tfm_dims_check(&l, NULL), 0);
 	ck_assert_uint_eq(tfm_nparams(&l), 1100048384);
 }
@@ -610,7 +620,7 @@ END_TEST
 static void check_training(enum tfm_family f)
 {
 	struct tfm_dims d = {f, 32, 2, 4, f == TFM_LLAMA ? 2 : 4, 8, f == TFM_LLAMA ? 88 : 128, 64, 16,
-	                     f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0};
+	                     f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0};
 	const size_t B = 2, T = 16, steps = 100;
 	struct tfm_driver m;
 	tfm_driver_init(&m, &d, B, T, ZS_RECOMPUTE_NONE);
@@ -819,7 +829,7 @@ static void check_mixed_training(enum tfm_family f)
 	struct zs_tfm_run tr;
 	struct zs_config c = engine_config(&tr, f, f == TFM_GPT2, ZS_RECOMPUTE_SELECTIVE);
 	tr.dims = (struct tfm_dims){f, 32, 2, 4, f == TFM_LLAMA ? 2 : 4, 8, f == TFM_LLAMA ? 88 : 128, 64, 16,
-	                            f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0};
+	                            f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0};
 	tr.seq = 16;
 	c.steps = 100;
 	c.precision = ZS_MIXED;

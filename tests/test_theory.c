@@ -1062,8 +1062,9 @@ START_TEST(test_phi_3_mini_4k_has_3821079552_parameters_by_hand)
 END_TEST
 
 /* Phi3Config's defaults (configuration_phi3.py): rms_norm_eps 1e-5, no
- * sliding window unless the config sets one; a partial rotary factor or a
- * rope_scaling the kernels do not run is named (measure refuses it). */
+ * sliding window unless the config sets one, pad_token_id 32000 (which a
+ * smaller table lacks); a partial rotary factor or a rope_scaling the
+ * kernels do not run is named (measure refuses it). */
 START_TEST(test_phi3_defaults_and_unrun_keys)
 {
 	cJSON *root = cJSON_Parse("{\"model_type\": \"phi3\", " LLAMA_OK ", \"num_attention_heads\": 8}");
@@ -1074,13 +1075,31 @@ START_TEST(test_phi3_defaults_and_unrun_keys)
 	ck_assert_double_eq(m.norm_eps, 1e-5);
 	ck_assert_uint_eq(m.sliding_window, 0);
 	ck_assert_int_eq(m.hf_fused, 1);
-	ck_assert_str_eq(m.unrun, "");
+	/* pad_token_id 32000 by default: no row of a 100-token table */
+	ck_assert_msg(strstr(m.unrun, "\"pad_token_id\" is 32000 (Phi3Config's default), no row of the 100-token") != NULL,
+	              "%s", m.unrun);
+	ck_assert_uint_eq(m.pad_row, 0);
+	static const struct { const char *pad; uint64_t row; } pads[] = {
+		{ "null", 0 }, { "0", 1 }, { "99", 100 }, { "-1", 100 },
+	};
+	for (size_t i = 0; i < sizeof pads / sizeof pads[0]; i++) {
+		char text[256];
+		snprintf(text, sizeof text, "{\"model_type\": \"phi3\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+		         "\"pad_token_id\": %s}", pads[i].pad);
+		root = cJSON_Parse(text);
+		ck_assert_int_eq(zs_model_from_json(root, "cfg.json", &m, &cause), 0);
+		cJSON_Delete(root);
+		ck_assert_str_eq(m.unrun, "");
+		ck_assert_uint_eq(m.pad_row, pads[i].row);
+	}
+	assert_refused("{\"model_type\": \"phi3\", " LLAMA_OK ", \"num_attention_heads\": 8, \"pad_token_id\": 1.5}",
+	               "\"pad_token_id\" must be null or a whole number");
 	root = cJSON_Parse("{\"model_type\": \"phi3\", " LLAMA_OK ", \"num_attention_heads\": 8, "
-	                   "\"partial_rotary_factor\": 0.75}");
+	                   "\"pad_token_id\": null, \"partial_rotary_factor\": 0.75}");
 	ck_assert_int_eq(zs_model_from_json(root, "cfg.json", &m, &cause), 0);
 	cJSON_Delete(root);
 	ck_assert_msg(strstr(m.unrun, "\"partial_rotary_factor\" is 0.75") != NULL, "%s", m.unrun);
-	root = cJSON_Parse("{\"model_type\": \"phi3\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	root = cJSON_Parse("{\"model_type\": \"phi3\", " LLAMA_OK ", \"num_attention_heads\": 8, \"pad_token_id\": 0, "
 	                   "\"partial_rotary_factor\": 1.0, \"rope_scaling\": {\"type\": \"longrope\"}}");
 	ck_assert_int_eq(zs_model_from_json(root, "cfg.json", &m, &cause), 0);
 	cJSON_Delete(root);

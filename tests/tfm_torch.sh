@@ -39,8 +39,10 @@ trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 # rotary base llama-3's 500000 (the engine must read it, not use 10000).
 # phi3: llama's shape, its fused qkv_proj and gate_up_proj Hugging Face's
 # own tensors, built in tests/tfm_torch.py from modeling_phi3.py op for
-# op; Phi3Config's epsilon default 1e-5; pad_token_id null since Phi3Config's
-# default 32000 is no row of a 256-token table (nn.Embedding refuses it).
+# op; Phi3Config's epsilon default 1e-5; pad_token_id (nn.Embedding's
+# padding_idx, whose row no lookup's gradient reaches) the first token of
+# the run, so that it matters (Phi3Config's default 32000 is no row of a
+# 256-token table, which nn.Embedding refuses).
 cat >"$tmp/gpt2.json" <<'EOF_'
 {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32}
 EOF_
@@ -54,6 +56,14 @@ cat >"$tmp/phi3.json" <<'EOF_'
  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 32,
  "pad_token_id": null}
 EOF_
+# the run's first token (the tokens come from the seed, not the config)
+"$zerosim" measure -q --model "$tmp/phi3.json" --seq 32 --batch 2 --world 1 --steps 3 --seed 11 \
+	--precision fp32 --schemes dp --write-case "$tmp/pad-case.json" --out "$tmp/pad-seed.json" || exit 99
+pad=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["tokens"][0][0][0][0])' "$tmp/pad-case.json") ||
+	exit 99
+sed "s/\"pad_token_id\": null/\"pad_token_id\": $pad/" "$tmp/phi3.json" >"$tmp/phi3-pad.json" &&
+	mv "$tmp/phi3-pad.json" "$tmp/phi3.json" || exit 99
+echo "tfm_torch: phi3's pad_token_id: $pad"
 status=0
 for family in gpt2 llama phi3; do
 	d=$tmp/$family

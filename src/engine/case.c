@@ -593,6 +593,12 @@ static cJSON *hf_config(const struct zs_tfm_run *tr)
 	cJSON_AddItemToObject(o, gpt2 ? "layer_norm_epsilon" : "rms_norm_eps", cJSON_CreateNumber(short_float(tr->dims.eps)));
 	if (!gpt2)
 		cJSON_AddItemToObject(o, "rope_theta", cJSON_CreateNumber(short_float(tr->dims.rope_theta)));
+	/* the row nn.Embedding's padding_idx holds; phi3's default is a row,
+	 * so a phi3 case names none as null */
+	if (m->pad_row != 0)
+		cJSON_AddItemToObject(o, "pad_token_id", cJSON_CreateNumber((double)(m->pad_row - 1)));
+	else if (m->hf_fused)
+		cJSON_AddItemToObject(o, "pad_token_id", cJSON_CreateNull());
 	return o;
 }
 

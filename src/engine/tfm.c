@@ -47,7 +47,8 @@ void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf)
 	                       (size_t)hf->layers, (size_t)hf->heads, (size_t)hf->kv_heads, (size_t)hf->head_dim,
 	                       (size_t)hf->intermediate, (size_t)hf->vocab, (size_t)hf->positions, hf->tied,
 	                       (float)hf->norm_eps, hf->family == ZS_FAMILY_LLAMA ? (float)hf->rope_theta : 10000.0f,
-	                       hf->family == ZS_FAMILY_LLAMA && hf->qkv_bias, hf->family == ZS_FAMILY_LLAMA && hf->hf_fused};
+	                       hf->family == ZS_FAMILY_LLAMA && hf->qkv_bias, hf->family == ZS_FAMILY_LLAMA && hf->hf_fused,
+	                       hf->family == ZS_FAMILY_LLAMA ? (size_t)hf->pad_row : 0};
 }
 
 void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d)
@@ -55,7 +56,7 @@ void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d)
 	*m = (struct zs_model){.family = d->family == TFM_LLAMA ? ZS_FAMILY_LLAMA : ZS_FAMILY_GPT2, .hidden = d->d,
 	                       .intermediate = d->ffn, .layers = d->layers, .heads = d->heads, .kv_heads = d->kv_heads,
 	                       .head_dim = d->head_dim, .vocab = d->vocab, .positions = d->seq, .tied = d->tied,
-	                       .qkv_bias = d->qkv_bias, .hf_fused = d->hf_fused};
+	                       .qkv_bias = d->qkv_bias, .hf_fused = d->hf_fused, .pad_row = d->pad_row};
 }
 
 size_t tfm_qkv_rows(const struct tfm_dims *d) { return (d->heads + 2 * d->kv_heads) * d->head_dim; }
@@ -179,7 +180,7 @@ void tfm_embed_forward(float *x, const struct tfm_embed_params *p, const int *in
 void tfm_embed_backward(struct tfm_embed_params *g, const float *dx, const int *in, const struct tfm_dims *d,
                         size_t B, size_t T)
 {
-	embed_backward(g->wte, g->wpe, dx, in, B * T, T, d->d);
+	embed_backward(g->wte, g->wpe, dx, in, B * T, T, d->d, d->pad_row);
 }
 
 /* Module 0 the token table: x = wte[tok]; module 1 the positions' (gpt2):
@@ -202,7 +203,7 @@ void tfm_embed_backward_module(struct tfm_embed_params *g, const float *dx, cons
 {
 	size_t C = d->d;
 	if (s == 0) {
-		embed_backward(g->wte, NULL, dx, in, B * T, T, C);
+		embed_backward(g->wte, NULL, dx, in, B * T, T, C, d->pad_row);
 		return;
 	}
 	for (size_t r = 0; r < B * T; r++)

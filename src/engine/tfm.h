@@ -57,6 +57,8 @@ struct tfm_dims {
 	int qkv_bias;      /* llama family: q, k and v have biases (qwen2; gpt2 has all biases) */
 	int hf_fused;      /* llama family: the fused q/k/v and gate/up are Hugging Face's own
 	                      tensors (phi3): the same numbers, other names and modules */
+	size_t pad_row;    /* 1 + the token whose table row no lookup's gradient reaches
+	                      (nn.Embedding's padding_idx); 0: none */
 };
 
 /* 0 if d is a shape the kernels run, else -1 with a sentence in *cause. */

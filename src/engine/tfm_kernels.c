@@ -45,13 +45,15 @@ void embed_forward(float *out, const int *tok, const float *wte, const float *wp
 	}
 }
 
-void embed_backward(float *dwte, float *dwpe, const float *dout, const int *tok, size_t BT, size_t T, size_t C)
+void embed_backward(float *dwte, float *dwpe, const float *dout, const int *tok, size_t BT, size_t T, size_t C,
+                    size_t pad_row)
 {
 	for (size_t r = 0; r < BT; r++) {
 		const float *d = dout + r * C;
 		float *de = dwte + (size_t)tok[r] * C;
-		for (size_t i = 0; i < C; i++)
-			de[i] += d[i];
+		if ((size_t)tok[r] + 1 != pad_row) /* nn.Embedding's padding_idx takes no gradient */
+			for (size_t i = 0; i < C; i++)
+				de[i] += d[i];
 		if (dwpe != NULL) {
 			float *dp = dwpe + (r % T) * C;
 			for (size_t i = 0; i < C; i++)

@@ -32,9 +32,11 @@ void tfm_blas_init(void);
 
 /* out (BT, C) = wte[tok] (+ wpe[t] if wpe != NULL, t = row mod T). */
 void embed_forward(float *out, const int *tok, const float *wte, const float *wpe, size_t BT, size_t T, size_t C);
-/* dwte (V, C) += dout at each row's token; dwpe (maxT, C) += dout at its
- * position (if dwpe != NULL). */
-void embed_backward(float *dwte, float *dwpe, const float *dout, const int *tok, size_t BT, size_t T, size_t C);
+/* dwte (V, C) += dout at each row's token but token pad_row - 1 (none
+ * when pad_row is 0); dwpe (maxT, C) += dout at its position (if dwpe !=
+ * NULL). */
+void embed_backward(float *dwte, float *dwpe, const float *dout, const int *tok, size_t BT, size_t T, size_t C,
+                    size_t pad_row);
 
 /* out (BT, C) = (x - mean) · rstd · w + b; mean, rstd (BT) saved. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,

@@ -90,24 +90,25 @@ static const struct {
 	int tied;               /* tie_word_embeddings when absent */
 	int qkv_bias;           /* q_proj, k_proj and v_proj have biases */
 	int hf_fused;           /* qkv_proj and gate_up_proj are single tensors */
+	double pad;             /* pad_token_id when absent (-1: none) */
 } types[] = {
-	{ "gpt2", gpt2_keys, "layer_norm_epsilon", 1e-5, 0, 0, NULL, 0, ZS_FAMILY_GPT2, 1, 0, 0 },
-	{ "llama", llama_keys, "rms_norm_eps", 1e-6, 0, 0, NULL, 0, ZS_FAMILY_LLAMA, 0, 0, 0 },
-	{ "mistral", llama_keys, "rms_norm_eps", 1e-6, 4096, 1, NULL, 0, ZS_FAMILY_LLAMA, 0, 0, 0 },
+	{ "gpt2", gpt2_keys, "layer_norm_epsilon", 1e-5, 0, 0, NULL, 0, ZS_FAMILY_GPT2, 1, 0, 0, -1 },
+	{ "llama", llama_keys, "rms_norm_eps", 1e-6, 0, 0, NULL, 0, ZS_FAMILY_LLAMA, 0, 0, 0, -1 },
+	{ "mistral", llama_keys, "rms_norm_eps", 1e-6, 4096, 1, NULL, 0, ZS_FAMILY_LLAMA, 0, 0, 0, -1 },
 	/* Qwen2Config (configuration_qwen2.py 70-76, transformers 5.x): no tie,
 	 * eps 1e-6, use_sliding_window false, sliding_window 4096 that
 	 * __post_init__ drops unless use_sliding_window (84), and then only
 	 * layers from max_window_layers (28) on slide (88-94); Qwen2Attention
 	 * gives q_proj, k_proj and v_proj bias=True, o_proj bias=False
 	 * (modeling_qwen2.py). */
-	{ "qwen2", llama_keys, "rms_norm_eps", 1e-6, 4096, 1, "use_sliding_window", 28, ZS_FAMILY_LLAMA, 0, 1, 0 },
+	{ "qwen2", llama_keys, "rms_norm_eps", 1e-6, 4096, 1, "use_sliding_window", 28, ZS_FAMILY_LLAMA, 0, 1, 0, -1 },
 	/* Phi3Config (configuration_phi3.py at d7991107, __init__): eps 1e-5,
 	 * rope_theta 10000, no tie, num_key_value_heads the heads,
-	 * sliding_window None; Phi3Attention's qkv_proj and Phi3MLP's
+	 * sliding_window None, pad_token_id 32000; Phi3Attention's qkv_proj and Phi3MLP's
 	 * gate_up_proj are one nn.Linear each, bias=False (modeling_phi3.py
 	 * at 43c2b4816a65): llama's kernels, its fused tensors Hugging
 	 * Face's own. */
-	{ "phi3", llama_keys, "rms_norm_eps", 1e-5, 0, 1, NULL, 0, ZS_FAMILY_LLAMA, 0, 0, 1 },
+	{ "phi3", llama_keys, "rms_norm_eps", 1e-5, 0, 1, NULL, 0, ZS_FAMILY_LLAMA, 0, 0, 1, 32000 },
 };
 #define TYPE_NAMES "gpt2, llama, mistral, qwen2, phi3"
 
@@ -279,6 +280,28 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 			m.sliding_window = (uint64_t)sw->valuedouble;
 	}
 	read_numerics(cfg, &m);
+	/* LlamaModel, MistralModel, Qwen2Model and Phi3Model make embed_tokens
+	 * nn.Embedding(vocab_size, hidden_size, pad_token_id): no lookup's
+	 * gradient reaches that row (a negative one counts from the end), and
+	 * one past the table is refused when the model is built. */
+	if (m.family == ZS_FAMILY_LLAMA) {
+		const cJSON *pad = cJSON_GetObjectItemCaseSensitive(cfg, "pad_token_id");
+		double p = pad == NULL ? types[t].pad : cJSON_IsNull(pad) ? -1 : cJSON_IsNumber(pad) ? pad->valuedouble : NAN;
+		if (pad != NULL && !cJSON_IsNull(pad) && !(cJSON_IsNumber(pad) && p == floor(p) && fabs(p) < 1e15))
+			return zs_fail(cause, "%s: \"pad_token_id\" must be null or a whole number", where);
+		if (pad != NULL && p < 0 && p >= -(double)m.vocab)
+			p += (double)m.vocab;
+		else if (pad != NULL && p < 0)
+			p = (double)m.vocab; /* no row either way */
+		if (!(pad == NULL && types[t].pad < 0) && !(pad != NULL && cJSON_IsNull(pad))) {
+			if (p >= (double)m.vocab && m.unrun[0] == '\0')
+				snprintf(m.unrun, sizeof m.unrun, "\"pad_token_id\" is %.0f%s, no row of the %llu-token table "
+				         "(transformers' nn.Embedding refuses it)", pad != NULL ? pad->valuedouble : p,
+				         pad == NULL ? " (Phi3Config's default)" : "", (unsigned long long)m.vocab);
+			else if (p < (double)m.vocab)
+				m.pad_row = (uint64_t)p + 1;
+		}
+	}
 
 	const char *hkey = m.family == ZS_FAMILY_GPT2 ? "n_embd" : "hidden_size";
 	const char *akey = m.family == ZS_FAMILY_GPT2 ? "n_head" : "num_attention_heads";

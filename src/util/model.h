@@ -32,7 +32,10 @@
  * partial_rotary_factor other than 1, gpt2's
  * attention scaled otherwise) is kept as `unrun`: the theory reads the
  * shape anyway, measure refuses it. Other keys (token ids, dropout
- * probabilities: the engine has no dropout) are ignored; keys that would
+ * probabilities: the engine has no dropout) are ignored, but for the
+ * llama family's pad_token_id (nn.Embedding's padding_idx: no lookup's
+ * gradient reaches its row; default none, phi3's 32000; null: none; a
+ * row the table lacks is unrun, as transformers refuses it); keys that would
  * change the shape in a way zerosim does not model (a mixture of experts,
  * attention or MLP biases in a llama, quantisation) are refused by name.
  *
@@ -71,6 +74,8 @@ struct zs_model {
 	int qkv_bias;           /* llama family: q_proj, k_proj, v_proj have biases (qwen2) */
 	int hf_fused;           /* llama family: q/k/v and gate/up are single Hugging Face
 	                           tensors, qkv_proj and gate_up_proj (phi3) */
+	uint64_t pad_row;       /* llama family: 1 + pad_token_id, the row nn.Embedding's
+	                           padding_idx keeps from the lookups' gradient; 0: none */
 	double norm_eps;        /* the norms' epsilon */
 	double rope_theta;      /* llama's rotary base (gpt2: 0) */
 	uint64_t sliding_window;/* mistral's attention window, 0 for none */
