@@ -60,10 +60,13 @@ esac
 
 echo "model_names: 2: another id from the Hugging Face cache, the revision refs/main names"
 mk_cache() { # CACHE ORG--NAME REV: a snapshot REV holding the tiny llama, and a stale one
+	# as huggingface_hub writes them: the file in blobs/, the snapshot's
+	# config.json a relative link to it, refs/main the commit without a newline
 	r=$1/models--$2
-	mkdir -p "$r/refs" "$r/snapshots/$3" "$r/snapshots/0000stale"
+	mkdir -p "$r/refs" "$r/blobs" "$r/snapshots/$3" "$r/snapshots/0000stale"
 	printf '%s' "$3" >"$r/refs/main"
-	cp "$srcdir/report/models/llama-tiny.json" "$r/snapshots/$3/config.json"
+	cp "$srcdir/report/models/llama-tiny.json" "$r/blobs/a1b2c3"
+	ln -s ../../blobs/a1b2c3 "$r/snapshots/$3/config.json"
 	echo '{"model_type": "none such"}' >"$r/snapshots/0000stale/config.json"
 }
 mk_cache "$tmp/hubcache" Acme--Tiny-Llama 1a2b3c4d
@@ -86,6 +89,12 @@ mk_cache "$tmp/home/hub" Acme--Home 5e6f
 HF_HUB_CACHE=$tmp/hubcache HF_HOME=$tmp/home headline Acme/Home >"$tmp/h4"
 [ ! -s "$tmp/h4" ] && grep -q "$tmp/hubcache/models--Acme--Home/refs/main" "$tmp/err" ||
 	fail "HF_HUB_CACHE does not come before HF_HOME: $(cat "$tmp/h4" "$tmp/err")"
+# No output replaces the cached config (through its link, the blob).
+HF_HUB_CACHE=$tmp/hubcache "$zerosim" theory --model Acme/Tiny-Llama --world 2 \
+	--out "$tmp/hubcache/models--Acme--Tiny-Llama/snapshots/1a2b3c4d/config.json" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "is the --model file" "$tmp/err" || fail "--out over the cached config: $(cat "$tmp/err")"
+cmp -s "$tmp/hubcache/models--Acme--Tiny-Llama/blobs/a1b2c3" "$srcdir/report/models/llama-tiny.json" ||
+	fail "the cached config's blob changed"
 # measure reads it too (and never writes over it).
 HF_HUB_CACHE=$tmp/hubcache "$zerosim" measure --model Acme/Tiny-Llama --seq 8 --steps 1 --world 1 \
 	--out "$tmp/m.json" 2>"$tmp/err" || fail "measure --model Acme/Tiny-Llama: $(cat "$tmp/err")"
