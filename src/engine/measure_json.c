@@ -129,28 +129,17 @@ static void allocator_json(cJSON *run, const struct zs_result *res)
 	for (unsigned k = 1; k < N; k++)
 		if (res->alloc[k].st.reserved_peak > res->alloc[b].st.reserved_peak)
 			b = k;
-	static const char *const keys[] = {
-		"allocated_peak_bytes", "reserved_at_allocated_peak_bytes", "reserved_peak_bytes",
-		"allocated_at_reserved_peak_bytes", "fragmentation_bytes", "fragmentation_ratio",
-		"segments_peak", "expandable_segments", "cuda_malloc_calls", "cuda_free_calls"};
-	enum { NKEYS = sizeof keys / sizeof keys[0] };
 	cJSON *a = cJSON_AddObjectToObject(run, "allocator");
 	zs_json_add_number(a, "rank", b);
-	cJSON *per = cJSON_CreateObject(), *arr[NKEYS];
-	for (size_t i = 0; i < NKEYS; i++)
-		arr[i] = cJSON_AddArrayToObject(per, keys[i]);
+	cJSON *per = cJSON_CreateObject(), *arr[ZS_ALLOC_NKEYS];
+	for (size_t i = 0; i < ZS_ALLOC_NKEYS; i++)
+		arr[i] = cJSON_AddArrayToObject(per, zs_alloc_keys[i]);
 	for (unsigned k = 0; k < N; k++) {
-		const struct zs_alloc_rank *ar = &res->alloc[k];
-		const struct cuda_alloc_stats *st = &ar->st;
-		double v[NKEYS] = {
-			(double)st->allocated_peak, (double)ar->reserved_at_allocated_peak, (double)st->reserved_peak,
-			(double)st->peak_allocated_at, (double)st->frag_at_peak,
-			st->peak_reserved_at ? (double)st->frag_at_peak / (double)st->peak_reserved_at : 0,
-			(double)st->segments_peak, (double)st->expandable_segments, (double)st->device_allocs,
-			(double)st->device_frees};
-		for (size_t i = 0; i < NKEYS; i++) {
+		double v[ZS_ALLOC_NKEYS];
+		zs_alloc_values(&res->alloc[k], v);
+		for (size_t i = 0; i < ZS_ALLOC_NKEYS; i++) {
 			if (k == b)
-				zs_json_add_number(a, keys[i], v[i]);
+				zs_json_add_number(a, zs_alloc_keys[i], v[i]);
 			push(arr[i], v[i]);
 		}
 	}

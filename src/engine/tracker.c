@@ -125,13 +125,7 @@ static void *counted(struct zs_tracker *t, char *raw, unsigned rank, enum zs_cat
 	if (t->ca != NULL) {
 		char *cause = NULL;
 		replay_check(cuda_alloc_alloc(t->ca[rank], h.id, bytes, &cause), cause);
-		/* The reserved bytes when allocated first reaches its peak:
-		 * a new peak can only be reached by an allocation. */
-		struct zs_alloc_rank *ar = &t->ca_rank[rank];
-		uint64_t before = ar->st.allocated_peak;
-		cuda_alloc_stats(t->ca[rank], &ar->st);
-		if (ar->st.allocated_peak > before)
-			ar->reserved_at_allocated_peak = ar->st.reserved;
+		cuda_alloc_note(t->ca[rank], &t->ca_rank[rank]);
 	}
 	struct zs_rank_mem *m = &t->rank[rank];
 	m->cur[cat] += bytes;

@@ -52,14 +52,8 @@ struct zs_evlog {
 	size_t nlive;
 };
 
-/* One rank's replay through the caching allocator: its counters at the
- * end of the run (cuda_alloc_stats), and the reserved bytes when its
- * allocated bytes (rounded, as the allocator counts them) first reached
- * their peak. Plain data: it travels in the engine's per-rank records. */
-struct zs_alloc_rank {
-	struct cuda_alloc_stats st;
-	uint64_t reserved_at_allocated_peak;
-};
+/* One rank's replay through the caching allocator (cuda_alloc.h). */
+#define zs_alloc_rank cuda_alloc_run
 
 /* A rank's device bytes (every block but tracker_alloc_host's), and apart
  * from them its host bytes (ZeRO-Offload's), each with its own peak. */
