@@ -19,6 +19,14 @@
 #   - The replay's allocated peak is at least the most the trace holds
 #     with each block rounded up to 512 B (more only where a block was not
 #     split and counts whole).
+#   - theory --allocator cuda replays the walk's blocks and agrees with
+#     measure's rank 0 to the byte (allocated and reserved peaks,
+#     fragmentation, segments, cudaMalloc calls) on MLPs and transformers
+#     under --framework paper (fp32 and mixed, unit model and layer, every
+#     recompute, expandable_segments and max_split_size_mb); under torch
+#     and deepspeed its allocator is null (not covered yet).
+#   - theory's replay runs out of --device-mem where the hand-worked
+#     reserved bytes say: one byte short of them, in the first forward.
 #   - Bad options are refused with one line and exit 2; without the new
 #     options no new key appears.
 # Exit 0 pass, 1 mismatch, 99 hard error.
@@ -157,6 +165,68 @@ trace --layers 64,256,64 --world 1,2,4 --framework deepspeed --schemes zero1,zer
 trace --model "$models/gpt2-tiny.json" --seq 16 --batch 2 --steps 2 --world 1,2,3
 trace --model "$models/llama-tiny.json" --seq 16 --batch 2 --steps 2 --world 2 --framework torch
 
+# --- theory = measure --------------------------------------------------------
+agree() {
+	# shellcheck disable=SC2086
+	"$zerosim" measure -q "$@" --allocator cuda --out "$tmp/am.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+	"$zerosim" theory "$@" --allocator cuda --out "$tmp/at.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+	python3 - "$tmp/am.json" "$tmp/at.json" "$*" <<'EOF' || fails=$((fails + 1))
+import json, sys
+m, t = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+rows = {(r['scheme'], r['world'], r['unit']): r for r in t['rows']}
+keys = ['allocated_peak_bytes', 'reserved_at_allocated_peak_bytes', 'reserved_peak_bytes',
+        'allocated_at_reserved_peak_bytes', 'fragmentation_bytes', 'segments_peak', 'expandable_segments',
+        'cuda_malloc_calls', 'cuda_free_calls']
+paper = '--framework' not in sys.argv[3]
+bad = []
+for run in m['runs']:
+    k = (run['scheme'], run['world'], run['unit'])
+    ta = rows[k]['allocator']
+    if not paper:
+        if ta is not None:
+            bad.append('%s: theory replays a framework it does not cover' % (k,))
+        continue
+    if ta is None:
+        bad.append('%s: theory has no replay' % (k,))
+        continue
+    if ta['oom'] is not None:
+        bad.append('%s: theory runs out of memory with no --device-mem' % (k,))
+    for x in keys:
+        if run['allocator']['per_rank'][x][0] != ta[x]:
+            bad.append('%s %s: measure %d, theory %d' % (k, x, run['allocator']['per_rank'][x][0], ta[x]))
+for b in bad[:10]:
+    print('alloc_replay: FAIL: %s: %s' % (sys.argv[3], b), file=sys.stderr)
+sys.exit(1 if bad else 0)
+EOF
+}
+agree --layers 1024,2048,1024 --world 1,2,3,4,8 --unit model,layer --steps 2
+agree --layers 700,3000,500,900 --world 1,2,3,5 --unit model,layer --steps 3 --precision fp32 --batch 7
+agree --layers 64,256,64 --world 1,2,3,4 --unit model,layer --optimizer sgd
+agree --layers 1024,2048,1024 --world 1,2,4 --unit model,layer --alloc-conf expandable_segments:True
+agree --layers 4096,4096 --world 1,2,4 --unit model,layer --alloc-conf max_split_size_mb:40
+agree --model "$models/gpt2-tiny.json" --precision mixed --world 1,2,3,8 --seq 16 --batch 2 --steps 2 --unit model,layer
+agree --model "$models/gpt2-tiny.json" --precision fp32 --world 1,2,3 --seq 16 --batch 2 --steps 2 --unit model,layer --recompute full
+agree --model "$models/llama-tiny.json" --precision mixed --world 1,2,3 --seq 16 --batch 2 --steps 2 --unit model,layer --recompute selective
+agree --model "$models/llama-tiny.json" --precision fp32 --world 1,2,8 --seq 16 --batch 2 --steps 2 --unit model,layer
+agree --layers 1024,2048,1024 --world 1,2 --unit model --framework torch
+agree --layers 1024,2048,1024 --world 1,2 --unit model --framework deepspeed
+
+# The 2048 -> 2048 dp run reserves 76 MiB (above): with 76 MiB it fits; one
+# byte less and the 2 MiB small segment for the first activation (32 KiB)
+# cannot be had once the 74 MiB of large segments are taken.
+oom() {
+	"$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda --device-mem "$1" \
+		--out "$tmp/o.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+	python3 -c "
+import json, sys
+print(json.dumps(json.load(open(sys.argv[1]))['rows'][0]['allocator']['oom'], sort_keys=True))" "$tmp/o.json"
+}
+got=$(oom $((76 * MiB)))
+[ "$got" = null ] || fail "76 MiB: oom is $got, not null"
+got=$(oom $((76 * MiB - 1)))
+[ "$got" = '{"bytes": 32768, "category": "activations", "phase": "forward", "step": 1}' ] ||
+	fail "76 MiB - 1: oom is $got, not the first activation of step 1's forward"
+
 # --- the options ----------------------------------------------------------
 refused() {
 	want=$1
@@ -173,6 +243,10 @@ refused "max_split_size_mb" --allocator cuda --alloc-conf max_split_size_mb:10
 refused "not an allocator" --allocator tlsf
 refused "needs --timeline" --timeline-ranks all
 refused "give 0" --timeline --timeline-ranks 2
+"$zerosim" theory --layers 4,8,4 --allocator cuda --alloc-conf expandable_segments:maybe --out "$tmp/no.json" 2>"$tmp/err"
+[ $? = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && [ ! -e "$tmp/no.json" ] || fail "theory took a bad --alloc-conf: $(cat "$tmp/err")"
+"$zerosim" theory --layers 4,8,4 --allocator cuda >"$tmp/out" 2>"$tmp/err"
+[ $? = 2 ] && grep -q "JSON only" "$tmp/err" || fail "theory --allocator cuda in text: $(cat "$tmp/err")"
 "$zerosim" measure -q --layers 4,8,4 --world 2 --timeline --out "$tmp/p.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
 python3 -c "
 import json, sys

@@ -556,7 +556,7 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	root = measure_json_new(&c, case_path);
 	if (allocator)
-		measure_json_allocator(root, alloc_conf);
+		zs_alloc_config_json(root, alloc_conf);
 	int diverged = 0;
 	for (size_t i = 0; i < nres; i++) {
 		for (unsigned t = 0; t < c.steps; t++)

@@ -146,14 +146,6 @@ static void allocator_json(cJSON *run, const struct zs_result *res)
 	cJSON_AddItemToObject(a, "per_rank", per);
 }
 
-/* config.allocator, with an allocator replay: the model and its options. */
-void measure_json_allocator(cJSON *root, const char *conf)
-{
-	cJSON *a = cJSON_AddObjectToObject(cJSON_GetObjectItemCaseSensitive(root, "config"), "allocator");
-	cJSON_AddStringToObject(a, "model", "pytorch-" CUDA_ALLOC_TORCH_RELEASE);
-	cJSON_AddStringToObject(a, "conf", conf != NULL ? conf : "");
-}
-
 void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct zs_result *res)
 {
 	double psi = params_of(c);

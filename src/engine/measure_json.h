@@ -15,10 +15,6 @@
 
 cJSON *measure_json_new(const struct zs_config *c, const char *case_path);
 void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct zs_result *res);
-/* config.allocator: {"model": "pytorch-2.6.0", "conf": conf}, for a sweep
- * measured with the caching allocator's replay (conf: its
- * PYTORCH_CUDA_ALLOC_CONF-style options, NULL for none). */
-void measure_json_allocator(cJSON *root, const char *conf);
 cJSON *measure_json_weights(const struct zs_config *c, const struct zs_result *res);
 
 /* "xxh3:0123456789abcdef" into buf (at least 25 bytes). */

@@ -129,6 +129,11 @@ struct walk {
 	enum zs_phase phase;
 	uint64_t phase_peak[ZS_NPHASES];
 	int entered[ZS_NPHASES];
+	/* With a trace (theory_walk_trace): each add is one block allocated,
+	 * each sub the block(s) it frees; key names a step buffer's block
+	 * (its index + 1) while buf_add adds or frees it, else 0. */
+	struct theory_trace *tr;
+	uint64_t key;
 };
 
 /* Enter phase p: it holds at least what is held as it begins. */
@@ -151,6 +156,8 @@ static void walk_add(struct walk *w, enum zs_cat c, uint64_t bytes)
 	w->entered[w->phase] = 1;
 	if (w->total > w->phase_peak[w->phase])
 		w->phase_peak[w->phase] = w->total;
+	if (w->tr != NULL)
+		theory_trace_alloc(w->tr, w->phase, c, bytes, w->key);
 }
 
 /* The walk's peaks by phase into out (after the walk). */
@@ -167,12 +174,16 @@ static void walk_sub(struct walk *w, enum zs_cat c, uint64_t bytes)
 {
 	w->cur[c] -= bytes;
 	w->total -= bytes;
+	if (w->tr != NULL)
+		theory_trace_free(w->tr, w->phase, c, bytes, w->key);
 }
 
-static void buf_add(struct walk *w, const struct step_buffer *x, int add)
+static void buf_add(struct walk *w, const struct step_buffers *b, const struct step_buffer *x, int add)
 {
 	enum zs_cat c = x->cat == ZS_CAT_ACTIVATIONS ? ZS_CAT_ACTIVATIONS : ZS_CAT_SCRATCH;
+	w->key = (uint64_t)(x - b->buf) + 1;
 	(add ? walk_add : walk_sub)(w, c, x->elements * x->esize);
+	w->key = 0;
 }
 
 /* The points of a step where the walk calls its framework. Layer l's
@@ -202,36 +213,36 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 		fw->at(fw->ctx, w, STEP_BEGIN, 0, step);
 		for (size_t i = 0; i < b->n; i++)
 			if (b->buf[i].when == STEP_AT_FORWARD)
-				buf_add(w, &b->buf[i], 1);
+				buf_add(w, b, &b->buf[i], 1);
 		for (size_t l = 0; l < nl; l++) {
 			size_t m0 = d->made_first[l], m1 = d->made_first[l + 1];
 			fw->at(fw->ctx, w, FWD_PRE, l, step);
 			for (size_t k = m0; k < m1; k++)
-				buf_add(w, &b->buf[d->made_at[k]], 1);
+				buf_add(w, b, &b->buf[d->made_at[k]], 1);
 			fw->at(fw->ctx, w, FWD_RUN, l, step);
 			for (size_t k = m0; k < m1; k++)
 				if (b->buf[d->made_at[k]].recomputed)
-					buf_add(w, &b->buf[d->made_at[k]], 0);
+					buf_add(w, b, &b->buf[d->made_at[k]], 0);
 			fw->at(fw->ctx, w, FWD_POST, l, step);
 		}
 		walk_phase(w, ZS_PH_BACKWARD);
 		for (size_t i = 0; i < b->n; i++)
 			if (b->buf[i].when == STEP_AT_BACKWARD)
-				buf_add(w, &b->buf[i], 1);
+				buf_add(w, b, &b->buf[i], 1);
 		fw->at(fw->ctx, w, BWD_BEGIN, 0, step);
 		for (size_t l = nl; l-- > 0;) {
 			fw->at(fw->ctx, w, BWD_PRE, l, step);
 			for (size_t k = d->made_first[l]; k < d->made_first[l + 1]; k++)
 				if (b->buf[d->made_at[k]].recomputed)
-					buf_add(w, &b->buf[d->made_at[k]], 1);
+					buf_add(w, b, &b->buf[d->made_at[k]], 1);
 			fw->at(fw->ctx, w, BWD_RUN, l, step);
 			for (size_t k = d->freed_first[l]; k < d->freed_first[l + 1]; k++)
-				buf_add(w, &b->buf[d->freed_at[k]], 0);
+				buf_add(w, b, &b->buf[d->freed_at[k]], 0);
 			fw->at(fw->ctx, w, BWD_POST, l, step);
 		}
 		for (size_t i = 0; i < b->n; i++)
 			if (b->buf[i].freed_after == STEP_END_OF_BACKWARD)
-				buf_add(w, &b->buf[i], 0);
+				buf_add(w, b, &b->buf[i], 0);
 		/* after backward: the framework's reduce and step() (it marks
 		 * the phases, as the engine's tracker does) */
 		fw->at(fw->ctx, w, STEP_END, 0, step);
@@ -406,7 +417,7 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
  * block, the untied head; a tied head is in no unit's visit but its own). */
 static void units_walk(const struct theory_desc *d, const struct events *ev, const uint64_t *units,
                        enum zs_unit unit, unsigned world, int visit, struct theory_schedule *out, uint64_t *gathered,
-                       uint64_t *reduced)
+                       uint64_t *reduced, struct theory_trace *tr)
 {
 	size_t nl = d->params.nlayers, head = nl - 1, U = out->nunits;
 	struct units_fw st = {.ev = ev, .units = units, .unit = unit, .N = world, .visit = visit ? head : SIZE_MAX};
@@ -423,11 +434,14 @@ static void units_walk(const struct theory_desc *d, const struct events *ev, con
 			st.first[i] = l;
 		st.last[i] = l;
 	}
-	struct walk w = {0};
+	/* The resident state, a block per category in the categories' order
+	 * (the order the engine sets its flat buffers up in); a trace walks
+	 * every step, as the engine's run does. */
+	struct walk w = {.tr = tr};
 	for (int k = 0; k < ZS_NCATS; k++)
 		walk_add(&w, (enum zs_cat)k, out->resident_breakdown[k]);
 	const struct walk_fw fw = {units_at, &st};
-	walk_steps(d, &w, 1, &fw);
+	walk_steps(d, &w, tr != NULL ? tr->steps : 1, &fw);
 	out->peak_bytes = w.peak;
 	memcpy(out->peak_breakdown, w.at_peak, sizeof w.at_peak);
 	walk_phases_out(&w, out);
@@ -740,8 +754,11 @@ void theory_tfm_framework_schedule(const struct zs_model *m, const struct theory
 		theory_desc_free(&own);
 }
 
-void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
-                          enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_schedule *out)
+/* theory_walk_schedule, and with tr its trace (only where
+ * theory_walk_trace says it is covered). */
+static void walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
+                          enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_schedule *out,
+                          struct theory_trace *tr)
 {
 	const struct step_params *p = &d->params;
 	struct theory_states sts;
@@ -810,12 +827,32 @@ void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		free(tn);
 	}
 	uint64_t gathered, reduced;
-	units_walk(d, &ev, units, unit, world, visit, out, &gathered, &reduced);
+	units_walk(d, &ev, units, unit, world, visit, out, &gathered, &reduced, tr);
 	free(units);
 	if (fsdp) { /* what FSDP sends: the walk's collectives */
 		out->comm_elements = gathered + reduced;
 		out->comm_bytes = gathered * ev.gp + reduced * ev.fg;
 	}
+}
+
+void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
+                          enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_schedule *out)
+{
+	walk_schedule(d, b, c, scheme, unit, world, out, NULL);
+}
+
+int theory_walk_trace(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
+                      enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_trace *tr)
+{
+	/* The paper's schedule only, so far: the frameworks' walks add and
+	 * free some of their buffers as category sums, and in an order, that
+	 * the engine's blocks do not follow one for one (docs/schedule.md,
+	 * "The replay in theory"). */
+	if (c == NULL || c->framework != ZS_FW_PAPER || !d->has_buffers)
+		return -1;
+	struct theory_schedule scratch;
+	walk_schedule(d, b, c, scheme, unit, world, &scratch, tr);
+	return tr->unmatched ? -1 : 0;
 }
 
 enum zs_phase theory_binding_phase(const struct theory_schedule *s)

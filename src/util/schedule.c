@@ -35,6 +35,13 @@ const char *const zs_alloc_keys[ZS_ALLOC_NKEYS] = {
 	"segments_peak", "expandable_segments", "cuda_malloc_calls", "cuda_free_calls",
 };
 
+void zs_alloc_config_json(cJSON *root, const char *conf)
+{
+	cJSON *a = cJSON_AddObjectToObject(cJSON_GetObjectItemCaseSensitive(root, "config"), "allocator");
+	cJSON_AddStringToObject(a, "model", "pytorch-" CUDA_ALLOC_TORCH_RELEASE);
+	cJSON_AddStringToObject(a, "conf", conf != NULL ? conf : "");
+}
+
 void zs_alloc_values(const struct cuda_alloc_run *r, double v[ZS_ALLOC_NKEYS])
 {
 	const struct cuda_alloc_stats *st = &r->st;
