@@ -446,8 +446,14 @@ struct theory_tev {
 	int alloc;          /* 1 alloc, 0 free */
 	enum zs_cat cat;
 	uint64_t bytes, id; /* ids 1, 2, ... in allocation order */
-	uint64_t key;       /* a step buffer's index + 1, or 0 */
+	uint64_t key;       /* a step buffer's index + 1, THEORY_TRACE_RESIDENT, or 0 */
 };
+/* The resident state's blocks: never the block a framework's free names
+ * (DeepSpeed's step() makes a grad16 buffer of the resident one's size). */
+#define THEORY_TRACE_RESIDENT UINT64_MAX
+/* Unit u's gathered copy: THEORY_TRACE_UNIT + u (step buffers' keys are
+ * their indexes, far below). */
+#define THEORY_TRACE_UNIT ((uint64_t)1 << 62)
 struct theory_trace {
 	unsigned steps;           /* set by the caller */
 	struct theory_tev *ev;

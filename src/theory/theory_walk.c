@@ -277,6 +277,7 @@ struct events {
 	unsigned gp, fg;
 	int keep_all, keep_root, prefetch;
 	uint64_t full, bucket;
+	unsigned nbucket; /* the reduce buckets: nbucket blocks of bucket bytes (two with overlap_comm) */
 	/* FSDP at N > 1: mp, the bytes of a slot of the 16-bit local shard an
 	 * unshard sends from (_mp_shard; 0 in fp32); post_backward, its hook's
 	 * padded grad copy and output shard; cast, the output's fp32 cast
@@ -284,6 +285,11 @@ struct events {
 	unsigned mp, cast;
 	int post_backward; /* and a gathered copy padded to N·s_u (_full_param_padded) */
 	uint64_t step[ZS_NCATS];
+	/* DDP's gradient buckets, their elements at bucket_bytes each, in the
+	 * order DDP makes them: the resident `buckets` as a trace's blocks */
+	uint64_t *buckets;
+	size_t nbuckets;
+	unsigned bucket_bytes;
 };
 
 /* The framework's state through the walk: which units are held gathered,
@@ -313,7 +319,9 @@ static uint64_t copy_elements(const struct units_fw *st, size_t u)
 static void gather(struct units_fw *st, struct walk *w, size_t u)
 {
 	walk_add(w, ZS_CAT_BUCKETS, slots(st, u) * st->ev->mp);
+	w->key = THEORY_TRACE_UNIT + u; /* a trace frees unit u's own copy, whatever its size */
 	walk_add(w, ZS_CAT_GATHERED, copy_elements(st, u) * st->ev->gp);
+	w->key = 0;
 	walk_sub(w, ZS_CAT_BUCKETS, slots(st, u) * st->ev->mp);
 	st->gathered += (st->N - 1) * slots(st, u);
 	st->held[u] = 1;
@@ -321,8 +329,11 @@ static void gather(struct units_fw *st, struct walk *w, size_t u)
 
 static void release(struct units_fw *st, struct walk *w, size_t u)
 {
-	if (st->held[u])
+	if (st->held[u]) {
+		w->key = THEORY_TRACE_UNIT + u;
 		walk_sub(w, ZS_CAT_GATHERED, copy_elements(st, u) * st->ev->gp);
+		w->key = 0;
+	}
 	st->held[u] = 0;
 }
 
@@ -331,13 +342,18 @@ static void release(struct units_fw *st, struct walk *w, size_t u)
  * the hook returns (the grad itself is freed after it). */
 static void post_backward(struct units_fw *st, struct walk *w, size_t u)
 {
-	uint64_t sh = slots(st, u), staged = (st->N * sh + sh) * st->ev->fg;
+	uint64_t sh = slots(st, u), fg = st->ev->fg;
 	if (!st->ev->post_backward)
 		return;
 	walk_phase(w, ZS_PH_REDUCE); /* the hook's reduce-scatter, as the engine's tracker marks it */
-	walk_add(w, ZS_CAT_BUCKETS, staged);
+	/* three blocks, freed shard, cast, copy (as the engine frees them: a
+	 * trace's order, the same sums) */
+	walk_add(w, ZS_CAT_BUCKETS, st->N * sh * fg);
+	walk_add(w, ZS_CAT_BUCKETS, sh * fg);
 	walk_add(w, ZS_CAT_BUCKETS, sh * st->ev->cast);
-	walk_sub(w, ZS_CAT_BUCKETS, staged + sh * st->ev->cast);
+	walk_sub(w, ZS_CAT_BUCKETS, sh * fg);
+	walk_sub(w, ZS_CAT_BUCKETS, sh * st->ev->cast);
+	walk_sub(w, ZS_CAT_BUCKETS, st->N * sh * fg);
 	walk_phase(w, ZS_PH_BACKWARD);
 }
 
@@ -375,7 +391,8 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 			release(st, w, i);
 		break;
 	case BWD_BEGIN:
-		walk_add(w, ZS_CAT_BUCKETS, ev->bucket);
+		for (unsigned k = 0; k < ev->nbucket; k++)
+			walk_add(w, ZS_CAT_BUCKETS, ev->bucket);
 		walk_add(w, ZS_CAT_FULL_GRADS, ev->full);
 		break;
 	case BWD_PRE:
@@ -399,11 +416,16 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 	case STEP_END:
 		if (ev->full > 0 || ev->bucket > 0) /* freed by the reduce after backward, as the engine marks it */
 			walk_phase(w, ZS_PH_REDUCE);
+		for (unsigned k = 0; k < ev->nbucket; k++) /* the engine's order: the buckets, then the grads */
+			walk_sub(w, ZS_CAT_BUCKETS, ev->bucket);
 		walk_sub(w, ZS_CAT_FULL_GRADS, ev->full);
-		walk_sub(w, ZS_CAT_BUCKETS, ev->bucket);
 		walk_phase(w, ZS_PH_OPTIMIZER);
 		for (int k = 0; k < ZS_NCATS; k++)
 			walk_add(w, (enum zs_cat)k, ev->step[k]);
+		/* step() frees them before it returns: a trace's next step
+		 * starts without them (the peak is the same either way) */
+		for (int k = 0; k < ZS_NCATS && w->tr != NULL; k++)
+			walk_sub(w, (enum zs_cat)k, ev->step[k]);
 		break;
 	case STEP_BEGIN:
 	case FWD_RUN:
@@ -437,9 +459,14 @@ static void units_walk(const struct theory_desc *d, const struct events *ev, con
 	/* The resident state, a block per category in the categories' order
 	 * (the order the engine sets its flat buffers up in); a trace walks
 	 * every step, as the engine's run does. */
-	struct walk w = {.tr = tr};
+	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT};
 	for (int k = 0; k < ZS_NCATS; k++)
-		walk_add(&w, (enum zs_cat)k, out->resident_breakdown[k]);
+		if (k != ZS_CAT_BUCKETS || ev->nbuckets == 0)
+			walk_add(&w, (enum zs_cat)k, out->resident_breakdown[k]);
+		else /* the same sum, a block a bucket */
+			for (size_t i = 0; i < ev->nbuckets; i++)
+				walk_add(&w, ZS_CAT_BUCKETS, ev->buckets[i] * ev->bucket_bytes);
+	w.key = 0;
 	const struct walk_fw fw = {units_at, &st};
 	walk_steps(d, &w, tr != NULL ? tr->steps : 1, &fw);
 	out->peak_bytes = w.peak;
@@ -802,7 +829,8 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		 * unit's at a time), at every N; step() its buffers. */
 		theory_schedule_states(out, units, b, ZS_ZERO2, world, &sts);
 		theory_deepspeed_resident(b, c, step_params_largest_tensor(p), world, out, ev.step);
-		ev.bucket = (uint64_t)(1 + c->ds_overlap_comm) * (uint64_t)c->ds_reduce_bucket * b->g;
+		ev.bucket = (uint64_t)c->ds_reduce_bucket * b->g;
+		ev.nbucket = 1 + (c->ds_overlap_comm != 0);
 		ev.full = scheme == ZS_ZERO1 ? sts.params * b->g : 0;
 		ev.fg = scheme == ZS_ZERO2 ? b->g : 0;
 	} else {
@@ -824,11 +852,17 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		if (scheme == ZS_ZERO1)
 			theory_torch_zero1(tn, p->ntensors, b, world, out);
 		theory_torch_ddp(tn, p->ntensors, b->g, c->bucket_cap_mb, world, out);
+		if (tr != NULL) {
+			ev.buckets = zs_calloc(p->ntensors > 0 ? p->ntensors : 1, sizeof *ev.buckets);
+			ev.nbuckets = theory_ddp_bucket_list(tn, p->ntensors, b->g, c->bucket_cap_mb, ev.buckets);
+			ev.bucket_bytes = b->g;
+		}
 		free(tn);
 	}
 	uint64_t gathered, reduced;
 	units_walk(d, &ev, units, unit, world, visit, out, &gathered, &reduced, tr);
 	free(units);
+	free(ev.buckets);
 	if (fsdp) { /* what FSDP sends: the walk's collectives */
 		out->comm_elements = gathered + reduced;
 		out->comm_bytes = gathered * ev.gp + reduced * ev.fg;
@@ -844,11 +878,10 @@ void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes
 int theory_walk_trace(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
                       enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_trace *tr)
 {
-	/* The paper's schedule only, so far: the frameworks' walks add and
-	 * free some of their buffers as category sums, and in an order, that
-	 * the engine's blocks do not follow one for one (docs/schedule.md,
-	 * "The replay in theory"). */
-	if (c == NULL || c->framework != ZS_FW_PAPER || !d->has_buffers)
+	/* Not DeepSpeed's ZeRO-3 yet: its walk by module (ds3_walk) gathers
+	 * and frees as category sums the engine makes as blocks of their own
+	 * (docs/schedule.md, "The replay in theory"). */
+	if (c == NULL || !d->has_buffers || (c->framework == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3))
 		return -1;
 	struct theory_schedule scratch;
 	walk_schedule(d, b, c, scheme, unit, world, &scratch, tr);
