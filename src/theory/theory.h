@@ -468,7 +468,7 @@ void theory_trace_free(struct theory_trace *t, enum zs_phase ph, enum zs_cat c, 
 void theory_trace_release(struct theory_trace *t);
 /* The walk of theory_walk_schedule as a trace into tr (tr->steps set, the
  * rest zero): 0, or -1 where the walk is not a trace of the engine's blocks
- * (so far every framework but the paper's). */
+ * (DeepSpeed's ZeRO-3 so far). */
 int theory_walk_trace(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
                       enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_trace *tr);
 struct theory_row;
