@@ -103,6 +103,7 @@ void theory_alloc_json(cJSON *row, const struct theory_request *req, const struc
 	}
 	struct cuda_alloc_run run;
 	memset(&run, 0, sizeof run);
+	struct theory_tev oom_ev; /* a copy: the trace is released before it is written */
 	const struct theory_tev *oom = NULL;
 	unsigned step = 0, oom_step = 0;
 	for (size_t i = 0; i < tr.n && oom == NULL; i++) {
@@ -112,7 +113,8 @@ void theory_alloc_json(cJSON *row, const struct theory_request *req, const struc
 			step++;
 		int rc = e->alloc ? cuda_alloc_alloc(a, e->id, e->bytes, &cause) : cuda_alloc_free(a, e->id, &cause);
 		if (rc == CUDA_ALLOC_OOM) {
-			oom = e;
+			oom_ev = *e;
+			oom = &oom_ev;
 			oom_step = step;
 		} else if (rc != 0) { /* ids are the trace's own: cannot happen */
 			free(cause);
