@@ -15,7 +15,8 @@
 #   - The trace: every free names a block that is live (in timeline_live
 #     or allocated earlier in the step) with the same bytes and category;
 #     current_bytes is the sum of the rank's live blocks after each event;
-#     ids are unique; every rank's log is there with --timeline-ranks all.
+#     a rank's ids are unique; every rank's log is there with
+#     --timeline-ranks all.
 #   - The replay's allocated peak is at least the most the trace holds
 #     with each block rounded up to 512 B (more only where a block was not
 #     split and counts whole).
@@ -122,8 +123,8 @@ for run in doc['runs']:
     logs += [(o['rank'], o['timeline'], o['timeline_live']) for o in run.get('timeline_ranks', [])]
     if [k for k, _, _ in logs] != list(range(run['world'])):
         bad.append('%s: the logs are of ranks %s' % (tag, [k for k, _, _ in logs]))
-    seen = set()
     for k, events, live in logs:
+        seen = set()  # ids are the rank's own
         held = {}
         for b in live:
             if b['id'] in seen:

@@ -43,7 +43,9 @@ void tracker_init(struct zs_tracker *t, unsigned nranks)
 	t->rank = zs_calloc(nranks, sizeof *t->rank);
 	t->nlogged = 1;
 	t->log = zs_calloc(nranks, sizeof *t->log);
-	t->next_id = 1;
+	t->ids = zs_calloc(nranks, sizeof *t->ids);
+	for (unsigned k = 0; k < nranks; k++)
+		t->ids[k].next = 1;
 }
 
 void tracker_destroy(struct zs_tracker *t)
@@ -53,21 +55,19 @@ void tracker_destroy(struct zs_tracker *t)
 		free(t->log[k].live);
 		if (t->ca != NULL)
 			cuda_alloc_destroy(t->ca[k]);
+		free(t->ids[k].byid);
 	}
+	free(t->ids);
 	free(t->log);
 	free(t->ca);
 	free(t->ca_rank);
-	free(t->byid);
 	free(t->rank);
 	memset(t, 0, sizeof *t);
 }
 
 void tracker_keep_ids(struct zs_tracker *t)
 {
-	if (t->byid == NULL) {
-		t->capbyid = 1024;
-		t->byid = zs_malloc(t->capbyid * sizeof *t->byid);
-	}
+	t->keep_ids = 1;
 }
 
 void tracker_allocator(struct zs_tracker *t, const struct cuda_alloc_opts *opts)
@@ -113,14 +113,15 @@ static void log_event(struct zs_tracker *t, unsigned rank, enum zs_op op, enum z
 /* Count a block of rank's, at its header. */
 static void *counted(struct zs_tracker *t, char *raw, unsigned rank, enum zs_cat cat, size_t bytes, int mapped)
 {
-	struct header h = {t->next_id++, bytes, rank, cat, mapped, 0};
+	struct zs_ids *ids = &t->ids[rank];
+	struct header h = {ids->next++, bytes, rank, cat, mapped, 0};
 	memcpy(raw, &h, sizeof h);
-	if (t->byid != NULL) {
-		if (h.id > t->capbyid) {
-			t->capbyid *= 2;
-			t->byid = zs_realloc(t->byid, t->capbyid * sizeof *t->byid);
+	if (t->keep_ids) {
+		if (h.id > ids->cap) {
+			ids->cap = ids->cap ? 2 * ids->cap : 1024;
+			ids->byid = zs_realloc(ids->byid, ids->cap * sizeof *ids->byid);
 		}
-		t->byid[h.id - 1] = (struct zs_blockrec){rank, cat, bytes};
+		ids->byid[h.id - 1] = (struct zs_blockrec){cat, bytes};
 	}
 	if (t->ca != NULL) {
 		char *cause = NULL;
@@ -211,8 +212,8 @@ void tracker_free(struct zs_tracker *t, unsigned rank, void *p)
 	m->total -= h.bytes;
 	if (t->recording && rank < t->nlogged)
 		log_event(t, rank, ZS_OP_FREE, h.cat, h.bytes, h.id);
-	if (t->byid != NULL)
-		t->byid[h.id - 1].bytes = SIZE_MAX;
+	if (t->keep_ids)
+		t->ids[rank].byid[h.id - 1].bytes = SIZE_MAX;
 	if (t->ca != NULL) {
 		char *cause = NULL;
 		replay_check(cuda_alloc_free(t->ca[rank], h.id, &cause), cause);
@@ -248,22 +249,20 @@ static void record_from(struct zs_tracker *t, unsigned nlogged)
 		l->nlive = 0;
 		log_event(t, k, ZS_OP_START, ZS_CAT_PARAM16, 0, 0);
 	}
-	if (t->byid == NULL)
+	if (!t->keep_ids)
 		return;
-	/* The blocks live now, by rank, in allocation order. */
-	for (uint64_t id = 1; id < t->next_id; id++)
-		if (t->byid[id - 1].bytes != SIZE_MAX && t->byid[id - 1].rank < nlogged)
-			t->log[t->byid[id - 1].rank].nlive++;
+	/* The blocks each rank holds now, in allocation order. */
 	for (unsigned k = 0; k < nlogged; k++) {
-		t->log[k].live = zs_malloc((t->log[k].nlive ? t->log[k].nlive : 1) * sizeof *t->log[k].live);
-		t->log[k].nlive = 0;
-	}
-	for (uint64_t id = 1; id < t->next_id; id++) {
-		const struct zs_blockrec *b = &t->byid[id - 1];
-		if (b->bytes == SIZE_MAX || b->rank >= nlogged)
-			continue;
-		struct zs_evlog *l = &t->log[b->rank];
-		l->live[l->nlive++] = (struct zs_event){ZS_PH_SETUP, ZS_OP_ALLOC, b->cat, b->bytes, 0, id};
+		const struct zs_ids *ids = &t->ids[k];
+		struct zs_evlog *l = &t->log[k];
+		for (uint64_t id = 1; id < ids->next; id++)
+			l->nlive += ids->byid[id - 1].bytes != SIZE_MAX;
+		l->live = zs_malloc((l->nlive ? l->nlive : 1) * sizeof *l->live);
+		l->nlive = 0;
+		for (uint64_t id = 1; id < ids->next; id++)
+			if (ids->byid[id - 1].bytes != SIZE_MAX)
+				l->live[l->nlive++] = (struct zs_event){ZS_PH_SETUP, ZS_OP_ALLOC, ids->byid[id - 1].cat,
+				                                        ids->byid[id - 1].bytes, 0, id};
 	}
 }
 

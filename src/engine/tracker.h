@@ -7,8 +7,8 @@
  * With recording on, it also logs rank 0's allocation events (or every
  * rank's, tracker_record_ranks) with the current phase, for the timeline
  * figure and for a replay elsewhere: every device block has an id (1, 2,
- * ... in allocation order, over all ranks), and a free names the id it
- * frees.
+ * ... in its rank's allocation order, so the same in process and under
+ * MPI), and a free names the id it frees.
  *
  * With tracker_allocator, every rank's device allocations and frees are
  * also fed, in order, to a model of PyTorch's CUDA caching allocator
@@ -73,12 +73,15 @@ struct zs_tracker {
 	int recording;
 	unsigned nlogged;      /* ranks logged while recording: 1 (rank 0) or nranks */
 	struct zs_evlog *log;  /* nlogged logs; log[0].events is rank 0's timeline */
-	uint64_t next_id;      /* the next device block's id */
-	/* Every device block by id - 1 (its rank, category, bytes; bytes of a
-	 * freed one set to SIZE_MAX), kept while ids matter (a timeline's live
-	 * blocks); NULL otherwise. */
-	struct zs_blockrec { unsigned rank; enum zs_cat cat; size_t bytes; } *byid;
-	size_t capbyid;
+	/* Per rank: the next device block's id, and with tracker_keep_ids
+	 * its blocks by id - 1 (category and bytes; bytes of a freed one
+	 * SIZE_MAX), for a timeline's live blocks. */
+	struct zs_ids {
+		uint64_t next;
+		struct zs_blockrec { enum zs_cat cat; size_t bytes; } *byid;
+		size_t cap;
+	} *ids;
+	int keep_ids;
 	struct cuda_alloc **ca;    /* per rank, with tracker_allocator; else NULL */
 	struct zs_alloc_rank *ca_rank;
 };
