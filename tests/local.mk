@@ -129,3 +129,6 @@ check-torch-ref: zerosim$(EXEEXT)
 .PHONY: check-torch-ref
 TESTS += tests/theory_headline.sh
 EXTRA_DIST += tests/theory_headline.sh
+# measure --allocator cuda and --timeline's trace (ids, live blocks, every rank)
+TESTS += tests/alloc_replay.sh
+EXTRA_DIST += tests/alloc_replay.sh

@@ -3,7 +3,8 @@
 # in-process run of the same options, field by field (tests/mpi_agree.c:
 # every field of the in-process file equal, resident, peak, breakdowns,
 # per-rank figures, host bytes, collectives, losses, weights digest,
-# timeline; but backend and processes; per_rank.os_peak_bytes present for
+# timeline and its block ids, the caching allocator's replay; but backend
+# and processes; per_rank.os_peak_bytes present for
 # every rank and never below its tracked peak): the paper's schedule at
 # (P, N) = (4, 4), (2, 4), (3, 3), (2, 8); torch's and DeepSpeed's with
 # their options, and the transformers, at N = 2 and 4 over 2 processes, 3
@@ -51,14 +52,15 @@ done
 
 # torch: DDP's buckets (several at --bucket-cap 0.25 on a 1.3 MB model),
 # ZeroRedundancyOptimizer's broadcasts from each tensor's owner, FSDP's
-# kept units, prefetch and mixed precision.
-across 8 --framework torch --unit model,layer --prefetch backward-pre
+# kept units, prefetch and mixed precision; each rank's blocks replayed
+# through the caching allocator in the process that holds it.
+across 8 --framework torch --unit model,layer --prefetch backward-pre --allocator cuda
 across 8 --framework torch --unit model,layer --precision fp32 --optimizer sgd
 across 2 --framework torch --precision fp32 --layers 64,512,512,64 --bucket-cap 0.25 --schemes dp,zero1
 # DeepSpeed: its buckets and fp32 partitions; ZeRO-3 persisting everything
 # (its default on this model) and partitioning everything, with small
 # buckets; the optimizer offloaded.
-across 8 --framework deepspeed --unit model,layer --timeline
+across 8 --framework deepspeed --unit model,layer --timeline --allocator cuda --alloc-conf expandable_segments:True
 across 8 --framework deepspeed --unit model,layer --precision fp32 --ds-persist 0 --ds-reduce-bucket 20000 \
 	--ds-overlap-comm on --ds-prefetch-bucket 1000
 across 4 --framework deepspeed --unit model,layer --schemes zero1,zero2 --offload optimizer

@@ -23,6 +23,7 @@
 #endif
 #include "engine/tfm.h"
 #include "util/config.h"
+#include "util/cuda_alloc.h"
 #include "util/model.h"
 #include "util/schedule.h"
 #include "util/util.h"
@@ -99,6 +100,14 @@ static void usage(FILE *f)
 	      "Output:\n"
 	      "  -o, --out FILE         write the JSON to FILE (default: standard output)\n"
 	      "      --timeline         record rank 0's allocations through the last step\n"
+	      "      --timeline-ranks R with --timeline: 0 (default: rank 0's) or all\n"
+	      "                         (every rank's; in process only)\n"
+	      "      --allocator A      none (default) or cuda: replay every rank's\n"
+	      "                         allocations through PyTorch 2.6.0's CUDA caching\n"
+	      "                         allocator and record reserved bytes, fragmentation\n"
+	      "                         and segments\n"
+	      "      --alloc-conf CONF  with --allocator cuda: its PYTORCH_CUDA_ALLOC_CONF,\n"
+	      "                         e.g. expandable_segments:True,max_split_size_mb:512\n"
 	      "      --dump-weights FILE  write the final fp32 weights (zerosim-weights/1)\n"
 	      "      --write-case FILE  write the run's case (zerosim-case/2: initial weights,\n"
 	      "                         every batch, the training options; one --world), for\n"
@@ -327,13 +336,16 @@ static int launched_rank(void)
 }
 
 enum { OPT_CASE = ZS_OPT_COMMAND, OPT_OUT, OPT_TIMELINE, OPT_DUMP, OPT_QUIET, OPT_JOBS, OPT_BACKEND, OPT_MODEL,
-       OPT_SEQ, OPT_RECOMPUTE, OPT_WRITE_CASE };
+       OPT_SEQ, OPT_RECOMPUTE, OPT_WRITE_CASE, OPT_TIMELINE_RANKS, OPT_ALLOCATOR, OPT_ALLOC_CONF };
 
 static const struct zs_opt options[] = {
 	ZS_OPTS_MODEL,
 	{"case", 0, ZS_OPT_FILE, OPT_CASE, NULL},
 	{"out", 'o', 1, OPT_OUT, NULL},
 	{"timeline", 0, 0, OPT_TIMELINE, NULL},
+	{"timeline-ranks", 0, 1, OPT_TIMELINE_RANKS, NULL},
+	{"allocator", 0, 1, OPT_ALLOCATOR, NULL},
+	{"alloc-conf", 0, 1, OPT_ALLOC_CONF, NULL},
 	{"dump-weights", 0, 1, OPT_DUMP, NULL},
 	{"write-case", 0, 1, OPT_WRITE_CASE, NULL},
 	{"quiet", 'q', 0, OPT_QUIET, NULL},
@@ -354,7 +366,9 @@ int zs_cmd_measure(int argc, char **argv)
 	char *write_side = NULL;
 	const char *model_arg = NULL, *seq_arg = NULL, *recompute_arg = NULL;
 	struct zs_tfm_run tfm;
-	int timeline = 0, quiet = 0;
+	int timeline = 0, quiet = 0, timeline_ranks = 0, allocator = 0;
+	const char *timeline_ranks_arg = NULL, *alloc_conf = NULL;
+	struct cuda_alloc_opts alloc_opts;
 	unsigned jobs = 0; /* 0: one per CPU online */
 	int jobs_given = 0, mpi = 0;
 #ifdef HAVE_MPI
@@ -384,6 +398,22 @@ int zs_cmd_measure(int argc, char **argv)
 		case OPT_CASE: case_path = v; break;
 		case OPT_OUT: out = v; break;
 		case OPT_TIMELINE: timeline = 1; break;
+		case OPT_TIMELINE_RANKS:
+			if (strcmp(v, "0") != 0 && strcmp(v, "all") != 0) {
+				zs_fail(&cause, "--timeline-ranks '%.40s': give 0 (rank 0's) or all", v);
+				goto fail;
+			}
+			timeline_ranks_arg = v;
+			timeline_ranks = strcmp(v, "all") == 0;
+			break;
+		case OPT_ALLOCATOR:
+			if (strcmp(v, "none") != 0 && strcmp(v, "cuda") != 0) {
+				zs_fail(&cause, "--allocator '%.40s': not an allocator (none or cuda)", v);
+				goto fail;
+			}
+			allocator = strcmp(v, "cuda") == 0;
+			break;
+		case OPT_ALLOC_CONF: alloc_conf = v; break;
 		case OPT_DUMP: dump = v; break;
 		case OPT_WRITE_CASE: write_case = v; break;
 		case OPT_QUIET: quiet = 1; break;
@@ -407,6 +437,24 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	if (zs_opts_config(&c, args, nargs, &cause) != 0)
 		goto fail;
+	if (timeline_ranks_arg != NULL && !timeline) {
+		zs_fail(&cause, "--timeline-ranks needs --timeline");
+		goto fail;
+	}
+	if (alloc_conf != NULL && !allocator) {
+		zs_fail(&cause, "--alloc-conf needs --allocator cuda");
+		goto fail;
+	}
+	/* No memory fraction: measure's replay has no device size (it never
+	 * runs out of memory). */
+	cuda_alloc_opts_default(&alloc_opts);
+	if (allocator && cuda_alloc_parse_conf(alloc_conf, &alloc_opts, &cause) != 0) {
+		char *why = cause;
+		cause = NULL;
+		zs_fail(&cause, "--alloc-conf: %s", why);
+		free(why);
+		goto fail;
+	}
 	const char *empty = out != NULL && *out == '\0' ? "--out" : dump != NULL && *dump == '\0' ? "--dump-weights"
 	                    : write_case != NULL && *write_case == '\0' ? "--write-case" : NULL;
 	if (empty != NULL) {
@@ -462,6 +510,10 @@ int zs_cmd_measure(int argc, char **argv)
 		goto fail;
 	}
 #endif
+	if (mpi && timeline_ranks) {
+		zs_fail(&cause, "--timeline-ranks all does not apply to --backend mpi: process 0 logs only the ranks it holds");
+		goto fail;
+	}
 	if (mpi && jobs_given) {
 		zs_fail(&cause, "--jobs does not apply to --backend mpi: its runs go one at a time over the processes");
 		goto fail;
@@ -506,7 +558,8 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 #endif
 	struct zs_sweep_options so = {jobs, timeline, dump != NULL,
-	                              !quiet && (mpi || isatty(STDERR_FILENO)) ? "zerosim measure" : NULL, mpi};
+	                              !quiet && (mpi || isatty(STDERR_FILENO)) ? "zerosim measure" : NULL, mpi,
+	                              timeline_ranks, allocator ? &alloc_opts : NULL};
 	struct zs_result *res = NULL;
 	size_t nres = 0;
 	if (sweep_run(&c, cs, &so, &res, &nres, &cause) != 0)
@@ -516,6 +569,8 @@ int zs_cmd_measure(int argc, char **argv)
 		goto done;
 	}
 	root = measure_json_new(&c, case_path);
+	if (allocator)
+		zs_alloc_config_json(root, alloc_conf);
 	int diverged = 0;
 	for (size_t i = 0; i < nres; i++) {
 		for (unsigned t = 0; t < c.steps; t++)

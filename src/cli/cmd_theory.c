@@ -27,7 +27,7 @@ static const unsigned model_worlds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 
 
 enum {
 	OPT_PARAMS = ZS_OPT_COMMAND, OPT_LARGEST_UNIT, OPT_DEVICE_MEM, OPT_FORMAT, OPT_OUT,
-	OPT_MODEL, OPT_SEQ, OPT_RECOMPUTE, OPT_FLASH, OPT_RESERVE
+	OPT_MODEL, OPT_SEQ, OPT_RECOMPUTE, OPT_FLASH, OPT_RESERVE, OPT_ALLOCATOR, OPT_ALLOC_CONF
 };
 
 static const struct zs_opt options[] = {
@@ -40,6 +40,8 @@ static const struct zs_opt options[] = {
 	{"seq", 0, 1, OPT_SEQ, NULL},
 	{"recompute", 0, 1, OPT_RECOMPUTE, NULL},
 	{"flash-attn", 0, 0, OPT_FLASH, NULL},
+	{"allocator", 0, 1, OPT_ALLOCATOR, NULL},
+	{"alloc-conf", 0, 1, OPT_ALLOC_CONF, NULL},
 	{"format", 0, 1, OPT_FORMAT, NULL},
 	{"out", 'o', 1, OPT_OUT, NULL},
 	ZS_OPTS_STANDARD,
@@ -128,6 +130,12 @@ static void usage(void)
 "                         largest micro-batch whose peak fits\n"
 "      --reserve SIZE     held back by the device (CUDA context, allocator\n"
 "                         fragmentation; default 0)\n"
+"      --allocator A      none (default) or cuda: replay each row's step\n"
+"                         through PyTorch 2.6.0's CUDA caching allocator:\n"
+"                         reserved bytes, fragmentation, segments, and where\n"
+"                         --device-mem runs out (JSON; not DeepSpeed's zero3)\n"
+"      --alloc-conf CONF  with --allocator cuda: its PYTORCH_CUDA_ALLOC_CONF,\n"
+"                         e.g. expandable_segments:True,max_split_size_mb:512\n"
 "      --format F         json or text (default json with --out, else text)\n"
 "  -o, --out FILE         write there (atomically) instead of stdout\n"
 "  -h, --help             show this help and exit\n"
@@ -223,7 +231,9 @@ int zs_cmd_theory(int argc, char **argv)
 	struct zs_model model;
 	const char *spec = NULL, *out = NULL, *format = NULL, *model_arg = NULL, *seq_arg = NULL;
 	const char *recompute_arg = NULL;
-	int params_given = 0, flash = 0, reserve_given = 0, status = ZS_EXIT_USAGE;
+	int params_given = 0, flash = 0, reserve_given = 0, status = ZS_EXIT_USAGE, allocator = 0;
+	const char *alloc_conf = NULL;
+	struct cuda_alloc_opts alloc_opts;
 	char *cause = NULL, *text = NULL, *json = NULL;
 	cJSON *root = NULL;
 
@@ -274,6 +284,16 @@ int zs_cmd_theory(int argc, char **argv)
 		case OPT_FLASH:
 			flash = 1;
 			break;
+		case OPT_ALLOCATOR:
+			if (strcmp(v, "none") != 0 && strcmp(v, "cuda") != 0) {
+				cause = zs_asprintf("--allocator '%.40s': not an allocator (none or cuda)", v);
+				goto bad;
+			}
+			allocator = strcmp(v, "cuda") == 0;
+			break;
+		case OPT_ALLOC_CONF:
+			alloc_conf = v;
+			break;
 		case ZS_OPT_CONFIG:
 			/* bf16 has mixed precision's bytes: the theory only renames it. */
 			if (strcmp(args[i].opt->name, "precision") == 0) {
@@ -321,6 +341,17 @@ int zs_cmd_theory(int argc, char **argv)
 	if (clash != 0)
 		goto bad;
 
+	if (alloc_conf != NULL && !allocator) {
+		cause = zs_strdup("--alloc-conf needs --allocator cuda");
+		goto bad;
+	}
+	/* No memory fraction (a Python call, not PYTORCH_CUDA_ALLOC_CONF). */
+	cuda_alloc_opts_default(&alloc_opts);
+	if (allocator && cuda_alloc_parse_conf(alloc_conf, &alloc_opts, &cause) != 0) {
+		name_option(&cause, "--alloc-conf");
+		goto bad;
+	}
+	req.alloc = allocator ? &alloc_opts : NULL;
 	if (zs_opts_config(&config, args, nargs, &cause) < 0)
 		goto bad;
 	if (zs_config_validate(&config, &cause) < 0 || zs_framework_check(&config, 1, &cause) < 0 ||
@@ -382,9 +413,15 @@ int zs_cmd_theory(int argc, char **argv)
 
 	if (format == NULL)
 		format = out != NULL ? "json" : "text";
+	if (allocator && strcmp(format, "json") != 0) {
+		cause = zs_strdup("--allocator cuda: the replay's figures are in the JSON only (--format json or --out)");
+		goto bad;
+	}
 	status = ZS_EXIT_RUNTIME;
 	if (strcmp(format, "json") == 0) {
 		root = theory_json(&req);
+		if (allocator)
+			zs_alloc_config_json(root, alloc_conf);
 		if (out != NULL) {
 			if (zs_json_write(out, root, &cause) < 0)
 				goto fail;

@@ -610,6 +610,7 @@ static int is_replica(const struct zs_run *r, enum zs_rankbuf b)
  * then its losses and, when the final weights are sharded, its S slots. */
 struct rank_record {
 	struct zs_rank_mem mem;
+	struct zs_alloc_rank alloc; /* with an allocator replay */
 	struct zs_coll_stats comm;
 	size_t os_peak;
 	uint64_t replica[2];
@@ -660,6 +661,8 @@ static void gather_records(const struct zs_run *r, unsigned steps, size_t os_pea
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		struct rank_record *e = record(rec, k);
 		e->mem = r->tracker.rank[k];
+		if (r->tracker.ca_rank != NULL)
+			e->alloc = r->tracker.ca_rank[k];
 		e->comm = r->coll.stats[k];
 		e->os_peak = os_peak;
 		memcpy(e->replica, replica, sizeof replica);
@@ -751,9 +754,21 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, const st
 	res->digest = XXH3_64bits_digest(h);
 	XXH3_freeState(h);
 	if (opt->timeline) {
-		res->ntimeline = r->tracker.nevents;
+		res->ntimeline = r->tracker.log[0].nevents;
 		res->timeline = zs_malloc((res->ntimeline ? res->ntimeline : 1) * sizeof *res->timeline);
-		memcpy(res->timeline, r->tracker.events, res->ntimeline * sizeof *res->timeline);
+		memcpy(res->timeline, r->tracker.log[0].events, res->ntimeline * sizeof *res->timeline);
+		/* The logs move to the result (the tracker is destroyed next). */
+		res->ntimeline_logs = r->tracker.nlogged;
+		res->timeline_logs = zs_calloc(res->ntimeline_logs, sizeof *res->timeline_logs);
+		for (unsigned k = 0; k < res->ntimeline_logs; k++) {
+			res->timeline_logs[k] = r->tracker.log[k];
+			memset(&r->tracker.log[k], 0, sizeof r->tracker.log[k]);
+		}
+	}
+	if (opt->alloc != NULL) {
+		res->alloc = zs_calloc(N, sizeof *res->alloc);
+		for (unsigned k = 0; k < N; k++)
+			res->alloc[k] = record(rec, k)->alloc;
 	}
 }
 
@@ -891,6 +906,10 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r->r0 = r->coll.r0;
 	r->r1 = r->coll.r1;
 	tracker_init(&r->tracker, world);
+	if (opt->timeline)
+		tracker_keep_ids(&r->tracker);
+	if (opt->alloc != NULL)
+		tracker_allocator(&r->tracker, opt->alloc);
 	r->rank_loss = zs_calloc((size_t)world * c->steps, sizeof *r->rank_loss);
 	r->rank = zs_calloc(r->r1 - r->r0, sizeof *r->rank);
 	r->ptr_a = zs_calloc(r->r1 - r->r0, sizeof *r->ptr_a);
@@ -906,8 +925,12 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	int failed = r->ops->setup != NULL && r->ops->setup(r, &r->ctx, cause) != 0, set_up = !failed;
 	res->losses = zs_calloc(c->steps, sizeof *res->losses);
 	for (unsigned t = 0; t < c->steps && !failed; t++) {
-		if (opt->timeline && t + 1 == c->steps)
-			tracker_record(&r->tracker);
+		if (opt->timeline && t + 1 == c->steps) {
+			if (opt->timeline_ranks)
+				tracker_record_ranks(&r->tracker);
+			else
+				tracker_record(&r->tracker);
+		}
 		failed = step(r, t, cause) != 0;
 		tracker_stop_recording(&r->tracker);
 		for (unsigned k = r->r0; k < r->r1; k++)
@@ -932,6 +955,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	res->steps = c->steps;
 	res->processes = world / (r->r1 - r->r0);
 	struct records rec;
+	tracker_sync(&r->tracker);
 	gather_records(r, c->steps, os_peak, &rec);
 	collect(r, opt, &rec, res);
 	int replicas = check_replicas(r, scheme, &rec, cause);
@@ -959,6 +983,12 @@ void engine_result_free(struct zs_result *res)
 	free(res->losses);
 	free(res->unit_n);
 	free(res->timeline);
+	for (unsigned k = 0; k < res->ntimeline_logs; k++) {
+		free(res->timeline_logs[k].events);
+		free(res->timeline_logs[k].live);
+	}
+	free(res->timeline_logs);
+	free(res->alloc);
 	free(res->weights);
 	memset(res, 0, sizeof *res);
 }

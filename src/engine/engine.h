@@ -62,6 +62,14 @@ struct zs_result {
 	uint64_t digest;                    /* XXH3-64 of the final fp32 weights */
 	struct zs_event *timeline;          /* rank 0, last step; NULL unless asked */
 	size_t ntimeline;
+	/* With a timeline: each logged rank's log (rank 0's live blocks at the
+	 * step's start; with timeline_ranks, every rank's events and live
+	 * blocks), ntimeline_logs of them; NULL unless asked. */
+	struct zs_evlog *timeline_logs;
+	unsigned ntimeline_logs;
+	/* With an allocator replay: per rank, the caching allocator's figures
+	 * over the whole run (tracker.h); NULL unless asked. */
+	struct zs_alloc_rank *alloc;
 	float *weights;                     /* final fp32 weights, Ψ; NULL unless asked */
 };
 
@@ -73,6 +81,10 @@ struct zs_run_options {
 	int mpi;          /* the MPI backend (built with HAVE_MPI; mpi_job.h):
 	                     this process runs its N/P ranks, process 0 gets
 	                     the whole result */
+	int timeline_ranks; /* with timeline: every rank's events, not rank 0's alone
+	                       (in process only) */
+	const struct cuda_alloc_opts *alloc; /* replay every rank's allocations through
+	                                        PyTorch's caching allocator; NULL: none */
 };
 
 /* Run config's steps for one (scheme, world, unit). */

@@ -96,6 +96,57 @@ cJSON *measure_json_new(const struct zs_config *c, const char *case_path)
 	return root;
 }
 
+/* A log's events, in order: phase, op, category, bytes, the rank's bytes
+ * after it, and (alloc and free) the block's id. A live block has no
+ * current_bytes (it was allocated before the log began). */
+static void events_json(cJSON *parent, const char *key, const struct zs_event *ev, size_t n, int live)
+{
+	cJSON *tl = cJSON_AddArrayToObject(parent, key);
+	for (size_t e = 0; e < n; e++, ev++) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddItemToArray(tl, o);
+		int block = ev->op == ZS_OP_ALLOC || ev->op == ZS_OP_FREE;
+		if (live) {
+			zs_json_add_number(o, "id", (double)ev->id);
+			cJSON_AddStringToObject(o, "category", zs_cat_name(ev->cat));
+			zs_json_add_number(o, "bytes", (double)ev->bytes);
+			continue;
+		}
+		cJSON_AddStringToObject(o, "phase", zs_phase_name(ev->phase));
+		cJSON_AddStringToObject(o, "op", tracker_op_name(ev->op));
+		cJSON_AddStringToObject(o, "category", block ? zs_cat_name(ev->cat) : "none");
+		zs_json_add_number(o, "bytes", (double)ev->bytes);
+		zs_json_add_number(o, "current_bytes", (double)ev->current);
+		if (block)
+			zs_json_add_number(o, "id", (double)ev->id);
+	}
+}
+
+/* The caching allocator's replay: per rank, and the rank whose reserved
+ * peak is the highest (the one a device would run out on first). */
+static void allocator_json(cJSON *run, const struct zs_result *res)
+{
+	unsigned N = res->world, b = 0;
+	for (unsigned k = 1; k < N; k++)
+		if (res->alloc[k].st.reserved_peak > res->alloc[b].st.reserved_peak)
+			b = k;
+	cJSON *a = cJSON_AddObjectToObject(run, "allocator");
+	zs_json_add_number(a, "rank", b);
+	cJSON *per = cJSON_CreateObject(), *arr[ZS_ALLOC_NKEYS];
+	for (size_t i = 0; i < ZS_ALLOC_NKEYS; i++)
+		arr[i] = cJSON_AddArrayToObject(per, zs_alloc_keys[i]);
+	for (unsigned k = 0; k < N; k++) {
+		double v[ZS_ALLOC_NKEYS];
+		zs_alloc_values(&res->alloc[k], v);
+		for (size_t i = 0; i < ZS_ALLOC_NKEYS; i++) {
+			if (k == b)
+				zs_json_add_number(a, zs_alloc_keys[i], v[i]);
+			push(arr[i], v[i]);
+		}
+	}
+	cJSON_AddItemToObject(a, "per_rank", per);
+}
+
 void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct zs_result *res)
 {
 	double psi = params_of(c);
@@ -196,20 +247,27 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 	measure_digest_string(digest, sizeof digest, res->digest);
 	cJSON_AddStringToObject(run, "weights_digest", digest);
 
+	if (res->alloc != NULL)
+		allocator_json(run, res);
 	if (res->timeline == NULL) {
 		cJSON_AddNullToObject(run, "timeline");
 		return;
 	}
-	cJSON *tl = cJSON_AddArrayToObject(run, "timeline");
-	for (size_t e = 0; e < res->ntimeline; e++) {
-		const struct zs_event *ev = &res->timeline[e];
+	events_json(run, "timeline", res->timeline, res->ntimeline, 0);
+	/* Which allocator the ids and sizes are meant to be replayed through
+	 * (the model in util/cuda_alloc.h follows it). */
+	cJSON_AddStringToObject(run, "cuda_alloc", "pytorch-" CUDA_ALLOC_TORCH_RELEASE);
+	const struct zs_evlog *l = res->timeline_logs;
+	events_json(run, "timeline_live", l[0].live, l[0].nlive, 1);
+	if (res->ntimeline_logs < 2)
+		return;
+	cJSON *ranks = cJSON_AddArrayToObject(run, "timeline_ranks");
+	for (unsigned k = 1; k < res->ntimeline_logs; k++) {
 		cJSON *o = cJSON_CreateObject();
-		cJSON_AddItemToArray(tl, o);
-		cJSON_AddStringToObject(o, "phase", zs_phase_name(ev->phase));
-		cJSON_AddStringToObject(o, "op", tracker_op_name(ev->op));
-		cJSON_AddStringToObject(o, "category", ev->op == ZS_OP_START || ev->op == ZS_OP_PHASE ? "none" : zs_cat_name(ev->cat));
-		zs_json_add_number(o, "bytes", (double)ev->bytes);
-		zs_json_add_number(o, "current_bytes", (double)ev->current);
+		cJSON_AddItemToArray(ranks, o);
+		zs_json_add_number(o, "rank", k);
+		events_json(o, "timeline", l[k].events, l[k].nevents, 0);
+		events_json(o, "timeline_live", l[k].live, l[k].nlive, 1);
 	}
 }
 

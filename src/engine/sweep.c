@@ -191,7 +191,8 @@ static void *worker(void *arg)
 		enum zs_scheme sc;
 		unsigned w;
 		job_params(sw, i, &u, &sc, &w);
-		struct zs_run_options ro = {sw->o->timeline, sw->o->dump && i + 1 == sw->njobs, sw->init, 0};
+		struct zs_run_options ro = {sw->o->timeline, sw->o->dump && i + 1 == sw->njobs, sw->init, 0,
+		                              sw->o->timeline_ranks, sw->o->alloc};
 		int r = engine_run(sw->c, sc, w, u, sw->cs, &ro, &sw->res[i], &sw->cause[i]);
 
 		pthread_mutex_lock(&sw->lock);
@@ -294,7 +295,8 @@ static int run_jobs_mpi(struct sweep *sw, size_t *ran, char **cause)
 		job_params(sw, i, &u, &sc, &w);
 		char *what = zs_asprintf("%s, N=%u, unit=%s", zs_scheme_name(sc), w, zs_unit_name(u));
 		mpi_job_set_run(what, w);
-		struct zs_run_options ro = {sw->o->timeline, sw->o->dump && i + 1 == last, sw->init, 1};
+		struct zs_run_options ro = {sw->o->timeline, sw->o->dump && i + 1 == last, sw->init, 1,
+		                              sw->o->timeline_ranks, sw->o->alloc};
 		struct zs_result *res = &sw->res[(*ran)++];
 		if (engine_run(sw->c, sc, w, u, sw->cs, &ro, res, &sw->cause[i]) != 0) {
 			char *who = ranks_of(me, w, P);

@@ -23,6 +23,8 @@ struct zs_sweep_options {
 	int mpi;              /* the MPI backend: every process runs every job, one at a time
 	                         (jobs is unused); a world size the processes do not divide is
 	                         skipped and said so; process 0 gets the results of those run */
+	int timeline_ranks;   /* with timeline: every rank's events (zs_run_options) */
+	const struct cuda_alloc_opts *alloc; /* the allocator replay's options, or NULL */
 };
 
 /* Run c's sweep (on case cs, or NULL). The results come in the sweep's

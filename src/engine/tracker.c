@@ -18,6 +18,7 @@
 #include "util/util.h"
 
 struct header {
+	uint64_t id; /* device blocks: 1, 2, ... in allocation order; host blocks 0 */
 	size_t bytes;
 	unsigned rank;
 	enum zs_cat cat;
@@ -40,29 +41,93 @@ void tracker_init(struct zs_tracker *t, unsigned nranks)
 	memset(t, 0, sizeof *t);
 	t->nranks = nranks;
 	t->rank = zs_calloc(nranks, sizeof *t->rank);
+	t->nlogged = 1;
+	t->log = zs_calloc(nranks, sizeof *t->log);
+	t->ids = zs_calloc(nranks, sizeof *t->ids);
+	for (unsigned k = 0; k < nranks; k++)
+		t->ids[k].next = 1;
 }
 
 void tracker_destroy(struct zs_tracker *t)
 {
+	for (unsigned k = 0; k < t->nranks; k++) {
+		free(t->log[k].events);
+		free(t->log[k].live);
+		if (t->ca != NULL)
+			cuda_alloc_destroy(t->ca[k]);
+		free(t->ids[k].byid);
+	}
+	free(t->ids);
+	free(t->log);
+	free(t->ca);
+	free(t->ca_rank);
 	free(t->rank);
-	free(t->events);
 	memset(t, 0, sizeof *t);
 }
 
-static void log_event(struct zs_tracker *t, enum zs_op op, enum zs_cat cat, size_t bytes)
+void tracker_keep_ids(struct zs_tracker *t)
 {
-	if (t->nevents == t->capevents) {
-		t->capevents = t->capevents ? 2 * t->capevents : 64;
-		t->events = zs_realloc(t->events, t->capevents * sizeof *t->events);
+	t->keep_ids = 1;
+}
+
+void tracker_allocator(struct zs_tracker *t, const struct cuda_alloc_opts *opts)
+{
+	char *cause = NULL;
+	t->ca = zs_calloc(t->nranks, sizeof *t->ca);
+	t->ca_rank = zs_calloc(t->nranks, sizeof *t->ca_rank);
+	for (unsigned k = 0; k < t->nranks; k++) {
+		t->ca[k] = cuda_alloc_create(opts, 0, &cause);
+		if (t->ca[k] == NULL) { /* opts were parsed and checked by the caller */
+			fprintf(stderr, "zerosim: internal error: %s\n", cause ? cause : "cuda_alloc_create");
+			abort();
+		}
 	}
-	t->events[t->nevents++] = (struct zs_event){t->phase, op, cat, bytes, t->rank[0].total};
+}
+
+void tracker_sync(struct zs_tracker *t)
+{
+	for (unsigned k = 0; t->ca != NULL && k < t->nranks; k++)
+		cuda_alloc_stats(t->ca[k], &t->ca_rank[k].st);
+}
+
+/* A replay that the allocator refuses is a bug here (ids are unique and
+ * every free names a live one; no device size, so no OOM). */
+static void replay_check(int rc, char *cause)
+{
+	if (rc != 0) {
+		fprintf(stderr, "zerosim: internal error: allocator replay: %s\n", cause ? cause : "out of memory");
+		abort();
+	}
+}
+
+static void log_event(struct zs_tracker *t, unsigned rank, enum zs_op op, enum zs_cat cat, size_t bytes, uint64_t id)
+{
+	struct zs_evlog *l = &t->log[rank];
+	if (l->nevents == l->capevents) {
+		l->capevents = l->capevents ? 2 * l->capevents : 64;
+		l->events = zs_realloc(l->events, l->capevents * sizeof *l->events);
+	}
+	l->events[l->nevents++] = (struct zs_event){t->phase, op, cat, bytes, t->rank[rank].total, id};
 }
 
 /* Count a block of rank's, at its header. */
 static void *counted(struct zs_tracker *t, char *raw, unsigned rank, enum zs_cat cat, size_t bytes, int mapped)
 {
-	struct header h = {bytes, rank, cat, mapped, 0};
+	struct zs_ids *ids = &t->ids[rank];
+	struct header h = {ids->next++, bytes, rank, cat, mapped, 0};
 	memcpy(raw, &h, sizeof h);
+	if (t->keep_ids) {
+		if (h.id > ids->cap) {
+			ids->cap = ids->cap ? 2 * ids->cap : 1024;
+			ids->byid = zs_realloc(ids->byid, ids->cap * sizeof *ids->byid);
+		}
+		ids->byid[h.id - 1] = (struct zs_blockrec){cat, bytes};
+	}
+	if (t->ca != NULL) {
+		char *cause = NULL;
+		replay_check(cuda_alloc_alloc(t->ca[rank], h.id, bytes, &cause), cause);
+		cuda_alloc_note(t->ca[rank], &t->ca_rank[rank]);
+	}
 	struct zs_rank_mem *m = &t->rank[rank];
 	m->cur[cat] += bytes;
 	m->total += bytes;
@@ -71,8 +136,8 @@ static void *counted(struct zs_tracker *t, char *raw, unsigned rank, enum zs_cat
 		m->peak = m->total;
 		memcpy(m->at_peak, m->cur, sizeof m->cur);
 	}
-	if (t->recording && rank == 0)
-		log_event(t, ZS_OP_ALLOC, cat, bytes);
+	if (t->recording && rank < t->nlogged)
+		log_event(t, rank, ZS_OP_ALLOC, cat, bytes, h.id);
 	return raw + HEADER_SIZE;
 }
 
@@ -89,7 +154,7 @@ void *tracker_alloc_host(struct zs_tracker *t, unsigned rank, enum zs_cat cat, s
 	char *raw = zs_malloc(HEADER_SIZE + bytes);
 	if (bytes >= LARGE_BLOCK)
 		heap_grown();
-	struct header h = {bytes, rank, cat, 0, 1};
+	struct header h = {0, bytes, rank, cat, 0, 1};
 	memcpy(raw, &h, sizeof h);
 	struct zs_rank_mem *m = &t->rank[rank];
 	m->host_cur[cat] += bytes;
@@ -145,8 +210,14 @@ void tracker_free(struct zs_tracker *t, unsigned rank, void *p)
 	}
 	m->cur[h.cat] -= h.bytes;
 	m->total -= h.bytes;
-	if (t->recording && rank == 0)
-		log_event(t, ZS_OP_FREE, h.cat, h.bytes);
+	if (t->recording && rank < t->nlogged)
+		log_event(t, rank, ZS_OP_FREE, h.cat, h.bytes, h.id);
+	if (t->keep_ids)
+		t->ids[rank].byid[h.id - 1].bytes = SIZE_MAX;
+	if (t->ca != NULL) {
+		char *cause = NULL;
+		replay_check(cuda_alloc_free(t->ca[rank], h.id, &cause), cause);
+	}
 	if (h.mapped) {
 		size_t page = (size_t)sysconf(_SC_PAGESIZE);
 		munmap((char *)((uintptr_t)raw / page * page), mapped_span(h.bytes, page) + page);
@@ -159,18 +230,45 @@ void tracker_set_phase(struct zs_tracker *t, enum zs_phase p)
 {
 	if (t->recording && p != t->phase) {
 		t->phase = p;
-		log_event(t, ZS_OP_PHASE, ZS_CAT_PARAM16, 0);
+		for (unsigned k = 0; k < t->nlogged; k++)
+			log_event(t, k, ZS_OP_PHASE, ZS_CAT_PARAM16, 0, 0);
 	}
 	t->phase = p;
 }
 
-void tracker_record(struct zs_tracker *t)
+static void record_from(struct zs_tracker *t, unsigned nlogged)
 {
 	t->recording = 1;
-	t->nevents = 0;
+	t->nlogged = nlogged;
 	t->phase = ZS_PH_SETUP; /* the state the step starts from */
-	log_event(t, ZS_OP_START, ZS_CAT_PARAM16, 0);
+	for (unsigned k = 0; k < nlogged; k++) {
+		struct zs_evlog *l = &t->log[k];
+		l->nevents = 0;
+		free(l->live);
+		l->live = NULL;
+		l->nlive = 0;
+		log_event(t, k, ZS_OP_START, ZS_CAT_PARAM16, 0, 0);
+	}
+	if (!t->keep_ids)
+		return;
+	/* The blocks each rank holds now, in allocation order. */
+	for (unsigned k = 0; k < nlogged; k++) {
+		const struct zs_ids *ids = &t->ids[k];
+		struct zs_evlog *l = &t->log[k];
+		for (uint64_t id = 1; id < ids->next; id++)
+			l->nlive += ids->byid[id - 1].bytes != SIZE_MAX;
+		l->live = zs_malloc((l->nlive ? l->nlive : 1) * sizeof *l->live);
+		l->nlive = 0;
+		for (uint64_t id = 1; id < ids->next; id++)
+			if (ids->byid[id - 1].bytes != SIZE_MAX)
+				l->live[l->nlive++] = (struct zs_event){ZS_PH_SETUP, ZS_OP_ALLOC, ids->byid[id - 1].cat,
+				                                        ids->byid[id - 1].bytes, 0, id};
+	}
 }
+
+void tracker_record(struct zs_tracker *t) { record_from(t, 1); }
+
+void tracker_record_ranks(struct zs_tracker *t) { record_from(t, t->nranks); }
 
 void tracker_stop_recording(struct zs_tracker *t) { t->recording = 0; }
 

@@ -4,8 +4,15 @@
  * and peak bytes per rank and per category, and the breakdown at the moment
  * each rank first reached its peak: redis's zmalloc idea, made per rank.
  *
- * With recording on, it also logs rank 0's allocation events with the
- * current phase, for the timeline figure.
+ * With recording on, it also logs rank 0's allocation events (or every
+ * rank's, tracker_record_ranks) with the current phase, for the timeline
+ * figure and for a replay elsewhere: every device block has an id (1, 2,
+ * ... in its rank's allocation order, so the same in process and under
+ * MPI), and a free names the id it frees.
+ *
+ * With tracker_allocator, every rank's device allocations and frees are
+ * also fed, in order, to a model of PyTorch's CUDA caching allocator
+ * (util/cuda_alloc.h), one per rank, from the first allocation of the run.
  *
  * Ownership: tracker_alloc returns uninitialised memory, as malloc does;
  * the engine writes every buffer before it reads it and zeroes the
@@ -20,6 +27,9 @@
 
 #include <stddef.h>
 
+#include <stdint.h>
+
+#include "util/cuda_alloc.h"
 #include "util/schedule.h" /* enum zs_cat, enum zs_phase and their names */
 
 enum zs_op { ZS_OP_START, ZS_OP_PHASE, ZS_OP_ALLOC, ZS_OP_FREE };
@@ -29,8 +39,21 @@ struct zs_event {
 	enum zs_op op;
 	enum zs_cat cat;
 	size_t bytes;
-	size_t current; /* rank 0's bytes after the event */
+	size_t current; /* the logging rank's bytes after the event */
+	uint64_t id;    /* the block allocated or freed (0 for start and phase) */
 };
+
+/* One rank's log: its events, and the blocks it held when the log began
+ * (op alloc, in allocation order: what a replay allocates first). */
+struct zs_evlog {
+	struct zs_event *events;
+	size_t nevents, capevents;
+	struct zs_event *live;
+	size_t nlive;
+};
+
+/* One rank's replay through the caching allocator (cuda_alloc.h). */
+#define zs_alloc_rank cuda_alloc_run
 
 /* A rank's device bytes (every block but tracker_alloc_host's), and apart
  * from them its host bytes (ZeRO-Offload's), each with its own peak. */
@@ -48,8 +71,19 @@ struct zs_tracker {
 	struct zs_rank_mem *rank;
 	enum zs_phase phase;
 	int recording;
-	struct zs_event *events;
-	size_t nevents, capevents;
+	unsigned nlogged;      /* ranks logged while recording: 1 (rank 0) or nranks */
+	struct zs_evlog *log;  /* nlogged logs; log[0].events is rank 0's timeline */
+	/* Per rank: the next device block's id, and with tracker_keep_ids
+	 * its blocks by id - 1 (category and bytes; bytes of a freed one
+	 * SIZE_MAX), for a timeline's live blocks. */
+	struct zs_ids {
+		uint64_t next;
+		struct zs_blockrec { enum zs_cat cat; size_t bytes; } *byid;
+		size_t cap;
+	} *ids;
+	int keep_ids;
+	struct cuda_alloc **ca;    /* per rank, with tracker_allocator; else NULL */
+	struct zs_alloc_rank *ca_rank;
 };
 
 const char *tracker_op_name(enum zs_op o);
@@ -76,8 +110,22 @@ void *tracker_alloc_mapped(struct zs_tracker *t, unsigned rank, enum zs_cat cat,
 void *tracker_alloc_host(struct zs_tracker *t, unsigned rank, enum zs_cat cat, size_t bytes);
 void tracker_free(struct zs_tracker *t, unsigned rank, void *p);
 
-/* Start logging rank 0's events (clears any earlier log). */
+/* Keep every block's record by id, so that tracker_record can list the
+ * blocks live when it starts. Call before the first allocation. */
+void tracker_keep_ids(struct zs_tracker *t);
+
+/* Feed every rank's device allocations and frees to a cuda_alloc of its
+ * own with opts (unlimited device memory). Call before the first
+ * allocation; the replay's figures are in t->ca_rank[k] after tracker_sync. */
+void tracker_allocator(struct zs_tracker *t, const struct cuda_alloc_opts *opts);
+/* Bring t->ca_rank up to date with the allocators' current counters. */
+void tracker_sync(struct zs_tracker *t);
+
+/* Start logging rank 0's events (clears any earlier log); with ids kept,
+ * the blocks live at this moment become log[0].live. */
 void tracker_record(struct zs_tracker *t);
+/* The same for every rank, each in its own log. */
+void tracker_record_ranks(struct zs_tracker *t);
 void tracker_stop_recording(struct zs_tracker *t);
 
 /* Enter phase p; while recording, a change of phase is logged as an event

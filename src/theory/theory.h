@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "util/config.h"
+#include "util/cuda_alloc.h"
 #include "util/model.h"
 #include "util/schedule.h"
 #include "util/step.h"
@@ -399,6 +400,9 @@ struct theory_request {
 	 * model, shape, sequence, batch, precision or recompute must not
 	 * keep it (theory_desc_fits checks). */
 	const struct theory_desc *desc;
+	/* --allocator cuda: replay each row's step through the caching
+	 * allocator with these options (theory_alloc.c); NULL: none. */
+	const struct cuda_alloc_opts *alloc;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -431,6 +435,48 @@ void theory_desc_mlp(struct theory_desc *d, const size_t *widths, size_t nwidths
  * state, peak and breakdown, and comm into out. */
 void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
                           enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_schedule *out);
+
+/* ------------------------------------------------------------------------ */
+/* The walk as a trace of blocks, for the caching allocator's replay
+ * (theory_alloc.c; docs/schedule.md, "The replay in theory"): every add of
+ * the walk one block allocated, every sub the block(s) it frees, in the
+ * walk's order, over `steps` steps from the resident state's blocks. */
+struct theory_tev {
+	enum zs_phase phase;
+	int alloc;          /* 1 alloc, 0 free */
+	enum zs_cat cat;
+	uint64_t bytes, id; /* ids 1, 2, ... in allocation order */
+	uint64_t key;       /* a step buffer's index + 1, THEORY_TRACE_RESIDENT, or 0 */
+};
+/* The resident state's blocks: never the block a framework's free names
+ * (DeepSpeed's step() makes a grad16 buffer of the resident one's size). */
+#define THEORY_TRACE_RESIDENT UINT64_MAX
+/* Unit u's gathered copy: THEORY_TRACE_UNIT + u (step buffers' keys are
+ * their indexes, far below). */
+#define THEORY_TRACE_UNIT ((uint64_t)1 << 62)
+struct theory_trace {
+	unsigned steps;           /* set by the caller */
+	struct theory_tev *ev;
+	size_t n, cap;
+	struct theory_tev *live;  /* the blocks allocated and not freed */
+	size_t nlive, caplive;
+	uint64_t next_id;
+	int unmatched;            /* a free no live block (or set of them) made up */
+};
+void theory_trace_alloc(struct theory_trace *t, enum zs_phase ph, enum zs_cat c, uint64_t bytes, uint64_t key);
+void theory_trace_free(struct theory_trace *t, enum zs_phase ph, enum zs_cat c, uint64_t bytes, uint64_t key);
+void theory_trace_release(struct theory_trace *t);
+/* The walk of theory_walk_schedule as a trace into tr (tr->steps set, the
+ * rest zero): 0, or -1 where the walk is not a trace of the engine's blocks
+ * (DeepSpeed's ZeRO-3 so far). */
+int theory_walk_trace(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
+                      enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_trace *tr);
+struct theory_row;
+/* Row r's step replayed through the caching allocator (req->alloc) as the
+ * row's "allocator" object: the replay's figures (zs_alloc_keys), where
+ * it runs out of --device-mem less --reserve, or null where not covered. */
+void theory_alloc_json(cJSON *row, const struct theory_request *req, const struct theory_row *r);
+
 /* A transformer's alone: m at micro-batch `batch` with o's sequence,
  * recompute and activation bytes. */
 void theory_desc_model(struct theory_desc *d, const struct zs_model *m, const struct theory_act_opts *o,

@@ -160,6 +160,8 @@ static void row_json(cJSON *rows, const struct theory_request *req, const struct
 		cJSON_AddNullToObject(o, "schedule");
 	}
 
+	if (req->alloc != NULL) /* --allocator cuda: the step's blocks replayed */
+		theory_alloc_json(o, req, r);
 	tristate(o, "fits", r->fits);
 	tristate(o, "fits_peak", r->fits_peak);
 	num_or_null(o, "max_batch", r->fits_peak >= 0, (double)r->max_batch);

@@ -129,6 +129,11 @@ struct walk {
 	enum zs_phase phase;
 	uint64_t phase_peak[ZS_NPHASES];
 	int entered[ZS_NPHASES];
+	/* With a trace (theory_walk_trace): each add is one block allocated,
+	 * each sub the block(s) it frees; key names a step buffer's block
+	 * (its index + 1) while buf_add adds or frees it, else 0. */
+	struct theory_trace *tr;
+	uint64_t key;
 };
 
 /* Enter phase p: it holds at least what is held as it begins. */
@@ -151,6 +156,8 @@ static void walk_add(struct walk *w, enum zs_cat c, uint64_t bytes)
 	w->entered[w->phase] = 1;
 	if (w->total > w->phase_peak[w->phase])
 		w->phase_peak[w->phase] = w->total;
+	if (w->tr != NULL)
+		theory_trace_alloc(w->tr, w->phase, c, bytes, w->key);
 }
 
 /* The walk's peaks by phase into out (after the walk). */
@@ -167,12 +174,16 @@ static void walk_sub(struct walk *w, enum zs_cat c, uint64_t bytes)
 {
 	w->cur[c] -= bytes;
 	w->total -= bytes;
+	if (w->tr != NULL)
+		theory_trace_free(w->tr, w->phase, c, bytes, w->key);
 }
 
-static void buf_add(struct walk *w, const struct step_buffer *x, int add)
+static void buf_add(struct walk *w, const struct step_buffers *b, const struct step_buffer *x, int add)
 {
 	enum zs_cat c = x->cat == ZS_CAT_ACTIVATIONS ? ZS_CAT_ACTIVATIONS : ZS_CAT_SCRATCH;
+	w->key = (uint64_t)(x - b->buf) + 1;
 	(add ? walk_add : walk_sub)(w, c, x->elements * x->esize);
+	w->key = 0;
 }
 
 /* The points of a step where the walk calls its framework. Layer l's
@@ -202,36 +213,36 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 		fw->at(fw->ctx, w, STEP_BEGIN, 0, step);
 		for (size_t i = 0; i < b->n; i++)
 			if (b->buf[i].when == STEP_AT_FORWARD)
-				buf_add(w, &b->buf[i], 1);
+				buf_add(w, b, &b->buf[i], 1);
 		for (size_t l = 0; l < nl; l++) {
 			size_t m0 = d->made_first[l], m1 = d->made_first[l + 1];
 			fw->at(fw->ctx, w, FWD_PRE, l, step);
 			for (size_t k = m0; k < m1; k++)
-				buf_add(w, &b->buf[d->made_at[k]], 1);
+				buf_add(w, b, &b->buf[d->made_at[k]], 1);
 			fw->at(fw->ctx, w, FWD_RUN, l, step);
 			for (size_t k = m0; k < m1; k++)
 				if (b->buf[d->made_at[k]].recomputed)
-					buf_add(w, &b->buf[d->made_at[k]], 0);
+					buf_add(w, b, &b->buf[d->made_at[k]], 0);
 			fw->at(fw->ctx, w, FWD_POST, l, step);
 		}
 		walk_phase(w, ZS_PH_BACKWARD);
 		for (size_t i = 0; i < b->n; i++)
 			if (b->buf[i].when == STEP_AT_BACKWARD)
-				buf_add(w, &b->buf[i], 1);
+				buf_add(w, b, &b->buf[i], 1);
 		fw->at(fw->ctx, w, BWD_BEGIN, 0, step);
 		for (size_t l = nl; l-- > 0;) {
 			fw->at(fw->ctx, w, BWD_PRE, l, step);
 			for (size_t k = d->made_first[l]; k < d->made_first[l + 1]; k++)
 				if (b->buf[d->made_at[k]].recomputed)
-					buf_add(w, &b->buf[d->made_at[k]], 1);
+					buf_add(w, b, &b->buf[d->made_at[k]], 1);
 			fw->at(fw->ctx, w, BWD_RUN, l, step);
 			for (size_t k = d->freed_first[l]; k < d->freed_first[l + 1]; k++)
-				buf_add(w, &b->buf[d->freed_at[k]], 0);
+				buf_add(w, b, &b->buf[d->freed_at[k]], 0);
 			fw->at(fw->ctx, w, BWD_POST, l, step);
 		}
 		for (size_t i = 0; i < b->n; i++)
 			if (b->buf[i].freed_after == STEP_END_OF_BACKWARD)
-				buf_add(w, &b->buf[i], 0);
+				buf_add(w, b, &b->buf[i], 0);
 		/* after backward: the framework's reduce and step() (it marks
 		 * the phases, as the engine's tracker does) */
 		fw->at(fw->ctx, w, STEP_END, 0, step);
@@ -266,6 +277,7 @@ struct events {
 	unsigned gp, fg;
 	int keep_all, keep_root, prefetch;
 	uint64_t full, bucket;
+	unsigned nbucket; /* the reduce buckets: nbucket blocks of bucket bytes (two with overlap_comm) */
 	/* FSDP at N > 1: mp, the bytes of a slot of the 16-bit local shard an
 	 * unshard sends from (_mp_shard; 0 in fp32); post_backward, its hook's
 	 * padded grad copy and output shard; cast, the output's fp32 cast
@@ -273,6 +285,11 @@ struct events {
 	unsigned mp, cast;
 	int post_backward; /* and a gathered copy padded to N·s_u (_full_param_padded) */
 	uint64_t step[ZS_NCATS];
+	/* DDP's gradient buckets, their elements at bucket_bytes each, in the
+	 * order DDP makes them: the resident `buckets` as a trace's blocks */
+	uint64_t *buckets;
+	size_t nbuckets;
+	unsigned bucket_bytes;
 };
 
 /* The framework's state through the walk: which units are held gathered,
@@ -302,7 +319,9 @@ static uint64_t copy_elements(const struct units_fw *st, size_t u)
 static void gather(struct units_fw *st, struct walk *w, size_t u)
 {
 	walk_add(w, ZS_CAT_BUCKETS, slots(st, u) * st->ev->mp);
+	w->key = THEORY_TRACE_UNIT + u; /* a trace frees unit u's own copy, whatever its size */
 	walk_add(w, ZS_CAT_GATHERED, copy_elements(st, u) * st->ev->gp);
+	w->key = 0;
 	walk_sub(w, ZS_CAT_BUCKETS, slots(st, u) * st->ev->mp);
 	st->gathered += (st->N - 1) * slots(st, u);
 	st->held[u] = 1;
@@ -310,8 +329,11 @@ static void gather(struct units_fw *st, struct walk *w, size_t u)
 
 static void release(struct units_fw *st, struct walk *w, size_t u)
 {
-	if (st->held[u])
+	if (st->held[u]) {
+		w->key = THEORY_TRACE_UNIT + u;
 		walk_sub(w, ZS_CAT_GATHERED, copy_elements(st, u) * st->ev->gp);
+		w->key = 0;
+	}
 	st->held[u] = 0;
 }
 
@@ -320,13 +342,18 @@ static void release(struct units_fw *st, struct walk *w, size_t u)
  * the hook returns (the grad itself is freed after it). */
 static void post_backward(struct units_fw *st, struct walk *w, size_t u)
 {
-	uint64_t sh = slots(st, u), staged = (st->N * sh + sh) * st->ev->fg;
+	uint64_t sh = slots(st, u), fg = st->ev->fg;
 	if (!st->ev->post_backward)
 		return;
 	walk_phase(w, ZS_PH_REDUCE); /* the hook's reduce-scatter, as the engine's tracker marks it */
-	walk_add(w, ZS_CAT_BUCKETS, staged);
+	/* three blocks, freed shard, cast, copy (as the engine frees them: a
+	 * trace's order, the same sums) */
+	walk_add(w, ZS_CAT_BUCKETS, st->N * sh * fg);
+	walk_add(w, ZS_CAT_BUCKETS, sh * fg);
 	walk_add(w, ZS_CAT_BUCKETS, sh * st->ev->cast);
-	walk_sub(w, ZS_CAT_BUCKETS, staged + sh * st->ev->cast);
+	walk_sub(w, ZS_CAT_BUCKETS, sh * fg);
+	walk_sub(w, ZS_CAT_BUCKETS, sh * st->ev->cast);
+	walk_sub(w, ZS_CAT_BUCKETS, st->N * sh * fg);
 	walk_phase(w, ZS_PH_BACKWARD);
 }
 
@@ -364,7 +391,8 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 			release(st, w, i);
 		break;
 	case BWD_BEGIN:
-		walk_add(w, ZS_CAT_BUCKETS, ev->bucket);
+		for (unsigned k = 0; k < ev->nbucket; k++)
+			walk_add(w, ZS_CAT_BUCKETS, ev->bucket);
 		walk_add(w, ZS_CAT_FULL_GRADS, ev->full);
 		break;
 	case BWD_PRE:
@@ -388,11 +416,16 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 	case STEP_END:
 		if (ev->full > 0 || ev->bucket > 0) /* freed by the reduce after backward, as the engine marks it */
 			walk_phase(w, ZS_PH_REDUCE);
+		for (unsigned k = 0; k < ev->nbucket; k++) /* the engine's order: the buckets, then the grads */
+			walk_sub(w, ZS_CAT_BUCKETS, ev->bucket);
 		walk_sub(w, ZS_CAT_FULL_GRADS, ev->full);
-		walk_sub(w, ZS_CAT_BUCKETS, ev->bucket);
 		walk_phase(w, ZS_PH_OPTIMIZER);
 		for (int k = 0; k < ZS_NCATS; k++)
 			walk_add(w, (enum zs_cat)k, ev->step[k]);
+		/* step() frees them before it returns: a trace's next step
+		 * starts without them (the peak is the same either way) */
+		for (int k = 0; k < ZS_NCATS && w->tr != NULL; k++)
+			walk_sub(w, (enum zs_cat)k, ev->step[k]);
 		break;
 	case STEP_BEGIN:
 	case FWD_RUN:
@@ -406,7 +439,7 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
  * block, the untied head; a tied head is in no unit's visit but its own). */
 static void units_walk(const struct theory_desc *d, const struct events *ev, const uint64_t *units,
                        enum zs_unit unit, unsigned world, int visit, struct theory_schedule *out, uint64_t *gathered,
-                       uint64_t *reduced)
+                       uint64_t *reduced, struct theory_trace *tr)
 {
 	size_t nl = d->params.nlayers, head = nl - 1, U = out->nunits;
 	struct units_fw st = {.ev = ev, .units = units, .unit = unit, .N = world, .visit = visit ? head : SIZE_MAX};
@@ -423,11 +456,19 @@ static void units_walk(const struct theory_desc *d, const struct events *ev, con
 			st.first[i] = l;
 		st.last[i] = l;
 	}
-	struct walk w = {0};
+	/* The resident state, a block per category in the categories' order
+	 * (the order the engine sets its flat buffers up in); a trace walks
+	 * every step, as the engine's run does. */
+	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT};
 	for (int k = 0; k < ZS_NCATS; k++)
-		walk_add(&w, (enum zs_cat)k, out->resident_breakdown[k]);
+		if (k != ZS_CAT_BUCKETS || ev->nbuckets == 0)
+			walk_add(&w, (enum zs_cat)k, out->resident_breakdown[k]);
+		else /* the same sum, a block a bucket */
+			for (size_t i = 0; i < ev->nbuckets; i++)
+				walk_add(&w, ZS_CAT_BUCKETS, ev->buckets[i] * ev->bucket_bytes);
+	w.key = 0;
 	const struct walk_fw fw = {units_at, &st};
-	walk_steps(d, &w, 1, &fw);
+	walk_steps(d, &w, tr != NULL ? tr->steps : 1, &fw);
 	out->peak_bytes = w.peak;
 	memcpy(out->peak_breakdown, w.at_peak, sizeof w.at_peak);
 	walk_phases_out(&w, out);
@@ -740,8 +781,11 @@ void theory_tfm_framework_schedule(const struct zs_model *m, const struct theory
 		theory_desc_free(&own);
 }
 
-void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
-                          enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_schedule *out)
+/* theory_walk_schedule, and with tr its trace (only where
+ * theory_walk_trace says it is covered). */
+static void walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
+                          enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_schedule *out,
+                          struct theory_trace *tr)
 {
 	const struct step_params *p = &d->params;
 	struct theory_states sts;
@@ -785,7 +829,8 @@ void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		 * unit's at a time), at every N; step() its buffers. */
 		theory_schedule_states(out, units, b, ZS_ZERO2, world, &sts);
 		theory_deepspeed_resident(b, c, step_params_largest_tensor(p), world, out, ev.step);
-		ev.bucket = (uint64_t)(1 + c->ds_overlap_comm) * (uint64_t)c->ds_reduce_bucket * b->g;
+		ev.bucket = (uint64_t)c->ds_reduce_bucket * b->g;
+		ev.nbucket = 1 + (c->ds_overlap_comm != 0);
 		ev.full = scheme == ZS_ZERO1 ? sts.params * b->g : 0;
 		ev.fg = scheme == ZS_ZERO2 ? b->g : 0;
 	} else {
@@ -807,15 +852,40 @@ void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		if (scheme == ZS_ZERO1)
 			theory_torch_zero1(tn, p->ntensors, b, world, out);
 		theory_torch_ddp(tn, p->ntensors, b->g, c->bucket_cap_mb, world, out);
+		if (tr != NULL) {
+			ev.buckets = zs_calloc(p->ntensors > 0 ? p->ntensors : 1, sizeof *ev.buckets);
+			ev.nbuckets = theory_ddp_bucket_list(tn, p->ntensors, b->g, c->bucket_cap_mb, ev.buckets);
+			ev.bucket_bytes = b->g;
+		}
 		free(tn);
 	}
 	uint64_t gathered, reduced;
-	units_walk(d, &ev, units, unit, world, visit, out, &gathered, &reduced);
+	units_walk(d, &ev, units, unit, world, visit, out, &gathered, &reduced, tr);
 	free(units);
+	free(ev.buckets);
 	if (fsdp) { /* what FSDP sends: the walk's collectives */
 		out->comm_elements = gathered + reduced;
 		out->comm_bytes = gathered * ev.gp + reduced * ev.fg;
 	}
+}
+
+void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
+                          enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_schedule *out)
+{
+	walk_schedule(d, b, c, scheme, unit, world, out, NULL);
+}
+
+int theory_walk_trace(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
+                      enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_trace *tr)
+{
+	/* Not DeepSpeed's ZeRO-3 yet: its walk by module (ds3_walk) gathers
+	 * and frees as category sums the engine makes as blocks of their own
+	 * (docs/schedule.md, "The replay in theory"). */
+	if (c == NULL || !d->has_buffers || (c->framework == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3))
+		return -1;
+	struct theory_schedule scratch;
+	walk_schedule(d, b, c, scheme, unit, world, &scratch, tr);
+	return tr->unmatched ? -1 : 0;
 }
 
 enum zs_phase theory_binding_phase(const struct theory_schedule *s)

@@ -1079,6 +1079,16 @@ void cuda_alloc_stats(const struct cuda_alloc *a, struct cuda_alloc_stats *out)
 	out->live = a->tabn;
 }
 
+void cuda_alloc_note(const struct cuda_alloc *a, struct cuda_alloc_run *r)
+{
+	/* A new allocated peak can only be reached by an allocation, so the
+	 * reserved bytes after the one that reached it are those at the peak. */
+	uint64_t before = r->st.allocated_peak;
+	cuda_alloc_stats(a, &r->st);
+	if (r->st.allocated_peak > before)
+		r->reserved_at_allocated_peak = r->st.reserved;
+}
+
 /* ------------------------------------------------------------------------ */
 /* PYTORCH_CUDA_ALLOC_CONF, as CUDAAllocatorConfig::parseArgs reads it
  * (C.cpp 260-353): tokens split at , : [ ] with spaces dropped (lexArgs,

@@ -113,4 +113,15 @@ struct cuda_alloc_stats {
 };
 void cuda_alloc_stats(const struct cuda_alloc *a, struct cuda_alloc_stats *out);
 
+/* A replay's figures, as measure and theory write them (util/schedule.h,
+ * zs_alloc_json): the counters at its end, and the reserved bytes when the
+ * allocated bytes first reached their peak. cuda_alloc_note, called after
+ * each cuda_alloc_alloc, keeps them. Plain data (it travels in the
+ * engine's per-rank records under MPI). */
+struct cuda_alloc_run {
+	struct cuda_alloc_stats st;
+	uint64_t reserved_at_allocated_peak;
+};
+void cuda_alloc_note(const struct cuda_alloc *a, struct cuda_alloc_run *r);
+
 #endif

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "util/cuda_alloc.h"
 #include "util/schedule.h"
 #include "util/util.h"
 
@@ -27,6 +28,33 @@ void zs_cat_json(cJSON *parent, const char *key, const uint64_t bytes[ZS_NCATS])
 }
 
 const char *zs_phase_name(enum zs_phase p) { return (unsigned)p < ZS_NPHASES ? phase_names[p] : NULL; }
+
+const char *const zs_alloc_keys[ZS_ALLOC_NKEYS] = {
+	"allocated_peak_bytes", "reserved_at_allocated_peak_bytes", "reserved_peak_bytes",
+	"allocated_at_reserved_peak_bytes", "fragmentation_bytes", "fragmentation_ratio",
+	"segments_peak", "expandable_segments", "cuda_malloc_calls", "cuda_free_calls",
+};
+
+void zs_alloc_config_json(cJSON *root, const char *conf)
+{
+	cJSON *a = cJSON_AddObjectToObject(cJSON_GetObjectItemCaseSensitive(root, "config"), "allocator");
+	cJSON_AddStringToObject(a, "model", "pytorch-" CUDA_ALLOC_TORCH_RELEASE);
+	cJSON_AddStringToObject(a, "conf", conf != NULL ? conf : "");
+}
+
+void zs_alloc_values(const struct cuda_alloc_run *r, double v[ZS_ALLOC_NKEYS])
+{
+	const struct cuda_alloc_stats *st = &r->st;
+	/* fragmentation: the reserved bytes not allocated when reserved first
+	 * reached its peak, and their share of it */
+	double at[ZS_ALLOC_NKEYS] = {
+		(double)st->allocated_peak, (double)r->reserved_at_allocated_peak, (double)st->reserved_peak,
+		(double)st->peak_allocated_at, (double)st->frag_at_peak,
+		st->peak_reserved_at ? (double)st->frag_at_peak / (double)st->peak_reserved_at : 0,
+		(double)st->segments_peak, (double)st->expandable_segments, (double)st->device_allocs,
+		(double)st->device_frees};
+	memcpy(v, at, sizeof at);
+}
 
 const enum zs_span zs_shards[ZS_NSCHEMES][ZS_NSTATES] = {
 	/*            params    grads     optimizer state */

@@ -46,6 +46,18 @@ struct cJSON;
 void zs_cat_json(struct cJSON *parent, const char *key, const uint64_t bytes[ZS_NCATS]);
 const char *zs_phase_name(enum zs_phase p);
 
+/* A caching-allocator replay's figures (util/cuda_alloc.h, struct
+ * cuda_alloc_run) under the names both measured and theory files give
+ * them (docs/formats.md, "allocator"): zs_alloc_keys[i] is v[i]. */
+#define ZS_ALLOC_NKEYS 10
+extern const char *const zs_alloc_keys[ZS_ALLOC_NKEYS];
+struct cuda_alloc_run;
+void zs_alloc_values(const struct cuda_alloc_run *r, double v[ZS_ALLOC_NKEYS]);
+/* config.allocator of a file whose runs were replayed: {"model":
+ * "pytorch-2.6.0", "conf": conf} (conf: the PYTORCH_CUDA_ALLOC_CONF-style
+ * options, NULL for none). */
+void zs_alloc_config_json(struct cJSON *root, const char *conf);
+
 /* The model states, and how much of each a rank holds between steps. */
 enum zs_state { ZS_STATE_PARAMS, ZS_STATE_GRADS, ZS_STATE_OPTIM, ZS_NSTATES };
 /* ZS_TENSORS: whole parameter tensors, each held by the one rank it is

@@ -1,0 +1,274 @@
+#!/bin/sh
+# alloc_replay — `zerosim measure --allocator cuda` feeds every rank's
+# tracked allocations to the caching allocator's model, and `--timeline`
+# writes a trace (block ids, the blocks live at the step's start, every
+# rank with --timeline-ranks all) that someone else can replay.
+#   - Reserved bytes, segments, cudaMalloc calls, the allocated peak and
+#     the fragmentation at the reserved peak of three MLP runs, worked by
+#     hand below from PyTorch 2.6.0's rules (CUDACachingAllocator.cpp:
+#     requests rounded up to 512 B; at most 1 MiB from the small pool in
+#     2 MiB segments; 1-10 MiB from 20 MiB segments; larger ones rounded
+#     up to 2 MiB, a segment each; a large block split when over 1 MiB
+#     remains) and the block sizes the engine's layout gives (docs/
+#     schedule.md: flat param16, grad16, master32, adam_m, adam_v; fp32
+#     activations of batch x width); never copied from zerosim's output.
+#   - The trace: every free names a block that is live (in timeline_live
+#     or allocated earlier in the step) with the same bytes and category;
+#     current_bytes is the sum of the rank's live blocks after each event;
+#     a rank's ids are unique; every rank's log is there with
+#     --timeline-ranks all.
+#   - The replay's allocated peak is at least the most the trace holds
+#     with each block rounded up to 512 B (more only where a block was not
+#     split and counts whole).
+#   - theory --allocator cuda replays the walk's blocks and agrees with
+#     measure's rank (the one holding the most between steps) to the byte
+#     (allocated and reserved peaks, fragmentation, segments, cudaMalloc
+#     calls) on MLPs and transformers under every framework (fp32 and
+#     mixed, unit model and layer, every recompute, FSDP's prefetch,
+#     DeepSpeed's overlap_comm and optimizer offload, expandable_segments
+#     and max_split_size_mb); DeepSpeed's ZeRO-3 has a null allocator (not
+#     covered yet).
+#   - theory's replay runs out of --device-mem where the hand-worked
+#     reserved bytes say: one byte short of them, in the first forward.
+#   - Bad options are refused with one line and exit 2; without the new
+#     options no new key appears.
+# Exit 0 pass, 1 mismatch, 99 hard error.
+set -u
+
+top=${ZS_BUILDDIR:-.}
+zerosim=$top/zerosim
+[ -x "$zerosim" ] || { echo "alloc_replay: $zerosim is not built" >&2; exit 99; }
+command -v python3 >/dev/null 2>&1 || { echo "alloc_replay: SKIP: no python3"; exit 77; }
+if [ ! -d "$top/data/models" ]; then
+	ZEROSIM_DATADIR=${srcdir:-.}
+	export ZEROSIM_DATADIR
+fi
+models=${srcdir:-.}/report/models
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-alloc.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+fails=0
+fail() { echo "alloc_replay: FAIL: $*" >&2; fails=$((fails + 1)); }
+
+# --- worked by hand -------------------------------------------------------
+# check NAME 'OPTIONS' 'EXPECTED': EXPECTED is the rank-0 figures
+# allocated_peak reserved_peak allocated_at_reserved_peak segments_peak cuda_malloc_calls
+check() {
+	name=$1 opts=$2 want=$3
+	# shellcheck disable=SC2086
+	"$zerosim" measure -q $opts --allocator cuda --steps 2 --out "$tmp/h.json" 2>"$tmp/err" ||
+		{ cat "$tmp/err" >&2; exit 99; }
+	got=$(python3 -c "
+import json, sys
+a = json.load(open(sys.argv[1]))['runs'][0]['allocator']['per_rank']
+print(' '.join(str(int(a[k][0])) for k in ('allocated_peak_bytes', 'reserved_peak_bytes',
+      'allocated_at_reserved_peak_bytes', 'segments_peak', 'cuda_malloc_calls')))" "$tmp/h.json")
+	[ "$got" = "$want" ] || fail "$name: got $got, by hand $want"
+}
+MiB=1048576
+r512() { echo $(( ($1 + 511) / 512 * 512 )); }
+# One linear layer 1024 -> 1024, dp, mixed Adam, batch 4: Ψ = 1024·1024 + 1024.
+P=$((1024 * 1024 + 1024))
+p16=$(r512 $((2 * P))) m32=$(r512 $((4 * P))) act=$(r512 $((4 * 1024 * 4)))
+# 2,099,200 and 4,198,400 B are 1-10 MiB: one 20 MiB segment holds all five
+# (16.0 MiB); the 16 KiB activations and scratch come from one 2 MiB small
+# segment, reserved when the first activation is made (the reserved peak:
+# the state and that one activation allocated). Peak allocated: the state,
+# three activations (input, target, output) and two scratch blocks.
+state=$((2 * p16 + 3 * m32))
+check dp-1024 "--layers 1024,1024 --world 1 --schemes dp" \
+	"$((state + 5 * act)) $((22 * MiB)) $((state + act)) 2 2"
+# zero3 over 2 ranks: half of each flat buffer; the gathered params and
+# the full grads (2,099,200 B each) fit the same 20 MiB segment's rest.
+h16=$(r512 $P) h32=$(r512 $((2 * P)))
+hstate=$((2 * h16 + 3 * h32))
+check zero3-1024-N2 "--layers 1024,1024 --world 2 --schemes zero3" \
+	"$((hstate + 5 * act + 2 * p16)) $((22 * MiB)) $((hstate + act)) 2 2"
+# 2048 -> 2048: param16 and grad16 (8,392,704 B) share a 20 MiB segment;
+# master32, adam_m, adam_v (16,785,408 B, over 10 MiB) each get a segment
+# rounded up to 2 MiB (18 MiB; the 1.99 MiB left is split off and free, too
+# small for the next one), and the activations a 2 MiB small segment.
+P=$((2048 * 2048 + 2048))
+p16=$(r512 $((2 * P))) m32=$(r512 $((4 * P))) act=$(r512 $((4 * 2048 * 4)))
+state=$((2 * p16 + 3 * m32))
+check dp-2048 "--layers 2048,2048 --world 1 --schemes dp" \
+	"$((state + 5 * act)) $(((20 + 3 * 18 + 2) * MiB)) $((state + act)) 5 5"
+# expandable_segments:True: one large segment mapped in 20 MiB pages (64.0
+# MiB of blocks: 4 pages) and one small one in 2 MiB pages; no segment is
+# cudaMalloc'd (segment.all counts none) but five pages are mapped.
+"$zerosim" measure -q --layers 2048,2048 --world 1 --schemes dp --steps 2 --allocator cuda \
+	--alloc-conf expandable_segments:True --out "$tmp/x.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+got=$(python3 -c "
+import json, sys
+a = json.load(open(sys.argv[1]))['runs'][0]['allocator']
+print(a['reserved_peak_bytes'], a['segments_peak'], a['expandable_segments'], a['cuda_malloc_calls'])" "$tmp/x.json")
+[ "$got" = "$(((4 * 20 + 2) * MiB)) 0 2 5" ] || fail "dp-2048 expandable: got $got, by hand $(((4 * 20 + 2) * MiB)) 0 2 5"
+
+# --- the trace ------------------------------------------------------------
+trace() {
+	# shellcheck disable=SC2086
+	"$zerosim" measure -q "$@" --allocator cuda --timeline --timeline-ranks all --out "$tmp/t.json" 2>"$tmp/err" ||
+		{ cat "$tmp/err" >&2; exit 99; }
+	python3 - "$tmp/t.json" "$*" <<'EOF' || fails=$((fails + 1))
+import json, sys
+doc = json.load(open(sys.argv[1]))
+what = sys.argv[2]
+bad = []
+def r512(b):
+    return 0 if b == 0 else (b + 511) // 512 * 512
+for run in doc['runs']:
+    tag = '%s N=%d unit=%s (%s)' % (run['scheme'], run['world'], run['unit'], what)
+    if run.get('cuda_alloc') != 'pytorch-2.6.0':
+        bad.append('%s: cuda_alloc is %r' % (tag, run.get('cuda_alloc')))
+    logs = [(0, run['timeline'], run['timeline_live'])]
+    logs += [(o['rank'], o['timeline'], o['timeline_live']) for o in run.get('timeline_ranks', [])]
+    if [k for k, _, _ in logs] != list(range(run['world'])):
+        bad.append('%s: the logs are of ranks %s' % (tag, [k for k, _, _ in logs]))
+    for k, events, live in logs:
+        seen = set()  # ids are the rank's own
+        held = {}
+        for b in live:
+            if b['id'] in seen:
+                bad.append('%s rank %d: id %d twice' % (tag, k, b['id']))
+            seen.add(b['id'])
+            held[b['id']] = (b['category'], b['bytes'])
+        cur = sum(b for _, b in held.values())
+        if events[0]['current_bytes'] != cur:
+            bad.append('%s rank %d: start holds %d, its live blocks %d' % (tag, k, events[0]['current_bytes'], cur))
+        most = sum(r512(b) for _, b in held.values())
+        for e in events:
+            if e['op'] == 'alloc':
+                if e['id'] in seen:
+                    bad.append('%s rank %d: id %d twice' % (tag, k, e['id']))
+                seen.add(e['id'])
+                held[e['id']] = (e['category'], e['bytes'])
+            elif e['op'] == 'free':
+                if held.get(e['id']) != (e['category'], e['bytes']):
+                    bad.append('%s rank %d: free of %d (%s, %d) is not a live block: %r' %
+                               (tag, k, e['id'], e['category'], e['bytes'], held.get(e['id'])))
+                held.pop(e['id'], None)
+            else:
+                continue
+            cur = sum(b for _, b in held.values())
+            if e['current_bytes'] != cur:
+                bad.append('%s rank %d: id %d: current_bytes %d, live blocks %d' % (tag, k, e['id'], e['current_bytes'], cur))
+                break
+            most = max(most, sum(r512(b) for _, b in held.values()))
+        replay = run['allocator']['per_rank']['allocated_peak_bytes'][k]
+        if replay < most or replay < run['per_rank']['peak_bytes'][k]:
+            bad.append('%s rank %d: the replay\'s allocated peak %d is below the trace\'s %d (rounded) or the tracker\'s %d' %
+                       (tag, k, replay, most, run['per_rank']['peak_bytes'][k]))
+for b in bad[:10]:
+    print('alloc_replay: FAIL:', b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+EOF
+}
+trace --layers 64,256,64 --world 1,2,3,4 --unit model,layer
+trace --layers 1024,1024 --world 2 --framework torch --precision fp32
+trace --layers 64,256,64 --world 1,2,4 --framework deepspeed --schemes zero1,zero3
+trace --model "$models/gpt2-tiny.json" --seq 16 --batch 2 --steps 2 --world 1,2,3
+trace --model "$models/llama-tiny.json" --seq 16 --batch 2 --steps 2 --world 2 --framework torch
+
+# --- theory = measure --------------------------------------------------------
+agree() {
+	# shellcheck disable=SC2086
+	"$zerosim" measure -q "$@" --allocator cuda --out "$tmp/am.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+	"$zerosim" theory "$@" --allocator cuda --out "$tmp/at.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+	python3 - "$tmp/am.json" "$tmp/at.json" "$*" <<'EOF' || fails=$((fails + 1))
+import json, sys
+m, t = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+rows = {(r['scheme'], r['world'], r['unit']): r for r in t['rows']}
+keys = ['allocated_peak_bytes', 'reserved_at_allocated_peak_bytes', 'reserved_peak_bytes',
+        'allocated_at_reserved_peak_bytes', 'fragmentation_bytes', 'segments_peak', 'expandable_segments',
+        'cuda_malloc_calls', 'cuda_free_calls']
+deepspeed = '--framework deepspeed' in sys.argv[3]
+bad = []
+for run in m['runs']:
+    k = (run['scheme'], run['world'], run['unit'])
+    ta = rows[k]['allocator']
+    if deepspeed and run['scheme'] == 'zero3':  # not covered yet
+        if ta is not None:
+            bad.append('%s: theory replays DeepSpeed ZeRO-3, which it does not cover' % (k,))
+        continue
+    if ta is None:
+        bad.append('%s: theory has no replay' % (k,))
+        continue
+    if ta['oom'] is not None:
+        bad.append('%s: theory runs out of memory with no --device-mem' % (k,))
+    # the theory's rank holds the most between steps (torch's zero1 ranks differ)
+    res = run['per_rank']['resident_bytes']
+    r = res.index(max(res))
+    for x in keys:
+        if run['allocator']['per_rank'][x][r] != ta[x]:
+            bad.append('%s %s: measure rank %d %d, theory %d' % (k, x, r, run['allocator']['per_rank'][x][r], ta[x]))
+for b in bad[:10]:
+    print('alloc_replay: FAIL: %s: %s' % (sys.argv[3], b), file=sys.stderr)
+sys.exit(1 if bad else 0)
+EOF
+}
+agree --layers 1024,2048,1024 --world 1,2,3,4,8 --unit model,layer --steps 2
+agree --layers 700,3000,500,900 --world 1,2,3,5 --unit model,layer --steps 3 --precision fp32 --batch 7
+agree --layers 64,256,64 --world 1,2,3,4 --unit model,layer --optimizer sgd
+agree --layers 1024,2048,1024 --world 1,2,4 --unit model,layer --alloc-conf expandable_segments:True
+agree --layers 4096,4096 --world 1,2,4 --unit model,layer --alloc-conf max_split_size_mb:40
+agree --model "$models/gpt2-tiny.json" --precision mixed --world 1,2,3,8 --seq 16 --batch 2 --steps 2 --unit model,layer
+agree --model "$models/gpt2-tiny.json" --precision fp32 --world 1,2,3 --seq 16 --batch 2 --steps 2 --unit model,layer --recompute full
+agree --model "$models/llama-tiny.json" --precision mixed --world 1,2,3 --seq 16 --batch 2 --steps 2 --unit model,layer --recompute selective
+agree --model "$models/llama-tiny.json" --precision fp32 --world 1,2,8 --seq 16 --batch 2 --steps 2 --unit model,layer
+agree --layers 1024,2048,1024 --world 1,2,3,4 --unit model,layer --steps 2 --framework torch
+agree --layers 1024,2048,1024 --world 1,2,3,4 --unit model,layer --steps 2 --framework torch --precision fp32 \
+	--prefetch backward-pre --schemes zero2,zero3
+agree --model "$models/gpt2-tiny.json" --precision mixed --world 1,2,3,8 --seq 16 --batch 2 --steps 2 --unit model,layer \
+	--framework torch --prefetch backward-pre
+agree --model "$models/llama-tiny.json" --precision fp32 --world 1,2,3,8 --seq 16 --batch 2 --steps 2 --unit model,layer \
+	--framework torch --recompute selective
+agree --layers 1024,2048,1024 --world 1,2,3,4 --unit model,layer --steps 2 --framework deepspeed
+agree --layers 1024,2048,1024 --world 1,2,4 --steps 2 --framework deepspeed --schemes zero1,zero2 --ds-overlap-comm on \
+	--ds-reduce-bucket 1e6
+agree --model "$models/gpt2-tiny.json" --precision mixed --world 1,2,3,8 --seq 16 --batch 2 --steps 3 --unit model,layer \
+	--framework deepspeed --schemes zero1,zero2 --offload optimizer
+
+# The 2048 -> 2048 dp run reserves 76 MiB (above): with 76 MiB it fits; one
+# byte less and the 2 MiB small segment for the first activation (32 KiB)
+# cannot be had once the 74 MiB of large segments are taken.
+oom() {
+	"$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda --device-mem "$1" \
+		--out "$tmp/o.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+	python3 -c "
+import json, sys
+print(json.dumps(json.load(open(sys.argv[1]))['rows'][0]['allocator']['oom'], sort_keys=True))" "$tmp/o.json"
+}
+got=$(oom $((76 * MiB)))
+[ "$got" = null ] || fail "76 MiB: oom is $got, not null"
+got=$(oom $((76 * MiB - 1)))
+[ "$got" = '{"bytes": 32768, "category": "activations", "phase": "forward", "step": 1}' ] ||
+	fail "76 MiB - 1: oom is $got, not the first activation of step 1's forward"
+
+# --- the options ----------------------------------------------------------
+refused() {
+	want=$1
+	shift
+	"$zerosim" measure -q --layers 4,8,4 --world 1 "$@" --out "$tmp/no.json" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" = 2 ] || fail "$*: exit $rc, not 2"
+	[ "$(wc -l <"$tmp/err")" = 1 ] || fail "$*: $(wc -l <"$tmp/err") lines on stderr, not 1"
+	grep -q -- "$want" "$tmp/err" || fail "$*: '$(cat "$tmp/err")' does not say '$want'"
+	[ ! -e "$tmp/no.json" ] || fail "$*: wrote --out"
+}
+refused "needs --allocator cuda" --alloc-conf expandable_segments:True
+refused "max_split_size_mb" --allocator cuda --alloc-conf max_split_size_mb:10
+refused "not an allocator" --allocator tlsf
+refused "needs --timeline" --timeline-ranks all
+refused "give 0" --timeline --timeline-ranks 2
+"$zerosim" theory --layers 4,8,4 --allocator cuda --alloc-conf expandable_segments:maybe --out "$tmp/no.json" 2>"$tmp/err"
+[ $? = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && [ ! -e "$tmp/no.json" ] || fail "theory took a bad --alloc-conf: $(cat "$tmp/err")"
+"$zerosim" theory --layers 4,8,4 --allocator cuda >"$tmp/out" 2>"$tmp/err"
+[ $? = 2 ] && grep -q "JSON only" "$tmp/err" || fail "theory --allocator cuda in text: $(cat "$tmp/err")"
+"$zerosim" measure -q --layers 4,8,4 --world 2 --timeline --out "$tmp/p.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert 'allocator' not in r['config'] and all('allocator' not in x and 'timeline_ranks' not in x for x in r['runs'])
+" "$tmp/p.json" || fail "a run without --allocator or --timeline-ranks has their keys"
+
+[ "$fails" -eq 0 ] || exit 1
+echo "alloc_replay: ok"
