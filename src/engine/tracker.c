@@ -73,7 +73,7 @@ void tracker_keep_ids(struct zs_tracker *t)
 void tracker_allocator(struct zs_tracker *t, const struct cuda_alloc_opts *opts)
 {
 	char *cause = NULL;
-	t->ca = zs_calloc(t->nranks, sizeof *t->ca);
+	t->ca = zs_calloc(t->nranks, sizeof *t->ca); /* NOLINT(bugprone-sizeof-expression): an array of pointers */
 	t->ca_rank = zs_calloc(t->nranks, sizeof *t->ca_rank);
 	for (unsigned k = 0; k < t->nranks; k++) {
 		t->ca[k] = cuda_alloc_create(opts, 0, &cause);
