@@ -40,6 +40,16 @@ tests_test_tfm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_tfm_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 endif
 
+# The PyTorch step's executor (Check): its kernels against hand values
+# and finite differences, the lifetimes it refuses.
+if HAVE_CHECK
+check_PROGRAMS += tests/test_ag_exec
+TESTS += tests/test_ag_exec
+tests_test_ag_exec_SOURCES = tests/test_ag_exec.c
+tests_test_ag_exec_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_ag_exec_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
+endif
+
 # Agreement with PyTorch (skipped where no python3 imports torch).
 check_PROGRAMS += tests/tfm_dump
 tests_tfm_dump_SOURCES = tests/tfm_dump.c tests/tfm_driver.c tests/tfm_driver.h
