@@ -69,7 +69,17 @@ static void usage(FILE *f)
 	      "                         params (zero3): DeepSpeed's host bytes apart\n"
 	      "                         from the device's\n"
 	      "      --ranks-per-node R with --offload: host bytes per node (1)\n"
-	      "      --spec FILE        read the options above from a zerosim-sweep/1 file;\n"
+	      "      --torch-version V  torch and deepspeed: the PyTorch followed, 1.13 or\n"
+	      "                         2.6 (default); the defaults below are its own\n"
+	      "      --torch-device D   cuda (default) or cpu\n"
+	      "      --optimizer-impl I Adam's single, foreach or fused (default: single\n"
+	      "                         in 1.13 and on the CPU, foreach on CUDA from 2.0)\n"
+	      "      --zero-grad Z      none (set_to_none, default from 2.0) or zeros\n"
+	      "                         (1.13's default)\n"
+	      "      --attn A           --model: eager (1.13's default) or sdpa (2.x's)\n"
+	      "      --wrapper W        auto (default: DDP, FSDP or DeepSpeed's engine, also\n"
+	      "                         at N = 1) or none (the plain loop: --model, N = 1)\n"
+	      "      --spec FILE        read the options above from a zerosim-sweep/2 file;\n"
 	      "                         options on the command line override it\n"
 	      "      --model NAME|FILE  train a transformer instead: a shipped config (gpt2,\n"
 	      "                         llama-2-7b, ...) or a Hugging Face config.json, on\n"
@@ -430,7 +440,8 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	if (write_case != NULL && c.tfm != NULL)
 		write_side = engine_case_side_path(write_case);
-	if (zs_config_validate(&c, &cause) != 0 || zs_framework_check(&c, 0, &cause) != 0)
+	if (zs_config_validate(&c, &cause) != 0 || zs_framework_check(&c, 0, &cause) != 0 ||
+	    zs_config_check_model(&c, c.tfm != NULL, &cause) != 0)
 		goto fail;
 	/* DeepSpeed's ZeRO-3 gathers per nn.Module; a full recompute re-runs a
 	 * block's forward inside its backward, where its hooks would gather

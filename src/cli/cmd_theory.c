@@ -83,10 +83,20 @@ static void usage(void)
 "      --bucket-cap MB    torch: DDP's gradient bucket size (default 25)\n"
 "      --prefetch P       torch: FSDP's backward prefetch, none (default, as\n"
 "                         PyTorch 1.13) or backward-pre (torch 2.x's default)\n"
+"      --torch-version V  torch and deepspeed: the PyTorch followed, 1.13 or\n"
+"                         2.6 (default); the defaults below are its own\n"
+"      --torch-device D   cuda (default) or cpu\n"
+"      --optimizer-impl I Adam's single, foreach or fused (default: single\n"
+"                         in 1.13 and on the CPU, foreach on CUDA from 2.0)\n"
+"      --zero-grad Z      none (set_to_none, default from 2.0) or zeros\n"
+"                         (1.13's default)\n"
+"      --attn A           --model: eager (1.13's default) or sdpa (2.x's)\n"
+"      --wrapper W        auto (default: DDP, FSDP or DeepSpeed's engine, also\n"
+"                         at N = 1) or none (the plain loop: --model, N = 1)\n"
 "      --steps N          DeepSpeed's zero3 only: its mean comm over N steps\n"
 "      --seed, --lr, --beta1, --beta2, --eps\n"
 "                         accepted and ignored (the theory needs none)\n"
-"      --spec FILE        read a zerosim-sweep/1 file; options override it\n"
+"      --spec FILE        read a zerosim-sweep/2 file; options override it\n"
 "\n"
 "A transformer (a Hugging Face config.json):\n"
 "      --model NAME|FILE  a shipped config (gpt2, gpt2-medium, gpt2-large, gpt2-xl,\n"
@@ -97,7 +107,8 @@ static void usage(void)
 "                         and --batch (the micro-batch per rank) to 1\n"
 "      --seq S            tokens per sequence (default: the model's positions)\n"
 "      --recompute R      none, selective or full (default none)\n"
-"      --flash-attn       the attention scores are never stored\n"
+"      --flash-attn       the attention scores are never stored (under torch\n"
+"                         and deepspeed: --attn sdpa)\n"
 "\n"
 "A model known only by its size (floors only):\n"
 "      --params P         parameter count, e.g. 7.5e9 (default N list:\n"
@@ -306,8 +317,27 @@ int zs_cmd_theory(int argc, char **argv)
 
 	if (zs_opts_config(&config, args, nargs, &cause) < 0)
 		goto bad;
-	if (zs_config_validate(&config, &cause) < 0 || zs_framework_check(&config, 1, &cause) < 0)
+	if (zs_config_validate(&config, &cause) < 0 || zs_framework_check(&config, 1, &cause) < 0 ||
+	    zs_config_check_model(&config, model_arg != NULL, &cause) < 0)
 		goto bad;
+	/* --flash-attn is --attn sdpa where a PyTorch runs (no T x T matrix
+	 * kept: SDPA's flash and memory-efficient kernels); under paper, where
+	 * --attn is refused, it keeps its meaning, Korthikanti's no-scores
+	 * formula. Either sets the activations' flash, so that --flash-attn's
+	 * outputs are what they were. */
+	if (flash && config.framework != ZS_FW_PAPER) {
+		if (config.attn == ZS_ATTN_EAGER) {
+			cause = zs_strdup("--flash-attn is --attn sdpa, and --attn eager says otherwise: give one");
+			goto bad;
+		}
+		if (config.torch_version == ZS_TORCH_1_13) {
+			cause = zs_strdup("--flash-attn (--attn sdpa): PyTorch 1.13 has no scaled_dot_product_attention "
+			                  "(2.0 added it); give --torch-version 2.6");
+			goto bad;
+		}
+		config.attn = ZS_ATTN_SDPA;
+	}
+	flash |= config.attn == ZS_ATTN_SDPA;
 	if (check_memory(&req, reserve_given, &cause) < 0 ||
 	    (model_arg != NULL && load_model(&req, &config, &model, model_arg, seq_arg, recompute_arg,
 	                                     flash, params_given, args, nargs, spec != NULL, &cause) < 0))

@@ -80,6 +80,7 @@ cJSON *measure_json_new(const struct zs_config *c, const char *case_path)
 		zs_json_add_number(cfg, "bucket_cap_mb", c->bucket_cap_mb);
 		cJSON_AddStringToObject(cfg, "prefetch", zs_prefetch_name(c->prefetch));
 	}
+	zs_config_json_torch(cfg, c, c->tfm != NULL);
 	zs_config_json_deepspeed(cfg, c);
 	unsigned p, g, k;
 	zs_bytes_per_param(c->precision, c->optimizer, &p, &g, &k);

@@ -214,6 +214,7 @@ static void config_json(cJSON *root, const struct theory_request *req)
 		num(cfg, "bucket_cap_mb", c->bucket_cap_mb);
 		cJSON_AddStringToObject(cfg, "prefetch", zs_prefetch_name(c->prefetch));
 	}
+	zs_config_json_torch(cfg, c, req->model != NULL);
 	zs_config_json_deepspeed(cfg, c);
 	if (c->framework == ZS_FW_DEEPSPEED)
 		num(cfg, "steps", c->steps); /* zero3's comm is a mean */

@@ -30,6 +30,46 @@ const char *zs_offload_name(enum zs_offload o) { return offload_names[o]; }
 static const char *const prefetch_names[ZS_NPREFETCH] = {"none", "backward-pre"};
 const char *zs_prefetch_name(enum zs_prefetch p) { return prefetch_names[p]; }
 
+/* The PyTorch options' spellings, in their enums' order (config.h). */
+static const char *const torch_version_names[] = {"2.6", "1.13"};
+static const char *const torch_device_names[] = {"cuda", "cpu"};
+static const char *const optim_impl_names[] = {"default", "single", "foreach", "fused"};
+static const char *const zero_grad_names[] = {"default", "none", "zeros"};
+static const char *const attn_names[] = {"default", "eager", "sdpa"};
+static const char *const wrapper_names[] = {"auto", "none"};
+#define NNAMES(a) ((unsigned)(sizeof(a) / sizeof(a)[0]))
+const char *zs_torch_version_name(enum zs_torch_version v) { return torch_version_names[v]; }
+const char *zs_torch_device_name(enum zs_torch_device d) { return torch_device_names[d]; }
+const char *zs_optim_impl_name(enum zs_optim_impl i) { return optim_impl_names[i]; }
+const char *zs_zero_grad_name(enum zs_zero_grad z) { return zero_grad_names[z]; }
+const char *zs_attn_name(enum zs_attn a) { return attn_names[a]; }
+const char *zs_wrapper_name(enum zs_wrapper w) { return wrapper_names[w]; }
+
+enum zs_optim_impl zs_optim_impl_resolve(const struct zs_config *c)
+{
+	if (c->optim_impl != ZS_OPTIM_IMPL_DEFAULT)
+		return c->optim_impl;
+	/* 1.13: foreach None is False (adam.py 288); 2.x: foreach where every
+	 * parameter is on CUDA (optimizer.py's _default_to_fused_or_foreach). */
+	return c->torch_version == ZS_TORCH_1_13 || c->torch_device == ZS_DEVICE_CPU ? ZS_OPTIM_SINGLE
+	                                                                              : ZS_OPTIM_FOREACH;
+}
+
+enum zs_zero_grad zs_zero_grad_resolve(const struct zs_config *c)
+{
+	if (c->zero_grad != ZS_ZERO_GRAD_DEFAULT)
+		return c->zero_grad;
+	/* set_to_none: False in 1.13 (optimizer.py 246), True from 2.0 (2.6: 940). */
+	return c->torch_version == ZS_TORCH_1_13 ? ZS_ZERO_GRAD_ZEROS : ZS_ZERO_GRAD_NONE;
+}
+
+enum zs_attn zs_attn_resolve(const struct zs_config *c)
+{
+	if (c->attn != ZS_ATTN_DEFAULT)
+		return c->attn;
+	return c->torch_version == ZS_TORCH_1_13 ? ZS_ATTN_EAGER : ZS_ATTN_SDPA;
+}
+
 int zs_scheme_parse(const char *s, enum zs_scheme *out)
 {
 	for (int i = 0; i < ZS_NSCHEMES; i++)
@@ -243,7 +283,27 @@ static const char *const key_names[ZS_NKEYS] = {
 	"layers", "world", "schemes", "unit", "steps", "batch", "seed",
 	"precision", "optimizer", "lr", "beta1", "beta2", "eps", "framework", "bucket-cap", "prefetch",
 	"ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist", "offload", "ranks-per-node",
-	"ds-prefetch-bucket", "ds-max-live"};
+	"ds-prefetch-bucket", "ds-max-live", "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn",
+	"wrapper"};
+_Static_assert(sizeof key_names / sizeof key_names[0] == ZS_NKEYS, "a name for every key");
+
+/* One of a PyTorch option's names (names[first..n): "default" is no value
+ * to give), or a one-line error listing them. */
+static int set_name(const char *key, const char *value, const char *const *names, unsigned first, unsigned n,
+                    unsigned *out, char **cause)
+{
+	unsigned i = first;
+	while (i < n && strcmp(value, names[i]) != 0)
+		i++;
+	if (i < n) {
+		*out = i;
+		return 0;
+	}
+	char list[80] = "";
+	for (unsigned j = first; j < n; j++)
+		snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j > first ? ", " : "", names[j]);
+	return zs_fail(cause, "--%s: '%.40s' is not one of %s", key, value, list);
+}
 
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause)
 {
@@ -390,6 +450,36 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 			               value);
 		break;
 	}
+	case ZS_KEY_TORCH_VERSION:
+	case ZS_KEY_TORCH_DEVICE:
+	case ZS_KEY_OPTIM_IMPL:
+	case ZS_KEY_ZERO_GRAD:
+	case ZS_KEY_ATTN:
+	case ZS_KEY_WRAPPER: {
+		/* "default" is what is left untouched, not a value to give. */
+		unsigned i = 0;
+		int r = k == ZS_KEY_TORCH_VERSION ? set_name(key, value, torch_version_names, 0, NNAMES(torch_version_names), &i, cause)
+		        : k == ZS_KEY_TORCH_DEVICE ? set_name(key, value, torch_device_names, 0, NNAMES(torch_device_names), &i, cause)
+		        : k == ZS_KEY_OPTIM_IMPL ? set_name(key, value, optim_impl_names, 1, NNAMES(optim_impl_names), &i, cause)
+		        : k == ZS_KEY_ZERO_GRAD ? set_name(key, value, zero_grad_names, 1, NNAMES(zero_grad_names), &i, cause)
+		        : k == ZS_KEY_ATTN ? set_name(key, value, attn_names, 1, NNAMES(attn_names), &i, cause)
+		                           : set_name(key, value, wrapper_names, 0, NNAMES(wrapper_names), &i, cause);
+		if (r != 0)
+			return -1;
+		if (k == ZS_KEY_TORCH_VERSION)
+			t.torch_version = (enum zs_torch_version)i;
+		else if (k == ZS_KEY_TORCH_DEVICE)
+			t.torch_device = (enum zs_torch_device)i;
+		else if (k == ZS_KEY_OPTIM_IMPL)
+			t.optim_impl = (enum zs_optim_impl)i;
+		else if (k == ZS_KEY_ZERO_GRAD)
+			t.zero_grad = (enum zs_zero_grad)i;
+		else if (k == ZS_KEY_ATTN)
+			t.attn = (enum zs_attn)i;
+		else
+			t.wrapper = (enum zs_wrapper)i;
+		break;
+	}
 	case ZS_NKEYS:
 		break;
 	}
@@ -398,8 +488,9 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 	return 0;
 }
 
-/* The keys of zerosim-sweep/1 and the JSON type each takes: a list key
- * takes an array (or one item), the others one value. */
+/* The keys of zerosim-sweep/2 and the JSON type each takes: a list key
+ * takes an array (or one item), the others one value. Those from
+ * "torch-version" on are /2's: a /1 file has none of them. */
 enum spec_type { SPEC_NUMBER, SPEC_STRING, SPEC_NUMBERS, SPEC_STRINGS };
 static const struct {
 	const char *key;
@@ -409,7 +500,10 @@ static const struct {
 	{"steps", SPEC_NUMBER},   {"batch", SPEC_NUMBER},  {"seed", SPEC_NUMBER},      {"precision", SPEC_STRING},
 	{"optimizer", SPEC_STRING}, {"lr", SPEC_NUMBER},   {"beta1", SPEC_NUMBER},     {"beta2", SPEC_NUMBER},
 	{"eps", SPEC_NUMBER},     {"framework", SPEC_STRING}, {"bucket-cap", SPEC_NUMBER}, {"prefetch", SPEC_STRING},
+	{"torch-version", SPEC_STRING}, {"torch-device", SPEC_STRING}, {"optimizer-impl", SPEC_STRING},
+	{"zero-grad", SPEC_STRING}, {"attn", SPEC_STRING}, {"wrapper", SPEC_STRING},
 };
+#define SPEC_V1_KEYS 16 /* spec_keys[0..16) are zerosim-sweep/1's */
 
 /* A JSON number as the command line would give it: a whole number's
  * digits (exact below 2^53), else the shortest form that reads back. */
@@ -499,18 +593,29 @@ int zs_config_set_json(struct zs_config *c, const char *key, const cJSON *value,
 int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 {
 	cJSON *root;
-	if (zs_json_load(path, "zerosim-sweep/1", &root, cause) != 0)
+	if (zs_json_load(path, "zerosim-sweep/2 or zerosim-sweep/1", &root, cause) != 0)
 		return -1;
+	/* A /1 file is read as before: /2's keys are unknown keys there. */
+	int v1 = strcmp(cJSON_GetObjectItemCaseSensitive(root, "format")->valuestring, "zerosim-sweep/1") == 0;
+	size_t nkeys = v1 ? SPEC_V1_KEYS : sizeof spec_keys / sizeof spec_keys[0];
 	struct zs_config t = *c;
 	int r = 0;
 	const cJSON *it;
 	cJSON_ArrayForEach(it, root) {
 		size_t i = 0;
-		while (i < sizeof spec_keys / sizeof spec_keys[0] && strcmp(it->string, spec_keys[i].key) != 0)
+		while (i < nkeys && strcmp(it->string, spec_keys[i].key) != 0)
 			i++;
 		if (strcmp(it->string, "format") == 0)
 			continue;
-		if (i == sizeof spec_keys / sizeof spec_keys[0]) {
+		if (i == nkeys) {
+			size_t j = i;
+			while (j < sizeof spec_keys / sizeof spec_keys[0] && strcmp(it->string, spec_keys[j].key) != 0)
+				j++;
+			if (j < sizeof spec_keys / sizeof spec_keys[0]) {
+				r = zs_fail(cause, "%s: \"%s\" is a key of zerosim-sweep/2, not of this zerosim-sweep/1 file "
+				            "(give \"format\": \"zerosim-sweep/2\")", path, it->string);
+				break;
+			}
 			const char *hint = strcmp(it->string, "unit") == 0 ? " (did you mean \"units\"?)"
 			                   : strcmp(it->string, "scheme") == 0 ? " (did you mean \"schemes\"?)"
 			                   : strncmp(it->string, "ds-", 3) == 0 || strcmp(it->string, "offload") == 0 ||
@@ -518,10 +623,11 @@ int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 			                       ? " (DeepSpeed's settings are command-line options only)"
 			                       : "";
 			char known[512] = "";
-			for (size_t k = 0; k < sizeof spec_keys / sizeof spec_keys[0]; k++)
+			for (size_t k = 0; k < nkeys; k++)
 				snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "",
 				         spec_keys[k].key);
-			r = zs_fail(cause, "%s: unknown key \"%.40s\"%s; zerosim-sweep/1 has %s", path, it->string, hint, known);
+			r = zs_fail(cause, "%s: unknown key \"%.40s\"%s; zerosim-sweep/%d has %s", path, it->string, hint,
+			            v1 ? 1 : 2, known);
 			break;
 		}
 		for (const cJSON *e = root->child; e != it && r == 0; e = e->next)
@@ -588,6 +694,53 @@ int zs_config_validate(const struct zs_config *c, char **cause)
 			return zs_fail(cause, "--prefetch is FSDP's backward prefetch, and --schemes %s builds no FSDP "
 			               "(torch's zero2 and zero3 do)", list);
 	}
+	return zs_config_check_torch(c, cause);
+}
+
+int zs_config_check_torch(const struct zs_config *c, char **cause)
+{
+	static const enum zs_key torch_keys[] = {ZS_KEY_TORCH_VERSION, ZS_KEY_TORCH_DEVICE, ZS_KEY_OPTIM_IMPL,
+	                                         ZS_KEY_ZERO_GRAD, ZS_KEY_ATTN, ZS_KEY_WRAPPER};
+	/* The paper's schedule runs no PyTorch: a setting of it would change
+	 * nothing, so it is refused rather than recorded. */
+	for (size_t i = 0; i < sizeof torch_keys / sizeof torch_keys[0]; i++)
+		if (c->framework == ZS_FW_PAPER && (c->given & ZS_KEY_BIT(torch_keys[i])))
+			return zs_fail(cause, "--%s: only under --framework torch or deepspeed", key_names[torch_keys[i]]);
+	/* 1.13 has no torch.nn.functional.scaled_dot_product_attention (2.0
+	 * added it), and its fused Adam takes CUDA tensors only (adam.py
+	 * 147-151: "FusedAdam requires all the params to be CUDA"). */
+	if (c->torch_version == ZS_TORCH_1_13 && c->attn == ZS_ATTN_SDPA)
+		return zs_fail(cause, "--attn sdpa: PyTorch 1.13 has no scaled_dot_product_attention (2.0 added it); "
+		               "give --attn eager or --torch-version 2.6");
+	if (c->torch_version == ZS_TORCH_1_13 && c->torch_device == ZS_DEVICE_CPU && c->optim_impl == ZS_OPTIM_FUSED)
+		return zs_fail(cause, "--optimizer-impl fused: PyTorch 1.13's fused Adam runs on CUDA only "
+		               "(give --torch-device cuda, --torch-version 2.6 or another --optimizer-impl)");
+	if (c->wrapper != ZS_WRAPPER_NONE)
+		return 0;
+	/* The plain loop is one process's: no DDP, FSDP or DeepSpeed engine,
+	 * so nothing of theirs to set either. */
+	for (size_t w = 0; w < c->nworld; w++)
+		if (c->world[w] != 1)
+			return zs_fail(cause, "--wrapper none is one process's plain training loop: every --world must be 1 "
+			               "(it lists %u)", c->world[w]);
+	for (int k = ZS_KEY_BUCKET_CAP; k <= ZS_KEY_DS_MAX_LIVE; k++)
+		if (c->given & ZS_KEY_BIT(k))
+			return zs_fail(cause, "--%s: --wrapper none builds no %s to set", key_names[k],
+			               k <= ZS_KEY_PREFETCH ? (k == ZS_KEY_BUCKET_CAP ? "DDP" : "FSDP") : "DeepSpeed engine");
+	return 0;
+}
+
+int zs_config_check_model(const struct zs_config *c, int transformer, char **cause)
+{
+	if (transformer)
+		return 0;
+	/* Hugging Face's attention and the plain loop over its model: an MLP
+	 * has no attention, and zerosim's torch MLP is always wrapped. */
+	if (c->given & ZS_KEY_BIT(ZS_KEY_ATTN))
+		return zs_fail(cause, "--attn needs a transformer (--model): the MLP has no attention");
+	if (c->wrapper == ZS_WRAPPER_NONE)
+		return zs_fail(cause, "--wrapper none needs a transformer (--model): it is the plain loop over a "
+		               "Hugging Face model");
 	return 0;
 }
 
@@ -693,4 +846,17 @@ void zs_config_json_deepspeed(cJSON *cfg, const struct zs_config *c)
 	cJSON_AddNumberToObject(o, "max_live", c->ds_max_live);
 	cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload));
 	cJSON_AddNumberToObject(o, "ranks_per_node", c->ranks_per_node);
+}
+
+void zs_config_json_torch(cJSON *cfg, const struct zs_config *c, int attention)
+{
+	if (c->framework == ZS_FW_PAPER)
+		return;
+	cJSON_AddStringToObject(cfg, "torch_version", zs_torch_version_name(c->torch_version));
+	cJSON_AddStringToObject(cfg, "torch_device", zs_torch_device_name(c->torch_device));
+	cJSON_AddStringToObject(cfg, "optimizer_impl", zs_optim_impl_name(zs_optim_impl_resolve(c)));
+	cJSON_AddStringToObject(cfg, "zero_grad", zs_zero_grad_name(zs_zero_grad_resolve(c)));
+	if (attention)
+		cJSON_AddStringToObject(cfg, "attn", zs_attn_name(zs_attn_resolve(c)));
+	cJSON_AddStringToObject(cfg, "wrapper", zs_wrapper_name(c->wrapper));
 }

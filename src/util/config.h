@@ -1,7 +1,7 @@
 /*
  * config — the model and run options shared by `zerosim measure` and
  * `zerosim theory`: their defaults, parsing of
- * option values and of a sweep spec file (docs/formats.md, zerosim-sweep/1),
+ * option values and of a sweep spec file (docs/formats.md, zerosim-sweep/2),
  * and the limits that keep every byte count exact in a double.
  *
  * This is plain data. The engine, the theory and the report may all include
@@ -69,11 +69,14 @@ enum zs_key {
 	ZS_KEY_SEED, ZS_KEY_PRECISION, ZS_KEY_OPTIMIZER, ZS_KEY_LR, ZS_KEY_BETA1, ZS_KEY_BETA2,
 	ZS_KEY_EPS, ZS_KEY_FRAMEWORK, ZS_KEY_BUCKET_CAP, ZS_KEY_PREFETCH, ZS_KEY_DS_REDUCE_BUCKET,
 	ZS_KEY_DS_ALLGATHER_BUCKET, ZS_KEY_DS_OVERLAP_COMM, ZS_KEY_DS_PERSIST, ZS_KEY_OFFLOAD, ZS_KEY_RANKS_PER_NODE,
-	ZS_KEY_DS_PREFETCH_BUCKET, ZS_KEY_DS_MAX_LIVE, ZS_NKEYS
+	ZS_KEY_DS_PREFETCH_BUCKET, ZS_KEY_DS_MAX_LIVE,
+	/* The PyTorch a torch or deepspeed run follows (--torch-version, ...). */
+	ZS_KEY_TORCH_VERSION, ZS_KEY_TORCH_DEVICE, ZS_KEY_OPTIM_IMPL, ZS_KEY_ZERO_GRAD, ZS_KEY_ATTN, ZS_KEY_WRAPPER,
+	ZS_NKEYS
 };
 
-/* The set of given keys is one 64-bit word: room for 40 keys beyond
- * today's 24 before it needs another representation. */
+/* The set of given keys is one 64-bit word: room for 34 keys beyond
+ * today's 30 before it needs another representation. */
 typedef uint64_t zs_keys;
 #define ZS_KEY_BIT(k) ((zs_keys)1 << (k))
 _Static_assert(ZS_NKEYS <= 64, "zs_config.given holds a bit per key: 64 at most");
@@ -139,12 +142,13 @@ void zs_config_defaults(struct zs_config *c);
  * name without dashes ("layers", "world", "schemes", "unit", "steps",
  * "batch", "seed", "precision", "optimizer", "lr", "beta1", "beta2", "eps",
  * "framework", "bucket-cap", "prefetch", "ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm",
- * "ds-persist", "offload", "ranks-per-node", "ds-prefetch-bucket", "ds-max-live").
+ * "ds-persist", "offload", "ranks-per-node", "ds-prefetch-bucket", "ds-max-live",
+ * "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn", "wrapper").
  * Returns 0 or -1 with *cause set ("--world: '0' is not a world size
  * (1..65536)"). Marks the key in c->given. */
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause);
 
-/* Set `key` (a key of zerosim-sweep/1: "layers", "units", "lr", ...) from
+/* Set `key` (a key of zerosim-sweep/2: "layers", "units", "lr", ...) from
  * a JSON value of its type; messages name the key as the file spells it. */
 struct cJSON;
 int zs_config_set_json(struct zs_config *c, const char *key, const struct cJSON *value, char **cause);
@@ -155,8 +159,18 @@ int zs_config_set_json(struct zs_config *c, const char *key, const struct cJSON 
  * framework. measured.json and theory.json both write it. */
 void zs_config_json_deepspeed(struct cJSON *cfg, const struct zs_config *c);
 
-/* Load a zerosim-sweep/1 file over `c` (keys it has replace c's). A key
- * the format does not have is an error naming it. */
+/* The PyTorch a run follows into a file's "config" (docs/formats.md): for
+ * --framework torch or deepspeed, "torch_version", "torch_device",
+ * "optimizer_impl", "zero_grad", "attn" and "wrapper", each as it runs
+ * (the *_resolve below: no "default"); "attn" only where the run has a
+ * transformer (attention != 0: an MLP has none). Nothing under paper, so
+ * that its files are what they were. */
+void zs_config_json_torch(struct cJSON *cfg, const struct zs_config *c, int attention);
+
+/* Load a zerosim-sweep/2 or /1 file over `c` (keys it has replace c's). A key
+ * the format does not have is an error naming it; a /1 file has none of
+ * /2's PyTorch keys (torch-version, torch-device, optimizer-impl, zero-grad,
+ * attn, wrapper). */
 int zs_config_load_spec(struct zs_config *c, const char *path, char **cause);
 
 /* The MLP's Ψ = Σ_l d_l·d_{l+1} + d_{l+1} for widths d_0..d_L, and a
@@ -171,6 +185,17 @@ double zs_config_params(const struct zs_config *c);
 /* Check cross-option limits (Ψ not above ZS_MAX_PARAMS, ...). */
 int zs_config_validate(const struct zs_config *c, char **cause);
 
+/* The PyTorch options' rules (zs_config_validate calls it): refused
+ * under --framework paper when given ("--zero-grad: only under
+ * --framework torch or deepspeed"); --attn sdpa and, on the CPU,
+ * --optimizer-impl fused need 2.x; --wrapper none needs every world size
+ * to be 1 and none of DDP's, FSDP's or DeepSpeed's settings. */
+int zs_config_check_torch(const struct zs_config *c, char **cause);
+
+/* What needs a transformer (transformer: the run has --model or a
+ * transformer's case): --attn, and --wrapper none. */
+int zs_config_check_model(const struct zs_config *c, int transformer, char **cause);
+
 /* Bytes per parameter for the precision and optimizer: p, g, k. */
 void zs_bytes_per_param(enum zs_precision pr, enum zs_optimizer opt,
                         unsigned *p, unsigned *g, unsigned *k);
@@ -182,6 +207,27 @@ const char *zs_optimizer_name(enum zs_optimizer o);
 const char *zs_framework_name(enum zs_framework f);
 const char *zs_prefetch_name(enum zs_prefetch p);
 const char *zs_offload_name(enum zs_offload o);
+/* The PyTorch options as the command line and the files spell them:
+ * "2.6", "1.13"; "cuda", "cpu"; "default", "single", "foreach", "fused";
+ * "default", "none", "zeros"; "default", "eager", "sdpa"; "auto", "none". */
+const char *zs_torch_version_name(enum zs_torch_version v);
+const char *zs_torch_device_name(enum zs_torch_device d);
+const char *zs_optim_impl_name(enum zs_optim_impl i);
+const char *zs_zero_grad_name(enum zs_zero_grad z);
+const char *zs_attn_name(enum zs_attn a);
+const char *zs_wrapper_name(enum zs_wrapper w);
+
+/* The "default"s resolved to what the release does on the device
+ * (docs/schedule.md, zerosim.1): zero_grad zeros in 1.13 (set_to_none
+ * False), none from 2.0 (torch/optim/optimizer.py's zero_grad); Adam
+ * single-tensor in 1.13 and on the CPU, foreach on CUDA from 2.0
+ * (torch/optim/optimizer.py's _default_to_fused_or_foreach, fused never
+ * by default); attn eager in 1.13 (no scaled_dot_product_attention), sdpa
+ * in 2.x (transformers' default where the model supports it). A value
+ * given stays as given. */
+enum zs_optim_impl zs_optim_impl_resolve(const struct zs_config *c);
+enum zs_zero_grad zs_zero_grad_resolve(const struct zs_config *c);
+enum zs_attn zs_attn_resolve(const struct zs_config *c);
 int zs_scheme_parse(const char *s, enum zs_scheme *out);
 int zs_unit_parse(const char *s, enum zs_unit *out);
 int zs_precision_parse(const char *s, enum zs_precision *out);

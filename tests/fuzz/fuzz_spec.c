@@ -1,6 +1,6 @@
 /*
  * fuzz_spec — libFuzzer harness for the sweep-spec reader
- * (zs_config_load_spec, docs/formats.md "zerosim-sweep/1"). A spec that
+ * (zs_config_load_spec, docs/formats.md "zerosim-sweep/2"). A spec that
  * loads must give a configuration the command line would accept; one that
  * does not must leave the configuration untouched and say why in one line.
  */
