@@ -897,6 +897,7 @@ def zerosim_theory(a, r):
         row = json.load(open(out))["rows"][0]
     sch = row["schedule"]
     return dict(command=" ".join(cmd[:-2]), resident=sch["resident_bytes"], peak=sch["peak_bytes"],
+                marks=sch.get("marks"), binding_phase=sch.get("binding_phase"),
                 peak_breakdown={k: v for k, v in sch["peak_breakdown"].items() if v},
                 activations=row["peak"].get("activations_breakdown"))
 

@@ -386,6 +386,12 @@ int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, u
                           char **cause);
 int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
                              struct theory_schedule *out, char **cause);
+/* The live bytes at each of the step's marks ("phase:backward",
+ * "fwd:h.0:end", ..., as tests/hf_torch.py names them) as parent's
+ * object "marks", label: bytes, in the step's order. */
+struct cJSON;
+void theory_autograd_marks_json(struct cJSON *parent, const struct zs_model *m, const struct zs_config *c,
+                                uint64_t batch, uint64_t seq);
 
 /* ------------------------------------------------------------------------ */
 /* Requests and rows: what `zerosim theory` computes over, and one

@@ -14,6 +14,8 @@
 
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "util/autograd.h"
 #include "util/step.h"
 #include "util/util.h"
@@ -97,4 +99,28 @@ int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c
 	ag_step_free(&s);
 	step_params_free(&p);
 	return 0;
+}
+
+void theory_autograd_marks_json(cJSON *parent, const struct zs_model *m, const struct zs_config *c, uint64_t batch,
+                                uint64_t seq)
+{
+	struct step_params p;
+	struct ag_step s;
+	if (build(m, c, batch, seq, &p, &s, NULL) < 0)
+		return;
+	uint64_t cur[ZS_NCATS] = { 0 }, total = 0;
+	for (size_t i = 0; i < s.nsetup; i++)
+		apply(&s, &s.setup[i], cur, &total);
+	for (size_t i = 0; i < s.nfirst; i++)
+		apply(&s, &s.first_step[i], cur, &total);
+	cJSON *o = cJSON_AddObjectToObject(parent, "marks");
+	if (o == NULL)
+		zs_oom(__FILE__, __LINE__);
+	for (size_t i = 0; i < s.nevents; i++) {
+		apply(&s, &s.event[i], cur, &total);
+		if (s.event[i].kind == AG_EV_MARK)
+			zs_json_add_number(o, s.event[i].label, (double)total);
+	}
+	ag_step_free(&s);
+	step_params_free(&p);
 }
