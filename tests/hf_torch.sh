@@ -2,15 +2,17 @@
 # hf_torch — zerosim against real PyTorch training Hugging Face's models op
 # for op (tests/hf_torch.py; issue #22's reference side).
 #
-# As a make check test (no argument): what must already hold. The bytes
-# live between steps, replayed from PyTorch's own allocator events (fp32,
-# one rank, Adam, zero_grad(set_to_none=False) as 1.13 defaults), less
-# Adam's 4-byte `step` tensors, the model's buffers (GPT-2's causal `bias`,
-# Llama's inv_freq) and the batch's token ids, equal zerosim's predicted
-# resident bytes to the byte, for the tiny gpt2 (tied and untied) and
-# llama of report/models; and every steady step's between-steps bytes are
-# the same. The peak is printed, not checked: zerosim does not yet model
-# eager PyTorch's step (#22), and today's ratio is the issue's table.
+# As a make check test (no argument): zerosim's theory of the plain loop
+# (--framework torch --wrapper none --torch-version 1.13 --torch-device cpu:
+# util/autograd.c's step, summed by theory/theory_autograd.c) against
+# PyTorch 1.13 training the same model here (fp32, one rank, Adam,
+# zero_grad(set_to_none=False), dropout 0, eager attention): the bytes live
+# between steps (replayed from PyTorch's own allocator events: parameters,
+# grads, Adam's m, v and step tensors, the buffers and the token ids), the
+# steady step's peak, and the live bytes at every mark zerosim's step names
+# (phases, units' forward and backward boundaries), all equal to the byte;
+# any difference is printed with its size. Cases: the tiny gpt2 of
+# report/models, tied and untied.
 #
 # `tests/hf_torch.sh table` (make check-torch-ref; ZS_HF_SMALL=0 leaves out
 # GPT-2 small, minutes a run; ZS_TORCH26_ROOT names the 2.6 root): the issue's cases with
@@ -116,26 +118,46 @@ EOF
 fi
 
 status=0
-for case in "gpt2 --model $tmp/tiny-gpt2.json" "gpt2-untied --model $tmp/tiny-gpt2.json --untied" "llama --model $tmp/tiny-llama.json"; do
-	label=${case%% *}
+# The plain loop's theory (--framework torch --wrapper none, util/autograd.c's
+# step summed) against PyTorch 1.13 itself: the bytes between steps, the
+# steady step's peak and the live bytes at every mark the step names, equal
+# to the byte. Cases: the label, the PyTorch side's options, zerosim's.
+plain="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu --attn eager"
+for case in \
+	"gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"gpt2-untied|--model $tmp/tiny-gpt2.json --untied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros"
+do
+	label=${case%%|*} rest=${case#*|}
+	targs=${rest%%|*} zargs=${rest#*|}
 	# shellcheck disable=SC2086
-	one "$py" "$src/tests/hf_torch.py" ${case#* } --zero-grad zeros --zerosim "$zerosim" --no-attribution \
+	one "$py" "$src/tests/hf_torch.py" $targs --zerosim "$zerosim" --zerosim-args "$zargs" --no-attribution \
 		--out "$tmp/out.json"
 	if ! "$py" - "$tmp/out.json" "$label" <<'EOF'; then status=1; fi
 import json, sys
 d, label = json.load(open(sys.argv[1])), sys.argv[2]
-b, z = d["between_breakdown"], d["zerosim"]
+z = d["zerosim"]
 if "resident" not in z:
     print(f"hf_torch: {label}: zerosim theory failed: {z}")
     sys.exit(1)
 steady = d["between_steps"]
-torch_states = steady[-1] - b["adam_step"] - b["buffers"] - b["inputs"]
-ok = torch_states == z["resident"] and len(set(steady)) == 1
-print(f"{'ok' if ok else 'FAIL'}: {label}: between steps {steady} = {torch_states:,} in params, grads and Adam's "
-      f"m and v + {b['adam_step']} of step tensors + {b['buffers']:,} of buffers + {b['inputs']:,} of token ids; "
-      f"zerosim's resident {z['resident']:,}; peak {d['peak']:,} in {d['peak_phase']} against zerosim's "
-      f"{z['peak']:,} (ratio {z['ratio']}, not checked: #22)")
-sys.exit(0 if ok else 1)
+ref = dict(d["boundaries"])
+bad = []
+if len(set(steady)) != 1 or steady[-1] != z["resident"]:
+    bad.append(f"between steps {steady} against {z['resident']:,} ({steady[-1] - z['resident']:+,} B)")
+if d["peak"] != z["peak"]:
+    bad.append(f"peak {d['peak']:,} against {z['peak']:,} ({d['peak'] - z['peak']:+,} B)")
+for k, v in (z.get("marks") or {}).items():
+    if k not in ref:
+        bad.append(f"mark {k}: not in PyTorch's step")
+    elif ref[k] != v:
+        bad.append(f"mark {k}: {ref[k]:,} against {v:,} ({ref[k] - v:+,} B)")
+n = len(z.get("marks") or {})
+if not n:
+    bad.append("zerosim gave no marks")
+print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} in {d['peak_phase']} "
+      f"and {n} marks: PyTorch {d['torch']} and zerosim's plain loop {'differ' if bad else 'equal to the byte'}"
+      + "".join("\n  " + b for b in bad))
+sys.exit(1 if bad else 0)
 EOF
 done
 exit $status

@@ -5,7 +5,8 @@ libzstheory_a_SOURCES = \
 	src/theory/theory.c src/theory/theory.h \
 	src/theory/theory_tfm.c src/theory/theory_walk.c \
 	src/theory/theory_json.c src/theory/theory_text.c \
-	src/theory/theory_framework.c src/theory/theory_deepspeed.c
+	src/theory/theory_framework.c src/theory/theory_deepspeed.c \
+	src/theory/theory_autograd.c
 
 zerosim_SOURCES += src/cli/cmd_theory.c
 

@@ -57,8 +57,11 @@
 #define AG_MAXOUT 3
 #define AG_NONE UINT32_MAX
 
-enum ag_dtype { AG_F32, AG_BF16, AG_F16, AG_I64, AG_BOOL };
-/* Bytes an element: 4, 2, 2, 8, 1. */
+/* AG_F64: the 8-byte double a Python float becomes when a tensor op takes
+ * it (a "wrapped number", 0-dim; autograd keeps it where the op saves
+ * its operand, e.g. mul's). */
+enum ag_dtype { AG_F32, AG_BF16, AG_F16, AG_I64, AG_BOOL, AG_F64 };
+/* Bytes an element: 4, 2, 2, 8, 1, 8. */
 unsigned ag_dtype_size(enum ag_dtype d);
 const char *ag_dtype_name(enum ag_dtype d);
 
@@ -85,6 +88,8 @@ struct ag_tensor {
 	enum zs_cat cat;           /* the tracker's category (the breakdown) */
 	int32_t param;             /* PARAM, GRAD, ADAM_*: the step_params tensor; else -1 */
 	int32_t module;            /* the step_params module whose forward or backward made it, or -1 */
+	int32_t part;              /* PARAM, GRAD, ADAM_*: a fused step_params tensor's part (Hugging Face's
+	                            * q/k/v or gate/up: part_rows[part] rows of it), else -1 */
 };
 
 /* The ops. Semantics are PyTorch's for the aten op named; shapes follow
