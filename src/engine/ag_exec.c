@@ -20,8 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "engine/ag_exec.h"
 #include "engine/fp16.h"
+#include "engine/tfm.h"
+#include "engine/tfm_kernels.h"
+#include "util/step.h"
 #include "util/util.h"
 
 /* ------------------------------------------------------------------------ */
@@ -37,11 +42,7 @@ struct agv {
 	uint64_t numel;
 };
 
-static unsigned esize(enum ag_dtype d)
-{
-	static const unsigned sz[] = {4, 2, 2, 8, 1};
-	return (unsigned)d < sizeof sz / sizeof sz[0] ? sz[d] : 0;
-}
+static unsigned esize(enum ag_dtype d) { return (unsigned)d <= AG_F64 ? ag_dtype_size(d) : 0; }
 
 static inline float ld(const struct agv *v, int64_t e)
 {
@@ -69,6 +70,11 @@ static inline float ld(const struct agv *v, int64_t e)
 		int64_t i;
 		memcpy(&i, p, 8);
 		return (float)i;
+	}
+	case AG_F64: { /* a wrapped Python number: read as the fp32 op uses it */
+		double d;
+		memcpy(&d, p, 8);
+		return (float)d;
 	}
 	default:
 		return *p != 0;
@@ -119,6 +125,11 @@ static inline void st(const struct agv *v, int64_t e, float x)
 		memcpy(p, &i, 8);
 		break;
 	}
+	case AG_F64: {
+		double d = x;
+		memcpy(p, &d, 8);
+		break;
+	}
 	default:
 		*p = x != 0.0f;
 	}
@@ -146,8 +157,11 @@ static int64_t at_lin(const struct agv *v, uint64_t r)
 /* v read as if of out's shape (PyTorch's broadcasting); -1 if it cannot be. */
 static int bcast(struct agv *b, const struct agv *v, const struct agv *out)
 {
-	if (v->nd > out->nd)
-		return -1;
+	/* leading dims of size 1 beyond out's are no dims (a result PyTorch
+	 * would shape (1, ...) the list may give without them) */
+	for (unsigned k = 0; v->nd > out->nd && k < v->nd - out->nd; k++)
+		if (v->shape[k] != 1)
+			return -1;
 	*b = *v;
 	b->nd = out->nd;
 	for (unsigned k = 0; k < out->nd; k++) {
@@ -817,17 +831,33 @@ static int op_indexed(struct opctx *oc, enum ag_op op, const struct agv *out, fl
 	return 0;
 }
 
-static int op_cat_last(struct opctx *oc, const struct agv *out, const struct agv *a, const struct agv *b)
+/* out = cat((in0, .., in(n-1)), dim = -1). An operand is read as rows of
+ * its own count of columns in row-major order over its view, so that a
+ * permuted 4-D view (B, T, h, hd) gives its (B·T, h·hd) rows as PyTorch's
+ * cat reads a strided input. */
+static int op_cat_last(struct opctx *oc, const struct agv *out, const struct agv *in, int n)
 {
-	uint64_t R = rows_of(out), na = cols_of(a), nb = cols_of(b);
-	if (rows_of(a) != R || rows_of(b) != R || na + nb != cols_of(out))
-		return FAIL("cat: cat's operands do not agree");
+	uint64_t R = rows_of(out), cols = 0, c[AG_MAXIN];
+	for (int k = 0; k < n; k++) {
+		if (R == 0 || in[k].numel % R != 0)
+			return FAIL("cat: operand %d's %llu elements are not rows of the output's %llu", k,
+			            (unsigned long long)in[k].numel, (unsigned long long)R);
+		c[k] = in[k].numel / R;
+		cols += c[k];
+	}
+	if (cols != cols_of(out))
+		return FAIL("cat: the operands' columns do not sum to the output's");
 	for (uint64_t r = 0; r < R; r++) {
-		int64_t oo = row_off(out, r), os = cs_of(out), ao = row_off(a, r), bo = row_off(b, r);
-		for (uint64_t j = 0; j < na; j++)
-			st(out, oo + (int64_t)j * os, ld(a, ao + (int64_t)j * cs_of(a)));
-		for (uint64_t j = 0; j < nb; j++)
-			st(out, oo + (int64_t)(na + j) * os, ld(b, bo + (int64_t)j * cs_of(b)));
+		int64_t oo = row_off(out, r), os = cs_of(out);
+		uint64_t at = 0;
+		for (int k = 0; k < n; k++) {
+			int rowwise = rows_of(&in[k]) == R;
+			int64_t io = rowwise ? row_off(&in[k], r) : 0, is = cs_of(&in[k]);
+			for (uint64_t j = 0; j < c[k]; j++)
+				st(out, oo + (int64_t)(at + j) * os,
+				   ld(&in[k], rowwise ? io + (int64_t)j * is : at_lin(&in[k], r * c[k] + j)));
+			at += c[k];
+		}
 	}
 	return 0;
 }
@@ -902,6 +932,30 @@ static int is_param(const struct ag_exec *x, uint32_t i)
 	return i < x->s->ntensors && x->s->tensor[storage_of(x, i)].role == AG_ROLE_PARAM;
 }
 
+/* A contiguous operand of out's element count read in out's shape: the
+ * view PyTorch's reshape makes, where the list names the tensor before it
+ * (an mm's (B·T, n) result read as (B, T, n)). -1 if it is not one. */
+static int reshaped(struct agv *b, const struct agv *v, const struct agv *out)
+{
+	if (v->numel != out->numel)
+		return -1;
+	int64_t want = 1;
+	for (unsigned k = v->nd; k-- > 0;) {
+		if (v->shape[k] != 1 && v->stride[k] != want)
+			return -1;
+		want *= (int64_t)v->shape[k];
+	}
+	*b = *v;
+	b->nd = out->nd;
+	want = 1;
+	for (unsigned k = out->nd; k-- > 0;) {
+		b->shape[k] = out->shape[k];
+		b->stride[k] = want;
+		want *= (int64_t)out->shape[k];
+	}
+	return 0;
+}
+
 /* in fits in out's leading corner, dimension by dimension (a pad). */
 static int pads(const struct agv *in, const struct agv *out)
 {
@@ -913,11 +967,37 @@ static int pads(const struct agv *in, const struct agv *out)
 	return 1;
 }
 
+/* out = in element by element in row-major order, whatever their shapes
+ * (the same count). */
+static void copy_reshape(const struct agv *out, const struct agv *in)
+{
+	if (out->numel == 0)
+		return;
+	const struct agv *vo[1] = {out}, *vi[1] = {in};
+	struct walk wo, wi;
+	walk_init(&wo, vo, 1);
+	walk_init(&wi, vi, 1);
+	int exact = out->dt == AG_I64 && in->dt == AG_I64;
+	do {
+		if (exact)
+			sti(out, wo.off[0], ldi(in, wi.off[0]));
+		else
+			st(out, wo.off[0], ld(in, wi.off[0]));
+	} while (walk_next(&wo) && walk_next(&wi));
+}
+
 static int is_inplace(enum ag_op op) { return op >= AG_OP_ZERO_ && op <= AG_OP_ADAM_FUSED_; }
 
 static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **cause)
 {
 	struct opctx oc_ = {x, e, ei, cause}, *oc = &oc_;
+	/* Set-up ops that write parameters stand for their initialisation
+	 * (nn.Module's init): the feed gave them their values. */
+	int params_only = x->in_setup;
+	for (int k = 0; k < AG_MAXOUT && params_only; k++)
+		params_only = e->out[k] == AG_NONE || is_param(x, e->out[k]);
+	if (params_only && e->out[0] != AG_NONE)
+		return 0;
 	struct agv in[AG_MAXIN], out[AG_MAXOUT];
 	int nin = 0, nout = 0, have_out[AG_MAXOUT] = {0};
 	for (; nin < AG_MAXIN && e->in[nin] != AG_NONE; nin++)
@@ -972,6 +1052,11 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 		struct agv b[AG_MAXIN];
 		if (nin < ni)
 			return FAIL("too few operands");
+		if (e->op == AG_OP_COPY && bcast(&b[0], &in[0], &out[0]) != 0 && in[0].numel == out[0].numel) {
+			/* reshape's copy: the elements in row-major order */
+			copy_reshape(&out[0], &in[0]);
+			goto done;
+		}
 		if (e->op == AG_OP_COPY && bcast(&b[0], &in[0], &out[0]) != 0 && pads(&in[0], &out[0])) {
 			/* constant_pad_nd: out = arg[0] around in0, in its leading corner */
 			struct agv corner = out[0];
@@ -982,7 +1067,7 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 			goto done;
 		}
 		for (int i = 0; i < ni; i++)
-			if (bcast(&b[i], &in[i], &out[0]) != 0)
+			if (bcast(&b[i], &in[i], &out[0]) != 0 && reshaped(&b[i], &in[i], &out[0]) != 0)
 				return FAIL("operand %d does not broadcast to the output", i);
 		if (e->op == AG_OP_ADD || e->op == AG_OP_ADD_)
 			s0 = alpha_of(e->arg[0]);
@@ -993,7 +1078,7 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 		case AG_OP_TRIL_MASK:
 		case AG_OP_CAUSAL_ADD_MASK: rc = op_indexed(oc, e->op, &out[0], s0); break;
 		case AG_OP_CAT_LAST:
-			rc = nin < 2 ? FAIL("cat: too few operands") : op_cat_last(oc, &out[0], &in[0], &in[1]);
+			rc = nin < 1 ? FAIL("cat: no operand") : op_cat_last(oc, &out[0], in, nin);
 			break;
 		case AG_OP_MEAN_LAST: rc = nin < 1 ? FAIL("mean: no operand") : op_mean_last(oc, &out[0], &in[0]); break;
 		case AG_OP_SUM_ROWS:
@@ -1138,7 +1223,10 @@ int ag_exec_begin(struct ag_exec *x, const struct ag_step *s, const struct ag_op
 	x->buf = zs_calloc(n, sizeof *x->buf);
 	x->written = zs_calloc(n, 1);
 	x->sqrt_out = zs_calloc(n, 1);
-	if (ag_exec_events(x, s->setup, s->nsetup, cause) != 0) {
+	x->in_setup = 1;
+	int rc = ag_exec_events(x, s->setup, s->nsetup, cause);
+	x->in_setup = 0;
+	if (rc != 0) {
 		ag_exec_end(x);
 		return -1;
 	}
@@ -1180,4 +1268,328 @@ void ag_exec_end(struct ag_exec *x)
 	free(x->sqrt_out);
 	x->buf = NULL;
 	x->written = x->sqrt_out = NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* A transformer's plain training loop */
+
+/* The run's view of zerosim's flat vector: each step_params tensor's
+ * offset, and for each parameter storage of the list the rows it takes. */
+struct tfm_feed {
+	const struct zs_config *c;
+	const struct zs_model *hf;
+	struct tfm_dims dims;
+	struct step_params p;
+	uint64_t *off;            /* per step_params tensor: its first element */
+	int32_t *part;            /* per storage of the list: its part of a fused tensor, or -1 */
+	const float *init;        /* a case's Ψ values, or NULL: the seed's */
+	const int *tokens;        /* a case's ids, or NULL: the seed's task */
+	struct tfm_task task;
+	uint64_t B, T;
+};
+
+/* Whether step_params tensor i is a gpt2 Conv1D weight: (in, out) in the
+ * list as Hugging Face holds it, (out, in) in the flat vector
+ * (docs/formats.md). */
+static int conv1d(const struct tfm_feed *f, size_t i)
+{
+	const struct step_tensor *st = &f->p.tensor[i];
+	size_t layer = f->p.module[st->module].layer;
+	return f->hf->family == ZS_FAMILY_GPT2 && st->ndim == 2 && layer >= 1 && layer <= f->hf->layers;
+}
+
+/* The rows [r0, r0 + n) of step_params tensor i as the flat vector holds
+ * them (rows of its (out, in) form). */
+static void part_rows(const struct tfm_feed *f, size_t i, int32_t part, uint64_t *r0, uint64_t *n)
+{
+	const struct step_tensor *st = &f->p.tensor[i];
+	*r0 = 0;
+	*n = st->ndim == 2 ? st->shape[0] : st->numel;
+	if (part < 0 || st->nparts == 0)
+		return;
+	for (int32_t k = 0; k < part; k++)
+		*r0 += st->part_rows[k];
+	*n = st->part_rows[part];
+}
+
+/* Transpose the R × C row-major matrix a in place into C × R: each cycle
+ * of the permutation once, from its smallest index (no scratch). */
+static void transpose_in_place(float *a, uint64_t R, uint64_t C)
+{
+	uint64_t n = R * C;
+	for (uint64_t i = 1; i + 1 < n; i++) {
+		uint64_t j = (i % C) * R + i / C;
+		while (j > i)
+			j = (j % C) * R + j / C;
+		if (j != i)
+			continue;
+		float v = a[i];
+		for (j = (i % C) * R + i / C; j != i; j = (j % C) * R + j / C) {
+			float t = a[j];
+			a[j] = v;
+			v = t;
+		}
+		a[i] = v;
+	}
+}
+
+/* Storage t's place: its step_params tensor, part, first row and rows,
+ * and the columns of a row; -1 with *cause where its bytes are not the
+ * part's. */
+static int param_place(const struct tfm_feed *f, const struct ag_step *s, uint32_t t, size_t *i, uint64_t *r0,
+                       uint64_t *rows, uint64_t *cols, char **cause)
+{
+	const struct ag_tensor *a = &s->tensor[t];
+	if (a->param < 0 || (size_t)a->param >= f->p.ntensors)
+		return zs_fail(cause, "the PyTorch step's parameter %s (%u) names no parameter tensor", what_of(s, t), t);
+	*i = (size_t)a->param;
+	const struct step_tensor *st = &f->p.tensor[*i];
+	part_rows(f, *i, f->part[t], r0, rows);
+	*cols = st->ndim == 2 ? st->numel / (conv1d(f, *i) ? st->shape[1] : st->shape[0]) : 1;
+	if (conv1d(f, *i)) /* (in, out): the flat vector's rows are its columns */
+		*rows = st->shape[1];
+	if (a->dtype != AG_F32 || a->bytes != *rows * *cols * 4)
+		return zs_fail(cause, "the PyTorch step's parameter %s (%u) is not the fp32 %llu x %llu part of its tensor",
+		               what_of(s, t), t, (unsigned long long)*rows, (unsigned long long)*cols);
+	return 0;
+}
+
+static int feed_tfm_param(void *ctx, const struct ag_step *s, uint32_t t, void *data, char **cause)
+{
+	struct tfm_feed *f = ctx;
+	size_t i;
+	uint64_t r0, rows, cols;
+	if (param_place(f, s, t, &i, &r0, &rows, &cols, cause) != 0)
+		return -1;
+	uint64_t first = f->off[i] + r0 * cols, n = rows * cols;
+	if (f->init != NULL)
+		memcpy(data, f->init + first, n * sizeof(float));
+	else
+		tfm_init_range(data, &f->dims, f->c->seed, first, n);
+	if (conv1d(f, i))
+		transpose_in_place(data, rows, cols);
+	return 0;
+}
+
+/* The batch's ids into an int64 storage of B·T: drawn as ints into the
+ * storage's own bytes (ids, then the targets the task also gives), then
+ * widened in place from the last down, so that no scratch is needed. */
+static int feed_tfm_input(void *ctx, const struct ag_step *s, uint32_t t, unsigned step, void *data, char **cause)
+{
+	struct tfm_feed *f = ctx;
+	const struct ag_tensor *a = &s->tensor[t];
+	uint64_t BT = f->B * f->T;
+	if (a->dtype != AG_I64 || a->bytes != BT * 8)
+		return zs_fail(cause, "the PyTorch step's input %s (%u) is not the batch's %llu int64 token ids", what_of(s, t),
+		               t, (unsigned long long)BT);
+	int *ids = data;
+	if (f->tokens != NULL) {
+		const int *row = f->tokens + (size_t)step * f->B * (f->T + 1);
+		for (uint64_t b = 0; b < f->B; b++)
+			memcpy(ids + b * f->T, row + b * (f->T + 1), f->T * sizeof *ids);
+	} else
+		tfm_task_batch(ids, ids + BT, &f->task, f->c->seed, step, 0, f->B, f->T);
+	int64_t *wide = data;
+	for (uint64_t k = BT; k-- > 0;)
+		wide[k] = ids[k];
+	return 0;
+}
+
+static void feed_free(struct tfm_feed *f)
+{
+	step_params_free(&f->p);
+	free(f->off);
+	free(f->part);
+	if (f->task.perm != NULL)
+		tfm_task_free(&f->task);
+}
+
+/* Build the run's step and its feed; 0 or -1 with *cause. */
+static int tfm_prepare(struct tfm_feed *f, struct ag_step *s, struct ag_options *o, const struct zs_config *c,
+                       const struct zs_model *hf, uint64_t seq, char **cause)
+{
+	memset(f, 0, sizeof *f);
+	memset(s, 0, sizeof *s);
+	f->c = c;
+	f->hf = hf;
+	f->B = c->batch;
+	f->T = seq;
+	tfm_dims_from_config(&f->dims, hf);
+	step_params_build(&f->p, hf);
+	ag_options_from_config(o, c, c->batch, seq);
+	/* the run's own training settings (--lr, --beta1, --beta2, --eps) */
+	o->lr = c->lr;
+	o->beta1 = c->beta1;
+	o->beta2 = c->beta2;
+	o->eps = c->eps;
+	if (c->precision != ZS_FP32) {
+		feed_free(f);
+		return zs_fail(cause, "--precision %s: the plain loop (--wrapper none) runs fp32 only yet",
+		               zs_precision_name(c->precision));
+	}
+	if (ag_step_build(s, hf, &f->p, o, cause) != 0) {
+		feed_free(f);
+		return -1;
+	}
+	f->off = zs_calloc(f->p.ntensors ? f->p.ntensors : 1, sizeof *f->off);
+	for (size_t i = 1; i < f->p.ntensors; i++)
+		f->off[i] = f->off[i - 1] + f->p.tensor[i - 1].numel;
+	/* a fused tensor's parts (the list's `part`) */
+	f->part = zs_calloc(s->ntensors ? s->ntensors : 1, sizeof *f->part);
+	for (uint32_t t = 0; t < s->ntensors; t++) {
+		const struct ag_tensor *a = &s->tensor[t];
+		int fused = a->param >= 0 && (size_t)a->param < f->p.ntensors && f->p.tensor[a->param].nparts != 0;
+		f->part[t] = fused ? a->part : -1;
+	}
+	return 0;
+}
+
+/* The final weights in zerosim's flat order, tensor by tensor from the
+ * list's parameter storages, into the digest (and w if not NULL). */
+static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, float *w, uint64_t *digest, char **cause)
+{
+	const struct ag_step *s = x->s;
+	XXH3_state_t *h = XXH3_createState();
+	if (h == NULL || XXH3_64bits_reset(h) != XXH_OK)
+		zs_oom(__FILE__, __LINE__);
+	int rc = 0;
+	for (size_t i = 0; i < f->p.ntensors && rc == 0; i++) {
+		/* its storages in part order (one where it is not fused) */
+		unsigned nparts = f->p.tensor[i].nparts ? f->p.tensor[i].nparts : 1;
+		for (int32_t part = 0; part < (int32_t)nparts && rc == 0; part++) {
+			uint32_t t = 0;
+			while (t < s->ntensors && !(s->tensor[t].storage == t && s->tensor[t].role == AG_ROLE_PARAM &&
+			                            s->tensor[t].param == (int32_t)i &&
+			                            (f->part[t] == part || (f->part[t] < 0 && part == 0))))
+				t++;
+			if (t == s->ntensors || ag_exec_data(x, t) == NULL) {
+				rc = zs_fail(cause, "the PyTorch step holds no parameter for tensor %zu (part %d) at its end", i, part);
+				break;
+			}
+			size_t ti;
+			uint64_t r0, rows, cols;
+			if (param_place(f, s, t, &ti, &r0, &rows, &cols, cause) != 0) {
+				rc = -1;
+				break;
+			}
+			const float *d = ag_exec_data(x, t);
+			uint64_t first = f->off[i] + r0 * cols, n = rows * cols;
+			if (!conv1d(f, i)) {
+				if (XXH3_64bits_update(h, d, n * sizeof *d) != XXH_OK)
+					zs_oom(__FILE__, __LINE__);
+				if (w)
+					memcpy(w + first, d, n * sizeof *d);
+				continue;
+			}
+			/* (in, out) back to rows of (out, in), a few at a time */
+			float chunk[256];
+			size_t k = 0;
+			for (uint64_t e = 0; e < n; e++) {
+				uint64_t o = e / cols, in = e % cols;
+				chunk[k++] = d[in * rows + o];
+				if (w)
+					w[first + e] = chunk[k - 1];
+				if (k == 256 || e + 1 == n) {
+					if (XXH3_64bits_update(h, chunk, k * sizeof *chunk) != XXH_OK)
+						zs_oom(__FILE__, __LINE__);
+					k = 0;
+				}
+			}
+		}
+	}
+	*digest = XXH3_64bits_digest(h);
+	XXH3_freeState(h);
+	return rc;
+}
+
+int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, const float *init,
+                    const int *tokens, int want_weights, int want_timeline, struct ag_exec_result *out,
+                    char **cause)
+{
+	memset(out, 0, sizeof *out);
+	struct tfm_feed f;
+	struct ag_step s;
+	struct ag_options o;
+	if (tfm_prepare(&f, &s, &o, c, hf, seq, cause) != 0)
+		return -1;
+	f.init = init;
+	f.tokens = tokens;
+	if (tokens == NULL)
+		tfm_task_init(&f.task, f.dims.vocab, c->seed);
+	tfm_blas_init();
+	struct zs_tracker tr;
+	tracker_init(&tr, 1);
+	struct ag_exec_feed feed = {&f, feed_tfm_param, feed_tfm_input};
+	struct ag_exec x;
+	out->losses = zs_calloc(c->steps ? c->steps : 1, sizeof *out->losses);
+	int rc = ag_exec_begin(&x, &s, &o, &tr, 0, &feed, cause);
+	for (unsigned t = 0; rc == 0 && t < c->steps; t++) {
+		if (want_timeline && t + 1 == c->steps)
+			tracker_record(&tr);
+		rc = ag_exec_step(&x, cause);
+		tracker_stop_recording(&tr);
+		if (rc == 0 && !x.have_loss)
+			rc = zs_fail(cause, "the PyTorch step computes no loss (no nll op)");
+		if (rc == 0)
+			out->losses[t] = x.loss;
+	}
+	if (rc == 0) {
+		const struct zs_rank_mem *m = &tr.rank[0];
+		out->resident = m->total;
+		out->peak = m->peak;
+		memcpy(out->resident_breakdown, m->cur, sizeof m->cur);
+		memcpy(out->peak_breakdown, m->at_peak, sizeof m->at_peak);
+		if (want_weights)
+			out->weights = zs_malloc(f.p.numel * sizeof *out->weights);
+		if (want_timeline) {
+			out->ntimeline = tr.nevents;
+			out->timeline = zs_malloc((tr.nevents ? tr.nevents : 1) * sizeof *out->timeline);
+			memcpy(out->timeline, tr.events, tr.nevents * sizeof *out->timeline);
+		}
+		rc = final_weights(&f, &x, out->weights, &out->digest, cause);
+	}
+	if (rc == 0 || x.buf != NULL)
+		ag_exec_end(&x);
+	size_t left = tracker_outstanding(&tr);
+	tracker_destroy(&tr);
+	ag_step_free(&s);
+	feed_free(&f);
+	if (rc == 0 && left != 0)
+		rc = zs_fail(cause, "internal error: %zu tracked blocks were not freed", left);
+	if (rc != 0)
+		ag_exec_result_free(out);
+	return rc;
+}
+
+void ag_exec_result_free(struct ag_exec_result *r)
+{
+	free(r->losses);
+	free(r->weights);
+	free(r->timeline);
+	memset(r, 0, sizeof *r);
+}
+
+double ag_exec_tfm_peak_bytes(const struct zs_config *c, const struct zs_model *hf, uint64_t seq)
+{
+	struct tfm_feed f;
+	struct ag_step s;
+	struct ag_options o;
+	if (tfm_prepare(&f, &s, &o, c, hf, seq, NULL) != 0)
+		return 0;
+	/* the list's live bytes at every event: setup, the first step, a step */
+	double live = 0, peak = 0;
+	const struct ag_event *lists[3] = {s.setup, s.first_step, s.event};
+	size_t ns[3] = {s.nsetup, s.nfirst, s.nevents};
+	for (int l = 0; l < 3; l++)
+		for (size_t i = 0; i < ns[l]; i++) {
+			const struct ag_event *e = &lists[l][i];
+			if (e->kind == AG_EV_ALLOC && e->t < s.ntensors)
+				live += (double)s.tensor[e->t].bytes;
+			else if (e->kind == AG_EV_FREE && e->t < s.ntensors)
+				live -= (double)s.tensor[e->t].bytes;
+			peak = live > peak ? live : peak;
+		}
+	ag_step_free(&s);
+	feed_free(&f);
+	return peak;
 }

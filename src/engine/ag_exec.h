@@ -26,11 +26,13 @@
  * DIV by a 0-dim tensor, which is filled with it) gets that value; and
  * ADAM_FUSED_ gets t. Every other scalar is the list's.
  *
+ * Parameters' values are the feed's: a set-up op that writes only
+ * parameters stands for nn.Module's initialisation and is not run.
+ *
  * Conventions the executor reads from the list: a parameter tensor's
- * `param` is its step_params tensor; where zerosim fuses Hugging Face's
- * tensors (llama's q/k/v, gate/up), the storages that name the same
- * `param` are its parts in step_params' part order (part_rows), each a
- * block of whole rows. gpt2's Conv1D weights are (in, out) in the list, as
+ * `param` is its step_params tensor and, where zerosim fuses Hugging
+ * Face's tensors (llama's q/k/v, gate/up), `part` the block of whole rows
+ * (part_rows) it is. gpt2's Conv1D weights are (in, out) in the list, as
  * Hugging Face holds them, and (out, in) in zerosim's flat vector
  * (docs/formats.md): the executor transposes them in and out. Every
  * AG_ROLE_INPUT storage of B·T int64 is filled with the batch's token ids
@@ -48,6 +50,9 @@
 
 #include "engine/tracker.h"
 #include "util/autograd.h"
+#include "util/config.h"
+#include "util/model.h"
+#include "util/schedule.h"
 
 /* Where parameters' and inputs' values come from. */
 struct ag_exec_feed {
@@ -70,6 +75,7 @@ struct ag_exec {
 	unsigned char *written;  /* per storage: something wrote it since its ALLOC */
 	unsigned char *sqrt_out; /* per storage: Adam's sqrt(v) temporary, not yet divided */
 	unsigned steps;          /* steps run */
+	int in_setup;            /* running s->setup */
 	float loss;              /* the last NLL's value */
 	int have_loss;
 };
@@ -90,3 +96,35 @@ void ag_exec_end(struct ag_exec *x);
 int ag_exec_events(struct ag_exec *x, const struct ag_event *ev, size_t n, char **cause);
 
 #endif
+
+/* ---- a transformer's plain training loop (--wrapper none) --------------- */
+
+/* What one rank's run of the plain loop measured. */
+struct ag_exec_result {
+	size_t resident, peak;             /* after the last step; the run's peak */
+	size_t resident_breakdown[ZS_NCATS];
+	size_t peak_breakdown[ZS_NCATS];   /* when the peak was first reached */
+	float *losses;                     /* per step (malloc'd) */
+	uint64_t digest;                   /* XXH3-64 of the final fp32 weights, zerosim's flat order */
+	float *weights;                    /* the final weights in that order (want_weights), else NULL */
+	struct zs_event *timeline;         /* the last step's tracker events (want_timeline), else NULL */
+	size_t ntimeline;
+};
+
+/* Train model hf (gpt2 or llama family) for c's steps, batch and lr
+ * under the PyTorch options of c (ag_options_from_config) at sequence
+ * `seq`: the step built by ag_step_build and run by the executor on one
+ * rank of a tracker of its own. The initial weights are `init` (Ψ values
+ * in zerosim's flat order, a case's) or, if NULL, the seed's
+ * (tfm_init_range, as the fused engine draws them); the token ids are
+ * `tokens` ([step][batch][seq + 1], a case's at world 1) or, if NULL, the
+ * seed's task (tfm_task_batch, rank 0). 0, or -1 with *cause. The caller
+ * frees out with ag_exec_result_free. */
+int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, const float *init,
+                    const int *tokens, int want_weights, int want_timeline, struct ag_exec_result *out,
+                    char **cause);
+void ag_exec_result_free(struct ag_exec_result *r);
+
+/* The run's bytes at its peak, from the list alone (for the sweep's
+ * memory bound), or 0 where the step cannot be built. */
+double ag_exec_tfm_peak_bytes(const struct zs_config *c, const struct zs_model *hf, uint64_t seq);
