@@ -310,7 +310,7 @@ static inline float sigm(float a) { return 1.0f / (1.0f + expf(-a)); }
  * is no op PyTorch's code runs). */
 static inline float alpha_of(double a) { return a == 0.0 ? 1.0f : (float)a; }
 
-static inline float ew_value(enum ag_op op, float s0, float a, float b, float c)
+static inline __attribute__((always_inline)) float ew_value(enum ag_op op, float s0, float a, float b, float c)
 {
 	switch (op) {
 	case AG_OP_FILL: return s0;
@@ -399,12 +399,28 @@ static void run_ew(enum ag_op op, float s0, const struct agv *out, const struct 
 	for (int i = 0; i <= n && flat && out->nd > 0; i++)
 		flat &= v[i]->stride[out->nd - 1] == 1;
 	if (flat && op != AG_OP_WHERE) {
+		/* one loop per op, each with its formula inlined (the switch in
+		 * ew_value folds away), so that the compiler can vectorise it;
+		 * an absent operand reads the output, which no formula uses */
 		float *o = (float *)out->base;
-		const float *a = n > 0 ? (const float *)in[0].base : NULL, *b = n > 1 ? (const float *)in[1].base : NULL,
-		            *c = n > 2 ? (const float *)in[2].base : NULL;
-		for (uint64_t e = 0; e < out->numel; e++)
-			o[e] = ew_value(op, s0, a ? a[e] : 0.0f, b ? b[e] : 0.0f, c ? c[e] : 0.0f);
+		const float *a = n > 0 ? (const float *)in[0].base : o, *b = n > 1 ? (const float *)in[1].base : o,
+		            *c = n > 2 ? (const float *)in[2].base : o;
+		uint64_t N = out->numel;
+#define FLAT(OP)                                                   \
+	case OP:                                                   \
+		for (uint64_t e = 0; e < N; e++)                   \
+			o[e] = ew_value(OP, s0, a[e], b[e], c[e]); \
 		return;
+		switch (op) {
+			FLAT(AG_OP_FILL) FLAT(AG_OP_COPY) FLAT(AG_OP_ADD) FLAT(AG_OP_ADD_) FLAT(AG_OP_ADD_SCALAR)
+			FLAT(AG_OP_ADD_SCALAR_) FLAT(AG_OP_MUL) FLAT(AG_OP_MUL_SCALAR) FLAT(AG_OP_MUL_SCALAR_) FLAT(AG_OP_DIV)
+			FLAT(AG_OP_DIV_SCALAR_) FLAT(AG_OP_NEG) FLAT(AG_OP_POW_SCALAR) FLAT(AG_OP_TANH) FLAT(AG_OP_RSQRT)
+			FLAT(AG_OP_SQRT) FLAT(AG_OP_SILU) FLAT(AG_OP_TANH_BWD) FLAT(AG_OP_SILU_BWD) FLAT(AG_OP_RSQRT_BWD)
+			FLAT(AG_OP_POW_BWD) FLAT(AG_OP_ZERO_) FLAT(AG_OP_ADDCMUL_) FLAT(AG_OP_ADDCDIV_) FLAT(AG_OP_LERP_)
+		default:
+			break;
+		}
+#undef FLAT
 	}
 	struct walk w;
 	walk_init(&w, v, (unsigned)n + 1);
@@ -1312,27 +1328,6 @@ static void part_rows(const struct tfm_feed *f, size_t i, int32_t part, uint64_t
 	*n = st->part_rows[part];
 }
 
-/* Transpose the R × C row-major matrix a in place into C × R: each cycle
- * of the permutation once, from its smallest index (no scratch). */
-static void transpose_in_place(float *a, uint64_t R, uint64_t C)
-{
-	uint64_t n = R * C;
-	for (uint64_t i = 1; i + 1 < n; i++) {
-		uint64_t j = (i % C) * R + i / C;
-		while (j > i)
-			j = (j % C) * R + j / C;
-		if (j != i)
-			continue;
-		float v = a[i];
-		for (j = (i % C) * R + i / C; j != i; j = (j % C) * R + j / C) {
-			float t = a[j];
-			a[j] = v;
-			v = t;
-		}
-		a[i] = v;
-	}
-}
-
 /* Storage t's place: its step_params tensor, part, first row and rows,
  * and the columns of a row; -1 with *cause where its bytes are not the
  * part's. */
@@ -1362,12 +1357,28 @@ static int feed_tfm_param(void *ctx, const struct ag_step *s, uint32_t t, void *
 	if (param_place(f, s, t, &i, &r0, &rows, &cols, cause) != 0)
 		return -1;
 	uint64_t first = f->off[i] + r0 * cols, n = rows * cols;
-	if (f->init != NULL)
-		memcpy(data, f->init + first, n * sizeof(float));
-	else
-		tfm_init_range(data, &f->dims, f->c->seed, first, n);
-	if (conv1d(f, i))
-		transpose_in_place(data, rows, cols);
+	float *d = data;
+	if (!conv1d(f, i)) {
+		if (f->init != NULL)
+			memcpy(d, f->init + first, n * sizeof *d);
+		else
+			tfm_init_range(d, &f->dims, f->c->seed, first, n);
+		return 0;
+	}
+	/* the flat vector's (out, in) rows into the list's (in, out), a
+	 * piece of a row at a time through a small buffer on the stack */
+	float piece[512];
+	for (uint64_t o = 0; o < rows; o++)
+		for (uint64_t c0 = 0; c0 < cols; c0 += 512) {
+			uint64_t k = cols - c0 < 512 ? cols - c0 : 512;
+			const float *src = piece;
+			if (f->init != NULL)
+				src = f->init + first + o * cols + c0;
+			else
+				tfm_init_range(piece, &f->dims, f->c->seed, first + o * cols + c0, k);
+			for (uint64_t j = 0; j < k; j++)
+				d[(c0 + j) * rows + o] = src[j];
+		}
 	return 0;
 }
 
