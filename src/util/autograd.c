@@ -824,17 +824,17 @@ static void gpt2_step(struct bld *b, struct model *M)
 	/* lm_head: MmBackward: the weight's gradient (d x V, then t()) first */
 	b->module = modname(b, "lm_head");
 	mark(b, "bwd:lm_head:start");
-	T dwt = TMP("mm (lm_head weight grad)", AG_F32, d, V);
-	T xt = transpose_last2(b, xf2);
-	op(b, AG_OP_MM, xt, dlg, NO, dwt, NO, NO);
-	unref(b, xt);
+	/* mm_mat2_backward computes W^t's gradient in W^t's own (transposed)
+	 * layout, grad^t @ x, so that TBackward's view of it is W's
+	 * contiguous [V, d] */
+	T dw_head = TMP("mm (lm_head weight grad)", AG_F32, V, d);
+	T gt = transpose_last2(b, dlg);
+	op(b, AG_OP_MM, gt, xf2, NO, dw_head, NO, NO);
+	unref(b, gt);
 	T dxf = TMP("mm (lm_head input grad)", AG_F32, B * Tn, d);
 	op(b, AG_OP_MM, dlg, head->w, NO, dxf, NO, NO);
 	unref(b, dlg);
 	unref(b, xf2);
-	/* TBackward: the [V, d] gradient is a view of dwt */
-	T dw_head = transpose_last2(b, dwt);
-	unref(b, dwt);
 	T held = NO;
 	if (m->tied)
 		held = dw_head; /* wte's input buffer holds it until the embedding's gradient */
@@ -1088,18 +1088,20 @@ static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
 	return yv;
 }
 
-/* MmBackward of a linear layer: W^t's gradient (x^t g, [in, out]) first,
- * then x's; the node's input released when `owned`, then its saved x;
- * dx goes to *xbuf; then TBackward hands the weight's to AccumulateGrad. */
+/* MmBackward of a linear layer: W^t's gradient first (made as W's
+ * [out, in]: see lm_head's), then x's; the node's input released when
+ * `owned`, then its saved x; dx goes to *xbuf; then TBackward hands the
+ * weight's to AccumulateGrad. */
 static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, struct pt *w, T *xbuf)
 {
 	const struct ag_tensor *xo = &b->s->tensor[sv->x2];
 	uint64_t rows = xo->shape[0], in = xo->shape[1], out = b->s->tensor[w->w].shape[0];
 	T g2 = reshape(b, g, 2, SH(rows, out));
-	T dwt = TMP("mm (linear backward, weight)", AG_F32, in, out);
-	T xt = transpose_last2(b, sv->x2);
-	op(b, AG_OP_MM, xt, g2, NO, dwt, NO, NO);
-	unref(b, xt);
+	/* W^t's gradient in W^t's layout (mm_mat2_backward): W's [out, in] */
+	T dw = TMP("mm (linear backward, weight)", AG_F32, out, in);
+	T gt = transpose_last2(b, g2);
+	op(b, AG_OP_MM, gt, sv->x2, NO, dw, NO, NO);
+	unref(b, gt);
 	T dx = TMP("mm (linear backward, input)", AG_F32, rows, in);
 	op(b, AG_OP_MM, g2, w->w, NO, dx, NO, NO);
 	unref(b, g2);
@@ -1107,8 +1109,6 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 		unref(b, g);
 	unref(b, sv->x2);
 	arrive(b, xbuf, dx);
-	T dw = transpose_last2(b, dwt);
-	unref(b, dwt);
 	accumulate(b, w, dw);
 }
 
@@ -1562,16 +1562,17 @@ static void llama_step(struct bld *b, struct model *M)
 	T dlg = lm_loss_bwd(b, one, lsm, tgt, tw);
 	b->module = modname(b, "lm_head");
 	mark(b, "bwd:lm_head:start");
-	T dwt = TMP("mm (lm_head weight grad)", AG_F32, d, V);
-	T xt = transpose_last2(b, xn2);
-	op(b, AG_OP_MM, xt, dlg, NO, dwt, NO, NO);
-	unref(b, xt);
+	/* mm_mat2_backward computes W^t's gradient in W^t's own (transposed)
+	 * layout, grad^t @ x, so that TBackward's view of it is W's
+	 * contiguous [V, d] */
+	T dw_head = TMP("mm (lm_head weight grad)", AG_F32, V, d);
+	T dlgt = transpose_last2(b, dlg);
+	op(b, AG_OP_MM, dlgt, xn2, NO, dw_head, NO, NO);
+	unref(b, dlgt);
 	T dxn = TMP("mm (lm_head input grad)", AG_F32, B * Tn, d);
 	op(b, AG_OP_MM, dlg, head->w, NO, dxn, NO, NO);
 	unref(b, dlg);
 	unref(b, xn2);
-	T dw_head = transpose_last2(b, dwt);
-	unref(b, dwt);
 	T held = NO;
 	if (m->tied)
 		held = dw_head;
@@ -1787,6 +1788,59 @@ static void adam_single(struct bld *b, struct model *M)
 	b->module = -1;
 }
 
+/* torch.optim.Adam's foreach step, 1.13 (_multi_tensor_adam, adam.py
+ * 415-521): each list op runs per tensor on the CPU's slow path (a
+ * wrapped number each where it takes a scalar); exp_avg_sq_sqrt and
+ * denom are two lists of temporaries the size of every parameter, alive
+ * together until the function returns (freed list by list, each from its
+ * last tensor: CPython's list dealloc). */
+static void adam_foreach(struct bld *b, struct model *M)
+{
+	const struct ag_options *o = b->o;
+	size_t n = 0;
+	struct pt **q = zs_calloc(M->npt ? M->npt : 1, sizeof *q);
+	for (size_t i = 0; i < M->npt; i++)
+		if (M->pt[i].g != NO)
+			q[n++] = &M->pt[i];
+	T *sq = zs_calloc(n ? n : 1, sizeof *sq), *dn = zs_calloc(n ? n : 1, sizeof *dn);
+	for (size_t i = 0; i < n; i++) /* _foreach_add_(state_steps, 1) */
+		scalar_op_(b, AG_OP_ADD_SCALAR_, q[i]->step, NO, 1);
+	if (o->version == ZS_TORCH_1_13) {
+		for (size_t i = 0; i < n; i++) /* _foreach_mul_(exp_avgs, beta1) */
+			scalar_op_(b, AG_OP_MUL_SCALAR_, q[i]->m, NO, o->beta1);
+		for (size_t i = 0; i < n; i++) /* _foreach_add_(exp_avgs, grads, alpha=1 - beta1) */
+			op(b, AG_OP_ADD_, q[i]->m, q[i]->g, NO, q[i]->m, NO, NO)->arg[0] = 1 - o->beta1;
+	} else {
+		for (size_t i = 0; i < n; i++) /* _foreach_lerp_(exp_avgs, grads, 1 - beta1) */
+			scalar_op_(b, AG_OP_LERP_, q[i]->m, q[i]->g, 1 - o->beta1);
+	}
+	for (size_t i = 0; i < n; i++) /* _foreach_mul_(exp_avg_sqs, beta2) */
+		scalar_op_(b, AG_OP_MUL_SCALAR_, q[i]->v, NO, o->beta2);
+	for (size_t i = 0; i < n; i++)
+		op(b, AG_OP_ADDCMUL_, q[i]->v, q[i]->g, q[i]->g, q[i]->v, NO, NO)->arg[0] = 1 - o->beta2;
+	for (size_t i = 0; i < n; i++) { /* _foreach_sqrt(exp_avg_sqs) */
+		b->module = (int32_t)b->p->tensor[q[i]->param].module;
+		sq[i] = like(b, "_foreach_sqrt (Adam)", q[i]->v);
+		op(b, AG_OP_SQRT, q[i]->v, NO, NO, sq[i], NO, NO);
+	}
+	for (size_t i = 0; i < n; i++) /* _foreach_div_(exp_avg_sq_sqrt, bias_correction2_sqrt) */
+		scalar_op_(b, AG_OP_MUL_SCALAR_, sq[i], NO, 1.0);
+	for (size_t i = 0; i < n; i++) { /* denom = _foreach_add(exp_avg_sq_sqrt, eps) */
+		b->module = (int32_t)b->p->tensor[q[i]->param].module;
+		dn[i] = scalar_op(b, AG_OP_ADD_SCALAR, "_foreach_add (Adam's denom)", sq[i], o->eps, NULL);
+	}
+	for (size_t i = 0; i < n; i++)
+		op(b, AG_OP_ADDCDIV_, q[i]->w, q[i]->m, dn[i], q[i]->w, NO, NO)->arg[0] = -o->lr;
+	for (size_t i = n; i-- > 0;)
+		unref(b, sq[i]);
+	for (size_t i = n; i-- > 0;)
+		unref(b, dn[i]);
+	b->module = -1;
+	free(sq);
+	free(dn);
+	free(q);
+}
+
 static void zero_grad(struct bld *b, struct model *M)
 {
 	record_function(b);
@@ -1849,12 +1903,13 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		              "(gpt2, llama and mistral are)", m->name, m->model_type);
 	if (o->optimizer != ZS_ADAM)
 		return refuse(cause, "--optimizer: the PyTorch step describes Adam only");
-	if (o->optim_impl != ZS_OPTIM_SINGLE)
-		return refuse(cause, "--optimizer-impl: the PyTorch step describes single-tensor Adam only yet");
+	if (o->optim_impl == ZS_OPTIM_FUSED)
+		return refuse(cause, "--optimizer-impl fused: the PyTorch step describes single-tensor and foreach Adam "
+		              "only yet");
+	if (o->optim_impl == ZS_OPTIM_FOREACH && o->version != ZS_TORCH_1_13)
+		return refuse(cause, "--optimizer-impl foreach: the PyTorch step describes 1.13's foreach Adam only yet");
 	if (o->attn != ZS_ATTN_EAGER)
 		return refuse(cause, "--attn: the PyTorch step describes eager attention only yet");
-	if (o->zero_grad != ZS_ZERO_GRAD_ZEROS)
-		return refuse(cause, "--zero-grad: the PyTorch step describes zero_grad(set_to_none=False) only yet");
 	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP };
 	struct bld *b = &B_;
 	struct model M = { 0 };
@@ -1891,7 +1946,10 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	b->phase = ZS_PH_OPTIMIZER;
 	mark(b, "phase:optimizer");
 	record_function(b);
-	adam_single(b, &M);
+	if (o->optim_impl == ZS_OPTIM_FOREACH)
+		adam_foreach(b, &M);
+	else
+		adam_single(b, &M);
 	mark(b, "phase:zero_grad");
 	zero_grad(b, &M);
 	unref(b, M.logits);
