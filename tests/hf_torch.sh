@@ -11,8 +11,9 @@
 # grads, Adam's m, v and step tensors, the buffers and the token ids), the
 # steady step's peak, and the live bytes at every mark zerosim's step names
 # (phases, units' forward and backward boundaries), all equal to the byte;
-# any difference is printed with its size. Cases: the tiny gpt2 of
-# report/models, tied and untied.
+# any difference is printed with its size. Cases: the tiny gpt2 and
+# llama of the issue, each tied and untied; gpt2 with foreach Adam; llama
+# with zero_grad(set_to_none=True).
 #
 # `tests/hf_torch.sh table` (make check-torch-ref; ZS_HF_SMALL=0 leaves out
 # GPT-2 small, minutes a run; ZS_TORCH26_ROOT names the 2.6 root): the issue's cases with
@@ -125,7 +126,11 @@ status=0
 plain="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu --attn eager"
 for case in \
 	"gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-	"gpt2-untied|--model $tmp/tiny-gpt2.json --untied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros"
+	"gpt2-untied|--model $tmp/tiny-gpt2.json --untied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"llama|--model $tmp/tiny-llama.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"llama-tied|--model $tmp/tiny-llama.json --tied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"gpt2-foreach|--model $tmp/tiny-gpt2.json --zero-grad zeros --optimizer-impl foreach|$plain --optimizer-impl foreach --zero-grad zeros" \
+	"llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none|$plain --optimizer-impl single --zero-grad none"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}

@@ -615,6 +615,23 @@ static T causal_lm_loss(struct bld *b, struct model *M, T logits2, T *ls, T *tgt
 	return loss;
 }
 
+/* ForCausalLMLoss's backward: NllLossBackward, LogSoftmaxBackward; the
+ * logits' gradient [B·T, V]. */
+static T lm_loss_bwd(struct bld *b, T one, T lsm, T tgt, T tw)
+{
+	const struct ag_tensor *o = &b->s->tensor[lsm];
+	T dls = tmp(b, "nll_loss_backward", AG_F32, 2, o->shape);
+	struct ag_event *e = op(b, AG_OP_NLL_BWD, one, tgt, tw, dls, NO, NO);
+	e->arg[0] = -100;
+	unref(b, tgt);
+	unref(b, tw);
+	T dlg = tmp(b, "_log_softmax_backward_data", AG_F32, 2, o->shape);
+	op(b, AG_OP_LOG_SOFTMAX_BWD, dls, lsm, NO, dlg, NO, NO);
+	unref(b, dls);
+	unref(b, lsm);
+	return dlg;
+}
+
 static void gpt2_step(struct bld *b, struct model *M)
 {
 	const struct zs_model *m = b->m;
@@ -803,31 +820,21 @@ static void gpt2_step(struct bld *b, struct model *M)
 	/* _make_grads: ones_like(loss), held until backward returns */
 	T one = tmp(b, "ones_like (loss grad)", AG_F32, 0, NULL);
 	op(b, AG_OP_FILL, NO, NO, NO, one, NO, NO)->arg[0] = 1;
-	/* NllLossBackward */
-	T dls = TMP("nll_loss_backward", AG_F32, B * Tn, V);
-	struct ag_event *e = op(b, AG_OP_NLL_BWD, one, tgt, tw, dls, NO, NO);
-	e->arg[0] = -100;
-	unref(b, tgt);
-	unref(b, tw);
-	/* LogSoftmaxBackward */
-	T dlg = TMP("_log_softmax_backward_data", AG_F32, B * Tn, V);
-	op(b, AG_OP_LOG_SOFTMAX_BWD, dls, lsm, NO, dlg, NO, NO);
-	unref(b, dls);
-	unref(b, lsm);
+	T dlg = lm_loss_bwd(b, one, lsm, tgt, tw);
 	/* lm_head: MmBackward: the weight's gradient (d x V, then t()) first */
 	b->module = modname(b, "lm_head");
 	mark(b, "bwd:lm_head:start");
-	T dwt = TMP("mm (lm_head weight grad)", AG_F32, d, V);
-	T xt = transpose_last2(b, xf2);
-	op(b, AG_OP_MM, xt, dlg, NO, dwt, NO, NO);
-	unref(b, xt);
+	/* mm_mat2_backward computes W^t's gradient in W^t's own (transposed)
+	 * layout, grad^t @ x, so that TBackward's view of it is W's
+	 * contiguous [V, d] */
+	T dw_head = TMP("mm (lm_head weight grad)", AG_F32, V, d);
+	T gt = transpose_last2(b, dlg);
+	op(b, AG_OP_MM, gt, xf2, NO, dw_head, NO, NO);
+	unref(b, gt);
 	T dxf = TMP("mm (lm_head input grad)", AG_F32, B * Tn, d);
 	op(b, AG_OP_MM, dlg, head->w, NO, dxf, NO, NO);
 	unref(b, dlg);
 	unref(b, xf2);
-	/* TBackward: the [V, d] gradient is a view of dwt */
-	T dw_head = transpose_last2(b, dwt);
-	unref(b, dwt);
 	T held = NO;
 	if (m->tied)
 		held = dw_head; /* wte's input buffer holds it until the embedding's gradient */
@@ -1040,6 +1047,674 @@ static void gpt2_step(struct bld *b, struct model *M)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Llama (tests/hf_torch.py LlamaForCausalLM: modeling_llama.py 5dd4a6354885) */
+
+/* An autograd input buffer: the gradients arriving for one tensor, summed
+ * out of place as they come (InputBuffer::accumulate: the first is held,
+ * each next one added into a new tensor and both released). */
+static void arrive(struct bld *b, T *buf, T g)
+{
+	if (*buf == NO) {
+		*buf = g;
+		return;
+	}
+	T sum = like(b, "add (input buffer)", *buf);
+	op(b, AG_OP_ADD, *buf, g, NO, sum, NO, NO)->arg[0] = 1;
+	unref(b, *buf);
+	unref(b, g);
+	*buf = sum;
+}
+
+/* nn.Linear without bias on [.., in]: matmul(x, W^t) folds to mm over
+ * x.view(-1, in); the node keeps the view and W^t. */
+struct lin_saved { T x2; };
+
+static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
+{
+	const struct ag_tensor *o = &b->s->tensor[x];
+	uint64_t in = o->shape[o->ndim - 1], rows = numel(o) / in, out = b->s->tensor[w->w].shape[0];
+	T x2 = reshape(b, x, 2, SH(rows, in));
+	T wt = transpose_last2(b, w->w);
+	T y = TMP("mm (linear)", AG_F32, rows, out);
+	op(b, AG_OP_MM, x2, wt, NO, y, NO, NO);
+	unref(b, wt);
+	sv->x2 = x2;
+	uint64_t sh[AG_MAXDIM];
+	for (unsigned i = 0; i < o->ndim; i++)
+		sh[i] = o->shape[i];
+	sh[o->ndim - 1] = out;
+	T yv = reshape(b, y, o->ndim, sh);
+	unref(b, y);
+	return yv;
+}
+
+/* MmBackward of a linear layer: W^t's gradient first (made as W's
+ * [out, in]: see lm_head's), then x's; the node's input released when
+ * `owned`, then its saved x; dx goes to *xbuf; then TBackward hands the
+ * weight's to AccumulateGrad. */
+static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, struct pt *w, T *xbuf)
+{
+	const struct ag_tensor *xo = &b->s->tensor[sv->x2];
+	uint64_t rows = xo->shape[0], in = xo->shape[1], out = b->s->tensor[w->w].shape[0];
+	T g2 = reshape(b, g, 2, SH(rows, out));
+	/* W^t's gradient in W^t's layout (mm_mat2_backward): W's [out, in] */
+	T dw = TMP("mm (linear backward, weight)", AG_F32, out, in);
+	T gt = transpose_last2(b, g2);
+	op(b, AG_OP_MM, gt, sv->x2, NO, dw, NO, NO);
+	unref(b, gt);
+	T dx = TMP("mm (linear backward, input)", AG_F32, rows, in);
+	op(b, AG_OP_MM, g2, w->w, NO, dx, NO, NO);
+	unref(b, g2);
+	if (owned)
+		unref(b, g);
+	unref(b, sv->x2);
+	arrive(b, xbuf, dx);
+	accumulate(b, w, dw);
+}
+
+/* LlamaRMSNorm op by op: x.pow(2).mean(-1, keepdim=True); x *
+ * rsqrt(variance + eps); weight * that. */
+struct rms_saved { T x, p2, r, xr, eps_w; };
+
+static T rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
+{
+	const struct ag_tensor *o = &b->s->tensor[x];
+	uint64_t sh[AG_MAXDIM];
+	for (unsigned i = 0; i < o->ndim; i++)
+		sh[i] = o->shape[i];
+	sh[o->ndim - 1] = 1;
+	T p2 = like(b, "pow (x^2, RMSNorm)", x);
+	op(b, AG_OP_POW_SCALAR, x, NO, NO, p2, NO, NO)->arg[0] = 2;
+	ref(b, x); /* pow saves its input */
+	T var = tmp(b, "mean (RMSNorm variance)", AG_F32, o->ndim, sh);
+	op(b, AG_OP_MEAN_LAST, p2, NO, NO, var, NO, NO);
+	/* mean is sum().div_(numel) inside: a wrapped number for a moment */
+	T w_ = wrapped(b, (double)o->shape[o->ndim - 1]);
+	unref(b, cast_scalar(b, w_));
+	unref(b, w_);
+	/* 1.13's MeanBackward0 keeps its input whole (self.sym_numel() is
+	 * not yet a saved scalar: docs/torch_saved.md); 2.6's its sizes */
+	if (b->o->version == ZS_TORCH_1_13)
+		sv->p2 = p2;
+	else {
+		sv->p2 = NO;
+		unref(b, p2);
+	}
+	T ve = scalar_op(b, AG_OP_ADD_SCALAR, "add (variance + eps)", var, b->m->norm_eps, NULL);
+	T r = like(b, "rsqrt (RMSNorm)", ve);
+	op(b, AG_OP_RSQRT, ve, NO, NO, r, NO, NO);
+	ref(b, r); /* rsqrt saves its result */
+	unref(b, ve);
+	T xr = like(b, "mul (x rsqrt)", x);
+	op(b, AG_OP_MUL, x, r, NO, xr, NO, NO);
+	ref(b, x);  /* mul saves both operands */
+	ref(b, r);  /* and mul saves it */
+	T y = like(b, "mul (weight x)", x);
+	op(b, AG_OP_MUL, w->w, xr, NO, y, NO, NO);
+	unref(b, r); /* the temporary */
+	unref(b, var); /* forward returns: `variance` goes */
+	sv->x = x, sv->r = r, sv->xr = xr;
+	/* xr: the name rebinding hands its holder to weight's mul */
+	return y;
+}
+
+/* RMSNorm's backward from its output's gradient g (released); the input's
+ * gradients arrive at *xbuf. */
+static void rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf)
+{
+	const struct ag_tensor *o = &b->s->tensor[sv->x];
+	uint64_t sh[AG_MAXDIM];
+	for (unsigned i = 0; i < o->ndim; i++)
+		sh[i] = o->shape[i];
+	sh[o->ndim - 1] = 1;
+	/* MulBackward (weight * xr): weight's g·xr summed to [d], xr's g·w */
+	T dwf = like(b, "mul (RMSNorm weight grad)", sv->x);
+	op(b, AG_OP_MUL, g, sv->xr, NO, dwf, NO, NO);
+	T dxr = like(b, "mul (RMSNorm backward)", sv->x);
+	op(b, AG_OP_MUL, g, w->w, NO, dxr, NO, NO);
+	T dw = like(b, "sum (RMSNorm weight grad)", w->w);
+	op(b, AG_OP_SUM_TO, dwf, NO, NO, dw, NO, NO);
+	unref(b, dwf);
+	unref(b, g);
+	unref(b, sv->xr);
+	accumulate(b, w, dw);
+	/* MulBackward (x * r): x's g·r, r's g·x summed to [.., 1] */
+	T dx = like(b, "mul (RMSNorm backward)", sv->x);
+	op(b, AG_OP_MUL, dxr, sv->r, NO, dx, NO, NO);
+	T drf = like(b, "mul (RMSNorm backward)", sv->x);
+	op(b, AG_OP_MUL, dxr, sv->x, NO, drf, NO, NO);
+	T dr = tmp(b, "sum (RMSNorm rsqrt grad)", AG_F32, o->ndim, sh);
+	op(b, AG_OP_SUM_TO, drf, NO, NO, dr, NO, NO);
+	unref(b, drf);
+	unref(b, dxr);
+	unref(b, sv->x);
+	unref(b, sv->r);
+	arrive(b, xbuf, dx);
+	/* RsqrtBackward: -0.5 * grad * result.pow(3) (the pow first) */
+	T r3 = like(b, "pow (rsqrt backward)", dr);
+	op(b, AG_OP_POW_SCALAR, sv->r, NO, NO, r3, NO, NO)->arg[0] = 3;
+	T hg = scalar_op(b, AG_OP_MUL_SCALAR, "mul (-0.5 grad)", dr, -0.5, NULL);
+	T dve = like(b, "mul (rsqrt backward)", dr);
+	op(b, AG_OP_MUL, hg, r3, NO, dve, NO, NO);
+	unref(b, r3);
+	unref(b, hg);
+	unref(b, dr);
+	unref(b, sv->r);
+	/* AddBackward (variance + eps) passes; MeanBackward: expand / numel */
+	int64_t est[AG_MAXDIM];
+	for (unsigned i = 0; i < o->ndim; i++)
+		est[i] = b->s->tensor[dve].stride[i];
+	est[o->ndim - 1] = 0;
+	T dvx = vw(b, dve, o->ndim, o->shape, est, 0);
+	T dp2 = scalar_op(b, AG_OP_MUL_SCALAR, "div (mean backward)", dvx, 1.0 / (double)o->shape[o->ndim - 1], NULL);
+	unref(b, dvx);
+	unref(b, dve);
+	unref(b, sv->p2);
+	/* PowBackward: grad * (2 * x.pow(1)) */
+	T x1 = like(b, "pow (pow backward)", sv->x);
+	op(b, AG_OP_POW_SCALAR, sv->x, NO, NO, x1, NO, NO)->arg[0] = 1;
+	T x2 = scalar_op(b, AG_OP_MUL_SCALAR, "mul (2 x)", x1, 2.0, NULL);
+	T dxp = like(b, "mul (pow backward)", sv->x);
+	op(b, AG_OP_MUL, dp2, x2, NO, dxp, NO, NO);
+	unref(b, x1);
+	unref(b, x2);
+	unref(b, dp2);
+	unref(b, sv->x);
+	arrive(b, xbuf, dxp);
+}
+
+/* apply_rotary_pos_emb for one of q, k ([B, n, T, hd] view x): x·cos +
+ * rotate_half(x)·sin. */
+struct rope_saved { T cos, sin; };
+
+static T rope(struct bld *b, T x, T cos4, T sin4, struct rope_saved *sv)
+{
+	const struct ag_tensor *o = &b->s->tensor[x];
+	uint64_t B = o->shape[0], n = o->shape[1], Tn = o->shape[2], hd = o->shape[3];
+	T xc = TMP("mul (x cos)", AG_F32, B, n, Tn, hd);
+	op(b, AG_OP_MUL, x, cos4, NO, xc, NO, NO);
+	ref(b, cos4); /* mul keeps cos for x's grad */
+	T x2 = vw(b, x, 4, SH(B, n, Tn, hd / 2), o->stride, hd / 2);
+	T x1 = vw(b, x, 4, SH(B, n, Tn, hd / 2), o->stride, 0);
+	T nx2 = TMP("neg (rotate_half)", AG_F32, B, n, Tn, hd / 2);
+	op(b, AG_OP_NEG, x2, NO, NO, nx2, NO, NO);
+	T rot = TMP("cat (rotate_half)", AG_F32, B, n, Tn, hd);
+	op(b, AG_OP_CAT_LAST, nx2, x1, NO, rot, NO, NO);
+	unref(b, nx2);
+	unref(b, x1);
+	unref(b, x2);
+	T rs = TMP("mul (rotate_half sin)", AG_F32, B, n, Tn, hd);
+	op(b, AG_OP_MUL, rot, sin4, NO, rs, NO, NO);
+	ref(b, sin4);
+	unref(b, rot);
+	T y = TMP("add (rope)", AG_F32, B, n, Tn, hd);
+	op(b, AG_OP_ADD, xc, rs, NO, y, NO, NO)->arg[0] = 1;
+	unref(b, xc);
+	unref(b, rs);
+	sv->cos = cos4, sv->sin = sin4;
+	return y;
+}
+
+/* Its backward from g (held elsewhere too: released by the caller's
+ * AddBackward bookkeeping through `owned`); x's grads arrive at *xbuf. */
+static void rope_bwd(struct bld *b, T g, struct rope_saved *sv, T *xbuf)
+{
+	const struct ag_tensor *o = &b->s->tensor[g];
+	uint64_t B = o->shape[0], n = o->shape[1], Tn = o->shape[2], hd = o->shape[3];
+	/* MulBackward (rot * sin) */
+	T drot = TMP("mul (rope backward, g sin)", AG_F32, B, n, Tn, hd);
+	op(b, AG_OP_MUL, g, sv->sin, NO, drot, NO, NO);
+	unref(b, sv->sin);
+	/* CatBackward: narrow views; NegBackward; the slices' backward
+	 * (slice_backward: zeros of x's shape, the grad copied in) */
+	T p0 = vw(b, drot, 4, SH(B, n, Tn, hd / 2), b->s->tensor[drot].stride, 0);
+	T p1 = vw(b, drot, 4, SH(B, n, Tn, hd / 2), b->s->tensor[drot].stride, hd / 2);
+	unref(b, drot);
+	T dn = TMP("neg (rotate_half backward)", AG_F32, B, n, Tn, hd / 2);
+	op(b, AG_OP_NEG, p0, NO, NO, dn, NO, NO);
+	unref(b, p0);
+	T s2 = TMP("slice_backward (x2)", AG_F32, B, n, Tn, hd);
+	op(b, AG_OP_COPY, dn, NO, NO, s2, NO, NO);
+	unref(b, dn);
+	T s1 = TMP("slice_backward (x1)", AG_F32, B, n, Tn, hd);
+	op(b, AG_OP_COPY, p1, NO, NO, s1, NO, NO);
+	unref(b, p1);
+	arrive(b, xbuf, s2);
+	arrive(b, xbuf, s1);
+	/* MulBackward (x * cos) */
+	T dxc = TMP("mul (rope backward, g cos)", AG_F32, B, n, Tn, hd);
+	op(b, AG_OP_MUL, g, sv->cos, NO, dxc, NO, NO);
+	unref(b, g);
+	unref(b, sv->cos);
+	arrive(b, xbuf, dxc);
+}
+
+/* repeat_kv's backward for g [B·h, ...] (a view over [B, kv, rep, T, hd]):
+ * ExpandBackward's sum over rep, then the four SliceBackwards of
+ * x[:, :, None, :, :] (each a new tensor of x's shape). Returns the grad
+ * of the [B, kv, T, hd] input. */
+static T repeat_kv_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn, uint64_t hd)
+{
+	T s = TMP("sum (repeat_kv backward)", AG_F32, B, kv, 1, Tn, hd);
+	op(b, AG_OP_SUM_TO, g, NO, NO, s, NO, NO);
+	unref(b, g);
+	for (int i = 0; i < 4; i++) {
+		T n = TMP("slice_backward (repeat_kv's [:, :, None])", AG_F32, B, kv, 1, Tn, hd);
+		op(b, AG_OP_COPY, s, NO, NO, n, NO, NO);
+		unref(b, s);
+		s = n;
+	}
+	T r = reshape(b, s, 4, SH(B, kv, Tn, hd));
+	unref(b, s);
+	return r;
+}
+
+struct llama_layer_saved {
+	struct rms_saved n1, n2;
+	struct lin_saved q, k, v, o, gate, up, down;
+	struct rope_saved rq, rk;
+	T qe, ktc, sc_w, attw, vr;   /* attention's saved: q_embed, k^T's copy, scaling's number, softmax, v repeated */
+	T gate_o, silu_o, up_o;      /* the MLP's */
+};
+
+static void llama_setup(struct bld *b, struct model *M)
+{
+	const struct zs_model *m = b->m;
+	/* model.parameters() order (tests/hf_torch.py's modules, as
+	 * transformers registers them): embed_tokens; each layer's self_attn
+	 * (q, k, v, o), mlp (gate, up, down), input_layernorm,
+	 * post_attention_layernorm; norm; lm_head when untied */
+	char n[256];
+	add_param(b, M, find_tensor(b->p, "model.embed_tokens.weight"), -1);
+	for (uint64_t l = 0; l < m->layers; l++) {
+		unsigned long long L = (unsigned long long)l;
+		snprintf(n, sizeof n, "model.layers.%llu.self_attn.{q,k,v}_proj.weight", L);
+		int32_t qkv = find_tensor(b->p, n);
+		for (int part = 0; part < 3; part++)
+			add_param(b, M, qkv, part);
+		snprintf(n, sizeof n, "model.layers.%llu.self_attn.o_proj.weight", L);
+		add_param(b, M, find_tensor(b->p, n), -1);
+		snprintf(n, sizeof n, "model.layers.%llu.mlp.{gate,up}_proj.weight", L);
+		int32_t gu = find_tensor(b->p, n);
+		add_param(b, M, gu, 0);
+		add_param(b, M, gu, 1);
+		snprintf(n, sizeof n, "model.layers.%llu.mlp.down_proj.weight", L);
+		add_param(b, M, find_tensor(b->p, n), -1);
+		snprintf(n, sizeof n, "model.layers.%llu.input_layernorm.weight", L);
+		add_param(b, M, find_tensor(b->p, n), -1);
+		snprintf(n, sizeof n, "model.layers.%llu.post_attention_layernorm.weight", L);
+		add_param(b, M, find_tensor(b->p, n), -1);
+	}
+	add_param(b, M, find_tensor(b->p, "model.norm.weight"), -1);
+	/* LlamaRotaryEmbedding's inv_freq (persistent=False), registered after norm */
+	M->inv_freq = mk(b, "inv_freq buffer", AG_F32, 1, SH(m->head_dim / 2), AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
+	op(b, AG_OP_FILL, NO, NO, NO, M->inv_freq, NO, NO)->arg[0] = 1;
+	if (!m->tied)
+		add_param(b, M, find_tensor(b->p, "lm_head.weight"), -1);
+}
+
+/* The parameter of fused tensor `name`'s part, or the plain one. */
+static struct pt *PP(struct model *M, struct bld *b, int part, const char *fmt, ...)
+{
+	char name[256], n[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof name, fmt, ap);
+	va_end(ap);
+	for (size_t i = 0; i < M->npt; i++)
+		if (M->pt[i].part == part && !strcmp(step_tensor_name(b->p, (size_t)M->pt[i].param, n, sizeof n), name))
+			return &M->pt[i];
+	fprintf(stderr, "zerosim: autograd: no parameter %s part %d\n", name, part);
+	abort();
+}
+
+/* LlamaForCausalLM's forward (the loss inside, as the reference's), the
+ * loss's and the model's backward. */
+
+static void llama_step(struct bld *b, struct model *M)
+{
+	const struct zs_model *m = b->m;
+	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, V = m->vocab, h = m->heads, hd = m->head_dim;
+	uint64_t kv = m->kv_heads, rep = h / kv, f = m->intermediate, L = m->layers;
+	struct llama_layer_saved *S = zs_calloc(L, sizeof *S);
+	struct pt *emb = PF(M, b, "model.embed_tokens.weight"), *nw = PF(M, b, "model.norm.weight");
+	struct pt *head = m->tied ? emb : PF(M, b, "lm_head.weight");
+
+	b->phase = ZS_PH_FORWARD;
+	mark(b, "phase:forward");
+	b->module = modname(b, "model.embed_tokens");
+	mark(b, "fwd:embed_tokens:start");
+	T ie = TMP("embedding (embed_tokens)", AG_F32, B, Tn, d);
+	op(b, AG_OP_EMBEDDING, emb->w, M->ids, NO, ie, NO, NO);
+	mark(b, "fwd:embed_tokens:end");
+	b->module = -1;
+	/* cache_position = arange(T); position_ids its unsqueeze */
+	T cp = TMP("arange (cache_position)", AG_I64, Tn);
+	op(b, AG_OP_ARANGE, NO, NO, NO, cp, NO, NO);
+	/* _update_causal_mask (eager): full(min), triu(1), *= arange > cp */
+	T full = TMP("full (causal mask)", AG_F32, Tn, Tn);
+	op(b, AG_OP_FILL, NO, NO, NO, full, NO, NO)->arg[0] = -3.4028234663852886e38;
+	T cm = TMP("triu (causal mask)", AG_F32, Tn, Tn);
+	op(b, AG_OP_CAUSAL_ADD_MASK, NO, NO, NO, cm, NO, NO)->arg[0] = -3.4028234663852886e38;
+	unref(b, full);
+	T ar = TMP("arange (mask)", AG_I64, Tn);
+	op(b, AG_OP_ARANGE, NO, NO, NO, ar, NO, NO);
+	T gt = TMP("gt (mask)", AG_BOOL, Tn, Tn);
+	op(b, AG_OP_TRIL_MASK, NO, NO, NO, gt, NO, NO);
+	unref(b, ar);
+	/* mul_ by a bool: TensorIterator's float copy of it for a moment */
+	T gf = TMP("mul_ (the bool as float)", AG_F32, Tn, Tn);
+	op(b, AG_OP_COPY, gt, NO, NO, gf, NO, NO);
+	unref(b, gf);
+	unref(b, gt);
+	/* rotary_emb (under no_grad): cos, sin [1, T, hd] */
+	mark(b, "fwd:rotary_emb:start");
+	T pf = TMP("_to_copy (position_ids float)", AG_F32, 1, 1, Tn);
+	op(b, AG_OP_COPY, cp, NO, NO, pf, NO, NO);
+	T fr = TMP("bmm (inv_freq x positions)", AG_F32, 1, hd / 2, Tn);
+	op(b, AG_OP_BMM, M->inv_freq, pf, NO, fr, NO, NO);
+	T em = TMP("cat (freqs, freqs)", AG_F32, 1, Tn, hd);
+	op(b, AG_OP_CAT_LAST, fr, fr, NO, em, NO, NO);
+	T cs0 = TMP("cos", AG_F32, 1, Tn, hd);
+	op(b, AG_OP_COPY, em, NO, NO, cs0, NO, NO);
+	T sn0 = TMP("sin", AG_F32, 1, Tn, hd);
+	op(b, AG_OP_COPY, em, NO, NO, sn0, NO, NO);
+	T cs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (cos * attention_scaling)", cs0, 1.0, NULL);
+	unref(b, cs0);
+	T sn = scalar_op(b, AG_OP_MUL_SCALAR, "mul (sin * attention_scaling)", sn0, 1.0, NULL);
+	unref(b, sn0);
+	unref(b, pf);
+	unref(b, fr);
+	unref(b, em);
+	mark(b, "fwd:rotary_emb:end");
+	T cos4 = vw(b, cs, 4, SH(1, 1, Tn, hd), NULL, 0), sin4 = vw(b, sn, 4, SH(1, 1, Tn, hd), NULL, 0);
+	unref(b, cs);
+	unref(b, sn);
+	T hs = ie;
+	ref(b, hs); /* `inputs_embeds` and `hidden_states` both name it */
+	for (uint64_t l = 0; l < L; l++) {
+		struct llama_layer_saved *s = &S[l];
+		int i = (int)l;
+		mark(b, "fwd:layers.%d:start", i);
+		b->module = modname(b, "model.layers.%d.input_layernorm", i);
+		T x1 = rmsnorm(b, hs, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &s->n1);
+		T residual = hs;
+		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
+		const char *qkvn = "model.layers.%d.self_attn.{q,k,v}_proj.weight";
+		T q = linear(b, x1, PP(M, b, 0, qkvn, i), &s->q);
+		T k = linear(b, x1, PP(M, b, 1, qkvn, i), &s->k);
+		T v = linear(b, x1, PP(M, b, 2, qkvn, i), &s->v);
+		/* view(B, T, n, hd).transpose(1, 2) */
+		T qt = vw(b, q, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * h * hd), (int64_t)hd,
+		                                                       (int64_t)(h * hd), 1 }, 0);
+		unref(b, q);
+		T kt = vw(b, k, 4, SH(B, kv, Tn, hd), (const int64_t[]){ (int64_t)(Tn * kv * hd), (int64_t)hd,
+		                                                        (int64_t)(kv * hd), 1 }, 0);
+		unref(b, k);
+		T vt = vw(b, v, 4, SH(B, kv, Tn, hd), (const int64_t[]){ (int64_t)(Tn * kv * hd), (int64_t)hd,
+		                                                        (int64_t)(kv * hd), 1 }, 0);
+		unref(b, v);
+		T qe = rope(b, qt, cos4, sin4, &s->rq);
+		T ke = rope(b, kt, cos4, sin4, &s->rk);
+		unref(b, qt);
+		unref(b, kt);
+		/* repeat_kv: expand and reshape, a copy */
+		T kr = TMP("clone (repeat_kv k)", AG_F32, B, h, Tn, hd);
+		op(b, AG_OP_COPY, ke, NO, NO, kr, NO, NO);
+		unref(b, ke);
+		T vr = TMP("clone (repeat_kv v)", AG_F32, B, h, Tn, hd);
+		op(b, AG_OP_COPY, vt, NO, NO, vr, NO, NO);
+		unref(b, vt);
+		/* matmul(q, k^T): k^T copied to [B·h, hd, T] */
+		T ktr = transpose_last2(b, kr);
+		T ktc = TMP("clone (matmul's copy of k^T)", AG_F32, B * h, hd, Tn);
+		op(b, AG_OP_COPY, ktr, NO, NO, ktc, NO, NO);
+		unref(b, ktr);
+		T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
+		op(b, AG_OP_BMM, qe, ktc, NO, sc, NO, NO);
+		T aw = scalar_op(b, AG_OP_MUL_SCALAR, "mul (scores * scaling)", sc, 1.0 / sqrt((double)hd), &s->sc_w);
+		unref(b, sc);
+		T am = TMP("add (causal mask)", AG_F32, B, h, Tn, Tn);
+		T cmv = vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
+		op(b, AG_OP_ADD, aw, cmv, NO, am, NO, NO)->arg[0] = 1;
+		unref(b, cmv);
+		unref(b, aw);
+		T sm = TMP("_softmax", AG_F32, B, h, Tn, Tn);
+		op(b, AG_OP_SOFTMAX, am, NO, NO, sm, NO, NO);
+		unref(b, am);
+		T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
+		op(b, AG_OP_BMM, sm, vr, NO, ao, NO, NO);
+		ref(b, sm); /* softmax's and bmm's */
+		s->qe = qe, s->ktc = ktc, s->attw = sm, s->vr = vr;
+		T aot = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
+		                                                           (int64_t)(Tn * hd), 1 }, 0);
+		T ac = TMP("clone (transpose(1, 2).contiguous())", AG_F32, B, Tn, h * hd);
+		op(b, AG_OP_COPY, aot, NO, NO, ac, NO, NO);
+		unref(b, aot);
+		unref(b, ao);
+		b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
+		T po = linear(b, ac, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &s->o);
+		unref(b, ac);
+		unref(b, kr); /* forward returns: key_states goes */
+		b->module = -1;
+		T h2 = TMP("add (residual)", AG_F32, B, Tn, d);
+		op(b, AG_OP_ADD, residual, po, NO, h2, NO, NO)->arg[0] = 1;
+		unref(b, po);
+		unref(b, x1);
+		unref(b, residual);
+		b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
+		T x2 = rmsnorm(b, h2, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &s->n2);
+		const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
+		b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
+		T gp = linear(b, x2, PP(M, b, 0, gun, i), &s->gate);
+		T sl = like(b, "silu", gp);
+		op(b, AG_OP_SILU, gp, NO, NO, sl, NO, NO);
+		T up = linear(b, x2, PP(M, b, 1, gun, i), &s->up);
+		T mu = like(b, "mul (silu(gate) * up)", sl);
+		op(b, AG_OP_MUL, sl, up, NO, mu, NO, NO);
+		s->gate_o = gp, s->silu_o = sl, s->up_o = up;
+		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
+		T mo = linear(b, mu, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &s->down);
+		unref(b, mu);
+		unref(b, x2);
+		b->module = -1;
+		T h3 = TMP("add (residual)", AG_F32, B, Tn, d);
+		op(b, AG_OP_ADD, h2, mo, NO, h3, NO, NO)->arg[0] = 1;
+		unref(b, mo);
+		unref(b, h2);
+		hs = h3;
+		(void)f;
+		(void)rep;
+		mark(b, "fwd:layers.%d:end", i);
+	}
+	b->module = modname(b, "model.norm");
+	mark(b, "fwd:norm:start");
+	struct rms_saved ns;
+	T xn = rmsnorm(b, hs, nw, &ns);
+	unref(b, hs);
+	mark(b, "fwd:norm:end");
+	b->module = modname(b, "lm_head");
+	mark(b, "fwd:lm_head:start");
+	T xn2 = reshape(b, xn, 2, SH(B * Tn, d));
+	unref(b, xn);
+	T wt = transpose_last2(b, head->w);
+	T lg = TMP("mm (lm_head)", AG_F32, B * Tn, V);
+	op(b, AG_OP_MM, xn2, wt, NO, lg, NO, NO);
+	unref(b, wt);
+	mark(b, "fwd:lm_head:end");
+	b->module = -1;
+	mark(b, "fwd:loss:start");
+	T lsm, tgt, tw;
+	T loss = causal_lm_loss(b, M, lg, &lsm, &tgt, &tw);
+	mark(b, "fwd:loss:end");
+	/* the model's forward returns: cache_position, the mask, inputs_embeds
+	 * (kept by the first norm) and the position embeddings (by the ropes) */
+	unref(b, cp);
+	unref(b, cm);
+	unref(b, ie);
+	unref(b, cos4);
+	unref(b, sin4);
+
+	b->phase = ZS_PH_BACKWARD;
+	mark(b, "phase:backward");
+	T one = tmp(b, "ones_like (loss grad)", AG_F32, 0, NULL);
+	op(b, AG_OP_FILL, NO, NO, NO, one, NO, NO)->arg[0] = 1;
+	T dlg = lm_loss_bwd(b, one, lsm, tgt, tw);
+	b->module = modname(b, "lm_head");
+	mark(b, "bwd:lm_head:start");
+	/* mm_mat2_backward computes W^t's gradient in W^t's own (transposed)
+	 * layout, grad^t @ x, so that TBackward's view of it is W's
+	 * contiguous [V, d] */
+	T dw_head = TMP("mm (lm_head weight grad)", AG_F32, V, d);
+	T dlgt = transpose_last2(b, dlg);
+	op(b, AG_OP_MM, dlgt, xn2, NO, dw_head, NO, NO);
+	unref(b, dlgt);
+	T dxn = TMP("mm (lm_head input grad)", AG_F32, B * Tn, d);
+	op(b, AG_OP_MM, dlg, head->w, NO, dxn, NO, NO);
+	unref(b, dlg);
+	unref(b, xn2);
+	T held = NO;
+	if (m->tied)
+		held = dw_head;
+	else
+		accumulate(b, head, dw_head);
+	b->module = modname(b, "model.norm");
+	mark(b, "bwd:norm:start");
+	mark(b, "bwd:lm_head:end");
+	T xbuf = NO;
+	T dxn3 = reshape(b, dxn, 3, SH(B, Tn, d));
+	unref(b, dxn);
+	rmsnorm_bwd(b, dxn3, &ns, nw, &xbuf);
+	for (int i = (int)L - 1; i >= 0; i--) {
+		struct llama_layer_saved *s = &S[i];
+		mark(b, "bwd:layers.%d:start", i);
+		if (i == (int)L - 1)
+			mark(b, "bwd:norm:end");
+		else
+			mark(b, "bwd:layers.%d:end", i + 1);
+		T g = xbuf; /* AddBackward (h2 + mlp): to both */
+		T hbuf = g;
+		ref(b, g);
+		/* the MLP */
+		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
+		T dmu = NO;
+		linear_bwd(b, g, 1, &s->down, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &dmu);
+		b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
+		T dsl = like(b, "mul (swiglu backward)", s->silu_o);
+		op(b, AG_OP_MUL, dmu, s->up_o, NO, dsl, NO, NO);
+		T dup = like(b, "mul (swiglu backward)", s->silu_o);
+		op(b, AG_OP_MUL, dmu, s->silu_o, NO, dup, NO, NO);
+		unref(b, dmu);
+		unref(b, s->silu_o);
+		unref(b, s->up_o);
+		const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
+		T dx2 = NO;
+		linear_bwd(b, dup, 1, &s->up, PP(M, b, 1, gun, i), &dx2);
+		T dgp = like(b, "silu_backward", s->gate_o);
+		op(b, AG_OP_SILU_BWD, dsl, s->gate_o, NO, dgp, NO, NO);
+		unref(b, dsl);
+		unref(b, s->gate_o);
+		linear_bwd(b, dgp, 1, &s->gate, PP(M, b, 0, gun, i), &dx2);
+		b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
+		rmsnorm_bwd(b, dx2, &s->n2, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &hbuf);
+		/* AddBackward (residual + attn): to both; the attention first */
+		g = hbuf;
+		T rbuf = g;
+		ref(b, g);
+		b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
+		T dac = NO;
+		linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
+		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
+		/* the transposed heads' grad reshaped to [B·h, T, hd]: a copy */
+		T dacp = vw(b, dac, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 }, 0);
+		T dao = TMP("clone (reshape of the heads' grad)", AG_F32, B * h, Tn, hd);
+		op(b, AG_OP_COPY, dacp, NO, NO, dao, NO, NO);
+		unref(b, dacp);
+		unref(b, dac);
+		/* BmmBackward (attw @ v): v's grad, then attw's */
+		T dvr = TMP("bmm (attention backward, v)", AG_F32, B * h, Tn, hd);
+		T swt = transpose_last2(b, s->attw);
+		op(b, AG_OP_BMM, swt, dao, NO, dvr, NO, NO);
+		unref(b, swt);
+		T dsm = TMP("bmm (attention backward, weights)", AG_F32, B * h, Tn, Tn);
+		T vrt = transpose_last2(b, s->vr);
+		op(b, AG_OP_BMM, dao, vrt, NO, dsm, NO, NO);
+		unref(b, vrt);
+		unref(b, dao);
+		unref(b, s->vr);
+		unref(b, s->attw);
+		T dam = TMP("_softmax_backward_data", AG_F32, B * h, Tn, Tn);
+		op(b, AG_OP_SOFTMAX_BWD, dsm, s->attw, NO, dam, NO, NO);
+		unref(b, dsm);
+		unref(b, s->attw);
+		/* AddBackward (+ mask) passes; MulBackward (* scaling) */
+		T cs_ = cast_scalar(b, s->sc_w);
+		T dsc = TMP("mul (scaling backward)", AG_F32, B * h, Tn, Tn);
+		op(b, AG_OP_MUL_SCALAR, dam, NO, NO, dsc, NO, NO)->arg[0] = 1.0 / sqrt((double)hd);
+		unref(b, cs_);
+		unref(b, dam);
+		unref(b, s->sc_w);
+		/* BmmBackward (q @ k^T) */
+		T dkt = TMP("bmm (scores backward, k^T)", AG_F32, B * h, hd, Tn);
+		T qtt = transpose_last2(b, s->qe);
+		op(b, AG_OP_BMM, qtt, dsc, NO, dkt, NO, NO);
+		unref(b, qtt);
+		T dq = TMP("bmm (scores backward, q)", AG_F32, B * h, Tn, hd);
+		T ktt = transpose_last2(b, s->ktc);
+		op(b, AG_OP_BMM, dsc, ktt, NO, dq, NO, NO);
+		unref(b, ktt);
+		unref(b, dsc);
+		unref(b, s->ktc);
+		unref(b, s->qe);
+		/* v's repeat_kv, then k's, then the ropes of k and q */
+		T dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd);
+		T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd);
+		T kbuf = NO, qbuf = NO;
+		rope_bwd(b, dkr, &s->rk, &kbuf);
+		T dq4 = reshape(b, dq, 4, SH(B, h, Tn, hd));
+		unref(b, dq);
+		rope_bwd(b, dq4, &s->rq, &qbuf);
+		/* each projection's view(B, T, n, hd).transpose(1, 2): the grad
+		 * reshaped back to [B, T, n·hd], a copy */
+		T xbuf1 = NO;
+		T proj[3] = { dv, kbuf, qbuf };
+		struct lin_saved *ls[3] = { &s->v, &s->k, &s->q };
+		int part[3] = { 2, 1, 0 };
+		for (int j = 0; j < 3; j++) {
+			uint64_t n = j == 2 ? h : kv;
+			T c = TMP("clone (heads' grad to [B, T, n hd])", AG_F32, B, Tn, n * hd);
+			op(b, AG_OP_COPY, proj[j], NO, NO, c, NO, NO);
+			unref(b, proj[j]);
+			linear_bwd(b, c, 1, ls[j], PP(M, b, part[j], "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
+			           &xbuf1);
+		}
+		b->module = modname(b, "model.layers.%d.input_layernorm", i);
+		rmsnorm_bwd(b, xbuf1, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
+		xbuf = rbuf;
+	}
+	mark(b, "bwd:embed_tokens:start");
+	mark(b, "bwd:rotary_emb:end");
+	mark(b, "bwd:layers.0:end");
+	b->module = modname(b, "model.embed_tokens");
+	T demb = like(b, "embedding_dense_backward", emb->w);
+	op(b, AG_OP_EMBEDDING_BWD, xbuf, M->ids, NO, demb, NO, NO);
+	unref(b, xbuf);
+	if (held != NO) {
+		T sum = like(b, "add (tied head's input buffer)", emb->w);
+		op(b, AG_OP_ADD, held, demb, NO, sum, NO, NO)->arg[0] = 1;
+		unref(b, held);
+		unref(b, demb);
+		demb = sum;
+	}
+	accumulate(b, emb, demb);
+	b->module = -1;
+	unref(b, one);
+	free(S);
+	M->loss = loss;
+	M->logits = lg;
+}
+
+/* ------------------------------------------------------------------------ */
 /* The optimizer and zero_grad */
 
 /* torch.autograd.profiler.record_function around Optimizer.step and
@@ -1113,6 +1788,59 @@ static void adam_single(struct bld *b, struct model *M)
 	b->module = -1;
 }
 
+/* torch.optim.Adam's foreach step, 1.13 (_multi_tensor_adam, adam.py
+ * 415-521): each list op runs per tensor on the CPU's slow path (a
+ * wrapped number each where it takes a scalar); exp_avg_sq_sqrt and
+ * denom are two lists of temporaries the size of every parameter, alive
+ * together until the function returns (freed list by list, each from its
+ * last tensor: CPython's list dealloc). */
+static void adam_foreach(struct bld *b, struct model *M)
+{
+	const struct ag_options *o = b->o;
+	size_t n = 0;
+	struct pt **q = zs_calloc(M->npt ? M->npt : 1, sizeof *q);
+	for (size_t i = 0; i < M->npt; i++)
+		if (M->pt[i].g != NO)
+			q[n++] = &M->pt[i];
+	T *sq = zs_calloc(n ? n : 1, sizeof *sq), *dn = zs_calloc(n ? n : 1, sizeof *dn);
+	for (size_t i = 0; i < n; i++) /* _foreach_add_(state_steps, 1) */
+		scalar_op_(b, AG_OP_ADD_SCALAR_, q[i]->step, NO, 1);
+	if (o->version == ZS_TORCH_1_13) {
+		for (size_t i = 0; i < n; i++) /* _foreach_mul_(exp_avgs, beta1) */
+			scalar_op_(b, AG_OP_MUL_SCALAR_, q[i]->m, NO, o->beta1);
+		for (size_t i = 0; i < n; i++) /* _foreach_add_(exp_avgs, grads, alpha=1 - beta1) */
+			op(b, AG_OP_ADD_, q[i]->m, q[i]->g, NO, q[i]->m, NO, NO)->arg[0] = 1 - o->beta1;
+	} else {
+		for (size_t i = 0; i < n; i++) /* _foreach_lerp_(exp_avgs, grads, 1 - beta1) */
+			scalar_op_(b, AG_OP_LERP_, q[i]->m, q[i]->g, 1 - o->beta1);
+	}
+	for (size_t i = 0; i < n; i++) /* _foreach_mul_(exp_avg_sqs, beta2) */
+		scalar_op_(b, AG_OP_MUL_SCALAR_, q[i]->v, NO, o->beta2);
+	for (size_t i = 0; i < n; i++)
+		op(b, AG_OP_ADDCMUL_, q[i]->v, q[i]->g, q[i]->g, q[i]->v, NO, NO)->arg[0] = 1 - o->beta2;
+	for (size_t i = 0; i < n; i++) { /* _foreach_sqrt(exp_avg_sqs) */
+		b->module = (int32_t)b->p->tensor[q[i]->param].module;
+		sq[i] = like(b, "_foreach_sqrt (Adam)", q[i]->v);
+		op(b, AG_OP_SQRT, q[i]->v, NO, NO, sq[i], NO, NO);
+	}
+	for (size_t i = 0; i < n; i++) /* _foreach_div_(exp_avg_sq_sqrt, bias_correction2_sqrt) */
+		scalar_op_(b, AG_OP_MUL_SCALAR_, sq[i], NO, 1.0);
+	for (size_t i = 0; i < n; i++) { /* denom = _foreach_add(exp_avg_sq_sqrt, eps) */
+		b->module = (int32_t)b->p->tensor[q[i]->param].module;
+		dn[i] = scalar_op(b, AG_OP_ADD_SCALAR, "_foreach_add (Adam's denom)", sq[i], o->eps, NULL);
+	}
+	for (size_t i = 0; i < n; i++)
+		op(b, AG_OP_ADDCDIV_, q[i]->w, q[i]->m, dn[i], q[i]->w, NO, NO)->arg[0] = -o->lr;
+	for (size_t i = n; i-- > 0;)
+		unref(b, sq[i]);
+	for (size_t i = n; i-- > 0;)
+		unref(b, dn[i]);
+	b->module = -1;
+	free(sq);
+	free(dn);
+	free(q);
+}
+
 static void zero_grad(struct bld *b, struct model *M)
 {
 	record_function(b);
@@ -1170,22 +1898,26 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
                   const struct ag_options *o, char **cause)
 {
 	memset(s, 0, sizeof *s);
-	if (m->family != ZS_FAMILY_GPT2)
-		return refuse(cause, "the PyTorch step of model family %s is not described yet (gpt2 is)",
-		              zs_family_name(m->family));
+	if (m->qkv_bias)
+		return refuse(cause, "--model %s: the PyTorch step of a %s (biases on q, k and v) is not described yet "
+		              "(gpt2, llama and mistral are)", m->name, m->model_type);
 	if (o->optimizer != ZS_ADAM)
 		return refuse(cause, "--optimizer: the PyTorch step describes Adam only");
-	if (o->optim_impl != ZS_OPTIM_SINGLE)
-		return refuse(cause, "--optimizer-impl: the PyTorch step describes single-tensor Adam only yet");
+	if (o->optim_impl == ZS_OPTIM_FUSED)
+		return refuse(cause, "--optimizer-impl fused: the PyTorch step describes single-tensor and foreach Adam "
+		              "only yet");
+	if (o->optim_impl == ZS_OPTIM_FOREACH && o->version != ZS_TORCH_1_13)
+		return refuse(cause, "--optimizer-impl foreach: the PyTorch step describes 1.13's foreach Adam only yet");
 	if (o->attn != ZS_ATTN_EAGER)
 		return refuse(cause, "--attn: the PyTorch step describes eager attention only yet");
-	if (o->zero_grad != ZS_ZERO_GRAD_ZEROS)
-		return refuse(cause, "--zero-grad: the PyTorch step describes zero_grad(set_to_none=False) only yet");
 	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP };
 	struct bld *b = &B_;
 	struct model M = { 0 };
 	use(b, &s->setup, &s->nsetup);
-	gpt2_setup(b, &M);
+	if (m->family == ZS_FAMILY_GPT2)
+		gpt2_setup(b, &M);
+	else
+		llama_setup(b, &M);
 	M.ids = mk(b, "input_ids", AG_I64, 2, SH(o->batch, o->seq), AG_ROLE_INPUT, ZS_CAT_ACTIVATIONS, -1);
 	op(b, AG_OP_FILL, NO, NO, NO, M.ids, NO, NO)->arg[0] = 0;
 	M.labels = mk(b, "labels", AG_I64, 2, SH(o->batch, o->seq), AG_ROLE_INPUT, ZS_CAT_ACTIVATIONS, -1);
@@ -1207,11 +1939,17 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	b->module = -1;
 	adam_state(b, &M);
 	use(b, &s->event, &s->nevents);
-	gpt2_step(b, &M);
+	if (m->family == ZS_FAMILY_GPT2)
+		gpt2_step(b, &M);
+	else
+		llama_step(b, &M);
 	b->phase = ZS_PH_OPTIMIZER;
 	mark(b, "phase:optimizer");
 	record_function(b);
-	adam_single(b, &M);
+	if (o->optim_impl == ZS_OPTIM_FOREACH)
+		adam_foreach(b, &M);
+	else
+		adam_single(b, &M);
 	mark(b, "phase:zero_grad");
 	zero_grad(b, &M);
 	unref(b, M.logits);
