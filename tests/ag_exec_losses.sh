@@ -17,7 +17,9 @@
 #
 # ZS_AG_STEPS (default 1) sets the steps: 1 checks the forward and the
 # loss from the seed's weights; tests/ag_exec_train.sh runs 3 (the
-# backward and Adam too). A combination the step does not describe yet
+# backward and Adam too). ZS_AG_MODELS (default "gpt2 gpt2-untied") the
+# models among gpt2, gpt2-untied, llama, llama-tied (tests/ag_exec_llama.sh
+# the last two). A combination the step does not describe yet
 # (util/autograd.c refuses it with one line) is said, not checked.
 #
 # Exit 0 pass, 1 mismatch, 99 hard error.
@@ -29,6 +31,7 @@ if [ ! -x "$zerosim" ]; then
 	exit 99
 fi
 steps=${ZS_AG_STEPS:-1}
+models=${ZS_AG_MODELS:-gpt2 gpt2-untied}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-agx.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 
@@ -51,7 +54,7 @@ losses() {
 }
 
 fail=0 checked=0
-for model in gpt2 gpt2-untied llama llama-tied; do
+for model in $models; do
 	for impl in single foreach; do
 		for zg in zeros none; do
 			plain="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu --optimizer-impl $impl"

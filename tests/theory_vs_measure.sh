@@ -320,11 +320,23 @@ check --framework deepspeed --model "$tmp/llama-12.json" --seq 8 --batch 1 --pre
 # (one loop for all four at N = 1), both units, over three steps (the
 # first makes the grads and Adam's state). A combination the step does not
 # describe yet is refused by both with one line: said here, not checked.
+# The llama step's bytes are described but not yet its values (RoPE's cos
+# and sin, tests/local.mk's XFAIL note): where the engine says it cannot
+# compute a llama step, that is said too; any other refusal fails.
 plain() {
 	if ! "$zerosim" theory "$@" --out "$tmp/t.json" 2>"$tmp/err" && grep -q 'yet' "$tmp/err"; then
 		echo "not yet: $* ($(cat "$tmp/err"))"
 		return
 	fi
+	case "$*" in
+	*llama*)
+		if ! "$zerosim" measure "$@" --out "$tmp/m.json" 2>"$tmp/err" &&
+			grep -q 'the PyTorch step cannot be computed' "$tmp/err"; then
+			echo "not computable yet: $* ($(cat "$tmp/err"))"
+			return
+		fi
+		;;
+	esac
 	check "$@"
 }
 for model in gpt2-tiny gpt2-untied llama-tiny llama-tied; do
