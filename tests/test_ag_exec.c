@@ -142,6 +142,18 @@ static struct ag_options opts(void)
 	return (struct ag_options){.batch = 2, .seq = 1, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
 }
 
+/* A tracker of one rank and the executor over l's list, set up, and
+ * `steps` steps run; each must succeed. */
+static void start(struct list *l, struct zs_tracker *tr, struct ag_exec *x, unsigned steps)
+{
+	struct ag_options o = opts();
+	char *cause = NULL;
+	tracker_init(tr, 1);
+	ck_assert_msg(ag_exec_begin(x, &l->s, &o, tr, 0, &feed, &cause) == 0, "%s", cause ? cause : "");
+	for (unsigned t = 0; t < steps; t++)
+		ck_assert_msg(ag_exec_step(x, &cause) == 0, "%s", cause ? cause : "");
+}
+
 /* The small network above; `spread`: x read through stride-2 views.
  * Its storages: ids into *ix (W, b, x, h, a, y, dy, da1, da, dh, dW, db, dx). */
 struct mlp_ids {
@@ -244,12 +256,8 @@ static void check_mlp(int spread)
 	struct mlp_ids ix;
 	build_mlp(l, spread, &ix);
 	struct zs_tracker tr;
-	tracker_init(&tr, 1);
 	struct ag_exec x;
-	struct ag_options o = opts();
-	char *cause = NULL;
-	ck_assert_msg(ag_exec_begin(&x, &l->s, &o, &tr, 0, &feed, &cause) == 0, "%s", cause ? cause : "");
-	ck_assert_msg(ag_exec_step(&x, &cause) == 0, "%s", cause ? cause : "");
+	start(l, &tr, &x, 1);
 	struct mlp_want w;
 	want_mlp(&w);
 	const float *a = ag_exec_data(&x, ix.a), *dW = ag_exec_data(&x, ix.dW), *db = ag_exec_data(&x, ix.db),
@@ -395,12 +403,8 @@ START_TEST(test_the_loss_and_its_gradient_against_hand_values)
 	l->s.nevents -= first;
 
 	struct zs_tracker tr;
-	tracker_init(&tr, 1);
 	struct ag_exec x;
-	struct ag_options o = opts();
-	char *cause = NULL;
-	ck_assert_msg(ag_exec_begin(&x, &l->s, &o, &tr, 0, &feed, &cause) == 0, "%s", cause ? cause : "");
-	ck_assert_msg(ag_exec_step(&x, &cause) == 0, "%s", cause ? cause : "");
+	start(l, &tr, &x, 1);
 	const float *zz = ag_exec_data(&x, z), *g = ag_exec_data(&x, dz);
 	int target[3] = {1, -1, 3};
 	double want_loss = 0;
@@ -475,12 +479,8 @@ START_TEST(test_layer_norm_backward_against_finite_differences)
 	l->s.nevents -= first;
 
 	struct zs_tracker tr;
-	tracker_init(&tr, 1);
 	struct ag_exec x;
-	struct ag_options o = opts();
-	char *cause = NULL;
-	ck_assert_msg(ag_exec_begin(&x, &l->s, &o, &tr, 0, &feed, &cause) == 0, "%s", cause ? cause : "");
-	ck_assert_msg(ag_exec_step(&x, &cause) == 0, "%s", cause ? cause : "");
+	start(l, &tr, &x, 1);
 	float *X0 = ag_exec_data(&x, xv), *W0 = ag_exec_data(&x, w), *B0 = ag_exec_data(&x, b), *G = ag_exec_data(&x, g);
 	const float *DX = ag_exec_data(&x, dx), *DW = ag_exec_data(&x, dw), *DB = ag_exec_data(&x, db);
 	float *vars[3] = {X0, W0, B0};
@@ -546,11 +546,9 @@ START_TEST(test_adams_ops_take_the_steps_scalars)
 		l->s.first_step[i].phase = ZS_PH_OPTIMIZER;
 
 	struct zs_tracker tr;
-	tracker_init(&tr, 1);
 	struct ag_exec x;
-	struct ag_options o = opts();
 	char *cause = NULL;
-	ck_assert_msg(ag_exec_begin(&x, &l->s, &o, &tr, 0, &feed, &cause) == 0, "%s", cause ? cause : "");
+	start(l, &tr, &x, 0);
 	double want[4], mm[4] = {0}, vv[4] = {0};
 	const float *pp = ag_exec_data(&x, p);
 	for (int i = 0; i < 4; i++)
