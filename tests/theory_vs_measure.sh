@@ -318,7 +318,9 @@ check --framework deepspeed --model "$tmp/llama-12.json" --seq 8 --batch 1 --pre
 # the theory sums the same list. Both families tied and untied, Adam
 # single-tensor and foreach, zero_grad zeros and set_to_none, every scheme
 # (one loop for all four at N = 1), both units, over three steps (the
-# first makes the grads and Adam's state). A combination the step does not
+# first makes the grads and Adam's state), and the live bytes at every
+# mark of the step (its phases, each module's forward and backward
+# boundaries). A combination the step does not
 # describe yet is refused by both with one line: said here, not checked.
 # The llama step's bytes are described but not yet its values (RoPE's cos
 # and sin, tests/local.mk's XFAIL note): where the engine says it cannot
@@ -338,6 +340,12 @@ plain() {
 		;;
 	esac
 	check "$@"
+	# and the live bytes at every boundary the step names, the same in both
+	marks() { tr -d ' \n\t' <"$1" | grep -o '"marks":{[^}]*}' | sort -u; }
+	if [ -z "$(marks "$tmp/m.json")" ] || [ "$(marks "$tmp/m.json")" != "$(marks "$tmp/t.json")" ]; then
+		echo "theory_vs_measure: FAIL: the plain loop's marks differ (or are missing) for: $*" >&2
+		exit 1
+	fi
 }
 for model in gpt2-tiny gpt2-untied llama-tiny llama-tied; do
 	for impl in single foreach; do

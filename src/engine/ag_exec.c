@@ -1206,6 +1206,18 @@ static int do_free(struct ag_exec *x, const struct ag_event *e, size_t ei, char 
 	return 0;
 }
 
+/* A boundary of the step: its label and the rank's live bytes there. */
+static void log_mark(struct ag_exec *x, const char *label)
+{
+	if (x->nmarks == x->capmarks) {
+		x->capmarks = x->capmarks ? 2 * x->capmarks : 64;
+		x->mark_label = zs_realloc(x->mark_label, x->capmarks * sizeof *x->mark_label);
+		x->mark_bytes = zs_realloc(x->mark_bytes, x->capmarks * sizeof *x->mark_bytes);
+	}
+	x->mark_label[x->nmarks] = zs_asprintf("%s", label != NULL ? label : "");
+	x->mark_bytes[x->nmarks++] = x->tr->rank[x->rank].total;
+}
+
 int ag_exec_events(struct ag_exec *x, const struct ag_event *ev, size_t n, char **cause)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -1217,7 +1229,9 @@ int ag_exec_events(struct ag_exec *x, const struct ag_event *ev, size_t n, char 
 		case AG_EV_ALLOC: rc = do_alloc(x, e, i, cause); break;
 		case AG_EV_FREE: rc = do_free(x, e, i, cause); break;
 		case AG_EV_OP: rc = do_op(x, e, i, cause); break;
-		default: break;
+		default:
+			if (x->record_marks)
+				log_mark(x, e->label);
 		}
 		if (rc != 0)
 			return -1;
@@ -1284,6 +1298,13 @@ void ag_exec_end(struct ag_exec *x)
 	free(x->sqrt_out);
 	x->buf = NULL;
 	x->written = x->sqrt_out = NULL;
+	for (size_t i = 0; i < x->nmarks; i++)
+		free(x->mark_label[i]);
+	free(x->mark_label);
+	free(x->mark_bytes);
+	x->mark_label = NULL;
+	x->mark_bytes = NULL;
+	x->nmarks = x->capmarks = 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1537,6 +1558,7 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 	for (unsigned t = 0; rc == 0 && t < c->steps; t++) {
 		if (want_timeline && t + 1 == c->steps)
 			tracker_record(&tr);
+		x.record_marks = t + 1 == c->steps; /* the steady step's boundaries */
 		rc = ag_exec_step(&x, cause);
 		tracker_stop_recording(&tr);
 		if (rc == 0 && !x.have_loss)
@@ -1558,6 +1580,13 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 			memcpy(out->timeline, tr.events, tr.nevents * sizeof *out->timeline);
 		}
 		rc = final_weights(&f, &x, out->weights, &out->digest, cause);
+		/* the marks move to the result */
+		out->mark_label = x.mark_label;
+		out->mark_bytes = x.mark_bytes;
+		out->nmarks = x.nmarks;
+		x.mark_label = NULL;
+		x.mark_bytes = NULL;
+		x.nmarks = 0;
 	}
 	if (rc == 0 || x.buf != NULL)
 		ag_exec_end(&x);
@@ -1577,6 +1606,10 @@ void ag_exec_result_free(struct ag_exec_result *r)
 	free(r->losses);
 	free(r->weights);
 	free(r->timeline);
+	for (size_t i = 0; i < r->nmarks; i++)
+		free(r->mark_label[i]);
+	free(r->mark_label);
+	free(r->mark_bytes);
 	memset(r, 0, sizeof *r);
 }
 

@@ -76,6 +76,10 @@ struct ag_exec {
 	unsigned char *sqrt_out; /* per storage: Adam's sqrt(v) temporary, not yet divided */
 	unsigned steps;          /* steps run */
 	int in_setup;            /* running s->setup */
+	int record_marks;        /* log the tracker's bytes at each MARK (below) */
+	char **mark_label;       /* the marks logged: label (owned), */
+	size_t *mark_bytes;      /* the rank's live bytes there */
+	size_t nmarks, capmarks;
 	float loss;              /* the last NLL's value */
 	int have_loss;
 };
@@ -109,6 +113,9 @@ struct ag_exec_result {
 	float *weights;                    /* the final weights in that order (want_weights), else NULL */
 	struct zs_event *timeline;         /* the last step's tracker events (want_timeline), else NULL */
 	size_t ntimeline;
+	char **mark_label;                 /* the last step's marks: each label (owned) and the */
+	size_t *mark_bytes;                /* rank's live bytes there (the theory's "marks") */
+	size_t nmarks;
 };
 
 /* Train model hf (gpt2 or llama family) for c's steps, batch and lr

@@ -863,7 +863,8 @@ static int run_plain_loop(const struct zs_config *c, enum zs_scheme scheme, unsi
 	*res = (struct zs_result){.scheme = scheme, .world = world, .unit = unit, .steps = c->steps,
 	                          .nunits = lo.nunits, .shard_elements = lo.shard, .padded_elements = lo.shard * world,
 	                          .processes = 1, .losses = ar.losses, .digest = ar.digest, .weights = ar.weights,
-	                          .timeline = ar.timeline, .ntimeline = ar.ntimeline};
+	                          .timeline = ar.timeline, .ntimeline = ar.ntimeline, .mark_label = ar.mark_label,
+	                          .mark_bytes = ar.mark_bytes, .nmarks = ar.nmarks};
 	res->unit_n = zs_calloc(lo.nunits, sizeof *res->unit_n);
 	for (size_t u = 0; u < lo.nunits; u++)
 		res->unit_n[u] = lo.unit[u].n;
@@ -1004,5 +1005,9 @@ void engine_result_free(struct zs_result *res)
 	free(res->unit_n);
 	free(res->timeline);
 	free(res->weights);
+	for (size_t i = 0; i < res->nmarks; i++)
+		free(res->mark_label[i]);
+	free(res->mark_label);
+	free(res->mark_bytes);
 	memset(res, 0, sizeof *res);
 }

@@ -63,6 +63,8 @@ struct zs_result {
 	struct zs_event *timeline;          /* rank 0, last step; NULL unless asked */
 	size_t ntimeline;
 	float *weights;                     /* final fp32 weights, Ψ; NULL unless asked */
+	char **mark_label;                  /* the plain loop's (--wrapper none): the last step's */
+	size_t *mark_bytes, nmarks;         /* marks, each label and rank 0's live bytes there */
 };
 
 struct zs_run_options {
