@@ -1812,7 +1812,8 @@ static void adam_single(struct bld *b, struct model *M)
  * wrapped number each where it takes a scalar); exp_avg_sq_sqrt and
  * denom are two lists of temporaries the size of every parameter, alive
  * together until the function returns (freed list by list, each from its
- * last tensor: CPython's list dealloc). */
+ * last tensor: CPython's list dealloc). 2.6 (line 485): lerp_, the steps
+ * by a 0-dim tensor, eps added in place: one list. */
 static void adam_foreach(struct bld *b, struct model *M)
 {
 	const struct ag_options *o = b->o;
@@ -1822,8 +1823,18 @@ static void adam_foreach(struct bld *b, struct model *M)
 		if (M->pt[i].g != NO)
 			q[n++] = &M->pt[i];
 	T *sq = zs_calloc(n ? n : 1, sizeof *sq), *dn = zs_calloc(n ? n : 1, sizeof *dn);
-	for (size_t i = 0; i < n; i++) /* _foreach_add_(state_steps, 1) */
-		scalar_op_(b, AG_OP_ADD_SCALAR_, q[i]->step, NO, 1);
+	if (o->version == ZS_TORCH_1_13) {
+		for (size_t i = 0; i < n; i++) /* _foreach_add_(state_steps, 1) */
+			scalar_op_(b, AG_OP_ADD_SCALAR_, q[i]->step, NO, 1);
+	} else {
+		/* 2.6 (adam.py 602-607), CPU step tensors: _foreach_add_(steps,
+		 * torch.tensor(1.0, device="cpu"), alpha=1.0) */
+		T one = tmp(b, "tensor (1.0, the steps' increment)", AG_F32, 0, NULL);
+		op(b, AG_OP_FILL, NO, NO, NO, one, NO, NO)->arg[0] = 1;
+		for (size_t i = 0; i < n; i++)
+			op(b, AG_OP_ADD_SCALAR_, q[i]->step, NO, NO, q[i]->step, NO, NO)->arg[0] = 1;
+		unref(b, one);
+	}
 	if (o->version == ZS_TORCH_1_13) {
 		for (size_t i = 0; i < n; i++) /* _foreach_mul_(exp_avgs, beta1) */
 			scalar_op_(b, AG_OP_MUL_SCALAR_, q[i]->m, NO, o->beta1);
@@ -1844,12 +1855,17 @@ static void adam_foreach(struct bld *b, struct model *M)
 	}
 	for (size_t i = 0; i < n; i++) /* _foreach_div_(exp_avg_sq_sqrt, bias_correction2_sqrt) */
 		scalar_op_(b, AG_OP_MUL_SCALAR_, sq[i], NO, 1.0);
-	for (size_t i = 0; i < n; i++) { /* denom = _foreach_add(exp_avg_sq_sqrt, eps) */
+	for (size_t i = 0; i < n; i++) {
 		b->module = (int32_t)b->p->tensor[q[i]->param].module;
-		dn[i] = scalar_op(b, AG_OP_ADD_SCALAR, "_foreach_add (Adam's denom)", sq[i], o->eps, NULL);
+		if (o->version == ZS_TORCH_1_13) /* denom = _foreach_add(exp_avg_sq_sqrt, eps) */
+			dn[i] = scalar_op(b, AG_OP_ADD_SCALAR, "_foreach_add (Adam's denom)", sq[i], o->eps, NULL);
+		else { /* 2.6 (adam.py 678): _foreach_add_(exp_avg_sq_sqrt, eps), in place */
+			scalar_op_(b, AG_OP_ADD_SCALAR_, sq[i], NO, o->eps);
+			dn[i] = NO;
+		}
 	}
 	for (size_t i = 0; i < n; i++)
-		op(b, AG_OP_ADDCDIV_, q[i]->w, q[i]->m, dn[i], q[i]->w, NO, NO)->arg[0] = -o->lr;
+		op(b, AG_OP_ADDCDIV_, q[i]->w, q[i]->m, dn[i] != NO ? dn[i] : sq[i], q[i]->w, NO, NO)->arg[0] = -o->lr;
 	for (size_t i = n; i-- > 0;)
 		unref(b, sq[i]);
 	for (size_t i = n; i-- > 0;)
@@ -1925,8 +1941,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (o->optim_impl == ZS_OPTIM_FUSED)
 		return refuse(cause, "--optimizer-impl fused: the PyTorch step describes single-tensor and foreach Adam "
 		              "only yet");
-	if (o->optim_impl == ZS_OPTIM_FOREACH && o->version != ZS_TORCH_1_13)
-		return refuse(cause, "--optimizer-impl foreach: the PyTorch step describes 1.13's foreach Adam only yet");
+
 	if (o->attn != ZS_ATTN_EAGER)
 		return refuse(cause, "--attn: the PyTorch step describes eager attention only yet");
 	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP };
