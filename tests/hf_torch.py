@@ -700,6 +700,11 @@ def one_step(a, model, opt, input_ids, labels, zero_none, step, losses):
 
 
 def run(a):
+    # One intra-op thread: the CPU's LayerNorm backward sizes its scratch by
+    # the thread count (2 x threads x d floats), and Debian 12's 1.13 runs
+    # one where 2.6 takes every core; one makes the bytes the machine's
+    # core count's no more.
+    torch.set_num_threads(1)
     torch.manual_seed(0)
     raw, family, cfg, tied = build(a)
     zero_none = a.zero_grad == "none" if a.zero_grad else TV >= (2, 0)

@@ -155,6 +155,21 @@ static uint64_t numel(const struct ag_tensor *x)
 	return n;
 }
 
+/* Whether t is its storage, whole and contiguous. */
+static int whole(struct bld *b, T t)
+{
+	const struct ag_tensor *x = &b->s->tensor[t], *st = &b->s->tensor[x->storage];
+	if (x->offset != 0 || numel(x) * ag_dtype_size(x->dtype) != st->bytes)
+		return 0;
+	int64_t e = 1;
+	for (int i = (int)x->ndim - 1; i >= 0; i--) {
+		if (x->shape[i] != 1 && x->stride[i] != e)
+			return 0;
+		e *= (int64_t)x->shape[i];
+	}
+	return 1;
+}
+
 /* A new storage of `shape`, allocated now: one holder. */
 static T mk(struct bld *b, const char *what, enum ag_dtype dt, unsigned nd, const uint64_t *shape,
             enum ag_role role, enum zs_cat cat, int32_t param)
@@ -437,7 +452,7 @@ static void accumulate(struct bld *b, struct pt *q, T g)
 		return;
 	}
 	const struct ag_tensor *x = &b->s->tensor[g];
-	if (x->storage == g && b->refs[g] == 1) {
+	if (b->refs[x->storage] == 1 && whole(b, g)) {
 		q->g = g;
 	} else {
 		q->g = like(b, "grad (clone_obey_contract)", q->w);
@@ -448,6 +463,32 @@ static void accumulate(struct bld *b, struct pt *q, T g)
 	b->s->tensor[sto(b, q->g)].cat = ZS_CAT_GRAD32;
 	b->s->tensor[sto(b, q->g)].param = q->param;
 	b->s->tensor[sto(b, q->g)].part = q->part;
+}
+
+
+/* An autograd input buffer: the gradients arriving for one tensor, summed
+ * as they come (InputBuffer::accumulate): the first is held; a next one is
+ * added in place where the held one is no view and the only holder of its
+ * storage (2.x's can_accumulate_inplace: a view keeps its base, so its
+ * storage has two holders), else (always, in 1.13 as measured) into a new
+ * tensor, both released. */
+static void arrive(struct bld *b, T *buf, T g)
+{
+	if (*buf == NO) {
+		*buf = g;
+		return;
+	}
+	const struct ag_tensor *x = &b->s->tensor[*buf];
+	if (b->o->version != ZS_TORCH_1_13 && x->storage == *buf && b->refs[*buf] == 1) {
+		op(b, AG_OP_ADD_, *buf, g, NO, *buf, NO, NO)->arg[0] = 1;
+		unref(b, g);
+		return;
+	}
+	T sum = like(b, "add (input buffer)", *buf);
+	op(b, AG_OP_ADD, *buf, g, NO, sum, NO, NO)->arg[0] = 1;
+	unref(b, *buf);
+	unref(b, g);
+	*buf = sum;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -480,6 +521,8 @@ static T layer_norm_bwd(struct bld *b, T g, struct ln_saved *sv, struct pt *w, s
 	T dx = like(b, "native_layer_norm_backward", sv->x);
 	*dw = like(b, "native_layer_norm_backward (dw)", w->w);
 	*db = like(b, "native_layer_norm_backward (db)", bb->w);
+	/* the CPU kernel's dgamma/dbeta partial sums, 2 x threads x d (one
+	 * thread: tests/hf_torch.py pins it) */
 	T scratch = TMP("native_layer_norm_backward (scratch)", AG_F32, 2, d);
 	struct ag_event *e = ev(b, AG_EV_OP);
 	e->op = AG_OP_LAYER_NORM_BWD;
@@ -837,7 +880,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 	unref(b, xf2);
 	T held = NO;
 	if (m->tied)
-		held = dw_head; /* wte's input buffer holds it until the embedding's gradient */
+		/* wte's input buffer holds TBackward's view of it until the embedding's gradient */
+		held = vw(b, dw_head, 2, b->s->tensor[dw_head].shape, NULL, 0), unref(b, dw_head);
 	else
 		accumulate(b, head, dw_head);
 	b->module = modname(b, "transformer.ln_f");
@@ -899,11 +943,9 @@ static void gpt2_step(struct bld *b, struct model *M)
 		unref(b, x2p);
 		unref(b, dp);
 		unref(b, s->xfc);
-		/* x's input buffer: dsx + dxp, out of place */
-		T acc = like(b, "add (input buffer)", dsx);
-		op(b, AG_OP_ADD, dsx, dxp, NO, acc, NO, NO)->arg[0] = 1;
-		unref(b, dsx);
-		unref(b, dxp);
+		/* x's input buffer: dsx + dxp */
+		T acc = dsx;
+		arrive(b, &acc, dxp);
 		/* MulBackward (0.5 ·) */
 		cs = cast_scalar(b, s->half);
 		T dh = like(b, "mul (gelu backward)", da);
@@ -911,20 +953,16 @@ static void gpt2_step(struct bld *b, struct model *M)
 		unref(b, cs);
 		unref(b, da);
 		unref(b, s->half);
-		T acc2 = like(b, "add (input buffer)", acc);
-		op(b, AG_OP_ADD, acc, dh, NO, acc2, NO, NO)->arg[0] = 1;
-		unref(b, acc);
-		unref(b, dh);
+		arrive(b, &acc, dh);
+		T acc2 = acc;
 		/* c_fc's AddmmBackward */
 		T dx2 = conv1d_bwd(b, acc2, 1, &s->fc, blk(M, b, i, "mlp.c_fc.weight"), blk(M, b, i, "mlp.c_fc.bias"));
 		b->module = modname(b, "transformer.h.%d.ln_2", i);
 		T lw, lb;
 		T dln2 = layer_norm_bwd(b, dx2, &s->ln2, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &lw, &lb);
-		/* the residual's input buffer: gx + dln2, out of place */
-		T g2 = TMP("add (input buffer)", AG_F32, B, Tn, d);
-		op(b, AG_OP_ADD, gx, dln2, NO, g2, NO, NO)->arg[0] = 1;
-		unref(b, gx);
-		unref(b, dln2);
+		/* the residual's input buffer: gx + dln2 */
+		T g2 = gx;
+		arrive(b, &g2, dln2);
 		accumulate(b, blk(M, b, i, "ln_2.weight"), lw);
 		accumulate(b, blk(M, b, i, "ln_2.bias"), lb);
 		/* AddBackward (attn + residual): g2 to both; the attention first */
@@ -1003,10 +1041,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 		                   blk(M, b, i, "attn.c_attn.bias"));
 		b->module = modname(b, "transformer.h.%d.ln_1", i);
 		T dln1 = layer_norm_bwd(b, dx1, &s->ln1, blk(M, b, i, "ln_1.weight"), blk(M, b, i, "ln_1.bias"), &lw, &lb);
-		T g3 = TMP("add (input buffer)", AG_F32, B, Tn, d);
-		op(b, AG_OP_ADD, g2, dln1, NO, g3, NO, NO)->arg[0] = 1;
-		unref(b, g2);
-		unref(b, dln1);
+		T g3 = g2;
+		arrive(b, &g3, dln1);
 		accumulate(b, blk(M, b, i, "ln_1.weight"), lw);
 		accumulate(b, blk(M, b, i, "ln_1.bias"), lb);
 		gx = g3;
@@ -1031,12 +1067,9 @@ static void gpt2_step(struct bld *b, struct model *M)
 	op(b, AG_OP_EMBEDDING_BWD, gx, M->ids, NO, dwte, NO, NO);
 	unref(b, gx);
 	if (held != NO) {
-		/* wte's input buffer: the head's gradient + the embedding's, out of place */
-		T sum = like(b, "add (tied head's input buffer)", wte->w);
-		op(b, AG_OP_ADD, held, dwte, NO, sum, NO, NO)->arg[0] = 1;
-		unref(b, held);
-		unref(b, dwte);
-		dwte = sum;
+		/* wte's input buffer: the head's gradient + the embedding's */
+		arrive(b, &held, dwte);
+		dwte = held;
 	}
 	accumulate(b, wte, dwte);
 	b->module = -1;
@@ -1049,21 +1082,6 @@ static void gpt2_step(struct bld *b, struct model *M)
 /* ------------------------------------------------------------------------ */
 /* Llama (tests/hf_torch.py LlamaForCausalLM: modeling_llama.py 5dd4a6354885) */
 
-/* An autograd input buffer: the gradients arriving for one tensor, summed
- * out of place as they come (InputBuffer::accumulate: the first is held,
- * each next one added into a new tensor and both released). */
-static void arrive(struct bld *b, T *buf, T g)
-{
-	if (*buf == NO) {
-		*buf = g;
-		return;
-	}
-	T sum = like(b, "add (input buffer)", *buf);
-	op(b, AG_OP_ADD, *buf, g, NO, sum, NO, NO)->arg[0] = 1;
-	unref(b, *buf);
-	unref(b, g);
-	*buf = sum;
-}
 
 /* nn.Linear without bias on [.., in]: matmul(x, W^t) folds to mm over
  * x.view(-1, in); the node keeps the view and W^t. */
@@ -1108,7 +1126,10 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 	if (owned)
 		unref(b, g);
 	unref(b, sv->x2);
-	arrive(b, xbuf, dx);
+	/* ViewBackward (x.view(-1, in)) hands on a view of it */
+	T dxv = vw(b, dx, 2, SH(rows, in), NULL, 0);
+	unref(b, dx);
+	arrive(b, xbuf, dxv);
 	accumulate(b, w, dw);
 }
 
@@ -1575,7 +1596,7 @@ static void llama_step(struct bld *b, struct model *M)
 	unref(b, xn2);
 	T held = NO;
 	if (m->tied)
-		held = dw_head;
+		held = vw(b, dw_head, 2, b->s->tensor[dw_head].shape, NULL, 0), unref(b, dw_head);
 	else
 		accumulate(b, head, dw_head);
 	b->module = modname(b, "model.norm");
@@ -1700,11 +1721,8 @@ static void llama_step(struct bld *b, struct model *M)
 	op(b, AG_OP_EMBEDDING_BWD, xbuf, M->ids, NO, demb, NO, NO);
 	unref(b, xbuf);
 	if (held != NO) {
-		T sum = like(b, "add (tied head's input buffer)", emb->w);
-		op(b, AG_OP_ADD, held, demb, NO, sum, NO, NO)->arg[0] = 1;
-		unref(b, held);
-		unref(b, demb);
-		demb = sum;
+		arrive(b, &held, demb);
+		demb = held;
 	}
 	accumulate(b, emb, demb);
 	b->module = -1;
@@ -1718,12 +1736,13 @@ static void llama_step(struct bld *b, struct model *M)
 /* The optimizer and zero_grad */
 
 /* torch.autograd.profiler.record_function around Optimizer.step and
- * zero_grad: a zeros(1) handle and the 288-byte one
- * _record_function_enter returns, both gone before the body runs. CPU
+ * zero_grad, 1.13: a zeros(1) handle and the 288-byte one
+ * _record_function_enter returns, both gone before the body runs (2.x's
+ * _record_function_enter_new returns a ScriptObject: no tensor). CPU
  * allocations: on CUDA they are not the device's. */
 static void record_function(struct bld *b)
 {
-	if (b->o->device != ZS_DEVICE_CPU)
+	if (b->o->device != ZS_DEVICE_CPU || b->o->version != ZS_TORCH_1_13)
 		return;
 	T h = tmp(b, "zeros (record_function handle)", AG_F32, 1, SH(1));
 	op(b, AG_OP_FILL, NO, NO, NO, h, NO, NO)->arg[0] = 0;
@@ -1767,8 +1786,8 @@ static void adam_single(struct bld *b, struct model *M)
 			scalar_op_(b, AG_OP_MUL_SCALAR_, q->m, NO, o->beta1); /* exp_avg.mul_(beta1) */
 			op(b, AG_OP_ADD_, q->m, q->g, NO, q->m, NO, NO)->arg[0] = 1 - o->beta1;
 		} else {
-			/* exp_avg.lerp_(grad, 1 - beta1) */
-			scalar_op_(b, AG_OP_LERP_, q->m, q->g, 1 - o->beta1);
+			/* exp_avg.lerp_(grad, 1 - beta1): lerp_.Scalar, no wrapped number */
+			op(b, AG_OP_LERP_, q->m, q->g, NO, q->m, NO, NO)->arg[0] = 1 - o->beta1;
 		}
 		scalar_op_(b, AG_OP_MUL_SCALAR_, q->v, NO, o->beta2);
 		struct ag_event *e = op(b, AG_OP_ADDCMUL_, q->v, q->g, q->g, q->v, NO, NO);
@@ -1793,7 +1812,8 @@ static void adam_single(struct bld *b, struct model *M)
  * wrapped number each where it takes a scalar); exp_avg_sq_sqrt and
  * denom are two lists of temporaries the size of every parameter, alive
  * together until the function returns (freed list by list, each from its
- * last tensor: CPython's list dealloc). */
+ * last tensor: CPython's list dealloc). 2.6 (line 485): lerp_, the steps
+ * by a 0-dim tensor, eps added in place: one list. */
 static void adam_foreach(struct bld *b, struct model *M)
 {
 	const struct ag_options *o = b->o;
@@ -1803,8 +1823,18 @@ static void adam_foreach(struct bld *b, struct model *M)
 		if (M->pt[i].g != NO)
 			q[n++] = &M->pt[i];
 	T *sq = zs_calloc(n ? n : 1, sizeof *sq), *dn = zs_calloc(n ? n : 1, sizeof *dn);
-	for (size_t i = 0; i < n; i++) /* _foreach_add_(state_steps, 1) */
-		scalar_op_(b, AG_OP_ADD_SCALAR_, q[i]->step, NO, 1);
+	if (o->version == ZS_TORCH_1_13) {
+		for (size_t i = 0; i < n; i++) /* _foreach_add_(state_steps, 1) */
+			scalar_op_(b, AG_OP_ADD_SCALAR_, q[i]->step, NO, 1);
+	} else {
+		/* 2.6 (adam.py 602-607), CPU step tensors: _foreach_add_(steps,
+		 * torch.tensor(1.0, device="cpu"), alpha=1.0) */
+		T one = tmp(b, "tensor (1.0, the steps' increment)", AG_F32, 0, NULL);
+		op(b, AG_OP_FILL, NO, NO, NO, one, NO, NO)->arg[0] = 1;
+		for (size_t i = 0; i < n; i++)
+			op(b, AG_OP_ADD_SCALAR_, q[i]->step, NO, NO, q[i]->step, NO, NO)->arg[0] = 1;
+		unref(b, one);
+	}
 	if (o->version == ZS_TORCH_1_13) {
 		for (size_t i = 0; i < n; i++) /* _foreach_mul_(exp_avgs, beta1) */
 			scalar_op_(b, AG_OP_MUL_SCALAR_, q[i]->m, NO, o->beta1);
@@ -1812,7 +1842,7 @@ static void adam_foreach(struct bld *b, struct model *M)
 			op(b, AG_OP_ADD_, q[i]->m, q[i]->g, NO, q[i]->m, NO, NO)->arg[0] = 1 - o->beta1;
 	} else {
 		for (size_t i = 0; i < n; i++) /* _foreach_lerp_(exp_avgs, grads, 1 - beta1) */
-			scalar_op_(b, AG_OP_LERP_, q[i]->m, q[i]->g, 1 - o->beta1);
+			op(b, AG_OP_LERP_, q[i]->m, q[i]->g, NO, q[i]->m, NO, NO)->arg[0] = 1 - o->beta1;
 	}
 	for (size_t i = 0; i < n; i++) /* _foreach_mul_(exp_avg_sqs, beta2) */
 		scalar_op_(b, AG_OP_MUL_SCALAR_, q[i]->v, NO, o->beta2);
@@ -1825,12 +1855,17 @@ static void adam_foreach(struct bld *b, struct model *M)
 	}
 	for (size_t i = 0; i < n; i++) /* _foreach_div_(exp_avg_sq_sqrt, bias_correction2_sqrt) */
 		scalar_op_(b, AG_OP_MUL_SCALAR_, sq[i], NO, 1.0);
-	for (size_t i = 0; i < n; i++) { /* denom = _foreach_add(exp_avg_sq_sqrt, eps) */
+	for (size_t i = 0; i < n; i++) {
 		b->module = (int32_t)b->p->tensor[q[i]->param].module;
-		dn[i] = scalar_op(b, AG_OP_ADD_SCALAR, "_foreach_add (Adam's denom)", sq[i], o->eps, NULL);
+		if (o->version == ZS_TORCH_1_13) /* denom = _foreach_add(exp_avg_sq_sqrt, eps) */
+			dn[i] = scalar_op(b, AG_OP_ADD_SCALAR, "_foreach_add (Adam's denom)", sq[i], o->eps, NULL);
+		else { /* 2.6 (adam.py 678): _foreach_add_(exp_avg_sq_sqrt, eps), in place */
+			scalar_op_(b, AG_OP_ADD_SCALAR_, sq[i], NO, o->eps);
+			dn[i] = NO;
+		}
 	}
 	for (size_t i = 0; i < n; i++)
-		op(b, AG_OP_ADDCDIV_, q[i]->w, q[i]->m, dn[i], q[i]->w, NO, NO)->arg[0] = -o->lr;
+		op(b, AG_OP_ADDCDIV_, q[i]->w, q[i]->m, dn[i] != NO ? dn[i] : sq[i], q[i]->w, NO, NO)->arg[0] = -o->lr;
 	for (size_t i = n; i-- > 0;)
 		unref(b, sq[i]);
 	for (size_t i = n; i-- > 0;)
@@ -1906,8 +1941,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (o->optim_impl == ZS_OPTIM_FUSED)
 		return refuse(cause, "--optimizer-impl fused: the PyTorch step describes single-tensor and foreach Adam "
 		              "only yet");
-	if (o->optim_impl == ZS_OPTIM_FOREACH && o->version != ZS_TORCH_1_13)
-		return refuse(cause, "--optimizer-impl foreach: the PyTorch step describes 1.13's foreach Adam only yet");
+
 	if (o->attn != ZS_ATTN_EAGER)
 		return refuse(cause, "--attn: the PyTorch step describes eager attention only yet");
 	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP };
