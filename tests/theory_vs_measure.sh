@@ -315,7 +315,8 @@ check --framework deepspeed --model "$tmp/llama-12.json" --seq 8 --batch 1 --pre
 
 # The plain PyTorch loop (--wrapper none: one rank, no framework): the
 # engine runs util/autograd's step with real kernels (engine/ag_exec.c),
-# the theory sums the same list. Both families tied and untied, Adam
+# the theory sums the same list. PyTorch 1.13's and 2.6's steps, both
+# families tied and untied, Adam
 # single-tensor and foreach, zero_grad zeros and set_to_none, every scheme
 # (one loop for all four at N = 1), both units, over three steps (the
 # first makes the grads and Adam's state), and the live bytes at every
@@ -350,9 +351,11 @@ plain() {
 for model in gpt2-tiny gpt2-untied llama-tiny llama-tied; do
 	for impl in single foreach; do
 		for zg in zeros none; do
-			plain --framework torch --wrapper none --torch-version 1.13 --torch-device cpu --optimizer-impl $impl \
-				--zero-grad $zg --attn eager --model "$tmp/$model.json" --seq 32 --batch 2 --precision fp32 --world 1 \
-				--schemes $schemes --unit model,layer --steps 3
+			for version in 1.13 2.6; do
+				plain --framework torch --wrapper none --torch-version $version --torch-device cpu \
+					--optimizer-impl $impl --zero-grad $zg --attn eager --model "$tmp/$model.json" --seq 32 --batch 2 \
+					--precision fp32 --world 1 --schemes $schemes --unit model,layer --steps 3
+			done
 		done
 	done
 done
