@@ -33,7 +33,7 @@
 /* Views */
 
 struct agv {
-	unsigned char *base; /* the element at index 0 */
+	void *base;          /* the element at index 0 */
 	enum ag_dtype dt;
 	unsigned es;
 	unsigned nd;
@@ -46,7 +46,7 @@ static unsigned esize(enum ag_dtype d) { return (unsigned)d <= AG_F64 ? ag_dtype
 
 static inline float ld(const struct agv *v, int64_t e)
 {
-	const unsigned char *p = v->base + e * (int64_t)v->es;
+	const unsigned char *p = (const unsigned char *)v->base + e * (int64_t)v->es;
 	switch (v->dt) {
 	case AG_F32: {
 		float f;
@@ -83,7 +83,7 @@ static inline float ld(const struct agv *v, int64_t e)
 
 static inline int64_t ldi(const struct agv *v, int64_t e)
 {
-	const unsigned char *p = v->base + e * (int64_t)v->es;
+	const unsigned char *p = (const unsigned char *)v->base + e * (int64_t)v->es;
 	if (v->dt == AG_I64) {
 		int64_t i;
 		memcpy(&i, p, 8);
@@ -105,7 +105,7 @@ static inline uint16_t to_bf16(float f)
 
 static inline void st(const struct agv *v, int64_t e, float x)
 {
-	unsigned char *p = v->base + e * (int64_t)v->es;
+	unsigned char *p = (unsigned char *)v->base + e * (int64_t)v->es;
 	switch (v->dt) {
 	case AG_F32:
 		memcpy(p, &x, 4);
@@ -138,7 +138,7 @@ static inline void st(const struct agv *v, int64_t e, float x)
 static inline void sti(const struct agv *v, int64_t e, int64_t i)
 {
 	if (v->dt == AG_I64)
-		memcpy(v->base + e * 8, &i, 8);
+		memcpy((unsigned char *)v->base + e * 8, &i, 8);
 	else
 		st(v, e, (float)i);
 }
@@ -167,11 +167,9 @@ static int bcast(struct agv *b, const struct agv *v, const struct agv *out)
 	for (unsigned k = 0; k < out->nd; k++) {
 		int i = (int)v->nd - (int)out->nd + (int)k;
 		b->shape[k] = out->shape[k];
-		if (i < 0)
-			b->stride[k] = 0;
-		else if (v->shape[i] == out->shape[k])
+		if (i >= 0 && v->shape[i] == out->shape[k])
 			b->stride[k] = v->stride[i];
-		else if (v->shape[i] == 1)
+		else if (i < 0 || v->shape[i] == 1) /* missing or of size 1: read again */
 			b->stride[k] = 0;
 		else
 			return -1;
@@ -183,20 +181,22 @@ static int bcast(struct agv *b, const struct agv *v, const struct agv *out)
 /* ------------------------------------------------------------------------ */
 /* The run's state */
 
-/* One line naming what failed: the event's place and its op. */
-static int fail_ev(char **cause, const struct ag_event *e, size_t i, const char *fmt, ...)
+/* One line naming what failed: the event's place and its op. fail_ev
+ * evaluates to -1 where the analysers see it (as zs_fail). */
+static void fail_ev_(char **cause, const struct ag_event *e, size_t i, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-static int fail_ev(char **cause, const struct ag_event *e, size_t i, const char *fmt, ...)
+static void fail_ev_(char **cause, const struct ag_event *e, size_t i, const char *fmt, ...)
 {
 	char msg[200];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	return zs_fail(cause, "the PyTorch step cannot be computed: event %zu (%s, %s%s): %s", i, zs_phase_name(e->phase),
-	               e->kind == AG_EV_OP ? "op " : e->kind == AG_EV_ALLOC ? "alloc" : "free",
-	               e->kind == AG_EV_OP ? ag_op_name(e->op) : "", msg);
+	zs_set_cause(cause, "the PyTorch step cannot be computed: event %zu (%s, %s%s): %s", i, zs_phase_name(e->phase),
+	             e->kind == AG_EV_OP ? "op " : e->kind == AG_EV_ALLOC ? "alloc" : "free",
+	             e->kind == AG_EV_OP ? ag_op_name(e->op) : "", msg);
 }
+#define fail_ev(...) (fail_ev_(__VA_ARGS__), -1)
 
 static const char *what_of(const struct ag_step *s, uint32_t i)
 {
@@ -489,7 +489,7 @@ static int merge(const struct agv *v, unsigned k, uint64_t *n, int64_t *s)
 
 /* A matrix: rows × cols, strides rs, cs, at p. */
 struct mat {
-	unsigned char *p;
+	void *p;
 	const struct agv *v; /* its dtype */
 	uint64_t r, c;
 	int64_t rs, cs;
@@ -616,10 +616,10 @@ static int op_bmm(struct opctx *oc, const struct agv *out, const struct agv *in)
 	struct walk w;
 	walk_init(&w, v, 3);
 	do {
-		struct mat c = {out->base + w.off[0] * (int64_t)out->es, out, M, N, out->stride[nd - 2], out->stride[nd - 1]};
-		struct mat a = {in[0].base + w.off[1] * (int64_t)in[0].es, &in[0], M, K, in[0].stride[in[0].nd - 2],
+		struct mat c = {(unsigned char *)out->base + w.off[0] * (int64_t)out->es, out, M, N, out->stride[nd - 2], out->stride[nd - 1]};
+		struct mat a = {(unsigned char *)in[0].base + w.off[1] * (int64_t)in[0].es, &in[0], M, K, in[0].stride[in[0].nd - 2],
 		                in[0].stride[in[0].nd - 1]};
-		struct mat b = {in[1].base + w.off[2] * (int64_t)in[1].es, &in[1], K, N, in[1].stride[in[1].nd - 2],
+		struct mat b = {(unsigned char *)in[1].base + w.off[2] * (int64_t)in[1].es, &in[1], K, N, in[1].stride[in[1].nd - 2],
 		                in[1].stride[in[1].nd - 1]};
 		gemm(&c, &a, &b, 0.0f);
 	} while (ob.numel > 0 && walk_next(&w));
@@ -713,7 +713,7 @@ static int op_softmax(struct opctx *oc, const struct agv *out, const struct agv 
 	if (!same_rows(out, in))
 		return FAIL("softmax: softmax's output and input differ in shape");
 	uint64_t R = rows_of(in), C = cols_of(in);
-	for (uint64_t r = 0; r < R; r++) {
+	for (uint64_t r = 0; r < R && C > 0; r++) {
 		int64_t io = row_off(in, r), oo = row_off(out, r), is = cs_of(in), os = cs_of(out);
 		float mx = -INFINITY;
 		for (uint64_t j = 0; j < C; j++) {
@@ -1014,7 +1014,7 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 		params_only = e->out[k] == AG_NONE || is_param(x, e->out[k]);
 	if (params_only && e->out[0] != AG_NONE)
 		return 0;
-	struct agv in[AG_MAXIN], out[AG_MAXOUT];
+	struct agv in[AG_MAXIN] = {0}, out[AG_MAXOUT] = {0};
 	int nin = 0, nout = 0, have_out[AG_MAXOUT] = {0};
 	for (; nin < AG_MAXIN && e->in[nin] != AG_NONE; nin++)
 		if (view(x, e->in[nin], &in[nin], e, ei, cause) != 0)
@@ -1065,7 +1065,7 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 	if (ni >= 0) {
 		/* in place, in0 is the target and counts among the inputs read
 		 * (ZERO_ reads none) */
-		struct agv b[AG_MAXIN];
+		struct agv b[AG_MAXIN] = {0};
 		if (nin < ni)
 			return FAIL("too few operands");
 		if (e->op == AG_OP_COPY && bcast(&b[0], &in[0], &out[0]) != 0 && in[0].numel == out[0].numel) {
