@@ -171,9 +171,12 @@ static int whole(struct bld *b, T t)
 }
 
 /* A new storage of `shape`, allocated now: one holder. */
-static T mk(struct bld *b, const char *what, enum ag_dtype dt, unsigned nd, const uint64_t *shape,
+static T mk(struct bld *b, const char *what, enum ag_dtype dt, unsigned nd, const uint64_t *shape_,
             enum ag_role role, enum zs_cat cat, int32_t param)
 {
+	uint64_t shape[AG_MAXDIM]; /* shape_ may point into the array newt() moves */
+	for (unsigned i = 0; i < nd; i++)
+		shape[i] = shape_[i];
 	T t = newt(b);
 	struct ag_tensor *x = &b->s->tensor[t];
 	x->what = what;
@@ -229,15 +232,21 @@ static void unref(struct bld *b, T t)
 }
 
 /* A view of t's storage: one more holder of it. */
-static T vw(struct bld *b, T base, unsigned nd, const uint64_t *shape, const int64_t *stride, uint64_t off)
+static T vw(struct bld *b, T base, unsigned nd, const uint64_t *shape_, const int64_t *stride_, uint64_t off)
 {
+	uint64_t shape[AG_MAXDIM]; /* the arguments may point into the array newt() moves */
+	int64_t stride[AG_MAXDIM];
+	for (unsigned i = 0; i < nd; i++) {
+		shape[i] = shape_[i];
+		stride[i] = stride_ ? stride_[i] : 0;
+	}
 	T t = newt(b);
 	struct ag_tensor *x = &b->s->tensor[t], *o = &b->s->tensor[base];
 	*x = *o;
 	x->ndim = nd;
 	for (unsigned i = 0; i < nd; i++)
 		x->shape[i] = shape[i];
-	if (stride)
+	if (stride_)
 		for (unsigned i = 0; i < nd; i++)
 			x->stride[i] = stride[i];
 	else
@@ -313,7 +322,7 @@ static T cast_scalar(struct bld *b, T w)
 
 static T like(struct bld *b, const char *what, T x)
 {
-	const struct ag_tensor *o = &b->s->tensor[x];
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	return tmp(b, what, o->dtype, o->ndim, o->shape);
 }
 
@@ -451,7 +460,7 @@ static void accumulate(struct bld *b, struct pt *q, T g)
 		unref(b, g);
 		return;
 	}
-	const struct ag_tensor *x = &b->s->tensor[g];
+	const struct ag_tensor x_ = b->s->tensor[g], *x = &x_; /* a copy: the array grows */
 	if (b->refs[x->storage] == 1 && whole(b, g)) {
 		q->g = g;
 	} else {
@@ -478,7 +487,7 @@ static void arrive(struct bld *b, T *buf, T g)
 		*buf = g;
 		return;
 	}
-	const struct ag_tensor *x = &b->s->tensor[*buf];
+	const struct ag_tensor x_ = b->s->tensor[*buf], *x = &x_; /* a copy: the array grows */
 	if (b->o->version != ZS_TORCH_1_13 && x->storage == *buf && b->refs[*buf] == 1) {
 		op(b, AG_OP_ADD_, *buf, g, NO, *buf, NO, NO)->arg[0] = 1;
 		unref(b, g);
@@ -498,7 +507,7 @@ struct ln_saved { T x, mean, rstd; };
 
 static T layer_norm(struct bld *b, T x, struct pt *w, struct pt *bb, struct ln_saved *sv)
 {
-	const struct ag_tensor *o = &b->s->tensor[x];
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	T y = like(b, "native_layer_norm", x);
 	uint64_t sh[AG_MAXDIM];
 	for (unsigned i = 0; i < o->ndim; i++)
@@ -516,7 +525,7 @@ static T layer_norm(struct bld *b, T x, struct pt *w, struct pt *bb, struct ln_s
  * scratch; the incoming gradient and the saved set let go. */
 static T layer_norm_bwd(struct bld *b, T g, struct ln_saved *sv, struct pt *w, struct pt *bb, T *dw, T *db)
 {
-	const struct ag_tensor *o = &b->s->tensor[sv->x];
+	const struct ag_tensor o_ = b->s->tensor[sv->x], *o = &o_; /* a copy: the array grows */
 	uint64_t d = o->shape[o->ndim - 1];
 	T dx = like(b, "native_layer_norm_backward", sv->x);
 	*dw = like(b, "native_layer_norm_backward (dw)", w->w);
@@ -541,7 +550,7 @@ struct conv_saved { T x2; };
 
 static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_saved *sv)
 {
-	const struct ag_tensor *o = &b->s->tensor[x];
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t rows = numel(o) / o->shape[o->ndim - 1];
 	uint64_t nf = b->s->tensor[w->w].shape[1];
 	T x2 = reshape(b, x, 2, SH(rows, o->shape[o->ndim - 1]));
@@ -563,7 +572,7 @@ static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_sav
  * `owned` (the node had the last holder of it). Returns dx as [rows, nx]. */
 static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct pt *w, struct pt *bb)
 {
-	const struct ag_tensor *xo = &b->s->tensor[sv->x2];
+	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
 	uint64_t rows = xo->shape[0], nx = xo->shape[1], nf = b->s->tensor[w->w].shape[1];
 	T g2 = reshape(b, g, 2, SH(rows, nf));
 	T dx = TMP("mm (addmm backward, mat1)", AG_F32, rows, nx);
@@ -641,8 +650,13 @@ static T causal_lm_loss(struct bld *b, struct model *M, T logits2, T *ls, T *tgt
 	op(b, AG_OP_COPY, M->labels, NO, NO, padded, NO, NO)->arg[0] = -100;
 	/* shift_labels = labels[..., 1:].contiguous() */
 	T sv = vw(b, padded, 2, SH(B, Tn), (const int64_t[]){ (int64_t)(Tn + 1), 1 }, 1);
-	T shift = TMP("clone (shift_labels)", AG_I64, B, Tn);
-	op(b, AG_OP_COPY, sv, NO, NO, shift, NO, NO);
+	T shift;
+	if (B == 1) { /* [1, T] with strides (T + 1, 1) is contiguous: no copy */
+		shift = vw(b, padded, 2, SH(B, Tn), NULL, 1);
+	} else {
+		shift = TMP("clone (shift_labels)", AG_I64, B, Tn);
+		op(b, AG_OP_COPY, sv, NO, NO, shift, NO, NO);
+	}
 	unref(b, sv);
 	/* cross_entropy: log_softmax (saves its result), nll_loss (saves
 	 * target and total_weight) */
@@ -662,7 +676,7 @@ static T causal_lm_loss(struct bld *b, struct model *M, T logits2, T *ls, T *tgt
  * logits' gradient [B·T, V]. */
 static T lm_loss_bwd(struct bld *b, T one, T lsm, T tgt, T tw)
 {
-	const struct ag_tensor *o = &b->s->tensor[lsm];
+	const struct ag_tensor o_ = b->s->tensor[lsm], *o = &o_; /* a copy: the array grows */
 	T dls = tmp(b, "nll_loss_backward", AG_F32, 2, o->shape);
 	struct ag_event *e = op(b, AG_OP_NLL_BWD, one, tgt, tw, dls, NO, NO);
 	e->arg[0] = -100;
@@ -673,6 +687,19 @@ static T lm_loss_bwd(struct bld *b, T one, T lsm, T tgt, T tw)
 	unref(b, dls);
 	unref(b, lsm);
 	return dlg;
+}
+
+/* matmul's operand x ([B, n, r, c], any strides) as bmm takes it,
+ * [B·n, r, c]: expand + reshape, a view where the strides allow (B = 1:
+ * the batch dim drops), else a copy (`clone`) that bmm then keeps. */
+static T bmm_operand(struct bld *b, T x, const char *what)
+{
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+	if (o->shape[0] == 1)
+		return vw(b, x, 3, o->shape + 1, o->stride + 1, 0);
+	T c = tmp(b, what, o->dtype, 3, SH(o->shape[0] * o->shape[1], o->shape[2], o->shape[3]));
+	op(b, AG_OP_COPY, x, NO, NO, c, NO, NO);
+	return c;
 }
 
 static void gpt2_step(struct bld *b, struct model *M)
@@ -731,13 +758,11 @@ static void gpt2_step(struct bld *b, struct model *M)
 		T v = vw(b, qkv, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)Tn * st3, (int64_t)hd, st3, 1 },
 		         2 * d);
 		unref(b, qkv);
-		/* matmul(q, k^T): both operands copied to [B·h, T, hd] and
-		 * [B·h, hd, T] (expand + reshape of permuted views), kept by bmm */
-		T qc = TMP("clone (matmul's copy of q)", AG_F32, B * h, Tn, hd);
-		op(b, AG_OP_COPY, q, NO, NO, qc, NO, NO);
+		/* matmul(q, k^T): both operands to [B·h, T, hd] and [B·h, hd, T]
+		 * (expand + reshape of permuted views: copies unless B = 1), kept by bmm */
+		T qc = bmm_operand(b, q, "clone (matmul's copy of q)");
 		T kt = transpose_last2(b, k);
-		T ktc = TMP("clone (matmul's copy of k^T)", AG_F32, B * h, hd, Tn);
-		op(b, AG_OP_COPY, kt, NO, NO, ktc, NO, NO);
+		T ktc = bmm_operand(b, kt, "clone (matmul's copy of k^T)");
 		unref(b, kt);
 		T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
 		op(b, AG_OP_BMM, qc, ktc, NO, sc, NO, NO);
@@ -765,8 +790,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 		/* softmax saves its result; bmm with v saves it and v's copy */
 		mark(b, "fwd:h.%d.attn.attn_dropout:start", i);
 		mark(b, "fwd:h.%d.attn.attn_dropout:end", i);
-		T vc = TMP("clone (matmul's copy of v)", AG_F32, B * h, Tn, hd);
-		op(b, AG_OP_COPY, v, NO, NO, vc, NO, NO);
+		T vc = bmm_operand(b, v, "clone (matmul's copy of v)");
 		T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
 		op(b, AG_OP_BMM, sm, vc, NO, ao, NO, NO);
 		s->attw = sm, s->v = vc;
@@ -973,8 +997,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 		/* CloneBackward, PermuteBackward: a permuted view of dm;
 		 * UnsafeViewBackward reshapes it to [B·h, T, hd]: a copy */
 		T dmp = vw(b, dm, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 }, 0);
-		T dao = TMP("clone (reshape of the merged heads' grad)", AG_F32, B * h, Tn, hd);
-		op(b, AG_OP_COPY, dmp, NO, NO, dao, NO, NO);
+		T dao = bmm_operand(b, dmp, "clone (reshape of the merged heads' grad)");
 		unref(b, dmp);
 		unref(b, dm);
 		/* BmmBackward (attw @ v): d v, then d attw */
@@ -1053,8 +1076,14 @@ static void gpt2_step(struct bld *b, struct model *M)
 	/* AddBackward (wte + wpe): wpe's first (created later); its operand
 	 * was [1, T, d]: the gradient summed to it */
 	b->module = modname(b, "transformer.wpe");
-	T dpe = TMP("sum (wpe grad to [1, T, d])", AG_F32, 1, Tn, d);
-	op(b, AG_OP_SUM_TO, gx, NO, NO, dpe, NO, NO);
+	T dpe;
+	if (B == 1) { /* the shapes agree: the gradient itself */
+		dpe = gx;
+		ref(b, gx);
+	} else {
+		dpe = TMP("sum (wpe grad to [1, T, d])", AG_F32, 1, Tn, d);
+		op(b, AG_OP_SUM_TO, gx, NO, NO, dpe, NO, NO);
+	}
 	mark(b, "bwd:wpe:start");
 	T dwpe = like(b, "embedding_dense_backward (wpe)", wpe->w);
 	op(b, AG_OP_EMBEDDING_BWD, dpe, pos2, NO, dwpe, NO, NO);
@@ -1089,7 +1118,7 @@ struct lin_saved { T x2; };
 
 static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
 {
-	const struct ag_tensor *o = &b->s->tensor[x];
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t in = o->shape[o->ndim - 1], rows = numel(o) / in, out = b->s->tensor[w->w].shape[0];
 	T x2 = reshape(b, x, 2, SH(rows, in));
 	T wt = transpose_last2(b, w->w);
@@ -1112,7 +1141,7 @@ static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
  * weight's to AccumulateGrad. */
 static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, struct pt *w, T *xbuf)
 {
-	const struct ag_tensor *xo = &b->s->tensor[sv->x2];
+	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
 	uint64_t rows = xo->shape[0], in = xo->shape[1], out = b->s->tensor[w->w].shape[0];
 	T g2 = reshape(b, g, 2, SH(rows, out));
 	/* W^t's gradient in W^t's layout (mm_mat2_backward): W's [out, in] */
@@ -1139,7 +1168,7 @@ struct rms_saved { T x, p2, r, xr, eps_w; };
 
 static T rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
 {
-	const struct ag_tensor *o = &b->s->tensor[x];
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t sh[AG_MAXDIM];
 	for (unsigned i = 0; i < o->ndim; i++)
 		sh[i] = o->shape[i];
@@ -1183,7 +1212,7 @@ static T rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
  * gradients arrive at *xbuf. */
 static void rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf)
 {
-	const struct ag_tensor *o = &b->s->tensor[sv->x];
+	const struct ag_tensor o_ = b->s->tensor[sv->x], *o = &o_; /* a copy: the array grows */
 	uint64_t sh[AG_MAXDIM];
 	for (unsigned i = 0; i < o->ndim; i++)
 		sh[i] = o->shape[i];
@@ -1250,7 +1279,7 @@ struct rope_saved { T cos, sin; };
 
 static T rope(struct bld *b, T x, T cos4, T sin4, struct rope_saved *sv)
 {
-	const struct ag_tensor *o = &b->s->tensor[x];
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t B = o->shape[0], n = o->shape[1], Tn = o->shape[2], hd = o->shape[3];
 	T xc = TMP("mul (x cos)", AG_F32, B, n, Tn, hd);
 	op(b, AG_OP_MUL, x, cos4, NO, xc, NO, NO);
@@ -1280,7 +1309,7 @@ static T rope(struct bld *b, T x, T cos4, T sin4, struct rope_saved *sv)
  * AddBackward bookkeeping through `owned`); x's grads arrive at *xbuf. */
 static void rope_bwd(struct bld *b, T g, struct rope_saved *sv, T *xbuf)
 {
-	const struct ag_tensor *o = &b->s->tensor[g];
+	const struct ag_tensor o_ = b->s->tensor[g], *o = &o_; /* a copy: the array grows */
 	uint64_t B = o->shape[0], n = o->shape[1], Tn = o->shape[2], hd = o->shape[3];
 	/* MulBackward (rot * sin) */
 	T drot = TMP("mul (rope backward, g sin)", AG_F32, B, n, Tn, hd);
@@ -1760,7 +1789,7 @@ static void adam_state(struct bld *b, struct model *M)
 		b->module = (int32_t)b->p->tensor[q->param].module;
 		q->step = mk(b, "Adam step", AG_F32, 0, NULL, AG_ROLE_ADAM_STEP, ZS_CAT_ADAM_M, q->param);
 		op(b, AG_OP_FILL, NO, NO, NO, q->step, NO, NO)->arg[0] = 0;
-		const struct ag_tensor *w = &b->s->tensor[q->w];
+		const struct ag_tensor w_ = b->s->tensor[q->w], *w = &w_; /* a copy: the array grows */
 		q->m = mk(b, "Adam exp_avg", AG_F32, w->ndim, w->shape, AG_ROLE_ADAM_M, ZS_CAT_ADAM_M, q->param);
 		op(b, AG_OP_FILL, NO, NO, NO, q->m, NO, NO)->arg[0] = 0;
 		q->v = mk(b, "Adam exp_avg_sq", AG_F32, w->ndim, w->shape, AG_ROLE_ADAM_V, ZS_CAT_ADAM_V, q->param);
