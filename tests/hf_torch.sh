@@ -13,7 +13,8 @@
 # (phases, units' forward and backward boundaries), all equal to the byte;
 # any difference is printed with its size. Cases: the tiny gpt2 and
 # llama of the issue, each tied and untied; gpt2 with foreach Adam; llama
-# with zero_grad(set_to_none=True).
+# with zero_grad(set_to_none=True); gpt2 at batch 1 (matmul's operands are
+# views there, not copies).
 #
 # `tests/hf_torch.sh table` (make check-torch-ref; ZS_HF_SMALL=0 leaves out
 # GPT-2 small, minutes a run; ZS_TORCH26_ROOT names the 2.6 root): the issue's cases with
@@ -155,7 +156,8 @@ for case in \
 	"llama|--model $tmp/tiny-llama.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"llama-tied|--model $tmp/tiny-llama.json --tied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"gpt2-foreach|--model $tmp/tiny-gpt2.json --zero-grad zeros --optimizer-impl foreach|$plain --optimizer-impl foreach --zero-grad zeros" \
-	"llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none|$plain --optimizer-impl single --zero-grad none"
+	"llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
+	"gpt2-batch1|--model $tmp/tiny-gpt2.json --batch 1 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}

@@ -1517,8 +1517,7 @@ static void llama_step(struct bld *b, struct model *M)
 		unref(b, vt);
 		/* matmul(q, k^T): k^T copied to [B·h, hd, T] */
 		T ktr = transpose_last2(b, kr);
-		T ktc = TMP("clone (matmul's copy of k^T)", AG_F32, B * h, hd, Tn);
-		op(b, AG_OP_COPY, ktr, NO, NO, ktc, NO, NO);
+		T ktc = bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
 		unref(b, ktr);
 		T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
 		op(b, AG_OP_BMM, qe, ktc, NO, sc, NO, NO);
@@ -1675,10 +1674,9 @@ static void llama_step(struct bld *b, struct model *M)
 		T dac = NO;
 		linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
 		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
-		/* the transposed heads' grad reshaped to [B·h, T, hd]: a copy */
+		/* the transposed heads' grad reshaped to [B·h, T, hd]: a copy unless B = 1 */
 		T dacp = vw(b, dac, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 }, 0);
-		T dao = TMP("clone (reshape of the heads' grad)", AG_F32, B * h, Tn, hd);
-		op(b, AG_OP_COPY, dacp, NO, NO, dao, NO, NO);
+		T dao = bmm_operand(b, dacp, "clone (reshape of the heads' grad)");
 		unref(b, dacp);
 		unref(b, dac);
 		/* BmmBackward (attw @ v): v's grad, then attw's */
