@@ -1965,12 +1965,18 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		              "(gpt2, llama and mistral are)", m->name, m->model_type);
 	if (o->optimizer != ZS_ADAM)
 		return refuse(cause, "--optimizer: the PyTorch step describes Adam only");
+	/* On a GPU the wrapped numbers and record_function's handles are host
+	 * memory, the caching allocator rounds every block (512 B), and the
+	 * kernels' own scratch differs: not described until measured there. */
+	if (o->device != ZS_DEVICE_CPU)
+		return refuse(cause, "--torch-device cuda: the plain loop's step is described and checked on the CPU "
+		              "only yet (give --torch-device cpu)");
 	if (o->optim_impl == ZS_OPTIM_FUSED)
 		return refuse(cause, "--optimizer-impl fused: the PyTorch step describes single-tensor and foreach Adam "
 		              "only yet");
 
 	if (o->attn != ZS_ATTN_EAGER)
-		return refuse(cause, "--attn: the PyTorch step describes eager attention only yet");
+		return refuse(cause, "--attn sdpa: the PyTorch step describes eager attention only yet (give --attn eager; sdpa is 2.x's default)");
 	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP };
 	struct bld *b = &B_;
 	struct model M = { 0 };
