@@ -689,6 +689,58 @@ static T lm_loss_bwd(struct bld *b, T one, T lsm, T tgt, T tw)
 	return dlg;
 }
 
+/* lm_head (nn.Linear(d, V, bias=False); the token table when tied) over
+ * x [B, T, d], whose holder it takes: matmul folds to mm over
+ * x.view(-1, d), the view kept by the node (*x2). The logits [B·T, V]. */
+static T head_fwd(struct bld *b, T x, struct pt *head, T *x2)
+{
+	const struct ag_tensor x_ = b->s->tensor[x], *o = &x_; /* a copy: the array grows */
+	uint64_t rows = o->shape[0] * o->shape[1], d = o->shape[2], V = b->s->tensor[head->w].shape[0];
+	*x2 = reshape(b, x, 2, SH(rows, d));
+	unref(b, x);
+	T wt = transpose_last2(b, head->w);
+	T lg = TMP("mm (lm_head)", AG_F32, rows, V);
+	op(b, AG_OP_MM, *x2, wt, NO, lg, NO, NO);
+	unref(b, wt);
+	return lg;
+}
+
+/* The backward's start: loss.backward()'s ones_like (held until backward
+ * returns: *one), the loss's nodes, then lm_head's MmBackward. The head's
+ * weight gradient goes to AccumulateGrad, or, tied, waits in the token
+ * table's input buffer (*held) for the embedding's. Returns the final
+ * norm's output gradient [B·T, d]. */
+static T head_bwd(struct bld *b, T lsm, T tgt, T tw, T x2, struct pt *head, T *one, T *held)
+{
+	b->phase = ZS_PH_BACKWARD;
+	mark(b, "phase:backward");
+	*one = tmp(b, "ones_like (loss grad)", AG_F32, 0, NULL);
+	op(b, AG_OP_FILL, NO, NO, NO, *one, NO, NO)->arg[0] = 1;
+	T dlg = lm_loss_bwd(b, *one, lsm, tgt, tw);
+	b->module = modname(b, "lm_head");
+	mark(b, "bwd:lm_head:start");
+	/* mm_mat2_backward computes W^t's gradient in W^t's own (transposed)
+	 * layout, grad^t @ x, so that TBackward's view of it is W's
+	 * contiguous [V, d]; it comes first */
+	const struct ag_tensor w_ = b->s->tensor[head->w], *w = &w_; /* a copy: the array grows */
+	T dw = TMP("mm (lm_head weight grad)", AG_F32, w->shape[0], w->shape[1]);
+	T dlgt = transpose_last2(b, dlg);
+	op(b, AG_OP_MM, dlgt, x2, NO, dw, NO, NO);
+	unref(b, dlgt);
+	T dx = TMP("mm (lm_head input grad)", AG_F32, b->s->tensor[x2].shape[0], w->shape[1]);
+	op(b, AG_OP_MM, dlg, head->w, NO, dx, NO, NO);
+	unref(b, dlg);
+	unref(b, x2);
+	*held = NO;
+	if (b->m->tied) {
+		*held = vw(b, dw, 2, w->shape, NULL, 0);
+		unref(b, dw);
+	} else {
+		accumulate(b, head, dw);
+	}
+	return dx;
+}
+
 /* matmul's operand x ([B, n, r, c], any strides) as bmm takes it,
  * [B·n, r, c]: expand + reshape, a view where the strides allow (B = 1:
  * the batch dim drops), else a copy (`clone`) that bmm then keeps. */
@@ -702,10 +754,57 @@ static T bmm_operand(struct bld *b, T x, const char *what)
 	return c;
 }
 
+/* The attention's backward from the merged heads' gradient dm (B·T rows
+ * of h·hd; its holder taken) to the scores': the heads' gradient as bmm wants it
+ * (a copy unless B = 1), BmmBackward (attw @ v: v's gradient into *dv,
+ * then attw's), the saved v and attw let go, SoftmaxBackward. */
+static T attn_v_bwd(struct bld *b, T dm, T attw, T v, uint64_t B, uint64_t h, uint64_t Tn, uint64_t hd, T *dv)
+{
+	uint64_t d = h * hd;
+	T dmp = vw(b, dm, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 }, 0);
+	T dao = bmm_operand(b, dmp, "clone (reshape of the heads' grad)");
+	unref(b, dmp);
+	unref(b, dm);
+	*dv = TMP("bmm (attention backward, v)", AG_F32, B * h, Tn, hd);
+	T swt = transpose_last2(b, attw);
+	op(b, AG_OP_BMM, swt, dao, NO, *dv, NO, NO);
+	unref(b, swt);
+	T dsm = TMP("bmm (attention backward, weights)", AG_F32, B * h, Tn, Tn);
+	T vt = transpose_last2(b, v);
+	op(b, AG_OP_BMM, dao, vt, NO, dsm, NO, NO);
+	unref(b, vt);
+	unref(b, dao);
+	unref(b, v);
+	unref(b, attw);
+	T dw = TMP("_softmax_backward_data", AG_F32, B * h, Tn, Tn);
+	op(b, AG_OP_SOFTMAX_BWD, dsm, attw, NO, dw, NO, NO);
+	unref(b, dsm);
+	unref(b, attw);
+	return dw;
+}
+
+/* BmmBackward (q @ k^T) from the scores' gradient dsc (its holder
+ * taken): q's gradient [n = B·h, T, hd], then k^T's [n, hd, T]; the saved
+ * q and k^T let go. */
+static void qk_bwd(struct bld *b, T dsc, T q, T kt, uint64_t n, uint64_t Tn, uint64_t hd, T *dq, T *dkt)
+{
+	*dq = TMP("bmm (scores backward, q)", AG_F32, n, Tn, hd);
+	T ktt = transpose_last2(b, kt);
+	op(b, AG_OP_BMM, dsc, ktt, NO, *dq, NO, NO);
+	unref(b, ktt);
+	*dkt = TMP("bmm (scores backward, k^T)", AG_F32, n, hd, Tn);
+	T qt = transpose_last2(b, q);
+	op(b, AG_OP_BMM, qt, dsc, NO, *dkt, NO, NO);
+	unref(b, qt);
+	unref(b, dsc);
+	unref(b, q);
+	unref(b, kt);
+}
+
 static void gpt2_step(struct bld *b, struct model *M)
 {
 	const struct zs_model *m = b->m;
-	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, V = m->vocab, h = m->heads, hd = m->head_dim;
+	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, h = m->heads, hd = m->head_dim;
 	uint64_t L = m->layers;
 	struct gpt2_block_saved *S = zs_calloc(L, sizeof *S);
 	struct pt *wte = PF(M, b, "transformer.wte.weight"), *wpe = PF(M, b, "transformer.wpe.weight");
@@ -867,12 +966,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 	b->module = modname(b, "lm_head");
 	mark(b, "fwd:lm_head:start");
 	/* nn.Linear on 3-D: matmul(x, W^t) folds to mm over x.view(-1, d) */
-	T xf2 = reshape(b, xf, 2, SH(B * Tn, d));
-	unref(b, xf);
-	T wt = transpose_last2(b, head->w);
-	T lg = TMP("mm (lm_head)", AG_F32, B * Tn, V);
-	op(b, AG_OP_MM, xf2, wt, NO, lg, NO, NO);
-	unref(b, wt);
+	T xf2;
+	T lg = head_fwd(b, xf, head, &xf2);
 	mark(b, "fwd:lm_head:end");
 	b->module = -1;
 	mark(b, "fwd:loss:start");
@@ -882,32 +977,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 	mark(b, "fwd:loss:end");
 	/* the loop keeps outputs (the loss and the logits) to the step's end */
 
-	b->phase = ZS_PH_BACKWARD;
-	mark(b, "phase:backward");
-	/* _make_grads: ones_like(loss), held until backward returns */
-	T one = tmp(b, "ones_like (loss grad)", AG_F32, 0, NULL);
-	op(b, AG_OP_FILL, NO, NO, NO, one, NO, NO)->arg[0] = 1;
-	T dlg = lm_loss_bwd(b, one, lsm, tgt, tw);
-	/* lm_head: MmBackward: the weight's gradient (d x V, then t()) first */
-	b->module = modname(b, "lm_head");
-	mark(b, "bwd:lm_head:start");
-	/* mm_mat2_backward computes W^t's gradient in W^t's own (transposed)
-	 * layout, grad^t @ x, so that TBackward's view of it is W's
-	 * contiguous [V, d] */
-	T dw_head = TMP("mm (lm_head weight grad)", AG_F32, V, d);
-	T gt = transpose_last2(b, dlg);
-	op(b, AG_OP_MM, gt, xf2, NO, dw_head, NO, NO);
-	unref(b, gt);
-	T dxf = TMP("mm (lm_head input grad)", AG_F32, B * Tn, d);
-	op(b, AG_OP_MM, dlg, head->w, NO, dxf, NO, NO);
-	unref(b, dlg);
-	unref(b, xf2);
-	T held = NO;
-	if (m->tied)
-		/* wte's input buffer holds TBackward's view of it until the embedding's gradient */
-		held = vw(b, dw_head, 2, b->s->tensor[dw_head].shape, NULL, 0), unref(b, dw_head);
-	else
-		accumulate(b, head, dw_head);
+	T one, held;
+	T dxf = head_bwd(b, lsm, tgt, tw, xf2, head, &one, &held);
 	b->module = modname(b, "transformer.ln_f");
 	mark(b, "bwd:ln_f:start");
 	mark(b, "bwd:lm_head:end");
@@ -994,29 +1065,10 @@ static void gpt2_step(struct bld *b, struct model *M)
 		T dm = conv1d_bwd(b, g2, 0, &s->attn_out, blk(M, b, i, "attn.c_proj.weight"),
 		                  blk(M, b, i, "attn.c_proj.bias"));
 		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
-		/* CloneBackward, PermuteBackward: a permuted view of dm;
-		 * UnsafeViewBackward reshapes it to [B·h, T, hd]: a copy */
-		T dmp = vw(b, dm, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 }, 0);
-		T dao = bmm_operand(b, dmp, "clone (reshape of the merged heads' grad)");
-		unref(b, dmp);
-		unref(b, dm);
-		/* BmmBackward (attw @ v): d v, then d attw */
-		T dvc = TMP("bmm (attention backward, v)", AG_F32, B * h, Tn, hd);
-		T swt = transpose_last2(b, s->attw);
-		op(b, AG_OP_BMM, swt, dao, NO, dvc, NO, NO);
-		unref(b, swt);
-		T dsm = TMP("bmm (attention backward, weights)", AG_F32, B * h, Tn, Tn);
-		T vt = transpose_last2(b, s->v);
-		op(b, AG_OP_BMM, dao, vt, NO, dsm, NO, NO);
-		unref(b, vt);
-		unref(b, dao);
-		unref(b, s->v);
-		unref(b, s->attw);
-		/* SoftmaxBackward */
-		T dwh = TMP("_softmax_backward_data", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_SOFTMAX_BWD, dsm, s->attw, NO, dwh, NO, NO);
-		unref(b, dsm);
-		unref(b, s->attw);
+		/* CloneBackward, PermuteBackward: a permuted view of dm; then
+		 * UnsafeViewBackward, BmmBackward, SoftmaxBackward */
+		T dvc;
+		T dwh = attn_v_bwd(b, dm, s->attw, s->v, B, h, Tn, hd, &dvc);
 		/* WhereBackward: where(cond, grad, 0) */
 		T zero = tmp(b, "scalar_tensor (0)", AG_F32, 0, NULL);
 		op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
@@ -1034,17 +1086,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 		unref(b, daw);
 		unref(b, s->divisor);
 		/* BmmBackward (q @ k^T): d q, d k^T */
-		T dq = TMP("bmm (scores backward, q)", AG_F32, B * h, Tn, hd);
-		T ktt = transpose_last2(b, s->kt);
-		op(b, AG_OP_BMM, dsc, ktt, NO, dq, NO, NO);
-		unref(b, ktt);
-		T dkt = TMP("bmm (scores backward, k^T)", AG_F32, B * h, hd, Tn);
-		T qt = transpose_last2(b, s->q);
-		op(b, AG_OP_BMM, qt, dsc, NO, dkt, NO, NO);
-		unref(b, qt);
-		unref(b, dsc);
-		unref(b, s->q);
-		unref(b, s->kt);
+		T dq, dkt;
+		qk_bwd(b, dsc, s->q, s->kt, B * h, Tn, hd, &dq, &dkt);
 		/* the copies' backward: reshape to [B, h, T, hd] and permute to
 		 * the split's layout; SplitBackward (cat) wants them as
 		 * [B, T, d]: k's and q's are copied (reshape of a transposed and
@@ -1424,7 +1467,7 @@ static struct pt *PP(struct model *M, struct bld *b, int part, const char *fmt, 
 static void llama_step(struct bld *b, struct model *M)
 {
 	const struct zs_model *m = b->m;
-	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, V = m->vocab, h = m->heads, hd = m->head_dim;
+	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, h = m->heads, hd = m->head_dim;
 	uint64_t kv = m->kv_heads, rep = h / kv, f = m->intermediate, L = m->layers;
 	struct llama_layer_saved *S = zs_calloc(L, sizeof *S);
 	struct pt *emb = PF(M, b, "model.embed_tokens.weight"), *nw = PF(M, b, "model.norm.weight");
@@ -1584,12 +1627,8 @@ static void llama_step(struct bld *b, struct model *M)
 	mark(b, "fwd:norm:end");
 	b->module = modname(b, "lm_head");
 	mark(b, "fwd:lm_head:start");
-	T xn2 = reshape(b, xn, 2, SH(B * Tn, d));
-	unref(b, xn);
-	T wt = transpose_last2(b, head->w);
-	T lg = TMP("mm (lm_head)", AG_F32, B * Tn, V);
-	op(b, AG_OP_MM, xn2, wt, NO, lg, NO, NO);
-	unref(b, wt);
+	T xn2;
+	T lg = head_fwd(b, xn, head, &xn2);
 	mark(b, "fwd:lm_head:end");
 	b->module = -1;
 	mark(b, "fwd:loss:start");
@@ -1604,29 +1643,8 @@ static void llama_step(struct bld *b, struct model *M)
 	unref(b, cos4);
 	unref(b, sin4);
 
-	b->phase = ZS_PH_BACKWARD;
-	mark(b, "phase:backward");
-	T one = tmp(b, "ones_like (loss grad)", AG_F32, 0, NULL);
-	op(b, AG_OP_FILL, NO, NO, NO, one, NO, NO)->arg[0] = 1;
-	T dlg = lm_loss_bwd(b, one, lsm, tgt, tw);
-	b->module = modname(b, "lm_head");
-	mark(b, "bwd:lm_head:start");
-	/* mm_mat2_backward computes W^t's gradient in W^t's own (transposed)
-	 * layout, grad^t @ x, so that TBackward's view of it is W's
-	 * contiguous [V, d] */
-	T dw_head = TMP("mm (lm_head weight grad)", AG_F32, V, d);
-	T dlgt = transpose_last2(b, dlg);
-	op(b, AG_OP_MM, dlgt, xn2, NO, dw_head, NO, NO);
-	unref(b, dlgt);
-	T dxn = TMP("mm (lm_head input grad)", AG_F32, B * Tn, d);
-	op(b, AG_OP_MM, dlg, head->w, NO, dxn, NO, NO);
-	unref(b, dlg);
-	unref(b, xn2);
-	T held = NO;
-	if (m->tied)
-		held = vw(b, dw_head, 2, b->s->tensor[dw_head].shape, NULL, 0), unref(b, dw_head);
-	else
-		accumulate(b, head, dw_head);
+	T one, held;
+	T dxn = head_bwd(b, lsm, tgt, tw, xn2, head, &one, &held);
 	b->module = modname(b, "model.norm");
 	mark(b, "bwd:norm:start");
 	mark(b, "bwd:lm_head:end");
@@ -1674,27 +1692,8 @@ static void llama_step(struct bld *b, struct model *M)
 		T dac = NO;
 		linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
 		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
-		/* the transposed heads' grad reshaped to [B·h, T, hd]: a copy unless B = 1 */
-		T dacp = vw(b, dac, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 }, 0);
-		T dao = bmm_operand(b, dacp, "clone (reshape of the heads' grad)");
-		unref(b, dacp);
-		unref(b, dac);
-		/* BmmBackward (attw @ v): v's grad, then attw's */
-		T dvr = TMP("bmm (attention backward, v)", AG_F32, B * h, Tn, hd);
-		T swt = transpose_last2(b, s->attw);
-		op(b, AG_OP_BMM, swt, dao, NO, dvr, NO, NO);
-		unref(b, swt);
-		T dsm = TMP("bmm (attention backward, weights)", AG_F32, B * h, Tn, Tn);
-		T vrt = transpose_last2(b, s->vr);
-		op(b, AG_OP_BMM, dao, vrt, NO, dsm, NO, NO);
-		unref(b, vrt);
-		unref(b, dao);
-		unref(b, s->vr);
-		unref(b, s->attw);
-		T dam = TMP("_softmax_backward_data", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_SOFTMAX_BWD, dsm, s->attw, NO, dam, NO, NO);
-		unref(b, dsm);
-		unref(b, s->attw);
+		T dvr;
+		T dam = attn_v_bwd(b, dac, s->attw, s->vr, B, h, Tn, hd, &dvr);
 		/* AddBackward (+ mask) passes; MulBackward (* scaling) */
 		T cs_ = cast_scalar(b, s->sc_w);
 		T dsc = TMP("mul (scaling backward)", AG_F32, B * h, Tn, Tn);
@@ -1703,17 +1702,8 @@ static void llama_step(struct bld *b, struct model *M)
 		unref(b, dam);
 		unref(b, s->sc_w);
 		/* BmmBackward (q @ k^T) */
-		T dkt = TMP("bmm (scores backward, k^T)", AG_F32, B * h, hd, Tn);
-		T qtt = transpose_last2(b, s->qe);
-		op(b, AG_OP_BMM, qtt, dsc, NO, dkt, NO, NO);
-		unref(b, qtt);
-		T dq = TMP("bmm (scores backward, q)", AG_F32, B * h, Tn, hd);
-		T ktt = transpose_last2(b, s->ktc);
-		op(b, AG_OP_BMM, dsc, ktt, NO, dq, NO, NO);
-		unref(b, ktt);
-		unref(b, dsc);
-		unref(b, s->ktc);
-		unref(b, s->qe);
+		T dq, dkt;
+		qk_bwd(b, dsc, s->qe, s->ktc, B * h, Tn, hd, &dq, &dkt);
 		/* v's repeat_kv, then k's, then the ropes of k and q */
 		T dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd);
 		T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd);
