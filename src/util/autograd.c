@@ -691,18 +691,31 @@ static T lm_loss_bwd(struct bld *b, T one, T lsm, T tgt, T tw)
 
 /* lm_head (nn.Linear(d, V, bias=False); the token table when tied) over
  * x [B, T, d], whose holder it takes: matmul folds to mm over
- * x.view(-1, d), the view kept by the node (*x2). The logits [B·T, V]. */
-static T head_fwd(struct bld *b, T x, struct pt *head, T *x2)
+ * x.view(-1, d), the view kept by the node (*x2); then the loss inside
+ * the model's forward (ForCausalLMLoss: its saved set in *ls, *tgt, *tw),
+ * marked as the reference marks them. The logits [B·T, V] in *lg (the
+ * loop holds them and the loss to the step's end); returns the loss. */
+static T causal_lm_loss(struct bld *b, struct model *M, T logits2, T *ls, T *tgt, T *tw);
+
+static T head_fwd(struct bld *b, struct model *M, T x, struct pt *head, T *x2, T *lg, T *ls, T *tgt, T *tw)
 {
 	const struct ag_tensor x_ = b->s->tensor[x], *o = &x_; /* a copy: the array grows */
 	uint64_t rows = o->shape[0] * o->shape[1], d = o->shape[2], V = b->s->tensor[head->w].shape[0];
+	b->module = modname(b, "lm_head");
+	mark(b, "fwd:lm_head:start");
 	*x2 = reshape(b, x, 2, SH(rows, d));
 	unref(b, x);
 	T wt = transpose_last2(b, head->w);
-	T lg = TMP("mm (lm_head)", AG_F32, rows, V);
-	op(b, AG_OP_MM, *x2, wt, NO, lg, NO, NO);
+	*lg = TMP("mm (lm_head)", AG_F32, rows, V);
+	op(b, AG_OP_MM, *x2, wt, NO, *lg, NO, NO);
 	unref(b, wt);
-	return lg;
+	mark(b, "fwd:lm_head:end");
+	b->module = -1;
+	mark(b, "fwd:loss:start");
+	/* logits.float() is logits itself in fp32; .view(-1, V) a view */
+	T loss = causal_lm_loss(b, M, *lg, ls, tgt, tw);
+	mark(b, "fwd:loss:end");
+	return loss;
 }
 
 /* The backward's start: loss.backward()'s ones_like (held until backward
@@ -963,18 +976,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 	T xf = layer_norm(b, hs, lnfw, lnfb, &lnf);
 	unref(b, hs);
 	mark(b, "fwd:ln_f:end");
-	b->module = modname(b, "lm_head");
-	mark(b, "fwd:lm_head:start");
-	/* nn.Linear on 3-D: matmul(x, W^t) folds to mm over x.view(-1, d) */
-	T xf2;
-	T lg = head_fwd(b, xf, head, &xf2);
-	mark(b, "fwd:lm_head:end");
-	b->module = -1;
-	mark(b, "fwd:loss:start");
-	/* logits.float() is logits itself in fp32; .view(-1, V) a view */
-	T lsm, tgt, tw;
-	T loss = causal_lm_loss(b, M, lg, &lsm, &tgt, &tw);
-	mark(b, "fwd:loss:end");
+	T xf2, lg, lsm, tgt, tw;
+	T loss = head_fwd(b, M, xf, head, &xf2, &lg, &lsm, &tgt, &tw);
 	/* the loop keeps outputs (the loss and the logits) to the step's end */
 
 	T one, held;
@@ -1625,16 +1628,8 @@ static void llama_step(struct bld *b, struct model *M)
 	T xn = rmsnorm(b, hs, nw, &ns);
 	unref(b, hs);
 	mark(b, "fwd:norm:end");
-	b->module = modname(b, "lm_head");
-	mark(b, "fwd:lm_head:start");
-	T xn2;
-	T lg = head_fwd(b, xn, head, &xn2);
-	mark(b, "fwd:lm_head:end");
-	b->module = -1;
-	mark(b, "fwd:loss:start");
-	T lsm, tgt, tw;
-	T loss = causal_lm_loss(b, M, lg, &lsm, &tgt, &tw);
-	mark(b, "fwd:loss:end");
+	T xn2, lg, lsm, tgt, tw;
+	T loss = head_fwd(b, M, xn, head, &xn2, &lg, &lsm, &tgt, &tw);
 	/* the model's forward returns: cache_position, the mask, inputs_embeds
 	 * (kept by the first norm) and the position embeddings (by the ropes) */
 	unref(b, cp);
