@@ -814,6 +814,22 @@ static void qk_bwd(struct bld *b, T dsc, T q, T kt, uint64_t n, uint64_t Tn, uin
 	unref(b, kt);
 }
 
+/* The token embedding's backward from g (its holder taken): its V·d
+ * gradient, added to the tied head's held one in the table's input
+ * buffer (out of place: that one is a view), then AccumulateGrad. */
+static void embedding_bwd(struct bld *b, struct model *M, T g, struct pt *emb, T held)
+{
+	T de = like(b, "embedding_dense_backward", emb->w);
+	op(b, AG_OP_EMBEDDING_BWD, g, M->ids, NO, de, NO, NO);
+	unref(b, g);
+	if (held != NO) {
+		arrive(b, &held, de);
+		de = held;
+	}
+	accumulate(b, emb, de);
+	b->module = -1;
+}
+
 static void gpt2_step(struct bld *b, struct model *M)
 {
 	const struct zs_model *m = b->m;
@@ -1138,16 +1154,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 	accumulate(b, wpe, dwpe);
 	b->module = modname(b, "transformer.wte");
 	mark(b, "bwd:wte:start");
-	T dwte = like(b, "embedding_dense_backward (wte)", wte->w);
-	op(b, AG_OP_EMBEDDING_BWD, gx, M->ids, NO, dwte, NO, NO);
-	unref(b, gx);
-	if (held != NO) {
-		/* wte's input buffer: the head's gradient + the embedding's */
-		arrive(b, &held, dwte);
-		dwte = held;
-	}
-	accumulate(b, wte, dwte);
-	b->module = -1;
+	embedding_bwd(b, M, gx, wte, held);
 	unref(b, one); /* backward returns */
 	free(S);
 	M->loss = loss;
@@ -1729,15 +1736,7 @@ static void llama_step(struct bld *b, struct model *M)
 	mark(b, "bwd:rotary_emb:end");
 	mark(b, "bwd:layers.0:end");
 	b->module = modname(b, "model.embed_tokens");
-	T demb = like(b, "embedding_dense_backward", emb->w);
-	op(b, AG_OP_EMBEDDING_BWD, xbuf, M->ids, NO, demb, NO, NO);
-	unref(b, xbuf);
-	if (held != NO) {
-		arrive(b, &held, demb);
-		demb = held;
-	}
-	accumulate(b, emb, demb);
-	b->module = -1;
+	embedding_bwd(b, M, xbuf, emb, held);
 	unref(b, one);
 	free(S);
 	M->loss = loss;
