@@ -830,6 +830,17 @@ static void embedding_bwd(struct bld *b, struct model *M, T g, struct pt *emb, T
 	b->module = -1;
 }
 
+/* A block's residual add a + y (y the sublayer's output): y goes as the
+ * expression ends, then a's name is rebound to the sum. */
+static T residual_add(struct bld *b, T a, T y, int y_first)
+{
+	T out = like(b, "add (residual)", a);
+	op(b, AG_OP_ADD, y_first ? y : a, y_first ? a : y, NO, out, NO, NO)->arg[0] = 1;
+	unref(b, y);
+	unref(b, a);
+	return out;
+}
+
 static void gpt2_step(struct bld *b, struct model *M)
 {
 	const struct zs_model *m = b->m;
@@ -944,13 +955,9 @@ static void gpt2_step(struct bld *b, struct model *M)
 		unref(b, v);
 		/* h = attn(h) + residual */
 		b->module = -1;
-		T h2 = TMP("add (residual)", AG_F32, B, Tn, d);
-		op(b, AG_OP_ADD, po, residual, NO, h2, NO, NO)->arg[0] = 1;
-		unref(b, po);
-		unref(b, residual);
-		residual = h2;
+		residual = residual_add(b, residual, po, 1);
 		b->module = modname(b, "transformer.h.%d.ln_2", i);
-		T x2 = layer_norm(b, h2, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &s->ln2);
+		T x2 = layer_norm(b, residual, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &s->ln2);
 		b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
 		T fc = conv1d(b, x2, blk(M, b, i, "mlp.c_fc.weight"), blk(M, b, i, "mlp.c_fc.bias"), &s->fc);
 		unref(b, x2);
@@ -979,11 +986,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 		T mo = conv1d(b, gl, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"), &s->proj);
 		unref(b, gl);
 		b->module = -1;
-		T h3 = TMP("add (residual)", AG_F32, B, Tn, d);
-		op(b, AG_OP_ADD, residual, mo, NO, h3, NO, NO)->arg[0] = 1;
-		unref(b, mo);
-		unref(b, residual);
-		hs = h3;
+		hs = residual_add(b, residual, mo, 0);
 		mark(b, "fwd:h.%d:end", i);
 	}
 	b->module = modname(b, "transformer.ln_f");
@@ -1599,11 +1602,8 @@ static void llama_step(struct bld *b, struct model *M)
 		unref(b, ac);
 		unref(b, kr); /* forward returns: key_states goes */
 		b->module = -1;
-		T h2 = TMP("add (residual)", AG_F32, B, Tn, d);
-		op(b, AG_OP_ADD, residual, po, NO, h2, NO, NO)->arg[0] = 1;
-		unref(b, po);
+		T h2 = residual_add(b, residual, po, 0);
 		unref(b, x1);
-		unref(b, residual);
 		b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
 		T x2 = rmsnorm(b, h2, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &s->n2);
 		const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
@@ -1620,11 +1620,7 @@ static void llama_step(struct bld *b, struct model *M)
 		unref(b, mu);
 		unref(b, x2);
 		b->module = -1;
-		T h3 = TMP("add (residual)", AG_F32, B, Tn, d);
-		op(b, AG_OP_ADD, h2, mo, NO, h3, NO, NO)->arg[0] = 1;
-		unref(b, mo);
-		unref(b, h2);
-		hs = h3;
+		hs = residual_add(b, h2, mo, 0);
 		(void)f;
 		(void)rep;
 		mark(b, "fwd:layers.%d:end", i);
