@@ -39,6 +39,10 @@ before that op. What the tracker cannot see (temporaries made inside an op)
 is the peak less the tracked bytes, named "inside <op>". The instrumented
 steps must allocate what the clean step did (checked and printed).
 
+--trace FILE: one more step, every aten op marked, each allocation and
+free written with its op, phase and module (and FILE.clean: the clean
+last step's sizes), to diff against zerosim's step list event by event.
+
 Prints one JSON object (see --help). Exit 0; 2 bad usage.
 """
 import argparse

@@ -13,7 +13,8 @@
 # (phases, units' forward and backward boundaries), all equal to the byte;
 # any difference is printed with its size. Cases: the tiny gpt2 and
 # llama of the issue, each tied and untied; gpt2 with foreach Adam; llama
-# with zero_grad(set_to_none=True).
+# with zero_grad(set_to_none=True); gpt2 at batch 1 (matmul's operands are
+# views there, not copies).
 #
 # `tests/hf_torch.sh table` (make check-torch-ref; ZS_HF_SMALL=0 leaves out
 # GPT-2 small, minutes a run; ZS_TORCH26_ROOT names the 2.6 root): the issue's cases with
@@ -61,22 +62,45 @@ one() {
 
 if [ "${1:-}" = table ]; then
 	cat >"$tmp/row.py" <<'EOF'
-import json, sys
-d = json.load(open(sys.argv[2]))
+import json, os, subprocess, sys, tempfile
+label, path, model, zerosim = sys.argv[1:5]
+d = json.load(open(path))
 z = d.get("zerosim", {})
 a = d.get("attribution", {})
 peak, phase, after, between = d["peak"], d["peak_phase"], d["peak_after"], d["between_steps"][-1]
-print(f"| {sys.argv[1]} | {d['torch']} | {z.get('peak', 0):,} | {peak:,} | {z.get('ratio', '-')} | "
+# zerosim's plain loop for the same run (--framework torch --wrapper none,
+# the PyTorch step summed): what it cannot describe yet it refuses ("-").
+plain, why = None, ""
+with tempfile.TemporaryDirectory() as t:
+    raw = json.load(open(model))
+    raw["tie_word_embeddings"] = d["tied"]
+    cfg = os.path.join(t, os.path.basename(model))
+    json.dump(raw, open(cfg, "w"))
+    opts = ["--framework", "torch", "--wrapper", "none", "--world", "1", "--schemes", "dp", "--precision",
+            "fp32", "--torch-device", "cpu", "--torch-version", "1.13" if d["torch"].startswith("1.") else "2.6",
+            "--optimizer-impl", d["optimizer_impl"], "--zero-grad", d["zero_grad"], "--attn", d["attn"]]
+    if d["dropout"] != "0" or d["amp"] != "none" or not d["keep_logits"] or d["loss"] != "5.x" or \
+            d.get("mask", "where") == "add":
+        why = "not described yet"
+    else:
+        p = subprocess.run([zerosim, "theory", "--model", cfg, "--seq", str(d["seq"]), "--batch", str(d["batch"])]
+                           + opts + ["--out", os.path.join(t, "t.json")], capture_output=True, text=True)
+        if p.returncode:
+            why = p.stderr.strip().split(": ", 1)[-1]
+        else:
+            plain = json.load(open(os.path.join(t, "t.json")))["rows"][0]["schedule"]["peak_bytes"]
+pl = f"{plain:,} | {plain / peak:.4f}" if plain is not None else f"- ({why}) | -"
+print(f"| {label} | {d['torch']} | {z.get('peak', 0):,} | {peak:,} | {z.get('ratio', '-')} | {pl} | "
       f"{phase} ({after}) | {between:,} |")
 for k, v in a.get("named", {}).items():
-    print(f"|   {k} | | | {v:,} | | | |")
+    print(f"|   {k} | | | {v:,} | | | | | |")
 EOF
-	row() { "$py" "$tmp/row.py" "$1" "$2"; } # label, the JSON
+	row() { "$py" "$tmp/row.py" "$1" "$2" "$3" "$zerosim"; } # label, the JSON, the model's config here
 	# The 2.6 root, made once here when absent (a minute or more, ~1.5 GB);
 	# without it, 1.13's rows alone.
 	root=$("$src/tests/torch26_root.sh") || root=
-	echo "| case | torch | zerosim peak | PyTorch peak | ratio | phase (after mark) | between steps |"
-	echo "|---|---|---|---|---|---|---|"
+	echo "| case | torch | zerosim paper peak | PyTorch peak | ratio | zerosim plain loop peak | ratio | phase (after mark) | between steps |"
+	echo "|---|---|---|---|---|---|---|---|---|"
 	set -- \
 		"gpt2 tiny" "--model $tmp/tiny-gpt2.json" \
 		"gpt2 tiny, Trainer (logits dropped)" "--model $tmp/tiny-gpt2.json --keep-logits 0" \
@@ -87,6 +111,7 @@ EOF
 		"gpt2 tiny, bf16 autocast" "--model $tmp/tiny-gpt2.json --amp bf16" \
 		"llama tiny, untied" "--model $tmp/tiny-llama.json" \
 		"llama tiny, tied" "--model $tmp/tiny-llama.json --tied" \
+		"llama tiny, foreach" "--model $tmp/tiny-llama.json --optimizer-impl foreach" \
 		"GPT-2 small seq 256" "--model $src/data/models/gpt2.json --seq 256 --batch 1" \
 		"GPT-2 small seq 256, foreach" "--model $src/data/models/gpt2.json --seq 256 --batch 1 --optimizer-impl foreach"
 	while [ $# -ge 2 ]; do
@@ -95,7 +120,8 @@ EOF
 		case $label in GPT-2*) [ "${ZS_HF_SMALL:-1}" = 0 ] && continue ;; esac
 		# shellcheck disable=SC2086
 		one "$py" "$src/tests/hf_torch.py" $args --zerosim "$zerosim" --out "$tmp/out.json"
-		row "$label" "$tmp/out.json"
+		model=$(echo "$args" | sed 's/^--model \([^ ]*\).*/\1/')
+		row "$label" "$tmp/out.json" "$model"
 		if [ -n "$root" ]; then
 			mkdir -p "$root/tmp/zs-hf" && cp "$src/tests/hf_torch.py" "$tmp"/*.json "$src/data/models/gpt2.json" \
 				"$root/tmp/zs-hf/" || exit 99
@@ -111,7 +137,7 @@ if "peak" in d26["zerosim"]:
     d26["zerosim"]["ratio"] = round(d26["zerosim"]["peak"] / d26["peak"], 4)
 json.dump(d26, open(sys.argv[1], "w"))
 EOF
-				row "$label (2.6${extra:+, $extra})" "$root/tmp/zs-hf/out.json"
+				row "$label (2.6${extra:+, $extra})" "$root/tmp/zs-hf/out.json" "$model"
 			done
 		fi
 	done
@@ -130,7 +156,8 @@ for case in \
 	"llama|--model $tmp/tiny-llama.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"llama-tied|--model $tmp/tiny-llama.json --tied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"gpt2-foreach|--model $tmp/tiny-gpt2.json --zero-grad zeros --optimizer-impl foreach|$plain --optimizer-impl foreach --zero-grad zeros" \
-	"llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none|$plain --optimizer-impl single --zero-grad none"
+	"llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
+	"gpt2-batch1|--model $tmp/tiny-gpt2.json --batch 1 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}

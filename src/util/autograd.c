@@ -171,9 +171,12 @@ static int whole(struct bld *b, T t)
 }
 
 /* A new storage of `shape`, allocated now: one holder. */
-static T mk(struct bld *b, const char *what, enum ag_dtype dt, unsigned nd, const uint64_t *shape,
+static T mk(struct bld *b, const char *what, enum ag_dtype dt, unsigned nd, const uint64_t *shape_,
             enum ag_role role, enum zs_cat cat, int32_t param)
 {
+	uint64_t shape[AG_MAXDIM]; /* shape_ may point into the array newt() moves */
+	for (unsigned i = 0; i < nd; i++)
+		shape[i] = shape_[i];
 	T t = newt(b);
 	struct ag_tensor *x = &b->s->tensor[t];
 	x->what = what;
@@ -229,15 +232,21 @@ static void unref(struct bld *b, T t)
 }
 
 /* A view of t's storage: one more holder of it. */
-static T vw(struct bld *b, T base, unsigned nd, const uint64_t *shape, const int64_t *stride, uint64_t off)
+static T vw(struct bld *b, T base, unsigned nd, const uint64_t *shape_, const int64_t *stride_, uint64_t off)
 {
+	uint64_t shape[AG_MAXDIM]; /* the arguments may point into the array newt() moves */
+	int64_t stride[AG_MAXDIM];
+	for (unsigned i = 0; i < nd; i++) {
+		shape[i] = shape_[i];
+		stride[i] = stride_ ? stride_[i] : 0;
+	}
 	T t = newt(b);
 	struct ag_tensor *x = &b->s->tensor[t], *o = &b->s->tensor[base];
 	*x = *o;
 	x->ndim = nd;
 	for (unsigned i = 0; i < nd; i++)
 		x->shape[i] = shape[i];
-	if (stride)
+	if (stride_)
 		for (unsigned i = 0; i < nd; i++)
 			x->stride[i] = stride[i];
 	else
@@ -313,7 +322,7 @@ static T cast_scalar(struct bld *b, T w)
 
 static T like(struct bld *b, const char *what, T x)
 {
-	const struct ag_tensor *o = &b->s->tensor[x];
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	return tmp(b, what, o->dtype, o->ndim, o->shape);
 }
 
@@ -451,7 +460,7 @@ static void accumulate(struct bld *b, struct pt *q, T g)
 		unref(b, g);
 		return;
 	}
-	const struct ag_tensor *x = &b->s->tensor[g];
+	const struct ag_tensor x_ = b->s->tensor[g], *x = &x_; /* a copy: the array grows */
 	if (b->refs[x->storage] == 1 && whole(b, g)) {
 		q->g = g;
 	} else {
@@ -478,7 +487,7 @@ static void arrive(struct bld *b, T *buf, T g)
 		*buf = g;
 		return;
 	}
-	const struct ag_tensor *x = &b->s->tensor[*buf];
+	const struct ag_tensor x_ = b->s->tensor[*buf], *x = &x_; /* a copy: the array grows */
 	if (b->o->version != ZS_TORCH_1_13 && x->storage == *buf && b->refs[*buf] == 1) {
 		op(b, AG_OP_ADD_, *buf, g, NO, *buf, NO, NO)->arg[0] = 1;
 		unref(b, g);
@@ -498,7 +507,7 @@ struct ln_saved { T x, mean, rstd; };
 
 static T layer_norm(struct bld *b, T x, struct pt *w, struct pt *bb, struct ln_saved *sv)
 {
-	const struct ag_tensor *o = &b->s->tensor[x];
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	T y = like(b, "native_layer_norm", x);
 	uint64_t sh[AG_MAXDIM];
 	for (unsigned i = 0; i < o->ndim; i++)
@@ -516,7 +525,7 @@ static T layer_norm(struct bld *b, T x, struct pt *w, struct pt *bb, struct ln_s
  * scratch; the incoming gradient and the saved set let go. */
 static T layer_norm_bwd(struct bld *b, T g, struct ln_saved *sv, struct pt *w, struct pt *bb, T *dw, T *db)
 {
-	const struct ag_tensor *o = &b->s->tensor[sv->x];
+	const struct ag_tensor o_ = b->s->tensor[sv->x], *o = &o_; /* a copy: the array grows */
 	uint64_t d = o->shape[o->ndim - 1];
 	T dx = like(b, "native_layer_norm_backward", sv->x);
 	*dw = like(b, "native_layer_norm_backward (dw)", w->w);
@@ -541,7 +550,7 @@ struct conv_saved { T x2; };
 
 static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_saved *sv)
 {
-	const struct ag_tensor *o = &b->s->tensor[x];
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t rows = numel(o) / o->shape[o->ndim - 1];
 	uint64_t nf = b->s->tensor[w->w].shape[1];
 	T x2 = reshape(b, x, 2, SH(rows, o->shape[o->ndim - 1]));
@@ -563,7 +572,7 @@ static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_sav
  * `owned` (the node had the last holder of it). Returns dx as [rows, nx]. */
 static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct pt *w, struct pt *bb)
 {
-	const struct ag_tensor *xo = &b->s->tensor[sv->x2];
+	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
 	uint64_t rows = xo->shape[0], nx = xo->shape[1], nf = b->s->tensor[w->w].shape[1];
 	T g2 = reshape(b, g, 2, SH(rows, nf));
 	T dx = TMP("mm (addmm backward, mat1)", AG_F32, rows, nx);
@@ -641,8 +650,13 @@ static T causal_lm_loss(struct bld *b, struct model *M, T logits2, T *ls, T *tgt
 	op(b, AG_OP_COPY, M->labels, NO, NO, padded, NO, NO)->arg[0] = -100;
 	/* shift_labels = labels[..., 1:].contiguous() */
 	T sv = vw(b, padded, 2, SH(B, Tn), (const int64_t[]){ (int64_t)(Tn + 1), 1 }, 1);
-	T shift = TMP("clone (shift_labels)", AG_I64, B, Tn);
-	op(b, AG_OP_COPY, sv, NO, NO, shift, NO, NO);
+	T shift;
+	if (B == 1) { /* [1, T] with strides (T + 1, 1) is contiguous: no copy */
+		shift = vw(b, padded, 2, SH(B, Tn), NULL, 1);
+	} else {
+		shift = TMP("clone (shift_labels)", AG_I64, B, Tn);
+		op(b, AG_OP_COPY, sv, NO, NO, shift, NO, NO);
+	}
 	unref(b, sv);
 	/* cross_entropy: log_softmax (saves its result), nll_loss (saves
 	 * target and total_weight) */
@@ -662,7 +676,7 @@ static T causal_lm_loss(struct bld *b, struct model *M, T logits2, T *ls, T *tgt
  * logits' gradient [B·T, V]. */
 static T lm_loss_bwd(struct bld *b, T one, T lsm, T tgt, T tw)
 {
-	const struct ag_tensor *o = &b->s->tensor[lsm];
+	const struct ag_tensor o_ = b->s->tensor[lsm], *o = &o_; /* a copy: the array grows */
 	T dls = tmp(b, "nll_loss_backward", AG_F32, 2, o->shape);
 	struct ag_event *e = op(b, AG_OP_NLL_BWD, one, tgt, tw, dls, NO, NO);
 	e->arg[0] = -100;
@@ -675,10 +689,162 @@ static T lm_loss_bwd(struct bld *b, T one, T lsm, T tgt, T tw)
 	return dlg;
 }
 
+/* lm_head (nn.Linear(d, V, bias=False); the token table when tied) over
+ * x [B, T, d], whose holder it takes: matmul folds to mm over
+ * x.view(-1, d), the view kept by the node (*x2); then the loss inside
+ * the model's forward (ForCausalLMLoss: its saved set in *ls, *tgt, *tw),
+ * marked as the reference marks them. The logits [B·T, V] in *lg (the
+ * loop holds them and the loss to the step's end); returns the loss. */
+static T causal_lm_loss(struct bld *b, struct model *M, T logits2, T *ls, T *tgt, T *tw);
+
+static T head_fwd(struct bld *b, struct model *M, T x, struct pt *head, T *x2, T *lg, T *ls, T *tgt, T *tw)
+{
+	const struct ag_tensor x_ = b->s->tensor[x], *o = &x_; /* a copy: the array grows */
+	uint64_t rows = o->shape[0] * o->shape[1], d = o->shape[2], V = b->s->tensor[head->w].shape[0];
+	b->module = modname(b, "lm_head");
+	mark(b, "fwd:lm_head:start");
+	*x2 = reshape(b, x, 2, SH(rows, d));
+	unref(b, x);
+	T wt = transpose_last2(b, head->w);
+	*lg = TMP("mm (lm_head)", AG_F32, rows, V);
+	op(b, AG_OP_MM, *x2, wt, NO, *lg, NO, NO);
+	unref(b, wt);
+	mark(b, "fwd:lm_head:end");
+	b->module = -1;
+	mark(b, "fwd:loss:start");
+	/* logits.float() is logits itself in fp32; .view(-1, V) a view */
+	T loss = causal_lm_loss(b, M, *lg, ls, tgt, tw);
+	mark(b, "fwd:loss:end");
+	return loss;
+}
+
+/* The backward's start: loss.backward()'s ones_like (held until backward
+ * returns: *one), the loss's nodes, then lm_head's MmBackward. The head's
+ * weight gradient goes to AccumulateGrad, or, tied, waits in the token
+ * table's input buffer (*held) for the embedding's. Returns the final
+ * norm's output gradient [B·T, d]. */
+static T head_bwd(struct bld *b, T lsm, T tgt, T tw, T x2, struct pt *head, T *one, T *held)
+{
+	b->phase = ZS_PH_BACKWARD;
+	mark(b, "phase:backward");
+	*one = tmp(b, "ones_like (loss grad)", AG_F32, 0, NULL);
+	op(b, AG_OP_FILL, NO, NO, NO, *one, NO, NO)->arg[0] = 1;
+	T dlg = lm_loss_bwd(b, *one, lsm, tgt, tw);
+	b->module = modname(b, "lm_head");
+	mark(b, "bwd:lm_head:start");
+	/* mm_mat2_backward computes W^t's gradient in W^t's own (transposed)
+	 * layout, grad^t @ x, so that TBackward's view of it is W's
+	 * contiguous [V, d]; it comes first */
+	const struct ag_tensor w_ = b->s->tensor[head->w], *w = &w_; /* a copy: the array grows */
+	T dw = TMP("mm (lm_head weight grad)", AG_F32, w->shape[0], w->shape[1]);
+	T dlgt = transpose_last2(b, dlg);
+	op(b, AG_OP_MM, dlgt, x2, NO, dw, NO, NO);
+	unref(b, dlgt);
+	T dx = TMP("mm (lm_head input grad)", AG_F32, b->s->tensor[x2].shape[0], w->shape[1]);
+	op(b, AG_OP_MM, dlg, head->w, NO, dx, NO, NO);
+	unref(b, dlg);
+	unref(b, x2);
+	*held = NO;
+	if (b->m->tied) {
+		*held = vw(b, dw, 2, w->shape, NULL, 0);
+		unref(b, dw);
+	} else {
+		accumulate(b, head, dw);
+	}
+	return dx;
+}
+
+/* matmul's operand x ([B, n, r, c], any strides) as bmm takes it,
+ * [B·n, r, c]: expand + reshape, a view where the strides allow (B = 1:
+ * the batch dim drops), else a copy (`clone`) that bmm then keeps. */
+static T bmm_operand(struct bld *b, T x, const char *what)
+{
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+	if (o->shape[0] == 1)
+		return vw(b, x, 3, o->shape + 1, o->stride + 1, 0);
+	T c = tmp(b, what, o->dtype, 3, SH(o->shape[0] * o->shape[1], o->shape[2], o->shape[3]));
+	op(b, AG_OP_COPY, x, NO, NO, c, NO, NO);
+	return c;
+}
+
+/* The attention's backward from the merged heads' gradient dm (B·T rows
+ * of h·hd; its holder taken) to the scores': the heads' gradient as bmm wants it
+ * (a copy unless B = 1), BmmBackward (attw @ v: v's gradient into *dv,
+ * then attw's), the saved v and attw let go, SoftmaxBackward. */
+static T attn_v_bwd(struct bld *b, T dm, T attw, T v, uint64_t B, uint64_t h, uint64_t Tn, uint64_t hd, T *dv)
+{
+	uint64_t d = h * hd;
+	T dmp = vw(b, dm, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 }, 0);
+	T dao = bmm_operand(b, dmp, "clone (reshape of the heads' grad)");
+	unref(b, dmp);
+	unref(b, dm);
+	*dv = TMP("bmm (attention backward, v)", AG_F32, B * h, Tn, hd);
+	T swt = transpose_last2(b, attw);
+	op(b, AG_OP_BMM, swt, dao, NO, *dv, NO, NO);
+	unref(b, swt);
+	T dsm = TMP("bmm (attention backward, weights)", AG_F32, B * h, Tn, Tn);
+	T vt = transpose_last2(b, v);
+	op(b, AG_OP_BMM, dao, vt, NO, dsm, NO, NO);
+	unref(b, vt);
+	unref(b, dao);
+	unref(b, v);
+	unref(b, attw);
+	T dw = TMP("_softmax_backward_data", AG_F32, B * h, Tn, Tn);
+	op(b, AG_OP_SOFTMAX_BWD, dsm, attw, NO, dw, NO, NO);
+	unref(b, dsm);
+	unref(b, attw);
+	return dw;
+}
+
+/* BmmBackward (q @ k^T) from the scores' gradient dsc (its holder
+ * taken): q's gradient [n = B·h, T, hd], then k^T's [n, hd, T]; the saved
+ * q and k^T let go. */
+static void qk_bwd(struct bld *b, T dsc, T q, T kt, uint64_t n, uint64_t Tn, uint64_t hd, T *dq, T *dkt)
+{
+	*dq = TMP("bmm (scores backward, q)", AG_F32, n, Tn, hd);
+	T ktt = transpose_last2(b, kt);
+	op(b, AG_OP_BMM, dsc, ktt, NO, *dq, NO, NO);
+	unref(b, ktt);
+	*dkt = TMP("bmm (scores backward, k^T)", AG_F32, n, hd, Tn);
+	T qt = transpose_last2(b, q);
+	op(b, AG_OP_BMM, qt, dsc, NO, *dkt, NO, NO);
+	unref(b, qt);
+	unref(b, dsc);
+	unref(b, q);
+	unref(b, kt);
+}
+
+/* The token embedding's backward from g (its holder taken): its V·d
+ * gradient, added to the tied head's held one in the table's input
+ * buffer (out of place: that one is a view), then AccumulateGrad. */
+static void embedding_bwd(struct bld *b, struct model *M, T g, struct pt *emb, T held)
+{
+	T de = like(b, "embedding_dense_backward", emb->w);
+	op(b, AG_OP_EMBEDDING_BWD, g, M->ids, NO, de, NO, NO);
+	unref(b, g);
+	if (held != NO) {
+		arrive(b, &held, de);
+		de = held;
+	}
+	accumulate(b, emb, de);
+	b->module = -1;
+}
+
+/* A block's residual add a + y (y the sublayer's output): y goes as the
+ * expression ends, then a's name is rebound to the sum. */
+static T residual_add(struct bld *b, T a, T y, int y_first)
+{
+	T out = like(b, "add (residual)", a);
+	op(b, AG_OP_ADD, y_first ? y : a, y_first ? a : y, NO, out, NO, NO)->arg[0] = 1;
+	unref(b, y);
+	unref(b, a);
+	return out;
+}
+
 static void gpt2_step(struct bld *b, struct model *M)
 {
 	const struct zs_model *m = b->m;
-	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, V = m->vocab, h = m->heads, hd = m->head_dim;
+	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, h = m->heads, hd = m->head_dim;
 	uint64_t L = m->layers;
 	struct gpt2_block_saved *S = zs_calloc(L, sizeof *S);
 	struct pt *wte = PF(M, b, "transformer.wte.weight"), *wpe = PF(M, b, "transformer.wpe.weight");
@@ -731,13 +897,11 @@ static void gpt2_step(struct bld *b, struct model *M)
 		T v = vw(b, qkv, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)Tn * st3, (int64_t)hd, st3, 1 },
 		         2 * d);
 		unref(b, qkv);
-		/* matmul(q, k^T): both operands copied to [B·h, T, hd] and
-		 * [B·h, hd, T] (expand + reshape of permuted views), kept by bmm */
-		T qc = TMP("clone (matmul's copy of q)", AG_F32, B * h, Tn, hd);
-		op(b, AG_OP_COPY, q, NO, NO, qc, NO, NO);
+		/* matmul(q, k^T): both operands to [B·h, T, hd] and [B·h, hd, T]
+		 * (expand + reshape of permuted views: copies unless B = 1), kept by bmm */
+		T qc = bmm_operand(b, q, "clone (matmul's copy of q)");
 		T kt = transpose_last2(b, k);
-		T ktc = TMP("clone (matmul's copy of k^T)", AG_F32, B * h, hd, Tn);
-		op(b, AG_OP_COPY, kt, NO, NO, ktc, NO, NO);
+		T ktc = bmm_operand(b, kt, "clone (matmul's copy of k^T)");
 		unref(b, kt);
 		T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
 		op(b, AG_OP_BMM, qc, ktc, NO, sc, NO, NO);
@@ -765,8 +929,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 		/* softmax saves its result; bmm with v saves it and v's copy */
 		mark(b, "fwd:h.%d.attn.attn_dropout:start", i);
 		mark(b, "fwd:h.%d.attn.attn_dropout:end", i);
-		T vc = TMP("clone (matmul's copy of v)", AG_F32, B * h, Tn, hd);
-		op(b, AG_OP_COPY, v, NO, NO, vc, NO, NO);
+		T vc = bmm_operand(b, v, "clone (matmul's copy of v)");
 		T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
 		op(b, AG_OP_BMM, sm, vc, NO, ao, NO, NO);
 		s->attw = sm, s->v = vc;
@@ -792,13 +955,9 @@ static void gpt2_step(struct bld *b, struct model *M)
 		unref(b, v);
 		/* h = attn(h) + residual */
 		b->module = -1;
-		T h2 = TMP("add (residual)", AG_F32, B, Tn, d);
-		op(b, AG_OP_ADD, po, residual, NO, h2, NO, NO)->arg[0] = 1;
-		unref(b, po);
-		unref(b, residual);
-		residual = h2;
+		residual = residual_add(b, residual, po, 1);
 		b->module = modname(b, "transformer.h.%d.ln_2", i);
-		T x2 = layer_norm(b, h2, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &s->ln2);
+		T x2 = layer_norm(b, residual, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &s->ln2);
 		b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
 		T fc = conv1d(b, x2, blk(M, b, i, "mlp.c_fc.weight"), blk(M, b, i, "mlp.c_fc.bias"), &s->fc);
 		unref(b, x2);
@@ -827,11 +986,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 		T mo = conv1d(b, gl, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"), &s->proj);
 		unref(b, gl);
 		b->module = -1;
-		T h3 = TMP("add (residual)", AG_F32, B, Tn, d);
-		op(b, AG_OP_ADD, residual, mo, NO, h3, NO, NO)->arg[0] = 1;
-		unref(b, mo);
-		unref(b, residual);
-		hs = h3;
+		hs = residual_add(b, residual, mo, 0);
 		mark(b, "fwd:h.%d:end", i);
 	}
 	b->module = modname(b, "transformer.ln_f");
@@ -840,50 +995,12 @@ static void gpt2_step(struct bld *b, struct model *M)
 	T xf = layer_norm(b, hs, lnfw, lnfb, &lnf);
 	unref(b, hs);
 	mark(b, "fwd:ln_f:end");
-	b->module = modname(b, "lm_head");
-	mark(b, "fwd:lm_head:start");
-	/* nn.Linear on 3-D: matmul(x, W^t) folds to mm over x.view(-1, d) */
-	T xf2 = reshape(b, xf, 2, SH(B * Tn, d));
-	unref(b, xf);
-	T wt = transpose_last2(b, head->w);
-	T lg = TMP("mm (lm_head)", AG_F32, B * Tn, V);
-	op(b, AG_OP_MM, xf2, wt, NO, lg, NO, NO);
-	unref(b, wt);
-	mark(b, "fwd:lm_head:end");
-	b->module = -1;
-	mark(b, "fwd:loss:start");
-	/* logits.float() is logits itself in fp32; .view(-1, V) a view */
-	T lsm, tgt, tw;
-	T loss = causal_lm_loss(b, M, lg, &lsm, &tgt, &tw);
-	mark(b, "fwd:loss:end");
+	T xf2, lg, lsm, tgt, tw;
+	T loss = head_fwd(b, M, xf, head, &xf2, &lg, &lsm, &tgt, &tw);
 	/* the loop keeps outputs (the loss and the logits) to the step's end */
 
-	b->phase = ZS_PH_BACKWARD;
-	mark(b, "phase:backward");
-	/* _make_grads: ones_like(loss), held until backward returns */
-	T one = tmp(b, "ones_like (loss grad)", AG_F32, 0, NULL);
-	op(b, AG_OP_FILL, NO, NO, NO, one, NO, NO)->arg[0] = 1;
-	T dlg = lm_loss_bwd(b, one, lsm, tgt, tw);
-	/* lm_head: MmBackward: the weight's gradient (d x V, then t()) first */
-	b->module = modname(b, "lm_head");
-	mark(b, "bwd:lm_head:start");
-	/* mm_mat2_backward computes W^t's gradient in W^t's own (transposed)
-	 * layout, grad^t @ x, so that TBackward's view of it is W's
-	 * contiguous [V, d] */
-	T dw_head = TMP("mm (lm_head weight grad)", AG_F32, V, d);
-	T gt = transpose_last2(b, dlg);
-	op(b, AG_OP_MM, gt, xf2, NO, dw_head, NO, NO);
-	unref(b, gt);
-	T dxf = TMP("mm (lm_head input grad)", AG_F32, B * Tn, d);
-	op(b, AG_OP_MM, dlg, head->w, NO, dxf, NO, NO);
-	unref(b, dlg);
-	unref(b, xf2);
-	T held = NO;
-	if (m->tied)
-		/* wte's input buffer holds TBackward's view of it until the embedding's gradient */
-		held = vw(b, dw_head, 2, b->s->tensor[dw_head].shape, NULL, 0), unref(b, dw_head);
-	else
-		accumulate(b, head, dw_head);
+	T one, held;
+	T dxf = head_bwd(b, lsm, tgt, tw, xf2, head, &one, &held);
 	b->module = modname(b, "transformer.ln_f");
 	mark(b, "bwd:ln_f:start");
 	mark(b, "bwd:lm_head:end");
@@ -970,30 +1087,10 @@ static void gpt2_step(struct bld *b, struct model *M)
 		T dm = conv1d_bwd(b, g2, 0, &s->attn_out, blk(M, b, i, "attn.c_proj.weight"),
 		                  blk(M, b, i, "attn.c_proj.bias"));
 		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
-		/* CloneBackward, PermuteBackward: a permuted view of dm;
-		 * UnsafeViewBackward reshapes it to [B·h, T, hd]: a copy */
-		T dmp = vw(b, dm, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 }, 0);
-		T dao = TMP("clone (reshape of the merged heads' grad)", AG_F32, B * h, Tn, hd);
-		op(b, AG_OP_COPY, dmp, NO, NO, dao, NO, NO);
-		unref(b, dmp);
-		unref(b, dm);
-		/* BmmBackward (attw @ v): d v, then d attw */
-		T dvc = TMP("bmm (attention backward, v)", AG_F32, B * h, Tn, hd);
-		T swt = transpose_last2(b, s->attw);
-		op(b, AG_OP_BMM, swt, dao, NO, dvc, NO, NO);
-		unref(b, swt);
-		T dsm = TMP("bmm (attention backward, weights)", AG_F32, B * h, Tn, Tn);
-		T vt = transpose_last2(b, s->v);
-		op(b, AG_OP_BMM, dao, vt, NO, dsm, NO, NO);
-		unref(b, vt);
-		unref(b, dao);
-		unref(b, s->v);
-		unref(b, s->attw);
-		/* SoftmaxBackward */
-		T dwh = TMP("_softmax_backward_data", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_SOFTMAX_BWD, dsm, s->attw, NO, dwh, NO, NO);
-		unref(b, dsm);
-		unref(b, s->attw);
+		/* CloneBackward, PermuteBackward: a permuted view of dm; then
+		 * UnsafeViewBackward, BmmBackward, SoftmaxBackward */
+		T dvc;
+		T dwh = attn_v_bwd(b, dm, s->attw, s->v, B, h, Tn, hd, &dvc);
 		/* WhereBackward: where(cond, grad, 0) */
 		T zero = tmp(b, "scalar_tensor (0)", AG_F32, 0, NULL);
 		op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
@@ -1011,17 +1108,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 		unref(b, daw);
 		unref(b, s->divisor);
 		/* BmmBackward (q @ k^T): d q, d k^T */
-		T dq = TMP("bmm (scores backward, q)", AG_F32, B * h, Tn, hd);
-		T ktt = transpose_last2(b, s->kt);
-		op(b, AG_OP_BMM, dsc, ktt, NO, dq, NO, NO);
-		unref(b, ktt);
-		T dkt = TMP("bmm (scores backward, k^T)", AG_F32, B * h, hd, Tn);
-		T qt = transpose_last2(b, s->q);
-		op(b, AG_OP_BMM, qt, dsc, NO, dkt, NO, NO);
-		unref(b, qt);
-		unref(b, dsc);
-		unref(b, s->q);
-		unref(b, s->kt);
+		T dq, dkt;
+		qk_bwd(b, dsc, s->q, s->kt, B * h, Tn, hd, &dq, &dkt);
 		/* the copies' backward: reshape to [B, h, T, hd] and permute to
 		 * the split's layout; SplitBackward (cat) wants them as
 		 * [B, T, d]: k's and q's are copied (reshape of a transposed and
@@ -1053,8 +1141,14 @@ static void gpt2_step(struct bld *b, struct model *M)
 	/* AddBackward (wte + wpe): wpe's first (created later); its operand
 	 * was [1, T, d]: the gradient summed to it */
 	b->module = modname(b, "transformer.wpe");
-	T dpe = TMP("sum (wpe grad to [1, T, d])", AG_F32, 1, Tn, d);
-	op(b, AG_OP_SUM_TO, gx, NO, NO, dpe, NO, NO);
+	T dpe;
+	if (B == 1) { /* the shapes agree: the gradient itself */
+		dpe = gx;
+		ref(b, gx);
+	} else {
+		dpe = TMP("sum (wpe grad to [1, T, d])", AG_F32, 1, Tn, d);
+		op(b, AG_OP_SUM_TO, gx, NO, NO, dpe, NO, NO);
+	}
 	mark(b, "bwd:wpe:start");
 	T dwpe = like(b, "embedding_dense_backward (wpe)", wpe->w);
 	op(b, AG_OP_EMBEDDING_BWD, dpe, pos2, NO, dwpe, NO, NO);
@@ -1063,16 +1157,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 	accumulate(b, wpe, dwpe);
 	b->module = modname(b, "transformer.wte");
 	mark(b, "bwd:wte:start");
-	T dwte = like(b, "embedding_dense_backward (wte)", wte->w);
-	op(b, AG_OP_EMBEDDING_BWD, gx, M->ids, NO, dwte, NO, NO);
-	unref(b, gx);
-	if (held != NO) {
-		/* wte's input buffer: the head's gradient + the embedding's */
-		arrive(b, &held, dwte);
-		dwte = held;
-	}
-	accumulate(b, wte, dwte);
-	b->module = -1;
+	embedding_bwd(b, M, gx, wte, held);
 	unref(b, one); /* backward returns */
 	free(S);
 	M->loss = loss;
@@ -1089,7 +1174,7 @@ struct lin_saved { T x2; };
 
 static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
 {
-	const struct ag_tensor *o = &b->s->tensor[x];
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t in = o->shape[o->ndim - 1], rows = numel(o) / in, out = b->s->tensor[w->w].shape[0];
 	T x2 = reshape(b, x, 2, SH(rows, in));
 	T wt = transpose_last2(b, w->w);
@@ -1112,7 +1197,7 @@ static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
  * weight's to AccumulateGrad. */
 static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, struct pt *w, T *xbuf)
 {
-	const struct ag_tensor *xo = &b->s->tensor[sv->x2];
+	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
 	uint64_t rows = xo->shape[0], in = xo->shape[1], out = b->s->tensor[w->w].shape[0];
 	T g2 = reshape(b, g, 2, SH(rows, out));
 	/* W^t's gradient in W^t's layout (mm_mat2_backward): W's [out, in] */
@@ -1139,7 +1224,7 @@ struct rms_saved { T x, p2, r, xr, eps_w; };
 
 static T rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
 {
-	const struct ag_tensor *o = &b->s->tensor[x];
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t sh[AG_MAXDIM];
 	for (unsigned i = 0; i < o->ndim; i++)
 		sh[i] = o->shape[i];
@@ -1183,7 +1268,7 @@ static T rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
  * gradients arrive at *xbuf. */
 static void rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf)
 {
-	const struct ag_tensor *o = &b->s->tensor[sv->x];
+	const struct ag_tensor o_ = b->s->tensor[sv->x], *o = &o_; /* a copy: the array grows */
 	uint64_t sh[AG_MAXDIM];
 	for (unsigned i = 0; i < o->ndim; i++)
 		sh[i] = o->shape[i];
@@ -1250,7 +1335,7 @@ struct rope_saved { T cos, sin; };
 
 static T rope(struct bld *b, T x, T cos4, T sin4, struct rope_saved *sv)
 {
-	const struct ag_tensor *o = &b->s->tensor[x];
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t B = o->shape[0], n = o->shape[1], Tn = o->shape[2], hd = o->shape[3];
 	T xc = TMP("mul (x cos)", AG_F32, B, n, Tn, hd);
 	op(b, AG_OP_MUL, x, cos4, NO, xc, NO, NO);
@@ -1280,7 +1365,7 @@ static T rope(struct bld *b, T x, T cos4, T sin4, struct rope_saved *sv)
  * AddBackward bookkeeping through `owned`); x's grads arrive at *xbuf. */
 static void rope_bwd(struct bld *b, T g, struct rope_saved *sv, T *xbuf)
 {
-	const struct ag_tensor *o = &b->s->tensor[g];
+	const struct ag_tensor o_ = b->s->tensor[g], *o = &o_; /* a copy: the array grows */
 	uint64_t B = o->shape[0], n = o->shape[1], Tn = o->shape[2], hd = o->shape[3];
 	/* MulBackward (rot * sin) */
 	T drot = TMP("mul (rope backward, g sin)", AG_F32, B, n, Tn, hd);
@@ -1395,7 +1480,7 @@ static struct pt *PP(struct model *M, struct bld *b, int part, const char *fmt, 
 static void llama_step(struct bld *b, struct model *M)
 {
 	const struct zs_model *m = b->m;
-	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, V = m->vocab, h = m->heads, hd = m->head_dim;
+	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, h = m->heads, hd = m->head_dim;
 	uint64_t kv = m->kv_heads, rep = h / kv, f = m->intermediate, L = m->layers;
 	struct llama_layer_saved *S = zs_calloc(L, sizeof *S);
 	struct pt *emb = PF(M, b, "model.embed_tokens.weight"), *nw = PF(M, b, "model.norm.weight");
@@ -1488,8 +1573,7 @@ static void llama_step(struct bld *b, struct model *M)
 		unref(b, vt);
 		/* matmul(q, k^T): k^T copied to [B·h, hd, T] */
 		T ktr = transpose_last2(b, kr);
-		T ktc = TMP("clone (matmul's copy of k^T)", AG_F32, B * h, hd, Tn);
-		op(b, AG_OP_COPY, ktr, NO, NO, ktc, NO, NO);
+		T ktc = bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
 		unref(b, ktr);
 		T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
 		op(b, AG_OP_BMM, qe, ktc, NO, sc, NO, NO);
@@ -1518,11 +1602,8 @@ static void llama_step(struct bld *b, struct model *M)
 		unref(b, ac);
 		unref(b, kr); /* forward returns: key_states goes */
 		b->module = -1;
-		T h2 = TMP("add (residual)", AG_F32, B, Tn, d);
-		op(b, AG_OP_ADD, residual, po, NO, h2, NO, NO)->arg[0] = 1;
-		unref(b, po);
+		T h2 = residual_add(b, residual, po, 0);
 		unref(b, x1);
-		unref(b, residual);
 		b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
 		T x2 = rmsnorm(b, h2, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &s->n2);
 		const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
@@ -1539,11 +1620,7 @@ static void llama_step(struct bld *b, struct model *M)
 		unref(b, mu);
 		unref(b, x2);
 		b->module = -1;
-		T h3 = TMP("add (residual)", AG_F32, B, Tn, d);
-		op(b, AG_OP_ADD, h2, mo, NO, h3, NO, NO)->arg[0] = 1;
-		unref(b, mo);
-		unref(b, h2);
-		hs = h3;
+		hs = residual_add(b, h2, mo, 0);
 		(void)f;
 		(void)rep;
 		mark(b, "fwd:layers.%d:end", i);
@@ -1554,20 +1631,8 @@ static void llama_step(struct bld *b, struct model *M)
 	T xn = rmsnorm(b, hs, nw, &ns);
 	unref(b, hs);
 	mark(b, "fwd:norm:end");
-	b->module = modname(b, "lm_head");
-	mark(b, "fwd:lm_head:start");
-	T xn2 = reshape(b, xn, 2, SH(B * Tn, d));
-	unref(b, xn);
-	T wt = transpose_last2(b, head->w);
-	T lg = TMP("mm (lm_head)", AG_F32, B * Tn, V);
-	op(b, AG_OP_MM, xn2, wt, NO, lg, NO, NO);
-	unref(b, wt);
-	mark(b, "fwd:lm_head:end");
-	b->module = -1;
-	mark(b, "fwd:loss:start");
-	T lsm, tgt, tw;
-	T loss = causal_lm_loss(b, M, lg, &lsm, &tgt, &tw);
-	mark(b, "fwd:loss:end");
+	T xn2, lg, lsm, tgt, tw;
+	T loss = head_fwd(b, M, xn, head, &xn2, &lg, &lsm, &tgt, &tw);
 	/* the model's forward returns: cache_position, the mask, inputs_embeds
 	 * (kept by the first norm) and the position embeddings (by the ropes) */
 	unref(b, cp);
@@ -1576,29 +1641,8 @@ static void llama_step(struct bld *b, struct model *M)
 	unref(b, cos4);
 	unref(b, sin4);
 
-	b->phase = ZS_PH_BACKWARD;
-	mark(b, "phase:backward");
-	T one = tmp(b, "ones_like (loss grad)", AG_F32, 0, NULL);
-	op(b, AG_OP_FILL, NO, NO, NO, one, NO, NO)->arg[0] = 1;
-	T dlg = lm_loss_bwd(b, one, lsm, tgt, tw);
-	b->module = modname(b, "lm_head");
-	mark(b, "bwd:lm_head:start");
-	/* mm_mat2_backward computes W^t's gradient in W^t's own (transposed)
-	 * layout, grad^t @ x, so that TBackward's view of it is W's
-	 * contiguous [V, d] */
-	T dw_head = TMP("mm (lm_head weight grad)", AG_F32, V, d);
-	T dlgt = transpose_last2(b, dlg);
-	op(b, AG_OP_MM, dlgt, xn2, NO, dw_head, NO, NO);
-	unref(b, dlgt);
-	T dxn = TMP("mm (lm_head input grad)", AG_F32, B * Tn, d);
-	op(b, AG_OP_MM, dlg, head->w, NO, dxn, NO, NO);
-	unref(b, dlg);
-	unref(b, xn2);
-	T held = NO;
-	if (m->tied)
-		held = vw(b, dw_head, 2, b->s->tensor[dw_head].shape, NULL, 0), unref(b, dw_head);
-	else
-		accumulate(b, head, dw_head);
+	T one, held;
+	T dxn = head_bwd(b, lsm, tgt, tw, xn2, head, &one, &held);
 	b->module = modname(b, "model.norm");
 	mark(b, "bwd:norm:start");
 	mark(b, "bwd:lm_head:end");
@@ -1646,28 +1690,8 @@ static void llama_step(struct bld *b, struct model *M)
 		T dac = NO;
 		linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
 		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
-		/* the transposed heads' grad reshaped to [B·h, T, hd]: a copy */
-		T dacp = vw(b, dac, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 }, 0);
-		T dao = TMP("clone (reshape of the heads' grad)", AG_F32, B * h, Tn, hd);
-		op(b, AG_OP_COPY, dacp, NO, NO, dao, NO, NO);
-		unref(b, dacp);
-		unref(b, dac);
-		/* BmmBackward (attw @ v): v's grad, then attw's */
-		T dvr = TMP("bmm (attention backward, v)", AG_F32, B * h, Tn, hd);
-		T swt = transpose_last2(b, s->attw);
-		op(b, AG_OP_BMM, swt, dao, NO, dvr, NO, NO);
-		unref(b, swt);
-		T dsm = TMP("bmm (attention backward, weights)", AG_F32, B * h, Tn, Tn);
-		T vrt = transpose_last2(b, s->vr);
-		op(b, AG_OP_BMM, dao, vrt, NO, dsm, NO, NO);
-		unref(b, vrt);
-		unref(b, dao);
-		unref(b, s->vr);
-		unref(b, s->attw);
-		T dam = TMP("_softmax_backward_data", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_SOFTMAX_BWD, dsm, s->attw, NO, dam, NO, NO);
-		unref(b, dsm);
-		unref(b, s->attw);
+		T dvr;
+		T dam = attn_v_bwd(b, dac, s->attw, s->vr, B, h, Tn, hd, &dvr);
 		/* AddBackward (+ mask) passes; MulBackward (* scaling) */
 		T cs_ = cast_scalar(b, s->sc_w);
 		T dsc = TMP("mul (scaling backward)", AG_F32, B * h, Tn, Tn);
@@ -1676,17 +1700,8 @@ static void llama_step(struct bld *b, struct model *M)
 		unref(b, dam);
 		unref(b, s->sc_w);
 		/* BmmBackward (q @ k^T) */
-		T dkt = TMP("bmm (scores backward, k^T)", AG_F32, B * h, hd, Tn);
-		T qtt = transpose_last2(b, s->qe);
-		op(b, AG_OP_BMM, qtt, dsc, NO, dkt, NO, NO);
-		unref(b, qtt);
-		T dq = TMP("bmm (scores backward, q)", AG_F32, B * h, Tn, hd);
-		T ktt = transpose_last2(b, s->ktc);
-		op(b, AG_OP_BMM, dsc, ktt, NO, dq, NO, NO);
-		unref(b, ktt);
-		unref(b, dsc);
-		unref(b, s->ktc);
-		unref(b, s->qe);
+		T dq, dkt;
+		qk_bwd(b, dsc, s->qe, s->ktc, B * h, Tn, hd, &dq, &dkt);
 		/* v's repeat_kv, then k's, then the ropes of k and q */
 		T dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd);
 		T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd);
@@ -1717,15 +1732,7 @@ static void llama_step(struct bld *b, struct model *M)
 	mark(b, "bwd:rotary_emb:end");
 	mark(b, "bwd:layers.0:end");
 	b->module = modname(b, "model.embed_tokens");
-	T demb = like(b, "embedding_dense_backward", emb->w);
-	op(b, AG_OP_EMBEDDING_BWD, xbuf, M->ids, NO, demb, NO, NO);
-	unref(b, xbuf);
-	if (held != NO) {
-		arrive(b, &held, demb);
-		demb = held;
-	}
-	accumulate(b, emb, demb);
-	b->module = -1;
+	embedding_bwd(b, M, xbuf, emb, held);
 	unref(b, one);
 	free(S);
 	M->loss = loss;
@@ -1760,7 +1767,7 @@ static void adam_state(struct bld *b, struct model *M)
 		b->module = (int32_t)b->p->tensor[q->param].module;
 		q->step = mk(b, "Adam step", AG_F32, 0, NULL, AG_ROLE_ADAM_STEP, ZS_CAT_ADAM_M, q->param);
 		op(b, AG_OP_FILL, NO, NO, NO, q->step, NO, NO)->arg[0] = 0;
-		const struct ag_tensor *w = &b->s->tensor[q->w];
+		const struct ag_tensor w_ = b->s->tensor[q->w], *w = &w_; /* a copy: the array grows */
 		q->m = mk(b, "Adam exp_avg", AG_F32, w->ndim, w->shape, AG_ROLE_ADAM_M, ZS_CAT_ADAM_M, q->param);
 		op(b, AG_OP_FILL, NO, NO, NO, q->m, NO, NO)->arg[0] = 0;
 		q->v = mk(b, "Adam exp_avg_sq", AG_F32, w->ndim, w->shape, AG_ROLE_ADAM_V, ZS_CAT_ADAM_V, q->param);
@@ -1938,12 +1945,18 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		              "(gpt2, llama and mistral are)", m->name, m->model_type);
 	if (o->optimizer != ZS_ADAM)
 		return refuse(cause, "--optimizer: the PyTorch step describes Adam only");
+	/* On a GPU the wrapped numbers and record_function's handles are host
+	 * memory, the caching allocator rounds every block (512 B), and the
+	 * kernels' own scratch differs: not described until measured there. */
+	if (o->device != ZS_DEVICE_CPU)
+		return refuse(cause, "--torch-device cuda: the plain loop's step is described and checked on the CPU "
+		              "only yet (give --torch-device cpu)");
 	if (o->optim_impl == ZS_OPTIM_FUSED)
 		return refuse(cause, "--optimizer-impl fused: the PyTorch step describes single-tensor and foreach Adam "
 		              "only yet");
 
 	if (o->attn != ZS_ATTN_EAGER)
-		return refuse(cause, "--attn: the PyTorch step describes eager attention only yet");
+		return refuse(cause, "--attn sdpa: the PyTorch step describes eager attention only yet (give --attn eager; sdpa is 2.x's default)");
 	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP };
 	struct bld *b = &B_;
 	struct model M = { 0 };

@@ -157,6 +157,27 @@ enum ag_op {
 	AG_NOPS
 };
 const char *ag_op_name(enum ag_op op);
+/* How util/autograd.c uses them, beyond the notes above (its bytes are
+ * PyTorch's exactly; a few ops carry stand-in values where no later op
+ * reads them or an exact kernel would add nothing to the bytes):
+ *   AG_OP_COPY with arg[0] != 0 into a wider output is constant_pad_nd
+ *     (the labels padded with arg[0] = -100 at the end of the last dim);
+ *     Llama's rope tables cos and sin are COPYs of their angles (values
+ *     stand in: cos/sin are not ops here), its position_ids' float copy a
+ *     COPY from int64;
+ *   AG_OP_CAT_LAST may take a third input (cat of three, SplitBackward's);
+ *   AG_OP_TRIL_MASK also makes Llama's `arange(T) > cache_position` bool
+ *     mask (j > i: stand-in values; only its float copy's bytes matter,
+ *     CAUSAL_ADD_MASK makes the mask the attention reads);
+ *   AG_OP_BMM makes the rope's inv_freq x positions ([hd/2] by [1, 1, T]);
+ *   AG_OP_MUL_SCALAR stands for Adam's division by bias_correction2_sqrt
+ *     (arg[0] 1: the step-dependent value is not in the list) and for the
+ *     backward products by a kept wrapped number (arg[0] its value);
+ *   AG_OP_FILL of a bool [288] is 1.13's record_function handle;
+ *   AG_OP_SUM_TO reduces to the output's shape (RMSNorm's weight and rsqrt
+ *     grads, repeat_kv's expand, wpe's broadcast).
+ * A 0-dim AG_F64 (wrapped number) and its 0-dim AG_F32 copy come in
+ * pairs around the op that takes a Python float. */
 
 enum ag_event_kind { AG_EV_ALLOC, AG_EV_FREE, AG_EV_OP, AG_EV_MARK };
 
