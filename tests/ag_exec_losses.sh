@@ -58,13 +58,14 @@ for model in $models; do
 	for impl in single foreach; do
 		for zg in zeros none; do
 			for version in 1.13 2.6; do
+			for batch in 2 1; do
 			plain="--framework torch --wrapper none --torch-version $version --torch-device cpu --optimizer-impl $impl"
 			plain="$plain --zero-grad $zg --attn eager"
-			common="--model $tmp/$model.json --world 1 --schemes dp --precision fp32 --batch 2 --steps $steps"
+			common="--model $tmp/$model.json --world 1 --schemes dp --precision fp32 --batch $batch --steps $steps"
 			# shellcheck disable=SC2086
 			if ! "$zerosim" measure $common $plain --seq 32 --out "$tmp/a.json" 2>"$tmp/err"; then
 				if grep -q 'yet' "$tmp/err"; then
-					echo "not yet: $model $impl $zg $version: $(cat "$tmp/err")"
+					echo "not yet: $model $impl $zg $version batch $batch: $(cat "$tmp/err")"
 					continue
 				fi
 				echo "ag_exec_losses: FAIL: zerosim measure $common $plain --seq 32:" >&2
@@ -86,13 +87,14 @@ for model in $models; do
 				         r <= tol ? "" : "  <- more than 1e-5"
 				  if (!(r <= tol)) bad = 1 }
 				END { exit bad }' >"$tmp/cmp"; then
-				echo "ok: $model $impl $zg $version, $steps steps"
+				echo "ok: $model $impl $zg $version batch $batch, $steps steps"
 				cat "$tmp/cmp"
 			else
-				echo "ag_exec_losses: FAIL: $model $impl $zg $version: the plain loop's losses are not the fused engine's" >&2
+				echo "ag_exec_losses: FAIL: $model $impl $zg $version batch $batch: the plain loop's losses are not the fused engine's" >&2
 				cat "$tmp/cmp" >&2
 				fail=1
 			fi
+			done
 			done
 		done
 	done
