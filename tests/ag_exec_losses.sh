@@ -99,6 +99,30 @@ for model in $models; do
 		done
 	done
 done
+# A case file (zerosim-case/2: the initial weights in zerosim's flat
+# order, gpt2's Conv1D weights among them, and every step's tokens) gives
+# the plain loop the seed's run again, bit for bit.
+case $models in
+*gpt2*)
+	plain="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu --attn eager"
+	"$zerosim" measure --model "$tmp/gpt2.json" --world 1 --schemes dp --precision fp32 --batch 2 --seq 32 \
+		--steps "$steps" --write-case "$tmp/case.json" --out "$tmp/w.json" || exit 99
+	# shellcheck disable=SC2086
+	"$zerosim" measure --model "$tmp/gpt2.json" --world 1 --schemes dp --precision fp32 --batch 2 --seq 32 \
+		--steps "$steps" $plain --out "$tmp/a.json" || exit 1
+	# shellcheck disable=SC2086
+	"$zerosim" measure --case "$tmp/case.json" --schemes dp --precision fp32 $plain --out "$tmp/c.json" || exit 1
+	losses "$tmp/a.json" >"$tmp/la"
+	losses "$tmp/c.json" >"$tmp/lc"
+	if [ ! -s "$tmp/la" ] || ! cmp -s "$tmp/la" "$tmp/lc"; then
+		echo "ag_exec_losses: FAIL: the plain loop from the case file trains otherwise than from the seed:" >&2
+		paste "$tmp/la" "$tmp/lc" >&2
+		fail=1
+	else
+		echo "ok: gpt2 from its case file, the seed's losses: $(tr '\n' ' ' <"$tmp/lc")"
+	fi
+	;;
+esac
 if [ "$checked" -eq 0 ]; then
 	echo "ag_exec_losses: no case could be run" >&2
 	exit 1
