@@ -226,6 +226,17 @@ agree --layers 1024,2048,1024 --world 1,2,4 --steps 2 --framework deepspeed --sc
 	--ds-reduce-bucket 1e6
 agree --model "$models/gpt2-tiny.json" --precision mixed --world 1,2,3,8 --seq 16 --batch 2 --steps 3 --unit model,layer \
 	--framework deepspeed --schemes zero1,zero2 --offload optimizer
+# The plain PyTorch loop (--wrapper none): the theory's trace is the
+# step's own list (util/autograd.h), which the engine's executor allocates
+# block for block: both releases, Adam single and foreach, zero_grad zeros
+# and none, both families (llama's bytes only: its values are not yet
+# computed, so gpt2 here), over three steps.
+for v in "1.13 single zeros" "2.6 foreach none" "1.13 foreach none" "2.6 single zeros"; do
+	set -- $v
+	agree --model "$models/gpt2-tiny.json" --framework torch --wrapper none --precision fp32 --torch-device cpu \
+		--torch-version "$1" --optimizer-impl "$2" --zero-grad "$3" --attn eager --world 1 --schemes dp \
+		--seq 32 --batch 2 --steps 3
+done
 
 # The 2048 -> 2048 dp run reserves 76 MiB (above): with 76 MiB it fits; one
 # byte less and the 2 MiB small segment for the first activation (32 KiB)

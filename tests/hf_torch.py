@@ -39,6 +39,10 @@ before that op. What the tracker cannot see (temporaries made inside an op)
 is the peak less the tracked bytes, named "inside <op>". The instrumented
 steps must allocate what the clean step did (checked and printed).
 
+--trace FILE: one more step, every aten op marked, each allocation and
+free written with its op, phase and module (and FILE.clean: the clean
+last step's sizes), to diff against zerosim's step list event by event.
+
 Prints one JSON object (see --help). Exit 0; 2 bad usage.
 """
 import argparse
@@ -559,6 +563,7 @@ class Tracker:
         self.snap_at = None
         self.snapshot = None
         self.seen_op = None
+        self.ops = None  # --trace: every op's (name, phase, unit), by index
 
     def release(self, p):
         e = self.live.get(p)
@@ -580,6 +585,8 @@ class Tracker:
                     tr.snapshot = {p: e[0] for p, e in tr.live.items()}
                     tr.seen_op = (str(func).replace("aten.", ""), tr.ctx[0], tr.ctx[1])
                     tr.snap_grads = tr.grad_ptrs()
+                if tr.ops is not None:
+                    tr.ops.append((str(func).replace("aten.", ""), tr.ctx[0], tr.ctx[1]))
                 if tr.mark_ops:
                     mark(f"op:{k}")
                 out = func(*args, **(kwargs or {}))
@@ -697,6 +704,11 @@ def one_step(a, model, opt, input_ids, labels, zero_none, step, losses):
 
 
 def run(a):
+    # One intra-op thread: the CPU's LayerNorm backward sizes its scratch by
+    # the thread count (2 x threads x d floats), and Debian 12's 1.13 runs
+    # one where 2.6 takes every core; one makes the bytes the machine's
+    # core count's no more.
+    torch.set_num_threads(1)
     torch.manual_seed(0)
     raw, family, cfg, tied = build(a)
     zero_none = a.zero_grad == "none" if a.zero_grad else TV >= (2, 0)
@@ -727,6 +739,39 @@ def run(a):
     base = stream[-1][0]
     out = dict(model=model, opt=opt, cfg=cfg, family=family, tied=tied, zero_none=zero_none, foreach=foreach,
                sdpa=sdpa, steps=steps, losses=losses, input_ids=input_ids, labels=labels, base=base)
+    if a.trace:
+        # One more step, every op marked: each allocation and free of the
+        # step with the op it falls in (or after), its phase and unit.
+        s2 = a.steps + 1
+        TRACK.op_index, TRACK.mark_ops, TRACK.ops = 0, True, []
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof3:
+            with TRACK.mode():
+                one_step(a, model, opt, input_ids, labels, zero_none, s2, losses)
+        TRACK.mark_ops = False
+        lines, live, skip, cur = [], base, 0, None
+        for n in memory_events(prof3):
+            if skip and n == -skip:
+                skip = 0
+                continue
+            if n >= MARK_BASE and n % 2 == 1:
+                skip = n
+                l = MARKS[(n - MARK_BASE - 1) // 2]
+                if l.startswith("op:"):
+                    cur = TRACK.ops[int(l[3:])]
+                else:
+                    lines.append(f"mark {l} {live}")
+                continue
+            live += n
+            o = cur or ("-", "-", "-")
+            lines.append(f"{'alloc' if n > 0 else 'free'} {abs(n)} {o[0]} {o[1]} {o[2]} {live}")
+        TRACK.ops = None
+        # the clean last step's own sizes, to check the traced one against
+        st = next(i for i, (_, l) in enumerate(stream) if l == f"step:{a.steps}")
+        clean = [stream[i][0] - stream[i - 1][0] for i in range(st + 1, len(stream)) if stream[i][1] is None]
+        with open(a.trace + ".clean", "w") as f:
+            f.write("\n".join(str(x) for x in clean) + "\n")
+        with open(a.trace, "w") as f:
+            f.write("\n".join(lines) + "\n")
     if a.no_attribution:
         return out
     # Session 2: one more step under the tracker, every op marked: the op
@@ -861,6 +906,7 @@ def zerosim_theory(a, r):
         row = json.load(open(out))["rows"][0]
     sch = row["schedule"]
     return dict(command=" ".join(cmd[:-2]), resident=sch["resident_bytes"], peak=sch["peak_bytes"],
+                marks=sch.get("marks"), binding_phase=sch.get("binding_phase"),
                 peak_breakdown={k: v for k, v in sch["peak_breakdown"].items() if v},
                 activations=row["peak"].get("activations_breakdown"))
 
@@ -945,6 +991,8 @@ def main():
     ap.add_argument("--zerosim", help="a zerosim binary: print its theory's prediction beside")
     ap.add_argument("--zerosim-args", default="", help="more options for zerosim theory")
     ap.add_argument("--no-attribution", action="store_true")
+    ap.add_argument("--trace", help="write one more step's every allocation and free there, one a line: "
+                    "alloc|free BYTES OP PHASE UNIT LIVE, and the marks: mark LABEL LIVE")
     ap.add_argument("--out", help="write the JSON there (some torch builds print to stdout themselves)")
     a = ap.parse_args()
     if a.loss == "shift":

@@ -7,8 +7,9 @@
  * it, plus 16 MB for code and libraries; below it), and not below the
  * summed resident state.
  * Then the same for a transformer, GPT-2 small (124M parameters, seq 128,
- * N = 2, dp and zero3 by layer), skipped with a line saying so where the
- * machine has less than 8 GB available.
+ * N = 2, dp and zero3 by layer; and seq 256, N = 1 as the plain PyTorch
+ * loop, --wrapper none), skipped with a line saying so where the machine has
+ * less than 8 GB available.
  */
 #include "config.h"
 
@@ -31,7 +32,7 @@ static void check_run(const char *what, const char *const *args)
 	int fd = mkstemp(out);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
-	const char *argv[24] = {"zerosim", "measure", "--quiet", "--out", out};
+	const char *argv[40] = {"zerosim", "measure", "--quiet", "--out", out};
 	size_t n = 5;
 	for (size_t i = 0; args[i] != NULL && n + 1 < sizeof argv / sizeof *argv; i++)
 		argv[n++] = args[i];
@@ -105,6 +106,16 @@ START_TEST(test_peak_rss_matches_the_tracked_bytes_of_gpt2_small)
 		snprintf(what, sizeof what, "gpt2 %s", schemes[i]);
 		check_run(what, args);
 	}
+	/* The plain loop (--wrapper none): the PyTorch step's executor
+	 * (engine/ag_exec.c), whose kernels may allocate nothing of their own.
+	 * Seq 256, the issue's case: at seq 128 its many sizes of temporaries
+	 * leave the heap 9.5% above the tracked peak (fragmentation in the
+	 * one arena heap.c keeps), close to the bound; at 256 it is 5%. */
+	const char *const plain[] = {"--model", "gpt2", "--seq", "256", "--batch", "1", "--world", "1", "--steps", "1",
+	                             "--precision", "fp32", "--framework", "torch", "--wrapper", "none", "--torch-version",
+	                             "1.13", "--torch-device", "cpu", "--optimizer-impl", "single", "--zero-grad", "zeros",
+	                             "--attn", "eager", "--schemes", "dp", NULL};
+	check_run("gpt2 plain", plain);
 }
 END_TEST
 

@@ -336,6 +336,53 @@ done
 check --model "$tmp/phi3-tiny.json" --seq 16 --batch 1 --recompute none --precision mixed \
 	--world 1,2,3,4,8 --schemes $schemes --unit model,layer --steps 1
 
+# The plain PyTorch loop (--wrapper none: one rank, no framework): the
+# engine runs util/autograd's step with real kernels (engine/ag_exec.c),
+# the theory sums the same list. PyTorch 1.13's and 2.6's steps, both
+# families tied and untied, Adam
+# single-tensor and foreach, zero_grad zeros and set_to_none, every scheme
+# (one loop for all four at N = 1), both units, over three steps (the
+# first makes the grads and Adam's state), and the live bytes at every
+# mark of the step (its phases, each module's forward and backward
+# boundaries). A combination the step does not
+# describe yet is refused by both with one line: said here, not checked.
+# The llama step's bytes are described but not yet its values (RoPE's cos
+# and sin, tests/local.mk's XFAIL note): where the engine says it cannot
+# compute a llama step, that is said too; any other refusal fails.
+plain() {
+	if ! "$zerosim" theory "$@" --out "$tmp/t.json" 2>"$tmp/err" && grep -q 'yet' "$tmp/err"; then
+		echo "not yet: $* ($(cat "$tmp/err"))"
+		return
+	fi
+	case "$*" in
+	*llama*)
+		if ! "$zerosim" measure "$@" --out "$tmp/m.json" 2>"$tmp/err" &&
+			grep -q 'the PyTorch step cannot be computed' "$tmp/err"; then
+			echo "not computable yet: $* ($(cat "$tmp/err"))"
+			return
+		fi
+		;;
+	esac
+	check "$@"
+	# and the live bytes at every boundary the step names, the same in both
+	marks() { tr -d ' \n\t' <"$1" | grep -o '"marks":{[^}]*}' | sort -u; }
+	if [ -z "$(marks "$tmp/m.json")" ] || [ "$(marks "$tmp/m.json")" != "$(marks "$tmp/t.json")" ]; then
+		echo "theory_vs_measure: FAIL: the plain loop's marks differ (or are missing) for: $*" >&2
+		exit 1
+	fi
+}
+for model in gpt2-tiny gpt2-untied llama-tiny llama-tied; do
+	for impl in single foreach; do
+		for zg in zeros none; do
+			for version in 1.13 2.6; do
+				plain --framework torch --wrapper none --torch-version $version --torch-device cpu \
+					--optimizer-impl $impl --zero-grad $zg --attn eager --model "$tmp/$model.json" --seq 32 --batch 2 \
+					--precision fp32 --world 1 --schemes $schemes --unit model,layer --steps 3
+			done
+		done
+	done
+done
+
 echo "theory_vs_measure: all $configs sweeps agree exactly"
 
 # Every framework trains the transformer to the paper's dp weights, bit for

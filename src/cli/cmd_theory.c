@@ -379,6 +379,9 @@ int zs_cmd_theory(int argc, char **argv)
 	    (model_arg != NULL && load_model(&req, &config, &model, model_arg, seq_arg, recompute_arg,
 	                                     flash, params_given, args, nargs, spec != NULL, &cause) < 0))
 		goto bad;
+	if (model_arg != NULL && config.framework == ZS_FW_TORCH && config.wrapper == ZS_WRAPPER_NONE &&
+	    theory_autograd_check(&model, &config, req.act.seq, req.bf16, &cause) < 0)
+		goto bad;
 	if (model_arg == NULL && (seq_arg != NULL || recompute_arg != NULL || flash)) {
 		cause = zs_asprintf("%s needs --model (the MLP's activations are exact already)",
 		                    seq_arg != NULL ? "--seq" : recompute_arg != NULL ? "--recompute"

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "engine/ag_exec.h"
 #include "engine/engine.h"
 #include "engine/osmem.h"
 #include "engine/rng.h"
@@ -772,9 +773,17 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, const st
 	}
 }
 
+/* --wrapper none: a transformer's plain training loop, one rank, no
+ * framework around it. The run is the PyTorch step as data (util/autograd.h)
+ * run by ag_exec.c, not the layer driver: nothing of a scheme runs, and the
+ * units are the layout's only to be reported as every run reports them. */
+static int plain_loop(const struct zs_config *c) { return c->wrapper == ZS_WRAPPER_NONE && c->tfm != NULL; }
+
 double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
                                 enum zs_unit unit)
 {
+	if (plain_loop(c)) /* the list's own peak */
+		return ag_exec_tfm_peak_bytes(c, &c->tfm->hf, c->tfm->seq) * world;
 	struct zs_net m;
 	net_init(&m, c);
 	struct zs_layout lo;
@@ -852,6 +861,66 @@ static size_t end_run(struct zs_run *r, int set_up)
 	return left;
 }
 
+static int run_plain_loop(const struct zs_config *c, enum zs_scheme scheme, unsigned world, enum zs_unit unit,
+                          const struct zs_case *cs, const struct zs_run_options *opt, struct zs_result *res,
+                          char **cause)
+{
+	struct ag_exec_result ar;
+	struct zs_tracker tr;
+	if (world != 1)
+		return zs_fail(cause, "--wrapper none is one process's plain training loop: N must be 1, not %u", world);
+	/* its one rank's tracker, set up as run_new sets up every run's */
+	tracker_init(&tr, 1);
+	if (opt->timeline)
+		tracker_keep_ids(&tr);
+	if (opt->alloc != NULL)
+		tracker_allocator(&tr, opt->alloc);
+	if (ag_exec_tfm_run(c, &c->tfm->hf, c->tfm->seq, cs != NULL ? cs->weights : NULL,
+	                    cs != NULL ? cs->tokens : NULL, opt->weights, &tr, opt->timeline, &ar, cause) != 0) {
+		tracker_destroy(&tr);
+		return -1;
+	}
+	struct zs_net m;
+	struct zs_layout lo;
+	net_init(&m, c);
+	run_layout(&lo, &m, c, scheme, world, unit);
+	*res = (struct zs_result){.scheme = scheme, .world = world, .unit = unit, .steps = c->steps,
+	                          .nunits = lo.nunits, .shard_elements = lo.shard, .padded_elements = lo.shard * world,
+	                          .processes = 1, .losses = ar.losses, .digest = ar.digest, .weights = ar.weights,
+	                          .mark_label = ar.mark_label,
+	                          .mark_bytes = ar.mark_bytes, .nmarks = ar.nmarks};
+	res->unit_n = zs_calloc(lo.nunits, sizeof *res->unit_n);
+	for (size_t u = 0; u < lo.nunits; u++)
+		res->unit_n[u] = lo.unit[u].n;
+	res->resident = zs_calloc(1, sizeof *res->resident);
+	res->peak = zs_calloc(1, sizeof *res->peak);
+	res->comm = zs_calloc(1, sizeof *res->comm);
+	res->resident[0] = ar.resident;
+	res->peak[0] = ar.peak;
+	memcpy(res->resident_breakdown, ar.resident_breakdown, sizeof res->resident_breakdown);
+	memcpy(res->peak_breakdown, ar.peak_breakdown, sizeof res->peak_breakdown);
+	if (opt->timeline) { /* the log moves to the result, as run_result's */
+		res->ntimeline = tr.log[0].nevents;
+		res->timeline = zs_malloc((res->ntimeline ? res->ntimeline : 1) * sizeof *res->timeline);
+		memcpy(res->timeline, tr.log[0].events, res->ntimeline * sizeof *res->timeline);
+		res->ntimeline_logs = tr.nlogged;
+		res->timeline_logs = zs_calloc(res->ntimeline_logs, sizeof *res->timeline_logs);
+		for (unsigned k = 0; k < res->ntimeline_logs; k++) {
+			res->timeline_logs[k] = tr.log[k];
+			memset(&tr.log[k], 0, sizeof tr.log[k]);
+		}
+	}
+	if (opt->alloc != NULL) {
+		tracker_sync(&tr);
+		res->alloc = zs_calloc(1, sizeof *res->alloc);
+		res->alloc[0] = tr.ca_rank[0];
+	}
+	tracker_destroy(&tr);
+	layout_free(&lo);
+	net_free(&m);
+	return 0;
+}
+
 int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world, enum zs_unit unit,
                const struct zs_case *cs, const struct zs_run_options *opt, struct zs_result *res,
                char **cause)
@@ -859,6 +928,8 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	if (zs_config_validate(c, cause) != 0)
 		return -1;
 	memset(res, 0, sizeof *res);
+	if (plain_loop(c))
+		return run_plain_loop(c, scheme, world, unit, cs, opt, res, cause);
 	/* On the heap: a sweep calls this on its worker threads, whose stacks
 	 * are not the place for a run (351,880 bytes while its lists were
 	 * ZS_MAX_* arrays). */
@@ -990,5 +1061,9 @@ void engine_result_free(struct zs_result *res)
 	free(res->timeline_logs);
 	free(res->alloc);
 	free(res->weights);
+	for (size_t i = 0; i < res->nmarks; i++)
+		free(res->mark_label[i]);
+	free(res->mark_label);
+	free(res->mark_bytes);
 	memset(res, 0, sizeof *res);
 }

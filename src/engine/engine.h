@@ -71,6 +71,8 @@ struct zs_result {
 	 * over the whole run (tracker.h); NULL unless asked. */
 	struct zs_alloc_rank *alloc;
 	float *weights;                     /* final fp32 weights, Ψ; NULL unless asked */
+	char **mark_label;                  /* the plain loop's (--wrapper none): the last step's */
+	size_t *mark_bytes, nmarks;         /* marks, each label and rank 0's live bytes there */
 };
 
 struct zs_run_options {

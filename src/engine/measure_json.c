@@ -171,6 +171,13 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 	zs_json_add_number(run, "peak_bytes_per_param", (double)res->peak[b] / psi);
 	zs_json_add_number(run, "peak_rank", b);
 	breakdown(run, "peak_breakdown", res->peak_breakdown);
+	if (res->nmarks > 0) { /* the plain loop's boundaries, as the theory's schedule gives them */
+		cJSON *marks = cJSON_AddObjectToObject(run, "marks");
+		if (marks == NULL)
+			zs_oom(__FILE__, __LINE__);
+		for (size_t i = 0; i < res->nmarks; i++)
+			zs_json_add_number(marks, res->mark_label[i], (double)res->mark_bytes[i]);
+	}
 
 	cJSON *per = cJSON_AddObjectToObject(run, "per_rank");
 	cJSON *ra = cJSON_AddArrayToObject(per, "resident_bytes"), *pa = cJSON_AddArrayToObject(per, "peak_bytes"), *ca = cJSON_AddArrayToObject(per, "comm_bytes_per_step");

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "theory/theory.h"
+#include "util/autograd.h"
+#include "util/step.h"
 #include "util/util.h"
 
 static void push_ev(struct theory_trace *t, struct theory_tev e)
@@ -79,14 +81,58 @@ void theory_trace_release(struct theory_trace *t)
 	memset(t, 0, sizeof *t);
 }
 
+/* The plain loop's trace is its PyTorch step's list (util/autograd.h),
+ * block for block as the engine's executor allocates it: the set-up, then
+ * each step's events, the first step's own list before its first. */
+static void trace_events(struct theory_trace *tr, const struct ag_step *s, const struct ag_event *ev, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct ag_event *e = &ev[i];
+		if (e->kind != AG_EV_ALLOC && e->kind != AG_EV_FREE)
+			continue;
+		const struct ag_tensor *t = &s->tensor[e->t];
+		if (e->kind == AG_EV_ALLOC)
+			theory_trace_alloc(tr, e->phase, t->cat, t->bytes, (uint64_t)e->t + 1);
+		else
+			theory_trace_free(tr, e->phase, t->cat, t->bytes, (uint64_t)e->t + 1);
+	}
+}
+
+static int plain_loop_trace(const struct theory_request *req, struct theory_trace *tr)
+{
+	const struct zs_config *c = req->config;
+	struct step_params p;
+	struct ag_options o;
+	struct ag_step s;
+	char *cause = NULL;
+	step_params_build(&p, req->model);
+	ag_options_from_config(&o, c, c->batch, req->act.seq);
+	int rc = ag_step_build(&s, req->model, &p, &o, &cause);
+	step_params_free(&p);
+	if (rc != 0) {
+		free(cause);
+		return -1;
+	}
+	trace_events(tr, &s, s.setup, s.nsetup);
+	for (unsigned step = 0; step < c->steps; step++) {
+		if (step == 0)
+			trace_events(tr, &s, s.first_step, s.nfirst);
+		trace_events(tr, &s, s.event, s.nevents);
+	}
+	ag_step_free(&s);
+	return tr->unmatched ? -1 : 0;
+}
+
 void theory_alloc_json(cJSON *row, const struct theory_request *req, const struct theory_row *r)
 {
 	const struct zs_config *c = req->config;
 	struct theory_trace tr = {.steps = c->steps};
 	struct theory_bytes b;
-	int covered = req->desc != NULL && (req->shape_known || (req->model != NULL && r->model_sched));
+	int plain = c->wrapper == ZS_WRAPPER_NONE && req->model != NULL;
+	int covered = plain || (req->desc != NULL && (req->shape_known || (req->model != NULL && r->model_sched)));
 	theory_request_bytes(req, &b);
-	if (!covered || theory_walk_trace(req->desc, &b, c, r->scheme, r->unit, r->world, &tr) != 0) {
+	if (!covered || (plain ? plain_loop_trace(req, &tr)
+	                       : theory_walk_trace(req->desc, &b, c, r->scheme, r->unit, r->world, &tr)) != 0) {
 		theory_trace_release(&tr);
 		cJSON_AddNullToObject(row, "allocator");
 		return;

@@ -772,6 +772,11 @@ void theory_tfm_framework_schedule(const struct zs_model *m, const struct theory
                                      enum zs_unit unit, unsigned world, struct theory_schedule *out)
 {
 	struct theory_desc own;
+	/* The plain loop is PyTorch's own step, described op by op
+	 * (cmd_theory checked that it can be: theory_autograd_check). */
+	if (c != NULL && c->framework == ZS_FW_TORCH && c->wrapper == ZS_WRAPPER_NONE &&
+	    theory_autograd_schedule(m, c, batch, o->seq, out, NULL) == 0)
+		return;
 	if (d == NULL || !theory_desc_fits(d, m, o, batch)) {
 		theory_desc_model(&own, m, o, batch);
 		d = &own;

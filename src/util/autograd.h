@@ -57,8 +57,11 @@
 #define AG_MAXOUT 3
 #define AG_NONE UINT32_MAX
 
-enum ag_dtype { AG_F32, AG_BF16, AG_F16, AG_I64, AG_BOOL };
-/* Bytes an element: 4, 2, 2, 8, 1. */
+/* AG_F64: the 8-byte double a Python float becomes when a tensor op takes
+ * it (a "wrapped number", 0-dim; autograd keeps it where the op saves
+ * its operand, e.g. mul's). */
+enum ag_dtype { AG_F32, AG_BF16, AG_F16, AG_I64, AG_BOOL, AG_F64 };
+/* Bytes an element: 4, 2, 2, 8, 1, 8. */
 unsigned ag_dtype_size(enum ag_dtype d);
 const char *ag_dtype_name(enum ag_dtype d);
 
@@ -85,6 +88,8 @@ struct ag_tensor {
 	enum zs_cat cat;           /* the tracker's category (the breakdown) */
 	int32_t param;             /* PARAM, GRAD, ADAM_*: the step_params tensor; else -1 */
 	int32_t module;            /* the step_params module whose forward or backward made it, or -1 */
+	int32_t part;              /* PARAM, GRAD, ADAM_*: a fused step_params tensor's part (Hugging Face's
+	                            * q/k/v or gate/up: part_rows[part] rows of it), else -1 */
 };
 
 /* The ops. Semantics are PyTorch's for the aten op named; shapes follow
@@ -152,6 +157,27 @@ enum ag_op {
 	AG_NOPS
 };
 const char *ag_op_name(enum ag_op op);
+/* How util/autograd.c uses them, beyond the notes above (its bytes are
+ * PyTorch's exactly; a few ops carry stand-in values where no later op
+ * reads them or an exact kernel would add nothing to the bytes):
+ *   AG_OP_COPY with arg[0] != 0 into a wider output is constant_pad_nd
+ *     (the labels padded with arg[0] = -100 at the end of the last dim);
+ *     Llama's rope tables cos and sin are COPYs of their angles (values
+ *     stand in: cos/sin are not ops here), its position_ids' float copy a
+ *     COPY from int64;
+ *   AG_OP_CAT_LAST may take a third input (cat of three, SplitBackward's);
+ *   AG_OP_TRIL_MASK also makes Llama's `arange(T) > cache_position` bool
+ *     mask (j > i: stand-in values; only its float copy's bytes matter,
+ *     CAUSAL_ADD_MASK makes the mask the attention reads);
+ *   AG_OP_BMM makes the rope's inv_freq x positions ([hd/2] by [1, 1, T]);
+ *   AG_OP_MUL_SCALAR stands for Adam's division by bias_correction2_sqrt
+ *     (arg[0] 1: the step-dependent value is not in the list) and for the
+ *     backward products by a kept wrapped number (arg[0] its value);
+ *   AG_OP_FILL of a bool [288] is 1.13's record_function handle;
+ *   AG_OP_SUM_TO reduces to the output's shape (RMSNorm's weight and rsqrt
+ *     grads, repeat_kv's expand, wpe's broadcast).
+ * A 0-dim AG_F64 (wrapped number) and its 0-dim AG_F32 copy come in
+ * pairs around the op that takes a Python float. */
 
 enum ag_event_kind { AG_EV_ALLOC, AG_EV_FREE, AG_EV_OP, AG_EV_MARK };
 

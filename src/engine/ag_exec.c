@@ -1,0 +1,1632 @@
+/*
+ * ag_exec — the PyTorch step's events run with real kernels (ag_exec.h).
+ *
+ * Every operand is a view: a base pointer into its storage's buffer, a
+ * dtype, a shape and strides in elements. Elementwise ops broadcast their
+ * operands to the output's shape as PyTorch does (trailing dimensions
+ * aligned, a size-1 or missing dimension read with stride 0) and walk it
+ * with an odometer; row ops (norms, softmax, the loss) walk the last
+ * dimension of each row; products go to sgemm where the views allow.
+ * Values are computed in fp32: 16-bit operands are widened as they are read
+ * and rounded once as they are written (bf16 to nearest even, fp16 by
+ * fp16.h), int64 and bool read as numbers.
+ */
+#include "config.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "engine/ag_exec.h"
+#include "engine/fp16.h"
+#include "engine/tfm.h"
+#include "engine/tfm_kernels.h"
+#include "util/step.h"
+#include "util/util.h"
+
+/* ------------------------------------------------------------------------ */
+/* Views */
+
+struct agv {
+	void *base;          /* the element at index 0 */
+	enum ag_dtype dt;
+	unsigned es;
+	unsigned nd;
+	uint64_t shape[AG_MAXDIM];
+	int64_t stride[AG_MAXDIM];
+	uint64_t numel;
+};
+
+static unsigned esize(enum ag_dtype d) { return (unsigned)d <= AG_F64 ? ag_dtype_size(d) : 0; }
+
+static inline float ld(const struct agv *v, int64_t e)
+{
+	const unsigned char *p = (const unsigned char *)v->base + e * (int64_t)v->es;
+	switch (v->dt) {
+	case AG_F32: {
+		float f;
+		memcpy(&f, p, 4);
+		return f;
+	}
+	case AG_BF16: {
+		uint16_t h;
+		memcpy(&h, p, 2);
+		uint32_t u = (uint32_t)h << 16;
+		float f;
+		memcpy(&f, &u, 4);
+		return f;
+	}
+	case AG_F16: {
+		zs_half h;
+		memcpy(&h, p, 2);
+		return zs_half_to_float(h);
+	}
+	case AG_I64: {
+		int64_t i;
+		memcpy(&i, p, 8);
+		return (float)i;
+	}
+	case AG_F64: { /* a wrapped Python number: read as the fp32 op uses it */
+		double d;
+		memcpy(&d, p, 8);
+		return (float)d;
+	}
+	default:
+		return *p != 0;
+	}
+}
+
+static inline int64_t ldi(const struct agv *v, int64_t e)
+{
+	const unsigned char *p = (const unsigned char *)v->base + e * (int64_t)v->es;
+	if (v->dt == AG_I64) {
+		int64_t i;
+		memcpy(&i, p, 8);
+		return i;
+	}
+	return (int64_t)ld(v, e);
+}
+
+/* bf16 by round to nearest even, as c10::BFloat16's round_to_nearest_even. */
+static inline uint16_t to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	if (isnan(f))
+		return 0x7fc0;
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+static inline void st(const struct agv *v, int64_t e, float x)
+{
+	unsigned char *p = (unsigned char *)v->base + e * (int64_t)v->es;
+	switch (v->dt) {
+	case AG_F32:
+		memcpy(p, &x, 4);
+		break;
+	case AG_BF16: {
+		uint16_t h = to_bf16(x);
+		memcpy(p, &h, 2);
+		break;
+	}
+	case AG_F16: {
+		zs_half h = zs_float_to_half(x);
+		memcpy(p, &h, 2);
+		break;
+	}
+	case AG_I64: {
+		int64_t i = (int64_t)x;
+		memcpy(p, &i, 8);
+		break;
+	}
+	case AG_F64: {
+		double d = x;
+		memcpy(p, &d, 8);
+		break;
+	}
+	default:
+		*p = x != 0.0f;
+	}
+}
+
+static inline void sti(const struct agv *v, int64_t e, int64_t i)
+{
+	if (v->dt == AG_I64)
+		memcpy((unsigned char *)v->base + e * 8, &i, 8);
+	else
+		st(v, e, (float)i);
+}
+
+/* The element offset of linear index r (row-major over v's shape). */
+static int64_t at_lin(const struct agv *v, uint64_t r)
+{
+	int64_t off = 0;
+	for (unsigned k = v->nd; k-- > 0;) {
+		off += (int64_t)(r % v->shape[k]) * v->stride[k];
+		r /= v->shape[k];
+	}
+	return off;
+}
+
+/* v read as if of out's shape (PyTorch's broadcasting); -1 if it cannot be. */
+static int bcast(struct agv *b, const struct agv *v, const struct agv *out)
+{
+	/* leading dims of size 1 beyond out's are no dims (a result PyTorch
+	 * would shape (1, ...) the list may give without them) */
+	for (unsigned k = 0; v->nd > out->nd && k < v->nd - out->nd; k++)
+		if (v->shape[k] != 1)
+			return -1;
+	*b = *v;
+	b->nd = out->nd;
+	for (unsigned k = 0; k < out->nd; k++) {
+		int i = (int)v->nd - (int)out->nd + (int)k;
+		b->shape[k] = out->shape[k];
+		if (i >= 0 && v->shape[i] == out->shape[k])
+			b->stride[k] = v->stride[i];
+		else if (i < 0 || v->shape[i] == 1) /* missing or of size 1: read again */
+			b->stride[k] = 0;
+		else
+			return -1;
+	}
+	b->numel = out->numel;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The run's state */
+
+/* One line naming what failed: the event's place and its op. fail_ev
+ * evaluates to -1 where the analysers see it (as zs_fail). */
+static void fail_ev_(char **cause, const struct ag_event *e, size_t i, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void fail_ev_(char **cause, const struct ag_event *e, size_t i, const char *fmt, ...)
+{
+	char msg[200];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	zs_set_cause(cause, "the PyTorch step cannot be computed: event %zu (%s, %s%s): %s", i, zs_phase_name(e->phase),
+	             e->kind == AG_EV_OP ? "op " : e->kind == AG_EV_ALLOC ? "alloc" : "free",
+	             e->kind == AG_EV_OP ? ag_op_name(e->op) : "", msg);
+}
+#define fail_ev(...) (fail_ev_(__VA_ARGS__), -1)
+
+static const char *what_of(const struct ag_step *s, uint32_t i)
+{
+	return i < s->ntensors && s->tensor[i].what != NULL ? s->tensor[i].what : "?";
+}
+
+/* The view of tensor i, checked: its storage live and its reach inside
+ * the storage's bytes. */
+static int view(const struct ag_exec *x, uint32_t i, struct agv *v, const struct ag_event *e, size_t ei, char **cause)
+{
+	const struct ag_step *s = x->s;
+	if (i >= s->ntensors)
+		return fail_ev(cause, e, ei, "operand %u is not a tensor of the list", i);
+	const struct ag_tensor *t = &s->tensor[i];
+	uint32_t sti_ = t->storage;
+	if (sti_ >= s->ntensors || s->tensor[sti_].storage != sti_)
+		return fail_ev(cause, e, ei, "tensor %s (%u) views no storage", what_of(s, i), i);
+	if (x->buf[sti_] == NULL)
+		return fail_ev(cause, e, ei, "tensor %s (%u) is used while its storage is not allocated", what_of(s, i),
+		               i);
+	if (t->ndim > AG_MAXDIM || esize(t->dtype) == 0)
+		return fail_ev(cause, e, ei, "tensor %s (%u) has a bad rank or dtype", what_of(s, i), i);
+	v->dt = t->dtype;
+	v->es = esize(t->dtype);
+	v->nd = t->ndim;
+	v->numel = 1;
+	int64_t lo = 0, hi = 0;
+	for (unsigned k = 0; k < t->ndim; k++) {
+		v->shape[k] = t->shape[k];
+		v->stride[k] = t->stride[k];
+		v->numel *= t->shape[k];
+		if (t->shape[k] == 0)
+			continue;
+		int64_t reach = (int64_t)(t->shape[k] - 1) * t->stride[k];
+		if (reach < 0)
+			lo += reach;
+		else
+			hi += reach;
+	}
+	uint64_t bytes = s->tensor[sti_].bytes;
+	if (v->numel > 0 && ((int64_t)t->offset + lo < 0 ||
+	                     (uint64_t)((int64_t)t->offset + hi + 1) * v->es > bytes))
+		return fail_ev(cause, e, ei, "the view %s (%u) reaches outside its storage's bytes", what_of(s, i), i);
+	v->base = (unsigned char *)x->buf[sti_] + t->offset * v->es;
+	return 0;
+}
+
+static uint32_t storage_of(const struct ag_exec *x, uint32_t i) { return x->s->tensor[i].storage; }
+
+/* ------------------------------------------------------------------------ */
+/* Elementwise ops */
+
+/* The odometer over out's shape: visits every element with each
+ * operand's offset. */
+#define EW_MAX (AG_MAXIN + 1)
+struct walk {
+	unsigned n, nd;
+	const struct agv *v[EW_MAX];
+	uint64_t idx[AG_MAXDIM];
+	int64_t off[EW_MAX];
+};
+
+static void walk_init(struct walk *w, const struct agv *const *v, unsigned n)
+{
+	memset(w, 0, sizeof *w);
+	w->n = n;
+	w->nd = v[0]->nd;
+	for (unsigned i = 0; i < n; i++)
+		w->v[i] = v[i];
+}
+
+/* Step to the next element; 0 at the end. */
+static int walk_next(struct walk *w)
+{
+	const struct agv *o = w->v[0];
+	for (unsigned k = w->nd; k-- > 0;) {
+		if (++w->idx[k] < o->shape[k]) {
+			for (unsigned i = 0; i < w->n; i++)
+				w->off[i] += w->v[i]->stride[k];
+			return 1;
+		}
+		for (unsigned i = 0; i < w->n; i++)
+			w->off[i] -= (int64_t)(o->shape[k] - 1) * w->v[i]->stride[k];
+		w->idx[k] = 0;
+	}
+	return 0;
+}
+
+/* PyTorch's pow for the exponents its CPU kernel special-cases
+ * (pow_tensor_scalar_optimized_kernel: 2, 3, 0.5, -0.5, -1, -2). */
+static inline float pow_s(float a, float p)
+{
+	if (p == 2.0f)
+		return a * a;
+	if (p == 3.0f)
+		return a * a * a;
+	if (p == 0.5f)
+		return sqrtf(a);
+	if (p == -0.5f)
+		return 1.0f / sqrtf(a);
+	if (p == -1.0f)
+		return 1.0f / a;
+	if (p == -2.0f)
+		return 1.0f / (a * a);
+	return powf(a, p);
+}
+
+static inline float sigm(float a) { return 1.0f / (1.0f + expf(-a)); }
+
+/* add's and add_'s alpha: 1 where the list leaves it 0 (an add by 0·in1
+ * is no op PyTorch's code runs). */
+static inline float alpha_of(double a) { return a == 0.0 ? 1.0f : (float)a; }
+
+static inline __attribute__((always_inline)) float ew_value(enum ag_op op, float s0, float a, float b, float c)
+{
+	switch (op) {
+	case AG_OP_FILL: return s0;
+	case AG_OP_COPY: return a;
+	case AG_OP_ADD:
+	case AG_OP_ADD_: return a + s0 * b;
+	case AG_OP_ADD_SCALAR:
+	case AG_OP_ADD_SCALAR_: return a + s0;
+	case AG_OP_MUL: return a * b;
+	case AG_OP_MUL_SCALAR:
+	case AG_OP_MUL_SCALAR_: return a * s0;
+	case AG_OP_DIV: return a / b;
+	case AG_OP_DIV_SCALAR_: return a / s0;
+	case AG_OP_NEG: return -a;
+	case AG_OP_POW_SCALAR: return pow_s(a, s0);
+	case AG_OP_TANH: return tanhf(a);
+	case AG_OP_RSQRT: return 1.0f / sqrtf(a);
+	case AG_OP_SQRT: return sqrtf(a);
+	case AG_OP_SILU: return a / (1.0f + expf(-a));
+	case AG_OP_WHERE: return a != 0.0f ? b : c;
+	case AG_OP_TANH_BWD: return a * (1.0f - b * b);
+	case AG_OP_SILU_BWD: {
+		float sg = sigm(b);
+		return a * sg * (1.0f + b * (1.0f - sg));
+	}
+	case AG_OP_RSQRT_BWD: return -0.5f * a * b * b * b;
+	case AG_OP_POW_BWD: return s0 == 2.0f ? a * 2.0f * b : a * s0 * pow_s(b, s0 - 1.0f);
+	case AG_OP_ZERO_: return 0.0f;
+	case AG_OP_ADDCMUL_: return a + s0 * b * c;
+	case AG_OP_ADDCDIV_: return a + s0 * b / c;
+	case AG_OP_LERP_: /* at::lerp's two forms, by the weight */
+		return fabsf(s0) < 0.5f ? a + s0 * (b - a) : b - (b - a) * (1.0f - s0);
+	default: return NAN;
+	}
+}
+
+/* The number of inputs an elementwise op reads (in place: in0 is out). */
+static int ew_inputs(enum ag_op op)
+{
+	switch (op) {
+	case AG_OP_FILL:
+	case AG_OP_ZERO_: return 0;
+	case AG_OP_COPY:
+	case AG_OP_ADD_SCALAR:
+	case AG_OP_MUL_SCALAR:
+	case AG_OP_NEG:
+	case AG_OP_POW_SCALAR:
+	case AG_OP_TANH:
+	case AG_OP_RSQRT:
+	case AG_OP_SQRT:
+	case AG_OP_SILU:
+	case AG_OP_MUL_SCALAR_:
+	case AG_OP_ADD_SCALAR_:
+	case AG_OP_DIV_SCALAR_: return 1;
+	case AG_OP_ADD:
+	case AG_OP_MUL:
+	case AG_OP_DIV:
+	case AG_OP_TANH_BWD:
+	case AG_OP_SILU_BWD:
+	case AG_OP_RSQRT_BWD:
+	case AG_OP_POW_BWD:
+	case AG_OP_ADD_:
+	case AG_OP_LERP_: return 2;
+	case AG_OP_WHERE:
+	case AG_OP_ADDCMUL_:
+	case AG_OP_ADDCDIV_: return 3;
+	default: return -1;
+	}
+}
+
+/* out and n inputs, already broadcast to out's shape. */
+static void run_ew(enum ag_op op, float s0, const struct agv *out, const struct agv *in, int n)
+{
+	const struct agv *v[EW_MAX] = {out};
+	for (int i = 0; i < n; i++)
+		v[1 + i] = &in[i];
+	if (out->numel == 0)
+		return;
+	/* fp32 and unit strides everywhere: a flat loop */
+	int flat = out->dt == AG_F32;
+	for (int i = 0; i < n && flat; i++)
+		flat = in[i].dt == AG_F32 || (op == AG_OP_WHERE && i == 0 && in[i].dt == AG_BOOL);
+	for (unsigned k = 0; k + 1 < out->nd && flat; k++)
+		for (int i = 0; i <= n; i++)
+			flat &= v[i]->stride[k] == v[i]->stride[k + 1] * (int64_t)v[i]->shape[k + 1];
+	for (int i = 0; i <= n && flat && out->nd > 0; i++)
+		flat &= v[i]->stride[out->nd - 1] == 1;
+	if (flat && op != AG_OP_WHERE) {
+		/* one loop per op, each with its formula inlined (the switch in
+		 * ew_value folds away), so that the compiler can vectorise it;
+		 * an absent operand reads the output, which no formula uses */
+		float *o = (float *)out->base;
+		const float *a = n > 0 ? (const float *)in[0].base : o, *b = n > 1 ? (const float *)in[1].base : o,
+		            *c = n > 2 ? (const float *)in[2].base : o;
+		uint64_t N = out->numel;
+#define FLAT(OP)                                                   \
+	case OP:                                                   \
+		for (uint64_t e = 0; e < N; e++)                   \
+			o[e] = ew_value(OP, s0, a[e], b[e], c[e]); \
+		return;
+		switch (op) {
+			FLAT(AG_OP_FILL) FLAT(AG_OP_COPY) FLAT(AG_OP_ADD) FLAT(AG_OP_ADD_) FLAT(AG_OP_ADD_SCALAR)
+			FLAT(AG_OP_ADD_SCALAR_) FLAT(AG_OP_MUL) FLAT(AG_OP_MUL_SCALAR) FLAT(AG_OP_MUL_SCALAR_) FLAT(AG_OP_DIV)
+			FLAT(AG_OP_DIV_SCALAR_) FLAT(AG_OP_NEG) FLAT(AG_OP_POW_SCALAR) FLAT(AG_OP_TANH) FLAT(AG_OP_RSQRT)
+			FLAT(AG_OP_SQRT) FLAT(AG_OP_SILU) FLAT(AG_OP_TANH_BWD) FLAT(AG_OP_SILU_BWD) FLAT(AG_OP_RSQRT_BWD)
+			FLAT(AG_OP_POW_BWD) FLAT(AG_OP_ZERO_) FLAT(AG_OP_ADDCMUL_) FLAT(AG_OP_ADDCDIV_) FLAT(AG_OP_LERP_)
+		default:
+			break;
+		}
+#undef FLAT
+	}
+	struct walk w;
+	walk_init(&w, v, (unsigned)n + 1);
+	do {
+		float a = n > 0 ? ld(&in[0], w.off[1]) : 0.0f, b = n > 1 ? ld(&in[1], w.off[2]) : 0.0f,
+		      c = n > 2 ? ld(&in[2], w.off[3]) : 0.0f;
+		if (op == AG_OP_COPY && out->dt == AG_I64 && in[0].dt == AG_I64)
+			sti(out, w.off[0], ldi(&in[0], w.off[1]));
+		else
+			st(out, w.off[0], ew_value(op, s0, a, b, c));
+	} while (walk_next(&w));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Row ops: the last dimension of each row */
+
+/* Offset of row r's first element in v (v's last dim the row). */
+static int64_t row_off(const struct agv *v, uint64_t r)
+{
+	int64_t off = 0;
+	if (v->nd == 0)
+		return 0;
+	for (unsigned k = v->nd - 1; k-- > 0;) {
+		off += (int64_t)(r % v->shape[k]) * v->stride[k];
+		r /= v->shape[k];
+	}
+	return off;
+}
+
+static uint64_t rows_of(const struct agv *v) { return v->nd == 0 ? 1 : v->numel / (v->shape[v->nd - 1] ? v->shape[v->nd - 1] : 1); }
+static uint64_t cols_of(const struct agv *v) { return v->nd == 0 ? 1 : v->shape[v->nd - 1]; }
+static int64_t cs_of(const struct agv *v) { return v->nd == 0 ? 0 : v->stride[v->nd - 1]; }
+
+static void zero_all(const struct agv *v)
+{
+	run_ew(AG_OP_FILL, 0.0f, v, NULL, 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Products */
+
+/* v's dims [0, k) merged into one if their strides allow: returns the
+ * merged size and stride through *n, *s, or -1. Size-1 dims merge freely. */
+static int merge(const struct agv *v, unsigned k, uint64_t *n, int64_t *s)
+{
+	uint64_t size = 1;
+	int64_t stride = 0;
+	int have = 0;
+	for (unsigned i = k; i-- > 0;) {
+		if (v->shape[i] == 1)
+			continue;
+		if (!have) {
+			stride = v->stride[i];
+			size = v->shape[i];
+			have = 1;
+			continue;
+		}
+		if (v->stride[i] != stride * (int64_t)size)
+			return -1;
+		size *= v->shape[i];
+	}
+	*n = size;
+	*s = have ? stride : 1;
+	return 0;
+}
+
+/* A matrix: rows × cols, strides rs, cs, at p. */
+struct mat {
+	void *p;
+	const struct agv *v; /* its dtype */
+	uint64_t r, c;
+	int64_t rs, cs;
+};
+
+/* cblas's view of m: its transposition and leading dimension, or -1. */
+static int blas_of(const struct mat *m, CBLAS_TRANSPOSE *t, blasint *ld)
+{
+	if (m->v->dt != AG_F32)
+		return -1;
+	if ((m->c == 1 || m->cs == 1) && (m->r == 1 || m->rs >= (int64_t)m->c)) {
+		*t = CblasNoTrans;
+		*ld = (blasint)(m->r == 1 ? (m->c ? m->c : 1) : (uint64_t)m->rs);
+		return 0;
+	}
+	if ((m->r == 1 || m->rs == 1) && (m->c == 1 || m->cs >= (int64_t)m->r)) {
+		*t = CblasTrans;
+		*ld = (blasint)(m->c == 1 ? (m->r ? m->r : 1) : (uint64_t)m->cs);
+		return 0;
+	}
+	return -1;
+}
+
+static inline float mat_ld(const struct mat *m, uint64_t i, uint64_t j)
+{
+	struct agv v = *m->v;
+	v.base = m->p;
+	return ld(&v, (int64_t)i * m->rs + (int64_t)j * m->cs);
+}
+
+/* c = beta·c + a @ b (beta 0 or 1). */
+static void gemm(const struct mat *c, const struct mat *a, const struct mat *b, float beta)
+{
+	CBLAS_TRANSPOSE ta, tb, tc;
+	blasint la, lb, lc;
+	uint64_t M = c->r, N = c->c, K = a->c;
+	if (M == 0 || N == 0)
+		return;
+	if (K > 0 && blas_of(a, &ta, &la) == 0 && blas_of(b, &tb, &lb) == 0 && blas_of(c, &tc, &lc) == 0 &&
+	    tc == CblasNoTrans) {
+		cblas_sgemm(CblasRowMajor, ta, tb, (blasint)M, (blasint)N, (blasint)K, 1.0f, (const float *)a->p, la,
+		            (const float *)b->p, lb, beta, (float *)c->p, lc);
+		return;
+	}
+	struct agv cv = *c->v;
+	cv.base = c->p;
+	for (uint64_t i = 0; i < M; i++)
+		for (uint64_t j = 0; j < N; j++) {
+			float acc = beta != 0.0f ? mat_ld(c, i, j) : 0.0f;
+			for (uint64_t k = 0; k < K; k++)
+				acc += mat_ld(a, i, k) * mat_ld(b, k, j);
+			st(&cv, (int64_t)i * c->rs + (int64_t)j * c->cs, acc);
+		}
+}
+
+/* The 2-D matrix of v: its leading dims merged into rows. */
+static int mat2(const struct agv *v, struct mat *m)
+{
+	if (v->nd < 1)
+		return -1;
+	m->v = v;
+	m->p = v->base;
+	m->c = v->nd >= 1 ? v->shape[v->nd - 1] : 1;
+	m->cs = v->stride[v->nd - 1];
+	if (v->nd == 1) {
+		m->r = 1;
+		m->rs = (int64_t)m->c;
+		return 0;
+	}
+	return merge(v, v->nd - 1, &m->r, &m->rs);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The ops */
+
+struct opctx {
+	struct ag_exec *x;
+	const struct ag_event *e;
+	size_t ei;
+	char **cause;
+};
+
+#define FAIL(...) fail_ev(oc->cause, oc->e, oc->ei, __VA_ARGS__)
+
+static int op_mm(struct opctx *oc, const struct agv *out, const struct agv *in, int bias)
+{
+	struct mat c, a, b;
+	if (mat2(out, &c) != 0 || mat2(&in[0], &a) != 0 || in[1].nd != 2 || mat2(&in[1], &b) != 0)
+		return FAIL("mm: a product's operands are not matrices");
+	if (a.r != c.r || b.c != c.c || a.c != b.r)
+		return FAIL("mm: the product's shapes do not agree");
+	float beta = 0.0f;
+	if (bias) { /* out = bias broadcast over rows, then += a @ b */
+		struct agv bb;
+		if (bcast(&bb, &in[2], out) != 0)
+			return FAIL("addmm: the bias does not broadcast to the output");
+		run_ew(AG_OP_COPY, 0.0f, out, &bb, 1);
+		beta = 1.0f;
+	}
+	gemm(&c, &a, &b, beta);
+	return 0;
+}
+
+static int op_bmm(struct opctx *oc, const struct agv *out, const struct agv *in)
+{
+	unsigned nd = out->nd;
+	if (nd < 3 || in[0].nd < 2 || in[1].nd < 2)
+		return FAIL("bmm: bmm's operands are not batches of matrices");
+	uint64_t M = out->shape[nd - 2], N = out->shape[nd - 1];
+	uint64_t K = in[0].shape[in[0].nd - 1];
+	if (in[0].shape[in[0].nd - 2] != M || in[1].shape[in[1].nd - 2] != K || in[1].shape[in[1].nd - 1] != N)
+		return FAIL("bmm: the product's shapes do not agree");
+	/* the batch dims of each operand, broadcast to out's */
+	struct agv ob = *out, ab = in[0], bb = in[1], a2, b2;
+	ob.nd = nd - 2;
+	ab.nd = in[0].nd - 2;
+	bb.nd = in[1].nd - 2;
+	ob.numel = 1;
+	for (unsigned k = 0; k < ob.nd; k++)
+		ob.numel *= ob.shape[k];
+	if (bcast(&a2, &ab, &ob) != 0 || bcast(&b2, &bb, &ob) != 0)
+		return FAIL("bmm: the batch dimensions do not agree");
+	const struct agv *v[3] = {&ob, &a2, &b2};
+	struct walk w;
+	walk_init(&w, v, 3);
+	do {
+		struct mat c = {(unsigned char *)out->base + w.off[0] * (int64_t)out->es, out, M, N, out->stride[nd - 2], out->stride[nd - 1]};
+		struct mat a = {(unsigned char *)in[0].base + w.off[1] * (int64_t)in[0].es, &in[0], M, K, in[0].stride[in[0].nd - 2],
+		                in[0].stride[in[0].nd - 1]};
+		struct mat b = {(unsigned char *)in[1].base + w.off[2] * (int64_t)in[1].es, &in[1], K, N, in[1].stride[in[1].nd - 2],
+		                in[1].stride[in[1].nd - 1]};
+		gemm(&c, &a, &b, 0.0f);
+	} while (ob.numel > 0 && walk_next(&w));
+	return 0;
+}
+
+/* Rows of x (rows × C): every row operand must have as many rows. */
+static int same_rows(const struct agv *a, const struct agv *b) { return rows_of(a) == rows_of(b) && cols_of(a) == cols_of(b); }
+
+static int op_layer_norm(struct opctx *oc, const struct agv *out, const struct agv *mean, const struct agv *rstd,
+                         const struct agv *xv, const struct agv *w, const struct agv *b, float eps)
+{
+	uint64_t R = rows_of(xv), C = cols_of(xv);
+	if (!same_rows(out, xv) || (mean && mean->numel != R) || (rstd && rstd->numel != R) ||
+	    (w && w->numel != C) || (b && b->numel != C))
+		return FAIL("layer_norm: layer_norm's operands do not agree");
+	for (uint64_t r = 0; r < R; r++) {
+		int64_t xo = row_off(xv, r), oo = row_off(out, r), xs = cs_of(xv), os = cs_of(out);
+		double s = 0, s2 = 0;
+		for (uint64_t j = 0; j < C; j++)
+			s += ld(xv, xo + (int64_t)j * xs);
+		float mu = (float)(s / (double)C);
+		for (uint64_t j = 0; j < C; j++) {
+			float d = ld(xv, xo + (int64_t)j * xs) - mu;
+			s2 += (double)d * d;
+		}
+		float rs = 1.0f / sqrtf((float)(s2 / (double)C) + eps);
+		for (uint64_t j = 0; j < C; j++) {
+			float y = (ld(xv, xo + (int64_t)j * xs) - mu) * rs;
+			if (w)
+				y *= ld(w, at_lin(w, j));
+			if (b)
+				y += ld(b, at_lin(b, j));
+			st(out, oo + (int64_t)j * os, y);
+		}
+		if (mean)
+			st(mean, at_lin(mean, r), mu);
+		if (rstd)
+			st(rstd, at_lin(rstd, r), rs);
+	}
+	return 0;
+}
+
+static int op_layer_norm_bwd(struct opctx *oc, const struct agv *dx, const struct agv *dw, const struct agv *db,
+                             const struct agv *g, const struct agv *xv, const struct agv *mean, const struct agv *rstd,
+                             const struct agv *w)
+{
+	uint64_t R = rows_of(xv), C = cols_of(xv);
+	if (!same_rows(g, xv) || mean->numel != R || rstd->numel != R || (w && w->numel != C) ||
+	    (dx && !same_rows(dx, xv)) || (dw && dw->numel != C) || (db && db->numel != C))
+		return FAIL("layer_norm_backward: layer_norm_backward's operands do not agree");
+	if (dw)
+		zero_all(dw);
+	if (db)
+		zero_all(db);
+	for (uint64_t r = 0; r < R; r++) {
+		int64_t xo = row_off(xv, r), go = row_off(g, r), xs = cs_of(xv), gs = cs_of(g);
+		float mu = ld(mean, at_lin(mean, r)), rs = ld(rstd, at_lin(rstd, r));
+		float m1 = 0, m2 = 0; /* mean(g·w), mean(g·w·xhat) */
+		for (uint64_t j = 0; j < C; j++) {
+			float xh = (ld(xv, xo + (int64_t)j * xs) - mu) * rs, gj = ld(g, go + (int64_t)j * gs);
+			float dxh = w ? gj * ld(w, at_lin(w, j)) : gj;
+			m1 += dxh;
+			m2 += dxh * xh;
+			if (dw) {
+				int64_t o = at_lin(dw, j);
+				st(dw, o, ld(dw, o) + gj * xh);
+			}
+			if (db) {
+				int64_t o = at_lin(db, j);
+				st(db, o, ld(db, o) + gj);
+			}
+		}
+		m1 /= (float)C;
+		m2 /= (float)C;
+		if (!dx)
+			continue;
+		int64_t dxo = row_off(dx, r), dxs = cs_of(dx);
+		for (uint64_t j = 0; j < C; j++) {
+			float xh = (ld(xv, xo + (int64_t)j * xs) - mu) * rs, gj = ld(g, go + (int64_t)j * gs);
+			float dxh = w ? gj * ld(w, at_lin(w, j)) : gj;
+			st(dx, dxo + (int64_t)j * dxs, rs * (dxh - m1 - xh * m2));
+		}
+	}
+	return 0;
+}
+
+/* softmax (lg 0) or log_softmax (lg 1) of each row. */
+static int op_softmax(struct opctx *oc, const struct agv *out, const struct agv *in, int lg)
+{
+	if (!same_rows(out, in))
+		return FAIL("softmax: softmax's output and input differ in shape");
+	uint64_t R = rows_of(in), C = cols_of(in);
+	for (uint64_t r = 0; r < R && C > 0; r++) {
+		int64_t io = row_off(in, r), oo = row_off(out, r), is = cs_of(in), os = cs_of(out);
+		float mx = -INFINITY;
+		for (uint64_t j = 0; j < C; j++) {
+			float v = ld(in, io + (int64_t)j * is);
+			mx = v > mx ? v : mx;
+		}
+		double sum = 0;
+		for (uint64_t j = 0; j < C; j++)
+			sum += exp((double)(ld(in, io + (int64_t)j * is) - mx));
+		float lse = (float)log(sum);
+		for (uint64_t j = 0; j < C; j++) {
+			float z = ld(in, io + (int64_t)j * is) - mx;
+			st(out, oo + (int64_t)j * os, lg ? z - lse : (float)(exp((double)z) / sum));
+		}
+	}
+	return 0;
+}
+
+/* (grad g, output y): softmax's (lg 0) or log_softmax's (lg 1) backward. */
+static int op_softmax_bwd(struct opctx *oc, const struct agv *out, const struct agv *g, const struct agv *y, int lg)
+{
+	if (!same_rows(out, g) || !same_rows(g, y))
+		return FAIL("softmax_backward: softmax_backward's operands differ in shape");
+	uint64_t R = rows_of(g), C = cols_of(g);
+	for (uint64_t r = 0; r < R; r++) {
+		int64_t go = row_off(g, r), yo = row_off(y, r), oo = row_off(out, r);
+		int64_t gs = cs_of(g), ys = cs_of(y), os = cs_of(out);
+		double dot = 0;
+		for (uint64_t j = 0; j < C; j++)
+			dot += lg ? (double)ld(g, go + (int64_t)j * gs)
+			          : (double)ld(g, go + (int64_t)j * gs) * ld(y, yo + (int64_t)j * ys);
+		for (uint64_t j = 0; j < C; j++) {
+			float gj = ld(g, go + (int64_t)j * gs), yj = ld(y, yo + (int64_t)j * ys);
+			st(out, oo + (int64_t)j * os, lg ? gj - expf(yj) * (float)dot : (gj - (float)dot) * yj);
+		}
+	}
+	return 0;
+}
+
+static int op_nll(struct opctx *oc, const struct agv *loss, const struct agv *tw, const struct agv *lp,
+                  const struct agv *tg, int64_t ignore)
+{
+	uint64_t R = rows_of(lp), V = cols_of(lp);
+	if (tg->numel != R)
+		return FAIL("nll_loss: the targets are not one a row");
+	double sum = 0;
+	uint64_t n = 0;
+	for (uint64_t r = 0; r < R; r++) {
+		int64_t t = ldi(tg, at_lin(tg, r));
+		if (t == ignore || t < 0) /* a negative target is never a class: -100 is the ignore index */
+			continue;
+		if (t < 0 || (uint64_t)t >= V)
+			return FAIL("nll_loss: a target is outside the vocabulary");
+		sum -= ld(lp, row_off(lp, r) + t * cs_of(lp));
+		n++;
+	}
+	st(loss, 0, n ? (float)(sum / (double)n) : NAN);
+	if (tw)
+		st(tw, 0, (float)n);
+	return 0;
+}
+
+static int op_nll_bwd(struct opctx *oc, const struct agv *out, const struct agv *g, const struct agv *tg,
+                      const struct agv *tw, int64_t ignore)
+{
+	uint64_t R = rows_of(out), V = cols_of(out);
+	if (tg->numel != R)
+		return FAIL("nll_loss_backward: the targets are not one a row");
+	zero_all(out);
+	float v = -ld(g, 0) / ld(tw, 0);
+	for (uint64_t r = 0; r < R; r++) {
+		int64_t t = ldi(tg, at_lin(tg, r));
+		if (t == ignore || t < 0) /* a negative target is never a class: -100 is the ignore index */
+			continue;
+		if (t < 0 || (uint64_t)t >= V)
+			return FAIL("nll_loss_backward: a target is outside the vocabulary");
+		st(out, row_off(out, r) + t * cs_of(out), v);
+	}
+	return 0;
+}
+
+static int op_embedding(struct opctx *oc, const struct agv *out, const struct agv *tab, const struct agv *idx, int bwd)
+{
+	/* forward: out (rows, C) = tab[idx]; backward: out is the table's
+	 * grad, tab the incoming grad (rows, C) */
+	const struct agv *rowsv = bwd ? tab : out, *table = bwd ? out : tab;
+	uint64_t R = rows_of(rowsv), C = cols_of(rowsv), V = table->nd == 2 ? table->shape[0] : 0;
+	if (idx->numel != R || table->nd != 2 || table->shape[1] != C)
+		return FAIL("embedding: the embedding's operands do not agree");
+	if (bwd)
+		zero_all(out);
+	for (uint64_t r = 0; r < R; r++) {
+		int64_t t = ldi(idx, at_lin(idx, r));
+		if (t < 0 || (uint64_t)t >= V)
+			return FAIL("embedding: a token id is outside the table");
+		int64_t ro = row_off(rowsv, r), rs = cs_of(rowsv), to = t * table->stride[0], ts = table->stride[1];
+		for (uint64_t j = 0; j < C; j++) {
+			if (bwd)
+				st(out, to + (int64_t)j * ts, ld(out, to + (int64_t)j * ts) + ld(tab, ro + (int64_t)j * rs));
+			else
+				st(out, ro + (int64_t)j * rs, ld(tab, to + (int64_t)j * ts));
+		}
+	}
+	return 0;
+}
+
+/* Non-elementwise ops over indices. */
+static int op_indexed(struct opctx *oc, enum ag_op op, const struct agv *out, float s0)
+{
+	if (out->numel == 0)
+		return 0;
+	const struct agv *v[1] = {out};
+	struct walk w;
+	walk_init(&w, v, 1);
+	uint64_t lin = 0;
+	do {
+		uint64_t i = out->nd >= 2 ? w.idx[out->nd - 2] : 0, j = out->nd >= 1 ? w.idx[out->nd - 1] : 0;
+		switch (op) {
+		case AG_OP_ARANGE:
+			sti(out, w.off[0], (int64_t)lin);
+			break;
+		case AG_OP_TRIL_MASK:
+			st(out, w.off[0], j <= i ? 1.0f : 0.0f);
+			break;
+		default: /* AG_OP_CAUSAL_ADD_MASK */
+			st(out, w.off[0], j <= i ? 0.0f : s0);
+		}
+		lin++;
+	} while (walk_next(&w));
+	(void)oc;
+	return 0;
+}
+
+/* out = cat((in0, .., in(n-1)), dim = -1). An operand is read as rows of
+ * its own count of columns in row-major order over its view, so that a
+ * permuted 4-D view (B, T, h, hd) gives its (B·T, h·hd) rows as PyTorch's
+ * cat reads a strided input. */
+static int op_cat_last(struct opctx *oc, const struct agv *out, const struct agv *in, int n)
+{
+	uint64_t R = rows_of(out), cols = 0, c[AG_MAXIN];
+	for (int k = 0; k < n; k++) {
+		if (R == 0 || in[k].numel % R != 0)
+			return FAIL("cat: operand %d's %llu elements are not rows of the output's %llu", k,
+			            (unsigned long long)in[k].numel, (unsigned long long)R);
+		c[k] = in[k].numel / R;
+		cols += c[k];
+	}
+	if (cols != cols_of(out))
+		return FAIL("cat: the operands' columns do not sum to the output's");
+	for (uint64_t r = 0; r < R; r++) {
+		int64_t oo = row_off(out, r), os = cs_of(out);
+		uint64_t at = 0;
+		for (int k = 0; k < n; k++) {
+			int rowwise = rows_of(&in[k]) == R;
+			int64_t io = rowwise ? row_off(&in[k], r) : 0, is = cs_of(&in[k]);
+			for (uint64_t j = 0; j < c[k]; j++)
+				st(out, oo + (int64_t)(at + j) * os,
+				   ld(&in[k], rowwise ? io + (int64_t)j * is : at_lin(&in[k], r * c[k] + j)));
+			at += c[k];
+		}
+	}
+	return 0;
+}
+
+static int op_mean_last(struct opctx *oc, const struct agv *out, const struct agv *in)
+{
+	uint64_t R = rows_of(in), C = cols_of(in);
+	if (out->numel != R)
+		return FAIL("mean: mean's output is not one a row");
+	for (uint64_t r = 0; r < R; r++) {
+		int64_t io = row_off(in, r), is = cs_of(in);
+		double s = 0;
+		for (uint64_t j = 0; j < C; j++)
+			s += ld(in, io + (int64_t)j * is);
+		st(out, at_lin(out, r), (float)(s / (double)C));
+	}
+	return 0;
+}
+
+/* out = in summed to out's shape (SUM_ROWS: over every dim but the last). */
+static int op_sum_to(struct opctx *oc, const struct agv *out, const struct agv *in, int rows)
+{
+	struct agv o2 = *out;
+	if (rows) { /* out (n) against in (..., n) */
+		if (out->numel != cols_of(in))
+			return FAIL("sum: the sum's output is not one a column");
+		o2.nd = 1;
+		o2.shape[0] = out->numel;
+		o2.stride[0] = out->nd ? out->stride[out->nd - 1] : 1;
+	}
+	struct agv ob;
+	if (bcast(&ob, &o2, in) != 0)
+		return FAIL("sum_to_size: the output does not broadcast to the input");
+	/* accumulate in place over the output, which is zeroed first */
+	zero_all(&o2);
+	if (in->numel == 0)
+		return 0;
+	const struct agv *v[2] = {in, &ob};
+	struct walk w;
+	walk_init(&w, v, 2);
+	do
+		st(&ob, w.off[1], ld(&ob, w.off[1]) + ld(in, w.off[0]));
+	while (walk_next(&w));
+	return 0;
+}
+
+static int op_adam_fused(struct opctx *oc, const struct agv *in)
+{
+	const struct ag_options *o = &oc->x->o;
+	for (int i = 1; i < 4; i++)
+		if (in[i].numel != in[0].numel)
+			return FAIL("_fused_adam_: the fused Adam's tensors differ in size");
+	double t = (double)oc->x->steps + 1;
+	float b1 = (float)o->beta1, b2 = (float)o->beta2, eps = (float)o->eps;
+	float step = (float)(o->lr / (1.0 - pow(o->beta1, t))), bc2s = (float)sqrt(1.0 - pow(o->beta2, t));
+	for (uint64_t e = 0; e < in[0].numel; e++) {
+		int64_t p = at_lin(&in[0], e), g = at_lin(&in[1], e), m = at_lin(&in[2], e), v = at_lin(&in[3], e);
+		float gi = ld(&in[1], g);
+		float mi = ld(&in[2], m) * b1 + (1.0f - b1) * gi, vi = ld(&in[3], v) * b2 + (1.0f - b2) * gi * gi;
+		st(&in[2], m, mi);
+		st(&in[3], v, vi);
+		st(&in[0], p, ld(&in[0], p) - step * mi / (sqrtf(vi) / bc2s + eps));
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Events */
+
+static int is_param(const struct ag_exec *x, uint32_t i)
+{
+	return i < x->s->ntensors && x->s->tensor[storage_of(x, i)].role == AG_ROLE_PARAM;
+}
+
+/* A contiguous operand of out's element count read in out's shape: the
+ * view PyTorch's reshape makes, where the list names the tensor before it
+ * (an mm's (B·T, n) result read as (B, T, n)). -1 if it is not one. */
+static int reshaped(struct agv *b, const struct agv *v, const struct agv *out)
+{
+	if (v->numel != out->numel)
+		return -1;
+	int64_t want = 1;
+	for (unsigned k = v->nd; k-- > 0;) {
+		if (v->shape[k] != 1 && v->stride[k] != want)
+			return -1;
+		want *= (int64_t)v->shape[k];
+	}
+	*b = *v;
+	b->nd = out->nd;
+	want = 1;
+	for (unsigned k = out->nd; k-- > 0;) {
+		b->shape[k] = out->shape[k];
+		b->stride[k] = want;
+		want *= (int64_t)out->shape[k];
+	}
+	return 0;
+}
+
+/* in fits in out's leading corner, dimension by dimension (a pad). */
+static int pads(const struct agv *in, const struct agv *out)
+{
+	if (in->nd != out->nd)
+		return 0;
+	for (unsigned k = 0; k < in->nd; k++)
+		if (in->shape[k] > out->shape[k])
+			return 0;
+	return 1;
+}
+
+/* out = in element by element in row-major order, whatever their shapes
+ * (the same count). */
+static void copy_reshape(const struct agv *out, const struct agv *in)
+{
+	if (out->numel == 0)
+		return;
+	const struct agv *vo[1] = {out}, *vi[1] = {in};
+	struct walk wo, wi;
+	walk_init(&wo, vo, 1);
+	walk_init(&wi, vi, 1);
+	int exact = out->dt == AG_I64 && in->dt == AG_I64;
+	do {
+		if (exact)
+			sti(out, wo.off[0], ldi(in, wi.off[0]));
+		else
+			st(out, wo.off[0], ld(in, wi.off[0]));
+	} while (walk_next(&wo) && walk_next(&wi));
+}
+
+static int is_inplace(enum ag_op op) { return op >= AG_OP_ZERO_ && op <= AG_OP_ADAM_FUSED_; }
+
+static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **cause)
+{
+	struct opctx oc_ = {x, e, ei, cause}, *oc = &oc_;
+	/* Set-up ops that write parameters stand for their initialisation
+	 * (nn.Module's init): the feed gave them their values. */
+	int params_only = x->in_setup;
+	for (int k = 0; k < AG_MAXOUT && params_only; k++)
+		params_only = e->out[k] == AG_NONE || is_param(x, e->out[k]);
+	if (params_only && e->out[0] != AG_NONE)
+		return 0;
+	struct agv in[AG_MAXIN] = {0}, out[AG_MAXOUT] = {0};
+	int nin = 0, nout = 0, have_out[AG_MAXOUT] = {0};
+	for (; nin < AG_MAXIN && e->in[nin] != AG_NONE; nin++)
+		if (view(x, e->in[nin], &in[nin], e, ei, cause) != 0)
+			return -1;
+	/* outputs may skip a slot (layer_norm_backward's AG_NONE grads) */
+	for (int k = 0; k < AG_MAXOUT; k++)
+		if (e->out[k] != AG_NONE) {
+			if (view(x, e->out[k], &out[k], e, ei, cause) != 0)
+				return -1;
+			have_out[k] = 1;
+			nout = k + 1;
+		}
+	/* Inputs must hold values: a storage nothing wrote is a missing op
+	 * in the list (an in-place op's target reads itself). */
+	for (int i = 0; i < nin; i++)
+		if (!x->written[storage_of(x, e->in[i])] && !(e->op == AG_OP_ZERO_ && i == 0) &&
+		    !(e->op == AG_OP_FILL))
+			return FAIL("tensor %s (%u) is read before anything wrote it", what_of(x->s, e->in[i]), e->in[i]);
+	if (is_inplace(e->op) && e->op != AG_OP_ADAM_FUSED_ && (nout < 1 || nin < 1 || e->out[0] != e->in[0]))
+		return FAIL("an in-place op names its target as out[0] and in[0]");
+	if (!is_inplace(e->op) && !have_out[0])
+		return FAIL("the op has no output");
+
+	float s0 = (float)e->arg[0];
+	const struct ag_options *o = &x->o;
+	double t = (double)x->steps + 1;
+	int opt = e->phase == ZS_PH_OPTIMIZER;
+	int divides_sqrt = opt && nin >= 1 && x->sqrt_out[storage_of(x, e->in[0])] &&
+	                   (e->op == AG_OP_DIV_SCALAR_ || e->op == AG_OP_MUL_SCALAR_ || e->op == AG_OP_MUL_SCALAR ||
+	                    e->op == AG_OP_DIV);
+	if (divides_sqrt) { /* Adam's sqrt(v) / sqrt(1 − β2^t) */
+		float bc2s = (float)sqrt(1.0 - pow(o->beta2, t));
+		x->sqrt_out[storage_of(x, e->in[0])] = 0;
+		if (e->op == AG_OP_DIV_SCALAR_)
+			s0 = bc2s;
+		else if (e->op == AG_OP_DIV) {
+			if (in[1].numel != 1)
+				return FAIL("div: Adam's sqrt is divided by a tensor of more than one element");
+			st(&in[1], 0, bc2s);
+		} else
+			s0 = 1.0f / bc2s;
+	}
+	if (opt && e->op == AG_OP_ADDCDIV_ && is_param(x, e->in[0]))
+		s0 = (float)(-o->lr / (1.0 - pow(o->beta1, t)));
+
+	int ni = ew_inputs(e->op);
+	int rc = 0;
+	if (ni >= 0) {
+		/* in place, in0 is the target and counts among the inputs read
+		 * (ZERO_ reads none) */
+		struct agv b[AG_MAXIN] = {0};
+		if (nin < ni)
+			return FAIL("too few operands");
+		if (e->op == AG_OP_COPY && bcast(&b[0], &in[0], &out[0]) != 0 && in[0].numel == out[0].numel) {
+			/* reshape's copy: the elements in row-major order */
+			copy_reshape(&out[0], &in[0]);
+			goto done;
+		}
+		if (e->op == AG_OP_COPY && bcast(&b[0], &in[0], &out[0]) != 0 && pads(&in[0], &out[0])) {
+			/* constant_pad_nd: out = arg[0] around in0, in its leading corner */
+			struct agv corner = out[0];
+			memcpy(corner.shape, in[0].shape, sizeof corner.shape);
+			corner.numel = in[0].numel;
+			run_ew(AG_OP_FILL, s0, &out[0], NULL, 0);
+			run_ew(AG_OP_COPY, 0.0f, &corner, &in[0], 1);
+			goto done;
+		}
+		for (int i = 0; i < ni; i++)
+			if (bcast(&b[i], &in[i], &out[0]) != 0 && reshaped(&b[i], &in[i], &out[0]) != 0)
+				return FAIL("operand %d does not broadcast to the output", i);
+		if (e->op == AG_OP_ADD || e->op == AG_OP_ADD_)
+			s0 = alpha_of(e->arg[0]);
+		run_ew(e->op, s0, &out[0], b, ni);
+	} else {
+		switch (e->op) {
+		case AG_OP_ARANGE:
+		case AG_OP_TRIL_MASK:
+		case AG_OP_CAUSAL_ADD_MASK: rc = op_indexed(oc, e->op, &out[0], s0); break;
+		case AG_OP_CAT_LAST:
+			rc = nin < 1 ? FAIL("cat: no operand") : op_cat_last(oc, &out[0], in, nin);
+			break;
+		case AG_OP_MEAN_LAST: rc = nin < 1 ? FAIL("mean: no operand") : op_mean_last(oc, &out[0], &in[0]); break;
+		case AG_OP_SUM_ROWS:
+		case AG_OP_SUM_TO:
+			rc = nin < 1 ? FAIL("sum: no operand") : op_sum_to(oc, &out[0], &in[0], e->op == AG_OP_SUM_ROWS);
+			break;
+		case AG_OP_LAYER_NORM:
+			rc = nin < 1 ? FAIL("layer_norm: no operand")
+			             : op_layer_norm(oc, &out[0], have_out[1] ? &out[1] : NULL, have_out[2] ? &out[2] : NULL,
+			                             &in[0], nin > 1 ? &in[1] : NULL, nin > 2 ? &in[2] : NULL, s0);
+			break;
+		case AG_OP_SOFTMAX:
+		case AG_OP_LOG_SOFTMAX:
+			rc = nin < 1 ? FAIL("softmax: no operand")
+			             : op_softmax(oc, &out[0], &in[0], e->op == AG_OP_LOG_SOFTMAX);
+			break;
+		case AG_OP_NLL:
+			rc = nin < 2 ? FAIL("nll_loss: too few operands")
+			             : op_nll(oc, &out[0], have_out[1] ? &out[1] : NULL, &in[0], &in[1], (int64_t)e->arg[0]);
+			if (rc == 0) {
+				x->loss = ld(&out[0], 0);
+				x->have_loss = 1;
+			}
+			break;
+		case AG_OP_MM: rc = nin < 2 ? FAIL("mm: too few operands") : op_mm(oc, &out[0], in, 0); break;
+		case AG_OP_ADDMM: rc = nin < 3 ? FAIL("addmm: too few operands") : op_mm(oc, &out[0], in, 1); break;
+		case AG_OP_BMM: rc = nin < 2 ? FAIL("bmm: too few operands") : op_bmm(oc, &out[0], in); break;
+		case AG_OP_EMBEDDING:
+			rc = nin < 2 ? FAIL("embedding: too few operands") : op_embedding(oc, &out[0], &in[0], &in[1], 0);
+			break;
+		case AG_OP_EMBEDDING_BWD:
+			rc = nin < 2 ? FAIL("embedding_backward: too few operands")
+			             : op_embedding(oc, &out[0], &in[0], &in[1], 1);
+			break;
+		case AG_OP_LAYER_NORM_BWD:
+			rc = nin < 4 ? FAIL("layer_norm_backward: too few operands")
+			             : op_layer_norm_bwd(oc, have_out[0] ? &out[0] : NULL, have_out[1] ? &out[1] : NULL,
+			                                 have_out[2] ? &out[2] : NULL, &in[0], &in[1], &in[2], &in[3],
+			                                 nin > 4 ? &in[4] : NULL);
+			break;
+		case AG_OP_SOFTMAX_BWD:
+		case AG_OP_LOG_SOFTMAX_BWD:
+			rc = nin < 2 ? FAIL("softmax_backward: too few operands")
+			             : op_softmax_bwd(oc, &out[0], &in[0], &in[1], e->op == AG_OP_LOG_SOFTMAX_BWD);
+			break;
+		case AG_OP_NLL_BWD:
+			rc = nin < 3 ? FAIL("nll_loss_backward: too few operands")
+			             : op_nll_bwd(oc, &out[0], &in[0], &in[1], &in[2], (int64_t)e->arg[0]);
+			break;
+		case AG_OP_ADAM_FUSED_: rc = nin < 4 ? FAIL("_fused_adam_: too few operands") : op_adam_fused(oc, in); break;
+		default: rc = FAIL("op %u is not one the executor knows", (unsigned)e->op);
+		}
+	}
+	if (rc != 0)
+		return -1;
+done:
+	for (int k = 0; k < AG_MAXOUT; k++)
+		if (have_out[k])
+			x->written[storage_of(x, e->out[k])] = 1;
+	if (e->op == AG_OP_ADAM_FUSED_)
+		for (int i = 0; i < 4; i++)
+			x->written[storage_of(x, e->in[i])] = 1;
+	if (opt && e->op == AG_OP_SQRT && have_out[0])
+		x->sqrt_out[storage_of(x, e->out[0])] = 1;
+	return 0;
+}
+
+static int do_alloc(struct ag_exec *x, const struct ag_event *e, size_t ei, char **cause)
+{
+	const struct ag_step *s = x->s;
+	uint32_t t = e->t;
+	if (t >= s->ntensors || s->tensor[t].storage != t)
+		return fail_ev(cause, e, ei, "%u is not a storage", t);
+	if (x->buf[t] != NULL)
+		return fail_ev(cause, e, ei, "storage %s (%u) is allocated twice", what_of(s, t), t);
+	if (s->tensor[t].bytes == 0)
+		return fail_ev(cause, e, ei, "storage %s (%u) has no bytes", what_of(s, t), t);
+	x->buf[t] = tracker_alloc(x->tr, x->rank, s->tensor[t].cat, s->tensor[t].bytes);
+	x->written[t] = 0;
+	x->sqrt_out[t] = 0;
+	if (s->tensor[t].role == AG_ROLE_PARAM) {
+		if (x->feed.param == NULL || x->feed.param(x->feed.ctx, s, t, x->buf[t], cause) != 0)
+			return x->feed.param == NULL ? fail_ev(cause, e, ei, "parameter %s (%u) has no initial value",
+			                                       what_of(s, t), t)
+			                             : -1;
+		x->written[t] = 1;
+	}
+	if (s->tensor[t].role == AG_ROLE_INPUT) {
+		if (x->feed.input == NULL || x->feed.input(x->feed.ctx, s, t, x->steps, x->buf[t], cause) != 0)
+			return x->feed.input == NULL ? fail_ev(cause, e, ei, "input %s (%u) has no value",
+			                                       what_of(s, t), t)
+			                             : -1;
+		x->written[t] = 1;
+	}
+	return 0;
+}
+
+static int do_free(struct ag_exec *x, const struct ag_event *e, size_t ei, char **cause)
+{
+	const struct ag_step *s = x->s;
+	uint32_t t = e->t;
+	if (t >= s->ntensors || s->tensor[t].storage != t)
+		return fail_ev(cause, e, ei, "%u is not a storage", t);
+	if (x->buf[t] == NULL)
+		return fail_ev(cause, e, ei, "storage %s (%u) is freed while not allocated",
+		               what_of(s, t), t);
+	tracker_free(x->tr, x->rank, x->buf[t]);
+	x->buf[t] = NULL;
+	return 0;
+}
+
+/* A boundary of the step: its label and the rank's live bytes there. */
+static void log_mark(struct ag_exec *x, const char *label)
+{
+	if (x->nmarks == x->capmarks) {
+		x->capmarks = x->capmarks ? 2 * x->capmarks : 64;
+		x->mark_label = zs_realloc(x->mark_label, x->capmarks * sizeof *x->mark_label);
+		x->mark_bytes = zs_realloc(x->mark_bytes, x->capmarks * sizeof *x->mark_bytes);
+	}
+	x->mark_label[x->nmarks] = zs_asprintf("%s", label != NULL ? label : "");
+	x->mark_bytes[x->nmarks++] = x->tr->rank[x->rank].total;
+}
+
+int ag_exec_events(struct ag_exec *x, const struct ag_event *ev, size_t n, char **cause)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct ag_event *e = &ev[i];
+		if (e->kind != AG_EV_MARK && x->tr->phase != e->phase)
+			tracker_set_phase(x->tr, e->phase);
+		int rc = 0;
+		switch (e->kind) {
+		case AG_EV_ALLOC: rc = do_alloc(x, e, i, cause); break;
+		case AG_EV_FREE: rc = do_free(x, e, i, cause); break;
+		case AG_EV_OP: rc = do_op(x, e, i, cause); break;
+		default:
+			if (x->record_marks)
+				log_mark(x, e->label);
+		}
+		if (rc != 0)
+			return -1;
+	}
+	return 0;
+}
+
+int ag_exec_begin(struct ag_exec *x, const struct ag_step *s, const struct ag_options *o, struct zs_tracker *tr,
+                  unsigned rank, const struct ag_exec_feed *feed, char **cause)
+{
+	memset(x, 0, sizeof *x);
+	x->s = s;
+	x->o = *o;
+	x->tr = tr;
+	x->rank = rank;
+	if (feed != NULL)
+		x->feed = *feed;
+	size_t n = s->ntensors ? s->ntensors : 1;
+	x->buf = zs_calloc(n, sizeof *x->buf);
+	x->written = zs_calloc(n, 1);
+	x->sqrt_out = zs_calloc(n, 1);
+	x->in_setup = 1;
+	int rc = ag_exec_events(x, s->setup, s->nsetup, cause);
+	x->in_setup = 0;
+	if (rc != 0) {
+		ag_exec_end(x);
+		return -1;
+	}
+	return 0;
+}
+
+int ag_exec_step(struct ag_exec *x, char **cause)
+{
+	const struct ag_step *s = x->s;
+	x->have_loss = 0;
+	/* Inputs made in setup (the batch held across steps) take this
+	 * step's batch. */
+	for (uint32_t t = 0; t < s->ntensors; t++)
+		if (x->buf[t] != NULL && s->tensor[t].role == AG_ROLE_INPUT && x->feed.input != NULL) {
+			if (x->feed.input(x->feed.ctx, s, t, x->steps, x->buf[t], cause) != 0)
+				return -1;
+			x->written[t] = 1;
+		}
+	if (x->steps == 0 && ag_exec_events(x, s->first_step, s->nfirst, cause) != 0)
+		return -1;
+	if (ag_exec_events(x, s->event, s->nevents, cause) != 0)
+		return -1;
+	x->steps++;
+	return 0;
+}
+
+void *ag_exec_data(const struct ag_exec *x, uint32_t t)
+{
+	return t < x->s->ntensors ? x->buf[t] : NULL;
+}
+
+void ag_exec_end(struct ag_exec *x)
+{
+	for (size_t t = 0; x->buf != NULL && t < x->s->ntensors; t++)
+		if (x->buf[t] != NULL)
+			tracker_free(x->tr, x->rank, x->buf[t]);
+	free(x->buf);
+	free(x->written);
+	free(x->sqrt_out);
+	x->buf = NULL;
+	x->written = x->sqrt_out = NULL;
+	for (size_t i = 0; i < x->nmarks; i++)
+		free(x->mark_label[i]);
+	free(x->mark_label);
+	free(x->mark_bytes);
+	x->mark_label = NULL;
+	x->mark_bytes = NULL;
+	x->nmarks = x->capmarks = 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* A transformer's plain training loop */
+
+/* The run's view of zerosim's flat vector: each step_params tensor's
+ * offset, and for each parameter storage of the list the rows it takes. */
+struct tfm_feed {
+	const struct zs_config *c;
+	const struct zs_model *hf;
+	struct tfm_dims dims;
+	struct step_params p;
+	uint64_t *off;            /* per step_params tensor: its first element */
+	int32_t *part;            /* per storage of the list: its part of a fused tensor, or -1 */
+	const float *init;        /* a case's Ψ values, or NULL: the seed's */
+	const int *tokens;        /* a case's ids, or NULL: the seed's task */
+	struct tfm_task task;
+	uint64_t B, T;
+};
+
+/* Whether step_params tensor i is a gpt2 Conv1D weight: (in, out) in the
+ * list as Hugging Face holds it, (out, in) in the flat vector
+ * (docs/formats.md). */
+static int conv1d(const struct tfm_feed *f, size_t i)
+{
+	const struct step_tensor *st = &f->p.tensor[i];
+	size_t layer = f->p.module[st->module].layer;
+	return f->hf->family == ZS_FAMILY_GPT2 && st->ndim == 2 && layer >= 1 && layer <= f->hf->layers;
+}
+
+/* The rows [r0, r0 + n) of step_params tensor i as the flat vector holds
+ * them (rows of its (out, in) form). */
+static void part_rows(const struct tfm_feed *f, size_t i, int32_t part, uint64_t *r0, uint64_t *n)
+{
+	const struct step_tensor *st = &f->p.tensor[i];
+	*r0 = 0;
+	*n = st->ndim == 2 ? st->shape[0] : st->numel;
+	if (part < 0 || st->nparts == 0)
+		return;
+	for (int32_t k = 0; k < part; k++)
+		*r0 += st->part_rows[k];
+	*n = st->part_rows[part];
+}
+
+/* Storage t's place: its step_params tensor, part, first row and rows,
+ * and the columns of a row; -1 with *cause where its bytes are not the
+ * part's. */
+static int param_place(const struct tfm_feed *f, const struct ag_step *s, uint32_t t, size_t *i, uint64_t *r0,
+                       uint64_t *rows, uint64_t *cols, char **cause)
+{
+	const struct ag_tensor *a = &s->tensor[t];
+	if (a->param < 0 || (size_t)a->param >= f->p.ntensors)
+		return zs_fail(cause, "the PyTorch step's parameter %s (%u) names no parameter tensor", what_of(s, t), t);
+	*i = (size_t)a->param;
+	const struct step_tensor *st = &f->p.tensor[*i];
+	part_rows(f, *i, f->part[t], r0, rows);
+	*cols = st->ndim == 2 ? st->numel / (conv1d(f, *i) ? st->shape[1] : st->shape[0]) : 1;
+	if (conv1d(f, *i)) /* (in, out): the flat vector's rows are its columns */
+		*rows = st->shape[1];
+	if (a->dtype != AG_F32 || a->bytes != *rows * *cols * 4)
+		return zs_fail(cause, "the PyTorch step's parameter %s (%u) is not the fp32 %llu x %llu part of its tensor",
+		               what_of(s, t), t, (unsigned long long)*rows, (unsigned long long)*cols);
+	return 0;
+}
+
+static int feed_tfm_param(void *ctx, const struct ag_step *s, uint32_t t, void *data, char **cause)
+{
+	struct tfm_feed *f = ctx;
+	size_t i;
+	uint64_t r0, rows, cols;
+	if (param_place(f, s, t, &i, &r0, &rows, &cols, cause) != 0)
+		return -1;
+	uint64_t first = f->off[i] + r0 * cols, n = rows * cols;
+	float *d = data;
+	if (!conv1d(f, i)) {
+		if (f->init != NULL)
+			memcpy(d, f->init + first, n * sizeof *d);
+		else
+			tfm_init_range(d, &f->dims, f->c->seed, first, n);
+		return 0;
+	}
+	/* the flat vector's (out, in) rows into the list's (in, out), a
+	 * piece of a row at a time through a small buffer on the stack */
+	float piece[512];
+	for (uint64_t o = 0; o < rows; o++)
+		for (uint64_t c0 = 0; c0 < cols; c0 += 512) {
+			uint64_t k = cols - c0 < 512 ? cols - c0 : 512;
+			const float *src = piece;
+			if (f->init != NULL)
+				src = f->init + first + o * cols + c0;
+			else
+				tfm_init_range(piece, &f->dims, f->c->seed, first + o * cols + c0, k);
+			for (uint64_t j = 0; j < k; j++)
+				d[(c0 + j) * rows + o] = src[j];
+		}
+	return 0;
+}
+
+/* The batch's ids into an int64 storage of B·T: drawn as ints into the
+ * storage's own bytes (ids, then the targets the task also gives), then
+ * widened in place from the last down, so that no scratch is needed. */
+static int feed_tfm_input(void *ctx, const struct ag_step *s, uint32_t t, unsigned step, void *data, char **cause)
+{
+	struct tfm_feed *f = ctx;
+	const struct ag_tensor *a = &s->tensor[t];
+	uint64_t BT = f->B * f->T;
+	if (a->dtype != AG_I64 || a->bytes != BT * 8)
+		return zs_fail(cause, "the PyTorch step's input %s (%u) is not the batch's %llu int64 token ids", what_of(s, t),
+		               t, (unsigned long long)BT);
+	int *ids = data;
+	if (f->tokens != NULL) {
+		const int *row = f->tokens + (size_t)step * f->B * (f->T + 1);
+		for (uint64_t b = 0; b < f->B; b++)
+			memcpy(ids + b * f->T, row + b * (f->T + 1), f->T * sizeof *ids);
+	} else
+		tfm_task_batch(ids, ids + BT, &f->task, f->c->seed, step, 0, f->B, f->T);
+	int64_t *wide = data;
+	for (uint64_t k = BT; k-- > 0;)
+		wide[k] = ids[k];
+	return 0;
+}
+
+static void feed_free(struct tfm_feed *f)
+{
+	step_params_free(&f->p);
+	free(f->off);
+	free(f->part);
+	if (f->task.perm != NULL)
+		tfm_task_free(&f->task);
+}
+
+/* Build the run's step and its feed; 0 or -1 with *cause. */
+static int tfm_prepare(struct tfm_feed *f, struct ag_step *s, struct ag_options *o, const struct zs_config *c,
+                       const struct zs_model *hf, uint64_t seq, char **cause)
+{
+	memset(f, 0, sizeof *f);
+	memset(s, 0, sizeof *s);
+	f->c = c;
+	f->hf = hf;
+	f->B = c->batch;
+	f->T = seq;
+	tfm_dims_from_config(&f->dims, hf);
+	step_params_build(&f->p, hf);
+	ag_options_from_config(o, c, c->batch, seq);
+	/* the run's own training settings (--lr, --beta1, --beta2, --eps) */
+	o->lr = c->lr;
+	o->beta1 = c->beta1;
+	o->beta2 = c->beta2;
+	o->eps = c->eps;
+	if (c->precision != ZS_FP32) {
+		feed_free(f);
+		return zs_fail(cause, "--precision %s: the plain loop (--wrapper none) runs fp32 only yet",
+		               zs_precision_name(c->precision));
+	}
+	if (ag_step_build(s, hf, &f->p, o, cause) != 0) {
+		feed_free(f);
+		return -1;
+	}
+	f->off = zs_calloc(f->p.ntensors ? f->p.ntensors : 1, sizeof *f->off);
+	for (size_t i = 1; i < f->p.ntensors; i++)
+		f->off[i] = f->off[i - 1] + f->p.tensor[i - 1].numel;
+	/* a fused tensor's parts (the list's `part`) */
+	f->part = zs_calloc(s->ntensors ? s->ntensors : 1, sizeof *f->part);
+	for (uint32_t t = 0; t < s->ntensors; t++) {
+		const struct ag_tensor *a = &s->tensor[t];
+		int fused = a->param >= 0 && (size_t)a->param < f->p.ntensors && f->p.tensor[a->param].nparts != 0;
+		f->part[t] = fused ? a->part : -1;
+	}
+	return 0;
+}
+
+/* The final weights in zerosim's flat order, tensor by tensor from the
+ * list's parameter storages, into the digest (and w if not NULL). */
+static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, float *w, uint64_t *digest, char **cause)
+{
+	const struct ag_step *s = x->s;
+	XXH3_state_t *h = XXH3_createState();
+	if (h == NULL || XXH3_64bits_reset(h) != XXH_OK)
+		zs_oom(__FILE__, __LINE__);
+	int rc = 0;
+	for (size_t i = 0; i < f->p.ntensors && rc == 0; i++) {
+		/* its storages in part order (one where it is not fused) */
+		unsigned nparts = f->p.tensor[i].nparts ? f->p.tensor[i].nparts : 1;
+		for (int32_t part = 0; part < (int32_t)nparts && rc == 0; part++) {
+			uint32_t t = 0;
+			while (t < s->ntensors && !(s->tensor[t].storage == t && s->tensor[t].role == AG_ROLE_PARAM &&
+			                            s->tensor[t].param == (int32_t)i &&
+			                            (f->part[t] == part || (f->part[t] < 0 && part == 0))))
+				t++;
+			if (t == s->ntensors || ag_exec_data(x, t) == NULL) {
+				rc = zs_fail(cause, "the PyTorch step holds no parameter for tensor %zu (part %d) at its end", i, part);
+				break;
+			}
+			size_t ti;
+			uint64_t r0, rows, cols;
+			if (param_place(f, s, t, &ti, &r0, &rows, &cols, cause) != 0) {
+				rc = -1;
+				break;
+			}
+			const float *d = ag_exec_data(x, t);
+			uint64_t first = f->off[i] + r0 * cols, n = rows * cols;
+			if (!conv1d(f, i)) {
+				if (XXH3_64bits_update(h, d, n * sizeof *d) != XXH_OK)
+					zs_oom(__FILE__, __LINE__);
+				if (w)
+					memcpy(w + first, d, n * sizeof *d);
+				continue;
+			}
+			/* (in, out) back to rows of (out, in), a few at a time */
+			float chunk[256];
+			size_t k = 0;
+			for (uint64_t e = 0; e < n; e++) {
+				uint64_t o = e / cols, in = e % cols;
+				chunk[k++] = d[in * rows + o];
+				if (w)
+					w[first + e] = chunk[k - 1];
+				if (k == 256 || e + 1 == n) {
+					if (XXH3_64bits_update(h, chunk, k * sizeof *chunk) != XXH_OK)
+						zs_oom(__FILE__, __LINE__);
+					k = 0;
+				}
+			}
+		}
+	}
+	*digest = XXH3_64bits_digest(h);
+	XXH3_freeState(h);
+	return rc;
+}
+
+int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, const float *init,
+                    const int *tokens, int want_weights, struct zs_tracker *trk, int want_timeline,
+                    struct ag_exec_result *out, char **cause)
+{
+	memset(out, 0, sizeof *out);
+	struct tfm_feed f;
+	struct ag_step s;
+	struct ag_options o;
+	if (tfm_prepare(&f, &s, &o, c, hf, seq, cause) != 0)
+		return -1;
+	f.init = init;
+	f.tokens = tokens;
+	if (tokens == NULL)
+		tfm_task_init(&f.task, f.dims.vocab, c->seed);
+	tfm_blas_init();
+#define tr (*trk)
+	struct ag_exec_feed feed = {&f, feed_tfm_param, feed_tfm_input};
+	struct ag_exec x;
+	out->losses = zs_calloc(c->steps ? c->steps : 1, sizeof *out->losses);
+	int rc = ag_exec_begin(&x, &s, &o, &tr, 0, &feed, cause);
+	for (unsigned t = 0; rc == 0 && t < c->steps; t++) {
+		if (want_timeline && t + 1 == c->steps)
+			tracker_record(&tr);
+		x.record_marks = t + 1 == c->steps; /* the steady step's boundaries */
+		rc = ag_exec_step(&x, cause);
+		tracker_stop_recording(&tr);
+		if (rc == 0 && !x.have_loss)
+			rc = zs_fail(cause, "the PyTorch step computes no loss (no nll op)");
+		if (rc == 0)
+			out->losses[t] = x.loss;
+	}
+	if (rc == 0) {
+		const struct zs_rank_mem *m = &tr.rank[0];
+		out->resident = m->total;
+		out->peak = m->peak;
+		memcpy(out->resident_breakdown, m->cur, sizeof m->cur);
+		memcpy(out->peak_breakdown, m->at_peak, sizeof m->at_peak);
+		if (want_weights)
+			out->weights = zs_malloc(f.p.numel * sizeof *out->weights);
+		rc = final_weights(&f, &x, out->weights, &out->digest, cause);
+		/* the marks move to the result */
+		out->mark_label = x.mark_label;
+		out->mark_bytes = x.mark_bytes;
+		out->nmarks = x.nmarks;
+		x.mark_label = NULL;
+		x.mark_bytes = NULL;
+		x.nmarks = 0;
+	}
+	if (rc == 0 || x.buf != NULL)
+		ag_exec_end(&x);
+	size_t left = tracker_outstanding(&tr);
+#undef tr
+	ag_step_free(&s);
+	feed_free(&f);
+	if (rc == 0 && left != 0)
+		rc = zs_fail(cause, "internal error: %zu tracked blocks were not freed", left);
+	if (rc != 0)
+		ag_exec_result_free(out);
+	return rc;
+}
+
+void ag_exec_result_free(struct ag_exec_result *r)
+{
+	free(r->losses);
+	free(r->weights);
+	for (size_t i = 0; i < r->nmarks; i++)
+		free(r->mark_label[i]);
+	free(r->mark_label);
+	free(r->mark_bytes);
+	memset(r, 0, sizeof *r);
+}
+
+double ag_exec_tfm_peak_bytes(const struct zs_config *c, const struct zs_model *hf, uint64_t seq)
+{
+	struct tfm_feed f;
+	struct ag_step s;
+	struct ag_options o;
+	if (tfm_prepare(&f, &s, &o, c, hf, seq, NULL) != 0)
+		return 0;
+	/* the list's live bytes at every event: setup, the first step, a step */
+	double live = 0, peak = 0;
+	const struct ag_event *lists[3] = {s.setup, s.first_step, s.event};
+	size_t ns[3] = {s.nsetup, s.nfirst, s.nevents};
+	for (int l = 0; l < 3; l++)
+		for (size_t i = 0; i < ns[l]; i++) {
+			const struct ag_event *e = &lists[l][i];
+			if (e->kind == AG_EV_ALLOC && e->t < s.ntensors)
+				live += (double)s.tensor[e->t].bytes;
+			else if (e->kind == AG_EV_FREE && e->t < s.ntensors)
+				live -= (double)s.tensor[e->t].bytes;
+			peak = live > peak ? live : peak;
+		}
+	ag_step_free(&s);
+	feed_free(&f);
+	return peak;
+}

@@ -1,0 +1,138 @@
+/*
+ * ag_exec — runs a PyTorch step described as data (util/autograd.h) with
+ * real fp32 kernels: every ALLOC a buffer of exactly the storage's bytes
+ * from the rank's tracker (its category the storage's), every FREE back to
+ * it, every OP a kernel that reads its inputs and writes its outputs
+ * through their views (shape, strides, offset over the storage's buffer;
+ * strides may be 0 or permuted). Matrix products are OpenBLAS's sgemm with
+ * the transposition flags and leading dimensions the views give; what BLAS
+ * cannot take (a stride that is neither a row's nor a column's, a 16-bit
+ * operand) is a plain loop. Kernels work in place on their outputs: the
+ * executor allocates nothing the list does not (tests/test_rss.c).
+ *
+ * What it proves: a kernel may only touch a storage that is allocated at
+ * that moment (a live table, checked before every op), through a view
+ * that stays inside the storage's bytes, and read only a storage that
+ * something wrote before (parameters and inputs are written by the feed,
+ * everything else by an op). A description whose lifetimes are too short
+ * to compute the step fails the run with a one-line cause naming the
+ * event, the op and the tensor.
+ *
+ * The optimizer's step-dependent scalars are the executor's, since one
+ * steady-state list serves every step (t counts from 1): in the optimizer
+ * phase, ADDCDIV_ on a parameter gets −lr / (1 − β1^t) (Adam's
+ * −step_size); the op that divides Adam's sqrt(v) temporary by
+ * sqrt(1 − β2^t) (DIV_SCALAR_ on it, or MUL_SCALAR(_) by its inverse, or
+ * DIV by a 0-dim tensor, which is filled with it) gets that value; and
+ * ADAM_FUSED_ gets t. Every other scalar is the list's.
+ *
+ * Parameters' values are the feed's: a set-up op that writes only
+ * parameters stands for nn.Module's initialisation and is not run.
+ *
+ * Conventions the executor reads from the list: a parameter tensor's
+ * `param` is its step_params tensor and, where zerosim fuses Hugging
+ * Face's tensors (llama's q/k/v, gate/up), `part` the block of whole rows
+ * (part_rows) it is. gpt2's Conv1D weights are (in, out) in the list, as
+ * Hugging Face holds them, and (out, in) in zerosim's flat vector
+ * (docs/formats.md): the executor transposes them in and out. Every
+ * AG_ROLE_INPUT storage of B·T int64 is filled with the batch's token ids
+ * (the reference's `labels = input_ids.clone()`; the loss's pad and shift
+ * are the list's ops); the loss is the NLL op's first output.
+ *
+ * Ownership: ag_exec_begin fills *x; ag_exec_end frees every buffer still
+ * live through the tracker and the executor's own tables.
+ */
+#ifndef ZS_ENGINE_AG_EXEC_H
+#define ZS_ENGINE_AG_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/tracker.h"
+#include "util/autograd.h"
+#include "util/config.h"
+#include "util/model.h"
+#include "util/schedule.h"
+
+/* Where parameters' and inputs' values come from. */
+struct ag_exec_feed {
+	void *ctx;
+	/* Write the initial value of parameter storage t into data (its
+	 * bytes); 0, or -1 with *cause. */
+	int (*param)(void *ctx, const struct ag_step *s, uint32_t t, void *data, char **cause);
+	/* Write the batch of step `step` (0-based) into input storage t; 0,
+	 * or -1 with *cause. */
+	int (*input)(void *ctx, const struct ag_step *s, uint32_t t, unsigned step, void *data, char **cause);
+};
+
+struct ag_exec {
+	const struct ag_step *s;
+	struct ag_options o;
+	struct zs_tracker *tr;
+	unsigned rank;
+	struct ag_exec_feed feed;
+	void **buf;              /* per storage: its buffer while live, else NULL */
+	unsigned char *written;  /* per storage: something wrote it since its ALLOC */
+	unsigned char *sqrt_out; /* per storage: Adam's sqrt(v) temporary, not yet divided */
+	unsigned steps;          /* steps run */
+	int in_setup;            /* running s->setup */
+	int record_marks;        /* log the tracker's bytes at each MARK (below) */
+	char **mark_label;       /* the marks logged: label (owned), */
+	size_t *mark_bytes;      /* the rank's live bytes there */
+	size_t nmarks, capmarks;
+	float loss;              /* the last NLL's value */
+	int have_loss;
+};
+
+/* Set up: run s->setup (its ALLOCs through tr on rank `rank`, parameters
+ * fed as they are made). 0, or -1 with *cause (everything freed). */
+int ag_exec_begin(struct ag_exec *x, const struct ag_step *s, const struct ag_options *o, struct zs_tracker *tr,
+                  unsigned rank, const struct ag_exec_feed *feed, char **cause);
+/* One step: first_step's events and the step's at the first, the step's
+ * after. 0 with x->loss set, or -1 with *cause (the run is then only fit
+ * for ag_exec_end). */
+int ag_exec_step(struct ag_exec *x, char **cause);
+/* The buffer of storage t while it is live, else NULL. */
+void *ag_exec_data(const struct ag_exec *x, uint32_t t);
+void ag_exec_end(struct ag_exec *x);
+
+/* Run one event list on its own (tests): as a step's events. */
+int ag_exec_events(struct ag_exec *x, const struct ag_event *ev, size_t n, char **cause);
+
+#endif
+
+/* ---- a transformer's plain training loop (--wrapper none) --------------- */
+
+/* What one rank's run of the plain loop measured. */
+struct ag_exec_result {
+	size_t resident, peak;             /* after the last step; the run's peak */
+	size_t resident_breakdown[ZS_NCATS];
+	size_t peak_breakdown[ZS_NCATS];   /* when the peak was first reached */
+	float *losses;                     /* per step (malloc'd) */
+	uint64_t digest;                   /* XXH3-64 of the final fp32 weights, zerosim's flat order */
+	float *weights;                    /* the final weights in that order (want_weights), else NULL */
+	char **mark_label;                 /* the last step's marks: each label (owned) and the */
+	size_t *mark_bytes;                /* rank's live bytes there (the theory's "marks") */
+	size_t nmarks;
+};
+
+/* Train model hf (gpt2 or llama family) for c's steps, batch and lr
+ * under the PyTorch options of c (ag_options_from_config) at sequence
+ * `seq`: the step built by ag_step_build and run by the executor on one
+ * rank of a tracker of its own. The initial weights are `init` (Ψ values
+ * in zerosim's flat order, a case's) or, if NULL, the seed's
+ * (tfm_init_range, as the fused engine draws them); the token ids are
+ * `tokens` ([step][batch][seq + 1], a case's at world 1) or, if NULL, the
+ * seed's task (tfm_task_batch, rank 0). Its blocks are rank 0's of tr,
+ * the caller's (set up for ids, the allocator's replay, as any run's),
+ * which logs the last step when want_timeline; every block is freed again
+ * by the end. 0, or -1 with *cause. The caller frees out with
+ * ag_exec_result_free. */
+int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, const float *init,
+                    const int *tokens, int want_weights, struct zs_tracker *tr, int want_timeline,
+                    struct ag_exec_result *out, char **cause);
+void ag_exec_result_free(struct ag_exec_result *r);
+
+/* The run's bytes at its peak, from the list alone (for the sweep's
+ * memory bound), or 0 where the step cannot be built. */
+double ag_exec_tfm_peak_bytes(const struct zs_config *c, const struct zs_model *hf, uint64_t seq);

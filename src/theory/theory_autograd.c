@@ -1,0 +1,126 @@
+/*
+ * theory_autograd — the theory of eager PyTorch's plain training loop
+ * (--framework torch --wrapper none): the sum of util/autograd.c's step,
+ * allocation by allocation (docs/schedule.md, "The PyTorch step").
+ *
+ * Resident: what the step list's `setup` and `first_step` leave allocated
+ * (parameters, buffers, the batch, grads under zero_grad zeros, Adam's m,
+ * v and step counters). Peak: the most live after any event of the steady
+ * step, its breakdown by the storages' categories at that event, and each
+ * phase's own most live (set-up: the resident). Nothing is added: what the
+ * list does not allocate the theory does not count.
+ */
+#include "theory/theory.h"
+
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "util/autograd.h"
+#include "util/step.h"
+#include "util/util.h"
+
+static int build(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+                 struct step_params *p, struct ag_step *s, char **cause)
+{
+	struct ag_options o;
+	ag_options_from_config(&o, c, batch, seq);
+	step_params_build(p, m);
+	if (ag_step_build(s, m, p, &o, cause) < 0) {
+		step_params_free(p);
+		return -1;
+	}
+	return 0;
+}
+
+int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, uint64_t seq, int bf16,
+                          char **cause)
+{
+	if (c->precision != ZS_FP32 || bf16)
+		return zs_fail(cause, "--precision %s: the plain PyTorch loop (--wrapper none) is described in fp32 "
+		               "only yet (give --precision fp32)", bf16 ? "bf16" : zs_precision_name(c->precision));
+	struct step_params p;
+	struct ag_step s;
+	if (build(m, c, 1, seq, &p, &s, cause) < 0)
+		return -1;
+	ag_step_free(&s);
+	step_params_free(&p);
+	return 0;
+}
+
+static void apply(const struct ag_step *s, const struct ag_event *e, uint64_t cur[ZS_NCATS], uint64_t *total)
+{
+	if (e->kind != AG_EV_ALLOC && e->kind != AG_EV_FREE)
+		return;
+	const struct ag_tensor *t = &s->tensor[e->t];
+	if (e->kind == AG_EV_ALLOC) {
+		cur[t->cat] += t->bytes;
+		*total += t->bytes;
+	} else {
+		cur[t->cat] -= t->bytes;
+		*total -= t->bytes;
+	}
+}
+
+int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+                             struct theory_schedule *out, char **cause)
+{
+	struct step_params p;
+	struct ag_step s;
+	if (build(m, c, batch, seq, &p, &s, cause) < 0)
+		return -1;
+	*out = (struct theory_schedule){ 0 };
+	uint64_t cur[ZS_NCATS] = { 0 }, total = 0;
+	for (size_t i = 0; i < s.nsetup; i++)
+		apply(&s, &s.setup[i], cur, &total);
+	for (size_t i = 0; i < s.nfirst; i++)
+		apply(&s, &s.first_step[i], cur, &total);
+	out->params = p.numel;
+	out->nunits = 1;
+	out->shard_elements = out->padded_elements = p.numel;
+	out->resident_bytes = total;
+	memcpy(out->resident_breakdown, cur, sizeof cur);
+	out->peak_bytes = total;
+	memcpy(out->peak_breakdown, cur, sizeof cur);
+	out->has_phases = 1;
+	out->phase_entered[ZS_PH_SETUP] = 1;
+	out->phase_peak[ZS_PH_SETUP] = total;
+	for (size_t i = 0; i < s.nevents; i++) {
+		const struct ag_event *e = &s.event[i];
+		apply(&s, e, cur, &total);
+		out->phase_entered[e->phase] = 1;
+		if (total > out->phase_peak[e->phase])
+			out->phase_peak[e->phase] = total;
+		if (total > out->peak_bytes) {
+			out->peak_bytes = total;
+			memcpy(out->peak_breakdown, cur, sizeof cur);
+		}
+	}
+	ag_step_free(&s);
+	step_params_free(&p);
+	return 0;
+}
+
+void theory_autograd_marks_json(cJSON *parent, const struct zs_model *m, const struct zs_config *c, uint64_t batch,
+                                uint64_t seq)
+{
+	struct step_params p;
+	struct ag_step s;
+	if (build(m, c, batch, seq, &p, &s, NULL) < 0)
+		return;
+	uint64_t cur[ZS_NCATS] = { 0 }, total = 0;
+	for (size_t i = 0; i < s.nsetup; i++)
+		apply(&s, &s.setup[i], cur, &total);
+	for (size_t i = 0; i < s.nfirst; i++)
+		apply(&s, &s.first_step[i], cur, &total);
+	cJSON *o = cJSON_AddObjectToObject(parent, "marks");
+	if (o == NULL)
+		zs_oom(__FILE__, __LINE__);
+	for (size_t i = 0; i < s.nevents; i++) {
+		apply(&s, &s.event[i], cur, &total);
+		if (s.event[i].kind == AG_EV_MARK)
+			zs_json_add_number(o, s.event[i].label, (double)total);
+	}
+	ag_step_free(&s);
+	step_params_free(&p);
+}

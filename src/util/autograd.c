@@ -1,0 +1,2022 @@
+/*
+ * autograd — eager PyTorch's training step as data (util/autograd.h).
+ *
+ * The builder emulates what CPython, autograd and torch.optim do with the
+ * storages: every storage has a count of its holders (a Python name or
+ * temporary, a view, a node's saved variable, an autograd input buffer, a
+ * .grad); ALLOC when one is made, FREE when its last holder lets go. The
+ * model code below is written in the order of Hugging Face's modeling
+ * files as tests/hf_torch.py transcribes them (their citations are
+ * there), each op with what its derivative formula saves
+ * (docs/torch_saved.md), and the backward in the order autograd's engine
+ * runs the nodes (the ready node with the highest sequence number first;
+ * AccumulateGrad at once), each node's saved variables released after it
+ * runs, its incoming gradient when it returns. What the list must equal is
+ * PyTorch's own allocator, event for event (tests/hf_torch.py --trace).
+ *
+ * The 0-dim tensors are real allocations and are here: a Python float
+ * taken by a tensor op becomes an 8-byte double "wrapped number" (kept
+ * when the op saves it, as mul does for the other operand's gradient), and
+ * TensorIterator converts it to a 4-byte fp32 copy for the kernel's
+ * duration.
+ */
+#include "util/autograd.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/util.h"
+
+unsigned ag_dtype_size(enum ag_dtype d)
+{
+	switch (d) {
+	case AG_F32: return 4;
+	case AG_BF16: case AG_F16: return 2;
+	case AG_I64: case AG_F64: return 8;
+	case AG_BOOL: return 1;
+	}
+	return 4;
+}
+
+const char *ag_dtype_name(enum ag_dtype d)
+{
+	static const char *n[] = { "float32", "bfloat16", "float16", "int64", "bool", "float64" };
+	return (unsigned)d < sizeof n / sizeof *n ? n[d] : "?";
+}
+
+const char *ag_op_name(enum ag_op op)
+{
+	static const char *n[AG_NOPS] = {
+		[AG_OP_ARANGE] = "arange", [AG_OP_FILL] = "fill", [AG_OP_COPY] = "copy",
+		[AG_OP_TRIL_MASK] = "tril_mask", [AG_OP_CAUSAL_ADD_MASK] = "causal_add_mask",
+		[AG_OP_ADD] = "add", [AG_OP_ADD_SCALAR] = "add_scalar", [AG_OP_MUL] = "mul",
+		[AG_OP_MUL_SCALAR] = "mul_scalar", [AG_OP_DIV] = "div", [AG_OP_NEG] = "neg",
+		[AG_OP_POW_SCALAR] = "pow_scalar", [AG_OP_TANH] = "tanh", [AG_OP_RSQRT] = "rsqrt",
+		[AG_OP_SQRT] = "sqrt", [AG_OP_SILU] = "silu", [AG_OP_WHERE] = "where",
+		[AG_OP_CAT_LAST] = "cat_last", [AG_OP_MEAN_LAST] = "mean_last", [AG_OP_SUM_ROWS] = "sum_rows",
+		[AG_OP_SUM_TO] = "sum_to", [AG_OP_LAYER_NORM] = "layer_norm", [AG_OP_SOFTMAX] = "softmax",
+		[AG_OP_LOG_SOFTMAX] = "log_softmax", [AG_OP_NLL] = "nll", [AG_OP_MM] = "mm",
+		[AG_OP_ADDMM] = "addmm", [AG_OP_BMM] = "bmm", [AG_OP_EMBEDDING] = "embedding",
+		[AG_OP_LAYER_NORM_BWD] = "layer_norm_bwd", [AG_OP_SOFTMAX_BWD] = "softmax_bwd",
+		[AG_OP_LOG_SOFTMAX_BWD] = "log_softmax_bwd", [AG_OP_NLL_BWD] = "nll_bwd",
+		[AG_OP_TANH_BWD] = "tanh_bwd", [AG_OP_SILU_BWD] = "silu_bwd", [AG_OP_RSQRT_BWD] = "rsqrt_bwd",
+		[AG_OP_POW_BWD] = "pow_bwd", [AG_OP_EMBEDDING_BWD] = "embedding_bwd", [AG_OP_ZERO_] = "zero_",
+		[AG_OP_ADD_] = "add_", [AG_OP_MUL_SCALAR_] = "mul_scalar_", [AG_OP_ADD_SCALAR_] = "add_scalar_",
+		[AG_OP_DIV_SCALAR_] = "div_scalar_", [AG_OP_ADDCMUL_] = "addcmul_", [AG_OP_ADDCDIV_] = "addcdiv_",
+		[AG_OP_LERP_] = "lerp_", [AG_OP_ADAM_FUSED_] = "adam_fused_",
+	};
+	return (unsigned)op < AG_NOPS && n[op] ? n[op] : "?";
+}
+
+/* ------------------------------------------------------------------------ */
+/* The emulator */
+
+typedef uint32_t T;
+#define NO AG_NONE
+
+struct bld {
+	struct ag_step *s;
+	size_t tcap;
+	uint32_t *refs;             /* per storage: its holders */
+	struct ag_event **list;     /* the list being written */
+	size_t *n, cap, setcap, firstcap;
+	enum zs_phase phase;
+	int32_t module;
+	const struct ag_options *o;
+	const struct step_params *p;
+	const struct zs_model *m;
+};
+
+static void *grow(void *a, size_t *cap, size_t need, size_t size)
+{
+	if (need <= *cap)
+		return a;
+	size_t c = *cap ? *cap : 256;
+	while (c < need)
+		c *= 2;
+	a = zs_realloc(a, c * size);
+	*cap = c;
+	return a;
+}
+
+static struct ag_event *ev(struct bld *b, enum ag_event_kind k)
+{
+	size_t *cap = b->list == &b->s->setup ? &b->setcap : b->list == &b->s->first_step ? &b->firstcap : &b->cap;
+	*b->list = grow(*b->list, cap, *b->n + 1, sizeof **b->list);
+	struct ag_event *e = &(*b->list)[(*b->n)++];
+	memset(e, 0, sizeof *e);
+	e->kind = k;
+	e->t = NO;
+	for (int i = 0; i < AG_MAXIN; i++)
+		e->in[i] = NO;
+	for (int i = 0; i < AG_MAXOUT; i++)
+		e->out[i] = NO;
+	e->phase = b->phase;
+	e->module = b->module;
+	return e;
+}
+
+static void use(struct bld *b, struct ag_event **list, size_t *n)
+{
+	b->list = list;
+	b->n = n;
+}
+
+static T newt(struct bld *b)
+{
+	size_t old = b->tcap;
+	b->s->tensor = grow(b->s->tensor, &b->tcap, b->s->ntensors + 1, sizeof *b->s->tensor);
+	if (b->tcap != old) {
+		b->refs = zs_realloc(b->refs, b->tcap * sizeof *b->refs);
+	}
+	T t = (T)b->s->ntensors++;
+	memset(&b->s->tensor[t], 0, sizeof b->s->tensor[t]);
+	b->refs[t] = 0;
+	return t;
+}
+
+static void contig(struct ag_tensor *x)
+{
+	int64_t st = 1;
+	for (int i = (int)x->ndim - 1; i >= 0; i--) {
+		x->stride[i] = st;
+		st *= (int64_t)x->shape[i];
+	}
+}
+
+static uint64_t numel(const struct ag_tensor *x)
+{
+	uint64_t n = 1;
+	for (unsigned i = 0; i < x->ndim; i++)
+		n *= x->shape[i];
+	return n;
+}
+
+/* Whether t is its storage, whole and contiguous. */
+static int whole(struct bld *b, T t)
+{
+	const struct ag_tensor *x = &b->s->tensor[t], *st = &b->s->tensor[x->storage];
+	if (x->offset != 0 || numel(x) * ag_dtype_size(x->dtype) != st->bytes)
+		return 0;
+	int64_t e = 1;
+	for (int i = (int)x->ndim - 1; i >= 0; i--) {
+		if (x->shape[i] != 1 && x->stride[i] != e)
+			return 0;
+		e *= (int64_t)x->shape[i];
+	}
+	return 1;
+}
+
+/* A new storage of `shape`, allocated now: one holder. */
+static T mk(struct bld *b, const char *what, enum ag_dtype dt, unsigned nd, const uint64_t *shape_,
+            enum ag_role role, enum zs_cat cat, int32_t param)
+{
+	uint64_t shape[AG_MAXDIM]; /* shape_ may point into the array newt() moves */
+	for (unsigned i = 0; i < nd; i++)
+		shape[i] = shape_[i];
+	T t = newt(b);
+	struct ag_tensor *x = &b->s->tensor[t];
+	x->what = what;
+	x->dtype = dt;
+	x->ndim = nd;
+	for (unsigned i = 0; i < nd; i++)
+		x->shape[i] = shape[i];
+	contig(x);
+	x->storage = t;
+	x->bytes = numel(x) * ag_dtype_size(dt);
+	x->role = role;
+	x->cat = cat;
+	x->param = param;
+	x->part = -1;
+	x->module = b->module;
+	b->refs[t] = 1;
+	ev(b, AG_EV_ALLOC)->t = t;
+	return t;
+}
+
+/* A temporary of the step: activations and gradients in forward and
+ * backward, scratch in the optimizer. */
+static T tmp(struct bld *b, const char *what, enum ag_dtype dt, unsigned nd, const uint64_t *shape)
+{
+	return mk(b, what, dt, nd, shape, AG_ROLE_TEMP,
+	          b->phase == ZS_PH_OPTIMIZER ? ZS_CAT_SCRATCH : ZS_CAT_ACTIVATIONS, -1);
+}
+
+static uint32_t sto(struct bld *b, T t)
+{
+	return b->s->tensor[t].storage;
+}
+
+static void ref(struct bld *b, T t)
+{
+	if (t != NO)
+		b->refs[sto(b, t)]++;
+}
+
+static void unref(struct bld *b, T t)
+{
+	if (t == NO)
+		return;
+	uint32_t s = sto(b, t);
+	if (!b->refs[s]) {
+		/* a builder's bug, never the input's */
+		fprintf(stderr, "zerosim: autograd: storage %u (%s) released more often than held\n", s,
+		        b->s->tensor[s].what);
+		abort();
+	}
+	if (--b->refs[s] == 0)
+		ev(b, AG_EV_FREE)->t = s;
+}
+
+/* A view of t's storage: one more holder of it. */
+static T vw(struct bld *b, T base, unsigned nd, const uint64_t *shape_, const int64_t *stride_, uint64_t off)
+{
+	uint64_t shape[AG_MAXDIM]; /* the arguments may point into the array newt() moves */
+	int64_t stride[AG_MAXDIM];
+	for (unsigned i = 0; i < nd; i++) {
+		shape[i] = shape_[i];
+		stride[i] = stride_ ? stride_[i] : 0;
+	}
+	T t = newt(b);
+	struct ag_tensor *x = &b->s->tensor[t], *o = &b->s->tensor[base];
+	*x = *o;
+	x->ndim = nd;
+	for (unsigned i = 0; i < nd; i++)
+		x->shape[i] = shape[i];
+	if (stride_)
+		for (unsigned i = 0; i < nd; i++)
+			x->stride[i] = stride[i];
+	else
+		contig(x);
+	x->storage = o->storage;
+	x->offset = o->offset + off;
+	x->bytes = 0;
+	ref(b, t);
+	return t;
+}
+
+/* A contiguous view of t with another shape (view, reshape of a contiguous tensor). */
+static T reshape(struct bld *b, T base, unsigned nd, const uint64_t *shape)
+{
+	return vw(b, base, nd, shape, NULL, 0);
+}
+
+static T transpose_last2(struct bld *b, T base)
+{
+	struct ag_tensor *o = &b->s->tensor[base];
+	uint64_t sh[AG_MAXDIM];
+	int64_t st[AG_MAXDIM];
+	unsigned nd = o->ndim;
+	for (unsigned i = 0; i < nd; i++)
+		sh[i] = o->shape[i], st[i] = o->stride[i];
+	sh[nd - 2] = o->shape[nd - 1], sh[nd - 1] = o->shape[nd - 2];
+	st[nd - 2] = o->stride[nd - 1], st[nd - 1] = o->stride[nd - 2];
+	return vw(b, base, nd, sh, st, 0);
+}
+
+static struct ag_event *op(struct bld *b, enum ag_op k, T i0, T i1, T i2, T o0, T o1, T o2)
+{
+	struct ag_event *e = ev(b, AG_EV_OP);
+	e->op = k;
+	e->in[0] = i0, e->in[1] = i1, e->in[2] = i2;
+	e->out[0] = o0, e->out[1] = o1, e->out[2] = o2;
+	return e;
+}
+
+static void mark(struct bld *b, const char *fmt, ...)
+{
+	char buf[160];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	b->s->labels = grow(b->s->labels, &(size_t){ b->s->nlabels }, b->s->nlabels + 1, sizeof *b->s->labels);
+	/* grow() with a throwaway cap reallocates each time: labels are few */
+	char *l = zs_strdup(buf);
+	b->s->labels[b->s->nlabels++] = l;
+	ev(b, AG_EV_MARK)->label = l;
+}
+
+#define SH(...) ((const uint64_t[]){ __VA_ARGS__ })
+#define NDIM(...) (sizeof((uint64_t[]){ __VA_ARGS__ }) / sizeof(uint64_t))
+#define TMP(what, dt, ...) tmp(b, what, dt, NDIM(__VA_ARGS__), SH(__VA_ARGS__))
+
+/* A Python float given to a tensor op: the 8-byte wrapped number. */
+static T wrapped(struct bld *b, double v)
+{
+	T t = tmp(b, "scalar (wrapped number)", AG_F64, 0, NULL);
+	op(b, AG_OP_FILL, NO, NO, NO, t, NO, NO)->arg[0] = v;
+	return t;
+}
+
+/* TensorIterator's fp32 copy of a wrapped number, alive while the kernel runs. */
+static T cast_scalar(struct bld *b, T w)
+{
+	T t = tmp(b, "scalar (fp32 copy)", AG_F32, 0, NULL);
+	op(b, AG_OP_COPY, w, NO, NO, t, NO, NO);
+	return t;
+}
+
+static T like(struct bld *b, const char *what, T x)
+{
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+	return tmp(b, what, o->dtype, o->ndim, o->shape);
+}
+
+/* out = x <op> python scalar v, through a wrapped number (mul.Tensor,
+ * add.Tensor with a wrapped other): the number is returned in *keep when
+ * the op saves it (keep != NULL), else released. */
+static T scalar_op(struct bld *b, enum ag_op k, const char *what, T x, double v, T *keep)
+{
+	T w = wrapped(b, v);
+	T c = cast_scalar(b, w);
+	T out = like(b, what, x);
+	op(b, k, x, NO, NO, out, NO, NO)->arg[0] = v;
+	unref(b, c);
+	if (keep)
+		*keep = w;
+	else
+		unref(b, w);
+	return out;
+}
+
+/* An in-place op with a Python scalar (mul_, add_ of a number): the
+ * wrapped number and its copy, both gone when it returns. */
+static void scalar_op_(struct bld *b, enum ag_op k, T x, T other, double v)
+{
+	T w = wrapped(b, v);
+	T c = cast_scalar(b, w);
+	op(b, k, x, other, NO, x, NO, NO)->arg[0] = v;
+	unref(b, c);
+	unref(b, w);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Parameters */
+
+struct pt {
+	T w;            /* the parameter (a view of a fused tensor's rows for a part) */
+	T g;            /* its .grad (NO while None) */
+	T m, v, step;   /* Adam's state */
+	int32_t param, part;
+};
+
+struct model {
+	struct pt *pt;      /* in model.parameters() order */
+	size_t npt;
+	T ids, labels;
+	T *bias;            /* gpt2: each block's causal `bias` buffer */
+	T *masked_bias;
+	T inv_freq;         /* llama */
+	T loss, logits;     /* the loop's outputs, held to the step's end */
+};
+
+static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int part)
+{
+	const struct step_tensor *st = &b->p->tensor[param];
+	M->pt = zs_realloc(M->pt, (M->npt + 1) * sizeof *M->pt);
+	struct pt *q = &M->pt[M->npt++];
+	q->param = param;
+	q->part = part;
+	q->g = q->m = q->v = q->step = NO;
+	uint64_t sh[2] = { st->shape[0], st->ndim > 1 ? st->shape[1] : 0 };
+	if (part >= 0)
+		sh[0] = st->part_rows[part];
+	b->module = (int32_t)st->module;
+	q->w = mk(b, "parameter", AG_F32, st->ndim, sh, AG_ROLE_PARAM, ZS_CAT_PARAM32, param);
+	b->s->tensor[q->w].part = part;
+	op(b, AG_OP_FILL, NO, NO, NO, q->w, NO, NO)->arg[0] = 0.02;
+	b->module = -1;
+	return q;
+}
+
+/* The parameter whose Hugging Face name is `name` (and part), or NULL. */
+static struct pt *P(struct model *M, struct bld *b, const char *name)
+{
+	char n[256];
+	for (size_t i = 0; i < M->npt; i++) {
+		struct pt *q = &M->pt[i];
+		if (q->part < 0 && !strcmp(step_tensor_name(b->p, (size_t)q->param, n, sizeof n), name))
+			return q;
+	}
+	return NULL;
+}
+
+static struct pt *PF(struct model *M, struct bld *b, const char *fmt, ...)
+{
+	char name[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof name, fmt, ap);
+	va_end(ap);
+	struct pt *q = P(M, b, name);
+	if (!q) {
+		fprintf(stderr, "zerosim: autograd: no parameter %s\n", name);
+		abort();
+	}
+	return q;
+}
+
+static int32_t find_tensor(const struct step_params *p, const char *name)
+{
+	char n[256];
+	for (size_t i = 0; i < p->ntensors; i++)
+		if (!strcmp(step_tensor_name(p, i, n, sizeof n), name))
+			return (int32_t)i;
+	return -1;
+}
+
+static int32_t modf_(const struct step_params *p, const char *name)
+{
+	char n[256];
+	for (size_t i = 0; i < p->nmodules; i++)
+		if (!strcmp(step_module_name(p, i, n, sizeof n), name))
+			return (int32_t)i;
+	return -1;
+}
+
+/* The module of a Hugging Face name, for events' `module`. */
+static int32_t modname(struct bld *b, const char *fmt, ...)
+{
+	char name[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof name, fmt, ap);
+	va_end(ap);
+	return modf_(b->p, name);
+}
+
+/* AccumulateGrad for parameter q with the new gradient g (one holder,
+ * the engine's): zeros: .grad += g, g released; set_to_none: g becomes
+ * .grad when it is a whole contiguous storage with that one holder (the
+ * engine's), else a copy is made (clone_obey_contract). */
+static void accumulate(struct bld *b, struct pt *q, T g)
+{
+	if (q->g != NO) {
+		op(b, AG_OP_ADD_, q->g, g, NO, q->g, NO, NO)->arg[0] = 1;
+		unref(b, g);
+		return;
+	}
+	const struct ag_tensor x_ = b->s->tensor[g], *x = &x_; /* a copy: the array grows */
+	if (b->refs[x->storage] == 1 && whole(b, g)) {
+		q->g = g;
+	} else {
+		q->g = like(b, "grad (clone_obey_contract)", q->w);
+		op(b, AG_OP_COPY, g, NO, NO, q->g, NO, NO);
+		unref(b, g);
+	}
+	b->s->tensor[sto(b, q->g)].role = AG_ROLE_GRAD;
+	b->s->tensor[sto(b, q->g)].cat = ZS_CAT_GRAD32;
+	b->s->tensor[sto(b, q->g)].param = q->param;
+	b->s->tensor[sto(b, q->g)].part = q->part;
+}
+
+
+/* An autograd input buffer: the gradients arriving for one tensor, summed
+ * as they come (InputBuffer::accumulate): the first is held; a next one is
+ * added in place where the held one is no view and the only holder of its
+ * storage (2.x's can_accumulate_inplace: a view keeps its base, so its
+ * storage has two holders), else (always, in 1.13 as measured) into a new
+ * tensor, both released. */
+static void arrive(struct bld *b, T *buf, T g)
+{
+	if (*buf == NO) {
+		*buf = g;
+		return;
+	}
+	const struct ag_tensor x_ = b->s->tensor[*buf], *x = &x_; /* a copy: the array grows */
+	if (b->o->version != ZS_TORCH_1_13 && x->storage == *buf && b->refs[*buf] == 1) {
+		op(b, AG_OP_ADD_, *buf, g, NO, *buf, NO, NO)->arg[0] = 1;
+		unref(b, g);
+		return;
+	}
+	T sum = like(b, "add (input buffer)", *buf);
+	op(b, AG_OP_ADD, *buf, g, NO, sum, NO, NO)->arg[0] = 1;
+	unref(b, *buf);
+	unref(b, g);
+	*buf = sum;
+}
+
+/* ------------------------------------------------------------------------ */
+/* GPT-2 (tests/hf_torch.py GPT2LMHeadModel: modeling_gpt2.py c44b2d9976e8) */
+
+struct ln_saved { T x, mean, rstd; };
+
+static T layer_norm(struct bld *b, T x, struct pt *w, struct pt *bb, struct ln_saved *sv)
+{
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+	T y = like(b, "native_layer_norm", x);
+	uint64_t sh[AG_MAXDIM];
+	for (unsigned i = 0; i < o->ndim; i++)
+		sh[i] = o->shape[i];
+	sh[o->ndim - 1] = 1;
+	T mean = tmp(b, "native_layer_norm (mean)", AG_F32, o->ndim, sh);
+	T rstd = tmp(b, "native_layer_norm (rstd)", AG_F32, o->ndim, sh);
+	op(b, AG_OP_LAYER_NORM, x, w->w, bb->w, y, mean, rstd)->arg[0] = b->m->norm_eps;
+	ref(b, x);
+	sv->x = x, sv->mean = mean, sv->rstd = rstd;
+	return y;
+}
+
+/* NativeLayerNormBackward: dx, dw, db and the kernel's own [2, d]-sized
+ * scratch; the incoming gradient and the saved set let go. */
+static T layer_norm_bwd(struct bld *b, T g, struct ln_saved *sv, struct pt *w, struct pt *bb, T *dw, T *db)
+{
+	const struct ag_tensor o_ = b->s->tensor[sv->x], *o = &o_; /* a copy: the array grows */
+	uint64_t d = o->shape[o->ndim - 1];
+	T dx = like(b, "native_layer_norm_backward", sv->x);
+	*dw = like(b, "native_layer_norm_backward (dw)", w->w);
+	*db = like(b, "native_layer_norm_backward (db)", bb->w);
+	/* the CPU kernel's dgamma/dbeta partial sums, 2 x threads x d (one
+	 * thread: tests/hf_torch.py pins it) */
+	T scratch = TMP("native_layer_norm_backward (scratch)", AG_F32, 2, d);
+	struct ag_event *e = ev(b, AG_EV_OP);
+	e->op = AG_OP_LAYER_NORM_BWD;
+	e->in[0] = g, e->in[1] = sv->x, e->in[2] = sv->mean, e->in[3] = sv->rstd, e->in[4] = w->w;
+	e->out[0] = dx, e->out[1] = *dw, e->out[2] = *db;
+	unref(b, scratch);
+	unref(b, g);
+	unref(b, sv->x);
+	unref(b, sv->mean);
+	unref(b, sv->rstd);
+	return dx;
+}
+
+/* Conv1D: torch.addmm(bias, x.view(-1, nx), W), viewed back. */
+struct conv_saved { T x2; };
+
+static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_saved *sv)
+{
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+	uint64_t rows = numel(o) / o->shape[o->ndim - 1];
+	uint64_t nf = b->s->tensor[w->w].shape[1];
+	T x2 = reshape(b, x, 2, SH(rows, o->shape[o->ndim - 1]));
+	T y = TMP("addmm", AG_F32, rows, nf);
+	op(b, AG_OP_ADDMM, x2, w->w, bb->w, y, NO, NO);
+	sv->x2 = x2; /* saved (mat1): the view's holder passes to the node */
+	uint64_t sh[AG_MAXDIM];
+	for (unsigned i = 0; i < o->ndim; i++)
+		sh[i] = o->shape[i];
+	sh[o->ndim - 1] = nf;
+	T yv = reshape(b, y, o->ndim, sh);
+	unref(b, y);
+	return yv;
+}
+
+/* AddmmBackward (and the sum_to of its bias's gradient): dx, dW, db;
+ * then the saved input released; the AccumulateGrads of bias and weight
+ * (their nodes run at once, the bias's first). g is released when
+ * `owned` (the node had the last holder of it). Returns dx as [rows, nx]. */
+static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct pt *w, struct pt *bb)
+{
+	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
+	uint64_t rows = xo->shape[0], nx = xo->shape[1], nf = b->s->tensor[w->w].shape[1];
+	T g2 = reshape(b, g, 2, SH(rows, nf));
+	T dx = TMP("mm (addmm backward, mat1)", AG_F32, rows, nx);
+	T wt = transpose_last2(b, w->w);
+	op(b, AG_OP_MM, g2, wt, NO, dx, NO, NO);
+	unref(b, wt);
+	T dw = TMP("mm (addmm backward, mat2)", AG_F32, nx, nf);
+	T xt = transpose_last2(b, sv->x2);
+	op(b, AG_OP_MM, xt, g2, NO, dw, NO, NO);
+	unref(b, xt);
+	T db = TMP("sum (addmm backward, bias)", AG_F32, nf);
+	op(b, AG_OP_SUM_ROWS, g2, NO, NO, db, NO, NO);
+	unref(b, g2);
+	if (owned)
+		unref(b, g); /* the node's input goes when it returns, before its saved set */
+	unref(b, sv->x2);
+	accumulate(b, bb, db);
+	accumulate(b, w, dw);
+	return dx;
+}
+
+struct gpt2_block_saved {
+	struct ln_saved ln1, ln2;
+	struct conv_saved attn_in, attn_out, fc, proj;
+	T q, kt, divisor, attw, v;   /* the attention's saved set */
+	T half, c1, c2;             /* gelu_new's wrapped numbers kept: 0.5, 0.044715, sqrt(2/pi) */
+	T a, t, u, xfc;             /* 0.5·x, tanh(.), 1 + tanh(.), c_fc's output (kept by pow) */
+};
+
+static struct pt *blk(struct model *M, struct bld *b, int i, const char *what)
+{
+	return PF(M, b, "transformer.h.%d.%s", i, what);
+}
+
+static void gpt2_setup(struct bld *b, struct model *M)
+{
+	const struct zs_model *m = b->m;
+	/* model.parameters() order: wte, wpe, each block (ln_1, attn.c_attn,
+	 * attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj: weight then bias), ln_f,
+	 * lm_head when untied; the buffers with their blocks. */
+	char n[256];
+	add_param(b, M, find_tensor(b->p, "transformer.wte.weight"), -1);
+	add_param(b, M, find_tensor(b->p, "transformer.wpe.weight"), -1);
+	M->bias = zs_calloc(m->layers, sizeof *M->bias);
+	M->masked_bias = zs_calloc(m->layers, sizeof *M->masked_bias);
+	static const char *parts[] = { "ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj" };
+	for (uint64_t l = 0; l < m->layers; l++) {
+		b->module = modname(b, "transformer.h.%llu.attn.c_attn", (unsigned long long)l);
+		uint64_t P_ = m->positions;
+		M->bias[l] = mk(b, "causal bias buffer", AG_BOOL, 4, SH(1, 1, P_, P_), AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
+		op(b, AG_OP_TRIL_MASK, NO, NO, NO, M->bias[l], NO, NO);
+		M->masked_bias[l] = mk(b, "masked_bias buffer", AG_F32, 0, NULL, AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
+		op(b, AG_OP_FILL, NO, NO, NO, M->masked_bias[l], NO, NO)->arg[0] = -1e4;
+		b->module = -1;
+		for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)
+			for (int wb = 0; wb < 2; wb++) {
+				snprintf(n, sizeof n, "transformer.h.%llu.%s.%s", (unsigned long long)l, parts[k],
+				         wb ? "bias" : "weight");
+				add_param(b, M, find_tensor(b->p, n), -1);
+			}
+	}
+	add_param(b, M, find_tensor(b->p, "transformer.ln_f.weight"), -1);
+	add_param(b, M, find_tensor(b->p, "transformer.ln_f.bias"), -1);
+	if (!m->tied)
+		add_param(b, M, find_tensor(b->p, "lm_head.weight"), -1);
+}
+
+/* The loss (loss_utils.py ForCausalLMLoss) over logits [B·T, V]; returns
+ * the loss; the saved set in *ls, *tgt, *tw. */
+static T causal_lm_loss(struct bld *b, struct model *M, T logits2, T *ls, T *tgt, T *tw)
+{
+	uint64_t B = b->o->batch, Tn = b->o->seq, V = b->m->vocab;
+	/* labels = pad(labels, (0, 1), value=-100) */
+	T padded = TMP("constant_pad_nd (labels)", AG_I64, B, Tn + 1);
+	op(b, AG_OP_COPY, M->labels, NO, NO, padded, NO, NO)->arg[0] = -100;
+	/* shift_labels = labels[..., 1:].contiguous() */
+	T sv = vw(b, padded, 2, SH(B, Tn), (const int64_t[]){ (int64_t)(Tn + 1), 1 }, 1);
+	T shift;
+	if (B == 1) { /* [1, T] with strides (T + 1, 1) is contiguous: no copy */
+		shift = vw(b, padded, 2, SH(B, Tn), NULL, 1);
+	} else {
+		shift = TMP("clone (shift_labels)", AG_I64, B, Tn);
+		op(b, AG_OP_COPY, sv, NO, NO, shift, NO, NO);
+	}
+	unref(b, sv);
+	/* cross_entropy: log_softmax (saves its result), nll_loss (saves
+	 * target and total_weight) */
+	T lsm = TMP("_log_softmax", AG_F32, B * Tn, V);
+	op(b, AG_OP_LOG_SOFTMAX, logits2, NO, NO, lsm, NO, NO);
+	T t1 = reshape(b, shift, 1, SH(B * Tn));
+	T loss = tmp(b, "nll_loss_forward", AG_F32, 0, NULL);
+	T total = tmp(b, "nll_loss_forward (total_weight)", AG_F32, 0, NULL);
+	op(b, AG_OP_NLL, lsm, t1, NO, loss, total, NO)->arg[0] = -100;
+	unref(b, shift);  /* the name; the view t1 holds on for the node */
+	unref(b, padded); /* the function returns: its locals go */
+	*ls = lsm, *tgt = t1, *tw = total;
+	return loss;
+}
+
+/* ForCausalLMLoss's backward: NllLossBackward, LogSoftmaxBackward; the
+ * logits' gradient [B·T, V]. */
+static T lm_loss_bwd(struct bld *b, T one, T lsm, T tgt, T tw)
+{
+	const struct ag_tensor o_ = b->s->tensor[lsm], *o = &o_; /* a copy: the array grows */
+	T dls = tmp(b, "nll_loss_backward", AG_F32, 2, o->shape);
+	struct ag_event *e = op(b, AG_OP_NLL_BWD, one, tgt, tw, dls, NO, NO);
+	e->arg[0] = -100;
+	unref(b, tgt);
+	unref(b, tw);
+	T dlg = tmp(b, "_log_softmax_backward_data", AG_F32, 2, o->shape);
+	op(b, AG_OP_LOG_SOFTMAX_BWD, dls, lsm, NO, dlg, NO, NO);
+	unref(b, dls);
+	unref(b, lsm);
+	return dlg;
+}
+
+/* lm_head (nn.Linear(d, V, bias=False); the token table when tied) over
+ * x [B, T, d], whose holder it takes: matmul folds to mm over
+ * x.view(-1, d), the view kept by the node (*x2); then the loss inside
+ * the model's forward (ForCausalLMLoss: its saved set in *ls, *tgt, *tw),
+ * marked as the reference marks them. The logits [B·T, V] in *lg (the
+ * loop holds them and the loss to the step's end); returns the loss. */
+static T causal_lm_loss(struct bld *b, struct model *M, T logits2, T *ls, T *tgt, T *tw);
+
+static T head_fwd(struct bld *b, struct model *M, T x, struct pt *head, T *x2, T *lg, T *ls, T *tgt, T *tw)
+{
+	const struct ag_tensor x_ = b->s->tensor[x], *o = &x_; /* a copy: the array grows */
+	uint64_t rows = o->shape[0] * o->shape[1], d = o->shape[2], V = b->s->tensor[head->w].shape[0];
+	b->module = modname(b, "lm_head");
+	mark(b, "fwd:lm_head:start");
+	*x2 = reshape(b, x, 2, SH(rows, d));
+	unref(b, x);
+	T wt = transpose_last2(b, head->w);
+	*lg = TMP("mm (lm_head)", AG_F32, rows, V);
+	op(b, AG_OP_MM, *x2, wt, NO, *lg, NO, NO);
+	unref(b, wt);
+	mark(b, "fwd:lm_head:end");
+	b->module = -1;
+	mark(b, "fwd:loss:start");
+	/* logits.float() is logits itself in fp32; .view(-1, V) a view */
+	T loss = causal_lm_loss(b, M, *lg, ls, tgt, tw);
+	mark(b, "fwd:loss:end");
+	return loss;
+}
+
+/* The backward's start: loss.backward()'s ones_like (held until backward
+ * returns: *one), the loss's nodes, then lm_head's MmBackward. The head's
+ * weight gradient goes to AccumulateGrad, or, tied, waits in the token
+ * table's input buffer (*held) for the embedding's. Returns the final
+ * norm's output gradient [B·T, d]. */
+static T head_bwd(struct bld *b, T lsm, T tgt, T tw, T x2, struct pt *head, T *one, T *held)
+{
+	b->phase = ZS_PH_BACKWARD;
+	mark(b, "phase:backward");
+	*one = tmp(b, "ones_like (loss grad)", AG_F32, 0, NULL);
+	op(b, AG_OP_FILL, NO, NO, NO, *one, NO, NO)->arg[0] = 1;
+	T dlg = lm_loss_bwd(b, *one, lsm, tgt, tw);
+	b->module = modname(b, "lm_head");
+	mark(b, "bwd:lm_head:start");
+	/* mm_mat2_backward computes W^t's gradient in W^t's own (transposed)
+	 * layout, grad^t @ x, so that TBackward's view of it is W's
+	 * contiguous [V, d]; it comes first */
+	const struct ag_tensor w_ = b->s->tensor[head->w], *w = &w_; /* a copy: the array grows */
+	T dw = TMP("mm (lm_head weight grad)", AG_F32, w->shape[0], w->shape[1]);
+	T dlgt = transpose_last2(b, dlg);
+	op(b, AG_OP_MM, dlgt, x2, NO, dw, NO, NO);
+	unref(b, dlgt);
+	T dx = TMP("mm (lm_head input grad)", AG_F32, b->s->tensor[x2].shape[0], w->shape[1]);
+	op(b, AG_OP_MM, dlg, head->w, NO, dx, NO, NO);
+	unref(b, dlg);
+	unref(b, x2);
+	*held = NO;
+	if (b->m->tied) {
+		*held = vw(b, dw, 2, w->shape, NULL, 0);
+		unref(b, dw);
+	} else {
+		accumulate(b, head, dw);
+	}
+	return dx;
+}
+
+/* matmul's operand x ([B, n, r, c], any strides) as bmm takes it,
+ * [B·n, r, c]: expand + reshape, a view where the strides allow (B = 1:
+ * the batch dim drops), else a copy (`clone`) that bmm then keeps. */
+static T bmm_operand(struct bld *b, T x, const char *what)
+{
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+	if (o->shape[0] == 1)
+		return vw(b, x, 3, o->shape + 1, o->stride + 1, 0);
+	T c = tmp(b, what, o->dtype, 3, SH(o->shape[0] * o->shape[1], o->shape[2], o->shape[3]));
+	op(b, AG_OP_COPY, x, NO, NO, c, NO, NO);
+	return c;
+}
+
+/* The attention's backward from the merged heads' gradient dm (B·T rows
+ * of h·hd; its holder taken) to the scores': the heads' gradient as bmm wants it
+ * (a copy unless B = 1), BmmBackward (attw @ v: v's gradient into *dv,
+ * then attw's), the saved v and attw let go, SoftmaxBackward. */
+static T attn_v_bwd(struct bld *b, T dm, T attw, T v, uint64_t B, uint64_t h, uint64_t Tn, uint64_t hd, T *dv)
+{
+	uint64_t d = h * hd;
+	T dmp = vw(b, dm, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 }, 0);
+	T dao = bmm_operand(b, dmp, "clone (reshape of the heads' grad)");
+	unref(b, dmp);
+	unref(b, dm);
+	*dv = TMP("bmm (attention backward, v)", AG_F32, B * h, Tn, hd);
+	T swt = transpose_last2(b, attw);
+	op(b, AG_OP_BMM, swt, dao, NO, *dv, NO, NO);
+	unref(b, swt);
+	T dsm = TMP("bmm (attention backward, weights)", AG_F32, B * h, Tn, Tn);
+	T vt = transpose_last2(b, v);
+	op(b, AG_OP_BMM, dao, vt, NO, dsm, NO, NO);
+	unref(b, vt);
+	unref(b, dao);
+	unref(b, v);
+	unref(b, attw);
+	T dw = TMP("_softmax_backward_data", AG_F32, B * h, Tn, Tn);
+	op(b, AG_OP_SOFTMAX_BWD, dsm, attw, NO, dw, NO, NO);
+	unref(b, dsm);
+	unref(b, attw);
+	return dw;
+}
+
+/* BmmBackward (q @ k^T) from the scores' gradient dsc (its holder
+ * taken): q's gradient [n = B·h, T, hd], then k^T's [n, hd, T]; the saved
+ * q and k^T let go. */
+static void qk_bwd(struct bld *b, T dsc, T q, T kt, uint64_t n, uint64_t Tn, uint64_t hd, T *dq, T *dkt)
+{
+	*dq = TMP("bmm (scores backward, q)", AG_F32, n, Tn, hd);
+	T ktt = transpose_last2(b, kt);
+	op(b, AG_OP_BMM, dsc, ktt, NO, *dq, NO, NO);
+	unref(b, ktt);
+	*dkt = TMP("bmm (scores backward, k^T)", AG_F32, n, hd, Tn);
+	T qt = transpose_last2(b, q);
+	op(b, AG_OP_BMM, qt, dsc, NO, *dkt, NO, NO);
+	unref(b, qt);
+	unref(b, dsc);
+	unref(b, q);
+	unref(b, kt);
+}
+
+/* The token embedding's backward from g (its holder taken): its V·d
+ * gradient, added to the tied head's held one in the table's input
+ * buffer (out of place: that one is a view), then AccumulateGrad. */
+static void embedding_bwd(struct bld *b, struct model *M, T g, struct pt *emb, T held)
+{
+	T de = like(b, "embedding_dense_backward", emb->w);
+	op(b, AG_OP_EMBEDDING_BWD, g, M->ids, NO, de, NO, NO);
+	unref(b, g);
+	if (held != NO) {
+		arrive(b, &held, de);
+		de = held;
+	}
+	accumulate(b, emb, de);
+	b->module = -1;
+}
+
+/* A block's residual add a + y (y the sublayer's output): y goes as the
+ * expression ends, then a's name is rebound to the sum. */
+static T residual_add(struct bld *b, T a, T y, int y_first)
+{
+	T out = like(b, "add (residual)", a);
+	op(b, AG_OP_ADD, y_first ? y : a, y_first ? a : y, NO, out, NO, NO)->arg[0] = 1;
+	unref(b, y);
+	unref(b, a);
+	return out;
+}
+
+static void gpt2_step(struct bld *b, struct model *M)
+{
+	const struct zs_model *m = b->m;
+	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, h = m->heads, hd = m->head_dim;
+	uint64_t L = m->layers;
+	struct gpt2_block_saved *S = zs_calloc(L, sizeof *S);
+	struct pt *wte = PF(M, b, "transformer.wte.weight"), *wpe = PF(M, b, "transformer.wpe.weight");
+	struct pt *lnfw = PF(M, b, "transformer.ln_f.weight"), *lnfb = PF(M, b, "transformer.ln_f.bias");
+	struct pt *head = m->tied ? wte : PF(M, b, "lm_head.weight");
+
+	b->phase = ZS_PH_FORWARD;
+	mark(b, "phase:forward");
+	/* position_ids = torch.arange(0, T).unsqueeze(0) */
+	T pos = TMP("arange (position_ids)", AG_I64, Tn);
+	op(b, AG_OP_ARANGE, NO, NO, NO, pos, NO, NO);
+	T pos2 = reshape(b, pos, 2, SH(1, Tn));
+	unref(b, pos);
+	b->module = modname(b, "transformer.wte");
+	mark(b, "fwd:wte:start");
+	T ie = TMP("embedding (wte)", AG_F32, B, Tn, d);
+	op(b, AG_OP_EMBEDDING, wte->w, M->ids, NO, ie, NO, NO);
+	mark(b, "fwd:wte:end");
+	b->module = modname(b, "transformer.wpe");
+	mark(b, "fwd:wpe:start");
+	T pe = TMP("embedding (wpe)", AG_F32, 1, Tn, d);
+	op(b, AG_OP_EMBEDDING, wpe->w, pos2, NO, pe, NO, NO);
+	mark(b, "fwd:wpe:end");
+	b->module = -1;
+	/* the embedding's backward keeps the indices: pos2's holder goes to
+	 * wpe's node (input_ids are the caller's) */
+	T hs = TMP("add (embeddings)", AG_F32, B, Tn, d);
+	op(b, AG_OP_ADD, ie, pe, NO, hs, NO, NO)->arg[0] = 1;
+	unref(b, ie);
+	unref(b, pe);
+	mark(b, "fwd:drop:start");
+	mark(b, "fwd:drop:end");
+	for (uint64_t l = 0; l < L; l++) {
+		struct gpt2_block_saved *s = &S[l];
+		int i = (int)l;
+		mark(b, "fwd:h.%d:start", i);
+		/* residual = h; h = ln_1(h) */
+		b->module = modname(b, "transformer.h.%d.ln_1", i);
+		T x1 = layer_norm(b, hs, blk(M, b, i, "ln_1.weight"), blk(M, b, i, "ln_1.bias"), &s->ln1);
+		T residual = hs; /* the name moves */
+		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
+		T qkv = conv1d(b, x1, blk(M, b, i, "attn.c_attn.weight"), blk(M, b, i, "attn.c_attn.bias"),
+		               &s->attn_in);
+		unref(b, x1);
+		/* split (views) and _split_heads (view, permute): q, k, v are
+		 * [B, h, T, hd] views of qkv */
+		int64_t st3 = (int64_t)(3 * d);
+		T q = vw(b, qkv, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)Tn * st3, (int64_t)hd, st3, 1 }, 0);
+		T k = vw(b, qkv, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)Tn * st3, (int64_t)hd, st3, 1 }, d);
+		T v = vw(b, qkv, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)Tn * st3, (int64_t)hd, st3, 1 },
+		         2 * d);
+		unref(b, qkv);
+		/* matmul(q, k^T): both operands to [B·h, T, hd] and [B·h, hd, T]
+		 * (expand + reshape of permuted views: copies unless B = 1), kept by bmm */
+		T qc = bmm_operand(b, q, "clone (matmul's copy of q)");
+		T kt = transpose_last2(b, k);
+		T ktc = bmm_operand(b, kt, "clone (matmul's copy of k^T)");
+		unref(b, kt);
+		T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
+		op(b, AG_OP_BMM, qc, ktc, NO, sc, NO, NO);
+		s->q = qc, s->kt = ktc;
+		/* / torch.full([], sqrt(hd)): the divisor is saved */
+		T dv = tmp(b, "full (1/sqrt(hd) divisor)", AG_F32, 0, NULL);
+		op(b, AG_OP_FILL, NO, NO, NO, dv, NO, NO)->arg[0] = sqrt((double)hd);
+		T aw = TMP("div (scores)", AG_F32, B * h, Tn, Tn);
+		op(b, AG_OP_DIV, sc, dv, NO, aw, NO, NO);
+		unref(b, sc);
+		s->divisor = dv;
+		/* torch.where(causal_mask, w, mask_value): the condition is a
+		 * view of the `bias` buffer, the only thing saved */
+		T mv = tmp(b, "full (mask_value)", AG_F32, 0, NULL);
+		op(b, AG_OP_FILL, NO, NO, NO, mv, NO, NO)->arg[0] = -3.4028234663852886e38;
+		T cm = vw(b, M->bias[l], 4, SH(1, 1, Tn, Tn),
+		          (const int64_t[]){ (int64_t)(m->positions * m->positions),
+		                             (int64_t)(m->positions * m->positions), (int64_t)m->positions, 1 }, 0);
+		T wh = TMP("where (causal mask)", AG_F32, B * h, Tn, Tn);
+		op(b, AG_OP_WHERE, cm, aw, mv, wh, NO, NO);
+		unref(b, aw);
+		T sm = TMP("_softmax", AG_F32, B * h, Tn, Tn);
+		op(b, AG_OP_SOFTMAX, wh, NO, NO, sm, NO, NO);
+		unref(b, wh);
+		/* softmax saves its result; bmm with v saves it and v's copy */
+		mark(b, "fwd:h.%d.attn.attn_dropout:start", i);
+		mark(b, "fwd:h.%d.attn.attn_dropout:end", i);
+		T vc = bmm_operand(b, v, "clone (matmul's copy of v)");
+		T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
+		op(b, AG_OP_BMM, sm, vc, NO, ao, NO, NO);
+		s->attw = sm, s->v = vc;
+		ref(b, sm); /* two nodes keep it, softmax's and bmm's; */
+		ref(b, sm);
+		unref(b, sm); /* the name `attn_weights` goes when _attn returns */
+		unref(b, mv); /* _attn returns */
+		/* _merge_heads: permute(0, 2, 1, 3).contiguous() */
+		T aop = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
+		                                                           (int64_t)(Tn * hd), 1 }, 0);
+		T merged = TMP("clone (merge heads)", AG_F32, B, Tn, d);
+		op(b, AG_OP_COPY, aop, NO, NO, merged, NO, NO);
+		unref(b, aop);
+		unref(b, ao);
+		b->module = modname(b, "transformer.h.%d.attn.c_proj", i);
+		T po = conv1d(b, merged, blk(M, b, i, "attn.c_proj.weight"), blk(M, b, i, "attn.c_proj.bias"),
+		              &s->attn_out);
+		unref(b, merged);
+		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
+		/* attn's forward returns: q, k, v (views of qkv) go */
+		unref(b, q);
+		unref(b, k);
+		unref(b, v);
+		/* h = attn(h) + residual */
+		b->module = -1;
+		residual = residual_add(b, residual, po, 1);
+		b->module = modname(b, "transformer.h.%d.ln_2", i);
+		T x2 = layer_norm(b, residual, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &s->ln2);
+		b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
+		T fc = conv1d(b, x2, blk(M, b, i, "mlp.c_fc.weight"), blk(M, b, i, "mlp.c_fc.bias"), &s->fc);
+		unref(b, x2);
+		/* gelu_new: 0.5 * x * (1.0 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3.0)))) */
+		T a = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.5 x)", fc, 0.5, &s->half);
+		T p3 = like(b, "pow (x^3)", fc);
+		op(b, AG_OP_POW_SCALAR, fc, NO, NO, p3, NO, NO)->arg[0] = 3;
+		ref(b, fc); /* pow saves its input */
+		T c = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.044715 x^3)", p3, 0.044715, &s->c1);
+		unref(b, p3);
+		T sx = like(b, "add (x + 0.044715 x^3)", fc);
+		op(b, AG_OP_ADD, fc, c, NO, sx, NO, NO)->arg[0] = 1;
+		unref(b, c);
+		T y = scalar_op(b, AG_OP_MUL_SCALAR, "mul (sqrt(2/pi) .)", sx, sqrt(2.0 / M_PI), &s->c2);
+		unref(b, sx);
+		T th = like(b, "tanh", fc);
+		op(b, AG_OP_TANH, y, NO, NO, th, NO, NO);
+		unref(b, y);
+		T u = scalar_op(b, AG_OP_ADD_SCALAR, "add (1 + tanh)", th, 1.0, NULL);
+		T gl = like(b, "mul (gelu_new)", fc);
+		op(b, AG_OP_MUL, a, u, NO, gl, NO, NO);
+		/* tanh keeps its result, the last mul both operands */
+		s->a = a, s->t = th, s->u = u, s->xfc = fc;
+		unref(b, fc); /* the MLP's name for c_fc's output; pow's holder stays */
+		b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
+		T mo = conv1d(b, gl, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"), &s->proj);
+		unref(b, gl);
+		b->module = -1;
+		hs = residual_add(b, residual, mo, 0);
+		mark(b, "fwd:h.%d:end", i);
+	}
+	b->module = modname(b, "transformer.ln_f");
+	mark(b, "fwd:ln_f:start");
+	struct ln_saved lnf;
+	T xf = layer_norm(b, hs, lnfw, lnfb, &lnf);
+	unref(b, hs);
+	mark(b, "fwd:ln_f:end");
+	T xf2, lg, lsm, tgt, tw;
+	T loss = head_fwd(b, M, xf, head, &xf2, &lg, &lsm, &tgt, &tw);
+	/* the loop keeps outputs (the loss and the logits) to the step's end */
+
+	T one, held;
+	T dxf = head_bwd(b, lsm, tgt, tw, xf2, head, &one, &held);
+	b->module = modname(b, "transformer.ln_f");
+	mark(b, "bwd:ln_f:start");
+	mark(b, "bwd:lm_head:end");
+	T dlnw, dlnb;
+	T gx = layer_norm_bwd(b, dxf, &lnf, lnfw, lnfb, &dlnw, &dlnb);
+	accumulate(b, lnfw, dlnw);
+	accumulate(b, lnfb, dlnb);
+	for (int i = (int)L - 1; i >= 0; i--) {
+		struct gpt2_block_saved *s = &S[i];
+		mark(b, "bwd:h.%d:start", i);
+		if (i == (int)L - 1)
+			mark(b, "bwd:ln_f:end");
+		else
+			mark(b, "bwd:h.%d:end", i + 1);
+		/* AddBackward (residual + mlp): gx goes to both; the MLP first */
+		b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
+		T dgl = conv1d_bwd(b, gx, 0, &s->proj, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"));
+		b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
+		/* MulBackward (a * u): d a = g · u, d u = g · a */
+		T da = like(b, "mul (gelu backward)", s->a);
+		op(b, AG_OP_MUL, dgl, s->u, NO, da, NO, NO);
+		T du = like(b, "mul (gelu backward)", s->a);
+		op(b, AG_OP_MUL, dgl, s->a, NO, du, NO, NO);
+		unref(b, dgl);
+		unref(b, s->a);
+		unref(b, s->u);
+		/* AddBackward (1 + tanh): du passes; TanhBackward */
+		T dy = like(b, "tanh_backward", s->t);
+		op(b, AG_OP_TANH_BWD, du, s->t, NO, dy, NO, NO);
+		unref(b, du);
+		unref(b, s->t);
+		/* MulBackward (sqrt(2/pi) ·): g · the kept number */
+		T cs = cast_scalar(b, s->c2);
+		T dsx = like(b, "mul (gelu backward)", dy);
+		op(b, AG_OP_MUL_SCALAR, dy, NO, NO, dsx, NO, NO)->arg[0] = sqrt(2.0 / M_PI);
+		unref(b, cs);
+		unref(b, dy);
+		unref(b, s->c2);
+		/* AddBackward (x + c): dsx to x's buffer and to the mul */
+		cs = cast_scalar(b, s->c1);
+		T dp = like(b, "mul (gelu backward)", dsx);
+		op(b, AG_OP_MUL_SCALAR, dsx, NO, NO, dp, NO, NO)->arg[0] = 0.044715;
+		unref(b, cs);
+		unref(b, s->c1);
+		/* PowBackward: g · 3 · x^2 */
+		T x2p = like(b, "pow (x^2, pow backward)", s->xfc);
+		op(b, AG_OP_POW_SCALAR, s->xfc, NO, NO, x2p, NO, NO)->arg[0] = 2;
+		T w3 = wrapped(b, 3.0);
+		T c3 = cast_scalar(b, w3);
+		T x3 = like(b, "mul (3 x^2)", s->xfc);
+		op(b, AG_OP_MUL_SCALAR, x2p, NO, NO, x3, NO, NO)->arg[0] = 3;
+		unref(b, c3);
+		unref(b, w3);
+		T dxp = like(b, "mul (pow backward)", s->xfc);
+		op(b, AG_OP_MUL, dp, x3, NO, dxp, NO, NO);
+		unref(b, x3);
+		unref(b, x2p);
+		unref(b, dp);
+		unref(b, s->xfc);
+		/* x's input buffer: dsx + dxp */
+		T acc = dsx;
+		arrive(b, &acc, dxp);
+		/* MulBackward (0.5 ·) */
+		cs = cast_scalar(b, s->half);
+		T dh = like(b, "mul (gelu backward)", da);
+		op(b, AG_OP_MUL_SCALAR, da, NO, NO, dh, NO, NO)->arg[0] = 0.5;
+		unref(b, cs);
+		unref(b, da);
+		unref(b, s->half);
+		arrive(b, &acc, dh);
+		T acc2 = acc;
+		/* c_fc's AddmmBackward */
+		T dx2 = conv1d_bwd(b, acc2, 1, &s->fc, blk(M, b, i, "mlp.c_fc.weight"), blk(M, b, i, "mlp.c_fc.bias"));
+		b->module = modname(b, "transformer.h.%d.ln_2", i);
+		T lw, lb;
+		T dln2 = layer_norm_bwd(b, dx2, &s->ln2, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &lw, &lb);
+		/* the residual's input buffer: gx + dln2 */
+		T g2 = gx;
+		arrive(b, &g2, dln2);
+		accumulate(b, blk(M, b, i, "ln_2.weight"), lw);
+		accumulate(b, blk(M, b, i, "ln_2.bias"), lb);
+		/* AddBackward (attn + residual): g2 to both; the attention first */
+		b->module = modname(b, "transformer.h.%d.attn.c_proj", i);
+		T dm = conv1d_bwd(b, g2, 0, &s->attn_out, blk(M, b, i, "attn.c_proj.weight"),
+		                  blk(M, b, i, "attn.c_proj.bias"));
+		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
+		/* CloneBackward, PermuteBackward: a permuted view of dm; then
+		 * UnsafeViewBackward, BmmBackward, SoftmaxBackward */
+		T dvc;
+		T dwh = attn_v_bwd(b, dm, s->attw, s->v, B, h, Tn, hd, &dvc);
+		/* WhereBackward: where(cond, grad, 0) */
+		T zero = tmp(b, "scalar_tensor (0)", AG_F32, 0, NULL);
+		op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
+		T cm = vw(b, M->bias[i], 4, SH(1, 1, Tn, Tn),
+		          (const int64_t[]){ (int64_t)(m->positions * m->positions),
+		                             (int64_t)(m->positions * m->positions), (int64_t)m->positions, 1 }, 0);
+		T daw = TMP("where (backward)", AG_F32, B * h, Tn, Tn);
+		op(b, AG_OP_WHERE, cm, dwh, zero, daw, NO, NO);
+		unref(b, cm);
+		unref(b, zero);
+		unref(b, dwh);
+		/* DivBackward */
+		T dsc = TMP("div (backward)", AG_F32, B * h, Tn, Tn);
+		op(b, AG_OP_DIV, daw, s->divisor, NO, dsc, NO, NO);
+		unref(b, daw);
+		unref(b, s->divisor);
+		/* BmmBackward (q @ k^T): d q, d k^T */
+		T dq, dkt;
+		qk_bwd(b, dsc, s->q, s->kt, B * h, Tn, hd, &dq, &dkt);
+		/* the copies' backward: reshape to [B, h, T, hd] and permute to
+		 * the split's layout; SplitBackward (cat) wants them as
+		 * [B, T, d]: k's and q's are copied (reshape of a transposed and
+		 * of a permuted grad), v's passes as a view */
+		T dk = TMP("clone (k grad to [B, T, d])", AG_F32, B, Tn, d);
+		op(b, AG_OP_COPY, dkt, NO, NO, dk, NO, NO);
+		unref(b, dkt);
+		T dqq = TMP("clone (q grad to [B, T, d])", AG_F32, B, Tn, d);
+		op(b, AG_OP_COPY, dq, NO, NO, dqq, NO, NO);
+		unref(b, dq);
+		T dqkv = TMP("cat (split backward)", AG_F32, B, Tn, 3 * d);
+		op(b, AG_OP_CAT_LAST, dqq, dk, dvc, dqkv, NO, NO);
+		unref(b, dvc);
+		unref(b, dk);
+		unref(b, dqq);
+		T dx1 = conv1d_bwd(b, dqkv, 1, &s->attn_in, blk(M, b, i, "attn.c_attn.weight"),
+		                   blk(M, b, i, "attn.c_attn.bias"));
+		b->module = modname(b, "transformer.h.%d.ln_1", i);
+		T dln1 = layer_norm_bwd(b, dx1, &s->ln1, blk(M, b, i, "ln_1.weight"), blk(M, b, i, "ln_1.bias"), &lw, &lb);
+		T g3 = g2;
+		arrive(b, &g3, dln1);
+		accumulate(b, blk(M, b, i, "ln_1.weight"), lw);
+		accumulate(b, blk(M, b, i, "ln_1.bias"), lb);
+		gx = g3;
+	}
+	mark(b, "bwd:drop:end");
+	mark(b, "bwd:drop:start");
+	mark(b, "bwd:h.0:end");
+	/* AddBackward (wte + wpe): wpe's first (created later); its operand
+	 * was [1, T, d]: the gradient summed to it */
+	b->module = modname(b, "transformer.wpe");
+	T dpe;
+	if (B == 1) { /* the shapes agree: the gradient itself */
+		dpe = gx;
+		ref(b, gx);
+	} else {
+		dpe = TMP("sum (wpe grad to [1, T, d])", AG_F32, 1, Tn, d);
+		op(b, AG_OP_SUM_TO, gx, NO, NO, dpe, NO, NO);
+	}
+	mark(b, "bwd:wpe:start");
+	T dwpe = like(b, "embedding_dense_backward (wpe)", wpe->w);
+	op(b, AG_OP_EMBEDDING_BWD, dpe, pos2, NO, dwpe, NO, NO);
+	unref(b, dpe);
+	unref(b, pos2);
+	accumulate(b, wpe, dwpe);
+	b->module = modname(b, "transformer.wte");
+	mark(b, "bwd:wte:start");
+	embedding_bwd(b, M, gx, wte, held);
+	unref(b, one); /* backward returns */
+	free(S);
+	M->loss = loss;
+	M->logits = lg;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Llama (tests/hf_torch.py LlamaForCausalLM: modeling_llama.py 5dd4a6354885) */
+
+
+/* nn.Linear without bias on [.., in]: matmul(x, W^t) folds to mm over
+ * x.view(-1, in); the node keeps the view and W^t. */
+struct lin_saved { T x2; };
+
+static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
+{
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+	uint64_t in = o->shape[o->ndim - 1], rows = numel(o) / in, out = b->s->tensor[w->w].shape[0];
+	T x2 = reshape(b, x, 2, SH(rows, in));
+	T wt = transpose_last2(b, w->w);
+	T y = TMP("mm (linear)", AG_F32, rows, out);
+	op(b, AG_OP_MM, x2, wt, NO, y, NO, NO);
+	unref(b, wt);
+	sv->x2 = x2;
+	uint64_t sh[AG_MAXDIM];
+	for (unsigned i = 0; i < o->ndim; i++)
+		sh[i] = o->shape[i];
+	sh[o->ndim - 1] = out;
+	T yv = reshape(b, y, o->ndim, sh);
+	unref(b, y);
+	return yv;
+}
+
+/* MmBackward of a linear layer: W^t's gradient first (made as W's
+ * [out, in]: see lm_head's), then x's; the node's input released when
+ * `owned`, then its saved x; dx goes to *xbuf; then TBackward hands the
+ * weight's to AccumulateGrad. */
+static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, struct pt *w, T *xbuf)
+{
+	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
+	uint64_t rows = xo->shape[0], in = xo->shape[1], out = b->s->tensor[w->w].shape[0];
+	T g2 = reshape(b, g, 2, SH(rows, out));
+	/* W^t's gradient in W^t's layout (mm_mat2_backward): W's [out, in] */
+	T dw = TMP("mm (linear backward, weight)", AG_F32, out, in);
+	T gt = transpose_last2(b, g2);
+	op(b, AG_OP_MM, gt, sv->x2, NO, dw, NO, NO);
+	unref(b, gt);
+	T dx = TMP("mm (linear backward, input)", AG_F32, rows, in);
+	op(b, AG_OP_MM, g2, w->w, NO, dx, NO, NO);
+	unref(b, g2);
+	if (owned)
+		unref(b, g);
+	unref(b, sv->x2);
+	/* ViewBackward (x.view(-1, in)) hands on a view of it */
+	T dxv = vw(b, dx, 2, SH(rows, in), NULL, 0);
+	unref(b, dx);
+	arrive(b, xbuf, dxv);
+	accumulate(b, w, dw);
+}
+
+/* LlamaRMSNorm op by op: x.pow(2).mean(-1, keepdim=True); x *
+ * rsqrt(variance + eps); weight * that. */
+struct rms_saved { T x, p2, r, xr, eps_w; };
+
+static T rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
+{
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+	uint64_t sh[AG_MAXDIM];
+	for (unsigned i = 0; i < o->ndim; i++)
+		sh[i] = o->shape[i];
+	sh[o->ndim - 1] = 1;
+	T p2 = like(b, "pow (x^2, RMSNorm)", x);
+	op(b, AG_OP_POW_SCALAR, x, NO, NO, p2, NO, NO)->arg[0] = 2;
+	ref(b, x); /* pow saves its input */
+	T var = tmp(b, "mean (RMSNorm variance)", AG_F32, o->ndim, sh);
+	op(b, AG_OP_MEAN_LAST, p2, NO, NO, var, NO, NO);
+	/* mean is sum().div_(numel) inside: a wrapped number for a moment */
+	T w_ = wrapped(b, (double)o->shape[o->ndim - 1]);
+	unref(b, cast_scalar(b, w_));
+	unref(b, w_);
+	/* 1.13's MeanBackward0 keeps its input whole (self.sym_numel() is
+	 * not yet a saved scalar: docs/torch_saved.md); 2.6's its sizes */
+	if (b->o->version == ZS_TORCH_1_13)
+		sv->p2 = p2;
+	else {
+		sv->p2 = NO;
+		unref(b, p2);
+	}
+	T ve = scalar_op(b, AG_OP_ADD_SCALAR, "add (variance + eps)", var, b->m->norm_eps, NULL);
+	T r = like(b, "rsqrt (RMSNorm)", ve);
+	op(b, AG_OP_RSQRT, ve, NO, NO, r, NO, NO);
+	ref(b, r); /* rsqrt saves its result */
+	unref(b, ve);
+	T xr = like(b, "mul (x rsqrt)", x);
+	op(b, AG_OP_MUL, x, r, NO, xr, NO, NO);
+	ref(b, x);  /* mul saves both operands */
+	ref(b, r);  /* and mul saves it */
+	T y = like(b, "mul (weight x)", x);
+	op(b, AG_OP_MUL, w->w, xr, NO, y, NO, NO);
+	unref(b, r); /* the temporary */
+	unref(b, var); /* forward returns: `variance` goes */
+	sv->x = x, sv->r = r, sv->xr = xr;
+	/* xr: the name rebinding hands its holder to weight's mul */
+	return y;
+}
+
+/* RMSNorm's backward from its output's gradient g (released); the input's
+ * gradients arrive at *xbuf. */
+static void rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf)
+{
+	const struct ag_tensor o_ = b->s->tensor[sv->x], *o = &o_; /* a copy: the array grows */
+	uint64_t sh[AG_MAXDIM];
+	for (unsigned i = 0; i < o->ndim; i++)
+		sh[i] = o->shape[i];
+	sh[o->ndim - 1] = 1;
+	/* MulBackward (weight * xr): weight's g·xr summed to [d], xr's g·w */
+	T dwf = like(b, "mul (RMSNorm weight grad)", sv->x);
+	op(b, AG_OP_MUL, g, sv->xr, NO, dwf, NO, NO);
+	T dxr = like(b, "mul (RMSNorm backward)", sv->x);
+	op(b, AG_OP_MUL, g, w->w, NO, dxr, NO, NO);
+	T dw = like(b, "sum (RMSNorm weight grad)", w->w);
+	op(b, AG_OP_SUM_TO, dwf, NO, NO, dw, NO, NO);
+	unref(b, dwf);
+	unref(b, g);
+	unref(b, sv->xr);
+	accumulate(b, w, dw);
+	/* MulBackward (x * r): x's g·r, r's g·x summed to [.., 1] */
+	T dx = like(b, "mul (RMSNorm backward)", sv->x);
+	op(b, AG_OP_MUL, dxr, sv->r, NO, dx, NO, NO);
+	T drf = like(b, "mul (RMSNorm backward)", sv->x);
+	op(b, AG_OP_MUL, dxr, sv->x, NO, drf, NO, NO);
+	T dr = tmp(b, "sum (RMSNorm rsqrt grad)", AG_F32, o->ndim, sh);
+	op(b, AG_OP_SUM_TO, drf, NO, NO, dr, NO, NO);
+	unref(b, drf);
+	unref(b, dxr);
+	unref(b, sv->x);
+	unref(b, sv->r);
+	arrive(b, xbuf, dx);
+	/* RsqrtBackward: -0.5 * grad * result.pow(3) (the pow first) */
+	T r3 = like(b, "pow (rsqrt backward)", dr);
+	op(b, AG_OP_POW_SCALAR, sv->r, NO, NO, r3, NO, NO)->arg[0] = 3;
+	T hg = scalar_op(b, AG_OP_MUL_SCALAR, "mul (-0.5 grad)", dr, -0.5, NULL);
+	T dve = like(b, "mul (rsqrt backward)", dr);
+	op(b, AG_OP_MUL, hg, r3, NO, dve, NO, NO);
+	unref(b, r3);
+	unref(b, hg);
+	unref(b, dr);
+	unref(b, sv->r);
+	/* AddBackward (variance + eps) passes; MeanBackward: expand / numel */
+	int64_t est[AG_MAXDIM];
+	for (unsigned i = 0; i < o->ndim; i++)
+		est[i] = b->s->tensor[dve].stride[i];
+	est[o->ndim - 1] = 0;
+	T dvx = vw(b, dve, o->ndim, o->shape, est, 0);
+	T dp2 = scalar_op(b, AG_OP_MUL_SCALAR, "div (mean backward)", dvx, 1.0 / (double)o->shape[o->ndim - 1], NULL);
+	unref(b, dvx);
+	unref(b, dve);
+	unref(b, sv->p2);
+	/* PowBackward: grad * (2 * x.pow(1)) */
+	T x1 = like(b, "pow (pow backward)", sv->x);
+	op(b, AG_OP_POW_SCALAR, sv->x, NO, NO, x1, NO, NO)->arg[0] = 1;
+	T x2 = scalar_op(b, AG_OP_MUL_SCALAR, "mul (2 x)", x1, 2.0, NULL);
+	T dxp = like(b, "mul (pow backward)", sv->x);
+	op(b, AG_OP_MUL, dp2, x2, NO, dxp, NO, NO);
+	unref(b, x1);
+	unref(b, x2);
+	unref(b, dp2);
+	unref(b, sv->x);
+	arrive(b, xbuf, dxp);
+}
+
+/* apply_rotary_pos_emb for one of q, k ([B, n, T, hd] view x): x·cos +
+ * rotate_half(x)·sin. */
+struct rope_saved { T cos, sin; };
+
+static T rope(struct bld *b, T x, T cos4, T sin4, struct rope_saved *sv)
+{
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+	uint64_t B = o->shape[0], n = o->shape[1], Tn = o->shape[2], hd = o->shape[3];
+	T xc = TMP("mul (x cos)", AG_F32, B, n, Tn, hd);
+	op(b, AG_OP_MUL, x, cos4, NO, xc, NO, NO);
+	ref(b, cos4); /* mul keeps cos for x's grad */
+	T x2 = vw(b, x, 4, SH(B, n, Tn, hd / 2), o->stride, hd / 2);
+	T x1 = vw(b, x, 4, SH(B, n, Tn, hd / 2), o->stride, 0);
+	T nx2 = TMP("neg (rotate_half)", AG_F32, B, n, Tn, hd / 2);
+	op(b, AG_OP_NEG, x2, NO, NO, nx2, NO, NO);
+	T rot = TMP("cat (rotate_half)", AG_F32, B, n, Tn, hd);
+	op(b, AG_OP_CAT_LAST, nx2, x1, NO, rot, NO, NO);
+	unref(b, nx2);
+	unref(b, x1);
+	unref(b, x2);
+	T rs = TMP("mul (rotate_half sin)", AG_F32, B, n, Tn, hd);
+	op(b, AG_OP_MUL, rot, sin4, NO, rs, NO, NO);
+	ref(b, sin4);
+	unref(b, rot);
+	T y = TMP("add (rope)", AG_F32, B, n, Tn, hd);
+	op(b, AG_OP_ADD, xc, rs, NO, y, NO, NO)->arg[0] = 1;
+	unref(b, xc);
+	unref(b, rs);
+	sv->cos = cos4, sv->sin = sin4;
+	return y;
+}
+
+/* Its backward from g (held elsewhere too: released by the caller's
+ * AddBackward bookkeeping through `owned`); x's grads arrive at *xbuf. */
+static void rope_bwd(struct bld *b, T g, struct rope_saved *sv, T *xbuf)
+{
+	const struct ag_tensor o_ = b->s->tensor[g], *o = &o_; /* a copy: the array grows */
+	uint64_t B = o->shape[0], n = o->shape[1], Tn = o->shape[2], hd = o->shape[3];
+	/* MulBackward (rot * sin) */
+	T drot = TMP("mul (rope backward, g sin)", AG_F32, B, n, Tn, hd);
+	op(b, AG_OP_MUL, g, sv->sin, NO, drot, NO, NO);
+	unref(b, sv->sin);
+	/* CatBackward: narrow views; NegBackward; the slices' backward
+	 * (slice_backward: zeros of x's shape, the grad copied in) */
+	T p0 = vw(b, drot, 4, SH(B, n, Tn, hd / 2), b->s->tensor[drot].stride, 0);
+	T p1 = vw(b, drot, 4, SH(B, n, Tn, hd / 2), b->s->tensor[drot].stride, hd / 2);
+	unref(b, drot);
+	T dn = TMP("neg (rotate_half backward)", AG_F32, B, n, Tn, hd / 2);
+	op(b, AG_OP_NEG, p0, NO, NO, dn, NO, NO);
+	unref(b, p0);
+	T s2 = TMP("slice_backward (x2)", AG_F32, B, n, Tn, hd);
+	op(b, AG_OP_COPY, dn, NO, NO, s2, NO, NO);
+	unref(b, dn);
+	T s1 = TMP("slice_backward (x1)", AG_F32, B, n, Tn, hd);
+	op(b, AG_OP_COPY, p1, NO, NO, s1, NO, NO);
+	unref(b, p1);
+	arrive(b, xbuf, s2);
+	arrive(b, xbuf, s1);
+	/* MulBackward (x * cos) */
+	T dxc = TMP("mul (rope backward, g cos)", AG_F32, B, n, Tn, hd);
+	op(b, AG_OP_MUL, g, sv->cos, NO, dxc, NO, NO);
+	unref(b, g);
+	unref(b, sv->cos);
+	arrive(b, xbuf, dxc);
+}
+
+/* repeat_kv's backward for g [B·h, ...] (a view over [B, kv, rep, T, hd]):
+ * ExpandBackward's sum over rep, then the four SliceBackwards of
+ * x[:, :, None, :, :] (each a new tensor of x's shape). Returns the grad
+ * of the [B, kv, T, hd] input. */
+static T repeat_kv_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn, uint64_t hd)
+{
+	T s = TMP("sum (repeat_kv backward)", AG_F32, B, kv, 1, Tn, hd);
+	op(b, AG_OP_SUM_TO, g, NO, NO, s, NO, NO);
+	unref(b, g);
+	for (int i = 0; i < 4; i++) {
+		T n = TMP("slice_backward (repeat_kv's [:, :, None])", AG_F32, B, kv, 1, Tn, hd);
+		op(b, AG_OP_COPY, s, NO, NO, n, NO, NO);
+		unref(b, s);
+		s = n;
+	}
+	T r = reshape(b, s, 4, SH(B, kv, Tn, hd));
+	unref(b, s);
+	return r;
+}
+
+struct llama_layer_saved {
+	struct rms_saved n1, n2;
+	struct lin_saved q, k, v, o, gate, up, down;
+	struct rope_saved rq, rk;
+	T qe, ktc, sc_w, attw, vr;   /* attention's saved: q_embed, k^T's copy, scaling's number, softmax, v repeated */
+	T gate_o, silu_o, up_o;      /* the MLP's */
+};
+
+static void llama_setup(struct bld *b, struct model *M)
+{
+	const struct zs_model *m = b->m;
+	/* model.parameters() order (tests/hf_torch.py's modules, as
+	 * transformers registers them): embed_tokens; each layer's self_attn
+	 * (q, k, v, o), mlp (gate, up, down), input_layernorm,
+	 * post_attention_layernorm; norm; lm_head when untied */
+	char n[256];
+	add_param(b, M, find_tensor(b->p, "model.embed_tokens.weight"), -1);
+	for (uint64_t l = 0; l < m->layers; l++) {
+		unsigned long long L = (unsigned long long)l;
+		snprintf(n, sizeof n, "model.layers.%llu.self_attn.{q,k,v}_proj.weight", L);
+		int32_t qkv = find_tensor(b->p, n);
+		for (int part = 0; part < 3; part++)
+			add_param(b, M, qkv, part);
+		snprintf(n, sizeof n, "model.layers.%llu.self_attn.o_proj.weight", L);
+		add_param(b, M, find_tensor(b->p, n), -1);
+		snprintf(n, sizeof n, "model.layers.%llu.mlp.{gate,up}_proj.weight", L);
+		int32_t gu = find_tensor(b->p, n);
+		add_param(b, M, gu, 0);
+		add_param(b, M, gu, 1);
+		snprintf(n, sizeof n, "model.layers.%llu.mlp.down_proj.weight", L);
+		add_param(b, M, find_tensor(b->p, n), -1);
+		snprintf(n, sizeof n, "model.layers.%llu.input_layernorm.weight", L);
+		add_param(b, M, find_tensor(b->p, n), -1);
+		snprintf(n, sizeof n, "model.layers.%llu.post_attention_layernorm.weight", L);
+		add_param(b, M, find_tensor(b->p, n), -1);
+	}
+	add_param(b, M, find_tensor(b->p, "model.norm.weight"), -1);
+	/* LlamaRotaryEmbedding's inv_freq (persistent=False), registered after norm */
+	M->inv_freq = mk(b, "inv_freq buffer", AG_F32, 1, SH(m->head_dim / 2), AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
+	op(b, AG_OP_FILL, NO, NO, NO, M->inv_freq, NO, NO)->arg[0] = 1;
+	if (!m->tied)
+		add_param(b, M, find_tensor(b->p, "lm_head.weight"), -1);
+}
+
+/* The parameter of fused tensor `name`'s part, or the plain one. */
+static struct pt *PP(struct model *M, struct bld *b, int part, const char *fmt, ...)
+{
+	char name[256], n[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof name, fmt, ap);
+	va_end(ap);
+	for (size_t i = 0; i < M->npt; i++)
+		if (M->pt[i].part == part && !strcmp(step_tensor_name(b->p, (size_t)M->pt[i].param, n, sizeof n), name))
+			return &M->pt[i];
+	fprintf(stderr, "zerosim: autograd: no parameter %s part %d\n", name, part);
+	abort();
+}
+
+/* LlamaForCausalLM's forward (the loss inside, as the reference's), the
+ * loss's and the model's backward. */
+
+static void llama_step(struct bld *b, struct model *M)
+{
+	const struct zs_model *m = b->m;
+	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, h = m->heads, hd = m->head_dim;
+	uint64_t kv = m->kv_heads, rep = h / kv, f = m->intermediate, L = m->layers;
+	struct llama_layer_saved *S = zs_calloc(L, sizeof *S);
+	struct pt *emb = PF(M, b, "model.embed_tokens.weight"), *nw = PF(M, b, "model.norm.weight");
+	struct pt *head = m->tied ? emb : PF(M, b, "lm_head.weight");
+
+	b->phase = ZS_PH_FORWARD;
+	mark(b, "phase:forward");
+	b->module = modname(b, "model.embed_tokens");
+	mark(b, "fwd:embed_tokens:start");
+	T ie = TMP("embedding (embed_tokens)", AG_F32, B, Tn, d);
+	op(b, AG_OP_EMBEDDING, emb->w, M->ids, NO, ie, NO, NO);
+	mark(b, "fwd:embed_tokens:end");
+	b->module = -1;
+	/* cache_position = arange(T); position_ids its unsqueeze */
+	T cp = TMP("arange (cache_position)", AG_I64, Tn);
+	op(b, AG_OP_ARANGE, NO, NO, NO, cp, NO, NO);
+	/* _update_causal_mask (eager): full(min), triu(1), *= arange > cp */
+	T full = TMP("full (causal mask)", AG_F32, Tn, Tn);
+	op(b, AG_OP_FILL, NO, NO, NO, full, NO, NO)->arg[0] = -3.4028234663852886e38;
+	T cm = TMP("triu (causal mask)", AG_F32, Tn, Tn);
+	op(b, AG_OP_CAUSAL_ADD_MASK, NO, NO, NO, cm, NO, NO)->arg[0] = -3.4028234663852886e38;
+	unref(b, full);
+	T ar = TMP("arange (mask)", AG_I64, Tn);
+	op(b, AG_OP_ARANGE, NO, NO, NO, ar, NO, NO);
+	T gt = TMP("gt (mask)", AG_BOOL, Tn, Tn);
+	op(b, AG_OP_TRIL_MASK, NO, NO, NO, gt, NO, NO);
+	unref(b, ar);
+	/* mul_ by a bool: TensorIterator's float copy of it for a moment */
+	T gf = TMP("mul_ (the bool as float)", AG_F32, Tn, Tn);
+	op(b, AG_OP_COPY, gt, NO, NO, gf, NO, NO);
+	unref(b, gf);
+	unref(b, gt);
+	/* rotary_emb (under no_grad): cos, sin [1, T, hd] */
+	mark(b, "fwd:rotary_emb:start");
+	T pf = TMP("_to_copy (position_ids float)", AG_F32, 1, 1, Tn);
+	op(b, AG_OP_COPY, cp, NO, NO, pf, NO, NO);
+	T fr = TMP("bmm (inv_freq x positions)", AG_F32, 1, hd / 2, Tn);
+	op(b, AG_OP_BMM, M->inv_freq, pf, NO, fr, NO, NO);
+	T em = TMP("cat (freqs, freqs)", AG_F32, 1, Tn, hd);
+	op(b, AG_OP_CAT_LAST, fr, fr, NO, em, NO, NO);
+	T cs0 = TMP("cos", AG_F32, 1, Tn, hd);
+	op(b, AG_OP_COPY, em, NO, NO, cs0, NO, NO);
+	T sn0 = TMP("sin", AG_F32, 1, Tn, hd);
+	op(b, AG_OP_COPY, em, NO, NO, sn0, NO, NO);
+	T cs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (cos * attention_scaling)", cs0, 1.0, NULL);
+	unref(b, cs0);
+	T sn = scalar_op(b, AG_OP_MUL_SCALAR, "mul (sin * attention_scaling)", sn0, 1.0, NULL);
+	unref(b, sn0);
+	unref(b, pf);
+	unref(b, fr);
+	unref(b, em);
+	mark(b, "fwd:rotary_emb:end");
+	T cos4 = vw(b, cs, 4, SH(1, 1, Tn, hd), NULL, 0), sin4 = vw(b, sn, 4, SH(1, 1, Tn, hd), NULL, 0);
+	unref(b, cs);
+	unref(b, sn);
+	T hs = ie;
+	ref(b, hs); /* `inputs_embeds` and `hidden_states` both name it */
+	for (uint64_t l = 0; l < L; l++) {
+		struct llama_layer_saved *s = &S[l];
+		int i = (int)l;
+		mark(b, "fwd:layers.%d:start", i);
+		b->module = modname(b, "model.layers.%d.input_layernorm", i);
+		T x1 = rmsnorm(b, hs, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &s->n1);
+		T residual = hs;
+		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
+		const char *qkvn = "model.layers.%d.self_attn.{q,k,v}_proj.weight";
+		T q = linear(b, x1, PP(M, b, 0, qkvn, i), &s->q);
+		T k = linear(b, x1, PP(M, b, 1, qkvn, i), &s->k);
+		T v = linear(b, x1, PP(M, b, 2, qkvn, i), &s->v);
+		/* view(B, T, n, hd).transpose(1, 2) */
+		T qt = vw(b, q, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * h * hd), (int64_t)hd,
+		                                                       (int64_t)(h * hd), 1 }, 0);
+		unref(b, q);
+		T kt = vw(b, k, 4, SH(B, kv, Tn, hd), (const int64_t[]){ (int64_t)(Tn * kv * hd), (int64_t)hd,
+		                                                        (int64_t)(kv * hd), 1 }, 0);
+		unref(b, k);
+		T vt = vw(b, v, 4, SH(B, kv, Tn, hd), (const int64_t[]){ (int64_t)(Tn * kv * hd), (int64_t)hd,
+		                                                        (int64_t)(kv * hd), 1 }, 0);
+		unref(b, v);
+		T qe = rope(b, qt, cos4, sin4, &s->rq);
+		T ke = rope(b, kt, cos4, sin4, &s->rk);
+		unref(b, qt);
+		unref(b, kt);
+		/* repeat_kv: expand and reshape, a copy */
+		T kr = TMP("clone (repeat_kv k)", AG_F32, B, h, Tn, hd);
+		op(b, AG_OP_COPY, ke, NO, NO, kr, NO, NO);
+		unref(b, ke);
+		T vr = TMP("clone (repeat_kv v)", AG_F32, B, h, Tn, hd);
+		op(b, AG_OP_COPY, vt, NO, NO, vr, NO, NO);
+		unref(b, vt);
+		/* matmul(q, k^T): k^T copied to [B·h, hd, T] */
+		T ktr = transpose_last2(b, kr);
+		T ktc = bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
+		unref(b, ktr);
+		T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
+		op(b, AG_OP_BMM, qe, ktc, NO, sc, NO, NO);
+		T aw = scalar_op(b, AG_OP_MUL_SCALAR, "mul (scores * scaling)", sc, 1.0 / sqrt((double)hd), &s->sc_w);
+		unref(b, sc);
+		T am = TMP("add (causal mask)", AG_F32, B, h, Tn, Tn);
+		T cmv = vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
+		op(b, AG_OP_ADD, aw, cmv, NO, am, NO, NO)->arg[0] = 1;
+		unref(b, cmv);
+		unref(b, aw);
+		T sm = TMP("_softmax", AG_F32, B, h, Tn, Tn);
+		op(b, AG_OP_SOFTMAX, am, NO, NO, sm, NO, NO);
+		unref(b, am);
+		T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
+		op(b, AG_OP_BMM, sm, vr, NO, ao, NO, NO);
+		ref(b, sm); /* softmax's and bmm's */
+		s->qe = qe, s->ktc = ktc, s->attw = sm, s->vr = vr;
+		T aot = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
+		                                                           (int64_t)(Tn * hd), 1 }, 0);
+		T ac = TMP("clone (transpose(1, 2).contiguous())", AG_F32, B, Tn, h * hd);
+		op(b, AG_OP_COPY, aot, NO, NO, ac, NO, NO);
+		unref(b, aot);
+		unref(b, ao);
+		b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
+		T po = linear(b, ac, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &s->o);
+		unref(b, ac);
+		unref(b, kr); /* forward returns: key_states goes */
+		b->module = -1;
+		T h2 = residual_add(b, residual, po, 0);
+		unref(b, x1);
+		b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
+		T x2 = rmsnorm(b, h2, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &s->n2);
+		const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
+		b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
+		T gp = linear(b, x2, PP(M, b, 0, gun, i), &s->gate);
+		T sl = like(b, "silu", gp);
+		op(b, AG_OP_SILU, gp, NO, NO, sl, NO, NO);
+		T up = linear(b, x2, PP(M, b, 1, gun, i), &s->up);
+		T mu = like(b, "mul (silu(gate) * up)", sl);
+		op(b, AG_OP_MUL, sl, up, NO, mu, NO, NO);
+		s->gate_o = gp, s->silu_o = sl, s->up_o = up;
+		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
+		T mo = linear(b, mu, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &s->down);
+		unref(b, mu);
+		unref(b, x2);
+		b->module = -1;
+		hs = residual_add(b, h2, mo, 0);
+		(void)f;
+		(void)rep;
+		mark(b, "fwd:layers.%d:end", i);
+	}
+	b->module = modname(b, "model.norm");
+	mark(b, "fwd:norm:start");
+	struct rms_saved ns;
+	T xn = rmsnorm(b, hs, nw, &ns);
+	unref(b, hs);
+	mark(b, "fwd:norm:end");
+	T xn2, lg, lsm, tgt, tw;
+	T loss = head_fwd(b, M, xn, head, &xn2, &lg, &lsm, &tgt, &tw);
+	/* the model's forward returns: cache_position, the mask, inputs_embeds
+	 * (kept by the first norm) and the position embeddings (by the ropes) */
+	unref(b, cp);
+	unref(b, cm);
+	unref(b, ie);
+	unref(b, cos4);
+	unref(b, sin4);
+
+	T one, held;
+	T dxn = head_bwd(b, lsm, tgt, tw, xn2, head, &one, &held);
+	b->module = modname(b, "model.norm");
+	mark(b, "bwd:norm:start");
+	mark(b, "bwd:lm_head:end");
+	T xbuf = NO;
+	T dxn3 = reshape(b, dxn, 3, SH(B, Tn, d));
+	unref(b, dxn);
+	rmsnorm_bwd(b, dxn3, &ns, nw, &xbuf);
+	for (int i = (int)L - 1; i >= 0; i--) {
+		struct llama_layer_saved *s = &S[i];
+		mark(b, "bwd:layers.%d:start", i);
+		if (i == (int)L - 1)
+			mark(b, "bwd:norm:end");
+		else
+			mark(b, "bwd:layers.%d:end", i + 1);
+		T g = xbuf; /* AddBackward (h2 + mlp): to both */
+		T hbuf = g;
+		ref(b, g);
+		/* the MLP */
+		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
+		T dmu = NO;
+		linear_bwd(b, g, 1, &s->down, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &dmu);
+		b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
+		T dsl = like(b, "mul (swiglu backward)", s->silu_o);
+		op(b, AG_OP_MUL, dmu, s->up_o, NO, dsl, NO, NO);
+		T dup = like(b, "mul (swiglu backward)", s->silu_o);
+		op(b, AG_OP_MUL, dmu, s->silu_o, NO, dup, NO, NO);
+		unref(b, dmu);
+		unref(b, s->silu_o);
+		unref(b, s->up_o);
+		const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
+		T dx2 = NO;
+		linear_bwd(b, dup, 1, &s->up, PP(M, b, 1, gun, i), &dx2);
+		T dgp = like(b, "silu_backward", s->gate_o);
+		op(b, AG_OP_SILU_BWD, dsl, s->gate_o, NO, dgp, NO, NO);
+		unref(b, dsl);
+		unref(b, s->gate_o);
+		linear_bwd(b, dgp, 1, &s->gate, PP(M, b, 0, gun, i), &dx2);
+		b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
+		rmsnorm_bwd(b, dx2, &s->n2, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &hbuf);
+		/* AddBackward (residual + attn): to both; the attention first */
+		g = hbuf;
+		T rbuf = g;
+		ref(b, g);
+		b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
+		T dac = NO;
+		linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
+		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
+		T dvr;
+		T dam = attn_v_bwd(b, dac, s->attw, s->vr, B, h, Tn, hd, &dvr);
+		/* AddBackward (+ mask) passes; MulBackward (* scaling) */
+		T cs_ = cast_scalar(b, s->sc_w);
+		T dsc = TMP("mul (scaling backward)", AG_F32, B * h, Tn, Tn);
+		op(b, AG_OP_MUL_SCALAR, dam, NO, NO, dsc, NO, NO)->arg[0] = 1.0 / sqrt((double)hd);
+		unref(b, cs_);
+		unref(b, dam);
+		unref(b, s->sc_w);
+		/* BmmBackward (q @ k^T) */
+		T dq, dkt;
+		qk_bwd(b, dsc, s->qe, s->ktc, B * h, Tn, hd, &dq, &dkt);
+		/* v's repeat_kv, then k's, then the ropes of k and q */
+		T dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd);
+		T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd);
+		T kbuf = NO, qbuf = NO;
+		rope_bwd(b, dkr, &s->rk, &kbuf);
+		T dq4 = reshape(b, dq, 4, SH(B, h, Tn, hd));
+		unref(b, dq);
+		rope_bwd(b, dq4, &s->rq, &qbuf);
+		/* each projection's view(B, T, n, hd).transpose(1, 2): the grad
+		 * reshaped back to [B, T, n·hd], a copy */
+		T xbuf1 = NO;
+		T proj[3] = { dv, kbuf, qbuf };
+		struct lin_saved *ls[3] = { &s->v, &s->k, &s->q };
+		int part[3] = { 2, 1, 0 };
+		for (int j = 0; j < 3; j++) {
+			uint64_t n = j == 2 ? h : kv;
+			T c = TMP("clone (heads' grad to [B, T, n hd])", AG_F32, B, Tn, n * hd);
+			op(b, AG_OP_COPY, proj[j], NO, NO, c, NO, NO);
+			unref(b, proj[j]);
+			linear_bwd(b, c, 1, ls[j], PP(M, b, part[j], "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
+			           &xbuf1);
+		}
+		b->module = modname(b, "model.layers.%d.input_layernorm", i);
+		rmsnorm_bwd(b, xbuf1, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
+		xbuf = rbuf;
+	}
+	mark(b, "bwd:embed_tokens:start");
+	mark(b, "bwd:rotary_emb:end");
+	mark(b, "bwd:layers.0:end");
+	b->module = modname(b, "model.embed_tokens");
+	embedding_bwd(b, M, xbuf, emb, held);
+	unref(b, one);
+	free(S);
+	M->loss = loss;
+	M->logits = lg;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The optimizer and zero_grad */
+
+/* torch.autograd.profiler.record_function around Optimizer.step and
+ * zero_grad, 1.13: a zeros(1) handle and the 288-byte one
+ * _record_function_enter returns, both gone before the body runs (2.x's
+ * _record_function_enter_new returns a ScriptObject: no tensor). CPU
+ * allocations: on CUDA they are not the device's. */
+static void record_function(struct bld *b)
+{
+	if (b->o->device != ZS_DEVICE_CPU || b->o->version != ZS_TORCH_1_13)
+		return;
+	T h = tmp(b, "zeros (record_function handle)", AG_F32, 1, SH(1));
+	op(b, AG_OP_FILL, NO, NO, NO, h, NO, NO)->arg[0] = 0;
+	T r = tmp(b, "_record_function_enter (handle)", AG_BOOL, 1, SH(288));
+	op(b, AG_OP_FILL, NO, NO, NO, r, NO, NO)->arg[0] = 0;
+	unref(b, r);
+	unref(b, h);
+}
+
+/* Adam's state, made by its first step (first_step's list). */
+static void adam_state(struct bld *b, struct model *M)
+{
+	for (size_t i = 0; i < M->npt; i++) {
+		struct pt *q = &M->pt[i];
+		b->module = (int32_t)b->p->tensor[q->param].module;
+		q->step = mk(b, "Adam step", AG_F32, 0, NULL, AG_ROLE_ADAM_STEP, ZS_CAT_ADAM_M, q->param);
+		op(b, AG_OP_FILL, NO, NO, NO, q->step, NO, NO)->arg[0] = 0;
+		const struct ag_tensor w_ = b->s->tensor[q->w], *w = &w_; /* a copy: the array grows */
+		q->m = mk(b, "Adam exp_avg", AG_F32, w->ndim, w->shape, AG_ROLE_ADAM_M, ZS_CAT_ADAM_M, q->param);
+		op(b, AG_OP_FILL, NO, NO, NO, q->m, NO, NO)->arg[0] = 0;
+		q->v = mk(b, "Adam exp_avg_sq", AG_F32, w->ndim, w->shape, AG_ROLE_ADAM_V, ZS_CAT_ADAM_V, q->param);
+		op(b, AG_OP_FILL, NO, NO, NO, q->v, NO, NO)->arg[0] = 0;
+		b->s->tensor[q->step].part = b->s->tensor[q->m].part = b->s->tensor[q->v].part = q->part;
+	}
+	b->module = -1;
+}
+
+/* torch.optim.Adam's single-tensor step (1.13 adam.py _single_tensor_adam
+ * 319-410; 2.6 340-476): per parameter, in model.parameters() order. */
+static void adam_single(struct bld *b, struct model *M)
+{
+	const struct ag_options *o = b->o;
+	T prev = NO;
+	for (size_t i = 0; i < M->npt; i++) {
+		struct pt *q = &M->pt[i];
+		if (q->g == NO)
+			continue;
+		b->module = (int32_t)b->p->tensor[q->param].module;
+		scalar_op_(b, AG_OP_ADD_SCALAR_, q->step, NO, 1);     /* step_t += 1 */
+		if (o->version == ZS_TORCH_1_13) {
+			scalar_op_(b, AG_OP_MUL_SCALAR_, q->m, NO, o->beta1); /* exp_avg.mul_(beta1) */
+			op(b, AG_OP_ADD_, q->m, q->g, NO, q->m, NO, NO)->arg[0] = 1 - o->beta1;
+		} else {
+			/* exp_avg.lerp_(grad, 1 - beta1): lerp_.Scalar, no wrapped number */
+			op(b, AG_OP_LERP_, q->m, q->g, NO, q->m, NO, NO)->arg[0] = 1 - o->beta1;
+		}
+		scalar_op_(b, AG_OP_MUL_SCALAR_, q->v, NO, o->beta2);
+		struct ag_event *e = op(b, AG_OP_ADDCMUL_, q->v, q->g, q->g, q->v, NO, NO);
+		e->arg[0] = 1 - o->beta2;
+		/* denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps) */
+		T sq = like(b, "sqrt (Adam)", q->v);
+		op(b, AG_OP_SQRT, q->v, NO, NO, sq, NO, NO);
+		T dn = scalar_op(b, AG_OP_MUL_SCALAR, "div (Adam's denom)", sq, 1.0, NULL);
+		unref(b, sq);
+		scalar_op_(b, AG_OP_ADD_SCALAR_, dn, NO, o->eps);
+		unref(b, prev); /* the loop's name `denom` now holds the new one */
+		prev = dn;
+		e = op(b, AG_OP_ADDCDIV_, q->w, q->m, dn, q->w, NO, NO);
+		e->arg[0] = -o->lr;
+	}
+	unref(b, prev);
+	b->module = -1;
+}
+
+/* torch.optim.Adam's foreach step, 1.13 (_multi_tensor_adam, adam.py
+ * 415-521): each list op runs per tensor on the CPU's slow path (a
+ * wrapped number each where it takes a scalar); exp_avg_sq_sqrt and
+ * denom are two lists of temporaries the size of every parameter, alive
+ * together until the function returns (freed list by list, each from its
+ * last tensor: CPython's list dealloc). 2.6 (line 485): lerp_, the steps
+ * by a 0-dim tensor, eps added in place: one list. */
+static void adam_foreach(struct bld *b, struct model *M)
+{
+	const struct ag_options *o = b->o;
+	size_t n = 0;
+	struct pt **q = zs_calloc(M->npt ? M->npt : 1, sizeof *q);
+	for (size_t i = 0; i < M->npt; i++)
+		if (M->pt[i].g != NO)
+			q[n++] = &M->pt[i];
+	T *sq = zs_calloc(n ? n : 1, sizeof *sq), *dn = zs_calloc(n ? n : 1, sizeof *dn);
+	if (o->version == ZS_TORCH_1_13) {
+		for (size_t i = 0; i < n; i++) /* _foreach_add_(state_steps, 1) */
+			scalar_op_(b, AG_OP_ADD_SCALAR_, q[i]->step, NO, 1);
+	} else {
+		/* 2.6 (adam.py 602-607), CPU step tensors: _foreach_add_(steps,
+		 * torch.tensor(1.0, device="cpu"), alpha=1.0) */
+		T one = tmp(b, "tensor (1.0, the steps' increment)", AG_F32, 0, NULL);
+		op(b, AG_OP_FILL, NO, NO, NO, one, NO, NO)->arg[0] = 1;
+		for (size_t i = 0; i < n; i++)
+			op(b, AG_OP_ADD_SCALAR_, q[i]->step, NO, NO, q[i]->step, NO, NO)->arg[0] = 1;
+		unref(b, one);
+	}
+	if (o->version == ZS_TORCH_1_13) {
+		for (size_t i = 0; i < n; i++) /* _foreach_mul_(exp_avgs, beta1) */
+			scalar_op_(b, AG_OP_MUL_SCALAR_, q[i]->m, NO, o->beta1);
+		for (size_t i = 0; i < n; i++) /* _foreach_add_(exp_avgs, grads, alpha=1 - beta1) */
+			op(b, AG_OP_ADD_, q[i]->m, q[i]->g, NO, q[i]->m, NO, NO)->arg[0] = 1 - o->beta1;
+	} else {
+		for (size_t i = 0; i < n; i++) /* _foreach_lerp_(exp_avgs, grads, 1 - beta1) */
+			op(b, AG_OP_LERP_, q[i]->m, q[i]->g, NO, q[i]->m, NO, NO)->arg[0] = 1 - o->beta1;
+	}
+	for (size_t i = 0; i < n; i++) /* _foreach_mul_(exp_avg_sqs, beta2) */
+		scalar_op_(b, AG_OP_MUL_SCALAR_, q[i]->v, NO, o->beta2);
+	for (size_t i = 0; i < n; i++)
+		op(b, AG_OP_ADDCMUL_, q[i]->v, q[i]->g, q[i]->g, q[i]->v, NO, NO)->arg[0] = 1 - o->beta2;
+	for (size_t i = 0; i < n; i++) { /* _foreach_sqrt(exp_avg_sqs) */
+		b->module = (int32_t)b->p->tensor[q[i]->param].module;
+		sq[i] = like(b, "_foreach_sqrt (Adam)", q[i]->v);
+		op(b, AG_OP_SQRT, q[i]->v, NO, NO, sq[i], NO, NO);
+	}
+	for (size_t i = 0; i < n; i++) /* _foreach_div_(exp_avg_sq_sqrt, bias_correction2_sqrt) */
+		scalar_op_(b, AG_OP_MUL_SCALAR_, sq[i], NO, 1.0);
+	for (size_t i = 0; i < n; i++) {
+		b->module = (int32_t)b->p->tensor[q[i]->param].module;
+		if (o->version == ZS_TORCH_1_13) /* denom = _foreach_add(exp_avg_sq_sqrt, eps) */
+			dn[i] = scalar_op(b, AG_OP_ADD_SCALAR, "_foreach_add (Adam's denom)", sq[i], o->eps, NULL);
+		else { /* 2.6 (adam.py 678): _foreach_add_(exp_avg_sq_sqrt, eps), in place */
+			scalar_op_(b, AG_OP_ADD_SCALAR_, sq[i], NO, o->eps);
+			dn[i] = NO;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		op(b, AG_OP_ADDCDIV_, q[i]->w, q[i]->m, dn[i] != NO ? dn[i] : sq[i], q[i]->w, NO, NO)->arg[0] = -o->lr;
+	for (size_t i = n; i-- > 0;)
+		unref(b, sq[i]);
+	for (size_t i = n; i-- > 0;)
+		unref(b, dn[i]);
+	b->module = -1;
+	free(sq);
+	free(dn);
+	free(q);
+}
+
+static void zero_grad(struct bld *b, struct model *M)
+{
+	record_function(b);
+	for (size_t i = 0; i < M->npt; i++) {
+		struct pt *q = &M->pt[i];
+		if (q->g == NO)
+			continue;
+		if (b->o->zero_grad == ZS_ZERO_GRAD_ZEROS) {
+			op(b, AG_OP_ZERO_, q->g, NO, NO, q->g, NO, NO);
+		} else {
+			unref(b, q->g);
+			q->g = NO;
+		}
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+
+void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uint64_t batch, uint64_t seq)
+{
+	memset(o, 0, sizeof *o);
+	o->batch = batch;
+	o->seq = seq;
+	o->version = c->torch_version;
+	o->device = c->torch_device;
+	o->optim_impl = c->optim_impl;
+	if (o->optim_impl == ZS_OPTIM_IMPL_DEFAULT)
+		o->optim_impl = o->version != ZS_TORCH_1_13 && o->device == ZS_DEVICE_CUDA ? ZS_OPTIM_FOREACH
+		                                                                           : ZS_OPTIM_SINGLE;
+	o->zero_grad = c->zero_grad;
+	if (o->zero_grad == ZS_ZERO_GRAD_DEFAULT)
+		o->zero_grad = o->version == ZS_TORCH_1_13 ? ZS_ZERO_GRAD_ZEROS : ZS_ZERO_GRAD_NONE;
+	o->attn = c->attn;
+	if (o->attn == ZS_ATTN_DEFAULT)
+		o->attn = o->version == ZS_TORCH_1_13 ? ZS_ATTN_EAGER : ZS_ATTN_SDPA;
+	o->optimizer = c->optimizer;
+	o->lr = 1e-3;
+	o->beta1 = 0.9;
+	o->beta2 = 0.999;
+	o->eps = 1e-8;
+}
+
+static int refuse(char **cause, const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	zs_set_cause(cause, "%s", buf);
+	return -1;
+}
+
+int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step_params *p,
+                  const struct ag_options *o, char **cause)
+{
+	memset(s, 0, sizeof *s);
+	if (m->qkv_bias)
+		return refuse(cause, "--model %s: the PyTorch step of a %s (biases on q, k and v) is not described yet "
+		              "(gpt2, llama and mistral are)", m->name, m->model_type);
+	if (o->optimizer != ZS_ADAM)
+		return refuse(cause, "--optimizer: the PyTorch step describes Adam only");
+	/* On a GPU the wrapped numbers and record_function's handles are host
+	 * memory, the caching allocator rounds every block (512 B), and the
+	 * kernels' own scratch differs: not described until measured there. */
+	if (o->device != ZS_DEVICE_CPU)
+		return refuse(cause, "--torch-device cuda: the plain loop's step is described and checked on the CPU "
+		              "only yet (give --torch-device cpu)");
+	if (o->optim_impl == ZS_OPTIM_FUSED)
+		return refuse(cause, "--optimizer-impl fused: the PyTorch step describes single-tensor and foreach Adam "
+		              "only yet");
+
+	if (o->attn != ZS_ATTN_EAGER)
+		return refuse(cause, "--attn sdpa: the PyTorch step describes eager attention only yet (give --attn eager; sdpa is 2.x's default)");
+	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP };
+	struct bld *b = &B_;
+	struct model M = { 0 };
+	use(b, &s->setup, &s->nsetup);
+	if (m->family == ZS_FAMILY_GPT2)
+		gpt2_setup(b, &M);
+	else
+		llama_setup(b, &M);
+	M.ids = mk(b, "input_ids", AG_I64, 2, SH(o->batch, o->seq), AG_ROLE_INPUT, ZS_CAT_ACTIVATIONS, -1);
+	op(b, AG_OP_FILL, NO, NO, NO, M.ids, NO, NO)->arg[0] = 0;
+	M.labels = mk(b, "labels", AG_I64, 2, SH(o->batch, o->seq), AG_ROLE_INPUT, ZS_CAT_ACTIVATIONS, -1);
+	op(b, AG_OP_COPY, M.ids, NO, NO, M.labels, NO, NO);
+	/* The first step's own: the grads (zeros: kept from the first
+	 * backward on) and Adam's state. */
+	use(b, &s->first_step, &s->nfirst);
+	if (o->zero_grad == ZS_ZERO_GRAD_ZEROS)
+		for (size_t i = 0; i < M.npt; i++) {
+			struct pt *q = &M.pt[i];
+			b->module = (int32_t)p->tensor[q->param].module;
+			q->g = like(b, "grad", q->w);
+			op(b, AG_OP_ZERO_, q->g, NO, NO, q->g, NO, NO);
+			b->s->tensor[q->g].role = AG_ROLE_GRAD;
+			b->s->tensor[q->g].cat = ZS_CAT_GRAD32;
+			b->s->tensor[q->g].param = q->param;
+			b->s->tensor[q->g].part = q->part;
+		}
+	b->module = -1;
+	adam_state(b, &M);
+	use(b, &s->event, &s->nevents);
+	if (m->family == ZS_FAMILY_GPT2)
+		gpt2_step(b, &M);
+	else
+		llama_step(b, &M);
+	b->phase = ZS_PH_OPTIMIZER;
+	mark(b, "phase:optimizer");
+	record_function(b);
+	if (o->optim_impl == ZS_OPTIM_FOREACH)
+		adam_foreach(b, &M);
+	else
+		adam_single(b, &M);
+	mark(b, "phase:zero_grad");
+	zero_grad(b, &M);
+	unref(b, M.logits);
+	unref(b, M.loss);
+	mark(b, "phase:between");
+	free(M.pt);
+	free(M.bias);
+	free(M.masked_bias);
+	free(b->refs);
+	return 0;
+}
+
+void ag_step_free(struct ag_step *s)
+{
+	free(s->tensor);
+	free(s->setup);
+	free(s->first_step);
+	free(s->event);
+	for (size_t i = 0; i < s->nlabels; i++)
+		free(s->labels[i]);
+	free(s->labels);
+	memset(s, 0, sizeof *s);
+}

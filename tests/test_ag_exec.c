@@ -1,0 +1,599 @@
+/*
+ * test_ag_exec — the executor of the PyTorch step (engine/ag_exec.h) on
+ * hand-built event lists, each checked against values worked here by the
+ * formulas themselves (not by the executor's kernels):
+ *
+ *   h = x @ W + b (addmm), a = tanh(h), y = a · a; backward from dy = 1:
+ *   da = 2a, dh = da · (1 − a²), dW = xᵀ dh, db = Σ_rows dh, dx = dh Wᵀ,
+ *
+ * with xᵀ and Wᵀ transposed views of x's and W's storages (sgemm's
+ * transposition flags), and once more through views no BLAS takes (every
+ * stride 2: the plain loop); the loss as Hugging Face computes it
+ * (log_softmax, nll with ignore index −100, their backward: (softmax −
+ * onehot) / n on the rows that count); layer_norm's backward against
+ * finite differences of its forward. And what the executor refuses: an op
+ * reading a storage freed before it, one nothing wrote, a view past its
+ * storage's bytes; the tracker's peak is the list's live bytes, and
+ * nothing is left allocated after a run, nor after a failed one.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/ag_exec.h"
+#include "engine/tracker.h"
+#include "util/util.h"
+
+/* ---- building lists by hand -------------------------------------------- */
+
+#define MAXT 64
+#define MAXE 128
+
+struct list {
+	struct ag_step s;
+	struct ag_tensor t[MAXT];
+	struct ag_event e[MAXE];
+};
+
+static void list_init(struct list *l)
+{
+	memset(l, 0, sizeof *l);
+	l->s.tensor = l->t;
+	l->s.event = l->e;
+}
+
+/* A contiguous fp32 storage of shape sh (nd dims). */
+static uint32_t stor(struct list *l, const char *what, unsigned nd, const uint64_t *sh, enum ag_role role, int param)
+{
+	uint32_t i = (uint32_t)l->s.ntensors++;
+	struct ag_tensor *t = &l->t[i];
+	*t = (struct ag_tensor){.what = what, .dtype = AG_F32, .ndim = nd, .storage = i, .role = role,
+	                        .cat = ZS_CAT_ACTIVATIONS, .param = param, .module = -1};
+	uint64_t n = 1;
+	for (unsigned k = nd; k-- > 0;) {
+		t->shape[k] = sh[k];
+		t->stride[k] = (int64_t)n;
+		n *= sh[k];
+	}
+	t->bytes = 4 * n;
+	if (role == AG_ROLE_PARAM)
+		t->cat = ZS_CAT_PARAM32;
+	return i;
+}
+
+static uint32_t view_of(struct list *l, uint32_t base, unsigned nd, const uint64_t *sh, const int64_t *str,
+                        uint64_t off)
+{
+	uint32_t i = (uint32_t)l->s.ntensors++;
+	struct ag_tensor *t = &l->t[i];
+	*t = l->t[base];
+	t->ndim = nd;
+	for (unsigned k = 0; k < nd; k++) {
+		t->shape[k] = sh[k];
+		t->stride[k] = str[k];
+	}
+	t->storage = base;
+	t->offset = off;
+	t->bytes = 0;
+	return i;
+}
+
+static void ev(struct list *l, enum ag_event_kind kind, uint32_t t)
+{
+	l->e[l->s.nevents++] = (struct ag_event){.kind = kind, .t = t, .phase = ZS_PH_FORWARD, .module = -1,
+	                                         .in = {AG_NONE, AG_NONE, AG_NONE, AG_NONE, AG_NONE},
+	                                         .out = {AG_NONE, AG_NONE, AG_NONE}};
+}
+
+/* An op: up to 4 inputs and 3 outputs, AG_NONE-terminated. */
+static void op(struct list *l, enum ag_op o, uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3, uint32_t o0,
+               uint32_t o1, uint32_t o2, double arg)
+{
+	ev(l, AG_EV_OP, 0);
+	struct ag_event *e = &l->e[l->s.nevents - 1];
+	e->op = o;
+	e->in[0] = i0;
+	e->in[1] = i1;
+	e->in[2] = i2;
+	e->in[3] = i3;
+	e->out[0] = o0;
+	e->out[1] = o1;
+	e->out[2] = o2;
+	e->arg[0] = arg;
+}
+#define N AG_NONE
+
+/* ---- values ------------------------------------------------------------ */
+
+static const float X[2][3] = {{0.5f, -1.0f, 2.0f}, {1.5f, 0.25f, -0.5f}};
+static const float W[3][2] = {{0.1f, -0.2f}, {0.3f, 0.4f}, {-0.5f, 0.6f}};
+static const float Bv[2] = {0.05f, -0.1f};
+
+/* Parameters by their `param`: 0 W, 1 b, 2 x (as laid out), 3 x spread
+ * out (2, 6) with x at the even places, 4 a table of 5 × 4. */
+static int feed_param(void *ctx, const struct ag_step *s, uint32_t t, void *data, char **cause)
+{
+	(void)ctx;
+	(void)cause;
+	float *d = data;
+	switch (s->tensor[t].param) {
+	case 0: memcpy(d, W, sizeof W); break;
+	case 1: memcpy(d, Bv, sizeof Bv); break;
+	case 2: memcpy(d, X, sizeof X); break;
+	case 3:
+		for (int i = 0; i < 2; i++)
+			for (int j = 0; j < 6; j++)
+				d[i * 6 + j] = j % 2 == 0 ? X[i][j / 2] : 1e9f;
+		break;
+	default:
+		for (int i = 0; i < (int)(s->tensor[t].bytes / 4); i++)
+			d[i] = (float)sin(0.7 * i + 0.3) * 1.5f;
+	}
+	return 0;
+}
+
+static const struct ag_exec_feed feed = {NULL, feed_param, NULL};
+
+static struct ag_options opts(void)
+{
+	return (struct ag_options){.batch = 2, .seq = 1, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
+}
+
+/* A tracker of one rank and the executor over l's list, set up, and
+ * `steps` steps run; each must succeed. */
+static void start(struct list *l, struct zs_tracker *tr, struct ag_exec *x, unsigned steps)
+{
+	struct ag_options o = opts();
+	char *cause = NULL;
+	tracker_init(tr, 1);
+	ck_assert_msg(ag_exec_begin(x, &l->s, &o, tr, 0, &feed, &cause) == 0, "%s", cause ? cause : "");
+	for (unsigned t = 0; t < steps; t++)
+		ck_assert_msg(ag_exec_step(x, &cause) == 0, "%s", cause ? cause : "");
+}
+
+/* The small network above; `spread`: x read through stride-2 views.
+ * Its storages: ids into *ix (W, b, x, h, a, y, dy, da1, da, dh, dW, db, dx). */
+struct mlp_ids {
+	uint32_t W, b, x, h, a, y, dy, da1, da, dh, dW, db, dx;
+};
+
+static void build_mlp(struct list *l, int spread, struct mlp_ids *ix)
+{
+	list_init(l);
+	uint64_t s32[2] = {3, 2}, s2[1] = {2}, s22[2] = {2, 2}, s23[2] = {2, 3}, s26[2] = {2, 6};
+	ix->W = stor(l, "W", 2, s32, AG_ROLE_PARAM, 0);
+	ix->b = stor(l, "b", 1, s2, AG_ROLE_PARAM, 1);
+	uint32_t xs = spread ? stor(l, "x spread", 2, s26, AG_ROLE_PARAM, 3) : stor(l, "x", 2, s23, AG_ROLE_PARAM, 2);
+	int64_t xstr[2] = {spread ? 6 : 3, spread ? 2 : 1};
+	ix->x = spread ? view_of(l, xs, 2, s23, xstr, 0) : xs;
+	ix->h = stor(l, "h", 2, s22, AG_ROLE_TEMP, -1);
+	ix->a = stor(l, "a", 2, s22, AG_ROLE_TEMP, -1);
+	ix->y = stor(l, "y", 2, s22, AG_ROLE_TEMP, -1);
+	ix->dy = stor(l, "dy", 2, s22, AG_ROLE_TEMP, -1);
+	ix->da1 = stor(l, "da1", 2, s22, AG_ROLE_TEMP, -1);
+	ix->da = stor(l, "da", 2, s22, AG_ROLE_TEMP, -1);
+	ix->dh = stor(l, "dh", 2, s22, AG_ROLE_TEMP, -1);
+	ix->dW = stor(l, "dW", 2, s32, AG_ROLE_TEMP, -1);
+	ix->db = stor(l, "db", 1, s2, AG_ROLE_TEMP, -1);
+	ix->dx = stor(l, "dx", 2, s23, AG_ROLE_TEMP, -1);
+	/* xᵀ (3, 2) and Wᵀ (2, 3): transposed views */
+	uint64_t s32b[2] = {3, 2};
+	int64_t xt[2] = {xstr[1], xstr[0]}, wt[2] = {1, 2};
+	uint32_t xT = view_of(l, xs, 2, s32b, xt, 0), WT = view_of(l, ix->W, 2, s23, wt, 0);
+
+	/* setup: the parameters */
+	struct ag_event *keep = l->e;
+	l->s.setup = keep;
+	ev(l, AG_EV_ALLOC, ix->W);
+	ev(l, AG_EV_ALLOC, ix->b);
+	ev(l, AG_EV_ALLOC, xs);
+	l->s.nsetup = l->s.nevents;
+	l->s.event = l->e + l->s.nevents;
+	size_t first = l->s.nevents;
+	ev(l, AG_EV_ALLOC, ix->h);
+	op(l, AG_OP_ADDMM, ix->x, ix->W, ix->b, N, ix->h, N, N, 0);
+	ev(l, AG_EV_ALLOC, ix->a);
+	op(l, AG_OP_TANH, ix->h, N, N, N, ix->a, N, N, 0);
+	ev(l, AG_EV_FREE, ix->h);
+	ev(l, AG_EV_ALLOC, ix->y);
+	op(l, AG_OP_MUL, ix->a, ix->a, N, N, ix->y, N, N, 0);
+	ev(l, AG_EV_ALLOC, ix->dy);
+	op(l, AG_OP_FILL, N, N, N, N, ix->dy, N, N, 1.0);
+	ev(l, AG_EV_ALLOC, ix->da1);
+	op(l, AG_OP_MUL, ix->dy, ix->a, N, N, ix->da1, N, N, 0);
+	ev(l, AG_EV_ALLOC, ix->da);
+	op(l, AG_OP_ADD, ix->da1, ix->da1, N, N, ix->da, N, N, 1.0);
+	ev(l, AG_EV_FREE, ix->da1);
+	ev(l, AG_EV_ALLOC, ix->dh);
+	op(l, AG_OP_TANH_BWD, ix->da, ix->a, N, N, ix->dh, N, N, 0);
+	ev(l, AG_EV_ALLOC, ix->dW);
+	op(l, AG_OP_MM, xT, ix->dh, N, N, ix->dW, N, N, 0);
+	ev(l, AG_EV_ALLOC, ix->db);
+	op(l, AG_OP_SUM_ROWS, ix->dh, N, N, N, ix->db, N, N, 0);
+	ev(l, AG_EV_ALLOC, ix->dx);
+	op(l, AG_OP_MM, ix->dh, WT, N, N, ix->dx, N, N, 0);
+	l->s.nevents -= first;
+	for (size_t i = 0; i < l->s.nevents; i++)
+		l->s.event[i].phase = i < 5 ? ZS_PH_FORWARD : ZS_PH_BACKWARD;
+}
+
+/* The expected values, worked in double from the formulas. */
+struct mlp_want {
+	double h[2][2], a[2][2], dh[2][2], dW[3][2], db[2], dx[2][3];
+};
+
+static void want_mlp(struct mlp_want *w)
+{
+	memset(w, 0, sizeof *w);
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; j < 2; j++) {
+			double h = Bv[j];
+			for (int k = 0; k < 3; k++)
+				h += (double)X[i][k] * W[k][j];
+			w->h[i][j] = h;
+			w->a[i][j] = tanh(h);
+			w->dh[i][j] = 2 * w->a[i][j] * (1 - w->a[i][j] * w->a[i][j]);
+		}
+	for (int k = 0; k < 3; k++)
+		for (int j = 0; j < 2; j++)
+			for (int i = 0; i < 2; i++)
+				w->dW[k][j] += (double)X[i][k] * w->dh[i][j];
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; j < 2; j++)
+			w->db[j] += w->dh[i][j];
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < 3; k++)
+			for (int j = 0; j < 2; j++)
+				w->dx[i][k] += w->dh[i][j] * W[k][j];
+}
+
+static void check_mlp(int spread)
+{
+	struct list *l = zs_calloc(1, sizeof *l);
+	struct mlp_ids ix;
+	build_mlp(l, spread, &ix);
+	struct zs_tracker tr;
+	struct ag_exec x;
+	start(l, &tr, &x, 1);
+	struct mlp_want w;
+	want_mlp(&w);
+	const float *a = ag_exec_data(&x, ix.a), *dW = ag_exec_data(&x, ix.dW), *db = ag_exec_data(&x, ix.db),
+	            *dx = ag_exec_data(&x, ix.dx), *dh = ag_exec_data(&x, ix.dh);
+	ck_assert_ptr_null(ag_exec_data(&x, ix.h)); /* freed after tanh */
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; j < 2; j++) {
+			ck_assert_double_eq_tol(a[i * 2 + j], w.a[i][j], 1e-6);
+			ck_assert_double_eq_tol(dh[i * 2 + j], w.dh[i][j], 1e-6);
+		}
+	for (int k = 0; k < 3; k++)
+		for (int j = 0; j < 2; j++)
+			ck_assert_double_eq_tol(dW[k * 2 + j], w.dW[k][j], 1e-6);
+	for (int j = 0; j < 2; j++)
+		ck_assert_double_eq_tol(db[j], w.db[j], 1e-6);
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < 3; k++)
+			ck_assert_double_eq_tol(dx[i * 3 + k], w.dx[i][k], 1e-6);
+	/* The peak is the list's: params (24 + 8 + x's) and, at the last
+	 * alloc, a, y, dy, da, dh (16 each), dW 24, db 8, dx 24. */
+	size_t xbytes = spread ? 48 : 24, want_peak = 24 + 8 + xbytes + 80 + 24 + 8 + 24; /* 80: five of 16 */
+	ck_assert_uint_eq(tr.rank[0].peak, want_peak);
+	ag_exec_end(&x);
+	ck_assert_uint_eq(tracker_outstanding(&tr), 0);
+	tracker_destroy(&tr);
+	free(l);
+}
+
+START_TEST(test_addmm_tanh_mul_forward_and_backward_against_hand_values)
+{
+	check_mlp(0);
+}
+END_TEST
+
+START_TEST(test_the_same_through_views_blas_cannot_take)
+{
+	check_mlp(1);
+}
+END_TEST
+
+/* A failing list: the cause must hold `want`, and nothing stays allocated. */
+static void check_refused(struct list *l, const char *want)
+{
+	struct zs_tracker tr;
+	tracker_init(&tr, 1);
+	struct ag_exec x;
+	struct ag_options o = opts();
+	char *cause = NULL;
+	int rc = ag_exec_begin(&x, &l->s, &o, &tr, 0, &feed, &cause);
+	if (rc == 0) {
+		rc = ag_exec_step(&x, &cause);
+		ag_exec_end(&x);
+	}
+	ck_assert_int_eq(rc, -1);
+	ck_assert_ptr_nonnull(cause);
+	ck_assert_msg(strstr(cause, want) != NULL, "cause \"%s\" lacks \"%s\"", cause, want);
+	ck_assert_ptr_null(strchr(cause, '\n'));
+	ck_assert_uint_eq(tracker_outstanding(&tr), 0);
+	tracker_destroy(&tr);
+	free(cause);
+}
+
+START_TEST(test_reading_a_freed_storage_fails_the_run)
+{
+	struct list *l = zs_calloc(1, sizeof *l);
+	struct mlp_ids ix;
+	build_mlp(l, 0, &ix);
+	/* free a (the tanh's output) right after y is made: dy·a then reads it */
+	for (size_t i = 0; i < l->s.nevents; i++)
+		if (l->s.event[i].kind == AG_EV_ALLOC && l->s.event[i].t == ix.dy) {
+			memmove(&l->s.event[i + 1], &l->s.event[i], (l->s.nevents - i) * sizeof *l->s.event);
+			l->s.event[i] = (struct ag_event){.kind = AG_EV_FREE, .t = ix.a, .phase = ZS_PH_BACKWARD,
+			                                  .in = {N, N, N, N, N}, .out = {N, N, N}};
+			l->s.nevents++;
+			break;
+		}
+	check_refused(l, "tensor a (4) is used while its storage is not allocated");
+	free(l);
+}
+END_TEST
+
+START_TEST(test_reading_what_nothing_wrote_fails_the_run)
+{
+	struct list *l = zs_calloc(1, sizeof *l);
+	struct mlp_ids ix;
+	build_mlp(l, 0, &ix);
+	for (size_t i = 0; i < l->s.nevents; i++) /* drop dy's fill */
+		if (l->s.event[i].kind == AG_EV_OP && l->s.event[i].op == AG_OP_FILL)
+			l->s.event[i].kind = AG_EV_MARK;
+	check_refused(l, "before anything wrote it");
+	free(l);
+}
+END_TEST
+
+START_TEST(test_a_view_past_its_storage_fails_the_run)
+{
+	struct list *l = zs_calloc(1, sizeof *l);
+	struct mlp_ids ix;
+	build_mlp(l, 0, &ix);
+	l->t[ix.x].shape[0] = 3; /* x (2, 3) read as (3, 3) */
+	check_refused(l, "outside its storage");
+	free(l);
+}
+END_TEST
+
+/* Hugging Face's loss: log_softmax, nll over the rows whose label is not
+ * −100, backward from 1. Logits (3, 4), labels (1, −100, 3). */
+START_TEST(test_the_loss_and_its_gradient_against_hand_values)
+{
+	struct list *l = zs_calloc(1, sizeof *l);
+	list_init(l);
+	uint64_t s34[2] = {3, 4}, s3[1] = {3}, s0[1] = {1};
+	uint32_t z = stor(l, "logits", 2, s34, AG_ROLE_PARAM, 4);
+	uint32_t lab = stor(l, "labels", 1, s3, AG_ROLE_TEMP, -1);
+	l->t[lab].dtype = AG_I64;
+	l->t[lab].bytes = 24;
+	uint32_t lp = stor(l, "log_softmax", 2, s34, AG_ROLE_TEMP, -1);
+	uint32_t loss = stor(l, "loss", 0, s0, AG_ROLE_TEMP, -1), tw = stor(l, "total_weight", 0, s0, AG_ROLE_TEMP, -1);
+	uint32_t one = stor(l, "ones", 0, s0, AG_ROLE_TEMP, -1);
+	uint32_t dlp = stor(l, "nll_backward", 2, s34, AG_ROLE_TEMP, -1), dz = stor(l, "dlogits", 2, s34, AG_ROLE_TEMP, -1);
+	uint32_t lab1 = view_of(l, lab, 1, (uint64_t[]){1}, (int64_t[]){1}, 0);
+	uint32_t lab3 = view_of(l, lab, 1, (uint64_t[]){1}, (int64_t[]){1}, 2);
+	l->s.setup = l->e;
+	ev(l, AG_EV_ALLOC, z);
+	l->s.nsetup = 1;
+	l->s.event = l->e + 1;
+	size_t first = l->s.nevents;
+	ev(l, AG_EV_ALLOC, lab);
+	op(l, AG_OP_FILL, N, N, N, N, lab, N, N, -100.0); /* then 1 and 3 into rows 0 and 2 */
+	op(l, AG_OP_FILL, N, N, N, N, lab1, N, N, 1.0);
+	op(l, AG_OP_FILL, N, N, N, N, lab3, N, N, 3.0);
+	ev(l, AG_EV_ALLOC, lp);
+	op(l, AG_OP_LOG_SOFTMAX, z, N, N, N, lp, N, N, 0);
+	ev(l, AG_EV_ALLOC, loss);
+	ev(l, AG_EV_ALLOC, tw);
+	op(l, AG_OP_NLL, lp, lab, N, N, loss, tw, N, -100.0);
+	ev(l, AG_EV_ALLOC, one);
+	op(l, AG_OP_FILL, N, N, N, N, one, N, N, 1.0);
+	ev(l, AG_EV_ALLOC, dlp);
+	op(l, AG_OP_NLL_BWD, one, lab, tw, N, dlp, N, N, -100.0);
+	ev(l, AG_EV_ALLOC, dz);
+	op(l, AG_OP_LOG_SOFTMAX_BWD, dlp, lp, N, N, dz, N, N, 0);
+	l->s.nevents -= first;
+
+	struct zs_tracker tr;
+	struct ag_exec x;
+	start(l, &tr, &x, 1);
+	const float *zz = ag_exec_data(&x, z), *g = ag_exec_data(&x, dz);
+	int target[3] = {1, -1, 3};
+	double want_loss = 0;
+	for (int r = 0; r < 3; r++) {
+		double mx = -1e30, sum = 0;
+		for (int j = 0; j < 4; j++)
+			mx = fmax(mx, zz[r * 4 + j]);
+		for (int j = 0; j < 4; j++)
+			sum += exp(zz[r * 4 + j] - mx);
+		for (int j = 0; j < 4; j++) {
+			double p = exp(zz[r * 4 + j] - mx) / sum;
+			double want = target[r] < 0 ? 0.0 : (p - (j == target[r])) / 2.0;
+			ck_assert_double_eq_tol(g[r * 4 + j], want, 1e-6);
+		}
+		if (target[r] >= 0)
+			want_loss += (-(zz[r * 4 + target[r]] - mx) + log(sum)) / 2.0;
+	}
+	ck_assert(x.have_loss);
+	ck_assert_double_eq_tol(x.loss, want_loss, 1e-6);
+	ck_assert_float_eq(*(const float *)ag_exec_data(&x, tw), 2.0f);
+	ag_exec_end(&x);
+	ck_assert_uint_eq(tracker_outstanding(&tr), 0);
+	tracker_destroy(&tr);
+	free(l);
+}
+END_TEST
+
+/* layer_norm (3 rows of 4, weight and bias) and its backward: dx, dw, db
+ * against central differences of L = Σ out · g with g fixed. */
+static double ln_loss(const float *xv, const float *w, const float *b, const float *g)
+{
+	double L = 0;
+	for (int r = 0; r < 3; r++) {
+		double mu = 0, var = 0;
+		for (int j = 0; j < 4; j++)
+			mu += xv[r * 4 + j] / 4.0;
+		for (int j = 0; j < 4; j++)
+			var += (xv[r * 4 + j] - mu) * (xv[r * 4 + j] - mu) / 4.0;
+		for (int j = 0; j < 4; j++)
+			L += ((xv[r * 4 + j] - mu) / sqrt(var + 1e-5) * w[j] + b[j]) * g[r * 4 + j];
+	}
+	return L;
+}
+
+START_TEST(test_layer_norm_backward_against_finite_differences)
+{
+	struct list *l = zs_calloc(1, sizeof *l);
+	list_init(l);
+	uint64_t s34[2] = {3, 4}, s4[1] = {4}, s3[1] = {3};
+	uint32_t xv = stor(l, "x", 2, s34, AG_ROLE_PARAM, 4), w = stor(l, "w", 1, s4, AG_ROLE_PARAM, 5),
+	         b = stor(l, "b", 1, s4, AG_ROLE_PARAM, 6), g = stor(l, "g", 2, s34, AG_ROLE_PARAM, 7);
+	uint32_t out = stor(l, "out", 2, s34, AG_ROLE_TEMP, -1), mean = stor(l, "mean", 1, s3, AG_ROLE_TEMP, -1),
+	         rstd = stor(l, "rstd", 1, s3, AG_ROLE_TEMP, -1), dx = stor(l, "dx", 2, s34, AG_ROLE_TEMP, -1),
+	         dw = stor(l, "dw", 1, s4, AG_ROLE_TEMP, -1), db = stor(l, "db", 1, s4, AG_ROLE_TEMP, -1);
+	l->s.setup = l->e;
+	ev(l, AG_EV_ALLOC, xv);
+	ev(l, AG_EV_ALLOC, w);
+	ev(l, AG_EV_ALLOC, b);
+	ev(l, AG_EV_ALLOC, g);
+	l->s.nsetup = 4;
+	l->s.event = l->e + 4;
+	size_t first = l->s.nevents;
+	ev(l, AG_EV_ALLOC, out);
+	ev(l, AG_EV_ALLOC, mean);
+	ev(l, AG_EV_ALLOC, rstd);
+	op(l, AG_OP_LAYER_NORM, xv, w, b, N, out, mean, rstd, 1e-5);
+	ev(l, AG_EV_ALLOC, dx);
+	ev(l, AG_EV_ALLOC, dw);
+	ev(l, AG_EV_ALLOC, db);
+	op(l, AG_OP_LAYER_NORM_BWD, g, xv, mean, rstd, dx, dw, db, 0);
+	l->e[l->s.nevents - 1].in[4] = w;
+	l->s.nevents -= first;
+
+	struct zs_tracker tr;
+	struct ag_exec x;
+	start(l, &tr, &x, 1);
+	float *X0 = ag_exec_data(&x, xv), *W0 = ag_exec_data(&x, w), *B0 = ag_exec_data(&x, b), *G = ag_exec_data(&x, g);
+	const float *DX = ag_exec_data(&x, dx), *DW = ag_exec_data(&x, dw), *DB = ag_exec_data(&x, db);
+	float *vars[3] = {X0, W0, B0};
+	const float *grads[3] = {DX, DW, DB};
+	int sizes[3] = {12, 4, 4};
+	for (int v = 0; v < 3; v++)
+		for (int i = 0; i < sizes[v]; i++) {
+			float keep = vars[v][i], h = 1e-2f;
+			vars[v][i] = keep + h;
+			double up = ln_loss(X0, W0, B0, G);
+			vars[v][i] = keep - h;
+			double dn = ln_loss(X0, W0, B0, G);
+			vars[v][i] = keep;
+			ck_assert_double_eq_tol(grads[v][i], (up - dn) / (2.0 * h), 2e-3);
+		}
+	ag_exec_end(&x);
+	tracker_destroy(&tr);
+	free(l);
+}
+END_TEST
+
+/* Adam's single-tensor ops as torch.optim.Adam (1.13) writes them, over
+ * two steps of one parameter with a fixed gradient: the executor supplies
+ * the step-dependent scalars; the weights against Adam worked here. */
+START_TEST(test_adams_ops_take_the_steps_scalars)
+{
+	struct list *l = zs_calloc(1, sizeof *l);
+	list_init(l);
+	uint64_t s4[1] = {4};
+	uint32_t p = stor(l, "p", 1, s4, AG_ROLE_PARAM, 5), gr = stor(l, "grad", 1, s4, AG_ROLE_GRAD, 5),
+	         m = stor(l, "m", 1, s4, AG_ROLE_ADAM_M, 5), v = stor(l, "v", 1, s4, AG_ROLE_ADAM_V, 5),
+	         sq = stor(l, "sqrt", 1, s4, AG_ROLE_TEMP, -1), dn = stor(l, "denom", 1, s4, AG_ROLE_TEMP, -1);
+	l->s.setup = l->e;
+	ev(l, AG_EV_ALLOC, p);
+	l->s.nsetup = 1;
+	l->s.first_step = l->e + 1;
+	ev(l, AG_EV_ALLOC, m);
+	op(l, AG_OP_ZERO_, m, N, N, N, m, N, N, 0);
+	ev(l, AG_EV_ALLOC, v);
+	op(l, AG_OP_ZERO_, v, N, N, N, v, N, N, 0);
+	l->s.nfirst = 4;
+	l->s.event = l->e + 5;
+	size_t first = l->s.nevents;
+	ev(l, AG_EV_ALLOC, gr);
+	op(l, AG_OP_COPY, p, N, N, N, gr, N, N, 0); /* the gradient: the weights themselves, as at the step's start */
+	op(l, AG_OP_MUL_SCALAR_, m, N, N, N, m, N, N, 0.9);
+	op(l, AG_OP_ADD_, m, gr, N, N, m, N, N, 0.1);
+	op(l, AG_OP_MUL_SCALAR_, v, N, N, N, v, N, N, 0.999);
+	op(l, AG_OP_ADDCMUL_, v, gr, gr, N, v, N, N, 0.001);
+	ev(l, AG_EV_ALLOC, sq);
+	op(l, AG_OP_SQRT, v, N, N, N, sq, N, N, 0);
+	ev(l, AG_EV_ALLOC, dn);
+	op(l, AG_OP_MUL_SCALAR, sq, N, N, N, dn, N, N, 12345.0); /* the executor's 1/sqrt(1 − β2^t) */
+	op(l, AG_OP_ADD_SCALAR_, dn, N, N, N, dn, N, N, 1e-8);
+	op(l, AG_OP_ADDCDIV_, p, m, dn, N, p, N, N, 12345.0); /* the executor's −lr/(1 − β1^t) */
+	ev(l, AG_EV_FREE, sq);
+	ev(l, AG_EV_FREE, dn);
+	ev(l, AG_EV_FREE, gr);
+	l->s.nevents -= first;
+	for (size_t i = 0; i < l->s.nevents; i++)
+		l->s.event[i].phase = i < 2 ? ZS_PH_BACKWARD : ZS_PH_OPTIMIZER;
+	for (size_t i = 0; i < l->s.nfirst; i++)
+		l->s.first_step[i].phase = ZS_PH_OPTIMIZER;
+
+	struct zs_tracker tr;
+	struct ag_exec x;
+	char *cause = NULL;
+	start(l, &tr, &x, 0);
+	double want[4], mm[4] = {0}, vv[4] = {0};
+	const float *pp = ag_exec_data(&x, p);
+	for (int i = 0; i < 4; i++)
+		want[i] = pp[i];
+	for (int t = 1; t <= 3; t++) {
+		ck_assert_msg(ag_exec_step(&x, &cause) == 0, "%s", cause ? cause : "");
+		for (int i = 0; i < 4; i++) {
+			double gi = want[i];
+			mm[i] = 0.9 * mm[i] + 0.1 * gi;
+			vv[i] = 0.999 * vv[i] + 0.001 * gi * gi;
+			double mh = mm[i] / (1 - pow(0.9, t)), vh = vv[i] / (1 - pow(0.999, t));
+			want[i] -= 1e-3 * mh / (sqrt(vh) + 1e-8);
+			ck_assert_double_eq_tol(pp[i], want[i], 1e-6);
+		}
+	}
+	ag_exec_end(&x);
+	ck_assert_uint_eq(tracker_outstanding(&tr), 0);
+	tracker_destroy(&tr);
+	free(l);
+}
+END_TEST
+
+static Suite *ag_exec_suite(void)
+{
+	Suite *s = suite_create("ag_exec");
+	TCase *t = tcase_create("kernels");
+	tcase_add_test(t, test_addmm_tanh_mul_forward_and_backward_against_hand_values);
+	tcase_add_test(t, test_the_same_through_views_blas_cannot_take);
+	tcase_add_test(t, test_the_loss_and_its_gradient_against_hand_values);
+	tcase_add_test(t, test_layer_norm_backward_against_finite_differences);
+	tcase_add_test(t, test_adams_ops_take_the_steps_scalars);
+	suite_add_tcase(s, t);
+	t = tcase_create("lifetimes");
+	tcase_add_test(t, test_reading_a_freed_storage_fails_the_run);
+	tcase_add_test(t, test_reading_what_nothing_wrote_fails_the_run);
+	tcase_add_test(t, test_a_view_past_its_storage_fails_the_run);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(ag_exec_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
