@@ -674,6 +674,91 @@ bad_measure "--bucket-cap is DDP's bucket size: it needs --framework torch" --ca
 bad_measure "--prefetch is FSDP's backward prefetch, and --schemes dp builds no FSDP" \
 	--case "$tmp/case.json" --framework torch --schemes dp --prefetch backward-pre
 
+# ---------------------------------------------------------------------------
+# The PyTorch options (--torch-version ... --wrapper): each bad value names
+# the option and its values; each is refused under --framework paper;
+# --wrapper none needs N = 1, a transformer and no wrapper's settings;
+# --attn needs a transformer; 1.13 has no SDPA and no CPU fused Adam; in a
+# spec (zerosim-sweep/2) the same, and a /1 spec has none of the keys.
+tiny=$srcdir/report/models/gpt2-tiny.json
+for cmd in measure theory; do
+	for v in 2.5 1.13.1 2 '' 2.6,1.13; do
+		try 2 "--torch-version: '$v' is not one of 2.6, 1.13" $cmd --framework torch --torch-version "$v" --out "$keep"
+	done
+	for v in gpu CUDA '' cpu,cuda; do
+		try 2 "--torch-device: '$v' is not one of cuda, cpu" $cmd --framework deepspeed --torch-device "$v" --out "$keep"
+	done
+	for v in default multi_tensor FUSED ''; do
+		try 2 "--optimizer-impl: '$v' is not one of single, foreach, fused" $cmd --framework torch --optimizer-impl "$v" --out "$keep"
+	done
+	for v in default true set_to_none ''; do
+		try 2 "--zero-grad: '$v' is not one of none, zeros" $cmd --framework torch --zero-grad "$v" --out "$keep"
+	done
+	for v in default flash_attention_2 SDPA ''; do
+		try 2 "--attn: '$v' is not one of eager, sdpa" $cmd --framework torch --attn "$v" --out "$keep"
+	done
+	for v in ddp off ''; do
+		try 2 "--wrapper: '$v' is not one of auto, none" $cmd --framework torch --wrapper "$v" --out "$keep"
+	done
+	for o in "torch-version 1.13" "torch-device cpu" "optimizer-impl fused" "zero-grad zeros" "attn eager" "wrapper auto"; do
+		try 2 "--${o% *}: only under --framework torch or deepspeed" $cmd --$o --out "$keep"
+		try 2 "--${o% *}: only under --framework torch or deepspeed" $cmd --framework torch --framework paper --$o --out "$keep"
+	done
+	try 2 "--zero-grad: only under --framework torch or deepspeed" $cmd --model "$tiny" --zero-grad none --world 1 --out "$keep"
+	for fw in torch deepspeed; do
+		try 2 "--wrapper none is one process's plain training loop: every --world must be 1 (it lists 2)" \
+			$cmd --framework $fw --model "$tiny" --wrapper none --world 1,2 --out "$keep"
+		try 2 "--wrapper none needs a transformer (--model): it is the plain loop over a Hugging Face model" \
+			$cmd --framework $fw --wrapper none --world 1 --out "$keep"
+		try 2 "--attn needs a transformer (--model): the MLP has no attention" \
+			$cmd --framework $fw --attn eager --world 1 --out "$keep"
+		try 2 "--attn sdpa: PyTorch 1.13 has no scaled_dot_product_attention (2.0 added it)" \
+			$cmd --framework $fw --model "$tiny" --torch-version 1.13 --attn sdpa --world 1 --out "$keep"
+		try 2 "--optimizer-impl fused: PyTorch 1.13's fused Adam runs on CUDA only" \
+			$cmd --framework $fw --torch-version 1.13 --torch-device cpu --optimizer-impl fused --world 1 --out "$keep"
+	done
+	try 2 "--bucket-cap: --wrapper none builds no DDP to set" \
+		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --schemes dp --bucket-cap 5 --out "$keep"
+	try 2 "--prefetch: --wrapper none builds no FSDP to set" \
+		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --schemes zero3 --prefetch none --out "$keep"
+	try 2 "--ds-max-live: --wrapper none builds no DeepSpeed engine to set" \
+		$cmd --framework deepspeed --model "$tiny" --wrapper none --world 1 --schemes zero3 --ds-max-live 5 --out "$keep"
+	# The last of a repeated option counts.
+	try 2 "--wrapper none is one process's plain training loop: every --world must be 1 (it lists 4)" \
+		$cmd --framework torch --model "$tiny" --wrapper auto --wrapper none --world 4 --out "$keep"
+done
+# theory's --flash-attn is --attn sdpa under torch and deepspeed.
+bad_theory "--flash-attn is --attn sdpa, and --attn eager says otherwise: give one" \
+	--framework torch --model "$tiny" --attn eager --flash-attn --world 1
+bad_theory "--flash-attn (--attn sdpa): PyTorch 1.13 has no scaled_dot_product_attention" \
+	--framework deepspeed --model "$tiny" --torch-version 1.13 --flash-attn --world 1
+spec sp-tv-num '{"format": "zerosim-sweep/2", "framework": "torch", "torch-version": 1.13}'
+spec sp-tv-bad '{"format": "zerosim-sweep/2", "framework": "torch", "torch-version": "2.0"}'
+spec sp-zg-paper '{"format": "zerosim-sweep/2", "zero-grad": "zeros"}'
+spec sp-zg-v1 '{"format": "zerosim-sweep/1", "framework": "torch", "zero-grad": "zeros"}'
+spec sp-zg-key '{"format": "zerosim-sweep/2", "framework": "torch", "zero_grad": "zeros"}'
+spec sp-wr-world '{"format": "zerosim-sweep/2", "framework": "torch", "wrapper": "none", "world": [1, 8]}'
+spec sp-oi-list '{"format": "zerosim-sweep/2", "framework": "torch", "optimizer-impl": ["single"]}'
+for cmd in measure theory; do
+	sp_try() { f=$1; shift; try 2 "$tmp/$f.json$*" $cmd --spec "$tmp/$f.json" --out "$keep"; }
+	sp_try sp-tv-num ': "torch-version" is not a string'
+	sp_try sp-tv-bad ": \"torch-version\": '2.0' is not one of 2.6, 1.13"
+	sp_try sp-zg-v1 ': "zero-grad" is a key of zerosim-sweep/2, not of this zerosim-sweep/1 file'
+	sp_try sp-zg-key ': unknown key "zero_grad"; zerosim-sweep/2 has layers, world, schemes, units, steps, batch, seed, precision, optimizer, lr, beta1, beta2, eps, framework, bucket-cap, prefetch, torch-version, torch-device, optimizer-impl, zero-grad, attn, wrapper'
+	sp_try sp-oi-list ': "optimizer-impl" is not a string'
+	try 2 "--zero-grad: only under --framework torch or deepspeed" $cmd --spec "$tmp/sp-zg-paper.json" --out "$keep"
+	try 2 "--wrapper none is one process's plain training loop: every --world must be 1 (it lists 8)" \
+		$cmd --spec "$tmp/sp-wr-world.json" --model "$tiny" --out "$keep"
+	# The command line overrides the spec, and is then checked against it.
+	try 2 "--wrapper none is one process's plain training loop: every --world must be 1 (it lists 2)" \
+		$cmd --spec "$tmp/sp-wr-world.json" --model "$tiny" --world 2 --out "$keep"
+done
+# A case file holds none of them: the framework's options are the command line's.
+bad_case case-zg 's/"steps": 1,/"steps": 1, "zero-grad": "none",/' "$tmp/case-zg.json: unknown key \"zero-grad\" in the case"
+bad_measure "--wrapper none is one process's plain training loop: every --world must be 1 (it lists 2)" \
+	--case "$tmp/case.json" --framework torch --wrapper none
+bad_measure "--zero-grad: only under --framework torch or deepspeed" --case "$tmp/case.json" --zero-grad zeros
+
 # No run, failed or not, left a temporary file behind.
 left=$(find "$tmp" -name '.zerosim.tmp*' | head -n 5)
 [ -z "$left" ] || fail "temporary files were left behind: $left"

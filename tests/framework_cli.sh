@@ -82,6 +82,66 @@ grep -q '"buckets":	2102272' "$tmp/bh.json" || fail "--bucket-cap 1048576: the b
 grep -q 'bucket_cap_mb 0.1;' "$tmp/tt" || fail "the theory's text does not name bucket_cap_mb 0.1"
 grep -q 'backward_prefetch BACKWARD_PRE;' "$tmp/tt" || fail "the theory's text does not name BACKWARD_PRE"
 
+# The PyTorch options: files of a torch or deepspeed run name them as the
+# run follows them, each "default" resolved to the release's on the
+# device, as PyTorch's own sources set them (zerosim.1; docs/torch_saved.md):
+# zero_grad's set_to_none False in 1.13 (optimizer.py 246), True in 2.6
+# (optimizer.py 940); Adam foreach on CUDA in 2.x (optimizer.py 184-188),
+# single on the CPU and in 1.13 (adam.py 288); eager attention in 1.13,
+# which has no SDPA, sdpa in 2.x. A paper file names none of them.
+tiny=${srcdir:-.}/report/models/gpt2-tiny.json
+torch_cfg() { # FILE: its config's six keys, in order, as "key=value ..."
+	tr -d '\n\t ' <"$1" | sed 's/"runs":.*//; s/"results":.*//' | grep -o '"\(torch_version\|torch_device\|optimizer_impl\|zero_grad\|attn\|wrapper\)":"[^"]*"' |
+		tr -d '"' | tr ':\n' '= ' | sed 's/ $//'
+}
+want_cfg() { # WANT OPTIONS...: theory's and measure's config for the options
+	want=$1; shift
+	"$zerosim" theory "$@" --out "$tmp/tc.json" || fail "theory $*"
+	[ "$(torch_cfg "$tmp/tc.json")" = "$want" ] || fail "theory $*: config $(torch_cfg "$tmp/tc.json"), not $want"
+}
+want_cfg "torch_version=2.6 torch_device=cuda optimizer_impl=foreach zero_grad=none attn=sdpa wrapper=auto" \
+	--framework torch --model "$tiny" --world 2
+want_cfg "torch_version=2.6 torch_device=cpu optimizer_impl=single zero_grad=none attn=sdpa wrapper=auto" \
+	--framework torch --model "$tiny" --world 2 --torch-device cpu
+want_cfg "torch_version=1.13 torch_device=cuda optimizer_impl=single zero_grad=zeros attn=eager wrapper=auto" \
+	--framework deepspeed --model "$tiny" --world 2 --torch-version 1.13
+want_cfg "torch_version=1.13 torch_device=cpu optimizer_impl=foreach zero_grad=none attn=eager wrapper=none" \
+	--framework torch --model "$tiny" --world 1 --torch-version 1.13 --torch-device cpu --optimizer-impl foreach \
+	--zero-grad none --attn eager --wrapper none
+# An MLP has no attention: no attn key.
+want_cfg "torch_version=2.6 torch_device=cuda optimizer_impl=fused zero_grad=zeros wrapper=auto" \
+	--framework torch --world 2 --optimizer-impl fused --zero-grad zeros
+"$zerosim" measure -q --framework torch --world 2 --steps 1 --torch-version 1.13 --out "$tmp/mc.json" || fail "measure torch 1.13"
+[ "$(torch_cfg "$tmp/mc.json")" = "torch_version=1.13 torch_device=cuda optimizer_impl=single zero_grad=zeros wrapper=auto" ] ||
+	fail "measure --torch-version 1.13: config $(torch_cfg "$tmp/mc.json")"
+"$zerosim" theory --model "$tiny" --world 2 --out "$tmp/pc.json" || fail "paper gpt2-tiny"
+[ -z "$(torch_cfg "$tmp/pc.json")" ] || fail "a paper theory.json names PyTorch's options: $(torch_cfg "$tmp/pc.json")"
+# A zerosim-sweep/2 spec gives all six; the command line overrides it.
+printf '{"format": "zerosim-sweep/2", "framework": "torch", "world": [1], "torch-version": "1.13", "torch-device": "cpu",
+ "optimizer-impl": "foreach", "zero-grad": "none", "attn": "eager", "wrapper": "none"}\n' >"$tmp/s2.json"
+want_cfg "torch_version=1.13 torch_device=cpu optimizer_impl=foreach zero_grad=none attn=eager wrapper=none" \
+	--spec "$tmp/s2.json" --model "$tiny"
+want_cfg "torch_version=2.6 torch_device=cpu optimizer_impl=foreach zero_grad=none attn=sdpa wrapper=auto" \
+	--spec "$tmp/s2.json" --model "$tiny" --torch-version 2.6 --attn sdpa --wrapper auto
+# A zerosim-sweep/1 spec is still read, to the same files as the command
+# line and as the same keys under /2.
+printf '{"format": "zerosim-sweep/1", "framework": "torch", "bucket-cap": 0.5, "schemes": ["dp", "zero3"], "world": [2], "units": ["model", "layer"]}\n' \
+	>"$tmp/s1.json"
+sed 's|sweep/1|sweep/2|' "$tmp/s1.json" >"$tmp/s1as2.json"
+"$zerosim" theory --spec "$tmp/s1.json" --out "$tmp/s1.out" &&
+	"$zerosim" theory --spec "$tmp/s1as2.json" --out "$tmp/s1as2.out" &&
+	"$zerosim" theory --framework torch --bucket-cap 0.5 --schemes dp,zero3 --world 2 --unit model,layer \
+		--out "$tmp/s1cl.out" || fail "a zerosim-sweep/1 spec"
+cmp -s "$tmp/s1.out" "$tmp/s1cl.out" || fail "a zerosim-sweep/1 spec differs from its command line"
+cmp -s "$tmp/s1.out" "$tmp/s1as2.out" || fail "a zerosim-sweep/1 spec differs from the same keys under /2"
+# theory's --flash-attn is --attn sdpa under torch (the same file), and
+# under paper still the no-scores formula.
+"$zerosim" theory --framework torch --model "$tiny" --world 2 --flash-attn --out "$tmp/fa.json" &&
+	"$zerosim" theory --framework torch --model "$tiny" --world 2 --attn sdpa --out "$tmp/sd.json" &&
+	"$zerosim" theory --model "$tiny" --world 2 --flash-attn --out "$tmp/pf.json" || fail "--flash-attn"
+cmp -s "$tmp/fa.json" "$tmp/sd.json" || fail "--flash-attn differs from --attn sdpa under torch"
+grep -q '"flash_attn":	true' "$tmp/pf.json" || fail "--flash-attn under paper is no longer flash"
+
 # the default names no framework; --framework paper is the default
 "$zerosim" theory --out "$tmp/d.json" && "$zerosim" theory --framework paper --out "$tmp/p.json" || fail "paper"
 grep -q framework "$tmp/d.json" && fail "the default theory.json names a framework"
@@ -130,6 +190,13 @@ refused "$zerosim" report --no-render --template "$template" --measured "$tmp/b1
 grep -q "differ in bucket_cap_mb: 1 and 25" "$tmp/err" || fail "not the bucket's line: $(cat "$tmp/err")"
 refused "$zerosim" report --no-render --template "$template" --measured "$tmp/pre.json" --theory "$tmp/none.json"
 grep -q "differ in prefetch: backward-pre and none" "$tmp/err" || fail "not the prefetch line: $(cat "$tmp/err")"
+# ... and so are two of different PyTorch: 1.13's zero_grad keeps zeroed
+# grads, 2.6's frees them.
+"$zerosim" measure -q --framework torch --schemes dp --world 2 --steps 1 --torch-version 1.13 --out "$tmp/v13.json" &&
+	"$zerosim" theory --framework torch --schemes dp --world 2 --zero-grad zeros --out "$tmp/v26.json" ||
+	fail "the PyTorch files"
+refused "$zerosim" report --no-render --template "$template" --measured "$tmp/v13.json" --theory "$tmp/v26.json"
+grep -q "differ in torch_version: 1.13 and 2.6" "$tmp/err" || fail "not the torch_version line: $(cat "$tmp/err")"
 # Every departure a framework causes is a named cause: over DeepSpeed's
 # runs (its 1e9-byte bucket, a bucket small enough that the step's fp32
 # grads make the peak, the optimizer offloaded, zero3 with the optimizer or

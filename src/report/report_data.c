@@ -173,6 +173,12 @@ int report_read_framework(const cJSON *cfg, const char *where, struct report_fra
 	if (cJSON_GetObjectItemCaseSensitive(cfg, "prefetch") != NULL &&
 	    zs_json_string(cfg, "prefetch", where, &f->prefetch, cause) < 0)
 		return -1;
+	for (int i = 0; i < ZS_NTORCH_JSON_KEYS; i++) {
+		f->torch[i] = NULL;
+		if (cJSON_GetObjectItemCaseSensitive(cfg, zs_torch_json_keys[i]) != NULL &&
+		    zs_json_string(cfg, zs_torch_json_keys[i], where, &f->torch[i], cause) < 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -193,6 +199,10 @@ int report_same_framework(const struct report_framework *a, const struct report_
 	if (a->prefetch != NULL && b->prefetch != NULL && strcmp(a->prefetch, b->prefetch) != 0)
 		return zs_fail(cause, "%s and %s differ in prefetch: %.15s and %.15s", an, bn, a->prefetch,
 		               b->prefetch);
+	for (int i = 0; i < ZS_NTORCH_JSON_KEYS; i++)
+		if (a->torch[i] != NULL && b->torch[i] != NULL && strcmp(a->torch[i], b->torch[i]) != 0)
+			return zs_fail(cause, "%s and %s differ in %s: %.15s and %.15s", an, bn, zs_torch_json_keys[i],
+			               a->torch[i], b->torch[i]);
 	if (a->ds_reduce_bucket >= 0 && b->ds_reduce_bucket >= 0 && a->ds_reduce_bucket != b->ds_reduce_bucket)
 		return zs_fail(cause, "%s and %s differ in DeepSpeed's reduce bucket: %.0f and %.0f elements", an,
 		               bn, a->ds_reduce_bucket, b->ds_reduce_bucket);

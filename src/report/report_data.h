@@ -160,7 +160,7 @@ int report_read_train(const cJSON *cfg, const char *where, struct report_train *
 
 /* A run's framework (config.framework; absent: the paper's) and the
  * settings its files may name: torch's bucket_cap_mb and prefetch,
- * DeepSpeed's deepspeed object. Known names only. */
+ * DeepSpeed's deepspeed object, the PyTorch followed. Known names only. */
 struct report_framework {
 	const char *framework;
 	double ds_persist;       /* deepspeed.persist, -1 when absent */
@@ -171,6 +171,9 @@ struct report_framework {
 	const char *offload;     /* deepspeed.offload, NULL when absent */
 	double ranks_per_node;   /* deepspeed.ranks_per_node, -1 when absent */
 	double steps;            /* config.steps under DeepSpeed (zero3's comm is a mean over them), -1 when absent */
+	/* The PyTorch followed (config.torch_version ... wrapper, in
+	 * zs_torch_json_keys' order), each NULL when absent. */
+	const char *torch[ZS_NTORCH_JSON_KEYS];
 };
 int report_read_framework(const cJSON *cfg, const char *where, struct report_framework *f, char **cause);
 

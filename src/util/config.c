@@ -848,15 +848,18 @@ void zs_config_json_deepspeed(cJSON *cfg, const struct zs_config *c)
 	cJSON_AddNumberToObject(o, "ranks_per_node", c->ranks_per_node);
 }
 
+const char *const zs_torch_json_keys[ZS_NTORCH_JSON_KEYS] = {"torch_version", "torch_device", "optimizer_impl",
+                                                                "zero_grad", "attn", "wrapper"};
+
 void zs_config_json_torch(cJSON *cfg, const struct zs_config *c, int attention)
 {
 	if (c->framework == ZS_FW_PAPER)
 		return;
-	cJSON_AddStringToObject(cfg, "torch_version", zs_torch_version_name(c->torch_version));
-	cJSON_AddStringToObject(cfg, "torch_device", zs_torch_device_name(c->torch_device));
-	cJSON_AddStringToObject(cfg, "optimizer_impl", zs_optim_impl_name(zs_optim_impl_resolve(c)));
-	cJSON_AddStringToObject(cfg, "zero_grad", zs_zero_grad_name(zs_zero_grad_resolve(c)));
-	if (attention)
-		cJSON_AddStringToObject(cfg, "attn", zs_attn_name(zs_attn_resolve(c)));
-	cJSON_AddStringToObject(cfg, "wrapper", zs_wrapper_name(c->wrapper));
+	const char *value[ZS_NTORCH_JSON_KEYS] = {
+		zs_torch_version_name(c->torch_version), zs_torch_device_name(c->torch_device),
+		zs_optim_impl_name(zs_optim_impl_resolve(c)), zs_zero_grad_name(zs_zero_grad_resolve(c)),
+		attention ? zs_attn_name(zs_attn_resolve(c)) : NULL, zs_wrapper_name(c->wrapper)};
+	for (int i = 0; i < ZS_NTORCH_JSON_KEYS; i++)
+		if (value[i] != NULL)
+			cJSON_AddStringToObject(cfg, zs_torch_json_keys[i], value[i]);
 }

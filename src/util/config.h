@@ -166,6 +166,9 @@ void zs_config_json_deepspeed(struct cJSON *cfg, const struct zs_config *c);
  * transformer (attention != 0: an MLP has none). Nothing under paper, so
  * that its files are what they were. */
 void zs_config_json_torch(struct cJSON *cfg, const struct zs_config *c, int attention);
+/* Those keys, in that order (the report compares them between files). */
+#define ZS_NTORCH_JSON_KEYS 6
+extern const char *const zs_torch_json_keys[ZS_NTORCH_JSON_KEYS];
 
 /* Load a zerosim-sweep/2 or /1 file over `c` (keys it has replace c's). A key
  * the format does not have is an error naming it; a /1 file has none of
