@@ -105,9 +105,10 @@ want_cfg "torch_version=2.6 torch_device=cpu optimizer_impl=single zero_grad=non
 	--framework torch --model "$tiny" --world 2 --torch-device cpu
 want_cfg "torch_version=1.13 torch_device=cuda optimizer_impl=single zero_grad=zeros attn=eager wrapper=auto" \
 	--framework deepspeed --model "$tiny" --world 2 --torch-version 1.13
+# The plain loop's theory is PyTorch's step, described in fp32 (docs/schedule.md).
 want_cfg "torch_version=1.13 torch_device=cpu optimizer_impl=foreach zero_grad=none attn=eager wrapper=none" \
 	--framework torch --model "$tiny" --world 1 --torch-version 1.13 --torch-device cpu --optimizer-impl foreach \
-	--zero-grad none --attn eager --wrapper none
+	--zero-grad none --attn eager --wrapper none --precision fp32
 # An MLP has no attention: no attn key.
 want_cfg "torch_version=2.6 torch_device=cuda optimizer_impl=fused zero_grad=zeros wrapper=auto" \
 	--framework torch --world 2 --optimizer-impl fused --zero-grad zeros
@@ -120,7 +121,7 @@ want_cfg "torch_version=2.6 torch_device=cuda optimizer_impl=fused zero_grad=zer
 printf '{"format": "zerosim-sweep/2", "framework": "torch", "world": [1], "torch-version": "1.13", "torch-device": "cpu",
  "optimizer-impl": "foreach", "zero-grad": "none", "attn": "eager", "wrapper": "none"}\n' >"$tmp/s2.json"
 want_cfg "torch_version=1.13 torch_device=cpu optimizer_impl=foreach zero_grad=none attn=eager wrapper=none" \
-	--spec "$tmp/s2.json" --model "$tiny"
+	--spec "$tmp/s2.json" --model "$tiny" --precision fp32
 want_cfg "torch_version=2.6 torch_device=cpu optimizer_impl=foreach zero_grad=none attn=sdpa wrapper=auto" \
 	--spec "$tmp/s2.json" --model "$tiny" --torch-version 2.6 --attn sdpa --wrapper auto
 # A zerosim-sweep/1 spec is still read, to the same files as the command
