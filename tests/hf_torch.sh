@@ -18,7 +18,9 @@
 #
 # `tests/hf_torch.sh table` (make check-torch-ref; ZS_HF_SMALL=0 leaves out
 # GPT-2 small, minutes a run; ZS_TORCH26_ROOT names the 2.6 root): the cases with
-# PyTorch's peak, zerosim's and their ratio, under the PyTorch 1.13 here and,
+# PyTorch's peak, zerosim's paper-level peak and the plain loop's (--wrapper
+# none, the PyTorch step summed; "-" with the reason where it is not
+# described yet) and each one's ratio, under the PyTorch 1.13 here and,
 # when tests/torch26_root.sh can make or find its Debian 13 root, 2.6.
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).

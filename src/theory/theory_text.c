@@ -613,6 +613,14 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 			header = 1;
 		}
 		zs_buf_printf(t, "  %-6s", zs_scheme_name(scheme));
+		if (c->framework == ZS_FW_TORCH && c->wrapper == ZS_WRAPPER_NONE) {
+			/* the plain loop is one process and recomputes nothing (its
+			 * step is PyTorch's, without checkpointing): no N and no
+			 * --recompute changes it */
+			zs_buf_printf(t, " nothing in the plain loop (--wrapper none: one process, no "
+			              "recomputation); a wrapper shards it\n");
+			continue;
+		}
 		const char *sep = " --recompute";
 		for (int rc = (int)req->act.recompute + 1; rc <= ZS_RECOMPUTE_FULL; rc++) {
 			uint64_t mb = max_batch_with(req, (enum zs_recompute)rc, scheme, unit, top);
