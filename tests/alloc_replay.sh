@@ -305,6 +305,40 @@ a, b = (json.load(open(f))['rows'][0]['allocator']['oom'] for f in sys.argv[1:3]
 assert a is None and b is not None, (a, b)
 " "$tmp/b$mb.json" "$tmp/b$((mb + 1)).json" || fail "micro-batch $mb is not the last that fits 1 GB"
 
+# The report's fig10-allocator replays rank 0's step from the file (its
+# live blocks, then its events) through the same model: with one step, and
+# so the run's whole trace from an empty cache, its highest reserved is the
+# run's own replay's (measure's, in the engine); a report of files without
+# --allocator draws no such figure.
+"$zerosim" measure -q --layers 256,1024,1024,256 --world 1,2 --steps 1 --timeline --allocator cuda \
+	--out "$tmp/fm.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+"$zerosim" theory --layers 256,1024,1024,256 --world 1,2 --steps 1 --out "$tmp/ft.json" 2>"$tmp/err" ||
+	{ cat "$tmp/err" >&2; exit 99; }
+"$zerosim" report --measured "$tmp/fm.json" --theory "$tmp/ft.json" --no-render --out "$tmp/fr" >"$tmp/out" 2>&1 ||
+	fail "report with the allocator: $(cat "$tmp/out")"
+python3 -c "
+import json, sys
+m = json.load(open(sys.argv[1]))
+blocks, cur = [], []
+for line in open(sys.argv[2]):
+    if line.startswith('# ') and 'unit=' in line:
+        cur = []
+        blocks.append((line.split()[1], cur))
+    elif line.strip() and not line.startswith('#'):
+        cur.append(float(line.split()[2]))
+runs = {r['scheme']: r for r in m['runs'] if r['world'] == 2 and r['unit'] == 'model'}
+assert len(blocks) == 4, blocks
+for scheme, res in blocks:
+    want = runs[scheme]['allocator']['per_rank']['reserved_peak_bytes'][0]
+    got = round(max(res) * m['config']['params'])
+    assert got == want, (scheme, got, want)
+" "$tmp/fm.json" "$tmp/fr/figures/fig10-allocator.dat" || fail "fig10-allocator's reserved is not the run's replay's"
+"$zerosim" measure -q --layers 256,1024,256 --world 2 --steps 1 --timeline --out "$tmp/gm.json" 2>"$tmp/err" &&
+"$zerosim" theory --layers 256,1024,256 --world 2 --steps 1 --out "$tmp/gt.json" 2>"$tmp/err" &&
+"$zerosim" report --measured "$tmp/gm.json" --theory "$tmp/gt.json" --no-render --out "$tmp/gr" >"$tmp/out" 2>&1 ||
+	fail "report without the allocator: $(cat "$tmp/out")"
+[ ! -e "$tmp/gr/figures/fig10-allocator.dat" ] || fail "a report without --allocator draws fig10-allocator"
+
 # --- the options ----------------------------------------------------------
 refused() {
 	want=$1
