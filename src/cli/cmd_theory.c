@@ -129,7 +129,7 @@ static void usage(void)
 "      --allocator A      none (default) or cuda: replay each row's step\n"
 "                         through PyTorch 2.6.0's CUDA caching allocator:\n"
 "                         reserved bytes, fragmentation, segments, and where\n"
-"                         --device-mem runs out (not DeepSpeed's zero3);\n"
+"                         --device-mem runs out (rows with an exact step);\n"
 "                         the fits and the largest micro-batch are then\n"
 "                         judged on reserved plus the device's fixed costs\n"
 "      --alloc-conf CONF  with --allocator cuda: its PYTORCH_CUDA_ALLOC_CONF,\n"

@@ -707,8 +707,8 @@ static void allocator_text(struct zs_buf *t, const struct theory_request *req, e
 	              "allocator (docs/schedule.md, \"The replay in theory\")", zs_unit_name(unit),
 	              CUDA_ALLOC_TORCH_RELEASE);
 	if (!any) {
-		zs_buf_printf(t, ": no row's step is replayed here (DeepSpeed's ZeRO-3 and the paper level "
-		              "of a model are not traced)\n");
+		zs_buf_printf(t, ": no row's step is replayed here (only a step zerosim runs, with an exact "
+		              "schedule, is traced)\n");
 		return;
 	}
 	size_t sc = scale_of((double)largest);
@@ -759,8 +759,8 @@ static void allocator_text(struct zs_buf *t, const struct theory_request *req, e
 				              (unsigned long long)h.oom_bytes, amount(v[0], sizeof v[0], st->reserved));
 		}
 	if (uncovered)
-		zs_buf_printf(t, "(rows not listed are not replayed: DeepSpeed's ZeRO-3 is not traced yet; their fit "
-		              "above is on the step's blocks)\n");
+		zs_buf_printf(t, "(rows not listed are not replayed: they have no exact step to trace; their fit "
+		              "above is on the paper level)\n");
 
 	/* the fixed costs, named (N > 2's; every N's are in the JSON) */
 	struct theory_overhead o;
