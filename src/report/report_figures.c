@@ -484,6 +484,27 @@ static void ytics(struct zs_buf *b, double top)
 	zs_buf_printf(b, "set ytics %g\n", m * e);
 }
 
+/* n panels of a step's events, one above the other: the PDF then the PNG
+ * (1.15in a panel, 0.9in for the title and the notes below), up to the
+ * multiplot's title, which the caller writes. */
+static void panels_open(struct zs_buf *gp, const char *name, int n)
+{
+	double inches = 0.9 + 1.15 * n;
+	zs_buf_printf(gp,
+		"do for [out = 1:2] {\n"
+		"if (out == 1) {\n"
+		"  set terminal pdfcairo enhanced size 6in,%.2fin font 'Helvetica,9' linewidth 1.5\n"
+		"  set output '%s.pdf'\n"
+		"  small = 'Helvetica,7.5'\n"
+		"} else {\n"
+		"  set terminal pngcairo enhanced size 1100,%.0f font 'Helvetica,12'\n"
+		"  set output '%s.png'\n"
+		"  small = 'Helvetica,10'\n"
+		"}\n"
+		"set multiplot layout %d,1 margins 0.08,0.83,%.3f,%.3f spacing 0,%.3f \\\n",
+		inches, name, inches * 1100 / 6, name, n, 0.62 / inches, 1 - 0.3 / inches, 0.3 / inches);
+}
+
 static int fig_timeline(const struct report_data *d, const char *dir, char **cause)
 {
 	struct zs_buf dat = {0}, gp = {0};
@@ -491,7 +512,6 @@ static int fig_timeline(const struct report_data *d, const char *dir, char **cau
 	const char *name = report_figure_names[4];
 	int n = timeline_runs(d, r), j, rc, p;
 	unsigned shortened = 0;
-	double inches;
 	size_t i;
 
 	header(&gp, d, name, "rank 0's memory through the last step, phase by phase");
@@ -521,8 +541,6 @@ static int fig_timeline(const struct report_data *d, const char *dir, char **cau
 			              i ? report_phase_name(r[j]->phase[i]) : "start");
 		zs_buf_printf(&dat, "%zu %.9g end\n", i, r[j]->timeline[i - 1] / d->params);
 	}
-	/* 1.15in per panel, 0.9in for the title and the notes below. */
-	inches = 0.9 + 1.15 * n;
 	zs_buf_printf(&gp,
 		"# One panel per run, each over its own events and with its own y scale.\n"
 		"# A phase begins at a dotted line, its name above; backward is shaded light\n"
@@ -530,21 +548,9 @@ static int fig_timeline(const struct report_data *d, const char *dir, char **cau
 		"set style line 7 lc rgb '#999999' lw 1 dt 3       # phase separators\n"
 		"set key at graph 1.03, graph 0.75 left center Left reverse samplen 2.5\n"
 		"unset grid\nset grid ytics front lc rgb '#d0d0d0'\nset yrange [0:*]\n"
-		"# Vector PDF for the paper, PNG for a quick look; sizes tuned to each.\n"
-		"do for [out = 1:2] {\n"
-		"if (out == 1) {\n"
-		"  set terminal pdfcairo enhanced size 6in,%.2fin font 'Helvetica,9' linewidth 1.5\n"
-		"  set output '%s.pdf'\n"
-		"  small = 'Helvetica,7.5'\n"
-		"} else {\n"
-		"  set terminal pngcairo enhanced size 1100,%.0f font 'Helvetica,12'\n"
-		"  set output '%s.png'\n"
-		"  small = 'Helvetica,10'\n"
-		"}\n"
-		"set multiplot layout %d,1 margins 0.08,0.83,%.3f,%.3f spacing 0,%.3f \\\n"
-		"  title 'Memory of rank 0 through one step, phase by phase, N = %u'\n",
-		inches, name, inches * 1100 / 6, name, n, 0.62 / inches, 1 - 0.3 / inches,
-		0.3 / inches, r[0]->world);
+		"# Vector PDF for the paper, PNG for a quick look; sizes tuned to each.\n");
+	panels_open(&gp, name, n);
+	zs_buf_printf(&gp, "  title 'Memory of rank 0 through one step, phase by phase, N = %u'\n", r[0]->world);
 	for (j = 0; j < n; j++) {
 		const int layer = r[j]->unit == ZS_UNIT_LAYER && main_unit(d) == ZS_UNIT_MODEL;
 		const unsigned silent = timeline_silent(r[j]);
@@ -748,29 +754,16 @@ static int fig_allocator(const struct report_data *d, const char *dir, char **ca
 		free(why);
 		why = NULL;
 	}
-	double inches = 0.9 + 1.15 * n;
 	header(&gp, d, name, "rank 0's allocated and reserved bytes through the last step, phase by phase");
 	zs_buf_printf(&gp,
 		"# One panel per run, each over its own events and with its own y scale; fig5's\n"
 		"# phase marks. Solid: allocated; dashed: reserved (the allocator's segments).\n"
 		"set style line 7 lc rgb '#999999' lw 1 dt 3       # phase separators\n"
-		"set key at graph 1.03, graph 0.75 left center Left reverse samplen 2.5\n"
-		"unset grid\nset grid ytics front lc rgb '#d0d0d0'\nset yrange [0:*]\n"
-		"do for [out = 1:2] {\n"
-		"if (out == 1) {\n"
-		"  set terminal pdfcairo enhanced size 6in,%.2fin font 'Helvetica,9' linewidth 1.5\n"
-		"  set output '%s.pdf'\n"
-		"  small = 'Helvetica,7.5'\n"
-		"} else {\n"
-		"  set terminal pngcairo enhanced size 1100,%.0f font 'Helvetica,12'\n"
-		"  set output '%s.png'\n"
-		"  small = 'Helvetica,10'\n"
-		"}\n"
-		"set multiplot layout %d,1 margins 0.08,0.83,%.3f,%.3f spacing 0,%.3f \\\n"
-		"  title \"Allocated and reserved of rank 0 through one step, N = %u (PyTorch %s's caching "
-		"allocator replayed)\"\n",
-		inches, name, inches * 1100 / 6, name, n, 0.62 / inches, 1 - 0.3 / inches, 0.3 / inches,
-		r[0]->world, CUDA_ALLOC_TORCH_RELEASE);
+		"set key at graph 1.03, graph 0.75 left center Left reverse samplen 2.5 spacing 1.6\n"
+		"unset grid\nset grid ytics front lc rgb '#d0d0d0'\nset yrange [0:*]\n");
+	panels_open(&gp, name, n);
+	zs_buf_printf(&gp, "  title \"Allocated and reserved of rank 0 through one step, N = %u (PyTorch %s's "
+	              "caching allocator replayed)\"\n", r[0]->world, CUDA_ALLOC_TORCH_RELEASE);
 	for (int j = 0; j < n; j++) {
 		const int layer = r[j]->unit == ZS_UNIT_LAYER && main_unit(d) == ZS_UNIT_MODEL;
 		zs_buf_printf(&gp, "# %s%s\nunset arrow\nunset label\nunset object\nset xrange [0:%zu]\n",
@@ -788,7 +781,7 @@ static int fig_allocator(const struct report_data *d, const char *dir, char **ca
 			              "Reserved above allocated: the allocator's cache, held by the GPU and used by no "
 			              "tensor. " TL_SHADES "\" at screen 0.08, screen 0.035 left font small\n");
 		timeline_marks(&gp, r[j]);
-		zs_buf_printf(&gp, "plot '%s.dat' index %d using 1:2 with steps ls %d dt 1 title \"%s%s allocated\", \\\n"
+		zs_buf_printf(&gp, "plot '%s.dat' index %d using 1:2 with steps ls %d dt 1 title \"%s%s\\nallocated\", \\\n"
 		              "  '' index %d using 1:3 with steps ls %d dt 2 title 'reserved'\n",
 		              name, j, layer ? 5 : (int)r[j]->scheme + 1, scheme_title[r[j]->scheme],
 		              layer ? ", unit=layer" : "", j, layer ? 5 : (int)r[j]->scheme + 1);
