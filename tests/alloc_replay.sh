@@ -346,6 +346,22 @@ for scheme, res in blocks:
 "$zerosim" report --measured "$tmp/gm.json" --theory "$tmp/gt.json" --no-render --out "$tmp/gr" >"$tmp/out" 2>&1 ||
 	fail "report without the allocator: $(cat "$tmp/out")"
 [ ! -e "$tmp/gr/figures/fig10-allocator.dat" ] || fail "a report without --allocator draws fig10-allocator"
+[ -z "$(grep '^allocator:' "$tmp/gr/flags.txt")" ] || fail "a report without --allocator has allocator: lines"
+# flags.txt names fragmentation as what the GPU reserves above the blocks:
+# one line per run, with the file's own replay of its rank.
+python3 -c "
+import json, re, sys
+m = json.load(open(sys.argv[1]))
+lines = [l for l in open(sys.argv[2]) if l.startswith('allocator: ')]
+assert len(lines) == len(m['runs']), (len(lines), len(m['runs']))
+for r in m['runs']:
+    a = r['allocator']
+    want = ('allocator: %s N=%d unit=%s rank %d: reserved peak %d B (%+d B from the tracked peak) = allocated %d B '
+            '+ fragmentation %d B' % (r['scheme'], r['world'], r['unit'], a['rank'], a['reserved_peak_bytes'],
+                                      a['reserved_peak_bytes'] - r['peak_bytes'],
+                                      a['allocated_at_reserved_peak_bytes'], a['fragmentation_bytes']))
+    assert any(l.startswith(want) for l in lines), want
+" "$tmp/fm.json" "$tmp/fr/flags.txt" || fail "flags.txt's allocator: lines are not the runs' replays"
 
 # --- the options ----------------------------------------------------------
 refused() {

@@ -386,6 +386,30 @@ static int read_ranks(const cJSON *run, const char *where, struct report_run *r,
 	return 0;
 }
 
+/* The run's "allocator" (measure --allocator cuda): the replay's figures
+ * of its rank with the highest reserved peak, which flags.txt names. */
+static int read_alloc_summary(const cJSON *run, const char *where, struct report_run *r, char **cause)
+{
+	const cJSON *al = cJSON_GetObjectItemCaseSensitive(run, "allocator");
+	char at[320];
+	double rank;
+	if (!cJSON_IsObject(al))
+		return 0;
+	snprintf(at, sizeof at, "%s.allocator", where);
+	if (zs_json_number(al, "rank", at, &rank, cause) < 0 ||
+	    report_read_bytes(al, "allocated_peak_bytes", at, &r->alloc_allocated_peak, cause) < 0 ||
+	    report_read_bytes(al, "reserved_peak_bytes", at, &r->alloc_reserved_peak, cause) < 0 ||
+	    report_read_bytes(al, "allocated_at_reserved_peak_bytes", at, &r->alloc_at_reserved, cause) < 0 ||
+	    report_read_bytes(al, "fragmentation_bytes", at, &r->alloc_frag, cause) < 0 ||
+	    zs_json_number(al, "fragmentation_ratio", at, &r->alloc_frag_ratio, cause) < 0)
+		return -1;
+	if (!(rank >= 0 && rank < r->world && rank == floor(rank)))
+		return zs_fail(cause, "%s: \"rank\" is not one of the run's ranks", at);
+	r->alloc_rank = (unsigned)rank;
+	r->has_alloc_summary = 1;
+	return 0;
+}
+
 /* A block's id and bytes (an event's or a live block's), whole numbers. */
 static int read_block(const cJSON *o, const char *at, uint64_t *id, uint64_t *bytes, char **cause)
 {
@@ -546,6 +570,8 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	                                                                  &r->allgather_bytes, cause) < 0)
 		return -1;
 	if (read_ranks(run, where, r, cause) < 0)
+		return -1;
+	if (read_alloc_summary(run, where, r, cause) < 0)
 		return -1;
 	return read_timeline(run, where, r, cause);
 }

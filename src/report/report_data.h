@@ -88,6 +88,11 @@ struct report_run {
 	 * step (fig10-allocator): each event's op (1 alloc, -1 free, 0 none),
 	 * block id and bytes, and the blocks live as the step began. */
 	int has_allocator;
+	/* The run's allocator replay (measure --allocator cuda), for the rank
+	 * whose reserved peak is the highest: has_alloc_summary 0 without. */
+	int has_alloc_summary;
+	unsigned alloc_rank;
+	double alloc_allocated_peak, alloc_reserved_peak, alloc_at_reserved, alloc_frag, alloc_frag_ratio;
 	int *tl_op;
 	uint64_t *tl_id, *tl_bytes;
 	uint64_t *live_id, *live_bytes;
