@@ -180,15 +180,10 @@ rows = {(r['scheme'], r['world'], r['unit']): r for r in t['rows']}
 keys = ['allocated_peak_bytes', 'reserved_at_allocated_peak_bytes', 'reserved_peak_bytes',
         'allocated_at_reserved_peak_bytes', 'fragmentation_bytes', 'segments_peak', 'expandable_segments',
         'cuda_malloc_calls', 'cuda_free_calls']
-deepspeed = '--framework deepspeed' in sys.argv[3]
 bad = []
 for run in m['runs']:
     k = (run['scheme'], run['world'], run['unit'])
     ta = rows[k]['allocator']
-    if deepspeed and run['scheme'] == 'zero3':  # not covered yet
-        if ta is not None:
-            bad.append('%s: theory replays DeepSpeed ZeRO-3, which it does not cover' % (k,))
-        continue
     if ta is None:
         bad.append('%s: theory has no replay' % (k,))
         continue
@@ -238,12 +233,26 @@ for v in "1.13 single zeros" "2.6 foreach none" "1.13 foreach none" "2.6 single 
 		--seq 32 --batch 2 --steps 3
 done
 
+# DeepSpeed's ZeRO-3: the coordinator's gathers tensor by tensor, each
+# module's grads, the reduce bucket's padding and flat copy, a grad larger
+# than the bucket held, step()'s buffers, offloaded or not.
+agree --layers 1024,2048,1024 --world 1,2,3,4 --unit model,layer --steps 2 --framework deepspeed --schemes zero3
+agree --layers 700,3000,500,900 --world 1,2,3,5 --unit model,layer --steps 3 --precision fp32 --batch 7 \
+	--framework deepspeed --schemes zero3 --ds-reduce-bucket 1e5 --ds-prefetch-bucket 1e5 --ds-max-live 3e6
+agree --layers 1024,2048,1024 --world 1,2,4 --unit model,layer --steps 2 --framework deepspeed --schemes zero3 \
+	--offload params
+agree --model "$models/gpt2-tiny.json" --precision mixed --world 1,2,3,8 --seq 16 --batch 2 --steps 3 \
+	--framework deepspeed --schemes zero3 --alloc-conf expandable_segments:True
+agree --model "$models/llama-tiny.json" --precision fp32 --world 1,2,3 --seq 16 --batch 2 --steps 2 \
+	--framework deepspeed --schemes zero3 --ds-persist 0 --offload optimizer
+
 # The 2048 -> 2048 dp run reserves 76 MiB (above): with 76 MiB it fits; one
 # byte less and the 2 MiB small segment for the first activation (32 KiB)
-# cannot be had once the 74 MiB of large segments are taken.
+# cannot be had once the 74 MiB of large segments are taken. No fixed costs
+# here (--device-overhead 0): the device is the allocator's alone.
 oom() {
 	"$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda --device-mem "$1" \
-		--out "$tmp/o.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+		--device-overhead "${2:-0}" --out "$tmp/o.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
 	python3 -c "
 import json, sys
 print(json.dumps(json.load(open(sys.argv[1]))['rows'][0]['allocator']['oom'], sort_keys=True))" "$tmp/o.json"
@@ -253,6 +262,117 @@ got=$(oom $((76 * MiB)))
 got=$(oom $((76 * MiB - 1)))
 [ "$got" = '{"bytes": 32768, "category": "activations", "phase": "forward", "step": 1}' ] ||
 	fail "76 MiB - 1: oom is $got, not the first activation of step 1's forward"
+
+# The fixed costs are the device's, outside the allocator: with
+# --device-overhead F the same step needs 76 MiB + F (and one byte less
+# fails where it failed above); without it, at N = 1, the documented CUDA
+# context (500 MB) and cuBLAS workspace (PyTorch 2.6's 4096 KiB x 8) and
+# no NCCL communicator (docs/schedule.md, "The device's fixed costs").
+got=$(oom $((76 * MiB + 1000)) 1000)
+[ "$got" = null ] || fail "76 MiB + 1000 with 1000 fixed: oom is $got, not null"
+got=$(oom $((76 * MiB + 999)) 1000)
+[ "$got" = '{"bytes": 32768, "category": "activations", "phase": "forward", "step": 1}' ] ||
+	fail "76 MiB + 999 with 1000 fixed: oom is $got, not the first activation"
+fixed=$((500000000 + 4096 * 8 * 1024))
+"$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda \
+	--device-mem $((76 * MiB + fixed)) --out "$tmp/o.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+python3 -c "
+import json, sys
+a = json.load(open(sys.argv[1]))['rows'][0]['allocator']
+f = a['device_overhead']
+assert a['oom'] is None, a['oom']
+assert (f['cuda_context_bytes'], f['cublas_workspace_bytes'], f['nccl_bytes'], f['total_bytes']) == \
+    (500000000, 33554432, 0, int(sys.argv[2])), f
+" "$tmp/o.json" "$fixed" || fail "the default fixed costs at N = 1 are not the context and the workspace"
+"$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda \
+	--device-mem $((76 * MiB + fixed - 1)) --out "$tmp/o.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+python3 -c "
+import json, sys
+assert json.load(open(sys.argv[1]))['rows'][0]['allocator']['oom'] is not None
+" "$tmp/o.json" || fail "one byte below 76 MiB + the default fixed costs fits"
+# NCCL's buffers of the one communicator: 544 MB at N = 2, 688 MB above
+# (NCCL issue 964's measured figures).
+"$zerosim" theory --layers 64,64 --world 1,2,3,8 --schemes dp --unit model --allocator cuda --out "$tmp/o.json" \
+	2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+got=$(python3 -c "
+import json, sys
+print(' '.join(str(r['allocator']['device_overhead']['nccl_bytes']) for r in json.load(open(sys.argv[1]))['rows']))
+" "$tmp/o.json")
+[ "$got" = "0 544000000 688000000 688000000" ] || fail "NCCL's buffers at N = 1, 2, 3, 8: $got"
+
+# The text judges the fit on what the GPU holds: the same two devices.
+"$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda \
+	--device-mem $((76 * MiB)) --device-overhead 0 >"$tmp/t.txt" 2>"$tmp/err" || fail "text: $(cat "$tmp/err")"
+grep -q "^    1  dp .*  yes " "$tmp/t.txt" || fail "text: 76 MiB does not fit: $(cat "$tmp/t.txt")"
+"$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda \
+	--device-mem $((76 * MiB - 1)) --device-overhead 0 >"$tmp/t.txt" 2>"$tmp/err" || fail "text: $(cat "$tmp/err")"
+grep -q "^    1  dp .*   no " "$tmp/t.txt" && grep -q "out of memory in step 1's forward: a block of activations of 32.77 KB (32768 bytes)" \
+	"$tmp/t.txt" || fail "text: 76 MiB - 1 fits or names no block: $(cat "$tmp/t.txt")"
+# The largest micro-batch on what the GPU holds is the last one whose
+# replay runs out of nothing: the next one runs out.
+"$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda --device-mem 1GB \
+	--device-overhead 0 >"$tmp/t.txt" 2>"$tmp/err" || fail "text: $(cat "$tmp/err")"
+mb=$(awk '$1 == 1 && $2 == "dp" && $8 == "yes" {print $10}' "$tmp/t.txt")
+[ -n "$mb" ] || fail "text: no largest micro-batch on held: $(cat "$tmp/t.txt")"
+for b in "$mb" $((mb + 1)); do
+	"$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda --device-mem 1GB \
+		--device-overhead 0 --batch "$b" --out "$tmp/b$b.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+done
+python3 -c "
+import json, sys
+a, b = (json.load(open(f))['rows'][0]['allocator']['oom'] for f in sys.argv[1:3])
+assert a is None and b is not None, (a, b)
+" "$tmp/b$mb.json" "$tmp/b$((mb + 1)).json" || fail "micro-batch $mb is not the last that fits 1 GB"
+
+# The report's fig10-allocator replays rank 0's step from the file (its
+# live blocks, then its events) through the same model: with one step, and
+# so the run's whole trace from an empty cache, its highest reserved is the
+# run's own replay's (measure's, in the engine); a report of files without
+# --allocator draws no such figure.
+"$zerosim" measure -q --layers 256,1024,1024,256 --world 1,2 --steps 1 --timeline --allocator cuda \
+	--out "$tmp/fm.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+"$zerosim" theory --layers 256,1024,1024,256 --world 1,2 --steps 1 --out "$tmp/ft.json" 2>"$tmp/err" ||
+	{ cat "$tmp/err" >&2; exit 99; }
+"$zerosim" report --measured "$tmp/fm.json" --theory "$tmp/ft.json" --no-render --out "$tmp/fr" >"$tmp/out" 2>&1 ||
+	fail "report with the allocator: $(cat "$tmp/out")"
+python3 -c "
+import json, sys
+m = json.load(open(sys.argv[1]))
+blocks, cur = [], []
+for line in open(sys.argv[2]):
+    if line.startswith('# ') and 'unit=' in line:
+        cur = []
+        blocks.append((line.split()[1], cur))
+    elif line.strip() and not line.startswith('#'):
+        cur.append(float(line.split()[2]))
+runs = {r['scheme']: r for r in m['runs'] if r['world'] == 2 and r['unit'] == 'model'}
+assert len(blocks) == 4, blocks
+for scheme, res in blocks:
+    want = runs[scheme]['allocator']['per_rank']['reserved_peak_bytes'][0]
+    got = round(max(res) * m['config']['params'])
+    assert got == want, (scheme, got, want)
+" "$tmp/fm.json" "$tmp/fr/figures/fig10-allocator.dat" || fail "fig10-allocator's reserved is not the run's replay's"
+"$zerosim" measure -q --layers 256,1024,256 --world 2 --steps 1 --timeline --out "$tmp/gm.json" 2>"$tmp/err" &&
+"$zerosim" theory --layers 256,1024,256 --world 2 --steps 1 --out "$tmp/gt.json" 2>"$tmp/err" &&
+"$zerosim" report --measured "$tmp/gm.json" --theory "$tmp/gt.json" --no-render --out "$tmp/gr" >"$tmp/out" 2>&1 ||
+	fail "report without the allocator: $(cat "$tmp/out")"
+[ ! -e "$tmp/gr/figures/fig10-allocator.dat" ] || fail "a report without --allocator draws fig10-allocator"
+[ -z "$(grep '^allocator:' "$tmp/gr/flags.txt")" ] || fail "a report without --allocator has allocator: lines"
+# flags.txt names fragmentation as what the GPU reserves above the blocks:
+# one line per run, with the file's own replay of its rank.
+python3 -c "
+import json, re, sys
+m = json.load(open(sys.argv[1]))
+lines = [l for l in open(sys.argv[2]) if l.startswith('allocator: ')]
+assert len(lines) == len(m['runs']), (len(lines), len(m['runs']))
+for r in m['runs']:
+    a = r['allocator']
+    want = ('allocator: %s N=%d unit=%s rank %d: reserved peak %d B (%+d B from the tracked peak) = allocated %d B '
+            '+ fragmentation %d B' % (r['scheme'], r['world'], r['unit'], a['rank'], a['reserved_peak_bytes'],
+                                      a['reserved_peak_bytes'] - r['peak_bytes'],
+                                      a['allocated_at_reserved_peak_bytes'], a['fragmentation_bytes']))
+    assert any(l.startswith(want) for l in lines), want
+" "$tmp/fm.json" "$tmp/fr/flags.txt" || fail "flags.txt's allocator: lines are not the runs' replays"
 
 # --- the options ----------------------------------------------------------
 refused() {
@@ -272,8 +392,12 @@ refused "needs --timeline" --timeline-ranks all
 refused "give 0" --timeline --timeline-ranks 2
 "$zerosim" theory --layers 4,8,4 --allocator cuda --alloc-conf expandable_segments:maybe --out "$tmp/no.json" 2>"$tmp/err"
 [ $? = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && [ ! -e "$tmp/no.json" ] || fail "theory took a bad --alloc-conf: $(cat "$tmp/err")"
-"$zerosim" theory --layers 4,8,4 --allocator cuda >"$tmp/out" 2>"$tmp/err"
-[ $? = 2 ] && grep -q "JSON only" "$tmp/err" || fail "theory --allocator cuda in text: $(cat "$tmp/err")"
+"$zerosim" theory --layers 4,8,4 --device-overhead 1GB --out "$tmp/no.json" 2>"$tmp/err"
+[ $? = 2 ] && grep -q "needs --allocator cuda" "$tmp/err" && [ ! -e "$tmp/no.json" ] ||
+	fail "theory took --device-overhead without --allocator: $(cat "$tmp/err")"
+"$zerosim" theory --layers 4,8,4 --allocator cuda --device-overhead lots --out "$tmp/no.json" 2>"$tmp/err"
+[ $? = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && [ ! -e "$tmp/no.json" ] ||
+	fail "theory took a bad --device-overhead: $(cat "$tmp/err")"
 "$zerosim" measure -q --layers 4,8,4 --world 2 --timeline --out "$tmp/p.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
 python3 -c "
 import json, sys

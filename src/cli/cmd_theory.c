@@ -27,7 +27,8 @@ static const unsigned model_worlds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 
 
 enum {
 	OPT_PARAMS = ZS_OPT_COMMAND, OPT_LARGEST_UNIT, OPT_DEVICE_MEM, OPT_FORMAT, OPT_OUT,
-	OPT_MODEL, OPT_SEQ, OPT_RECOMPUTE, OPT_FLASH, OPT_RESERVE, OPT_ALLOCATOR, OPT_ALLOC_CONF
+	OPT_MODEL, OPT_SEQ, OPT_RECOMPUTE, OPT_FLASH, OPT_RESERVE, OPT_ALLOCATOR, OPT_ALLOC_CONF,
+	OPT_DEVICE_OVERHEAD
 };
 
 static const struct zs_opt options[] = {
@@ -42,6 +43,7 @@ static const struct zs_opt options[] = {
 	{"flash-attn", 0, 0, OPT_FLASH, NULL},
 	{"allocator", 0, 1, OPT_ALLOCATOR, NULL},
 	{"alloc-conf", 0, 1, OPT_ALLOC_CONF, NULL},
+	{"device-overhead", 0, 1, OPT_DEVICE_OVERHEAD, NULL},
 	{"format", 0, 1, OPT_FORMAT, NULL},
 	{"out", 'o', 1, OPT_OUT, NULL},
 	ZS_OPTS_STANDARD,
@@ -133,9 +135,15 @@ static void usage(void)
 "      --allocator A      none (default) or cuda: replay each row's step\n"
 "                         through PyTorch 2.6.0's CUDA caching allocator:\n"
 "                         reserved bytes, fragmentation, segments, and where\n"
-"                         --device-mem runs out (JSON; not DeepSpeed's zero3)\n"
+"                         --device-mem runs out (rows with an exact step);\n"
+"                         the fits and the largest micro-batch are then\n"
+"                         judged on reserved plus the device's fixed costs\n"
 "      --alloc-conf CONF  with --allocator cuda: its PYTORCH_CUDA_ALLOC_CONF,\n"
 "                         e.g. expandable_segments:True,max_split_size_mb:512\n"
+"      --device-overhead SIZE\n"
+"                         with --allocator cuda: what the device holds\n"
+"                         outside the allocator, instead of the documented\n"
+"                         CUDA context, cuBLAS workspace and NCCL buffers\n"
 "      --format F         json or text (default json with --out, else text)\n"
 "  -o, --out FILE         write there (atomically) instead of stdout\n"
 "  -h, --help             show this help and exit\n"
@@ -294,6 +302,17 @@ int zs_cmd_theory(int argc, char **argv)
 		case OPT_ALLOC_CONF:
 			alloc_conf = v;
 			break;
+		case OPT_DEVICE_OVERHEAD:
+			/* 0: the device is the allocator's alone (a size is at
+			 * least a byte elsewhere) */
+			if (strcmp(v, "0") == 0)
+				req.overhead = 0;
+			else if (zs_parse_bytes(v, &req.overhead, &cause) < 0) {
+				name_option(&cause, "--device-overhead");
+				goto bad;
+			}
+			req.overhead_given = 1;
+			break;
 		case ZS_OPT_CONFIG:
 			/* bf16 has mixed precision's bytes: the theory only renames it. */
 			if (strcmp(args[i].opt->name, "precision") == 0) {
@@ -343,6 +362,10 @@ int zs_cmd_theory(int argc, char **argv)
 
 	if (alloc_conf != NULL && !allocator) {
 		cause = zs_strdup("--alloc-conf needs --allocator cuda");
+		goto bad;
+	}
+	if (req.overhead_given && !allocator) {
+		cause = zs_strdup("--device-overhead needs --allocator cuda (the fixed costs are added to what it reserves)");
 		goto bad;
 	}
 	/* No memory fraction (a Python call, not PYTORCH_CUDA_ALLOC_CONF). */
@@ -416,10 +439,6 @@ int zs_cmd_theory(int argc, char **argv)
 
 	if (format == NULL)
 		format = out != NULL ? "json" : "text";
-	if (allocator && strcmp(format, "json") != 0) {
-		cause = zs_strdup("--allocator cuda: the replay's figures are in the JSON only (--format json or --out)");
-		goto bad;
-	}
 	status = ZS_EXIT_RUNTIME;
 	if (strcmp(format, "json") == 0) {
 		root = theory_json(&req);

@@ -144,6 +144,7 @@ static int write_outputs(const struct report_options *o, const struct report_dat
 		report_flags_text(d, pts, npts, &b);
 		report_overhead_text(d, &b);
 		report_host_text(d, &b);
+		report_allocator_text(d, &b);
 		report_tfm_text(t, &b);
 		rc = write_buf(o->out, "flags.txt", &b, cause);
 	}

@@ -386,6 +386,83 @@ static int read_ranks(const cJSON *run, const char *where, struct report_run *r,
 	return 0;
 }
 
+/* The run's "allocator" (measure --allocator cuda): the replay's figures
+ * of its rank with the highest reserved peak, which flags.txt names. */
+static int read_alloc_summary(const cJSON *run, const char *where, struct report_run *r, char **cause)
+{
+	const cJSON *al = cJSON_GetObjectItemCaseSensitive(run, "allocator");
+	char at[320];
+	double rank;
+	if (!cJSON_IsObject(al))
+		return 0;
+	snprintf(at, sizeof at, "%s.allocator", where);
+	if (zs_json_number(al, "rank", at, &rank, cause) < 0 ||
+	    report_read_bytes(al, "allocated_peak_bytes", at, &r->alloc_allocated_peak, cause) < 0 ||
+	    report_read_bytes(al, "reserved_peak_bytes", at, &r->alloc_reserved_peak, cause) < 0 ||
+	    report_read_bytes(al, "allocated_at_reserved_peak_bytes", at, &r->alloc_at_reserved, cause) < 0 ||
+	    report_read_bytes(al, "fragmentation_bytes", at, &r->alloc_frag, cause) < 0 ||
+	    zs_json_number(al, "fragmentation_ratio", at, &r->alloc_frag_ratio, cause) < 0)
+		return -1;
+	if (!(rank >= 0 && rank < r->world && rank == floor(rank)))
+		return zs_fail(cause, "%s: \"rank\" is not one of the run's ranks", at);
+	r->alloc_rank = (unsigned)rank;
+	r->has_alloc_summary = 1;
+	return 0;
+}
+
+/* A block's id and bytes (an event's or a live block's), whole numbers. */
+static int read_block(const cJSON *o, const char *at, uint64_t *id, uint64_t *bytes, char **cause)
+{
+	double v, b;
+	if (zs_json_number(o, "id", at, &v, cause) < 0 || report_read_bytes(o, "bytes", at, &b, cause) < 0)
+		return -1;
+	if (!(v >= 1 && v <= 9007199254740992.0 && v == floor(v)))
+		return zs_fail(cause, "%s: \"id\" is not a whole number from 1", at);
+	*id = (uint64_t)v;
+	*bytes = (uint64_t)b;
+	return 0;
+}
+
+/* With the run's allocator: the timeline's ops and block ids and the live
+ * blocks, for fig10-allocator's replay. A file without them (no
+ * --allocator) reads as before. */
+static int read_blocks(const cJSON *run, const char *where, struct report_run *r, char **cause)
+{
+	const cJSON *al = cJSON_GetObjectItemCaseSensitive(run, "allocator");
+	const cJSON *tl = cJSON_GetObjectItemCaseSensitive(run, "timeline");
+	const cJSON *live = cJSON_GetObjectItemCaseSensitive(run, "timeline_live"), *ev;
+	const char *op;
+	char at[320];
+	size_t n = 0;
+
+	if (!cJSON_IsObject(al) || !cJSON_IsArray(live))
+		return 0;
+	r->tl_op = zs_calloc(r->ntimeline, sizeof *r->tl_op);
+	r->tl_id = zs_calloc(r->ntimeline, sizeof *r->tl_id);
+	r->tl_bytes = zs_calloc(r->ntimeline, sizeof *r->tl_bytes);
+	cJSON_ArrayForEach(ev, tl) {
+		snprintf(at, sizeof at, "%s.timeline[%zu]", where, n);
+		if (zs_json_string(ev, "op", at, &op, cause) < 0)
+			return -1;
+		r->tl_op[n] = strcmp(op, "alloc") == 0 ? 1 : strcmp(op, "free") == 0 ? -1 : 0;
+		if (r->tl_op[n] != 0 && read_block(ev, at, &r->tl_id[n], &r->tl_bytes[n], cause) < 0)
+			return -1;
+		n++;
+	}
+	r->nlive = (size_t)cJSON_GetArraySize(live);
+	r->live_id = zs_calloc(r->nlive + 1, sizeof *r->live_id);
+	r->live_bytes = zs_calloc(r->nlive + 1, sizeof *r->live_bytes);
+	n = 0;
+	cJSON_ArrayForEach(ev, live) {
+		snprintf(at, sizeof at, "%s.timeline_live[%zu]", where, n);
+		if (read_block(ev, at, &r->live_id[n], &r->live_bytes[n], cause) < 0)
+			return -1;
+		n++;
+	}
+	r->has_allocator = 1;
+	return 0;
+}
+
 static int read_timeline(const cJSON *run, const char *where, struct report_run *r, char **cause)
 {
 	const cJSON *tl = cJSON_GetObjectItemCaseSensitive(run, "timeline"), *ev;
@@ -416,7 +493,7 @@ static int read_timeline(const cJSON *run, const char *where, struct report_run 
 			               "optimizer, gather)", at, str);
 		r->phase[n++] = (enum report_phase)p;
 	}
-	return 0;
+	return read_blocks(run, where, r, cause);
 }
 
 /* The operating system's figures of an MPI run, where present: each
@@ -493,6 +570,8 @@ static int read_run(const cJSON *run, const char *where, struct report_run *r, c
 	                                                                  &r->allgather_bytes, cause) < 0)
 		return -1;
 	if (read_ranks(run, where, r, cause) < 0)
+		return -1;
+	if (read_alloc_summary(run, where, r, cause) < 0)
 		return -1;
 	return read_timeline(run, where, r, cause);
 }
@@ -641,6 +720,13 @@ void report_run_free(struct report_run *r)
 	free(r->timeline);
 	free(r->phase);
 	free(r->rank_resident);
+	free(r->tl_op);
+	free(r->tl_id);
+	free(r->tl_bytes);
+	free(r->live_id);
+	free(r->live_bytes);
+	r->tl_op = NULL;
+	r->tl_id = r->tl_bytes = r->live_id = r->live_bytes = NULL;
 	report_host_free(&r->host);
 	r->timeline = NULL;
 	r->phase = NULL;
@@ -920,6 +1006,12 @@ static int mlp_measured(void *section, const cJSON *measured, const char *mname,
 	snprintf(d->precision, sizeof d->precision, "%s", mm->precision);
 	snprintf(d->optimizer, sizeof d->optimizer, "%s", mm->optimizer);
 	snprintf(d->framework, sizeof d->framework, "%s", mm->fw.framework);
+	const cJSON *alc = cJSON_GetObjectItemCaseSensitive(mcfg, "allocator");
+	const cJSON *conf = cJSON_IsObject(alc) ? cJSON_GetObjectItemCaseSensitive(alc, "conf") : NULL;
+	if (cJSON_IsObject(alc)) {
+		d->has_alloc = 1;
+		snprintf(d->alloc_conf, sizeof d->alloc_conf, "%s", cJSON_IsString(conf) ? conf->valuestring : "");
+	}
 	/* The theory's threshold is the one the finding reads (same_model
 	 * refused two different ones). */
 	d->ds_persist = tm->fw.ds_persist >= 0 ? tm->fw.ds_persist : mm->fw.ds_persist;

@@ -10,6 +10,7 @@
 #define ZS_REPORT_DATA_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <cjson/cJSON.h>
 #include "report/report_host.h"
 #include "util/config.h"
@@ -82,6 +83,20 @@ struct report_run {
 	double *timeline;                    /* rank 0's current_bytes per event, or NULL */
 	enum report_phase *phase;            /* each event's phase (NULL with timeline) */
 	size_t ntimeline;
+	/* With the run's allocator (measure --allocator cuda --timeline):
+	 * rank 0's blocks, to replay through the caching allocator over the
+	 * step (fig10-allocator): each event's op (1 alloc, -1 free, 0 none),
+	 * block id and bytes, and the blocks live as the step began. */
+	int has_allocator;
+	/* The run's allocator replay (measure --allocator cuda), for the rank
+	 * whose reserved peak is the highest: has_alloc_summary 0 without. */
+	int has_alloc_summary;
+	unsigned alloc_rank;
+	double alloc_allocated_peak, alloc_reserved_peak, alloc_at_reserved, alloc_frag, alloc_frag_ratio;
+	int *tl_op;
+	uint64_t *tl_id, *tl_bytes;
+	uint64_t *live_id, *live_bytes;
+	size_t nlive;
 	/* measured per_rank.resident_bytes, when the ranks differ (a
 	 * framework's uneven partition), else NULL */
 	double *rank_resident;
@@ -100,6 +115,9 @@ struct report_data {
 	int offload;                         /* the measured config.deepspeed.offload is not "none" */
 	int offload_params;                  /* it is "params" (the params' partitions on the host too) */
 	double p, g, k;                      /* bytes per param: working param, grad, optimizer */
+	/* measured config.allocator.conf (--alloc-conf), with has_alloc */
+	int has_alloc;
+	char alloc_conf[256];
 	struct report_run *runs;             /* sorted by unit, scheme, world */
 	size_t nruns;
 	unsigned *worlds[ZS_NUNITS];         /* each unit's distinct world sizes, sorted */

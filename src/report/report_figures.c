@@ -15,6 +15,7 @@
 
 #include "report/report_buf.h"
 #include "report/report_figures.h"
+#include "util/cuda_alloc.h"
 #include "util/util.h"
 
 const char *const report_figure_names[REPORT_NFIGURES] = {
@@ -22,7 +23,7 @@ const char *const report_figure_names[REPORT_NFIGURES] = {
 };
 
 const char *const report_figure_optional[REPORT_NOPTIONAL] = {
-	REPORT_FIGURE_RANKS, REPORT_FIGURE_TFM, REPORT_FIGURE_HOST, REPORT_FIGURE_TFM_HOST,
+	REPORT_FIGURE_RANKS, REPORT_FIGURE_TFM, REPORT_FIGURE_HOST, REPORT_FIGURE_TFM_HOST, REPORT_FIGURE_ALLOC,
 };
 
 static const char *const scheme_title[ZS_NSCHEMES] = {"DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
@@ -483,6 +484,27 @@ static void ytics(struct zs_buf *b, double top)
 	zs_buf_printf(b, "set ytics %g\n", m * e);
 }
 
+/* n panels of a step's events, one above the other: the PDF then the PNG
+ * (1.15in a panel, 0.9in for the title and the notes below), up to the
+ * multiplot's title, which the caller writes. */
+static void panels_open(struct zs_buf *gp, const char *name, int n)
+{
+	double inches = 0.9 + 1.15 * n;
+	zs_buf_printf(gp,
+		"do for [out = 1:2] {\n"
+		"if (out == 1) {\n"
+		"  set terminal pdfcairo enhanced size 6in,%.2fin font 'Helvetica,9' linewidth 1.5\n"
+		"  set output '%s.pdf'\n"
+		"  small = 'Helvetica,7.5'\n"
+		"} else {\n"
+		"  set terminal pngcairo enhanced size 1100,%.0f font 'Helvetica,12'\n"
+		"  set output '%s.png'\n"
+		"  small = 'Helvetica,10'\n"
+		"}\n"
+		"set multiplot layout %d,1 margins 0.08,0.83,%.3f,%.3f spacing 0,%.3f \\\n",
+		inches, name, inches * 1100 / 6, name, n, 0.62 / inches, 1 - 0.3 / inches, 0.3 / inches);
+}
+
 static int fig_timeline(const struct report_data *d, const char *dir, char **cause)
 {
 	struct zs_buf dat = {0}, gp = {0};
@@ -490,7 +512,6 @@ static int fig_timeline(const struct report_data *d, const char *dir, char **cau
 	const char *name = report_figure_names[4];
 	int n = timeline_runs(d, r), j, rc, p;
 	unsigned shortened = 0;
-	double inches;
 	size_t i;
 
 	header(&gp, d, name, "rank 0's memory through the last step, phase by phase");
@@ -520,8 +541,6 @@ static int fig_timeline(const struct report_data *d, const char *dir, char **cau
 			              i ? report_phase_name(r[j]->phase[i]) : "start");
 		zs_buf_printf(&dat, "%zu %.9g end\n", i, r[j]->timeline[i - 1] / d->params);
 	}
-	/* 1.15in per panel, 0.9in for the title and the notes below. */
-	inches = 0.9 + 1.15 * n;
 	zs_buf_printf(&gp,
 		"# One panel per run, each over its own events and with its own y scale.\n"
 		"# A phase begins at a dotted line, its name above; backward is shaded light\n"
@@ -529,21 +548,9 @@ static int fig_timeline(const struct report_data *d, const char *dir, char **cau
 		"set style line 7 lc rgb '#999999' lw 1 dt 3       # phase separators\n"
 		"set key at graph 1.03, graph 0.75 left center Left reverse samplen 2.5\n"
 		"unset grid\nset grid ytics front lc rgb '#d0d0d0'\nset yrange [0:*]\n"
-		"# Vector PDF for the paper, PNG for a quick look; sizes tuned to each.\n"
-		"do for [out = 1:2] {\n"
-		"if (out == 1) {\n"
-		"  set terminal pdfcairo enhanced size 6in,%.2fin font 'Helvetica,9' linewidth 1.5\n"
-		"  set output '%s.pdf'\n"
-		"  small = 'Helvetica,7.5'\n"
-		"} else {\n"
-		"  set terminal pngcairo enhanced size 1100,%.0f font 'Helvetica,12'\n"
-		"  set output '%s.png'\n"
-		"  small = 'Helvetica,10'\n"
-		"}\n"
-		"set multiplot layout %d,1 margins 0.08,0.83,%.3f,%.3f spacing 0,%.3f \\\n"
-		"  title 'Memory of rank 0 through one step, phase by phase, N = %u'\n",
-		inches, name, inches * 1100 / 6, name, n, 0.62 / inches, 1 - 0.3 / inches,
-		0.3 / inches, r[0]->world);
+		"# Vector PDF for the paper, PNG for a quick look; sizes tuned to each.\n");
+	panels_open(&gp, name, n);
+	zs_buf_printf(&gp, "  title 'Memory of rank 0 through one step, phase by phase, N = %u'\n", r[0]->world);
 	for (j = 0; j < n; j++) {
 		const int layer = r[j]->unit == ZS_UNIT_LAYER && main_unit(d) == ZS_UNIT_MODEL;
 		const unsigned silent = timeline_silent(r[j]);
@@ -685,11 +692,115 @@ static int fig_host(const struct report_data *d, const char *dir, char **cause)
 	return rc;
 }
 
+/* fig10-allocator: where the measured runs carry the allocator's replay
+ * (measure --allocator cuda --timeline), rank 0's step replayed through
+ * PyTorch's caching allocator (util/cuda_alloc.h) from its live blocks on
+ * an empty cache, as docs/formats.md says a timeline replays: allocated
+ * (each block as the allocator rounds it) and reserved after each event,
+ * with fig5's phase marks; the cache between them is what the GPU holds
+ * and no tensor uses. The runs are fig5's that carry the blocks. */
+static int fig_allocator(const struct report_data *d, const char *dir, char **cause)
+{
+	const struct report_run *all[ZS_NSCHEMES + 1], *r[ZS_NSCHEMES + 1];
+	int n = 0, m = timeline_runs(d, all);
+	const char *name = REPORT_FIGURE_ALLOC;
+	struct cuda_alloc_opts opts;
+	char *why = NULL;
+
+	cuda_alloc_opts_default(&opts);
+	for (int j = 0; j < m; j++)
+		if (all[j]->has_allocator)
+			r[n++] = all[j];
+	if (n == 0 || !d->has_alloc || cuda_alloc_parse_conf(d->alloc_conf, &opts, &why) != 0) {
+		free(why);
+		remove_figure(dir, name);
+		return 0;
+	}
+	struct zs_buf dat = {0}, gp = {0};
+	zs_buf_printf(&dat, "# rank 0's last step replayed through PyTorch %s's caching allocator (--alloc-conf "
+	              "'%s') from its live blocks on an empty cache, N = %u; one block per run.\n"
+	              "# event allocated_bytes_per_param reserved_bytes_per_param phase (the last row repeats "
+	              "the last level at x = the event count)\n",
+	              CUDA_ALLOC_TORCH_RELEASE, d->alloc_conf, r[0]->world);
+	double tops[ZS_NSCHEMES + 1];
+	for (int j = 0; j < n; j++) {
+		struct cuda_alloc *a = cuda_alloc_create(&opts, 0, &why);
+		struct cuda_alloc_stats st = {0};
+		double al = 0, re = 0;
+		tops[j] = 0;
+		zs_buf_printf(&dat, "%s# %s unit=%s\n", j ? "\n\n" : "", zs_scheme_name(r[j]->scheme),
+		              zs_unit_name(r[j]->unit));
+		for (size_t k = 0; a != NULL && k < r[j]->nlive; k++)
+			if (cuda_alloc_alloc(a, r[j]->live_id[k], r[j]->live_bytes[k], &why) != 0)
+				break;
+		for (size_t i = 0; a != NULL && i < r[j]->ntimeline; i++) {
+			int rc = r[j]->tl_op[i] > 0 ? cuda_alloc_alloc(a, r[j]->tl_id[i], r[j]->tl_bytes[i], &why)
+			         : r[j]->tl_op[i] < 0 ? cuda_alloc_free(a, r[j]->tl_id[i], &why) : 0;
+			if (rc != 0) { /* a file whose frees name no live block: draw what was replayed */
+				free(why);
+				why = NULL;
+				break;
+			}
+			cuda_alloc_stats(a, &st);
+			al = (double)st.allocated / d->params;
+			re = (double)st.reserved / d->params;
+			tops[j] = fmax(tops[j], re);
+			zs_buf_printf(&dat, "%zu %.9g %.9g %s\n", i, al, re,
+			              i ? report_phase_name(r[j]->phase[i]) : "start");
+		}
+		zs_buf_printf(&dat, "%zu %.9g %.9g end\n", r[j]->ntimeline, al, re);
+		if (a != NULL)
+			cuda_alloc_destroy(a);
+		free(why);
+		why = NULL;
+	}
+	header(&gp, d, name, "rank 0's allocated and reserved bytes through the last step, phase by phase");
+	zs_buf_printf(&gp,
+		"# One panel per run, each over its own events and with its own y scale; fig5's\n"
+		"# phase marks. Solid: allocated; dashed: reserved (the allocator's segments).\n"
+		"set style line 7 lc rgb '#999999' lw 1 dt 3       # phase separators\n"
+		"set key at graph 1.03, graph 0.75 left center Left reverse samplen 2.5 spacing 1.6\n"
+		"unset grid\nset grid ytics front lc rgb '#d0d0d0'\nset yrange [0:*]\n");
+	panels_open(&gp, name, n);
+	zs_buf_printf(&gp, "  title \"Allocated and reserved of rank 0 through one step, N = %u (PyTorch %s's "
+	              "caching allocator replayed)\"\n", r[0]->world, CUDA_ALLOC_TORCH_RELEASE);
+	for (int j = 0; j < n; j++) {
+		const int layer = r[j]->unit == ZS_UNIT_LAYER && main_unit(d) == ZS_UNIT_MODEL;
+		zs_buf_printf(&gp, "# %s%s\nunset arrow\nunset label\nunset object\nset xrange [0:%zu]\n",
+		              scheme_title[r[j]->scheme], layer ? ", unit=layer" : "", r[j]->ntimeline);
+		ytics(&gp, tops[j]);
+		if (j == 0)
+			zs_buf_printf(&gp, "set label 'bytes per parameter, rank 0' "
+			              "at screen 0.02, screen 0.5 center rotate by 90\n");
+		if (j + 1 < n)
+			zs_buf_printf(&gp, "unset xlabel\n");
+		else
+			zs_buf_printf(&gp, "set xlabel 'allocation events since the step began (rank 0)'\n"
+			              "set label \"Replayed from the blocks live as the step began, on an empty cache "
+			              "(the run's own replay, in measured.json, carries the cache of earlier steps).\\n"
+			              "Reserved above allocated: the allocator's cache, held by the GPU and used by no "
+			              "tensor. " TL_SHADES "\" at screen 0.08, screen 0.035 left font small\n");
+		timeline_marks(&gp, r[j]);
+		zs_buf_printf(&gp, "plot '%s.dat' index %d using 1:2 with steps ls %d dt 1 title \"%s%s\\nallocated\", \\\n"
+		              "  '' index %d using 1:3 with steps ls %d dt 2 title 'reserved'\n",
+		              name, j, layer ? 5 : (int)r[j]->scheme + 1, scheme_title[r[j]->scheme],
+		              layer ? ", unit=layer" : "", j, layer ? 5 : (int)r[j]->scheme + 1);
+	}
+	zs_buf_printf(&gp, "unset multiplot\n}\nset output\n");
+	int rc = put(dir, name, "dat", &dat, cause);
+	if (rc == 0)
+		rc = put(dir, name, "gp", &gp, cause);
+	zs_buf_free(&dat);
+	zs_buf_free(&gp);
+	return rc;
+}
+
 int report_figures_write(const struct report_data *d, const char *dir, char **cause)
 {
 	if (fig_resident(d, dir, cause) < 0 || fig_peak(d, dir, cause) < 0 ||
 	    fig_comm(d, dir, cause) < 0 || fig_breakdown(d, dir, cause) < 0 ||
-	    fig_timeline(d, dir, cause) < 0 || fig_ranks(d, dir, cause) < 0 || fig_host(d, dir, cause) < 0)
+	    fig_timeline(d, dir, cause) < 0 || fig_ranks(d, dir, cause) < 0 || fig_host(d, dir, cause) < 0 ||
+	    fig_allocator(d, dir, cause) < 0)
 		return -1;
 	return 0;
 }

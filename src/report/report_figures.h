@@ -36,9 +36,10 @@ extern const char *const report_figure_names[REPORT_NFIGURES];
 #define REPORT_FIGURE_HOST "fig8-host"
 #define REPORT_FIGURE_TFM "fig7-transformer"
 #define REPORT_FIGURE_TFM_HOST "fig9-host-transformer"
+#define REPORT_FIGURE_ALLOC "fig10-allocator"
 
 /* The figures written only when their data exist, after the five. */
-#define REPORT_NOPTIONAL 4
+#define REPORT_NOPTIONAL 5
 extern const char *const report_figure_optional[REPORT_NOPTIONAL];
 
 /* Write every .gp and .dat into `dir` (which exists). Returns 0 or -1

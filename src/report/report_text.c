@@ -167,6 +167,32 @@ void report_point_line(const struct report_data *d, const struct report_point *p
 		}
 }
 
+void report_allocator_text(const struct report_data *d, struct zs_buf *b)
+{
+	int header = 0;
+	for (size_t i = 0; i < d->nruns; i++) {
+		const struct report_run *r = &d->runs[i];
+		if (!r->has_alloc_summary)
+			continue;
+		if (!header)
+			zs_buf_printf(b, "# What the GPU would reserve (measure --allocator cuda: each rank's blocks "
+			              "through PyTorch 2.6.0's caching allocator), the rank that reserves the most:\n");
+		header = 1;
+		zs_buf_printf(b, "allocator: %s N=%u unit=%s rank %u: reserved peak ", zs_scheme_name(r->scheme),
+		              r->world, zs_unit_name(r->unit), r->alloc_rank);
+		bytes(b, r->alloc_reserved_peak, 0);
+		zs_buf_printf(b, " (");
+		bytes(b, r->alloc_reserved_peak - r->measured[REPORT_PEAK], 1);
+		zs_buf_printf(b, " from the tracked peak) = allocated ");
+		bytes(b, r->alloc_at_reserved, 0);
+		zs_buf_printf(b, " + fragmentation ");
+		bytes(b, r->alloc_frag, 0);
+		zs_buf_printf(b, " (%.3g%% of reserved); allocated peak ", 100 * r->alloc_frag_ratio);
+		bytes(b, r->alloc_allocated_peak, 0);
+		zs_buf_printf(b, " (the tracked blocks as the allocator rounds them)\n");
+	}
+}
+
 void report_flags_text(const struct report_data *d, const struct report_point *pts, size_t npts,
                        struct zs_buf *b)
 {

@@ -62,6 +62,10 @@ void report_flags_tex(const struct report_data *d, const struct report_point *pt
  * runs), and the runs whose host figures depart (each named on stderr; a
  * summary line on stdout). */
 void report_host_text(const struct report_data *d, struct zs_buf *b);
+/* flags.txt's "allocator:" lines, one per run measured with --allocator
+ * cuda (none otherwise): what the GPU would reserve above the tensors,
+ * fragmentation named as its cause. */
+void report_allocator_text(const struct report_data *d, struct zs_buf *b);
 void report_host_tex(const struct report_data *d, struct zs_buf *b);
 cJSON *report_host_json(const struct report_data *d);
 size_t report_host_unexplained(const struct report_data *d);

@@ -419,6 +419,11 @@ struct theory_request {
 	/* --allocator cuda: replay each row's step through the caching
 	 * allocator with these options (theory_alloc.c); NULL: none. */
 	const struct cuda_alloc_opts *alloc;
+	/* --device-overhead: what the device holds outside the caching
+	 * allocator's trace, given (overhead_given) or the documented
+	 * constants (theory_device_overhead). */
+	double overhead;
+	int overhead_given;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -492,6 +497,43 @@ struct theory_row;
  * row's "allocator" object: the replay's figures (zs_alloc_keys), where
  * it runs out of --device-mem less --reserve, or null where not covered. */
 void theory_alloc_json(cJSON *row, const struct theory_request *req, const struct theory_row *r);
+
+/* What a rank's device holds outside the caching allocator's trace
+ * (docs/schedule.md, "The device's fixed costs"): the CUDA context,
+ * cuBLAS's workspace, NCCL's buffers of the one communicator every
+ * framework's step uses (none at N = 1); total is their sum, or
+ * --device-overhead where given (then the parts are 0 and given 1). */
+#define THEORY_CUDA_CONTEXT_BYTES UINT64_C(500000000)
+#define THEORY_CUBLAS_WORKSPACE_BYTES (UINT64_C(4096) * 8 * 1024)
+#define THEORY_NCCL_PAIR_BYTES UINT64_C(544000000)
+#define THEORY_NCCL_RING_BYTES UINT64_C(688000000)
+struct theory_overhead {
+	int given;
+	uint64_t context, cublas, nccl, total;
+};
+void theory_device_overhead(const struct theory_request *req, unsigned world, struct theory_overhead *o);
+
+/* A row's step (at the request's micro-batch, or at `batch`) replayed
+ * through the caching allocator on a device whose cudaMalloc can hand out
+ * --device-mem less --reserve less the fixed costs (no limit without
+ * --device-mem). covered 0: the walk has no trace of the row's step. */
+struct theory_held {
+	int covered;
+	struct cuda_alloc_run run;
+	struct theory_overhead fixed;
+	int oom;                        /* the replay ran out (needs --device-mem) */
+	unsigned oom_step;
+	enum zs_phase oom_phase;
+	enum zs_cat oom_cat;
+	uint64_t oom_bytes;
+};
+void theory_alloc_held(const struct theory_request *req, const struct theory_row *r,
+                       const struct cuda_alloc_opts *opts, struct theory_held *h);
+/* The largest micro-batch whose replay runs out of nothing (reserved plus
+ * the fixed costs within --device-mem less --reserve), 0 where micro-batch
+ * 1 does not, at most THEORY_WALK_MAX_BATCH; needs --device-mem and a
+ * covered row. */
+uint64_t theory_alloc_max_batch(const struct theory_request *req, const struct theory_row *r);
 
 /* A transformer's alone: m at micro-batch `batch` with o's sequence,
  * recompute and activation bytes. */

@@ -81,6 +81,70 @@ void theory_trace_release(struct theory_trace *t)
 	memset(t, 0, sizeof *t);
 }
 
+void theory_device_overhead(const struct theory_request *req, unsigned world, struct theory_overhead *o)
+{
+	*o = (struct theory_overhead){0};
+	if (req->overhead_given) {
+		o->given = 1;
+		o->total = (uint64_t)req->overhead;
+		return;
+	}
+	/* docs/schedule.md, "The device's fixed costs", gives each source. */
+	o->context = THEORY_CUDA_CONTEXT_BYTES;
+	o->cublas = THEORY_CUBLAS_WORKSPACE_BYTES;
+	/* One communicator (the default process group DDP, FSDP and
+	 * DeepSpeed's engine reduce over); one rank has no peer to connect. */
+	o->nccl = world < 2 ? 0 : world == 2 ? THEORY_NCCL_PAIR_BYTES : THEORY_NCCL_RING_BYTES;
+	o->total = o->context + o->cublas + o->nccl;
+}
+
+/* What cudaMalloc may hand out: --device-mem less --reserve less the fixed
+ * costs; 0 (no limit) without --device-mem, 1 byte where nothing is left
+ * (every segment then fails, as on the GPU). */
+static uint64_t capacity_of(const struct theory_request *req, const struct theory_overhead *o)
+{
+	if (req->device_mem <= 0)
+		return 0;
+	double cap = theory_request_usable(req) - (double)o->total;
+	return cap >= 1 ? (uint64_t)cap : 1;
+}
+
+/* Replay tr through a fresh allocator of `capacity` bytes into h. */
+static void replay(const struct theory_trace *tr, const struct cuda_alloc_opts *opts, uint64_t capacity,
+                   struct theory_held *h)
+{
+	char *cause = NULL;
+	struct cuda_alloc *a = cuda_alloc_create(opts, capacity, &cause);
+	if (a == NULL) { /* the options were checked where they were parsed */
+		free(cause);
+		h->covered = 0;
+		return;
+	}
+	unsigned step = 0;
+	for (size_t i = 0; i < tr->n && !h->oom; i++) {
+		const struct theory_tev *e = &tr->ev[i];
+		/* each step begins with its forward's first block */
+		if (e->phase == ZS_PH_FORWARD && (i == 0 || tr->ev[i - 1].phase != ZS_PH_FORWARD))
+			step++;
+		int rc = e->alloc ? cuda_alloc_alloc(a, e->id, e->bytes, &cause) : cuda_alloc_free(a, e->id, &cause);
+		if (rc == CUDA_ALLOC_OOM) {
+			h->oom = 1;
+			h->oom_step = step;
+			h->oom_phase = e->phase;
+			h->oom_cat = e->cat;
+			h->oom_bytes = e->bytes;
+		} else if (rc != 0) { /* ids are the trace's own: cannot happen */
+			free(cause);
+			cause = NULL;
+			break;
+		}
+		if (e->alloc && rc == 0)
+			cuda_alloc_note(a, &h->run);
+	}
+	cuda_alloc_stats(a, &h->run.st);
+	cuda_alloc_destroy(a);
+}
+
 /* The plain loop's trace is its PyTorch step's list (util/autograd.h),
  * block for block as the engine's executor allocates it: the set-up, then
  * each step's events, the first step's own list before its first. */
@@ -96,6 +160,11 @@ static void trace_events(struct theory_trace *tr, const struct ag_step *s, const
 		else
 			theory_trace_free(tr, e->phase, t->cat, t->bytes, (uint64_t)e->t + 1);
 	}
+}
+
+static int plain_loop(const struct theory_request *req)
+{
+	return req->config->wrapper == ZS_WRAPPER_NONE && req->model != NULL;
 }
 
 static int plain_loop_trace(const struct theory_request *req, struct theory_trace *tr)
@@ -123,70 +192,115 @@ static int plain_loop_trace(const struct theory_request *req, struct theory_trac
 	return tr->unmatched ? -1 : 0;
 }
 
-void theory_alloc_json(cJSON *row, const struct theory_request *req, const struct theory_row *r)
+/* The walk's trace of (scheme, unit, N) over desc d, replayed. */
+static void held_of(const struct theory_request *req, const struct theory_desc *d, enum zs_scheme scheme,
+                    enum zs_unit unit, unsigned world, const struct cuda_alloc_opts *opts, struct theory_held *h)
 {
 	const struct zs_config *c = req->config;
 	struct theory_trace tr = {.steps = c->steps};
 	struct theory_bytes b;
-	int plain = c->wrapper == ZS_WRAPPER_NONE && req->model != NULL;
-	int covered = plain || (req->desc != NULL && (req->shape_known || (req->model != NULL && r->model_sched)));
 	theory_request_bytes(req, &b);
-	if (!covered || (plain ? plain_loop_trace(req, &tr)
-	                       : theory_walk_trace(req->desc, &b, c, r->scheme, r->unit, r->world, &tr)) != 0) {
-		theory_trace_release(&tr);
-		cJSON_AddNullToObject(row, "allocator");
-		return;
+	*h = (struct theory_held){0};
+	theory_device_overhead(req, world, &h->fixed);
+	if ((plain_loop(req) ? plain_loop_trace(req, &tr) : theory_walk_trace(d, &b, c, scheme, unit, world, &tr)) == 0) {
+		h->covered = 1;
+		replay(&tr, opts, capacity_of(req, &h->fixed), h);
 	}
-	/* cudaMalloc hands out what --device-mem leaves after --reserve. */
-	double usable = req->device_mem > 0 ? theory_request_usable(req) : 0;
-	char *cause = NULL;
-	struct cuda_alloc *a = cuda_alloc_create(req->alloc, usable > 0 ? (uint64_t)usable : 0, &cause);
-	if (a == NULL) { /* the options were checked where they were parsed */
-		free(cause);
-		theory_trace_release(&tr);
-		cJSON_AddNullToObject(row, "allocator");
-		return;
-	}
-	struct cuda_alloc_run run;
-	memset(&run, 0, sizeof run);
-	struct theory_tev oom_ev; /* a copy: the trace is released before it is written */
-	const struct theory_tev *oom = NULL;
-	unsigned step = 0, oom_step = 0;
-	for (size_t i = 0; i < tr.n && oom == NULL; i++) {
-		const struct theory_tev *e = &tr.ev[i];
-		/* each step begins with its forward's first block */
-		if (e->phase == ZS_PH_FORWARD && (i == 0 || tr.ev[i - 1].phase != ZS_PH_FORWARD))
-			step++;
-		int rc = e->alloc ? cuda_alloc_alloc(a, e->id, e->bytes, &cause) : cuda_alloc_free(a, e->id, &cause);
-		if (rc == CUDA_ALLOC_OOM) {
-			oom_ev = *e;
-			oom = &oom_ev;
-			oom_step = step;
-		} else if (rc != 0) { /* ids are the trace's own: cannot happen */
-			free(cause);
-			cause = NULL;
-			oom = NULL;
-			break;
-		}
-		if (e->alloc && rc == 0)
-			cuda_alloc_note(a, &run);
-	}
-	cuda_alloc_stats(a, &run.st);
-	cuda_alloc_destroy(a);
 	theory_trace_release(&tr);
+}
 
+static int row_covered(const struct theory_request *req, const struct theory_row *r)
+{
+	return plain_loop(req) || (req->desc != NULL && (req->shape_known || (req->model != NULL && r->model_sched)));
+}
+
+void theory_alloc_held(const struct theory_request *req, const struct theory_row *r,
+                       const struct cuda_alloc_opts *opts, struct theory_held *h)
+{
+	*h = (struct theory_held){0};
+	if (row_covered(req, r))
+		held_of(req, req->desc, r->scheme, r->unit, r->world, opts, h);
+}
+
+/* Whether micro-batch `batch` of row r runs out of memory in its replay. */
+static int oom_at(const struct theory_request *req, const struct theory_row *r, uint64_t batch)
+{
+	struct zs_config c = *req->config;
+	struct theory_request alt = *req;
+	struct theory_desc d;
+	struct theory_held h;
+	c.batch = (unsigned)batch;
+	alt.config = &c;
+	alt.desc = NULL;
+	theory_desc_build(&d, &alt);
+	alt.desc = &d;
+	held_of(&alt, &d, r->scheme, r->unit, r->world, req->alloc, &h);
+	theory_desc_free(&d);
+	return !h.covered || h.oom;
+}
+
+uint64_t theory_alloc_max_batch(const struct theory_request *req, const struct theory_row *r)
+{
+	/* Reserved grows with the micro-batch as the walk's peak does (every
+	 * activation and scratch block is b times its b = 1 bytes), so the
+	 * largest b is found as theory_walk_max_batch finds it, each probe a
+	 * replay. */
+	if (req->device_mem <= 0 || !row_covered(req, r) || oom_at(req, r, 1))
+		return 0;
+	uint64_t lo = 1, hi = 2, b = req->config->batch;
+	if (b > 1 && !oom_at(req, r, b)) {
+		lo = b;
+		hi = 2 * b;
+	}
+	int exact = 1;
+	while (hi <= THEORY_WALK_MAX_BATCH && hi <= UINT32_MAX &&
+	       (exact = req->model == NULL || theory_tfm_exact(req->model, &req->act, hi)) && !oom_at(req, r, hi)) {
+		lo = hi;
+		hi *= 2;
+	}
+	if (hi > THEORY_WALK_MAX_BATCH || hi > UINT32_MAX || !exact)
+		return lo; /* the cap: more than any rank runs */
+	while (hi - lo > 1) { /* lo fits, hi does not */
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (!oom_at(req, r, mid))
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+void theory_alloc_json(cJSON *row, const struct theory_request *req, const struct theory_row *r)
+{
+	struct theory_held h;
+	theory_alloc_held(req, r, req->alloc, &h);
+	if (!h.covered) {
+		cJSON_AddNullToObject(row, "allocator");
+		return;
+	}
 	cJSON *o = cJSON_AddObjectToObject(row, "allocator");
 	double v[ZS_ALLOC_NKEYS];
-	zs_alloc_values(&run, v);
+	zs_alloc_values(&h.run, v);
 	for (size_t i = 0; i < ZS_ALLOC_NKEYS; i++)
 		zs_json_add_number(o, zs_alloc_keys[i], v[i]);
-	if (oom == NULL) {
+	cJSON *f = cJSON_AddObjectToObject(o, "device_overhead");
+	if (h.fixed.given) {
+		cJSON_AddNullToObject(f, "cuda_context_bytes");
+		cJSON_AddNullToObject(f, "cublas_workspace_bytes");
+		cJSON_AddNullToObject(f, "nccl_bytes");
+	} else {
+		zs_json_add_number(f, "cuda_context_bytes", (double)h.fixed.context);
+		zs_json_add_number(f, "cublas_workspace_bytes", (double)h.fixed.cublas);
+		zs_json_add_number(f, "nccl_bytes", (double)h.fixed.nccl);
+	}
+	zs_json_add_number(f, "total_bytes", (double)h.fixed.total);
+	if (!h.oom) {
 		cJSON_AddNullToObject(o, "oom");
 		return;
 	}
 	cJSON *w = cJSON_AddObjectToObject(o, "oom");
-	zs_json_add_number(w, "step", oom_step);
-	cJSON_AddStringToObject(w, "phase", zs_phase_name(oom->phase));
-	cJSON_AddStringToObject(w, "category", zs_cat_name(oom->cat));
-	zs_json_add_number(w, "bytes", (double)oom->bytes);
+	zs_json_add_number(w, "step", h.oom_step);
+	cJSON_AddStringToObject(w, "phase", zs_phase_name(h.oom_phase));
+	cJSON_AddStringToObject(w, "category", zs_cat_name(h.oom_cat));
+	zs_json_add_number(w, "bytes", (double)h.oom_bytes);
 }

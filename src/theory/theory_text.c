@@ -57,6 +57,17 @@ static size_t scale_of(double v)
 	return sc;
 }
 
+/* What a row is judged on: its peak, whether it fits and the largest
+ * micro-batch; exact when they are the framework's step's. */
+struct headline {
+	int exact;
+	uint64_t peak;
+	int fits_peak;
+	uint64_t max_batch;
+};
+static void headline_of(const struct theory_request *req, const struct theory_row *r, struct headline *h);
+static void allocator_text(struct zs_buf *t, const struct theory_request *req, enum zs_unit unit);
+
 enum quantity { Q_FLOOR, Q_RESIDENT, Q_PEAK };
 
 /* A transformer's row has a schedule only where zerosim's engine runs it
@@ -123,8 +134,9 @@ static void put_fits(struct zs_buf *t, const struct theory_request *req, enum zs
 	const struct zs_config *c = req->config;
 
 	if (peak)
-		zs_buf_printf(t, "\nSmallest N in the list whose peak fits %.6g GB per rank, unit = %s "
+		zs_buf_printf(t, "\nSmallest N in the list whose %s fits %.6g GB per rank, unit = %s "
 		              "(batch %u), and the largest batch per rank there:\n",
+		              req->alloc != NULL ? "step (reserved + fixed costs)" : "peak",
 		              theory_request_usable(req) / GB, zs_unit_name(unit), c->batch);
 	else
 		zs_buf_printf(t, "\nSmallest N in the list whose floor fits %.6g GB per rank:\n",
@@ -136,6 +148,12 @@ static void put_fits(struct zs_buf *t, const struct theory_request *req, enum zs
 			struct theory_row r;
 
 			theory_row(req, c->schemes[s], unit, c->world[w], &r);
+			if (peak && req->alloc != NULL) {
+				struct headline h;
+				headline_of(req, &r, &h);
+				r.fits_peak = h.fits_peak;
+				r.max_batch = h.max_batch;
+			}
 			if ((peak ? r.fits_peak : r.fits) == 1 && (best.world == 0 || r.world < best.world))
 				best = r;
 		}
@@ -184,6 +202,8 @@ static void mlp_text(struct zs_buf *t, const struct theory_request *req)
 		              req->largest_unit);
 		zs_buf_printf(t, "%s GB\n", num_str(num, sizeof num, req->largest_unit * (b.p + b.g) / GB));
 	}
+	for (size_t u = 0; req->shape_known && req->alloc != NULL && u < c->nunits; u++)
+		allocator_text(t, req, c->units[u]);
 	if (req->device_mem > 0) {
 		put_fits(t, req, c->units[0], 0);
 		for (size_t u = 0; req->shape_known && u < c->nunits; u++)
@@ -330,25 +350,27 @@ static int framework_headline(const struct theory_request *req)
 	return req->model != NULL && req->config->framework != ZS_FW_PAPER;
 }
 
-/* What a row is judged on: its peak, whether it fits and the largest
- * micro-batch; exact when they are the framework's step's. */
-struct headline {
-	int exact;
-	uint64_t peak;
-	int fits_peak;
-	uint64_t max_batch;
-};
-
 static void headline_of(const struct theory_request *req, const struct theory_row *r, struct headline *h)
 {
 	h->exact = framework_headline(req) && r->model_sched;
 	if (!h->exact) {
 		*h = (struct headline){0, r->peak_bytes, r->fits_peak, r->max_batch};
-		return;
+	} else {
+		h->peak = r->sched.peak_bytes;
+		h->fits_peak = req->device_mem > 0 ? (double)h->peak <= theory_request_usable(req) : -1;
+		h->max_batch = req->device_mem > 0 ? theory_walk_max_batch(req, r->scheme, r->unit, r->world, &r->sched) : 0;
 	}
-	h->peak = r->sched.peak_bytes;
-	h->fits_peak = req->device_mem > 0 ? (double)h->peak <= theory_request_usable(req) : -1;
-	h->max_batch = req->device_mem > 0 ? theory_walk_max_batch(req, r->scheme, r->unit, r->world, &r->sched) : 0;
+	/* --allocator cuda: what the GPU holds decides, where the step is
+	 * replayed (reserved plus the fixed costs within the usable memory:
+	 * the replay runs out of nothing) */
+	if (req->alloc != NULL && req->device_mem > 0) {
+		struct theory_held held;
+		theory_alloc_held(req, r, req->alloc, &held);
+		if (held.covered) {
+			h->fits_peak = !held.oom;
+			h->max_batch = theory_alloc_max_batch(req, r);
+		}
+	}
 }
 
 /* Why the framework's exact step is not available (theory_tfm_has_schedule
@@ -403,6 +425,10 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 		              "is the reference: the paper's model states and transients with Korthikanti's "
 		              "activations, the parts to its left)\n",
 		              fw, mem ? ", and the fits and the largest micro-batch are judged on it" : "");
+	if (mem && req->alloc != NULL)
+		zs_buf_printf(t, "(--allocator cuda: the peak's fit and the largest micro-batch are judged on what "
+		              "the GPU holds, the step's reserved bytes plus the device's fixed costs; see \"What "
+		              "the GPU holds\" below)\n");
 	zs_buf_printf(t, "%5s  %-6s %9s %9s %9s %11s %9s", "", "", "model", "gathered", "full", "",
 	              fwh ? "paper" : "");
 	if (fwh)
@@ -652,6 +678,134 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 	}
 }
 
+/* ------------------------------------------------------------------------ */
+/* --allocator cuda: what the GPU holds */
+
+/* Each row's step replayed through the caching allocator (theory_alloc.c):
+ * allocated and reserved at their peaks, the cache not in use at the
+ * reserved peak, the fixed costs, and with --device-mem the fit and the
+ * largest micro-batch on allocated (the step's blocks) against on what the
+ * GPU holds, and where the replay runs out; then the fixed costs named and
+ * what expandable segments or a split limit would change. */
+static void allocator_text(struct zs_buf *t, const struct theory_request *req, enum zs_unit unit)
+{
+	const struct zs_config *c = req->config;
+	int mem = req->device_mem > 0, any = 0, uncovered = 0;
+	uint64_t largest = 0, worst_frag = 0;
+	struct theory_row worst = { .world = 0 };
+	char v[8][32];
+
+	for (size_t w = 0; w < c->nworld; w++)
+		for (size_t s = 0; s < c->nschemes; s++) {
+			struct theory_row r;
+			struct theory_held h;
+			theory_row(req, c->schemes[s], unit, c->world[w], &r);
+			theory_alloc_held(req, &r, req->alloc, &h);
+			if (!h.covered)
+				continue;
+			any = 1;
+			if (h.run.st.reserved_peak + h.fixed.total > largest)
+				largest = h.run.st.reserved_peak + h.fixed.total;
+			if (worst.world == 0 || h.run.st.frag_at_peak > worst_frag) {
+				worst = r;
+				worst_frag = h.run.st.frag_at_peak;
+			}
+		}
+	zs_buf_printf(t, "\nWhat the GPU holds, unit = %s: each step replayed through PyTorch %s's CUDA caching "
+	              "allocator (docs/schedule.md, \"The replay in theory\")", zs_unit_name(unit),
+	              CUDA_ALLOC_TORCH_RELEASE);
+	if (!any) {
+		zs_buf_printf(t, ": no row's step is replayed here (only a step zerosim runs, with an exact "
+		              "schedule, is traced)\n");
+		return;
+	}
+	size_t sc = scale_of((double)largest);
+	zs_buf_printf(t, ", %s;\nheld = reserved + fixed costs%s\n", scales[sc].name,
+	              mem ? ", judged against the usable memory (a step fits when its replay runs out of nothing)"
+	                  : "");
+	zs_buf_printf(t, "%5s  %-6s %9s %9s %9s %9s %9s", "", "", "allocated", "reserved", "cache", "fixed", "held");
+	if (mem)
+		zs_buf_printf(t, "  %4s  %s", "fits", "largest micro-batch on");
+	zs_buf_printf(t, "\n%5s  %-6s %9s %9s %9s %9s %9s", "N", "scheme", "peak", "peak", "at peak", "costs", "");
+	if (mem)
+		zs_buf_printf(t, "  %4s  %9s %9s", "", "allocated", "held");
+	zs_buf_printf(t, "\n");
+	for (size_t w = 0; w < c->nworld; w++)
+		for (size_t s = 0; s < c->nschemes; s++) {
+			struct theory_row r;
+			struct theory_held h;
+			theory_row(req, c->schemes[s], unit, c->world[w], &r);
+			theory_alloc_held(req, &r, req->alloc, &h);
+			if (!h.covered) {
+				uncovered = 1;
+				continue;
+			}
+			const struct cuda_alloc_stats *st = &h.run.st;
+			zs_buf_printf(t, "%5u  %-6s %9s %9s %9s %9s %9s", r.world, zs_scheme_name(r.scheme),
+			              in_scale(v[0], sizeof v[0], st->allocated_peak, 0, sc),
+			              in_scale(v[1], sizeof v[1], st->reserved_peak, 0, sc),
+			              in_scale(v[2], sizeof v[2], st->frag_at_peak, 0, sc),
+			              in_scale(v[3], sizeof v[3], h.fixed.total, 0, sc),
+			              in_scale(v[4], sizeof v[4], st->reserved_peak + h.fixed.total, 0, sc));
+			if (mem) {
+				/* on allocated: the step's own peak, as without the replay */
+				struct theory_request plain = *req;
+				struct headline ha, hh;
+				plain.alloc = NULL;
+				headline_of(&plain, &r, &ha);
+				headline_of(req, &r, &hh);
+				snprintf(v[5], sizeof v[5], "%llu", (unsigned long long)ha.max_batch);
+				snprintf(v[6], sizeof v[6], "%llu", (unsigned long long)hh.max_batch);
+				zs_buf_printf(t, "  %4s  %9s %9s", h.oom ? "no" : "yes",
+				              ha.max_batch ? v[5] : "none", hh.max_batch ? v[6] : "none");
+			}
+			zs_buf_printf(t, "\n");
+			if (h.oom)
+				zs_buf_printf(t, "%5s  out of memory in step %u's %s: a block of %s of %s (%llu bytes), "
+				              "with %s reserved (the peaks above are up to there)\n", "", h.oom_step, zs_phase_name(h.oom_phase),
+				              zs_cat_name(h.oom_cat), amount(v[7], sizeof v[7], h.oom_bytes),
+				              (unsigned long long)h.oom_bytes, amount(v[0], sizeof v[0], st->reserved));
+		}
+	if (uncovered)
+		zs_buf_printf(t, "(rows not listed are not replayed: they have no exact step to trace; their fit "
+		              "above is on the paper level)\n");
+
+	/* the fixed costs, named (N > 2's; every N's are in the JSON) */
+	struct theory_overhead o;
+	unsigned top = 0;
+	for (size_t w = 0; w < c->nworld; w++)
+		if (c->world[w] > top)
+			top = c->world[w];
+	theory_device_overhead(req, top, &o);
+	if (o.given)
+		zs_buf_printf(t, "Fixed costs: %s per rank, as --device-overhead gives them.\n",
+		              amount(v[0], sizeof v[0], o.total));
+	else
+		zs_buf_printf(t, "Fixed costs per rank at N = %u: CUDA context %s, cuBLAS workspace %s, NCCL's "
+		              "buffers %s (none at N = 1, %s at N = 2); docs/schedule.md gives their sources, and "
+		              "--device-overhead SIZE replaces them.\n", top, amount(v[0], sizeof v[0], o.context),
+		              amount(v[1], sizeof v[1], o.cublas), amount(v[2], sizeof v[2], o.nccl),
+		              amount(v[3], sizeof v[3], THEORY_NCCL_PAIR_BYTES));
+
+	/* what the allocator's options would change, on the row whose cache
+	 * at the reserved peak is the largest */
+	struct cuda_alloc_opts xs = *req->alloc, ms = *req->alloc;
+	struct theory_held base, hx, hm;
+	xs.expandable_segments = 1;
+	ms.max_split_size = 512 * CUDA_ALLOC_MIB;
+	theory_alloc_held(req, &worst, req->alloc, &base);
+	theory_alloc_held(req, &worst, &xs, &hx);
+	theory_alloc_held(req, &worst, &ms, &hm);
+	zs_buf_printf(t, "N = %u %s, the largest cache at the peak: reserved peak %s",
+	              worst.world, zs_scheme_name(worst.scheme),
+	              amount(v[0], sizeof v[0], base.run.st.reserved_peak));
+	if (!req->alloc->expandable_segments)
+		zs_buf_printf(t, "; with expandable_segments:True %s", amount(v[1], sizeof v[1], hx.run.st.reserved_peak));
+	if (req->alloc->max_split_size == UINT64_MAX)
+		zs_buf_printf(t, "; with max_split_size_mb:512 %s", amount(v[2], sizeof v[2], hm.run.st.reserved_peak));
+	zs_buf_printf(t, "%s\n", base.oom || hx.oom || hm.oom ? " (up to where a replay ran out)" : "");
+}
+
 /* A framework's own bytes on a transformer: its exact step schedule, what
  * 'zerosim measure --model' holds with the same options ("-" where the
  * engine runs no such step). */
@@ -678,6 +832,8 @@ static void model_text(struct zs_buf *t, const struct theory_request *req)
 		table_text(t, req, c->units[u]);
 		if (c->framework != ZS_FW_PAPER)
 			phases_text(t, req, c->units[u]);
+		if (req->alloc != NULL)
+			allocator_text(t, req, c->units[u]);
 		if (req->device_mem > 0)
 			advice_text(t, req, c->units[u]);
 		if (c->framework != ZS_FW_PAPER)

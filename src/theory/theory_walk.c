@@ -516,6 +516,28 @@ struct ds3_fw {
 	struct theory_schedule *out;
 };
 
+/* With a trace, each of ZeRO-3's blocks under a key of its own, so that
+ * a free names the block the engine frees (scheme_deepspeed.c): tensor
+ * t's gathered copy and (params offloaded) its partition's device copy,
+ * the module's grads, the flush's padding and flat copy, the held grad,
+ * step()'s two buffers. */
+enum { DS3_GATHERED = 1, DS3_OFFP, DS3_GRADS, DS3_PAD, DS3_FLAT, DS3_HELD, DS3_G16, DS3_G32 };
+#define DS3_KEY(kind, i) (THEORY_TRACE_UNIT + ((uint64_t)(kind) << 40) + (uint64_t)(i))
+
+static void ds3_add(struct walk *w, enum zs_cat c, uint64_t bytes, uint64_t key)
+{
+	w->key = key;
+	walk_add(w, c, bytes);
+	w->key = 0;
+}
+
+static void ds3_sub(struct walk *w, enum zs_cat c, uint64_t bytes, uint64_t key)
+{
+	w->key = key;
+	walk_sub(w, c, bytes);
+	w->key = 0;
+}
+
 /* reduce_scatter_coalesced: the paddings, then the flat copy (unless one
  * tensor divides evenly), then both dropped and the held grad with them. */
 static void ds3_flush(struct walk *w, struct ds3_bucket *bk, const uint64_t *tn, uint64_t N, unsigned g)
@@ -531,9 +553,12 @@ static void ds3_flush(struct walk *w, struct ds3_bucket *bk, const uint64_t *tn,
 	int in_place = bk->count == 1 && pad == 0;
 	enum zs_phase was = w->phase;
 	walk_phase(w, ZS_PH_REDUCE); /* the bucket's reduce-scatter, as the engine marks it */
-	walk_add(w, ZS_CAT_FULL_GRADS, pad * g);
-	walk_add(w, ZS_CAT_FULL_GRADS, in_place ? 0 : N * part * g);
-	walk_sub(w, ZS_CAT_FULL_GRADS, (in_place ? 0 : N * part * g) + pad * g + bk->held);
+	ds3_add(w, ZS_CAT_FULL_GRADS, pad * g, DS3_KEY(DS3_PAD, 0));
+	ds3_add(w, ZS_CAT_FULL_GRADS, in_place ? 0 : N * part * g, DS3_KEY(DS3_FLAT, 0));
+	/* freed as the engine frees them: the flat copy, the padding, the held grad */
+	ds3_sub(w, ZS_CAT_FULL_GRADS, in_place ? 0 : N * part * g, DS3_KEY(DS3_FLAT, 0));
+	ds3_sub(w, ZS_CAT_FULL_GRADS, pad * g, DS3_KEY(DS3_PAD, 0));
+	ds3_sub(w, ZS_CAT_FULL_GRADS, bk->held, DS3_KEY(DS3_HELD, 0));
 	walk_phase(w, was);
 	bk->held = 0;
 	bk->reduced += (N - 1) * part;
@@ -546,16 +571,16 @@ static void ds3_gathered(struct walk *w, const struct ds3_fw *f, const size_t *t
 {
 	unsigned p = f->b->p;
 	for (size_t i = 0; i < n; i++) {
-		walk_add(w, ZS_CAT_GATHERED, f->tn[t[i]] * p);
-		walk_add(w, ZS_CAT_GATHERED, f->offp ? f->d->s[t[i]] * p : 0);
-		walk_sub(w, ZS_CAT_GATHERED, f->offp ? f->d->s[t[i]] * p : 0);
+		ds3_add(w, ZS_CAT_GATHERED, f->tn[t[i]] * p, DS3_KEY(DS3_GATHERED, t[i]));
+		ds3_add(w, ZS_CAT_GATHERED, f->offp ? f->d->s[t[i]] * p : 0, DS3_KEY(DS3_OFFP, t[i]));
+		ds3_sub(w, ZS_CAT_GATHERED, f->offp ? f->d->s[t[i]] * p : 0, DS3_KEY(DS3_OFFP, t[i]));
 	}
 }
 
 static void ds3_released(struct walk *w, const struct ds3_fw *f, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		walk_sub(w, ZS_CAT_GATHERED, f->tn[f->rel[i]] * f->b->p);
+		ds3_sub(w, ZS_CAT_GATHERED, f->tn[f->rel[i]] * f->b->p, DS3_KEY(DS3_GATHERED, f->rel[i]));
 }
 
 /* Module mi's backward: its grads made, put in the bucket tensor by
@@ -570,17 +595,17 @@ static void ds3_grads(struct ds3_fw *f, struct walk *w, size_t mi)
 		return;
 	for (size_t t = t0; t < t1; t++)
 		n += f->tn[t];
-	walk_add(w, ZS_CAT_FULL_GRADS, n * g);
+	ds3_add(w, ZS_CAT_FULL_GRADS, n * g, DS3_KEY(DS3_GRADS, 0));
 	for (size_t t = t0; t < t1; t++) {
 		if (bk->used + f->tn[t] > bk->B && bk->count > 0)
 			ds3_flush(w, bk, f->tn, f->N, g);
 		bk->t[bk->count++] = t;
 		bk->used += f->tn[t];
 	}
-	walk_sub(w, ZS_CAT_FULL_GRADS, n * g); /* the module's grads dropped */
+	ds3_sub(w, ZS_CAT_FULL_GRADS, n * g, DS3_KEY(DS3_GRADS, 0)); /* the module's grads dropped */
 	if (bk->count == 1 && f->tn[bk->t[0]] > bk->B && bk->held == 0) {
 		bk->held = f->tn[bk->t[0]] * g; /* an oversized grad kept until it is reduced */
-		walk_add(w, ZS_CAT_FULL_GRADS, bk->held);
+		ds3_add(w, ZS_CAT_FULL_GRADS, bk->held, DS3_KEY(DS3_HELD, 0));
 	}
 }
 
@@ -654,10 +679,10 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		uint64_t S = f->S, g16 = !f->off && b->g == 2 ? S * b->g : 0, g32 = f->off ? 0 : S * 4;
 		walk_phase(w, ZS_PH_OPTIMIZER);
 		ds3_released(w, f, nrel);
-		walk_add(w, ZS_CAT_GRAD16, g16);
-		walk_add(w, ZS_CAT_GRAD32, g32);
-		walk_sub(w, ZS_CAT_GRAD16, g16);
-		walk_sub(w, ZS_CAT_GRAD32, g32);
+		ds3_add(w, ZS_CAT_GRAD16, g16, DS3_KEY(DS3_G16, 0));
+		ds3_add(w, ZS_CAT_GRAD32, g32, DS3_KEY(DS3_G32, 0));
+		ds3_sub(w, ZS_CAT_GRAD16, g16, DS3_KEY(DS3_G16, 0));
+		ds3_sub(w, ZS_CAT_GRAD32, g32, DS3_KEY(DS3_G32, 0));
 		walk_phase(w, ZS_PH_GATHER); /* the persistent params gathered after step() */
 		ds3_gathered(w, f, f->post, npost);
 		uint64_t N = f->N, gathered = f->d->gathered, reduced = f->bk.reduced;
@@ -714,7 +739,7 @@ static void ds3_modules(struct ds3_fw *f, const struct theory_desc *d, enum zs_u
 
 /* DeepSpeed's ZeRO-3 over --steps steps (the first records the trace). */
 static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
-                     enum zs_unit unit, unsigned world, struct theory_schedule *out)
+                     enum zs_unit unit, unsigned world, struct theory_schedule *out, struct theory_trace *tr)
 {
 	const struct step_params *p = &d->params;
 	uint64_t *tn = zs_calloc(p->ntensors, sizeof *tn), persist = 0, base[ZS_NCATS];
@@ -733,9 +758,10 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	}
 	out->params = p->numel;
 	theory_ds3_resident(b, c, f.S, persist, world, out, base);
-	struct walk w = {0};
+	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT};
 	for (int k = 0; k < ZS_NCATS; k++) /* set-up */
 		walk_add(&w, (enum zs_cat)k, base[k]);
+	w.key = 0;
 	const struct walk_fw fw = {ds3_at, &f};
 	walk_steps(d, &w, c->steps, &fw);
 	out->peak_bytes = w.peak;
@@ -807,7 +833,7 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 	*out = (struct theory_schedule){0};
 	uint64_t *units = theory_units_list(p, unit, &out->nunits);
 	if (fw == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3) { /* by module */
-		ds3_walk(d, b, c, unit, world, out);
+		ds3_walk(d, b, c, unit, world, out, tr);
 		free(units);
 		return;
 	}
@@ -886,7 +912,7 @@ int theory_walk_trace(const struct theory_desc *d, const struct theory_bytes *b,
 	/* Not DeepSpeed's ZeRO-3 yet: its walk by module (ds3_walk) gathers
 	 * and frees as category sums the engine makes as blocks of their own
 	 * (docs/schedule.md, "The replay in theory"). */
-	if (c == NULL || !d->has_buffers || (c->framework == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3))
+	if (c == NULL || !d->has_buffers)
 		return -1;
 	struct theory_schedule scratch;
 	walk_schedule(d, b, c, scheme, unit, world, &scratch, tr);
