@@ -35,7 +35,7 @@
 static struct zs_result run(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
 {
 	struct zs_result res;
-	struct zs_run_options opt = {0, 0, NULL, 0};
+	struct zs_run_options opt = {0};
 	char *cause = NULL;
 	int r = engine_run(c, s, n, u, NULL, &opt, &res, &cause);
 	ck_assert_msg(r == 0, "engine_run failed: %s", cause ? cause : "?");
@@ -800,7 +800,7 @@ START_TEST(test_a_case_file_fixes_weights_and_batches)
 	c.widths[2] = 1;
 	c.steps = 1;
 	c.batch = 1;
-	struct zs_run_options opt = {0, 1, NULL, 0};
+	struct zs_run_options opt = {.weights = 1};
 	struct zs_result a, b;
 	ck_assert_int_eq(engine_run(&c, ZS_DP, 2, ZS_UNIT_MODEL, cs, &opt, &a, &cause), 0);
 	ck_assert_int_eq(engine_run(&c, ZS_ZERO3, 2, ZS_UNIT_LAYER, cs, &opt, &b, &cause), 0);
@@ -879,7 +879,7 @@ static void case_round_trip(struct zs_config *c, unsigned world)
 		ck_assert_mem_eq(back->x, made->x, n * c->widths[0] * sizeof(float));
 		ck_assert_mem_eq(back->y, made->y, n * c->widths[c->nwidths - 1] * sizeof(float));
 	}
-	struct zs_run_options opt = {0, 0, NULL, 0};
+	struct zs_run_options opt = {0};
 	struct zs_result seeded, cased;
 	ck_assert_msg(engine_run(c, ZS_ZERO3, world, ZS_UNIT_LAYER, NULL, &opt, &seeded, &cause) == 0, "%s", cause);
 	ck_assert_msg(engine_run(c, ZS_ZERO3, world, ZS_UNIT_LAYER, back, &opt, &cased, &cause) == 0, "%s", cause);

@@ -90,7 +90,7 @@ START_TEST(test_final_weights_and_loss_match_the_goldens)
 	int print = getenv("ZS_GOLDEN_PRINT") != NULL;
 	for (int s = 0; s < ZS_NSCHEMES; s++)
 		for (int u = 0; u < ZS_NUNITS; u++) {
-			struct zs_run_options opt = {0, 0, NULL, 0};
+			struct zs_run_options opt = {0};
 			struct zs_result res;
 			char *cause = NULL;
 			int r = engine_run(&c, (enum zs_scheme)s, g->world, (enum zs_unit)u, NULL, &opt, &res,

@@ -705,7 +705,7 @@ static struct zs_config engine_config(struct zs_tfm_run *tr, enum tfm_family f, 
 static struct zs_result engine(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
 {
 	struct zs_result res;
-	struct zs_run_options opt = {0, 1, NULL, 0};
+	struct zs_run_options opt = {.weights = 1};
 	char *cause = NULL;
 	ck_assert_msg(engine_run(c, s, n, u, NULL, &opt, &res, &cause) == 0, "%s", cause ? cause : "?");
 	return res;
