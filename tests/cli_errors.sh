@@ -728,6 +728,10 @@ for cmd in measure theory; do
 		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --schemes zero3 --prefetch none --out "$keep"
 	try 2 "--ds-max-live: --wrapper none builds no DeepSpeed engine to set" \
 		$cmd --framework deepspeed --model "$tiny" --wrapper none --world 1 --schemes zero3 --ds-max-live 5 --out "$keep"
+	# The plain loop describes no activation checkpointing: refused.
+	try 2 "--recompute full: the plain loop's PyTorch step keeps what autograd keeps" \
+		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision fp32 --torch-device cpu \
+		--attn eager --recompute full --out "$keep"
 	# The last of a repeated option counts.
 	try 2 "--wrapper none is one process's plain training loop: every --world must be 1 (it lists 4)" \
 		$cmd --framework torch --model "$tiny" --wrapper auto --wrapper none --world 4 --out "$keep"

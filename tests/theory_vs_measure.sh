@@ -371,6 +371,10 @@ plain() {
 		exit 1
 	fi
 }
+# Under --framework deepspeed, --wrapper none is the same plain loop (no
+# DeepSpeed engine): theory and measure both take it.
+plain --framework deepspeed --wrapper none --torch-version 2.6 --torch-device cpu --attn eager \
+	--model "$tmp/gpt2-tiny.json" --seq 32 --batch 2 --precision fp32 --world 1 --schemes dp --unit layer --steps 2
 for model in gpt2-tiny gpt2-untied llama-tiny llama-tied; do
 	for impl in single foreach; do
 		for zg in zeros none; do

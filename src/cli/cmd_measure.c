@@ -70,8 +70,11 @@ static void usage(FILE *f)
 	      "                         params (zero3): DeepSpeed's host bytes apart\n"
 	      "                         from the device's\n"
 	      "      --ranks-per-node R with --offload: host bytes per node (1)\n"
-	      "      --torch-version V  torch and deepspeed: the PyTorch followed, 1.13 or\n"
-	      "                         2.6 (default); the defaults below are its own\n"
+	      "      --torch-version V  --wrapper none only, so far: the PyTorch followed,\n"
+	      "                         1.13 or 2.6 (default; its defaults below); the\n"
+	      "                         plain loop's step is described for fp32, the CPU\n"
+	      "                         and eager attention yet (give --precision fp32\n"
+	      "                         --torch-device cpu --attn eager)\n"
 	      "      --torch-device D   cuda (default) or cpu\n"
 	      "      --optimizer-impl I Adam's single, foreach or fused (default: single\n"
 	      "                         in 1.13 and on the CPU, foreach on CUDA from 2.0)\n"
@@ -494,6 +497,10 @@ int zs_cmd_measure(int argc, char **argv)
 	if (zs_config_validate(&c, &cause) != 0 || zs_framework_check(&c, 0, &cause) != 0 ||
 	    zs_config_check_model(&c, c.tfm != NULL, &cause) != 0)
 		goto fail;
+	if (c.wrapper == ZS_WRAPPER_NONE && c.tfm != NULL && c.tfm->recompute != ZS_RECOMPUTE_NONE) {
+		cause = zs_asprintf("--recompute %s: the plain loop's PyTorch step keeps what autograd keeps (activation checkpointing is not described yet); give --recompute none", zs_recompute_name(c.tfm->recompute));
+		goto fail;
+	}
 	/* DeepSpeed's ZeRO-3 gathers per nn.Module; a full recompute re-runs a
 	 * block's forward inside its backward, where its hooks would gather
 	 * the modules again (not modelled). */

@@ -88,8 +88,11 @@ static void usage(void)
 "      --bucket-cap MB    torch: DDP's gradient bucket size (default 25)\n"
 "      --prefetch P       torch: FSDP's backward prefetch, none (default, as\n"
 "                         PyTorch 1.13) or backward-pre (torch 2.x's default)\n"
-"      --torch-version V  torch and deepspeed: the PyTorch followed, 1.13 or\n"
-"                         2.6 (default); the defaults below are its own\n"
+"      --torch-version V  --wrapper none only, so far: the PyTorch followed,\n"
+"                         1.13 or 2.6 (default; its defaults below); the\n"
+"                         plain loop's step is described for fp32, the CPU\n"
+"                         and eager attention yet (give --precision fp32\n"
+"                         --torch-device cpu --attn eager)\n"
 "      --torch-device D   cuda (default) or cpu\n"
 "      --optimizer-impl I Adam's single, foreach or fused (default: single\n"
 "                         in 1.13 and on the CPU, foreach on CUDA from 2.0)\n"
@@ -402,9 +405,13 @@ int zs_cmd_theory(int argc, char **argv)
 	    (model_arg != NULL && load_model(&req, &config, &model, model_arg, seq_arg, recompute_arg,
 	                                     flash, params_given, args, nargs, spec != NULL, &cause) < 0))
 		goto bad;
-	if (model_arg != NULL && config.framework == ZS_FW_TORCH && config.wrapper == ZS_WRAPPER_NONE &&
+	if (model_arg != NULL && config.wrapper == ZS_WRAPPER_NONE &&
 	    theory_autograd_check(&model, &config, req.act.seq, req.bf16, &cause) < 0)
 		goto bad;
+	if (model_arg != NULL && config.wrapper == ZS_WRAPPER_NONE && req.act.recompute != ZS_RECOMPUTE_NONE) {
+		cause = zs_asprintf("--recompute %s: the plain loop's PyTorch step keeps what autograd keeps (activation checkpointing is not described yet); give --recompute none", zs_recompute_name(req.act.recompute));
+		goto bad;
+	}
 	if (model_arg == NULL && (seq_arg != NULL || recompute_arg != NULL || flash)) {
 		cause = zs_asprintf("%s needs --model (the MLP's activations are exact already)",
 		                    seq_arg != NULL ? "--seq" : recompute_arg != NULL ? "--recompute"

@@ -218,14 +218,15 @@ char *theory_framework_text(const struct theory_request *req)
 	const struct zs_config *c = req->config;
 	if (c->framework == ZS_FW_PAPER)
 		return NULL;
-	if (c->framework == ZS_FW_TORCH && c->wrapper == ZS_WRAPPER_NONE)
-		return zs_asprintf("\nFramework torch, --wrapper none: one process's plain training loop over Hugging "
-		                   "Face's model (no DDP or FSDP: every scheme is the same loop), its peak the sum of "
+	if (c->wrapper == ZS_WRAPPER_NONE)
+		return zs_asprintf("\nFramework %s, --wrapper none: one process's plain training loop over Hugging "
+		                   "Face's model (no DDP, FSDP or DeepSpeed engine: every scheme is the same loop), its "
+		                   "peak the sum of "
 		                   "PyTorch %s's own step allocation by allocation (docs/schedule.md, \"The PyTorch "
 		                   "step\"): autograd's saved tensors, the loss, the tied head's held gradient, Adam's "
 		                   "temporaries; the parameters, buffers, token ids, grads and Adam's m, v and step "
 		                   "counters between steps.\n",
-		                   c->torch_version == ZS_TORCH_1_13 ? "1.13" : "2.6");
+		                   c->framework == ZS_FW_DEEPSPEED ? "deepspeed" : "torch", c->torch_version == ZS_TORCH_1_13 ? "1.13" : "2.6");
 	if (c->framework == ZS_FW_TORCH) {
 		char cap[32];
 		return zs_asprintf("\nFramework torch: dp is DistributedDataParallel (bucket_cap_mb %s; its gradient "

@@ -639,7 +639,7 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 			header = 1;
 		}
 		zs_buf_printf(t, "  %-6s", zs_scheme_name(scheme));
-		if (c->framework == ZS_FW_TORCH && c->wrapper == ZS_WRAPPER_NONE) {
+		if (c->wrapper == ZS_WRAPPER_NONE) {
 			/* the plain loop is one process and recomputes nothing (its
 			 * step is PyTorch's, without checkpointing): no N and no
 			 * --recompute changes it */
