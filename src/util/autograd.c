@@ -1114,14 +1114,27 @@ static void gpt2_step(struct bld *b, struct model *M)
 		 * the split's layout; SplitBackward (cat) wants them as
 		 * [B, T, d]: k's and q's are copied (reshape of a transposed and
 		 * of a permuted grad), v's passes as a view */
+		/* The views say which element goes where: dq and dv [B·h, T, hd]
+		 * are read as [B, T, h, hd] (PermuteBackward of the split's
+		 * permute(0, 2, 1, 3)), dkᵀ [B·h, hd, T] as [B, T, h, hd] through
+		 * the transpose as well. They make no bytes: each is let go before
+		 * the tensor it views, whose free stays where PyTorch has it. */
+		const int64_t *hst = (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 };
 		T dk = TMP("clone (k grad to [B, T, d])", AG_F32, B, Tn, d);
-		op(b, AG_OP_COPY, dkt, NO, NO, dk, NO, NO);
+		T dktv = vw(b, dkt, 4, SH(B, Tn, h, hd),
+		            (const int64_t[]){ (int64_t)(h * hd * Tn), 1, (int64_t)(hd * Tn), (int64_t)Tn }, 0);
+		op(b, AG_OP_COPY, dktv, NO, NO, dk, NO, NO);
+		unref(b, dktv);
 		unref(b, dkt);
 		T dqq = TMP("clone (q grad to [B, T, d])", AG_F32, B, Tn, d);
-		op(b, AG_OP_COPY, dq, NO, NO, dqq, NO, NO);
+		T dqv = vw(b, dq, 4, SH(B, Tn, h, hd), hst, 0);
+		op(b, AG_OP_COPY, dqv, NO, NO, dqq, NO, NO);
+		unref(b, dqv);
 		unref(b, dq);
 		T dqkv = TMP("cat (split backward)", AG_F32, B, Tn, 3 * d);
-		op(b, AG_OP_CAT_LAST, dqq, dk, dvc, dqkv, NO, NO);
+		T dvv = vw(b, dvc, 4, SH(B, Tn, h, hd), hst, 0);
+		op(b, AG_OP_CAT_LAST, dqq, dk, dvv, dqkv, NO, NO);
+		unref(b, dvv);
 		unref(b, dvc);
 		unref(b, dk);
 		unref(b, dqq);
