@@ -327,6 +327,8 @@ static inline __attribute__((always_inline)) float ew_value(enum ag_op op, float
 	case AG_OP_NEG: return -a;
 	case AG_OP_POW_SCALAR: return pow_s(a, s0);
 	case AG_OP_TANH: return tanhf(a);
+	case AG_OP_COS: return cosf(a);
+	case AG_OP_SIN: return sinf(a);
 	case AG_OP_RSQRT: return 1.0f / sqrtf(a);
 	case AG_OP_SQRT: return sqrtf(a);
 	case AG_OP_SILU: return a / (1.0f + expf(-a));
@@ -359,6 +361,8 @@ static int ew_inputs(enum ag_op op)
 	case AG_OP_NEG:
 	case AG_OP_POW_SCALAR:
 	case AG_OP_TANH:
+	case AG_OP_COS:
+	case AG_OP_SIN:
 	case AG_OP_RSQRT:
 	case AG_OP_SQRT:
 	case AG_OP_SILU:
@@ -838,6 +842,9 @@ static int op_indexed(struct opctx *oc, enum ag_op op, const struct agv *out, fl
 		case AG_OP_TRIL_MASK:
 			st(out, w.off[0], j <= i ? 1.0f : 0.0f);
 			break;
+		case AG_OP_ROPE_INV_FREQ: /* 1.0 / (base ** (arange(0, dim, 2).float() / dim)), dim = 2n */
+			st(out, w.off[0], 1.0f / powf(s0, (float)(2 * lin) / (float)(2 * out->numel)));
+			break;
 		default: /* AG_OP_CAUSAL_ADD_MASK */
 			st(out, w.off[0], j <= i ? 0.0f : s0);
 		}
@@ -1074,10 +1081,17 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 			goto done;
 		}
 		if (e->op == AG_OP_COPY && bcast(&b[0], &in[0], &out[0]) != 0 && pads(&in[0], &out[0])) {
-			/* constant_pad_nd: out = arg[0] around in0, in its leading corner */
+			/* constant_pad_nd: out = arg[0] around in0, in its leading
+			 * corner; slice_backward (arg[1] = p): zeros around in0 put
+			 * at p along the last dim */
 			struct agv corner = out[0];
+			uint64_t at = e->arg[1] > 0 ? (uint64_t)e->arg[1] : 0;
+			unsigned last = out[0].nd - 1;
+			if (out[0].nd == 0 || at + in[0].shape[last] > out[0].shape[last])
+				return FAIL("copy: the slice does not fit in the output");
 			memcpy(corner.shape, in[0].shape, sizeof corner.shape);
 			corner.numel = in[0].numel;
+			corner.base = (unsigned char *)out[0].base + (int64_t)at * out[0].stride[last] * (int64_t)out[0].es;
 			run_ew(AG_OP_FILL, s0, &out[0], NULL, 0);
 			run_ew(AG_OP_COPY, 0.0f, &corner, &in[0], 1);
 			goto done;
@@ -1092,6 +1106,7 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 		switch (e->op) {
 		case AG_OP_ARANGE:
 		case AG_OP_TRIL_MASK:
+		case AG_OP_ROPE_INV_FREQ:
 		case AG_OP_CAUSAL_ADD_MASK: rc = op_indexed(oc, e->op, &out[0], s0); break;
 		case AG_OP_CAT_LAST:
 			rc = nin < 1 ? FAIL("cat: no operand") : op_cat_last(oc, &out[0], in, nin);
