@@ -575,6 +575,7 @@ static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct
 {
 	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
 	uint64_t rows = xo->shape[0], nx = xo->shape[1], nf = b->s->tensor[w->w].shape[1];
+	const struct ag_tensor go_ = b->s->tensor[g]; /* x's shape is g's, but for the last dim */
 	T g2 = reshape(b, g, 2, SH(rows, nf));
 	T dx = TMP("mm (addmm backward, mat1)", AG_F32, rows, nx);
 	T wt = transpose_last2(b, w->w);
@@ -592,7 +593,14 @@ static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct
 	unref(b, sv->x2);
 	accumulate(b, bb, db);
 	accumulate(b, w, dw);
-	return dx;
+	/* ViewBackward (x.view(-1, nx)): x's gradient in x's shape */
+	uint64_t sh[AG_MAXDIM];
+	for (unsigned i = 0; i < go_.ndim; i++)
+		sh[i] = go_.shape[i];
+	sh[go_.ndim - 1] = nx;
+	T dxv = reshape(b, dx, go_.ndim, sh);
+	unref(b, dx);
+	return dxv;
 }
 
 struct gpt2_block_saved {
@@ -1213,6 +1221,7 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 {
 	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
 	uint64_t rows = xo->shape[0], in = xo->shape[1], out = b->s->tensor[w->w].shape[0];
+	const struct ag_tensor go_ = b->s->tensor[g];
 	T g2 = reshape(b, g, 2, SH(rows, out));
 	/* W^t's gradient in W^t's layout (mm_mat2_backward): W's [out, in] */
 	T dw = TMP("mm (linear backward, weight)", AG_F32, out, in);
@@ -1225,8 +1234,13 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 	if (owned)
 		unref(b, g);
 	unref(b, sv->x2);
-	/* ViewBackward (x.view(-1, in)) hands on a view of it */
-	T dxv = vw(b, dx, 2, SH(rows, in), NULL, 0);
+	/* ViewBackward (x.view(-1, in)) hands on a view of it in x's shape
+	 * (g's, but for the last dim) */
+	uint64_t sh[AG_MAXDIM];
+	for (unsigned i = 0; i < go_.ndim; i++)
+		sh[i] = go_.shape[i];
+	sh[go_.ndim - 1] = in;
+	T dxv = reshape(b, dx, go_.ndim, sh);
 	unref(b, dx);
 	arrive(b, xbuf, dxv);
 	accumulate(b, w, dw);
