@@ -571,6 +571,20 @@ static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_sav
  * then the saved input released; the AccumulateGrads of bias and weight
  * (their nodes run at once, the bias's first). g is released when
  * `owned` (the node had the last holder of it). Returns dx as [rows, nx]. */
+/* A layer's x gradient dx [rows, n] (its holder taken) as the view
+ * ViewBackward hands on: x's shape, which is that of the layer's output
+ * gradient g but for the last dim. */
+static T grad_in_x_shape(struct bld *b, T dx, const struct ag_tensor *g)
+{
+	uint64_t sh[AG_MAXDIM];
+	for (unsigned i = 0; i < g->ndim; i++)
+		sh[i] = g->shape[i];
+	sh[g->ndim - 1] = b->s->tensor[dx].shape[1];
+	T v = reshape(b, dx, g->ndim, sh);
+	unref(b, dx);
+	return v;
+}
+
 static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct pt *w, struct pt *bb)
 {
 	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
@@ -594,13 +608,7 @@ static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct
 	accumulate(b, bb, db);
 	accumulate(b, w, dw);
 	/* ViewBackward (x.view(-1, nx)): x's gradient in x's shape */
-	uint64_t sh[AG_MAXDIM];
-	for (unsigned i = 0; i < go_.ndim; i++)
-		sh[i] = go_.shape[i];
-	sh[go_.ndim - 1] = nx;
-	T dxv = reshape(b, dx, go_.ndim, sh);
-	unref(b, dx);
-	return dxv;
+	return grad_in_x_shape(b, dx, &go_);
 }
 
 struct gpt2_block_saved {
@@ -1234,14 +1242,8 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 	if (owned)
 		unref(b, g);
 	unref(b, sv->x2);
-	/* ViewBackward (x.view(-1, in)) hands on a view of it in x's shape
-	 * (g's, but for the last dim) */
-	uint64_t sh[AG_MAXDIM];
-	for (unsigned i = 0; i < go_.ndim; i++)
-		sh[i] = go_.shape[i];
-	sh[go_.ndim - 1] = in;
-	T dxv = reshape(b, dx, go_.ndim, sh);
-	unref(b, dx);
+	/* ViewBackward (x.view(-1, in)) hands on a view of it in x's shape */
+	T dxv = grad_in_x_shape(b, dx, &go_);
 	arrive(b, xbuf, dxv);
 	accumulate(b, w, dw);
 }
