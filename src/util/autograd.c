@@ -294,8 +294,11 @@ static void mark(struct bld *b, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	b->s->labels = grow(b->s->labels, &(size_t){ b->s->nlabels }, b->s->nlabels + 1, sizeof *b->s->labels);
-	/* grow() with a throwaway cap reallocates each time: labels are few */
+	/* grow() with a throwaway cap reallocates each time: labels are few
+	 * (a named variable, not a compound literal: cppcheck cannot parse one
+	 * among the arguments) */
+	size_t cap = b->s->nlabels;
+	b->s->labels = grow(b->s->labels, &cap, b->s->nlabels + 1, sizeof *b->s->labels);
 	char *l = zs_strdup(buf);
 	b->s->labels[b->s->nlabels++] = l;
 	ev(b, AG_EV_MARK)->label = l;
@@ -383,7 +386,7 @@ static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int p
 	q->param = param;
 	q->part = part;
 	q->g = q->m = q->v = q->step = NO;
-	uint64_t sh[2] = { st->shape[0], st->ndim > 1 ? st->shape[1] : 0 };
+	uint64_t sh[AG_MAXDIM] = { st->shape[0], st->ndim > 1 ? st->shape[1] : 0 }; /* mk reads ndim of them */
 	if (part >= 0)
 		sh[0] = st->part_rows[part];
 	b->module = (int32_t)st->module;
@@ -1410,7 +1413,8 @@ static void rope_bwd(struct bld *b, T g, struct rope_saved *sv, T *xbuf)
 	op(b, AG_OP_NEG, p0, NO, NO, dn, NO, NO);
 	unref(b, p0);
 	T s2 = TMP("slice_backward (x2)", AG_F32, B, n, Tn, hd);
-	op(b, AG_OP_COPY, dn, NO, NO, s2, NO, NO)->arg[1] = (double)(hd / 2); /* x2 = x[..., hd/2:] */
+	uint64_t half = hd / 2; /* x2 = x[..., hd/2:] */
+	op(b, AG_OP_COPY, dn, NO, NO, s2, NO, NO)->arg[1] = (double)half;
 	unref(b, dn);
 	T s1 = TMP("slice_backward (x1)", AG_F32, B, n, Tn, hd);
 	op(b, AG_OP_COPY, p1, NO, NO, s1, NO, NO);
@@ -1900,7 +1904,7 @@ static void adam_foreach(struct bld *b, struct model *M)
 {
 	const struct ag_options *o = b->o;
 	size_t n = 0;
-	struct pt **q = zs_calloc(M->npt ? M->npt : 1, sizeof *q);
+	struct pt **q = zs_calloc(M->npt ? M->npt : 1, sizeof(struct pt *));
 	for (size_t i = 0; i < M->npt; i++)
 		if (M->pt[i].g != NO)
 			q[n++] = &M->pt[i];
