@@ -63,21 +63,6 @@ endif
 # backward and Adam too).
 TESTS += tests/ag_exec_losses.sh tests/ag_exec_train.sh tests/ag_exec_llama.sh
 EXTRA_DIST += tests/ag_exec_losses.sh tests/ag_exec_train.sh tests/ag_exec_llama.sh
-# Expected to fail until util/autograd.c's attention backward reads its
-# gradients through the views PyTorch's reshape and permute make: the
-# copies "clone (q grad to [B, T, d])" and "clone (k grad to [B, T, d])"
-# take dq and dkᵀ as they lie ([B·h, T, hd] and [B·h, hd, T]) where
-# [B, T, h, hd] views of them are meant, and the split's cat takes v's
-# gradient [B·h, T, hd] as [B, T, d] rows. With those three views the
-# three steps' losses equal the fused engine's to the last bit (tried).
-XFAIL_TESTS += tests/ag_exec_train.sh
-# Expected to fail until util/autograd.c's llama step computes what it
-# describes: RoPE's cos and sin are COPY ops (the op list has no cos or
-# sin), inv_freq @ position_ids is a bmm over an (8) vector and a (1, 1, T)
-# tensor, and the cat of (freqs, freqs) joins two (1, 8, T) tensors into
-# (1, T, 16) without their transposed views; the executor stops at the
-# first of these with its one line.
-XFAIL_TESTS += tests/ag_exec_llama.sh
 
 # Agreement with PyTorch (skipped where no python3 imports torch).
 check_PROGRAMS += tests/tfm_dump

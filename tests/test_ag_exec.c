@@ -571,6 +571,82 @@ START_TEST(test_adams_ops_take_the_steps_scalars)
 }
 END_TEST
 
+/* Llama's rotary tables and rotate_half's slice_backward, and add's alpha
+ * read as given: LlamaRotaryEmbedding's inv_freq for base 10000 and
+ * dim 4 is (10000^0, 10000^(-2/4)) = (1, 0.01); cos and sin of 0.5 are
+ * the tabulated 0.8775825619 and 0.4794255386; slice_backward of
+ * x[..., 2:] puts the grad at offset 2 of zeros; 1 + 0·5 is 1. */
+START_TEST(test_rope_tables_slice_backward_and_alpha)
+{
+	struct list *l = zs_calloc(1, sizeof *l);
+	list_init(l);
+	uint64_t s2[1] = {2}, s3[1] = {3}, s12[2] = {1, 2}, s14[2] = {1, 4};
+	uint32_t inv = stor(l, "inv_freq", 1, s2, AG_ROLE_TEMP, -1);
+	uint32_t ang = stor(l, "angles", 1, s3, AG_ROLE_TEMP, -1);
+	uint32_t c = stor(l, "cos", 1, s3, AG_ROLE_TEMP, -1), sn = stor(l, "sin", 1, s3, AG_ROLE_TEMP, -1);
+	uint32_t g = stor(l, "grad of x2", 2, s12, AG_ROLE_TEMP, -1), sb = stor(l, "slice_backward", 2, s14, AG_ROLE_TEMP, -1);
+	uint32_t one = stor(l, "ones", 1, s3, AG_ROLE_TEMP, -1), five = stor(l, "fives", 1, s3, AG_ROLE_TEMP, -1);
+	uint32_t sum = stor(l, "add alpha 0", 1, s3, AG_ROLE_TEMP, -1);
+	ev(l, AG_EV_ALLOC, inv);
+	op(l, AG_OP_ROPE_INV_FREQ, N, N, N, N, inv, N, N, 10000.0);
+	ev(l, AG_EV_ALLOC, ang);
+	op(l, AG_OP_FILL, N, N, N, N, ang, N, N, 0.5);
+	ev(l, AG_EV_ALLOC, c);
+	op(l, AG_OP_COS, ang, N, N, N, c, N, N, 0);
+	ev(l, AG_EV_ALLOC, sn);
+	op(l, AG_OP_SIN, ang, N, N, N, sn, N, N, 0);
+	ev(l, AG_EV_ALLOC, g);
+	op(l, AG_OP_FILL, N, N, N, N, g, N, N, 3.0);
+	ev(l, AG_EV_ALLOC, sb);
+	op(l, AG_OP_COPY, g, N, N, N, sb, N, N, 0);
+	l->e[l->s.nevents - 1].arg[1] = 2;
+	ev(l, AG_EV_ALLOC, one);
+	op(l, AG_OP_FILL, N, N, N, N, one, N, N, 1.0);
+	ev(l, AG_EV_ALLOC, five);
+	op(l, AG_OP_FILL, N, N, N, N, five, N, N, 5.0);
+	ev(l, AG_EV_ALLOC, sum);
+	op(l, AG_OP_ADD, one, five, N, N, sum, N, N, 0.0);
+
+	struct zs_tracker tr;
+	struct ag_exec x;
+	start(l, &tr, &x, 1);
+	const float *fi = ag_exec_data(&x, inv), *fc = ag_exec_data(&x, c), *fs = ag_exec_data(&x, sn);
+	ck_assert_float_eq_tol(fi[0], 1.0f, 1e-7f);
+	ck_assert_float_eq_tol(fi[1], 0.01f, 1e-8f);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_float_eq_tol(fc[i], 0.8775825619f, 1e-7f);
+		ck_assert_float_eq_tol(fs[i], 0.4794255386f, 1e-7f);
+		ck_assert_float_eq(((const float *)ag_exec_data(&x, sum))[i], 1.0f);
+	}
+	const float *fb = ag_exec_data(&x, sb);
+	ck_assert_float_eq(fb[0], 0.0f);
+	ck_assert_float_eq(fb[1], 0.0f);
+	ck_assert_float_eq(fb[2], 3.0f);
+	ck_assert_float_eq(fb[3], 3.0f);
+	ag_exec_end(&x);
+	ck_assert_uint_eq(tracker_outstanding(&tr), 0);
+	tracker_destroy(&tr);
+	free(l);
+}
+END_TEST
+
+/* An operand of the output's count but not its shape ([6] into [2, 3]) is
+ * refused: the list must name the view PyTorch reads. */
+START_TEST(test_an_operand_in_another_shape_fails_the_run)
+{
+	struct list *l = zs_calloc(1, sizeof *l);
+	list_init(l);
+	uint64_t s6[1] = {6}, s23[2] = {2, 3};
+	uint32_t a = stor(l, "flat", 1, s6, AG_ROLE_TEMP, -1), o = stor(l, "out", 2, s23, AG_ROLE_TEMP, -1);
+	ev(l, AG_EV_ALLOC, a);
+	op(l, AG_OP_FILL, N, N, N, N, a, N, N, 1.0);
+	ev(l, AG_EV_ALLOC, o);
+	op(l, AG_OP_NEG, a, N, N, N, o, N, N, 0);
+	check_refused(l, "does not broadcast to the output");
+	free(l);
+}
+END_TEST
+
 static Suite *ag_exec_suite(void)
 {
 	Suite *s = suite_create("ag_exec");
@@ -580,11 +656,13 @@ static Suite *ag_exec_suite(void)
 	tcase_add_test(t, test_the_loss_and_its_gradient_against_hand_values);
 	tcase_add_test(t, test_layer_norm_backward_against_finite_differences);
 	tcase_add_test(t, test_adams_ops_take_the_steps_scalars);
+	tcase_add_test(t, test_rope_tables_slice_backward_and_alpha);
 	suite_add_tcase(s, t);
 	t = tcase_create("lifetimes");
 	tcase_add_test(t, test_reading_a_freed_storage_fails_the_run);
 	tcase_add_test(t, test_reading_what_nothing_wrote_fails_the_run);
 	tcase_add_test(t, test_a_view_past_its_storage_fails_the_run);
+	tcase_add_test(t, test_an_operand_in_another_shape_fails_the_run);
 	suite_add_tcase(s, t);
 	return s;
 }

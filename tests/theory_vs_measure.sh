@@ -345,24 +345,14 @@ check --model "$tmp/phi3-tiny.json" --seq 16 --batch 1 --recompute none --precis
 # first makes the grads and Adam's state), and the live bytes at every
 # mark of the step (its phases, each module's forward and backward
 # boundaries). A combination the step does not
-# describe yet is refused by both with one line: said here, not checked.
-# The llama step's bytes are described but not yet its values (RoPE's cos
-# and sin, tests/local.mk's XFAIL note): where the engine says it cannot
-# compute a llama step, that is said too; any other refusal fails.
+# describe yet is refused by both with one line: said here, not checked;
+# any other refusal fails (llama's step is computed too, values and all:
+# tests/ag_exec_llama.sh).
 plain() {
 	if ! "$zerosim" theory "$@" --out "$tmp/t.json" 2>"$tmp/err" && grep -q 'yet' "$tmp/err"; then
 		echo "not yet: $* ($(cat "$tmp/err"))"
 		return
 	fi
-	case "$*" in
-	*llama*)
-		if ! "$zerosim" measure "$@" --out "$tmp/m.json" 2>"$tmp/err" &&
-			grep -q 'the PyTorch step cannot be computed' "$tmp/err"; then
-			echo "not computable yet: $* ($(cat "$tmp/err"))"
-			return
-		fi
-		;;
-	esac
 	check "$@"
 	# and the live bytes at every boundary the step names, the same in both
 	marks() { tr -d ' \n\t' <"$1" | grep -o '"marks":{[^}]*}' | sort -u; }

@@ -306,10 +306,6 @@ static inline float pow_s(float a, float p)
 
 static inline float sigm(float a) { return 1.0f / (1.0f + expf(-a)); }
 
-/* add's and add_'s alpha: 1 where the list leaves it 0 (an add by 0·in1
- * is no op PyTorch's code runs). */
-static inline float alpha_of(double a) { return a == 0.0 ? 1.0f : (float)a; }
-
 static inline __attribute__((always_inline)) float ew_value(enum ag_op op, float s0, float a, float b, float c)
 {
 	switch (op) {
@@ -327,6 +323,8 @@ static inline __attribute__((always_inline)) float ew_value(enum ag_op op, float
 	case AG_OP_NEG: return -a;
 	case AG_OP_POW_SCALAR: return pow_s(a, s0);
 	case AG_OP_TANH: return tanhf(a);
+	case AG_OP_COS: return cosf(a);
+	case AG_OP_SIN: return sinf(a);
 	case AG_OP_RSQRT: return 1.0f / sqrtf(a);
 	case AG_OP_SQRT: return sqrtf(a);
 	case AG_OP_SILU: return a / (1.0f + expf(-a));
@@ -359,6 +357,8 @@ static int ew_inputs(enum ag_op op)
 	case AG_OP_NEG:
 	case AG_OP_POW_SCALAR:
 	case AG_OP_TANH:
+	case AG_OP_COS:
+	case AG_OP_SIN:
 	case AG_OP_RSQRT:
 	case AG_OP_SQRT:
 	case AG_OP_SILU:
@@ -763,7 +763,7 @@ static int op_nll(struct opctx *oc, const struct agv *loss, const struct agv *tw
 	uint64_t n = 0;
 	for (uint64_t r = 0; r < R; r++) {
 		int64_t t = ldi(tg, at_lin(tg, r));
-		if (t == ignore || t < 0) /* a negative target is never a class: -100 is the ignore index */
+		if (t == ignore) /* ignore_index (-100: the labels' padding) */
 			continue;
 		if (t < 0 || (uint64_t)t >= V)
 			return FAIL("nll_loss: a target is outside the vocabulary");
@@ -786,7 +786,7 @@ static int op_nll_bwd(struct opctx *oc, const struct agv *out, const struct agv 
 	float v = -ld(g, 0) / ld(tw, 0);
 	for (uint64_t r = 0; r < R; r++) {
 		int64_t t = ldi(tg, at_lin(tg, r));
-		if (t == ignore || t < 0) /* a negative target is never a class: -100 is the ignore index */
+		if (t == ignore) /* ignore_index (-100: the labels' padding) */
 			continue;
 		if (t < 0 || (uint64_t)t >= V)
 			return FAIL("nll_loss_backward: a target is outside the vocabulary");
@@ -837,6 +837,9 @@ static int op_indexed(struct opctx *oc, enum ag_op op, const struct agv *out, fl
 			break;
 		case AG_OP_TRIL_MASK:
 			st(out, w.off[0], j <= i ? 1.0f : 0.0f);
+			break;
+		case AG_OP_ROPE_INV_FREQ: /* 1.0 / (base ** (arange(0, dim, 2).float() / dim)), dim = 2n */
+			st(out, w.off[0], 1.0f / powf(s0, (float)(2 * lin) / (float)(2 * out->numel)));
 			break;
 		default: /* AG_OP_CAUSAL_ADD_MASK */
 			st(out, w.off[0], j <= i ? 0.0f : s0);
@@ -948,30 +951,6 @@ static int is_param(const struct ag_exec *x, uint32_t i)
 	return i < x->s->ntensors && x->s->tensor[storage_of(x, i)].role == AG_ROLE_PARAM;
 }
 
-/* A contiguous operand of out's element count read in out's shape: the
- * view PyTorch's reshape makes, where the list names the tensor before it
- * (an mm's (B·T, n) result read as (B, T, n)). -1 if it is not one. */
-static int reshaped(struct agv *b, const struct agv *v, const struct agv *out)
-{
-	if (v->numel != out->numel)
-		return -1;
-	int64_t want = 1;
-	for (unsigned k = v->nd; k-- > 0;) {
-		if (v->shape[k] != 1 && v->stride[k] != want)
-			return -1;
-		want *= (int64_t)v->shape[k];
-	}
-	*b = *v;
-	b->nd = out->nd;
-	want = 1;
-	for (unsigned k = out->nd; k-- > 0;) {
-		b->shape[k] = out->shape[k];
-		b->stride[k] = want;
-		want *= (int64_t)out->shape[k];
-	}
-	return 0;
-}
-
 /* in fits in out's leading corner, dimension by dimension (a pad). */
 static int pads(const struct agv *in, const struct agv *out)
 {
@@ -1074,24 +1053,30 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 			goto done;
 		}
 		if (e->op == AG_OP_COPY && bcast(&b[0], &in[0], &out[0]) != 0 && pads(&in[0], &out[0])) {
-			/* constant_pad_nd: out = arg[0] around in0, in its leading corner */
+			/* constant_pad_nd: out = arg[0] around in0, in its leading
+			 * corner; slice_backward (arg[1] = p): zeros around in0 put
+			 * at p along the last dim */
 			struct agv corner = out[0];
+			uint64_t at = e->arg[1] > 0 ? (uint64_t)e->arg[1] : 0;
+			unsigned last = out[0].nd - 1;
+			if (out[0].nd == 0 || at + in[0].shape[last] > out[0].shape[last])
+				return FAIL("copy: the slice does not fit in the output");
 			memcpy(corner.shape, in[0].shape, sizeof corner.shape);
 			corner.numel = in[0].numel;
+			corner.base = (unsigned char *)out[0].base + (int64_t)at * out[0].stride[last] * (int64_t)out[0].es;
 			run_ew(AG_OP_FILL, s0, &out[0], NULL, 0);
 			run_ew(AG_OP_COPY, 0.0f, &corner, &in[0], 1);
 			goto done;
 		}
 		for (int i = 0; i < ni; i++)
-			if (bcast(&b[i], &in[i], &out[0]) != 0 && reshaped(&b[i], &in[i], &out[0]) != 0)
+			if (bcast(&b[i], &in[i], &out[0]) != 0)
 				return FAIL("operand %d does not broadcast to the output", i);
-		if (e->op == AG_OP_ADD || e->op == AG_OP_ADD_)
-			s0 = alpha_of(e->arg[0]);
 		run_ew(e->op, s0, &out[0], b, ni);
 	} else {
 		switch (e->op) {
 		case AG_OP_ARANGE:
 		case AG_OP_TRIL_MASK:
+		case AG_OP_ROPE_INV_FREQ:
 		case AG_OP_CAUSAL_ADD_MASK: rc = op_indexed(oc, e->op, &out[0], s0); break;
 		case AG_OP_CAT_LAST:
 			rc = nin < 1 ? FAIL("cat: no operand") : op_cat_last(oc, &out[0], in, nin);

@@ -67,6 +67,7 @@ const char *ag_op_name(enum ag_op op)
 		[AG_OP_ADD_] = "add_", [AG_OP_MUL_SCALAR_] = "mul_scalar_", [AG_OP_ADD_SCALAR_] = "add_scalar_",
 		[AG_OP_DIV_SCALAR_] = "div_scalar_", [AG_OP_ADDCMUL_] = "addcmul_", [AG_OP_ADDCDIV_] = "addcdiv_",
 		[AG_OP_LERP_] = "lerp_", [AG_OP_ADAM_FUSED_] = "adam_fused_",
+		[AG_OP_COS] = "cos", [AG_OP_SIN] = "sin", [AG_OP_ROPE_INV_FREQ] = "rope_inv_freq",
 	};
 	return (unsigned)op < AG_NOPS && n[op] ? n[op] : "?";
 }
@@ -293,8 +294,11 @@ static void mark(struct bld *b, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	b->s->labels = grow(b->s->labels, &(size_t){ b->s->nlabels }, b->s->nlabels + 1, sizeof *b->s->labels);
-	/* grow() with a throwaway cap reallocates each time: labels are few */
+	/* grow() with a throwaway cap reallocates each time: labels are few
+	 * (a named variable, not a compound literal: cppcheck cannot parse one
+	 * among the arguments) */
+	size_t cap = b->s->nlabels;
+	b->s->labels = grow(b->s->labels, &cap, b->s->nlabels + 1, sizeof *b->s->labels);
 	char *l = zs_strdup(buf);
 	b->s->labels[b->s->nlabels++] = l;
 	ev(b, AG_EV_MARK)->label = l;
@@ -382,7 +386,7 @@ static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int p
 	q->param = param;
 	q->part = part;
 	q->g = q->m = q->v = q->step = NO;
-	uint64_t sh[2] = { st->shape[0], st->ndim > 1 ? st->shape[1] : 0 };
+	uint64_t sh[AG_MAXDIM] = { st->shape[0], st->ndim > 1 ? st->shape[1] : 0 }; /* mk reads ndim of them */
 	if (part >= 0)
 		sh[0] = st->part_rows[part];
 	b->module = (int32_t)st->module;
@@ -570,10 +574,25 @@ static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_sav
  * then the saved input released; the AccumulateGrads of bias and weight
  * (their nodes run at once, the bias's first). g is released when
  * `owned` (the node had the last holder of it). Returns dx as [rows, nx]. */
+/* A layer's x gradient dx [rows, n] (its holder taken) as the view
+ * ViewBackward hands on: x's shape, which is that of the layer's output
+ * gradient g but for the last dim. */
+static T grad_in_x_shape(struct bld *b, T dx, const struct ag_tensor *g)
+{
+	uint64_t sh[AG_MAXDIM];
+	for (unsigned i = 0; i < g->ndim; i++)
+		sh[i] = g->shape[i];
+	sh[g->ndim - 1] = b->s->tensor[dx].shape[1];
+	T v = reshape(b, dx, g->ndim, sh);
+	unref(b, dx);
+	return v;
+}
+
 static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct pt *w, struct pt *bb)
 {
 	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
 	uint64_t rows = xo->shape[0], nx = xo->shape[1], nf = b->s->tensor[w->w].shape[1];
+	const struct ag_tensor go_ = b->s->tensor[g]; /* x's shape is g's, but for the last dim */
 	T g2 = reshape(b, g, 2, SH(rows, nf));
 	T dx = TMP("mm (addmm backward, mat1)", AG_F32, rows, nx);
 	T wt = transpose_last2(b, w->w);
@@ -591,7 +610,8 @@ static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct
 	unref(b, sv->x2);
 	accumulate(b, bb, db);
 	accumulate(b, w, dw);
-	return dx;
+	/* ViewBackward (x.view(-1, nx)): x's gradient in x's shape */
+	return grad_in_x_shape(b, dx, &go_);
 }
 
 struct gpt2_block_saved {
@@ -1114,14 +1134,27 @@ static void gpt2_step(struct bld *b, struct model *M)
 		 * the split's layout; SplitBackward (cat) wants them as
 		 * [B, T, d]: k's and q's are copied (reshape of a transposed and
 		 * of a permuted grad), v's passes as a view */
+		/* The views say which element goes where: dq and dv [B·h, T, hd]
+		 * are read as [B, T, h, hd] (PermuteBackward of the split's
+		 * permute(0, 2, 1, 3)), dkᵀ [B·h, hd, T] as [B, T, h, hd] through
+		 * the transpose as well. They make no bytes: each is let go before
+		 * the tensor it views, whose free stays where PyTorch has it. */
+		const int64_t *hst = (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 };
 		T dk = TMP("clone (k grad to [B, T, d])", AG_F32, B, Tn, d);
-		op(b, AG_OP_COPY, dkt, NO, NO, dk, NO, NO);
+		T dktv = vw(b, dkt, 4, SH(B, Tn, h, hd),
+		            (const int64_t[]){ (int64_t)(h * hd * Tn), 1, (int64_t)(hd * Tn), (int64_t)Tn }, 0);
+		op(b, AG_OP_COPY, dktv, NO, NO, dk, NO, NO);
+		unref(b, dktv);
 		unref(b, dkt);
 		T dqq = TMP("clone (q grad to [B, T, d])", AG_F32, B, Tn, d);
-		op(b, AG_OP_COPY, dq, NO, NO, dqq, NO, NO);
+		T dqv = vw(b, dq, 4, SH(B, Tn, h, hd), hst, 0);
+		op(b, AG_OP_COPY, dqv, NO, NO, dqq, NO, NO);
+		unref(b, dqv);
 		unref(b, dq);
 		T dqkv = TMP("cat (split backward)", AG_F32, B, Tn, 3 * d);
-		op(b, AG_OP_CAT_LAST, dqq, dk, dvc, dqkv, NO, NO);
+		T dvv = vw(b, dvc, 4, SH(B, Tn, h, hd), hst, 0);
+		op(b, AG_OP_CAT_LAST, dqq, dk, dvv, dqkv, NO, NO);
+		unref(b, dvv);
 		unref(b, dvc);
 		unref(b, dk);
 		unref(b, dqq);
@@ -1199,6 +1232,7 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 {
 	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
 	uint64_t rows = xo->shape[0], in = xo->shape[1], out = b->s->tensor[w->w].shape[0];
+	const struct ag_tensor go_ = b->s->tensor[g];
 	T g2 = reshape(b, g, 2, SH(rows, out));
 	/* W^t's gradient in W^t's layout (mm_mat2_backward): W's [out, in] */
 	T dw = TMP("mm (linear backward, weight)", AG_F32, out, in);
@@ -1211,9 +1245,8 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 	if (owned)
 		unref(b, g);
 	unref(b, sv->x2);
-	/* ViewBackward (x.view(-1, in)) hands on a view of it */
-	T dxv = vw(b, dx, 2, SH(rows, in), NULL, 0);
-	unref(b, dx);
+	/* ViewBackward (x.view(-1, in)) hands on a view of it in x's shape */
+	T dxv = grad_in_x_shape(b, dx, &go_);
 	arrive(b, xbuf, dxv);
 	accumulate(b, w, dw);
 }
@@ -1380,7 +1413,8 @@ static void rope_bwd(struct bld *b, T g, struct rope_saved *sv, T *xbuf)
 	op(b, AG_OP_NEG, p0, NO, NO, dn, NO, NO);
 	unref(b, p0);
 	T s2 = TMP("slice_backward (x2)", AG_F32, B, n, Tn, hd);
-	op(b, AG_OP_COPY, dn, NO, NO, s2, NO, NO);
+	uint64_t half = hd / 2; /* x2 = x[..., hd/2:] */
+	op(b, AG_OP_COPY, dn, NO, NO, s2, NO, NO)->arg[1] = (double)half;
 	unref(b, dn);
 	T s1 = TMP("slice_backward (x1)", AG_F32, B, n, Tn, hd);
 	op(b, AG_OP_COPY, p1, NO, NO, s1, NO, NO);
@@ -1395,14 +1429,32 @@ static void rope_bwd(struct bld *b, T g, struct rope_saved *sv, T *xbuf)
 	arrive(b, xbuf, dxc);
 }
 
+/* repeat_kv's expand: x [B, kv, T, hd] (any strides) as [B, kv, rep, T,
+ * hd], the rep dim of stride 0; the clone reads it in that order. */
+static T expand_kv(struct bld *b, T x, uint64_t rep)
+{
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+	return vw(b, x, 5, SH(o->shape[0], o->shape[1], rep, o->shape[2], o->shape[3]),
+	          (const int64_t[]){ o->stride[0], o->stride[1], 0, o->stride[2], o->stride[3] }, 0);
+}
+
 /* repeat_kv's backward for g [B·h, ...] (a view over [B, kv, rep, T, hd]):
  * ExpandBackward's sum over rep, then the four SliceBackwards of
  * x[:, :, None, :, :] (each a new tensor of x's shape). Returns the grad
  * of the [B, kv, T, hd] input. */
-static T repeat_kv_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn, uint64_t hd)
+static T repeat_kv_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn, uint64_t hd, int transposed)
 {
+	/* g as [B, kv, rep, T, hd]: a [B·h, T, hd] grad as it lies, or k^T's
+	 * [B·h, hd, T] through the transpose */
+	uint64_t rep = b->s->tensor[g].shape[0] / (B * kv);
+	int64_t e = (int64_t)(Tn * hd);
+	T gv = vw(b, g, 5, SH(B, kv, rep, Tn, hd),
+	          transposed ? (const int64_t[]){ (int64_t)rep * e * (int64_t)kv, (int64_t)rep * e, e, 1, (int64_t)Tn }
+	                     : (const int64_t[]){ (int64_t)rep * e * (int64_t)kv, (int64_t)rep * e, e, (int64_t)hd, 1 },
+	          0);
 	T s = TMP("sum (repeat_kv backward)", AG_F32, B, kv, 1, Tn, hd);
-	op(b, AG_OP_SUM_TO, g, NO, NO, s, NO, NO);
+	op(b, AG_OP_SUM_TO, gv, NO, NO, s, NO, NO);
+	unref(b, gv);
 	unref(b, g);
 	for (int i = 0; i < 4; i++) {
 		T n = TMP("slice_backward (repeat_kv's [:, :, None])", AG_F32, B, kv, 1, Tn, hd);
@@ -1454,7 +1506,7 @@ static void llama_setup(struct bld *b, struct model *M)
 	add_param(b, M, find_tensor(b->p, "model.norm.weight"), -1);
 	/* LlamaRotaryEmbedding's inv_freq (persistent=False), registered after norm */
 	M->inv_freq = mk(b, "inv_freq buffer", AG_F32, 1, SH(m->head_dim / 2), AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
-	op(b, AG_OP_FILL, NO, NO, NO, M->inv_freq, NO, NO)->arg[0] = 1;
+	op(b, AG_OP_ROPE_INV_FREQ, NO, NO, NO, M->inv_freq, NO, NO)->arg[0] = m->rope_theta;
 	if (!m->tied)
 		add_param(b, M, find_tensor(b->p, "lm_head.weight"), -1);
 }
@@ -1517,14 +1569,20 @@ static void llama_step(struct bld *b, struct model *M)
 	mark(b, "fwd:rotary_emb:start");
 	T pf = TMP("_to_copy (position_ids float)", AG_F32, 1, 1, Tn);
 	op(b, AG_OP_COPY, cp, NO, NO, pf, NO, NO);
+	/* inv_freq[None, :, None].expand(1, -1, 1) @ position_ids[:, None, :] */
+	T ivf = vw(b, M->inv_freq, 3, SH(1, hd / 2, 1), (const int64_t[]){ 0, 1, 1 }, 0);
 	T fr = TMP("bmm (inv_freq x positions)", AG_F32, 1, hd / 2, Tn);
-	op(b, AG_OP_BMM, M->inv_freq, pf, NO, fr, NO, NO);
+	op(b, AG_OP_BMM, ivf, pf, NO, fr, NO, NO);
+	unref(b, ivf);
+	/* freqs = that.transpose(1, 2): cat((freqs, freqs), -1) reads the view */
+	T frt = transpose_last2(b, fr);
 	T em = TMP("cat (freqs, freqs)", AG_F32, 1, Tn, hd);
-	op(b, AG_OP_CAT_LAST, fr, fr, NO, em, NO, NO);
+	op(b, AG_OP_CAT_LAST, frt, frt, NO, em, NO, NO);
+	unref(b, frt);
 	T cs0 = TMP("cos", AG_F32, 1, Tn, hd);
-	op(b, AG_OP_COPY, em, NO, NO, cs0, NO, NO);
+	op(b, AG_OP_COS, em, NO, NO, cs0, NO, NO);
 	T sn0 = TMP("sin", AG_F32, 1, Tn, hd);
-	op(b, AG_OP_COPY, em, NO, NO, sn0, NO, NO);
+	op(b, AG_OP_SIN, em, NO, NO, sn0, NO, NO);
 	T cs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (cos * attention_scaling)", cs0, 1.0, NULL);
 	unref(b, cs0);
 	T sn = scalar_op(b, AG_OP_MUL_SCALAR, "mul (sin * attention_scaling)", sn0, 1.0, NULL);
@@ -1566,27 +1624,44 @@ static void llama_step(struct bld *b, struct model *M)
 		unref(b, kt);
 		/* repeat_kv: expand and reshape, a copy */
 		T kr = TMP("clone (repeat_kv k)", AG_F32, B, h, Tn, hd);
-		op(b, AG_OP_COPY, ke, NO, NO, kr, NO, NO);
+		T kx = expand_kv(b, ke, rep);
+		op(b, AG_OP_COPY, kx, NO, NO, kr, NO, NO);
+		unref(b, kx);
 		unref(b, ke);
 		T vr = TMP("clone (repeat_kv v)", AG_F32, B, h, Tn, hd);
-		op(b, AG_OP_COPY, vt, NO, NO, vr, NO, NO);
+		T vx = expand_kv(b, vt, rep);
+		op(b, AG_OP_COPY, vx, NO, NO, vr, NO, NO);
+		unref(b, vx);
 		unref(b, vt);
 		/* matmul(q, k^T): k^T copied to [B·h, hd, T] */
 		T ktr = transpose_last2(b, kr);
 		T ktc = bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
 		unref(b, ktr);
+		/* matmul's views: q_embed (contiguous) as [B·h, T, hd] */
+		T qe3 = reshape(b, qe, 3, SH(B * h, Tn, hd));
+		unref(b, qe);
+		qe = qe3;
 		T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
 		op(b, AG_OP_BMM, qe, ktc, NO, sc, NO, NO);
 		T aw = scalar_op(b, AG_OP_MUL_SCALAR, "mul (scores * scaling)", sc, 1.0 / sqrt((double)hd), &s->sc_w);
 		unref(b, sc);
 		T am = TMP("add (causal mask)", AG_F32, B, h, Tn, Tn);
 		T cmv = vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
-		op(b, AG_OP_ADD, aw, cmv, NO, am, NO, NO)->arg[0] = 1;
+		T aw4 = reshape(b, aw, 4, SH(B, h, Tn, Tn));
+		op(b, AG_OP_ADD, aw4, cmv, NO, am, NO, NO)->arg[0] = 1;
+		unref(b, aw4);
 		unref(b, cmv);
 		unref(b, aw);
 		T sm = TMP("_softmax", AG_F32, B, h, Tn, Tn);
 		op(b, AG_OP_SOFTMAX, am, NO, NO, sm, NO, NO);
 		unref(b, am);
+		/* softmax's result and v repeated (contiguous) as bmm takes them */
+		T sm3 = reshape(b, sm, 3, SH(B * h, Tn, Tn));
+		unref(b, sm);
+		sm = sm3;
+		T vr3 = reshape(b, vr, 3, SH(B * h, Tn, hd));
+		unref(b, vr);
+		vr = vr3;
 		T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
 		op(b, AG_OP_BMM, sm, vr, NO, ao, NO, NO);
 		ref(b, sm); /* softmax's and bmm's */
@@ -1703,8 +1778,8 @@ static void llama_step(struct bld *b, struct model *M)
 		T dq, dkt;
 		qk_bwd(b, dsc, s->qe, s->ktc, B * h, Tn, hd, &dq, &dkt);
 		/* v's repeat_kv, then k's, then the ropes of k and q */
-		T dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd);
-		T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd);
+		T dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd, 0);
+		T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd, 1);
 		T kbuf = NO, qbuf = NO;
 		rope_bwd(b, dkr, &s->rk, &kbuf);
 		T dq4 = reshape(b, dq, 4, SH(B, h, Tn, hd));
@@ -1719,7 +1794,11 @@ static void llama_step(struct bld *b, struct model *M)
 		for (int j = 0; j < 3; j++) {
 			uint64_t n = j == 2 ? h : kv;
 			T c = TMP("clone (heads' grad to [B, T, n hd])", AG_F32, B, Tn, n * hd);
-			op(b, AG_OP_COPY, proj[j], NO, NO, c, NO, NO);
+			/* TransposeBackward: the [B, n, T, hd] grad read as [B, T, n, hd] */
+			T pv = vw(b, proj[j], 4, SH(B, Tn, n, hd),
+			          (const int64_t[]){ (int64_t)(n * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 }, 0);
+			op(b, AG_OP_COPY, pv, NO, NO, c, NO, NO);
+			unref(b, pv);
 			unref(b, proj[j]);
 			linear_bwd(b, c, 1, ls[j], PP(M, b, part[j], "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
 			           &xbuf1);
@@ -1825,7 +1904,7 @@ static void adam_foreach(struct bld *b, struct model *M)
 {
 	const struct ag_options *o = b->o;
 	size_t n = 0;
-	struct pt **q = zs_calloc(M->npt ? M->npt : 1, sizeof *q);
+	struct pt **q = zs_calloc(M->npt ? M->npt : 1, sizeof(struct pt *));
 	for (size_t i = 0; i < M->npt; i++)
 		if (M->pt[i].g != NO)
 			q[n++] = &M->pt[i];

@@ -154,6 +154,10 @@ enum ag_op {
 	AG_OP_LERP_,         /* in0 += arg[0] · (in1 − in0) */
 	AG_OP_ADAM_FUSED_,   /* torch._fused_adam_ over (param in0, grad in1, m in2, v in3), step count arg[0]:
 	                      * no temporaries */
+	/* appended (the numbers above stay): Llama's rotary tables */
+	AG_OP_COS,           /* out = cos(in0) */
+	AG_OP_SIN,           /* out = sin(in0) */
+	AG_OP_ROPE_INV_FREQ, /* out [n] = 1 / arg[0] ^ (2i / 2n): LlamaRotaryEmbedding's inv_freq, base arg[0] */
 	AG_NOPS
 };
 const char *ag_op_name(enum ag_op op);
@@ -161,15 +165,16 @@ const char *ag_op_name(enum ag_op op);
  * PyTorch's exactly; a few ops carry stand-in values where no later op
  * reads them or an exact kernel would add nothing to the bytes):
  *   AG_OP_COPY with arg[0] != 0 into a wider output is constant_pad_nd
- *     (the labels padded with arg[0] = -100 at the end of the last dim);
- *     Llama's rope tables cos and sin are COPYs of their angles (values
- *     stand in: cos/sin are not ops here), its position_ids' float copy a
+ *     (in0 in out's leading corner, arg[0] around it: the labels padded
+ *     with -100 at the end of the last dim), or, with arg[1] = p > 0, in0
+ *     at offset p of out's last dim and zeros around it (slice_backward of
+ *     rotate_half's x[..., hd/2:]); Llama's position_ids' float copy is a
  *     COPY from int64;
  *   AG_OP_CAT_LAST may take a third input (cat of three, SplitBackward's);
  *   AG_OP_TRIL_MASK also makes Llama's `arange(T) > cache_position` bool
  *     mask (j > i: stand-in values; only its float copy's bytes matter,
  *     CAUSAL_ADD_MASK makes the mask the attention reads);
- *   AG_OP_BMM makes the rope's inv_freq x positions ([hd/2] by [1, 1, T]);
+ *   AG_OP_BMM makes the rope's inv_freq x positions ([1, hd/2, 1] by [1, 1, T]);
  *   AG_OP_MUL_SCALAR stands for Adam's division by bias_correction2_sqrt
  *     (arg[0] 1: the step-dependent value is not in the list) and for the
  *     backward products by a kept wrapped number (arg[0] its value);
