@@ -1010,7 +1010,8 @@ static int mlp_measured(void *section, const cJSON *measured, const char *mname,
 	const cJSON *conf = cJSON_IsObject(alc) ? cJSON_GetObjectItemCaseSensitive(alc, "conf") : NULL;
 	if (cJSON_IsObject(alc)) {
 		d->has_alloc = 1;
-		snprintf(d->alloc_conf, sizeof d->alloc_conf, "%s", cJSON_IsString(conf) ? conf->valuestring : "");
+		const char *cs = cJSON_GetStringValue(conf); /* NULL unless a string */
+		snprintf(d->alloc_conf, sizeof d->alloc_conf, "%s", cs != NULL ? cs : "");
 	}
 	/* The theory's threshold is the one the finding reads (same_model
 	 * refused two different ones). */

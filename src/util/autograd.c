@@ -2022,6 +2022,13 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (m->qkv_bias)
 		return refuse(cause, "--model %s: the PyTorch step of a %s (biases on q, k and v) is not described yet "
 		              "(gpt2, llama and mistral are)", m->name, m->model_type);
+	/* The step is written from modeling_gpt2.py and modeling_llama.py
+	 * (mistral's is llama's): another family's modules (phi3's fused
+	 * qkv_proj and gate_up_proj, ...) are not described. */
+	if (strcmp(m->model_type, "gpt2") != 0 && strcmp(m->model_type, "llama") != 0 &&
+	    strcmp(m->model_type, "mistral") != 0)
+		return refuse(cause, "--model %s: the PyTorch step of a %s is not described yet (gpt2, llama and "
+		              "mistral are)", m->name, m->model_type);
 	if (o->optimizer != ZS_ADAM)
 		return refuse(cause, "--optimizer: the PyTorch step describes Adam only");
 	/* On a GPU the wrapped numbers and record_function's handles are host
