@@ -35,11 +35,12 @@ FUZZ_UTIL = $(top_srcdir)/src/util/util.c $(top_srcdir)/src/util/config.c \
 	$(top_srcdir)/src/util/schedule.c $(top_srcdir)/src/util/datafile.c \
 	$(top_srcdir)/src/util/buf.c $(top_srcdir)/src/util/model.c \
 	$(top_srcdir)/src/util/step.c $(top_srcdir)/src/util/ds_coord.c \
-	$(top_srcdir)/src/util/cuda_alloc.c
+	$(top_srcdir)/src/util/cuda_alloc.c $(top_srcdir)/src/util/autograd.c
 # The case reader reads a transformer's shape through engine/tfm.h, whose
 # sources need the rest of the engine: every source of libzsengine.a.
 FUZZ_ENGINE = $(top_srcdir)/src/engine/case.c $(top_srcdir)/src/engine/tfm.c \
 	$(top_srcdir)/src/engine/tfm_kernels.c $(top_srcdir)/src/engine/tfm_net.c \
+	$(top_srcdir)/src/engine/ag_exec.c \
 	$(top_srcdir)/src/engine/fp16.c $(top_srcdir)/src/engine/tracker.c $(top_srcdir)/src/engine/coll.c \
 	$(top_srcdir)/src/engine/mlp.c $(top_srcdir)/src/engine/optim.c $(top_srcdir)/src/engine/net.c \
 	$(top_srcdir)/src/engine/layout.c $(top_srcdir)/src/engine/scheme_dp.c \
@@ -96,7 +97,8 @@ tests/fuzz/fuzz_theory: $(top_srcdir)/tests/fuzz/fuzz_theory.c $(FUZZ_COMMON) $(
 FUZZ_MODEL = $(top_srcdir)/src/theory/theory.c $(top_srcdir)/src/theory/theory_tfm.c \
 	$(top_srcdir)/src/theory/theory_walk.c \
 	$(top_srcdir)/src/theory/theory_framework.c $(top_srcdir)/src/theory/theory_deepspeed.c \
-	$(top_srcdir)/src/theory/theory_text.c
+	$(top_srcdir)/src/theory/theory_text.c $(top_srcdir)/src/theory/theory_alloc.c \
+	$(top_srcdir)/src/theory/theory_autograd.c
 tests/fuzz/fuzz_model: $(top_srcdir)/tests/fuzz/fuzz_model.c $(FUZZ_COMMON) $(FUZZ_UTIL) $(FUZZ_MODEL) \
 		$(top_srcdir)/src/util/model.h $(top_srcdir)/src/theory/theory.h
 	@$(fuzz_need_clang)
