@@ -739,7 +739,7 @@ done
 # The plain loop's step is written for gpt2 and llama/mistral: another
 # family is refused by name (phi3 crashed it).
 bad_theory "--model phi-3-mini-4k: the PyTorch step of a phi3 is not described yet" \
-	--framework torch --model phi-3-mini-4k --seq 16 --wrapper none --world 1 --precision fp32 --torch-device cpu \
+	--framework torch --model "${srcdir:-.}/data/models/phi-3-mini-4k.json" --seq 16 --wrapper none --world 1 --precision fp32 --torch-device cpu \
 	--attn eager
 # theory's --flash-attn is --attn sdpa under torch and deepspeed.
 bad_theory "--flash-attn is --attn sdpa, and --attn eager says otherwise: give one" \
