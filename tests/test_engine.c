@@ -359,12 +359,16 @@ static float half_round(float v, int f16) { return f16 ? zs_half_to_float(zs_flo
 
 START_TEST(test_layer_kernels_keep_the_documented_order)
 {
-	static const size_t shapes[][3] = {{4, 16, 32}, {4, 1030, 9}, {5, 13, 1029}, {3, 7, 5}, {8, 600, 24}, {1, 9, 3},
-	                                     {4, 1024, 2048} /* weight grads streamed */,
-	                                     {5, 2061, 260} /* w read row by row, in chunks, a tail */};
+	/* the last column: signed zeros (below) */
+	static const size_t shapes[][4] = {{4, 16, 32, 0}, {4, 1030, 9, 0}, {5, 13, 1029, 0}, {3, 7, 5, 0}, {8, 600, 24, 0},
+	                                     {1, 9, 3, 0}, {4, 7, 6, 0} /* rows shorter than a vector */,
+	                                     {4, 1024, 2048, 0} /* weight grads streamed */,
+	                                     {5, 2061, 260, 0} /* w read row by row, in chunks, a tail */,
+	                                     {4, 64, 10, 1}, {4, 67, 10, 1}};
 	for (int f16 = 0; f16 < 2; f16++)
 		for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
 			size_t B = shapes[sh][0], din = shapes[sh][1], dout = shapes[sh][2];
+			int zeros = shapes[sh][3] != 0;
 			float *in = malloc(B * din * sizeof *in), *dy = malloc(B * dout * sizeof *dy);
 			float *w = malloc(dout * din * sizeof *w), *bias = malloc(dout * sizeof *bias);
 			float *out = malloc(B * dout * sizeof *out), *dx = malloc(B * din * sizeof *dx);
@@ -382,6 +386,22 @@ START_TEST(test_layer_kernels_keep_the_documented_order)
 			for (size_t j = 0; j < dout; j++) {
 				bias[j] = half_round(engine_uniform(5, 4, j), f16);
 				b16[j] = zs_float_to_half(bias[j]);
+			}
+			/* Signed zeros: every product of the even rows of w is -0 for
+			 * the first batch row (its inputs > 0, those weights -0) and
+			 * their bias is -0, so that each output is -0 + (the sum of
+			 * the -0 products from +0), +0, and -0 if a sum started from
+			 * its first product instead of 0; the odd rows' weights are
+			 * +0, their products with the first row +0. */
+			for (size_t i = 0; zeros && i < din; i++)
+				in[i] = in[i] > 0.0f ? in[i] : 0.5f - in[i];
+			for (size_t j = 0; zeros && j < dout; j++) {
+				for (size_t i = 0; i < din; i++)
+					w[j * din + i] = j % 2 ? 0.0f : -0.0f;
+				bias[j] = -0.0f;
+				b16[j] = zs_float_to_half(bias[j]);
+				for (size_t i = 0; i < din; i++)
+					w16[j * din + i] = zs_float_to_half(w[j * din + i]);
 			}
 			if (f16) {
 				linear_forward_f16(out, in, w16, b16, 1, B, din, dout);

@@ -63,8 +63,9 @@ static inline void zs_half_to_float8(float *dst, const zs_half *src)
 static inline void zs_float_to_half8(zs_half *dst, const float *src)
 {
 #ifdef __F16C__
-	_mm_storeu_si128((__m128i *)(void *)dst,
-	                 _mm256_cvtps_ph(_mm256_loadu_ps(src), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+	/* through memcpy: GCC 12 then converts straight to memory (one instruction) */
+	const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	memcpy(dst, &h, sizeof h);
 #else
 	for (int k = 0; k < 8; k++)
 		dst[k] = zs_float_to_half(src[k]);

@@ -89,6 +89,24 @@ static inline void stream_fence(void)
 #endif
 }
 
+/* v's lanes 2q and 2q + 1 to out + q·stride, q = 0..3 (the forward's four
+ * rows of two outputs): straight from the register, not through the stack
+ * (24 of the forward's instructions per pair of outputs, 2.3M of the
+ * default sweep's 215M). */
+static inline void store2x4(float *out, size_t stride, v8f v)
+{
+#ifdef __AVX__
+	__m128 lo = _mm256_castps256_ps128((__m256)v), hi = _mm256_extractf128_ps((__m256)v, 1);
+	_mm_storel_pi((__m64 *)(void *)out, lo);
+	_mm_storeh_pi((__m64 *)(void *)(out + stride), lo);
+	_mm_storel_pi((__m64 *)(void *)(out + 2 * stride), hi);
+	_mm_storeh_pi((__m64 *)(void *)(out + 3 * stride), hi);
+#else
+	for (size_t q = 0; q < 4; q++)
+		memcpy(out + q * stride, (const float *)&v + 2 * q, 2 * sizeof(float));
+#endif
+}
+
 /* A weight matrix of this size or more is read from memory, not from the
  * caches: the kernels prefetch its rows and walk it row by row. Below it,
  * where prefetches are only extra instructions, they do not. */
@@ -108,9 +126,17 @@ void mlp_shape_init(struct mlp_shape *s, const size_t *widths, size_t nwidths)
 
 float mse_forward_backward(float *dy, const float *out, const float *y, size_t B, size_t d)
 {
-	size_t n = B * d;
+	size_t n = B * d, e = 0;
 	float scale = 2.0f / (float)n, sum = 0.0f;
-	for (size_t e = 0; e < n; e++) {
+	/* eight differences, squares and gradients at a time; the squares
+	 * still added to the sum one by one, in order (the same bits) */
+	for (; e + 8 <= n; e += 8) {
+		v8f diff = load8_f32(out + e) - load8_f32(y + e), sq = diff * diff;
+		store8_f32(dy + e, scale * diff);
+		for (int k = 0; k < 8; k++)
+			sum += sq[k];
+	}
+	for (; e < n; e++) {
 		float diff = out[e] - y[e];
 		sum += diff * diff;
 		dy[e] = scale * diff;

@@ -31,14 +31,36 @@ static float NAME(dot)(const float *x, const T *w, size_t n)
 }
 
 /* Two rows of w (u, v) against four rows of x: eight dot products, each w
- * and x load shared. Lane 2q + p holds x row q against w row p. */
+ * and x load shared. Lane 2q + p holds x row q against w row p; n >= 8.
+ * The first block's products start the lane sums, not 0 + them: a lane
+ * then differs from 0 + p_0 + p_1 + ... only where that is +0 and this
+ * -0 (0 + x is x but for x = -0), and finish8 adds every lane to a tail
+ * that is never -0 (+0, or a sum from 0.0f), where +0 and -0 give the
+ * same bits: the results are the same, without zeroing the eight sums
+ * and a first block of additions (17 instructions a pair of outputs). */
 static inline __attribute__((always_inline)) v8f NAME(dot2x4)(const float *x, size_t xstride, const T *w,
                                                                 size_t wstride, size_t n, const int pf)
 {
-	v8f a[8] = {{0}};
+	v8f a[8];
 	const float *x0 = x, *x1 = x + xstride, *x2 = x + 2 * xstride, *x3 = x + 3 * xstride;
 	const T *w0 = w, *w1 = w + wstride;
-	size_t i = 0;
+	{
+		if (pf) {
+			__builtin_prefetch(w0 + 2 * wstride);
+			__builtin_prefetch(w1 + 2 * wstride);
+		}
+		v8f u = LOAD8(w0), v = LOAD8(w1);
+		v8f b0 = load8_f32(x0), b1 = load8_f32(x1), b2 = load8_f32(x2), b3 = load8_f32(x3);
+		a[0] = b0 * u;
+		a[1] = b0 * v;
+		a[2] = b1 * u;
+		a[3] = b1 * v;
+		a[4] = b2 * u;
+		a[5] = b2 * v;
+		a[6] = b3 * u;
+		a[7] = b3 * v;
+	}
+	size_t i = 8;
 	for (; i + 8 <= n; i += 8) {
 		/* the next pair of w rows (the caller's next call), a pair ahead:
 		 * each row is a short stream of its own, which the hardware
@@ -85,7 +107,7 @@ static inline __attribute__((always_inline)) void NAME(linear_forward_pf)(float 
                                                                            size_t din, size_t dout, const int pf)
 {
 	size_t b = 0;
-	for (; b + 4 <= B; b += 4) {
+	for (; b + 4 <= B && din >= 8; b += 4) {
 		size_t j = 0;
 		for (; j + 2 <= dout; j += 2) {
 			v8f s = NAME(dot2x4)(in + b * din, din, w + j * din, din, din, pf);
@@ -93,8 +115,7 @@ static inline __attribute__((always_inline)) void NAME(linear_forward_pf)(float 
 			v8f v = (v8f){bj, bk, bj, bk, bj, bk, bj, bk} + s;
 			if (relu)
 				v = (v8f)((v8i)v & ~(v8i)(v < (v8f){0}));
-			for (size_t q = 0; q < 4; q++)
-				memcpy(out + (b + q) * dout + j, (const float *)&v + 2 * q, 2 * sizeof(float));
+			store2x4(out + b * dout + j, dout, v);
 		}
 		for (; j < dout; j++)
 			for (size_t q = b; q < b + 4; q++)

@@ -84,6 +84,7 @@ static inline __attribute__((always_inline)) size_t adam_blocks(float *restrict 
                                                                  const int f16, const int out)
 {
 	size_t i = 0;
+#pragma GCC unroll 2
 	for (; i + 8 <= n; i += 8)
 		adam8(w + i, m + i, v + i, f16 ? load8_f16((const zs_half *)grad + i) : load8_f32((const float *)grad + i),
 		      b1, b2, c1, c2, step, bc2s, eps, out ? out16 + i : NULL, first);

@@ -60,7 +60,10 @@ static inline v8f load8_f16(const zs_half *p)
 static inline void store8_f16(zs_half *p, v8f v)
 {
 #ifdef __F16C__
-	_mm_storeu_si128((__m128i *)(void *)p, _mm256_cvtps_ph((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+	/* through memcpy, not _mm_storeu_si128: GCC 12 then stores straight
+	 * from the conversion (vcvtps2ph to memory), one instruction, not two */
+	const __m128i h = _mm256_cvtps_ph((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	memcpy(p, &h, sizeof h);
 #else
 	float f[8];
 	memcpy(f, &v, sizeof f);
