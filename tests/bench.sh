@@ -49,6 +49,24 @@ bench() { # name runs command...
 }
 
 echo "zerosim bench on $(nproc) cores, $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d ' ' -f 1-3 /proc/loadavg)"
+# Instructions (callgrind), which a loaded machine does not move: the
+# default sweep and --version. Callgrind counts a rep movsb or rep stosb
+# once per byte; glibc uses them for copies of a few KiB and more, so the
+# sweep is counted twice, the second time with them turned off
+# (GLIBC_TUNABLES), which counts a copy's vector loop instead.
+instructions() { # label command...
+	label=$1
+	shift
+	n=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
+		sed -n 's/^==[0-9]*== Collected : //p')
+	printf '%-48s %14s instructions (callgrind)\n' "$label" "$n"
+}
+if command -v valgrind >/dev/null 2>&1; then
+	instructions "default sweep" "$zs" measure --quiet --out /dev/null
+	GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=4294967295:glibc.cpu.x86_rep_stosb_threshold=4294967295 \
+		instructions "default sweep, no rep movsb/stosb" "$zs" measure --quiet --out /dev/null
+	instructions "--version" "$zs" --version
+fi
 bench "default sweep (64,256,64; N=1..32; 4 schemes)" "$runs" \
 	"$zs" measure --quiet --out "$out/m.json"
 bench "make-report sweep (10 N, 2 units)" "$runs" \
