@@ -809,19 +809,39 @@ double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme
 	return per_rank * world;
 }
 
+/* Bytes of the first rank's replica compared with every other rank's
+ * before the next: they stay in the caches, so that the first rank's
+ * replica is read from memory once, not once per rank (the large case's
+ * DP run: 0.8 GB read, not 1.5). */
+#define REPLICA_BLOCK ((size_t)64 << 10)
+
 /* Each process compares its ranks' replicas with its first's; under MPI,
  * process 0 also compares every process's first rank's with rank 0's, by
- * the digests in the records. */
+ * the digests in the records. The error names the lowest rank that
+ * differs, and for it the params before the master weights. */
 static int check_replicas(const struct zs_run *r, enum zs_scheme scheme, const struct records *rec, char **cause)
 {
-	for (unsigned k = r->r0 + 1; k < r->r1; k++)
-		for (size_t i = 0; i < 2; i++) {
-			enum zs_rankbuf b = replica_bufs[i];
-			if (is_replica(r, b) &&
-			    memcmp(run_rank(r, r->r0)->buf[b], run_rank(r, k)->buf[b], r->layout.nparams * r->esize[b]) != 0)
-				return zs_fail(cause, "internal error: rank %u's %s differ from rank %u's (%s, N=%u)", k,
-				               replica_names[i], r->r0, zs_scheme_name(scheme), r->world);
+	unsigned bad = r->r1;
+	size_t bad_i = 0;
+	for (size_t i = 0; i < 2; i++) {
+		enum zs_rankbuf b = replica_bufs[i];
+		if (!is_replica(r, b))
+			continue;
+		const char *first = run_rank(r, r->r0)->buf[b];
+		size_t bytes = r->layout.nparams * r->esize[b];
+		for (size_t at = 0; at < bytes; at += REPLICA_BLOCK) {
+			size_t n = bytes - at < REPLICA_BLOCK ? bytes - at : REPLICA_BLOCK;
+			for (unsigned k = r->r0 + 1; k < bad; k++)
+				if (memcmp(first + at, (const char *)run_rank(r, k)->buf[b] + at, n) != 0) {
+					bad = k;
+					bad_i = i;
+					break;
+				}
 		}
+	}
+	if (bad < r->r1)
+		return zs_fail(cause, "internal error: rank %u's %s differ from rank %u's (%s, N=%u)", bad,
+		               replica_names[bad_i], r->r0, zs_scheme_name(scheme), r->world);
 	for (unsigned k = 1; r->mpi && r->r0 == 0 && k < r->world; k++)
 		for (size_t i = 0; i < 2; i++)
 			if (record(rec, k)->replica[i] != record(rec, 0)->replica[i])
