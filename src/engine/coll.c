@@ -81,8 +81,8 @@ static inline __attribute__((always_inline)) void mean_vectors(float *sum, const
 
 /* sum[i] = mean over ranks q = 0..N-1 of bufs[q][lo + i], i < cnt <= BLOCK,
  * summed as mean_vectors does: 64 at a time while they last (one pass over
- * the ranks' pointers and one loop test for eight vectors: 2M of the
- * default sweep's 208M instructions), then 32, then one by one. Made once
+ * the ranks' pointers and one loop test for eight vectors: 1M of the
+ * default sweep's 211M instructions), then 32, then one by one. Made once
  * for each type (coll_mean_block), so that the loop over the ranks does
  * not test the type at every load (1.5M of the default sweep's 263M
  * instructions). */

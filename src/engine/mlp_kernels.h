@@ -37,7 +37,8 @@ static float NAME(dot)(const float *x, const T *w, size_t n)
  * -0 (0 + x is x but for x = -0), and finish8 adds every lane to a tail
  * that is never -0 (+0, or a sum from 0.0f), where +0 and -0 give the
  * same bits: the results are the same, without zeroing the eight sums
- * and a first block of additions (17 instructions a pair of outputs). */
+ * and a first block of additions (1.6M of the default sweep's 213M
+ * instructions, callgrind). */
 static inline __attribute__((always_inline)) v8f NAME(dot2x4)(const float *x, size_t xstride, const T *w,
                                                                 size_t wstride, size_t n, const int pf)
 {
