@@ -1671,6 +1671,39 @@ START_TEST(test_torch_plain_loop_is_read_by_class_and_checked)
 }
 END_TEST
 
+/* flags.txt's allocator line says what its "fragmentation" is: the free
+ * space of the segments cudaMalloc reserved where the reserved peak is
+ * first reached, and, where the blocks' peak is under one 20 MiB segment,
+ * the segments' minimum size; a file without segments_peak and
+ * reserved_at_allocated_peak_bytes gives the line without them. */
+START_TEST(test_allocator_line_says_what_its_fragmentation_is)
+{
+	struct report_run run = {.scheme = ZS_DP, .world = 1, .unit = ZS_UNIT_MODEL, .has_alloc_summary = 1,
+	                         .alloc_reserved_peak = 2097152, .alloc_at_reserved = 8704, .alloc_frag = 2088448,
+	                         .alloc_frag_ratio = 2088448.0 / 2097152, .alloc_allocated_peak = 72704,
+	                         .alloc_segments = 1, .alloc_reserved_at_allocated = 2097152};
+	run.measured[REPORT_PEAK] = 71680;
+	struct report_data d = {.runs = &run, .nruns = 1};
+	struct zs_buf b = {0};
+	report_allocator_text(&d, &b);
+	const char *t = zs_buf_str(&b);
+	ck_assert_ptr_nonnull(strstr(t, "allocator: dp N=1 unit=model rank 0: reserved peak 2097152 B (+2025472 B from "
+	                                "the tracked peak) = allocated 8704 B + fragmentation 2088448 B (99.6% of "
+	                                "reserved: free space cached in the 1 segment cudaMalloc reserved"));
+	ck_assert_ptr_nonnull(strstr(t, "allocated peak 72704 B (the tracked blocks as the allocator rounds them), "
+	                                "with 2097152 B reserved then; the blocks' peak is under one 20 MiB segment"));
+	zs_buf_free(&b);
+	run.alloc_segments = run.alloc_reserved_at_allocated = -1;
+	run.alloc_allocated_peak = run.alloc_reserved_peak = 21.0 * 1024 * 1024;
+	report_allocator_text(&d, &b);
+	t = zs_buf_str(&b);
+	ck_assert_ptr_null(strstr(t, "segment cudaMalloc"));
+	ck_assert_ptr_null(strstr(t, "reserved then"));
+	ck_assert_ptr_null(strstr(t, "minimum size"));
+	zs_buf_free(&b);
+}
+END_TEST
+
 static Suite *report_suite(void)
 {
 	Suite *s = suite_create("report");
@@ -1720,6 +1753,7 @@ static Suite *report_suite(void)
 	tcase_add_test(c, test_transformer_section_names_the_largest_unit_and_the_measured_departure);
 	tcase_add_test(c, test_torch_classes_follow_the_ops_names);
 	tcase_add_test(c, test_torch_plain_loop_is_read_by_class_and_checked);
+	tcase_add_test(c, test_allocator_line_says_what_its_fragmentation_is);
 	tcase_set_timeout(c, 30);
 	suite_add_tcase(s, c);
 	return s;

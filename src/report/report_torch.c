@@ -530,13 +530,13 @@ static int write_tex(const struct report_torch *t, const char *out, char **cause
 		"(PyTorch 1.13 in \\texttt{make check}, on the issue's tiny GPT-2 and Llama; 2.6 in \\texttt{make "
 		"check-torch-ref}); no PyTorch runs here. Below, each side's peak is broken down by what is alive "
 		"there, read from the theory files (\\texttt{schedule.peak\\_live}: the live tensors grouped by the op "
-		"that made them); Figure~\\ref{fig:torch} draws the same.\n");
+		"that made them); the figure after the tables (fig11) draws the same.\n");
 	for (size_t i = 0; i < t->n; i++) {
 		table(&b, &t->models[i]);
 		departures(&b, &t->models[i]);
 	}
 	zs_buf_printf(&b,
-		"\\begin{figure}[htbp]\n\\centering\n"
+		"\\begin{figure}[!htbp]\n\\centering\n"
 		"\\includegraphics[width=\\textwidth]{figures/%s.pdf}\n"
 		"\\caption{The peak of one rank by what is alive there: the paper's schedule against the plain "
 		"PyTorch loop of each release, per model (fp32, one rank).}\n\\label{fig:torch}\n\\end{figure}\n",
