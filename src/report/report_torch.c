@@ -111,11 +111,17 @@ int report_torch_is_plain(const cJSON *theory)
 	return w != NULL && strcmp(w, "none") == 0;
 }
 
-/* A string of cfg into out (n bytes), or a refusal. */
+/* A string of o into out (n bytes), or a refusal: one without LaTeX's
+ * or gnuplot's special characters (`name`, which the section escapes, may
+ * have LaTeX's but no quote, backslash or control character). */
 static int str_of(const cJSON *o, const char *key, const char *where, char *out, size_t n, char **cause)
 {
 	const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, key));
-	if (s == NULL || strlen(s) >= n || strpbrk(s, "\\{}$&#^_%~'\"") != NULL)
+	int ok = s != NULL && strlen(s) < n &&
+	         strpbrk(s, strcmp(key, "name") == 0 ? "\\'\"" : "\\{}$&#^_%~'\"") == NULL;
+	for (const char *c = s; ok && *c; c++)
+		ok = (unsigned char)*c >= 0x20;
+	if (!ok)
 		return zs_fail(cause, "%s: %s is not a short plain string", where, key);
 	snprintf(out, n, "%s", s);
 	return 0;
@@ -151,6 +157,8 @@ static int held_of(const cJSON *marks, const char *where, struct report_torch_ru
 	const cJSON *m;
 	if (marks == NULL || !r->tied)
 		return 0;
+	if (!cJSON_IsObject(marks))
+		return zs_fail(cause, "%s: mark_live is not an object of marks", where);
 	cJSON_ArrayForEach(m, marks) {
 		double cls[RT_NCLASSES] = { 0 }, sum;
 		if (groups(m, where, 1, cls, &sum, cause) < 0)
@@ -371,7 +379,6 @@ static void per_run(struct zs_buf *b, const struct report_torch_model *m, const 
 }
 
 static const double *at_peak(const struct report_torch_run *r) { return r->cls; }
-static const double *at_optim(const struct report_torch_run *r) { return r->opt_cls; }
 
 static void table(struct zs_buf *b, const struct report_torch_model *m)
 {
@@ -422,6 +429,12 @@ static void table(struct zs_buf *b, const struct report_torch_model *m)
 	zs_buf_printf(b, " \\\\\n\\hline\n\\end{tabular}\n\\end{center}\n");
 }
 
+/* "single-tensor", "foreach", "fused" */
+static const char *adam_name(const struct report_torch_run *r)
+{
+	return strcmp(r->optim_impl, "single") == 0 ? "single-tensor" : r->optim_impl;
+}
+
 static void departures(struct zs_buf *b, const struct report_torch_model *m)
 {
 	const struct report_torch_run *r0 = &m->runs[0];
@@ -432,8 +445,8 @@ static void departures(struct zs_buf *b, const struct report_torch_model *m)
 	bytes(b, m->paper_peak);
 	for (size_t k = 0; k < m->nruns; k++) {
 		const struct report_torch_run *r = &m->runs[k];
-		zs_buf_printf(b, "; PyTorch %s's (zero\\_grad %s, %s-tensor Adam, %s attention) is ", r->version,
-		              strcmp(r->zero_grad, "none") == 0 ? "set\\_to\\_none" : "zeros", r->optim_impl, r->attn);
+		zs_buf_printf(b, "; PyTorch %s's (zero\\_grad %s, %s Adam, %s attention) is ", r->version,
+		              strcmp(r->zero_grad, "none") == 0 ? "set\\_to\\_none" : "zeros", adam_name(r), r->attn);
 		bytes(b, r->peak);
 		zs_buf_printf(b, ", %.3f times the paper's, in %s", r->peak / m->paper_peak,
 		              r->binding == RT_OPTIMIZER ? "the optimizer step" : phase_key[r->binding]);
@@ -484,15 +497,17 @@ static void departures(struct zs_buf *b, const struct report_torch_model *m)
 		zs_buf_printf(b, ", ");
 		bytes(b, m->runs[k].cls[RT_INPUT]);
 	}
-	zs_buf_printf(b, ";\n\\item the optimizer's temporaries (%s-tensor Adam), which the paper has none of: ",
-	              r0->optim_impl);
-	per_run(b, m, at_optim, RT_OPTIM);
-	zs_buf_printf(b, " at the optimizer step, whose most (");
+	zs_buf_printf(b, ";\n\\item the optimizer's temporaries, which the paper has none of, at the optimizer "
+	              "step (its most beside it):");
 	for (size_t k = 0; k < m->nruns; k++) {
-		zs_buf_printf(b, "%s%s ", k ? "; " : "", m->runs[k].version);
-		bytes(b, m->runs[k].phase_peak[RT_OPTIMIZER]);
+		const struct report_torch_run *r = &m->runs[k];
+		zs_buf_printf(b, "%s %s (%s Adam) ", k ? ";" : "", r->version, adam_name(r));
+		bytes(b, r->opt_cls[RT_OPTIM]);
+		zs_buf_printf(b, " (");
+		bytes(b, r->phase_peak[RT_OPTIMIZER]);
+		zs_buf_printf(b, ", %s the peak)", r->binding == RT_OPTIMIZER ? "which is" : "below");
 	}
-	zs_buf_printf(b, ") %s the peak;\n", r0->binding == RT_OPTIMIZER ? "is" : "stays below");
+	zs_buf_printf(b, ";\n");
 	/* set_to_none: two runs of the model that differ in zero_grad */
 	for (size_t k = 0; k < m->nruns; k++)
 		for (size_t j = 0; j < m->nruns; j++) {
