@@ -55,13 +55,14 @@ FUZZ_REPORT = $(top_srcdir)/src/report/report.c $(top_srcdir)/src/report/report_
 	$(top_srcdir)/src/report/report_findings.c $(top_srcdir)/src/report/report_text.c \
 	$(top_srcdir)/src/report/report_figures.c $(top_srcdir)/src/report/report_exec.c \
 	$(top_srcdir)/src/report/report_overhead.c $(top_srcdir)/src/report/report_tfm.c \
-	$(top_srcdir)/src/report/report_tfm_data.c $(top_srcdir)/src/report/report_host.c
+	$(top_srcdir)/src/report/report_tfm_data.c $(top_srcdir)/src/report/report_host.c \
+	$(top_srcdir)/src/report/report_torch.c
 FUZZ_REPORT_H = $(top_srcdir)/tests/fuzz/fuzz_report.h $(top_srcdir)/src/report/report_data.h \
 	$(top_srcdir)/src/report/report_classify.h $(top_srcdir)/src/report/report_findings.h \
 	$(top_srcdir)/src/report/report_text.h $(top_srcdir)/src/report/report_figures.h \
 	$(top_srcdir)/src/report/report_buf.h $(top_srcdir)/src/report/report_overhead.h \
 	$(top_srcdir)/src/report/report_tfm.h $(top_srcdir)/src/report/report_tfm_data.h \
-	$(top_srcdir)/src/report/report_host.h
+	$(top_srcdir)/src/report/report_host.h $(top_srcdir)/src/report/report_torch.h
 # The valid file each report harness joins its input with.
 FUZZ_PARTNER_measured = $(abs_top_srcdir)/tests/fuzz/corpus/theory/valid-4-8-4-model-layer.json
 FUZZ_PARTNER_theory = $(abs_top_srcdir)/tests/fuzz/corpus/measured/valid-4-8-4-model.json

@@ -11,6 +11,12 @@
 #    transformers), every run equals the schedule and the activations depart
 #    from Korthikanti's by the sum of the named causes, worked by hand below;
 #  - a reused folder without --transformer loses the section;
+#  - "zerosim against PyTorch" (torch.tex, fig11) from gpt2-tiny's plain
+#    loop under 1.13 and 2.6 beside the paper's: the peaks from the files,
+#    the loss's buffers, op-by-op GELU, the tied head's held gradient and
+#    set_to_none's gradients worked by hand from the shapes; the other
+#    outputs unchanged by it; refused without the paper's theory or with a
+#    live group off its phase's total;
 #  - bad input is refused in one line, exit 2, nothing written: a row given
 #    twice, a model given twice, an MLP's theory.json as --transformer, a
 #    transformer's as --theory, an activations breakdown off its total, a
@@ -247,6 +253,62 @@ if [ -s "$tmp/mgpt2.json" ]; then
 		fail "the section does not give torch's departures: $(grep -A3 'Under framework' "$tmp/torch/transformer.tex")"
 fi
 
+# The section "zerosim against PyTorch": gpt2-tiny's plain PyTorch loop
+# under 1.13 (zero_grad zeros) and 2.6 (set_to_none) beside the paper's dp
+# row of $tmp/gpt2-tiny.json (seq 32, batch 2, fp32, N = 1, unit layer).
+for v in 1.13 2.6; do
+	"$zerosim" theory --model "$src/report/models/gpt2-tiny.json" --framework torch --wrapper none --world 1 \
+		--schemes dp --precision fp32 --torch-device cpu --attn eager --torch-version $v --seq 32 --batch 2 \
+		--out "$tmp/plain-$v.json" 2>"$tmp/err" || fail "theory of the plain loop $v: $(cat "$tmp/err")"
+done
+report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-tiny.json" \
+	--transformer "$tmp/plain-1.13.json" --transformer "$tmp/plain-2.6.json" --out "$tmp/pt" ||
+	fail "report with the plain loop: $(cat "$tmp/err")"
+sec=$tmp/pt/torch.tex
+[ -s "$sec" ] && [ -s "$tmp/pt/figures/fig11-torch.gp" ] && [ -s "$tmp/pt/figures/fig11-torch.dat" ] ||
+	fail "no torch.tex or fig11"
+# the transformer section is what it is without the plain loop
+report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-tiny.json" --out "$tmp/nopt" ||
+	fail "report of gpt2-tiny: $(cat "$tmp/err")"
+for f in transformer.tex figures/fig7-transformer.dat diff.json flags.txt; do
+	cmp -s "$tmp/nopt/$f" "$tmp/pt/$f" || fail "$f changed with the plain loop"
+done
+# Each release's peak from its file (the backward phase's most, where the
+# peak falls), in the table's peak row.
+bwd_peak() { tr -d ' \t\n' <"$1" | sed -n 's/.*"phase_peak_bytes":{[^}]*"backward":\([0-9]*\).*/\1/p'; }
+p13=$(bwd_peak "$tmp/plain-1.13.json")
+p26=$(bwd_peak "$tmp/plain-2.6.json")
+[ -n "$p13" ] && [ -n "$p26" ] || fail "no peak_bytes in the plain loop's theory"
+grep -F 'textbf{peak}' "$sec" | grep -qF " & $(tex_num "$p13") & $(tex_num "$p26") " ||
+	fail "the peaks ($p13, $p26) not in the table: $(grep 'textbf{peak}' "$sec")"
+grep -q '^its phase & backward & backward & backward ' "$sec" || fail "the phase of the peak: $(grep 'its phase' "$sec")"
+# Worked by hand from the shapes (B 2, T 32, V 1024, d 64, 4d 256, 2
+# blocks, fp32; Psi 169,728): the loss keeps the log-softmax [BT, V] and at
+# the peak its gradient and nll_loss's [BT, V] zeros, 3 x 262,144 B, with
+# nll_loss's 4-byte loss and backward's 4-byte ones_like: 786,440 B;
+# gelu_new op by op keeps 0.5x, tanh and 1 + tanh [B, T, 4d] a block
+# (3 x 65,536 x 2) and its three Python floats as 8-byte wrapped numbers a
+# block (6 x 8): 393,264 B; set_to_none frees the 4-byte grads, 678,912 B.
+grep -q "^the loss's buffers & 0 & 786\\\\,440 & 786\\\\,440 " "$sec" || fail "the loss's buffers: $(grep "loss's buffers &" "$sec")"
+grep -q "^op-by-op GELU / RMSNorm & 0 & 393\\\\,264 & 393\\\\,264 " "$sec" || fail "GELU op by op: $(grep 'op-by-op GELU' "$sec")"
+grep -q "(the gradients' 678\\\\,912~B)" "$sec" || fail "set_to_none's gradients"
+# the tied head's gradient (V x d x 4 = 262,144 B) is held across the blocks' backward
+grep -q "it is 262\\\\,144~B, held from the start of \\\\texttt{ln\\\\_f}'s backward to the start of \\\\texttt{wte}'s" "$sec" ||
+	fail "the tied head's held gradient: $(grep 'tied head' "$sec")"
+# A reused folder without the plain loop loses the section.
+report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-tiny.json" --out "$tmp/pt" ||
+	fail "report again: $(cat "$tmp/err")"
+[ -e "$sec" ] || [ -e "$tmp/pt/figures/fig11-torch.gp" ] && fail "torch.tex or fig11 left from the run before"
+# Bad input: the plain loop without the paper's theory; a group off its phase's total.
+refused "the plain loop without the paper" "the plain loop of gpt2-tiny needs the paper's schedule beside it" \
+	--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/plain-1.13.json"
+awk '/"peak_live":/ { l = 1 } l && /"backward":/ { k = 1 } k && !d && /"what":[ \t]*"_log_softmax",/ { n = 1 }
+     n && /"bytes":/ { sub(/[0-9]+/, "262145"); d = 1; n = 0 } { print }' \
+	"$tmp/plain-1.13.json" >"$tmp/plain-bad.json"
+cmp -s "$tmp/plain-1.13.json" "$tmp/plain-bad.json" && fail "plain-bad.json is unchanged"
+refused "a live group off its total" 'peak_live.backward sums to 4792249 bytes, not the peak' \
+	--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-tiny.json" --transformer "$tmp/plain-bad.json"
+
 # An output of the report given as its input.
 cp "$tmp/gpt2-tiny.json" "$tmp/mlp/transformer.tex"
 report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/mlp/transformer.tex" --out "$tmp/mlp"
@@ -254,4 +316,4 @@ status=$?
 [ "$status" -eq 2 ] && grep -q "^zerosim report: --transformer .*: is a file the report writes in" "$tmp/err" ||
 	fail "an output as --transformer: exit $status, $(cat "$tmp/err")"
 cmp -s "$tmp/gpt2-tiny.json" "$tmp/mlp/transformer.tex" || fail "an output given as --transformer was overwritten"
-echo "transformer section: MLP outputs unchanged; largest units and Korthikanti's terms from theory.json; bad input refused"
+echo "transformer section: MLP outputs unchanged; largest units and Korthikanti's terms from theory.json; zerosim against PyTorch worked by hand; bad input refused"

@@ -29,6 +29,7 @@
 #include "report/report_host.h"
 #include "report/report_text.h"
 #include "report/report_tfm.h"
+#include "report/report_torch.h"
 #include "util/util.h"
 
 /* ------------------------------------------------------------------------ */
@@ -1570,6 +1571,139 @@ START_TEST(test_one_rule_judges_every_run)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* "zerosim against PyTorch" (report_torch.h) */
+
+/* Each class from the names util/autograd.c gives what it makes: the
+ * states by role, the loss's ops, the tied head's weight gradient (only
+ * when tied), gelu_new's and RMSNorm's intermediates but not their outputs
+ * or the linear's own tensors, the optimizer's scratch, and the rest by
+ * the phase that made it. */
+START_TEST(test_torch_classes_follow_the_ops_names)
+{
+	ck_assert_int_eq(report_torch_class("param", "param", NULL, "setup", 1), RT_PARAM);
+	ck_assert_int_eq(report_torch_class("grad", "grad", NULL, "backward", 1), RT_GRAD);
+	ck_assert_int_eq(report_torch_class("adam_v", "adam_v", NULL, "setup", 1), RT_ADAM);
+	ck_assert_int_eq(report_torch_class("adam_step", "adam_step", NULL, "setup", 1), RT_STEP);
+	ck_assert_int_eq(report_torch_class("buffer", "buffer", NULL, "setup", 1), RT_BUFFER);
+	ck_assert_int_eq(report_torch_class("input", "input", NULL, "setup", 1), RT_INPUT);
+	ck_assert_int_eq(report_torch_class("temp", "_log_softmax", NULL, "forward", 1), RT_LOSS);
+	ck_assert_int_eq(report_torch_class("temp", "nll_loss_backward", NULL, "backward", 0), RT_LOSS);
+	ck_assert_int_eq(report_torch_class("temp", "mm (lm_head weight grad)", "lm_head", "backward", 1), RT_TIED);
+	ck_assert_int_eq(report_torch_class("temp", "mm (lm_head weight grad)", "lm_head", "backward", 0), RT_BWD);
+	ck_assert_int_eq(report_torch_class("temp", "tanh", "mlp.c_fc", "forward", 1), RT_OPBYOP);
+	ck_assert_int_eq(report_torch_class("temp", "mul (gelu_new)", "mlp.c_fc", "forward", 1), RT_ACT);
+	ck_assert_int_eq(report_torch_class("temp", "addmm", "mlp.c_fc", "forward", 1), RT_ACT);
+	ck_assert_int_eq(report_torch_class("temp", "mm (addmm backward, mat1)", "mlp.c_fc", "backward", 1), RT_BWD);
+	ck_assert_int_eq(report_torch_class("temp", "pow (x^2, RMSNorm)", "input_layernorm", "forward", 0), RT_OPBYOP);
+	ck_assert_int_eq(report_torch_class("temp", "mul (weight x)", "model.norm", "forward", 0), RT_ACT);
+	ck_assert_int_eq(report_torch_class("temp", "native_layer_norm", "ln_1", "forward", 1), RT_ACT);
+	ck_assert_int_eq(report_torch_class("temp", "sqrt (Adam)", "transformer.wte", "optimizer", 1), RT_OPTIM);
+}
+END_TEST
+
+/* A plain loop's file as the theory writes it, cut to what the section
+ * reads: the peak's groups sum to it, by class; a group off by a byte,
+ * or a file without peak_live, is refused. */
+static const char plain_json[] =
+	"{\"format\":\"zerosim-theory/1\",\"config\":{\"seq\":4,\"batch\":1,\"torch_version\":\"1.13\","
+	"\"torch_device\":\"cpu\",\"optimizer_impl\":\"single\",\"zero_grad\":\"zeros\",\"attn\":\"eager\","
+	"\"wrapper\":\"none\",\"model\":{\"name\":\"m\",\"tie_word_embeddings\":true}},"
+	"\"rows\":[{\"schedule\":{\"resident_bytes\":100,\"resident_breakdown\":{\"param32\":40,\"grad32\":20,"
+	"\"adam_m\":20,\"adam_v\":20},\"peak_bytes\":%d,\"phase_peak_bytes\":{\"setup\":100,\"forward\":150,"
+	"\"backward\":170,\"optimizer\":130},\"binding_phase\":\"backward\",\"peak_live\":{"
+	"\"backward\":[{\"what\":\"param\",\"module\":null,\"role\":\"param\",\"made\":\"setup\",\"bytes\":40},"
+	"{\"what\":\"grad\",\"module\":null,\"role\":\"grad\",\"made\":\"setup\",\"bytes\":20},"
+	"{\"what\":\"adam_m\",\"module\":null,\"role\":\"adam_m\",\"made\":\"setup\",\"bytes\":20},"
+	"{\"what\":\"adam_v\",\"module\":null,\"role\":\"adam_v\",\"made\":\"setup\",\"bytes\":20},"
+	"{\"what\":\"_log_softmax\",\"module\":null,\"role\":\"temp\",\"made\":\"forward\",\"bytes\":32},"
+	"{\"what\":\"tanh\",\"module\":\"mlp.c_fc\",\"role\":\"temp\",\"made\":\"forward\",\"bytes\":16},"
+	"{\"what\":\"addmm\",\"module\":\"mlp.c_fc\",\"role\":\"temp\",\"made\":\"forward\",\"bytes\":22}],"
+	"\"optimizer\":[{\"what\":\"param\",\"module\":null,\"role\":\"param\",\"made\":\"setup\",\"bytes\":100},"
+	"{\"what\":\"sqrt (Adam)\",\"module\":\"transformer.wte\",\"role\":\"temp\",\"made\":\"optimizer\",\"bytes\":30}]},"
+	"\"mark_live\":{\"bwd:ln_f:start\":[{\"what\":\"mm (lm_head weight grad)\",\"module\":\"lm_head\","
+	"\"role\":\"temp\",\"made\":\"backward\",\"bytes\":8}],\"bwd:wte:start\":[{\"what\":\"mm (lm_head weight grad)\","
+	"\"module\":\"lm_head\",\"role\":\"temp\",\"made\":\"backward\",\"bytes\":8}]}}}]}";
+
+START_TEST(test_torch_plain_loop_is_read_by_class_and_checked)
+{
+	char buf[sizeof plain_json + 16], *cause = NULL;
+	struct report_torch t = {0};
+	snprintf(buf, sizeof buf, plain_json, 170);
+	cJSON *j = cJSON_Parse(buf);
+	ck_assert_ptr_nonnull(j);
+	ck_assert_int_eq(report_torch_is_plain(j), 1);
+	ck_assert_int_eq(report_torch_add(&t, j, "p.json", &cause), 0);
+	ck_assert_uint_eq(t.n, 1);
+	const struct report_torch_run *r = &t.models[0].runs[0];
+	ck_assert_double_eq(r->peak, 170);
+	ck_assert_int_eq(r->binding, RT_BACKWARD);
+	ck_assert_double_eq(r->cls[RT_PARAM], 40);
+	ck_assert_double_eq(r->cls[RT_LOSS], 32);
+	ck_assert_double_eq(r->cls[RT_OPBYOP], 16);
+	ck_assert_double_eq(r->cls[RT_ACT], 22);
+	ck_assert_double_eq(r->opt_cls[RT_OPTIM], 30);
+	ck_assert_double_eq(r->resident_grads, 20);
+	ck_assert_double_eq(r->held, 8);
+	ck_assert_str_eq(r->held_from, "bwd:ln_f:start");
+	ck_assert_str_eq(r->held_to, "bwd:wte:start");
+	/* the same run again */
+	ck_assert_int_eq(report_torch_add(&t, j, "q.json", &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "given twice"));
+	free(cause);
+	cause = NULL;
+	cJSON_Delete(j);
+	/* without the paper's theory of the model */
+	struct report_tfm none = {0};
+	ck_assert_int_eq(report_torch_join(&t, &none, &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "needs the paper's schedule"));
+	free(cause);
+	cause = NULL;
+	report_torch_free(&t);
+	/* the groups a byte off the peak */
+	snprintf(buf, sizeof buf, plain_json, 171);
+	j = cJSON_Parse(buf);
+	ck_assert_int_eq(report_torch_add(&t, j, "p.json", &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "peak_live.backward sums to 170 bytes, not the peak's 171"));
+	free(cause);
+	cJSON_Delete(j);
+	report_torch_free(&t);
+}
+END_TEST
+
+/* flags.txt's allocator line says what its "fragmentation" is: the free
+ * space of the segments cudaMalloc reserved where the reserved peak is
+ * first reached, and, where the blocks' peak is under one 20 MiB segment,
+ * the segments' minimum size; a file without segments_peak and
+ * reserved_at_allocated_peak_bytes gives the line without them. */
+START_TEST(test_allocator_line_says_what_its_fragmentation_is)
+{
+	struct report_run run = {.scheme = ZS_DP, .world = 1, .unit = ZS_UNIT_MODEL, .has_alloc_summary = 1,
+	                         .alloc_reserved_peak = 2097152, .alloc_at_reserved = 8704, .alloc_frag = 2088448,
+	                         .alloc_frag_ratio = 2088448.0 / 2097152, .alloc_allocated_peak = 72704,
+	                         .alloc_segments = 1, .alloc_reserved_at_allocated = 2097152};
+	run.measured[REPORT_PEAK] = 71680;
+	struct report_data d = {.runs = &run, .nruns = 1};
+	struct zs_buf b = {0};
+	report_allocator_text(&d, &b);
+	const char *t = zs_buf_str(&b);
+	ck_assert_ptr_nonnull(strstr(t, "allocator: dp N=1 unit=model rank 0: reserved peak 2097152 B (+2025472 B from "
+	                                "the tracked peak) = allocated 8704 B + fragmentation 2088448 B (99.6% of "
+	                                "reserved: free space cached in the 1 segment cudaMalloc reserved"));
+	ck_assert_ptr_nonnull(strstr(t, "allocated peak 72704 B (the tracked blocks as the allocator rounds them), "
+	                                "with 2097152 B reserved then; the blocks' peak is under one 20 MiB segment"));
+	zs_buf_free(&b);
+	run.alloc_segments = run.alloc_reserved_at_allocated = -1;
+	run.alloc_allocated_peak = run.alloc_reserved_peak = 21.0 * 1024 * 1024;
+	report_allocator_text(&d, &b);
+	t = zs_buf_str(&b);
+	ck_assert_ptr_null(strstr(t, "segment cudaMalloc"));
+	ck_assert_ptr_null(strstr(t, "reserved then"));
+	ck_assert_ptr_null(strstr(t, "minimum size"));
+	zs_buf_free(&b);
+}
+END_TEST
+
 static Suite *report_suite(void)
 {
 	Suite *s = suite_create("report");
@@ -1617,6 +1751,9 @@ static Suite *report_suite(void)
 	tcase_add_test(c, test_transformer_theory_and_measurement_join_and_bad_ones_are_refused);
 	tcase_add_test(c, test_transformers_and_terms_are_as_many_as_given);
 	tcase_add_test(c, test_transformer_section_names_the_largest_unit_and_the_measured_departure);
+	tcase_add_test(c, test_torch_classes_follow_the_ops_names);
+	tcase_add_test(c, test_torch_plain_loop_is_read_by_class_and_checked);
+	tcase_add_test(c, test_allocator_line_says_what_its_fragmentation_is);
 	tcase_set_timeout(c, 30);
 	suite_add_tcase(s, c);
 	return s;

@@ -14,6 +14,7 @@
 #include "report/report.h"
 #include "report/report_figures.h"
 #include "report/report_tfm.h"
+#include "report/report_torch.h"
 #include "util/datafile.h"
 #include "util/util.h"
 
@@ -34,7 +35,10 @@ static void usage(void)
 	       "  --transformer FILE\n"
 	       "                    a transformer's theory.json (zerosim theory --model) or\n"
 	       "                    measured.json (zerosim measure --model): adds the\n"
-	       "                    transformer section; once per file, any number of models\n"
+	       "                    transformer section; once per file, any number of models;\n"
+	       "                    a plain loop's theory (--framework torch --wrapper none)\n"
+	       "                    adds the section \"zerosim against PyTorch\" beside the\n"
+	       "                    paper's theory of the same model\n"
 	       "  -o, --out DIR     output folder, created if missing\n"
 	       "  --template FILE   LaTeX template (default %s/zerosim-report.tex)\n"
 	       "  --strict          exit 1 if any point is unexplained (measurement differs\n"
@@ -50,7 +54,7 @@ static void usage(void)
 /* What the report writes in its folder (report.c, report_figures.c; pdflatex
  * adds zerosim-report.aux, .log, .pdf and so on). */
 static const char *const out_names[] = {"diff.json", "flags.txt", "table.tex", "causes.tex", "findings.tex", "flags.tex",
-                                        REPORT_TFM_TEX, "gnuplot.log", "pdflatex.log"};
+                                        REPORT_TFM_TEX, REPORT_TORCH_TEX, "gnuplot.log", "pdflatex.log"};
 static const char *const figure_exts[] = {".gp", ".dat", ".pdf", ".png"};
 
 /* 1 if the file `in` (resolved) is one the report would write in DIR. */

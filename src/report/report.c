@@ -22,6 +22,7 @@
 #include "report/report_overhead.h"
 #include "report/report_text.h"
 #include "report/report_tfm.h"
+#include "report/report_torch.h"
 #include "util/util.h"
 
 /* mkdir -p: create every missing folder of `path`. */
@@ -133,7 +134,7 @@ end:
 static int write_outputs(const struct report_options *o, const struct report_data *d,
                          const struct report_point *pts, size_t npts,
                          const struct report_finding *f, const struct report_tfm *t,
-                         const char *tex, size_t texlen, char **cause)
+                         const struct report_torch *pt, const char *tex, size_t texlen, char **cause)
 {
 	struct zs_buf b = {0};
 	char *figdir = zs_asprintf("%s/figures", o->out), *path;
@@ -175,6 +176,8 @@ static int write_outputs(const struct report_options *o, const struct report_dat
 		rc = report_figures_write(d, figdir, cause);
 	if (rc == 0)
 		rc = report_tfm_write(t, o->out, figdir, cause);
+	if (rc == 0)
+		rc = report_torch_write(pt, o->out, figdir, cause);
 	free(figdir);
 	return rc;
 }
@@ -200,6 +203,32 @@ static void print_summary(const struct report_data *d, const struct report_point
 			printf("zerosim report: finding %s: %s\n", f[i].key, report_verdict_name(f[i].verdict));
 }
 
+/* The --transformer files: a plain PyTorch loop's theory goes to the
+ * section "zerosim against PyTorch" (report_torch.h), every other file to
+ * the transformer section, whose list *rest (of *nrest paths) gets it. */
+static int split_transformers(const struct report_options *o, struct report_torch *pt, const char ***rest,
+                              size_t *nrest, char **cause)
+{
+	*rest = zs_calloc(o->ntransformers + 1, sizeof **rest);
+	*nrest = 0;
+	for (size_t i = 0; i < o->ntransformers; i++) {
+		cJSON *j;
+		if (zs_json_load(o->transformers[i], REPORT_THEORY_FORMAT " or " REPORT_MEASURED_FORMAT, &j, cause) < 0)
+			return -1;
+		int rc = 0;
+		if (report_torch_is_plain(j))
+			rc = report_torch_add(pt, j, o->transformers[i], cause);
+		else {
+			report_torch_note_paper(pt, j);
+			(*rest)[(*nrest)++] = o->transformers[i];
+		}
+		cJSON_Delete(j);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int report_main(const struct report_options *o, char **cause)
 {
 	struct report_data d;
@@ -213,11 +242,25 @@ int report_main(const struct report_options *o, char **cause)
 
 	if (report_data_load(o->measured, o->theory, &d, cause) < 0)
 		return ZS_EXIT_USAGE;
-	if (report_tfm_load(o->transformers, o->ntransformers, &t, cause) < 0) {
+	struct report_torch pt = {0};
+	const char **rest = NULL;
+	size_t nrest = 0;
+	if (split_transformers(o, &pt, &rest, &nrest, cause) < 0 ||
+	    report_tfm_load(rest, nrest, &t, cause) < 0) {
+		free((void *)rest);
+		report_torch_free(&pt);
+		report_data_free(&d);
+		return ZS_EXIT_USAGE;
+	}
+	free((void *)rest);
+	if (report_torch_join(&pt, &t, cause) < 0) {
+		report_torch_free(&pt);
+		report_tfm_free(&t);
 		report_data_free(&d);
 		return ZS_EXIT_USAGE;
 	}
 	if (zs_read_file(o->template_path, &tex, &texlen, cause) < 0) {
+		report_torch_free(&pt);
 		report_tfm_free(&t);
 		report_data_free(&d);
 		return ZS_EXIT_USAGE;
@@ -231,7 +274,7 @@ int report_main(const struct report_options *o, char **cause)
 	unexplained += report_host_unexplained(&d);
 
 	rc = ZS_EXIT_RUNTIME;
-	if (write_outputs(o, &d, pts, npts, f, &t, tex, texlen, cause) < 0)
+	if (write_outputs(o, &d, pts, npts, f, &t, &pt, tex, texlen, cause) < 0)
 		goto end;
 	if (o->render && (rc = render(o->out, cause)) != ZS_EXIT_OK)
 		goto end;
@@ -249,6 +292,7 @@ end:
 	free(tex);
 	free(pts);
 	report_findings_free(f);
+	report_torch_free(&pt);
 	report_tfm_free(&t);
 	report_data_free(&d);
 	return rc;

@@ -405,6 +405,13 @@ static int read_alloc_summary(const cJSON *run, const char *where, struct report
 		return -1;
 	if (!(rank >= 0 && rank < r->world && rank == floor(rank)))
 		return zs_fail(cause, "%s: \"rank\" is not one of the run's ranks", at);
+	r->alloc_segments = r->alloc_reserved_at_allocated = -1;
+	if (cJSON_GetObjectItemCaseSensitive(al, "segments_peak") != NULL &&
+	    report_read_bytes(al, "segments_peak", at, &r->alloc_segments, cause) < 0)
+		return -1;
+	if (cJSON_GetObjectItemCaseSensitive(al, "reserved_at_allocated_peak_bytes") != NULL &&
+	    report_read_bytes(al, "reserved_at_allocated_peak_bytes", at, &r->alloc_reserved_at_allocated, cause) < 0)
+		return -1;
 	r->alloc_rank = (unsigned)rank;
 	r->has_alloc_summary = 1;
 	return 0;

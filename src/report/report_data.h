@@ -93,6 +93,9 @@ struct report_run {
 	int has_alloc_summary;
 	unsigned alloc_rank;
 	double alloc_allocated_peak, alloc_reserved_peak, alloc_at_reserved, alloc_frag, alloc_frag_ratio;
+	/* segments_peak and reserved_at_allocated_peak_bytes, -1 where the
+	 * file has none (older files) */
+	double alloc_segments, alloc_reserved_at_allocated;
 	int *tl_op;
 	uint64_t *tl_id, *tl_bytes;
 	uint64_t *live_id, *live_bytes;

@@ -24,6 +24,7 @@ const char *const report_figure_names[REPORT_NFIGURES] = {
 
 const char *const report_figure_optional[REPORT_NOPTIONAL] = {
 	REPORT_FIGURE_RANKS, REPORT_FIGURE_TFM, REPORT_FIGURE_HOST, REPORT_FIGURE_TFM_HOST, REPORT_FIGURE_ALLOC,
+	REPORT_FIGURE_TORCH,
 };
 
 static const char *const scheme_title[ZS_NSCHEMES] = {"DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
@@ -1051,4 +1052,90 @@ int report_figures_host(const char *name, const struct report_host_panel *p, siz
 		free(w);
 	}
 	return multiplot_close(dir, name, &dat, &gp, cause);
+}
+
+/* ------------------------------------------------------------------------ */
+/* fig11-torch: each model's peak by what is alive there (report_torch.h),
+ * the paper's bar and each plain PyTorch loop's, stacked by class; a
+ * class no bar has is left out of the stack and the key. */
+
+static const char *const torch_colours[RT_NCLASSES] = {
+	[RT_PARAM] = "#0072B2", [RT_GRAD] = "#E69F00", [RT_ADAM] = "#009E73", [RT_ACT] = "#56B4E9",
+	[RT_SCRATCH] = "#999999", [RT_BWD] = "#F0E442", [RT_LOSS] = "#D55E00", [RT_TIED] = "#000000",
+	[RT_OPBYOP] = "#CC79A7", [RT_OPTIM] = "#882255", [RT_STEP] = "#44AA99", [RT_BUFFER] = "#DDCC77",
+	[RT_INPUT] = "#332288",
+};
+
+int report_figures_torch(const struct report_torch *t, const char *dir, char **cause)
+{
+	const char *name = REPORT_FIGURE_TORCH;
+	if (t->n == 0) {
+		remove_figure(dir, name);
+		return 0;
+	}
+	struct zs_buf dat = {0}, gp = {0}, plot = {0};
+	int used[RT_NCLASSES] = { 0 };
+	size_t bars = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		const struct report_torch_model *m = &t->models[i];
+		for (int c = 0; c < RT_NCLASSES; c++) {
+			used[c] |= m->paper_cls[c] > 0;
+			for (size_t k = 0; k < m->nruns; k++)
+				used[c] |= m->runs[k].cls[c] > 0;
+		}
+		bars += m->nruns + 1;
+	}
+	zs_buf_printf(&dat, "# the peak of one rank by what is alive there, kB (1000 B); a block per model\n# bar");
+	for (int c = 0; c < RT_NCLASSES; c++)
+		if (used[c])
+			zs_buf_printf(&dat, " \"%s\"", report_torch_class_title[c]);
+	zs_buf_printf(&dat, "\n");
+	for (size_t i = 0; i < t->n; i++) {
+		const struct report_torch_model *m = &t->models[i];
+		zs_buf_printf(&dat, "%s# %s\n\"paper\"", i ? "\n\n" : "", m->name);
+		for (int c = 0; c < RT_NCLASSES; c++)
+			if (used[c])
+				zs_buf_printf(&dat, " %.9g", m->paper_cls[c] / 1e3);
+		zs_buf_printf(&dat, "\n");
+		for (size_t k = 0; k < m->nruns; k++) {
+			zs_buf_printf(&dat, "\"%s\"", m->runs[k].version);
+			for (int c = 0; c < RT_NCLASSES; c++)
+				if (used[c])
+					zs_buf_printf(&dat, " %.9g", m->runs[k].cls[c] / 1e3);
+			zs_buf_printf(&dat, "\n");
+		}
+	}
+	zs_buf_printf(&gp,
+		"# %s.gp, written by zerosim report: the peak of one rank, the paper's schedule against\n"
+		"# the plain PyTorch loop. Reads %s.dat; run `gnuplot %s.gp` in this folder to rewrite\n"
+		"# %s.pdf and %s.png.\n", name, name, name, name, name);
+	styles(&gp);
+	zs_buf_printf(&gp,
+		"set ylabel 'kB (1000 bytes) alive at the peak'\nset yrange [0:*]\n"
+		"set title 'The peak by what is alive there: the paper, then PyTorch by release (fp32, one rank)'\n"
+		"set style data histograms\nset style histogram rowstacked title offset 0,-0.5\n"
+		"set boxwidth 0.7 relative\nset xtics scale 0\nset xrange [-0.6:%zu]\nset bmargin 4\n"
+		"set key outside right top vertical Left reverse samplen 2 spacing 1.1\n",
+		bars + t->n - 1);
+	for (size_t i = 0; i < t->n; i++) {
+		zs_buf_printf(&plot, "%s newhistogram '%s' lt 1, \\\n", i ? ", \\\n" : "plot", t->models[i].name);
+		int col = 2, first = 1;
+		for (int c = 0; c < RT_NCLASSES; c++) {
+			if (!used[c])
+				continue;
+			zs_buf_printf(&plot, "%s  '%s.dat' index %zu using %d%s ", first ? "" : ", \\\n", name, i, col,
+			              first ? ":xtic(1)" : "");
+			if (i == 0) {
+				zs_buf_printf(&plot, "title '");
+				for (const char *q = report_torch_class_title[c]; *q; q++) /* a quote is doubled */
+					zs_buf_printf(&plot, *q == '\'' ? "''" : "%c", *q);
+				zs_buf_printf(&plot, "'");
+			} else
+				zs_buf_printf(&plot, "notitle");
+			zs_buf_printf(&plot, " lc rgb '%s' fs solid 0.85 border lc rgb '#000000'", torch_colours[c]);
+			col++;
+			first = 0;
+		}
+	}
+	return finish(dir, name, &dat, &gp, &plot, cause);
 }

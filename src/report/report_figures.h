@@ -22,13 +22,15 @@
  * (without such runs their files are removed, so that a reused folder
  * shows no stale figure; flags.tex and the template include each if its
  * PDF exists). The transformer section's figures are fig7-transformer and
- * fig9-host-transformer (fig8's kind, a panel per offloaded model).
+ * fig9-host-transformer (fig8's kind, a panel per offloaded model); the
+ * section "zerosim against PyTorch" (report_torch.h) has fig11-torch.
  */
 #ifndef ZS_REPORT_FIGURES_H
 #define ZS_REPORT_FIGURES_H
 
 #include "report/report_data.h"
 #include "report/report_tfm_data.h"
+#include "report/report_torch.h"
 
 #define REPORT_NFIGURES 5
 extern const char *const report_figure_names[REPORT_NFIGURES];
@@ -39,7 +41,7 @@ extern const char *const report_figure_names[REPORT_NFIGURES];
 #define REPORT_FIGURE_ALLOC "fig10-allocator"
 
 /* The figures written only when their data exist, after the five. */
-#define REPORT_NOPTIONAL 5
+#define REPORT_NOPTIONAL 6
 extern const char *const report_figure_optional[REPORT_NOPTIONAL];
 
 /* Write every .gp and .dat into `dir` (which exists). Returns 0 or -1
@@ -48,6 +50,10 @@ int report_figures_write(const struct report_data *d, const char *dir, char **ca
 
 /* fig7-transformer's .gp and .dat (report_tfm_data.h) into `dir`. */
 int report_figures_tfm(const struct report_tfm *t, const char *dir, char **cause);
+
+/* fig11-torch's .gp and .dat (report_torch.h) into `dir`, or its files
+ * removed when t holds no model. */
+int report_figures_torch(const struct report_torch *t, const char *dir, char **cause);
 
 /* A host figure's panel: offloaded runs of one model and unit. */
 struct report_host_point {

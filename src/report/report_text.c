@@ -187,9 +187,26 @@ void report_allocator_text(const struct report_data *d, struct zs_buf *b)
 		bytes(b, r->alloc_at_reserved, 0);
 		zs_buf_printf(b, " + fragmentation ");
 		bytes(b, r->alloc_frag, 0);
-		zs_buf_printf(b, " (%.3g%% of reserved); allocated peak ", 100 * r->alloc_frag_ratio);
+		zs_buf_printf(b, " (%.3g%% of reserved", 100 * r->alloc_frag_ratio);
+		if (r->alloc_segments >= 0)
+			zs_buf_printf(b, ": free space cached in the %.0f segment%s cudaMalloc reserved, where the reserved "
+			              "peak is first reached", r->alloc_segments, r->alloc_segments == 1 ? "" : "s");
+		zs_buf_printf(b, "); allocated peak ");
 		bytes(b, r->alloc_allocated_peak, 0);
-		zs_buf_printf(b, " (the tracked blocks as the allocator rounds them)\n");
+		zs_buf_printf(b, " (the tracked blocks as the allocator rounds them)");
+		if (r->alloc_reserved_at_allocated >= 0) {
+			zs_buf_printf(b, ", with ");
+			bytes(b, r->alloc_reserved_at_allocated, 0);
+			zs_buf_printf(b, " reserved then");
+		}
+		/* CUDACachingAllocator.cpp (2.6.0): a segment is at least kSmallBuffer,
+		 * 2 MiB, or kLargeBuffer, 20 MiB: blocks that fit in one large
+		 * segment leave most of what is reserved free however they lie */
+		if (r->alloc_allocated_peak < 20.0 * 1024 * 1024)
+			zs_buf_printf(b, "; the blocks' peak is under one 20 MiB segment, so what is reserved above them is "
+			              "the segments' minimum size (2 MiB small, 20 MiB large), not fragmentation of a "
+			              "long-running cache");
+		zs_buf_printf(b, "\n");
 	}
 }
 

@@ -609,6 +609,16 @@ char *theory_deepspeed_text(const struct theory_request *req);
  * the result with cJSON_Delete(). */
 cJSON *theory_json(const struct theory_request *req);
 
+/* The plain loop's step of a request (--wrapper none: util/autograd.h's
+ * step of req->model at the request's batch and seq) into *s, its
+ * parameters into *p; the caller frees both (ag_step_free,
+ * step_params_free). -1 where the step cannot be described, nothing to
+ * free (theory_alloc.c; theory_json.c's peak_live and theory_alloc.c's
+ * trace use it). */
+struct step_params;
+struct ag_step;
+int theory_plain_step(const struct theory_request *req, struct step_params *p, struct ag_step *s);
+
 /* The same content as text for a person. For a model known by its MLP
  * widths or its count, tables per rank laid out like the ZeRO paper's
  * Table 1 (one line per N, one column per scheme, in GB = 1e9 bytes, or

@@ -167,21 +167,28 @@ static int plain_loop(const struct theory_request *req)
 	return req->config->wrapper == ZS_WRAPPER_NONE && req->model != NULL;
 }
 
+int theory_plain_step(const struct theory_request *req, struct step_params *p, struct ag_step *s)
+{
+	struct ag_options opt;
+	char *cause = NULL;
+	step_params_build(p, req->model);
+	ag_options_from_config(&opt, req->config, req->config->batch, req->act.seq);
+	if (ag_step_build(s, req->model, p, &opt, &cause) < 0) {
+		free(cause);
+		step_params_free(p);
+		return -1;
+	}
+	return 0;
+}
+
 static int plain_loop_trace(const struct theory_request *req, struct theory_trace *tr)
 {
 	const struct zs_config *c = req->config;
 	struct step_params p;
-	struct ag_options o;
 	struct ag_step s;
-	char *cause = NULL;
-	step_params_build(&p, req->model);
-	ag_options_from_config(&o, c, c->batch, req->act.seq);
-	int rc = ag_step_build(&s, req->model, &p, &o, &cause);
-	step_params_free(&p);
-	if (rc != 0) {
-		free(cause);
+	if (theory_plain_step(req, &p, &s) < 0)
 		return -1;
-	}
+	step_params_free(&p);
 	trace_events(tr, &s, s.setup, s.nsetup);
 	for (unsigned step = 0; step < c->steps; step++) {
 		if (step == 0)

@@ -5,10 +5,14 @@
  */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "theory/theory.h"
+#include "util/autograd.h"
 #include "util/schedule.h"
+#include "util/step.h"
 #include "util/util.h"
 
 /* ------------------------------------------------------------------------ */
@@ -52,6 +56,154 @@ static void floor_json(cJSON *row, const struct theory_row *r, double psi)
 	comm(o, r->floor.comm_bytes, r->floor.comm_elements, psi);
 }
 
+/* ------------------------------------------------------------------------ */
+/* The plain loop's live storages at each phase's most (schedule.peak_live,
+ * docs/formats.md): util/autograd.h's step walked as theory_autograd.c
+ * walks it, and at the first event where a phase reaches its most, every
+ * live storage grouped by what it is — the parameters, grads, Adam's state,
+ * the buffers and the batch by their role; the step's own tensors by the op
+ * that made it (`what`), the kind of module that made it and the phase it
+ * was made in. The groups of a phase sum to its phase_peak_bytes; the
+ * same at the start of each module's backward (schedule.mark_live, summing
+ * to its mark). The report's "zerosim against PyTorch" names its departures
+ * from them. */
+
+struct live_group {
+	const char *what, *module;
+	enum ag_role role;
+	enum zs_phase made;
+	uint64_t bytes, count;
+};
+
+static const char *const role_names[] = {
+	[AG_ROLE_PARAM] = "param", [AG_ROLE_GRAD] = "grad", [AG_ROLE_ADAM_M] = "adam_m",
+	[AG_ROLE_ADAM_V] = "adam_v", [AG_ROLE_ADAM_STEP] = "adam_step", [AG_ROLE_BUFFER] = "buffer",
+	[AG_ROLE_INPUT] = "input", [AG_ROLE_TEMP] = "temp",
+};
+
+static int live_cmp(const void *a, const void *b)
+{
+	const struct live_group *x = a, *y = b;
+	return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : strcmp(x->what, y->what);
+}
+
+/* Walk n events: live[] and the total follow them; made[] gets each
+ * allocation's phase; with at[] (index per phase, or SIZE_MAX), the most of
+ * each phase and the first event reaching it. */
+static void live_walk(const struct ag_step *s, const struct ag_event *ev, size_t n, unsigned char *live,
+                      enum zs_phase *made, uint64_t *total, uint64_t *most, size_t *at)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct ag_event *e = &ev[i];
+		if (e->kind == AG_EV_ALLOC) {
+			live[e->t] = 1;
+			made[e->t] = e->phase;
+			*total += s->tensor[e->t].bytes;
+		} else if (e->kind == AG_EV_FREE) {
+			live[e->t] = 0;
+			*total -= s->tensor[e->t].bytes;
+		}
+		if (at != NULL && (at[e->phase] == SIZE_MAX || *total > most[e->phase])) {
+			most[e->phase] = *total;
+			at[e->phase] = i;
+		}
+	}
+}
+
+static void live_groups_json(cJSON *arr, const struct ag_step *s, const struct step_params *p,
+                             const unsigned char *live, const enum zs_phase *made)
+{
+	struct live_group *g = zs_calloc(s->ntensors + 1, sizeof *g);
+	size_t ng = 0;
+	for (size_t t = 0; t < s->ntensors; t++) {
+		const struct ag_tensor *x = &s->tensor[t];
+		if (!live[t] || x->storage != t)
+			continue;
+		struct live_group k = {.role = x->role, .made = made[t], .what = role_names[x->role]};
+		if (x->role == AG_ROLE_TEMP) {
+			k.what = x->what;
+			if (x->module >= 0 && (size_t)x->module < p->nmodules) {
+				const struct step_module *md = &p->module[x->module];
+				k.module = md->suffix[0] ? md->suffix : md->prefix;
+			}
+		}
+		size_t j = 0;
+		while (j < ng && !(g[j].role == k.role && g[j].made == k.made && !strcmp(g[j].what, k.what) &&
+		                   (g[j].module == k.module ||
+		                    (g[j].module && k.module && !strcmp(g[j].module, k.module)))))
+			j++;
+		if (j == ng)
+			g[ng++] = k;
+		g[j].bytes += x->bytes;
+		g[j].count++;
+	}
+	qsort(g, ng, sizeof *g, live_cmp);
+	for (size_t j = 0; j < ng; j++) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "what", g[j].what);
+		if (g[j].module)
+			cJSON_AddStringToObject(o, "module", g[j].module);
+		else
+			cJSON_AddNullToObject(o, "module");
+		cJSON_AddStringToObject(o, "role", role_names[g[j].role]);
+		cJSON_AddStringToObject(o, "made", zs_phase_name(g[j].made));
+		num(o, "count", (double)g[j].count);
+		num(o, "bytes", (double)g[j].bytes);
+		cJSON_AddItemToArray(arr, o);
+	}
+	free(g);
+}
+
+static void peak_live_json(cJSON *parent, const struct theory_request *req)
+{
+	struct step_params p;
+	struct ag_step s;
+	if (theory_plain_step(req, &p, &s) < 0)
+		return;
+	unsigned char *live = zs_calloc(s.ntensors + 1, 1);
+	enum zs_phase *made = zs_calloc(s.ntensors + 1, sizeof *made);
+	uint64_t total = 0, most[ZS_NPHASES] = { 0 };
+	size_t at[ZS_NPHASES];
+	for (int ph = 0; ph < ZS_NPHASES; ph++)
+		at[ph] = SIZE_MAX;
+	live_walk(&s, s.setup, s.nsetup, live, made, &total, NULL, NULL);
+	live_walk(&s, s.first_step, s.nfirst, live, made, &total, NULL, NULL);
+	unsigned char *start = zs_malloc(s.ntensors + 1);
+	enum zs_phase *made0 = zs_malloc((s.ntensors + 1) * sizeof *made0);
+	memcpy(start, live, s.ntensors + 1);
+	memcpy(made0, made, (s.ntensors + 1) * sizeof *made0);
+	uint64_t total0 = total;
+	live_walk(&s, s.event, s.nevents, live, made, &total, most, at);
+	cJSON *o = cJSON_AddObjectToObject(parent, "peak_live");
+	for (int ph = 0; ph < ZS_NPHASES; ph++) {
+		if (at[ph] == SIZE_MAX || ph == ZS_PH_SETUP)
+			continue;
+		memcpy(live, start, s.ntensors + 1);
+		memcpy(made, made0, (s.ntensors + 1) * sizeof *made);
+		total = total0;
+		live_walk(&s, s.event, at[ph] + 1, live, made, &total, NULL, NULL);
+		live_groups_json(cJSON_AddArrayToObject(o, zs_phase_name((enum zs_phase)ph)), &s, &p, live, made);
+	}
+	/* and at the start of each module's backward (the marks the reference
+	 * checks), where a gradient held across modules shows */
+	cJSON *mk = cJSON_AddObjectToObject(parent, "mark_live");
+	memcpy(live, start, s.ntensors + 1);
+	memcpy(made, made0, (s.ntensors + 1) * sizeof *made);
+	for (size_t i = 0; i < s.nevents; i++) {
+		const struct ag_event *e = &s.event[i];
+		live_walk(&s, e, 1, live, made, &total, NULL, NULL);
+		size_t n = e->kind == AG_EV_MARK ? strlen(e->label) : 0;
+		if (n > 10 && !strncmp(e->label, "bwd:", 4) && !strcmp(e->label + n - 6, ":start"))
+			live_groups_json(cJSON_AddArrayToObject(mk, e->label), &s, &p, live, made);
+	}
+	free(start);
+	free(made0);
+	free(live);
+	free(made);
+	ag_step_free(&s);
+	step_params_free(&p);
+}
+
 /* The exact schedule: the MLP's, or zerosim's own transformer's. */
 static void schedule_json(cJSON *row, const struct theory_request *req, const struct theory_row *r)
 {
@@ -80,8 +232,10 @@ static void schedule_json(cJSON *row, const struct theory_request *req, const st
 				num(ph, zs_phase_name((enum zs_phase)p), (double)s->phase_peak[p]);
 		cJSON_AddStringToObject(o, "binding_phase", zs_phase_name(theory_binding_phase(s)));
 	}
-	if (req->model != NULL && req->config->wrapper == ZS_WRAPPER_NONE)
+	if (req->model != NULL && req->config->wrapper == ZS_WRAPPER_NONE) {
 		theory_autograd_marks_json(o, req->model, req->config, req->config->batch, req->act.seq);
+		peak_live_json(o, req);
+	}
 	if (s->host_resident_bytes > 0) {
 		num(o, "host_resident_bytes", (double)s->host_resident_bytes);
 		num(o, "host_peak_bytes", (double)s->host_peak_bytes);
