@@ -83,7 +83,7 @@ class LoraLinear(nn.Module):
     bias=False), lora_B = nn.Linear(r, out_features, bias=False) (lines
     259-260); scaling = lora_alpha / r (line 277; / sqrt(r) with rslora,
     line 275); reset_lora_parameters: kaiming_uniform_(A, a=sqrt(5)), B
-    zeros (lines 334, 339). Linear.forward (lines 1043-1069): result =
+    zeros (lines 334, 339). Linear.forward (lines 1030-1069): result =
     base_layer(x); torch_result_dtype = result.dtype; x =
     _cast_input_dtype(x, lora_A.weight.dtype) (a no-op when the dtypes
     agree: tuners_utils.py line 1790); result = result +
@@ -298,13 +298,11 @@ def run(a, rank=0, world=1):
     mt = mark_times(prof)
     per_micro = []
     S = a.steps
-    bounds = [t for t, l in mt if l.startswith("micro:") or l == "phase:optimizer"]
-    # the steady step's K micro-steps: the last K+1 bounds before its optimizer mark
-    steady_bounds = [t for t, l in mt if (l.startswith("micro:") or l == "phase:optimizer")]
-    steady_bounds = steady_bounds[-(K + 1):]
+    # the steady (last) step's K micro-steps: the last K+1 of the micro and
+    # optimizer marks bound them
+    steady_bounds = [t for t, l in mt if l.startswith("micro:") or l == "phase:optimizer"][-(K + 1):]
     for i in range(K):
         per_micro.append(sum(1 for t in ar if steady_bounds[i] <= t < steady_bounds[i + 1]))
-    del bounds
     st = steps[S]
     marks = dict(st["boundaries"])
     fwd = [marks[f"fwd_end:{S}:{k}"] - st["start_bytes"] for k in range(K)]
@@ -378,7 +376,7 @@ CASES = [
     ("LoRA r=4 all-linear", ["--lora-r", "4", "--lora-targets", "all-linear"]),
     ("LoRA r=4 all-linear, dropout 0.1", ["--lora-r", "4", "--lora-targets", "all-linear",
                                           "--lora-dropout", "0.1"]),
-    ("LoRA r=4 + freeze embeddings, K=2", ["--lora-r", "4", "--grad-accum", "2"]),
+    ("LoRA r=4, K=2", ["--lora-r", "4", "--grad-accum", "2"]),
     ("DDP N=2", ["--world", "2"]),
     ("DDP N=2 K=2 no_sync", ["--world", "2", "--grad-accum", "2"]),
     ("DDP N=2 K=2 without no_sync", ["--world", "2", "--grad-accum", "2", "--no-sync", "0"]),
