@@ -193,13 +193,18 @@ def apply_lora(a, model, family):
 # ---------------------------------------------------------------------------
 
 
+def start_us(e):
+    """An event's start in us (1.13: start_us; 2.x: start_ns)."""
+    return e.start_us() if hasattr(e, "start_us") else e.start_ns() / 1000.0
+
+
 def allreduce_times(prof):
     """Start times (us) of the all-reduce ops the profiler saw."""
     out = []
     for e in prof.profiler.kineto_results.events():
         n = e.name()
         if "all_reduce" in n or "allreduce" in n:
-            out.append(e.start_us())
+            out.append(start_us(e))
     return sorted(out)
 
 
@@ -210,7 +215,7 @@ def mark_times(prof):
         if e.name() == "[memory]":
             n = e.nbytes()
             if n >= H.MARK_BASE and n % 2 == 1:
-                out.append((e.start_us(), H.MARKS[(n - H.MARK_BASE - 1) // 2]))
+                out.append((start_us(e), H.MARKS[(n - H.MARK_BASE - 1) // 2]))
     return out
 
 
