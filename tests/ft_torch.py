@@ -1,0 +1,463 @@
+"""ft_torch — the outside reference for fine-tuning (issue #23's reference
+side): what real PyTorch allocates when the tiny gpt2/llama of
+tests/hf_torch.py are trained with gradient accumulation, frozen
+parameters and LoRA, on the CPU, one rank (the plain loop) or DDP over
+gloo with N ranks.
+
+The models, the boundary marks and the allocator replay are hf_torch.py's
+(imported, not copied). What this file adds:
+
+  --grad-accum K   K micro-steps per optimizer step (the micro-batch stays
+                   --batch; micro-batch k is rows k*B..(k+1)*B-1 of one
+                   K*B batch drawn once, so K=2 B=1 and K=1 B=2 see the same
+                   tokens); each micro loss is divided by K before backward,
+                   as transformers' Trainer.training_step does.
+  --world N        DDP over gloo, N ranks (rank 0 is measured);
+  --no-sync 0|1    DDP's no_sync() on the first K-1 micro-steps (default 1).
+  --freeze SPEC    frozen parameters by Hugging Face parameter names (the
+                   syntax proposed for zerosim's --freeze; docs/finetune.md):
+                   comma-separated terms, each one of
+                     embeddings          token (and position) embeddings
+                                         (a tied head goes with them)
+                     blocks:A-B          blocks A..B (0-based, inclusive)
+                     all-but-last:N      embeddings and every block but the
+                                         last N (final norm and head stay
+                                         trainable)
+                     re:REGEX            re.search over the HF name
+                     GLOB                fnmatch over the HF name
+                                         (transformer.h.0.*, *.ln_*)
+                   Frozen: requires_grad False and left out of the
+                   optimizer, as Trainer.create_optimizer does
+                   (p.requires_grad filter).
+  --lora-r R --lora-alpha A --lora-dropout P --lora-targets T
+                   PEFT's LoRA for nn.Linear and transformers' Conv1D,
+                   written from peft/tuners/lora/layer.py at v0.20.0 (see
+                   LoraLinear); the base model frozen; T is a comma list of
+                   module-name suffixes (c_attn, q_proj,v_proj) or
+                   all-linear (every Linear/Conv1D but the output head:
+                   peft/tuners/tuners_utils.py v0.20.0 lines 1983-2035,
+                   _maybe_include_all_linear_layers); default PEFT's per
+                   model (peft/utils/constants.py v0.20.0: gpt2 c_attn line
+                   69, llama q_proj,v_proj line 83).
+
+Output: one JSON object: the bytes live between optimizer steps, the peak
+of the steady (last) step, its phase and the mark after which it falls,
+every mark's live bytes, the bytes live at the end of each micro-step's
+forward (what autograd saved, less the between-steps bytes), the
+persistent set split into params/grads/Adam state for trainable and frozen
+parameters, the trainable count, per-micro-step all-reduce counts (DDP:
+gloo's all_reduce ops the profiler saw) and the losses.
+
+--table: runs the standard cases (each in its own process) and prints them
+side by side with the full-training peak of the same model.
+
+Exit 0; 2 bad usage.
+"""
+import argparse
+import contextlib
+import fnmatch
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_torch as H  # noqa: E402  (the models, marks and replay)
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+
+# ---------------------------------------------------------------------------
+# LoRA, as PEFT v0.20.0 writes it for nn.Linear (peft/tuners/lora/layer.py)
+
+
+class LoraLinear(nn.Module):
+    """peft/tuners/lora/layer.py at v0.20.0 (huggingface/peft tag v0.20.0):
+    LoraLayer.update_layer: lora_dropout nn.Dropout(p) when p > 0, else
+    nn.Identity (lines 252-254); lora_A = nn.Linear(in_features, r,
+    bias=False), lora_B = nn.Linear(r, out_features, bias=False) (lines
+    259-260); scaling = lora_alpha / r (line 277; / sqrt(r) with rslora,
+    line 275); reset_lora_parameters: kaiming_uniform_(A, a=sqrt(5)), B
+    zeros (lines 334, 339). Linear.forward (lines 1030-1069): result =
+    base_layer(x); torch_result_dtype = result.dtype; x =
+    _cast_input_dtype(x, lora_A.weight.dtype) (a no-op when the dtypes
+    agree: tuners_utils.py line 1790); result = result +
+    lora_B(lora_A(dropout(x))) * scaling; result.to(torch_result_dtype).
+    transformers' Conv1D is dispatched to the same Linear with
+    fan_in_fan_out True (dispatch_default, lines 2629-2635): the adapters
+    are the same nn.Linear pair, in_features/out_features from the
+    transposed weight (nx, nf). ModuleDicts keyed "default" give PEFT's
+    parameter names (....lora_A.default.weight)."""
+
+    def __init__(self, base, r, alpha, dropout, conv1d):
+        super().__init__()
+        self.base_layer = base
+        if conv1d:
+            in_f, out_f = base.weight.shape  # Conv1D weight is (nx, nf)
+        else:
+            in_f, out_f = base.in_features, base.out_features
+        self.in_features, self.out_features = in_f, out_f
+        self.fan_in_fan_out = conv1d
+        self.lora_dropout = nn.ModuleDict({"default": nn.Dropout(p=dropout) if dropout > 0.0 else nn.Identity()})
+        self.lora_A = nn.ModuleDict({"default": nn.Linear(in_f, r, bias=False)})
+        self.lora_B = nn.ModuleDict({"default": nn.Linear(r, out_f, bias=False)})
+        self.scaling = {"default": alpha / r}
+        nn.init.kaiming_uniform_(self.lora_A["default"].weight, a=math.sqrt(5))
+        nn.init.zeros_(self.lora_B["default"].weight)
+
+    def forward(self, x):
+        result = self.base_layer(x)
+        torch_result_dtype = result.dtype
+        lora_A = self.lora_A["default"]
+        lora_B = self.lora_B["default"]
+        dropout = self.lora_dropout["default"]
+        scaling = self.scaling["default"]
+        if x.dtype != lora_A.weight.dtype:
+            x = x.to(dtype=lora_A.weight.dtype)
+        result = result + lora_B(lora_A(dropout(x))) * scaling
+        return result.to(torch_result_dtype)
+
+
+def hf_name(family, name):
+    """Our module tree's name -> the Hugging Face parameter name
+    (GPT2LMHeadModel: transformer.<...> but lm_head; LlamaForCausalLM:
+    model.<...> but lm_head)."""
+    if name.startswith("lm_head"):
+        return name
+    return ("transformer." if family == "gpt2" else "model.") + name
+
+
+def n_blocks(cfg):
+    return cfg.get("n_layer") or cfg.get("num_hidden_layers")
+
+
+def freeze_matches(spec, family, cfg, name):
+    """True when the HF name `name` is frozen by spec (see --help)."""
+    L = n_blocks(cfg)
+    block = re.search(r"\.(?:h|layers)\.(\d+)\.", name)
+    emb = re.search(r"\.(wte|wpe|embed_tokens)\.", name) is not None
+    for term in (t.strip() for t in spec.split(",")):
+        if not term:
+            continue
+        if term == "embeddings":
+            if emb:
+                return True
+        elif term.startswith("blocks:"):
+            m = re.fullmatch(r"blocks:(\d+)-(\d+)", term)
+            if not m:
+                raise ValueError(f"bad term {term!r} (blocks:A-B)")
+            if block and int(m.group(1)) <= int(block.group(1)) <= int(m.group(2)):
+                return True
+        elif term.startswith("all-but-last:"):
+            m = re.fullmatch(r"all-but-last:(\d+)", term)
+            if not m:
+                raise ValueError(f"bad term {term!r} (all-but-last:N)")
+            if emb or (block and int(block.group(1)) < L - int(m.group(1))):
+                return True
+        elif term.startswith("re:"):
+            if re.search(term[3:], name):
+                return True
+        elif fnmatch.fnmatchcase(name, term):
+            return True
+    return False
+
+
+def apply_lora(a, model, family):
+    """Wraps the target modules; returns the adapted modules' HF names."""
+    from_hf = H.Conv1D
+    targets = a.lora_targets or ("c_attn" if family == "gpt2" else "q_proj,v_proj")
+    adapted = []
+    mods = dict(model.named_modules())
+    for name, mod in list(mods.items()):
+        if name == "lm_head" or not isinstance(mod, (nn.Linear, from_hf)):
+            continue
+        if targets != "all-linear":
+            # PEFT's check_target_module_exists: the key equals a target or
+            # ends with "." + target
+            if not any(name == t or name.endswith("." + t) for t in targets.split(",")):
+                continue
+        parent, _, leaf = name.rpartition(".")
+        pm = mods[parent] if parent else model
+        setattr(pm, leaf, LoraLinear(mod, a.lora_r, a.lora_alpha, a.lora_dropout, isinstance(mod, from_hf)))
+        adapted.append(hf_name(family, name))
+    if not adapted:
+        raise ValueError(f"--lora-targets {targets}: no module matches")
+    return adapted
+
+
+# ---------------------------------------------------------------------------
+
+
+def start_us(e):
+    """An event's start in us (1.13: start_us; 2.x: start_ns)."""
+    return e.start_us() if hasattr(e, "start_us") else e.start_ns() / 1000.0
+
+
+def allreduce_times(prof):
+    """Start times (us) of the all-reduce ops the profiler saw."""
+    out = []
+    for e in prof.profiler.kineto_results.events():
+        n = e.name()
+        if "all_reduce" in n or "allreduce" in n:
+            out.append(start_us(e))
+    return sorted(out)
+
+
+def mark_times(prof):
+    """(start_us, label) of every mark, from its allocation event."""
+    out = []
+    for e in prof.profiler.kineto_results.events():
+        if e.name() == "[memory]":
+            n = e.nbytes()
+            if n >= H.MARK_BASE and n % 2 == 1:
+                out.append((start_us(e), H.MARKS[(n - H.MARK_BASE - 1) // 2]))
+    return out
+
+
+def run(a, rank=0, world=1):
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    raw, family, cfg, tied = H.build(a)
+    if world > 1:
+        import torch.distributed as dist
+        os.environ.setdefault("USE_LIBUV", "0")
+        dist.init_process_group("gloo", init_method="file://" + a.store, rank=rank, world_size=world)
+    K = a.grad_accum
+    zero_none = a.zero_grad == "none" if a.zero_grad else H.TV >= (2, 0)
+    V = cfg["vocab_size"]
+    losses, grad_norms = [], []
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        H.mark("build")
+        if family == "gpt2":
+            model = H.GPT2LMHeadModel(cfg, tied, a.mask, False)
+        else:
+            model = H.LlamaForCausalLM(cfg, tied, False)
+        model.train()
+        adapted = []
+        if a.lora_r:
+            adapted = apply_lora(a, model, family)
+            # PEFT's _mark_only_adapters_as_trainable (bias="none"): all but lora_ frozen
+            for n, p in model.named_parameters():
+                p.requires_grad_("lora_" in n)
+        if a.freeze:
+            for n, p in model.named_parameters():
+                if freeze_matches(a.freeze, family, cfg, hf_name(family, n)):
+                    p.requires_grad_(False)
+        H.install_hooks(model, set(model.units))
+        net = model
+        if world > 1:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            # gloo broadcasts no bool tensor: GPT-2's causal `bias` buffer
+            # (identical on every rank, made by the constructor) is left out
+            # of DDP's initial broadcast, as DDP's own hook for it allows
+            # (DistributedDataParallel._set_params_and_buffers_to_ignore_for_model).
+            DDP._set_params_and_buffers_to_ignore_for_model(
+                model, [n for n, b in model.named_buffers() if b.dtype == torch.bool])
+            net = DDP(model)
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        if not trainable:
+            raise ValueError("--freeze leaves nothing to train")
+        opt = torch.optim.Adam(trainable, lr=1e-3, foreach=a.optimizer_impl == "foreach")
+        g = torch.Generator().manual_seed(1 + rank)
+        data = torch.randint(0, V, (K * a.batch, a.seq), generator=g)
+        for step in range(1, a.steps + 1):
+            H.mark(f"step:{step}")
+            total = 0.0
+            for k in range(K):
+                ids = data[k * a.batch:(k + 1) * a.batch]
+                H.mark(f"micro:{k}")
+                H.mark("phase:forward")
+                H.set_ctx("forward", "-")
+                sync = world == 1 or not a.no_sync or k == K - 1
+                with (contextlib.nullcontext() if sync else net.no_sync()):
+                    outputs = net(ids, ids)
+                    loss = outputs[0] / K if K > 1 else outputs[0]
+                    H.mark(f"fwd_end:{step}:{k}")
+                    H.mark("phase:backward")
+                    H.set_ctx("backward", "loss")
+                    loss.backward()
+                total += float(loss)
+                del loss
+                outputs = None
+            grad_norms.append(math.sqrt(sum(float(p.grad.double().pow(2).sum()) for p in trainable
+                                            if p.grad is not None)))
+            H.mark("phase:optimizer")
+            H.set_ctx("optimizer", "optimizer")
+            opt.step()
+            H.mark("phase:zero_grad")
+            opt.zero_grad(set_to_none=zero_none)
+            losses.append(total)
+            H.mark("phase:between")
+        H.mark(f"step:{a.steps + 1}")
+    events = H.memory_events(prof)
+    stream = H.replay(events)
+    steps = {s: H.analyse_step(stream, s) for s in range(1, a.steps + 1)}
+    between = stream[-1][0]
+    # all-reduces per micro-step of the steady step
+    ar = allreduce_times(prof)
+    mt = mark_times(prof)
+    per_micro = []
+    S = a.steps
+    # the steady (last) step's K micro-steps: the last K+1 of the micro and
+    # optimizer marks bound them
+    steady_bounds = [t for t, l in mt if l.startswith("micro:") or l == "phase:optimizer"][-(K + 1):]
+    for i in range(K):
+        per_micro.append(sum(1 for t in ar if steady_bounds[i] <= t < steady_bounds[i + 1]))
+    st = steps[S]
+    marks = dict(st["boundaries"])
+    fwd = [marks[f"fwd_end:{S}:{k}"] - st["start_bytes"] for k in range(K)]
+    # the persistent set
+    names = dict(model.named_parameters())
+
+    def nb(t):
+        return t.numel() * t.element_size() if t is not None else 0
+    frozen = {n for n, p in names.items() if not p.requires_grad}
+    pers = dict(params_trainable=0, params_frozen=0, grads_trainable=0, grads_frozen=0, adam_trainable=0,
+                adam_frozen=0)
+    seen = set()
+    for n, p in names.items():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        kind = "frozen" if n in frozen else "trainable"
+        pers["params_" + kind] += nb(p)
+        pers["grads_" + kind] += nb(p.grad)
+        s = opt.state.get(p, {})
+        pers["adam_" + kind] += sum(nb(v) for v in s.values() if torch.is_tensor(v))
+    n_train = sum(p.numel() for p in {id(p): p for p in model.parameters() if p.requires_grad}.values())
+    n_all = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    out = dict(torch=torch.__version__, model=a.model, family=family, tied=tied, seq=a.seq, batch=a.batch,
+               grad_accum=K, world=world, no_sync=bool(a.no_sync) if world > 1 else None, steps=S,
+               optimizer_impl=a.optimizer_impl, zero_grad="none" if zero_none else "zeros", dropout=a.dropout,
+               freeze=a.freeze, lora=dict(r=a.lora_r, alpha=a.lora_alpha, dropout=a.lora_dropout,
+                                          targets=adapted) if a.lora_r else None,
+               params=n_all, trainable=n_train,
+               frozen_names=sorted(hf_name(family, n) for n in frozen),
+               between_steps=[steps[s]["start_bytes"] for s in range(2, S + 1)] + [between],
+               persistent=pers, peak=st["peak"], peak_phase=st["phase"], peak_after=st["after"],
+               step_peaks=[steps[s]["peak"] for s in range(1, S + 1)],
+               fwd_end_over_start=fwd, allreduce_per_micro=per_micro,
+               boundaries=st["boundaries"], losses=losses, grad_norms=grad_norms)
+    if world > 1:
+        import torch.distributed as dist
+        dist.barrier()
+        dist.destroy_process_group()
+    return out
+
+
+def worker(rank, a, world, outfile):
+    r = run(a, rank, world)
+    if rank == 0:
+        write(outfile, r)
+
+
+def write(path, r):
+    text = json.dumps(r, indent=1) + "\n"
+    if path:
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    else:
+        sys.stdout.write(text)
+
+
+# ---------------------------------------------------------------------------
+# --table
+
+
+CASES = [
+    ("full training", []),
+    ("K=2", ["--grad-accum", "2"]),
+    ("K=3", ["--grad-accum", "3"]),
+    ("freeze embeddings", ["--freeze", "embeddings"]),
+    ("freeze all-but-last:1", ["--freeze", "all-but-last:1"]),
+    ("LoRA r=4 default targets", ["--lora-r", "4"]),
+    ("LoRA r=4 all-linear", ["--lora-r", "4", "--lora-targets", "all-linear"]),
+    ("LoRA r=4 all-linear, dropout 0.1", ["--lora-r", "4", "--lora-targets", "all-linear",
+                                          "--lora-dropout", "0.1"]),
+    ("LoRA r=4, K=2", ["--lora-r", "4", "--grad-accum", "2"]),
+    ("DDP N=2", ["--world", "2"]),
+    ("DDP N=2 K=2 no_sync", ["--world", "2", "--grad-accum", "2"]),
+    ("DDP N=2 K=2 without no_sync", ["--world", "2", "--grad-accum", "2", "--no-sync", "0"]),
+    ("DDP N=2 LoRA r=4 K=2 no_sync", ["--world", "2", "--grad-accum", "2", "--lora-r", "4"]),
+]
+
+
+def table(a, models):
+    print("| model | case | trainable | between steps | peak | peak/full | phase (after) | "
+          "fwd-end activations | all-reduces per micro-step |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as d:
+        for m in models:
+            full = None
+            for label, extra in CASES:
+                out = os.path.join(d, "o.json")
+                cmd = [sys.executable, os.path.abspath(__file__), "--model", m, "--out", out] + extra
+                p = subprocess.run(cmd, capture_output=True, text=True)
+                if p.returncode:
+                    print(f"| {os.path.basename(m)} | {label} | failed: {p.stderr.strip().splitlines()[-1:]} |")
+                    continue
+                r = json.load(open(out))
+                if full is None:
+                    full = r["peak"]
+                print(f"| {os.path.basename(m)} | {label} | {r['trainable']:,} | {r['between_steps'][-1]:,} | "
+                      f"{r['peak']:,} | {r['peak'] / full:.4f} | {r['peak_phase']} ({r['peak_after']}) | "
+                      f"{', '.join(f'{x:,}' for x in r['fwd_end_over_start'])} | "
+                      f"{r['allreduce_per_micro'] if r['world'] > 1 else '-'} |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", action="append", help="a Hugging Face config.json (gpt2, llama); "
+                    "--table takes several")
+    ap.add_argument("--seq", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--grad-accum", type=int, default=1)
+    ap.add_argument("--world", type=int, default=1)
+    ap.add_argument("--no-sync", type=int, choices=[0, 1], default=1)
+    ap.add_argument("--freeze", default="")
+    ap.add_argument("--lora-r", type=int, default=0)
+    ap.add_argument("--lora-alpha", type=float, default=8.0)
+    ap.add_argument("--lora-dropout", type=float, default=0.0)
+    ap.add_argument("--lora-targets", default="")
+    ap.add_argument("--optimizer-impl", choices=["single", "foreach"], default="single")
+    ap.add_argument("--zero-grad", choices=["none", "zeros"], default=None)
+    ap.add_argument("--dropout", choices=["0", "config"], default="0")
+    ap.add_argument("--mask", choices=["where", "add"], default="where")
+    ap.add_argument("--table", action="store_true")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    a.tied = None
+    if not a.model:
+        ap.error("--model is required")
+    if a.table:
+        table(a, a.model)
+        return
+    if len(a.model) != 1:
+        ap.error("one --model without --table")
+    a.model = a.model[0]
+    if a.seq < 1 or a.batch < 1 or a.steps < 2 or a.grad_accum < 1 or a.world < 1 or a.lora_r < 0 or \
+            not 0.0 <= a.lora_dropout < 1.0:
+        ap.error("--seq, --batch, --grad-accum, --world >= 1, --steps >= 2, --lora-r >= 0, 0 <= --lora-dropout < 1")
+    try:
+        if a.world == 1:
+            write(a.out, run(a))
+        else:
+            import torch.multiprocessing as mp
+            with tempfile.TemporaryDirectory() as d:
+                a.store = os.path.join(d, "store")
+                mp.spawn(worker, args=(a, a.world, a.out), nprocs=a.world, join=True)
+    except ValueError as e:
+        print(f"ft_torch: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
