@@ -89,6 +89,10 @@ struct bld {
 	const struct ag_options *o;
 	const struct step_params *p;
 	const struct zs_model *m;
+	/* name lookups, each built once: O(n log n) in all, where a scan per
+	 * lookup made the builder O(L^2) in the blocks */
+	struct names *tensors, *modules;
+	int32_t *pt_of;             /* per step_params tensor: 4 slots, its whole pt and parts 0..2 (-1: none) */
 };
 
 static void *grow(void *a, size_t *cap, size_t need, size_t size)
@@ -386,6 +390,12 @@ static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int p
 	q->param = param;
 	q->part = part;
 	q->g = q->m = q->v = q->step = NO;
+	if (!b->pt_of) {
+		b->pt_of = zs_calloc(b->p->ntensors * 4 + 1, sizeof *b->pt_of);
+		for (size_t i = 0; i < b->p->ntensors * 4; i++)
+			b->pt_of[i] = -1;
+	}
+	b->pt_of[(size_t)param * 4 + (size_t)(part + 1)] = (int32_t)(M->npt - 1);
 	uint64_t sh[AG_MAXDIM] = { st->shape[0], st->ndim > 1 ? st->shape[1] : 0 }; /* mk reads ndim of them */
 	if (part >= 0)
 		sh[0] = st->part_rows[part];
@@ -397,16 +407,72 @@ static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int p
 	return q;
 }
 
-/* The parameter whose Hugging Face name is `name` (and part), or NULL. */
-static struct pt *P(struct model *M, struct bld *b, const char *name)
+/* A sorted index of names (step_tensor_name's or step_module_name's) to
+ * their indices, searched by bsearch. */
+struct name_ix { char *name; int32_t i; };
+struct names { struct name_ix *e; size_t n; };
+
+static int name_cmp(const void *a, const void *b)
 {
-	char n[256];
-	for (size_t i = 0; i < M->npt; i++) {
-		struct pt *q = &M->pt[i];
-		if (q->part < 0 && !strcmp(step_tensor_name(b->p, (size_t)q->param, n, sizeof n), name))
-			return q;
+	return strcmp(((const struct name_ix *)a)->name, ((const struct name_ix *)b)->name);
+}
+
+static struct names *names_build(const struct step_params *p, int modules)
+{
+	struct names *x = zs_calloc(1, sizeof *x);
+	size_t n = modules ? p->nmodules : p->ntensors;
+	x->e = zs_calloc(n ? n : 1, sizeof *x->e);
+	char buf[256];
+	for (size_t i = 0; i < n; i++) {
+		x->e[i].name = zs_strdup(modules ? step_module_name(p, i, buf, sizeof buf)
+		                                 : step_tensor_name(p, i, buf, sizeof buf));
+		x->e[i].i = (int32_t)i;
 	}
-	return NULL;
+	x->n = n;
+	qsort(x->e, n, sizeof *x->e, name_cmp);
+	return x;
+}
+
+static void names_free(struct names *x)
+{
+	if (!x)
+		return;
+	for (size_t i = 0; i < x->n; i++)
+		free(x->e[i].name);
+	free(x->e);
+	free(x);
+}
+
+static int32_t names_find(const struct names *x, const char *name)
+{
+	struct name_ix key = { .name = (char *)name, .i = -1 };
+	const struct name_ix *r = bsearch(&key, x->e, x->n, sizeof *x->e, name_cmp);
+	return r ? r->i : -1;
+}
+
+static int32_t find_tensor(struct bld *b, const char *name)
+{
+	if (!b->tensors)
+		b->tensors = names_build(b->p, 0);
+	return names_find(b->tensors, name);
+}
+
+static int32_t modf_(struct bld *b, const char *name)
+{
+	if (!b->modules)
+		b->modules = names_build(b->p, 1);
+	return names_find(b->modules, name);
+}
+
+/* The parameter whose Hugging Face name is `name`, part `part` (-1: the
+ * whole tensor), or NULL. */
+static struct pt *P_part(struct model *M, struct bld *b, const char *name, int part)
+{
+	int32_t t = find_tensor(b, name);
+	if (t < 0 || part < -1 || part > 2)
+		return NULL;
+	int32_t k = b->pt_of[(size_t)t * 4 + (size_t)(part + 1)];
+	return k < 0 ? NULL : &M->pt[k];
 }
 
 static struct pt *PF(struct model *M, struct bld *b, const char *fmt, ...)
@@ -416,30 +482,12 @@ static struct pt *PF(struct model *M, struct bld *b, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(name, sizeof name, fmt, ap);
 	va_end(ap);
-	struct pt *q = P(M, b, name);
+	struct pt *q = P_part(M, b, name, -1);
 	if (!q) {
 		fprintf(stderr, "zerosim: autograd: no parameter %s\n", name);
 		abort();
 	}
 	return q;
-}
-
-static int32_t find_tensor(const struct step_params *p, const char *name)
-{
-	char n[256];
-	for (size_t i = 0; i < p->ntensors; i++)
-		if (!strcmp(step_tensor_name(p, i, n, sizeof n), name))
-			return (int32_t)i;
-	return -1;
-}
-
-static int32_t modf_(const struct step_params *p, const char *name)
-{
-	char n[256];
-	for (size_t i = 0; i < p->nmodules; i++)
-		if (!strcmp(step_module_name(p, i, n, sizeof n), name))
-			return (int32_t)i;
-	return -1;
 }
 
 /* The module of a Hugging Face name, for events' `module`. */
@@ -450,7 +498,7 @@ static int32_t modname(struct bld *b, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(name, sizeof name, fmt, ap);
 	va_end(ap);
-	return modf_(b->p, name);
+	return modf_(b, name);
 }
 
 /* AccumulateGrad for parameter q with the new gradient g (one holder,
@@ -634,8 +682,8 @@ static void gpt2_setup(struct bld *b, struct model *M)
 	 * attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj: weight then bias), ln_f,
 	 * lm_head when untied; the buffers with their blocks. */
 	char n[256];
-	add_param(b, M, find_tensor(b->p, "transformer.wte.weight"), -1);
-	add_param(b, M, find_tensor(b->p, "transformer.wpe.weight"), -1);
+	add_param(b, M, find_tensor(b, "transformer.wte.weight"), -1);
+	add_param(b, M, find_tensor(b, "transformer.wpe.weight"), -1);
 	M->bias = zs_calloc(m->layers, sizeof *M->bias);
 	M->masked_bias = zs_calloc(m->layers, sizeof *M->masked_bias);
 	static const char *parts[] = { "ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj" };
@@ -651,13 +699,13 @@ static void gpt2_setup(struct bld *b, struct model *M)
 			for (int wb = 0; wb < 2; wb++) {
 				snprintf(n, sizeof n, "transformer.h.%llu.%s.%s", (unsigned long long)l, parts[k],
 				         wb ? "bias" : "weight");
-				add_param(b, M, find_tensor(b->p, n), -1);
+				add_param(b, M, find_tensor(b, n), -1);
 			}
 	}
-	add_param(b, M, find_tensor(b->p, "transformer.ln_f.weight"), -1);
-	add_param(b, M, find_tensor(b->p, "transformer.ln_f.bias"), -1);
+	add_param(b, M, find_tensor(b, "transformer.ln_f.weight"), -1);
+	add_param(b, M, find_tensor(b, "transformer.ln_f.bias"), -1);
 	if (!m->tied)
-		add_param(b, M, find_tensor(b->p, "lm_head.weight"), -1);
+		add_param(b, M, find_tensor(b, "lm_head.weight"), -1);
 }
 
 /* The loss (loss_utils.py ForCausalLMLoss) over logits [B·T, V]; returns
@@ -1483,47 +1531,48 @@ static void llama_setup(struct bld *b, struct model *M)
 	 * (q, k, v, o), mlp (gate, up, down), input_layernorm,
 	 * post_attention_layernorm; norm; lm_head when untied */
 	char n[256];
-	add_param(b, M, find_tensor(b->p, "model.embed_tokens.weight"), -1);
+	add_param(b, M, find_tensor(b, "model.embed_tokens.weight"), -1);
 	for (uint64_t l = 0; l < m->layers; l++) {
 		unsigned long long L = (unsigned long long)l;
 		snprintf(n, sizeof n, "model.layers.%llu.self_attn.{q,k,v}_proj.weight", L);
-		int32_t qkv = find_tensor(b->p, n);
+		int32_t qkv = find_tensor(b, n);
 		for (int part = 0; part < 3; part++)
 			add_param(b, M, qkv, part);
 		snprintf(n, sizeof n, "model.layers.%llu.self_attn.o_proj.weight", L);
-		add_param(b, M, find_tensor(b->p, n), -1);
+		add_param(b, M, find_tensor(b, n), -1);
 		snprintf(n, sizeof n, "model.layers.%llu.mlp.{gate,up}_proj.weight", L);
-		int32_t gu = find_tensor(b->p, n);
+		int32_t gu = find_tensor(b, n);
 		add_param(b, M, gu, 0);
 		add_param(b, M, gu, 1);
 		snprintf(n, sizeof n, "model.layers.%llu.mlp.down_proj.weight", L);
-		add_param(b, M, find_tensor(b->p, n), -1);
+		add_param(b, M, find_tensor(b, n), -1);
 		snprintf(n, sizeof n, "model.layers.%llu.input_layernorm.weight", L);
-		add_param(b, M, find_tensor(b->p, n), -1);
+		add_param(b, M, find_tensor(b, n), -1);
 		snprintf(n, sizeof n, "model.layers.%llu.post_attention_layernorm.weight", L);
-		add_param(b, M, find_tensor(b->p, n), -1);
+		add_param(b, M, find_tensor(b, n), -1);
 	}
-	add_param(b, M, find_tensor(b->p, "model.norm.weight"), -1);
+	add_param(b, M, find_tensor(b, "model.norm.weight"), -1);
 	/* LlamaRotaryEmbedding's inv_freq (persistent=False), registered after norm */
 	M->inv_freq = mk(b, "inv_freq buffer", AG_F32, 1, SH(m->head_dim / 2), AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
 	op(b, AG_OP_ROPE_INV_FREQ, NO, NO, NO, M->inv_freq, NO, NO)->arg[0] = m->rope_theta;
 	if (!m->tied)
-		add_param(b, M, find_tensor(b->p, "lm_head.weight"), -1);
+		add_param(b, M, find_tensor(b, "lm_head.weight"), -1);
 }
 
 /* The parameter of fused tensor `name`'s part, or the plain one. */
 static struct pt *PP(struct model *M, struct bld *b, int part, const char *fmt, ...)
 {
-	char name[256], n[256];
+	char name[256];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(name, sizeof name, fmt, ap);
 	va_end(ap);
-	for (size_t i = 0; i < M->npt; i++)
-		if (M->pt[i].part == part && !strcmp(step_tensor_name(b->p, (size_t)M->pt[i].param, n, sizeof n), name))
-			return &M->pt[i];
-	fprintf(stderr, "zerosim: autograd: no parameter %s part %d\n", name, part);
-	abort();
+	struct pt *q = P_part(M, b, name, part);
+	if (!q) {
+		fprintf(stderr, "zerosim: autograd: no parameter %s part %d\n", name, part);
+		abort();
+	}
+	return q;
 }
 
 /* LlamaForCausalLM's forward (the loss inside, as the reference's), the
@@ -1987,21 +2036,17 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->seq = seq;
 	o->version = c->torch_version;
 	o->device = c->torch_device;
-	o->optim_impl = c->optim_impl;
-	if (o->optim_impl == ZS_OPTIM_IMPL_DEFAULT)
-		o->optim_impl = o->version != ZS_TORCH_1_13 && o->device == ZS_DEVICE_CUDA ? ZS_OPTIM_FOREACH
-		                                                                           : ZS_OPTIM_SINGLE;
-	o->zero_grad = c->zero_grad;
-	if (o->zero_grad == ZS_ZERO_GRAD_DEFAULT)
-		o->zero_grad = o->version == ZS_TORCH_1_13 ? ZS_ZERO_GRAD_ZEROS : ZS_ZERO_GRAD_NONE;
-	o->attn = c->attn;
-	if (o->attn == ZS_ATTN_DEFAULT)
-		o->attn = o->version == ZS_TORCH_1_13 ? ZS_ATTN_EAGER : ZS_ATTN_SDPA;
+	/* the "default"s as util/config.c resolves them for the files */
+	o->optim_impl = zs_optim_impl_resolve(c);
+	o->zero_grad = zs_zero_grad_resolve(c);
+	o->attn = zs_attn_resolve(c);
 	o->optimizer = c->optimizer;
-	o->lr = 1e-3;
-	o->beta1 = 0.9;
-	o->beta2 = 0.999;
-	o->eps = 1e-8;
+	/* the run's training settings (--lr, --beta1, --beta2, --eps, or a
+	 * spec's or a case's): the values the optimizer's kernels use */
+	o->lr = c->lr;
+	o->beta1 = c->beta1;
+	o->beta2 = c->beta2;
+	o->eps = c->eps;
 }
 
 static int refuse(char **cause, const char *fmt, ...)
@@ -2092,6 +2137,9 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	free(M.bias);
 	free(M.masked_bias);
 	free(b->refs);
+	free(b->pt_of);
+	names_free(b->tensors);
+	names_free(b->modules);
 	return 0;
 }
 
