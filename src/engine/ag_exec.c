@@ -943,6 +943,32 @@ static int op_adam_fused(struct opctx *oc, const struct agv *in)
 	return 0;
 }
 
+/* noise.bernoulli_(keep): each element 1 with probability `keep`, else 0,
+ * from a counter-based generator (splitmix64) over the run's seed, the
+ * step, the event and the element: the same mask for the same run, a new
+ * one each step and each dropout. Not PyTorch's generator (its masks
+ * cannot be shared): the engine's numbers are its own, its bytes the
+ * step's. */
+static uint64_t splitmix64(uint64_t z)
+{
+	z += 0x9e3779b97f4a7c15ULL;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static int op_bernoulli(struct opctx *oc, const struct agv *out, double keep)
+{
+	if (!(keep >= 0 && keep <= 1))
+		return FAIL("bernoulli_: the probability %g is not in 0..1", keep);
+	uint64_t key = splitmix64(splitmix64(oc->x->o.seed) ^ ((uint64_t)oc->x->steps << 32) ^ (uint64_t)oc->ei);
+	for (uint64_t e = 0; e < out->numel; e++) {
+		double u = (double)(splitmix64(key + e) >> 11) * 0x1.0p-53;
+		st(out, at_lin(out, e), u < keep ? 1.0f : 0.0f);
+	}
+	return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Events */
 
@@ -981,7 +1007,10 @@ static void copy_reshape(const struct agv *out, const struct agv *in)
 	} while (walk_next(&wo) && walk_next(&wi));
 }
 
-static int is_inplace(enum ag_op op) { return op >= AG_OP_ZERO_ && op <= AG_OP_ADAM_FUSED_; }
+static int is_inplace(enum ag_op op)
+{
+	return (op >= AG_OP_ZERO_ && op <= AG_OP_ADAM_FUSED_) || op == AG_OP_BERNOULLI_;
+}
 
 static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **cause)
 {
@@ -1009,7 +1038,7 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 	/* Inputs must hold values: a storage nothing wrote is a missing op
 	 * in the list (an in-place op's target reads itself). */
 	for (int i = 0; i < nin; i++)
-		if (!x->written[storage_of(x, e->in[i])] && !(e->op == AG_OP_ZERO_ && i == 0) &&
+		if (!x->written[storage_of(x, e->in[i])] && !((e->op == AG_OP_ZERO_ || e->op == AG_OP_BERNOULLI_) && i == 0) &&
 		    !(e->op == AG_OP_FILL))
 			return FAIL("tensor %s (%u) is read before anything wrote it", what_of(x->s, e->in[i]), e->in[i]);
 	if (is_inplace(e->op) && e->op != AG_OP_ADAM_FUSED_ && (nout < 1 || nin < 1 || e->out[0] != e->in[0]))
@@ -1130,6 +1159,7 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 			             : op_nll_bwd(oc, &out[0], &in[0], &in[1], &in[2], (int64_t)e->arg[0]);
 			break;
 		case AG_OP_ADAM_FUSED_: rc = nin < 4 ? FAIL("_fused_adam_: too few operands") : op_adam_fused(oc, in); break;
+		case AG_OP_BERNOULLI_: rc = nin < 1 ? FAIL("bernoulli_: no operand") : op_bernoulli(oc, &in[0], e->arg[0]); break;
 		default: rc = FAIL("op %u is not one the executor knows", (unsigned)e->op);
 		}
 	}

@@ -68,6 +68,7 @@ const char *ag_op_name(enum ag_op op)
 		[AG_OP_DIV_SCALAR_] = "div_scalar_", [AG_OP_ADDCMUL_] = "addcmul_", [AG_OP_ADDCDIV_] = "addcdiv_",
 		[AG_OP_LERP_] = "lerp_", [AG_OP_ADAM_FUSED_] = "adam_fused_",
 		[AG_OP_COS] = "cos", [AG_OP_SIN] = "sin", [AG_OP_ROPE_INV_FREQ] = "rope_inv_freq",
+		[AG_OP_BERNOULLI_] = "bernoulli_",
 	};
 	return (unsigned)op < AG_NOPS && n[op] ? n[op] : "?";
 }
@@ -552,6 +553,58 @@ static void arrive(struct bld *b, T *buf, T g)
 	*buf = sum;
 }
 
+/* Dropout in training (nn.Dropout, F.dropout) over x, on the CPU:
+ * aten/src/ATen/native/Dropout.cpp's dropout() takes the fused
+ * native_dropout only where is_fused_kernel_acceptable (CUDA, XPU, lazy,
+ * privateuse1 devices), else _dropout_impl: p = 0 returns the input
+ * itself; p = 1 multiplies by at::zeros({}); else noise =
+ * empty_like(input), noise.bernoulli_(1 - p), noise.div_(1 - p) (a
+ * wrapped number), input.mul(noise). MulBackward0 saves `other` (the
+ * noise) for the input's gradient and nothing of the input (the noise
+ * needs no grad). The same in 1.13 and 2.6 (traced:
+ * tests/hf_torch.py --dropout config --trace). Returns the output (one
+ * holder; x's holders are the caller's), the tensor autograd keeps in
+ * *kept (NO for p = 0). */
+static T dropout(struct bld *b, T x, double p, T *kept)
+{
+	*kept = NO;
+	if (p == 0) {
+		ref(b, x);
+		return x;
+	}
+	T noise;
+	if (p >= 1) {
+		noise = tmp(b, "zeros (dropout p = 1)", b->s->tensor[x].dtype, 0, NULL);
+		op(b, AG_OP_FILL, NO, NO, NO, noise, NO, NO)->arg[0] = 0;
+	} else {
+		noise = like(b, "empty_like (dropout noise)", x);
+		op(b, AG_OP_BERNOULLI_, noise, NO, NO, noise, NO, NO)->arg[0] = 1 - p;
+		scalar_op_(b, AG_OP_DIV_SCALAR_, noise, NO, 1 - p);
+	}
+	T y = like(b, "mul (dropout)", x);
+	op(b, AG_OP_MUL, x, noise, NO, y, NO, NO);
+	*kept = noise; /* the name's holder passes to MulBackward0 */
+	return y;
+}
+
+/* MulBackward0 of a dropout: g · noise (g released when `owned`, before
+ * the saved noise). For p = 0 (kept NO) g itself, with a holder more when
+ * not owned. */
+static T dropout_bwd(struct bld *b, T g, int owned, T kept)
+{
+	if (kept == NO) {
+		if (!owned)
+			ref(b, g);
+		return g;
+	}
+	T d = like(b, "mul (dropout backward)", g);
+	op(b, AG_OP_MUL, g, kept, NO, d, NO, NO);
+	if (owned)
+		unref(b, g);
+	unref(b, kept);
+	return d;
+}
+
 /* ------------------------------------------------------------------------ */
 /* GPT-2 (tests/hf_torch.py GPT2LMHeadModel: modeling_gpt2.py c44b2d9976e8) */
 
@@ -665,7 +718,9 @@ static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct
 struct gpt2_block_saved {
 	struct ln_saved ln1, ln2;
 	struct conv_saved attn_in, attn_out, fc, proj;
-	T q, kt, divisor, attw, v;   /* the attention's saved set */
+	T q, kt, divisor, attw, v;   /* the attention's saved set (attw: bmm's, the dropout's output) */
+	T sm;                        /* softmax's result (attw itself without dropout) */
+	T drop_attn, drop_resid, drop_mlp; /* the dropouts' noise kept (NO for p = 0) */
 	T half, c1, c2;             /* gelu_new's wrapped numbers kept: 0.5, 0.044715, sqrt(2/pi) */
 	T a, t, u, xfc;             /* 0.5·x, tanh(.), 1 + tanh(.), c_fc's output (kept by pow) */
 };
@@ -838,8 +893,11 @@ static T bmm_operand(struct bld *b, T x, const char *what)
 /* The attention's backward from the merged heads' gradient dm (B·T rows
  * of h·hd; its holder taken) to the scores': the heads' gradient as bmm wants it
  * (a copy unless B = 1), BmmBackward (attw @ v: v's gradient into *dv,
- * then attw's), the saved v and attw let go, SoftmaxBackward. */
-static T attn_v_bwd(struct bld *b, T dm, T attw, T v, uint64_t B, uint64_t h, uint64_t Tn, uint64_t hd, T *dv)
+ * then attw's; its saved attw and v let go in that order), the dropout's
+ * MulBackward (noise: NO without dropout, where attw is sm), then
+ * SoftmaxBackward with its saved result sm. */
+static T attn_v_bwd(struct bld *b, T dm, T attw, T sm, T noise, T v, uint64_t B, uint64_t h, uint64_t Tn,
+                    uint64_t hd, T *dv)
 {
 	uint64_t d = h * hd;
 	T dmp = vw(b, dm, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 }, 0);
@@ -855,12 +913,22 @@ static T attn_v_bwd(struct bld *b, T dm, T attw, T v, uint64_t B, uint64_t h, ui
 	op(b, AG_OP_BMM, dao, vt, NO, dsm, NO, NO);
 	unref(b, vt);
 	unref(b, dao);
+	unref(b, attw);
 	unref(b, v);
-	unref(b, attw);
+	if (noise != NO) {
+		/* the grad in the dropout output's shape (Llama's is [B, h, T, T]) */
+		const struct ag_tensor n_ = b->s->tensor[noise], *n = &n_; /* a copy: the array grows */
+		T g = dsm;
+		if (n->ndim > 3) {
+			g = reshape(b, dsm, n->ndim, n->shape);
+			unref(b, dsm);
+		}
+		dsm = dropout_bwd(b, g, 1, noise);
+	}
 	T dw = TMP("_softmax_backward_data", AG_F32, B * h, Tn, Tn);
-	op(b, AG_OP_SOFTMAX_BWD, dsm, attw, NO, dw, NO, NO);
+	op(b, AG_OP_SOFTMAX_BWD, dsm, sm, NO, dw, NO, NO);
 	unref(b, dsm);
-	unref(b, attw);
+	unref(b, sm);
 	return dw;
 }
 
@@ -944,7 +1012,11 @@ static void gpt2_step(struct bld *b, struct model *M)
 	unref(b, ie);
 	unref(b, pe);
 	mark(b, "fwd:drop:start");
+	T drop_embd;
+	T hd_ = dropout(b, hs, m->embd_pdrop, &drop_embd);
 	mark(b, "fwd:drop:end");
+	unref(b, hs); /* hidden_states = self.drop(hidden_states) */
+	hs = hd_;
 	for (uint64_t l = 0; l < L; l++) {
 		struct gpt2_block_saved *s = &S[l];
 		int i = (int)l;
@@ -994,16 +1066,18 @@ static void gpt2_step(struct bld *b, struct model *M)
 		T sm = TMP("_softmax", AG_F32, B * h, Tn, Tn);
 		op(b, AG_OP_SOFTMAX, wh, NO, NO, sm, NO, NO);
 		unref(b, wh);
-		/* softmax saves its result; bmm with v saves it and v's copy */
+		ref(b, sm); /* softmax saves its result */
 		mark(b, "fwd:h.%d.attn.attn_dropout:start", i);
+		T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
 		mark(b, "fwd:h.%d.attn.attn_dropout:end", i);
+		unref(b, sm); /* the name `attn_weights` is rebound to the dropout's output */
+		/* bmm with v saves the weights and v's copy */
 		T vc = bmm_operand(b, v, "clone (matmul's copy of v)");
 		T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
-		op(b, AG_OP_BMM, sm, vc, NO, ao, NO, NO);
-		s->attw = sm, s->v = vc;
-		ref(b, sm); /* two nodes keep it, softmax's and bmm's; */
-		ref(b, sm);
-		unref(b, sm); /* the name `attn_weights` goes when _attn returns */
+		op(b, AG_OP_BMM, smd, vc, NO, ao, NO, NO);
+		s->attw = smd, s->sm = sm, s->v = vc;
+		ref(b, smd); /* bmm keeps it */
+		unref(b, smd); /* the name `attn_weights` goes when _attn returns */
 		unref(b, mv); /* _attn returns */
 		/* _merge_heads: permute(0, 2, 1, 3).contiguous() */
 		T aop = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
@@ -1016,11 +1090,17 @@ static void gpt2_step(struct bld *b, struct model *M)
 		T po = conv1d(b, merged, blk(M, b, i, "attn.c_proj.weight"), blk(M, b, i, "attn.c_proj.bias"),
 		              &s->attn_out);
 		unref(b, merged);
+		mark(b, "fwd:h.%d.attn.resid_dropout:start", i);
+		T pod = dropout(b, po, m->resid_pdrop, &s->drop_resid);
+		mark(b, "fwd:h.%d.attn.resid_dropout:end", i);
 		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
-		/* attn's forward returns: q, k, v (views of qkv) go */
+		/* attn's forward returns: q, k, v (views of qkv) go, then the
+		 * name of c_proj's output */
 		unref(b, q);
 		unref(b, k);
 		unref(b, v);
+		unref(b, po);
+		po = pod;
 		/* h = attn(h) + residual */
 		b->module = -1;
 		residual = residual_add(b, residual, po, 1);
@@ -1053,6 +1133,11 @@ static void gpt2_step(struct bld *b, struct model *M)
 		b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
 		T mo = conv1d(b, gl, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"), &s->proj);
 		unref(b, gl);
+		mark(b, "fwd:h.%d.mlp.dropout:start", i);
+		T mod_ = dropout(b, mo, m->resid_pdrop, &s->drop_mlp);
+		mark(b, "fwd:h.%d.mlp.dropout:end", i);
+		unref(b, mo); /* the temporary c_proj(...) goes when dropout returns */
+		mo = mod_;
 		b->module = -1;
 		hs = residual_add(b, residual, mo, 0);
 		mark(b, "fwd:h.%d:end", i);
@@ -1085,7 +1170,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 			mark(b, "bwd:h.%d:end", i + 1);
 		/* AddBackward (residual + mlp): gx goes to both; the MLP first */
 		b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
-		T dgl = conv1d_bwd(b, gx, 0, &s->proj, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"));
+		T gmo = dropout_bwd(b, gx, 0, s->drop_mlp);
+		T dgl = conv1d_bwd(b, gmo, 1, &s->proj, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"));
 		b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
 		/* MulBackward (a * u): d a = g · u, d u = g · a */
 		T da = like(b, "mul (gelu backward)", s->a);
@@ -1152,13 +1238,14 @@ static void gpt2_step(struct bld *b, struct model *M)
 		accumulate(b, blk(M, b, i, "ln_2.bias"), lb);
 		/* AddBackward (attn + residual): g2 to both; the attention first */
 		b->module = modname(b, "transformer.h.%d.attn.c_proj", i);
-		T dm = conv1d_bwd(b, g2, 0, &s->attn_out, blk(M, b, i, "attn.c_proj.weight"),
+		T gpo = dropout_bwd(b, g2, 0, s->drop_resid);
+		T dm = conv1d_bwd(b, gpo, 1, &s->attn_out, blk(M, b, i, "attn.c_proj.weight"),
 		                  blk(M, b, i, "attn.c_proj.bias"));
 		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
 		/* CloneBackward, PermuteBackward: a permuted view of dm; then
 		 * UnsafeViewBackward, BmmBackward, SoftmaxBackward */
 		T dvc;
-		T dwh = attn_v_bwd(b, dm, s->attw, s->v, B, h, Tn, hd, &dvc);
+		T dwh = attn_v_bwd(b, dm, s->attw, s->sm, s->drop_attn, s->v, B, h, Tn, hd, &dvc);
 		/* WhereBackward: where(cond, grad, 0) */
 		T zero = tmp(b, "scalar_tensor (0)", AG_F32, 0, NULL);
 		op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
@@ -1216,9 +1303,19 @@ static void gpt2_step(struct bld *b, struct model *M)
 		accumulate(b, blk(M, b, i, "ln_1.bias"), lb);
 		gx = g3;
 	}
-	mark(b, "bwd:drop:end");
-	mark(b, "bwd:drop:start");
-	mark(b, "bwd:h.0:end");
+	/* the reference's hooks: drop's end on its input, its start and
+	 * h.0's end on its output, in the order they were registered; without
+	 * dropout the two are one tensor */
+	if (drop_embd == NO) {
+		mark(b, "bwd:drop:end");
+		mark(b, "bwd:drop:start");
+		mark(b, "bwd:h.0:end");
+	} else {
+		mark(b, "bwd:drop:start");
+		mark(b, "bwd:h.0:end");
+		gx = dropout_bwd(b, gx, 1, drop_embd);
+		mark(b, "bwd:drop:end");
+	}
 	/* AddBackward (wte + wpe): wpe's first (created later); its operand
 	 * was [1, T, d]: the gradient summed to it */
 	b->module = modname(b, "transformer.wpe");
@@ -1519,7 +1616,9 @@ struct llama_layer_saved {
 	struct rms_saved n1, n2;
 	struct lin_saved q, k, v, o, gate, up, down;
 	struct rope_saved rq, rk;
-	T qe, ktc, sc_w, attw, vr;   /* attention's saved: q_embed, k^T's copy, scaling's number, softmax, v repeated */
+	T qe, ktc, sc_w, attw, vr;   /* attention's saved: q_embed, k^T's copy, scaling's number, the weights
+	                              * bmm keeps (the dropout's output), v repeated */
+	T sm, drop_attn;             /* softmax's result; the dropout's noise (NO for p = 0) */
 	T gate_o, silu_o, up_o;      /* the MLP's */
 };
 
@@ -1704,16 +1803,21 @@ static void llama_step(struct bld *b, struct model *M)
 		T sm = TMP("_softmax", AG_F32, B, h, Tn, Tn);
 		op(b, AG_OP_SOFTMAX, am, NO, NO, sm, NO, NO);
 		unref(b, am);
-		/* softmax's result and v repeated (contiguous) as bmm takes them */
-		T sm3 = reshape(b, sm, 3, SH(B * h, Tn, Tn));
-		unref(b, sm);
+		ref(b, sm); /* softmax saves its result */
+		/* nn.functional.dropout(attn_weights, p=attention_dropout) */
+		T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
+		unref(b, sm); /* the name is rebound */
+		s->sm = sm;
+		/* the weights and v repeated (contiguous) as bmm takes them */
+		T sm3 = reshape(b, smd, 3, SH(B * h, Tn, Tn));
+		unref(b, smd);
 		sm = sm3;
 		T vr3 = reshape(b, vr, 3, SH(B * h, Tn, hd));
 		unref(b, vr);
 		vr = vr3;
 		T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
 		op(b, AG_OP_BMM, sm, vr, NO, ao, NO, NO);
-		ref(b, sm); /* softmax's and bmm's */
+		/* the view's holder passes to bmm's node */
 		s->qe = qe, s->ktc = ktc, s->attw = sm, s->vr = vr;
 		T aot = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
 		                                                           (int64_t)(Tn * hd), 1 }, 0);
@@ -1815,7 +1919,7 @@ static void llama_step(struct bld *b, struct model *M)
 		linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
 		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
 		T dvr;
-		T dam = attn_v_bwd(b, dac, s->attw, s->vr, B, h, Tn, hd, &dvr);
+		T dam = attn_v_bwd(b, dac, s->attw, s->sm, s->drop_attn, s->vr, B, h, Tn, hd, &dvr);
 		/* AddBackward (+ mask) passes; MulBackward (* scaling) */
 		T cs_ = cast_scalar(b, s->sc_w);
 		T dsc = TMP("mul (scaling backward)", AG_F32, B * h, Tn, Tn);
@@ -2047,6 +2151,7 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->beta1 = c->beta1;
 	o->beta2 = c->beta2;
 	o->eps = c->eps;
+	o->seed = c->seed;
 }
 
 static int refuse(char **cause, const char *fmt, ...)
