@@ -2115,6 +2115,35 @@ static void adam_foreach(struct bld *b, struct model *M)
 	free(q);
 }
 
+/* torch.optim.Adam(fused=True), 2.x (adam.py _fused_adam, 2.6.0 712; 785-786): the
+ * step counters by _foreach_add_(device_state_steps, 1) — on the CPU the
+ * foreach slow path, each tensor's add_ of a Python number (a wrapped
+ * number and its fp32 copy) —, then one _fused_adam_ over the lists, which
+ * makes no temporary (aten/src/ATen/native/FusedAdam.cpp and its CPU
+ * kernel; CUDA's multi-tensor-apply kernel neither). The executor runs
+ * _fused_adam_ tensor by tensor: the same values, the same bytes. */
+static void adam_fused(struct bld *b, struct model *M)
+{
+	for (size_t i = 0; i < M->npt; i++) {
+		struct pt *q = &M->pt[i];
+		if (q->g == NO)
+			continue;
+		b->module = (int32_t)b->p->tensor[q->param].module;
+		scalar_op_(b, AG_OP_ADD_SCALAR_, q->step, NO, 1);
+	}
+	for (size_t i = 0; i < M->npt; i++) {
+		struct pt *q = &M->pt[i];
+		if (q->g == NO)
+			continue;
+		b->module = (int32_t)b->p->tensor[q->param].module;
+		struct ag_event *e = ev(b, AG_EV_OP);
+		e->op = AG_OP_ADAM_FUSED_;
+		e->in[0] = q->w, e->in[1] = q->g, e->in[2] = q->m, e->in[3] = q->v;
+		e->out[0] = q->w;
+	}
+	b->module = -1;
+}
+
 static void zero_grad(struct bld *b, struct model *M)
 {
 	record_function(b);
@@ -2187,9 +2216,9 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (o->device != ZS_DEVICE_CPU)
 		return refuse(cause, "--torch-device cuda: the plain loop's step is described and checked on the CPU "
 		              "only yet (give --torch-device cpu)");
-	if (o->optim_impl == ZS_OPTIM_FUSED)
-		return refuse(cause, "--optimizer-impl fused: the PyTorch step describes single-tensor and foreach Adam "
-		              "only yet");
+	if (o->optim_impl == ZS_OPTIM_FUSED && o->version == ZS_TORCH_1_13)
+		return refuse(cause, "--optimizer-impl fused: PyTorch 1.13's fused Adam runs on CUDA only (give "
+		              "--torch-version 2.6)");
 
 	if (o->attn != ZS_ATTN_EAGER)
 		return refuse(cause, "--attn sdpa: the PyTorch step describes eager attention only yet (give --attn eager; sdpa is 2.x's default)");
@@ -2231,6 +2260,8 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	record_function(b);
 	if (o->optim_impl == ZS_OPTIM_FOREACH)
 		adam_foreach(b, &M);
+	else if (o->optim_impl == ZS_OPTIM_FUSED)
+		adam_fused(b, &M);
 	else
 		adam_single(b, &M);
 	mark(b, "phase:zero_grad");
