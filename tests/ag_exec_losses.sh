@@ -62,13 +62,16 @@ for model in $models; do
 			# 1.13's fused Adam takes CUDA tensors only (refused on the CPU)
 			[ "$impl.$version" = fused.1.13 ] && continue
 			for batch in 2 1; do
+			for attn in eager sdpa; do
+			# SDPA: 2.x only, described for gpt2 (the CPU's flash kernel)
+			case $attn.$version.$zg.$model in sdpa.2.6.none.gpt2*) ;; sdpa.*) continue ;; esac
 			plain="--framework torch --wrapper none --torch-version $version --torch-device cpu --optimizer-impl $impl"
-			plain="$plain --zero-grad $zg --attn eager"
+			plain="$plain --zero-grad $zg --attn $attn"
 			common="--model $tmp/$model.json --world 1 --schemes dp --precision fp32 --batch $batch --steps $steps"
 			# shellcheck disable=SC2086
 			if ! "$zerosim" measure $common $plain --seq 32 --out "$tmp/a.json" 2>"$tmp/err"; then
 				if grep -q 'yet' "$tmp/err"; then
-					echo "not yet: $model $impl $zg $version batch $batch: $(cat "$tmp/err")"
+					echo "not yet: $model $impl $zg $version $attn batch $batch: $(cat "$tmp/err")"
 					continue
 				fi
 				echo "ag_exec_losses: FAIL: zerosim measure $common $plain --seq 32:" >&2
@@ -90,13 +93,14 @@ for model in $models; do
 				         r <= tol ? "" : "  <- more than 1e-5"
 				  if (!(r <= tol)) bad = 1 }
 				END { exit bad }' >"$tmp/cmp"; then
-				echo "ok: $model $impl $zg $version batch $batch, $steps steps"
+				echo "ok: $model $impl $zg $version $attn batch $batch, $steps steps"
 				cat "$tmp/cmp"
 			else
-				echo "ag_exec_losses: FAIL: $model $impl $zg $version batch $batch: the plain loop's losses are not the fused engine's" >&2
+				echo "ag_exec_losses: FAIL: $model $impl $zg $version $attn batch $batch: the plain loop's losses are not the fused engine's" >&2
 				cat "$tmp/cmp" >&2
 				fail=1
 			fi
+			done
 			done
 			done
 		done

@@ -68,7 +68,7 @@ const char *ag_op_name(enum ag_op op)
 		[AG_OP_DIV_SCALAR_] = "div_scalar_", [AG_OP_ADDCMUL_] = "addcmul_", [AG_OP_ADDCDIV_] = "addcdiv_",
 		[AG_OP_LERP_] = "lerp_", [AG_OP_ADAM_FUSED_] = "adam_fused_",
 		[AG_OP_COS] = "cos", [AG_OP_SIN] = "sin", [AG_OP_ROPE_INV_FREQ] = "rope_inv_freq",
-		[AG_OP_BERNOULLI_] = "bernoulli_",
+		[AG_OP_BERNOULLI_] = "bernoulli_", [AG_OP_SDPA_FLASH] = "sdpa_flash", [AG_OP_SDPA_FLASH_BWD] = "sdpa_flash_bwd",
 	};
 	return (unsigned)op < AG_NOPS && n[op] ? n[op] : "?";
 }
@@ -721,6 +721,7 @@ struct gpt2_block_saved {
 	T q, kt, divisor, attw, v;   /* the attention's saved set (attw: bmm's, the dropout's output) */
 	T sm;                        /* softmax's result (attw itself without dropout) */
 	T drop_attn, drop_resid, drop_mlp; /* the dropouts' noise kept (NO for p = 0) */
+	T sd_q, sd_k, sd_v, sd_out, sd_lse; /* --attn sdpa: the flash kernel's saved set */
 	T half, c1, c2;             /* gelu_new's wrapped numbers kept: 0.5, 0.044715, sqrt(2/pi) */
 	T a, t, u, xfc;             /* 0.5·x, tanh(.), 1 + tanh(.), c_fc's output (kept by pow) */
 };
@@ -977,6 +978,108 @@ static T residual_add(struct bld *b, T a, T y, int y_first)
 	return out;
 }
 
+/* The CPU flash kernel's blocks (aten/src/ATen/native/cpu/
+ * FlashAttentionKernel.cpp, 2.6.0: flash_attention_kernel_impl and its
+ * backward take q_split_size 256 from 768 query rows, 64 from 192, else
+ * 32, and kv_split_size 512; cpu_flash_attention clamps each to the
+ * sequence). One thread (the reference pins it): the workspaces are per
+ * thread. */
+static uint64_t flash_qsplit(uint64_t rows)
+{
+	uint64_t q = rows >= 768 ? 256 : rows >= 192 ? 64 : 32;
+	return q < rows ? q : rows;
+}
+
+static uint64_t flash_kvsplit(uint64_t rows)
+{
+	return rows < 512 ? rows : 512;
+}
+
+/* transformers' sdpa_attention_forward for GPT-2 (is_causal, no mask, no
+ * dropout), on the CPU: F.scaled_dot_product_attention dispatches to
+ * _scaled_dot_product_flash_attention_for_cpu (sdp_utils_cpp's
+ * use_flash_attention_cpp), which makes its output [B, T, h, hd] (read as
+ * [B, h, T, hd]: the caller's transpose(1, 2).contiguous() is then no
+ * copy), its logsumexp [B, h, T] fp32, and per thread a workspace of
+ * qS·kvS + 2·qS + qS·hd floats for the kernel's duration; autograd keeps
+ * q, k, v, the output and the logsumexp (derivatives.yaml 2.6.0,
+ * _scaled_dot_product_flash_attention_for_cpu) and no T×T matrix.
+ * Returns the merged heads [B, T, d] (a view of the output). */
+static T gpt2_sdpa(struct bld *b, struct gpt2_block_saved *s, T q, T k, T v)
+{
+	const struct ag_tensor q_ = b->s->tensor[q], *qt = &q_; /* a copy: the array grows */
+	uint64_t B = qt->shape[0], h = qt->shape[1], Tn = qt->shape[2], hd = qt->shape[3];
+	T ost = TMP("_scaled_dot_product_flash_attention_for_cpu (output)", AG_F32, B, Tn, h, hd);
+	T lse = TMP("_scaled_dot_product_flash_attention_for_cpu (logsumexp)", AG_F32, B, h, Tn);
+	uint64_t qs = flash_qsplit(Tn), kvs = flash_kvsplit(Tn);
+	T ws = TMP("_scaled_dot_product_flash_attention_for_cpu (workspace)", AG_F32, 1, qs * kvs + 2 * qs + qs * hd);
+	T ov = vw(b, ost, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * h * hd), (int64_t)hd,
+	                                                           (int64_t)(h * hd), 1 }, 0);
+	struct ag_event *e = op(b, AG_OP_SDPA_FLASH, q, k, v, ov, lse, NO);
+	e->arg[0] = 1.0 / sqrt((double)hd);
+	unref(b, ws);
+	ref(b, q);
+	ref(b, k);
+	ref(b, v);
+	s->sd_q = q, s->sd_k = k, s->sd_v = v, s->sd_out = ov, s->sd_lse = lse;
+	/* attn_output.permute(0, 2, 1, 3).contiguous() is the output's own
+	 * layout; .view(B, T, d) a view */
+	T merged = reshape(b, ost, 3, SH(B, Tn, h * hd));
+	unref(b, ost);
+	return merged;
+}
+
+/* Its backward from the merged heads' gradient dm (its holder taken),
+ * read as [B, h, T, hd]: dq, dk and dv in the output's layout, the
+ * kernel's per-thread workspace (2·qS·kvS floats) and row sums (qS
+ * floats); the gradient, then q, k, v (qkv), the logsumexp and the output
+ * let go; SplitBackward's cat of the three as [B, T, d] (views: no copy).
+ * Returns qkv's gradient [B, T, 3d]. */
+static T gpt2_sdpa_bwd(struct bld *b, struct gpt2_block_saved *s, T dm)
+{
+	const struct ag_tensor q_ = b->s->tensor[s->sd_q], *qt = &q_; /* a copy: the array grows */
+	uint64_t B = qt->shape[0], h = qt->shape[1], Tn = qt->shape[2], hd = qt->shape[3], d = h * hd;
+	const int64_t *bthd = (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 };
+	T g = vw(b, dm, 4, SH(B, h, Tn, hd), bthd, 0);
+	T st_[3], gv_[3];
+	static const char *what[3] = { "_scaled_dot_product_flash_attention_for_cpu_backward (dq)",
+		                       "_scaled_dot_product_flash_attention_for_cpu_backward (dk)",
+		                       "_scaled_dot_product_flash_attention_for_cpu_backward (dv)" };
+	for (int j = 0; j < 3; j++) {
+		st_[j] = TMP(what[j], AG_F32, B, Tn, h, hd);
+		gv_[j] = vw(b, st_[j], 4, SH(B, h, Tn, hd), bthd, 0);
+	}
+	uint64_t qs = flash_qsplit(Tn), kvs = flash_kvsplit(Tn);
+	T ws = TMP("_scaled_dot_product_flash_attention_for_cpu_backward (workspace)", AG_F32, 1, 2 * qs * kvs);
+	T dsum = TMP("_scaled_dot_product_flash_attention_for_cpu_backward (row sums)", AG_F32, 1, qs);
+	struct ag_event *e = ev(b, AG_EV_OP);
+	e->op = AG_OP_SDPA_FLASH_BWD;
+	e->in[0] = g, e->in[1] = s->sd_q, e->in[2] = s->sd_k, e->in[3] = s->sd_v, e->in[4] = s->sd_lse;
+	e->out[0] = gv_[0], e->out[1] = gv_[1], e->out[2] = gv_[2];
+	e->arg[0] = 1.0 / sqrt((double)hd);
+	unref(b, dsum);
+	unref(b, ws);
+	unref(b, g);
+	unref(b, dm);
+	unref(b, s->sd_q);
+	unref(b, s->sd_k);
+	unref(b, s->sd_v);
+	unref(b, s->sd_lse);
+	unref(b, s->sd_out);
+	T dqkv = TMP("cat (split backward)", AG_F32, B, Tn, 3 * d);
+	T c[3];
+	for (int j = 0; j < 3; j++) {
+		c[j] = reshape(b, st_[j], 3, SH(B, Tn, d));
+		unref(b, gv_[j]);
+	}
+	op(b, AG_OP_CAT_LAST, c[0], c[1], c[2], dqkv, NO, NO);
+	for (int j = 0; j < 3; j++) {
+		unref(b, c[j]);
+		unref(b, st_[j]);
+	}
+	return dqkv;
+}
+
 static void gpt2_step(struct bld *b, struct model *M)
 {
 	const struct zs_model *m = b->m;
@@ -1039,53 +1142,58 @@ static void gpt2_step(struct bld *b, struct model *M)
 		unref(b, qkv);
 		/* matmul(q, k^T): both operands to [B·h, T, hd] and [B·h, hd, T]
 		 * (expand + reshape of permuted views: copies unless B = 1), kept by bmm */
-		T qc = bmm_operand(b, q, "clone (matmul's copy of q)");
-		T kt = transpose_last2(b, k);
-		T ktc = bmm_operand(b, kt, "clone (matmul's copy of k^T)");
-		unref(b, kt);
-		T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_BMM, qc, ktc, NO, sc, NO, NO);
-		s->q = qc, s->kt = ktc;
-		/* / torch.full([], sqrt(hd)): the divisor is saved */
-		T dv = tmp(b, "full (1/sqrt(hd) divisor)", AG_F32, 0, NULL);
-		op(b, AG_OP_FILL, NO, NO, NO, dv, NO, NO)->arg[0] = sqrt((double)hd);
-		T aw = TMP("div (scores)", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_DIV, sc, dv, NO, aw, NO, NO);
-		unref(b, sc);
-		s->divisor = dv;
-		/* torch.where(causal_mask, w, mask_value): the condition is a
-		 * view of the `bias` buffer, the only thing saved */
-		T mv = tmp(b, "full (mask_value)", AG_F32, 0, NULL);
-		op(b, AG_OP_FILL, NO, NO, NO, mv, NO, NO)->arg[0] = -3.4028234663852886e38;
-		T cm = vw(b, M->bias[l], 4, SH(1, 1, Tn, Tn),
-		          (const int64_t[]){ (int64_t)(m->positions * m->positions),
-		                             (int64_t)(m->positions * m->positions), (int64_t)m->positions, 1 }, 0);
-		T wh = TMP("where (causal mask)", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_WHERE, cm, aw, mv, wh, NO, NO);
-		unref(b, aw);
-		T sm = TMP("_softmax", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_SOFTMAX, wh, NO, NO, sm, NO, NO);
-		unref(b, wh);
-		ref(b, sm); /* softmax saves its result */
-		mark(b, "fwd:h.%d.attn.attn_dropout:start", i);
-		T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
-		mark(b, "fwd:h.%d.attn.attn_dropout:end", i);
-		unref(b, sm); /* the name `attn_weights` is rebound to the dropout's output */
-		/* bmm with v saves the weights and v's copy */
-		T vc = bmm_operand(b, v, "clone (matmul's copy of v)");
-		T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
-		op(b, AG_OP_BMM, smd, vc, NO, ao, NO, NO);
-		s->attw = smd, s->sm = sm, s->v = vc;
-		ref(b, smd); /* bmm keeps it */
-		unref(b, smd); /* the name `attn_weights` goes when _attn returns */
-		unref(b, mv); /* _attn returns */
-		/* _merge_heads: permute(0, 2, 1, 3).contiguous() */
-		T aop = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
-		                                                           (int64_t)(Tn * hd), 1 }, 0);
-		T merged = TMP("clone (merge heads)", AG_F32, B, Tn, d);
-		op(b, AG_OP_COPY, aop, NO, NO, merged, NO, NO);
-		unref(b, aop);
-		unref(b, ao);
+		T merged;
+		if (b->o->attn == ZS_ATTN_SDPA) {
+			merged = gpt2_sdpa(b, s, q, k, v);
+		} else {
+			T qc = bmm_operand(b, q, "clone (matmul's copy of q)");
+			T kt = transpose_last2(b, k);
+			T ktc = bmm_operand(b, kt, "clone (matmul's copy of k^T)");
+			unref(b, kt);
+			T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
+			op(b, AG_OP_BMM, qc, ktc, NO, sc, NO, NO);
+			s->q = qc, s->kt = ktc;
+			/* / torch.full([], sqrt(hd)): the divisor is saved */
+			T dv = tmp(b, "full (1/sqrt(hd) divisor)", AG_F32, 0, NULL);
+			op(b, AG_OP_FILL, NO, NO, NO, dv, NO, NO)->arg[0] = sqrt((double)hd);
+			T aw = TMP("div (scores)", AG_F32, B * h, Tn, Tn);
+			op(b, AG_OP_DIV, sc, dv, NO, aw, NO, NO);
+			unref(b, sc);
+			s->divisor = dv;
+			/* torch.where(causal_mask, w, mask_value): the condition is a
+			 * view of the `bias` buffer, the only thing saved */
+			T mv = tmp(b, "full (mask_value)", AG_F32, 0, NULL);
+			op(b, AG_OP_FILL, NO, NO, NO, mv, NO, NO)->arg[0] = -3.4028234663852886e38;
+			T cm = vw(b, M->bias[l], 4, SH(1, 1, Tn, Tn),
+			          (const int64_t[]){ (int64_t)(m->positions * m->positions),
+			                             (int64_t)(m->positions * m->positions), (int64_t)m->positions, 1 }, 0);
+			T wh = TMP("where (causal mask)", AG_F32, B * h, Tn, Tn);
+			op(b, AG_OP_WHERE, cm, aw, mv, wh, NO, NO);
+			unref(b, aw);
+			T sm = TMP("_softmax", AG_F32, B * h, Tn, Tn);
+			op(b, AG_OP_SOFTMAX, wh, NO, NO, sm, NO, NO);
+			unref(b, wh);
+			ref(b, sm); /* softmax saves its result */
+			mark(b, "fwd:h.%d.attn.attn_dropout:start", i);
+			T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
+			mark(b, "fwd:h.%d.attn.attn_dropout:end", i);
+			unref(b, sm); /* the name `attn_weights` is rebound to the dropout's output */
+			/* bmm with v saves the weights and v's copy */
+			T vc = bmm_operand(b, v, "clone (matmul's copy of v)");
+			T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
+			op(b, AG_OP_BMM, smd, vc, NO, ao, NO, NO);
+			s->attw = smd, s->sm = sm, s->v = vc;
+			ref(b, smd); /* bmm keeps it */
+			unref(b, smd); /* the name `attn_weights` goes when _attn returns */
+			unref(b, mv); /* _attn returns */
+			/* _merge_heads: permute(0, 2, 1, 3).contiguous() */
+			T aop = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
+			                                                           (int64_t)(Tn * hd), 1 }, 0);
+			merged = TMP("clone (merge heads)", AG_F32, B, Tn, d);
+			op(b, AG_OP_COPY, aop, NO, NO, merged, NO, NO);
+			unref(b, aop);
+			unref(b, ao);
+		}
 		b->module = modname(b, "transformer.h.%d.attn.c_proj", i);
 		T po = conv1d(b, merged, blk(M, b, i, "attn.c_proj.weight"), blk(M, b, i, "attn.c_proj.bias"),
 		              &s->attn_out);
@@ -1242,57 +1350,62 @@ static void gpt2_step(struct bld *b, struct model *M)
 		T dm = conv1d_bwd(b, gpo, 1, &s->attn_out, blk(M, b, i, "attn.c_proj.weight"),
 		                  blk(M, b, i, "attn.c_proj.bias"));
 		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
-		/* CloneBackward, PermuteBackward: a permuted view of dm; then
-		 * UnsafeViewBackward, BmmBackward, SoftmaxBackward */
-		T dvc;
-		T dwh = attn_v_bwd(b, dm, s->attw, s->sm, s->drop_attn, s->v, B, h, Tn, hd, &dvc);
-		/* WhereBackward: where(cond, grad, 0) */
-		T zero = tmp(b, "scalar_tensor (0)", AG_F32, 0, NULL);
-		op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
-		T cm = vw(b, M->bias[i], 4, SH(1, 1, Tn, Tn),
-		          (const int64_t[]){ (int64_t)(m->positions * m->positions),
-		                             (int64_t)(m->positions * m->positions), (int64_t)m->positions, 1 }, 0);
-		T daw = TMP("where (backward)", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_WHERE, cm, dwh, zero, daw, NO, NO);
-		unref(b, cm);
-		unref(b, zero);
-		unref(b, dwh);
-		/* DivBackward */
-		T dsc = TMP("div (backward)", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_DIV, daw, s->divisor, NO, dsc, NO, NO);
-		unref(b, daw);
-		unref(b, s->divisor);
-		/* BmmBackward (q @ k^T): d q, d k^T */
-		T dq, dkt;
-		qk_bwd(b, dsc, s->q, s->kt, B * h, Tn, hd, &dq, &dkt);
-		/* the copies' backward: reshape to [B, h, T, hd] and permute to
-		 * the split's layout; SplitBackward (cat) wants them as
-		 * [B, T, d]: k's and q's are copied (reshape of a transposed and
-		 * of a permuted grad), v's passes as a view */
-		/* The views say which element goes where: dq and dv [B·h, T, hd]
-		 * are read as [B, T, h, hd] (PermuteBackward of the split's
-		 * permute(0, 2, 1, 3)), dkᵀ [B·h, hd, T] as [B, T, h, hd] through
-		 * the transpose as well. They make no bytes: each is let go before
-		 * the tensor it views, whose free stays where PyTorch has it. */
-		const int64_t *hst = (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 };
-		T dk = TMP("clone (k grad to [B, T, d])", AG_F32, B, Tn, d);
-		T dktv = vw(b, dkt, 4, SH(B, Tn, h, hd),
-		            (const int64_t[]){ (int64_t)(h * hd * Tn), 1, (int64_t)(hd * Tn), (int64_t)Tn }, 0);
-		op(b, AG_OP_COPY, dktv, NO, NO, dk, NO, NO);
-		unref(b, dktv);
-		unref(b, dkt);
-		T dqq = TMP("clone (q grad to [B, T, d])", AG_F32, B, Tn, d);
-		T dqv = vw(b, dq, 4, SH(B, Tn, h, hd), hst, 0);
-		op(b, AG_OP_COPY, dqv, NO, NO, dqq, NO, NO);
-		unref(b, dqv);
-		unref(b, dq);
-		T dqkv = TMP("cat (split backward)", AG_F32, B, Tn, 3 * d);
-		T dvv = vw(b, dvc, 4, SH(B, Tn, h, hd), hst, 0);
-		op(b, AG_OP_CAT_LAST, dqq, dk, dvv, dqkv, NO, NO);
-		unref(b, dvv);
-		unref(b, dvc);
-		unref(b, dk);
-		unref(b, dqq);
+		T dqkv;
+		if (b->o->attn == ZS_ATTN_SDPA) {
+			dqkv = gpt2_sdpa_bwd(b, s, dm);
+		} else {
+			/* CloneBackward, PermuteBackward: a permuted view of dm; then
+			 * UnsafeViewBackward, BmmBackward, SoftmaxBackward */
+			T dvc;
+			T dwh = attn_v_bwd(b, dm, s->attw, s->sm, s->drop_attn, s->v, B, h, Tn, hd, &dvc);
+			/* WhereBackward: where(cond, grad, 0) */
+			T zero = tmp(b, "scalar_tensor (0)", AG_F32, 0, NULL);
+			op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
+			T cm = vw(b, M->bias[i], 4, SH(1, 1, Tn, Tn),
+			          (const int64_t[]){ (int64_t)(m->positions * m->positions),
+			                             (int64_t)(m->positions * m->positions), (int64_t)m->positions, 1 }, 0);
+			T daw = TMP("where (backward)", AG_F32, B * h, Tn, Tn);
+			op(b, AG_OP_WHERE, cm, dwh, zero, daw, NO, NO);
+			unref(b, cm);
+			unref(b, zero);
+			unref(b, dwh);
+			/* DivBackward */
+			T dsc = TMP("div (backward)", AG_F32, B * h, Tn, Tn);
+			op(b, AG_OP_DIV, daw, s->divisor, NO, dsc, NO, NO);
+			unref(b, daw);
+			unref(b, s->divisor);
+			/* BmmBackward (q @ k^T): d q, d k^T */
+			T dq, dkt;
+			qk_bwd(b, dsc, s->q, s->kt, B * h, Tn, hd, &dq, &dkt);
+			/* the copies' backward: reshape to [B, h, T, hd] and permute to
+			 * the split's layout; SplitBackward (cat) wants them as
+			 * [B, T, d]: k's and q's are copied (reshape of a transposed and
+			 * of a permuted grad), v's passes as a view */
+			/* The views say which element goes where: dq and dv [B·h, T, hd]
+			 * are read as [B, T, h, hd] (PermuteBackward of the split's
+			 * permute(0, 2, 1, 3)), dkᵀ [B·h, hd, T] as [B, T, h, hd] through
+			 * the transpose as well. They make no bytes: each is let go before
+			 * the tensor it views, whose free stays where PyTorch has it. */
+			const int64_t *hst = (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 };
+			T dk = TMP("clone (k grad to [B, T, d])", AG_F32, B, Tn, d);
+			T dktv = vw(b, dkt, 4, SH(B, Tn, h, hd),
+			            (const int64_t[]){ (int64_t)(h * hd * Tn), 1, (int64_t)(hd * Tn), (int64_t)Tn }, 0);
+			op(b, AG_OP_COPY, dktv, NO, NO, dk, NO, NO);
+			unref(b, dktv);
+			unref(b, dkt);
+			T dqq = TMP("clone (q grad to [B, T, d])", AG_F32, B, Tn, d);
+			T dqv = vw(b, dq, 4, SH(B, Tn, h, hd), hst, 0);
+			op(b, AG_OP_COPY, dqv, NO, NO, dqq, NO, NO);
+			unref(b, dqv);
+			unref(b, dq);
+			dqkv = TMP("cat (split backward)", AG_F32, B, Tn, 3 * d);
+			T dvv = vw(b, dvc, 4, SH(B, Tn, h, hd), hst, 0);
+			op(b, AG_OP_CAT_LAST, dqq, dk, dvv, dqkv, NO, NO);
+			unref(b, dvv);
+			unref(b, dvc);
+			unref(b, dk);
+			unref(b, dqq);
+		}
 		T dx1 = conv1d_bwd(b, dqkv, 1, &s->attn_in, blk(M, b, i, "attn.c_attn.weight"),
 		                   blk(M, b, i, "attn.c_attn.bias"));
 		b->module = modname(b, "transformer.h.%d.ln_1", i);
@@ -2220,8 +2333,12 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		return refuse(cause, "--optimizer-impl fused: PyTorch 1.13's fused Adam runs on CUDA only (give "
 		              "--torch-version 2.6)");
 
-	if (o->attn != ZS_ATTN_EAGER)
-		return refuse(cause, "--attn sdpa: the PyTorch step describes eager attention only yet (give --attn eager; sdpa is 2.x's default)");
+	if (o->attn == ZS_ATTN_SDPA && (m->family != ZS_FAMILY_GPT2 || o->version == ZS_TORCH_1_13))
+		return refuse(cause, "--attn sdpa: the PyTorch step describes SDPA for gpt2 under 2.6 only yet (give --attn "
+		              "eager)");
+	if (o->attn == ZS_ATTN_SDPA && m->attn_pdrop > 0)
+		return refuse(cause, "--attn sdpa: with attention dropout (attn_pdrop %g) SDPA takes its math path, not "
+		              "described yet (give --attn eager, or attn_pdrop 0)", m->attn_pdrop);
 	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP };
 	struct bld *b = &B_;
 	struct model M = { 0 };

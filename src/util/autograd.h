@@ -161,6 +161,10 @@ enum ag_op {
 	/* appended (issue #22's builder): dropout */
 	AG_OP_BERNOULLI_,    /* in0 = 1 with probability arg[0], else 0 (noise.bernoulli_(1 - p)): in place,
 	                      * drawn from the run's seed, the step and the event (not PyTorch's generator) */
+	/* appended (issue #22's builder): the CPU's flash SDPA */
+	AG_OP_SDPA_FLASH,    /* out0 [B, h, T, hd] = causal softmax(in0 in1ᵀ · arg[0]) in2, out1 [B, h, T] its
+	                      * logsumexp: _scaled_dot_product_flash_attention_for_cpu (q, k, v, no dropout) */
+	AG_OP_SDPA_FLASH_BWD,/* its backward: in (grad, q, k, v, logsumexp), out (dq, dk, dv), scale arg[0] */
 	AG_NOPS
 };
 const char *ag_op_name(enum ag_op op);
