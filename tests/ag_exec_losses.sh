@@ -38,7 +38,8 @@ trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 # The issue's tiny shapes (d 64, 2 blocks, 4 heads, V 256; llama 2 kv
 # heads, ffn 160), tied and untied.
 cat >"$tmp/gpt2.json" <<'EOF'
-{"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 64, "vocab_size": 256}
+{"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 64, "vocab_size": 256,
+ "embd_pdrop": 0.0, "attn_pdrop": 0.0, "resid_pdrop": 0.0}
 EOF
 cat >"$tmp/llama.json" <<'EOF'
 {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -55,17 +56,22 @@ losses() {
 
 fail=0 checked=0
 for model in $models; do
-	for impl in single foreach; do
+	for impl in single foreach fused; do
 		for zg in zeros none; do
 			for version in 1.13 2.6; do
+			# 1.13's fused Adam takes CUDA tensors only (refused on the CPU)
+			[ "$impl.$version" = fused.1.13 ] && continue
 			for batch in 2 1; do
+			for attn in eager sdpa; do
+			# SDPA: 2.x only, described for gpt2 (the CPU's flash kernel)
+			case $attn.$version.$zg.$model in sdpa.2.6.none.gpt2*) ;; sdpa.*) continue ;; esac
 			plain="--framework torch --wrapper none --torch-version $version --torch-device cpu --optimizer-impl $impl"
-			plain="$plain --zero-grad $zg --attn eager"
+			plain="$plain --zero-grad $zg --attn $attn"
 			common="--model $tmp/$model.json --world 1 --schemes dp --precision fp32 --batch $batch --steps $steps"
 			# shellcheck disable=SC2086
 			if ! "$zerosim" measure $common $plain --seq 32 --out "$tmp/a.json" 2>"$tmp/err"; then
 				if grep -q 'yet' "$tmp/err"; then
-					echo "not yet: $model $impl $zg $version batch $batch: $(cat "$tmp/err")"
+					echo "not yet: $model $impl $zg $version $attn batch $batch: $(cat "$tmp/err")"
 					continue
 				fi
 				echo "ag_exec_losses: FAIL: zerosim measure $common $plain --seq 32:" >&2
@@ -87,18 +93,22 @@ for model in $models; do
 				         r <= tol ? "" : "  <- more than 1e-5"
 				  if (!(r <= tol)) bad = 1 }
 				END { exit bad }' >"$tmp/cmp"; then
-				echo "ok: $model $impl $zg $version batch $batch, $steps steps"
+				echo "ok: $model $impl $zg $version $attn batch $batch, $steps steps"
 				cat "$tmp/cmp"
 			else
-				echo "ag_exec_losses: FAIL: $model $impl $zg $version batch $batch: the plain loop's losses are not the fused engine's" >&2
+				echo "ag_exec_losses: FAIL: $model $impl $zg $version $attn batch $batch: the plain loop's losses are not the fused engine's" >&2
 				cat "$tmp/cmp" >&2
 				fail=1
 			fi
 			done
 			done
+			done
 		done
 	done
 done
+# The models' dropout is 0 (the fused engine has none; GPT2Config's
+# default of 0.1 is overridden in the file).
+#
 # A case file (zerosim-case/2: the initial weights in zerosim's flat
 # order, gpt2's Conv1D weights among them, and every step's tokens) gives
 # the plain loop the seed's run again, bit for bit.
@@ -120,6 +130,29 @@ case $models in
 		fail=1
 	else
 		echo "ok: gpt2 from its case file, the seed's losses: $(tr '\n' ' ' <"$tmp/lc")"
+	fi
+	# Dropout from the config (0.1 each): the plain loop runs real masks,
+	# drawn from --seed (not PyTorch's generator): the losses move off the
+	# dropout-free run's, the same seed gives the same losses again, and
+	# its case file (which carries the probabilities) replays them.
+	sed 's/"embd_pdrop": 0.0, "attn_pdrop": 0.0, "resid_pdrop": 0.0/"embd_pdrop": 0.1, "attn_pdrop": 0.1, "resid_pdrop": 0.1/' \
+		"$tmp/gpt2.json" >"$tmp/gpt2-drop.json"
+	for run in d1 d2; do
+		# shellcheck disable=SC2086
+		"$zerosim" measure --model "$tmp/gpt2-drop.json" --world 1 --schemes dp --precision fp32 --batch 2 --seq 32 \
+			--steps "$steps" $plain --write-case "$tmp/$run-case.json" --out "$tmp/$run.json" || exit 1
+		losses "$tmp/$run.json" >"$tmp/l$run"
+	done
+	# shellcheck disable=SC2086
+	"$zerosim" measure --case "$tmp/d1-case.json" --schemes dp --precision fp32 $plain --out "$tmp/dc.json" || exit 1
+	losses "$tmp/dc.json" >"$tmp/ldc"
+	if [ ! -s "$tmp/ld1" ] || cmp -s "$tmp/ld1" "$tmp/la" || ! cmp -s "$tmp/ld1" "$tmp/ld2" ||
+		! cmp -s "$tmp/ld1" "$tmp/ldc"; then
+		echo "ag_exec_losses: FAIL: gpt2 with dropout 0.1: losses without dropout, twice, from the case file:" >&2
+		paste "$tmp/la" "$tmp/ld1" "$tmp/ld2" "$tmp/ldc" >&2
+		fail=1
+	else
+		echo "ok: gpt2 with dropout 0.1: its own losses, the same again and from its case file: $(tr '\n' ' ' <"$tmp/ld1")"
 	fi
 	;;
 esac

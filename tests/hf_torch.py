@@ -728,7 +728,12 @@ def run(a):
         model.train()
         install_hooks(model, set(model.units))
         Opt = torch.optim.AdamW if a.optimizer == "adamw" else torch.optim.Adam
-        opt = Opt(model.parameters(), lr=1e-3, foreach=foreach)
+        if a.optimizer_impl == "fused":
+            # torch.optim.Adam(fused=True): CUDA only in 1.13 (adam.py's
+            # check), the CPU too from 2.4 (2.6's _fused_adam_ CPU kernel)
+            opt = Opt(model.parameters(), lr=1e-3, fused=True)
+        else:
+            opt = Opt(model.parameters(), lr=1e-3, foreach=foreach)
         g = torch.Generator().manual_seed(1)
         input_ids = torch.randint(0, V, (a.batch, a.seq), generator=g)
         labels = input_ids.clone()
@@ -972,7 +977,7 @@ def main():
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--steps", type=int, default=3, help="clean steps; the last is the steady one measured")
     ap.add_argument("--optimizer", choices=["adam", "adamw"], default="adam")
-    ap.add_argument("--optimizer-impl", choices=["single", "foreach"], default="single")
+    ap.add_argument("--optimizer-impl", choices=["single", "foreach", "fused"], default="single")
     ap.add_argument("--zero-grad", choices=["none", "zeros"], default=None,
                     help="set_to_none True (none) or False (zeros); default this torch's")
     ap.add_argument("--dropout", choices=["0", "config"], default="0")

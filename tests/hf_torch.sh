@@ -14,7 +14,10 @@
 # any difference is printed with its size. Cases: the tiny gpt2 and
 # llama of the issue, each tied and untied; gpt2 with foreach Adam; llama
 # with zero_grad(set_to_none=True); gpt2 at batch 1 (matmul's operands are
-# views there, not copies).
+# views there, not copies); gpt2 and llama with dropout 0.1 from their
+# configs (the CPU's noise tensors kept by autograd), where zerosim's
+# measure, which runs real dropout with its own seeded masks, must give
+# the theory's bytes too.
 #
 # `tests/hf_torch.sh table` (make check-torch-ref; ZS_HF_SMALL=0 leaves out
 # GPT-2 small, minutes a run; ZS_TORCH26_ROOT names the 2.6 root): the issue's cases with
@@ -40,16 +43,22 @@ trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 export PYTHONDONTWRITEBYTECODE=1
 
 # The issue's tiny shapes: d 64, 2 blocks, 4 heads, V 256 (llama: 2 kv
-# heads, ffn 160), 64 positions.
+# heads, ffn 160), 64 positions; dropout 0 (GPT2Config's default is 0.1,
+# so gpt2's are given), and the same with dropout 0.1 (-drop), which
+# tests/hf_torch.py --dropout config reads from the file as zerosim does.
 cat >"$tmp/tiny-gpt2.json" <<'EOF'
 {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 64, "vocab_size": 256,
- "activation_function": "gelu_new", "tie_word_embeddings": true}
+ "activation_function": "gelu_new", "tie_word_embeddings": true, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+ "resid_pdrop": 0.0}
 EOF
 cat >"$tmp/tiny-llama.json" <<'EOF'
 {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
  "num_key_value_heads": 2, "intermediate_size": 160, "max_position_embeddings": 64, "vocab_size": 256,
- "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu"}
+ "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu", "attention_dropout": 0.0}
 EOF
+sed 's/"embd_pdrop": 0.0, "attn_pdrop": 0.0,/"embd_pdrop": 0.1, "attn_pdrop": 0.1,/; s/"resid_pdrop": 0.0/"resid_pdrop": 0.1/' \
+	"$tmp/tiny-gpt2.json" >"$tmp/tiny-gpt2-drop.json"
+sed 's/"attention_dropout": 0.0/"attention_dropout": 0.1/' "$tmp/tiny-llama.json" >"$tmp/tiny-llama-drop.json"
 
 # one PY MODEL ARGS...: runs hf_torch.py, the JSON in $tmp/out.json
 one() {
@@ -81,7 +90,7 @@ with tempfile.TemporaryDirectory() as t:
     opts = ["--framework", "torch", "--wrapper", "none", "--world", "1", "--schemes", "dp", "--precision",
             "fp32", "--torch-device", "cpu", "--torch-version", "1.13" if d["torch"].startswith("1.") else "2.6",
             "--optimizer-impl", d["optimizer_impl"], "--zero-grad", d["zero_grad"], "--attn", d["attn"]]
-    if d["dropout"] != "0" or d["amp"] != "none" or not d["keep_logits"] or d["loss"] != "5.x" or \
+    if d["amp"] != "none" or not d["keep_logits"] or d["loss"] != "5.x" or \
             d.get("mask", "where") == "add":
         why = "not described yet"
     else:
@@ -109,11 +118,12 @@ EOF
 		"gpt2 tiny, untied" "--model $tmp/tiny-gpt2.json --untied" \
 		"gpt2 tiny, foreach" "--model $tmp/tiny-gpt2.json --optimizer-impl foreach" \
 		"gpt2 tiny, set_to_none" "--model $tmp/tiny-gpt2.json --zero-grad none" \
-		"gpt2 tiny, dropout 0.1" "--model $tmp/tiny-gpt2.json --dropout config" \
+		"gpt2 tiny, dropout 0.1" "--model $tmp/tiny-gpt2-drop.json --dropout config" \
 		"gpt2 tiny, bf16 autocast" "--model $tmp/tiny-gpt2.json --amp bf16" \
 		"llama tiny, untied" "--model $tmp/tiny-llama.json" \
 		"llama tiny, tied" "--model $tmp/tiny-llama.json --tied" \
 		"llama tiny, foreach" "--model $tmp/tiny-llama.json --optimizer-impl foreach" \
+		"llama tiny, attention dropout 0.1" "--model $tmp/tiny-llama-drop.json --dropout config" \
 		"GPT-2 small seq 256" "--model $src/data/models/gpt2.json --seq 256 --batch 1" \
 		"GPT-2 small seq 256, foreach" "--model $src/data/models/gpt2.json --seq 256 --batch 1 --optimizer-impl foreach"
 	while [ $# -ge 2 ]; do
@@ -159,17 +169,39 @@ for case in \
 	"llama-tied|--model $tmp/tiny-llama.json --tied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"gpt2-foreach|--model $tmp/tiny-gpt2.json --zero-grad zeros --optimizer-impl foreach|$plain --optimizer-impl foreach --zero-grad zeros" \
 	"llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
-	"gpt2-batch1|--model $tmp/tiny-gpt2.json --batch 1 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros"
+	"gpt2-batch1|--model $tmp/tiny-gpt2.json --batch 1 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"gpt2-dropout|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"llama-dropout|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}
 	# shellcheck disable=SC2086
 	one "$py" "$src/tests/hf_torch.py" $targs --zerosim "$zerosim" --zerosim-args "$zargs" --no-attribution \
 		--out "$tmp/out.json"
-	if ! "$py" - "$tmp/out.json" "$label" <<'EOF'; then status=1; fi
-import json, sys
+	# with dropout, the engine too (its masks are its own, drawn from
+	# --seed: the bytes are what is compared)
+	rm -f "$tmp/m.json"
+	case $label in
+	*dropout*)
+		mdl=$(echo "$targs" | sed 's/^--model \([^ ]*\).*/\1/')
+		# shellcheck disable=SC2086
+		if ! "$zerosim" measure --model "$mdl" --world 1 --schemes dp --precision fp32 --seq 32 --batch 2 \
+			--steps 3 $zargs --out "$tmp/m.json" 2>"$tmp/err"; then
+			echo "FAIL: $label: zerosim measure: $(cat "$tmp/err")"
+			status=1
+		fi ;;
+	esac
+	if ! "$py" - "$tmp/out.json" "$label" "$tmp/m.json" <<'EOF'; then status=1; fi
+import json, os, sys
 d, label = json.load(open(sys.argv[1])), sys.argv[2]
 z = d["zerosim"]
+if os.path.exists(sys.argv[3]):  # the engine's measure beside the theory: the same bytes
+    r = json.load(open(sys.argv[3]))["runs"][0]
+    for what, a, b in (("resident", r["resident_bytes"], z.get("resident")), ("peak", r["peak_bytes"], z.get("peak")),
+                       ("marks", r.get("marks"), z.get("marks"))):
+        if a != b:
+            print(f"hf_torch: {label}: zerosim measure's {what} is not its theory's: {a} against {b}")
+            sys.exit(1)
 if "resident" not in z:
     print(f"hf_torch: {label}: zerosim theory failed: {z}")
     sys.exit(1)

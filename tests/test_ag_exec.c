@@ -13,7 +13,8 @@
  * onehot) / n on the rows that count); layer_norm's backward against
  * finite differences of its forward. And what the executor refuses: an op
  * reading a storage freed before it, one nothing wrote, a view past its
- * storage's bytes; the tracker's peak is the list's live bytes, and
+ * storage's bytes; dropout's seeded noise (its values, its kept share,
+ * the same mask for the same seed); the tracker's peak is the list's live bytes, and
  * nothing is left allocated after a run, nor after a failed one.
  */
 #include "config.h"
@@ -647,6 +648,75 @@ START_TEST(test_an_operand_in_another_shape_fails_the_run)
 }
 END_TEST
 
+/* Dropout's noise (AG_OP_BERNOULLI_, then the division by 1 − p, then
+ * x · noise as util/autograd.c writes it): every element 0 or 1/(1 − p),
+ * the kept share within 5 standard deviations of 1 − p, y = x · noise;
+ * the same seed draws the same mask, another seed another; a
+ * probability outside 0..1 fails the run. */
+static void dropout_list(struct list *l, double keep, uint32_t *noise, uint32_t *y)
+{
+	list_init(l);
+	uint64_t sh[2] = {64, 64};
+	uint32_t xx = stor(l, "x", 2, sh, AG_ROLE_PARAM, 4);
+	*noise = stor(l, "noise", 2, sh, AG_ROLE_TEMP, -1);
+	*y = stor(l, "y", 2, sh, AG_ROLE_TEMP, -1);
+	l->s.setup = zs_calloc(1, sizeof *l->s.setup);
+	l->s.setup[0] = (struct ag_event){.kind = AG_EV_ALLOC, .t = xx, .phase = ZS_PH_SETUP, .module = -1,
+	                                  .in = {N, N, N, N, N}, .out = {N, N, N}};
+	l->s.nsetup = 1;
+	ev(l, AG_EV_ALLOC, *noise);
+	op(l, AG_OP_BERNOULLI_, *noise, N, N, N, *noise, N, N, keep);
+	op(l, AG_OP_DIV_SCALAR_, *noise, N, N, N, *noise, N, N, keep);
+	ev(l, AG_EV_ALLOC, *y);
+	op(l, AG_OP_MUL, xx, *noise, N, N, *y, N, N, 0);
+}
+
+static void run_dropout(struct list *l, uint64_t seed, uint32_t noise, uint32_t y, float *mask, float *out)
+{
+	struct zs_tracker tr;
+	struct ag_exec x;
+	struct ag_options o = opts();
+	o.seed = seed;
+	char *cause = NULL;
+	tracker_init(&tr, 1);
+	ck_assert_msg(ag_exec_begin(&x, &l->s, &o, &tr, 0, &feed, &cause) == 0, "%s", cause ? cause : "");
+	ck_assert_msg(ag_exec_step(&x, &cause) == 0, "%s", cause ? cause : "");
+	memcpy(mask, ag_exec_data(&x, noise), 64 * 64 * sizeof *mask);
+	memcpy(out, ag_exec_data(&x, y), 64 * 64 * sizeof *out);
+	ag_exec_end(&x);
+	ck_assert_uint_eq(tracker_outstanding(&tr), 0);
+	tracker_destroy(&tr);
+}
+
+START_TEST(test_dropout_noise_and_its_product)
+{
+	struct list *l = zs_calloc(1, sizeof *l);
+	uint32_t noise, y;
+	dropout_list(l, 0.75, &noise, &y);
+	float *m1 = zs_calloc(3 * 64 * 64, sizeof *m1), *m2 = m1 + 64 * 64, *out = m2 + 64 * 64;
+	run_dropout(l, 3, noise, y, m1, out);
+	int kept = 0;
+	for (int i = 0; i < 64 * 64; i++) {
+		float xv = (float)sin(0.7 * i + 0.3) * 1.5f; /* the feed's table */
+		ck_assert_msg(m1[i] == 0.0f || m1[i] == 1.0f / 0.75f, "noise %d is %g", i, (double)m1[i]);
+		kept += m1[i] != 0.0f;
+		ck_assert_float_eq_tol(out[i], xv * m1[i], 1e-6f);
+	}
+	double sd = sqrt(4096 * 0.75 * 0.25);
+	ck_assert_msg(fabs(kept - 0.75 * 4096) < 5 * sd, "%d of 4096 kept for p = 0.25", kept);
+	run_dropout(l, 3, noise, y, m2, out);
+	ck_assert_int_eq(memcmp(m1, m2, 64 * 64 * sizeof *m1), 0);
+	run_dropout(l, 4, noise, y, m2, out);
+	ck_assert_int_ne(memcmp(m1, m2, 64 * 64 * sizeof *m1), 0);
+	free(m1);
+	free(l->s.setup);
+	dropout_list(l, 1.5, &noise, &y);
+	check_refused(l, "bernoulli_: the probability 1.5 is not in 0..1");
+	free(l->s.setup);
+	free(l);
+}
+END_TEST
+
 static Suite *ag_exec_suite(void)
 {
 	Suite *s = suite_create("ag_exec");
@@ -657,6 +727,7 @@ static Suite *ag_exec_suite(void)
 	tcase_add_test(t, test_layer_norm_backward_against_finite_differences);
 	tcase_add_test(t, test_adams_ops_take_the_steps_scalars);
 	tcase_add_test(t, test_rope_tables_slice_backward_and_alpha);
+	tcase_add_test(t, test_dropout_noise_and_its_product);
 	suite_add_tcase(s, t);
 	t = tcase_create("lifetimes");
 	tcase_add_test(t, test_reading_a_freed_storage_fails_the_run);

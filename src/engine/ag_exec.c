@@ -943,6 +943,136 @@ static int op_adam_fused(struct opctx *oc, const struct agv *in)
 	return 0;
 }
 
+/* noise.bernoulli_(keep): each element 1 with probability `keep`, else 0,
+ * from a counter-based generator (splitmix64) over the run's seed, the
+ * step, the event and the element: the same mask for the same run, a new
+ * one each step and each dropout. Not PyTorch's generator (its masks
+ * cannot be shared): the engine's numbers are its own, its bytes the
+ * step's. */
+static uint64_t splitmix64(uint64_t z)
+{
+	z += 0x9e3779b97f4a7c15ULL;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static int op_bernoulli(struct opctx *oc, const struct agv *out, double keep)
+{
+	if (!(keep >= 0 && keep <= 1))
+		return FAIL("bernoulli_: the probability %g is not in 0..1", keep);
+	uint64_t key = splitmix64(splitmix64(oc->x->o.seed) ^ ((uint64_t)oc->x->steps << 32) ^ (uint64_t)oc->ei);
+	for (uint64_t e = 0; e < out->numel; e++) {
+		double u = (double)(splitmix64(key + e) >> 11) * 0x1.0p-53;
+		st(out, at_lin(out, e), u < keep ? 1.0f : 0.0f);
+	}
+	return 0;
+}
+
+/* _scaled_dot_product_flash_attention_for_cpu, causal, no dropout, as its
+ * math: per batch and head, row i attends to j <= i: s = q_i · k_j ·
+ * scale, out_i = Σ softmax(s)_j v_j, lse_i = log Σ exp(s); q, k, v, out
+ * [B, h, T, hd] views (k and v of h heads), lse [B, h, T]. The kernel's
+ * blocking (its workspace) is the list's: values do not depend on it. */
+static int op_sdpa(struct opctx *oc, const struct agv *out, const struct agv *lse, const struct agv *q,
+                   const struct agv *k, const struct agv *v, double scale)
+{
+	if (q->nd != 4 || k->nd != 4 || v->nd != 4 || out->nd != 4 || lse->nd != 3 || k->shape[1] != q->shape[1] ||
+	    out->numel != q->numel || lse->numel * q->shape[3] != q->numel)
+		return FAIL("sdpa: the operands are not [B, h, T, hd] and [B, h, T]");
+	uint64_t BH = q->shape[0] * q->shape[1], T = q->shape[2], D = q->shape[3];
+	float *s = zs_calloc(T, sizeof *s), *acc = zs_calloc(D, sizeof *acc);
+	for (uint64_t bh = 0; bh < BH; bh++)
+		for (uint64_t i = 0; i < T; i++) {
+			float mx = -INFINITY;
+			for (uint64_t j = 0; j <= i; j++) {
+				float d = 0.0f;
+				for (uint64_t e = 0; e < D; e++)
+					d += ld(q, at_lin(q, (bh * T + i) * D + e)) * ld(k, at_lin(k, (bh * T + j) * D + e));
+				s[j] = d * (float)scale;
+				mx = s[j] > mx ? s[j] : mx;
+			}
+			float sum = 0.0f;
+			for (uint64_t j = 0; j <= i; j++)
+				sum += s[j] = expf(s[j] - mx);
+			for (uint64_t e = 0; e < D; e++)
+				acc[e] = 0.0f;
+			for (uint64_t j = 0; j <= i; j++)
+				for (uint64_t e = 0; e < D; e++)
+					acc[e] += s[j] / sum * ld(v, at_lin(v, (bh * T + j) * D + e));
+			for (uint64_t e = 0; e < D; e++)
+				st(out, at_lin(out, (bh * T + i) * D + e), acc[e]);
+			st(lse, at_lin(lse, bh * T + i), mx + logf(sum));
+		}
+	free(s);
+	free(acc);
+	return 0;
+}
+
+/* Its backward (_scaled_dot_product_flash_attention_for_cpu_backward):
+ * from the output's gradient g and the saved q, k, v and lse, P_ij =
+ * exp(s_ij − lse_i) (j <= i), out_i = Σ_j P_ij v_j, D_i = g_i · out_i,
+ * dS_ij = P_ij (g_i · v_j − D_i); dq_i = scale Σ_j dS_ij k_j, dk_j = scale
+ * Σ_i dS_ij q_i, dv_j = Σ_i P_ij g_i. */
+static int op_sdpa_bwd(struct opctx *oc, const struct agv *dq, const struct agv *dk, const struct agv *dv,
+                       const struct agv *in, double scale)
+{
+	const struct agv *g = &in[0], *q = &in[1], *k = &in[2], *v = &in[3], *lse = &in[4];
+	if (q->nd != 4 || g->numel != q->numel || dq->numel != q->numel || dk->numel != k->numel ||
+	    dv->numel != v->numel || k->numel != q->numel || lse->numel * q->shape[3] != q->numel)
+		return FAIL("sdpa backward: the operands are not [B, h, T, hd] and [B, h, T]");
+	uint64_t BH = q->shape[0] * q->shape[1], T = q->shape[2], D = q->shape[3];
+	float *P = zs_calloc(T * T, sizeof *P), *o = zs_calloc(D, sizeof *o);
+	float *gq = zs_calloc(T * D, sizeof *gq), *gk = zs_calloc(T * D, sizeof *gk), *gv = zs_calloc(T * D, sizeof *gv);
+	for (uint64_t bh = 0; bh < BH; bh++) {
+		memset(gq, 0, T * D * sizeof *gq);
+		memset(gk, 0, T * D * sizeof *gk);
+		memset(gv, 0, T * D * sizeof *gv);
+		for (uint64_t i = 0; i < T; i++) {
+			float l = ld(lse, at_lin(lse, bh * T + i));
+			for (uint64_t j = 0; j <= i; j++) {
+				float d = 0.0f;
+				for (uint64_t e = 0; e < D; e++)
+					d += ld(q, at_lin(q, (bh * T + i) * D + e)) * ld(k, at_lin(k, (bh * T + j) * D + e));
+				P[i * T + j] = expf(d * (float)scale - l);
+			}
+		}
+		for (uint64_t i = 0; i < T; i++) {
+			float Di = 0.0f;
+			for (uint64_t e = 0; e < D; e++) {
+				o[e] = 0.0f;
+				for (uint64_t j = 0; j <= i; j++)
+					o[e] += P[i * T + j] * ld(v, at_lin(v, (bh * T + j) * D + e));
+				Di += ld(g, at_lin(g, (bh * T + i) * D + e)) * o[e];
+			}
+			for (uint64_t j = 0; j <= i; j++) {
+				float gvd = 0.0f;
+				for (uint64_t e = 0; e < D; e++) {
+					float gi = ld(g, at_lin(g, (bh * T + i) * D + e));
+					gvd += gi * ld(v, at_lin(v, (bh * T + j) * D + e));
+					gv[j * D + e] += P[i * T + j] * gi;
+				}
+				float ds = P[i * T + j] * (gvd - Di) * (float)scale;
+				for (uint64_t e = 0; e < D; e++) {
+					gq[i * D + e] += ds * ld(k, at_lin(k, (bh * T + j) * D + e));
+					gk[j * D + e] += ds * ld(q, at_lin(q, (bh * T + i) * D + e));
+				}
+			}
+		}
+		for (uint64_t r = 0; r < T * D; r++) {
+			st(dq, at_lin(dq, bh * T * D + r), gq[r]);
+			st(dk, at_lin(dk, bh * T * D + r), gk[r]);
+			st(dv, at_lin(dv, bh * T * D + r), gv[r]);
+		}
+	}
+	free(P);
+	free(o);
+	free(gq);
+	free(gk);
+	free(gv);
+	return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Events */
 
@@ -981,7 +1111,10 @@ static void copy_reshape(const struct agv *out, const struct agv *in)
 	} while (walk_next(&wo) && walk_next(&wi));
 }
 
-static int is_inplace(enum ag_op op) { return op >= AG_OP_ZERO_ && op <= AG_OP_ADAM_FUSED_; }
+static int is_inplace(enum ag_op op)
+{
+	return (op >= AG_OP_ZERO_ && op <= AG_OP_ADAM_FUSED_) || op == AG_OP_BERNOULLI_;
+}
 
 static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **cause)
 {
@@ -1009,7 +1142,7 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 	/* Inputs must hold values: a storage nothing wrote is a missing op
 	 * in the list (an in-place op's target reads itself). */
 	for (int i = 0; i < nin; i++)
-		if (!x->written[storage_of(x, e->in[i])] && !(e->op == AG_OP_ZERO_ && i == 0) &&
+		if (!x->written[storage_of(x, e->in[i])] && !((e->op == AG_OP_ZERO_ || e->op == AG_OP_BERNOULLI_) && i == 0) &&
 		    !(e->op == AG_OP_FILL))
 			return FAIL("tensor %s (%u) is read before anything wrote it", what_of(x->s, e->in[i]), e->in[i]);
 	if (is_inplace(e->op) && e->op != AG_OP_ADAM_FUSED_ && (nout < 1 || nin < 1 || e->out[0] != e->in[0]))
@@ -1130,6 +1263,15 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 			             : op_nll_bwd(oc, &out[0], &in[0], &in[1], &in[2], (int64_t)e->arg[0]);
 			break;
 		case AG_OP_ADAM_FUSED_: rc = nin < 4 ? FAIL("_fused_adam_: too few operands") : op_adam_fused(oc, in); break;
+		case AG_OP_BERNOULLI_: rc = nin < 1 ? FAIL("bernoulli_: no operand") : op_bernoulli(oc, &in[0], e->arg[0]); break;
+		case AG_OP_SDPA_FLASH:
+			rc = nin < 3 || !have_out[1] ? FAIL("sdpa: too few operands")
+			                             : op_sdpa(oc, &out[0], &out[1], &in[0], &in[1], &in[2], e->arg[0]);
+			break;
+		case AG_OP_SDPA_FLASH_BWD:
+			rc = nin < 5 || !have_out[2] ? FAIL("sdpa backward: too few operands")
+			                             : op_sdpa_bwd(oc, &out[0], &out[1], &out[2], in, e->arg[0]);
+			break;
 		default: rc = FAIL("op %u is not one the executor knows", (unsigned)e->op);
 		}
 	}

@@ -306,9 +306,13 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 	             &r->floor);
 	if (req->model != NULL) {
 		theory_peak_of(req->model, &d->params, &req->act, &s.bytes, b, scheme, unit, world, &r->peak);
+		/* the plain loop (--wrapper none) describes SDPA's flash kernel
+		 * itself (util/autograd.c, theory_autograd_check passed) */
+		struct theory_act_opts act = req->act;
+		if (req->config->wrapper == ZS_WRAPPER_NONE)
+			act.flash = 0;
 		r->model_sched = !req->bf16 && /* measure runs no bf16 */
-		                 theory_tfm_has_schedule(req->model, &req->act, &s.bytes, req->config->framework,
-			                                           scheme);
+		                 theory_tfm_has_schedule(req->model, &act, &s.bytes, req->config->framework, scheme);
 		if (r->model_sched)
 			theory_tfm_framework_schedule(req->model, d, &req->act, &s.bytes, req->config, b, scheme, unit,
 			                                world, &r->sched);

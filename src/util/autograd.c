@@ -68,6 +68,7 @@ const char *ag_op_name(enum ag_op op)
 		[AG_OP_DIV_SCALAR_] = "div_scalar_", [AG_OP_ADDCMUL_] = "addcmul_", [AG_OP_ADDCDIV_] = "addcdiv_",
 		[AG_OP_LERP_] = "lerp_", [AG_OP_ADAM_FUSED_] = "adam_fused_",
 		[AG_OP_COS] = "cos", [AG_OP_SIN] = "sin", [AG_OP_ROPE_INV_FREQ] = "rope_inv_freq",
+		[AG_OP_BERNOULLI_] = "bernoulli_", [AG_OP_SDPA_FLASH] = "sdpa_flash", [AG_OP_SDPA_FLASH_BWD] = "sdpa_flash_bwd",
 	};
 	return (unsigned)op < AG_NOPS && n[op] ? n[op] : "?";
 }
@@ -89,6 +90,10 @@ struct bld {
 	const struct ag_options *o;
 	const struct step_params *p;
 	const struct zs_model *m;
+	/* name lookups, each built once: O(n log n) in all, where a scan per
+	 * lookup made the builder O(L^2) in the blocks */
+	struct names *tensors, *modules;
+	int32_t *pt_of;             /* per step_params tensor: 4 slots, its whole pt and parts 0..2 (-1: none) */
 };
 
 static void *grow(void *a, size_t *cap, size_t need, size_t size)
@@ -386,6 +391,12 @@ static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int p
 	q->param = param;
 	q->part = part;
 	q->g = q->m = q->v = q->step = NO;
+	if (!b->pt_of) {
+		b->pt_of = zs_calloc(b->p->ntensors * 4 + 1, sizeof *b->pt_of);
+		for (size_t i = 0; i < b->p->ntensors * 4; i++)
+			b->pt_of[i] = -1;
+	}
+	b->pt_of[(size_t)param * 4 + (size_t)(part + 1)] = (int32_t)(M->npt - 1);
 	uint64_t sh[AG_MAXDIM] = { st->shape[0], st->ndim > 1 ? st->shape[1] : 0 }; /* mk reads ndim of them */
 	if (part >= 0)
 		sh[0] = st->part_rows[part];
@@ -397,16 +408,72 @@ static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int p
 	return q;
 }
 
-/* The parameter whose Hugging Face name is `name` (and part), or NULL. */
-static struct pt *P(struct model *M, struct bld *b, const char *name)
+/* A sorted index of names (step_tensor_name's or step_module_name's) to
+ * their indices, searched by bsearch. */
+struct name_ix { char *name; int32_t i; };
+struct names { struct name_ix *e; size_t n; };
+
+static int name_cmp(const void *a, const void *b)
 {
-	char n[256];
-	for (size_t i = 0; i < M->npt; i++) {
-		struct pt *q = &M->pt[i];
-		if (q->part < 0 && !strcmp(step_tensor_name(b->p, (size_t)q->param, n, sizeof n), name))
-			return q;
+	return strcmp(((const struct name_ix *)a)->name, ((const struct name_ix *)b)->name);
+}
+
+static struct names *names_build(const struct step_params *p, int modules)
+{
+	struct names *x = zs_calloc(1, sizeof *x);
+	size_t n = modules ? p->nmodules : p->ntensors;
+	x->e = zs_calloc(n ? n : 1, sizeof *x->e);
+	char buf[256];
+	for (size_t i = 0; i < n; i++) {
+		x->e[i].name = zs_strdup(modules ? step_module_name(p, i, buf, sizeof buf)
+		                                 : step_tensor_name(p, i, buf, sizeof buf));
+		x->e[i].i = (int32_t)i;
 	}
-	return NULL;
+	x->n = n;
+	qsort(x->e, n, sizeof *x->e, name_cmp);
+	return x;
+}
+
+static void names_free(struct names *x)
+{
+	if (!x)
+		return;
+	for (size_t i = 0; i < x->n; i++)
+		free(x->e[i].name);
+	free(x->e);
+	free(x);
+}
+
+static int32_t names_find(const struct names *x, const char *name)
+{
+	struct name_ix key = { .name = (char *)name, .i = -1 };
+	const struct name_ix *r = bsearch(&key, x->e, x->n, sizeof *x->e, name_cmp);
+	return r ? r->i : -1;
+}
+
+static int32_t find_tensor(struct bld *b, const char *name)
+{
+	if (!b->tensors)
+		b->tensors = names_build(b->p, 0);
+	return names_find(b->tensors, name);
+}
+
+static int32_t modf_(struct bld *b, const char *name)
+{
+	if (!b->modules)
+		b->modules = names_build(b->p, 1);
+	return names_find(b->modules, name);
+}
+
+/* The parameter whose Hugging Face name is `name`, part `part` (-1: the
+ * whole tensor), or NULL. */
+static struct pt *P_part(struct model *M, struct bld *b, const char *name, int part)
+{
+	int32_t t = find_tensor(b, name);
+	if (t < 0 || part < -1 || part > 2)
+		return NULL;
+	int32_t k = b->pt_of[(size_t)t * 4 + (size_t)(part + 1)];
+	return k < 0 ? NULL : &M->pt[k];
 }
 
 static struct pt *PF(struct model *M, struct bld *b, const char *fmt, ...)
@@ -416,30 +483,12 @@ static struct pt *PF(struct model *M, struct bld *b, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(name, sizeof name, fmt, ap);
 	va_end(ap);
-	struct pt *q = P(M, b, name);
+	struct pt *q = P_part(M, b, name, -1);
 	if (!q) {
 		fprintf(stderr, "zerosim: autograd: no parameter %s\n", name);
 		abort();
 	}
 	return q;
-}
-
-static int32_t find_tensor(const struct step_params *p, const char *name)
-{
-	char n[256];
-	for (size_t i = 0; i < p->ntensors; i++)
-		if (!strcmp(step_tensor_name(p, i, n, sizeof n), name))
-			return (int32_t)i;
-	return -1;
-}
-
-static int32_t modf_(const struct step_params *p, const char *name)
-{
-	char n[256];
-	for (size_t i = 0; i < p->nmodules; i++)
-		if (!strcmp(step_module_name(p, i, n, sizeof n), name))
-			return (int32_t)i;
-	return -1;
 }
 
 /* The module of a Hugging Face name, for events' `module`. */
@@ -450,7 +499,7 @@ static int32_t modname(struct bld *b, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(name, sizeof name, fmt, ap);
 	va_end(ap);
-	return modf_(b->p, name);
+	return modf_(b, name);
 }
 
 /* AccumulateGrad for parameter q with the new gradient g (one holder,
@@ -502,6 +551,58 @@ static void arrive(struct bld *b, T *buf, T g)
 	unref(b, *buf);
 	unref(b, g);
 	*buf = sum;
+}
+
+/* Dropout in training (nn.Dropout, F.dropout) over x, on the CPU:
+ * aten/src/ATen/native/Dropout.cpp's dropout() takes the fused
+ * native_dropout only where is_fused_kernel_acceptable (CUDA, XPU, lazy,
+ * privateuse1 devices), else _dropout_impl: p = 0 returns the input
+ * itself; p = 1 multiplies by at::zeros({}); else noise =
+ * empty_like(input), noise.bernoulli_(1 - p), noise.div_(1 - p) (a
+ * wrapped number), input.mul(noise). MulBackward0 saves `other` (the
+ * noise) for the input's gradient and nothing of the input (the noise
+ * needs no grad). The same in 1.13 and 2.6 (traced:
+ * tests/hf_torch.py --dropout config --trace). Returns the output (one
+ * holder; x's holders are the caller's), the tensor autograd keeps in
+ * *kept (NO for p = 0). */
+static T dropout(struct bld *b, T x, double p, T *kept)
+{
+	*kept = NO;
+	if (p == 0) {
+		ref(b, x);
+		return x;
+	}
+	T noise;
+	if (p >= 1) {
+		noise = tmp(b, "zeros (dropout p = 1)", b->s->tensor[x].dtype, 0, NULL);
+		op(b, AG_OP_FILL, NO, NO, NO, noise, NO, NO)->arg[0] = 0;
+	} else {
+		noise = like(b, "empty_like (dropout noise)", x);
+		op(b, AG_OP_BERNOULLI_, noise, NO, NO, noise, NO, NO)->arg[0] = 1 - p;
+		scalar_op_(b, AG_OP_DIV_SCALAR_, noise, NO, 1 - p);
+	}
+	T y = like(b, "mul (dropout)", x);
+	op(b, AG_OP_MUL, x, noise, NO, y, NO, NO);
+	*kept = noise; /* the name's holder passes to MulBackward0 */
+	return y;
+}
+
+/* MulBackward0 of a dropout: g · noise (g released when `owned`, before
+ * the saved noise). For p = 0 (kept NO) g itself, with a holder more when
+ * not owned. */
+static T dropout_bwd(struct bld *b, T g, int owned, T kept)
+{
+	if (kept == NO) {
+		if (!owned)
+			ref(b, g);
+		return g;
+	}
+	T d = like(b, "mul (dropout backward)", g);
+	op(b, AG_OP_MUL, g, kept, NO, d, NO, NO);
+	if (owned)
+		unref(b, g);
+	unref(b, kept);
+	return d;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -617,7 +718,10 @@ static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct
 struct gpt2_block_saved {
 	struct ln_saved ln1, ln2;
 	struct conv_saved attn_in, attn_out, fc, proj;
-	T q, kt, divisor, attw, v;   /* the attention's saved set */
+	T q, kt, divisor, attw, v;   /* the attention's saved set (attw: bmm's, the dropout's output) */
+	T sm;                        /* softmax's result (attw itself without dropout) */
+	T drop_attn, drop_resid, drop_mlp; /* the dropouts' noise kept (NO for p = 0) */
+	T sd_q, sd_k, sd_v, sd_out, sd_lse; /* --attn sdpa: the flash kernel's saved set */
 	T half, c1, c2;             /* gelu_new's wrapped numbers kept: 0.5, 0.044715, sqrt(2/pi) */
 	T a, t, u, xfc;             /* 0.5·x, tanh(.), 1 + tanh(.), c_fc's output (kept by pow) */
 };
@@ -634,8 +738,8 @@ static void gpt2_setup(struct bld *b, struct model *M)
 	 * attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj: weight then bias), ln_f,
 	 * lm_head when untied; the buffers with their blocks. */
 	char n[256];
-	add_param(b, M, find_tensor(b->p, "transformer.wte.weight"), -1);
-	add_param(b, M, find_tensor(b->p, "transformer.wpe.weight"), -1);
+	add_param(b, M, find_tensor(b, "transformer.wte.weight"), -1);
+	add_param(b, M, find_tensor(b, "transformer.wpe.weight"), -1);
 	M->bias = zs_calloc(m->layers, sizeof *M->bias);
 	M->masked_bias = zs_calloc(m->layers, sizeof *M->masked_bias);
 	static const char *parts[] = { "ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj" };
@@ -651,13 +755,13 @@ static void gpt2_setup(struct bld *b, struct model *M)
 			for (int wb = 0; wb < 2; wb++) {
 				snprintf(n, sizeof n, "transformer.h.%llu.%s.%s", (unsigned long long)l, parts[k],
 				         wb ? "bias" : "weight");
-				add_param(b, M, find_tensor(b->p, n), -1);
+				add_param(b, M, find_tensor(b, n), -1);
 			}
 	}
-	add_param(b, M, find_tensor(b->p, "transformer.ln_f.weight"), -1);
-	add_param(b, M, find_tensor(b->p, "transformer.ln_f.bias"), -1);
+	add_param(b, M, find_tensor(b, "transformer.ln_f.weight"), -1);
+	add_param(b, M, find_tensor(b, "transformer.ln_f.bias"), -1);
 	if (!m->tied)
-		add_param(b, M, find_tensor(b->p, "lm_head.weight"), -1);
+		add_param(b, M, find_tensor(b, "lm_head.weight"), -1);
 }
 
 /* The loss (loss_utils.py ForCausalLMLoss) over logits [B·T, V]; returns
@@ -790,8 +894,11 @@ static T bmm_operand(struct bld *b, T x, const char *what)
 /* The attention's backward from the merged heads' gradient dm (B·T rows
  * of h·hd; its holder taken) to the scores': the heads' gradient as bmm wants it
  * (a copy unless B = 1), BmmBackward (attw @ v: v's gradient into *dv,
- * then attw's), the saved v and attw let go, SoftmaxBackward. */
-static T attn_v_bwd(struct bld *b, T dm, T attw, T v, uint64_t B, uint64_t h, uint64_t Tn, uint64_t hd, T *dv)
+ * then attw's; its saved attw and v let go in that order), the dropout's
+ * MulBackward (noise: NO without dropout, where attw is sm), then
+ * SoftmaxBackward with its saved result sm. */
+static T attn_v_bwd(struct bld *b, T dm, T attw, T sm, T noise, T v, uint64_t B, uint64_t h, uint64_t Tn,
+                    uint64_t hd, T *dv)
 {
 	uint64_t d = h * hd;
 	T dmp = vw(b, dm, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 }, 0);
@@ -807,12 +914,22 @@ static T attn_v_bwd(struct bld *b, T dm, T attw, T v, uint64_t B, uint64_t h, ui
 	op(b, AG_OP_BMM, dao, vt, NO, dsm, NO, NO);
 	unref(b, vt);
 	unref(b, dao);
+	unref(b, attw);
 	unref(b, v);
-	unref(b, attw);
+	if (noise != NO) {
+		/* the grad in the dropout output's shape (Llama's is [B, h, T, T]) */
+		const struct ag_tensor n_ = b->s->tensor[noise], *n = &n_; /* a copy: the array grows */
+		T g = dsm;
+		if (n->ndim > 3) {
+			g = reshape(b, dsm, n->ndim, n->shape);
+			unref(b, dsm);
+		}
+		dsm = dropout_bwd(b, g, 1, noise);
+	}
 	T dw = TMP("_softmax_backward_data", AG_F32, B * h, Tn, Tn);
-	op(b, AG_OP_SOFTMAX_BWD, dsm, attw, NO, dw, NO, NO);
+	op(b, AG_OP_SOFTMAX_BWD, dsm, sm, NO, dw, NO, NO);
 	unref(b, dsm);
-	unref(b, attw);
+	unref(b, sm);
 	return dw;
 }
 
@@ -861,6 +978,108 @@ static T residual_add(struct bld *b, T a, T y, int y_first)
 	return out;
 }
 
+/* The CPU flash kernel's blocks (aten/src/ATen/native/cpu/
+ * FlashAttentionKernel.cpp, 2.6.0: flash_attention_kernel_impl and its
+ * backward take q_split_size 256 from 768 query rows, 64 from 192, else
+ * 32, and kv_split_size 512; cpu_flash_attention clamps each to the
+ * sequence). One thread (the reference pins it): the workspaces are per
+ * thread. */
+static uint64_t flash_qsplit(uint64_t rows)
+{
+	uint64_t q = rows >= 768 ? 256 : rows >= 192 ? 64 : 32;
+	return q < rows ? q : rows;
+}
+
+static uint64_t flash_kvsplit(uint64_t rows)
+{
+	return rows < 512 ? rows : 512;
+}
+
+/* transformers' sdpa_attention_forward for GPT-2 (is_causal, no mask, no
+ * dropout), on the CPU: F.scaled_dot_product_attention dispatches to
+ * _scaled_dot_product_flash_attention_for_cpu (sdp_utils_cpp's
+ * use_flash_attention_cpp), which makes its output [B, T, h, hd] (read as
+ * [B, h, T, hd]: the caller's transpose(1, 2).contiguous() is then no
+ * copy), its logsumexp [B, h, T] fp32, and per thread a workspace of
+ * qS·kvS + 2·qS + qS·hd floats for the kernel's duration; autograd keeps
+ * q, k, v, the output and the logsumexp (derivatives.yaml 2.6.0,
+ * _scaled_dot_product_flash_attention_for_cpu) and no T×T matrix.
+ * Returns the merged heads [B, T, d] (a view of the output). */
+static T gpt2_sdpa(struct bld *b, struct gpt2_block_saved *s, T q, T k, T v)
+{
+	const struct ag_tensor q_ = b->s->tensor[q], *qt = &q_; /* a copy: the array grows */
+	uint64_t B = qt->shape[0], h = qt->shape[1], Tn = qt->shape[2], hd = qt->shape[3];
+	T ost = TMP("_scaled_dot_product_flash_attention_for_cpu (output)", AG_F32, B, Tn, h, hd);
+	T lse = TMP("_scaled_dot_product_flash_attention_for_cpu (logsumexp)", AG_F32, B, h, Tn);
+	uint64_t qs = flash_qsplit(Tn), kvs = flash_kvsplit(Tn);
+	T ws = TMP("_scaled_dot_product_flash_attention_for_cpu (workspace)", AG_F32, 1, qs * kvs + 2 * qs + qs * hd);
+	T ov = vw(b, ost, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * h * hd), (int64_t)hd,
+	                                                           (int64_t)(h * hd), 1 }, 0);
+	struct ag_event *e = op(b, AG_OP_SDPA_FLASH, q, k, v, ov, lse, NO);
+	e->arg[0] = 1.0 / sqrt((double)hd);
+	unref(b, ws);
+	ref(b, q);
+	ref(b, k);
+	ref(b, v);
+	s->sd_q = q, s->sd_k = k, s->sd_v = v, s->sd_out = ov, s->sd_lse = lse;
+	/* attn_output.permute(0, 2, 1, 3).contiguous() is the output's own
+	 * layout; .view(B, T, d) a view */
+	T merged = reshape(b, ost, 3, SH(B, Tn, h * hd));
+	unref(b, ost);
+	return merged;
+}
+
+/* Its backward from the merged heads' gradient dm (its holder taken),
+ * read as [B, h, T, hd]: dq, dk and dv in the output's layout, the
+ * kernel's per-thread workspace (2·qS·kvS floats) and row sums (qS
+ * floats); the gradient, then q, k, v (qkv), the logsumexp and the output
+ * let go; SplitBackward's cat of the three as [B, T, d] (views: no copy).
+ * Returns qkv's gradient [B, T, 3d]. */
+static T gpt2_sdpa_bwd(struct bld *b, struct gpt2_block_saved *s, T dm)
+{
+	const struct ag_tensor q_ = b->s->tensor[s->sd_q], *qt = &q_; /* a copy: the array grows */
+	uint64_t B = qt->shape[0], h = qt->shape[1], Tn = qt->shape[2], hd = qt->shape[3], d = h * hd;
+	const int64_t *bthd = (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 };
+	T g = vw(b, dm, 4, SH(B, h, Tn, hd), bthd, 0);
+	T st_[3], gv_[3];
+	static const char *what[3] = { "_scaled_dot_product_flash_attention_for_cpu_backward (dq)",
+		                       "_scaled_dot_product_flash_attention_for_cpu_backward (dk)",
+		                       "_scaled_dot_product_flash_attention_for_cpu_backward (dv)" };
+	for (int j = 0; j < 3; j++) {
+		st_[j] = TMP(what[j], AG_F32, B, Tn, h, hd);
+		gv_[j] = vw(b, st_[j], 4, SH(B, h, Tn, hd), bthd, 0);
+	}
+	uint64_t qs = flash_qsplit(Tn), kvs = flash_kvsplit(Tn);
+	T ws = TMP("_scaled_dot_product_flash_attention_for_cpu_backward (workspace)", AG_F32, 1, 2 * qs * kvs);
+	T dsum = TMP("_scaled_dot_product_flash_attention_for_cpu_backward (row sums)", AG_F32, 1, qs);
+	struct ag_event *e = ev(b, AG_EV_OP);
+	e->op = AG_OP_SDPA_FLASH_BWD;
+	e->in[0] = g, e->in[1] = s->sd_q, e->in[2] = s->sd_k, e->in[3] = s->sd_v, e->in[4] = s->sd_lse;
+	e->out[0] = gv_[0], e->out[1] = gv_[1], e->out[2] = gv_[2];
+	e->arg[0] = 1.0 / sqrt((double)hd);
+	unref(b, dsum);
+	unref(b, ws);
+	unref(b, g);
+	unref(b, dm);
+	unref(b, s->sd_q);
+	unref(b, s->sd_k);
+	unref(b, s->sd_v);
+	unref(b, s->sd_lse);
+	unref(b, s->sd_out);
+	T dqkv = TMP("cat (split backward)", AG_F32, B, Tn, 3 * d);
+	T c[3];
+	for (int j = 0; j < 3; j++) {
+		c[j] = reshape(b, st_[j], 3, SH(B, Tn, d));
+		unref(b, gv_[j]);
+	}
+	op(b, AG_OP_CAT_LAST, c[0], c[1], c[2], dqkv, NO, NO);
+	for (int j = 0; j < 3; j++) {
+		unref(b, c[j]);
+		unref(b, st_[j]);
+	}
+	return dqkv;
+}
+
 static void gpt2_step(struct bld *b, struct model *M)
 {
 	const struct zs_model *m = b->m;
@@ -896,7 +1115,11 @@ static void gpt2_step(struct bld *b, struct model *M)
 	unref(b, ie);
 	unref(b, pe);
 	mark(b, "fwd:drop:start");
+	T drop_embd;
+	T hd_ = dropout(b, hs, m->embd_pdrop, &drop_embd);
 	mark(b, "fwd:drop:end");
+	unref(b, hs); /* hidden_states = self.drop(hidden_states) */
+	hs = hd_;
 	for (uint64_t l = 0; l < L; l++) {
 		struct gpt2_block_saved *s = &S[l];
 		int i = (int)l;
@@ -919,60 +1142,73 @@ static void gpt2_step(struct bld *b, struct model *M)
 		unref(b, qkv);
 		/* matmul(q, k^T): both operands to [B·h, T, hd] and [B·h, hd, T]
 		 * (expand + reshape of permuted views: copies unless B = 1), kept by bmm */
-		T qc = bmm_operand(b, q, "clone (matmul's copy of q)");
-		T kt = transpose_last2(b, k);
-		T ktc = bmm_operand(b, kt, "clone (matmul's copy of k^T)");
-		unref(b, kt);
-		T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_BMM, qc, ktc, NO, sc, NO, NO);
-		s->q = qc, s->kt = ktc;
-		/* / torch.full([], sqrt(hd)): the divisor is saved */
-		T dv = tmp(b, "full (1/sqrt(hd) divisor)", AG_F32, 0, NULL);
-		op(b, AG_OP_FILL, NO, NO, NO, dv, NO, NO)->arg[0] = sqrt((double)hd);
-		T aw = TMP("div (scores)", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_DIV, sc, dv, NO, aw, NO, NO);
-		unref(b, sc);
-		s->divisor = dv;
-		/* torch.where(causal_mask, w, mask_value): the condition is a
-		 * view of the `bias` buffer, the only thing saved */
-		T mv = tmp(b, "full (mask_value)", AG_F32, 0, NULL);
-		op(b, AG_OP_FILL, NO, NO, NO, mv, NO, NO)->arg[0] = -3.4028234663852886e38;
-		T cm = vw(b, M->bias[l], 4, SH(1, 1, Tn, Tn),
-		          (const int64_t[]){ (int64_t)(m->positions * m->positions),
-		                             (int64_t)(m->positions * m->positions), (int64_t)m->positions, 1 }, 0);
-		T wh = TMP("where (causal mask)", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_WHERE, cm, aw, mv, wh, NO, NO);
-		unref(b, aw);
-		T sm = TMP("_softmax", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_SOFTMAX, wh, NO, NO, sm, NO, NO);
-		unref(b, wh);
-		/* softmax saves its result; bmm with v saves it and v's copy */
-		mark(b, "fwd:h.%d.attn.attn_dropout:start", i);
-		mark(b, "fwd:h.%d.attn.attn_dropout:end", i);
-		T vc = bmm_operand(b, v, "clone (matmul's copy of v)");
-		T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
-		op(b, AG_OP_BMM, sm, vc, NO, ao, NO, NO);
-		s->attw = sm, s->v = vc;
-		ref(b, sm); /* two nodes keep it, softmax's and bmm's; */
-		ref(b, sm);
-		unref(b, sm); /* the name `attn_weights` goes when _attn returns */
-		unref(b, mv); /* _attn returns */
-		/* _merge_heads: permute(0, 2, 1, 3).contiguous() */
-		T aop = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
-		                                                           (int64_t)(Tn * hd), 1 }, 0);
-		T merged = TMP("clone (merge heads)", AG_F32, B, Tn, d);
-		op(b, AG_OP_COPY, aop, NO, NO, merged, NO, NO);
-		unref(b, aop);
-		unref(b, ao);
+		T merged;
+		if (b->o->attn == ZS_ATTN_SDPA) {
+			merged = gpt2_sdpa(b, s, q, k, v);
+		} else {
+			T qc = bmm_operand(b, q, "clone (matmul's copy of q)");
+			T kt = transpose_last2(b, k);
+			T ktc = bmm_operand(b, kt, "clone (matmul's copy of k^T)");
+			unref(b, kt);
+			T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
+			op(b, AG_OP_BMM, qc, ktc, NO, sc, NO, NO);
+			s->q = qc, s->kt = ktc;
+			/* / torch.full([], sqrt(hd)): the divisor is saved */
+			T dv = tmp(b, "full (1/sqrt(hd) divisor)", AG_F32, 0, NULL);
+			op(b, AG_OP_FILL, NO, NO, NO, dv, NO, NO)->arg[0] = sqrt((double)hd);
+			T aw = TMP("div (scores)", AG_F32, B * h, Tn, Tn);
+			op(b, AG_OP_DIV, sc, dv, NO, aw, NO, NO);
+			unref(b, sc);
+			s->divisor = dv;
+			/* torch.where(causal_mask, w, mask_value): the condition is a
+			 * view of the `bias` buffer, the only thing saved */
+			T mv = tmp(b, "full (mask_value)", AG_F32, 0, NULL);
+			op(b, AG_OP_FILL, NO, NO, NO, mv, NO, NO)->arg[0] = -3.4028234663852886e38;
+			T cm = vw(b, M->bias[l], 4, SH(1, 1, Tn, Tn),
+			          (const int64_t[]){ (int64_t)(m->positions * m->positions),
+			                             (int64_t)(m->positions * m->positions), (int64_t)m->positions, 1 }, 0);
+			T wh = TMP("where (causal mask)", AG_F32, B * h, Tn, Tn);
+			op(b, AG_OP_WHERE, cm, aw, mv, wh, NO, NO);
+			unref(b, aw);
+			T sm = TMP("_softmax", AG_F32, B * h, Tn, Tn);
+			op(b, AG_OP_SOFTMAX, wh, NO, NO, sm, NO, NO);
+			unref(b, wh);
+			ref(b, sm); /* softmax saves its result */
+			mark(b, "fwd:h.%d.attn.attn_dropout:start", i);
+			T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
+			mark(b, "fwd:h.%d.attn.attn_dropout:end", i);
+			unref(b, sm); /* the name `attn_weights` is rebound to the dropout's output */
+			/* bmm with v saves the weights and v's copy */
+			T vc = bmm_operand(b, v, "clone (matmul's copy of v)");
+			T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
+			op(b, AG_OP_BMM, smd, vc, NO, ao, NO, NO);
+			s->attw = smd, s->sm = sm, s->v = vc;
+			ref(b, smd); /* bmm keeps it */
+			unref(b, smd); /* the name `attn_weights` goes when _attn returns */
+			unref(b, mv); /* _attn returns */
+			/* _merge_heads: permute(0, 2, 1, 3).contiguous() */
+			T aop = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
+			                                                           (int64_t)(Tn * hd), 1 }, 0);
+			merged = TMP("clone (merge heads)", AG_F32, B, Tn, d);
+			op(b, AG_OP_COPY, aop, NO, NO, merged, NO, NO);
+			unref(b, aop);
+			unref(b, ao);
+		}
 		b->module = modname(b, "transformer.h.%d.attn.c_proj", i);
 		T po = conv1d(b, merged, blk(M, b, i, "attn.c_proj.weight"), blk(M, b, i, "attn.c_proj.bias"),
 		              &s->attn_out);
 		unref(b, merged);
+		mark(b, "fwd:h.%d.attn.resid_dropout:start", i);
+		T pod = dropout(b, po, m->resid_pdrop, &s->drop_resid);
+		mark(b, "fwd:h.%d.attn.resid_dropout:end", i);
 		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
-		/* attn's forward returns: q, k, v (views of qkv) go */
+		/* attn's forward returns: q, k, v (views of qkv) go, then the
+		 * name of c_proj's output */
 		unref(b, q);
 		unref(b, k);
 		unref(b, v);
+		unref(b, po);
+		po = pod;
 		/* h = attn(h) + residual */
 		b->module = -1;
 		residual = residual_add(b, residual, po, 1);
@@ -1005,6 +1241,11 @@ static void gpt2_step(struct bld *b, struct model *M)
 		b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
 		T mo = conv1d(b, gl, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"), &s->proj);
 		unref(b, gl);
+		mark(b, "fwd:h.%d.mlp.dropout:start", i);
+		T mod_ = dropout(b, mo, m->resid_pdrop, &s->drop_mlp);
+		mark(b, "fwd:h.%d.mlp.dropout:end", i);
+		unref(b, mo); /* the temporary c_proj(...) goes when dropout returns */
+		mo = mod_;
 		b->module = -1;
 		hs = residual_add(b, residual, mo, 0);
 		mark(b, "fwd:h.%d:end", i);
@@ -1037,7 +1278,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 			mark(b, "bwd:h.%d:end", i + 1);
 		/* AddBackward (residual + mlp): gx goes to both; the MLP first */
 		b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
-		T dgl = conv1d_bwd(b, gx, 0, &s->proj, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"));
+		T gmo = dropout_bwd(b, gx, 0, s->drop_mlp);
+		T dgl = conv1d_bwd(b, gmo, 1, &s->proj, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"));
 		b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
 		/* MulBackward (a * u): d a = g · u, d u = g · a */
 		T da = like(b, "mul (gelu backward)", s->a);
@@ -1104,60 +1346,66 @@ static void gpt2_step(struct bld *b, struct model *M)
 		accumulate(b, blk(M, b, i, "ln_2.bias"), lb);
 		/* AddBackward (attn + residual): g2 to both; the attention first */
 		b->module = modname(b, "transformer.h.%d.attn.c_proj", i);
-		T dm = conv1d_bwd(b, g2, 0, &s->attn_out, blk(M, b, i, "attn.c_proj.weight"),
+		T gpo = dropout_bwd(b, g2, 0, s->drop_resid);
+		T dm = conv1d_bwd(b, gpo, 1, &s->attn_out, blk(M, b, i, "attn.c_proj.weight"),
 		                  blk(M, b, i, "attn.c_proj.bias"));
 		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
-		/* CloneBackward, PermuteBackward: a permuted view of dm; then
-		 * UnsafeViewBackward, BmmBackward, SoftmaxBackward */
-		T dvc;
-		T dwh = attn_v_bwd(b, dm, s->attw, s->v, B, h, Tn, hd, &dvc);
-		/* WhereBackward: where(cond, grad, 0) */
-		T zero = tmp(b, "scalar_tensor (0)", AG_F32, 0, NULL);
-		op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
-		T cm = vw(b, M->bias[i], 4, SH(1, 1, Tn, Tn),
-		          (const int64_t[]){ (int64_t)(m->positions * m->positions),
-		                             (int64_t)(m->positions * m->positions), (int64_t)m->positions, 1 }, 0);
-		T daw = TMP("where (backward)", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_WHERE, cm, dwh, zero, daw, NO, NO);
-		unref(b, cm);
-		unref(b, zero);
-		unref(b, dwh);
-		/* DivBackward */
-		T dsc = TMP("div (backward)", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_DIV, daw, s->divisor, NO, dsc, NO, NO);
-		unref(b, daw);
-		unref(b, s->divisor);
-		/* BmmBackward (q @ k^T): d q, d k^T */
-		T dq, dkt;
-		qk_bwd(b, dsc, s->q, s->kt, B * h, Tn, hd, &dq, &dkt);
-		/* the copies' backward: reshape to [B, h, T, hd] and permute to
-		 * the split's layout; SplitBackward (cat) wants them as
-		 * [B, T, d]: k's and q's are copied (reshape of a transposed and
-		 * of a permuted grad), v's passes as a view */
-		/* The views say which element goes where: dq and dv [B·h, T, hd]
-		 * are read as [B, T, h, hd] (PermuteBackward of the split's
-		 * permute(0, 2, 1, 3)), dkᵀ [B·h, hd, T] as [B, T, h, hd] through
-		 * the transpose as well. They make no bytes: each is let go before
-		 * the tensor it views, whose free stays where PyTorch has it. */
-		const int64_t *hst = (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 };
-		T dk = TMP("clone (k grad to [B, T, d])", AG_F32, B, Tn, d);
-		T dktv = vw(b, dkt, 4, SH(B, Tn, h, hd),
-		            (const int64_t[]){ (int64_t)(h * hd * Tn), 1, (int64_t)(hd * Tn), (int64_t)Tn }, 0);
-		op(b, AG_OP_COPY, dktv, NO, NO, dk, NO, NO);
-		unref(b, dktv);
-		unref(b, dkt);
-		T dqq = TMP("clone (q grad to [B, T, d])", AG_F32, B, Tn, d);
-		T dqv = vw(b, dq, 4, SH(B, Tn, h, hd), hst, 0);
-		op(b, AG_OP_COPY, dqv, NO, NO, dqq, NO, NO);
-		unref(b, dqv);
-		unref(b, dq);
-		T dqkv = TMP("cat (split backward)", AG_F32, B, Tn, 3 * d);
-		T dvv = vw(b, dvc, 4, SH(B, Tn, h, hd), hst, 0);
-		op(b, AG_OP_CAT_LAST, dqq, dk, dvv, dqkv, NO, NO);
-		unref(b, dvv);
-		unref(b, dvc);
-		unref(b, dk);
-		unref(b, dqq);
+		T dqkv;
+		if (b->o->attn == ZS_ATTN_SDPA) {
+			dqkv = gpt2_sdpa_bwd(b, s, dm);
+		} else {
+			/* CloneBackward, PermuteBackward: a permuted view of dm; then
+			 * UnsafeViewBackward, BmmBackward, SoftmaxBackward */
+			T dvc;
+			T dwh = attn_v_bwd(b, dm, s->attw, s->sm, s->drop_attn, s->v, B, h, Tn, hd, &dvc);
+			/* WhereBackward: where(cond, grad, 0) */
+			T zero = tmp(b, "scalar_tensor (0)", AG_F32, 0, NULL);
+			op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
+			T cm = vw(b, M->bias[i], 4, SH(1, 1, Tn, Tn),
+			          (const int64_t[]){ (int64_t)(m->positions * m->positions),
+			                             (int64_t)(m->positions * m->positions), (int64_t)m->positions, 1 }, 0);
+			T daw = TMP("where (backward)", AG_F32, B * h, Tn, Tn);
+			op(b, AG_OP_WHERE, cm, dwh, zero, daw, NO, NO);
+			unref(b, cm);
+			unref(b, zero);
+			unref(b, dwh);
+			/* DivBackward */
+			T dsc = TMP("div (backward)", AG_F32, B * h, Tn, Tn);
+			op(b, AG_OP_DIV, daw, s->divisor, NO, dsc, NO, NO);
+			unref(b, daw);
+			unref(b, s->divisor);
+			/* BmmBackward (q @ k^T): d q, d k^T */
+			T dq, dkt;
+			qk_bwd(b, dsc, s->q, s->kt, B * h, Tn, hd, &dq, &dkt);
+			/* the copies' backward: reshape to [B, h, T, hd] and permute to
+			 * the split's layout; SplitBackward (cat) wants them as
+			 * [B, T, d]: k's and q's are copied (reshape of a transposed and
+			 * of a permuted grad), v's passes as a view */
+			/* The views say which element goes where: dq and dv [B·h, T, hd]
+			 * are read as [B, T, h, hd] (PermuteBackward of the split's
+			 * permute(0, 2, 1, 3)), dkᵀ [B·h, hd, T] as [B, T, h, hd] through
+			 * the transpose as well. They make no bytes: each is let go before
+			 * the tensor it views, whose free stays where PyTorch has it. */
+			const int64_t *hst = (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 };
+			T dk = TMP("clone (k grad to [B, T, d])", AG_F32, B, Tn, d);
+			T dktv = vw(b, dkt, 4, SH(B, Tn, h, hd),
+			            (const int64_t[]){ (int64_t)(h * hd * Tn), 1, (int64_t)(hd * Tn), (int64_t)Tn }, 0);
+			op(b, AG_OP_COPY, dktv, NO, NO, dk, NO, NO);
+			unref(b, dktv);
+			unref(b, dkt);
+			T dqq = TMP("clone (q grad to [B, T, d])", AG_F32, B, Tn, d);
+			T dqv = vw(b, dq, 4, SH(B, Tn, h, hd), hst, 0);
+			op(b, AG_OP_COPY, dqv, NO, NO, dqq, NO, NO);
+			unref(b, dqv);
+			unref(b, dq);
+			dqkv = TMP("cat (split backward)", AG_F32, B, Tn, 3 * d);
+			T dvv = vw(b, dvc, 4, SH(B, Tn, h, hd), hst, 0);
+			op(b, AG_OP_CAT_LAST, dqq, dk, dvv, dqkv, NO, NO);
+			unref(b, dvv);
+			unref(b, dvc);
+			unref(b, dk);
+			unref(b, dqq);
+		}
 		T dx1 = conv1d_bwd(b, dqkv, 1, &s->attn_in, blk(M, b, i, "attn.c_attn.weight"),
 		                   blk(M, b, i, "attn.c_attn.bias"));
 		b->module = modname(b, "transformer.h.%d.ln_1", i);
@@ -1168,9 +1416,19 @@ static void gpt2_step(struct bld *b, struct model *M)
 		accumulate(b, blk(M, b, i, "ln_1.bias"), lb);
 		gx = g3;
 	}
-	mark(b, "bwd:drop:end");
-	mark(b, "bwd:drop:start");
-	mark(b, "bwd:h.0:end");
+	/* the reference's hooks: drop's end on its input, its start and
+	 * h.0's end on its output, in the order they were registered; without
+	 * dropout the two are one tensor */
+	if (drop_embd == NO) {
+		mark(b, "bwd:drop:end");
+		mark(b, "bwd:drop:start");
+		mark(b, "bwd:h.0:end");
+	} else {
+		mark(b, "bwd:drop:start");
+		mark(b, "bwd:h.0:end");
+		gx = dropout_bwd(b, gx, 1, drop_embd);
+		mark(b, "bwd:drop:end");
+	}
 	/* AddBackward (wte + wpe): wpe's first (created later); its operand
 	 * was [1, T, d]: the gradient summed to it */
 	b->module = modname(b, "transformer.wpe");
@@ -1471,7 +1729,9 @@ struct llama_layer_saved {
 	struct rms_saved n1, n2;
 	struct lin_saved q, k, v, o, gate, up, down;
 	struct rope_saved rq, rk;
-	T qe, ktc, sc_w, attw, vr;   /* attention's saved: q_embed, k^T's copy, scaling's number, softmax, v repeated */
+	T qe, ktc, sc_w, attw, vr;   /* attention's saved: q_embed, k^T's copy, scaling's number, the weights
+	                              * bmm keeps (the dropout's output), v repeated */
+	T sm, drop_attn;             /* softmax's result; the dropout's noise (NO for p = 0) */
 	T gate_o, silu_o, up_o;      /* the MLP's */
 };
 
@@ -1483,47 +1743,48 @@ static void llama_setup(struct bld *b, struct model *M)
 	 * (q, k, v, o), mlp (gate, up, down), input_layernorm,
 	 * post_attention_layernorm; norm; lm_head when untied */
 	char n[256];
-	add_param(b, M, find_tensor(b->p, "model.embed_tokens.weight"), -1);
+	add_param(b, M, find_tensor(b, "model.embed_tokens.weight"), -1);
 	for (uint64_t l = 0; l < m->layers; l++) {
 		unsigned long long L = (unsigned long long)l;
 		snprintf(n, sizeof n, "model.layers.%llu.self_attn.{q,k,v}_proj.weight", L);
-		int32_t qkv = find_tensor(b->p, n);
+		int32_t qkv = find_tensor(b, n);
 		for (int part = 0; part < 3; part++)
 			add_param(b, M, qkv, part);
 		snprintf(n, sizeof n, "model.layers.%llu.self_attn.o_proj.weight", L);
-		add_param(b, M, find_tensor(b->p, n), -1);
+		add_param(b, M, find_tensor(b, n), -1);
 		snprintf(n, sizeof n, "model.layers.%llu.mlp.{gate,up}_proj.weight", L);
-		int32_t gu = find_tensor(b->p, n);
+		int32_t gu = find_tensor(b, n);
 		add_param(b, M, gu, 0);
 		add_param(b, M, gu, 1);
 		snprintf(n, sizeof n, "model.layers.%llu.mlp.down_proj.weight", L);
-		add_param(b, M, find_tensor(b->p, n), -1);
+		add_param(b, M, find_tensor(b, n), -1);
 		snprintf(n, sizeof n, "model.layers.%llu.input_layernorm.weight", L);
-		add_param(b, M, find_tensor(b->p, n), -1);
+		add_param(b, M, find_tensor(b, n), -1);
 		snprintf(n, sizeof n, "model.layers.%llu.post_attention_layernorm.weight", L);
-		add_param(b, M, find_tensor(b->p, n), -1);
+		add_param(b, M, find_tensor(b, n), -1);
 	}
-	add_param(b, M, find_tensor(b->p, "model.norm.weight"), -1);
+	add_param(b, M, find_tensor(b, "model.norm.weight"), -1);
 	/* LlamaRotaryEmbedding's inv_freq (persistent=False), registered after norm */
 	M->inv_freq = mk(b, "inv_freq buffer", AG_F32, 1, SH(m->head_dim / 2), AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
 	op(b, AG_OP_ROPE_INV_FREQ, NO, NO, NO, M->inv_freq, NO, NO)->arg[0] = m->rope_theta;
 	if (!m->tied)
-		add_param(b, M, find_tensor(b->p, "lm_head.weight"), -1);
+		add_param(b, M, find_tensor(b, "lm_head.weight"), -1);
 }
 
 /* The parameter of fused tensor `name`'s part, or the plain one. */
 static struct pt *PP(struct model *M, struct bld *b, int part, const char *fmt, ...)
 {
-	char name[256], n[256];
+	char name[256];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(name, sizeof name, fmt, ap);
 	va_end(ap);
-	for (size_t i = 0; i < M->npt; i++)
-		if (M->pt[i].part == part && !strcmp(step_tensor_name(b->p, (size_t)M->pt[i].param, n, sizeof n), name))
-			return &M->pt[i];
-	fprintf(stderr, "zerosim: autograd: no parameter %s part %d\n", name, part);
-	abort();
+	struct pt *q = P_part(M, b, name, part);
+	if (!q) {
+		fprintf(stderr, "zerosim: autograd: no parameter %s part %d\n", name, part);
+		abort();
+	}
+	return q;
 }
 
 /* LlamaForCausalLM's forward (the loss inside, as the reference's), the
@@ -1655,16 +1916,21 @@ static void llama_step(struct bld *b, struct model *M)
 		T sm = TMP("_softmax", AG_F32, B, h, Tn, Tn);
 		op(b, AG_OP_SOFTMAX, am, NO, NO, sm, NO, NO);
 		unref(b, am);
-		/* softmax's result and v repeated (contiguous) as bmm takes them */
-		T sm3 = reshape(b, sm, 3, SH(B * h, Tn, Tn));
-		unref(b, sm);
+		ref(b, sm); /* softmax saves its result */
+		/* nn.functional.dropout(attn_weights, p=attention_dropout) */
+		T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
+		unref(b, sm); /* the name is rebound */
+		s->sm = sm;
+		/* the weights and v repeated (contiguous) as bmm takes them */
+		T sm3 = reshape(b, smd, 3, SH(B * h, Tn, Tn));
+		unref(b, smd);
 		sm = sm3;
 		T vr3 = reshape(b, vr, 3, SH(B * h, Tn, hd));
 		unref(b, vr);
 		vr = vr3;
 		T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
 		op(b, AG_OP_BMM, sm, vr, NO, ao, NO, NO);
-		ref(b, sm); /* softmax's and bmm's */
+		/* the view's holder passes to bmm's node */
 		s->qe = qe, s->ktc = ktc, s->attw = sm, s->vr = vr;
 		T aot = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
 		                                                           (int64_t)(Tn * hd), 1 }, 0);
@@ -1766,7 +2032,7 @@ static void llama_step(struct bld *b, struct model *M)
 		linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
 		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
 		T dvr;
-		T dam = attn_v_bwd(b, dac, s->attw, s->vr, B, h, Tn, hd, &dvr);
+		T dam = attn_v_bwd(b, dac, s->attw, s->sm, s->drop_attn, s->vr, B, h, Tn, hd, &dvr);
 		/* AddBackward (+ mask) passes; MulBackward (* scaling) */
 		T cs_ = cast_scalar(b, s->sc_w);
 		T dsc = TMP("mul (scaling backward)", AG_F32, B * h, Tn, Tn);
@@ -1962,6 +2228,35 @@ static void adam_foreach(struct bld *b, struct model *M)
 	free(q);
 }
 
+/* torch.optim.Adam(fused=True), 2.x (adam.py _fused_adam, 2.6.0 712; 785-786): the
+ * step counters by _foreach_add_(device_state_steps, 1) — on the CPU the
+ * foreach slow path, each tensor's add_ of a Python number (a wrapped
+ * number and its fp32 copy) —, then one _fused_adam_ over the lists, which
+ * makes no temporary (aten/src/ATen/native/FusedAdam.cpp and its CPU
+ * kernel; CUDA's multi-tensor-apply kernel neither). The executor runs
+ * _fused_adam_ tensor by tensor: the same values, the same bytes. */
+static void adam_fused(struct bld *b, struct model *M)
+{
+	for (size_t i = 0; i < M->npt; i++) {
+		struct pt *q = &M->pt[i];
+		if (q->g == NO)
+			continue;
+		b->module = (int32_t)b->p->tensor[q->param].module;
+		scalar_op_(b, AG_OP_ADD_SCALAR_, q->step, NO, 1);
+	}
+	for (size_t i = 0; i < M->npt; i++) {
+		struct pt *q = &M->pt[i];
+		if (q->g == NO)
+			continue;
+		b->module = (int32_t)b->p->tensor[q->param].module;
+		struct ag_event *e = ev(b, AG_EV_OP);
+		e->op = AG_OP_ADAM_FUSED_;
+		e->in[0] = q->w, e->in[1] = q->g, e->in[2] = q->m, e->in[3] = q->v;
+		e->out[0] = q->w;
+	}
+	b->module = -1;
+}
+
 static void zero_grad(struct bld *b, struct model *M)
 {
 	record_function(b);
@@ -1987,21 +2282,18 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->seq = seq;
 	o->version = c->torch_version;
 	o->device = c->torch_device;
-	o->optim_impl = c->optim_impl;
-	if (o->optim_impl == ZS_OPTIM_IMPL_DEFAULT)
-		o->optim_impl = o->version != ZS_TORCH_1_13 && o->device == ZS_DEVICE_CUDA ? ZS_OPTIM_FOREACH
-		                                                                           : ZS_OPTIM_SINGLE;
-	o->zero_grad = c->zero_grad;
-	if (o->zero_grad == ZS_ZERO_GRAD_DEFAULT)
-		o->zero_grad = o->version == ZS_TORCH_1_13 ? ZS_ZERO_GRAD_ZEROS : ZS_ZERO_GRAD_NONE;
-	o->attn = c->attn;
-	if (o->attn == ZS_ATTN_DEFAULT)
-		o->attn = o->version == ZS_TORCH_1_13 ? ZS_ATTN_EAGER : ZS_ATTN_SDPA;
+	/* the "default"s as util/config.c resolves them for the files */
+	o->optim_impl = zs_optim_impl_resolve(c);
+	o->zero_grad = zs_zero_grad_resolve(c);
+	o->attn = zs_attn_resolve(c);
 	o->optimizer = c->optimizer;
-	o->lr = 1e-3;
-	o->beta1 = 0.9;
-	o->beta2 = 0.999;
-	o->eps = 1e-8;
+	/* the run's training settings (--lr, --beta1, --beta2, --eps, or a
+	 * spec's or a case's): the values the optimizer's kernels use */
+	o->lr = c->lr;
+	o->beta1 = c->beta1;
+	o->beta2 = c->beta2;
+	o->eps = c->eps;
+	o->seed = c->seed;
 }
 
 static int refuse(char **cause, const char *fmt, ...)
@@ -2037,12 +2329,16 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (o->device != ZS_DEVICE_CPU)
 		return refuse(cause, "--torch-device cuda: the plain loop's step is described and checked on the CPU "
 		              "only yet (give --torch-device cpu)");
-	if (o->optim_impl == ZS_OPTIM_FUSED)
-		return refuse(cause, "--optimizer-impl fused: the PyTorch step describes single-tensor and foreach Adam "
-		              "only yet");
+	if (o->optim_impl == ZS_OPTIM_FUSED && o->version == ZS_TORCH_1_13)
+		return refuse(cause, "--optimizer-impl fused: PyTorch 1.13's fused Adam runs on CUDA only (give "
+		              "--torch-version 2.6)");
 
-	if (o->attn != ZS_ATTN_EAGER)
-		return refuse(cause, "--attn sdpa: the PyTorch step describes eager attention only yet (give --attn eager; sdpa is 2.x's default)");
+	if (o->attn == ZS_ATTN_SDPA && (m->family != ZS_FAMILY_GPT2 || o->version == ZS_TORCH_1_13))
+		return refuse(cause, "--attn sdpa: the PyTorch step describes SDPA for gpt2 under 2.6 only yet (give --attn "
+		              "eager)");
+	if (o->attn == ZS_ATTN_SDPA && m->attn_pdrop > 0)
+		return refuse(cause, "--attn sdpa: with attention dropout (attn_pdrop %g) SDPA takes its math path, not "
+		              "described yet (give --attn eager, or attn_pdrop 0)", m->attn_pdrop);
 	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP };
 	struct bld *b = &B_;
 	struct model M = { 0 };
@@ -2081,6 +2377,8 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	record_function(b);
 	if (o->optim_impl == ZS_OPTIM_FOREACH)
 		adam_foreach(b, &M);
+	else if (o->optim_impl == ZS_OPTIM_FUSED)
+		adam_fused(b, &M);
 	else
 		adam_single(b, &M);
 	mark(b, "phase:zero_grad");
@@ -2092,6 +2390,9 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	free(M.bias);
 	free(M.masked_bias);
 	free(b->refs);
+	free(b->pt_of);
+	names_free(b->tensors);
+	names_free(b->modules);
 	return 0;
 }
 

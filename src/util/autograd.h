@@ -158,6 +158,13 @@ enum ag_op {
 	AG_OP_COS,           /* out = cos(in0) */
 	AG_OP_SIN,           /* out = sin(in0) */
 	AG_OP_ROPE_INV_FREQ, /* out [n] = 1 / arg[0] ^ (2i / 2n): LlamaRotaryEmbedding's inv_freq, base arg[0] */
+	/* appended (issue #22's builder): dropout */
+	AG_OP_BERNOULLI_,    /* in0 = 1 with probability arg[0], else 0 (noise.bernoulli_(1 - p)): in place,
+	                      * drawn from the run's seed, the step and the event (not PyTorch's generator) */
+	/* appended (issue #22's builder): the CPU's flash SDPA */
+	AG_OP_SDPA_FLASH,    /* out0 [B, h, T, hd] = causal softmax(in0 in1ᵀ · arg[0]) in2, out1 [B, h, T] its
+	                      * logsumexp: _scaled_dot_product_flash_attention_for_cpu (q, k, v, no dropout) */
+	AG_OP_SDPA_FLASH_BWD,/* its backward: in (grad, q, k, v, logsumexp), out (dq, dk, dv), scale arg[0] */
 	AG_NOPS
 };
 const char *ag_op_name(enum ag_op op);
@@ -182,7 +189,14 @@ const char *ag_op_name(enum ag_op op);
  *   AG_OP_SUM_TO reduces to the output's shape (RMSNorm's weight and rsqrt
  *     grads, repeat_kv's expand, wpe's broadcast).
  * A 0-dim AG_F64 (wrapped number) and its 0-dim AG_F32 copy come in
- * pairs around the op that takes a Python float. */
+ * pairs around the op that takes a Python float.
+ *
+ * Dropout (the model's probabilities, util/model.h; the CPU's path of
+ * aten/src/ATen/native/Dropout.cpp, _dropout_impl): a noise tensor of the
+ * input's shape and dtype (empty_like), AG_OP_BERNOULLI_ with 1 - p, an
+ * AG_OP_DIV_SCALAR_ by 1 - p (a wrapped number), and AG_OP_MUL of the
+ * input by it; autograd's MulBackward keeps the noise. p = 0 is the input
+ * itself; p = 1 multiplies by a 0-dim zeros. */
 
 enum ag_event_kind { AG_EV_ALLOC, AG_EV_FREE, AG_EV_OP, AG_EV_MARK };
 
@@ -209,6 +223,7 @@ struct ag_options {
 	enum zs_attn attn;               /* eager or sdpa */
 	enum zs_optimizer optimizer;     /* Adam (AdamW's bytes are Adam's) */
 	double lr, beta1, beta2, eps;
+	uint64_t seed;                   /* the run's --seed: dropout's masks (AG_OP_BERNOULLI_) */
 };
 
 struct ag_step {

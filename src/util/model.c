@@ -163,6 +163,20 @@ static int read_positive(const cJSON *cfg, const char *key, double def, const ch
 	return 0;
 }
 
+/* A dropout probability: a number from 0 to 1, or absent/null for the
+ * default. */
+static int read_prob(const cJSON *cfg, const char *key, double def, const char *where, double *out, char **cause)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(cfg, key);
+	*out = def;
+	if (it == NULL || cJSON_IsNull(it))
+		return 0;
+	if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < 0 || it->valuedouble > 1)
+		return zs_fail(cause, "%s: \"%s\" must be a number from 0 to 1 (a dropout probability)", where, key);
+	*out = it->valuedouble;
+	return 0;
+}
+
 /* Keys that would change the shape in a way zerosim does not model: any
  * value other than absent, null, false or 0 is refused, with the reason. */
 static const struct {
@@ -248,6 +262,19 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 	if (read_positive(cfg, types[t].eps_key, types[t].eps, where, &m.norm_eps, cause) < 0 ||
 	    (m.family == ZS_FAMILY_LLAMA && read_positive(cfg, "rope_theta", 10000.0, where, &m.rope_theta, cause) < 0))
 		return -1;
+	/* The dropout probabilities the modules are built with (training
+	 * mode): GPT2Config's embd_pdrop, attn_pdrop and resid_pdrop (default
+	 * 0.1 each); LlamaConfig's and its kin's attention_dropout (default
+	 * 0.0; llama has no other dropout). Only the plain PyTorch loop
+	 * (util/autograd.c) reads them. */
+	if (m.family == ZS_FAMILY_GPT2) {
+		if (read_prob(cfg, "embd_pdrop", 0.1, where, &m.embd_pdrop, cause) < 0 ||
+		    read_prob(cfg, "attn_pdrop", 0.1, where, &m.attn_pdrop, cause) < 0 ||
+		    read_prob(cfg, "resid_pdrop", 0.1, where, &m.resid_pdrop, cause) < 0)
+			return -1;
+	} else if (read_prob(cfg, "attention_dropout", 0.0, where, &m.attn_pdrop, cause) < 0) {
+		return -1;
+	}
 	m.qkv_bias = types[t].qkv_bias;
 	m.hf_fused = types[t].hf_fused;
 	int windowed = types[t].window_key;

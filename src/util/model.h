@@ -31,8 +31,12 @@
  * the engine does not run (another activation, rope_scaling, a
  * partial_rotary_factor other than 1, gpt2's
  * attention scaled otherwise) is kept as `unrun`: the theory reads the
- * shape anyway, measure refuses it. Other keys (token ids, dropout
- * probabilities: the engine has no dropout) are ignored, but for the
+ * shape anyway, measure refuses it. The dropout probabilities (gpt2
+ * embd_pdrop, attn_pdrop, resid_pdrop, default 0.1 each as GPT2Config's;
+ * the llama family's attention_dropout, default 0.0) are read for the
+ * plain PyTorch loop's step (util/autograd.h), the one run that has
+ * dropout; a value outside 0..1 is refused. Other keys (token ids, ...)
+ * are ignored, but for the
  * llama family's pad_token_id (nn.Embedding's padding_idx: no lookup's
  * gradient reaches its row; default none, phi3's 32000; null: none; a
  * row the table lacks is unrun, as transformers refuses it); keys that would
@@ -78,6 +82,9 @@ struct zs_model {
 	                           padding_idx keeps from the lookups' gradient; 0: none */
 	double norm_eps;        /* the norms' epsilon */
 	double rope_theta;      /* llama's rotary base (gpt2: 0) */
+	double embd_pdrop;      /* gpt2: the embeddings' dropout (llama: 0) */
+	double attn_pdrop;      /* the attention weights' (llama: attention_dropout) */
+	double resid_pdrop;     /* gpt2: after c_proj and the MLP (llama: 0) */
 	uint64_t sliding_window;/* mistral's attention window, 0 for none */
 	char unrun[160];        /* why the engine cannot train this config
 	                           ("" when it can): numerics only */
