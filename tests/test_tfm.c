@@ -154,22 +154,31 @@ END_TEST
 
 /* Attention with grouped queries: 4 query heads on 2 key-value heads. */
 enum { AH = 4, AKV = 2, AHD = 6, AQ = (AH + 2 * AKV) * AHD };
-struct at { float *out, *att, *qkv, *work, *r; int rope; };
+struct at { float *out, *att, *qkv, *work, *r; int rope; float *w, *pre, *rstd; };
 static double att_loss(void *p)
 {
 	struct at *c = p;
 	memcpy(c->work, c->qkv, BB * TT * AQ * sizeof *c->work);
+	if (c->w != NULL) /* qwen3's q/k norms first */
+		headnorm_forward(c->work, c->pre, c->rstd, c->w, 1e-5f, BB * TT, AH, AKV, AHD);
 	if (c->rope)
 		rope_forward(c->work, 10000.0f, BB, TT, AH, AKV, AHD);
 	attention_forward(c->out, c->att, c->work, BB, TT, AH, AKV, AHD);
 	return dotd(c->r, c->out, BB * TT * AH * AHD);
 }
 
-static void check_attention(int rope)
+static void check_attention(int rope, int qk_norm)
 {
 	size_t BT = BB * TT;
 	struct at c = {zeros(BT * AH * AHD), zeros(BB * AH * TT * TT), rnd(BT * AQ, 1.0f, 9), zeros(BT * AQ),
-	               rnd(BT * AH * AHD, 1.0f, 10), rope};
+	               rnd(BT * AH * AHD, 1.0f, 10), rope, NULL, NULL, NULL};
+	if (qk_norm) { /* weights about 1, not all alike */
+		c.w = rnd(2 * AHD, 0.5f, 11);
+		for (size_t i = 0; i < 2 * AHD; i++)
+			c.w[i] += 1.0f;
+		c.pre = zeros(BT * (AH + AKV) * AHD);
+		c.rstd = zeros(BT * (AH + AKV));
+	}
 	att_loss(&c);
 	/* Causal: nothing above the diagonal, every row a distribution. */
 	for (size_t row = 0; row < BB * AH * TT; row++) {
@@ -186,14 +195,24 @@ static void check_attention(int rope)
 	attention_backward(dqkv, scratch, c.r, c.work, c.att, BB, TT, AH, AKV, AHD);
 	if (rope)
 		rope_backward(dqkv, 10000.0f, BB, TT, AH, AKV, AHD);
+	float *dw = zeros(2 * AHD);
+	if (qk_norm)
+		headnorm_backward(dqkv, dw, c.pre, c.w, c.rstd, BT, AH, AKV, AHD);
 	check_grad("d qkv", att_loss, &c, c.qkv, dqkv, BT * AQ, 1e-2f, 1e-4, 2e-3);
-	free(c.out), free(c.att), free(c.qkv), free(c.work), free(c.r), free(dqkv), free(scratch);
+	if (qk_norm)
+		check_grad("d q_norm, k_norm", att_loss, &c, c.w, dw, 2 * AHD, 1e-2f, 1e-4, 2e-3);
+	free(c.out), free(c.att), free(c.qkv), free(c.work), free(c.r), free(dqkv), free(scratch), free(dw);
+	free(c.w), free(c.pre), free(c.rstd);
 }
 
-START_TEST(test_attention_backward_matches_finite_differences) { check_attention(0); }
+START_TEST(test_attention_backward_matches_finite_differences) { check_attention(0, 0); }
 END_TEST
 
-START_TEST(test_rope_attention_backward_matches_finite_differences) { check_attention(1); }
+START_TEST(test_rope_attention_backward_matches_finite_differences) { check_attention(1, 0); }
+END_TEST
+
+/* Qwen3's RMSNorm on each query and key head, then rope and attention. */
+START_TEST(test_qk_norm_rope_attention_backward_matches_finite_differences) { check_attention(1, 1); }
 END_TEST
 
 START_TEST(test_rope_keeps_norms_and_position_zero)
@@ -378,7 +397,7 @@ END_TEST
 static struct tfm_dims tiny(enum tfm_family f, int tied)
 {
 	struct tfm_dims d = {f, 16, 2, 4, f == TFM_LLAMA ? 2 : 4, 4, f == TFM_LLAMA ? 24 : 64, 32, 8, tied,
-	                     1e-5f, 10000.0f, 0, 0, 0};
+	                     1e-5f, 10000.0f, 0, 0, 0, 0};
 	return d;
 }
 
@@ -425,6 +444,16 @@ static struct tfm_dims tiny_qwen2(int tied)
 	return d;
 }
 
+/* Qwen3's: llama's with q_norm and k_norm, and a head_dim apart from
+ * d / H (6 x 4 heads over a width of 16). */
+static struct tfm_dims tiny_qwen3(int tied)
+{
+	struct tfm_dims d = tiny(TFM_LLAMA, tied);
+	d.qk_norm = 1;
+	d.head_dim = 6;
+	return d;
+}
+
 static void check_model_dims(struct tfm_dims d)
 {
 	int tied = d.tied;
@@ -437,6 +466,14 @@ static void check_model_dims(struct tfm_dims d)
 	tfm_init_weights(m.params, &d, 7);
 	for (size_t i = 0; i < m.nparams; i++)
 		m.params[i] *= 5.0f * (i % 2 ? 1.0f : 0.5f);
+	/* The q/k norms' weights about 1 (0.5 and 1): at ×5 the scores they
+	 * scale saturate the softmax, where no difference step is small enough */
+	for (size_t l = 1; d.qk_norm && l <= d.layers; l++) {
+		float *slot[TFM_SLOTS];
+		tfm_layer_slots(slot, &m.layout, l, m.params);
+		for (size_t i = 0; i < 2 * d.head_dim; i++)
+			slot[4][i] = i % 2 ? 1.0f : 0.5f;
+	}
 	struct tfm_task task;
 	int in[16], target[16];
 	tfm_task_init(&task, d.vocab, 7);
@@ -492,13 +529,20 @@ END_TEST
 START_TEST(test_qwen2_gradient_matches_finite_differences) { check_model_dims(tiny_qwen2(1)); }
 END_TEST
 
+/* Qwen3's q_norm and k_norm (and every other tensor), both ties. */
+START_TEST(test_qwen3_gradient_matches_finite_differences)
+{
+	check_model_dims(tiny_qwen3(0));
+	check_model_dims(tiny_qwen3(1));
+}
+END_TEST
+
 /* Recompute changes what is kept, never a bit of the result: the loss
  * and the gradient equal the kept run's, and the tensors kept shrink by
  * what docs/schedule.md says: selective keeps one softmax (B·H·T²) for
  * all blocks, full one block's tensors plus each block's output. */
-static void check_recompute(enum tfm_family f)
+static void check_recompute_dims(struct tfm_dims d)
 {
-	struct tfm_dims d = tiny(f, f == TFM_GPT2);
 	const size_t B = 2, T = 8, L = d.layers;
 	struct tfm_driver m[3];
 	float loss[3];
@@ -527,22 +571,27 @@ static void check_recompute(enum tfm_family f)
 	tfm_task_free(&task);
 }
 
+static void check_recompute(enum tfm_family f) { check_recompute_dims(tiny(f, f == TFM_GPT2)); }
+
 START_TEST(test_gpt2_recompute_gives_the_same_bits) { check_recompute(TFM_GPT2); }
 END_TEST
 
 START_TEST(test_llama_recompute_gives_the_same_bits) { check_recompute(TFM_LLAMA); }
 END_TEST
 
+START_TEST(test_qwen3_recompute_gives_the_same_bits) { check_recompute_dims(tiny_qwen3(0)); }
+END_TEST
+
 START_TEST(test_parameter_counts_are_gpt2_smalls_and_llamas)
 {
 	/* GPT-2 small: 124,439,808 parameters with the tied head (Hugging
 	 * Face's gpt2 model card; llm.c prints the same with V = 50257). */
-	struct tfm_dims g = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f, 0, 0, 0};
+	struct tfm_dims g = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f, 0, 0, 0, 0};
 	ck_assert_int_eq(tfm_dims_check(&g, NULL), 0);
 	ck_assert_uint_eq(tfm_nparams(&g), 124439808);
 	/* TinyLlama-1.1B (d 2048, 22 layers, 32 heads, 4 kv heads, F 5632,
 	 * V 32000, untied): 1,100,048,384 parameters (its model card). */
-	struct tfm_dims l = {TFM_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 0, 1e-5f, 10000.0f, 0, 0, 0};
+	struct tfm_dims l = {TFM_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 0, 1e-5f, 10000.0f, 0, 0, 0, 0};
 	ck_assert_int_eq(tfm_dims_check(&l, NULL), 0);
 	ck_assert_uint_eq(tfm_nparams(&l), 1100048384);
 }
@@ -620,7 +669,7 @@ END_TEST
 static void check_training(enum tfm_family f)
 {
 	struct tfm_dims d = {f, 32, 2, 4, f == TFM_LLAMA ? 2 : 4, 8, f == TFM_LLAMA ? 88 : 128, 64, 16,
-	                     f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0};
+	                     f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0, 0};
 	const size_t B = 2, T = 16, steps = 100;
 	struct tfm_driver m;
 	tfm_driver_init(&m, &d, B, T, ZS_RECOMPUTE_NONE);
@@ -811,6 +860,13 @@ END_TEST
 START_TEST(test_qwen2_mixed_one_digest_per_world_across_schemes) { check_one_digest_dims(tiny_qwen2(1), ZS_MIXED); }
 END_TEST
 
+START_TEST(test_qwen3_one_digest_per_world_across_schemes)
+{
+	check_one_digest_dims(tiny_qwen3(0), ZS_FP32);
+	check_one_digest_dims(tiny_qwen3(1), ZS_MIXED);
+}
+END_TEST
+
 START_TEST(test_gpt2_mixed_one_digest_per_world_across_schemes) { check_one_digest(TFM_GPT2, 1, ZS_MIXED); }
 END_TEST
 
@@ -829,7 +885,7 @@ static void check_mixed_training(enum tfm_family f)
 	struct zs_tfm_run tr;
 	struct zs_config c = engine_config(&tr, f, f == TFM_GPT2, ZS_RECOMPUTE_SELECTIVE);
 	tr.dims = (struct tfm_dims){f, 32, 2, 4, f == TFM_LLAMA ? 2 : 4, 8, f == TFM_LLAMA ? 88 : 128, 64, 16,
-	                            f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0};
+	                            f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0, 0};
 	tr.seq = 16;
 	c.steps = 100;
 	c.precision = ZS_MIXED;
@@ -866,6 +922,7 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_rmsnorm_backward_matches_finite_differences);
 	tcase_add_test(t, test_attention_backward_matches_finite_differences);
 	tcase_add_test(t, test_rope_attention_backward_matches_finite_differences);
+	tcase_add_test(t, test_qk_norm_rope_attention_backward_matches_finite_differences);
 	tcase_add_test(t, test_rope_keeps_norms_and_position_zero);
 	tcase_add_test(t, test_gelu_backward_matches_finite_differences);
 	tcase_add_test(t, test_swiglu_backward_matches_finite_differences);
@@ -881,8 +938,10 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_llama_gradient_matches_finite_differences);
 	tcase_add_test(t, test_llama_tied_gradient_matches_finite_differences);
 	tcase_add_test(t, test_qwen2_gradient_matches_finite_differences);
+	tcase_add_test(t, test_qwen3_gradient_matches_finite_differences);
 	tcase_add_test(t, test_gpt2_recompute_gives_the_same_bits);
 	tcase_add_test(t, test_llama_recompute_gives_the_same_bits);
+	tcase_add_test(t, test_qwen3_recompute_gives_the_same_bits);
 	tcase_add_test(t, test_parameter_counts_are_gpt2_smalls_and_llamas);
 	tcase_add_test(t, test_layout_units_are_the_theorys_for_every_shipped_model);
 	tcase_add_test(t, test_bad_shapes_are_refused);
@@ -898,6 +957,7 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_gpt2_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_llama_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_qwen2_mixed_one_digest_per_world_across_schemes);
+	tcase_add_test(t, test_qwen3_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_gpt2_mixed_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_llama_mixed_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_gpt2_mixed_loss_falls_on_the_synthetic_task);

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tfm_torch — zerosim's transformer agrees with PyTorch, fed the case file
-# zerosim writes. For the tiny gpt2, llama and phi3 models, `zerosim measure
+# zerosim writes. For the tiny gpt2, llama, phi3 and qwen3 models, `zerosim measure
 # --write-case` writes the run (three fp32 Adam steps: the model config,
 # the tokens, the optimizer; the initial weights in a raw float32 side
 # file); `measure --case` trains it again (the same digest, or the test
@@ -43,6 +43,9 @@ trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 # padding_idx, whose row no lookup's gradient reaches) the first token of
 # the run, so that it matters (Phi3Config's default 32000 is no row of a
 # 256-token table, which nn.Embedding refuses).
+# qwen3: llama's shape with q_norm and k_norm on each head, built in
+# tests/tfm_torch.py from modeling_qwen3.py op for op; a head_dim (24)
+# apart from hidden / heads (16); Qwen3-0.6B's rotary base 1000000.
 cat >"$tmp/gpt2.json" <<'EOF_'
 {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32}
 EOF_
@@ -56,6 +59,11 @@ cat >"$tmp/phi3.json" <<'EOF_'
  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 32,
  "pad_token_id": null}
 EOF_
+cat >"$tmp/qwen3.json" <<'EOF_'
+{"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 24, "vocab_size": 256,
+ "max_position_embeddings": 32, "rope_theta": 1000000.0}
+EOF_
 # the run's first token (the tokens come from the seed, not the config)
 "$zerosim" measure -q --model "$tmp/phi3.json" --seq 32 --batch 2 --world 1 --steps 3 --seed 11 \
 	--precision fp32 --schemes dp --write-case "$tmp/pad-case.json" --out "$tmp/pad-seed.json" || exit 99
@@ -65,7 +73,7 @@ sed "s/\"pad_token_id\": null/\"pad_token_id\": $pad/" "$tmp/phi3.json" >"$tmp/p
 	mv "$tmp/phi3-pad.json" "$tmp/phi3.json" || exit 99
 echo "tfm_torch: phi3's pad_token_id: $pad"
 status=0
-for family in gpt2 llama phi3; do
+for family in gpt2 llama phi3 qwen3; do
 	d=$tmp/$family
 	mkdir "$d" || exit 99
 	"$zerosim" measure -q --model "$tmp/$family.json" --seq 32 --batch 2 --world 1 --steps 3 --seed 11 \

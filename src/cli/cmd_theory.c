@@ -111,7 +111,7 @@ static void usage(void)
 "                         a shipped config (gpt2, gpt2-medium, gpt2-large,\n"
 "                         gpt2-xl, llama-2-7b, llama-2-13b, llama-2-70b,\n"
 "                         llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-0.5b,\n"
-"                         phi-3-mini-4k) or its Hugging Face Hub id\n"
+"                         phi-3-mini-4k, qwen3-0.6b) or its Hugging Face Hub id\n"
 "                         (meta-llama/Meta-Llama-3-8B), either in any case;\n"
 "                         another id's config.json in the local Hugging Face\n"
 "                         cache (HF_HUB_CACHE, HF_HOME/hub; never the\n"

@@ -32,6 +32,8 @@ int tfm_dims_check(const struct tfm_dims *d, char **cause)
 		               d->kv_heads);
 	if (d->family == TFM_GPT2 && d->kv_heads != d->heads)
 		return zs_fail(cause, "gpt2 has as many key-value heads as heads");
+	if (d->family == TFM_GPT2 && d->qk_norm)
+		return zs_fail(cause, "gpt2 has no norms on its query and key heads");
 	if (d->family == TFM_LLAMA && d->head_dim % 2 != 0)
 		return zs_fail(cause, "rotary embeddings need an even head dimension, not %zu", d->head_dim);
 	if (d->vocab > (size_t)INT_MAX)
@@ -43,12 +45,14 @@ int tfm_dims_check(const struct tfm_dims *d, char **cause)
 
 void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf)
 {
-	*d = (struct tfm_dims){hf->family == ZS_FAMILY_LLAMA ? TFM_LLAMA : TFM_GPT2, (size_t)hf->hidden,
-	                       (size_t)hf->layers, (size_t)hf->heads, (size_t)hf->kv_heads, (size_t)hf->head_dim,
-	                       (size_t)hf->intermediate, (size_t)hf->vocab, (size_t)hf->positions, hf->tied,
-	                       (float)hf->norm_eps, hf->family == ZS_FAMILY_LLAMA ? (float)hf->rope_theta : 10000.0f,
-	                       hf->family == ZS_FAMILY_LLAMA && hf->qkv_bias, hf->family == ZS_FAMILY_LLAMA && hf->hf_fused,
-	                       hf->family == ZS_FAMILY_LLAMA ? (size_t)hf->pad_row : 0};
+	int llama = hf->family == ZS_FAMILY_LLAMA;
+	*d = (struct tfm_dims){.family = llama ? TFM_LLAMA : TFM_GPT2, .d = (size_t)hf->hidden,
+	                       .layers = (size_t)hf->layers, .heads = (size_t)hf->heads, .kv_heads = (size_t)hf->kv_heads,
+	                       .head_dim = (size_t)hf->head_dim, .ffn = (size_t)hf->intermediate,
+	                       .vocab = (size_t)hf->vocab, .seq = (size_t)hf->positions, .tied = hf->tied,
+	                       .eps = (float)hf->norm_eps, .rope_theta = llama ? (float)hf->rope_theta : 10000.0f,
+	                       .qkv_bias = llama && hf->qkv_bias, .hf_fused = llama && hf->hf_fused,
+	                       .pad_row = llama ? (size_t)hf->pad_row : 0, .qk_norm = llama && hf->qk_norm};
 }
 
 void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d)
@@ -56,11 +60,19 @@ void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d)
 	*m = (struct zs_model){.family = d->family == TFM_LLAMA ? ZS_FAMILY_LLAMA : ZS_FAMILY_GPT2, .hidden = d->d,
 	                       .intermediate = d->ffn, .layers = d->layers, .heads = d->heads, .kv_heads = d->kv_heads,
 	                       .head_dim = d->head_dim, .vocab = d->vocab, .positions = d->seq, .tied = d->tied,
-	                       .qkv_bias = d->qkv_bias, .hf_fused = d->hf_fused, .pad_row = d->pad_row};
+	                       .qkv_bias = d->qkv_bias, .hf_fused = d->hf_fused, .pad_row = d->pad_row,
+	                       .qk_norm = d->qk_norm};
 }
 
 size_t tfm_qkv_rows(const struct tfm_dims *d) { return (d->heads + 2 * d->kv_heads) * d->head_dim; }
 size_t tfm_up_rows(const struct tfm_dims *d) { return d->family == TFM_LLAMA ? 2 * d->ffn : d->ffn; }
+size_t tfm_block_modules(const struct tfm_dims *d) { return d->qk_norm ? 7 : 6; }
+
+/* What a block's module s runs: its place among the seven of a block
+ * with q/k norms (0 ln1, 1 qkv, 2 the q/k norm, 3 proj, 4 ln2, 5 up,
+ * 6 down); without them, modules 2..5 are 3..6. */
+enum { ROLE_LN1, ROLE_QKV, ROLE_QK_NORM, ROLE_PROJ, ROLE_LN2, ROLE_UP, ROLE_DOWN };
+static size_t block_role(const struct tfm_dims *d, size_t s) { return d->qk_norm || s < ROLE_QK_NORM ? s : s + 1; }
 
 /* ------------------------------------------------------------------------ */
 /* The layout: the step description's */
@@ -116,10 +128,13 @@ void tfm_layer_slots(float *slot[TFM_SLOTS], const struct step_params *p, size_t
 	}
 }
 
-void tfm_block_view(struct tfm_block_params *v, float *const slot[TFM_SLOTS])
+void tfm_block_view(struct tfm_block_params *v, float *const slot[TFM_SLOTS], const struct tfm_dims *d)
 {
-	*v = (struct tfm_block_params){slot[0], slot[1], slot[2], slot[3], slot[4],  slot[5],
-	                               slot[6], slot[7], slot[8], slot[9], slot[10], slot[11]};
+	float *const *r = slot + (d->qk_norm ? 2 : 0); /* proj .. fcproj, after the q/k norm's two */
+	*v = (struct tfm_block_params){.ln1_w = slot[0], .ln1_b = slot[1], .qkv_w = slot[2], .qkv_b = slot[3],
+	                               .qk_norm_w = d->qk_norm ? slot[4] : NULL, .proj_w = r[4], .proj_b = r[5],
+	                               .ln2_w = r[6], .ln2_b = r[7], .fc_w = r[8], .fc_b = r[9], .fcproj_w = r[10],
+	                               .fcproj_b = r[11]};
 }
 
 void tfm_embed_view(struct tfm_embed_params *v, float *const slot[TFM_SLOTS])
@@ -137,8 +152,8 @@ void tfm_final_view(struct tfm_final_params *v, float *const slot[TFM_SLOTS])
 
 float **tfm_block_act_slot(struct tfm_block_acts *acts, enum step_act a)
 {
-	float **s[STEP_NBLOCK_ACTS] = {&acts->ln1, &acts->ln1_mean, &acts->ln1_rstd, &acts->qkv, &acts->att,
-	                              &acts->atty, &acts->res2, &acts->ln2, &acts->ln2_mean, &acts->ln2_rstd,
+	float **s[STEP_NBLOCK_ACTS] = {&acts->ln1, &acts->ln1_mean, &acts->ln1_rstd, &acts->qkv, &acts->qk_pre,
+	                              &acts->qk_rstd, &acts->att, &acts->atty, &acts->res2, &acts->ln2, &acts->ln2_mean, &acts->ln2_rstd,
 	                              &acts->fch, &acts->fch_act, &acts->res3};
 	return s[a];
 }
@@ -224,43 +239,61 @@ void tfm_attention_recompute(struct tfm_block_acts *a, const struct tfm_dims *d,
 	r16(a->f16, a->atty, B * T * d->heads * d->head_dim);
 }
 
+/* From the q/k/v product on: the q/k norms (qwen3), rope (llama) and the
+ * attention, each 16-bit result rounded. */
+static void attend(struct tfm_block_acts *a, const struct tfm_block_params *p, const struct tfm_dims *d, size_t B,
+                   size_t T)
+{
+	size_t BT = B * T, H = d->heads, KV = d->kv_heads, hd = d->head_dim, Q = tfm_qkv_rows(d);
+	if (d->qk_norm) {
+		headnorm_forward(a->qkv, a->qk_pre, a->qk_rstd, p->qk_norm_w, d->eps, BT, H, KV, hd);
+		r16(a->f16, a->qkv, BT * Q);
+	}
+	if (d->family == TFM_LLAMA) {
+		rope_forward(a->qkv, d->rope_theta, B, T, H, KV, hd);
+		r16(a->f16, a->qkv, BT * Q);
+	}
+	tfm_attention_recompute(a, d, B, T);
+}
+
 /* In mixed precision every 16-bit output is rounded as it is written
  * (autocast's matmuls return fp16; the elementwise ops on 16-bit tensors
- * return 16 bits); a residual add too. Module s's part of the forward:
- * 0 ln1, 1 qkv (with rope and the attention, which has no params), 2 the
- * projection and the residual, 3 ln2, 4 the up projection and its
- * activation, 5 the down projection and the residual. */
+ * return 16 bits); a residual add too. Module s's part of the forward, by
+ * its role (block_role): ln1; qkv (with rope and the attention, which
+ * has no params, unless a q/k norm follows); the q/k norm (then rope and
+ * the attention); the projection and the residual; ln2; the up
+ * projection and its activation; the down projection and the residual. */
 void tfm_block_forward_module(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                               const struct tfm_dims *d, size_t B, size_t T, size_t s)
 {
-	size_t BT = B * T, C = d->d, H = d->heads, KV = d->kv_heads, hd = d->head_dim, F = d->ffn;
+	size_t BT = B * T, C = d->d, H = d->heads, hd = d->head_dim, F = d->ffn;
 	size_t Q = tfm_qkv_rows(d), U = tfm_up_rows(d);
 	int h = a->f16;
-	switch (s) {
-	case 0:
+	switch (block_role(d, s)) {
+	case ROLE_LN1:
 		norm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1_w, p->ln1_b, d, BT);
 		r16(h, a->ln1, BT * C);
 		break;
-	case 1:
+	case ROLE_QKV:
 		matmul_forward(a->qkv, a->ln1, p->qkv_w, p->qkv_b, BT, C, Q);
 		r16(h, a->qkv, BT * Q);
-		if (d->family == TFM_LLAMA) {
-			rope_forward(a->qkv, d->rope_theta, B, T, H, KV, hd);
-			r16(h, a->qkv, BT * Q);
-		}
-		tfm_attention_recompute(a, d, B, T);
+		if (!d->qk_norm)
+			attend(a, p, d, B, T);
 		break;
-	case 2:
+	case ROLE_QK_NORM:
+		attend(a, p, d, B, T);
+		break;
+	case ROLE_PROJ:
 		matmul_forward(a->res2, a->atty, p->proj_w, p->proj_b, BT, H * hd, C);
 		r16(h, a->res2, BT * C);
 		residual_add(a->res2, x, BT * C);
 		r16(h, a->res2, BT * C);
 		break;
-	case 3:
+	case ROLE_LN2:
 		norm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2_w, p->ln2_b, d, BT);
 		r16(h, a->ln2, BT * C);
 		break;
-	case 4:
+	case ROLE_UP:
 		matmul_forward(a->fch, a->ln2, p->fc_w, p->fc_b, BT, C, U);
 		r16(h, a->fch, BT * U);
 		if (d->family == TFM_GPT2)
@@ -280,14 +313,14 @@ void tfm_block_forward_module(struct tfm_block_acts *a, const struct tfm_block_p
 void tfm_block_recompute(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                          const struct tfm_dims *d, size_t B, size_t T)
 {
-	for (size_t s = 0; s + 1 < TFM_BLOCK_MODULES; s++)
+	for (size_t s = 0; s + 1 < tfm_block_modules(d); s++)
 		tfm_block_forward_module(a, p, x, d, B, T, s);
 }
 
 void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                        const struct tfm_dims *d, size_t B, size_t T)
 {
-	for (size_t s = 0; s < TFM_BLOCK_MODULES; s++)
+	for (size_t s = 0; s < tfm_block_modules(d); s++)
 		tfm_block_forward_module(a, p, x, d, B, T, s);
 }
 
@@ -296,27 +329,30 @@ void tfm_block_backward_module(struct tfm_block_params *g, struct tfm_scratch *s
                                size_t T, size_t s)
 {
 	size_t BT = B * T, C = d->d, H = d->heads, KV = d->kv_heads, hd = d->head_dim, F = d->ffn;
-	switch (s) {
-	case 5: /* res3 = res2 + fcproj(fch_act): dres flows to both. */
+	switch (block_role(d, s)) {
+	case ROLE_DOWN: /* res3 = res2 + fcproj(fch_act): dres flows to both. */
 		matmul_backward(sc->dh, g->fcproj_w, g->fcproj_b, sc->dres, a->fch_act, p->fcproj_w, BT, F, C);
 		if (d->family == TFM_GPT2)
 			gelu_backward(sc->dup, sc->dh, a->fch, BT * F);
 		else
 			swiglu_backward(sc->dup, sc->dh, a->fch, BT, F);
 		break;
-	case 4:
+	case ROLE_UP:
 		matmul_backward(sc->dx, g->fc_w, g->fc_b, sc->dup, a->ln2, p->fc_w, BT, C, tfm_up_rows(d));
 		break;
-	case 3:
+	case ROLE_LN2:
 		norm_backward(sc->dres, g->ln2_w, g->ln2_b, sc->dx, a->res2, p->ln2_w, a->ln2_mean, a->ln2_rstd, d, BT);
 		break;
-	case 2: /* res2 = x + proj(atty). */
+	case ROLE_PROJ: /* res2 = x + proj(atty). */
 		matmul_backward(sc->dx, g->proj_w, g->proj_b, sc->dres, a->atty, p->proj_w, BT, H * hd, C);
 		attention_backward(sc->dqkv, sc->datt, sc->dx, a->qkv, a->att, B, T, H, KV, hd);
 		if (d->family == TFM_LLAMA)
 			rope_backward(sc->dqkv, d->rope_theta, B, T, H, KV, hd);
 		break;
-	case 1:
+	case ROLE_QK_NORM: /* in place on the q and k heads of dqkv */
+		headnorm_backward(sc->dqkv, g->qk_norm_w, a->qk_pre, p->qk_norm_w, a->qk_rstd, BT, H, KV, hd);
+		break;
+	case ROLE_QKV:
 		matmul_backward(sc->dx, g->qkv_w, g->qkv_b, sc->dqkv, a->ln1, p->qkv_w, BT, C, tfm_qkv_rows(d));
 		break;
 	default:
@@ -328,7 +364,7 @@ void tfm_block_backward(struct tfm_block_params *g, struct tfm_scratch *s, const
                         const struct tfm_block_params *p, const float *x, const struct tfm_dims *d, size_t B,
                         size_t T)
 {
-	for (size_t m = TFM_BLOCK_MODULES; m-- > 0;)
+	for (size_t m = tfm_block_modules(d); m-- > 0;)
 		tfm_block_backward_module(g, s, a, p, x, d, B, T, m);
 }
 

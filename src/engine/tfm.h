@@ -9,7 +9,8 @@
  * x += proj(attn(LN1(x))), x += fcproj(gelu(fc(LN2(x)))) with biases;
  * final LN; head. llama (Touvron et al. 2023): token embedding; each block
  * x += proj(attn(rope(RMS1(x)))), x += down(silu(gate)·up(RMS2(x)))
- * without biases (qwen2: biases on q, k and v), grouped-query attention;
+ * without biases (qwen2: biases on q, k and v; qwen3: an RMSNorm over
+ * head_dim on each query and key head before rope), grouped-query attention;
  * final RMSNorm; head. The head is the token embedding when tied.
  *
  * Parameters live in one flat vector laid out by the step description
@@ -59,6 +60,7 @@ struct tfm_dims {
 	                      tensors (phi3): the same numbers, other names and modules */
 	size_t pad_row;    /* 1 + the token whose table row no lookup's gradient reaches
 	                      (nn.Embedding's padding_idx); 0: none */
+	int qk_norm;       /* llama family: q_norm and k_norm on each head (qwen3) */
 };
 
 /* 0 if d is a shape the kernels run, else -1 with a sentence in *cause. */
@@ -89,6 +91,7 @@ struct tfm_embed_params {
 struct tfm_block_params { /* absent tensors (llama's biases) are NULL */
 	float *ln1_w, *ln1_b;       /* (d), (d) */
 	float *qkv_w, *qkv_b;       /* (Q, d), (Q) */
+	float *qk_norm_w;           /* (2, hd): q_norm's weight, then k_norm's (qwen3), else NULL */
 	float *proj_w, *proj_b;     /* (d, H·hd), (d) */
 	float *ln2_w, *ln2_b;       /* (d), (d) */
 	float *fc_w, *fc_b;         /* (U, d), (U) */
@@ -102,10 +105,11 @@ struct tfm_final_params {
 /* A layer's tensors by the modules it runs (the step description's, in
  * forward order): slot 2s + k is module s's k-th tensor (0 its weight, 1
  * its bias), NULL where absent. A block's modules are tfm_block_params'
- * pairs (ln1 .. fcproj); the embedding's wte, wpe; the head's its final
- * norm, then the head (tied: the token table). The views read them. */
-#define TFM_SLOTS 12
-void tfm_block_view(struct tfm_block_params *v, float *const slot[TFM_SLOTS]);
+ * pairs (ln1 .. fcproj; qwen3's q/k norm a module of its own after qkv);
+ * the embedding's wte, wpe; the head's its final norm, then the head
+ * (tied: the token table). The views read them. */
+#define TFM_SLOTS 14
+void tfm_block_view(struct tfm_block_params *v, float *const slot[TFM_SLOTS], const struct tfm_dims *d);
 void tfm_embed_view(struct tfm_embed_params *v, float *const slot[TFM_SLOTS]);
 void tfm_final_view(struct tfm_final_params *v, float *const slot[TFM_SLOTS]);
 /* The slots of layer l of p (0 the embedding, 1..L the blocks, L+1 the
@@ -122,6 +126,8 @@ struct tfm_block_acts {
 	float *ln1_mean;     /* (BT) gpt2 only */
 	float *ln1_rstd;     /* (BT) */
 	float *qkv;          /* (BT, Q) queries and keys after rope */
+	float *qk_pre;       /* (BT, (H + KV)·hd) qwen3: the q and k heads before their norms */
+	float *qk_rstd;      /* (BT, H + KV) qwen3: each head's 1/rms */
 	float *att;          /* (B, H, T, T) the softmax */
 	float *atty;         /* (BT, H·hd) attention's output */
 	float *res2;         /* (BT, d) the residual stream after attention */
@@ -184,10 +190,13 @@ void tfm_attention_recompute(struct tfm_block_acts *a, const struct tfm_dims *d,
 /* The same, one module at a time (DeepSpeed's ZeRO-3 gathers params per
  * nn.Module): a block's modules are its norms and linears, 0 ln1, 1 qkv,
  * 2 proj, 3 ln2, 4 up, 5 down (module s reads the tensors of slots 2s and
- * 2s+1 of tfm_block_params); forward runs them 0..5 (recompute 0..4),
- * backward 5..0; the embedding's 0 wte, 1 wpe; the head's 0 the final
- * norm, 1 the head. The bits are those of the whole-layer calls. */
-#define TFM_BLOCK_MODULES 6
+ * 2s+1 of tfm_block_params); qwen3's are 0 ln1, 1 qkv, 2 the q/k norm
+ * (with rope and the attention), then proj .. down as 3..6. Forward runs
+ * them 0..n-1 (recompute 0..n-2), backward n-1..0; the embedding's 0 wte,
+ * 1 wpe; the head's 0 the final norm, 1 the head. The bits are those of
+ * the whole-layer calls. tfm_block_modules is n. */
+#define TFM_BLOCK_MODULES 7
+size_t tfm_block_modules(const struct tfm_dims *d);
 void tfm_block_forward_module(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                               const struct tfm_dims *d, size_t B, size_t T, size_t s);
 void tfm_block_backward_module(struct tfm_block_params *g, struct tfm_scratch *sc, const struct tfm_block_acts *a,

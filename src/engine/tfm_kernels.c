@@ -125,23 +125,52 @@ void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, fl
 	}
 }
 
+/* One row of C: dw += ; o += the input's gradient (add), or o = it
+ * (o may be d: each o[i] is written after d[i] is read for the last time). */
+static void rms_row_backward(float *o, float *dw, const float *d, const float *xr, const float *w, float s, size_t C,
+                             int add)
+{
+	double sumn = 0.0;
+	for (size_t i = 0; i < C; i++)
+		sumn += (double)(w[i] * d[i] * (xr[i] * s));
+	float dnorm_mean = (float)(sumn / (double)C);
+	for (size_t i = 0; i < C; i++) {
+		float n = xr[i] * s;
+		float g = (w[i] * d[i] - n * dnorm_mean) * s;
+		dw[i] += n * d[i];
+		o[i] = add ? o[i] + g : g;
+	}
+}
+
 void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd,
                       size_t BT, size_t C)
 {
+	for (size_t r = 0; r < BT; r++)
+		rms_row_backward(dx + r * C, dw, dout + r * C, x + r * C, w, rstd[r], C, 1);
+}
+
+void headnorm_forward(float *qkv, float *pre, float *rstd, const float *w, float eps, size_t BT, size_t H, size_t KV,
+                      size_t hd)
+{
+	size_t Q = (H + 2 * KV) * hd, N = H + KV;
 	for (size_t r = 0; r < BT; r++) {
-		const float *d = dout + r * C, *xr = x + r * C;
-		float s = rstd[r];
-		double sumn = 0.0;
-		for (size_t i = 0; i < C; i++)
-			sumn += (double)(w[i] * d[i] * (xr[i] * s));
-		float dnorm_mean = (float)(sumn / (double)C);
-		float *o = dx + r * C;
-		for (size_t i = 0; i < C; i++) {
-			float n = xr[i] * s;
-			dw[i] += n * d[i];
-			o[i] += (w[i] * d[i] - n * dnorm_mean) * s;
-		}
+		float *row = qkv + r * Q, *x = pre + r * N * hd;
+		memcpy(x, row, N * hd * sizeof *x);
+		rmsnorm_forward(row, rstd + r * N, x, w, eps, H, hd);
+		rmsnorm_forward(row + H * hd, rstd + r * N + H, x + H * hd, w + hd, eps, KV, hd);
 	}
+}
+
+void headnorm_backward(float *dqkv, float *dw, const float *pre, const float *w, const float *rstd, size_t BT,
+                       size_t H, size_t KV, size_t hd)
+{
+	size_t Q = (H + 2 * KV) * hd, N = H + KV;
+	for (size_t r = 0; r < BT; r++)
+		for (size_t j = 0; j < N; j++) {
+			float *o = dqkv + r * Q + j * hd;
+			size_t k = j < H ? 0 : hd; /* q_norm's weight, or k_norm's */
+			rms_row_backward(o, dw + k, o, pre + (r * N + j) * hd, w + k, rstd[r * N + j], hd, 0);
+		}
 }
 
 /* ------------------------------------------------------------------------ */

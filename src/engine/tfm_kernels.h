@@ -13,7 +13,8 @@
  * Llama: dimension i pairs with i + hd/2, frequency theta^(-2i/hd)); GELU
  * in GPT-2's tanh form (Hendrycks & Gimpel 2016); SwiGLU (Shazeer 2020:
  * silu(gate) · up); cross-entropy of the softmax, the mean over the BT
- * tokens.
+ * tokens. Qwen3's q/k norms are RMS normalisation over each head
+ * (modeling_qwen3.py, Qwen3Attention).
  *
  * Matrix products go through the system's BLAS (OpenBLAS, one thread; see
  * the opening comment of tfm_kernels.c for why). Backward kernels ADD
@@ -50,6 +51,16 @@ void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, fl
 /* dx (BT, C) += ; dw (C) +=. */
 void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd,
                       size_t BT, size_t C);
+
+/* The RMSNorm of each query and key head, in place on qkv
+ * (BT, (H + 2·KV)·hd), as Qwen3's q_norm and k_norm: the H query heads
+ * with w[0, hd), the KV key heads with w[hd, 2·hd); pre (BT, (H + KV)·hd)
+ * gets the heads before, rstd (BT, H + KV) each head's 1/rms. Backward in
+ * place on the same heads of dqkv (the values' untouched); dw (2·hd) +=. */
+void headnorm_forward(float *qkv, float *pre, float *rstd, const float *w, float eps, size_t BT, size_t H, size_t KV,
+                      size_t hd);
+void headnorm_backward(float *dqkv, float *dw, const float *pre, const float *w, const float *rstd, size_t BT,
+                       size_t H, size_t KV, size_t hd);
 
 /* out (BT, OC) = in (BT, C) · w (OC, C)ᵀ + bias (OC, or NULL). */
 void matmul_forward(float *out, const float *in, const float *w, const float *bias, size_t BT, size_t C, size_t OC);

@@ -21,6 +21,11 @@
  *     gate_up_proj, as Hugging Face holds them (one module each, which
  *     FSDP and DeepSpeed gather whole); rms_norm_eps default 1e-5;
  *     sliding_window absent or null: none.
+ *   qwen3 (model_type "qwen3": Qwen3): llama's keys and shape, no biases
+ *     (attention_bias true is refused), an RMSNorm over head_dim on each
+ *     head's queries (q_norm) and keys (k_norm) before the rotary
+ *     embedding; head_dim default 128 (Qwen3Config's, not hidden / heads);
+ *     sliding_window as qwen2's (use_sliding_window, max_window_layers).
  *
  * Keys that change no byte count but the numbers the engine's transformer
  * computes are read too: the norms' epsilon (gpt2 layer_norm_epsilon,
@@ -60,7 +65,7 @@ enum zs_family { ZS_FAMILY_GPT2, ZS_FAMILY_LLAMA };
 
 struct zs_model {
 	char name[64];          /* the shipped name, or the file's name without .json */
-	char model_type[32];    /* as the file spells it: gpt2, llama, mistral, qwen2, phi3 */
+	char model_type[32];    /* as the file spells it: gpt2, llama, mistral, qwen2, phi3, qwen3 */
 	enum zs_family family;
 	uint64_t hidden;        /* h */
 	uint64_t intermediate;  /* the MLP's inner width */
@@ -74,6 +79,8 @@ struct zs_model {
 	int qkv_bias;           /* llama family: q_proj, k_proj, v_proj have biases (qwen2) */
 	int hf_fused;           /* llama family: q/k/v and gate/up are single Hugging Face
 	                           tensors, qkv_proj and gate_up_proj (phi3) */
+	int qk_norm;            /* llama family: each head's queries and keys pass an RMSNorm over
+	                           head_dim, q_norm and k_norm, before the rotary embedding (qwen3) */
 	uint64_t pad_row;       /* llama family: 1 + pad_token_id, the row nn.Embedding's
 	                           padding_idx keeps from the lookups' gradient; 0: none */
 	double norm_eps;        /* the norms' epsilon */

@@ -12,6 +12,11 @@
  * (modeling_phi3.py at 43c2b4816a65: Phi3Attention's qkv_proj, rows q
  * then k then v, and Phi3MLP's gate_up_proj, rows gate then up, as its
  * chunk(2) splits them): the same matrices, one module and no parts.
+ * Qwen3 is llama's with Qwen3Attention's q_norm and k_norm (modeling_qwen3.py
+ * at 000c33fd: Qwen3RMSNorm(head_dim) each, applied between the projection
+ * and the rotary embedding): one module of zerosim's, right after the
+ * fused q/k/v, whose weight joins them (q_norm's head_dim elements, then
+ * k_norm's), as the projections are joined.
  */
 #include "config.h"
 
@@ -93,9 +98,9 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 	const char *blocks = gpt2 ? "transformer.h" : "model.layers";
 
 	memset(p, 0, sizeof *p);
-	/* sized once: at most 12 tensors and 6 modules a block, 4 of each
+	/* sized once: at most 12 tensors and 7 modules a block, 4 of each
 	 * outside (the theory builds this often) */
-	struct builder b = {p, 12 * L + 8, 6 * L + 8};
+	struct builder b = {p, 12 * L + 8, 7 * L + 8};
 	p->tensor = zs_malloc(b.cap_t * sizeof *p->tensor);
 	p->module = zs_malloc(b.cap_m * sizeof *p->module);
 	p->nlayers = L + 2;
@@ -132,6 +137,10 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 				parts(p, w, q, kv, kv);
 			if (m->qkv_bias && !m->hf_fused)
 				parts(p, w + 1, q, kv, kv);
+			if (m->qk_norm) {
+				w = linear(&b, l + 1, blocks, at, "self_attn.{q,k}_norm", 2 * m->head_dim, 0, 0);
+				parts(p, w, m->head_dim, m->head_dim, 0);
+			}
 			linear(&b, l + 1, blocks, at, "self_attn.o_proj", h, q, 0);
 			linear(&b, l + 1, blocks, at, "post_attention_layernorm", h, 0, 0);
 			w = linear(&b, l + 1, blocks, at, m->hf_fused ? "mlp.gate_up_proj" : "mlp.{gate,up}_proj", 2 * I, h, 0);
@@ -244,7 +253,7 @@ uint64_t step_params_largest_hf_module(const struct step_params *p)
 /* The transformer's buffers */
 
 static const char *const act_names[STEP_NACTS] = {
-	"ln1", "ln1_mean", "ln1_rstd", "qkv", "att", "atty", "res2", "ln2", "ln2_mean", "ln2_rstd", "fch",
+	"ln1", "ln1_mean", "ln1_rstd", "qkv", "qk_pre", "qk_rstd", "att", "atty", "res2", "ln2", "ln2_mean", "ln2_rstd", "fch",
 	"fch_act", "res3", "x0", "lnf", "lnf_mean", "lnf_rstd", "logits",
 };
 
@@ -292,9 +301,13 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 	static const char *const scratch[STEP_NSCRATCH] = {"dres", "dx", "dqkv", "dh", "dup", "datt"};
 	const uint64_t sc[STEP_NSCRATCH] = {BT * h, BT * (q > h ? q : h), BT * Q, BT * F, BT * U, T * T};
 	/* a block's saved tensors: elements, and whether 16-bit in mixed */
-	const uint64_t e[STEP_NBLOCK_ACTS] = {BT * h, mean, BT, BT * Q, B * m->heads * T * T, BT * q, BT * h,
-	                                      BT * h, mean, BT, BT * U, BT * F, BT * h};
-	const int is16[STEP_NBLOCK_ACTS] = {1, 0, 0, 1, 0, 1, 1, 1, 0, 0, 1, 1, 1};
+	/* qwen3's head norms: their input, the q and k heads of each row
+	 * (16-bit, a product's), and each head's 1/rms */
+	uint64_t qk = m->qk_norm ? m->heads + m->kv_heads : 0;
+	const uint64_t e[STEP_NBLOCK_ACTS] = {BT * h, mean, BT, BT * Q, BT * qk * m->head_dim, BT * qk,
+	                                      B * m->heads * T * T, BT * q, BT * h, BT * h, mean, BT, BT * U, BT * F,
+	                                      BT * h};
+	const int is16[STEP_NBLOCK_ACTS] = {1, 0, 0, 1, 1, 0, 0, 1, 1, 1, 0, 0, 1, 1, 1};
 
 	b->n = 0;
 	struct bufs x = {b, 16 + STEP_NBLOCK_ACTS * L + 8}; /* sized once: every buffer at most */
