@@ -12,6 +12,7 @@ set -u
 
 name=phi3
 srcdir=${srcdir:-.}
+# shellcheck source=tests/family_lib.sh
 . "$srcdir/tests/family_lib.sh"
 cat >"$tmp/phi3-tiny.json" <<'EOF_'
 {"model_type": "phi3", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,

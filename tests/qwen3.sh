@@ -14,6 +14,7 @@ set -u
 
 name=qwen3
 srcdir=${srcdir:-.}
+# shellcheck source=tests/family_lib.sh
 . "$srcdir/tests/family_lib.sh"
 cat >"$tmp/qwen3-tiny.json" <<'EOF_'
 {"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
@@ -54,7 +55,7 @@ sed 's/}$/, "use_sliding_window": true, "max_window_layers": 1, "sliding_window"
 	>"$tmp/window.json"
 expect_refused "window: --seq 8 is longer than its sliding_window 4" "$tmp/window.json" --seq 8
 sed 's/"qwen3"/"qwen3_moe"/' "$tmp/qwen3-tiny.json" >"$tmp/moe.json"
-expect_refused "\"model_type\" 'qwen3_moe' is not modelled (gpt2, llama, mistral, qwen2, phi3, qwen3)" \
+expect_refused "\"model_type\" 'qwen3_moe' is not modelled (gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2)" \
 	"$tmp/moe.json" --seq 8
 # the plain PyTorch loop (--wrapper none) describes no qwen3 step yet: a
 # run-time refusal (exit 1) naming the family

@@ -19,7 +19,7 @@ static int kept_per_block(enum zs_recompute rc, enum step_act a)
 	case ZS_RECOMPUTE_NONE:
 		return 1;
 	case ZS_RECOMPUTE_SELECTIVE:
-		return a != STEP_ACT_ATT;
+		return a != STEP_ACT_ATT && a != STEP_ACT_ATT_TANH;
 	case ZS_RECOMPUTE_FULL:
 		return a == STEP_ACT_RES3;
 	}

@@ -351,8 +351,7 @@ static float head_loss(const struct zs_net *m, float *const *t)
 {
 	const struct zs_layer *h = &m->layer[m->nlayers - 1];
 	const struct zs_net_tfm *n = &m->tfm;
-	return crossentropy_forward_backward(t[h->act[STEP_ACT_LOGITS]], ids(t, n->targets), n->B * n->T,
-	                                     n->dims.vocab);
+	return tfm_loss(t[h->act[STEP_ACT_LOGITS]], ids(t, n->targets), &n->dims, n->B * n->T);
 }
 
 /* Tied, the head's own grads are none, and its norm's wait in dnorm (fp32)

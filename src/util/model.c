@@ -93,6 +93,7 @@ static const struct {
 	int qkv_bias;           /* q_proj, k_proj and v_proj have biases */
 	int hf_fused;           /* qkv_proj and gate_up_proj are single tensors */
 	int qk_norm;            /* an RMSNorm on each head's queries and keys */
+	int gemma;              /* Gemma 2's norms, GeGLU, scaled embedding and soft-capping */
 } types[] = {
 	{ .type = "gpt2", .keys = gpt2_keys, .eps_key = "layer_norm_epsilon", .eps = 1e-5, .pad = -1,
 	  .family = ZS_FAMILY_GPT2, .tied = 1 },
@@ -127,24 +128,38 @@ static const struct {
 	{ .type = "qwen3", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-6, .window = 4096,
 	  .window_on = "use_sliding_window", .window_from = 28, .head_dim = 128, .pad = -1, .family = ZS_FAMILY_LLAMA,
 	  .window_key = 1, .qk_norm = 1 },
+	/* Gemma2Config (configuration_gemma2.py at 006e8693, __init__):
+	 * head_dim 256, rms_norm_eps 1e-6, pad_token_id 0, tie true,
+	 * rope_theta 10000, sliding_window 4096 (Gemma2Attention: layers
+	 * 0, 2, 4, ... slide), query_pre_attn_scalar 256,
+	 * attn_logit_softcapping 50.0, final_logit_softcapping 30.0 (read in
+	 * zs_model_from_json below); Gemma2RMSNorm, Gemma2MLP, Gemma2Model's
+	 * normalizer and Gemma2DecoderLayer's four norms: modeling_gemma2.py at
+	 * 006e8693. */
+	{ .type = "gemma2", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-6, .window = 4096,
+	  .head_dim = 256, .pad = 0, .family = ZS_FAMILY_LLAMA, .window_key = 1, .tied = 1, .gemma = 1 },
 };
-#define TYPE_NAMES "gpt2, llama, mistral, qwen2, phi3, qwen3"
+#define TYPE_NAMES "gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2"
 
 /* Keys whose value changes what the engine's transformer computes, and
  * the one value (as JSON text: a string, true, false or null) it runs;
  * absent is the default, which it runs. */
 static const struct {
 	enum zs_family family;
+	int gemma;              /* -1: any of the family; 0 or 1: only where m->gemma is */
 	const char *key, *runs[2];
 } numerics[] = {
-	{ ZS_FAMILY_GPT2, "activation_function", { "\"gelu_new\"", "\"gelu_pytorch_tanh\"" } },
-	{ ZS_FAMILY_GPT2, "scale_attn_weights", { "true", NULL } },
-	{ ZS_FAMILY_GPT2, "scale_attn_by_inverse_layer_idx", { "false", NULL } },
-	{ ZS_FAMILY_LLAMA, "hidden_act", { "\"silu\"", NULL } },
-	{ ZS_FAMILY_LLAMA, "rope_scaling", { "null", NULL } },
+	{ ZS_FAMILY_GPT2, -1, "activation_function", { "\"gelu_new\"", "\"gelu_pytorch_tanh\"" } },
+	{ ZS_FAMILY_GPT2, -1, "scale_attn_weights", { "true", NULL } },
+	{ ZS_FAMILY_GPT2, -1, "scale_attn_by_inverse_layer_idx", { "false", NULL } },
+	{ ZS_FAMILY_LLAMA, 0, "hidden_act", { "\"silu\"", NULL } },
+	/* Gemma2MLP's act_fn is ACT2FN[config.hidden_activation]; hidden_act is
+	 * not read (modeling_gemma2.py at 006e8693) */
+	{ ZS_FAMILY_LLAMA, 1, "hidden_activation", { "\"gelu_pytorch_tanh\"", NULL } },
+	{ ZS_FAMILY_LLAMA, -1, "rope_scaling", { "null", NULL } },
 	/* newer Phi3Configs rotate only this fraction of each head (Phi-4-mini:
 	 * 0.75); the kernels rotate all of it */
-	{ ZS_FAMILY_LLAMA, "partial_rotary_factor", { "1", NULL } },
+	{ ZS_FAMILY_LLAMA, -1, "partial_rotary_factor", { "1", NULL } },
 };
 
 /* m->unrun: the first of cfg's numerics the engine does not run. */
@@ -152,7 +167,8 @@ static void read_numerics(const cJSON *cfg, struct zs_model *m)
 {
 	for (size_t i = 0; i < sizeof numerics / sizeof numerics[0] && m->unrun[0] == '\0'; i++) {
 		const cJSON *it = cJSON_GetObjectItemCaseSensitive(cfg, numerics[i].key);
-		if (numerics[i].family != m->family || it == NULL)
+		if (numerics[i].family != m->family || it == NULL ||
+		    (numerics[i].gemma >= 0 && numerics[i].gemma != m->gemma))
 			continue;
 		char *text = cJSON_PrintUnformatted(it);
 		if (text == NULL)
@@ -269,6 +285,24 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 	m.qkv_bias = types[t].qkv_bias;
 	m.hf_fused = types[t].hf_fused;
 	m.qk_norm = types[t].qk_norm;
+	m.gemma = types[t].gemma;
+	/* Gemma2Config's scalar and caps; a cap given null is none (the
+	 * modeling file tests `is not None`) */
+	if (m.gemma) {
+		static const struct { const char *key; double def; size_t field; int nullable; } caps[] = {
+			{ "query_pre_attn_scalar", 256.0, offsetof(struct zs_model, attn_scalar), 0 },
+			{ "attn_logit_softcapping", 50.0, offsetof(struct zs_model, attn_softcap), 1 },
+			{ "final_logit_softcapping", 30.0, offsetof(struct zs_model, final_softcap), 1 },
+		};
+		for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+			const cJSON *it = cJSON_GetObjectItemCaseSensitive(cfg, caps[c].key);
+			double *v = (double *)(void *)((char *)&m + caps[c].field);
+			if (it != NULL && cJSON_IsNull(it) && caps[c].nullable)
+				*v = 0.0;
+			else if (read_positive(cfg, caps[c].key, caps[c].def, where, v, cause) < 0)
+				return -1;
+		}
+	}
 	int windowed = types[t].window_key;
 	if (windowed && types[t].window_on != NULL) {
 		const cJSON *on = cJSON_GetObjectItemCaseSensitive(cfg, types[t].window_on);

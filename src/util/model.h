@@ -26,6 +26,14 @@
  *     head's queries (q_norm) and keys (k_norm) before the rotary
  *     embedding; head_dim default 128 (Qwen3Config's, not hidden / heads);
  *     sliding_window as qwen2's (use_sliding_window, max_window_layers).
+ *   gemma2 (model_type "gemma2": Gemma 2): llama's keys; RMSNorm by
+ *     (1 + w), a norm after attention and after the MLP besides the two
+ *     before, GeGLU with tanh GELU (hidden_activation), the embedding times
+ *     sqrt(hidden_size), the scores scaled by query_pre_attn_scalar^-1/2
+ *     (default 256) and soft-capped, c·tanh(s/c), by attn_logit_softcapping
+ *     (default 50), the logits by final_logit_softcapping (default 30; null:
+ *     none); head_dim default 256, tied, pad_token_id default 0;
+ *     sliding_window (default 4096) on every other layer.
  *
  * Keys that change no byte count but the numbers the engine's transformer
  * computes are read too: the norms' epsilon (gpt2 layer_norm_epsilon,
@@ -81,10 +89,17 @@ struct zs_model {
 	                           tensors, qkv_proj and gate_up_proj (phi3) */
 	int qk_norm;            /* llama family: each head's queries and keys pass an RMSNorm over
 	                           head_dim, q_norm and k_norm, before the rotary embedding (qwen3) */
+	int gemma;              /* llama family, gemma2: RMSNorm scales by (1 + w), norms after
+	                           attention and the MLP as well as before, GeGLU (tanh GELU),
+	                           embeddings times sqrt(hidden_size) */
 	uint64_t pad_row;       /* llama family: 1 + pad_token_id, the row nn.Embedding's
 	                           padding_idx keeps from the lookups' gradient; 0: none */
 	double norm_eps;        /* the norms' epsilon */
 	double rope_theta;      /* llama's rotary base (gpt2: 0) */
+	double attn_scalar;     /* gemma2: query_pre_attn_scalar, the scores scaled by its -1/2
+	                           power (0: head_dim's) */
+	double attn_softcap;    /* gemma2: attn_logit_softcapping, c·tanh(s/c) (0: none) */
+	double final_softcap;   /* gemma2: final_logit_softcapping on the logits (0: none) */
 	uint64_t sliding_window;/* mistral's attention window, 0 for none */
 	char unrun[160];        /* why the engine cannot train this config
 	                           ("" when it can): numerics only */
