@@ -51,6 +51,8 @@ echo "gemma2: 4: what is refused, by name"
 expect_refused "gemma2-tiny: --seq 32 is longer than its sliding_window 16" "$tmp/gemma2-tiny.json" --seq 32
 sed 's/}$/, "hidden_activation": "gelu"}/' "$tmp/gemma2-tiny.json" >"$tmp/gelu.json"
 expect_refused '"hidden_activation" is "gelu"; the engine.s transformer runs "gelu_pytorch_tanh"' "$tmp/gelu.json" --seq 8
+sed 's/}$/, "use_bidirectional_attention": true}/' "$tmp/gemma2-tiny.json" >"$tmp/bidi.json"
+expect_refused '"use_bidirectional_attention" is true' "$tmp/bidi.json" --seq 8
 sed 's/}$/, "final_logit_softcapping": 0}/' "$tmp/gemma2-tiny.json" >"$tmp/cap0.json"
 expect_refused '"final_logit_softcapping" must be a positive number' "$tmp/cap0.json" --seq 8
 sed 's/}$/, "attention_bias": true}/' "$tmp/gemma2-tiny.json" >"$tmp/bias.json"

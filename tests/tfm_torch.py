@@ -429,7 +429,8 @@ class Qwen3ForCausalLM(Phi3ForCausalLM):
 
 # ---------------------------------------------------------------------------
 # Gemma 2, op for op from Hugging Face's modeling_gemma2.py at
-# huggingface/transformers 006e86931247 (4.47): Gemma2RMSNorm (x.float()
+# huggingface/transformers 006e86931247 (before 4.48: its deprecation notes
+# name v4.48 as the removal): Gemma2RMSNorm (x.float()
 # normalised, times 1 + weight, type_as x), Gemma2MLP (gelu_pytorch_tanh:
 # F.gelu(approximate="tanh")), eager_attention_forward (scores times
 # query_pre_attn_scalar ** -0.5, divided by attn_logit_softcapping, tanh,

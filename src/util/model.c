@@ -128,7 +128,7 @@ static const struct {
 	{ .type = "qwen3", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-6, .window = 4096,
 	  .window_on = "use_sliding_window", .window_from = 28, .head_dim = 128, .pad = -1, .family = ZS_FAMILY_LLAMA,
 	  .window_key = 1, .qk_norm = 1 },
-	/* Gemma2Config (configuration_gemma2.py at 006e8693, __init__):
+	/* Gemma2Config (configuration_gemma2.py at 008e5743, its fields):
 	 * head_dim 256, rms_norm_eps 1e-6, pad_token_id 0, tie true,
 	 * rope_theta 10000, sliding_window 4096 (Gemma2Attention: layers
 	 * 0, 2, 4, ... slide), query_pre_attn_scalar 256,
@@ -156,6 +156,8 @@ static const struct {
 	/* Gemma2MLP's act_fn is ACT2FN[config.hidden_activation]; hidden_act is
 	 * not read (modeling_gemma2.py at 006e8693) */
 	{ ZS_FAMILY_LLAMA, 1, "hidden_activation", { "\"gelu_pytorch_tanh\"", NULL } },
+	/* Gemma2Config's use_bidirectional_attention (at 008e5743): no causal mask */
+	{ ZS_FAMILY_LLAMA, 1, "use_bidirectional_attention", { "null", "false" } },
 	{ ZS_FAMILY_LLAMA, -1, "rope_scaling", { "null", NULL } },
 	/* newer Phi3Configs rotate only this fraction of each head (Phi-4-mini:
 	 * 0.75); the kernels rotate all of it */
