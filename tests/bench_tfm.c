@@ -194,7 +194,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const size_t B = 1, T = 256;
-	struct tfm_dims d = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f, 0, 0, 0};
+	struct tfm_dims d = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f};
 	struct tfm_driver m;
 	tfm_driver_init(&m, &d, B, T, ZS_RECOMPUTE_NONE);
 	tfm_init_weights(m.params, &d, 1);

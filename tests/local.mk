@@ -39,6 +39,14 @@ EXTRA_DIST += tests/model_names.sh
 TESTS += tests/phi3.sh
 EXTRA_DIST += tests/phi3.sh
 
+# The qwen3 family: a tiny one trained, its digests, the shipped config.
+TESTS += tests/qwen3.sh
+EXTRA_DIST += tests/qwen3.sh tests/family_lib.sh
+
+# The gemma2 family: a tiny one trained, its digests, the shipped config.
+TESTS += tests/gemma2.sh
+EXTRA_DIST += tests/gemma2.sh
+
 # The transformer's layers and model (Check): finite differences, training.
 if HAVE_CHECK
 check_PROGRAMS += tests/test_tfm

@@ -7,24 +7,13 @@
 # across the four schemes; the shipped phi-3-mini-4k by its Hub id; and
 # what measure refuses of a phi3 config, by name. theory = measure for
 # phi3 is in theory_vs_measure.sh, its parameter count in test_theory.
-# Runs from the build directory; ZS_BUILDDIR overrides.
+# Runs from the build directory; ZS_BUILDDIR overrides (tests/family_lib.sh).
 set -u
 
-top=${ZS_BUILDDIR:-.}
-zerosim=$top/zerosim
+name=phi3
 srcdir=${srcdir:-.}
-if [ ! -x "$zerosim" ]; then
-	echo "phi3: $zerosim is not built" >&2
-	exit 99
-fi
-[ -d "$top/data/models" ] || { ZEROSIM_DATADIR=$srcdir; export ZEROSIM_DATADIR; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-phi3.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT HUP INT TERM
-failed=0
-fail() {
-	echo "phi3: FAIL: $*" >&2
-	failed=1
-}
+# shellcheck source=tests/family_lib.sh
+. "$srcdir/tests/family_lib.sh"
 cat >"$tmp/phi3-tiny.json" <<'EOF_'
 {"model_type": "phi3", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 32,
@@ -32,23 +21,11 @@ cat >"$tmp/phi3-tiny.json" <<'EOF_'
 EOF_
 
 echo "phi3: 1: a tiny phi3 learns the task in 100 steps"
-"$zerosim" measure --quiet --model "$tmp/phi3-tiny.json" --seq 16 --batch 2 --world 1 --steps 100 --lr 3e-3 \
-	--out "$tmp/train.json" 2>"$tmp/err" || fail "measure: $(cat "$tmp/err")"
-# the losses, one a line: the first, and the mean of the last ten
-tr -d ' \t\n' <"$tmp/train.json" | sed 's/.*"losses":\[\([^]]*\)\].*/\1/' | tr ',' '\n' >"$tmp/losses"
-[ "$(wc -l <"$tmp/losses")" -eq 99 ] || fail "not 100 losses: $(wc -l <"$tmp/losses")+1"
-awk 'NR == 1 { first = $1 } NR > 90 { last += $1 / 10 }
-     END { printf "phi3: loss %.4f at the first step, %.4f over the last ten\n", first, last
-           exit !(first > 5.45 && first < 5.65 && last < first / 3) }' "$tmp/losses" ||
-	fail "the loss did not fall under a third of the first step's"
+learns "$tmp/phi3-tiny.json" 3e-3 3
 
 echo "phi3: 2: one weights digest per N across dp, zero1, zero2 and zero3"
 for precision in fp32 mixed; do
-	"$zerosim" measure --quiet --model "$tmp/phi3-tiny.json" --seq 8 --batch 1 --world 1,2,3 --steps 2 \
-		--precision $precision --unit layer --out "$tmp/d.json" 2>"$tmp/err" || fail "measure: $(cat "$tmp/err")"
-	tr -d ' \t\n' <"$tmp/d.json" | grep -o '"world":[0-9]*\|"weights_digest":"[^"]*"' | paste - - >"$tmp/dg"
-	[ "$(wc -l <"$tmp/dg")" -eq 12 ] || fail "$precision: not 4 schemes x 3 worlds: $(cat "$tmp/dg")"
-	[ "$(sort -u "$tmp/dg" | wc -l)" -eq 3 ] || fail "$precision: not one digest per N: $(cat "$tmp/dg")"
+	one_digest "$tmp/phi3-tiny.json" $precision
 done
 
 echo "phi3: 3: the shipped Phi-3-mini-4k by its Hub id"
@@ -60,16 +37,6 @@ grep -q '"name":"phi-3-mini-4k","model_type":"phi3","family":"llama"' "$tmp/t1" 
 grep -q '"params":3821079552[,}]' "$tmp/t1" || fail "Ψ is not 3,821,079,552"
 
 echo "phi3: 4: what measure refuses, by name"
-expect_refused() { # PATTERN MODEL [options]
-	p=$1
-	shift
-	rm -f "$tmp/r.json"
-	"$zerosim" measure --model "$@" --world 1 --steps 1 --out "$tmp/r.json" >/dev/null 2>"$tmp/err"
-	rc=$?
-	[ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "$p" "$tmp/err" ||
-		fail "measure --model $*: exit $rc, $(cat "$tmp/err")"
-	[ ! -e "$tmp/r.json" ] || fail "measure --model $*: wrote r.json"
-}
 # its sliding window (2047): the engine's attention sees every earlier token
 expect_refused "phi-3-mini-4k: --seq 4096 is longer than its sliding_window 2047" phi-3-mini-4k --seq 4096
 sed 's/}$/, "partial_rotary_factor": 0.75}/' "$tmp/phi3-tiny.json" >"$tmp/partial.json"

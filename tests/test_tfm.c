@@ -120,7 +120,9 @@ struct nm { float *out, *mean, *rstd, *x, *w, *b, *r; int rms; };
 static double norm_loss(void *p)
 {
 	struct nm *c = p;
-	if (c->rms)
+	if (c->rms == 2) /* gemma's, by 1 + w */
+		rmsnorm1p_forward(c->out, c->rstd, c->x, c->w, 1e-5f, BB * TT, CC);
+	else if (c->rms)
 		rmsnorm_forward(c->out, c->rstd, c->x, c->w, 1e-5f, BB * TT, CC);
 	else
 		layernorm_forward(c->out, c->mean, c->rstd, c->x, c->w, c->b, 1e-5f, BB * TT, CC);
@@ -134,7 +136,9 @@ static void check_norm(int rms)
 	               rnd(CC, 1.0f, 7), rnd(BT * CC, 1.0f, 8), rms};
 	norm_loss(&c);
 	float *dx = zeros(BT * CC), *dw = zeros(CC), *db = zeros(CC);
-	if (rms)
+	if (rms == 2)
+		rmsnorm1p_backward(dx, dw, c.r, c.x, c.w, c.rstd, BT, CC);
+	else if (rms)
 		rmsnorm_backward(dx, dw, c.r, c.x, c.w, c.rstd, BT, CC);
 	else
 		layernorm_backward(dx, dw, db, c.r, c.x, c.w, c.mean, c.rstd, BT, CC);
@@ -152,24 +156,40 @@ END_TEST
 START_TEST(test_rmsnorm_backward_matches_finite_differences) { check_norm(1); }
 END_TEST
 
+START_TEST(test_gemma_rmsnorm_backward_matches_finite_differences) { check_norm(2); }
+END_TEST
+
 /* Attention with grouped queries: 4 query heads on 2 key-value heads. */
 enum { AH = 4, AKV = 2, AHD = 6, AQ = (AH + 2 * AKV) * AHD };
-struct at { float *out, *att, *qkv, *work, *r; int rope; };
+struct at { float *out, *att, *qkv, *work, *r; int rope; float *w, *pre, *rstd, *th, cap; };
 static double att_loss(void *p)
 {
 	struct at *c = p;
 	memcpy(c->work, c->qkv, BB * TT * AQ * sizeof *c->work);
+	if (c->w != NULL) /* qwen3's q/k norms first */
+		headnorm_forward(c->work, c->pre, c->rstd, c->w, 1e-5f, BB * TT, AH, AKV, AHD);
 	if (c->rope)
 		rope_forward(c->work, 10000.0f, BB, TT, AH, AKV, AHD);
-	attention_forward(c->out, c->att, c->work, BB, TT, AH, AKV, AHD);
+	if (c->cap > 0.0f) /* gemma2's: another scale, the scores soft-capped */
+		attention_forward_capped(c->out, c->att, c->th, c->work, BB, TT, AH, AKV, AHD, 0.3f, c->cap);
+	else
+		attention_forward(c->out, c->att, c->work, BB, TT, AH, AKV, AHD);
 	return dotd(c->r, c->out, BB * TT * AH * AHD);
 }
 
-static void check_attention(int rope)
+static void check_attention(int rope, int qk_norm, float cap)
 {
 	size_t BT = BB * TT;
-	struct at c = {zeros(BT * AH * AHD), zeros(BB * AH * TT * TT), rnd(BT * AQ, 1.0f, 9), zeros(BT * AQ),
-	               rnd(BT * AH * AHD, 1.0f, 10), rope};
+	struct at c = {zeros(BT * AH * AHD), zeros(BB * AH * TT * TT), rnd(BT * AQ, cap > 0.0f ? 3.0f : 1.0f, 9),
+	               zeros(BT * AQ), rnd(BT * AH * AHD, 1.0f, 10), rope, NULL, NULL, NULL,
+	               cap > 0.0f ? zeros(BB * AH * TT * TT) : NULL, cap};
+	if (qk_norm) { /* weights about 1, not all alike */
+		c.w = rnd(2 * AHD, 0.5f, 11);
+		for (size_t i = 0; i < 2 * AHD; i++)
+			c.w[i] += 1.0f;
+		c.pre = zeros(BT * (AH + AKV) * AHD);
+		c.rstd = zeros(BT * (AH + AKV));
+	}
 	att_loss(&c);
 	/* Causal: nothing above the diagonal, every row a distribution. */
 	for (size_t row = 0; row < BB * AH * TT; row++) {
@@ -183,17 +203,35 @@ static void check_attention(int rope)
 		ck_assert_double_eq_tol(sum, 1.0, 1e-6);
 	}
 	float *dqkv = zeros(BT * AQ), *scratch = zeros(TT * TT);
-	attention_backward(dqkv, scratch, c.r, c.work, c.att, BB, TT, AH, AKV, AHD);
+	if (cap > 0.0f)
+		attention_backward_capped(dqkv, scratch, c.r, c.work, c.att, c.th, BB, TT, AH, AKV, AHD, 0.3f);
+	else
+		attention_backward(dqkv, scratch, c.r, c.work, c.att, BB, TT, AH, AKV, AHD);
 	if (rope)
 		rope_backward(dqkv, 10000.0f, BB, TT, AH, AKV, AHD);
+	float *dw = zeros(2 * AHD);
+	if (qk_norm)
+		headnorm_backward(dqkv, dw, c.pre, c.w, c.rstd, BT, AH, AKV, AHD);
 	check_grad("d qkv", att_loss, &c, c.qkv, dqkv, BT * AQ, 1e-2f, 1e-4, 2e-3);
-	free(c.out), free(c.att), free(c.qkv), free(c.work), free(c.r), free(dqkv), free(scratch);
+	if (qk_norm)
+		check_grad("d q_norm, k_norm", att_loss, &c, c.w, dw, 2 * AHD, 1e-2f, 1e-4, 2e-3);
+	free(c.out), free(c.att), free(c.qkv), free(c.work), free(c.r), free(dqkv), free(scratch), free(dw);
+	free(c.w), free(c.pre), free(c.rstd), free(c.th);
 }
 
-START_TEST(test_attention_backward_matches_finite_differences) { check_attention(0); }
+START_TEST(test_attention_backward_matches_finite_differences) { check_attention(0, 0, 0.0f); }
 END_TEST
 
-START_TEST(test_rope_attention_backward_matches_finite_differences) { check_attention(1); }
+START_TEST(test_rope_attention_backward_matches_finite_differences) { check_attention(1, 0, 0.0f); }
+END_TEST
+
+/* Gemma 2's: scores scaled by 0.3 and soft-capped at 2 (the scores of
+ * ±3-sized q and k reach well into tanh's bend). */
+START_TEST(test_softcapped_attention_backward_matches_finite_differences) { check_attention(1, 0, 2.0f); }
+END_TEST
+
+/* Qwen3's RMSNorm on each query and key head, then rope and attention. */
+START_TEST(test_qk_norm_rope_attention_backward_matches_finite_differences) { check_attention(1, 1, 0.0f); }
 END_TEST
 
 START_TEST(test_rope_keeps_norms_and_position_zero)
@@ -221,7 +259,9 @@ struct act { float *out, *in, *r; int swiglu; };
 static double act_loss(void *p)
 {
 	struct act *c = p;
-	if (c->swiglu)
+	if (c->swiglu == 2) /* gemma's GeGLU */
+		geglu_forward(c->out, c->in, BB * TT, CC);
+	else if (c->swiglu)
 		swiglu_forward(c->out, c->in, BB * TT, CC);
 	else
 		gelu_forward(c->out, c->in, BB * TT * CC);
@@ -233,7 +273,9 @@ static void check_activation(int swiglu)
 	size_t BT = BB * TT, nin = BT * CC * (swiglu ? 2 : 1);
 	struct act c = {zeros(BT * CC), rnd(nin, 3.0f, 12), rnd(BT * CC, 1.0f, 13), swiglu};
 	float *din = zeros(nin);
-	if (swiglu)
+	if (swiglu == 2)
+		geglu_backward(din, c.r, c.in, BT, CC);
+	else if (swiglu)
 		swiglu_backward(din, c.r, c.in, BT, CC);
 	else
 		gelu_backward(din, c.r, c.in, BT * CC);
@@ -245,6 +287,9 @@ START_TEST(test_gelu_backward_matches_finite_differences) { check_activation(0);
 END_TEST
 
 START_TEST(test_swiglu_backward_matches_finite_differences) { check_activation(1); }
+END_TEST
+
+START_TEST(test_geglu_backward_matches_finite_differences) { check_activation(2); }
 END_TEST
 
 START_TEST(test_gelu_is_gpt2s_tanh_form)
@@ -342,19 +387,39 @@ START_TEST(test_embedding_backward_matches_finite_differences)
 }
 END_TEST
 
-struct ce { float *logits, *work; const int *target; };
+struct ce { float *logits, *work; const int *target; float cap; };
 static double ce_loss(void *p)
 {
 	struct ce *c = p;
 	memcpy(c->work, c->logits, BB * TT * EV * sizeof *c->work);
+	if (c->cap > 0.0f) { /* gemma2's final soft-cap, then the loss */
+		softcap_forward(c->work, c->cap, BB * TT * EV);
+		return crossentropy_capped_forward_backward(c->work, c->target, BB * TT, EV, c->cap);
+	}
 	return crossentropy_forward_backward(c->work, c->target, BB * TT, EV);
 }
+
+/* The soft-capped logits' loss, its gradient taken to the uncapped
+ * logits through cap·tanh(z / cap) (cap 3: logits of ±4 bend it). */
+START_TEST(test_softcapped_crossentropy_backward_matches_finite_differences)
+{
+	size_t BT = BB * TT;
+	int target[BB * TT] = {0, 8, 4, 1, 5, 8, 2, 6, 7, 3};
+	struct ce c = {rnd(BT * EV, 4.0f, 17), zeros(BT * EV), target, 3.0f};
+	float *g = zeros(BT * EV);
+	memcpy(g, c.logits, BT * EV * sizeof *g);
+	softcap_forward(g, 3.0f, BT * EV);
+	crossentropy_capped_forward_backward(g, target, BT, EV, 3.0f);
+	check_grad("d logits", ce_loss, &c, c.logits, g, BT * EV, 1e-2f, 5e-5, 2e-3);
+	free(c.logits), free(c.work), free(g);
+}
+END_TEST
 
 START_TEST(test_crossentropy_backward_matches_finite_differences)
 {
 	size_t BT = BB * TT;
 	int target[BB * TT] = {0, 8, 4, 1, 5, 8, 2, 6, 7, 3};
-	struct ce c = {rnd(BT * EV, 4.0f, 17), zeros(BT * EV), target};
+	struct ce c = {rnd(BT * EV, 4.0f, 17), zeros(BT * EV), target, 0.0f};
 	float *g = zeros(BT * EV);
 	memcpy(g, c.logits, BT * EV * sizeof *g);
 	float loss = crossentropy_forward_backward(g, target, BT, EV);
@@ -378,7 +443,7 @@ END_TEST
 static struct tfm_dims tiny(enum tfm_family f, int tied)
 {
 	struct tfm_dims d = {f, 16, 2, 4, f == TFM_LLAMA ? 2 : 4, 4, f == TFM_LLAMA ? 24 : 64, 32, 8, tied,
-	                     1e-5f, 10000.0f, 0, 0, 0};
+	                     1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f};
 	return d;
 }
 
@@ -425,6 +490,30 @@ static struct tfm_dims tiny_qwen2(int tied)
 	return d;
 }
 
+/* Qwen3's: llama's with q_norm and k_norm, and a head_dim apart from
+ * d / H (6 x 4 heads over a width of 16). */
+static struct tfm_dims tiny_qwen3(int tied)
+{
+	struct tfm_dims d = tiny(TFM_LLAMA, tied);
+	d.qk_norm = 1;
+	d.head_dim = 6;
+	return d;
+}
+
+/* Gemma 2's: the norms by 1 + w before and after attention and the MLP,
+ * GeGLU, the embedding by √d, the scores scaled by 1/√24 and soft-capped
+ * at 3, the logits at 2 (small caps, so that tanh bends), tied. */
+static struct tfm_dims tiny_gemma2(void)
+{
+	struct tfm_dims d = tiny(TFM_LLAMA, 1);
+	d.gemma = 1;
+	d.head_dim = 6;
+	d.attn_scalar = 24.0f;
+	d.attn_softcap = 3.0f;
+	d.final_softcap = 2.0f;
+	return d;
+}
+
 static void check_model_dims(struct tfm_dims d)
 {
 	int tied = d.tied;
@@ -437,6 +526,14 @@ static void check_model_dims(struct tfm_dims d)
 	tfm_init_weights(m.params, &d, 7);
 	for (size_t i = 0; i < m.nparams; i++)
 		m.params[i] *= 5.0f * (i % 2 ? 1.0f : 0.5f);
+	/* The q/k norms' weights about 1 (0.5 and 1): at ×5 the scores they
+	 * scale saturate the softmax, where no difference step is small enough */
+	for (size_t l = 1; d.qk_norm && l <= d.layers; l++) {
+		float *slot[TFM_SLOTS];
+		tfm_layer_slots(slot, &m.layout, l, m.params);
+		for (size_t i = 0; i < 2 * d.head_dim; i++)
+			slot[4][i] = i % 2 ? 1.0f : 0.5f;
+	}
 	struct tfm_task task;
 	int in[16], target[16];
 	tfm_task_init(&task, d.vocab, 7);
@@ -492,13 +589,20 @@ END_TEST
 START_TEST(test_qwen2_gradient_matches_finite_differences) { check_model_dims(tiny_qwen2(1)); }
 END_TEST
 
+/* Qwen3's q_norm and k_norm (and every other tensor), both ties. */
+START_TEST(test_qwen3_gradient_matches_finite_differences)
+{
+	check_model_dims(tiny_qwen3(0));
+	check_model_dims(tiny_qwen3(1));
+}
+END_TEST
+
 /* Recompute changes what is kept, never a bit of the result: the loss
  * and the gradient equal the kept run's, and the tensors kept shrink by
  * what docs/schedule.md says: selective keeps one softmax (B·H·T²) for
  * all blocks, full one block's tensors plus each block's output. */
-static void check_recompute(enum tfm_family f)
+static void check_recompute_dims(struct tfm_dims d)
 {
-	struct tfm_dims d = tiny(f, f == TFM_GPT2);
 	const size_t B = 2, T = 8, L = d.layers;
 	struct tfm_driver m[3];
 	float loss[3];
@@ -527,22 +631,30 @@ static void check_recompute(enum tfm_family f)
 	tfm_task_free(&task);
 }
 
+static void check_recompute(enum tfm_family f) { check_recompute_dims(tiny(f, f == TFM_GPT2)); }
+
 START_TEST(test_gpt2_recompute_gives_the_same_bits) { check_recompute(TFM_GPT2); }
 END_TEST
 
 START_TEST(test_llama_recompute_gives_the_same_bits) { check_recompute(TFM_LLAMA); }
 END_TEST
 
+START_TEST(test_qwen3_recompute_gives_the_same_bits) { check_recompute_dims(tiny_qwen3(0)); }
+END_TEST
+
+START_TEST(test_gemma2_gradient_matches_finite_differences) { check_model_dims(tiny_gemma2()); }
+END_TEST
+
 START_TEST(test_parameter_counts_are_gpt2_smalls_and_llamas)
 {
 	/* GPT-2 small: 124,439,808 parameters with the tied head (Hugging
 	 * Face's gpt2 model card; llm.c prints the same with V = 50257). */
-	struct tfm_dims g = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f, 0, 0, 0};
+	struct tfm_dims g = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f};
 	ck_assert_int_eq(tfm_dims_check(&g, NULL), 0);
 	ck_assert_uint_eq(tfm_nparams(&g), 124439808);
 	/* TinyLlama-1.1B (d 2048, 22 layers, 32 heads, 4 kv heads, F 5632,
 	 * V 32000, untied): 1,100,048,384 parameters (its model card). */
-	struct tfm_dims l = {TFM_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 0, 1e-5f, 10000.0f, 0, 0, 0};
+	struct tfm_dims l = {TFM_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 0, 1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f};
 	ck_assert_int_eq(tfm_dims_check(&l, NULL), 0);
 	ck_assert_uint_eq(tfm_nparams(&l), 1100048384);
 }
@@ -620,7 +732,7 @@ END_TEST
 static void check_training(enum tfm_family f)
 {
 	struct tfm_dims d = {f, 32, 2, 4, f == TFM_LLAMA ? 2 : 4, 8, f == TFM_LLAMA ? 88 : 128, 64, 16,
-	                     f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0};
+	                     f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f};
 	const size_t B = 2, T = 16, steps = 100;
 	struct tfm_driver m;
 	tfm_driver_init(&m, &d, B, T, ZS_RECOMPUTE_NONE);
@@ -811,6 +923,20 @@ END_TEST
 START_TEST(test_qwen2_mixed_one_digest_per_world_across_schemes) { check_one_digest_dims(tiny_qwen2(1), ZS_MIXED); }
 END_TEST
 
+START_TEST(test_gemma2_one_digest_per_world_across_schemes)
+{
+	check_one_digest_dims(tiny_gemma2(), ZS_FP32);
+	check_one_digest_dims(tiny_gemma2(), ZS_MIXED);
+}
+END_TEST
+
+START_TEST(test_qwen3_one_digest_per_world_across_schemes)
+{
+	check_one_digest_dims(tiny_qwen3(0), ZS_FP32);
+	check_one_digest_dims(tiny_qwen3(1), ZS_MIXED);
+}
+END_TEST
+
 START_TEST(test_gpt2_mixed_one_digest_per_world_across_schemes) { check_one_digest(TFM_GPT2, 1, ZS_MIXED); }
 END_TEST
 
@@ -829,7 +955,7 @@ static void check_mixed_training(enum tfm_family f)
 	struct zs_tfm_run tr;
 	struct zs_config c = engine_config(&tr, f, f == TFM_GPT2, ZS_RECOMPUTE_SELECTIVE);
 	tr.dims = (struct tfm_dims){f, 32, 2, 4, f == TFM_LLAMA ? 2 : 4, 8, f == TFM_LLAMA ? 88 : 128, 64, 16,
-	                            f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0};
+	                            f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f};
 	tr.seq = 16;
 	c.steps = 100;
 	c.precision = ZS_MIXED;
@@ -866,6 +992,8 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_rmsnorm_backward_matches_finite_differences);
 	tcase_add_test(t, test_attention_backward_matches_finite_differences);
 	tcase_add_test(t, test_rope_attention_backward_matches_finite_differences);
+	tcase_add_test(t, test_qk_norm_rope_attention_backward_matches_finite_differences);
+	tcase_add_test(t, test_softcapped_attention_backward_matches_finite_differences);
 	tcase_add_test(t, test_rope_keeps_norms_and_position_zero);
 	tcase_add_test(t, test_gelu_backward_matches_finite_differences);
 	tcase_add_test(t, test_swiglu_backward_matches_finite_differences);
@@ -873,6 +1001,9 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_gelu_kernels_are_libms_tanhf_bit_for_bit);
 	tcase_add_test(t, test_embedding_backward_matches_finite_differences);
 	tcase_add_test(t, test_crossentropy_backward_matches_finite_differences);
+	tcase_add_test(t, test_softcapped_crossentropy_backward_matches_finite_differences);
+	tcase_add_test(t, test_gemma_rmsnorm_backward_matches_finite_differences);
+	tcase_add_test(t, test_geglu_backward_matches_finite_differences);
 	suite_add_tcase(s, t);
 	t = tcase_create("model");
 	tcase_set_timeout(t, 120);
@@ -881,8 +1012,11 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_llama_gradient_matches_finite_differences);
 	tcase_add_test(t, test_llama_tied_gradient_matches_finite_differences);
 	tcase_add_test(t, test_qwen2_gradient_matches_finite_differences);
+	tcase_add_test(t, test_qwen3_gradient_matches_finite_differences);
 	tcase_add_test(t, test_gpt2_recompute_gives_the_same_bits);
 	tcase_add_test(t, test_llama_recompute_gives_the_same_bits);
+	tcase_add_test(t, test_qwen3_recompute_gives_the_same_bits);
+	tcase_add_test(t, test_gemma2_gradient_matches_finite_differences);
 	tcase_add_test(t, test_parameter_counts_are_gpt2_smalls_and_llamas);
 	tcase_add_test(t, test_layout_units_are_the_theorys_for_every_shipped_model);
 	tcase_add_test(t, test_bad_shapes_are_refused);
@@ -898,6 +1032,8 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_gpt2_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_llama_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_qwen2_mixed_one_digest_per_world_across_schemes);
+	tcase_add_test(t, test_qwen3_one_digest_per_world_across_schemes);
+	tcase_add_test(t, test_gemma2_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_gpt2_mixed_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_llama_mixed_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_gpt2_mixed_loss_falls_on_the_synthetic_task);

@@ -646,6 +646,7 @@ START_TEST(test_shipped_models_have_their_published_parameter_counts)
 		{ "llama-2-70b", 68976648192ull }, { "llama-3-8b", 8030261248ull },
 		{ "llama-3-70b", 70553706496ull }, { "mistral-7b", 7241732096ull },
 		{ "qwen2.5-0.5b", 494032768ull }, { "phi-3-mini-4k", 3821079552ull },
+		{ "qwen3-0.6b", 596049920ull }, { "gemma-2-2b", 2614341888ull },
 	};
 
 	for (size_t i = 0; i < sizeof published / sizeof published[0]; i++) {
@@ -1110,6 +1111,145 @@ START_TEST(test_phi3_defaults_and_unrun_keys)
 }
 END_TEST
 
+/* Qwen/Qwen3-0.6B's count, by hand from its config (hidden 1024, 28
+ * layers, 16 heads and 8 key-value heads of head_dim 128, intermediate
+ * 3072, vocabulary 151,936, tied):
+ *   embed_tokens 151936·1024 = 155,582,464 (the head is it)
+ *   a block: input_layernorm 1024; q_proj 2048·1024 = 2,097,152; k_proj
+ *     and v_proj 1024·1024 = 1,048,576 each; q_norm and k_norm 128 each;
+ *     o_proj 1024·2048 = 2,097,152; post_attention_layernorm 1024;
+ *     gate_proj, up_proj and down_proj 3072·1024 = 3,145,728 each:
+ *     15,730,944, times 28 = 440,466,432
+ *   the final norm 1024:
+ *   155,582,464 + 440,466,432 + 1024 = 596,049,920.
+ * The model card prints 0.6B, and 0.44B without the embedding (440,467,456);
+ * the checkpoint loaded by transformers has num_parameters() 596049920
+ * (compressed-tensors' tests/test_offload, test_accelerate_load_disk,
+ * asserts it of Qwen/Qwen3-0.6B). */
+START_TEST(test_qwen3_0_6b_has_596049920_parameters_by_hand)
+{
+	struct zs_model m = shipped("Qwen/Qwen3-0.6B");
+	struct step_params p;
+
+	ck_assert_str_eq(m.name, "qwen3-0.6b");
+	ck_assert_str_eq(m.model_type, "qwen3");
+	ck_assert_str_eq(zs_family_name(m.family), "llama");
+	ck_assert_int_eq(m.qk_norm, 1);
+	ck_assert_int_eq(m.qkv_bias, 0);
+	ck_assert_int_eq(m.tied, 1);
+	ck_assert_uint_eq(m.head_dim, 128);
+	ck_assert_uint_eq(m.sliding_window, 0);
+	ck_assert_uint_eq(theory_tfm_params(&m), 155582464ull + 28ull * 15730944ull + 1024ull);
+	ck_assert_uint_eq(theory_tfm_params(&m), 596049920ull);
+	step_params_build(&p, &m);
+	/* q_norm and k_norm: one module after the fused q/k/v, two parts */
+	const struct step_tensor *t = named(&p, "model.layers.27.self_attn.{q,k}_norm.weight");
+	ck_assert_uint_eq(t->ndim, 1);
+	ck_assert_uint_eq(t->numel, 256);
+	ck_assert_uint_eq(t->nparts, 2);
+	ck_assert_uint_eq(t->part_rows[0], 128);
+	ck_assert_uint_eq(t->part_rows[1], 128);
+	ck_assert_uint_eq(p.tensor[t->module > 0 ? p.module[t->module - 1].first : 0].shape[0], (16 + 2 * 8) * 128);
+	step_params_free(&p);
+}
+END_TEST
+
+/* google/gemma-2-2b's count, by hand from its config (hidden 2304, 26
+ * layers, 8 heads and 4 key-value heads of head_dim 256, intermediate
+ * 9216, vocabulary 256,000, tied):
+ *   embed_tokens 256000·2304 = 589,824,000 (the head is it)
+ *   a block: input_layernorm, post_attention_layernorm,
+ *     pre_feedforward_layernorm and post_feedforward_layernorm 2304 each
+ *     (9216); q_proj 2048·2304 = 4,718,592; k_proj and v_proj 1024·2304 =
+ *     2,359,296 each; o_proj 2304·2048 = 4,718,592; gate_proj, up_proj and
+ *     down_proj 9216·2304 = 21,233,664 each: 77,865,984, times 26 =
+ *     2,024,515,584
+ *   the final norm 2304:
+ *   589,824,000 + 2,024,515,584 + 2304 = 2,614,341,888.
+ * The model card says 2.6B (Gemma 2 report: 2.6B, 590M of them the
+ * embedding). */
+START_TEST(test_gemma_2_2b_has_2614341888_parameters_by_hand)
+{
+	struct zs_model m = shipped("google/gemma-2-2b");
+
+	ck_assert_str_eq(m.name, "gemma-2-2b");
+	ck_assert_str_eq(m.model_type, "gemma2");
+	ck_assert_int_eq(m.gemma, 1);
+	ck_assert_int_eq(m.tied, 1);
+	ck_assert_uint_eq(m.head_dim, 256);
+	ck_assert_uint_eq(m.sliding_window, 4096);
+	ck_assert_uint_eq(m.pad_row, 1);
+	ck_assert_double_eq(m.attn_scalar, 256.0);
+	ck_assert_double_eq(m.attn_softcap, 50.0);
+	ck_assert_double_eq(m.final_softcap, 30.0);
+	ck_assert_str_eq(m.unrun, "");
+	ck_assert_uint_eq(theory_tfm_params(&m), 589824000ull + 26ull * 77865984ull + 2304ull);
+	ck_assert_uint_eq(theory_tfm_params(&m), 2614341888ull);
+}
+END_TEST
+
+/* Gemma2Config's defaults: head_dim 256, query_pre_attn_scalar 256, the
+ * caps 50 and 30 (null: none), pad_token_id 0; hidden_activation, not
+ * hidden_act, is the MLP's; another is unrun. */
+START_TEST(test_gemma2_defaults_and_unrun_keys)
+{
+	cJSON *root = cJSON_Parse("{\"model_type\": \"gemma2\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	                          "\"hidden_act\": \"gelu_pytorch_tanh\"}");
+	struct zs_model m;
+	char *cause = NULL;
+	ck_assert_msg(zs_model_from_json(root, "cfg.json", &m, &cause) == 0, "%s", cause ? cause : "?");
+	cJSON_Delete(root);
+	ck_assert_uint_eq(m.head_dim, 256);
+	ck_assert_double_eq(m.attn_scalar, 256.0);
+	ck_assert_double_eq(m.attn_softcap, 50.0);
+	ck_assert_double_eq(m.final_softcap, 30.0);
+	ck_assert_uint_eq(m.pad_row, 1);
+	ck_assert_uint_eq(m.sliding_window, 4096);
+	ck_assert_int_eq(m.tied, 1);
+	ck_assert_str_eq(m.unrun, "");
+	root = cJSON_Parse("{\"model_type\": \"gemma2\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	                   "\"attn_logit_softcapping\": null, \"final_logit_softcapping\": null, "
+	                   "\"hidden_activation\": \"gelu\"}");
+	ck_assert_int_eq(zs_model_from_json(root, "cfg.json", &m, &cause), 0);
+	cJSON_Delete(root);
+	ck_assert_double_eq(m.attn_softcap, 0.0);
+	ck_assert_double_eq(m.final_softcap, 0.0);
+	ck_assert_msg(strstr(m.unrun, "\"hidden_activation\" is \"gelu\"") != NULL, "%s", m.unrun);
+	assert_refused("{\"model_type\": \"gemma2\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	               "\"attn_logit_softcapping\": -1}", "\"attn_logit_softcapping\" must be a positive number");
+}
+END_TEST
+
+/* Qwen3Config's defaults (configuration_qwen3.py): head_dim 128 where
+ * absent (not hidden / heads), eps 1e-6, sliding_window only under
+ * use_sliding_window; attention_bias true is refused by name. */
+START_TEST(test_qwen3_defaults_and_refusals)
+{
+	cJSON *root = cJSON_Parse("{\"model_type\": \"qwen3\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	                          "\"sliding_window\": 16}");
+	struct zs_model m;
+	char *cause = NULL;
+	ck_assert_msg(zs_model_from_json(root, "cfg.json", &m, &cause) == 0, "%s", cause ? cause : "?");
+	cJSON_Delete(root);
+	ck_assert_uint_eq(m.head_dim, 128);
+	ck_assert_double_eq(m.norm_eps, 1e-6);
+	ck_assert_uint_eq(m.sliding_window, 0);
+	ck_assert_int_eq(m.qk_norm, 1);
+	ck_assert_uint_eq(m.pad_row, 0);
+	ck_assert_str_eq(m.unrun, "");
+	root = cJSON_Parse("{\"model_type\": \"qwen3\", " LLAMA_OK ", \"num_attention_heads\": 8, \"head_dim\": 8, "
+	                   "\"use_sliding_window\": true, \"max_window_layers\": 1, \"sliding_window\": 16}");
+	ck_assert_int_eq(zs_model_from_json(root, "cfg.json", &m, &cause), 0);
+	cJSON_Delete(root);
+	ck_assert_uint_eq(m.head_dim, 8);
+	ck_assert_uint_eq(m.sliding_window, 16);
+	assert_refused("{\"model_type\": \"qwen3\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	               "\"attention_bias\": true}", "\"attention_bias\": biases in the attention projections");
+	assert_refused("{\"model_type\": \"qwen3_moe\", " LLAMA_OK ", \"num_attention_heads\": 8}",
+	               "\"model_type\" 'qwen3_moe' is not modelled (gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2)");
+}
+END_TEST
+
 START_TEST(test_an_unknown_name_lists_the_shipped_models)
 {
 	struct zs_model m;
@@ -1326,6 +1466,10 @@ static Suite *theory_suite(void)
 	tcase_add_test(model, test_gpt2_description_has_hugging_faces_148_tensors_and_shapes);
 	tcase_add_test(model, test_llama_3_8b_description_fuses_q_k_v_and_gate_up_as_named);
 	tcase_add_test(model, test_qwen2_5_0_5b_has_494032768_parameters_by_hand);
+	tcase_add_test(model, test_qwen3_0_6b_has_596049920_parameters_by_hand);
+	tcase_add_test(model, test_qwen3_defaults_and_refusals);
+	tcase_add_test(model, test_gemma_2_2b_has_2614341888_parameters_by_hand);
+	tcase_add_test(model, test_gemma2_defaults_and_unrun_keys);
 	tcase_add_test(model, test_qwen2_sliding_window_counts_only_when_switched_on);
 	tcase_add_test(model, test_phi_3_mini_4k_has_3821079552_parameters_by_hand);
 	tcase_add_test(model, test_phi3_defaults_and_unrun_keys);

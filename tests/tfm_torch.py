@@ -9,7 +9,9 @@ tokens of every step, the optimizer's settings) and its weights side file
 docs/formats.md documents tensor by tensor). That is all this builds the
 run from: the model with torch.nn (written here from the papers'
 definitions, as Hugging Face's GPT2 and Llama modules compute them; phi3
-op for op from Hugging Face's modeling_phi3.py, Phi3ForCausalLM below), the
+op for op from Hugging Face's modeling_phi3.py, Phi3ForCausalLM below, and
+qwen3 from modeling_qwen3.py, Qwen3ForCausalLM, gemma2 from
+modeling_gemma2.py, Gemma2ForCausalLM), the
 layout of the side file from the documented order. Beside the case, what
 zerosim computed: measured.json (measure --case: each step's loss),
 final.json (its --dump-weights: the final weights) and, from tests/tfm_dump
@@ -55,8 +57,11 @@ def layout(m):
         d, L, H, V, P = (m["hidden_size"], m["num_hidden_layers"], m["num_attention_heads"], m["vocab_size"],
                          m["max_position_embeddings"])
         KV = m.get("num_key_value_heads") or H
-        hd, F = m.get("head_dim") or d // H, m["intermediate_size"]
-    tied = m.get("tie_word_embeddings", gpt2) or False
+        # Qwen3Config's head_dim defaults to 128, Gemma2Config's to 256, the others' to d / H
+        hd = m.get("head_dim") or {"qwen3": 128, "gemma2": 256}.get(m["model_type"], d // H)
+        F = m["intermediate_size"]
+    gemma = m["model_type"] == "gemma2"
+    tied = m.get("tie_word_embeddings", gpt2 or gemma) or False
     Q, U = (H + 2 * KV) * hd, F if gpt2 else 2 * F
     norm = lambda p: [(p + "_w", [d])] + ([(p + "_b", [d])] if gpt2 else [])
     lin = lambda p, o, i: [(p + "_w", [o, i])] + ([(p + "_b", [o])] if gpt2 else [])
@@ -65,22 +70,30 @@ def layout(m):
         t += norm("lnf")
     for l in range(L):
         h = f"h.{l}."
-        t += norm(h + "ln1") + lin(h + "qkv", Q, d) + lin(h + "proj", d, H * hd)
-        t += norm(h + "ln2") + lin(h + "fc", U, d) + lin(h + "fcproj", d, F)
+        t += norm(h + "ln1") + lin(h + "qkv", Q, d)
+        if m["model_type"] == "qwen3":  # q_norm's weight, then k_norm's
+            t += [(h + "qk_norm_w", [2 * hd])]
+        t += lin(h + "proj", d, H * hd) + (norm(h + "post_attn") if gemma else [])
+        t += norm(h + "ln2") + lin(h + "fc", U, d) + lin(h + "fcproj", d, F) + (norm(h + "post_ff") if gemma else [])
     if not tied:
         t += norm("lnf") + [("head", [V, d])]
     tensors, off = [], 0
     for name, shape in t:
         tensors.append({"name": name, "offset": off, "shape": shape})
         off += math.prod(shape)
-    phi3 = m["model_type"] == "phi3"
-    # transformers' defaults: GPT2Config 1e-5, LlamaConfig 1e-6, Phi3Config 1e-5
+    phi3, qwen3 = m["model_type"] == "phi3", m["model_type"] == "qwen3"
+    # transformers' defaults: GPT2Config 1e-5, LlamaConfig 1e-6, Phi3Config 1e-5, Qwen3Config 1e-6
     eps = m.get("layer_norm_epsilon" if gpt2 else "rms_norm_eps", 1e-5 if gpt2 or phi3 else 1e-6)
-    dims = {"family": "gpt2" if gpt2 else "phi3" if phi3 else "llama", "d": d, "layers": L, "heads": H,
+    family = "gpt2" if gpt2 else "phi3" if phi3 else "qwen3" if qwen3 else "gemma2" if gemma else "llama"
+    dims = {"family": family, "d": d, "layers": L, "heads": H,
             "kv_heads": KV, "head_dim": hd, "ffn": F, "vocab": V, "tied": tied, "eps": eps,
             "rope_theta": m.get("rope_theta", 10000.0),
             # Phi3Config's pad_token_id (default 32000): nn.Embedding's padding_idx
-            "pad": m.get("pad_token_id", 32000) if phi3 else None}
+            "pad": m.get("pad_token_id", 32000) if phi3 else m.get("pad_token_id", 0) if gemma
+            else m.get("pad_token_id") if qwen3 else None}
+    if gemma:  # Gemma2Config's defaults; a cap given null is none
+        dims.update(scaling=m.get("query_pre_attn_scalar", 256) ** -0.5, window=m.get("sliding_window", 4096),
+                    attn_cap=m.get("attn_logit_softcapping", 50.0), final_cap=m.get("final_logit_softcapping", 30.0))
     return dims, tensors, off
 
 
@@ -190,6 +203,25 @@ class Model(torch.nn.Module):
 # Phi3ForCausalLM named by function. Dropout (resid_pdrop, attention_dropout
 # 0.0 in every Phi-3 config) is the identity and left out.
 
+def rope_attend(self, query_states, key_states, value_states, position_embeddings, attention_mask, input_shape):
+    """The end of Phi3Attention.forward and of Qwen3Attention.forward (the
+    same code in both files): apply_rotary_pos_emb, eager_attention_forward
+    (repeat_kv, the scaled scores plus the causal mask, softmax in fp32, times
+    the values), the heads joined again, o_proj."""
+    cos, sin = position_embeddings
+    query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+    key_states = repeat_kv(key_states, self.num_key_value_groups)
+    value_states = repeat_kv(value_states, self.num_key_value_groups)
+    attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) * self.scaling
+    causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]
+    attn_weights = attn_weights + causal_mask
+    attn_weights = torch.nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query_states.dtype)
+    attn_output = torch.matmul(attn_weights, value_states)
+    attn_output = attn_output.transpose(1, 2).contiguous()
+    attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+    return self.o_proj(attn_output)
+
+
 class Phi3MLP(torch.nn.Module):
     def __init__(self, c):
         super().__init__()
@@ -224,19 +256,8 @@ class Phi3Attention(torch.nn.Module):
         query_states = query_states.view(hidden_shape).transpose(1, 2)
         key_states = key_states.view(hidden_shape).transpose(1, 2)
         value_states = value_states.view(hidden_shape).transpose(1, 2)
-        cos, sin = position_embeddings
-        query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
-        # eager_attention_forward
-        key_states = repeat_kv(key_states, self.num_key_value_groups)
-        value_states = repeat_kv(value_states, self.num_key_value_groups)
-        attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) * self.scaling
-        causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]
-        attn_weights = attn_weights + causal_mask
-        attn_weights = torch.nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query_states.dtype)
-        attn_output = torch.matmul(attn_weights, value_states)
-        attn_output = attn_output.transpose(1, 2).contiguous()
-        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
-        return self.o_proj(attn_output)
+        return rope_attend(self, query_states, key_states, value_states, position_embeddings, attention_mask,
+                           input_shape)
 
 
 # rotate_half, apply_rotary_pos_emb, repeat_kv and Phi3RMSNorm are
@@ -322,15 +343,251 @@ class Phi3ForCausalLM(torch.nn.Module):
                                reduction="mean")
 
 
+# ---------------------------------------------------------------------------
+# Qwen3, op for op from Hugging Face's modeling_qwen3.py at
+# huggingface/transformers 000c33fdfde1 (5.x; line numbers counted in the
+# stored text): Qwen3RMSNorm 49-64 (modeling_llama.py's LlamaRMSNorm, which
+# tests/hf_torch.py holds), Qwen3MLP, Qwen3Attention (q_norm and k_norm:
+# Qwen3RMSNorm(head_dim) on the (..., heads, head_dim) view of q_proj's and
+# k_proj's output, before apply_rotary_pos_emb), eager_attention_forward,
+# Qwen3DecoderLayer, Qwen3Model.forward and Qwen3ForCausalLM named by class;
+# rotate_half, apply_rotary_pos_emb and repeat_kv are Llama's (hf_torch.py).
+# Qwen3Model.forward, its rotary embedding, eager causal mask and loss are
+# those of Phi3ForCausalLM above (the same code in both files). zerosim's
+# fused q/k/v tensor is q_proj, k_proj and v_proj by rows, and its q/k norm
+# tensor q_norm's weight then k_norm's (docs/formats.md).
+
+Qwen3RMSNorm = LlamaRMSNorm
+
+
+class Qwen3MLP(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.gate_proj = torch.nn.Linear(c["d"], c["ffn"], bias=False)
+        self.up_proj = torch.nn.Linear(c["d"], c["ffn"], bias=False)
+        self.down_proj = torch.nn.Linear(c["ffn"], c["d"], bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))  # ACT2FN["silu"]
+
+
+class Qwen3Attention(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.H, self.KV, self.head_dim = c["heads"], c["kv_heads"], c["head_dim"]
+        self.num_key_value_groups = self.H // self.KV
+        self.scaling = self.head_dim**-0.5
+        self.q_proj = torch.nn.Linear(c["d"], self.H * self.head_dim, bias=False)  # attention_bias false
+        self.k_proj = torch.nn.Linear(c["d"], self.KV * self.head_dim, bias=False)
+        self.v_proj = torch.nn.Linear(c["d"], self.KV * self.head_dim, bias=False)
+        self.o_proj = torch.nn.Linear(self.H * self.head_dim, c["d"], bias=False)
+        self.q_norm = Qwen3RMSNorm(self.head_dim, c["eps"])  # only on the head dim
+        self.k_norm = Qwen3RMSNorm(self.head_dim, c["eps"])
+
+    def forward(self, hidden_states, position_embeddings, attention_mask):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+        key_states = self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+        value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        # eager_attention_forward: no sliding window (use_sliding_window false)
+        return rope_attend(self, query_states, key_states, value_states, position_embeddings, attention_mask,
+                           input_shape)
+
+
+class Qwen3DecoderLayer(Phi3DecoderLayer):
+    """Qwen3DecoderLayer.forward is Phi3DecoderLayer's (dropout aside): the
+    same residuals around input_layernorm + self_attn and
+    post_attention_layernorm + mlp, with Qwen3's attention and MLP."""
+
+    def __init__(self, c):
+        torch.nn.Module.__init__(self)
+        self.self_attn = Qwen3Attention(c)
+        self.mlp = Qwen3MLP(c)
+        self.input_layernorm = Qwen3RMSNorm(c["d"], c["eps"])
+        self.post_attention_layernorm = Qwen3RMSNorm(c["d"], c["eps"])
+
+
+class Qwen3ForCausalLM(Phi3ForCausalLM):
+    """Qwen3Model (embed_tokens with padding_idx pad_token_id, default None)
+    and lm_head; forward is Phi3ForCausalLM's. A tensor of zerosim's layout
+    is one or more Hugging Face parameters, joined by rows (parts)."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.layers = torch.nn.ModuleList([Qwen3DecoderLayer(cfg) for _ in range(cfg["layers"])])
+        self.split = {}
+        for l in range(cfg["layers"]):
+            a, m = f"layers.{l}.self_attn.", f"layers.{l}.mlp."
+            self.split[f"h.{l}.qkv_w"] = [a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"]
+            self.split[f"h.{l}.qk_norm_w"] = [a + "q_norm.weight", a + "k_norm.weight"]
+            self.split[f"h.{l}.fc_w"] = [m + "gate_proj.weight", m + "up_proj.weight"]
+
+    def parts(self, name):
+        return [self.get_parameter(n) for n in self.split[name]] if name in self.split else [self.w(name)]
+
+
+# ---------------------------------------------------------------------------
+# Gemma 2, op for op from Hugging Face's modeling_gemma2.py at
+# huggingface/transformers 006e86931247 (before 4.48: its deprecation notes
+# name v4.48 as the removal): Gemma2RMSNorm (x.float()
+# normalised, times 1 + weight, type_as x), Gemma2MLP (gelu_pytorch_tanh:
+# F.gelu(approximate="tanh")), eager_attention_forward (scores times
+# query_pre_attn_scalar ** -0.5, divided by attn_logit_softcapping, tanh,
+# times it, plus the mask), Gemma2Attention, Gemma2DecoderLayer (the norms
+# before and after attention and the MLP; every even layer's mask also
+# hides keys sliding_window or more behind), Gemma2Model.forward (the
+# embedding times torch.tensor(hidden_size ** 0.5, dtype)) and
+# Gemma2ForCausalLM (the logits divided by final_logit_softcapping, tanh,
+# times it), named by class. Rotary embedding, rotate_half,
+# apply_rotary_pos_emb and repeat_kv are Llama's.
+
+def upcast(x):
+    """Hugging Face's x.float() / dtype=torch.float32 upcasts: to float32,
+    or kept in float64 in the float64 run (float() there would round the
+    reference to float32 arithmetic exactly where it should be exact)."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
+
+
+class Gemma2RMSNorm(torch.nn.Module):
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x):
+        output = upcast(x) * torch.rsqrt(upcast(x).pow(2).mean(-1, keepdim=True) + self.eps)
+        output = output * (1.0 + upcast(self.weight))
+        return output.type_as(x)
+
+
+class Gemma2MLP(Qwen3MLP):  # Qwen3MLP's gate_proj, up_proj, down_proj
+    def forward(self, x):
+        return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
+
+
+class Gemma2Attention(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.H, self.KV, self.head_dim = c["heads"], c["kv_heads"], c["head_dim"]
+        self.num_key_value_groups = self.H // self.KV
+        self.scaling, self.cap = c["scaling"], c["attn_cap"]
+        self.q_proj = torch.nn.Linear(c["d"], self.H * self.head_dim, bias=False)
+        self.k_proj = torch.nn.Linear(c["d"], self.KV * self.head_dim, bias=False)
+        self.v_proj = torch.nn.Linear(c["d"], self.KV * self.head_dim, bias=False)
+        self.o_proj = torch.nn.Linear(self.H * self.head_dim, c["d"], bias=False)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask):
+        bsz, q_len, _ = hidden_states.size()
+        query_states = self.q_proj(hidden_states).view(bsz, q_len, self.H, self.head_dim).transpose(1, 2)
+        key_states = self.k_proj(hidden_states).view(bsz, q_len, self.KV, self.head_dim).transpose(1, 2)
+        value_states = self.v_proj(hidden_states).view(bsz, q_len, self.KV, self.head_dim).transpose(1, 2)
+        cos, sin = position_embeddings
+        query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        key_states = repeat_kv(key_states, self.num_key_value_groups)
+        value_states = repeat_kv(value_states, self.num_key_value_groups)
+        attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) * self.scaling
+        if self.cap is not None:
+            attn_weights = attn_weights / self.cap
+            attn_weights = torch.tanh(attn_weights)
+            attn_weights = attn_weights * self.cap
+        attn_weights = attn_weights + attention_mask[:, :, :, : key_states.shape[-2]]
+        attn_weights = torch.nn.functional.softmax(attn_weights, dim=-1, dtype=upcast(attn_weights).dtype)
+        attn_weights = attn_weights.to(query_states.dtype)
+        attn_output = torch.matmul(attn_weights, value_states)
+        attn_output = attn_output.transpose(1, 2).contiguous().reshape(bsz, q_len, -1).contiguous()
+        return self.o_proj(attn_output)
+
+
+class Gemma2DecoderLayer(torch.nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.is_sliding = not bool(layer_idx % 2)
+        self.sliding_window = c["window"]
+        self.self_attn = Gemma2Attention(c)
+        self.mlp = Gemma2MLP(c)
+        self.input_layernorm = Gemma2RMSNorm(c["d"], c["eps"])
+        self.post_attention_layernorm = Gemma2RMSNorm(c["d"], c["eps"])
+        self.pre_feedforward_layernorm = Gemma2RMSNorm(c["d"], c["eps"])
+        self.post_feedforward_layernorm = Gemma2RMSNorm(c["d"], c["eps"])
+
+    def forward(self, hidden_states, attention_mask, position_embeddings):
+        if self.is_sliding:
+            min_dtype = torch.finfo(hidden_states.dtype).min
+            sliding_window_mask = torch.tril(torch.ones_like(attention_mask, dtype=torch.bool),
+                                             diagonal=-self.sliding_window)
+            attention_mask = torch.where(sliding_window_mask, min_dtype, attention_mask)
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states = self.self_attn(hidden_states, position_embeddings, attention_mask)
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.pre_feedforward_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        hidden_states = self.post_feedforward_layernorm(hidden_states)
+        return residual + hidden_states
+
+
+class Gemma2ForCausalLM(Qwen3ForCausalLM):
+    """Gemma2Model (embed_tokens with padding_idx pad_token_id, times the
+    normalizer; the layers; norm) and lm_head (tied: the table), the logits
+    soft-capped; the rotary embedding, the eager causal mask and the loss
+    are Phi3ForCausalLM's."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        c = cfg
+        self.layers = torch.nn.ModuleList([Gemma2DecoderLayer(c, l) for l in range(c["layers"])])
+        self.norm = Gemma2RMSNorm(c["d"], c["eps"])
+        for l in range(c["layers"]):
+            for ours, hf in (("post_attn_w", "post_attention_layernorm"), ("ln2_w", "pre_feedforward_layernorm"),
+                             ("post_ff_w", "post_feedforward_layernorm")):
+                self.names[f"h.{l}.{ours}"] = f"layers.{l}.{hf}.weight"
+            self.split.pop(f"h.{l}.qk_norm_w")
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        hidden_states = self.embed_tokens(idx)
+        normalizer = torch.tensor(self.cfg["d"] ** 0.5, dtype=hidden_states.dtype)
+        hidden_states = hidden_states * normalizer
+        position_ids = torch.arange(T).unsqueeze(0)
+        min_dtype = torch.finfo(hidden_states.dtype).min
+        causal_mask = torch.full((T, T), fill_value=min_dtype, dtype=hidden_states.dtype)
+        causal_mask *= torch.arange(T) > torch.arange(T).reshape(-1, 1)
+        causal_mask = causal_mask[None, None, :, :].expand(B, 1, -1, -1)
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, causal_mask, position_embeddings)
+        hidden_states = self.norm(hidden_states)
+        logits = F.linear(hidden_states, self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight)
+        cap = self.cfg["final_cap"]
+        if cap is not None:
+            logits = logits / cap
+            logits = torch.tanh(logits)
+            logits = logits * cap
+        logits = upcast(logits)
+        return F.cross_entropy(logits.view(-1, self.cfg["vocab"]), targets.view(-1), ignore_index=-100,
+                               reduction="mean")
+
+
+def parts(model, name):
+    """The parameters tensor `name` of zerosim's layout holds, in order."""
+    return model.parts(name) if hasattr(model, "parts") else [model.w(name)]
+
+
 def train(cfg, init, dtype):
     """The run in PyTorch at dtype: each step's loss, the loss after the
     last step, the first step's gradient, the weights after the first step
     and after the last, all in zerosim's flat layout."""
-    model = (Phi3ForCausalLM(cfg) if cfg["family"] == "phi3" else Model(cfg)).to(dtype)
+    kind = {"phi3": Phi3ForCausalLM, "qwen3": Qwen3ForCausalLM, "gemma2": Gemma2ForCausalLM}.get(cfg["family"], Model)
+    model = kind(cfg).to(dtype)
     with torch.no_grad():
         for t in cfg["tensors"]:
-            k = model.w(t["name"]).numel()
-            model.w(t["name"]).copy_(init[t["offset"] : t["offset"] + k].view(t["shape"]))
+            o = t["offset"]
+            for p in parts(model, t["name"]):
+                p.copy_(init[o : o + p.numel()].view(p.shape))
+                o += p.numel()
     opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"], betas=cfg["betas"], eps=cfg["adam_eps"])
     B, losses, grad, first = cfg["batch"], [], None, None
 
@@ -338,8 +595,8 @@ def train(cfg, init, dtype):
         v = torch.zeros(cfg["params"], dtype=torch.float64)
         with torch.no_grad():
             for t in cfg["tensors"]:
-                x = get(model.w(t["name"]))
-                v[t["offset"] : t["offset"] + x.numel()] = x.reshape(-1).double()
+                x = torch.cat([get(p).reshape(-1) for p in parts(model, t["name"])])
+                v[t["offset"] : t["offset"] + x.numel()] = x.double()
         return v
 
     for b in cfg["batches"]:
@@ -390,6 +647,7 @@ def main():
         with open(sys.argv[2]) as f:
             hf, _, _ = layout(json.load(f))
         cfg.update(eps=hf["eps"], rope_theta=hf["rope_theta"], pad=hf["pad"])
+        cfg.update({k: hf[k] for k in ("scaling", "window", "attn_cap", "final_cap") if k in hf})
     with open(f"{run_dir}/measured.json") as f:
         measured = json.load(f)["runs"][0]
     with open(f"{run_dir}/final.json") as f:
@@ -444,6 +702,11 @@ def main():
             report(f_zs >= f_torch - 1e-3,
                    f"weights after {steps} steps, PyTorch's own fp32 missing the 99.9 % bound against float64 too: "
                    f"zerosim {100 * f_zs:.3f} % within 1e-5 of float64 (need >= torch fp32's {100 * f_torch:.3f} % - 0.1 %)")
+        elif f_zs >= 0.999:
+            # Both fp32 runs meet the bound against float64, each by its own
+            # rounding: zerosim holds it against the exact run, as PyTorch's does.
+            report(True, f"weights after {steps} steps: zerosim {100 * f_zs:.3f} % within 1e-5 of float64, "
+                   f"as torch fp32 is ({100 * f_torch:.3f} %; need 99.9 %)")
         else:
             report(False, "zerosim misses a bound PyTorch's own fp32 meets against float64")
             for t in cfg["tensors"]:  # name the tensors that disagree

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tfm_torch — zerosim's transformer agrees with PyTorch, fed the case file
-# zerosim writes. For the tiny gpt2, llama and phi3 models, `zerosim measure
+# zerosim writes. For the tiny gpt2, llama, phi3 and qwen3 models, `zerosim measure
 # --write-case` writes the run (three fp32 Adam steps: the model config,
 # the tokens, the optimizer; the initial weights in a raw float32 side
 # file); `measure --case` trains it again (the same digest, or the test
@@ -43,6 +43,18 @@ trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 # padding_idx, whose row no lookup's gradient reaches) the first token of
 # the run, so that it matters (Phi3Config's default 32000 is no row of a
 # 256-token table, which nn.Embedding refuses).
+# qwen3: llama's shape with q_norm and k_norm on each head, built in
+# tests/tfm_torch.py from modeling_qwen3.py op for op; a head_dim (24)
+# apart from hidden / heads (16); Qwen3-0.6B's rotary base 1000000.
+# gemma2: Gemma 2's norms by 1 + w before and after attention and the MLP,
+# GeGLU, the embedding by sqrt(d), the scores scaled by 24^-1/2 and
+# soft-capped at gemma-2-2b's 50, the logits at its 30, tied, pad_token_id
+# 0 (Gemma2Config's); a window (64) past the sequence (measure refuses a
+# sequence past it). With caps of 5 and 3 the losses agree as closely
+# (1.8e-7) and the first gradient (4.3e-7), but after 3 steps 99.57 % of the
+# weights are within 1e-5 of float64's, where PyTorch's fp32 has 99.94 %:
+# not understood yet, so not claimed (test_tfm checks the caps' backward by
+# finite differences at caps where tanh bends).
 cat >"$tmp/gpt2.json" <<'EOF_'
 {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32}
 EOF_
@@ -56,6 +68,17 @@ cat >"$tmp/phi3.json" <<'EOF_'
  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 32,
  "pad_token_id": null}
 EOF_
+cat >"$tmp/qwen3.json" <<'EOF_'
+{"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 24, "vocab_size": 256,
+ "max_position_embeddings": 32, "rope_theta": 1000000.0}
+EOF_
+cat >"$tmp/gemma2.json" <<'EOF_'
+{"model_type": "gemma2", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 24, "vocab_size": 256,
+ "max_position_embeddings": 32, "query_pre_attn_scalar": 24, "attn_logit_softcapping": 50.0,
+ "final_logit_softcapping": 30.0, "sliding_window": 64, "hidden_activation": "gelu_pytorch_tanh"}
+EOF_
 # the run's first token (the tokens come from the seed, not the config)
 "$zerosim" measure -q --model "$tmp/phi3.json" --seq 32 --batch 2 --world 1 --steps 3 --seed 11 \
 	--precision fp32 --schemes dp --write-case "$tmp/pad-case.json" --out "$tmp/pad-seed.json" || exit 99
@@ -65,7 +88,7 @@ sed "s/\"pad_token_id\": null/\"pad_token_id\": $pad/" "$tmp/phi3.json" >"$tmp/p
 	mv "$tmp/phi3-pad.json" "$tmp/phi3.json" || exit 99
 echo "tfm_torch: phi3's pad_token_id: $pad"
 status=0
-for family in gpt2 llama phi3; do
+for family in gpt2 llama phi3 qwen3 gemma2; do
 	d=$tmp/$family
 	mkdir "$d" || exit 99
 	"$zerosim" measure -q --model "$tmp/$family.json" --seq 32 --batch 2 --world 1 --steps 3 --seed 11 \

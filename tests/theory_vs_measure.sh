@@ -6,7 +6,7 @@
 # torch's implementations of every scheme (--framework torch: DDP's buckets,
 # ZeroRedundancyOptimizer, FSDP with and without prefetch, in both precisions),
 # DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed), and zerosim's
-# own transformer (--model, both families and phi3, the three recompute modes; under
+# own transformer (--model, both families, phi3, qwen3 and gemma2, the three recompute modes; under
 # torch's schemes and DeepSpeed's, zero3 module by module, too).
 # docs/schedule.md is the contract both implement; tests/json_agree joins the
 # two JSON files on (scheme, world, unit) and prints the first difference.
@@ -317,24 +317,48 @@ check --framework deepspeed --model "$tmp/llama-12.json" --seq 8 --batch 1 --pre
 # single tensors (its largest nn.Module here gate_up_proj, 344 x 64, above
 # the table's 256 x 64, where llama's fused tensor counts as two), the
 # default epsilon 1e-5, pad_token_id 0 (Phi3Config's default 32000 is no
-# row of this table: nn.Embedding's padding_idx changes no byte). A covering set: the paper's schemes with every
+# row of this table: nn.Embedding's padding_idx changes no byte).
+# qwen3: llama's shape with q_norm and k_norm (one module of 2 x head_dim
+# after the fused q/k/v, its own gather under DeepSpeed's zero3; the heads
+# before their norms and each head's 1/rms kept, qk_pre and qk_rstd) and a
+# head_dim (24) apart from hidden / heads (16), untied, and tied below.
+# A covering set for each: the paper's schemes with every
 # recompute mode across both precisions, torch's and DeepSpeed's with the
 # MixedPrecision and fp32 steps, ZeRO-3 module by module.
+# gemma2: eight modules a block (the norms before and after attention and
+# the MLP), the soft-capped scores' tanh kept beside the softmax (B·H·T²,
+# recomputed with it), the inputs of the norms after attention and the MLP
+# with their 1/rms, dup the larger of the MLP's 2F and d; tied (Gemma 2's
+# default), and untied without the attention's cap (no tanh kept).
 sed 's/"llama"/"phi3"/; s/}$/, "pad_token_id": 0}/' "$tmp/llama-tiny.json" >"$tmp/phi3-tiny.json"
-for precision in mixed fp32; do
-	check --model "$tmp/phi3-tiny.json" --seq 32 --batch 2 --recompute selective --precision $precision \
+sed 's/"llama"/"gemma2"/; s/}$/, "head_dim": 24, "sliding_window": 64, "query_pre_attn_scalar": 24}/' \
+	"$tmp/llama-tiny.json" >"$tmp/gemma2-tiny.json"
+sed 's/}$/, "tie_word_embeddings": false, "attn_logit_softcapping": null}/' "$tmp/gemma2-tiny.json" \
+	>"$tmp/gemma2-nocap.json"
+sed 's/"llama"/"qwen3"/; s/}$/, "head_dim": 24}/' "$tmp/llama-tiny.json" >"$tmp/qwen3-tiny.json"
+sed 's/}$/, "tie_word_embeddings": true}/' "$tmp/qwen3-tiny.json" >"$tmp/qwen3-tied.json"
+for model in phi3-tiny qwen3-tiny gemma2-tiny gemma2-nocap; do
+	for precision in mixed fp32; do
+		check --model "$tmp/$model.json" --seq 32 --batch 2 --recompute selective --precision $precision \
+			--world 1,2,3,4,8 --schemes $schemes --unit model,layer --steps 1
+		check --model "$tmp/$model.json" --seq 16 --batch 1 --recompute full --precision $precision \
+			--optimizer sgd --world 1,3,5 --schemes $schemes --unit model,layer --steps 2
+		check --framework torch --model "$tmp/$model.json" --seq 16 --batch 1 --precision $precision \
+			--world 1,2,3,4,5,6,7,8 --schemes $schemes --unit model,layer --steps 1
+		check --framework deepspeed --model "$tmp/$model.json" --seq 16 --batch 1 --precision $precision \
+			--world 1,2,3,4,5,6,7,8 --schemes dp,zero1,zero2 --unit model,layer --ds-reduce-bucket 20000 --steps 1
+		check --framework deepspeed --model "$tmp/$model.json" --seq 16 --batch 1 --precision $precision \
+			--world 1,2,3,5,8 --schemes zero3 --unit layer --ds-persist 100 --ds-reduce-bucket 3000 --steps 3
+	done
+	check --model "$tmp/$model.json" --seq 16 --batch 1 --recompute none --precision mixed \
 		--world 1,2,3,4,8 --schemes $schemes --unit model,layer --steps 1
-	check --model "$tmp/phi3-tiny.json" --seq 16 --batch 1 --recompute full --precision $precision \
-		--optimizer sgd --world 1,3,5 --schemes $schemes --unit model,layer --steps 2
-	check --framework torch --model "$tmp/phi3-tiny.json" --seq 16 --batch 1 --precision $precision \
-		--world 1,2,3,4,5,6,7,8 --schemes $schemes --unit model,layer --steps 1
-	check --framework deepspeed --model "$tmp/phi3-tiny.json" --seq 16 --batch 1 --precision $precision \
-		--world 1,2,3,4,5,6,7,8 --schemes dp,zero1,zero2 --unit model,layer --ds-reduce-bucket 20000 --steps 1
-	check --framework deepspeed --model "$tmp/phi3-tiny.json" --seq 16 --batch 1 --precision $precision \
-		--world 1,2,3,5,8 --schemes zero3 --unit layer --ds-persist 100 --ds-reduce-bucket 3000 --steps 3
 done
-check --model "$tmp/phi3-tiny.json" --seq 16 --batch 1 --recompute none --precision mixed \
-	--world 1,2,3,4,8 --schemes $schemes --unit model,layer --steps 1
+for precision in mixed fp32; do
+	check --model "$tmp/qwen3-tied.json" --seq 16 --batch 1 --recompute full --precision $precision \
+		--optimizer sgd --world 1,3,5 --schemes $schemes --unit model,layer --steps 2
+	check --framework deepspeed --model "$tmp/qwen3-tied.json" --seq 16 --batch 1 --precision $precision \
+		--world 1,2,3,5,8 --schemes zero3 --unit model,layer --ds-persist 100 --steps 2
+done
 
 # The plain PyTorch loop (--wrapper none: one rank, no framework): the
 # engine runs util/autograd's step with real kernels (engine/ag_exec.c),

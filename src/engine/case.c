@@ -604,6 +604,16 @@ static cJSON *hf_config(const struct zs_tfm_run *tr)
 	}
 	/* the row nn.Embedding's padding_idx holds; phi3's default is a row,
 	 * so a phi3 case names none as null */
+	/* gemma2's attention scalar, soft-caps (null: none) and window, as read */
+	if (m->gemma) {
+		cJSON_AddItemToObject(o, "query_pre_attn_scalar", cJSON_CreateNumber(m->attn_scalar));
+		cJSON_AddItemToObject(o, "attn_logit_softcapping",
+		                      m->attn_softcap > 0 ? cJSON_CreateNumber(m->attn_softcap) : cJSON_CreateNull());
+		cJSON_AddItemToObject(o, "final_logit_softcapping",
+		                      m->final_softcap > 0 ? cJSON_CreateNumber(m->final_softcap) : cJSON_CreateNull());
+		cJSON_AddItemToObject(o, "sliding_window", m->sliding_window > 0 ? cJSON_CreateNumber((double)m->sliding_window)
+		                                                                : cJSON_CreateNull());
+	}
 	if (m->pad_row != 0)
 		cJSON_AddItemToObject(o, "pad_token_id", cJSON_CreateNumber((double)(m->pad_row - 1)));
 	else if (m->hf_fused)

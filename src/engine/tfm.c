@@ -32,6 +32,12 @@ int tfm_dims_check(const struct tfm_dims *d, char **cause)
 		               d->kv_heads);
 	if (d->family == TFM_GPT2 && d->kv_heads != d->heads)
 		return zs_fail(cause, "gpt2 has as many key-value heads as heads");
+	if (d->family == TFM_GPT2 && (d->qk_norm || d->gemma))
+		return zs_fail(cause, "gpt2 has no norms on its query and key heads, nor gemma2's");
+	if (d->qk_norm && d->gemma)
+		return zs_fail(cause, "gemma2 has no norms on its query and key heads");
+	if (d->attn_scalar < 0.0f || d->attn_softcap < 0.0f || d->final_softcap < 0.0f)
+		return zs_fail(cause, "the attention's scalar and the soft-caps must not be negative");
 	if (d->family == TFM_LLAMA && d->head_dim % 2 != 0)
 		return zs_fail(cause, "rotary embeddings need an even head dimension, not %zu", d->head_dim);
 	if (d->vocab > (size_t)INT_MAX)
@@ -43,12 +49,17 @@ int tfm_dims_check(const struct tfm_dims *d, char **cause)
 
 void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf)
 {
-	*d = (struct tfm_dims){hf->family == ZS_FAMILY_LLAMA ? TFM_LLAMA : TFM_GPT2, (size_t)hf->hidden,
-	                       (size_t)hf->layers, (size_t)hf->heads, (size_t)hf->kv_heads, (size_t)hf->head_dim,
-	                       (size_t)hf->intermediate, (size_t)hf->vocab, (size_t)hf->positions, hf->tied,
-	                       (float)hf->norm_eps, hf->family == ZS_FAMILY_LLAMA ? (float)hf->rope_theta : 10000.0f,
-	                       hf->family == ZS_FAMILY_LLAMA && hf->qkv_bias, hf->family == ZS_FAMILY_LLAMA && hf->hf_fused,
-	                       hf->family == ZS_FAMILY_LLAMA ? (size_t)hf->pad_row : 0};
+	int llama = hf->family == ZS_FAMILY_LLAMA;
+	*d = (struct tfm_dims){.family = llama ? TFM_LLAMA : TFM_GPT2, .d = (size_t)hf->hidden,
+	                       .layers = (size_t)hf->layers, .heads = (size_t)hf->heads, .kv_heads = (size_t)hf->kv_heads,
+	                       .head_dim = (size_t)hf->head_dim, .ffn = (size_t)hf->intermediate,
+	                       .vocab = (size_t)hf->vocab, .seq = (size_t)hf->positions, .tied = hf->tied,
+	                       .eps = (float)hf->norm_eps, .rope_theta = llama ? (float)hf->rope_theta : 10000.0f,
+	                       .qkv_bias = llama && hf->qkv_bias, .hf_fused = llama && hf->hf_fused,
+	                       .pad_row = llama ? (size_t)hf->pad_row : 0, .qk_norm = llama && hf->qk_norm,
+	                       .gemma = llama && hf->gemma, .attn_scalar = llama ? (float)hf->attn_scalar : 0.0f,
+	                       .attn_softcap = llama ? (float)hf->attn_softcap : 0.0f,
+	                       .final_softcap = llama ? (float)hf->final_softcap : 0.0f};
 }
 
 void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d)
@@ -56,11 +67,28 @@ void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d)
 	*m = (struct zs_model){.family = d->family == TFM_LLAMA ? ZS_FAMILY_LLAMA : ZS_FAMILY_GPT2, .hidden = d->d,
 	                       .intermediate = d->ffn, .layers = d->layers, .heads = d->heads, .kv_heads = d->kv_heads,
 	                       .head_dim = d->head_dim, .vocab = d->vocab, .positions = d->seq, .tied = d->tied,
-	                       .qkv_bias = d->qkv_bias, .hf_fused = d->hf_fused, .pad_row = d->pad_row};
+	                       .qkv_bias = d->qkv_bias, .hf_fused = d->hf_fused, .pad_row = d->pad_row,
+	                       .qk_norm = d->qk_norm, .gemma = d->gemma, .attn_scalar = d->attn_scalar,
+	                       .attn_softcap = d->attn_softcap, .final_softcap = d->final_softcap};
 }
 
 size_t tfm_qkv_rows(const struct tfm_dims *d) { return (d->heads + 2 * d->kv_heads) * d->head_dim; }
 size_t tfm_up_rows(const struct tfm_dims *d) { return d->family == TFM_LLAMA ? 2 * d->ffn : d->ffn; }
+size_t tfm_block_modules(const struct tfm_dims *d) { return d->gemma ? 8 : d->qk_norm ? 7 : 6; }
+
+/* What a block's module s runs (the step description's modules in
+ * forward order): llama's and gpt2's six, qwen3's seven (the q/k norm
+ * after qkv), gemma2's eight (a norm after attention's projection and
+ * after the MLP's). */
+enum { ROLE_LN1, ROLE_QKV, ROLE_QK_NORM, ROLE_PROJ, ROLE_POST_ATTN, ROLE_LN2, ROLE_UP, ROLE_DOWN, ROLE_POST_FF };
+static size_t block_role(const struct tfm_dims *d, size_t s)
+{
+	static const unsigned char plain[] = {ROLE_LN1, ROLE_QKV, ROLE_PROJ, ROLE_LN2, ROLE_UP, ROLE_DOWN},
+	                           qk[] = {ROLE_LN1, ROLE_QKV, ROLE_QK_NORM, ROLE_PROJ, ROLE_LN2, ROLE_UP, ROLE_DOWN},
+	                           gemma[] = {ROLE_LN1, ROLE_QKV, ROLE_PROJ, ROLE_POST_ATTN, ROLE_LN2, ROLE_UP, ROLE_DOWN,
+	                                      ROLE_POST_FF};
+	return d->gemma ? gemma[s] : d->qk_norm ? qk[s] : plain[s];
+}
 
 /* ------------------------------------------------------------------------ */
 /* The layout: the step description's */
@@ -116,10 +144,18 @@ void tfm_layer_slots(float *slot[TFM_SLOTS], const struct step_params *p, size_t
 	}
 }
 
-void tfm_block_view(struct tfm_block_params *v, float *const slot[TFM_SLOTS])
+void tfm_block_view(struct tfm_block_params *v, float *const slot[TFM_SLOTS], const struct tfm_dims *d)
 {
-	*v = (struct tfm_block_params){slot[0], slot[1], slot[2], slot[3], slot[4],  slot[5],
-	                               slot[6], slot[7], slot[8], slot[9], slot[10], slot[11]};
+	memset(v, 0, sizeof *v);
+	for (size_t s = 0; s < tfm_block_modules(d); s++) {
+		float **w[] = {&v->ln1_w, &v->qkv_w, &v->qk_norm_w, &v->proj_w, &v->post_attn_w, &v->ln2_w, &v->fc_w,
+		               &v->fcproj_w, &v->post_ff_w};
+		float **b[] = {&v->ln1_b, &v->qkv_b, NULL, &v->proj_b, NULL, &v->ln2_b, &v->fc_b, &v->fcproj_b, NULL};
+		size_t r = block_role(d, s);
+		*w[r] = slot[2 * s];
+		if (b[r] != NULL)
+			*b[r] = slot[2 * s + 1];
+	}
 }
 
 void tfm_embed_view(struct tfm_embed_params *v, float *const slot[TFM_SLOTS])
@@ -137,9 +173,10 @@ void tfm_final_view(struct tfm_final_params *v, float *const slot[TFM_SLOTS])
 
 float **tfm_block_act_slot(struct tfm_block_acts *acts, enum step_act a)
 {
-	float **s[STEP_NBLOCK_ACTS] = {&acts->ln1, &acts->ln1_mean, &acts->ln1_rstd, &acts->qkv, &acts->att,
-	                              &acts->atty, &acts->res2, &acts->ln2, &acts->ln2_mean, &acts->ln2_rstd,
-	                              &acts->fch, &acts->fch_act, &acts->res3};
+	float **s[STEP_NBLOCK_ACTS] = {&acts->ln1, &acts->ln1_mean, &acts->ln1_rstd, &acts->qkv, &acts->qk_pre,
+	                              &acts->qk_rstd, &acts->att, &acts->att_tanh, &acts->atty, &acts->proj_out,
+	                              &acts->proj_rstd, &acts->res2, &acts->ln2, &acts->ln2_mean, &acts->ln2_rstd,
+	                              &acts->fch, &acts->fch_act, &acts->down_out, &acts->down_rstd, &acts->res3};
 	return s[a];
 }
 
@@ -157,6 +194,8 @@ static void norm_forward(float *out, float *mean, float *rstd, const float *x, c
 {
 	if (d->family == TFM_GPT2)
 		layernorm_forward(out, mean, rstd, x, w, b, d->eps, BT, d->d);
+	else if (d->gemma)
+		rmsnorm1p_forward(out, rstd, x, w, d->eps, BT, d->d);
 	else
 		rmsnorm_forward(out, rstd, x, w, d->eps, BT, d->d);
 }
@@ -167,20 +206,37 @@ static void norm_backward(float *dx, float *dw, float *db, const float *dout, co
 {
 	if (d->family == TFM_GPT2)
 		layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, BT, d->d);
+	else if (d->gemma)
+		rmsnorm1p_backward(dx, dw, dout, x, w, rstd, BT, d->d);
 	else
 		rmsnorm_backward(dx, dw, dout, x, w, rstd, BT, d->d);
+}
+
+/* Gemma2Model's normalizer: hidden_size ** 0.5 as a tensor of the
+ * embeddings' dtype (fp32 here), the embedding multiplied by it. */
+static float embed_scale(const struct tfm_dims *d) { return (float)sqrt((double)d->d); }
+
+static void scale_rows(float *x, float s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] *= s;
 }
 
 void tfm_embed_forward(float *x, const struct tfm_embed_params *p, const int *in, const struct tfm_dims *d,
                        size_t B, size_t T)
 {
 	embed_forward(x, in, p->wte, p->wpe, B * T, T, d->d);
+	if (d->gemma)
+		scale_rows(x, embed_scale(d), B * T * d->d);
 }
 
 void tfm_embed_backward(struct tfm_embed_params *g, const float *dx, const int *in, const struct tfm_dims *d,
                         size_t B, size_t T)
 {
-	embed_backward(g->wte, g->wpe, dx, in, B * T, T, d->d, d->pad_row);
+	if (d->gemma)
+		tfm_embed_backward_module(g, dx, in, d, B, T, 0);
+	else
+		embed_backward(g->wte, g->wpe, dx, in, B * T, T, d->d, d->pad_row);
 }
 
 /* Module 0 the token table: x = wte[tok]; module 1 the positions' (gpt2):
@@ -191,6 +247,8 @@ void tfm_embed_forward_module(float *x, const struct tfm_embed_params *p, const 
 	size_t C = d->d;
 	if (s == 0) {
 		embed_forward(x, in, p->wte, NULL, B * T, T, C);
+		if (d->gemma)
+			scale_rows(x, embed_scale(d), B * T * C);
 		return;
 	}
 	for (size_t r = 0; r < B * T; r++)
@@ -202,6 +260,10 @@ void tfm_embed_backward_module(struct tfm_embed_params *g, const float *dx, cons
                                size_t B, size_t T, size_t s)
 {
 	size_t C = d->d;
+	if (s == 0 && d->gemma) { /* x = wte[tok]·√d: d wte = dx·√d */
+		embed_backward_scaled(g->wte, dx, in, B * T, C, d->pad_row, embed_scale(d));
+		return;
+	}
 	if (s == 0) {
 		embed_backward(g->wte, NULL, dx, in, B * T, T, C, d->pad_row);
 		return;
@@ -220,74 +282,121 @@ static void r16(int f16, float *x, size_t n)
 
 void tfm_attention_recompute(struct tfm_block_acts *a, const struct tfm_dims *d, size_t B, size_t T)
 {
-	attention_forward(a->atty, a->att, a->qkv, B, T, d->heads, d->kv_heads, d->head_dim);
+	float scale = d->attn_scalar > 0.0f ? 1.0f / sqrtf(d->attn_scalar) : 1.0f / sqrtf((float)d->head_dim);
+	attention_forward_capped(a->atty, a->att, a->att_tanh, a->qkv, B, T, d->heads, d->kv_heads, d->head_dim, scale,
+	                         d->attn_softcap);
 	r16(a->f16, a->atty, B * T * d->heads * d->head_dim);
+}
+
+/* out (n), a 16-bit result just written, rounded; then the residual
+ * stream res added, and rounded again. */
+static void add16(int f16, float *out, const float *res, size_t n)
+{
+	r16(f16, out, n);
+	residual_add(out, res, n);
+	r16(f16, out, n);
+}
+
+/* From the q/k/v product on: the q/k norms (qwen3), rope (llama) and the
+ * attention, each 16-bit result rounded. */
+static void attend(struct tfm_block_acts *a, const struct tfm_block_params *p, const struct tfm_dims *d, size_t B,
+                   size_t T)
+{
+	size_t BT = B * T, H = d->heads, KV = d->kv_heads, hd = d->head_dim, Q = tfm_qkv_rows(d);
+	if (d->qk_norm) {
+		headnorm_forward(a->qkv, a->qk_pre, a->qk_rstd, p->qk_norm_w, d->eps, BT, H, KV, hd);
+		r16(a->f16, a->qkv, BT * Q);
+	}
+	if (d->family == TFM_LLAMA) {
+		rope_forward(a->qkv, d->rope_theta, B, T, H, KV, hd);
+		r16(a->f16, a->qkv, BT * Q);
+	}
+	tfm_attention_recompute(a, d, B, T);
 }
 
 /* In mixed precision every 16-bit output is rounded as it is written
  * (autocast's matmuls return fp16; the elementwise ops on 16-bit tensors
- * return 16 bits); a residual add too. Module s's part of the forward:
- * 0 ln1, 1 qkv (with rope and the attention, which has no params), 2 the
- * projection and the residual, 3 ln2, 4 the up projection and its
- * activation, 5 the down projection and the residual. */
+ * return 16 bits); a residual add too. Module s's part of the forward, by
+ * its role (block_role): ln1; qkv (with rope and the attention, which
+ * has no params, unless a q/k norm follows); the q/k norm (then rope and
+ * the attention); the projection and the residual; ln2; the up
+ * projection and its activation; the down projection and the residual. */
 void tfm_block_forward_module(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                               const struct tfm_dims *d, size_t B, size_t T, size_t s)
 {
-	size_t BT = B * T, C = d->d, H = d->heads, KV = d->kv_heads, hd = d->head_dim, F = d->ffn;
+	size_t BT = B * T, C = d->d, H = d->heads, hd = d->head_dim, F = d->ffn;
 	size_t Q = tfm_qkv_rows(d), U = tfm_up_rows(d);
 	int h = a->f16;
-	switch (s) {
-	case 0:
+	switch (block_role(d, s)) {
+	case ROLE_LN1:
 		norm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1_w, p->ln1_b, d, BT);
 		r16(h, a->ln1, BT * C);
 		break;
-	case 1:
+	case ROLE_QKV:
 		matmul_forward(a->qkv, a->ln1, p->qkv_w, p->qkv_b, BT, C, Q);
 		r16(h, a->qkv, BT * Q);
-		if (d->family == TFM_LLAMA) {
-			rope_forward(a->qkv, d->rope_theta, B, T, H, KV, hd);
-			r16(h, a->qkv, BT * Q);
+		if (!d->qk_norm)
+			attend(a, p, d, B, T);
+		break;
+	case ROLE_QK_NORM:
+		attend(a, p, d, B, T);
+		break;
+	case ROLE_PROJ:
+		if (d->gemma) { /* its norm, then the residual, in the next module */
+			matmul_forward(a->proj_out, a->atty, p->proj_w, NULL, BT, H * hd, C);
+			r16(h, a->proj_out, BT * C);
+			break;
 		}
-		tfm_attention_recompute(a, d, B, T);
-		break;
-	case 2:
 		matmul_forward(a->res2, a->atty, p->proj_w, p->proj_b, BT, H * hd, C);
-		r16(h, a->res2, BT * C);
-		residual_add(a->res2, x, BT * C);
-		r16(h, a->res2, BT * C);
+		add16(h, a->res2, x, BT * C);
 		break;
-	case 3:
+	case ROLE_POST_ATTN: /* gemma2: res2 = x + norm(proj_out) */
+		norm_forward(a->res2, NULL, a->proj_rstd, a->proj_out, p->post_attn_w, NULL, d, BT);
+		add16(h, a->res2, x, BT * C);
+		break;
+	case ROLE_POST_FF: /* gemma2: res3 = res2 + norm(down_out) */
+		norm_forward(a->res3, NULL, a->down_rstd, a->down_out, p->post_ff_w, NULL, d, BT);
+		add16(h, a->res3, a->res2, BT * C);
+		break;
+	case ROLE_LN2:
 		norm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2_w, p->ln2_b, d, BT);
 		r16(h, a->ln2, BT * C);
 		break;
-	case 4:
+	case ROLE_UP:
 		matmul_forward(a->fch, a->ln2, p->fc_w, p->fc_b, BT, C, U);
 		r16(h, a->fch, BT * U);
 		if (d->family == TFM_GPT2)
 			gelu_forward(a->fch_act, a->fch, BT * F);
+		else if (d->gemma)
+			geglu_forward(a->fch_act, a->fch, BT, F);
 		else
 			swiglu_forward(a->fch_act, a->fch, BT, F);
 		r16(h, a->fch_act, BT * F);
 		break;
 	default:
+		if (d->gemma) {
+			matmul_forward(a->down_out, a->fch_act, p->fcproj_w, NULL, BT, F, C);
+			r16(h, a->down_out, BT * C);
+			break;
+		}
 		matmul_forward(a->res3, a->fch_act, p->fcproj_w, p->fcproj_b, BT, F, C);
-		r16(h, a->res3, BT * C);
-		residual_add(a->res3, a->res2, BT * C);
-		r16(h, a->res3, BT * C);
+		add16(h, a->res3, a->res2, BT * C);
 	}
 }
 
 void tfm_block_recompute(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                          const struct tfm_dims *d, size_t B, size_t T)
 {
-	for (size_t s = 0; s + 1 < TFM_BLOCK_MODULES; s++)
+	for (size_t s = 0; s + 1 < tfm_block_modules(d); s++)
 		tfm_block_forward_module(a, p, x, d, B, T, s);
+	if (d->gemma) /* the last module's norm: its statistics, not its output res3 */
+		rmsnorm_rstd(a->down_rstd, a->down_out, d->eps, B * T, d->d);
 }
 
 void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                        const struct tfm_dims *d, size_t B, size_t T)
 {
-	for (size_t s = 0; s < TFM_BLOCK_MODULES; s++)
+	for (size_t s = 0; s < tfm_block_modules(d); s++)
 		tfm_block_forward_module(a, p, x, d, B, T, s);
 }
 
@@ -296,27 +405,43 @@ void tfm_block_backward_module(struct tfm_block_params *g, struct tfm_scratch *s
                                size_t T, size_t s)
 {
 	size_t BT = B * T, C = d->d, H = d->heads, KV = d->kv_heads, hd = d->head_dim, F = d->ffn;
-	switch (s) {
-	case 5: /* res3 = res2 + fcproj(fch_act): dres flows to both. */
-		matmul_backward(sc->dh, g->fcproj_w, g->fcproj_b, sc->dres, a->fch_act, p->fcproj_w, BT, F, C);
+	switch (block_role(d, s)) {
+	case ROLE_POST_FF: /* gemma2: res3 = res2 + norm(down_out): dres flows to res2 and, in dx, to down_out */
+		memset(sc->dx, 0, BT * C * sizeof *sc->dx);
+		norm_backward(sc->dx, g->post_ff_w, NULL, sc->dres, a->down_out, p->post_ff_w, NULL, a->down_rstd, d, BT);
+		break;
+	case ROLE_DOWN: /* res3 = res2 + fcproj(fch_act): dres flows to both. */
+		matmul_backward(sc->dh, g->fcproj_w, g->fcproj_b, d->gemma ? sc->dx : sc->dres, a->fch_act, p->fcproj_w, BT,
+		                F, C);
 		if (d->family == TFM_GPT2)
 			gelu_backward(sc->dup, sc->dh, a->fch, BT * F);
+		else if (d->gemma)
+			geglu_backward(sc->dup, sc->dh, a->fch, BT, F);
 		else
 			swiglu_backward(sc->dup, sc->dh, a->fch, BT, F);
 		break;
-	case 4:
+	case ROLE_UP:
 		matmul_backward(sc->dx, g->fc_w, g->fc_b, sc->dup, a->ln2, p->fc_w, BT, C, tfm_up_rows(d));
 		break;
-	case 3:
+	case ROLE_LN2:
 		norm_backward(sc->dres, g->ln2_w, g->ln2_b, sc->dx, a->res2, p->ln2_w, a->ln2_mean, a->ln2_rstd, d, BT);
 		break;
-	case 2: /* res2 = x + proj(atty). */
-		matmul_backward(sc->dx, g->proj_w, g->proj_b, sc->dres, a->atty, p->proj_w, BT, H * hd, C);
-		attention_backward(sc->dqkv, sc->datt, sc->dx, a->qkv, a->att, B, T, H, KV, hd);
+	case ROLE_POST_ATTN: /* gemma2: res2 = x + norm(proj_out): d proj_out into dup, free until the MLP's */
+		memset(sc->dup, 0, BT * C * sizeof *sc->dup);
+		norm_backward(sc->dup, g->post_attn_w, NULL, sc->dres, a->proj_out, p->post_attn_w, NULL, a->proj_rstd, d, BT);
+		break;
+	case ROLE_PROJ: /* res2 = x + proj(atty). */
+		matmul_backward(sc->dx, g->proj_w, g->proj_b, d->gemma ? sc->dup : sc->dres, a->atty, p->proj_w, BT, H * hd,
+		                C);
+		attention_backward_capped(sc->dqkv, sc->datt, sc->dx, a->qkv, a->att, a->att_tanh, B, T, H, KV, hd,
+		                          d->attn_scalar > 0.0f ? 1.0f / sqrtf(d->attn_scalar) : 1.0f / sqrtf((float)hd));
 		if (d->family == TFM_LLAMA)
 			rope_backward(sc->dqkv, d->rope_theta, B, T, H, KV, hd);
 		break;
-	case 1:
+	case ROLE_QK_NORM: /* in place on the q and k heads of dqkv */
+		headnorm_backward(sc->dqkv, g->qk_norm_w, a->qk_pre, p->qk_norm_w, a->qk_rstd, BT, H, KV, hd);
+		break;
+	case ROLE_QKV:
 		matmul_backward(sc->dx, g->qkv_w, g->qkv_b, sc->dqkv, a->ln1, p->qkv_w, BT, C, tfm_qkv_rows(d));
 		break;
 	default:
@@ -328,7 +453,7 @@ void tfm_block_backward(struct tfm_block_params *g, struct tfm_scratch *s, const
                         const struct tfm_block_params *p, const float *x, const struct tfm_dims *d, size_t B,
                         size_t T)
 {
-	for (size_t m = TFM_BLOCK_MODULES; m-- > 0;)
+	for (size_t m = tfm_block_modules(d); m-- > 0;)
 		tfm_block_backward_module(g, s, a, p, x, d, B, T, m);
 }
 
@@ -343,6 +468,17 @@ void tfm_head_forward_module(struct tfm_head_acts *a, const struct tfm_final_par
 	}
 	matmul_forward(a->logits, a->lnf, p->head, NULL, BT, d->d, d->vocab);
 	r16(a->f16, a->logits, BT * d->vocab); /* a 16-bit product, then the loss in fp32 */
+	if (d->final_softcap > 0.0f) { /* Gemma2ForCausalLM: cap·tanh(logits / cap) */
+		softcap_forward(a->logits, d->final_softcap, BT * d->vocab);
+		r16(a->f16, a->logits, BT * d->vocab);
+	}
+}
+
+float tfm_loss(float *logits, const int *target, const struct tfm_dims *d, size_t BT)
+{
+	if (d->final_softcap > 0.0f)
+		return crossentropy_capped_forward_backward(logits, target, BT, d->vocab, d->final_softcap);
+	return crossentropy_forward_backward(logits, target, BT, d->vocab);
 }
 
 void tfm_head_logits(struct tfm_head_acts *a, const struct tfm_final_params *p, const float *x,
@@ -356,7 +492,7 @@ float tfm_head_forward(struct tfm_head_acts *a, const struct tfm_final_params *p
                        const int *target, const struct tfm_dims *d, size_t B, size_t T)
 {
 	tfm_head_logits(a, p, x, d, B, T);
-	return crossentropy_forward_backward(a->logits, target, B * T, d->vocab);
+	return tfm_loss(a->logits, target, d, B * T);
 }
 
 void tfm_head_backward_module(struct tfm_final_params *g, struct tfm_scratch *s, const struct tfm_head_acts *a,
@@ -413,7 +549,9 @@ void tfm_init_range(float *w, const struct tfm_dims *d, uint64_t seed, size_t fi
 		const struct step_module *md = &p.module[t->module];
 		size_t s = module_slot(&p, t->module);
 		int block = md->layer >= 1 && md->layer <= d->layers;
-		double rule = i > md->first ? ZEROS : t->ndim == 1 ? ONES : block && (s == 2 || s == 5) ? proj : std;
+		/* gemma2's norms scale by 1 + w: Gemma2RMSNorm's weight starts at zeros */
+		double rule = i > md->first ? ZEROS : t->ndim == 1 ? (d->gemma ? ZEROS : ONES)
+		              : block && (s == 2 || s == 5) ? proj : std;
 		fill_part(w, first, n, off, t->numel, rule, seed);
 	}
 	step_params_free(&p);

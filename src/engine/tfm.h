@@ -9,7 +9,8 @@
  * x += proj(attn(LN1(x))), x += fcproj(gelu(fc(LN2(x)))) with biases;
  * final LN; head. llama (Touvron et al. 2023): token embedding; each block
  * x += proj(attn(rope(RMS1(x)))), x += down(silu(gate)·up(RMS2(x)))
- * without biases (qwen2: biases on q, k and v), grouped-query attention;
+ * without biases (qwen2: biases on q, k and v; qwen3: an RMSNorm over
+ * head_dim on each query and key head before rope), grouped-query attention;
  * final RMSNorm; head. The head is the token embedding when tied.
  *
  * Parameters live in one flat vector laid out by the step description
@@ -59,6 +60,12 @@ struct tfm_dims {
 	                      tensors (phi3): the same numbers, other names and modules */
 	size_t pad_row;    /* 1 + the token whose table row no lookup's gradient reaches
 	                      (nn.Embedding's padding_idx); 0: none */
+	int qk_norm;       /* llama family: q_norm and k_norm on each head (qwen3) */
+	int gemma;         /* llama family, gemma2: norms by (1 + w) before and after attention
+	                      and the MLP, GeGLU, the embedding times sqrt(d) */
+	float attn_scalar; /* gemma2: the scores scaled by its -1/2 power (0: hd's) */
+	float attn_softcap;  /* gemma2: the scores soft-capped, c·tanh(s/c) (0: none) */
+	float final_softcap; /* gemma2: the logits soft-capped (0: none) */
 };
 
 /* 0 if d is a shape the kernels run, else -1 with a sentence in *cause. */
@@ -89,6 +96,9 @@ struct tfm_embed_params {
 struct tfm_block_params { /* absent tensors (llama's biases) are NULL */
 	float *ln1_w, *ln1_b;       /* (d), (d) */
 	float *qkv_w, *qkv_b;       /* (Q, d), (Q) */
+	float *qk_norm_w;           /* (2, hd): q_norm's weight, then k_norm's (qwen3), else NULL */
+	float *post_attn_w;         /* (d) gemma2: the norm after attention, else NULL */
+	float *post_ff_w;           /* (d) gemma2: the norm after the MLP, else NULL */
 	float *proj_w, *proj_b;     /* (d, H·hd), (d) */
 	float *ln2_w, *ln2_b;       /* (d), (d) */
 	float *fc_w, *fc_b;         /* (U, d), (U) */
@@ -102,10 +112,11 @@ struct tfm_final_params {
 /* A layer's tensors by the modules it runs (the step description's, in
  * forward order): slot 2s + k is module s's k-th tensor (0 its weight, 1
  * its bias), NULL where absent. A block's modules are tfm_block_params'
- * pairs (ln1 .. fcproj); the embedding's wte, wpe; the head's its final
- * norm, then the head (tied: the token table). The views read them. */
-#define TFM_SLOTS 12
-void tfm_block_view(struct tfm_block_params *v, float *const slot[TFM_SLOTS]);
+ * pairs (ln1 .. fcproj; qwen3's q/k norm a module of its own after qkv);
+ * the embedding's wte, wpe; the head's its final norm, then the head
+ * (tied: the token table). The views read them. */
+#define TFM_SLOTS 16
+void tfm_block_view(struct tfm_block_params *v, float *const slot[TFM_SLOTS], const struct tfm_dims *d);
 void tfm_embed_view(struct tfm_embed_params *v, float *const slot[TFM_SLOTS]);
 void tfm_final_view(struct tfm_final_params *v, float *const slot[TFM_SLOTS]);
 /* The slots of layer l of p (0 the embedding, 1..L the blocks, L+1 the
@@ -122,14 +133,21 @@ struct tfm_block_acts {
 	float *ln1_mean;     /* (BT) gpt2 only */
 	float *ln1_rstd;     /* (BT) */
 	float *qkv;          /* (BT, Q) queries and keys after rope */
+	float *qk_pre;       /* (BT, (H + KV)·hd) qwen3: the q and k heads before their norms */
+	float *qk_rstd;      /* (BT, H + KV) qwen3: each head's 1/rms */
 	float *att;          /* (B, H, T, T) the softmax */
+	float *att_tanh;     /* (B, H, T, T) gemma2: tanh(scores / cap), or NULL */
 	float *atty;         /* (BT, H·hd) attention's output */
+	float *proj_out;     /* (BT, d) gemma2: the projection's output, the norm's input */
+	float *proj_rstd;    /* (BT) gemma2 */
 	float *res2;         /* (BT, d) the residual stream after attention */
 	float *ln2;          /* (BT, d) */
 	float *ln2_mean;     /* (BT) gpt2 only */
 	float *ln2_rstd;     /* (BT) */
 	float *fch;          /* (BT, U) fc's output: gelu's input, or gate and up */
 	float *fch_act;      /* (BT, F) gelu(fch) or silu(gate)·up: fcproj's input */
+	float *down_out;     /* (BT, d) gemma2: the MLP's output, the norm's input */
+	float *down_rstd;    /* (BT) gemma2 */
 	float *res3;         /* (BT, d) the block's output */
 	/* Mixed precision: the 16-bit tensors (esize 2 in the step description) are rounded to
 	 * fp16 values as they are written, so that what the next kernel
@@ -184,10 +202,14 @@ void tfm_attention_recompute(struct tfm_block_acts *a, const struct tfm_dims *d,
 /* The same, one module at a time (DeepSpeed's ZeRO-3 gathers params per
  * nn.Module): a block's modules are its norms and linears, 0 ln1, 1 qkv,
  * 2 proj, 3 ln2, 4 up, 5 down (module s reads the tensors of slots 2s and
- * 2s+1 of tfm_block_params); forward runs them 0..5 (recompute 0..4),
- * backward 5..0; the embedding's 0 wte, 1 wpe; the head's 0 the final
- * norm, 1 the head. The bits are those of the whole-layer calls. */
-#define TFM_BLOCK_MODULES 6
+ * 2s+1 of tfm_block_params); qwen3's are 0 ln1, 1 qkv, 2 the q/k norm
+ * (with rope and the attention), then proj .. down as 3..6. Forward runs
+ * them 0..n-1 (recompute 0..n-2), backward n-1..0; the embedding's 0 wte,
+ * 1 wpe; the head's 0 the final norm, 1 the head. The bits are those of
+ * the whole-layer calls. tfm_block_modules is n. gemma2's are ln1, qkv,
+ * proj, the norm after attention, ln2, up, down, the norm after the MLP. */
+#define TFM_BLOCK_MODULES 8
+size_t tfm_block_modules(const struct tfm_dims *d);
 void tfm_block_forward_module(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                               const struct tfm_dims *d, size_t B, size_t T, size_t s);
 void tfm_block_backward_module(struct tfm_block_params *g, struct tfm_scratch *sc, const struct tfm_block_acts *a,
@@ -214,6 +236,9 @@ void tfm_head_logits(struct tfm_head_acts *a, const struct tfm_final_params *p, 
                      const struct tfm_dims *d, size_t B, size_t T);
 float tfm_head_forward(struct tfm_head_acts *a, const struct tfm_final_params *p, const float *x,
                        const int *target, const struct tfm_dims *d, size_t B, size_t T);
+/* The loss of logits (BT, V) in place, as tfm_head_forward computes it
+ * (gemma2's logits soft-capped: the gradient through the cap too). */
+float tfm_loss(float *logits, const int *target, const struct tfm_dims *d, size_t BT);
 /* s->dres = d loss / d x (written); g += the head's gradients. */
 void tfm_head_backward(struct tfm_final_params *g, struct tfm_scratch *s, const struct tfm_head_acts *a,
                        const struct tfm_final_params *p, const float *x, const struct tfm_dims *d, size_t B,

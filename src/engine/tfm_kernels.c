@@ -28,6 +28,8 @@
 
 void tfm_blas_init(void) { openblas_set_num_threads(1); }
 
+static inline float tanh1(float x); /* below, with GELU's */
+
 /* ------------------------------------------------------------------------ */
 
 void embed_forward(float *out, const int *tok, const float *wte, const float *wpe, size_t BT, size_t T, size_t C)
@@ -42,6 +44,18 @@ void embed_forward(float *out, const int *tok, const float *wte, const float *wp
 		const float *p = wpe + (r % T) * C; /* (C) */
 		for (size_t i = 0; i < C; i++)
 			o[i] = e[i] + p[i];
+	}
+}
+
+void embed_backward_scaled(float *dwte, const float *dout, const int *tok, size_t BT, size_t C, size_t pad_row,
+                           float scale)
+{
+	for (size_t r = 0; r < BT; r++) {
+		const float *d = dout + r * C;
+		float *de = dwte + (size_t)tok[r] * C;
+		if ((size_t)tok[r] + 1 != pad_row)
+			for (size_t i = 0; i < C; i++)
+				de[i] += d[i] * scale;
 	}
 }
 
@@ -125,23 +139,78 @@ void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, fl
 	}
 }
 
+/* One row of C: dw += ; o += the input's gradient (add), or o = it
+ * (o may be d: each o[i] is written after d[i] is read for the last time). */
+static void rms_row_backward(float *o, float *dw, const float *d, const float *xr, const float *w, float s, size_t C,
+                             int add, int one_plus)
+{
+	double sumn = 0.0;
+	for (size_t i = 0; i < C; i++)
+		sumn += (double)((one_plus ? w[i] + 1.0f : w[i]) * d[i] * (xr[i] * s));
+	float dnorm_mean = (float)(sumn / (double)C);
+	for (size_t i = 0; i < C; i++) {
+		float n = xr[i] * s;
+		float g = ((one_plus ? w[i] + 1.0f : w[i]) * d[i] - n * dnorm_mean) * s;
+		dw[i] += n * d[i];
+		o[i] = add ? o[i] + g : g;
+	}
+}
+
 void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd,
                       size_t BT, size_t C)
 {
+	for (size_t r = 0; r < BT; r++)
+		rms_row_backward(dx + r * C, dw, dout + r * C, x + r * C, w, rstd[r], C, 1, 0);
+}
+
+void rmsnorm_rstd(float *rstd, const float *x, float eps, size_t BT, size_t C)
+{
 	for (size_t r = 0; r < BT; r++) {
-		const float *d = dout + r * C, *xr = x + r * C;
-		float s = rstd[r];
-		double sumn = 0.0;
+		const float *xr = x + r * C;
+		double ss = 0.0;
 		for (size_t i = 0; i < C; i++)
-			sumn += (double)(w[i] * d[i] * (xr[i] * s));
-		float dnorm_mean = (float)(sumn / (double)C);
-		float *o = dx + r * C;
-		for (size_t i = 0; i < C; i++) {
-			float n = xr[i] * s;
-			dw[i] += n * d[i];
-			o[i] += (w[i] * d[i] - n * dnorm_mean) * s;
-		}
+			ss += (double)(xr[i] * xr[i]);
+		rstd[r] = 1.0f / sqrtf((float)(ss / (double)C) + eps);
 	}
+}
+
+void rmsnorm1p_forward(float *out, float *rstd, const float *x, const float *w, float eps, size_t BT, size_t C)
+{
+	rmsnorm_rstd(rstd, x, eps, BT, C);
+	for (size_t r = 0; r < BT; r++)
+		for (size_t i = 0; i < C; i++)
+			out[r * C + i] = (x[r * C + i] * rstd[r]) * (1.0f + w[i]);
+}
+
+void rmsnorm1p_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd,
+                        size_t BT, size_t C)
+{
+	for (size_t r = 0; r < BT; r++)
+		rms_row_backward(dx + r * C, dw, dout + r * C, x + r * C, w, rstd[r], C, 1, 1);
+}
+
+void headnorm_forward(float *qkv, float *pre, float *rstd, const float *w, float eps, size_t BT, size_t H, size_t KV,
+                      size_t hd)
+{
+	size_t Q = (H + 2 * KV) * hd, N = H + KV;
+	for (size_t r = 0; r < BT; r++) {
+		float *row = qkv + r * Q, *x = pre + r * N * hd;
+		memcpy(x, row, N * hd * sizeof *x);
+		rmsnorm_forward(row, rstd + r * N, x, w, eps, H, hd);
+		rmsnorm_forward(row + H * hd, rstd + r * N + H, x + H * hd, w + hd, eps, KV, hd);
+	}
+}
+
+void headnorm_backward(float *dqkv, float *dw, const float *pre, const float *w, const float *rstd, size_t BT,
+                       size_t H, size_t KV, size_t hd)
+{
+	size_t Q = (H + 2 * KV) * hd, N = H + KV;
+	for (size_t r = 0; r < BT; r++)
+		for (size_t j = 0; j < N; j++) {
+			float *o = dqkv + r * Q + j * hd;
+			size_t k = j < H ? 0 : hd; /* q_norm's weight, or k_norm's */
+			rms_row_backward(o, dw + k, o, pre + (r * N + j) * hd, w + k, rstd[r * N + j], hd, 0, 0);
+		}
 }
 
 /* ------------------------------------------------------------------------ */
@@ -215,8 +284,13 @@ void rope_backward(float *dqkv, float theta, size_t B, size_t T, size_t H, size_
 void attention_forward(float *out, float *att, const float *qkv, size_t B, size_t T, size_t H, size_t KV,
                        size_t hd)
 {
+	attention_forward_capped(out, att, NULL, qkv, B, T, H, KV, hd, 1.0f / sqrtf((float)hd), 0.0f);
+}
+
+void attention_forward_capped(float *out, float *att, float *th, const float *qkv, size_t B, size_t T, size_t H,
+                              size_t KV, size_t hd, float scale, float cap)
+{
 	size_t row = (H + 2 * KV) * hd, group = H / KV;
-	float scale = 1.0f / sqrtf((float)hd);
 	for (size_t b = 0; b < B; b++)
 		for (size_t h = 0; h < H; h++) {
 			const float *q = qkv + b * T * row + h * hd;                       /* (T, hd), stride row */
@@ -225,6 +299,13 @@ void attention_forward(float *out, float *att, const float *qkv, size_t B, size_
 			float *a = att + (b * H + h) * T * T;                              /* (T, T) */
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)T, (blasint)T, (blasint)hd, scale,
 			            q, (blasint)row, k, (blasint)row, 0.0f, a, (blasint)T);
+			for (size_t t = 0; th != NULL && cap > 0.0f && t < T; t++) { /* s -> cap·tanh(s / cap), tanh kept */
+				float *r = a + t * T, *tr = &th[((b * H + h) * T + t) * T];
+				for (size_t t2 = 0; t2 < T; t2++) {
+					tr[t2] = t2 <= t ? tanh1(r[t2] / cap) : 0.0f;
+					r[t2] = cap * tr[t2];
+				}
+			}
 			for (size_t t = 0; t < T; t++) {
 				float *r = a + t * T, maxval = -INFINITY;
 				double sum = 0.0;
@@ -249,8 +330,13 @@ void attention_forward(float *out, float *att, const float *qkv, size_t B, size_
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *att,
                         size_t B, size_t T, size_t H, size_t KV, size_t hd)
 {
+	attention_backward_capped(dqkv, scratch, dout, qkv, att, NULL, B, T, H, KV, hd, 1.0f / sqrtf((float)hd));
+}
+
+void attention_backward_capped(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *att,
+                               const float *th, size_t B, size_t T, size_t H, size_t KV, size_t hd, float scale)
+{
 	size_t row = (H + 2 * KV) * hd, group = H / KV;
-	float scale = 1.0f / sqrtf((float)hd);
 	memset(dqkv, 0, B * T * row * sizeof *dqkv);
 	for (size_t b = 0; b < B; b++)
 		for (size_t h = 0; h < H; h++) {
@@ -272,8 +358,10 @@ void attention_backward(float *dqkv, float *scratch, const float *dout, const fl
 				for (size_t t2 = 0; t2 <= t; t2++)
 					acc += (double)(ar[t2] * r[t2]);
 				float dot = (float)acc;
+				const float *tr = th != NULL ? &th[((b * H + h) * T + t) * T] : NULL;
 				for (size_t t2 = 0; t2 <= t; t2++)
-					r[t2] = ar[t2] * (r[t2] - dot) * scale;
+					r[t2] = tr != NULL ? ar[t2] * (r[t2] - dot) * (1.0f - tr[t2] * tr[t2]) * scale
+					                   : ar[t2] * (r[t2] - dot) * scale;
 				for (size_t t2 = t + 1; t2 < T; t2++)
 					r[t2] = 0.0f;
 			}
@@ -423,6 +511,39 @@ void swiglu_backward(float *dgu, const float *dout, const float *gu, size_t BT, 
 	}
 }
 
+static inline float gelu1(float x) { return 0.5f * x * (1.0f + tanh1(GELU_SCALE * (x + 0.044715f * x * x * x))); }
+
+void geglu_forward(float *out, const float *gu, size_t BT, size_t F)
+{
+	for (size_t r = 0; r < BT; r++) {
+		const float *g = gu + r * 2 * F, *u = g + F;
+		float *o = out + r * F;
+		for (size_t i = 0; i < F; i++)
+			o[i] = gelu1(g[i]) * u[i];
+	}
+}
+
+void geglu_backward(float *dgu, const float *dout, const float *gu, size_t BT, size_t F)
+{
+	for (size_t r = 0; r < BT; r++) {
+		const float *g = gu + r * 2 * F, *u = g + F, *d = dout + r * F;
+		float *dg = dgu + r * 2 * F, *du = dg + F;
+		for (size_t i = 0; i < F; i++) {
+			float x = g[i];
+			float th = tanh1(GELU_SCALE * (x + 0.044715f * x * x * x)), sech2 = 1.0f - th * th;
+			float local = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+			du[i] = d[i] * (0.5f * x * (1.0f + th));
+			dg[i] = d[i] * u[i] * local;
+		}
+	}
+}
+
+void softcap_forward(float *x, float cap, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = cap * tanh1(x[i] / cap);
+}
+
 void residual_add(float *x, const float *y, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -454,7 +575,20 @@ static float row_max(const float *x, size_t n)
 	return m;
 }
 
+static float crossentropy(float *logits, const int *target, size_t BT, size_t V, float cap);
+
 float crossentropy_forward_backward(float *logits, const int *target, size_t BT, size_t V)
+{
+	return crossentropy(logits, target, BT, V, 0.0f);
+}
+
+float crossentropy_capped_forward_backward(float *logits, const int *target, size_t BT, size_t V, float cap)
+{
+	return crossentropy(logits, target, BT, V, cap);
+}
+
+/* cap > 0: the logits are cap·tanh(z / cap), the gradient taken to z. */
+static float crossentropy(float *logits, const int *target, size_t BT, size_t V, float cap)
 {
 	double loss = 0.0; /* the sum of BT token losses, rounded once */
 	float inv_bt = 1.0f / (float)BT;
@@ -467,6 +601,13 @@ float crossentropy_forward_backward(float *logits, const int *target, size_t BT,
 		float lse = (float)log(sum);
 		size_t y = (size_t)target[r];
 		loss -= (double)(x[y] - maxval - lse);
+		if (cap > 0.0f) {
+			for (size_t i = 0; i < V; i++) {
+				float t = x[i] / cap, g = expf(x[i] - maxval - lse) * inv_bt - (i == y ? inv_bt : 0.0f);
+				x[i] = g * (1.0f - t * t);
+			}
+			continue;
+		}
 		for (size_t i = 0; i < V; i++)
 			x[i] = expf(x[i] - maxval - lse) * inv_bt;
 		x[y] -= inv_bt;

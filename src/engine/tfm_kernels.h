@@ -13,7 +13,8 @@
  * Llama: dimension i pairs with i + hd/2, frequency theta^(-2i/hd)); GELU
  * in GPT-2's tanh form (Hendrycks & Gimpel 2016); SwiGLU (Shazeer 2020:
  * silu(gate) · up); cross-entropy of the softmax, the mean over the BT
- * tokens.
+ * tokens. Qwen3's q/k norms are RMS normalisation over each head
+ * (modeling_qwen3.py, Qwen3Attention).
  *
  * Matrix products go through the system's BLAS (OpenBLAS, one thread; see
  * the opening comment of tfm_kernels.c for why). Backward kernels ADD
@@ -51,6 +52,23 @@ void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, fl
 void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd,
                       size_t BT, size_t C);
 
+/* Gemma's RMSNorm: out = x · rstd · (1 + w) (Gemma2RMSNorm); backward as
+ * rmsnorm_backward's with 1 + w for w. */
+void rmsnorm_rstd(float *rstd, const float *x, float eps, size_t BT, size_t C); /* rmsnorm's rstd alone */
+void rmsnorm1p_forward(float *out, float *rstd, const float *x, const float *w, float eps, size_t BT, size_t C);
+void rmsnorm1p_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, const float *rstd,
+                        size_t BT, size_t C);
+
+/* The RMSNorm of each query and key head, in place on qkv
+ * (BT, (H + 2·KV)·hd), as Qwen3's q_norm and k_norm: the H query heads
+ * with w[0, hd), the KV key heads with w[hd, 2·hd); pre (BT, (H + KV)·hd)
+ * gets the heads before, rstd (BT, H + KV) each head's 1/rms. Backward in
+ * place on the same heads of dqkv (the values' untouched); dw (2·hd) +=. */
+void headnorm_forward(float *qkv, float *pre, float *rstd, const float *w, float eps, size_t BT, size_t H, size_t KV,
+                      size_t hd);
+void headnorm_backward(float *dqkv, float *dw, const float *pre, const float *w, const float *rstd, size_t BT,
+                       size_t H, size_t KV, size_t hd);
+
 /* out (BT, OC) = in (BT, C) · w (OC, C)ᵀ + bias (OC, or NULL). */
 void matmul_forward(float *out, const float *in, const float *w, const float *bias, size_t BT, size_t C, size_t OC);
 /* din (BT, C) = dout · w (written; skipped if NULL); dw (OC, C) += doutᵀ · in
@@ -73,6 +91,14 @@ void attention_forward(float *out, float *att, const float *qkv, size_t B, size_
 /* dqkv (B, T, (H + 2·KV)·hd) written; scratch (T, T). */
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *att,
                         size_t B, size_t T, size_t H, size_t KV, size_t hd);
+/* The same with the scores scaled by `scale` and, when cap > 0,
+ * soft-capped before the mask, s -> cap·tanh(s / cap) (Gemma 2's eager
+ * attention): th (B, H, T, T) keeps tanh(s / cap), which the backward
+ * reads (NULL when cap is 0). attention_forward is scale 1/√hd, cap 0. */
+void attention_forward_capped(float *out, float *att, float *th, const float *qkv, size_t B, size_t T, size_t H,
+                              size_t KV, size_t hd, float scale, float cap);
+void attention_backward_capped(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *att,
+                               const float *th, size_t B, size_t T, size_t H, size_t KV, size_t hd, float scale);
 
 /* GELU, tanh form, elementwise over n. Backward writes din (n). */
 void gelu_forward(float *out, const float *in, size_t n);
@@ -83,6 +109,14 @@ void gelu_backward(float *din, const float *dout, const float *in, size_t n);
 void swiglu_forward(float *out, const float *gu, size_t BT, size_t F);
 void swiglu_backward(float *dgu, const float *dout, const float *gu, size_t BT, size_t F);
 
+/* GeGLU with GELU's tanh form (Gemma's gelu_pytorch_tanh): gu as
+ * swiglu's, out = gelu(gate) · up. Backward writes dgu (BT, 2F). */
+void geglu_forward(float *out, const float *gu, size_t BT, size_t F);
+void geglu_backward(float *dgu, const float *dout, const float *gu, size_t BT, size_t F);
+
+/* x (n) = cap·tanh(x / cap) in place: a soft cap (Gemma 2's logits). */
+void softcap_forward(float *x, float cap, size_t n);
+
 /* x (n) += y (n): a residual connection. */
 void residual_add(float *x, const float *y, size_t n);
 
@@ -90,5 +124,14 @@ void residual_add(float *x, const float *y, size_t n);
  * buffer holds d loss / d logits for loss = mean over the BT rows of
  * -log softmax(row)[target]. Returns the loss. */
 float crossentropy_forward_backward(float *logits, const int *target, size_t BT, size_t V);
+/* The same for logits that are cap·tanh(z / cap) of the head's z: on
+ * return the buffer holds d loss / d z (the cap's derivative 1 - (x/cap)²
+ * applied to each element). */
+float crossentropy_capped_forward_backward(float *logits, const int *target, size_t BT, size_t V, float cap);
+
+/* dwte (V, C) += dout · scale at each row's token but token pad_row - 1
+ * (Gemma's embedding, scaled by √d). */
+void embed_backward_scaled(float *dwte, const float *dout, const int *tok, size_t BT, size_t C, size_t pad_row,
+                           float scale);
 
 #endif

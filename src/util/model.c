@@ -1,7 +1,7 @@
 /*
  * model — Hugging Face config.json to a transformer shape. See model.h.
  * The keys and defaults are those of transformers' GPT2Config,
- * LlamaConfig / MistralConfig, Qwen2Config and Phi3Config.
+ * LlamaConfig / MistralConfig, Qwen2Config, Phi3Config and Qwen3Config.
  */
 #include "config.h"
 
@@ -83,50 +83,85 @@ static const struct {
 	const char *eps_key;    /* the norms' epsilon */
 	double eps;             /* its default */
 	uint64_t window;        /* sliding_window when absent (0: none) */
-	int window_key;         /* the family reads sliding_window */
 	const char *window_on;  /* the switch that must be true for sliding_window to count (NULL: none) */
 	uint64_t window_from;   /* and the first layer it applies to, max_window_layers' default (0: every) */
+	uint64_t head_dim;      /* head_dim when absent (0: hidden_size / heads) */
+	double pad;             /* pad_token_id when absent (-1: none) */
 	enum zs_family family;
+	int window_key;         /* the family reads sliding_window */
 	int tied;               /* tie_word_embeddings when absent */
 	int qkv_bias;           /* q_proj, k_proj and v_proj have biases */
 	int hf_fused;           /* qkv_proj and gate_up_proj are single tensors */
-	double pad;             /* pad_token_id when absent (-1: none) */
+	int qk_norm;            /* an RMSNorm on each head's queries and keys */
+	int gemma;              /* Gemma 2's norms, GeGLU, scaled embedding and soft-capping */
 } types[] = {
-	{ "gpt2", gpt2_keys, "layer_norm_epsilon", 1e-5, 0, 0, NULL, 0, ZS_FAMILY_GPT2, 1, 0, 0, -1 },
-	{ "llama", llama_keys, "rms_norm_eps", 1e-6, 0, 0, NULL, 0, ZS_FAMILY_LLAMA, 0, 0, 0, -1 },
-	{ "mistral", llama_keys, "rms_norm_eps", 1e-6, 4096, 1, NULL, 0, ZS_FAMILY_LLAMA, 0, 0, 0, -1 },
+	{ .type = "gpt2", .keys = gpt2_keys, .eps_key = "layer_norm_epsilon", .eps = 1e-5, .pad = -1,
+	  .family = ZS_FAMILY_GPT2, .tied = 1 },
+	{ .type = "llama", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-6, .pad = -1,
+	  .family = ZS_FAMILY_LLAMA },
+	{ .type = "mistral", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-6, .window = 4096, .pad = -1,
+	  .family = ZS_FAMILY_LLAMA, .window_key = 1 },
 	/* Qwen2Config (configuration_qwen2.py 70-76, transformers 5.x): no tie,
 	 * eps 1e-6, use_sliding_window false, sliding_window 4096 that
 	 * __post_init__ drops unless use_sliding_window (84), and then only
 	 * layers from max_window_layers (28) on slide (88-94); Qwen2Attention
 	 * gives q_proj, k_proj and v_proj bias=True, o_proj bias=False
 	 * (modeling_qwen2.py). */
-	{ "qwen2", llama_keys, "rms_norm_eps", 1e-6, 4096, 1, "use_sliding_window", 28, ZS_FAMILY_LLAMA, 0, 1, 0, -1 },
+	{ .type = "qwen2", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-6, .window = 4096,
+	  .window_on = "use_sliding_window", .window_from = 28, .pad = -1, .family = ZS_FAMILY_LLAMA, .window_key = 1,
+	  .qkv_bias = 1 },
 	/* Phi3Config (configuration_phi3.py at d7991107, __init__): eps 1e-5,
 	 * rope_theta 10000, no tie, num_key_value_heads the heads,
 	 * sliding_window None, pad_token_id 32000; Phi3Attention's qkv_proj and Phi3MLP's
 	 * gate_up_proj are one nn.Linear each, bias=False (modeling_phi3.py
 	 * at 43c2b4816a65): llama's kernels, its fused tensors Hugging
 	 * Face's own. */
-	{ "phi3", llama_keys, "rms_norm_eps", 1e-5, 0, 1, NULL, 0, ZS_FAMILY_LLAMA, 0, 0, 1, 32000 },
+	{ .type = "phi3", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-5, .pad = 32000,
+	  .family = ZS_FAMILY_LLAMA, .window_key = 1, .hf_fused = 1 },
+	/* Qwen3Config (configuration_qwen3.py at 008e5743): eps 1e-6, no tie,
+	 * head_dim 128 when absent (not hidden_size / heads), attention_bias
+	 * false (true is refused below), use_sliding_window false, sliding_window
+	 * 4096 and max_window_layers 28 as Qwen2's (__post_init__), pad_token_id
+	 * None; Qwen3Attention (modeling_qwen3.py at 000c33fd) has no q/k/v
+	 * biases and normalises each head's queries and keys, q_norm and k_norm
+	 * (Qwen3RMSNorm over head_dim, 50-64), before the rotary embedding. */
+	{ .type = "qwen3", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-6, .window = 4096,
+	  .window_on = "use_sliding_window", .window_from = 28, .head_dim = 128, .pad = -1, .family = ZS_FAMILY_LLAMA,
+	  .window_key = 1, .qk_norm = 1 },
+	/* Gemma2Config (configuration_gemma2.py at 008e5743, its fields):
+	 * head_dim 256, rms_norm_eps 1e-6, pad_token_id 0, tie true,
+	 * rope_theta 10000, sliding_window 4096 (Gemma2Attention: layers
+	 * 0, 2, 4, ... slide), query_pre_attn_scalar 256,
+	 * attn_logit_softcapping 50.0, final_logit_softcapping 30.0 (read in
+	 * zs_model_from_json below); Gemma2RMSNorm, Gemma2MLP, Gemma2Model's
+	 * normalizer and Gemma2DecoderLayer's four norms: modeling_gemma2.py at
+	 * 006e8693. */
+	{ .type = "gemma2", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-6, .window = 4096,
+	  .head_dim = 256, .pad = 0, .family = ZS_FAMILY_LLAMA, .window_key = 1, .tied = 1, .gemma = 1 },
 };
-#define TYPE_NAMES "gpt2, llama, mistral, qwen2, phi3"
+#define TYPE_NAMES "gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2"
 
 /* Keys whose value changes what the engine's transformer computes, and
  * the one value (as JSON text: a string, true, false or null) it runs;
  * absent is the default, which it runs. */
 static const struct {
 	enum zs_family family;
+	int gemma;              /* -1: any of the family; 0 or 1: only where m->gemma is */
 	const char *key, *runs[2];
 } numerics[] = {
-	{ ZS_FAMILY_GPT2, "activation_function", { "\"gelu_new\"", "\"gelu_pytorch_tanh\"" } },
-	{ ZS_FAMILY_GPT2, "scale_attn_weights", { "true", NULL } },
-	{ ZS_FAMILY_GPT2, "scale_attn_by_inverse_layer_idx", { "false", NULL } },
-	{ ZS_FAMILY_LLAMA, "hidden_act", { "\"silu\"", NULL } },
-	{ ZS_FAMILY_LLAMA, "rope_scaling", { "null", NULL } },
+	{ ZS_FAMILY_GPT2, -1, "activation_function", { "\"gelu_new\"", "\"gelu_pytorch_tanh\"" } },
+	{ ZS_FAMILY_GPT2, -1, "scale_attn_weights", { "true", NULL } },
+	{ ZS_FAMILY_GPT2, -1, "scale_attn_by_inverse_layer_idx", { "false", NULL } },
+	{ ZS_FAMILY_LLAMA, 0, "hidden_act", { "\"silu\"", NULL } },
+	/* Gemma2MLP's act_fn is ACT2FN[config.hidden_activation]; hidden_act is
+	 * not read (modeling_gemma2.py at 006e8693) */
+	{ ZS_FAMILY_LLAMA, 1, "hidden_activation", { "\"gelu_pytorch_tanh\"", NULL } },
+	/* Gemma2Config's use_bidirectional_attention (at 008e5743): no causal mask */
+	{ ZS_FAMILY_LLAMA, 1, "use_bidirectional_attention", { "null", "false" } },
+	{ ZS_FAMILY_LLAMA, -1, "rope_scaling", { "null", NULL } },
 	/* newer Phi3Configs rotate only this fraction of each head (Phi-4-mini:
 	 * 0.75); the kernels rotate all of it */
-	{ ZS_FAMILY_LLAMA, "partial_rotary_factor", { "1", NULL } },
+	{ ZS_FAMILY_LLAMA, -1, "partial_rotary_factor", { "1", NULL } },
 };
 
 /* m->unrun: the first of cfg's numerics the engine does not run. */
@@ -134,7 +169,8 @@ static void read_numerics(const cJSON *cfg, struct zs_model *m)
 {
 	for (size_t i = 0; i < sizeof numerics / sizeof numerics[0] && m->unrun[0] == '\0'; i++) {
 		const cJSON *it = cJSON_GetObjectItemCaseSensitive(cfg, numerics[i].key);
-		if (numerics[i].family != m->family || it == NULL)
+		if (numerics[i].family != m->family || it == NULL ||
+		    (numerics[i].gemma >= 0 && numerics[i].gemma != m->gemma))
 			continue;
 		char *text = cJSON_PrintUnformatted(it);
 		if (text == NULL)
@@ -277,6 +313,25 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 	}
 	m.qkv_bias = types[t].qkv_bias;
 	m.hf_fused = types[t].hf_fused;
+	m.qk_norm = types[t].qk_norm;
+	m.gemma = types[t].gemma;
+	/* Gemma2Config's scalar and caps; a cap given null is none (the
+	 * modeling file tests `is not None`) */
+	if (m.gemma) {
+		static const struct { const char *key; double def; size_t field; int nullable; } caps[] = {
+			{ "query_pre_attn_scalar", 256.0, offsetof(struct zs_model, attn_scalar), 0 },
+			{ "attn_logit_softcapping", 50.0, offsetof(struct zs_model, attn_softcap), 1 },
+			{ "final_logit_softcapping", 30.0, offsetof(struct zs_model, final_softcap), 1 },
+		};
+		for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+			const cJSON *it = cJSON_GetObjectItemCaseSensitive(cfg, caps[c].key);
+			double *v = (double *)(void *)((char *)&m + caps[c].field);
+			if (it != NULL && cJSON_IsNull(it) && caps[c].nullable)
+				*v = 0.0;
+			else if (read_positive(cfg, caps[c].key, caps[c].def, where, v, cause) < 0)
+				return -1;
+		}
+	}
 	int windowed = types[t].window_key;
 	if (windowed && types[t].window_on != NULL) {
 		const cJSON *on = cJSON_GetObjectItemCaseSensitive(cfg, types[t].window_on);
@@ -307,7 +362,7 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 			m.sliding_window = (uint64_t)sw->valuedouble;
 	}
 	read_numerics(cfg, &m);
-	/* LlamaModel, MistralModel, Qwen2Model and Phi3Model make embed_tokens
+	/* LlamaModel, MistralModel, Qwen2Model, Phi3Model and Qwen3Model make embed_tokens
 	 * nn.Embedding(vocab_size, hidden_size, pad_token_id): no lookup's
 	 * gradient reaches that row (a negative one counts from the end), and
 	 * one past the table is refused when the model is built. */
@@ -342,6 +397,8 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 	if (m.heads > m.hidden)
 		return zs_fail(cause, "%s: \"%s\" (%llu) is more than \"%s\" (%llu)", where, akey,
 		               (unsigned long long)m.heads, hkey, (unsigned long long)m.hidden);
+	if (m.head_dim == 0)
+		m.head_dim = types[t].head_dim;
 	if (m.head_dim == 0) {
 		if (m.hidden % m.heads != 0)
 			return zs_fail(cause, "%s: \"%s\" (%llu) does not divide \"%s\" (%llu)", where, akey,

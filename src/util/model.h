@@ -21,6 +21,19 @@
  *     gate_up_proj, as Hugging Face holds them (one module each, which
  *     FSDP and DeepSpeed gather whole); rms_norm_eps default 1e-5;
  *     sliding_window absent or null: none.
+ *   qwen3 (model_type "qwen3": Qwen3): llama's keys and shape, no biases
+ *     (attention_bias true is refused), an RMSNorm over head_dim on each
+ *     head's queries (q_norm) and keys (k_norm) before the rotary
+ *     embedding; head_dim default 128 (Qwen3Config's, not hidden / heads);
+ *     sliding_window as qwen2's (use_sliding_window, max_window_layers).
+ *   gemma2 (model_type "gemma2": Gemma 2): llama's keys; RMSNorm by
+ *     (1 + w), a norm after attention and after the MLP besides the two
+ *     before, GeGLU with tanh GELU (hidden_activation), the embedding times
+ *     sqrt(hidden_size), the scores scaled by query_pre_attn_scalar^-1/2
+ *     (default 256) and soft-capped, c·tanh(s/c), by attn_logit_softcapping
+ *     (default 50), the logits by final_logit_softcapping (default 30; null:
+ *     none); head_dim default 256, tied, pad_token_id default 0;
+ *     sliding_window (default 4096) on every other layer.
  *
  * Keys that change no byte count but the numbers the engine's transformer
  * computes are read too: the norms' epsilon (gpt2 layer_norm_epsilon,
@@ -64,7 +77,7 @@ enum zs_family { ZS_FAMILY_GPT2, ZS_FAMILY_LLAMA };
 
 struct zs_model {
 	char name[64];          /* the shipped name, or the file's name without .json */
-	char model_type[32];    /* as the file spells it: gpt2, llama, mistral, qwen2, phi3 */
+	char model_type[32];    /* as the file spells it: gpt2, llama, mistral, qwen2, phi3, qwen3 */
 	enum zs_family family;
 	uint64_t hidden;        /* h */
 	uint64_t intermediate;  /* the MLP's inner width */
@@ -78,6 +91,11 @@ struct zs_model {
 	int qkv_bias;           /* llama family: q_proj, k_proj, v_proj have biases (qwen2) */
 	int hf_fused;           /* llama family: q/k/v and gate/up are single Hugging Face
 	                           tensors, qkv_proj and gate_up_proj (phi3) */
+	int qk_norm;            /* llama family: each head's queries and keys pass an RMSNorm over
+	                           head_dim, q_norm and k_norm, before the rotary embedding (qwen3) */
+	int gemma;              /* llama family, gemma2: RMSNorm scales by (1 + w), norms after
+	                           attention and the MLP as well as before, GeGLU (tanh GELU),
+	                           embeddings times sqrt(hidden_size) */
 	uint64_t pad_row;       /* llama family: 1 + pad_token_id, the row nn.Embedding's
 	                           padding_idx keeps from the lookups' gradient; 0: none */
 	double norm_eps;        /* the norms' epsilon */
@@ -85,6 +103,10 @@ struct zs_model {
 	double embd_pdrop;      /* gpt2: the embeddings' dropout (llama: 0) */
 	double attn_pdrop;      /* the attention weights' (llama: attention_dropout) */
 	double resid_pdrop;     /* gpt2: after c_proj and the MLP (llama: 0) */
+	double attn_scalar;     /* gemma2: query_pre_attn_scalar, the scores scaled by its -1/2
+	                           power (0: head_dim's) */
+	double attn_softcap;    /* gemma2: attn_logit_softcapping, c·tanh(s/c) (0: none) */
+	double final_softcap;   /* gemma2: final_logit_softcapping on the logits (0: none) */
 	uint64_t sliding_window;/* mistral's attention window, 0 for none */
 	char unrun[160];        /* why the engine cannot train this config
 	                           ("" when it can): numerics only */

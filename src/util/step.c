@@ -12,6 +12,11 @@
  * (modeling_phi3.py at 43c2b4816a65: Phi3Attention's qkv_proj, rows q
  * then k then v, and Phi3MLP's gate_up_proj, rows gate then up, as its
  * chunk(2) splits them): the same matrices, one module and no parts.
+ * Qwen3 is llama's with Qwen3Attention's q_norm and k_norm (modeling_qwen3.py
+ * at 000c33fd: Qwen3RMSNorm(head_dim) each, applied between the projection
+ * and the rotary embedding): one module of zerosim's, right after the
+ * fused q/k/v, whose weight joins them (q_norm's head_dim elements, then
+ * k_norm's), as the projections are joined.
  */
 #include "config.h"
 
@@ -93,9 +98,9 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 	const char *blocks = gpt2 ? "transformer.h" : "model.layers";
 
 	memset(p, 0, sizeof *p);
-	/* sized once: at most 12 tensors and 6 modules a block, 4 of each
+	/* sized once: at most 12 tensors and 8 modules a block, 4 of each
 	 * outside (the theory builds this often) */
-	struct builder b = {p, 12 * L + 8, 6 * L + 8};
+	struct builder b = {p, 12 * L + 8, 8 * L + 8};
 	p->tensor = zs_malloc(b.cap_t * sizeof *p->tensor);
 	p->module = zs_malloc(b.cap_m * sizeof *p->module);
 	p->nlayers = L + 2;
@@ -132,12 +137,20 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 				parts(p, w, q, kv, kv);
 			if (m->qkv_bias && !m->hf_fused)
 				parts(p, w + 1, q, kv, kv);
+			if (m->qk_norm) {
+				w = linear(&b, l + 1, blocks, at, "self_attn.{q,k}_norm", 2 * m->head_dim, 0, 0);
+				parts(p, w, m->head_dim, m->head_dim, 0);
+			}
 			linear(&b, l + 1, blocks, at, "self_attn.o_proj", h, q, 0);
 			linear(&b, l + 1, blocks, at, "post_attention_layernorm", h, 0, 0);
+			if (m->gemma) /* gemma2: post_attention_layernorm is after attention */
+				linear(&b, l + 1, blocks, at, "pre_feedforward_layernorm", h, 0, 0);
 			w = linear(&b, l + 1, blocks, at, m->hf_fused ? "mlp.gate_up_proj" : "mlp.{gate,up}_proj", 2 * I, h, 0);
 			if (!m->hf_fused)
 				parts(p, w, I, I, 0);
 			linear(&b, l + 1, blocks, at, "mlp.down_proj", h, I, 0);
+			if (m->gemma)
+				linear(&b, l + 1, blocks, at, "post_feedforward_layernorm", h, 0, 0);
 		}
 		close_layer(p, l + 1, first);
 	}
@@ -244,8 +257,8 @@ uint64_t step_params_largest_hf_module(const struct step_params *p)
 /* The transformer's buffers */
 
 static const char *const act_names[STEP_NACTS] = {
-	"ln1", "ln1_mean", "ln1_rstd", "qkv", "att", "atty", "res2", "ln2", "ln2_mean", "ln2_rstd", "fch",
-	"fch_act", "res3", "x0", "lnf", "lnf_mean", "lnf_rstd", "logits",
+	"ln1", "ln1_mean", "ln1_rstd", "qkv", "qk_pre", "qk_rstd", "att", "att_tanh", "atty", "proj_out", "proj_rstd",
+	"res2", "ln2", "ln2_mean", "ln2_rstd", "fch", "fch_act", "down_out", "down_rstd", "res3", "x0", "lnf", "lnf_mean", "lnf_rstd", "logits",
 };
 
 const char *step_act_name(enum step_act a)
@@ -290,11 +303,21 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 	const enum zs_cat A = ZS_CAT_ACTIVATIONS, S = ZS_CAT_SCRATCH;
 	const unsigned e16 = mixed ? 2 : 4;
 	static const char *const scratch[STEP_NSCRATCH] = {"dres", "dx", "dqkv", "dh", "dup", "datt"};
-	const uint64_t sc[STEP_NSCRATCH] = {BT * h, BT * (q > h ? q : h), BT * Q, BT * F, BT * U, T * T};
+	/* gemma2's dup also holds the gradient of attention's projection's
+	 * output, between its norm's backward and its own */
+	uint64_t dup = m->gemma && h > U ? BT * h : BT * U;
+	const uint64_t sc[STEP_NSCRATCH] = {BT * h, BT * (q > h ? q : h), BT * Q, BT * F, dup, T * T};
 	/* a block's saved tensors: elements, and whether 16-bit in mixed */
-	const uint64_t e[STEP_NBLOCK_ACTS] = {BT * h, mean, BT, BT * Q, B * m->heads * T * T, BT * q, BT * h,
-	                                      BT * h, mean, BT, BT * U, BT * F, BT * h};
-	const int is16[STEP_NBLOCK_ACTS] = {1, 0, 0, 1, 0, 1, 1, 1, 0, 0, 1, 1, 1};
+	/* qwen3's head norms: their input, the q and k heads of each row
+	 * (16-bit, a product's), and each head's 1/rms */
+	uint64_t qk = m->qk_norm ? m->heads + m->kv_heads : 0;
+	/* gemma2's: the soft-capped scores' tanh (fp32, as the softmax), and
+	 * the projections' outputs before the norms after them, with 1/rms */
+	uint64_t cap = m->gemma && m->attn_softcap > 0 ? B * m->heads * T * T : 0, post = m->gemma ? BT : 0;
+	const uint64_t e[STEP_NBLOCK_ACTS] = {BT * h, mean, BT, BT * Q, BT * qk * m->head_dim, BT * qk,
+	                                      B * m->heads * T * T, cap, BT * q, post * h, post, BT * h, BT * h, mean,
+	                                      BT, BT * U, BT * F, post * h, post, BT * h};
+	const int is16[STEP_NBLOCK_ACTS] = {1, 0, 0, 1, 1, 0, 0, 0, 1, 1, 0, 1, 1, 0, 0, 1, 1, 1, 0, 1};
 
 	b->n = 0;
 	struct bufs x = {b, 16 + STEP_NBLOCK_ACTS * L + 8}; /* sized once: every buffer at most */
@@ -325,7 +348,7 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 			/* full recomputation keeps a block's output only; selective
 			 * the softmax's input-output (Korthikanti et al. 2022, §5) */
 			int rc = recompute == ZS_RECOMPUTE_FULL ? a != STEP_ACT_RES3
-			         : recompute == ZS_RECOMPUTE_SELECTIVE && a == STEP_ACT_ATT;
+			         : recompute == ZS_RECOMPUTE_SELECTIVE && (a == STEP_ACT_ATT || a == STEP_ACT_ATT_TANH);
 			buf(&x, (struct step_buffer){act_names[a], STEP_SAVED, (unsigned)a, (int)(l - 1), e[a],
 			                             is16[a] ? e16 : 4, A, STEP_AT_LAYER, l,
 			                             a == STEP_ACT_RES3 ? l + 1 : l, rc});

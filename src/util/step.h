@@ -111,12 +111,16 @@ uint64_t step_params_largest_hf_module(const struct step_params *p);
 
 /* What a transformer's layers save for backward, B·T rows each (the
  * contract's names, docs/schedule.md): a block LN1 .. RES3 (its input is
- * the previous block's res3, or the embedding's x0), the head LNF ..
- * LOGITS. */
+ * the previous block's res3, or the embedding's x0; QK_PRE and QK_RSTD,
+ * the head norms' input and statistics, are qwen3's alone; ATT_TANH,
+ * the soft-capped scores' tanh, and PROJ_OUT, DOWN_OUT with their 1/rms,
+ * the inputs of the norms after attention and the MLP, gemma2's), the
+ * head LNF .. LOGITS. */
 enum step_act {
-	STEP_ACT_LN1, STEP_ACT_LN1_MEAN, STEP_ACT_LN1_RSTD, STEP_ACT_QKV, STEP_ACT_ATT, STEP_ACT_ATTY,
+	STEP_ACT_LN1, STEP_ACT_LN1_MEAN, STEP_ACT_LN1_RSTD, STEP_ACT_QKV, STEP_ACT_QK_PRE, STEP_ACT_QK_RSTD,
+	STEP_ACT_ATT, STEP_ACT_ATT_TANH, STEP_ACT_ATTY, STEP_ACT_PROJ_OUT, STEP_ACT_PROJ_RSTD,
 	STEP_ACT_RES2, STEP_ACT_LN2, STEP_ACT_LN2_MEAN, STEP_ACT_LN2_RSTD, STEP_ACT_FCH, STEP_ACT_FCH_ACT,
-	STEP_ACT_RES3, STEP_ACT_X0, STEP_ACT_LNF, STEP_ACT_LNF_MEAN, STEP_ACT_LNF_RSTD, STEP_ACT_LOGITS,
+	STEP_ACT_DOWN_OUT, STEP_ACT_DOWN_RSTD, STEP_ACT_RES3, STEP_ACT_X0, STEP_ACT_LNF, STEP_ACT_LNF_MEAN, STEP_ACT_LNF_RSTD, STEP_ACT_LOGITS,
 	STEP_NACTS,
 	/* the MLP's layer output (step_buffers_mlp), kept for its backward:
 	 * past the transformer's list, which no transformer layer saves */

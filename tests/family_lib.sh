@@ -1,0 +1,63 @@
+# family_lib — what the model-family tests (tests/phi3.sh, tests/qwen3.sh)
+# share, sourced after setting `name` (and srcdir, as automake does): the
+# build's zerosim (ZS_BUILDDIR overrides; exit 99 when it is not built), a
+# temporary folder $tmp removed on exit, `failed` and fail, and the checks:
+#
+#   learns MODEL LR DIV   100 steps of measure on the seed's task (seq 16,
+#                         batch 2, N = 1): the first loss near ln 256 = 5.55
+#                         and the mean of the last ten under the first's 1/DIV
+#                         ($tmp/train.json is the run)
+#   one_digest MODEL PRECISION   N = 1, 2, 3 under dp, zero1, zero2, zero3,
+#                         2 steps: one weights digest per N
+#   expect_refused PATTERN MODEL [OPTIONS]   measure refuses it: exit 2, one
+#                         line matching PATTERN, no output file
+# shellcheck shell=sh disable=SC2034,SC2154
+# (name is the sourcing test's; failed, its result, is read there)
+
+top=${ZS_BUILDDIR:-.}
+zerosim=$top/zerosim
+srcdir=${srcdir:-.}
+if [ ! -x "$zerosim" ]; then
+	echo "$name: $zerosim is not built" >&2
+	exit 99
+fi
+[ -d "$top/data/models" ] || { ZEROSIM_DATADIR=$srcdir; export ZEROSIM_DATADIR; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-$name.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+failed=0
+fail() {
+	echo "$name: FAIL: $*" >&2
+	failed=1
+}
+
+learns() { # MODEL LR DIV
+	"$zerosim" measure --quiet --model "$1" --seq 16 --batch 2 --world 1 --steps 100 --lr "$2" \
+		--out "$tmp/train.json" 2>"$tmp/err" || fail "measure: $(cat "$tmp/err")"
+	# the losses, one a line: the first, and the mean of the last ten
+	tr -d ' \t\n' <"$tmp/train.json" | sed 's/.*"losses":\[\([^]]*\)\].*/\1/' | tr ',' '\n' >"$tmp/losses"
+	[ "$(wc -l <"$tmp/losses")" -eq 99 ] || fail "not 100 losses: $(wc -l <"$tmp/losses")+1"
+	awk -v name="$name" -v div="$3" 'NR == 1 { first = $1 } NR > 90 { last += $1 / 10 }
+	     END { printf "%s: loss %.4f at the first step, %.4f over the last ten\n", name, first, last
+	           exit !(first > 5.45 && first < 5.65 && last < first / div) }' "$tmp/losses" ||
+		fail "the loss did not fall under 1/$3 of the first step's"
+}
+
+one_digest() { # MODEL PRECISION
+	"$zerosim" measure --quiet --model "$1" --seq 8 --batch 1 --world 1,2,3 --steps 2 \
+		--precision "$2" --unit layer --out "$tmp/d.json" 2>"$tmp/err" || fail "measure: $(cat "$tmp/err")"
+	tr -d ' \t\n' <"$tmp/d.json" | grep -o '"world":[0-9]*\|"weights_digest":"[^"]*"' | paste - - >"$tmp/dg"
+	[ "$(wc -l <"$tmp/dg")" -eq 12 ] || fail "$1 $2: not 4 schemes x 3 worlds: $(cat "$tmp/dg")"
+	[ "$(sort -u "$tmp/dg" | wc -l)" -eq 3 ] || fail "$1 $2: not one digest per N: $(cat "$tmp/dg")"
+}
+
+expect_refused() { # PATTERN MODEL [options]
+	p=$1
+	shift
+	rm -f "$tmp/r.json"
+	"$zerosim" measure --model "$@" --world 1 --steps 1 --out "$tmp/r.json" >/dev/null 2>"$tmp/err"
+	rc=$?
+	if [ "$rc" -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || ! grep -q "$p" "$tmp/err"; then
+		fail "measure --model $*: exit $rc, $(cat "$tmp/err")"
+	fi
+	[ ! -e "$tmp/r.json" ] || fail "measure --model $*: wrote r.json"
+}
