@@ -727,9 +727,11 @@ def run(a):
             model = LlamaForCausalLM(cfg, tied, sdpa)
         model.train()
         install_hooks(model, set(model.units))
+        if a.ddp:
+            model = ddp_wrap(a, model)
         Opt = torch.optim.AdamW if a.optimizer == "adamw" else torch.optim.Adam
         opt = Opt(model.parameters(), lr=1e-3, foreach=foreach)
-        g = torch.Generator().manual_seed(1)
+        g = torch.Generator().manual_seed(1 + RANK[0])  # each rank its own batch
         input_ids = torch.randint(0, V, (a.batch, a.seq), generator=g)
         labels = input_ids.clone()
         for step in range(1, a.steps + 1):
@@ -800,6 +802,102 @@ def run(a):
     out.update(marked_peak=peak, marked_step=marked, peak_op=op, snapshot=TRACK.snapshot, seen_op=TRACK.seen_op,
                snap_grads=TRACK.snap_grads)
     return out
+
+
+# ---------------------------------------------------------------------------
+# DDP N >= 1 over gloo (--ddp N): N processes, rank 0's allocator recorded
+
+RANK = [0]
+
+
+PIN = []  # the pinning collective's tensor (made before the profiled session)
+
+
+def ddp_group():
+    """DDP's process group: gloo, as init_process_group makes it, but one
+    worker thread (ProcessGroupGloo._Options._threads; the default is 2),
+    so that a collective waited after another has run after that one's
+    work was let go (below)."""
+    import datetime
+    import torch.distributed as dist
+    o = dist.ProcessGroupGloo._Options()
+    o._threads = 1
+    o._timeout = datetime.timedelta(seconds=600)
+    o._devices = [dist.ProcessGroupGloo.create_device(interface=os.environ.get("GLOO_SOCKET_IFNAME", "lo"))]
+    store = dist.PrefixStore("zs-ddp", dist.distributed_c10d._get_default_store())
+    return dist.ProcessGroupGloo(store, dist.get_rank(), dist.get_world_size(), o)
+
+
+def ddp_wrap(a, model):
+    """torch.nn.parallel.DistributedDataParallel at the release's defaults
+    (bucket_cap_mb 25, broadcast_buffers True, gradient_as_bucket_view
+    False, find_unused_parameters False), made inside the profiled session
+    as a training script makes it: after the model, before the optimizer.
+
+    Pinned: the buffers' broadcast at every forward (DDP._sync_buffers ->
+    dist._broadcast_coalesced, torch/csrc/distributed/c10d/comm.cpp
+    BroadcastWork) flattens each dtype's buffers into one new tensor
+    (torch.cat where there are two or more), broadcasts it and copies it
+    back; the tensor is freed when the last reference goes, and gloo's
+    worker thread holds one (ProcessGroupGloo::runLoop's
+    workInProgress_[i], reset after the work has run, after wait() has
+    returned on the main thread): on a loaded machine the free happens on
+    the worker thread, where the profiler does not see it, and the replay
+    keeps the bytes live. It is the one lifetime of DDP's step that timing
+    decides. Here the same broadcast is written in Python (the same
+    buckets, _compute_bucket_assignment_by_size by dtype, the same cat, the
+    same copies back) and, before the flat tensor is let go, waits on one
+    more collective of the one-thread group: the worker has dropped its
+    reference by then, so the free is the main thread's, right after the
+    copies, where comm.cpp frees it (on a GPU, NCCL's work is waited on the
+    stream and the block freed there too)."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    # gloo broadcasts no bool tensor (1.13 and 2.6: "Invalid scalar type"),
+    # and GPT-2's causal `bias` buffers are bool: they are left out of
+    # DDP's broadcasts by DDP's own switch for that (NCCL, on a GPU, takes
+    # them; transformers 5.x has no such buffer).
+    skip = [n for n, b in model.named_buffers() if b.dtype == torch.bool]
+    if skip:
+        DDP._set_params_and_buffers_to_ignore_for_model(model, skip)
+    pg = ddp_group()
+    mark("ddp:construct")
+    m = DDP(model, process_group=pg)
+    m.units = model.units
+
+    def broadcast(tensors, buffer_size, authoritative_rank=0):
+        buckets, _ = dist._compute_bucket_assignment_by_size(list(tensors), [buffer_size])
+        for idx in buckets:
+            ts = [tensors[i] for i in idx]
+            flat = torch._utils._flatten_dense_tensors(ts)
+            pg.broadcast([flat], _bopts(authoritative_rank)).wait()
+            pg.allreduce([PIN[0]]).wait()  # the pin: the broadcast's work is let go
+            for t, o in zip(ts, torch._utils._unflatten_dense_tensors(flat, ts)):
+                t.copy_(o)
+            del flat
+    m._distributed_broadcast_coalesced = broadcast
+    mark("ddp:constructed")
+    return m
+
+
+def _bopts(root):
+    import torch.distributed as dist
+    o = dist.BroadcastOptions()
+    o.rootRank = root
+    o.rootTensor = 0
+    return o
+
+
+def ddp_worker(rank, a, store):
+    import torch.distributed as dist
+    RANK[0] = rank
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=a.ddp)
+    PIN.append(torch.zeros(1))
+    d = report(a)
+    dist.barrier()
+    if rank == 0:
+        emit(a, d)
+    dist.destroy_process_group()
 
 
 def storages(tensors):
@@ -941,7 +1039,9 @@ def report(a):
     if "marked_peak" in r:
         out["attribution"] = attribute(r, a)
         out["attribution"]["instrumented_step_equal"] = r["marked_peak"] == steady["peak"]
-    z = zerosim_theory(a, r)
+    if a.ddp:
+        out["ddp"] = a.ddp
+    z = zerosim_theory(a, r) if RANK[0] == 0 else None
     if z:
         out["zerosim"] = z
         if "peak" in z:
@@ -993,13 +1093,28 @@ def main():
     ap.add_argument("--no-attribution", action="store_true")
     ap.add_argument("--trace", help="write one more step's every allocation and free there, one a line: "
                     "alloc|free BYTES OP PHASE UNIT LIVE, and the marks: mark LABEL LIVE")
+    ap.add_argument("--ddp", type=int, default=0, metavar="N",
+                    help="N >= 1: the model in DistributedDataParallel over gloo, N processes on the CPU "
+                         "(each its own batch), rank 0's allocator recorded")
     ap.add_argument("--out", help="write the JSON there (some torch builds print to stdout themselves)")
     a = ap.parse_args()
     if a.loss == "shift":
         LOSS[0] = shifted_loss
-    if a.seq < 1 or a.batch < 1 or a.steps < 2:
+    if a.seq < 1 or a.batch < 1 or a.steps < 2 or a.ddp < 0:
         ap.error("--seq and --batch must be at least 1, --steps at least 2")
-    text = json.dumps(report(a), indent=1) + "\n"
+    if a.ddp:
+        import tempfile
+        import torch.multiprocessing as mp
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the loopback: a CI machine may have no other
+        os.environ.setdefault("USE_LIBUV", "0")  # 2.6's TCPStore; the file rendezvous needs neither
+        with tempfile.TemporaryDirectory() as d:
+            mp.spawn(ddp_worker, args=(a, os.path.join(d, "store")), nprocs=a.ddp)
+        return
+    emit(a, report(a))
+
+
+def emit(a, d):
+    text = json.dumps(d, indent=1) + "\n"
     if a.out:
         # beside its final name, then renamed: no half-written file
         tmp = a.out + ".tmp"
