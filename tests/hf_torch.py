@@ -814,44 +814,79 @@ PIN = []  # the pinning collective's tensor (made before the profiled session)
 
 
 def ddp_group():
-    """DDP's process group: gloo, as init_process_group makes it, but one
-    worker thread (ProcessGroupGloo._Options._threads; the default is 2),
-    so that a collective waited after another has run after that one's
-    work was let go (below)."""
+    """DDP's process group: gloo, pinned. Every collective DDP and its
+    reducer issue through it (the construction's and every forward's
+    broadcasts, sync_bucket_indices' broadcasts when the buckets are
+    rebuilt, the buckets' all-reduces) is run on a gloo group of one worker
+    thread (ProcessGroupGloo._Options._threads; the default is 2), waited,
+    and followed by one more collective of that group, waited too, before
+    the call returns a completed Work (dist._create_work_from_future).
+
+    Why: a tensor a collective takes is freed when its last reference goes,
+    and gloo's worker thread holds one (ProcessGroupGloo::runLoop's
+    workInProgress_[i], reset after the work has run, after wait() has
+    returned on the caller's thread). Where DDP lets go of the tensor right
+    after waiting -- comm.cpp's BroadcastWork (the flat copy of the buffers
+    broadcast at every forward: 8 bytes for GPT-2's two masked_bias) and
+    reducer.cpp's sync_bucket_indices (the int32 bucket sizes and indices
+    broadcast at the rebuild, step 2) -- the free happens on the worker
+    thread whenever it is late, where the profiler records nothing: the
+    replay then keeps the bytes live (seen here: between steps 4 bytes
+    over, from step 2 on, once in a few runs on a loaded machine). With
+    the pin the worker has let go before DDP does, and every free is the
+    caller's, right after the wait, as on a GPU where DDP waits on the
+    collective's stream and frees on its own thread. The bytes DDP
+    allocates are DDP's: its own code runs unchanged."""
     import datetime
     import torch.distributed as dist
+    import torch._C._distributed_c10d as c10d
     o = dist.ProcessGroupGloo._Options()
     o._threads = 1
     o._timeout = datetime.timedelta(seconds=600)
     o._devices = [dist.ProcessGroupGloo.create_device(interface=os.environ.get("GLOO_SOCKET_IFNAME", "lo"))]
     store = dist.PrefixStore("zs-ddp", dist.distributed_c10d._get_default_store())
-    return dist.ProcessGroupGloo(store, dist.get_rank(), dist.get_world_size(), o)
+    inner = dist.ProcessGroupGloo(store, dist.get_rank(), dist.get_world_size(), o)
+
+    def done(result):
+        fut = torch.futures.Future()
+        fut.set_result(result)
+        return c10d._create_work_from_future(fut)
+
+    class Pinned(c10d.ProcessGroup):
+        def __init__(self):
+            super().__init__(dist.get_rank(), dist.get_world_size())
+
+        def getBackendName(self):
+            return "gloo"
+
+        def _pin(self, work, result):
+            work.wait()
+            inner.allreduce([PIN[0]]).wait()  # one worker: the work above has been let go
+            return done(result)
+
+        def broadcast(self, tensors, opts=None):
+            return self._pin(inner.broadcast(tensors, opts) if opts is not None else inner.broadcast(tensors),
+                             tensors)
+
+        def allreduce(self, tensors, opts=None):
+            return self._pin(inner.allreduce(tensors, opts) if opts is not None else inner.allreduce(tensors),
+                             tensors)
+
+        def allgather(self, outputs, inputs, opts=None):
+            return self._pin(inner.allgather(outputs, inputs), outputs)
+
+        def barrier(self, opts=None):
+            return self._pin(inner.barrier(), [])
+
+    return Pinned()
 
 
 def ddp_wrap(a, model):
     """torch.nn.parallel.DistributedDataParallel at the release's defaults
     (bucket_cap_mb 25, broadcast_buffers True, gradient_as_bucket_view
     False, find_unused_parameters False), made inside the profiled session
-    as a training script makes it: after the model, before the optimizer.
-
-    Pinned: the buffers' broadcast at every forward (DDP._sync_buffers ->
-    dist._broadcast_coalesced, torch/csrc/distributed/c10d/comm.cpp
-    BroadcastWork) flattens each dtype's buffers into one new tensor
-    (torch.cat where there are two or more), broadcasts it and copies it
-    back; the tensor is freed when the last reference goes, and gloo's
-    worker thread holds one (ProcessGroupGloo::runLoop's
-    workInProgress_[i], reset after the work has run, after wait() has
-    returned on the main thread): on a loaded machine the free happens on
-    the worker thread, where the profiler does not see it, and the replay
-    keeps the bytes live. It is the one lifetime of DDP's step that timing
-    decides. Here the same broadcast is written in Python (the same
-    buckets, _compute_bucket_assignment_by_size by dtype, the same cat, the
-    same copies back) and, before the flat tensor is let go, waits on one
-    more collective of the one-thread group: the worker has dropped its
-    reference by then, so the free is the main thread's, right after the
-    copies, where comm.cpp frees it (on a GPU, NCCL's work is waited on the
-    stream and the block freed there too)."""
-    import torch.distributed as dist
+    as a training script makes it: after the model, before the optimizer,
+    over the pinned gloo group (ddp_group)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
     # gloo broadcasts no bool tensor (1.13 and 2.6: "Invalid scalar type"),
     # and GPT-2's causal `bias` buffers are bool: they are left out of
@@ -861,31 +896,21 @@ def ddp_wrap(a, model):
     if skip:
         DDP._set_params_and_buffers_to_ignore_for_model(model, skip)
     pg = ddp_group()
+    # DDP's construction log (Logger.set_construction_data_and_log: strings,
+    # no tensor) crashes 1.13 on a process group written in Python (SIGSEGV
+    # in 2 of 8 runs here, nearly always in 30 constructions in a row): it
+    # is left out, the rest of the Logger (the reducer's) kept.
+    import torch.nn.parallel.distributed as tnd
+
+    class QuietLogger(tnd.dist.Logger):
+        def set_construction_data_and_log(self, *args, **kwargs):
+            pass
+    tnd.dist.Logger = QuietLogger
     mark("ddp:construct")
     m = DDP(model, process_group=pg)
     m.units = model.units
-
-    def broadcast(tensors, buffer_size, authoritative_rank=0):
-        buckets, _ = dist._compute_bucket_assignment_by_size(list(tensors), [buffer_size])
-        for idx in buckets:
-            ts = [tensors[i] for i in idx]
-            flat = torch._utils._flatten_dense_tensors(ts)
-            pg.broadcast([flat], _bopts(authoritative_rank)).wait()
-            pg.allreduce([PIN[0]]).wait()  # the pin: the broadcast's work is let go
-            for t, o in zip(ts, torch._utils._unflatten_dense_tensors(flat, ts)):
-                t.copy_(o)
-            del flat
-    m._distributed_broadcast_coalesced = broadcast
     mark("ddp:constructed")
     return m
-
-
-def _bopts(root):
-    import torch.distributed as dist
-    o = dist.BroadcastOptions()
-    o.rootRank = root
-    o.rootTensor = 0
-    return o
 
 
 def ddp_worker(rank, a, store):

@@ -14,7 +14,8 @@
 # any difference is printed with its size. Cases: the tiny gpt2 and
 # llama of the issue, each tied and untied; gpt2 with foreach Adam; llama
 # with zero_grad(set_to_none=True); gpt2 at batch 1 (matmul's operands are
-# views there, not copies).
+# views there, not copies); DDP N = 2 over gloo (--wrapper ddp, gpt2 and
+# llama, llama with foreach Adam), the engine's measure at N = 2 too.
 #
 # `tests/hf_torch.sh table` (make check-torch-ref; ZS_HF_SMALL=0 leaves out
 # GPT-2 small, minutes a run; ZS_TORCH26_ROOT names the 2.6 root): the issue's cases with
@@ -152,6 +153,18 @@ status=0
 # steady step's peak and the live bytes at every mark the step names, equal
 # to the byte. Cases: the label, the PyTorch side's options, zerosim's.
 plain="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu --attn eager"
+# DDP N = 2 over gloo (hf_torch.py --ddp 2: two processes, rank 0's
+# allocator recorded) against zerosim's DDP over the same step
+# (--wrapper ddp: util/ag_ddp.c): the theory as above, and the engine's
+# measure at N = 2 (two ranks in lockstep, the buckets all-reduced across
+# them): every rank's bytes between steps and peak, and rank 0's marks.
+# The reference pins the one thing gloo's timing decides (which thread
+# frees a tensor a collective took: the buffers' flat copy broadcast at
+# every forward and the bucket sizes broadcast at the rebuild), waiting on
+# each collective where DDP on a GPU waits on its stream (hf_torch.py
+# ddp_group): without the pin a loaded machine made the between-steps bytes
+# 4 bytes over from step 2 on.
+ddp="--framework torch --wrapper ddp --torch-version 1.13 --torch-device cpu --attn eager"
 for case in \
 	"gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"gpt2-untied|--model $tmp/tiny-gpt2.json --untied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
@@ -159,14 +172,30 @@ for case in \
 	"llama-tied|--model $tmp/tiny-llama.json --tied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"gpt2-foreach|--model $tmp/tiny-gpt2.json --zero-grad zeros --optimizer-impl foreach|$plain --optimizer-impl foreach --zero-grad zeros" \
 	"llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
-	"gpt2-batch1|--model $tmp/tiny-gpt2.json --batch 1 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros"
+	"gpt2-batch1|--model $tmp/tiny-gpt2.json --batch 1 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"ddp2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
+	"ddp2-llama|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
+	"ddp2-llama-foreach|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2 --optimizer-impl foreach|$ddp --optimizer-impl foreach --zero-grad zeros"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}
 	# shellcheck disable=SC2086
 	one "$py" "$src/tests/hf_torch.py" $targs --zerosim "$zerosim" --zerosim-args "$zargs" --no-attribution \
 		--out "$tmp/out.json"
-	if ! "$py" - "$tmp/out.json" "$label" <<'EOF'; then status=1; fi
+	set --
+	case $label in
+	ddp2-*)
+		cfg=$(echo "$targs" | sed 's/^--model \([^ ]*\).*/\1/')
+		# shellcheck disable=SC2086
+		if ! "$zerosim" measure --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes dp --world 2 \
+			--steps 3 $zargs --out "$tmp/m.json" 2>"$tmp/err"; then
+			echo "hf_torch: FAIL: $label: zerosim measure: $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+		set -- "$tmp/m.json"
+		;;
+	esac
+	if ! "$py" - "$tmp/out.json" "$label" "$@" <<'EOF'; then status=1; fi
 import json, sys
 d, label = json.load(open(sys.argv[1])), sys.argv[2]
 z = d["zerosim"]
@@ -188,8 +217,22 @@ for k, v in (z.get("marks") or {}).items():
 n = len(z.get("marks") or {})
 if not n:
     bad.append("zerosim gave no marks")
+if len(sys.argv) > 3:  # the engine's measure of the same case
+    runs = json.load(open(sys.argv[3]))["runs"]
+    for r in runs:
+        pr = r["per_rank"]
+        for k, (res, pk) in enumerate(zip(pr["resident_bytes"], pr["peak_bytes"])):
+            if res != steady[-1] or pk != d["peak"]:
+                bad.append(f"measure N={r['world']} rank {k}: between steps {res:,}, peak {pk:,}")
+        for k, v in (r.get("marks") or {}).items():
+            if ref.get(k) != v:
+                bad.append(f"measure N={r['world']} mark {k}: {ref.get(k)} against {v:,}")
+        if not r.get("marks"):
+            bad.append(f"measure N={r['world']} gave no marks")
+    label += f" (and measure at N = {','.join(str(r['world']) for r in runs)})"
 print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} in {d['peak_phase']} "
-      f"and {n} marks: PyTorch {d['torch']} and zerosim's plain loop {'differ' if bad else 'equal to the byte'}"
+      f"and {n} marks: PyTorch {d['torch']} and zerosim's {'DDP' if label.startswith('ddp') else 'plain loop'} "
+      f"{'differ' if bad else 'equal to the byte'}"
       + "".join("\n  " + b for b in bad))
 sys.exit(1 if bad else 0)
 EOF

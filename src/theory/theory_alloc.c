@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "theory/theory.h"
+#include "util/ag_ddp.h"
 #include "util/autograd.h"
 #include "util/step.h"
 #include "util/util.h"
@@ -164,7 +165,7 @@ static void trace_events(struct theory_trace *tr, const struct ag_step *s, const
 
 static int plain_loop(const struct theory_request *req)
 {
-	return req->config->wrapper == ZS_WRAPPER_NONE && req->model != NULL;
+	return zs_wrapper_step(req->config) && req->model != NULL;
 }
 
 static int plain_loop_trace(const struct theory_request *req, struct theory_trace *tr)
@@ -176,7 +177,7 @@ static int plain_loop_trace(const struct theory_request *req, struct theory_trac
 	char *cause = NULL;
 	step_params_build(&p, req->model);
 	ag_options_from_config(&o, c, c->batch, req->act.seq);
-	int rc = ag_step_build(&s, req->model, &p, &o, &cause);
+	int rc = ag_step_build_run(&s, req->model, &p, &o, c, 1, &cause);
 	step_params_free(&p);
 	if (rc != 0) {
 		free(cause);

@@ -68,6 +68,7 @@ const char *ag_op_name(enum ag_op op)
 		[AG_OP_DIV_SCALAR_] = "div_scalar_", [AG_OP_ADDCMUL_] = "addcmul_", [AG_OP_ADDCDIV_] = "addcdiv_",
 		[AG_OP_LERP_] = "lerp_", [AG_OP_ADAM_FUSED_] = "adam_fused_",
 		[AG_OP_COS] = "cos", [AG_OP_SIN] = "sin", [AG_OP_ROPE_INV_FREQ] = "rope_inv_freq",
+		[AG_OP_ALL_REDUCE_SUM_] = "all_reduce_sum_", [AG_OP_BROADCAST_] = "broadcast_",
 	};
 	return (unsigned)op < AG_NOPS && n[op] ? n[op] : "?";
 }

@@ -158,6 +158,10 @@ enum ag_op {
 	AG_OP_COS,           /* out = cos(in0) */
 	AG_OP_SIN,           /* out = sin(in0) */
 	AG_OP_ROPE_INV_FREQ, /* out [n] = 1 / arg[0] ^ (2i / 2n): LlamaRotaryEmbedding's inv_freq, base arg[0] */
+	/* appended: DDP's collectives (util/ag_ddp.h), in place on every rank
+	 * (out[0] is in[0]); the executor runs them across its ranks */
+	AG_OP_ALL_REDUCE_SUM_, /* in0 = the sum of every rank's in0 */
+	AG_OP_BROADCAST_,    /* in0 = rank arg[0]'s in0 */
 	AG_NOPS
 };
 const char *ag_op_name(enum ag_op op);
