@@ -735,10 +735,6 @@ for cmd in measure theory; do
 		$cmd --framework deepspeed $ddp --schemes dp --torch-version 1.13 --out "$keep"
 	try 2 "--wrapper ddp runs torch's dp (DistributedDataParallel) only: give --schemes dp (it lists zero1)" \
 		$cmd --framework torch $ddp --schemes dp,zero1 --torch-version 1.13 --out "$keep"
-	try 2 "--wrapper ddp: the DDP step is described and checked for PyTorch 1.13 only yet" \
-		$cmd --framework torch $ddp --schemes dp --torch-version 2.6 --out "$keep"
-	try 2 "--wrapper ddp: the DDP step is described under zero_grad(set_to_none=False) only yet" \
-		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --zero-grad none --out "$keep"
 	try 2 "--wrapper ddp needs a transformer (--model)" \
 		$cmd --framework torch --wrapper ddp --schemes dp --torch-version 1.13 --world 2 --out "$keep"
 	# The plain loop describes no activation checkpointing: refused.

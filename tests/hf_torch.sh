@@ -15,14 +15,17 @@
 # llama of the issue, each tied and untied; gpt2 with foreach Adam; llama
 # with zero_grad(set_to_none=True); gpt2 at batch 1 (matmul's operands are
 # views there, not copies); DDP N = 2 over gloo (--wrapper ddp, gpt2 and
-# llama, llama with foreach Adam), the engine's measure at N = 2 too.
+# llama, llama with foreach Adam, gpt2 with set_to_none), the engine's
+# measure at N = 2 too.
 #
 # `tests/hf_torch.sh table` (make check-torch-ref; ZS_HF_SMALL=0 leaves out
 # GPT-2 small, minutes a run; ZS_TORCH26_ROOT names the 2.6 root): the issue's cases with
 # PyTorch's peak, zerosim's paper-level peak and the plain loop's (--wrapper
 # none, the PyTorch step summed; "-" with the reason where it is not
 # described yet) and each one's ratio, under the PyTorch 1.13 here and,
-# when tests/torch26_root.sh can make or find its Debian 13 root, 2.6.
+# when tests/torch26_root.sh can make or find its Debian 13 root, 2.6; then,
+# in that root, DDP N = 2 under 2.6 against --wrapper ddp, equal to the
+# byte (exit 1 if not).
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 disagreement, 99 hard error.
@@ -50,6 +53,52 @@ cat >"$tmp/tiny-llama.json" <<'EOF'
 {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
  "num_key_value_heads": 2, "intermediate_size": 160, "max_position_embeddings": 64, "vocab_size": 256,
  "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu"}
+EOF
+
+# cmp.py OUT LABEL [MEASURE]: PyTorch's bytes in OUT (hf_torch.py's JSON,
+# zerosim's theory of the same case in its "zerosim") against zerosim's
+# theory, and the engine's measure in MEASURE where given: between steps,
+# the steady step's peak and every mark, equal to the byte; exit 1 if not.
+cat >"$tmp/cmp.py" <<'EOF'
+import json, sys
+d, label = json.load(open(sys.argv[1])), sys.argv[2]
+z = d["zerosim"]
+if "resident" not in z:
+    print(f"hf_torch: {label}: zerosim theory failed: {z}")
+    sys.exit(1)
+steady = d["between_steps"]
+ref = dict(d["boundaries"])
+bad = []
+if len(set(steady)) != 1 or steady[-1] != z["resident"]:
+    bad.append(f"between steps {steady} against {z['resident']:,} ({steady[-1] - z['resident']:+,} B)")
+if d["peak"] != z["peak"]:
+    bad.append(f"peak {d['peak']:,} against {z['peak']:,} ({d['peak'] - z['peak']:+,} B)")
+for k, v in (z.get("marks") or {}).items():
+    if k not in ref:
+        bad.append(f"mark {k}: not in PyTorch's step")
+    elif ref[k] != v:
+        bad.append(f"mark {k}: {ref[k]:,} against {v:,} ({ref[k] - v:+,} B)")
+n = len(z.get("marks") or {})
+if not n:
+    bad.append("zerosim gave no marks")
+if len(sys.argv) > 3:  # the engine's measure of the same case
+    runs = json.load(open(sys.argv[3]))["runs"]
+    for r in runs:
+        pr = r["per_rank"]
+        for k, (res, pk) in enumerate(zip(pr["resident_bytes"], pr["peak_bytes"])):
+            if res != steady[-1] or pk != d["peak"]:
+                bad.append(f"measure N={r['world']} rank {k}: between steps {res:,}, peak {pk:,}")
+        for k, v in (r.get("marks") or {}).items():
+            if ref.get(k) != v:
+                bad.append(f"measure N={r['world']} mark {k}: {ref.get(k)} against {v:,}")
+        if not r.get("marks"):
+            bad.append(f"measure N={r['world']} gave no marks")
+    label += f" (and measure at N = {','.join(str(r['world']) for r in runs)})"
+print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} in {d['peak_phase']} "
+      f"and {n} marks: PyTorch {d['torch']} and zerosim's {'DDP' if label.startswith('ddp') else 'plain loop'} "
+      f"{'differ' if bad else 'equal to the byte'}"
+      + "".join("\n  " + b for b in bad))
+sys.exit(1 if bad else 0)
 EOF
 
 # one PY MODEL ARGS...: runs hf_torch.py, the JSON in $tmp/out.json
@@ -144,7 +193,35 @@ EOF
 			done
 		fi
 	done
-	exit 0
+	# DDP N = 2 under PyTorch 2.6 in its root (hf_torch.py --ddp 2 there)
+	# against zerosim's --wrapper ddp --torch-version 2.6, theory and the
+	# engine's measure at N = 2 here: the bytes between steps, the peak and
+	# every mark equal to the byte, zero_grad zeros and set_to_none (2.6's
+	# default), or this fails.
+	status=0
+	for case in gpt2:zeros gpt2:none llama:zeros llama:none; do
+		[ -n "$root" ] || break
+		m=${case%:*} zg=${case#*:}
+		cp "$src/tests/hf_torch.py" "$tmp/tiny-$m.json" "$root/tmp/zs-hf/" || exit 99
+		one "unshare -m sh -c" "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 python3 \
+/tmp/zs-hf/hf_torch.py --model /tmp/zs-hf/tiny-$m.json --zero-grad $zg --ddp 2 --no-attribution --out /tmp/zs-hf/out.json"
+		for cmd in theory measure; do
+			if ! "$zerosim" $cmd --model "$tmp/tiny-$m.json" --seq 32 --batch 2 --precision fp32 --schemes dp --world 2 \
+				--steps 3 --framework torch --wrapper ddp --torch-version 2.6 --torch-device cpu --attn eager \
+				--optimizer-impl single --zero-grad "$zg" --out "$tmp/$cmd.json" 2>"$tmp/err"; then
+				echo "hf_torch: FAIL: zerosim $cmd, ddp2-$m-$zg (2.6): $(cat "$tmp/err")" >&2
+				exit 99
+			fi
+		done
+		"$py" - "$root/tmp/zs-hf/out.json" "$tmp/theory.json" <<'EOF' || exit 99
+import json, sys
+d, t = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["rows"][0]["schedule"]
+d["zerosim"] = dict(resident=t["resident_bytes"], peak=t["peak_bytes"], marks=t.get("marks"))
+json.dump(d, open(sys.argv[1], "w"))
+EOF
+		"$py" "$tmp/cmp.py" "$root/tmp/zs-hf/out.json" "ddp2-$m-$zg (2.6)" "$tmp/measure.json" || status=1
+	done
+	exit $status
 fi
 
 status=0
@@ -175,7 +252,8 @@ for case in \
 	"gpt2-batch1|--model $tmp/tiny-gpt2.json --batch 1 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"ddp2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
 	"ddp2-llama|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
-	"ddp2-llama-foreach|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2 --optimizer-impl foreach|$ddp --optimizer-impl foreach --zero-grad zeros"
+	"ddp2-llama-foreach|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2 --optimizer-impl foreach|$ddp --optimizer-impl foreach --zero-grad zeros" \
+	"ddp2-gpt2-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --ddp 2|$ddp --optimizer-impl single --zero-grad none"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}
@@ -195,46 +273,6 @@ do
 		set -- "$tmp/m.json"
 		;;
 	esac
-	if ! "$py" - "$tmp/out.json" "$label" "$@" <<'EOF'; then status=1; fi
-import json, sys
-d, label = json.load(open(sys.argv[1])), sys.argv[2]
-z = d["zerosim"]
-if "resident" not in z:
-    print(f"hf_torch: {label}: zerosim theory failed: {z}")
-    sys.exit(1)
-steady = d["between_steps"]
-ref = dict(d["boundaries"])
-bad = []
-if len(set(steady)) != 1 or steady[-1] != z["resident"]:
-    bad.append(f"between steps {steady} against {z['resident']:,} ({steady[-1] - z['resident']:+,} B)")
-if d["peak"] != z["peak"]:
-    bad.append(f"peak {d['peak']:,} against {z['peak']:,} ({d['peak'] - z['peak']:+,} B)")
-for k, v in (z.get("marks") or {}).items():
-    if k not in ref:
-        bad.append(f"mark {k}: not in PyTorch's step")
-    elif ref[k] != v:
-        bad.append(f"mark {k}: {ref[k]:,} against {v:,} ({ref[k] - v:+,} B)")
-n = len(z.get("marks") or {})
-if not n:
-    bad.append("zerosim gave no marks")
-if len(sys.argv) > 3:  # the engine's measure of the same case
-    runs = json.load(open(sys.argv[3]))["runs"]
-    for r in runs:
-        pr = r["per_rank"]
-        for k, (res, pk) in enumerate(zip(pr["resident_bytes"], pr["peak_bytes"])):
-            if res != steady[-1] or pk != d["peak"]:
-                bad.append(f"measure N={r['world']} rank {k}: between steps {res:,}, peak {pk:,}")
-        for k, v in (r.get("marks") or {}).items():
-            if ref.get(k) != v:
-                bad.append(f"measure N={r['world']} mark {k}: {ref.get(k)} against {v:,}")
-        if not r.get("marks"):
-            bad.append(f"measure N={r['world']} gave no marks")
-    label += f" (and measure at N = {','.join(str(r['world']) for r in runs)})"
-print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} in {d['peak_phase']} "
-      f"and {n} marks: PyTorch {d['torch']} and zerosim's {'DDP' if label.startswith('ddp') else 'plain loop'} "
-      f"{'differ' if bad else 'equal to the byte'}"
-      + "".join("\n  " + b for b in bad))
-sys.exit(1 if bad else 0)
-EOF
+	if ! "$py" "$tmp/cmp.py" "$tmp/out.json" "$label" "$@"; then status=1; fi
 done
 exit $status

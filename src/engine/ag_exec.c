@@ -1215,6 +1215,7 @@ int ag_exec_events(struct ag_exec *x, const struct ag_event *ev, size_t n, char 
 		case AG_EV_ALLOC: rc = do_alloc(x, e, i, cause); break;
 		case AG_EV_FREE: rc = do_free(x, e, i, cause); break;
 		case AG_EV_OP: rc = do_op(x, e, i, cause); break;
+		case AG_EV_GRAD_READY: break;
 		default:
 			if (x->record_marks)
 				log_mark(x, e->label);

@@ -215,9 +215,6 @@ static int is_grad(const struct ag_step *s, uint32_t t)
 
 int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, double bucket_cap_mb, char **cause)
 {
-	if (o->zero_grad != ZS_ZERO_GRAD_ZEROS)
-		return zs_fail(cause, "--wrapper ddp: the DDP step is described under zero_grad(set_to_none=False) only "
-		               "yet (give --zero-grad zeros)");
 	if (world < 1)
 		return zs_fail(cause, "--wrapper ddp: N must be at least 1");
 	int has_forward = 0;
@@ -226,7 +223,7 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 		              !strcmp(s->event[i].label, "phase:forward");
 	if (!has_forward)
 		return zs_fail(cause, "--wrapper ddp: internal error: the step has no phase:forward mark");
-	/* The gradients' ready order: each grad's one .grad += g in backward. */
+	/* The gradients' ready order: each grad's AccumulateGrad in backward. */
 	size_t ngrads = 0;
 	for (uint32_t t = 0; t < s->ntensors; t++)
 		if (is_grad(s, t))
@@ -236,19 +233,19 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	size_t nready = 0;
 	for (size_t i = 0; i < s->nevents; i++) {
 		const struct ag_event *e = &s->event[i];
-		if (e->kind != AG_EV_OP || e->phase != ZS_PH_BACKWARD || e->op != AG_OP_ADD_ || !is_grad(s, e->out[0]))
+		if (e->kind != AG_EV_GRAD_READY || e->phase != ZS_PH_BACKWARD || !is_grad(s, e->t))
 			continue;
 		for (size_t k = 0; k < nready; k++)
-			if (ready[k] == e->out[0]) {
+			if (ready[k] == e->t) {
 				free(at);
 				free(ready);
 				return zs_fail(cause, "--wrapper ddp: internal error: grad %s (%u) accumulated twice in backward",
-				               s->tensor[e->out[0]].what, e->out[0]);
+				               s->tensor[e->t].what, e->t);
 			}
 		if (nready == ngrads)
 			break;
 		at[nready] = i;
-		ready[nready++] = e->out[0];
+		ready[nready++] = e->t;
 	}
 	if (nready != ngrads || ngrads == 0) {
 		free(at);

@@ -33,8 +33,9 @@
  * its ranks, the theory counts no bytes for them (gloo's own buffers are
  * not PyTorch's allocator's).
  *
- * What is refused (one line in *cause): zero_grad(set_to_none=True)
- * (the hooks' places are written for .grad += g), a step whose
+ * The hooks are placed at the list's AG_EV_GRAD_READY events (zero_grad
+ * zeros: after .grad += g; set_to_none: where AccumulateGrad takes g as
+ * .grad or its copy). What is refused (one line in *cause): a step whose
  * parameters' gradients do not each arrive once in backward.
  */
 #ifndef ZS_UTIL_AG_DDP_H

@@ -462,15 +462,18 @@ static void accumulate(struct bld *b, struct pt *q, T g)
 {
 	if (q->g != NO) {
 		op(b, AG_OP_ADD_, q->g, g, NO, q->g, NO, NO)->arg[0] = 1;
+		ev(b, AG_EV_GRAD_READY)->t = sto(b, q->g);
 		unref(b, g);
 		return;
 	}
 	const struct ag_tensor x_ = b->s->tensor[g], *x = &x_; /* a copy: the array grows */
 	if (b->refs[x->storage] == 1 && whole(b, g)) {
 		q->g = g;
+		ev(b, AG_EV_GRAD_READY)->t = sto(b, q->g);
 	} else {
 		q->g = like(b, "grad (clone_obey_contract)", q->w);
 		op(b, AG_OP_COPY, g, NO, NO, q->g, NO, NO);
+		ev(b, AG_EV_GRAD_READY)->t = sto(b, q->g);
 		unref(b, g);
 	}
 	b->s->tensor[sto(b, q->g)].role = AG_ROLE_GRAD;

@@ -188,7 +188,11 @@ const char *ag_op_name(enum ag_op op);
  * A 0-dim AG_F64 (wrapped number) and its 0-dim AG_F32 copy come in
  * pairs around the op that takes a Python float. */
 
-enum ag_event_kind { AG_EV_ALLOC, AG_EV_FREE, AG_EV_OP, AG_EV_MARK };
+/* AG_EV_GRAD_READY t (appended): parameter grad storage t is complete for
+ * this backward -- AccumulateGrad has run, its post hooks (DDP's,
+ * util/ag_ddp.h) fire here, before the incoming gradient is released.
+ * Nothing is allocated or computed: the theory and the executor pass it. */
+enum ag_event_kind { AG_EV_ALLOC, AG_EV_FREE, AG_EV_OP, AG_EV_MARK, AG_EV_GRAD_READY };
 
 struct ag_event {
 	enum ag_event_kind kind;

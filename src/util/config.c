@@ -699,8 +699,7 @@ int zs_config_validate(const struct zs_config *c, char **cause)
 }
 
 /* --wrapper ddp: torch's DistributedDataParallel over the PyTorch step
- * (util/ag_ddp.h), which is torch's dp at any N; as described and checked
- * so far: PyTorch 1.13, zero_grad(set_to_none=False). */
+ * (util/ag_ddp.h), which is torch's dp at any N. */
 static int check_ddp(const struct zs_config *c, char **cause)
 {
 	if (c->framework != ZS_FW_TORCH)
@@ -709,12 +708,6 @@ static int check_ddp(const struct zs_config *c, char **cause)
 		if (c->schemes[i] != ZS_DP)
 			return zs_fail(cause, "--wrapper ddp runs torch's dp (DistributedDataParallel) only: give --schemes dp "
 			               "(it lists %s)", zs_scheme_name(c->schemes[i]));
-	if (c->torch_version != ZS_TORCH_1_13)
-		return zs_fail(cause, "--wrapper ddp: the DDP step is described and checked for PyTorch 1.13 only yet "
-		               "(give --torch-version 1.13)");
-	if (zs_zero_grad_resolve(c) != ZS_ZERO_GRAD_ZEROS)
-		return zs_fail(cause, "--wrapper ddp: the DDP step is described under zero_grad(set_to_none=False) only "
-		               "yet (give --zero-grad zeros)");
 	for (int k = ZS_KEY_BUCKET_CAP + 1; k <= ZS_KEY_DS_MAX_LIVE; k++)
 		if (c->given & ZS_KEY_BIT(k))
 			return zs_fail(cause, "--%s: --wrapper ddp builds no %s to set", key_names[k],
