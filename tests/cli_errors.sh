@@ -697,8 +697,8 @@ for cmd in measure theory; do
 	for v in default flash_attention_2 SDPA ''; do
 		try 2 "--attn: '$v' is not one of eager, sdpa" $cmd --framework torch --attn "$v" --out "$keep"
 	done
-	for v in ddp off ''; do
-		try 2 "--wrapper: '$v' is not one of auto, none" $cmd --framework torch --wrapper "$v" --out "$keep"
+	for v in fsdp off ''; do
+		try 2 "--wrapper: '$v' is not one of auto, none, ddp" $cmd --framework torch --wrapper "$v" --out "$keep"
 	done
 	for o in "torch-version 1.13" "torch-device cpu" "optimizer-impl fused" "zero-grad zeros" "attn eager" "wrapper auto"; do
 		try 2 "--${o% *}: only under --framework torch or deepspeed" $cmd --$o --out "$keep"
@@ -719,7 +719,7 @@ for cmd in measure theory; do
 			--optimizer-impl fused --world 1 --out "$keep"
 		# The wrapped frameworks' step does not follow them yet: refused.
 		for o in "torch-version 1.13" "torch-device cpu" "optimizer-impl fused" "zero-grad zeros"; do
-			try 2 "--${o% *}: only with --wrapper none so far" $cmd --framework $fw --$o --out "$keep"
+			try 2 "--${o% *}: only with --wrapper none or ddp so far" $cmd --framework $fw --$o --out "$keep"
 		done
 	done
 	try 2 "--bucket-cap: --wrapper none builds no DDP to set" \
@@ -728,6 +728,15 @@ for cmd in measure theory; do
 		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --schemes zero3 --prefetch none --out "$keep"
 	try 2 "--ds-max-live: --wrapper none builds no DeepSpeed engine to set" \
 		$cmd --framework deepspeed --model "$tiny" --wrapper none --world 1 --schemes zero3 --ds-max-live 5 --out "$keep"
+	# DDP over the PyTorch step (--wrapper ddp): torch's dp only, and what it
+	# is not described for yet, refused by name.
+	ddp="--model $tiny --wrapper ddp --world 1,2 --precision fp32 --torch-device cpu --attn eager"
+	try 2 "--wrapper ddp is torch's DistributedDataParallel: give --framework torch" \
+		$cmd --framework deepspeed $ddp --schemes dp --torch-version 1.13 --out "$keep"
+	try 2 "--wrapper ddp runs torch's dp (DistributedDataParallel) only: give --schemes dp (it lists zero1)" \
+		$cmd --framework torch $ddp --schemes dp,zero1 --torch-version 1.13 --out "$keep"
+	try 2 "--wrapper ddp needs a transformer (--model)" \
+		$cmd --framework torch --wrapper ddp --schemes dp --torch-version 1.13 --world 2 --out "$keep"
 	# The plain loop describes no activation checkpointing: refused.
 	try 2 "--recompute full: the plain loop's PyTorch step keeps what autograd keeps" \
 		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision fp32 --torch-device cpu \

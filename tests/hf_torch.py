@@ -727,6 +727,8 @@ def run(a):
             model = LlamaForCausalLM(cfg, tied, sdpa)
         model.train()
         install_hooks(model, set(model.units))
+        if a.ddp:
+            model = ddp_wrap(a, model)
         Opt = torch.optim.AdamW if a.optimizer == "adamw" else torch.optim.Adam
         if a.optimizer_impl == "fused":
             # torch.optim.Adam(fused=True): CUDA only in 1.13 (adam.py's
@@ -734,7 +736,7 @@ def run(a):
             opt = Opt(model.parameters(), lr=1e-3, fused=True)
         else:
             opt = Opt(model.parameters(), lr=1e-3, foreach=foreach)
-        g = torch.Generator().manual_seed(1)
+        g = torch.Generator().manual_seed(1 + RANK[0])  # each rank its own batch
         input_ids = torch.randint(0, V, (a.batch, a.seq), generator=g)
         labels = input_ids.clone()
         for step in range(1, a.steps + 1):
@@ -805,6 +807,127 @@ def run(a):
     out.update(marked_peak=peak, marked_step=marked, peak_op=op, snapshot=TRACK.snapshot, seen_op=TRACK.seen_op,
                snap_grads=TRACK.snap_grads)
     return out
+
+
+# ---------------------------------------------------------------------------
+# DDP N >= 1 over gloo (--ddp N): N processes, rank 0's allocator recorded
+
+RANK = [0]
+
+
+PIN = []  # the pinning collective's tensor (made before the profiled session)
+
+
+def ddp_group():
+    """DDP's process group: gloo, pinned. Every collective DDP and its
+    reducer issue through it (the construction's and every forward's
+    broadcasts, sync_bucket_indices' broadcasts when the buckets are
+    rebuilt, the buckets' all-reduces) is run on a gloo group of one worker
+    thread (ProcessGroupGloo._Options._threads; the default is 2), waited,
+    and followed by one more collective of that group, waited too, before
+    the call returns a completed Work (dist._create_work_from_future).
+
+    Why: a tensor a collective takes is freed when its last reference goes,
+    and gloo's worker thread holds one (ProcessGroupGloo::runLoop's
+    workInProgress_[i], reset after the work has run, after wait() has
+    returned on the caller's thread). Where DDP lets go of the tensor right
+    after waiting -- comm.cpp's BroadcastWork (the flat copy of the buffers
+    broadcast at every forward: 8 bytes for GPT-2's two masked_bias) and
+    reducer.cpp's sync_bucket_indices (the int32 bucket sizes and indices
+    broadcast at the rebuild, step 2) -- the free happens on the worker
+    thread whenever it is late, where the profiler records nothing: the
+    replay then keeps the bytes live (seen here: between steps 4 bytes
+    over, from step 2 on, once in a few runs on a loaded machine). With
+    the pin the worker has let go before DDP does, and every free is the
+    caller's, right after the wait, as on a GPU where DDP waits on the
+    collective's stream and frees on its own thread. The bytes DDP
+    allocates are DDP's: its own code runs unchanged."""
+    import datetime
+    import torch.distributed as dist
+    import torch._C._distributed_c10d as c10d
+    o = dist.ProcessGroupGloo._Options()
+    o._threads = 1
+    o._timeout = datetime.timedelta(seconds=600)
+    o._devices = [dist.ProcessGroupGloo.create_device(interface=os.environ.get("GLOO_SOCKET_IFNAME", "lo"))]
+    store = dist.PrefixStore("zs-ddp", dist.distributed_c10d._get_default_store())
+    inner = dist.ProcessGroupGloo(store, dist.get_rank(), dist.get_world_size(), o)
+
+    def done(result):
+        fut = torch.futures.Future()
+        fut.set_result(result)
+        return c10d._create_work_from_future(fut)
+
+    class Pinned(c10d.ProcessGroup):
+        def __init__(self):
+            super().__init__(dist.get_rank(), dist.get_world_size())
+
+        def getBackendName(self):
+            return "gloo"
+
+        def _pin(self, work, result):
+            work.wait()
+            inner.allreduce([PIN[0]]).wait()  # one worker: the work above has been let go
+            return done(result)
+
+        def broadcast(self, tensors, opts=None):
+            return self._pin(inner.broadcast(tensors, opts) if opts is not None else inner.broadcast(tensors),
+                             tensors)
+
+        def allreduce(self, tensors, opts=None):
+            return self._pin(inner.allreduce(tensors, opts) if opts is not None else inner.allreduce(tensors),
+                             tensors)
+
+        def allgather(self, outputs, inputs, opts=None):
+            return self._pin(inner.allgather(outputs, inputs), outputs)
+
+        def barrier(self, opts=None):
+            return self._pin(inner.barrier(), [])
+
+    return Pinned()
+
+
+def ddp_wrap(a, model):
+    """torch.nn.parallel.DistributedDataParallel at the release's defaults
+    (bucket_cap_mb 25, broadcast_buffers True, gradient_as_bucket_view
+    False, find_unused_parameters False), made inside the profiled session
+    as a training script makes it: after the model, before the optimizer,
+    over the pinned gloo group (ddp_group)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    # gloo broadcasts no bool tensor (1.13 and 2.6: "Invalid scalar type"),
+    # and GPT-2's causal `bias` buffers are bool: they are left out of
+    # DDP's broadcasts by DDP's own switch for that (NCCL, on a GPU, takes
+    # them; transformers 5.x has no such buffer).
+    skip = [n for n, b in model.named_buffers() if b.dtype == torch.bool]
+    if skip:
+        DDP._set_params_and_buffers_to_ignore_for_model(model, skip)
+    pg = ddp_group()
+    # DDP's construction log (Logger.set_construction_data_and_log: strings,
+    # no tensor) crashes 1.13 on a process group written in Python (SIGSEGV
+    # in 2 of 8 runs here, nearly always in 30 constructions in a row): it
+    # is left out, the rest of the Logger (the reducer's) kept.
+    import torch.nn.parallel.distributed as tnd
+
+    class QuietLogger(tnd.dist.Logger):
+        def set_construction_data_and_log(self, *args, **kwargs):
+            pass
+    tnd.dist.Logger = QuietLogger
+    mark("ddp:construct")
+    m = DDP(model, process_group=pg)
+    m.units = model.units
+    mark("ddp:constructed")
+    return m
+
+
+def ddp_worker(rank, a, store):
+    import torch.distributed as dist
+    RANK[0] = rank
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=a.ddp)
+    PIN.append(torch.zeros(1))
+    d = report(a)
+    dist.barrier()
+    if rank == 0:
+        emit(a, d)
+    dist.destroy_process_group()
 
 
 def storages(tensors):
@@ -946,7 +1069,9 @@ def report(a):
     if "marked_peak" in r:
         out["attribution"] = attribute(r, a)
         out["attribution"]["instrumented_step_equal"] = r["marked_peak"] == steady["peak"]
-    z = zerosim_theory(a, r)
+    if a.ddp:
+        out["ddp"] = a.ddp
+    z = zerosim_theory(a, r) if RANK[0] == 0 else None
     if z:
         out["zerosim"] = z
         if "peak" in z:
@@ -998,13 +1123,28 @@ def main():
     ap.add_argument("--no-attribution", action="store_true")
     ap.add_argument("--trace", help="write one more step's every allocation and free there, one a line: "
                     "alloc|free BYTES OP PHASE UNIT LIVE, and the marks: mark LABEL LIVE")
+    ap.add_argument("--ddp", type=int, default=0, metavar="N",
+                    help="N >= 1: the model in DistributedDataParallel over gloo, N processes on the CPU "
+                         "(each its own batch), rank 0's allocator recorded")
     ap.add_argument("--out", help="write the JSON there (some torch builds print to stdout themselves)")
     a = ap.parse_args()
     if a.loss == "shift":
         LOSS[0] = shifted_loss
-    if a.seq < 1 or a.batch < 1 or a.steps < 2:
+    if a.seq < 1 or a.batch < 1 or a.steps < 2 or a.ddp < 0:
         ap.error("--seq and --batch must be at least 1, --steps at least 2")
-    text = json.dumps(report(a), indent=1) + "\n"
+    if a.ddp:
+        import tempfile
+        import torch.multiprocessing as mp
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the loopback: a CI machine may have no other
+        os.environ.setdefault("USE_LIBUV", "0")  # 2.6's TCPStore; the file rendezvous needs neither
+        with tempfile.TemporaryDirectory() as d:
+            mp.spawn(ddp_worker, args=(a, os.path.join(d, "store")), nprocs=a.ddp)
+        return
+    emit(a, report(a))
+
+
+def emit(a, d):
+    text = json.dumps(d, indent=1) + "\n"
     if a.out:
         # beside its final name, then renamed: no half-written file
         tmp = a.out + ".tmp"

@@ -14,7 +14,9 @@
 # any difference is printed with its size. Cases: the tiny gpt2 and
 # llama of the issue, each tied and untied; gpt2 with foreach Adam; llama
 # with zero_grad(set_to_none=True); gpt2 at batch 1 (matmul's operands are
-# views there, not copies); gpt2 and llama with dropout 0.1 from their
+# views there, not copies); DDP N = 2 over gloo (--wrapper ddp, gpt2 and
+# llama, llama with foreach Adam, gpt2 with set_to_none), the engine's
+# measure at N = 2 too; gpt2 and llama with dropout 0.1 from their
 # configs (the CPU's noise tensors kept by autograd), where zerosim's
 # measure, which runs real dropout with its own seeded masks, must give
 # the theory's bytes too.
@@ -24,7 +26,9 @@
 # PyTorch's peak, zerosim's paper-level peak and the plain loop's (--wrapper
 # none, the PyTorch step summed; "-" with the reason where it is not
 # described yet) and each one's ratio, under the PyTorch 1.13 here and,
-# when tests/torch26_root.sh can make or find its Debian 13 root, 2.6.
+# when tests/torch26_root.sh can make or find its Debian 13 root, 2.6; then,
+# in that root, DDP N = 2 under 2.6 against --wrapper ddp, equal to the
+# byte (exit 1 if not).
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 disagreement, 99 hard error.
@@ -59,6 +63,52 @@ EOF
 sed 's/"embd_pdrop": 0.0, "attn_pdrop": 0.0,/"embd_pdrop": 0.1, "attn_pdrop": 0.1,/; s/"resid_pdrop": 0.0/"resid_pdrop": 0.1/' \
 	"$tmp/tiny-gpt2.json" >"$tmp/tiny-gpt2-drop.json"
 sed 's/"attention_dropout": 0.0/"attention_dropout": 0.1/' "$tmp/tiny-llama.json" >"$tmp/tiny-llama-drop.json"
+
+# cmp.py OUT LABEL [MEASURE]: PyTorch's bytes in OUT (hf_torch.py's JSON,
+# zerosim's theory of the same case in its "zerosim") against zerosim's
+# theory, and the engine's measure in MEASURE where given: between steps,
+# the steady step's peak and every mark, equal to the byte; exit 1 if not.
+cat >"$tmp/cmp.py" <<'EOF'
+import json, sys
+d, label = json.load(open(sys.argv[1])), sys.argv[2]
+z = d["zerosim"]
+if "resident" not in z:
+    print(f"hf_torch: {label}: zerosim theory failed: {z}")
+    sys.exit(1)
+steady = d["between_steps"]
+ref = dict(d["boundaries"])
+bad = []
+if len(set(steady)) != 1 or steady[-1] != z["resident"]:
+    bad.append(f"between steps {steady} against {z['resident']:,} ({steady[-1] - z['resident']:+,} B)")
+if d["peak"] != z["peak"]:
+    bad.append(f"peak {d['peak']:,} against {z['peak']:,} ({d['peak'] - z['peak']:+,} B)")
+for k, v in (z.get("marks") or {}).items():
+    if k not in ref:
+        bad.append(f"mark {k}: not in PyTorch's step")
+    elif ref[k] != v:
+        bad.append(f"mark {k}: {ref[k]:,} against {v:,} ({ref[k] - v:+,} B)")
+n = len(z.get("marks") or {})
+if not n:
+    bad.append("zerosim gave no marks")
+if len(sys.argv) > 3:  # the engine's measure of the same case
+    runs = json.load(open(sys.argv[3]))["runs"]
+    for r in runs:
+        pr = r["per_rank"]
+        for k, (res, pk) in enumerate(zip(pr["resident_bytes"], pr["peak_bytes"])):
+            if res != steady[-1] or pk != d["peak"]:
+                bad.append(f"measure N={r['world']} rank {k}: between steps {res:,}, peak {pk:,}")
+        for k, v in (r.get("marks") or {}).items():
+            if ref.get(k) != v:
+                bad.append(f"measure N={r['world']} mark {k}: {ref.get(k)} against {v:,}")
+        if not r.get("marks"):
+            bad.append(f"measure N={r['world']} gave no marks")
+    label += f" (and measure at N = {','.join(str(r['world']) for r in runs)})"
+print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} in {d['peak_phase']} "
+      f"and {n} marks: PyTorch {d['torch']} and zerosim's {'DDP' if label.startswith('ddp') else 'plain loop'} "
+      f"{'differ' if bad else 'equal to the byte'}"
+      + "".join("\n  " + b for b in bad))
+sys.exit(1 if bad else 0)
+EOF
 
 # one PY MODEL ARGS...: runs hf_torch.py, the JSON in $tmp/out.json
 one() {
@@ -153,7 +203,35 @@ EOF
 			done
 		fi
 	done
-	exit 0
+	# DDP N = 2 under PyTorch 2.6 in its root (hf_torch.py --ddp 2 there)
+	# against zerosim's --wrapper ddp --torch-version 2.6, theory and the
+	# engine's measure at N = 2 here: the bytes between steps, the peak and
+	# every mark equal to the byte, zero_grad zeros and set_to_none (2.6's
+	# default), or this fails.
+	status=0
+	for case in gpt2:zeros gpt2:none llama:zeros llama:none; do
+		[ -n "$root" ] || break
+		m=${case%:*} zg=${case#*:}
+		cp "$src/tests/hf_torch.py" "$tmp/tiny-$m.json" "$root/tmp/zs-hf/" || exit 99
+		one "unshare -m sh -c" "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 python3 \
+/tmp/zs-hf/hf_torch.py --model /tmp/zs-hf/tiny-$m.json --zero-grad $zg --ddp 2 --no-attribution --out /tmp/zs-hf/out.json"
+		for cmd in theory measure; do
+			if ! "$zerosim" $cmd --model "$tmp/tiny-$m.json" --seq 32 --batch 2 --precision fp32 --schemes dp --world 2 \
+				--steps 3 --framework torch --wrapper ddp --torch-version 2.6 --torch-device cpu --attn eager \
+				--optimizer-impl single --zero-grad "$zg" --out "$tmp/$cmd.json" 2>"$tmp/err"; then
+				echo "hf_torch: FAIL: zerosim $cmd, ddp2-$m-$zg (2.6): $(cat "$tmp/err")" >&2
+				exit 99
+			fi
+		done
+		"$py" - "$root/tmp/zs-hf/out.json" "$tmp/theory.json" <<'EOF' || exit 99
+import json, sys
+d, t = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["rows"][0]["schedule"]
+d["zerosim"] = dict(resident=t["resident_bytes"], peak=t["peak_bytes"], marks=t.get("marks"))
+json.dump(d, open(sys.argv[1], "w"))
+EOF
+		"$py" "$tmp/cmp.py" "$root/tmp/zs-hf/out.json" "ddp2-$m-$zg (2.6)" "$tmp/measure.json" || status=1
+	done
+	exit $status
 fi
 
 status=0
@@ -162,6 +240,18 @@ status=0
 # steady step's peak and the live bytes at every mark the step names, equal
 # to the byte. Cases: the label, the PyTorch side's options, zerosim's.
 plain="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu --attn eager"
+# DDP N = 2 over gloo (hf_torch.py --ddp 2: two processes, rank 0's
+# allocator recorded) against zerosim's DDP over the same step
+# (--wrapper ddp: util/ag_ddp.c): the theory as above, and the engine's
+# measure at N = 2 (two ranks in lockstep, the buckets all-reduced across
+# them): every rank's bytes between steps and peak, and rank 0's marks.
+# The reference pins the one thing gloo's timing decides (which thread
+# frees a tensor a collective took: the buffers' flat copy broadcast at
+# every forward and the bucket sizes broadcast at the rebuild), waiting on
+# each collective where DDP on a GPU waits on its stream (hf_torch.py
+# ddp_group): without the pin a loaded machine made the between-steps bytes
+# 4 bytes over from step 2 on.
+ddp="--framework torch --wrapper ddp --torch-version 1.13 --torch-device cpu --attn eager"
 for case in \
 	"gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"gpt2-untied|--model $tmp/tiny-gpt2.json --untied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
@@ -170,6 +260,10 @@ for case in \
 	"gpt2-foreach|--model $tmp/tiny-gpt2.json --zero-grad zeros --optimizer-impl foreach|$plain --optimizer-impl foreach --zero-grad zeros" \
 	"llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
 	"gpt2-batch1|--model $tmp/tiny-gpt2.json --batch 1 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"ddp2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
+	"ddp2-llama|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
+	"ddp2-llama-foreach|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2 --optimizer-impl foreach|$ddp --optimizer-impl foreach --zero-grad zeros" \
+	"ddp2-gpt2-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --ddp 2|$ddp --optimizer-impl single --zero-grad none" \
 	"gpt2-dropout|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"llama-dropout|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros"
 do
@@ -178,52 +272,23 @@ do
 	# shellcheck disable=SC2086
 	one "$py" "$src/tests/hf_torch.py" $targs --zerosim "$zerosim" --zerosim-args "$zargs" --no-attribution \
 		--out "$tmp/out.json"
-	# with dropout, the engine too (its masks are its own, drawn from
-	# --seed: the bytes are what is compared)
-	rm -f "$tmp/m.json"
+	# DDP's and dropout's cases: the engine's measure too (dropout's masks
+	# are its own, drawn from --seed: the bytes are what is compared)
+	set --
 	case $label in
-	*dropout*)
-		mdl=$(echo "$targs" | sed 's/^--model \([^ ]*\).*/\1/')
+	ddp2-* | *dropout*)
+		cfg=$(echo "$targs" | sed 's/^--model \([^ ]*\).*/\1/')
+		world=1
+		case $label in ddp2-*) world=2 ;; esac
 		# shellcheck disable=SC2086
-		if ! "$zerosim" measure --model "$mdl" --world 1 --schemes dp --precision fp32 --seq 32 --batch 2 \
+		if ! "$zerosim" measure --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes dp --world $world \
 			--steps 3 $zargs --out "$tmp/m.json" 2>"$tmp/err"; then
-			echo "FAIL: $label: zerosim measure: $(cat "$tmp/err")"
-			status=1
-		fi ;;
+			echo "hf_torch: FAIL: $label: zerosim measure: $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+		set -- "$tmp/m.json"
+		;;
 	esac
-	if ! "$py" - "$tmp/out.json" "$label" "$tmp/m.json" <<'EOF'; then status=1; fi
-import json, os, sys
-d, label = json.load(open(sys.argv[1])), sys.argv[2]
-z = d["zerosim"]
-if os.path.exists(sys.argv[3]):  # the engine's measure beside the theory: the same bytes
-    r = json.load(open(sys.argv[3]))["runs"][0]
-    for what, a, b in (("resident", r["resident_bytes"], z.get("resident")), ("peak", r["peak_bytes"], z.get("peak")),
-                       ("marks", r.get("marks"), z.get("marks"))):
-        if a != b:
-            print(f"hf_torch: {label}: zerosim measure's {what} is not its theory's: {a} against {b}")
-            sys.exit(1)
-if "resident" not in z:
-    print(f"hf_torch: {label}: zerosim theory failed: {z}")
-    sys.exit(1)
-steady = d["between_steps"]
-ref = dict(d["boundaries"])
-bad = []
-if len(set(steady)) != 1 or steady[-1] != z["resident"]:
-    bad.append(f"between steps {steady} against {z['resident']:,} ({steady[-1] - z['resident']:+,} B)")
-if d["peak"] != z["peak"]:
-    bad.append(f"peak {d['peak']:,} against {z['peak']:,} ({d['peak'] - z['peak']:+,} B)")
-for k, v in (z.get("marks") or {}).items():
-    if k not in ref:
-        bad.append(f"mark {k}: not in PyTorch's step")
-    elif ref[k] != v:
-        bad.append(f"mark {k}: {ref[k]:,} against {v:,} ({ref[k] - v:+,} B)")
-n = len(z.get("marks") or {})
-if not n:
-    bad.append("zerosim gave no marks")
-print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} in {d['peak_phase']} "
-      f"and {n} marks: PyTorch {d['torch']} and zerosim's plain loop {'differ' if bad else 'equal to the byte'}"
-      + "".join("\n  " + b for b in bad))
-sys.exit(1 if bad else 0)
-EOF
+	if ! "$py" "$tmp/cmp.py" "$tmp/out.json" "$label" "$@"; then status=1; fi
 done
 exit $status

@@ -401,6 +401,28 @@ for model in gpt2-tiny gpt2-untied llama-tiny llama-tied; do
 	done
 done
 
+# DDP over the same step (--wrapper ddp: util/ag_ddp.c's pass; measure runs
+# the N ranks in lockstep, the buckets all-reduced across them): every
+# rank's bytes and the marks, N = 1, 2 and 3, both families tied and
+# untied, single and foreach, zero_grad zeros and set_to_none, 1.13 and
+# 2.6; and a gpt2 of 2.2 MB with --bucket-cap 0.25,
+# so that the gradients fill a first bucket of 1 MiB and several after it.
+for model in gpt2-tiny gpt2-untied llama-tiny llama-tied; do
+	for impl in single foreach; do
+		for zg in zeros none; do
+			for version in 1.13 2.6; do
+				plain --framework torch --wrapper ddp --torch-version $version --torch-device cpu \
+					--optimizer-impl $impl --zero-grad $zg --attn eager --model "$tmp/$model.json" --seq 32 \
+					--batch 2 --precision fp32 --world 1,2,3 --schemes dp --unit model --steps 3
+			done
+		done
+	done
+done
+sed 's/"n_embd": [0-9]*/"n_embd": 128/; s/"vocab_size": [0-9]*/"vocab_size": 1024/' "$tmp/gpt2-tiny.json" \
+	>"$tmp/gpt2-wide.json"
+plain --framework torch --wrapper ddp --torch-version 1.13 --torch-device cpu --optimizer-impl single \
+	--zero-grad zeros --attn eager --model "$tmp/gpt2-wide.json" --seq 16 --batch 1 --precision fp32 \
+	--world 2 --schemes dp --unit model --steps 2 --bucket-cap 0.25
 echo "theory_vs_measure: all $configs sweeps agree exactly"
 
 # Every framework trains the transformer to the paper's dp weights, bit for

@@ -70,7 +70,7 @@ static void usage(FILE *f)
 	      "                         params (zero3): DeepSpeed's host bytes apart\n"
 	      "                         from the device's\n"
 	      "      --ranks-per-node R with --offload: host bytes per node (1)\n"
-	      "      --torch-version V  --wrapper none only, so far: the PyTorch followed,\n"
+	      "      --torch-version V  --wrapper none or ddp only, so far: the PyTorch followed,\n"
 	      "                         1.13 or 2.6 (default; its defaults below); the\n"
 	      "                         plain loop's step is described for fp32 and the\n"
 	      "                         CPU yet, eager attention or (gpt2, 2.6) sdpa\n"
@@ -82,7 +82,10 @@ static void usage(FILE *f)
 	      "                         (1.13's default)\n"
 	      "      --attn A           --model: eager (1.13's default) or sdpa (2.x's)\n"
 	      "      --wrapper W        auto (default: DDP, FSDP or DeepSpeed's engine, also\n"
-	      "                         at N = 1) or none (the plain loop: --model, N = 1)\n"
+	      "                         at N = 1, zerosim's own step), none (the plain loop:\n"
+	      "                         --model, N = 1) or ddp (DistributedDataParallel\n"
+	      "                         over the plain loop's PyTorch step at any N:\n"
+	      "                         --model, --framework torch, --schemes dp)\n"
 	      "      --spec FILE        read the options above from a zerosim-sweep/2 file;\n"
 	      "                         options on the command line override it\n"
 	      "      --model NAME|ORG/NAME|FILE\n"
@@ -497,7 +500,7 @@ int zs_cmd_measure(int argc, char **argv)
 	if (zs_config_validate(&c, &cause) != 0 || zs_framework_check(&c, 0, &cause) != 0 ||
 	    zs_config_check_model(&c, c.tfm != NULL, &cause) != 0)
 		goto fail;
-	if (c.wrapper == ZS_WRAPPER_NONE && c.tfm != NULL && c.tfm->recompute != ZS_RECOMPUTE_NONE) {
+	if (zs_wrapper_step(&c) && c.tfm != NULL && c.tfm->recompute != ZS_RECOMPUTE_NONE) {
 		cause = zs_asprintf("--recompute %s: the plain loop's PyTorch step keeps what autograd keeps (activation checkpointing is not described yet); give --recompute none", zs_recompute_name(c.tfm->recompute));
 		goto fail;
 	}

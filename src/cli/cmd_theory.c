@@ -88,7 +88,7 @@ static void usage(void)
 "      --bucket-cap MB    torch: DDP's gradient bucket size (default 25)\n"
 "      --prefetch P       torch: FSDP's backward prefetch, none (default, as\n"
 "                         PyTorch 1.13) or backward-pre (torch 2.x's default)\n"
-"      --torch-version V  --wrapper none only, so far: the PyTorch followed,\n"
+"      --torch-version V  --wrapper none or ddp only, so far: the PyTorch followed,\n"
 "                         1.13 or 2.6 (default; its defaults below); the\n"
 "                         plain loop's step is described for fp32 and the\n"
 "                         CPU yet, eager attention or (gpt2, 2.6) sdpa\n"
@@ -100,7 +100,10 @@ static void usage(void)
 "                         (1.13's default)\n"
 "      --attn A           --model: eager (1.13's default) or sdpa (2.x's)\n"
 "      --wrapper W        auto (default: DDP, FSDP or DeepSpeed's engine, also\n"
-"                         at N = 1) or none (the plain loop: --model, N = 1)\n"
+"                         at N = 1, zerosim's own step), none (the plain loop:\n"
+"                         --model, N = 1) or ddp (DistributedDataParallel\n"
+"                         over the plain loop's PyTorch step at any N:\n"
+"                         --model, --framework torch, --schemes dp)\n"
 "      --steps N          DeepSpeed's zero3 only: its mean comm over N steps\n"
 "      --seed, --lr, --beta1, --beta2, --eps\n"
 "                         accepted and ignored (the theory needs none)\n"
@@ -406,10 +409,10 @@ int zs_cmd_theory(int argc, char **argv)
 	    (model_arg != NULL && load_model(&req, &config, &model, model_arg, seq_arg, recompute_arg,
 	                                     flash, params_given, args, nargs, spec != NULL, &cause) < 0))
 		goto bad;
-	if (model_arg != NULL && config.wrapper == ZS_WRAPPER_NONE &&
+	if (model_arg != NULL && zs_wrapper_step(&config) &&
 	    theory_autograd_check(&model, &config, req.act.seq, req.bf16, &cause) < 0)
 		goto bad;
-	if (model_arg != NULL && config.wrapper == ZS_WRAPPER_NONE && req.act.recompute != ZS_RECOMPUTE_NONE) {
+	if (model_arg != NULL && zs_wrapper_step(&config) && req.act.recompute != ZS_RECOMPUTE_NONE) {
 		cause = zs_asprintf("--recompute %s: the plain loop's PyTorch step keeps what autograd keeps (activation checkpointing is not described yet); give --recompute none", zs_recompute_name(req.act.recompute));
 		goto bad;
 	}

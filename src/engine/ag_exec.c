@@ -26,6 +26,7 @@
 #include "engine/fp16.h"
 #include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
+#include "util/ag_ddp.h"
 #include "util/step.h"
 #include "util/util.h"
 
@@ -1356,6 +1357,7 @@ int ag_exec_events(struct ag_exec *x, const struct ag_event *ev, size_t n, char 
 		case AG_EV_ALLOC: rc = do_alloc(x, e, i, cause); break;
 		case AG_EV_FREE: rc = do_free(x, e, i, cause); break;
 		case AG_EV_OP: rc = do_op(x, e, i, cause); break;
+		case AG_EV_GRAD_READY: break;
 		default:
 			if (x->record_marks)
 				log_mark(x, e->label);
@@ -1366,8 +1368,9 @@ int ag_exec_events(struct ag_exec *x, const struct ag_event *ev, size_t n, char 
 	return 0;
 }
 
-int ag_exec_begin(struct ag_exec *x, const struct ag_step *s, const struct ag_options *o, struct zs_tracker *tr,
-                  unsigned rank, const struct ag_exec_feed *feed, char **cause)
+/* A rank's executor, its tables empty, before its set-up. */
+static void exec_init(struct ag_exec *x, const struct ag_step *s, const struct ag_options *o, struct zs_tracker *tr,
+                      unsigned rank, const struct ag_exec_feed *feed)
 {
 	memset(x, 0, sizeof *x);
 	x->s = s;
@@ -1381,6 +1384,12 @@ int ag_exec_begin(struct ag_exec *x, const struct ag_step *s, const struct ag_op
 	x->written = zs_calloc(n, 1);
 	x->sqrt_out = zs_calloc(n, 1);
 	x->in_setup = 1;
+}
+
+int ag_exec_begin(struct ag_exec *x, const struct ag_step *s, const struct ag_options *o, struct zs_tracker *tr,
+                  unsigned rank, const struct ag_exec_feed *feed, char **cause)
+{
+	exec_init(x, s, o, tr, rank, feed);
 	int rc = ag_exec_events(x, s->setup, s->nsetup, cause);
 	x->in_setup = 0;
 	if (rc != 0) {
@@ -1435,6 +1444,114 @@ void ag_exec_end(struct ag_exec *x)
 }
 
 /* ------------------------------------------------------------------------ */
+/* N ranks in lockstep (DDP: util/ag_ddp.h) */
+
+static int is_collective(const struct ag_event *e)
+{
+	return e->kind == AG_EV_OP && (e->op == AG_OP_ALL_REDUCE_SUM_ || e->op == AG_OP_BROADCAST_);
+}
+
+/* A collective over the n ranks' storage e->in[0] (a whole fp32 storage,
+ * or a view of one: every rank's the same view), in place. DDP's reducer
+ * divides each gradient by N as it copies it into the bucket and its
+ * all-reduce sums (reducer.cpp copy_grad_to_bucket; ProcessGroupGloo's
+ * ReduceOp::SUM), which is not coll.h's all-reduce (the mean of zerosim's
+ * schemes): the sum is made here, ranks added in order 0..n-1 in fp32, and
+ * every rank gets it; a broadcast copies rank arg[0]'s to every other. */
+static int do_collective(struct ag_exec *x, unsigned n, const struct ag_event *e, size_t ei, char **cause)
+{
+	struct agv v0;
+	if (e->in[0] == AG_NONE || e->out[0] != e->in[0])
+		return fail_ev(cause, e, ei, "a collective works in place on one tensor");
+	if (view(&x[0], e->in[0], &v0, e, ei, cause) != 0)
+		return -1;
+	if (v0.dt != AG_F32)
+		return fail_ev(cause, e, ei, "a collective over %s: fp32 only", ag_dtype_name(v0.dt));
+	struct agv *v = zs_malloc(n * sizeof *v);
+	int rc = 0;
+	for (unsigned k = 0; k < n && rc == 0; k++) {
+		rc = view(&x[k], e->in[0], &v[k], e, ei, cause);
+		if (rc == 0 && !x[k].written[storage_of(&x[k], e->in[0])])
+			rc = fail_ev(cause, e, ei, "%s (%u) is read before anything wrote it", what_of(x[k].s, e->in[0]),
+			             e->in[0]);
+	}
+	unsigned root = e->op == AG_OP_BROADCAST_ ? (unsigned)e->arg[0] : 0;
+	if (rc == 0 && root >= n)
+		rc = fail_ev(cause, e, ei, "a broadcast from rank %u of %u", root, n);
+	for (uint64_t i = 0; rc == 0 && i < v0.numel; i++) {
+		float s = 0;
+		if (e->op == AG_OP_BROADCAST_)
+			s = ld(&v[root], at_lin(&v[root], i));
+		else
+			for (unsigned k = 0; k < n; k++)
+				s += ld(&v[k], at_lin(&v[k], i));
+		for (unsigned k = 0; k < n; k++)
+			st(&v[k], at_lin(&v[k], i), s);
+	}
+	free(v);
+	return rc;
+}
+
+/* Run ev on every rank: each rank's events up to the next collective,
+ * rank after rank (nothing passes between them there), then the
+ * collective across them. */
+static int world_events(struct ag_exec *x, unsigned n, const struct ag_event *ev, size_t nev, char **cause)
+{
+	for (size_t i = 0; i < nev;) {
+		size_t j = i;
+		while (j < nev && !is_collective(&ev[j]))
+			j++;
+		for (unsigned k = 0; k < n; k++)
+			if (ag_exec_events(&x[k], ev + i, j - i, cause) != 0)
+				return -1;
+		if (j == nev)
+			break;
+		for (unsigned k = 0; k < n; k++)
+			if (x[k].tr->phase != ev[j].phase)
+				tracker_set_phase(x[k].tr, ev[j].phase);
+		if (do_collective(x, n, &ev[j], j, cause) != 0)
+			return -1;
+		i = j + 1;
+	}
+	return 0;
+}
+
+int ag_exec_begin_ranks(struct ag_exec *x, unsigned n, const struct ag_step *s, const struct ag_options *o,
+                        struct zs_tracker *tr, const struct ag_exec_feed *feed, char **cause)
+{
+	for (unsigned k = 0; k < n; k++)
+		exec_init(&x[k], s, o, tr, k, feed != NULL ? &feed[k] : NULL);
+	int rc = world_events(x, n, s->setup, s->nsetup, cause);
+	for (unsigned k = 0; k < n; k++)
+		x[k].in_setup = 0;
+	if (rc != 0)
+		for (unsigned k = 0; k < n; k++)
+			ag_exec_end(&x[k]);
+	return rc;
+}
+
+int ag_exec_step_ranks(struct ag_exec *x, unsigned n, char **cause)
+{
+	const struct ag_step *s = x[0].s;
+	for (unsigned k = 0; k < n; k++) {
+		x[k].have_loss = 0;
+		for (uint32_t t = 0; t < s->ntensors; t++)
+			if (x[k].buf[t] != NULL && s->tensor[t].role == AG_ROLE_INPUT && x[k].feed.input != NULL) {
+				if (x[k].feed.input(x[k].feed.ctx, s, t, x[k].steps, x[k].buf[t], cause) != 0)
+					return -1;
+				x[k].written[t] = 1;
+			}
+	}
+	if (x[0].steps == 0 && world_events(x, n, s->first_step, s->nfirst, cause) != 0)
+		return -1;
+	if (world_events(x, n, s->event, s->nevents, cause) != 0)
+		return -1;
+	for (unsigned k = 0; k < n; k++)
+		x[k].steps++;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
 /* A transformer's plain training loop */
 
 /* The run's view of zerosim's flat vector: each step_params tensor's
@@ -1447,9 +1564,16 @@ struct tfm_feed {
 	uint64_t *off;            /* per step_params tensor: its first element */
 	int32_t *part;            /* per storage of the list: its part of a fused tensor, or -1 */
 	const float *init;        /* a case's Ψ values, or NULL: the seed's */
-	const int *tokens;        /* a case's ids, or NULL: the seed's task */
+	const int *tokens;        /* a case's ids ([step][world][B][T + 1]), or NULL: the seed's task */
 	struct tfm_task task;
 	uint64_t B, T;
+	unsigned world, rank;     /* the run's ranks; the one being fed */
+};
+
+/* One rank's feed: the run's, and which rank it feeds. */
+struct rank_feed {
+	struct tfm_feed *f;
+	unsigned rank;
 };
 
 /* Whether step_params tensor i is a gpt2 Conv1D weight: (in, out) in the
@@ -1543,15 +1667,29 @@ static int feed_tfm_input(void *ctx, const struct ag_step *s, uint32_t t, unsign
 		               t, (unsigned long long)BT);
 	int *ids = data;
 	if (f->tokens != NULL) {
-		const int *row = f->tokens + (size_t)step * f->B * (f->T + 1);
+		const int *row = f->tokens + ((size_t)step * f->world + f->rank) * f->B * (f->T + 1);
 		for (uint64_t b = 0; b < f->B; b++)
 			memcpy(ids + b * f->T, row + b * (f->T + 1), f->T * sizeof *ids);
 	} else
-		tfm_task_batch(ids, ids + BT, &f->task, f->c->seed, step, 0, f->B, f->T);
+		tfm_task_batch(ids, ids + BT, &f->task, f->c->seed, step, f->rank, f->B, f->T);
 	int64_t *wide = data;
 	for (uint64_t k = BT; k-- > 0;)
 		wide[k] = ids[k];
 	return 0;
+}
+
+static int feed_rank_param(void *ctx, const struct ag_step *s, uint32_t t, void *data, char **cause)
+{
+	const struct rank_feed *r = ctx;
+	r->f->rank = r->rank;
+	return feed_tfm_param(r->f, s, t, data, cause);
+}
+
+static int feed_rank_input(void *ctx, const struct ag_step *s, uint32_t t, unsigned step, void *data, char **cause)
+{
+	const struct rank_feed *r = ctx;
+	r->f->rank = r->rank;
+	return feed_tfm_input(r->f, s, t, step, data, cause);
 }
 
 static void feed_free(struct tfm_feed *f)
@@ -1565,11 +1703,12 @@ static void feed_free(struct tfm_feed *f)
 
 /* Build the run's step and its feed; 0 or -1 with *cause. */
 static int tfm_prepare(struct tfm_feed *f, struct ag_step *s, struct ag_options *o, const struct zs_config *c,
-                       const struct zs_model *hf, uint64_t seq, char **cause)
+                       const struct zs_model *hf, uint64_t seq, unsigned world, char **cause)
 {
 	memset(f, 0, sizeof *f);
 	memset(s, 0, sizeof *s);
 	f->c = c;
+	f->world = world;
 	f->hf = hf;
 	f->B = c->batch;
 	f->T = seq;
@@ -1583,10 +1722,10 @@ static int tfm_prepare(struct tfm_feed *f, struct ag_step *s, struct ag_options 
 	o->eps = c->eps;
 	if (c->precision != ZS_FP32) {
 		feed_free(f);
-		return zs_fail(cause, "--precision %s: the plain loop (--wrapper none) runs fp32 only yet",
-		               zs_precision_name(c->precision));
+		return zs_fail(cause, "--precision %s: the PyTorch step (--wrapper %s) runs fp32 only yet",
+		               zs_precision_name(c->precision), zs_wrapper_name(c->wrapper));
 	}
-	if (ag_step_build(s, hf, &f->p, o, cause) != 0) {
+	if (ag_step_build_run(s, hf, &f->p, o, c, world, cause) != 0) {
 		feed_free(f);
 		return -1;
 	}
@@ -1661,15 +1800,17 @@ static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, floa
 	return rc;
 }
 
-int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, const float *init,
-                    const int *tokens, int want_weights, struct zs_tracker *trk, int want_timeline,
-                    struct ag_exec_result *out, char **cause)
+int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
+                    const float *init, const int *tokens, int want_weights, struct zs_tracker *trk,
+                    int want_timeline, struct ag_exec_result *out, char **cause)
 {
 	memset(out, 0, sizeof *out);
 	struct tfm_feed f;
 	struct ag_step s;
 	struct ag_options o;
-	if (tfm_prepare(&f, &s, &o, c, hf, seq, cause) != 0)
+	if (world < 1)
+		return zs_fail(cause, "internal error: a run of %u ranks", world);
+	if (tfm_prepare(&f, &s, &o, c, hf, seq, world, cause) != 0)
 		return -1;
 	f.init = init;
 	f.tokens = tokens;
@@ -1677,22 +1818,41 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 		tfm_task_init(&f.task, f.dims.vocab, c->seed);
 	tfm_blas_init();
 #define tr (*trk)
-	struct ag_exec_feed feed = {&f, feed_tfm_param, feed_tfm_input};
-	struct ag_exec x;
+	struct rank_feed *rf = zs_malloc(world * sizeof *rf);
+	struct ag_exec_feed *feed = zs_malloc(world * sizeof *feed);
+	struct ag_exec *x = zs_calloc(world, sizeof *x);
+	for (unsigned k = 0; k < world; k++) {
+		rf[k] = (struct rank_feed){.f = &f, .rank = k};
+		feed[k] = (struct ag_exec_feed){.ctx = &rf[k], .param = feed_rank_param, .input = feed_rank_input};
+	}
 	out->losses = zs_calloc(c->steps ? c->steps : 1, sizeof *out->losses);
-	int rc = ag_exec_begin(&x, &s, &o, &tr, 0, &feed, cause);
+	int rc = ag_exec_begin_ranks(x, world, &s, &o, &tr, feed, cause), begun = rc == 0;
 	for (unsigned t = 0; rc == 0 && t < c->steps; t++) {
 		if (want_timeline && t + 1 == c->steps)
 			tracker_record(&tr);
-		x.record_marks = t + 1 == c->steps; /* the steady step's boundaries */
-		rc = ag_exec_step(&x, cause);
+		for (unsigned k = 0; k < world; k++)
+			x[k].record_marks = k == 0 && t + 1 == c->steps; /* rank 0's steady step's boundaries */
+		rc = ag_exec_step_ranks(x, world, cause);
 		tracker_stop_recording(&tr);
-		if (rc == 0 && !x.have_loss)
-			rc = zs_fail(cause, "the PyTorch step computes no loss (no nll op)");
+		/* the mean loss of the step: ranks summed 0..N-1 in double, as
+		 * the engine's other runs report it */
+		double sum = 0;
+		for (unsigned k = 0; rc == 0 && k < world; k++) {
+			if (!x[k].have_loss)
+				rc = zs_fail(cause, "the PyTorch step computes no loss (no nll op)");
+			sum += x[k].loss;
+		}
 		if (rc == 0)
-			out->losses[t] = x.loss;
+			out->losses[t] = (float)(sum / world);
 	}
 	if (rc == 0) {
+		out->world = world;
+		out->rank_resident = zs_calloc(world, sizeof *out->rank_resident);
+		out->rank_peak = zs_calloc(world, sizeof *out->rank_peak);
+		for (unsigned k = 0; k < world; k++) {
+			out->rank_resident[k] = tr.rank[k].total;
+			out->rank_peak[k] = tr.rank[k].peak;
+		}
 		const struct zs_rank_mem *m = &tr.rank[0];
 		out->resident = m->total;
 		out->peak = m->peak;
@@ -1700,17 +1860,29 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 		memcpy(out->peak_breakdown, m->at_peak, sizeof m->at_peak);
 		if (want_weights)
 			out->weights = zs_malloc(f.p.numel * sizeof *out->weights);
-		rc = final_weights(&f, &x, out->weights, &out->digest, cause);
+		rc = final_weights(&f, &x[0], out->weights, &out->digest, cause);
+		/* DDP's replicas: every rank ends with rank 0's weights */
+		for (unsigned k = 1; rc == 0 && k < world; k++) {
+			uint64_t d;
+			rc = final_weights(&f, &x[k], NULL, &d, cause);
+			if (rc == 0 && d != out->digest)
+				rc = zs_fail(cause, "internal error: rank %u's weights differ from rank 0's (--wrapper ddp, N=%u)",
+				             k, world);
+		}
 		/* the marks move to the result */
-		out->mark_label = x.mark_label;
-		out->mark_bytes = x.mark_bytes;
-		out->nmarks = x.nmarks;
-		x.mark_label = NULL;
-		x.mark_bytes = NULL;
-		x.nmarks = 0;
+		out->mark_label = x[0].mark_label;
+		out->mark_bytes = x[0].mark_bytes;
+		out->nmarks = x[0].nmarks;
+		x[0].mark_label = NULL;
+		x[0].mark_bytes = NULL;
+		x[0].nmarks = 0;
 	}
-	if (rc == 0 || x.buf != NULL)
-		ag_exec_end(&x);
+	if (begun)
+		for (unsigned k = 0; k < world; k++)
+			ag_exec_end(&x[k]);
+	free(x);
+	free(feed);
+	free(rf);
 	size_t left = tracker_outstanding(&tr);
 #undef tr
 	ag_step_free(&s);
@@ -1725,6 +1897,8 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 void ag_exec_result_free(struct ag_exec_result *r)
 {
 	free(r->losses);
+	free(r->rank_resident);
+	free(r->rank_peak);
 	free(r->weights);
 	for (size_t i = 0; i < r->nmarks; i++)
 		free(r->mark_label[i]);
@@ -1738,7 +1912,7 @@ double ag_exec_tfm_peak_bytes(const struct zs_config *c, const struct zs_model *
 	struct tfm_feed f;
 	struct ag_step s;
 	struct ag_options o;
-	if (tfm_prepare(&f, &s, &o, c, hf, seq, NULL) != 0)
+	if (tfm_prepare(&f, &s, &o, c, hf, seq, 1, NULL) != 0)
 		return 0;
 	/* the list's live bytes at every event: setup, the first step, a step */
 	double live = 0, peak = 0;

@@ -99,6 +99,16 @@ void ag_exec_end(struct ag_exec *x);
 /* Run one event list on its own (tests): as a step's events. */
 int ag_exec_events(struct ag_exec *x, const struct ag_event *ev, size_t n, char **cause);
 
+/* N ranks of one step in lockstep (DDP, util/ag_ddp.h): x[k] is rank k
+ * of tracker tr, fed by feed[k]; each rank runs its events up to a
+ * collective (AG_OP_ALL_REDUCE_SUM_, AG_OP_BROADCAST_), then the
+ * collective runs across the ranks (in place; a sum in fp32, ranks added
+ * 0..N-1). As ag_exec_begin and ag_exec_step for every rank (ag_exec_end
+ * each after). A collective met by ag_exec_events alone is an error. */
+int ag_exec_begin_ranks(struct ag_exec *x, unsigned n, const struct ag_step *s, const struct ag_options *o,
+                        struct zs_tracker *tr, const struct ag_exec_feed *feed, char **cause);
+int ag_exec_step_ranks(struct ag_exec *x, unsigned n, char **cause);
+
 #endif
 
 /* ---- a transformer's plain training loop (--wrapper none) --------------- */
@@ -114,23 +124,28 @@ struct ag_exec_result {
 	char **mark_label;                 /* the last step's marks: each label (owned) and the */
 	size_t *mark_bytes;                /* rank's live bytes there (the theory's "marks") */
 	size_t nmarks;
+	unsigned world;                    /* the ranks run, and each one's */
+	size_t *rank_resident, *rank_peak; /* resident and peak (malloc'd) */
 };
 
 /* Train model hf (gpt2 or llama family) for c's steps, batch and lr
  * under the PyTorch options of c (ag_options_from_config) at sequence
- * `seq`: the step built by ag_step_build and run by the executor on one
- * rank of a tracker of its own. The initial weights are `init` (Ψ values
- * in zerosim's flat order, a case's) or, if NULL, the seed's
- * (tfm_init_range, as the fused engine draws them); the token ids are
- * `tokens` ([step][batch][seq + 1], a case's at world 1) or, if NULL, the
- * seed's task (tfm_task_batch, rank 0). Its blocks are rank 0's of tr,
- * the caller's (set up for ids, the allocator's replay, as any run's),
- * which logs the last step when want_timeline; every block is freed again
- * by the end. 0, or -1 with *cause. The caller frees out with
- * ag_exec_result_free. */
-int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, const float *init,
-                    const int *tokens, int want_weights, struct zs_tracker *tr, int want_timeline,
-                    struct ag_exec_result *out, char **cause);
+ * `seq`: the step built by ag_step_build (and, under --wrapper ddp,
+ * util/ag_ddp.h's pass for `world` ranks) and run by the executor on
+ * `world` ranks in lockstep (ag_exec_step_ranks; --wrapper none: 1). The
+ * initial weights are `init` (Ψ values in zerosim's flat order, a case's)
+ * or, if NULL, the seed's (tfm_init_range, as the fused engine draws
+ * them); the token ids are `tokens` ([step][world][batch][seq + 1], a
+ * case's) or, if NULL, the seed's task (tfm_task_batch, each rank its
+ * own). Rank k's blocks are rank k's of tr, the caller's (world ranks,
+ * set up for ids, the allocator's replay, as any run's), which logs the
+ * last step when want_timeline; every block is freed again by the end.
+ * The losses are the ranks' mean; the digest and weights rank 0's, and
+ * every rank's must equal them; the marks rank 0's. 0, or -1 with
+ * *cause. The caller frees out with ag_exec_result_free. */
+int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
+                    const float *init, const int *tokens, int want_weights, struct zs_tracker *tr,
+                    int want_timeline, struct ag_exec_result *out, char **cause);
 void ag_exec_result_free(struct ag_exec_result *r);
 
 /* The run's bytes at its peak, from the list alone (for the sweep's

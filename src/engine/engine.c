@@ -777,7 +777,7 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, const st
  * framework around it. The run is the PyTorch step as data (util/autograd.h)
  * run by ag_exec.c, not the layer driver: nothing of a scheme runs, and the
  * units are the layout's only to be reported as every run reports them. */
-static int plain_loop(const struct zs_config *c) { return c->wrapper == ZS_WRAPPER_NONE && c->tfm != NULL; }
+static int plain_loop(const struct zs_config *c) { return zs_wrapper_step(c) && c->tfm != NULL; }
 
 double engine_bytes_upper_bound(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
                                 enum zs_unit unit)
@@ -887,15 +887,16 @@ static int run_plain_loop(const struct zs_config *c, enum zs_scheme scheme, unsi
 {
 	struct ag_exec_result ar;
 	struct zs_tracker tr;
-	if (world != 1)
+	if (world != 1 && c->wrapper == ZS_WRAPPER_NONE)
 		return zs_fail(cause, "--wrapper none is one process's plain training loop: N must be 1, not %u", world);
-	/* its one rank's tracker, set up as run_new sets up every run's */
-	tracker_init(&tr, 1);
+	/* its ranks' tracker (--wrapper ddp: N ranks in lockstep), set up as
+	 * run_new sets up every run's */
+	tracker_init(&tr, world);
 	if (opt->timeline)
 		tracker_keep_ids(&tr);
 	if (opt->alloc != NULL)
 		tracker_allocator(&tr, opt->alloc);
-	if (ag_exec_tfm_run(c, &c->tfm->hf, c->tfm->seq, cs != NULL ? cs->weights : NULL,
+	if (ag_exec_tfm_run(c, &c->tfm->hf, c->tfm->seq, world, cs != NULL ? cs->weights : NULL,
 	                    cs != NULL ? cs->tokens : NULL, opt->weights, &tr, opt->timeline, &ar, cause) != 0) {
 		tracker_destroy(&tr);
 		return -1;
@@ -912,11 +913,15 @@ static int run_plain_loop(const struct zs_config *c, enum zs_scheme scheme, unsi
 	res->unit_n = zs_calloc(lo.nunits, sizeof *res->unit_n);
 	for (size_t u = 0; u < lo.nunits; u++)
 		res->unit_n[u] = lo.unit[u].n;
-	res->resident = zs_calloc(1, sizeof *res->resident);
-	res->peak = zs_calloc(1, sizeof *res->peak);
-	res->comm = zs_calloc(1, sizeof *res->comm);
-	res->resident[0] = ar.resident;
-	res->peak[0] = ar.peak;
+	res->resident = zs_calloc(world, sizeof *res->resident);
+	res->peak = zs_calloc(world, sizeof *res->peak);
+	res->comm = zs_calloc(world, sizeof *res->comm);
+	for (unsigned k = 0; k < world; k++) {
+		res->resident[k] = ar.rank_resident[k];
+		res->peak[k] = ar.rank_peak[k];
+	}
+	free(ar.rank_resident);
+	free(ar.rank_peak);
 	memcpy(res->resident_breakdown, ar.resident_breakdown, sizeof res->resident_breakdown);
 	memcpy(res->peak_breakdown, ar.peak_breakdown, sizeof res->peak_breakdown);
 	if (opt->timeline) { /* the log moves to the result, as run_result's */
@@ -932,8 +937,9 @@ static int run_plain_loop(const struct zs_config *c, enum zs_scheme scheme, unsi
 	}
 	if (opt->alloc != NULL) {
 		tracker_sync(&tr);
-		res->alloc = zs_calloc(1, sizeof *res->alloc);
-		res->alloc[0] = tr.ca_rank[0];
+		res->alloc = zs_calloc(world, sizeof *res->alloc);
+		for (unsigned k = 0; k < world; k++)
+			res->alloc[k] = tr.ca_rank[k];
 	}
 	tracker_destroy(&tr);
 	layout_free(&lo);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "theory/theory.h"
+#include "util/ag_ddp.h"
 #include "util/autograd.h"
 #include "util/step.h"
 #include "util/util.h"
@@ -164,7 +165,7 @@ static void trace_events(struct theory_trace *tr, const struct ag_step *s, const
 
 static int plain_loop(const struct theory_request *req)
 {
-	return req->config->wrapper == ZS_WRAPPER_NONE && req->model != NULL;
+	return zs_wrapper_step(req->config) && req->model != NULL;
 }
 
 int theory_plain_step(const struct theory_request *req, struct step_params *p, struct ag_step *s)
@@ -173,7 +174,7 @@ int theory_plain_step(const struct theory_request *req, struct step_params *p, s
 	char *cause = NULL;
 	step_params_build(p, req->model);
 	ag_options_from_config(&opt, req->config, req->config->batch, req->act.seq);
-	if (ag_step_build(s, req->model, p, &opt, &cause) < 0) {
+	if (ag_step_build_run(s, req->model, p, &opt, req->config, 1, &cause) < 0) {
 		free(cause);
 		step_params_free(p);
 		return -1;

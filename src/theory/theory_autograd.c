@@ -16,6 +16,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "util/ag_ddp.h"
 #include "util/autograd.h"
 #include "util/step.h"
 #include "util/util.h"
@@ -26,7 +27,9 @@ static int build(const struct zs_model *m, const struct zs_config *c, uint64_t b
 	struct ag_options o;
 	ag_options_from_config(&o, c, batch, seq);
 	step_params_build(p, m);
-	if (ag_step_build(s, m, p, &o, cause) < 0) {
+	/* under --wrapper ddp, DDP's pass (util/ag_ddp.h): a rank's bytes are
+	 * the same at every N */
+	if (ag_step_build_run(s, m, p, &o, c, 1, cause) < 0) {
 		step_params_free(p);
 		return -1;
 	}
@@ -37,8 +40,9 @@ int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, u
                           char **cause)
 {
 	if (c->precision != ZS_FP32 || bf16)
-		return zs_fail(cause, "--precision %s: the plain PyTorch loop (--wrapper none) is described in fp32 "
-		               "only yet (give --precision fp32)", bf16 ? "bf16" : zs_precision_name(c->precision));
+		return zs_fail(cause, "--precision %s: the PyTorch step (--wrapper %s) is described in fp32 "
+		               "only yet (give --precision fp32)", bf16 ? "bf16" : zs_precision_name(c->precision),
+		               zs_wrapper_name(c->wrapper));
 	struct step_params p;
 	struct ag_step s;
 	if (build(m, c, 1, seq, &p, &s, cause) < 0)

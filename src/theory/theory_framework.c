@@ -229,6 +229,15 @@ char *theory_framework_text(const struct theory_request *req)
 		                   c->framework == ZS_FW_DEEPSPEED ? "deepspeed" : "torch", c->torch_version == ZS_TORCH_1_13 ? "1.13" : "2.6");
 	if (c->framework == ZS_FW_TORCH) {
 		char cap[32];
+		if (c->wrapper == ZS_WRAPPER_DDP)
+			return zs_asprintf("\nFramework torch, --wrapper ddp: DistributedDataParallel (bucket_cap_mb %s, the "
+			                   "first bucket 1 MiB) over Hugging Face's model in PyTorch %s's own step, allocation "
+			                   "by allocation (docs/schedule.md, \"DDP over the PyTorch step\"): the plain loop's "
+			                   "bytes, the reducer's fp32 gradient buckets (resident: category buckets), each "
+			                   "gradient's copy into its bucket divided by N, the buffers' broadcast at every "
+			                   "forward; every rank holds the same bytes at any N.\n",
+			                   zs_number_text(c->bucket_cap_mb, cap, sizeof cap),
+			                   c->torch_version == ZS_TORCH_1_13 ? "1.13" : "2.6");
 		return zs_asprintf("\nFramework torch: dp is DistributedDataParallel (bucket_cap_mb %s; its gradient "
 		                   "buckets, a second gradient-sized buffer, are resident: category buckets, counted "
 		                   "in the schedule's tables above), zero1 is "

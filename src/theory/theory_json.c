@@ -232,7 +232,7 @@ static void schedule_json(cJSON *row, const struct theory_request *req, const st
 				num(ph, zs_phase_name((enum zs_phase)p), (double)s->phase_peak[p]);
 		cJSON_AddStringToObject(o, "binding_phase", zs_phase_name(theory_binding_phase(s)));
 	}
-	if (req->model != NULL && req->config->wrapper == ZS_WRAPPER_NONE) {
+	if (req->model != NULL && zs_wrapper_step(req->config)) {
 		theory_autograd_marks_json(o, req->model, req->config, req->config->batch, req->act.seq);
 		peak_live_json(o, req);
 	}

@@ -639,6 +639,12 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 			header = 1;
 		}
 		zs_buf_printf(t, "  %-6s", zs_scheme_name(scheme));
+		if (c->wrapper == ZS_WRAPPER_DDP) {
+			/* DDP keeps every byte on every rank: N changes nothing */
+			zs_buf_printf(t, " nothing under DDP (--wrapper ddp: every rank holds the whole step, whatever N); "
+			              "a sharding scheme shards it\n");
+			continue;
+		}
 		if (c->wrapper == ZS_WRAPPER_NONE) {
 			/* the plain loop is one process and recomputes nothing (its
 			 * step is PyTorch's, without checkpointing): no N and no

@@ -800,7 +800,7 @@ void theory_tfm_framework_schedule(const struct zs_model *m, const struct theory
 	struct theory_desc own;
 	/* The plain loop is PyTorch's own step, described op by op
 	 * (cmd_theory checked that it can be: theory_autograd_check). */
-	if (c != NULL && c->wrapper == ZS_WRAPPER_NONE &&
+	if (c != NULL && zs_wrapper_step(c) &&
 	    theory_autograd_schedule(m, c, batch, o->seq, out, NULL) == 0)
 		return;
 	if (d == NULL || !theory_desc_fits(d, m, o, batch)) {

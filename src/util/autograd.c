@@ -69,6 +69,7 @@ const char *ag_op_name(enum ag_op op)
 		[AG_OP_LERP_] = "lerp_", [AG_OP_ADAM_FUSED_] = "adam_fused_",
 		[AG_OP_COS] = "cos", [AG_OP_SIN] = "sin", [AG_OP_ROPE_INV_FREQ] = "rope_inv_freq",
 		[AG_OP_BERNOULLI_] = "bernoulli_", [AG_OP_SDPA_FLASH] = "sdpa_flash", [AG_OP_SDPA_FLASH_BWD] = "sdpa_flash_bwd",
+		[AG_OP_ALL_REDUCE_SUM_] = "all_reduce_sum_", [AG_OP_BROADCAST_] = "broadcast_",
 	};
 	return (unsigned)op < AG_NOPS && n[op] ? n[op] : "?";
 }
@@ -510,15 +511,18 @@ static void accumulate(struct bld *b, struct pt *q, T g)
 {
 	if (q->g != NO) {
 		op(b, AG_OP_ADD_, q->g, g, NO, q->g, NO, NO)->arg[0] = 1;
+		ev(b, AG_EV_GRAD_READY)->t = sto(b, q->g);
 		unref(b, g);
 		return;
 	}
 	const struct ag_tensor x_ = b->s->tensor[g], *x = &x_; /* a copy: the array grows */
 	if (b->refs[x->storage] == 1 && whole(b, g)) {
 		q->g = g;
+		ev(b, AG_EV_GRAD_READY)->t = sto(b, q->g);
 	} else {
 		q->g = like(b, "grad (clone_obey_contract)", q->w);
 		op(b, AG_OP_COPY, g, NO, NO, q->g, NO, NO);
+		ev(b, AG_EV_GRAD_READY)->t = sto(b, q->g);
 		unref(b, g);
 	}
 	b->s->tensor[sto(b, q->g)].role = AG_ROLE_GRAD;

@@ -165,6 +165,10 @@ enum ag_op {
 	AG_OP_SDPA_FLASH,    /* out0 [B, h, T, hd] = causal softmax(in0 in1ᵀ · arg[0]) in2, out1 [B, h, T] its
 	                      * logsumexp: _scaled_dot_product_flash_attention_for_cpu (q, k, v, no dropout) */
 	AG_OP_SDPA_FLASH_BWD,/* its backward: in (grad, q, k, v, logsumexp), out (dq, dk, dv), scale arg[0] */
+	/* appended: DDP's collectives (util/ag_ddp.h), in place on every rank
+	 * (out[0] is in[0]); the executor runs them across its ranks */
+	AG_OP_ALL_REDUCE_SUM_, /* in0 = the sum of every rank's in0 */
+	AG_OP_BROADCAST_,    /* in0 = rank arg[0]'s in0 */
 	AG_NOPS
 };
 const char *ag_op_name(enum ag_op op);
@@ -198,7 +202,11 @@ const char *ag_op_name(enum ag_op op);
  * input by it; autograd's MulBackward keeps the noise. p = 0 is the input
  * itself; p = 1 multiplies by a 0-dim zeros. */
 
-enum ag_event_kind { AG_EV_ALLOC, AG_EV_FREE, AG_EV_OP, AG_EV_MARK };
+/* AG_EV_GRAD_READY t (appended): parameter grad storage t is complete for
+ * this backward -- AccumulateGrad has run, its post hooks (DDP's,
+ * util/ag_ddp.h) fire here, before the incoming gradient is released.
+ * Nothing is allocated or computed: the theory and the executor pass it. */
+enum ag_event_kind { AG_EV_ALLOC, AG_EV_FREE, AG_EV_OP, AG_EV_MARK, AG_EV_GRAD_READY };
 
 struct ag_event {
 	enum ag_event_kind kind;

@@ -36,7 +36,7 @@ static const char *const torch_device_names[] = {"cuda", "cpu"};
 static const char *const optim_impl_names[] = {"default", "single", "foreach", "fused"};
 static const char *const zero_grad_names[] = {"default", "none", "zeros"};
 static const char *const attn_names[] = {"default", "eager", "sdpa"};
-static const char *const wrapper_names[] = {"auto", "none"};
+static const char *const wrapper_names[] = {"auto", "none", "ddp"};
 #define NNAMES(a) ((unsigned)(sizeof(a) / sizeof(a)[0]))
 const char *zs_torch_version_name(enum zs_torch_version v) { return torch_version_names[v]; }
 const char *zs_torch_device_name(enum zs_torch_device d) { return torch_device_names[d]; }
@@ -44,6 +44,7 @@ const char *zs_optim_impl_name(enum zs_optim_impl i) { return optim_impl_names[i
 const char *zs_zero_grad_name(enum zs_zero_grad z) { return zero_grad_names[z]; }
 const char *zs_attn_name(enum zs_attn a) { return attn_names[a]; }
 const char *zs_wrapper_name(enum zs_wrapper w) { return wrapper_names[w]; }
+int zs_wrapper_step(const struct zs_config *c) { return c->wrapper == ZS_WRAPPER_NONE || c->wrapper == ZS_WRAPPER_DDP; }
 
 enum zs_optim_impl zs_optim_impl_resolve(const struct zs_config *c)
 {
@@ -697,6 +698,23 @@ int zs_config_validate(const struct zs_config *c, char **cause)
 	return zs_config_check_torch(c, cause);
 }
 
+/* --wrapper ddp: torch's DistributedDataParallel over the PyTorch step
+ * (util/ag_ddp.h), which is torch's dp at any N. */
+static int check_ddp(const struct zs_config *c, char **cause)
+{
+	if (c->framework != ZS_FW_TORCH)
+		return zs_fail(cause, "--wrapper ddp is torch's DistributedDataParallel: give --framework torch");
+	for (size_t i = 0; i < c->nschemes; i++)
+		if (c->schemes[i] != ZS_DP)
+			return zs_fail(cause, "--wrapper ddp runs torch's dp (DistributedDataParallel) only: give --schemes dp "
+			               "(it lists %s)", zs_scheme_name(c->schemes[i]));
+	for (int k = ZS_KEY_BUCKET_CAP + 1; k <= ZS_KEY_DS_MAX_LIVE; k++)
+		if (c->given & ZS_KEY_BIT(k))
+			return zs_fail(cause, "--%s: --wrapper ddp builds no %s to set", key_names[k],
+			               k <= ZS_KEY_PREFETCH ? "FSDP" : "DeepSpeed engine");
+	return 0;
+}
+
 int zs_config_check_torch(const struct zs_config *c, char **cause)
 {
 	static const enum zs_key torch_keys[] = {ZS_KEY_TORCH_VERSION, ZS_KEY_TORCH_DEVICE, ZS_KEY_OPTIM_IMPL,
@@ -713,9 +731,9 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	static const enum zs_key plain_keys[] = {ZS_KEY_TORCH_VERSION, ZS_KEY_TORCH_DEVICE, ZS_KEY_OPTIM_IMPL,
 	                                         ZS_KEY_ZERO_GRAD};
 	for (size_t i = 0; i < sizeof plain_keys / sizeof plain_keys[0]; i++)
-		if (c->wrapper != ZS_WRAPPER_NONE && (c->given & ZS_KEY_BIT(plain_keys[i])))
-			return zs_fail(cause, "--%s: only with --wrapper none so far (the wrapped DDP, FSDP and DeepSpeed "
-			               "steps do not follow it yet)", key_names[plain_keys[i]]);
+		if (!zs_wrapper_step(c) && (c->given & ZS_KEY_BIT(plain_keys[i])))
+			return zs_fail(cause, "--%s: only with --wrapper none or ddp so far (the engine's own DDP, FSDP and "
+			               "DeepSpeed steps do not follow it yet)", key_names[plain_keys[i]]);
 	/* 1.13 has no torch.nn.functional.scaled_dot_product_attention (2.0
 	 * added it), and its fused Adam takes CUDA tensors only (adam.py
 	 * 147-151: "FusedAdam requires all the params to be CUDA"). */
@@ -725,6 +743,8 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	if (c->torch_version == ZS_TORCH_1_13 && c->torch_device == ZS_DEVICE_CPU && c->optim_impl == ZS_OPTIM_FUSED)
 		return zs_fail(cause, "--optimizer-impl fused: PyTorch 1.13's fused Adam runs on CUDA only "
 		               "(give --torch-device cuda, --torch-version 2.6 or another --optimizer-impl)");
+	if (c->wrapper == ZS_WRAPPER_DDP)
+		return check_ddp(c, cause);
 	if (c->wrapper != ZS_WRAPPER_NONE)
 		return 0;
 	/* The plain loop is one process's: no DDP, FSDP or DeepSpeed engine,
@@ -748,9 +768,10 @@ int zs_config_check_model(const struct zs_config *c, int transformer, char **cau
 	 * has no attention, and zerosim's torch MLP is always wrapped. */
 	if (c->given & ZS_KEY_BIT(ZS_KEY_ATTN))
 		return zs_fail(cause, "--attn needs a transformer (--model): the MLP has no attention");
-	if (c->wrapper == ZS_WRAPPER_NONE)
-		return zs_fail(cause, "--wrapper none needs a transformer (--model): it is the plain loop over a "
-		               "Hugging Face model");
+	if (zs_wrapper_step(c))
+		return zs_fail(cause, "--wrapper %s needs a transformer (--model): it is %s over a Hugging Face model",
+		               zs_wrapper_name(c->wrapper),
+		               c->wrapper == ZS_WRAPPER_DDP ? "DDP over the PyTorch step" : "the plain loop");
 	return 0;
 }
 
@@ -863,8 +884,8 @@ const char *const zs_torch_json_keys[ZS_NTORCH_JSON_KEYS] = {"torch_version", "t
 
 void zs_config_json_torch(cJSON *cfg, const struct zs_config *c, int attention)
 {
-	if (c->framework == ZS_FW_PAPER || c->wrapper != ZS_WRAPPER_NONE)
-		return; /* only the plain loop's step follows them (zs_config_check_torch) */
+	if (c->framework == ZS_FW_PAPER || !zs_wrapper_step(c))
+		return; /* only the PyTorch step (plain or DDP) follows them (zs_config_check_torch) */
 	const char *value[ZS_NTORCH_JSON_KEYS] = {
 		zs_torch_version_name(c->torch_version), zs_torch_device_name(c->torch_device),
 		zs_optim_impl_name(zs_optim_impl_resolve(c)), zs_zero_grad_name(zs_zero_grad_resolve(c)),
