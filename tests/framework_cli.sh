@@ -35,6 +35,22 @@ grep -q 'L = 38597376' "$tmp/g3" || fail "gpt2's L is not wte's 38597376: $(cat 
 "$zerosim" measure -q --framework torch --schemes zero2,zero3 --world 2 --out "$tmp/mp.json" || fail "torch mixed"
 grep -q '"master32":	0' "$tmp/mp.json" || fail "FSDP's MixedPrecision holds a master copy"
 
+# DDP over the PyTorch step (--wrapper ddp) all-reduces its fp32 buckets:
+# every one of gpt2-tiny's Psi = 169,728 gradients once a step, counted as
+# every collective is, the ring over the buffer padded to N*ceil(n/N):
+# 2(N-1)/N of it a rank, 2 * 56,576 * 2 * 4 = 905,216 B at N = 3; the
+# theory and measure say the same.
+tiny=${srcdir:-.}/report/models/gpt2-tiny.json
+for cmd in theory measure; do
+	"$zerosim" $cmd --model "$tiny" --framework torch --wrapper ddp --schemes dp --world 3 --precision fp32 \
+		--torch-device cpu --attn eager --seq 16 --steps 1 --out "$tmp/ddp-$cmd.json" || fail "ddp $cmd"
+done
+tr -d ' \t\n' <"$tmp/ddp-measure.json" | grep -q '"all_reduce":{"calls_per_step":1,"bytes_per_step":905216' ||
+	fail "measure --wrapper ddp: no all-reduce of 905,216 B a step"
+m=$(tr -d ' \t\n' <"$tmp/ddp-measure.json" | sed -n 's/.*"comm_bytes_per_rank_per_step":\([0-9]*\).*/\1/p')
+t=$(tr -d ' \t\n' <"$tmp/ddp-theory.json" | sed -n 's/.*"schedule":{.*"comm_bytes_per_rank_per_step":\([0-9]*\).*/\1/p')
+[ -n "$m" ] && [ "$m" = "$t" ] && [ "$m" -ge 905216 ] || fail "ddp's comm: measure '$m', theory '$t'"
+
 # refused: one line on stderr, exit 2, nothing written
 refused() {
 	"$@" --out "$tmp/no.json" >/dev/null 2>"$tmp/err"

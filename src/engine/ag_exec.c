@@ -1489,6 +1489,19 @@ static int do_collective(struct ag_exec *x, unsigned n, const struct ag_event *e
 			st(&v[k], at_lin(&v[k], i), s);
 	}
 	free(v);
+	/* Counted as coll.h counts zerosim's own collectives (the ring over
+	 * the padded buffer: an all-reduce sends 2(N-1)/N of it a rank, a
+	 * broadcast (N-1)/N), for the steps only: DDP's construction is
+	 * set-up. At N = 1 DDP still calls its process group of one
+	 * (coll.h's one_rank_calls): a call, no bytes. */
+	enum zs_coll_kind kind = e->op == AG_OP_BROADCAST_ ? ZS_BROADCAST : ZS_ALL_REDUCE;
+	unsigned long long elems = (unsigned long long)(n - 1) * coll_shard_len(v0.numel, n) * (kind == ZS_ALL_REDUCE ? 2 : 1);
+	for (unsigned k = 0; rc == 0 && k < n; k++)
+		if (!x[k].in_setup) {
+			x[k].comm.calls[kind]++;
+			x[k].comm.elements[kind] += elems;
+			x[k].comm.bytes[kind] += elems * v0.es;
+		}
 	return rc;
 }
 
@@ -1849,9 +1862,11 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 		out->world = world;
 		out->rank_resident = zs_calloc(world, sizeof *out->rank_resident);
 		out->rank_peak = zs_calloc(world, sizeof *out->rank_peak);
+		out->rank_comm = zs_calloc(world, sizeof *out->rank_comm);
 		for (unsigned k = 0; k < world; k++) {
 			out->rank_resident[k] = tr.rank[k].total;
 			out->rank_peak[k] = tr.rank[k].peak;
+			out->rank_comm[k] = x[k].comm;
 		}
 		const struct zs_rank_mem *m = &tr.rank[0];
 		out->resident = m->total;
@@ -1899,6 +1914,7 @@ void ag_exec_result_free(struct ag_exec_result *r)
 	free(r->losses);
 	free(r->rank_resident);
 	free(r->rank_peak);
+	free(r->rank_comm);
 	free(r->weights);
 	for (size_t i = 0; i < r->nmarks; i++)
 		free(r->mark_label[i]);

@@ -48,6 +48,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/coll.h"
 #include "engine/tracker.h"
 #include "util/autograd.h"
 #include "util/config.h"
@@ -82,6 +83,7 @@ struct ag_exec {
 	size_t nmarks, capmarks;
 	float loss;              /* the last NLL's value */
 	int have_loss;
+	struct zs_coll_stats comm; /* the steps' collectives (not set-up's), counted as coll.h's ring */
 };
 
 /* Set up: run s->setup (its ALLOCs through tr on rank `rank`, parameters
@@ -126,6 +128,7 @@ struct ag_exec_result {
 	size_t nmarks;
 	unsigned world;                    /* the ranks run, and each one's */
 	size_t *rank_resident, *rank_peak; /* resident and peak (malloc'd) */
+	struct zs_coll_stats *rank_comm;   /* each rank's collectives over the steps (malloc'd) */
 };
 
 /* Train model hf (gpt2 or llama family) for c's steps, batch and lr

@@ -919,9 +919,11 @@ static int run_plain_loop(const struct zs_config *c, enum zs_scheme scheme, unsi
 	for (unsigned k = 0; k < world; k++) {
 		res->resident[k] = ar.rank_resident[k];
 		res->peak[k] = ar.rank_peak[k];
+		res->comm[k] = ar.rank_comm[k];
 	}
 	free(ar.rank_resident);
 	free(ar.rank_peak);
+	free(ar.rank_comm);
 	memcpy(res->resident_breakdown, ar.resident_breakdown, sizeof res->resident_breakdown);
 	memcpy(res->peak_breakdown, ar.peak_breakdown, sizeof res->peak_breakdown);
 	if (opt->timeline) { /* the log moves to the result, as run_result's */

@@ -381,11 +381,13 @@ void theory_tfm_framework_schedule(const struct zs_model *m, const struct theory
 /* The plain PyTorch loop (--framework torch --wrapper none): the sum of
  * util/autograd.h's step of m at micro-batch `batch` and sequence `seq`
  * (theory_autograd.c): resident, peak with its breakdown, each phase's
- * peak. theory_autograd_check says (one line, naming the option) what it
+ * peak, and under --wrapper ddp its collectives' bytes at world size
+ * `world` (the ring's, as theory_framework.c counts). theory_autograd_check says (one line, naming the option) what it
  * cannot describe yet; 0 when it can. */
 int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, uint64_t seq, int bf16,
                           char **cause);
 int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+                             unsigned world,
                              struct theory_schedule *out, char **cause);
 /* The live bytes at each of the step's marks ("phase:backward",
  * "fwd:h.0:end", ..., as tests/hf_torch.py names them) as parent's

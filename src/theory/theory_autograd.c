@@ -66,8 +66,26 @@ static void apply(const struct ag_step *s, const struct ag_event *e, uint64_t cu
 	}
 }
 
+/* What a collective of the step (DDP's, util/ag_ddp.h) sends a rank,
+ * counted as every other collective of the theory is: the ring over the
+ * buffer padded to N·ceil(n/N) elements, an all-reduce 2(N-1)/N of it, a
+ * broadcast (N-1)/N; nothing at N = 1. */
+static void count_collective(const struct ag_step *s, const struct ag_event *e, unsigned world,
+                             struct theory_schedule *out)
+{
+	if (e->kind != AG_EV_OP || (e->op != AG_OP_ALL_REDUCE_SUM_ && e->op != AG_OP_BROADCAST_) || world < 2)
+		return;
+	const struct ag_tensor *t = &s->tensor[e->in[0]];
+	uint64_t n = 1;
+	for (unsigned k = 0; k < t->ndim; k++)
+		n *= t->shape[k];
+	uint64_t elems = (uint64_t)(world - 1) * ((n + world - 1) / world) * (e->op == AG_OP_ALL_REDUCE_SUM_ ? 2 : 1);
+	out->comm_elements += elems;
+	out->comm_bytes += elems * ag_dtype_size(t->dtype);
+}
+
 int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
-                             struct theory_schedule *out, char **cause)
+                             unsigned world, struct theory_schedule *out, char **cause)
 {
 	struct step_params p;
 	struct ag_step s;
@@ -92,6 +110,7 @@ int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c
 	for (size_t i = 0; i < s.nevents; i++) {
 		const struct ag_event *e = &s.event[i];
 		apply(&s, e, cur, &total);
+		count_collective(&s, e, world, out);
 		out->phase_entered[e->phase] = 1;
 		if (total > out->phase_peak[e->phase])
 			out->phase_peak[e->phase] = total;

@@ -801,7 +801,7 @@ void theory_tfm_framework_schedule(const struct zs_model *m, const struct theory
 	/* The plain loop is PyTorch's own step, described op by op
 	 * (cmd_theory checked that it can be: theory_autograd_check). */
 	if (c != NULL && zs_wrapper_step(c) &&
-	    theory_autograd_schedule(m, c, batch, o->seq, out, NULL) == 0)
+	    theory_autograd_schedule(m, c, batch, o->seq, world, out, NULL) == 0)
 		return;
 	if (d == NULL || !theory_desc_fits(d, m, o, batch)) {
 		theory_desc_model(&own, m, o, batch);
