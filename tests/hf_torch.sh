@@ -26,9 +26,8 @@
 # PyTorch's peak, zerosim's paper-level peak and the plain loop's (--wrapper
 # none, the PyTorch step summed; "-" with the reason where it is not
 # described yet) and each one's ratio, under the PyTorch 1.13 here and,
-# when tests/torch26_root.sh can make or find its Debian 13 root, 2.6; then,
-# in that root, DDP N = 2 under 2.6 against --wrapper ddp, equal to the
-# byte (exit 1 if not).
+# when tests/torch26_root.sh can make or find its Debian 13 root, 2.6 (a
+# table: exit 0; `tests/hf_torch.sh torch26` is 2.6's check).
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 disagreement, 99 hard error.
@@ -203,33 +202,66 @@ EOF
 			done
 		fi
 	done
-	# DDP N = 2 under PyTorch 2.6 in its root (hf_torch.py --ddp 2 there)
-	# against zerosim's --wrapper ddp --torch-version 2.6, theory and the
-	# engine's measure at N = 2 here: the bytes between steps, the peak and
-	# every mark equal to the byte, zero_grad zeros and set_to_none (2.6's
-	# default), or this fails.
+	exit 0
+fi
+
+# `tests/hf_torch.sh torch26` (make check-torch26; CI runs it once): the
+# comparison above against PyTorch 2.6 in its Debian 13 root
+# (tests/torch26_root.sh makes it when absent), at 2.6's defaults and
+# beyond: zero_grad set_to_none and zeros, Adam single, foreach and fused,
+# SDPA, dropout, DDP N = 2 (USE_LIBUV=0: 2.6's gloo rendezvous). PyTorch
+# runs in the root (hf_torch.py alone: zerosim is this machine's binary),
+# zerosim's theory and measure here; equal to the byte or this fails.
+# Without a root: skip (77), a failure under ZS_REQUIRE_TORCH26=1.
+if [ "${1:-}" = torch26 ]; then
+	if ! root=$("$src/tests/torch26_root.sh"); then
+		[ "${ZS_REQUIRE_TORCH26:-0}" = 1 ] && { echo "hf_torch: FAIL: no PyTorch 2.6 root (ZS_REQUIRE_TORCH26=1)" >&2; exit 1; }
+		echo "hf_torch: SKIP: no PyTorch 2.6 root (tests/torch26_root.sh)" >&2
+		exit 77
+	fi
+	in=/tmp/zs-hf26.$$
+	mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$tmp"/tiny-*.json "$root$in/" || exit 99
+	trap 'rm -rf "$tmp" "${root:?}$in"' EXIT HUP INT TERM
 	status=0
-	for case in gpt2:zeros gpt2:none llama:zeros llama:none; do
-		[ -n "$root" ] || break
-		m=${case%:*} zg=${case#*:}
-		cp "$src/tests/hf_torch.py" "$tmp/tiny-$m.json" "$root/tmp/zs-hf/" || exit 99
+	for case in \
+		"gpt2|tiny-gpt2|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
+		"gpt2-zeros|tiny-gpt2|--zero-grad zeros|--wrapper none --optimizer-impl single --zero-grad zeros" \
+		"gpt2-foreach|tiny-gpt2|--zero-grad none --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad none" \
+		"gpt2-fused|tiny-gpt2|--zero-grad none --optimizer-impl fused|--wrapper none --optimizer-impl fused --zero-grad none" \
+		"gpt2-sdpa|tiny-gpt2|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
+		"gpt2-dropout|tiny-gpt2-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
+		"llama|tiny-llama|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
+		"llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
+		"llama-dropout|tiny-llama-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
+		"ddp2-gpt2|tiny-gpt2|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
+		"ddp2-gpt2-zeros|tiny-gpt2|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
+		"ddp2-llama|tiny-llama|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
+		"ddp2-llama-zeros|tiny-llama|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros"
+	do
+		label=${case%%|*} rest=${case#*|}
+		cfg=${rest%%|*} rest=${rest#*|}
+		targs=${rest%%|*} zargs=${rest#*|}
+		case $zargs in *--attn*) ;; *) zargs="$zargs --attn eager" ;; esac
+		world=1
+		case $label in ddp2-*) world=2 ;; esac
 		one "unshare -m sh -c" "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 python3 \
-/tmp/zs-hf/hf_torch.py --model /tmp/zs-hf/tiny-$m.json --zero-grad $zg --ddp 2 --no-attribution --out /tmp/zs-hf/out.json"
+$in/hf_torch.py --model $in/$cfg.json $targs --no-attribution --out $in/out.json"
 		for cmd in theory measure; do
-			if ! "$zerosim" $cmd --model "$tmp/tiny-$m.json" --seq 32 --batch 2 --precision fp32 --schemes dp --world 2 \
-				--steps 3 --framework torch --wrapper ddp --torch-version 2.6 --torch-device cpu --attn eager \
-				--optimizer-impl single --zero-grad "$zg" --out "$tmp/$cmd.json" 2>"$tmp/err"; then
-				echo "hf_torch: FAIL: zerosim $cmd, ddp2-$m-$zg (2.6): $(cat "$tmp/err")" >&2
+			# shellcheck disable=SC2086
+			if ! "$zerosim" $cmd --model "$tmp/$cfg.json" --seq 32 --batch 2 --precision fp32 --schemes dp \
+				--world $world --steps 3 --framework torch --torch-version 2.6 --torch-device cpu $zargs \
+				--out "$tmp/$cmd.json" 2>"$tmp/err"; then
+				echo "hf_torch: FAIL: zerosim $cmd, $label (2.6): $(cat "$tmp/err")" >&2
 				exit 99
 			fi
 		done
-		"$py" - "$root/tmp/zs-hf/out.json" "$tmp/theory.json" <<'EOF' || exit 99
+		"$py" - "$root$in/out.json" "$tmp/theory.json" <<'EOF' || exit 99
 import json, sys
 d, t = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["rows"][0]["schedule"]
 d["zerosim"] = dict(resident=t["resident_bytes"], peak=t["peak_bytes"], marks=t.get("marks"))
 json.dump(d, open(sys.argv[1], "w"))
 EOF
-		"$py" "$tmp/cmp.py" "$root/tmp/zs-hf/out.json" "ddp2-$m-$zg (2.6)" "$tmp/measure.json" || status=1
+		"$py" "$tmp/cmp.py" "$root$in/out.json" "$label (2.6)" "$tmp/measure.json" || status=1
 	done
 	exit $status
 fi

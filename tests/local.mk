@@ -157,6 +157,13 @@ check-torch-ref: zerosim$(EXEEXT)
 	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/hf_torch.sh table
 	srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/ft_torch.sh
 .PHONY: check-torch-ref
+# The make check comparison against PyTorch 2.6 (issue #22), in its Debian 13
+# root (made when absent: debootstrap, root and a Debian mirror), a few
+# minutes: once per CI run (.ci/run, ZS_REQUIRE_TORCH26=1), not in every
+# build flavour's make check.
+check-torch26: zerosim$(EXEEXT)
+	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/hf_torch.sh torch26
+.PHONY: check-torch26
 TESTS += tests/theory_headline.sh
 EXTRA_DIST += tests/theory_headline.sh
 # measure --allocator cuda and --timeline's trace (ids, live blocks, every rank)
