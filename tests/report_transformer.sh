@@ -292,6 +292,17 @@ grep -q '^its phase & backward & backward & backward ' "$sec" || fail "the phase
 grep -q "^the loss's buffers & 0 & 786\\\\,440 & 786\\\\,440 " "$sec" || fail "the loss's buffers: $(grep "loss's buffers &" "$sec")"
 grep -q "^op-by-op GELU / RMSNorm & 0 & 393\\\\,264 & 393\\\\,264 " "$sec" || fail "GELU op by op: $(grep 'op-by-op GELU' "$sec")"
 grep -q "(the gradients' 678\\\\,912~B)" "$sec" || fail "set_to_none's gradients"
+# Dropout (GPT2Config's 0.1 each; the config has no pdrop keys): on the
+# CPU each dropout keeps a noise tensor of its input's dtype and size, alive
+# at backward's peak: after the embeddings [B, T, d] 2 x 32 x 64 x 4 =
+# 16,384; each block's attention weights [B, h, T, T] 2 x 4 x 32 x 32 x 4 =
+# 32,768, and after attn.c_proj and mlp.c_proj [B, T, d] 16,384 each:
+# 16,384 + 2 x (32,768 + 2 x 16,384) = 147,456 B; the paper keeps none.
+grep -q "^dropout's kept noise & 0 & 147\\\\,456 & 147\\\\,456 " "$sec" ||
+	fail "dropout's noise: $(grep "dropout's kept noise &" "$sec")"
+grep -q "keeps a noise tensor of the input.s dtype and size for each dropout.*: 147\\\\,456~B in each release" "$sec" ||
+	fail "the departures do not name dropout's noise: $(grep -i 'dropout' "$sec")"
+grep -q "\"dropout's kept noise\"" "$tmp/pt/figures/fig11-torch.dat" || fail "fig11 has no dropout bar"
 # the tied head's gradient (V x d x 4 = 262,144 B) is held across the blocks' backward
 grep -q "it is 262\\\\,144~B, held from the start of \\\\texttt{ln\\\\_f}'s backward to the start of \\\\texttt{wte}'s" "$sec" ||
 	fail "the tied head's held gradient: $(grep 'tied head' "$sec")"

@@ -1063,7 +1063,7 @@ static const char *const torch_colours[RT_NCLASSES] = {
 	[RT_PARAM] = "#0072B2", [RT_GRAD] = "#E69F00", [RT_ADAM] = "#009E73", [RT_ACT] = "#56B4E9",
 	[RT_SCRATCH] = "#999999", [RT_BWD] = "#F0E442", [RT_LOSS] = "#D55E00", [RT_TIED] = "#000000",
 	[RT_OPBYOP] = "#CC79A7", [RT_OPTIM] = "#882255", [RT_STEP] = "#44AA99", [RT_BUFFER] = "#DDCC77",
-	[RT_INPUT] = "#332288",
+	[RT_INPUT] = "#332288", [RT_DROPOUT] = "#661100",
 };
 
 int report_figures_torch(const struct report_torch *t, const char *dir, char **cause)
