@@ -292,6 +292,17 @@ grep -q '^its phase & backward & backward & backward ' "$sec" || fail "the phase
 grep -q "^the loss's buffers & 0 & 786\\\\,440 & 786\\\\,440 " "$sec" || fail "the loss's buffers: $(grep "loss's buffers &" "$sec")"
 grep -q "^op-by-op GELU / RMSNorm & 0 & 393\\\\,264 & 393\\\\,264 " "$sec" || fail "GELU op by op: $(grep 'op-by-op GELU' "$sec")"
 grep -q "(the gradients' 678\\\\,912~B)" "$sec" || fail "set_to_none's gradients"
+# Dropout (GPT2Config's 0.1 each; the config has no pdrop keys): on the
+# CPU each dropout keeps a noise tensor of its input's dtype and size, alive
+# at backward's peak: after the embeddings [B, T, d] 2 x 32 x 64 x 4 =
+# 16,384; each block's attention weights [B, h, T, T] 2 x 4 x 32 x 32 x 4 =
+# 32,768, and after attn.c_proj and mlp.c_proj [B, T, d] 16,384 each:
+# 16,384 + 2 x (32,768 + 2 x 16,384) = 147,456 B; the paper keeps none.
+grep -q "^dropout's kept noise & 0 & 147\\\\,456 & 147\\\\,456 " "$sec" ||
+	fail "dropout's noise: $(grep "dropout's kept noise &" "$sec")"
+grep -q "keeps a noise tensor of the input.s dtype and size for each dropout.*: 147\\\\,456~B in each release" "$sec" ||
+	fail "the departures do not name dropout's noise: $(grep -i 'dropout' "$sec")"
+grep -q "\"dropout's kept noise\"" "$tmp/pt/figures/fig11-torch.dat" || fail "fig11 has no dropout bar"
 # the tied head's gradient (V x d x 4 = 262,144 B) is held across the blocks' backward
 grep -q "it is 262\\\\,144~B, held from the start of \\\\texttt{ln\\\\_f}'s backward to the start of \\\\texttt{wte}'s" "$sec" ||
 	fail "the tied head's held gradient: $(grep 'tied head' "$sec")"
@@ -308,6 +319,26 @@ awk '/"peak_live":/ { l = 1 } l && /"backward":/ { k = 1 } k && !d && /"what":[ 
 cmp -s "$tmp/plain-1.13.json" "$tmp/plain-bad.json" && fail "plain-bad.json is unchanged"
 refused "a live group off its total" "peak_live.backward sums to $((p13 + 1)) bytes, not the peak" \
 	--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-tiny.json" --transformer "$tmp/plain-bad.json"
+
+# fig10-allocator's fixed-costs bar: with theory --allocator cuda the
+# rows carry allocator.device_overhead (the CUDA context, cuBLAS workspace
+# and NCCL buffers outside the caching allocator); each panel's bar stacks
+# them, to scale, on the replay's highest reserved, and the .dat names
+# them. At N = 2: 500,000,000 + 33,554,432 + 544,000,000 = 1,077,554,432 B
+# (docs/schedule.md, "The device's fixed costs"); without them, no bar.
+"$zerosim" measure --quiet --layers 16,32,8 --world 2 --steps 1 --timeline --allocator cuda --out "$tmp/am.json" &&
+	"$zerosim" theory --layers 16,32,8 --world 2 --steps 1 --allocator cuda --out "$tmp/at.json" ||
+	fail "the allocator's runs"
+report --measured "$tmp/am.json" --theory "$tmp/at.json" --out "$tmp/al" || fail "report with fixed costs: $(cat "$tmp/err")"
+n=$(grep -c "^# fixed costs outside the allocator (theory.json's allocator.device_overhead), bytes: total 1077554432, cuda_context 500000000, cublas_workspace 33554432, nccl 544000000$" \
+	"$tmp/al/figures/fig10-allocator.dat")
+[ "$n" = 4 ] || fail "fig10's fixed costs: $n blocks of 4 name them"
+grep -q "^set object 2 rect from .* fc rgb '#661100'" "$tmp/al/figures/fig10-allocator.gp" &&
+	grep -q 'fixed\\ncosts\\n1077.6 MB' "$tmp/al/figures/fig10-allocator.gp" || fail "fig10 has no fixed-costs bar"
+"$zerosim" theory --layers 16,32,8 --world 2 --steps 1 --out "$tmp/at0.json" || fail "theory without the allocator"
+report --measured "$tmp/am.json" --theory "$tmp/at0.json" --out "$tmp/al0" || fail "report: $(cat "$tmp/err")"
+grep -q 'fixed' "$tmp/al0/figures/fig10-allocator.dat" "$tmp/al0/figures/fig10-allocator.gp" &&
+	fail "fig10 draws fixed costs the theory has none of"
 
 # An output of the report given as its input.
 cp "$tmp/gpt2-tiny.json" "$tmp/mlp/transformer.tex"

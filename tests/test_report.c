@@ -1599,6 +1599,10 @@ START_TEST(test_torch_classes_follow_the_ops_names)
 	ck_assert_int_eq(report_torch_class("temp", "mul (weight x)", "model.norm", "forward", 0), RT_ACT);
 	ck_assert_int_eq(report_torch_class("temp", "native_layer_norm", "ln_1", "forward", 1), RT_ACT);
 	ck_assert_int_eq(report_torch_class("temp", "sqrt (Adam)", "transformer.wte", "optimizer", 1), RT_OPTIM);
+	ck_assert_int_eq(report_torch_class("temp", "empty_like (dropout noise)", "attn.c_attn", "forward", 1), RT_DROPOUT);
+	ck_assert_int_eq(report_torch_class("temp", "empty_like (dropout noise)", NULL, "forward", 1), RT_DROPOUT);
+	ck_assert_int_eq(report_torch_class("temp", "mul (dropout)", "attn.c_proj", "forward", 1), RT_ACT);
+	ck_assert_int_eq(report_torch_class("temp", "mul (dropout backward)", "mlp.c_proj", "backward", 1), RT_BWD);
 }
 END_TEST
 

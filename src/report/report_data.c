@@ -740,6 +740,33 @@ void report_run_free(struct report_run *r)
 	r->rank_resident = NULL;
 }
 
+/* The row's allocator.device_overhead into r, where it has one (theory
+ * --allocator cuda): total_bytes, and each part or -1 for null. */
+static int read_fixed(const cJSON *row, const char *where, struct report_run *r, char **cause)
+{
+	static const char *const part[] = {"cuda_context_bytes", "cublas_workspace_bytes", "nccl_bytes"};
+	double *into[] = {&r->fixed_context, &r->fixed_cublas, &r->fixed_nccl};
+	const cJSON *al = cJSON_GetObjectItemCaseSensitive(row, "allocator");
+	const cJSON *dv = cJSON_GetObjectItemCaseSensitive(al, "device_overhead");
+	char at[320];
+
+	if (!cJSON_IsObject(al) || dv == NULL || cJSON_IsNull(dv))
+		return 0;
+	snprintf(at, sizeof at, "%s.allocator.device_overhead", where);
+	if (!cJSON_IsObject(dv))
+		return zs_fail(cause, "%s is neither null nor an object", at);
+	if (report_read_bytes(dv, "total_bytes", at, &r->fixed_total, cause) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(dv, part[i]);
+		*into[i] = -1;
+		if (v != NULL && !cJSON_IsNull(v) && report_read_bytes(dv, part[i], at, into[i], cause) < 0)
+			return -1;
+	}
+	r->has_fixed = 1;
+	return 0;
+}
+
 /* Fill the theory side of r from its row. */
 static int read_row(const cJSON *row, const char *where, struct report_run *r, char **cause)
 {
@@ -758,6 +785,8 @@ static int read_row(const cJSON *row, const char *where, struct report_run *r, c
 	if (sc == NULL || cJSON_IsNull(sc))
 		return zs_fail(cause, "%s has no schedule model; the report needs one", where);
 	snprintf(at, sizeof at, "%s.schedule", where);
+	if (read_fixed(row, where, r, cause) < 0)
+		return -1;
 	return report_read_schedule(sc, at, lab, REPORT_READ_BD_OPTIONAL |
 	                            (r->comm_mean ? REPORT_READ_COMM_SHARE : 0), r, cause);
 }

@@ -96,6 +96,12 @@ struct report_run {
 	/* segments_peak and reserved_at_allocated_peak_bytes, -1 where the
 	 * file has none (older files) */
 	double alloc_segments, alloc_reserved_at_allocated;
+	/* The theory row's allocator.device_overhead (theory --allocator
+	 * cuda): what the device holds outside the allocator, per GPU. The
+	 * parts are -1 where the file gives null (--device-overhead SIZE);
+	 * has_fixed 0 where the row has none. */
+	int has_fixed;
+	double fixed_total, fixed_context, fixed_cublas, fixed_nccl;
 	int *tl_op;
 	uint64_t *tl_id, *tl_bytes;
 	uint64_t *live_id, *live_bytes;

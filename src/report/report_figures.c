@@ -700,6 +700,29 @@ static int fig_host(const struct report_data *d, const char *dir, char **cause)
  * (each block as the allocator rounds it) and reserved after each event,
  * with fig5's phase marks; the cache between them is what the GPU holds
  * and no tensor uses. The runs are fig5's that carry the blocks. */
+/* ", name N" or ", name given as one total" for a part of the fixed costs */
+static void fixed_part(struct zs_buf *b, const char *name, double v)
+{
+	if (v < 0)
+		zs_buf_printf(b, ", %s in the total given", name);
+	else
+		zs_buf_printf(b, ", %s %.0f", name, v);
+}
+
+/* fig10's bar at the right of a panel, beyond the step's events: the
+ * replay's reserved peak (top, bytes per parameter), then the device's
+ * fixed costs on it, to scale, labelled with their bytes. */
+static void fixed_bar(struct zs_buf *gp, const struct report_run *r, double params, double top)
+{
+	double x0 = (double)r->ntimeline * 1.04, x1 = (double)r->ntimeline * 1.14, f = r->fixed_total / params;
+	zs_buf_printf(gp,
+		"set object 1 rect from %.9g, 0 to %.9g, %.9g fc rgb '#d9d9d9' fs solid 0.6 border lc rgb '#000000' front\n"
+		"set object 2 rect from %.9g, %.9g to %.9g, %.9g fc rgb '#661100' fs solid 0.85 border lc rgb '#000000' "
+		"front\n"
+		"set label 3 \"fixed\\ncosts\\n%.1f MB\" at %.9g, %.9g center font small front\n",
+		x0, x1, top, x0, top, x1, top + f, r->fixed_total / 1e6, (x0 + x1) / 2, top + f / 2);
+}
+
 static int fig_allocator(const struct report_data *d, const char *dir, char **cause)
 {
 	const struct report_run *all[ZS_NSCHEMES + 1], *r[ZS_NSCHEMES + 1];
@@ -750,6 +773,14 @@ static int fig_allocator(const struct report_data *d, const char *dir, char **ca
 			              i ? report_phase_name(r[j]->phase[i]) : "start");
 		}
 		zs_buf_printf(&dat, "%zu %.9g %.9g end\n", r[j]->ntimeline, al, re);
+		if (r[j]->has_fixed) {
+			zs_buf_printf(&dat, "# fixed costs outside the allocator (theory.json's allocator.device_overhead), "
+			              "bytes: total %.0f", r[j]->fixed_total);
+			fixed_part(&dat, "cuda_context", r[j]->fixed_context);
+			fixed_part(&dat, "cublas_workspace", r[j]->fixed_cublas);
+			fixed_part(&dat, "nccl", r[j]->fixed_nccl);
+			zs_buf_printf(&dat, "\n");
+		}
 		if (a != NULL)
 			cuda_alloc_destroy(a);
 		free(why);
@@ -765,11 +796,22 @@ static int fig_allocator(const struct report_data *d, const char *dir, char **ca
 	panels_open(&gp, name, n);
 	zs_buf_printf(&gp, "  title \"Allocated and reserved of rank 0 through one step, N = %u (PyTorch %s's "
 	              "caching allocator replayed)\"\n", r[0]->world, CUDA_ALLOC_TORCH_RELEASE);
+	int fixed = 0; /* a panel before set the y range for its bar */
 	for (int j = 0; j < n; j++) {
 		const int layer = r[j]->unit == ZS_UNIT_LAYER && main_unit(d) == ZS_UNIT_MODEL;
-		zs_buf_printf(&gp, "# %s%s\nunset arrow\nunset label\nunset object\nset xrange [0:%zu]\n",
-		              scheme_title[r[j]->scheme], layer ? ", unit=layer" : "", r[j]->ntimeline);
-		ytics(&gp, tops[j]);
+		if (r[j]->has_fixed) {
+			zs_buf_printf(&gp, "# %s%s\nunset arrow\nunset label\nunset object\nset xrange [0:%.9g]\n",
+			              scheme_title[r[j]->scheme], layer ? ", unit=layer" : "", (double)r[j]->ntimeline * 1.18);
+			fixed_bar(&gp, r[j], d->params, tops[j]);
+			zs_buf_printf(&gp, "set yrange [0:%.9g]\n", (tops[j] + r[j]->fixed_total / d->params) * 1.05);
+			ytics(&gp, tops[j] + r[j]->fixed_total / d->params);
+			fixed = 1;
+		} else {
+			zs_buf_printf(&gp, "# %s%s\nunset arrow\nunset label\nunset object\nset xrange [0:%zu]\n%s",
+			              scheme_title[r[j]->scheme], layer ? ", unit=layer" : "", r[j]->ntimeline,
+			              fixed ? "set yrange [0:*]\n" : "");
+			ytics(&gp, tops[j]);
+		}
 		if (j == 0)
 			zs_buf_printf(&gp, "set label 'bytes per parameter, rank 0' "
 			              "at screen 0.02, screen 0.5 center rotate by 90\n");
@@ -780,7 +822,10 @@ static int fig_allocator(const struct report_data *d, const char *dir, char **ca
 			              "set label \"Replayed from the blocks live as the step began, on an empty cache "
 			              "(the run's own replay, in measured.json, carries the cache of earlier steps).\\n"
 			              "Reserved above allocated: the allocator's cache, held by the GPU and used by no "
-			              "tensor. " TL_SHADES "\" at screen 0.08, screen 0.035 left font small\n");
+			              "tensor. " TL_SHADES "%s\" at screen 0.08, screen %s left font small\n",
+			              r[j]->has_fixed ? "\\nBar at the right, to scale: the highest reserved (grey), then the "
+			              "fixed costs outside the allocator (theory.json's device\\\\_overhead)." : "",
+			              r[j]->has_fixed ? "0.05" : "0.035");
 		timeline_marks(&gp, r[j]);
 		zs_buf_printf(&gp, "plot '%s.dat' index %d using 1:2 with steps ls %d dt 1 title \"%s%s\\nallocated\", \\\n"
 		              "  '' index %d using 1:3 with steps ls %d dt 2 title 'reserved'\n",
@@ -1063,7 +1108,7 @@ static const char *const torch_colours[RT_NCLASSES] = {
 	[RT_PARAM] = "#0072B2", [RT_GRAD] = "#E69F00", [RT_ADAM] = "#009E73", [RT_ACT] = "#56B4E9",
 	[RT_SCRATCH] = "#999999", [RT_BWD] = "#F0E442", [RT_LOSS] = "#D55E00", [RT_TIED] = "#000000",
 	[RT_OPBYOP] = "#CC79A7", [RT_OPTIM] = "#882255", [RT_STEP] = "#44AA99", [RT_BUFFER] = "#DDCC77",
-	[RT_INPUT] = "#332288",
+	[RT_INPUT] = "#332288", [RT_DROPOUT] = "#661100",
 };
 
 int report_figures_torch(const struct report_torch *t, const char *dir, char **cause)

@@ -23,6 +23,7 @@ const char *const report_torch_class_title[RT_NCLASSES] = {
 	[RT_LOSS] = "the loss's buffers",
 	[RT_TIED] = "the tied head's held gradient",
 	[RT_OPBYOP] = "op-by-op GELU / RMSNorm",
+	[RT_DROPOUT] = "dropout's kept noise",
 	[RT_OPTIM] = "the optimizer's temporaries",
 	[RT_STEP] = "Adam's step counters",
 	[RT_BUFFER] = "the model's buffers",
@@ -62,6 +63,14 @@ static const char *const loss_ops[] = {
 	"_log_softmax_backward_data", NULL,
 };
 
+/* Dropout on the CPU (util/autograd.c's dropout(), after
+ * aten/src/ATen/native/Dropout.cpp's _dropout_impl): the noise tensor of
+ * the input's dtype MulBackward0 keeps for backward (p = 1: a 0-dim
+ * zeros). Its output (`mul (dropout)`) is the activation the next op
+ * keeps, as a fused dropout's; its backward's product is a gradient in
+ * flight. */
+static const char *const dropout_ops[] = {"empty_like (dropout noise)", "zeros (dropout p = 1)", NULL};
+
 /* Whether a temporary is one of an op-by-op activation's or norm's
  * intermediates: GPT-2's gelu_new runs in c_fc's module after its addmm
  * (everything there but the addmm, its backward's products and the
@@ -96,6 +105,8 @@ enum report_torch_class report_torch_class(const char *role, const char *what, c
 		return RT_LOSS;
 	if (tied && strcmp(what, "mm (lm_head weight grad)") == 0)
 		return RT_TIED;
+	if (among(what, dropout_ops))
+		return RT_DROPOUT;
 	if (op_by_op(what, module))
 		return RT_OPBYOP;
 	return strcmp(made, "forward") == 0 ? RT_ACT : RT_BWD;
@@ -429,6 +440,26 @@ static void table(struct zs_buf *b, const struct report_torch_model *m)
 	zs_buf_printf(b, " \\\\\n\\hline\n\\end{tabular}\n\\end{center}\n");
 }
 
+/* Dropout's kept noise: the paper keeps no mask (docs/schedule.md). */
+static void dropout_item(struct zs_buf *b, const struct report_torch_model *m)
+{
+	int any = 0;
+	for (size_t k = 0; k < m->nruns; k++)
+		any |= m->runs[k].cls[RT_DROPOUT] > 0;
+	if (!any) {
+		zs_buf_printf(b, "\\item dropout: no noise of it is alive at the peak (the config's probabilities are 0 "
+		              "or its noise is freed by then);\n");
+		return;
+	}
+	zs_buf_printf(b, "\\item dropout, which the paper's schedule does not run (it keeps no mask): on the CPU "
+	              "\\texttt{\\_dropout\\_impl} (ATen's native/Dropout.cpp) keeps a noise tensor of the input's "
+	              "dtype and size for each dropout (MulBackward0's \\texttt{other}); its output is the activation "
+	              "the next op keeps, counted with the other activations below: ");
+	per_run(b, m, at_peak, RT_DROPOUT);
+	zs_buf_printf(b, " (CUDA's fused \\texttt{native\\_dropout} would keep a bool mask, 1 byte an element; "
+	              "docs/schedule.md, ``Dropout'');\n");
+}
+
 /* "single-tensor", "foreach", "fused" */
 static const char *adam_name(const struct report_torch_run *r)
 {
@@ -479,7 +510,9 @@ static void departures(struct zs_buf *b, const struct report_torch_model *m)
 	zs_buf_printf(b, "\\item %s written op by op (the intermediates a fused kernel would not keep): ",
 	              strstr(m->name, "llama") != NULL ? "RMSNorm" : "GELU (\\texttt{gelu\\_new})");
 	per_run(b, m, at_peak, RT_OPBYOP);
-	zs_buf_printf(b, ";\n\\item the other activations kept for backward, against the paper's ");
+	zs_buf_printf(b, ";\n");
+	dropout_item(b, m);
+	zs_buf_printf(b, "\\item the other activations kept for backward, against the paper's ");
 	bytes(b, m->paper_cls[RT_ACT]);
 	zs_buf_printf(b, ": ");
 	per_run(b, m, at_peak, RT_ACT);

@@ -43,6 +43,7 @@ enum report_torch_class {
 	RT_LOSS,     /* the loss's buffers: log-softmax, its gradient, the labels */
 	RT_TIED,     /* the tied head's gradient held in autograd's input buffer */
 	RT_OPBYOP,   /* op-by-op GELU's or RMSNorm's intermediate tensors */
+	RT_DROPOUT,  /* dropout's noise autograd keeps (the CPU's _dropout_impl) */
 	RT_OPTIM,    /* the optimizer's temporaries */
 	RT_STEP,     /* Adam's step counters */
 	RT_BUFFER,   /* the model's registered buffers (causal mask, inv_freq) */
