@@ -750,6 +750,16 @@ done
 bad_theory "--model phi-3-mini-4k: the PyTorch step of a phi3 is not described yet" \
 	--framework torch --model "${srcdir:-.}/data/models/phi-3-mini-4k.json" --seq 16 --wrapper none --world 1 --precision fp32 --torch-device cpu \
 	--attn eager
+# measure refuses what the step cannot describe as theory does: bad usage
+# (exit 2), before anything runs (it exited 1 once the run had begun);
+# and the PyTorch step under --backend mpi, which runs its ranks in one
+# process.
+bad_measure "--model phi-3-mini-4k: the PyTorch step of a phi3 is not described yet" \
+	--framework torch --model "${srcdir:-.}/data/models/phi-3-mini-4k.json" --seq 16 --wrapper none --world 1 --precision fp32 --torch-device cpu \
+	--attn eager
+bad_measure "--optimizer: the PyTorch step describes Adam only" \
+	--framework torch --model "${srcdir:-.}/report/models/llama-tiny.json" --seq 16 --wrapper none --world 1 \
+	--torch-device cpu --attn eager --optimizer sgd
 # theory's --flash-attn is --attn sdpa under torch and deepspeed.
 bad_theory "--flash-attn is --attn sdpa, and --attn eager says otherwise: give one" \
 	--framework torch --model "$tiny" --attn eager --flash-attn --world 1

@@ -62,7 +62,7 @@ rm -f "$tmp/r.json"
 "$zerosim" measure --model "$tmp/gemma2-tiny.json" --seq 8 --framework torch --wrapper none --world 1 --steps 1 \
 	--out "$tmp/r.json" >/dev/null 2>"$tmp/err"
 rc=$?
-if [ "$rc" -ne 1 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/r.json" ] ||
+if [ "$rc" -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/r.json" ] ||
 	! grep -q "the PyTorch step of a gemma2 is not described yet" "$tmp/err"; then
 	fail "measure --wrapper none on a gemma2: exit $rc, $(cat "$tmp/err")"
 fi

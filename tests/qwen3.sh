@@ -58,12 +58,12 @@ sed 's/"qwen3"/"qwen3_moe"/' "$tmp/qwen3-tiny.json" >"$tmp/moe.json"
 expect_refused "\"model_type\" 'qwen3_moe' is not modelled (gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2)" \
 	"$tmp/moe.json" --seq 8
 # the plain PyTorch loop (--wrapper none) describes no qwen3 step yet: a
-# run-time refusal (exit 1) naming the family
+# usage refusal (exit 2, as theory) naming the family
 rm -f "$tmp/r.json"
 "$zerosim" measure --model "$tmp/qwen3-tiny.json" --seq 8 --framework torch --wrapper none --world 1 --steps 1 \
 	--out "$tmp/r.json" >/dev/null 2>"$tmp/err"
 rc=$?
-if [ "$rc" -ne 1 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/r.json" ] ||
+if [ "$rc" -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/r.json" ] ||
 	! grep -q "the PyTorch step of a qwen3 is not described yet" "$tmp/err"; then
 	fail "measure --wrapper none on a qwen3: exit $rc, $(cat "$tmp/err")"
 fi

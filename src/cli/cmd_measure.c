@@ -22,10 +22,13 @@
 #include "engine/mpi_job.h"
 #endif
 #include "engine/tfm.h"
+#include "util/ag_ddp.h"
+#include "util/autograd.h"
 #include "util/config.h"
 #include "util/cuda_alloc.h"
 #include "util/model.h"
 #include "util/schedule.h"
+#include "util/step.h"
 #include "util/util.h"
 
 static void usage(FILE *f)
@@ -364,6 +367,27 @@ static const struct zs_opt options[] = {
 	{NULL, 0, 0, ZS_OPT_END, NULL},
 };
 
+/* The PyTorch step (--wrapper none or ddp) of the run's transformer at
+ * its first micro-batch: what it cannot describe yet (a family, an
+ * option) is bad usage, refused before anything runs, as theory refuses
+ * it. 0, or -1 with *cause. */
+static int plain_step_check(const struct zs_config *c, char **cause)
+{
+	if (c->precision != ZS_FP32)
+		return zs_fail(cause, "--precision %s: the PyTorch step (--wrapper %s) is described in fp32 only yet "
+		               "(give --precision fp32)", zs_precision_name(c->precision), zs_wrapper_name(c->wrapper));
+	struct step_params p;
+	struct ag_options o;
+	struct ag_step s;
+	step_params_build(&p, &c->tfm->hf);
+	ag_options_from_config(&o, c, 1, c->tfm->seq);
+	int rc = ag_step_build_run(&s, &c->tfm->hf, &p, &o, c, 1, cause);
+	if (rc == 0)
+		ag_step_free(&s);
+	step_params_free(&p);
+	return rc < 0 ? -1 : 0;
+}
+
 int zs_cmd_measure(int argc, char **argv)
 {
 	struct zs_config c;
@@ -502,6 +526,13 @@ int zs_cmd_measure(int argc, char **argv)
 		goto fail;
 	if (zs_wrapper_step(&c) && c.tfm != NULL && c.tfm->recompute != ZS_RECOMPUTE_NONE) {
 		cause = zs_asprintf("--recompute %s: the plain loop's PyTorch step keeps what autograd keeps (activation checkpointing is not described yet); give --recompute none", zs_recompute_name(c.tfm->recompute));
+		goto fail;
+	}
+	if (zs_wrapper_step(&c) && c.tfm != NULL && plain_step_check(&c, &cause) != 0)
+		goto fail;
+	if (mpi && zs_wrapper_step(&c)) {
+		zs_fail(&cause, "--backend mpi: --wrapper %s runs its ranks in one process (the PyTorch step under MPI "
+		        "is not built yet); leave --backend out", zs_wrapper_name(c.wrapper));
 		goto fail;
 	}
 	/* DeepSpeed's ZeRO-3 gathers per nn.Module; a full recompute re-runs a
