@@ -1612,7 +1612,7 @@ END_TEST
 static const char plain_json[] =
 	"{\"format\":\"zerosim-theory/1\",\"config\":{\"seq\":4,\"batch\":1,\"torch_version\":\"1.13\","
 	"\"torch_device\":\"cpu\",\"optimizer_impl\":\"single\",\"zero_grad\":\"zeros\",\"attn\":\"eager\","
-	"\"wrapper\":\"none\",\"model\":{\"name\":\"m\",\"tie_word_embeddings\":true}},"
+	"\"wrapper\":\"none\",\"model\":{\"name\":\"m\",\"model_type\":\"gpt2\",\"tie_word_embeddings\":true}},"
 	"\"rows\":[{\"schedule\":{\"resident_bytes\":100,\"resident_breakdown\":{\"param32\":40,\"grad32\":20,"
 	"\"adam_m\":20,\"adam_v\":20},\"peak_bytes\":%d,\"phase_peak_bytes\":{\"setup\":100,\"forward\":150,"
 	"\"backward\":170,\"optimizer\":130},\"binding_phase\":\"backward\",\"peak_live\":{"
@@ -1669,6 +1669,19 @@ START_TEST(test_torch_plain_loop_is_read_by_class_and_checked)
 	j = cJSON_Parse(buf);
 	ck_assert_int_eq(report_torch_add(&t, j, "p.json", &cause), -1);
 	ck_assert_ptr_nonnull(strstr(cause, "peak_live.backward sums to 170 bytes, not the peak's 171"));
+	free(cause);
+	cause = NULL;
+	cJSON_Delete(j);
+	report_torch_free(&t);
+	/* a schedule without the optimizer step's peak (it printed -1 B) */
+	snprintf(buf, sizeof buf, plain_json, 170);
+	char *o = strstr(buf, ",\"optimizer\":130");
+	ck_assert_ptr_nonnull(o);
+	memmove(o, o + strlen(",\"optimizer\":130"), strlen(o + strlen(",\"optimizer\":130")) + 1);
+	j = cJSON_Parse(buf);
+	ck_assert_ptr_nonnull(j);
+	ck_assert_int_eq(report_torch_add(&t, j, "p.json", &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "no phase_peak_bytes.optimizer"));
 	free(cause);
 	cJSON_Delete(j);
 	report_torch_free(&t);

@@ -200,6 +200,7 @@ static int read_run(struct report_torch_run *r, const cJSON *theory, const char 
 
 	r->path = path;
 	if (str_of(model, "name", path, r->name, sizeof r->name, cause) < 0 ||
+	    str_of(model, "model_type", path, r->model_type, sizeof r->model_type, cause) < 0 ||
 	    str_of(cfg, "torch_version", path, r->version, sizeof r->version, cause) < 0 ||
 	    str_of(cfg, "zero_grad", path, r->zero_grad, sizeof r->zero_grad, cause) < 0 ||
 	    str_of(cfg, "optimizer_impl", path, r->optim_impl, sizeof r->optim_impl, cause) < 0 ||
@@ -232,6 +233,9 @@ static int read_run(struct report_torch_run *r, const cJSON *theory, const char 
 	}
 	if (r->binding < 0)
 		return zs_fail(cause, "%s: binding_phase %s is not forward, backward or the optimizer", path, bind);
+	for (int p = 0; p < RT_NPHASES; p++)
+		if (r->phase_peak[p] < 0)
+			return zs_fail(cause, "%s: the plain loop's schedule has no phase_peak_bytes.%s", path, phase_key[p]);
 	if (groups(cJSON_GetObjectItemCaseSensitive(live, bind), path, r->tied, r->cls, &sum, cause) < 0)
 		return -1;
 	if (sum != r->peak)
@@ -352,9 +356,28 @@ static void bytes(struct zs_buf *b, double v)
 	zs_buf_printf(b, "~B");
 }
 
-static const char *version_name(const struct report_torch_run *r, char *buf, size_t n)
+const char *report_torch_label(const struct report_torch_model *m, size_t k, char *buf, size_t n)
 {
-	snprintf(buf, n, "PyTorch %s", r->version);
+	const struct report_torch_run *r = &m->runs[k];
+	int zg = 0, oi = 0, at = 0;
+	for (size_t j = 0; j < m->nruns; j++) {
+		const struct report_torch_run *o = &m->runs[j];
+		if (j == k || strcmp(o->version, r->version) != 0)
+			continue;
+		zg |= strcmp(o->zero_grad, r->zero_grad) != 0;
+		oi |= strcmp(o->optim_impl, r->optim_impl) != 0;
+		at |= strcmp(o->attn, r->attn) != 0;
+	}
+	snprintf(buf, n, "%s%s%s%s%s%s%s", r->version, zg ? ", " : "",
+	         zg ? (strcmp(r->zero_grad, "none") == 0 ? "set_to_none" : "zeros") : "", oi ? ", " : "",
+	         oi ? r->optim_impl : "", at ? ", " : "", at ? r->attn : "");
+	return buf;
+}
+
+static const char *version_name(const struct report_torch_model *m, size_t k, char *buf, size_t n)
+{
+	char l[64];
+	snprintf(buf, n, "PyTorch %s", report_torch_label(m, k, l, sizeof l));
 	return buf;
 }
 
@@ -384,7 +407,8 @@ static void per_run(struct zs_buf *b, const struct report_torch_model *m, const 
 		return;
 	}
 	for (size_t k = 0; k < m->nruns; k++) {
-		zs_buf_printf(b, "%s%s ", k ? "; " : "", m->runs[k].version);
+		char l[64];
+		zs_buf_printf(b, "%s%s ", k ? "; " : "", report_torch_label(m, k, l, sizeof l));
 		bytes(b, pick(&m->runs[k])[c]);
 	}
 }
@@ -401,7 +425,7 @@ static void table(struct zs_buf *b, const struct report_torch_model *m)
 	report_buf_tex(b, m->name);
 	zs_buf_printf(b, "}, bytes at the peak & paper");
 	for (size_t k = 0; k < m->nruns; k++)
-		zs_buf_printf(b, " & %s", version_name(&m->runs[k], v, sizeof v));
+		zs_buf_printf(b, " & %s", version_name(m, k, v, sizeof v));
 	zs_buf_printf(b, " \\\\\n\\hline\n");
 	for (int c = 0; c < RT_NCLASSES; c++) {
 		int any = m->paper_cls[c] > 0;
@@ -508,7 +532,7 @@ static void departures(struct zs_buf *b, const struct report_torch_model *m)
 		zs_buf_printf(b, ";\n");
 	}
 	zs_buf_printf(b, "\\item %s written op by op (the intermediates a fused kernel would not keep): ",
-	              strstr(m->name, "llama") != NULL ? "RMSNorm" : "GELU (\\texttt{gelu\\_new})");
+	              strcmp(m->runs[0].model_type, "gpt2") != 0 ? "RMSNorm" : "GELU (\\texttt{gelu\\_new})");
 	per_run(b, m, at_peak, RT_OPBYOP);
 	zs_buf_printf(b, ";\n");
 	dropout_item(b, m);
@@ -523,7 +547,8 @@ static void departures(struct zs_buf *b, const struct report_torch_model *m)
 	zs_buf_printf(b, ";\n\\item the model's buffers, Adam's step counters and the batch, which the paper "
 	              "leaves out: ");
 	for (size_t k = 0; k < m->nruns; k++) {
-		zs_buf_printf(b, "%s%s ", k ? "; " : "", m->runs[k].version);
+		char l[64];
+		zs_buf_printf(b, "%s%s ", k ? "; " : "", report_torch_label(m, k, l, sizeof l));
 		bytes(b, m->runs[k].cls[RT_BUFFER]);
 		zs_buf_printf(b, ", ");
 		bytes(b, m->runs[k].cls[RT_STEP]);
@@ -534,7 +559,8 @@ static void departures(struct zs_buf *b, const struct report_torch_model *m)
 	              "step (its most beside it):");
 	for (size_t k = 0; k < m->nruns; k++) {
 		const struct report_torch_run *r = &m->runs[k];
-		zs_buf_printf(b, "%s %s (%s Adam) ", k ? ";" : "", r->version, adam_name(r));
+		char l[64];
+		zs_buf_printf(b, "%s %s (%s Adam) ", k ? ";" : "", report_torch_label(m, k, l, sizeof l), adam_name(r));
 		bytes(b, r->opt_cls[RT_OPTIM]);
 		zs_buf_printf(b, " (");
 		bytes(b, r->phase_peak[RT_OPTIMIZER]);
@@ -563,6 +589,17 @@ static void departures(struct zs_buf *b, const struct report_torch_model *m)
 	zs_buf_printf(b, "\\end{itemize}\n");
 }
 
+/* The attention the runs follow: "eager attention" when every run's is
+ * eager, else each run's as its text names it. */
+static const char *attention(const struct report_torch *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		for (size_t k = 0; k < t->models[i].nruns; k++)
+			if (strcmp(t->models[i].runs[k].attn, "eager") != 0)
+				return "eager attention or SDPA, as each run names it";
+	return "eager attention";
+}
+
 static int write_tex(const struct report_torch *t, const char *out, char **cause)
 {
 	struct zs_buf b = {0};
@@ -573,12 +610,12 @@ static int write_tex(const struct report_torch *t, const char *out, char **cause
 		"(\\texttt{--framework torch --wrapper none}) is what a user's eager PyTorch allocates training Hugging "
 		"Face's modeling code on one rank in fp32, op by op: autograd's saved tensors, the loss, the tied "
 		"head, \\texttt{torch.optim.Adam} and \\texttt{zero\\_grad} as each release does them (CPU variant, "
-		"eager attention; docs/schedule.md, ``The PyTorch step''). That step, allocation by allocation, is the "
+		"%s; docs/schedule.md, ``The PyTorch step''). That step, allocation by allocation, is the "
 		"one \\texttt{tests/hf\\_torch.sh} holds equal to the byte to real PyTorch's own allocator "
 		"(PyTorch 1.13 in \\texttt{make check}, on the issue's tiny GPT-2 and Llama; 2.6 in \\texttt{make "
-		"check-torch-ref}); no PyTorch runs here. Below, each side's peak is broken down by what is alive "
+		"check-torch26}); no PyTorch runs here. Below, each side's peak is broken down by what is alive "
 		"there, read from the theory files (\\texttt{schedule.peak\\_live}: the live tensors grouped by the op "
-		"that made them); the figure after the tables (fig11) draws the same.\n");
+		"that made them); the figure after the tables (fig11) draws the same.\n", attention(t));
 	for (size_t i = 0; i < t->n; i++) {
 		table(&b, &t->models[i]);
 		departures(&b, &t->models[i]);

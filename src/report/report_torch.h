@@ -63,7 +63,7 @@ enum { RT_FORWARD, RT_BACKWARD, RT_OPTIMIZER, RT_NPHASES };
 /* One plain loop's run. Bytes are the one rank's. */
 struct report_torch_run {
 	const char *path;
-	char name[64], version[8], zero_grad[8], optim_impl[16], attn[8], device[8];
+	char name[64], model_type[32], version[8], zero_grad[8], optim_impl[16], attn[8], device[8];
 	int tied;
 	double seq, batch;
 	double resident, peak;
@@ -125,5 +125,10 @@ void report_torch_free(struct report_torch *t);
 /* Write torch.tex into `out` and fig11's script and data into `figdir`,
  * or remove them when t holds no model. */
 int report_torch_write(const struct report_torch *t, const char *out, const char *figdir, char **cause);
+
+/* Run k of model m as the table, the text and fig11 name it: "2.6", or,
+ * where another run of the model follows the same release, the release
+ * with the settings that tell them apart ("2.6, set_to_none, sdpa"). */
+const char *report_torch_label(const struct report_torch_model *m, size_t k, char *buf, size_t n);
 
 #endif
