@@ -595,13 +595,7 @@ static cJSON *hf_config(const struct zs_tfm_run *tr)
 		cJSON_AddItemToObject(o, "rope_theta", cJSON_CreateNumber(short_float(tr->dims.rope_theta)));
 	/* the dropout probabilities the plain PyTorch loop runs with (GPT2Config's
 	 * default is 0.1: a case says what its run had) */
-	if (gpt2) {
-		cJSON_AddItemToObject(o, "embd_pdrop", cJSON_CreateNumber(m->embd_pdrop));
-		cJSON_AddItemToObject(o, "attn_pdrop", cJSON_CreateNumber(m->attn_pdrop));
-		cJSON_AddItemToObject(o, "resid_pdrop", cJSON_CreateNumber(m->resid_pdrop));
-	} else {
-		cJSON_AddItemToObject(o, "attention_dropout", cJSON_CreateNumber(m->attn_pdrop));
-	}
+	zs_model_dropout_json(o, m);
 	/* the row nn.Embedding's padding_idx holds; phi3's default is a row,
 	 * so a phi3 case names none as null */
 	/* gemma2's attention scalar, soft-caps (null: none) and window, as read */

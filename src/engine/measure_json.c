@@ -41,7 +41,9 @@ static void shape(cJSON *o, const struct zs_config *c)
 		return;
 	}
 	cJSON_AddNullToObject(o, "layers");
-	zs_model_json(o, &c->tfm->hf);
+	cJSON *mo = zs_model_json(o, &c->tfm->hf);
+	if (zs_wrapper_step(c)) /* the PyTorch step's dropout (zerosim's own step has none) */
+		zs_model_dropout_json(mo, &c->tfm->hf);
 	zs_json_add_number(o, "seq", (double)c->tfm->seq);
 	cJSON_AddStringToObject(o, "recompute", zs_recompute_name(c->tfm->recompute));
 }

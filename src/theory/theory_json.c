@@ -325,10 +325,12 @@ static void row_json(cJSON *rows, const struct theory_request *req, const struct
 		theory_framework_row_json(o, req, r->scheme, r->unit, r->world);
 }
 
-static void model_json(cJSON *cfg, const struct zs_model *m, const struct step_params *p)
+static void model_json(cJSON *cfg, const struct zs_model *m, const struct step_params *p, int torch_step)
 {
 	struct theory_units u;
 	cJSON *o = zs_model_json(cfg, m);
+	if (torch_step) /* the PyTorch step's dropout (zerosim's own step has none) */
+		zs_model_dropout_json(o, m);
 
 	theory_units_of(p, &u);
 	cJSON *units = cJSON_AddObjectToObject(o, "units");
@@ -385,7 +387,7 @@ static void config_json(cJSON *root, const struct theory_request *req)
 	num_or_null(cfg, "reserve_bytes", req->device_mem > 0, req->reserve);
 	/* A transformer's shape and activation options; null for the others. */
 	if (model) {
-		model_json(cfg, req->model, &req->desc->params);
+		model_json(cfg, req->model, &req->desc->params, zs_wrapper_step(req->config));
 		num(cfg, "seq", (double)req->act.seq);
 		cJSON_AddStringToObject(cfg, "recompute", zs_recompute_name(req->act.recompute));
 		cJSON_AddBoolToObject(cfg, "flash_attn", req->act.flash);

@@ -42,6 +42,17 @@ cJSON *zs_model_json(cJSON *parent, const struct zs_model *m)
 	return o;
 }
 
+void zs_model_dropout_json(cJSON *o, const struct zs_model *m)
+{
+	if (m->family == ZS_FAMILY_GPT2) {
+		zs_json_add_number(o, "embd_pdrop", m->embd_pdrop);
+		zs_json_add_number(o, "attn_pdrop", m->attn_pdrop);
+		zs_json_add_number(o, "resid_pdrop", m->resid_pdrop);
+	} else {
+		zs_json_add_number(o, "attention_dropout", m->attn_pdrop);
+	}
+}
+
 /* A whole-number key of a family, read into one field of the shape.
  * An optional key may be absent or null (the field is then 0 and gets
  * its default). */

@@ -143,5 +143,9 @@ const char *zs_family_name(enum zs_family f);
  * parent's "model", {"name", "model_type", "family", "hidden_size", ...,
  * "tie_word_embeddings"}, returned for the keys a writer adds after. */
 cJSON *zs_model_json(cJSON *parent, const struct zs_model *m);
+/* The dropout probabilities the plain PyTorch loop trains with, into the
+ * model's object o as its config names them (gpt2: embd_pdrop, attn_pdrop,
+ * resid_pdrop; the llama family: attention_dropout). */
+void zs_model_dropout_json(cJSON *o, const struct zs_model *m);
 
 #endif
