@@ -177,7 +177,9 @@ static int write_outputs(const struct report_options *o, const struct report_dat
 	if (rc == 0)
 		rc = report_tfm_write(t, o->out, figdir, cause);
 	if (rc == 0)
-		rc = report_torch_write(pt, o->out, figdir, cause);
+		rc = report_torch_write(pt, o->out, cause);
+	if (rc == 0)
+		rc = report_figures_torch(pt, figdir, cause);
 	free(figdir);
 	return rc;
 }

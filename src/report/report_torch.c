@@ -9,7 +9,6 @@
 
 #include "report/report_buf.h"
 #include "report/report_data.h"
-#include "report/report_figures.h"
 #include "util/buf.h"
 #include "util/util.h"
 
@@ -633,15 +632,13 @@ static int write_tex(const struct report_torch *t, const char *out, char **cause
 	return rc;
 }
 
-int report_torch_write(const struct report_torch *t, const char *out, const char *figdir, char **cause)
+int report_torch_write(const struct report_torch *t, const char *out, char **cause)
 {
 	if (t->n == 0) {
 		char *path = zs_asprintf("%s/%s", out, REPORT_TORCH_TEX);
 		remove(path);
 		free(path);
-		return report_figures_torch(t, figdir, cause);
+		return 0;
 	}
-	if (write_tex(t, out, cause) < 0)
-		return -1;
-	return report_figures_torch(t, figdir, cause);
+	return write_tex(t, out, cause);
 }

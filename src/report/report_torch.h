@@ -122,9 +122,9 @@ int report_torch_join(struct report_torch *t, const struct report_tfm *tf, char 
 
 void report_torch_free(struct report_torch *t);
 
-/* Write torch.tex into `out` and fig11's script and data into `figdir`,
- * or remove them when t holds no model. */
-int report_torch_write(const struct report_torch *t, const char *out, const char *figdir, char **cause);
+/* Write torch.tex into `out`, or remove it when t holds no model
+ * (fig11's script and data are report_figures_torch's). */
+int report_torch_write(const struct report_torch *t, const char *out, char **cause);
 
 /* Run k of model m as the table, the text and fig11 name it: "2.6", or,
  * where another run of the model follows the same release, the release
