@@ -59,6 +59,10 @@ EOF
 sed 's/"embd_pdrop": 0.0, "attn_pdrop": 0.0,/"embd_pdrop": 0.1, "attn_pdrop": 0.1,/; s/"resid_pdrop": 0.0/"resid_pdrop": 0.1/' \
 	"$tmp/tiny-gpt2.json" >"$tmp/tiny-gpt2-drop.json"
 sed 's/"attention_dropout": 0.0/"attention_dropout": 0.1/' "$tmp/tiny-llama.json" >"$tmp/tiny-llama-drop.json"
+# llama with as many k/v heads as heads (no grouped-query attention: 2.6's
+# CPU SDPA runs its flash kernel), 256 positions (seq 200 takes 64-row blocks)
+sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/; s/"max_position_embeddings": 64/"max_position_embeddings": 256/' \
+	"$tmp/tiny-llama.json" >"$tmp/tiny-llama-mha.json"
 
 # one PY MODEL ARGS...: runs hf_torch.py, the JSON in $tmp/out.json
 one() {
@@ -101,7 +105,8 @@ with tempfile.TemporaryDirectory() as t:
         else:
             plain = json.load(open(os.path.join(t, "t.json")))["rows"][0]["schedule"]["peak_bytes"]
 pl = f"{plain:,} | {plain / peak:.4f}" if plain is not None else f"- ({why}) | -"
-print(f"| {label} | {d['torch']} | {z.get('peak', 0):,} | {peak:,} | {z.get('ratio', '-')} | {pl} | "
+zp = f"{z['peak']:,}" if "peak" in z else "-"
+print(f"| {label} | {d['torch']} | {zp} | {peak:,} | {z.get('ratio', '-')} | {pl} | "
       f"{phase} ({after}) | {between:,} |")
 for k, v in a.get("named", {}).items():
     print(f"|   {k} | | | {v:,} | | | | | |")
@@ -152,6 +157,27 @@ EOF
 				row "$label (2.6${extra:+, $extra})" "$root/tmp/zs-hf/out.json" "$model"
 			done
 		fi
+	done
+	# SDPA (transformers' default under 2.x; 1.13 has none): 2.6 alone.
+	# llama's 2 k/v heads for 4 go to SDPA as enable_gqa, which the CPU
+	# runs in its math path (the plain loop refuses it by name).
+	[ -n "$root" ] || exit 0
+	mkdir -p "$root/tmp/zs-hf" && cp "$src/tests/hf_torch.py" "$tmp"/*.json "$root/tmp/zs-hf/" || exit 99
+	set -- \
+		"gpt2 tiny, sdpa" "--model $tmp/tiny-gpt2.json --attn sdpa" \
+		"llama tiny, kv = heads, sdpa" "--model $tmp/tiny-llama-mha.json --attn sdpa" \
+		"llama tiny, kv = heads, sdpa, seq 200 batch 1" "--model $tmp/tiny-llama-mha.json --attn sdpa --seq 200 --batch 1" \
+		"llama tiny, sdpa (enable_gqa)" "--model $tmp/tiny-llama.json --attn sdpa"
+	while [ $# -ge 2 ]; do
+		label=$1 args=$2
+		shift 2
+		model=$(echo "$args" | sed 's/^--model \([^ ]*\).*/\1/')
+		a26=$(echo "$args" | sed "s|$tmp/|/tmp/zs-hf/|")
+		for extra in "--zero-grad zeros" ""; do
+			# shellcheck disable=SC2086
+			one "unshare -m sh -c" "mount -t proc proc $root/proc && chroot $root python3 /tmp/zs-hf/hf_torch.py $a26 $extra --out /tmp/zs-hf/out.json"
+			row "$label (2.6${extra:+, $extra})" "$root/tmp/zs-hf/out.json" "$model"
+		done
 	done
 	exit 0
 fi
