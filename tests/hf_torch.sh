@@ -24,7 +24,8 @@
 # PyTorch's peak, zerosim's paper-level peak and the plain loop's (--wrapper
 # none, the PyTorch step summed; "-" with the reason where it is not
 # described yet) and each one's ratio, under the PyTorch 1.13 here and,
-# when tests/torch26_root.sh can make or find its Debian 13 root, 2.6.
+# when tests/torch26_root.sh can make or find its Debian 13 root, 2.6,
+# and there 2.6-only rows with --attn sdpa (1.13 has none).
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 disagreement, 99 hard error.
