@@ -2396,6 +2396,12 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * kernel takes no grouped heads, so SDPA runs its math path
 	 * (_scaled_dot_product_attention_math: repeat_interleave of k and v,
 	 * a T x T weights tensor kept), measured and not described yet */
+	/* masking_utils' sdpa_mask skips the mask (is_causal) only while the
+	 * sequence is shorter than a sliding window; past it a mask is given */
+	if (o->attn == ZS_ATTN_SDPA && m->sliding_window && o->seq >= m->sliding_window)
+		return refuse(cause, "--attn sdpa: --seq %llu reaches the sliding window (%llu): SDPA gets a mask, not "
+		              "described yet (give --attn eager)", (unsigned long long)o->seq,
+		              (unsigned long long)m->sliding_window);
 	if (o->attn == ZS_ATTN_SDPA && m->family == ZS_FAMILY_LLAMA && m->kv_heads != m->heads)
 		return refuse(cause, "--attn sdpa: with %llu k/v heads for %llu heads (enable_gqa) the CPU's SDPA takes "
 		              "its math path, not described yet (give --attn eager)", (unsigned long long)m->kv_heads,
