@@ -18,8 +18,9 @@
 # ZS_AG_STEPS (default 1) sets the steps: 1 checks the forward and the
 # loss from the seed's weights; tests/ag_exec_train.sh runs 3 (the
 # backward and Adam too). ZS_AG_MODELS (default "gpt2 gpt2-untied") the
-# models among gpt2, gpt2-untied, llama, llama-tied (tests/ag_exec_llama.sh
-# the last two). A combination the step does not describe yet
+# models among gpt2, gpt2-untied, llama, llama-tied, llama-mha (4 k/v heads
+# for 4 heads: --attn sdpa only; tests/ag_exec_llama.sh the last three).
+# A combination the step does not describe yet
 # (util/autograd.c refuses it with one line) is said, not checked.
 #
 # Exit 0 pass, 1 mismatch, 99 hard error.
@@ -48,6 +49,8 @@ cat >"$tmp/llama.json" <<'EOF'
 EOF
 sed 's/}$/, "tie_word_embeddings": false}/' "$tmp/gpt2.json" >"$tmp/gpt2-untied.json"
 sed 's/"tie_word_embeddings": false/"tie_word_embeddings": true/' "$tmp/llama.json" >"$tmp/llama-tied.json"
+# llama with 4 k/v heads for 4 heads: its sdpa is the CPU's flash kernel
+sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$tmp/llama.json" >"$tmp/llama-mha.json"
 
 # The losses of a measured file, one a line.
 losses() {
@@ -63,8 +66,12 @@ for model in $models; do
 			[ "$impl.$version" = fused.1.13 ] && continue
 			for batch in 2 1; do
 			for attn in eager sdpa; do
-			# SDPA: 2.x only, described for gpt2 (the CPU's flash kernel)
-			case $attn.$version.$zg.$model in sdpa.2.6.none.gpt2*) ;; sdpa.*) continue ;; esac
+			# SDPA: 2.x only, described for gpt2 and llama with as many k/v
+			# heads as heads (the CPU's flash kernel); llama-mha for sdpa alone
+			case $attn.$version.$zg.$model in
+			sdpa.2.6.none.gpt2* | sdpa.2.6.*.llama-mha) ;;
+			sdpa.* | eager.*.*.llama-mha) continue ;;
+			esac
 			plain="--framework torch --wrapper none --torch-version $version --torch-device cpu --optimizer-impl $impl"
 			plain="$plain --zero-grad $zg --attn $attn"
 			common="--model $tmp/$model.json --world 1 --schemes dp --precision fp32 --batch $batch --steps $steps"

@@ -380,13 +380,25 @@ class LlamaAttention(nn.Module):
         cos, sin = position_embeddings
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
         p = self.attention_dropout if self.training else 0.0
-        key_states = repeat_kv(key_states, self.num_key_value_groups)
-        value_states = repeat_kv(value_states, self.num_key_value_groups)
         if self.sdpa:
-            # sdpa_attention.py: repeat_kv first, is_causal with no mask.
+            # integrations/sdpa_attention.py (transformers e2feb59b6212, 5.x):
+            # sdpa_attention_forward repeats k and v only when
+            # use_gqa_in_sdpa(mask, key) is False; on the CPU that is torch
+            # older than 2.5 or a mask given. The causal mask is None here
+            # (masking_utils' sdpa_mask skips it for is_causal without
+            # padding), so from 2.5 it passes enable_gqa=True and k, v as
+            # they are, with is_causal.
+            sdpa_kwargs = {}
+            if tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 5):
+                sdpa_kwargs = {"enable_gqa": True}
+            else:
+                key_states = repeat_kv(key_states, self.num_key_value_groups)
+                value_states = repeat_kv(value_states, self.num_key_value_groups)
             attn_output = F.scaled_dot_product_attention(query_states, key_states, value_states, dropout_p=p,
-                                                         scale=self.scaling, is_causal=True)
+                                                         scale=self.scaling, is_causal=True, **sdpa_kwargs)
         else:
+            key_states = repeat_kv(key_states, self.num_key_value_groups)
+            value_states = repeat_kv(value_states, self.num_key_value_groups)
             attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) * self.scaling
             if attention_mask is not None:
                 causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]

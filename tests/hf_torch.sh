@@ -26,8 +26,9 @@
 # PyTorch's peak, zerosim's paper-level peak and the plain loop's (--wrapper
 # none, the PyTorch step summed; "-" with the reason where it is not
 # described yet) and each one's ratio, under the PyTorch 1.13 here and,
-# when tests/torch26_root.sh can make or find its Debian 13 root, 2.6 (a
-# table: exit 0; `tests/hf_torch.sh torch26` is 2.6's check).
+# when tests/torch26_root.sh can make or find its Debian 13 root, 2.6,
+# and there 2.6-only rows with --attn sdpa (1.13 has none) (a table: exit
+# 0; `tests/hf_torch.sh torch26` is 2.6's check).
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 disagreement, 99 hard error.
@@ -62,6 +63,10 @@ EOF
 sed 's/"embd_pdrop": 0.0, "attn_pdrop": 0.0,/"embd_pdrop": 0.1, "attn_pdrop": 0.1,/; s/"resid_pdrop": 0.0/"resid_pdrop": 0.1/' \
 	"$tmp/tiny-gpt2.json" >"$tmp/tiny-gpt2-drop.json"
 sed 's/"attention_dropout": 0.0/"attention_dropout": 0.1/' "$tmp/tiny-llama.json" >"$tmp/tiny-llama-drop.json"
+# llama with as many k/v heads as heads (no grouped-query attention: 2.6's
+# CPU SDPA runs its flash kernel), 256 positions (seq 200 takes 64-row blocks)
+sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/; s/"max_position_embeddings": 64/"max_position_embeddings": 256/' \
+	"$tmp/tiny-llama.json" >"$tmp/tiny-llama-mha.json"
 
 # cmp.py OUT LABEL [MEASURE]: PyTorch's bytes in OUT (hf_torch.py's JSON,
 # zerosim's theory of the same case in its "zerosim") against zerosim's
@@ -150,7 +155,8 @@ with tempfile.TemporaryDirectory() as t:
         else:
             plain = json.load(open(os.path.join(t, "t.json")))["rows"][0]["schedule"]["peak_bytes"]
 pl = f"{plain:,} | {plain / peak:.4f}" if plain is not None else f"- ({why}) | -"
-print(f"| {label} | {d['torch']} | {z.get('peak', 0):,} | {peak:,} | {z.get('ratio', '-')} | {pl} | "
+zp = f"{z['peak']:,}" if "peak" in z else "-"
+print(f"| {label} | {d['torch']} | {zp} | {peak:,} | {z.get('ratio', '-')} | {pl} | "
       f"{phase} ({after}) | {between:,} |")
 for k, v in a.get("named", {}).items():
     print(f"|   {k} | | | {v:,} | | | | | |")
@@ -202,6 +208,27 @@ EOF
 			done
 		fi
 	done
+	# SDPA (transformers' default under 2.x; 1.13 has none): 2.6 alone.
+	# llama's 2 k/v heads for 4 go to SDPA as enable_gqa, which the CPU
+	# runs in its math path (the plain loop refuses it by name).
+	[ -n "$root" ] || exit 0
+	mkdir -p "$root/tmp/zs-hf" && cp "$src/tests/hf_torch.py" "$tmp"/*.json "$root/tmp/zs-hf/" || exit 99
+	set -- \
+		"gpt2 tiny, sdpa" "--model $tmp/tiny-gpt2.json --attn sdpa" \
+		"llama tiny, kv = heads, sdpa" "--model $tmp/tiny-llama-mha.json --attn sdpa" \
+		"llama tiny, kv = heads, sdpa, seq 200 batch 1" "--model $tmp/tiny-llama-mha.json --attn sdpa --seq 200 --batch 1" \
+		"llama tiny, sdpa (enable_gqa)" "--model $tmp/tiny-llama.json --attn sdpa"
+	while [ $# -ge 2 ]; do
+		label=$1 args=$2
+		shift 2
+		model=$(echo "$args" | sed 's/^--model \([^ ]*\).*/\1/')
+		a26=$(echo "$args" | sed "s|$tmp/|/tmp/zs-hf/|")
+		for extra in "--zero-grad zeros" ""; do
+			# shellcheck disable=SC2086
+			one "unshare -m sh -c" "mount -t proc proc $root/proc && chroot $root python3 /tmp/zs-hf/hf_torch.py $a26 $extra --out /tmp/zs-hf/out.json"
+			row "$label (2.6${extra:+, $extra})" "$root/tmp/zs-hf/out.json" "$model"
+		done
+	done
 	exit 0
 fi
 
@@ -209,7 +236,7 @@ fi
 # comparison above against PyTorch 2.6 in its Debian 13 root
 # (tests/torch26_root.sh makes it when absent), at 2.6's defaults and
 # beyond: zero_grad set_to_none and zeros, Adam single, foreach and fused,
-# SDPA, dropout, DDP N = 2 (USE_LIBUV=0: 2.6's gloo rendezvous). PyTorch
+# SDPA (gpt2; llama with as many k/v heads as heads), dropout, DDP N = 2 (USE_LIBUV=0: 2.6's gloo rendezvous). PyTorch
 # runs in the root (hf_torch.py alone: zerosim is this machine's binary),
 # zerosim's theory and measure here; equal to the byte or this fails.
 # Without a root: skip (77), a failure under ZS_REQUIRE_TORCH26=1.
@@ -233,6 +260,8 @@ if [ "${1:-}" = torch26 ]; then
 		"llama|tiny-llama|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
 		"llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
 		"llama-dropout|tiny-llama-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
+		"llama-mha-sdpa|tiny-llama-mha|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
+		"llama-mha-sdpa-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa" \
 		"ddp2-gpt2|tiny-gpt2|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
 		"ddp2-gpt2-zeros|tiny-gpt2|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
 		"ddp2-llama|tiny-llama|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \

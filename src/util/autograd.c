@@ -719,13 +719,18 @@ static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct
 	return grad_in_x_shape(b, dx, &go_);
 }
 
+/* The CPU flash kernel's saved set: q, k, v, the output and the logsumexp. */
+struct sdpa_saved {
+	T q, k, v, out, lse;
+};
+
 struct gpt2_block_saved {
 	struct ln_saved ln1, ln2;
 	struct conv_saved attn_in, attn_out, fc, proj;
 	T q, kt, divisor, attw, v;   /* the attention's saved set (attw: bmm's, the dropout's output) */
 	T sm;                        /* softmax's result (attw itself without dropout) */
 	T drop_attn, drop_resid, drop_mlp; /* the dropouts' noise kept (NO for p = 0) */
-	T sd_q, sd_k, sd_v, sd_out, sd_lse; /* --attn sdpa: the flash kernel's saved set */
+	struct sdpa_saved sd;        /* --attn sdpa: the flash kernel's saved set */
 	T half, c1, c2;             /* gelu_new's wrapped numbers kept: 0.5, 0.044715, sqrt(2/pi) */
 	T a, t, u, xfc;             /* 0.5·x, tanh(.), 1 + tanh(.), c_fc's output (kept by pow) */
 };
@@ -999,8 +1004,8 @@ static uint64_t flash_kvsplit(uint64_t rows)
 	return rows < 512 ? rows : 512;
 }
 
-/* transformers' sdpa_attention_forward for GPT-2 (is_causal, no mask, no
- * dropout), on the CPU: F.scaled_dot_product_attention dispatches to
+/* transformers' sdpa_attention_forward (is_causal, no mask, no dropout;
+ * GPT-2's, and Llama's with as many k/v heads as heads), on the CPU: F.scaled_dot_product_attention dispatches to
  * _scaled_dot_product_flash_attention_for_cpu (sdp_utils_cpp's
  * use_flash_attention_cpp), which makes its output [B, T, h, hd] (read as
  * [B, h, T, hd]: the caller's transpose(1, 2).contiguous() is then no
@@ -1009,7 +1014,7 @@ static uint64_t flash_kvsplit(uint64_t rows)
  * q, k, v, the output and the logsumexp (derivatives.yaml 2.6.0,
  * _scaled_dot_product_flash_attention_for_cpu) and no T×T matrix.
  * Returns the merged heads [B, T, d] (a view of the output). */
-static T gpt2_sdpa(struct bld *b, struct gpt2_block_saved *s, T q, T k, T v)
+static T sdpa_fwd(struct bld *b, struct sdpa_saved *s, T q, T k, T v)
 {
 	const struct ag_tensor q_ = b->s->tensor[q], *qt = &q_; /* a copy: the array grows */
 	uint64_t B = qt->shape[0], h = qt->shape[1], Tn = qt->shape[2], hd = qt->shape[3];
@@ -1025,7 +1030,7 @@ static T gpt2_sdpa(struct bld *b, struct gpt2_block_saved *s, T q, T k, T v)
 	ref(b, q);
 	ref(b, k);
 	ref(b, v);
-	s->sd_q = q, s->sd_k = k, s->sd_v = v, s->sd_out = ov, s->sd_lse = lse;
+	s->q = q, s->k = k, s->v = v, s->out = ov, s->lse = lse;
 	/* attn_output.permute(0, 2, 1, 3).contiguous() is the output's own
 	 * layout; .view(B, T, d) a view */
 	T merged = reshape(b, ost, 3, SH(B, Tn, h * hd));
@@ -1036,51 +1041,60 @@ static T gpt2_sdpa(struct bld *b, struct gpt2_block_saved *s, T q, T k, T v)
 /* Its backward from the merged heads' gradient dm (its holder taken),
  * read as [B, h, T, hd]: dq, dk and dv in the output's layout, the
  * kernel's per-thread workspace (2·qS·kvS floats) and row sums (qS
- * floats); the gradient, then q, k, v (qkv), the logsumexp and the output
- * let go; SplitBackward's cat of the three as [B, T, d] (views: no copy).
- * Returns qkv's gradient [B, T, 3d]. */
-static T gpt2_sdpa_bwd(struct bld *b, struct gpt2_block_saved *s, T dm)
+ * floats); the gradient, then q, k, v, the logsumexp and the output let
+ * go. gv[0..2]: dq, dk, dv as [B, h, T, hd] views over [B, T, h, hd]
+ * storage, each its storage's only holder. */
+static void sdpa_bwd(struct bld *b, struct sdpa_saved *s, T dm, T gv[3])
 {
-	const struct ag_tensor q_ = b->s->tensor[s->sd_q], *qt = &q_; /* a copy: the array grows */
+	const struct ag_tensor q_ = b->s->tensor[s->q], *qt = &q_; /* a copy: the array grows */
 	uint64_t B = qt->shape[0], h = qt->shape[1], Tn = qt->shape[2], hd = qt->shape[3], d = h * hd;
 	const int64_t *bthd = (const int64_t[]){ (int64_t)(Tn * d), (int64_t)hd, (int64_t)d, 1 };
 	T g = vw(b, dm, 4, SH(B, h, Tn, hd), bthd, 0);
-	T st_[3], gv_[3];
+	T st_[3];
 	static const char *what[3] = { "_scaled_dot_product_flash_attention_for_cpu_backward (dq)",
 		                       "_scaled_dot_product_flash_attention_for_cpu_backward (dk)",
 		                       "_scaled_dot_product_flash_attention_for_cpu_backward (dv)" };
 	for (int j = 0; j < 3; j++) {
 		st_[j] = TMP(what[j], AG_F32, B, Tn, h, hd);
-		gv_[j] = vw(b, st_[j], 4, SH(B, h, Tn, hd), bthd, 0);
+		gv[j] = vw(b, st_[j], 4, SH(B, h, Tn, hd), bthd, 0);
 	}
 	uint64_t qs = flash_qsplit(Tn), kvs = flash_kvsplit(Tn);
 	T ws = TMP("_scaled_dot_product_flash_attention_for_cpu_backward (workspace)", AG_F32, 1, 2 * qs * kvs);
 	T dsum = TMP("_scaled_dot_product_flash_attention_for_cpu_backward (row sums)", AG_F32, 1, qs);
 	struct ag_event *e = ev(b, AG_EV_OP);
 	e->op = AG_OP_SDPA_FLASH_BWD;
-	e->in[0] = g, e->in[1] = s->sd_q, e->in[2] = s->sd_k, e->in[3] = s->sd_v, e->in[4] = s->sd_lse;
-	e->out[0] = gv_[0], e->out[1] = gv_[1], e->out[2] = gv_[2];
+	e->in[0] = g, e->in[1] = s->q, e->in[2] = s->k, e->in[3] = s->v, e->in[4] = s->lse;
+	e->out[0] = gv[0], e->out[1] = gv[1], e->out[2] = gv[2];
 	e->arg[0] = 1.0 / sqrt((double)hd);
 	unref(b, dsum);
 	unref(b, ws);
 	unref(b, g);
 	unref(b, dm);
-	unref(b, s->sd_q);
-	unref(b, s->sd_k);
-	unref(b, s->sd_v);
-	unref(b, s->sd_lse);
-	unref(b, s->sd_out);
+	unref(b, s->q);
+	unref(b, s->k);
+	unref(b, s->v);
+	unref(b, s->lse);
+	unref(b, s->out);
+	for (int j = 0; j < 3; j++)
+		unref(b, st_[j]); /* the views hold them now */
+}
+
+/* GPT-2's: SplitBackward's cat of dq, dk, dv read as [B, T, d] (views: no
+ * copy). Returns qkv's gradient [B, T, 3d]. */
+static T gpt2_sdpa_bwd(struct bld *b, struct sdpa_saved *s, T dm)
+{
+	const struct ag_tensor q_ = b->s->tensor[s->q], *qt = &q_; /* a copy: the array grows */
+	uint64_t B = qt->shape[0], Tn = qt->shape[2], d = qt->shape[1] * qt->shape[3];
+	T gv[3], c[3];
+	sdpa_bwd(b, s, dm, gv);
 	T dqkv = TMP("cat (split backward)", AG_F32, B, Tn, 3 * d);
-	T c[3];
 	for (int j = 0; j < 3; j++) {
-		c[j] = reshape(b, st_[j], 3, SH(B, Tn, d));
-		unref(b, gv_[j]);
+		c[j] = reshape(b, gv[j], 3, SH(B, Tn, d));
+		unref(b, gv[j]);
 	}
 	op(b, AG_OP_CAT_LAST, c[0], c[1], c[2], dqkv, NO, NO);
-	for (int j = 0; j < 3; j++) {
+	for (int j = 0; j < 3; j++)
 		unref(b, c[j]);
-		unref(b, st_[j]);
-	}
 	return dqkv;
 }
 
@@ -1148,7 +1162,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 		 * (expand + reshape of permuted views: copies unless B = 1), kept by bmm */
 		T merged;
 		if (b->o->attn == ZS_ATTN_SDPA) {
-			merged = gpt2_sdpa(b, s, q, k, v);
+			merged = sdpa_fwd(b, &s->sd, q, k, v);
 		} else {
 			T qc = bmm_operand(b, q, "clone (matmul's copy of q)");
 			T kt = transpose_last2(b, k);
@@ -1356,7 +1370,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
 		T dqkv;
 		if (b->o->attn == ZS_ATTN_SDPA) {
-			dqkv = gpt2_sdpa_bwd(b, s, dm);
+			dqkv = gpt2_sdpa_bwd(b, &s->sd, dm);
 		} else {
 			/* CloneBackward, PermuteBackward: a permuted view of dm; then
 			 * UnsafeViewBackward, BmmBackward, SoftmaxBackward */
@@ -1736,6 +1750,7 @@ struct llama_layer_saved {
 	T qe, ktc, sc_w, attw, vr;   /* attention's saved: q_embed, k^T's copy, scaling's number, the weights
 	                              * bmm keeps (the dropout's output), v repeated */
 	T sm, drop_attn;             /* softmax's result; the dropout's noise (NO for p = 0) */
+	struct sdpa_saved sd;        /* --attn sdpa: the flash kernel's saved set */
 	T gate_o, silu_o, up_o;      /* the MLP's */
 };
 
@@ -1814,22 +1829,28 @@ static void llama_step(struct bld *b, struct model *M)
 	/* cache_position = arange(T); position_ids its unsqueeze */
 	T cp = TMP("arange (cache_position)", AG_I64, Tn);
 	op(b, AG_OP_ARANGE, NO, NO, NO, cp, NO, NO);
-	/* _update_causal_mask (eager): full(min), triu(1), *= arange > cp */
-	T full = TMP("full (causal mask)", AG_F32, Tn, Tn);
-	op(b, AG_OP_FILL, NO, NO, NO, full, NO, NO)->arg[0] = -3.4028234663852886e38;
-	T cm = TMP("triu (causal mask)", AG_F32, Tn, Tn);
-	op(b, AG_OP_CAUSAL_ADD_MASK, NO, NO, NO, cm, NO, NO)->arg[0] = -3.4028234663852886e38;
-	unref(b, full);
-	T ar = TMP("arange (mask)", AG_I64, Tn);
-	op(b, AG_OP_ARANGE, NO, NO, NO, ar, NO, NO);
-	T gt = TMP("gt (mask)", AG_BOOL, Tn, Tn);
-	op(b, AG_OP_TRIL_MASK, NO, NO, NO, gt, NO, NO);
-	unref(b, ar);
-	/* mul_ by a bool: TensorIterator's float copy of it for a moment */
-	T gf = TMP("mul_ (the bool as float)", AG_F32, Tn, Tn);
-	op(b, AG_OP_COPY, gt, NO, NO, gf, NO, NO);
-	unref(b, gf);
-	unref(b, gt);
+	/* _update_causal_mask (eager): full(min), triu(1), *= arange > cp;
+	 * under sdpa no mask (masking_utils' sdpa_mask skips it for is_causal
+	 * without padding: tests/hf_torch.py makes none) */
+	int sdpa = b->o->attn == ZS_ATTN_SDPA;
+	T cm = NO;
+	if (!sdpa) {
+		T full = TMP("full (causal mask)", AG_F32, Tn, Tn);
+		op(b, AG_OP_FILL, NO, NO, NO, full, NO, NO)->arg[0] = -3.4028234663852886e38;
+		cm = TMP("triu (causal mask)", AG_F32, Tn, Tn);
+		op(b, AG_OP_CAUSAL_ADD_MASK, NO, NO, NO, cm, NO, NO)->arg[0] = -3.4028234663852886e38;
+		unref(b, full);
+		T ar = TMP("arange (mask)", AG_I64, Tn);
+		op(b, AG_OP_ARANGE, NO, NO, NO, ar, NO, NO);
+		T gt = TMP("gt (mask)", AG_BOOL, Tn, Tn);
+		op(b, AG_OP_TRIL_MASK, NO, NO, NO, gt, NO, NO);
+		unref(b, ar);
+		/* mul_ by a bool: TensorIterator's float copy of it for a moment */
+		T gf = TMP("mul_ (the bool as float)", AG_F32, Tn, Tn);
+		op(b, AG_OP_COPY, gt, NO, NO, gf, NO, NO);
+		unref(b, gf);
+		unref(b, gt);
+	}
 	/* rotary_emb (under no_grad): cos, sin [1, T, hd] */
 	mark(b, "fwd:rotary_emb:start");
 	T pf = TMP("_to_copy (position_ids float)", AG_F32, 1, 1, Tn);
@@ -1887,65 +1908,80 @@ static void llama_step(struct bld *b, struct model *M)
 		T ke = rope(b, kt, cos4, sin4, &s->rk);
 		unref(b, qt);
 		unref(b, kt);
-		/* repeat_kv: expand and reshape, a copy */
-		T kr = TMP("clone (repeat_kv k)", AG_F32, B, h, Tn, hd);
-		T kx = expand_kv(b, ke, rep);
-		op(b, AG_OP_COPY, kx, NO, NO, kr, NO, NO);
-		unref(b, kx);
-		unref(b, ke);
-		T vr = TMP("clone (repeat_kv v)", AG_F32, B, h, Tn, hd);
-		T vx = expand_kv(b, vt, rep);
-		op(b, AG_OP_COPY, vx, NO, NO, vr, NO, NO);
-		unref(b, vx);
-		unref(b, vt);
-		/* matmul(q, k^T): k^T copied to [B·h, hd, T] */
-		T ktr = transpose_last2(b, kr);
-		T ktc = bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
-		unref(b, ktr);
-		/* matmul's views: q_embed (contiguous) as [B·h, T, hd] */
-		T qe3 = reshape(b, qe, 3, SH(B * h, Tn, hd));
-		unref(b, qe);
-		qe = qe3;
-		T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_BMM, qe, ktc, NO, sc, NO, NO);
-		T aw = scalar_op(b, AG_OP_MUL_SCALAR, "mul (scores * scaling)", sc, 1.0 / sqrt((double)hd), &s->sc_w);
-		unref(b, sc);
-		T am = TMP("add (causal mask)", AG_F32, B, h, Tn, Tn);
-		T cmv = vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
-		T aw4 = reshape(b, aw, 4, SH(B, h, Tn, Tn));
-		op(b, AG_OP_ADD, aw4, cmv, NO, am, NO, NO)->arg[0] = 1;
-		unref(b, aw4);
-		unref(b, cmv);
-		unref(b, aw);
-		T sm = TMP("_softmax", AG_F32, B, h, Tn, Tn);
-		op(b, AG_OP_SOFTMAX, am, NO, NO, sm, NO, NO);
-		unref(b, am);
-		ref(b, sm); /* softmax saves its result */
-		/* nn.functional.dropout(attn_weights, p=attention_dropout) */
-		T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
-		unref(b, sm); /* the name is rebound */
-		s->sm = sm;
-		/* the weights and v repeated (contiguous) as bmm takes them */
-		T sm3 = reshape(b, smd, 3, SH(B * h, Tn, Tn));
-		unref(b, smd);
-		sm = sm3;
-		T vr3 = reshape(b, vr, 3, SH(B * h, Tn, hd));
-		unref(b, vr);
-		vr = vr3;
-		T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
-		op(b, AG_OP_BMM, sm, vr, NO, ao, NO, NO);
-		/* the view's holder passes to bmm's node */
-		s->qe = qe, s->ktc = ktc, s->attw = sm, s->vr = vr;
-		T aot = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
-		                                                           (int64_t)(Tn * hd), 1 }, 0);
-		T ac = TMP("clone (transpose(1, 2).contiguous())", AG_F32, B, Tn, h * hd);
-		op(b, AG_OP_COPY, aot, NO, NO, ac, NO, NO);
-		unref(b, aot);
-		unref(b, ao);
+		T ac, kr = NO;
+		if (sdpa) {
+			/* integrations/sdpa_attention.py (transformers e2feb59b6212,
+			 * sdpa_attention_forward): no repeat_kv here (refused unless
+			 * kv = h: from 2.5 it passes enable_gqa, which the CPU runs
+			 * in the math path); the flash kernel's output [B, T, h, hd]
+			 * makes transpose(1, 2).contiguous() and reshape views */
+			ac = sdpa_fwd(b, &s->sd, qe, ke, vt);
+		} else {
+			/* repeat_kv: expand and reshape, a copy */
+			kr = TMP("clone (repeat_kv k)", AG_F32, B, h, Tn, hd);
+			T kx = expand_kv(b, ke, rep);
+			op(b, AG_OP_COPY, kx, NO, NO, kr, NO, NO);
+			unref(b, kx);
+			unref(b, ke);
+			T vr = TMP("clone (repeat_kv v)", AG_F32, B, h, Tn, hd);
+			T vx = expand_kv(b, vt, rep);
+			op(b, AG_OP_COPY, vx, NO, NO, vr, NO, NO);
+			unref(b, vx);
+			unref(b, vt);
+			/* matmul(q, k^T): k^T copied to [B·h, hd, T] */
+			T ktr = transpose_last2(b, kr);
+			T ktc = bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
+			unref(b, ktr);
+			/* matmul's views: q_embed (contiguous) as [B·h, T, hd] */
+			T qe3 = reshape(b, qe, 3, SH(B * h, Tn, hd));
+			unref(b, qe);
+			qe = qe3;
+			T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
+			op(b, AG_OP_BMM, qe, ktc, NO, sc, NO, NO);
+			T aw = scalar_op(b, AG_OP_MUL_SCALAR, "mul (scores * scaling)", sc, 1.0 / sqrt((double)hd), &s->sc_w);
+			unref(b, sc);
+			T am = TMP("add (causal mask)", AG_F32, B, h, Tn, Tn);
+			T cmv = vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
+			T aw4 = reshape(b, aw, 4, SH(B, h, Tn, Tn));
+			op(b, AG_OP_ADD, aw4, cmv, NO, am, NO, NO)->arg[0] = 1;
+			unref(b, aw4);
+			unref(b, cmv);
+			unref(b, aw);
+			T sm = TMP("_softmax", AG_F32, B, h, Tn, Tn);
+			op(b, AG_OP_SOFTMAX, am, NO, NO, sm, NO, NO);
+			unref(b, am);
+			ref(b, sm); /* softmax saves its result */
+			/* nn.functional.dropout(attn_weights, p=attention_dropout) */
+			T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
+			unref(b, sm); /* the name is rebound */
+			s->sm = sm;
+			/* the weights and v repeated (contiguous) as bmm takes them */
+			T sm3 = reshape(b, smd, 3, SH(B * h, Tn, Tn));
+			unref(b, smd);
+			sm = sm3;
+			T vr3 = reshape(b, vr, 3, SH(B * h, Tn, hd));
+			unref(b, vr);
+			vr = vr3;
+			T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
+			op(b, AG_OP_BMM, sm, vr, NO, ao, NO, NO);
+			/* the view's holder passes to bmm's node */
+			s->qe = qe, s->ktc = ktc, s->attw = sm, s->vr = vr;
+			T aot = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
+			                                                           (int64_t)(Tn * hd), 1 }, 0);
+			ac = TMP("clone (transpose(1, 2).contiguous())", AG_F32, B, Tn, h * hd);
+			op(b, AG_OP_COPY, aot, NO, NO, ac, NO, NO);
+			unref(b, aot);
+			unref(b, ao);
+		}
 		b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
 		T po = linear(b, ac, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &s->o);
 		unref(b, ac);
 		unref(b, kr); /* forward returns: key_states goes */
+		if (sdpa) { /* and the states sdpa keeps */
+			unref(b, qe);
+			unref(b, ke);
+			unref(b, vt);
+		}
 		b->module = -1;
 		T h2 = residual_add(b, residual, po, 0);
 		unref(b, x1);
@@ -2035,34 +2071,53 @@ static void llama_step(struct bld *b, struct model *M)
 		T dac = NO;
 		linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
 		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
-		T dvr;
-		T dam = attn_v_bwd(b, dac, s->attw, s->sm, s->drop_attn, s->vr, B, h, Tn, hd, &dvr);
-		/* AddBackward (+ mask) passes; MulBackward (* scaling) */
-		T cs_ = cast_scalar(b, s->sc_w);
-		T dsc = TMP("mul (scaling backward)", AG_F32, B * h, Tn, Tn);
-		op(b, AG_OP_MUL_SCALAR, dam, NO, NO, dsc, NO, NO)->arg[0] = 1.0 / sqrt((double)hd);
-		unref(b, cs_);
-		unref(b, dam);
-		unref(b, s->sc_w);
-		/* BmmBackward (q @ k^T) */
-		T dq, dkt;
-		qk_bwd(b, dsc, s->qe, s->ktc, B * h, Tn, hd, &dq, &dkt);
-		/* v's repeat_kv, then k's, then the ropes of k and q */
-		T dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd, 0);
-		T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd, 1);
-		T kbuf = NO, qbuf = NO;
-		rope_bwd(b, dkr, &s->rk, &kbuf);
-		T dq4 = reshape(b, dq, 4, SH(B, h, Tn, hd));
-		unref(b, dq);
-		rope_bwd(b, dq4, &s->rq, &qbuf);
+		T dv, kbuf = NO, qbuf = NO;
+		if (sdpa) {
+			/* the kernel's backward; the ropes of k and q on its
+			 * [B, T, h, hd]-laid grads (their slice_backward zeros make
+			 * the sums contiguous [B, h, T, hd] again) */
+			T gv[3];
+			sdpa_bwd(b, &s->sd, dac, gv);
+			dv = gv[2];
+			rope_bwd(b, gv[1], &s->rk, &kbuf);
+			rope_bwd(b, gv[0], &s->rq, &qbuf);
+		} else {
+			T dvr;
+			T dam = attn_v_bwd(b, dac, s->attw, s->sm, s->drop_attn, s->vr, B, h, Tn, hd, &dvr);
+			/* AddBackward (+ mask) passes; MulBackward (* scaling) */
+			T cs_ = cast_scalar(b, s->sc_w);
+			T dsc = TMP("mul (scaling backward)", AG_F32, B * h, Tn, Tn);
+			op(b, AG_OP_MUL_SCALAR, dam, NO, NO, dsc, NO, NO)->arg[0] = 1.0 / sqrt((double)hd);
+			unref(b, cs_);
+			unref(b, dam);
+			unref(b, s->sc_w);
+			/* BmmBackward (q @ k^T) */
+			T dq, dkt;
+			qk_bwd(b, dsc, s->qe, s->ktc, B * h, Tn, hd, &dq, &dkt);
+			/* v's repeat_kv, then k's, then the ropes of k and q */
+			dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd, 0);
+			T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd, 1);
+			rope_bwd(b, dkr, &s->rk, &kbuf);
+			T dq4 = reshape(b, dq, 4, SH(B, h, Tn, hd));
+			unref(b, dq);
+			rope_bwd(b, dq4, &s->rq, &qbuf);
+		}
 		/* each projection's view(B, T, n, hd).transpose(1, 2): the grad
-		 * reshaped back to [B, T, n·hd], a copy */
+		 * reshaped back to [B, T, n·hd], a copy; sdpa's dv lies as
+		 * [B, T, n, hd] already: a view */
 		T xbuf1 = NO;
 		T proj[3] = { dv, kbuf, qbuf };
 		struct lin_saved *ls[3] = { &s->v, &s->k, &s->q };
 		int part[3] = { 2, 1, 0 };
 		for (int j = 0; j < 3; j++) {
 			uint64_t n = j == 2 ? h : kv;
+			if (sdpa && j == 0) {
+				T c = reshape(b, dv, 3, SH(B, Tn, n * hd));
+				unref(b, dv);
+				linear_bwd(b, c, 1, ls[j], PP(M, b, part[j], "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
+				           &xbuf1);
+				continue;
+			}
 			T c = TMP("clone (heads' grad to [B, T, n hd])", AG_F32, B, Tn, n * hd);
 			/* TransposeBackward: the [B, n, T, hd] grad read as [B, T, n, hd] */
 			T pv = vw(b, proj[j], 4, SH(B, Tn, n, hd),
@@ -2337,9 +2392,24 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		return refuse(cause, "--optimizer-impl fused: PyTorch 1.13's fused Adam runs on CUDA only (give "
 		              "--torch-version 2.6)");
 
-	if (o->attn == ZS_ATTN_SDPA && (m->family != ZS_FAMILY_GPT2 || o->version == ZS_TORCH_1_13))
-		return refuse(cause, "--attn sdpa: the PyTorch step describes SDPA for gpt2 under 2.6 only yet (give --attn "
-		              "eager)");
+	if (o->attn == ZS_ATTN_SDPA && o->version == ZS_TORCH_1_13)
+		return refuse(cause, "--attn sdpa: PyTorch 1.13 has no scaled_dot_product_attention (give --attn eager, or "
+		              "--torch-version 2.6)");
+	/* transformers 5.x passes enable_gqa=True from torch 2.5 with no mask
+	 * (integrations/sdpa_attention.py, use_gqa_in_sdpa); 2.6's CPU flash
+	 * kernel takes no grouped heads, so SDPA runs its math path
+	 * (_scaled_dot_product_attention_math: repeat_interleave of k and v,
+	 * a T x T weights tensor kept), measured and not described yet */
+	/* masking_utils' sdpa_mask skips the mask (is_causal) only while the
+	 * sequence is shorter than a sliding window; past it a mask is given */
+	if (o->attn == ZS_ATTN_SDPA && m->sliding_window && o->seq >= m->sliding_window)
+		return refuse(cause, "--attn sdpa: --seq %llu reaches the sliding window (%llu): SDPA gets a mask, not "
+		              "described yet (give --attn eager)", (unsigned long long)o->seq,
+		              (unsigned long long)m->sliding_window);
+	if (o->attn == ZS_ATTN_SDPA && m->family == ZS_FAMILY_LLAMA && m->kv_heads != m->heads)
+		return refuse(cause, "--attn sdpa: with %llu k/v heads for %llu heads (enable_gqa) the CPU's SDPA takes "
+		              "its math path, not described yet (give --attn eager)", (unsigned long long)m->kv_heads,
+		              (unsigned long long)m->heads);
 	if (o->attn == ZS_ATTN_SDPA && m->attn_pdrop > 0)
 		return refuse(cause, "--attn sdpa: with attention dropout (attn_pdrop %g) SDPA takes its math path, not "
 		              "described yet (give --attn eager, or attn_pdrop 0)", m->attn_pdrop);
