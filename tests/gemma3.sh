@@ -81,6 +81,9 @@ expect_refused '"rope_scaling" is {"rope_type":"linear","factor":8}' "$tmp/scale
 sed 's/}$/, "layer_types": ["full_attention", "sliding_attention", "full_attention"]}/' \
 	"$tmp/gemma3-nopattern.json" >"$tmp/types2.json"
 expect_refused '"layer_types" is not one global layer in every' "$tmp/types2.json" --seq 8
+sed 's/}$/, "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1000000.0}}}/' \
+	"$tmp/gemma3-tiny.json" >"$tmp/ropep.json"
+expect_refused '"rope_parameters" is {"full_attention"' "$tmp/ropep.json" --seq 8
 sed 's/}$/, "attention_bias": true}/' "$tmp/gemma3-tiny.json" >"$tmp/bias.json"
 expect_refused '"attention_bias": biases in the attention projections are not modelled' "$tmp/bias.json" --seq 8
 # the plain PyTorch loop (--wrapper none) describes no gemma3_text step yet

@@ -171,6 +171,10 @@ static const struct {
 	/* Gemma2Config's use_bidirectional_attention (at 008e5743): no causal mask */
 	{ ZS_FAMILY_LLAMA, 1, "use_bidirectional_attention", { "null", "false" } },
 	{ ZS_FAMILY_LLAMA, -1, "rope_scaling", { "null", NULL } },
+	/* transformers 5.x's per-layer-type rotary settings (Gemma3TextConfig
+	 * at 0018aa64: rope_parameters by layer type); the engine reads
+	 * rope_theta and rope_local_base_freq, 4.x's keys, only */
+	{ ZS_FAMILY_LLAMA, 1, "rope_parameters", { "null", NULL } },
 	/* newer Phi3Configs rotate only this fraction of each head (Phi-4-mini:
 	 * 0.75); the kernels rotate all of it */
 	{ ZS_FAMILY_LLAMA, -1, "partial_rotary_factor", { "1", NULL } },
