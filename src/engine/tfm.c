@@ -224,7 +224,12 @@ static void norm_backward(float *dx, float *dw, float *db, const float *dout, co
 }
 
 /* Gemma2Model's normalizer: hidden_size ** 0.5 as a tensor of the
- * embeddings' dtype (fp32 here), the embedding multiplied by it. */
+ * embeddings' dtype (fp32 here), the embedding multiplied by it.
+ * Gemma3TextScaledWordEmbedding's (modeling_gemma3.py) is a float32
+ * torch.tensor(hidden_size ** 0.5) cast to the weight's dtype: the same
+ * float with fp32 weights, as the engine's (mixed precision keeps fp32
+ * weights and autocasts the matmuls only); 16-bit weights would round it
+ * (sqrt(1152) = 33.94 is 34.0 in bf16), which no run here has. */
 static float embed_scale(const struct tfm_dims *d) { return (float)sqrt((double)d->d); }
 
 static void scale_rows(float *x, float s, size_t n)
