@@ -488,6 +488,12 @@ class Gemma2Attention(torch.nn.Module):
         query_states = self.q_proj(hidden_states).view(bsz, q_len, self.H, self.head_dim).transpose(1, 2)
         key_states = self.k_proj(hidden_states).view(bsz, q_len, self.KV, self.head_dim).transpose(1, 2)
         value_states = self.v_proj(hidden_states).view(bsz, q_len, self.KV, self.head_dim).transpose(1, 2)
+        return self.attend(query_states, key_states, value_states, position_embeddings, attention_mask)
+
+    def attend(self, query_states, key_states, value_states, position_embeddings, attention_mask):
+        """From rope on: Gemma2Attention.forward's and Gemma3Attention.forward's
+        (with eager_attention_forward, the same in both files) after q, k, v."""
+        bsz, q_len = query_states.shape[0], query_states.shape[2]
         cos, sin = position_embeddings
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
         key_states = repeat_kv(key_states, self.num_key_value_groups)
@@ -603,28 +609,13 @@ class Gemma3Attention(Gemma2Attention):
         self.k_norm = Gemma2RMSNorm(self.head_dim, c["eps"])
 
     def forward(self, hidden_states, position_embeddings, attention_mask):
-        input_shape = hidden_states.shape[:-1]
-        hidden_shape = (*input_shape, -1, self.head_dim)
-        query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
-        key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
-        value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
-        query_states = self.q_norm(query_states)
-        key_states = self.k_norm(key_states)
-        cos, sin = position_embeddings
-        query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
-        key_states = repeat_kv(key_states, self.num_key_value_groups)
-        value_states = repeat_kv(value_states, self.num_key_value_groups)
-        attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) * self.scaling
-        if self.cap is not None:
-            attn_weights = attn_weights / self.cap
-            attn_weights = torch.tanh(attn_weights)
-            attn_weights = attn_weights * self.cap
-        attn_weights = attn_weights + attention_mask[:, :, :, : key_states.shape[-2]]
-        attn_weights = torch.nn.functional.softmax(attn_weights, dim=-1, dtype=upcast(attn_weights).dtype)
-        attn_weights = attn_weights.to(query_states.dtype)
-        attn_output = torch.matmul(attn_weights, value_states)
-        attn_output = attn_output.transpose(1, 2).contiguous().reshape(*input_shape, -1).contiguous()
-        return self.o_proj(attn_output)
+        bsz, q_len, _ = hidden_states.size()
+        # q_proj, k_proj, v_proj viewed (B, T, heads, head_dim), transposed; then the norms
+        shape = lambda x: x.view(bsz, q_len, -1, self.head_dim).transpose(1, 2)
+        query_states = self.q_norm(shape(self.q_proj(hidden_states)))
+        key_states = self.k_norm(shape(self.k_proj(hidden_states)))
+        value_states = shape(self.v_proj(hidden_states))
+        return self.attend(query_states, key_states, value_states, position_embeddings, attention_mask)
 
 
 class Gemma3DecoderLayer(Gemma2DecoderLayer):
