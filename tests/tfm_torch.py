@@ -558,17 +558,23 @@ class Gemma2ForCausalLM(Qwen3ForCausalLM):
                 self.names[f"h.{l}.{ours}"] = f"layers.{l}.{hf}.weight"
             self.split.pop(f"h.{l}.qk_norm_w")
 
-    def forward(self, idx, targets):
-        B, T = idx.shape
+    def embed(self, idx):  # Gemma2Model: the normalizer in the embeddings' dtype
         hidden_states = self.embed_tokens(idx)
         normalizer = torch.tensor(self.cfg["d"] ** 0.5, dtype=hidden_states.dtype)
-        hidden_states = hidden_states * normalizer
+        return hidden_states * normalizer
+
+    def positions(self, hidden_states, position_ids):
+        return self.rotary_emb(hidden_states, position_ids)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        hidden_states = self.embed(idx)
         position_ids = torch.arange(T).unsqueeze(0)
         min_dtype = torch.finfo(hidden_states.dtype).min
         causal_mask = torch.full((T, T), fill_value=min_dtype, dtype=hidden_states.dtype)
         causal_mask *= torch.arange(T) > torch.arange(T).reshape(-1, 1)
         causal_mask = causal_mask[None, None, :, :].expand(B, 1, -1, -1)
-        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        position_embeddings = self.positions(hidden_states, position_ids)
         for layer in self.layers:
             hidden_states = layer(hidden_states, causal_mask, position_embeddings)
         hidden_states = self.norm(hidden_states)
@@ -640,32 +646,20 @@ class Gemma3ForCausalLM(Gemma2ForCausalLM):
             a = f"layers.{l}.self_attn."
             self.split[f"h.{l}.qk_norm_w"] = [a + "q_norm.weight", a + "k_norm.weight"]
 
-    def forward(self, idx, targets):
-        B, T = idx.shape
+    def embed(self, idx):  # Gemma3TextScaledWordEmbedding
         embed_scale = torch.tensor(self.cfg["d"] ** 0.5)  # float32, as register_buffer holds it
-        hidden_states = self.embed_tokens(idx) * embed_scale.to(self.embed_tokens.weight.dtype)
-        position_ids = torch.arange(T).unsqueeze(0)
-        min_dtype = torch.finfo(hidden_states.dtype).min
-        causal_mask = torch.full((T, T), fill_value=min_dtype, dtype=hidden_states.dtype)
-        causal_mask *= torch.arange(T) > torch.arange(T).reshape(-1, 1)
-        causal_mask = causal_mask[None, None, :, :].expand(B, 1, -1, -1)
+        return self.embed_tokens(idx) * embed_scale.to(self.embed_tokens.weight.dtype)
+
+    def positions(self, hidden_states, position_ids):
+        """Gemma3TextModel.forward's position_embeddings_global and
+        _local (rotary_emb_local: the same code at the local base); the
+        rest of forward, the final cap where set, is Gemma2ForCausalLM's."""
         position_embeddings_global = self.rotary_emb(hidden_states, position_ids)
         inv_freq = self.inv_freq
-        self.inv_freq = self.inv_freq_local  # rotary_emb_local: the same code at the local base
+        self.inv_freq = self.inv_freq_local
         position_embeddings_local = self.rotary_emb(hidden_states, position_ids)
         self.inv_freq = inv_freq
-        for layer in self.layers:
-            hidden_states = layer(hidden_states, causal_mask, (position_embeddings_global, position_embeddings_local))
-        hidden_states = self.norm(hidden_states)
-        logits = F.linear(hidden_states, self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight)
-        cap = self.cfg["final_cap"]
-        if cap is not None:
-            logits = logits / cap
-            logits = torch.tanh(logits)
-            logits = logits * cap
-        logits = upcast(logits)
-        return F.cross_entropy(logits.view(-1, self.cfg["vocab"]), targets.view(-1), ignore_index=-100,
-                               reduction="mean")
+        return position_embeddings_global, position_embeddings_local
 
 
 def parts(model, name):
