@@ -59,6 +59,12 @@ trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 # block 0 sliding (rotated by rope_local_base_freq 10000), block 1 global
 # (sliding_window_pattern 2; rope_theta Gemma3TextConfig's 1e6), no caps
 # (gemma-3-1b's), built in tests/tfm_torch.py from modeling_gemma3.py.
+# Torch 1.13: losses within 9.4e-8, first gradient 6.6e-7, weights after 3
+# steps 99.973 % within 1e-5 of torch fp32 (torch fp32 itself is 99.866 %
+# within 1e-5 of float64, zerosim 99.893 %). Run by hand in the 2.6 root:
+# losses within 9.4e-8, first gradient 7.5e-7, but after 3 steps 99.766 %
+# of torch fp32 and 99.885 % of float64 where 2.6's fp32 is 99.951 %: the
+# bound's float64 arbitration would fail there. Not understood yet.
 cat >"$tmp/gpt2.json" <<'EOF_'
 {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32}
 EOF_
