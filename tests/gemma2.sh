@@ -58,14 +58,7 @@ expect_refused '"final_logit_softcapping" must be a positive number' "$tmp/cap0.
 sed 's/}$/, "attention_bias": true}/' "$tmp/gemma2-tiny.json" >"$tmp/bias.json"
 expect_refused '"attention_bias": biases in the attention projections are not modelled' "$tmp/bias.json" --seq 8
 # the plain PyTorch loop (--wrapper none) describes no gemma2 step yet
-rm -f "$tmp/r.json"
-"$zerosim" measure --model "$tmp/gemma2-tiny.json" --seq 8 --framework torch --wrapper none --world 1 --steps 1 \
-	--out "$tmp/r.json" >/dev/null 2>"$tmp/err"
-rc=$?
-if [ "$rc" -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/r.json" ] ||
-	! grep -q "the PyTorch step of a gemma2 is not described yet" "$tmp/err"; then
-	fail "measure --wrapper none on a gemma2: exit $rc, $(cat "$tmp/err")"
-fi
+plain_loop_refuses "$tmp/gemma2-tiny.json" gemma2
 # and theory reads what measure refuses for its numerics or its window alone
 "$zerosim" theory --model "$tmp/gelu.json" --seq 32 --world 2 --out "$tmp/tgelu.json" 2>"$tmp/err" ||
 	fail "theory --model gelu.json: $(cat "$tmp/err")"

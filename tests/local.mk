@@ -46,6 +46,10 @@ EXTRA_DIST += tests/qwen3.sh tests/family_lib.sh
 # The gemma2 family: a tiny one trained, its digests, the shipped config.
 TESTS += tests/gemma2.sh
 EXTRA_DIST += tests/gemma2.sh
+# The gemma3_text family: a tiny one trained, its digests, its rotary
+# bases, the shipped config, what is refused.
+TESTS += tests/gemma3.sh
+EXTRA_DIST += tests/gemma3.sh
 
 # The transformer's layers and model (Check): finite differences, training.
 if HAVE_CHECK

@@ -55,18 +55,11 @@ sed 's/}$/, "use_sliding_window": true, "max_window_layers": 1, "sliding_window"
 	>"$tmp/window.json"
 expect_refused "window: --seq 8 is longer than its sliding_window 4" "$tmp/window.json" --seq 8
 sed 's/"qwen3"/"qwen3_moe"/' "$tmp/qwen3-tiny.json" >"$tmp/moe.json"
-expect_refused "\"model_type\" 'qwen3_moe' is not modelled (gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2)" \
+expect_refused "\"model_type\" 'qwen3_moe' is not modelled (gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text)" \
 	"$tmp/moe.json" --seq 8
 # the plain PyTorch loop (--wrapper none) describes no qwen3 step yet: a
 # usage refusal (exit 2, as theory) naming the family
-rm -f "$tmp/r.json"
-"$zerosim" measure --model "$tmp/qwen3-tiny.json" --seq 8 --framework torch --wrapper none --world 1 --steps 1 \
-	--out "$tmp/r.json" >/dev/null 2>"$tmp/err"
-rc=$?
-if [ "$rc" -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/r.json" ] ||
-	! grep -q "the PyTorch step of a qwen3 is not described yet" "$tmp/err"; then
-	fail "measure --wrapper none on a qwen3: exit $rc, $(cat "$tmp/err")"
-fi
+plain_loop_refuses "$tmp/qwen3-tiny.json" qwen3
 # and theory reads those whose numerics alone the engine does not run
 for f in yarn window; do
 	"$zerosim" theory --model "$tmp/$f.json" --seq 8 --world 2 --out "$tmp/t$f.json" 2>"$tmp/err" ||

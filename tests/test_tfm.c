@@ -161,13 +161,13 @@ END_TEST
 
 /* Attention with grouped queries: 4 query heads on 2 key-value heads. */
 enum { AH = 4, AKV = 2, AHD = 6, AQ = (AH + 2 * AKV) * AHD };
-struct at { float *out, *att, *qkv, *work, *r; int rope; float *w, *pre, *rstd, *th, cap; };
+struct at { float *out, *att, *qkv, *work, *r; int rope; float *w, *pre, *rstd, *th, cap; int one_plus; };
 static double att_loss(void *p)
 {
 	struct at *c = p;
 	memcpy(c->work, c->qkv, BB * TT * AQ * sizeof *c->work);
-	if (c->w != NULL) /* qwen3's q/k norms first */
-		headnorm_forward(c->work, c->pre, c->rstd, c->w, 1e-5f, BB * TT, AH, AKV, AHD);
+	if (c->w != NULL) /* qwen3's (gemma3's, by 1 + w) q/k norms first */
+		headnorm_forward(c->work, c->pre, c->rstd, c->w, 1e-5f, BB * TT, AH, AKV, AHD, c->one_plus);
 	if (c->rope)
 		rope_forward(c->work, 10000.0f, BB, TT, AH, AKV, AHD);
 	if (c->cap > 0.0f) /* gemma2's: another scale, the scores soft-capped */
@@ -182,10 +182,10 @@ static void check_attention(int rope, int qk_norm, float cap)
 	size_t BT = BB * TT;
 	struct at c = {zeros(BT * AH * AHD), zeros(BB * AH * TT * TT), rnd(BT * AQ, cap > 0.0f ? 3.0f : 1.0f, 9),
 	               zeros(BT * AQ), rnd(BT * AH * AHD, 1.0f, 10), rope, NULL, NULL, NULL,
-	               cap > 0.0f ? zeros(BB * AH * TT * TT) : NULL, cap};
-	if (qk_norm) { /* weights about 1, not all alike */
+	               cap > 0.0f ? zeros(BB * AH * TT * TT) : NULL, cap, qk_norm == 2};
+	if (qk_norm) { /* weights about 1 (1 + w: w about 0), not all alike */
 		c.w = rnd(2 * AHD, 0.5f, 11);
-		for (size_t i = 0; i < 2 * AHD; i++)
+		for (size_t i = 0; i < 2 * AHD && qk_norm == 1; i++)
 			c.w[i] += 1.0f;
 		c.pre = zeros(BT * (AH + AKV) * AHD);
 		c.rstd = zeros(BT * (AH + AKV));
@@ -211,7 +211,7 @@ static void check_attention(int rope, int qk_norm, float cap)
 		rope_backward(dqkv, 10000.0f, BB, TT, AH, AKV, AHD);
 	float *dw = zeros(2 * AHD);
 	if (qk_norm)
-		headnorm_backward(dqkv, dw, c.pre, c.w, c.rstd, BT, AH, AKV, AHD);
+		headnorm_backward(dqkv, dw, c.pre, c.w, c.rstd, BT, AH, AKV, AHD, c.one_plus);
 	check_grad("d qkv", att_loss, &c, c.qkv, dqkv, BT * AQ, 1e-2f, 1e-4, 2e-3);
 	if (qk_norm)
 		check_grad("d q_norm, k_norm", att_loss, &c, c.w, dw, 2 * AHD, 1e-2f, 1e-4, 2e-3);
@@ -232,6 +232,10 @@ END_TEST
 
 /* Qwen3's RMSNorm on each query and key head, then rope and attention. */
 START_TEST(test_qk_norm_rope_attention_backward_matches_finite_differences) { check_attention(1, 1, 0.0f); }
+END_TEST
+
+/* Gemma 3's: the same norm by 1 + w (Gemma3RMSNorm), soft-capped at 2. */
+START_TEST(test_gemma3_qk_norm_attention_backward_matches_finite_differences) { check_attention(1, 2, 2.0f); }
 END_TEST
 
 START_TEST(test_rope_keeps_norms_and_position_zero)
@@ -443,7 +447,7 @@ END_TEST
 static struct tfm_dims tiny(enum tfm_family f, int tied)
 {
 	struct tfm_dims d = {f, 16, 2, 4, f == TFM_LLAMA ? 2 : 4, 4, f == TFM_LLAMA ? 24 : 64, 32, 8, tied,
-	                     1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f};
+	                     1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f, 0, 0.0f};
 	return d;
 }
 
@@ -511,6 +515,19 @@ static struct tfm_dims tiny_gemma2(void)
 	d.attn_scalar = 24.0f;
 	d.attn_softcap = 3.0f;
 	d.final_softcap = 2.0f;
+	return d;
+}
+
+/* Gemma 3's: gemma2's with q_norm and k_norm by 1 + w, block 0 sliding
+ * (rotated by rope_local_theta 10000), block 1 global (rope_theta 100,
+ * far from it), both caps set (Gemma 3's are optional). */
+static struct tfm_dims tiny_gemma3(void)
+{
+	struct tfm_dims d = tiny_gemma2();
+	d.qk_norm = 1;
+	d.window_pattern = 2;
+	d.rope_theta = 100.0f;
+	d.rope_local_theta = 10000.0f;
 	return d;
 }
 
@@ -599,8 +616,8 @@ END_TEST
 
 /* Recompute changes what is kept, never a bit of the result: the loss
  * and the gradient equal the kept run's, and the tensors kept shrink by
- * what docs/schedule.md says: selective keeps one softmax (B·H·T²) for
- * all blocks, full one block's tensors plus each block's output. */
+ * what docs/schedule.md says: selective keeps one softmax (B·H·T², and
+ * one tanh of soft-capped scores) for all blocks, full one block's tensors plus each block's output. */
 static void check_recompute_dims(struct tfm_dims d)
 {
 	const size_t B = 2, T = 8, L = d.layers;
@@ -619,7 +636,8 @@ static void check_recompute_dims(struct tfm_dims d)
 	tfm_driver_sizes(&d, B, T, el, sc);
 	for (int a = 0; a < STEP_NBLOCK_ACTS; a++)
 		block += el[a];
-	size_t att = B * d.heads * T * T, res3 = B * T * d.d;
+	/* selective: with soft-capped scores their tanh (B·H·T²) too */
+	size_t att = B * d.heads * T * T * (d.attn_softcap > 0.0f ? 2 : 1), res3 = B * T * d.d;
 	ck_assert_uint_eq(m[1].act_elems, m[0].act_elems - (L - 1) * att);
 	ck_assert_uint_eq(m[2].act_elems, m[0].act_elems - (L - 1) * (block - res3));
 	for (int r = 1; r < 3; r++) {
@@ -645,16 +663,49 @@ END_TEST
 START_TEST(test_gemma2_gradient_matches_finite_differences) { check_model_dims(tiny_gemma2()); }
 END_TEST
 
+START_TEST(test_gemma3_gradient_matches_finite_differences) { check_model_dims(tiny_gemma3()); }
+END_TEST
+
+START_TEST(test_gemma3_recompute_gives_the_same_bits) { check_recompute_dims(tiny_gemma3()); }
+END_TEST
+
+/* The rotary bases reach the numbers: block 0 slides (the local base),
+ * block 1 is global; swapping the bases changes the loss. */
+START_TEST(test_gemma3_blocks_rotate_by_their_own_base)
+{
+	struct tfm_dims d = tiny_gemma3();
+	ck_assert_float_eq(tfm_rope_theta(&d, 0), 10000.0f);
+	ck_assert_float_eq(tfm_rope_theta(&d, 1), 100.0f);
+	ck_assert_float_eq(tfm_rope_theta(&d, 2), 10000.0f);
+	struct tfm_dims e = d;
+	e.rope_theta = d.rope_local_theta;
+	e.rope_local_theta = d.rope_theta;
+	const size_t B = 2, T = 8;
+	struct tfm_driver m, n;
+	tfm_driver_init(&m, &d, B, T, ZS_RECOMPUTE_NONE);
+	tfm_driver_init(&n, &e, B, T, ZS_RECOMPUTE_NONE);
+	tfm_init_weights(m.params, &d, 5);
+	tfm_init_weights(n.params, &e, 5);
+	int in[16], target[16];
+	for (size_t i = 0; i < B * T; i++)
+		in[i] = (int)((7 * i + 3) % d.vocab), target[i] = (int)((5 * i + 1) % d.vocab);
+	float a = tfm_driver_loss(&m, in, target), b = tfm_driver_loss(&n, in, target);
+	ck_assert_msg(a != b, "the same loss %.9g with the bases swapped", (double)a);
+	tfm_driver_free(&m);
+	tfm_driver_free(&n);
+}
+END_TEST
+
 START_TEST(test_parameter_counts_are_gpt2_smalls_and_llamas)
 {
 	/* GPT-2 small: 124,439,808 parameters with the tied head (Hugging
 	 * Face's gpt2 model card; llm.c prints the same with V = 50257). */
-	struct tfm_dims g = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f};
+	struct tfm_dims g = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f, 0, 0.0f};
 	ck_assert_int_eq(tfm_dims_check(&g, NULL), 0);
 	ck_assert_uint_eq(tfm_nparams(&g), 124439808);
 	/* TinyLlama-1.1B (d 2048, 22 layers, 32 heads, 4 kv heads, F 5632,
 	 * V 32000, untied): 1,100,048,384 parameters (its model card). */
-	struct tfm_dims l = {TFM_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 0, 1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f};
+	struct tfm_dims l = {TFM_LLAMA, 2048, 22, 32, 4, 64, 5632, 32000, 2048, 0, 1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f, 0, 0.0f};
 	ck_assert_int_eq(tfm_dims_check(&l, NULL), 0);
 	ck_assert_uint_eq(tfm_nparams(&l), 1100048384);
 }
@@ -732,7 +783,7 @@ END_TEST
 static void check_training(enum tfm_family f)
 {
 	struct tfm_dims d = {f, 32, 2, 4, f == TFM_LLAMA ? 2 : 4, 8, f == TFM_LLAMA ? 88 : 128, 64, 16,
-	                     f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f};
+	                     f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f, 0, 0.0f};
 	const size_t B = 2, T = 16, steps = 100;
 	struct tfm_driver m;
 	tfm_driver_init(&m, &d, B, T, ZS_RECOMPUTE_NONE);
@@ -923,6 +974,13 @@ END_TEST
 START_TEST(test_qwen2_mixed_one_digest_per_world_across_schemes) { check_one_digest_dims(tiny_qwen2(1), ZS_MIXED); }
 END_TEST
 
+START_TEST(test_gemma3_one_digest_per_world_across_schemes)
+{
+	check_one_digest_dims(tiny_gemma3(), ZS_FP32);
+	check_one_digest_dims(tiny_gemma3(), ZS_MIXED);
+}
+END_TEST
+
 START_TEST(test_gemma2_one_digest_per_world_across_schemes)
 {
 	check_one_digest_dims(tiny_gemma2(), ZS_FP32);
@@ -955,7 +1013,7 @@ static void check_mixed_training(enum tfm_family f)
 	struct zs_tfm_run tr;
 	struct zs_config c = engine_config(&tr, f, f == TFM_GPT2, ZS_RECOMPUTE_SELECTIVE);
 	tr.dims = (struct tfm_dims){f, 32, 2, 4, f == TFM_LLAMA ? 2 : 4, 8, f == TFM_LLAMA ? 88 : 128, 64, 16,
-	                            f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f};
+	                            f == TFM_GPT2, 1e-5f, 10000.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f, 0, 0.0f};
 	tr.seq = 16;
 	c.steps = 100;
 	c.precision = ZS_MIXED;
@@ -993,6 +1051,7 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_attention_backward_matches_finite_differences);
 	tcase_add_test(t, test_rope_attention_backward_matches_finite_differences);
 	tcase_add_test(t, test_qk_norm_rope_attention_backward_matches_finite_differences);
+	tcase_add_test(t, test_gemma3_qk_norm_attention_backward_matches_finite_differences);
 	tcase_add_test(t, test_softcapped_attention_backward_matches_finite_differences);
 	tcase_add_test(t, test_rope_keeps_norms_and_position_zero);
 	tcase_add_test(t, test_gelu_backward_matches_finite_differences);
@@ -1017,6 +1076,9 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_llama_recompute_gives_the_same_bits);
 	tcase_add_test(t, test_qwen3_recompute_gives_the_same_bits);
 	tcase_add_test(t, test_gemma2_gradient_matches_finite_differences);
+	tcase_add_test(t, test_gemma3_gradient_matches_finite_differences);
+	tcase_add_test(t, test_gemma3_recompute_gives_the_same_bits);
+	tcase_add_test(t, test_gemma3_blocks_rotate_by_their_own_base);
 	tcase_add_test(t, test_parameter_counts_are_gpt2_smalls_and_llamas);
 	tcase_add_test(t, test_layout_units_are_the_theorys_for_every_shipped_model);
 	tcase_add_test(t, test_bad_shapes_are_refused);
@@ -1034,6 +1096,7 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_qwen2_mixed_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_qwen3_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_gemma2_one_digest_per_world_across_schemes);
+	tcase_add_test(t, test_gemma3_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_gpt2_mixed_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_llama_mixed_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_gpt2_mixed_loss_falls_on_the_synthetic_task);

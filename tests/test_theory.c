@@ -647,6 +647,7 @@ START_TEST(test_shipped_models_have_their_published_parameter_counts)
 		{ "llama-3-70b", 70553706496ull }, { "mistral-7b", 7241732096ull },
 		{ "qwen2.5-0.5b", 494032768ull }, { "phi-3-mini-4k", 3821079552ull },
 		{ "qwen3-0.6b", 596049920ull }, { "gemma-2-2b", 2614341888ull },
+		{ "gemma-3-1b", 999885952ull },
 	};
 
 	for (size_t i = 0; i < sizeof published / sizeof published[0]; i++) {
@@ -1188,6 +1189,79 @@ START_TEST(test_gemma_2_2b_has_2614341888_parameters_by_hand)
 }
 END_TEST
 
+/* google/gemma-3-1b-pt's text config (data/models/gemma-3-1b.json), by
+ * hand from its numbers (hidden 1152, intermediate 6912, 26 layers, 4
+ * heads, 1 key-value head, head_dim 256, vocabulary 262,144, tied):
+ *   embed_tokens 262,144·1152 = 301,989,888
+ *   a block: q_proj 1024·1152 = 1,179,648, k_proj and v_proj 256·1152 =
+ *     294,912 each, o_proj 1152·1024 = 1,179,648, q_norm and k_norm 256
+ *     each, four norms of 1152 = 4608, gate_proj, up_proj and down_proj
+ *     6912·1152 = 7,962,624 each: 26,842,112, times 26 = 697,894,912
+ *   the final norm 1152:
+ *   301,989,888 + 697,894,912 + 1152 = 999,885,952.
+ * The model card says 1B (Gemma 3 report, table 1: 302M embedding, 698M
+ * non-embedding parameters: the same split). */
+START_TEST(test_gemma_3_1b_has_999885952_parameters_by_hand)
+{
+	struct zs_model m = shipped("google/gemma-3-1b-pt");
+
+	ck_assert_str_eq(m.name, "gemma-3-1b");
+	ck_assert_str_eq(m.model_type, "gemma3_text");
+	ck_assert_int_eq(m.gemma, 1);
+	ck_assert_int_eq(m.qk_norm, 1);
+	ck_assert_int_eq(m.tied, 1);
+	ck_assert_uint_eq(m.head_dim, 256);
+	ck_assert_uint_eq(m.sliding_window, 512);
+	ck_assert_uint_eq(m.window_pattern, 6);
+	ck_assert_double_eq(m.rope_theta, 1e6);
+	ck_assert_double_eq(m.rope_local_theta, 1e4);
+	ck_assert_double_eq(m.attn_scalar, 256.0);
+	ck_assert_double_eq(m.attn_softcap, 0.0);
+	ck_assert_double_eq(m.final_softcap, 0.0);
+	ck_assert_str_eq(m.unrun, "");
+	ck_assert_uint_eq(theory_tfm_params(&m), 301989888ull + 26ull * 26842112ull + 1152ull);
+	ck_assert_uint_eq(theory_tfm_params(&m), 999885952ull);
+}
+END_TEST
+
+/* Gemma3TextConfig's defaults (configuration_gemma3.py at 008f5c8c):
+ * rope_theta 1e6, rope_local_base_freq 1e4, sliding_window_pattern 6,
+ * no caps, head_dim 256, pad 0; layer_types read where it spells one
+ * pattern, refused by name where not. */
+START_TEST(test_gemma3_defaults_and_refusals)
+{
+	cJSON *root = cJSON_Parse("{\"model_type\": \"gemma3_text\", " LLAMA_OK ", \"num_attention_heads\": 8}");
+	struct zs_model m;
+	char *cause = NULL;
+	ck_assert_msg(zs_model_from_json(root, "cfg.json", &m, &cause) == 0, "%s", cause ? cause : "?");
+	cJSON_Delete(root);
+	ck_assert_uint_eq(m.head_dim, 256);
+	ck_assert_double_eq(m.rope_theta, 1e6);
+	ck_assert_double_eq(m.rope_local_theta, 1e4);
+	ck_assert_uint_eq(m.window_pattern, 6);
+	ck_assert_uint_eq(m.sliding_window, 4096);
+	ck_assert_double_eq(m.attn_softcap, 0.0);
+	ck_assert_double_eq(m.final_softcap, 0.0);
+	ck_assert_uint_eq(m.pad_row, 1);
+	ck_assert_int_eq(m.tied, 1);
+	ck_assert_str_eq(m.unrun, "");
+	root = cJSON_Parse("{\"model_type\": \"gemma3_text\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	                   "\"attn_logit_softcapping\": 50, \"layer_types\": "
+	                   "[\"sliding_attention\", \"full_attention\"]}");
+	ck_assert_msg(zs_model_from_json(root, "cfg.json", &m, &cause) == 0, "%s", cause ? cause : "?");
+	cJSON_Delete(root);
+	ck_assert_uint_eq(m.window_pattern, 2);
+	ck_assert_double_eq(m.attn_softcap, 50.0);
+	assert_refused("{\"model_type\": \"gemma3_text\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	               "\"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
+	               "\"layer_types\" is not one global layer in every 1");
+	assert_refused("{\"model_type\": \"gemma3_text\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	               "\"sliding_window_pattern\": 0}", "\"sliding_window_pattern\" must be a whole number");
+	assert_refused("{\"model_type\": \"gemma3_text\", " LLAMA_OK ", \"num_attention_heads\": 8, "
+	               "\"rope_local_base_freq\": -1}", "\"rope_local_base_freq\" must be a positive number");
+}
+END_TEST
+
 /* Gemma2Config's defaults: head_dim 256, query_pre_attn_scalar 256, the
  * caps 50 and 30 (null: none), pad_token_id 0; hidden_activation, not
  * hidden_act, is the MLP's; another is unrun. */
@@ -1246,7 +1320,7 @@ START_TEST(test_qwen3_defaults_and_refusals)
 	assert_refused("{\"model_type\": \"qwen3\", " LLAMA_OK ", \"num_attention_heads\": 8, "
 	               "\"attention_bias\": true}", "\"attention_bias\": biases in the attention projections");
 	assert_refused("{\"model_type\": \"qwen3_moe\", " LLAMA_OK ", \"num_attention_heads\": 8}",
-	               "\"model_type\" 'qwen3_moe' is not modelled (gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2)");
+	               "\"model_type\" 'qwen3_moe' is not modelled (gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text)");
 }
 END_TEST
 
@@ -1470,6 +1544,8 @@ static Suite *theory_suite(void)
 	tcase_add_test(model, test_qwen3_defaults_and_refusals);
 	tcase_add_test(model, test_gemma_2_2b_has_2614341888_parameters_by_hand);
 	tcase_add_test(model, test_gemma2_defaults_and_unrun_keys);
+	tcase_add_test(model, test_gemma_3_1b_has_999885952_parameters_by_hand);
+	tcase_add_test(model, test_gemma3_defaults_and_refusals);
 	tcase_add_test(model, test_qwen2_sliding_window_counts_only_when_switched_on);
 	tcase_add_test(model, test_phi_3_mini_4k_has_3821079552_parameters_by_hand);
 	tcase_add_test(model, test_phi3_defaults_and_unrun_keys);

@@ -120,7 +120,7 @@ static float model_forward(struct tfm_driver *m, const int *in, const int *targe
 	const float *x = m->x0;
 	for (size_t l = 0; l < d->layers; l++) {
 		struct tfm_block_params bp;
-		tfm_block_view(&bp, slots(s, m, l + 1, m->params), d);
+		tfm_block_view(&bp, slots(s, m, l + 1, m->params), d, l);
 		tfm_block_forward(&m->blocks[l], &bp, x, d, m->B, m->T);
 		x = m->blocks[l].res3;
 	}
@@ -143,8 +143,8 @@ float tfm_driver_step(struct tfm_driver *m, const int *in, const int *target)
 	tfm_head_backward(&fg, &m->scratch, &m->head, &fp, m->blocks[L - 1].res3, d, m->B, m->T);
 	for (size_t l = L; l-- > 0;) {
 		struct tfm_block_params bp, bg;
-		tfm_block_view(&bp, slots(s, m, l + 1, m->params), d);
-		tfm_block_view(&bg, slots(s, m, l + 1, m->grads), d);
+		tfm_block_view(&bp, slots(s, m, l + 1, m->params), d, l);
+		tfm_block_view(&bg, slots(s, m, l + 1, m->grads), d, l);
 		struct tfm_block_acts *a = &m->blocks[l];
 		const float *x = l == 0 ? m->x0 : m->blocks[l - 1].res3;
 		/* Recompute what the forward did not keep: the same kernels on the

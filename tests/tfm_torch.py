@@ -11,7 +11,8 @@ run from: the model with torch.nn (written here from the papers'
 definitions, as Hugging Face's GPT2 and Llama modules compute them; phi3
 op for op from Hugging Face's modeling_phi3.py, Phi3ForCausalLM below, and
 qwen3 from modeling_qwen3.py, Qwen3ForCausalLM, gemma2 from
-modeling_gemma2.py, Gemma2ForCausalLM), the
+modeling_gemma2.py, Gemma2ForCausalLM, gemma3_text from modeling_gemma3.py,
+Gemma3ForCausalLM), the
 layout of the side file from the documented order. Beside the case, what
 zerosim computed: measured.json (measure --case: each step's loss),
 final.json (its --dump-weights: the final weights) and, from tests/tfm_dump
@@ -58,9 +59,10 @@ def layout(m):
                          m["max_position_embeddings"])
         KV = m.get("num_key_value_heads") or H
         # Qwen3Config's head_dim defaults to 128, Gemma2Config's to 256, the others' to d / H
-        hd = m.get("head_dim") or {"qwen3": 128, "gemma2": 256}.get(m["model_type"], d // H)
+        hd = m.get("head_dim") or {"qwen3": 128, "gemma2": 256, "gemma3_text": 256}.get(m["model_type"], d // H)
         F = m["intermediate_size"]
-    gemma = m["model_type"] == "gemma2"
+    gemma3 = m["model_type"] == "gemma3_text"
+    gemma = m["model_type"] == "gemma2" or gemma3
     tied = m.get("tie_word_embeddings", gpt2 or gemma) or False
     Q, U = (H + 2 * KV) * hd, F if gpt2 else 2 * F
     norm = lambda p: [(p + "_w", [d])] + ([(p + "_b", [d])] if gpt2 else [])
@@ -71,7 +73,7 @@ def layout(m):
     for l in range(L):
         h = f"h.{l}."
         t += norm(h + "ln1") + lin(h + "qkv", Q, d)
-        if m["model_type"] == "qwen3":  # q_norm's weight, then k_norm's
+        if m["model_type"] in ("qwen3", "gemma3_text"):  # q_norm's weight, then k_norm's
             t += [(h + "qk_norm_w", [2 * hd])]
         t += lin(h + "proj", d, H * hd) + (norm(h + "post_attn") if gemma else [])
         t += norm(h + "ln2") + lin(h + "fc", U, d) + lin(h + "fcproj", d, F) + (norm(h + "post_ff") if gemma else [])
@@ -84,16 +86,20 @@ def layout(m):
     phi3, qwen3 = m["model_type"] == "phi3", m["model_type"] == "qwen3"
     # transformers' defaults: GPT2Config 1e-5, LlamaConfig 1e-6, Phi3Config 1e-5, Qwen3Config 1e-6
     eps = m.get("layer_norm_epsilon" if gpt2 else "rms_norm_eps", 1e-5 if gpt2 or phi3 else 1e-6)
-    family = "gpt2" if gpt2 else "phi3" if phi3 else "qwen3" if qwen3 else "gemma2" if gemma else "llama"
+    family = ("gpt2" if gpt2 else "phi3" if phi3 else "qwen3" if qwen3 else "gemma3" if gemma3 else "gemma2" if gemma
+              else "llama")
     dims = {"family": family, "d": d, "layers": L, "heads": H,
             "kv_heads": KV, "head_dim": hd, "ffn": F, "vocab": V, "tied": tied, "eps": eps,
-            "rope_theta": m.get("rope_theta", 10000.0),
+            "rope_theta": m.get("rope_theta", 1e6 if gemma3 else 10000.0),
             # Phi3Config's pad_token_id (default 32000): nn.Embedding's padding_idx
             "pad": m.get("pad_token_id", 32000) if phi3 else m.get("pad_token_id", 0) if gemma
             else m.get("pad_token_id") if qwen3 else None}
-    if gemma:  # Gemma2Config's defaults; a cap given null is none
+    if gemma:  # Gemma2Config's defaults (Gemma3TextConfig's: no caps); a cap given null is none
         dims.update(scaling=m.get("query_pre_attn_scalar", 256) ** -0.5, window=m.get("sliding_window", 4096),
-                    attn_cap=m.get("attn_logit_softcapping", 50.0), final_cap=m.get("final_logit_softcapping", 30.0))
+                    attn_cap=m.get("attn_logit_softcapping", None if gemma3 else 50.0),
+                    final_cap=m.get("final_logit_softcapping", None if gemma3 else 30.0))
+    if gemma3:  # Gemma3TextConfig at 008f5c8c: sliding_window_pattern 6, rope_local_base_freq 10000
+        dims.update(pattern=m.get("sliding_window_pattern", 6), rope_local=m.get("rope_local_base_freq", 10000.0))
     return dims, tensors, off
 
 
@@ -482,6 +488,12 @@ class Gemma2Attention(torch.nn.Module):
         query_states = self.q_proj(hidden_states).view(bsz, q_len, self.H, self.head_dim).transpose(1, 2)
         key_states = self.k_proj(hidden_states).view(bsz, q_len, self.KV, self.head_dim).transpose(1, 2)
         value_states = self.v_proj(hidden_states).view(bsz, q_len, self.KV, self.head_dim).transpose(1, 2)
+        return self.attend(query_states, key_states, value_states, position_embeddings, attention_mask)
+
+    def attend(self, query_states, key_states, value_states, position_embeddings, attention_mask):
+        """From rope on: Gemma2Attention.forward's and Gemma3Attention.forward's
+        (with eager_attention_forward, the same in both files) after q, k, v."""
+        bsz, q_len = query_states.shape[0], query_states.shape[2]
         cos, sin = position_embeddings
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
         key_states = repeat_kv(key_states, self.num_key_value_groups)
@@ -546,17 +558,23 @@ class Gemma2ForCausalLM(Qwen3ForCausalLM):
                 self.names[f"h.{l}.{ours}"] = f"layers.{l}.{hf}.weight"
             self.split.pop(f"h.{l}.qk_norm_w")
 
-    def forward(self, idx, targets):
-        B, T = idx.shape
+    def embed(self, idx):  # Gemma2Model: the normalizer in the embeddings' dtype
         hidden_states = self.embed_tokens(idx)
         normalizer = torch.tensor(self.cfg["d"] ** 0.5, dtype=hidden_states.dtype)
-        hidden_states = hidden_states * normalizer
+        return hidden_states * normalizer
+
+    def positions(self, hidden_states, position_ids):
+        return self.rotary_emb(hidden_states, position_ids)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        hidden_states = self.embed(idx)
         position_ids = torch.arange(T).unsqueeze(0)
         min_dtype = torch.finfo(hidden_states.dtype).min
         causal_mask = torch.full((T, T), fill_value=min_dtype, dtype=hidden_states.dtype)
         causal_mask *= torch.arange(T) > torch.arange(T).reshape(-1, 1)
         causal_mask = causal_mask[None, None, :, :].expand(B, 1, -1, -1)
-        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        position_embeddings = self.positions(hidden_states, position_ids)
         for layer in self.layers:
             hidden_states = layer(hidden_states, causal_mask, position_embeddings)
         hidden_states = self.norm(hidden_states)
@@ -571,6 +589,79 @@ class Gemma2ForCausalLM(Qwen3ForCausalLM):
                                reduction="mean")
 
 
+# ---------------------------------------------------------------------------
+# Gemma 3's text model, op for op from Hugging Face's modeling_gemma3.py as
+# transformers 4.50 (configuration_gemma3.py at 008f5c8c: sliding_window_pattern,
+# rope_local_base_freq) writes it: Gemma3RMSNorm is Gemma2RMSNorm (x.float()
+# normalised, times 1 + weight.float(), type_as x), also as q_norm and k_norm
+# over head_dim on the (B, heads, T, head_dim) q and k before
+# apply_rotary_pos_emb (Gemma3Attention.forward); eager_attention_forward
+# with scaling query_pre_attn_scalar ** -0.5 and softcap
+# attn_logit_softcapping (None by default); Gemma3DecoderLayer is
+# Gemma2DecoderLayer's norms with is_sliding = bool((layer_idx + 1) %
+# sliding_window_pattern) choosing position_embeddings_local (rotary_emb_local,
+# base rope_local_base_freq) or _global (rope_theta); the embedding is
+# Gemma3TextScaledWordEmbedding: the lookup times
+# embed_scale.to(weight.dtype), embed_scale a torch.tensor(hidden_size ** 0.5)
+# (float32, so rounded to float32 even in the float64 run, and to 16 bits
+# where the weights are); Gemma3ForCausalLM soft-caps the logits where
+# final_logit_softcapping is set. The newer file (at 0018aa64, 5.x) reads
+# layer_types and rope_parameters instead, with the same numbers.
+
+class Gemma3Attention(Gemma2Attention):
+    def __init__(self, c):
+        super().__init__(c)
+        self.q_norm = Gemma2RMSNorm(self.head_dim, c["eps"])
+        self.k_norm = Gemma2RMSNorm(self.head_dim, c["eps"])
+
+    def forward(self, hidden_states, position_embeddings, attention_mask):
+        bsz, q_len, _ = hidden_states.size()
+        # q_proj, k_proj, v_proj viewed (B, T, heads, head_dim), transposed; then the norms
+        shape = lambda x: x.view(bsz, q_len, -1, self.head_dim).transpose(1, 2)
+        query_states = self.q_norm(shape(self.q_proj(hidden_states)))
+        key_states = self.k_norm(shape(self.k_proj(hidden_states)))
+        value_states = shape(self.v_proj(hidden_states))
+        return self.attend(query_states, key_states, value_states, position_embeddings, attention_mask)
+
+
+class Gemma3DecoderLayer(Gemma2DecoderLayer):
+    def __init__(self, c, layer_idx):
+        super().__init__(c, layer_idx)
+        self.is_sliding = bool((layer_idx + 1) % c["pattern"])
+        self.self_attn = Gemma3Attention(c)
+
+    def forward(self, hidden_states, attention_mask, position_embeddings):
+        # (global, local): the layer's own
+        return super().forward(hidden_states, attention_mask, position_embeddings[1 if self.is_sliding else 0])
+
+
+class Gemma3ForCausalLM(Gemma2ForCausalLM):
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        c = cfg
+        self.layers = torch.nn.ModuleList([Gemma3DecoderLayer(c, l) for l in range(c["layers"])])
+        hd = c["head_dim"]
+        self.inv_freq_local = 1.0 / (c["rope_local"] ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+        for l in range(c["layers"]):
+            a = f"layers.{l}.self_attn."
+            self.split[f"h.{l}.qk_norm_w"] = [a + "q_norm.weight", a + "k_norm.weight"]
+
+    def embed(self, idx):  # Gemma3TextScaledWordEmbedding
+        embed_scale = torch.tensor(self.cfg["d"] ** 0.5)  # float32, as register_buffer holds it
+        return self.embed_tokens(idx) * embed_scale.to(self.embed_tokens.weight.dtype)
+
+    def positions(self, hidden_states, position_ids):
+        """Gemma3TextModel.forward's position_embeddings_global and
+        _local (rotary_emb_local: the same code at the local base); the
+        rest of forward, the final cap where set, is Gemma2ForCausalLM's."""
+        position_embeddings_global = self.rotary_emb(hidden_states, position_ids)
+        inv_freq = self.inv_freq
+        self.inv_freq = self.inv_freq_local
+        position_embeddings_local = self.rotary_emb(hidden_states, position_ids)
+        self.inv_freq = inv_freq
+        return position_embeddings_global, position_embeddings_local
+
+
 def parts(model, name):
     """The parameters tensor `name` of zerosim's layout holds, in order."""
     return model.parts(name) if hasattr(model, "parts") else [model.w(name)]
@@ -580,7 +671,8 @@ def train(cfg, init, dtype):
     """The run in PyTorch at dtype: each step's loss, the loss after the
     last step, the first step's gradient, the weights after the first step
     and after the last, all in zerosim's flat layout."""
-    kind = {"phi3": Phi3ForCausalLM, "qwen3": Qwen3ForCausalLM, "gemma2": Gemma2ForCausalLM}.get(cfg["family"], Model)
+    kind = {"phi3": Phi3ForCausalLM, "qwen3": Qwen3ForCausalLM, "gemma2": Gemma2ForCausalLM,
+            "gemma3": Gemma3ForCausalLM}.get(cfg["family"], Model)
     model = kind(cfg).to(dtype)
     with torch.no_grad():
         for t in cfg["tensors"]:

@@ -55,6 +55,16 @@ trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 # weights are within 1e-5 of float64's, where PyTorch's fp32 has 99.94 %:
 # not understood yet, so not claimed (test_tfm checks the caps' backward by
 # finite differences at caps where tanh bends).
+# gemma3: gemma2's block with q_norm and k_norm by 1 + w on each head,
+# block 0 sliding (rotated by rope_local_base_freq 10000), block 1 global
+# (sliding_window_pattern 2; rope_theta Gemma3TextConfig's 1e6), no caps
+# (gemma-3-1b's), built in tests/tfm_torch.py from modeling_gemma3.py.
+# Torch 1.13: losses within 9.4e-8, first gradient 6.6e-7, weights after 3
+# steps 99.973 % within 1e-5 of torch fp32 (torch fp32 itself is 99.866 %
+# within 1e-5 of float64, zerosim 99.893 %). Run by hand in the 2.6 root:
+# losses within 9.4e-8, first gradient 7.5e-7, but after 3 steps 99.766 %
+# of torch fp32 and 99.885 % of float64 where 2.6's fp32 is 99.951 %: the
+# bound's float64 arbitration would fail there. Not understood yet.
 cat >"$tmp/gpt2.json" <<'EOF_'
 {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32}
 EOF_
@@ -73,6 +83,12 @@ cat >"$tmp/qwen3.json" <<'EOF_'
  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 24, "vocab_size": 256,
  "max_position_embeddings": 32, "rope_theta": 1000000.0}
 EOF_
+cat >"$tmp/gemma3.json" <<'EOF_'
+{"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 24, "vocab_size": 256,
+ "max_position_embeddings": 32, "query_pre_attn_scalar": 24, "sliding_window": 64,
+ "sliding_window_pattern": 2}
+EOF_
 cat >"$tmp/gemma2.json" <<'EOF_'
 {"model_type": "gemma2", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 24, "vocab_size": 256,
@@ -88,7 +104,7 @@ sed "s/\"pad_token_id\": null/\"pad_token_id\": $pad/" "$tmp/phi3.json" >"$tmp/p
 	mv "$tmp/phi3-pad.json" "$tmp/phi3.json" || exit 99
 echo "tfm_torch: phi3's pad_token_id: $pad"
 status=0
-for family in gpt2 llama phi3 qwen3 gemma2; do
+for family in ${ZS_TORCH_FAMILIES:-gpt2 llama phi3 qwen3 gemma2 gemma3}; do
 	d=$tmp/$family
 	mkdir "$d" || exit 99
 	"$zerosim" measure -q --model "$tmp/$family.json" --seq 32 --batch 2 --world 1 --steps 3 --seed 11 \

@@ -6,7 +6,7 @@
 # torch's implementations of every scheme (--framework torch: DDP's buckets,
 # ZeroRedundancyOptimizer, FSDP with and without prefetch, in both precisions),
 # DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed), and zerosim's
-# own transformer (--model, both families, phi3, qwen3 and gemma2, the three recompute modes; under
+# own transformer (--model, both families, phi3, qwen3, gemma2 and gemma3_text, the three recompute modes; under
 # torch's schemes and DeepSpeed's, zero3 module by module, too).
 # docs/schedule.md is the contract both implement; tests/json_agree joins the
 # two JSON files on (scheme, world, unit) and prints the first difference.
@@ -330,14 +330,23 @@ check --framework deepspeed --model "$tmp/llama-12.json" --seq 8 --batch 1 --pre
 # recomputed with it), the inputs of the norms after attention and the MLP
 # with their 1/rms, dup the larger of the MLP's 2F and d; tied (Gemma 2's
 # default), and untied without the attention's cap (no tanh kept).
+# gemma3_text: gemma2's nine-module block with the q/k norm (Gemma3RMSNorm,
+# 1 + w) after q/k/v, qk_pre and qk_rstd kept as qwen3's; one sliding and
+# one global layer (sliding_window_pattern 2; their rotary bases differ,
+# no byte does); no soft-caps (Gemma3TextConfig's default), and both
+# caps set below (the scores' tanh kept).
 sed 's/"llama"/"phi3"/; s/}$/, "pad_token_id": 0}/' "$tmp/llama-tiny.json" >"$tmp/phi3-tiny.json"
 sed 's/"llama"/"gemma2"/; s/}$/, "head_dim": 24, "sliding_window": 64, "query_pre_attn_scalar": 24}/' \
 	"$tmp/llama-tiny.json" >"$tmp/gemma2-tiny.json"
 sed 's/}$/, "tie_word_embeddings": false, "attn_logit_softcapping": null}/' "$tmp/gemma2-tiny.json" \
 	>"$tmp/gemma2-nocap.json"
 sed 's/"llama"/"qwen3"/; s/}$/, "head_dim": 24}/' "$tmp/llama-tiny.json" >"$tmp/qwen3-tiny.json"
+sed 's/"llama"/"gemma3_text"/; s/}$/, "head_dim": 24, "sliding_window": 64, "query_pre_attn_scalar": 24, "sliding_window_pattern": 2}/' \
+	"$tmp/llama-tiny.json" >"$tmp/gemma3-tiny.json"
+sed 's/}$/, "attn_logit_softcapping": 5.0, "final_logit_softcapping": 3.0}/' "$tmp/gemma3-tiny.json" \
+	>"$tmp/gemma3-capped.json"
 sed 's/}$/, "tie_word_embeddings": true}/' "$tmp/qwen3-tiny.json" >"$tmp/qwen3-tied.json"
-for model in phi3-tiny qwen3-tiny gemma2-tiny gemma2-nocap; do
+for model in phi3-tiny qwen3-tiny gemma2-tiny gemma2-nocap gemma3-tiny; do
 	for precision in mixed fp32; do
 		check --model "$tmp/$model.json" --seq 32 --batch 2 --recompute selective --precision $precision \
 			--world 1,2,3,4,8 --schemes $schemes --unit model,layer --steps 1
@@ -358,6 +367,10 @@ for precision in mixed fp32; do
 		--optimizer sgd --world 1,3,5 --schemes $schemes --unit model,layer --steps 2
 	check --framework deepspeed --model "$tmp/qwen3-tied.json" --seq 16 --batch 1 --precision $precision \
 		--world 1,2,3,5,8 --schemes zero3 --unit model,layer --ds-persist 100 --steps 2
+	check --model "$tmp/gemma3-capped.json" --seq 16 --batch 1 --recompute selective --precision $precision \
+		--world 1,2,3,4,8 --schemes $schemes --unit model,layer --steps 1
+	check --framework torch --model "$tmp/gemma3-capped.json" --seq 16 --batch 1 --recompute full \
+		--precision $precision --world 1,2,3,8 --schemes $schemes --unit model,layer --steps 2
 done
 
 # The plain PyTorch loop (--wrapper none: one rank, no framework): the

@@ -608,6 +608,11 @@ static cJSON *hf_config(const struct zs_tfm_run *tr)
 		cJSON_AddItemToObject(o, "sliding_window", m->sliding_window > 0 ? cJSON_CreateNumber((double)m->sliding_window)
 		                                                                : cJSON_CreateNull());
 	}
+	/* gemma3_text's layer pattern and the sliding layers' rotary base */
+	if (m->window_pattern != 0) {
+		cJSON_AddItemToObject(o, "sliding_window_pattern", cJSON_CreateNumber((double)m->window_pattern));
+		cJSON_AddItemToObject(o, "rope_local_base_freq", cJSON_CreateNumber(short_float(tr->dims.rope_local_theta)));
+	}
 	if (m->pad_row != 0)
 		cJSON_AddItemToObject(o, "pad_token_id", cJSON_CreateNumber((double)(m->pad_row - 1)));
 	else if (m->hf_fused)

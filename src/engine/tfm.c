@@ -34,8 +34,8 @@ int tfm_dims_check(const struct tfm_dims *d, char **cause)
 		return zs_fail(cause, "gpt2 has as many key-value heads as heads");
 	if (d->family == TFM_GPT2 && (d->qk_norm || d->gemma))
 		return zs_fail(cause, "gpt2 has no norms on its query and key heads, nor gemma2's");
-	if (d->qk_norm && d->gemma)
-		return zs_fail(cause, "gemma2 has no norms on its query and key heads");
+	if (d->window_pattern != 0 && !(d->qk_norm && d->gemma && d->rope_local_theta > 0.0f))
+		return zs_fail(cause, "a pattern of sliding and global layers is gemma3_text's alone");
 	if (d->attn_scalar < 0.0f || d->attn_softcap < 0.0f || d->final_softcap < 0.0f)
 		return zs_fail(cause, "the attention's scalar and the soft-caps must not be negative");
 	if (d->family == TFM_LLAMA && d->head_dim % 2 != 0)
@@ -59,7 +59,14 @@ void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf)
 	                       .pad_row = llama ? (size_t)hf->pad_row : 0, .qk_norm = llama && hf->qk_norm,
 	                       .gemma = llama && hf->gemma, .attn_scalar = llama ? (float)hf->attn_scalar : 0.0f,
 	                       .attn_softcap = llama ? (float)hf->attn_softcap : 0.0f,
-	                       .final_softcap = llama ? (float)hf->final_softcap : 0.0f};
+	                       .final_softcap = llama ? (float)hf->final_softcap : 0.0f,
+	                       .window_pattern = llama ? (size_t)hf->window_pattern : 0,
+	                       .rope_local_theta = llama ? (float)hf->rope_local_theta : 0.0f};
+}
+
+float tfm_rope_theta(const struct tfm_dims *d, size_t l)
+{
+	return d->window_pattern != 0 && (l + 1) % d->window_pattern != 0 ? d->rope_local_theta : d->rope_theta;
 }
 
 void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d)
@@ -69,25 +76,28 @@ void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d)
 	                       .head_dim = d->head_dim, .vocab = d->vocab, .positions = d->seq, .tied = d->tied,
 	                       .qkv_bias = d->qkv_bias, .hf_fused = d->hf_fused, .pad_row = d->pad_row,
 	                       .qk_norm = d->qk_norm, .gemma = d->gemma, .attn_scalar = d->attn_scalar,
-	                       .attn_softcap = d->attn_softcap, .final_softcap = d->final_softcap};
+	                       .attn_softcap = d->attn_softcap, .final_softcap = d->final_softcap,
+	                       .window_pattern = d->window_pattern, .rope_local_theta = d->rope_local_theta};
 }
 
 size_t tfm_qkv_rows(const struct tfm_dims *d) { return (d->heads + 2 * d->kv_heads) * d->head_dim; }
 size_t tfm_up_rows(const struct tfm_dims *d) { return d->family == TFM_LLAMA ? 2 * d->ffn : d->ffn; }
-size_t tfm_block_modules(const struct tfm_dims *d) { return d->gemma ? 8 : d->qk_norm ? 7 : 6; }
+size_t tfm_block_modules(const struct tfm_dims *d) { return d->gemma ? (d->qk_norm ? 9 : 8) : d->qk_norm ? 7 : 6; }
 
 /* What a block's module s runs (the step description's modules in
  * forward order): llama's and gpt2's six, qwen3's seven (the q/k norm
  * after qkv), gemma2's eight (a norm after attention's projection and
- * after the MLP's). */
+ * after the MLP's), gemma3_text's nine (gemma2's and the q/k norm). */
 enum { ROLE_LN1, ROLE_QKV, ROLE_QK_NORM, ROLE_PROJ, ROLE_POST_ATTN, ROLE_LN2, ROLE_UP, ROLE_DOWN, ROLE_POST_FF };
 static size_t block_role(const struct tfm_dims *d, size_t s)
 {
 	static const unsigned char plain[] = {ROLE_LN1, ROLE_QKV, ROLE_PROJ, ROLE_LN2, ROLE_UP, ROLE_DOWN},
 	                           qk[] = {ROLE_LN1, ROLE_QKV, ROLE_QK_NORM, ROLE_PROJ, ROLE_LN2, ROLE_UP, ROLE_DOWN},
 	                           gemma[] = {ROLE_LN1, ROLE_QKV, ROLE_PROJ, ROLE_POST_ATTN, ROLE_LN2, ROLE_UP, ROLE_DOWN,
-	                                      ROLE_POST_FF};
-	return d->gemma ? gemma[s] : d->qk_norm ? qk[s] : plain[s];
+	                                      ROLE_POST_FF},
+	                           gemma3[] = {ROLE_LN1, ROLE_QKV, ROLE_QK_NORM, ROLE_PROJ, ROLE_POST_ATTN, ROLE_LN2,
+	                                       ROLE_UP, ROLE_DOWN, ROLE_POST_FF};
+	return d->gemma ? (d->qk_norm ? gemma3[s] : gemma[s]) : d->qk_norm ? qk[s] : plain[s];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -144,9 +154,10 @@ void tfm_layer_slots(float *slot[TFM_SLOTS], const struct step_params *p, size_t
 	}
 }
 
-void tfm_block_view(struct tfm_block_params *v, float *const slot[TFM_SLOTS], const struct tfm_dims *d)
+void tfm_block_view(struct tfm_block_params *v, float *const slot[TFM_SLOTS], const struct tfm_dims *d, size_t l)
 {
 	memset(v, 0, sizeof *v);
+	v->rope_theta = tfm_rope_theta(d, l);
 	for (size_t s = 0; s < tfm_block_modules(d); s++) {
 		float **w[] = {&v->ln1_w, &v->qkv_w, &v->qk_norm_w, &v->proj_w, &v->post_attn_w, &v->ln2_w, &v->fc_w,
 		               &v->fcproj_w, &v->post_ff_w};
@@ -213,7 +224,12 @@ static void norm_backward(float *dx, float *dw, float *db, const float *dout, co
 }
 
 /* Gemma2Model's normalizer: hidden_size ** 0.5 as a tensor of the
- * embeddings' dtype (fp32 here), the embedding multiplied by it. */
+ * embeddings' dtype (fp32 here), the embedding multiplied by it.
+ * Gemma3TextScaledWordEmbedding's (modeling_gemma3.py) is a float32
+ * torch.tensor(hidden_size ** 0.5) cast to the weight's dtype: the same
+ * float with fp32 weights, as the engine's (mixed precision keeps fp32
+ * weights and autocasts the matmuls only); 16-bit weights would round it
+ * (sqrt(1152) = 33.94 is 34.0 in bf16), which no run here has. */
 static float embed_scale(const struct tfm_dims *d) { return (float)sqrt((double)d->d); }
 
 static void scale_rows(float *x, float s, size_t n)
@@ -304,11 +320,11 @@ static void attend(struct tfm_block_acts *a, const struct tfm_block_params *p, c
 {
 	size_t BT = B * T, H = d->heads, KV = d->kv_heads, hd = d->head_dim, Q = tfm_qkv_rows(d);
 	if (d->qk_norm) {
-		headnorm_forward(a->qkv, a->qk_pre, a->qk_rstd, p->qk_norm_w, d->eps, BT, H, KV, hd);
+		headnorm_forward(a->qkv, a->qk_pre, a->qk_rstd, p->qk_norm_w, d->eps, BT, H, KV, hd, d->gemma);
 		r16(a->f16, a->qkv, BT * Q);
 	}
 	if (d->family == TFM_LLAMA) {
-		rope_forward(a->qkv, d->rope_theta, B, T, H, KV, hd);
+		rope_forward(a->qkv, p->rope_theta, B, T, H, KV, hd);
 		r16(a->f16, a->qkv, BT * Q);
 	}
 	tfm_attention_recompute(a, d, B, T);
@@ -436,10 +452,10 @@ void tfm_block_backward_module(struct tfm_block_params *g, struct tfm_scratch *s
 		attention_backward_capped(sc->dqkv, sc->datt, sc->dx, a->qkv, a->att, a->att_tanh, B, T, H, KV, hd,
 		                          d->attn_scalar > 0.0f ? 1.0f / sqrtf(d->attn_scalar) : 1.0f / sqrtf((float)hd));
 		if (d->family == TFM_LLAMA)
-			rope_backward(sc->dqkv, d->rope_theta, B, T, H, KV, hd);
+			rope_backward(sc->dqkv, p->rope_theta, B, T, H, KV, hd);
 		break;
 	case ROLE_QK_NORM: /* in place on the q and k heads of dqkv */
-		headnorm_backward(sc->dqkv, g->qk_norm_w, a->qk_pre, p->qk_norm_w, a->qk_rstd, BT, H, KV, hd);
+		headnorm_backward(sc->dqkv, g->qk_norm_w, a->qk_pre, p->qk_norm_w, a->qk_rstd, BT, H, KV, hd, d->gemma);
 		break;
 	case ROLE_QKV:
 		matmul_backward(sc->dx, g->qkv_w, g->qkv_b, sc->dqkv, a->ln1, p->qkv_w, BT, C, tfm_qkv_rows(d));

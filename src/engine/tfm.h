@@ -66,7 +66,13 @@ struct tfm_dims {
 	float attn_scalar; /* gemma2: the scores scaled by its -1/2 power (0: hd's) */
 	float attn_softcap;  /* gemma2: the scores soft-capped, c·tanh(s/c) (0: none) */
 	float final_softcap; /* gemma2: the logits soft-capped (0: none) */
+	size_t window_pattern;  /* gemma3_text: block l slides unless (l + 1) % it == 0 (0: none) */
+	float rope_local_theta; /* gemma3_text: the sliding blocks' rotary base */
 };
+
+/* Block l's rotary base: gemma3_text's sliding blocks
+ * rope_local_theta, every other block rope_theta. */
+float tfm_rope_theta(const struct tfm_dims *d, size_t l);
 
 /* 0 if d is a shape the kernels run, else -1 with a sentence in *cause. */
 int tfm_dims_check(const struct tfm_dims *d, char **cause);
@@ -103,6 +109,7 @@ struct tfm_block_params { /* absent tensors (llama's biases) are NULL */
 	float *ln2_w, *ln2_b;       /* (d), (d) */
 	float *fc_w, *fc_b;         /* (U, d), (U) */
 	float *fcproj_w, *fcproj_b; /* (d, F), (d) */
+	float rope_theta;           /* its block's rotary base (tfm_rope_theta) */
 };
 struct tfm_final_params {
 	float *norm_w, *norm_b; /* (d), (d) — norm_b NULL for llama */
@@ -115,8 +122,8 @@ struct tfm_final_params {
  * pairs (ln1 .. fcproj; qwen3's q/k norm a module of its own after qkv);
  * the embedding's wte, wpe; the head's its final norm, then the head
  * (tied: the token table). The views read them. */
-#define TFM_SLOTS 16
-void tfm_block_view(struct tfm_block_params *v, float *const slot[TFM_SLOTS], const struct tfm_dims *d);
+#define TFM_SLOTS 18
+void tfm_block_view(struct tfm_block_params *v, float *const slot[TFM_SLOTS], const struct tfm_dims *d, size_t l);
 void tfm_embed_view(struct tfm_embed_params *v, float *const slot[TFM_SLOTS]);
 void tfm_final_view(struct tfm_final_params *v, float *const slot[TFM_SLOTS]);
 /* The slots of layer l of p (0 the embedding, 1..L the blocks, L+1 the
@@ -207,8 +214,9 @@ void tfm_attention_recompute(struct tfm_block_acts *a, const struct tfm_dims *d,
  * them 0..n-1 (recompute 0..n-2), backward n-1..0; the embedding's 0 wte,
  * 1 wpe; the head's 0 the final norm, 1 the head. The bits are those of
  * the whole-layer calls. tfm_block_modules is n. gemma2's are ln1, qkv,
- * proj, the norm after attention, ln2, up, down, the norm after the MLP. */
-#define TFM_BLOCK_MODULES 8
+ * proj, the norm after attention, ln2, up, down, the norm after the MLP;
+ * gemma3_text's gemma2's with the q/k norm after qkv (nine). */
+#define TFM_BLOCK_MODULES 9
 size_t tfm_block_modules(const struct tfm_dims *d);
 void tfm_block_forward_module(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                               const struct tfm_dims *d, size_t B, size_t T, size_t s);

@@ -190,26 +190,28 @@ void rmsnorm1p_backward(float *dx, float *dw, const float *dout, const float *x,
 }
 
 void headnorm_forward(float *qkv, float *pre, float *rstd, const float *w, float eps, size_t BT, size_t H, size_t KV,
-                      size_t hd)
+                      size_t hd, int one_plus)
 {
 	size_t Q = (H + 2 * KV) * hd, N = H + KV;
+	void (*norm)(float *, float *, const float *, const float *, float, size_t, size_t) =
+	        one_plus ? rmsnorm1p_forward : rmsnorm_forward;
 	for (size_t r = 0; r < BT; r++) {
 		float *row = qkv + r * Q, *x = pre + r * N * hd;
 		memcpy(x, row, N * hd * sizeof *x);
-		rmsnorm_forward(row, rstd + r * N, x, w, eps, H, hd);
-		rmsnorm_forward(row + H * hd, rstd + r * N + H, x + H * hd, w + hd, eps, KV, hd);
+		norm(row, rstd + r * N, x, w, eps, H, hd);
+		norm(row + H * hd, rstd + r * N + H, x + H * hd, w + hd, eps, KV, hd);
 	}
 }
 
 void headnorm_backward(float *dqkv, float *dw, const float *pre, const float *w, const float *rstd, size_t BT,
-                       size_t H, size_t KV, size_t hd)
+                       size_t H, size_t KV, size_t hd, int one_plus)
 {
 	size_t Q = (H + 2 * KV) * hd, N = H + KV;
 	for (size_t r = 0; r < BT; r++)
 		for (size_t j = 0; j < N; j++) {
 			float *o = dqkv + r * Q + j * hd;
 			size_t k = j < H ? 0 : hd; /* q_norm's weight, or k_norm's */
-			rms_row_backward(o, dw + k, o, pre + (r * N + j) * hd, w + k, rstd[r * N + j], hd, 0, 0);
+			rms_row_backward(o, dw + k, o, pre + (r * N + j) * hd, w + k, rstd[r * N + j], hd, 0, one_plus);
 		}
 }
 

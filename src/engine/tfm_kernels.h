@@ -63,11 +63,12 @@ void rmsnorm1p_backward(float *dx, float *dw, const float *dout, const float *x,
  * (BT, (H + 2·KV)·hd), as Qwen3's q_norm and k_norm: the H query heads
  * with w[0, hd), the KV key heads with w[hd, 2·hd); pre (BT, (H + KV)·hd)
  * gets the heads before, rstd (BT, H + KV) each head's 1/rms. Backward in
- * place on the same heads of dqkv (the values' untouched); dw (2·hd) +=. */
+ * place on the same heads of dqkv (the values' untouched); dw (2·hd) +=.
+ * one_plus: each scaled by (1 + w), Gemma3RMSNorm's (gemma3_text). */
 void headnorm_forward(float *qkv, float *pre, float *rstd, const float *w, float eps, size_t BT, size_t H, size_t KV,
-                      size_t hd);
+                      size_t hd, int one_plus);
 void headnorm_backward(float *dqkv, float *dw, const float *pre, const float *w, const float *rstd, size_t BT,
-                       size_t H, size_t KV, size_t hd);
+                       size_t H, size_t KV, size_t hd, int one_plus);
 
 /* out (BT, OC) = in (BT, C) · w (OC, C)ᵀ + bias (OC, or NULL). */
 void matmul_forward(float *out, const float *in, const float *w, const float *bias, size_t BT, size_t C, size_t OC);

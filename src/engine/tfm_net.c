@@ -285,7 +285,7 @@ static void block_fwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	if (s == 0)
 		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, SKIP_ALL_BUT_INPUT);
 	slots32(w, l, io, 0, md->first, md->n);
-	tfm_block_view(&p, w, &n->dims);
+	tfm_block_view(&p, w, &n->dims, (size_t)l->block);
 	block_acts(&a, &v, n->mixed);
 	tfm_block_forward_module(&a, &p, v.x, &n->dims, n->B, n->T, s);
 	if (s + 1 == l->nmodules)
@@ -308,9 +308,9 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, SKIP_RECOMPUTED);
 	/* a full recompute reads every tensor (not under DeepSpeed's ZeRO-3) */
 	slots32(w, l, io, 0, first && full ? 0 : md->first, first && full ? l->nptensors : md->n);
-	tfm_block_view(&p, w, &n->dims);
+	tfm_block_view(&p, w, &n->dims, (size_t)l->block);
 	slots32(gr, l, io, 1, md->first, md->n);
-	tfm_block_view(&g, gr, &n->dims);
+	tfm_block_view(&g, gr, &n->dims, (size_t)l->block);
 	block_acts(&a, &v, n->mixed);
 	scratch_of(&sc, io);
 	/* Rebuild what the forward did not keep (recomputed tensors; in mixed

@@ -105,6 +105,8 @@ static const struct {
 	int hf_fused;           /* qkv_proj and gate_up_proj are single tensors */
 	int qk_norm;            /* an RMSNorm on each head's queries and keys */
 	int gemma;              /* Gemma 2's norms, GeGLU, scaled embedding and soft-capping */
+	int gemma3;             /* Gemma 3's layer pattern and local rotary base; no soft-caps by default */
+	double rope_theta;      /* rope_theta when absent (0: 10000) */
 } types[] = {
 	{ .type = "gpt2", .keys = gpt2_keys, .eps_key = "layer_norm_epsilon", .eps = 1e-5, .pad = -1,
 	  .family = ZS_FAMILY_GPT2, .tied = 1 },
@@ -149,8 +151,18 @@ static const struct {
 	 * 006e8693. */
 	{ .type = "gemma2", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-6, .window = 4096,
 	  .head_dim = 256, .pad = 0, .family = ZS_FAMILY_LLAMA, .window_key = 1, .tied = 1, .gemma = 1 },
+	/* Gemma3TextConfig (configuration_gemma3.py at 008f5c8c, __init__):
+	 * head_dim 256, rms_norm_eps 1e-6, pad_token_id 0, tie true,
+	 * rope_theta 1e6, rope_local_base_freq 1e4, sliding_window 4096,
+	 * sliding_window_pattern 6, query_pre_attn_scalar 256, both soft-caps
+	 * None (read in zs_model_from_json below); Gemma3RMSNorm, the q/k norms,
+	 * Gemma3Attention's is_sliding and Gemma3TextModel's two rotary
+	 * embeddings: modeling_gemma3.py at 008f5c8c. */
+	{ .type = "gemma3_text", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-6, .window = 4096,
+	  .head_dim = 256, .pad = 0, .family = ZS_FAMILY_LLAMA, .window_key = 1, .tied = 1, .gemma = 1, .qk_norm = 1,
+	  .gemma3 = 1, .rope_theta = 1e6 },
 };
-#define TYPE_NAMES "gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2"
+#define TYPE_NAMES "gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text"
 
 /* Keys whose value changes what the engine's transformer computes, and
  * the one value (as JSON text: a string, true, false or null) it runs;
@@ -170,6 +182,10 @@ static const struct {
 	/* Gemma2Config's use_bidirectional_attention (at 008e5743): no causal mask */
 	{ ZS_FAMILY_LLAMA, 1, "use_bidirectional_attention", { "null", "false" } },
 	{ ZS_FAMILY_LLAMA, -1, "rope_scaling", { "null", NULL } },
+	/* transformers 5.x's per-layer-type rotary settings (Gemma3TextConfig
+	 * at 0018aa64: rope_parameters by layer type); the engine reads
+	 * rope_theta and rope_local_base_freq, 4.x's keys, only */
+	{ ZS_FAMILY_LLAMA, 1, "rope_parameters", { "null", NULL } },
 	/* newer Phi3Configs rotate only this fraction of each head (Phi-4-mini:
 	 * 0.75); the kernels rotate all of it */
 	{ ZS_FAMILY_LLAMA, -1, "partial_rotary_factor", { "1", NULL } },
@@ -266,6 +282,48 @@ static int is_set(const cJSON *it)
 	       !(cJSON_IsNumber(it) && it->valuedouble == 0);
 }
 
+/* Gemma3TextConfig's layer pattern and local rotary base (at 008f5c8c):
+ * Gemma3Attention.is_sliding = bool((layer_idx + 1) %
+ * sliding_window_pattern), and Gemma3TextModel's rotary_emb_local is
+ * rope_local_base_freq's. Later releases spell the pattern as
+ * layer_types, a "sliding_attention" or "full_attention" for each layer:
+ * read where it is one pattern's, refused by name otherwise. */
+static int read_gemma3_layers(const cJSON *cfg, const char *where, struct zs_model *m, char **cause)
+{
+	const cJSON *pat = cJSON_GetObjectItemCaseSensitive(cfg, "sliding_window_pattern");
+	m->window_pattern = 6;
+	if (pat != NULL && !cJSON_IsNull(pat)) {
+		if (!cJSON_IsNumber(pat) || pat->valuedouble != floor(pat->valuedouble) || pat->valuedouble < 1 ||
+		    pat->valuedouble > ZS_MODEL_MAX_LAYERS)
+			return zs_fail(cause, "%s: \"sliding_window_pattern\" must be a whole number in 1..%d", where,
+			               ZS_MODEL_MAX_LAYERS);
+		m->window_pattern = (uint64_t)pat->valuedouble;
+	}
+	const cJSON *lt = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types");
+	if (lt != NULL && !cJSON_IsNull(lt)) {
+		uint64_t n = cJSON_IsArray(lt) ? (uint64_t)cJSON_GetArraySize(lt) : 0, first_full = 0;
+		for (uint64_t l = 0; l < n && first_full == 0; l++) {
+			const cJSON *e = cJSON_GetArrayItem(lt, (int)l);
+			if (cJSON_IsString(e) && strcmp(e->valuestring, "full_attention") == 0)
+				first_full = l + 1;
+		}
+		int ok = n == m->layers;
+		if (ok)
+			m->window_pattern = first_full != 0 ? first_full : m->layers + 1;
+		for (uint64_t l = 0; l < n && ok; l++) {
+			const cJSON *e = cJSON_GetArrayItem(lt, (int)l);
+			ok = cJSON_IsString(e) && strcmp(e->valuestring, (l + 1) % m->window_pattern != 0 ? "sliding_attention"
+			                                                                                   : "full_attention") == 0;
+		}
+		if (!ok)
+			return zs_fail(cause, "%s: \"layer_types\" is not one global layer in every %llu, after %llu "
+			               "sliding ones, for each of the %llu layers (the only pattern modelled)", where,
+			               (unsigned long long)m->window_pattern, (unsigned long long)m->window_pattern - 1,
+			               (unsigned long long)m->layers);
+	}
+	return read_positive(cfg, "rope_local_base_freq", 10000.0, where, &m->rope_local_theta, cause);
+}
+
 int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out, char **cause)
 {
 	struct zs_model m = {0};
@@ -307,7 +365,8 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 		return zs_fail(cause, "%s: \"tie_word_embeddings\" is neither true nor false", where);
 
 	if (read_positive(cfg, types[t].eps_key, types[t].eps, where, &m.norm_eps, cause) < 0 ||
-	    (m.family == ZS_FAMILY_LLAMA && read_positive(cfg, "rope_theta", 10000.0, where, &m.rope_theta, cause) < 0))
+	    (m.family == ZS_FAMILY_LLAMA && read_positive(cfg, "rope_theta", types[t].rope_theta > 0 ? types[t].rope_theta : 10000.0, where,
+	                                                  &m.rope_theta, cause) < 0))
 		return -1;
 	/* The dropout probabilities the modules are built with (training
 	 * mode): GPT2Config's embd_pdrop, attn_pdrop and resid_pdrop (default
@@ -329,10 +388,12 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 	/* Gemma2Config's scalar and caps; a cap given null is none (the
 	 * modeling file tests `is not None`) */
 	if (m.gemma) {
-		static const struct { const char *key; double def; size_t field; int nullable; } caps[] = {
+		/* Gemma3TextConfig's caps default to None: none */
+		double g3 = types[t].gemma3 ? 0.0 : 1.0;
+		const struct { const char *key; double def; size_t field; int nullable; } caps[] = {
 			{ "query_pre_attn_scalar", 256.0, offsetof(struct zs_model, attn_scalar), 0 },
-			{ "attn_logit_softcapping", 50.0, offsetof(struct zs_model, attn_softcap), 1 },
-			{ "final_logit_softcapping", 30.0, offsetof(struct zs_model, final_softcap), 1 },
+			{ "attn_logit_softcapping", 50.0 * g3, offsetof(struct zs_model, attn_softcap), 1 },
+			{ "final_logit_softcapping", 30.0 * g3, offsetof(struct zs_model, final_softcap), 1 },
 		};
 		for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
 			const cJSON *it = cJSON_GetObjectItemCaseSensitive(cfg, caps[c].key);
@@ -343,6 +404,8 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 				return -1;
 		}
 	}
+	if (types[t].gemma3 && read_gemma3_layers(cfg, where, &m, cause) < 0)
+		return -1;
 	int windowed = types[t].window_key;
 	if (windowed && types[t].window_on != NULL) {
 		const cJSON *on = cJSON_GetObjectItemCaseSensitive(cfg, types[t].window_on);

@@ -34,6 +34,15 @@
  *     (default 50), the logits by final_logit_softcapping (default 30; null:
  *     none); head_dim default 256, tied, pad_token_id default 0;
  *     sliding_window (default 4096) on every other layer.
+ *   gemma3_text (Gemma 3's text model): gemma2's block plus an RMSNorm by
+ *     (1 + w) over head_dim on each query and key head before rope
+ *     (q_norm, k_norm, as qwen3's); five sliding-window layers to one global
+ *     (sliding_window_pattern, default 6: layer l slides unless (l + 1) is
+ *     a multiple of it; layer_types, where given, must spell that
+ *     pattern); the sliding layers rotate with rope_local_base_freq
+ *     (default 10000), the global ones with rope_theta (default 1e6); no
+ *     soft-capping unless attn_logit_softcapping / final_logit_softcapping
+ *     are set (defaults null); sliding_window default 4096.
  *
  * Keys that change no byte count but the numbers the engine's transformer
  * computes are read too: the norms' epsilon (gpt2 layer_norm_epsilon,
@@ -108,6 +117,9 @@ struct zs_model {
 	double attn_softcap;    /* gemma2: attn_logit_softcapping, c·tanh(s/c) (0: none) */
 	double final_softcap;   /* gemma2: final_logit_softcapping on the logits (0: none) */
 	uint64_t sliding_window;/* mistral's attention window, 0 for none */
+	uint64_t window_pattern;/* gemma3_text: every window_pattern-th layer is global, the
+	                           others slide and rotate by rope_local_theta (0: none) */
+	double rope_local_theta;/* gemma3_text: rope_local_base_freq (0: every layer rope_theta) */
 	char unrun[160];        /* why the engine cannot train this config
 	                           ("" when it can): numerics only */
 };

@@ -98,9 +98,9 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 	const char *blocks = gpt2 ? "transformer.h" : "model.layers";
 
 	memset(p, 0, sizeof *p);
-	/* sized once: at most 12 tensors and 8 modules a block, 4 of each
+	/* sized once: at most 12 tensors and 9 modules a block, 4 of each
 	 * outside (the theory builds this often) */
-	struct builder b = {p, 12 * L + 8, 8 * L + 8};
+	struct builder b = {p, 12 * L + 8, 9 * L + 8};
 	p->tensor = zs_malloc(b.cap_t * sizeof *p->tensor);
 	p->module = zs_malloc(b.cap_m * sizeof *p->module);
 	p->nlayers = L + 2;
