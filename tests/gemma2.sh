@@ -29,6 +29,19 @@ learns "$tmp/gemma2-tiny.json" 3e-3 1.5
 tr -d ' \t\n' <"$tmp/train.json" | grep -q '"units":\[16448,51712,51712\]' ||
 	fail "the units are not embedding and final norm 16448, blocks 51712"
 
+# A config saying "pad_token_id": null has no padding row (Gemma2Config's
+# default is row 0): its case replays the same run, not row 0's
+sed 's/}$/, "pad_token_id": null}/' "$tmp/gemma2-tiny.json" >"$tmp/nopad.json"
+sed 's/}$/, "pad_token_id": 0}/' "$tmp/gemma2-tiny.json" >"$tmp/pad0.json"
+"$zerosim" measure --model "$tmp/nopad.json" --world 1 --seq 16 --batch 16 --steps 2 --write-case "$tmp/nopad-case.json" \
+	--out "$tmp/nopad-a.json" 2>"$tmp/err" && "$zerosim" measure --case "$tmp/nopad-case.json" --out "$tmp/nopad-b.json" 2>>"$tmp/err" &&
+	"$zerosim" measure --model "$tmp/pad0.json" --world 1 --seq 16 --batch 16 --steps 2 --out "$tmp/pad0.json.out" 2>>"$tmp/err" ||
+	fail "the padding row's runs: $(cat "$tmp/err")"
+da=$(grep -m1 weights_digest "$tmp/nopad-a.json") db=$(grep -m1 weights_digest "$tmp/nopad-b.json")
+d0=$(grep -m1 weights_digest "$tmp/pad0.json.out")
+[ -n "$da" ] && [ "$da" = "$db" ] && [ "$da" != "$d0" ] ||
+	fail "pad_token_id null: the run $da, its case $db, row 0's $d0"
+
 echo "gemma2: 2: one weights digest per N across dp, zero1, zero2 and zero3"
 sed 's/}$/, "attn_logit_softcapping": null, "tie_word_embeddings": false}/' "$tmp/gemma2-tiny.json" \
 	>"$tmp/gemma2-b.json"

@@ -596,8 +596,6 @@ static cJSON *hf_config(const struct zs_tfm_run *tr)
 	/* the dropout probabilities the plain PyTorch loop runs with (GPT2Config's
 	 * default is 0.1: a case says what its run had) */
 	zs_model_dropout_json(o, m);
-	/* the row nn.Embedding's padding_idx holds; phi3's default is a row,
-	 * so a phi3 case names none as null */
 	/* gemma2's attention scalar, soft-caps (null: none) and window, as read */
 	if (m->gemma) {
 		cJSON_AddItemToObject(o, "query_pre_attn_scalar", cJSON_CreateNumber(m->attn_scalar));
@@ -613,9 +611,13 @@ static cJSON *hf_config(const struct zs_tfm_run *tr)
 		cJSON_AddItemToObject(o, "sliding_window_pattern", cJSON_CreateNumber((double)m->window_pattern));
 		cJSON_AddItemToObject(o, "rope_local_base_freq", cJSON_CreateNumber(short_float(tr->dims.rope_local_theta)));
 	}
+	/* the row nn.Embedding's padding_idx holds, or null for none: the llama
+	 * family's configs say it always, since some families' default is a
+	 * row (phi3's 32000, gemma2's and gemma3's 0: a case of a config that
+	 * said null replayed with row 0 before) */
 	if (m->pad_row != 0)
 		cJSON_AddItemToObject(o, "pad_token_id", cJSON_CreateNumber((double)(m->pad_row - 1)));
-	else if (m->hf_fused)
+	else if (!gpt2)
 		cJSON_AddItemToObject(o, "pad_token_id", cJSON_CreateNull());
 	return o;
 }
