@@ -262,16 +262,21 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	unsigned char *last = zs_calloc(ngrads, 1);                   /* it completes its bucket */
 	uint32_t *buckets = zs_malloc(ngrads * sizeof *buckets);
 	size_t nbuckets = 0;
-	double cap = bucket_cap_mb * 1024.0 * 1024.0;
+	/* the cap in whole bytes, as DDP takes it (int(bucket_cap_mb * 1024 *
+	 * 1024)); every bucket holds one tensor at least, so a cap of 0 gives
+	 * each tensor after the first bucket its own (reducer.cpp's
+	 * compute_bucket_assignment_by_size closes a bucket once its size
+	 * reaches the limit, after adding the tensor) */
+	uint64_t cap = (uint64_t)(bucket_cap_mb * 1024.0 * 1024.0);
 	for (size_t i = 0; i < ngrads;) {
-		double limit = nbuckets == 0 ? AG_DDP_FIRST_BUCKET_BYTES : cap, bytes = 0;
+		uint64_t limit = nbuckets == 0 ? (uint64_t)AG_DDP_FIRST_BUCKET_BYTES : cap, bytes = 0;
 		size_t j = i;
 		uint64_t n = 0;
-		while (j < ngrads && bytes < limit) {
-			bytes += (double)s->tensor[ready[j]].bytes;
+		do {
+			bytes += s->tensor[ready[j]].bytes;
 			n += elements(&s->tensor[ready[j]]);
 			j++;
-		}
+		} while (j < ngrads && bytes < limit);
 		uint32_t bk = storage(p, "Reducer bucket (gradients)", AG_F32, n, 0, ZS_CAT_BUCKETS);
 		buckets[nbuckets++] = bk;
 		uint64_t off = 0;

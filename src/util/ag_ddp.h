@@ -30,8 +30,17 @@
  *
  * Two ops are appended to the step's ops for the collectives
  * (AG_OP_ALL_REDUCE_SUM_, AG_OP_BROADCAST_); the executor runs them across
- * its ranks, the theory counts no bytes for them (gloo's own buffers are
- * not PyTorch's allocator's).
+ * its ranks; the theory adds no memory for them (gloo's own buffers are
+ * not PyTorch's allocator's) and counts their traffic as the ring's.
+ *
+ * Not modelled: the first iteration's buckets (DDP reduces one bucket of
+ * every parameter, bucket_size_limits [sys.maxsize], until the rebuild
+ * at the second forward, when old and new buckets live together for a
+ * moment): the step here is the steady one, the buckets rebuilt from
+ * set-up. A model whose gradients fit the first bucket (the tests' tiny
+ * ones) has the same one bucket either way; beyond that, the layout of
+ * several buckets is PyTorch's rule read from source, not yet held to a
+ * PyTorch run.
  *
  * The hooks are placed at the list's AG_EV_GRAD_READY events (zero_grad
  * zeros: after .grad += g; set_to_none: where AccumulateGrad takes g as
