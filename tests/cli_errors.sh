@@ -681,6 +681,8 @@ bad_measure "--prefetch is FSDP's backward prefetch, and --schemes dp builds no 
 # --attn needs a transformer; 1.13 has no SDPA and no CPU fused Adam; in a
 # spec (zerosim-sweep/2) the same, and a /1 spec has none of the keys.
 tiny=$srcdir/report/models/gpt2-tiny.json
+printf '{"format": "zerosim-sweep/2", "framework": "torch", "wrapper": "none", "world": [1], "units": ["layer"]}\n' \
+	>"$tmp/sp-wr-units.json"
 for cmd in measure theory; do
 	for v in 2.5 1.13.1 2 '' 2.6,1.13; do
 		try 2 "--torch-version: '$v' is not one of 2.6, 1.13" $cmd --framework torch --torch-version "$v" --out "$keep"
@@ -737,6 +739,17 @@ for cmd in measure theory; do
 		$cmd --framework torch $ddp --schemes dp,zero1 --torch-version 1.13 --out "$keep"
 	try 2 "--wrapper ddp needs a transformer (--model)" \
 		$cmd --framework torch --wrapper ddp --schemes dp --torch-version 1.13 --world 2 --out "$keep"
+	# The PyTorch step has no units (ZeRO-3's gather units): a --unit given
+	# under either wrapper is refused, not ignored (--model's default
+	# layer is no unit given).
+	try 2 "--unit: --wrapper none runs the PyTorch step over the whole model, which has no units" \
+		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision fp32 --torch-device cpu \
+		--attn eager --unit layer --out "$keep"
+	try 2 "--unit: --wrapper ddp runs the PyTorch step over the whole model, which has no units" \
+		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --unit model --out "$keep"
+	try 2 "--unit: --wrapper none runs the PyTorch step over the whole model, which has no units" \
+		$cmd --spec "$tmp/sp-wr-units.json" --model "$tiny" --precision fp32 --torch-device cpu --attn eager \
+		--out "$keep"
 	# The plain loop describes no activation checkpointing: refused.
 	try 2 "--recompute full: the plain loop's PyTorch step keeps what autograd keeps" \
 		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision fp32 --torch-device cpu \

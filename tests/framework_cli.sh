@@ -50,6 +50,13 @@ tr -d ' \t\n' <"$tmp/ddp-measure.json" | grep -q '"all_reduce":{"calls_per_step"
 m=$(tr -d ' \t\n' <"$tmp/ddp-measure.json" | sed -n 's/.*"comm_bytes_per_rank_per_step":\([0-9]*\).*/\1/p')
 t=$(tr -d ' \t\n' <"$tmp/ddp-theory.json" | sed -n 's/.*"schedule":{.*"comm_bytes_per_rank_per_step":\([0-9]*\).*/\1/p')
 [ -n "$m" ] && [ "$m" = "$t" ] && [ "$m" -ge 905216 ] || fail "ddp's comm: measure '$m', theory '$t'"
+# --timeline-ranks all logs every rank's last step under --wrapper ddp as
+# under the engine's own schemes (it logged rank 0's alone, silently).
+"$zerosim" measure --model "$tiny" --framework torch --wrapper ddp --schemes dp --world 3 --precision fp32 \
+	--torch-device cpu --attn eager --seq 16 --steps 1 --timeline --timeline-ranks all --out "$tmp/ddp-tl.json" ||
+	fail "ddp --timeline-ranks all"
+n=$(tr -d ' \t\n' <"$tmp/ddp-tl.json" | grep -o '"rank":[0-9]*,"timeline":\[{' | tr '\n' ' ')
+[ "$n" = '"rank":1,"timeline":[{ "rank":2,"timeline":[{ ' ] || fail "ddp --timeline-ranks all: ranks logged: '$n'"
 
 # refused: one line on stderr, exit 2, nothing written
 refused() {

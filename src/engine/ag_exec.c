@@ -1841,7 +1841,9 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 	out->losses = zs_calloc(c->steps ? c->steps : 1, sizeof *out->losses);
 	int rc = ag_exec_begin_ranks(x, world, &s, &o, &tr, feed, cause), begun = rc == 0;
 	for (unsigned t = 0; rc == 0 && t < c->steps; t++) {
-		if (want_timeline && t + 1 == c->steps)
+		if (want_timeline > 1 && t + 1 == c->steps)
+			tracker_record_ranks(&tr);
+		else if (want_timeline && t + 1 == c->steps)
 			tracker_record(&tr);
 		for (unsigned k = 0; k < world; k++)
 			x[k].record_marks = k == 0 && t + 1 == c->steps; /* rank 0's steady step's boundaries */

@@ -142,7 +142,8 @@ struct ag_exec_result {
  * case's) or, if NULL, the seed's task (tfm_task_batch, each rank its
  * own). Rank k's blocks are rank k's of tr, the caller's (world ranks,
  * set up for ids, the allocator's replay, as any run's), which logs the
- * last step when want_timeline; every block is freed again by the end.
+ * last step when want_timeline (rank 0's; 2: every rank's, --timeline-ranks
+ * all); every block is freed again by the end.
  * The losses are the ranks' mean; the digest and weights rank 0's, and
  * every rank's must equal them; the marks rank 0's. 0, or -1 with
  * *cause. The caller frees out with ag_exec_result_free. */

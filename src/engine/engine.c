@@ -897,7 +897,8 @@ static int run_plain_loop(const struct zs_config *c, enum zs_scheme scheme, unsi
 	if (opt->alloc != NULL)
 		tracker_allocator(&tr, opt->alloc);
 	if (ag_exec_tfm_run(c, &c->tfm->hf, c->tfm->seq, world, cs != NULL ? cs->weights : NULL,
-	                    cs != NULL ? cs->tokens : NULL, opt->weights, &tr, opt->timeline, &ar, cause) != 0) {
+	                    cs != NULL ? cs->tokens : NULL, opt->weights, &tr,
+	                    opt->timeline ? 1 + (opt->timeline_ranks != 0) : 0, &ar, cause) != 0) {
 		tracker_destroy(&tr);
 		return -1;
 	}

@@ -698,6 +698,19 @@ int zs_config_validate(const struct zs_config *c, char **cause)
 	return zs_config_check_torch(c, cause);
 }
 
+/* The PyTorch step (util/autograd.h) runs Hugging Face's model whole,
+ * under --wrapper none and ddp alike: it has no ZeRO-3 gather units, so a
+ * --unit would change the rows' label and nothing else; refused rather
+ * than recorded. --model sets the unit to layer unasked: only a unit
+ * given (on the command line or in a spec) is refused. */
+static int check_step_unit(const struct zs_config *c, char **cause)
+{
+	if (c->given & ZS_KEY_BIT(ZS_KEY_UNITS))
+		return zs_fail(cause, "--unit: --wrapper %s runs the PyTorch step over the whole model, which has no "
+		               "units (ZeRO-3's gather units): leave --unit out", zs_wrapper_name(c->wrapper));
+	return 0;
+}
+
 /* --wrapper ddp: torch's DistributedDataParallel over the PyTorch step
  * (util/ag_ddp.h), which is torch's dp at any N. */
 static int check_ddp(const struct zs_config *c, char **cause)
@@ -712,7 +725,7 @@ static int check_ddp(const struct zs_config *c, char **cause)
 		if (c->given & ZS_KEY_BIT(k))
 			return zs_fail(cause, "--%s: --wrapper ddp builds no %s to set", key_names[k],
 			               k <= ZS_KEY_PREFETCH ? "FSDP" : "DeepSpeed engine");
-	return 0;
+	return check_step_unit(c, cause);
 }
 
 int zs_config_check_torch(const struct zs_config *c, char **cause)
@@ -757,7 +770,7 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 		if (c->given & ZS_KEY_BIT(k))
 			return zs_fail(cause, "--%s: --wrapper none builds no %s to set", key_names[k],
 			               k <= ZS_KEY_PREFETCH ? (k == ZS_KEY_BUCKET_CAP ? "DDP" : "FSDP") : "DeepSpeed engine");
-	return 0;
+	return check_step_unit(c, cause);
 }
 
 int zs_config_check_model(const struct zs_config *c, int transformer, char **cause)
