@@ -23,6 +23,8 @@
 #include <string.h>
 
 #include "theory/theory.h"
+#include "util/ag_ddp.h"
+#include "util/autograd.h"
 #include "util/config.h"
 #include "util/step.h"
 #include "util/util.h"
@@ -1392,6 +1394,43 @@ END_TEST
  * state and DDP's buckets 2Ψ: 474,112 + 491,520 + 237,056 = 1,202,688 B,
  * 8.147 B/param without the buckets where the paper's zero1 has 4 + 12/3
  * = 8; rank 1 holds 12·(40960 - 38656) = 27,648 B less. */
+/* ag_step_build_run tells the input's faults (-1: the CLI's exit 2) from
+ * DDP's pass failing on a step that was built (-2: zerosim's internal
+ * error, exit 1): a run of 0 ranks is no input a user can give. */
+START_TEST(test_ddp_pass_failure_is_internal_and_a_refusal_is_bad_input)
+{
+	struct zs_model m = { .family = ZS_FAMILY_GPT2, .hidden = 64, .intermediate = 256, .layers = 2,
+	                      .heads = 4, .kv_heads = 4, .head_dim = 16, .vocab = 256, .positions = 32, .tied = 1 };
+	strcpy(m.name, "tiny");
+	strcpy(m.model_type, "gpt2");
+	struct zs_config c;
+	zs_config_defaults(&c);
+	c.framework = ZS_FW_TORCH;
+	c.wrapper = ZS_WRAPPER_DDP;
+	c.precision = ZS_FP32;
+	c.torch_device = ZS_DEVICE_CPU;
+	c.attn = ZS_ATTN_EAGER;
+	struct ag_options o;
+	struct step_params p;
+	struct ag_step s;
+	char *cause = NULL;
+	ag_options_from_config(&o, &c, 1, 16);
+	step_params_build(&p, &m);
+	ck_assert_msg(ag_step_build_run(&s, &m, &p, &o, &c, 2, &cause) == 0, "%s", cause);
+	ag_step_free(&s);
+	ck_assert_int_eq(ag_step_build_run(&s, &m, &p, &o, &c, 0, &cause), -2);
+	ck_assert_msg(cause != NULL && strstr(cause, "--wrapper ddp: internal error") != NULL, "%s", cause);
+	free(cause);
+	cause = NULL;
+	c.optimizer = ZS_SGD;
+	ag_options_from_config(&o, &c, 1, 16);
+	ck_assert_int_eq(ag_step_build_run(&s, &m, &p, &o, &c, 2, &cause), -1);
+	ck_assert_msg(cause != NULL && strstr(cause, "Adam only") != NULL, "%s", cause);
+	free(cause);
+	step_params_free(&p);
+}
+END_TEST
+
 START_TEST(test_torch_zero1_on_the_tiny_gpt2_worked_by_hand)
 {
 	struct zs_model m = { .family = ZS_FAMILY_GPT2, .hidden = 64, .intermediate = 256, .layers = 2,
@@ -1561,6 +1600,7 @@ static Suite *theory_suite(void)
 	tcase_add_test(model, test_an_unknown_name_lists_the_shipped_models);
 	tcase_add_test(model, test_json_for_a_model_names_every_part_of_the_peak);
 	tcase_add_test(model, test_deepspeed_zero3_on_the_tiny_gpt2_worked_by_hand);
+	tcase_add_test(model, test_ddp_pass_failure_is_internal_and_a_refusal_is_bad_input);
 	suite_add_tcase(s, out);
 	suite_add_tcase(s, model);
 	return s;

@@ -372,7 +372,8 @@ static const struct zs_opt options[] = {
 /* The PyTorch step (--wrapper none or ddp) of the run's transformer at
  * its first micro-batch: what it cannot describe yet (a family, an
  * option) is bad usage, refused before anything runs, as theory refuses
- * it. 0, or -1 with *cause. */
+ * it. 0; -1 with *cause (bad input); -2 with *cause where DDP's pass
+ * fails on the built step (zerosim's internal error: exit 1). */
 static int plain_step_check(const struct zs_config *c, char **cause)
 {
 	if (c->precision != ZS_FP32)
@@ -387,7 +388,7 @@ static int plain_step_check(const struct zs_config *c, char **cause)
 	if (rc == 0)
 		ag_step_free(&s);
 	step_params_free(&p);
-	return rc < 0 ? -1 : 0;
+	return rc; /* -2: the DDP pass's internal error */
 }
 
 int zs_cmd_measure(int argc, char **argv)
@@ -530,8 +531,13 @@ int zs_cmd_measure(int argc, char **argv)
 		cause = zs_asprintf("--recompute %s: the plain loop's PyTorch step keeps what autograd keeps (activation checkpointing is not described yet); give --recompute none", zs_recompute_name(c.tfm->recompute));
 		goto fail;
 	}
-	if (zs_wrapper_step(&c) && c.tfm != NULL && plain_step_check(&c, &cause) != 0)
-		goto fail;
+	if (zs_wrapper_step(&c) && c.tfm != NULL) {
+		int rc = plain_step_check(&c, &cause);
+		if (rc == -2) /* zerosim's failure, not the input's */
+			status = ZS_EXIT_RUNTIME;
+		if (rc != 0)
+			goto fail;
+	}
 	if (mpi && zs_wrapper_step(&c)) {
 		zs_fail(&cause, "--backend mpi: --wrapper %s runs its ranks in one process (the PyTorch step under MPI "
 		        "is not built yet); leave --backend out", zs_wrapper_name(c.wrapper));

@@ -410,9 +410,15 @@ int zs_cmd_theory(int argc, char **argv)
 	    (model_arg != NULL && load_model(&req, &config, &model, model_arg, seq_arg, recompute_arg,
 	                                     flash, params_given, args, nargs, spec != NULL, &cause) < 0))
 		goto bad;
-	if (model_arg != NULL && zs_wrapper_step(&config) &&
-	    theory_autograd_check(&model, &config, req.act.seq, req.bf16, &cause) < 0)
-		goto bad;
+	if (model_arg != NULL && zs_wrapper_step(&config)) {
+		int rc = theory_autograd_check(&model, &config, req.act.seq, req.bf16, &cause);
+		if (rc == -2) { /* zerosim's failure, not the input's */
+			status = ZS_EXIT_RUNTIME;
+			goto fail;
+		}
+		if (rc < 0)
+			goto bad;
+	}
 	if (model_arg != NULL && zs_wrapper_step(&config) && req.act.recompute != ZS_RECOMPUTE_NONE) {
 		cause = zs_asprintf("--recompute %s: the plain loop's PyTorch step keeps what autograd keeps (activation checkpointing is not described yet); give --recompute none", zs_recompute_name(req.act.recompute));
 		goto bad;

@@ -383,7 +383,8 @@ void theory_tfm_framework_schedule(const struct zs_model *m, const struct theory
  * (theory_autograd.c): resident, peak with its breakdown, each phase's
  * peak, and under --wrapper ddp its collectives' bytes at world size
  * `world` (the ring's, as theory_framework.c counts). theory_autograd_check says (one line, naming the option) what it
- * cannot describe yet; 0 when it can. */
+ * cannot describe yet (-1: bad input; -2: an internal error of DDP's pass,
+ * a run-time failure); 0 when it can. */
 int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, uint64_t seq, int bf16,
                           char **cause);
 int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,

@@ -29,11 +29,10 @@ static int build(const struct zs_model *m, const struct zs_config *c, uint64_t b
 	step_params_build(p, m);
 	/* under --wrapper ddp, DDP's pass (util/ag_ddp.h): a rank's bytes are
 	 * the same at every N */
-	if (ag_step_build_run(s, m, p, &o, c, 1, cause) < 0) {
+	int rc = ag_step_build_run(s, m, p, &o, c, 1, cause);
+	if (rc < 0)
 		step_params_free(p);
-		return -1;
-	}
-	return 0;
+	return rc;
 }
 
 int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, uint64_t seq, int bf16,
@@ -45,8 +44,9 @@ int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, u
 		               zs_wrapper_name(c->wrapper));
 	struct step_params p;
 	struct ag_step s;
-	if (build(m, c, 1, seq, &p, &s, cause) < 0)
-		return -1;
+	int rc = build(m, c, 1, seq, &p, &s, cause);
+	if (rc < 0)
+		return rc;
 	ag_step_free(&s);
 	step_params_free(&p);
 	return 0;

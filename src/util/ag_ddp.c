@@ -216,7 +216,7 @@ static int is_grad(const struct ag_step *s, uint32_t t)
 int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, double bucket_cap_mb, char **cause)
 {
 	if (world < 1)
-		return zs_fail(cause, "--wrapper ddp: N must be at least 1");
+		return zs_fail(cause, "--wrapper ddp: internal error: a run of %u ranks", world);
 	int has_forward = 0;
 	for (size_t i = 0; i < s->nevents && !has_forward; i++)
 		has_forward = s->event[i].kind == AG_EV_MARK && s->event[i].label != NULL &&
@@ -351,9 +351,11 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 {
 	if (ag_step_build(s, m, p, o, cause) != 0)
 		return -1;
+	/* Every step ag_step_build makes is one the pass takes: its failure is
+	 * zerosim's, not the input's. */
 	if (c->wrapper == ZS_WRAPPER_DDP && ag_ddp_apply(s, o, world, c->bucket_cap_mb, cause) != 0) {
 		ag_step_free(s);
-		return -1;
+		return -2;
 	}
 	return 0;
 }

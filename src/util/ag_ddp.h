@@ -65,7 +65,10 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 
 /* The run's step: ag_step_build, and under --wrapper ddp (c->wrapper) the
  * pass above for `world` ranks (the bytes do not depend on it: only the
- * hooks' 1/N does). 0, or -1 with *cause (nothing left to free). */
+ * hooks' 1/N does). 0; -1 with *cause where ag_step_build refuses the model
+ * or options (bad input); -2 with *cause where the pass fails on the built
+ * step (an internal error: a run-time failure, not the user's input).
+ * Nothing is left to free either way. */
 int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct step_params *p,
                       const struct ag_options *o, const struct zs_config *c, unsigned world, char **cause);
 
