@@ -75,6 +75,8 @@ for cause in '16- vs 32-bit tensors' 'No dropout masks' "The logits' gradient" '
 done
 [ "$(grep -c 'SwiGLU' "$sec")" -eq 1 ] && [ "$(grep -c 'Grouped-query' "$sec")" -eq 1 ] ||
 	fail "SwiGLU and grouped-query attention must be named for llama-tiny only"
+[ "$(grep -c "zerosim's own step (the engine's DDP, FSDP and DeepSpeed steps) runs no dropout" "$sec")" -eq 2 ] ||
+	fail "zerosim's own step is not said to run no dropout: $(grep 'No dropout masks' "$sec")"
 
 # With the engine's measurement (DP and ZeRO-3 at N = 8, unit=layer): the
 # schedule explains every run, and the measured activations at DP's peak
@@ -252,6 +254,26 @@ if [ -s "$tmp/mgpt2.json" ]; then
 		grep -q 'above the average' "$tmp/torch/transformer.tex" ||
 		fail "the section does not give torch's departures: $(grep -A3 'Under framework' "$tmp/torch/transformer.tex")"
 fi
+
+# DDP over the PyTorch step runs the config's dropout (gpt2-tiny: 0.1 each):
+# the cause names the noise it keeps, not "no dropout"; with every
+# probability 0 it keeps none.
+sed 's/"tie_word_embeddings": true/&, "embd_pdrop": 0, "attn_pdrop": 0, "resid_pdrop": 0/' \
+	"$src/report/models/gpt2-tiny.json" >"$tmp/gpt2-p0.json"
+for p in gpt2-tiny p0; do
+	mf=$src/report/models/gpt2-tiny.json
+	[ $p = p0 ] && mf=$tmp/gpt2-p0.json
+	"$zerosim" theory --model "$mf" --framework torch --wrapper ddp --schemes dp --world 2 --precision fp32 \
+		--torch-device cpu --attn eager --seq 32 --batch 2 --out "$tmp/ddp-$p.json" 2>"$tmp/err" ||
+		fail "theory of ddp over the PyTorch step: $(cat "$tmp/err")"
+	report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/ddp-$p.json" --out "$tmp/ddp-$p" ||
+		fail "report of ddp over the PyTorch step: $(cat "$tmp/err")"
+done
+grep -q "^\\\\item\[(.)\] Dropout's noise, not a mask: .*the PyTorch step runs the config's dropout as the CPU's" \
+	"$tmp/ddp-gpt2-tiny/transformer.tex" && ! grep -q 'runs no dropout' "$tmp/ddp-gpt2-tiny/transformer.tex" ||
+	fail "ddp's dropout cause: $(grep -i 'dropout' "$tmp/ddp-gpt2-tiny/transformer.tex")"
+grep -q "No dropout masks: .*the PyTorch step runs the config's dropout, whose probabilities are 0 here" \
+	"$tmp/ddp-p0/transformer.tex" || fail "ddp's dropout cause at p 0: $(grep -i 'dropout' "$tmp/ddp-p0/transformer.tex")"
 
 # The section "zerosim against PyTorch": gpt2-tiny's plain PyTorch loop
 # under 1.13 (zero_grad zeros) and 2.6 (set_to_none) beside the paper's dp

@@ -76,6 +76,15 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 	if (report_read_framework(cfg, where, &m->fw, cause) < 0)
 		return -1;
 	snprintf(m->framework, sizeof m->framework, "%s", m->fw.framework); /* known names: short */
+	const char *wrapper = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "wrapper"));
+	m->torch_step = wrapper != NULL && (strcmp(wrapper, "ddp") == 0 || strcmp(wrapper, "none") == 0);
+	/* the PyTorch step's dropout, as its theory.json names it (zerosim's
+	 * own step runs none, and its file names no probability) */
+	static const char *const pdrop[] = {"embd_pdrop", "attn_pdrop", "resid_pdrop", "attention_dropout"};
+	for (size_t i = 0; i < sizeof pdrop / sizeof pdrop[0]; i++) {
+		const cJSON *p = cJSON_GetObjectItemCaseSensitive(model, pdrop[i]);
+		m->dropout |= m->torch_step && cJSON_IsNumber(p) && p->valuedouble > 0;
+	}
 	snprintf(m->offload, sizeof m->offload, "%s", m->fw.offload != NULL ? m->fw.offload : "none");
 	snprintf(m->precision, sizeof m->precision, "%s", tr.precision);
 	snprintf(m->optimizer, sizeof m->optimizer, "%s", tr.optimizer);
@@ -738,13 +747,27 @@ static void cause_text(const struct report_tfm_model *m, enum cause c, struct zs
 		              "next-token targets (int32, $4sb$ bytes each), which the formula does not count.");
 		break;
 	case C_DROPOUT:
-		zs_buf_printf(b, "No dropout masks: the formula counts a 1-byte mask after attention and after "
+		zs_buf_printf(b, "%s: the formula counts a 1-byte mask after attention and after "
 		              "the MLP ($2sbh$ a layer), on the scores ($as^2b$) and, for gpt2, on the "
-		              "embeddings ($sbh$), in any precision; the engine has no dropout, so none of them.");
+		              "embeddings ($sbh$), in any precision; ", m->dropout ? "Dropout's noise, not a mask" :
+		              "No dropout masks");
+		if (!m->torch_step)
+			zs_buf_printf(b, "zerosim's own step (the engine's DDP, FSDP and DeepSpeed steps) runs no "
+			              "dropout, so none of them.");
+		else if (!m->dropout)
+			zs_buf_printf(b, "the PyTorch step runs the config's dropout, whose probabilities are 0 here: "
+			              "it keeps none of them.");
+		else
+			zs_buf_printf(b, "the PyTorch step runs the config's dropout as the CPU's "
+			              "\\texttt{\\_dropout\\_impl} does (ATen's native/Dropout.cpp), keeping for each "
+			              "of probability above 0 a noise tensor of its input's dtype and size (4 bytes an "
+			              "element in fp32), and none for a probability of 0.");
 		break;
 	case C_SOFTMAX:
 		zs_buf_printf(b, "The softmax: the formula keeps the softmax ($2as^2b$) and its dropout's "
-		              "output ($2as^2b$); the engine keeps the softmax only.");
+		              "output ($2as^2b$); %s", m->torch_step && m->dropout ?
+		              "the PyTorch step keeps the softmax, and where the attention's dropout is above 0 "
+		              "its output and noise too." : "the engine keeps the softmax only.");
 		break;
 	case C_SWIGLU:
 		zs_buf_printf(b, "SwiGLU: the engine keeps the gate and up products ($2sbI$ elements) and their "

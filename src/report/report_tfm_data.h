@@ -46,6 +46,8 @@ struct report_tfm_model {
 	struct report_framework fw;          /* its settings; strings valid while loading only */
 	double params, seq, batch, hidden, blocks, heads, kv_heads, vocab, ffn;
 	int tied, flash;
+	int torch_step;                      /* config.wrapper none or ddp: the PyTorch step, not zerosim's own */
+	int dropout;                         /* the PyTorch step's config.model has a dropout probability > 0 */
 	double u_embeddings, u_block, u_head;   /* elements; u_head 0 when tied */
 	double p, g, k;                      /* bytes per working param, grad, optimizer state */
 	struct cJSON *model;                 /* config.model without its units, to match a measurement's */
