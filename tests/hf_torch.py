@@ -924,7 +924,9 @@ def ddp_wrap(a, model):
             pass
     tnd.dist.Logger = QuietLogger
     mark("ddp:construct")
-    m = DDP(model, process_group=pg)
+    # bucket_cap_mb given only when asked: 2.x's first bucket is 1 MiB
+    # (_DEFAULT_FIRST_BUCKET_BYTES) only while it is left at None
+    m = DDP(model, process_group=pg, **({} if a.bucket_cap_mb is None else dict(bucket_cap_mb=a.bucket_cap_mb)))
     m.units = model.units
     mark("ddp:constructed")
     return m
@@ -1083,6 +1085,10 @@ def report(a):
         out["attribution"]["instrumented_step_equal"] = r["marked_peak"] == steady["peak"]
     if a.ddp:
         out["ddp"] = a.ddp
+        # the buckets as the reducer rebuilt them at step 2, bytes each in
+        # its order (Logger::set_runtime_stats_and_log, from the reducer)
+        ld = model._get_ddp_logging_data()
+        out["ddp_buckets"] = [int(x) for x in ld["rebuilt_bucket_sizes"].split(", ")]
     z = zerosim_theory(a, r) if RANK[0] == 0 else None
     if z:
         out["zerosim"] = z
@@ -1138,6 +1144,7 @@ def main():
     ap.add_argument("--ddp", type=int, default=0, metavar="N",
                     help="N >= 1: the model in DistributedDataParallel over gloo, N processes on the CPU "
                          "(each its own batch), rank 0's allocator recorded")
+    ap.add_argument("--bucket-cap-mb", type=float, help="--ddp: DDP's bucket_cap_mb (default: not given)")
     ap.add_argument("--out", help="write the JSON there (some torch builds print to stdout themselves)")
     a = ap.parse_args()
     if a.loss == "shift":

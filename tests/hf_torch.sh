@@ -15,8 +15,9 @@
 # llama of the issue, each tied and untied; gpt2 with foreach Adam; llama
 # with zero_grad(set_to_none=True); gpt2 at batch 1 (matmul's operands are
 # views there, not copies); DDP N = 2 over gloo (--wrapper ddp, gpt2 and
-# llama, llama with foreach Adam, gpt2 with set_to_none), the engine's
-# measure at N = 2 too; gpt2 and llama with dropout 0.1 from their
+# llama, llama with foreach Adam, gpt2 with set_to_none, and a gpt2 whose
+# gradients span four buckets at bucket_cap_mb 0.25, their sizes equal to
+# the reducer's rebuilt_bucket_sizes), the engine's measure at N = 2 too; gpt2 and llama with dropout 0.1 from their
 # configs (the CPU's noise tensors kept by autograd), where zerosim's
 # measure, which runs real dropout with its own seeded masks, must give
 # the theory's bytes too.
@@ -63,6 +64,10 @@ EOF
 sed 's/"embd_pdrop": 0.0, "attn_pdrop": 0.0,/"embd_pdrop": 0.1, "attn_pdrop": 0.1,/; s/"resid_pdrop": 0.0/"resid_pdrop": 0.1/' \
 	"$tmp/tiny-gpt2.json" >"$tmp/tiny-gpt2-drop.json"
 sed 's/"attention_dropout": 0.0/"attention_dropout": 0.1/' "$tmp/tiny-llama.json" >"$tmp/tiny-llama-drop.json"
+# gpt2 of d 128, V 512: 470,528 parameters, 1,882,112 B of gradients, more
+# than DDP's first bucket of 1 MiB: with bucket_cap_mb 0.25 four buckets
+# under 1.13, seven under 2.6 (whose first bucket is the cap once given)
+sed 's/"n_embd": 64/"n_embd": 128/; s/"vocab_size": 256/"vocab_size": 512/' "$tmp/tiny-gpt2.json" >"$tmp/tiny-gpt2-wide.json"
 # llama with as many k/v heads as heads (no grouped-query attention: 2.6's
 # CPU SDPA runs its flash kernel), 256 positions (seq 200 takes 64-row blocks)
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/; s/"max_position_embeddings": 64/"max_position_embeddings": 256/' \
@@ -106,6 +111,12 @@ if len(sys.argv) > 3:  # the engine's measure of the same case
                 bad.append(f"measure N={r['world']} mark {k}: {ref.get(k)} against {v:,}")
         if not r.get("marks"):
             bad.append(f"measure N={r['world']} gave no marks")
+        if "ddp_buckets" in d:  # the reducer's rebuilt buckets against measure's (--timeline), bytes each
+            zb = [e["bytes"] for e in (r.get("timeline_live") or []) if e["category"] == "buckets"]
+            if zb != d["ddp_buckets"]:
+                bad.append(f"measure N={r['world']} buckets {zb} against PyTorch's {d['ddp_buckets']}")
+    if "ddp_buckets" in d:
+        label += f", {len(d['ddp_buckets'])} bucket{'s' if len(d['ddp_buckets']) > 1 else ''} equal"
     label += f" (and measure at N = {','.join(str(r['world']) for r in runs)})"
 print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} in {d['peak_phase']} "
       f"and {n} marks: PyTorch {d['torch']} and zerosim's {'DDP' if label.startswith('ddp') else 'plain loop'} "
@@ -265,21 +276,22 @@ if [ "${1:-}" = torch26 ]; then
 		"ddp2-gpt2|tiny-gpt2|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
 		"ddp2-gpt2-zeros|tiny-gpt2|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
 		"ddp2-llama|tiny-llama|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
-		"ddp2-llama-zeros|tiny-llama|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros"
+		"ddp2-llama-zeros|tiny-llama|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
+		"ddp2-gpt2-buckets|tiny-gpt2-wide|--zero-grad none --ddp 2 --bucket-cap-mb 0.25|--wrapper ddp --optimizer-impl single --zero-grad none --bucket-cap 0.25"
 	do
 		label=${case%%|*} rest=${case#*|}
 		cfg=${rest%%|*} rest=${rest#*|}
 		targs=${rest%%|*} zargs=${rest#*|}
 		case $zargs in *--attn*) ;; *) zargs="$zargs --attn eager" ;; esac
-		world=1
-		case $label in ddp2-*) world=2 ;; esac
+		world=1 tl=
+		case $label in ddp2-*) world=2 tl=--timeline ;; esac
 		one "unshare -m sh -c" "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 python3 \
 $in/hf_torch.py --model $in/$cfg.json $targs --no-attribution --out $in/out.json"
 		for cmd in theory measure; do
 			# shellcheck disable=SC2086
 			if ! "$zerosim" $cmd --model "$tmp/$cfg.json" --seq 32 --batch 2 --precision fp32 --schemes dp \
 				--world $world --steps 3 --framework torch --torch-version 2.6 --torch-device cpu $zargs \
-				--out "$tmp/$cmd.json" 2>"$tmp/err"; then
+				$([ $cmd = measure ] && echo $tl) --out "$tmp/$cmd.json" 2>"$tmp/err"; then
 				echo "hf_torch: FAIL: zerosim $cmd, $label (2.6): $(cat "$tmp/err")" >&2
 				exit 99
 			fi
@@ -325,6 +337,7 @@ for case in \
 	"ddp2-llama|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
 	"ddp2-llama-foreach|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2 --optimizer-impl foreach|$ddp --optimizer-impl foreach --zero-grad zeros" \
 	"ddp2-gpt2-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --ddp 2|$ddp --optimizer-impl single --zero-grad none" \
+	"ddp2-gpt2-buckets|--model $tmp/tiny-gpt2-wide.json --zero-grad zeros --ddp 2 --bucket-cap-mb 0.25|$ddp --optimizer-impl single --zero-grad zeros --bucket-cap 0.25" \
 	"gpt2-dropout|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"llama-dropout|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros"
 do
@@ -339,11 +352,11 @@ do
 	case $label in
 	ddp2-* | *dropout*)
 		cfg=$(echo "$targs" | sed 's/^--model \([^ ]*\).*/\1/')
-		world=1
-		case $label in ddp2-*) world=2 ;; esac
+		world=1 tl=
+		case $label in ddp2-*) world=2 tl=--timeline ;; esac # --timeline: the buckets, each its bytes
 		# shellcheck disable=SC2086
 		if ! "$zerosim" measure --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes dp --world $world \
-			--steps 3 $zargs --out "$tmp/m.json" 2>"$tmp/err"; then
+			--steps 3 $tl $zargs --out "$tmp/m.json" 2>"$tmp/err"; then
 			echo "hf_torch: FAIL: $label: zerosim measure: $(cat "$tmp/err")" >&2
 			exit 99
 		fi

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "theory/theory.h"
+#include "util/ag_ddp.h"
 #include "util/schedule.h"
 #include "util/step.h"
 #include "util/util.h"
@@ -231,12 +232,14 @@ char *theory_framework_text(const struct theory_request *req)
 		char cap[32];
 		if (c->wrapper == ZS_WRAPPER_DDP)
 			return zs_asprintf("\nFramework torch, --wrapper ddp: DistributedDataParallel (bucket_cap_mb %s, the "
-			                   "first bucket 1 MiB) over Hugging Face's model in PyTorch %s's own step, allocation "
+			                   "first bucket %s) over Hugging Face's model in PyTorch %s's own step, allocation "
 			                   "by allocation (docs/schedule.md, \"DDP over the PyTorch step\"): the plain loop's "
 			                   "bytes, the reducer's fp32 gradient buckets (resident: category buckets), each "
 			                   "gradient's copy into its bucket divided by N, the buffers' broadcast at every "
 			                   "forward; every rank holds the same bytes at any N.\n",
 			                   zs_number_text(c->bucket_cap_mb, cap, sizeof cap),
+			                   (uint64_t)ag_ddp_first_bucket_bytes(c) == (uint64_t)AG_DDP_FIRST_BUCKET_BYTES ? "1 MiB"
+			                                                                                        : "the cap",
 			                   c->torch_version == ZS_TORCH_1_13 ? "1.13" : "2.6");
 		return zs_asprintf("\nFramework torch: dp is DistributedDataParallel (bucket_cap_mb %s; its gradient "
 		                   "buckets, a second gradient-sized buffer, are resident: category buckets, counted "

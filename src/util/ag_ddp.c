@@ -213,7 +213,15 @@ static int is_grad(const struct ag_step *s, uint32_t t)
 	return t != NO && t < s->ntensors && s->tensor[t].storage == t && s->tensor[t].role == AG_ROLE_GRAD;
 }
 
-int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, double bucket_cap_mb, char **cause)
+double ag_ddp_first_bucket_bytes(const struct zs_config *c)
+{
+	if (c->torch_version != ZS_TORCH_1_13 && (c->given & ZS_KEY_BIT(ZS_KEY_BUCKET_CAP)))
+		return (double)(uint64_t)(c->bucket_cap_mb * 1024.0 * 1024.0);
+	return AG_DDP_FIRST_BUCKET_BYTES;
+}
+
+int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, double bucket_cap_mb,
+                 double first_bucket_bytes, char **cause)
 {
 	if (world < 1)
 		return zs_fail(cause, "--wrapper ddp: internal error: a run of %u ranks", world);
@@ -256,7 +264,7 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	struct pass P = {.s = s, .cap_tensors = s->ntensors};
 	struct pass *p = &P;
 	/* The buckets as rebuilt (fp32: every parameter is): in ready order,
-	 * closed once at or over their limit, the first's 1 MiB. */
+	 * closed once at or over their limit, the first's first_bucket_bytes. */
 	uint32_t *bucket_of = zs_malloc(ngrads * sizeof *bucket_of); /* per ready grad: its bucket's storage */
 	uint32_t *bview = zs_malloc(ngrads * sizeof *bview);          /* its view in it */
 	unsigned char *last = zs_calloc(ngrads, 1);                   /* it completes its bucket */
@@ -269,7 +277,7 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	 * reaches the limit, after adding the tensor) */
 	uint64_t cap = (uint64_t)(bucket_cap_mb * 1024.0 * 1024.0);
 	for (size_t i = 0; i < ngrads;) {
-		uint64_t limit = nbuckets == 0 ? (uint64_t)AG_DDP_FIRST_BUCKET_BYTES : cap, bytes = 0;
+		uint64_t limit = nbuckets == 0 ? (uint64_t)first_bucket_bytes : cap, bytes = 0;
 		size_t j = i;
 		uint64_t n = 0;
 		do {
@@ -353,7 +361,8 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 		return -1;
 	/* Every step ag_step_build makes is one the pass takes: its failure is
 	 * zerosim's, not the input's. */
-	if (c->wrapper == ZS_WRAPPER_DDP && ag_ddp_apply(s, o, world, c->bucket_cap_mb, cause) != 0) {
+	if (c->wrapper == ZS_WRAPPER_DDP &&
+	    ag_ddp_apply(s, o, world, c->bucket_cap_mb, ag_ddp_first_bucket_bytes(c), cause) != 0) {
 		ag_step_free(s);
 		return -2;
 	}

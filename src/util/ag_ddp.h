@@ -12,8 +12,9 @@
  *            and freed) and the reducer's buckets, one fp32 storage each,
  *            laid out as the rebuild after the first iteration lays them
  *            (reducer.cpp rebuild_buckets: the parameters in the order
- *            their gradients became ready, a first bucket of 1 MiB, then
- *            bucket_cap_mb each; compute_bucket_assignment_by_size closes a
+ *            their gradients became ready, a first bucket of 1 MiB (2.6
+ *            with bucket_cap_mb given: of the cap; ag_ddp_first_bucket_bytes),
+ *            then bucket_cap_mb each; compute_bucket_assignment_by_size closes a
  *            bucket once it reaches its limit);
  *   forward  1.13's record_function("DistributedDataParallel.forward")
  *            handles (CPU tensors: a zeros(1) and 288 bytes), and the
@@ -33,14 +34,18 @@
  * its ranks; the theory adds no memory for them (gloo's own buffers are
  * not PyTorch's allocator's) and counts their traffic as the ring's.
  *
- * Not modelled: the first iteration's buckets (DDP reduces one bucket of
- * every parameter, bucket_size_limits [sys.maxsize], until the rebuild
- * at the second forward, when old and new buckets live together for a
- * moment): the step here is the steady one, the buckets rebuilt from
- * set-up. A model whose gradients fit the first bucket (the tests' tiny
- * ones) has the same one bucket either way; beyond that, the layout of
- * several buckets is PyTorch's rule read from source, not yet held to a
- * PyTorch run.
+ * The first iteration's buckets are not laid out apart: DDP (with
+ * find_unused_parameters False) reduces one bucket of every parameter in
+ * its first iteration (bucket_size_limits [sys.maxsize]: distributed.py
+ * 1.13 line 721, 2.6.0 line 1169), Psi * 4 bytes as the rebuilt buckets
+ * together are; rebuild_buckets at the second forward clears it before it
+ * makes the new ones (initialize_buckets: buckets_.clear() first), so the
+ * bytes between steps are the same from step 1 on and the step here, the
+ * steady one with the rebuilt buckets from set-up, is every step's after
+ * the first. Only the first step's all-reduce (one, not one a bucket) and
+ * its place differ, which hold no byte. The layout of several buckets is
+ * held to PyTorch's own (the reducer's rebuilt_bucket_sizes) by
+ * tests/hf_torch.sh's ddp2-gpt2-buckets, under 1.13 and 2.6.
  *
  * The hooks are placed at the list's AG_EV_GRAD_READY events (zero_grad
  * zeros: after .grad += g; set_to_none: where AccumulateGrad takes g as
@@ -58,10 +63,23 @@
 #define AG_DDP_FIRST_BUCKET_BYTES (1024.0 * 1024.0)
 #define AG_DDP_BROADCAST_BUCKET_BYTES (250.0 * 1024.0 * 1024.0)
 
+/* The first bucket's limit in bytes (the reducer's first_bucket_bytes_cap,
+ * which rebuild_buckets puts before bucket_cap_mb's): 1.13 passes
+ * _DEFAULT_FIRST_BUCKET_BYTES always (distributed.py 1.13, _ddp_init_helper);
+ * 2.x only while bucket_cap_mb is left at None, and the cap itself once a
+ * bucket_cap_mb is given (distributed.py 2.6.0, lines 796-802 and 1211-1217:
+ * bucket_bytes_cap_default) -- so c's cap where --bucket-cap is given under
+ * 2.6. Seen in PyTorch's own rebuilt_bucket_sizes (tests/hf_torch.sh,
+ * ddp2-gpt2-buckets): bucket_cap_mb=0.25 gives 1.13 a first bucket of
+ * 1,056,768 B and 2.6 one of 263,680 B. */
+double ag_ddp_first_bucket_bytes(const struct zs_config *c);
+
 /* Turn the plain loop's step s (ag_step_build under o) into one rank's
- * step under DDP over `world` ranks with buckets of bucket_cap_mb MiB.
- * 0, or -1 with *cause (s is then unchanged). */
-int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, double bucket_cap_mb, char **cause);
+ * step under DDP over `world` ranks with buckets of bucket_cap_mb MiB, the
+ * first of first_bucket_bytes. 0, or -1 with *cause (s is then
+ * unchanged). */
+int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, double bucket_cap_mb,
+                 double first_bucket_bytes, char **cause);
 
 /* The run's step: ag_step_build, and under --wrapper ddp (c->wrapper) the
  * pass above for `world` ranks (the bytes do not depend on it: only the
