@@ -77,6 +77,33 @@ p16=$(r512 $((2 * P))) m32=$(r512 $((4 * P))) act=$(r512 $((4 * 1024 * 4)))
 state=$((2 * p16 + 3 * m32))
 check dp-1024 "--layers 1024,1024 --world 1 --schemes dp" \
 	"$((state + 5 * act)) $((22 * MiB)) $((state + act)) 2 2"
+# The report's diff.json gives that run's reserved bytes beside its peak
+# point, not as a cause (the causes add up to the tracked bytes' departure):
+# reserved 22 MiB, per parameter 22 MiB / Ψ; the allocated peak above with
+# both segments reserved then, so fragmentation 22 MiB less it; 2 segments;
+# and flags.txt's allocator: line the same fragmentation.
+"$zerosim" theory --layers 1024,1024 --world 1 --schemes dp --out "$tmp/hth.json" 2>"$tmp/err" &&
+	"$zerosim" report --measured "$tmp/h.json" --theory "$tmp/hth.json" --no-render --out "$tmp/hr" >"$tmp/out" 2>&1 ||
+	fail "report of dp-1024: $(cat "$tmp/err" "$tmp/out")"
+python3 - "$tmp/hr/diff.json" "$tmp/hr/flags.txt" $((22 * MiB)) $((state + 5 * act)) $P <<'EOF' || fail "dp-1024's reserved bytes in diff.json"
+import sys, json
+d = json.load(open(sys.argv[1]))
+reserved, allocated, psi = (int(x) for x in sys.argv[3:6])
+peak = [p for p in d["points"] if p["metric"] == "peak"]
+assert len(peak) == 1, peak
+p = peak[0]
+want = dict(reserved_bytes=reserved, allocated_peak_bytes=allocated, reserved_at_allocated_peak_bytes=reserved,
+            fragmentation_bytes=reserved - allocated, segments=2, allocator_rank=0)
+got = {k: p.get(k) for k in want}
+assert got == want, (got, want)
+assert abs(p["reserved_bytes_per_param"] - reserved / psi) < 1e-9, p["reserved_bytes_per_param"]
+assert not any("reserved" in k or "fragment" in k for k in p["causes"]), p["causes"]
+assert sum(p["causes"].values()) == p["departure_bytes"], p
+for q in d["points"]:
+    assert q["metric"] == "peak" or "reserved_bytes" not in q, q
+line = [l for l in open(sys.argv[2]) if l.startswith("allocator: ")]
+assert len(line) == 1 and ": fragmentation %d B at the allocated peak" % (reserved - allocated) in line[0], line
+EOF
 # zero3 over 2 ranks: half of each flat buffer; the gathered params and
 # the full grads (2,099,200 B each) fit the same 20 MiB segment's rest.
 h16=$(r512 $P) h32=$(r512 $((2 * P)))
@@ -368,7 +395,7 @@ assert len(lines) == len(m['runs']), (len(lines), len(m['runs']))
 for r in m['runs']:
     a = r['allocator']
     want = ('allocator: %s N=%d unit=%s rank %d: reserved peak %d B (%+d B from the tracked peak) = allocated %d B '
-            '+ fragmentation %d B' % (r['scheme'], r['world'], r['unit'], a['rank'], a['reserved_peak_bytes'],
+            '+ cached free %d B' % (r['scheme'], r['world'], r['unit'], a['rank'], a['reserved_peak_bytes'],
                                       a['reserved_peak_bytes'] - r['peak_bytes'],
                                       a['allocated_at_reserved_peak_bytes'], a['fragmentation_bytes']))
     assert any(l.startswith(want) for l in lines), want

@@ -45,6 +45,38 @@ static cJSON *config_json(const struct report_data *d)
 	return c;
 }
 
+/* What the GPU reserves, beside a run's peak point where the run replayed
+ * the allocator (measure --allocator cuda), its rank with the highest
+ * reserved peak: a metric of its own, not a cause (the causes add up to
+ * measured - floor, the tracked bytes, and reserved bytes are outside that
+ * sum). fragmentation_bytes is the free space reserved when the allocated
+ * peak is first reached: reserved_at_allocated_peak - allocated_peak
+ * (flags.txt's allocator: line prints the same figure); null where the
+ * file has no reserved_at_allocated_peak_bytes. */
+static void reserved_json(cJSON *o, const struct report_data *d, const struct report_run *r)
+{
+	zs_json_add_number(o, "reserved_bytes", r->alloc_reserved_peak);
+	zs_json_add_number(o, "reserved_bytes_per_param", r->alloc_reserved_peak / d->params);
+	zs_json_add_number(o, "allocated_peak_bytes", r->alloc_allocated_peak);
+	if (r->alloc_reserved_at_allocated >= 0) {
+		zs_json_add_number(o, "reserved_at_allocated_peak_bytes", r->alloc_reserved_at_allocated);
+		zs_json_add_number(o, "fragmentation_bytes", report_alloc_fragmentation(r));
+	} else {
+		cJSON_AddNullToObject(o, "reserved_at_allocated_peak_bytes");
+		cJSON_AddNullToObject(o, "fragmentation_bytes");
+	}
+	if (r->alloc_segments >= 0)
+		zs_json_add_number(o, "segments", r->alloc_segments);
+	else
+		cJSON_AddNullToObject(o, "segments");
+	zs_json_add_number(o, "allocator_rank", r->alloc_rank);
+}
+
+double report_alloc_fragmentation(const struct report_run *r)
+{
+	return r->alloc_reserved_at_allocated - r->alloc_allocated_peak;
+}
+
 static cJSON *point_json(const struct report_data *d, const struct report_point *pt)
 {
 	cJSON *o = cJSON_CreateObject(), *causes;
@@ -73,6 +105,8 @@ static cJSON *point_json(const struct report_data *d, const struct report_point 
 	}
 	cJSON_AddStringToObject(o, "status", report_status_name(pt->status));
 	cJSON_AddBoolToObject(o, "unexplained", pt->unexplained);
+	if (pt->metric == REPORT_PEAK && pt->run->has_alloc_summary)
+		reserved_json(o, d, pt->run);
 	return o;
 }
 
@@ -185,7 +219,7 @@ void report_allocator_text(const struct report_data *d, struct zs_buf *b)
 		bytes(b, r->alloc_reserved_peak - r->measured[REPORT_PEAK], 1);
 		zs_buf_printf(b, " from the tracked peak) = allocated ");
 		bytes(b, r->alloc_at_reserved, 0);
-		zs_buf_printf(b, " + fragmentation ");
+		zs_buf_printf(b, " + cached free ");
 		bytes(b, r->alloc_frag, 0);
 		zs_buf_printf(b, " (%.3g%% of reserved", 100 * r->alloc_frag_ratio);
 		if (r->alloc_segments >= 0)
@@ -197,7 +231,9 @@ void report_allocator_text(const struct report_data *d, struct zs_buf *b)
 		if (r->alloc_reserved_at_allocated >= 0) {
 			zs_buf_printf(b, ", with ");
 			bytes(b, r->alloc_reserved_at_allocated, 0);
-			zs_buf_printf(b, " reserved then");
+			zs_buf_printf(b, " reserved then: fragmentation ");
+			bytes(b, report_alloc_fragmentation(r), 0);
+			zs_buf_printf(b, " at the allocated peak (diff.json's fragmentation_bytes)");
 		}
 		/* CUDACachingAllocator.cpp (2.6.0): a segment is at least kSmallBuffer,
 		 * 2 MiB, or kLargeBuffer, 20 MiB: blocks that fit in one large

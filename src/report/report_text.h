@@ -63,9 +63,13 @@ void report_flags_tex(const struct report_data *d, const struct report_point *pt
  * summary line on stdout). */
 void report_host_text(const struct report_data *d, struct zs_buf *b);
 /* flags.txt's "allocator:" lines, one per run measured with --allocator
- * cuda (none otherwise): what the GPU would reserve above the tensors,
- * fragmentation named as its cause. */
+ * cuda (none otherwise): what the GPU would reserve above the tensors (at
+ * the reserved peak, the free space cached), and the fragmentation at the
+ * allocated peak that diff.json's peak point gives (fragmentation_bytes:
+ * report_alloc_fragmentation, reserved then less the allocated peak; the
+ * run's reserved_at_allocated_peak_bytes must be known). */
 void report_allocator_text(const struct report_data *d, struct zs_buf *b);
+double report_alloc_fragmentation(const struct report_run *r);
 void report_host_tex(const struct report_data *d, struct zs_buf *b);
 cJSON *report_host_json(const struct report_data *d);
 size_t report_host_unexplained(const struct report_data *d);
