@@ -1098,6 +1098,16 @@ static T gpt2_sdpa_bwd(struct bld *b, struct sdpa_saved *s, T dm)
 	return dqkv;
 }
 
+/* GPT-2's causal condition for block l, bias[:, :, :T, :T]: a [1, 1, T, T]
+ * view of its `bias` buffer ([1, 1, P, P] bool), as the forward's
+ * torch.where and WhereBackward take it. One holder, the caller's. */
+static T gpt2_causal_view(struct bld *b, const struct model *M, uint64_t l, uint64_t Tn)
+{
+	const uint64_t P_ = b->m->positions;
+	return vw(b, M->bias[l], 4, SH(1, 1, Tn, Tn),
+	          (const int64_t[]){ (int64_t)(P_ * P_), (int64_t)(P_ * P_), (int64_t)P_, 1 }, 0);
+}
+
 static void gpt2_step(struct bld *b, struct model *M)
 {
 	const struct zs_model *m = b->m;
@@ -1182,9 +1192,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 			 * view of the `bias` buffer, the only thing saved */
 			T mv = tmp(b, "full (mask_value)", AG_F32, 0, NULL);
 			op(b, AG_OP_FILL, NO, NO, NO, mv, NO, NO)->arg[0] = -3.4028234663852886e38;
-			T cm = vw(b, M->bias[l], 4, SH(1, 1, Tn, Tn),
-			          (const int64_t[]){ (int64_t)(m->positions * m->positions),
-			                             (int64_t)(m->positions * m->positions), (int64_t)m->positions, 1 }, 0);
+			T cm = gpt2_causal_view(b, M, l, Tn);
 			T wh = TMP("where (causal mask)", AG_F32, B * h, Tn, Tn);
 			op(b, AG_OP_WHERE, cm, aw, mv, wh, NO, NO);
 			unref(b, aw);
@@ -1379,9 +1387,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 			/* WhereBackward: where(cond, grad, 0) */
 			T zero = tmp(b, "scalar_tensor (0)", AG_F32, 0, NULL);
 			op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
-			T cm = vw(b, M->bias[i], 4, SH(1, 1, Tn, Tn),
-			          (const int64_t[]){ (int64_t)(m->positions * m->positions),
-			                             (int64_t)(m->positions * m->positions), (int64_t)m->positions, 1 }, 0);
+			T cm = gpt2_causal_view(b, M, (uint64_t)i, Tn);
 			T daw = TMP("where (backward)", AG_F32, B * h, Tn, Tn);
 			op(b, AG_OP_WHERE, cm, dwh, zero, daw, NO, NO);
 			unref(b, cm);
