@@ -125,6 +125,13 @@ print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {
 sys.exit(1 if bad else 0)
 EOF
 
+# in26 ROOT COMMAND: COMMAND (python3's arguments, paths inside the root)
+# in PyTorch 2.6's Debian 13 root, with its own /proc; USE_LIBUV=0: 2.6's
+# gloo rendezvous. The table's 2.6 rows and the torch26 check run it.
+in26() {
+	one "unshare -m sh -c" "mount -t proc proc $1/proc && chroot $1 env USE_LIBUV=0 python3 $2"
+}
+
 # one PY MODEL ARGS...: runs hf_torch.py, the JSON in $tmp/out.json
 one() {
 	runpy=$1
@@ -205,8 +212,7 @@ EOF
 				"$root/tmp/zs-hf/" || exit 99
 			a26=$(echo "$args" | sed "s|$tmp/|/tmp/zs-hf/|; s|$src/data/models/|/tmp/zs-hf/|")
 			for extra in "--zero-grad zeros" ""; do
-				# shellcheck disable=SC2086
-				one "unshare -m sh -c" "mount -t proc proc $root/proc && chroot $root python3 /tmp/zs-hf/hf_torch.py $a26 $extra --out /tmp/zs-hf/out.json"
+				in26 "$root" "/tmp/zs-hf/hf_torch.py $a26 $extra --out /tmp/zs-hf/out.json"
 				"$py" - "$root/tmp/zs-hf/out.json" "$tmp/out.json" <<'EOF' || exit 99
 import json, sys
 d26, d = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
@@ -235,8 +241,7 @@ EOF
 		model=$(echo "$args" | sed 's/^--model \([^ ]*\).*/\1/')
 		a26=$(echo "$args" | sed "s|$tmp/|/tmp/zs-hf/|")
 		for extra in "--zero-grad zeros" ""; do
-			# shellcheck disable=SC2086
-			one "unshare -m sh -c" "mount -t proc proc $root/proc && chroot $root python3 /tmp/zs-hf/hf_torch.py $a26 $extra --out /tmp/zs-hf/out.json"
+			in26 "$root" "/tmp/zs-hf/hf_torch.py $a26 $extra --out /tmp/zs-hf/out.json"
 			row "$label (2.6${extra:+, $extra})" "$root/tmp/zs-hf/out.json" "$model"
 		done
 	done
@@ -285,8 +290,7 @@ if [ "${1:-}" = torch26 ]; then
 		case $zargs in *--attn*) ;; *) zargs="$zargs --attn eager" ;; esac
 		world=1 tl=
 		case $label in ddp2-*) world=2 tl=--timeline ;; esac
-		one "unshare -m sh -c" "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 python3 \
-$in/hf_torch.py --model $in/$cfg.json $targs --no-attribution --out $in/out.json"
+		in26 "$root" "$in/hf_torch.py --model $in/$cfg.json $targs --no-attribution --out $in/out.json"
 		for cmd in theory measure; do
 			# shellcheck disable=SC2086
 			if ! "$zerosim" $cmd --model "$tmp/$cfg.json" --seq 32 --batch 2 --precision fp32 --schemes dp \
