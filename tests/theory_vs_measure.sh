@@ -378,7 +378,8 @@ done
 # the theory sums the same list. PyTorch 1.13's and 2.6's steps, both
 # families tied and untied, Adam
 # single-tensor and foreach, zero_grad zeros and set_to_none, every scheme
-# (one loop for all four at N = 1), both units, over three steps (the
+# (one loop for all four at N = 1; no --unit: the step has none, and a
+# given one is refused), over three steps (the
 # first makes the grads and Adam's state), and the live bytes at every
 # mark of the step (its phases, each module's forward and backward
 # boundaries). A combination the step does not
@@ -401,14 +402,14 @@ plain() {
 # Under --framework deepspeed, --wrapper none is the same plain loop (no
 # DeepSpeed engine): theory and measure both take it.
 plain --framework deepspeed --wrapper none --torch-version 2.6 --torch-device cpu --attn eager \
-	--model "$tmp/gpt2-tiny.json" --seq 32 --batch 2 --precision fp32 --world 1 --schemes dp --unit layer --steps 2
+	--model "$tmp/gpt2-tiny.json" --seq 32 --batch 2 --precision fp32 --world 1 --schemes dp --steps 2
 for model in gpt2-tiny gpt2-untied llama-tiny llama-tied; do
 	for impl in single foreach; do
 		for zg in zeros none; do
 			for version in 1.13 2.6; do
 				plain --framework torch --wrapper none --torch-version $version --torch-device cpu \
 					--optimizer-impl $impl --zero-grad $zg --attn eager --model "$tmp/$model.json" --seq 32 --batch 2 \
-					--precision fp32 --world 1 --schemes $schemes --unit model,layer --steps 3
+					--precision fp32 --world 1 --schemes $schemes --steps 3
 			done
 		done
 	done
@@ -426,7 +427,7 @@ for model in gpt2-tiny gpt2-untied llama-tiny llama-tied; do
 			for version in 1.13 2.6; do
 				plain --framework torch --wrapper ddp --torch-version $version --torch-device cpu \
 					--optimizer-impl $impl --zero-grad $zg --attn eager --model "$tmp/$model.json" --seq 32 \
-					--batch 2 --precision fp32 --world 1,2,3 --schemes dp --unit model --steps 3
+					--batch 2 --precision fp32 --world 1,2,3 --schemes dp --steps 3
 			done
 		done
 	done
@@ -435,16 +436,21 @@ sed 's/"n_embd": [0-9]*/"n_embd": 128/; s/"vocab_size": [0-9]*/"vocab_size": 102
 	>"$tmp/gpt2-wide.json"
 plain --framework torch --wrapper ddp --torch-version 1.13 --torch-device cpu --optimizer-impl single \
 	--zero-grad zeros --attn eager --model "$tmp/gpt2-wide.json" --seq 16 --batch 1 --precision fp32 \
-	--world 2 --schemes dp --unit model --steps 2 --bucket-cap 0.25
+	--world 2 --schemes dp --steps 2 --bucket-cap 0.25
+# under 2.6 a given cap is the first bucket's too: seven buckets here
+plain --framework torch --wrapper ddp --torch-version 2.6 --torch-device cpu --optimizer-impl single \
+	--zero-grad none --attn eager --model "$tmp/gpt2-wide.json" --seq 16 --batch 1 --precision fp32 \
+	--world 2 --schemes dp --steps 2 --bucket-cap 0.25
 # --bucket-cap 0: each gradient after the first 1 MiB its own bucket (the
 # pass wrote past its bucket list here once)
 plain --framework torch --wrapper ddp --torch-version 1.13 --torch-device cpu --optimizer-impl single \
 	--zero-grad zeros --attn eager --model "$tmp/gpt2-wide.json" --seq 16 --batch 1 --precision fp32 \
-	--world 2 --schemes dp --unit model --steps 1 --bucket-cap 0
+	--world 2 --schemes dp --steps 1 --bucket-cap 0
 # These DDP sweeps hold the executor to the sum of the same list (util/
 # ag_ddp.c's): they do not check DDP's model itself, which tests/hf_torch.sh's
 # ddp2-* cases hold to real PyTorch (1.13 in make check, 2.6 in make
-# check-torch26; their gradients fit DDP's first bucket).
+# check-torch26; ddp2-gpt2-buckets's gradients span several buckets, their
+# sizes equal to the reducer's own).
 echo "theory_vs_measure: all $configs sweeps agree exactly"
 
 # Every framework trains the transformer to the paper's dp weights, bit for
