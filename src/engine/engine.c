@@ -921,6 +921,7 @@ static int run_plain_loop(const struct zs_config *c, enum zs_scheme scheme, unsi
 		res->peak[k] = ar.rank_peak[k];
 		res->comm[k] = ar.rank_comm[k];
 	}
+	res->binding_rank = ar.binding_rank;
 	free(ar.rank_resident);
 	free(ar.rank_peak);
 	free(ar.rank_comm);

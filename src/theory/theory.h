@@ -394,7 +394,14 @@ int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c
  * object "marks", label: bytes, in the step's order. */
 struct cJSON;
 void theory_autograd_marks_json(struct cJSON *parent, const struct zs_model *m, const struct zs_config *c,
-                                uint64_t batch, uint64_t seq);
+                                uint64_t batch, uint64_t seq, unsigned world);
+/* Under torch's zero1 (--wrapper ddp --schemes zero1) the ranks differ
+ * (util/ag_zero1.h): theory_autograd_schedule and the marks are the
+ * binding rank's (the highest peak, the first of equals; the marks' rank
+ * in parent's "marks_rank"), and this gives every rank's resident and
+ * peak (world of each) and the binding rank. 0, or -1 with *cause. */
+int theory_autograd_ranks(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+                          unsigned world, uint64_t *resident, uint64_t *peak, unsigned *binding, char **cause);
 
 /* ------------------------------------------------------------------------ */
 /* Requests and rows: what `zerosim theory` computes over, and one

@@ -21,15 +21,15 @@
 #include "util/step.h"
 #include "util/util.h"
 
-static int build(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+static int build(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq, unsigned world,
                  struct step_params *p, struct ag_step *s, char **cause)
 {
 	struct ag_options o;
 	ag_options_from_config(&o, c, batch, seq);
 	step_params_build(p, m);
-	/* under --wrapper ddp, DDP's pass (util/ag_ddp.h): a rank's bytes are
-	 * the same at every N */
-	if (ag_step_build_run(s, m, p, &o, c, 1, cause) < 0) {
+	/* under --wrapper ddp, DDP's pass (util/ag_ddp.h): under dp a rank's
+	 * bytes are the same at every N; under zero1 each rank's are its own */
+	if (ag_step_build_run(s, m, p, &o, c, world ? world : 1, cause) < 0) {
 		step_params_free(p);
 		return -1;
 	}
@@ -45,16 +45,19 @@ int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, u
 		               zs_wrapper_name(c->wrapper));
 	struct step_params p;
 	struct ag_step s;
-	if (build(m, c, 1, seq, &p, &s, cause) < 0)
+	if (build(m, c, 1, seq, 1, &p, &s, cause) < 0)
 		return -1;
 	ag_step_free(&s);
 	step_params_free(&p);
 	return 0;
 }
 
-static void apply(const struct ag_step *s, const struct ag_event *e, uint64_t cur[ZS_NCATS], uint64_t *total)
+/* Event e on rank `rank` (zero1's sections are each one rank's,
+ * util/ag_zero1.h). */
+static void apply(const struct ag_step *s, const struct ag_event *e, unsigned rank, uint64_t cur[ZS_NCATS],
+                  uint64_t *total)
 {
-	if (e->kind != AG_EV_ALLOC && e->kind != AG_EV_FREE)
+	if ((e->kind != AG_EV_ALLOC && e->kind != AG_EV_FREE) || !ag_event_on_rank(e, rank))
 		return;
 	const struct ag_tensor *t = &s->tensor[e->t];
 	if (e->kind == AG_EV_ALLOC) {
@@ -84,22 +87,33 @@ static void count_collective(const struct ag_step *s, const struct ag_event *e, 
 	out->comm_bytes += elems * ag_dtype_size(t->dtype);
 }
 
-int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
-                             unsigned world, struct theory_schedule *out, char **cause)
+/* The ranks whose bytes differ (zero1's: every one; else rank 0 stands
+ * for all). */
+static unsigned ranks_of(const struct ag_step *s, unsigned world)
 {
-	struct step_params p;
-	struct ag_step s;
-	if (build(m, c, batch, seq, &p, &s, cause) < 0)
-		return -1;
+	for (size_t i = 0; i < s->nsetup + s->nfirst + s->nevents; i++) {
+		const struct ag_event *e = i < s->nsetup ? &s->setup[i]
+		                           : i < s->nsetup + s->nfirst ? &s->first_step[i - s->nsetup]
+		                                                       : &s->event[i - s->nsetup - s->nfirst];
+		if (e->only_rank != 0)
+			return world ? world : 1;
+	}
+	return 1;
+}
+
+/* Rank `rank`'s sum of the list into out (its bytes; comm: world's). */
+static void walk(const struct ag_step *s, const struct step_params *p, unsigned rank, unsigned world,
+                 struct theory_schedule *out)
+{
 	*out = (struct theory_schedule){ 0 };
 	uint64_t cur[ZS_NCATS] = { 0 }, total = 0;
-	for (size_t i = 0; i < s.nsetup; i++)
-		apply(&s, &s.setup[i], cur, &total);
-	for (size_t i = 0; i < s.nfirst; i++)
-		apply(&s, &s.first_step[i], cur, &total);
-	out->params = p.numel;
+	for (size_t i = 0; i < s->nsetup; i++)
+		apply(s, &s->setup[i], rank, cur, &total);
+	for (size_t i = 0; i < s->nfirst; i++)
+		apply(s, &s->first_step[i], rank, cur, &total);
+	out->params = p->numel;
 	out->nunits = 1;
-	out->shard_elements = out->padded_elements = p.numel;
+	out->shard_elements = out->padded_elements = p->numel;
 	out->resident_bytes = total;
 	memcpy(out->resident_breakdown, cur, sizeof cur);
 	out->peak_bytes = total;
@@ -107,10 +121,10 @@ int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c
 	out->has_phases = 1;
 	out->phase_entered[ZS_PH_SETUP] = 1;
 	out->phase_peak[ZS_PH_SETUP] = total;
-	for (size_t i = 0; i < s.nevents; i++) {
-		const struct ag_event *e = &s.event[i];
-		apply(&s, e, cur, &total);
-		count_collective(&s, e, world, out);
+	for (size_t i = 0; i < s->nevents; i++) {
+		const struct ag_event *e = &s->event[i];
+		apply(s, e, rank, cur, &total);
+		count_collective(s, e, world, out);
 		out->phase_entered[e->phase] = 1;
 		if (total > out->phase_peak[e->phase])
 			out->phase_peak[e->phase] = total;
@@ -119,31 +133,90 @@ int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c
 			memcpy(out->peak_breakdown, cur, sizeof cur);
 		}
 	}
+}
+
+int theory_autograd_ranks(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+                          unsigned world, uint64_t *resident, uint64_t *peak, unsigned *binding, char **cause)
+{
+	struct step_params p;
+	struct ag_step s;
+	if (build(m, c, batch, seq, world, &p, &s, cause) < 0)
+		return -1;
+	unsigned n = ranks_of(&s, world);
+	*binding = 0;
+	for (unsigned r = 0; r < (world ? world : 1); r++) {
+		struct theory_schedule one;
+		if (r < n)
+			walk(&s, &p, r, world, &one);
+		if (r < n && (r == 0 || one.peak_bytes > peak[*binding]))
+			*binding = r;
+		if (r < n) {
+			resident[r] = one.resident_bytes;
+			peak[r] = one.peak_bytes;
+		} else { /* rank 0's bytes are every rank's */
+			resident[r] = resident[0];
+			peak[r] = peak[0];
+		}
+	}
+	ag_step_free(&s);
+	step_params_free(&p);
+	return 0;
+}
+
+int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+                             unsigned world, struct theory_schedule *out, char **cause)
+{
+	struct step_params p;
+	struct ag_step s;
+	if (build(m, c, batch, seq, world, &p, &s, cause) < 0)
+		return -1;
+	/* the binding rank's: the highest peak, the first of equals */
+	unsigned n = ranks_of(&s, world);
+	walk(&s, &p, 0, world, out);
+	for (unsigned r = 1; r < n; r++) {
+		struct theory_schedule one;
+		walk(&s, &p, r, world, &one);
+		if (one.peak_bytes > out->peak_bytes)
+			*out = one;
+	}
 	ag_step_free(&s);
 	step_params_free(&p);
 	return 0;
 }
 
 void theory_autograd_marks_json(cJSON *parent, const struct zs_model *m, const struct zs_config *c, uint64_t batch,
-                                uint64_t seq)
+                                uint64_t seq, unsigned world)
 {
 	struct step_params p;
 	struct ag_step s;
-	if (build(m, c, batch, seq, &p, &s, NULL) < 0)
+	if (build(m, c, batch, seq, world, &p, &s, NULL) < 0)
 		return;
+	/* the binding rank's (theory_autograd_schedule's) */
+	unsigned n = ranks_of(&s, world), b = 0;
+	uint64_t most = 0;
+	for (unsigned r = 0; r < n; r++) {
+		struct theory_schedule one;
+		walk(&s, &p, r, world, &one);
+		if (r == 0 || one.peak_bytes > most) {
+			most = one.peak_bytes;
+			b = r;
+		}
+	}
 	uint64_t cur[ZS_NCATS] = { 0 }, total = 0;
 	for (size_t i = 0; i < s.nsetup; i++)
-		apply(&s, &s.setup[i], cur, &total);
+		apply(&s, &s.setup[i], b, cur, &total);
 	for (size_t i = 0; i < s.nfirst; i++)
-		apply(&s, &s.first_step[i], cur, &total);
+		apply(&s, &s.first_step[i], b, cur, &total);
 	cJSON *o = cJSON_AddObjectToObject(parent, "marks");
 	if (o == NULL)
 		zs_oom(__FILE__, __LINE__);
 	for (size_t i = 0; i < s.nevents; i++) {
-		apply(&s, &s.event[i], cur, &total);
+		apply(&s, &s.event[i], b, cur, &total);
 		if (s.event[i].kind == AG_EV_MARK)
 			zs_json_add_number(o, s.event[i].label, (double)total);
 	}
+	if (n > 1)
+		zs_json_add_number(parent, "marks_rank", b);
 	ag_step_free(&s);
 	step_params_free(&p);
 }

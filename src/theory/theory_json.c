@@ -233,7 +233,7 @@ static void schedule_json(cJSON *row, const struct theory_request *req, const st
 		cJSON_AddStringToObject(o, "binding_phase", zs_phase_name(theory_binding_phase(s)));
 	}
 	if (req->model != NULL && zs_wrapper_step(req->config)) {
-		theory_autograd_marks_json(o, req->model, req->config, req->config->batch, req->act.seq);
+		theory_autograd_marks_json(o, req->model, req->config, req->config->batch, req->act.seq, r->world);
 		peak_live_json(o, req);
 	}
 	if (s->host_resident_bytes > 0) {

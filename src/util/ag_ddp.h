@@ -63,9 +63,15 @@
  * 0, or -1 with *cause (s is then unchanged). */
 int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, double bucket_cap_mb, char **cause);
 
+/* Whether the run's scheme is torch's zero1 (--wrapper ddp takes one
+ * scheme a run, dp or zero1: util/config.c). */
+int ag_zero1_scheme(const struct zs_config *c);
+
 /* The run's step: ag_step_build, and under --wrapper ddp (c->wrapper) the
- * pass above for `world` ranks (the bytes do not depend on it: only the
- * hooks' 1/N does). 0, or -1 with *cause (nothing left to free). */
+ * pass above for `world` ranks (dp: the bytes do not depend on it, only
+ * the hooks' 1/N does; zero1: Adam inside ZeroRedundancyOptimizer over
+ * `world` ranks, util/ag_zero1.h, each rank's bytes its own). 0, or -1
+ * with *cause (nothing left to free). */
 int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct step_params *p,
                       const struct ag_options *o, const struct zs_config *c, unsigned world, char **cause);
 
