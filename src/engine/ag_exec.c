@@ -1893,6 +1893,17 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 				rc = zs_fail(cause, "internal error: rank %u's weights differ from rank 0's (--wrapper ddp, %s, N=%u)",
 				             k, ag_zero1_scheme(c) ? "zero1" : "dp", world);
 		}
+		/* every rank's marks where they differ (zero1) */
+		if (ag_zero1_scheme(c) && x[b].nmarks > 0) {
+			out->rank_mark_bytes = zs_calloc((size_t)world * x[b].nmarks, sizeof *out->rank_mark_bytes);
+			for (unsigned k = 0; k < world && rc == 0; k++) {
+				if (x[k].nmarks != x[b].nmarks)
+					rc = zs_fail(cause, "internal error: rank %u logged %zu marks, rank %u %zu", k, x[k].nmarks,
+					             b, x[b].nmarks);
+				for (size_t i = 0; rc == 0 && i < x[k].nmarks; i++)
+					out->rank_mark_bytes[(size_t)k * x[b].nmarks + i] = x[k].mark_bytes[i];
+			}
+		}
 		/* the marks move to the result */
 		out->mark_label = x[b].mark_label;
 		out->mark_bytes = x[b].mark_bytes;
@@ -1929,6 +1940,7 @@ void ag_exec_result_free(struct ag_exec_result *r)
 		free(r->mark_label[i]);
 	free(r->mark_label);
 	free(r->mark_bytes);
+	free(r->rank_mark_bytes);
 	memset(r, 0, sizeof *r);
 }
 

@@ -128,6 +128,8 @@ struct ag_exec_result {
 	char **mark_label;                 /* the last step's marks: each label (owned) and the binding */
 	size_t *mark_bytes;                /* rank's live bytes there (the theory's "marks") */
 	size_t nmarks;
+	size_t *rank_mark_bytes;           /* zero1 (the ranks differ): every rank's at those marks,
+	                                    * [rank][mark] (malloc'd); else NULL */
 	unsigned world;                    /* the ranks run, and each one's */
 	size_t *rank_resident, *rank_peak; /* resident and peak (malloc'd) */
 	struct zs_coll_stats *rank_comm;   /* each rank's collectives over the steps (malloc'd) */

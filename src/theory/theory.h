@@ -402,6 +402,11 @@ void theory_autograd_marks_json(struct cJSON *parent, const struct zs_model *m, 
  * peak (world of each) and the binding rank. 0, or -1 with *cause. */
 int theory_autograd_ranks(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
                           unsigned world, uint64_t *resident, uint64_t *peak, unsigned *binding, char **cause);
+struct ag_step;
+struct step_params;
+/* Leave in s (built for `world` ranks) the binding rank's events alone:
+ * nothing changes where the ranks are equal. */
+void theory_autograd_binding_rank(struct ag_step *s, const struct step_params *p, unsigned world);
 
 /* ------------------------------------------------------------------------ */
 /* Requests and rows: what `zerosim theory` computes over, and one
@@ -626,7 +631,9 @@ cJSON *theory_json(const struct theory_request *req);
  * trace use it). */
 struct step_params;
 struct ag_step;
-int theory_plain_step(const struct theory_request *req, struct step_params *p, struct ag_step *s);
+int theory_plain_step(const struct theory_request *req, unsigned world, struct step_params *p, struct ag_step *s);
+/* (world: the row's ranks; under torch's zero1 the step is then the
+ * binding rank's, theory_autograd_binding_rank) */
 
 /* The same content as text for a person. For a model known by its MLP
  * widths or its count, tables per rank laid out like the ZeRO paper's

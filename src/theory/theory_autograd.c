@@ -135,6 +135,33 @@ static void walk(const struct ag_step *s, const struct step_params *p, unsigned 
 	}
 }
 
+/* Keep the events of rank `rank` (and every rank's) in list ev[0..*n). */
+static void keep_rank(struct ag_event *ev, size_t *n, unsigned rank)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < *n; i++)
+		if (ag_event_on_rank(&ev[i], rank))
+			ev[k++] = ev[i];
+	*n = k;
+}
+
+void theory_autograd_binding_rank(struct ag_step *s, const struct step_params *p, unsigned world)
+{
+	unsigned n = ranks_of(s, world), b = 0;
+	uint64_t most = 0;
+	for (unsigned r = 0; n > 1 && r < n; r++) {
+		struct theory_schedule one;
+		walk(s, p, r, world, &one);
+		if (r == 0 || one.peak_bytes > most) {
+			most = one.peak_bytes;
+			b = r;
+		}
+	}
+	keep_rank(s->setup, &s->nsetup, b);
+	keep_rank(s->first_step, &s->nfirst, b);
+	keep_rank(s->event, &s->nevents, b);
+}
+
 int theory_autograd_ranks(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
                           unsigned world, uint64_t *resident, uint64_t *peak, unsigned *binding, char **cause)
 {
@@ -215,8 +242,29 @@ void theory_autograd_marks_json(cJSON *parent, const struct zs_model *m, const s
 		if (s.event[i].kind == AG_EV_MARK)
 			zs_json_add_number(o, s.event[i].label, (double)total);
 	}
-	if (n > 1)
+	if (n > 1) { /* zero1: the rank, and every rank's marks in per_rank */
 		zs_json_add_number(parent, "marks_rank", b);
+		cJSON *per = cJSON_GetObjectItemCaseSensitive(parent, "per_rank");
+		if (per == NULL && (per = cJSON_AddObjectToObject(parent, "per_rank")) == NULL)
+			zs_oom(__FILE__, __LINE__);
+		cJSON *ma = cJSON_AddArrayToObject(per, "marks");
+		for (unsigned r = 0; r < n; r++) {
+			cJSON *mo = cJSON_CreateObject();
+			if (mo == NULL)
+				zs_oom(__FILE__, __LINE__);
+			cJSON_AddItemToArray(ma, mo);
+			uint64_t c2[ZS_NCATS] = { 0 }, live = 0;
+			for (size_t i = 0; i < s.nsetup; i++)
+				apply(&s, &s.setup[i], r, c2, &live);
+			for (size_t i = 0; i < s.nfirst; i++)
+				apply(&s, &s.first_step[i], r, c2, &live);
+			for (size_t i = 0; i < s.nevents; i++) {
+				apply(&s, &s.event[i], r, c2, &live);
+				if (s.event[i].kind == AG_EV_MARK)
+					zs_json_add_number(mo, s.event[i].label, (double)live);
+			}
+		}
+	}
 	ag_step_free(&s);
 	step_params_free(&p);
 }

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "theory/theory.h"
+#include "util/ag_ddp.h"
 #include "util/schedule.h"
 #include "util/step.h"
 #include "util/util.h"
@@ -193,7 +194,10 @@ void theory_framework_json(cJSON *schedule, const struct theory_request *req, en
 	}
 	for (unsigned k = 0; k < world; k++)
 		most = load[k] > most ? load[k] : most;
-	cJSON *per = cJSON_AddObjectToObject(schedule, "per_rank");
+	/* (the PyTorch step's zero1 marks may have made it: theory_autograd.c) */
+	cJSON *per = cJSON_GetObjectItemCaseSensitive(schedule, "per_rank");
+	if (per == NULL)
+		per = cJSON_AddObjectToObject(schedule, "per_rank");
 	zs_json_add_number(schedule, "imbalance_bytes", sc->imbalance_bytes);
 	/* the PyTorch step (--wrapper ddp): every rank's sum of the list
 	 * (zero1's ranks differ: util/ag_zero1.h) */
@@ -250,6 +254,17 @@ char *theory_framework_text(const struct theory_request *req)
 		                   c->framework == ZS_FW_DEEPSPEED ? "deepspeed" : "torch", c->torch_version == ZS_TORCH_1_13 ? "1.13" : "2.6");
 	if (c->framework == ZS_FW_TORCH) {
 		char cap[32];
+		if (c->wrapper == ZS_WRAPPER_DDP && ag_zero1_scheme(c))
+			return zs_asprintf("\nFramework torch, --wrapper ddp --schemes zero1: ZeroRedundancyOptimizer("
+			                   "optimizer_class=Adam) over DistributedDataParallel (bucket_cap_mb %s, the first "
+			                   "bucket 1 MiB) over Hugging Face's model in PyTorch %s's own step, allocation by "
+			                   "allocation (docs/schedule.md, \"ZeroRedundancyOptimizer over the PyTorch step\"): "
+			                   "DDP's bytes, but each rank keeps Adam's state and makes Adam's temporaries for its "
+			                   "own parameters only (whole tensors, largest first to the least-loaded rank), then "
+			                   "broadcasts them; the ranks differ, and the tables show the rank of the highest "
+			                   "peak (every rank's in --out's per_rank).\n",
+			                   zs_number_text(c->bucket_cap_mb, cap, sizeof cap),
+			                   c->torch_version == ZS_TORCH_1_13 ? "1.13" : "2.6");
 		if (c->wrapper == ZS_WRAPPER_DDP)
 			return zs_asprintf("\nFramework torch, --wrapper ddp: DistributedDataParallel (bucket_cap_mb %s, the "
 			                   "first bucket 1 MiB) over Hugging Face's model in PyTorch %s's own step, allocation "
