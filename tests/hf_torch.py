@@ -797,9 +797,11 @@ def run(a):
         # the clean last step's own sizes, to check the traced one against
         st = next(i for i, (_, l) in enumerate(stream) if l == f"step:{a.steps}")
         clean = [stream[i][0] - stream[i - 1][0] for i in range(st + 1, len(stream)) if stream[i][1] is None]
-        with open(a.trace + ".clean", "w") as f:
+        # under --ddp N > 1 each rank its own file (FILE.rankK)
+        trace = a.trace + (f".rank{RANK[0]}" if a.ddp > 1 else "")
+        with open(trace + ".clean", "w") as f:
             f.write("\n".join(str(x) for x in clean) + "\n")
-        with open(a.trace, "w") as f:
+        with open(trace, "w") as f:
             f.write("\n".join(lines) + "\n")
     if a.no_attribution:
         return out
