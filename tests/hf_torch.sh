@@ -438,15 +438,16 @@ done
 # parameter and free nothing, so no gloo timing reaches the bytes) against
 # --wrapper ddp --schemes zero1 (util/ag_zero1.h): every rank's bytes, the
 # ranks differing by the parameters each owns. Cases: gpt2 and llama at
-# N = 2, gpt2 at N = 3, llama with foreach Adam, and gpt2 at seq 4, batch
-# 1 with set_to_none, where every rank's peak is in the optimizer step
-# (its local Adam's temporaries).
+# N = 2, gpt2 at N = 3, and at seq 4, batch 1, where every rank's peak is
+# in the optimizer step (its local Adam's temporaries): gpt2 with
+# set_to_none at N = 3, llama with foreach Adam at N = 5, where rank 2
+# binds (by 4 bytes: the first of equals would be rank 0 otherwise).
 z1="--torch-version 1.13 --optimizer-impl"
 for case in \
 	"zero1-2-gpt2|tiny-gpt2|2|--zero-grad zeros|$z1 single --zero-grad zeros" \
 	"zero1-2-llama|tiny-llama|2|--zero-grad zeros|$z1 single --zero-grad zeros" \
 	"zero1-3-gpt2|tiny-gpt2|3|--zero-grad zeros|$z1 single --zero-grad zeros" \
-	"zero1-2-llama-foreach|tiny-llama|2|--zero-grad zeros --optimizer-impl foreach|$z1 foreach --zero-grad zeros" \
+	"zero1-5-llama-foreach-optimizer-peak|tiny-llama|5|--zero-grad zeros --optimizer-impl foreach --seq 4 --batch 1|$z1 foreach --zero-grad zeros --seq 4 --batch 1" \
 	"zero1-3-gpt2-optimizer-peak|tiny-gpt2|3|--zero-grad none --seq 4 --batch 1|$z1 single --zero-grad none --seq 4 --batch 1"
 do
 	label=${case%%|*} rest=${case#*|}
