@@ -8,7 +8,10 @@
  * v and step counters). Peak: the most live after any event of the steady
  * step, its breakdown by the storages' categories at that event, and each
  * phase's own most live (set-up: the resident). Nothing is added: what the
- * list does not allocate the theory does not count.
+ * list does not allocate the theory does not count. Under torch's zero1
+ * (--wrapper ddp --schemes zero1, util/ag_zero1.h) the list holds each
+ * rank's own sections: it is summed rank by rank, and the figures are the
+ * binding rank's (the highest peak, the first of equals).
  */
 #include "theory/theory.h"
 
@@ -135,6 +138,23 @@ static void walk(const struct ag_step *s, const struct step_params *p, unsigned 
 	}
 }
 
+/* The binding rank: the highest peak, the first of equals (0 where the
+ * ranks are equal). */
+static unsigned binding_of(const struct ag_step *s, const struct step_params *p, unsigned world)
+{
+	unsigned n = ranks_of(s, world), b = 0;
+	uint64_t most = 0;
+	for (unsigned r = 0; n > 1 && r < n; r++) {
+		struct theory_schedule one;
+		walk(s, p, r, world, &one);
+		if (r == 0 || one.peak_bytes > most) {
+			most = one.peak_bytes;
+			b = r;
+		}
+	}
+	return b;
+}
+
 /* Keep the events of rank `rank` (and every rank's) in list ev[0..*n). */
 static void keep_rank(struct ag_event *ev, size_t *n, unsigned rank)
 {
@@ -147,16 +167,7 @@ static void keep_rank(struct ag_event *ev, size_t *n, unsigned rank)
 
 void theory_autograd_binding_rank(struct ag_step *s, const struct step_params *p, unsigned world)
 {
-	unsigned n = ranks_of(s, world), b = 0;
-	uint64_t most = 0;
-	for (unsigned r = 0; n > 1 && r < n; r++) {
-		struct theory_schedule one;
-		walk(s, p, r, world, &one);
-		if (r == 0 || one.peak_bytes > most) {
-			most = one.peak_bytes;
-			b = r;
-		}
-	}
+	unsigned b = binding_of(s, p, world);
 	keep_rank(s->setup, &s->nsetup, b);
 	keep_rank(s->first_step, &s->nfirst, b);
 	keep_rank(s->event, &s->nevents, b);
@@ -170,21 +181,13 @@ int theory_autograd_ranks(const struct zs_model *m, const struct zs_config *c, u
 	if (build(m, c, batch, seq, world, &p, &s, cause) < 0)
 		return -1;
 	unsigned n = ranks_of(&s, world);
-	*binding = 0;
 	for (unsigned r = 0; r < (world ? world : 1); r++) {
 		struct theory_schedule one;
-		if (r < n)
-			walk(&s, &p, r, world, &one);
-		if (r < n && (r == 0 || one.peak_bytes > peak[*binding]))
-			*binding = r;
-		if (r < n) {
-			resident[r] = one.resident_bytes;
-			peak[r] = one.peak_bytes;
-		} else { /* rank 0's bytes are every rank's */
-			resident[r] = resident[0];
-			peak[r] = peak[0];
-		}
+		walk(&s, &p, r < n ? r : 0, world, &one); /* past n: rank 0's bytes are every rank's */
+		resident[r] = one.resident_bytes;
+		peak[r] = one.peak_bytes;
 	}
+	*binding = binding_of(&s, &p, world);
 	ag_step_free(&s);
 	step_params_free(&p);
 	return 0;
@@ -197,18 +200,25 @@ int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c
 	struct ag_step s;
 	if (build(m, c, batch, seq, world, &p, &s, cause) < 0)
 		return -1;
-	/* the binding rank's: the highest peak, the first of equals */
-	unsigned n = ranks_of(&s, world);
-	walk(&s, &p, 0, world, out);
-	for (unsigned r = 1; r < n; r++) {
-		struct theory_schedule one;
-		walk(&s, &p, r, world, &one);
-		if (one.peak_bytes > out->peak_bytes)
-			*out = one;
-	}
+	walk(&s, &p, binding_of(&s, &p, world), world, out);
 	ag_step_free(&s);
 	step_params_free(&p);
 	return 0;
+}
+
+/* Rank `rank`'s live bytes at each mark of the step, into object o. */
+static void marks_of(cJSON *o, const struct ag_step *s, unsigned rank)
+{
+	uint64_t cur[ZS_NCATS] = { 0 }, total = 0;
+	for (size_t i = 0; i < s->nsetup; i++)
+		apply(s, &s->setup[i], rank, cur, &total);
+	for (size_t i = 0; i < s->nfirst; i++)
+		apply(s, &s->first_step[i], rank, cur, &total);
+	for (size_t i = 0; i < s->nevents; i++) {
+		apply(s, &s->event[i], rank, cur, &total);
+		if (s->event[i].kind == AG_EV_MARK)
+			zs_json_add_number(o, s->event[i].label, (double)total);
+	}
 }
 
 void theory_autograd_marks_json(cJSON *parent, const struct zs_model *m, const struct zs_config *c, uint64_t batch,
@@ -219,29 +229,11 @@ void theory_autograd_marks_json(cJSON *parent, const struct zs_model *m, const s
 	if (build(m, c, batch, seq, world, &p, &s, NULL) < 0)
 		return;
 	/* the binding rank's (theory_autograd_schedule's) */
-	unsigned n = ranks_of(&s, world), b = 0;
-	uint64_t most = 0;
-	for (unsigned r = 0; r < n; r++) {
-		struct theory_schedule one;
-		walk(&s, &p, r, world, &one);
-		if (r == 0 || one.peak_bytes > most) {
-			most = one.peak_bytes;
-			b = r;
-		}
-	}
-	uint64_t cur[ZS_NCATS] = { 0 }, total = 0;
-	for (size_t i = 0; i < s.nsetup; i++)
-		apply(&s, &s.setup[i], b, cur, &total);
-	for (size_t i = 0; i < s.nfirst; i++)
-		apply(&s, &s.first_step[i], b, cur, &total);
+	unsigned n = ranks_of(&s, world), b = binding_of(&s, &p, world);
 	cJSON *o = cJSON_AddObjectToObject(parent, "marks");
 	if (o == NULL)
 		zs_oom(__FILE__, __LINE__);
-	for (size_t i = 0; i < s.nevents; i++) {
-		apply(&s, &s.event[i], b, cur, &total);
-		if (s.event[i].kind == AG_EV_MARK)
-			zs_json_add_number(o, s.event[i].label, (double)total);
-	}
+	marks_of(o, &s, b);
 	if (n > 1) { /* zero1: the rank, and every rank's marks in per_rank */
 		zs_json_add_number(parent, "marks_rank", b);
 		cJSON *per = cJSON_GetObjectItemCaseSensitive(parent, "per_rank");
@@ -253,16 +245,7 @@ void theory_autograd_marks_json(cJSON *parent, const struct zs_model *m, const s
 			if (mo == NULL)
 				zs_oom(__FILE__, __LINE__);
 			cJSON_AddItemToArray(ma, mo);
-			uint64_t c2[ZS_NCATS] = { 0 }, live = 0;
-			for (size_t i = 0; i < s.nsetup; i++)
-				apply(&s, &s.setup[i], r, c2, &live);
-			for (size_t i = 0; i < s.nfirst; i++)
-				apply(&s, &s.first_step[i], r, c2, &live);
-			for (size_t i = 0; i < s.nevents; i++) {
-				apply(&s, &s.event[i], r, c2, &live);
-				if (s.event[i].kind == AG_EV_MARK)
-					zs_json_add_number(mo, s.event[i].label, (double)live);
-			}
+			marks_of(mo, &s, r);
 		}
 	}
 	ag_step_free(&s);
