@@ -254,26 +254,22 @@ char *theory_framework_text(const struct theory_request *req)
 		                   c->framework == ZS_FW_DEEPSPEED ? "deepspeed" : "torch", c->torch_version == ZS_TORCH_1_13 ? "1.13" : "2.6");
 	if (c->framework == ZS_FW_TORCH) {
 		char cap[32];
-		if (c->wrapper == ZS_WRAPPER_DDP && ag_zero1_scheme(c))
-			return zs_asprintf("\nFramework torch, --wrapper ddp --schemes zero1: ZeroRedundancyOptimizer("
-			                   "optimizer_class=Adam) over DistributedDataParallel (bucket_cap_mb %s, the first "
-			                   "bucket 1 MiB) over Hugging Face's model in PyTorch %s's own step, allocation by "
-			                   "allocation (docs/schedule.md, \"ZeroRedundancyOptimizer over the PyTorch step\"): "
-			                   "DDP's bytes, but each rank keeps Adam's state and makes Adam's temporaries for its "
-			                   "own parameters only (whole tensors, largest first to the least-loaded rank), then "
-			                   "broadcasts them; the ranks differ, and the tables show the rank of the highest "
-			                   "peak (every rank's in --out's per_rank).\n",
+		if (c->wrapper == ZS_WRAPPER_DDP) {
+			int z = ag_zero1_scheme(c); /* with ZeroRedundancyOptimizer: torch's zero1 */
+			return zs_asprintf("\nFramework torch, --wrapper ddp%s: %sDistributedDataParallel (bucket_cap_mb %s, "
+			                   "the first bucket 1 MiB) over Hugging Face's model in PyTorch %s's own step, "
+			                   "allocation by allocation (docs/schedule.md, \"%s over the PyTorch step\"): %s\n",
+			                   z ? " --schemes zero1" : "", z ? "ZeroRedundancyOptimizer(optimizer_class=Adam) over " : "",
 			                   zs_number_text(c->bucket_cap_mb, cap, sizeof cap),
-			                   c->torch_version == ZS_TORCH_1_13 ? "1.13" : "2.6");
-		if (c->wrapper == ZS_WRAPPER_DDP)
-			return zs_asprintf("\nFramework torch, --wrapper ddp: DistributedDataParallel (bucket_cap_mb %s, the "
-			                   "first bucket 1 MiB) over Hugging Face's model in PyTorch %s's own step, allocation "
-			                   "by allocation (docs/schedule.md, \"DDP over the PyTorch step\"): the plain loop's "
-			                   "bytes, the reducer's fp32 gradient buckets (resident: category buckets), each "
-			                   "gradient's copy into its bucket divided by N, the buffers' broadcast at every "
-			                   "forward; every rank holds the same bytes at any N.\n",
-			                   zs_number_text(c->bucket_cap_mb, cap, sizeof cap),
-			                   c->torch_version == ZS_TORCH_1_13 ? "1.13" : "2.6");
+			                   c->torch_version == ZS_TORCH_1_13 ? "1.13" : "2.6", z ? "ZeroRedundancyOptimizer" : "DDP",
+			                   z ? "DDP's bytes, but each rank keeps Adam's state and makes Adam's temporaries for "
+			                       "its own parameters only (whole tensors, largest first to the least-loaded "
+			                       "rank), then broadcasts them; the ranks differ, and the tables show the rank of "
+			                       "the highest peak (every rank's in --out's per_rank)."
+			                     : "the plain loop's bytes, the reducer's fp32 gradient buckets (resident: category "
+			                       "buckets), each gradient's copy into its bucket divided by N, the buffers' "
+			                       "broadcast at every forward; every rank holds the same bytes at any N.");
+		}
 		return zs_asprintf("\nFramework torch: dp is DistributedDataParallel (bucket_cap_mb %s; its gradient "
 		                   "buckets, a second gradient-sized buffer, are resident: category buckets, counted "
 		                   "in the schedule's tables above), zero1 is "
