@@ -183,7 +183,16 @@ void theory_framework_json(cJSON *schedule, const struct theory_request *req, en
 	struct theory_shape s = {c->widths, c->nwidths, c->batch, {0}};
 	uint64_t *load = zs_calloc(world, sizeof *load), most = 0;
 	theory_request_bytes(req, &s.bytes);
-	if (c->framework == ZS_FW_TORCH && scheme == ZS_ZERO1 && !zs_wrapper_step(c)) {
+	/* torch's zero1 over the PyTorch step (--wrapper ddp): every rank's
+	 * own sum of the list (util/ag_zero1.h) */
+	uint64_t *res = NULL, *pk = NULL;
+	unsigned bind = 0;
+	int listed = c->wrapper == ZS_WRAPPER_DDP && scheme == ZS_ZERO1 && req->model != NULL;
+	if (listed) {
+		res = zs_calloc(world, sizeof *res);
+		pk = zs_calloc(world, sizeof *pk);
+		listed = theory_autograd_ranks(req->model, c, c->batch, req->act.seq, world, res, pk, &bind, NULL) == 0;
+	} else if (c->framework == ZS_FW_TORCH && scheme == ZS_ZERO1) {
 		struct theory_desc own;
 		const struct theory_desc *d = theory_request_desc(req, &own);
 		uint64_t *n = numels(&d->params);
@@ -199,35 +208,18 @@ void theory_framework_json(cJSON *schedule, const struct theory_request *req, en
 	if (per == NULL)
 		per = cJSON_AddObjectToObject(schedule, "per_rank");
 	zs_json_add_number(schedule, "imbalance_bytes", sc->imbalance_bytes);
-	/* the PyTorch step (--wrapper ddp): every rank's sum of the list
-	 * (zero1's ranks differ: util/ag_zero1.h) */
-	uint64_t *res = zs_calloc(world, sizeof *res), *pk = zs_calloc(world, sizeof *pk);
-	unsigned bind = 0;
-	if (zs_wrapper_step(c) && req->model != NULL && scheme == ZS_ZERO1 &&
-	    theory_autograd_ranks(req->model, c, c->batch, req->act.seq, world, res, pk, &bind, NULL) == 0) {
-		cJSON *ra = cJSON_AddArrayToObject(per, "resident_bytes"), *pa = cJSON_AddArrayToObject(per, "peak_bytes");
-		cJSON *ca = cJSON_AddArrayToObject(per, "comm_bytes_per_step");
-		for (unsigned k = 0; k < world; k++) {
-			push(ra, (double)res[k]);
-			push(pa, (double)pk[k]);
-			push(ca, (double)sc->comm_bytes);
-		}
-		zs_json_add_number(schedule, "peak_rank", bind);
-		free(res);
-		free(pk);
-		free(load);
-		return;
-	}
-	free(res);
-	free(pk);
 	cJSON *ra = cJSON_AddArrayToObject(per, "resident_bytes"), *pa = cJSON_AddArrayToObject(per, "peak_bytes");
 	cJSON *ca = cJSON_AddArrayToObject(per, "comm_bytes_per_step");
 	for (unsigned k = 0; k < world; k++) {
 		uint64_t less = (most - load[k]) * s.bytes.k;
-		push(ra, (double)(sc->resident_bytes - less));
-		push(pa, (double)(sc->peak_bytes - less));
+		push(ra, listed ? (double)res[k] : (double)(sc->resident_bytes - less));
+		push(pa, listed ? (double)pk[k] : (double)(sc->peak_bytes - less));
 		push(ca, sc->steps_differ ? sc->comm_bytes_mean : (double)sc->comm_bytes);
 	}
+	if (listed)
+		zs_json_add_number(schedule, "peak_rank", bind);
+	free(res);
+	free(pk);
 	free(load);
 }
 
