@@ -730,13 +730,15 @@ for cmd in measure theory; do
 		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --schemes zero3 --prefetch none --out "$keep"
 	try 2 "--ds-max-live: --wrapper none builds no DeepSpeed engine to set" \
 		$cmd --framework deepspeed --model "$tiny" --wrapper none --world 1 --schemes zero3 --ds-max-live 5 --out "$keep"
-	# DDP over the PyTorch step (--wrapper ddp): torch's dp only, and what it
-	# is not described for yet, refused by name.
+	# DDP over the PyTorch step (--wrapper ddp): torch's dp and zero1, one a
+	# run, and what it is not described for yet, refused by name.
 	ddp="--model $tiny --wrapper ddp --world 1,2 --precision fp32 --torch-device cpu --attn eager"
 	try 2 "--wrapper ddp is torch's DistributedDataParallel: give --framework torch" \
 		$cmd --framework deepspeed $ddp --schemes dp --torch-version 1.13 --out "$keep"
-	try 2 "--wrapper ddp runs torch's dp (DistributedDataParallel) only: give --schemes dp (it lists zero1)" \
+	try 2 "--wrapper ddp runs one scheme a run, dp or zero1 (it lists dp and zero1): run them apart" \
 		$cmd --framework torch $ddp --schemes dp,zero1 --torch-version 1.13 --out "$keep"
+	try 2 "--wrapper ddp runs torch's dp (DistributedDataParallel) and zero1 (with ZeroRedundancyOptimizer) only: give --schemes dp or zero1 (it lists zero2)" \
+		$cmd --framework torch $ddp --schemes zero2 --torch-version 1.13 --out "$keep"
 	try 2 "--wrapper ddp needs a transformer (--model)" \
 		$cmd --framework torch --wrapper ddp --schemes dp --torch-version 1.13 --world 2 --out "$keep"
 	# The PyTorch step has no units (ZeRO-3's gather units): a --unit given

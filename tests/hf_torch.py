@@ -742,12 +742,22 @@ def run(a):
         if a.ddp:
             model = ddp_wrap(a, model)
         Opt = torch.optim.AdamW if a.optimizer == "adamw" else torch.optim.Adam
-        if a.optimizer_impl == "fused":
+        kw = dict(fused=True) if a.optimizer_impl == "fused" else dict(foreach=foreach)
+        if a.zero1:
+            # torch's zero1: ZeroRedundancyOptimizer over DDP at its defaults
+            # (parameters_as_bucket_view False, overlap_with_ddp False), the
+            # local optimizer Adam with the same settings, on the default
+            # (gloo) group: its broadcasts are in place on param.data
+            # (zero_redundancy_optimizer.py _broadcast_params_from_rank) and
+            # free nothing, so no gloo timing reaches the bytes
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+            opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=Opt, lr=1e-3, **kw)
+        elif a.optimizer_impl == "fused":
             # torch.optim.Adam(fused=True): CUDA only in 1.13 (adam.py's
             # check), the CPU too from 2.4 (2.6's _fused_adam_ CPU kernel)
-            opt = Opt(model.parameters(), lr=1e-3, fused=True)
+            opt = Opt(model.parameters(), lr=1e-3, **kw)
         else:
-            opt = Opt(model.parameters(), lr=1e-3, foreach=foreach)
+            opt = Opt(model.parameters(), lr=1e-3, **kw)
         g = torch.Generator().manual_seed(1 + RANK[0])  # each rank its own batch
         input_ids = torch.randint(0, V, (a.batch, a.seq), generator=g)
         labels = input_ids.clone()
@@ -787,9 +797,11 @@ def run(a):
         # the clean last step's own sizes, to check the traced one against
         st = next(i for i, (_, l) in enumerate(stream) if l == f"step:{a.steps}")
         clean = [stream[i][0] - stream[i - 1][0] for i in range(st + 1, len(stream)) if stream[i][1] is None]
-        with open(a.trace + ".clean", "w") as f:
+        # under --ddp N > 1 each rank its own file (FILE.rankK)
+        trace = a.trace + (f".rank{RANK[0]}" if a.ddp > 1 else "")
+        with open(trace + ".clean", "w") as f:
             f.write("\n".join(str(x) for x in clean) + "\n")
-        with open(a.trace, "w") as f:
+        with open(trace, "w") as f:
             f.write("\n".join(lines) + "\n")
     if a.no_attribution:
         return out
@@ -939,6 +951,11 @@ def ddp_worker(rank, a, store):
     PIN.append(torch.zeros(1))
     d = report(a)
     dist.barrier()
+    if a.zero1:  # every rank's figures (they differ): rank 0's JSON holds them all in "ranks"
+        every = [None] * a.ddp
+        dist.all_gather_object(every, {k: d[k] for k in ("between_steps", "peak", "peak_phase", "boundaries",
+                                                          "zero1", "losses")})
+        d["ranks"] = every
     if rank == 0:
         emit(a, d)
     dist.destroy_process_group()
@@ -962,6 +979,7 @@ def attribute(r, a):
     outputs alive just before the peak's op (grouped by phase, unit, op and
     shape over the blocks), and what the peak's op makes inside itself."""
     model, opt = r["model"], r["opt"]
+    opt = getattr(opt, "optim", opt)  # ZeroRedundancyOptimizer: the local Adam's
     params = storages(model.parameters())
     m = storages(opt.state[p].get("exp_avg") for p in model.parameters() if p in opt.state)
     v = storages(opt.state[p].get("exp_avg_sq") for p in model.parameters() if p in opt.state)
@@ -1058,11 +1076,12 @@ def report(a):
     S = a.steps
     steady = r["steps"][S]
     model, opt = r["model"], r["opt"]
+    opt = getattr(opt, "optim", opt)  # ZeroRedundancyOptimizer: the local Adam's state (this rank's)
     params = storages(model.parameters())
     m = storages(opt.state[p].get("exp_avg") for p in model.parameters())
     v = storages(opt.state[p].get("exp_avg_sq") for p in model.parameters())
     stp = storages(opt.state[p].get("step") for p in model.parameters()
-                   if torch.is_tensor(opt.state[p].get("step")))
+                   if p in opt.state and torch.is_tensor(opt.state[p].get("step")))
     grads = storages(p.grad for p in model.parameters())
     between = r["base"]
     persistent = dict(params=sum(params.values()), grads=sum(grads.values()), adam_m=sum(m.values()),
@@ -1089,6 +1108,14 @@ def report(a):
         # its order (Logger::set_runtime_stats_and_log, from the reducer)
         ld = model._get_ddp_logging_data()
         out["ddp_buckets"] = [int(x) for x in ld["rebuilt_bucket_sizes"].split(", ")]
+    if a.zero1:
+        # this rank's parameters (its partition, as ZeroRedundancyOptimizer
+        # made it) and a digest of every rank's final weights, which must
+        # be equal
+        import hashlib
+        out["zero1"] = dict(rank=RANK[0], owned=sum(p.numel() for p, st in opt.state.items() if "exp_avg" in st),
+                            weights=hashlib.sha256(b"".join(p.detach().numpy().tobytes()
+                                                            for p in model.parameters())).hexdigest())
     z = zerosim_theory(a, r) if RANK[0] == 0 else None
     if z:
         out["zerosim"] = z
@@ -1145,12 +1172,17 @@ def main():
                     help="N >= 1: the model in DistributedDataParallel over gloo, N processes on the CPU "
                          "(each its own batch), rank 0's allocator recorded")
     ap.add_argument("--bucket-cap-mb", type=float, help="--ddp: DDP's bucket_cap_mb (default: not given)")
+    ap.add_argument("--zero1", action="store_true",
+                    help="with --ddp N: the optimizer is ZeroRedundancyOptimizer(optimizer_class=Adam) over the "
+                         "DDP model (torch's zero1); every rank's figures in \"ranks\"")
     ap.add_argument("--out", help="write the JSON there (some torch builds print to stdout themselves)")
     a = ap.parse_args()
     if a.loss == "shift":
         LOSS[0] = shifted_loss
     if a.seq < 1 or a.batch < 1 or a.steps < 2 or a.ddp < 0:
         ap.error("--seq and --batch must be at least 1, --steps at least 2")
+    if a.zero1 and not a.ddp:
+        ap.error("--zero1 needs --ddp N (ZeroRedundancyOptimizer shards over DDP's ranks)")
     if a.ddp:
         import tempfile
         import torch.multiprocessing as mp

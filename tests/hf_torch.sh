@@ -17,7 +17,9 @@
 # views there, not copies); DDP N = 2 over gloo (--wrapper ddp, gpt2 and
 # llama, llama with foreach Adam, gpt2 with set_to_none, and a gpt2 whose
 # gradients span four buckets at bucket_cap_mb 0.25, their sizes equal to
-# the reducer's rebuilt_bucket_sizes), the engine's measure at N = 2 too; gpt2 and llama with dropout 0.1 from their
+# the reducer's rebuilt_bucket_sizes), the engine's measure at N = 2
+# too; torch's zero1, ZeroRedundancyOptimizer over DDP
+# (--wrapper ddp --schemes zero1), every rank's figures, at N = 2 and 3; gpt2 and llama with dropout 0.1 from their
 # configs (the CPU's noise tensors kept by autograd), where zerosim's
 # measure, which runs real dropout with its own seeded masks, must give
 # the theory's bytes too.
@@ -124,6 +126,70 @@ print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {
       + "".join("\n  " + b for b in bad))
 sys.exit(1 if bad else 0)
 EOF
+
+# cmpz.py OUT THEORY MEASURE LABEL: torch's zero1 (ZeroRedundancyOptimizer
+# over DDP, hf_torch.py --ddp N --zero1: every rank's figures in "ranks")
+# against zerosim's theory and measure of --wrapper ddp --schemes zero1
+# at the same N: every rank's bytes between steps, peak and every mark
+# (per_rank), the binding rank (the highest peak, the first of equals),
+# and PyTorch's ranks ending with equal weights; exit 1 if not.
+cat >"$tmp/cmpz.py" <<'EOF'
+import json, sys
+# cmpz.py REF THEORY MEASURE LABEL: every rank's bytes between steps, peak and marks
+d, t, m, label = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["rows"][0]["schedule"], \
+    json.load(open(sys.argv[3]))["runs"][0], sys.argv[4]
+bad = []
+ranks = d["ranks"]
+N = len(ranks)
+if len({r["zero1"]["weights"] for r in ranks}) != 1:
+    bad.append("PyTorch's ranks end with different weights")
+for side, per in (("theory", t["per_rank"]), ("measure", m["per_rank"])):
+    if len(per.get("marks") or []) != N:
+        bad.append(f"{side}: {len(per.get('marks') or [])} ranks' marks for {N}")
+        continue
+    for k, r in enumerate(ranks):
+        st = r["between_steps"]
+        if len(set(st)) != 1 or st[-1] != per["resident_bytes"][k]:
+            bad.append(f"{side} rank {k}: between steps {st} against {per['resident_bytes'][k]:,}")
+        if r["peak"] != per["peak_bytes"][k]:
+            bad.append(f"{side} rank {k}: peak {r['peak']:,} against {per['peak_bytes'][k]:,}")
+        ref = dict(r["boundaries"])
+        for lab, v in per["marks"][k].items():
+            if ref.get(lab) != v:
+                bad.append(f"{side} rank {k}: mark {lab}: {ref.get(lab)} against {v:,}")
+        if not per["marks"][k]:
+            bad.append(f"{side} rank {k}: no marks")
+b = max(range(N), key=lambda k: (ranks[k]["peak"], -k))
+for side, o in (("theory", t), ("measure", m)):
+    if o["peak_bytes"] != ranks[b]["peak"] or o.get("peak_rank") != b:
+        bad.append(f"{side}: binding rank {o.get('peak_rank')} peak {o['peak_bytes']:,}, PyTorch's rank {b} {ranks[b]['peak']:,}")
+n = len(t["per_rank"].get("marks", [{}])[0])
+res = ", ".join(f"{r['between_steps'][-1]:,}" for r in ranks)
+pks = ", ".join(f"{r['peak']:,}" for r in ranks)
+print(f"{'FAIL' if bad else 'ok'}: {label}: N = {N}, every rank's between steps "
+      f"({res}), peak ({pks}, binding rank {b}) and {n} marks: PyTorch {d['torch']}'s "
+      f"ZeroRedundancyOptimizer and zerosim's theory and measure {'differ' if bad else 'equal to the byte'}; "
+      f"PyTorch's ranks' weights {'equal' if not any('weights' in x for x in bad) else 'differ'}"
+      + "".join("\n  " + x for x in bad))
+sys.exit(1 if bad else 0)
+EOF
+
+# zero1 CFG N TARGS ZARGS LABEL: PyTorch's JSON in $zout (hf_torch.py
+# --ddp N --zero1) against zerosim's theory and measure of the same case
+# (--seq 32 --batch 2 unless ZARGS gives its own); status 1 on a difference
+zero1() {
+	zcfg=$1 zN=$2 zzargs=$4 zlabel=$5
+	for cmd in theory measure; do
+		# shellcheck disable=SC2086
+		if ! "$zerosim" $cmd --model "$tmp/$zcfg.json" --seq 32 --batch 2 --precision fp32 --schemes zero1 \
+			--world "$zN" --steps 3 --framework torch --wrapper ddp --torch-device cpu --attn eager $zzargs \
+			--out "$tmp/z$cmd.json" 2>"$tmp/err"; then
+			echo "hf_torch: FAIL: zerosim $cmd, $zlabel: $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+	done
+	"$py" "$tmp/cmpz.py" "$zout" "$tmp/ztheory.json" "$tmp/zmeasure.json" "$zlabel" || status=1
+}
 
 # in26 ROOT COMMAND: COMMAND (python3's arguments, paths inside the root)
 # in PyTorch 2.6's Debian 13 root, with its own /proc; USE_LIBUV=0: 2.6's
@@ -252,7 +318,8 @@ fi
 # comparison above against PyTorch 2.6 in its Debian 13 root
 # (tests/torch26_root.sh makes it when absent), at 2.6's defaults and
 # beyond: zero_grad set_to_none and zeros, Adam single, foreach and fused,
-# SDPA (gpt2; llama with as many k/v heads as heads), dropout, DDP N = 2 (USE_LIBUV=0: 2.6's gloo rendezvous). PyTorch
+# SDPA (gpt2; llama with as many k/v heads as heads), dropout, DDP N = 2 (USE_LIBUV=0: 2.6's gloo rendezvous),
+# ZeroRedundancyOptimizer over DDP at N = 2 and 3 (its every rank). PyTorch
 # runs in the root (hf_torch.py alone: zerosim is this machine's binary),
 # zerosim's theory and measure here; equal to the byte or this fails.
 # Without a root: skip (77), a failure under ZS_REQUIRE_TORCH26=1.
@@ -307,6 +374,21 @@ d["zerosim"] = dict(resident=t["resident_bytes"], peak=t["peak_bytes"], marks=t.
 json.dump(d, open(sys.argv[1], "w"))
 EOF
 		"$py" "$tmp/cmp.py" "$root$in/out.json" "$label (2.6)" "$tmp/measure.json" || status=1
+	done
+	# torch's zero1 (ZeroRedundancyOptimizer over DDP) as above, 2.6's
+	for case in \
+		"zero1-2-gpt2|tiny-gpt2|2|--zero-grad none|--optimizer-impl single --zero-grad none" \
+		"zero1-2-llama-zeros-foreach|tiny-llama|2|--zero-grad zeros --optimizer-impl foreach|--optimizer-impl foreach --zero-grad zeros" \
+		"zero1-3-gpt2-fused-optimizer-peak|tiny-gpt2|3|--zero-grad none --optimizer-impl fused --seq 4 --batch 1|--optimizer-impl fused --zero-grad none --seq 4 --batch 1"
+	do
+		label=${case%%|*} rest=${case#*|}
+		cfg=${rest%%|*} rest=${rest#*|}
+		N=${rest%%|*} rest=${rest#*|}
+		targs=${rest%%|*} zargs=${rest#*|}
+		one "unshare -m sh -c" "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 python3 \
+$in/hf_torch.py --model $in/$cfg.json $targs --ddp $N --zero1 --no-attribution --out $in/out.json"
+		zout=$root$in/out.json
+		zero1 "$cfg" "$N" "$targs" "--torch-version 2.6 $zargs" "$label (2.6)"
 	done
 	exit $status
 fi
@@ -368,5 +450,32 @@ do
 		;;
 	esac
 	if ! "$py" "$tmp/cmp.py" "$tmp/out.json" "$label" "$@"; then status=1; fi
+done
+# torch's zero1: ZeroRedundancyOptimizer(optimizer_class=Adam) over DDP
+# (hf_torch.py --ddp N --zero1, gloo; its broadcasts are in place on each
+# parameter and free nothing, so no gloo timing reaches the bytes) against
+# --wrapper ddp --schemes zero1 (util/ag_zero1.h): every rank's bytes, the
+# ranks differing by the parameters each owns. Cases: gpt2 and llama at
+# N = 2, gpt2 at N = 3, and at seq 4, batch 1, where every rank's peak is
+# in the optimizer step (its local Adam's temporaries): gpt2 with
+# set_to_none at N = 3, llama with foreach Adam at N = 5, where rank 2
+# binds (by 4 bytes: the first of equals would be rank 0 otherwise).
+z1="--torch-version 1.13 --optimizer-impl"
+for case in \
+	"zero1-2-gpt2|tiny-gpt2|2|--zero-grad zeros|$z1 single --zero-grad zeros" \
+	"zero1-2-llama|tiny-llama|2|--zero-grad zeros|$z1 single --zero-grad zeros" \
+	"zero1-3-gpt2|tiny-gpt2|3|--zero-grad zeros|$z1 single --zero-grad zeros" \
+	"zero1-5-llama-foreach-optimizer-peak|tiny-llama|5|--zero-grad zeros --optimizer-impl foreach --seq 4 --batch 1|$z1 foreach --zero-grad zeros --seq 4 --batch 1" \
+	"zero1-3-gpt2-optimizer-peak|tiny-gpt2|3|--zero-grad none --seq 4 --batch 1|$z1 single --zero-grad none --seq 4 --batch 1"
+do
+	label=${case%%|*} rest=${case#*|}
+	cfg=${rest%%|*} rest=${rest#*|}
+	N=${rest%%|*} rest=${rest#*|}
+	targs=${rest%%|*} zargs=${rest#*|}
+	# shellcheck disable=SC2086
+	one "$py" "$src/tests/hf_torch.py" --model "$tmp/$cfg.json" $targs --ddp "$N" --zero1 --no-attribution \
+		--out "$tmp/out.json"
+	zout=$tmp/out.json
+	zero1 "$cfg" "$N" "$targs" "$zargs" "$label"
 done
 exit $status

@@ -1350,6 +1350,8 @@ int ag_exec_events(struct ag_exec *x, const struct ag_event *ev, size_t n, char 
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct ag_event *e = &ev[i];
+		if (!ag_event_on_rank(e, x->rank)) /* another rank's (ZeroRedundancyOptimizer's local step) */
+			continue;
 		if (e->kind != AG_EV_MARK && x->tr->phase != e->phase)
 			tracker_set_phase(x->tr, e->phase);
 		int rc = 0;
@@ -1846,7 +1848,7 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 		else if (want_timeline && t + 1 == c->steps)
 			tracker_record(&tr);
 		for (unsigned k = 0; k < world; k++)
-			x[k].record_marks = k == 0 && t + 1 == c->steps; /* rank 0's steady step's boundaries */
+			x[k].record_marks = t + 1 == c->steps; /* the steady step's boundaries */
 		rc = ag_exec_step_ranks(x, world, cause);
 		tracker_stop_recording(&tr);
 		/* the mean loss of the step: ranks summed 0..N-1 in double, as
@@ -1870,7 +1872,14 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 			out->rank_peak[k] = tr.rank[k].peak;
 			out->rank_comm[k] = x[k].comm;
 		}
-		const struct zs_rank_mem *m = &tr.rank[0];
+		/* the binding rank (the most at its peak, the first of equals):
+		 * its breakdowns and marks (ranks differ under zero1) */
+		unsigned b = 0;
+		for (unsigned k = 1; k < world; k++)
+			if (tr.rank[k].peak > tr.rank[b].peak)
+				b = k;
+		out->binding_rank = b;
+		const struct zs_rank_mem *m = &tr.rank[b];
 		out->resident = m->total;
 		out->peak = m->peak;
 		memcpy(out->resident_breakdown, m->cur, sizeof m->cur);
@@ -1883,16 +1892,27 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 			uint64_t d;
 			rc = final_weights(&f, &x[k], NULL, &d, cause);
 			if (rc == 0 && d != out->digest)
-				rc = zs_fail(cause, "internal error: rank %u's weights differ from rank 0's (--wrapper ddp, N=%u)",
-				             k, world);
+				rc = zs_fail(cause, "internal error: rank %u's weights differ from rank 0's (--wrapper ddp, %s, N=%u)",
+				             k, ag_zero1_scheme(c) ? "zero1" : "dp", world);
+		}
+		/* every rank's marks where they differ (zero1) */
+		if (ag_zero1_scheme(c) && x[b].nmarks > 0) {
+			out->rank_mark_bytes = zs_calloc((size_t)world * x[b].nmarks, sizeof *out->rank_mark_bytes);
+			for (unsigned k = 0; k < world && rc == 0; k++) {
+				if (x[k].nmarks != x[b].nmarks)
+					rc = zs_fail(cause, "internal error: rank %u logged %zu marks, rank %u %zu", k, x[k].nmarks,
+					             b, x[b].nmarks);
+				for (size_t i = 0; rc == 0 && i < x[k].nmarks; i++)
+					out->rank_mark_bytes[(size_t)k * x[b].nmarks + i] = x[k].mark_bytes[i];
+			}
 		}
 		/* the marks move to the result */
-		out->mark_label = x[0].mark_label;
-		out->mark_bytes = x[0].mark_bytes;
-		out->nmarks = x[0].nmarks;
-		x[0].mark_label = NULL;
-		x[0].mark_bytes = NULL;
-		x[0].nmarks = 0;
+		out->mark_label = x[b].mark_label;
+		out->mark_bytes = x[b].mark_bytes;
+		out->nmarks = x[b].nmarks;
+		x[b].mark_label = NULL;
+		x[b].mark_bytes = NULL;
+		x[b].nmarks = 0;
 	}
 	if (begun)
 		for (unsigned k = 0; k < world; k++)
@@ -1922,6 +1942,7 @@ void ag_exec_result_free(struct ag_exec_result *r)
 		free(r->mark_label[i]);
 	free(r->mark_label);
 	free(r->mark_bytes);
+	free(r->rank_mark_bytes);
 	memset(r, 0, sizeof *r);
 }
 
@@ -1932,7 +1953,9 @@ double ag_exec_tfm_peak_bytes(const struct zs_config *c, const struct zs_model *
 	struct ag_options o;
 	if (tfm_prepare(&f, &s, &o, c, hf, seq, 1, NULL) != 0)
 		return 0;
-	/* the list's live bytes at every event: setup, the first step, a step */
+	/* the list's live bytes at every event: setup, the first step, a step
+	 * (built for one rank: under zero1 that rank owns every parameter's
+	 * state, as much as any rank of more holds) */
 	double live = 0, peak = 0;
 	const struct ag_event *lists[3] = {s.setup, s.first_step, s.event};
 	size_t ns[3] = {s.nsetup, s.nfirst, s.nevents};

@@ -119,13 +119,17 @@ int ag_exec_step_ranks(struct ag_exec *x, unsigned n, char **cause);
 struct ag_exec_result {
 	size_t resident, peak;             /* after the last step; the run's peak */
 	size_t resident_breakdown[ZS_NCATS];
-	size_t peak_breakdown[ZS_NCATS];   /* when the peak was first reached */
+	size_t peak_breakdown[ZS_NCATS];   /* when the peak was first reached (these: the binding rank's) */
+	unsigned binding_rank;             /* the rank of the highest peak, the first of equals (zero1's
+	                                    * ranks differ; dp's are equal: 0) */
 	float *losses;                     /* per step (malloc'd) */
 	uint64_t digest;                   /* XXH3-64 of the final fp32 weights, zerosim's flat order */
 	float *weights;                    /* the final weights in that order (want_weights), else NULL */
-	char **mark_label;                 /* the last step's marks: each label (owned) and the */
+	char **mark_label;                 /* the last step's marks: each label (owned) and the binding */
 	size_t *mark_bytes;                /* rank's live bytes there (the theory's "marks") */
 	size_t nmarks;
+	size_t *rank_mark_bytes;           /* zero1 (the ranks differ): every rank's at those marks,
+	                                    * [rank][mark] (malloc'd); else NULL */
 	unsigned world;                    /* the ranks run, and each one's */
 	size_t *rank_resident, *rank_peak; /* resident and peak (malloc'd) */
 	struct zs_coll_stats *rank_comm;   /* each rank's collectives over the steps (malloc'd) */
@@ -145,7 +149,8 @@ struct ag_exec_result {
  * last step when want_timeline (rank 0's; 2: every rank's, --timeline-ranks
  * all); every block is freed again by the end.
  * The losses are the ranks' mean; the digest and weights rank 0's, and
- * every rank's must equal them; the marks rank 0's. 0, or -1 with
+ * every rank's must equal them; the breakdowns and marks the binding
+ * rank's (the highest peak: rank 0 where all are equal). 0, or -1 with
  * *cause. The caller frees out with ag_exec_result_free. */
 int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
                     const float *init, const int *tokens, int want_weights, struct zs_tracker *tr,

@@ -910,7 +910,8 @@ static int run_plain_loop(const struct zs_config *c, enum zs_scheme scheme, unsi
 	                          .nunits = lo.nunits, .shard_elements = lo.shard, .padded_elements = lo.shard * world,
 	                          .processes = 1, .losses = ar.losses, .digest = ar.digest, .weights = ar.weights,
 	                          .mark_label = ar.mark_label,
-	                          .mark_bytes = ar.mark_bytes, .nmarks = ar.nmarks};
+	                          .mark_bytes = ar.mark_bytes, .nmarks = ar.nmarks,
+	                          .rank_mark_bytes = ar.rank_mark_bytes};
 	res->unit_n = zs_calloc(lo.nunits, sizeof *res->unit_n);
 	for (size_t u = 0; u < lo.nunits; u++)
 		res->unit_n[u] = lo.unit[u].n;
@@ -922,6 +923,7 @@ static int run_plain_loop(const struct zs_config *c, enum zs_scheme scheme, unsi
 		res->peak[k] = ar.rank_peak[k];
 		res->comm[k] = ar.rank_comm[k];
 	}
+	res->binding_rank = ar.binding_rank;
 	free(ar.rank_resident);
 	free(ar.rank_peak);
 	free(ar.rank_comm);
@@ -1094,5 +1096,6 @@ void engine_result_free(struct zs_result *res)
 		free(res->mark_label[i]);
 	free(res->mark_label);
 	free(res->mark_bytes);
+	free(res->rank_mark_bytes);
 	memset(res, 0, sizeof *res);
 }

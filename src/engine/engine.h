@@ -72,7 +72,9 @@ struct zs_result {
 	struct zs_alloc_rank *alloc;
 	float *weights;                     /* final fp32 weights, Ψ; NULL unless asked */
 	char **mark_label;                  /* the plain loop's (--wrapper none): the last step's */
-	size_t *mark_bytes, nmarks;         /* marks, each label and rank 0's live bytes there */
+	size_t *mark_bytes, nmarks;         /* marks, each label and the binding rank's live bytes there */
+	size_t *rank_mark_bytes;            /* torch's zero1 over the PyTorch step (ranks differ): every
+	                                       rank's at every mark, [rank][mark]; else NULL */
 };
 
 struct zs_run_options {

@@ -395,7 +395,19 @@ int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c
  * object "marks", label: bytes, in the step's order. */
 struct cJSON;
 void theory_autograd_marks_json(struct cJSON *parent, const struct zs_model *m, const struct zs_config *c,
-                                uint64_t batch, uint64_t seq);
+                                uint64_t batch, uint64_t seq, unsigned world);
+/* Under torch's zero1 (--wrapper ddp --schemes zero1) the ranks differ
+ * (util/ag_zero1.h): theory_autograd_schedule and the marks are the
+ * binding rank's (the highest peak, the first of equals; the marks' rank
+ * in parent's "marks_rank"), and this gives every rank's resident and
+ * peak (world of each) and the binding rank. 0, or -1 with *cause. */
+int theory_autograd_ranks(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+                          unsigned world, uint64_t *resident, uint64_t *peak, unsigned *binding, char **cause);
+struct ag_step;
+struct step_params;
+/* Leave in s (built for `world` ranks) the binding rank's events alone:
+ * nothing changes where the ranks are equal. */
+void theory_autograd_binding_rank(struct ag_step *s, const struct step_params *p, unsigned world);
 
 /* ------------------------------------------------------------------------ */
 /* Requests and rows: what `zerosim theory` computes over, and one
@@ -620,7 +632,9 @@ cJSON *theory_json(const struct theory_request *req);
  * trace use it). */
 struct step_params;
 struct ag_step;
-int theory_plain_step(const struct theory_request *req, struct step_params *p, struct ag_step *s);
+int theory_plain_step(const struct theory_request *req, unsigned world, struct step_params *p, struct ag_step *s);
+/* (world: the row's ranks; under torch's zero1 the step is then the
+ * binding rank's, theory_autograd_binding_rank) */
 
 /* The same content as text for a person. For a model known by its MLP
  * widths or its count, tables per rank laid out like the ZeRO paper's

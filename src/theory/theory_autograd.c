@@ -8,7 +8,10 @@
  * v and step counters). Peak: the most live after any event of the steady
  * step, its breakdown by the storages' categories at that event, and each
  * phase's own most live (set-up: the resident). Nothing is added: what the
- * list does not allocate the theory does not count.
+ * list does not allocate the theory does not count. Under torch's zero1
+ * (--wrapper ddp --schemes zero1, util/ag_zero1.h) the list holds each
+ * rank's own sections: it is summed rank by rank, and the figures are the
+ * binding rank's (the highest peak, the first of equals).
  */
 #include "theory/theory.h"
 
@@ -21,15 +24,15 @@
 #include "util/step.h"
 #include "util/util.h"
 
-static int build(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+static int build(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq, unsigned world,
                  struct step_params *p, struct ag_step *s, char **cause)
 {
 	struct ag_options o;
 	ag_options_from_config(&o, c, batch, seq);
 	step_params_build(p, m);
-	/* under --wrapper ddp, DDP's pass (util/ag_ddp.h): a rank's bytes are
-	 * the same at every N */
-	int rc = ag_step_build_run(s, m, p, &o, c, 1, cause);
+	/* under --wrapper ddp, DDP's pass (util/ag_ddp.h): under dp a rank's
+	 * bytes are the same at every N; under zero1 each rank's are its own */
+	int rc = ag_step_build_run(s, m, p, &o, c, world ? world : 1, cause);
 	if (rc < 0)
 		step_params_free(p);
 	return rc;
@@ -44,7 +47,7 @@ int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, u
 		               zs_wrapper_name(c->wrapper));
 	struct step_params p;
 	struct ag_step s;
-	int rc = build(m, c, 1, seq, &p, &s, cause);
+	int rc = build(m, c, 1, seq, 1, &p, &s, cause);
 	if (rc < 0)
 		return rc;
 	ag_step_free(&s);
@@ -52,9 +55,12 @@ int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, u
 	return 0;
 }
 
-static void apply(const struct ag_step *s, const struct ag_event *e, uint64_t cur[ZS_NCATS], uint64_t *total)
+/* Event e on rank `rank` (zero1's sections are each one rank's,
+ * util/ag_zero1.h). */
+static void apply(const struct ag_step *s, const struct ag_event *e, unsigned rank, uint64_t cur[ZS_NCATS],
+                  uint64_t *total)
 {
-	if (e->kind != AG_EV_ALLOC && e->kind != AG_EV_FREE)
+	if ((e->kind != AG_EV_ALLOC && e->kind != AG_EV_FREE) || !ag_event_on_rank(e, rank))
 		return;
 	const struct ag_tensor *t = &s->tensor[e->t];
 	if (e->kind == AG_EV_ALLOC) {
@@ -84,22 +90,33 @@ static void count_collective(const struct ag_step *s, const struct ag_event *e, 
 	out->comm_bytes += elems * ag_dtype_size(t->dtype);
 }
 
-int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
-                             unsigned world, struct theory_schedule *out, char **cause)
+/* The ranks whose bytes differ (zero1's: every one; else rank 0 stands
+ * for all). */
+static unsigned ranks_of(const struct ag_step *s, unsigned world)
 {
-	struct step_params p;
-	struct ag_step s;
-	if (build(m, c, batch, seq, &p, &s, cause) < 0)
-		return -1;
+	for (size_t i = 0; i < s->nsetup + s->nfirst + s->nevents; i++) {
+		const struct ag_event *e = i < s->nsetup ? &s->setup[i]
+		                           : i < s->nsetup + s->nfirst ? &s->first_step[i - s->nsetup]
+		                                                       : &s->event[i - s->nsetup - s->nfirst];
+		if (e->only_rank != 0)
+			return world ? world : 1;
+	}
+	return 1;
+}
+
+/* Rank `rank`'s sum of the list into out (its bytes; comm: world's). */
+static void walk(const struct ag_step *s, const struct step_params *p, unsigned rank, unsigned world,
+                 struct theory_schedule *out)
+{
 	*out = (struct theory_schedule){ 0 };
 	uint64_t cur[ZS_NCATS] = { 0 }, total = 0;
-	for (size_t i = 0; i < s.nsetup; i++)
-		apply(&s, &s.setup[i], cur, &total);
-	for (size_t i = 0; i < s.nfirst; i++)
-		apply(&s, &s.first_step[i], cur, &total);
-	out->params = p.numel;
+	for (size_t i = 0; i < s->nsetup; i++)
+		apply(s, &s->setup[i], rank, cur, &total);
+	for (size_t i = 0; i < s->nfirst; i++)
+		apply(s, &s->first_step[i], rank, cur, &total);
+	out->params = p->numel;
 	out->nunits = 1;
-	out->shard_elements = out->padded_elements = p.numel;
+	out->shard_elements = out->padded_elements = p->numel;
 	out->resident_bytes = total;
 	memcpy(out->resident_breakdown, cur, sizeof cur);
 	out->peak_bytes = total;
@@ -107,10 +124,10 @@ int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c
 	out->has_phases = 1;
 	out->phase_entered[ZS_PH_SETUP] = 1;
 	out->phase_peak[ZS_PH_SETUP] = total;
-	for (size_t i = 0; i < s.nevents; i++) {
-		const struct ag_event *e = &s.event[i];
-		apply(&s, e, cur, &total);
-		count_collective(&s, e, world, out);
+	for (size_t i = 0; i < s->nevents; i++) {
+		const struct ag_event *e = &s->event[i];
+		apply(s, e, rank, cur, &total);
+		count_collective(s, e, world, out);
 		out->phase_entered[e->phase] = 1;
 		if (total > out->phase_peak[e->phase])
 			out->phase_peak[e->phase] = total;
@@ -119,30 +136,117 @@ int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c
 			memcpy(out->peak_breakdown, cur, sizeof cur);
 		}
 	}
+}
+
+/* The binding rank: the highest peak, the first of equals (0 where the
+ * ranks are equal). */
+static unsigned binding_of(const struct ag_step *s, const struct step_params *p, unsigned world)
+{
+	unsigned n = ranks_of(s, world), b = 0;
+	uint64_t most = 0;
+	for (unsigned r = 0; n > 1 && r < n; r++) {
+		struct theory_schedule one;
+		walk(s, p, r, world, &one);
+		if (r == 0 || one.peak_bytes > most) {
+			most = one.peak_bytes;
+			b = r;
+		}
+	}
+	return b;
+}
+
+/* Keep the events of rank `rank` (and every rank's) in list ev[0..*n). */
+static void keep_rank(struct ag_event *ev, size_t *n, unsigned rank)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < *n; i++)
+		if (ag_event_on_rank(&ev[i], rank))
+			ev[k++] = ev[i];
+	*n = k;
+}
+
+void theory_autograd_binding_rank(struct ag_step *s, const struct step_params *p, unsigned world)
+{
+	unsigned b = binding_of(s, p, world);
+	keep_rank(s->setup, &s->nsetup, b);
+	keep_rank(s->first_step, &s->nfirst, b);
+	keep_rank(s->event, &s->nevents, b);
+}
+
+int theory_autograd_ranks(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+                          unsigned world, uint64_t *resident, uint64_t *peak, unsigned *binding, char **cause)
+{
+	struct step_params p;
+	struct ag_step s;
+	if (build(m, c, batch, seq, world, &p, &s, cause) < 0)
+		return -1;
+	unsigned n = ranks_of(&s, world);
+	for (unsigned r = 0; r < (world ? world : 1); r++) {
+		struct theory_schedule one;
+		walk(&s, &p, r < n ? r : 0, world, &one); /* past n: rank 0's bytes are every rank's */
+		resident[r] = one.resident_bytes;
+		peak[r] = one.peak_bytes;
+	}
+	*binding = binding_of(&s, &p, world);
 	ag_step_free(&s);
 	step_params_free(&p);
 	return 0;
 }
 
-void theory_autograd_marks_json(cJSON *parent, const struct zs_model *m, const struct zs_config *c, uint64_t batch,
-                                uint64_t seq)
+int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+                             unsigned world, struct theory_schedule *out, char **cause)
 {
 	struct step_params p;
 	struct ag_step s;
-	if (build(m, c, batch, seq, &p, &s, NULL) < 0)
-		return;
+	if (build(m, c, batch, seq, world, &p, &s, cause) < 0)
+		return -1;
+	walk(&s, &p, binding_of(&s, &p, world), world, out);
+	ag_step_free(&s);
+	step_params_free(&p);
+	return 0;
+}
+
+/* Rank `rank`'s live bytes at each mark of the step, into object o. */
+static void marks_of(cJSON *o, const struct ag_step *s, unsigned rank)
+{
 	uint64_t cur[ZS_NCATS] = { 0 }, total = 0;
-	for (size_t i = 0; i < s.nsetup; i++)
-		apply(&s, &s.setup[i], cur, &total);
-	for (size_t i = 0; i < s.nfirst; i++)
-		apply(&s, &s.first_step[i], cur, &total);
+	for (size_t i = 0; i < s->nsetup; i++)
+		apply(s, &s->setup[i], rank, cur, &total);
+	for (size_t i = 0; i < s->nfirst; i++)
+		apply(s, &s->first_step[i], rank, cur, &total);
+	for (size_t i = 0; i < s->nevents; i++) {
+		apply(s, &s->event[i], rank, cur, &total);
+		if (s->event[i].kind == AG_EV_MARK)
+			zs_json_add_number(o, s->event[i].label, (double)total);
+	}
+}
+
+void theory_autograd_marks_json(cJSON *parent, const struct zs_model *m, const struct zs_config *c, uint64_t batch,
+                                uint64_t seq, unsigned world)
+{
+	struct step_params p;
+	struct ag_step s;
+	if (build(m, c, batch, seq, world, &p, &s, NULL) < 0)
+		return;
+	/* the binding rank's (theory_autograd_schedule's) */
+	unsigned n = ranks_of(&s, world), b = binding_of(&s, &p, world);
 	cJSON *o = cJSON_AddObjectToObject(parent, "marks");
 	if (o == NULL)
 		zs_oom(__FILE__, __LINE__);
-	for (size_t i = 0; i < s.nevents; i++) {
-		apply(&s, &s.event[i], cur, &total);
-		if (s.event[i].kind == AG_EV_MARK)
-			zs_json_add_number(o, s.event[i].label, (double)total);
+	marks_of(o, &s, b);
+	if (n > 1) { /* zero1: the rank, and every rank's marks in per_rank */
+		zs_json_add_number(parent, "marks_rank", b);
+		cJSON *per = cJSON_GetObjectItemCaseSensitive(parent, "per_rank");
+		if (per == NULL && (per = cJSON_AddObjectToObject(parent, "per_rank")) == NULL)
+			zs_oom(__FILE__, __LINE__);
+		cJSON *ma = cJSON_AddArrayToObject(per, "marks");
+		for (unsigned r = 0; r < n; r++) {
+			cJSON *mo = cJSON_CreateObject();
+			if (mo == NULL)
+				zs_oom(__FILE__, __LINE__);
+			cJSON_AddItemToArray(ma, mo);
+			marks_of(mo, &s, r);
+		}
 	}
 	ag_step_free(&s);
 	step_params_free(&p);

@@ -183,7 +183,16 @@ void theory_framework_json(cJSON *schedule, const struct theory_request *req, en
 	struct theory_shape s = {c->widths, c->nwidths, c->batch, {0}};
 	uint64_t *load = zs_calloc(world, sizeof *load), most = 0;
 	theory_request_bytes(req, &s.bytes);
-	if (c->framework == ZS_FW_TORCH && scheme == ZS_ZERO1) {
+	/* torch's zero1 over the PyTorch step (--wrapper ddp): every rank's
+	 * own sum of the list (util/ag_zero1.h) */
+	uint64_t *res = NULL, *pk = NULL;
+	unsigned bind = 0;
+	int listed = c->wrapper == ZS_WRAPPER_DDP && scheme == ZS_ZERO1 && req->model != NULL;
+	if (listed) {
+		res = zs_calloc(world, sizeof *res);
+		pk = zs_calloc(world, sizeof *pk);
+		listed = theory_autograd_ranks(req->model, c, c->batch, req->act.seq, world, res, pk, &bind, NULL) == 0;
+	} else if (c->framework == ZS_FW_TORCH && scheme == ZS_ZERO1) {
 		struct theory_desc own;
 		const struct theory_desc *d = theory_request_desc(req, &own);
 		uint64_t *n = numels(&d->params);
@@ -194,16 +203,23 @@ void theory_framework_json(cJSON *schedule, const struct theory_request *req, en
 	}
 	for (unsigned k = 0; k < world; k++)
 		most = load[k] > most ? load[k] : most;
-	cJSON *per = cJSON_AddObjectToObject(schedule, "per_rank");
+	/* (the PyTorch step's zero1 marks may have made it: theory_autograd.c) */
+	cJSON *per = cJSON_GetObjectItemCaseSensitive(schedule, "per_rank");
+	if (per == NULL)
+		per = cJSON_AddObjectToObject(schedule, "per_rank");
 	zs_json_add_number(schedule, "imbalance_bytes", sc->imbalance_bytes);
 	cJSON *ra = cJSON_AddArrayToObject(per, "resident_bytes"), *pa = cJSON_AddArrayToObject(per, "peak_bytes");
 	cJSON *ca = cJSON_AddArrayToObject(per, "comm_bytes_per_step");
 	for (unsigned k = 0; k < world; k++) {
 		uint64_t less = (most - load[k]) * s.bytes.k;
-		push(ra, (double)(sc->resident_bytes - less));
-		push(pa, (double)(sc->peak_bytes - less));
+		push(ra, listed ? (double)res[k] : (double)(sc->resident_bytes - less));
+		push(pa, listed ? (double)pk[k] : (double)(sc->peak_bytes - less));
 		push(ca, sc->steps_differ ? sc->comm_bytes_mean : (double)sc->comm_bytes);
 	}
+	if (listed)
+		zs_json_add_number(schedule, "peak_rank", bind);
+	free(res);
+	free(pk);
 	free(load);
 }
 
@@ -230,17 +246,24 @@ char *theory_framework_text(const struct theory_request *req)
 		                   c->framework == ZS_FW_DEEPSPEED ? "deepspeed" : "torch", c->torch_version == ZS_TORCH_1_13 ? "1.13" : "2.6");
 	if (c->framework == ZS_FW_TORCH) {
 		char cap[32];
-		if (c->wrapper == ZS_WRAPPER_DDP)
-			return zs_asprintf("\nFramework torch, --wrapper ddp: DistributedDataParallel (bucket_cap_mb %s, the "
-			                   "first bucket %s) over Hugging Face's model in PyTorch %s's own step, allocation "
-			                   "by allocation (docs/schedule.md, \"DDP over the PyTorch step\"): the plain loop's "
-			                   "bytes, the reducer's fp32 gradient buckets (resident: category buckets), each "
-			                   "gradient's copy into its bucket divided by N, the buffers' broadcast at every "
-			                   "forward; every rank holds the same bytes at any N.\n",
+		if (c->wrapper == ZS_WRAPPER_DDP) {
+			int z = ag_zero1_scheme(c); /* with ZeroRedundancyOptimizer: torch's zero1 */
+			return zs_asprintf("\nFramework torch, --wrapper ddp%s: %sDistributedDataParallel (bucket_cap_mb %s, "
+			                   "the first bucket %s) over Hugging Face's model in PyTorch %s's own step, "
+			                   "allocation by allocation (docs/schedule.md, \"%s over the PyTorch step\"): %s\n",
+			                   z ? " --schemes zero1" : "", z ? "ZeroRedundancyOptimizer(optimizer_class=Adam) over " : "",
 			                   zs_number_text(c->bucket_cap_mb, cap, sizeof cap),
 			                   (uint64_t)ag_ddp_first_bucket_bytes(c) == (uint64_t)AG_DDP_FIRST_BUCKET_BYTES ? "1 MiB"
 			                                                                                        : "the cap",
-			                   c->torch_version == ZS_TORCH_1_13 ? "1.13" : "2.6");
+			                   c->torch_version == ZS_TORCH_1_13 ? "1.13" : "2.6", z ? "ZeroRedundancyOptimizer" : "DDP",
+			                   z ? "DDP's bytes, but each rank keeps Adam's state and makes Adam's temporaries for "
+			                       "its own parameters only (whole tensors, largest first to the least-loaded "
+			                       "rank), then broadcasts them; the ranks differ, and the tables show the rank of "
+			                       "the highest peak (every rank's in --out's per_rank)."
+			                     : "the plain loop's bytes, the reducer's fp32 gradient buckets (resident: category "
+			                       "buckets), each gradient's copy into its bucket divided by N, the buffers' "
+			                       "broadcast at every forward; every rank holds the same bytes at any N.");
+		}
 		return zs_asprintf("\nFramework torch: dp is DistributedDataParallel (bucket_cap_mb %s; its gradient "
 		                   "buckets, a second gradient-sized buffer, are resident: category buckets, counted "
 		                   "in the schedule's tables above), zero1 is "

@@ -639,6 +639,12 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 			header = 1;
 		}
 		zs_buf_printf(t, "  %-6s", zs_scheme_name(scheme));
+		if (c->wrapper == ZS_WRAPPER_DDP && scheme == ZS_ZERO1) {
+			/* ZeroRedundancyOptimizer shards Adam's state alone */
+			zs_buf_printf(t, " more ranks shard Adam's state alone (--wrapper ddp --schemes zero1: "
+			              "ZeroRedundancyOptimizer); the step's activations, grads and buckets are every rank's\n");
+			continue;
+		}
 		if (c->wrapper == ZS_WRAPPER_DDP) {
 			/* DDP keeps every byte on every rank: N changes nothing */
 			zs_buf_printf(t, " nothing under DDP (--wrapper ddp: every rank holds the whole step, whatever N); "

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/ag_zero1.h"
 #include "util/util.h"
 
 #define NO AG_NONE
@@ -354,10 +355,17 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	return 0;
 }
 
+int ag_zero1_scheme(const struct zs_config *c) { return c->nschemes > 0 && c->schemes[0] == ZS_ZERO1; }
+
 int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct step_params *p,
                       const struct ag_options *o, const struct zs_config *c, unsigned world, char **cause)
 {
-	if (ag_step_build(s, m, p, o, cause) != 0)
+	/* torch's zero1 (--schemes zero1): Adam inside ZeroRedundancyOptimizer
+	 * over the ranks, util/ag_zero1.h; DDP's pass the same */
+	struct ag_options oz = *o;
+	if (c->wrapper == ZS_WRAPPER_DDP && ag_zero1_scheme(c))
+		oz.zero1_world = world;
+	if (ag_step_build(s, m, p, &oz, cause) != 0)
 		return -1;
 	/* Every step ag_step_build makes is one the pass takes: its failure is
 	 * zerosim's, not the input's. */

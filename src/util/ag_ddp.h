@@ -81,12 +81,18 @@ double ag_ddp_first_bucket_bytes(const struct zs_config *c);
 int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, double bucket_cap_mb,
                  double first_bucket_bytes, char **cause);
 
+/* Whether the run's scheme is torch's zero1 (--wrapper ddp takes one
+ * scheme a run, dp or zero1: util/config.c). */
+int ag_zero1_scheme(const struct zs_config *c);
+
 /* The run's step: ag_step_build, and under --wrapper ddp (c->wrapper) the
- * pass above for `world` ranks (the bytes do not depend on it: only the
- * hooks' 1/N does). 0; -1 with *cause where ag_step_build refuses the model
- * or options (bad input); -2 with *cause where the pass fails on the built
- * step (an internal error: a run-time failure, not the user's input).
- * Nothing is left to free either way. */
+ * pass above for `world` ranks (dp: the bytes do not depend on it, only
+ * the hooks' 1/N does; zero1: Adam inside ZeroRedundancyOptimizer over
+ * `world` ranks, util/ag_zero1.h, each rank's bytes its own). 0; -1 with
+ * *cause where ag_step_build refuses the model or options (bad input); -2
+ * with *cause where the pass fails on the built step (an internal error: a
+ * run-time failure, not the user's input). Nothing is left to free either
+ * way. */
 int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct step_params *p,
                       const struct ag_options *o, const struct zs_config *c, unsigned world, char **cause);
 

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/ag_zero1.h"
 #include "util/util.h"
 
 unsigned ag_dtype_size(enum ag_dtype d)
@@ -95,6 +96,12 @@ struct bld {
 	 * lookup made the builder O(L^2) in the blocks */
 	struct names *tensors, *modules;
 	int32_t *pt_of;             /* per step_params tensor: 4 slots, its whole pt and parts 0..2 (-1: none) */
+	/* the optimizer's parameters (ZeroRedundancyOptimizer: a rank's, in
+	 * its partition order; NULL: every one in model order), and the rank
+	 * every event is stamped with (ag_event.only_rank: 0 every rank) */
+	const size_t *opt_pt;
+	size_t opt_n;
+	uint32_t only_rank;
 };
 
 static void *grow(void *a, size_t *cap, size_t need, size_t size)
@@ -122,6 +129,7 @@ static struct ag_event *ev(struct bld *b, enum ag_event_kind k)
 	for (int i = 0; i < AG_MAXOUT; i++)
 		e->out[i] = NO;
 	e->phase = b->phase;
+	e->only_rank = b->only_rank;
 	e->module = b->module;
 	return e;
 }
@@ -2169,11 +2177,44 @@ static void record_function(struct bld *b)
 	unref(b, h);
 }
 
+/* The optimizer's i-th parameter: b->opt_pt's selection (a rank's under
+ * ZeroRedundancyOptimizer), or every one in model order. */
+static size_t opt_n(const struct bld *b, const struct model *M) { return b->opt_pt ? b->opt_n : M->npt; }
+static struct pt *opt_pt(const struct bld *b, struct model *M, size_t i)
+{
+	return &M->pt[b->opt_pt ? b->opt_pt[i] : i];
+}
+
+/* ZeroRedundancyOptimizer over o->zero1_world ranks (util/ag_zero1.h):
+ * the partition of M's parameters, each rank's in its order (sel, with
+ * rank r's from start[r] to start[r + 1]). */
+static void zero1_partition(const struct bld *b, const struct model *M, size_t *sel, size_t *start)
+{
+	unsigned N = b->o->zero1_world;
+	uint64_t *numel = zs_calloc(M->npt ? M->npt : 1, sizeof *numel);
+	unsigned *rank_of = zs_calloc(M->npt ? M->npt : 1, sizeof *rank_of);
+	size_t *order = zs_calloc(M->npt ? M->npt : 1, sizeof *order);
+	for (size_t i = 0; i < M->npt; i++)
+		numel[i] = b->s->tensor[M->pt[i].w].bytes / 4; /* fp32 parameters */
+	ag_zero1_partition(numel, M->npt, N, rank_of, order);
+	size_t k = 0;
+	for (unsigned r = 0; r < N; r++) {
+		start[r] = k;
+		for (size_t i = 0; i < M->npt; i++)
+			if (rank_of[order[i]] == r)
+				sel[k++] = order[i];
+	}
+	start[N] = k;
+	free(numel);
+	free(rank_of);
+	free(order);
+}
+
 /* Adam's state, made by its first step (first_step's list). */
 static void adam_state(struct bld *b, struct model *M)
 {
-	for (size_t i = 0; i < M->npt; i++) {
-		struct pt *q = &M->pt[i];
+	for (size_t i = 0; i < opt_n(b, M); i++) {
+		struct pt *q = opt_pt(b, M, i);
 		b->module = (int32_t)b->p->tensor[q->param].module;
 		q->step = mk(b, "Adam step", AG_F32, 0, NULL, AG_ROLE_ADAM_STEP, ZS_CAT_ADAM_M, q->param);
 		op(b, AG_OP_FILL, NO, NO, NO, q->step, NO, NO)->arg[0] = 0;
@@ -2193,8 +2234,8 @@ static void adam_single(struct bld *b, struct model *M)
 {
 	const struct ag_options *o = b->o;
 	T prev = NO;
-	for (size_t i = 0; i < M->npt; i++) {
-		struct pt *q = &M->pt[i];
+	for (size_t i = 0; i < opt_n(b, M); i++) {
+		struct pt *q = opt_pt(b, M, i);
 		if (q->g == NO)
 			continue;
 		b->module = (int32_t)b->p->tensor[q->param].module;
@@ -2236,9 +2277,9 @@ static void adam_foreach(struct bld *b, struct model *M)
 	const struct ag_options *o = b->o;
 	size_t n = 0;
 	struct pt **q = zs_calloc(M->npt ? M->npt : 1, sizeof(struct pt *));
-	for (size_t i = 0; i < M->npt; i++)
-		if (M->pt[i].g != NO)
-			q[n++] = &M->pt[i];
+	for (size_t i = 0; i < opt_n(b, M); i++)
+		if (opt_pt(b, M, i)->g != NO)
+			q[n++] = opt_pt(b, M, i);
 	T *sq = zs_calloc(n ? n : 1, sizeof *sq), *dn = zs_calloc(n ? n : 1, sizeof *dn);
 	if (o->version == ZS_TORCH_1_13) {
 		for (size_t i = 0; i < n; i++) /* _foreach_add_(state_steps, 1) */
@@ -2302,15 +2343,15 @@ static void adam_foreach(struct bld *b, struct model *M)
  * _fused_adam_ tensor by tensor: the same values, the same bytes. */
 static void adam_fused(struct bld *b, struct model *M)
 {
-	for (size_t i = 0; i < M->npt; i++) {
-		struct pt *q = &M->pt[i];
+	for (size_t i = 0; i < opt_n(b, M); i++) {
+		struct pt *q = opt_pt(b, M, i);
 		if (q->g == NO)
 			continue;
 		b->module = (int32_t)b->p->tensor[q->param].module;
 		scalar_op_(b, AG_OP_ADD_SCALAR_, q->step, NO, 1);
 	}
-	for (size_t i = 0; i < M->npt; i++) {
-		struct pt *q = &M->pt[i];
+	for (size_t i = 0; i < opt_n(b, M); i++) {
+		struct pt *q = opt_pt(b, M, i);
 		if (q->g == NO)
 			continue;
 		b->module = (int32_t)b->p->tensor[q->param].module;
@@ -2446,7 +2487,23 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			b->s->tensor[q->g].part = q->part;
 		}
 	b->module = -1;
-	adam_state(b, &M);
+	/* ZeroRedundancyOptimizer (util/ag_zero1.h): each rank's state for its
+	 * own parameters, in its section */
+	unsigned zw = o->zero1_world;
+	size_t *zsel = zw ? zs_calloc(M.npt ? M.npt : 1, sizeof *zsel) : NULL;
+	size_t *zstart = zw ? zs_calloc(zw + 1, sizeof *zstart) : NULL;
+	if (zw)
+		zero1_partition(b, &M, zsel, zstart);
+	for (unsigned r = 0; r < (zw ? zw : 1); r++) {
+		if (zw) {
+			b->only_rank = r + 1;
+			b->opt_pt = zsel + zstart[r];
+			b->opt_n = zstart[r + 1] - zstart[r];
+		}
+		adam_state(b, &M);
+	}
+	b->only_rank = 0;
+	b->opt_pt = NULL;
 	use(b, &s->event, &s->nevents);
 	if (m->family == ZS_FAMILY_GPT2)
 		gpt2_step(b, &M);
@@ -2455,12 +2512,35 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	b->phase = ZS_PH_OPTIMIZER;
 	mark(b, "phase:optimizer");
 	record_function(b);
-	if (o->optim_impl == ZS_OPTIM_FOREACH)
-		adam_foreach(b, &M);
-	else if (o->optim_impl == ZS_OPTIM_FUSED)
-		adam_fused(b, &M);
-	else
-		adam_single(b, &M);
+	/* ZeroRedundancyOptimizer.step: its own record_function (above), then
+	 * the local Adam's step (its record_function, its parameters) on
+	 * every rank, each rank's section its own */
+	if (zw)
+		record_function(b);
+	for (unsigned r = 0; r < (zw ? zw : 1); r++) {
+		if (zw) {
+			b->only_rank = r + 1;
+			b->opt_pt = zsel + zstart[r];
+			b->opt_n = zstart[r + 1] - zstart[r];
+		}
+		if (o->optim_impl == ZS_OPTIM_FOREACH)
+			adam_foreach(b, &M);
+		else if (o->optim_impl == ZS_OPTIM_FUSED)
+			adam_fused(b, &M);
+		else
+			adam_single(b, &M);
+	}
+	b->only_rank = 0;
+	b->opt_pt = NULL;
+	/* _sync_params: rank by rank, each of its parameters broadcast from
+	 * it in partition order, in place */
+	for (unsigned r = 0; r < zw; r++)
+		for (size_t k = zstart[r]; k < zstart[r + 1]; k++) {
+			T w = M.pt[zsel[k]].w;
+			op(b, AG_OP_BROADCAST_, w, NO, NO, w, NO, NO)->arg[0] = r;
+		}
+	free(zsel);
+	free(zstart);
 	mark(b, "phase:zero_grad");
 	zero_grad(b, &M);
 	unref(b, M.logits);
@@ -2474,6 +2554,11 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	names_free(b->tensors);
 	names_free(b->modules);
 	return 0;
+}
+
+int ag_event_on_rank(const struct ag_event *e, unsigned rank)
+{
+	return e->only_rank == 0 || e->only_rank == rank + 1;
 }
 
 void ag_step_free(struct ag_step *s)

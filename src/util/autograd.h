@@ -219,7 +219,11 @@ struct ag_event {
 	                            * zero_grad is ZS_PH_OPTIMIZER's end, marked "phase:zero_grad") */
 	int32_t module;            /* every event: the step_params module running, or -1 */
 	const char *label;         /* MARK: "phase:backward", "fwd:h.0:end" (static or owned, see below) */
+	uint32_t only_rank;        /* 0: every rank runs it; r + 1: rank r alone (ZeroRedundancyOptimizer's local
+	                            * Adam and its state: each rank steps its own parameters, util/ag_zero1.h) */
 };
+/* Whether rank `rank` runs event e (e->only_rank). */
+int ag_event_on_rank(const struct ag_event *e, unsigned rank);
 
 /* The options the step follows (zs_config's, resolved: no "default"). */
 struct ag_options {
@@ -232,6 +236,9 @@ struct ag_options {
 	enum zs_optimizer optimizer;     /* Adam (AdamW's bytes are Adam's) */
 	double lr, beta1, beta2, eps;
 	uint64_t seed;                   /* the run's --seed: dropout's masks (AG_OP_BERNOULLI_) */
+	unsigned zero1_world;            /* 0: one Adam over every parameter; N >= 1: Adam inside
+	                                  * ZeroRedundancyOptimizer over N ranks (util/ag_zero1.h): each rank's
+	                                  * own section of the optimizer phase, then the owners' broadcasts */
 };
 
 struct ag_step {

@@ -712,15 +712,21 @@ static int check_step_unit(const struct zs_config *c, char **cause)
 }
 
 /* --wrapper ddp: torch's DistributedDataParallel over the PyTorch step
- * (util/ag_ddp.h), which is torch's dp at any N. */
+ * (util/ag_ddp.h), which is torch's dp at any N, and with
+ * ZeroRedundancyOptimizer torch's zero1 (util/ag_zero1.h): one of them a
+ * run, since the step is built for the run's scheme. */
 static int check_ddp(const struct zs_config *c, char **cause)
 {
 	if (c->framework != ZS_FW_TORCH)
 		return zs_fail(cause, "--wrapper ddp is torch's DistributedDataParallel: give --framework torch");
 	for (size_t i = 0; i < c->nschemes; i++)
-		if (c->schemes[i] != ZS_DP)
-			return zs_fail(cause, "--wrapper ddp runs torch's dp (DistributedDataParallel) only: give --schemes dp "
-			               "(it lists %s)", zs_scheme_name(c->schemes[i]));
+		if (c->schemes[i] != ZS_DP && c->schemes[i] != ZS_ZERO1)
+			return zs_fail(cause, "--wrapper ddp runs torch's dp (DistributedDataParallel) and zero1 (with "
+			               "ZeroRedundancyOptimizer) only: give --schemes dp or zero1 (it lists %s)",
+			               zs_scheme_name(c->schemes[i]));
+		else if (c->schemes[i] != c->schemes[0])
+			return zs_fail(cause, "--wrapper ddp runs one scheme a run, dp or zero1 (it lists %s and %s): run "
+			               "them apart", zs_scheme_name(c->schemes[0]), zs_scheme_name(c->schemes[i]));
 	for (int k = ZS_KEY_BUCKET_CAP + 1; k <= ZS_KEY_DS_MAX_LIVE; k++)
 		if (c->given & ZS_KEY_BIT(k))
 			return zs_fail(cause, "--%s: --wrapper ddp builds no %s to set", key_names[k],
