@@ -379,6 +379,11 @@ class LlamaAttention(nn.Module):
         value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         cos, sin = position_embeddings
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        return self.attend(query_states, key_states, value_states, attention_mask, input_shape)
+
+    def attend(self, query_states, key_states, value_states, attention_mask, input_shape):
+        """The rest of LlamaAttention.forward: the attention interface,
+        reshape, o_proj."""
         p = self.attention_dropout if self.training else 0.0
         if self.sdpa:
             # integrations/sdpa_attention.py (transformers e2feb59b6212, 5.x):
@@ -431,10 +436,10 @@ class LlamaMLP(nn.Module):
 class LlamaDecoderLayer(nn.Module):
     """modeling_llama.py LlamaDecoderLayer.forward (5dd4a63548857797)."""
 
-    def __init__(self, cfg, sdpa):
+    def __init__(self, cfg, sdpa, attn=None):
         super().__init__()
         eps = cfg.get("rms_norm_eps", 1e-6)
-        self.self_attn = LlamaAttention(cfg, sdpa)
+        self.self_attn = (attn or LlamaAttention)(cfg, sdpa)
         self.mlp = LlamaMLP(cfg)
         self.input_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
         self.post_attention_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
@@ -459,13 +464,13 @@ class LlamaForCausalLM(nn.Module):
     rotary_emb; layers; norm; lm_head (untied unless the config ties it);
     ForCausalLMLoss."""
 
-    def __init__(self, cfg, tied, sdpa):
+    def __init__(self, cfg, tied, sdpa, attn=None):
         super().__init__()
         d, V = cfg["hidden_size"], cfg["vocab_size"]
         self.cfg = cfg
         self.embed_tokens = nn.Embedding(V, d)
         nn.init.normal_(self.embed_tokens.weight, std=0.02)
-        self.layers = nn.ModuleList([LlamaDecoderLayer(cfg, sdpa) for _ in range(cfg["num_hidden_layers"])])
+        self.layers = nn.ModuleList([LlamaDecoderLayer(cfg, sdpa, attn) for _ in range(cfg["num_hidden_layers"])])
         self.norm = LlamaRMSNorm(d, cfg.get("rms_norm_eps", 1e-6))
         self.rotary_emb = LlamaRotaryEmbedding(cfg)
         self.lm_head = nn.Linear(d, V, bias=False)
@@ -499,6 +504,62 @@ class LlamaForCausalLM(nn.Module):
         loss = LOSS[0](logits, labels, self.cfg["vocab_size"])
         mark("fwd:loss:end")
         return loss, logits  # CausalLMOutput(loss=loss, logits=logits)
+
+
+# Qwen2 and Qwen3 (transformers 5.x; the stored snapshots: modeling_qwen2.py
+# at 00d4b3d2142c, modeling_qwen3.py at 000c33fdfde1). Both files are
+# generated from llama's modular: Qwen2RMSNorm, Qwen3RMSNorm, Qwen2MLP,
+# Qwen3MLP, rotate_half, apply_rotary_pos_emb, repeat_kv,
+# eager_attention_forward and the decoder layers are LlamaRMSNorm's,
+# LlamaMLP's, ... op for op (the classes above); the attention differs.
+
+
+class Qwen2Attention(LlamaAttention):
+    """modeling_qwen2.py Qwen2Attention (00d4b3d2142c): __init__ makes
+    q_proj, k_proj and v_proj with bias=True, o_proj with bias=False;
+    forward is llama's (view, transpose(1, 2), apply_rotary_pos_emb,
+    eager_attention_forward, reshape(...).contiguous(), o_proj). The
+    sliding_window it passes is None unless use_sliding_window (refused
+    by the test's configs: none set it)."""
+
+    def __init__(self, cfg, sdpa):
+        super().__init__(cfg, sdpa)
+        d = cfg["hidden_size"]
+        self.q_proj = nn.Linear(d, self.num_heads * self.head_dim, bias=True)
+        self.k_proj = nn.Linear(d, self.num_kv * self.head_dim, bias=True)
+        self.v_proj = nn.Linear(d, self.num_kv * self.head_dim, bias=True)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, d, bias=False)
+
+
+class Qwen3Attention(LlamaAttention):
+    """modeling_qwen3.py Qwen3Attention (000c33fdfde1): head_dim from the
+    config (Qwen3Config's default 128, not hidden / heads), q/k/v/o_proj
+    with bias=attention_bias (False), then q_norm and k_norm, each a
+    Qwen3RMSNorm(head_dim, rms_norm_eps) (registered after o_proj); forward:
+    query_states = q_norm(q_proj(x).view(hidden_shape)).transpose(1, 2),
+    key_states likewise with k_norm, value_states = v_proj(x).view(...)
+    .transpose(1, 2); then llama's rope, eager_attention_forward, reshape,
+    o_proj."""
+
+    def __init__(self, cfg, sdpa):
+        super().__init__(cfg, sdpa)
+        eps = cfg.get("rms_norm_eps", 1e-6)
+        self.q_norm = LlamaRMSNorm(self.head_dim, eps)
+        self.k_norm = LlamaRMSNorm(self.head_dim, eps)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+        key_states = self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+        value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        return self.attend(query_states, key_states, value_states, attention_mask, input_shape)
+
+
+FAMILY_ATTENTION = {"llama": LlamaAttention, "mistral": LlamaAttention, "qwen2": Qwen2Attention,
+                    "qwen3": Qwen3Attention}
 
 
 LOSS = [for_causal_lm_loss]
@@ -677,13 +738,13 @@ def build(a):
     if family == "gpt2":
         cfg = gpt2_config(raw, dropout)
         tied = raw.get("tie_word_embeddings", True) if a.tied is None else a.tied
-    elif family in ("llama", "mistral"):
+    elif family in FAMILY_ATTENTION:
         cfg = dict(raw)
         if not dropout:
             cfg["attention_dropout"] = 0.0
         tied = raw.get("tie_word_embeddings", False) if a.tied is None else a.tied
     else:
-        sys.exit(f"hf_torch: model_type {family!r} is not gpt2, llama or mistral")
+        sys.exit(f"hf_torch: model_type {family!r} is not gpt2, {', '.join(FAMILY_ATTENTION)}")
     return raw, family, cfg, tied
 
 
@@ -736,7 +797,7 @@ def run(a):
         if family == "gpt2":
             model = GPT2LMHeadModel(cfg, tied, a.mask, sdpa)
         else:
-            model = LlamaForCausalLM(cfg, tied, sdpa)
+            model = LlamaForCausalLM(cfg, tied, sdpa, FAMILY_ATTENTION[family])
         model.train()
         install_hooks(model, set(model.units))
         if a.ddp:

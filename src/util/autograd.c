@@ -1527,6 +1527,65 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 	accumulate(b, w, dw);
 }
 
+/* nn.Linear with a bias on [.., in] (qwen2's q_proj, k_proj, v_proj):
+ * 1.13's at::linear flattens a contiguous 3-D input (_flatten_3d_linear):
+ * addmm(bias, x.view(-1, in), W.t()) viewed back; AddmmBackward keeps
+ * mat1 (the view) and mat2 (W^t, a view of the parameter). Without a
+ * bias, linear's mm. */
+static T linear_b(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_saved *sv)
+{
+	if (!bias)
+		return linear(b, x, w, sv);
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+	uint64_t in = o->shape[o->ndim - 1], rows = numel(o) / in, out = b->s->tensor[w->w].shape[0];
+	T wt = transpose_last2(b, w->w);
+	T x2 = reshape(b, x, 2, SH(rows, in));
+	T y = TMP("addmm (linear, bias)", AG_F32, rows, out);
+	op(b, AG_OP_ADDMM, x2, wt, bias->w, y, NO, NO);
+	unref(b, wt);
+	sv->x2 = x2; /* saved (mat1): the view's holder passes to the node */
+	uint64_t sh[AG_MAXDIM];
+	for (unsigned i = 0; i < o->ndim; i++)
+		sh[i] = o->shape[i];
+	sh[o->ndim - 1] = out;
+	T yv = reshape(b, y, o->ndim, sh);
+	unref(b, y);
+	return yv;
+}
+
+/* Its AddmmBackward (derivatives.yaml addmm: mat1's mm_mat1_backward,
+ * then mat2's mm_mat2_backward, made in W's [out, in] layout; the bias's
+ * grad is the incoming one, summed to [out] by validate_outputs); the
+ * node's input released when `owned`, then its saved mat1; then the
+ * ready queue: the bias's AccumulateGrad (the highest sequence number),
+ * x's ViewBackward (dx to *xbuf), TBackward to the weight's. */
+static void linear_b_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, struct pt *w, struct pt *bias, T *xbuf)
+{
+	if (!bias) {
+		linear_bwd(b, g, owned, sv, w, xbuf);
+		return;
+	}
+	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
+	uint64_t rows = xo->shape[0], in = xo->shape[1], out = b->s->tensor[w->w].shape[0];
+	const struct ag_tensor go_ = b->s->tensor[g];
+	T g2 = reshape(b, g, 2, SH(rows, out));
+	T dx = TMP("mm (addmm backward, mat1)", AG_F32, rows, in);
+	op(b, AG_OP_MM, g2, w->w, NO, dx, NO, NO);
+	T dw = TMP("mm (addmm backward, mat2)", AG_F32, out, in);
+	T gt = transpose_last2(b, g2);
+	op(b, AG_OP_MM, gt, sv->x2, NO, dw, NO, NO);
+	unref(b, gt);
+	T db = TMP("sum (addmm backward, bias)", AG_F32, out);
+	op(b, AG_OP_SUM_ROWS, g2, NO, NO, db, NO, NO);
+	unref(b, g2);
+	if (owned)
+		unref(b, g);
+	unref(b, sv->x2);
+	accumulate(b, bias, db);
+	arrive(b, xbuf, grad_in_x_shape(b, dx, &go_));
+	accumulate(b, w, dw);
+}
+
 /* LlamaRMSNorm op by op: x.pow(2).mean(-1, keepdim=True); x *
  * rsqrt(variance + eps); weight * that. */
 struct rms_saved { T x, p2, r, xr, eps_w; };
@@ -1747,6 +1806,7 @@ struct llama_layer_saved {
 	struct rms_saved n1, n2;
 	struct lin_saved q, k, v, o, gate, up, down;
 	struct rope_saved rq, rk;
+	struct rms_saved qn, kn;     /* qwen3's q_norm and k_norm */
 	T qe, ktc, sc_w, attw, vr;   /* attention's saved: q_embed, k^T's copy, scaling's number, the weights
 	                              * bmm keeps (the dropout's output), v repeated */
 	T sm, drop_attn;             /* softmax's result; the dropout's noise (NO for p = 0) */
@@ -1767,10 +1827,23 @@ static void llama_setup(struct bld *b, struct model *M)
 		unsigned long long L = (unsigned long long)l;
 		snprintf(n, sizeof n, "model.layers.%llu.self_attn.{q,k,v}_proj.weight", L);
 		int32_t qkv = find_tensor(b, n);
-		for (int part = 0; part < 3; part++)
+		/* qwen2's biases: each projection's weight, then its bias */
+		snprintf(n, sizeof n, "model.layers.%llu.self_attn.{q,k,v}_proj.bias", L);
+		int32_t qkvb = find_tensor(b, n);
+		for (int part = 0; part < 3; part++) {
 			add_param(b, M, qkv, part);
+			if (qkvb >= 0)
+				add_param(b, M, qkvb, part);
+		}
 		snprintf(n, sizeof n, "model.layers.%llu.self_attn.o_proj.weight", L);
 		add_param(b, M, find_tensor(b, n), -1);
+		/* qwen3's q_norm and k_norm, registered after o_proj */
+		snprintf(n, sizeof n, "model.layers.%llu.self_attn.{q,k}_norm.weight", L);
+		int32_t qkn = find_tensor(b, n);
+		if (qkn >= 0) {
+			add_param(b, M, qkn, 0);
+			add_param(b, M, qkn, 1);
+		}
 		snprintf(n, sizeof n, "model.layers.%llu.mlp.{gate,up}_proj.weight", L);
 		int32_t gu = find_tensor(b, n);
 		add_param(b, M, gu, 0);
@@ -1804,6 +1877,83 @@ static struct pt *PP(struct model *M, struct bld *b, int part, const char *fmt, 
 		abort();
 	}
 	return q;
+}
+
+/* Layer i's bias of q, k or v (part 0, 1, 2), NULL where the family's
+ * projections have none (qwen2's have: Qwen2Attention, bias=True). */
+static struct pt *qkv_bias(struct model *M, struct bld *b, int i, int part)
+{
+	char name[128];
+	snprintf(name, sizeof name, "model.layers.%d.self_attn.{q,k,v}_proj.bias", i);
+	return P_part(M, b, name, part);
+}
+
+/* Layer i's per-head norm of q or k (part 0, 1), NULL where the family
+ * has none (qwen3's q_norm and k_norm: Qwen3RMSNorm(head_dim)). */
+static struct pt *qk_norm(struct model *M, struct bld *b, int i, int part)
+{
+	char name[128];
+	if (part > 1)
+		return NULL;
+	snprintf(name, sizeof name, "model.layers.%d.self_attn.{q,k}_norm.weight", i);
+	return P_part(M, b, name, part);
+}
+
+/* One of layer i's q, k, v (part 0, 1, 2; n heads) from the normed input
+ * x: its projection (biased in qwen2), viewed [B, T, n, hd], through the
+ * head's norm in qwen3 (Qwen3Attention.forward: q_norm(q_proj(x)
+ * .view(hidden_shape)).transpose(1, 2), q's made and normed before k's
+ * projection), and transposed to [B, n, T, hd] (a view). */
+static T head_states(struct bld *b, struct model *M, T x, int i, int part, uint64_t n, struct lin_saved *ls,
+                     struct rms_saved *ns)
+{
+	uint64_t B = b->o->batch, Tn = b->o->seq, hd = b->m->head_dim;
+	T y = linear_b(b, x, PP(M, b, part, "model.layers.%d.self_attn.{q,k,v}_proj.weight", i), qkv_bias(M, b, i, part),
+	               ls);
+	struct pt *nw = qk_norm(M, b, i, part);
+	if (nw) {
+		T y4 = reshape(b, y, 4, SH(B, Tn, n, hd));
+		unref(b, y);
+		int32_t mod = b->module;
+		b->module = modname(b, "model.layers.%d.self_attn.{q,k}_norm", i);
+		y = rmsnorm(b, y4, nw, ns);
+		unref(b, y4);
+		b->module = mod;
+	}
+	T t = vw(b, y, 4, SH(B, n, Tn, hd),
+	         (const int64_t[]){ (int64_t)(Tn * n * hd), (int64_t)hd, (int64_t)(n * hd), 1 }, 0);
+	unref(b, y);
+	return t;
+}
+
+/* Its backward from the grad g of the [B, n, T, hd] states (released):
+ * TransposeBackward's view; in qwen3 the head's norm backward, whose sum
+ * lies in the transposed grad's layout (TensorIterator follows its first
+ * operand), so ViewBackward's reshape to [B, T, n·hd] copies, as it does
+ * without a norm; then the projection's backward, x's grad to *xbuf. */
+static void head_states_bwd(struct bld *b, struct model *M, T g, int i, int part, uint64_t n, struct lin_saved *ls,
+                            struct rms_saved *ns, T *xbuf)
+{
+	uint64_t B = b->o->batch, Tn = b->o->seq, hd = b->m->head_dim;
+	/* TransposeBackward: the [B, n, T, hd] grad read as [B, T, n, hd] */
+	T pv = vw(b, g, 4, SH(B, Tn, n, hd), (const int64_t[]){ (int64_t)(n * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 },
+	          0);
+	unref(b, g);
+	struct pt *nw = qk_norm(M, b, i, part);
+	if (nw) {
+		int32_t mod = b->module;
+		b->module = modname(b, "model.layers.%d.self_attn.{q,k}_norm", i);
+		T nb = NO;
+		rmsnorm_bwd(b, pv, ns, nw, &nb);
+		b->module = mod;
+		pv = reshape(b, nb, 4, SH(B, Tn, n, hd));
+		unref(b, nb);
+	}
+	T c = TMP("clone (heads' grad to [B, T, n hd])", AG_F32, B, Tn, n * hd);
+	op(b, AG_OP_COPY, pv, NO, NO, c, NO, NO);
+	unref(b, pv);
+	linear_b_bwd(b, c, 1, ls, PP(M, b, part, "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
+	             qkv_bias(M, b, i, part), xbuf);
 }
 
 /* LlamaForCausalLM's forward (the loss inside, as the reference's), the
@@ -1890,20 +2040,10 @@ static void llama_step(struct bld *b, struct model *M)
 		T x1 = rmsnorm(b, hs, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &s->n1);
 		T residual = hs;
 		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
-		const char *qkvn = "model.layers.%d.self_attn.{q,k,v}_proj.weight";
-		T q = linear(b, x1, PP(M, b, 0, qkvn, i), &s->q);
-		T k = linear(b, x1, PP(M, b, 1, qkvn, i), &s->k);
-		T v = linear(b, x1, PP(M, b, 2, qkvn, i), &s->v);
-		/* view(B, T, n, hd).transpose(1, 2) */
-		T qt = vw(b, q, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * h * hd), (int64_t)hd,
-		                                                       (int64_t)(h * hd), 1 }, 0);
-		unref(b, q);
-		T kt = vw(b, k, 4, SH(B, kv, Tn, hd), (const int64_t[]){ (int64_t)(Tn * kv * hd), (int64_t)hd,
-		                                                        (int64_t)(kv * hd), 1 }, 0);
-		unref(b, k);
-		T vt = vw(b, v, 4, SH(B, kv, Tn, hd), (const int64_t[]){ (int64_t)(Tn * kv * hd), (int64_t)hd,
-		                                                        (int64_t)(kv * hd), 1 }, 0);
-		unref(b, v);
+		/* q, k, v: view(B, T, n, hd).transpose(1, 2) of each projection */
+		T qt = head_states(b, M, x1, i, 0, h, &s->q, &s->qn);
+		T kt = head_states(b, M, x1, i, 1, kv, &s->k, &s->kn);
+		T vt = head_states(b, M, x1, i, 2, kv, &s->v, NULL);
 		T qe = rope(b, qt, cos4, sin4, &s->rq);
 		T ke = rope(b, kt, cos4, sin4, &s->rk);
 		unref(b, qt);
@@ -2109,6 +2249,7 @@ static void llama_step(struct bld *b, struct model *M)
 		T proj[3] = { dv, kbuf, qbuf };
 		struct lin_saved *ls[3] = { &s->v, &s->k, &s->q };
 		int part[3] = { 2, 1, 0 };
+		struct rms_saved *hn[3] = { NULL, &s->kn, &s->qn };
 		for (int j = 0; j < 3; j++) {
 			uint64_t n = j == 2 ? h : kv;
 			if (sdpa && j == 0) {
@@ -2118,15 +2259,7 @@ static void llama_step(struct bld *b, struct model *M)
 				           &xbuf1);
 				continue;
 			}
-			T c = TMP("clone (heads' grad to [B, T, n hd])", AG_F32, B, Tn, n * hd);
-			/* TransposeBackward: the [B, n, T, hd] grad read as [B, T, n, hd] */
-			T pv = vw(b, proj[j], 4, SH(B, Tn, n, hd),
-			          (const int64_t[]){ (int64_t)(n * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 }, 0);
-			op(b, AG_OP_COPY, pv, NO, NO, c, NO, NO);
-			unref(b, pv);
-			unref(b, proj[j]);
-			linear_bwd(b, c, 1, ls[j], PP(M, b, part[j], "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
-			           &xbuf1);
+			head_states_bwd(b, M, proj[j], i, part[j], n, ls[j], hn[j], &xbuf1);
 		}
 		b->module = modname(b, "model.layers.%d.input_layernorm", i);
 		rmsnorm_bwd(b, xbuf1, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
@@ -2370,16 +2503,21 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
                   const struct ag_options *o, char **cause)
 {
 	memset(s, 0, sizeof *s);
-	if (m->qkv_bias)
-		return refuse(cause, "--model %s: the PyTorch step of a %s (biases on q, k and v) is not described yet "
-		              "(gpt2, llama and mistral are)", m->name, m->model_type);
-	/* The step is written from modeling_gpt2.py and modeling_llama.py
-	 * (mistral's is llama's): another family's modules (phi3's fused
-	 * qkv_proj and gate_up_proj, ...) are not described. */
-	if (strcmp(m->model_type, "gpt2") != 0 && strcmp(m->model_type, "llama") != 0 &&
-	    strcmp(m->model_type, "mistral") != 0)
-		return refuse(cause, "--model %s: the PyTorch step of a %s is not described yet (gpt2, llama and "
-		              "mistral are)", m->name, m->model_type);
+	/* The step is written from modeling_gpt2.py, modeling_llama.py
+	 * (mistral's is llama's), modeling_qwen2.py (llama's with biased q, k,
+	 * v) and modeling_qwen3.py (llama's with q_norm and k_norm): another
+	 * family's modules (phi3's fused qkv_proj and gate_up_proj, gemma's
+	 * norms, GeGLU and soft-capping) are not described. */
+	static const char *const described[] = { "gpt2", "llama", "mistral", "qwen2", "qwen3" };
+	size_t fam = 0;
+	while (fam < sizeof described / sizeof *described && strcmp(m->model_type, described[fam]) != 0)
+		fam++;
+	if (fam == sizeof described / sizeof *described)
+		return refuse(cause, "--model %s: the PyTorch step of a %s is not described yet (gpt2, llama, "
+		              "mistral, qwen2 and qwen3 are)", m->name, m->model_type);
+	if (o->attn == ZS_ATTN_SDPA && fam >= 3)
+		return refuse(cause, "--attn sdpa: the PyTorch step of a %s under SDPA is not described yet (give "
+		              "--attn eager)", m->model_type);
 	if (o->optimizer != ZS_ADAM)
 		return refuse(cause, "--optimizer: the PyTorch step describes Adam only");
 	/* On a GPU the wrapped numbers and record_function's handles are host
