@@ -507,7 +507,7 @@ class LlamaForCausalLM(nn.Module):
 
 
 # Qwen2 and Qwen3 (transformers 5.x; the stored snapshots: modeling_qwen2.py
-# at 00d4b3d2142c, modeling_qwen3.py at 000c33fdfde1). Both files are
+# at 63bb72374703, modeling_qwen3.py at 000c33fdfde1). Both files are
 # generated from llama's modular: Qwen2RMSNorm, Qwen3RMSNorm, Qwen2MLP,
 # Qwen3MLP, rotate_half, apply_rotary_pos_emb, repeat_kv,
 # eager_attention_forward and the decoder layers are LlamaRMSNorm's,
@@ -515,7 +515,7 @@ class LlamaForCausalLM(nn.Module):
 
 
 class Qwen2Attention(LlamaAttention):
-    """modeling_qwen2.py Qwen2Attention (00d4b3d2142c): __init__ makes
+    """modeling_qwen2.py Qwen2Attention (63bb72374703): __init__ makes
     q_proj, k_proj and v_proj with bias=True, o_proj with bias=False;
     forward is llama's (view, transpose(1, 2), apply_rotary_pos_emb,
     eager_attention_forward, reshape(...).contiguous(), o_proj). The
