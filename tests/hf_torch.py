@@ -371,19 +371,21 @@ class LlamaAttention(nn.Module):
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, d, bias=bias)
         self.sdpa = sdpa
 
-    def forward(self, hidden_states, position_embeddings, attention_mask):
-        input_shape = hidden_states.shape[:-1]
-        hidden_shape = (*input_shape, -1, self.head_dim)
+    def states(self, hidden_states, position_embeddings):
+        """query, key and value states after the rope (the family's own
+        part of the forward: Qwen3Attention and Phi3Attention replace it;
+        the names that call it hold them as the inline code's did)."""
+        hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
         query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         cos, sin = position_embeddings
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
-        return self.attend(query_states, key_states, value_states, attention_mask, input_shape)
+        return query_states, key_states, value_states
 
-    def attend(self, query_states, key_states, value_states, attention_mask, input_shape):
-        """The rest of LlamaAttention.forward: the attention interface,
-        reshape, o_proj."""
+    def forward(self, hidden_states, position_embeddings, attention_mask):
+        input_shape = hidden_states.shape[:-1]
+        query_states, key_states, value_states = self.states(hidden_states, position_embeddings)
         p = self.attention_dropout if self.training else 0.0
         if self.sdpa:
             # integrations/sdpa_attention.py (transformers e2feb59b6212, 5.x):
@@ -470,7 +472,8 @@ class LlamaForCausalLM(nn.Module):
         self.cfg = cfg
         self.embed_tokens = nn.Embedding(V, d)
         nn.init.normal_(self.embed_tokens.weight, std=0.02)
-        self.layers = nn.ModuleList([LlamaDecoderLayer(cfg, sdpa, attn) for _ in range(cfg["num_hidden_layers"])])
+        layer = Phi3DecoderLayer if attn is Phi3Attention else LlamaDecoderLayer
+        self.layers = nn.ModuleList([layer(cfg, sdpa, attn) for _ in range(cfg["num_hidden_layers"])])
         self.norm = LlamaRMSNorm(d, cfg.get("rms_norm_eps", 1e-6))
         self.rotary_emb = LlamaRotaryEmbedding(cfg)
         self.lm_head = nn.Linear(d, V, bias=False)
@@ -547,19 +550,112 @@ class Qwen3Attention(LlamaAttention):
         self.q_norm = LlamaRMSNorm(self.head_dim, eps)
         self.k_norm = LlamaRMSNorm(self.head_dim, eps)
 
-    def forward(self, hidden_states, position_embeddings, attention_mask):
-        input_shape = hidden_states.shape[:-1]
-        hidden_shape = (*input_shape, -1, self.head_dim)
+    def states(self, hidden_states, position_embeddings):
+        hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
         query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
         key_states = self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
         value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         cos, sin = position_embeddings
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
-        return self.attend(query_states, key_states, value_states, attention_mask, input_shape)
+        return query_states, key_states, value_states
+
+
+def phi3_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+    """modeling_phi3.py apply_rotary_pos_emb (00d4b3d2142c; partial rotary):
+    rotary_dim = cos.shape[-1]; q_rot, q_pass = q[..., :rotary_dim],
+    q[..., rotary_dim:]; q_embed = cat([(q_rot * cos) + (rotate_half(q_rot)
+    * sin), q_pass], dim=-1); k likewise."""
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    rotary_dim = cos.shape[-1]
+    q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]
+    k_rot, k_pass = k[..., :rotary_dim], k[..., rotary_dim:]
+    q_embed = torch.cat([(q_rot * cos) + (rotate_half(q_rot) * sin), q_pass], dim=-1)
+    k_embed = torch.cat([(k_rot * cos) + (rotate_half(k_rot) * sin), k_pass], dim=-1)
+    return q_embed, k_embed
+
+
+class Phi3Attention(LlamaAttention):
+    """modeling_phi3.py Phi3Attention (00d4b3d2142c): o_proj registered
+    before qkv_proj (one nn.Linear of (h + 2 kv) hd rows, no bias); forward:
+    qkv = qkv_proj(x); query_states = qkv[..., :query_pos], key_states =
+    qkv[..., query_pos : query_pos + kv hd], value_states = qkv[...,
+    query_pos + kv hd:]; each .view(hidden_shape).transpose(1, 2);
+    apply_rotary_pos_emb (the partial-rotary one above); then llama's
+    eager_attention_forward, reshape, o_proj (LlamaAttention.forward's).
+    (That snapshot's attention
+    computes cos and sin itself, through a rotary_emb of its own, from a
+    deprecated position_embeddings; 43c2b4816a65 and 5.x's other files
+    pass the model's position_embeddings, as here.)"""
+
+    def __init__(self, cfg, sdpa):
+        super().__init__(cfg, sdpa)
+        d = cfg["hidden_size"]
+        del self.q_proj, self.k_proj, self.v_proj, self.o_proj
+        op_size = self.num_heads * self.head_dim + 2 * (self.num_kv * self.head_dim)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, d, bias=False)
+        self.qkv_proj = nn.Linear(d, op_size, bias=False)
+
+    def states(self, hidden_states, position_embeddings):
+        hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
+        qkv = self.qkv_proj(hidden_states)
+        query_pos = self.num_heads * self.head_dim
+        query_states = qkv[..., :query_pos]
+        key_states = qkv[..., query_pos: query_pos + self.num_kv * self.head_dim]
+        value_states = qkv[..., query_pos + self.num_kv * self.head_dim:]
+        query_states = query_states.view(hidden_shape).transpose(1, 2)
+        key_states = key_states.view(hidden_shape).transpose(1, 2)
+        value_states = value_states.view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        query_states, key_states = phi3_apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        return query_states, key_states, value_states
+
+
+class Phi3MLP(nn.Module):
+    """modeling_phi3.py Phi3MLP (00d4b3d2142c): up_states =
+    gate_up_proj(x); gate, up_states = up_states.chunk(2, dim=-1);
+    up_states = up_states * activation_fn(gate); down_proj(up_states)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d, f = cfg["hidden_size"], cfg["intermediate_size"]
+        self.gate_up_proj = nn.Linear(d, 2 * f, bias=False)
+        self.down_proj = nn.Linear(f, d, bias=False)
+        self.activation_fn = nn.SiLU()
+
+    def forward(self, hidden_states):
+        up_states = self.gate_up_proj(hidden_states)
+        gate, up_states = up_states.chunk(2, dim=-1)
+        up_states = up_states * self.activation_fn(gate)
+        return self.down_proj(up_states)
+
+
+class Phi3DecoderLayer(LlamaDecoderLayer):
+    """modeling_phi3.py Phi3DecoderLayer (00d4b3d2142c): llama's, with
+    resid_attn_dropout and resid_mlp_dropout (nn.Dropout(resid_pdrop),
+    Phi3Config's default 0.0) on each sublayer's output before its
+    residual add."""
+
+    def __init__(self, cfg, sdpa, attn=None):
+        super().__init__(cfg, sdpa, Phi3Attention)
+        self.mlp = Phi3MLP(cfg)
+        p = cfg.get("resid_pdrop", 0.0)
+        self.resid_attn_dropout = nn.Dropout(p)
+        self.resid_mlp_dropout = nn.Dropout(p)
+
+    def forward(self, hidden_states, attention_mask, position_embeddings):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states = self.self_attn(hidden_states, position_embeddings, attention_mask)
+        hidden_states = residual + self.resid_attn_dropout(hidden_states)
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        return residual + self.resid_mlp_dropout(hidden_states)
 
 
 FAMILY_ATTENTION = {"llama": LlamaAttention, "mistral": LlamaAttention, "qwen2": Qwen2Attention,
-                    "qwen3": Qwen3Attention}
+                    "qwen3": Qwen3Attention, "phi3": Phi3Attention}
 
 
 LOSS = [for_causal_lm_loss]
