@@ -1,5 +1,6 @@
 """hf_torch — the outside reference for what eager PyTorch allocates in a
-training step of Hugging Face's GPT-2 and Llama (issue #22's truth side).
+training step of Hugging Face's GPT-2, Llama (and Mistral), Qwen2, Qwen3 and
+Phi-3 (issue #22's truth side; #25's families).
 
 The models are written op for op from Hugging Face transformers' modeling
 files, never from zerosim's engine. The index this was written from holds
@@ -12,6 +13,11 @@ cites its file, class or function and commit:
          masking_utils.create_causal_mask instead: --mask add)
   Llama  modeling_llama.py at 5dd4a63548857797 (4.48: eager_attention_forward,
          repeat_kv, LlamaRMSNorm, rotate_half; 5.x keeps these ops)
+  Qwen2  modeling_qwen2.py at 63bb72374703 (Qwen2Attention: q/k/v biased)
+  Qwen3  modeling_qwen3.py at 000c33fdfde1 (Qwen3Attention: q_norm, k_norm)
+  Phi3   modeling_phi3.py at 00d4b3d2142c (Phi3Attention's fused qkv_proj and
+         its slices, the partial-rotary apply_rotary_pos_emb, Phi3MLP's
+         gate_up_proj and chunk, Phi3DecoderLayer's residual dropouts)
   loss   loss/loss_utils.py at 0114da07ec0e (ForCausalLMLoss: logits.float(),
          labels padded with -100 and shifted, no shifted copy of the logits)
   Conv1D pytorch_utils.py (Conv1D.forward: torch.addmm(bias, x.view(-1, nx), W))
@@ -838,6 +844,8 @@ def build(a):
         cfg = dict(raw)
         if not dropout:
             cfg["attention_dropout"] = 0.0
+            if family == "phi3":
+                cfg["resid_pdrop"] = 0.0
         tied = raw.get("tie_word_embeddings", False) if a.tied is None else a.tied
     else:
         sys.exit(f"hf_torch: model_type {family!r} is not gpt2, {', '.join(FAMILY_ATTENTION)}")
@@ -1266,7 +1274,8 @@ def report(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True, help="a Hugging Face config.json (gpt2, llama, mistral)")
+    ap.add_argument("--model", required=True,
+                    help="a Hugging Face config.json (gpt2, llama, mistral, qwen2, qwen3, phi3)")
     ap.add_argument("--seq", type=int, default=32)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--steps", type=int, default=3, help="clean steps; the last is the steady one measured")

@@ -2090,6 +2090,27 @@ static void phi3_mlp_bwd(struct bld *b, struct model *M, int i, T dmu, struct li
 	linear_bwd(b, cat, 1, ls, PF(M, b, "model.layers.%d.mlp.gate_up_proj.weight", i), xbuf);
 }
 
+/* LlamaMLP's backward from down_proj's input gradient dmu (released):
+ * MulBackward (silu's g·up, then up's g·silu), up_proj's backward,
+ * SiluBackward, gate_proj's; x's grads to *xbuf. */
+static void swiglu_bwd(struct bld *b, struct model *M, int i, T dmu, struct llama_layer_saved *s, T *xbuf)
+{
+	T dsl = like(b, "mul (swiglu backward)", s->silu_o);
+	op(b, AG_OP_MUL, dmu, s->up_o, NO, dsl, NO, NO);
+	T dup = like(b, "mul (swiglu backward)", s->silu_o);
+	op(b, AG_OP_MUL, dmu, s->silu_o, NO, dup, NO, NO);
+	unref(b, dmu);
+	unref(b, s->silu_o);
+	unref(b, s->up_o);
+	const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
+	linear_bwd(b, dup, 1, &s->up, PP(M, b, 1, gun, i), xbuf);
+	T dgp = like(b, "silu_backward", s->gate_o);
+	op(b, AG_OP_SILU_BWD, dsl, s->gate_o, NO, dgp, NO, NO);
+	unref(b, dsl);
+	unref(b, s->gate_o);
+	linear_bwd(b, dgp, 1, &s->gate, PP(M, b, 0, gun, i), xbuf);
+}
+
 /* LlamaForCausalLM's forward (the loss inside, as the reference's), the
  * loss's and the model's backward. */
 
@@ -2347,24 +2368,10 @@ static void llama_step(struct bld *b, struct model *M)
 		if (phi3) {
 			b->module = modname(b, "model.layers.%d.mlp.gate_up_proj", i);
 			phi3_mlp_bwd(b, M, i, dmu, &s->gate, s->gate_o, s->silu_o, s->up_o, &dx2);
-			goto post_norm;
+		} else {
+			b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
+			swiglu_bwd(b, M, i, dmu, s, &dx2);
 		}
-		b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
-		T dsl = like(b, "mul (swiglu backward)", s->silu_o);
-		op(b, AG_OP_MUL, dmu, s->up_o, NO, dsl, NO, NO);
-		T dup = like(b, "mul (swiglu backward)", s->silu_o);
-		op(b, AG_OP_MUL, dmu, s->silu_o, NO, dup, NO, NO);
-		unref(b, dmu);
-		unref(b, s->silu_o);
-		unref(b, s->up_o);
-		const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
-		linear_bwd(b, dup, 1, &s->up, PP(M, b, 1, gun, i), &dx2);
-		T dgp = like(b, "silu_backward", s->gate_o);
-		op(b, AG_OP_SILU_BWD, dsl, s->gate_o, NO, dgp, NO, NO);
-		unref(b, dsl);
-		unref(b, s->gate_o);
-		linear_bwd(b, dgp, 1, &s->gate, PP(M, b, 0, gun, i), &dx2);
-	post_norm:
 		b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
 		rmsnorm_bwd(b, dx2, &s->n2, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &hbuf);
 		/* AddBackward (residual + attn): to both; the attention first */
@@ -2401,18 +2408,18 @@ static void llama_step(struct bld *b, struct model *M)
 			/* v's repeat_kv, then k's, then the ropes of k and q */
 			dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd, 0);
 			T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd, 1);
-			ref(b, dkr); /* phi3: k_pass's narrow view of the cat's grad */
-			pass[1] = dkr;
+			if (phi3) { /* k_pass's narrow view of the cat's grad holds it */
+				ref(b, dkr);
+				pass[1] = dkr;
+			}
 			rope_bwd(b, dkr, &s->rk, &kbuf);
 			T dq4 = reshape(b, dq, 4, SH(B, h, Tn, hd));
 			unref(b, dq);
-			ref(b, dq4);
-			pass[2] = dq4;
-			rope_bwd(b, dq4, &s->rq, &qbuf);
-			if (!phi3) {
-				unref(b, pass[1]);
-				unref(b, pass[2]);
+			if (phi3) {
+				ref(b, dq4);
+				pass[2] = dq4;
 			}
+			rope_bwd(b, dq4, &s->rq, &qbuf);
 		}
 		if (phi3) {
 			T bufs[3] = { dv, kbuf, qbuf }, xb = NO;
