@@ -654,6 +654,22 @@ static T layer_norm_bwd(struct bld *b, T g, struct ln_saved *sv, struct pt *w, s
 	return dx;
 }
 
+/* A layer's rows r [rows, n] (its holder taken) as a view in g's shape
+ * but for the last dim, n: its output viewed back in its input's shape
+ * (x.view(-1, in) undone), or its x gradient as ViewBackward hands it on
+ * (x's shape, which is that of the layer's output gradient g but for the
+ * last dim). */
+static T grad_in_x_shape(struct bld *b, T r, const struct ag_tensor *g)
+{
+	uint64_t sh[AG_MAXDIM];
+	for (unsigned i = 0; i < g->ndim; i++)
+		sh[i] = g->shape[i];
+	sh[g->ndim - 1] = b->s->tensor[r].shape[1];
+	T v = reshape(b, r, g->ndim, sh);
+	unref(b, r);
+	return v;
+}
+
 /* Conv1D: torch.addmm(bias, x.view(-1, nx), W), viewed back. */
 struct conv_saved { T x2; };
 
@@ -666,32 +682,13 @@ static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_sav
 	T y = TMP("addmm", AG_F32, rows, nf);
 	op(b, AG_OP_ADDMM, x2, w->w, bb->w, y, NO, NO);
 	sv->x2 = x2; /* saved (mat1): the view's holder passes to the node */
-	uint64_t sh[AG_MAXDIM];
-	for (unsigned i = 0; i < o->ndim; i++)
-		sh[i] = o->shape[i];
-	sh[o->ndim - 1] = nf;
-	T yv = reshape(b, y, o->ndim, sh);
-	unref(b, y);
-	return yv;
+	return grad_in_x_shape(b, y, o);
 }
 
 /* AddmmBackward (and the sum_to of its bias's gradient): dx, dW, db;
  * then the saved input released; the AccumulateGrads of bias and weight
  * (their nodes run at once, the bias's first). g is released when
  * `owned` (the node had the last holder of it). Returns dx as [rows, nx]. */
-/* A layer's x gradient dx [rows, n] (its holder taken) as the view
- * ViewBackward hands on: x's shape, which is that of the layer's output
- * gradient g but for the last dim. */
-static T grad_in_x_shape(struct bld *b, T dx, const struct ag_tensor *g)
-{
-	uint64_t sh[AG_MAXDIM];
-	for (unsigned i = 0; i < g->ndim; i++)
-		sh[i] = g->shape[i];
-	sh[g->ndim - 1] = b->s->tensor[dx].shape[1];
-	T v = reshape(b, dx, g->ndim, sh);
-	unref(b, dx);
-	return v;
-}
 
 static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct pt *w, struct pt *bb)
 {
@@ -1491,13 +1488,7 @@ static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
 	op(b, AG_OP_MM, x2, wt, NO, y, NO, NO);
 	unref(b, wt);
 	sv->x2 = x2;
-	uint64_t sh[AG_MAXDIM];
-	for (unsigned i = 0; i < o->ndim; i++)
-		sh[i] = o->shape[i];
-	sh[o->ndim - 1] = out;
-	T yv = reshape(b, y, o->ndim, sh);
-	unref(b, y);
-	return yv;
+	return grad_in_x_shape(b, y, o);
 }
 
 /* MmBackward of a linear layer: W^t's gradient first (made as W's
@@ -1544,13 +1535,7 @@ static T linear_b(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_
 	op(b, AG_OP_ADDMM, x2, wt, bias->w, y, NO, NO);
 	unref(b, wt);
 	sv->x2 = x2; /* saved (mat1): the view's holder passes to the node */
-	uint64_t sh[AG_MAXDIM];
-	for (unsigned i = 0; i < o->ndim; i++)
-		sh[i] = o->shape[i];
-	sh[o->ndim - 1] = out;
-	T yv = reshape(b, y, o->ndim, sh);
-	unref(b, y);
-	return yv;
+	return grad_in_x_shape(b, y, o);
 }
 
 /* Its AddmmBackward (derivatives.yaml addmm: mat1's mm_mat1_backward,
