@@ -689,7 +689,6 @@ static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_sav
  * then the saved input released; the AccumulateGrads of bias and weight
  * (their nodes run at once, the bias's first). g is released when
  * `owned` (the node had the last holder of it). Returns dx as [rows, nx]. */
-
 static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct pt *w, struct pt *bb)
 {
 	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
