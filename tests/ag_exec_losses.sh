@@ -19,7 +19,8 @@
 # loss from the seed's weights; tests/ag_exec_train.sh runs 3 (the
 # backward and Adam too). ZS_AG_MODELS (default "gpt2 gpt2-untied") the
 # models among gpt2, gpt2-untied, llama, llama-tied, llama-mha (4 k/v heads
-# for 4 heads: --attn sdpa only; tests/ag_exec_llama.sh the last three).
+# for 4 heads: --attn sdpa only; tests/ag_exec_llama.sh the last three),
+# qwen2 (tied), qwen3 and phi3 (tests/ag_exec_families.sh).
 # A combination the step does not describe yet
 # (util/autograd.c refuses it with one line) is said, not checked.
 #
@@ -51,6 +52,14 @@ sed 's/}$/, "tie_word_embeddings": false}/' "$tmp/gpt2.json" >"$tmp/gpt2-untied.
 sed 's/"tie_word_embeddings": false/"tie_word_embeddings": true/' "$tmp/llama.json" >"$tmp/llama-tied.json"
 # llama with 4 k/v heads for 4 heads: its sdpa is the CPU's flash kernel
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$tmp/llama.json" >"$tmp/llama-mha.json"
+# qwen2 (q/k/v biased, tied), qwen3 (q_norm, k_norm; head_dim 24 apart
+# from hidden / heads) and phi3 (fused qkv_proj and gate_up_proj): the
+# llama's shape otherwise
+sed 's/"llama"/"qwen2"/; s/"tie_word_embeddings": false/"tie_word_embeddings": true/' "$tmp/llama.json" \
+	>"$tmp/qwen2.json"
+sed 's/"llama"/"qwen3"/; s/"num_key_value_heads": 2,/"num_key_value_heads": 2, "head_dim": 24,/' "$tmp/llama.json" \
+	>"$tmp/qwen3.json"
+sed 's/"llama"/"phi3"/; s/}$/, "pad_token_id": null}/' "$tmp/llama.json" >"$tmp/phi3.json"
 
 # The losses of a measured file, one a line.
 losses() {

@@ -760,17 +760,18 @@ for cmd in measure theory; do
 	try 2 "--wrapper none is one process's plain training loop: every --world must be 1 (it lists 4)" \
 		$cmd --framework torch --model "$tiny" --wrapper auto --wrapper none --world 4 --out "$keep"
 done
-# The plain loop's step is written for gpt2 and llama/mistral: another
-# family is refused by name (phi3 crashed it).
-bad_theory "--model phi-3-mini-4k: the PyTorch step of a phi3 is not described yet" \
-	--framework torch --model "${srcdir:-.}/data/models/phi-3-mini-4k.json" --seq 16 --wrapper none --world 1 --precision fp32 --torch-device cpu \
+# The plain loop's step is written for gpt2, llama/mistral, qwen2, qwen3
+# and phi3: another family is refused by name (phi3 crashed it before it
+# was described).
+bad_theory "--model gemma-2-2b: the PyTorch step of a gemma2 is not described yet" \
+	--framework torch --model "${srcdir:-.}/data/models/gemma-2-2b.json" --seq 16 --wrapper none --world 1 --precision fp32 --torch-device cpu \
 	--attn eager
 # measure refuses what the step cannot describe as theory does: bad usage
 # (exit 2), before anything runs (it exited 1 once the run had begun);
 # and the PyTorch step under --backend mpi, which runs its ranks in one
 # process.
-bad_measure "--model phi-3-mini-4k: the PyTorch step of a phi3 is not described yet" \
-	--framework torch --model "${srcdir:-.}/data/models/phi-3-mini-4k.json" --seq 16 --wrapper none --world 1 --precision fp32 --torch-device cpu \
+bad_measure "--model gemma-2-2b: the PyTorch step of a gemma2 is not described yet" \
+	--framework torch --model "${srcdir:-.}/data/models/gemma-2-2b.json" --seq 16 --wrapper none --world 1 --precision fp32 --torch-device cpu \
 	--attn eager
 bad_measure "--optimizer: the PyTorch step describes Adam only" \
 	--framework torch --model "${srcdir:-.}/report/models/llama-tiny.json" --seq 16 --wrapper none --world 1 \

@@ -13,6 +13,14 @@
 #                         line matching PATTERN, no output file
 #   plain_loop_refuses MODEL TYPE   measure --wrapper none refuses it: exit 2,
 #                         one line naming TYPE, no output file
+#   plain_loop_agrees MODEL   the plain PyTorch loop (--framework torch
+#                         --wrapper none, 1.13, eager; util/autograd.c's
+#                         step) at seq 16, batch 2, 3 steps: measure's bytes
+#                         between steps, peak and every mark are the
+#                         theory's, and its losses the fused engine's at
+#                         seq 15 within 1e-5 relative (ag_exec_losses.sh
+#                         says why 15); tests/hf_torch.sh holds both to
+#                         PyTorch's own bytes
 # shellcheck shell=sh disable=SC2034,SC2154
 # (name is the sourcing test's; failed, its result, is read there)
 
@@ -61,6 +69,41 @@ plain_loop_refuses() { # MODEL TYPE: measure --wrapper none says TYPE's step is 
 		! grep -q "the PyTorch step of a $2 is not described yet" "$tmp/err"; then
 		fail "measure --wrapper none on a $2: exit $rc, $(cat "$tmp/err")"
 	fi
+}
+
+plain_loop_agrees() { # MODEL
+	pl="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu --attn eager --zero-grad zeros"
+	for cmd in theory measure; do
+		# shellcheck disable=SC2086
+		"$zerosim" $cmd --model "$1" --seq 16 --batch 2 --world 1 --schemes dp --precision fp32 --steps 3 $pl \
+			--out "$tmp/pl-$cmd.json" 2>"$tmp/err" || fail "$cmd --wrapper none: $(cat "$tmp/err")"
+	done
+	"$zerosim" measure --model "$1" --seq 15 --batch 2 --world 1 --schemes dp --precision fp32 --steps 3 \
+		--out "$tmp/pl-fused.json" 2>"$tmp/err" || fail "measure: $(cat "$tmp/err")"
+	for f in theory measure fused; do
+		tr -d ' \t\n' <"$tmp/pl-$f.json" >"$tmp/pl-$f"
+	done
+	# theory: the row's schedule; measure: the run's per-rank bytes and marks
+	sed 's/.*"schedule":{//' "$tmp/pl-theory" >"$tmp/pl-sched"
+	t_res=$(grep -o '"resident_bytes":[0-9]*' "$tmp/pl-sched" | head -1 | cut -d: -f2)
+	t_peak=$(grep -o '"peak_bytes":[0-9]*' "$tmp/pl-sched" | head -1 | cut -d: -f2)
+	m_res=$(grep -o '"resident_bytes":\[[0-9]*\]' "$tmp/pl-measure" | head -1 | tr -dc 0-9)
+	m_peak=$(grep -o '"peak_bytes":\[[0-9]*\]' "$tmp/pl-measure" | head -1 | tr -dc 0-9)
+	t_marks=$(grep -o '"marks":{[^}]*}' "$tmp/pl-sched" | head -1)
+	m_marks=$(grep -o '"marks":{[^}]*}' "$tmp/pl-measure" | head -1)
+	if [ -z "$t_res" ] || [ "$t_res" != "$m_res" ] || [ "$t_peak" != "$m_peak" ] || [ -z "$t_marks" ] ||
+		[ "$t_marks" != "$m_marks" ]; then
+		fail "plain loop: theory between steps $t_res, peak $t_peak; measure $m_res, $m_peak (or the marks differ)"
+	else
+		echo "$name: plain loop: theory = measure, between steps $t_res, peak $t_peak and every mark"
+	fi
+	for f in measure fused; do
+		sed 's/.*"losses":\[\([^]]*\)\].*/\1/' "$tmp/pl-$f" | tr ',' '\n' >"$tmp/pl-l$f"
+	done
+	paste "$tmp/pl-lmeasure" "$tmp/pl-lfused" | awk -v name="$name" '
+		{ d = $1 - $2; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (!(r <= 1e-5)) bad = 1; n++ }
+		END { printf "%s: plain loop: %d losses, the fused engine'"'"'s within 1e-5 relative: %s\n", name, n,
+		             bad || n != 3 ? "no" : "yes"; exit bad || n != 3 }' || fail "plain loop: losses differ"
 }
 
 expect_refused() { # PATTERN MODEL [options]

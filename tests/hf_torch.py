@@ -1,5 +1,6 @@
 """hf_torch — the outside reference for what eager PyTorch allocates in a
-training step of Hugging Face's GPT-2 and Llama (issue #22's truth side).
+training step of Hugging Face's GPT-2, Llama (and Mistral), Qwen2, Qwen3 and
+Phi-3 (issue #22's truth side; #25's families).
 
 The models are written op for op from Hugging Face transformers' modeling
 files, never from zerosim's engine. The index this was written from holds
@@ -12,6 +13,11 @@ cites its file, class or function and commit:
          masking_utils.create_causal_mask instead: --mask add)
   Llama  modeling_llama.py at 5dd4a63548857797 (4.48: eager_attention_forward,
          repeat_kv, LlamaRMSNorm, rotate_half; 5.x keeps these ops)
+  Qwen2  modeling_qwen2.py at 63bb72374703 (Qwen2Attention: q/k/v biased)
+  Qwen3  modeling_qwen3.py at 000c33fdfde1 (Qwen3Attention: q_norm, k_norm)
+  Phi3   modeling_phi3.py at 00d4b3d2142c (Phi3Attention's fused qkv_proj and
+         its slices, the partial-rotary apply_rotary_pos_emb, Phi3MLP's
+         gate_up_proj and chunk, Phi3DecoderLayer's residual dropouts)
   loss   loss/loss_utils.py at 0114da07ec0e (ForCausalLMLoss: logits.float(),
          labels padded with -100 and shifted, no shifted copy of the logits)
   Conv1D pytorch_utils.py (Conv1D.forward: torch.addmm(bias, x.view(-1, nx), W))
@@ -371,14 +377,21 @@ class LlamaAttention(nn.Module):
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, d, bias=bias)
         self.sdpa = sdpa
 
-    def forward(self, hidden_states, position_embeddings, attention_mask):
-        input_shape = hidden_states.shape[:-1]
-        hidden_shape = (*input_shape, -1, self.head_dim)
+    def states(self, hidden_states, position_embeddings):
+        """query, key and value states after the rope (the family's own
+        part of the forward: Qwen3Attention and Phi3Attention replace it;
+        the names that call it hold them as the inline code's did)."""
+        hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
         query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         cos, sin = position_embeddings
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        return query_states, key_states, value_states
+
+    def forward(self, hidden_states, position_embeddings, attention_mask):
+        input_shape = hidden_states.shape[:-1]
+        query_states, key_states, value_states = self.states(hidden_states, position_embeddings)
         p = self.attention_dropout if self.training else 0.0
         if self.sdpa:
             # integrations/sdpa_attention.py (transformers e2feb59b6212, 5.x):
@@ -431,10 +444,10 @@ class LlamaMLP(nn.Module):
 class LlamaDecoderLayer(nn.Module):
     """modeling_llama.py LlamaDecoderLayer.forward (5dd4a63548857797)."""
 
-    def __init__(self, cfg, sdpa):
+    def __init__(self, cfg, sdpa, attn=None):
         super().__init__()
         eps = cfg.get("rms_norm_eps", 1e-6)
-        self.self_attn = LlamaAttention(cfg, sdpa)
+        self.self_attn = (attn or LlamaAttention)(cfg, sdpa)
         self.mlp = LlamaMLP(cfg)
         self.input_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
         self.post_attention_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
@@ -459,13 +472,14 @@ class LlamaForCausalLM(nn.Module):
     rotary_emb; layers; norm; lm_head (untied unless the config ties it);
     ForCausalLMLoss."""
 
-    def __init__(self, cfg, tied, sdpa):
+    def __init__(self, cfg, tied, sdpa, attn=None):
         super().__init__()
         d, V = cfg["hidden_size"], cfg["vocab_size"]
         self.cfg = cfg
         self.embed_tokens = nn.Embedding(V, d)
         nn.init.normal_(self.embed_tokens.weight, std=0.02)
-        self.layers = nn.ModuleList([LlamaDecoderLayer(cfg, sdpa) for _ in range(cfg["num_hidden_layers"])])
+        layer = Phi3DecoderLayer if attn is Phi3Attention else LlamaDecoderLayer
+        self.layers = nn.ModuleList([layer(cfg, sdpa, attn) for _ in range(cfg["num_hidden_layers"])])
         self.norm = LlamaRMSNorm(d, cfg.get("rms_norm_eps", 1e-6))
         self.rotary_emb = LlamaRotaryEmbedding(cfg)
         self.lm_head = nn.Linear(d, V, bias=False)
@@ -499,6 +513,155 @@ class LlamaForCausalLM(nn.Module):
         loss = LOSS[0](logits, labels, self.cfg["vocab_size"])
         mark("fwd:loss:end")
         return loss, logits  # CausalLMOutput(loss=loss, logits=logits)
+
+
+# Qwen2 and Qwen3 (transformers 5.x; the stored snapshots: modeling_qwen2.py
+# at 63bb72374703, modeling_qwen3.py at 000c33fdfde1). Both files are
+# generated from llama's modular: Qwen2RMSNorm, Qwen3RMSNorm, Qwen2MLP,
+# Qwen3MLP, rotate_half, apply_rotary_pos_emb, repeat_kv,
+# eager_attention_forward and the decoder layers are LlamaRMSNorm's,
+# LlamaMLP's, ... op for op (the classes above); the attention differs.
+
+
+class Qwen2Attention(LlamaAttention):
+    """modeling_qwen2.py Qwen2Attention (63bb72374703): __init__ makes
+    q_proj, k_proj and v_proj with bias=True, o_proj with bias=False;
+    forward is llama's (view, transpose(1, 2), apply_rotary_pos_emb,
+    eager_attention_forward, reshape(...).contiguous(), o_proj). The
+    sliding_window it passes is None unless use_sliding_window (refused
+    by the test's configs: none set it)."""
+
+    def __init__(self, cfg, sdpa):
+        super().__init__(cfg, sdpa)
+        d = cfg["hidden_size"]
+        self.q_proj = nn.Linear(d, self.num_heads * self.head_dim, bias=True)
+        self.k_proj = nn.Linear(d, self.num_kv * self.head_dim, bias=True)
+        self.v_proj = nn.Linear(d, self.num_kv * self.head_dim, bias=True)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, d, bias=False)
+
+
+class Qwen3Attention(LlamaAttention):
+    """modeling_qwen3.py Qwen3Attention (000c33fdfde1): head_dim from the
+    config (Qwen3Config's default 128, not hidden / heads), q/k/v/o_proj
+    with bias=attention_bias (False), then q_norm and k_norm, each a
+    Qwen3RMSNorm(head_dim, rms_norm_eps) (registered after o_proj); forward:
+    query_states = q_norm(q_proj(x).view(hidden_shape)).transpose(1, 2),
+    key_states likewise with k_norm, value_states = v_proj(x).view(...)
+    .transpose(1, 2); then llama's rope, eager_attention_forward, reshape,
+    o_proj."""
+
+    def __init__(self, cfg, sdpa):
+        super().__init__(cfg, sdpa)
+        eps = cfg.get("rms_norm_eps", 1e-6)
+        self.q_norm = LlamaRMSNorm(self.head_dim, eps)
+        self.k_norm = LlamaRMSNorm(self.head_dim, eps)
+
+    def states(self, hidden_states, position_embeddings):
+        hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
+        query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+        key_states = self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+        value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        return query_states, key_states, value_states
+
+
+def phi3_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+    """modeling_phi3.py apply_rotary_pos_emb (00d4b3d2142c; partial rotary):
+    rotary_dim = cos.shape[-1]; q_rot, q_pass = q[..., :rotary_dim],
+    q[..., rotary_dim:]; q_embed = cat([(q_rot * cos) + (rotate_half(q_rot)
+    * sin), q_pass], dim=-1); k likewise."""
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    rotary_dim = cos.shape[-1]
+    q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]
+    k_rot, k_pass = k[..., :rotary_dim], k[..., rotary_dim:]
+    q_embed = torch.cat([(q_rot * cos) + (rotate_half(q_rot) * sin), q_pass], dim=-1)
+    k_embed = torch.cat([(k_rot * cos) + (rotate_half(k_rot) * sin), k_pass], dim=-1)
+    return q_embed, k_embed
+
+
+class Phi3Attention(LlamaAttention):
+    """modeling_phi3.py Phi3Attention (00d4b3d2142c): o_proj registered
+    before qkv_proj (one nn.Linear of (h + 2 kv) hd rows, no bias); forward:
+    qkv = qkv_proj(x); query_states = qkv[..., :query_pos], key_states =
+    qkv[..., query_pos : query_pos + kv hd], value_states = qkv[...,
+    query_pos + kv hd:]; each .view(hidden_shape).transpose(1, 2);
+    apply_rotary_pos_emb (the partial-rotary one above); then llama's
+    eager_attention_forward, reshape, o_proj (LlamaAttention.forward's).
+    (That snapshot's attention
+    computes cos and sin itself, through a rotary_emb of its own, from a
+    deprecated position_embeddings; 43c2b4816a65 and 5.x's other files
+    pass the model's position_embeddings, as here.)"""
+
+    def __init__(self, cfg, sdpa):
+        super().__init__(cfg, sdpa)
+        d = cfg["hidden_size"]
+        del self.q_proj, self.k_proj, self.v_proj, self.o_proj
+        op_size = self.num_heads * self.head_dim + 2 * (self.num_kv * self.head_dim)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, d, bias=False)
+        self.qkv_proj = nn.Linear(d, op_size, bias=False)
+
+    def states(self, hidden_states, position_embeddings):
+        hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
+        qkv = self.qkv_proj(hidden_states)
+        query_pos = self.num_heads * self.head_dim
+        query_states = qkv[..., :query_pos]
+        key_states = qkv[..., query_pos: query_pos + self.num_kv * self.head_dim]
+        value_states = qkv[..., query_pos + self.num_kv * self.head_dim:]
+        query_states = query_states.view(hidden_shape).transpose(1, 2)
+        key_states = key_states.view(hidden_shape).transpose(1, 2)
+        value_states = value_states.view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        query_states, key_states = phi3_apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        return query_states, key_states, value_states
+
+
+class Phi3MLP(nn.Module):
+    """modeling_phi3.py Phi3MLP (00d4b3d2142c): up_states =
+    gate_up_proj(x); gate, up_states = up_states.chunk(2, dim=-1);
+    up_states = up_states * activation_fn(gate); down_proj(up_states)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d, f = cfg["hidden_size"], cfg["intermediate_size"]
+        self.gate_up_proj = nn.Linear(d, 2 * f, bias=False)
+        self.down_proj = nn.Linear(f, d, bias=False)
+        self.activation_fn = nn.SiLU()
+
+    def forward(self, hidden_states):
+        up_states = self.gate_up_proj(hidden_states)
+        gate, up_states = up_states.chunk(2, dim=-1)
+        up_states = up_states * self.activation_fn(gate)
+        return self.down_proj(up_states)
+
+
+class Phi3DecoderLayer(LlamaDecoderLayer):
+    """modeling_phi3.py Phi3DecoderLayer (00d4b3d2142c): llama's, with
+    resid_attn_dropout and resid_mlp_dropout (nn.Dropout(resid_pdrop),
+    Phi3Config's default 0.0) on each sublayer's output before its
+    residual add."""
+
+    def __init__(self, cfg, sdpa, attn=None):
+        super().__init__(cfg, sdpa, Phi3Attention)
+        self.mlp = Phi3MLP(cfg)
+        p = cfg.get("resid_pdrop", 0.0)
+        self.resid_attn_dropout = nn.Dropout(p)
+        self.resid_mlp_dropout = nn.Dropout(p)
+
+    def forward(self, hidden_states, attention_mask, position_embeddings):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states = self.self_attn(hidden_states, position_embeddings, attention_mask)
+        hidden_states = residual + self.resid_attn_dropout(hidden_states)
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        return residual + self.resid_mlp_dropout(hidden_states)
+
+
+FAMILY_ATTENTION = {"llama": LlamaAttention, "mistral": LlamaAttention, "qwen2": Qwen2Attention,
+                    "qwen3": Qwen3Attention, "phi3": Phi3Attention}
 
 
 LOSS = [for_causal_lm_loss]
@@ -677,13 +840,15 @@ def build(a):
     if family == "gpt2":
         cfg = gpt2_config(raw, dropout)
         tied = raw.get("tie_word_embeddings", True) if a.tied is None else a.tied
-    elif family in ("llama", "mistral"):
+    elif family in FAMILY_ATTENTION:
         cfg = dict(raw)
         if not dropout:
             cfg["attention_dropout"] = 0.0
+            if family == "phi3":
+                cfg["resid_pdrop"] = 0.0
         tied = raw.get("tie_word_embeddings", False) if a.tied is None else a.tied
     else:
-        sys.exit(f"hf_torch: model_type {family!r} is not gpt2, llama or mistral")
+        sys.exit(f"hf_torch: model_type {family!r} is not gpt2, {', '.join(FAMILY_ATTENTION)}")
     return raw, family, cfg, tied
 
 
@@ -736,7 +901,7 @@ def run(a):
         if family == "gpt2":
             model = GPT2LMHeadModel(cfg, tied, a.mask, sdpa)
         else:
-            model = LlamaForCausalLM(cfg, tied, sdpa)
+            model = LlamaForCausalLM(cfg, tied, sdpa, FAMILY_ATTENTION[family])
         model.train()
         install_hooks(model, set(model.units))
         if a.ddp:
@@ -1142,7 +1307,8 @@ def report(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True, help="a Hugging Face config.json (gpt2, llama, mistral)")
+    ap.add_argument("--model", required=True,
+                    help="a Hugging Face config.json (gpt2, llama, mistral, qwen2, qwen3, phi3)")
     ap.add_argument("--seq", type=int, default=32)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--steps", type=int, default=3, help="clean steps; the last is the steady one measured")

@@ -22,7 +22,11 @@
 # (--wrapper ddp --schemes zero1), every rank's figures, at N = 2 and 3; gpt2 and llama with dropout 0.1 from their
 # configs (the CPU's noise tensors kept by autograd), where zerosim's
 # measure, which runs real dropout with its own seeded masks, must give
-# the theory's bytes too.
+# the theory's bytes too; the tiny qwen2 (q/k/v biased) and qwen3 (q_norm
+# and k_norm, head_dim 24 apart from hidden / heads), qwen2 with
+# set_to_none, qwen3 tied with foreach Adam, each with the engine's
+# measure too; the tiny phi3 (qkv_proj and gate_up_proj fused), and tied
+# with set_to_none, with measure.
 #
 # `tests/hf_torch.sh table` (make check-torch-ref; ZS_HF_SMALL=0 leaves out
 # GPT-2 small, minutes a run; ZS_TORCH26_ROOT names the 2.6 root): the issue's cases with
@@ -70,6 +74,28 @@ sed 's/"attention_dropout": 0.0/"attention_dropout": 0.1/' "$tmp/tiny-llama.json
 # than DDP's first bucket of 1 MiB: with bucket_cap_mb 0.25 four buckets
 # under 1.13, seven under 2.6 (whose first bucket is the cap once given)
 sed 's/"n_embd": 64/"n_embd": 128/; s/"vocab_size": 256/"vocab_size": 512/' "$tmp/tiny-gpt2.json" >"$tmp/tiny-gpt2-wide.json"
+# qwen2 (llama's shape, q/k/v biased: modeling_qwen2.py) and qwen3 (q_norm
+# and k_norm over each head, a head_dim, 24, apart from hidden / heads:
+# modeling_qwen3.py), the tiny llama's shape otherwise
+cat >"$tmp/tiny-qwen2.json" <<'EOF'
+{"model_type": "qwen2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "intermediate_size": 160, "max_position_embeddings": 64, "vocab_size": 256,
+ "rms_norm_eps": 1e-06, "tie_word_embeddings": false, "hidden_act": "silu", "attention_dropout": 0.0}
+EOF
+cat >"$tmp/tiny-qwen3.json" <<'EOF'
+{"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "head_dim": 24, "intermediate_size": 160, "max_position_embeddings": 64,
+ "vocab_size": 256, "rms_norm_eps": 1e-06, "tie_word_embeddings": false, "hidden_act": "silu",
+ "attention_dropout": 0.0}
+EOF
+# phi3 (modeling_phi3.py: qkv_proj and gate_up_proj fused, sliced and
+# chunked; pad_token_id null: Phi3Config's 32000 is no row of V 256)
+cat >"$tmp/tiny-phi3.json" <<'EOF'
+{"model_type": "phi3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "intermediate_size": 160, "max_position_embeddings": 64, "vocab_size": 256,
+ "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu", "attention_dropout": 0.0,
+ "resid_pdrop": 0.0, "pad_token_id": null}
+EOF
 # llama with as many k/v heads as heads (no grouped-query attention: 2.6's
 # CPU SDPA runs its flash kernel), 256 positions (seq 200 takes 64-row blocks)
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/; s/"max_position_embeddings": 64/"max_position_embeddings": 256/' \
@@ -263,6 +289,9 @@ EOF
 		"llama tiny, tied" "--model $tmp/tiny-llama.json --tied" \
 		"llama tiny, foreach" "--model $tmp/tiny-llama.json --optimizer-impl foreach" \
 		"llama tiny, attention dropout 0.1" "--model $tmp/tiny-llama-drop.json --dropout config" \
+		"qwen2 tiny" "--model $tmp/tiny-qwen2.json" \
+		"qwen3 tiny" "--model $tmp/tiny-qwen3.json" \
+		"phi3 tiny" "--model $tmp/tiny-phi3.json" \
 		"GPT-2 small seq 256" "--model $src/data/models/gpt2.json --seq 256 --batch 1" \
 		"GPT-2 small seq 256, foreach" "--model $src/data/models/gpt2.json --seq 256 --batch 1 --optimizer-impl foreach"
 	while [ $# -ge 2 ]; do
@@ -318,7 +347,8 @@ fi
 # comparison above against PyTorch 2.6 in its Debian 13 root
 # (tests/torch26_root.sh makes it when absent), at 2.6's defaults and
 # beyond: zero_grad set_to_none and zeros, Adam single, foreach and fused,
-# SDPA (gpt2; llama with as many k/v heads as heads), dropout, DDP N = 2 (USE_LIBUV=0: 2.6's gloo rendezvous),
+# SDPA (gpt2; llama with as many k/v heads as heads), dropout, qwen2,
+# qwen3 and phi3 (eager), DDP N = 2 (USE_LIBUV=0: 2.6's gloo rendezvous),
 # ZeroRedundancyOptimizer over DDP at N = 2 and 3 (its every rank). PyTorch
 # runs in the root (hf_torch.py alone: zerosim is this machine's binary),
 # zerosim's theory and measure here; equal to the byte or this fails.
@@ -345,6 +375,12 @@ if [ "${1:-}" = torch26 ]; then
 		"llama-dropout|tiny-llama-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
 		"llama-mha-sdpa|tiny-llama-mha|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
 		"llama-mha-sdpa-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa" \
+		"qwen2|tiny-qwen2|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
+		"qwen2-zeros|tiny-qwen2|--zero-grad zeros|--wrapper none --optimizer-impl single --zero-grad zeros" \
+		"qwen3|tiny-qwen3|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
+		"qwen3-zeros-foreach|tiny-qwen3|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
+		"phi3|tiny-phi3|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
+		"phi3-zeros|tiny-phi3|--zero-grad zeros|--wrapper none --optimizer-impl single --zero-grad zeros" \
 		"ddp2-gpt2|tiny-gpt2|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
 		"ddp2-gpt2-zeros|tiny-gpt2|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
 		"ddp2-llama|tiny-llama|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
@@ -425,19 +461,30 @@ for case in \
 	"ddp2-gpt2-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --ddp 2|$ddp --optimizer-impl single --zero-grad none" \
 	"ddp2-gpt2-buckets|--model $tmp/tiny-gpt2-wide.json --zero-grad zeros --ddp 2 --bucket-cap-mb 0.25|$ddp --optimizer-impl single --zero-grad zeros --bucket-cap 0.25" \
 	"gpt2-dropout|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-	"llama-dropout|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros"
+	"llama-dropout|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"qwen2|--model $tmp/tiny-qwen2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"qwen2-set_to_none|--model $tmp/tiny-qwen2.json --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
+	"qwen3|--model $tmp/tiny-qwen3.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"qwen3-tied-foreach|--model $tmp/tiny-qwen3.json --tied --zero-grad zeros --optimizer-impl foreach|$plain --optimizer-impl foreach --zero-grad zeros" \
+	"phi3|--model $tmp/tiny-phi3.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"phi3-tied-set_to_none|--model $tmp/tiny-phi3.json --tied --zero-grad none|$plain --optimizer-impl single --zero-grad none"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}
 	# shellcheck disable=SC2086
 	one "$py" "$src/tests/hf_torch.py" $targs --zerosim "$zerosim" --zerosim-args "$zargs" --no-attribution \
 		--out "$tmp/out.json"
-	# DDP's and dropout's cases: the engine's measure too (dropout's masks
-	# are its own, drawn from --seed: the bytes are what is compared)
+	# DDP's, dropout's and the newer families' cases: the engine's measure
+	# too (dropout's masks are its own, drawn from --seed: the bytes are
+	# what is compared)
 	set --
 	case $label in
-	ddp2-* | *dropout*)
+	ddp2-* | *dropout* | qwen* | phi3*)
 		cfg=$(echo "$targs" | sed 's/^--model \([^ ]*\).*/\1/')
+		case $targs in *--tied*)
+			sed 's/"tie_word_embeddings": false/"tie_word_embeddings": true/' "$cfg" >"$tmp/tied-case.json"
+			cfg=$tmp/tied-case.json ;;
+		esac
 		world=1 tl=
 		case $label in ddp2-*) world=2 tl=--timeline ;; esac # --timeline: the buckets, each its bytes
 		# shellcheck disable=SC2086

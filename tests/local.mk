@@ -73,8 +73,8 @@ endif
 # The plain loop's engine computes the step it describes: its losses are
 # the fused engine's (first step: the forward and the loss; three steps:
 # backward and Adam too).
-TESTS += tests/ag_exec_losses.sh tests/ag_exec_train.sh tests/ag_exec_llama.sh
-EXTRA_DIST += tests/ag_exec_losses.sh tests/ag_exec_train.sh tests/ag_exec_llama.sh
+TESTS += tests/ag_exec_losses.sh tests/ag_exec_train.sh tests/ag_exec_llama.sh tests/ag_exec_families.sh
+EXTRA_DIST += tests/ag_exec_losses.sh tests/ag_exec_train.sh tests/ag_exec_llama.sh tests/ag_exec_families.sh
 
 # Agreement with PyTorch (skipped where no python3 imports torch).
 check_PROGRAMS += tests/tfm_dump

@@ -5,7 +5,8 @@
 # first step's (ln 256 = 5.55 at the start; pad_token_id 0, nn.Embedding's
 # padding_idx, takes no gradient from the lookups); one weights digest per N
 # across the four schemes; the shipped phi-3-mini-4k by its Hub id; and
-# what measure refuses of a phi3 config, by name. theory = measure for
+# what measure refuses of a phi3 config, by name; the plain PyTorch loop's
+# step (theory = measure, the losses the fused engine's). theory = measure for
 # phi3 is in theory_vs_measure.sh, its parameter count in test_theory.
 # Runs from the build directory; ZS_BUILDDIR overrides (tests/family_lib.sh).
 set -u
@@ -50,6 +51,18 @@ tr -d '\n' <"$tmp/phi3-tiny.json" | sed 's/, *"pad_token_id": 0//' >"$tmp/nopad.
 expect_refused "\"pad_token_id\" is 32000 (Phi3Config's default), no row of the 256-token table" "$tmp/nopad.json" --seq 8
 sed 's/"pad_token_id": 0/"pad_token_id": 256/' "$tmp/phi3-tiny.json" >"$tmp/pad256.json"
 expect_refused '"pad_token_id" is 256, no row' "$tmp/pad256.json" --seq 8
+# the plain PyTorch loop (--wrapper none: modeling_phi3.py's step, the
+# fused qkv_proj sliced, gate_up_proj chunked) runs it, theory = measure
+# (tests/hf_torch.sh holds it to PyTorch's bytes); the partial rotary
+# factor, which slices and cats the rope's input, it refuses, theory too
+plain_loop_agrees "$tmp/phi3-tiny.json"
+rm -f "$tmp/r.json"
+"$zerosim" theory --model "$tmp/partial.json" --seq 8 --framework torch --wrapper none --torch-device cpu \
+	--precision fp32 --attn eager --world 1 --out "$tmp/r.json" 2>"$tmp/err"
+rc=$?
+{ [ "$rc" -eq 2 ] && [ ! -e "$tmp/r.json" ] &&
+	grep -q '"partial_rotary_factor" is 0.75; .*the PyTorch step is described for those numerics only' "$tmp/err"; } ||
+	fail "theory --wrapper none on partial_rotary_factor 0.75: exit $rc, $(cat "$tmp/err")"
 # and theory reads them all (no byte depends on the numerics)
 for f in partial longrope nopad pad256; do
 	"$zerosim" theory --model "$tmp/$f.json" --seq 8 --world 2 --out "$tmp/t$f.json" 2>"$tmp/err" ||

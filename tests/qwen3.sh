@@ -6,7 +6,8 @@
 # the first step's (ln 256 = 5.55 at the start); one weights digest per N
 # across the four schemes in both precisions; the shipped qwen3-0.6b by its
 # Hub id, its count and its q/k norms' module; and what is refused of a
-# qwen3 config, by name. theory = measure for qwen3 is in
+# qwen3 config, by name; the plain PyTorch loop's step (theory = measure,
+# the losses the fused engine's). theory = measure for qwen3 is in
 # theory_vs_measure.sh, its parameter count worked by hand in test_theory,
 # its agreement with PyTorch in tfm_torch.sh.
 # Runs from the build directory; ZS_BUILDDIR overrides (tests/family_lib.sh).
@@ -57,9 +58,9 @@ expect_refused "window: --seq 8 is longer than its sliding_window 4" "$tmp/windo
 sed 's/"qwen3"/"qwen3_moe"/' "$tmp/qwen3-tiny.json" >"$tmp/moe.json"
 expect_refused "\"model_type\" 'qwen3_moe' is not modelled (gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text)" \
 	"$tmp/moe.json" --seq 8
-# the plain PyTorch loop (--wrapper none) describes no qwen3 step yet: a
-# usage refusal (exit 2, as theory) naming the family
-plain_loop_refuses "$tmp/qwen3-tiny.json" qwen3
+# the plain PyTorch loop (--wrapper none: modeling_qwen3.py's step) runs
+# it, theory = measure; tests/hf_torch.sh holds it to PyTorch's bytes
+plain_loop_agrees "$tmp/qwen3-tiny.json"
 # and theory reads those whose numerics alone the engine does not run
 for f in yarn window; do
 	"$zerosim" theory --model "$tmp/$f.json" --seq 8 --world 2 --out "$tmp/t$f.json" 2>"$tmp/err" ||

@@ -662,6 +662,22 @@ static T layer_norm_bwd(struct bld *b, T g, struct ln_saved *sv, struct pt *w, s
 	return dx;
 }
 
+/* A layer's rows r [rows, n] (its holder taken) as a view in g's shape
+ * but for the last dim, n: its output viewed back in its input's shape
+ * (x.view(-1, in) undone), or its x gradient as ViewBackward hands it on
+ * (x's shape, which is that of the layer's output gradient g but for the
+ * last dim). */
+static T grad_in_x_shape(struct bld *b, T r, const struct ag_tensor *g)
+{
+	uint64_t sh[AG_MAXDIM];
+	for (unsigned i = 0; i < g->ndim; i++)
+		sh[i] = g->shape[i];
+	sh[g->ndim - 1] = b->s->tensor[r].shape[1];
+	T v = reshape(b, r, g->ndim, sh);
+	unref(b, r);
+	return v;
+}
+
 /* Conv1D: torch.addmm(bias, x.view(-1, nx), W), viewed back. */
 struct conv_saved { T x2; };
 
@@ -674,33 +690,13 @@ static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_sav
 	T y = TMP("addmm", AG_F32, rows, nf);
 	op(b, AG_OP_ADDMM, x2, w->w, bb->w, y, NO, NO);
 	sv->x2 = x2; /* saved (mat1): the view's holder passes to the node */
-	uint64_t sh[AG_MAXDIM];
-	for (unsigned i = 0; i < o->ndim; i++)
-		sh[i] = o->shape[i];
-	sh[o->ndim - 1] = nf;
-	T yv = reshape(b, y, o->ndim, sh);
-	unref(b, y);
-	return yv;
+	return grad_in_x_shape(b, y, o);
 }
 
 /* AddmmBackward (and the sum_to of its bias's gradient): dx, dW, db;
  * then the saved input released; the AccumulateGrads of bias and weight
  * (their nodes run at once, the bias's first). g is released when
  * `owned` (the node had the last holder of it). Returns dx as [rows, nx]. */
-/* A layer's x gradient dx [rows, n] (its holder taken) as the view
- * ViewBackward hands on: x's shape, which is that of the layer's output
- * gradient g but for the last dim. */
-static T grad_in_x_shape(struct bld *b, T dx, const struct ag_tensor *g)
-{
-	uint64_t sh[AG_MAXDIM];
-	for (unsigned i = 0; i < g->ndim; i++)
-		sh[i] = g->shape[i];
-	sh[g->ndim - 1] = b->s->tensor[dx].shape[1];
-	T v = reshape(b, dx, g->ndim, sh);
-	unref(b, dx);
-	return v;
-}
-
 static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct pt *w, struct pt *bb)
 {
 	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
@@ -1505,13 +1501,7 @@ static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
 	op(b, AG_OP_MM, x2, wt, NO, y, NO, NO);
 	unref(b, wt);
 	sv->x2 = x2;
-	uint64_t sh[AG_MAXDIM];
-	for (unsigned i = 0; i < o->ndim; i++)
-		sh[i] = o->shape[i];
-	sh[o->ndim - 1] = out;
-	T yv = reshape(b, y, o->ndim, sh);
-	unref(b, y);
-	return yv;
+	return grad_in_x_shape(b, y, o);
 }
 
 /* MmBackward of a linear layer: W^t's gradient first (made as W's
@@ -1538,6 +1528,59 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 	/* ViewBackward (x.view(-1, in)) hands on a view of it in x's shape */
 	T dxv = grad_in_x_shape(b, dx, &go_);
 	arrive(b, xbuf, dxv);
+	accumulate(b, w, dw);
+}
+
+/* nn.Linear with a bias on [.., in] (qwen2's q_proj, k_proj, v_proj):
+ * 1.13's at::linear flattens a contiguous 3-D input (_flatten_3d_linear):
+ * addmm(bias, x.view(-1, in), W.t()) viewed back; AddmmBackward keeps
+ * mat1 (the view) and mat2 (W^t, a view of the parameter). Without a
+ * bias, linear's mm. */
+static T linear_b(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_saved *sv)
+{
+	if (!bias)
+		return linear(b, x, w, sv);
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+	uint64_t in = o->shape[o->ndim - 1], rows = numel(o) / in, out = b->s->tensor[w->w].shape[0];
+	T wt = transpose_last2(b, w->w);
+	T x2 = reshape(b, x, 2, SH(rows, in));
+	T y = TMP("addmm (linear, bias)", AG_F32, rows, out);
+	op(b, AG_OP_ADDMM, x2, wt, bias->w, y, NO, NO);
+	unref(b, wt);
+	sv->x2 = x2; /* saved (mat1): the view's holder passes to the node */
+	return grad_in_x_shape(b, y, o);
+}
+
+/* Its AddmmBackward (derivatives.yaml addmm: mat1's mm_mat1_backward,
+ * then mat2's mm_mat2_backward, made in W's [out, in] layout; the bias's
+ * grad is the incoming one, summed to [out] by validate_outputs); the
+ * node's input released when `owned`, then its saved mat1; then the
+ * ready queue: the bias's AccumulateGrad (the highest sequence number),
+ * x's ViewBackward (dx to *xbuf), TBackward to the weight's. */
+static void linear_b_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, struct pt *w, struct pt *bias, T *xbuf)
+{
+	if (!bias) {
+		linear_bwd(b, g, owned, sv, w, xbuf);
+		return;
+	}
+	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
+	uint64_t rows = xo->shape[0], in = xo->shape[1], out = b->s->tensor[w->w].shape[0];
+	const struct ag_tensor go_ = b->s->tensor[g];
+	T g2 = reshape(b, g, 2, SH(rows, out));
+	T dx = TMP("mm (addmm backward, mat1)", AG_F32, rows, in);
+	op(b, AG_OP_MM, g2, w->w, NO, dx, NO, NO);
+	T dw = TMP("mm (addmm backward, mat2)", AG_F32, out, in);
+	T gt = transpose_last2(b, g2);
+	op(b, AG_OP_MM, gt, sv->x2, NO, dw, NO, NO);
+	unref(b, gt);
+	T db = TMP("sum (addmm backward, bias)", AG_F32, out);
+	op(b, AG_OP_SUM_ROWS, g2, NO, NO, db, NO, NO);
+	unref(b, g2);
+	if (owned)
+		unref(b, g);
+	unref(b, sv->x2);
+	accumulate(b, bias, db);
+	arrive(b, xbuf, grad_in_x_shape(b, dx, &go_));
 	accumulate(b, w, dw);
 }
 
@@ -1761,12 +1804,29 @@ struct llama_layer_saved {
 	struct rms_saved n1, n2;
 	struct lin_saved q, k, v, o, gate, up, down;
 	struct rope_saved rq, rk;
+	struct rms_saved qn, kn;     /* qwen3's q_norm and k_norm */
+	T qkv_pass;                  /* phi3: the holder of the rope's gradient that k_pass's and q_pass's
+	                              * narrow views keep (their SliceBackward runs after both ropes) */
 	T qe, ktc, sc_w, attw, vr;   /* attention's saved: q_embed, k^T's copy, scaling's number, the weights
 	                              * bmm keeps (the dropout's output), v repeated */
 	T sm, drop_attn;             /* softmax's result; the dropout's noise (NO for p = 0) */
 	struct sdpa_saved sd;        /* --attn sdpa: the flash kernel's saved set */
 	T gate_o, silu_o, up_o;      /* the MLP's */
 };
+
+/* Phi-3's layer in model.parameters() order (modeling_phi3.py:
+ * Phi3Attention registers o_proj before qkv_proj; Phi3MLP gate_up_proj,
+ * down_proj; then the two norms), each fused tensor one parameter. */
+static void phi3_layer_params(struct bld *b, struct model *M, unsigned long long L)
+{
+	static const char *const order[] = { "self_attn.o_proj", "self_attn.qkv_proj", "mlp.gate_up_proj",
+		                             "mlp.down_proj", "input_layernorm", "post_attention_layernorm" };
+	char n[256];
+	for (size_t j = 0; j < sizeof order / sizeof *order; j++) {
+		snprintf(n, sizeof n, "model.layers.%llu.%s.weight", L, order[j]);
+		add_param(b, M, find_tensor(b, n), -1);
+	}
+}
 
 static void llama_setup(struct bld *b, struct model *M)
 {
@@ -1779,12 +1839,30 @@ static void llama_setup(struct bld *b, struct model *M)
 	add_param(b, M, find_tensor(b, "model.embed_tokens.weight"), -1);
 	for (uint64_t l = 0; l < m->layers; l++) {
 		unsigned long long L = (unsigned long long)l;
+		snprintf(n, sizeof n, "model.layers.%llu.self_attn.qkv_proj.weight", L);
+		if (find_tensor(b, n) >= 0) {
+			phi3_layer_params(b, M, L);
+			continue;
+		}
 		snprintf(n, sizeof n, "model.layers.%llu.self_attn.{q,k,v}_proj.weight", L);
 		int32_t qkv = find_tensor(b, n);
-		for (int part = 0; part < 3; part++)
+		/* qwen2's biases: each projection's weight, then its bias */
+		snprintf(n, sizeof n, "model.layers.%llu.self_attn.{q,k,v}_proj.bias", L);
+		int32_t qkvb = find_tensor(b, n);
+		for (int part = 0; part < 3; part++) {
 			add_param(b, M, qkv, part);
+			if (qkvb >= 0)
+				add_param(b, M, qkvb, part);
+		}
 		snprintf(n, sizeof n, "model.layers.%llu.self_attn.o_proj.weight", L);
 		add_param(b, M, find_tensor(b, n), -1);
+		/* qwen3's q_norm and k_norm, registered after o_proj */
+		snprintf(n, sizeof n, "model.layers.%llu.self_attn.{q,k}_norm.weight", L);
+		int32_t qkn = find_tensor(b, n);
+		if (qkn >= 0) {
+			add_param(b, M, qkn, 0);
+			add_param(b, M, qkn, 1);
+		}
 		snprintf(n, sizeof n, "model.layers.%llu.mlp.{gate,up}_proj.weight", L);
 		int32_t gu = find_tensor(b, n);
 		add_param(b, M, gu, 0);
@@ -1820,6 +1898,217 @@ static struct pt *PP(struct model *M, struct bld *b, int part, const char *fmt, 
 	return q;
 }
 
+/* Layer i's bias of q, k or v (part 0, 1, 2), NULL where the family's
+ * projections have none (qwen2's have: Qwen2Attention, bias=True). */
+static struct pt *qkv_bias(struct model *M, struct bld *b, int i, int part)
+{
+	char name[128];
+	snprintf(name, sizeof name, "model.layers.%d.self_attn.{q,k,v}_proj.bias", i);
+	return P_part(M, b, name, part);
+}
+
+/* Layer i's per-head norm of q or k (part 0, 1), NULL where the family
+ * has none (qwen3's q_norm and k_norm: Qwen3RMSNorm(head_dim)). */
+static struct pt *qk_norm(struct model *M, struct bld *b, int i, int part)
+{
+	char name[128];
+	if (part > 1)
+		return NULL;
+	snprintf(name, sizeof name, "model.layers.%d.self_attn.{q,k}_norm.weight", i);
+	return P_part(M, b, name, part);
+}
+
+/* One of layer i's q, k, v (part 0, 1, 2; n heads) from the normed input
+ * x: its projection (biased in qwen2), viewed [B, T, n, hd], through the
+ * head's norm in qwen3 (Qwen3Attention.forward: q_norm(q_proj(x)
+ * .view(hidden_shape)).transpose(1, 2), q's made and normed before k's
+ * projection), and transposed to [B, n, T, hd] (a view). */
+static T head_states(struct bld *b, struct model *M, T x, int i, int part, uint64_t n, struct lin_saved *ls,
+                     struct rms_saved *ns)
+{
+	uint64_t B = b->o->batch, Tn = b->o->seq, hd = b->m->head_dim;
+	T y = linear_b(b, x, PP(M, b, part, "model.layers.%d.self_attn.{q,k,v}_proj.weight", i), qkv_bias(M, b, i, part),
+	               ls);
+	struct pt *nw = qk_norm(M, b, i, part);
+	if (nw) {
+		T y4 = reshape(b, y, 4, SH(B, Tn, n, hd));
+		unref(b, y);
+		int32_t mod = b->module;
+		b->module = modname(b, "model.layers.%d.self_attn.{q,k}_norm", i);
+		y = rmsnorm(b, y4, nw, ns);
+		unref(b, y4);
+		b->module = mod;
+	}
+	T t = vw(b, y, 4, SH(B, n, Tn, hd),
+	         (const int64_t[]){ (int64_t)(Tn * n * hd), (int64_t)hd, (int64_t)(n * hd), 1 }, 0);
+	unref(b, y);
+	return t;
+}
+
+/* Its backward from the grad g of the [B, n, T, hd] states (released):
+ * TransposeBackward's view; in qwen3 the head's norm backward, whose sum
+ * lies in the transposed grad's layout (TensorIterator follows its first
+ * operand), so ViewBackward's reshape to [B, T, n·hd] copies, as it does
+ * without a norm; then the projection's backward, x's grad to *xbuf. */
+static void head_states_bwd(struct bld *b, struct model *M, T g, int i, int part, uint64_t n, struct lin_saved *ls,
+                            struct rms_saved *ns, T *xbuf)
+{
+	uint64_t B = b->o->batch, Tn = b->o->seq, hd = b->m->head_dim;
+	/* TransposeBackward: the [B, n, T, hd] grad read as [B, T, n, hd] */
+	T pv = vw(b, g, 4, SH(B, Tn, n, hd), (const int64_t[]){ (int64_t)(n * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 },
+	          0);
+	unref(b, g);
+	struct pt *nw = qk_norm(M, b, i, part);
+	if (nw) {
+		int32_t mod = b->module;
+		b->module = modname(b, "model.layers.%d.self_attn.{q,k}_norm", i);
+		T nb = NO;
+		rmsnorm_bwd(b, pv, ns, nw, &nb);
+		b->module = mod;
+		pv = reshape(b, nb, 4, SH(B, Tn, n, hd));
+		unref(b, nb);
+	}
+	T c = TMP("clone (heads' grad to [B, T, n hd])", AG_F32, B, Tn, n * hd);
+	op(b, AG_OP_COPY, pv, NO, NO, c, NO, NO);
+	unref(b, pv);
+	linear_b_bwd(b, c, 1, ls, PP(M, b, part, "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
+	             qkv_bias(M, b, i, part), xbuf);
+}
+
+/* Phi-3's q, k, v (modeling_phi3.py 00d4b3d2142c, Phi3Attention.forward):
+ * qkv = qkv_proj(x), one [B, T, (h + 2 kv) hd] product; query_states =
+ * qkv[..., :h hd], key_states and value_states the next two slices (views,
+ * each a SliceBackward node), each .view(B, T, n, hd).transpose(1, 2): into
+ * st[0..2], views holding qkv's storage. */
+static void phi3_states(struct bld *b, struct model *M, T x, int i, struct lin_saved *ls, T st[3])
+{
+	uint64_t B = b->o->batch, Tn = b->o->seq, hd = b->m->head_dim, h = b->m->heads, kv = b->m->kv_heads;
+	uint64_t width = (h + 2 * kv) * hd, n[3] = { h, kv, kv }, off[3] = { 0, h * hd, (h + kv) * hd };
+	T y = linear(b, x, PF(M, b, "model.layers.%d.self_attn.qkv_proj.weight", i), ls);
+	for (int j = 0; j < 3; j++)
+		st[j] = vw(b, y, 4, SH(B, n[j], Tn, hd),
+		           (const int64_t[]){ (int64_t)(Tn * width), (int64_t)hd, (int64_t)width, 1 }, off[j]);
+	unref(b, y);
+}
+
+/* apply_rotary_pos_emb's partial-rotary cat (modeling_phi3.py 00d4b3d2142c:
+ * cat([rope(x[..., :rotary_dim]), x[..., rotary_dim:]], -1), rotary_dim =
+ * hd): the full slice is x itself (the indexing returns self), the pass an
+ * empty view; the cat a copy of the rope's sum, which it releases. */
+static T phi3_cat_pass(struct bld *b, T y)
+{
+	T c = like(b, "cat (rope, pass)", y);
+	op(b, AG_OP_COPY, y, NO, NO, c, NO, NO);
+	unref(b, y);
+	return c;
+}
+
+/* Its backward after the ropes' (which left k's and q's gradients in
+ * buf[1], buf[2]; pass[1], pass[2] the holders the empty passes' narrow
+ * views keep of the cats' gradients; buf[0] v's): k_pass's, then q_pass's
+ * SliceBackward (slice_backward's zeros of the rope input's shape; the
+ * cat's gradient goes; the zeros added to the buffer); v's, k's, q's
+ * TransposeBackward and ViewBackward (the grad read as [B, T, n, hd] and
+ * reshaped: a copy each); then the three SliceBackwards of qkv, v's
+ * first (zeros of [B, T, (h + 2 kv) hd], the slice copied in, summed in
+ * qkv's buffer), and qkv_proj's backward, x's grad to *xbuf. The order is
+ * autograd's: higher sequence numbers first, the slices of qkv made
+ * before the views. */
+static void phi3_states_bwd(struct bld *b, struct model *M, int i, T buf[3], T pass[3], struct lin_saved *ls, T *xbuf)
+{
+	uint64_t B = b->o->batch, Tn = b->o->seq, hd = b->m->head_dim, h = b->m->heads, kv = b->m->kv_heads;
+	uint64_t width = (h + 2 * kv) * hd, n[3] = { kv, kv, h }, off[3] = { (h + kv) * hd, h * hd, 0 };
+	for (int j = 1; j < 3; j++) {
+		T z = like(b, "slice_backward (the rope's empty pass)", buf[j]);
+		op(b, AG_OP_FILL, NO, NO, NO, z, NO, NO)->arg[0] = 0;
+		unref(b, pass[j]);
+		arrive(b, &buf[j], z);
+	}
+	T c[3];
+	for (int j = 0; j < 3; j++) {
+		T pv = vw(b, buf[j], 4, SH(B, Tn, n[j], hd),
+		          (const int64_t[]){ (int64_t)(n[j] * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 }, 0);
+		unref(b, buf[j]);
+		c[j] = TMP("clone (heads' grad to [B, T, n hd])", AG_F32, B, Tn, n[j] * hd);
+		op(b, AG_OP_COPY, pv, NO, NO, c[j], NO, NO);
+		unref(b, pv);
+	}
+	T g = NO;
+	for (int j = 0; j < 3; j++) {
+		T z = TMP("slice_backward (qkv's slice)", AG_F32, B, Tn, width);
+		op(b, AG_OP_COPY, c[j], NO, NO, z, NO, NO)->arg[1] = (double)off[j];
+		unref(b, c[j]);
+		arrive(b, &g, z);
+	}
+	linear_bwd(b, g, 1, ls, PF(M, b, "model.layers.%d.self_attn.qkv_proj.weight", i), xbuf);
+}
+
+/* Phi3MLP.forward (modeling_phi3.py 00d4b3d2142c): up_states =
+ * gate_up_proj(x); gate, up_states = up_states.chunk(2, dim=-1) (views);
+ * up_states * silu(gate). silu keeps gate and mul keeps up (views: the
+ * fused product stays whole) and silu's result. Returns the product. */
+static T phi3_mlp(struct bld *b, struct model *M, T x, int i, struct lin_saved *ls, T *gate, T *sl, T *up)
+{
+	uint64_t B = b->o->batch, Tn = b->o->seq, f = b->m->intermediate;
+	T gu = linear(b, x, PF(M, b, "model.layers.%d.mlp.gate_up_proj.weight", i), ls);
+	const int64_t st[] = { (int64_t)(Tn * 2 * f), (int64_t)(2 * f), 1 };
+	*gate = vw(b, gu, 3, SH(B, Tn, f), st, 0);
+	*up = vw(b, gu, 3, SH(B, Tn, f), st, f);
+	unref(b, gu);
+	*sl = like(b, "silu", *gate);
+	op(b, AG_OP_SILU, *gate, NO, NO, *sl, NO, NO);
+	T mu = like(b, "mul (up * silu(gate))", *sl);
+	op(b, AG_OP_MUL, *up, *sl, NO, mu, NO, NO);
+	return mu;
+}
+
+/* Its backward from down_proj's input gradient dmu (released): MulBackward
+ * (up's g·silu first, then silu's g·up), SiluBackward, then chunk's
+ * SplitBackward: cat of the two halves' gradients, one [B, T, 2I] tensor,
+ * into gate_up_proj's backward. */
+static void phi3_mlp_bwd(struct bld *b, struct model *M, int i, T dmu, struct lin_saved *ls, T gate, T sl, T up,
+                         T *xbuf)
+{
+	uint64_t B = b->o->batch, Tn = b->o->seq, f = b->m->intermediate;
+	T dup = like(b, "mul (up backward)", sl);
+	op(b, AG_OP_MUL, dmu, sl, NO, dup, NO, NO);
+	T dsl = like(b, "mul (silu backward)", sl);
+	op(b, AG_OP_MUL, dmu, up, NO, dsl, NO, NO);
+	unref(b, dmu);
+	unref(b, sl);
+	unref(b, up);
+	T dg = like(b, "silu_backward", sl);
+	op(b, AG_OP_SILU_BWD, dsl, gate, NO, dg, NO, NO);
+	unref(b, dsl);
+	unref(b, gate);
+	T cat = TMP("cat (SplitBackward of chunk)", AG_F32, B, Tn, 2 * f);
+	op(b, AG_OP_CAT_LAST, dg, dup, NO, cat, NO, NO);
+	unref(b, dg);
+	unref(b, dup);
+	linear_bwd(b, cat, 1, ls, PF(M, b, "model.layers.%d.mlp.gate_up_proj.weight", i), xbuf);
+}
+
+/* LlamaMLP's backward from down_proj's input gradient dmu (released):
+ * MulBackward (silu's g·up, then up's g·silu), up_proj's backward,
+ * SiluBackward, gate_proj's; x's grads to *xbuf. */
+static void swiglu_bwd(struct bld *b, struct model *M, int i, T dmu, struct llama_layer_saved *s, T *xbuf)
+{
+	T dsl = like(b, "mul (swiglu backward)", s->silu_o);
+	op(b, AG_OP_MUL, dmu, s->up_o, NO, dsl, NO, NO);
+	T dup = like(b, "mul (swiglu backward)", s->silu_o);
+	op(b, AG_OP_MUL, dmu, s->silu_o, NO, dup, NO, NO);
+	unref(b, dmu);
+	unref(b, s->silu_o);
+	unref(b, s->up_o);
+	const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
+	linear_bwd(b, dup, 1, &s->up, PP(M, b, 1, gun, i), xbuf);
+	T dgp = like(b, "silu_backward", s->gate_o);
+	op(b, AG_OP_SILU_BWD, dsl, s->gate_o, NO, dgp, NO, NO);
+	unref(b, dsl);
+	unref(b, s->gate_o);
+	linear_bwd(b, dgp, 1, &s->gate, PP(M, b, 0, gun, i), xbuf);
+}
+
 /* LlamaForCausalLM's forward (the loss inside, as the reference's), the
  * loss's and the model's backward. */
 
@@ -1828,6 +2117,7 @@ static void llama_step(struct bld *b, struct model *M)
 	const struct zs_model *m = b->m;
 	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, h = m->heads, hd = m->head_dim;
 	uint64_t kv = m->kv_heads, rep = h / kv, f = m->intermediate, L = m->layers;
+	int phi3 = m->hf_fused; /* Hugging Face's fused qkv_proj and gate_up_proj (modeling_phi3.py) */
 	struct llama_layer_saved *S = zs_calloc(L, sizeof *S);
 	struct pt *emb = PF(M, b, "model.embed_tokens.weight"), *nw = PF(M, b, "model.norm.weight");
 	struct pt *head = m->tied ? emb : PF(M, b, "lm_head.weight");
@@ -1904,22 +2194,25 @@ static void llama_step(struct bld *b, struct model *M)
 		T x1 = rmsnorm(b, hs, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &s->n1);
 		T residual = hs;
 		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
-		const char *qkvn = "model.layers.%d.self_attn.{q,k,v}_proj.weight";
-		T q = linear(b, x1, PP(M, b, 0, qkvn, i), &s->q);
-		T k = linear(b, x1, PP(M, b, 1, qkvn, i), &s->k);
-		T v = linear(b, x1, PP(M, b, 2, qkvn, i), &s->v);
-		/* view(B, T, n, hd).transpose(1, 2) */
-		T qt = vw(b, q, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * h * hd), (int64_t)hd,
-		                                                       (int64_t)(h * hd), 1 }, 0);
-		unref(b, q);
-		T kt = vw(b, k, 4, SH(B, kv, Tn, hd), (const int64_t[]){ (int64_t)(Tn * kv * hd), (int64_t)hd,
-		                                                        (int64_t)(kv * hd), 1 }, 0);
-		unref(b, k);
-		T vt = vw(b, v, 4, SH(B, kv, Tn, hd), (const int64_t[]){ (int64_t)(Tn * kv * hd), (int64_t)hd,
-		                                                        (int64_t)(kv * hd), 1 }, 0);
-		unref(b, v);
+		/* q, k, v: view(B, T, n, hd).transpose(1, 2) of each projection
+		 * (phi3: of qkv_proj's slices) */
+		T qt, kt, vt;
+		if (phi3) {
+			b->module = modname(b, "model.layers.%d.self_attn.qkv_proj", i);
+			T st[3];
+			phi3_states(b, M, x1, i, &s->q, st);
+			qt = st[0], kt = st[1], vt = st[2];
+		} else {
+			qt = head_states(b, M, x1, i, 0, h, &s->q, &s->qn);
+			kt = head_states(b, M, x1, i, 1, kv, &s->k, &s->kn);
+			vt = head_states(b, M, x1, i, 2, kv, &s->v, NULL);
+		}
 		T qe = rope(b, qt, cos4, sin4, &s->rq);
+		if (phi3)
+			qe = phi3_cat_pass(b, qe);
 		T ke = rope(b, kt, cos4, sin4, &s->rk);
+		if (phi3)
+			ke = phi3_cat_pass(b, ke);
 		unref(b, qt);
 		unref(b, kt);
 		T ac, kr = NO;
@@ -1942,9 +2235,13 @@ static void llama_step(struct bld *b, struct model *M)
 			op(b, AG_OP_COPY, vx, NO, NO, vr, NO, NO);
 			unref(b, vx);
 			unref(b, vt);
-			/* matmul(q, k^T): k^T copied to [B·h, hd, T] */
+			/* matmul(q, k^T): k^T copied to [B·h, hd, T] (the bytes of
+			 * the copy matmul makes of q, whose rope sum lies in the
+			 * transposed projection's layout); phi3's cat leaves q
+			 * contiguous: no copy, bmm keeps k^T as a view */
 			T ktr = transpose_last2(b, kr);
-			T ktc = bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
+			T ktc = phi3 ? vw(b, kr, 3, SH(B * h, hd, Tn), (const int64_t[]){ (int64_t)(Tn * hd), 1, (int64_t)hd }, 0)
+			             : bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
 			unref(b, ktr);
 			/* matmul's views: q_embed (contiguous) as [B·h, T, hd] */
 			T qe3 = reshape(b, qe, 3, SH(B * h, Tn, hd));
@@ -2002,14 +2299,20 @@ static void llama_step(struct bld *b, struct model *M)
 		b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
 		T x2 = rmsnorm(b, h2, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &s->n2);
 		const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
-		b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
-		T gp = linear(b, x2, PP(M, b, 0, gun, i), &s->gate);
-		T sl = like(b, "silu", gp);
-		op(b, AG_OP_SILU, gp, NO, NO, sl, NO, NO);
-		T up = linear(b, x2, PP(M, b, 1, gun, i), &s->up);
-		T mu = like(b, "mul (silu(gate) * up)", sl);
-		op(b, AG_OP_MUL, sl, up, NO, mu, NO, NO);
-		s->gate_o = gp, s->silu_o = sl, s->up_o = up;
+		T mu;
+		if (phi3) {
+			b->module = modname(b, "model.layers.%d.mlp.gate_up_proj", i);
+			mu = phi3_mlp(b, M, x2, i, &s->gate, &s->gate_o, &s->silu_o, &s->up_o);
+		} else {
+			b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
+			T gp = linear(b, x2, PP(M, b, 0, gun, i), &s->gate);
+			T sl = like(b, "silu", gp);
+			op(b, AG_OP_SILU, gp, NO, NO, sl, NO, NO);
+			T up = linear(b, x2, PP(M, b, 1, gun, i), &s->up);
+			mu = like(b, "mul (silu(gate) * up)", sl);
+			op(b, AG_OP_MUL, sl, up, NO, mu, NO, NO);
+			s->gate_o = gp, s->silu_o = sl, s->up_o = up;
+		}
 		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
 		T mo = linear(b, mu, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &s->down);
 		unref(b, mu);
@@ -2059,22 +2362,14 @@ static void llama_step(struct bld *b, struct model *M)
 		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
 		T dmu = NO;
 		linear_bwd(b, g, 1, &s->down, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &dmu);
-		b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
-		T dsl = like(b, "mul (swiglu backward)", s->silu_o);
-		op(b, AG_OP_MUL, dmu, s->up_o, NO, dsl, NO, NO);
-		T dup = like(b, "mul (swiglu backward)", s->silu_o);
-		op(b, AG_OP_MUL, dmu, s->silu_o, NO, dup, NO, NO);
-		unref(b, dmu);
-		unref(b, s->silu_o);
-		unref(b, s->up_o);
-		const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
 		T dx2 = NO;
-		linear_bwd(b, dup, 1, &s->up, PP(M, b, 1, gun, i), &dx2);
-		T dgp = like(b, "silu_backward", s->gate_o);
-		op(b, AG_OP_SILU_BWD, dsl, s->gate_o, NO, dgp, NO, NO);
-		unref(b, dsl);
-		unref(b, s->gate_o);
-		linear_bwd(b, dgp, 1, &s->gate, PP(M, b, 0, gun, i), &dx2);
+		if (phi3) {
+			b->module = modname(b, "model.layers.%d.mlp.gate_up_proj", i);
+			phi3_mlp_bwd(b, M, i, dmu, &s->gate, s->gate_o, s->silu_o, s->up_o, &dx2);
+		} else {
+			b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
+			swiglu_bwd(b, M, i, dmu, s, &dx2);
+		}
 		b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
 		rmsnorm_bwd(b, dx2, &s->n2, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &hbuf);
 		/* AddBackward (residual + attn): to both; the attention first */
@@ -2085,7 +2380,7 @@ static void llama_step(struct bld *b, struct model *M)
 		T dac = NO;
 		linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
 		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
-		T dv, kbuf = NO, qbuf = NO;
+		T dv, kbuf = NO, qbuf = NO, pass[3] = { NO, NO, NO };
 		if (sdpa) {
 			/* the kernel's backward; the ropes of k and q on its
 			 * [B, T, h, hd]-laid grads (their slice_backward zeros make
@@ -2111,10 +2406,26 @@ static void llama_step(struct bld *b, struct model *M)
 			/* v's repeat_kv, then k's, then the ropes of k and q */
 			dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd, 0);
 			T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd, 1);
+			if (phi3) { /* k_pass's narrow view of the cat's grad holds it */
+				ref(b, dkr);
+				pass[1] = dkr;
+			}
 			rope_bwd(b, dkr, &s->rk, &kbuf);
 			T dq4 = reshape(b, dq, 4, SH(B, h, Tn, hd));
 			unref(b, dq);
+			if (phi3) {
+				ref(b, dq4);
+				pass[2] = dq4;
+			}
 			rope_bwd(b, dq4, &s->rq, &qbuf);
+		}
+		if (phi3) {
+			T bufs[3] = { dv, kbuf, qbuf }, xb = NO;
+			phi3_states_bwd(b, M, i, bufs, pass, &s->q, &xb);
+			b->module = modname(b, "model.layers.%d.input_layernorm", i);
+			rmsnorm_bwd(b, xb, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
+			xbuf = rbuf;
+			continue;
 		}
 		/* each projection's view(B, T, n, hd).transpose(1, 2): the grad
 		 * reshaped back to [B, T, n·hd], a copy; sdpa's dv lies as
@@ -2123,6 +2434,7 @@ static void llama_step(struct bld *b, struct model *M)
 		T proj[3] = { dv, kbuf, qbuf };
 		struct lin_saved *ls[3] = { &s->v, &s->k, &s->q };
 		int part[3] = { 2, 1, 0 };
+		struct rms_saved *hn[3] = { NULL, &s->kn, &s->qn };
 		for (int j = 0; j < 3; j++) {
 			uint64_t n = j == 2 ? h : kv;
 			if (sdpa && j == 0) {
@@ -2132,15 +2444,7 @@ static void llama_step(struct bld *b, struct model *M)
 				           &xbuf1);
 				continue;
 			}
-			T c = TMP("clone (heads' grad to [B, T, n hd])", AG_F32, B, Tn, n * hd);
-			/* TransposeBackward: the [B, n, T, hd] grad read as [B, T, n, hd] */
-			T pv = vw(b, proj[j], 4, SH(B, Tn, n, hd),
-			          (const int64_t[]){ (int64_t)(n * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 }, 0);
-			op(b, AG_OP_COPY, pv, NO, NO, c, NO, NO);
-			unref(b, pv);
-			unref(b, proj[j]);
-			linear_bwd(b, c, 1, ls[j], PP(M, b, part[j], "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
-			           &xbuf1);
+			head_states_bwd(b, M, proj[j], i, part[j], n, ls[j], hn[j], &xbuf1);
 		}
 		b->module = modname(b, "model.layers.%d.input_layernorm", i);
 		rmsnorm_bwd(b, xbuf1, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
@@ -2417,16 +2721,30 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
                   const struct ag_options *o, char **cause)
 {
 	memset(s, 0, sizeof *s);
-	if (m->qkv_bias)
-		return refuse(cause, "--model %s: the PyTorch step of a %s (biases on q, k and v) is not described yet "
-		              "(gpt2, llama and mistral are)", m->name, m->model_type);
-	/* The step is written from modeling_gpt2.py and modeling_llama.py
-	 * (mistral's is llama's): another family's modules (phi3's fused
-	 * qkv_proj and gate_up_proj, ...) are not described. */
-	if (strcmp(m->model_type, "gpt2") != 0 && strcmp(m->model_type, "llama") != 0 &&
-	    strcmp(m->model_type, "mistral") != 0)
-		return refuse(cause, "--model %s: the PyTorch step of a %s is not described yet (gpt2, llama and "
-		              "mistral are)", m->name, m->model_type);
+	/* The step is written from modeling_gpt2.py, modeling_llama.py
+	 * (mistral's is llama's), modeling_qwen2.py (llama's with biased q, k,
+	 * v) and modeling_qwen3.py (llama's with q_norm and k_norm): another
+	 * family's modules (phi3's fused qkv_proj and gate_up_proj, gemma's
+	 * norms, GeGLU and soft-capping) are not described. */
+	static const char *const described[] = { "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3" };
+	size_t fam = 0;
+	while (fam < sizeof described / sizeof *described && strcmp(m->model_type, described[fam]) != 0)
+		fam++;
+	if (fam == sizeof described / sizeof *described)
+		return refuse(cause, "--model %s: the PyTorch step of a %s is not described yet (gpt2, llama, "
+		              "mistral, qwen2, qwen3 and phi3 are)", m->name, m->model_type);
+	/* numerics the engine does not run change the ops too (phi3's
+	 * partial_rotary_factor slices the rope's input and cats; rope_scaling
+	 * types compute other tables): not described */
+	if (m->unrun[0] != '\0')
+		return refuse(cause, "--model %s: %s; the PyTorch step is described for those numerics only", m->name,
+		              m->unrun);
+	if (m->family == ZS_FAMILY_LLAMA && m->resid_pdrop > 0)
+		return refuse(cause, "--model %s: resid_pdrop %g: the residual dropouts of the PyTorch step of a %s are "
+		              "not described yet (give resid_pdrop 0)", m->name, m->resid_pdrop, m->model_type);
+	if (o->attn == ZS_ATTN_SDPA && fam >= 3)
+		return refuse(cause, "--attn sdpa: the PyTorch step of a %s under SDPA is not described yet (give "
+		              "--attn eager)", m->model_type);
 	if (o->optimizer != ZS_ADAM)
 		return refuse(cause, "--optimizer: the PyTorch step describes Adam only");
 	/* On a GPU the wrapped numbers and record_function's handles are host

@@ -254,7 +254,7 @@ struct ag_step {
 	size_t nlabels;
 };
 
-/* Build the step of model m (gpt2 or llama family) with parameters p
+/* Build the step of model m (gpt2, llama, mistral, qwen2, qwen3 or phi3) with parameters p
  * (step_params_build) under options o. Returns 0, or -1 with *cause set
  * (one line) for what it cannot describe yet (a family, an option). */
 int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step_params *p,

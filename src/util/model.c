@@ -378,7 +378,10 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 		    read_prob(cfg, "attn_pdrop", 0.1, where, &m.attn_pdrop, cause) < 0 ||
 		    read_prob(cfg, "resid_pdrop", 0.1, where, &m.resid_pdrop, cause) < 0)
 			return -1;
-	} else if (read_prob(cfg, "attention_dropout", 0.0, where, &m.attn_pdrop, cause) < 0) {
+	} else if (read_prob(cfg, "attention_dropout", 0.0, where, &m.attn_pdrop, cause) < 0 ||
+	           /* Phi3Config's resid_pdrop (default 0.0): Phi3DecoderLayer's
+	            * resid_attn_dropout and resid_mlp_dropout */
+	           (types[t].hf_fused && read_prob(cfg, "resid_pdrop", 0.0, where, &m.resid_pdrop, cause) < 0)) {
 		return -1;
 	}
 	m.qkv_bias = types[t].qkv_bias;

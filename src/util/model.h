@@ -111,7 +111,8 @@ struct zs_model {
 	double rope_theta;      /* llama's rotary base (gpt2: 0) */
 	double embd_pdrop;      /* gpt2: the embeddings' dropout (llama: 0) */
 	double attn_pdrop;      /* the attention weights' (llama: attention_dropout) */
-	double resid_pdrop;     /* gpt2: after c_proj and the MLP (llama: 0) */
+	double resid_pdrop;     /* gpt2: after c_proj and the MLP; phi3: resid_pdrop, after each
+	                           sublayer (llama: 0) */
 	double attn_scalar;     /* gemma2: query_pre_attn_scalar, the scores scaled by its -1/2
 	                           power (0: head_dim's) */
 	double attn_softcap;    /* gemma2: attn_logit_softcapping, c·tanh(s/c) (0: none) */

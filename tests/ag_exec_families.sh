@@ -1,0 +1,12 @@
+#!/bin/sh
+# ag_exec_families — tests/ag_exec_losses.sh on a tiny qwen2 (tied; q/k/v
+# biased: the plain loop's addmm and its backward), qwen3 (q_norm and
+# k_norm over each head, head_dim 24 apart from hidden / heads) and phi3
+# (the fused qkv_proj sliced, gate_up_proj chunked, the partial-rotary cat)
+# over three steps: the plain loop's step against the fused engine's
+# (itself checked against PyTorch by tfm_torch.sh), under 1.13's and 2.6's
+# rules.
+ZS_AG_MODELS="qwen2 qwen3 phi3"
+ZS_AG_STEPS=3
+export ZS_AG_MODELS ZS_AG_STEPS
+exec "${SHELL:-/bin/sh}" "${srcdir:-.}/tests/ag_exec_losses.sh"
