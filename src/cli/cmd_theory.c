@@ -410,6 +410,8 @@ int zs_cmd_theory(int argc, char **argv)
 	    (model_arg != NULL && load_model(&req, &config, &model, model_arg, seq_arg, recompute_arg,
 	                                     flash, params_given, args, nargs, spec != NULL, &cause) < 0))
 		goto bad;
+	if (zs_precision_amp_check(&config, model_arg != NULL, &cause) < 0)
+		goto bad;
 	if (model_arg != NULL && zs_wrapper_step(&config) &&
 	    theory_autograd_check(&model, &config, req.act.seq, req.bf16, &cause) < 0)
 		goto bad;

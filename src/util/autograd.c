@@ -95,6 +95,7 @@ struct bld {
 	 * lookup made the builder O(L^2) in the blocks */
 	struct names *tensors, *modules;
 	int32_t *pt_of;             /* per step_params tensor: 4 slots, its whole pt and parts 0..2 (-1: none) */
+	struct model *M;            /* the model being built (autocast's cache is its) */
 };
 
 static void *grow(void *a, size_t *cap, size_t need, size_t size)
@@ -322,12 +323,19 @@ static T wrapped(struct bld *b, double v)
 	return t;
 }
 
-/* TensorIterator's fp32 copy of a wrapped number, alive while the kernel runs. */
-static T cast_scalar(struct bld *b, T w)
+/* TensorIterator's copy of a wrapped number in the op's dtype (the
+ * tensor operand's: fp32, or bf16 under autocast), alive while the
+ * kernel runs. */
+static T cast_scalar_as(struct bld *b, T w, enum ag_dtype dt)
 {
-	T t = tmp(b, "scalar (fp32 copy)", AG_F32, 0, NULL);
+	T t = tmp(b, dt == AG_F32 ? "scalar (fp32 copy)" : "scalar (16-bit copy)", dt, 0, NULL);
 	op(b, AG_OP_COPY, w, NO, NO, t, NO, NO);
 	return t;
+}
+
+static T cast_scalar(struct bld *b, T w)
+{
+	return cast_scalar_as(b, w, AG_F32);
 }
 
 static T like(struct bld *b, const char *what, T x)
@@ -342,7 +350,7 @@ static T like(struct bld *b, const char *what, T x)
 static T scalar_op(struct bld *b, enum ag_op k, const char *what, T x, double v, T *keep)
 {
 	T w = wrapped(b, v);
-	T c = cast_scalar(b, w);
+	T c = cast_scalar_as(b, w, b->s->tensor[x].dtype);
 	T out = like(b, what, x);
 	op(b, k, x, NO, NO, out, NO, NO)->arg[0] = v;
 	unref(b, c);
@@ -358,7 +366,7 @@ static T scalar_op(struct bld *b, enum ag_op k, const char *what, T x, double v,
 static void scalar_op_(struct bld *b, enum ag_op k, T x, T other, double v)
 {
 	T w = wrapped(b, v);
-	T c = cast_scalar(b, w);
+	T c = cast_scalar_as(b, w, b->s->tensor[x].dtype);
 	op(b, k, x, other, NO, x, NO, NO)->arg[0] = v;
 	unref(b, c);
 	unref(b, w);
@@ -371,6 +379,7 @@ struct pt {
 	T w;            /* the parameter (a view of a fused tensor's rows for a part) */
 	T g;            /* its .grad (NO while None) */
 	T m, v, step;   /* Adam's state */
+	T w16;          /* autocast: its cached 16-bit copy while the region lasts (NO outside) */
 	int32_t param, part;
 };
 
@@ -382,6 +391,10 @@ struct model {
 	T *masked_bias;
 	T inv_freq;         /* llama */
 	T loss, logits;     /* the loop's outputs, held to the step's end */
+	T head16;           /* autocast: the head's 16-bit weight MmBackward keeps (NO: the weight itself) */
+	T logits32;         /* autocast: logits.float(), the loss function's local (NO: the logits themselves) */
+	size_t *cached;     /* autocast: the parameters (pt indices) cast in the region, in order */
+	size_t ncached;
 };
 
 static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int part)
@@ -391,7 +404,7 @@ static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int p
 	struct pt *q = &M->pt[M->npt++];
 	q->param = param;
 	q->part = part;
-	q->g = q->m = q->v = q->step = NO;
+	q->g = q->m = q->v = q->step = q->w16 = NO;
 	if (!b->pt_of) {
 		b->pt_of = zs_calloc(b->p->ntensors * 4 + 1, sizeof *b->pt_of);
 		for (size_t i = 0; i < b->p->ntensors * 4; i++)
@@ -610,6 +623,79 @@ static T dropout_bwd(struct bld *b, T g, int owned, T kept)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Autocast (docs/schedule.md, "Autocast"; aten/src/ATen/autocast_mode.cpp)
+ *
+ * An op in the CPU's lower-precision list (addmm, mm, bmm, linear,
+ * matmul, ...) casts each floating operand to the 16-bit type
+ * (cached_cast): an operand already of that type is itself; a leaf that
+ * requires grad (a parameter) is cast once per region and held by the
+ * cache (cached_casts, cleared when the region exits); anything else is
+ * copied each time. The copy's ToCopyBackward casts the gradient back to
+ * the source's fp32 (a new tensor, the 16-bit one let go). */
+
+/* A copy of x in dtype dt (`.to(dt)`, ToCopyBackward's `grad.to(dt)`,
+ * autograd's validate_outputs): a new storage. */
+static T to_dtype(struct bld *b, T x, enum ag_dtype dt, const char *what)
+{
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+	T c = tmp(b, what, dt, o->ndim, o->shape);
+	op(b, AG_OP_COPY, x, NO, NO, c, NO, NO);
+	return c;
+}
+
+/* cached_cast of a non-leaf x: x itself (one holder more) where it is of
+ * the 16-bit type already, else a copy (one holder: the caller's). */
+static T ac_cast(struct bld *b, T x)
+{
+	if (b->s->tensor[x].dtype == b->o->amp) {
+		ref(b, x);
+		return x;
+	}
+	return to_dtype(b, x, b->o->amp, "_to_copy (autocast)");
+}
+
+/* cached_cast of parameter q: its cached copy, made at its first use in
+ * the region (the cache one holder); the caller gets one more. */
+static T ac_cast_param(struct bld *b, struct pt *q)
+{
+	struct model *M = b->M;
+	if (q->w16 == NO) {
+		q->w16 = to_dtype(b, q->w, b->o->amp, "_to_copy (autocast, cached)");
+		M->cached = zs_realloc(M->cached, (M->ncached + 1) * sizeof *M->cached);
+		M->cached[M->ncached++] = (size_t)(q - M->pt);
+	}
+	ref(b, q->w16);
+	return q->w16;
+}
+
+/* The region exits (torch.autocast.__exit__: clear_autocast_cache): the
+ * cache lets its copies go, latest first; a copy autograd saved stays
+ * until its node releases it. */
+static void ac_clear(struct bld *b, struct model *M)
+{
+	for (size_t i = M->ncached; i-- > 0;) {
+		struct pt *q = &M->pt[M->cached[i]];
+		unref(b, q->w16);
+		q->w16 = NO;
+	}
+	M->ncached = 0;
+}
+
+/* ToCopyBackward: g (its holder taken) back in the source's dtype dt. */
+static T ac_grad_back_to(struct bld *b, T g, enum ag_dtype dt)
+{
+	T c = to_dtype(b, g, dt, "_to_copy (ToCopyBackward)");
+	unref(b, g);
+	return c;
+}
+
+/* ToCopyBackward of a cast to the 16-bit type: back in fp32. */
+static T ac_grad_back(struct bld *b, T g)
+{
+	return ac_grad_back_to(b, g, AG_F32);
+}
+
+/* ------------------------------------------------------------------------ */
 /* GPT-2 (tests/hf_torch.py GPT2LMHeadModel: modeling_gpt2.py c44b2d9976e8) */
 
 struct ln_saved { T x, mean, rstd; };
@@ -654,17 +740,38 @@ static T layer_norm_bwd(struct bld *b, T g, struct ln_saved *sv, struct pt *w, s
 	return dx;
 }
 
-/* Conv1D: torch.addmm(bias, x.view(-1, nx), W), viewed back. */
-struct conv_saved { T x2; };
+/* Conv1D: torch.addmm(bias, x.view(-1, nx), W), viewed back. Under
+ * autocast addmm casts its operands (the C++ arguments evaluated right to
+ * left: W, x, bias) and saves the 16-bit x and W. */
+struct conv_saved {
+	T x2;
+	T w16;      /* autocast: the saved 16-bit W (NO: W itself) */
+	int xcast;  /* autocast: x was cast (its gradient goes back to fp32) */
+};
 
 static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_saved *sv)
 {
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t rows = numel(o) / o->shape[o->ndim - 1];
 	uint64_t nf = b->s->tensor[w->w].shape[1];
-	T x2 = reshape(b, x, 2, SH(rows, o->shape[o->ndim - 1]));
-	T y = TMP("addmm", AG_F32, rows, nf);
-	op(b, AG_OP_ADDMM, x2, w->w, bb->w, y, NO, NO);
+	T wm = w->w, bm = bb->w, xm = x;
+	sv->w16 = NO;
+	sv->xcast = 0;
+	if (b->o->amp != AG_F32) {
+		wm = sv->w16 = ac_cast_param(b, w);
+		sv->xcast = o->dtype != b->o->amp;
+		xm = ac_cast(b, x);
+		bm = ac_cast_param(b, bb);
+	}
+	T x2 = reshape(b, xm, 2, SH(rows, o->shape[o->ndim - 1]));
+	if (xm != x)
+		unref(b, xm); /* the cast's name: the view holds it */
+	else if (b->o->amp != AG_F32)
+		unref(b, x); /* ac_cast's holder */
+	T y = TMP("addmm", b->s->tensor[x2].dtype, rows, nf);
+	op(b, AG_OP_ADDMM, x2, wm, bm, y, NO, NO);
+	if (bm != bb->w)
+		unref(b, bm); /* the cache holds it */
 	sv->x2 = x2; /* saved (mat1): the view's holder passes to the node */
 	uint64_t sh[AG_MAXDIM];
 	for (unsigned i = 0; i < o->ndim; i++)
@@ -698,25 +805,39 @@ static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct
 	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
 	uint64_t rows = xo->shape[0], nx = xo->shape[1], nf = b->s->tensor[w->w].shape[1];
 	const struct ag_tensor go_ = b->s->tensor[g]; /* x's shape is g's, but for the last dim */
+	enum ag_dtype dt = go_.dtype;
+	T wm = sv->w16 != NO ? sv->w16 : w->w;
 	T g2 = reshape(b, g, 2, SH(rows, nf));
-	T dx = TMP("mm (addmm backward, mat1)", AG_F32, rows, nx);
-	T wt = transpose_last2(b, w->w);
+	T dx = TMP("mm (addmm backward, mat1)", dt, rows, nx);
+	T wt = transpose_last2(b, wm);
 	op(b, AG_OP_MM, g2, wt, NO, dx, NO, NO);
 	unref(b, wt);
-	T dw = TMP("mm (addmm backward, mat2)", AG_F32, nx, nf);
+	T dw = TMP("mm (addmm backward, mat2)", dt, nx, nf);
 	T xt = transpose_last2(b, sv->x2);
 	op(b, AG_OP_MM, xt, g2, NO, dw, NO, NO);
 	unref(b, xt);
-	T db = TMP("sum (addmm backward, bias)", AG_F32, nf);
+	T db = TMP("sum (addmm backward, bias)", dt, nf);
 	op(b, AG_OP_SUM_ROWS, g2, NO, NO, db, NO, NO);
 	unref(b, g2);
 	if (owned)
 		unref(b, g); /* the node's input goes when it returns, before its saved set */
 	unref(b, sv->x2);
-	accumulate(b, bb, db);
-	accumulate(b, w, dw);
-	/* ViewBackward (x.view(-1, nx)): x's gradient in x's shape */
-	return grad_in_x_shape(b, dx, &go_);
+	if (sv->w16 == NO) {
+		accumulate(b, bb, db);
+		accumulate(b, w, dw);
+		/* ViewBackward (x.view(-1, nx)): x's gradient in x's shape */
+		return grad_in_x_shape(b, dx, &go_);
+	}
+	/* autocast: the casts' ToCopyBackward nodes by sequence number, the
+	 * latest made first: the bias's (and its AccumulateGrad), x's where it
+	 * was cast, then W's */
+	unref(b, sv->w16);
+	accumulate(b, bb, ac_grad_back(b, db));
+	dx = grad_in_x_shape(b, dx, &go_);
+	if (sv->xcast)
+		dx = ac_grad_back(b, dx);
+	accumulate(b, w, ac_grad_back(b, dw));
+	return dx;
 }
 
 /* The CPU flash kernel's saved set: q, k, v, the output and the logsumexp. */
@@ -800,7 +921,12 @@ static T causal_lm_loss(struct bld *b, struct model *M, T logits2, T *ls, T *tgt
 	T total = tmp(b, "nll_loss_forward (total_weight)", AG_F32, 0, NULL);
 	op(b, AG_OP_NLL, lsm, t1, NO, loss, total, NO)->arg[0] = -100;
 	unref(b, shift);  /* the name; the view t1 holds on for the node */
-	unref(b, padded); /* the function returns: its locals go */
+	/* the function returns: its locals go, `logits` (logits.float()'s copy
+	 * under autocast: log_softmax keeps its result, not its input) first */
+	if (M->logits32 != NO)
+		unref(b, M->logits32);
+	M->logits32 = NO;
+	unref(b, padded);
 	*ls = lsm, *tgt = t1, *tw = total;
 	return loss;
 }
@@ -836,18 +962,34 @@ static T head_fwd(struct bld *b, struct model *M, T x, struct pt *head, T *x2, T
 	uint64_t rows = o->shape[0] * o->shape[1], d = o->shape[2], V = b->s->tensor[head->w].shape[0];
 	b->module = modname(b, "lm_head");
 	mark(b, "fwd:lm_head:start");
-	*x2 = reshape(b, x, 2, SH(rows, d));
-	unref(b, x);
-	T wt = transpose_last2(b, head->w);
-	*lg = TMP("mm (lm_head)", AG_F32, rows, V);
+	/* autocast's linear: W cast first (cached), then x; MmBackward keeps both */
+	T wm = head->w, xm = x;
+	M->head16 = NO;
+	if (b->o->amp != AG_F32) {
+		wm = M->head16 = ac_cast_param(b, head);
+		xm = ac_cast(b, x);
+	}
+	*x2 = reshape(b, xm, 2, SH(rows, d));
+	if (xm != x || b->o->amp != AG_F32)
+		unref(b, xm); /* the cast's name (or ac_cast's holder of x): the view holds it */
+	T wt = transpose_last2(b, wm);
+	*lg = TMP("mm (lm_head)", b->s->tensor[*x2].dtype, rows, V);
 	op(b, AG_OP_MM, *x2, wt, NO, *lg, NO, NO);
 	unref(b, wt);
 	mark(b, "fwd:lm_head:end");
 	b->module = -1;
 	mark(b, "fwd:loss:start");
-	/* logits.float() is logits itself in fp32; .view(-1, V) a view */
-	T loss = causal_lm_loss(b, M, *lg, ls, tgt, tw);
+	/* logits.float() is logits itself in fp32, a copy under autocast;
+	 * .view(-1, V) a view */
+	T lf = *lg;
+	M->logits32 = NO;
+	if (b->s->tensor[*lg].dtype != AG_F32)
+		lf = M->logits32 = to_dtype(b, *lg, AG_F32, "_to_copy (logits.float())");
+	T loss = causal_lm_loss(b, M, lf, ls, tgt, tw);
 	mark(b, "fwd:loss:end");
+	/* the model's forward returns: its name for the final norm's output
+	 * goes (fp32: the view mm keeps holds it) */
+	unref(b, x);
 	return loss;
 }
 
@@ -863,21 +1005,39 @@ static T head_bwd(struct bld *b, T lsm, T tgt, T tw, T x2, struct pt *head, T *o
 	*one = tmp(b, "ones_like (loss grad)", AG_F32, 0, NULL);
 	op(b, AG_OP_FILL, NO, NO, NO, *one, NO, NO)->arg[0] = 1;
 	T dlg = lm_loss_bwd(b, *one, lsm, tgt, tw);
+	T w16 = b->M->head16;
+	if (w16 != NO) /* logits.float()'s ToCopyBackward */
+		dlg = ac_grad_back_to(b, dlg, b->s->tensor[x2].dtype);
 	b->module = modname(b, "lm_head");
 	mark(b, "bwd:lm_head:start");
 	/* mm_mat2_backward computes W^t's gradient in W^t's own (transposed)
 	 * layout, grad^t @ x, so that TBackward's view of it is W's
 	 * contiguous [V, d]; it comes first */
 	const struct ag_tensor w_ = b->s->tensor[head->w], *w = &w_; /* a copy: the array grows */
-	T dw = TMP("mm (lm_head weight grad)", AG_F32, w->shape[0], w->shape[1]);
+	enum ag_dtype dt = b->s->tensor[dlg].dtype;
+	T dw = TMP("mm (lm_head weight grad)", dt, w->shape[0], w->shape[1]);
 	T dlgt = transpose_last2(b, dlg);
 	op(b, AG_OP_MM, dlgt, x2, NO, dw, NO, NO);
 	unref(b, dlgt);
-	T dx = TMP("mm (lm_head input grad)", AG_F32, b->s->tensor[x2].shape[0], w->shape[1]);
-	op(b, AG_OP_MM, dlg, head->w, NO, dx, NO, NO);
+	T dx = TMP("mm (lm_head input grad)", dt, b->s->tensor[x2].shape[0], w->shape[1]);
+	op(b, AG_OP_MM, dlg, w16 != NO ? w16 : head->w, NO, dx, NO, NO);
 	unref(b, dlg);
 	unref(b, x2);
 	*held = NO;
+	if (w16 != NO) {
+		/* autocast: its saved 16-bit W goes; the casts' ToCopyBackward,
+		 * x's (the later) first, then W's: the fp32 weight gradient, a
+		 * whole tensor (the held one, tied) */
+		unref(b, w16);
+		b->M->head16 = NO;
+		dx = ac_grad_back(b, dx);
+		dw = ac_grad_back(b, dw);
+		if (b->m->tied)
+			*held = dw;
+		else
+			accumulate(b, head, dw);
+		return dx;
+	}
 	if (b->m->tied) {
 		*held = vw(b, dw, 2, w->shape, NULL, 0);
 		unref(b, dw);
@@ -914,11 +1074,12 @@ static T attn_v_bwd(struct bld *b, T dm, T attw, T sm, T noise, T v, uint64_t B,
 	T dao = bmm_operand(b, dmp, "clone (reshape of the heads' grad)");
 	unref(b, dmp);
 	unref(b, dm);
-	*dv = TMP("bmm (attention backward, v)", AG_F32, B * h, Tn, hd);
+	enum ag_dtype dt = b->s->tensor[dao].dtype;
+	*dv = TMP("bmm (attention backward, v)", dt, B * h, Tn, hd);
 	T swt = transpose_last2(b, attw);
 	op(b, AG_OP_BMM, swt, dao, NO, *dv, NO, NO);
 	unref(b, swt);
-	T dsm = TMP("bmm (attention backward, weights)", AG_F32, B * h, Tn, Tn);
+	T dsm = TMP("bmm (attention backward, weights)", dt, B * h, Tn, Tn);
 	T vt = transpose_last2(b, v);
 	op(b, AG_OP_BMM, dao, vt, NO, dsm, NO, NO);
 	unref(b, vt);
@@ -935,7 +1096,7 @@ static T attn_v_bwd(struct bld *b, T dm, T attw, T sm, T noise, T v, uint64_t B,
 		}
 		dsm = dropout_bwd(b, g, 1, noise);
 	}
-	T dw = TMP("_softmax_backward_data", AG_F32, B * h, Tn, Tn);
+	T dw = TMP("_softmax_backward_data", dt, B * h, Tn, Tn);
 	op(b, AG_OP_SOFTMAX_BWD, dsm, sm, NO, dw, NO, NO);
 	unref(b, dsm);
 	unref(b, sm);
@@ -947,11 +1108,12 @@ static T attn_v_bwd(struct bld *b, T dm, T attw, T sm, T noise, T v, uint64_t B,
  * q and k^T let go. */
 static void qk_bwd(struct bld *b, T dsc, T q, T kt, uint64_t n, uint64_t Tn, uint64_t hd, T *dq, T *dkt)
 {
-	*dq = TMP("bmm (scores backward, q)", AG_F32, n, Tn, hd);
+	enum ag_dtype dt = b->s->tensor[dsc].dtype;
+	*dq = TMP("bmm (scores backward, q)", dt, n, Tn, hd);
 	T ktt = transpose_last2(b, kt);
 	op(b, AG_OP_BMM, dsc, ktt, NO, *dq, NO, NO);
 	unref(b, ktt);
-	*dkt = TMP("bmm (scores backward, k^T)", AG_F32, n, hd, Tn);
+	*dkt = TMP("bmm (scores backward, k^T)", dt, n, hd, Tn);
 	T qt = transpose_last2(b, q);
 	op(b, AG_OP_BMM, qt, dsc, NO, *dkt, NO, NO);
 	unref(b, qt);
@@ -980,8 +1142,16 @@ static void embedding_bwd(struct bld *b, struct model *M, T g, struct pt *emb, T
  * expression ends, then a's name is rebound to the sum. */
 static T residual_add(struct bld *b, T a, T y, int y_first)
 {
+	/* under autocast y may be 16-bit and a fp32: TensorIterator promotes,
+	 * copying y to fp32 for the kernel (made before the output, freed
+	 * after it ran) */
+	T yp = y;
+	if (b->s->tensor[y].dtype != b->s->tensor[a].dtype)
+		yp = to_dtype(b, y, b->s->tensor[a].dtype, "_to_copy (add's type promotion)");
 	T out = like(b, "add (residual)", a);
-	op(b, AG_OP_ADD, y_first ? y : a, y_first ? a : y, NO, out, NO, NO)->arg[0] = 1;
+	op(b, AG_OP_ADD, y_first ? yp : a, y_first ? a : yp, NO, out, NO, NO)->arg[0] = 1;
+	if (yp != y)
+		unref(b, yp);
 	unref(b, y);
 	unref(b, a);
 	return out;
@@ -1149,7 +1319,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
 		T qkv = conv1d(b, x1, blk(M, b, i, "attn.c_attn.weight"), blk(M, b, i, "attn.c_attn.bias"),
 		               &s->attn_in);
-		unref(b, x1);
+		/* the attention's activations are qkv's dtype: bf16 under autocast */
+		enum ag_dtype dt = b->s->tensor[qkv].dtype;
 		/* split (views) and _split_heads (view, permute): q, k, v are
 		 * [B, h, T, hd] views of qkv */
 		int64_t st3 = (int64_t)(3 * d);
@@ -1168,27 +1339,29 @@ static void gpt2_step(struct bld *b, struct model *M)
 			T kt = transpose_last2(b, k);
 			T ktc = bmm_operand(b, kt, "clone (matmul's copy of k^T)");
 			unref(b, kt);
-			T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
+			T sc = TMP("bmm (q k^T)", dt, B * h, Tn, Tn);
 			op(b, AG_OP_BMM, qc, ktc, NO, sc, NO, NO);
 			s->q = qc, s->kt = ktc;
 			/* / torch.full([], sqrt(hd)): the divisor is saved */
-			T dv = tmp(b, "full (1/sqrt(hd) divisor)", AG_F32, 0, NULL);
+			T dv = tmp(b, "full (1/sqrt(hd) divisor)", dt, 0, NULL);
 			op(b, AG_OP_FILL, NO, NO, NO, dv, NO, NO)->arg[0] = sqrt((double)hd);
-			T aw = TMP("div (scores)", AG_F32, B * h, Tn, Tn);
+			T aw = TMP("div (scores)", dt, B * h, Tn, Tn);
 			op(b, AG_OP_DIV, sc, dv, NO, aw, NO, NO);
 			unref(b, sc);
 			s->divisor = dv;
 			/* torch.where(causal_mask, w, mask_value): the condition is a
 			 * view of the `bias` buffer, the only thing saved */
-			T mv = tmp(b, "full (mask_value)", AG_F32, 0, NULL);
-			op(b, AG_OP_FILL, NO, NO, NO, mv, NO, NO)->arg[0] = -3.4028234663852886e38;
+			/* torch.finfo(attn_weights.dtype).min */
+			T mv = tmp(b, "full (mask_value)", dt, 0, NULL);
+			op(b, AG_OP_FILL, NO, NO, NO, mv, NO, NO)->arg[0] = dt == AG_BF16 ? -3.3895313892515355e38
+			                                                                   : -3.4028234663852886e38;
 			T cm = vw(b, M->bias[l], 4, SH(1, 1, Tn, Tn),
 			          (const int64_t[]){ (int64_t)(m->positions * m->positions),
 			                             (int64_t)(m->positions * m->positions), (int64_t)m->positions, 1 }, 0);
-			T wh = TMP("where (causal mask)", AG_F32, B * h, Tn, Tn);
+			T wh = TMP("where (causal mask)", dt, B * h, Tn, Tn);
 			op(b, AG_OP_WHERE, cm, aw, mv, wh, NO, NO);
 			unref(b, aw);
-			T sm = TMP("_softmax", AG_F32, B * h, Tn, Tn);
+			T sm = TMP("_softmax", dt, B * h, Tn, Tn);
 			op(b, AG_OP_SOFTMAX, wh, NO, NO, sm, NO, NO);
 			unref(b, wh);
 			ref(b, sm); /* softmax saves its result */
@@ -1198,7 +1371,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 			unref(b, sm); /* the name `attn_weights` is rebound to the dropout's output */
 			/* bmm with v saves the weights and v's copy */
 			T vc = bmm_operand(b, v, "clone (matmul's copy of v)");
-			T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
+			T ao = TMP("bmm (attention x v)", dt, B * h, Tn, hd);
 			op(b, AG_OP_BMM, smd, vc, NO, ao, NO, NO);
 			s->attw = smd, s->sm = sm, s->v = vc;
 			ref(b, smd); /* bmm keeps it */
@@ -1207,7 +1380,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 			/* _merge_heads: permute(0, 2, 1, 3).contiguous() */
 			T aop = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
 			                                                           (int64_t)(Tn * hd), 1 }, 0);
-			merged = TMP("clone (merge heads)", AG_F32, B, Tn, d);
+			merged = TMP("clone (merge heads)", dt, B, Tn, d);
 			op(b, AG_OP_COPY, aop, NO, NO, merged, NO, NO);
 			unref(b, aop);
 			unref(b, ao);
@@ -1230,11 +1403,11 @@ static void gpt2_step(struct bld *b, struct model *M)
 		/* h = attn(h) + residual */
 		b->module = -1;
 		residual = residual_add(b, residual, po, 1);
+		unref(b, x1); /* the name hidden_states is rebound to the sum (fp32: addmm's saved view holds it) */
 		b->module = modname(b, "transformer.h.%d.ln_2", i);
 		T x2 = layer_norm(b, residual, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &s->ln2);
 		b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
 		T fc = conv1d(b, x2, blk(M, b, i, "mlp.c_fc.weight"), blk(M, b, i, "mlp.c_fc.bias"), &s->fc);
-		unref(b, x2);
 		/* gelu_new: 0.5 * x * (1.0 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3.0)))) */
 		T a = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.5 x)", fc, 0.5, &s->half);
 		T p3 = like(b, "pow (x^3)", fc);
@@ -1266,6 +1439,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 		mo = mod_;
 		b->module = -1;
 		hs = residual_add(b, residual, mo, 0);
+		unref(b, x2); /* the block returns: its name for ln_2's output goes */
 		mark(b, "fwd:h.%d:end", i);
 	}
 	b->module = modname(b, "transformer.ln_f");
@@ -1276,7 +1450,9 @@ static void gpt2_step(struct bld *b, struct model *M)
 	mark(b, "fwd:ln_f:end");
 	T xf2, lg, lsm, tgt, tw;
 	T loss = head_fwd(b, M, xf, head, &xf2, &lg, &lsm, &tgt, &tw);
-	/* the loop keeps outputs (the loss and the logits) to the step's end */
+	/* the loop keeps outputs (the loss and the logits) to the step's end;
+	 * the autocast region exits */
+	ac_clear(b, M);
 
 	T one, held;
 	T dxf = head_bwd(b, lsm, tgt, tw, xf2, head, &one, &held);
@@ -1296,7 +1472,10 @@ static void gpt2_step(struct bld *b, struct model *M)
 			mark(b, "bwd:h.%d:end", i + 1);
 		/* AddBackward (residual + mlp): gx goes to both; the MLP first */
 		b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
-		T gmo = dropout_bwd(b, gx, 0, s->drop_mlp);
+		/* autocast: AddBackward's gradient for the 16-bit operand is cast
+		 * to its dtype (validate_outputs) */
+		T gmo = b->o->amp != AG_F32 ? to_dtype(b, gx, b->o->amp, "_to_copy (validate_outputs)")
+		                            : dropout_bwd(b, gx, 0, s->drop_mlp);
 		T dgl = conv1d_bwd(b, gmo, 1, &s->proj, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"));
 		b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
 		/* MulBackward (a * u): d a = g · u, d u = g · a */
@@ -1313,14 +1492,14 @@ static void gpt2_step(struct bld *b, struct model *M)
 		unref(b, du);
 		unref(b, s->t);
 		/* MulBackward (sqrt(2/pi) ·): g · the kept number */
-		T cs = cast_scalar(b, s->c2);
+		T cs = cast_scalar_as(b, s->c2, b->s->tensor[dy].dtype);
 		T dsx = like(b, "mul (gelu backward)", dy);
 		op(b, AG_OP_MUL_SCALAR, dy, NO, NO, dsx, NO, NO)->arg[0] = sqrt(2.0 / M_PI);
 		unref(b, cs);
 		unref(b, dy);
 		unref(b, s->c2);
 		/* AddBackward (x + c): dsx to x's buffer and to the mul */
-		cs = cast_scalar(b, s->c1);
+		cs = cast_scalar_as(b, s->c1, b->s->tensor[dsx].dtype);
 		T dp = like(b, "mul (gelu backward)", dsx);
 		op(b, AG_OP_MUL_SCALAR, dsx, NO, NO, dp, NO, NO)->arg[0] = 0.044715;
 		unref(b, cs);
@@ -1329,7 +1508,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 		T x2p = like(b, "pow (x^2, pow backward)", s->xfc);
 		op(b, AG_OP_POW_SCALAR, s->xfc, NO, NO, x2p, NO, NO)->arg[0] = 2;
 		T w3 = wrapped(b, 3.0);
-		T c3 = cast_scalar(b, w3);
+		T c3 = cast_scalar_as(b, w3, b->s->tensor[x2p].dtype);
 		T x3 = like(b, "mul (3 x^2)", s->xfc);
 		op(b, AG_OP_MUL_SCALAR, x2p, NO, NO, x3, NO, NO)->arg[0] = 3;
 		unref(b, c3);
@@ -1344,7 +1523,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 		T acc = dsx;
 		arrive(b, &acc, dxp);
 		/* MulBackward (0.5 ·) */
-		cs = cast_scalar(b, s->half);
+		cs = cast_scalar_as(b, s->half, b->s->tensor[da].dtype);
 		T dh = like(b, "mul (gelu backward)", da);
 		op(b, AG_OP_MUL_SCALAR, da, NO, NO, dh, NO, NO)->arg[0] = 0.5;
 		unref(b, cs);
@@ -1364,7 +1543,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 		accumulate(b, blk(M, b, i, "ln_2.bias"), lb);
 		/* AddBackward (attn + residual): g2 to both; the attention first */
 		b->module = modname(b, "transformer.h.%d.attn.c_proj", i);
-		T gpo = dropout_bwd(b, g2, 0, s->drop_resid);
+		T gpo = b->o->amp != AG_F32 ? to_dtype(b, g2, b->o->amp, "_to_copy (validate_outputs)")
+		                            : dropout_bwd(b, g2, 0, s->drop_resid);
 		T dm = conv1d_bwd(b, gpo, 1, &s->attn_out, blk(M, b, i, "attn.c_proj.weight"),
 		                  blk(M, b, i, "attn.c_proj.bias"));
 		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
@@ -1377,18 +1557,19 @@ static void gpt2_step(struct bld *b, struct model *M)
 			T dvc;
 			T dwh = attn_v_bwd(b, dm, s->attw, s->sm, s->drop_attn, s->v, B, h, Tn, hd, &dvc);
 			/* WhereBackward: where(cond, grad, 0) */
-			T zero = tmp(b, "scalar_tensor (0)", AG_F32, 0, NULL);
+			enum ag_dtype dt = b->s->tensor[dwh].dtype;
+			T zero = tmp(b, "scalar_tensor (0)", dt, 0, NULL);
 			op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
 			T cm = vw(b, M->bias[i], 4, SH(1, 1, Tn, Tn),
 			          (const int64_t[]){ (int64_t)(m->positions * m->positions),
 			                             (int64_t)(m->positions * m->positions), (int64_t)m->positions, 1 }, 0);
-			T daw = TMP("where (backward)", AG_F32, B * h, Tn, Tn);
+			T daw = TMP("where (backward)", dt, B * h, Tn, Tn);
 			op(b, AG_OP_WHERE, cm, dwh, zero, daw, NO, NO);
 			unref(b, cm);
 			unref(b, zero);
 			unref(b, dwh);
 			/* DivBackward */
-			T dsc = TMP("div (backward)", AG_F32, B * h, Tn, Tn);
+			T dsc = TMP("div (backward)", dt, B * h, Tn, Tn);
 			op(b, AG_OP_DIV, daw, s->divisor, NO, dsc, NO, NO);
 			unref(b, daw);
 			unref(b, s->divisor);
@@ -1405,18 +1586,18 @@ static void gpt2_step(struct bld *b, struct model *M)
 			 * the transpose as well. They make no bytes: each is let go before
 			 * the tensor it views, whose free stays where PyTorch has it. */
 			const int64_t *hst = (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 };
-			T dk = TMP("clone (k grad to [B, T, d])", AG_F32, B, Tn, d);
+			T dk = TMP("clone (k grad to [B, T, d])", dt, B, Tn, d);
 			T dktv = vw(b, dkt, 4, SH(B, Tn, h, hd),
 			            (const int64_t[]){ (int64_t)(h * hd * Tn), 1, (int64_t)(hd * Tn), (int64_t)Tn }, 0);
 			op(b, AG_OP_COPY, dktv, NO, NO, dk, NO, NO);
 			unref(b, dktv);
 			unref(b, dkt);
-			T dqq = TMP("clone (q grad to [B, T, d])", AG_F32, B, Tn, d);
+			T dqq = TMP("clone (q grad to [B, T, d])", dt, B, Tn, d);
 			T dqv = vw(b, dq, 4, SH(B, Tn, h, hd), hst, 0);
 			op(b, AG_OP_COPY, dqv, NO, NO, dqq, NO, NO);
 			unref(b, dqv);
 			unref(b, dq);
-			dqkv = TMP("cat (split backward)", AG_F32, B, Tn, 3 * d);
+			dqkv = TMP("cat (split backward)", dt, B, Tn, 3 * d);
 			T dvv = vw(b, dvc, 4, SH(B, Tn, h, hd), hst, 0);
 			op(b, AG_OP_CAT_LAST, dqq, dk, dvv, dqkv, NO, NO);
 			unref(b, dvv);
@@ -2353,6 +2534,7 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->beta2 = c->beta2;
 	o->eps = c->eps;
 	o->seed = c->seed;
+	o->amp = c->precision == ZS_AMP_BF16 ? AG_BF16 : c->precision == ZS_AMP_FP16 ? AG_F16 : AG_F32;
 }
 
 static int refuse(char **cause, const char *fmt, ...)
@@ -2364,6 +2546,31 @@ static int refuse(char **cause, const char *fmt, ...)
 	va_end(ap);
 	zs_set_cause(cause, "%s", buf);
 	return -1;
+}
+
+/* What of autocast is described (docs/schedule.md, "Autocast"): bf16 on
+ * the CPU, GPT-2's eager step without dropout; the rest refused by name. */
+static int amp_check(const struct zs_model *m, const struct ag_options *o, char **cause)
+{
+	/* 1.13's autocast_mode.cpp: the CPU's autocast takes bf16 only
+	 * (at::autocast::set_autocast_cpu_dtype; torch.autocast warns and
+	 * disables itself for float16 on the CPU) */
+	if (o->amp == AG_F16 && o->version == ZS_TORCH_1_13)
+		return refuse(cause, "--precision amp-fp16: PyTorch 1.13's autocast on the CPU takes bfloat16 only (give "
+		              "--precision amp-bf16)");
+	if (o->amp == AG_F16)
+		return refuse(cause, "--precision amp-fp16: float16 autocast on the CPU is not described yet (give "
+		              "--precision amp-bf16)");
+	if (m->family != ZS_FAMILY_GPT2)
+		return refuse(cause, "--precision amp-bf16: autocast over a %s's step is not described yet (gpt2's is)",
+		              m->model_type);
+	if (o->attn == ZS_ATTN_SDPA)
+		return refuse(cause, "--precision amp-bf16: autocast with --attn sdpa is not described yet (give --attn "
+		              "eager)");
+	if (m->embd_pdrop > 0 || m->attn_pdrop > 0 || m->resid_pdrop > 0)
+		return refuse(cause, "--precision amp-bf16: autocast with dropout (the model's config) is not described "
+		              "yet (give a config with dropout 0)");
+	return 0;
 }
 
 int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step_params *p,
@@ -2413,9 +2620,12 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (o->attn == ZS_ATTN_SDPA && m->attn_pdrop > 0)
 		return refuse(cause, "--attn sdpa: with attention dropout (attn_pdrop %g) SDPA takes its math path, not "
 		              "described yet (give --attn eager, or attn_pdrop 0)", m->attn_pdrop);
+	if (o->amp != AG_F32 && amp_check(m, o, cause) < 0)
+		return -1;
 	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP };
 	struct bld *b = &B_;
 	struct model M = { 0 };
+	b->M = &M;
 	use(b, &s->setup, &s->nsetup);
 	if (m->family == ZS_FAMILY_GPT2)
 		gpt2_setup(b, &M);
@@ -2461,6 +2671,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	unref(b, M.loss);
 	mark(b, "phase:between");
 	free(M.pt);
+	free(M.cached);
 	free(M.bias);
 	free(M.masked_bias);
 	free(b->refs);

@@ -232,6 +232,8 @@ struct ag_options {
 	enum zs_optimizer optimizer;     /* Adam (AdamW's bytes are Adam's) */
 	double lr, beta1, beta2, eps;
 	uint64_t seed;                   /* the run's --seed: dropout's masks (AG_OP_BERNOULLI_) */
+	enum ag_dtype amp;               /* autocast's lower precision (--precision amp-bf16: AG_BF16), or
+	                                  * AG_F32 without autocast (docs/schedule.md, "Autocast") */
 };
 
 struct ag_step {
