@@ -1047,7 +1047,7 @@ def zerosim_theory(a, r):
             json.dump(raw, open(cfgfile, "w"))
         out = os.path.join(d, "t.json")
         cmd = [a.zerosim, "theory", "--model", cfgfile, "--world", "1", "--seq", str(a.seq), "--batch",
-               str(a.batch), "--precision", "fp32", "--schemes", "dp"] + a.zerosim_args.split() + ["--out", out]
+               str(a.batch), "--precision", "amp-bf16" if a.amp == "bf16" else "fp32", "--schemes", "dp"] + a.zerosim_args.split() + ["--out", out]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode:
             return dict(command=" ".join(cmd[:-2]), error=p.stderr.strip())

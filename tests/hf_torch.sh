@@ -63,6 +63,7 @@ EOF
 sed 's/"embd_pdrop": 0.0, "attn_pdrop": 0.0,/"embd_pdrop": 0.1, "attn_pdrop": 0.1,/; s/"resid_pdrop": 0.0/"resid_pdrop": 0.1/' \
 	"$tmp/tiny-gpt2.json" >"$tmp/tiny-gpt2-drop.json"
 sed 's/"attention_dropout": 0.0/"attention_dropout": 0.1/' "$tmp/tiny-llama.json" >"$tmp/tiny-llama-drop.json"
+sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' "$tmp/tiny-gpt2.json" >"$tmp/tiny-gpt2-untied.json"
 # llama with as many k/v heads as heads (no grouped-query attention: 2.6's
 # CPU SDPA runs its flash kernel), 256 positions (seq 200 takes 64-row blocks)
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/; s/"max_position_embeddings": 64/"max_position_embeddings": 256/' \
@@ -265,7 +266,10 @@ if [ "${1:-}" = torch26 ]; then
 		"ddp2-gpt2|tiny-gpt2|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
 		"ddp2-gpt2-zeros|tiny-gpt2|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
 		"ddp2-llama|tiny-llama|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
-		"ddp2-llama-zeros|tiny-llama|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros"
+		"ddp2-llama-zeros|tiny-llama|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
+		"gpt2-amp-bf16|tiny-gpt2|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
+		"gpt2-amp-bf16-zeros-foreach|tiny-gpt2|--zero-grad zeros --optimizer-impl foreach --amp bf16|--wrapper none --optimizer-impl foreach --zero-grad zeros --precision amp-bf16" \
+		"ddp2-gpt2-amp-bf16|tiny-gpt2|--zero-grad none --ddp 2 --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad none --precision amp-bf16"
 	do
 		label=${case%%|*} rest=${case#*|}
 		cfg=${rest%%|*} rest=${rest#*|}
@@ -326,7 +330,10 @@ for case in \
 	"ddp2-llama-foreach|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2 --optimizer-impl foreach|$ddp --optimizer-impl foreach --zero-grad zeros" \
 	"ddp2-gpt2-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --ddp 2|$ddp --optimizer-impl single --zero-grad none" \
 	"gpt2-dropout|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-	"llama-dropout|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros"
+	"llama-dropout|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"gpt2-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+	"gpt2-untied-amp-bf16-set_to_none|--model $tmp/tiny-gpt2-untied.json --amp bf16 --zero-grad none|$plain --optimizer-impl single --zero-grad none --precision amp-bf16" \
+	"ddp2-gpt2-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}
@@ -337,7 +344,7 @@ do
 	# are its own, drawn from --seed: the bytes are what is compared)
 	set --
 	case $label in
-	ddp2-* | *dropout*)
+	ddp2-* | *dropout* | *amp*)
 		cfg=$(echo "$targs" | sed 's/^--model \([^ ]*\).*/\1/')
 		world=1
 		case $label in ddp2-*) world=2 ;; esac
@@ -351,5 +358,32 @@ do
 		;;
 	esac
 	if ! "$py" "$tmp/cmp.py" "$tmp/out.json" "$label" "$@"; then status=1; fi
+	# autocast's arithmetic: the engine's bf16 kernels (widen to fp32,
+	# round once) against its own fp32 run of the same weights and
+	# batches: each step's loss within 1e-3 relative and not equal to it
+	# (PyTorch's own bf16 and fp32 losses differ by 2e-4 here; it starts
+	# from other weights, so its losses are printed beside, not compared)
+	case $label in
+	*amp*)
+		# shellcheck disable=SC2086
+		if ! "$zerosim" measure --model "$cfg" --seq 32 --batch 2 --schemes dp --world $world --steps 3 \
+			$zargs --precision fp32 --out "$tmp/m32.json" 2>"$tmp/err"; then
+			echo "hf_torch: FAIL: $label: zerosim measure (fp32): $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+		"$py" - "$tmp/m.json" "$tmp/m32.json" "$tmp/out.json" "$label" <<'EOF' || status=1
+import json, sys
+amp, f32 = (json.load(open(p))["runs"][0]["losses"] for p in sys.argv[1:3])
+torch_amp = json.load(open(sys.argv[3])).get("losses", [])
+worst = max(abs(a - b) / abs(b) for a, b in zip(amp, f32))
+# worst > 0: the bf16 path rounds (it is not the fp32 run again)
+ok = len(amp) == len(f32) == 3 and 0 < worst <= 1e-3
+print(f"{'ok' if ok else 'FAIL'}: {sys.argv[4]}: measure's bf16 losses {[round(x, 4) for x in amp]} against its fp32 "
+      f"{[round(x, 4) for x in f32]}: worst {worst:.2e} relative (bound 1e-3); PyTorch's bf16 "
+      f"{[round(x, 4) for x in torch_amp[:3]]}")
+sys.exit(0 if ok else 1)
+EOF
+		;;
+	esac
 done
 exit $status

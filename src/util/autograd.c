@@ -2552,9 +2552,10 @@ static int refuse(char **cause, const char *fmt, ...)
  * the CPU, GPT-2's eager step without dropout; the rest refused by name. */
 static int amp_check(const struct zs_model *m, const struct ag_options *o, char **cause)
 {
-	/* 1.13's autocast_mode.cpp: the CPU's autocast takes bf16 only
-	 * (at::autocast::set_autocast_cpu_dtype; torch.autocast warns and
-	 * disables itself for float16 on the CPU) */
+	/* 1.13's CPU autocast takes bf16 only: torch.autocast("cpu",
+	 * dtype=torch.float16) fails at its first op ("Currently, AutocastCPU
+	 * only support Bfloat16 as the autocast_cpu_dtype", seen here); 2.6
+	 * runs float16 on the CPU too */
 	if (o->amp == AG_F16 && o->version == ZS_TORCH_1_13)
 		return refuse(cause, "--precision amp-fp16: PyTorch 1.13's autocast on the CPU takes bfloat16 only (give "
 		              "--precision amp-bf16)");
