@@ -19,7 +19,11 @@
 # measure at N = 2 too; gpt2 and llama with dropout 0.1 from their
 # configs (the CPU's noise tensors kept by autograd), where zerosim's
 # measure, which runs real dropout with its own seeded masks, must give
-# the theory's bytes too.
+# the theory's bytes too; gpt2 and llama under bf16 autocast
+# (--precision amp-bf16, hf_torch.py --amp bf16: gpt2 tied with zeros,
+# untied with set_to_none, DDP N = 2; llama untied with zeros), theory and
+# measure, and measure's bf16 losses against its own fp32 run's
+# (docs/schedule.md, "Autocast").
 #
 # `tests/hf_torch.sh table` (make check-torch-ref; ZS_HF_SMALL=0 leaves out
 # GPT-2 small, minutes a run; ZS_TORCH26_ROOT names the 2.6 root): the issue's cases with
@@ -143,9 +147,9 @@ with tempfile.TemporaryDirectory() as t:
     cfg = os.path.join(t, os.path.basename(model))
     json.dump(raw, open(cfg, "w"))
     opts = ["--framework", "torch", "--wrapper", "none", "--world", "1", "--schemes", "dp", "--precision",
-            "fp32", "--torch-device", "cpu", "--torch-version", "1.13" if d["torch"].startswith("1.") else "2.6",
+            "amp-bf16" if d["amp"] == "bf16" else "fp32", "--torch-device", "cpu", "--torch-version", "1.13" if d["torch"].startswith("1.") else "2.6",
             "--optimizer-impl", d["optimizer_impl"], "--zero-grad", d["zero_grad"], "--attn", d["attn"]]
-    if d["amp"] != "none" or not d["keep_logits"] or d["loss"] != "5.x" or \
+    if not d["keep_logits"] or d["loss"] != "5.x" or \
             d.get("mask", "where") == "add":
         why = "not described yet"
     else:
@@ -237,7 +241,8 @@ fi
 # comparison above against PyTorch 2.6 in its Debian 13 root
 # (tests/torch26_root.sh makes it when absent), at 2.6's defaults and
 # beyond: zero_grad set_to_none and zeros, Adam single, foreach and fused,
-# SDPA (gpt2; llama with as many k/v heads as heads), dropout, DDP N = 2 (USE_LIBUV=0: 2.6's gloo rendezvous). PyTorch
+# SDPA (gpt2; llama with as many k/v heads as heads), dropout, gpt2 and
+# llama under bf16 autocast, DDP N = 2 (USE_LIBUV=0: 2.6's gloo rendezvous). PyTorch
 # runs in the root (hf_torch.py alone: zerosim is this machine's binary),
 # zerosim's theory and measure here; equal to the byte or this fails.
 # Without a root: skip (77), a failure under ZS_REQUIRE_TORCH26=1.
@@ -269,7 +274,8 @@ if [ "${1:-}" = torch26 ]; then
 		"ddp2-llama-zeros|tiny-llama|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
 		"gpt2-amp-bf16|tiny-gpt2|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
 		"gpt2-amp-bf16-zeros-foreach|tiny-gpt2|--zero-grad zeros --optimizer-impl foreach --amp bf16|--wrapper none --optimizer-impl foreach --zero-grad zeros --precision amp-bf16" \
-		"ddp2-gpt2-amp-bf16|tiny-gpt2|--zero-grad none --ddp 2 --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad none --precision amp-bf16"
+		"ddp2-gpt2-amp-bf16|tiny-gpt2|--zero-grad none --ddp 2 --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad none --precision amp-bf16" \
+		"llama-amp-bf16|tiny-llama|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16"
 	do
 		label=${case%%|*} rest=${case#*|}
 		cfg=${rest%%|*} rest=${rest#*|}
@@ -333,7 +339,8 @@ for case in \
 	"llama-dropout|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"gpt2-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
 	"gpt2-untied-amp-bf16-set_to_none|--model $tmp/tiny-gpt2-untied.json --amp bf16 --zero-grad none|$plain --optimizer-impl single --zero-grad none --precision amp-bf16" \
-	"ddp2-gpt2-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16"
+	"ddp2-gpt2-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+	"llama-amp-bf16|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}

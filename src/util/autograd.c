@@ -1086,6 +1086,11 @@ static T attn_v_bwd(struct bld *b, T dm, T attw, T sm, T noise, T v, uint64_t B,
 	unref(b, dao);
 	unref(b, attw);
 	unref(b, v);
+	/* autocast: bmm took a 16-bit cast of fp32 weights (Llama's softmax
+	 * in fp32): its ToCopyBackward */
+	enum ag_dtype smt = b->s->tensor[sm].dtype;
+	if (smt != dt)
+		dsm = ac_grad_back_to(b, dsm, smt);
 	if (noise != NO) {
 		/* the grad in the dropout output's shape (Llama's is [B, h, T, T]) */
 		const struct ag_tensor n_ = b->s->tensor[noise], *n = &n_; /* a copy: the array grows */
@@ -1096,7 +1101,7 @@ static T attn_v_bwd(struct bld *b, T dm, T attw, T sm, T noise, T v, uint64_t B,
 		}
 		dsm = dropout_bwd(b, g, 1, noise);
 	}
-	T dw = TMP("_softmax_backward_data", dt, B * h, Tn, Tn);
+	T dw = TMP("_softmax_backward_data", smt, B * h, Tn, Tn);
 	op(b, AG_OP_SOFTMAX_BWD, dsm, sm, NO, dw, NO, NO);
 	unref(b, dsm);
 	unref(b, sm);
@@ -1660,15 +1665,32 @@ static void gpt2_step(struct bld *b, struct model *M)
 
 /* nn.Linear without bias on [.., in]: matmul(x, W^t) folds to mm over
  * x.view(-1, in); the node keeps the view and W^t. */
-struct lin_saved { T x2; };
+struct lin_saved {
+	T x2;
+	T w16;      /* autocast: the saved 16-bit W (NO: W itself) */
+	int xcast;  /* autocast: x was cast */
+};
 
 static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
 {
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t in = o->shape[o->ndim - 1], rows = numel(o) / in, out = b->s->tensor[w->w].shape[0];
-	T x2 = reshape(b, x, 2, SH(rows, in));
-	T wt = transpose_last2(b, w->w);
-	T y = TMP("mm (linear)", AG_F32, rows, out);
+	/* autocast's linear: W cast first (cached), then x (a copy at every
+	 * use: q, k and v each cast the same norm output); MmBackward keeps
+	 * both 16-bit */
+	T wm = w->w, xm = x;
+	sv->w16 = NO;
+	sv->xcast = 0;
+	if (b->o->amp != AG_F32) {
+		wm = sv->w16 = ac_cast_param(b, w);
+		sv->xcast = o->dtype != b->o->amp;
+		xm = ac_cast(b, x);
+	}
+	T x2 = reshape(b, xm, 2, SH(rows, in));
+	if (b->o->amp != AG_F32)
+		unref(b, xm); /* the cast's name (or ac_cast's holder of x): the view holds it */
+	T wt = transpose_last2(b, wm);
+	T y = TMP("mm (linear)", b->s->tensor[x2].dtype, rows, out);
 	op(b, AG_OP_MM, x2, wt, NO, y, NO, NO);
 	unref(b, wt);
 	sv->x2 = x2;
@@ -1692,20 +1714,25 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 	const struct ag_tensor go_ = b->s->tensor[g];
 	T g2 = reshape(b, g, 2, SH(rows, out));
 	/* W^t's gradient in W^t's layout (mm_mat2_backward): W's [out, in] */
-	T dw = TMP("mm (linear backward, weight)", AG_F32, out, in);
+	T dw = TMP("mm (linear backward, weight)", go_.dtype, out, in);
 	T gt = transpose_last2(b, g2);
 	op(b, AG_OP_MM, gt, sv->x2, NO, dw, NO, NO);
 	unref(b, gt);
-	T dx = TMP("mm (linear backward, input)", AG_F32, rows, in);
-	op(b, AG_OP_MM, g2, w->w, NO, dx, NO, NO);
+	T dx = TMP("mm (linear backward, input)", go_.dtype, rows, in);
+	op(b, AG_OP_MM, g2, sv->w16 != NO ? sv->w16 : w->w, NO, dx, NO, NO);
 	unref(b, g2);
 	if (owned)
 		unref(b, g);
 	unref(b, sv->x2);
+	if (sv->w16 != NO)
+		unref(b, sv->w16);
 	/* ViewBackward (x.view(-1, in)) hands on a view of it in x's shape */
 	T dxv = grad_in_x_shape(b, dx, &go_);
+	/* autocast: x's ToCopyBackward (the later cast) before W's */
+	if (sv->xcast)
+		dxv = ac_grad_back(b, dxv);
 	arrive(b, xbuf, dxv);
-	accumulate(b, w, dw);
+	accumulate(b, w, sv->w16 != NO ? ac_grad_back(b, dw) : dw);
 }
 
 /* LlamaRMSNorm op by op: x.pow(2).mean(-1, keepdim=True); x *
@@ -1821,29 +1848,50 @@ static void rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, 
 
 /* apply_rotary_pos_emb for one of q, k ([B, n, T, hd] view x): x·cos +
  * rotate_half(x)·sin. */
-struct rope_saved { T cos, sin; };
+struct rope_saved {
+	T cos, sin;
+	enum ag_dtype xdt; /* x's dtype (autocast: bf16 q or k against fp32 cos and sin) */
+};
+
+/* An operand of a binary op whose other operand is of dtype `to`, as
+ * TensorIterator takes it: itself, or, of a lower float type than fp32,
+ * a copy in fp32 for the kernel (the caller lets it go after the op). */
+static T promoted(struct bld *b, T x, enum ag_dtype to)
+{
+	if (b->s->tensor[x].dtype == to || to != AG_F32) {
+		ref(b, x);
+		return x;
+	}
+	return to_dtype(b, x, to, "_to_copy (type promotion)");
+}
 
 static T rope(struct bld *b, T x, T cos4, T sin4, struct rope_saved *sv)
 {
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t B = o->shape[0], n = o->shape[1], Tn = o->shape[2], hd = o->shape[3];
-	T xc = TMP("mul (x cos)", AG_F32, B, n, Tn, hd);
-	op(b, AG_OP_MUL, x, cos4, NO, xc, NO, NO);
+	enum ag_dtype rt = b->s->tensor[cos4].dtype; /* bf16 x fp32: fp32 */
+	sv->xdt = o->dtype;
+	T xp = promoted(b, x, rt);
+	T xc = TMP("mul (x cos)", rt, B, n, Tn, hd);
+	op(b, AG_OP_MUL, xp, cos4, NO, xc, NO, NO);
+	unref(b, xp);
 	ref(b, cos4); /* mul keeps cos for x's grad */
 	T x2 = vw(b, x, 4, SH(B, n, Tn, hd / 2), o->stride, hd / 2);
 	T x1 = vw(b, x, 4, SH(B, n, Tn, hd / 2), o->stride, 0);
-	T nx2 = TMP("neg (rotate_half)", AG_F32, B, n, Tn, hd / 2);
+	T nx2 = TMP("neg (rotate_half)", o->dtype, B, n, Tn, hd / 2);
 	op(b, AG_OP_NEG, x2, NO, NO, nx2, NO, NO);
-	T rot = TMP("cat (rotate_half)", AG_F32, B, n, Tn, hd);
+	T rot = TMP("cat (rotate_half)", o->dtype, B, n, Tn, hd);
 	op(b, AG_OP_CAT_LAST, nx2, x1, NO, rot, NO, NO);
 	unref(b, nx2);
 	unref(b, x1);
 	unref(b, x2);
-	T rs = TMP("mul (rotate_half sin)", AG_F32, B, n, Tn, hd);
-	op(b, AG_OP_MUL, rot, sin4, NO, rs, NO, NO);
+	T rp = promoted(b, rot, rt);
+	T rs = TMP("mul (rotate_half sin)", rt, B, n, Tn, hd);
+	op(b, AG_OP_MUL, rp, sin4, NO, rs, NO, NO);
+	unref(b, rp);
 	ref(b, sin4);
 	unref(b, rot);
-	T y = TMP("add (rope)", AG_F32, B, n, Tn, hd);
+	T y = TMP("add (rope)", rt, B, n, Tn, hd);
 	op(b, AG_OP_ADD, xc, rs, NO, y, NO, NO)->arg[0] = 1;
 	unref(b, xc);
 	unref(b, rs);
@@ -1857,30 +1905,35 @@ static void rope_bwd(struct bld *b, T g, struct rope_saved *sv, T *xbuf)
 {
 	const struct ag_tensor o_ = b->s->tensor[g], *o = &o_; /* a copy: the array grows */
 	uint64_t B = o->shape[0], n = o->shape[1], Tn = o->shape[2], hd = o->shape[3];
-	/* MulBackward (rot * sin) */
-	T drot = TMP("mul (rope backward, g sin)", AG_F32, B, n, Tn, hd);
+	/* MulBackward (rot * sin); under autocast validate_outputs casts the
+	 * fp32 product to rot's bf16 */
+	T drot = TMP("mul (rope backward, g sin)", o->dtype, B, n, Tn, hd);
 	op(b, AG_OP_MUL, g, sv->sin, NO, drot, NO, NO);
+	if (sv->xdt != o->dtype)
+		drot = ac_grad_back_to(b, drot, sv->xdt);
 	unref(b, sv->sin);
 	/* CatBackward: narrow views; NegBackward; the slices' backward
 	 * (slice_backward: zeros of x's shape, the grad copied in) */
 	T p0 = vw(b, drot, 4, SH(B, n, Tn, hd / 2), b->s->tensor[drot].stride, 0);
 	T p1 = vw(b, drot, 4, SH(B, n, Tn, hd / 2), b->s->tensor[drot].stride, hd / 2);
 	unref(b, drot);
-	T dn = TMP("neg (rotate_half backward)", AG_F32, B, n, Tn, hd / 2);
+	T dn = TMP("neg (rotate_half backward)", sv->xdt, B, n, Tn, hd / 2);
 	op(b, AG_OP_NEG, p0, NO, NO, dn, NO, NO);
 	unref(b, p0);
-	T s2 = TMP("slice_backward (x2)", AG_F32, B, n, Tn, hd);
+	T s2 = TMP("slice_backward (x2)", sv->xdt, B, n, Tn, hd);
 	uint64_t half = hd / 2; /* x2 = x[..., hd/2:] */
 	op(b, AG_OP_COPY, dn, NO, NO, s2, NO, NO)->arg[1] = (double)half;
 	unref(b, dn);
-	T s1 = TMP("slice_backward (x1)", AG_F32, B, n, Tn, hd);
+	T s1 = TMP("slice_backward (x1)", sv->xdt, B, n, Tn, hd);
 	op(b, AG_OP_COPY, p1, NO, NO, s1, NO, NO);
 	unref(b, p1);
 	arrive(b, xbuf, s2);
 	arrive(b, xbuf, s1);
 	/* MulBackward (x * cos) */
-	T dxc = TMP("mul (rope backward, g cos)", AG_F32, B, n, Tn, hd);
+	T dxc = TMP("mul (rope backward, g cos)", o->dtype, B, n, Tn, hd);
 	op(b, AG_OP_MUL, g, sv->cos, NO, dxc, NO, NO);
+	if (sv->xdt != o->dtype)
+		dxc = ac_grad_back_to(b, dxc, sv->xdt);
 	unref(b, g);
 	unref(b, sv->cos);
 	arrive(b, xbuf, dxc);
@@ -1909,12 +1962,13 @@ static T repeat_kv_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn,
 	          transposed ? (const int64_t[]){ (int64_t)rep * e * (int64_t)kv, (int64_t)rep * e, e, 1, (int64_t)Tn }
 	                     : (const int64_t[]){ (int64_t)rep * e * (int64_t)kv, (int64_t)rep * e, e, (int64_t)hd, 1 },
 	          0);
-	T s = TMP("sum (repeat_kv backward)", AG_F32, B, kv, 1, Tn, hd);
+	enum ag_dtype dt = b->s->tensor[g].dtype;
+	T s = TMP("sum (repeat_kv backward)", dt, B, kv, 1, Tn, hd);
 	op(b, AG_OP_SUM_TO, gv, NO, NO, s, NO, NO);
 	unref(b, gv);
 	unref(b, g);
 	for (int i = 0; i < 4; i++) {
-		T n = TMP("slice_backward (repeat_kv's [:, :, None])", AG_F32, B, kv, 1, Tn, hd);
+		T n = TMP("slice_backward (repeat_kv's [:, :, None])", dt, B, kv, 1, Tn, hd);
 		op(b, AG_OP_COPY, s, NO, NO, n, NO, NO);
 		unref(b, s);
 		s = n;
@@ -1933,6 +1987,7 @@ struct llama_layer_saved {
 	T sm, drop_attn;             /* softmax's result; the dropout's noise (NO for p = 0) */
 	struct sdpa_saved sd;        /* --attn sdpa: the flash kernel's saved set */
 	T gate_o, silu_o, up_o;      /* the MLP's */
+	T qf;                        /* autocast: the fp32 q_embed whose bf16 cast bmm keeps (NO: none) */
 };
 
 static void llama_setup(struct bld *b, struct model *M)
@@ -2099,32 +2154,45 @@ static void llama_step(struct bld *b, struct model *M)
 			ac = sdpa_fwd(b, &s->sd, qe, ke, vt);
 		} else {
 			/* repeat_kv: expand and reshape, a copy */
-			kr = TMP("clone (repeat_kv k)", AG_F32, B, h, Tn, hd);
+			kr = TMP("clone (repeat_kv k)", b->s->tensor[ke].dtype, B, h, Tn, hd);
 			T kx = expand_kv(b, ke, rep);
 			op(b, AG_OP_COPY, kx, NO, NO, kr, NO, NO);
 			unref(b, kx);
 			unref(b, ke);
-			T vr = TMP("clone (repeat_kv v)", AG_F32, B, h, Tn, hd);
+			T vr = TMP("clone (repeat_kv v)", b->s->tensor[vt].dtype, B, h, Tn, hd);
 			T vx = expand_kv(b, vt, rep);
 			op(b, AG_OP_COPY, vx, NO, NO, vr, NO, NO);
 			unref(b, vx);
 			unref(b, vt);
-			/* matmul(q, k^T): k^T copied to [B·h, hd, T] */
+			/* matmul(q, k^T): k^T copied to [B·h, hd, T]; under autocast
+			 * matmul casts k^T (the right operand first) and q_embed,
+			 * both fp32 after the rope's promotion, and keeps q's cast */
 			T ktr = transpose_last2(b, kr);
+			T qf = NO; /* autocast: the fp32 q_embed, its name held to forward's end */
+			if (b->o->amp != AG_F32) {
+				T ktb = ac_cast(b, ktr);
+				unref(b, ktr);
+				ktr = ktb;
+				qf = qe;
+				qe = ac_cast(b, qf);
+			}
 			T ktc = bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
 			unref(b, ktr);
 			/* matmul's views: q_embed (contiguous) as [B·h, T, hd] */
 			T qe3 = reshape(b, qe, 3, SH(B * h, Tn, hd));
 			unref(b, qe);
 			qe = qe3;
-			T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
+			T sc = TMP("bmm (q k^T)", b->s->tensor[qe].dtype, B * h, Tn, Tn);
 			op(b, AG_OP_BMM, qe, ktc, NO, sc, NO, NO);
 			T aw = scalar_op(b, AG_OP_MUL_SCALAR, "mul (scores * scaling)", sc, 1.0 / sqrt((double)hd), &s->sc_w);
 			unref(b, sc);
+			/* + the fp32 mask: bf16 scores promoted under autocast */
 			T am = TMP("add (causal mask)", AG_F32, B, h, Tn, Tn);
 			T cmv = vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
 			T aw4 = reshape(b, aw, 4, SH(B, h, Tn, Tn));
-			op(b, AG_OP_ADD, aw4, cmv, NO, am, NO, NO)->arg[0] = 1;
+			T awp = promoted(b, aw4, AG_F32);
+			op(b, AG_OP_ADD, awp, cmv, NO, am, NO, NO)->arg[0] = 1;
+			unref(b, awp);
 			unref(b, aw4);
 			unref(b, cmv);
 			unref(b, aw);
@@ -2136,27 +2204,36 @@ static void llama_step(struct bld *b, struct model *M)
 			T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
 			unref(b, sm); /* the name is rebound */
 			s->sm = sm;
-			/* the weights and v repeated (contiguous) as bmm takes them */
+			/* the weights and v repeated (contiguous) as bmm takes them;
+			 * autocast's matmul casts the fp32 weights (v is bf16) */
+			if (b->o->amp != AG_F32) {
+				T smb = ac_cast(b, smd);
+				unref(b, smd);
+				smd = smb;
+			}
 			T sm3 = reshape(b, smd, 3, SH(B * h, Tn, Tn));
 			unref(b, smd);
 			sm = sm3;
 			T vr3 = reshape(b, vr, 3, SH(B * h, Tn, hd));
 			unref(b, vr);
 			vr = vr3;
-			T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
+			T ao = TMP("bmm (attention x v)", b->s->tensor[sm].dtype, B * h, Tn, hd);
 			op(b, AG_OP_BMM, sm, vr, NO, ao, NO, NO);
 			/* the view's holder passes to bmm's node */
 			s->qe = qe, s->ktc = ktc, s->attw = sm, s->vr = vr;
 			T aot = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
 			                                                           (int64_t)(Tn * hd), 1 }, 0);
-			ac = TMP("clone (transpose(1, 2).contiguous())", AG_F32, B, Tn, h * hd);
+			ac = TMP("clone (transpose(1, 2).contiguous())", b->s->tensor[ao].dtype, B, Tn, h * hd);
 			op(b, AG_OP_COPY, aot, NO, NO, ac, NO, NO);
 			unref(b, aot);
 			unref(b, ao);
+			s->qf = qf;
 		}
 		b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
 		T po = linear(b, ac, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &s->o);
 		unref(b, ac);
+		if (!sdpa && s->qf != NO)
+			unref(b, s->qf); /* forward returns: the fp32 query_states goes (autocast) */
 		unref(b, kr); /* forward returns: key_states goes */
 		if (sdpa) { /* and the states sdpa keeps */
 			unref(b, qe);
@@ -2164,8 +2241,8 @@ static void llama_step(struct bld *b, struct model *M)
 			unref(b, vt);
 		}
 		b->module = -1;
+		unref(b, x1); /* hidden_states is rebound to the attention's output (fp32: the views q, k, v keep it) */
 		T h2 = residual_add(b, residual, po, 0);
-		unref(b, x1);
 		b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
 		T x2 = rmsnorm(b, h2, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &s->n2);
 		const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
@@ -2195,6 +2272,7 @@ static void llama_step(struct bld *b, struct model *M)
 	mark(b, "fwd:norm:end");
 	T xn2, lg, lsm, tgt, tw;
 	T loss = head_fwd(b, M, xn, head, &xn2, &lg, &lsm, &tgt, &tw);
+	ac_clear(b, M); /* the autocast region exits (nothing of Llama's is only the cache's) */
 	/* the model's forward returns: cache_position, the mask, inputs_embeds
 	 * (kept by the first norm) and the position embeddings (by the ropes) */
 	unref(b, cp);
@@ -2219,9 +2297,12 @@ static void llama_step(struct bld *b, struct model *M)
 			mark(b, "bwd:norm:end");
 		else
 			mark(b, "bwd:layers.%d:end", i + 1);
-		T g = xbuf; /* AddBackward (h2 + mlp): to both */
+		T g = xbuf; /* AddBackward (h2 + mlp): to both (autocast: the MLP's a bf16 copy, validate_outputs) */
 		T hbuf = g;
-		ref(b, g);
+		if (b->o->amp != AG_F32)
+			g = to_dtype(b, g, b->o->amp, "_to_copy (validate_outputs)");
+		else
+			ref(b, g);
 		/* the MLP */
 		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
 		T dmu = NO;
@@ -2247,7 +2328,10 @@ static void llama_step(struct bld *b, struct model *M)
 		/* AddBackward (residual + attn): to both; the attention first */
 		g = hbuf;
 		T rbuf = g;
-		ref(b, g);
+		if (b->o->amp != AG_F32)
+			g = to_dtype(b, g, b->o->amp, "_to_copy (validate_outputs)");
+		else
+			ref(b, g);
 		b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
 		T dac = NO;
 		linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
@@ -2265,9 +2349,13 @@ static void llama_step(struct bld *b, struct model *M)
 		} else {
 			T dvr;
 			T dam = attn_v_bwd(b, dac, s->attw, s->sm, s->drop_attn, s->vr, B, h, Tn, hd, &dvr);
-			/* AddBackward (+ mask) passes; MulBackward (* scaling) */
-			T cs_ = cast_scalar(b, s->sc_w);
-			T dsc = TMP("mul (scaling backward)", AG_F32, B * h, Tn, Tn);
+			/* AddBackward (+ mask) passes (autocast: cast to the bf16
+			 * scores' dtype, validate_outputs); MulBackward (* scaling) */
+			enum ag_dtype sdt = b->s->tensor[s->ktc].dtype;
+			if (b->s->tensor[dam].dtype != sdt)
+				dam = ac_grad_back_to(b, dam, sdt);
+			T cs_ = cast_scalar_as(b, s->sc_w, sdt);
+			T dsc = TMP("mul (scaling backward)", sdt, B * h, Tn, Tn);
 			op(b, AG_OP_MUL_SCALAR, dam, NO, NO, dsc, NO, NO)->arg[0] = 1.0 / sqrt((double)hd);
 			unref(b, cs_);
 			unref(b, dam);
@@ -2275,6 +2363,11 @@ static void llama_step(struct bld *b, struct model *M)
 			/* BmmBackward (q @ k^T) */
 			T dq, dkt;
 			qk_bwd(b, dsc, s->qe, s->ktc, B * h, Tn, hd, &dq, &dkt);
+			/* autocast: the casts' ToCopyBackward, q's (the later) first */
+			if (s->qf != NO) {
+				dq = ac_grad_back(b, dq);
+				dkt = ac_grad_back(b, dkt);
+			}
 			/* v's repeat_kv, then k's, then the ropes of k and q */
 			dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd, 0);
 			T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd, 1);
@@ -2299,7 +2392,7 @@ static void llama_step(struct bld *b, struct model *M)
 				           &xbuf1);
 				continue;
 			}
-			T c = TMP("clone (heads' grad to [B, T, n hd])", AG_F32, B, Tn, n * hd);
+			T c = TMP("clone (heads' grad to [B, T, n hd])", b->s->tensor[proj[j]].dtype, B, Tn, n * hd);
 			/* TransposeBackward: the [B, n, T, hd] grad read as [B, T, n, hd] */
 			T pv = vw(b, proj[j], 4, SH(B, Tn, n, hd),
 			          (const int64_t[]){ (int64_t)(n * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 }, 0);
@@ -2562,9 +2655,6 @@ static int amp_check(const struct zs_model *m, const struct ag_options *o, char 
 	if (o->amp == AG_F16)
 		return refuse(cause, "--precision amp-fp16: float16 autocast on the CPU is not described yet (give "
 		              "--precision amp-bf16)");
-	if (m->family != ZS_FAMILY_GPT2)
-		return refuse(cause, "--precision amp-bf16: autocast over a %s's step is not described yet (gpt2's is)",
-		              m->model_type);
 	if (o->attn == ZS_ATTN_SDPA)
 		return refuse(cause, "--precision amp-bf16: autocast with --attn sdpa is not described yet (give --attn "
 		              "eager)");
