@@ -668,6 +668,22 @@ static T ac_cast_param(struct bld *b, struct pt *q)
 	return q->w16;
 }
 
+/* A matmul layer's casts (addmm's, linear's): W first (cached), then x.
+ * Returns the x operand (x with one holder more, or its copy); *wm the W
+ * operand, *w16 the 16-bit W autograd keeps (NO without autocast), *xcast
+ * whether x was cast. */
+static T ac_cast_layer(struct bld *b, T x, struct pt *w, T *wm, T *w16, int *xcast)
+{
+	*wm = w->w;
+	*w16 = NO;
+	*xcast = 0;
+	if (b->o->amp == AG_F32)
+		return x;
+	*wm = *w16 = ac_cast_param(b, w);
+	*xcast = b->s->tensor[x].dtype != b->o->amp;
+	return ac_cast(b, x);
+}
+
 /* The region exits (torch.autocast.__exit__: clear_autocast_cache): the
  * cache lets its copies go, latest first; a copy autograd saved stays
  * until its node releases it. */
@@ -754,15 +770,10 @@ static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_sav
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t rows = numel(o) / o->shape[o->ndim - 1];
 	uint64_t nf = b->s->tensor[w->w].shape[1];
-	T wm = w->w, bm = bb->w, xm = x;
-	sv->w16 = NO;
-	sv->xcast = 0;
-	if (b->o->amp != AG_F32) {
-		wm = sv->w16 = ac_cast_param(b, w);
-		sv->xcast = o->dtype != b->o->amp;
-		xm = ac_cast(b, x);
+	T wm, bm = bb->w;
+	T xm = ac_cast_layer(b, x, w, &wm, &sv->w16, &sv->xcast);
+	if (b->o->amp != AG_F32)
 		bm = ac_cast_param(b, bb);
-	}
 	T x2 = reshape(b, xm, 2, SH(rows, o->shape[o->ndim - 1]));
 	if (xm != x)
 		unref(b, xm); /* the cast's name: the view holds it */
@@ -1678,14 +1689,8 @@ static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
 	/* autocast's linear: W cast first (cached), then x (a copy at every
 	 * use: q, k and v each cast the same norm output); MmBackward keeps
 	 * both 16-bit */
-	T wm = w->w, xm = x;
-	sv->w16 = NO;
-	sv->xcast = 0;
-	if (b->o->amp != AG_F32) {
-		wm = sv->w16 = ac_cast_param(b, w);
-		sv->xcast = o->dtype != b->o->amp;
-		xm = ac_cast(b, x);
-	}
+	T wm;
+	T xm = ac_cast_layer(b, x, w, &wm, &sv->w16, &sv->xcast);
 	T x2 = reshape(b, xm, 2, SH(rows, in));
 	if (b->o->amp != AG_F32)
 		unref(b, xm); /* the cast's name (or ac_cast's holder of x): the view holds it */
