@@ -141,7 +141,7 @@ bad_measure "--lr: '0.1x' is not a learning rate (a number in [1e-12, 1000])" --
 bad_measure "--schemes: unknown scheme 'zero4' (dp, zero1, zero2, zero3)" --schemes zero4
 bad_measure "--schemes: 'dp,,zero3' has an empty item" --schemes dp,,zero3
 bad_measure "--unit: unknown unit 'block' (model, layer)" --unit block
-bad_measure "--precision: unknown precision 'fp8' (mixed, fp32)" --precision fp8
+bad_measure "--precision: unknown precision 'fp8' (mixed, fp32, amp-bf16, amp-fp16)" --precision fp8
 bad_measure "--optimizer: unknown optimizer 'lamb' (adam, sgd)" --optimizer lamb
 bad_measure "--jobs: '0' is not a number of jobs (1..64)" --jobs 0
 bad_measure "--jobs: '65' is not a number of jobs (1..64)" --jobs 65
@@ -300,8 +300,8 @@ bad_measure "$tmp/sp-scheme.json: \"schemes\": unknown scheme 'zero4' (dp, zero1
 bad_theory "$tmp/sp-scheme.json: \"schemes\": unknown scheme 'zero4' (dp, zero1, zero2, zero3)" --spec "$tmp/sp-scheme.json"
 bad_measure "$tmp/sp-unit.json: \"units\": unknown unit 'block' (model, layer)" --spec "$tmp/sp-unit.json"
 bad_theory "$tmp/sp-unit.json: \"units\": unknown unit 'block' (model, layer)" --spec "$tmp/sp-unit.json"
-bad_measure "$tmp/sp-precision.json: \"precision\": unknown precision 'fp8' (mixed, fp32)" --spec "$tmp/sp-precision.json"
-bad_theory "$tmp/sp-precision.json: \"precision\": unknown precision 'fp8' (mixed, fp32)" --spec "$tmp/sp-precision.json"
+bad_measure "$tmp/sp-precision.json: \"precision\": unknown precision 'fp8' (mixed, fp32, amp-bf16, amp-fp16)" --spec "$tmp/sp-precision.json"
+bad_theory "$tmp/sp-precision.json: \"precision\": unknown precision 'fp8' (mixed, fp32, amp-bf16, amp-fp16)" --spec "$tmp/sp-precision.json"
 bad_measure "$tmp/sp-optimizer.json: \"optimizer\" is not a string" --spec "$tmp/sp-optimizer.json"
 bad_theory "$tmp/sp-optimizer.json: \"optimizer\" is not a string" --spec "$tmp/sp-optimizer.json"
 bad_measure "$tmp/sp-lr-neg.json: \"lr\" is -1, a negative number" --spec "$tmp/sp-lr-neg.json"
@@ -396,6 +396,15 @@ bad_measure "$tmp/case-huge-batch.json: the case's batches[0][0].x has 1 rows, t
 cat >"$tmp/tiny.json" <<'EOF_'
 {"model_type": "gpt2", "n_embd": 16, "n_layer": 1, "n_head": 2, "vocab_size": 32, "n_positions": 8}
 EOF_
+# autocast (--precision amp-bf16) is the PyTorch step's alone: refused
+# elsewhere by name, and amp-fp16 on 1.13's CPU as PyTorch refuses it
+amp_only="PyTorch's autocast is described for the PyTorch step only (--model with --framework torch --wrapper none or ddp); zerosim's own schedules take mixed or fp32"
+bad_measure "--precision amp-bf16: $amp_only" --precision amp-bf16
+bad_theory "--precision amp-fp16: $amp_only" --precision amp-fp16 --model "$tmp/tiny.json"
+bad_measure "--precision amp-bf16: $amp_only" --precision amp-bf16 --model "$tmp/tiny.json" --framework torch
+bad_theory "--precision amp-fp16: PyTorch 1.13's autocast on the CPU takes bfloat16 only (give --precision amp-bf16)" \
+	--precision amp-fp16 --model "$tmp/tiny.json" --framework torch --wrapper none --world 1 --schemes dp \
+	--torch-version 1.13 --torch-device cpu
 try 0 "" measure -q --model "$tmp/tiny.json" --seq 4 --batch 2 --world 2 --steps 2 --schemes dp --precision fp32 \
 	--write-case "$tmp/tc.json" --out "$tmp/tc-seed.json"
 [ -f "$tmp/tc.f32" ] || fail "measure --write-case $tmp/tc.json wrote no $tmp/tc.f32"
@@ -529,7 +538,7 @@ bad_theory "--largest-unit: '-1' is not a number (decimal digits or e-notation s
 bad_theory "--format: 'xml' is neither json nor text" --format xml
 bad_theory "--schemes: unknown scheme 'zero4' (dp, zero1, zero2, zero3)" --schemes zero4
 bad_theory "--unit: unknown unit 'block' (model, layer)" --unit block
-bad_theory "--precision: unknown precision 'fp8' (mixed, fp32)" --precision fp8
+bad_theory "--precision: unknown precision 'fp8' (mixed, fp32, amp-bf16, amp-fp16)" --precision fp8
 bad_theory "--optimizer: unknown optimizer 'lamb' (adam, sgd)" --optimizer lamb
 bad_theory "--batch: '0' is not a batch size (1..65536)" --batch 0
 bad_theory "unknown option '--frobnicate'; try 'zerosim theory --help'" --frobnicate

@@ -886,6 +886,14 @@ def run(a):
     # one where 2.6 takes every core; one makes the bytes the machine's
     # core count's no more.
     torch.set_num_threads(1)
+    # bf16 autocast on a CPU with AVX-512 (bf16) runs matmuls through
+    # oneDNN (1.13 and 2.6: use_mkldnn_bf16_matmul), whose primitives take a
+    # scratchpad from PyTorch's allocator for the kernel's duration, sized
+    # by the ISA oneDNN picks on that machine; --onednn 0 (the default under
+    # --amp) turns it off, so that every machine runs PyTorch's own cpublas
+    # kernels, which take none (docs/schedule.md, "Autocast").
+    if a.amp != "none" and not a.onednn:
+        torch.backends.mkldnn.enabled = False
     torch.manual_seed(0)
     raw, family, cfg, tied = build(a)
     zero_none = a.zero_grad == "none" if a.zero_grad else TV >= (2, 0)
@@ -1224,7 +1232,7 @@ def zerosim_theory(a, r):
             json.dump(raw, open(cfgfile, "w"))
         out = os.path.join(d, "t.json")
         cmd = [a.zerosim, "theory", "--model", cfgfile, "--world", "1", "--seq", str(a.seq), "--batch",
-               str(a.batch), "--precision", "fp32", "--schemes", "dp"] + a.zerosim_args.split() + ["--out", out]
+               str(a.batch), "--precision", "amp-bf16" if a.amp == "bf16" else "fp32", "--schemes", "dp"] + a.zerosim_args.split() + ["--out", out]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode:
             return dict(command=" ".join(cmd[:-2]), error=p.stderr.strip())
@@ -1318,6 +1326,8 @@ def main():
                     help="set_to_none True (none) or False (zeros); default this torch's")
     ap.add_argument("--dropout", choices=["0", "config"], default="0")
     ap.add_argument("--amp", choices=["none", "bf16"], default="none")
+    ap.add_argument("--onednn", type=int, choices=[0, 1], default=0,
+                    help="under --amp: 1 leaves oneDNN's bf16 matmuls on (their scratchpad is the CPU's ISA's)")
     ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager")
     ap.add_argument("--loss", choices=["5.x", "shift"], default="5.x",
                     help="ForCausalLMLoss (5.x), or 4.4x's shifted copy of the logits")

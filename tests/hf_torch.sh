@@ -26,7 +26,12 @@
 # and k_norm, head_dim 24 apart from hidden / heads), qwen2 with
 # set_to_none, qwen3 tied with foreach Adam, each with the engine's
 # measure too; the tiny phi3 (qkv_proj and gate_up_proj fused), and tied
-# with set_to_none, with measure.
+# with set_to_none, with measure;
+# gpt2 and llama under bf16 autocast
+# (--precision amp-bf16, hf_torch.py --amp bf16: gpt2 tied with zeros,
+# untied with set_to_none, DDP N = 2; llama untied with zeros), theory and
+# measure, and measure's bf16 losses against its own fp32 run's
+# (docs/schedule.md, "Autocast").
 #
 # `tests/hf_torch.sh table` (make check-torch-ref; ZS_HF_SMALL=0 leaves out
 # GPT-2 small, minutes a run; ZS_TORCH26_ROOT names the 2.6 root): the issue's cases with
@@ -96,6 +101,7 @@ cat >"$tmp/tiny-phi3.json" <<'EOF'
  "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu", "attention_dropout": 0.0,
  "resid_pdrop": 0.0, "pad_token_id": null}
 EOF
+sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' "$tmp/tiny-gpt2.json" >"$tmp/tiny-gpt2-untied.json"
 # llama with as many k/v heads as heads (no grouped-query attention: 2.6's
 # CPU SDPA runs its flash kernel), 256 positions (seq 200 takes 64-row blocks)
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/; s/"max_position_embeddings": 64/"max_position_embeddings": 256/' \
@@ -252,9 +258,9 @@ with tempfile.TemporaryDirectory() as t:
     cfg = os.path.join(t, os.path.basename(model))
     json.dump(raw, open(cfg, "w"))
     opts = ["--framework", "torch", "--wrapper", "none", "--world", "1", "--schemes", "dp", "--precision",
-            "fp32", "--torch-device", "cpu", "--torch-version", "1.13" if d["torch"].startswith("1.") else "2.6",
+            "amp-bf16" if d["amp"] == "bf16" else "fp32", "--torch-device", "cpu", "--torch-version", "1.13" if d["torch"].startswith("1.") else "2.6",
             "--optimizer-impl", d["optimizer_impl"], "--zero-grad", d["zero_grad"], "--attn", d["attn"]]
-    if d["amp"] != "none" or not d["keep_logits"] or d["loss"] != "5.x" or \
+    if not d["keep_logits"] or d["loss"] != "5.x" or \
             d.get("mask", "where") == "add":
         why = "not described yet"
     else:
@@ -348,8 +354,9 @@ fi
 # (tests/torch26_root.sh makes it when absent), at 2.6's defaults and
 # beyond: zero_grad set_to_none and zeros, Adam single, foreach and fused,
 # SDPA (gpt2; llama with as many k/v heads as heads), dropout, qwen2,
-# qwen3 and phi3 (eager), DDP N = 2 (USE_LIBUV=0: 2.6's gloo rendezvous),
-# ZeroRedundancyOptimizer over DDP at N = 2 and 3 (its every rank). PyTorch
+# qwen3 and phi3 (eager), gpt2 and llama under bf16 autocast, DDP N = 2
+# (USE_LIBUV=0: 2.6's gloo rendezvous), ZeroRedundancyOptimizer over DDP
+# at N = 2 and 3 (its every rank). PyTorch
 # runs in the root (hf_torch.py alone: zerosim is this machine's binary),
 # zerosim's theory and measure here; equal to the byte or this fails.
 # Without a root: skip (77), a failure under ZS_REQUIRE_TORCH26=1.
@@ -385,7 +392,11 @@ if [ "${1:-}" = torch26 ]; then
 		"ddp2-gpt2-zeros|tiny-gpt2|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
 		"ddp2-llama|tiny-llama|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
 		"ddp2-llama-zeros|tiny-llama|--zero-grad zeros --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad zeros" \
-		"ddp2-gpt2-buckets|tiny-gpt2-wide|--zero-grad none --ddp 2 --bucket-cap-mb 0.25|--wrapper ddp --optimizer-impl single --zero-grad none --bucket-cap 0.25"
+		"ddp2-gpt2-buckets|tiny-gpt2-wide|--zero-grad none --ddp 2 --bucket-cap-mb 0.25|--wrapper ddp --optimizer-impl single --zero-grad none --bucket-cap 0.25" \
+		"gpt2-amp-bf16|tiny-gpt2|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
+		"gpt2-amp-bf16-zeros-foreach|tiny-gpt2|--zero-grad zeros --optimizer-impl foreach --amp bf16|--wrapper none --optimizer-impl foreach --zero-grad zeros --precision amp-bf16" \
+		"ddp2-gpt2-amp-bf16|tiny-gpt2|--zero-grad none --ddp 2 --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad none --precision amp-bf16" \
+		"llama-amp-bf16|tiny-llama|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16"
 	do
 		label=${case%%|*} rest=${case#*|}
 		cfg=${rest%%|*} rest=${rest#*|}
@@ -467,7 +478,11 @@ for case in \
 	"qwen3|--model $tmp/tiny-qwen3.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"qwen3-tied-foreach|--model $tmp/tiny-qwen3.json --tied --zero-grad zeros --optimizer-impl foreach|$plain --optimizer-impl foreach --zero-grad zeros" \
 	"phi3|--model $tmp/tiny-phi3.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
-	"phi3-tied-set_to_none|--model $tmp/tiny-phi3.json --tied --zero-grad none|$plain --optimizer-impl single --zero-grad none"
+	"phi3-tied-set_to_none|--model $tmp/tiny-phi3.json --tied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
+	"gpt2-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+	"gpt2-untied-amp-bf16-set_to_none|--model $tmp/tiny-gpt2-untied.json --amp bf16 --zero-grad none|$plain --optimizer-impl single --zero-grad none --precision amp-bf16" \
+	"ddp2-gpt2-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+	"llama-amp-bf16|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}
@@ -479,7 +494,7 @@ do
 	# what is compared)
 	set --
 	case $label in
-	ddp2-* | *dropout* | qwen* | phi3*)
+	ddp2-* | *dropout* | qwen* | phi3* | *amp*)
 		cfg=$(echo "$targs" | sed 's/^--model \([^ ]*\).*/\1/')
 		case $targs in *--tied*)
 			sed 's/"tie_word_embeddings": false/"tie_word_embeddings": true/' "$cfg" >"$tmp/tied-case.json"
@@ -497,6 +512,33 @@ do
 		;;
 	esac
 	if ! "$py" "$tmp/cmp.py" "$tmp/out.json" "$label" "$@"; then status=1; fi
+	# autocast's arithmetic: the engine's bf16 kernels (widen to fp32,
+	# round once) against its own fp32 run of the same weights and
+	# batches: each step's loss within 1e-3 relative and not equal to it
+	# (PyTorch's own bf16 and fp32 losses differ by 2e-4 here; it starts
+	# from other weights, so its losses are printed beside, not compared)
+	case $label in
+	*amp*)
+		# shellcheck disable=SC2086
+		if ! "$zerosim" measure --model "$cfg" --seq 32 --batch 2 --schemes dp --world $world --steps 3 \
+			$zargs --precision fp32 --out "$tmp/m32.json" 2>"$tmp/err"; then
+			echo "hf_torch: FAIL: $label: zerosim measure (fp32): $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+		"$py" - "$tmp/m.json" "$tmp/m32.json" "$tmp/out.json" "$label" <<'EOF' || status=1
+import json, sys
+amp, f32 = (json.load(open(p))["runs"][0]["losses"] for p in sys.argv[1:3])
+torch_amp = json.load(open(sys.argv[3])).get("losses", [])
+worst = max(abs(a - b) / abs(b) for a, b in zip(amp, f32))
+# worst > 0: the bf16 path rounds (it is not the fp32 run again)
+ok = len(amp) == len(f32) == 3 and 0 < worst <= 1e-3
+print(f"{'ok' if ok else 'FAIL'}: {sys.argv[4]}: measure's bf16 losses {[round(x, 4) for x in amp]} against its fp32 "
+      f"{[round(x, 4) for x in f32]}: worst {worst:.2e} relative (bound 1e-3); PyTorch's bf16 "
+      f"{[round(x, 4) for x in torch_amp[:3]]}")
+sys.exit(0 if ok else 1)
+EOF
+		;;
+	esac
 done
 # torch's zero1: ZeroRedundancyOptimizer(optimizer_class=Adam) over DDP
 # (hf_torch.py --ddp N --zero1, gloo; its broadcasts are in place on each

@@ -49,7 +49,9 @@ static void usage(FILE *f)
 	      "      --batch B          per-rank batch (default 4)\n"
 	      "      --seed SEED        seed of the weights and batches (default 3)\n"
 	      "      --precision P      mixed (default: fp16 params and grads, fp32 master)\n"
-	      "                         or fp32 (--model: the default)\n"
+	      "                         or fp32 (--model: the default); amp-bf16: PyTorch's\n"
+	      "                         autocast (bf16 on the CPU, fp32 state) over the\n"
+	      "                         PyTorch step (--wrapper none or ddp; gpt2, llama)\n"
 	      "      --optimizer O      adam (default) or sgd (with momentum 0.9)\n"
 	      "      --lr RATE          learning rate (default 0.001)\n"
 	      "      --beta1 B1, --beta2 B2, --eps E\n"
@@ -284,9 +286,9 @@ static int transformer_run(struct zs_config *c, struct zs_tfm_run *tr, int mixed
 	if (hf.sliding_window != 0 && tr->seq > hf.sliding_window && hf.window_pattern != 1)
 		return zs_fail(cause, "%s: --seq %zu is longer than its sliding_window %llu; the engine's attention sees "
 		               "every earlier token", hf.name, tr->seq, (unsigned long long)hf.sliding_window);
-	if (from_case && mixed_asked && c->precision == ZS_MIXED)
-		return zs_fail(cause, "precision mixed in a transformer's case: a transformer's case is fp32 only so "
-		               "far (precision fp32)");
+	if (from_case && mixed_asked && c->precision != ZS_FP32)
+		return zs_fail(cause, "precision %s in a transformer's case: a transformer's case is fp32 only so "
+		               "far (precision fp32)", zs_precision_name(c->precision));
 	if (!mixed_asked)
 		c->precision = ZS_FP32;
 	if (!(c->given & ZS_KEY_BIT(ZS_KEY_BATCH)) && !from_case)
@@ -378,9 +380,9 @@ static const struct zs_opt options[] = {
  * fails on the built step (zerosim's internal error: exit 1). */
 static int plain_step_check(const struct zs_config *c, char **cause)
 {
-	if (c->precision != ZS_FP32)
-		return zs_fail(cause, "--precision %s: the PyTorch step (--wrapper %s) is described in fp32 only yet "
-		               "(give --precision fp32)", zs_precision_name(c->precision), zs_wrapper_name(c->wrapper));
+	if (c->precision == ZS_MIXED)
+		return zs_fail(cause, "--precision mixed: the PyTorch step (--wrapper %s) is PyTorch's own: fp32 or "
+		               "autocast (give --precision fp32 or amp-bf16)", zs_wrapper_name(c->wrapper));
 	struct step_params p;
 	struct ag_options o;
 	struct ag_step s;
@@ -516,7 +518,7 @@ int zs_cmd_measure(int argc, char **argv)
 				goto fail;
 		}
 	}
-	if (write_case != NULL && c.tfm != NULL && c.precision == ZS_MIXED) {
+	if (write_case != NULL && c.tfm != NULL && c.precision != ZS_FP32) {
 		zs_fail(&cause, "--write-case: a transformer's case is fp32 only so far (--precision fp32)");
 		goto fail;
 	}
@@ -528,6 +530,8 @@ int zs_cmd_measure(int argc, char **argv)
 		write_side = engine_case_side_path(write_case);
 	if (zs_config_validate(&c, &cause) != 0 || zs_framework_check(&c, 0, &cause) != 0 ||
 	    zs_config_check_model(&c, c.tfm != NULL, &cause) != 0)
+		goto fail;
+	if (zs_precision_amp_check(&c, c.tfm != NULL, &cause) != 0)
 		goto fail;
 	if (zs_wrapper_step(&c) && c.tfm != NULL && c.tfm->recompute != ZS_RECOMPUTE_NONE) {
 		cause = zs_asprintf("--recompute %s: the plain loop's PyTorch step keeps what autograd keeps (activation checkpointing is not described yet); give --recompute none", zs_recompute_name(c.tfm->recompute));

@@ -67,7 +67,10 @@ static void usage(void)
 "      --world LIST       world sizes N (default 1,2,4,8,16,32)\n"
 "      --schemes LIST     of dp,zero1,zero2,zero3 (default all)\n"
 "      --unit LIST        of model,layer (default model)\n"
-"      --precision P      mixed, bf16 (mixed's bytes) or fp32 (default mixed)\n"
+"      --precision P      mixed, bf16 (mixed's bytes) or fp32 (default mixed);\n"
+"                         amp-bf16: PyTorch's autocast over the PyTorch step\n"
+"                         (--wrapper none or ddp, --torch-device cpu; gpt2,\n"
+"                         llama, mistral)\n"
 "      --optimizer O      adam or sgd (default adam)\n"
 "      --batch B          per-rank batch (default 4)\n"
 "      --framework F      paper (default), torch (dp: DDP, zero1:\n"
@@ -411,6 +414,8 @@ int zs_cmd_theory(int argc, char **argv)
 	if (check_memory(&req, reserve_given, &cause) < 0 ||
 	    (model_arg != NULL && load_model(&req, &config, &model, model_arg, seq_arg, recompute_arg,
 	                                     flash, params_given, args, nargs, spec != NULL, &cause) < 0))
+		goto bad;
+	if (zs_precision_amp_check(&config, model_arg != NULL, &cause) < 0)
 		goto bad;
 	if (model_arg != NULL && zs_wrapper_step(&config)) {
 		int rc = theory_autograd_check(&model, &config, req.act.seq, req.bf16, &cause);

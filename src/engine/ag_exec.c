@@ -1735,9 +1735,9 @@ static int tfm_prepare(struct tfm_feed *f, struct ag_step *s, struct ag_options 
 	o->beta1 = c->beta1;
 	o->beta2 = c->beta2;
 	o->eps = c->eps;
-	if (c->precision != ZS_FP32) {
+	if (c->precision == ZS_MIXED) {
 		feed_free(f);
-		return zs_fail(cause, "--precision %s: the PyTorch step (--wrapper %s) runs fp32 only yet",
+		return zs_fail(cause, "--precision %s: the PyTorch step (--wrapper %s) runs fp32 or autocast",
 		               zs_precision_name(c->precision), zs_wrapper_name(c->wrapper));
 	}
 	if (ag_step_build_run(s, hf, &f->p, o, c, world, cause) != 0) {

@@ -311,6 +311,10 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 		struct theory_act_opts act = req->act;
 		if (req->config->wrapper == ZS_WRAPPER_NONE)
 			act.flash = 0;
+		/* autocast (the PyTorch step only, zs_precision_amp_check): fp32
+		 * state, the step describing its own 16-bit activations */
+		if (req->config->precision == ZS_AMP_BF16 || req->config->precision == ZS_AMP_FP16)
+			act.elem = 4;
 		r->model_sched = !req->bf16 && /* measure runs no bf16 */
 		                 theory_tfm_has_schedule(req->model, &act, &s.bytes, req->config->framework, scheme);
 		if (r->model_sched)

@@ -41,9 +41,9 @@ static int build(const struct zs_model *m, const struct zs_config *c, uint64_t b
 int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, uint64_t seq, int bf16,
                           char **cause)
 {
-	if (c->precision != ZS_FP32 || bf16)
-		return zs_fail(cause, "--precision %s: the PyTorch step (--wrapper %s) is described in fp32 "
-		               "only yet (give --precision fp32)", bf16 ? "bf16" : zs_precision_name(c->precision),
+	if (c->precision == ZS_MIXED || bf16)
+		return zs_fail(cause, "--precision %s: the PyTorch step (--wrapper %s) is PyTorch's own: fp32 or "
+		               "autocast (give --precision fp32 or amp-bf16)", bf16 ? "bf16" : zs_precision_name(c->precision),
 		               zs_wrapper_name(c->wrapper));
 	struct step_params p;
 	struct ag_step s;

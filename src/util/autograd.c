@@ -102,6 +102,7 @@ struct bld {
 	const size_t *opt_pt;
 	size_t opt_n;
 	uint32_t only_rank;
+	struct model *M;            /* the model being built (autocast's cache is its) */
 };
 
 static void *grow(void *a, size_t *cap, size_t need, size_t size)
@@ -330,12 +331,19 @@ static T wrapped(struct bld *b, double v)
 	return t;
 }
 
-/* TensorIterator's fp32 copy of a wrapped number, alive while the kernel runs. */
-static T cast_scalar(struct bld *b, T w)
+/* TensorIterator's copy of a wrapped number in the op's dtype (the
+ * tensor operand's: fp32, or bf16 under autocast), alive while the
+ * kernel runs. */
+static T cast_scalar_as(struct bld *b, T w, enum ag_dtype dt)
 {
-	T t = tmp(b, "scalar (fp32 copy)", AG_F32, 0, NULL);
+	T t = tmp(b, dt == AG_F32 ? "scalar (fp32 copy)" : "scalar (16-bit copy)", dt, 0, NULL);
 	op(b, AG_OP_COPY, w, NO, NO, t, NO, NO);
 	return t;
+}
+
+static T cast_scalar(struct bld *b, T w)
+{
+	return cast_scalar_as(b, w, AG_F32);
 }
 
 static T like(struct bld *b, const char *what, T x)
@@ -350,7 +358,7 @@ static T like(struct bld *b, const char *what, T x)
 static T scalar_op(struct bld *b, enum ag_op k, const char *what, T x, double v, T *keep)
 {
 	T w = wrapped(b, v);
-	T c = cast_scalar(b, w);
+	T c = cast_scalar_as(b, w, b->s->tensor[x].dtype);
 	T out = like(b, what, x);
 	op(b, k, x, NO, NO, out, NO, NO)->arg[0] = v;
 	unref(b, c);
@@ -366,7 +374,7 @@ static T scalar_op(struct bld *b, enum ag_op k, const char *what, T x, double v,
 static void scalar_op_(struct bld *b, enum ag_op k, T x, T other, double v)
 {
 	T w = wrapped(b, v);
-	T c = cast_scalar(b, w);
+	T c = cast_scalar_as(b, w, b->s->tensor[x].dtype);
 	op(b, k, x, other, NO, x, NO, NO)->arg[0] = v;
 	unref(b, c);
 	unref(b, w);
@@ -379,6 +387,7 @@ struct pt {
 	T w;            /* the parameter (a view of a fused tensor's rows for a part) */
 	T g;            /* its .grad (NO while None) */
 	T m, v, step;   /* Adam's state */
+	T w16;          /* autocast: its cached 16-bit copy while the region lasts (NO outside) */
 	int32_t param, part;
 };
 
@@ -390,6 +399,10 @@ struct model {
 	T *masked_bias;
 	T inv_freq;         /* llama */
 	T loss, logits;     /* the loop's outputs, held to the step's end */
+	T head16;           /* autocast: the head's 16-bit weight MmBackward keeps (NO: the weight itself) */
+	T logits32;         /* autocast: logits.float(), the loss function's local (NO: the logits themselves) */
+	size_t *cached;     /* autocast: the parameters (pt indices) cast in the region, in order */
+	size_t ncached;
 };
 
 static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int part)
@@ -399,7 +412,7 @@ static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int p
 	struct pt *q = &M->pt[M->npt++];
 	q->param = param;
 	q->part = part;
-	q->g = q->m = q->v = q->step = NO;
+	q->g = q->m = q->v = q->step = q->w16 = NO;
 	if (!b->pt_of) {
 		b->pt_of = zs_calloc(b->p->ntensors * 4 + 1, sizeof *b->pt_of);
 		for (size_t i = 0; i < b->p->ntensors * 4; i++)
@@ -618,6 +631,95 @@ static T dropout_bwd(struct bld *b, T g, int owned, T kept)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Autocast (docs/schedule.md, "Autocast"; aten/src/ATen/autocast_mode.cpp)
+ *
+ * An op in the CPU's lower-precision list (addmm, mm, bmm, linear,
+ * matmul, ...) casts each floating operand to the 16-bit type
+ * (cached_cast): an operand already of that type is itself; a leaf that
+ * requires grad (a parameter) is cast once per region and held by the
+ * cache (cached_casts, cleared when the region exits); anything else is
+ * copied each time. The copy's ToCopyBackward casts the gradient back to
+ * the source's fp32 (a new tensor, the 16-bit one let go). */
+
+/* A copy of x in dtype dt (`.to(dt)`, ToCopyBackward's `grad.to(dt)`,
+ * autograd's validate_outputs): a new storage. */
+static T to_dtype(struct bld *b, T x, enum ag_dtype dt, const char *what)
+{
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+	T c = tmp(b, what, dt, o->ndim, o->shape);
+	op(b, AG_OP_COPY, x, NO, NO, c, NO, NO);
+	return c;
+}
+
+/* cached_cast of a non-leaf x: x itself (one holder more) where it is of
+ * the 16-bit type already, else a copy (one holder: the caller's). */
+static T ac_cast(struct bld *b, T x)
+{
+	if (b->s->tensor[x].dtype == b->o->amp) {
+		ref(b, x);
+		return x;
+	}
+	return to_dtype(b, x, b->o->amp, "_to_copy (autocast)");
+}
+
+/* cached_cast of parameter q: its cached copy, made at its first use in
+ * the region (the cache one holder); the caller gets one more. */
+static T ac_cast_param(struct bld *b, struct pt *q)
+{
+	struct model *M = b->M;
+	if (q->w16 == NO) {
+		q->w16 = to_dtype(b, q->w, b->o->amp, "_to_copy (autocast, cached)");
+		M->cached = zs_realloc(M->cached, (M->ncached + 1) * sizeof *M->cached);
+		M->cached[M->ncached++] = (size_t)(q - M->pt);
+	}
+	ref(b, q->w16);
+	return q->w16;
+}
+
+/* A matmul layer's casts (addmm's, linear's): W first (cached), then x.
+ * Returns the x operand (x with one holder more, or its copy); *wm the W
+ * operand, *w16 the 16-bit W autograd keeps (NO without autocast), *xcast
+ * whether x was cast. */
+static T ac_cast_layer(struct bld *b, T x, struct pt *w, T *wm, T *w16, int *xcast)
+{
+	*wm = w->w;
+	*w16 = NO;
+	*xcast = 0;
+	if (b->o->amp == AG_F32)
+		return x;
+	*wm = *w16 = ac_cast_param(b, w);
+	*xcast = b->s->tensor[x].dtype != b->o->amp;
+	return ac_cast(b, x);
+}
+
+/* The region exits (torch.autocast.__exit__: clear_autocast_cache): the
+ * cache lets its copies go, latest first; a copy autograd saved stays
+ * until its node releases it. */
+static void ac_clear(struct bld *b, struct model *M)
+{
+	for (size_t i = M->ncached; i-- > 0;) {
+		struct pt *q = &M->pt[M->cached[i]];
+		unref(b, q->w16);
+		q->w16 = NO;
+	}
+	M->ncached = 0;
+}
+
+/* ToCopyBackward: g (its holder taken) back in the source's dtype dt. */
+static T ac_grad_back_to(struct bld *b, T g, enum ag_dtype dt)
+{
+	T c = to_dtype(b, g, dt, "_to_copy (ToCopyBackward)");
+	unref(b, g);
+	return c;
+}
+
+/* ToCopyBackward of a cast to the 16-bit type: back in fp32. */
+static T ac_grad_back(struct bld *b, T g)
+{
+	return ac_grad_back_to(b, g, AG_F32);
+}
+
+/* ------------------------------------------------------------------------ */
 /* GPT-2 (tests/hf_torch.py GPT2LMHeadModel: modeling_gpt2.py c44b2d9976e8) */
 
 struct ln_saved { T x, mean, rstd; };
@@ -678,17 +780,33 @@ static T grad_in_x_shape(struct bld *b, T r, const struct ag_tensor *g)
 	return v;
 }
 
-/* Conv1D: torch.addmm(bias, x.view(-1, nx), W), viewed back. */
-struct conv_saved { T x2; };
+/* Conv1D: torch.addmm(bias, x.view(-1, nx), W), viewed back. Under
+ * autocast addmm casts its operands (the C++ arguments evaluated right to
+ * left: W, x, bias) and saves the 16-bit x and W. */
+struct conv_saved {
+	T x2;
+	T w16;      /* autocast: the saved 16-bit W (NO: W itself) */
+	int xcast;  /* autocast: x was cast (its gradient goes back to fp32) */
+};
 
 static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_saved *sv)
 {
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t rows = numel(o) / o->shape[o->ndim - 1];
 	uint64_t nf = b->s->tensor[w->w].shape[1];
-	T x2 = reshape(b, x, 2, SH(rows, o->shape[o->ndim - 1]));
-	T y = TMP("addmm", AG_F32, rows, nf);
-	op(b, AG_OP_ADDMM, x2, w->w, bb->w, y, NO, NO);
+	T wm, bm = bb->w;
+	T xm = ac_cast_layer(b, x, w, &wm, &sv->w16, &sv->xcast);
+	if (b->o->amp != AG_F32)
+		bm = ac_cast_param(b, bb);
+	T x2 = reshape(b, xm, 2, SH(rows, o->shape[o->ndim - 1]));
+	if (xm != x)
+		unref(b, xm); /* the cast's name: the view holds it */
+	else if (b->o->amp != AG_F32)
+		unref(b, x); /* ac_cast's holder */
+	T y = TMP("addmm", b->s->tensor[x2].dtype, rows, nf);
+	op(b, AG_OP_ADDMM, x2, wm, bm, y, NO, NO);
+	if (bm != bb->w)
+		unref(b, bm); /* the cache holds it */
 	sv->x2 = x2; /* saved (mat1): the view's holder passes to the node */
 	return grad_in_x_shape(b, y, o);
 }
@@ -702,25 +820,39 @@ static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct
 	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
 	uint64_t rows = xo->shape[0], nx = xo->shape[1], nf = b->s->tensor[w->w].shape[1];
 	const struct ag_tensor go_ = b->s->tensor[g]; /* x's shape is g's, but for the last dim */
+	enum ag_dtype dt = go_.dtype;
+	T wm = sv->w16 != NO ? sv->w16 : w->w;
 	T g2 = reshape(b, g, 2, SH(rows, nf));
-	T dx = TMP("mm (addmm backward, mat1)", AG_F32, rows, nx);
-	T wt = transpose_last2(b, w->w);
+	T dx = TMP("mm (addmm backward, mat1)", dt, rows, nx);
+	T wt = transpose_last2(b, wm);
 	op(b, AG_OP_MM, g2, wt, NO, dx, NO, NO);
 	unref(b, wt);
-	T dw = TMP("mm (addmm backward, mat2)", AG_F32, nx, nf);
+	T dw = TMP("mm (addmm backward, mat2)", dt, nx, nf);
 	T xt = transpose_last2(b, sv->x2);
 	op(b, AG_OP_MM, xt, g2, NO, dw, NO, NO);
 	unref(b, xt);
-	T db = TMP("sum (addmm backward, bias)", AG_F32, nf);
+	T db = TMP("sum (addmm backward, bias)", dt, nf);
 	op(b, AG_OP_SUM_ROWS, g2, NO, NO, db, NO, NO);
 	unref(b, g2);
 	if (owned)
 		unref(b, g); /* the node's input goes when it returns, before its saved set */
 	unref(b, sv->x2);
-	accumulate(b, bb, db);
-	accumulate(b, w, dw);
-	/* ViewBackward (x.view(-1, nx)): x's gradient in x's shape */
-	return grad_in_x_shape(b, dx, &go_);
+	if (sv->w16 == NO) {
+		accumulate(b, bb, db);
+		accumulate(b, w, dw);
+		/* ViewBackward (x.view(-1, nx)): x's gradient in x's shape */
+		return grad_in_x_shape(b, dx, &go_);
+	}
+	/* autocast: the casts' ToCopyBackward nodes by sequence number, the
+	 * latest made first: the bias's (and its AccumulateGrad), x's where it
+	 * was cast, then W's */
+	unref(b, sv->w16);
+	accumulate(b, bb, ac_grad_back(b, db));
+	dx = grad_in_x_shape(b, dx, &go_);
+	if (sv->xcast)
+		dx = ac_grad_back(b, dx);
+	accumulate(b, w, ac_grad_back(b, dw));
+	return dx;
 }
 
 /* The CPU flash kernel's saved set: q, k, v, the output and the logsumexp. */
@@ -804,7 +936,12 @@ static T causal_lm_loss(struct bld *b, struct model *M, T logits2, T *ls, T *tgt
 	T total = tmp(b, "nll_loss_forward (total_weight)", AG_F32, 0, NULL);
 	op(b, AG_OP_NLL, lsm, t1, NO, loss, total, NO)->arg[0] = -100;
 	unref(b, shift);  /* the name; the view t1 holds on for the node */
-	unref(b, padded); /* the function returns: its locals go */
+	/* the function returns: its locals go, `logits` (logits.float()'s copy
+	 * under autocast: log_softmax keeps its result, not its input) first */
+	if (M->logits32 != NO)
+		unref(b, M->logits32);
+	M->logits32 = NO;
+	unref(b, padded);
 	*ls = lsm, *tgt = t1, *tw = total;
 	return loss;
 }
@@ -840,18 +977,34 @@ static T head_fwd(struct bld *b, struct model *M, T x, struct pt *head, T *x2, T
 	uint64_t rows = o->shape[0] * o->shape[1], d = o->shape[2], V = b->s->tensor[head->w].shape[0];
 	b->module = modname(b, "lm_head");
 	mark(b, "fwd:lm_head:start");
-	*x2 = reshape(b, x, 2, SH(rows, d));
-	unref(b, x);
-	T wt = transpose_last2(b, head->w);
-	*lg = TMP("mm (lm_head)", AG_F32, rows, V);
+	/* autocast's linear: W cast first (cached), then x; MmBackward keeps both */
+	T wm = head->w, xm = x;
+	M->head16 = NO;
+	if (b->o->amp != AG_F32) {
+		wm = M->head16 = ac_cast_param(b, head);
+		xm = ac_cast(b, x);
+	}
+	*x2 = reshape(b, xm, 2, SH(rows, d));
+	if (xm != x || b->o->amp != AG_F32)
+		unref(b, xm); /* the cast's name (or ac_cast's holder of x): the view holds it */
+	T wt = transpose_last2(b, wm);
+	*lg = TMP("mm (lm_head)", b->s->tensor[*x2].dtype, rows, V);
 	op(b, AG_OP_MM, *x2, wt, NO, *lg, NO, NO);
 	unref(b, wt);
 	mark(b, "fwd:lm_head:end");
 	b->module = -1;
 	mark(b, "fwd:loss:start");
-	/* logits.float() is logits itself in fp32; .view(-1, V) a view */
-	T loss = causal_lm_loss(b, M, *lg, ls, tgt, tw);
+	/* logits.float() is logits itself in fp32, a copy under autocast;
+	 * .view(-1, V) a view */
+	T lf = *lg;
+	M->logits32 = NO;
+	if (b->s->tensor[*lg].dtype != AG_F32)
+		lf = M->logits32 = to_dtype(b, *lg, AG_F32, "_to_copy (logits.float())");
+	T loss = causal_lm_loss(b, M, lf, ls, tgt, tw);
 	mark(b, "fwd:loss:end");
+	/* the model's forward returns: its name for the final norm's output
+	 * goes (fp32: the view mm keeps holds it) */
+	unref(b, x);
 	return loss;
 }
 
@@ -867,21 +1020,39 @@ static T head_bwd(struct bld *b, T lsm, T tgt, T tw, T x2, struct pt *head, T *o
 	*one = tmp(b, "ones_like (loss grad)", AG_F32, 0, NULL);
 	op(b, AG_OP_FILL, NO, NO, NO, *one, NO, NO)->arg[0] = 1;
 	T dlg = lm_loss_bwd(b, *one, lsm, tgt, tw);
+	T w16 = b->M->head16;
+	if (w16 != NO) /* logits.float()'s ToCopyBackward */
+		dlg = ac_grad_back_to(b, dlg, b->s->tensor[x2].dtype);
 	b->module = modname(b, "lm_head");
 	mark(b, "bwd:lm_head:start");
 	/* mm_mat2_backward computes W^t's gradient in W^t's own (transposed)
 	 * layout, grad^t @ x, so that TBackward's view of it is W's
 	 * contiguous [V, d]; it comes first */
 	const struct ag_tensor w_ = b->s->tensor[head->w], *w = &w_; /* a copy: the array grows */
-	T dw = TMP("mm (lm_head weight grad)", AG_F32, w->shape[0], w->shape[1]);
+	enum ag_dtype dt = b->s->tensor[dlg].dtype;
+	T dw = TMP("mm (lm_head weight grad)", dt, w->shape[0], w->shape[1]);
 	T dlgt = transpose_last2(b, dlg);
 	op(b, AG_OP_MM, dlgt, x2, NO, dw, NO, NO);
 	unref(b, dlgt);
-	T dx = TMP("mm (lm_head input grad)", AG_F32, b->s->tensor[x2].shape[0], w->shape[1]);
-	op(b, AG_OP_MM, dlg, head->w, NO, dx, NO, NO);
+	T dx = TMP("mm (lm_head input grad)", dt, b->s->tensor[x2].shape[0], w->shape[1]);
+	op(b, AG_OP_MM, dlg, w16 != NO ? w16 : head->w, NO, dx, NO, NO);
 	unref(b, dlg);
 	unref(b, x2);
 	*held = NO;
+	if (w16 != NO) {
+		/* autocast: its saved 16-bit W goes; the casts' ToCopyBackward,
+		 * x's (the later) first, then W's: the fp32 weight gradient, a
+		 * whole tensor (the held one, tied) */
+		unref(b, w16);
+		b->M->head16 = NO;
+		dx = ac_grad_back(b, dx);
+		dw = ac_grad_back(b, dw);
+		if (b->m->tied)
+			*held = dw;
+		else
+			accumulate(b, head, dw);
+		return dx;
+	}
 	if (b->m->tied) {
 		*held = vw(b, dw, 2, w->shape, NULL, 0);
 		unref(b, dw);
@@ -918,17 +1089,23 @@ static T attn_v_bwd(struct bld *b, T dm, T attw, T sm, T noise, T v, uint64_t B,
 	T dao = bmm_operand(b, dmp, "clone (reshape of the heads' grad)");
 	unref(b, dmp);
 	unref(b, dm);
-	*dv = TMP("bmm (attention backward, v)", AG_F32, B * h, Tn, hd);
+	enum ag_dtype dt = b->s->tensor[dao].dtype;
+	*dv = TMP("bmm (attention backward, v)", dt, B * h, Tn, hd);
 	T swt = transpose_last2(b, attw);
 	op(b, AG_OP_BMM, swt, dao, NO, *dv, NO, NO);
 	unref(b, swt);
-	T dsm = TMP("bmm (attention backward, weights)", AG_F32, B * h, Tn, Tn);
+	T dsm = TMP("bmm (attention backward, weights)", dt, B * h, Tn, Tn);
 	T vt = transpose_last2(b, v);
 	op(b, AG_OP_BMM, dao, vt, NO, dsm, NO, NO);
 	unref(b, vt);
 	unref(b, dao);
 	unref(b, attw);
 	unref(b, v);
+	/* autocast: bmm took a 16-bit cast of fp32 weights (Llama's softmax
+	 * in fp32): its ToCopyBackward */
+	enum ag_dtype smt = b->s->tensor[sm].dtype;
+	if (smt != dt)
+		dsm = ac_grad_back_to(b, dsm, smt);
 	if (noise != NO) {
 		/* the grad in the dropout output's shape (Llama's is [B, h, T, T]) */
 		const struct ag_tensor n_ = b->s->tensor[noise], *n = &n_; /* a copy: the array grows */
@@ -939,7 +1116,7 @@ static T attn_v_bwd(struct bld *b, T dm, T attw, T sm, T noise, T v, uint64_t B,
 		}
 		dsm = dropout_bwd(b, g, 1, noise);
 	}
-	T dw = TMP("_softmax_backward_data", AG_F32, B * h, Tn, Tn);
+	T dw = TMP("_softmax_backward_data", smt, B * h, Tn, Tn);
 	op(b, AG_OP_SOFTMAX_BWD, dsm, sm, NO, dw, NO, NO);
 	unref(b, dsm);
 	unref(b, sm);
@@ -951,11 +1128,12 @@ static T attn_v_bwd(struct bld *b, T dm, T attw, T sm, T noise, T v, uint64_t B,
  * q and k^T let go. */
 static void qk_bwd(struct bld *b, T dsc, T q, T kt, uint64_t n, uint64_t Tn, uint64_t hd, T *dq, T *dkt)
 {
-	*dq = TMP("bmm (scores backward, q)", AG_F32, n, Tn, hd);
+	enum ag_dtype dt = b->s->tensor[dsc].dtype;
+	*dq = TMP("bmm (scores backward, q)", dt, n, Tn, hd);
 	T ktt = transpose_last2(b, kt);
 	op(b, AG_OP_BMM, dsc, ktt, NO, *dq, NO, NO);
 	unref(b, ktt);
-	*dkt = TMP("bmm (scores backward, k^T)", AG_F32, n, hd, Tn);
+	*dkt = TMP("bmm (scores backward, k^T)", dt, n, hd, Tn);
 	T qt = transpose_last2(b, q);
 	op(b, AG_OP_BMM, qt, dsc, NO, *dkt, NO, NO);
 	unref(b, qt);
@@ -984,8 +1162,16 @@ static void embedding_bwd(struct bld *b, struct model *M, T g, struct pt *emb, T
  * expression ends, then a's name is rebound to the sum. */
 static T residual_add(struct bld *b, T a, T y, int y_first)
 {
+	/* under autocast y may be 16-bit and a fp32: TensorIterator promotes,
+	 * copying y to fp32 for the kernel (made before the output, freed
+	 * after it ran) */
+	T yp = y;
+	if (b->s->tensor[y].dtype != b->s->tensor[a].dtype)
+		yp = to_dtype(b, y, b->s->tensor[a].dtype, "_to_copy (add's type promotion)");
 	T out = like(b, "add (residual)", a);
-	op(b, AG_OP_ADD, y_first ? y : a, y_first ? a : y, NO, out, NO, NO)->arg[0] = 1;
+	op(b, AG_OP_ADD, y_first ? yp : a, y_first ? a : yp, NO, out, NO, NO)->arg[0] = 1;
+	if (yp != y)
+		unref(b, yp);
 	unref(b, y);
 	unref(b, a);
 	return out;
@@ -1163,7 +1349,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
 		T qkv = conv1d(b, x1, blk(M, b, i, "attn.c_attn.weight"), blk(M, b, i, "attn.c_attn.bias"),
 		               &s->attn_in);
-		unref(b, x1);
+		/* the attention's activations are qkv's dtype: bf16 under autocast */
+		enum ag_dtype dt = b->s->tensor[qkv].dtype;
 		/* split (views) and _split_heads (view, permute): q, k, v are
 		 * [B, h, T, hd] views of qkv */
 		int64_t st3 = (int64_t)(3 * d);
@@ -1182,25 +1369,27 @@ static void gpt2_step(struct bld *b, struct model *M)
 			T kt = transpose_last2(b, k);
 			T ktc = bmm_operand(b, kt, "clone (matmul's copy of k^T)");
 			unref(b, kt);
-			T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
+			T sc = TMP("bmm (q k^T)", dt, B * h, Tn, Tn);
 			op(b, AG_OP_BMM, qc, ktc, NO, sc, NO, NO);
 			s->q = qc, s->kt = ktc;
 			/* / torch.full([], sqrt(hd)): the divisor is saved */
-			T dv = tmp(b, "full (1/sqrt(hd) divisor)", AG_F32, 0, NULL);
+			T dv = tmp(b, "full (1/sqrt(hd) divisor)", dt, 0, NULL);
 			op(b, AG_OP_FILL, NO, NO, NO, dv, NO, NO)->arg[0] = sqrt((double)hd);
-			T aw = TMP("div (scores)", AG_F32, B * h, Tn, Tn);
+			T aw = TMP("div (scores)", dt, B * h, Tn, Tn);
 			op(b, AG_OP_DIV, sc, dv, NO, aw, NO, NO);
 			unref(b, sc);
 			s->divisor = dv;
 			/* torch.where(causal_mask, w, mask_value): the condition is a
 			 * view of the `bias` buffer, the only thing saved */
-			T mv = tmp(b, "full (mask_value)", AG_F32, 0, NULL);
-			op(b, AG_OP_FILL, NO, NO, NO, mv, NO, NO)->arg[0] = -3.4028234663852886e38;
+			/* torch.finfo(attn_weights.dtype).min */
+			T mv = tmp(b, "full (mask_value)", dt, 0, NULL);
+			op(b, AG_OP_FILL, NO, NO, NO, mv, NO, NO)->arg[0] = dt == AG_BF16 ? -3.3895313892515355e38
+			                                                                   : -3.4028234663852886e38;
 			T cm = gpt2_causal_view(b, M, l, Tn);
-			T wh = TMP("where (causal mask)", AG_F32, B * h, Tn, Tn);
+			T wh = TMP("where (causal mask)", dt, B * h, Tn, Tn);
 			op(b, AG_OP_WHERE, cm, aw, mv, wh, NO, NO);
 			unref(b, aw);
-			T sm = TMP("_softmax", AG_F32, B * h, Tn, Tn);
+			T sm = TMP("_softmax", dt, B * h, Tn, Tn);
 			op(b, AG_OP_SOFTMAX, wh, NO, NO, sm, NO, NO);
 			unref(b, wh);
 			ref(b, sm); /* softmax saves its result */
@@ -1210,7 +1399,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 			unref(b, sm); /* the name `attn_weights` is rebound to the dropout's output */
 			/* bmm with v saves the weights and v's copy */
 			T vc = bmm_operand(b, v, "clone (matmul's copy of v)");
-			T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
+			T ao = TMP("bmm (attention x v)", dt, B * h, Tn, hd);
 			op(b, AG_OP_BMM, smd, vc, NO, ao, NO, NO);
 			s->attw = smd, s->sm = sm, s->v = vc;
 			ref(b, smd); /* bmm keeps it */
@@ -1219,7 +1408,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 			/* _merge_heads: permute(0, 2, 1, 3).contiguous() */
 			T aop = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
 			                                                           (int64_t)(Tn * hd), 1 }, 0);
-			merged = TMP("clone (merge heads)", AG_F32, B, Tn, d);
+			merged = TMP("clone (merge heads)", dt, B, Tn, d);
 			op(b, AG_OP_COPY, aop, NO, NO, merged, NO, NO);
 			unref(b, aop);
 			unref(b, ao);
@@ -1242,11 +1431,11 @@ static void gpt2_step(struct bld *b, struct model *M)
 		/* h = attn(h) + residual */
 		b->module = -1;
 		residual = residual_add(b, residual, po, 1);
+		unref(b, x1); /* the name hidden_states is rebound to the sum (fp32: addmm's saved view holds it) */
 		b->module = modname(b, "transformer.h.%d.ln_2", i);
 		T x2 = layer_norm(b, residual, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &s->ln2);
 		b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
 		T fc = conv1d(b, x2, blk(M, b, i, "mlp.c_fc.weight"), blk(M, b, i, "mlp.c_fc.bias"), &s->fc);
-		unref(b, x2);
 		/* gelu_new: 0.5 * x * (1.0 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3.0)))) */
 		T a = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.5 x)", fc, 0.5, &s->half);
 		T p3 = like(b, "pow (x^3)", fc);
@@ -1278,6 +1467,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 		mo = mod_;
 		b->module = -1;
 		hs = residual_add(b, residual, mo, 0);
+		unref(b, x2); /* the block returns: its name for ln_2's output goes */
 		mark(b, "fwd:h.%d:end", i);
 	}
 	b->module = modname(b, "transformer.ln_f");
@@ -1288,7 +1478,9 @@ static void gpt2_step(struct bld *b, struct model *M)
 	mark(b, "fwd:ln_f:end");
 	T xf2, lg, lsm, tgt, tw;
 	T loss = head_fwd(b, M, xf, head, &xf2, &lg, &lsm, &tgt, &tw);
-	/* the loop keeps outputs (the loss and the logits) to the step's end */
+	/* the loop keeps outputs (the loss and the logits) to the step's end;
+	 * the autocast region exits */
+	ac_clear(b, M);
 
 	T one, held;
 	T dxf = head_bwd(b, lsm, tgt, tw, xf2, head, &one, &held);
@@ -1308,7 +1500,10 @@ static void gpt2_step(struct bld *b, struct model *M)
 			mark(b, "bwd:h.%d:end", i + 1);
 		/* AddBackward (residual + mlp): gx goes to both; the MLP first */
 		b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
-		T gmo = dropout_bwd(b, gx, 0, s->drop_mlp);
+		/* autocast: AddBackward's gradient for the 16-bit operand is cast
+		 * to its dtype (validate_outputs) */
+		T gmo = b->o->amp != AG_F32 ? to_dtype(b, gx, b->o->amp, "_to_copy (validate_outputs)")
+		                            : dropout_bwd(b, gx, 0, s->drop_mlp);
 		T dgl = conv1d_bwd(b, gmo, 1, &s->proj, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"));
 		b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
 		/* MulBackward (a * u): d a = g · u, d u = g · a */
@@ -1325,14 +1520,14 @@ static void gpt2_step(struct bld *b, struct model *M)
 		unref(b, du);
 		unref(b, s->t);
 		/* MulBackward (sqrt(2/pi) ·): g · the kept number */
-		T cs = cast_scalar(b, s->c2);
+		T cs = cast_scalar_as(b, s->c2, b->s->tensor[dy].dtype);
 		T dsx = like(b, "mul (gelu backward)", dy);
 		op(b, AG_OP_MUL_SCALAR, dy, NO, NO, dsx, NO, NO)->arg[0] = sqrt(2.0 / M_PI);
 		unref(b, cs);
 		unref(b, dy);
 		unref(b, s->c2);
 		/* AddBackward (x + c): dsx to x's buffer and to the mul */
-		cs = cast_scalar(b, s->c1);
+		cs = cast_scalar_as(b, s->c1, b->s->tensor[dsx].dtype);
 		T dp = like(b, "mul (gelu backward)", dsx);
 		op(b, AG_OP_MUL_SCALAR, dsx, NO, NO, dp, NO, NO)->arg[0] = 0.044715;
 		unref(b, cs);
@@ -1341,7 +1536,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 		T x2p = like(b, "pow (x^2, pow backward)", s->xfc);
 		op(b, AG_OP_POW_SCALAR, s->xfc, NO, NO, x2p, NO, NO)->arg[0] = 2;
 		T w3 = wrapped(b, 3.0);
-		T c3 = cast_scalar(b, w3);
+		T c3 = cast_scalar_as(b, w3, b->s->tensor[x2p].dtype);
 		T x3 = like(b, "mul (3 x^2)", s->xfc);
 		op(b, AG_OP_MUL_SCALAR, x2p, NO, NO, x3, NO, NO)->arg[0] = 3;
 		unref(b, c3);
@@ -1356,7 +1551,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 		T acc = dsx;
 		arrive(b, &acc, dxp);
 		/* MulBackward (0.5 ·) */
-		cs = cast_scalar(b, s->half);
+		cs = cast_scalar_as(b, s->half, b->s->tensor[da].dtype);
 		T dh = like(b, "mul (gelu backward)", da);
 		op(b, AG_OP_MUL_SCALAR, da, NO, NO, dh, NO, NO)->arg[0] = 0.5;
 		unref(b, cs);
@@ -1376,7 +1571,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 		accumulate(b, blk(M, b, i, "ln_2.bias"), lb);
 		/* AddBackward (attn + residual): g2 to both; the attention first */
 		b->module = modname(b, "transformer.h.%d.attn.c_proj", i);
-		T gpo = dropout_bwd(b, g2, 0, s->drop_resid);
+		T gpo = b->o->amp != AG_F32 ? to_dtype(b, g2, b->o->amp, "_to_copy (validate_outputs)")
+		                            : dropout_bwd(b, g2, 0, s->drop_resid);
 		T dm = conv1d_bwd(b, gpo, 1, &s->attn_out, blk(M, b, i, "attn.c_proj.weight"),
 		                  blk(M, b, i, "attn.c_proj.bias"));
 		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
@@ -1389,16 +1585,17 @@ static void gpt2_step(struct bld *b, struct model *M)
 			T dvc;
 			T dwh = attn_v_bwd(b, dm, s->attw, s->sm, s->drop_attn, s->v, B, h, Tn, hd, &dvc);
 			/* WhereBackward: where(cond, grad, 0) */
-			T zero = tmp(b, "scalar_tensor (0)", AG_F32, 0, NULL);
+			enum ag_dtype dt = b->s->tensor[dwh].dtype;
+			T zero = tmp(b, "scalar_tensor (0)", dt, 0, NULL);
 			op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
 			T cm = gpt2_causal_view(b, M, (uint64_t)i, Tn);
-			T daw = TMP("where (backward)", AG_F32, B * h, Tn, Tn);
+			T daw = TMP("where (backward)", dt, B * h, Tn, Tn);
 			op(b, AG_OP_WHERE, cm, dwh, zero, daw, NO, NO);
 			unref(b, cm);
 			unref(b, zero);
 			unref(b, dwh);
 			/* DivBackward */
-			T dsc = TMP("div (backward)", AG_F32, B * h, Tn, Tn);
+			T dsc = TMP("div (backward)", dt, B * h, Tn, Tn);
 			op(b, AG_OP_DIV, daw, s->divisor, NO, dsc, NO, NO);
 			unref(b, daw);
 			unref(b, s->divisor);
@@ -1415,18 +1612,18 @@ static void gpt2_step(struct bld *b, struct model *M)
 			 * the transpose as well. They make no bytes: each is let go before
 			 * the tensor it views, whose free stays where PyTorch has it. */
 			const int64_t *hst = (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 };
-			T dk = TMP("clone (k grad to [B, T, d])", AG_F32, B, Tn, d);
+			T dk = TMP("clone (k grad to [B, T, d])", dt, B, Tn, d);
 			T dktv = vw(b, dkt, 4, SH(B, Tn, h, hd),
 			            (const int64_t[]){ (int64_t)(h * hd * Tn), 1, (int64_t)(hd * Tn), (int64_t)Tn }, 0);
 			op(b, AG_OP_COPY, dktv, NO, NO, dk, NO, NO);
 			unref(b, dktv);
 			unref(b, dkt);
-			T dqq = TMP("clone (q grad to [B, T, d])", AG_F32, B, Tn, d);
+			T dqq = TMP("clone (q grad to [B, T, d])", dt, B, Tn, d);
 			T dqv = vw(b, dq, 4, SH(B, Tn, h, hd), hst, 0);
 			op(b, AG_OP_COPY, dqv, NO, NO, dqq, NO, NO);
 			unref(b, dqv);
 			unref(b, dq);
-			dqkv = TMP("cat (split backward)", AG_F32, B, Tn, 3 * d);
+			dqkv = TMP("cat (split backward)", dt, B, Tn, 3 * d);
 			T dvv = vw(b, dvc, 4, SH(B, Tn, h, hd), hst, 0);
 			op(b, AG_OP_CAT_LAST, dqq, dk, dvv, dqkv, NO, NO);
 			unref(b, dvv);
@@ -1489,15 +1686,26 @@ static void gpt2_step(struct bld *b, struct model *M)
 
 /* nn.Linear without bias on [.., in]: matmul(x, W^t) folds to mm over
  * x.view(-1, in); the node keeps the view and W^t. */
-struct lin_saved { T x2; };
+struct lin_saved {
+	T x2;
+	T w16;      /* autocast: the saved 16-bit W (NO: W itself) */
+	int xcast;  /* autocast: x was cast */
+};
 
 static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
 {
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t in = o->shape[o->ndim - 1], rows = numel(o) / in, out = b->s->tensor[w->w].shape[0];
-	T x2 = reshape(b, x, 2, SH(rows, in));
-	T wt = transpose_last2(b, w->w);
-	T y = TMP("mm (linear)", AG_F32, rows, out);
+	/* autocast's linear: W cast first (cached), then x (a copy at every
+	 * use: q, k and v each cast the same norm output); MmBackward keeps
+	 * both 16-bit */
+	T wm;
+	T xm = ac_cast_layer(b, x, w, &wm, &sv->w16, &sv->xcast);
+	T x2 = reshape(b, xm, 2, SH(rows, in));
+	if (b->o->amp != AG_F32)
+		unref(b, xm); /* the cast's name (or ac_cast's holder of x): the view holds it */
+	T wt = transpose_last2(b, wm);
+	T y = TMP("mm (linear)", b->s->tensor[x2].dtype, rows, out);
 	op(b, AG_OP_MM, x2, wt, NO, y, NO, NO);
 	unref(b, wt);
 	sv->x2 = x2;
@@ -1515,20 +1723,25 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 	const struct ag_tensor go_ = b->s->tensor[g];
 	T g2 = reshape(b, g, 2, SH(rows, out));
 	/* W^t's gradient in W^t's layout (mm_mat2_backward): W's [out, in] */
-	T dw = TMP("mm (linear backward, weight)", AG_F32, out, in);
+	T dw = TMP("mm (linear backward, weight)", go_.dtype, out, in);
 	T gt = transpose_last2(b, g2);
 	op(b, AG_OP_MM, gt, sv->x2, NO, dw, NO, NO);
 	unref(b, gt);
-	T dx = TMP("mm (linear backward, input)", AG_F32, rows, in);
-	op(b, AG_OP_MM, g2, w->w, NO, dx, NO, NO);
+	T dx = TMP("mm (linear backward, input)", go_.dtype, rows, in);
+	op(b, AG_OP_MM, g2, sv->w16 != NO ? sv->w16 : w->w, NO, dx, NO, NO);
 	unref(b, g2);
 	if (owned)
 		unref(b, g);
 	unref(b, sv->x2);
+	if (sv->w16 != NO)
+		unref(b, sv->w16);
 	/* ViewBackward (x.view(-1, in)) hands on a view of it in x's shape */
 	T dxv = grad_in_x_shape(b, dx, &go_);
+	/* autocast: x's ToCopyBackward (the later cast) before W's */
+	if (sv->xcast)
+		dxv = ac_grad_back(b, dxv);
 	arrive(b, xbuf, dxv);
-	accumulate(b, w, dw);
+	accumulate(b, w, sv->w16 != NO ? ac_grad_back(b, dw) : dw);
 }
 
 /* nn.Linear with a bias on [.., in] (qwen2's q_proj, k_proj, v_proj):
@@ -1697,29 +1910,50 @@ static void rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, 
 
 /* apply_rotary_pos_emb for one of q, k ([B, n, T, hd] view x): x·cos +
  * rotate_half(x)·sin. */
-struct rope_saved { T cos, sin; };
+struct rope_saved {
+	T cos, sin;
+	enum ag_dtype xdt; /* x's dtype (autocast: bf16 q or k against fp32 cos and sin) */
+};
+
+/* An operand of a binary op whose other operand is of dtype `to`, as
+ * TensorIterator takes it: itself, or, of a lower float type than fp32,
+ * a copy in fp32 for the kernel (the caller lets it go after the op). */
+static T promoted(struct bld *b, T x, enum ag_dtype to)
+{
+	if (b->s->tensor[x].dtype == to || to != AG_F32) {
+		ref(b, x);
+		return x;
+	}
+	return to_dtype(b, x, to, "_to_copy (type promotion)");
+}
 
 static T rope(struct bld *b, T x, T cos4, T sin4, struct rope_saved *sv)
 {
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t B = o->shape[0], n = o->shape[1], Tn = o->shape[2], hd = o->shape[3];
-	T xc = TMP("mul (x cos)", AG_F32, B, n, Tn, hd);
-	op(b, AG_OP_MUL, x, cos4, NO, xc, NO, NO);
+	enum ag_dtype rt = b->s->tensor[cos4].dtype; /* bf16 x fp32: fp32 */
+	sv->xdt = o->dtype;
+	T xp = promoted(b, x, rt);
+	T xc = TMP("mul (x cos)", rt, B, n, Tn, hd);
+	op(b, AG_OP_MUL, xp, cos4, NO, xc, NO, NO);
+	unref(b, xp);
 	ref(b, cos4); /* mul keeps cos for x's grad */
 	T x2 = vw(b, x, 4, SH(B, n, Tn, hd / 2), o->stride, hd / 2);
 	T x1 = vw(b, x, 4, SH(B, n, Tn, hd / 2), o->stride, 0);
-	T nx2 = TMP("neg (rotate_half)", AG_F32, B, n, Tn, hd / 2);
+	T nx2 = TMP("neg (rotate_half)", o->dtype, B, n, Tn, hd / 2);
 	op(b, AG_OP_NEG, x2, NO, NO, nx2, NO, NO);
-	T rot = TMP("cat (rotate_half)", AG_F32, B, n, Tn, hd);
+	T rot = TMP("cat (rotate_half)", o->dtype, B, n, Tn, hd);
 	op(b, AG_OP_CAT_LAST, nx2, x1, NO, rot, NO, NO);
 	unref(b, nx2);
 	unref(b, x1);
 	unref(b, x2);
-	T rs = TMP("mul (rotate_half sin)", AG_F32, B, n, Tn, hd);
-	op(b, AG_OP_MUL, rot, sin4, NO, rs, NO, NO);
+	T rp = promoted(b, rot, rt);
+	T rs = TMP("mul (rotate_half sin)", rt, B, n, Tn, hd);
+	op(b, AG_OP_MUL, rp, sin4, NO, rs, NO, NO);
+	unref(b, rp);
 	ref(b, sin4);
 	unref(b, rot);
-	T y = TMP("add (rope)", AG_F32, B, n, Tn, hd);
+	T y = TMP("add (rope)", rt, B, n, Tn, hd);
 	op(b, AG_OP_ADD, xc, rs, NO, y, NO, NO)->arg[0] = 1;
 	unref(b, xc);
 	unref(b, rs);
@@ -1733,30 +1967,35 @@ static void rope_bwd(struct bld *b, T g, struct rope_saved *sv, T *xbuf)
 {
 	const struct ag_tensor o_ = b->s->tensor[g], *o = &o_; /* a copy: the array grows */
 	uint64_t B = o->shape[0], n = o->shape[1], Tn = o->shape[2], hd = o->shape[3];
-	/* MulBackward (rot * sin) */
-	T drot = TMP("mul (rope backward, g sin)", AG_F32, B, n, Tn, hd);
+	/* MulBackward (rot * sin); under autocast validate_outputs casts the
+	 * fp32 product to rot's bf16 */
+	T drot = TMP("mul (rope backward, g sin)", o->dtype, B, n, Tn, hd);
 	op(b, AG_OP_MUL, g, sv->sin, NO, drot, NO, NO);
+	if (sv->xdt != o->dtype)
+		drot = ac_grad_back_to(b, drot, sv->xdt);
 	unref(b, sv->sin);
 	/* CatBackward: narrow views; NegBackward; the slices' backward
 	 * (slice_backward: zeros of x's shape, the grad copied in) */
 	T p0 = vw(b, drot, 4, SH(B, n, Tn, hd / 2), b->s->tensor[drot].stride, 0);
 	T p1 = vw(b, drot, 4, SH(B, n, Tn, hd / 2), b->s->tensor[drot].stride, hd / 2);
 	unref(b, drot);
-	T dn = TMP("neg (rotate_half backward)", AG_F32, B, n, Tn, hd / 2);
+	T dn = TMP("neg (rotate_half backward)", sv->xdt, B, n, Tn, hd / 2);
 	op(b, AG_OP_NEG, p0, NO, NO, dn, NO, NO);
 	unref(b, p0);
-	T s2 = TMP("slice_backward (x2)", AG_F32, B, n, Tn, hd);
+	T s2 = TMP("slice_backward (x2)", sv->xdt, B, n, Tn, hd);
 	uint64_t half = hd / 2; /* x2 = x[..., hd/2:] */
 	op(b, AG_OP_COPY, dn, NO, NO, s2, NO, NO)->arg[1] = (double)half;
 	unref(b, dn);
-	T s1 = TMP("slice_backward (x1)", AG_F32, B, n, Tn, hd);
+	T s1 = TMP("slice_backward (x1)", sv->xdt, B, n, Tn, hd);
 	op(b, AG_OP_COPY, p1, NO, NO, s1, NO, NO);
 	unref(b, p1);
 	arrive(b, xbuf, s2);
 	arrive(b, xbuf, s1);
 	/* MulBackward (x * cos) */
-	T dxc = TMP("mul (rope backward, g cos)", AG_F32, B, n, Tn, hd);
+	T dxc = TMP("mul (rope backward, g cos)", o->dtype, B, n, Tn, hd);
 	op(b, AG_OP_MUL, g, sv->cos, NO, dxc, NO, NO);
+	if (sv->xdt != o->dtype)
+		dxc = ac_grad_back_to(b, dxc, sv->xdt);
 	unref(b, g);
 	unref(b, sv->cos);
 	arrive(b, xbuf, dxc);
@@ -1785,12 +2024,13 @@ static T repeat_kv_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn,
 	          transposed ? (const int64_t[]){ (int64_t)rep * e * (int64_t)kv, (int64_t)rep * e, e, 1, (int64_t)Tn }
 	                     : (const int64_t[]){ (int64_t)rep * e * (int64_t)kv, (int64_t)rep * e, e, (int64_t)hd, 1 },
 	          0);
-	T s = TMP("sum (repeat_kv backward)", AG_F32, B, kv, 1, Tn, hd);
+	enum ag_dtype dt = b->s->tensor[g].dtype;
+	T s = TMP("sum (repeat_kv backward)", dt, B, kv, 1, Tn, hd);
 	op(b, AG_OP_SUM_TO, gv, NO, NO, s, NO, NO);
 	unref(b, gv);
 	unref(b, g);
 	for (int i = 0; i < 4; i++) {
-		T n = TMP("slice_backward (repeat_kv's [:, :, None])", AG_F32, B, kv, 1, Tn, hd);
+		T n = TMP("slice_backward (repeat_kv's [:, :, None])", dt, B, kv, 1, Tn, hd);
 		op(b, AG_OP_COPY, s, NO, NO, n, NO, NO);
 		unref(b, s);
 		s = n;
@@ -1812,6 +2052,7 @@ struct llama_layer_saved {
 	T sm, drop_attn;             /* softmax's result; the dropout's noise (NO for p = 0) */
 	struct sdpa_saved sd;        /* --attn sdpa: the flash kernel's saved set */
 	T gate_o, silu_o, up_o;      /* the MLP's */
+	T qf;                        /* autocast: the fp32 q_embed whose bf16 cast bmm keeps (NO: none) */
 };
 
 /* Phi-3's layer in model.parameters() order (modeling_phi3.py:
@@ -1957,6 +2198,7 @@ static void head_states_bwd(struct bld *b, struct model *M, T g, int i, int part
 	/* TransposeBackward: the [B, n, T, hd] grad read as [B, T, n, hd] */
 	T pv = vw(b, g, 4, SH(B, Tn, n, hd), (const int64_t[]){ (int64_t)(n * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 },
 	          0);
+	enum ag_dtype dt = b->s->tensor[g].dtype; /* autocast: bf16 for a bf16 state */
 	unref(b, g);
 	struct pt *nw = qk_norm(M, b, i, part);
 	if (nw) {
@@ -1968,7 +2210,7 @@ static void head_states_bwd(struct bld *b, struct model *M, T g, int i, int part
 		pv = reshape(b, nb, 4, SH(B, Tn, n, hd));
 		unref(b, nb);
 	}
-	T c = TMP("clone (heads' grad to [B, T, n hd])", AG_F32, B, Tn, n * hd);
+	T c = TMP("clone (heads' grad to [B, T, n hd])", dt, B, Tn, n * hd);
 	op(b, AG_OP_COPY, pv, NO, NO, c, NO, NO);
 	unref(b, pv);
 	linear_b_bwd(b, c, 1, ls, PP(M, b, part, "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
@@ -2225,12 +2467,12 @@ static void llama_step(struct bld *b, struct model *M)
 			ac = sdpa_fwd(b, &s->sd, qe, ke, vt);
 		} else {
 			/* repeat_kv: expand and reshape, a copy */
-			kr = TMP("clone (repeat_kv k)", AG_F32, B, h, Tn, hd);
+			kr = TMP("clone (repeat_kv k)", b->s->tensor[ke].dtype, B, h, Tn, hd);
 			T kx = expand_kv(b, ke, rep);
 			op(b, AG_OP_COPY, kx, NO, NO, kr, NO, NO);
 			unref(b, kx);
 			unref(b, ke);
-			T vr = TMP("clone (repeat_kv v)", AG_F32, B, h, Tn, hd);
+			T vr = TMP("clone (repeat_kv v)", b->s->tensor[vt].dtype, B, h, Tn, hd);
 			T vx = expand_kv(b, vt, rep);
 			op(b, AG_OP_COPY, vx, NO, NO, vr, NO, NO);
 			unref(b, vx);
@@ -2238,8 +2480,19 @@ static void llama_step(struct bld *b, struct model *M)
 			/* matmul(q, k^T): k^T copied to [B·h, hd, T] (the bytes of
 			 * the copy matmul makes of q, whose rope sum lies in the
 			 * transposed projection's layout); phi3's cat leaves q
-			 * contiguous: no copy, bmm keeps k^T as a view */
+			 * contiguous: no copy, bmm keeps k^T as a view. Under
+			 * autocast matmul casts k^T (the right operand first) and
+			 * q_embed, both fp32 after the rope's promotion, and keeps
+			 * q's cast */
 			T ktr = transpose_last2(b, kr);
+			T qf = NO; /* autocast: the fp32 q_embed, its name held to forward's end */
+			if (b->o->amp != AG_F32) {
+				T ktb = ac_cast(b, ktr);
+				unref(b, ktr);
+				ktr = ktb;
+				qf = qe;
+				qe = ac_cast(b, qf);
+			}
 			T ktc = phi3 ? vw(b, kr, 3, SH(B * h, hd, Tn), (const int64_t[]){ (int64_t)(Tn * hd), 1, (int64_t)hd }, 0)
 			             : bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
 			unref(b, ktr);
@@ -2247,14 +2500,17 @@ static void llama_step(struct bld *b, struct model *M)
 			T qe3 = reshape(b, qe, 3, SH(B * h, Tn, hd));
 			unref(b, qe);
 			qe = qe3;
-			T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
+			T sc = TMP("bmm (q k^T)", b->s->tensor[qe].dtype, B * h, Tn, Tn);
 			op(b, AG_OP_BMM, qe, ktc, NO, sc, NO, NO);
 			T aw = scalar_op(b, AG_OP_MUL_SCALAR, "mul (scores * scaling)", sc, 1.0 / sqrt((double)hd), &s->sc_w);
 			unref(b, sc);
+			/* + the fp32 mask: bf16 scores promoted under autocast */
 			T am = TMP("add (causal mask)", AG_F32, B, h, Tn, Tn);
 			T cmv = vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
 			T aw4 = reshape(b, aw, 4, SH(B, h, Tn, Tn));
-			op(b, AG_OP_ADD, aw4, cmv, NO, am, NO, NO)->arg[0] = 1;
+			T awp = promoted(b, aw4, AG_F32);
+			op(b, AG_OP_ADD, awp, cmv, NO, am, NO, NO)->arg[0] = 1;
+			unref(b, awp);
 			unref(b, aw4);
 			unref(b, cmv);
 			unref(b, aw);
@@ -2266,27 +2522,36 @@ static void llama_step(struct bld *b, struct model *M)
 			T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
 			unref(b, sm); /* the name is rebound */
 			s->sm = sm;
-			/* the weights and v repeated (contiguous) as bmm takes them */
+			/* the weights and v repeated (contiguous) as bmm takes them;
+			 * autocast's matmul casts the fp32 weights (v is bf16) */
+			if (b->o->amp != AG_F32) {
+				T smb = ac_cast(b, smd);
+				unref(b, smd);
+				smd = smb;
+			}
 			T sm3 = reshape(b, smd, 3, SH(B * h, Tn, Tn));
 			unref(b, smd);
 			sm = sm3;
 			T vr3 = reshape(b, vr, 3, SH(B * h, Tn, hd));
 			unref(b, vr);
 			vr = vr3;
-			T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
+			T ao = TMP("bmm (attention x v)", b->s->tensor[sm].dtype, B * h, Tn, hd);
 			op(b, AG_OP_BMM, sm, vr, NO, ao, NO, NO);
 			/* the view's holder passes to bmm's node */
 			s->qe = qe, s->ktc = ktc, s->attw = sm, s->vr = vr;
 			T aot = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
 			                                                           (int64_t)(Tn * hd), 1 }, 0);
-			ac = TMP("clone (transpose(1, 2).contiguous())", AG_F32, B, Tn, h * hd);
+			ac = TMP("clone (transpose(1, 2).contiguous())", b->s->tensor[ao].dtype, B, Tn, h * hd);
 			op(b, AG_OP_COPY, aot, NO, NO, ac, NO, NO);
 			unref(b, aot);
 			unref(b, ao);
+			s->qf = qf;
 		}
 		b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
 		T po = linear(b, ac, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &s->o);
 		unref(b, ac);
+		if (!sdpa && s->qf != NO)
+			unref(b, s->qf); /* forward returns: the fp32 query_states goes (autocast) */
 		unref(b, kr); /* forward returns: key_states goes */
 		if (sdpa) { /* and the states sdpa keeps */
 			unref(b, qe);
@@ -2294,8 +2559,8 @@ static void llama_step(struct bld *b, struct model *M)
 			unref(b, vt);
 		}
 		b->module = -1;
+		unref(b, x1); /* hidden_states is rebound to the attention's output (fp32: the views q, k, v keep it) */
 		T h2 = residual_add(b, residual, po, 0);
-		unref(b, x1);
 		b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
 		T x2 = rmsnorm(b, h2, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &s->n2);
 		const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
@@ -2331,6 +2596,7 @@ static void llama_step(struct bld *b, struct model *M)
 	mark(b, "fwd:norm:end");
 	T xn2, lg, lsm, tgt, tw;
 	T loss = head_fwd(b, M, xn, head, &xn2, &lg, &lsm, &tgt, &tw);
+	ac_clear(b, M); /* the autocast region exits (nothing of Llama's is only the cache's) */
 	/* the model's forward returns: cache_position, the mask, inputs_embeds
 	 * (kept by the first norm) and the position embeddings (by the ropes) */
 	unref(b, cp);
@@ -2355,9 +2621,12 @@ static void llama_step(struct bld *b, struct model *M)
 			mark(b, "bwd:norm:end");
 		else
 			mark(b, "bwd:layers.%d:end", i + 1);
-		T g = xbuf; /* AddBackward (h2 + mlp): to both */
+		T g = xbuf; /* AddBackward (h2 + mlp): to both (autocast: the MLP's a bf16 copy, validate_outputs) */
 		T hbuf = g;
-		ref(b, g);
+		if (b->o->amp != AG_F32)
+			g = to_dtype(b, g, b->o->amp, "_to_copy (validate_outputs)");
+		else
+			ref(b, g);
 		/* the MLP */
 		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
 		T dmu = NO;
@@ -2375,7 +2644,10 @@ static void llama_step(struct bld *b, struct model *M)
 		/* AddBackward (residual + attn): to both; the attention first */
 		g = hbuf;
 		T rbuf = g;
-		ref(b, g);
+		if (b->o->amp != AG_F32)
+			g = to_dtype(b, g, b->o->amp, "_to_copy (validate_outputs)");
+		else
+			ref(b, g);
 		b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
 		T dac = NO;
 		linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
@@ -2393,9 +2665,13 @@ static void llama_step(struct bld *b, struct model *M)
 		} else {
 			T dvr;
 			T dam = attn_v_bwd(b, dac, s->attw, s->sm, s->drop_attn, s->vr, B, h, Tn, hd, &dvr);
-			/* AddBackward (+ mask) passes; MulBackward (* scaling) */
-			T cs_ = cast_scalar(b, s->sc_w);
-			T dsc = TMP("mul (scaling backward)", AG_F32, B * h, Tn, Tn);
+			/* AddBackward (+ mask) passes (autocast: cast to the bf16
+			 * scores' dtype, validate_outputs); MulBackward (* scaling) */
+			enum ag_dtype sdt = b->s->tensor[s->ktc].dtype;
+			if (b->s->tensor[dam].dtype != sdt)
+				dam = ac_grad_back_to(b, dam, sdt);
+			T cs_ = cast_scalar_as(b, s->sc_w, sdt);
+			T dsc = TMP("mul (scaling backward)", sdt, B * h, Tn, Tn);
 			op(b, AG_OP_MUL_SCALAR, dam, NO, NO, dsc, NO, NO)->arg[0] = 1.0 / sqrt((double)hd);
 			unref(b, cs_);
 			unref(b, dam);
@@ -2403,6 +2679,11 @@ static void llama_step(struct bld *b, struct model *M)
 			/* BmmBackward (q @ k^T) */
 			T dq, dkt;
 			qk_bwd(b, dsc, s->qe, s->ktc, B * h, Tn, hd, &dq, &dkt);
+			/* autocast: the casts' ToCopyBackward, q's (the later) first */
+			if (s->qf != NO) {
+				dq = ac_grad_back(b, dq);
+				dkt = ac_grad_back(b, dkt);
+			}
 			/* v's repeat_kv, then k's, then the ropes of k and q */
 			dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd, 0);
 			T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd, 1);
@@ -2704,6 +2985,7 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->beta2 = c->beta2;
 	o->eps = c->eps;
 	o->seed = c->seed;
+	o->amp = c->precision == ZS_AMP_BF16 ? AG_BF16 : c->precision == ZS_AMP_FP16 ? AG_F16 : AG_F32;
 }
 
 static int refuse(char **cause, const char *fmt, ...)
@@ -2715,6 +2997,29 @@ static int refuse(char **cause, const char *fmt, ...)
 	va_end(ap);
 	zs_set_cause(cause, "%s", buf);
 	return -1;
+}
+
+/* What of autocast is described (docs/schedule.md, "Autocast"): bf16 on
+ * the CPU, GPT-2's eager step without dropout; the rest refused by name. */
+static int amp_check(const struct zs_model *m, const struct ag_options *o, char **cause)
+{
+	/* 1.13's CPU autocast takes bf16 only: torch.autocast("cpu",
+	 * dtype=torch.float16) fails at its first op ("Currently, AutocastCPU
+	 * only support Bfloat16 as the autocast_cpu_dtype", seen here); 2.6
+	 * runs float16 on the CPU too */
+	if (o->amp == AG_F16 && o->version == ZS_TORCH_1_13)
+		return refuse(cause, "--precision amp-fp16: PyTorch 1.13's autocast on the CPU takes bfloat16 only (give "
+		              "--precision amp-bf16)");
+	if (o->amp == AG_F16)
+		return refuse(cause, "--precision amp-fp16: float16 autocast on the CPU is not described yet (give "
+		              "--precision amp-bf16)");
+	if (o->attn == ZS_ATTN_SDPA)
+		return refuse(cause, "--precision amp-bf16: autocast with --attn sdpa is not described yet (give --attn "
+		              "eager)");
+	if (m->embd_pdrop > 0 || m->attn_pdrop > 0 || m->resid_pdrop > 0)
+		return refuse(cause, "--precision amp-bf16: autocast with dropout (the model's config) is not described "
+		              "yet (give a config with dropout 0)");
+	return 0;
 }
 
 int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step_params *p,
@@ -2778,9 +3083,15 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (o->attn == ZS_ATTN_SDPA && m->attn_pdrop > 0)
 		return refuse(cause, "--attn sdpa: with attention dropout (attn_pdrop %g) SDPA takes its math path, not "
 		              "described yet (give --attn eager, or attn_pdrop 0)", m->attn_pdrop);
+	if (o->amp != AG_F32 && fam >= 3)
+		return refuse(cause, "--precision amp-bf16: autocast over the PyTorch step of a %s is not described yet "
+		              "(gpt2, llama and mistral are; give --precision fp32)", m->model_type);
+	if (o->amp != AG_F32 && amp_check(m, o, cause) < 0)
+		return -1;
 	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP };
 	struct bld *b = &B_;
 	struct model M = { 0 };
+	b->M = &M;
 	use(b, &s->setup, &s->nsetup);
 	if (m->family == ZS_FAMILY_GPT2)
 		gpt2_setup(b, &M);
@@ -2865,6 +3176,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	unref(b, M.loss);
 	mark(b, "phase:between");
 	free(M.pt);
+	free(M.cached);
 	free(M.bias);
 	free(M.masked_bias);
 	free(b->refs);

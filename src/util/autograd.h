@@ -239,6 +239,8 @@ struct ag_options {
 	unsigned zero1_world;            /* 0: one Adam over every parameter; N >= 1: Adam inside
 	                                  * ZeroRedundancyOptimizer over N ranks (util/ag_zero1.h): each rank's
 	                                  * own section of the optimizer phase, then the owners' broadcasts */
+	enum ag_dtype amp;               /* autocast's lower precision (--precision amp-bf16: AG_BF16), or
+	                                  * AG_F32 without autocast (docs/schedule.md, "Autocast") */
 };
 
 struct ag_step {

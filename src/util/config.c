@@ -19,7 +19,10 @@ static const char *const unit_names[ZS_NUNITS] = {"model", "layer"};
 
 const char *zs_scheme_name(enum zs_scheme s) { return scheme_names[s]; }
 const char *zs_unit_name(enum zs_unit u) { return unit_names[u]; }
-const char *zs_precision_name(enum zs_precision p) { return p == ZS_MIXED ? "mixed" : "fp32"; }
+const char *zs_precision_name(enum zs_precision p)
+{
+	return p == ZS_MIXED ? "mixed" : p == ZS_AMP_BF16 ? "amp-bf16" : p == ZS_AMP_FP16 ? "amp-fp16" : "fp32";
+}
 const char *zs_optimizer_name(enum zs_optimizer o) { return o == ZS_ADAM ? "adam" : "sgd"; }
 
 static const char *const framework_names[ZS_NFRAMEWORKS] = {"paper", "torch", "deepspeed"};
@@ -93,9 +96,23 @@ int zs_unit_parse(const char *s, enum zs_unit *out)
 
 int zs_precision_parse(const char *s, enum zs_precision *out)
 {
-	if (strcmp(s, "mixed") != 0 && strcmp(s, "fp32") != 0)
-		return -1;
-	*out = strcmp(s, "mixed") == 0 ? ZS_MIXED : ZS_FP32;
+	static const enum zs_precision v[] = { ZS_MIXED, ZS_FP32, ZS_AMP_BF16, ZS_AMP_FP16 };
+	for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+		if (strcmp(s, zs_precision_name(v[i])) == 0) {
+			*out = v[i];
+			return 0;
+		}
+	return -1;
+}
+
+int zs_precision_amp_check(const struct zs_config *c, int has_model, char **cause)
+{
+	if (c->precision != ZS_AMP_BF16 && c->precision != ZS_AMP_FP16)
+		return 0;
+	if (!has_model || c->framework != ZS_FW_TORCH || !zs_wrapper_step(c))
+		return zs_fail(cause, "--precision %s: PyTorch's autocast is described for the PyTorch step only "
+		               "(--model with --framework torch --wrapper none or ddp); zerosim's own schedules take "
+		               "mixed or fp32", zs_precision_name(c->precision));
 	return 0;
 }
 
@@ -384,7 +401,7 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 		break;
 	case ZS_KEY_PRECISION:
 		if (zs_precision_parse(value, &t.precision) != 0)
-			return zs_fail(cause, "--precision: unknown precision '%.40s' (mixed, fp32)", value);
+			return zs_fail(cause, "--precision: unknown precision '%.40s' (mixed, fp32, amp-bf16, amp-fp16)", value);
 		break;
 	case ZS_KEY_OPTIMIZER:
 		if (zs_optimizer_parse(value, &t.optimizer) != 0)

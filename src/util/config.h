@@ -15,7 +15,11 @@
 
 enum zs_scheme { ZS_DP, ZS_ZERO1, ZS_ZERO2, ZS_ZERO3, ZS_NSCHEMES };
 enum zs_unit { ZS_UNIT_MODEL, ZS_UNIT_LAYER, ZS_NUNITS };
-enum zs_precision { ZS_MIXED, ZS_FP32 };
+/* ZS_AMP_BF16 / ZS_AMP_FP16: PyTorch's own autocast (fp32 parameters,
+ * grads and Adam state; 16-bit copies where autocast casts), described
+ * for the PyTorch step only (--wrapper none or ddp, docs/schedule.md,
+ * "Autocast"); everything else refuses it (zs_precision_amp_check). */
+enum zs_precision { ZS_MIXED, ZS_FP32, ZS_AMP_BF16, ZS_AMP_FP16 };
 enum zs_optimizer { ZS_ADAM, ZS_SGD };
 /* Whose implementation of the schemes a run follows (docs/schedule.md,
  * "Frameworks"): the ZeRO paper's idealised one, PyTorch's classes, or
@@ -238,6 +242,10 @@ enum zs_attn zs_attn_resolve(const struct zs_config *c);
 int zs_scheme_parse(const char *s, enum zs_scheme *out);
 int zs_unit_parse(const char *s, enum zs_unit *out);
 int zs_precision_parse(const char *s, enum zs_precision *out);
+/* Autocast's precision is the PyTorch step's alone (--framework torch,
+ * --wrapper none or ddp, with a model): 0, or -1 with *cause (bad usage)
+ * for any other run; `has_model` says whether a transformer is given. */
+int zs_precision_amp_check(const struct zs_config *c, int has_model, char **cause);
 int zs_optimizer_parse(const char *s, enum zs_optimizer *out);
 
 /* Parse a byte size with a unit: "80GB" (1e9), "80GiB" (2^30), "512MB",
