@@ -227,7 +227,18 @@ def run(a, rank=0, world=1):
         import torch.distributed as dist
         os.environ.setdefault("USE_LIBUV", "0")
         dist.init_process_group("gloo", init_method="file://" + a.store, rank=rank, world_size=world)
+        H.RANK[0] = rank
+        H.PIN.append(torch.zeros(1))  # hf_torch.ddp_group's pinning collective
     K = a.grad_accum
+    # Under --grad-accum K > 1 every mark of micro-step k (hf_torch's
+    # modules' hooks and the phases) is named "LABEL@k", as zerosim's step
+    # names them (util/autograd.c); `micro:k` and `fwd_end:S:k` are this
+    # loop's own. hf_torch's hooks look `mark` up in their module.
+    plain_mark, suffix = H.mark, [None]
+
+    def mark_k(label):
+        plain_mark(label if suffix[0] is None else f"{label}@{suffix[0]}")
+    H.mark = mark_k
     zero_none = a.zero_grad == "none" if a.zero_grad else H.TV >= (2, 0)
     V = cfg["vocab_size"]
     losses, grad_norms = [], []
@@ -251,49 +262,64 @@ def run(a, rank=0, world=1):
         H.install_hooks(model, set(model.units))
         net = model
         if world > 1:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-            # gloo broadcasts no bool tensor: GPT-2's causal `bias` buffer
-            # (identical on every rank, made by the constructor) is left out
-            # of DDP's initial broadcast, as DDP's own hook for it allows
-            # (DistributedDataParallel._set_params_and_buffers_to_ignore_for_model).
-            DDP._set_params_and_buffers_to_ignore_for_model(
-                model, [n for n, b in model.named_buffers() if b.dtype == torch.bool])
-            net = DDP(model)
+            # hf_torch.ddp_wrap: DDP at the release's defaults over the
+            # pinned gloo group (hf_torch.ddp_group: every collective
+            # waited and its tensors let go on the caller's thread, which
+            # pins the 4 B a late gloo worker thread held), GPT-2's bool
+            # causal `bias` buffers left out of its broadcasts (gloo takes
+            # no bool tensor; DDP._set_params_and_buffers_to_ignore_for_model)
+            net = H.ddp_wrap(a, model)
         trainable = [p for p in model.parameters() if p.requires_grad]
         if not trainable:
             raise ValueError("--freeze leaves nothing to train")
         opt = torch.optim.Adam(trainable, lr=1e-3, foreach=a.optimizer_impl == "foreach")
         g = torch.Generator().manual_seed(1 + rank)
+        # the optimizer step's K micro-batches, drawn at once and held, and
+        # the labels a clone (hf_torch.run's input_ids and labels at K = 1)
         data = torch.randint(0, V, (K * a.batch, a.seq), generator=g)
+        labels = data.clone()
         for step in range(1, a.steps + 1):
-            H.mark(f"step:{step}")
+            plain_mark(f"step:{step}")
             total = 0.0
             for k in range(K):
                 ids = data[k * a.batch:(k + 1) * a.batch]
-                H.mark(f"micro:{k}")
+                lab = labels[k * a.batch:(k + 1) * a.batch]
+                if K > 1:
+                    plain_mark(f"micro:{k}")
+                    suffix[0] = k
                 H.mark("phase:forward")
                 H.set_ctx("forward", "-")
                 sync = world == 1 or not a.no_sync or k == K - 1
                 with (contextlib.nullcontext() if sync else net.no_sync()):
-                    outputs = net(ids, ids)
+                    outputs = net(ids, lab)
                     loss = outputs[0] / K if K > 1 else outputs[0]
-                    H.mark(f"fwd_end:{step}:{k}")
+                    plain_mark(f"fwd_end:{step}:{k}")
                     H.mark("phase:backward")
                     H.set_ctx("backward", "loss")
                     loss.backward()
+                suffix[0] = None
                 total += float(loss)
-                del loss
-                outputs = None
-            grad_norms.append(math.sqrt(sum(float(p.grad.double().pow(2).sum()) for p in trainable
-                                            if p.grad is not None)))
+                if k < K - 1:
+                    # the next micro-step rebinds them: let go first (the
+                    # last micro-step's are held to the step's end, as
+                    # hf_torch.one_step holds its loop's)
+                    del loss
+                    outputs = None
+            if step == 1:
+                # (the first step only: its double copies are not the
+                # steady step's bytes)
+                grad_norms.append(math.sqrt(sum(float(p.grad.double().pow(2).sum()) for p in trainable
+                                                if p.grad is not None)))
             H.mark("phase:optimizer")
             H.set_ctx("optimizer", "optimizer")
             opt.step()
             H.mark("phase:zero_grad")
             opt.zero_grad(set_to_none=zero_none)
             losses.append(total)
+            del loss
+            outputs = None
             H.mark("phase:between")
-        H.mark(f"step:{a.steps + 1}")
+        plain_mark(f"step:{a.steps + 1}")
     events = H.memory_events(prof)
     stream = H.replay(events)
     steps = {s: H.analyse_step(stream, s) for s in range(1, a.steps + 1)}
@@ -305,7 +331,8 @@ def run(a, rank=0, world=1):
     S = a.steps
     # the steady (last) step's K micro-steps: the last K+1 of the micro and
     # optimizer marks bound them
-    steady_bounds = [t for t, l in mt if l.startswith("micro:") or l == "phase:optimizer"][-(K + 1):]
+    steady_bounds = ([t for t, l in mt if l.startswith("micro:") or l == "phase:optimizer"] if K > 1 else
+                     [t for t, l in mt if l == "phase:forward" or l == "phase:optimizer"])[-(K + 1):]
     for i in range(K):
         per_micro.append(sum(1 for t in ar if steady_bounds[i] <= t < steady_bounds[i + 1]))
     st = steps[S]

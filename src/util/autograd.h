@@ -90,6 +90,8 @@ struct ag_tensor {
 	int32_t module;            /* the step_params module whose forward or backward made it, or -1 */
 	int32_t part;              /* PARAM, GRAD, ADAM_*: a fused step_params tensor's part (Hugging Face's
 	                            * q/k/v or gate/up: part_rows[part] rows of it), else -1 */
+	uint32_t micro;            /* INPUT: the micro-step (0..K-1 under --grad-accum K) whose batch it
+	                            * holds; else 0 */
 };
 
 /* The ops. Semantics are PyTorch's for the aten op named; shapes follow
@@ -232,6 +234,8 @@ struct ag_options {
 	enum zs_optimizer optimizer;     /* Adam (AdamW's bytes are Adam's) */
 	double lr, beta1, beta2, eps;
 	uint64_t seed;                   /* the run's --seed: dropout's masks (AG_OP_BERNOULLI_) */
+	unsigned grad_accum;             /* K >= 1 micro-steps an optimizer step (--grad-accum) */
+	int ddp_no_sync;                 /* DDP (util/ag_ddp.h): no_sync() on micro-steps 0..K-2 */
 };
 
 struct ag_step {
