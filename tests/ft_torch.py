@@ -193,32 +193,6 @@ def apply_lora(a, model, family):
 # ---------------------------------------------------------------------------
 
 
-def start_us(e):
-    """An event's start in us (1.13: start_us; 2.x: start_ns)."""
-    return e.start_us() if hasattr(e, "start_us") else e.start_ns() / 1000.0
-
-
-def allreduce_times(prof):
-    """Start times (us) of the all-reduce ops the profiler saw."""
-    out = []
-    for e in prof.profiler.kineto_results.events():
-        n = e.name()
-        if "all_reduce" in n or "allreduce" in n:
-            out.append(start_us(e))
-    return sorted(out)
-
-
-def mark_times(prof):
-    """(start_us, label) of every mark, from its allocation event."""
-    out = []
-    for e in prof.profiler.kineto_results.events():
-        if e.name() == "[memory]":
-            n = e.nbytes()
-            if n >= H.MARK_BASE and n % 2 == 1:
-                out.append((start_us(e), H.MARKS[(n - H.MARK_BASE - 1) // 2]))
-    return out
-
-
 def run(a, rank=0, world=1):
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -324,17 +298,17 @@ def run(a, rank=0, world=1):
     stream = H.replay(events)
     steps = {s: H.analyse_step(stream, s) for s in range(1, a.steps + 1)}
     between = stream[-1][0]
-    # all-reduces per micro-step of the steady step
-    ar = allreduce_times(prof)
-    mt = mark_times(prof)
+    # DDP's all-reduces in each micro-step of the steady step: the calls it
+    # made through hf_torch.ddp_group (the pinning collectives left out),
+    # placed by the marks made before each
     per_micro = []
     S = a.steps
-    # the steady (last) step's K micro-steps: the last K+1 of the micro and
-    # optimizer marks bound them
-    steady_bounds = ([t for t, l in mt if l.startswith("micro:") or l == "phase:optimizer"] if K > 1 else
-                     [t for t, l in mt if l == "phase:forward" or l == "phase:optimizer"])[-(K + 1):]
+    # the steady (last) step's K micro-steps: the last K+1 of the micro (or,
+    # at K = 1, forward) and optimizer marks bound them
+    bounds = [i for i, l in enumerate(H.MARKS)
+              if (l.startswith("micro:") if K > 1 else l == "phase:forward") or l == "phase:optimizer"][-(K + 1):]
     for i in range(K):
-        per_micro.append(sum(1 for t in ar if steady_bounds[i] <= t < steady_bounds[i + 1]))
+        per_micro.append(sum(1 for kind, n in H.COLLECTIVES if kind == "allreduce" and bounds[i] < n <= bounds[i + 1]))
     st = steps[S]
     marks = dict(st["boundaries"])
     fwd = [marks[f"fwd_end:{S}:{k}"] - st["start_bytes"] for k in range(K)]
