@@ -521,6 +521,13 @@ int zs_cmd_measure(int argc, char **argv)
 		zs_fail(&cause, "--write-case: a transformer's case is fp32 only so far (--precision fp32)");
 		goto fail;
 	}
+	/* A case's tokens are one batch a step; the micro-steps' batches have
+	 * no place in zerosim-case/2 yet (docs/finetune.md: what remains). */
+	if ((write_case != NULL || case_path != NULL) && c.grad_accum > 1) {
+		zs_fail(&cause, "--grad-accum %u: not with %s yet (a case holds one batch a step)", c.grad_accum,
+		        case_path != NULL ? "--case" : "--write-case");
+		goto fail;
+	}
 	if (write_case != NULL && c.nworld != 1) {
 		zs_fail(&cause, "--write-case: a case holds one world size, and the run has %zu (give one --world)", c.nworld);
 		goto fail;

@@ -753,10 +753,10 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	 * (docs/finetune.md, the plan) do not take it yet. */
 	if (c->grad_accum > 1 && !zs_wrapper_step(c))
 		return zs_fail(cause, "--grad-accum %u: only with --framework torch and --wrapper none or ddp so far (%s "
-		               "does not accumulate yet)", c->grad_accum,
+		               "takes no accumulation yet)", c->grad_accum,
 		               c->framework == ZS_FW_PAPER       ? "the paper's schedule"
-		               : c->framework == ZS_FW_DEEPSPEED ? "DeepSpeed's gradient_accumulation_steps"
-		                                                 : "--wrapper auto (the engine's own DDP and FSDP)");
+		               : c->framework == ZS_FW_DEEPSPEED ? "the DeepSpeed engine's step"
+		                                                 : "--wrapper auto, the engine's own DDP and FSDP step,");
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_NO_SYNC)) && c->wrapper != ZS_WRAPPER_DDP)
 		return zs_fail(cause, "--ddp-no-sync: only with --wrapper ddp (DistributedDataParallel's no_sync())");
 	/* 1.13 has no torch.nn.functional.scaled_dot_product_attention (2.0
