@@ -38,6 +38,14 @@
  * grads and optimizer state), and `first_step` what the first step makes
  * on top of it (Adam's state, its step counters).
  *
+ * Gradient accumulation (ag_options.grad_accum K > 1, docs/schedule.md):
+ * the step is K micro-steps, each a forward and backward over its own
+ * batch (set-up holds the K pairs of input_ids and labels; ag_tensor.micro
+ * says whose), its loss divided by K, then one optimizer phase; the
+ * grads the first backward makes (or zeros kept) take the later ones in
+ * place. A "micro:k" mark opens micro-step k, and every mark inside it is
+ * named "LABEL@k". K = 1 is the list without any of it.
+ *
  * Ownership: ag_step_build fills a struct whose arrays it allocates;
  * ag_step_free releases them. Out of memory is fatal.
  */
