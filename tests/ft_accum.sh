@@ -19,6 +19,12 @@
 # The losses are not compared with PyTorch's: zerosim's measure draws its
 # own weights and tokens (a case file, which would carry PyTorch's, takes
 # no --grad-accum yet).
+#
+# `tests/ft_accum.sh torch26` (make check-torch26): the same against PyTorch
+# 2.6 in its Debian 13 root (tests/torch26_root.sh; hf_torch.sh's way of
+# running it): gpt2 and llama, K = 2 and 3, zeros and set_to_none, DDP N = 2
+# with and without no_sync. Without a root: skip (77), a failure under
+# ZS_REQUIRE_TORCH26=1.
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 a difference, 99 hard error.
 set -u
@@ -84,6 +90,28 @@ print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {
 sys.exit(1 if bad else 0)
 EOF
 
+version=1.13
+ref() { # ARGS...: tests/ft_torch.py ARGS under PyTorch 1.13 here
+	timeout 300 "$py" "$src/tests/ft_torch.py" "$@"
+}
+if [ "${1:-}" = torch26 ]; then
+	if ! root=$("$src/tests/torch26_root.sh"); then
+		[ "${ZS_REQUIRE_TORCH26:-0}" = 1 ] && { echo "ft_accum: FAIL: no PyTorch 2.6 root (ZS_REQUIRE_TORCH26=1)" >&2; exit 1; }
+		echo "ft_accum: SKIP: no PyTorch 2.6 root (tests/torch26_root.sh)" >&2
+		exit 77
+	fi
+	version=2.6
+	in=/tmp/zs-fta26.$$
+	mkdir -p "$root$in" && cp "$src/tests/ft_torch.py" "$src/tests/hf_torch.py" "$tmp"/tiny-*.json "$root$in/" || exit 99
+	trap 'rm -rf "$tmp" "${root:?}$in"' EXIT HUP INT TERM
+	ref() { # ARGS... (--model $tmp/X, --out $tmp/Y): ft_torch.py in the root, its JSON copied back
+		args=$(echo "$*" | sed "s|$tmp/|$in/|g")
+		timeout 300 unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 \
+PYTHONDONTWRITEBYTECODE=1 python3 $in/ft_torch.py $args" &&
+			cp "$root$in/$(basename "$out")" "$out"
+	}
+fi
+
 status=0
 # case LABEL MODEL K ZERO_GRAD WORLD NO_SYNC(on|off)
 case_() {
@@ -96,7 +124,8 @@ case_() {
 		zw="--wrapper ddp" zns="--ddp-no-sync $ns"
 	fi
 	# gloo waits 30 minutes for a peer by default: a hang ends in 5
-	if ! timeout 300 "$py" "$src/tests/ft_torch.py" "$@" --out "$tmp/$label.json" >"$tmp/err" 2>&1; then
+	out=$tmp/$label.json
+	if ! ref "$@" --out "$out" >"$tmp/err" 2>&1; then
 		echo "ft_accum: FAIL: tests/ft_torch.py $*:" >&2
 		tail -20 "$tmp/err" >&2
 		exit 99
@@ -104,7 +133,7 @@ case_() {
 	for cmd in theory measure; do
 		# shellcheck disable=SC2086
 		if ! "$zerosim" $cmd --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes dp --world "$world" \
-			--steps 3 --framework torch $zw --torch-version 1.13 --torch-device cpu --attn eager \
+			--steps 3 --framework torch $zw --torch-version $version --torch-device cpu --attn eager \
 			--optimizer-impl single --zero-grad "$zg" --grad-accum "$K" $zns \
 			--out "$tmp/$label.$cmd.json" 2>"$tmp/err"; then
 			echo "ft_accum: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
@@ -114,6 +143,15 @@ case_() {
 	"$py" "$tmp/cmp.py" "$tmp/$label.json" "$tmp/$label.theory.json" "$tmp/$label.measure.json" "$label" || status=1
 }
 
+if [ $version = 2.6 ]; then
+	case_ gpt2-k2-none gpt2 2 none 1 -
+	case_ gpt2-k3-zeros gpt2 3 zeros 1 -
+	case_ llama-k2-zeros llama 2 zeros 1 -
+	case_ llama-k3-none llama 3 none 1 -
+	case_ ddp2-gpt2-k2-none-nosync gpt2 2 none 2 on
+	case_ ddp2-llama-k2-zeros-sync llama 2 zeros 2 off
+	exit $status
+fi
 case_ gpt2-k1 gpt2 1 zeros 1 -
 for m in gpt2 llama; do
 	for K in 2 3; do
