@@ -236,6 +236,11 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, const char 
 		return zs_fail(cause, "--steps %u disagrees with the case file's %u steps", c->steps, cs->steps);
 	if (given & ZS_KEY_BIT(ZS_KEY_SEED))
 		return zs_fail(cause, "--seed is not used with --case: the case holds the weights and batches");
+	/* a transformer's case holds its micro-steps' batches (grad_accum) */
+	unsigned K = cs->grad_accum ? cs->grad_accum : 1;
+	if ((given & ZS_KEY_BIT(ZS_KEY_GRAD_ACCUM)) && c->grad_accum != K)
+		return zs_fail(cause, "--grad-accum %u disagrees with the case file's grad_accum %u", c->grad_accum, K);
+	c->grad_accum = K;
 	for (size_t i = 0; i < sizeof training / sizeof training[0]; i++) {
 		char mine[40], theirs[40];
 		if (!(cs->train.given & ZS_KEY_BIT(training[i])))
@@ -519,13 +524,6 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	if (write_case != NULL && c.tfm != NULL && c.precision == ZS_MIXED) {
 		zs_fail(&cause, "--write-case: a transformer's case is fp32 only so far (--precision fp32)");
-		goto fail;
-	}
-	/* A case's tokens are one batch a step; the micro-steps' batches have
-	 * no place in zerosim-case/2 yet (docs/finetune.md: what remains). */
-	if ((write_case != NULL || case_path != NULL) && c.grad_accum > 1) {
-		zs_fail(&cause, "--grad-accum %u: not with %s yet (a case holds one batch a step)", c.grad_accum,
-		        case_path != NULL ? "--case" : "--write-case");
 		goto fail;
 	}
 	if (write_case != NULL && c.nworld != 1) {
