@@ -16,9 +16,12 @@
 #     micro-step [0, 1] with no_sync and [1, 1] without; zerosim's comm per
 #     optimizer step, theory equal to measure, K times as much without
 #     no_sync as with it.
-# The losses are not compared with PyTorch's: zerosim's measure draws its
-# own weights and tokens (a case file, which would carry PyTorch's, takes
-# no --grad-accum yet).
+#   - the losses: zerosim's measure writes its run as a case
+#     (--write-case: the weights, every micro-step's tokens, grad_accum),
+#     which replays to the same weights digest (measure --case), and
+#     tests/ft_torch.py --case trains it in PyTorch: each step's loss (the
+#     mean of its K micro-steps') within 1e-5 relative (gpt2 K = 2 zeros,
+#     llama K = 3 set_to_none).
 #
 # `tests/ft_accum.sh torch26` (make check-torch26): the same against PyTorch
 # 2.6 in its Debian 13 root (tests/torch26_root.sh; hf_torch.sh's way of
@@ -183,6 +186,44 @@ def strip(x):
     return x
 a, b = (strip(json.load(open(p))) for p in sys.argv[1:3])
 sys.exit(0 if a == b else 1)
+EOF
+done
+
+# The losses: zerosim's run as a case, replayed by zerosim and trained by PyTorch
+for c in "gpt2 2 zeros" "llama 3 none"; do
+	# shellcheck disable=SC2086
+	set -- $c
+	m=$1 K=$2 zg=$3 d=$tmp/loss-$1
+	mkdir -p "$d" || exit 99
+	z="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu --attn eager --zero-grad $zg"
+	# shellcheck disable=SC2086
+	if ! "$zerosim" measure -q --model "$tmp/tiny-$m.json" --seq 32 --batch 2 --precision fp32 --schemes dp \
+		--world 1 --steps 3 $z --grad-accum "$K" --write-case "$d/case.json" --out "$d/seed.json" 2>"$tmp/err" ||
+		! "$zerosim" measure -q --case "$d/case.json" --schemes dp $z --out "$d/replay.json" 2>"$tmp/err"; then
+		echo "ft_accum: FAIL: zerosim measure --write-case / --case, $m K=$K: $(cat "$tmp/err")" >&2
+		exit 99
+	fi
+	if ! timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/tiny-$m.json" --grad-accum "$K" --zero-grad "$zg" \
+		--case "$d/case.json" --out "$d/torch.json" >"$tmp/err" 2>&1; then
+		echo "ft_accum: FAIL: tests/ft_torch.py --case, $m K=$K:" >&2
+		tail -20 "$tmp/err" >&2
+		exit 99
+	fi
+	"$py" - "$d" "$m K=$K $zg" <<'EOF' || status=1
+import json, os, sys
+d, label = sys.argv[1], sys.argv[2]
+seed, replay = (json.load(open(os.path.join(d, f)))["runs"][0] for f in ("seed.json", "replay.json"))
+torch_ = json.load(open(os.path.join(d, "torch.json")))
+bad = []
+if seed["weights_digest"] != replay["weights_digest"] or seed["losses"] != replay["losses"]:
+    bad.append(f"the case replays to {replay['weights_digest']}, the run was {seed['weights_digest']}")
+rel = [abs(z - t) / abs(t) for z, t in zip(seed["losses"], torch_["losses"])]
+if len(rel) != len(torch_["losses"]) or max(rel) > 1e-5:
+    bad.append(f"losses {seed['losses']} against PyTorch's {torch_['losses']}")
+print(f"{'FAIL' if bad else 'ok'}: {label}: measure's losses {[round(x, 6) for x in seed['losses']]} and PyTorch "
+      f"{torch_['torch']}'s on the same case within {max(rel):.1e} relative (bound 1e-5); the case replays to "
+      f"{replay['weights_digest']}" + "".join("\n  " + b for b in bad))
+sys.exit(1 if bad else 0)
 EOF
 done
 

@@ -193,6 +193,71 @@ def apply_lora(a, model, family):
 # ---------------------------------------------------------------------------
 
 
+def load_case(path, family, cfg):
+    """A transformer's zerosim-case/2 (measure --write-case): its weights,
+    from the side file in docs/formats.md's flat order, by hf_torch's
+    parameter names (GPT-2's Conv1D weights transposed: the file holds
+    (out, in)); its micro-batches' input ids, [step·K + k][rank] rows of
+    the file's seq + 1 ids but the last (the plain loop's labels are the
+    ids: the model shifts them); and its Adam settings."""
+    import numpy as np
+    with open(path) as f:
+        case = json.load(f)
+    m, T = case["model"], case["seq"]
+    w = torch.from_numpy(np.fromfile(os.path.join(os.path.dirname(os.path.abspath(path)), case["weights"]["file"]),
+                                     dtype="<f4").copy())
+    L = n_blocks(m)
+    names = []  # (hf_torch name or [(name, rows)], transposed)
+    if family == "gpt2":
+        d, tied = m["n_embd"], m.get("tie_word_embeddings", True)
+        F = m.get("n_inner") or 4 * d
+        names += [("wte.weight", [m["vocab_size"], d], 0), ("wpe.weight", [m["n_positions"], d], 0)]
+        lnf = [("ln_f.weight", [d], 0), ("ln_f.bias", [d], 0)]
+        names += lnf if tied else []
+        for l in range(L):
+            h = f"h.{l}."
+            names += [(h + "ln_1.weight", [d], 0), (h + "ln_1.bias", [d], 0),
+                      (h + "attn.c_attn.weight", [3 * d, d], 1), (h + "attn.c_attn.bias", [3 * d], 0),
+                      (h + "attn.c_proj.weight", [d, d], 1), (h + "attn.c_proj.bias", [d], 0),
+                      (h + "ln_2.weight", [d], 0), (h + "ln_2.bias", [d], 0),
+                      (h + "mlp.c_fc.weight", [F, d], 1), (h + "mlp.c_fc.bias", [F], 0),
+                      (h + "mlp.c_proj.weight", [d, F], 1), (h + "mlp.c_proj.bias", [d], 0)]
+        names += [] if tied else lnf + [("lm_head.weight", [m["vocab_size"], d], 0)]
+    else:
+        d, F, H = m["hidden_size"], m["intermediate_size"], m["num_attention_heads"]
+        KV = m.get("num_key_value_heads") or H
+        hd = d // H
+        tied = m.get("tie_word_embeddings", False)
+        names += [("embed_tokens.weight", [m["vocab_size"], d], 0)] + ([("norm.weight", [d], 0)] if tied else [])
+        for l in range(L):
+            h = f"layers.{l}."
+            names += [(h + "input_layernorm.weight", [d], 0),
+                      ([(h + "self_attn.q_proj.weight", H * hd), (h + "self_attn.k_proj.weight", KV * hd),
+                        (h + "self_attn.v_proj.weight", KV * hd)], [(H + 2 * KV) * hd, d], 0),
+                      (h + "self_attn.o_proj.weight", [d, H * hd], 0),
+                      (h + "post_attention_layernorm.weight", [d], 0),
+                      ([(h + "mlp.gate_proj.weight", F), (h + "mlp.up_proj.weight", F)], [2 * F, d], 0),
+                      (h + "mlp.down_proj.weight", [d, F], 0)]
+        names += [] if tied else [("norm.weight", [d], 0), ("lm_head.weight", [m["vocab_size"], d], 0)]
+    weights, off = {}, 0
+    for name, shape, tr in names:
+        n = math.prod(shape)
+        x = w[off:off + n].view(shape)
+        off += n
+        if isinstance(name, list):  # rows of a fused tensor
+            r = 0
+            for nm, rows in name:
+                weights[nm] = x[r:r + rows]
+                r += rows
+        else:
+            weights[name] = x.t() if tr else x
+    if off != w.numel():
+        raise ValueError(f"{path}: the layout has {off} values, the side file {w.numel()}")
+    ids = [[[row[:T] for row in rk] for rk in micro] for micro in case["tokens"]]
+    return dict(weights=weights, ids=ids, K=case.get("grad_accum", 1), steps=case["steps"], lr=case["lr"],
+                betas=(case["beta1"], case["beta2"]), eps=case["eps"], batch=case["batch"], seq=T)
+
+
 def run(a, rank=0, world=1):
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -223,6 +288,15 @@ def run(a, rank=0, world=1):
         else:
             model = H.LlamaForCausalLM(cfg, tied, False)
         model.train()
+        case = None
+        if a.case:
+            case = load_case(a.case, family, cfg)
+            if (case["K"], case["batch"], case["seq"], case["steps"]) != (K, a.batch, a.seq, a.steps):
+                raise ValueError(f"--case {a.case}: grad_accum {case['K']}, batch {case['batch']}, seq "
+                                 f"{case['seq']}, steps {case['steps']}: give the same options")
+            with torch.no_grad():
+                for n, p in model.named_parameters():
+                    p.copy_(case["weights"][n])
         adapted = []
         if a.lora_r:
             adapted = apply_lora(a, model, family)
@@ -246,13 +320,23 @@ def run(a, rank=0, world=1):
         trainable = [p for p in model.parameters() if p.requires_grad]
         if not trainable:
             raise ValueError("--freeze leaves nothing to train")
-        opt = torch.optim.Adam(trainable, lr=1e-3, foreach=a.optimizer_impl == "foreach")
+        if case:
+            opt = torch.optim.Adam(trainable, lr=case["lr"], betas=case["betas"], eps=case["eps"],
+                                   foreach=a.optimizer_impl == "foreach")
+        else:
+            opt = torch.optim.Adam(trainable, lr=1e-3, foreach=a.optimizer_impl == "foreach")
         g = torch.Generator().manual_seed(1 + rank)
         # the optimizer step's K micro-batches, drawn at once and held, and
         # the labels a clone (hf_torch.run's input_ids and labels at K = 1)
         data = torch.randint(0, V, (K * a.batch, a.seq), generator=g)
         labels = data.clone()
+        if case:  # every step's micro-batches, made before the loop (bytes: not the loop's)
+            steps_data = [torch.tensor([row for k in range(K) for row in case["ids"][t * K + k][rank]])
+                          for t in range(a.steps)]
         for step in range(1, a.steps + 1):
+            if case:
+                data = steps_data[step - 1]
+                labels = data.clone()
             plain_mark(f"step:{step}")
             total = 0.0
             for k in range(K):
@@ -432,6 +516,8 @@ def main():
     ap.add_argument("--zero-grad", choices=["none", "zeros"], default=None)
     ap.add_argument("--dropout", choices=["0", "config"], default="0")
     ap.add_argument("--mask", choices=["where", "add"], default="where")
+    ap.add_argument("--case", help="a transformer's zerosim-case/2 (measure --write-case): its weights, "
+                    "tokens and Adam settings (the losses compare; the bytes are not the loop's)")
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--out")
     a = ap.parse_args()
