@@ -193,30 +193,69 @@ def apply_lora(a, model, family):
 # ---------------------------------------------------------------------------
 
 
-def start_us(e):
-    """An event's start in us (1.13: start_us; 2.x: start_ns)."""
-    return e.start_us() if hasattr(e, "start_us") else e.start_ns() / 1000.0
-
-
-def allreduce_times(prof):
-    """Start times (us) of the all-reduce ops the profiler saw."""
-    out = []
-    for e in prof.profiler.kineto_results.events():
-        n = e.name()
-        if "all_reduce" in n or "allreduce" in n:
-            out.append(start_us(e))
-    return sorted(out)
-
-
-def mark_times(prof):
-    """(start_us, label) of every mark, from its allocation event."""
-    out = []
-    for e in prof.profiler.kineto_results.events():
-        if e.name() == "[memory]":
-            n = e.nbytes()
-            if n >= H.MARK_BASE and n % 2 == 1:
-                out.append((start_us(e), H.MARKS[(n - H.MARK_BASE - 1) // 2]))
-    return out
+def load_case(path, family, cfg):
+    """A transformer's zerosim-case/2 (measure --write-case): its weights,
+    from the side file in docs/formats.md's flat order, by hf_torch's
+    parameter names (GPT-2's Conv1D weights transposed: the file holds
+    (out, in)); its micro-batches' input ids, [step·K + k][rank] rows of
+    the file's seq + 1 ids but the last (the plain loop's labels are the
+    ids: the model shifts them); and its Adam settings."""
+    import numpy as np
+    with open(path) as f:
+        case = json.load(f)
+    m, T = case["model"], case["seq"]
+    w = torch.from_numpy(np.fromfile(os.path.join(os.path.dirname(os.path.abspath(path)), case["weights"]["file"]),
+                                     dtype="<f4").copy())
+    L = n_blocks(m)
+    names = []  # (hf_torch name or [(name, rows)], transposed)
+    if family == "gpt2":
+        d, tied = m["n_embd"], m.get("tie_word_embeddings", True)
+        F = m.get("n_inner") or 4 * d
+        names += [("wte.weight", [m["vocab_size"], d], 0), ("wpe.weight", [m["n_positions"], d], 0)]
+        lnf = [("ln_f.weight", [d], 0), ("ln_f.bias", [d], 0)]
+        names += lnf if tied else []
+        for l in range(L):
+            h = f"h.{l}."
+            names += [(h + "ln_1.weight", [d], 0), (h + "ln_1.bias", [d], 0),
+                      (h + "attn.c_attn.weight", [3 * d, d], 1), (h + "attn.c_attn.bias", [3 * d], 0),
+                      (h + "attn.c_proj.weight", [d, d], 1), (h + "attn.c_proj.bias", [d], 0),
+                      (h + "ln_2.weight", [d], 0), (h + "ln_2.bias", [d], 0),
+                      (h + "mlp.c_fc.weight", [F, d], 1), (h + "mlp.c_fc.bias", [F], 0),
+                      (h + "mlp.c_proj.weight", [d, F], 1), (h + "mlp.c_proj.bias", [d], 0)]
+        names += [] if tied else lnf + [("lm_head.weight", [m["vocab_size"], d], 0)]
+    else:
+        d, F, H = m["hidden_size"], m["intermediate_size"], m["num_attention_heads"]
+        KV = m.get("num_key_value_heads") or H
+        hd = d // H
+        tied = m.get("tie_word_embeddings", False)
+        names += [("embed_tokens.weight", [m["vocab_size"], d], 0)] + ([("norm.weight", [d], 0)] if tied else [])
+        for l in range(L):
+            h = f"layers.{l}."
+            names += [(h + "input_layernorm.weight", [d], 0),
+                      ([(h + "self_attn.q_proj.weight", H * hd), (h + "self_attn.k_proj.weight", KV * hd),
+                        (h + "self_attn.v_proj.weight", KV * hd)], [(H + 2 * KV) * hd, d], 0),
+                      (h + "self_attn.o_proj.weight", [d, H * hd], 0),
+                      (h + "post_attention_layernorm.weight", [d], 0),
+                      ([(h + "mlp.gate_proj.weight", F), (h + "mlp.up_proj.weight", F)], [2 * F, d], 0),
+                      (h + "mlp.down_proj.weight", [d, F], 0)]
+        names += [] if tied else [("norm.weight", [d], 0), ("lm_head.weight", [m["vocab_size"], d], 0)]
+    weights, off = {}, 0
+    for name, shape, tr in names:
+        n = math.prod(shape)
+        x = w[off:off + n].view(shape)
+        off += n
+        if isinstance(name, list):  # rows of a fused tensor
+            r = 0
+            for nm, rows in name:
+                weights[nm] = x[r:r + rows]
+                r += rows
+        else:
+            weights[name] = x.t() if tr else x
+    if off != w.numel():
+        raise ValueError(f"{path}: the layout has {off} values, the side file {w.numel()}")
+    ids = [[[row[:T] for row in rk] for rk in micro] for micro in case["tokens"]]
+    return dict(weights=weights, ids=ids, K=case.get("grad_accum", 1), steps=case["steps"], lr=case["lr"],
+                betas=(case["beta1"], case["beta2"]), eps=case["eps"], batch=case["batch"], seq=T)
 
 
 def run(a, rank=0, world=1):
@@ -227,7 +266,18 @@ def run(a, rank=0, world=1):
         import torch.distributed as dist
         os.environ.setdefault("USE_LIBUV", "0")
         dist.init_process_group("gloo", init_method="file://" + a.store, rank=rank, world_size=world)
+        H.RANK[0] = rank
+        H.PIN.append(torch.zeros(1))  # hf_torch.ddp_group's pinning collective
     K = a.grad_accum
+    # Under --grad-accum K > 1 every mark of micro-step k (hf_torch's
+    # modules' hooks and the phases) is named "LABEL@k", as zerosim's step
+    # names them (util/autograd.c); `micro:k` and `fwd_end:S:k` are this
+    # loop's own. hf_torch's hooks look `mark` up in their module.
+    plain_mark, suffix = H.mark, [None]
+
+    def mark_k(label):
+        plain_mark(label if suffix[0] is None else f"{label}@{suffix[0]}")
+    H.mark = mark_k
     zero_none = a.zero_grad == "none" if a.zero_grad else H.TV >= (2, 0)
     V = cfg["vocab_size"]
     losses, grad_norms = [], []
@@ -238,6 +288,15 @@ def run(a, rank=0, world=1):
         else:
             model = H.LlamaForCausalLM(cfg, tied, False)
         model.train()
+        case = None
+        if a.case:
+            case = load_case(a.case, family, cfg)
+            if (case["K"], case["batch"], case["seq"], case["steps"]) != (K, a.batch, a.seq, a.steps):
+                raise ValueError(f"--case {a.case}: grad_accum {case['K']}, batch {case['batch']}, seq "
+                                 f"{case['seq']}, steps {case['steps']}: give the same options")
+            with torch.no_grad():
+                for n, p in model.named_parameters():
+                    p.copy_(case["weights"][n])
         adapted = []
         if a.lora_r:
             adapted = apply_lora(a, model, family)
@@ -251,63 +310,89 @@ def run(a, rank=0, world=1):
         H.install_hooks(model, set(model.units))
         net = model
         if world > 1:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-            # gloo broadcasts no bool tensor: GPT-2's causal `bias` buffer
-            # (identical on every rank, made by the constructor) is left out
-            # of DDP's initial broadcast, as DDP's own hook for it allows
-            # (DistributedDataParallel._set_params_and_buffers_to_ignore_for_model).
-            DDP._set_params_and_buffers_to_ignore_for_model(
-                model, [n for n, b in model.named_buffers() if b.dtype == torch.bool])
-            net = DDP(model)
+            # hf_torch.ddp_wrap: DDP at the release's defaults over the
+            # pinned gloo group (hf_torch.ddp_group: every collective
+            # waited and its tensors let go on the caller's thread, which
+            # pins the 4 B a late gloo worker thread held), GPT-2's bool
+            # causal `bias` buffers left out of its broadcasts (gloo takes
+            # no bool tensor; DDP._set_params_and_buffers_to_ignore_for_model)
+            net = H.ddp_wrap(a, model)
         trainable = [p for p in model.parameters() if p.requires_grad]
         if not trainable:
             raise ValueError("--freeze leaves nothing to train")
-        opt = torch.optim.Adam(trainable, lr=1e-3, foreach=a.optimizer_impl == "foreach")
+        if case:
+            opt = torch.optim.Adam(trainable, lr=case["lr"], betas=case["betas"], eps=case["eps"],
+                                   foreach=a.optimizer_impl == "foreach")
+        else:
+            opt = torch.optim.Adam(trainable, lr=1e-3, foreach=a.optimizer_impl == "foreach")
         g = torch.Generator().manual_seed(1 + rank)
+        # the optimizer step's K micro-batches, drawn at once and held, and
+        # the labels a clone (hf_torch.run's input_ids and labels at K = 1)
         data = torch.randint(0, V, (K * a.batch, a.seq), generator=g)
+        labels = data.clone()
+        if case:  # every step's micro-batches, made before the loop (bytes: not the loop's)
+            steps_data = [torch.tensor([row for k in range(K) for row in case["ids"][t * K + k][rank]])
+                          for t in range(a.steps)]
         for step in range(1, a.steps + 1):
-            H.mark(f"step:{step}")
+            if case:
+                data = steps_data[step - 1]
+                labels = data.clone()
+            plain_mark(f"step:{step}")
             total = 0.0
             for k in range(K):
                 ids = data[k * a.batch:(k + 1) * a.batch]
-                H.mark(f"micro:{k}")
+                lab = labels[k * a.batch:(k + 1) * a.batch]
+                if K > 1:
+                    plain_mark(f"micro:{k}")
+                    suffix[0] = k
                 H.mark("phase:forward")
                 H.set_ctx("forward", "-")
                 sync = world == 1 or not a.no_sync or k == K - 1
                 with (contextlib.nullcontext() if sync else net.no_sync()):
-                    outputs = net(ids, ids)
+                    outputs = net(ids, lab)
                     loss = outputs[0] / K if K > 1 else outputs[0]
-                    H.mark(f"fwd_end:{step}:{k}")
+                    plain_mark(f"fwd_end:{step}:{k}")
                     H.mark("phase:backward")
                     H.set_ctx("backward", "loss")
                     loss.backward()
+                suffix[0] = None
                 total += float(loss)
-                del loss
-                outputs = None
-            grad_norms.append(math.sqrt(sum(float(p.grad.double().pow(2).sum()) for p in trainable
-                                            if p.grad is not None)))
+                if k < K - 1:
+                    # the next micro-step rebinds them: let go first (the
+                    # last micro-step's are held to the step's end, as
+                    # hf_torch.one_step holds its loop's)
+                    del loss
+                    outputs = None
+            if step == 1:
+                # (the first step only: its double copies are not the
+                # steady step's bytes)
+                grad_norms.append(math.sqrt(sum(float(p.grad.double().pow(2).sum()) for p in trainable
+                                                if p.grad is not None)))
             H.mark("phase:optimizer")
             H.set_ctx("optimizer", "optimizer")
             opt.step()
             H.mark("phase:zero_grad")
             opt.zero_grad(set_to_none=zero_none)
             losses.append(total)
+            del loss
+            outputs = None
             H.mark("phase:between")
-        H.mark(f"step:{a.steps + 1}")
+        plain_mark(f"step:{a.steps + 1}")
     events = H.memory_events(prof)
     stream = H.replay(events)
     steps = {s: H.analyse_step(stream, s) for s in range(1, a.steps + 1)}
     between = stream[-1][0]
-    # all-reduces per micro-step of the steady step
-    ar = allreduce_times(prof)
-    mt = mark_times(prof)
+    # DDP's all-reduces in each micro-step of the steady step: the calls it
+    # made through hf_torch.ddp_group (the pinning collectives left out),
+    # placed by the marks made before each
     per_micro = []
     S = a.steps
-    # the steady (last) step's K micro-steps: the last K+1 of the micro and
-    # optimizer marks bound them
-    steady_bounds = [t for t, l in mt if l.startswith("micro:") or l == "phase:optimizer"][-(K + 1):]
+    # the steady (last) step's K micro-steps: the last K+1 of the micro (or,
+    # at K = 1, forward) and optimizer marks bound them
+    bounds = [i for i, l in enumerate(H.MARKS)
+              if (l.startswith("micro:") if K > 1 else l == "phase:forward") or l == "phase:optimizer"][-(K + 1):]
     for i in range(K):
-        per_micro.append(sum(1 for t in ar if steady_bounds[i] <= t < steady_bounds[i + 1]))
+        per_micro.append(sum(1 for kind, n in H.COLLECTIVES if kind == "allreduce" and bounds[i] < n <= bounds[i + 1]))
     st = steps[S]
     marks = dict(st["boundaries"])
     fwd = [marks[f"fwd_end:{S}:{k}"] - st["start_bytes"] for k in range(K)]
@@ -431,6 +516,8 @@ def main():
     ap.add_argument("--zero-grad", choices=["none", "zeros"], default=None)
     ap.add_argument("--dropout", choices=["0", "config"], default="0")
     ap.add_argument("--mask", choices=["where", "add"], default="where")
+    ap.add_argument("--case", help="a transformer's zerosim-case/2 (measure --write-case): its weights, "
+                    "tokens and Adam settings (the losses compare; the bytes are not the loop's)")
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--out")
     a = ap.parse_args()

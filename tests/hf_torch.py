@@ -1013,6 +1013,7 @@ RANK = [0]
 
 
 PIN = []  # the pinning collective's tensor (made before the profiled session)
+COLLECTIVES = []  # (kind, marks made before it) of every collective DDP issued through ddp_group
 
 
 def ddp_group():
@@ -1071,6 +1072,7 @@ def ddp_group():
                              tensors)
 
         def allreduce(self, tensors, opts=None):
+            COLLECTIVES.append(("allreduce", len(MARKS)))  # DDP's own (the pin's are not counted)
             return self._pin(inner.allreduce(tensors, opts) if opts is not None else inner.allreduce(tensors),
                              tensors)
 

@@ -152,6 +152,10 @@ EXTRA_DIST += tests/hf_torch.sh tests/hf_torch.py tests/torch26_root.sh
 # LoRA and DDP no_sync in real PyTorch, its own invariants (about 75 s on
 # 2 cores: in check-torch-ref, not in check).
 EXTRA_DIST += tests/ft_torch.sh tests/ft_torch.py
+# zerosim's --grad-accum (plain loop and DDP with and without no_sync)
+# against tests/ft_torch.py, to the byte (about 60 s on 2 cores).
+TESTS += tests/ft_accum.sh
+EXTRA_DIST += tests/ft_accum.sh
 
 # The issue's table, PyTorch's peak beside zerosim's (1.13 here; 2.6 in a
 # Debian 13 root that tests/torch26_root.sh makes, about 1.5 GB, when root
@@ -167,6 +171,7 @@ check-torch-ref: zerosim$(EXEEXT)
 # build flavour's make check.
 check-torch26: zerosim$(EXEEXT)
 	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/hf_torch.sh torch26
+	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/ft_accum.sh torch26
 .PHONY: check-torch26
 TESTS += tests/theory_headline.sh
 EXTRA_DIST += tests/theory_headline.sh

@@ -94,6 +94,10 @@ static void usage(FILE *f)
 	      "                         --model, --framework torch, --schemes dp; with\n"
 	      "                         --schemes zero1 ZeroRedundancyOptimizer over it,\n"
 	      "                         each rank's bytes its own: one scheme a run)\n"
+	      "      --grad-accum K     --wrapper none or ddp: K micro-steps (each of --batch)\n"
+	      "                         per optimizer step, each loss / K (default 1)\n"
+	      "      --ddp-no-sync S    --wrapper ddp with --grad-accum: DDP's no_sync() on\n"
+	      "                         the first K - 1 micro-steps, on (default) or off\n"
 	      "      --spec FILE        read the options above from a zerosim-sweep/2 file;\n"
 	      "                         options on the command line override it\n"
 	      "      --model NAME|ORG/NAME|FILE\n"
@@ -236,6 +240,11 @@ static int apply_case(struct zs_config *c, const struct zs_case *cs, const char 
 		return zs_fail(cause, "--steps %u disagrees with the case file's %u steps", c->steps, cs->steps);
 	if (given & ZS_KEY_BIT(ZS_KEY_SEED))
 		return zs_fail(cause, "--seed is not used with --case: the case holds the weights and batches");
+	/* a transformer's case holds its micro-steps' batches (grad_accum) */
+	unsigned K = cs->grad_accum ? cs->grad_accum : 1;
+	if ((given & ZS_KEY_BIT(ZS_KEY_GRAD_ACCUM)) && c->grad_accum != K)
+		return zs_fail(cause, "--grad-accum %u disagrees with the case file's grad_accum %u", c->grad_accum, K);
+	c->grad_accum = K;
 	for (size_t i = 0; i < sizeof training / sizeof training[0]; i++) {
 		char mine[40], theirs[40];
 		if (!(cs->train.given & ZS_KEY_BIT(training[i])))

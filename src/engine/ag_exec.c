@@ -1235,6 +1235,7 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 			             : op_nll(oc, &out[0], have_out[1] ? &out[1] : NULL, &in[0], &in[1], (int64_t)e->arg[0]);
 			if (rc == 0) {
 				x->loss = ld(&out[0], 0);
+				x->loss_sum = (x->have_loss ? x->loss_sum : 0) + x->loss;
 				x->have_loss = 1;
 			}
 			break;
@@ -1582,6 +1583,7 @@ struct tfm_feed {
 	const int *tokens;        /* a case's ids ([step][world][B][T + 1]), or NULL: the seed's task */
 	struct tfm_task task;
 	uint64_t B, T;
+	unsigned K;               /* --grad-accum: micro-steps an optimizer step */
 	unsigned world, rank;     /* the run's ranks; the one being fed */
 };
 
@@ -1681,12 +1683,16 @@ static int feed_tfm_input(void *ctx, const struct ag_step *s, uint32_t t, unsign
 		return zs_fail(cause, "the PyTorch step's input %s (%u) is not the batch's %llu int64 token ids", what_of(s, t),
 		               t, (unsigned long long)BT);
 	int *ids = data;
+	/* under --grad-accum K, micro-step k of optimizer step t is the
+	 * batch t·K + k of the seed's task or of the case's tokens (K = 1:
+	 * the step's own) */
+	unsigned micro = (unsigned)step * f->K + a->micro;
 	if (f->tokens != NULL) {
-		const int *row = f->tokens + ((size_t)step * f->world + f->rank) * f->B * (f->T + 1);
+		const int *row = f->tokens + ((size_t)micro * f->world + f->rank) * f->B * (f->T + 1);
 		for (uint64_t b = 0; b < f->B; b++)
 			memcpy(ids + b * f->T, row + b * (f->T + 1), f->T * sizeof *ids);
 	} else
-		tfm_task_batch(ids, ids + BT, &f->task, f->c->seed, step, f->rank, f->B, f->T);
+		tfm_task_batch(ids, ids + BT, &f->task, f->c->seed, micro, f->rank, f->B, f->T);
 	int64_t *wide = data;
 	for (uint64_t k = BT; k-- > 0;)
 		wide[k] = ids[k];
@@ -1726,6 +1732,7 @@ static int tfm_prepare(struct tfm_feed *f, struct ag_step *s, struct ag_options 
 	f->world = world;
 	f->hf = hf;
 	f->B = c->batch;
+	f->K = c->grad_accum ? c->grad_accum : 1;
 	f->T = seq;
 	tfm_dims_from_config(&f->dims, hf);
 	step_params_build(&f->p, hf);
@@ -1858,6 +1865,14 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 			if (!x[k].have_loss)
 				rc = zs_fail(cause, "the PyTorch step computes no loss (no nll op)");
 			sum += x[k].loss;
+		}
+		/* under --grad-accum K, the step's mean over its micro-steps (as
+		 * the loop's sum of loss / K) */
+		if (rc == 0 && o.grad_accum > 1) {
+			sum = 0;
+			for (unsigned k = 0; k < world; k++)
+				sum += x[k].loss_sum;
+			sum /= o.grad_accum;
 		}
 		if (rc == 0)
 			out->losses[t] = (float)(sum / world);

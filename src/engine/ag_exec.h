@@ -82,6 +82,7 @@ struct ag_exec {
 	size_t *mark_bytes;      /* the rank's live bytes there */
 	size_t nmarks, capmarks;
 	float loss;              /* the last NLL's value */
+	double loss_sum;         /* the step's NLL values summed (--grad-accum: one a micro-step) */
 	int have_loss;
 	struct zs_coll_stats comm; /* the steps' collectives (not set-up's), counted as coll.h's ring */
 };

@@ -118,7 +118,7 @@ static int batches_shape(const cJSON *batches, const struct zs_case *cs, char **
 static const char *const keys_v1[] = {"format", "layers", "world", "batch", "steps", "weights", "batches"};
 static const char *const training_v2[] = {"precision", "optimizer", "lr", "beta1", "beta2", "eps"};
 /* A transformer's, in place of "layers" and "batches" (zerosim-case/2). */
-static const char *const tfm_v2[] = {"model", "seq", "recompute", "tokens"};
+static const char *const tfm_v2[] = {"model", "seq", "recompute", "tokens", "grad_accum"};
 
 static int listed(const char *key, const char *const *list, size_t n)
 {
@@ -164,10 +164,11 @@ static int keys(const cJSON *root, int version, struct zs_case *cs, char **cause
 	/* An MLP ("layers", "batches") or a transformer ("model", "seq", "tokens"). */
 	int mlp = cJSON_HasObjectItem(root, "layers") || cJSON_HasObjectItem(root, "batches");
 	int tfm = cJSON_HasObjectItem(root, "model") || cJSON_HasObjectItem(root, "tokens") ||
-	          cJSON_HasObjectItem(root, "seq") || cJSON_HasObjectItem(root, "recompute");
+	          cJSON_HasObjectItem(root, "seq") || cJSON_HasObjectItem(root, "recompute") ||
+	          cJSON_HasObjectItem(root, "grad_accum");
 	if (mlp && tfm)
 		return zs_fail(cause, "the case mixes an MLP's \"layers\" and \"batches\" with a transformer's "
-		               "\"model\", \"seq\", \"recompute\" and \"tokens\"");
+		               "\"model\", \"seq\", \"recompute\", \"tokens\" and \"grad_accum\"");
 	return 0;
 }
 
@@ -423,14 +424,19 @@ static int tokens(const cJSON *root, struct zs_case *cs, char **cause)
 	const size_t row = cs->tfm->seq + 1, V = cs->tfm->dims.vocab;
 	if (zs_json_array(root, "tokens", "case", &all, cause) != 0)
 		return -1;
-	if ((size_t)cJSON_GetArraySize(all) != cs->steps)
+	const size_t n = (size_t)cs->steps * cs->grad_accum; /* micro-steps (--grad-accum) */
+	if ((size_t)cJSON_GetArraySize(all) != n) {
+		if (cs->grad_accum > 1)
+			return zs_fail(cause, "the case's \"tokens\" has %d micro-steps, \"steps\" %u times \"grad_accum\" %u "
+			               "is %zu", cJSON_GetArraySize(all), cs->steps, cs->grad_accum, n);
 		return zs_fail(cause, "the case's \"tokens\" has %d steps, \"steps\" is %u", cJSON_GetArraySize(all),
 		               cs->steps);
+	}
 	for (int pass = 0; pass < 2; pass++) {
 		size_t t = 0, at = 0;
 		const cJSON *stepv, *rk, *r, *e;
 		if (pass == 1)
-			cs->tokens = zs_malloc((size_t)cs->steps * cs->world * cs->batch * row * sizeof *cs->tokens);
+			cs->tokens = zs_malloc(n * cs->world * cs->batch * row * sizeof *cs->tokens);
 		cJSON_ArrayForEach(stepv, all) {
 			if (!cJSON_IsArray(stepv) || (size_t)cJSON_GetArraySize(stepv) != cs->world)
 				return zs_fail(cause, "the case's tokens[%zu] is not an array of %u ranks", t, cs->world);
@@ -467,6 +473,12 @@ static int tokens(const cJSON *root, struct zs_case *cs, char **cause)
 static int load_tfm(const cJSON *root, const char *path, struct zs_case *cs, char **cause)
 {
 	cs->tfm = zs_calloc(1, sizeof *cs->tfm);
+	cs->grad_accum = 1;
+	unsigned long long k = 1;
+	if (cJSON_HasObjectItem(root, "grad_accum") &&
+	    zs_json_uint(root, "grad_accum", "case", 1, (double)ZS_MAX_GRAD_ACCUM, &k, cause) != 0)
+		return -1;
+	cs->grad_accum = (unsigned)k;
 	if (model(root, cs->tfm, cause) != 0 || world_batch_steps(root, cs, cause) != 0 || tokens(root, cs, cause) != 0)
 		return -1;
 	/* The weights last: the side file is read once all else is known good. */
@@ -530,8 +542,12 @@ struct zs_case *engine_case_from_seed(const struct zs_config *c, unsigned world)
 		struct tfm_task task;
 		tfm_task_init(&task, d->vocab, c->seed);
 		int *in = zs_malloc(B * T * sizeof *in), *target = zs_malloc(B * T * sizeof *target);
-		cs->tokens = zs_malloc((size_t)cs->steps * world * B * row * sizeof *cs->tokens);
-		for (unsigned t = 0; t < cs->steps; t++)
+		/* under --grad-accum K, micro-step m = t·K + k of the run is the
+		 * task's batch m (engine/ag_exec.c feeds it so) */
+		cs->grad_accum = c->grad_accum ? c->grad_accum : 1;
+		unsigned nmicro = cs->steps * cs->grad_accum;
+		cs->tokens = zs_malloc((size_t)nmicro * world * B * row * sizeof *cs->tokens);
+		for (unsigned t = 0; t < nmicro; t++)
 			for (unsigned k = 0; k < world; k++) {
 				tfm_task_batch(in, target, &task, c->seed, t, k, B, T);
 				int *at = cs->tokens + ((size_t)t * world + k) * B * row;
@@ -679,7 +695,9 @@ int engine_case_write(const char *path, const struct zs_case *cs, const struct z
 		cJSON_AddItemToObject(root, "tokens", all);
 		const size_t row = cs->tfm->seq + 1;
 		const int *at = cs->tokens;
-		for (unsigned t = 0; t < cs->steps; t++) {
+		if (cs->grad_accum > 1)
+			cJSON_AddItemToObject(root, "grad_accum", cJSON_CreateNumber(cs->grad_accum));
+		for (unsigned t = 0; t < cs->steps * (cs->grad_accum ? cs->grad_accum : 1); t++) {
 			cJSON *stepv = cJSON_CreateArray();
 			cJSON_AddItemToArray(all, stepv);
 			for (unsigned k = 0; k < cs->world; k++) {

@@ -35,7 +35,9 @@ struct zs_case {
 	float *x, *y;     /* [step][rank][batch][d0] and [step][rank][batch][dL] */
 	struct zs_tfm_run *tfm;
 	int *tokens;      /* [step][rank][batch][seq + 1]: inputs, then the
-	                     next-token targets one place on */
+	                     next-token targets one place on; under
+	                     grad_accum K, [step·K + micro-step][rank]... */
+	unsigned grad_accum; /* a transformer's micro-steps a step (1: none) */
 	struct zs_config train; /* zerosim-case/2's training settings: those
 	                           in train.given are the case's (case.c) */
 };

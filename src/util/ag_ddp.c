@@ -221,6 +221,22 @@ double ag_ddp_first_bucket_bytes(const struct zs_config *c)
 	return AG_DDP_FIRST_BUCKET_BYTES;
 }
 
+/* Whether event e is a mark whose label is `what`, or `what@k` (a
+ * micro-step's under --grad-accum: util/autograd.c names them so). */
+static int is_mark(const struct ag_event *e, const char *what)
+{
+	if (e->kind != AG_EV_MARK || e->label == NULL)
+		return 0;
+	size_t n = strlen(what);
+	return strncmp(e->label, what, n) == 0 && (e->label[n] == '\0' || e->label[n] == '@');
+}
+
+/* A micro-step's start under --grad-accum K > 1 ("micro:k"). */
+static int is_micro(const struct ag_event *e)
+{
+	return e->kind == AG_EV_MARK && e->label != NULL && strncmp(e->label, "micro:", 6) == 0;
+}
+
 int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, double bucket_cap_mb,
                  double first_bucket_bytes, char **cause)
 {
@@ -228,8 +244,7 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 		return zs_fail(cause, "--wrapper ddp: internal error: a run of %u ranks", world);
 	int has_forward = 0;
 	for (size_t i = 0; i < s->nevents && !has_forward; i++)
-		has_forward = s->event[i].kind == AG_EV_MARK && s->event[i].label != NULL &&
-		              !strcmp(s->event[i].label, "phase:forward");
+		has_forward = is_mark(&s->event[i], "phase:forward");
 	if (!has_forward)
 		return zs_fail(cause, "--wrapper ddp: internal error: the step has no phase:forward mark");
 	/* The gradients' ready order: each grad's AccumulateGrad in backward. */
@@ -242,6 +257,8 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	size_t nready = 0;
 	for (size_t i = 0; i < s->nevents; i++) {
 		const struct ag_event *e = &s->event[i];
+		if (is_micro(e) && nready > 0)
+			break; /* the first micro-step's order: the buckets' */
 		if (e->kind != AG_EV_GRAD_READY || e->phase != ZS_PH_BACKWARD || !is_grad(s, e->t))
 			continue;
 		for (size_t k = 0; k < nready; k++)
@@ -310,21 +327,53 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	s->nsetup = p->nev;
 	p->ev = NULL;
 	p->nev = p->cap = 0;
-	/* the step */
+	/* the step: K micro-steps (--grad-accum; one at K = 1), each a DDP
+	 * forward and backward. Under no_sync() (micro-steps 0..K-2 with
+	 * --ddp-no-sync on) forward skips reducer.prepare_for_backward
+	 * (distributed.py 1.13 1047-1058), so Reducer::autograd_hook returns
+	 * at once (!expect_autograd_hooks_): no bucket copy, no all-reduce, no
+	 * finalize; the grads accumulate in param.grad and the buckets keep
+	 * what the last synchronized backward left. Forward sets
+	 * require_forward_param_sync to whether it synchronizes, and the next
+	 * forward broadcasts the buffers only if it was set
+	 * (will_sync_module_buffers, 1581-1586): after a no_sync micro-step, no
+	 * broadcast. */
 	size_t nbuf = states(s, st, 0, 1), g = 0;
-	int in_forward = 0;
+	unsigned K = o->grad_accum ? o->grad_accum : 1, micro = 0;
+	int in_forward = 0, sync = !(o->ddp_no_sync && K > 1), sync_bufs = 1;
 	for (size_t i = 0; i < s->nevents; i++) {
 		const struct ag_event *e = &s->event[i];
-		if (e->kind == AG_EV_MARK && e->label != NULL && !strcmp(e->label, "phase:optimizer")) {
+		if ((is_micro(e) && in_forward) || is_mark(e, "phase:optimizer")) {
 			/* finalize_backward: every grad from its bucket view */
-			for (size_t k = 0; k < ngrads; k++)
-				op(p, ZS_PH_BACKWARD, AG_OP_COPY, bview[k], ready[k]);
+			if (sync)
+				for (size_t k = 0; k < ngrads; k++)
+					op(p, ZS_PH_BACKWARD, AG_OP_COPY, bview[k], ready[k]);
+			if (is_micro(e)) {
+				micro++;
+				in_forward = 0;
+				g = 0;
+				sync = !(o->ddp_no_sync && micro + 1 < K);
+			}
 		}
 		copy_event(p, e);
-		if (e->kind == AG_EV_MARK && e->label != NULL && !strcmp(e->label, "phase:forward") && !in_forward) {
+		if (is_mark(e, "phase:forward") && !in_forward) {
 			in_forward = 1;
 			record_function(p, o, ZS_PH_FORWARD);
-			broadcast_coalesced(p, st, nbuf, AG_DDP_BROADCAST_BUCKET_BYTES, ZS_PH_FORWARD);
+			if (sync_bufs)
+				broadcast_coalesced(p, st, nbuf, AG_DDP_BROADCAST_BUCKET_BYTES, ZS_PH_FORWARD);
+			sync_bufs = sync;
+		}
+		if (e->kind == AG_EV_GRAD_READY && e->phase == ZS_PH_BACKWARD && is_grad(s, e->t) && micro > 0 &&
+		    (g >= ngrads || e->t != ready[g])) {
+			free(p->ev), free(st), free(at), free(ready), free(bucket_of), free(bview), free(last), free(buckets);
+			return zs_fail(cause, "--wrapper ddp: internal error: micro-step %u's grads are not ready in the "
+			               "first's order", micro);
+		}
+		if (micro > 0 && e->kind == AG_EV_GRAD_READY && e->phase == ZS_PH_BACKWARD && is_grad(s, e->t))
+			at[g] = i;
+		if (g < ngrads && i == at[g] && !sync) {
+			g++;
+			continue;
 		}
 		if (g < ngrads && i == at[g]) {
 			/* the hook: mul_out(bucket_view, grad, 1/N) */

@@ -29,6 +29,12 @@
  *   finalize at backward's end (Reducer::finalize_backward), each grad
  *            copied back from its bucket view (copy_bucket_to_grad).
  *
+ * Under gradient accumulation (K micro-steps) with o->ddp_no_sync, the
+ * first K - 1 run inside no_sync(): no hook copies, no all-reduce, no
+ * finalize, and the forward after such a micro-step broadcasts no buffers
+ * (docs/schedule.md, "Gradient accumulation over the PyTorch step");
+ * without it every micro-step synchronizes.
+ *
  * Two ops are appended to the step's ops for the collectives
  * (AG_OP_ALL_REDUCE_SUM_, AG_OP_BROADCAST_); the executor runs them across
  * its ranks; the theory adds no memory for them (gloo's own buffers are

@@ -103,6 +103,8 @@ struct bld {
 	size_t opt_n;
 	uint32_t only_rank;
 	struct model *M;            /* the model being built (autocast's cache is its) */
+	int micro;                  /* under --grad-accum K > 1, the micro-step being written (its marks say
+	                             * "@k"); -1 outside one, and always at K = 1 */
 };
 
 static void *grow(void *a, size_t *cap, size_t need, size_t size)
@@ -207,6 +209,7 @@ static T mk(struct bld *b, const char *what, enum ag_dtype dt, unsigned nd, cons
 	x->cat = cat;
 	x->param = param;
 	x->part = -1;
+	x->micro = 0;
 	x->module = b->module;
 	b->refs[t] = 1;
 	ev(b, AG_EV_ALLOC)->t = t;
@@ -314,7 +317,7 @@ static void mark(struct bld *b, const char *fmt, ...)
 	 * among the arguments) */
 	size_t cap = b->s->nlabels;
 	b->s->labels = grow(b->s->labels, &cap, b->s->nlabels + 1, sizeof *b->s->labels);
-	char *l = zs_strdup(buf);
+	char *l = b->micro >= 0 ? zs_asprintf("%s@%d", buf, b->micro) : zs_strdup(buf);
 	b->s->labels[b->s->nlabels++] = l;
 	ev(b, AG_EV_MARK)->label = l;
 }
@@ -403,6 +406,9 @@ struct model {
 	T logits32;         /* autocast: logits.float(), the loss function's local (NO: the logits themselves) */
 	size_t *cached;     /* autocast: the parameters (pt indices) cast in the region, in order */
 	size_t ncached;
+	/* --grad-accum K > 1: `loss = outputs[0] / K` (lossk) and the wrapped
+	 * number K its DivBackward0 keeps (kwrap); NO at K = 1 */
+	T lossk, kwrap;
 };
 
 static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int part)
@@ -948,12 +954,16 @@ static T causal_lm_loss(struct bld *b, struct model *M, T logits2, T *ls, T *tgt
 
 /* ForCausalLMLoss's backward: NllLossBackward, LogSoftmaxBackward; the
  * logits' gradient [B·T, V]. */
-static T lm_loss_bwd(struct bld *b, T one, T lsm, T tgt, T tw)
+static T lm_loss_bwd(struct bld *b, T one, int owned, T lsm, T tgt, T tw)
 {
 	const struct ag_tensor o_ = b->s->tensor[lsm], *o = &o_; /* a copy: the array grows */
 	T dls = tmp(b, "nll_loss_backward", AG_F32, 2, o->shape);
 	struct ag_event *e = op(b, AG_OP_NLL_BWD, one, tgt, tw, dls, NO, NO);
 	e->arg[0] = -100;
+	/* the node's input goes when call_function returns, before
+	 * release_variables frees what it saved */
+	if (owned)
+		unref(b, one);
 	unref(b, tgt);
 	unref(b, tw);
 	T dlg = tmp(b, "_log_softmax_backward_data", AG_F32, 2, o->shape);
@@ -961,6 +971,25 @@ static T lm_loss_bwd(struct bld *b, T one, T lsm, T tgt, T tw)
 	unref(b, dls);
 	unref(b, lsm);
 	return dlg;
+}
+
+/* The loop's `loss = outputs[0] / K` under --grad-accum K > 1 (Trainer's
+ * training_step divides by gradient_accumulation_steps; tests/ft_torch.py):
+ * div.Tensor by a Python int, a wrapped int64 (8 B, kept by DivBackward0
+ * for grad / other), the 0-dim output, TensorIterator's fp32 copy of K
+ * while the kernel runs (1.13's order, traced). Nothing at K = 1. */
+static void scale_loss(struct bld *b, struct model *M, T loss)
+{
+	M->lossk = M->kwrap = NO;
+	if (b->o->grad_accum <= 1)
+		return;
+	double K = (double)b->o->grad_accum;
+	M->kwrap = tmp(b, "scalar (wrapped number K)", AG_F64, 0, NULL);
+	op(b, AG_OP_FILL, NO, NO, NO, M->kwrap, NO, NO)->arg[0] = K;
+	M->lossk = tmp(b, "div (loss / K)", AG_F32, 0, NULL);
+	T c = cast_scalar(b, M->kwrap);
+	op(b, AG_OP_DIV, loss, c, NO, M->lossk, NO, NO);
+	unref(b, c);
 }
 
 /* lm_head (nn.Linear(d, V, bias=False); the token table when tied) over
@@ -1013,13 +1042,27 @@ static T head_fwd(struct bld *b, struct model *M, T x, struct pt *head, T *x2, T
  * weight gradient goes to AccumulateGrad, or, tied, waits in the token
  * table's input buffer (*held) for the embedding's. Returns the final
  * norm's output gradient [B·T, d]. */
-static T head_bwd(struct bld *b, T lsm, T tgt, T tw, T x2, struct pt *head, T *one, T *held)
+static T head_bwd(struct bld *b, struct model *M, T lsm, T tgt, T tw, T x2, struct pt *head, T *one, T *held)
 {
 	b->phase = ZS_PH_BACKWARD;
 	mark(b, "phase:backward");
 	*one = tmp(b, "ones_like (loss grad)", AG_F32, 0, NULL);
 	op(b, AG_OP_FILL, NO, NO, NO, *one, NO, NO)->arg[0] = 1;
-	T dlg = lm_loss_bwd(b, *one, lsm, tgt, tw);
+	T dlg;
+	if (M->lossk != NO) {
+		/* DivBackward0 of `outputs[0] / K`: grad / other, through
+		 * TensorIterator's fp32 copy of the wrapped K; then
+		 * release_variables frees the wrapped number it saved */
+		T g = tmp(b, "div (DivBackward0: grad / K)", AG_F32, 0, NULL);
+		T c = cast_scalar(b, M->kwrap);
+		op(b, AG_OP_DIV, *one, c, NO, g, NO, NO);
+		unref(b, c);
+		unref(b, M->kwrap);
+		M->kwrap = NO;
+		dlg = lm_loss_bwd(b, g, 1, lsm, tgt, tw);
+	} else {
+		dlg = lm_loss_bwd(b, *one, 0, lsm, tgt, tw);
+	}
 	T w16 = b->M->head16;
 	if (w16 != NO) /* logits.float()'s ToCopyBackward */
 		dlg = ac_grad_back_to(b, dlg, b->s->tensor[x2].dtype);
@@ -1481,9 +1524,10 @@ static void gpt2_step(struct bld *b, struct model *M)
 	/* the loop keeps outputs (the loss and the logits) to the step's end;
 	 * the autocast region exits */
 	ac_clear(b, M);
+	scale_loss(b, M, loss);
 
 	T one, held;
-	T dxf = head_bwd(b, lsm, tgt, tw, xf2, head, &one, &held);
+	T dxf = head_bwd(b, M, lsm, tgt, tw, xf2, head, &one, &held);
 	b->module = modname(b, "transformer.ln_f");
 	mark(b, "bwd:ln_f:start");
 	mark(b, "bwd:lm_head:end");
@@ -2604,9 +2648,10 @@ static void llama_step(struct bld *b, struct model *M)
 	unref(b, ie);
 	unref(b, cos4);
 	unref(b, sin4);
+	scale_loss(b, M, loss);
 
 	T one, held;
-	T dxn = head_bwd(b, lsm, tgt, tw, xn2, head, &one, &held);
+	T dxn = head_bwd(b, M, lsm, tgt, tw, xn2, head, &one, &held);
 	b->module = modname(b, "model.norm");
 	mark(b, "bwd:norm:start");
 	mark(b, "bwd:lm_head:end");
@@ -2986,6 +3031,8 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->eps = c->eps;
 	o->seed = c->seed;
 	o->amp = c->precision == ZS_AMP_BF16 ? AG_BF16 : c->precision == ZS_AMP_FP16 ? AG_F16 : AG_F32;
+	o->grad_accum = c->grad_accum ? c->grad_accum : 1;
+	o->ddp_no_sync = c->ddp_no_sync;
 }
 
 static int refuse(char **cause, const char *fmt, ...)
@@ -3088,7 +3135,9 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		              "(gpt2, llama and mistral are; give --precision fp32)", m->model_type);
 	if (o->amp != AG_F32 && amp_check(m, o, cause) < 0)
 		return -1;
-	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP };
+	if (o->grad_accum < 1)
+		return refuse(cause, "--grad-accum: at least 1 micro-step");
+	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP, .micro = -1 };
 	struct bld *b = &B_;
 	struct model M = { 0 };
 	b->M = &M;
@@ -3097,10 +3146,19 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		gpt2_setup(b, &M);
 	else
 		llama_setup(b, &M);
-	M.ids = mk(b, "input_ids", AG_I64, 2, SH(o->batch, o->seq), AG_ROLE_INPUT, ZS_CAT_ACTIVATIONS, -1);
-	op(b, AG_OP_FILL, NO, NO, NO, M.ids, NO, NO)->arg[0] = 0;
-	M.labels = mk(b, "labels", AG_I64, 2, SH(o->batch, o->seq), AG_ROLE_INPUT, ZS_CAT_ACTIVATIONS, -1);
-	op(b, AG_OP_COPY, M.ids, NO, NO, M.labels, NO, NO);
+	/* the batch, held across steps: under --grad-accum K, every
+	 * micro-step's (the loop holds the K micro-batches of the optimizer
+	 * step: tests/ft_torch.py draws them at once, labels a clone) */
+	unsigned K = o->grad_accum;
+	T *ids = zs_calloc(K, sizeof *ids), *labels = zs_calloc(K, sizeof *labels);
+	for (unsigned k = 0; k < K; k++) {
+		ids[k] = mk(b, "input_ids", AG_I64, 2, SH(o->batch, o->seq), AG_ROLE_INPUT, ZS_CAT_ACTIVATIONS, -1);
+		s->tensor[ids[k]].micro = k;
+		op(b, AG_OP_FILL, NO, NO, NO, ids[k], NO, NO)->arg[0] = 0;
+		labels[k] = mk(b, "labels", AG_I64, 2, SH(o->batch, o->seq), AG_ROLE_INPUT, ZS_CAT_ACTIVATIONS, -1);
+		s->tensor[labels[k]].micro = k;
+		op(b, AG_OP_COPY, ids[k], NO, NO, labels[k], NO, NO);
+	}
 	/* The first step's own: the grads (zeros: kept from the first
 	 * backward on) and Adam's state. */
 	use(b, &s->first_step, &s->nfirst);
@@ -3134,10 +3192,32 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	b->only_rank = 0;
 	b->opt_pt = NULL;
 	use(b, &s->event, &s->nevents);
-	if (m->family == ZS_FAMILY_GPT2)
-		gpt2_step(b, &M);
-	else
-		llama_step(b, &M);
+	/* K micro-steps (forward, backward) then one optimizer step; the
+	 * grads the first backward makes (or zero_grad kept) take the later
+	 * ones' in place (accumulate(): AccumulateGrad) */
+	for (unsigned k = 0; k < K; k++) {
+		if (K > 1) {
+			mark(b, "micro:%u", k);
+			b->micro = (int)k;
+		}
+		M.ids = ids[k];
+		M.labels = labels[k];
+		if (m->family == ZS_FAMILY_GPT2)
+			gpt2_step(b, &M);
+		else
+			llama_step(b, &M);
+		b->micro = -1;
+		if (k + 1 < K) {
+			/* `del loss; outputs = None` before the next micro-step (the
+			 * tuple goes from its last item); the last micro-step's are
+			 * held to the step's end, as at K = 1 */
+			unref(b, M.lossk);
+			unref(b, M.logits);
+			unref(b, M.loss);
+		}
+	}
+	free(ids);
+	free(labels);
 	b->phase = ZS_PH_OPTIMIZER;
 	mark(b, "phase:optimizer");
 	record_function(b);
@@ -3172,6 +3252,8 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	free(zstart);
 	mark(b, "phase:zero_grad");
 	zero_grad(b, &M);
+	if (M.lossk != NO)
+		unref(b, M.lossk);
 	unref(b, M.logits);
 	unref(b, M.loss);
 	mark(b, "phase:between");

@@ -38,6 +38,14 @@
  * grads and optimizer state), and `first_step` what the first step makes
  * on top of it (Adam's state, its step counters).
  *
+ * Gradient accumulation (ag_options.grad_accum K > 1, docs/schedule.md):
+ * the step is K micro-steps, each a forward and backward over its own
+ * batch (set-up holds the K pairs of input_ids and labels; ag_tensor.micro
+ * says whose), its loss divided by K, then one optimizer phase; the
+ * grads the first backward makes (or zeros kept) take the later ones in
+ * place. A "micro:k" mark opens micro-step k, and every mark inside it is
+ * named "LABEL@k". K = 1 is the list without any of it.
+ *
  * Ownership: ag_step_build fills a struct whose arrays it allocates;
  * ag_step_free releases them. Out of memory is fatal.
  */
@@ -90,6 +98,8 @@ struct ag_tensor {
 	int32_t module;            /* the step_params module whose forward or backward made it, or -1 */
 	int32_t part;              /* PARAM, GRAD, ADAM_*: a fused step_params tensor's part (Hugging Face's
 	                            * q/k/v or gate/up: part_rows[part] rows of it), else -1 */
+	uint32_t micro;            /* INPUT: the micro-step (0..K-1 under --grad-accum K) whose batch it
+	                            * holds; else 0 */
 };
 
 /* The ops. Semantics are PyTorch's for the aten op named; shapes follow
@@ -241,6 +251,8 @@ struct ag_options {
 	                                  * own section of the optimizer phase, then the owners' broadcasts */
 	enum ag_dtype amp;               /* autocast's lower precision (--precision amp-bf16: AG_BF16), or
 	                                  * AG_F32 without autocast (docs/schedule.md, "Autocast") */
+	unsigned grad_accum;             /* K >= 1 micro-steps an optimizer step (--grad-accum) */
+	int ddp_no_sync;                 /* DDP (util/ag_ddp.h): no_sync() on micro-steps 0..K-2 */
 };
 
 struct ag_step {

@@ -169,6 +169,8 @@ void zs_config_defaults(struct zs_config *c)
 	c->zero_grad = ZS_ZERO_GRAD_DEFAULT;
 	c->attn = ZS_ATTN_DEFAULT;
 	c->wrapper = ZS_WRAPPER_AUTO;
+	c->grad_accum = 1;
+	c->ddp_no_sync = 1;
 }
 
 int zs_parse_uint(const char *opt, const char *s, unsigned long long max, const char *what,
@@ -302,7 +304,7 @@ static const char *const key_names[ZS_NKEYS] = {
 	"precision", "optimizer", "lr", "beta1", "beta2", "eps", "framework", "bucket-cap", "prefetch",
 	"ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist", "offload", "ranks-per-node",
 	"ds-prefetch-bucket", "ds-max-live", "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn",
-	"wrapper"};
+	"wrapper", "grad-accum", "ddp-no-sync"};
 _Static_assert(sizeof key_names / sizeof key_names[0] == ZS_NKEYS, "a name for every key");
 
 /* One of a PyTorch option's names (names[first..n): "default" is no value
@@ -498,6 +500,16 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 			t.wrapper = (enum zs_wrapper)i;
 		break;
 	}
+	case ZS_KEY_GRAD_ACCUM:
+		if (zs_parse_uint(key, value, ZS_MAX_GRAD_ACCUM, "a number of micro-steps", &v, cause) != 0)
+			return -1;
+		t.grad_accum = (unsigned)v;
+		break;
+	case ZS_KEY_DDP_NO_SYNC:
+		if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
+			return zs_fail(cause, "--%s: '%.40s' is not one of on, off", key, value);
+		t.ddp_no_sync = strcmp(value, "on") == 0;
+		break;
 	case ZS_NKEYS:
 		break;
 	}
@@ -520,6 +532,7 @@ static const struct {
 	{"eps", SPEC_NUMBER},     {"framework", SPEC_STRING}, {"bucket-cap", SPEC_NUMBER}, {"prefetch", SPEC_STRING},
 	{"torch-version", SPEC_STRING}, {"torch-device", SPEC_STRING}, {"optimizer-impl", SPEC_STRING},
 	{"zero-grad", SPEC_STRING}, {"attn", SPEC_STRING}, {"wrapper", SPEC_STRING},
+	{"grad-accum", SPEC_NUMBER}, {"ddp-no-sync", SPEC_STRING},
 };
 #define SPEC_V1_KEYS 16 /* spec_keys[0..16) are zerosim-sweep/1's */
 
@@ -770,6 +783,26 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 		if (!zs_wrapper_step(c) && (c->given & ZS_KEY_BIT(plain_keys[i])))
 			return zs_fail(cause, "--%s: only with --wrapper none or ddp so far (the engine's own DDP, FSDP and "
 			               "DeepSpeed steps do not follow it yet)", key_names[plain_keys[i]]);
+	/* Gradient accumulation is described for the PyTorch step (the plain
+	 * loop and DDP over it) only: the paper's schedule, DeepSpeed's
+	 * gradient_accumulation_steps and the engine's own wrapped steps
+	 * (docs/finetune.md, the plan) do not take it yet. */
+	if (c->grad_accum > 1 && !zs_wrapper_step(c))
+		return zs_fail(cause, "--grad-accum %u: only with --framework torch and --wrapper none or ddp so far (%s "
+		               "takes no accumulation yet)", c->grad_accum,
+		               c->framework == ZS_FW_PAPER       ? "the paper's schedule"
+		               : c->framework == ZS_FW_DEEPSPEED ? "the DeepSpeed engine's step"
+		                                                 : "--wrapper auto, the engine's own DDP and FSDP step,");
+	/* no reference trains these together yet (tests/ft_torch.py
+	 * accumulates in fp32 over one Adam) */
+	if (c->grad_accum > 1 && (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16))
+		return zs_fail(cause, "--grad-accum %u with --precision %s: accumulation under autocast is not described "
+		               "yet (give --grad-accum 1 or --precision fp32)", c->grad_accum, zs_precision_name(c->precision));
+	if (c->grad_accum > 1 && c->wrapper == ZS_WRAPPER_DDP && c->nschemes > 0 && c->schemes[0] == ZS_ZERO1)
+		return zs_fail(cause, "--grad-accum %u with --schemes zero1: accumulation under ZeroRedundancyOptimizer is "
+		               "not described yet (give --grad-accum 1 or --schemes dp)", c->grad_accum);
+	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_NO_SYNC)) && c->wrapper != ZS_WRAPPER_DDP)
+		return zs_fail(cause, "--ddp-no-sync: only with --wrapper ddp (DistributedDataParallel's no_sync())");
 	/* 1.13 has no torch.nn.functional.scaled_dot_product_attention (2.0
 	 * added it), and its fused Adam takes CUDA tensors only (adam.py
 	 * 147-151: "FusedAdam requires all the params to be CUDA"). */
@@ -929,4 +962,11 @@ void zs_config_json_torch(cJSON *cfg, const struct zs_config *c, int attention)
 	for (int i = 0; i < ZS_NTORCH_JSON_KEYS; i++)
 		if (value[i] != NULL)
 			cJSON_AddStringToObject(cfg, zs_torch_json_keys[i], value[i]);
+	/* gradient accumulation: only where it is on, so that K = 1's files
+	 * are what they were */
+	if (c->grad_accum > 1) {
+		cJSON_AddNumberToObject(cfg, "grad_accum", c->grad_accum);
+		if (c->wrapper == ZS_WRAPPER_DDP)
+			cJSON_AddBoolToObject(cfg, "ddp_no_sync", c->ddp_no_sync);
+	}
 }

@@ -66,6 +66,8 @@ enum zs_wrapper { ZS_WRAPPER_AUTO, ZS_WRAPPER_NONE, ZS_WRAPPER_DDP };
  * holds every one exactly and reads back as written: 2^53 + 1 in a file
  * reads as 2^53, which is therefore refused too. */
 #define ZS_MAX_SEED 9007199254740991ULL
+/* --grad-accum's largest K (the step list grows by K micro-steps). */
+#define ZS_MAX_GRAD_ACCUM 1024ULL
 
 /* The options a user can set (zs_config.given has bit ZS_KEY_BIT(ZS_KEY_...)). */
 enum zs_key {
@@ -76,6 +78,9 @@ enum zs_key {
 	ZS_KEY_DS_PREFETCH_BUCKET, ZS_KEY_DS_MAX_LIVE,
 	/* The PyTorch a torch or deepspeed run follows (--torch-version, ...). */
 	ZS_KEY_TORCH_VERSION, ZS_KEY_TORCH_DEVICE, ZS_KEY_OPTIM_IMPL, ZS_KEY_ZERO_GRAD, ZS_KEY_ATTN, ZS_KEY_WRAPPER,
+	/* Gradient accumulation (--grad-accum K) and DDP's no_sync() on its
+	 * first K - 1 micro-steps (--ddp-no-sync on|off). */
+	ZS_KEY_GRAD_ACCUM, ZS_KEY_DDP_NO_SYNC,
 	ZS_NKEYS
 };
 
@@ -129,6 +134,11 @@ struct zs_config {
 	enum zs_zero_grad zero_grad;
 	enum zs_attn attn;
 	enum zs_wrapper wrapper;
+	/* --grad-accum: micro-steps per optimizer step (1: none; the
+	 * micro-batch is --batch); --ddp-no-sync: DDP's no_sync() on the first
+	 * K - 1 of them (1, the default) or not (0). The PyTorch step only. */
+	unsigned grad_accum;
+	int ddp_no_sync;
 	zs_keys given;                  /* keys set by a spec or an option: ZS_KEY_BIT(key) */
 	/* measure --model: a transformer instead of the MLP of widths
 	 * (engine/tfm.h), or NULL. Not owned. */
@@ -147,7 +157,8 @@ void zs_config_defaults(struct zs_config *c);
  * "batch", "seed", "precision", "optimizer", "lr", "beta1", "beta2", "eps",
  * "framework", "bucket-cap", "prefetch", "ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm",
  * "ds-persist", "offload", "ranks-per-node", "ds-prefetch-bucket", "ds-max-live",
- * "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn", "wrapper").
+ * "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn", "wrapper",
+ * "grad-accum", "ddp-no-sync").
  * Returns 0 or -1 with *cause set ("--world: '0' is not a world size
  * (1..65536)"). Marks the key in c->given. */
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause);

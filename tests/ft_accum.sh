@@ -1,0 +1,250 @@
+#!/bin/sh
+# ft_accum — zerosim's --grad-accum K (issue #23) against real PyTorch 1.13
+# (tests/ft_torch.py: the tiny gpt2 and llama of hf_torch.sh, dropout 0,
+# fp32, Adam single-tensor, K micro-batches of 2 held at once, each loss
+# / K, DDP over hf_torch's pinned gloo group), to the byte:
+#   - the plain loop (--framework torch --wrapper none): gpt2 and llama,
+#     K = 2 and 3, zero_grad zeros and set_to_none; zerosim's theory and the
+#     engine's measure against PyTorch's bytes between steps, the steady
+#     step's peak and every mark zerosim's step names (a micro-step's as
+#     LABEL@k; the reference names its the same);
+#   - K = 1 against PyTorch too, and zerosim's files at --grad-accum 1
+#     byte-identical to those without the option (today's plain loop);
+#   - DDP N = 2, K = 2 (--wrapper ddp): with no_sync() on the first
+#     micro-step (gpt2 zeros, llama set_to_none) and without (gpt2);
+#     theory and measure (both ranks) as above; PyTorch's all-reduces per
+#     micro-step [0, 1] with no_sync and [1, 1] without; zerosim's comm per
+#     optimizer step, theory equal to measure, K times as much without
+#     no_sync as with it.
+#   - the losses: zerosim's measure writes its run as a case
+#     (--write-case: the weights, every micro-step's tokens, grad_accum),
+#     which replays to the same weights digest (measure --case), and
+#     tests/ft_torch.py --case trains it in PyTorch: each step's loss (the
+#     mean of its K micro-steps') within 1e-5 relative (gpt2 K = 2 zeros,
+#     llama K = 3 set_to_none).
+#
+# `tests/ft_accum.sh torch26` (make check-torch26): the same against PyTorch
+# 2.6 in its Debian 13 root (tests/torch26_root.sh; hf_torch.sh's way of
+# running it): gpt2 and llama, K = 2 and 3, zeros and set_to_none, DDP N = 2
+# with and without no_sync. Without a root: skip (77), a failure under
+# ZS_REQUIRE_TORCH26=1.
+# PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
+# Exit 0 pass, 1 a difference, 99 hard error.
+set -u
+top=${ZS_BUILDDIR:-.}
+src=${srcdir:-.}
+zerosim=$top/zerosim
+if [ ! -x "$zerosim" ]; then
+	echo "ft_accum: $zerosim is not built" >&2
+	exit 99
+fi
+name=ft_accum
+. "$src/tests/torch_python.sh"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-fta.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+export PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1
+
+# hf_torch.sh's tiny shapes, dropout 0 (GPT2Config's default is 0.1)
+cat >"$tmp/tiny-gpt2.json" <<'EOF'
+{"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 64, "vocab_size": 256,
+ "activation_function": "gelu_new", "tie_word_embeddings": true, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+ "resid_pdrop": 0.0}
+EOF
+cat >"$tmp/tiny-llama.json" <<'EOF'
+{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "intermediate_size": 160, "max_position_embeddings": 64, "vocab_size": 256,
+ "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu", "attention_dropout": 0.0}
+EOF
+
+# cmp.py REF THEORY MEASURE LABEL: PyTorch's JSON (ft_torch.py) against
+# zerosim's theory and measure of the same case; exit 1 on a difference.
+cat >"$tmp/cmp.py" <<'EOF'
+import json, sys
+d, label = json.load(open(sys.argv[1])), sys.argv[4]
+t = json.load(open(sys.argv[2]))["rows"][0]["schedule"]
+runs = json.load(open(sys.argv[3]))["runs"]
+ref, steady, bad = dict(d["boundaries"]), d["between_steps"], []
+if len(set(steady)) != 1 or steady[-1] != t["resident_bytes"]:
+    bad.append(f"theory: between steps {steady} against {t['resident_bytes']:,}")
+if d["peak"] != t["peak_bytes"]:
+    bad.append(f"theory: peak {d['peak']:,} against {t['peak_bytes']:,} ({d['peak'] - t['peak_bytes']:+,} B)")
+marks = t.get("marks") or {}
+if not marks:
+    bad.append("theory gave no marks")
+for k, v in marks.items():
+    if ref.get(k) != v:
+        bad.append(f"theory: mark {k}: PyTorch {ref.get(k)} against {v:,}")
+K = d["grad_accum"]
+if K > 1 and not all(f"phase:backward@{k}" in marks for k in range(K)):
+    bad.append(f"theory: not every one of the {K} micro-steps is marked")
+for r in runs:
+    pr = r["per_rank"]
+    for k, (res, pk) in enumerate(zip(pr["resident_bytes"], pr["peak_bytes"])):
+        if res != steady[-1] or pk != d["peak"]:
+            bad.append(f"measure N={r['world']} rank {k}: between steps {res:,}, peak {pk:,}")
+    if (r.get("marks") or {}) != marks:
+        bad.append(f"measure N={r['world']}: its marks are not the theory's")
+    if r["world"] > 1 and r["comm_bytes_per_rank_per_step"] != t["comm_bytes_per_rank_per_step"]:
+        bad.append(f"measure comm {r['comm_bytes_per_rank_per_step']:,} against the theory's "
+                   f"{t['comm_bytes_per_rank_per_step']:,}")
+print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} in {d['peak_phase']}, "
+      f"{len(marks)} marks: PyTorch {d['torch']} and zerosim's theory and measure "
+      f"{'differ' if bad else 'equal to the byte'}" + "".join("\n  " + b for b in bad))
+sys.exit(1 if bad else 0)
+EOF
+
+version=1.13
+ref() { # ARGS...: tests/ft_torch.py ARGS under PyTorch 1.13 here
+	timeout 300 "$py" "$src/tests/ft_torch.py" "$@"
+}
+if [ "${1:-}" = torch26 ]; then
+	if ! root=$("$src/tests/torch26_root.sh"); then
+		[ "${ZS_REQUIRE_TORCH26:-0}" = 1 ] && { echo "ft_accum: FAIL: no PyTorch 2.6 root (ZS_REQUIRE_TORCH26=1)" >&2; exit 1; }
+		echo "ft_accum: SKIP: no PyTorch 2.6 root (tests/torch26_root.sh)" >&2
+		exit 77
+	fi
+	version=2.6
+	in=/tmp/zs-fta26.$$
+	mkdir -p "$root$in" && cp "$src/tests/ft_torch.py" "$src/tests/hf_torch.py" "$tmp"/tiny-*.json "$root$in/" || exit 99
+	trap 'rm -rf "$tmp" "${root:?}$in"' EXIT HUP INT TERM
+	ref() { # ARGS... (--model $tmp/X, --out $tmp/Y): ft_torch.py in the root, its JSON copied back
+		args=$(echo "$*" | sed "s|$tmp/|$in/|g")
+		timeout 300 unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 \
+PYTHONDONTWRITEBYTECODE=1 python3 $in/ft_torch.py $args" &&
+			cp "$root$in/$(basename "$out")" "$out"
+	}
+fi
+
+status=0
+# case LABEL MODEL K ZERO_GRAD WORLD NO_SYNC(on|off)
+case_() {
+	label=$1 m=$2 K=$3 zg=$4 world=$5 ns=$6
+	cfg=$tmp/tiny-$m.json
+	set -- --model "$cfg" --grad-accum "$K" --zero-grad "$zg"
+	zw="--wrapper none" zns=""
+	if [ "$world" -gt 1 ]; then
+		set -- "$@" --world "$world" --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)"
+		zw="--wrapper ddp" zns="--ddp-no-sync $ns"
+	fi
+	# gloo waits 30 minutes for a peer by default: a hang ends in 5
+	out=$tmp/$label.json
+	if ! ref "$@" --out "$out" >"$tmp/err" 2>&1; then
+		echo "ft_accum: FAIL: tests/ft_torch.py $*:" >&2
+		tail -20 "$tmp/err" >&2
+		exit 99
+	fi
+	for cmd in theory measure; do
+		# shellcheck disable=SC2086
+		if ! "$zerosim" $cmd --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes dp --world "$world" \
+			--steps 3 --framework torch $zw --torch-version $version --torch-device cpu --attn eager \
+			--optimizer-impl single --zero-grad "$zg" --grad-accum "$K" $zns \
+			--out "$tmp/$label.$cmd.json" 2>"$tmp/err"; then
+			echo "ft_accum: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+	done
+	"$py" "$tmp/cmp.py" "$tmp/$label.json" "$tmp/$label.theory.json" "$tmp/$label.measure.json" "$label" || status=1
+}
+
+if [ $version = 2.6 ]; then
+	case_ gpt2-k2-none gpt2 2 none 1 -
+	case_ gpt2-k3-zeros gpt2 3 zeros 1 -
+	case_ llama-k2-zeros llama 2 zeros 1 -
+	case_ llama-k3-none llama 3 none 1 -
+	case_ ddp2-gpt2-k2-none-nosync gpt2 2 none 2 on
+	case_ ddp2-llama-k2-zeros-sync llama 2 zeros 2 off
+	exit $status
+fi
+case_ gpt2-k1 gpt2 1 zeros 1 -
+for m in gpt2 llama; do
+	for K in 2 3; do
+		for zg in zeros none; do
+			case_ "$m-k$K-$zg" "$m" "$K" "$zg" 1 -
+		done
+	done
+done
+case_ ddp2-gpt2-k2-nosync gpt2 2 zeros 2 on
+case_ ddp2-llama-k2-none-nosync llama 2 none 2 on
+case_ ddp2-gpt2-k2-sync gpt2 2 zeros 2 off
+
+# --grad-accum 1 is today's plain loop: the same files, byte for byte
+for cmd in theory measure; do
+	for k in "" "--grad-accum 1"; do
+		# shellcheck disable=SC2086
+		"$zerosim" $cmd --model "$tmp/tiny-llama.json" --seq 32 --batch 2 --precision fp32 --schemes dp --world 1 \
+			--steps 3 --framework torch --wrapper none --torch-version 1.13 --torch-device cpu --attn eager $k \
+			--out "$tmp/k1$k.json" 2>"$tmp/err" || { echo "ft_accum: FAIL: zerosim $cmd $k: $(cat "$tmp/err")" >&2; exit 99; }
+	done
+	# measure's files carry run times: compare without them
+	if "$py" - "$tmp/k1.json" "$tmp/k1--grad-accum 1.json" <<'EOF'; then echo "ok: $cmd --grad-accum 1 writes what it writes without the option"; else echo "FAIL: $cmd --grad-accum 1 differs from the plain loop without it"; status=1; fi
+import json, sys
+def strip(x):
+    if isinstance(x, dict):
+        return {k: strip(v) for k, v in x.items() if "time" not in k and k not in ("wall_s", "elapsed_s", "seconds")}
+    if isinstance(x, list):
+        return [strip(v) for v in x]
+    return x
+a, b = (strip(json.load(open(p))) for p in sys.argv[1:3])
+sys.exit(0 if a == b else 1)
+EOF
+done
+
+# The losses: zerosim's run as a case, replayed by zerosim and trained by PyTorch
+for c in "gpt2 2 zeros" "llama 3 none"; do
+	# shellcheck disable=SC2086
+	set -- $c
+	m=$1 K=$2 zg=$3 d=$tmp/loss-$1
+	mkdir -p "$d" || exit 99
+	z="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu --attn eager --zero-grad $zg"
+	# shellcheck disable=SC2086
+	if ! "$zerosim" measure -q --model "$tmp/tiny-$m.json" --seq 32 --batch 2 --precision fp32 --schemes dp \
+		--world 1 --steps 3 $z --grad-accum "$K" --write-case "$d/case.json" --out "$d/seed.json" 2>"$tmp/err" ||
+		! "$zerosim" measure -q --case "$d/case.json" --schemes dp $z --out "$d/replay.json" 2>"$tmp/err"; then
+		echo "ft_accum: FAIL: zerosim measure --write-case / --case, $m K=$K: $(cat "$tmp/err")" >&2
+		exit 99
+	fi
+	if ! timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/tiny-$m.json" --grad-accum "$K" --zero-grad "$zg" \
+		--case "$d/case.json" --out "$d/torch.json" >"$tmp/err" 2>&1; then
+		echo "ft_accum: FAIL: tests/ft_torch.py --case, $m K=$K:" >&2
+		tail -20 "$tmp/err" >&2
+		exit 99
+	fi
+	"$py" - "$d" "$m K=$K $zg" <<'EOF' || status=1
+import json, os, sys
+d, label = sys.argv[1], sys.argv[2]
+seed, replay = (json.load(open(os.path.join(d, f)))["runs"][0] for f in ("seed.json", "replay.json"))
+torch_ = json.load(open(os.path.join(d, "torch.json")))
+bad = []
+if seed["weights_digest"] != replay["weights_digest"] or seed["losses"] != replay["losses"]:
+    bad.append(f"the case replays to {replay['weights_digest']}, the run was {seed['weights_digest']}")
+rel = [abs(z - t) / abs(t) for z, t in zip(seed["losses"], torch_["losses"])]
+if len(rel) != len(torch_["losses"]) or max(rel) > 1e-5:
+    bad.append(f"losses {seed['losses']} against PyTorch's {torch_['losses']}")
+print(f"{'FAIL' if bad else 'ok'}: {label}: measure's losses {[round(x, 6) for x in seed['losses']]} and PyTorch "
+      f"{torch_['torch']}'s on the same case within {max(rel):.1e} relative (bound 1e-5); the case replays to "
+      f"{replay['weights_digest']}" + "".join("\n  " + b for b in bad))
+sys.exit(1 if bad else 0)
+EOF
+done
+
+# PyTorch's all-reduces per micro-step, and zerosim's comm per optimizer step
+"$py" - "$tmp" <<'EOF' || status=1
+import json, os, sys
+tmp = sys.argv[1]
+def load(t):
+    return json.load(open(os.path.join(tmp, t)))
+bad = []
+on, off = load("ddp2-gpt2-k2-nosync.json"), load("ddp2-gpt2-k2-sync.json")
+if on["allreduce_per_micro"] != [0, 1] or off["allreduce_per_micro"] != [1, 1]:
+    bad.append(f"PyTorch's all-reduces per micro-step {on['allreduce_per_micro']} with no_sync, "
+               f"{off['allreduce_per_micro']} without (want [0, 1] and [1, 1])")
+c_on = load("ddp2-gpt2-k2-nosync.theory.json")["rows"][0]["schedule"]["comm_bytes_per_rank_per_step"]
+c_off = load("ddp2-gpt2-k2-sync.theory.json")["rows"][0]["schedule"]["comm_bytes_per_rank_per_step"]
+if c_off != 2 * c_on or c_on <= 0:
+    bad.append(f"zerosim's comm per optimizer step {c_on:,} B with no_sync, {c_off:,} without (want twice)")
+print(("FAIL: " if bad else "ok: ") + (("; ".join(bad)) if bad else
+      f"DDP N=2 K=2: PyTorch all-reduces per micro-step {on['allreduce_per_micro']} with no_sync, "
+      f"{off['allreduce_per_micro']} without; zerosim's comm per optimizer step {c_on:,} and {c_off:,} B"))
+sys.exit(1 if bad else 0)
+EOF
+exit $status
