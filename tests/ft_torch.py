@@ -522,6 +522,7 @@ def main():
     ap.add_argument("--out")
     a = ap.parse_args()
     a.tied = None
+    a.bucket_cap_mb = None  # hf_torch.ddp_wrap's: DDP's default buckets
     if not a.model:
         ap.error("--model is required")
     if a.table:
