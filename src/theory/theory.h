@@ -394,7 +394,7 @@ int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c
  * object "marks", label: bytes, in the step's order. */
 struct cJSON;
 void theory_autograd_marks_json(struct cJSON *parent, const struct zs_model *m, const struct zs_config *c,
-                                uint64_t batch, uint64_t seq);
+                                uint64_t batch, uint64_t seq, unsigned world);
 
 /* ------------------------------------------------------------------------ */
 /* Requests and rows: what `zerosim theory` computes over, and one
@@ -619,7 +619,7 @@ cJSON *theory_json(const struct theory_request *req);
  * trace use it). */
 struct step_params;
 struct ag_step;
-int theory_plain_step(const struct theory_request *req, struct step_params *p, struct ag_step *s);
+int theory_plain_step(const struct theory_request *req, unsigned world, struct step_params *p, struct ag_step *s);
 
 /* The same content as text for a person. For a model known by its MLP
  * widths or its count, tables per rank laid out like the ZeRO paper's

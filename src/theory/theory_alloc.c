@@ -168,13 +168,13 @@ static int plain_loop(const struct theory_request *req)
 	return zs_wrapper_step(req->config) && req->model != NULL;
 }
 
-int theory_plain_step(const struct theory_request *req, struct step_params *p, struct ag_step *s)
+int theory_plain_step(const struct theory_request *req, unsigned world, struct step_params *p, struct ag_step *s)
 {
 	struct ag_options opt;
 	char *cause = NULL;
 	step_params_build(p, req->model);
 	ag_options_from_config(&opt, req->config, req->config->batch, req->act.seq);
-	if (ag_step_build_run(s, req->model, p, &opt, req->config, 1, &cause) < 0) {
+	if (ag_step_build_run(s, req->model, p, &opt, req->config, world, &cause) < 0) {
 		free(cause);
 		step_params_free(p);
 		return -1;
@@ -182,12 +182,12 @@ int theory_plain_step(const struct theory_request *req, struct step_params *p, s
 	return 0;
 }
 
-static int plain_loop_trace(const struct theory_request *req, struct theory_trace *tr)
+static int plain_loop_trace(const struct theory_request *req, unsigned world, struct theory_trace *tr)
 {
 	const struct zs_config *c = req->config;
 	struct step_params p;
 	struct ag_step s;
-	if (theory_plain_step(req, &p, &s) < 0)
+	if (theory_plain_step(req, world, &p, &s) < 0)
 		return -1;
 	step_params_free(&p);
 	trace_events(tr, &s, s.setup, s.nsetup);
@@ -210,7 +210,7 @@ static void held_of(const struct theory_request *req, const struct theory_desc *
 	theory_request_bytes(req, &b);
 	*h = (struct theory_held){0};
 	theory_device_overhead(req, world, &h->fixed);
-	if ((plain_loop(req) ? plain_loop_trace(req, &tr) : theory_walk_trace(d, &b, c, scheme, unit, world, &tr)) == 0) {
+	if ((plain_loop(req) ? plain_loop_trace(req, world, &tr) : theory_walk_trace(d, &b, c, scheme, unit, world, &tr)) == 0) {
 		h->covered = 1;
 		replay(&tr, opts, capacity_of(req, &h->fixed), h);
 	}

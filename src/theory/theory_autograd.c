@@ -21,15 +21,16 @@
 #include "util/step.h"
 #include "util/util.h"
 
-static int build(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+static int build(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq, unsigned world,
                  struct step_params *p, struct ag_step *s, char **cause)
 {
 	struct ag_options o;
 	ag_options_from_config(&o, c, batch, seq);
 	step_params_build(p, m);
 	/* under --wrapper ddp, DDP's pass (util/ag_ddp.h): a rank's bytes are
-	 * the same at every N */
-	if (ag_step_build_run(s, m, p, &o, c, 1, cause) < 0) {
+	 * the same at every N; under fsdp FSDP's (util/ag_fsdp.h), its shards
+	 * 1/N of each unit */
+	if (ag_step_build_run(s, m, p, &o, c, world, cause) < 0) {
 		step_params_free(p);
 		return -1;
 	}
@@ -45,7 +46,7 @@ int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, u
 		               zs_wrapper_name(c->wrapper));
 	struct step_params p;
 	struct ag_step s;
-	if (build(m, c, 1, seq, &p, &s, cause) < 0)
+	if (build(m, c, 1, seq, c->wrapper == ZS_WRAPPER_FSDP ? 2 : 1, &p, &s, cause) < 0)
 		return -1;
 	ag_step_free(&s);
 	step_params_free(&p);
@@ -89,7 +90,7 @@ int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c
 {
 	struct step_params p;
 	struct ag_step s;
-	if (build(m, c, batch, seq, &p, &s, cause) < 0)
+	if (build(m, c, batch, seq, world, &p, &s, cause) < 0)
 		return -1;
 	*out = (struct theory_schedule){ 0 };
 	uint64_t cur[ZS_NCATS] = { 0 }, total = 0;
@@ -125,11 +126,11 @@ int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c
 }
 
 void theory_autograd_marks_json(cJSON *parent, const struct zs_model *m, const struct zs_config *c, uint64_t batch,
-                                uint64_t seq)
+                                uint64_t seq, unsigned world)
 {
 	struct step_params p;
 	struct ag_step s;
-	if (build(m, c, batch, seq, &p, &s, NULL) < 0)
+	if (build(m, c, batch, seq, world, &p, &s, NULL) < 0)
 		return;
 	uint64_t cur[ZS_NCATS] = { 0 }, total = 0;
 	for (size_t i = 0; i < s.nsetup; i++)

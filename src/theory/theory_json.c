@@ -154,11 +154,11 @@ static void live_groups_json(cJSON *arr, const struct ag_step *s, const struct s
 	free(g);
 }
 
-static void peak_live_json(cJSON *parent, const struct theory_request *req)
+static void peak_live_json(cJSON *parent, const struct theory_request *req, unsigned world)
 {
 	struct step_params p;
 	struct ag_step s;
-	if (theory_plain_step(req, &p, &s) < 0)
+	if (theory_plain_step(req, world, &p, &s) < 0)
 		return;
 	unsigned char *live = zs_calloc(s.ntensors + 1, 1);
 	enum zs_phase *made = zs_calloc(s.ntensors + 1, sizeof *made);
@@ -233,8 +233,8 @@ static void schedule_json(cJSON *row, const struct theory_request *req, const st
 		cJSON_AddStringToObject(o, "binding_phase", zs_phase_name(theory_binding_phase(s)));
 	}
 	if (req->model != NULL && zs_wrapper_step(req->config)) {
-		theory_autograd_marks_json(o, req->model, req->config, req->config->batch, req->act.seq);
-		peak_live_json(o, req);
+		theory_autograd_marks_json(o, req->model, req->config, req->config->batch, req->act.seq, r->world);
+		peak_live_json(o, req, r->world);
 	}
 	if (s->host_resident_bytes > 0) {
 		num(o, "host_resident_bytes", (double)s->host_resident_bytes);

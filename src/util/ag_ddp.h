@@ -65,7 +65,8 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 
 /* The run's step: ag_step_build, and under --wrapper ddp (c->wrapper) the
  * pass above for `world` ranks (the bytes do not depend on it: only the
- * hooks' 1/N does). 0, or -1 with *cause (nothing left to free). */
+ * hooks' 1/N does), under --wrapper fsdp util/ag_fsdp.h's (each unit's
+ * shard is 1/N of it). 0, or -1 with *cause (nothing left to free). */
 int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct step_params *p,
                       const struct ag_options *o, const struct zs_config *c, unsigned world, char **cause);
 

@@ -70,6 +70,7 @@ const char *ag_op_name(enum ag_op op)
 		[AG_OP_COS] = "cos", [AG_OP_SIN] = "sin", [AG_OP_ROPE_INV_FREQ] = "rope_inv_freq",
 		[AG_OP_BERNOULLI_] = "bernoulli_", [AG_OP_SDPA_FLASH] = "sdpa_flash", [AG_OP_SDPA_FLASH_BWD] = "sdpa_flash_bwd",
 		[AG_OP_ALL_REDUCE_SUM_] = "all_reduce_sum_", [AG_OP_BROADCAST_] = "broadcast_",
+		[AG_OP_ALL_GATHER] = "all_gather", [AG_OP_REDUCE_SCATTER_SUM] = "reduce_scatter_sum", [AG_OP_SHARD] = "shard",
 	};
 	return (unsigned)op < AG_NOPS && n[op] ? n[op] : "?";
 }
@@ -2163,12 +2164,19 @@ static void record_function(struct bld *b)
 	unref(b, h);
 }
 
+/* The module a parameter's optimizer events run in: its step_params
+ * module, or none for a wrapper's own parameter (FSDP's flat ones). */
+static int32_t pt_module(const struct bld *b, const struct pt *q)
+{
+	return q->param >= 0 && b->p != NULL ? (int32_t)b->p->tensor[q->param].module : -1;
+}
+
 /* Adam's state, made by its first step (first_step's list). */
 static void adam_state(struct bld *b, struct model *M)
 {
 	for (size_t i = 0; i < M->npt; i++) {
 		struct pt *q = &M->pt[i];
-		b->module = (int32_t)b->p->tensor[q->param].module;
+		b->module = pt_module(b, q);
 		q->step = mk(b, "Adam step", AG_F32, 0, NULL, AG_ROLE_ADAM_STEP, ZS_CAT_ADAM_M, q->param);
 		op(b, AG_OP_FILL, NO, NO, NO, q->step, NO, NO)->arg[0] = 0;
 		const struct ag_tensor w_ = b->s->tensor[q->w], *w = &w_; /* a copy: the array grows */
@@ -2191,7 +2199,7 @@ static void adam_single(struct bld *b, struct model *M)
 		struct pt *q = &M->pt[i];
 		if (q->g == NO)
 			continue;
-		b->module = (int32_t)b->p->tensor[q->param].module;
+		b->module = pt_module(b, q);
 		scalar_op_(b, AG_OP_ADD_SCALAR_, q->step, NO, 1);     /* step_t += 1 */
 		if (o->version == ZS_TORCH_1_13) {
 			scalar_op_(b, AG_OP_MUL_SCALAR_, q->m, NO, o->beta1); /* exp_avg.mul_(beta1) */
@@ -2260,14 +2268,14 @@ static void adam_foreach(struct bld *b, struct model *M)
 	for (size_t i = 0; i < n; i++)
 		op(b, AG_OP_ADDCMUL_, q[i]->v, q[i]->g, q[i]->g, q[i]->v, NO, NO)->arg[0] = 1 - o->beta2;
 	for (size_t i = 0; i < n; i++) { /* _foreach_sqrt(exp_avg_sqs) */
-		b->module = (int32_t)b->p->tensor[q[i]->param].module;
+		b->module = pt_module(b, q[i]);
 		sq[i] = like(b, "_foreach_sqrt (Adam)", q[i]->v);
 		op(b, AG_OP_SQRT, q[i]->v, NO, NO, sq[i], NO, NO);
 	}
 	for (size_t i = 0; i < n; i++) /* _foreach_div_(exp_avg_sq_sqrt, bias_correction2_sqrt) */
 		scalar_op_(b, AG_OP_MUL_SCALAR_, sq[i], NO, 1.0);
 	for (size_t i = 0; i < n; i++) {
-		b->module = (int32_t)b->p->tensor[q[i]->param].module;
+		b->module = pt_module(b, q[i]);
 		if (o->version == ZS_TORCH_1_13) /* denom = _foreach_add(exp_avg_sq_sqrt, eps) */
 			dn[i] = scalar_op(b, AG_OP_ADD_SCALAR, "_foreach_add (Adam's denom)", sq[i], o->eps, NULL);
 		else { /* 2.6 (adam.py 678): _foreach_add_(exp_avg_sq_sqrt, eps), in place */
@@ -2300,14 +2308,14 @@ static void adam_fused(struct bld *b, struct model *M)
 		struct pt *q = &M->pt[i];
 		if (q->g == NO)
 			continue;
-		b->module = (int32_t)b->p->tensor[q->param].module;
+		b->module = pt_module(b, q);
 		scalar_op_(b, AG_OP_ADD_SCALAR_, q->step, NO, 1);
 	}
 	for (size_t i = 0; i < M->npt; i++) {
 		struct pt *q = &M->pt[i];
 		if (q->g == NO)
 			continue;
-		b->module = (int32_t)b->p->tensor[q->param].module;
+		b->module = pt_module(b, q);
 		struct ag_event *e = ev(b, AG_EV_OP);
 		e->op = AG_OP_ADAM_FUSED_;
 		e->in[0] = q->w, e->in[1] = q->g, e->in[2] = q->m, e->in[3] = q->v;
@@ -2330,6 +2338,34 @@ static void zero_grad(struct bld *b, struct model *M)
 			q->g = NO;
 		}
 	}
+}
+
+void ag_optimizer_events(struct ag_step *s, const struct ag_options *o, const struct ag_param_state *ps, size_t n,
+                         struct ag_event **list, size_t *nlist, size_t *cap)
+{
+	struct bld B_ = { .s = s, .o = o, .module = -1, .phase = ZS_PH_OPTIMIZER, .tcap = s->ntensors, .cap = *cap };
+	struct bld *b = &B_;
+	b->refs = zs_calloc(s->ntensors ? s->ntensors : 1, sizeof *b->refs);
+	for (size_t t = 0; t < s->ntensors; t++)
+		b->refs[t] = s->tensor[t].storage == t; /* the caller's: never released here */
+	use(b, list, nlist);
+	struct model M = { 0 };
+	M.npt = n;
+	M.pt = zs_calloc(n ? n : 1, sizeof *M.pt);
+	for (size_t i = 0; i < n; i++)
+		M.pt[i] = (struct pt){ .w = ps[i].w, .g = ps[i].g, .m = ps[i].m, .v = ps[i].v, .step = ps[i].step,
+		                       .param = -1, .part = -1 };
+	mark(b, "phase:optimizer");
+	record_function(b);
+	if (o->optim_impl == ZS_OPTIM_FOREACH)
+		adam_foreach(b, &M);
+	else if (o->optim_impl == ZS_OPTIM_FUSED)
+		adam_fused(b, &M);
+	else
+		adam_single(b, &M);
+	*cap = b->cap;
+	free(M.pt);
+	free(b->refs);
 }
 
 /* ------------------------------------------------------------------------ */
