@@ -309,6 +309,15 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 				}
 			}
 	}
+	/* the plain .grads the step allocates itself (clone_obey_contract's
+	 * copy): not those AccumulateGrad took as they came */
+	unsigned char *made_pg = zs_calloc(nt0 ? nt0 : 1, 1);
+	for (size_t i = 0; i < s->nevents; i++) {
+		const struct ag_event *e = &s->event[i];
+		if (e->kind == AG_EV_OP && e->phase == ZS_PH_BACKWARD && e->out[0] != NO && is_pg[sto(s, e->out[0])] &&
+		    (e->op == AG_OP_ADD_ || e->op == AG_OP_COPY))
+			made_pg[sto(s, e->out[0])] = 1;
+	}
 	/* The parameters before FSDP: stand-ins of the set-up's own; the
 	 * model's become views of the unit's gathered flat parameter (and
 	 * every view of them a view of it). */
@@ -453,18 +462,18 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 				agp_copy(p_, e);
 			}
 			break;
-		case AG_EV_ALLOC:
-			if (!is_pg[e->t])
+		case AG_EV_ALLOC: /* a plain .grad made for a copy or a sum goes; one AccumulateGrad took stays */
+			if (!is_pg[e->t] || !made_pg[e->t])
 				agp_copy(p_, e);
 			break;
 		case AG_EV_OP:
-			if (e->out[0] != NO && is_pg[sto(s, e->out[0])] && e->phase == ZS_PH_BACKWARD &&
+			if (e->out[0] != NO && made_pg[sto(s, e->out[0])] && e->phase == ZS_PH_BACKWARD &&
 			    (e->op == AG_OP_ADD_ || e->op == AG_OP_COPY)) {
 				uint32_t pg = sto(s, e->out[0]);
 				v = &u[unit_of[pg]];
 				v->held[slot_of[pg]] = e->op == AG_OP_ADD_ ? e->in[1] : e->in[0];
 				fed[pg] = 1;
-			} else if (e->out[0] != NO && is_pg[sto(s, e->out[0])]) {
+			} else if (e->op == AG_OP_ZERO_ && e->phase != ZS_PH_BACKWARD && is_pg[sto(s, e->out[0])]) {
 				/* zero_grad's zero_ of a plain .grad: FSDP's own instead */
 				if (!zeroed)
 					zero_grad(p_, o, u, order, nu, e->phase);
@@ -537,6 +546,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	free(unit_of);
 	free(slot_of);
 	free(is_pg);
+	free(made_pg);
 	free(fed);
 	free(orig);
 	units_free(u, nu);
