@@ -67,16 +67,20 @@ static void apply(const struct ag_step *s, const struct ag_event *e, uint64_t cu
 	}
 }
 
-/* What a collective of the step (DDP's, util/ag_ddp.h) sends a rank,
- * counted as every other collective of the theory is: the ring over the
- * buffer padded to N·ceil(n/N) elements, an all-reduce 2(N-1)/N of it, a
- * broadcast (N-1)/N; nothing at N = 1. */
+/* What a collective of the step (DDP's, util/ag_ddp.h; FSDP's,
+ * util/ag_fsdp.h) sends a rank, counted as every other collective of the
+ * theory is: the ring over the buffer padded to N·ceil(n/N) elements, an
+ * all-reduce 2(N-1)/N of it, a broadcast, reduce-scatter or all-gather
+ * (N-1)/N; nothing at N = 1. */
 static void count_collective(const struct ag_step *s, const struct ag_event *e, unsigned world,
                              struct theory_schedule *out)
 {
-	if (e->kind != AG_EV_OP || (e->op != AG_OP_ALL_REDUCE_SUM_ && e->op != AG_OP_BROADCAST_) || world < 2)
+	if (e->kind != AG_EV_OP || world < 2 ||
+	    (e->op != AG_OP_ALL_REDUCE_SUM_ && e->op != AG_OP_BROADCAST_ && e->op != AG_OP_ALL_GATHER &&
+	     e->op != AG_OP_REDUCE_SCATTER_SUM))
 		return;
-	const struct ag_tensor *t = &s->tensor[e->in[0]];
+	/* the whole buffer: an all-gather's output, any other's input */
+	const struct ag_tensor *t = &s->tensor[e->op == AG_OP_ALL_GATHER ? e->out[0] : e->in[0]];
 	uint64_t n = 1;
 	for (unsigned k = 0; k < t->ndim; k++)
 		n *= t->shape[k];
