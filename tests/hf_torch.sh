@@ -19,7 +19,7 @@
 # measure at N = 2 too; FSDP FULL_SHARD, a unit per block and the root,
 # over gloo (--wrapper fsdp: gpt2 and llama at N = 2, gpt2 with
 # set_to_none, llama with foreach Adam, gpt2 at N = 3), theory and measure,
-# and the measure's final weights equal DDP's to the bit; gpt2 and llama
+# and at N = 2 the measure's final weights equal DDP's to the bit; gpt2 and llama
 # with dropout 0.1 from their
 # configs (the CPU's noise tensors kept by autograd), where zerosim's
 # measure, which runs real dropout with its own seeded masks, must give
@@ -332,8 +332,8 @@ ddp="--framework torch --wrapper ddp --torch-version 1.13 --torch-device cpu --a
 # point-to-point exchanges that allocate nothing) against zerosim's FSDP
 # over the same step (--wrapper fsdp: util/ag_fsdp.c), theory and measure
 # as DDP's, at N = 2 and at N = 3 (a padded unit, the gradient divided
-# before and after the reduce-scatter); and the measure's final weights
-# (every rank's shards joined) equal DDP's at the same N, to the bit.
+# before and after the reduce-scatter); and at N = 2 the measure's final
+# weights (every rank's shards joined) equal DDP's, to the bit.
 # Nothing here needed a pin: FSDP's collectives are the point-to-point
 # exchanges above, waited before they return, and no tensor they take is
 # freed by gloo's worker thread.
@@ -380,9 +380,12 @@ do
 		set -- "$tmp/m.json"
 		;;
 	esac
-	# FSDP's final weights against DDP's over the same step, ranks and batches
+	# FSDP's final weights against DDP's over the same step, ranks and
+	# batches: at N = 2 the same arithmetic (DDP's g * 1/2 and FSDP's
+	# g / 2 are exact, both sum ranks 0..N-1 in fp32); at N = 3 FSDP
+	# divides by 2 and 1.5, DDP multiplies by fp32's 1/3: not bit for bit
 	case $label in
-	fsdp*)
+	fsdp2-*)
 		# shellcheck disable=SC2086
 		if ! "$zerosim" measure --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes dp --world $world \
 			--steps 3 $(echo "$zargs" | sed 's/--wrapper fsdp/--wrapper ddp/') --out "$tmp/d.json" 2>"$tmp/err"; then
