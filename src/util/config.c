@@ -733,6 +733,9 @@ static int check_fsdp(const struct zs_config *c, char **cause)
 		if (c->world[w] < 2)
 			return zs_fail(cause, "--wrapper fsdp shards over N ranks: every --world must be at least 2 (it lists "
 			               "%u)", c->world[w]);
+	if (c->torch_version != ZS_TORCH_1_13)
+		return zs_fail(cause, "--torch-version %s: --wrapper fsdp is PyTorch 1.13's FSDP only so far (give "
+		               "--torch-version 1.13)", zs_torch_version_name(c->torch_version));
 	if (c->prefetch != ZS_PREFETCH_NONE)
 		return zs_fail(cause, "--prefetch %s: --wrapper fsdp follows PyTorch 1.13's default backward_prefetch "
 		               "(none) only so far", zs_prefetch_name(c->prefetch));
