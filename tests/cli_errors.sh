@@ -697,8 +697,8 @@ for cmd in measure theory; do
 	for v in default flash_attention_2 SDPA ''; do
 		try 2 "--attn: '$v' is not one of eager, sdpa" $cmd --framework torch --attn "$v" --out "$keep"
 	done
-	for v in fsdp off ''; do
-		try 2 "--wrapper: '$v' is not one of auto, none, ddp" $cmd --framework torch --wrapper "$v" --out "$keep"
+	for v in fsdp2 off ''; do
+		try 2 "--wrapper: '$v' is not one of auto, none, ddp, fsdp" $cmd --framework torch --wrapper "$v" --out "$keep"
 	done
 	for o in "torch-version 1.13" "torch-device cpu" "optimizer-impl fused" "zero-grad zeros" "attn eager" "wrapper auto"; do
 		try 2 "--${o% *}: only under --framework torch or deepspeed" $cmd --$o --out "$keep"
@@ -719,7 +719,7 @@ for cmd in measure theory; do
 			--optimizer-impl fused --world 1 --out "$keep"
 		# The wrapped frameworks' step does not follow them yet: refused.
 		for o in "torch-version 1.13" "torch-device cpu" "optimizer-impl fused" "zero-grad zeros"; do
-			try 2 "--${o% *}: only with --wrapper none or ddp so far" $cmd --framework $fw --$o --out "$keep"
+			try 2 "--${o% *}: only with --wrapper none, ddp or fsdp so far" $cmd --framework $fw --$o --out "$keep"
 		done
 	done
 	try 2 "--bucket-cap: --wrapper none builds no DDP to set" \
@@ -737,6 +737,22 @@ for cmd in measure theory; do
 		$cmd --framework torch $ddp --schemes dp,zero1 --torch-version 1.13 --out "$keep"
 	try 2 "--wrapper ddp needs a transformer (--model)" \
 		$cmd --framework torch --wrapper ddp --schemes dp --torch-version 1.13 --world 2 --out "$keep"
+	# FSDP over the PyTorch step (--wrapper fsdp): 1.13's FULL_SHARD at
+	# N >= 2 only so far, the rest refused by name.
+	fsdp="--model $tiny --wrapper fsdp --precision fp32 --torch-device cpu --attn eager"
+	try 2 "--wrapper fsdp is torch's FullyShardedDataParallel: give --framework torch" \
+		$cmd --framework deepspeed $fsdp --world 2 --schemes zero3 --torch-version 1.13 --out "$keep"
+	try 2 "--wrapper fsdp runs torch's zero3 (FSDP FULL_SHARD) only so far: give --schemes zero3 (it lists zero2; SHARD_GRAD_OP, zero2, is not built yet)" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero2 --torch-version 1.13 --out "$keep"
+	try 2 "--wrapper fsdp shards over N ranks: every --world must be at least 2 (it lists 1)" \
+		$cmd --framework torch $fsdp --world 1,2 --schemes zero3 --torch-version 1.13 --out "$keep"
+	try 2 "--torch-version 2.6: --wrapper fsdp is PyTorch 1.13's FSDP only so far (give --torch-version 1.13)" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 2.6 --out "$keep"
+	try 2 "--prefetch backward-pre: --wrapper fsdp follows PyTorch 1.13's default backward_prefetch (none) only so far" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --prefetch backward-pre \
+		--out "$keep"
+	try 2 "--wrapper fsdp needs a transformer (--model)" \
+		$cmd --framework torch --wrapper fsdp --schemes zero3 --torch-version 1.13 --world 2 --out "$keep"
 	# The plain loop describes no activation checkpointing: refused.
 	try 2 "--recompute full: the plain loop's PyTorch step keeps what autograd keeps" \
 		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision fp32 --torch-device cpu \

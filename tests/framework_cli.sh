@@ -51,6 +51,21 @@ m=$(tr -d ' \t\n' <"$tmp/ddp-measure.json" | sed -n 's/.*"comm_bytes_per_rank_pe
 t=$(tr -d ' \t\n' <"$tmp/ddp-theory.json" | sed -n 's/.*"schedule":{.*"comm_bytes_per_rank_per_step":\([0-9]*\).*/\1/p')
 [ -n "$m" ] && [ "$m" = "$t" ] && [ "$m" -ge 905216 ] || fail "ddp's comm: measure '$m', theory '$t'"
 
+# FSDP over the PyTorch step (--wrapper fsdp) at N = 2: each unit gathered
+# before its forward, the blocks again for backward, each unit's gradient
+# reduce-scattered, (N-1) shards a rank each (gpt2-tiny's units: the
+# root's 69,760 elements, wte with the tied head, wpe and ln_f; the
+# blocks' 49,984 each): 4 * (2 * 34,880 + 6 * 24,992) = 878,848 B a step;
+# theory and measure say the same.
+for cmd in theory measure; do
+	"$zerosim" $cmd --model "$tiny" --framework torch --wrapper fsdp --schemes zero3 --world 2 --precision fp32 \
+		--torch-version 1.13 --torch-device cpu --attn eager --seq 16 --steps 1 --out "$tmp/fsdp-$cmd.json" ||
+		fail "fsdp $cmd"
+done
+m=$(tr -d ' \t\n' <"$tmp/fsdp-measure.json" | sed -n 's/.*"comm_bytes_per_rank_per_step":\([0-9]*\).*/\1/p')
+t=$(tr -d ' \t\n' <"$tmp/fsdp-theory.json" | sed -n 's/.*"schedule":{.*"comm_bytes_per_rank_per_step":\([0-9]*\).*/\1/p')
+[ "$m" = 878848 ] && [ "$m" = "$t" ] || fail "fsdp's comm: measure '$m', theory '$t', not 878,848"
+
 # refused: one line on stderr, exit 2, nothing written
 refused() {
 	"$@" --out "$tmp/no.json" >/dev/null 2>"$tmp/err"
