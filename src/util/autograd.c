@@ -2340,6 +2340,20 @@ static void zero_grad(struct bld *b, struct model *M)
 	}
 }
 
+/* The optimizer's phase: its mark, 1.13's record_function, Adam as
+ * --optimizer-impl says. */
+static void optimizer_phase(struct bld *b, struct model *M)
+{
+	mark(b, "phase:optimizer");
+	record_function(b);
+	if (b->o->optim_impl == ZS_OPTIM_FOREACH)
+		adam_foreach(b, M);
+	else if (b->o->optim_impl == ZS_OPTIM_FUSED)
+		adam_fused(b, M);
+	else
+		adam_single(b, M);
+}
+
 void ag_optimizer_events(struct ag_step *s, const struct ag_options *o, const struct ag_param_state *ps, size_t n,
                          struct ag_event **list, size_t *nlist, size_t *cap)
 {
@@ -2355,14 +2369,7 @@ void ag_optimizer_events(struct ag_step *s, const struct ag_options *o, const st
 	for (size_t i = 0; i < n; i++)
 		M.pt[i] = (struct pt){ .w = ps[i].w, .g = ps[i].g, .m = ps[i].m, .v = ps[i].v, .step = ps[i].step,
 		                       .param = -1, .part = -1 };
-	mark(b, "phase:optimizer");
-	record_function(b);
-	if (o->optim_impl == ZS_OPTIM_FOREACH)
-		adam_foreach(b, &M);
-	else if (o->optim_impl == ZS_OPTIM_FUSED)
-		adam_fused(b, &M);
-	else
-		adam_single(b, &M);
+	optimizer_phase(b, &M);
 	*cap = b->cap;
 	free(M.pt);
 	free(b->refs);
@@ -2483,14 +2490,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	else
 		llama_step(b, &M);
 	b->phase = ZS_PH_OPTIMIZER;
-	mark(b, "phase:optimizer");
-	record_function(b);
-	if (o->optim_impl == ZS_OPTIM_FOREACH)
-		adam_foreach(b, &M);
-	else if (o->optim_impl == ZS_OPTIM_FUSED)
-		adam_fused(b, &M);
-	else
-		adam_single(b, &M);
+	optimizer_phase(b, &M);
 	mark(b, "phase:zero_grad");
 	zero_grad(b, &M);
 	unref(b, M.logits);
