@@ -43,6 +43,11 @@ steps must allocate what the clean step did (checked and printed).
 free written with its op, phase and module (and FILE.clean: the clean
 last step's sizes), to diff against zerosim's step list event by event.
 
+--ddp N / --fsdp N: the model in DistributedDataParallel, or in
+FullyShardedDataParallel FULL_SHARD with a unit per block and the root
+(fsdp_wrap), over gloo in N processes, each its own batch; rank 0's
+allocator is the one replayed.
+
 Prints one JSON object (see --help). Exit 0; 2 bad usage.
 """
 import argparse
