@@ -2418,7 +2418,7 @@ void ag_optimizer_events(struct ag_step *s, const struct ag_options *o, const st
 	for (size_t t = 0; t < s->ntensors; t++)
 		b->refs[t] = s->tensor[t].storage == t; /* the caller's: never released here */
 	use(b, list, nlist);
-	struct pt *pt = zs_calloc(n ? n : 1, sizeof *pt), **q = zs_calloc(n ? n : 1, sizeof *q);
+	struct pt *pt = zs_calloc(n ? n : 1, sizeof *pt), **q = zs_calloc(n ? n : 1, sizeof(struct pt *));
 	for (size_t i = 0; i < n; i++) {
 		pt[i] = (struct pt){ .w = ps[i].w, .g = ps[i].g, .m = ps[i].m, .v = ps[i].v, .step = ps[i].step,
 		                     .param = -1, .part = -1 };
@@ -2543,7 +2543,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * model order, or under ZeroRedundancyOptimizer (util/ag_zero1.h)
 	 * each rank's own in its partition order, its state in its section */
 	unsigned zw = o->zero1_world, nlists = zw ? zw : 1;
-	struct pt **opt = zs_calloc(M.npt ? M.npt : 1, sizeof *opt);
+	struct pt **opt = zs_calloc(M.npt ? M.npt : 1, sizeof(struct pt *));
 	size_t *start = zs_calloc(nlists + 1, sizeof *start);
 	if (zw)
 		zero1_partition(b, &M, opt, start);
