@@ -708,8 +708,8 @@ for cmd in measure theory; do
 	for v in default flash_attention_2 SDPA ''; do
 		try 2 "--attn: '$v' is not one of eager, sdpa" $cmd --framework torch --attn "$v" --out "$keep"
 	done
-	for v in fsdp off ''; do
-		try 2 "--wrapper: '$v' is not one of auto, none, ddp" $cmd --framework torch --wrapper "$v" --out "$keep"
+	for v in fsdp2 off ''; do
+		try 2 "--wrapper: '$v' is not one of auto, none, ddp, fsdp" $cmd --framework torch --wrapper "$v" --out "$keep"
 	done
 	for o in "torch-version 1.13" "torch-device cpu" "optimizer-impl fused" "zero-grad zeros" "attn eager" "wrapper auto"; do
 		try 2 "--${o% *}: only under --framework torch or deepspeed" $cmd --$o --out "$keep"
@@ -730,7 +730,7 @@ for cmd in measure theory; do
 			--optimizer-impl fused --world 1 --out "$keep"
 		# The wrapped frameworks' step does not follow them yet: refused.
 		for o in "torch-version 1.13" "torch-device cpu" "optimizer-impl fused" "zero-grad zeros"; do
-			try 2 "--${o% *}: only with --wrapper none or ddp so far" $cmd --framework $fw --$o --out "$keep"
+			try 2 "--${o% *}: only with --wrapper none, ddp or fsdp so far" $cmd --framework $fw --$o --out "$keep"
 		done
 	done
 	try 2 "--bucket-cap: --wrapper none builds no DDP to set" \
@@ -761,6 +761,31 @@ for cmd in measure theory; do
 	try 2 "--unit: --wrapper none runs the PyTorch step over the whole model, which has no units" \
 		$cmd --spec "$tmp/sp-wr-units.json" --model "$tiny" --precision fp32 --torch-device cpu --attn eager \
 		--out "$keep"
+	# FSDP over the PyTorch step (--wrapper fsdp): 1.13's FULL_SHARD at
+	# N >= 2 only so far, the rest refused by name.
+	fsdp="--model $tiny --wrapper fsdp --precision fp32 --torch-device cpu --attn eager"
+	try 2 "--wrapper fsdp is torch's FullyShardedDataParallel: give --framework torch" \
+		$cmd --framework deepspeed $fsdp --world 2 --schemes zero3 --torch-version 1.13 --out "$keep"
+	try 2 "--wrapper fsdp runs torch's zero3 (FSDP FULL_SHARD) only so far: give --schemes zero3 (it lists zero2; SHARD_GRAD_OP, zero2, is not built yet)" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero2 --torch-version 1.13 --out "$keep"
+	try 2 "--wrapper fsdp shards over N ranks: every --world must be at least 2 (it lists 1)" \
+		$cmd --framework torch $fsdp --world 1,2 --schemes zero3 --torch-version 1.13 --out "$keep"
+	try 2 "--torch-version 2.6: --wrapper fsdp is PyTorch 1.13's FSDP only so far (give --torch-version 1.13)" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 2.6 --out "$keep"
+	try 2 "--prefetch backward-pre: --wrapper fsdp follows PyTorch 1.13's default backward_prefetch (none) only so far" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --prefetch backward-pre \
+		--out "$keep"
+	try 2 "--wrapper fsdp needs a transformer (--model)" \
+		$cmd --framework torch --wrapper fsdp --schemes zero3 --torch-version 1.13 --world 2 --out "$keep"
+	# torch's dp and zero1 are DDP's, zero3 FSDP's: refused across, by name.
+	try 2 "--wrapper fsdp runs torch's zero3 (FSDP FULL_SHARD) only so far: give --schemes zero3 (it lists zero1; torch's dp and zero1 are --wrapper ddp's)" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero1 --torch-version 1.13 --out "$keep"
+	try 2 "--wrapper fsdp runs torch's zero3 (FSDP FULL_SHARD) only so far: give --schemes zero3 (it lists dp; torch's dp and zero1 are --wrapper ddp's)" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero3,dp --torch-version 1.13 --out "$keep"
+	try 2 "--wrapper ddp runs torch's dp (DistributedDataParallel) and zero1 (with ZeroRedundancyOptimizer) only: give --schemes dp or zero1 (it lists zero3)" \
+		$cmd --framework torch $ddp --schemes zero1,zero3 --torch-version 1.13 --out "$keep"
+	try 2 "--unit: --wrapper fsdp's units are 1.13's transformer_auto_wrap_policy's (a unit per block and the root), not --unit's: leave --unit out" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --unit model --out "$keep"
 	# The plain loop describes no activation checkpointing: refused.
 	try 2 "--recompute full: the plain loop's PyTorch step keeps what autograd keeps" \
 		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision fp32 --torch-device cpu \

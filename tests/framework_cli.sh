@@ -58,6 +58,21 @@ t=$(tr -d ' \t\n' <"$tmp/ddp-theory.json" | sed -n 's/.*"schedule":{.*"comm_byte
 n=$(tr -d ' \t\n' <"$tmp/ddp-tl.json" | grep -o '"rank":[0-9]*,"timeline":\[{' | tr '\n' ' ')
 [ "$n" = '"rank":1,"timeline":[{ "rank":2,"timeline":[{ ' ] || fail "ddp --timeline-ranks all: ranks logged: '$n'"
 
+# FSDP over the PyTorch step (--wrapper fsdp) at N = 2: each unit gathered
+# before its forward, the blocks again for backward, each unit's gradient
+# reduce-scattered, (N-1) shards a rank each (gpt2-tiny's units: the
+# root's 69,760 elements, wte with the tied head, wpe and ln_f; the
+# blocks' 49,984 each): 4 * (2 * 34,880 + 6 * 24,992) = 878,848 B a step;
+# theory and measure say the same.
+for cmd in theory measure; do
+	"$zerosim" $cmd --model "$tiny" --framework torch --wrapper fsdp --schemes zero3 --world 2 --precision fp32 \
+		--torch-version 1.13 --torch-device cpu --attn eager --seq 16 --steps 1 --out "$tmp/fsdp-$cmd.json" ||
+		fail "fsdp $cmd"
+done
+m=$(tr -d ' \t\n' <"$tmp/fsdp-measure.json" | sed -n 's/.*"comm_bytes_per_rank_per_step":\([0-9]*\).*/\1/p')
+t=$(tr -d ' \t\n' <"$tmp/fsdp-theory.json" | sed -n 's/.*"schedule":{.*"comm_bytes_per_rank_per_step":\([0-9]*\).*/\1/p')
+[ "$m" = 878848 ] && [ "$m" = "$t" ] || fail "fsdp's comm: measure '$m', theory '$t', not 878,848"
+
 # refused: one line on stderr, exit 2, nothing written
 refused() {
 	"$@" --out "$tmp/no.json" >/dev/null 2>"$tmp/err"

@@ -49,6 +49,11 @@ steps must allocate what the clean step did (checked and printed).
 free written with its op, phase and module (and FILE.clean: the clean
 last step's sizes), to diff against zerosim's step list event by event.
 
+--ddp N / --fsdp N: the model in DistributedDataParallel, or in
+FullyShardedDataParallel FULL_SHARD with a unit per block and the root
+(fsdp_wrap), over gloo in N processes, each its own batch; rank 0's
+allocator is the one replayed.
+
 Prints one JSON object (see --help). Exit 0; 2 bad usage.
 """
 import argparse
@@ -914,6 +919,8 @@ def run(a):
         install_hooks(model, set(model.units))
         if a.ddp:
             model = ddp_wrap(a, model)
+        if a.fsdp:
+            model = fsdp_wrap(a, model)
         Opt = torch.optim.AdamW if a.optimizer == "adamw" else torch.optim.Adam
         kw = dict(fused=True) if a.optimizer_impl == "fused" else dict(foreach=foreach)
         if a.zero1:
@@ -1136,6 +1143,52 @@ def ddp_worker(rank, a, store):
     dist.destroy_process_group()
 
 
+# ---------------------------------------------------------------------------
+# FSDP N >= 2 over gloo (--fsdp N): FullyShardedDataParallel FULL_SHARD, one
+# unit per transformer block and the root, N processes, rank 0 recorded
+
+
+def fsdp_wrap(a, model):
+    """torch.distributed.fsdp.FullyShardedDataParallel as 1.13 runs it on
+    the CPU over gloo, with tests/fsdp_torch.py's shims (imported from
+    there: the CUDA stream and event calls no-ops, the compute device the
+    CPU, _all_gather_base and _reduce_scatter_base as point-to-point
+    exchanges that allocate nothing while a step runs: the reduce-scatter
+    receives into a buffer made before the profiled session). FULL_SHARD,
+    transformer_auto_wrap_policy on the block class (GPT2Block,
+    LlamaDecoderLayer): one unit per block, the root holding the rest;
+    use_orig_params False, every other argument its default (backward
+    prefetch BACKWARD_PRE). Made inside the profiled session after the
+    model, before the optimizer, as a training script makes it."""
+    import fsdp_torch  # noqa: F401  (its shims, applied on import)
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
+    from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+    import functools
+    blocks = {type(model.h[0]) if hasattr(model, "h") else type(model.layers[0])}
+    policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls=blocks)
+    mark("fsdp:construct")
+    m = FSDP(model, sharding_strategy=ShardingStrategy.FULL_SHARD, auto_wrap_policy=policy)
+    m.units = model.units
+    mark("fsdp:constructed")
+    return m
+
+
+def fsdp_worker(rank, a, store):
+    import torch.distributed as dist
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import fsdp_torch
+    RANK[0] = rank
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=a.fsdp)
+    # the reduce-scatter's receive buffer (fsdp_torch.reduce_scatter_base),
+    # as large as the largest shard can be: made before the profiled session
+    fsdp_torch.RECV[torch.float32] = torch.empty(1 << 22)
+    d = report(a)
+    dist.barrier()
+    if rank == 0:
+        emit(a, d)
+    dist.destroy_process_group()
+
+
 def storages(tensors):
     seen = {}
     for t in tensors:
@@ -1233,8 +1286,10 @@ def zerosim_theory(a, r):
             cfgfile = os.path.join(d, os.path.basename(a.model))
             json.dump(raw, open(cfgfile, "w"))
         out = os.path.join(d, "t.json")
-        cmd = [a.zerosim, "theory", "--model", cfgfile, "--world", "1", "--seq", str(a.seq), "--batch",
-               str(a.batch), "--precision", "amp-bf16" if a.amp == "bf16" else "fp32", "--schemes", "dp"] + a.zerosim_args.split() + ["--out", out]
+        # FSDP's bytes depend on N (each unit's shard): its world and zero3
+        cmd = [a.zerosim, "theory", "--model", cfgfile, "--world", str(a.fsdp or 1), "--seq", str(a.seq), "--batch",
+               str(a.batch), "--precision", "amp-bf16" if a.amp == "bf16" else "fp32",
+               "--schemes", "zero3" if a.fsdp else "dp"] + a.zerosim_args.split() + ["--out", out]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode:
             return dict(command=" ".join(cmd[:-2]), error=p.stderr.strip())
@@ -1291,6 +1346,8 @@ def report(a):
         out["zero1"] = dict(rank=RANK[0], owned=sum(p.numel() for p, st in opt.state.items() if "exp_avg" in st),
                             weights=hashlib.sha256(b"".join(p.detach().numpy().tobytes()
                                                             for p in model.parameters())).hexdigest())
+    if a.fsdp:
+        out["fsdp"] = a.fsdp
     z = zerosim_theory(a, r) if RANK[0] == 0 else None
     if z:
         out["zerosim"] = z
@@ -1353,12 +1410,16 @@ def main():
     ap.add_argument("--zero1", action="store_true",
                     help="with --ddp N: the optimizer is ZeroRedundancyOptimizer(optimizer_class=Adam) over the "
                          "DDP model (torch's zero1); every rank's figures in \"ranks\"")
+    ap.add_argument("--fsdp", type=int, default=0, metavar="N",
+                    help="N >= 2: the model in FullyShardedDataParallel FULL_SHARD, a unit per block and the "
+                         "root, over gloo, N processes on the CPU (each its own batch), rank 0's allocator recorded")
     ap.add_argument("--out", help="write the JSON there (some torch builds print to stdout themselves)")
     a = ap.parse_args()
     if a.loss == "shift":
         LOSS[0] = shifted_loss
-    if a.seq < 1 or a.batch < 1 or a.steps < 2 or a.ddp < 0:
-        ap.error("--seq and --batch must be at least 1, --steps at least 2")
+    if a.seq < 1 or a.batch < 1 or a.steps < 2 or a.ddp < 0 or a.fsdp < 0 or a.fsdp == 1 or (a.ddp and a.fsdp):
+        ap.error("--seq and --batch must be at least 1, --steps at least 2, --fsdp 0 or at least 2, "
+                 "not both --ddp and --fsdp")
     if a.zero1 and not a.ddp:
         ap.error("--zero1 needs --ddp N (ZeroRedundancyOptimizer shards over DDP's ranks)")
     if a.ddp:
@@ -1368,6 +1429,14 @@ def main():
         os.environ.setdefault("USE_LIBUV", "0")  # 2.6's TCPStore; the file rendezvous needs neither
         with tempfile.TemporaryDirectory() as d:
             mp.spawn(ddp_worker, args=(a, os.path.join(d, "store")), nprocs=a.ddp)
+        return
+    if a.fsdp:
+        import tempfile
+        import torch.multiprocessing as mp
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        os.environ.setdefault("USE_LIBUV", "0")
+        with tempfile.TemporaryDirectory() as d:
+            mp.spawn(fsdp_worker, args=(a, os.path.join(d, "store")), nprocs=a.fsdp)
         return
     emit(a, report(a))
 

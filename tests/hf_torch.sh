@@ -19,7 +19,12 @@
 # gradients span four buckets at bucket_cap_mb 0.25, their sizes equal to
 # the reducer's rebuilt_bucket_sizes), the engine's measure at N = 2
 # too; torch's zero1, ZeroRedundancyOptimizer over DDP
-# (--wrapper ddp --schemes zero1), every rank's figures, at N = 2 and 3; gpt2 and llama with dropout 0.1 from their
+# (--wrapper ddp --schemes zero1), every rank's figures, at N = 2 and 3;
+# FSDP FULL_SHARD, a unit per block and the root, over gloo (--wrapper
+# fsdp: gpt2 and llama at N = 2, gpt2 with set_to_none, llama with foreach
+# Adam, gpt2 at N = 3, qwen2 and phi3 with set_to_none at N = 2), theory and measure, and at N = 2 the measure's
+# final weights equal DDP's to the bit; gpt2 and llama with dropout 0.1
+# from their
 # configs (the CPU's noise tensors kept by autograd), where zerosim's
 # measure, which runs real dropout with its own seeded masks, must give
 # the theory's bytes too; the tiny qwen2 (q/k/v biased) and qwen3 (q_norm
@@ -153,7 +158,8 @@ if len(sys.argv) > 3:  # the engine's measure of the same case
         label += f", {len(d['ddp_buckets'])} bucket{'s' if len(d['ddp_buckets']) > 1 else ''} equal"
     label += f" (and measure at N = {','.join(str(r['world']) for r in runs)})"
 print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} in {d['peak_phase']} "
-      f"and {n} marks: PyTorch {d['torch']} and zerosim's {'DDP' if label.startswith('ddp') else 'plain loop'} "
+      f"and {n} marks: PyTorch {d['torch']} and zerosim's "
+      f"{'DDP' if label.startswith('ddp') else 'FSDP' if label.startswith('fsdp') else 'plain loop'} "
       f"{'differ' if bad else 'equal to the byte'}"
       + "".join("\n  " + b for b in bad))
 sys.exit(1 if bad else 0)
@@ -229,6 +235,14 @@ zero1() {
 in26() {
 	one "unshare -m sh -c" "mount -t proc proc $1/proc && chroot $1 env USE_LIBUV=0 python3 $2"
 }
+
+# weights.py FSDP DDP LABEL: the two measures' final weights, equal to the bit
+cat >"$tmp/weights.py" <<'EOF'
+import json, sys
+f, d = (json.load(open(a))["runs"][0]["weights_digest"] for a in sys.argv[1:3])
+print(f"{'ok' if f == d else 'FAIL'}: {sys.argv[3]}: final weights {f} under FSDP, {d} under DDP")
+sys.exit(f != d)
+EOF
 
 # one PY MODEL ARGS...: runs hf_torch.py, the JSON in $tmp/out.json
 one() {
@@ -458,6 +472,18 @@ plain="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu 
 # ddp_group): without the pin a loaded machine made the between-steps bytes
 # 4 bytes over from step 2 on.
 ddp="--framework torch --wrapper ddp --torch-version 1.13 --torch-device cpu --attn eager"
+# FSDP FULL_SHARD over gloo, a unit per block and the root (hf_torch.py
+# --fsdp N, N processes, rank 0's allocator recorded; tests/fsdp_torch.py's
+# shims: CUDA's streams no-ops, the two collectives gloo lacks as
+# point-to-point exchanges that allocate nothing) against zerosim's FSDP
+# over the same step (--wrapper fsdp: util/ag_fsdp.c), theory and measure
+# as DDP's, at N = 2 and at N = 3 (a padded unit, the gradient divided
+# before and after the reduce-scatter); and at N = 2 the measure's final
+# weights (every rank's shards joined) equal DDP's, to the bit.
+# Nothing here needed a pin: FSDP's collectives are the point-to-point
+# exchanges above, waited before they return, and no tensor they take is
+# freed by gloo's worker thread.
+fsdp="--framework torch --wrapper fsdp --torch-version 1.13 --torch-device cpu --attn eager"
 for case in \
 	"gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"gpt2-untied|--model $tmp/tiny-gpt2.json --untied --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
@@ -471,6 +497,13 @@ for case in \
 	"ddp2-llama-foreach|--model $tmp/tiny-llama.json --zero-grad zeros --ddp 2 --optimizer-impl foreach|$ddp --optimizer-impl foreach --zero-grad zeros" \
 	"ddp2-gpt2-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --ddp 2|$ddp --optimizer-impl single --zero-grad none" \
 	"ddp2-gpt2-buckets|--model $tmp/tiny-gpt2-wide.json --zero-grad zeros --ddp 2 --bucket-cap-mb 0.25|$ddp --optimizer-impl single --zero-grad zeros --bucket-cap 0.25" \
+	"fsdp2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
+	"fsdp2-llama|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
+	"fsdp2-gpt2-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2|$fsdp --optimizer-impl single --zero-grad none" \
+	"fsdp2-llama-foreach|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --optimizer-impl foreach|$fsdp --optimizer-impl foreach --zero-grad zeros" \
+	"fsdp3-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 3|$fsdp --optimizer-impl single --zero-grad zeros" \
+	"fsdp2-qwen2|--model $tmp/tiny-qwen2.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
+	"fsdp2-phi3|--model $tmp/tiny-phi3.json --zero-grad none --fsdp 2|$fsdp --optimizer-impl single --zero-grad none" \
 	"gpt2-dropout|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"llama-dropout|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"qwen2|--model $tmp/tiny-qwen2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
@@ -494,21 +527,37 @@ do
 	# what is compared)
 	set --
 	case $label in
-	ddp2-* | *dropout* | qwen* | phi3* | *amp*)
+	ddp2-* | fsdp* | *dropout* | qwen* | phi3* | *amp*)
 		cfg=$(echo "$targs" | sed 's/^--model \([^ ]*\).*/\1/')
 		case $targs in *--tied*)
 			sed 's/"tie_word_embeddings": false/"tie_word_embeddings": true/' "$cfg" >"$tmp/tied-case.json"
 			cfg=$tmp/tied-case.json ;;
 		esac
-		world=1 tl=
-		case $label in ddp2-*) world=2 tl=--timeline ;; esac # --timeline: the buckets, each its bytes
+		world=1 schemes=dp tl=
+		# --timeline: DDP's buckets, each its bytes
+		case $label in ddp2-*) world=2 tl=--timeline ;; fsdp2-*) world=2 schemes=zero3 ;; fsdp3-*) world=3 schemes=zero3 ;; esac
 		# shellcheck disable=SC2086
-		if ! "$zerosim" measure --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes dp --world $world \
+		if ! "$zerosim" measure --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes $schemes --world $world \
 			--steps 3 $tl $zargs --out "$tmp/m.json" 2>"$tmp/err"; then
 			echo "hf_torch: FAIL: $label: zerosim measure: $(cat "$tmp/err")" >&2
 			exit 99
 		fi
 		set -- "$tmp/m.json"
+		;;
+	esac
+	# FSDP's final weights against DDP's over the same step, ranks and
+	# batches: at N = 2 the same arithmetic (DDP's g * 1/2 and FSDP's
+	# g / 2 are exact, both sum ranks 0..N-1 in fp32); at N = 3 FSDP
+	# divides by 2 and 1.5, DDP multiplies by fp32's 1/3: not bit for bit
+	case $label in
+	fsdp2-*)
+		# shellcheck disable=SC2086
+		if ! "$zerosim" measure --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes dp --world $world \
+			--steps 3 $(echo "$zargs" | sed 's/--wrapper fsdp/--wrapper ddp/') --out "$tmp/d.json" 2>"$tmp/err"; then
+			echo "hf_torch: FAIL: $label: zerosim measure (DDP): $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+		if ! "$py" "$tmp/weights.py" "$tmp/m.json" "$tmp/d.json" "$label"; then status=1; fi
 		;;
 	esac
 	if ! "$py" "$tmp/cmp.py" "$tmp/out.json" "$label" "$@"; then status=1; fi

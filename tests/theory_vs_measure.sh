@@ -446,11 +446,26 @@ plain --framework torch --wrapper ddp --torch-version 2.6 --torch-device cpu --o
 plain --framework torch --wrapper ddp --torch-version 1.13 --torch-device cpu --optimizer-impl single \
 	--zero-grad zeros --attn eager --model "$tmp/gpt2-wide.json" --seq 16 --batch 1 --precision fp32 \
 	--world 2 --schemes dp --steps 1 --bucket-cap 0
-# These DDP sweeps hold the executor to the sum of the same list (util/
-# ag_ddp.c's): they do not check DDP's model itself, which tests/hf_torch.sh's
-# ddp2-* cases hold to real PyTorch (1.13 in make check, 2.6 in make
-# check-torch26; ddp2-gpt2-buckets's gradients span several buckets, their
-# sizes equal to the reducer's own).
+# FSDP over the same step (--wrapper fsdp: util/ag_fsdp.c's pass; measure
+# runs the N ranks in lockstep, the all-gathers and reduce-scatters across
+# them): N = 2, 3 and 4 (padded units), both families tied and untied,
+# single and foreach, zero_grad zeros and set_to_none, 1.13 (its only
+# release so far). No --unit: FSDP's units are its wrap policy's.
+for model in gpt2-tiny gpt2-untied llama-tiny llama-tied; do
+	for impl in single foreach; do
+		for zg in zeros none; do
+			plain --framework torch --wrapper fsdp --torch-version 1.13 --torch-device cpu \
+				--optimizer-impl $impl --zero-grad $zg --attn eager --model "$tmp/$model.json" --seq 32 \
+				--batch 2 --precision fp32 --world 2,3,4 --schemes zero3 --steps 3
+		done
+	done
+done
+# These DDP and FSDP sweeps hold the executor to the sum of the same list
+# (util/ag_ddp.c's, ag_fsdp.c's): they do not check DDP's or FSDP's model
+# itself, which tests/hf_torch.sh's ddp2-*, zero1* and fsdp* cases hold to
+# real PyTorch (DDP: 1.13 in make check, 2.6 in make check-torch26;
+# ddp2-gpt2-buckets's gradients span several buckets, their sizes equal
+# to the reducer's own; FSDP: 1.13 at N = 2 and 3).
 echo "theory_vs_measure: all $configs sweeps agree exactly"
 
 # Every framework trains the transformer to the paper's dp weights, bit for

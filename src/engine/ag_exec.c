@@ -1124,7 +1124,8 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 	 * (nn.Module's init): the feed gave them their values. */
 	int params_only = x->in_setup;
 	for (int k = 0; k < AG_MAXOUT && params_only; k++)
-		params_only = e->out[k] == AG_NONE || is_param(x, e->out[k]);
+		params_only = e->out[k] == AG_NONE ||
+		              (is_param(x, e->out[k]) && x->s->tensor[storage_of(x, e->out[k])].param >= 0);
 	if (params_only && e->out[0] != AG_NONE)
 		return 0;
 	struct agv in[AG_MAXIN] = {0}, out[AG_MAXOUT] = {0};
@@ -1304,7 +1305,7 @@ static int do_alloc(struct ag_exec *x, const struct ag_event *e, size_t ei, char
 	x->buf[t] = tracker_alloc(x->tr, x->rank, s->tensor[t].cat, s->tensor[t].bytes);
 	x->written[t] = 0;
 	x->sqrt_out[t] = 0;
-	if (s->tensor[t].role == AG_ROLE_PARAM) {
+	if (s->tensor[t].role == AG_ROLE_PARAM && s->tensor[t].param >= 0) { /* a wrapper's own (FSDP's shard) is made */
 		if (x->feed.param == NULL || x->feed.param(x->feed.ctx, s, t, x->buf[t], cause) != 0)
 			return x->feed.param == NULL ? fail_ev(cause, e, ei, "parameter %s (%u) has no initial value",
 			                                       what_of(s, t), t)
@@ -1451,7 +1452,67 @@ void ag_exec_end(struct ag_exec *x)
 
 static int is_collective(const struct ag_event *e)
 {
-	return e->kind == AG_EV_OP && (e->op == AG_OP_ALL_REDUCE_SUM_ || e->op == AG_OP_BROADCAST_);
+	return e->kind == AG_EV_OP && (e->op == AG_OP_ALL_REDUCE_SUM_ || e->op == AG_OP_BROADCAST_ ||
+	                               e->op == AG_OP_ALL_GATHER || e->op == AG_OP_REDUCE_SCATTER_SUM ||
+	                               e->op == AG_OP_SHARD);
+}
+
+/* FSDP's (util/ag_fsdp.h): out0 N times in0 (all-gather: every rank's
+ * shard in rank order), in0 N times out0 (reduce-scatter: this rank's
+ * chunk of the ranks' sum, added 0..N-1 in fp32 as gloo's and the
+ * reference's), or this rank's own chunk of in0 (shard, zeros past its
+ * end: FlatParamHandle._get_shard). Both operands fp32 storages (or
+ * views of one), contiguous. Counted as coll.h counts a reduce-scatter
+ * and an all-gather: (N-1) shards sent a rank, the steps only. */
+static int do_sharded(struct ag_exec *x, unsigned n, const struct ag_event *e, size_t ei, char **cause)
+{
+	if (e->in[0] == AG_NONE || e->out[0] == AG_NONE)
+		return fail_ev(cause, e, ei, "an FSDP collective takes one input and one output");
+	struct agv *vi = zs_malloc(n * sizeof *vi), *vo = zs_malloc(n * sizeof *vo);
+	int rc = 0;
+	for (unsigned k = 0; k < n && rc == 0; k++) {
+		rc = view(&x[k], e->in[0], &vi[k], e, ei, cause);
+		if (rc == 0)
+			rc = view(&x[k], e->out[0], &vo[k], e, ei, cause);
+		if (rc == 0 && (vi[k].dt != AG_F32 || vo[k].dt != AG_F32))
+			rc = fail_ev(cause, e, ei, "an FSDP collective over %s: fp32 only", ag_dtype_name(vi[k].dt));
+		if (rc == 0 && !x[k].written[storage_of(&x[k], e->in[0])])
+			rc = fail_ev(cause, e, ei, "%s (%u) is read before anything wrote it", what_of(x[k].s, e->in[0]),
+			             e->in[0]);
+	}
+	uint64_t shard = rc == 0 ? (e->op == AG_OP_ALL_GATHER ? vi[0].numel : vo[0].numel) : 0;
+	if (rc == 0 && e->op == AG_OP_ALL_GATHER && vo[0].numel != (uint64_t)n * shard)
+		rc = fail_ev(cause, e, ei, "an all-gather of %llu elements a rank into %llu", (unsigned long long)shard,
+		             (unsigned long long)vo[0].numel);
+	if (rc == 0 && e->op == AG_OP_REDUCE_SCATTER_SUM && vi[0].numel != (uint64_t)n * shard)
+		rc = fail_ev(cause, e, ei, "a reduce-scatter of %llu elements into %llu a rank",
+		             (unsigned long long)vi[0].numel, (unsigned long long)shard);
+	for (unsigned k = 0; rc == 0 && k < n; k++)
+		for (uint64_t i = 0; i < vo[k].numel; i++) {
+			float v = 0;
+			uint64_t j = (uint64_t)k * shard + i;
+			if (e->op == AG_OP_ALL_GATHER)
+				v = ld(&vi[i / shard], at_lin(&vi[i / shard], i % shard));
+			else if (e->op == AG_OP_REDUCE_SCATTER_SUM)
+				for (unsigned r = 0; r < n; r++)
+					v += ld(&vi[r], at_lin(&vi[r], j));
+			else if (j < vi[k].numel)
+				v = ld(&vi[k], at_lin(&vi[k], j));
+			st(&vo[k], at_lin(&vo[k], i), v);
+		}
+	for (unsigned k = 0; rc == 0 && k < n; k++) {
+		x[k].written[storage_of(&x[k], e->out[0])] = 1;
+		if (x[k].in_setup || e->op == AG_OP_SHARD)
+			continue;
+		enum zs_coll_kind kind = e->op == AG_OP_ALL_GATHER ? ZS_ALL_GATHER : ZS_REDUCE_SCATTER;
+		unsigned long long elems = (unsigned long long)(n - 1) * shard;
+		x[k].comm.calls[kind]++;
+		x[k].comm.elements[kind] += elems;
+		x[k].comm.bytes[kind] += elems * 4;
+	}
+	free(vi);
+	free(vo);
+	return rc;
 }
 
 /* A collective over the n ranks' storage e->in[0] (a whole fp32 storage,
@@ -1525,7 +1586,9 @@ static int world_events(struct ag_exec *x, unsigned n, const struct ag_event *ev
 		for (unsigned k = 0; k < n; k++)
 			if (x[k].tr->phase != ev[j].phase)
 				tracker_set_phase(x[k].tr, ev[j].phase);
-		if (do_collective(x, n, &ev[j], j, cause) != 0)
+		if (ev[j].op == AG_OP_ALL_GATHER || ev[j].op == AG_OP_REDUCE_SCATTER_SUM || ev[j].op == AG_OP_SHARD
+		        ? do_sharded(x, n, &ev[j], j, cause) != 0
+		        : do_collective(x, n, &ev[j], j, cause) != 0)
 			return -1;
 		i = j + 1;
 	}
@@ -1764,11 +1827,45 @@ static int tfm_prepare(struct tfm_feed *f, struct ag_step *s, struct ag_options 
 	return 0;
 }
 
+/* Under FSDP (util/ag_fsdp.h) the model's parameter storage t is gone
+ * at the step's end (freed at construction): its values are those of the
+ * parameter's view of the unit's gathered flat parameter, which are the n
+ * ranks' shards in rank order (the all-gather's input): into d (its
+ * elements). -1 with *cause where the list has no such view. */
+static int sharded_param(const struct ag_exec *x, unsigned n, uint32_t t, float *d, char **cause)
+{
+	const struct ag_step *s = x[0].s;
+	const struct ag_tensor *a = &s->tensor[t];
+	uint32_t v = 0;
+	while (v < s->ntensors && !(s->tensor[v].role == AG_ROLE_PARAM && s->tensor[v].storage != v &&
+	                            s->tensor[v].param == a->param && s->tensor[v].part == a->part))
+		v++;
+	uint32_t sh = AG_NONE;
+	for (size_t i = 0; v < s->ntensors && i < s->nevents && sh == AG_NONE; i++)
+		if (s->event[i].kind == AG_EV_OP && s->event[i].op == AG_OP_ALL_GATHER &&
+		    s->event[i].out[0] == s->tensor[v].storage)
+			sh = s->event[i].in[0];
+	if (sh == AG_NONE)
+		return zs_fail(cause, "the PyTorch step holds no parameter %s (%u) at its end", what_of(s, t), t);
+	uint64_t shard = s->tensor[sh].bytes / 4, numel = a->bytes / 4;
+	for (uint64_t e = 0; e < numel; e++) {
+		uint64_t j = s->tensor[v].offset + e;
+		const float *src = j / shard < n ? ag_exec_data(&x[j / shard], sh) : NULL;
+		if (src == NULL)
+			return zs_fail(cause, "the PyTorch step holds no shard of parameter %s (%u) at its end", what_of(s, t), t);
+		d[e] = src[j % shard];
+	}
+	return 0;
+}
+
 /* The final weights in zerosim's flat order, tensor by tensor from the
- * list's parameter storages, into the digest (and w if not NULL). */
-static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, float *w, uint64_t *digest, char **cause)
+ * list's parameter storages, into the digest (and w if not NULL): rank
+ * x[0]'s, or under FSDP (n > 1) the n ranks' shards joined. */
+static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, unsigned nranks, float *w,
+                         uint64_t *digest, char **cause)
 {
 	const struct ag_step *s = x->s;
+	float *joined = NULL;
 	XXH3_state_t *h = XXH3_createState();
 	if (h == NULL || XXH3_64bits_reset(h) != XXH_OK)
 		zs_oom(__FILE__, __LINE__);
@@ -1782,7 +1879,7 @@ static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, floa
 			                            s->tensor[t].param == (int32_t)i &&
 			                            (f->part[t] == part || (f->part[t] < 0 && part == 0))))
 				t++;
-			if (t == s->ntensors || ag_exec_data(x, t) == NULL) {
+			if (t == s->ntensors || (ag_exec_data(x, t) == NULL && nranks < 2)) {
 				rc = zs_fail(cause, "the PyTorch step holds no parameter for tensor %zu (part %d) at its end", i, part);
 				break;
 			}
@@ -1793,6 +1890,12 @@ static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, floa
 				break;
 			}
 			const float *d = ag_exec_data(x, t);
+			if (d == NULL) {
+				joined = zs_realloc(joined, rows * cols * sizeof *joined);
+				if ((rc = sharded_param(x, nranks, t, joined, cause)) != 0)
+					break;
+				d = joined;
+			}
 			uint64_t first = f->off[i] + r0 * cols, n = rows * cols;
 			if (!conv1d(f, i)) {
 				if (XXH3_64bits_update(h, d, n * sizeof *d) != XXH_OK)
@@ -1819,6 +1922,7 @@ static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, floa
 	}
 	*digest = XXH3_64bits_digest(h);
 	XXH3_freeState(h);
+	free(joined);
 	return rc;
 }
 
@@ -1901,11 +2005,13 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 		memcpy(out->peak_breakdown, m->at_peak, sizeof m->at_peak);
 		if (want_weights)
 			out->weights = zs_malloc(f.p.numel * sizeof *out->weights);
-		rc = final_weights(&f, &x[0], out->weights, &out->digest, cause);
+		/* FSDP's: every rank's shard of each unit, joined */
+		int sharded = c->wrapper == ZS_WRAPPER_FSDP;
+		rc = final_weights(&f, x, sharded ? world : 1, out->weights, &out->digest, cause);
 		/* DDP's replicas: every rank ends with rank 0's weights */
-		for (unsigned k = 1; rc == 0 && k < world; k++) {
+		for (unsigned k = 1; rc == 0 && !sharded && k < world; k++) {
 			uint64_t d;
-			rc = final_weights(&f, &x[k], NULL, &d, cause);
+			rc = final_weights(&f, &x[k], 1, NULL, &d, cause);
 			if (rc == 0 && d != out->digest)
 				rc = zs_fail(cause, "internal error: rank %u's weights differ from rank 0's (--wrapper ddp, %s, N=%u)",
 				             k, ag_zero1_scheme(c) ? "zero1" : "dp", world);

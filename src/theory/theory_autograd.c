@@ -31,7 +31,8 @@ static int build(const struct zs_model *m, const struct zs_config *c, uint64_t b
 	ag_options_from_config(&o, c, batch, seq);
 	step_params_build(p, m);
 	/* under --wrapper ddp, DDP's pass (util/ag_ddp.h): under dp a rank's
-	 * bytes are the same at every N; under zero1 each rank's are its own */
+	 * bytes are the same at every N; under zero1 each rank's are its own;
+	 * under fsdp FSDP's (util/ag_fsdp.h), its shards 1/N of each unit */
 	int rc = ag_step_build_run(s, m, p, &o, c, world ? world : 1, cause);
 	if (rc < 0)
 		step_params_free(p);
@@ -47,7 +48,7 @@ int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, u
 		               zs_wrapper_name(c->wrapper));
 	struct step_params p;
 	struct ag_step s;
-	int rc = build(m, c, 1, seq, 1, &p, &s, cause);
+	int rc = build(m, c, 1, seq, c->wrapper == ZS_WRAPPER_FSDP ? 2 : 1, &p, &s, cause);
 	if (rc < 0)
 		return rc;
 	ag_step_free(&s);
@@ -72,16 +73,20 @@ static void apply(const struct ag_step *s, const struct ag_event *e, unsigned ra
 	}
 }
 
-/* What a collective of the step (DDP's, util/ag_ddp.h) sends a rank,
- * counted as every other collective of the theory is: the ring over the
- * buffer padded to N·ceil(n/N) elements, an all-reduce 2(N-1)/N of it, a
- * broadcast (N-1)/N; nothing at N = 1. */
+/* What a collective of the step (DDP's, util/ag_ddp.h; FSDP's,
+ * util/ag_fsdp.h) sends a rank, counted as every other collective of the
+ * theory is: the ring over the buffer padded to N·ceil(n/N) elements, an
+ * all-reduce 2(N-1)/N of it, a broadcast, reduce-scatter or all-gather
+ * (N-1)/N; nothing at N = 1. */
 static void count_collective(const struct ag_step *s, const struct ag_event *e, unsigned world,
                              struct theory_schedule *out)
 {
-	if (e->kind != AG_EV_OP || (e->op != AG_OP_ALL_REDUCE_SUM_ && e->op != AG_OP_BROADCAST_) || world < 2)
+	if (e->kind != AG_EV_OP || world < 2 ||
+	    (e->op != AG_OP_ALL_REDUCE_SUM_ && e->op != AG_OP_BROADCAST_ && e->op != AG_OP_ALL_GATHER &&
+	     e->op != AG_OP_REDUCE_SCATTER_SUM))
 		return;
-	const struct ag_tensor *t = &s->tensor[e->in[0]];
+	/* the whole buffer: an all-gather's output, any other's input */
+	const struct ag_tensor *t = &s->tensor[e->op == AG_OP_ALL_GATHER ? e->out[0] : e->in[0]];
 	uint64_t n = 1;
 	for (unsigned k = 0; k < t->ndim; k++)
 		n *= t->shape[k];

@@ -264,6 +264,14 @@ char *theory_framework_text(const struct theory_request *req)
 			                       "buckets), each gradient's copy into its bucket divided by N, the buffers' "
 			                       "broadcast at every forward; every rank holds the same bytes at any N.");
 		}
+		if (c->wrapper == ZS_WRAPPER_FSDP)
+			return zs_strdup("\nFramework torch, --wrapper fsdp: FullyShardedDataParallel FULL_SHARD as PyTorch "
+			                 "1.13 runs it (a unit per block and the root, backward_prefetch None) over Hugging "
+			                 "Face's model in its own step, allocation by allocation (docs/schedule.md, \"FSDP "
+			                 "over the PyTorch step\"): each unit's flat parameter padded to a multiple of N and "
+			                 "sharded, gathered before its forward and again at its pre-backward hook, its "
+			                 "gradients held for the split's cat, the padded copy reduce-scattered into a shard; "
+			                 "Adam over the shards.\n");
 		return zs_asprintf("\nFramework torch: dp is DistributedDataParallel (bucket_cap_mb %s; its gradient "
 		                   "buckets, a second gradient-sized buffer, are resident: category buckets, counted "
 		                   "in the schedule's tables above), zero1 is "

@@ -651,6 +651,12 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 			              "a sharding scheme shards it\n");
 			continue;
 		}
+		if (c->wrapper == ZS_WRAPPER_FSDP) {
+			/* the PyTorch step has no checkpointing: only N changes it */
+			zs_buf_printf(t, " nothing else under FSDP (--wrapper fsdp: the PyTorch step recomputes nothing); "
+			              "more ranks shard its parameters, gradients and Adam's state further\n");
+			continue;
+		}
 		if (c->wrapper == ZS_WRAPPER_NONE) {
 			/* the plain loop is one process and recomputes nothing (its
 			 * step is PyTorch's, without checkpointing): no N and no

@@ -21,126 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/ag_fsdp.h"
+#include "util/ag_pass.h"
 #include "util/ag_zero1.h"
 #include "util/util.h"
 
 #define NO AG_NONE
-
-struct pass {
-	struct ag_step *s;
-	size_t cap_tensors;
-	struct ag_event *ev; /* the list being written */
-	size_t nev, cap;
-};
-
-static uint32_t newt(struct pass *p)
-{
-	if (p->s->ntensors == p->cap_tensors) {
-		p->cap_tensors = p->cap_tensors ? 2 * p->cap_tensors : 64;
-		p->s->tensor = zs_realloc(p->s->tensor, p->cap_tensors * sizeof *p->s->tensor);
-	}
-	uint32_t t = (uint32_t)p->s->ntensors++;
-	memset(&p->s->tensor[t], 0, sizeof p->s->tensor[t]);
-	return t;
-}
-
-/* The elements of a storage (every one the pass counts is whole and
- * contiguous: parameters, buffers, grads; a 0-dim scalar is one). */
-static uint64_t elements(const struct ag_tensor *x) { return x->bytes / ag_dtype_size(x->dtype); }
-
-/* A storage of n elements of dtype dt (1-D; 0-dim where n is 0). */
-static uint32_t storage(struct pass *p, const char *what, enum ag_dtype dt, uint64_t n, int scalar, enum zs_cat cat)
-{
-	uint32_t t = newt(p);
-	struct ag_tensor *x = &p->s->tensor[t];
-	x->what = what;
-	x->dtype = dt;
-	x->ndim = scalar ? 0 : 1;
-	x->shape[0] = n;
-	x->stride[0] = 1;
-	x->storage = t;
-	x->bytes = (scalar ? 1 : n) * ag_dtype_size(dt);
-	x->role = AG_ROLE_TEMP;
-	x->cat = cat;
-	x->param = -1;
-	x->module = -1;
-	x->part = -1;
-	return t;
-}
-
-/* A contiguous view of `flat` shaped as tensor `like`, at element `off`. */
-static uint32_t view_as(struct pass *p, uint32_t flat, uint32_t like, uint64_t off)
-{
-	uint32_t t = newt(p);
-	struct ag_tensor *x = &p->s->tensor[t];
-	const struct ag_tensor *l = &p->s->tensor[like], *f = &p->s->tensor[flat];
-	x->what = f->what;
-	x->dtype = f->dtype;
-	x->ndim = l->ndim;
-	memcpy(x->shape, l->shape, sizeof x->shape);
-	memcpy(x->stride, l->stride, sizeof x->stride); /* `like` is a whole contiguous storage */
-	x->storage = flat;
-	x->offset = off;
-	x->role = f->role;
-	x->cat = f->cat;
-	x->param = -1;
-	x->module = -1;
-	x->part = -1;
-	return t;
-}
-
-static struct ag_event *emit(struct pass *p, enum ag_event_kind k, enum zs_phase ph, int32_t module)
-{
-	if (p->nev == p->cap) {
-		p->cap = p->cap ? 2 * p->cap : 256;
-		p->ev = zs_realloc(p->ev, p->cap * sizeof *p->ev);
-	}
-	struct ag_event *e = &p->ev[p->nev++];
-	memset(e, 0, sizeof *e);
-	e->kind = k;
-	e->phase = ph;
-	e->module = module;
-	for (int i = 0; i < AG_MAXIN; i++)
-		e->in[i] = NO;
-	for (int i = 0; i < AG_MAXOUT; i++)
-		e->out[i] = NO;
-	return e;
-}
-
-static void alloc_(struct pass *p, uint32_t t, enum zs_phase ph) { emit(p, AG_EV_ALLOC, ph, -1)->t = t; }
-static void free_(struct pass *p, uint32_t t, enum zs_phase ph) { emit(p, AG_EV_FREE, ph, -1)->t = t; }
-
-static struct ag_event *op(struct pass *p, enum zs_phase ph, enum ag_op k, uint32_t in0, uint32_t out0)
-{
-	struct ag_event *e = emit(p, AG_EV_OP, ph, -1);
-	e->op = k;
-	e->in[0] = in0;
-	e->out[0] = out0;
-	return e;
-}
-
-static void copy_event(struct pass *p, const struct ag_event *e)
-{
-	emit(p, e->kind, e->phase, e->module);
-	p->ev[p->nev - 1] = *e;
-}
-
-/* torch.autograd.profiler.record_function in 1.13 on the CPU: a zeros(1)
- * handle and the 288-byte one _record_function_enter returns, gone before
- * the body runs (util/autograd.c's record_function, as the optimizer's). */
-static void record_function(struct pass *p, const struct ag_options *o, enum zs_phase ph)
-{
-	if (o->version != ZS_TORCH_1_13 || o->device != ZS_DEVICE_CPU)
-		return;
-	uint32_t h = storage(p, "zeros (record_function handle)", AG_F32, 1, 0, ZS_CAT_ACTIVATIONS);
-	alloc_(p, h, ph);
-	op(p, ph, AG_OP_FILL, NO, h);
-	uint32_t r = storage(p, "_record_function_enter (handle)", AG_BOOL, 288, 0, ZS_CAT_ACTIVATIONS);
-	alloc_(p, r, ph);
-	op(p, ph, AG_OP_FILL, NO, r);
-	free_(p, r, ph);
-	free_(p, h, ph);
-}
 
 /* dist._broadcast_coalesced (comm.cpp broadcast_coalesced) of tensors
  * t[0..n) from rank 0, buckets of at most `limit` bytes a dtype
@@ -148,7 +34,7 @@ static void record_function(struct pass *p, const struct ag_options *o, enum zs_
  * broadcast in place (flatten_dense_tensors is a view of it), a bucket of
  * more is flattened into a new tensor (cat), broadcast, copied back
  * (unflatten's views) and freed. */
-static void broadcast_coalesced(struct pass *p, const uint32_t *t, size_t n, double limit, enum zs_phase ph)
+static void broadcast_coalesced(struct ag_pass *p, const uint32_t *t, size_t n, double limit, enum zs_phase ph)
 {
 	unsigned char *done = zs_calloc(n ? n : 1, 1);
 	uint32_t *b = zs_malloc((n ? n : 1) * sizeof *b);
@@ -166,26 +52,26 @@ static void broadcast_coalesced(struct pass *p, const uint32_t *t, size_t n, dou
 				bytes += (double)p->s->tensor[t[j]].bytes;
 			}
 		if (nb == 1) {
-			op(p, ph, AG_OP_BROADCAST_, b[0], b[0]);
+			agp_op(p, ph, AG_OP_BROADCAST_, b[0], b[0]);
 			continue;
 		}
 		uint64_t total = 0;
 		for (size_t k = 0; k < nb; k++)
-			total += elements(&p->s->tensor[b[k]]);
-		uint32_t flat = storage(p, "cat (broadcast_coalesced)", dt, total, 0,
+			total += agp_elements(&p->s->tensor[b[k]]);
+		uint32_t flat = agp_storage(p, "cat (broadcast_coalesced)", dt, total, 0,
 		                        ph == ZS_PH_SETUP ? ZS_CAT_BUCKETS : ZS_CAT_ACTIVATIONS);
-		alloc_(p, flat, ph);
+		agp_alloc(p, flat, ph);
 		uint32_t *v = zs_malloc(nb * sizeof *v);
 		uint64_t off = 0;
 		for (size_t k = 0; k < nb; k++) {
-			v[k] = view_as(p, flat, b[k], off);
-			off += elements(&p->s->tensor[b[k]]);
-			op(p, ph, AG_OP_COPY, b[k], v[k]);
+			v[k] = agp_view_as(p, flat, b[k], off);
+			off += agp_elements(&p->s->tensor[b[k]]);
+			agp_op(p, ph, AG_OP_COPY, b[k], v[k]);
 		}
-		op(p, ph, AG_OP_BROADCAST_, flat, flat);
+		agp_op(p, ph, AG_OP_BROADCAST_, flat, flat);
 		for (size_t k = 0; k < nb; k++)
-			op(p, ph, AG_OP_COPY, v[k], b[k]);
-		free_(p, flat, ph);
+			agp_op(p, ph, AG_OP_COPY, v[k], b[k]);
+		agp_free(p, flat, ph);
 		free(v);
 	}
 	free(b);
@@ -279,8 +165,8 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 		return zs_fail(cause, "--wrapper ddp: internal error: %zu of the step's %zu grads are accumulated in "
 		               "backward", nready, ngrads);
 	}
-	struct pass P = {.s = s, .cap_tensors = s->ntensors};
-	struct pass *p = &P;
+	struct ag_pass P = {.s = s, .cap_tensors = s->ntensors};
+	struct ag_pass *p = &P;
 	/* The buckets as rebuilt (fp32: every parameter is): in ready order,
 	 * closed once at or over their limit, the first's first_bucket_bytes. */
 	uint32_t *bucket_of = zs_malloc(ngrads * sizeof *bucket_of); /* per ready grad: its bucket's storage */
@@ -300,28 +186,28 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 		uint64_t n = 0;
 		do {
 			bytes += s->tensor[ready[j]].bytes;
-			n += elements(&s->tensor[ready[j]]);
+			n += agp_elements(&s->tensor[ready[j]]);
 			j++;
 		} while (j < ngrads && bytes < limit);
-		uint32_t bk = storage(p, "Reducer bucket (gradients)", AG_F32, n, 0, ZS_CAT_BUCKETS);
+		uint32_t bk = agp_storage(p, "Reducer bucket (gradients)", AG_F32, n, 0, ZS_CAT_BUCKETS);
 		buckets[nbuckets++] = bk;
 		uint64_t off = 0;
 		for (size_t k = i; k < j; k++) {
 			bucket_of[k] = bk;
-			bview[k] = view_as(p, bk, ready[k], off);
-			off += elements(&s->tensor[ready[k]]);
+			bview[k] = agp_view_as(p, bk, ready[k], off);
+			off += agp_elements(&s->tensor[ready[k]]);
 		}
 		last[j - 1] = 1;
 		i = j;
 	}
 	/* set-up: the model's, then DDP's construction */
 	for (size_t i = 0; i < s->nsetup; i++)
-		copy_event(p, &s->setup[i]);
+		agp_copy(p, &s->setup[i]);
 	uint32_t *st = zs_malloc((s->ntensors ? s->ntensors : 1) * sizeof *st);
 	size_t nst = states(s, st, 1, 1);
 	broadcast_coalesced(p, st, nst, AG_DDP_BROADCAST_BUCKET_BYTES, ZS_PH_SETUP);
 	for (size_t k = 0; k < nbuckets; k++)
-		alloc_(p, buckets[k], ZS_PH_SETUP);
+		agp_alloc(p, buckets[k], ZS_PH_SETUP);
 	free(s->setup);
 	s->setup = p->ev;
 	s->nsetup = p->nev;
@@ -347,7 +233,7 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 			/* finalize_backward: every grad from its bucket view */
 			if (sync)
 				for (size_t k = 0; k < ngrads; k++)
-					op(p, ZS_PH_BACKWARD, AG_OP_COPY, bview[k], ready[k]);
+					agp_op(p, ZS_PH_BACKWARD, AG_OP_COPY, bview[k], ready[k]);
 			if (is_micro(e)) {
 				micro++;
 				in_forward = 0;
@@ -355,10 +241,10 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 				sync = !(o->ddp_no_sync && micro + 1 < K);
 			}
 		}
-		copy_event(p, e);
+		agp_copy(p, e);
 		if (is_mark(e, "phase:forward") && !in_forward) {
 			in_forward = 1;
-			record_function(p, o, ZS_PH_FORWARD);
+			agp_record_function(p, o, ZS_PH_FORWARD);
 			if (sync_bufs)
 				broadcast_coalesced(p, st, nbuf, AG_DDP_BROADCAST_BUCKET_BYTES, ZS_PH_FORWARD);
 			sync_bufs = sync;
@@ -377,17 +263,17 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 		}
 		if (g < ngrads && i == at[g]) {
 			/* the hook: mul_out(bucket_view, grad, 1/N) */
-			uint32_t w = storage(p, "scalar (wrapped number, 1/N)", AG_F64, 0, 1, ZS_CAT_ACTIVATIONS);
-			alloc_(p, w, ZS_PH_BACKWARD);
-			op(p, ZS_PH_BACKWARD, AG_OP_FILL, NO, w)->arg[0] = 1.0 / world;
-			uint32_t f = storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
-			alloc_(p, f, ZS_PH_BACKWARD);
-			op(p, ZS_PH_BACKWARD, AG_OP_COPY, w, f);
-			op(p, ZS_PH_BACKWARD, AG_OP_MUL_SCALAR, ready[g], bview[g])->arg[0] = 1.0 / world;
-			free_(p, f, ZS_PH_BACKWARD);
-			free_(p, w, ZS_PH_BACKWARD);
+			uint32_t w = agp_storage(p, "scalar (wrapped number, 1/N)", AG_F64, 0, 1, ZS_CAT_ACTIVATIONS);
+			agp_alloc(p, w, ZS_PH_BACKWARD);
+			agp_op(p, ZS_PH_BACKWARD, AG_OP_FILL, NO, w)->arg[0] = 1.0 / world;
+			uint32_t f = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
+			agp_alloc(p, f, ZS_PH_BACKWARD);
+			agp_op(p, ZS_PH_BACKWARD, AG_OP_COPY, w, f);
+			agp_op(p, ZS_PH_BACKWARD, AG_OP_MUL_SCALAR, ready[g], bview[g])->arg[0] = 1.0 / world;
+			agp_free(p, f, ZS_PH_BACKWARD);
+			agp_free(p, w, ZS_PH_BACKWARD);
 			if (last[g])
-				op(p, ZS_PH_BACKWARD, AG_OP_ALL_REDUCE_SUM_, bucket_of[g], bucket_of[g]);
+				agp_op(p, ZS_PH_BACKWARD, AG_OP_ALL_REDUCE_SUM_, bucket_of[g], bucket_of[g]);
 			g++;
 		}
 	}
@@ -416,10 +302,11 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 		oz.zero1_world = world;
 	if (ag_step_build(s, m, p, &oz, cause) != 0)
 		return -1;
-	/* Every step ag_step_build makes is one the pass takes: its failure is
-	 * zerosim's, not the input's. */
-	if (c->wrapper == ZS_WRAPPER_DDP &&
-	    ag_ddp_apply(s, o, world, c->bucket_cap_mb, ag_ddp_first_bucket_bytes(c), cause) != 0) {
+	/* Every step ag_step_build makes is one the passes take: their failure
+	 * is zerosim's, not the input's. */
+	if ((c->wrapper == ZS_WRAPPER_DDP &&
+	     ag_ddp_apply(s, o, world, c->bucket_cap_mb, ag_ddp_first_bucket_bytes(c), cause) != 0) ||
+	    (c->wrapper == ZS_WRAPPER_FSDP && ag_fsdp_apply(s, p, o, world, cause) != 0)) {
 		ag_step_free(s);
 		return -2;
 	}

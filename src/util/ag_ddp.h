@@ -94,11 +94,12 @@ int ag_zero1_scheme(const struct zs_config *c);
 /* The run's step: ag_step_build, and under --wrapper ddp (c->wrapper) the
  * pass above for `world` ranks (dp: the bytes do not depend on it, only
  * the hooks' 1/N does; zero1: Adam inside ZeroRedundancyOptimizer over
- * `world` ranks, util/ag_zero1.h, each rank's bytes its own). 0; -1 with
- * *cause where ag_step_build refuses the model or options (bad input); -2
- * with *cause where the pass fails on the built step (an internal error: a
- * run-time failure, not the user's input). Nothing is left to free either
- * way. */
+ * `world` ranks, util/ag_zero1.h, each rank's bytes its own), under
+ * --wrapper fsdp util/ag_fsdp.h's (each unit's shard is 1/N of it). 0; -1
+ * with *cause where ag_step_build refuses the model or options (bad
+ * input); -2 with *cause where a pass fails on the built step (an
+ * internal error: a run-time failure, not the user's input). Nothing is
+ * left to free either way. */
 int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct step_params *p,
                       const struct ag_options *o, const struct zs_config *c, unsigned world, char **cause);
 

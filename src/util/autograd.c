@@ -71,6 +71,7 @@ const char *ag_op_name(enum ag_op op)
 		[AG_OP_COS] = "cos", [AG_OP_SIN] = "sin", [AG_OP_ROPE_INV_FREQ] = "rope_inv_freq",
 		[AG_OP_BERNOULLI_] = "bernoulli_", [AG_OP_SDPA_FLASH] = "sdpa_flash", [AG_OP_SDPA_FLASH_BWD] = "sdpa_flash_bwd",
 		[AG_OP_ALL_REDUCE_SUM_] = "all_reduce_sum_", [AG_OP_BROADCAST_] = "broadcast_",
+		[AG_OP_ALL_GATHER] = "all_gather", [AG_OP_REDUCE_SCATTER_SUM] = "reduce_scatter_sum", [AG_OP_SHARD] = "shard",
 	};
 	return (unsigned)op < AG_NOPS && n[op] ? n[op] : "?";
 }
@@ -96,11 +97,8 @@ struct bld {
 	 * lookup made the builder O(L^2) in the blocks */
 	struct names *tensors, *modules;
 	int32_t *pt_of;             /* per step_params tensor: 4 slots, its whole pt and parts 0..2 (-1: none) */
-	/* the optimizer's parameters (ZeroRedundancyOptimizer: a rank's, in
-	 * its partition order; NULL: every one in model order), and the rank
-	 * every event is stamped with (ag_event.only_rank: 0 every rank) */
-	const size_t *opt_pt;
-	size_t opt_n;
+	/* the rank every event is stamped with (ag_event.only_rank: 0 every
+	 * rank; ZeroRedundancyOptimizer's sections, optimizer_phase) */
 	uint32_t only_rank;
 	struct model *M;            /* the model being built (autocast's cache is its) */
 	int micro;                  /* under --grad-accum K > 1, the micro-step being written (its marks say
@@ -2807,18 +2805,10 @@ static void record_function(struct bld *b)
 	unref(b, h);
 }
 
-/* The optimizer's i-th parameter: b->opt_pt's selection (a rank's under
- * ZeroRedundancyOptimizer), or every one in model order. */
-static size_t opt_n(const struct bld *b, const struct model *M) { return b->opt_pt ? b->opt_n : M->npt; }
-static struct pt *opt_pt(const struct bld *b, struct model *M, size_t i)
-{
-	return &M->pt[b->opt_pt ? b->opt_pt[i] : i];
-}
-
 /* ZeroRedundancyOptimizer over o->zero1_world ranks (util/ag_zero1.h):
  * the partition of M's parameters, each rank's in its order (sel, with
  * rank r's from start[r] to start[r + 1]). */
-static void zero1_partition(const struct bld *b, const struct model *M, size_t *sel, size_t *start)
+static void zero1_partition(const struct bld *b, const struct model *M, struct pt **sel, size_t *start)
 {
 	unsigned N = b->o->zero1_world;
 	uint64_t *numel = zs_calloc(M->npt ? M->npt : 1, sizeof *numel);
@@ -2832,7 +2822,7 @@ static void zero1_partition(const struct bld *b, const struct model *M, size_t *
 		start[r] = k;
 		for (size_t i = 0; i < M->npt; i++)
 			if (rank_of[order[i]] == r)
-				sel[k++] = order[i];
+				sel[k++] = &M->pt[order[i]];
 	}
 	start[N] = k;
 	free(numel);
@@ -2840,12 +2830,20 @@ static void zero1_partition(const struct bld *b, const struct model *M, size_t *
 	free(order);
 }
 
-/* Adam's state, made by its first step (first_step's list). */
-static void adam_state(struct bld *b, struct model *M)
+/* The module a parameter's optimizer events run in: its step_params
+ * module, or none for a wrapper's own parameter (FSDP's flat ones). */
+static int32_t pt_module(const struct bld *b, const struct pt *q)
 {
-	for (size_t i = 0; i < opt_n(b, M); i++) {
-		struct pt *q = opt_pt(b, M, i);
-		b->module = (int32_t)b->p->tensor[q->param].module;
+	return q->param >= 0 && b->p != NULL ? (int32_t)b->p->tensor[q->param].module : -1;
+}
+
+/* Adam's state for the parameters qs[0..n), made by its first step
+ * (first_step's list). */
+static void adam_state(struct bld *b, struct pt *const *qs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct pt *q = qs[i];
+		b->module = pt_module(b, q);
 		q->step = mk(b, "Adam step", AG_F32, 0, NULL, AG_ROLE_ADAM_STEP, ZS_CAT_ADAM_M, q->param);
 		op(b, AG_OP_FILL, NO, NO, NO, q->step, NO, NO)->arg[0] = 0;
 		const struct ag_tensor w_ = b->s->tensor[q->w], *w = &w_; /* a copy: the array grows */
@@ -2859,16 +2857,16 @@ static void adam_state(struct bld *b, struct model *M)
 }
 
 /* torch.optim.Adam's single-tensor step (1.13 adam.py _single_tensor_adam
- * 319-410; 2.6 340-476): per parameter, in model.parameters() order. */
-static void adam_single(struct bld *b, struct model *M)
+ * 319-410; 2.6 340-476): per parameter, in its param_groups' order. */
+static void adam_single(struct bld *b, struct pt *const *qs, size_t n)
 {
 	const struct ag_options *o = b->o;
 	T prev = NO;
-	for (size_t i = 0; i < opt_n(b, M); i++) {
-		struct pt *q = opt_pt(b, M, i);
+	for (size_t i = 0; i < n; i++) {
+		struct pt *q = qs[i];
 		if (q->g == NO)
 			continue;
-		b->module = (int32_t)b->p->tensor[q->param].module;
+		b->module = pt_module(b, q);
 		scalar_op_(b, AG_OP_ADD_SCALAR_, q->step, NO, 1);     /* step_t += 1 */
 		if (o->version == ZS_TORCH_1_13) {
 			scalar_op_(b, AG_OP_MUL_SCALAR_, q->m, NO, o->beta1); /* exp_avg.mul_(beta1) */
@@ -2902,14 +2900,14 @@ static void adam_single(struct bld *b, struct model *M)
  * together until the function returns (freed list by list, each from its
  * last tensor: CPython's list dealloc). 2.6 (line 485): lerp_, the steps
  * by a 0-dim tensor, eps added in place: one list. */
-static void adam_foreach(struct bld *b, struct model *M)
+static void adam_foreach(struct bld *b, struct pt *const *qs, size_t nqs)
 {
 	const struct ag_options *o = b->o;
 	size_t n = 0;
-	struct pt **q = zs_calloc(M->npt ? M->npt : 1, sizeof(struct pt *));
-	for (size_t i = 0; i < opt_n(b, M); i++)
-		if (opt_pt(b, M, i)->g != NO)
-			q[n++] = opt_pt(b, M, i);
+	struct pt **q = zs_calloc(nqs ? nqs : 1, sizeof(struct pt *));
+	for (size_t i = 0; i < nqs; i++)
+		if (qs[i]->g != NO)
+			q[n++] = qs[i];
 	T *sq = zs_calloc(n ? n : 1, sizeof *sq), *dn = zs_calloc(n ? n : 1, sizeof *dn);
 	if (o->version == ZS_TORCH_1_13) {
 		for (size_t i = 0; i < n; i++) /* _foreach_add_(state_steps, 1) */
@@ -2937,14 +2935,14 @@ static void adam_foreach(struct bld *b, struct model *M)
 	for (size_t i = 0; i < n; i++)
 		op(b, AG_OP_ADDCMUL_, q[i]->v, q[i]->g, q[i]->g, q[i]->v, NO, NO)->arg[0] = 1 - o->beta2;
 	for (size_t i = 0; i < n; i++) { /* _foreach_sqrt(exp_avg_sqs) */
-		b->module = (int32_t)b->p->tensor[q[i]->param].module;
+		b->module = pt_module(b, q[i]);
 		sq[i] = like(b, "_foreach_sqrt (Adam)", q[i]->v);
 		op(b, AG_OP_SQRT, q[i]->v, NO, NO, sq[i], NO, NO);
 	}
 	for (size_t i = 0; i < n; i++) /* _foreach_div_(exp_avg_sq_sqrt, bias_correction2_sqrt) */
 		scalar_op_(b, AG_OP_MUL_SCALAR_, sq[i], NO, 1.0);
 	for (size_t i = 0; i < n; i++) {
-		b->module = (int32_t)b->p->tensor[q[i]->param].module;
+		b->module = pt_module(b, q[i]);
 		if (o->version == ZS_TORCH_1_13) /* denom = _foreach_add(exp_avg_sq_sqrt, eps) */
 			dn[i] = scalar_op(b, AG_OP_ADD_SCALAR, "_foreach_add (Adam's denom)", sq[i], o->eps, NULL);
 		else { /* 2.6 (adam.py 678): _foreach_add_(exp_avg_sq_sqrt, eps), in place */
@@ -2971,20 +2969,20 @@ static void adam_foreach(struct bld *b, struct model *M)
  * makes no temporary (aten/src/ATen/native/FusedAdam.cpp and its CPU
  * kernel; CUDA's multi-tensor-apply kernel neither). The executor runs
  * _fused_adam_ tensor by tensor: the same values, the same bytes. */
-static void adam_fused(struct bld *b, struct model *M)
+static void adam_fused(struct bld *b, struct pt *const *qs, size_t n)
 {
-	for (size_t i = 0; i < opt_n(b, M); i++) {
-		struct pt *q = opt_pt(b, M, i);
+	for (size_t i = 0; i < n; i++) {
+		struct pt *q = qs[i];
 		if (q->g == NO)
 			continue;
-		b->module = (int32_t)b->p->tensor[q->param].module;
+		b->module = pt_module(b, q);
 		scalar_op_(b, AG_OP_ADD_SCALAR_, q->step, NO, 1);
 	}
-	for (size_t i = 0; i < opt_n(b, M); i++) {
-		struct pt *q = opt_pt(b, M, i);
+	for (size_t i = 0; i < n; i++) {
+		struct pt *q = qs[i];
 		if (q->g == NO)
 			continue;
-		b->module = (int32_t)b->p->tensor[q->param].module;
+		b->module = pt_module(b, q);
 		struct ag_event *e = ev(b, AG_EV_OP);
 		e->op = AG_OP_ADAM_FUSED_;
 		e->in[0] = q->w, e->in[1] = q->g, e->in[2] = q->m, e->in[3] = q->v;
@@ -3007,6 +3005,60 @@ static void zero_grad(struct bld *b, struct model *M)
 			q->g = NO;
 		}
 	}
+}
+
+/* The one description of Adam over some parameters: the plain loop's
+ * (every one, model order), ZeroRedundancyOptimizer's (each rank's own,
+ * its partition order) and a wrapper's own (FSDP's flat shards,
+ * ag_optimizer_events). The parameters are lists, qs[start[k] ..
+ * start[k + 1]) for k < nlists, each an optimizer's param_groups in its
+ * order; with per_rank list k is rank k's local optimizer, its events
+ * rank k's alone (ag_event.only_rank).
+ *
+ * The optimizer's phase: its mark, 1.13's record_function (with per_rank
+ * ZeroRedundancyOptimizer.step's, then the local Adam's step's: two),
+ * Adam over each list as --optimizer-impl says. */
+static void optimizer_phase(struct bld *b, struct pt *const *qs, const size_t *start, unsigned nlists,
+                            int per_rank)
+{
+	mark(b, "phase:optimizer");
+	record_function(b);
+	if (per_rank)
+		record_function(b);
+	for (unsigned k = 0; k < nlists; k++) {
+		b->only_rank = per_rank ? k + 1 : 0;
+		struct pt *const *q = qs + start[k];
+		size_t n = start[k + 1] - start[k];
+		if (b->o->optim_impl == ZS_OPTIM_FOREACH)
+			adam_foreach(b, q, n);
+		else if (b->o->optim_impl == ZS_OPTIM_FUSED)
+			adam_fused(b, q, n);
+		else
+			adam_single(b, q, n);
+	}
+	b->only_rank = 0;
+}
+
+void ag_optimizer_events(struct ag_step *s, const struct ag_options *o, const struct ag_param_state *ps, size_t n,
+                         struct ag_event **list, size_t *nlist, size_t *cap)
+{
+	struct bld B_ = { .s = s, .o = o, .module = -1, .phase = ZS_PH_OPTIMIZER, .tcap = s->ntensors, .cap = *cap };
+	struct bld *b = &B_;
+	b->refs = zs_calloc(s->ntensors ? s->ntensors : 1, sizeof *b->refs);
+	for (size_t t = 0; t < s->ntensors; t++)
+		b->refs[t] = s->tensor[t].storage == t; /* the caller's: never released here */
+	use(b, list, nlist);
+	struct pt *pt = zs_calloc(n ? n : 1, sizeof *pt), **q = zs_calloc(n ? n : 1, sizeof(struct pt *));
+	for (size_t i = 0; i < n; i++) {
+		pt[i] = (struct pt){ .w = ps[i].w, .g = ps[i].g, .m = ps[i].m, .v = ps[i].v, .step = ps[i].step,
+		                     .param = -1, .part = -1 };
+		q[i] = &pt[i];
+	}
+	optimizer_phase(b, q, (const size_t[]){ 0, n }, 1, 0);
+	*cap = b->cap;
+	free(q);
+	free(pt);
+	free(b->refs);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -3174,23 +3226,24 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			b->s->tensor[q->g].part = q->part;
 		}
 	b->module = -1;
-	/* ZeroRedundancyOptimizer (util/ag_zero1.h): each rank's state for its
-	 * own parameters, in its section */
-	unsigned zw = o->zero1_world;
-	size_t *zsel = zw ? zs_calloc(M.npt ? M.npt : 1, sizeof *zsel) : NULL;
-	size_t *zstart = zw ? zs_calloc(zw + 1, sizeof *zstart) : NULL;
+	/* The optimizer's parameter lists (optimizer_phase): every one in
+	 * model order, or under ZeroRedundancyOptimizer (util/ag_zero1.h)
+	 * each rank's own in its partition order, its state in its section */
+	unsigned zw = o->zero1_world, nlists = zw ? zw : 1;
+	struct pt **opt = zs_calloc(M.npt ? M.npt : 1, sizeof(struct pt *));
+	size_t *start = zs_calloc(nlists + 1, sizeof *start);
 	if (zw)
-		zero1_partition(b, &M, zsel, zstart);
-	for (unsigned r = 0; r < (zw ? zw : 1); r++) {
-		if (zw) {
-			b->only_rank = r + 1;
-			b->opt_pt = zsel + zstart[r];
-			b->opt_n = zstart[r + 1] - zstart[r];
-		}
-		adam_state(b, &M);
+		zero1_partition(b, &M, opt, start);
+	else {
+		for (size_t i = 0; i < M.npt; i++)
+			opt[i] = &M.pt[i];
+		start[1] = M.npt;
+	}
+	for (unsigned r = 0; r < nlists; r++) {
+		b->only_rank = zw ? r + 1 : 0;
+		adam_state(b, opt + start[r], start[r + 1] - start[r]);
 	}
 	b->only_rank = 0;
-	b->opt_pt = NULL;
 	use(b, &s->event, &s->nevents);
 	/* K micro-steps (forward, backward) then one optimizer step; the
 	 * grads the first backward makes (or zero_grad kept) take the later
@@ -3219,37 +3272,14 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	free(ids);
 	free(labels);
 	b->phase = ZS_PH_OPTIMIZER;
-	mark(b, "phase:optimizer");
-	record_function(b);
-	/* ZeroRedundancyOptimizer.step: its own record_function (above), then
-	 * the local Adam's step (its record_function, its parameters) on
-	 * every rank, each rank's section its own */
-	if (zw)
-		record_function(b);
-	for (unsigned r = 0; r < (zw ? zw : 1); r++) {
-		if (zw) {
-			b->only_rank = r + 1;
-			b->opt_pt = zsel + zstart[r];
-			b->opt_n = zstart[r + 1] - zstart[r];
-		}
-		if (o->optim_impl == ZS_OPTIM_FOREACH)
-			adam_foreach(b, &M);
-		else if (o->optim_impl == ZS_OPTIM_FUSED)
-			adam_fused(b, &M);
-		else
-			adam_single(b, &M);
-	}
-	b->only_rank = 0;
-	b->opt_pt = NULL;
+	optimizer_phase(b, opt, start, nlists, zw != 0);
 	/* _sync_params: rank by rank, each of its parameters broadcast from
 	 * it in partition order, in place */
 	for (unsigned r = 0; r < zw; r++)
-		for (size_t k = zstart[r]; k < zstart[r + 1]; k++) {
-			T w = M.pt[zsel[k]].w;
-			op(b, AG_OP_BROADCAST_, w, NO, NO, w, NO, NO)->arg[0] = r;
-		}
-	free(zsel);
-	free(zstart);
+		for (size_t k = start[r]; k < start[r + 1]; k++)
+			op(b, AG_OP_BROADCAST_, opt[k]->w, NO, NO, opt[k]->w, NO, NO)->arg[0] = r;
+	free(opt);
+	free(start);
 	mark(b, "phase:zero_grad");
 	zero_grad(b, &M);
 	if (M.lossk != NO)

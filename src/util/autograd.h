@@ -179,6 +179,13 @@ enum ag_op {
 	 * (out[0] is in[0]); the executor runs them across its ranks */
 	AG_OP_ALL_REDUCE_SUM_, /* in0 = the sum of every rank's in0 */
 	AG_OP_BROADCAST_,    /* in0 = rank arg[0]'s in0 */
+	/* appended: FSDP's (util/ag_fsdp.h), across the executor's ranks; every
+	 * rank's out0 is N times its in0 (all-gather, in0 out0's shard) or in0
+	 * N times out0 (reduce-scatter, shard) */
+	AG_OP_ALL_GATHER,    /* out0 = cat(every rank's in0), rank order (_all_gather_base) */
+	AG_OP_REDUCE_SCATTER_SUM, /* out0 = this rank's chunk of the sum of every rank's in0 (_reduce_scatter_base) */
+	AG_OP_SHARD,         /* out0 = this rank's chunk of in0 (chunks of out0's elements), zeros past in0's end
+	                      * (FlatParamHandle._get_shard: chunk().clone(), F.pad) */
 	AG_NOPS
 };
 const char *ag_op_name(enum ag_op op);
@@ -274,6 +281,18 @@ struct ag_step {
 int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step_params *p,
                   const struct ag_options *o, char **cause);
 void ag_step_free(struct ag_step *s);
+
+/* One parameter's storages for the optimizer: the parameter, its .grad,
+ * Adam's exp_avg, exp_avg_sq and step counter. */
+struct ag_param_state { uint32_t w, g, m, v, step; };
+/* Append to *list (*nlist events, capacity *cap, grown as needed) the
+ * optimizer's phase as ag_step_build writes it -- the mark
+ * "phase:optimizer", 1.13's record_function, Adam (o->optim_impl) over
+ * ps[0..n) in that order --, its temporaries new tensors of s. For a
+ * wrapper whose parameters are not the model's (FSDP's flat parameters,
+ * util/ag_fsdp.h): one description of Adam. */
+void ag_optimizer_events(struct ag_step *s, const struct ag_options *o, const struct ag_param_state *ps, size_t n,
+                         struct ag_event **list, size_t *nlist, size_t *cap);
 
 /* Resolve the run's options: "default" becomes what release `version`
  * does on `device` (zero_grad: zeros in 1.13, none from 2.0; Adam: foreach

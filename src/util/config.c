@@ -39,7 +39,7 @@ static const char *const torch_device_names[] = {"cuda", "cpu"};
 static const char *const optim_impl_names[] = {"default", "single", "foreach", "fused"};
 static const char *const zero_grad_names[] = {"default", "none", "zeros"};
 static const char *const attn_names[] = {"default", "eager", "sdpa"};
-static const char *const wrapper_names[] = {"auto", "none", "ddp"};
+static const char *const wrapper_names[] = {"auto", "none", "ddp", "fsdp"};
 #define NNAMES(a) ((unsigned)(sizeof(a) / sizeof(a)[0]))
 const char *zs_torch_version_name(enum zs_torch_version v) { return torch_version_names[v]; }
 const char *zs_torch_device_name(enum zs_torch_device d) { return torch_device_names[d]; }
@@ -47,7 +47,10 @@ const char *zs_optim_impl_name(enum zs_optim_impl i) { return optim_impl_names[i
 const char *zs_zero_grad_name(enum zs_zero_grad z) { return zero_grad_names[z]; }
 const char *zs_attn_name(enum zs_attn a) { return attn_names[a]; }
 const char *zs_wrapper_name(enum zs_wrapper w) { return wrapper_names[w]; }
-int zs_wrapper_step(const struct zs_config *c) { return c->wrapper == ZS_WRAPPER_NONE || c->wrapper == ZS_WRAPPER_DDP; }
+int zs_wrapper_step(const struct zs_config *c)
+{
+	return c->wrapper == ZS_WRAPPER_NONE || c->wrapper == ZS_WRAPPER_DDP || c->wrapper == ZS_WRAPPER_FSDP;
+}
 
 enum zs_optim_impl zs_optim_impl_resolve(const struct zs_config *c)
 {
@@ -764,6 +767,45 @@ static int check_ddp(const struct zs_config *c, char **cause)
 	return check_step_unit(c, cause);
 }
 
+/* --wrapper fsdp: torch's FullyShardedDataParallel FULL_SHARD over the
+ * PyTorch step (util/ag_fsdp.h), torch's zero3, at 1.13's defaults. */
+static int check_fsdp(const struct zs_config *c, char **cause)
+{
+	if (c->framework != ZS_FW_TORCH)
+		return zs_fail(cause, "--wrapper fsdp is torch's FullyShardedDataParallel: give --framework torch");
+	for (size_t i = 0; i < c->nschemes; i++)
+		if (c->schemes[i] != ZS_ZERO3)
+			return zs_fail(cause, "--wrapper fsdp runs torch's zero3 (FSDP FULL_SHARD) only so far: give --schemes "
+			               "zero3 (it lists %s; %s)", zs_scheme_name(c->schemes[i]),
+			               c->schemes[i] == ZS_ZERO2 ? "SHARD_GRAD_OP, zero2, is not built yet"
+			                                         : "torch's dp and zero1 are --wrapper ddp's");
+	/* its units are the wrap policy's: a --unit would relabel the rows and
+	 * change nothing else (as under none and ddp, check_step_unit) */
+	if (c->given & ZS_KEY_BIT(ZS_KEY_UNITS))
+		return zs_fail(cause, "--unit: --wrapper fsdp's units are 1.13's transformer_auto_wrap_policy's (a unit per "
+		               "block and the root), not --unit's: leave --unit out");
+	for (size_t w = 0; w < c->nworld; w++)
+		if (c->world[w] < 2)
+			return zs_fail(cause, "--wrapper fsdp shards over N ranks: every --world must be at least 2 (it lists "
+			               "%u)", c->world[w]);
+	if (c->torch_version != ZS_TORCH_1_13)
+		return zs_fail(cause, "--torch-version %s: --wrapper fsdp is PyTorch 1.13's FSDP only so far (give "
+		               "--torch-version 1.13)", zs_torch_version_name(c->torch_version));
+	/* FSDP's mixed precision is its own MixedPrecision, not autocast's
+	 * casts over its all-gathered parameters: no reference runs them */
+	if (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16)
+		return zs_fail(cause, "--precision %s: autocast under --wrapper fsdp is not described yet (give --precision "
+		               "fp32)", zs_precision_name(c->precision));
+	if (c->prefetch != ZS_PREFETCH_NONE)
+		return zs_fail(cause, "--prefetch %s: --wrapper fsdp follows PyTorch 1.13's default backward_prefetch "
+		               "(none) only so far", zs_prefetch_name(c->prefetch));
+	for (int k = ZS_KEY_BUCKET_CAP; k <= ZS_KEY_DS_MAX_LIVE; k++)
+		if (k != ZS_KEY_PREFETCH && (c->given & ZS_KEY_BIT(k)))
+			return zs_fail(cause, "--%s: --wrapper fsdp builds no %s to set", key_names[k],
+			               k == ZS_KEY_BUCKET_CAP ? "DDP" : "DeepSpeed engine");
+	return 0;
+}
+
 int zs_config_check_torch(const struct zs_config *c, char **cause)
 {
 	static const enum zs_key torch_keys[] = {ZS_KEY_TORCH_VERSION, ZS_KEY_TORCH_DEVICE, ZS_KEY_OPTIM_IMPL,
@@ -781,17 +823,18 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	                                         ZS_KEY_ZERO_GRAD};
 	for (size_t i = 0; i < sizeof plain_keys / sizeof plain_keys[0]; i++)
 		if (!zs_wrapper_step(c) && (c->given & ZS_KEY_BIT(plain_keys[i])))
-			return zs_fail(cause, "--%s: only with --wrapper none or ddp so far (the engine's own DDP, FSDP and "
+			return zs_fail(cause, "--%s: only with --wrapper none, ddp or fsdp so far (the engine's own DDP, FSDP and "
 			               "DeepSpeed steps do not follow it yet)", key_names[plain_keys[i]]);
 	/* Gradient accumulation is described for the PyTorch step (the plain
 	 * loop and DDP over it) only: the paper's schedule, DeepSpeed's
 	 * gradient_accumulation_steps and the engine's own wrapped steps
 	 * (docs/finetune.md, the plan) do not take it yet. */
-	if (c->grad_accum > 1 && !zs_wrapper_step(c))
+	if (c->grad_accum > 1 && (!zs_wrapper_step(c) || c->wrapper == ZS_WRAPPER_FSDP))
 		return zs_fail(cause, "--grad-accum %u: only with --framework torch and --wrapper none or ddp so far (%s "
 		               "takes no accumulation yet)", c->grad_accum,
 		               c->framework == ZS_FW_PAPER       ? "the paper's schedule"
 		               : c->framework == ZS_FW_DEEPSPEED ? "the DeepSpeed engine's step"
+		               : c->wrapper == ZS_WRAPPER_FSDP   ? "FSDP over the PyTorch step"
 		                                                 : "--wrapper auto, the engine's own DDP and FSDP step,");
 	/* no reference trains these together yet (tests/ft_torch.py
 	 * accumulates in fp32 over one Adam) */
@@ -814,6 +857,8 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 		               "(give --torch-device cuda, --torch-version 2.6 or another --optimizer-impl)");
 	if (c->wrapper == ZS_WRAPPER_DDP)
 		return check_ddp(c, cause);
+	if (c->wrapper == ZS_WRAPPER_FSDP)
+		return check_fsdp(c, cause);
 	if (c->wrapper != ZS_WRAPPER_NONE)
 		return 0;
 	/* The plain loop is one process's: no DDP, FSDP or DeepSpeed engine,
@@ -840,7 +885,9 @@ int zs_config_check_model(const struct zs_config *c, int transformer, char **cau
 	if (zs_wrapper_step(c))
 		return zs_fail(cause, "--wrapper %s needs a transformer (--model): it is %s over a Hugging Face model",
 		               zs_wrapper_name(c->wrapper),
-		               c->wrapper == ZS_WRAPPER_DDP ? "DDP over the PyTorch step" : "the plain loop");
+		               c->wrapper == ZS_WRAPPER_DDP    ? "DDP over the PyTorch step"
+		               : c->wrapper == ZS_WRAPPER_FSDP ? "FSDP over the PyTorch step"
+		                                               : "the plain loop");
 	return 0;
 }
 

@@ -1,0 +1,554 @@
+/*
+ * ag_fsdp — FullyShardedDataParallel over the PyTorch step (util/ag_fsdp.h).
+ *
+ * Written from PyTorch 1.13's FSDP (Debian 12's python3-torch,
+ * /usr/lib/python3/dist-packages/torch/distributed/fsdp/):
+ *   flat_param.py      flatten_params (torch.cat of the unit's parameters,
+ *                      388), _get_shard (chunk(world_size), clone, F.pad
+ *                      to the first chunk's size, 543-562), unshard ->
+ *                      _alloc_padded_unsharded_flat_param (_alloc_storage
+ *                      of _padded_unsharded_size, 687-699) and
+ *                      _all_gather_flat_param (dist._all_gather_base,
+ *                      722-746), reshard -> _free_unsharded_flat_param
+ *                      (913-927), _get_unflat_views (torch.split of the
+ *                      flat parameter, .view(shape): the parameters'
+ *                      gradients meet in SplitWithSizesBackward, 944-971),
+ *                      prepare_gradient (the sharded .grad moved aside,
+ *                      775-835);
+ *   fully_sharded_data_parallel.py  forward (record_function, the root
+ *                      kept unsharded after forward, 2697-2727), backward
+ *                      _prefetch default None (980), _post_backward_hook
+ *                      (record_function, _reshard, F.pad of the flattened
+ *                      gradient, torch.zeros_like(chunks[0]), the
+ *                      communication hook, _saved_grad_shard += output or
+ *                      = output, 3191-3355), _should_free_unsharded_flat_param
+ *                      (3386-3390);
+ *   torch/distributed/algorithms/_comm_hooks/default_hooks.py
+ *                      reduce_scatter_hook (grad.div_(predivide) before,
+ *                      output.div_(postdivide) after, each only when > 1)
+ * and checked against 1.13's allocator by tests/hf_torch.sh
+ * (hf_torch.py --fsdp 2: the profiler's trace of each allocation).
+ */
+#include "util/ag_fsdp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/ag_pass.h"
+#include "util/util.h"
+
+#define NO AG_NONE
+
+struct unit {
+	long long block;         /* its block, -1 for the root */
+	char name[64];           /* the unit's name in the step's marks ("h.0", "layers.1") */
+	uint32_t *params;        /* its parameter storages (the model's), in flattening order */
+	uint64_t *off;           /* each one's first element in the flat parameter */
+	uint32_t *held;          /* backward: each one's gradient, held by the split until the cat (NO: not in) */
+	unsigned char *pending;  /* backward: the plain loop freed that gradient already (it goes at the cat) */
+	size_t nparams, ngot;
+	uint64_t numel, padded, shard;
+	uint32_t gathered;       /* _full_param_padded: the padded unsharded flat parameter */
+	uint32_t sh, grad, m, v, step; /* the sharded flat parameter, its .grad (NO while None), Adam's */
+	int done;                /* its post-backward hook is written */
+};
+
+double ag_fsdp_predivide(unsigned world)
+{
+	double f = 1;
+	while (world % (unsigned)f == 0 && (double)world / f > f)
+		f *= 2;
+	return f;
+}
+
+static uint32_t sto(const struct ag_step *s, uint32_t t) { return s->tensor[t].storage; }
+
+/* A contiguous view of storage `flat` with x's shape, at element `off`. */
+static uint32_t view_shaped(struct ag_pass *p, uint32_t flat, uint32_t x, uint64_t off)
+{
+	uint32_t t = agp_newt(p);
+	struct ag_tensor *v = &p->s->tensor[t];
+	*v = p->s->tensor[x];
+	int64_t st = 1;
+	for (int i = (int)v->ndim - 1; i >= 0; i--) {
+		v->stride[i] = st;
+		st *= (int64_t)v->shape[i];
+	}
+	v->dtype = p->s->tensor[flat].dtype;
+	v->storage = flat;
+	v->offset = off;
+	v->bytes = 0;
+	v->role = AG_ROLE_TEMP;
+	v->cat = p->s->tensor[flat].cat;
+	return t;
+}
+
+/* A Python float given to an in-place tensor op: its 8-byte wrapped
+ * number and TensorIterator's fp32 copy (util/autograd.c's scalar_op_). */
+static void scalar_inplace(struct ag_pass *p, enum ag_op k, uint32_t x, double v, enum zs_phase ph)
+{
+	uint32_t w = agp_storage(p, "scalar (wrapped number)", AG_F64, 0, 1, ZS_CAT_BUCKETS);
+	agp_alloc(p, w, ph);
+	agp_op(p, ph, AG_OP_FILL, NO, w)->arg[0] = v;
+	uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_BUCKETS);
+	agp_alloc(p, c, ph);
+	agp_op(p, ph, AG_OP_COPY, w, c);
+	agp_op(p, ph, k, x, x)->arg[0] = v;
+	agp_free(p, c, ph);
+	agp_free(p, w, ph);
+}
+
+/* The unit's unshard: the padded unsharded flat parameter allocated and
+ * all-gathered from every rank's shard (after the record_function of
+ * FSDP's forward or pre-backward hook). */
+static void unshard(struct ag_pass *p, const struct ag_options *o, const struct unit *u, enum zs_phase ph)
+{
+	agp_record_function(p, o, ph);
+	agp_alloc(p, u->gathered, ph);
+	agp_op(p, ph, AG_OP_ALL_GATHER, u->sh, u->gathered);
+}
+
+/* Once the unit's last gradient is in: the split's cat and the post-backward hook. */
+static void post_backward(struct ag_pass *p, const struct ag_options *o, struct unit *u, unsigned world,
+                          double pre)
+{
+	const enum zs_phase ph = ZS_PH_BACKWARD;
+	uint32_t cat = agp_storage(p, "cat (SplitWithSizesBackward: the unsharded flat gradient)", AG_F32, u->numel, 0,
+	                           ZS_CAT_FULL_GRADS);
+	agp_alloc(p, cat, ph);
+	for (size_t j = 0; j < u->nparams; j++)
+		agp_op(p, ph, AG_OP_COPY, u->held[j], view_shaped(p, cat, u->held[j], u->off[j]));
+	for (size_t j = 0; j < u->nparams; j++)
+		if (u->pending[j])
+			agp_free(p, sto(p->s, u->held[j]), ph);
+	agp_record_function(p, o, ph);
+	agp_free(p, u->gathered, ph); /* _reshard: FULL_SHARD frees it */
+	uint32_t pad = agp_storage(p, "constant_pad_nd (F.pad: the padded flat gradient)", AG_F32, u->padded, 0,
+	                           ZS_CAT_BUCKETS);
+	agp_alloc(p, pad, ph);
+	agp_op(p, ph, AG_OP_FILL, NO, pad)->arg[0] = 0;
+	agp_op(p, ph, AG_OP_COPY, cat, view_shaped(p, pad, cat, 0));
+	uint32_t out = agp_storage(p, "zeros_like (the reduce-scatter's output shard)", AG_F32, u->shard, 0,
+	                           ZS_CAT_BUCKETS);
+	agp_alloc(p, out, ph);
+	agp_op(p, ph, AG_OP_FILL, NO, out)->arg[0] = 0;
+	if (pre > 1)
+		scalar_inplace(p, AG_OP_DIV_SCALAR_, pad, pre, ph);
+	agp_op(p, ph, AG_OP_REDUCE_SCATTER_SUM, pad, out);
+	if ((double)world / pre > 1)
+		scalar_inplace(p, AG_OP_DIV_SCALAR_, out, (double)world / pre, ph);
+	if (u->grad != NO) { /* _saved_grad_shard += output */
+		struct ag_event *e = agp_op(p, ph, AG_OP_ADD_, u->grad, u->grad);
+		e->in[1] = out;
+		e->arg[0] = 1;
+	} else { /* _saved_grad_shard = output: the shard's .grad */
+		u->grad = out;
+		struct ag_tensor *g = &p->s->tensor[out];
+		g->what = "grad (FSDP's sharded flat gradient)";
+		g->role = AG_ROLE_GRAD;
+		g->cat = ZS_CAT_GRAD32;
+	}
+	agp_free(p, pad, ph);
+	if (u->grad != out)
+		agp_free(p, out, ph);
+	agp_free(p, cat, ph);
+	u->done = 1;
+}
+
+/* optimizer.zero_grad() over the flat parameters: each shard's .grad
+ * zeroed (set_to_none False) or dropped, in the optimizer's order. */
+static void zero_grad(struct ag_pass *p, const struct ag_options *o, struct unit *u, const size_t *order, size_t nu,
+                      enum zs_phase ph)
+{
+	for (size_t k = 0; k < nu; k++) {
+		struct unit *v = &u[order[k]];
+		if (v->grad == NO)
+			continue;
+		if (o->zero_grad == ZS_ZERO_GRAD_ZEROS) {
+			agp_op(p, ph, AG_OP_ZERO_, v->grad, v->grad);
+		} else {
+			agp_free(p, v->grad, ph);
+			v->grad = NO;
+		}
+	}
+}
+
+static void units_free(struct unit *u, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(u[i].params);
+		free(u[i].off);
+		free(u[i].held);
+		free(u[i].pending);
+	}
+	free(u);
+}
+
+static int is_label(const struct ag_event *e, const char *l)
+{
+	return e->kind == AG_EV_MARK && e->label != NULL && strcmp(e->label, l) == 0;
+}
+
+/* The block unit whose mark "KIND:NAME:WHICH" e is, or NULL. */
+static struct unit *block_mark(const struct ag_event *e, struct unit *u, size_t nu, const char *kind,
+                               const char *which)
+{
+	if (e->kind != AG_EV_MARK || e->label == NULL)
+		return NULL;
+	for (size_t i = 0; i < nu; i++) {
+		char want[96];
+		snprintf(want, sizeof want, "%s:%s:%s", kind, u[i].name, which);
+		if (u[i].block >= 0 && strcmp(e->label, want) == 0)
+			return &u[i];
+	}
+	return NULL;
+}
+
+/* The units: one per block (their order), the root last; each
+ * parameter storage of s in the unit of its module's block. */
+static struct unit *make_units(const struct ag_step *s, const struct step_params *p, size_t *nu)
+{
+	long long nblocks = 0;
+	for (size_t i = 0; i < p->nmodules; i++)
+		if (p->module[i].index + 1 > nblocks)
+			nblocks = p->module[i].index + 1;
+	size_t n = (size_t)nblocks + 1;
+	struct unit *u = zs_calloc(n, sizeof *u);
+	for (size_t i = 0; i < n; i++) {
+		u[i].block = i + 1 < n ? (long long)i : -1;
+		u[i].grad = NO;
+	}
+	for (size_t i = 0; i < p->nmodules; i++) {
+		const struct step_module *md = &p->module[i];
+		if (md->index < 0 || u[md->index].name[0])
+			continue;
+		const char *dot = strrchr(md->prefix, '.');
+		snprintf(u[md->index].name, sizeof u[md->index].name, "%s.%lld", dot ? dot + 1 : md->prefix, md->index);
+	}
+	strcpy(u[n - 1].name, "root");
+	for (uint32_t t = 0; t < s->ntensors; t++) {
+		const struct ag_tensor *x = &s->tensor[t];
+		if (x->storage != t || x->role != AG_ROLE_PARAM || x->param < 0)
+			continue;
+		long long b = p->module[p->tensor[x->param].module].index;
+		struct unit *v = &u[b >= 0 && b < nblocks ? (size_t)b : n - 1];
+		v->params = zs_realloc(v->params, (v->nparams + 1) * sizeof *v->params);
+		v->off = zs_realloc(v->off, (v->nparams + 1) * sizeof *v->off);
+		v->params[v->nparams] = t;
+		v->off[v->nparams++] = v->numel;
+		v->numel += agp_elements(x);
+	}
+	*nu = n;
+	return u;
+}
+
+int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct ag_options *o, unsigned world,
+                  char **cause)
+{
+	if (world < 1)
+		return zs_fail(cause, "--wrapper fsdp: N must be at least 1");
+	size_t nu = 0;
+	struct unit *u = make_units(s, p, &nu);
+	for (size_t i = 0; i < nu; i++)
+		if (u[i].nparams == 0) {
+			units_free(u, nu);
+			return zs_fail(cause, "--wrapper fsdp: internal error: FSDP unit %s holds no parameter", u[i].name);
+		}
+	const size_t nt0 = s->ntensors;
+	struct ag_pass P = {.s = s, .cap_tensors = s->ntensors};
+	struct ag_pass *p_ = &P;
+	/* per original storage: the unit and slot of a parameter (or of its
+	 * plain .grad), and whether it is a plain .grad */
+	int32_t *unit_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *unit_of), *slot_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *slot_of);
+	unsigned char *is_pg = zs_calloc(nt0 ? nt0 : 1, 1), *fed = zs_calloc(nt0 ? nt0 : 1, 1);
+	uint32_t *orig = zs_malloc((nt0 ? nt0 : 1) * sizeof *orig); /* a parameter's stand-in before FSDP */
+	for (size_t t = 0; t < nt0; t++) {
+		unit_of[t] = slot_of[t] = -1;
+		orig[t] = NO;
+	}
+	for (size_t i = 0; i < nu; i++) {
+		struct unit *v = &u[i];
+		v->padded = (v->numel + world - 1) / world * world;
+		v->shard = v->padded / world;
+		v->held = zs_malloc(v->nparams * sizeof *v->held);
+		v->pending = zs_calloc(v->nparams, 1);
+		for (size_t j = 0; j < v->nparams; j++) {
+			v->held[j] = NO;
+			unit_of[v->params[j]] = (int32_t)i;
+			slot_of[v->params[j]] = (int32_t)j;
+		}
+		v->gathered = agp_storage(p_, "_full_param_padded (FSDP's gathered flat parameter)", AG_F32, v->padded, 0,
+		                          ZS_CAT_GATHERED);
+		v->sh = agp_storage(p_, "FlatParameter (this rank's shard)", AG_F32, v->shard, 0, ZS_CAT_PARAM32);
+		s->tensor[v->sh].role = AG_ROLE_PARAM;
+		v->m = agp_storage(p_, "Adam exp_avg (shard)", AG_F32, v->shard, 0, ZS_CAT_ADAM_M);
+		s->tensor[v->m].role = AG_ROLE_ADAM_M;
+		v->v = agp_storage(p_, "Adam exp_avg_sq (shard)", AG_F32, v->shard, 0, ZS_CAT_ADAM_V);
+		s->tensor[v->v].role = AG_ROLE_ADAM_V;
+		v->step = agp_storage(p_, "Adam step", AG_F32, 0, 1, ZS_CAT_ADAM_M);
+		s->tensor[v->step].role = AG_ROLE_ADAM_STEP;
+		if (o->zero_grad == ZS_ZERO_GRAD_ZEROS) {
+			v->grad = agp_storage(p_, "grad (FSDP's sharded flat gradient)", AG_F32, v->shard, 0, ZS_CAT_GRAD32);
+			s->tensor[v->grad].role = AG_ROLE_GRAD;
+		}
+	}
+	/* the plain loop's .grad storages, each its parameter's unit and slot */
+	for (size_t t = 0; t < nt0; t++) {
+		const struct ag_tensor *x = &s->tensor[t];
+		if (x->storage != t || x->role != AG_ROLE_GRAD)
+			continue;
+		is_pg[t] = 1;
+		for (size_t i = 0; i < nu && unit_of[t] < 0; i++)
+			for (size_t j = 0; j < u[i].nparams; j++) {
+				const struct ag_tensor *w = &s->tensor[u[i].params[j]];
+				if (w->param == x->param && w->part == x->part) {
+					unit_of[t] = (int32_t)i;
+					slot_of[t] = (int32_t)j;
+					break;
+				}
+			}
+	}
+	/* the plain .grads the step allocates itself (clone_obey_contract's
+	 * copy): not those AccumulateGrad took as they came */
+	unsigned char *made_pg = zs_calloc(nt0 ? nt0 : 1, 1);
+	for (size_t i = 0; i < s->nevents; i++) {
+		const struct ag_event *e = &s->event[i];
+		if (e->kind == AG_EV_OP && e->phase == ZS_PH_BACKWARD && e->out[0] != NO && is_pg[sto(s, e->out[0])] &&
+		    (e->op == AG_OP_ADD_ || e->op == AG_OP_COPY))
+			made_pg[sto(s, e->out[0])] = 1;
+	}
+	/* The parameters before FSDP: stand-ins of the set-up's own; the
+	 * model's become views of the unit's gathered flat parameter (and
+	 * every view of them a view of it). */
+	for (size_t i = 0; i < nu; i++)
+		for (size_t j = 0; j < u[i].nparams; j++) {
+			uint32_t w = u[i].params[j], w0 = agp_newt(p_);
+			s->tensor[w0] = s->tensor[w];
+			s->tensor[w0].storage = w0;
+			orig[w] = w0;
+		}
+	for (size_t t = 0; t < nt0; t++) {
+		struct ag_tensor *x = &s->tensor[t];
+		uint32_t w = x->storage;
+		if (unit_of[w] < 0 || is_pg[w] || s->tensor[w].role != AG_ROLE_PARAM)
+			continue;
+		const struct unit *v = &u[unit_of[w]];
+		x->offset += v->off[slot_of[w]];
+		if (t == w)
+			x->bytes = 0;
+	}
+	for (size_t t = 0; t < nt0; t++) {
+		struct ag_tensor *x = &s->tensor[t];
+		uint32_t w = x->storage;
+		if (w < nt0 && orig[w] != NO)
+			x->storage = u[unit_of[w]].gathered;
+	}
+	/* set-up: the model's (its parameters the stand-ins), then FSDP's
+	 * construction, the blocks' units first (the auto-wrap policy wraps
+	 * the children before the root) */
+	for (size_t i = 0; i < s->nsetup; i++) {
+		struct ag_event e = s->setup[i];
+		if (e.t != NO && e.t < nt0 && orig[e.t] != NO)
+			e.t = orig[e.t];
+		for (int k = 0; k < AG_MAXIN; k++)
+			if (e.in[k] != NO && e.in[k] < nt0 && orig[e.in[k]] != NO)
+				e.in[k] = orig[e.in[k]];
+		for (int k = 0; k < AG_MAXOUT; k++)
+			if (e.out[k] != NO && e.out[k] < nt0 && orig[e.out[k]] != NO)
+				e.out[k] = orig[e.out[k]];
+		agp_copy(p_, &e);
+	}
+	for (size_t i = 0; i < nu; i++) {
+		struct unit *v = &u[i];
+		uint32_t flat = agp_storage(p_, "cat (flatten_params: the unsharded flat parameter)", AG_F32, v->numel, 0,
+		                            ZS_CAT_PARAM32);
+		agp_alloc(p_, flat, ZS_PH_SETUP);
+		for (size_t j = 0; j < v->nparams; j++) {
+			uint32_t w0 = orig[v->params[j]];
+			agp_op(p_, ZS_PH_SETUP, AG_OP_COPY, w0, view_shaped(p_, flat, w0, v->off[j]));
+		}
+		for (size_t j = 0; j < v->nparams; j++)
+			agp_free(p_, orig[v->params[j]], ZS_PH_SETUP);
+		agp_alloc(p_, v->sh, ZS_PH_SETUP);
+		agp_op(p_, ZS_PH_SETUP, AG_OP_SHARD, flat, v->sh);
+		agp_free(p_, flat, ZS_PH_SETUP);
+	}
+	free(s->setup);
+	s->setup = p_->ev;
+	s->nsetup = p_->nev;
+	p_->ev = NULL;
+	p_->nev = p_->cap = 0;
+	/* the first step's own, over the shards in the optimizer's order
+	 * (model.parameters(): the root's flat parameter, then the blocks') */
+	size_t *order = zs_malloc(nu * sizeof *order);
+	order[0] = nu - 1;
+	for (size_t i = 0; i + 1 < nu; i++)
+		order[i + 1] = i;
+	for (size_t k = 0; k < nu; k++)
+		if (u[order[k]].grad != NO) {
+			agp_alloc(p_, u[order[k]].grad, ZS_PH_SETUP);
+			agp_op(p_, ZS_PH_SETUP, AG_OP_ZERO_, u[order[k]].grad, u[order[k]].grad);
+		}
+	for (size_t k = 0; k < nu; k++) {
+		const struct unit *v = &u[order[k]];
+		agp_alloc(p_, v->step, ZS_PH_SETUP);
+		agp_op(p_, ZS_PH_SETUP, AG_OP_FILL, NO, v->step)->arg[0] = 0;
+		agp_alloc(p_, v->m, ZS_PH_SETUP);
+		agp_op(p_, ZS_PH_SETUP, AG_OP_FILL, NO, v->m)->arg[0] = 0;
+		agp_alloc(p_, v->v, ZS_PH_SETUP);
+		agp_op(p_, ZS_PH_SETUP, AG_OP_FILL, NO, v->v)->arg[0] = 0;
+	}
+	free(s->first_step);
+	s->first_step = p_->ev;
+	s->nfirst = p_->nev;
+	p_->ev = NULL;
+	p_->nev = p_->cap = 0;
+	/* the step */
+	const double pre = ag_fsdp_predivide(world);
+	struct unit *root = &u[nu - 1], *ready = NULL;
+	int forward = 0, root_prebwd = 0, skip_optimizer = 0, zeroed = 0, rc = 0;
+	size_t nmarks[2] = { 0, 0 };
+	for (size_t i = 0; i < s->nevents && rc == 0; i++) {
+		const struct ag_event *e = &s->event[i];
+		struct unit *v;
+		if (skip_optimizer) {
+			if (!is_label(e, "phase:zero_grad"))
+				continue;
+			skip_optimizer = 0;
+		}
+		/* a unit's hook runs once its last gradient is in and the
+		 * engine's work on that node's inputs is done: before the next
+		 * mark (the next unit's pre-backward hook, or backward's end) */
+		if (ready != NULL && e->kind == AG_EV_MARK) {
+			post_backward(p_, o, ready, world, pre);
+			ready = NULL;
+		}
+		switch (e->kind) {
+		case AG_EV_MARK:
+			if (is_label(e, "phase:forward") && !forward) {
+				forward = 1;
+				agp_copy(p_, e);
+				unshard(p_, o, root, ZS_PH_FORWARD);
+			} else if ((v = block_mark(e, u, nu, "fwd", "start")) != NULL) {
+				unshard(p_, o, v, ZS_PH_FORWARD);
+				agp_copy(p_, e);
+				nmarks[0]++;
+			} else if ((v = block_mark(e, u, nu, "fwd", "end")) != NULL) {
+				agp_copy(p_, e);
+				agp_free(p_, v->gathered, ZS_PH_FORWARD); /* reshard after forward */
+			} else if (is_label(e, "phase:backward")) {
+				agp_copy(p_, e);
+				root_prebwd = 1;
+			} else if ((v = block_mark(e, u, nu, "bwd", "start")) != NULL) {
+				agp_copy(p_, e);
+				unshard(p_, o, v, ZS_PH_BACKWARD); /* _pre_backward_hook */
+				nmarks[1]++;
+			} else if (is_label(e, "phase:optimizer")) {
+				for (size_t k = 0; k < nu && rc == 0; k++)
+					if (!u[k].done)
+						rc = zs_fail(cause, "--wrapper fsdp: internal error: unit %s got %zu of its %zu "
+						             "gradients in backward", u[k].name, u[k].ngot, u[k].nparams);
+				struct ag_param_state *ps = zs_malloc(nu * sizeof *ps);
+				for (size_t k = 0; k < nu; k++) {
+					const struct unit *x = &u[order[k]];
+					ps[k] = (struct ag_param_state){ x->sh, x->grad, x->m, x->v, x->step };
+				}
+				ag_optimizer_events(s, o, ps, nu, &p_->ev, &p_->nev, &p_->cap);
+				P.cap_tensors = s->ntensors; /* it grew the tensors by its own */
+				free(ps);
+				skip_optimizer = 1;
+			} else {
+				agp_copy(p_, e);
+			}
+			break;
+		case AG_EV_ALLOC: /* a plain .grad made for a copy or a sum goes; one AccumulateGrad took stays */
+			if (!is_pg[e->t] || !made_pg[e->t])
+				agp_copy(p_, e);
+			break;
+		case AG_EV_OP:
+			if (e->out[0] != NO && made_pg[sto(s, e->out[0])] && e->phase == ZS_PH_BACKWARD &&
+			    (e->op == AG_OP_ADD_ || e->op == AG_OP_COPY)) {
+				uint32_t pg = sto(s, e->out[0]);
+				v = &u[unit_of[pg]];
+				v->held[slot_of[pg]] = e->op == AG_OP_ADD_ ? e->in[1] : e->in[0];
+				fed[pg] = 1;
+			} else if (e->op == AG_OP_ZERO_ && e->phase != ZS_PH_BACKWARD && is_pg[sto(s, e->out[0])]) {
+				/* zero_grad's zero_ of a plain .grad: FSDP's own instead */
+				if (!zeroed)
+					zero_grad(p_, o, u, order, nu, e->phase);
+				zeroed = 1;
+			} else {
+				agp_copy(p_, e);
+				if (root_prebwd && e->phase == ZS_PH_BACKWARD) {
+					/* the root's _pre_backward_hook on the loss's
+					 * gradient: the root is still unsharded */
+					agp_record_function(p_, o, ZS_PH_BACKWARD);
+					root_prebwd = 0;
+				}
+			}
+			break;
+		case AG_EV_GRAD_READY: {
+			uint32_t pg = sto(s, e->t);
+			if (!is_pg[pg] || unit_of[pg] < 0) {
+				agp_copy(p_, e);
+				break;
+			}
+			v = &u[unit_of[pg]];
+			size_t j = (size_t)slot_of[pg];
+			if (!fed[pg]) { /* AccumulateGrad took the incoming gradient itself */
+				v->held[j] = e->t;
+				v->pending[j] = 1;
+				s->tensor[pg].role = AG_ROLE_TEMP;
+			}
+			fed[pg] = 0;
+			if (v->done || ++v->ngot > v->nparams) {
+				rc = zs_fail(cause, "--wrapper fsdp: internal error: a gradient of unit %s arrives twice in "
+				             "backward", v->name);
+				break;
+			}
+			if (v->ngot == v->nparams)
+				ready = v;
+			break;
+		}
+		case AG_EV_FREE: {
+			uint32_t t = e->t;
+			int drop = 0;
+			for (size_t k = 0; k < nu && !drop; k++)
+				for (size_t j = 0; j < u[k].nparams && !drop; j++)
+					if (!u[k].done && u[k].held[j] != NO && sto(s, u[k].held[j]) == t) {
+						u[k].pending[j] = 1;
+						drop = 1;
+					}
+			if (!drop && t < nt0 && is_pg[t]) { /* zero_grad(set_to_none=True) of a plain .grad */
+				drop = 1;
+				if (!zeroed)
+					zero_grad(p_, o, u, order, nu, e->phase);
+				zeroed = 1;
+			}
+			if (!drop)
+				agp_copy(p_, e);
+			break;
+		}
+		}
+	}
+	if (rc == 0 && (nmarks[0] != nu - 1 || nmarks[1] != nu - 1))
+		rc = zs_fail(cause, "--wrapper fsdp: internal error: %zu and %zu of the %zu blocks' forward and backward "
+		             "marks found", nmarks[0], nmarks[1], nu - 1);
+	if (rc == 0) {
+		free(s->event);
+		s->event = p_->ev;
+		s->nevents = p_->nev;
+		p_->ev = NULL;
+	}
+	free(p_->ev);
+	free(order);
+	free(unit_of);
+	free(slot_of);
+	free(is_pg);
+	free(made_pg);
+	free(fed);
+	free(orig);
+	units_free(u, nu);
+	return rc;
+}

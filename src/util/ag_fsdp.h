@@ -1,0 +1,70 @@
+/*
+ * ag_fsdp — torch.distributed.fsdp.FullyShardedDataParallel over the
+ * PyTorch step as data (util/autograd.h): a pass that takes the plain
+ * loop's built step and makes one rank's step under FSDP (--wrapper fsdp;
+ * docs/schedule.md, "FSDP over the PyTorch step"), as PyTorch 1.13 runs it:
+ * ShardingStrategy.FULL_SHARD, transformer_auto_wrap_policy on the block
+ * class (one unit per GPT2Block / LlamaDecoderLayer, the root unit holding
+ * the rest), use_orig_params False, every other argument its default
+ * (backward_prefetch None, forward_prefetch False, no mixed precision, no
+ * CPU offload).
+ *
+ *   set-up   each unit's parameters flattened into one flat parameter of
+ *            their elements (flatten_params' cat; the tied head's table
+ *            once), padded to a multiple of N and cut into N shards; the
+ *            rank keeps its own (_get_shard: chunk().clone(), F.pad), the
+ *            originals and the flat copy are freed. The model's
+ *            parameters become views of the unit's padded unsharded flat
+ *            parameter (_full_param_padded), which exists only while
+ *            gathered.
+ *   forward  a unit's forward (the root's at the step's start): 1.13's
+ *            record_function("FullyShardedDataParallel.forward"), the
+ *            padded unsharded flat parameter allocated and all-gathered;
+ *            a block's is freed after its forward (reshard after
+ *            forward), the root's is kept for backward.
+ *   backward a block's pre-backward hook (on its output's gradient): a
+ *            record_function and the all-gather again; the root's (on the
+ *            loss's) a record_function only. The parameters' gradients
+ *            are the split's (SplitWithSizesBackward of the flat
+ *            parameter's views): each held until the unit's last one is
+ *            in, then cat into the unsharded flat gradient, the parts
+ *            freed; AccumulateGrad's post hook (_post_backward_hook):
+ *            a record_function, the gathered parameter freed (reshard),
+ *            the gradient padded (F.pad, a copy even when nothing is
+ *            padded), a zeros_like output shard, the division by the
+ *            pre-divide factor (a Python float: its wrapped number), the
+ *            reduce-scatter, the post-divide where it is not 1, and the
+ *            output kept as the shard's gradient (set_to_none) or added
+ *            to it (zero_grad zeros) and freed, with the padded and the
+ *            unsharded gradients.
+ *   optimizer Adam over the sharded flat parameters (util/autograd.c's,
+ *            ag_optimizer_events): its temporaries the size of a shard;
+ *            zero_grad zeroes or frees each shard's gradient.
+ *
+ * Three ops are appended for it (AG_OP_ALL_GATHER, AG_OP_REDUCE_SCATTER_SUM,
+ * and AG_OP_SHARD for the set-up's own shard); the executor runs them
+ * across its ranks, the theory counts the first two's traffic as the
+ * ring's (gloo's and NCCL's own buffers are not PyTorch's allocator's).
+ *
+ * Refused (one line in *cause): a step whose parameters' gradients do not
+ * each arrive once in backward, or whose block marks are missing.
+ */
+#ifndef ZS_UTIL_AG_FSDP_H
+#define ZS_UTIL_AG_FSDP_H
+
+#include "util/autograd.h"
+#include "util/step.h"
+
+/* Turn the plain loop's step s (ag_step_build of p under o) into one
+ * rank's step under FSDP FULL_SHARD over `world` ranks. 0, or -1 with
+ * *cause (s is then unusable: the caller frees it). */
+int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct ag_options *o, unsigned world,
+                  char **cause);
+
+/* FSDP's gradient division factors for N ranks (torch/distributed/
+ * algorithms/_comm_hooks/default_hooks.py, DefaultState: the pre-divide
+ * factor the largest power of two f with N % f == 0 and N / f > f ...
+ * doubled from 1 while both hold; the post-divide N / pre). */
+double ag_fsdp_predivide(unsigned world);
+
+#endif

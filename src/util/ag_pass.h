@@ -1,0 +1,44 @@
+/*
+ * ag_pass — what a wrapper's pass over the PyTorch step as data
+ * (util/autograd.h) writes with: a list of events being rebuilt and the
+ * step's tensors grown beside it. DDP's (util/ag_ddp.h) and FSDP's
+ * (util/ag_fsdp.h) passes share it.
+ *
+ * Ownership: the pass's list (ev) is the caller's to hand to the step or
+ * free; tensors are appended to s->tensor (the step owns them).
+ */
+#ifndef ZS_UTIL_AG_PASS_H
+#define ZS_UTIL_AG_PASS_H
+
+#include "util/autograd.h"
+
+struct ag_pass {
+	struct ag_step *s;
+	size_t cap_tensors;
+	struct ag_event *ev; /* the list being written */
+	size_t nev, cap;
+};
+
+/* A new tensor of s (zeroed); its index. */
+uint32_t agp_newt(struct ag_pass *p);
+/* The elements of a whole contiguous storage (a 0-dim scalar is one). */
+uint64_t agp_elements(const struct ag_tensor *x);
+/* A storage of n elements of dtype dt (1-D; 0-dim where scalar), a
+ * temporary (AG_ROLE_TEMP) of category cat. */
+uint32_t agp_storage(struct ag_pass *p, const char *what, enum ag_dtype dt, uint64_t n, int scalar, enum zs_cat cat);
+/* A contiguous view of storage `flat` shaped as tensor `like`, at element `off`. */
+uint32_t agp_view_as(struct ag_pass *p, uint32_t flat, uint32_t like, uint64_t off);
+/* Append an event of kind k (operands AG_NONE); the list may move. */
+struct ag_event *agp_emit(struct ag_pass *p, enum ag_event_kind k, enum zs_phase ph, int32_t module);
+void agp_alloc(struct ag_pass *p, uint32_t t, enum zs_phase ph);
+void agp_free(struct ag_pass *p, uint32_t t, enum zs_phase ph);
+/* An op out0 = k(in0). */
+struct ag_event *agp_op(struct ag_pass *p, enum zs_phase ph, enum ag_op k, uint32_t in0, uint32_t out0);
+void agp_copy(struct ag_pass *p, const struct ag_event *e);
+/* torch.autograd.profiler.record_function in 1.13 on the CPU: a zeros(1)
+ * handle and the 288-byte one _record_function_enter returns, gone before
+ * the body runs (util/autograd.c's record_function, as the optimizer's);
+ * nothing elsewhere. */
+void agp_record_function(struct ag_pass *p, const struct ag_options *o, enum zs_phase ph);
+
+#endif
