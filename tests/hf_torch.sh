@@ -22,7 +22,7 @@
 # (--wrapper ddp --schemes zero1), every rank's figures, at N = 2 and 3;
 # FSDP FULL_SHARD, a unit per block and the root, over gloo (--wrapper
 # fsdp: gpt2 and llama at N = 2, gpt2 with set_to_none, llama with foreach
-# Adam, gpt2 at N = 3, qwen2 and phi3 with set_to_none at N = 2), theory and measure, and at N = 2 the measure's
+# Adam, gpt2 at N = 3, qwen2, and phi3 with set_to_none, at N = 2), theory and measure, and at N = 2 the measure's
 # final weights equal DDP's to the bit; gpt2 and llama with dropout 0.1
 # from their
 # configs (the CPU's noise tensors kept by autograd), where zerosim's

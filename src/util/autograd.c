@@ -3042,7 +3042,8 @@ static void optimizer_phase(struct bld *b, struct pt *const *qs, const size_t *s
 void ag_optimizer_events(struct ag_step *s, const struct ag_options *o, const struct ag_param_state *ps, size_t n,
                          struct ag_event **list, size_t *nlist, size_t *cap)
 {
-	struct bld B_ = { .s = s, .o = o, .module = -1, .phase = ZS_PH_OPTIMIZER, .tcap = s->ntensors, .cap = *cap };
+	struct bld B_ = { .s = s, .o = o, .module = -1, .phase = ZS_PH_OPTIMIZER, .tcap = s->ntensors, .cap = *cap,
+	                  .micro = -1 };
 	struct bld *b = &B_;
 	b->refs = zs_calloc(s->ntensors ? s->ntensors : 1, sizeof *b->refs);
 	for (size_t t = 0; t < s->ntensors; t++)
