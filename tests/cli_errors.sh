@@ -786,6 +786,17 @@ for cmd in measure theory; do
 		$cmd --framework torch $ddp --schemes zero1,zero3 --torch-version 1.13 --out "$keep"
 	try 2 "--unit: --wrapper fsdp's units are 1.13's transformer_auto_wrap_policy's (a unit per block and the root), not --unit's: leave --unit out" \
 		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --unit model --out "$keep"
+	# Combinations no reference trains together yet: refused by name.
+	try 2 "--precision amp-bf16: autocast under --wrapper fsdp is not described yet (give --precision fp32)" \
+		$cmd --framework torch --model "$tiny" --wrapper fsdp --precision amp-bf16 --torch-device cpu \
+		--attn eager --world 2 --schemes zero3 --torch-version 1.13 --out "$keep"
+	try 2 "--grad-accum 2: only with --framework torch and --wrapper none or ddp so far (FSDP over the PyTorch step takes no accumulation yet)" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --grad-accum 2 --out "$keep"
+	try 2 "--grad-accum 2 with --precision amp-bf16: accumulation under autocast is not described yet" \
+		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision amp-bf16 --torch-device cpu \
+		--attn eager --grad-accum 2 --out "$keep"
+	try 2 "--grad-accum 2 with --schemes zero1: accumulation under ZeroRedundancyOptimizer is not described yet" \
+		$cmd --framework torch $ddp --schemes zero1 --torch-version 1.13 --grad-accum 2 --out "$keep"
 	# The plain loop describes no activation checkpointing: refused.
 	try 2 "--recompute full: the plain loop's PyTorch step keeps what autograd keeps" \
 		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision fp32 --torch-device cpu \
@@ -800,6 +811,14 @@ done
 bad_theory "--model gemma-2-2b: the PyTorch step of a gemma2 is not described yet" \
 	--framework torch --model "${srcdir:-.}/data/models/gemma-2-2b.json" --seq 16 --wrapper none --world 1 --precision fp32 --torch-device cpu \
 	--attn eager
+# autocast is described for gpt2 and the llama family's step only
+cat >"$tmp/tiny-qwen2.json" <<'EOF_'
+{"model_type": "qwen2", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+ "num_key_value_heads": 1, "intermediate_size": 32, "max_position_embeddings": 8, "vocab_size": 32}
+EOF_
+bad_theory "--precision amp-bf16: autocast over the PyTorch step of a qwen2 is not described yet" \
+	--framework torch --model "$tmp/tiny-qwen2.json" --seq 8 --wrapper none --world 1 --precision amp-bf16 \
+	--torch-device cpu --attn eager
 # measure refuses what the step cannot describe as theory does: bad usage
 # (exit 2), before anything runs (it exited 1 once the run had begun);
 # and the PyTorch step under --backend mpi, which runs its ranks in one
