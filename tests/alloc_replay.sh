@@ -289,6 +289,27 @@ got=$(oom $((76 * MiB)))
 got=$(oom $((76 * MiB - 1)))
 [ "$got" = '{"bytes": 32768, "category": "activations", "phase": "forward", "step": 1}' ] ||
 	fail "76 MiB - 1: oom is $got, not the first activation of step 1's forward"
+# allocator.max_batch_held is the largest micro-batch whose replay fits:
+# at 76 MiB at least the batch of 4 above; its replay runs out of nothing
+# and one more runs out. Null without --device-mem.
+held_at() {
+	"$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda --device-mem $((76 * MiB)) \
+		--device-overhead 0 --batch "$1" --out "$tmp/o.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+	python3 -c "
+import json, sys
+a = json.load(open(sys.argv[1]))['rows'][0]['allocator']
+print(a['max_batch_held'], 'fits' if a['oom'] is None else 'oom')" "$tmp/o.json"
+}
+set -- $(held_at 4)
+mb=$1
+{ [ "$mb" -ge 4 ] && [ "$2" = fits ] && [ "$(held_at "$mb")" = "$mb fits" ] &&
+	[ "$(held_at $((mb + 1)))" = "$mb oom" ]; } ||
+	fail "76 MiB: max_batch_held $mb is not the largest batch whose replay fits"
+"$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda --out "$tmp/o.json" &&
+	python3 -c "
+import json, sys
+assert json.load(open(sys.argv[1]))['rows'][0]['allocator']['max_batch_held'] is None" "$tmp/o.json" ||
+	fail "max_batch_held without --device-mem is not null"
 
 # The fixed costs are the device's, outside the allocator: with
 # --device-overhead F the same step needs 76 MiB + F (and one byte less

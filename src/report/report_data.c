@@ -430,26 +430,76 @@ static int read_block(const cJSON *o, const char *at, uint64_t *id, uint64_t *by
 	return 0;
 }
 
-/* With the run's allocator: the timeline's ops and block ids and the live
- * blocks, for fig10-allocator's replay. A file without them (no
- * --allocator) reads as before. */
+/* An event's phase, by name. */
+static int read_phase(const cJSON *ev, const char *at, enum report_phase *out, char **cause)
+{
+	const char *str;
+	int p;
+
+	if (zs_json_string(ev, "phase", at, &str, cause) < 0)
+		return -1;
+	for (p = 0; p < REPORT_NPHASES; p++)
+		if (strcmp(str, report_phase_name((enum report_phase)p)) == 0)
+			break;
+	if (p == REPORT_NPHASES)
+		return zs_fail(cause, "%s: unknown phase '%s' (setup, forward, backward, reduce, "
+		               "optimizer, gather)", at, str);
+	*out = (enum report_phase)p;
+	return 0;
+}
+
+/* The entry of timeline_ranks (--timeline-ranks all) for rank k, NULL
+ * where the file has none with events. */
+static const cJSON *rank_trace(const cJSON *run, unsigned k)
+{
+	const cJSON *e, *rk, *tl;
+
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(run, "timeline_ranks")) {
+		rk = cJSON_GetObjectItemCaseSensitive(e, "rank");
+		tl = cJSON_GetObjectItemCaseSensitive(e, "timeline");
+		if (cJSON_IsNumber(rk) && rk->valuedouble == (double)k && cJSON_IsArray(tl) &&
+		    cJSON_GetArraySize(tl) > 0 && cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(e, "timeline_live")))
+			return e;
+	}
+	return NULL;
+}
+
+/* With the run's allocator: one rank's events (op, block id, phase) and
+ * live blocks, for fig10-allocator's replay: the rank whose reserved peak
+ * binds (alloc_rank) where the file has its events, else rank 0's and
+ * tl_missing. A file without them (no --allocator) reads as before. */
 static int read_blocks(const cJSON *run, const char *where, struct report_run *r, char **cause)
 {
 	const cJSON *al = cJSON_GetObjectItemCaseSensitive(run, "allocator");
-	const cJSON *tl = cJSON_GetObjectItemCaseSensitive(run, "timeline");
-	const cJSON *live = cJSON_GetObjectItemCaseSensitive(run, "timeline_live"), *ev;
+	const cJSON *src = run, *tl, *live, *ev;
 	const char *op;
-	char at[320];
+	char at[320], base[300];
 	size_t n = 0;
 
-	if (!cJSON_IsObject(al) || !cJSON_IsArray(live))
+	if (!cJSON_IsObject(al) || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(run, "timeline_live")))
 		return 0;
-	r->tl_op = zs_calloc(r->ntimeline, sizeof *r->tl_op);
-	r->tl_id = zs_calloc(r->ntimeline, sizeof *r->tl_id);
-	r->tl_bytes = zs_calloc(r->ntimeline, sizeof *r->tl_bytes);
+	snprintf(base, sizeof base, "%s", where);
+	r->tl_rank = 0;
+	if (r->has_alloc_summary && r->alloc_rank != 0) {
+		src = rank_trace(run, r->alloc_rank);
+		if (src != NULL) {
+			r->tl_rank = r->alloc_rank;
+			snprintf(base, sizeof base, "%s.timeline_ranks[rank %u]", where, r->alloc_rank);
+		} else {
+			src = run;
+			r->tl_missing = 1;
+		}
+	}
+	tl = cJSON_GetObjectItemCaseSensitive(src, "timeline");
+	live = cJSON_GetObjectItemCaseSensitive(src, "timeline_live");
+	r->ntl = (size_t)cJSON_GetArraySize(tl);
+	r->tl_op = zs_calloc(r->ntl + 1, sizeof *r->tl_op);
+	r->tl_id = zs_calloc(r->ntl + 1, sizeof *r->tl_id);
+	r->tl_bytes = zs_calloc(r->ntl + 1, sizeof *r->tl_bytes);
+	r->tl_phase = zs_calloc(r->ntl + 1, sizeof *r->tl_phase);
 	cJSON_ArrayForEach(ev, tl) {
-		snprintf(at, sizeof at, "%s.timeline[%zu]", where, n);
-		if (zs_json_string(ev, "op", at, &op, cause) < 0)
+		snprintf(at, sizeof at, "%s.timeline[%zu]", base, n);
+		if (zs_json_string(ev, "op", at, &op, cause) < 0 || read_phase(ev, at, &r->tl_phase[n], cause) < 0)
 			return -1;
 		r->tl_op[n] = strcmp(op, "alloc") == 0 ? 1 : strcmp(op, "free") == 0 ? -1 : 0;
 		if (r->tl_op[n] != 0 && read_block(ev, at, &r->tl_id[n], &r->tl_bytes[n], cause) < 0)
@@ -461,7 +511,7 @@ static int read_blocks(const cJSON *run, const char *where, struct report_run *r
 	r->live_bytes = zs_calloc(r->nlive + 1, sizeof *r->live_bytes);
 	n = 0;
 	cJSON_ArrayForEach(ev, live) {
-		snprintf(at, sizeof at, "%s.timeline_live[%zu]", where, n);
+		snprintf(at, sizeof at, "%s.timeline_live[%zu]", base, n);
 		if (read_block(ev, at, &r->live_id[n], &r->live_bytes[n], cause) < 0)
 			return -1;
 		n++;
@@ -473,10 +523,8 @@ static int read_blocks(const cJSON *run, const char *where, struct report_run *r
 static int read_timeline(const cJSON *run, const char *where, struct report_run *r, char **cause)
 {
 	const cJSON *tl = cJSON_GetObjectItemCaseSensitive(run, "timeline"), *ev;
-	const char *str;
 	char at[320];
 	size_t n = 0;
-	int p;
 
 	if (tl == NULL || cJSON_IsNull(tl))
 		return 0;
@@ -490,15 +538,9 @@ static int read_timeline(const cJSON *run, const char *where, struct report_run 
 	cJSON_ArrayForEach(ev, tl) {
 		snprintf(at, sizeof at, "%s.timeline[%zu]", where, n);
 		if (report_read_bytes(ev, "current_bytes", at, &r->timeline[n], cause) < 0 ||
-		    zs_json_string(ev, "phase", at, &str, cause) < 0)
+		    read_phase(ev, at, &r->phase[n], cause) < 0)
 			return -1;
-		for (p = 0; p < REPORT_NPHASES; p++)
-			if (strcmp(str, report_phase_name((enum report_phase)p)) == 0)
-				break;
-		if (p == REPORT_NPHASES)
-			return zs_fail(cause, "%s: unknown phase '%s' (setup, forward, backward, reduce, "
-			               "optimizer, gather)", at, str);
-		r->phase[n++] = (enum report_phase)p;
+		n++;
 	}
 	return read_blocks(run, where, r, cause);
 }
@@ -730,10 +772,12 @@ void report_run_free(struct report_run *r)
 	free(r->tl_op);
 	free(r->tl_id);
 	free(r->tl_bytes);
+	free(r->tl_phase);
 	free(r->live_id);
 	free(r->live_bytes);
 	r->tl_op = NULL;
 	r->tl_id = r->tl_bytes = r->live_id = r->live_bytes = NULL;
+	r->tl_phase = NULL;
 	report_host_free(&r->host);
 	r->timeline = NULL;
 	r->phase = NULL;

@@ -84,10 +84,18 @@ struct report_run {
 	enum report_phase *phase;            /* each event's phase (NULL with timeline) */
 	size_t ntimeline;
 	/* With the run's allocator (measure --allocator cuda --timeline):
-	 * rank 0's blocks, to replay through the caching allocator over the
+	 * one rank's blocks, to replay through the caching allocator over the
 	 * step (fig10-allocator): each event's op (1 alloc, -1 free, 0 none),
-	 * block id and bytes, and the blocks live as the step began. */
+	 * block id, bytes and phase (ntl events), and the blocks live as the
+	 * step began. The rank, tl_rank, is alloc_rank, the rank whose
+	 * reserved peak binds, where the file has its events (rank 0's
+	 * timeline, or timeline_ranks with --timeline-ranks all); else 0, and
+	 * tl_missing is 1 (that rank's events are not in the file). */
 	int has_allocator;
+	unsigned tl_rank;
+	int tl_missing;
+	size_t ntl;
+	enum report_phase *tl_phase;
 	/* The run's allocator replay (measure --allocator cuda), for the rank
 	 * whose reserved peak is the highest: has_alloc_summary 0 without. */
 	int has_alloc_summary;

@@ -404,21 +404,22 @@ static const char *const phase_short[REPORT_NPHASES] = {"set", "fwd", "bwd", "re
 static const char *const phase_shade[REPORT_NPHASES] = {NULL, NULL, "#eeeeee", "#d6d6d6", NULL, NULL};
 #define TL_SHADES "Shaded: backward light grey, reduce darker."   /* the note on phase_shade */
 
-/* Print a run's marks unless b is NULL; the phases named short, as bits. */
-static unsigned timeline_marks(struct zs_buf *b, const struct report_run *r)
+/* Print the marks of nev events' phases unless b is NULL; the phases
+ * named short, as bits. */
+static unsigned phase_marks(struct zs_buf *b, const enum report_phase *phase, size_t nev)
 {
-	const double n = (double)r->ntimeline;
+	const double n = (double)nev;
 	unsigned shortened = 0;
 	size_t a = 1, i;
 
-	for (i = 2; i <= r->ntimeline; i++) {
-		const enum report_phase p = r->phase[a];
+	for (i = 2; i <= nev; i++) {
+		const enum report_phase p = phase[a];
 		const char *name = NULL;
 		double w;
 
-		if (i < r->ntimeline && r->phase[i] == p)
+		if (i < nev && phase[i] == p)
 			continue;
-		w = (double)(i - a) / n + (i == r->ntimeline ? 0.08 : 0) - TL_GAP;
+		w = (double)(i - a) / n + (i == nev ? 0.08 : 0) - TL_GAP;
 		if (w >= TL_CHAR * (double)strlen(report_phase_name(p))) {
 			name = report_phase_name(p);
 		} else if (w >= TL_CHAR * (double)strlen(phase_short[p])) {
@@ -437,6 +438,12 @@ static unsigned timeline_marks(struct zs_buf *b, const struct report_run *r)
 		a = i;
 	}
 	return shortened;
+}
+
+/* A run's marks (rank 0's timeline), as phase_marks. */
+static unsigned timeline_marks(struct zs_buf *b, const struct report_run *r)
+{
+	return phase_marks(b, r->phase, r->ntimeline);
 }
 
 /* The phases of a step (setup is not one) a run has no event in, event 0
@@ -694,7 +701,10 @@ static int fig_host(const struct report_data *d, const char *dir, char **cause)
 }
 
 /* fig10-allocator: where the measured runs carry the allocator's replay
- * (measure --allocator cuda --timeline), rank 0's step replayed through
+ * (measure --allocator cuda --timeline), each run's binding rank (the one
+ * whose reserved peak is the highest, measured.json's allocator.rank and
+ * diff.json's allocator_rank; rank 0 where the file lacks that rank's
+ * events, which --timeline-ranks all records): its step replayed through
  * PyTorch's caching allocator (util/cuda_alloc.h) from its live blocks on
  * an empty cache, as docs/formats.md says a timeline replays: allocated
  * (each block as the allocator rounds it) and reserved after each event,
@@ -714,7 +724,7 @@ static void fixed_part(struct zs_buf *b, const char *name, double v)
  * fixed costs on it, to scale, labelled with their bytes. */
 static void fixed_bar(struct zs_buf *gp, const struct report_run *r, double params, double top)
 {
-	double x0 = (double)r->ntimeline * 1.04, x1 = (double)r->ntimeline * 1.14, f = r->fixed_total / params;
+	double x0 = (double)r->ntl * 1.04, x1 = (double)r->ntl * 1.14, f = r->fixed_total / params;
 	zs_buf_printf(gp,
 		"set object 1 rect from %.9g, 0 to %.9g, %.9g fc rgb '#d9d9d9' fs solid 0.6 border lc rgb '#000000' front\n"
 		"set object 2 rect from %.9g, %.9g to %.9g, %.9g fc rgb '#661100' fs solid 0.85 border lc rgb '#000000' "
@@ -741,8 +751,9 @@ static int fig_allocator(const struct report_data *d, const char *dir, char **ca
 		return 0;
 	}
 	struct zs_buf dat = {0}, gp = {0};
-	zs_buf_printf(&dat, "# rank 0's last step replayed through PyTorch %s's caching allocator (--alloc-conf "
-	              "'%s') from its live blocks on an empty cache, N = %u; one block per run.\n"
+	zs_buf_printf(&dat, "# the binding rank's last step (each block names it: the rank whose reserved peak is "
+	              "the highest, measured.json's allocator.rank) replayed through PyTorch %s's caching allocator "
+	              "(--alloc-conf '%s') from its live blocks on an empty cache, N = %u; one block per run.\n"
 	              "# event allocated_bytes_per_param reserved_bytes_per_param phase (the last row repeats "
 	              "the last level at x = the event count)\n",
 	              CUDA_ALLOC_TORCH_RELEASE, d->alloc_conf, r[0]->world);
@@ -752,12 +763,16 @@ static int fig_allocator(const struct report_data *d, const char *dir, char **ca
 		struct cuda_alloc_stats st = {0};
 		double al = 0, re = 0;
 		tops[j] = 0;
-		zs_buf_printf(&dat, "%s# %s unit=%s\n", j ? "\n\n" : "", zs_scheme_name(r[j]->scheme),
-		              zs_unit_name(r[j]->unit));
+		zs_buf_printf(&dat, "%s# %s unit=%s rank=%u", j ? "\n\n" : "", zs_scheme_name(r[j]->scheme),
+		              zs_unit_name(r[j]->unit), r[j]->tl_rank);
+		if (r[j]->tl_missing)
+			zs_buf_printf(&dat, " (rank %u binds; its events are not in the file: measure --timeline-ranks "
+			              "all)", r[j]->alloc_rank);
+		zs_buf_printf(&dat, "\n");
 		for (size_t k = 0; a != NULL && k < r[j]->nlive; k++)
 			if (cuda_alloc_alloc(a, r[j]->live_id[k], r[j]->live_bytes[k], &why) != 0)
 				break;
-		for (size_t i = 0; a != NULL && i < r[j]->ntimeline; i++) {
+		for (size_t i = 0; a != NULL && i < r[j]->ntl; i++) {
 			int rc = r[j]->tl_op[i] > 0 ? cuda_alloc_alloc(a, r[j]->tl_id[i], r[j]->tl_bytes[i], &why)
 			         : r[j]->tl_op[i] < 0 ? cuda_alloc_free(a, r[j]->tl_id[i], &why) : 0;
 			if (rc != 0) { /* a file whose frees name no live block: draw what was replayed */
@@ -770,9 +785,9 @@ static int fig_allocator(const struct report_data *d, const char *dir, char **ca
 			re = (double)st.reserved / d->params;
 			tops[j] = fmax(tops[j], re);
 			zs_buf_printf(&dat, "%zu %.9g %.9g %s\n", i, al, re,
-			              i ? report_phase_name(r[j]->phase[i]) : "start");
+			              i ? report_phase_name(r[j]->tl_phase[i]) : "start");
 		}
-		zs_buf_printf(&dat, "%zu %.9g %.9g end\n", r[j]->ntimeline, al, re);
+		zs_buf_printf(&dat, "%zu %.9g %.9g end\n", r[j]->ntl, al, re);
 		if (r[j]->has_fixed) {
 			zs_buf_printf(&dat, "# fixed costs outside the allocator (theory.json's allocator.device_overhead), "
 			              "bytes: total %.0f", r[j]->fixed_total);
@@ -786,7 +801,7 @@ static int fig_allocator(const struct report_data *d, const char *dir, char **ca
 		free(why);
 		why = NULL;
 	}
-	header(&gp, d, name, "rank 0's allocated and reserved bytes through the last step, phase by phase");
+	header(&gp, d, name, "the binding rank's allocated and reserved bytes through the last step, phase by phase");
 	zs_buf_printf(&gp,
 		"# One panel per run, each over its own events and with its own y scale; fig5's\n"
 		"# phase marks. Solid: allocated; dashed: reserved (the allocator's segments).\n"
@@ -794,31 +809,31 @@ static int fig_allocator(const struct report_data *d, const char *dir, char **ca
 		"set key at graph 1.03, graph 0.75 left center Left reverse samplen 2.5 spacing 1.6\n"
 		"unset grid\nset grid ytics front lc rgb '#d0d0d0'\nset yrange [0:*]\n");
 	panels_open(&gp, name, n);
-	zs_buf_printf(&gp, "  title \"Allocated and reserved of rank 0 through one step, N = %u (PyTorch %s's "
-	              "caching allocator replayed)\"\n", r[0]->world, CUDA_ALLOC_TORCH_RELEASE);
+	zs_buf_printf(&gp, "  title \"Allocated and reserved of each run's binding rank through one step, N = %u "
+	              "(PyTorch %s's caching allocator replayed)\"\n", r[0]->world, CUDA_ALLOC_TORCH_RELEASE);
 	int fixed = 0; /* a panel before set the y range for its bar */
 	for (int j = 0; j < n; j++) {
 		const int layer = r[j]->unit == ZS_UNIT_LAYER && main_unit(d) == ZS_UNIT_MODEL;
 		if (r[j]->has_fixed) {
 			zs_buf_printf(&gp, "# %s%s\nunset arrow\nunset label\nunset object\nset xrange [0:%.9g]\n",
-			              scheme_title[r[j]->scheme], layer ? ", unit=layer" : "", (double)r[j]->ntimeline * 1.18);
+			              scheme_title[r[j]->scheme], layer ? ", unit=layer" : "", (double)r[j]->ntl * 1.18);
 			fixed_bar(&gp, r[j], d->params, tops[j]);
 			zs_buf_printf(&gp, "set yrange [0:%.9g]\n", (tops[j] + r[j]->fixed_total / d->params) * 1.05);
 			ytics(&gp, tops[j] + r[j]->fixed_total / d->params);
 			fixed = 1;
 		} else {
 			zs_buf_printf(&gp, "# %s%s\nunset arrow\nunset label\nunset object\nset xrange [0:%zu]\n%s",
-			              scheme_title[r[j]->scheme], layer ? ", unit=layer" : "", r[j]->ntimeline,
+			              scheme_title[r[j]->scheme], layer ? ", unit=layer" : "", r[j]->ntl,
 			              fixed ? "set yrange [0:*]\n" : "");
 			ytics(&gp, tops[j]);
 		}
 		if (j == 0)
-			zs_buf_printf(&gp, "set label 'bytes per parameter, rank 0' "
+			zs_buf_printf(&gp, "set label 'bytes per parameter, the binding rank' "
 			              "at screen 0.02, screen 0.5 center rotate by 90\n");
 		if (j + 1 < n)
 			zs_buf_printf(&gp, "unset xlabel\n");
 		else
-			zs_buf_printf(&gp, "set xlabel 'allocation events since the step began (rank 0)'\n"
+			zs_buf_printf(&gp, "set xlabel 'allocation events since the step began (the rank named at the right)'\n"
 			              "set label \"Replayed from the blocks live as the step began, on an empty cache "
 			              "(the run's own replay, in measured.json, carries the cache of earlier steps).\\n"
 			              "Reserved above allocated: the allocator's cache, held by the GPU and used by no "
@@ -826,7 +841,13 @@ static int fig_allocator(const struct report_data *d, const char *dir, char **ca
 			              r[j]->has_fixed ? "\\nBar at the right, to scale: the highest reserved (grey), then the "
 			              "fixed costs outside the allocator (theory.json's device\\\\_overhead)." : "",
 			              r[j]->has_fixed ? "0.05" : "0.035");
-		timeline_marks(&gp, r[j]);
+		phase_marks(&gp, r[j]->tl_phase, r[j]->ntl);
+		/* the rank drawn, under the key */
+		if (r[j]->tl_missing)
+			zs_buf_printf(&gp, "set label \"rank 0 (rank %u\\nbinds; measure\\n--timeline-ranks all\\nrecords its "
+			              "events)\" at graph 1.03, graph 0.42 left font small\n", r[j]->alloc_rank);
+		else
+			zs_buf_printf(&gp, "set label 'rank %u' at graph 1.03, graph 0.42 left\n", r[j]->tl_rank);
 		zs_buf_printf(&gp, "plot '%s.dat' index %d using 1:2 with steps ls %d dt 1 title \"%s%s\\nallocated\", \\\n"
 		              "  '' index %d using 1:3 with steps ls %d dt 2 title 'reserved'\n",
 		              name, j, layer ? 5 : (int)r[j]->scheme + 1, scheme_title[r[j]->scheme],

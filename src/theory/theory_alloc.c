@@ -304,6 +304,12 @@ void theory_alloc_json(cJSON *row, const struct theory_request *req, const struc
 		zs_json_add_number(f, "nccl_bytes", (double)h.fixed.nccl);
 	}
 	zs_json_add_number(f, "total_bytes", (double)h.fixed.total);
+	/* The headline's largest micro-batch on what the GPU holds (the
+	 * row's max_batch is the paper level's): the text's "held" column. */
+	if (req->device_mem > 0)
+		zs_json_add_number(o, "max_batch_held", (double)theory_alloc_max_batch(req, r));
+	else
+		cJSON_AddNullToObject(o, "max_batch_held");
 	if (!h.oom) {
 		cJSON_AddNullToObject(o, "oom");
 		return;
