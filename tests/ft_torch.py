@@ -136,6 +136,41 @@ def n_blocks(cfg):
     return cfg.get("n_layer") or cfg.get("num_hidden_layers")
 
 
+def freeze_check(spec):
+    """Raises ValueError (one line) for a malformed term of spec: blocks:A-B
+    (A <= B), all-but-last:N, a re: that does not compile. zerosim's
+    --freeze refuses the same (util/freeze.c)."""
+    for term in (t.strip() for t in spec.split(",")):
+        if term.startswith("blocks:"):
+            m = re.fullmatch(r"blocks:(\d+)-(\d+)", term)
+            if not m or int(m.group(1)) > int(m.group(2)):
+                raise ValueError(f"--freeze: bad term {term!r} (blocks:A-B, whole numbers, A <= B)")
+        elif term.startswith("all-but-last:"):
+            if not re.fullmatch(r"all-but-last:(\d+)", term):
+                raise ValueError(f"--freeze: bad term {term!r} (all-but-last:N, a whole number)")
+        elif term.startswith("re:"):
+            try:
+                re.compile(term[3:])
+            except re.error as e:
+                raise ValueError(f"--freeze: bad term {term!r} ({e})") from None
+
+
+def freeze_names(a):
+    """The HF names of the parameters --freeze freezes in a's model, built
+    here on its own (before any rank starts: a bad pattern is one line and
+    exit 2, not a traceback per rank). Raises ValueError when it freezes
+    every parameter."""
+    freeze_check(a.freeze)
+    torch.manual_seed(0)
+    raw, family, cfg, tied = H.build(a)
+    model = H.GPT2LMHeadModel(cfg, tied, a.mask, False) if family == "gpt2" else H.LlamaForCausalLM(cfg, tied, False)
+    names = [hf_name(family, n) for n, _ in model.named_parameters()]
+    frozen = [n for n in names if freeze_matches(a.freeze, family, cfg, n)]
+    if len(frozen) == len(names) and not a.lora_r:
+        raise ValueError(f"--freeze {a.freeze}: it freezes every parameter, nothing to train")
+    return frozen
+
+
 def freeze_matches(spec, family, cfg, name):
     """True when the HF name `name` is frozen by spec (see --help)."""
     L = n_blocks(cfg)
@@ -447,6 +482,8 @@ def main():
             not 0.0 <= a.lora_dropout < 1.0:
         ap.error("--seq, --batch, --grad-accum, --world >= 1, --steps >= 2, --lora-r >= 0, 0 <= --lora-dropout < 1")
     try:
+        if a.freeze:
+            freeze_names(a)
         if a.world == 1:
             write(a.out, run(a))
         else:

@@ -687,6 +687,16 @@ def build(a):
     return raw, family, cfg, tied
 
 
+def freeze(a, model, family, cfg):
+    """--freeze SPEC: requires_grad False for the parameters whose Hugging
+    Face names SPEC matches (tests/ft_torch.py's syntax and matcher, one
+    for both references and zerosim's util/freeze.c)."""
+    import ft_torch
+    for n, p in model.named_parameters():
+        if ft_torch.freeze_matches(a.freeze, family, cfg, ft_torch.hf_name(family, n)):
+            p.requires_grad_(False)
+
+
 def one_step(a, model, opt, input_ids, labels, zero_none, step, losses):
     mark(f"step:{step}")
     mark("phase:forward")
@@ -738,16 +748,21 @@ def run(a):
         else:
             model = LlamaForCausalLM(cfg, tied, sdpa)
         model.train()
+        if a.freeze:
+            freeze(a, model, family, cfg)
         install_hooks(model, set(model.units))
         if a.ddp:
             model = ddp_wrap(a, model)
         Opt = torch.optim.AdamW if a.optimizer == "adamw" else torch.optim.Adam
+        # the trainable parameters (all but --freeze's), as transformers'
+        # Trainer.create_optimizer filters them (p.requires_grad)
+        params = [p for p in model.parameters() if p.requires_grad]
         if a.optimizer_impl == "fused":
             # torch.optim.Adam(fused=True): CUDA only in 1.13 (adam.py's
             # check), the CPU too from 2.4 (2.6's _fused_adam_ CPU kernel)
-            opt = Opt(model.parameters(), lr=1e-3, fused=True)
+            opt = Opt(params, lr=1e-3, fused=True)
         else:
-            opt = Opt(model.parameters(), lr=1e-3, foreach=foreach)
+            opt = Opt(params, lr=1e-3, foreach=foreach)
         g = torch.Generator().manual_seed(1 + RANK[0])  # each rank its own batch
         input_ids = torch.randint(0, V, (a.batch, a.seq), generator=g)
         labels = input_ids.clone()
@@ -1138,12 +1153,22 @@ def main():
     ap.add_argument("--ddp", type=int, default=0, metavar="N",
                     help="N >= 1: the model in DistributedDataParallel over gloo, N processes on the CPU "
                          "(each its own batch), rank 0's allocator recorded")
+    ap.add_argument("--freeze", default="", help="frozen parameters by Hugging Face name (tests/ft_torch.py's "
+                    "--freeze syntax; docs/finetune.md)")
     ap.add_argument("--out", help="write the JSON there (some torch builds print to stdout themselves)")
     a = ap.parse_args()
     if a.loss == "shift":
         LOSS[0] = shifted_loss
     if a.seq < 1 or a.batch < 1 or a.steps < 2 or a.ddp < 0:
         ap.error("--seq and --batch must be at least 1, --steps at least 2")
+    if a.freeze:
+        import ft_torch
+        a.lora_r = 0
+        try:
+            ft_torch.freeze_names(a)
+        except ValueError as e:
+            print(f"hf_torch: {e}", file=sys.stderr)
+            sys.exit(2)
     if a.ddp:
         import tempfile
         import torch.multiprocessing as mp

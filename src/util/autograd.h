@@ -232,6 +232,11 @@ struct ag_options {
 	enum zs_optimizer optimizer;     /* Adam (AdamW's bytes are Adam's) */
 	double lr, beta1, beta2, eps;
 	uint64_t seed;                   /* the run's --seed: dropout's masks (AG_OP_BERNOULLI_) */
+	/* --freeze (util/freeze.h), NULL or "" for none: the parameters it
+	 * names require no grad. The step then follows autograd: no .grad and
+	 * no Adam state for them, and an op saves for backward only what the
+	 * gradient of an input that requires grad needs (docs/finetune.md). */
+	const char *freeze;
 };
 
 struct ag_step {

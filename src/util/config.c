@@ -285,7 +285,7 @@ static const char *const key_names[ZS_NKEYS] = {
 	"precision", "optimizer", "lr", "beta1", "beta2", "eps", "framework", "bucket-cap", "prefetch",
 	"ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist", "offload", "ranks-per-node",
 	"ds-prefetch-bucket", "ds-max-live", "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn",
-	"wrapper"};
+	"wrapper", "freeze"};
 _Static_assert(sizeof key_names / sizeof key_names[0] == ZS_NKEYS, "a name for every key");
 
 /* One of a PyTorch option's names (names[first..n): "default" is no value
@@ -481,6 +481,16 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 			t.wrapper = (enum zs_wrapper)i;
 		break;
 	}
+	case ZS_KEY_FREEZE:
+		/* checked whole here (a bad term is one line, exit 2); matched
+		 * against the model's names when the step is built */
+		if (strlen(value) > ZS_FREEZE_MAX)
+			return zs_fail(cause, "--freeze: the pattern is %zu characters long (at most %d)", strlen(value),
+			               ZS_FREEZE_MAX);
+		if (zs_freeze_check(value, cause) != 0)
+			return -1;
+		snprintf(t.freeze, sizeof t.freeze, "%s", value);
+		break;
 	case ZS_NKEYS:
 		break;
 	}
@@ -503,8 +513,10 @@ static const struct {
 	{"eps", SPEC_NUMBER},     {"framework", SPEC_STRING}, {"bucket-cap", SPEC_NUMBER}, {"prefetch", SPEC_STRING},
 	{"torch-version", SPEC_STRING}, {"torch-device", SPEC_STRING}, {"optimizer-impl", SPEC_STRING},
 	{"zero-grad", SPEC_STRING}, {"attn", SPEC_STRING}, {"wrapper", SPEC_STRING},
+	{"freeze", SPEC_STRINGS}, /* the terms, an array (or one) */
 };
 #define SPEC_V1_KEYS 16 /* spec_keys[0..16) are zerosim-sweep/1's */
+#define SPEC_V2_KEYS 22 /* spec_keys[0..22) are zerosim-sweep/2's; /3 adds "freeze" */
 
 /* A JSON number as the command line would give it: a whole number's
  * digits (exact below 2^53), else the shortest form that reads back. */
@@ -594,11 +606,13 @@ int zs_config_set_json(struct zs_config *c, const char *key, const cJSON *value,
 int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 {
 	cJSON *root;
-	if (zs_json_load(path, "zerosim-sweep/2 or zerosim-sweep/1", &root, cause) != 0)
+	if (zs_json_load(path, "zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1", &root, cause) != 0)
 		return -1;
-	/* A /1 file is read as before: /2's keys are unknown keys there. */
-	int v1 = strcmp(cJSON_GetObjectItemCaseSensitive(root, "format")->valuestring, "zerosim-sweep/1") == 0;
-	size_t nkeys = v1 ? SPEC_V1_KEYS : sizeof spec_keys / sizeof spec_keys[0];
+	/* A /1 or /2 file is read as before: the later versions' keys are
+	 * unknown keys there. */
+	const char *fmt = cJSON_GetObjectItemCaseSensitive(root, "format")->valuestring;
+	int version = fmt[strlen(fmt) - 1] - '0';
+	size_t nkeys = version == 1 ? SPEC_V1_KEYS : version == 2 ? SPEC_V2_KEYS : sizeof spec_keys / sizeof spec_keys[0];
 	struct zs_config t = *c;
 	int r = 0;
 	const cJSON *it;
@@ -613,8 +627,9 @@ int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 			while (j < sizeof spec_keys / sizeof spec_keys[0] && strcmp(it->string, spec_keys[j].key) != 0)
 				j++;
 			if (j < sizeof spec_keys / sizeof spec_keys[0]) {
-				r = zs_fail(cause, "%s: \"%s\" is a key of zerosim-sweep/2, not of this zerosim-sweep/1 file "
-				            "(give \"format\": \"zerosim-sweep/2\")", path, it->string);
+				int since = j < SPEC_V2_KEYS ? 2 : 3;
+				r = zs_fail(cause, "%s: \"%s\" is a key of zerosim-sweep/%d, not of this zerosim-sweep/%d file "
+				            "(give \"format\": \"zerosim-sweep/%d\")", path, it->string, since, version, since);
 				break;
 			}
 			const char *hint = strcmp(it->string, "unit") == 0 ? " (did you mean \"units\"?)"
@@ -628,7 +643,7 @@ int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 				snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "",
 				         spec_keys[k].key);
 			r = zs_fail(cause, "%s: unknown key \"%.40s\"%s; zerosim-sweep/%d has %s", path, it->string, hint,
-			            v1 ? 1 : 2, known);
+			            version, known);
 			break;
 		}
 		for (const cJSON *e = root->child; e != it && r == 0; e = e->next)
@@ -743,6 +758,15 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	if (c->torch_version == ZS_TORCH_1_13 && c->torch_device == ZS_DEVICE_CPU && c->optim_impl == ZS_OPTIM_FUSED)
 		return zs_fail(cause, "--optimizer-impl fused: PyTorch 1.13's fused Adam runs on CUDA only "
 		               "(give --torch-device cuda, --torch-version 2.6 or another --optimizer-impl)");
+	/* --freeze: so far the PyTorch step's (plain loop and DDP) alone;
+	 * the paper's schedule, DeepSpeed and the engine's own wrappers
+	 * (--wrapper auto) train every parameter (docs/finetune.md) */
+	if ((c->given & ZS_KEY_BIT(ZS_KEY_FREEZE)) && c->freeze[0] &&
+	    (c->framework != ZS_FW_TORCH || !zs_wrapper_step(c)))
+		return zs_fail(cause, "--freeze: only under --framework torch with --wrapper none or ddp so far (--framework "
+		               "%s%s%s trains every parameter)", zs_framework_name(c->framework),
+		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
+		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");
 	if (c->wrapper == ZS_WRAPPER_DDP)
 		return check_ddp(c, cause);
 	if (c->wrapper != ZS_WRAPPER_NONE)
@@ -893,4 +917,6 @@ void zs_config_json_torch(cJSON *cfg, const struct zs_config *c, int attention)
 	for (int i = 0; i < ZS_NTORCH_JSON_KEYS; i++)
 		if (value[i] != NULL)
 			cJSON_AddStringToObject(cfg, zs_torch_json_keys[i], value[i]);
+	if (c->freeze[0]) /* only when given: the files of a run that freezes nothing are as they were */
+		cJSON_AddStringToObject(cfg, "freeze", c->freeze);
 }

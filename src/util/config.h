@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/freeze.h"
+
 enum zs_scheme { ZS_DP, ZS_ZERO1, ZS_ZERO2, ZS_ZERO3, ZS_NSCHEMES };
 enum zs_unit { ZS_UNIT_MODEL, ZS_UNIT_LAYER, ZS_NUNITS };
 enum zs_precision { ZS_MIXED, ZS_FP32 };
@@ -72,6 +74,8 @@ enum zs_key {
 	ZS_KEY_DS_PREFETCH_BUCKET, ZS_KEY_DS_MAX_LIVE,
 	/* The PyTorch a torch or deepspeed run follows (--torch-version, ...). */
 	ZS_KEY_TORCH_VERSION, ZS_KEY_TORCH_DEVICE, ZS_KEY_OPTIM_IMPL, ZS_KEY_ZERO_GRAD, ZS_KEY_ATTN, ZS_KEY_WRAPPER,
+	/* Fine-tuning (issue #23): --freeze PATTERN (util/freeze.h). */
+	ZS_KEY_FREEZE,
 	ZS_NKEYS
 };
 
@@ -125,6 +129,9 @@ struct zs_config {
 	enum zs_zero_grad zero_grad;
 	enum zs_attn attn;
 	enum zs_wrapper wrapper;
+	/* --freeze: the parameters left out of training, util/freeze.h's
+	 * pattern ("" for none); a fixed array so that copies stay apart */
+	char freeze[ZS_FREEZE_MAX + 1];
 	zs_keys given;                  /* keys set by a spec or an option: ZS_KEY_BIT(key) */
 	/* measure --model: a transformer instead of the MLP of widths
 	 * (engine/tfm.h), or NULL. Not owned. */
