@@ -1422,8 +1422,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 	mark(b, "fwd:ln_f:start");
 	struct ln_saved lnf;
 	T xf = layer_norm(b, hs, lnfw, lnfb, &lnf);
-	unref(b, hs);
 	mark(b, "fwd:ln_f:end");
+	unref(b, hs); /* the caller rebinds `hidden_states` after the module's hooks */
 	T xf2, lg, lsm, tgt, tw;
 	T loss = head_fwd(b, M, xf, head, &xf2, &lg, &lsm, &tgt, &tw);
 	/* the loop keeps outputs (the loss and the logits) to the step's end */
@@ -2297,8 +2297,8 @@ static void llama_step(struct bld *b, struct model *M)
 	mark(b, "fwd:norm:start");
 	struct rms_saved ns;
 	T xn = rmsnorm(b, hs, nw, &ns);
-	unref(b, hs);
 	mark(b, "fwd:norm:end");
+	unref(b, hs); /* the caller rebinds `hidden_states` after the module's hooks */
 	T xn2, lg, lsm, tgt, tw;
 	T loss = head_fwd(b, M, xn, head, &xn2, &lg, &lsm, &tgt, &tw);
 	/* the model's forward returns: cache_position, the mask, inputs_embeds
