@@ -152,6 +152,11 @@ EXTRA_DIST += tests/hf_torch.sh tests/hf_torch.py tests/torch26_root.sh
 # LoRA and DDP no_sync in real PyTorch, its own invariants (about 75 s on
 # 2 cores: in check-torch-ref, not in check).
 EXTRA_DIST += tests/ft_torch.sh tests/ft_torch.py
+# --freeze (issue #23's frozen parameters): zerosim's theory and measure of
+# the plain loop and DDP N = 2 against PyTorch 1.13 with the same
+# parameters frozen, to the byte (about 2 minutes on 2 cores)
+TESTS += tests/ft_freeze.sh
+EXTRA_DIST += tests/ft_freeze.sh
 
 # The issue's table, PyTorch's peak beside zerosim's (1.13 here; 2.6 in a
 # Debian 13 root that tests/torch26_root.sh makes, about 1.5 GB, when root
