@@ -20,6 +20,11 @@
 # freezes everything and --freeze outside the PyTorch step are one line,
 # exit 2, in zerosim and in both references (--world 2 included).
 #
+# `tests/ft_freeze.sh torch26` (make check-torch26): the same comparison
+# against PyTorch 2.6 in its Debian 13 root (tests/torch26_root.sh; skip
+# without one, a failure under ZS_REQUIRE_TORCH26=1) for a covering subset
+# at 2.6's set_to_none and zeros, eager attention, DDP N = 2 included.
+#
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 disagreement, 99 hard error.
 set -u
@@ -34,6 +39,16 @@ name=ft_freeze
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-fz.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 status=0
+mode=${1:-}
+if [ "$mode" = torch26 ]; then
+	if ! root=$("$src/tests/torch26_root.sh"); then
+		[ "${ZS_REQUIRE_TORCH26:-0}" = 1 ] && { echo "ft_freeze: FAIL: no PyTorch 2.6 root (ZS_REQUIRE_TORCH26=1)" >&2; exit 1; }
+		echo "ft_freeze: SKIP: no PyTorch 2.6 root (tests/torch26_root.sh)" >&2
+		exit 77
+	fi
+	in=/tmp/zs-fz26.$$
+	trap 'rm -rf "$tmp" "${root:?}$in"' EXIT HUP INT TERM
+fi
 
 # The CLI first (needs no PyTorch): one line, exit 2, nothing written.
 cat >"$tmp/gpt2.json" <<'JSON'
@@ -75,7 +90,10 @@ refuse() { # WHAT ARGS...: zerosim theory must refuse with one line, exit 2
 
 . "$src/tests/torch_python.sh"
 export PYTHONDONTWRITEBYTECODE=1
-for world in 1 2; do
+# (the references' refusals: here, not in the 2.6 root)
+worlds="1 2"
+[ "$mode" = torch26 ] && worlds=
+for world in $worlds; do
 	for ref in ft_torch hf_torch; do
 		if [ $ref = ft_torch ]; then
 			set -- --world $world
@@ -136,9 +154,27 @@ while IFS=';' read -r label m zg pat world; do
 		set -- --ddp 2
 		wrapper=ddp
 	fi
-	if ! OPENBLAS_NUM_THREADS=1 timeout 600 "$py" "$src/tests/hf_torch.py" --model "$tmp/$m.json" --zero-grad "$zg" \
-		--freeze "$pat" --no-attribution "$@" --out "$tmp/ref.json" >"$tmp/err" 2>&1; then
-		echo "ft_freeze: FAIL: hf_torch.py --freeze '$pat' $*:" >&2
+	version=1.13
+	case $label in 2.6:*) version=2.6 ;; esac
+	[ "$mode" = torch26 ] && [ $version = 1.13 ] && continue
+	[ "$mode" != torch26 ] && [ $version = 2.6 ] && continue
+	if [ $version = 2.6 ]; then
+		# hf_torch.py (and ft_torch.py, whose matcher it imports) in the
+		# root; zerosim is this machine's binary
+		ref=$root$in/ref.json
+		mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$src/tests/ft_torch.py" "$tmp/$m.json" "$root$in/" ||
+			exit 99
+		timeout 600 unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 \
+PYTHONDONTWRITEBYTECODE=1 python3 $in/hf_torch.py --model $in/$m.json --zero-grad $zg --freeze '$pat' \
+--no-attribution $* --out $in/ref.json" >"$tmp/err" 2>&1
+	else
+		ref=$tmp/ref.json
+		OPENBLAS_NUM_THREADS=1 timeout 600 "$py" "$src/tests/hf_torch.py" --model "$tmp/$m.json" --zero-grad "$zg" \
+			--freeze "$pat" --no-attribution "$@" --out "$ref" >"$tmp/err" 2>&1
+	fi
+	# shellcheck disable=SC2181
+	if [ $? -ne 0 ]; then
+		echo "ft_freeze: FAIL: hf_torch.py ($version) --freeze '$pat' $*:" >&2
 		tail -20 "$tmp/err" >&2
 		exit 99
 	fi
@@ -146,13 +182,13 @@ while IFS=';' read -r label m zg pat world; do
 		n=1
 		[ $cmd = measure ] && n=$world
 		if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --precision fp32 --schemes dp --world $n \
-			--steps 3 --framework torch --wrapper $wrapper --torch-version 1.13 --torch-device cpu --attn eager \
+			--steps 3 --framework torch --wrapper $wrapper --torch-version $version --torch-device cpu --attn eager \
 			--optimizer-impl single --zero-grad "$zg" --freeze "$pat" --out "$tmp/$cmd.json" 2>"$tmp/err"; then
 			echo "ft_freeze: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
 			exit 99
 		fi
 	done
-	"$py" "$tmp/cmp.py" "$tmp/ref.json" "$tmp/theory.json" "$tmp/measure.json" "$label (--freeze '$pat')" || status=1
+	"$py" "$tmp/cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label (--freeze '$pat')" || status=1
 done <<'CASES'
 gpt2, embeddings frozen (the tied head with them);gpt2;zeros;embeddings;1
 gpt2, embeddings frozen, set_to_none;gpt2;none;embeddings;1
@@ -174,5 +210,13 @@ llama, q_proj frozen;llama;zeros;*.q_proj.*;1
 llama, all but the head frozen;llama;none;re:^model\.;1
 DDP N = 2, gpt2, embeddings frozen;gpt2;zeros;embeddings;2
 DDP N = 2, llama, all but the last layer frozen, set_to_none;llama;none;all-but-last:1;2
+2.6: gpt2, embeddings frozen;gpt2;none;embeddings;1
+2.6: gpt2, all but the last block frozen, zeros;gpt2;zeros;all-but-last:1;1
+2.6: gpt2, c_attn frozen;gpt2;none;*.c_attn.*;1
+2.6: llama, embeddings frozen;llama;none;embeddings;1
+2.6: llama, all but the last layer frozen;llama;none;all-but-last:1;1
+2.6: llama, all but the norms frozen, zeros;llama;zeros;re:(proj|embed_tokens|lm_head);1
+2.6: DDP N = 2, gpt2, embeddings frozen;gpt2;none;embeddings;2
+2.6: DDP N = 2, llama, all but the last layer frozen, zeros;llama;zeros;all-but-last:1;2
 CASES
 exit $status

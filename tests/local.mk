@@ -172,6 +172,7 @@ check-torch-ref: zerosim$(EXEEXT)
 # build flavour's make check.
 check-torch26: zerosim$(EXEEXT)
 	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/hf_torch.sh torch26
+	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/ft_freeze.sh torch26
 .PHONY: check-torch26
 TESTS += tests/theory_headline.sh
 EXTRA_DIST += tests/theory_headline.sh
