@@ -19,7 +19,7 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    comma-separated terms, each one of
                      embeddings          token (and position) embeddings
                                          (a tied head goes with them)
-                     blocks:A-B          blocks A..B (0-based, inclusive)
+                     blocks:A-B          blocks A..B (0-based, inclusive, A <= B)
                      all-but-last:N      embeddings and every block but the
                                          last N (final norm and head stay
                                          trainable)
@@ -28,7 +28,11 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                                          (transformer.h.0.*, *.ln_*)
                    Frozen: requires_grad False and left out of the
                    optimizer, as Trainer.create_optimizer does
-                   (p.requires_grad filter).
+                   (p.requires_grad filter). A malformed term (blocks:A-B
+                   with A > B, a re: that does not compile) or a pattern
+                   that freezes every parameter is one line, exit 2, before
+                   any rank starts (freeze_check, freeze_names; zerosim's
+                   util/freeze.c refuses the same).
   --lora-r R --lora-alpha A --lora-dropout P --lora-targets T
                    PEFT's LoRA for nn.Linear and transformers' Conv1D,
                    written from peft/tuners/lora/layer.py at v0.20.0 (see
