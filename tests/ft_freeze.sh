@@ -84,6 +84,8 @@ refuse() { # WHAT ARGS...: zerosim theory must refuse with one line, exit 2
 	refuse "--framework paper" --framework paper --freeze embeddings
 	refuse "--framework deepspeed" --framework deepspeed --freeze embeddings
 	refuse "--wrapper auto" --framework torch --freeze embeddings
+	printf '{"format": "zerosim-sweep/2", "freeze": "embeddings"}\n' >"$tmp/spec2.json"
+	refuse "a zerosim-sweep/2 spec with freeze" $plain --spec "$tmp/spec2.json"
 	refuse "--attn sdpa" --world 1 --framework torch --wrapper none --torch-version 2.6 --torch-device cpu --attn sdpa \
 		--freeze embeddings
 }

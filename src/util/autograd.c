@@ -729,6 +729,20 @@ static T layer_norm_bwd(struct bld *b, T g, struct ln_saved *sv, struct pt *w, s
 	return dx;
 }
 
+/* layer_norm_bwd, its input's gradient (where asked) arriving at *buf,
+ * then the AccumulateGrads of weight and bias (where they require grad). */
+static void layer_norm_bwd_to(struct bld *b, T g, struct ln_saved *sv, struct pt *w, struct pt *bb, T *buf)
+{
+	T dw, db;
+	T dx = layer_norm_bwd(b, g, sv, w, bb, &dw, &db);
+	if (dx != NO)
+		arrive(b, buf, dx);
+	if (dw != NO)
+		accumulate(b, w, dw);
+	if (db != NO)
+		accumulate(b, bb, db);
+}
+
 /* Conv1D: torch.addmm(bias, x.view(-1, nx), W), viewed back. mat1 (the
  * input's view) is saved only when W requires grad (its one use is
  * mm_mat2_backward: the codegen's guard_for, should_compute_output(2));
@@ -1441,12 +1455,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 	if (dxf != NO) {
 		mark(b, "bwd:ln_f:start");
 		mark(b, "bwd:lm_head:end");
-		T dlnw, dlnb;
-		gx = layer_norm_bwd(b, dxf, &lnf, lnfw, lnfb, &dlnw, &dlnb);
-		if (dlnw != NO)
-			accumulate(b, lnfw, dlnw);
-		if (dlnb != NO)
-			accumulate(b, lnfb, dlnb);
+		layer_norm_bwd_to(b, dxf, &lnf, lnfw, lnfb, &gx);
 	}
 	/* gx: the gradient of block i's output, NO where it requires none (nor
 	 * then does any block below) */
@@ -1460,7 +1469,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 		/* AddBackward (residual + mlp): gx goes to both (those that
 		 * require grad); the MLP first */
 		b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
-		T dgl = NO, dx2 = NO, lw = NO, lb = NO;
+		T dgl = NO, dx2 = NO;
 		T g2 = s->rh1 ? gx : NO;
 		if (s->rmo) {
 			T gmo = dropout_bwd(b, gx, !s->rh1, s->drop_mlp);
@@ -1527,17 +1536,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 			                 blk(M, b, i, "mlp.c_fc.bias"));
 		}
 		b->module = modname(b, "transformer.h.%d.ln_2", i);
-		if (dx2 != NO) {
-			T dln2 = layer_norm_bwd(b, dx2, &s->ln2, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"),
-			                        &lw, &lb);
-			/* the residual's input buffer: gx + dln2 */
-			if (dln2 != NO)
-				arrive(b, &g2, dln2);
-			if (lw != NO)
-				accumulate(b, blk(M, b, i, "ln_2.weight"), lw);
-			if (lb != NO)
-				accumulate(b, blk(M, b, i, "ln_2.bias"), lb);
-		}
+		if (dx2 != NO) /* the residual's input buffer: gx + ln_2's dx */
+			layer_norm_bwd_to(b, dx2, &s->ln2, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &g2);
 		if (g2 == NO) {
 			gx = NO;
 			break;
@@ -1613,16 +1613,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 			dx1 = conv1d_bwd(b, dqkv, 1, &s->attn_in, blk(M, b, i, "attn.c_attn.weight"),
 			                 blk(M, b, i, "attn.c_attn.bias"));
 		b->module = modname(b, "transformer.h.%d.ln_1", i);
-		if (dx1 != NO) {
-			T dln1 = layer_norm_bwd(b, dx1, &s->ln1, blk(M, b, i, "ln_1.weight"), blk(M, b, i, "ln_1.bias"),
-			                        &lw, &lb);
-			if (dln1 != NO)
-				arrive(b, &g3, dln1);
-			if (lw != NO)
-				accumulate(b, blk(M, b, i, "ln_1.weight"), lw);
-			if (lb != NO)
-				accumulate(b, blk(M, b, i, "ln_1.bias"), lb);
-		}
+		if (dx1 != NO)
+			layer_norm_bwd_to(b, dx1, &s->ln1, blk(M, b, i, "ln_1.weight"), blk(M, b, i, "ln_1.bias"), &g3);
 		gx = g3;
 	}
 	if (gx == NO) { /* nothing below the blocks requires grad */
