@@ -2464,7 +2464,7 @@ static T head_states(struct bld *b, struct model *M, T x, int i, int part, uint6
 	T y = linear_b(b, x, PP(M, b, part, "model.layers.%d.self_attn.{q,k,v}_proj.weight", i), qkv_bias(M, b, i, part),
 	               ls);
 	struct pt *nw = qk_norm(M, b, i, part);
-	if (nw) {
+	if (nw && ns) { /* v has none (ns NULL) */
 		T y4 = reshape(b, y, 4, SH(B, Tn, n, hd));
 		unref(b, y);
 		int32_t mod = b->module;
@@ -2494,7 +2494,7 @@ static void head_states_bwd(struct bld *b, struct model *M, T g, int i, int part
 	enum ag_dtype dt = b->s->tensor[g].dtype; /* autocast: bf16 for a bf16 state */
 	unref(b, g);
 	struct pt *nw = qk_norm(M, b, i, part);
-	if (nw) {
+	if (nw && ns) {
 		int32_t mod = b->module;
 		b->module = modname(b, "model.layers.%d.self_attn.{q,k}_norm", i);
 		T nb = NO;
