@@ -844,9 +844,6 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	if (c->freeze[0] && c->wrapper == ZS_WRAPPER_DDP && c->nschemes > 0 && c->schemes[0] == ZS_ZERO1)
 		return zs_fail(cause, "--freeze with --schemes zero1: frozen parameters under ZeroRedundancyOptimizer are "
 		               "not described yet (give --schemes dp)");
-	if (c->freeze[0] && c->grad_accum > 1)
-		return zs_fail(cause, "--freeze with --grad-accum %u: accumulation with frozen parameters is not described "
-		               "yet (give --grad-accum 1)", c->grad_accum);
 	if (c->wrapper == ZS_WRAPPER_DDP)
 		return check_ddp(c, cause);
 	if (c->wrapper != ZS_WRAPPER_NONE)
