@@ -16,6 +16,9 @@
 #     micro-step [0, 1] with no_sync and [1, 1] without; zerosim's comm per
 #     optimizer step, theory equal to measure, K times as much without
 #     no_sync as with it.
+#   - with --freeze (embeddings, all-but-last:1, blocks:A-B): gpt2 and
+#     llama, K = 2 and 3, both zero_grad modes, DDP N = 2 with and without
+#     no_sync: tests/ft_torch.py --freeze --grad-accum, as above;
 #   - the losses: zerosim's measure writes its run as a case
 #     (--write-case: the weights, every micro-step's tokens, grad_accum),
 #     which replays to the same weights digest (measure --case), and
@@ -26,8 +29,8 @@
 # `tests/ft_accum.sh torch26` (make check-torch26): the same against PyTorch
 # 2.6 in its Debian 13 root (tests/torch26_root.sh; hf_torch.sh's way of
 # running it): gpt2 and llama, K = 2 and 3, zeros and set_to_none, DDP N = 2
-# with and without no_sync. Without a root: skip (77), a failure under
-# ZS_REQUIRE_TORCH26=1.
+# with and without no_sync, four cases with --freeze. Without a root: skip
+# (77), a failure under ZS_REQUIRE_TORCH26=1.
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 a difference, 99 hard error.
 set -u
@@ -116,12 +119,16 @@ PYTHONDONTWRITEBYTECODE=1 python3 $in/ft_torch.py $args" &&
 fi
 
 status=0
-# case LABEL MODEL K ZERO_GRAD WORLD NO_SYNC(on|off)
+# case LABEL MODEL K ZERO_GRAD WORLD NO_SYNC(on|off) [FREEZE]
 case_() {
-	label=$1 m=$2 K=$3 zg=$4 world=$5 ns=$6
+	label=$1 m=$2 K=$3 zg=$4 world=$5 ns=$6 fz=${7:-}
 	cfg=$tmp/tiny-$m.json
 	set -- --model "$cfg" --grad-accum "$K" --zero-grad "$zg"
-	zw="--wrapper none" zns=""
+	zw="--wrapper none" zns="" zfz=""
+	if [ -n "$fz" ]; then # (a term without blanks or glob characters)
+		set -- "$@" --freeze "$fz"
+		zfz="--freeze $fz"
+	fi
 	if [ "$world" -gt 1 ]; then
 		set -- "$@" --world "$world" --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)"
 		zw="--wrapper ddp" zns="--ddp-no-sync $ns"
@@ -137,7 +144,7 @@ case_() {
 		# shellcheck disable=SC2086
 		if ! "$zerosim" $cmd --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes dp --world "$world" \
 			--steps 3 --framework torch $zw --torch-version $version --torch-device cpu --attn eager \
-			--optimizer-impl single --zero-grad "$zg" --grad-accum "$K" $zns \
+			--optimizer-impl single --zero-grad "$zg" --grad-accum "$K" $zns $zfz \
 			--out "$tmp/$label.$cmd.json" 2>"$tmp/err"; then
 			echo "ft_accum: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
 			exit 99
@@ -153,6 +160,11 @@ if [ $version = 2.6 ]; then
 	case_ llama-k3-none llama 3 none 1 -
 	case_ ddp2-gpt2-k2-none-nosync gpt2 2 none 2 on
 	case_ ddp2-llama-k2-zeros-sync llama 2 zeros 2 off
+	# with --freeze (frozen parameters: no grad to accumulate into)
+	case_ fz-gpt2-k2-zeros-emb gpt2 2 zeros 1 - embeddings
+	case_ fz-llama-k3-zeros-abl1 llama 3 zeros 1 - all-but-last:1
+	case_ fz-llama-k2-none-b00 llama 2 none 1 - blocks:0-0
+	case_ fz-ddp2-llama-k2-none-abl1-sync llama 2 none 2 off all-but-last:1
 	exit $status
 fi
 case_ gpt2-k1 gpt2 1 zeros 1 -
@@ -166,6 +178,15 @@ done
 case_ ddp2-gpt2-k2-nosync gpt2 2 zeros 2 on
 case_ ddp2-llama-k2-none-nosync llama 2 none 2 on
 case_ ddp2-gpt2-k2-sync gpt2 2 zeros 2 off
+# with --freeze: the frozen parameters make no grad in any micro-step
+case_ fz-gpt2-k2-zeros-emb gpt2 2 zeros 1 - embeddings
+case_ fz-gpt2-k2-none-abl1 gpt2 2 none 1 - all-but-last:1
+case_ fz-gpt2-k3-none-b11 gpt2 3 none 1 - blocks:1-1
+case_ fz-llama-k2-none-emb llama 2 none 1 - embeddings
+case_ fz-llama-k3-zeros-abl1 llama 3 zeros 1 - all-but-last:1
+case_ fz-llama-k2-none-b00 llama 2 none 1 - blocks:0-0
+case_ fz-ddp2-gpt2-k2-zeros-emb-nosync gpt2 2 zeros 2 on embeddings
+case_ fz-ddp2-llama-k2-none-abl1-sync llama 2 none 2 off all-but-last:1
 
 # --grad-accum 1 is today's plain loop: the same files, byte for byte
 for cmd in theory measure; do

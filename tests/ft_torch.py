@@ -19,7 +19,7 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    comma-separated terms, each one of
                      embeddings          token (and position) embeddings
                                          (a tied head goes with them)
-                     blocks:A-B          blocks A..B (0-based, inclusive)
+                     blocks:A-B          blocks A..B (0-based, inclusive, A <= B)
                      all-but-last:N      embeddings and every block but the
                                          last N (final norm and head stay
                                          trainable)
@@ -28,7 +28,11 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                                          (transformer.h.0.*, *.ln_*)
                    Frozen: requires_grad False and left out of the
                    optimizer, as Trainer.create_optimizer does
-                   (p.requires_grad filter).
+                   (p.requires_grad filter). A malformed term (blocks:A-B
+                   with A > B, a re: that does not compile) or a pattern
+                   that freezes every parameter is one line, exit 2, before
+                   any rank starts (freeze_check, freeze_names; zerosim's
+                   util/freeze.c refuses the same).
   --lora-r R --lora-alpha A --lora-dropout P --lora-targets T
                    PEFT's LoRA for nn.Linear and transformers' Conv1D,
                    written from peft/tuners/lora/layer.py at v0.20.0 (see
@@ -134,6 +138,41 @@ def hf_name(family, name):
 
 def n_blocks(cfg):
     return cfg.get("n_layer") or cfg.get("num_hidden_layers")
+
+
+def freeze_check(spec):
+    """Raises ValueError (one line) for a malformed term of spec: blocks:A-B
+    (A <= B), all-but-last:N, a re: that does not compile. zerosim's
+    --freeze refuses the same (util/freeze.c)."""
+    for term in (t.strip() for t in spec.split(",")):
+        if term.startswith("blocks:"):
+            m = re.fullmatch(r"blocks:(\d+)-(\d+)", term)
+            if not m or int(m.group(1)) > int(m.group(2)):
+                raise ValueError(f"--freeze: bad term {term!r} (blocks:A-B, whole numbers, A <= B)")
+        elif term.startswith("all-but-last:"):
+            if not re.fullmatch(r"all-but-last:(\d+)", term):
+                raise ValueError(f"--freeze: bad term {term!r} (all-but-last:N, a whole number)")
+        elif term.startswith("re:"):
+            try:
+                re.compile(term[3:])
+            except re.error as e:
+                raise ValueError(f"--freeze: bad term {term!r} ({e})") from None
+
+
+def freeze_names(a):
+    """The HF names of the parameters --freeze freezes in a's model, built
+    here on its own (before any rank starts: a bad pattern is one line and
+    exit 2, not a traceback per rank). Raises ValueError when it freezes
+    every parameter."""
+    freeze_check(a.freeze)
+    torch.manual_seed(0)
+    raw, family, cfg, tied = H.build(a)
+    model = H.GPT2LMHeadModel(cfg, tied, a.mask, False) if family == "gpt2" else H.LlamaForCausalLM(cfg, tied, False)
+    names = [hf_name(family, n) for n, _ in model.named_parameters()]
+    frozen = [n for n in names if freeze_matches(a.freeze, family, cfg, n)]
+    if len(frozen) == len(names) and not a.lora_r:
+        raise ValueError(f"--freeze {a.freeze}: it freezes every parameter, nothing to train")
+    return frozen
 
 
 def freeze_matches(spec, family, cfg, name):
@@ -535,6 +574,8 @@ def main():
             not 0.0 <= a.lora_dropout < 1.0:
         ap.error("--seq, --batch, --grad-accum, --world >= 1, --steps >= 2, --lora-r >= 0, 0 <= --lora-dropout < 1")
     try:
+        if a.freeze:
+            freeze_names(a)
         if a.world == 1:
             write(a.out, run(a))
         else:

@@ -29,7 +29,7 @@ FUZZ_CFLAGS = -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recov
 	-D_GNU_SOURCE -I$(top_builddir) -I$(top_srcdir)/tests/fuzz $(AM_CPPFLAGS)
 FUZZ_LIBS = $(CJSON_LIBS) -lm
 FUZZ_COMMON = $(top_srcdir)/tests/fuzz/fuzz_common.h $(top_builddir)/config.h \
-	$(top_srcdir)/src/util/util.h $(top_srcdir)/src/util/config.h
+	$(top_srcdir)/src/util/util.h $(top_srcdir)/src/util/config.h $(top_srcdir)/src/util/freeze.h
 # Every source of libzsutil.a (Makefile.am), built here with the fuzzer flags.
 FUZZ_UTIL = $(top_srcdir)/src/util/util.c $(top_srcdir)/src/util/config.c \
 	$(top_srcdir)/src/util/schedule.c $(top_srcdir)/src/util/datafile.c \
@@ -37,7 +37,8 @@ FUZZ_UTIL = $(top_srcdir)/src/util/util.c $(top_srcdir)/src/util/config.c \
 	$(top_srcdir)/src/util/step.c $(top_srcdir)/src/util/ds_coord.c \
 	$(top_srcdir)/src/util/cuda_alloc.c $(top_srcdir)/src/util/autograd.c \
 	$(top_srcdir)/src/util/ag_ddp.c $(top_srcdir)/src/util/ag_pass.c \
-	$(top_srcdir)/src/util/ag_fsdp.c $(top_srcdir)/src/util/ag_zero1.c
+	$(top_srcdir)/src/util/ag_fsdp.c $(top_srcdir)/src/util/ag_zero1.c \
+	$(top_srcdir)/src/util/freeze.c
 # The case reader reads a transformer's shape through engine/tfm.h, whose
 # sources need the rest of the engine: every source of libzsengine.a.
 FUZZ_ENGINE = $(top_srcdir)/src/engine/case.c $(top_srcdir)/src/engine/tfm.c \

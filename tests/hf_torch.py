@@ -857,6 +857,16 @@ def build(a):
     return raw, family, cfg, tied
 
 
+def freeze(a, model, family, cfg):
+    """--freeze SPEC: requires_grad False for the parameters whose Hugging
+    Face names SPEC matches (tests/ft_torch.py's syntax and matcher, one
+    for both references and zerosim's util/freeze.c)."""
+    import ft_torch
+    for n, p in model.named_parameters():
+        if ft_torch.freeze_matches(a.freeze, family, cfg, ft_torch.hf_name(family, n)):
+            p.requires_grad_(False)
+
+
 def one_step(a, model, opt, input_ids, labels, zero_none, step, losses):
     mark(f"step:{step}")
     mark("phase:forward")
@@ -916,6 +926,8 @@ def run(a):
         else:
             model = LlamaForCausalLM(cfg, tied, sdpa, FAMILY_ATTENTION[family])
         model.train()
+        if a.freeze:
+            freeze(a, model, family, cfg)
         install_hooks(model, set(model.units))
         if a.ddp:
             model = ddp_wrap(a, model)
@@ -923,21 +935,25 @@ def run(a):
             model = fsdp_wrap(a, model)
         Opt = torch.optim.AdamW if a.optimizer == "adamw" else torch.optim.Adam
         kw = dict(fused=True) if a.optimizer_impl == "fused" else dict(foreach=foreach)
+        # the trainable parameters (all but --freeze's), as transformers'
+        # Trainer.create_optimizer filters them (p.requires_grad)
+        params = [p for p in model.parameters() if p.requires_grad]
         if a.zero1:
             # torch's zero1: ZeroRedundancyOptimizer over DDP at its defaults
             # (parameters_as_bucket_view False, overlap_with_ddp False), the
             # local optimizer Adam with the same settings, on the default
             # (gloo) group: its broadcasts are in place on param.data
             # (zero_redundancy_optimizer.py _broadcast_params_from_rank) and
-            # free nothing, so no gloo timing reaches the bytes
+            # free nothing, so no gloo timing reaches the bytes (--freeze
+            # with --zero1 is refused below: not compared yet)
             from torch.distributed.optim import ZeroRedundancyOptimizer
             opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=Opt, lr=1e-3, **kw)
         elif a.optimizer_impl == "fused":
             # torch.optim.Adam(fused=True): CUDA only in 1.13 (adam.py's
             # check), the CPU too from 2.4 (2.6's _fused_adam_ CPU kernel)
-            opt = Opt(model.parameters(), lr=1e-3, **kw)
+            opt = Opt(params, lr=1e-3, **kw)
         else:
-            opt = Opt(model.parameters(), lr=1e-3, **kw)
+            opt = Opt(params, lr=1e-3, **kw)
         g = torch.Generator().manual_seed(1 + RANK[0])  # each rank its own batch
         input_ids = torch.randint(0, V, (a.batch, a.seq), generator=g)
         labels = input_ids.clone()
@@ -1119,8 +1135,10 @@ def ddp_wrap(a, model):
     tnd.dist.Logger = QuietLogger
     mark("ddp:construct")
     # bucket_cap_mb given only when asked: 2.x's first bucket is 1 MiB
-    # (_DEFAULT_FIRST_BUCKET_BYTES) only while it is left at None
-    m = DDP(model, process_group=pg, **({} if a.bucket_cap_mb is None else dict(bucket_cap_mb=a.bucket_cap_mb)))
+    # (_DEFAULT_FIRST_BUCKET_BYTES) only while it is left at None;
+    # tests/ft_torch.py's options have no --bucket-cap-mb
+    cap = getattr(a, "bucket_cap_mb", None)
+    m = DDP(model, process_group=pg, **({} if cap is None else dict(bucket_cap_mb=cap)))
     m.units = model.units
     mark("ddp:constructed")
     return m
@@ -1413,6 +1431,8 @@ def main():
     ap.add_argument("--fsdp", type=int, default=0, metavar="N",
                     help="N >= 2: the model in FullyShardedDataParallel FULL_SHARD, a unit per block and the "
                          "root, over gloo, N processes on the CPU (each its own batch), rank 0's allocator recorded")
+    ap.add_argument("--freeze", default="", help="frozen parameters by Hugging Face name (tests/ft_torch.py's "
+                    "--freeze syntax; docs/finetune.md)")
     ap.add_argument("--out", help="write the JSON there (some torch builds print to stdout themselves)")
     a = ap.parse_args()
     if a.loss == "shift":
@@ -1422,6 +1442,17 @@ def main():
                  "not both --ddp and --fsdp")
     if a.zero1 and not a.ddp:
         ap.error("--zero1 needs --ddp N (ZeroRedundancyOptimizer shards over DDP's ranks)")
+    if (a.zero1 or a.fsdp) and a.freeze:
+        print(f"hf_torch: --freeze with {'--zero1' if a.zero1 else '--fsdp'} is not compared yet", file=sys.stderr)
+        sys.exit(2)
+    if a.freeze:
+        import ft_torch
+        a.lora_r = 0
+        try:
+            ft_torch.freeze_names(a)
+        except ValueError as e:
+            print(f"hf_torch: {e}", file=sys.stderr)
+            sys.exit(2)
     if a.ddp:
         import tempfile
         import torch.multiprocessing as mp

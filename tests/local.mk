@@ -156,6 +156,11 @@ EXTRA_DIST += tests/ft_torch.sh tests/ft_torch.py
 # against tests/ft_torch.py, to the byte (about 60 s on 2 cores).
 TESTS += tests/ft_accum.sh
 EXTRA_DIST += tests/ft_accum.sh
+# --freeze (issue #23's frozen parameters): zerosim's theory and measure of
+# the plain loop and DDP N = 2 against PyTorch 1.13 with the same
+# parameters frozen, to the byte (about 2 minutes on 2 cores)
+TESTS += tests/ft_freeze.sh
+EXTRA_DIST += tests/ft_freeze.sh
 
 # The issue's table, PyTorch's peak beside zerosim's (1.13 here; 2.6 in a
 # Debian 13 root that tests/torch26_root.sh makes, about 1.5 GB, when root
@@ -172,6 +177,7 @@ check-torch-ref: zerosim$(EXEEXT)
 check-torch26: zerosim$(EXEEXT)
 	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/hf_torch.sh torch26
 	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/ft_accum.sh torch26
+	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/ft_freeze.sh torch26
 .PHONY: check-torch26
 TESTS += tests/theory_headline.sh
 EXTRA_DIST += tests/theory_headline.sh

@@ -100,7 +100,11 @@ static void usage(FILE *f)
 	      "                         per optimizer step, each loss / K (default 1)\n"
 	      "      --ddp-no-sync S    --wrapper ddp with --grad-accum: DDP's no_sync() on\n"
 	      "                         the first K - 1 micro-steps, on (default) or off\n"
-	      "      --spec FILE        read the options above from a zerosim-sweep/2 file;\n"
+	      "      --freeze PATTERN   --wrapper none or ddp: leave out of training the\n"
+	      "                         parameters whose Hugging Face names PATTERN matches,\n"
+	      "                         comma-separated terms: embeddings, blocks:A-B,\n"
+	      "                         all-but-last:N, re:REGEX or a glob (*.ln_*)\n"
+	      "      --spec FILE        read the options above from a zerosim-sweep/3 file;\n"
 	      "                         options on the command line override it\n"
 	      "      --model NAME|ORG/NAME|FILE\n"
 	      "                         train a transformer instead: a shipped config (gpt2,\n"
@@ -515,6 +519,13 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	if (model_arg != NULL && case_path != NULL) {
 		zs_fail(&cause, "--model and --case exclude each other: the case file gives the model");
+		goto fail;
+	}
+	/* A frozen run trains other weights than its case would say: not a
+	 * key of zerosim-case yet (docs/finetune.md), so refused either way. */
+	if (c.freeze[0] && (case_path != NULL || write_case != NULL)) {
+		zs_fail(&cause, "--freeze with %s: the case file has no key for frozen parameters yet",
+		        case_path != NULL ? "--case" : "--write-case");
 		goto fail;
 	}
 	if (model_arg != NULL && load_transformer(&c, &tfm, model_arg, seq_arg, recompute_arg, &cause) != 0)

@@ -60,6 +60,7 @@ struct zs_opt {
 	{"optimizer-impl", 0, 1, ZS_OPT_CONFIG, NULL}, {"zero-grad", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"attn", 0, 1, ZS_OPT_CONFIG, NULL}, {"wrapper", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"grad-accum", 0, 1, ZS_OPT_CONFIG, NULL}, {"ddp-no-sync", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"freeze", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"spec", 0, ZS_OPT_FILE, ZS_OPT_SPEC, NULL}
 
 /* Every command has these. */

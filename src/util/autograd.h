@@ -260,6 +260,11 @@ struct ag_options {
 	                                  * AG_F32 without autocast (docs/schedule.md, "Autocast") */
 	unsigned grad_accum;             /* K >= 1 micro-steps an optimizer step (--grad-accum) */
 	int ddp_no_sync;                 /* DDP (util/ag_ddp.h): no_sync() on micro-steps 0..K-2 */
+	/* --freeze (util/freeze.h), NULL or "" for none: the parameters it
+	 * names require no grad. The step then follows autograd: no .grad and
+	 * no Adam state for them, and an op saves for backward only what the
+	 * gradient of an input that requires grad needs (docs/finetune.md). */
+	const char *freeze;
 };
 
 struct ag_step {

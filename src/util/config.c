@@ -307,7 +307,7 @@ static const char *const key_names[ZS_NKEYS] = {
 	"precision", "optimizer", "lr", "beta1", "beta2", "eps", "framework", "bucket-cap", "prefetch",
 	"ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist", "offload", "ranks-per-node",
 	"ds-prefetch-bucket", "ds-max-live", "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn",
-	"wrapper", "grad-accum", "ddp-no-sync"};
+	"wrapper", "grad-accum", "ddp-no-sync", "freeze"};
 _Static_assert(sizeof key_names / sizeof key_names[0] == ZS_NKEYS, "a name for every key");
 
 /* One of a PyTorch option's names (names[first..n): "default" is no value
@@ -513,6 +513,16 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 			return zs_fail(cause, "--%s: '%.40s' is not one of on, off", key, value);
 		t.ddp_no_sync = strcmp(value, "on") == 0;
 		break;
+	case ZS_KEY_FREEZE:
+		/* checked whole here (a bad term is one line, exit 2); matched
+		 * against the model's names when the step is built */
+		if (strlen(value) > ZS_FREEZE_MAX)
+			return zs_fail(cause, "--freeze: the pattern is %zu characters long (at most %d)", strlen(value),
+			               ZS_FREEZE_MAX);
+		if (zs_freeze_check(value, cause) != 0)
+			return -1;
+		snprintf(t.freeze, sizeof t.freeze, "%s", value);
+		break;
 	case ZS_NKEYS:
 		break;
 	}
@@ -521,9 +531,10 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 	return 0;
 }
 
-/* The keys of zerosim-sweep/2 and the JSON type each takes: a list key
+/* The keys of zerosim-sweep/3 and the JSON type each takes: a list key
  * takes an array (or one item), the others one value. Those from
- * "torch-version" on are /2's: a /1 file has none of them. */
+ * "torch-version" on are /2's: a /1 file has none of them; those from
+ * "grad-accum" on are /3's. */
 enum spec_type { SPEC_NUMBER, SPEC_STRING, SPEC_NUMBERS, SPEC_STRINGS };
 static const struct {
 	const char *key;
@@ -536,8 +547,10 @@ static const struct {
 	{"torch-version", SPEC_STRING}, {"torch-device", SPEC_STRING}, {"optimizer-impl", SPEC_STRING},
 	{"zero-grad", SPEC_STRING}, {"attn", SPEC_STRING}, {"wrapper", SPEC_STRING},
 	{"grad-accum", SPEC_NUMBER}, {"ddp-no-sync", SPEC_STRING},
+	{"freeze", SPEC_STRINGS}, /* the terms, an array (or one) */
 };
 #define SPEC_V1_KEYS 16 /* spec_keys[0..16) are zerosim-sweep/1's */
+#define SPEC_V2_KEYS 22 /* spec_keys[0..22) are zerosim-sweep/2's; /3 adds grad-accum, ddp-no-sync, freeze */
 
 /* A JSON number as the command line would give it: a whole number's
  * digits (exact below 2^53), else the shortest form that reads back. */
@@ -627,11 +640,13 @@ int zs_config_set_json(struct zs_config *c, const char *key, const cJSON *value,
 int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 {
 	cJSON *root;
-	if (zs_json_load(path, "zerosim-sweep/2 or zerosim-sweep/1", &root, cause) != 0)
+	if (zs_json_load(path, "zerosim-sweep/3 or zerosim-sweep/2 or zerosim-sweep/1", &root, cause) != 0)
 		return -1;
-	/* A /1 file is read as before: /2's keys are unknown keys there. */
-	int v1 = strcmp(cJSON_GetObjectItemCaseSensitive(root, "format")->valuestring, "zerosim-sweep/1") == 0;
-	size_t nkeys = v1 ? SPEC_V1_KEYS : sizeof spec_keys / sizeof spec_keys[0];
+	/* A /1 or /2 file is read as before: the later versions' keys are
+	 * unknown keys there. */
+	const char *fmt = cJSON_GetObjectItemCaseSensitive(root, "format")->valuestring;
+	int version = fmt[strlen(fmt) - 1] - '0';
+	size_t nkeys = version == 1 ? SPEC_V1_KEYS : version == 2 ? SPEC_V2_KEYS : sizeof spec_keys / sizeof spec_keys[0];
 	struct zs_config t = *c;
 	int r = 0;
 	const cJSON *it;
@@ -646,8 +661,9 @@ int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 			while (j < sizeof spec_keys / sizeof spec_keys[0] && strcmp(it->string, spec_keys[j].key) != 0)
 				j++;
 			if (j < sizeof spec_keys / sizeof spec_keys[0]) {
-				r = zs_fail(cause, "%s: \"%s\" is a key of zerosim-sweep/2, not of this zerosim-sweep/1 file "
-				            "(give \"format\": \"zerosim-sweep/2\")", path, it->string);
+				int since = j < SPEC_V2_KEYS ? 2 : 3;
+				r = zs_fail(cause, "%s: \"%s\" is a key of zerosim-sweep/%d, not of this zerosim-sweep/%d file "
+				            "(give \"format\": \"zerosim-sweep/%d\")", path, it->string, since, version, since);
 				break;
 			}
 			const char *hint = strcmp(it->string, "unit") == 0 ? " (did you mean \"units\"?)"
@@ -661,7 +677,7 @@ int zs_config_load_spec(struct zs_config *c, const char *path, char **cause)
 				snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "",
 				         spec_keys[k].key);
 			r = zs_fail(cause, "%s: unknown key \"%.40s\"%s; zerosim-sweep/%d has %s", path, it->string, hint,
-			            v1 ? 1 : 2, known);
+			            version, known);
 			break;
 		}
 		for (const cJSON *e = root->child; e != it && r == 0; e = e->next)
@@ -855,6 +871,24 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	if (c->torch_version == ZS_TORCH_1_13 && c->torch_device == ZS_DEVICE_CPU && c->optim_impl == ZS_OPTIM_FUSED)
 		return zs_fail(cause, "--optimizer-impl fused: PyTorch 1.13's fused Adam runs on CUDA only "
 		               "(give --torch-device cuda, --torch-version 2.6 or another --optimizer-impl)");
+	/* --freeze: so far the PyTorch step's (plain loop and DDP) alone;
+	 * the paper's schedule, DeepSpeed, the engine's own wrappers
+	 * (--wrapper auto) and FSDP's flat parameters (--wrapper fsdp, whose
+	 * use_orig_params=False takes no frozen ones in a unit) train every
+	 * parameter (docs/finetune.md) */
+	if ((c->given & ZS_KEY_BIT(ZS_KEY_FREEZE)) && c->freeze[0] &&
+	    (c->framework != ZS_FW_TORCH || !zs_wrapper_step(c) || c->wrapper == ZS_WRAPPER_FSDP))
+		return zs_fail(cause, "--freeze: only under --framework torch with --wrapper none or ddp so far (--framework "
+		               "%s%s%s trains every parameter)", zs_framework_name(c->framework),
+		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
+		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");
+	/* no reference has frozen parameters together with these yet */
+	if (c->freeze[0] && (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16))
+		return zs_fail(cause, "--freeze with --precision %s: frozen parameters under autocast are not described "
+		               "yet (give --precision fp32)", zs_precision_name(c->precision));
+	if (c->freeze[0] && c->wrapper == ZS_WRAPPER_DDP && c->nschemes > 0 && c->schemes[0] == ZS_ZERO1)
+		return zs_fail(cause, "--freeze with --schemes zero1: frozen parameters under ZeroRedundancyOptimizer are "
+		               "not described yet (give --schemes dp)");
 	if (c->wrapper == ZS_WRAPPER_DDP)
 		return check_ddp(c, cause);
 	if (c->wrapper == ZS_WRAPPER_FSDP)
@@ -1016,4 +1050,6 @@ void zs_config_json_torch(cJSON *cfg, const struct zs_config *c, int attention)
 		if (c->wrapper == ZS_WRAPPER_DDP)
 			cJSON_AddBoolToObject(cfg, "ddp_no_sync", c->ddp_no_sync);
 	}
+	if (c->freeze[0]) /* only when given: the files of a run that freezes nothing are as they were */
+		cJSON_AddStringToObject(cfg, "freeze", c->freeze);
 }

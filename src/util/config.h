@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/freeze.h"
+
 enum zs_scheme { ZS_DP, ZS_ZERO1, ZS_ZERO2, ZS_ZERO3, ZS_NSCHEMES };
 enum zs_unit { ZS_UNIT_MODEL, ZS_UNIT_LAYER, ZS_NUNITS };
 /* ZS_AMP_BF16 / ZS_AMP_FP16: PyTorch's own autocast (fp32 parameters,
@@ -81,6 +83,8 @@ enum zs_key {
 	/* Gradient accumulation (--grad-accum K) and DDP's no_sync() on its
 	 * first K - 1 micro-steps (--ddp-no-sync on|off). */
 	ZS_KEY_GRAD_ACCUM, ZS_KEY_DDP_NO_SYNC,
+	/* Fine-tuning (issue #23): --freeze PATTERN (util/freeze.h). */
+	ZS_KEY_FREEZE,
 	ZS_NKEYS
 };
 
@@ -139,6 +143,9 @@ struct zs_config {
 	 * K - 1 of them (1, the default) or not (0). The PyTorch step only. */
 	unsigned grad_accum;
 	int ddp_no_sync;
+	/* --freeze: the parameters left out of training, util/freeze.h's
+	 * pattern ("" for none); a fixed array so that copies stay apart */
+	char freeze[ZS_FREEZE_MAX + 1];
 	zs_keys given;                  /* keys set by a spec or an option: ZS_KEY_BIT(key) */
 	/* measure --model: a transformer instead of the MLP of widths
 	 * (engine/tfm.h), or NULL. Not owned. */

@@ -1,0 +1,36 @@
+/*
+ * freeze — --freeze SPEC: which parameters a fine-tuning run leaves out of
+ * training (requires_grad False), by their Hugging Face names
+ * (docs/finetune.md; the same syntax as tests/ft_torch.py's --freeze).
+ *
+ * SPEC is a comma-separated list of terms; a parameter is frozen when any
+ * term matches its name (transformer.h.0.attn.c_attn.weight,
+ * model.layers.1.self_attn.q_proj.weight, lm_head.weight):
+ *   embeddings        the token and position embeddings (wte, wpe,
+ *                     embed_tokens; a tied head is the same tensor)
+ *   blocks:A-B        blocks A..B, 0-based, inclusive (A <= B)
+ *   all-but-last:N    the embeddings and every block but the last N
+ *   re:REGEX          a POSIX extended regular expression found anywhere
+ *                     in the name (regexec; the reference uses Python's
+ *                     re.search: write what both read alike)
+ *   anything else     a glob over the whole name (fnmatch(3) without
+ *                     flags: `*` crosses dots, as Python's fnmatchcase)
+ * Empty terms are skipped. Ownership: nothing is kept between calls.
+ */
+#ifndef ZS_UTIL_FREEZE_H
+#define ZS_UTIL_FREEZE_H
+
+#include <stdint.h>
+
+/* The longest SPEC (zs_config holds it in a fixed array). */
+#define ZS_FREEZE_MAX 512
+
+/* 0 when every term of spec parses (blocks:A-B, all-but-last:N, a
+ * compilable re:), else -1 with *cause ("--freeze: bad term ..."). */
+int zs_freeze_check(const char *spec, char **cause);
+
+/* Whether the parameter named `name` is frozen by spec in a model of
+ * `blocks` blocks. spec must have passed zs_freeze_check. */
+int zs_freeze_match(const char *spec, const char *name, uint64_t blocks);
+
+#endif

@@ -1,0 +1,224 @@
+#!/bin/sh
+# ft_freeze — zerosim's --freeze (issue #23: frozen parameters) against
+# real PyTorch 1.13 training the same model with the same parameters
+# frozen (tests/hf_torch.py --freeze: requires_grad False by
+# tests/ft_torch.py's matcher, the optimizer over the trainable ones, as
+# transformers' Trainer.create_optimizer filters them).
+#
+# zerosim's theory (util/autograd.c's step, summed) and its engine's
+# measure (the step run for real) of the plain loop (--wrapper none) and of
+# DDP over it (--wrapper ddp, N = 2; the measure at N = 2, two ranks in
+# lockstep), each equal to PyTorch's bytes between steps, the steady
+# step's peak and every mark zerosim's step names, to the byte. Cases:
+# gpt2 tiny and llama tiny, each with its embeddings frozen, all but the
+# last block (all-but-last:1), the last block (blocks:1-1, its gradients
+# flow through it), the norms (a glob), everything but the norms (re:),
+# part of a layer (gpt2's c_attn, llama's q_proj alone) and everything but
+# the head (and gpt2's tied head with its position embedding); zero_grad
+# zeros and set_to_none; DDP N = 2 for gpt2 with frozen embeddings and
+# llama with all-but-last:1. And the CLI: a bad term, a pattern that
+# freezes everything and --freeze outside the PyTorch step are one line,
+# exit 2, in zerosim and in both references (--world 2 included).
+#
+# `tests/ft_freeze.sh torch26` (make check-torch26): the same comparison
+# against PyTorch 2.6 in its Debian 13 root (tests/torch26_root.sh; skip
+# without one, a failure under ZS_REQUIRE_TORCH26=1) for a covering subset
+# at 2.6's set_to_none and zeros, eager attention, DDP N = 2 included.
+#
+# PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
+# Exit 0 pass, 1 disagreement, 99 hard error.
+set -u
+top=${ZS_BUILDDIR:-.}
+src=${srcdir:-.}
+zerosim=$top/zerosim
+if [ ! -x "$zerosim" ]; then
+	echo "ft_freeze: $zerosim is not built" >&2
+	exit 99
+fi
+name=ft_freeze
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-fz.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+status=0
+mode=${1:-}
+if [ "$mode" = torch26 ]; then
+	if ! root=$("$src/tests/torch26_root.sh"); then
+		[ "${ZS_REQUIRE_TORCH26:-0}" = 1 ] && { echo "ft_freeze: FAIL: no PyTorch 2.6 root (ZS_REQUIRE_TORCH26=1)" >&2; exit 1; }
+		echo "ft_freeze: SKIP: no PyTorch 2.6 root (tests/torch26_root.sh)" >&2
+		exit 77
+	fi
+	in=/tmp/zs-fz26.$$
+	trap 'rm -rf "$tmp" "${root:?}$in"' EXIT HUP INT TERM
+fi
+
+# The CLI first (needs no PyTorch): one line, exit 2, nothing written.
+cat >"$tmp/gpt2.json" <<'JSON'
+{"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 64, "vocab_size": 1024,
+ "activation_function": "gelu_new", "tie_word_embeddings": true, "layer_norm_epsilon": 1e-05, "embd_pdrop": 0.0,
+ "attn_pdrop": 0.0, "resid_pdrop": 0.0}
+JSON
+cat >"$tmp/llama.json" <<'JSON'
+{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "intermediate_size": 176, "max_position_embeddings": 64, "vocab_size": 1024,
+ "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu"}
+JSON
+plain="--world 1 --framework torch --wrapper none --torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single"
+refuse() { # WHAT ARGS...: zerosim theory must refuse with one line, exit 2
+	what=$1
+	shift
+	"$zerosim" theory --model "$tmp/gpt2.json" --seq 32 --batch 2 --precision fp32 --schemes dp "$@" \
+		--out "$tmp/refused.json" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/refused.json" ]; then
+		echo "FAIL: $what: exit $rc, stderr: $(cat "$tmp/err")"
+		status=1
+	else
+		echo "ok: $what: $(cat "$tmp/err")"
+	fi
+}
+# shellcheck disable=SC2086
+{
+	refuse "bad blocks: term" $plain --freeze blocks:2-1
+	refuse "bad all-but-last: term" $plain --freeze all-but-last:x
+	refuse "bad re: term" $plain --freeze 're:('
+	refuse "everything frozen" $plain --freeze 're:.'
+	refuse "--framework paper" --framework paper --freeze embeddings
+	refuse "--framework deepspeed" --framework deepspeed --freeze embeddings
+	refuse "--wrapper auto" --framework torch --freeze embeddings
+	printf '{"format": "zerosim-sweep/2", "freeze": "embeddings"}\n' >"$tmp/spec2.json"
+	refuse "a zerosim-sweep/2 spec with freeze" $plain --spec "$tmp/spec2.json"
+	refuse "--attn sdpa" --world 1 --framework torch --wrapper none --torch-version 2.6 --torch-device cpu --attn sdpa \
+		--freeze embeddings
+}
+
+. "$src/tests/torch_python.sh"
+export PYTHONDONTWRITEBYTECODE=1
+# (the references' refusals: here, not in the 2.6 root)
+worlds="1 2"
+[ "$mode" = torch26 ] && worlds=
+for world in $worlds; do
+	for ref in ft_torch hf_torch; do
+		if [ $ref = ft_torch ]; then
+			set -- --world $world
+		else
+			set -- --ddp $((world - 1))
+		fi
+		timeout 300 "$py" "$src/tests/$ref.py" --model "$tmp/gpt2.json" --freeze blocks:1-0 "$@" >"$tmp/out" 2>"$tmp/err"
+		rc=$?
+		if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ]; then
+			echo "FAIL: $ref.py --freeze blocks:1-0 $*: exit $rc, stderr: $(tail -3 "$tmp/err")"
+			status=1
+		else
+			echo "ok: $ref.py --freeze blocks:1-0 $*: $(cat "$tmp/err")"
+		fi
+	done
+done
+
+# cmp.py REF THEORY MEASURE LABEL: equal to the byte, or exit 1.
+cat >"$tmp/cmp.py" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = json.load(open(sys.argv[2]))["rows"][0]["schedule"]
+runs = json.load(open(sys.argv[3]))["runs"]
+label = sys.argv[4]
+steady, ref, bad = d["between_steps"], dict(d["boundaries"]), []
+if len(set(steady)) != 1 or steady[-1] != t["resident_bytes"]:
+    bad.append(f"theory between steps {t['resident_bytes']:,} against {steady}")
+if d["peak"] != t["peak_bytes"]:
+    bad.append(f"theory peak {t['peak_bytes']:,} against {d['peak']:,} ({d['peak'] - t['peak_bytes']:+,} B)")
+marks = t.get("marks") or {}
+for k, v in marks.items():
+    if ref.get(k) != v:
+        bad.append(f"theory mark {k}: {v:,} against {ref.get(k)}")
+if not marks:
+    bad.append("theory gave no marks")
+for r in runs:
+    pr = r["per_rank"]
+    for k, (res, pk) in enumerate(zip(pr["resident_bytes"], pr["peak_bytes"])):
+        if res != steady[-1] or pk != d["peak"]:
+            bad.append(f"measure N={r['world']} rank {k}: between steps {res:,}, peak {pk:,}")
+    for k, v in (r.get("marks") or {}).items():
+        if ref.get(k) != v:
+            bad.append(f"measure N={r['world']} mark {k}: {v:,} against {ref.get(k)}")
+    if not r.get("marks"):
+        bad.append(f"measure N={r['world']} gave no marks")
+print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} ({d['peak_phase']}, "
+      f"after {d['peak_after']}), {len(marks)} marks: PyTorch {d['torch']}, zerosim's theory and measure "
+      f"{'differ' if bad else 'equal to the byte'}" + "".join("\n  " + b for b in bad))
+sys.exit(1 if bad else 0)
+PY
+
+# label;model;zero_grad;pattern;world (1: the plain loop; 2: DDP N = 2)
+while IFS=';' read -r label m zg pat world; do
+	[ -n "$label" ] || continue
+	set --
+	wrapper=none
+	if [ "$world" = 2 ]; then
+		set -- --ddp 2
+		wrapper=ddp
+	fi
+	version=1.13
+	case $label in 2.6:*) version=2.6 ;; esac
+	[ "$mode" = torch26 ] && [ $version = 1.13 ] && continue
+	[ "$mode" != torch26 ] && [ $version = 2.6 ] && continue
+	if [ $version = 2.6 ]; then
+		# hf_torch.py (and ft_torch.py, whose matcher it imports) in the
+		# root; zerosim is this machine's binary
+		ref=$root$in/ref.json
+		mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$src/tests/ft_torch.py" "$tmp/$m.json" "$root$in/" ||
+			exit 99
+		timeout 600 unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 \
+PYTHONDONTWRITEBYTECODE=1 python3 $in/hf_torch.py --model $in/$m.json --zero-grad $zg --freeze '$pat' \
+--no-attribution $* --out $in/ref.json" >"$tmp/err" 2>&1
+	else
+		ref=$tmp/ref.json
+		OPENBLAS_NUM_THREADS=1 timeout 600 "$py" "$src/tests/hf_torch.py" --model "$tmp/$m.json" --zero-grad "$zg" \
+			--freeze "$pat" --no-attribution "$@" --out "$ref" >"$tmp/err" 2>&1
+	fi
+	# shellcheck disable=SC2181
+	if [ $? -ne 0 ]; then
+		echo "ft_freeze: FAIL: hf_torch.py ($version) --freeze '$pat' $*:" >&2
+		tail -20 "$tmp/err" >&2
+		exit 99
+	fi
+	for cmd in theory measure; do
+		n=1
+		[ $cmd = measure ] && n=$world
+		if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --precision fp32 --schemes dp --world $n \
+			--steps 3 --framework torch --wrapper $wrapper --torch-version $version --torch-device cpu --attn eager \
+			--optimizer-impl single --zero-grad "$zg" --freeze "$pat" --out "$tmp/$cmd.json" 2>"$tmp/err"; then
+			echo "ft_freeze: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+	done
+	"$py" "$tmp/cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label (--freeze '$pat')" || status=1
+done <<'CASES'
+gpt2, embeddings frozen (the tied head with them);gpt2;zeros;embeddings;1
+gpt2, embeddings frozen, set_to_none;gpt2;none;embeddings;1
+gpt2, all but the last block frozen;gpt2;zeros;all-but-last:1;1
+gpt2, all but the last block frozen, set_to_none;gpt2;none;all-but-last:1;1
+gpt2, the last block frozen;gpt2;zeros;blocks:1-1;1
+gpt2, the norms frozen;gpt2;zeros;*.ln_*;1
+gpt2, all but the norms frozen;gpt2;none;re:(attn|mlp|wte|wpe);1
+gpt2, c_attn frozen;gpt2;none;*.c_attn.*;1
+gpt2, all but the tied head and wpe frozen;gpt2;zeros;re:^transformer\.(h|ln_f)\.;1
+llama, embeddings frozen;llama;zeros;embeddings;1
+llama, embeddings frozen, set_to_none;llama;none;embeddings;1
+llama, all but the last layer frozen;llama;zeros;all-but-last:1;1
+llama, all but the last layer frozen, set_to_none;llama;none;all-but-last:1;1
+llama, the last layer frozen;llama;none;blocks:1-1;1
+llama, the norms frozen;llama;none;*layernorm*;1
+llama, all but the norms frozen;llama;zeros;re:(proj|embed_tokens|lm_head);1
+llama, q_proj frozen;llama;zeros;*.q_proj.*;1
+llama, all but the head frozen;llama;none;re:^model\.;1
+DDP N = 2, gpt2, embeddings frozen;gpt2;zeros;embeddings;2
+DDP N = 2, llama, all but the last layer frozen, set_to_none;llama;none;all-but-last:1;2
+2.6: gpt2, embeddings frozen;gpt2;none;embeddings;1
+2.6: gpt2, all but the last block frozen, zeros;gpt2;zeros;all-but-last:1;1
+2.6: gpt2, c_attn frozen;gpt2;none;*.c_attn.*;1
+2.6: llama, embeddings frozen;llama;none;embeddings;1
+2.6: llama, all but the last layer frozen;llama;none;all-but-last:1;1
+2.6: llama, all but the norms frozen, zeros;llama;zeros;re:(proj|embed_tokens|lm_head);1
+2.6: DDP N = 2, gpt2, embeddings frozen;gpt2;none;embeddings;2
+2.6: DDP N = 2, llama, all but the last layer frozen, zeros;llama;zeros;all-but-last:1;2
+CASES
+exit $status
