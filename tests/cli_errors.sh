@@ -839,6 +839,17 @@ EOF_
 bad_theory "--precision amp-bf16: autocast over the PyTorch step of a qwen2 is not described yet" \
 	--framework torch --model "$tmp/tiny-qwen2.json" --seq 8 --wrapper none --world 1 --precision amp-bf16 \
 	--torch-device cpu --attn eager
+# accumulation's reference trains gpt2 and llama, eager: the rest refused
+bad_theory "--grad-accum 2: accumulation over the PyTorch step of a qwen2 is not described yet" \
+	--framework torch --model "$tmp/tiny-qwen2.json" --seq 8 --wrapper none --world 1 --precision fp32 \
+	--torch-device cpu --attn eager --grad-accum 2
+# freeze's terms are comma-separated in a spec's string as on the command
+# line (the file's "freeze" is the run's config.freeze again)
+spec sp-freeze-str '{"format": "zerosim-sweep/3", "framework": "torch", "wrapper": "none", "world": [1], "freeze": "embeddings,blocks:0-0"}'
+try 0 "" theory --spec "$tmp/sp-freeze-str.json" --model "${srcdir:-.}/report/models/llama-tiny.json" --seq 8 \
+	--precision fp32 --torch-device cpu --attn eager --format json --out "$tmp/fz.json"
+grep -q '"freeze":[[:space:]]*"embeddings,blocks:0-0"' "$tmp/fz.json" ||
+	fail "a spec's \"freeze\": \"embeddings,blocks:0-0\" is not the run's config.freeze"
 # measure refuses what the step cannot describe as theory does: bad usage
 # (exit 2), before anything runs (it exited 1 once the run had begun);
 # and the PyTorch step under --backend mpi, which runs its ranks in one

@@ -30,11 +30,12 @@
 # the theory's bytes too; the tiny qwen2 (q/k/v biased) and qwen3 (q_norm
 # and k_norm, head_dim 24 apart from hidden / heads), qwen2 with
 # set_to_none, qwen3 tied with foreach Adam, each with the engine's
-# measure too; the tiny phi3 (qkv_proj and gate_up_proj fused), and tied
+# measure too, and qwen3 under DDP N = 2; the tiny phi3 (qkv_proj and gate_up_proj fused), and tied
 # with set_to_none, with measure;
 # gpt2 and llama under bf16 autocast
 # (--precision amp-bf16, hf_torch.py --amp bf16: gpt2 tied with zeros,
-# untied with set_to_none, DDP N = 2; llama untied with zeros), theory and
+# untied with set_to_none, DDP N = 2; llama untied with zeros, and DDP
+# N = 2; gpt2 with ZeroRedundancyOptimizer at N = 2), theory and
 # measure, and measure's bf16 losses against its own fp32 run's
 # (docs/schedule.md, "Autocast").
 #
@@ -515,6 +516,8 @@ for case in \
 	"gpt2-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
 	"gpt2-untied-amp-bf16-set_to_none|--model $tmp/tiny-gpt2-untied.json --amp bf16 --zero-grad none|$plain --optimizer-impl single --zero-grad none --precision amp-bf16" \
 	"ddp2-gpt2-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+	"ddp2-llama-amp-bf16|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+	"ddp2-qwen3|--model $tmp/tiny-qwen3.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
 	"llama-amp-bf16|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16"
 do
 	label=${case%%|*} rest=${case#*|}
@@ -597,14 +600,16 @@ done
 # N = 2, gpt2 at N = 3, and at seq 4, batch 1, where every rank's peak is
 # in the optimizer step (its local Adam's temporaries): gpt2 with
 # set_to_none at N = 3, llama with foreach Adam at N = 5, where rank 2
-# binds (by 4 bytes: the first of equals would be rank 0 otherwise).
+# binds (by 4 bytes: the first of equals would be rank 0 otherwise); and
+# gpt2 under bf16 autocast at N = 2.
 z1="--torch-version 1.13 --optimizer-impl"
 for case in \
 	"zero1-2-gpt2|tiny-gpt2|2|--zero-grad zeros|$z1 single --zero-grad zeros" \
 	"zero1-2-llama|tiny-llama|2|--zero-grad zeros|$z1 single --zero-grad zeros" \
 	"zero1-3-gpt2|tiny-gpt2|3|--zero-grad zeros|$z1 single --zero-grad zeros" \
 	"zero1-5-llama-foreach-optimizer-peak|tiny-llama|5|--zero-grad zeros --optimizer-impl foreach --seq 4 --batch 1|$z1 foreach --zero-grad zeros --seq 4 --batch 1" \
-	"zero1-3-gpt2-optimizer-peak|tiny-gpt2|3|--zero-grad none --seq 4 --batch 1|$z1 single --zero-grad none --seq 4 --batch 1"
+	"zero1-3-gpt2-optimizer-peak|tiny-gpt2|3|--zero-grad none --seq 4 --batch 1|$z1 single --zero-grad none --seq 4 --batch 1" \
+	"zero1-2-gpt2-amp-bf16|tiny-gpt2|2|--zero-grad zeros --amp bf16|$z1 single --zero-grad zeros --precision amp-bf16"
 do
 	label=${case%%|*} rest=${case#*|}
 	cfg=${rest%%|*} rest=${rest#*|}

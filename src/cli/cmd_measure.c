@@ -51,7 +51,8 @@ static void usage(FILE *f)
 	      "      --precision P      mixed (default: fp16 params and grads, fp32 master)\n"
 	      "                         or fp32 (--model: the default); amp-bf16: PyTorch's\n"
 	      "                         autocast (bf16 on the CPU, fp32 state) over the\n"
-	      "                         PyTorch step (--wrapper none or ddp; gpt2, llama)\n"
+	      "                         PyTorch step (--wrapper none or ddp; gpt2, llama,\n"
+	      "                         mistral)\n"
 	      "      --optimizer O      adam (default) or sgd (with momentum 0.9)\n"
 	      "      --lr RATE          learning rate (default 0.001)\n"
 	      "      --beta1 B1, --beta2 B2, --eps E\n"
@@ -77,9 +78,9 @@ static void usage(FILE *f)
 	      "      --ranks-per-node R with --offload: host bytes per node (1)\n"
 	      "      --torch-version V  --wrapper none, ddp, fsdp only: the PyTorch followed,\n"
 	      "                         1.13 or 2.6 (default; its defaults below); the\n"
-	      "                         plain loop's step is described for fp32 and the\n"
-	      "                         CPU yet, eager attention or (2.6) sdpa with as\n"
-	      "                         many k/v heads as heads (give --precision fp32\n"
+	      "                         plain loop's step is described for fp32 or\n"
+	      "                         amp-bf16 and the CPU yet, eager attention or (2.6)\n"
+	      "                         sdpa with as many k/v heads as heads (give\n"
 	      "                         --torch-device cpu)\n"
 	      "      --torch-device D   cuda (default) or cpu\n"
 	      "      --optimizer-impl I Adam's single, foreach or fused (default: single\n"
@@ -397,7 +398,8 @@ static int plain_step_check(const struct zs_config *c, char **cause)
 {
 	if (c->precision == ZS_MIXED)
 		return zs_fail(cause, "--precision mixed: the PyTorch step (--wrapper %s) is PyTorch's own: fp32 or "
-		               "autocast (give --precision fp32 or amp-bf16)", zs_wrapper_name(c->wrapper));
+		               "autocast (give --precision fp32%s)", zs_wrapper_name(c->wrapper),
+		               c->wrapper == ZS_WRAPPER_FSDP ? "" : " or amp-bf16");
 	struct step_params p;
 	struct ag_options o;
 	struct ag_step s;

@@ -77,7 +77,8 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 		return -1;
 	snprintf(m->framework, sizeof m->framework, "%s", m->fw.framework); /* known names: short */
 	const char *wrapper = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "wrapper"));
-	m->torch_step = wrapper != NULL && (strcmp(wrapper, "ddp") == 0 || strcmp(wrapper, "none") == 0);
+	m->torch_step = wrapper != NULL && (strcmp(wrapper, "ddp") == 0 || strcmp(wrapper, "none") == 0 ||
+	                                    strcmp(wrapper, "fsdp") == 0);
 	/* the PyTorch step's dropout, as its theory.json names it (zerosim's
 	 * own step runs none, and its file names no probability) */
 	static const char *const pdrop[] = {"embd_pdrop", "attn_pdrop", "resid_pdrop", "attention_dropout"};

@@ -575,6 +575,10 @@ static int spec_number(const cJSON *it, const char *key, char **out, char **caus
 static int spec_value(const cJSON *it, const char *key, enum spec_type type, char **out, char **cause)
 {
 	int numbers = type == SPEC_NUMBER || type == SPEC_NUMBERS;
+	/* freeze's terms are comma-separated themselves (--freeze A,B): a
+	 * string holding several is the command line's value, and an array's
+	 * items join into one */
+	int commas = strcmp(key, "freeze") == 0;
 	static const char *const type_name[] = {"a number", "a string", "an array of numbers", "an array of strings"};
 	if ((type == SPEC_NUMBERS || type == SPEC_STRINGS) && cJSON_IsArray(it)) {
 		size_t cap = 16, n = 0;
@@ -587,7 +591,7 @@ static int spec_value(const cJSON *it, const char *key, enum spec_type type, cha
 				free(s);
 				return zs_fail(cause, "\"%s\" holds a nested array", key);
 			}
-			if (numbers ? !cJSON_IsNumber(e) : !cJSON_IsString(e) || strchr(e->valuestring, ',') != NULL) {
+			if (numbers ? !cJSON_IsNumber(e) : !cJSON_IsString(e) || (!commas && strchr(e->valuestring, ',') != NULL)) {
 				free(s);
 				return zs_fail(cause, "\"%s\" is not %s", key, type_name[type]);
 			}
@@ -609,7 +613,7 @@ static int spec_value(const cJSON *it, const char *key, enum spec_type type, cha
 	if (numbers && cJSON_IsNumber(it))
 		return spec_number(it, key, out, cause);
 	/* A list item may not hold the separator the list is joined with. */
-	if (!numbers && cJSON_IsString(it) && strchr(it->valuestring, ',') == NULL) {
+	if (!numbers && cJSON_IsString(it) && (commas || strchr(it->valuestring, ',') == NULL)) {
 		*out = zs_strdup(it->valuestring);
 		return 0;
 	}
