@@ -327,8 +327,8 @@ def run(a, rank=0, world=1):
         H.mark("build")
         if family == "gpt2":
             model = H.GPT2LMHeadModel(cfg, tied, a.mask, False)
-        else:
-            model = H.LlamaForCausalLM(cfg, tied, False)
+        else:  # the family's own attention (hf_torch.py's FAMILY_ATTENTION)
+            model = H.LlamaForCausalLM(cfg, tied, False, H.FAMILY_ATTENTION.get(family))
         model.train()
         case = None
         if a.case:
