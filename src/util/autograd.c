@@ -873,6 +873,21 @@ static void layer_norm_bwd_to(struct bld *b, T g, struct ln_saved *sv, struct pt
 		accumulate(b, bb, db);
 }
 
+/* After addmm(bias, x2, W or W^t): which of mat1 (x2), W and the bias
+ * require grad (*dx, *dw, *db), and what its node saves of mat1: x2
+ * itself (its holder passes to the node) only when W requires grad, its
+ * one use being mm_mat2_backward (derivatives.yaml addmm, line 256 of
+ * 2.6.0's; the codegen's guard_for, should_compute_output(2)), else
+ * NO, x2's holder released. */
+static T addmm_saved_mat1(struct bld *b, T x2, T w, T bias, int *dx, int *dw, int *db)
+{
+	*dx = RG(b, x2), *dw = RG(b, w), *db = RG(b, bias);
+	if (*dw)
+		return x2;
+	unref(b, x2);
+	return NO;
+}
+
 /* Conv1D: torch.addmm(bias, x.view(-1, nx), W), viewed back. Under
  * autocast addmm casts its operands (the C++ arguments evaluated right to
  * left: W, x, bias) and saves the 16-bit x and W. mat1 (the input's view)
@@ -906,14 +921,8 @@ static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_sav
 	if (bm != bb->w)
 		unref(b, bm); /* the cache holds it */
 	sv->rows = rows, sv->nx = o->shape[o->ndim - 1];
-	sv->dx = RG(b, x2), sv->dw = RG(b, w->w), sv->db = RG(b, bb->w);
+	sv->x2 = addmm_saved_mat1(b, x2, w->w, bb->w, &sv->dx, &sv->dw, &sv->db);
 	sv->node = sv->dx || sv->dw || sv->db;
-	if (sv->dw) {
-		sv->x2 = x2; /* saved (mat1): the view's holder passes to the node */
-	} else {
-		unref(b, x2);
-		sv->x2 = NO;
-	}
 	return grad_in_x_shape(b, y, o);
 }
 
@@ -2009,10 +2018,8 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
  * addmm(bias, x.view(-1, in), W.t()) viewed back; AddmmBackward keeps
  * mat1 (the view) and mat2 (W^t, a view of the parameter). Without a
  * bias, linear's mm. --freeze: the node exists where one of x, W, bias
- * requires grad (sv->node); derivatives.yaml's addmm (line 256 of 2.6.0's)
- * uses mat1 only in mat2's formula (mm_mat2_backward), so the codegen's
- * guard_for saves it only when W requires grad (should_compute_output(2)),
- * as conv1d's; mat2, saved for mat1's, is a view of the parameter (no
+ * requires grad (sv->node); mat1 is saved only for W's gradient
+ * (addmm_saved_mat1), mat2, saved for x's, is a view of the parameter (no
  * bytes). dx, dw, db: which of x, W, bias require grad. */
 static T linear_b(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_saved *sv)
 {
@@ -2026,14 +2033,8 @@ static T linear_b(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_
 	op(b, AG_OP_ADDMM, x2, wt, bias->w, y, NO, NO);
 	unref(b, wt);
 	sv->rows = rows, sv->in = in;
-	sv->dx = RG(b, x2), sv->dw = RG(b, w->w), sv->db = RG(b, bias->w);
+	sv->x2 = addmm_saved_mat1(b, x2, w->w, bias->w, &sv->dx, &sv->dw, &sv->db);
 	sv->node = sv->dx || sv->dw || sv->db;
-	if (sv->dw) {
-		sv->x2 = x2; /* saved (mat1): the view's holder passes to the node */
-	} else {
-		unref(b, x2);
-		sv->x2 = NO;
-	}
 	return grad_in_x_shape(b, y, o);
 }
 
