@@ -18,7 +18,9 @@
 #     no_sync as with it.
 #   - with --freeze (embeddings, all-but-last:1, blocks:A-B): gpt2 and
 #     llama, K = 2 and 3, both zero_grad modes, DDP N = 2 with and without
-#     no_sync: tests/ft_torch.py --freeze --grad-accum, as above;
+#     no_sync: tests/ft_torch.py --freeze --grad-accum, as above; and
+#     qwen2, qwen3 and phi3 (their own modules: hf_torch.py's family
+#     attention), K = 2, a prefix frozen;
 #   - the losses: zerosim's measure writes its run as a case
 #     (--write-case: the weights, every micro-step's tokens, grad_accum),
 #     which replays to the same weights digest (measure --case), and
@@ -29,7 +31,7 @@
 # `tests/ft_accum.sh torch26` (make check-torch26): the same against PyTorch
 # 2.6 in its Debian 13 root (tests/torch26_root.sh; hf_torch.sh's way of
 # running it): gpt2 and llama, K = 2 and 3, zeros and set_to_none, DDP N = 2
-# with and without no_sync, four cases with --freeze. Without a root: skip
+# with and without no_sync, five cases with --freeze (phi3 one). Without a root: skip
 # (77), a failure under ZS_REQUIRE_TORCH26=1.
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 a difference, 99 hard error.
@@ -58,6 +60,13 @@ cat >"$tmp/tiny-llama.json" <<'EOF'
  "num_key_value_heads": 2, "intermediate_size": 160, "max_position_embeddings": 64, "vocab_size": 256,
  "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu", "attention_dropout": 0.0}
 EOF
+# the families of llama's shape (qwen3's head_dim 24 apart from hidden /
+# heads; phi3's pad_token_id null: Phi3Config's 32000 is no row of V 256)
+sed 's/"llama"/"qwen2"/' "$tmp/tiny-llama.json" >"$tmp/tiny-qwen2.json"
+sed 's/"llama"/"qwen3"/; s/"num_key_value_heads": 2,/"num_key_value_heads": 2, "head_dim": 24,/' \
+	"$tmp/tiny-llama.json" >"$tmp/tiny-qwen3.json"
+sed 's/"llama"/"phi3"/; s/"attention_dropout": 0.0/"attention_dropout": 0.0, "resid_pdrop": 0.0, "pad_token_id": null/' \
+	"$tmp/tiny-llama.json" >"$tmp/tiny-phi3.json"
 
 # cmp.py REF THEORY MEASURE LABEL: PyTorch's JSON (ft_torch.py) against
 # zerosim's theory and measure of the same case; exit 1 on a difference.
@@ -165,6 +174,7 @@ if [ $version = 2.6 ]; then
 	case_ fz-llama-k3-zeros-abl1 llama 3 zeros 1 - all-but-last:1
 	case_ fz-llama-k2-none-b00 llama 2 none 1 - blocks:0-0
 	case_ fz-ddp2-llama-k2-none-abl1-sync llama 2 none 2 off all-but-last:1
+	case_ fz-phi3-k2-none-b00 phi3 2 none 1 - blocks:0-0
 	exit $status
 fi
 case_ gpt2-k1 gpt2 1 zeros 1 -
@@ -187,6 +197,9 @@ case_ fz-llama-k3-zeros-abl1 llama 3 zeros 1 - all-but-last:1
 case_ fz-llama-k2-none-b00 llama 2 none 1 - blocks:0-0
 case_ fz-ddp2-gpt2-k2-zeros-emb-nosync gpt2 2 zeros 2 on embeddings
 case_ fz-ddp2-llama-k2-none-abl1-sync llama 2 none 2 off all-but-last:1
+case_ fz-qwen2-k2-none-emb qwen2 2 none 1 - embeddings
+case_ fz-qwen3-k2-zeros-abl1 qwen3 2 zeros 1 - all-but-last:1
+case_ fz-phi3-k2-none-b00 phi3 2 none 1 - blocks:0-0
 
 # --grad-accum 1 is today's plain loop: the same files, byte for byte
 for cmd in theory measure; do

@@ -16,7 +16,12 @@
 # part of a layer (gpt2's c_attn, llama's q_proj alone) and everything but
 # the head (and gpt2's tied head with its position embedding); zero_grad
 # zeros and set_to_none; DDP N = 2 for gpt2 with frozen embeddings and
-# llama with all-but-last:1. And the CLI: a bad term, a pattern that
+# llama with all-but-last:1; the families with guards of their own (issue
+# #25): qwen2 (q/k/v biased: addmm keeps mat1 only for a trainable
+# weight), qwen3 (q_norm, k_norm: a norm whose weight alone needs a
+# gradient), phi3 (fused qkv_proj sliced, gate_up_proj chunked), each
+# with a prefix frozen and with a projection frozen alone (a re:), DDP N
+# = 2 for qwen3 and phi3. And the CLI: a bad term, a pattern that
 # freezes everything and --freeze outside the PyTorch step are one line,
 # exit 2, in zerosim and in both references (--world 2 included).
 #
@@ -61,6 +66,12 @@ cat >"$tmp/llama.json" <<'JSON'
  "num_key_value_heads": 2, "intermediate_size": 176, "max_position_embeddings": 64, "vocab_size": 1024,
  "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu"}
 JSON
+# the families (llama's shape; qwen3's head_dim 24 apart from hidden /
+# heads; phi3's pad_token_id null: Phi3Config's 32000 is no row of V 1024)
+sed 's/"llama"/"qwen2"/; s/1e-05/1e-06/' "$tmp/llama.json" >"$tmp/qwen2.json"
+sed 's/"llama"/"qwen3"/; s/1e-05/1e-06/; s/"num_key_value_heads": 2,/"num_key_value_heads": 2, "head_dim": 24,/' \
+	"$tmp/llama.json" >"$tmp/qwen3.json"
+sed 's/"llama"/"phi3"/; s/"silu"/"silu", "resid_pdrop": 0.0, "pad_token_id": null/' "$tmp/llama.json" >"$tmp/phi3.json"
 plain="--world 1 --framework torch --wrapper none --torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single"
 refuse() { # WHAT ARGS...: zerosim theory must refuse with one line, exit 2
 	what=$1
@@ -210,7 +221,21 @@ llama, the norms frozen;llama;none;*layernorm*;1
 llama, all but the norms frozen;llama;zeros;re:(proj|embed_tokens|lm_head);1
 llama, q_proj frozen;llama;zeros;*.q_proj.*;1
 llama, all but the head frozen;llama;none;re:^model\.;1
+qwen2, embeddings frozen;qwen2;zeros;embeddings;1
+qwen2, all but the last layer frozen, set_to_none;qwen2;none;all-but-last:1;1
+qwen2, q_proj frozen (weight and bias);qwen2;zeros;re:\.q_proj\.;1
+qwen2, the q/k/v weights frozen, their biases trained;qwen2;none;re:(q|k|v)_proj\.weight;1
+qwen3, all but the last layer frozen, set_to_none;qwen3;none;all-but-last:1;1
+qwen3, all but the last layer frozen;qwen3;zeros;all-but-last:1;1
+qwen3, q_norm and k_norm frozen;qwen3;none;*_norm*;1
+qwen3, q_proj frozen over a frozen input (q_norm's weight alone trained);qwen3;zeros;re:(embed|input_layernorm|q_proj);1
+phi3, the first layer frozen;phi3;zeros;blocks:0-0;1
+phi3, all but the last layer frozen, set_to_none;phi3;none;all-but-last:1;1
+phi3, qkv_proj frozen;phi3;zeros;re:qkv_proj;1
+phi3, gate_up_proj frozen;phi3;none;re:gate_up_proj;1
 DDP N = 2, gpt2, embeddings frozen;gpt2;zeros;embeddings;2
+DDP N = 2, qwen3, the first layer frozen, set_to_none;qwen3;none;blocks:0-0;2
+DDP N = 2, phi3, qkv_proj frozen;phi3;zeros;re:qkv_proj;2
 DDP N = 2, llama, all but the last layer frozen, set_to_none;llama;none;all-but-last:1;2
 2.6: gpt2, embeddings frozen;gpt2;none;embeddings;1
 2.6: gpt2, all but the last block frozen, zeros;gpt2;zeros;all-but-last:1;1
@@ -218,6 +243,10 @@ DDP N = 2, llama, all but the last layer frozen, set_to_none;llama;none;all-but-
 2.6: llama, embeddings frozen;llama;none;embeddings;1
 2.6: llama, all but the last layer frozen;llama;none;all-but-last:1;1
 2.6: llama, all but the norms frozen, zeros;llama;zeros;re:(proj|embed_tokens|lm_head);1
+2.6: qwen2, the q/k/v weights frozen, their biases trained;qwen2;none;re:(q|k|v)_proj\.weight;1
+2.6: qwen3, all but the last layer frozen, zeros;qwen3;zeros;all-but-last:1;1
+2.6: phi3, the first layer frozen;phi3;none;blocks:0-0;1
+2.6: phi3, qkv_proj frozen, zeros;phi3;zeros;re:qkv_proj;1
 2.6: DDP N = 2, gpt2, embeddings frozen;gpt2;none;embeddings;2
 2.6: DDP N = 2, llama, all but the last layer frozen, zeros;llama;zeros;all-but-last:1;2
 CASES

@@ -167,7 +167,10 @@ def freeze_names(a):
     freeze_check(a.freeze)
     torch.manual_seed(0)
     raw, family, cfg, tied = H.build(a)
-    model = H.GPT2LMHeadModel(cfg, tied, a.mask, False) if family == "gpt2" else H.LlamaForCausalLM(cfg, tied, False)
+    # the family's own modules (qwen3's q_norm and k_norm, phi3's fused
+    # qkv_proj and gate_up_proj): their names, not llama's
+    model = H.GPT2LMHeadModel(cfg, tied, a.mask, False) if family == "gpt2" else \
+        H.LlamaForCausalLM(cfg, tied, False, H.FAMILY_ATTENTION.get(family))
     names = [hf_name(family, n) for n, _ in model.named_parameters()]
     frozen = [n for n in names if freeze_matches(a.freeze, family, cfg, n)]
     if len(frozen) == len(names) and not a.lora_r:
@@ -324,8 +327,8 @@ def run(a, rank=0, world=1):
         H.mark("build")
         if family == "gpt2":
             model = H.GPT2LMHeadModel(cfg, tied, a.mask, False)
-        else:
-            model = H.LlamaForCausalLM(cfg, tied, False)
+        else:  # the family's own attention (hf_torch.py's FAMILY_ATTENTION)
+            model = H.LlamaForCausalLM(cfg, tied, False, H.FAMILY_ATTENTION.get(family))
         model.train()
         case = None
         if a.case:

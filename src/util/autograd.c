@@ -873,6 +873,21 @@ static void layer_norm_bwd_to(struct bld *b, T g, struct ln_saved *sv, struct pt
 		accumulate(b, bb, db);
 }
 
+/* After addmm(bias, x2, W or W^t): which of mat1 (x2), W and the bias
+ * require grad (*dx, *dw, *db), and what its node saves of mat1: x2
+ * itself (its holder passes to the node) only when W requires grad, its
+ * one use being mm_mat2_backward (derivatives.yaml addmm, line 256 of
+ * 2.6.0's; the codegen's guard_for, should_compute_output(2)), else
+ * NO, x2's holder released. */
+static T addmm_saved_mat1(struct bld *b, T x2, T w, T bias, int *dx, int *dw, int *db)
+{
+	*dx = RG(b, x2), *dw = RG(b, w), *db = RG(b, bias);
+	if (*dw)
+		return x2;
+	unref(b, x2);
+	return NO;
+}
+
 /* Conv1D: torch.addmm(bias, x.view(-1, nx), W), viewed back. Under
  * autocast addmm casts its operands (the C++ arguments evaluated right to
  * left: W, x, bias) and saves the 16-bit x and W. mat1 (the input's view)
@@ -906,14 +921,8 @@ static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_sav
 	if (bm != bb->w)
 		unref(b, bm); /* the cache holds it */
 	sv->rows = rows, sv->nx = o->shape[o->ndim - 1];
-	sv->dx = RG(b, x2), sv->dw = RG(b, w->w), sv->db = RG(b, bb->w);
+	sv->x2 = addmm_saved_mat1(b, x2, w->w, bb->w, &sv->dx, &sv->dw, &sv->db);
 	sv->node = sv->dx || sv->dw || sv->db;
-	if (sv->dw) {
-		sv->x2 = x2; /* saved (mat1): the view's holder passes to the node */
-	} else {
-		unref(b, x2);
-		sv->x2 = NO;
-	}
 	return grad_in_x_shape(b, y, o);
 }
 
@@ -1935,6 +1944,7 @@ struct lin_saved {
 	int xcast;  /* autocast: x was cast */
 	uint64_t rows, in;
 	int node, dx, dw; /* as conv_saved's (--freeze) */
+	int db;           /* linear_b: the bias requires grad */
 };
 
 static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
@@ -2007,7 +2017,10 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
  * 1.13's at::linear flattens a contiguous 3-D input (_flatten_3d_linear):
  * addmm(bias, x.view(-1, in), W.t()) viewed back; AddmmBackward keeps
  * mat1 (the view) and mat2 (W^t, a view of the parameter). Without a
- * bias, linear's mm. */
+ * bias, linear's mm. --freeze: the node exists where one of x, W, bias
+ * requires grad (sv->node); mat1 is saved only for W's gradient
+ * (addmm_saved_mat1), mat2, saved for x's, is a view of the parameter (no
+ * bytes). dx, dw, db: which of x, W, bias require grad. */
 static T linear_b(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_saved *sv)
 {
 	if (!bias)
@@ -2019,13 +2032,16 @@ static T linear_b(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_
 	T y = TMP("addmm (linear, bias)", AG_F32, rows, out);
 	op(b, AG_OP_ADDMM, x2, wt, bias->w, y, NO, NO);
 	unref(b, wt);
-	sv->x2 = x2; /* saved (mat1): the view's holder passes to the node */
+	sv->rows = rows, sv->in = in;
+	sv->x2 = addmm_saved_mat1(b, x2, w->w, bias->w, &sv->dx, &sv->dw, &sv->db);
+	sv->node = sv->dx || sv->dw || sv->db;
 	return grad_in_x_shape(b, y, o);
 }
 
 /* Its AddmmBackward (derivatives.yaml addmm: mat1's mm_mat1_backward,
  * then mat2's mm_mat2_backward, made in W's [out, in] layout; the bias's
- * grad is the incoming one, summed to [out] by validate_outputs); the
+ * grad is the incoming one, summed to [out] by validate_outputs), each
+ * only for an input that requires grad (the node's output mask); the
  * node's input released when `owned`, then its saved mat1; then the
  * ready queue: the bias's AccumulateGrad (the highest sequence number),
  * x's ViewBackward (dx to *xbuf), TBackward to the weight's. */
@@ -2035,25 +2051,34 @@ static void linear_b_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, st
 		linear_bwd(b, g, owned, sv, w, xbuf);
 		return;
 	}
-	const struct ag_tensor xo_ = b->s->tensor[sv->x2], *xo = &xo_; /* a copy: the array grows */
-	uint64_t rows = xo->shape[0], in = xo->shape[1], out = b->s->tensor[w->w].shape[0];
+	uint64_t rows = sv->rows, in = sv->in, out = b->s->tensor[w->w].shape[0];
 	const struct ag_tensor go_ = b->s->tensor[g];
 	T g2 = reshape(b, g, 2, SH(rows, out));
-	T dx = TMP("mm (addmm backward, mat1)", AG_F32, rows, in);
-	op(b, AG_OP_MM, g2, w->w, NO, dx, NO, NO);
-	T dw = TMP("mm (addmm backward, mat2)", AG_F32, out, in);
-	T gt = transpose_last2(b, g2);
-	op(b, AG_OP_MM, gt, sv->x2, NO, dw, NO, NO);
-	unref(b, gt);
-	T db = TMP("sum (addmm backward, bias)", AG_F32, out);
-	op(b, AG_OP_SUM_ROWS, g2, NO, NO, db, NO, NO);
+	T dx = NO, dw = NO, db = NO;
+	if (sv->dx) {
+		dx = TMP("mm (addmm backward, mat1)", AG_F32, rows, in);
+		op(b, AG_OP_MM, g2, w->w, NO, dx, NO, NO);
+	}
+	if (sv->dw) {
+		dw = TMP("mm (addmm backward, mat2)", AG_F32, out, in);
+		T gt = transpose_last2(b, g2);
+		op(b, AG_OP_MM, gt, sv->x2, NO, dw, NO, NO);
+		unref(b, gt);
+	}
+	if (sv->db) {
+		db = TMP("sum (addmm backward, bias)", AG_F32, out);
+		op(b, AG_OP_SUM_ROWS, g2, NO, NO, db, NO, NO);
+	}
 	unref(b, g2);
 	if (owned)
 		unref(b, g);
 	unref(b, sv->x2);
-	accumulate(b, bias, db);
-	arrive(b, xbuf, grad_in_x_shape(b, dx, &go_));
-	accumulate(b, w, dw);
+	if (db != NO)
+		accumulate(b, bias, db);
+	if (dx != NO)
+		arrive(b, xbuf, grad_in_x_shape(b, dx, &go_));
+	if (dw != NO)
+		accumulate(b, w, dw);
 }
 
 /* LlamaRMSNorm op by op: x.pow(2).mean(-1, keepdim=True); x *
@@ -2498,6 +2523,8 @@ static void head_states_bwd(struct bld *b, struct model *M, T g, int i, int part
 		T nb = NO;
 		rmsnorm_bwd(b, pv, ns, nw, &nb);
 		b->module = mod;
+		if (nb == NO) /* the projection's output requires no grad: the norm's weight's alone */
+			return;
 		pv = reshape(b, nb, 4, SH(B, Tn, n, hd));
 		unref(b, nb);
 	}
@@ -2579,8 +2606,14 @@ static void phi3_states_bwd(struct bld *b, struct model *M, int i, T buf[3], T p
 /* Phi3MLP.forward (modeling_phi3.py 00d4b3d2142c): up_states =
  * gate_up_proj(x); gate, up_states = up_states.chunk(2, dim=-1) (views);
  * up_states * silu(gate). silu keeps gate and mul keeps up (views: the
- * fused product stays whole) and silu's result. Returns the product. */
-static T phi3_mlp(struct bld *b, struct model *M, T x, int i, struct lin_saved *ls, T *gate, T *sl, T *up)
+ * fused product stays whole) and silu's result. Returns the product.
+ * --freeze: the two chunks of one product require grad together (*km);
+ * where they need none (a frozen gate_up_proj over an input that needs
+ * none) silu and mul make no nodes and save nothing: silu's result goes
+ * after the mul, `up` with its rebinding, *sl and *up come back NO and
+ * *gate is the name the caller drops when forward returns (after
+ * down_proj: the fused product lives until then). */
+static T phi3_mlp(struct bld *b, struct model *M, T x, int i, struct lin_saved *ls, T *gate, T *sl, T *up, int *km)
 {
 	uint64_t B = b->o->batch, Tn = b->o->seq, f = b->m->intermediate;
 	T gu = linear(b, x, PF(M, b, "model.layers.%d.mlp.gate_up_proj.weight", i), ls);
@@ -2592,6 +2625,12 @@ static T phi3_mlp(struct bld *b, struct model *M, T x, int i, struct lin_saved *
 	op(b, AG_OP_SILU, *gate, NO, NO, *sl, NO, NO);
 	T mu = like(b, "mul (up * silu(gate))", *sl);
 	op(b, AG_OP_MUL, *up, *sl, NO, mu, NO, NO);
+	*km = RG(b, gu);
+	if (!*km) {
+		unref(b, *sl);
+		unref(b, *up);
+		*sl = *up = NO;
+	}
 	return mu;
 }
 
@@ -2882,7 +2921,7 @@ static void llama_step(struct bld *b, struct model *M)
 		T mu;
 		if (phi3) {
 			b->module = modname(b, "model.layers.%d.mlp.gate_up_proj", i);
-			mu = phi3_mlp(b, M, x2, i, &s->gate, &s->gate_o, &s->silu_o, &s->up_o);
+			mu = phi3_mlp(b, M, x2, i, &s->gate, &s->gate_o, &s->silu_o, &s->up_o, &s->km);
 		} else {
 			b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
 			T gp = linear(b, x2, PP(M, b, 0, gun, i), &s->gate);
@@ -2908,6 +2947,10 @@ static void llama_step(struct bld *b, struct model *M)
 		T mo = linear(b, mu, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &s->down);
 		s->rmo = RG(b, mo);
 		unref(b, mu);
+		if (phi3 && !s->km) { /* forward returns: `gate` goes, no node keeps the fused product */
+			unref(b, s->gate_o);
+			s->gate_o = NO;
+		}
 		unref(b, x2);
 		b->module = -1;
 		hs = residual_add(b, h2, mo, 0);
@@ -3048,9 +3091,11 @@ static void llama_step(struct bld *b, struct model *M)
 		}
 		if (phi3) {
 			T bufs[3] = { dv, kbuf, qbuf }, xb = NO;
-			phi3_states_bwd(b, M, i, bufs, pass, &s->q, &xb);
+			if (dac != NO)
+				phi3_states_bwd(b, M, i, bufs, pass, &s->q, &xb);
 			b->module = modname(b, "model.layers.%d.input_layernorm", i);
-			rmsnorm_bwd(b, xb, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
+			if (xb != NO)
+				rmsnorm_bwd(b, xb, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
 			xbuf = rbuf;
 			continue;
 		}
@@ -3510,15 +3555,11 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	int freezing = o->freeze && *o->freeze;
 	if (freezing && o->attn == ZS_ATTN_SDPA)
 		return refuse(cause, "--freeze: with --attn sdpa not described yet (give --attn eager)");
-	/* qwen2's biased projections (linear_b), qwen3's q/k norms and phi3's
-	 * fused qkv_proj and gate_up_proj carry no requires-grad guards yet,
-	 * and no reference has frozen them; autocast's casts of a frozen
-	 * weight and ZeroRedundancyOptimizer over the trainable parameters are
-	 * refused in the config's checks too (accumulation with frozen
-	 * parameters is checked: tests/ft_accum.sh) */
-	if (freezing && fam >= 3)
-		return refuse(cause, "--freeze: frozen parameters in the PyTorch step of a %s are not described yet "
-		              "(gpt2, llama and mistral are; give no --freeze)", m->model_type);
+	/* autocast's casts of a frozen weight and ZeroRedundancyOptimizer over
+	 * the trainable parameters are refused in the config's checks too
+	 * (accumulation with frozen parameters is checked: tests/ft_accum.sh;
+	 * every family's, qwen2's biased projections, qwen3's q/k norms and
+	 * phi3's fused qkv_proj and gate_up_proj included: tests/ft_freeze.sh) */
 	if (freezing && (o->amp != AG_F32 || o->zero1_world))
 		return refuse(cause, "--freeze: with %s is not described yet (give %s)",
 		              o->amp != AG_F32 ? "autocast" : "ZeroRedundancyOptimizer",
