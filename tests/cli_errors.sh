@@ -840,10 +840,14 @@ EOF_
 bad_theory "--precision amp-bf16: autocast over the PyTorch step of a qwen2 is not described yet" \
 	--framework torch --model "$tmp/tiny-qwen2.json" --seq 8 --wrapper none --world 1 --precision amp-bf16 \
 	--torch-device cpu --attn eager
-# accumulation's reference trains gpt2 and llama, eager: the rest refused
-bad_theory "--grad-accum 2: accumulation over the PyTorch step of a qwen2 is not described yet" \
-	--framework torch --model "$tmp/tiny-qwen2.json" --seq 8 --wrapper none --world 1 --precision fp32 \
-	--torch-device cpu --attn eager --grad-accum 2
+# accumulation's reference attends eagerly: SDPA refused
+cat >"$tmp/tiny-nodrop.json" <<'EOF_'
+{"model_type": "gpt2", "n_embd": 16, "n_layer": 1, "n_head": 2, "vocab_size": 32, "n_positions": 8,
+ "embd_pdrop": 0.0, "attn_pdrop": 0.0, "resid_pdrop": 0.0}
+EOF_
+bad_theory "--grad-accum 2 with --attn sdpa: accumulation under SDPA is not described yet" \
+	--framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper none --world 1 --precision fp32 \
+	--torch-device cpu --attn sdpa --torch-version 2.6 --grad-accum 2
 # freeze's terms are comma-separated in a spec's string as on the command
 # line (the file's "freeze" is the run's config.freeze again)
 spec sp-freeze-str '{"format": "zerosim-sweep/3", "framework": "torch", "wrapper": "none", "world": [1], "freeze": "embeddings,blocks:0-0"}'

@@ -200,6 +200,10 @@ case_ fz-ddp2-llama-k2-none-abl1-sync llama 2 none 2 off all-but-last:1
 case_ fz-qwen2-k2-none-emb qwen2 2 none 1 - embeddings
 case_ fz-qwen3-k2-zeros-abl1 qwen3 2 zeros 1 - all-but-last:1
 case_ fz-phi3-k2-none-b00 phi3 2 none 1 - blocks:0-0
+# the families unfrozen (ft_torch.py builds each family's own attention)
+case_ qwen2-k2-zeros qwen2 2 zeros 1 -
+case_ qwen3-k3-none qwen3 3 none 1 -
+case_ ddp2-phi3-k2-none-nosync phi3 2 none 2 on
 
 # --grad-accum 1 is today's plain loop: the same files, byte for byte
 for cmd in theory measure; do
