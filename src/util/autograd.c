@@ -3482,9 +3482,9 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	memset(s, 0, sizeof *s);
 	/* The step is written from modeling_gpt2.py, modeling_llama.py
 	 * (mistral's is llama's), modeling_qwen2.py (llama's with biased q, k,
-	 * v) and modeling_qwen3.py (llama's with q_norm and k_norm): another
-	 * family's modules (phi3's fused qkv_proj and gate_up_proj, gemma's
-	 * norms, GeGLU and soft-capping) are not described. */
+	 * v), modeling_qwen3.py (llama's with q_norm and k_norm) and
+	 * modeling_phi3.py (fused qkv_proj and gate_up_proj): another family's
+	 * modules (gemma's norms, GeGLU and soft-capping) are not described. */
 	static const char *const described[] = { "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3" };
 	size_t fam = 0;
 	while (fam < sizeof described / sizeof *described && strcmp(m->model_type, described[fam]) != 0)
