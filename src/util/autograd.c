@@ -3399,6 +3399,7 @@ void ag_optimizer_events(struct ag_step *s, const struct ag_options *o, const st
 	                  .micro = -1 };
 	struct bld *b = &B_;
 	b->refs = zs_calloc(s->ntensors ? s->ntensors : 1, sizeof *b->refs);
+	b->rg = zs_calloc(s->ntensors ? s->ntensors : 1, sizeof *b->rg); /* under no_grad: none requires grad */
 	for (size_t t = 0; t < s->ntensors; t++)
 		b->refs[t] = s->tensor[t].storage == t; /* the caller's: never released here */
 	use(b, list, nlist);
@@ -3413,6 +3414,7 @@ void ag_optimizer_events(struct ag_step *s, const struct ag_options *o, const st
 	free(q);
 	free(pt);
 	free(b->refs);
+	free(b->rg);
 }
 
 /* ------------------------------------------------------------------------ */
