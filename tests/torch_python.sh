@@ -1,8 +1,17 @@
 # torch_python.sh — sourced by the tests that run PyTorch (tfm_torch.sh,
-# fsdp_torch.sh): sets py to the first of $PYTHON, Debian's
-# /usr/bin/python3 and the python3 on PATH (one earlier on PATH may lack
-# torch) that imports torch; without one, skips the test named $name with
-# a message (exit 77, automake's skip).
+# fsdp_torch.sh, hf_torch.sh, ft_*.sh): sets py to the first of $PYTHON,
+# Debian's /usr/bin/python3 and the python3 on PATH (one earlier on PATH
+# may lack torch) that imports torch; without one, skips the test named
+# $name with a message (exit 77, automake's skip), or fails under
+# ZS_REQUIRE_TORCH=1.
+#
+# ZS_SKIP_TORCH=1 skips them (77) with a message: they run PyTorch for
+# minutes, so CI runs them once per run (its first build and its
+# sanitizer build), not in every build flavour (.ci/run).
+if [ "${ZS_SKIP_TORCH:-0}" = 1 ]; then
+	echo "SKIP: $name: ZS_SKIP_TORCH=1 (the PyTorch agreement tests run once per CI run, not in every build flavour)"
+	exit 77
+fi
 py=""
 for p in ${PYTHON:-} /usr/bin/python3 python3; do
 	if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import torch' >/dev/null 2>&1; then
@@ -11,6 +20,10 @@ for p in ${PYTHON:-} /usr/bin/python3 python3; do
 	fi
 done
 if [ -z "$py" ]; then
+	if [ "${ZS_REQUIRE_TORCH:-0}" = 1 ]; then
+		echo "$name: FAIL: no python3 here imports torch (ZS_REQUIRE_TORCH=1; Debian: apt-get install python3-torch)" >&2
+		exit 1
+	fi
 	echo "SKIP: $name: no python3 here imports torch (Debian: apt-get install python3-torch)"
 	exit 77
 fi
