@@ -818,6 +818,8 @@ for cmd in measure theory; do
 		--attn eager --grad-accum 2 --out "$keep"
 	try 2 "--grad-accum 2 with --schemes zero1: accumulation under ZeroRedundancyOptimizer is not described yet" \
 		$cmd --framework torch $ddp --schemes zero1 --torch-version 1.13 --grad-accum 2 --out "$keep"
+	try 2 "--ddp-no-sync: only with --grad-accum K > 1 (no_sync() wraps the first K - 1 micro-steps; without accumulation there are none)" \
+		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --ddp-no-sync off --out "$keep"
 	# The plain loop describes no activation checkpointing: refused.
 	try 2 "--recompute full: the plain loop's PyTorch step keeps what autograd keeps" \
 		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision fp32 --torch-device cpu \

@@ -866,6 +866,11 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 		               "not described yet (give --grad-accum 1 or --schemes dp)", c->grad_accum);
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_NO_SYNC)) && c->wrapper != ZS_WRAPPER_DDP)
 		return zs_fail(cause, "--ddp-no-sync: only with --wrapper ddp (DistributedDataParallel's no_sync())");
+	/* no_sync() wraps micro-steps 0..K-2: at K = 1 there are none, and
+	 * a setting that changes nothing is refused rather than ignored */
+	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_NO_SYNC)) && c->grad_accum <= 1)
+		return zs_fail(cause, "--ddp-no-sync: only with --grad-accum K > 1 (no_sync() wraps the first K - 1 "
+		               "micro-steps; without accumulation there are none)");
 	/* 1.13 has no torch.nn.functional.scaled_dot_product_attention (2.0
 	 * added it), and its fused Adam takes CUDA tensors only (adam.py
 	 * 147-151: "FusedAdam requires all the params to be CUDA"). */
