@@ -7,7 +7,7 @@
 #
 # zerosim's theory (util/autograd.c's step, summed) and its engine's
 # measure (the step run for real) of the plain loop (--wrapper none) and of
-# DDP over it (--wrapper ddp, N = 2; the measure at N = 2, two ranks in
+# DDP over it (--wrapper ddp, N = 2; theory and measure at N = 2, two ranks in
 # lockstep), each equal to PyTorch's bytes between steps, the steady
 # step's peak and every mark zerosim's step names, to the byte. Cases:
 # gpt2 tiny and llama tiny, each with its embeddings frozen, all but the
@@ -73,31 +73,41 @@ sed 's/"llama"/"qwen3"/; s/1e-05/1e-06/; s/"num_key_value_heads": 2,/"num_key_va
 	"$tmp/llama.json" >"$tmp/qwen3.json"
 sed 's/"llama"/"phi3"/; s/"silu"/"silu", "resid_pdrop": 0.0, "pad_token_id": null/' "$tmp/llama.json" >"$tmp/phi3.json"
 plain="--world 1 --framework torch --wrapper none --torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single"
-refuse() { # WHAT ARGS...: zerosim theory must refuse with one line, exit 2
-	what=$1
-	shift
+refuse() { # WHAT TEXT ARGS...: zerosim theory must refuse with one line that has TEXT, exit 2
+	what=$1 text=$2
+	shift 2
 	"$zerosim" theory --model "$tmp/gpt2.json" --seq 32 --batch 2 --precision fp32 --schemes dp "$@" \
 		--out "$tmp/refused.json" >"$tmp/out" 2>"$tmp/err"
 	rc=$?
-	if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/refused.json" ]; then
-		echo "FAIL: $what: exit $rc, stderr: $(cat "$tmp/err")"
+	if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/refused.json" ] ||
+		! grep -qF -- "$text" "$tmp/err"; then
+		echo "FAIL: $what: exit $rc, stderr: $(cat "$tmp/err") (wanted one line with: $text)"
 		status=1
 	else
 		echo "ok: $what: $(cat "$tmp/err")"
 	fi
 }
+only="--freeze: only under --framework torch with --wrapper none or ddp so far"
 # shellcheck disable=SC2086
 {
-	refuse "bad blocks: term" $plain --freeze blocks:2-1
-	refuse "bad all-but-last: term" $plain --freeze all-but-last:x
-	refuse "bad re: term" $plain --freeze 're:('
-	refuse "everything frozen" $plain --freeze 're:.'
-	refuse "--framework paper" --framework paper --freeze embeddings
-	refuse "--framework deepspeed" --framework deepspeed --freeze embeddings
-	refuse "--wrapper auto" --framework torch --freeze embeddings
+	refuse "bad blocks: term" "--freeze: bad term 'blocks:2-1' (blocks:A-B, whole numbers, A <= B)" \
+		$plain --freeze blocks:2-1
+	refuse "bad all-but-last: term" "--freeze: bad term 'all-but-last:x' (all-but-last:N, a whole number)" \
+		$plain --freeze all-but-last:x
+	refuse "bad re: term" "--freeze: bad term 're:(' (re:REGEX, a POSIX extended regular expression)" \
+		$plain --freeze 're:('
+	refuse "everything frozen" "--freeze re:.: it freezes every parameter: nothing to train" $plain --freeze 're:.'
+	refuse "--framework paper" "$only (--framework paper trains every parameter)" --framework paper --freeze embeddings
+	refuse "--framework deepspeed" "$only (--framework deepspeed trains every parameter)" \
+		--framework deepspeed --freeze embeddings
+	refuse "--wrapper auto" "$only (--framework torch --wrapper auto trains every parameter)" \
+		--framework torch --freeze embeddings
 	printf '{"format": "zerosim-sweep/2", "freeze": "embeddings"}\n' >"$tmp/spec2.json"
-	refuse "a zerosim-sweep/2 spec with freeze" $plain --spec "$tmp/spec2.json"
-	refuse "--attn sdpa" --world 1 --framework torch --wrapper none --torch-version 2.6 --torch-device cpu --attn sdpa \
+	refuse "a zerosim-sweep/2 spec with freeze" \
+		'"freeze" is a key of zerosim-sweep/3, not of this zerosim-sweep/2 file (give "format": "zerosim-sweep/3")' \
+		$plain --spec "$tmp/spec2.json"
+	refuse "--attn sdpa" "--freeze: with --attn sdpa not described yet (give --attn eager)" \
+		--world 1 --framework torch --wrapper none --torch-version 2.6 --torch-device cpu --attn sdpa \
 		--freeze embeddings
 }
 
@@ -111,7 +121,8 @@ for world in $worlds; do
 		if [ $ref = ft_torch ]; then
 			set -- --world $world
 		else
-			set -- --ddp $((world - 1))
+			set --
+			[ "$world" -gt 1 ] && set -- --ddp "$world"
 		fi
 		timeout 300 "$py" "$src/tests/$ref.py" --model "$tmp/gpt2.json" --freeze blocks:1-0 "$@" >"$tmp/out" 2>"$tmp/err"
 		rc=$?
@@ -192,9 +203,7 @@ PYTHONDONTWRITEBYTECODE=1 python3 $in/hf_torch.py --model $in/$m.json --zero-gra
 		exit 99
 	fi
 	for cmd in theory measure; do
-		n=1
-		[ $cmd = measure ] && n=$world
-		if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --precision fp32 --schemes dp --world $n \
+		if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --precision fp32 --schemes dp --world "$world" \
 			--steps 3 --framework torch --wrapper $wrapper --torch-version $version --torch-device cpu --attn eager \
 			--optimizer-impl single --zero-grad "$zg" --freeze "$pat" --out "$tmp/$cmd.json" 2>"$tmp/err"; then
 			echo "ft_freeze: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2

@@ -328,6 +328,27 @@ grep -q "\"dropout's kept noise\"" "$tmp/pt/figures/fig11-torch.dat" || fail "fi
 # the tied head's gradient (V x d x 4 = 262,144 B) is held across the blocks' backward
 grep -q "it is 262\\\\,144~B, held from the start of \\\\texttt{ln\\\\_f}'s backward to the start of \\\\texttt{wte}'s" "$sec" ||
 	fail "the tied head's held gradient: $(grep 'tied head' "$sec")"
+# --freeze (the paper's schedule trains every parameter): a frozen run
+# beside the full one is its own column, its pattern in the text. By hand,
+# all-but-last:1 trains the last block and ln_f: 2 x 64 (ln_1) + 64 x 192 +
+# 192 (c_attn) + 64 x 64 + 64 (attn.c_proj) + 2 x 64 (ln_2) + 64 x 256 +
+# 256 (c_fc) + 256 x 64 + 64 (mlp.c_proj) + 2 x 64 (ln_f) = 50,112
+# parameters: 200,448 B of gradients at the peak (zeros keeps them all)
+# and twice that of Adam's m and v, against the paper's 678,912 B and
+# 1,357,824 B; and the settings head the columns a line each.
+"$zerosim" theory --model "$src/report/models/gpt2-tiny.json" --framework torch --wrapper none --world 1 \
+	--schemes dp --precision fp32 --torch-device cpu --attn eager --torch-version 1.13 --seq 32 --batch 2 \
+	--freeze all-but-last:1 --out "$tmp/plain-fz.json" 2>"$tmp/err" || fail "theory --freeze: $(cat "$tmp/err")"
+report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-tiny.json" \
+	--transformer "$tmp/plain-1.13.json" --transformer "$tmp/plain-fz.json" --out "$tmp/fz" ||
+	fail "report with a frozen plain loop: $(cat "$tmp/err")"
+grep -qF 'PyTorch 1.13\\all trained\end{tabular} & \begin{tabular}[b]{@{}r@{}}PyTorch 1.13\\frozen A\end{tabular}' \
+	"$tmp/fz/torch.tex" || fail "the frozen run's column: $(grep 'bytes at the peak' "$tmp/fz/torch.tex")"
+grep -qF "PyTorch 1.13, frozen A's (zero\_grad zeros, single-tensor Adam, eager attention, \texttt{--freeze 'all-but-last:1'})" \
+	"$tmp/fz/torch.tex" || fail "the frozen run's pattern: $(grep 'paragraph' "$tmp/fz/torch.tex")"
+grep -qF "gradients at the peak 1.13, all trained 678\,912~B; 1.13, frozen A 200\,448~B against the paper's 678\,912~B, Adam's m and v 1.13, all trained 1\,357\,824~B; 1.13, frozen A 400\,896~B against 1\,357\,824~B" \
+	"$tmp/fz/torch.tex" || fail "the frozen parameters' departure: $(grep 'frozen parameters' "$tmp/fz/torch.tex")"
+grep -q 'frozen parameters' "$sec" && fail "the frozen parameters' departure without --freeze"
 # A reused folder without the plain loop loses the section.
 report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-tiny.json" --out "$tmp/pt" ||
 	fail "report again: $(cat "$tmp/err")"

@@ -1164,7 +1164,7 @@ int report_figures_torch(const struct report_torch *t, const char *dir, char **c
 				zs_buf_printf(&dat, " %.9g", m->paper_cls[c] / 1e3);
 		zs_buf_printf(&dat, "\n");
 		for (size_t k = 0; k < m->nruns; k++) {
-			char l[64];
+			char l[96];
 			zs_buf_printf(&dat, "\"%s\"", report_torch_label(m, k, l, sizeof l));
 			for (int c = 0; c < RT_NCLASSES; c++)
 				if (used[c])

@@ -184,6 +184,30 @@ static int held_of(const cJSON *marks, const char *where, struct report_torch_ru
 	return 0;
 }
 
+/* config.freeze (a pattern, printed escaped: any printable text) and
+ * config.grad_accum (K > 1), which a run has only where it was given. */
+static int optional_run_keys(struct report_torch_run *r, const cJSON *cfg, const char *path, char **cause)
+{
+	const cJSON *fz = cJSON_GetObjectItemCaseSensitive(cfg, "freeze");
+	r->grad_accum = 1;
+	if (fz != NULL && !cJSON_IsNull(fz)) {
+		const char *s = cJSON_GetStringValue(fz);
+		int ok = s != NULL && *s != '\0' && strlen(s) < sizeof r->freeze;
+		for (const char *c = s; ok && *c; c++)
+			ok = (unsigned char)*c >= 0x20 && *c != 0x7f;
+		if (!ok)
+			return zs_fail(cause, "%s: config.freeze is not a short printable pattern", path);
+		snprintf(r->freeze, sizeof r->freeze, "%s", s);
+	}
+	if (cJSON_GetObjectItemCaseSensitive(cfg, "grad_accum") != NULL) {
+		if (report_read_bytes(cfg, "grad_accum", path, &r->grad_accum, cause) < 0)
+			return -1;
+		if (r->grad_accum < 1 || r->grad_accum != (double)(uint64_t)r->grad_accum)
+			return zs_fail(cause, "%s: config.grad_accum is not a whole number of micro-steps", path);
+	}
+	return 0;
+}
+
 static int read_run(struct report_torch_run *r, const cJSON *theory, const char *path, char **cause)
 {
 	const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(theory, "config");
@@ -209,6 +233,8 @@ static int read_run(struct report_torch_run *r, const cJSON *theory, const char 
 	if (!cJSON_IsBool(tie))
 		return zs_fail(cause, "%s: config.model.tie_word_embeddings is not true or false", path);
 	r->tied = cJSON_IsTrue(tie);
+	if (optional_run_keys(r, cfg, path, cause) < 0)
+		return -1;
 	if (report_read_bytes(cfg, "seq", path, &r->seq, cause) < 0 ||
 	    report_read_bytes(cfg, "batch", path, &r->batch, cause) < 0)
 		return -1;
@@ -270,7 +296,8 @@ int report_torch_add(struct report_torch *t, const cJSON *theory, const char *pa
 	for (size_t k = 0; k < m->nruns; k++)
 		if (strcmp(m->runs[k].version, r.version) == 0 && strcmp(m->runs[k].zero_grad, r.zero_grad) == 0 &&
 		    strcmp(m->runs[k].optim_impl, r.optim_impl) == 0 && strcmp(m->runs[k].attn, r.attn) == 0 &&
-		    strcmp(m->runs[k].device, r.device) == 0)
+		    strcmp(m->runs[k].device, r.device) == 0 && strcmp(m->runs[k].freeze, r.freeze) == 0 &&
+		    m->runs[k].grad_accum == r.grad_accum)
 			return zs_fail(cause, "%s: the plain loop of %s under the same settings is given twice (first: %s)",
 			               path, r.name, m->runs[k].path);
 	m->runs = zs_realloc(m->runs, (m->nruns + 1) * sizeof *m->runs);
@@ -355,10 +382,29 @@ static void bytes(struct zs_buf *b, double v)
 	zs_buf_printf(b, "~B");
 }
 
+/* Run k's --freeze pattern as a letter: the distinct patterns lettered
+ * A, B, ... in the order the runs first give them (the text gives each
+ * run's pattern). */
+static char freeze_letter(const struct report_torch_model *m, size_t k)
+{
+	int letter = 0;
+	for (size_t j = 0; j < m->nruns; j++) {
+		int first = m->runs[j].freeze[0] != '\0';
+		for (size_t i = 0; i < j && first; i++)
+			first = strcmp(m->runs[i].freeze, m->runs[j].freeze) != 0;
+		if (!first)
+			continue;
+		if (strcmp(m->runs[j].freeze, m->runs[k].freeze) == 0)
+			break;
+		letter++;
+	}
+	return (char)('A' + letter % 26);
+}
+
 const char *report_torch_label(const struct report_torch_model *m, size_t k, char *buf, size_t n)
 {
 	const struct report_torch_run *r = &m->runs[k];
-	int zg = 0, oi = 0, at = 0;
+	int zg = 0, oi = 0, at = 0, fz = 0, ga = 0;
 	for (size_t j = 0; j < m->nruns; j++) {
 		const struct report_torch_run *o = &m->runs[j];
 		if (j == k || strcmp(o->version, r->version) != 0)
@@ -366,16 +412,27 @@ const char *report_torch_label(const struct report_torch_model *m, size_t k, cha
 		zg |= strcmp(o->zero_grad, r->zero_grad) != 0;
 		oi |= strcmp(o->optim_impl, r->optim_impl) != 0;
 		at |= strcmp(o->attn, r->attn) != 0;
+		fz |= strcmp(o->freeze, r->freeze) != 0;
+		ga |= o->grad_accum != r->grad_accum;
 	}
-	snprintf(buf, n, "%s%s%s%s%s%s%s", r->version, zg ? ", " : "",
+	/* (a label is also gnuplot's, quoted: the pattern itself is in the
+	 * text, not here) */
+	char k_of[24] = "", fz_of[24] = "";
+	if (ga)
+		snprintf(k_of, sizeof k_of, ", K = %.0f", r->grad_accum);
+	if (fz && !r->freeze[0])
+		snprintf(fz_of, sizeof fz_of, ", all trained");
+	else if (fz)
+		snprintf(fz_of, sizeof fz_of, ", frozen %c", freeze_letter(m, k));
+	snprintf(buf, n, "%s%s%s%s%s%s%s%s%s", r->version, zg ? ", " : "",
 	         zg ? (strcmp(r->zero_grad, "none") == 0 ? "set_to_none" : "zeros") : "", oi ? ", " : "",
-	         oi ? r->optim_impl : "", at ? ", " : "", at ? r->attn : "");
+	         oi ? r->optim_impl : "", at ? ", " : "", at ? r->attn : "", fz_of, k_of);
 	return buf;
 }
 
 static const char *version_name(const struct report_torch_model *m, size_t k, char *buf, size_t n)
 {
-	char l[64];
+	char l[96];
 	snprintf(buf, n, "PyTorch %s", report_torch_label(m, k, l, sizeof l));
 	return buf;
 }
@@ -406,8 +463,10 @@ static void per_run(struct zs_buf *b, const struct report_torch_model *m, const 
 		return;
 	}
 	for (size_t k = 0; k < m->nruns; k++) {
-		char l[64];
-		zs_buf_printf(b, "%s%s ", k ? "; " : "", report_torch_label(m, k, l, sizeof l));
+		char l[96];
+		zs_buf_printf(b, "%s", k ? "; " : "");
+		report_buf_tex(b, report_torch_label(m, k, l, sizeof l));
+		zs_buf_printf(b, " ");
 		bytes(b, pick(&m->runs[k])[c]);
 	}
 }
@@ -416,15 +475,31 @@ static const double *at_peak(const struct report_torch_run *r) { return r->cls; 
 
 static void table(struct zs_buf *b, const struct report_torch_model *m)
 {
-	char v[32];
-	zs_buf_printf(b, "\\begin{center}\\small\n\\begin{tabular}{l r");
+	char v[112];
+	/* scaled down to the text's width where many runs make it wider */
+	zs_buf_printf(b, "\\begin{center}\\small\n\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{"
+	              "\\begin{tabular}{l r");
 	for (size_t k = 0; k < m->nruns; k++)
 		zs_buf_printf(b, " r");
 	zs_buf_printf(b, "}\n\\hline\n\\textbf{");
 	report_buf_tex(b, m->name);
 	zs_buf_printf(b, "}, bytes at the peak & paper");
 	for (size_t k = 0; k < m->nruns; k++)
-		zs_buf_printf(b, " & %s", version_name(m, k, v, sizeof v));
+	{
+		/* the label a line per setting, so that the columns stay narrow */
+		zs_buf_printf(b, " & \\begin{tabular}[b]{@{}r@{}}");
+		version_name(m, k, v, sizeof v);
+		for (char *part = v, *next; part != NULL; part = next) {
+			next = strstr(part, ", ");
+			if (next != NULL) {
+				*next = '\0';
+				next += 2;
+			}
+			report_buf_tex(b, part);
+			zs_buf_printf(b, "%s", next != NULL ? "\\\\" : "");
+		}
+		zs_buf_printf(b, "\\end{tabular}");
+	}
 	zs_buf_printf(b, " \\\\\n\\hline\n");
 	for (int c = 0; c < RT_NCLASSES; c++) {
 		int any = m->paper_cls[c] > 0;
@@ -460,7 +535,7 @@ static void table(struct zs_buf *b, const struct report_torch_model *m)
 		zs_buf_printf(b, " & ");
 		report_buf_grouped(b, m->runs[k].resident);
 	}
-	zs_buf_printf(b, " \\\\\n\\hline\n\\end{tabular}\n\\end{center}\n");
+	zs_buf_printf(b, " \\\\\n\\hline\n\\end{tabular}}\n\\end{center}\n");
 }
 
 /* Dropout's kept noise: the paper keeps no mask (docs/schedule.md). */
@@ -489,6 +564,27 @@ static const char *adam_name(const struct report_torch_run *r)
 	return strcmp(r->optim_impl, "single") == 0 ? "single-tensor" : r->optim_impl;
 }
 
+/* --freeze: the paper's schedule trains every parameter. */
+static void frozen_item(struct zs_buf *b, const struct report_torch_model *m)
+{
+	int any = 0;
+	for (size_t k = 0; k < m->nruns; k++)
+		any |= m->runs[k].freeze[0] != '\0';
+	if (!any)
+		return;
+	zs_buf_printf(b, "\\item frozen parameters (\\texttt{--freeze}), where the paper's schedule trains every "
+	              "parameter: a frozen one holds no gradient and no Adam state, and autograd keeps no activation "
+	              "for a frozen prefix (docs/finetune.md): gradients at the peak ");
+	per_run(b, m, at_peak, RT_GRAD);
+	zs_buf_printf(b, " against the paper's ");
+	bytes(b, m->paper_cls[RT_GRAD]);
+	zs_buf_printf(b, ", Adam's m and v ");
+	per_run(b, m, at_peak, RT_ADAM);
+	zs_buf_printf(b, " against ");
+	bytes(b, m->paper_cls[RT_ADAM]);
+	zs_buf_printf(b, ";\n");
+}
+
 static void departures(struct zs_buf *b, const struct report_torch_model *m)
 {
 	const struct report_torch_run *r0 = &m->runs[0];
@@ -499,13 +595,25 @@ static void departures(struct zs_buf *b, const struct report_torch_model *m)
 	bytes(b, m->paper_peak);
 	for (size_t k = 0; k < m->nruns; k++) {
 		const struct report_torch_run *r = &m->runs[k];
-		zs_buf_printf(b, "; PyTorch %s's (zero\\_grad %s, %s Adam, %s attention) is ", r->version,
+		char l[96];
+		zs_buf_printf(b, "; PyTorch ");
+		report_buf_tex(b, report_torch_label(m, k, l, sizeof l));
+		zs_buf_printf(b, "'s (zero\\_grad %s, %s Adam, %s attention",
 		              strcmp(r->zero_grad, "none") == 0 ? "set\\_to\\_none" : "zeros", adam_name(r), r->attn);
+		if (r->freeze[0]) {
+			zs_buf_printf(b, ", \\texttt{--freeze '");
+			report_buf_tex(b, r->freeze);
+			zs_buf_printf(b, "'}");
+		}
+		if (r->grad_accum > 1)
+			zs_buf_printf(b, ", %.0f micro-steps accumulated a step", r->grad_accum);
+		zs_buf_printf(b, ") is ");
 		bytes(b, r->peak);
 		zs_buf_printf(b, ", %.3f times the paper's, in %s", r->peak / m->paper_peak,
 		              r->binding == RT_OPTIMIZER ? "the optimizer step" : phase_key[r->binding]);
 	}
 	zs_buf_printf(b, ". The departures, at each one's peak:\n\\begin{itemize}\n");
+	frozen_item(b, m);
 	zs_buf_printf(b, "\\item the loss's buffers (the labels padded and shifted, the log-softmax "
 	              "\\texttt{cross\\_entropy} keeps, its gradient and nll\\_loss's): ");
 	per_run(b, m, at_peak, RT_LOSS);
@@ -546,8 +654,10 @@ static void departures(struct zs_buf *b, const struct report_torch_model *m)
 	zs_buf_printf(b, ";\n\\item the model's buffers, Adam's step counters and the batch, which the paper "
 	              "leaves out: ");
 	for (size_t k = 0; k < m->nruns; k++) {
-		char l[64];
-		zs_buf_printf(b, "%s%s ", k ? "; " : "", report_torch_label(m, k, l, sizeof l));
+		char l[96];
+		zs_buf_printf(b, "%s", k ? "; " : "");
+		report_buf_tex(b, report_torch_label(m, k, l, sizeof l));
+		zs_buf_printf(b, " ");
 		bytes(b, m->runs[k].cls[RT_BUFFER]);
 		zs_buf_printf(b, ", ");
 		bytes(b, m->runs[k].cls[RT_STEP]);
@@ -558,8 +668,10 @@ static void departures(struct zs_buf *b, const struct report_torch_model *m)
 	              "step (its most beside it):");
 	for (size_t k = 0; k < m->nruns; k++) {
 		const struct report_torch_run *r = &m->runs[k];
-		char l[64];
-		zs_buf_printf(b, "%s %s (%s Adam) ", k ? ";" : "", report_torch_label(m, k, l, sizeof l), adam_name(r));
+		char l[96];
+		zs_buf_printf(b, "%s ", k ? ";" : "");
+		report_buf_tex(b, report_torch_label(m, k, l, sizeof l));
+		zs_buf_printf(b, " (%s Adam) ", adam_name(r));
 		bytes(b, r->opt_cls[RT_OPTIM]);
 		zs_buf_printf(b, " (");
 		bytes(b, r->phase_peak[RT_OPTIMIZER]);

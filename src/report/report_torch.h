@@ -64,6 +64,8 @@ enum { RT_FORWARD, RT_BACKWARD, RT_OPTIMIZER, RT_NPHASES };
 struct report_torch_run {
 	const char *path;
 	char name[64], model_type[32], version[8], zero_grad[8], optim_impl[16], attn[8], device[8];
+	char freeze[128];                    /* config.freeze, "" when every parameter is trained */
+	double grad_accum;                   /* config.grad_accum, 1 when absent */
 	int tied;
 	double seq, batch;
 	double resident, peak;
