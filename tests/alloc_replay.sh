@@ -311,6 +311,56 @@ import json, sys
 assert json.load(open(sys.argv[1]))['rows'][0]['allocator']['max_batch_held'] is None" "$tmp/o.json" ||
 	fail "max_batch_held without --device-mem is not null"
 
+# allocator.max_batch_allocated ("on allocated", the text's column beside
+# "held") is the same replayed step's: the largest micro-batch whose
+# allocated peak (each block rounded, no limit) is within --device-mem
+# less --reserve, so never below max_batch_held (reserved >= allocated for
+# the same step). Each row is held to its own replays at b and b + 1 (run
+# without --device-mem, where nothing runs out): b's allocated peak fits,
+# b + 1's does not; and held's b + 1 runs out, or holds more than usable.
+on_allocated() { # usable-bytes theory-args...
+	usable=$1
+	shift
+	"$zerosim" theory "$@" --allocator cuda --out "$tmp/ma.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+	set -- $(python3 -c "
+import json, sys
+a = json.load(open(sys.argv[1]))['rows'][0]['allocator']
+print(a['max_batch_allocated'], a['max_batch_held'])" "$tmp/ma.json")
+	echo "$1 $2"
+}
+peak_at() { # b theory-args... (without --device-mem): allocated and held peaks
+	b=$1
+	shift
+	"$zerosim" theory "$@" --batch "$b" --allocator cuda --out "$tmp/mp.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+	python3 -c "
+import json, sys
+a = json.load(open(sys.argv[1]))['rows'][0]['allocator']
+print(a['allocated_peak_bytes'], a['reserved_peak_bytes'] + a['device_overhead']['total_bytes'])" "$tmp/mp.json"
+}
+check_rows() { # name usable-bytes device-args -- shape-args...
+	name=$1 usable=$2 dev=$3
+	shift 3
+	set -- $(on_allocated "$usable" $dev "$@") "$@"
+	ba=$1 bh=$2
+	shift 2
+	[ "$bh" -le "$ba" ] || { fail "$name: on held $bh above on allocated $ba"; return; }
+	[ "$ba" -ge 1 ] || { fail "$name: nothing fits on allocated (the case is sized so some does)"; return; }
+	set -- $(peak_at "$ba" "$@") $(peak_at $((ba + 1)) "$@")
+	[ "$1" -le "$usable" ] && [ "$3" -gt "$usable" ] ||
+		fail "$name: on allocated $ba: allocated peaks $1 at $ba, $3 at $((ba + 1)), usable $usable"
+	echo "$name: on allocated $ba, on held $bh" >>"$tmp/rows"
+}
+: >"$tmp/rows"
+check_rows "MLP dp" $((76 * MiB)) "--device-mem $((76 * MiB)) --device-overhead 0" \
+	--layers 2048,2048 --world 1 --schemes dp --unit model
+check_rows "torch zero1 N=2" $((300 * MiB - 20 * MiB)) "--device-mem $((300 * MiB)) --reserve $((20 * MiB)) --device-overhead 0" \
+	--layers 2048,2048,1400,2048 --framework torch --schemes zero1 --world 2 --unit model
+check_rows "gpt2 torch zero3 N=4" 6000000000 "--device-mem 8GB --reserve 2GB" \
+	--model gpt2 --framework torch --schemes zero3 --world 4 --unit layer --seq 1024
+check_rows "llama-3-8b zero3 N=8" 80000000000 "--device-mem 80GB" \
+	--model llama-3-8b --framework torch --schemes zero3 --world 8 --unit layer \
+	--seq 4096 --recompute full
+
 # The fixed costs are the device's, outside the allocator: with
 # --device-overhead F the same step needs 76 MiB + F (and one byte less
 # fails where it failed above); without it, at N = 1, the documented CUDA
@@ -454,4 +504,5 @@ assert 'allocator' not in r['config'] and all('allocator' not in x and 'timeline
 " "$tmp/p.json" || fail "a run without --allocator or --timeline-ranks has their keys"
 
 [ "$fails" -eq 0 ] || exit 1
+cat "$tmp/rows"
 echo "alloc_replay: ok"

@@ -383,19 +383,22 @@ report --measured "$tmp/am.json" --theory "$tmp/at0.json" --out "$tmp/al0" || fa
 grep -q 'fixed' "$tmp/al0/figures/fig10-allocator.dat" "$tmp/al0/figures/fig10-allocator.gp" &&
 	fail "fig10 draws fixed costs the theory has none of"
 
-# fig10-allocator draws each run's binding rank (allocator.rank, the rank
-# whose reserved peak is the highest; diff.json's allocator_rank), not
-# rank 0 always. Under torch's zero1 (ZeroRedundancyOptimizer: whole
-# tensors, each to the rank holding the fewest elements so far, largest
-# first) the 2048,2048,1400,2048 MLP's weights 4,194,304, 2,867,200 and
-# 2,867,200 fall 4,194,304 to rank 0 and 5,734,400 to rank 1, so rank 1
-# holds more Adam state and may reserve more. The check reads the binding
-# rank from measured.json (the case is used only where it is not 0) and
-# holds the figure to that rank's own events in timeline_ranks: as many
-# rows, the same phases, allocated (each block rounded up to 512 B) never
-# below the rank's current_bytes, and, with one step (the replay is then
-# the run's whole), the highest reserved equal to the run's own replay of
-# that rank.
+# fig10-allocator draws every rank whose replay differs, the binding
+# rank (allocator.rank, the rank whose reserved peak is the highest;
+# diff.json's allocator_rank) first and marked, not rank 0 always. Under
+# torch's zero1 (ZeroRedundancyOptimizer: whole tensors, each to the rank
+# holding the fewest elements so far, largest first) the
+# 2048,2048,1400,2048 MLP's weights 4,194,304, 2,867,200 and 2,867,200
+# fall 4,194,304 to rank 0 and 5,734,400 to rank 1, so rank 1 holds more
+# Adam state and may reserve more. The check reads the binding rank from
+# measured.json (the case is used only where it is not 0) and holds each
+# rank's block of the figure to that rank's own events (timeline_ranks,
+# or the run's timeline for rank 0): as many rows, the same phases,
+# allocated (each block rounded up to 512 B) never below the rank's
+# current_bytes, and, with one step (the replay is then the run's whole),
+# the highest allocated and reserved equal to the run's own replay of
+# that rank (allocator.per_rank's allocated_peak_bytes and
+# reserved_peak_bytes).
 "$zerosim" measure --quiet --layers 2048,2048,1400,2048 --framework torch --schemes zero1 --world 2 --steps 1 \
 	--timeline --timeline-ranks all --allocator cuda --out "$tmp/bm.json" &&
 	"$zerosim" measure --quiet --layers 2048,2048,1400,2048 --framework torch --schemes zero1 --world 2 --steps 1 \
@@ -406,42 +409,75 @@ report --measured "$tmp/bm.json" --theory "$tmp/bt.json" --out "$tmp/br" || fail
 report --measured "$tmp/bm0.json" --theory "$tmp/bt.json" --out "$tmp/br0" || fail "report, rank 0's events: $(cat "$tmp/err")"
 python3 - "$tmp/bm.json" "$tmp/br/figures/fig10-allocator.dat" "$tmp/br/diff.json" "$tmp/br/figures/fig10-allocator.gp" \
 	"$tmp/br0/figures/fig10-allocator.dat" "$tmp/br0/figures/fig10-allocator.gp" "$tmp/bt.json" \
-	<<'PY' || fail "fig10's binding rank"
+	<<'PY' || fail "fig10's ranks"
 import json, sys
 m = json.load(open(sys.argv[1]))
 run, psi = m['runs'][0], json.load(open(sys.argv[7]))['params']
 al = run['allocator']
-k, res = al['rank'], al['per_rank']['reserved_peak_bytes']
+k, res, alp = al['rank'], al['per_rank']['reserved_peak_bytes'], al['per_rank']['allocated_peak_bytes']
 bad = []
 if k == 0 or res[k] != max(res) or res[k] <= res[0]:
     sys.exit('the case no longer binds at a rank other than 0: rank %d, reserved %s' % (k, res))
-ev = [t for t in run['timeline_ranks'] if t['rank'] == k][0]['timeline']
-lines = open(sys.argv[2]).read().split('\n')
-head = [l for l in lines if l.startswith('# zero1 ')]
-if head != ['# zero1 unit=model rank=%d' % k]:
-    bad.append('block header %s' % head)
-rows = [l.split() for l in lines if l and not l.startswith('#')]
-if len(rows) != len(ev) + 1:
-    bad.append('%d rows for rank %d\'s %d events' % (len(rows), k, len(ev)))
-for i, (r, e) in enumerate(zip(rows, ev)):
-    if i and r[3] != e['phase']:
-        bad.append('event %d: phase %s, rank %d\'s %s' % (i, r[3], k, e['phase'])); break
-    if round(float(r[1]) * psi) < e['current_bytes']:
-        bad.append('event %d: allocated %s below current_bytes %d' % (i, r[1], e['current_bytes'])); break
-top = max(round(float(r[2]) * psi) for r in rows)
-if top != res[k]:
-    bad.append('highest reserved %d, the run\'s replay of rank %d %d' % (top, k, res[k]))
+events = {0: run['timeline']}
+events.update({t['rank']: t['timeline'] for t in run['timeline_ranks']})
+blocks, cur = [], None
+for l in open(sys.argv[2]).read().split('\n'):
+    if l.startswith('# zero1 '):
+        cur = []
+        blocks.append((l, cur))
+    elif l and not l.startswith('#') and cur is not None:
+        cur.append(l.split())
+heads = [h for h, _ in blocks]
+if heads != ['# zero1 unit=model ranks=%d binds' % k, '# zero1 unit=model ranks=0']:
+    bad.append('block headers %s' % heads)
+for (h, rows), rank in zip(blocks, [k, 0]):
+    ev = events[rank]
+    if len(rows) != len(ev) + 1:
+        bad.append('%d rows for rank %d\'s %d events' % (len(rows), rank, len(ev)))
+    for i, (r, e) in enumerate(zip(rows, ev)):
+        if i and r[3] != e['phase']:
+            bad.append('event %d: phase %s, rank %d\'s %s' % (i, r[3], rank, e['phase'])); break
+        if round(float(r[1]) * psi) < e['current_bytes']:
+            bad.append('event %d: allocated %s below rank %d\'s current_bytes %d' % (i, r[1], rank, e['current_bytes']))
+            break
+    top = max(round(float(r[2]) * psi) for r in rows)
+    if top != res[rank]:
+        bad.append('rank %d: highest reserved %d, the run\'s replay %d' % (rank, top, res[rank]))
+    top = max(round(float(r[1]) * psi) for r in rows)
+    if top != alp[rank]:
+        bad.append('rank %d: highest allocated %d, the run\'s replay %d' % (rank, top, alp[rank]))
 pt = [p for p in json.load(open(sys.argv[3]))['points'] if 'allocator_rank' in p]
 if [p['allocator_rank'] for p in pt] != [k]:
     bad.append('diff.json allocator_rank %s' % [p['allocator_rank'] for p in pt])
-if "set label 'rank %d' at graph 1.03" % k not in open(sys.argv[4]).read():
-    bad.append('the panel does not name rank %d' % k)
-# Without --timeline-ranks all rank 0 stands in, named so.
-if '# zero1 unit=model rank=0 (rank %d binds; its events are not in the file' % k not in open(sys.argv[5]).read() or \
-   'set label "rank 0 (rank %d\\nbinds' % k not in open(sys.argv[6]).read():
+gp = open(sys.argv[4]).read()
+if 'title "rank %d, binds"' % k not in gp or 'title "rank 0"' not in gp:
+    bad.append('the panel does not name rank %d as binding and rank 0 beside it' % k)
+# Without --timeline-ranks all rank 0 stands in, alone, named so.
+dat0 = open(sys.argv[5]).read()
+if '# zero1 unit=model ranks=0 (rank %d binds; its events are not in the file' % k not in dat0 or \
+   dat0.count('# zero1 ') != 1 or 'set label "rank 0 (rank %d\\nbinds' % k not in open(sys.argv[6]).read():
     bad.append('rank 0 standing in is not named')
 if bad:
     sys.exit('; '.join(bad))
+PY
+
+# Ranks whose replays are equal share one block, named as a run: the
+# paper's ZeRO-3 at N = 4 on an MLP whose shard splits evenly holds the
+# same on every rank, so "ranks=0-3", one block, one curve; each rank's
+# own replay in measured.json (per_rank) says they are equal.
+"$zerosim" measure --quiet --layers 16,32,8 --world 4 --schemes zero3 --steps 1 --timeline --timeline-ranks all \
+	--allocator cuda --out "$tmp/em.json" &&
+	"$zerosim" theory --layers 16,32,8 --world 4 --schemes zero3 --out "$tmp/et.json" || fail "the equal-rank runs"
+report --measured "$tmp/em.json" --theory "$tmp/et.json" --out "$tmp/er" || fail "report, equal ranks: $(cat "$tmp/err")"
+python3 - "$tmp/em.json" "$tmp/er/figures/fig10-allocator.dat" <<'PY' || fail "fig10's equal ranks"
+import json, sys
+runs = [r for r in json.load(open(sys.argv[1]))['runs'] if r['unit'] == 'model']
+pr = runs[0]['allocator']['per_rank']
+if len(set(pr['reserved_peak_bytes'])) != 1 or len(set(pr['allocated_peak_bytes'])) != 1:
+    sys.exit('the ranks no longer replay alike: %s' % pr)
+heads = [l.strip() for l in open(sys.argv[2]) if l.startswith('# zero3 unit=model')]
+if heads != ['# zero3 unit=model ranks=0-3 binds']:
+    sys.exit('blocks %s' % heads)
 PY
 
 # An output of the report given as its input.

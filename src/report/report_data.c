@@ -464,57 +464,76 @@ static const cJSON *rank_trace(const cJSON *run, unsigned k)
 	return NULL;
 }
 
-/* With the run's allocator: one rank's events (op, block id, phase) and
- * live blocks, for fig10-allocator's replay: the rank whose reserved peak
- * binds (alloc_rank) where the file has its events, else rank 0's and
- * tl_missing. A file without them (no --allocator) reads as before. */
-static int read_blocks(const cJSON *run, const char *where, struct report_run *r, char **cause)
+/* One rank's events (op, block id, phase) and live blocks from src (the
+ * run, or its entry of timeline_ranks) into t. */
+static int read_trace(const cJSON *src, const char *base, unsigned rank, struct report_trace *t, char **cause)
 {
-	const cJSON *al = cJSON_GetObjectItemCaseSensitive(run, "allocator");
-	const cJSON *src = run, *tl, *live, *ev;
+	const cJSON *tl = cJSON_GetObjectItemCaseSensitive(src, "timeline");
+	const cJSON *live = cJSON_GetObjectItemCaseSensitive(src, "timeline_live"), *ev;
 	const char *op;
-	char at[320], base[300];
+	char at[320];
 	size_t n = 0;
 
-	if (!cJSON_IsObject(al) || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(run, "timeline_live")))
-		return 0;
-	snprintf(base, sizeof base, "%s", where);
-	r->tl_rank = 0;
-	if (r->has_alloc_summary && r->alloc_rank != 0) {
-		src = rank_trace(run, r->alloc_rank);
-		if (src != NULL) {
-			r->tl_rank = r->alloc_rank;
-			snprintf(base, sizeof base, "%s.timeline_ranks[rank %u]", where, r->alloc_rank);
-		} else {
-			src = run;
-			r->tl_missing = 1;
-		}
-	}
-	tl = cJSON_GetObjectItemCaseSensitive(src, "timeline");
-	live = cJSON_GetObjectItemCaseSensitive(src, "timeline_live");
-	r->ntl = (size_t)cJSON_GetArraySize(tl);
-	r->tl_op = zs_calloc(r->ntl + 1, sizeof *r->tl_op);
-	r->tl_id = zs_calloc(r->ntl + 1, sizeof *r->tl_id);
-	r->tl_bytes = zs_calloc(r->ntl + 1, sizeof *r->tl_bytes);
-	r->tl_phase = zs_calloc(r->ntl + 1, sizeof *r->tl_phase);
+	t->rank = rank;
+	t->ntl = (size_t)cJSON_GetArraySize(tl);
+	t->op = zs_calloc(t->ntl + 1, sizeof *t->op);
+	t->id = zs_calloc(t->ntl + 1, sizeof *t->id);
+	t->bytes = zs_calloc(t->ntl + 1, sizeof *t->bytes);
+	t->phase = zs_calloc(t->ntl + 1, sizeof *t->phase);
+	t->nlive = (size_t)cJSON_GetArraySize(live);
+	t->live_id = zs_calloc(t->nlive + 1, sizeof *t->live_id);
+	t->live_bytes = zs_calloc(t->nlive + 1, sizeof *t->live_bytes);
 	cJSON_ArrayForEach(ev, tl) {
 		snprintf(at, sizeof at, "%s.timeline[%zu]", base, n);
-		if (zs_json_string(ev, "op", at, &op, cause) < 0 || read_phase(ev, at, &r->tl_phase[n], cause) < 0)
+		if (zs_json_string(ev, "op", at, &op, cause) < 0 || read_phase(ev, at, &t->phase[n], cause) < 0)
 			return -1;
-		r->tl_op[n] = strcmp(op, "alloc") == 0 ? 1 : strcmp(op, "free") == 0 ? -1 : 0;
-		if (r->tl_op[n] != 0 && read_block(ev, at, &r->tl_id[n], &r->tl_bytes[n], cause) < 0)
+		t->op[n] = strcmp(op, "alloc") == 0 ? 1 : strcmp(op, "free") == 0 ? -1 : 0;
+		if (t->op[n] != 0 && read_block(ev, at, &t->id[n], &t->bytes[n], cause) < 0)
 			return -1;
 		n++;
 	}
-	r->nlive = (size_t)cJSON_GetArraySize(live);
-	r->live_id = zs_calloc(r->nlive + 1, sizeof *r->live_id);
-	r->live_bytes = zs_calloc(r->nlive + 1, sizeof *r->live_bytes);
 	n = 0;
 	cJSON_ArrayForEach(ev, live) {
 		snprintf(at, sizeof at, "%s.timeline_live[%zu]", base, n);
-		if (read_block(ev, at, &r->live_id[n], &r->live_bytes[n], cause) < 0)
+		if (read_block(ev, at, &t->live_id[n], &t->live_bytes[n], cause) < 0)
 			return -1;
 		n++;
+	}
+	return 0;
+}
+
+/* With the run's allocator: each rank's events and live blocks the file
+ * has, for fig10-allocator's replay: rank 0's (the run's own timeline)
+ * and every other rank's in timeline_ranks (--timeline-ranks all). The
+ * binding rank is alloc_rank where the file has its events, else rank
+ * 0 stands in, tl_missing. A file without them (no --allocator) reads as
+ * before. */
+static int read_blocks(const cJSON *run, const char *where, struct report_run *r, char **cause)
+{
+	const cJSON *al = cJSON_GetObjectItemCaseSensitive(run, "allocator");
+	char base[300];
+
+	if (!cJSON_IsObject(al) || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(run, "timeline_live")))
+		return 0;
+	r->trace = zs_calloc(r->world + 1, sizeof *r->trace);
+	r->ntrace = 0;
+	for (unsigned k = 0; k < r->world; k++) {
+		const cJSON *src = k == 0 ? run : rank_trace(run, k);
+		if (src == NULL)
+			continue;
+		if (k == 0)
+			snprintf(base, sizeof base, "%s", where);
+		else
+			snprintf(base, sizeof base, "%s.timeline_ranks[rank %u]", where, k);
+		if (read_trace(src, base, k, &r->trace[r->ntrace++], cause) < 0)
+			return -1;
+	}
+	r->tl_rank = 0;
+	if (r->has_alloc_summary && r->alloc_rank != 0) {
+		if (rank_trace(run, r->alloc_rank) != NULL)
+			r->tl_rank = r->alloc_rank;
+		else
+			r->tl_missing = 1;
 	}
 	r->has_allocator = 1;
 	return 0;
@@ -769,15 +788,18 @@ void report_run_free(struct report_run *r)
 	free(r->timeline);
 	free(r->phase);
 	free(r->rank_resident);
-	free(r->tl_op);
-	free(r->tl_id);
-	free(r->tl_bytes);
-	free(r->tl_phase);
-	free(r->live_id);
-	free(r->live_bytes);
-	r->tl_op = NULL;
-	r->tl_id = r->tl_bytes = r->live_id = r->live_bytes = NULL;
-	r->tl_phase = NULL;
+	for (size_t k = 0; k < r->ntrace; k++) {
+		struct report_trace *t = &r->trace[k];
+		free(t->op);
+		free(t->id);
+		free(t->bytes);
+		free(t->phase);
+		free(t->live_id);
+		free(t->live_bytes);
+	}
+	free(r->trace);
+	r->trace = NULL;
+	r->ntrace = 0;
 	report_host_free(&r->host);
 	r->timeline = NULL;
 	r->phase = NULL;

@@ -42,6 +42,19 @@ enum report_phase {
  * model's row. The MLP's runs and a transformer's rows (report_tfm.h) are
  * both this struct, read by the same two readers below and judged by the
  * same rule (report_run_departs). Bytes are per rank. */
+/* One rank's blocks over the last step: each event's op (1 alloc, -1
+ * free, 0 none), block id, bytes and phase (ntl events), and the blocks
+ * live as the step began (nlive). Arrays owned. */
+struct report_trace {
+	unsigned rank;
+	size_t ntl;
+	int *op;
+	uint64_t *id, *bytes;
+	enum report_phase *phase;
+	uint64_t *live_id, *live_bytes;
+	size_t nlive;
+};
+
 struct report_run {
 	enum zs_scheme scheme;
 	unsigned world;
@@ -84,18 +97,17 @@ struct report_run {
 	enum report_phase *phase;            /* each event's phase (NULL with timeline) */
 	size_t ntimeline;
 	/* With the run's allocator (measure --allocator cuda --timeline):
-	 * one rank's blocks, to replay through the caching allocator over the
-	 * step (fig10-allocator): each event's op (1 alloc, -1 free, 0 none),
-	 * block id, bytes and phase (ntl events), and the blocks live as the
-	 * step began. The rank, tl_rank, is alloc_rank, the rank whose
-	 * reserved peak binds, where the file has its events (rank 0's
-	 * timeline, or timeline_ranks with --timeline-ranks all); else 0, and
-	 * tl_missing is 1 (that rank's events are not in the file). */
+	 * each rank's blocks the file has, to replay through the caching
+	 * allocator over the step (fig10-allocator), in rank order: rank 0's
+	 * (the run's timeline) and, with --timeline-ranks all, every other's
+	 * (timeline_ranks). The binding rank, tl_rank, is alloc_rank, the
+	 * rank whose reserved peak binds, where the file has its events; else
+	 * 0, and tl_missing is 1 (that rank's events are not in the file). */
 	int has_allocator;
 	unsigned tl_rank;
 	int tl_missing;
-	size_t ntl;
-	enum report_phase *tl_phase;
+	struct report_trace *trace;          /* ntrace, owned */
+	size_t ntrace;
 	/* The run's allocator replay (measure --allocator cuda), for the rank
 	 * whose reserved peak is the highest: has_alloc_summary 0 without. */
 	int has_alloc_summary;
@@ -110,10 +122,6 @@ struct report_run {
 	 * has_fixed 0 where the row has none. */
 	int has_fixed;
 	double fixed_total, fixed_context, fixed_cublas, fixed_nccl;
-	int *tl_op;
-	uint64_t *tl_id, *tl_bytes;
-	uint64_t *live_id, *live_bytes;
-	size_t nlive;
 	/* measured per_rank.resident_bytes, when the ranks differ (a
 	 * framework's uneven partition), else NULL */
 	double *rank_resident;

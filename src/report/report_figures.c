@@ -701,15 +701,19 @@ static int fig_host(const struct report_data *d, const char *dir, char **cause)
 }
 
 /* fig10-allocator: where the measured runs carry the allocator's replay
- * (measure --allocator cuda --timeline), each run's binding rank (the one
- * whose reserved peak is the highest, measured.json's allocator.rank and
- * diff.json's allocator_rank; rank 0 where the file lacks that rank's
- * events, which --timeline-ranks all records): its step replayed through
- * PyTorch's caching allocator (util/cuda_alloc.h) from its live blocks on
- * an empty cache, as docs/formats.md says a timeline replays: allocated
- * (each block as the allocator rounds it) and reserved after each event,
- * with fig5's phase marks; the cache between them is what the GPU holds
- * and no tensor uses. The runs are fig5's that carry the blocks. */
+ * (measure --allocator cuda --timeline), each run's ranks whose events
+ * the file has (rank 0's; every rank's with --timeline-ranks all): each
+ * one's step replayed through PyTorch's caching allocator
+ * (util/cuda_alloc.h) from its live blocks on an empty cache, as
+ * docs/formats.md says a timeline replays: allocated (each block as the
+ * allocator rounds it) and reserved after each event, with fig5's phase
+ * marks (the binding rank's); the cache between them is what the GPU
+ * holds and no tensor uses. Ranks whose replays are equal are drawn
+ * once, named together ("ranks 0-3"); the binding rank (the one whose
+ * reserved peak is the highest, measured.json's allocator.rank and
+ * diff.json's allocator_rank; rank 0 standing in where the file lacks its
+ * events) first, in the scheme's style. The runs are fig5's that carry
+ * the blocks. */
 /* ", name N" or ", name given as one total" for a part of the fixed costs */
 static void fixed_part(struct zs_buf *b, const char *name, double v)
 {
@@ -719,12 +723,12 @@ static void fixed_part(struct zs_buf *b, const char *name, double v)
 		zs_buf_printf(b, ", %s %.0f", name, v);
 }
 
-/* fig10's bar at the right of a panel, beyond the step's events: the
+/* fig10's bar at the right of a panel, beyond its ntl events: the
  * replay's reserved peak (top, bytes per parameter), then the device's
  * fixed costs on it, to scale, labelled with their bytes. */
-static void fixed_bar(struct zs_buf *gp, const struct report_run *r, double params, double top)
+static void fixed_bar(struct zs_buf *gp, const struct report_run *r, size_t ntl, double params, double top)
 {
-	double x0 = (double)r->ntl * 1.04, x1 = (double)r->ntl * 1.14, f = r->fixed_total / params;
+	double x0 = (double)ntl * 1.04, x1 = (double)ntl * 1.14, f = r->fixed_total / params;
 	zs_buf_printf(gp,
 		"set object 1 rect from %.9g, 0 to %.9g, %.9g fc rgb '#d9d9d9' fs solid 0.6 border lc rgb '#000000' front\n"
 		"set object 2 rect from %.9g, %.9g to %.9g, %.9g fc rgb '#661100' fs solid 0.85 border lc rgb '#000000' "
@@ -733,17 +737,104 @@ static void fixed_bar(struct zs_buf *gp, const struct report_run *r, double para
 		x0, x1, top, x0, top, x1, top + f, r->fixed_total / 1e6, (x0 + x1) / 2, top + f / 2);
 }
 
+/* One rank's replay: allocated and reserved, bytes per parameter, after
+ * each of its first n events (n < ntl where a free named no live block:
+ * what was replayed is drawn), its highest reserved, and the ranks whose
+ * replays equal it (ranks, "0-3" or "0,2"; leader -1 for the first of
+ * them, else the index of that first). */
+struct alloc_curve {
+	const struct report_trace *t;
+	double *al, *re, top;
+	size_t n;
+	int leader;
+	char ranks[96];
+};
+
+static void alloc_curve_replay(const struct report_trace *t, const struct cuda_alloc_opts *opts, double params,
+                               struct alloc_curve *c)
+{
+	char *why = NULL;
+	struct cuda_alloc *a = cuda_alloc_create(opts, 0, &why);
+	struct cuda_alloc_stats st = {0};
+
+	*c = (struct alloc_curve){.t = t, .al = zs_calloc(t->ntl + 1, sizeof *c->al),
+	                          .re = zs_calloc(t->ntl + 1, sizeof *c->re), .leader = -1};
+	for (size_t k = 0; a != NULL && k < t->nlive; k++)
+		if (cuda_alloc_alloc(a, t->live_id[k], t->live_bytes[k], &why) != 0)
+			break;
+	for (size_t i = 0; a != NULL && i < t->ntl; i++) {
+		int rc = t->op[i] > 0 ? cuda_alloc_alloc(a, t->id[i], t->bytes[i], &why)
+		         : t->op[i] < 0 ? cuda_alloc_free(a, t->id[i], &why) : 0;
+		if (rc != 0) /* a file whose frees name no live block: draw what was replayed */
+			break;
+		cuda_alloc_stats(a, &st);
+		c->al[i] = (double)st.allocated / params;
+		c->re[i] = (double)st.reserved / params;
+		c->top = fmax(c->top, c->re[i]);
+		c->n = i + 1;
+	}
+	if (a != NULL)
+		cuda_alloc_destroy(a);
+	free(why);
+}
+
+/* Whether two replays are the same curve: as many events, the same
+ * phases, allocated and reserved equal after each. */
+static int alloc_curve_equal(const struct alloc_curve *x, const struct alloc_curve *y)
+{
+	if (x->n != y->n || x->t->ntl != y->t->ntl)
+		return 0;
+	for (size_t i = 0; i < x->n; i++)
+		if (x->al[i] != y->al[i] || x->re[i] != y->re[i] || x->t->phase[i] != y->t->phase[i])
+			return 0;
+	return 1;
+}
+
+/* The ranks of the replays led by c[lead] (c in rank order), as runs:
+ * "0-3", "0,2,5-7"; cut with "..." where too many to name. */
+static void alloc_curve_ranks(struct alloc_curve *c, size_t n, size_t lead)
+{
+	struct zs_buf b = {0};
+	int have = 0;
+	unsigned first = 0, last = 0;
+
+	for (size_t k = lead; k <= n; k++) {
+		int in = k < n && (k == lead || c[k].leader == (int)lead);
+		if (in && have && c[k].t->rank == last + 1) {
+			last = c[k].t->rank;
+			continue;
+		}
+		if (have && (in || k == n)) { /* close the run first..last */
+			zs_buf_printf(&b, "%s%u", b.len ? "," : "", first);
+			if (last > first)
+				zs_buf_printf(&b, "%s%u", last == first + 1 ? "," : "-", last);
+		}
+		if (in) {
+			first = last = c[k].t->rank;
+			have = 1;
+		}
+	}
+	snprintf(c[lead].ranks, sizeof c[lead].ranks, "%s", b.s != NULL ? b.s : "");
+	if (b.len >= sizeof c[lead].ranks)
+		snprintf(c[lead].ranks + sizeof c[lead].ranks - 4, 4, "...");
+	zs_buf_free(&b);
+}
+
+/* Other ranks' styles in fig10 (the binding rank's is the scheme's). */
+#define ALLOC_NOTHER 4
+static const char *const alloc_other_colour[ALLOC_NOTHER] = {"#56b4e9", "#e69f00", "#999999", "#cc79a7"};
+
 static int fig_allocator(const struct report_data *d, const char *dir, char **cause)
 {
 	const struct report_run *all[ZS_NSCHEMES + 1], *r[ZS_NSCHEMES + 1];
-	int n = 0, m = timeline_runs(d, all);
+	int n = 0, m = timeline_runs(d, all), block = 0;
 	const char *name = REPORT_FIGURE_ALLOC;
 	struct cuda_alloc_opts opts;
 	char *why = NULL;
 
 	cuda_alloc_opts_default(&opts);
 	for (int j = 0; j < m; j++)
-		if (all[j]->has_allocator)
+		if (all[j]->has_allocator && all[j]->ntrace > 0)
 			r[n++] = all[j];
 	if (n == 0 || !d->has_alloc || cuda_alloc_parse_conf(d->alloc_conf, &opts, &why) != 0) {
 		free(why);
@@ -751,107 +842,139 @@ static int fig_allocator(const struct report_data *d, const char *dir, char **ca
 		return 0;
 	}
 	struct zs_buf dat = {0}, gp = {0};
-	zs_buf_printf(&dat, "# the binding rank's last step (each block names it: the rank whose reserved peak is "
-	              "the highest, measured.json's allocator.rank) replayed through PyTorch %s's caching allocator "
-	              "(--alloc-conf '%s') from its live blocks on an empty cache, N = %u; one block per run.\n"
+	zs_buf_printf(&dat, "# each run's ranks whose events the file has (rank 0's; every rank's with "
+	              "--timeline-ranks all), each last step replayed through PyTorch %s's caching allocator "
+	              "(--alloc-conf '%s') from its live blocks on an empty cache, N = %u; one block per run and "
+	              "distinct replay, its ranks named (ranks with equal replays share a block), the binding rank's "
+	              "first (the rank whose reserved peak is the highest, measured.json's allocator.rank).\n"
 	              "# event allocated_bytes_per_param reserved_bytes_per_param phase (the last row repeats "
 	              "the last level at x = the event count)\n",
 	              CUDA_ALLOC_TORCH_RELEASE, d->alloc_conf, r[0]->world);
-	double tops[ZS_NSCHEMES + 1];
-	for (int j = 0; j < n; j++) {
-		struct cuda_alloc *a = cuda_alloc_create(&opts, 0, &why);
-		struct cuda_alloc_stats st = {0};
-		double al = 0, re = 0;
-		tops[j] = 0;
-		zs_buf_printf(&dat, "%s# %s unit=%s rank=%u", j ? "\n\n" : "", zs_scheme_name(r[j]->scheme),
-		              zs_unit_name(r[j]->unit), r[j]->tl_rank);
-		if (r[j]->tl_missing)
-			zs_buf_printf(&dat, " (rank %u binds; its events are not in the file: measure --timeline-ranks "
-			              "all)", r[j]->alloc_rank);
-		zs_buf_printf(&dat, "\n");
-		for (size_t k = 0; a != NULL && k < r[j]->nlive; k++)
-			if (cuda_alloc_alloc(a, r[j]->live_id[k], r[j]->live_bytes[k], &why) != 0)
-				break;
-		for (size_t i = 0; a != NULL && i < r[j]->ntl; i++) {
-			int rc = r[j]->tl_op[i] > 0 ? cuda_alloc_alloc(a, r[j]->tl_id[i], r[j]->tl_bytes[i], &why)
-			         : r[j]->tl_op[i] < 0 ? cuda_alloc_free(a, r[j]->tl_id[i], &why) : 0;
-			if (rc != 0) { /* a file whose frees name no live block: draw what was replayed */
-				free(why);
-				why = NULL;
-				break;
-			}
-			cuda_alloc_stats(a, &st);
-			al = (double)st.allocated / d->params;
-			re = (double)st.reserved / d->params;
-			tops[j] = fmax(tops[j], re);
-			zs_buf_printf(&dat, "%zu %.9g %.9g %s\n", i, al, re,
-			              i ? report_phase_name(r[j]->tl_phase[i]) : "start");
-		}
-		zs_buf_printf(&dat, "%zu %.9g %.9g end\n", r[j]->ntl, al, re);
-		if (r[j]->has_fixed) {
-			zs_buf_printf(&dat, "# fixed costs outside the allocator (theory.json's allocator.device_overhead), "
-			              "bytes: total %.0f", r[j]->fixed_total);
-			fixed_part(&dat, "cuda_context", r[j]->fixed_context);
-			fixed_part(&dat, "cublas_workspace", r[j]->fixed_cublas);
-			fixed_part(&dat, "nccl", r[j]->fixed_nccl);
-			zs_buf_printf(&dat, "\n");
-		}
-		if (a != NULL)
-			cuda_alloc_destroy(a);
-		free(why);
-		why = NULL;
-	}
-	header(&gp, d, name, "the binding rank's allocated and reserved bytes through the last step, phase by phase");
+	header(&gp, d, name, "each rank's allocated and reserved bytes through the last step, phase by phase");
 	zs_buf_printf(&gp,
-		"# One panel per run, each over its own events and with its own y scale; fig5's\n"
-		"# phase marks. Solid: allocated; dashed: reserved (the allocator's segments).\n"
-		"set style line 7 lc rgb '#999999' lw 1 dt 3       # phase separators\n"
-		"set key at graph 1.03, graph 0.75 left center Left reverse samplen 2.5 spacing 1.6\n"
+		"# One panel per run, each over its own events and with its own y scale; the\n"
+		"# binding rank's phase marks. Solid: allocated; dashed: reserved (the allocator's\n"
+		"# segments). The binding rank in the scheme's style, other ranks' distinct replays after it.\n"
+		"set style line 7 lc rgb '#999999' lw 1 dt 3       # phase separators\n");
+	for (int k = 0; k < ALLOC_NOTHER; k++)
+		zs_buf_printf(&gp, "set style line %d lc rgb '%s' lw 1.5   # other ranks' replays\n", 11 + k,
+		              alloc_other_colour[k]);
+	zs_buf_printf(&gp,
+		"set key at graph 1.01, graph 1.0 left top Left reverse samplen 2 spacing 1.1 font ',8'\n"
 		"unset grid\nset grid ytics front lc rgb '#d0d0d0'\nset yrange [0:*]\n");
 	panels_open(&gp, name, n);
-	zs_buf_printf(&gp, "  title \"Allocated and reserved of each run's binding rank through one step, N = %u "
+	zs_buf_printf(&gp, "  title \"Allocated and reserved of each run's ranks through one step, N = %u "
 	              "(PyTorch %s's caching allocator replayed)\"\n", r[0]->world, CUDA_ALLOC_TORCH_RELEASE);
 	int fixed = 0; /* a panel before set the y range for its bar */
 	for (int j = 0; j < n; j++) {
 		const int layer = r[j]->unit == ZS_UNIT_LAYER && main_unit(d) == ZS_UNIT_MODEL;
+		const size_t nt = r[j]->ntrace;
+		struct alloc_curve *c = zs_calloc(nt, sizeof *c);
+		size_t bind = 0, ntl = 0, *order = zs_calloc(nt, sizeof *order), ng = 0;
+		double top = 0;
+		for (size_t k = 0; k < nt; k++) {
+			alloc_curve_replay(&r[j]->trace[k], &opts, d->params, &c[k]);
+			if (r[j]->trace[k].rank == r[j]->tl_rank)
+				bind = k;
+			for (size_t g = 0; g < k && c[k].leader < 0; g++)
+				if (c[g].leader < 0 && alloc_curve_equal(&c[g], &c[k]))
+					c[k].leader = (int)g;
+		}
+		if (c[bind].leader >= 0) /* the binding rank's group, led by its first rank */
+			bind = (size_t)c[bind].leader;
+		order[ng++] = bind;
+		for (size_t k = 0; k < nt; k++)
+			if (c[k].leader < 0 && k != bind)
+				order[ng++] = k;
+		for (size_t g = 0; g < ng; g++) {
+			struct alloc_curve *e = &c[order[g]];
+			alloc_curve_ranks(c, nt, order[g]);
+			top = fmax(top, e->top);
+			if (e->t->ntl > ntl)
+				ntl = e->t->ntl;
+			zs_buf_printf(&dat, "%s# %s unit=%s ranks=%s", block ? "\n\n" : "", zs_scheme_name(r[j]->scheme),
+			              zs_unit_name(r[j]->unit), e->ranks);
+			if (g == 0 && r[j]->tl_missing)
+				zs_buf_printf(&dat, " (rank %u binds; its events are not in the file: measure --timeline-ranks "
+				              "all)", r[j]->alloc_rank);
+			else if (g == 0)
+				zs_buf_printf(&dat, " binds");
+			zs_buf_printf(&dat, "\n");
+			for (size_t i = 0; i < e->n; i++)
+				zs_buf_printf(&dat, "%zu %.9g %.9g %s\n", i, e->al[i], e->re[i],
+				              i ? report_phase_name(e->t->phase[i]) : "start");
+			zs_buf_printf(&dat, "%zu %.9g %.9g end\n", e->t->ntl, e->n ? e->al[e->n - 1] : 0.0,
+			              e->n ? e->re[e->n - 1] : 0.0);
+			if (r[j]->has_fixed) {
+				zs_buf_printf(&dat, "# fixed costs outside the allocator (theory.json's allocator.device_overhead), "
+				              "bytes: total %.0f", r[j]->fixed_total);
+				fixed_part(&dat, "cuda_context", r[j]->fixed_context);
+				fixed_part(&dat, "cublas_workspace", r[j]->fixed_cublas);
+				fixed_part(&dat, "nccl", r[j]->fixed_nccl);
+				zs_buf_printf(&dat, "\n");
+			}
+			block++;
+		}
 		if (r[j]->has_fixed) {
 			zs_buf_printf(&gp, "# %s%s\nunset arrow\nunset label\nunset object\nset xrange [0:%.9g]\n",
-			              scheme_title[r[j]->scheme], layer ? ", unit=layer" : "", (double)r[j]->ntl * 1.18);
-			fixed_bar(&gp, r[j], d->params, tops[j]);
-			zs_buf_printf(&gp, "set yrange [0:%.9g]\n", (tops[j] + r[j]->fixed_total / d->params) * 1.05);
-			ytics(&gp, tops[j] + r[j]->fixed_total / d->params);
+			              scheme_title[r[j]->scheme], layer ? ", unit=layer" : "", (double)ntl * 1.18);
+			fixed_bar(&gp, r[j], ntl, d->params, top);
+			zs_buf_printf(&gp, "set yrange [0:%.9g]\n", (top + r[j]->fixed_total / d->params) * 1.05);
+			ytics(&gp, top + r[j]->fixed_total / d->params);
 			fixed = 1;
 		} else {
 			zs_buf_printf(&gp, "# %s%s\nunset arrow\nunset label\nunset object\nset xrange [0:%zu]\n%s",
-			              scheme_title[r[j]->scheme], layer ? ", unit=layer" : "", r[j]->ntl,
+			              scheme_title[r[j]->scheme], layer ? ", unit=layer" : "", ntl,
 			              fixed ? "set yrange [0:*]\n" : "");
-			ytics(&gp, tops[j]);
+			ytics(&gp, top);
 		}
 		if (j == 0)
-			zs_buf_printf(&gp, "set label 'bytes per parameter, the binding rank' "
+			zs_buf_printf(&gp, "set label 'bytes per parameter' "
 			              "at screen 0.02, screen 0.5 center rotate by 90\n");
 		if (j + 1 < n)
 			zs_buf_printf(&gp, "unset xlabel\n");
 		else
-			zs_buf_printf(&gp, "set xlabel 'allocation events since the step began (the rank named at the right)'\n"
+			zs_buf_printf(&gp, "set xlabel 'allocation events since the step began (each rank its own)'\n"
 			              "set label \"Replayed from the blocks live as the step began, on an empty cache "
 			              "(the run's own replay, in measured.json, carries the cache of earlier steps).\\n"
-			              "Reserved above allocated: the allocator's cache, held by the GPU and used by no "
-			              "tensor. " TL_SHADES "%s\" at screen 0.08, screen %s left font small\n",
+			              "Solid: allocated; dashed: reserved; above allocated, the allocator's cache. " TL_SHADES
+			              " Equal replays drawn once.%s\" at screen 0.08, screen %s left font small\n",
 			              r[j]->has_fixed ? "\\nBar at the right, to scale: the highest reserved (grey), then the "
 			              "fixed costs outside the allocator (theory.json's device\\\\_overhead)." : "",
 			              r[j]->has_fixed ? "0.05" : "0.035");
-		phase_marks(&gp, r[j]->tl_phase, r[j]->ntl);
-		/* the rank drawn, under the key */
-		if (r[j]->tl_missing)
+		phase_marks(&gp, c[bind].t->phase, c[bind].t->ntl);
+		if (r[j]->tl_missing) /* rank 0 stands in, under the key */
 			zs_buf_printf(&gp, "set label \"rank 0 (rank %u\\nbinds; measure\\n--timeline-ranks all\\nrecords its "
-			              "events)\" at graph 1.03, graph 0.42 left font small\n", r[j]->alloc_rank);
-		else
-			zs_buf_printf(&gp, "set label 'rank %u' at graph 1.03, graph 0.42 left\n", r[j]->tl_rank);
-		zs_buf_printf(&gp, "plot '%s.dat' index %d using 1:2 with steps ls %d dt 1 title \"%s%s\\nallocated\", \\\n"
-		              "  '' index %d using 1:3 with steps ls %d dt 2 title 'reserved'\n",
-		              name, j, layer ? 5 : (int)r[j]->scheme + 1, scheme_title[r[j]->scheme],
-		              layer ? ", unit=layer" : "", j, layer ? 5 : (int)r[j]->scheme + 1);
+			              "events)\" at graph 1.01, graph 0.45 left font small\n", r[j]->alloc_rank);
+		else if (ng > 1 + ALLOC_NOTHER)
+			zs_buf_printf(&gp, "set label \"%zu more replays\\nnot named (in\\nthe .dat)\" at graph 1.01, "
+			              "graph 0.1 left font small\n", ng - 1 - ALLOC_NOTHER);
+		const int ls = layer ? 5 : (int)r[j]->scheme + 1;
+		zs_buf_printf(&gp, "set key title \"%s%s\"\n"
+		              "plot '%s.dat' index %d using 1:2 with steps ls %d dt 1 title \"%s %s%s\", \\\n"
+		              "  '' index %d using 1:3 with steps ls %d dt 2 title 'reserved'",
+		              scheme_title[r[j]->scheme], layer ? ", unit=layer" : "", name, block - (int)ng, ls,
+		              strpbrk(c[bind].ranks, ",-") ? "ranks" : "rank", c[bind].ranks,
+		              r[j]->tl_missing ? "" : ", binds", block - (int)ng, ls);
+		for (size_t g = 1; g < ng; g++) {
+			const struct alloc_curve *e = &c[order[g]];
+			const int o = 11 + (int)((g - 1) % ALLOC_NOTHER), named = g <= ALLOC_NOTHER;
+			zs_buf_printf(&gp, ", \\\n  '' index %d using 1:2 with steps ls %d dt 1 ", block - (int)ng + (int)g, o);
+			if (named)
+				zs_buf_printf(&gp, "title \"%s %s\"", strpbrk(e->ranks, ",-") ? "ranks" : "rank",
+				              e->ranks);
+			else
+				zs_buf_printf(&gp, "notitle");
+			zs_buf_printf(&gp, ", \\\n  '' index %d using 1:3 with steps ls %d dt 2 %s", block - (int)ng + (int)g,
+			              o, named ? "title 'reserved'" : "notitle");
+		}
+		zs_buf_printf(&gp, "\n");
+		for (size_t k = 0; k < nt; k++) {
+			free(c[k].al);
+			free(c[k].re);
+		}
+		free(c);
+		free(order);
 	}
 	zs_buf_printf(&gp, "unset multiplot\n}\nset output\n");
 	int rc = put(dir, name, "dat", &dat, cause);

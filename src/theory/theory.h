@@ -549,6 +549,12 @@ void theory_alloc_held(const struct theory_request *req, const struct theory_row
  * 1 does not, at most THEORY_WALK_MAX_BATCH; needs --device-mem and a
  * covered row. */
 uint64_t theory_alloc_max_batch(const struct theory_request *req, const struct theory_row *r);
+/* The largest micro-batch of the same replayed step whose allocated peak
+ * (each block as the allocator rounds it, no limit) is within --device-mem
+ * less --reserve: "on allocated" beside "on held". `held` is
+ * theory_alloc_max_batch's answer; the result is never below it. */
+uint64_t theory_alloc_max_batch_allocated(const struct theory_request *req, const struct theory_row *r,
+                                          uint64_t held);
 
 /* A transformer's alone: m at micro-batch `batch` with o's sequence,
  * recompute and activation bytes. */

@@ -202,9 +202,12 @@ static int plain_loop_trace(const struct theory_request *req, unsigned world, st
 	return tr->unmatched ? -1 : 0;
 }
 
-/* The walk's trace of (scheme, unit, N) over desc d, replayed. */
+/* The walk's trace of (scheme, unit, N) over desc d (or the plain loop's),
+ * replayed: the allocator limited to what cudaMalloc may hand out, or (limited 0)
+ * unlimited: the whole step's allocated peak, for "on allocated". */
 static void held_of(const struct theory_request *req, const struct theory_desc *d, enum zs_scheme scheme,
-                    enum zs_unit unit, unsigned world, const struct cuda_alloc_opts *opts, struct theory_held *h)
+                    enum zs_unit unit, unsigned world, const struct cuda_alloc_opts *opts, int limited,
+                    struct theory_held *h)
 {
 	const struct zs_config *c = req->config;
 	struct theory_trace tr = {.steps = c->steps};
@@ -214,7 +217,7 @@ static void held_of(const struct theory_request *req, const struct theory_desc *
 	theory_device_overhead(req, world, &h->fixed);
 	if ((plain_loop(req) ? plain_loop_trace(req, world, &tr) : theory_walk_trace(d, &b, c, scheme, unit, world, &tr)) == 0) {
 		h->covered = 1;
-		replay(&tr, opts, capacity_of(req, &h->fixed), h);
+		replay(&tr, opts, limited ? capacity_of(req, &h->fixed) : 0, h);
 	}
 	theory_trace_release(&tr);
 }
@@ -229,11 +232,14 @@ void theory_alloc_held(const struct theory_request *req, const struct theory_row
 {
 	*h = (struct theory_held){0};
 	if (row_covered(req, r))
-		held_of(req, req->desc, r->scheme, r->unit, r->world, opts, h);
+		held_of(req, req->desc, r->scheme, r->unit, r->world, opts, 1, h);
 }
 
-/* Whether micro-batch `batch` of row r runs out of memory in its replay. */
-static int oom_at(const struct theory_request *req, const struct theory_row *r, uint64_t batch)
+/* Whether micro-batch `batch` of row r does not fit: on held (held 1),
+ * its replay runs out of memory; on allocated (held 0), the same step's
+ * allocated peak, each block as the allocator rounds it, replayed without
+ * a limit, is above the usable memory. */
+static int misfit_at(const struct theory_request *req, const struct theory_row *r, uint64_t batch, int held)
 {
 	struct zs_config c = *req->config;
 	struct theory_request alt = *req;
@@ -244,27 +250,33 @@ static int oom_at(const struct theory_request *req, const struct theory_row *r, 
 	alt.desc = NULL;
 	theory_desc_build(&d, &alt);
 	alt.desc = &d;
-	held_of(&alt, &d, r->scheme, r->unit, r->world, req->alloc, &h);
+	held_of(&alt, &d, r->scheme, r->unit, r->world, req->alloc, held, &h);
 	theory_desc_free(&d);
-	return !h.covered || h.oom;
+	if (!h.covered)
+		return 1;
+	return held ? h.oom : (double)h.run.st.allocated_peak > theory_request_usable(req);
 }
 
-uint64_t theory_alloc_max_batch(const struct theory_request *req, const struct theory_row *r)
+/* The largest micro-batch that fits on held (held 1) or on allocated
+ * (held 0), from `known`, a micro-batch known to fit (0: none known). */
+static uint64_t search_max_batch(const struct theory_request *req, const struct theory_row *r, int held,
+                                 uint64_t known)
 {
 	/* Reserved grows with the micro-batch as the walk's peak does (every
 	 * activation and scratch block is b times its b = 1 bytes), so the
 	 * largest b is found as theory_walk_max_batch finds it, each probe a
 	 * replay. */
-	if (req->device_mem <= 0 || !row_covered(req, r) || oom_at(req, r, 1))
+	if (req->device_mem <= 0 || !row_covered(req, r) || (known == 0 && misfit_at(req, r, 1, held)))
 		return 0;
-	uint64_t lo = 1, hi = 2, b = req->config->batch;
-	if (b > 1 && !oom_at(req, r, b)) {
+	uint64_t lo = known > 1 ? known : 1, hi = 2 * lo, b = req->config->batch;
+	if (b > lo && !misfit_at(req, r, b, held)) {
 		lo = b;
 		hi = 2 * b;
 	}
 	int exact = 1;
 	while (hi <= THEORY_WALK_MAX_BATCH && hi <= UINT32_MAX &&
-	       (exact = req->model == NULL || theory_tfm_exact(req->model, &req->act, hi)) && !oom_at(req, r, hi)) {
+	       (exact = req->model == NULL || theory_tfm_exact(req->model, &req->act, hi)) &&
+	       !misfit_at(req, r, hi, held)) {
 		lo = hi;
 		hi *= 2;
 	}
@@ -272,12 +284,27 @@ uint64_t theory_alloc_max_batch(const struct theory_request *req, const struct t
 		return lo; /* the cap: more than any rank runs */
 	while (hi - lo > 1) { /* lo fits, hi does not */
 		uint64_t mid = lo + (hi - lo) / 2;
-		if (!oom_at(req, r, mid))
+		if (!misfit_at(req, r, mid, held))
 			lo = mid;
 		else
 			hi = mid;
 	}
 	return lo;
+}
+
+uint64_t theory_alloc_max_batch(const struct theory_request *req, const struct theory_row *r)
+{
+	return search_max_batch(req, r, 1, 0);
+}
+
+uint64_t theory_alloc_max_batch_allocated(const struct theory_request *req, const struct theory_row *r,
+                                          uint64_t held)
+{
+	/* Where a micro-batch fits on held its reserved peak, at least its
+	 * allocated peak, is within the usable memory less the fixed costs:
+	 * it fits on allocated, so the search starts there and "on allocated"
+	 * is never below "on held". */
+	return search_max_batch(req, r, 0, held);
 }
 
 void theory_alloc_json(cJSON *row, const struct theory_request *req, const struct theory_row *r)
@@ -306,10 +333,14 @@ void theory_alloc_json(cJSON *row, const struct theory_request *req, const struc
 	zs_json_add_number(f, "total_bytes", (double)h.fixed.total);
 	/* The headline's largest micro-batch on what the GPU holds (the
 	 * row's max_batch is the paper level's): the text's "held" column. */
-	if (req->device_mem > 0)
-		zs_json_add_number(o, "max_batch_held", (double)theory_alloc_max_batch(req, r));
-	else
+	if (req->device_mem > 0) {
+		uint64_t held = theory_alloc_max_batch(req, r);
+		zs_json_add_number(o, "max_batch_held", (double)held);
+		zs_json_add_number(o, "max_batch_allocated", (double)theory_alloc_max_batch_allocated(req, r, held));
+	} else {
 		cJSON_AddNullToObject(o, "max_batch_held");
+		cJSON_AddNullToObject(o, "max_batch_allocated");
+	}
 	if (!h.oom) {
 		cJSON_AddNullToObject(o, "oom");
 		return;

@@ -766,16 +766,16 @@ static void allocator_text(struct zs_buf *t, const struct theory_request *req, e
 			              in_scale(v[3], sizeof v[3], h.fixed.total, 0, sc),
 			              in_scale(v[4], sizeof v[4], st->reserved_peak + h.fixed.total, 0, sc));
 			if (mem) {
-				/* on allocated: the step's own peak, as without the replay */
-				struct theory_request plain = *req;
-				struct headline ha, hh;
-				plain.alloc = NULL;
-				headline_of(&plain, &r, &ha);
+				/* on allocated: the same replayed step's allocated peak
+				 * within the usable memory (never below held; the
+				 * paper level's is the first table's reference) */
+				struct headline hh;
 				headline_of(req, &r, &hh);
-				snprintf(v[5], sizeof v[5], "%llu", (unsigned long long)ha.max_batch);
+				uint64_t ha = theory_alloc_max_batch_allocated(req, &r, hh.max_batch);
+				snprintf(v[5], sizeof v[5], "%llu", (unsigned long long)ha);
 				snprintf(v[6], sizeof v[6], "%llu", (unsigned long long)hh.max_batch);
 				zs_buf_printf(t, "  %4s  %9s %9s", h.oom ? "no" : "yes",
-				              ha.max_batch ? v[5] : "none", hh.max_batch ? v[6] : "none");
+				              ha ? v[5] : "none", hh.max_batch ? v[6] : "none");
 			}
 			zs_buf_printf(t, "\n");
 			if (h.oom)
