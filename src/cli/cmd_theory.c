@@ -69,8 +69,8 @@ static int nccl_options_check(const struct theory_request *req, int allocator, c
 	/* NCCL keeps the sizes, and p2p.cc 419-421 a receive connection's
 	 * sum of them, in an int. */
 	if (req->nccl_buffsize > (double)THEORY_NCCL_MAX_BUFFSIZE)
-		return zs_fail(cause, "--nccl-buffsize: %.0f bytes is over the %llu NCCL's int holds beside the "
-		               "other protocols' buffers", req->nccl_buffsize,
+		return zs_fail(cause, "--nccl-buffsize: %.0f bytes is more than the %llu a receive buffer's size "
+		               "(an int in NCCL) leaves", req->nccl_buffsize,
 		               (unsigned long long)THEORY_NCCL_MAX_BUFFSIZE);
 	return 0;
 }
