@@ -58,7 +58,7 @@ unsigned theory_nccl_communicators(const struct zs_config *c, enum zs_scheme sch
 	if (world < 2)
 		return 0;
 	/* DeepSpeed's engine reduces over groups._get_data_parallel_group(),
-	 * a new_group of every rank (engine.py 1294; groups.py 668, 714),
+	 * a new_group of every rank (engine.py 1294; groups.py 486, 532),
 	 * not the default group; ZeRO-3 also calls dist.barrier() on the
 	 * default group (stage3.py 522, 531, 704): a second communicator. */
 	if (c->framework == ZS_FW_DEEPSPEED)
