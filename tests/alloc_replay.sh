@@ -397,6 +397,35 @@ import json, sys
 print(' '.join(str(r['allocator']['device_overhead']['nccl_bytes']) for r in json.load(open(sys.argv[1]))['rows']))
 " "$tmp/o.json")
 [ "$got" = "0 544000000 688000000 688000000" ] || fail "NCCL's buffers at N = 1, 2, 3, 8: $got"
+# With --nccl-channels 8, NCCL 2.21.5's source (tests/test_nccl.c works it
+# by hand): per channel a 2 MiB send and a 10 MiB receive buffer at N = 2,
+# two of each above; 25 structures of 2 MiB.
+"$zerosim" theory --layers 64,64 --world 1,2,3,8 --schemes dp --unit model --allocator cuda --nccl-channels 8 \
+	--out "$tmp/o.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+got=$(python3 -c "
+import json, sys
+for r in json.load(open(sys.argv[1]))['rows']:
+    f = r['allocator']['device_overhead']
+    print(f['nccl_bytes'], f['nccl_communicators'], f['nccl_bytes_per_communicator'], f['nccl_channels'],
+          f['nccl_buffsize_bytes'], f['total_bytes'] - f['cuda_context_bytes'] - f['cublas_workspace_bytes'], end=';')
+" "$tmp/o.json")
+want="0 0 0 8 4194304 0;153092096 1 153092096 8 4194304 153092096;253755392 1 253755392 8 4194304 253755392;"
+want="${want}253755392 1 253755392 8 4194304 253755392;"
+[ "$got" = "$want" ] || fail "NCCL's buffers at 8 channels, N = 1, 2, 3, 8: $got"
+"$zerosim" theory --layers 64,64 --world 2 --schemes dp --unit model --allocator cuda --nccl-channels 1 \
+	--nccl-buffsize 1MiB --out "$tmp/o.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+# (2 MiB + 8 MiB) + 4 structures of 2 MiB: 18 MiB.
+got=$(python3 -c "
+import json, sys
+print(json.load(open(sys.argv[1]))['rows'][0]['allocator']['device_overhead']['nccl_bytes'])
+" "$tmp/o.json")
+[ "$got" = $((18 * MiB)) ] || fail "NCCL's buffers at one channel of NCCL_BUFFSIZE 1 MiB: $got"
+"$zerosim" theory --layers 64,64 --world 2,8 --schemes dp --unit model --allocator cuda --nccl-channels 8 \
+	>"$tmp/t.txt" 2>"$tmp/err" || fail "text: $(cat "$tmp/err")"
+grep -q "^NCCL: 1 communicator per rank (.*), each 253.76 MB: from NCCL 2.21.5's source at 8 channels and NCCL_BUFFSIZE 4194304 bytes.$" \
+	"$tmp/t.txt" || fail "the text does not say what NCCL's buffers come from: $(grep NCCL "$tmp/t.txt")"
+grep -q "NCCL's buffers 253.76 MB (none at N = 1, 153.09 MB at N = 2)" "$tmp/t.txt" ||
+	fail "the text's fixed costs are not the formula's: $(grep NCCL "$tmp/t.txt")"
 
 # The text judges the fit on what the GPU holds: the same two devices.
 "$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda \

@@ -564,6 +564,18 @@ bad_theory "unknown option '--frobnicate'; try 'zerosim theory --help'" --frobni
 bad_theory "unexpected argument 'stray'; try 'zerosim theory --help'" stray
 bad_theory "option '--params' needs a value; try 'zerosim theory --help'" --params
 bad_theory "--out: the file name is empty" --params 7.5e9 --out ""
+# NCCL's buffers from NCCL's source: a channel count NCCL can have
+# (MAXCHANNELS 32), a size its int holds, only where they are counted.
+bad_theory "--nccl-channels: '0' is not a number of channels (1..32)" --layers 4,8,4 --allocator cuda --nccl-channels 0
+bad_theory "--nccl-channels: '33' is not a number of channels (1..32)" --layers 4,8,4 --allocator cuda --nccl-channels 33
+bad_theory "--nccl-channels: 'two' is not a number of channels (1..32)" --layers 4,8,4 --allocator cuda --nccl-channels two
+bad_theory "--nccl-channels needs --allocator cuda" --layers 4,8,4 --nccl-channels 8
+bad_theory "--nccl-buffsize needs --nccl-channels" --layers 4,8,4 --allocator cuda --nccl-buffsize 8MiB
+bad_theory "--nccl-channels and --device-overhead: --device-overhead replaces NCCL's buffers" \
+	--layers 4,8,4 --allocator cuda --nccl-channels 8 --device-overhead 1GB
+bad_theory "--nccl-buffsize: '0' is not a memory size" --layers 4,8,4 --allocator cuda --nccl-channels 8 --nccl-buffsize 0
+bad_theory "--nccl-buffsize: 2142040064 bytes is more than the 2142040063 a receive buffer's size (an int in NCCL) leaves" \
+	--layers 4,8,4 --allocator cuda --nccl-channels 8 --nccl-buffsize 2142040064
 try 1 "cannot write $tmp/missing-dir/t.json: the folder $tmp/missing-dir is missing" theory --params 7.5e9 --out "$tmp/missing-dir/t.json"
 try 1 "cannot write $tmp/keep.json/t.json: Not a directory" theory --params 7.5e9 --out "$keep/t.json"
 try 2 "--out $tmp: is a folder, not a file" theory --params 7.5e9 --out "$tmp"

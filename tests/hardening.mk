@@ -102,7 +102,7 @@ FUZZ_MODEL = $(top_srcdir)/src/theory/theory.c $(top_srcdir)/src/theory/theory_t
 	$(top_srcdir)/src/theory/theory_walk.c \
 	$(top_srcdir)/src/theory/theory_framework.c $(top_srcdir)/src/theory/theory_deepspeed.c \
 	$(top_srcdir)/src/theory/theory_text.c $(top_srcdir)/src/theory/theory_alloc.c \
-	$(top_srcdir)/src/theory/theory_autograd.c
+	$(top_srcdir)/src/theory/theory_autograd.c $(top_srcdir)/src/theory/theory_nccl.c
 tests/fuzz/fuzz_model: $(top_srcdir)/tests/fuzz/fuzz_model.c $(FUZZ_COMMON) $(FUZZ_UTIL) $(FUZZ_MODEL) \
 		$(top_srcdir)/src/util/model.h $(top_srcdir)/src/theory/theory.h
 	@$(fuzz_need_clang)

@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "theory/theory.h"
+#include "theory/theory_nccl.h"
 #include "util/config.h"
 #include "util/model.h"
 #include "util/schedule.h"
@@ -28,7 +29,7 @@ static const unsigned model_worlds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 
 enum {
 	OPT_PARAMS = ZS_OPT_COMMAND, OPT_LARGEST_UNIT, OPT_DEVICE_MEM, OPT_FORMAT, OPT_OUT,
 	OPT_MODEL, OPT_SEQ, OPT_RECOMPUTE, OPT_FLASH, OPT_RESERVE, OPT_ALLOCATOR, OPT_ALLOC_CONF,
-	OPT_DEVICE_OVERHEAD
+	OPT_DEVICE_OVERHEAD, OPT_NCCL_CHANNELS, OPT_NCCL_BUFFSIZE
 };
 
 static const struct zs_opt options[] = {
@@ -44,11 +45,35 @@ static const struct zs_opt options[] = {
 	{"allocator", 0, 1, OPT_ALLOCATOR, NULL},
 	{"alloc-conf", 0, 1, OPT_ALLOC_CONF, NULL},
 	{"device-overhead", 0, 1, OPT_DEVICE_OVERHEAD, NULL},
+	{"nccl-channels", 0, 1, OPT_NCCL_CHANNELS, NULL},
+	{"nccl-buffsize", 0, 1, OPT_NCCL_BUFFSIZE, NULL},
 	{"format", 0, 1, OPT_FORMAT, NULL},
 	{"out", 'o', 1, OPT_OUT, NULL},
 	ZS_OPTS_STANDARD,
 	{NULL, 0, 0, ZS_OPT_END, NULL},
 };
+
+/* --nccl-channels and --nccl-buffsize: parts of the fixed costs, which
+ * --allocator cuda counts and --device-overhead replaces. */
+static int nccl_options_check(const struct theory_request *req, int allocator, char **cause)
+{
+	if (req->nccl_buffsize > 0 && req->nccl_channels == 0)
+		return zs_fail(cause, "--nccl-buffsize needs --nccl-channels (the measured figures are at NCCL's "
+		               "default 4 MiB)");
+	if (req->nccl_channels > 0 && !allocator)
+		return zs_fail(cause, "--nccl-channels needs --allocator cuda (NCCL's buffers are a fixed cost "
+		               "added to what it reserves)");
+	if (req->nccl_channels > 0 && req->overhead_given)
+		return zs_fail(cause, "--nccl-channels and --device-overhead: --device-overhead replaces "
+		               "NCCL's buffers with the rest of the fixed costs");
+	/* NCCL keeps the sizes, and p2p.cc 419-421 a receive connection's
+	 * sum of them, in an int. */
+	if (req->nccl_buffsize > (double)THEORY_NCCL_MAX_BUFFSIZE)
+		return zs_fail(cause, "--nccl-buffsize: %.0f bytes is more than the %llu a receive buffer's size "
+		               "(an int in NCCL) leaves", req->nccl_buffsize,
+		               (unsigned long long)THEORY_NCCL_MAX_BUFFSIZE);
+	return 0;
+}
 
 static void usage(void)
 {
@@ -170,6 +195,12 @@ static void usage(void)
 "                         with --allocator cuda: what the device holds\n"
 "                         outside the allocator, instead of the documented\n"
 "                         CUDA context, cuBLAS workspace and NCCL buffers\n"
+"      --nccl-channels C  with --allocator cuda: NCCL's buffers per\n"
+"                         communicator from NCCL 2.21.5's source at C\n"
+"                         channels (1 to 32) instead of the figures\n"
+"                         measured in NCCL issue 964\n"
+"      --nccl-buffsize SIZE\n"
+"                         with --nccl-channels: NCCL_BUFFSIZE (default 4MiB)\n"
 "      --format F         json or text (default json with --out, else text)\n"
 "  -o, --out FILE         write there (atomically) instead of stdout\n"
 "  -h, --help             show this help and exit\n"
@@ -339,6 +370,20 @@ int zs_cmd_theory(int argc, char **argv)
 			}
 			req.overhead_given = 1;
 			break;
+		case OPT_NCCL_CHANNELS: {
+			unsigned long long ch;
+			if (zs_parse_uint("nccl-channels", v, THEORY_NCCL_MAXCHANNELS, "a number of channels", &ch,
+			                  &cause) != 0)
+				goto bad;
+			req.nccl_channels = (unsigned)ch;
+			break;
+		}
+		case OPT_NCCL_BUFFSIZE:
+			if (zs_parse_bytes(v, &req.nccl_buffsize, &cause) < 0) {
+				name_option(&cause, "--nccl-buffsize");
+				goto bad;
+			}
+			break;
 		case ZS_OPT_CONFIG:
 			/* bf16 has mixed precision's bytes: the theory only renames it. */
 			if (strcmp(args[i].opt->name, "precision") == 0) {
@@ -394,6 +439,8 @@ int zs_cmd_theory(int argc, char **argv)
 		cause = zs_strdup("--device-overhead needs --allocator cuda (the fixed costs are added to what it reserves)");
 		goto bad;
 	}
+	if (nccl_options_check(&req, allocator, &cause) != 0)
+		goto bad;
 	/* No memory fraction (a Python call, not PYTORCH_CUDA_ALLOC_CONF). */
 	cuda_alloc_opts_default(&alloc_opts);
 	if (allocator && cuda_alloc_parse_conf(alloc_conf, &alloc_opts, &cause) != 0) {

@@ -6,7 +6,8 @@ libzstheory_a_SOURCES = \
 	src/theory/theory_tfm.c src/theory/theory_walk.c \
 	src/theory/theory_json.c src/theory/theory_text.c \
 	src/theory/theory_framework.c src/theory/theory_deepspeed.c \
-	src/theory/theory_alloc.c src/theory/theory_autograd.c
+	src/theory/theory_alloc.c src/theory/theory_autograd.c \
+	src/theory/theory_nccl.c src/theory/theory_nccl.h
 
 zerosim_SOURCES += src/cli/cmd_theory.c
 
@@ -17,6 +18,12 @@ TESTS += tests/test_theory
 tests_test_theory_SOURCES = tests/test_theory.c
 tests_test_theory_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_theory_LDADD = libzstheory.a libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS) -lm
+# NCCL's buffers per communicator, worked by hand from NCCL's sizes.
+check_PROGRAMS += tests/test_nccl
+TESTS += tests/test_nccl
+tests_test_nccl_SOURCES = tests/test_nccl.c
+tests_test_nccl_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_nccl_LDADD = libzstheory.a libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS) -lm
 endif
 
 # Integration: `zerosim theory` against `zerosim measure`, point by point,

@@ -439,6 +439,11 @@ struct theory_request {
 	 * constants (theory_device_overhead). */
 	double overhead;
 	int overhead_given;
+	/* --nccl-channels C (0: not given, NCCL issue 964's measured
+	 * figures) and --nccl-buffsize (0: NCCL's 4 MiB): NCCL's buffers
+	 * from NCCL's source instead (theory_nccl.h). */
+	unsigned nccl_channels;
+	double nccl_buffsize;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -515,8 +520,10 @@ void theory_alloc_json(cJSON *row, const struct theory_request *req, const struc
 
 /* What a rank's device holds outside the caching allocator's trace
  * (docs/schedule.md, "The device's fixed costs"): the CUDA context,
- * cuBLAS's workspace, NCCL's buffers of the one communicator every
- * framework's step uses (none at N = 1); total is their sum, or
+ * cuBLAS's workspace, NCCL's buffers of the communicators the scheme's
+ * step makes (none at N = 1), nccl_comms of nccl_per_comm each: measured
+ * (nccl_channels 0) or, with --nccl-channels, from NCCL's source at
+ * nccl_channels and nccl_buffsize; total is their sum, or
  * --device-overhead where given (then the parts are 0 and given 1). */
 #define THEORY_CUDA_CONTEXT_BYTES UINT64_C(500000000)
 #define THEORY_CUBLAS_WORKSPACE_BYTES (UINT64_C(4096) * 8 * 1024)
@@ -525,8 +532,11 @@ void theory_alloc_json(cJSON *row, const struct theory_request *req, const struc
 struct theory_overhead {
 	int given;
 	uint64_t context, cublas, nccl, total;
+	unsigned nccl_comms, nccl_channels;
+	uint64_t nccl_per_comm, nccl_buffsize;
 };
-void theory_device_overhead(const struct theory_request *req, unsigned world, struct theory_overhead *o);
+void theory_device_overhead(const struct theory_request *req, enum zs_scheme scheme, unsigned world,
+                            struct theory_overhead *o);
 
 /* A row's step (at the request's micro-batch, or at `batch`) replayed
  * through the caching allocator on a device whose cudaMalloc can hand out

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "theory/theory.h"
+#include "theory/theory_nccl.h"
 #include "util/ag_ddp.h"
 #include "util/autograd.h"
 #include "util/step.h"
@@ -82,7 +83,8 @@ void theory_trace_release(struct theory_trace *t)
 	memset(t, 0, sizeof *t);
 }
 
-void theory_device_overhead(const struct theory_request *req, unsigned world, struct theory_overhead *o)
+void theory_device_overhead(const struct theory_request *req, enum zs_scheme scheme, unsigned world,
+                            struct theory_overhead *o)
 {
 	*o = (struct theory_overhead){0};
 	if (req->overhead_given) {
@@ -93,9 +95,7 @@ void theory_device_overhead(const struct theory_request *req, unsigned world, st
 	/* docs/schedule.md, "The device's fixed costs", gives each source. */
 	o->context = THEORY_CUDA_CONTEXT_BYTES;
 	o->cublas = THEORY_CUBLAS_WORKSPACE_BYTES;
-	/* One communicator (the default process group DDP, FSDP and
-	 * DeepSpeed's engine reduce over); one rank has no peer to connect. */
-	o->nccl = world < 2 ? 0 : world == 2 ? THEORY_NCCL_PAIR_BYTES : THEORY_NCCL_RING_BYTES;
+	theory_overhead_nccl(req, scheme, world, o);
 	o->total = o->context + o->cublas + o->nccl;
 }
 
@@ -214,7 +214,7 @@ static void held_of(const struct theory_request *req, const struct theory_desc *
 	struct theory_bytes b;
 	theory_request_bytes(req, &b);
 	*h = (struct theory_held){0};
-	theory_device_overhead(req, world, &h->fixed);
+	theory_device_overhead(req, scheme, world, &h->fixed);
 	if ((plain_loop(req) ? plain_loop_trace(req, world, &tr) : theory_walk_trace(d, &b, c, scheme, unit, world, &tr)) == 0) {
 		h->covered = 1;
 		replay(&tr, opts, limited ? capacity_of(req, &h->fixed) : 0, h);
@@ -330,6 +330,7 @@ void theory_alloc_json(cJSON *row, const struct theory_request *req, const struc
 		zs_json_add_number(f, "cublas_workspace_bytes", (double)h.fixed.cublas);
 		zs_json_add_number(f, "nccl_bytes", (double)h.fixed.nccl);
 	}
+	theory_nccl_json(f, &h.fixed);
 	zs_json_add_number(f, "total_bytes", (double)h.fixed.total);
 	/* The headline's largest micro-batch on what the GPU holds (the
 	 * row's max_batch is the paper level's): the text's "held" column. */

@@ -699,6 +699,23 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 /* ------------------------------------------------------------------------ */
 /* --allocator cuda: what the GPU holds */
 
+/* What NCCL's part of the fixed costs was computed from. */
+static void nccl_inputs(struct zs_buf *t, const struct theory_overhead *o)
+{
+	char v[32];
+	if (o->nccl_comms == 0)
+		return;
+	zs_buf_printf(t, "NCCL: %u communicator%s per rank (the process groups the step makes a collective on), "
+	              "each %s: ", o->nccl_comms, o->nccl_comms == 1 ? "" : "s",
+	              amount(v, sizeof v, o->nccl_per_comm));
+	if (o->nccl_channels == 0)
+		zs_buf_printf(t, "NCCL issue 964's measured figure (PyTorch, four A100s over NVLink); --nccl-channels C "
+		              "computes it from NCCL 2.21.5's source instead.\n");
+	else
+		zs_buf_printf(t, "from NCCL 2.21.5's source at %u channels and NCCL_BUFFSIZE %llu bytes.\n",
+		              o->nccl_channels, (unsigned long long)o->nccl_buffsize);
+}
+
 /* Each row's step replayed through the caching allocator (theory_alloc.c):
  * allocated and reserved at their peaks, the cache not in use at the
  * reserved peak, the fixed costs, and with --device-mem the fit and the
@@ -794,7 +811,9 @@ static void allocator_text(struct zs_buf *t, const struct theory_request *req, e
 	for (size_t w = 0; w < c->nworld; w++)
 		if (c->world[w] > top)
 			top = c->world[w];
-	theory_device_overhead(req, top, &o);
+	struct theory_overhead pair;
+	theory_device_overhead(req, worst.scheme, top, &o);
+	theory_device_overhead(req, worst.scheme, 2, &pair);
 	if (o.given)
 		zs_buf_printf(t, "Fixed costs: %s per rank, as --device-overhead gives them.\n",
 		              amount(v[0], sizeof v[0], o.total));
@@ -803,7 +822,9 @@ static void allocator_text(struct zs_buf *t, const struct theory_request *req, e
 		              "buffers %s (none at N = 1, %s at N = 2); docs/schedule.md gives their sources, and "
 		              "--device-overhead SIZE replaces them.\n", top, amount(v[0], sizeof v[0], o.context),
 		              amount(v[1], sizeof v[1], o.cublas), amount(v[2], sizeof v[2], o.nccl),
-		              amount(v[3], sizeof v[3], THEORY_NCCL_PAIR_BYTES));
+		              amount(v[3], sizeof v[3], pair.nccl));
+	if (!o.given)
+		nccl_inputs(t, &o);
 
 	/* what the allocator's options would change, on the row whose cache
 	 * at the reserved peak is the largest */
