@@ -28,7 +28,7 @@ static const unsigned model_worlds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 
 enum {
 	OPT_PARAMS = ZS_OPT_COMMAND, OPT_LARGEST_UNIT, OPT_DEVICE_MEM, OPT_FORMAT, OPT_OUT,
 	OPT_MODEL, OPT_SEQ, OPT_RECOMPUTE, OPT_FLASH, OPT_RESERVE, OPT_ALLOCATOR, OPT_ALLOC_CONF,
-	OPT_DEVICE_OVERHEAD
+	OPT_DEVICE_OVERHEAD, OPT_CUBLAS_WORKSPACE
 };
 
 static const struct zs_opt options[] = {
@@ -44,6 +44,7 @@ static const struct zs_opt options[] = {
 	{"allocator", 0, 1, OPT_ALLOCATOR, NULL},
 	{"alloc-conf", 0, 1, OPT_ALLOC_CONF, NULL},
 	{"device-overhead", 0, 1, OPT_DEVICE_OVERHEAD, NULL},
+	{"cublas-workspace", 0, 1, OPT_CUBLAS_WORKSPACE, NULL},
 	{"format", 0, 1, OPT_FORMAT, NULL},
 	{"out", 'o', 1, OPT_OUT, NULL},
 	ZS_OPTS_STANDARD,
@@ -166,7 +167,12 @@ static void usage(void)
 "      --device-overhead SIZE\n"
 "                         with --allocator cuda: what the device holds\n"
 "                         outside the allocator, instead of the documented\n"
-"                         CUDA context, cuBLAS workspace and NCCL buffers\n"
+"                         CUDA context and NCCL buffers\n"
+"      --cublas-workspace SIZE\n"
+"                         with --allocator cuda: the cuBLAS workspace the\n"
+"                         step's first matmul asks the allocator for (0:\n"
+"                         none; default 33554432, PyTorch 2.6 on H100/H200;\n"
+"                         8519680 on other GPUs)\n"
 "      --format F         json or text (default json with --out, else text)\n"
 "  -o, --out FILE         write there (atomically) instead of stdout\n"
 "  -h, --help             show this help and exit\n"
@@ -263,7 +269,7 @@ int zs_cmd_theory(int argc, char **argv)
 	const char *spec = NULL, *out = NULL, *format = NULL, *model_arg = NULL, *seq_arg = NULL;
 	const char *recompute_arg = NULL;
 	int params_given = 0, flash = 0, reserve_given = 0, status = ZS_EXIT_USAGE, allocator = 0;
-	const char *alloc_conf = NULL;
+	const char *alloc_conf = NULL, *workspace = NULL;
 	struct cuda_alloc_opts alloc_opts;
 	char *cause = NULL, *text = NULL, *json = NULL;
 	cJSON *root = NULL;
@@ -324,6 +330,9 @@ int zs_cmd_theory(int argc, char **argv)
 			break;
 		case OPT_ALLOC_CONF:
 			alloc_conf = v;
+			break;
+		case OPT_CUBLAS_WORKSPACE:
+			workspace = v;
 			break;
 		case OPT_DEVICE_OVERHEAD:
 			/* 0: the device is the allocator's alone (a size is at
@@ -387,6 +396,10 @@ int zs_cmd_theory(int argc, char **argv)
 		cause = zs_strdup("--alloc-conf needs --allocator cuda");
 		goto bad;
 	}
+	if (workspace != NULL && !allocator) {
+		cause = zs_strdup("--cublas-workspace needs --allocator cuda (the workspace is a block of its replay)");
+		goto bad;
+	}
 	if (req.overhead_given && !allocator) {
 		cause = zs_strdup("--device-overhead needs --allocator cuda (the fixed costs are added to what it reserves)");
 		goto bad;
@@ -397,6 +410,8 @@ int zs_cmd_theory(int argc, char **argv)
 		name_option(&cause, "--alloc-conf");
 		goto bad;
 	}
+	if (zs_opts_cublas_workspace(workspace, &alloc_opts, &cause) != 0)
+		goto bad;
 	req.alloc = allocator ? &alloc_opts : NULL;
 	if (zs_opts_config(&config, args, nargs, &cause) < 0)
 		goto bad;
@@ -478,7 +493,7 @@ int zs_cmd_theory(int argc, char **argv)
 	if (strcmp(format, "json") == 0) {
 		root = theory_json(&req);
 		if (allocator)
-			zs_alloc_config_json(root, alloc_conf);
+			zs_alloc_config_json(root, alloc_conf, alloc_opts.cublas_workspace);
 		if (out != NULL) {
 			if (zs_json_write(out, root, &cause) < 0)
 				goto fail;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "report/report_data.h"
+#include "util/cuda_alloc.h"
 #include "util/schedule.h"
 #include "util/util.h"
 
@@ -475,6 +476,7 @@ static int read_blocks(const cJSON *run, const char *where, struct report_run *r
 	const char *op;
 	char at[320], base[300];
 	size_t n = 0;
+	double b;
 
 	if (!cJSON_IsObject(al) || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(run, "timeline_live")))
 		return 0;
@@ -504,6 +506,14 @@ static int read_blocks(const cJSON *run, const char *where, struct report_run *r
 		r->tl_op[n] = strcmp(op, "alloc") == 0 ? 1 : strcmp(op, "free") == 0 ? -1 : 0;
 		if (r->tl_op[n] != 0 && read_block(ev, at, &r->tl_id[n], &r->tl_bytes[n], cause) < 0)
 			return -1;
+		/* cuBLAS's workspace: an alloc of the replay's, no block's id */
+		if (strcmp(op, "workspace") == 0) {
+			r->tl_op[n] = 1;
+			r->tl_id[n] = CUDA_ALLOC_WORKSPACE_ID;
+			if (report_read_bytes(ev, "bytes", at, &b, cause) < 0)
+				return -1;
+			r->tl_bytes[n] = (uint64_t)b;
+		}
 		n++;
 	}
 	r->nlive = (size_t)cJSON_GetArraySize(live);
@@ -788,8 +798,8 @@ void report_run_free(struct report_run *r)
  * --allocator cuda): total_bytes, and each part or -1 for null. */
 static int read_fixed(const cJSON *row, const char *where, struct report_run *r, char **cause)
 {
-	static const char *const part[] = {"cuda_context_bytes", "cublas_workspace_bytes", "nccl_bytes"};
-	double *into[] = {&r->fixed_context, &r->fixed_cublas, &r->fixed_nccl};
+	static const char *const part[] = {"cuda_context_bytes", "nccl_bytes"};
+	double *into[] = {&r->fixed_context, &r->fixed_nccl};
 	const cJSON *al = cJSON_GetObjectItemCaseSensitive(row, "allocator");
 	const cJSON *dv = cJSON_GetObjectItemCaseSensitive(al, "device_overhead");
 	char at[320];

@@ -109,7 +109,7 @@ struct report_run {
 	 * parts are -1 where the file gives null (--device-overhead SIZE);
 	 * has_fixed 0 where the row has none. */
 	int has_fixed;
-	double fixed_total, fixed_context, fixed_cublas, fixed_nccl;
+	double fixed_total, fixed_context, fixed_nccl;
 	int *tl_op;
 	uint64_t *tl_id, *tl_bytes;
 	uint64_t *live_id, *live_bytes;
