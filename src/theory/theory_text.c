@@ -803,6 +803,11 @@ static void allocator_text(struct zs_buf *t, const struct theory_request *req, e
 		              "buffers %s (none at N = 1, %s at N = 2); docs/schedule.md gives their sources, and "
 		              "--device-overhead SIZE replaces them.\n", top, amount(v[0], sizeof v[0], o.context),
 		              amount(v[2], sizeof v[2], o.nccl), amount(v[3], sizeof v[3], THEORY_NCCL_PAIR_BYTES));
+	/* not a fixed cost: a request of each replay (theory_trace_matmul) */
+	if (req->alloc->cublas_workspace > 0)
+		zs_buf_printf(t, "cuBLAS's workspace, %s, is one of each replay's requests (the step's first matmul "
+		              "makes it; --cublas-workspace).\n",
+		              amount(v[1], sizeof v[1], req->alloc->cublas_workspace));
 
 	/* what the allocator's options would change, on the row whose cache
 	 * at the reserved peak is the largest */
