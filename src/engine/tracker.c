@@ -103,7 +103,15 @@ static void replay_check(int rc, char *cause)
 	}
 }
 
-static void log_event(struct zs_tracker *t, unsigned rank, enum zs_op op, enum zs_cat cat, size_t bytes, uint64_t id);
+static void log_event(struct zs_tracker *t, unsigned rank, enum zs_op op, enum zs_cat cat, size_t bytes, uint64_t id)
+{
+	struct zs_evlog *l = &t->log[rank];
+	if (l->nevents == l->capevents) {
+		l->capevents = l->capevents ? 2 * l->capevents : 64;
+		l->events = zs_realloc(l->events, l->capevents * sizeof *l->events);
+	}
+	l->events[l->nevents++] = (struct zs_event){t->phase, op, cat, bytes, t->rank[rank].total, id};
+}
 
 void tracker_matmul(struct zs_tracker *t, unsigned rank)
 {
@@ -117,16 +125,6 @@ void tracker_matmul(struct zs_tracker *t, unsigned rank)
 	cuda_alloc_note(t->ca[rank], &t->ca_rank[rank]);
 	if (t->recording && rank < t->nlogged)
 		log_event(t, rank, ZS_OP_WORKSPACE, ZS_CAT_SCRATCH, (size_t)t->workspace, CUDA_ALLOC_WORKSPACE_ID);
-}
-
-static void log_event(struct zs_tracker *t, unsigned rank, enum zs_op op, enum zs_cat cat, size_t bytes, uint64_t id)
-{
-	struct zs_evlog *l = &t->log[rank];
-	if (l->nevents == l->capevents) {
-		l->capevents = l->capevents ? 2 * l->capevents : 64;
-		l->events = zs_realloc(l->events, l->capevents * sizeof *l->events);
-	}
-	l->events[l->nevents++] = (struct zs_event){t->phase, op, cat, bytes, t->rank[rank].total, id};
 }
 
 /* Count a block of rank's, at its header. */
