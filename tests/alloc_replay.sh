@@ -11,7 +11,9 @@
 #     up to 2 MiB, a segment each; a large block split when over 1 MiB
 #     remains) and the block sizes the engine's layout gives (docs/
 #     schedule.md: flat param16, grad16, master32, adam_m, adam_v; fp32
-#     activations of batch x width); never copied from zerosim's output.
+#     activations of batch x width), with cuBLAS's workspace asked for
+#     once at the first matmul, after its output (docs/schedule.md, "The
+#     replay in measure"); never copied from zerosim's output.
 #   - The trace: every free names a block that is live (in timeline_live
 #     or allocated earlier in the step) with the same bytes and category;
 #     current_bytes is the sum of the rank's live blocks after each event;
@@ -66,22 +68,53 @@ print(' '.join(str(int(a[k][0])) for k in ('allocated_peak_bytes', 'reserved_pea
 }
 MiB=1048576
 r512() { echo $(( ($1 + 511) / 512 * 512 )); }
+# cuBLAS's workspace (PyTorch 2.6.0's default, CublasHandlePool.cpp
+# 133-134): 4096 KiB x 8 on sm_90, the default here; 4096 KiB x 2 +
+# 16 KiB x 8 elsewhere. Each run's first matmul asks for it after the
+# input, the target and the first layer's output are made, and never
+# frees it. 32 MiB is over 10 MiB: rounded up to 2 MiB (32 MiB) and, with
+# no cached block that large in any run below, a segment of its own; the
+# reserved peak is then first reached at it.
+ws=$((4096 * 8 * 1024)) ws8=$((4096 * 1024 * 2 + 16 * 1024 * 8))
 # One linear layer 1024 -> 1024, dp, mixed Adam, batch 4: Ψ = 1024·1024 + 1024.
 P=$((1024 * 1024 + 1024))
 p16=$(r512 $((2 * P))) m32=$(r512 $((4 * P))) act=$(r512 $((4 * 1024 * 4)))
 # 2,099,200 and 4,198,400 B are 1-10 MiB: one 20 MiB segment holds all five
 # (16.0 MiB); the 16 KiB activations and scratch come from one 2 MiB small
-# segment, reserved when the first activation is made (the reserved peak:
-# the state and that one activation allocated). Peak allocated: the state,
-# three activations (input, target, output) and two scratch blocks.
+# segment, reserved when the first activation is made. Peak allocated: the
+# state, three activations (input, target, output), two scratch blocks and
+# the workspace; reserved 22 MiB and the workspace's 32 MiB segment, whose
+# cudaMalloc is the reserved peak (the state, three activations and it).
 state=$((2 * p16 + 3 * m32))
 check dp-1024 "--layers 1024,1024 --world 1 --schemes dp" \
+	"$((state + 5 * act + ws)) $((54 * MiB)) $((state + 3 * act + ws)) 3 3"
+# The other GPUs' 8,519,680 B is a 1-10 MiB request: the 20 MiB segment's
+# free rest (20 MiB - 16,793,600 B = 4,177,920 B) is too small, so it takes
+# a 20 MiB segment of its own (reserved 42 MiB).
+check dp-1024-ws8 "--layers 1024,1024 --world 1 --schemes dp --cublas-workspace $ws8" \
+	"$((state + 5 * act + ws8)) $((42 * MiB)) $((state + 3 * act + ws8)) 3 3"
+# Where the first 20 MiB segment has room it shares it: 1024 -> 512 fp32
+# SGD (momentum): param32, grad32, momentum of 2,099,200 B each (6,297,600
+# B) leave 14,673,920 B free, which the 8,519,680 B workspace is split from:
+# reserved stays the 20 MiB segment and the 2 MiB small one taken by the
+# input (16 KiB; target and output 8 KiB, two 8 KiB scratch), which is the
+# reserved peak (the state and the input). With 32 MiB: its own segment.
+Ps=$((1024 * 512 + 512)) sact=$((4 * 512 * 4))
+sstate=$((3 * $(r512 $((4 * Ps)))))
+check sgd-ws8 "--layers 1024,512 --world 1 --schemes dp --precision fp32 --optimizer sgd --cublas-workspace $ws8" \
+	"$((sstate + act + 4 * sact + ws8)) $((22 * MiB)) $((sstate + act)) 2 2"
+check sgd-ws "--layers 1024,512 --world 1 --schemes dp --precision fp32 --optimizer sgd" \
+	"$((sstate + act + 4 * sact + ws)) $((54 * MiB)) $((sstate + act + 2 * sact + ws)) 3 3"
+# With --cublas-workspace 0 (CUBLAS_WORKSPACE_CONFIG=:0:0) no request:
+# reserved is the 22 MiB, reached at the first activation.
+check dp-1024-ws0 "--layers 1024,1024 --world 1 --schemes dp --cublas-workspace 0" \
 	"$((state + 5 * act)) $((22 * MiB)) $((state + act)) 2 2"
 # The report's diff.json gives that run's reserved bytes beside its peak
 # point, not as a cause (the causes add up to the tracked bytes' departure):
 # reserved 22 MiB, per parameter 22 MiB / Ψ; the allocated peak above with
 # both segments reserved then, so fragmentation 22 MiB less it; 2 segments;
-# and flags.txt's allocator: line the same fragmentation.
+# and flags.txt's allocator: line the same fragmentation. (The last run
+# checked, dp-1024 without the workspace, is h.json.)
 "$zerosim" theory --layers 1024,1024 --world 1 --schemes dp --out "$tmp/hth.json" 2>"$tmp/err" &&
 	"$zerosim" report --measured "$tmp/h.json" --theory "$tmp/hth.json" --no-render --out "$tmp/hr" >"$tmp/out" 2>&1 ||
 	fail "report of dp-1024: $(cat "$tmp/err" "$tmp/out")"
@@ -108,27 +141,32 @@ EOF
 # the full grads (2,099,200 B each) fit the same 20 MiB segment's rest.
 h16=$(r512 $P) h32=$(r512 $((2 * P)))
 hstate=$((2 * h16 + 3 * h32))
+# The workspace comes after the gathered params (FSDP-like: the unit is
+# gathered before its forward) and the three activations: its own segment.
 check zero3-1024-N2 "--layers 1024,1024 --world 2 --schemes zero3" \
-	"$((hstate + 5 * act + 2 * p16)) $((22 * MiB)) $((hstate + act)) 2 2"
+	"$((hstate + 5 * act + 2 * p16 + ws)) $((54 * MiB)) $((hstate + 3 * act + p16 + ws)) 3 3"
 # 2048 -> 2048: param16 and grad16 (8,392,704 B) share a 20 MiB segment;
 # master32, adam_m, adam_v (16,785,408 B, over 10 MiB) each get a segment
 # rounded up to 2 MiB (18 MiB; the 1.99 MiB left is split off and free, too
-# small for the next one), and the activations a 2 MiB small segment.
+# small for the next one), the activations a 2 MiB small segment, and the
+# workspace 32 MiB of its own (no free block of the 20 MiB segment nor the
+# 1.99 MiB leftovers holds it).
 P=$((2048 * 2048 + 2048))
 p16=$(r512 $((2 * P))) m32=$(r512 $((4 * P))) act=$(r512 $((4 * 2048 * 4)))
 state=$((2 * p16 + 3 * m32))
 check dp-2048 "--layers 2048,2048 --world 1 --schemes dp" \
-	"$((state + 5 * act)) $(((20 + 3 * 18 + 2) * MiB)) $((state + act)) 5 5"
+	"$((state + 5 * act + ws)) $(((20 + 3 * 18 + 2 + 32) * MiB)) $((state + 3 * act + ws)) 6 6"
 # expandable_segments:True: one large segment mapped in 20 MiB pages (64.0
-# MiB of blocks: 4 pages) and one small one in 2 MiB pages; no segment is
-# cudaMalloc'd (segment.all counts none) but five pages are mapped.
+# MiB of blocks and the 32 MiB workspace, 96.03 MiB: 5 pages) and one small
+# one in 2 MiB pages; no segment is cudaMalloc'd (segment.all counts none)
+# but six pages are mapped.
 "$zerosim" measure -q --layers 2048,2048 --world 1 --schemes dp --steps 2 --allocator cuda \
 	--alloc-conf expandable_segments:True --out "$tmp/x.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
 got=$(python3 -c "
 import json, sys
 a = json.load(open(sys.argv[1]))['runs'][0]['allocator']
 print(a['reserved_peak_bytes'], a['segments_peak'], a['expandable_segments'], a['cuda_malloc_calls'])" "$tmp/x.json")
-[ "$got" = "$(((4 * 20 + 2) * MiB)) 0 2 5" ] || fail "dp-2048 expandable: got $got, by hand $(((4 * 20 + 2) * MiB)) 0 2 5"
+[ "$got" = "$(((5 * 20 + 2) * MiB)) 0 2 6" ] || fail "dp-2048 expandable: got $got, by hand $(((5 * 20 + 2) * MiB)) 0 2 6"
 
 # --- the trace ------------------------------------------------------------
 trace() {
@@ -229,6 +267,9 @@ EOF
 }
 agree --layers 1024,2048,1024 --world 1,2,3,4,8 --unit model,layer --steps 2
 agree --layers 700,3000,500,900 --world 1,2,3,5 --unit model,layer --steps 3 --precision fp32 --batch 7
+agree --layers 1024,2048,1024 --world 1,2,3 --unit model,layer --steps 2 --cublas-workspace 8519680
+agree --model "$models/gpt2-tiny.json" --precision mixed --world 1,2 --seq 16 --batch 2 --steps 2 --framework deepspeed \
+	--schemes zero3 --cublas-workspace 0
 agree --layers 64,256,64 --world 1,2,3,4 --unit model,layer --optimizer sgd
 agree --layers 1024,2048,1024 --world 1,2,4 --unit model,layer --alloc-conf expandable_segments:True
 agree --layers 4096,4096 --world 1,2,4 --unit model,layer --alloc-conf max_split_size_mb:40
@@ -273,27 +314,37 @@ agree --model "$models/gpt2-tiny.json" --precision mixed --world 1,2,3,8 --seq 1
 agree --model "$models/llama-tiny.json" --precision fp32 --world 1,2,3 --seq 16 --batch 2 --steps 2 \
 	--framework deepspeed --schemes zero3 --ds-persist 0 --offload optimizer
 
-# The 2048 -> 2048 dp run reserves 76 MiB (above): with 76 MiB it fits; one
-# byte less and the 2 MiB small segment for the first activation (32 KiB)
-# cannot be had once the 74 MiB of large segments are taken. No fixed costs
-# here (--device-overhead 0): the device is the allocator's alone.
+# The 2048 -> 2048 dp run reserves 108 MiB (above): with 108 MiB it fits;
+# one byte less and the workspace's 32 MiB segment, the last cudaMalloc,
+# cannot be had (no segment is free to release). Without the workspace it
+# reserves 76 MiB, and one byte less fails at the 2 MiB small segment for
+# the first activation (32 KiB) once the 74 MiB of large segments are taken.
+# No fixed costs here (--device-overhead 0): the device is the allocator's
+# alone.
+need=$((108 * MiB))
+wsoom='{"bytes": 33554432, "category": "cublas_workspace", "phase": "forward", "step": 1}'
 oom() {
 	"$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda --device-mem "$1" \
-		--device-overhead "${2:-0}" --out "$tmp/o.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+		--device-overhead "${2:-0}" ${3:+--cublas-workspace "$3"} --out "$tmp/o.json" 2>"$tmp/err" ||
+		{ cat "$tmp/err" >&2; exit 99; }
 	python3 -c "
 import json, sys
 print(json.dumps(json.load(open(sys.argv[1]))['rows'][0]['allocator']['oom'], sort_keys=True))" "$tmp/o.json"
 }
-got=$(oom $((76 * MiB)))
-[ "$got" = null ] || fail "76 MiB: oom is $got, not null"
-got=$(oom $((76 * MiB - 1)))
+got=$(oom $need)
+[ "$got" = null ] || fail "108 MiB: oom is $got, not null"
+got=$(oom $((need - 1)))
+[ "$got" = "$wsoom" ] || fail "108 MiB - 1: oom is $got, not the workspace in step 1's forward"
+got=$(oom $((76 * MiB)) 0 0)
+[ "$got" = null ] || fail "76 MiB, no workspace: oom is $got, not null"
+got=$(oom $((76 * MiB - 1)) 0 0)
 [ "$got" = '{"bytes": 32768, "category": "activations", "phase": "forward", "step": 1}' ] ||
-	fail "76 MiB - 1: oom is $got, not the first activation of step 1's forward"
+	fail "76 MiB - 1, no workspace: oom is $got, not the first activation of step 1's forward"
 # allocator.max_batch_held is the largest micro-batch whose replay fits:
-# at 76 MiB at least the batch of 4 above; its replay runs out of nothing
+# at 108 MiB at least the batch of 4 above; its replay runs out of nothing
 # and one more runs out. Null without --device-mem.
 held_at() {
-	"$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda --device-mem $((76 * MiB)) \
+	"$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda --device-mem $need \
 		--device-overhead 0 --batch "$1" --out "$tmp/o.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
 	python3 -c "
 import json, sys
@@ -304,7 +355,7 @@ set -- $(held_at 4)
 mb=$1
 { [ "$mb" -ge 4 ] && [ "$2" = fits ] && [ "$(held_at "$mb")" = "$mb fits" ] &&
 	[ "$(held_at $((mb + 1)))" = "$mb oom" ]; } ||
-	fail "76 MiB: max_batch_held $mb is not the largest batch whose replay fits"
+	fail "108 MiB: max_batch_held $mb is not the largest batch whose replay fits"
 "$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda --out "$tmp/o.json" &&
 	python3 -c "
 import json, sys
@@ -362,32 +413,33 @@ check_rows "llama-3-8b zero3 N=8" 80000000000 "--device-mem 80GB" \
 	--seq 4096 --recompute full
 
 # The fixed costs are the device's, outside the allocator: with
-# --device-overhead F the same step needs 76 MiB + F (and one byte less
+# --device-overhead F the same step needs 108 MiB + F (and one byte less
 # fails where it failed above); without it, at N = 1, the documented CUDA
-# context (500 MB) and cuBLAS workspace (PyTorch 2.6's 4096 KiB x 8) and
-# no NCCL communicator (docs/schedule.md, "The device's fixed costs").
-got=$(oom $((76 * MiB + 1000)) 1000)
-[ "$got" = null ] || fail "76 MiB + 1000 with 1000 fixed: oom is $got, not null"
-got=$(oom $((76 * MiB + 999)) 1000)
-[ "$got" = '{"bytes": 32768, "category": "activations", "phase": "forward", "step": 1}' ] ||
-	fail "76 MiB + 999 with 1000 fixed: oom is $got, not the first activation"
-fixed=$((500000000 + 4096 * 8 * 1024))
+# context (500 MB) and no NCCL communicator (docs/schedule.md, "The
+# device's fixed costs"); cuBLAS's workspace is not one of them but a
+# request of the replay, and config.allocator says its size.
+got=$(oom $((need + 1000)) 1000)
+[ "$got" = null ] || fail "108 MiB + 1000 with 1000 fixed: oom is $got, not null"
+got=$(oom $((need + 999)) 1000)
+[ "$got" = "$wsoom" ] || fail "108 MiB + 999 with 1000 fixed: oom is $got, not the workspace"
+fixed=500000000
 "$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda \
-	--device-mem $((76 * MiB + fixed)) --out "$tmp/o.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+	--device-mem $((need + fixed)) --out "$tmp/o.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
 python3 -c "
 import json, sys
-a = json.load(open(sys.argv[1]))['rows'][0]['allocator']
+d = json.load(open(sys.argv[1]))
+a = d['rows'][0]['allocator']
 f = a['device_overhead']
 assert a['oom'] is None, a['oom']
-assert (f['cuda_context_bytes'], f['cublas_workspace_bytes'], f['nccl_bytes'], f['total_bytes']) == \
-    (500000000, 33554432, 0, int(sys.argv[2])), f
-" "$tmp/o.json" "$fixed" || fail "the default fixed costs at N = 1 are not the context and the workspace"
+assert f == {'cuda_context_bytes': 500000000, 'nccl_bytes': 0, 'total_bytes': int(sys.argv[2])}, f
+assert d['config']['allocator']['cublas_workspace_bytes'] == 33554432, d['config']['allocator']
+" "$tmp/o.json" "$fixed" || fail "the default fixed costs at N = 1 are not the context alone, or no workspace size"
 "$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda \
-	--device-mem $((76 * MiB + fixed - 1)) --out "$tmp/o.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+	--device-mem $((need + fixed - 1)) --out "$tmp/o.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
 python3 -c "
 import json, sys
 assert json.load(open(sys.argv[1]))['rows'][0]['allocator']['oom'] is not None
-" "$tmp/o.json" || fail "one byte below 76 MiB + the default fixed costs fits"
+" "$tmp/o.json" || fail "one byte below 108 MiB + the default fixed costs fits"
 # NCCL's buffers of the one communicator: 544 MB at N = 2, 688 MB above
 # (NCCL issue 964's measured figures).
 "$zerosim" theory --layers 64,64 --world 1,2,3,8 --schemes dp --unit model --allocator cuda --out "$tmp/o.json" \
@@ -429,12 +481,12 @@ grep -q "NCCL's buffers 253.76 MB (none at N = 1, 153.09 MB at N = 2)" "$tmp/t.t
 
 # The text judges the fit on what the GPU holds: the same two devices.
 "$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda \
-	--device-mem $((76 * MiB)) --device-overhead 0 >"$tmp/t.txt" 2>"$tmp/err" || fail "text: $(cat "$tmp/err")"
-grep -q "^    1  dp .*  yes " "$tmp/t.txt" || fail "text: 76 MiB does not fit: $(cat "$tmp/t.txt")"
+	--device-mem $need --device-overhead 0 >"$tmp/t.txt" 2>"$tmp/err" || fail "text: $(cat "$tmp/err")"
+grep -q "^    1  dp .*  yes " "$tmp/t.txt" || fail "text: 108 MiB does not fit: $(cat "$tmp/t.txt")"
 "$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda \
-	--device-mem $((76 * MiB - 1)) --device-overhead 0 >"$tmp/t.txt" 2>"$tmp/err" || fail "text: $(cat "$tmp/err")"
-grep -q "^    1  dp .*   no " "$tmp/t.txt" && grep -q "out of memory in step 1's forward: a block of activations of 32.77 KB (32768 bytes)" \
-	"$tmp/t.txt" || fail "text: 76 MiB - 1 fits or names no block: $(cat "$tmp/t.txt")"
+	--device-mem $((need - 1)) --device-overhead 0 >"$tmp/t.txt" 2>"$tmp/err" || fail "text: $(cat "$tmp/err")"
+grep -q "^    1  dp .*   no " "$tmp/t.txt" && grep -q "out of memory in step 1's forward: a block of cublas_workspace of 33.55 MB (33554432 bytes)" \
+	"$tmp/t.txt" || fail "text: 108 MiB - 1 fits or names no block: $(cat "$tmp/t.txt")"
 # The largest micro-batch on what the GPU holds is the last one whose
 # replay runs out of nothing: the next one runs out.
 "$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda --device-mem 1GB \
@@ -517,6 +569,11 @@ refused "max_split_size_mb" --allocator cuda --alloc-conf max_split_size_mb:10
 refused "not an allocator" --allocator tlsf
 refused "needs --timeline" --timeline-ranks all
 refused "give 0" --timeline --timeline-ranks 2
+refused "needs --allocator cuda" --cublas-workspace 0
+refused "cublas-workspace" --allocator cuda --cublas-workspace lots
+"$zerosim" theory --layers 4,8,4 --cublas-workspace 8MiB --out "$tmp/no.json" 2>"$tmp/err"
+[ $? = 2 ] && grep -q "needs --allocator cuda" "$tmp/err" && [ ! -e "$tmp/no.json" ] ||
+	fail "theory took --cublas-workspace without --allocator: $(cat "$tmp/err")"
 "$zerosim" theory --layers 4,8,4 --allocator cuda --alloc-conf expandable_segments:maybe --out "$tmp/no.json" 2>"$tmp/err"
 [ $? = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && [ ! -e "$tmp/no.json" ] || fail "theory took a bad --alloc-conf: $(cat "$tmp/err")"
 "$zerosim" theory --layers 4,8,4 --device-overhead 1GB --out "$tmp/no.json" 2>"$tmp/err"

@@ -24,8 +24,10 @@ with --steps 1. The script checks that and, where it does not hold,
 prints the GPU's figures alone. The GPU must run PyTorch 2.6.x (the
 release zerosim's model follows, file's cuda_alloc); nothing else may
 allocate through the caching allocator meanwhile (the script makes no
-tensors of its own). The CUDA context, cuBLAS's workspace and NCCL's
-buffers are outside both (docs/schedule.md, "The device's fixed costs").
+tensors of its own). cuBLAS's workspace is in both: the trace's
+"workspace" event (id 0, made at the first matmul, never freed) is one
+more request; the CUDA context and NCCL's buffers are outside both
+(docs/schedule.md, "The device's fixed costs").
 
 --dry-run reads and checks the trace without a GPU (or torch).
 
@@ -68,7 +70,7 @@ def check(live, events):
     """The trace is whole: every free names a live block."""
     held = {b["id"]: b["bytes"] for b in live}
     for e in events:
-        if e["op"] == "alloc":
+        if e["op"] in ("alloc", "workspace"):
             if e["id"] in held:
                 return "block %d allocated twice" % e["id"]
             held[e["id"]] = e["bytes"]
@@ -93,7 +95,7 @@ def replay_gpu(torch, live, events):
         if b["bytes"] > 0:
             ptr[b["id"]] = torch.cuda.caching_allocator_alloc(b["bytes"], stream=stream)
     for e in events:
-        if e["op"] == "alloc" and e["bytes"] > 0:
+        if e["op"] in ("alloc", "workspace") and e["bytes"] > 0:
             ptr[e["id"]] = torch.cuda.caching_allocator_alloc(e["bytes"], stream=stream)
         elif e["op"] == "free" and e["id"] in ptr:
             torch.cuda.caching_allocator_delete(ptr.pop(e["id"]))

@@ -133,6 +133,11 @@ static void usage(FILE *f)
 	      "                         and segments\n"
 	      "      --alloc-conf CONF  with --allocator cuda: its PYTORCH_CUDA_ALLOC_CONF,\n"
 	      "                         e.g. expandable_segments:True,max_split_size_mb:512\n"
+	      "      --cublas-workspace SIZE\n"
+	      "                         with --allocator cuda: the cuBLAS workspace each\n"
+	      "                         rank's first matmul asks the allocator for (0:\n"
+	      "                         none; default 33554432, PyTorch 2.6 on H100/H200;\n"
+	      "                         8519680 on other GPUs)\n"
 	      "      --dump-weights FILE  write the final fp32 weights (zerosim-weights/1)\n"
 	      "      --write-case FILE  write the run's case (zerosim-case/2: initial weights,\n"
 	      "                         every batch, the training options; one --world), for\n"
@@ -367,7 +372,8 @@ static int launched_rank(void)
 }
 
 enum { OPT_CASE = ZS_OPT_COMMAND, OPT_OUT, OPT_TIMELINE, OPT_DUMP, OPT_QUIET, OPT_JOBS, OPT_BACKEND, OPT_MODEL,
-       OPT_SEQ, OPT_RECOMPUTE, OPT_WRITE_CASE, OPT_TIMELINE_RANKS, OPT_ALLOCATOR, OPT_ALLOC_CONF };
+       OPT_SEQ, OPT_RECOMPUTE, OPT_WRITE_CASE, OPT_TIMELINE_RANKS, OPT_ALLOCATOR, OPT_ALLOC_CONF,
+       OPT_CUBLAS_WORKSPACE };
 
 static const struct zs_opt options[] = {
 	ZS_OPTS_MODEL,
@@ -377,6 +383,7 @@ static const struct zs_opt options[] = {
 	{"timeline-ranks", 0, 1, OPT_TIMELINE_RANKS, NULL},
 	{"allocator", 0, 1, OPT_ALLOCATOR, NULL},
 	{"alloc-conf", 0, 1, OPT_ALLOC_CONF, NULL},
+	{"cublas-workspace", 0, 1, OPT_CUBLAS_WORKSPACE, NULL},
 	{"dump-weights", 0, 1, OPT_DUMP, NULL},
 	{"write-case", 0, 1, OPT_WRITE_CASE, NULL},
 	{"quiet", 'q', 0, OPT_QUIET, NULL},
@@ -421,7 +428,7 @@ int zs_cmd_measure(int argc, char **argv)
 	const char *model_arg = NULL, *seq_arg = NULL, *recompute_arg = NULL;
 	struct zs_tfm_run tfm;
 	int timeline = 0, quiet = 0, timeline_ranks = 0, allocator = 0;
-	const char *timeline_ranks_arg = NULL, *alloc_conf = NULL;
+	const char *timeline_ranks_arg = NULL, *alloc_conf = NULL, *workspace = NULL;
 	struct cuda_alloc_opts alloc_opts;
 	unsigned jobs = 0; /* 0: one per CPU online */
 	int jobs_given = 0, mpi = 0;
@@ -468,6 +475,7 @@ int zs_cmd_measure(int argc, char **argv)
 			allocator = strcmp(v, "cuda") == 0;
 			break;
 		case OPT_ALLOC_CONF: alloc_conf = v; break;
+		case OPT_CUBLAS_WORKSPACE: workspace = v; break;
 		case OPT_DUMP: dump = v; break;
 		case OPT_WRITE_CASE: write_case = v; break;
 		case OPT_QUIET: quiet = 1; break;
@@ -499,6 +507,10 @@ int zs_cmd_measure(int argc, char **argv)
 		zs_fail(&cause, "--alloc-conf needs --allocator cuda");
 		goto fail;
 	}
+	if (workspace != NULL && !allocator) {
+		zs_fail(&cause, "--cublas-workspace needs --allocator cuda (the workspace is a block of its replay)");
+		goto fail;
+	}
 	/* No memory fraction: measure's replay has no device size (it never
 	 * runs out of memory). */
 	cuda_alloc_opts_default(&alloc_opts);
@@ -509,6 +521,8 @@ int zs_cmd_measure(int argc, char **argv)
 		free(why);
 		goto fail;
 	}
+	if (zs_opts_cublas_workspace(workspace, &alloc_opts, &cause) != 0)
+		goto fail;
 	const char *empty = out != NULL && *out == '\0' ? "--out" : dump != NULL && *dump == '\0' ? "--dump-weights"
 	                    : write_case != NULL && *write_case == '\0' ? "--write-case" : NULL;
 	if (empty != NULL) {
@@ -649,7 +663,7 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	root = measure_json_new(&c, case_path);
 	if (allocator)
-		zs_alloc_config_json(root, alloc_conf);
+		zs_alloc_config_json(root, alloc_conf, alloc_opts.cublas_workspace);
 	int diverged = 0;
 	for (size_t i = 0; i < nres; i++) {
 		for (unsigned t = 0; t < c.steps; t++)

@@ -29,7 +29,7 @@ static const unsigned model_worlds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 
 enum {
 	OPT_PARAMS = ZS_OPT_COMMAND, OPT_LARGEST_UNIT, OPT_DEVICE_MEM, OPT_FORMAT, OPT_OUT,
 	OPT_MODEL, OPT_SEQ, OPT_RECOMPUTE, OPT_FLASH, OPT_RESERVE, OPT_ALLOCATOR, OPT_ALLOC_CONF,
-	OPT_DEVICE_OVERHEAD, OPT_NCCL_CHANNELS, OPT_NCCL_BUFFSIZE
+	OPT_DEVICE_OVERHEAD, OPT_NCCL_CHANNELS, OPT_NCCL_BUFFSIZE, OPT_CUBLAS_WORKSPACE
 };
 
 static const struct zs_opt options[] = {
@@ -47,6 +47,7 @@ static const struct zs_opt options[] = {
 	{"device-overhead", 0, 1, OPT_DEVICE_OVERHEAD, NULL},
 	{"nccl-channels", 0, 1, OPT_NCCL_CHANNELS, NULL},
 	{"nccl-buffsize", 0, 1, OPT_NCCL_BUFFSIZE, NULL},
+	{"cublas-workspace", 0, 1, OPT_CUBLAS_WORKSPACE, NULL},
 	{"format", 0, 1, OPT_FORMAT, NULL},
 	{"out", 'o', 1, OPT_OUT, NULL},
 	ZS_OPTS_STANDARD,
@@ -194,13 +195,18 @@ static void usage(void)
 "      --device-overhead SIZE\n"
 "                         with --allocator cuda: what the device holds\n"
 "                         outside the allocator, instead of the documented\n"
-"                         CUDA context, cuBLAS workspace and NCCL buffers\n"
+"                         CUDA context and NCCL buffers\n"
 "      --nccl-channels C  with --allocator cuda: NCCL's buffers per\n"
 "                         communicator from NCCL 2.21.5's source at C\n"
 "                         channels (1 to 32) instead of the figures\n"
 "                         measured in NCCL issue 964\n"
 "      --nccl-buffsize SIZE\n"
 "                         with --nccl-channels: NCCL_BUFFSIZE (default 4MiB)\n"
+"      --cublas-workspace SIZE\n"
+"                         with --allocator cuda: the cuBLAS workspace the\n"
+"                         step's first matmul asks the allocator for (0:\n"
+"                         none; default 33554432, PyTorch 2.6 on H100/H200;\n"
+"                         8519680 on other GPUs)\n"
 "      --format F         json or text (default json with --out, else text)\n"
 "  -o, --out FILE         write there (atomically) instead of stdout\n"
 "  -h, --help             show this help and exit\n"
@@ -297,7 +303,7 @@ int zs_cmd_theory(int argc, char **argv)
 	const char *spec = NULL, *out = NULL, *format = NULL, *model_arg = NULL, *seq_arg = NULL;
 	const char *recompute_arg = NULL;
 	int params_given = 0, flash = 0, reserve_given = 0, status = ZS_EXIT_USAGE, allocator = 0;
-	const char *alloc_conf = NULL;
+	const char *alloc_conf = NULL, *workspace = NULL;
 	struct cuda_alloc_opts alloc_opts;
 	char *cause = NULL, *text = NULL, *json = NULL;
 	cJSON *root = NULL;
@@ -358,6 +364,9 @@ int zs_cmd_theory(int argc, char **argv)
 			break;
 		case OPT_ALLOC_CONF:
 			alloc_conf = v;
+			break;
+		case OPT_CUBLAS_WORKSPACE:
+			workspace = v;
 			break;
 		case OPT_DEVICE_OVERHEAD:
 			/* 0: the device is the allocator's alone (a size is at
@@ -435,6 +444,10 @@ int zs_cmd_theory(int argc, char **argv)
 		cause = zs_strdup("--alloc-conf needs --allocator cuda");
 		goto bad;
 	}
+	if (workspace != NULL && !allocator) {
+		cause = zs_strdup("--cublas-workspace needs --allocator cuda (the workspace is a block of its replay)");
+		goto bad;
+	}
 	if (req.overhead_given && !allocator) {
 		cause = zs_strdup("--device-overhead needs --allocator cuda (the fixed costs are added to what it reserves)");
 		goto bad;
@@ -447,6 +460,8 @@ int zs_cmd_theory(int argc, char **argv)
 		name_option(&cause, "--alloc-conf");
 		goto bad;
 	}
+	if (zs_opts_cublas_workspace(workspace, &alloc_opts, &cause) != 0)
+		goto bad;
 	req.alloc = allocator ? &alloc_opts : NULL;
 	if (zs_opts_config(&config, args, nargs, &cause) < 0)
 		goto bad;
@@ -528,7 +543,7 @@ int zs_cmd_theory(int argc, char **argv)
 	if (strcmp(format, "json") == 0) {
 		root = theory_json(&req);
 		if (allocator)
-			zs_alloc_config_json(root, alloc_conf);
+			zs_alloc_config_json(root, alloc_conf, alloc_opts.cublas_workspace);
 		if (out != NULL) {
 			if (zs_json_write(out, root, &cause) < 0)
 				goto fail;

@@ -6,11 +6,13 @@
  */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/options.h"
+#include "util/cuda_alloc.h"
 #include "util/util.h"
 
 static const struct zs_opt *by_name(const struct zs_opt *t, const char *name, size_t len)
@@ -187,6 +189,23 @@ int zs_opts_config(struct zs_config *c, const struct zs_arg *args, size_t nargs,
 		    zs_config_set(c, o->key != NULL ? o->key : o->name, args[i].value, cause) != 0)
 			return -1;
 	}
+	return 0;
+}
+
+int zs_opts_cublas_workspace(const char *v, struct cuda_alloc_opts *o, char **cause)
+{
+	double bytes = 0;
+	if (v == NULL)
+		return 0;
+	/* 0: CUBLAS_WORKSPACE_CONFIG=:0:0, no workspace (a size is at least
+	 * a byte elsewhere) */
+	if (strcmp(v, "0") != 0 && zs_parse_bytes(v, &bytes, cause) < 0) {
+		char *why = *cause;
+		*cause = zs_asprintf("--cublas-workspace: %s", why);
+		free(why);
+		return -1;
+	}
+	o->cublas_workspace = (uint64_t)bytes;
 	return 0;
 }
 

@@ -94,4 +94,10 @@ int zs_opts_config(struct zs_config *c, const struct zs_arg *args, size_t nargs,
 /* "--version" output, the same for every command. */
 void zs_opts_print_version(void);
 
+/* --cublas-workspace's value ("0" for none, else a size: 8519680,
+ * 32MiB) into o->cublas_workspace; 0, or -1 with *cause naming the option.
+ * NULL leaves the default (PyTorch 2.6's on sm_90). */
+struct cuda_alloc_opts;
+int zs_opts_cublas_workspace(const char *v, struct cuda_alloc_opts *o, char **cause);
+
 #endif

@@ -1362,7 +1362,11 @@ int ag_exec_events(struct ag_exec *x, const struct ag_event *ev, size_t n, char 
 		switch (e->kind) {
 		case AG_EV_ALLOC: rc = do_alloc(x, e, i, cause); break;
 		case AG_EV_FREE: rc = do_free(x, e, i, cause); break;
-		case AG_EV_OP: rc = do_op(x, e, i, cause); break;
+		case AG_EV_OP:
+			if (AG_OP_CUBLAS(e->op)) /* PyTorch's first cuBLAS call makes its workspace */
+				tracker_matmul(x->tr, x->rank);
+			rc = do_op(x, e, i, cause);
+			break;
 		case AG_EV_GRAD_READY: break;
 		default:
 			if (x->record_marks)

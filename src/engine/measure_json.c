@@ -119,7 +119,7 @@ static void events_json(cJSON *parent, const char *key, const struct zs_event *e
 		cJSON_AddStringToObject(o, "category", block ? zs_cat_name(ev->cat) : "none");
 		zs_json_add_number(o, "bytes", (double)ev->bytes);
 		zs_json_add_number(o, "current_bytes", (double)ev->current);
-		if (block)
+		if (block || ev->op == ZS_OP_WORKSPACE)
 			zs_json_add_number(o, "id", (double)ev->id);
 	}
 }

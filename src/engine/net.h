@@ -84,6 +84,11 @@ struct zs_layer_kind {
 	void (*backward)(const struct zs_layer *l, const struct zs_layer_io *io);
 	void (*forward_module)(const struct zs_layer *l, const struct zs_layer_io *io, size_t s);
 	void (*backward_module)(const struct zs_layer *l, const struct zs_layer_io *io, size_t s);
+	/* The module (forward order) whose forward runs the layer's first
+	 * matmul, where the replay places cuBLAS's workspace
+	 * (tracker_matmul); -1 where the layer runs none (the embedding). A
+	 * kind without modules: 0 if its forward runs one. */
+	int matmul_module;
 };
 
 /* A module of a layer: the tensors [first, first + n) of what it reads. */

@@ -401,9 +401,11 @@ static void all_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 		l->kind->backward_module(l, io, s);
 }
 
-static const struct zs_layer_kind embed_kind = {"embedding", all_fwd, all_bwd, embed_fwd, embed_bwd};
-static const struct zs_layer_kind block_kind = {"block", all_fwd, all_bwd, block_fwd, block_bwd};
-static const struct zs_layer_kind head_kind = {"head", all_fwd, all_bwd, head_fwd, head_bwd};
+/* A block's modules begin with its first norm, then the qkv projection
+ * (tfm.c, block_role); the head's with the final norm, then lm_head. */
+static const struct zs_layer_kind embed_kind = {"embedding", all_fwd, all_bwd, embed_fwd, embed_bwd, -1};
+static const struct zs_layer_kind block_kind = {"block", all_fwd, all_bwd, block_fwd, block_bwd, 1};
+static const struct zs_layer_kind head_kind = {"head", all_fwd, all_bwd, head_fwd, head_bwd, 1};
 
 /* ---- the list --------------------------------------------------------------- */
 

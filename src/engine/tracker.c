@@ -32,7 +32,7 @@ struct header {
 /* Keep the payload aligned for any type. */
 #define HEADER_SIZE ((sizeof(struct header) + 15) & ~(size_t)15)
 
-static const char *const op_names[] = {"start", "phase", "alloc", "free"};
+static const char *const op_names[] = {"start", "phase", "alloc", "free", "workspace"};
 
 const char *tracker_op_name(enum zs_op o) { return op_names[o]; }
 
@@ -61,6 +61,7 @@ void tracker_destroy(struct zs_tracker *t)
 	free(t->log);
 	free(t->ca);
 	free(t->ca_rank);
+	free(t->matmul_run);
 	free(t->rank);
 	memset(t, 0, sizeof *t);
 }
@@ -75,6 +76,8 @@ void tracker_allocator(struct zs_tracker *t, const struct cuda_alloc_opts *opts)
 	char *cause = NULL;
 	t->ca = zs_calloc(t->nranks, sizeof *t->ca); /* NOLINT(bugprone-sizeof-expression): an array of pointers */
 	t->ca_rank = zs_calloc(t->nranks, sizeof *t->ca_rank);
+	t->matmul_run = zs_calloc(t->nranks, sizeof *t->matmul_run);
+	t->workspace = opts->cublas_workspace;
 	for (unsigned k = 0; k < t->nranks; k++) {
 		t->ca[k] = cuda_alloc_create(opts, 0, &cause);
 		if (t->ca[k] == NULL) { /* opts were parsed and checked by the caller */
@@ -108,6 +111,20 @@ static void log_event(struct zs_tracker *t, unsigned rank, enum zs_op op, enum z
 		l->events = zs_realloc(l->events, l->capevents * sizeof *l->events);
 	}
 	l->events[l->nevents++] = (struct zs_event){t->phase, op, cat, bytes, t->rank[rank].total, id};
+}
+
+void tracker_matmul(struct zs_tracker *t, unsigned rank)
+{
+	if (t->ca == NULL || t->matmul_run[rank])
+		return;
+	t->matmul_run[rank] = 1;
+	if (t->workspace == 0) /* CUBLAS_WORKSPACE_CONFIG=:0:0 asks for none */
+		return;
+	char *cause = NULL;
+	replay_check(cuda_alloc_alloc(t->ca[rank], CUDA_ALLOC_WORKSPACE_ID, t->workspace, &cause), cause);
+	cuda_alloc_note(t->ca[rank], &t->ca_rank[rank]);
+	if (t->recording && rank < t->nlogged)
+		log_event(t, rank, ZS_OP_WORKSPACE, ZS_CAT_SCRATCH, (size_t)t->workspace, CUDA_ALLOC_WORKSPACE_ID);
 }
 
 /* Count a block of rank's, at its header. */
@@ -248,6 +265,9 @@ static void record_from(struct zs_tracker *t, unsigned nlogged)
 		l->live = NULL;
 		l->nlive = 0;
 		log_event(t, k, ZS_OP_START, ZS_CAT_PARAM16, 0, 0);
+		/* a replay of the log holds the workspace made before it */
+		if (t->matmul_run != NULL && t->matmul_run[k] && t->workspace > 0)
+			log_event(t, k, ZS_OP_WORKSPACE, ZS_CAT_SCRATCH, (size_t)t->workspace, CUDA_ALLOC_WORKSPACE_ID);
 	}
 	if (!t->keep_ids)
 		return;

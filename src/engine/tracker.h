@@ -32,7 +32,11 @@
 #include "util/cuda_alloc.h"
 #include "util/schedule.h" /* enum zs_cat, enum zs_phase and their names */
 
-enum zs_op { ZS_OP_START, ZS_OP_PHASE, ZS_OP_ALLOC, ZS_OP_FREE };
+/* ZS_OP_WORKSPACE: the rank's allocator replay was given cuBLAS's
+ * workspace (tracker_matmul), id CUDA_ALLOC_WORKSPACE_ID; not a tracked
+ * block (current bytes unchanged). Logged where it is made, or just after
+ * the start where it was made before the log began. */
+enum zs_op { ZS_OP_START, ZS_OP_PHASE, ZS_OP_ALLOC, ZS_OP_FREE, ZS_OP_WORKSPACE };
 
 struct zs_event {
 	enum zs_phase phase;
@@ -84,6 +88,8 @@ struct zs_tracker {
 	int keep_ids;
 	struct cuda_alloc **ca;    /* per rank, with tracker_allocator; else NULL */
 	struct zs_alloc_rank *ca_rank;
+	uint64_t workspace;        /* the cuBLAS workspace's bytes (the opts'), 0 for none */
+	unsigned char *matmul_run; /* per rank, with tracker_allocator: its first matmul has run */
 };
 
 const char *tracker_op_name(enum zs_op o);
@@ -118,6 +124,13 @@ void tracker_keep_ids(struct zs_tracker *t);
  * own with opts (unlimited device memory). Call before the first
  * allocation; the replay's figures are in t->ca_rank[k] after tracker_sync. */
 void tracker_allocator(struct zs_tracker *t, const struct cuda_alloc_opts *opts);
+/* Rank's step is about to run a matmul (its output already allocated):
+ * the first time, its allocator is asked for the cuBLAS workspace (opts'
+ * cublas_workspace bytes, id CUDA_ALLOC_WORKSPACE_ID, never freed), as
+ * PyTorch's first cuBLAS call asks its caching allocator. Only the replay
+ * sees it: the rank's counts, peaks and timeline are the step's blocks
+ * alone. Nothing without tracker_allocator. */
+void tracker_matmul(struct zs_tracker *t, unsigned rank);
 /* Bring t->ca_rank up to date with the allocators' current counters. */
 void tracker_sync(struct zs_tracker *t);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "report/report_data.h"
+#include "util/cuda_alloc.h"
 #include "util/schedule.h"
 #include "util/util.h"
 
@@ -473,6 +474,7 @@ static int read_trace(const cJSON *src, const char *base, unsigned rank, struct 
 	const char *op;
 	char at[320];
 	size_t n = 0;
+	double b;
 
 	t->rank = rank;
 	t->ntl = (size_t)cJSON_GetArraySize(tl);
@@ -490,6 +492,14 @@ static int read_trace(const cJSON *src, const char *base, unsigned rank, struct 
 		t->op[n] = strcmp(op, "alloc") == 0 ? 1 : strcmp(op, "free") == 0 ? -1 : 0;
 		if (t->op[n] != 0 && read_block(ev, at, &t->id[n], &t->bytes[n], cause) < 0)
 			return -1;
+		/* cuBLAS's workspace: an alloc of the replay's, no block's id */
+		if (strcmp(op, "workspace") == 0) {
+			t->op[n] = 1;
+			t->id[n] = CUDA_ALLOC_WORKSPACE_ID;
+			if (report_read_bytes(ev, "bytes", at, &b, cause) < 0)
+				return -1;
+			t->bytes[n] = (uint64_t)b;
+		}
 		n++;
 	}
 	n = 0;
@@ -810,8 +820,8 @@ void report_run_free(struct report_run *r)
  * --allocator cuda): total_bytes, and each part or -1 for null. */
 static int read_fixed(const cJSON *row, const char *where, struct report_run *r, char **cause)
 {
-	static const char *const part[] = {"cuda_context_bytes", "cublas_workspace_bytes", "nccl_bytes"};
-	double *into[] = {&r->fixed_context, &r->fixed_cublas, &r->fixed_nccl};
+	static const char *const part[] = {"cuda_context_bytes", "nccl_bytes"};
+	double *into[] = {&r->fixed_context, &r->fixed_nccl};
 	const cJSON *al = cJSON_GetObjectItemCaseSensitive(row, "allocator");
 	const cJSON *dv = cJSON_GetObjectItemCaseSensitive(al, "device_overhead");
 	char at[320];

@@ -121,7 +121,7 @@ struct report_run {
 	 * parts are -1 where the file gives null (--device-overhead SIZE);
 	 * has_fixed 0 where the row has none. */
 	int has_fixed;
-	double fixed_total, fixed_context, fixed_cublas, fixed_nccl;
+	double fixed_total, fixed_context, fixed_nccl;
 	/* measured per_rank.resident_bytes, when the ranks differ (a
 	 * framework's uneven partition), else NULL */
 	double *rank_resident;

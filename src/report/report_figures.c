@@ -909,7 +909,6 @@ static int fig_allocator(const struct report_data *d, const char *dir, char **ca
 				zs_buf_printf(&dat, "# fixed costs outside the allocator (theory.json's allocator.device_overhead), "
 				              "bytes: total %.0f", r[j]->fixed_total);
 				fixed_part(&dat, "cuda_context", r[j]->fixed_context);
-				fixed_part(&dat, "cublas_workspace", r[j]->fixed_cublas);
 				fixed_part(&dat, "nccl", r[j]->fixed_nccl);
 				zs_buf_printf(&dat, "\n");
 			}

@@ -503,10 +503,16 @@ struct theory_trace {
 	size_t nlive, caplive;
 	uint64_t next_id;
 	int unmatched;            /* a free no live block (or set of them) made up */
+	uint64_t workspace;       /* cuBLAS's workspace bytes (set by the caller; 0: none) */
+	int matmul_run;           /* the step's first matmul has run */
 };
 void theory_trace_alloc(struct theory_trace *t, enum zs_phase ph, enum zs_cat c, uint64_t bytes, uint64_t key);
 void theory_trace_free(struct theory_trace *t, enum zs_phase ph, enum zs_cat c, uint64_t bytes, uint64_t key);
 void theory_trace_release(struct theory_trace *t);
+/* The step is about to run a matmul: the first time, the trace asks for
+ * cuBLAS's workspace (t->workspace bytes, id CUDA_ALLOC_WORKSPACE_ID,
+ * category scratch, never freed), as the engine's tracker_matmul does. */
+void theory_trace_matmul(struct theory_trace *t, enum zs_phase ph);
 /* The walk of theory_walk_schedule as a trace into tr (tr->steps set, the
  * rest zero): 0, or -1 where the walk is not a trace of the engine's blocks
  * (DeepSpeed's ZeRO-3 so far). */
@@ -520,18 +526,18 @@ void theory_alloc_json(cJSON *row, const struct theory_request *req, const struc
 
 /* What a rank's device holds outside the caching allocator's trace
  * (docs/schedule.md, "The device's fixed costs"): the CUDA context,
- * cuBLAS's workspace, NCCL's buffers of the communicators the scheme's
- * step makes (none at N = 1), nccl_comms of nccl_per_comm each: measured
- * (nccl_channels 0) or, with --nccl-channels, from NCCL's source at
- * nccl_channels and nccl_buffsize; total is their sum, or
- * --device-overhead where given (then the parts are 0 and given 1). */
+ * NCCL's buffers of the communicators the scheme's step makes (none at
+ * N = 1), nccl_comms of nccl_per_comm each: measured (nccl_channels 0)
+ * or, with --nccl-channels, from NCCL's source at nccl_channels and
+ * nccl_buffsize; total is their sum, or --device-overhead where given
+ * (then the parts are 0 and given 1). cuBLAS's workspace is not one: it
+ * is a block of the trace (theory_trace_matmul). */
 #define THEORY_CUDA_CONTEXT_BYTES UINT64_C(500000000)
-#define THEORY_CUBLAS_WORKSPACE_BYTES (UINT64_C(4096) * 8 * 1024)
 #define THEORY_NCCL_PAIR_BYTES UINT64_C(544000000)
 #define THEORY_NCCL_RING_BYTES UINT64_C(688000000)
 struct theory_overhead {
 	int given;
-	uint64_t context, cublas, nccl, total;
+	uint64_t context, nccl, total;
 	unsigned nccl_comms, nccl_channels;
 	uint64_t nccl_per_comm, nccl_buffsize;
 };
@@ -550,6 +556,7 @@ struct theory_held {
 	unsigned oom_step;
 	enum zs_phase oom_phase;
 	enum zs_cat oom_cat;
+	int oom_workspace;              /* the request it ran out at is cuBLAS's workspace */
 	uint64_t oom_bytes;
 };
 void theory_alloc_held(const struct theory_request *req, const struct theory_row *r,

@@ -76,6 +76,16 @@ void theory_trace_free(struct theory_trace *t, enum zs_phase ph, enum zs_cat c, 
 		t->unmatched = 1;
 }
 
+void theory_trace_matmul(struct theory_trace *t, enum zs_phase ph)
+{
+	if (t->matmul_run)
+		return;
+	t->matmul_run = 1;
+	/* not live: no free of the walk's names it */
+	if (t->workspace > 0)
+		push_ev(t, (struct theory_tev){ph, 1, ZS_CAT_SCRATCH, t->workspace, CUDA_ALLOC_WORKSPACE_ID, 0});
+}
+
 void theory_trace_release(struct theory_trace *t)
 {
 	free(t->ev);
@@ -94,9 +104,8 @@ void theory_device_overhead(const struct theory_request *req, enum zs_scheme sch
 	}
 	/* docs/schedule.md, "The device's fixed costs", gives each source. */
 	o->context = THEORY_CUDA_CONTEXT_BYTES;
-	o->cublas = THEORY_CUBLAS_WORKSPACE_BYTES;
 	theory_overhead_nccl(req, scheme, world, o);
-	o->total = o->context + o->cublas + o->nccl;
+	o->total = o->context + o->nccl;
 }
 
 /* What cudaMalloc may hand out: --device-mem less --reserve less the fixed
@@ -133,6 +142,7 @@ static void replay(const struct theory_trace *tr, const struct cuda_alloc_opts *
 			h->oom_step = step;
 			h->oom_phase = e->phase;
 			h->oom_cat = e->cat;
+			h->oom_workspace = e->id == CUDA_ALLOC_WORKSPACE_ID;
 			h->oom_bytes = e->bytes;
 		} else if (rc != 0) { /* ids are the trace's own: cannot happen */
 			free(cause);
@@ -153,6 +163,8 @@ static void trace_events(struct theory_trace *tr, const struct ag_step *s, const
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct ag_event *e = &ev[i];
+		if (e->kind == AG_EV_OP && AG_OP_CUBLAS(e->op)) /* as the engine's executor: ag_exec.c */
+			theory_trace_matmul(tr, e->phase);
 		if (e->kind != AG_EV_ALLOC && e->kind != AG_EV_FREE)
 			continue;
 		const struct ag_tensor *t = &s->tensor[e->t];
@@ -210,7 +222,7 @@ static void held_of(const struct theory_request *req, const struct theory_desc *
                     struct theory_held *h)
 {
 	const struct zs_config *c = req->config;
-	struct theory_trace tr = {.steps = c->steps};
+	struct theory_trace tr = {.steps = c->steps, .workspace = opts->cublas_workspace};
 	struct theory_bytes b;
 	theory_request_bytes(req, &b);
 	*h = (struct theory_held){0};
@@ -323,11 +335,9 @@ void theory_alloc_json(cJSON *row, const struct theory_request *req, const struc
 	cJSON *f = cJSON_AddObjectToObject(o, "device_overhead");
 	if (h.fixed.given) {
 		cJSON_AddNullToObject(f, "cuda_context_bytes");
-		cJSON_AddNullToObject(f, "cublas_workspace_bytes");
 		cJSON_AddNullToObject(f, "nccl_bytes");
 	} else {
 		zs_json_add_number(f, "cuda_context_bytes", (double)h.fixed.context);
-		zs_json_add_number(f, "cublas_workspace_bytes", (double)h.fixed.cublas);
 		zs_json_add_number(f, "nccl_bytes", (double)h.fixed.nccl);
 	}
 	theory_nccl_json(f, &h.fixed);
@@ -349,6 +359,6 @@ void theory_alloc_json(cJSON *row, const struct theory_request *req, const struc
 	cJSON *w = cJSON_AddObjectToObject(o, "oom");
 	zs_json_add_number(w, "step", h.oom_step);
 	cJSON_AddStringToObject(w, "phase", zs_phase_name(h.oom_phase));
-	cJSON_AddStringToObject(w, "category", zs_cat_name(h.oom_cat));
+	cJSON_AddStringToObject(w, "category", h.oom_workspace ? "cublas_workspace" : zs_cat_name(h.oom_cat));
 	zs_json_add_number(w, "bytes", (double)h.oom_bytes);
 }

@@ -798,7 +798,7 @@ static void allocator_text(struct zs_buf *t, const struct theory_request *req, e
 			if (h.oom)
 				zs_buf_printf(t, "%5s  out of memory in step %u's %s: a block of %s of %s (%llu bytes), "
 				              "with %s reserved (the peaks above are up to there)\n", "", h.oom_step, zs_phase_name(h.oom_phase),
-				              zs_cat_name(h.oom_cat), amount(v[7], sizeof v[7], h.oom_bytes),
+				              h.oom_workspace ? "cublas_workspace" : zs_cat_name(h.oom_cat), amount(v[7], sizeof v[7], h.oom_bytes),
 				              (unsigned long long)h.oom_bytes, amount(v[0], sizeof v[0], st->reserved));
 		}
 	if (uncovered)
@@ -818,13 +818,17 @@ static void allocator_text(struct zs_buf *t, const struct theory_request *req, e
 		zs_buf_printf(t, "Fixed costs: %s per rank, as --device-overhead gives them.\n",
 		              amount(v[0], sizeof v[0], o.total));
 	else
-		zs_buf_printf(t, "Fixed costs per rank at N = %u: CUDA context %s, cuBLAS workspace %s, NCCL's "
+		zs_buf_printf(t, "Fixed costs per rank at N = %u: CUDA context %s, NCCL's "
 		              "buffers %s (none at N = 1, %s at N = 2); docs/schedule.md gives their sources, and "
 		              "--device-overhead SIZE replaces them.\n", top, amount(v[0], sizeof v[0], o.context),
-		              amount(v[1], sizeof v[1], o.cublas), amount(v[2], sizeof v[2], o.nccl),
-		              amount(v[3], sizeof v[3], pair.nccl));
+		              amount(v[2], sizeof v[2], o.nccl), amount(v[3], sizeof v[3], pair.nccl));
 	if (!o.given)
 		nccl_inputs(t, &o);
+	/* not a fixed cost: a request of each replay (theory_trace_matmul) */
+	if (req->alloc->cublas_workspace > 0)
+		zs_buf_printf(t, "cuBLAS's workspace, %s, is one of each replay's requests (the step's first matmul "
+		              "makes it; --cublas-workspace).\n",
+		              amount(v[1], sizeof v[1], req->alloc->cublas_workspace));
 
 	/* what the allocator's options would change, on the row whose cache
 	 * at the reserved peak is the largest */

@@ -192,11 +192,31 @@ static void buf_add(struct walk *w, const struct step_buffers *b, const struct s
  * recomputed ones made again (BWD_RUN), those it frees freed (BWD_POST). */
 enum walk_point { STEP_BEGIN, FWD_PRE, FWD_RUN, FWD_POST, BWD_BEGIN, BWD_PRE, BWD_RUN, BWD_POST, STEP_END };
 
-/* A framework in the walk: called at each point with its own state. */
+/* A framework in the walk: called at each point with its own state.
+ * by_module: it runs a transformer's layers module by module (DeepSpeed's
+ * ZeRO-3), and places the first matmul itself (walk_matmul). */
 struct walk_fw {
 	void (*at)(void *ctx, struct walk *w, enum walk_point pt, size_t layer, unsigned step);
 	void *ctx;
+	int by_module;
 };
+
+/* The module of layer l (forward order) that runs its first matmul, as
+ * the engine's layer kinds say (net.h, matmul_module): none in a
+ * transformer's embedding; a block's qkv projection after its first norm,
+ * the head's lm_head after the final norm; an MLP's layer is one. */
+static long layer_matmul(const struct theory_desc *d, size_t l)
+{
+	return d->model == NULL ? 0 : l == 0 ? -1 : 1;
+}
+
+/* The step runs a matmul: the trace's first asks for cuBLAS's workspace
+ * (theory_trace_matmul; not the walk's bytes: the tracker counts none). */
+static void walk_matmul(struct walk *w)
+{
+	if (w->tr != NULL)
+		theory_trace_matmul(w->tr, w->phase);
+}
 
 /* One walk of d's step, steps times, from w's state. */
 static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned steps, const struct walk_fw *fw)
@@ -219,6 +239,8 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 			fw->at(fw->ctx, w, FWD_PRE, l, step);
 			for (size_t k = m0; k < m1; k++)
 				buf_add(w, b, &b->buf[d->made_at[k]], 1);
+			if (!fw->by_module && layer_matmul(d, l) >= 0)
+				walk_matmul(w);
 			fw->at(fw->ctx, w, FWD_RUN, l, step);
 			for (size_t k = m0; k < m1; k++)
 				if (b->buf[d->made_at[k]].recomputed)
@@ -467,7 +489,7 @@ static void units_walk(const struct theory_desc *d, const struct events *ev, con
 			for (size_t i = 0; i < ev->nbuckets; i++)
 				walk_add(&w, ZS_CAT_BUCKETS, ev->buckets[i] * ev->bucket_bytes);
 	w.key = 0;
-	const struct walk_fw fw = {units_at, &st};
+	const struct walk_fw fw = {units_at, &st, 0};
 	walk_steps(d, &w, tr != NULL ? tr->steps : 1, &fw);
 	out->peak_bytes = w.peak;
 	memcpy(out->peak_breakdown, w.at_peak, sizeof w.at_peak);
@@ -514,6 +536,7 @@ struct ds3_fw {
 	uint64_t N, S, sent, sent_el;
 	int off, offp;
 	struct theory_schedule *out;
+	const struct theory_desc *desc;
 };
 
 /* With a trace, each of ZeRO-3's blocks under a key of its own, so that
@@ -661,6 +684,8 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 	case FWD_RUN:
 		for (size_t i = f->of_layer[l]; !f->by_unit && i < f->of_layer[l + 1]; i++) {
 			ds3_fetch(f, w, i, complete);
+			if ((long)(i - f->of_layer[l]) == layer_matmul(f->desc, l))
+				walk_matmul(w);
 			ds3_release(f, w, complete);
 		}
 		break;
@@ -751,6 +776,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	for (size_t t = 0; t < p->ntensors; t++)
 		tn[t] = p->tensor[t].numel;
 	ds3_modules(&f, d, unit);
+	f.desc = d;
 	f.d = ds_coord_new(tn, p->ntensors, f.first, f.count, f.nmodules, c, world);
 	for (size_t t = 0; t < p->ntensors; t++) {
 		f.S += f.d->s[t];
@@ -762,7 +788,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	for (int k = 0; k < ZS_NCATS; k++) /* set-up */
 		walk_add(&w, (enum zs_cat)k, base[k]);
 	w.key = 0;
-	const struct walk_fw fw = {ds3_at, &f};
+	const struct walk_fw fw = {ds3_at, &f, !f.by_unit};
 	walk_steps(d, &w, c->steps, &fw);
 	out->peak_bytes = w.peak;
 	memcpy(out->peak_breakdown, w.at_peak, sizeof w.at_peak);

@@ -188,6 +188,11 @@ enum ag_op {
 	                      * (FlatParamHandle._get_shard: chunk().clone(), F.pad) */
 	AG_NOPS
 };
+
+/* The ops that call cuBLAS on the GPU (the first one makes its workspace:
+ * docs/schedule.md, "The replay in measure"). */
+#define AG_OP_CUBLAS(op) ((op) == AG_OP_MM || (op) == AG_OP_ADDMM || (op) == AG_OP_BMM)
+
 const char *ag_op_name(enum ag_op op);
 /* How util/autograd.c uses them, beyond the notes above (its bytes are
  * PyTorch's exactly; a few ops carry stand-in values where no later op

@@ -941,6 +941,7 @@ void cuda_alloc_opts_default(struct cuda_alloc_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->max_split_size = UINT64_MAX;
 	o->max_non_split_rounding_size = K_LARGE_BUFFER;
+	o->cublas_workspace = CUDA_ALLOC_CUBLAS_WORKSPACE_SM90;
 }
 
 struct cuda_alloc *cuda_alloc_create(const struct cuda_alloc_opts *opts, uint64_t device_bytes, char **cause)
@@ -1299,6 +1300,7 @@ int cuda_alloc_parse_conf(const char *conf, struct cuda_alloc_opts *o, char **ca
 
 	cuda_alloc_opts_default(&r);
 	r.memory_fraction = o->memory_fraction; /* not PYTORCH_CUDA_ALLOC_CONF's */
+	r.cublas_workspace = o->cublas_workspace; /* nor this */
 	if (conf == NULL) {
 		*o = r;
 		return 0;

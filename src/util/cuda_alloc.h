@@ -49,7 +49,22 @@ struct cuda_alloc_opts {
 	 * (0, 1], and the replay needs a device size. Not part of
 	 * PYTORCH_CUDA_ALLOC_CONF: the caller sets it. */
 	double memory_fraction;
+	/* The cuBLAS workspace (bytes; 0 = none) a replay of a step asks for
+	 * once, at the step's first matmul, and never frees. Not the
+	 * allocator's own option (cuda_alloc ignores it): the callers that make
+	 * the trace place the request (docs/schedule.md, "The replay in
+	 * measure"); the default is PyTorch 2.6's on sm_90. */
+	uint64_t cublas_workspace;
 };
+
+/* PyTorch 2.6.0's default cuBLAS workspace (CublasHandlePool.cpp 133-134,
+ * the release tarball docs/schedule.md names): 4096 KiB x 8 on sm_90
+ * (H100, H200), 4096 KiB x 2 + 16 KiB x 8 on other GPUs. */
+#define CUDA_ALLOC_CUBLAS_WORKSPACE_SM90 (UINT64_C(4096) * 8 * 1024)
+#define CUDA_ALLOC_CUBLAS_WORKSPACE_OTHER (UINT64_C(4096) * 1024 * 2 + UINT64_C(16) * 1024 * 8)
+/* The workspace's id in a replay (and a timeline's "workspace" event):
+ * no trace's block takes it, their ids count up from 1. */
+#define CUDA_ALLOC_WORKSPACE_ID UINT64_C(0)
 
 /* The defaults, as CUDAAllocatorConfig's constructor (13-24) sets them. */
 void cuda_alloc_opts_default(struct cuda_alloc_opts *o);

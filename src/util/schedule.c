@@ -35,11 +35,12 @@ const char *const zs_alloc_keys[ZS_ALLOC_NKEYS] = {
 	"segments_peak", "expandable_segments", "cuda_malloc_calls", "cuda_free_calls",
 };
 
-void zs_alloc_config_json(cJSON *root, const char *conf)
+void zs_alloc_config_json(cJSON *root, const char *conf, uint64_t cublas_workspace)
 {
 	cJSON *a = cJSON_AddObjectToObject(cJSON_GetObjectItemCaseSensitive(root, "config"), "allocator");
 	cJSON_AddStringToObject(a, "model", "pytorch-" CUDA_ALLOC_TORCH_RELEASE);
 	cJSON_AddStringToObject(a, "conf", conf != NULL ? conf : "");
+	zs_json_add_number(a, "cublas_workspace_bytes", (double)cublas_workspace);
 }
 
 void zs_alloc_values(const struct cuda_alloc_run *r, double v[ZS_ALLOC_NKEYS])

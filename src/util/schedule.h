@@ -54,9 +54,10 @@ extern const char *const zs_alloc_keys[ZS_ALLOC_NKEYS];
 struct cuda_alloc_run;
 void zs_alloc_values(const struct cuda_alloc_run *r, double v[ZS_ALLOC_NKEYS]);
 /* config.allocator of a file whose runs were replayed: {"model":
- * "pytorch-2.6.0", "conf": conf} (conf: the PYTORCH_CUDA_ALLOC_CONF-style
- * options, NULL for none). */
-void zs_alloc_config_json(struct cJSON *root, const char *conf);
+ * "pytorch-2.6.0", "conf": conf, "cublas_workspace_bytes": W} (conf: the
+ * PYTORCH_CUDA_ALLOC_CONF-style options, NULL for none; W the workspace
+ * each rank's first matmul asked for, 0 for none). */
+void zs_alloc_config_json(struct cJSON *root, const char *conf, uint64_t cublas_workspace);
 
 /* The model states, and how much of each a rank holds between steps. */
 enum zs_state { ZS_STATE_PARAMS, ZS_STATE_GRADS, ZS_STATE_OPTIM, ZS_NSTATES };
