@@ -402,8 +402,9 @@ check_rows() { # name usable-bytes device-args -- shape-args...
 	echo "$name: on allocated $ba, on held $bh" >>"$tmp/rows"
 }
 : >"$tmp/rows"
+# (the MLP sized without cuBLAS's workspace, as the 76 MiB case above)
 check_rows "MLP dp" $((76 * MiB)) "--device-mem $((76 * MiB)) --device-overhead 0" \
-	--layers 2048,2048 --world 1 --schemes dp --unit model
+	--layers 2048,2048 --world 1 --schemes dp --unit model --cublas-workspace 0
 check_rows "torch zero1 N=2" $((300 * MiB - 20 * MiB)) "--device-mem $((300 * MiB)) --reserve $((20 * MiB)) --device-overhead 0" \
 	--layers 2048,2048,1400,2048 --framework torch --schemes zero1 --world 2 --unit model
 check_rows "gpt2 torch zero3 N=4" 6000000000 "--device-mem 8GB --reserve 2GB" \
@@ -431,7 +432,9 @@ d = json.load(open(sys.argv[1]))
 a = d['rows'][0]['allocator']
 f = a['device_overhead']
 assert a['oom'] is None, a['oom']
-assert f == {'cuda_context_bytes': 500000000, 'nccl_bytes': 0, 'total_bytes': int(sys.argv[2])}, f
+assert f == {'cuda_context_bytes': 500000000, 'nccl_bytes': 0, 'nccl_communicators': 0,
+             'nccl_bytes_per_communicator': 0, 'nccl_channels': None, 'nccl_buffsize_bytes': None,
+             'total_bytes': int(sys.argv[2])}, f
 assert d['config']['allocator']['cublas_workspace_bytes'] == 33554432, d['config']['allocator']
 " "$tmp/o.json" "$fixed" || fail "the default fixed costs at N = 1 are not the context alone, or no workspace size"
 "$zerosim" theory --layers 2048,2048 --world 1 --schemes dp --unit model --allocator cuda \
@@ -459,7 +462,7 @@ import json, sys
 for r in json.load(open(sys.argv[1]))['rows']:
     f = r['allocator']['device_overhead']
     print(f['nccl_bytes'], f['nccl_communicators'], f['nccl_bytes_per_communicator'], f['nccl_channels'],
-          f['nccl_buffsize_bytes'], f['total_bytes'] - f['cuda_context_bytes'] - f['cublas_workspace_bytes'], end=';')
+          f['nccl_buffsize_bytes'], f['total_bytes'] - f['cuda_context_bytes'], end=';')
 " "$tmp/o.json")
 want="0 0 0 8 4194304 0;153092096 1 153092096 8 4194304 153092096;253755392 1 253755392 8 4194304 253755392;"
 want="${want}253755392 1 253755392 8 4194304 253755392;"
