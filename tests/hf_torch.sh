@@ -107,6 +107,9 @@ cat >"$tmp/tiny-phi3.json" <<'EOF'
  "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu", "attention_dropout": 0.0,
  "resid_pdrop": 0.0, "pad_token_id": null}
 EOF
+# phi3 with its residual dropouts (Phi3DecoderLayer's resid_attn_dropout and
+# resid_mlp_dropout, nn.Dropout(resid_pdrop))
+sed 's/"resid_pdrop": 0.0/"resid_pdrop": 0.1/' "$tmp/tiny-phi3.json" >"$tmp/tiny-phi3-drop.json"
 sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' "$tmp/tiny-gpt2.json" >"$tmp/tiny-gpt2-untied.json"
 # llama with as many k/v heads as heads (no grouped-query attention: 2.6's
 # CPU SDPA runs its flash kernel), 256 positions (seq 200 takes 64-row blocks)
@@ -411,7 +414,9 @@ if [ "${1:-}" = torch26 ]; then
 		"gpt2-amp-bf16|tiny-gpt2|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
 		"gpt2-amp-bf16-zeros-foreach|tiny-gpt2|--zero-grad zeros --optimizer-impl foreach --amp bf16|--wrapper none --optimizer-impl foreach --zero-grad zeros --precision amp-bf16" \
 		"ddp2-gpt2-amp-bf16|tiny-gpt2|--zero-grad none --ddp 2 --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad none --precision amp-bf16" \
-		"llama-amp-bf16|tiny-llama|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16"
+		"llama-amp-bf16|tiny-llama|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
+		"qwen2-amp-bf16|tiny-qwen2|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
+		"phi3-dropout|tiny-phi3-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none"
 	do
 		label=${case%%|*} rest=${case#*|}
 		cfg=${rest%%|*} rest=${rest#*|}
@@ -518,7 +523,9 @@ for case in \
 	"ddp2-gpt2-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
 	"ddp2-llama-amp-bf16|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
 	"ddp2-qwen3|--model $tmp/tiny-qwen3.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
-	"llama-amp-bf16|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16"
+	"llama-amp-bf16|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+	"qwen2-amp-bf16|--model $tmp/tiny-qwen2.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+	"phi3-dropout|--model $tmp/tiny-phi3-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}

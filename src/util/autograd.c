@@ -2013,6 +2013,71 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 		accumulate(b, w, sv->w16 != NO ? ac_grad_back(b, dw) : dw);
 }
 
+/* linear_b under autocast (qwen2's biased q/k/v): linear is in the CPU's
+ * lower-precision list (aten/src/ATen/autocast_mode.cpp: 1.13's
+ * KERNEL_CPU(ADD_NS(linear), "linear", ..., lower_precision_fp); 2.6's
+ * KERNEL_CPU(linear, lower_precision_fp)), so the wrapper casts every
+ * floating argument, the C++ arguments evaluated right to left as
+ * conv1d's: the bias (cached), W (cached), then x (a copy at every use);
+ * at::linear below it flattens to addmm(bias16, x16.view(-1, in),
+ * W16.t()) as in fp32. AddmmBackward keeps the 16-bit mat1 (for W's
+ * gradient) and W16^T (a view of the cached copy: it holds it). */
+static T linear_b_amp(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_saved *sv)
+{
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+	uint64_t in = o->shape[o->ndim - 1], rows = numel(o) / in, out = b->s->tensor[w->w].shape[0];
+	T bm = ac_cast_param(b, bias);
+	T wm = sv->w16 = ac_cast_param(b, w);
+	sv->xcast = b->s->tensor[x].dtype != b->o->amp;
+	T xm = ac_cast(b, x);
+	T wt = transpose_last2(b, wm);
+	T x2 = reshape(b, xm, 2, SH(rows, in));
+	unref(b, xm); /* the cast's name (or ac_cast's holder of x): the view holds it */
+	T y = TMP("addmm (linear, bias)", b->o->amp, rows, out);
+	op(b, AG_OP_ADDMM, x2, wt, bm, y, NO, NO);
+	unref(b, wt);
+	unref(b, bm); /* the cache holds it */
+	sv->rows = rows, sv->in = in;
+	sv->x2 = addmm_saved_mat1(b, x2, w->w, bias->w, &sv->dx, &sv->dw, &sv->db);
+	sv->node = sv->dx || sv->dw || sv->db;
+	return grad_in_x_shape(b, y, o);
+}
+
+/* Its AddmmBackward in the 16-bit type (--freeze is refused under
+ * autocast: x, W and the bias all require grad): mat1's, mat2's and the
+ * bias's gradients; the node's input, its saved mat1 and W16 released;
+ * then the ready queue by sequence number (the casts were made bias, W,
+ * x; W.t() and x.view after them): x's ViewBackward and ToCopyBackward
+ * (dx back to fp32, to *xbuf), W's TBackward and ToCopyBackward and its
+ * AccumulateGrad, the bias's ToCopyBackward and AccumulateGrad. */
+static void linear_b_amp_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, struct pt *w, struct pt *bias,
+                             T *xbuf)
+{
+	uint64_t rows = sv->rows, in = sv->in, out = b->s->tensor[w->w].shape[0];
+	const struct ag_tensor go_ = b->s->tensor[g];
+	enum ag_dtype dt = go_.dtype;
+	T g2 = reshape(b, g, 2, SH(rows, out));
+	T dx = TMP("mm (addmm backward, mat1)", dt, rows, in);
+	op(b, AG_OP_MM, g2, sv->w16, NO, dx, NO, NO);
+	T dw = TMP("mm (addmm backward, mat2)", dt, out, in);
+	T gt = transpose_last2(b, g2);
+	op(b, AG_OP_MM, gt, sv->x2, NO, dw, NO, NO);
+	unref(b, gt);
+	T db = TMP("sum (addmm backward, bias)", dt, out);
+	op(b, AG_OP_SUM_ROWS, g2, NO, NO, db, NO, NO);
+	unref(b, g2);
+	if (owned)
+		unref(b, g);
+	unref(b, sv->x2);
+	unref(b, sv->w16);
+	T dxv = grad_in_x_shape(b, dx, &go_);
+	if (sv->xcast)
+		dxv = ac_grad_back(b, dxv);
+	arrive(b, xbuf, dxv);
+	accumulate(b, w, ac_grad_back(b, dw));
+	accumulate(b, bias, ac_grad_back(b, db));
+}
+
 /* nn.Linear with a bias on [.., in] (qwen2's q_proj, k_proj, v_proj):
  * 1.13's at::linear flattens a contiguous 3-D input (_flatten_3d_linear):
  * addmm(bias, x.view(-1, in), W.t()) viewed back; AddmmBackward keeps
@@ -2025,6 +2090,8 @@ static T linear_b(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_
 {
 	if (!bias)
 		return linear(b, x, w, sv);
+	if (b->o->amp != AG_F32)
+		return linear_b_amp(b, x, w, bias, sv);
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t in = o->shape[o->ndim - 1], rows = numel(o) / in, out = b->s->tensor[w->w].shape[0];
 	T wt = transpose_last2(b, w->w);
@@ -2049,6 +2116,10 @@ static void linear_b_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, st
 {
 	if (!bias) {
 		linear_bwd(b, g, owned, sv, w, xbuf);
+		return;
+	}
+	if (b->o->amp != AG_F32) {
+		linear_b_amp_bwd(b, g, owned, sv, w, bias, xbuf);
 		return;
 	}
 	uint64_t rows = sv->rows, in = sv->in, out = b->s->tensor[w->w].shape[0];
@@ -2365,6 +2436,7 @@ struct llama_layer_saved {
 	struct sdpa_saved sd;        /* --attn sdpa: the flash kernel's saved set */
 	T gate_o, silu_o, up_o;      /* the MLP's */
 	T qf;                        /* autocast: the fp32 q_embed whose bf16 cast bmm keeps (NO: none) */
+	T drop_resid, drop_mlp;      /* phi3: its residual dropouts' noise (NO: p = 0, or another family) */
 	/* requires_grad (--freeze): the layer's input, q/k/v (all or none),
 	 * o_proj's output, the residual sum h2, gate/up (both or none), the
 	 * MLP's output */
@@ -2660,6 +2732,22 @@ static void phi3_mlp_bwd(struct bld *b, struct model *M, int i, T dmu, struct li
 	linear_bwd(b, cat, 1, ls, PF(M, b, "model.layers.%d.mlp.gate_up_proj.weight", i), xbuf);
 }
 
+/* Phi3DecoderLayer's `residual + self.resid_attn_dropout(hidden_states)`
+ * and `residual + self.resid_mlp_dropout(hidden_states)` (modeling_phi3.py
+ * 00d4b3d2142c; nn.Dropout(resid_pdrop)): the CPU's _dropout_impl over the
+ * sublayer's output y (dropout() above: p = 0 returns y itself), the add,
+ * the dropout's output let go after the add, then y's name (the sublayer's
+ * `hidden_states`, rebound by the caller when the add returns; no node
+ * keeps y: MulBackward0 saves the noise only). The noise autograd keeps
+ * goes to *kept (NO for p = 0). a's and y's holders are taken. */
+static T phi3_resid_dropout_add(struct bld *b, T a, T y, T *kept)
+{
+	T yd = dropout(b, y, b->m->resid_pdrop, kept);
+	T out = residual_add(b, a, yd, 0);
+	unref(b, y);
+	return out;
+}
+
 /* LlamaMLP's backward from down_proj's input gradient dmu (released):
  * MulBackward (silu's g·up, then up's g·silu), up_proj's backward,
  * SiluBackward, gate_proj's; x's grads to *xbuf. */
@@ -2913,7 +3001,8 @@ static void llama_step(struct bld *b, struct model *M)
 		}
 		b->module = -1;
 		unref(b, x1); /* hidden_states is rebound to the attention's output (fp32: the views q, k, v keep it) */
-		T h2 = residual_add(b, residual, po, 0);
+		s->drop_resid = s->drop_mlp = NO;
+		T h2 = phi3 ? phi3_resid_dropout_add(b, residual, po, &s->drop_resid) : residual_add(b, residual, po, 0);
 		s->rh2 = RG(b, h2);
 		b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
 		T x2 = rmsnorm(b, h2, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &s->n2);
@@ -2953,7 +3042,7 @@ static void llama_step(struct bld *b, struct model *M)
 		}
 		unref(b, x2);
 		b->module = -1;
-		hs = residual_add(b, h2, mo, 0);
+		hs = phi3 ? phi3_resid_dropout_add(b, h2, mo, &s->drop_mlp) : residual_add(b, h2, mo, 0);
 		(void)f;
 		(void)rep;
 		mark(b, "fwd:layers.%d:end", i);
@@ -3006,7 +3095,10 @@ static void llama_step(struct bld *b, struct model *M)
 		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
 		T dmu = NO, dx2 = NO;
 		if (s->rmo) {
-			if (s->rh2 && b->o->amp == AG_F32)
+			/* phi3's resid_mlp_dropout: its MulBackward0 first (fp32) */
+			if (s->drop_mlp != NO)
+				g = dropout_bwd(b, g, !s->rh2, s->drop_mlp);
+			else if (s->rh2 && b->o->amp == AG_F32)
 				ref(b, g);
 			linear_bwd(b, g, 1, &s->down, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &dmu);
 		}
@@ -3034,7 +3126,10 @@ static void llama_step(struct bld *b, struct model *M)
 		b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
 		T dac = NO;
 		if (s->rpo) {
-			if (s->rin && b->o->amp == AG_F32)
+			/* phi3's resid_attn_dropout: its MulBackward0 first (fp32) */
+			if (s->drop_resid != NO)
+				g = dropout_bwd(b, g, !s->rin, s->drop_resid);
+			else if (s->rin && b->o->amp == AG_F32)
 				ref(b, g);
 			linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
 		}
@@ -3500,9 +3595,6 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (m->unrun[0] != '\0')
 		return refuse(cause, "--model %s: %s; the PyTorch step is described for those numerics only", m->name,
 		              m->unrun);
-	if (m->family == ZS_FAMILY_LLAMA && m->resid_pdrop > 0)
-		return refuse(cause, "--model %s: resid_pdrop %g: the residual dropouts of the PyTorch step of a %s are "
-		              "not described yet (give resid_pdrop 0)", m->name, m->resid_pdrop, m->model_type);
 	if (o->attn == ZS_ATTN_SDPA && fam >= 3)
 		return refuse(cause, "--attn sdpa: the PyTorch step of a %s under SDPA is not described yet (give "
 		              "--attn eager)", m->model_type);
@@ -3539,9 +3631,9 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (o->attn == ZS_ATTN_SDPA && m->attn_pdrop > 0)
 		return refuse(cause, "--attn sdpa: with attention dropout (attn_pdrop %g) SDPA takes its math path, not "
 		              "described yet (give --attn eager, or attn_pdrop 0)", m->attn_pdrop);
-	if (o->amp != AG_F32 && fam >= 3)
+	if (o->amp != AG_F32 && fam >= 4)
 		return refuse(cause, "--precision amp-bf16: autocast over the PyTorch step of a %s is not described yet "
-		              "(gpt2, llama and mistral are; give --precision fp32)", m->model_type);
+		              "(gpt2, llama, mistral and qwen2 are; give --precision fp32)", m->model_type);
 	if (o->amp != AG_F32 && amp_check(m, o, cause) < 0)
 		return -1;
 	/* accumulation's reference (tests/ft_torch.py) has no --attn: eager */
