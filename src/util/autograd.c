@@ -2159,7 +2159,10 @@ static void linear_b_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, st
  * operand for the other's gradient only, the codegen's guard_for). */
 struct rms_saved { T x, p2, r, xr, eps_w; int kx, kw; };
 
-static T rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
+/* Its normalisation up to x * r (returned); *r and *var the holders of
+ * rsqrt's result and the variance the caller lets go after weight's mul;
+ * sv->x, sv->r set. */
+static T rms_xr(struct bld *b, T x, struct pt *w, struct rms_saved *sv, T *r_, T *var_)
 {
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t sh[AG_MAXDIM];
@@ -2198,51 +2201,38 @@ static T rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
 		ref(b, x);  /* mul saves both operands */
 		ref(b, r);  /* and mul saves it */
 	}
+	sv->x = kx ? x : NO, sv->r = kx ? r : NO;
+	*r_ = r, *var_ = var;
+	return xr;
+}
+
+static T rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
+{
+	T r, var;
+	T xr = rms_xr(b, x, w, sv, &r, &var);
 	T y = like(b, "mul (weight x)", x);
 	op(b, AG_OP_MUL, w->w, xr, NO, y, NO, NO);
 	unref(b, r); /* the temporary */
 	unref(b, var); /* forward returns: `variance` goes */
-	sv->x = kx ? x : NO, sv->r = kx ? r : NO, sv->xr = xr;
+	sv->xr = xr;
 	/* xr: the name rebinding hands its holder to weight's mul, which keeps
 	 * it for the weight's gradient only */
-	if (!kw) {
+	if (!sv->kw) {
 		unref(b, xr);
 		sv->xr = NO;
 	}
 	return y;
 }
 
-/* RMSNorm's backward from its output's gradient g (released); the input's
- * gradients arrive at *xbuf. */
-static void rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf)
+/* Its backward below weight's mul, from x * r's gradient dxr (released):
+ * x's gradients arrive at *xbuf. */
+static void rms_xr_bwd(struct bld *b, T dxr, struct rms_saved *sv, T *xbuf)
 {
-	const struct ag_tensor o_ = b->s->tensor[g], *o = &o_; /* x's shape; a copy: the array grows */
+	const struct ag_tensor o_ = b->s->tensor[dxr], *o = &o_; /* x's shape; a copy: the array grows */
 	uint64_t sh[AG_MAXDIM];
 	for (unsigned i = 0; i < o->ndim; i++)
 		sh[i] = o->shape[i];
 	sh[o->ndim - 1] = 1;
-	/* MulBackward (weight * xr): weight's g·xr summed to [d], xr's g·w,
-	 * each when its operand requires grad */
-	T dwf = NO, dxr = NO, dw = NO;
-	if (sv->kw) {
-		dwf = like(b, "mul (RMSNorm weight grad)", g);
-		op(b, AG_OP_MUL, g, sv->xr, NO, dwf, NO, NO);
-	}
-	if (sv->kx) {
-		dxr = like(b, "mul (RMSNorm backward)", g);
-		op(b, AG_OP_MUL, g, w->w, NO, dxr, NO, NO);
-	}
-	if (sv->kw) {
-		dw = like(b, "sum (RMSNorm weight grad)", w->w);
-		op(b, AG_OP_SUM_TO, dwf, NO, NO, dw, NO, NO);
-		unref(b, dwf);
-	}
-	unref(b, g);
-	unref(b, sv->xr);
-	if (dw != NO)
-		accumulate(b, w, dw);
-	if (!sv->kx)
-		return;
 	/* MulBackward (x * r): x's g·r, r's g·x summed to [.., 1] */
 	T dx = like(b, "mul (RMSNorm backward)", sv->x);
 	op(b, AG_OP_MUL, dxr, sv->r, NO, dx, NO, NO);
@@ -2288,6 +2278,35 @@ static void rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, 
 	arrive(b, xbuf, dxp);
 }
 
+/* RMSNorm's backward from its output's gradient g (released); the input's
+ * gradients arrive at *xbuf. */
+static void rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf)
+{
+	/* MulBackward (weight * xr): weight's g·xr summed to [d], xr's g·w,
+	 * each when its operand requires grad */
+	T dwf = NO, dxr = NO, dw = NO;
+	if (sv->kw) {
+		dwf = like(b, "mul (RMSNorm weight grad)", g);
+		op(b, AG_OP_MUL, g, sv->xr, NO, dwf, NO, NO);
+	}
+	if (sv->kx) {
+		dxr = like(b, "mul (RMSNorm backward)", g);
+		op(b, AG_OP_MUL, g, w->w, NO, dxr, NO, NO);
+	}
+	if (sv->kw) {
+		dw = like(b, "sum (RMSNorm weight grad)", w->w);
+		op(b, AG_OP_SUM_TO, dwf, NO, NO, dw, NO, NO);
+		unref(b, dwf);
+	}
+	unref(b, g);
+	unref(b, sv->xr);
+	if (dw != NO)
+		accumulate(b, w, dw);
+	if (!sv->kx)
+		return;
+	rms_xr_bwd(b, dxr, sv, xbuf);
+}
+
 /* apply_rotary_pos_emb for one of q, k ([B, n, T, hd] view x): x·cos +
  * rotate_half(x)·sin. */
 struct rope_saved {
@@ -2305,6 +2324,76 @@ static T promoted(struct bld *b, T x, enum ag_dtype to)
 		return x;
 	}
 	return to_dtype(b, x, to, "_to_copy (type promotion)");
+}
+
+/* LlamaRMSNorm over a 16-bit x (qwen3's q_norm and k_norm under
+ * autocast, on q_proj's and k_proj's bf16 outputs): its forward as
+ * modeling_qwen3.py (000c33fdfde1, Qwen3RMSNorm) writes it:
+ * hidden_states.to(float32) (a copy: ToCopyBackward), the fp32 norm as
+ * rmsnorm's (pow, mean, rsqrt and mul are in no autocast list), then
+ * weight * hidden_states.to(input_dtype): the bf16 copy, which mul keeps
+ * for the weight's gradient, promoted against the fp32 weight
+ * (TensorIterator's fp32 copy for the kernel), an fp32 result. The fp32
+ * x * r goes when forward returns. */
+static T rmsnorm_amp(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
+{
+	enum ag_dtype dt = b->s->tensor[x].dtype;
+	T x32 = to_dtype(b, x, AG_F32, "_to_copy (RMSNorm's to(float32))");
+	T r, var;
+	T xr = rms_xr(b, x32, w, sv, &r, &var);
+	unref(b, x32); /* the name is rebound: pow and mul keep it */
+	T xb = to_dtype(b, xr, dt, "_to_copy (RMSNorm's to(input_dtype))");
+	T xp = promoted(b, xb, AG_F32);
+	T y = like(b, "mul (weight x)", xr);
+	op(b, AG_OP_MUL, w->w, xp, NO, y, NO, NO);
+	unref(b, xp);
+	unref(b, r); /* the temporary */
+	unref(b, var); /* forward returns: `variance` and the fp32 `hidden_states` go */
+	unref(b, xr);
+	sv->xr = xb;
+	if (!sv->kw) {
+		unref(b, xb);
+		sv->xr = NO;
+	}
+	return y;
+}
+
+/* Its backward from the fp32 output's gradient g (released): MulBackward
+ * (weight * xb): weight's g·xb (xb promoted: an fp32 copy for the
+ * kernel), xb's g·w, then validate_outputs: the weight's summed to [d],
+ * xb's cast to bf16; weight's AccumulateGrad; the ToCopyBackward of
+ * .to(input_dtype) (back to fp32); rmsnorm's fp32 backward into x32's
+ * buffer; the ToCopyBackward of .to(float32): x's gradient in bf16 to
+ * *xbuf. */
+static void rmsnorm_amp_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf)
+{
+	T dwf = NO, dxr = NO, dw = NO;
+	if (sv->kw) {
+		T xp = promoted(b, sv->xr, AG_F32);
+		dwf = like(b, "mul (RMSNorm weight grad)", g);
+		op(b, AG_OP_MUL, g, xp, NO, dwf, NO, NO);
+		unref(b, xp);
+	}
+	if (sv->kx) {
+		dxr = like(b, "mul (RMSNorm backward)", g);
+		op(b, AG_OP_MUL, g, w->w, NO, dxr, NO, NO);
+	}
+	if (sv->kw) {
+		dw = like(b, "sum (RMSNorm weight grad)", w->w);
+		op(b, AG_OP_SUM_TO, dwf, NO, NO, dw, NO, NO);
+		unref(b, dwf);
+	}
+	if (dxr != NO)
+		dxr = ac_grad_back_to(b, dxr, b->o->amp);
+	unref(b, g);
+	unref(b, sv->xr);
+	if (dw != NO)
+		accumulate(b, w, dw);
+	if (!sv->kx)
+		return;
+	T b32 = NO;
+	rms_xr_bwd(b, ac_grad_back(b, dxr), sv, &b32);
+	arrive(b, xbuf, ac_grad_back_to(b, b32, b->o->amp));
 }
 
 static T rope(struct bld *b, T x, T cos4, T sin4, struct rope_saved *sv)
@@ -2564,7 +2653,7 @@ static T head_states(struct bld *b, struct model *M, T x, int i, int part, uint6
 		unref(b, y);
 		int32_t mod = b->module;
 		b->module = modname(b, "model.layers.%d.self_attn.{q,k}_norm", i);
-		y = rmsnorm(b, y4, nw, ns);
+		y = b->s->tensor[y4].dtype != AG_F32 ? rmsnorm_amp(b, y4, nw, ns) : rmsnorm(b, y4, nw, ns);
 		unref(b, y4);
 		b->module = mod;
 	}
@@ -2586,21 +2675,24 @@ static void head_states_bwd(struct bld *b, struct model *M, T g, int i, int part
 	/* TransposeBackward: the [B, n, T, hd] grad read as [B, T, n, hd] */
 	T pv = vw(b, g, 4, SH(B, Tn, n, hd), (const int64_t[]){ (int64_t)(n * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 },
 	          0);
-	enum ag_dtype dt = b->s->tensor[g].dtype; /* autocast: bf16 for a bf16 state */
 	unref(b, g);
 	struct pt *nw = qk_norm(M, b, i, part);
 	if (nw && ns) {
 		int32_t mod = b->module;
 		b->module = modname(b, "model.layers.%d.self_attn.{q,k}_norm", i);
 		T nb = NO;
-		rmsnorm_bwd(b, pv, ns, nw, &nb);
+		if (b->o->amp != AG_F32) /* autocast: the norm's input was the projection's bf16 output */
+			rmsnorm_amp_bwd(b, pv, ns, nw, &nb);
+		else
+			rmsnorm_bwd(b, pv, ns, nw, &nb);
 		b->module = mod;
 		if (nb == NO) /* the projection's output requires no grad: the norm's weight's alone */
 			return;
 		pv = reshape(b, nb, 4, SH(B, Tn, n, hd));
 		unref(b, nb);
 	}
-	T c = TMP("clone (heads' grad to [B, T, n hd])", dt, B, Tn, n * hd);
+	/* autocast: bf16 for a bf16 state (qwen3's: the norm's input's) */
+	T c = TMP("clone (heads' grad to [B, T, n hd])", b->s->tensor[pv].dtype, B, Tn, n * hd);
 	op(b, AG_OP_COPY, pv, NO, NO, c, NO, NO);
 	unref(b, pv);
 	linear_b_bwd(b, c, 1, ls, PP(M, b, part, "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
@@ -2621,6 +2713,19 @@ static void phi3_states(struct bld *b, struct model *M, T x, int i, struct lin_s
 		st[j] = vw(b, y, 4, SH(B, n[j], Tn, hd),
 		           (const int64_t[]){ (int64_t)(Tn * width), (int64_t)hd, (int64_t)width, 1 }, off[j]);
 	unref(b, y);
+}
+
+/* matmul's k^T in phi3 (the repeat_kv copy kr contiguous: reshaping
+ * k^T to [B·h, hd, T] is a view), kt being kr's transpose or, under
+ * autocast, its bf16 cast: `.to()` keeps the transposed strides
+ * (preserve_format of a dense tensor), so the reshape is a view of the
+ * cast, which bmm then keeps (made contiguous here: the same bytes). */
+static T phi3_kt_operand(struct bld *b, T kr, T kt)
+{
+	uint64_t B = b->o->batch, Tn = b->o->seq, hd = b->m->head_dim, h = b->m->heads;
+	if (b->o->amp != AG_F32)
+		return vw(b, kt, 3, SH(B * h, hd, Tn), NULL, 0);
+	return vw(b, kr, 3, SH(B * h, hd, Tn), (const int64_t[]){ (int64_t)(Tn * hd), 1, (int64_t)hd }, 0);
 }
 
 /* apply_rotary_pos_emb's partial-rotary cat (modeling_phi3.py 00d4b3d2142c:
@@ -2661,13 +2766,13 @@ static void phi3_states_bwd(struct bld *b, struct model *M, int i, T buf[3], T p
 		T pv = vw(b, buf[j], 4, SH(B, Tn, n[j], hd),
 		          (const int64_t[]){ (int64_t)(n[j] * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 }, 0);
 		unref(b, buf[j]);
-		c[j] = TMP("clone (heads' grad to [B, T, n hd])", AG_F32, B, Tn, n[j] * hd);
+		c[j] = TMP("clone (heads' grad to [B, T, n hd])", b->s->tensor[pv].dtype, B, Tn, n[j] * hd);
 		op(b, AG_OP_COPY, pv, NO, NO, c[j], NO, NO);
 		unref(b, pv);
 	}
 	T g = NO;
 	for (int j = 0; j < 3; j++) {
-		T z = TMP("slice_backward (qkv's slice)", AG_F32, B, Tn, width);
+		T z = TMP("slice_backward (qkv's slice)", b->s->tensor[c[j]].dtype, B, Tn, width);
 		op(b, AG_OP_COPY, c[j], NO, NO, z, NO, NO)->arg[1] = (double)off[j];
 		unref(b, c[j]);
 		arrive(b, &g, z);
@@ -2725,7 +2830,7 @@ static void phi3_mlp_bwd(struct bld *b, struct model *M, int i, T dmu, struct li
 	op(b, AG_OP_SILU_BWD, dsl, gate, NO, dg, NO, NO);
 	unref(b, dsl);
 	unref(b, gate);
-	T cat = TMP("cat (SplitBackward of chunk)", AG_F32, B, Tn, 2 * f);
+	T cat = TMP("cat (SplitBackward of chunk)", b->s->tensor[dg].dtype, B, Tn, 2 * f);
 	op(b, AG_OP_CAT_LAST, dg, dup, NO, cat, NO, NO);
 	unref(b, dg);
 	unref(b, dup);
@@ -2921,8 +3026,7 @@ static void llama_step(struct bld *b, struct model *M)
 				qf = qe;
 				qe = ac_cast(b, qf);
 			}
-			T ktc = phi3 ? vw(b, kr, 3, SH(B * h, hd, Tn), (const int64_t[]){ (int64_t)(Tn * hd), 1, (int64_t)hd }, 0)
-			             : bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
+			T ktc = phi3 ? phi3_kt_operand(b, kr, ktr) : bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
 			unref(b, ktr);
 			/* matmul's views: q_embed (contiguous) as [B·h, T, hd] */
 			T qe3 = reshape(b, qe, 3, SH(B * h, Tn, hd));
@@ -3551,7 +3655,8 @@ static int refuse(char **cause, const char *fmt, ...)
 }
 
 /* What of autocast is described (docs/schedule.md, "Autocast"): bf16 on
- * the CPU, GPT-2's eager step without dropout; the rest refused by name. */
+ * the CPU, the eager step of every family described (gpt2, llama, mistral,
+ * qwen2, qwen3, phi3) without dropout; the rest refused by name. */
 static int amp_check(const struct zs_model *m, const struct ag_options *o, char **cause)
 {
 	/* 1.13's CPU autocast takes bf16 only: torch.autocast("cpu",
@@ -3631,9 +3736,6 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (o->attn == ZS_ATTN_SDPA && m->attn_pdrop > 0)
 		return refuse(cause, "--attn sdpa: with attention dropout (attn_pdrop %g) SDPA takes its math path, not "
 		              "described yet (give --attn eager, or attn_pdrop 0)", m->attn_pdrop);
-	if (o->amp != AG_F32 && fam >= 4)
-		return refuse(cause, "--precision amp-bf16: autocast over the PyTorch step of a %s is not described yet "
-		              "(gpt2, llama, mistral and qwen2 are; give --precision fp32)", m->model_type);
 	if (o->amp != AG_F32 && amp_check(m, o, cause) < 0)
 		return -1;
 	/* accumulation's reference (tests/ft_torch.py) has no --attn: eager */
