@@ -31,11 +31,13 @@
 # and k_norm, head_dim 24 apart from hidden / heads), qwen2 with
 # set_to_none, qwen3 tied with foreach Adam, each with the engine's
 # measure too, and qwen3 under DDP N = 2; the tiny phi3 (qkv_proj and gate_up_proj fused), and tied
-# with set_to_none, with measure;
-# gpt2 and llama under bf16 autocast
+# with set_to_none, and with its residual dropouts (resid_pdrop 0.1),
+# with measure;
+# gpt2, llama, qwen2, qwen3 and phi3 under bf16 autocast
 # (--precision amp-bf16, hf_torch.py --amp bf16: gpt2 tied with zeros,
 # untied with set_to_none, DDP N = 2; llama untied with zeros, and DDP
-# N = 2; gpt2 with ZeroRedundancyOptimizer at N = 2), theory and
+# N = 2; qwen2 and phi3 with zeros, qwen3 with set_to_none; gpt2 with
+# ZeroRedundancyOptimizer at N = 2), theory and
 # measure, and measure's bf16 losses against its own fp32 run's
 # (docs/schedule.md, "Autocast").
 #
@@ -372,7 +374,8 @@ fi
 # (tests/torch26_root.sh makes it when absent), at 2.6's defaults and
 # beyond: zero_grad set_to_none and zeros, Adam single, foreach and fused,
 # SDPA (gpt2; llama with as many k/v heads as heads), dropout, qwen2,
-# qwen3 and phi3 (eager), gpt2 and llama under bf16 autocast, DDP N = 2
+# qwen3 and phi3 (eager), phi3's residual dropouts, gpt2, llama, qwen2,
+# qwen3 and phi3 under bf16 autocast, DDP N = 2
 # (USE_LIBUV=0: 2.6's gloo rendezvous), ZeroRedundancyOptimizer over DDP
 # at N = 2 and 3 (its every rank). PyTorch
 # runs in the root (hf_torch.py alone: zerosim is this machine's binary),
