@@ -2278,16 +2278,23 @@ static void rms_xr_bwd(struct bld *b, T dxr, struct rms_saved *sv, T *xbuf)
 	arrive(b, xbuf, dxp);
 }
 
-/* RMSNorm's backward from its output's gradient g (released); the input's
- * gradients arrive at *xbuf. */
-static void rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf)
+/* MulBackward (weight * xr) from RMSNorm's output gradient g (released):
+ * weight's g·xr (xr promoted to fp32 when 16-bit: TensorIterator's copy
+ * for the kernel), xr's g·w, each when its operand requires grad; then
+ * validate_outputs: the weight's summed to [d], xr's cast to xdt (xr's
+ * dtype: a 16-bit xr under autocast); the node's input and saved xr
+ * released; weight's AccumulateGrad. Returns xr's gradient (NO: none). */
+static T rms_w_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, enum ag_dtype xdt)
 {
-	/* MulBackward (weight * xr): weight's g·xr summed to [d], xr's g·w,
-	 * each when its operand requires grad */
 	T dwf = NO, dxr = NO, dw = NO;
 	if (sv->kw) {
+		T xp = sv->xr;
+		if (b->s->tensor[xp].dtype != AG_F32)
+			xp = to_dtype(b, xp, AG_F32, "_to_copy (type promotion)");
 		dwf = like(b, "mul (RMSNorm weight grad)", g);
-		op(b, AG_OP_MUL, g, sv->xr, NO, dwf, NO, NO);
+		op(b, AG_OP_MUL, g, xp, NO, dwf, NO, NO);
+		if (xp != sv->xr)
+			unref(b, xp);
 	}
 	if (sv->kx) {
 		dxr = like(b, "mul (RMSNorm backward)", g);
@@ -2298,13 +2305,22 @@ static void rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, 
 		op(b, AG_OP_SUM_TO, dwf, NO, NO, dw, NO, NO);
 		unref(b, dwf);
 	}
+	if (dxr != NO && xdt != b->s->tensor[dxr].dtype)
+		dxr = ac_grad_back_to(b, dxr, xdt);
 	unref(b, g);
 	unref(b, sv->xr);
 	if (dw != NO)
 		accumulate(b, w, dw);
-	if (!sv->kx)
-		return;
-	rms_xr_bwd(b, dxr, sv, xbuf);
+	return dxr;
+}
+
+/* RMSNorm's backward from its output's gradient g (released); the input's
+ * gradients arrive at *xbuf. */
+static void rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf)
+{
+	T dxr = rms_w_bwd(b, g, sv, w, AG_F32);
+	if (sv->kx)
+		rms_xr_bwd(b, dxr, sv, xbuf);
 }
 
 /* apply_rotary_pos_emb for one of q, k ([B, n, T, hd] view x): x·cos +
@@ -2367,28 +2383,7 @@ static T rmsnorm_amp(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
  * *xbuf. */
 static void rmsnorm_amp_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf)
 {
-	T dwf = NO, dxr = NO, dw = NO;
-	if (sv->kw) {
-		T xp = promoted(b, sv->xr, AG_F32);
-		dwf = like(b, "mul (RMSNorm weight grad)", g);
-		op(b, AG_OP_MUL, g, xp, NO, dwf, NO, NO);
-		unref(b, xp);
-	}
-	if (sv->kx) {
-		dxr = like(b, "mul (RMSNorm backward)", g);
-		op(b, AG_OP_MUL, g, w->w, NO, dxr, NO, NO);
-	}
-	if (sv->kw) {
-		dw = like(b, "sum (RMSNorm weight grad)", w->w);
-		op(b, AG_OP_SUM_TO, dwf, NO, NO, dw, NO, NO);
-		unref(b, dwf);
-	}
-	if (dxr != NO)
-		dxr = ac_grad_back_to(b, dxr, b->o->amp);
-	unref(b, g);
-	unref(b, sv->xr);
-	if (dw != NO)
-		accumulate(b, w, dw);
+	T dxr = rms_w_bwd(b, g, sv, w, b->o->amp);
 	if (!sv->kx)
 		return;
 	T b32 = NO;
