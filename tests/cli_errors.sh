@@ -846,13 +846,15 @@ done
 bad_theory "--model gemma-2-2b: the PyTorch step of a gemma2 is not described yet" \
 	--framework torch --model "${srcdir:-.}/data/models/gemma-2-2b.json" --seq 16 --wrapper none --world 1 --precision fp32 --torch-device cpu \
 	--attn eager
-# autocast is described for gpt2 and the llama family's step only
-cat >"$tmp/tiny-qwen2.json" <<'EOF_'
-{"model_type": "qwen2", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
- "num_key_value_heads": 1, "intermediate_size": 32, "max_position_embeddings": 8, "vocab_size": 32}
+# autocast is described over every family's step, without dropout: phi3's
+# residual dropouts (described in fp32) under autocast are refused by name
+cat >"$tmp/tiny-phi3-drop.json" <<'EOF_'
+{"model_type": "phi3", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+ "num_key_value_heads": 1, "intermediate_size": 32, "max_position_embeddings": 8, "vocab_size": 32,
+ "resid_pdrop": 0.1, "pad_token_id": null}
 EOF_
-bad_theory "--precision amp-bf16: autocast over the PyTorch step of a qwen2 is not described yet" \
-	--framework torch --model "$tmp/tiny-qwen2.json" --seq 8 --wrapper none --world 1 --precision amp-bf16 \
+bad_theory "--precision amp-bf16: autocast with dropout (the model's config) is not described yet" \
+	--framework torch --model "$tmp/tiny-phi3-drop.json" --seq 8 --wrapper none --world 1 --precision amp-bf16 \
 	--torch-device cpu --attn eager
 # accumulation's reference attends eagerly: SDPA refused
 cat >"$tmp/tiny-nodrop.json" <<'EOF_'

@@ -31,11 +31,13 @@
 # and k_norm, head_dim 24 apart from hidden / heads), qwen2 with
 # set_to_none, qwen3 tied with foreach Adam, each with the engine's
 # measure too, and qwen3 under DDP N = 2; the tiny phi3 (qkv_proj and gate_up_proj fused), and tied
-# with set_to_none, with measure;
-# gpt2 and llama under bf16 autocast
+# with set_to_none, and with its residual dropouts (resid_pdrop 0.1),
+# with measure;
+# gpt2, llama, qwen2, qwen3 and phi3 under bf16 autocast
 # (--precision amp-bf16, hf_torch.py --amp bf16: gpt2 tied with zeros,
 # untied with set_to_none, DDP N = 2; llama untied with zeros, and DDP
-# N = 2; gpt2 with ZeroRedundancyOptimizer at N = 2), theory and
+# N = 2; qwen2 and phi3 with zeros, qwen3 with set_to_none; gpt2 with
+# ZeroRedundancyOptimizer at N = 2), theory and
 # measure, and measure's bf16 losses against its own fp32 run's
 # (docs/schedule.md, "Autocast").
 #
@@ -107,6 +109,9 @@ cat >"$tmp/tiny-phi3.json" <<'EOF'
  "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu", "attention_dropout": 0.0,
  "resid_pdrop": 0.0, "pad_token_id": null}
 EOF
+# phi3 with its residual dropouts (Phi3DecoderLayer's resid_attn_dropout and
+# resid_mlp_dropout, nn.Dropout(resid_pdrop))
+sed 's/"resid_pdrop": 0.0/"resid_pdrop": 0.1/' "$tmp/tiny-phi3.json" >"$tmp/tiny-phi3-drop.json"
 sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' "$tmp/tiny-gpt2.json" >"$tmp/tiny-gpt2-untied.json"
 # llama with as many k/v heads as heads (no grouped-query attention: 2.6's
 # CPU SDPA runs its flash kernel), 256 positions (seq 200 takes 64-row blocks)
@@ -369,7 +374,8 @@ fi
 # (tests/torch26_root.sh makes it when absent), at 2.6's defaults and
 # beyond: zero_grad set_to_none and zeros, Adam single, foreach and fused,
 # SDPA (gpt2; llama with as many k/v heads as heads), dropout, qwen2,
-# qwen3 and phi3 (eager), gpt2 and llama under bf16 autocast, DDP N = 2
+# qwen3 and phi3 (eager), phi3's residual dropouts, gpt2, llama, qwen2,
+# qwen3 and phi3 under bf16 autocast, DDP N = 2
 # (USE_LIBUV=0: 2.6's gloo rendezvous), ZeroRedundancyOptimizer over DDP
 # at N = 2 and 3 (its every rank). PyTorch
 # runs in the root (hf_torch.py alone: zerosim is this machine's binary),
@@ -411,7 +417,11 @@ if [ "${1:-}" = torch26 ]; then
 		"gpt2-amp-bf16|tiny-gpt2|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
 		"gpt2-amp-bf16-zeros-foreach|tiny-gpt2|--zero-grad zeros --optimizer-impl foreach --amp bf16|--wrapper none --optimizer-impl foreach --zero-grad zeros --precision amp-bf16" \
 		"ddp2-gpt2-amp-bf16|tiny-gpt2|--zero-grad none --ddp 2 --amp bf16|--wrapper ddp --optimizer-impl single --zero-grad none --precision amp-bf16" \
-		"llama-amp-bf16|tiny-llama|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16"
+		"llama-amp-bf16|tiny-llama|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
+		"qwen2-amp-bf16|tiny-qwen2|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
+		"qwen3-amp-bf16-zeros|tiny-qwen3|--zero-grad zeros --amp bf16|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+		"phi3-amp-bf16|tiny-phi3|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
+		"phi3-dropout|tiny-phi3-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none"
 	do
 		label=${case%%|*} rest=${case#*|}
 		cfg=${rest%%|*} rest=${rest#*|}
@@ -518,7 +528,11 @@ for case in \
 	"ddp2-gpt2-amp-bf16|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
 	"ddp2-llama-amp-bf16|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
 	"ddp2-qwen3|--model $tmp/tiny-qwen3.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
-	"llama-amp-bf16|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16"
+	"llama-amp-bf16|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+	"qwen2-amp-bf16|--model $tmp/tiny-qwen2.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+	"qwen3-amp-bf16-set_to_none|--model $tmp/tiny-qwen3.json --amp bf16 --zero-grad none|$plain --optimizer-impl single --zero-grad none --precision amp-bf16" \
+	"phi3-amp-bf16|--model $tmp/tiny-phi3.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
+	"phi3-dropout|--model $tmp/tiny-phi3-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}

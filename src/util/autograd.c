@@ -2013,6 +2013,71 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 		accumulate(b, w, sv->w16 != NO ? ac_grad_back(b, dw) : dw);
 }
 
+/* linear_b under autocast (qwen2's biased q/k/v): linear is in the CPU's
+ * lower-precision list (aten/src/ATen/autocast_mode.cpp: 1.13's
+ * KERNEL_CPU(ADD_NS(linear), "linear", ..., lower_precision_fp); 2.6's
+ * KERNEL_CPU(linear, lower_precision_fp)), so the wrapper casts every
+ * floating argument, the C++ arguments evaluated right to left as
+ * conv1d's: the bias (cached), W (cached), then x (a copy at every use);
+ * at::linear below it flattens to addmm(bias16, x16.view(-1, in),
+ * W16.t()) as in fp32. AddmmBackward keeps the 16-bit mat1 (for W's
+ * gradient) and W16^T (a view of the cached copy: it holds it). */
+static T linear_b_amp(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_saved *sv)
+{
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+	uint64_t in = o->shape[o->ndim - 1], rows = numel(o) / in, out = b->s->tensor[w->w].shape[0];
+	T bm = ac_cast_param(b, bias);
+	T wm = sv->w16 = ac_cast_param(b, w);
+	sv->xcast = b->s->tensor[x].dtype != b->o->amp;
+	T xm = ac_cast(b, x);
+	T wt = transpose_last2(b, wm);
+	T x2 = reshape(b, xm, 2, SH(rows, in));
+	unref(b, xm); /* the cast's name (or ac_cast's holder of x): the view holds it */
+	T y = TMP("addmm (linear, bias)", b->o->amp, rows, out);
+	op(b, AG_OP_ADDMM, x2, wt, bm, y, NO, NO);
+	unref(b, wt);
+	unref(b, bm); /* the cache holds it */
+	sv->rows = rows, sv->in = in;
+	sv->x2 = addmm_saved_mat1(b, x2, w->w, bias->w, &sv->dx, &sv->dw, &sv->db);
+	sv->node = sv->dx || sv->dw || sv->db;
+	return grad_in_x_shape(b, y, o);
+}
+
+/* Its AddmmBackward in the 16-bit type (--freeze is refused under
+ * autocast: x, W and the bias all require grad): mat1's, mat2's and the
+ * bias's gradients; the node's input, its saved mat1 and W16 released;
+ * then the ready queue by sequence number (the casts were made bias, W,
+ * x; W.t() and x.view after them): x's ViewBackward and ToCopyBackward
+ * (dx back to fp32, to *xbuf), W's TBackward and ToCopyBackward and its
+ * AccumulateGrad, the bias's ToCopyBackward and AccumulateGrad. */
+static void linear_b_amp_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, struct pt *w, struct pt *bias,
+                             T *xbuf)
+{
+	uint64_t rows = sv->rows, in = sv->in, out = b->s->tensor[w->w].shape[0];
+	const struct ag_tensor go_ = b->s->tensor[g];
+	enum ag_dtype dt = go_.dtype;
+	T g2 = reshape(b, g, 2, SH(rows, out));
+	T dx = TMP("mm (addmm backward, mat1)", dt, rows, in);
+	op(b, AG_OP_MM, g2, sv->w16, NO, dx, NO, NO);
+	T dw = TMP("mm (addmm backward, mat2)", dt, out, in);
+	T gt = transpose_last2(b, g2);
+	op(b, AG_OP_MM, gt, sv->x2, NO, dw, NO, NO);
+	unref(b, gt);
+	T db = TMP("sum (addmm backward, bias)", dt, out);
+	op(b, AG_OP_SUM_ROWS, g2, NO, NO, db, NO, NO);
+	unref(b, g2);
+	if (owned)
+		unref(b, g);
+	unref(b, sv->x2);
+	unref(b, sv->w16);
+	T dxv = grad_in_x_shape(b, dx, &go_);
+	if (sv->xcast)
+		dxv = ac_grad_back(b, dxv);
+	arrive(b, xbuf, dxv);
+	accumulate(b, w, ac_grad_back(b, dw));
+	accumulate(b, bias, ac_grad_back(b, db));
+}
+
 /* nn.Linear with a bias on [.., in] (qwen2's q_proj, k_proj, v_proj):
  * 1.13's at::linear flattens a contiguous 3-D input (_flatten_3d_linear):
  * addmm(bias, x.view(-1, in), W.t()) viewed back; AddmmBackward keeps
@@ -2025,6 +2090,8 @@ static T linear_b(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_
 {
 	if (!bias)
 		return linear(b, x, w, sv);
+	if (b->o->amp != AG_F32)
+		return linear_b_amp(b, x, w, bias, sv);
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t in = o->shape[o->ndim - 1], rows = numel(o) / in, out = b->s->tensor[w->w].shape[0];
 	T wt = transpose_last2(b, w->w);
@@ -2049,6 +2116,10 @@ static void linear_b_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, st
 {
 	if (!bias) {
 		linear_bwd(b, g, owned, sv, w, xbuf);
+		return;
+	}
+	if (b->o->amp != AG_F32) {
+		linear_b_amp_bwd(b, g, owned, sv, w, bias, xbuf);
 		return;
 	}
 	uint64_t rows = sv->rows, in = sv->in, out = b->s->tensor[w->w].shape[0];
@@ -2088,7 +2159,10 @@ static void linear_b_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, st
  * operand for the other's gradient only, the codegen's guard_for). */
 struct rms_saved { T x, p2, r, xr, eps_w; int kx, kw; };
 
-static T rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
+/* Its normalisation up to x * r (returned); *r and *var the holders of
+ * rsqrt's result and the variance the caller lets go after weight's mul;
+ * sv->x, sv->r set. */
+static T rms_xr(struct bld *b, T x, struct pt *w, struct rms_saved *sv, T *r_, T *var_)
 {
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t sh[AG_MAXDIM];
@@ -2127,51 +2201,38 @@ static T rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
 		ref(b, x);  /* mul saves both operands */
 		ref(b, r);  /* and mul saves it */
 	}
+	sv->x = kx ? x : NO, sv->r = kx ? r : NO;
+	*r_ = r, *var_ = var;
+	return xr;
+}
+
+static T rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
+{
+	T r, var;
+	T xr = rms_xr(b, x, w, sv, &r, &var);
 	T y = like(b, "mul (weight x)", x);
 	op(b, AG_OP_MUL, w->w, xr, NO, y, NO, NO);
 	unref(b, r); /* the temporary */
 	unref(b, var); /* forward returns: `variance` goes */
-	sv->x = kx ? x : NO, sv->r = kx ? r : NO, sv->xr = xr;
+	sv->xr = xr;
 	/* xr: the name rebinding hands its holder to weight's mul, which keeps
 	 * it for the weight's gradient only */
-	if (!kw) {
+	if (!sv->kw) {
 		unref(b, xr);
 		sv->xr = NO;
 	}
 	return y;
 }
 
-/* RMSNorm's backward from its output's gradient g (released); the input's
- * gradients arrive at *xbuf. */
-static void rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf)
+/* Its backward below weight's mul, from x * r's gradient dxr (released):
+ * x's gradients arrive at *xbuf. */
+static void rms_xr_bwd(struct bld *b, T dxr, struct rms_saved *sv, T *xbuf)
 {
-	const struct ag_tensor o_ = b->s->tensor[g], *o = &o_; /* x's shape; a copy: the array grows */
+	const struct ag_tensor o_ = b->s->tensor[dxr], *o = &o_; /* x's shape; a copy: the array grows */
 	uint64_t sh[AG_MAXDIM];
 	for (unsigned i = 0; i < o->ndim; i++)
 		sh[i] = o->shape[i];
 	sh[o->ndim - 1] = 1;
-	/* MulBackward (weight * xr): weight's g·xr summed to [d], xr's g·w,
-	 * each when its operand requires grad */
-	T dwf = NO, dxr = NO, dw = NO;
-	if (sv->kw) {
-		dwf = like(b, "mul (RMSNorm weight grad)", g);
-		op(b, AG_OP_MUL, g, sv->xr, NO, dwf, NO, NO);
-	}
-	if (sv->kx) {
-		dxr = like(b, "mul (RMSNorm backward)", g);
-		op(b, AG_OP_MUL, g, w->w, NO, dxr, NO, NO);
-	}
-	if (sv->kw) {
-		dw = like(b, "sum (RMSNorm weight grad)", w->w);
-		op(b, AG_OP_SUM_TO, dwf, NO, NO, dw, NO, NO);
-		unref(b, dwf);
-	}
-	unref(b, g);
-	unref(b, sv->xr);
-	if (dw != NO)
-		accumulate(b, w, dw);
-	if (!sv->kx)
-		return;
 	/* MulBackward (x * r): x's g·r, r's g·x summed to [.., 1] */
 	T dx = like(b, "mul (RMSNorm backward)", sv->x);
 	op(b, AG_OP_MUL, dxr, sv->r, NO, dx, NO, NO);
@@ -2217,6 +2278,51 @@ static void rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, 
 	arrive(b, xbuf, dxp);
 }
 
+/* MulBackward (weight * xr) from RMSNorm's output gradient g (released):
+ * weight's g·xr (xr promoted to fp32 when 16-bit: TensorIterator's copy
+ * for the kernel), xr's g·w, each when its operand requires grad; then
+ * validate_outputs: the weight's summed to [d], xr's cast to xdt (xr's
+ * dtype: a 16-bit xr under autocast); the node's input and saved xr
+ * released; weight's AccumulateGrad. Returns xr's gradient (NO: none). */
+static T rms_w_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, enum ag_dtype xdt)
+{
+	T dwf = NO, dxr = NO, dw = NO;
+	if (sv->kw) {
+		T xp = sv->xr;
+		if (b->s->tensor[xp].dtype != AG_F32)
+			xp = to_dtype(b, xp, AG_F32, "_to_copy (type promotion)");
+		dwf = like(b, "mul (RMSNorm weight grad)", g);
+		op(b, AG_OP_MUL, g, xp, NO, dwf, NO, NO);
+		if (xp != sv->xr)
+			unref(b, xp);
+	}
+	if (sv->kx) {
+		dxr = like(b, "mul (RMSNorm backward)", g);
+		op(b, AG_OP_MUL, g, w->w, NO, dxr, NO, NO);
+	}
+	if (sv->kw) {
+		dw = like(b, "sum (RMSNorm weight grad)", w->w);
+		op(b, AG_OP_SUM_TO, dwf, NO, NO, dw, NO, NO);
+		unref(b, dwf);
+	}
+	if (dxr != NO && xdt != b->s->tensor[dxr].dtype)
+		dxr = ac_grad_back_to(b, dxr, xdt);
+	unref(b, g);
+	unref(b, sv->xr);
+	if (dw != NO)
+		accumulate(b, w, dw);
+	return dxr;
+}
+
+/* RMSNorm's backward from its output's gradient g (released); the input's
+ * gradients arrive at *xbuf. */
+static void rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf)
+{
+	T dxr = rms_w_bwd(b, g, sv, w, AG_F32);
+	if (sv->kx)
+		rms_xr_bwd(b, dxr, sv, xbuf);
+}
+
 /* apply_rotary_pos_emb for one of q, k ([B, n, T, hd] view x): x·cos +
  * rotate_half(x)·sin. */
 struct rope_saved {
@@ -2234,6 +2340,55 @@ static T promoted(struct bld *b, T x, enum ag_dtype to)
 		return x;
 	}
 	return to_dtype(b, x, to, "_to_copy (type promotion)");
+}
+
+/* LlamaRMSNorm over a 16-bit x (qwen3's q_norm and k_norm under
+ * autocast, on q_proj's and k_proj's bf16 outputs): its forward as
+ * modeling_qwen3.py (000c33fdfde1, Qwen3RMSNorm) writes it:
+ * hidden_states.to(float32) (a copy: ToCopyBackward), the fp32 norm as
+ * rmsnorm's (pow, mean, rsqrt and mul are in no autocast list), then
+ * weight * hidden_states.to(input_dtype): the bf16 copy, which mul keeps
+ * for the weight's gradient, promoted against the fp32 weight
+ * (TensorIterator's fp32 copy for the kernel), an fp32 result. The fp32
+ * x * r goes when forward returns. */
+static T rmsnorm_amp(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
+{
+	enum ag_dtype dt = b->s->tensor[x].dtype;
+	T x32 = to_dtype(b, x, AG_F32, "_to_copy (RMSNorm's to(float32))");
+	T r, var;
+	T xr = rms_xr(b, x32, w, sv, &r, &var);
+	unref(b, x32); /* the name is rebound: pow and mul keep it */
+	T xb = to_dtype(b, xr, dt, "_to_copy (RMSNorm's to(input_dtype))");
+	T xp = promoted(b, xb, AG_F32);
+	T y = like(b, "mul (weight x)", xr);
+	op(b, AG_OP_MUL, w->w, xp, NO, y, NO, NO);
+	unref(b, xp);
+	unref(b, r); /* the temporary */
+	unref(b, var); /* forward returns: `variance` and the fp32 `hidden_states` go */
+	unref(b, xr);
+	sv->xr = xb;
+	if (!sv->kw) {
+		unref(b, xb);
+		sv->xr = NO;
+	}
+	return y;
+}
+
+/* Its backward from the fp32 output's gradient g (released): MulBackward
+ * (weight * xb): weight's g·xb (xb promoted: an fp32 copy for the
+ * kernel), xb's g·w, then validate_outputs: the weight's summed to [d],
+ * xb's cast to bf16; weight's AccumulateGrad; the ToCopyBackward of
+ * .to(input_dtype) (back to fp32); rmsnorm's fp32 backward into x32's
+ * buffer; the ToCopyBackward of .to(float32): x's gradient in bf16 to
+ * *xbuf. */
+static void rmsnorm_amp_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf)
+{
+	T dxr = rms_w_bwd(b, g, sv, w, b->o->amp);
+	if (!sv->kx)
+		return;
+	T b32 = NO;
+	rms_xr_bwd(b, ac_grad_back(b, dxr), sv, &b32);
+	arrive(b, xbuf, ac_grad_back_to(b, b32, b->o->amp));
 }
 
 static T rope(struct bld *b, T x, T cos4, T sin4, struct rope_saved *sv)
@@ -2365,6 +2520,7 @@ struct llama_layer_saved {
 	struct sdpa_saved sd;        /* --attn sdpa: the flash kernel's saved set */
 	T gate_o, silu_o, up_o;      /* the MLP's */
 	T qf;                        /* autocast: the fp32 q_embed whose bf16 cast bmm keeps (NO: none) */
+	T drop_resid, drop_mlp;      /* phi3: its residual dropouts' noise (NO: p = 0, or another family) */
 	/* requires_grad (--freeze): the layer's input, q/k/v (all or none),
 	 * o_proj's output, the residual sum h2, gate/up (both or none), the
 	 * MLP's output */
@@ -2492,7 +2648,7 @@ static T head_states(struct bld *b, struct model *M, T x, int i, int part, uint6
 		unref(b, y);
 		int32_t mod = b->module;
 		b->module = modname(b, "model.layers.%d.self_attn.{q,k}_norm", i);
-		y = rmsnorm(b, y4, nw, ns);
+		y = b->s->tensor[y4].dtype != AG_F32 ? rmsnorm_amp(b, y4, nw, ns) : rmsnorm(b, y4, nw, ns);
 		unref(b, y4);
 		b->module = mod;
 	}
@@ -2514,21 +2670,24 @@ static void head_states_bwd(struct bld *b, struct model *M, T g, int i, int part
 	/* TransposeBackward: the [B, n, T, hd] grad read as [B, T, n, hd] */
 	T pv = vw(b, g, 4, SH(B, Tn, n, hd), (const int64_t[]){ (int64_t)(n * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 },
 	          0);
-	enum ag_dtype dt = b->s->tensor[g].dtype; /* autocast: bf16 for a bf16 state */
 	unref(b, g);
 	struct pt *nw = qk_norm(M, b, i, part);
 	if (nw && ns) {
 		int32_t mod = b->module;
 		b->module = modname(b, "model.layers.%d.self_attn.{q,k}_norm", i);
 		T nb = NO;
-		rmsnorm_bwd(b, pv, ns, nw, &nb);
+		if (b->o->amp != AG_F32) /* autocast: the norm's input was the projection's bf16 output */
+			rmsnorm_amp_bwd(b, pv, ns, nw, &nb);
+		else
+			rmsnorm_bwd(b, pv, ns, nw, &nb);
 		b->module = mod;
 		if (nb == NO) /* the projection's output requires no grad: the norm's weight's alone */
 			return;
 		pv = reshape(b, nb, 4, SH(B, Tn, n, hd));
 		unref(b, nb);
 	}
-	T c = TMP("clone (heads' grad to [B, T, n hd])", dt, B, Tn, n * hd);
+	/* autocast: bf16 for a bf16 state (qwen3's: the norm's input's) */
+	T c = TMP("clone (heads' grad to [B, T, n hd])", b->s->tensor[pv].dtype, B, Tn, n * hd);
 	op(b, AG_OP_COPY, pv, NO, NO, c, NO, NO);
 	unref(b, pv);
 	linear_b_bwd(b, c, 1, ls, PP(M, b, part, "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
@@ -2549,6 +2708,19 @@ static void phi3_states(struct bld *b, struct model *M, T x, int i, struct lin_s
 		st[j] = vw(b, y, 4, SH(B, n[j], Tn, hd),
 		           (const int64_t[]){ (int64_t)(Tn * width), (int64_t)hd, (int64_t)width, 1 }, off[j]);
 	unref(b, y);
+}
+
+/* matmul's k^T in phi3 (the repeat_kv copy kr contiguous: reshaping
+ * k^T to [B·h, hd, T] is a view), kt being kr's transpose or, under
+ * autocast, its bf16 cast: `.to()` keeps the transposed strides
+ * (preserve_format of a dense tensor), so the reshape is a view of the
+ * cast, which bmm then keeps (made contiguous here: the same bytes). */
+static T phi3_kt_operand(struct bld *b, T kr, T kt)
+{
+	uint64_t B = b->o->batch, Tn = b->o->seq, hd = b->m->head_dim, h = b->m->heads;
+	if (b->o->amp != AG_F32)
+		return vw(b, kt, 3, SH(B * h, hd, Tn), NULL, 0);
+	return vw(b, kr, 3, SH(B * h, hd, Tn), (const int64_t[]){ (int64_t)(Tn * hd), 1, (int64_t)hd }, 0);
 }
 
 /* apply_rotary_pos_emb's partial-rotary cat (modeling_phi3.py 00d4b3d2142c:
@@ -2589,13 +2761,13 @@ static void phi3_states_bwd(struct bld *b, struct model *M, int i, T buf[3], T p
 		T pv = vw(b, buf[j], 4, SH(B, Tn, n[j], hd),
 		          (const int64_t[]){ (int64_t)(n[j] * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 }, 0);
 		unref(b, buf[j]);
-		c[j] = TMP("clone (heads' grad to [B, T, n hd])", AG_F32, B, Tn, n[j] * hd);
+		c[j] = TMP("clone (heads' grad to [B, T, n hd])", b->s->tensor[pv].dtype, B, Tn, n[j] * hd);
 		op(b, AG_OP_COPY, pv, NO, NO, c[j], NO, NO);
 		unref(b, pv);
 	}
 	T g = NO;
 	for (int j = 0; j < 3; j++) {
-		T z = TMP("slice_backward (qkv's slice)", AG_F32, B, Tn, width);
+		T z = TMP("slice_backward (qkv's slice)", b->s->tensor[c[j]].dtype, B, Tn, width);
 		op(b, AG_OP_COPY, c[j], NO, NO, z, NO, NO)->arg[1] = (double)off[j];
 		unref(b, c[j]);
 		arrive(b, &g, z);
@@ -2653,11 +2825,27 @@ static void phi3_mlp_bwd(struct bld *b, struct model *M, int i, T dmu, struct li
 	op(b, AG_OP_SILU_BWD, dsl, gate, NO, dg, NO, NO);
 	unref(b, dsl);
 	unref(b, gate);
-	T cat = TMP("cat (SplitBackward of chunk)", AG_F32, B, Tn, 2 * f);
+	T cat = TMP("cat (SplitBackward of chunk)", b->s->tensor[dg].dtype, B, Tn, 2 * f);
 	op(b, AG_OP_CAT_LAST, dg, dup, NO, cat, NO, NO);
 	unref(b, dg);
 	unref(b, dup);
 	linear_bwd(b, cat, 1, ls, PF(M, b, "model.layers.%d.mlp.gate_up_proj.weight", i), xbuf);
+}
+
+/* Phi3DecoderLayer's `residual + self.resid_attn_dropout(hidden_states)`
+ * and `residual + self.resid_mlp_dropout(hidden_states)` (modeling_phi3.py
+ * 00d4b3d2142c; nn.Dropout(resid_pdrop)): the CPU's _dropout_impl over the
+ * sublayer's output y (dropout() above: p = 0 returns y itself), the add,
+ * the dropout's output let go after the add, then y's name (the sublayer's
+ * `hidden_states`, rebound by the caller when the add returns; no node
+ * keeps y: MulBackward0 saves the noise only). The noise autograd keeps
+ * goes to *kept (NO for p = 0). a's and y's holders are taken. */
+static T phi3_resid_dropout_add(struct bld *b, T a, T y, T *kept)
+{
+	T yd = dropout(b, y, b->m->resid_pdrop, kept);
+	T out = residual_add(b, a, yd, 0);
+	unref(b, y);
+	return out;
 }
 
 /* LlamaMLP's backward from down_proj's input gradient dmu (released):
@@ -2833,8 +3021,7 @@ static void llama_step(struct bld *b, struct model *M)
 				qf = qe;
 				qe = ac_cast(b, qf);
 			}
-			T ktc = phi3 ? vw(b, kr, 3, SH(B * h, hd, Tn), (const int64_t[]){ (int64_t)(Tn * hd), 1, (int64_t)hd }, 0)
-			             : bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
+			T ktc = phi3 ? phi3_kt_operand(b, kr, ktr) : bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
 			unref(b, ktr);
 			/* matmul's views: q_embed (contiguous) as [B·h, T, hd] */
 			T qe3 = reshape(b, qe, 3, SH(B * h, Tn, hd));
@@ -2913,7 +3100,8 @@ static void llama_step(struct bld *b, struct model *M)
 		}
 		b->module = -1;
 		unref(b, x1); /* hidden_states is rebound to the attention's output (fp32: the views q, k, v keep it) */
-		T h2 = residual_add(b, residual, po, 0);
+		s->drop_resid = s->drop_mlp = NO;
+		T h2 = phi3 ? phi3_resid_dropout_add(b, residual, po, &s->drop_resid) : residual_add(b, residual, po, 0);
 		s->rh2 = RG(b, h2);
 		b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
 		T x2 = rmsnorm(b, h2, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &s->n2);
@@ -2953,7 +3141,7 @@ static void llama_step(struct bld *b, struct model *M)
 		}
 		unref(b, x2);
 		b->module = -1;
-		hs = residual_add(b, h2, mo, 0);
+		hs = phi3 ? phi3_resid_dropout_add(b, h2, mo, &s->drop_mlp) : residual_add(b, h2, mo, 0);
 		(void)f;
 		(void)rep;
 		mark(b, "fwd:layers.%d:end", i);
@@ -3006,7 +3194,10 @@ static void llama_step(struct bld *b, struct model *M)
 		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
 		T dmu = NO, dx2 = NO;
 		if (s->rmo) {
-			if (s->rh2 && b->o->amp == AG_F32)
+			/* phi3's resid_mlp_dropout: its MulBackward0 first (fp32) */
+			if (s->drop_mlp != NO)
+				g = dropout_bwd(b, g, !s->rh2, s->drop_mlp);
+			else if (s->rh2 && b->o->amp == AG_F32)
 				ref(b, g);
 			linear_bwd(b, g, 1, &s->down, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &dmu);
 		}
@@ -3034,7 +3225,10 @@ static void llama_step(struct bld *b, struct model *M)
 		b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
 		T dac = NO;
 		if (s->rpo) {
-			if (s->rin && b->o->amp == AG_F32)
+			/* phi3's resid_attn_dropout: its MulBackward0 first (fp32) */
+			if (s->drop_resid != NO)
+				g = dropout_bwd(b, g, !s->rin, s->drop_resid);
+			else if (s->rin && b->o->amp == AG_F32)
 				ref(b, g);
 			linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
 		}
@@ -3456,7 +3650,8 @@ static int refuse(char **cause, const char *fmt, ...)
 }
 
 /* What of autocast is described (docs/schedule.md, "Autocast"): bf16 on
- * the CPU, GPT-2's eager step without dropout; the rest refused by name. */
+ * the CPU, the eager step of every family described (gpt2, llama, mistral,
+ * qwen2, qwen3, phi3) without dropout; the rest refused by name. */
 static int amp_check(const struct zs_model *m, const struct ag_options *o, char **cause)
 {
 	/* 1.13's CPU autocast takes bf16 only: torch.autocast("cpu",
@@ -3500,9 +3695,6 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (m->unrun[0] != '\0')
 		return refuse(cause, "--model %s: %s; the PyTorch step is described for those numerics only", m->name,
 		              m->unrun);
-	if (m->family == ZS_FAMILY_LLAMA && m->resid_pdrop > 0)
-		return refuse(cause, "--model %s: resid_pdrop %g: the residual dropouts of the PyTorch step of a %s are "
-		              "not described yet (give resid_pdrop 0)", m->name, m->resid_pdrop, m->model_type);
 	if (o->attn == ZS_ATTN_SDPA && fam >= 3)
 		return refuse(cause, "--attn sdpa: the PyTorch step of a %s under SDPA is not described yet (give "
 		              "--attn eager)", m->model_type);
@@ -3539,9 +3731,6 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (o->attn == ZS_ATTN_SDPA && m->attn_pdrop > 0)
 		return refuse(cause, "--attn sdpa: with attention dropout (attn_pdrop %g) SDPA takes its math path, not "
 		              "described yet (give --attn eager, or attn_pdrop 0)", m->attn_pdrop);
-	if (o->amp != AG_F32 && fam >= 3)
-		return refuse(cause, "--precision amp-bf16: autocast over the PyTorch step of a %s is not described yet "
-		              "(gpt2, llama and mistral are; give --precision fp32)", m->model_type);
 	if (o->amp != AG_F32 && amp_check(m, o, cause) < 0)
 		return -1;
 	/* accumulation's reference (tests/ft_torch.py) has no --attn: eager */
