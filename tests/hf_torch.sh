@@ -397,6 +397,8 @@ if [ "${1:-}" = torch26 ]; then
 		"llama-dropout|tiny-llama-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
 		"llama-mha-sdpa|tiny-llama-mha|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
 		"llama-mha-sdpa-zeros|tiny-llama-mha|--zero-grad zeros --attn sdpa|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa" \
+		"llama-gqa-sdpa|tiny-llama|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
+		"llama-gqa-sdpa-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --attn sdpa|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa" \
 		"qwen2|tiny-qwen2|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
 		"qwen2-zeros|tiny-qwen2|--zero-grad zeros|--wrapper none --optimizer-impl single --zero-grad zeros" \
 		"qwen3|tiny-qwen3|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
