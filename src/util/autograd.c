@@ -2384,8 +2384,9 @@ struct llama_layer_saved {
  * scalar zero for the moment), matmul with v. q·√scale, k repeated and
  * the mask go as it returns; autograd keeps matmul's operands (q's copy,
  * k^T·√scale, the weights, v repeated) and none of q, k, v. Returns the
- * merged heads [B, T, h·hd] (transpose(1, 2).contiguous(): a copy). */
-static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T vt, uint64_t rep)
+ * merged heads [B, T, h·hd] (transpose(1, 2).contiguous(): a copy).
+ * qcontig: q lies contiguous as [B, h, T, hd] (phi3's cat). */
+static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T vt, uint64_t rep, int qcontig)
 {
 	const struct ag_tensor q_ = b->s->tensor[qe], *qt = &q_; /* a copy: the array grows */
 	uint64_t B = qt->shape[0], h = qt->shape[1], Tn = qt->shape[2], hd = qt->shape[3];
@@ -2420,8 +2421,10 @@ static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T
 	T ks = scalar_op(b, AG_OP_MUL_SCALAR, "mul (k^T * sqrt(scale))", kr, rs, NULL);
 	T ktv = vw(b, ks, 3, SH(B * h, hd, Tn), (const int64_t[]){ (int64_t)(Tn * hd), 1, (int64_t)hd }, 0);
 	unref(b, ks);
-	/* q·√scale keeps q's (the rope's transposed) layout: matmul copies it */
-	T qc = bmm_operand(b, qs, "clone (matmul's copy of q * sqrt(scale))");
+	/* q·√scale keeps q's layout: the rope's transposed one, which matmul
+	 * copies; phi3's cat (qcontig) a contiguous one, which it views */
+	T qc = qcontig ? reshape(b, qs, 3, SH(B * h, Tn, hd))
+	               : bmm_operand(b, qs, "clone (matmul's copy of q * sqrt(scale))");
 	T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
 	op(b, AG_OP_BMM, qc, ktv, NO, sc, NO, NO);
 	T am = TMP("add (attn_mask)", AG_F32, B, h, Tn, Tn);
@@ -2941,7 +2944,7 @@ static void llama_step(struct bld *b, struct model *M)
 			 * where kv < h); the flash kernel's output [B, T, h, hd]
 			 * makes transpose(1, 2).contiguous() and reshape views */
 			if (kv != h) /* enable_gqa: the math path */
-				ac = sdpa_math_fwd(b, s, qe, ke, vt, rep);
+				ac = sdpa_math_fwd(b, s, qe, ke, vt, rep, phi3);
 			else
 				ac = sdpa_fwd(b, &s->sd, qe, ke, vt);
 		} else {
@@ -3185,6 +3188,12 @@ static void llama_step(struct bld *b, struct model *M)
 			/* the math path's; then the ropes of k and q */
 			T dk4, dq4;
 			sdpa_math_bwd(b, s, dac, B, h, kv, Tn, hd, &dq4, &dk4, &dv);
+			if (phi3) { /* the passes' narrow views hold the cats' grads, as in eager */
+				ref(b, dk4);
+				pass[1] = dk4;
+				ref(b, dq4);
+				pass[2] = dq4;
+			}
 			rope_bwd(b, dk4, &s->rk, &kbuf);
 			rope_bwd(b, dq4, &s->rq, &qbuf);
 		} else if (sdpa) {
@@ -3648,9 +3657,6 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (m->family == ZS_FAMILY_LLAMA && m->resid_pdrop > 0)
 		return refuse(cause, "--model %s: resid_pdrop %g: the residual dropouts of the PyTorch step of a %s are "
 		              "not described yet (give resid_pdrop 0)", m->name, m->resid_pdrop, m->model_type);
-	if (o->attn == ZS_ATTN_SDPA && fam >= 3)
-		return refuse(cause, "--attn sdpa: the PyTorch step of a %s under SDPA is not described yet (give "
-		              "--attn eager)", m->model_type);
 	if (o->optimizer != ZS_ADAM)
 		return refuse(cause, "--optimizer: the PyTorch step describes Adam only");
 	/* On a GPU the wrapped numbers and record_function's handles are host
@@ -3677,6 +3683,14 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		return refuse(cause, "--attn sdpa: --seq %llu reaches the sliding window (%llu): SDPA gets a mask, not "
 		              "described yet (give --attn eager)", (unsigned long long)o->seq,
 		              (unsigned long long)m->sliding_window);
+	/* as many k/v heads as heads: the flash kernel, whose output follows
+	 * q's layout (phi3's cat leaves q contiguous: the caller's
+	 * transpose(1, 2).contiguous() then copies, measured) and whose dv
+	 * reaches qwen2's biased v_proj as a view: not described for those two */
+	if (o->attn == ZS_ATTN_SDPA && (fam == 3 || fam == 5) && m->kv_heads == m->heads)
+		return refuse(cause, "--attn sdpa: a %s with as many k/v heads as heads (%llu) takes the CPU's flash "
+		              "kernel, not described yet for it (give --attn eager)", m->model_type,
+		              (unsigned long long)m->heads);
 	if (o->attn == ZS_ATTN_SDPA && m->attn_pdrop > 0)
 		return refuse(cause, "--attn sdpa: with attention dropout (attn_pdrop %g) SDPA takes its math path, not "
 		              "described yet (give --attn eager, or attn_pdrop 0)", m->attn_pdrop);
