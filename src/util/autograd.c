@@ -2322,11 +2322,10 @@ static T expand_kv(struct bld *b, T x, uint64_t rep)
 	          (const int64_t[]){ o->stride[0], o->stride[1], 0, o->stride[2], o->stride[3] }, 0);
 }
 
-/* repeat_kv's backward for g [B·h, ...] (a view over [B, kv, rep, T, hd]):
- * ExpandBackward's sum over rep, then the four SliceBackwards of
- * x[:, :, None, :, :] (each a new tensor of x's shape). Returns the grad
- * of the [B, kv, T, hd] input. */
-static T repeat_kv_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn, uint64_t hd, int transposed)
+/* ExpandBackward of k's or v's repeat over the heads: g [B·h, ...] (its
+ * holder taken) summed over rep into a new [B, kv, 1, T, hd]. */
+static T heads_sum(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn, uint64_t hd, int transposed,
+                   const char *what)
 {
 	/* g as [B, kv, rep, T, hd]: a [B·h, T, hd] grad as it lies, or k^T's
 	 * [B·h, hd, T] through the transpose */
@@ -2336,11 +2335,21 @@ static T repeat_kv_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn,
 	          transposed ? (const int64_t[]){ (int64_t)rep * e * (int64_t)kv, (int64_t)rep * e, e, 1, (int64_t)Tn }
 	                     : (const int64_t[]){ (int64_t)rep * e * (int64_t)kv, (int64_t)rep * e, e, (int64_t)hd, 1 },
 	          0);
-	enum ag_dtype dt = b->s->tensor[g].dtype;
-	T s = TMP("sum (repeat_kv backward)", dt, B, kv, 1, Tn, hd);
+	T s = TMP(what, b->s->tensor[g].dtype, B, kv, 1, Tn, hd);
 	op(b, AG_OP_SUM_TO, gv, NO, NO, s, NO, NO);
 	unref(b, gv);
 	unref(b, g);
+	return s;
+}
+
+/* repeat_kv's backward for g [B·h, ...] (a view over [B, kv, rep, T, hd]):
+ * ExpandBackward's sum over rep, then the four SliceBackwards of
+ * x[:, :, None, :, :] (each a new tensor of x's shape). Returns the grad
+ * of the [B, kv, T, hd] input. */
+static T repeat_kv_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn, uint64_t hd, int transposed)
+{
+	enum ag_dtype dt = b->s->tensor[g].dtype;
+	T s = heads_sum(b, g, B, kv, Tn, hd, transposed, "sum (repeat_kv backward)");
 	for (int i = 0; i < 4; i++) {
 		T n = TMP("slice_backward (repeat_kv's [:, :, None])", dt, B, kv, 1, Tn, hd);
 		op(b, AG_OP_COPY, s, NO, NO, n, NO, NO);
@@ -2470,16 +2479,7 @@ static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T
  * [B, kv, T, hd] grad; g's holder taken. */
 static T repeat_interleave_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn, uint64_t hd, int transposed)
 {
-	uint64_t rep = b->s->tensor[g].shape[0] / (B * kv);
-	int64_t e = (int64_t)(Tn * hd);
-	T gv = vw(b, g, 5, SH(B, kv, rep, Tn, hd),
-	          transposed ? (const int64_t[]){ (int64_t)rep * e * (int64_t)kv, (int64_t)rep * e, e, 1, (int64_t)Tn }
-	                     : (const int64_t[]){ (int64_t)rep * e * (int64_t)kv, (int64_t)rep * e, e, (int64_t)hd, 1 },
-	          0);
-	T sm = TMP("sum (repeat_interleave backward)", AG_F32, B, kv, 1, Tn, hd);
-	op(b, AG_OP_SUM_TO, gv, NO, NO, sm, NO, NO);
-	unref(b, gv);
-	unref(b, g);
+	T sm = heads_sum(b, g, B, kv, Tn, hd, transposed, "sum (repeat_interleave backward)");
 	T r = reshape(b, sm, 4, SH(B, kv, Tn, hd));
 	unref(b, sm);
 	return r;
