@@ -75,10 +75,13 @@ for model in $models; do
 			[ "$impl.$version" = fused.1.13 ] && continue
 			for batch in 2 1; do
 			for attn in eager sdpa; do
-			# SDPA: 2.x only, described for gpt2 and llama with as many k/v
-			# heads as heads (the CPU's flash kernel); llama-mha for sdpa alone
+			# SDPA: 2.x only, described for gpt2, llama with as many k/v
+			# heads as heads (the CPU's flash kernel) and llama with fewer
+			# (enable_gqa: its math path, qwen2's, qwen3's and phi3's too);
+			# llama-mha for sdpa alone
 			case $attn.$version.$zg.$model in
-			sdpa.2.6.none.gpt2* | sdpa.2.6.*.llama-mha) ;;
+			sdpa.2.6.none.gpt2* | sdpa.2.6.*.llama-mha | sdpa.2.6.*.llama) ;;
+			sdpa.2.6.none.qwen* | sdpa.2.6.none.phi3) ;;
 			sdpa.* | eager.*.*.llama-mha) continue ;;
 			esac
 			plain="--framework torch --wrapper none --torch-version $version --torch-device cpu --optimizer-impl $impl"

@@ -864,6 +864,28 @@ EOF_
 bad_theory "--grad-accum 2 with --attn sdpa: accumulation under SDPA is not described yet" \
 	--framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper none --world 1 --precision fp32 \
 	--torch-device cpu --attn sdpa --torch-version 2.6 --grad-accum 2
+# SDPA's refusals by name: autocast, attention dropout (the math path
+# with its dropout mask), a mask past the sliding window, and qwen2's and
+# phi3's flash kernel (as many k/v heads as heads)
+bad_theory "--precision amp-bf16: autocast with --attn sdpa is not described yet" \
+	--framework torch --model "$tmp/tiny-nodrop.json" --seq 8 --wrapper none --world 1 --precision amp-bf16 \
+	--torch-device cpu --attn sdpa --torch-version 2.6
+sed 's/"attn_pdrop": 0.0/"attn_pdrop": 0.1/' "$tmp/tiny-nodrop.json" >"$tmp/tiny-adrop.json"
+bad_theory "--attn sdpa: with attention dropout (attn_pdrop 0.1) SDPA takes its math path, not described yet" \
+	--framework torch --model "$tmp/tiny-adrop.json" --seq 8 --wrapper none --world 1 --precision fp32 \
+	--torch-device cpu --attn sdpa --torch-version 2.6
+cat >"$tmp/tiny-mistral-sw.json" <<'EOF_'
+{"model_type": "mistral", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+ "num_key_value_heads": 1, "intermediate_size": 32, "max_position_embeddings": 8, "vocab_size": 32,
+ "sliding_window": 4}
+EOF_
+bad_theory "--attn sdpa: --seq 8 reaches the sliding window (4): SDPA gets a mask, not described yet" \
+	--framework torch --model "$tmp/tiny-mistral-sw.json" --seq 8 --wrapper none --world 1 --precision fp32 \
+	--torch-device cpu --attn sdpa --torch-version 2.6
+sed 's/"num_key_value_heads": 1/"num_key_value_heads": 2/' "$tmp/tiny-qwen2.json" >"$tmp/tiny-qwen2-mha.json"
+bad_theory "--attn sdpa: a qwen2 with as many k/v heads as heads (2) takes the CPU's flash kernel, not described yet" \
+	--framework torch --model "$tmp/tiny-qwen2-mha.json" --seq 8 --wrapper none --world 1 --precision fp32 \
+	--torch-device cpu --attn sdpa --torch-version 2.6
 # freeze's terms are comma-separated in a spec's string as on the command
 # line (the file's "freeze" is the run's config.freeze again)
 spec sp-freeze-str '{"format": "zerosim-sweep/3", "framework": "torch", "wrapper": "none", "world": [1], "freeze": "embeddings,blocks:0-0"}'

@@ -2477,11 +2477,10 @@ static T expand_kv(struct bld *b, T x, uint64_t rep)
 	          (const int64_t[]){ o->stride[0], o->stride[1], 0, o->stride[2], o->stride[3] }, 0);
 }
 
-/* repeat_kv's backward for g [B·h, ...] (a view over [B, kv, rep, T, hd]):
- * ExpandBackward's sum over rep, then the four SliceBackwards of
- * x[:, :, None, :, :] (each a new tensor of x's shape). Returns the grad
- * of the [B, kv, T, hd] input. */
-static T repeat_kv_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn, uint64_t hd, int transposed)
+/* ExpandBackward of k's or v's repeat over the heads: g [B·h, ...] (its
+ * holder taken) summed over rep into a new [B, kv, 1, T, hd]. */
+static T heads_sum(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn, uint64_t hd, int transposed,
+                   const char *what)
 {
 	/* g as [B, kv, rep, T, hd]: a [B·h, T, hd] grad as it lies, or k^T's
 	 * [B·h, hd, T] through the transpose */
@@ -2491,11 +2490,21 @@ static T repeat_kv_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn,
 	          transposed ? (const int64_t[]){ (int64_t)rep * e * (int64_t)kv, (int64_t)rep * e, e, 1, (int64_t)Tn }
 	                     : (const int64_t[]){ (int64_t)rep * e * (int64_t)kv, (int64_t)rep * e, e, (int64_t)hd, 1 },
 	          0);
-	enum ag_dtype dt = b->s->tensor[g].dtype;
-	T s = TMP("sum (repeat_kv backward)", dt, B, kv, 1, Tn, hd);
+	T s = TMP(what, b->s->tensor[g].dtype, B, kv, 1, Tn, hd);
 	op(b, AG_OP_SUM_TO, gv, NO, NO, s, NO, NO);
 	unref(b, gv);
 	unref(b, g);
+	return s;
+}
+
+/* repeat_kv's backward for g [B·h, ...] (a view over [B, kv, rep, T, hd]):
+ * ExpandBackward's sum over rep, then the four SliceBackwards of
+ * x[:, :, None, :, :] (each a new tensor of x's shape). Returns the grad
+ * of the [B, kv, T, hd] input. */
+static T repeat_kv_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn, uint64_t hd, int transposed)
+{
+	enum ag_dtype dt = b->s->tensor[g].dtype;
+	T s = heads_sum(b, g, B, kv, Tn, hd, transposed, "sum (repeat_kv backward)");
 	for (int i = 0; i < 4; i++) {
 		T n = TMP("slice_backward (repeat_kv's [:, :, None])", dt, B, kv, 1, Tn, hd);
 		op(b, AG_OP_COPY, s, NO, NO, n, NO, NO);
@@ -2526,6 +2535,136 @@ struct llama_layer_saved {
 	 * MLP's output */
 	int rin, ka, rpo, rh2, km, rmo;
 };
+
+/* SDPA's math path (--attn sdpa with fewer k/v heads than heads:
+ * enable_gqa, which 2.6's CPU flash kernel does not take), PyTorch 2.6.0's
+ * _scaled_dot_product_attention_math (aten/src/ATen/native/transformers/
+ * attention.cpp), as 2.6's allocator records it: q · √scale (mul.Scalar:
+ * the wrapped number and its fp32 copy), the causal mask (ones(T, T) bool,
+ * tril, two scalar_tensors, where: a float T×T of 0 and -inf), k and v
+ * repeat_interleave'd (unsqueeze, expand, clone: a copy each, no
+ * slice), k^T · √scale, matmul (q's product copied, k^T's a view), the
+ * mask added out of place, _safe_softmax (softmax, then its bool
+ * isneginf map [B, h, T, T], the all-masked rows [B, h, T, 1] and a
+ * scalar zero for the moment), matmul with v. q·√scale, k repeated and
+ * the mask go as it returns; autograd keeps matmul's operands (q's copy,
+ * k^T·√scale, the weights, v repeated) and none of q, k, v. Returns the
+ * merged heads [B, T, h·hd] (transpose(1, 2).contiguous(): a copy).
+ * qcontig: q lies contiguous as [B, h, T, hd] (phi3's cat). */
+static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T vt, uint64_t rep, int qcontig)
+{
+	const struct ag_tensor q_ = b->s->tensor[qe], *qt = &q_; /* a copy: the array grows */
+	uint64_t B = qt->shape[0], h = qt->shape[1], Tn = qt->shape[2], hd = qt->shape[3];
+	double rs = sqrt(1.0 / sqrt((double)hd)); /* calculate_scale(...).sqrt() */
+	T qs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (q * sqrt(scale))", qe, rs, NULL);
+	/* is_causal: ones(L, S, bool).tril(), convert_boolean_attn_mask's where */
+	T ones = TMP("ones (causal mask)", AG_BOOL, Tn, Tn);
+	op(b, AG_OP_FILL, NO, NO, NO, ones, NO, NO)->arg[0] = 1;
+	T tril = TMP("tril (causal mask)", AG_BOOL, Tn, Tn);
+	op(b, AG_OP_TRIL_MASK, ones, NO, NO, tril, NO, NO);
+	unref(b, ones);
+	T ninf = tmp(b, "scalar_tensor (-inf)", AG_F32, 0, NULL);
+	op(b, AG_OP_FILL, NO, NO, NO, ninf, NO, NO)->arg[0] = -INFINITY;
+	T zero = tmp(b, "scalar_tensor (0)", AG_F32, 0, NULL);
+	op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
+	T mask = TMP("where (causal mask)", AG_F32, Tn, Tn);
+	op(b, AG_OP_CAUSAL_ADD_MASK, tril, NO, NO, mask, NO, NO)->arg[0] = -INFINITY;
+	unref(b, ninf);
+	unref(b, zero);
+	unref(b, tril);
+	/* repeat_interleave(rep, -3): k, then v */
+	T kr = TMP("clone (repeat_interleave k)", AG_F32, B, h, Tn, hd);
+	T kx = expand_kv(b, ke, rep);
+	op(b, AG_OP_COPY, kx, NO, NO, kr, NO, NO);
+	unref(b, kx);
+	T vr = TMP("clone (repeat_interleave v)", AG_F32, B, h, Tn, hd);
+	T vx = expand_kv(b, vt, rep);
+	op(b, AG_OP_COPY, vx, NO, NO, vr, NO, NO);
+	unref(b, vx);
+	/* key.transpose(-2, -1) * √scale: the product keeps k's [B, h, T, hd]
+	 * layout, so bmm reads its transpose as a view */
+	T ks = scalar_op(b, AG_OP_MUL_SCALAR, "mul (k^T * sqrt(scale))", kr, rs, NULL);
+	T ktv = vw(b, ks, 3, SH(B * h, hd, Tn), (const int64_t[]){ (int64_t)(Tn * hd), 1, (int64_t)hd }, 0);
+	unref(b, ks);
+	/* q·√scale keeps q's layout: the rope's transposed one, which matmul
+	 * copies; phi3's cat (qcontig) a contiguous one, which it views */
+	T qc = qcontig ? reshape(b, qs, 3, SH(B * h, Tn, hd))
+	               : bmm_operand(b, qs, "clone (matmul's copy of q * sqrt(scale))");
+	T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
+	op(b, AG_OP_BMM, qc, ktv, NO, sc, NO, NO);
+	T am = TMP("add (attn_mask)", AG_F32, B, h, Tn, Tn);
+	T mv = vw(b, mask, 4, SH(B, h, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
+	T sc4 = reshape(b, sc, 4, SH(B, h, Tn, Tn));
+	op(b, AG_OP_ADD, sc4, mv, NO, am, NO, NO)->arg[0] = 1;
+	unref(b, sc4);
+	unref(b, mv);
+	unref(b, sc);
+	T sm = TMP("_safe_softmax", AG_F32, B, h, Tn, Tn);
+	op(b, AG_OP_SOFTMAX, am, NO, NO, sm, NO, NO);
+	/* its masked rows: none under a causal mask (the diagonal stays) */
+	T ni = TMP("_safe_softmax (isneginf)", AG_BOOL, B, h, Tn, Tn);
+	T rows = TMP("_safe_softmax (all rows masked)", AG_BOOL, B, h, Tn, 1);
+	T z = tmp(b, "_safe_softmax (zero)", AG_F32, 0, NULL);
+	unref(b, z);
+	unref(b, rows);
+	unref(b, ni);
+	unref(b, am);
+	T sm3 = reshape(b, sm, 3, SH(B * h, Tn, Tn));
+	T vr3 = reshape(b, vr, 3, SH(B * h, Tn, hd));
+	unref(b, vr);
+	T ao = TMP("bmm (attention x v)", AG_F32, B * h, Tn, hd);
+	op(b, AG_OP_BMM, sm3, vr3, NO, ao, NO, NO);
+	/* the function returns: q·√scale, k repeated and the mask go */
+	unref(b, qs);
+	unref(b, kr);
+	unref(b, mask);
+	s->qe = qc, s->ktc = ktv, s->attw = sm3, s->sm = sm, s->vr = vr3;
+	s->sc_w = s->drop_attn = s->qf = NO;
+	T aot = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
+	                                                           (int64_t)(Tn * hd), 1 }, 0);
+	T ac = TMP("clone (transpose(1, 2).contiguous())", AG_F32, B, Tn, h * hd);
+	op(b, AG_OP_COPY, aot, NO, NO, ac, NO, NO);
+	unref(b, aot);
+	unref(b, ao);
+	return ac;
+}
+
+/* repeat_interleave's backward for g [B·h, ...] (a view over [B, kv,
+ * rep, T, hd]; k^T's [B·h, hd, T] through the transpose): ExpandBackward's
+ * sum over rep alone (unsqueeze's backward is a view). Returns the
+ * [B, kv, T, hd] grad; g's holder taken. */
+static T repeat_interleave_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn, uint64_t hd, int transposed)
+{
+	T sm = heads_sum(b, g, B, kv, Tn, hd, transposed, "sum (repeat_interleave backward)");
+	T r = reshape(b, sm, 4, SH(B, kv, Tn, hd));
+	unref(b, sm);
+	return r;
+}
+
+/* The math path's backward from the merged heads' gradient dac (its
+ * holder taken), in 2.6's order (autograd runs the later-made node
+ * first): bmm(weights, v)'s and _safe_softmax's (attn_v_bwd, the heads'
+ * grad copied as bmm takes it), AddBackward passing, bmm(q, k^T)'s
+ * (qk_bwd), k^T·√scale's MulBackward, v's and k's repeat sums, q·√scale's
+ * MulBackward. dq [B, h, T, hd], dk and dv [B, kv, T, hd], contiguous. */
+static void sdpa_math_bwd(struct bld *b, struct llama_layer_saved *s, T dac, uint64_t B, uint64_t h, uint64_t kv,
+                          uint64_t Tn, uint64_t hd, T *dq, T *dk, T *dv)
+{
+	double rs = sqrt(1.0 / sqrt((double)hd));
+	T dvr;
+	T dam = attn_v_bwd(b, dac, s->attw, s->sm, NO, s->vr, B, h, Tn, hd, &dvr);
+	T dqc, dkt;
+	qk_bwd(b, dam, s->qe, s->ktc, B * h, Tn, hd, &dqc, &dkt);
+	s->qe = s->ktc = s->attw = s->sm = s->vr = NO;
+	T dks = scalar_op(b, AG_OP_MUL_SCALAR, "mul (k^T * sqrt(scale) backward)", dkt, rs, NULL);
+	unref(b, dkt);
+	*dv = repeat_interleave_bwd(b, dvr, B, kv, Tn, hd, 0);
+	*dk = repeat_interleave_bwd(b, dks, B, kv, Tn, hd, 1);
+	T dqs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (q * sqrt(scale) backward)", dqc, rs, NULL);
+	unref(b, dqc);
+	*dq = reshape(b, dqs, 4, SH(B, h, Tn, hd));
+	unref(b, dqs);
+}
 
 /* Phi-3's layer in model.parameters() order (modeling_phi3.py:
  * Phi3Attention registers o_proj before qkv_proj; Phi3MLP gate_up_proj,
@@ -2988,11 +3127,14 @@ static void llama_step(struct bld *b, struct model *M)
 		T ac, kr = NO;
 		if (sdpa) {
 			/* integrations/sdpa_attention.py (transformers e2feb59b6212,
-			 * sdpa_attention_forward): no repeat_kv here (refused unless
-			 * kv = h: from 2.5 it passes enable_gqa, which the CPU runs
-			 * in the math path); the flash kernel's output [B, T, h, hd]
+			 * sdpa_attention_forward): no repeat_kv here (from 2.5 it
+			 * passes enable_gqa, which the CPU runs in the math path
+			 * where kv < h); the flash kernel's output [B, T, h, hd]
 			 * makes transpose(1, 2).contiguous() and reshape views */
-			ac = sdpa_fwd(b, &s->sd, qe, ke, vt);
+			if (kv != h) /* enable_gqa: the math path */
+				ac = sdpa_math_fwd(b, s, qe, ke, vt, rep, phi3);
+			else
+				ac = sdpa_fwd(b, &s->sd, qe, ke, vt);
 		} else {
 			/* repeat_kv: expand and reshape, a copy */
 			kr = TMP("clone (repeat_kv k)", b->s->tensor[ke].dtype, B, h, Tn, hd);
@@ -3236,6 +3378,18 @@ static void llama_step(struct bld *b, struct model *M)
 		T dv = NO, kbuf = NO, qbuf = NO, pass[3] = { NO, NO, NO };
 		if (dac == NO) {
 			/* the attention requires no grad */
+		} else if (sdpa && kv != h) {
+			/* the math path's; then the ropes of k and q */
+			T dk4, dq4;
+			sdpa_math_bwd(b, s, dac, B, h, kv, Tn, hd, &dq4, &dk4, &dv);
+			if (phi3) { /* the passes' narrow views hold the cats' grads, as in eager */
+				ref(b, dk4);
+				pass[1] = dk4;
+				ref(b, dq4);
+				pass[2] = dq4;
+			}
+			rope_bwd(b, dk4, &s->rk, &kbuf);
+			rope_bwd(b, dq4, &s->rq, &qbuf);
 		} else if (sdpa) {
 			/* the kernel's backward; the ropes of k and q on its
 			 * [B, T, h, hd]-laid grads (their slice_backward zeros make
@@ -3303,7 +3457,7 @@ static void llama_step(struct bld *b, struct model *M)
 		struct rms_saved *hn[3] = { NULL, &s->kn, &s->qn };
 		for (int j = 0; j < 3 && dac != NO; j++) {
 			uint64_t n = j == 2 ? h : kv;
-			if (sdpa && j == 0) {
+			if (sdpa && kv == h && j == 0) {
 				T c = reshape(b, dv, 3, SH(B, Tn, n * hd));
 				unref(b, dv);
 				linear_bwd(b, c, 1, ls[j], PP(M, b, part[j], "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
@@ -3695,9 +3849,6 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (m->unrun[0] != '\0')
 		return refuse(cause, "--model %s: %s; the PyTorch step is described for those numerics only", m->name,
 		              m->unrun);
-	if (o->attn == ZS_ATTN_SDPA && fam >= 3)
-		return refuse(cause, "--attn sdpa: the PyTorch step of a %s under SDPA is not described yet (give "
-		              "--attn eager)", m->model_type);
 	if (o->optimizer != ZS_ADAM)
 		return refuse(cause, "--optimizer: the PyTorch step describes Adam only");
 	/* On a GPU the wrapped numbers and record_function's handles are host
@@ -3716,17 +3867,21 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	/* transformers 5.x passes enable_gqa=True from torch 2.5 with no mask
 	 * (integrations/sdpa_attention.py, use_gqa_in_sdpa); 2.6's CPU flash
 	 * kernel takes no grouped heads, so SDPA runs its math path
-	 * (_scaled_dot_product_attention_math: repeat_interleave of k and v,
-	 * a T x T weights tensor kept), measured and not described yet */
+	 * (sdpa_math_fwd: repeat_interleave of k and v, a T x T weights
+	 * tensor kept) */
 	/* masking_utils' sdpa_mask skips the mask (is_causal) only while the
 	 * sequence is shorter than a sliding window; past it a mask is given */
 	if (o->attn == ZS_ATTN_SDPA && m->sliding_window && o->seq >= m->sliding_window)
 		return refuse(cause, "--attn sdpa: --seq %llu reaches the sliding window (%llu): SDPA gets a mask, not "
 		              "described yet (give --attn eager)", (unsigned long long)o->seq,
 		              (unsigned long long)m->sliding_window);
-	if (o->attn == ZS_ATTN_SDPA && m->family == ZS_FAMILY_LLAMA && m->kv_heads != m->heads)
-		return refuse(cause, "--attn sdpa: with %llu k/v heads for %llu heads (enable_gqa) the CPU's SDPA takes "
-		              "its math path, not described yet (give --attn eager)", (unsigned long long)m->kv_heads,
+	/* as many k/v heads as heads: the flash kernel, whose output follows
+	 * q's layout (phi3's cat leaves q contiguous: the caller's
+	 * transpose(1, 2).contiguous() then copies, measured) and whose dv
+	 * reaches qwen2's biased v_proj as a view: not described for those two */
+	if (o->attn == ZS_ATTN_SDPA && (fam == 3 || fam == 5) && m->kv_heads == m->heads)
+		return refuse(cause, "--attn sdpa: a %s with as many k/v heads as heads (%llu) takes the CPU's flash "
+		              "kernel, not described yet for it (give --attn eager)", m->model_type,
 		              (unsigned long long)m->heads);
 	if (o->attn == ZS_ATTN_SDPA && m->attn_pdrop > 0)
 		return refuse(cause, "--attn sdpa: with attention dropout (attn_pdrop %g) SDPA takes its math path, not "
