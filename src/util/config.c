@@ -525,10 +525,8 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 		snprintf(t.freeze, sizeof t.freeze, "%s", value);
 		break;
 	case ZS_KEY_LORA_R:
-		if (zs_parse_uint(key, value, ZS_MAX_LORA_R, "a rank (a whole number, 1 to 65536)", &v, cause) != 0)
+		if (zs_parse_uint(key, value, ZS_MAX_LORA_R, "a rank", &v, cause) != 0)
 			return -1;
-		if (v == 0)
-			return zs_fail(cause, "--lora-r: '%.40s' is not a rank (a whole number, 1 to 65536)", value);
 		t.lora_r = (unsigned)v;
 		break;
 	case ZS_KEY_LORA_ALPHA:
