@@ -116,47 +116,6 @@ if [ "$mode" != torch26 ]; then
 	fi
 fi
 
-# cmp.py REF THEORY MEASURE LABEL: equal to the byte, or exit 1 (as
-# tests/ft_freeze.sh's); and the trainable count PEFT's
-# get_nb_trainable_parameters gives, r (in + out) a layer, the reference's.
-cat >"$tmp/cmp.py" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-t = json.load(open(sys.argv[2]))["rows"][0]["schedule"]
-runs = json.load(open(sys.argv[3]))["runs"]
-label = sys.argv[4]
-steady, ref, bad = d["between_steps"], dict(d["boundaries"]), []
-if len(set(steady)) != 1 or steady[-1] != t["resident_bytes"]:
-    bad.append(f"theory between steps {t['resident_bytes']:,} against {steady}")
-if d["peak"] != t["peak_bytes"]:
-    bad.append(f"theory peak {t['peak_bytes']:,} against {d['peak']:,} ({d['peak'] - t['peak_bytes']:+,} B)")
-marks = t.get("marks") or {}
-for k, v in marks.items():
-    if ref.get(k) != v:
-        bad.append(f"theory mark {k}: {v:,} against {ref.get(k)}")
-if not marks:
-    bad.append("theory gave no marks")
-for r in runs:
-    pr = r["per_rank"]
-    for k, (res, pk) in enumerate(zip(pr["resident_bytes"], pr["peak_bytes"])):
-        if res != steady[-1] or pk != d["peak"]:
-            bad.append(f"measure N={r['world']} rank {k}: between steps {res:,}, peak {pk:,}")
-    for k, v in (r.get("marks") or {}).items():
-        if ref.get(k) != v:
-            bad.append(f"measure N={r['world']} mark {k}: {v:,} against {ref.get(k)}")
-    if not r.get("marks"):
-        bad.append(f"measure N={r['world']} gave no marks")
-# the adapters train: Adam's state is 2 x 4 B per trainable value (plus
-# its 4 B steps), which the reference counts over lora_ parameters only
-p = d["persistent"]
-if p["adam_trainable"] != 8 * d["trainable"] + 4 * 2 * len(d["lora"]["targets"]) or p["grads_frozen"]:
-    bad.append(f"the reference's trainable set is not the adapters': {p}, {d['trainable']} trainable")
-print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} ({d['peak_phase']}, "
-      f"after {d['peak_after']}), {len(marks)} marks, {d['trainable']:,} trainable in {len(d['lora']['targets'])} "
-      f"layers: PyTorch {d['torch']}, zerosim's theory and measure {'differ' if bad else 'equal to the byte'}" +
-      "".join("\n  " + b for b in bad))
-sys.exit(1 if bad else 0)
-PY
 
 # label;model;zero_grad;K;lora args (zerosim's and ft_torch.py's)
 while IFS=';' read -r label m zg K args; do
@@ -193,7 +152,7 @@ PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py --model
 			exit 99
 		fi
 	done
-	"$py" "$tmp/cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label ($args)" || status=1
+	"$py" "$src/tests/ft_cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label ($args)" --lora || status=1
 done <<'CASES'
 gpt2, default target (c_attn), zeros;gpt2;zeros;1;--lora-r 4
 gpt2, default target (c_attn), set_to_none;gpt2;none;1;--lora-r 4
