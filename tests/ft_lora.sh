@@ -14,10 +14,11 @@
 # named ones with another alpha; llama tiny on its default targets
 # (q_proj, v_proj: over layer 0, whose input requires no grad, q and v
 # require grad and k not), on all-linear r = 8; both under --grad-accum 2;
-# mistral, qwen3 (q_norm, k_norm) and phi3 (fused qkv_proj, gate_up_proj;
-# PEFT has no default targets for it: given here).
+# mistral, qwen2 (biased q, k, v: addmm), qwen3 (q_norm, k_norm) and phi3
+# (fused qkv_proj, gate_up_proj; PEFT has no default targets for it:
+# given here).
 # And the CLI: the adapters' dropout, --wrapper ddp and fsdp, autocast,
-# SDPA, qwen2, phi3 without targets, a target that matches nothing, and the
+# SDPA, phi3 without targets, a target that matches nothing, and the
 # LoRA keys without --lora-r are one line, exit 2, nothing written (the
 # reference refuses a target that matches nothing too).
 #
@@ -102,7 +103,6 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 	fi
 	refuse "--attn sdpa" "with --attn sdpa is not described" gpt2 --world 1 --framework torch --wrapper none \
 		--torch-version 2.6 --torch-device cpu --attn sdpa --lora-r 4
-	refuse "qwen2" "LoRA over the PyTorch step of a qwen2 is not described" qwen2 $plain --lora-r 4
 	refuse "phi3 without targets" "PEFT has no default LoRA targets for a phi3" phi3 $plain --lora-r 4
 	refuse "a target that matches nothing" "no linear layer of" llama $plain --lora-r 4 --lora-targets c_attn
 	refuse "lm_head is no target" "no linear layer of" gpt2 $plain --lora-r 4 --lora-targets lm_head
@@ -173,6 +173,8 @@ llama, all-linear r = 8;llama;zeros;1;--lora-r 8 --lora-targets all-linear
 llama, all-linear r = 8, set_to_none;llama;none;1;--lora-r 8 --lora-targets all-linear
 llama, default targets, K = 2;llama;zeros;2;--lora-r 4
 mistral, default targets (q_proj, v_proj);mistral;zeros;1;--lora-r 4
+qwen2, default targets (biased q_proj, v_proj);qwen2;zeros;1;--lora-r 4
+qwen2, all-linear;qwen2;none;1;--lora-r 4 --lora-targets all-linear
 qwen3, default targets (q_proj, v_proj: q_norm over a q that requires grad);qwen3;zeros;1;--lora-r 4
 qwen3, all-linear;qwen3;none;1;--lora-r 4 --lora-targets all-linear
 phi3, qkv_proj (fused);phi3;zeros;1;--lora-r 4 --lora-targets qkv_proj
@@ -182,6 +184,7 @@ phi3, all-linear (gate_up_proj fused);phi3;none;1;--lora-r 4 --lora-targets all-
 2.6: llama, default targets;llama;none;1;--lora-r 4
 2.6: llama, all-linear r = 8, zeros;llama;zeros;1;--lora-r 8 --lora-targets all-linear
 2.6: qwen3, default targets;qwen3;none;1;--lora-r 4
+2.6: qwen2, default targets, zeros;qwen2;zeros;1;--lora-r 4
 2.6: phi3, qkv_proj, zeros;phi3;zeros;1;--lora-r 4 --lora-targets qkv_proj
 CASES
 exit $status

@@ -2077,7 +2077,8 @@ static T linear_b(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_
 	sv->rows = rows, sv->in = in;
 	sv->x2 = addmm_saved_mat1(b, x2, w->w, bias->w, &sv->dx, &sv->dw, &sv->db);
 	sv->node = sv->dx || sv->dw || sv->db;
-	return grad_in_x_shape(b, y, o);
+	T res = grad_in_x_shape(b, y, o);
+	return w->lora >= 0 ? lora_fwd(b, x, res, w->lora) : res;
 }
 
 /* Its AddmmBackward (derivatives.yaml addmm: mat1's mm_mat1_backward,
@@ -2095,6 +2096,10 @@ static void linear_b_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, st
 	}
 	uint64_t rows = sv->rows, in = sv->in, out = b->s->tensor[w->w].shape[0];
 	const struct ag_tensor go_ = b->s->tensor[g];
+	if (w->lora >= 0) { /* the adapter's branch first (as conv1d_bwd's) */
+		ref(b, g);
+		lora_bwd(b, g, w->lora, xbuf);
+	}
 	T g2 = reshape(b, g, 2, SH(rows, out));
 	T dx = NO, dw = NO, db = NO;
 	if (sv->dx) {
@@ -3797,13 +3802,10 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		              o->amp != AG_F32 ? "--precision fp32" : "--schemes dp");
 	/* LoRA: the plain loop's step in fp32, eager attention (util/config.c
 	 * refuses the rest: wrappers, autocast, the adapters' dropout;
-	 * tests/ft_lora.sh); not qwen2's biased q, k, v (addmm) yet. PEFT's
+	 * tests/ft_lora.sh), every family of the step. PEFT's
 	 * TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
 	 * (src/peft/utils/constants.py) has no phi3 entry: get_peft_model
 	 * then asks for target_modules, and so does zerosim. */
-	if (o->lora_r && fam == 3)
-		return refuse(cause, "--lora-r: LoRA over the PyTorch step of a %s is not described yet (gpt2, llama, "
-		              "mistral, qwen3 and phi3 are)", m->model_type);
 	if (o->lora_r && fam == 5 && !(o->lora_targets && *o->lora_targets))
 		return refuse(cause, "--lora-r: PEFT has no default LoRA targets for a %s (give --lora-targets, e.g. "
 		              "qkv_proj or all-linear)", m->model_type);
