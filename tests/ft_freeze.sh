@@ -135,39 +135,6 @@ for world in $worlds; do
 	done
 done
 
-# cmp.py REF THEORY MEASURE LABEL: equal to the byte, or exit 1.
-cat >"$tmp/cmp.py" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-t = json.load(open(sys.argv[2]))["rows"][0]["schedule"]
-runs = json.load(open(sys.argv[3]))["runs"]
-label = sys.argv[4]
-steady, ref, bad = d["between_steps"], dict(d["boundaries"]), []
-if len(set(steady)) != 1 or steady[-1] != t["resident_bytes"]:
-    bad.append(f"theory between steps {t['resident_bytes']:,} against {steady}")
-if d["peak"] != t["peak_bytes"]:
-    bad.append(f"theory peak {t['peak_bytes']:,} against {d['peak']:,} ({d['peak'] - t['peak_bytes']:+,} B)")
-marks = t.get("marks") or {}
-for k, v in marks.items():
-    if ref.get(k) != v:
-        bad.append(f"theory mark {k}: {v:,} against {ref.get(k)}")
-if not marks:
-    bad.append("theory gave no marks")
-for r in runs:
-    pr = r["per_rank"]
-    for k, (res, pk) in enumerate(zip(pr["resident_bytes"], pr["peak_bytes"])):
-        if res != steady[-1] or pk != d["peak"]:
-            bad.append(f"measure N={r['world']} rank {k}: between steps {res:,}, peak {pk:,}")
-    for k, v in (r.get("marks") or {}).items():
-        if ref.get(k) != v:
-            bad.append(f"measure N={r['world']} mark {k}: {v:,} against {ref.get(k)}")
-    if not r.get("marks"):
-        bad.append(f"measure N={r['world']} gave no marks")
-print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} ({d['peak_phase']}, "
-      f"after {d['peak_after']}), {len(marks)} marks: PyTorch {d['torch']}, zerosim's theory and measure "
-      f"{'differ' if bad else 'equal to the byte'}" + "".join("\n  " + b for b in bad))
-sys.exit(1 if bad else 0)
-PY
 
 # label;model;zero_grad;pattern;world (1: the plain loop; 2: DDP N = 2)
 while IFS=';' read -r label m zg pat world; do
@@ -210,7 +177,7 @@ PYTHONDONTWRITEBYTECODE=1 python3 $in/hf_torch.py --model $in/$m.json --zero-gra
 			exit 99
 		fi
 	done
-	"$py" "$tmp/cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label (--freeze '$pat')" || status=1
+	"$py" "$src/tests/ft_cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label (--freeze '$pat')" || status=1
 done <<'CASES'
 gpt2, embeddings frozen (the tied head with them);gpt2;zeros;embeddings;1
 gpt2, embeddings frozen, set_to_none;gpt2;none;embeddings;1

@@ -105,6 +105,11 @@ static void usage(FILE *f)
 	      "                         parameters whose Hugging Face names PATTERN matches,\n"
 	      "                         comma-separated terms: embeddings, blocks:A-B,\n"
 	      "                         all-but-last:N, re:REGEX or a glob (*.ln_*)\n"
+	      "      --lora-r R         --wrapper none, fp32: PEFT's LoRA of rank R over\n"
+	      "                         --lora-targets T (all-linear or module names;\n"
+	      "                         default gpt2's c_attn, the others' q_proj,v_proj),\n"
+	      "                         scaled by --lora-alpha A / R (A 8); every base\n"
+	      "                         parameter frozen; --lora-dropout 0 only\n"
 	      "      --spec FILE        read the options above from a zerosim-sweep/3 file;\n"
 	      "                         options on the command line override it\n"
 	      "      --model NAME|ORG/NAME|FILE\n"
@@ -541,6 +546,12 @@ int zs_cmd_measure(int argc, char **argv)
 	 * key of zerosim-case yet (docs/finetune.md), so refused either way. */
 	if (c.freeze[0] && (case_path != NULL || write_case != NULL)) {
 		zs_fail(&cause, "--freeze with %s: the case file has no key for frozen parameters yet",
+		        case_path != NULL ? "--case" : "--write-case");
+		goto fail;
+	}
+	/* likewise LoRA's adapters (their values are no key of the case) */
+	if (c.lora_r && (case_path != NULL || write_case != NULL)) {
+		zs_fail(&cause, "--lora-r with %s: the case file has no key for LoRA's adapters yet",
 		        case_path != NULL ? "--case" : "--write-case");
 		goto fail;
 	}

@@ -419,7 +419,10 @@ struct pt {
 	T w16;          /* autocast: its cached 16-bit copy while the region lasts (NO outside) */
 	int32_t param, part;
 	int frozen;     /* --freeze: requires_grad False (no grad, no Adam state) */
+	int32_t lora;   /* --lora-r: its layer's adapters, an index of model.lora (-1: none) */
 };
+
+struct lora_st;
 
 struct model {
 	struct pt *pt;      /* in model.parameters() order */
@@ -436,16 +439,31 @@ struct model {
 	/* --grad-accum K > 1: `loss = outputs[0] / K` (lossk) and the wrapped
 	 * number K its DivBackward0 keeps (kwrap); NO at K = 1 */
 	T lossk, kwrap;
+	/* --lora-r: the adapted layers, each its adapters and their saved
+	 * tensors (util/autograd.c's LoRA section) */
+	struct lora_st *lora;
+	size_t nlora;
 };
 
 /* Whether --freeze freezes parameter `param` (part `part` of a fused
  * tensor: its Hugging Face name is the part's, "q_proj" of
  * "{q,k,v}_proj"). */
+static void part_name(struct bld *b, int32_t param, int part, char *out, size_t n);
+
 static int param_frozen(struct bld *b, int32_t param, int part)
 {
 	if (!b->o->freeze || !*b->o->freeze)
 		return 0;
-	char name[256], out[256];
+	char out[256];
+	part_name(b, param, part, out, sizeof out);
+	return zs_freeze_match(b->o->freeze, out, b->m->layers);
+}
+
+/* The Hugging Face name of parameter `param`'s part `part` (-1: the
+ * whole tensor) into out. */
+static void part_name(struct bld *b, int32_t param, int part, char *out, size_t n)
+{
+	char name[256];
 	step_tensor_name(b->p, (size_t)param, name, sizeof name);
 	const char *l = strchr(name, '{'), *r = l ? strchr(l, '}') : NULL;
 	if (part >= 0 && l && r) {
@@ -458,11 +476,10 @@ static int param_frozen(struct bld *b, int32_t param, int part)
 		const char *e = memchr(a, ',', (size_t)(r - a));
 		if (!e)
 			e = r;
-		snprintf(out, sizeof out, "%.*s%.*s%s", (int)(l - name), name, (int)(e - a), a, r + 1);
+		snprintf(out, n, "%.*s%.*s%s", (int)(l - name), name, (int)(e - a), a, r + 1);
 	} else {
-		snprintf(out, sizeof out, "%s", name);
+		snprintf(out, n, "%s", name);
 	}
-	return zs_freeze_match(b->o->freeze, out, b->m->layers);
 }
 
 static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int part)
@@ -473,6 +490,7 @@ static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int p
 	q->param = param;
 	q->part = part;
 	q->g = q->m = q->v = q->step = q->w16 = NO;
+	q->lora = -1;
 	if (!b->pt_of) {
 		b->pt_of = zs_calloc(b->p->ntensors * 4 + 1, sizeof *b->pt_of);
 		for (size_t i = 0; i < b->p->ntensors * 4; i++)
@@ -894,6 +912,11 @@ static T addmm_saved_mat1(struct bld *b, T x2, T w, T bias, int *dx, int *dw, in
  * is saved only when W requires grad (its one use is mm_mat2_backward:
  * the codegen's guard_for, should_compute_output(2)); dx, dw, db: which of
  * input, weight, bias require grad (node: any). */
+/* LoRA's adapter over a layer's output y (util/autograd.c's LoRA
+ * section, after the linear layers it uses). */
+static T lora_fwd(struct bld *b, T x, T y, int32_t k);
+static void lora_bwd(struct bld *b, T g, int32_t k, T *xbuf);
+
 struct conv_saved {
 	T x2;
 	T w16;      /* autocast: the saved 16-bit W (NO: W itself) */
@@ -923,7 +946,8 @@ static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_sav
 	sv->rows = rows, sv->nx = o->shape[o->ndim - 1];
 	sv->x2 = addmm_saved_mat1(b, x2, w->w, bb->w, &sv->dx, &sv->dw, &sv->db);
 	sv->node = sv->dx || sv->dw || sv->db;
-	return grad_in_x_shape(b, y, o);
+	T res = grad_in_x_shape(b, y, o);
+	return w->lora >= 0 ? lora_fwd(b, x, res, w->lora) : res;
 }
 
 /* AddmmBackward (and the sum_to of its bias's gradient): dx, dW, db;
@@ -936,6 +960,14 @@ static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct
 	const struct ag_tensor go_ = b->s->tensor[g]; /* x's shape is g's, but for the last dim */
 	enum ag_dtype dt = go_.dtype;
 	T wm = sv->w16 != NO ? sv->w16 : w->w;
+	/* LoRA: the sum's AddBackward hands g to the adapter's branch, whose
+	 * nodes (later in forward) run before the base layer's; its dx is
+	 * the first to arrive in x's buffer */
+	T lx = NO;
+	if (w->lora >= 0) {
+		ref(b, g);
+		lora_bwd(b, g, w->lora, &lx);
+	}
 	T g2 = reshape(b, g, 2, SH(rows, nf));
 	T dx = NO, dw = NO, db = NO;
 	if (sv->dx) {
@@ -964,7 +996,9 @@ static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct
 		if (dw != NO)
 			accumulate(b, w, dw);
 		/* ViewBackward (x.view(-1, nx)): x's gradient in x's shape */
-		return dx == NO ? NO : grad_in_x_shape(b, dx, &go_);
+		if (dx != NO)
+			arrive(b, &lx, grad_in_x_shape(b, dx, &go_));
+		return lx;
 	}
 	/* autocast: the casts' ToCopyBackward nodes by sequence number, the
 	 * latest made first: the bias's (and its AccumulateGrad), x's where it
@@ -1313,10 +1347,13 @@ static void qk_bwd(struct bld *b, T dsc, T q, T kt, uint64_t n, uint64_t Tn, uin
 	T ktt = transpose_last2(b, kt);
 	op(b, AG_OP_BMM, dsc, ktt, NO, *dq, NO, NO);
 	unref(b, ktt);
-	*dkt = TMP("bmm (scores backward, k^T)", dt, n, hd, Tn);
-	T qt = transpose_last2(b, q);
-	op(b, AG_OP_BMM, qt, dsc, NO, *dkt, NO, NO);
-	unref(b, qt);
+	*dkt = NO;
+	if (q != NO) { /* NO: k requires no grad (q was not saved) */
+		*dkt = TMP("bmm (scores backward, k^T)", dt, n, hd, Tn);
+		T qt = transpose_last2(b, q);
+		op(b, AG_OP_BMM, qt, dsc, NO, *dkt, NO, NO);
+		unref(b, qt);
+	}
 	unref(b, dsc);
 	unref(b, q);
 	unref(b, kt);
@@ -1971,7 +2008,8 @@ static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
 		unref(b, x2);
 		sv->x2 = NO;
 	}
-	return grad_in_x_shape(b, y, o);
+	T res = grad_in_x_shape(b, y, o);
+	return w->lora >= 0 ? lora_fwd(b, x, res, w->lora) : res;
 }
 
 /* MmBackward of a linear layer: W^t's gradient first (made as W's
@@ -1982,6 +2020,10 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 {
 	uint64_t rows = sv->rows, in = sv->in, out = b->s->tensor[w->w].shape[0];
 	const struct ag_tensor go_ = b->s->tensor[g];
+	if (w->lora >= 0) { /* the adapter's branch first (as conv1d_bwd's) */
+		ref(b, g);
+		lora_bwd(b, g, w->lora, xbuf);
+	}
 	T g2 = reshape(b, g, 2, SH(rows, out));
 	T dw = NO, dx = NO;
 	if (sv->dw) {
@@ -2102,7 +2144,8 @@ static T linear_b(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_
 	sv->rows = rows, sv->in = in;
 	sv->x2 = addmm_saved_mat1(b, x2, w->w, bias->w, &sv->dx, &sv->dw, &sv->db);
 	sv->node = sv->dx || sv->dw || sv->db;
-	return grad_in_x_shape(b, y, o);
+	T res = grad_in_x_shape(b, y, o);
+	return w->lora >= 0 ? lora_fwd(b, x, res, w->lora) : res;
 }
 
 /* Its AddmmBackward (derivatives.yaml addmm: mat1's mm_mat1_backward,
@@ -2124,6 +2167,10 @@ static void linear_b_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, st
 	}
 	uint64_t rows = sv->rows, in = sv->in, out = b->s->tensor[w->w].shape[0];
 	const struct ag_tensor go_ = b->s->tensor[g];
+	if (w->lora >= 0) { /* the adapter's branch first (as conv1d_bwd's) */
+		ref(b, g);
+		lora_bwd(b, g, w->lora, xbuf);
+	}
 	T g2 = reshape(b, g, 2, SH(rows, out));
 	T dx = NO, dw = NO, db = NO;
 	if (sv->dx) {
@@ -2150,6 +2197,181 @@ static void linear_b_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, st
 		arrive(b, xbuf, grad_in_x_shape(b, dx, &go_));
 	if (dw != NO)
 		accumulate(b, w, dw);
+}
+
+/* ------------------------------------------------------------------------ */
+/* LoRA (--lora-r): PEFT v0.20.0's lora.Linear (peft/tuners/lora/layer.py,
+ * as tests/ft_torch.py's LoraLinear writes it; docs/finetune.md "LoRA as
+ * PEFT writes it"): result = base_layer(x); result = result +
+ * lora_B(lora_A(dropout(x))) * scaling, dropout nn.Identity (p = 0: no
+ * op), lora_A and lora_B nn.Linear without bias, scaling lora_alpha / r. */
+
+struct lora_st {
+	size_t a, b;            /* lora_A [r, in], lora_B [out, r]: model.pt indices */
+	double scaling;         /* lora_alpha / r, a Python float */
+	struct lin_saved sa, sb;
+	T wk;                   /* MulBackward0's saved `other`: the wrapped number scaling (NO: none) */
+};
+
+/* The adapter over the base layer's output y (its holder taken), x the
+ * layer's input (the caller's): lora_A's linear keeps x (a view) for
+ * A's weight gradient; lora_B's keeps A's output; `* scaling` keeps the
+ * wrapped number for its input's gradient (mul.Tensor's MulBackward0
+ * saves other where self requires grad, self where other does: never);
+ * the sum (AddBackward0) keeps nothing. Returns the sum. */
+static T lora_fwd(struct bld *b, T x, T y, int32_t k)
+{
+	struct lora_st *st = &b->M->lora[k];
+	T a = linear(b, x, &b->M->pt[st->a], &st->sa);
+	T bo = linear(b, a, &b->M->pt[st->b], &st->sb);
+	unref(b, a); /* lora_A's output: a temporary (B's node keeps its view) */
+	st->wk = NO;
+	T m = scalar_op(b, AG_OP_MUL_SCALAR, "mul (lora_B(...) * scaling)", bo, st->scaling, RG(b, bo) ? &st->wk : NULL);
+	unref(b, bo);
+	T out = like(b, "add (result + lora)", y);
+	op(b, AG_OP_ADD, y, m, NO, out, NO, NO)->arg[0] = 1;
+	unref(b, y); /* `result` is rebound */
+	unref(b, m);
+	return out;
+}
+
+/* The adapter's branch of the sum's backward, from g (one holder of it
+ * taken): MulBackward0 (g * scaling, a new tensor; the fp32 copy of the
+ * number for the kernel), lora_B's MmBackward, lora_A's; x's gradient
+ * arrives at *xbuf where x requires grad. */
+static void lora_bwd(struct bld *b, T g, int32_t k, T *xbuf)
+{
+	struct lora_st *st = &b->M->lora[k];
+	if (st->wk == NO) { /* no node: the branch requires no grad */
+		unref(b, g);
+		return;
+	}
+	T cs = cast_scalar_as(b, st->wk, b->s->tensor[g].dtype);
+	T dm = like(b, "mul (scaling backward)", g);
+	op(b, AG_OP_MUL_SCALAR, g, NO, NO, dm, NO, NO)->arg[0] = st->scaling;
+	unref(b, cs);
+	unref(b, g);
+	unref(b, st->wk);
+	st->wk = NO;
+	T da = NO;
+	linear_bwd(b, dm, 1, &st->sb, &b->M->pt[st->b], &da);
+	if (da != NO)
+		linear_bwd(b, da, 1, &st->sa, &b->M->pt[st->a], xbuf);
+}
+
+/* Whether module `mod` (its Hugging Face name) is one of `targets`: PEFT's
+ * check_target_module_exists (peft/tuners/tuners_utils.py at v0.20.0) for
+ * a list: the name is a target or ends with "." and one; "all-linear":
+ * every linear layer (the caller leaves out the output embedding). */
+static int lora_target(const char *targets, const char *mod)
+{
+	if (strcmp(targets, "all-linear") == 0)
+		return 1;
+	size_t ml = strlen(mod);
+	for (const char *t = targets; *t;) {
+		size_t n = strcspn(t, ",");
+		if (n && ml >= n && memcmp(mod + ml - n, t, n) == 0 && (ml == n || mod[ml - n - 1] == '.'))
+			return 1;
+		t += n;
+		if (*t == ',')
+			t++;
+	}
+	return 0;
+}
+
+/* pt q's module name (its Hugging Face name less ".weight" or ".bias") into out. */
+static void lora_module_name(struct bld *b, const struct pt *q, char *out, size_t n)
+{
+	part_name(b, q->param, q->part, out, n);
+	char *dot = strrchr(out, '.');
+	if (dot)
+		*dot = '\0';
+}
+
+/* A new adapter parameter [rows, cols] of layer `module`, trained. */
+static size_t lora_param(struct bld *b, struct model *M, int32_t module, uint64_t rows, uint64_t cols)
+{
+	struct pt *q = &M->pt[M->npt];
+	memset(q, 0, sizeof *q);
+	q->param = q->part = q->lora = -1;
+	q->g = q->m = q->v = q->step = q->w16 = NO;
+	b->module = module;
+	q->w = mk(b, "parameter", AG_F32, 2, SH(rows, cols), AG_ROLE_PARAM, ZS_CAT_PARAM32, -1);
+	b->rg[q->w] = 1;
+	b->module = -1;
+	return M->npt++;
+}
+
+/* PEFT's inject_adapter over the built model: every base parameter
+ * frozen (_mark_only_adapters_as_trainable, bias "none"), and after each
+ * targeted linear layer's own parameters (LoraLinear registers
+ * base_layer first) its lora_A and lora_B, made after the whole model as
+ * get_peft_model makes them. lora_A: kaiming_uniform_(a = sqrt(5)) in
+ * PyTorch, here from zerosim's RNG (bernoulli_ signs of 1/sqrt(in), the
+ * same bound: no bytes either way); lora_B zeros. Returns the number of
+ * layers adapted. */
+static size_t lora_setup(struct bld *b, struct model *M)
+{
+	const char *targets = b->o->lora_targets && *b->o->lora_targets ? b->o->lora_targets
+	                      : b->m->family == ZS_FAMILY_GPT2         ? "c_attn" /* peft/utils/constants.py line 69 */
+	                                                               : "q_proj,v_proj"; /* line 83; mistral's, qwen3's */
+	size_t n = M->npt;
+	struct pt *old = M->pt;
+	M->pt = zs_calloc(3 * n + 1, sizeof *M->pt); /* at most two adapters a parameter */
+	M->npt = 0;
+	char name[256], next[256], wname[256];
+	for (size_t k = 0; k < n; k++) {
+		struct pt *q = &M->pt[M->npt++];
+		*q = old[k];
+		q->frozen = 1;
+		b->rg[q->w] = 0;
+		lora_module_name(b, q, name, sizeof name);
+		if (k + 1 < n) {
+			lora_module_name(b, &old[k + 1], next, sizeof next);
+			if (strcmp(name, next) == 0)
+				continue;
+		}
+		/* the layer's last parameter: its weight, a linear layer's
+		 * (2-D; not an embedding, not the output embedding)? */
+		size_t w = M->npt - 1;
+		for (;;) {
+			part_name(b, M->pt[w].param, M->pt[w].part, wname, sizeof wname);
+			size_t l = strlen(wname);
+			if ((l > 7 && strcmp(wname + l - 7, ".weight") == 0) || w == 0)
+				break;
+			lora_module_name(b, &M->pt[w - 1], next, sizeof next);
+			if (strcmp(next, name) != 0)
+				break;
+			w--;
+		}
+		const struct ag_tensor *wt = &b->s->tensor[M->pt[w].w];
+		size_t l = strlen(wname);
+		if (wt->ndim != 2 || l <= 7 || strcmp(wname + l - 7, ".weight") != 0 || strcmp(name, "lm_head") == 0 ||
+		    strstr(name, "wte") || strstr(name, "wpe") || strstr(name, "embed_tokens") || !lora_target(targets, name))
+			continue;
+		/* nn.Linear's weight is [out, in], transformers' Conv1D's [in, out] */
+		int conv = b->m->family == ZS_FAMILY_GPT2;
+		uint64_t in = wt->shape[conv ? 0 : 1], out = wt->shape[conv ? 1 : 0], r = b->o->lora_r;
+		int32_t module = (int32_t)b->p->tensor[M->pt[w].param].module;
+		M->lora = zs_realloc(M->lora, (M->nlora + 1) * sizeof *M->lora);
+		struct lora_st *st = &M->lora[M->nlora];
+		memset(st, 0, sizeof *st);
+		st->scaling = b->o->lora_alpha / (double)r; /* LoraLayer.update_layer, line 277 */
+		st->wk = NO;
+		st->a = lora_param(b, M, module, r, in);
+		T A = M->pt[st->a].w;
+		op(b, AG_OP_BERNOULLI_, A, NO, NO, A, NO, NO)->arg[0] = 0.5;
+		op(b, AG_OP_ADD_SCALAR_, A, NO, NO, A, NO, NO)->arg[0] = -0.5;
+		op(b, AG_OP_MUL_SCALAR_, A, NO, NO, A, NO, NO)->arg[0] = 2 / sqrt((double)in);
+		st->b = lora_param(b, M, module, out, r);
+		op(b, AG_OP_FILL, NO, NO, NO, M->pt[st->b].w, NO, NO)->arg[0] = 0;
+		M->pt[w].lora = (int32_t)M->nlora++;
+	}
+	free(old);
+	for (size_t i = 0; i < M->npt; i++)
+		if (M->pt[i].param >= 0)
+			b->pt_of[(size_t)M->pt[i].param * 4 + (size_t)(M->pt[i].part + 1)] = (int32_t)i;
+	return M->nlora;
 }
 
 /* LlamaRMSNorm op by op: x.pow(2).mean(-1, keepdim=True); x *
@@ -2534,6 +2756,8 @@ struct llama_layer_saved {
 	 * o_proj's output, the residual sum h2, gate/up (both or none), the
 	 * MLP's output */
 	int rin, ka, rpo, rh2, km, rmo;
+	int kk;                      /* k requires grad (LoRA on q_proj and v_proj over a layer input that
+	                              * requires none: q and v do, k not) */
 };
 
 /* SDPA's math path (--attn sdpa with fewer k/v heads than heads:
@@ -3112,7 +3336,11 @@ static void llama_step(struct bld *b, struct model *M)
 		}
 		s->rin = RG(b, hs);
 		s->ka = RG(b, qt);
-		if (RG(b, kt) != s->ka || RG(b, vt) != s->ka)
+		s->kk = RG(b, kt);
+		/* q and v requiring grad, k not (eager): q @ k^T keeps k^T's copy
+		 * alone (its self, q, is saved for k^T's gradient only) */
+		int qv_only = s->ka && !s->kk && RG(b, vt) && !sdpa && !phi3;
+		if ((s->kk != s->ka || RG(b, vt) != s->ka) && !qv_only)
 			unsupported(b, "a layer whose input requires no grad with only some of q_proj, k_proj and v_proj "
 			            "frozen");
 		int ka = s->ka;
@@ -3229,6 +3457,10 @@ static void llama_step(struct bld *b, struct model *M)
 		if (!sdpa && s->qf != NO)
 			unref(b, s->qf); /* forward returns: the fp32 query_states goes (autocast) */
 		unref(b, kr); /* forward returns: key_states goes */
+		if (!sdpa && ka && !s->kk) { /* q_embed: no node keeps it (k requires no grad) */
+			unref(b, s->qe);
+			s->qe = NO;
+		}
 		if (!sdpa && !ka) { /* and the names no node holds: q, the weights, v */
 			unref(b, s->qe);
 			unref(b, s->attw);
@@ -3423,12 +3655,14 @@ static void llama_step(struct bld *b, struct model *M)
 			}
 			/* v's repeat_kv, then k's, then the ropes of k and q */
 			dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd, 0);
-			T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd, 1);
-			if (phi3) { /* k_pass's narrow view of the cat's grad holds it */
-				ref(b, dkr);
-				pass[1] = dkr;
+			if (dkt != NO) {
+				T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd, 1);
+				if (phi3) { /* k_pass's narrow view of the cat's grad holds it */
+					ref(b, dkr);
+					pass[1] = dkr;
+				}
+				rope_bwd(b, dkr, &s->rk, &kbuf);
 			}
-			rope_bwd(b, dkr, &s->rk, &kbuf);
 			T dq4 = reshape(b, dq, 4, SH(B, h, Tn, hd));
 			unref(b, dq);
 			if (phi3) {
@@ -3464,7 +3698,8 @@ static void llama_step(struct bld *b, struct model *M)
 				           &xbuf1);
 				continue;
 			}
-			head_states_bwd(b, M, proj[j], i, part[j], n, ls[j], hn[j], &xbuf1);
+			if (proj[j] != NO) /* k's: NO where k requires no grad */
+				head_states_bwd(b, M, proj[j], i, part[j], n, ls[j], hn[j], &xbuf1);
 		}
 		b->module = modname(b, "model.layers.%d.input_layernorm", i);
 		if (xbuf1 != NO)
@@ -3790,6 +4025,9 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->grad_accum = c->grad_accum ? c->grad_accum : 1;
 	o->ddp_no_sync = c->ddp_no_sync;
 	o->freeze = c->freeze[0] ? c->freeze : NULL;
+	o->lora_r = c->lora_r;
+	o->lora_alpha = c->lora_alpha;
+	o->lora_targets = c->lora_targets[0] ? c->lora_targets : NULL;
 }
 
 static int refuse(char **cause, const char *fmt, ...)
@@ -3906,6 +4144,19 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		return refuse(cause, "--freeze: with %s is not described yet (give %s)",
 		              o->amp != AG_F32 ? "autocast" : "ZeroRedundancyOptimizer",
 		              o->amp != AG_F32 ? "--precision fp32" : "--schemes dp");
+	/* LoRA: the plain loop's step in fp32, eager attention (util/config.c
+	 * refuses the rest: wrappers, autocast, the adapters' dropout;
+	 * tests/ft_lora.sh), every family of the step. PEFT's
+	 * TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
+	 * (src/peft/utils/constants.py) has no phi3 entry: get_peft_model
+	 * then asks for target_modules, and so does zerosim. */
+	if (o->lora_r && fam == 5 && !(o->lora_targets && *o->lora_targets))
+		return refuse(cause, "--lora-r: PEFT has no default LoRA targets for a %s (give --lora-targets, e.g. "
+		              "qkv_proj or all-linear)", m->model_type);
+	if (o->lora_r && (o->attn == ZS_ATTN_SDPA || o->amp != AG_F32 || o->zero1_world))
+		return refuse(cause, "--lora-r: with %s is not described yet (give %s)",
+		              o->attn == ZS_ATTN_SDPA ? "--attn sdpa" : o->amp != AG_F32 ? "autocast" : "ZeroRedundancyOptimizer",
+		              o->attn == ZS_ATTN_SDPA ? "--attn eager" : o->amp != AG_F32 ? "--precision fp32" : "--schemes dp");
 	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP, .micro = -1 };
 	struct bld *b = &B_;
 	struct model M = { 0 };
@@ -3915,6 +4166,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		gpt2_setup(b, &M);
 	else
 		llama_setup(b, &M);
+	size_t adapted = o->lora_r ? lora_setup(b, &M) : 1;
 	size_t ntrain = 0;
 	for (size_t i = 0; i < M.npt; i++)
 		ntrain += !M.pt[i].frozen;
@@ -3941,7 +4193,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			struct pt *q = &M.pt[i];
 			if (q->frozen)
 				continue;
-			b->module = (int32_t)p->tensor[q->param].module;
+			b->module = pt_module(b, q);
 			q->g = like(b, "grad", q->w);
 			op(b, AG_OP_ZERO_, q->g, NO, NO, q->g, NO, NO);
 			b->s->tensor[q->g].role = AG_ROLE_GRAD;
@@ -4012,6 +4264,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	unref(b, M.loss);
 	mark(b, "phase:between");
 	free(M.pt);
+	free(M.lora);
 	free(M.cached);
 	free(M.bias);
 	free(M.masked_bias);
@@ -4022,6 +4275,11 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	names_free(b->modules);
 	if (b->unsupported) {
 		ag_step_free(s);
+		if (!adapted)
+			return refuse(cause, "--lora-targets %s: no linear layer of %s matches", o->lora_targets ? o->lora_targets
+			              : "(the default)", m->name);
+		if (!freezing)
+			return refuse(cause, "--lora-r %u: %s (not described yet)", o->lora_r, b->unsupported);
 		return refuse(cause, "--freeze %s: %s%s", o->freeze, b->unsupported,
 		              ntrain ? " (not described yet)" : "");
 	}

@@ -270,6 +270,15 @@ struct ag_options {
 	 * no Adam state for them, and an op saves for backward only what the
 	 * gradient of an input that requires grad needs (docs/finetune.md). */
 	const char *freeze;
+	/* LoRA (--lora-r; 0: none), PEFT v0.20.0's lora.Linear over the
+	 * targeted linear layers (lora_targets NULL or "": the family's
+	 * default; "all-linear"; or module names, each matching a module whose
+	 * name is it or ends with "." and it): every base parameter frozen,
+	 * adapters lora_A [r, in] and lora_B [out, r] (zeros) trained, the
+	 * layer's output y + B(A(x)) * lora_alpha / r (docs/finetune.md). */
+	unsigned lora_r;
+	double lora_alpha;
+	const char *lora_targets;
 };
 
 struct ag_step {

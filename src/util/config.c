@@ -174,6 +174,7 @@ void zs_config_defaults(struct zs_config *c)
 	c->wrapper = ZS_WRAPPER_AUTO;
 	c->grad_accum = 1;
 	c->ddp_no_sync = 1;
+	c->lora_alpha = 8; /* peft/tuners/lora/config.py's LoraConfig.lora_alpha (v0.20.0) */
 }
 
 int zs_parse_uint(const char *opt, const char *s, unsigned long long max, const char *what,
@@ -307,7 +308,7 @@ static const char *const key_names[ZS_NKEYS] = {
 	"precision", "optimizer", "lr", "beta1", "beta2", "eps", "framework", "bucket-cap", "prefetch",
 	"ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist", "offload", "ranks-per-node",
 	"ds-prefetch-bucket", "ds-max-live", "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn",
-	"wrapper", "grad-accum", "ddp-no-sync", "freeze"};
+	"wrapper", "grad-accum", "ddp-no-sync", "freeze", "lora-r", "lora-alpha", "lora-dropout", "lora-targets"};
 _Static_assert(sizeof key_names / sizeof key_names[0] == ZS_NKEYS, "a name for every key");
 
 /* One of a PyTorch option's names (names[first..n): "default" is no value
@@ -522,6 +523,29 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 		if (zs_freeze_check(value, cause) != 0)
 			return -1;
 		snprintf(t.freeze, sizeof t.freeze, "%s", value);
+		break;
+	case ZS_KEY_LORA_R:
+		if (zs_parse_uint(key, value, ZS_MAX_LORA_R, "a rank", &v, cause) != 0)
+			return -1;
+		t.lora_r = (unsigned)v;
+		break;
+	case ZS_KEY_LORA_ALPHA:
+		if (set_real(key, value, 0, 1e9, "a positive number (at most 1e9)", &t.lora_alpha, cause) != 0)
+			return -1;
+		if (t.lora_alpha <= 0)
+			return zs_fail(cause, "--lora-alpha: '%.40s' is not a positive number (at most 1e9)", value);
+		break;
+	case ZS_KEY_LORA_DROPOUT:
+		if (set_real(key, value, 0, 1, "a probability (0 <= p < 1)", &t.lora_dropout, cause) != 0)
+			return -1;
+		if (t.lora_dropout >= 1)
+			return zs_fail(cause, "--lora-dropout: '%.40s' is not a probability (0 <= p < 1)", value);
+		break;
+	case ZS_KEY_LORA_TARGETS:
+		if (!*value || strlen(value) > ZS_LORA_TARGETS_MAX)
+			return zs_fail(cause, "--lora-targets: give all-linear or a comma list of module names (1 to %d "
+			               "characters)", ZS_LORA_TARGETS_MAX);
+		snprintf(t.lora_targets, sizeof t.lora_targets, "%s", value);
 		break;
 	case ZS_NKEYS:
 		break;
@@ -764,6 +788,31 @@ static int check_step_unit(const struct zs_config *c, char **cause)
 	return 0;
 }
 
+/* LoRA (--lora-r): so far the plain loop's PyTorch step alone, in fp32,
+ * without the adapters' dropout (tests/ft_lora.sh checks what is
+ * described against tests/ft_torch.py); its other keys only with it. */
+static int check_lora(const struct zs_config *c, char **cause)
+{
+	static const enum zs_key with_r[] = {ZS_KEY_LORA_ALPHA, ZS_KEY_LORA_DROPOUT, ZS_KEY_LORA_TARGETS};
+	for (size_t i = 0; i < sizeof with_r / sizeof with_r[0]; i++)
+		if (!c->lora_r && (c->given & ZS_KEY_BIT(with_r[i])))
+			return zs_fail(cause, "--%s: only with --lora-r", key_names[with_r[i]]);
+	if (!c->lora_r)
+		return 0;
+	if (c->framework != ZS_FW_TORCH || c->wrapper != ZS_WRAPPER_NONE)
+		return zs_fail(cause, "--lora-r: only under --framework torch with --wrapper none so far (--framework %s%s%s "
+		               "is not described with LoRA yet)", zs_framework_name(c->framework),
+		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
+		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");
+	if (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16)
+		return zs_fail(cause, "--lora-r with --precision %s: LoRA under autocast is not described yet (give "
+		               "--precision fp32)", zs_precision_name(c->precision));
+	if (c->lora_dropout > 0)
+		return zs_fail(cause, "--lora-dropout %g: LoRA's dropout is not described yet (give --lora-dropout 0)",
+		               c->lora_dropout);
+	return 0;
+}
+
 /* --wrapper ddp: torch's DistributedDataParallel over the PyTorch step
  * (util/ag_ddp.h), which is torch's dp at any N, and with
  * ZeroRedundancyOptimizer torch's zero1 (util/ag_zero1.h): one of them a
@@ -898,6 +947,8 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	if (c->freeze[0] && c->wrapper == ZS_WRAPPER_DDP && c->nschemes > 0 && c->schemes[0] == ZS_ZERO1)
 		return zs_fail(cause, "--freeze with --schemes zero1: frozen parameters under ZeroRedundancyOptimizer are "
 		               "not described yet (give --schemes dp)");
+	if (check_lora(c, cause) != 0)
+		return -1;
 	if (c->wrapper == ZS_WRAPPER_DDP)
 		return check_ddp(c, cause);
 	if (c->wrapper == ZS_WRAPPER_FSDP)
@@ -1061,4 +1112,10 @@ void zs_config_json_torch(cJSON *cfg, const struct zs_config *c, int attention)
 	}
 	if (c->freeze[0]) /* only when given: the files of a run that freezes nothing are as they were */
 		cJSON_AddStringToObject(cfg, "freeze", c->freeze);
+	if (c->lora_r) { /* likewise: only with LoRA */
+		cJSON_AddNumberToObject(cfg, "lora_r", c->lora_r);
+		cJSON_AddNumberToObject(cfg, "lora_alpha", c->lora_alpha);
+		cJSON_AddNumberToObject(cfg, "lora_dropout", c->lora_dropout);
+		cJSON_AddStringToObject(cfg, "lora_targets", c->lora_targets[0] ? c->lora_targets : "default");
+	}
 }

@@ -70,6 +70,8 @@ enum zs_wrapper { ZS_WRAPPER_AUTO, ZS_WRAPPER_NONE, ZS_WRAPPER_DDP, ZS_WRAPPER_F
 #define ZS_MAX_SEED 9007199254740991ULL
 /* --grad-accum's largest K (the step list grows by K micro-steps). */
 #define ZS_MAX_GRAD_ACCUM 1024ULL
+#define ZS_MAX_LORA_R 65536ULL
+#define ZS_LORA_TARGETS_MAX 255
 
 /* The options a user can set (zs_config.given has bit ZS_KEY_BIT(ZS_KEY_...)). */
 enum zs_key {
@@ -85,6 +87,9 @@ enum zs_key {
 	ZS_KEY_GRAD_ACCUM, ZS_KEY_DDP_NO_SYNC,
 	/* Fine-tuning (issue #23): --freeze PATTERN (util/freeze.h). */
 	ZS_KEY_FREEZE,
+	/* LoRA (issue #23): --lora-r R, --lora-alpha A, --lora-dropout P,
+	 * --lora-targets T, PEFT's LoraConfig (docs/finetune.md). */
+	ZS_KEY_LORA_R, ZS_KEY_LORA_ALPHA, ZS_KEY_LORA_DROPOUT, ZS_KEY_LORA_TARGETS,
 	ZS_NKEYS
 };
 
@@ -146,6 +151,12 @@ struct zs_config {
 	/* --freeze: the parameters left out of training, util/freeze.h's
 	 * pattern ("" for none); a fixed array so that copies stay apart */
 	char freeze[ZS_FREEZE_MAX + 1];
+	/* --lora-r (0: no LoRA), --lora-alpha (8, PEFT's LoraConfig default),
+	 * --lora-dropout (only 0 is described), --lora-targets ("" for the
+	 * family's default, "all-linear", or a comma list of module names) */
+	unsigned lora_r;
+	double lora_alpha, lora_dropout;
+	char lora_targets[ZS_LORA_TARGETS_MAX + 1];
 	zs_keys given;                  /* keys set by a spec or an option: ZS_KEY_BIT(key) */
 	/* measure --model: a transformer instead of the MLP of widths
 	 * (engine/tfm.h), or NULL. Not owned. */

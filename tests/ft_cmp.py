@@ -1,0 +1,48 @@
+"""ft_cmp.py REF THEORY MEASURE LABEL [--lora]: zerosim's theory (its
+schedule) and measure (every rank of every run) of one case against the
+reference's JSON (tests/hf_torch.py or tests/ft_torch.py): bytes between
+steps, the steady step's peak and every mark zerosim names, to the byte;
+exit 1 with the differences, else 0. Used by tests/ft_freeze.sh and
+tests/ft_lora.sh. --lora: also the reference's trainable set is the
+adapters' (tests/ft_torch.py's persistent split: Adam's exp_avg and
+exp_avg_sq, 2 x 4 B a trainable value, and a 4 B step per adapter
+tensor; no frozen parameter's grad)."""
+import json
+import sys
+
+d = json.load(open(sys.argv[1]))
+t = json.load(open(sys.argv[2]))["rows"][0]["schedule"]
+runs = json.load(open(sys.argv[3]))["runs"]
+label = sys.argv[4]
+lora = "--lora" in sys.argv[5:]
+steady, ref, bad = d["between_steps"], dict(d["boundaries"]), []
+if len(set(steady)) != 1 or steady[-1] != t["resident_bytes"]:
+    bad.append(f"theory between steps {t['resident_bytes']:,} against {steady}")
+if d["peak"] != t["peak_bytes"]:
+    bad.append(f"theory peak {t['peak_bytes']:,} against {d['peak']:,} ({d['peak'] - t['peak_bytes']:+,} B)")
+marks = t.get("marks") or {}
+for k, v in marks.items():
+    if ref.get(k) != v:
+        bad.append(f"theory mark {k}: {v:,} against {ref.get(k)}")
+if not marks:
+    bad.append("theory gave no marks")
+for r in runs:
+    pr = r["per_rank"]
+    for k, (res, pk) in enumerate(zip(pr["resident_bytes"], pr["peak_bytes"])):
+        if res != steady[-1] or pk != d["peak"]:
+            bad.append(f"measure N={r['world']} rank {k}: between steps {res:,}, peak {pk:,}")
+    for k, v in (r.get("marks") or {}).items():
+        if ref.get(k) != v:
+            bad.append(f"measure N={r['world']} mark {k}: {v:,} against {ref.get(k)}")
+    if not r.get("marks"):
+        bad.append(f"measure N={r['world']} gave no marks")
+extra = ""
+if lora:
+    p, n = d["persistent"], len(d["lora"]["targets"])
+    if p["adam_trainable"] != 8 * d["trainable"] + 4 * 2 * n or p["grads_frozen"]:
+        bad.append(f"the reference's trainable set is not the adapters': {p}, {d['trainable']} trainable")
+    extra = f", {d['trainable']:,} trainable in {n} layers"
+print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} ({d['peak_phase']}, "
+      f"after {d['peak_after']}), {len(marks)} marks{extra}: PyTorch {d['torch']}, zerosim's theory and measure "
+      f"{'differ' if bad else 'equal to the byte'}" + "".join("\n  " + b for b in bad))
+sys.exit(1 if bad else 0)

@@ -1,0 +1,190 @@
+#!/bin/sh
+# ft_lora — zerosim's --lora-r (issue #23: LoRA) against real PyTorch
+# training PEFT v0.20.0's lora.Linear as tests/ft_torch.py writes it
+# (peft/tuners/lora/layer.py, the lines cited there and in
+# docs/finetune.md): the base model frozen, lora_A and lora_B trained,
+# result = base(x) + lora_B(lora_A(x)) * lora_alpha / r.
+#
+# zerosim's theory (util/autograd.c's step, summed) and its engine's
+# measure (the step run for real: the adapters compute, lora_B zeros) of
+# the plain loop (--wrapper none), each equal to PyTorch's bytes between
+# steps, the steady step's peak and every mark zerosim's step names, to
+# the byte. Cases: gpt2 tiny on its default target (c_attn, a Conv1D) r =
+# 4, zero_grad zeros and set_to_none; on all its linear layers; on two
+# named ones with another alpha; llama tiny on its default targets
+# (q_proj, v_proj: over layer 0, whose input requires no grad, q and v
+# require grad and k not), on all-linear r = 8; both under --grad-accum 2;
+# mistral, qwen2 (biased q, k, v: addmm), qwen3 (q_norm, k_norm) and phi3
+# (fused qkv_proj, gate_up_proj; PEFT has no default targets for it:
+# given here).
+# And the CLI: the adapters' dropout, --wrapper ddp and fsdp, autocast,
+# SDPA, phi3 without targets, a target that matches nothing, and the
+# LoRA keys without --lora-r are one line, exit 2, nothing written (the
+# reference refuses a target that matches nothing too).
+#
+# `tests/ft_lora.sh torch26` (make check-torch26): the same comparison
+# against PyTorch 2.6 in its Debian 13 root (tests/torch26_root.sh; skip
+# without one, a failure under ZS_REQUIRE_TORCH26=1).
+#
+# PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
+# Exit 0 pass, 1 disagreement, 99 hard error.
+set -u
+top=${ZS_BUILDDIR:-.}
+src=${srcdir:-.}
+zerosim=$top/zerosim
+if [ ! -x "$zerosim" ]; then
+	echo "ft_lora: $zerosim is not built" >&2
+	exit 99
+fi
+name=ft_lora
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-lora.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+status=0
+mode=${1:-}
+if [ "$mode" = torch26 ]; then
+	if ! root=$("$src/tests/torch26_root.sh"); then
+		[ "${ZS_REQUIRE_TORCH26:-0}" = 1 ] && { echo "ft_lora: FAIL: no PyTorch 2.6 root (ZS_REQUIRE_TORCH26=1)" >&2; exit 1; }
+		echo "ft_lora: SKIP: no PyTorch 2.6 root (tests/torch26_root.sh)" >&2
+		exit 77
+	fi
+	in=/tmp/zs-lora26.$$
+	trap 'rm -rf "$tmp" "${root:?}$in"' EXIT HUP INT TERM
+fi
+
+cat >"$tmp/gpt2.json" <<'JSON'
+{"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 64, "vocab_size": 1024,
+ "activation_function": "gelu_new", "tie_word_embeddings": true, "layer_norm_epsilon": 1e-05, "embd_pdrop": 0.0,
+ "attn_pdrop": 0.0, "resid_pdrop": 0.0}
+JSON
+cat >"$tmp/llama.json" <<'JSON'
+{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "intermediate_size": 176, "max_position_embeddings": 64, "vocab_size": 1024,
+ "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu"}
+JSON
+# the families (as tests/ft_freeze.sh's)
+sed 's/"llama"/"qwen2"/; s/1e-05/1e-06/' "$tmp/llama.json" >"$tmp/qwen2.json"
+sed 's/"llama"/"qwen3"/; s/1e-05/1e-06/; s/"num_key_value_heads": 2,/"num_key_value_heads": 2, "head_dim": 24,/' \
+	"$tmp/llama.json" >"$tmp/qwen3.json"
+sed 's/"llama"/"phi3"/; s/"silu"/"silu", "resid_pdrop": 0.0, "pad_token_id": null/' "$tmp/llama.json" >"$tmp/phi3.json"
+sed 's/"llama"/"mistral"/' "$tmp/llama.json" >"$tmp/mistral.json"
+
+# The CLI first (needs no PyTorch): one line, exit 2, nothing written,
+# the text checked.
+plain="--world 1 --framework torch --wrapper none --torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single"
+refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line naming TEXT, exit 2
+	what=$1 text=$2 m=$3
+	shift 3
+	"$zerosim" theory --model "$tmp/$m.json" --seq 32 --batch 2 --precision fp32 --schemes dp "$@" \
+		--out "$tmp/refused.json" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/refused.json" ] ||
+		! grep -q -- "$text" "$tmp/err"; then
+		echo "FAIL: $what: exit $rc, stderr: $(cat "$tmp/err")"
+		status=1
+	else
+		echo "ok: $what: $(cat "$tmp/err")"
+	fi
+}
+# shellcheck disable=SC2086
+{
+	refuse "lora dropout > 0" "LoRA's dropout is not described" gpt2 $plain --lora-r 4 --lora-dropout 0.1
+	refuse "--wrapper ddp" "only under --framework torch with --wrapper none" gpt2 --world 2 --framework torch \
+		--wrapper ddp --torch-version 1.13 --torch-device cpu --attn eager --lora-r 4
+	refuse "--wrapper fsdp" "only under --framework torch with --wrapper none" gpt2 --world 2 --framework torch \
+		--wrapper fsdp --torch-version 2.6 --torch-device cpu --attn eager --lora-r 4
+	refuse "--framework paper" "only under --framework torch" gpt2 --framework paper --lora-r 4
+	"$zerosim" theory --model "$tmp/gpt2.json" --seq 32 --batch 2 --precision amp-bf16 --schemes dp $plain \
+		--lora-r 4 --out "$tmp/refused.json" >"$tmp/out" 2>"$tmp/err"
+	if [ $? -ne 2 ] || ! grep -q "LoRA under autocast" "$tmp/err" || [ -e "$tmp/refused.json" ]; then
+		echo "FAIL: autocast: $(cat "$tmp/err")"
+		status=1
+	else
+		echo "ok: autocast: $(cat "$tmp/err")"
+	fi
+	refuse "--attn sdpa" "with --attn sdpa is not described" gpt2 --world 1 --framework torch --wrapper none \
+		--torch-version 2.6 --torch-device cpu --attn sdpa --lora-r 4
+	refuse "phi3 without targets" "PEFT has no default LoRA targets for a phi3" phi3 $plain --lora-r 4
+	refuse "a target that matches nothing" "no linear layer of" llama $plain --lora-r 4 --lora-targets c_attn
+	refuse "lm_head is no target" "no linear layer of" gpt2 $plain --lora-r 4 --lora-targets lm_head
+	refuse "--lora-alpha without --lora-r" "only with --lora-r" gpt2 $plain --lora-alpha 16
+	refuse "--lora-r 0" "is not a rank" gpt2 $plain --lora-r 0
+}
+
+. "$src/tests/torch_python.sh"
+export PYTHONDONTWRITEBYTECODE=1
+if [ "$mode" != torch26 ]; then
+	timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/llama.json" --lora-r 4 --lora-targets c_attn \
+		>"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || ! grep -q "no module matches" "$tmp/err"; then
+		echo "FAIL: ft_torch.py --lora-targets c_attn on llama: exit $rc, stderr: $(tail -3 "$tmp/err")"
+		status=1
+	else
+		echo "ok: ft_torch.py --lora-targets c_attn on llama: $(cat "$tmp/err")"
+	fi
+fi
+
+
+# label;model;zero_grad;K;lora args (zerosim's and ft_torch.py's)
+while IFS=';' read -r label m zg K args; do
+	[ -n "$label" ] || continue
+	version=1.13
+	case $label in 2.6:*) version=2.6 ;; esac
+	[ "$mode" = torch26 ] && [ $version = 1.13 ] && continue
+	[ "$mode" != torch26 ] && [ $version = 2.6 ] && continue
+	if [ $version = 2.6 ]; then
+		ref=$root$in/ref.json
+		mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$src/tests/ft_torch.py" "$tmp/$m.json" "$root$in/" ||
+			exit 99
+		timeout 600 unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 \
+PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py --model $in/$m.json --seq 32 --batch 2 \
+--steps 3 --zero-grad $zg --grad-accum $K $args --out $in/ref.json" >"$tmp/err" 2>&1
+	else
+		ref=$tmp/ref.json
+		# shellcheck disable=SC2086
+		OPENBLAS_NUM_THREADS=1 timeout 600 "$py" "$src/tests/ft_torch.py" --model "$tmp/$m.json" --seq 32 --batch 2 \
+			--steps 3 --zero-grad "$zg" --grad-accum "$K" $args --out "$ref" >"$tmp/err" 2>&1
+	fi
+	# shellcheck disable=SC2181
+	if [ $? -ne 0 ]; then
+		echo "ft_lora: FAIL: ft_torch.py ($version) $args:" >&2
+		tail -20 "$tmp/err" >&2
+		exit 99
+	fi
+	for cmd in theory measure; do
+		# shellcheck disable=SC2086
+		if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --precision fp32 --schemes dp --world 1 \
+			--steps 3 --framework torch --wrapper none --torch-version $version --torch-device cpu --attn eager \
+			--optimizer-impl single --zero-grad "$zg" --grad-accum "$K" $args --out "$tmp/$cmd.json" 2>"$tmp/err"; then
+			echo "ft_lora: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+	done
+	"$py" "$src/tests/ft_cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label ($args)" --lora || status=1
+done <<'CASES'
+gpt2, default target (c_attn), zeros;gpt2;zeros;1;--lora-r 4
+gpt2, default target (c_attn), set_to_none;gpt2;none;1;--lora-r 4
+gpt2, all-linear;gpt2;none;1;--lora-r 4 --lora-targets all-linear
+gpt2, two named layers, alpha 16;gpt2;zeros;1;--lora-r 2 --lora-alpha 16 --lora-targets c_fc,attn.c_proj
+gpt2, default target, K = 2;gpt2;none;2;--lora-r 4
+llama, default targets (q_proj, v_proj), zeros;llama;zeros;1;--lora-r 4
+llama, default targets, set_to_none;llama;none;1;--lora-r 4
+llama, all-linear r = 8;llama;zeros;1;--lora-r 8 --lora-targets all-linear
+llama, all-linear r = 8, set_to_none;llama;none;1;--lora-r 8 --lora-targets all-linear
+llama, default targets, K = 2;llama;zeros;2;--lora-r 4
+mistral, default targets (q_proj, v_proj);mistral;zeros;1;--lora-r 4
+qwen2, default targets (biased q_proj, v_proj);qwen2;zeros;1;--lora-r 4
+qwen2, all-linear;qwen2;none;1;--lora-r 4 --lora-targets all-linear
+qwen3, default targets (q_proj, v_proj: q_norm over a q that requires grad);qwen3;zeros;1;--lora-r 4
+qwen3, all-linear;qwen3;none;1;--lora-r 4 --lora-targets all-linear
+phi3, qkv_proj (fused);phi3;zeros;1;--lora-r 4 --lora-targets qkv_proj
+phi3, all-linear (gate_up_proj fused);phi3;none;1;--lora-r 4 --lora-targets all-linear
+2.6: gpt2, default target;gpt2;none;1;--lora-r 4
+2.6: gpt2, all-linear, zeros;gpt2;zeros;1;--lora-r 4 --lora-targets all-linear
+2.6: llama, default targets;llama;none;1;--lora-r 4
+2.6: llama, all-linear r = 8, zeros;llama;zeros;1;--lora-r 8 --lora-targets all-linear
+2.6: qwen3, default targets;qwen3;none;1;--lora-r 4
+2.6: qwen2, default targets, zeros;qwen2;zeros;1;--lora-r 4
+2.6: phi3, qkv_proj, zeros;phi3;zeros;1;--lora-r 4 --lora-targets qkv_proj
+CASES
+exit $status
