@@ -107,6 +107,8 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 	refuse "a target that matches nothing" "no linear layer of" llama $plain --lora-r 4 --lora-targets c_attn
 	refuse "lm_head is no target" "no linear layer of" gpt2 $plain --lora-r 4 --lora-targets lm_head
 	refuse "--lora-alpha without --lora-r" "only with --lora-r" gpt2 $plain --lora-alpha 16
+	refuse "--freeze with LoRA" "--freeze with --lora-r: freezing adapters is not described yet" gpt2 $plain \
+		--lora-r 4 --freeze blocks:0-0
 	refuse "--lora-r 0" "is not a rank" gpt2 $plain --lora-r 0
 }
 

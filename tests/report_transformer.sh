@@ -349,6 +349,18 @@ grep -qF "PyTorch 1.13, frozen A's (zero\_grad zeros, single-tensor Adam, eager 
 grep -qF "gradients at the peak 1.13, all trained 678\,912~B; 1.13, frozen A 200\,448~B against the paper's 678\,912~B, Adam's m and v 1.13, all trained 1\,357\,824~B; 1.13, frozen A 400\,896~B against 1\,357\,824~B" \
 	"$tmp/fz/torch.tex" || fail "the frozen parameters' departure: $(grep 'frozen parameters' "$tmp/fz/torch.tex")"
 grep -q 'frozen parameters' "$sec" && fail "the frozen parameters' departure without --freeze"
+# LoRA (its base frozen, its adapters trained): named in its column and
+# its paragraph, and not taken for the full run's duplicate.
+"$zerosim" theory --model "$src/report/models/gpt2-tiny.json" --framework torch --wrapper none --world 1 \
+	--schemes dp --precision fp32 --torch-device cpu --attn eager --torch-version 1.13 --seq 32 --batch 2 \
+	--lora-r 4 --out "$tmp/plain-lora.json" 2>"$tmp/err" || fail "theory --lora-r: $(cat "$tmp/err")"
+report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-tiny.json" \
+	--transformer "$tmp/plain-1.13.json" --transformer "$tmp/plain-lora.json" --out "$tmp/lora" ||
+	fail "report with a LoRA plain loop: $(cat "$tmp/err")"
+grep -qF 'PyTorch 1.13\\LoRA r = 4\end{tabular}' "$tmp/lora/torch.tex" &&
+	grep -qF "LoRA r = 4 over \texttt{default} (its base frozen)" "$tmp/lora/torch.tex" &&
+	grep -qF "or LoRA's frozen base" "$tmp/lora/torch.tex" ||
+	fail "the LoRA run not named: $(grep -i 'lora' "$tmp/lora/torch.tex")"
 # A reused folder without the plain loop loses the section.
 report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-tiny.json" --out "$tmp/pt" ||
 	fail "report again: $(cat "$tmp/err")"

@@ -199,7 +199,10 @@ int zs_opts_cublas_workspace(const char *v, struct cuda_alloc_opts *o, char **ca
 		return 0;
 	/* 0: CUBLAS_WORKSPACE_CONFIG=:0:0, no workspace (a size is at least
 	 * a byte elsewhere) */
-	if (strcmp(v, "0") != 0 && zs_parse_bytes(v, &bytes, cause) < 0) {
+	char *end = NULL;
+	double zero = strtod(v, &end);
+	int is_zero = end != v && zero == 0 && (*end == '\0' || strcmp(end, "B") == 0);
+	if (!is_zero && zs_parse_bytes(v, &bytes, cause) < 0) {
 		char *why = *cause;
 		*cause = zs_asprintf("--cublas-workspace: %s", why);
 		free(why);

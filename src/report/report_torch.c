@@ -199,6 +199,17 @@ static int optional_run_keys(struct report_torch_run *r, const cJSON *cfg, const
 			return zs_fail(cause, "%s: config.freeze is not a short printable pattern", path);
 		snprintf(r->freeze, sizeof r->freeze, "%s", s);
 	}
+	if (cJSON_GetObjectItemCaseSensitive(cfg, "lora_r") != NULL) {
+		const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "lora_targets"));
+		int ok = t != NULL && strlen(t) < sizeof r->lora_targets;
+		for (const char *c = t; ok && *c; c++)
+			ok = (unsigned char)*c >= 0x20 && *c != 0x7f;
+		if (report_read_bytes(cfg, "lora_r", path, &r->lora_r, cause) < 0)
+			return -1;
+		if (r->lora_r < 1 || !ok)
+			return zs_fail(cause, "%s: config.lora_r is not a rank with its lora_targets", path);
+		snprintf(r->lora_targets, sizeof r->lora_targets, "%s", t);
+	}
 	if (cJSON_GetObjectItemCaseSensitive(cfg, "grad_accum") != NULL) {
 		if (report_read_bytes(cfg, "grad_accum", path, &r->grad_accum, cause) < 0)
 			return -1;
@@ -297,7 +308,8 @@ int report_torch_add(struct report_torch *t, const cJSON *theory, const char *pa
 		if (strcmp(m->runs[k].version, r.version) == 0 && strcmp(m->runs[k].zero_grad, r.zero_grad) == 0 &&
 		    strcmp(m->runs[k].optim_impl, r.optim_impl) == 0 && strcmp(m->runs[k].attn, r.attn) == 0 &&
 		    strcmp(m->runs[k].device, r.device) == 0 && strcmp(m->runs[k].freeze, r.freeze) == 0 &&
-		    m->runs[k].grad_accum == r.grad_accum)
+		    m->runs[k].grad_accum == r.grad_accum && m->runs[k].lora_r == r.lora_r &&
+		    strcmp(m->runs[k].lora_targets, r.lora_targets) == 0)
 			return zs_fail(cause, "%s: the plain loop of %s under the same settings is given twice (first: %s)",
 			               path, r.name, m->runs[k].path);
 	m->runs = zs_realloc(m->runs, (m->nruns + 1) * sizeof *m->runs);
@@ -404,7 +416,7 @@ static char freeze_letter(const struct report_torch_model *m, size_t k)
 const char *report_torch_label(const struct report_torch_model *m, size_t k, char *buf, size_t n)
 {
 	const struct report_torch_run *r = &m->runs[k];
-	int zg = 0, oi = 0, at = 0, fz = 0, ga = 0;
+	int zg = 0, oi = 0, at = 0, fz = 0, ga = 0, lo = 0;
 	for (size_t j = 0; j < m->nruns; j++) {
 		const struct report_torch_run *o = &m->runs[j];
 		if (j == k || strcmp(o->version, r->version) != 0)
@@ -414,12 +426,17 @@ const char *report_torch_label(const struct report_torch_model *m, size_t k, cha
 		at |= strcmp(o->attn, r->attn) != 0;
 		fz |= strcmp(o->freeze, r->freeze) != 0;
 		ga |= o->grad_accum != r->grad_accum;
+		lo |= o->lora_r != r->lora_r || strcmp(o->lora_targets, r->lora_targets) != 0;
 	}
 	/* (a label is also gnuplot's, quoted: the pattern itself is in the
 	 * text, not here) */
-	char k_of[24] = "", fz_of[24] = "";
+	char k_of[48] = "", fz_of[24] = "";
 	if (ga)
 		snprintf(k_of, sizeof k_of, ", K = %.0f", r->grad_accum);
+	if (lo && r->lora_r > 0)
+		snprintf(k_of + strlen(k_of), sizeof k_of - strlen(k_of), ", LoRA r = %.0f", r->lora_r);
+	else if (lo)
+		snprintf(k_of + strlen(k_of), sizeof k_of - strlen(k_of), ", no LoRA");
 	if (fz && !r->freeze[0])
 		snprintf(fz_of, sizeof fz_of, ", all trained");
 	else if (fz)
@@ -567,14 +584,18 @@ static const char *adam_name(const struct report_torch_run *r)
 /* --freeze: the paper's schedule trains every parameter. */
 static void frozen_item(struct zs_buf *b, const struct report_torch_model *m)
 {
-	int any = 0;
-	for (size_t k = 0; k < m->nruns; k++)
-		any |= m->runs[k].freeze[0] != '\0';
+	int any = 0, lora = 0;
+	for (size_t k = 0; k < m->nruns; k++) {
+		any |= m->runs[k].freeze[0] != '\0' || m->runs[k].lora_r > 0;
+		lora |= m->runs[k].lora_r > 0;
+	}
 	if (!any)
 		return;
-	zs_buf_printf(b, "\\item frozen parameters (\\texttt{--freeze}), where the paper's schedule trains every "
+	zs_buf_printf(b, "\\item frozen parameters (\\texttt{--freeze}%s), where the paper's schedule trains every "
 	              "parameter: a frozen one holds no gradient and no Adam state, and autograd keeps no activation "
-	              "for a frozen prefix (docs/finetune.md): gradients at the peak ");
+	              "for a frozen prefix (docs/finetune.md)%s: gradients at the peak ",
+	              lora ? ", or LoRA's frozen base" : "",
+	              lora ? "; LoRA's adapters are parameters of their own, trained" : "");
 	per_run(b, m, at_peak, RT_GRAD);
 	zs_buf_printf(b, " against the paper's ");
 	bytes(b, m->paper_cls[RT_GRAD]);
@@ -607,6 +628,11 @@ static void departures(struct zs_buf *b, const struct report_torch_model *m)
 		}
 		if (r->grad_accum > 1)
 			zs_buf_printf(b, ", %.0f micro-steps accumulated a step", r->grad_accum);
+		if (r->lora_r > 0) {
+			zs_buf_printf(b, ", LoRA r = %.0f over \\texttt{", r->lora_r);
+			report_buf_tex(b, r->lora_targets);
+			zs_buf_printf(b, "} (its base frozen)");
+		}
 		zs_buf_printf(b, ") is ");
 		bytes(b, r->peak);
 		zs_buf_printf(b, ", %.3f times the paper's, in %s", r->peak / m->paper_peak,

@@ -66,6 +66,8 @@ struct report_torch_run {
 	char name[64], model_type[32], version[8], zero_grad[8], optim_impl[16], attn[8], device[8];
 	char freeze[128];                    /* config.freeze, "" when every parameter is trained */
 	double grad_accum;                   /* config.grad_accum, 1 when absent */
+	double lora_r;                       /* config.lora_r, 0 without LoRA */
+	char lora_targets[128];              /* config.lora_targets, "" without LoRA */
 	int tied;
 	double seq, batch;
 	double resident, peak;

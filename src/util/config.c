@@ -810,6 +810,11 @@ static int check_lora(const struct zs_config *c, char **cause)
 	if (c->lora_dropout > 0)
 		return zs_fail(cause, "--lora-dropout %g: LoRA's dropout is not described yet (give --lora-dropout 0)",
 		               c->lora_dropout);
+	/* the reference freezes by name after wrapping (adapters included);
+	 * the step freezes every base parameter and trains every adapter */
+	if (c->freeze[0])
+		return zs_fail(cause, "--freeze with --lora-r: freezing adapters is not described yet (LoRA already "
+		               "freezes every base parameter: leave --freeze out)");
 	return 0;
 }
 
