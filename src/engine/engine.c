@@ -399,7 +399,7 @@ static void forward_layer(struct zs_run *r, unsigned k, size_t l)
 	const struct zs_layer *ly = &r->model.layer[l];
 	layer_tensors(r, k, l, ZS_PASS_FORWARD, 1);
 	struct zs_layer_io io = layer_io(r, k, l, ZS_PASS_FORWARD);
-	if (ly->kind->matmul_module >= 0)
+	if (ly->matmul_module >= 0)
 		tracker_matmul(&r->tracker, k);
 	ly->kind->forward(ly, &io);
 	layer_tensors(r, k, l, ZS_PASS_FORWARD, 0);
@@ -433,7 +433,7 @@ static void modules_layer(struct zs_run *r, size_t l, enum zs_pass pass)
 		r->ops->module(r, r->ctx, l, s, pass, 1);
 		for (unsigned k = r->r0; k < r->r1; k++) {
 			struct zs_layer_io io = layer_io(r, k, l, pass);
-			if (pass == ZS_PASS_FORWARD && ly->kind->matmul_module >= 0 && s == (size_t)ly->kind->matmul_module)
+			if (pass == ZS_PASS_FORWARD && ly->matmul_module >= 0 && s == (size_t)ly->matmul_module)
 				tracker_matmul(&r->tracker, k);
 			(pass == ZS_PASS_FORWARD ? ly->kind->forward_module : ly->kind->backward_module)(ly, &io, s);
 		}

@@ -32,7 +32,7 @@ static void linear_backward(const struct zs_layer *l, const struct zs_layer_io *
 		linear_backward_f32(io->g[0], io->g[1], dx, dy, in, io->w[0], io->batch, l->din, l->dout);
 }
 
-static const struct zs_layer_kind linear = {"linear", linear_forward, linear_backward, NULL, NULL, 0};
+static const struct zs_layer_kind linear = {"linear", linear_forward, linear_backward, NULL, NULL};
 
 static float mlp_loss(const struct zs_net *m, float *const *t)
 {
@@ -101,6 +101,7 @@ void net_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size_t
 		ly->din = s.width[l];
 		ly->dout = s.width[l + 1];
 		ly->nparams = pl->numel;
+		ly->matmul_module = pl->matmul_module;
 		ly->ptensor = zs_calloc(pl->n, sizeof *ly->ptensor);
 		for (size_t i = 0; i < pl->n; i++)
 			ly->ptensor[ly->nptensors++] = sp.tensor[pl->first + i].numel;

@@ -84,11 +84,6 @@ struct zs_layer_kind {
 	void (*backward)(const struct zs_layer *l, const struct zs_layer_io *io);
 	void (*forward_module)(const struct zs_layer *l, const struct zs_layer_io *io, size_t s);
 	void (*backward_module)(const struct zs_layer *l, const struct zs_layer_io *io, size_t s);
-	/* The module (forward order) whose forward runs the layer's first
-	 * matmul, where the replay places cuBLAS's workspace
-	 * (tracker_matmul); -1 where the layer runs none (the embedding). A
-	 * kind without modules: 0 if its forward runs one. */
-	int matmul_module;
 };
 
 /* A module of a layer: the tensors [first, first + n) of what it reads. */
@@ -118,6 +113,11 @@ struct zs_layer {
 	 * and linear (tied: the embedding's table again). */
 	size_t nmodules;
 	struct zs_module *module; /* malloc'd by the builder (NULL: none); net_free frees it */
+	/* The module (forward order; 0 for a kind without modules) whose
+	 * forward runs the layer's first matmul, where the replay places
+	 * cuBLAS's workspace (tracker_matmul); -1: none. The step
+	 * description's (step_layer.matmul_module). */
+	long matmul_module;
 	/* Transformer layers: the block (or -1) and the tensors it names,
 	 * by enum step_act (ZS_NO_TENSOR where absent). */
 	int block;

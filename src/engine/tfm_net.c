@@ -401,11 +401,9 @@ static void all_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 		l->kind->backward_module(l, io, s);
 }
 
-/* A block's modules begin with its first norm, then the qkv projection
- * (tfm.c, block_role); the head's with the final norm, then lm_head. */
-static const struct zs_layer_kind embed_kind = {"embedding", all_fwd, all_bwd, embed_fwd, embed_bwd, -1};
-static const struct zs_layer_kind block_kind = {"block", all_fwd, all_bwd, block_fwd, block_bwd, 1};
-static const struct zs_layer_kind head_kind = {"head", all_fwd, all_bwd, head_fwd, head_bwd, 1};
+static const struct zs_layer_kind embed_kind = {"embedding", all_fwd, all_bwd, embed_fwd, embed_bwd};
+static const struct zs_layer_kind block_kind = {"block", all_fwd, all_bwd, block_fwd, block_bwd};
+static const struct zs_layer_kind head_kind = {"head", all_fwd, all_bwd, head_fwd, head_bwd};
 
 /* ---- the list --------------------------------------------------------------- */
 
@@ -423,6 +421,7 @@ static void layer_params(struct zs_layer *ly, const struct step_params *p, size_
 	const struct step_layer *pl = &p->layer[l];
 	ly->param_off = pl->offset;
 	ly->nparams = pl->numel;
+	ly->matmul_module = pl->matmul_module;
 	ly->ptensor = zs_calloc(pl->n, sizeof *ly->ptensor);
 	for (size_t i = 0; i < pl->n; i++)
 		ly->ptensor[ly->nptensors++] = p->tensor[pl->first + i].numel;

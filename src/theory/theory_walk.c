@@ -202,12 +202,11 @@ struct walk_fw {
 };
 
 /* The module of layer l (forward order) that runs its first matmul, as
- * the engine's layer kinds say (net.h, matmul_module): none in a
- * transformer's embedding; a block's qkv projection after its first norm,
- * the head's lm_head after the final norm; an MLP's layer is one. */
+ * the step description says (step_layer.matmul_module; the engine reads
+ * the same); -1: none. */
 static long layer_matmul(const struct theory_desc *d, size_t l)
 {
-	return d->model == NULL ? 0 : l == 0 ? -1 : 1;
+	return d->params.layer[l].matmul_module;
 }
 
 /* The step runs a matmul: the trace's first asks for cuBLAS's workspace

@@ -39,7 +39,7 @@ static size_t module(struct builder *b, size_t layer, const char *prefix, long l
 		b->cap_m = b->cap_m ? 2 * b->cap_m : 16;
 		p->module = zs_realloc(p->module, b->cap_m * sizeof *p->module);
 	}
-	p->module[p->nmodules] = (struct step_module){prefix, index, suffix, layer, p->ntensors, 0};
+	p->module[p->nmodules] = (struct step_module){prefix, index, suffix, layer, p->ntensors, 0, 0};
 	return p->nmodules++;
 }
 
@@ -55,6 +55,8 @@ static struct step_tensor *tensor(struct builder *b, const char *leaf, uint64_t 
 	struct step_tensor *t = &p->tensor[p->ntensors++];
 	*t = (struct step_tensor){leaf, c > 0 ? 2 : 1, {r, c}, c > 0 ? r * c : r, p->nmodules - 1, 0, {0, 0, 0}};
 	m->n++;
+	if (c > 0) /* a matrix: a linear's weight (a table's lookup says otherwise, table) */
+		m->matmul = 1;
 	return t;
 }
 
@@ -68,6 +70,32 @@ static size_t linear(struct builder *b, size_t layer, const char *prefix, long l
 	if (bias_n > 0)
 		tensor(b, "bias", bias_n, 0);
 	return b->p->module[b->p->nmodules - 1].first;
+}
+
+/* A table of rows × h (the embedding's): a lookup, no matmul. */
+static void table(struct builder *b, const char *prefix, uint64_t rows, uint64_t h)
+{
+	linear(b, 0, prefix, -1, "", rows, h, 0);
+	b->p->module[b->p->nmodules - 1].matmul = 0;
+}
+
+/* Each layer's matmul_module, from its modules' flags, counted as its
+ * step runs them (the modules of layer l, in forward order). */
+static void first_matmuls(struct step_params *p)
+{
+	for (size_t l = 0; l < p->nlayers; l++) {
+		long s = 0;
+		p->layer[l].matmul_module = -1;
+		for (size_t i = 0; i < p->nmodules; i++) {
+			if (p->module[i].layer != l)
+				continue;
+			if (p->module[i].matmul) {
+				p->layer[l].matmul_module = s;
+				break;
+			}
+			s++;
+		}
+	}
 }
 
 /* Tensor i fuses Hugging Face's tensors of a, b and c rows (c 0: two). */
@@ -85,7 +113,7 @@ static void close_layer(struct step_params *p, size_t l, size_t first)
 	uint64_t n = 0;
 	for (size_t i = first; i < p->ntensors; i++)
 		n += p->tensor[i].numel;
-	p->layer[l] = (struct step_layer){first, p->ntensors - first, p->numel, n};
+	p->layer[l] = (struct step_layer){first, p->ntensors - first, p->numel, n, -1};
 	p->numel += n;
 }
 
@@ -109,9 +137,9 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 
 	/* Layer 0: the tables; tied, the final norm's tensors after them (its
 	 * module runs in the last layer). */
-	linear(&b, 0, gpt2 ? "transformer.wte" : "model.embed_tokens", -1, "", V, h, 0);
+	table(&b, gpt2 ? "transformer.wte" : "model.embed_tokens", V, h);
 	if (gpt2)
-		linear(&b, 0, "transformer.wpe", -1, "", m->positions, h, 0);
+		table(&b, "transformer.wpe", m->positions, h);
 	size_t norm_module = 0;
 	if (m->tied) {
 		norm_module = p->nmodules;
@@ -174,8 +202,10 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 		module(&b, head, "lm_head", -1, "");
 		p->module[p->nmodules - 1].first = 0; /* the token table */
 		p->module[p->nmodules - 1].n = 1;
+		p->module[p->nmodules - 1].matmul = 1;
 	}
 	close_layer(p, head, first);
+	first_matmuls(p);
 }
 
 void step_params_mlp(struct step_params *p, const size_t *widths, size_t nwidths)
@@ -189,6 +219,7 @@ void step_params_mlp(struct step_params *p, const size_t *widths, size_t nwidths
 		linear(&b, l, "", (long long)l, "", widths[l + 1], widths[l], widths[l + 1]);
 		close_layer(p, l, first);
 	}
+	first_matmuls(p);
 }
 
 const char *step_module_name(const struct step_params *p, size_t i, char *out, size_t n)

@@ -57,12 +57,19 @@ struct step_module {
 	const char *suffix; /* "attn.c_attn", "mlp.down_proj", "" */
 	size_t layer;       /* the layer whose step runs it */
 	size_t first, n;    /* its tensors: tensor[first .. first+n-1] */
+	int matmul;         /* its forward runs a matmul (a linear, lm_head; not a table's lookup, not a norm) */
 };
 
 struct step_layer {
 	size_t first, n;    /* the tensors it holds in the flat vector */
 	uint64_t offset;    /* its first element in the flat vector */
 	uint64_t numel;     /* its elements */
+	/* Which of the modules its step runs (counted in forward order)
+	 * runs its first matmul, where cuBLAS's workspace is made (the
+	 * engine's tracker_matmul, the theory's walk): -1 where none runs
+	 * (the embedding's lookups); a block's qkv projection after its first
+	 * norm, lm_head after the final norm, an MLP's linear (0). */
+	long matmul_module;
 };
 
 struct step_params {
