@@ -187,18 +187,19 @@ static void buf_add(struct walk *w, const struct step_buffers *b, const struct s
 }
 
 /* The points of a step where the walk calls its framework. Layer l's
- * forward: before it (FWD_PRE), its buffers made (FWD_RUN: its modules
+ * forward: before it (FWD_PRE), its buffers made (FWD_MATMUL, where it
+ * runs one: the layer's step runs its first matmul; FWD_RUN: its modules
  * run), the recomputed ones freed (FWD_POST); its backward: BWD_PRE, the
- * recomputed ones made again (BWD_RUN), those it frees freed (BWD_POST). */
-enum walk_point { STEP_BEGIN, FWD_PRE, FWD_RUN, FWD_POST, BWD_BEGIN, BWD_PRE, BWD_RUN, BWD_POST, STEP_END };
+ * recomputed ones made again (BWD_RUN), those it frees freed (BWD_POST).
+ * A framework that runs the layer whole places the matmul at FWD_MATMUL
+ * (walk_matmul); one that runs it module by module, where that module
+ * runs in FWD_RUN (DeepSpeed's ZeRO-3). */
+enum walk_point { STEP_BEGIN, FWD_PRE, FWD_MATMUL, FWD_RUN, FWD_POST, BWD_BEGIN, BWD_PRE, BWD_RUN, BWD_POST, STEP_END };
 
-/* A framework in the walk: called at each point with its own state.
- * by_module: it runs a transformer's layers module by module (DeepSpeed's
- * ZeRO-3), and places the first matmul itself (walk_matmul). */
+/* A framework in the walk: called at each point with its own state. */
 struct walk_fw {
 	void (*at)(void *ctx, struct walk *w, enum walk_point pt, size_t layer, unsigned step);
 	void *ctx;
-	int by_module;
 };
 
 /* The module of layer l (forward order) that runs its first matmul, as
@@ -238,8 +239,8 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 			fw->at(fw->ctx, w, FWD_PRE, l, step);
 			for (size_t k = m0; k < m1; k++)
 				buf_add(w, b, &b->buf[d->made_at[k]], 1);
-			if (!fw->by_module && layer_matmul(d, l) >= 0)
-				walk_matmul(w);
+			if (layer_matmul(d, l) >= 0)
+				fw->at(fw->ctx, w, FWD_MATMUL, l, step);
 			fw->at(fw->ctx, w, FWD_RUN, l, step);
 			for (size_t k = m0; k < m1; k++)
 				if (b->buf[d->made_at[k]].recomputed)
@@ -448,6 +449,9 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 		for (int k = 0; k < ZS_NCATS && w->tr != NULL; k++)
 			walk_sub(w, (enum zs_cat)k, ev->step[k]);
 		break;
+	case FWD_MATMUL:
+		walk_matmul(w);
+		break;
 	case STEP_BEGIN:
 	case FWD_RUN:
 	case BWD_RUN:
@@ -488,7 +492,7 @@ static void units_walk(const struct theory_desc *d, const struct events *ev, con
 			for (size_t i = 0; i < ev->nbuckets; i++)
 				walk_add(&w, ZS_CAT_BUCKETS, ev->buckets[i] * ev->bucket_bytes);
 	w.key = 0;
-	const struct walk_fw fw = {units_at, &st, 0};
+	const struct walk_fw fw = {units_at, &st};
 	walk_steps(d, &w, tr != NULL ? tr->steps : 1, &fw);
 	out->peak_bytes = w.peak;
 	memcpy(out->peak_breakdown, w.at_peak, sizeof w.at_peak);
@@ -680,6 +684,10 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		if (f->by_unit && f->j < 2 * f->nmodules && l == f->lo[mi])
 			ds3_release(f, w, complete);
 		break;
+	case FWD_MATMUL: /* module by module: where its module runs (FWD_RUN) */
+		if (f->by_unit)
+			walk_matmul(w);
+		break;
 	case FWD_RUN:
 		for (size_t i = f->of_layer[l]; !f->by_unit && i < f->of_layer[l + 1]; i++) {
 			ds3_fetch(f, w, i, complete);
@@ -787,7 +795,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	for (int k = 0; k < ZS_NCATS; k++) /* set-up */
 		walk_add(&w, (enum zs_cat)k, base[k]);
 	w.key = 0;
-	const struct walk_fw fw = {ds3_at, &f, !f.by_unit};
+	const struct walk_fw fw = {ds3_at, &f};
 	walk_steps(d, &w, c->steps, &fw);
 	out->peak_bytes = w.peak;
 	memcpy(out->peak_breakdown, w.at_peak, sizeof w.at_peak);
