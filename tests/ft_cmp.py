@@ -1,31 +1,52 @@
-"""ft_cmp.py REF THEORY MEASURE LABEL [--lora]: zerosim's theory (its
-schedule) and measure (every rank of every run) of one case against the
-reference's JSON (tests/hf_torch.py or tests/ft_torch.py): bytes between
-steps, the steady step's peak and every mark zerosim names, to the byte;
-exit 1 with the differences, else 0. Used by tests/ft_freeze.sh and
-tests/ft_lora.sh. --lora: also the reference's trainable set is the
-adapters' (tests/ft_torch.py's persistent split: Adam's exp_avg and
-exp_avg_sq, 2 x 4 B a trainable value, and a 4 B step per adapter
-tensor; no frozen parameter's grad)."""
+"""ft_cmp.py REF THEORY MEASURE LABEL [--lora] [--buckets]: zerosim's
+theory (its schedule) and measure (every rank of every run) of one case
+against the reference's JSON (tests/hf_torch.py or tests/ft_torch.py):
+bytes between steps, the steady step's peak and every mark zerosim names,
+to the byte; exit 1 with the differences, else 0. Used by
+tests/hf_torch.sh, tests/ft_freeze.sh and tests/ft_lora.sh.
+THEORY "-": the theory hf_torch.py --zerosim wrote into REF ("zerosim":
+resident, peak, marks). MEASURE "-": no measure of the case.
+--lora: also the reference's trainable set is the adapters'
+(tests/ft_torch.py's persistent split: Adam's exp_avg and exp_avg_sq,
+2 x 4 B a trainable value, and a 4 B step per adapter tensor; no frozen
+parameter's grad).
+--buckets: also DDP's buckets, the reducer's rebuilt ones in REF
+(hf_torch.py --ddp's "ddp_buckets", bytes each) against the "buckets"
+blocks of each measure's timeline (zerosim measure --timeline)."""
 import json
 import sys
 
 d = json.load(open(sys.argv[1]))
-t = json.load(open(sys.argv[2]))["rows"][0]["schedule"]
-runs = json.load(open(sys.argv[3]))["runs"]
 label = sys.argv[4]
-lora = "--lora" in sys.argv[5:]
-steady, ref, bad = d["between_steps"], dict(d["boundaries"]), []
+lora, buckets = "--lora" in sys.argv[5:], "--buckets" in sys.argv[5:]
+bad = []
+if sys.argv[2] == "-":
+    z = d.get("zerosim") or {}
+    if "resident" not in z:
+        print(f"FAIL: {label}: zerosim theory failed: {z}")
+        sys.exit(1)
+    t = {"resident_bytes": z["resident"], "peak_bytes": z["peak"], "marks": z.get("marks")}
+else:
+    t = json.load(open(sys.argv[2]))["rows"][0]["schedule"]
+runs = json.load(open(sys.argv[3]))["runs"] if sys.argv[3] != "-" else []
+steady, ref = d["between_steps"], dict(d["boundaries"])
 if len(set(steady)) != 1 or steady[-1] != t["resident_bytes"]:
-    bad.append(f"theory between steps {t['resident_bytes']:,} against {steady}")
+    bad.append(f"theory between steps {t['resident_bytes']:,} against {steady} "
+               f"({steady[-1] - t['resident_bytes']:+,} B)")
 if d["peak"] != t["peak_bytes"]:
     bad.append(f"theory peak {t['peak_bytes']:,} against {d['peak']:,} ({d['peak'] - t['peak_bytes']:+,} B)")
 marks = t.get("marks") or {}
 for k, v in marks.items():
-    if ref.get(k) != v:
-        bad.append(f"theory mark {k}: {v:,} against {ref.get(k)}")
+    if k not in ref:
+        bad.append(f"theory mark {k}: not in the reference's step")
+    elif ref[k] != v:
+        bad.append(f"theory mark {k}: {v:,} against {ref[k]:,} ({ref[k] - v:+,} B)")
 if not marks:
     bad.append("theory gave no marks")
+if buckets and "ddp_buckets" not in d:
+    bad.append("--buckets: the reference has no DDP buckets")
+if buckets and not runs:
+    bad.append("--buckets: no measure to compare them with")
 for r in runs:
     pr = r["per_rank"]
     for k, (res, pk) in enumerate(zip(pr["resident_bytes"], pr["peak_bytes"])):
@@ -36,13 +57,23 @@ for r in runs:
             bad.append(f"measure N={r['world']} mark {k}: {v:,} against {ref.get(k)}")
     if not r.get("marks"):
         bad.append(f"measure N={r['world']} gave no marks")
+    if buckets and "ddp_buckets" in d:
+        zb = [e["bytes"] for e in (r.get("timeline_live") or []) if e["category"] == "buckets"]
+        if zb != d["ddp_buckets"]:
+            bad.append(f"measure N={r['world']} buckets {zb} against the reference's {d['ddp_buckets']}")
 extra = ""
 if lora:
     p, n = d["persistent"], len(d["lora"]["targets"])
     if p["adam_trainable"] != 8 * d["trainable"] + 4 * 2 * n or p["grads_frozen"]:
         bad.append(f"the reference's trainable set is not the adapters': {p}, {d['trainable']} trainable")
     extra = f", {d['trainable']:,} trainable in {n} layers"
+if buckets and "ddp_buckets" in d:
+    nb = len(d["ddp_buckets"])
+    extra += f", {nb} DDP bucket{'s' if nb > 1 else ''}"
+against = "theory and measure" if runs else "theory"
+if runs:
+    against += f" (N = {','.join(str(r['world']) for r in runs)})"
 print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} ({d['peak_phase']}, "
-      f"after {d['peak_after']}), {len(marks)} marks{extra}: PyTorch {d['torch']}, zerosim's theory and measure "
+      f"after {d['peak_after']}), {len(marks)} marks{extra}: PyTorch {d['torch']}, zerosim's {against} "
       f"{'differ' if bad else 'equal to the byte'}" + "".join("\n  " + b for b in bad))
 sys.exit(1 if bad else 0)

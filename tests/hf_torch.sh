@@ -118,59 +118,6 @@ sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' "$tmp/tiny-gpt
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/; s/"max_position_embeddings": 64/"max_position_embeddings": 256/' \
 	"$tmp/tiny-llama.json" >"$tmp/tiny-llama-mha.json"
 
-# cmp.py OUT LABEL [MEASURE]: PyTorch's bytes in OUT (hf_torch.py's JSON,
-# zerosim's theory of the same case in its "zerosim") against zerosim's
-# theory, and the engine's measure in MEASURE where given: between steps,
-# the steady step's peak and every mark, equal to the byte; exit 1 if not.
-cat >"$tmp/cmp.py" <<'EOF'
-import json, sys
-d, label = json.load(open(sys.argv[1])), sys.argv[2]
-z = d["zerosim"]
-if "resident" not in z:
-    print(f"hf_torch: {label}: zerosim theory failed: {z}")
-    sys.exit(1)
-steady = d["between_steps"]
-ref = dict(d["boundaries"])
-bad = []
-if len(set(steady)) != 1 or steady[-1] != z["resident"]:
-    bad.append(f"between steps {steady} against {z['resident']:,} ({steady[-1] - z['resident']:+,} B)")
-if d["peak"] != z["peak"]:
-    bad.append(f"peak {d['peak']:,} against {z['peak']:,} ({d['peak'] - z['peak']:+,} B)")
-for k, v in (z.get("marks") or {}).items():
-    if k not in ref:
-        bad.append(f"mark {k}: not in PyTorch's step")
-    elif ref[k] != v:
-        bad.append(f"mark {k}: {ref[k]:,} against {v:,} ({ref[k] - v:+,} B)")
-n = len(z.get("marks") or {})
-if not n:
-    bad.append("zerosim gave no marks")
-if len(sys.argv) > 3:  # the engine's measure of the same case
-    runs = json.load(open(sys.argv[3]))["runs"]
-    for r in runs:
-        pr = r["per_rank"]
-        for k, (res, pk) in enumerate(zip(pr["resident_bytes"], pr["peak_bytes"])):
-            if res != steady[-1] or pk != d["peak"]:
-                bad.append(f"measure N={r['world']} rank {k}: between steps {res:,}, peak {pk:,}")
-        for k, v in (r.get("marks") or {}).items():
-            if ref.get(k) != v:
-                bad.append(f"measure N={r['world']} mark {k}: {ref.get(k)} against {v:,}")
-        if not r.get("marks"):
-            bad.append(f"measure N={r['world']} gave no marks")
-        if "ddp_buckets" in d:  # the reducer's rebuilt buckets against measure's (--timeline), bytes each
-            zb = [e["bytes"] for e in (r.get("timeline_live") or []) if e["category"] == "buckets"]
-            if zb != d["ddp_buckets"]:
-                bad.append(f"measure N={r['world']} buckets {zb} against PyTorch's {d['ddp_buckets']}")
-    if "ddp_buckets" in d:
-        label += f", {len(d['ddp_buckets'])} bucket{'s' if len(d['ddp_buckets']) > 1 else ''} equal"
-    label += f" (and measure at N = {','.join(str(r['world']) for r in runs)})"
-print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} in {d['peak_phase']} "
-      f"and {n} marks: PyTorch {d['torch']} and zerosim's "
-      f"{'DDP' if label.startswith('ddp') else 'FSDP' if label.startswith('fsdp') else 'plain loop'} "
-      f"{'differ' if bad else 'equal to the byte'}"
-      + "".join("\n  " + b for b in bad))
-sys.exit(1 if bad else 0)
-EOF
-
 # cmpz.py OUT THEORY MEASURE LABEL: torch's zero1 (ZeroRedundancyOptimizer
 # over DDP, hf_torch.py --ddp N --zero1: every rank's figures in "ranks")
 # against zerosim's theory and measure of --wrapper ddp --schemes zero1
@@ -445,13 +392,9 @@ if [ "${1:-}" = torch26 ]; then
 				exit 99
 			fi
 		done
-		"$py" - "$root$in/out.json" "$tmp/theory.json" <<'EOF' || exit 99
-import json, sys
-d, t = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["rows"][0]["schedule"]
-d["zerosim"] = dict(resident=t["resident_bytes"], peak=t["peak_bytes"], marks=t.get("marks"))
-json.dump(d, open(sys.argv[1], "w"))
-EOF
-		"$py" "$tmp/cmp.py" "$root$in/out.json" "$label (2.6)" "$tmp/measure.json" || status=1
+		# shellcheck disable=SC2046
+		"$py" "$src/tests/ft_cmp.py" "$root$in/out.json" "$tmp/theory.json" "$tmp/measure.json" "$label (2.6)" \
+			$(case $label in (ddp2-*) echo --buckets ;; esac) || status=1
 	done
 	# torch's zero1 (ZeroRedundancyOptimizer over DDP) as above, 2.6's
 	for case in \
@@ -583,7 +526,11 @@ do
 		if ! "$py" "$tmp/weights.py" "$tmp/m.json" "$tmp/d.json" "$label"; then status=1; fi
 		;;
 	esac
-	if ! "$py" "$tmp/cmp.py" "$tmp/out.json" "$label" "$@"; then status=1; fi
+	# the theory hf_torch.py --zerosim wrote into out.json; the measure
+	# where there is one; DDP's buckets in its (--timeline)
+	# shellcheck disable=SC2046
+	if ! "$py" "$src/tests/ft_cmp.py" "$tmp/out.json" - "${1:--}" "$label" \
+		$(case $label in (ddp2-*) echo --buckets ;; esac); then status=1; fi
 	# autocast's arithmetic: the engine's bf16 kernels (widen to fp32,
 	# round once) against its own fp32 run of the same weights and
 	# batches: each step's loss within 1e-3 relative and not equal to it
