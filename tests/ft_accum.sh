@@ -36,37 +36,15 @@
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 a difference, 99 hard error.
 set -u
-top=${ZS_BUILDDIR:-.}
-src=${srcdir:-.}
-zerosim=$top/zerosim
-if [ ! -x "$zerosim" ]; then
-	echo "ft_accum: $zerosim is not built" >&2
-	exit 99
-fi
 name=ft_accum
+# top, src, zerosim, tmp, status, mode; root and in under torch26
+. "${srcdir:-.}/tests/ft_lib.sh"
 . "$src/tests/torch_python.sh"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-fta.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 export PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1
 
-# hf_torch.sh's tiny shapes, dropout 0 (GPT2Config's default is 0.1)
-cat >"$tmp/tiny-gpt2.json" <<'EOF'
-{"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 64, "vocab_size": 256,
- "activation_function": "gelu_new", "tie_word_embeddings": true, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
- "resid_pdrop": 0.0}
-EOF
-cat >"$tmp/tiny-llama.json" <<'EOF'
-{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
- "num_key_value_heads": 2, "intermediate_size": 160, "max_position_embeddings": 64, "vocab_size": 256,
- "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu", "attention_dropout": 0.0}
-EOF
-# the families of llama's shape (qwen3's head_dim 24 apart from hidden /
-# heads; phi3's pad_token_id null: Phi3Config's 32000 is no row of V 256)
-sed 's/"llama"/"qwen2"/' "$tmp/tiny-llama.json" >"$tmp/tiny-qwen2.json"
-sed 's/"llama"/"qwen3"/; s/"num_key_value_heads": 2,/"num_key_value_heads": 2, "head_dim": 24,/' \
-	"$tmp/tiny-llama.json" >"$tmp/tiny-qwen3.json"
-sed 's/"llama"/"phi3"/; s/"attention_dropout": 0.0/"attention_dropout": 0.0, "resid_pdrop": 0.0, "pad_token_id": null/' \
-	"$tmp/tiny-llama.json" >"$tmp/tiny-phi3.json"
+# the tiny gpt2, llama, qwen2, qwen3 and phi3 at hf_torch.sh's vocab 256
+# (tests/ft_lib.sh)
+ft_configs 256 160 tiny-
 
 # cmp.py REF THEORY MEASURE LABEL: PyTorch's JSON (ft_torch.py) against
 # zerosim's theory and measure of the same case; exit 1 on a difference.
@@ -109,16 +87,9 @@ version=1.13
 ref() { # ARGS...: tests/ft_torch.py ARGS under PyTorch 1.13 here
 	timeout 300 "$py" "$src/tests/ft_torch.py" "$@"
 }
-if [ "${1:-}" = torch26 ]; then
-	if ! root=$("$src/tests/torch26_root.sh"); then
-		[ "${ZS_REQUIRE_TORCH26:-0}" = 1 ] && { echo "ft_accum: FAIL: no PyTorch 2.6 root (ZS_REQUIRE_TORCH26=1)" >&2; exit 1; }
-		echo "ft_accum: SKIP: no PyTorch 2.6 root (tests/torch26_root.sh)" >&2
-		exit 77
-	fi
+if [ "$mode" = torch26 ]; then
 	version=2.6
-	in=/tmp/zs-fta26.$$
 	mkdir -p "$root$in" && cp "$src/tests/ft_torch.py" "$src/tests/hf_torch.py" "$tmp"/tiny-*.json "$root$in/" || exit 99
-	trap 'rm -rf "$tmp" "${root:?}$in"' EXIT HUP INT TERM
 	ref() { # ARGS... (--model $tmp/X, --out $tmp/Y): ft_torch.py in the root, its JSON copied back
 		args=$(echo "$*" | sed "s|$tmp/|$in/|g")
 		timeout 300 unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 \
@@ -127,7 +98,6 @@ PYTHONDONTWRITEBYTECODE=1 python3 $in/ft_torch.py $args" &&
 	}
 fi
 
-status=0
 # case LABEL MODEL K ZERO_GRAD WORLD NO_SYNC(on|off) [FREEZE]
 case_() {
 	label=$1 m=$2 K=$3 zg=$4 world=$5 ns=$6 fz=${7:-}

@@ -29,44 +29,12 @@
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 disagreement, 99 hard error.
 set -u
-top=${ZS_BUILDDIR:-.}
-src=${srcdir:-.}
-zerosim=$top/zerosim
-if [ ! -x "$zerosim" ]; then
-	echo "ft_lora: $zerosim is not built" >&2
-	exit 99
-fi
 name=ft_lora
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-lora.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT HUP INT TERM
-status=0
-mode=${1:-}
-if [ "$mode" = torch26 ]; then
-	if ! root=$("$src/tests/torch26_root.sh"); then
-		[ "${ZS_REQUIRE_TORCH26:-0}" = 1 ] && { echo "ft_lora: FAIL: no PyTorch 2.6 root (ZS_REQUIRE_TORCH26=1)" >&2; exit 1; }
-		echo "ft_lora: SKIP: no PyTorch 2.6 root (tests/torch26_root.sh)" >&2
-		exit 77
-	fi
-	in=/tmp/zs-lora26.$$
-	trap 'rm -rf "$tmp" "${root:?}$in"' EXIT HUP INT TERM
-fi
+# top, src, zerosim, tmp, status, mode; root and in under torch26
+. "${srcdir:-.}/tests/ft_lib.sh"
 
-cat >"$tmp/gpt2.json" <<'JSON'
-{"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 64, "vocab_size": 1024,
- "activation_function": "gelu_new", "tie_word_embeddings": true, "layer_norm_epsilon": 1e-05, "embd_pdrop": 0.0,
- "attn_pdrop": 0.0, "resid_pdrop": 0.0}
-JSON
-cat >"$tmp/llama.json" <<'JSON'
-{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
- "num_key_value_heads": 2, "intermediate_size": 176, "max_position_embeddings": 64, "vocab_size": 1024,
- "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu"}
-JSON
-# the families (as tests/ft_freeze.sh's)
-sed 's/"llama"/"qwen2"/; s/1e-05/1e-06/' "$tmp/llama.json" >"$tmp/qwen2.json"
-sed 's/"llama"/"qwen3"/; s/1e-05/1e-06/; s/"num_key_value_heads": 2,/"num_key_value_heads": 2, "head_dim": 24,/' \
-	"$tmp/llama.json" >"$tmp/qwen3.json"
-sed 's/"llama"/"phi3"/; s/"silu"/"silu", "resid_pdrop": 0.0, "pad_token_id": null/' "$tmp/llama.json" >"$tmp/phi3.json"
-sed 's/"llama"/"mistral"/' "$tmp/llama.json" >"$tmp/mistral.json"
+# the tiny gpt2, llama, qwen2, qwen3, phi3 and mistral (tests/ft_lib.sh)
+ft_configs 1024 176
 
 # The CLI first (needs no PyTorch): one line, exit 2, nothing written,
 # the text checked.

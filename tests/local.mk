@@ -165,7 +165,7 @@ EXTRA_DIST += tests/ft_freeze.sh
 # plain loop against PyTorch 1.13 training the same adapters, to the byte
 # (about a minute on 2 cores)
 TESTS += tests/ft_lora.sh
-EXTRA_DIST += tests/ft_lora.sh tests/ft_cmp.py
+EXTRA_DIST += tests/ft_lora.sh tests/ft_cmp.py tests/ft_lib.sh
 
 # The issue's table, PyTorch's peak beside zerosim's (1.13 here; 2.6 in a
 # Debian 13 root that tests/torch26_root.sh makes, about 1.5 GB, when root

@@ -1,0 +1,54 @@
+# ft_lib.sh — the start the fine-tuning tests share (tests/ft_accum.sh,
+# ft_freeze.sh, ft_lora.sh source it, name set to the test's name, their
+# arguments theirs): zerosim built (else exit 99) in top (ZS_BUILDDIR),
+# src (srcdir), a temp dir tmp removed on exit, status 0, mode the first
+# argument; under `torch26` root, PyTorch 2.6's Debian 13 root
+# (tests/torch26_root.sh; skip 77 without one, a failure under
+# ZS_REQUIRE_TORCH26=1), and in, a dir for the case inside it
+# (/tmp/zs-NAME26.PID; removed on exit, made by the test).
+# ft_configs V I [PREFIX]: the tiny models as Hugging Face config.json
+# files, $tmp/PREFIXgpt2.json, llama, qwen2, qwen3, phi3 and mistral: 2
+# layers, hidden 64, 4 heads (llama's shape: 2 k/v heads, intermediate
+# I), vocab V, dropout 0 (GPT2Config's default is 0.1); qwen3's head_dim
+# 24 apart from hidden / heads; phi3's pad_token_id null (Phi3Config's
+# 32000 is no row of a small vocab).
+# POSIX sh, as the tests.
+top=${ZS_BUILDDIR:-.}
+src=${srcdir:-.}
+zerosim=$top/zerosim
+if [ ! -x "$zerosim" ]; then
+	echo "$name: $zerosim is not built" >&2
+	exit 99
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-$name.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+status=0
+mode=${1:-}
+if [ "$mode" = torch26 ]; then
+	if ! root=$("$src/tests/torch26_root.sh"); then
+		[ "${ZS_REQUIRE_TORCH26:-0}" = 1 ] && { echo "$name: FAIL: no PyTorch 2.6 root (ZS_REQUIRE_TORCH26=1)" >&2; exit 1; }
+		echo "$name: SKIP: no PyTorch 2.6 root (tests/torch26_root.sh)" >&2
+		exit 77
+	fi
+	in=/tmp/zs-${name}26.$$
+	trap 'rm -rf "$tmp" "${root:?}$in"' EXIT HUP INT TERM
+fi
+
+ft_configs() {
+	cat >"$tmp/${3:-}gpt2.json" <<JSON
+{"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 64, "vocab_size": $1,
+ "activation_function": "gelu_new", "tie_word_embeddings": true, "layer_norm_epsilon": 1e-05, "embd_pdrop": 0.0,
+ "attn_pdrop": 0.0, "resid_pdrop": 0.0}
+JSON
+	cat >"$tmp/${3:-}llama.json" <<JSON
+{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "intermediate_size": $2, "max_position_embeddings": 64, "vocab_size": $1,
+ "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu"}
+JSON
+	sed 's/"llama"/"qwen2"/; s/1e-05/1e-06/' "$tmp/${3:-}llama.json" >"$tmp/${3:-}qwen2.json"
+	sed 's/"llama"/"qwen3"/; s/1e-05/1e-06/; s/"num_key_value_heads": 2,/"num_key_value_heads": 2, "head_dim": 24,/' \
+		"$tmp/${3:-}llama.json" >"$tmp/${3:-}qwen3.json"
+	sed 's/"llama"/"phi3"/; s/"silu"/"silu", "resid_pdrop": 0.0, "pad_token_id": null/' \
+		"$tmp/${3:-}llama.json" >"$tmp/${3:-}phi3.json"
+	sed 's/"llama"/"mistral"/' "$tmp/${3:-}llama.json" >"$tmp/${3:-}mistral.json"
+}
