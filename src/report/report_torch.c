@@ -490,6 +490,18 @@ static void per_run(struct zs_buf *b, const struct report_torch_model *m, const 
 
 static const double *at_peak(const struct report_torch_run *r) { return r->cls; }
 
+/* "WHAT PER-RUN against WHOSE BYTES": class c at each run's peak beside
+ * the schedule's figure for it (whose: "the paper's"), one way for every
+ * departure that has one. */
+static void per_run_against(struct zs_buf *b, const struct report_torch_model *m, const char *what, int c,
+                            const char *whose, double v)
+{
+	zs_buf_printf(b, "%s ", what);
+	per_run(b, m, at_peak, c);
+	zs_buf_printf(b, " against %s ", whose);
+	bytes(b, v);
+}
+
 static void table(struct zs_buf *b, const struct report_torch_model *m)
 {
 	char v[112];
@@ -593,16 +605,12 @@ static void frozen_item(struct zs_buf *b, const struct report_torch_model *m)
 		return;
 	zs_buf_printf(b, "\\item frozen parameters (\\texttt{--freeze}%s), where the paper's schedule trains every "
 	              "parameter: a frozen one holds no gradient and no Adam state, and autograd keeps no activation "
-	              "for a frozen prefix (docs/finetune.md)%s: gradients at the peak ",
+	              "for a frozen prefix (docs/finetune.md)%s: ",
 	              lora ? ", or LoRA's frozen base" : "",
 	              lora ? "; LoRA's adapters are parameters of their own, trained" : "");
-	per_run(b, m, at_peak, RT_GRAD);
-	zs_buf_printf(b, " against the paper's ");
-	bytes(b, m->paper_cls[RT_GRAD]);
-	zs_buf_printf(b, ", Adam's m and v ");
-	per_run(b, m, at_peak, RT_ADAM);
-	zs_buf_printf(b, " against ");
-	bytes(b, m->paper_cls[RT_ADAM]);
+	per_run_against(b, m, "gradients at the peak", RT_GRAD, "the paper's", m->paper_cls[RT_GRAD]);
+	zs_buf_printf(b, ", ");
+	per_run_against(b, m, "Adam's m and v", RT_ADAM, "the paper's", m->paper_cls[RT_ADAM]);
 	zs_buf_printf(b, ";\n");
 }
 
@@ -669,14 +677,11 @@ static void departures(struct zs_buf *b, const struct report_torch_model *m)
 	per_run(b, m, at_peak, RT_OPBYOP);
 	zs_buf_printf(b, ";\n");
 	dropout_item(b, m);
-	zs_buf_printf(b, "\\item the other activations kept for backward, against the paper's ");
-	bytes(b, m->paper_cls[RT_ACT]);
-	zs_buf_printf(b, ": ");
-	per_run(b, m, at_peak, RT_ACT);
-	zs_buf_printf(b, "; backward's gradients in flight, against zerosim's preallocated scratch of ");
-	bytes(b, m->paper_cls[RT_SCRATCH]);
-	zs_buf_printf(b, ": ");
-	per_run(b, m, at_peak, RT_BWD);
+	zs_buf_printf(b, "\\item ");
+	per_run_against(b, m, "the other activations kept for backward:", RT_ACT, "the paper's", m->paper_cls[RT_ACT]);
+	zs_buf_printf(b, "; ");
+	per_run_against(b, m, "backward's gradients in flight:", RT_BWD, "zerosim's preallocated scratch of",
+	                m->paper_cls[RT_SCRATCH]);
 	zs_buf_printf(b, ";\n\\item the model's buffers, Adam's step counters and the batch, which the paper "
 	              "leaves out: ");
 	for (size_t k = 0; k < m->nruns; k++) {
