@@ -41,10 +41,10 @@ name=ft_freeze
 # the tiny gpt2, llama, qwen2, qwen3 and phi3 (tests/ft_lib.sh)
 ft_configs 1024 176
 plain="--world 1 --framework torch --wrapper none --torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single"
-refuse() { # WHAT TEXT ARGS...: zerosim theory must refuse with one line that has TEXT, exit 2
+refuse() { # WHAT TEXT ARGS...: zerosim theory (or $zcmd) must refuse with one line that has TEXT, exit 2
 	what=$1 text=$2
 	shift 2
-	"$zerosim" theory --model "$tmp/gpt2.json" --seq 32 --batch 2 --precision fp32 --schemes dp "$@" \
+	"$zerosim" "${zcmd:-theory}" --model "$tmp/gpt2.json" --seq 32 --batch 2 --precision fp32 --schemes dp "$@" \
 		--out "$tmp/refused.json" >"$tmp/out" 2>"$tmp/err"
 	rc=$?
 	if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/refused.json" ] ||
@@ -65,6 +65,12 @@ only="--freeze: only under --framework torch with --wrapper none or ddp so far"
 	refuse "bad re: term" "--freeze: bad term 're:(' (re:REGEX, a POSIX extended regular expression)" \
 		$plain --freeze 're:('
 	refuse "everything frozen" "--freeze re:.: it freezes every parameter: nothing to train" $plain --freeze 're:.'
+	# a pattern that freezes nothing: a mistake, not the full run (the
+	# wording of a LoRA target that matches nothing)
+	for zcmd in theory measure; do
+		refuse "nothing frozen ($zcmd)" "--freeze all: no parameter of gpt2 matches" $plain --freeze all
+	done
+	zcmd=
 	refuse "--framework paper" "$only (--framework paper trains every parameter)" --framework paper --freeze embeddings
 	refuse "--framework deepspeed" "$only (--framework deepspeed trains every parameter)" \
 		--framework deepspeed --freeze embeddings
@@ -101,6 +107,18 @@ for world in $worlds; do
 			echo "ok: $ref.py --freeze blocks:1-0 $*: $(cat "$tmp/err")"
 		fi
 	done
+done
+# and a pattern that freezes nothing, as zerosim refuses it
+for ref in ft_torch hf_torch; do
+	[ "$mode" = torch26 ] && break
+	timeout 300 "$py" "$src/tests/$ref.py" --model "$tmp/gpt2.json" --freeze all >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || ! grep -qF -- "--freeze all: no parameter matches" "$tmp/err"; then
+		echo "FAIL: $ref.py --freeze all: exit $rc, stderr: $(tail -3 "$tmp/err")"
+		status=1
+	else
+		echo "ok: $ref.py --freeze all: $(cat "$tmp/err")"
+	fi
 done
 
 

@@ -163,7 +163,7 @@ def freeze_names(a):
     """The HF names of the parameters --freeze freezes in a's model, built
     here on its own (before any rank starts: a bad pattern is one line and
     exit 2, not a traceback per rank). Raises ValueError when it freezes
-    every parameter."""
+    every parameter or none (a mistake, not the full run)."""
     freeze_check(a.freeze)
     torch.manual_seed(0)
     raw, family, cfg, tied = H.build(a)
@@ -175,6 +175,8 @@ def freeze_names(a):
     frozen = [n for n in names if freeze_matches(a.freeze, family, cfg, n)]
     if len(frozen) == len(names) and not a.lora_r:
         raise ValueError(f"--freeze {a.freeze}: it freezes every parameter, nothing to train")
+    if not frozen:
+        raise ValueError(f"--freeze {a.freeze}: no parameter matches")
     return frozen
 
 

@@ -4172,6 +4172,11 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		ntrain += !M.pt[i].frozen;
 	if (!ntrain)
 		b->unsupported = "it freezes every parameter: nothing to train";
+	/* a pattern that freezes nothing is a mistake (--freeze all), not
+	 * the full run: refused as a LoRA target that matches nothing is */
+	int none_frozen = freezing && ntrain == M.npt;
+	if (none_frozen)
+		b->unsupported = "no parameter matches";
 	/* the batch, held across steps: under --grad-accum K, every
 	 * micro-step's (the loop holds the K micro-batches of the optimizer
 	 * step: tests/ft_torch.py draws them at once, labels a clone) */
@@ -4280,6 +4285,8 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			              : "(the default)", m->name);
 		if (!freezing)
 			return refuse(cause, "--lora-r %u: %s (not described yet)", o->lora_r, b->unsupported);
+		if (none_frozen)
+			return refuse(cause, "--freeze %s: no parameter of %s matches", o->freeze, m->name);
 		return refuse(cause, "--freeze %s: %s%s", o->freeze, b->unsupported,
 		              ntrain ? " (not described yet)" : "");
 	}
