@@ -33,3 +33,7 @@ tests_json_agree_SOURCES = tests/json_agree.c
 tests_json_agree_LDADD = libzsutil.a $(CJSON_LIBS)
 TESTS += tests/theory_vs_measure.sh tests/theory_cli.sh
 EXTRA_DIST += tests/theory_vs_measure.sh tests/theory_cli.sh
+# DeepSpeed's defaults on a transformer past its persistence threshold, and
+# the precision theory and measure take with --model when none is given.
+TESTS += tests/ds_defaults.sh
+EXTRA_DIST += tests/ds_defaults.sh

@@ -224,6 +224,16 @@ static const char *in_scale(char *buf, size_t size, uint64_t bytes, int dash, si
 	return buf;
 }
 
+/* theory --model's precision when none is given is mixed, measure
+ * --model's fp32 (cmd_measure.c, transformer_run): the same options are
+ * then two runs, and the text says so. */
+static const char *default_precision_note(const struct zs_config *c)
+{
+	if (c->given & ZS_KEY_BIT(ZS_KEY_PRECISION))
+		return "";
+	return " (theory's default; measure --model's is fp32: give --precision to both to compare them)";
+}
+
 /* Bytes with two decimals in the unit that suits them ("1.49 GB", "4.46 MB"). */
 static const char *amount(char *buf, size_t size, uint64_t bytes)
 {
@@ -267,10 +277,10 @@ static void model_header(struct zs_buf *t, const struct theory_request *req)
 		zs_buf_printf(t, " (%llu key-value)", (unsigned long long)m->kv_heads);
 	zs_buf_printf(t, ", vocabulary %llu, %s head\n", (unsigned long long)m->vocab,
 	              m->tied ? "tied" : "untied");
-	zs_buf_printf(t, "%s precision, %s: p = %u, g = %u, k = %u bytes per parameter; "
+	zs_buf_printf(t, "%s precision%s, %s: p = %u, g = %u, k = %u bytes per parameter; "
 	              "sequence %llu, micro-batch %u per rank\n",
-	              theory_request_precision(req), zs_optimizer_name(c->optimizer), b.p, b.g, b.k,
-	              (unsigned long long)req->act.seq, c->batch);
+	              theory_request_precision(req), default_precision_note(c), zs_optimizer_name(c->optimizer), b.p,
+	              b.g, b.k, (unsigned long long)req->act.seq, c->batch);
 }
 
 static void activations_text(struct zs_buf *t, const struct theory_request *req)
@@ -421,10 +431,11 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 	else
 		zs_buf_printf(t, "\nPer rank, %s:\n", scales[sc].name);
 	if (fwh)
-		zs_buf_printf(t, "(the peak is %s's exact step, what measure --model runs%s; \"paper level\" "
-		              "is the reference: the paper's model states and transients with Korthikanti's "
+		zs_buf_printf(t, "(the peak is %s's exact step, what measure --model --precision %s runs%s; \"paper "
+		              "level\" is the reference: the paper's model states and transients with Korthikanti's "
 		              "activations, the parts to its left)\n",
-		              fw, mem ? ", and the fits and the largest micro-batch are judged on it" : "");
+		              fw, zs_precision_name(c->precision),
+		              mem ? ", and the fits and the largest micro-batch are judged on it" : "");
 	if (mem && req->alloc != NULL)
 		zs_buf_printf(t, "(--allocator cuda: the peak's fit and the largest micro-batch are judged on what "
 		              "the GPU holds, the step's reserved bytes plus the device's fixed costs; see \"What "
