@@ -115,25 +115,36 @@ fuzz: $(FUZZ_PROGS)
 # source tree's corpus never grows behind anyone's back. New inputs stay in
 # tests/fuzz/work/NAME for a longer run; a crash's input is saved in
 # tests/fuzz/crashes/NAME/ (copy it to tests/fuzz/regress/NAME/ once fixed).
-fuzz-run: fuzz
-	@for n in $(FUZZ_NAMES); do \
-	  rm -rf tests/fuzz/work/$$n && $(MKDIR_P) tests/fuzz/work/$$n tests/fuzz/crashes/$$n || exit 1; \
-	  cp $(top_srcdir)/tests/fuzz/corpus/$$n/* tests/fuzz/work/$$n/ || exit 1; \
-	  if test -d $(top_srcdir)/tests/fuzz/regress/$$n; then \
-	    cp $(top_srcdir)/tests/fuzz/regress/$$n/* tests/fuzz/work/$$n/ 2>/dev/null; fi; \
-	  echo "fuzz-run: fuzz_$$n for $(FUZZ_SECONDS) s"; \
-	  ./tests/fuzz/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) $(FUZZ_FLAGS) \
-	    -dict=$(top_srcdir)/tests/fuzz/zerosim.dict \
-	    -artifact_prefix=tests/fuzz/crashes/$$n/ tests/fuzz/work/$$n \
-	    >tests/fuzz/fuzz_$$n.log 2>&1; \
-	  status=$$?; grep -E '^(#[0-9]+.*DONE|Done [0-9]+ runs)' tests/fuzz/fuzz_$$n.log; \
-	  if test $$status -ne 0; then \
-	    echo "fuzz-run: fuzz_$$n FAILED (status $$status); see tests/fuzz/fuzz_$$n.log and tests/fuzz/crashes/$$n/" >&2; \
-	    exit 1; \
-	  fi; \
-	done
+# One target a harness, each needing only its own program, so that
+# make -j fuzz-run builds and runs them side by side (each still runs
+# FUZZ_SECONDS; give make no more jobs than cores, or they share them).
+fuzz_run_one = rm -rf tests/fuzz/work/$$n && $(MKDIR_P) tests/fuzz/work/$$n tests/fuzz/crashes/$$n || exit 1; \
+	cp $(top_srcdir)/tests/fuzz/corpus/$$n/* tests/fuzz/work/$$n/ || exit 1; \
+	if test -d $(top_srcdir)/tests/fuzz/regress/$$n; then \
+	  cp $(top_srcdir)/tests/fuzz/regress/$$n/* tests/fuzz/work/$$n/ 2>/dev/null; fi; \
+	echo "fuzz-run: fuzz_$$n for $(FUZZ_SECONDS) s"; \
+	./tests/fuzz/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) $(FUZZ_FLAGS) \
+	  -dict=$(top_srcdir)/tests/fuzz/zerosim.dict \
+	  -artifact_prefix=tests/fuzz/crashes/$$n/ tests/fuzz/work/$$n \
+	  >tests/fuzz/fuzz_$$n.log 2>&1; \
+	status=$$?; grep -E '^(\#[0-9]+.*DONE|Done [0-9]+ runs)' tests/fuzz/fuzz_$$n.log | sed "s/^/fuzz_$$n: /"; \
+	if test $$status -ne 0; then \
+	  echo "fuzz-run: fuzz_$$n FAILED (status $$status); see tests/fuzz/fuzz_$$n.log and tests/fuzz/crashes/$$n/" >&2; \
+	  exit 1; \
+	fi
+fuzz-run-case: tests/fuzz/fuzz_case
+	@n=case; $(fuzz_run_one)
+fuzz-run-spec: tests/fuzz/fuzz_spec
+	@n=spec; $(fuzz_run_one)
+fuzz-run-measured: tests/fuzz/fuzz_measured
+	@n=measured; $(fuzz_run_one)
+fuzz-run-theory: tests/fuzz/fuzz_theory
+	@n=theory; $(fuzz_run_one)
+fuzz-run-model: tests/fuzz/fuzz_model
+	@n=model; $(fuzz_run_one)
+fuzz-run: $(FUZZ_NAMES:%=fuzz-run-%)
 
-.PHONY: fuzz fuzz-run
+.PHONY: fuzz fuzz-run $(FUZZ_NAMES:%=fuzz-run-%)
 CLEANFILES += $(FUZZ_PROGS) tests/fuzz/fuzz_case.log tests/fuzz/fuzz_spec.log \
 	tests/fuzz/fuzz_measured.log tests/fuzz/fuzz_theory.log tests/fuzz/fuzz_model.log
 mostlyclean-local:
