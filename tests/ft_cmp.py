@@ -1,4 +1,4 @@
-"""ft_cmp.py REF THEORY MEASURE LABEL [--lora]: zerosim's theory (its
+"""ft_cmp.py REF THEORY MEASURE LABEL [--lora] [--buckets]: zerosim's theory (its
 schedule) and measure (every rank of every run) of one case against the
 reference's JSON (tests/hf_torch.py or tests/ft_torch.py): bytes between
 steps, the steady step's peak and every mark zerosim names, to the byte;
@@ -6,7 +6,9 @@ exit 1 with the differences, else 0. Used by tests/ft_freeze.sh and
 tests/ft_lora.sh. --lora: also the reference's trainable set is the
 adapters' (tests/ft_torch.py's persistent split: Adam's exp_avg and
 exp_avg_sq, 2 x 4 B a trainable value, and a 4 B step per adapter
-tensor; no frozen parameter's grad)."""
+tensor; no frozen parameter's grad). --buckets: DDP's buckets as the
+reference's reducer rebuilt them (ddp_buckets, bytes each in order) equal
+to measure's (run with --timeline: its live buckets)."""
 import json
 import sys
 
@@ -15,6 +17,7 @@ t = json.load(open(sys.argv[2]))["rows"][0]["schedule"]
 runs = json.load(open(sys.argv[3]))["runs"]
 label = sys.argv[4]
 lora = "--lora" in sys.argv[5:]
+buckets = "--buckets" in sys.argv[5:]
 steady, ref, bad = d["between_steps"], dict(d["boundaries"]), []
 if len(set(steady)) != 1 or steady[-1] != t["resident_bytes"]:
     bad.append(f"theory between steps {t['resident_bytes']:,} against {steady}")
@@ -36,12 +39,18 @@ for r in runs:
             bad.append(f"measure N={r['world']} mark {k}: {v:,} against {ref.get(k)}")
     if not r.get("marks"):
         bad.append(f"measure N={r['world']} gave no marks")
+    if buckets:
+        zb = [e["bytes"] for e in (r.get("timeline_live") or []) if e["category"] == "buckets"]
+        if zb != d.get("ddp_buckets"):
+            bad.append(f"measure N={r['world']} buckets {zb} against PyTorch's {d.get('ddp_buckets')}")
 extra = ""
 if lora:
     p, n = d["persistent"], len(d["lora"]["targets"])
     if p["adam_trainable"] != 8 * d["trainable"] + 4 * 2 * n or p["grads_frozen"]:
         bad.append(f"the reference's trainable set is not the adapters': {p}, {d['trainable']} trainable")
     extra = f", {d['trainable']:,} trainable in {n} layers"
+if buckets:
+    extra += f", DDP's {len(d.get('ddp_buckets') or [])} bucket(s) {d.get('ddp_buckets')}"
 print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} ({d['peak_phase']}, "
       f"after {d['peak_after']}), {len(marks)} marks{extra}: PyTorch {d['torch']}, zerosim's theory and measure "
       f"{'differ' if bad else 'equal to the byte'}" + "".join("\n  " + b for b in bad))

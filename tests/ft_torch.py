@@ -14,6 +14,9 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    as transformers' Trainer.training_step does.
   --world N        DDP over gloo, N ranks (rank 0 is measured);
   --no-sync 0|1    DDP's no_sync() on the first K-1 micro-steps (default 1).
+  --bucket-cap-mb MB  DDP's bucket_cap_mb (default: not given, DDP's own);
+                   with --world > 1 the output's ddp_buckets are the
+                   reducer's rebuilt buckets, bytes each in its order.
   --freeze SPEC    frozen parameters by Hugging Face parameter names (the
                    syntax proposed for zerosim's --freeze; docs/finetune.md):
                    comma-separated terms, each one of
@@ -471,6 +474,10 @@ def run(a, rank=0, world=1):
                fwd_end_over_start=fwd, allreduce_per_micro=per_micro,
                boundaries=st["boundaries"], losses=losses, grad_norms=grad_norms)
     if world > 1:
+        # the buckets as the reducer rebuilt them after step 1, bytes each in
+        # its order (Logger::set_runtime_stats_and_log, as hf_torch.py reads them)
+        ld = net._get_ddp_logging_data()
+        out["ddp_buckets"] = [int(x) for x in ld["rebuilt_bucket_sizes"].split(", ")]
         import torch.distributed as dist
         dist.barrier()
         dist.destroy_process_group()
@@ -549,6 +556,7 @@ def main():
     ap.add_argument("--grad-accum", type=int, default=1)
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--no-sync", type=int, choices=[0, 1], default=1)
+    ap.add_argument("--bucket-cap-mb", type=float, default=None)
     ap.add_argument("--freeze", default="")
     ap.add_argument("--lora-r", type=int, default=0)
     ap.add_argument("--lora-alpha", type=float, default=8.0)
@@ -564,7 +572,6 @@ def main():
     ap.add_argument("--out")
     a = ap.parse_args()
     a.tied = None
-    a.bucket_cap_mb = None  # hf_torch.ddp_wrap's: DDP's default buckets
     if not a.model:
         ap.error("--model is required")
     if a.table:

@@ -1932,6 +1932,32 @@ static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, unsi
 	return rc;
 }
 
+/* A digest of the step's parameters that are no tensor of the model's
+ * flat order (LoRA's adapters: --lora-r), storage by storage in the list's
+ * order; 0 where there are none. final_weights reads the model's own
+ * parameters only, so under --wrapper ddp with LoRA, where the adapters
+ * are all DDP trains, this is what shows every rank's replica the same. */
+static uint64_t adapters_digest(const struct ag_exec *x)
+{
+	const struct ag_step *s = x->s;
+	XXH3_state_t *h = XXH3_createState();
+	if (h == NULL || XXH3_64bits_reset(h) != XXH_OK)
+		zs_oom(__FILE__, __LINE__);
+	size_t n = 0;
+	for (uint32_t t = 0; t < s->ntensors; t++) {
+		const struct ag_tensor *q = &s->tensor[t];
+		const void *d = q->storage == t && q->role == AG_ROLE_PARAM && q->param < 0 ? ag_exec_data(x, t) : NULL;
+		if (d == NULL)
+			continue;
+		if (XXH3_64bits_update(h, d, (size_t)q->bytes) != XXH_OK)
+			zs_oom(__FILE__, __LINE__);
+		n++;
+	}
+	uint64_t r = n ? XXH3_64bits_digest(h) : 0;
+	XXH3_freeState(h);
+	return r;
+}
+
 int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
                     const float *init, const int *tokens, int want_weights, struct zs_tracker *trk,
                     int want_timeline, struct ag_exec_result *out, char **cause)
@@ -2021,6 +2047,9 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 			if (rc == 0 && d != out->digest)
 				rc = zs_fail(cause, "internal error: rank %u's weights differ from rank 0's (--wrapper ddp, %s, N=%u)",
 				             k, ag_zero1_scheme(c) ? "zero1" : "dp", world);
+			if (rc == 0 && adapters_digest(&x[k]) != adapters_digest(&x[0]))
+				rc = zs_fail(cause, "internal error: rank %u's LoRA adapters differ from rank 0's (--wrapper ddp, "
+				             "N=%u)", k, world);
 		}
 		/* every rank's marks where they differ (zero1) */
 		if (ag_zero1_scheme(c) && x[b].nmarks > 0) {

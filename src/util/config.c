@@ -799,8 +799,8 @@ static int check_lora(const struct zs_config *c, char **cause)
 			return zs_fail(cause, "--%s: only with --lora-r", key_names[with_r[i]]);
 	if (!c->lora_r)
 		return 0;
-	if (c->framework != ZS_FW_TORCH || c->wrapper != ZS_WRAPPER_NONE)
-		return zs_fail(cause, "--lora-r: only under --framework torch with --wrapper none so far (--framework %s%s%s "
+	if (c->framework != ZS_FW_TORCH || (c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP))
+		return zs_fail(cause, "--lora-r: only under --framework torch with --wrapper none or ddp so far (--framework %s%s%s "
 		               "is not described with LoRA yet)", zs_framework_name(c->framework),
 		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
 		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");
