@@ -788,9 +788,12 @@ static int check_step_unit(const struct zs_config *c, char **cause)
 	return 0;
 }
 
-/* LoRA (--lora-r): so far the plain loop's PyTorch step alone, in fp32,
- * without the adapters' dropout (tests/ft_lora.sh checks what is
- * described against tests/ft_torch.py); its other keys only with it. */
+/* LoRA (--lora-r): so far the plain loop's PyTorch step and DDP over it
+ * (its buckets take the adapters' gradients alone: frozen parameters have
+ * no slot), in fp32, without the adapters' dropout (tests/ft_lora.sh checks
+ * what is described against tests/ft_torch.py); its other keys only with
+ * it. FSDP's flat parameters would mix frozen and trainable tensors (1.13
+ * has no use_orig_params): not described. */
 static int check_lora(const struct zs_config *c, char **cause)
 {
 	static const enum zs_key with_r[] = {ZS_KEY_LORA_ALPHA, ZS_KEY_LORA_DROPOUT, ZS_KEY_LORA_TARGETS};
