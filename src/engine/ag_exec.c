@@ -1958,6 +1958,56 @@ static uint64_t adapters_digest(const struct ag_exec *x)
 	return r;
 }
 
+int ag_exec_tfm_adapters(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
+                         float **vals, size_t *n, char **cause)
+{
+	*vals = NULL;
+	*n = 0;
+	struct tfm_feed f;
+	struct ag_step s;
+	struct ag_options o;
+	if (world < 1)
+		return zs_fail(cause, "internal error: a run of %u ranks", world);
+	if (tfm_prepare(&f, &s, &o, c, hf, seq, world, cause) != 0)
+		return -1;
+	tfm_task_init(&f.task, f.dims.vocab, c->seed); /* the set-up holds the step's tokens */
+	tfm_blas_init();
+	struct zs_tracker tr;
+	tracker_init(&tr, world);
+	struct rank_feed *rf = zs_malloc(world * sizeof *rf);
+	struct ag_exec_feed *feed = zs_malloc(world * sizeof *feed);
+	struct ag_exec *x = zs_calloc(world, sizeof *x);
+	for (unsigned k = 0; k < world; k++) {
+		rf[k] = (struct rank_feed){.f = &f, .rank = k};
+		feed[k] = (struct ag_exec_feed){.ctx = &rf[k], .param = feed_rank_param, .input = feed_rank_input};
+	}
+	/* the set-up alone: the model's, the adapters' draws, DDP's broadcast */
+	int rc = ag_exec_begin_ranks(x, world, &s, &o, &tr, feed, cause);
+	if (rc == 0) {
+		for (uint32_t t = 0; t < s.ntensors; t++) {
+			const struct ag_tensor *q = &s.tensor[t];
+			const float *d = q->storage == t && q->role == AG_ROLE_PARAM && q->param < 0 && q->dtype == AG_F32
+			                     ? ag_exec_data(&x[0], t)
+			                     : NULL;
+			if (d == NULL)
+				continue;
+			size_t m = (size_t)q->bytes / sizeof *d;
+			*vals = zs_realloc(*vals, (*n + m) * sizeof **vals);
+			memcpy(*vals + *n, d, m * sizeof *d);
+			*n += m;
+		}
+		for (unsigned k = 0; k < world; k++)
+			ag_exec_end(&x[k]);
+	}
+	free(x);
+	free(feed);
+	free(rf);
+	tracker_destroy(&tr);
+	ag_step_free(&s);
+	feed_free(&f);
+	return rc;
+}
+
 int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
                     const float *init, const int *tokens, int want_weights, struct zs_tracker *trk,
                     int want_timeline, struct ag_exec_result *out, char **cause)
