@@ -14,6 +14,9 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    as transformers' Trainer.training_step does.
   --world N        DDP over gloo, N ranks (rank 0 is measured);
   --no-sync 0|1    DDP's no_sync() on the first K-1 micro-steps (default 1).
+  --bucket-cap-mb MB  DDP's bucket_cap_mb (default: not given, DDP's own);
+                   with --world > 1 the output's ddp_buckets are the
+                   reducer's rebuilt buckets, bytes each in its order.
   --freeze SPEC    frozen parameters by Hugging Face parameter names (the
                    syntax proposed for zerosim's --freeze; docs/finetune.md):
                    comma-separated terms, each one of
@@ -298,8 +301,17 @@ def load_case(path, family, cfg):
     if off != w.numel():
         raise ValueError(f"{path}: the layout has {off} values, the side file {w.numel()}")
     ids = [[[row[:T] for row in rk] for rk in micro] for micro in case["tokens"]]
+    # LoRA (measure --write-case --lora-r): its settings and the adapters'
+    # initial values, model.parameters() order (per adapted layer lora_A
+    # [r, in], then lora_B [out, r]), a side file of their own
+    lora = case.get("lora")
+    if lora:
+        v = np.fromfile(os.path.join(os.path.dirname(os.path.abspath(path)), lora["file"]), dtype="<f4").copy()
+        if v.size != lora["count"]:
+            raise ValueError(f"{path}: lora.count {lora['count']}, its side file {v.size} values")
+        lora = dict(r=lora["r"], alpha=lora["alpha"], targets=lora["targets"], values=torch.from_numpy(v))
     return dict(weights=weights, ids=ids, K=case.get("grad_accum", 1), steps=case["steps"], lr=case["lr"],
-                betas=(case["beta1"], case["beta2"]), eps=case["eps"], batch=case["batch"], seq=T)
+                betas=(case["beta1"], case["beta2"]), eps=case["eps"], batch=case["batch"], seq=T, lora=lora)
 
 
 def run(a, rank=0, world=1):
@@ -347,6 +359,23 @@ def run(a, rank=0, world=1):
             # PEFT's _mark_only_adapters_as_trainable (bias="none"): all but lora_ frozen
             for n, p in model.named_parameters():
                 p.requires_grad_("lora_" in n)
+        if case and (case["lora"] is not None) != bool(a.lora_r):
+            raise ValueError(f"--case {a.case}: {'its LoRA' if case['lora'] else 'no LoRA'}: give the same options")
+        if case and case["lora"]:
+            cl = case["lora"]
+            if (cl["r"], cl["alpha"], "" if cl["targets"] == "default" else cl["targets"]) != \
+                    (a.lora_r, a.lora_alpha, a.lora_targets):
+                raise ValueError(f"--case {a.case}: LoRA r {cl['r']}, alpha {cl['alpha']}, targets "
+                                 f"{cl['targets']}: give the same options")
+            # the case's adapters, in model.parameters() order
+            off, v = 0, cl["values"]
+            with torch.no_grad():
+                for n, p in model.named_parameters():
+                    if "lora_" in n:
+                        p.copy_(v[off:off + p.numel()].view(p.shape))
+                        off += p.numel()
+            if off != v.numel():
+                raise ValueError(f"--case {a.case}: the adapters take {off} values, the case has {v.numel()}")
         if a.freeze:
             for n, p in model.named_parameters():
                 if freeze_matches(a.freeze, family, cfg, hf_name(family, n)):
@@ -473,7 +502,20 @@ def run(a, rank=0, world=1):
                fwd_end_over_start=fwd, allreduce_per_micro=per_micro,
                boundaries=st["boundaries"], losses=losses, grad_norms=grad_norms)
     if world > 1:
+        # the buckets as the reducer rebuilt them after step 1, bytes each in
+        # its order (Logger::set_runtime_stats_and_log, as hf_torch.py reads them)
+        ld = net._get_ddp_logging_data()
+        out["ddp_buckets"] = [int(x) for x in ld["rebuilt_bucket_sizes"].split(", ")]
         import torch.distributed as dist
+        # every rank's losses (each its own micro-batches) and whether every
+        # rank ends with rank 0's trained parameters, gathered after the
+        # profiled loop (no byte of it is measured)
+        import hashlib
+        mine = (losses, hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in trainable)).hexdigest())
+        every = [None] * world
+        dist.all_gather_object(every, mine)
+        out["rank_losses"] = [e[0] for e in every]
+        out["trained_equal_across_ranks"] = len({e[1] for e in every}) == 1
         dist.barrier()
         dist.destroy_process_group()
     return out
@@ -551,6 +593,7 @@ def main():
     ap.add_argument("--grad-accum", type=int, default=1)
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--no-sync", type=int, choices=[0, 1], default=1)
+    ap.add_argument("--bucket-cap-mb", type=float, default=None)
     ap.add_argument("--freeze", default="")
     ap.add_argument("--lora-r", type=int, default=0)
     ap.add_argument("--lora-alpha", type=float, default=8.0)
@@ -566,7 +609,6 @@ def main():
     ap.add_argument("--out")
     a = ap.parse_args()
     a.tied = None
-    a.bucket_cap_mb = None  # hf_torch.ddp_wrap's: DDP's default buckets
     if not a.model:
         ap.error("--model is required")
     if a.table:

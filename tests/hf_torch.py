@@ -1135,8 +1135,8 @@ def ddp_wrap(a, model):
     tnd.dist.Logger = QuietLogger
     mark("ddp:construct")
     # bucket_cap_mb given only when asked: 2.x's first bucket is 1 MiB
-    # (_DEFAULT_FIRST_BUCKET_BYTES) only while it is left at None;
-    # tests/ft_torch.py's options have no --bucket-cap-mb
+    # (_DEFAULT_FIRST_BUCKET_BYTES) only while it is left at None (as
+    # tests/ft_torch.py leaves it without --bucket-cap-mb)
     cap = getattr(a, "bucket_cap_mb", None)
     m = DDP(model, process_group=pg, **({} if cap is None else dict(bucket_cap_mb=cap)))
     m.units = model.units

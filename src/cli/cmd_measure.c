@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "engine/ag_exec.h"
 #include "engine/engine.h"
 #include "engine/measure_json.h"
 #include "engine/net.h"
@@ -105,8 +106,8 @@ static void usage(FILE *f)
 	      "                         parameters whose Hugging Face names PATTERN matches,\n"
 	      "                         comma-separated terms: embeddings, blocks:A-B,\n"
 	      "                         all-but-last:N, re:REGEX or a glob (*.ln_*)\n"
-	      "      --lora-r R         --wrapper none, fp32: PEFT's LoRA of rank R over\n"
-	      "                         --lora-targets T (all-linear or module names;\n"
+	      "      --lora-r R         --wrapper none or ddp (dp), fp32: PEFT's LoRA of rank R\n"
+	      "                         over --lora-targets T (all-linear or module names;\n"
 	      "                         default gpt2's c_attn, the others' q_proj,v_proj),\n"
 	      "                         scaled by --lora-alpha A / R (A 8); every base\n"
 	      "                         parameter frozen; --lora-dropout 0 only\n"
@@ -148,6 +149,7 @@ static void usage(FILE *f)
 	      "                         every batch, the training options; one --world), for\n"
 	      "                         --case or another framework; a transformer's weights\n"
 	      "                         go to FILE's name with .f32 for .json beside it\n"
+	      "                         (--lora-r: the adapters to .lora.f32's)\n"
 	      "  -q, --quiet            no progress line on standard error\n"
 	      "\n"
 	      "Other:\n"
@@ -429,7 +431,7 @@ int zs_cmd_measure(int argc, char **argv)
 	struct zs_config c;
 	zs_config_defaults(&c);
 	const char *spec = NULL, *case_path = NULL, *out = NULL, *dump = NULL, *write_case = NULL;
-	char *write_side = NULL;
+	char *write_side = NULL, *write_lora = NULL;
 	const char *model_arg = NULL, *seq_arg = NULL, *recompute_arg = NULL;
 	struct zs_tfm_run tfm;
 	int timeline = 0, quiet = 0, timeline_ranks = 0, allocator = 0;
@@ -549,10 +551,10 @@ int zs_cmd_measure(int argc, char **argv)
 		        case_path != NULL ? "--case" : "--write-case");
 		goto fail;
 	}
-	/* likewise LoRA's adapters (their values are no key of the case) */
-	if (c.lora_r && (case_path != NULL || write_case != NULL)) {
-		zs_fail(&cause, "--lora-r with %s: the case file has no key for LoRA's adapters yet",
-		        case_path != NULL ? "--case" : "--write-case");
+	/* LoRA: --write-case writes the adapters' initial values (the case's
+	 * "lora", for tests/ft_torch.py --case); --case does not run them yet */
+	if (c.lora_r && case_path != NULL) {
+		zs_fail(&cause, "--lora-r with --case: a case's LoRA adapters are not read back yet");
 		goto fail;
 	}
 	if (model_arg != NULL && load_transformer(&c, &tfm, model_arg, seq_arg, recompute_arg, &cause) != 0)
@@ -577,6 +579,8 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	if (write_case != NULL && c.tfm != NULL)
 		write_side = engine_case_side_path(write_case);
+	if (write_case != NULL && c.tfm != NULL && c.lora_r)
+		write_lora = engine_case_lora_path(write_case);
 	if (zs_config_validate(&c, &cause) != 0 || zs_framework_check(&c, 0, &cause) != 0 ||
 	    zs_config_check_model(&c, c.tfm != NULL, &cause) != 0)
 		goto fail;
@@ -628,8 +632,8 @@ int zs_cmd_measure(int argc, char **argv)
 	const struct zs_path in[] = {{"--spec", spec}, {"--case", case_path}, {"--model", model_file},
 	                             {"--case's weights", cs != NULL ? cs->weights_file : NULL}};
 	const struct zs_path outs[] = {{"--out", out}, {"--dump-weights", dump}, {"--write-case", write_case},
-	                               {"--write-case's weights", write_side}};
-	int clash = writer ? zs_check_paths(in, 4, outs, 4, &cause) : 0;
+	                               {"--write-case's weights", write_side}, {"--write-case's adapters", write_lora}};
+	int clash = writer ? zs_check_paths(in, 4, outs, 5, &cause) : 0;
 	free(model_file);
 	if (clash != 0)
 		goto fail;
@@ -696,7 +700,13 @@ int zs_cmd_measure(int argc, char **argv)
 	sweep_results_free(res, nres);
 	if (write_case != NULL) { /* the case this run trained: the one it read, or its seed's */
 		struct zs_case *made = cs != NULL ? NULL : engine_case_from_seed(&c, c.world[0]);
-		int r = engine_case_write(write_case, cs != NULL ? cs : made, &c, &cause);
+		/* LoRA's adapters as the run started them: its set-up again */
+		int r = made != NULL && c.lora_r && c.tfm != NULL
+		            ? ag_exec_tfm_adapters(&c, &c.tfm->hf, c.tfm->seq, c.world[0], &made->lora_init,
+		                                   &made->nlora_init, &cause)
+		            : 0;
+		if (r == 0)
+			r = engine_case_write(write_case, cs != NULL ? cs : made, &c, &cause);
 		engine_case_free(made);
 		if (r != 0)
 			goto fail;
@@ -734,6 +744,7 @@ fail:;
 	cJSON_Delete(root);
 	engine_case_free(cs);
 	free(write_side);
+	free(write_lora);
 	free(args);
 	return status;
 }

@@ -1932,6 +1932,82 @@ static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, unsi
 	return rc;
 }
 
+/* A digest of the step's parameters that are no tensor of the model's
+ * flat order (LoRA's adapters: --lora-r), storage by storage in the list's
+ * order; 0 where there are none. final_weights reads the model's own
+ * parameters only, so under --wrapper ddp with LoRA, where the adapters
+ * are all DDP trains, this is what shows every rank's replica the same. */
+static uint64_t adapters_digest(const struct ag_exec *x)
+{
+	const struct ag_step *s = x->s;
+	XXH3_state_t *h = XXH3_createState();
+	if (h == NULL || XXH3_64bits_reset(h) != XXH_OK)
+		zs_oom(__FILE__, __LINE__);
+	size_t n = 0;
+	for (uint32_t t = 0; t < s->ntensors; t++) {
+		const struct ag_tensor *q = &s->tensor[t];
+		const void *d = q->storage == t && q->role == AG_ROLE_PARAM && q->param < 0 ? ag_exec_data(x, t) : NULL;
+		if (d == NULL)
+			continue;
+		if (XXH3_64bits_update(h, d, (size_t)q->bytes) != XXH_OK)
+			zs_oom(__FILE__, __LINE__);
+		n++;
+	}
+	uint64_t r = n ? XXH3_64bits_digest(h) : 0;
+	XXH3_freeState(h);
+	return r;
+}
+
+int ag_exec_tfm_adapters(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
+                         float **vals, size_t *n, char **cause)
+{
+	*vals = NULL;
+	*n = 0;
+	struct tfm_feed f;
+	struct ag_step s;
+	struct ag_options o;
+	if (world < 1)
+		return zs_fail(cause, "internal error: a run of %u ranks", world);
+	if (tfm_prepare(&f, &s, &o, c, hf, seq, world, cause) != 0)
+		return -1;
+	tfm_task_init(&f.task, f.dims.vocab, c->seed); /* the set-up holds the step's tokens */
+	tfm_blas_init();
+	struct zs_tracker tr;
+	tracker_init(&tr, world);
+	struct rank_feed *rf = zs_malloc(world * sizeof *rf);
+	struct ag_exec_feed *feed = zs_malloc(world * sizeof *feed);
+	struct ag_exec *x = zs_calloc(world, sizeof *x);
+	for (unsigned k = 0; k < world; k++) {
+		rf[k] = (struct rank_feed){.f = &f, .rank = k};
+		feed[k] = (struct ag_exec_feed){.ctx = &rf[k], .param = feed_rank_param, .input = feed_rank_input};
+	}
+	/* the set-up alone: the model's, the adapters' draws, DDP's broadcast */
+	int rc = ag_exec_begin_ranks(x, world, &s, &o, &tr, feed, cause);
+	if (rc == 0) {
+		for (uint32_t t = 0; t < s.ntensors; t++) {
+			const struct ag_tensor *q = &s.tensor[t];
+			const float *d = q->storage == t && q->role == AG_ROLE_PARAM && q->param < 0 && q->dtype == AG_F32
+			                     ? ag_exec_data(&x[0], t)
+			                     : NULL;
+			if (d == NULL)
+				continue;
+			size_t m = (size_t)q->bytes / sizeof *d;
+			*vals = zs_realloc(*vals, (*n + m) * sizeof **vals);
+			memcpy(*vals + *n, d, m * sizeof *d);
+			*n += m;
+		}
+		for (unsigned k = 0; k < world; k++)
+			ag_exec_end(&x[k]);
+	}
+	free(x);
+	free(feed);
+	free(rf);
+	tracker_destroy(&tr);
+	ag_step_free(&s);
+	feed_free(&f);
+	return rc;
+}
+
 int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
                     const float *init, const int *tokens, int want_weights, struct zs_tracker *trk,
                     int want_timeline, struct ag_exec_result *out, char **cause)
@@ -2021,6 +2097,9 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 			if (rc == 0 && d != out->digest)
 				rc = zs_fail(cause, "internal error: rank %u's weights differ from rank 0's (--wrapper ddp, %s, N=%u)",
 				             k, ag_zero1_scheme(c) ? "zero1" : "dp", world);
+			if (rc == 0 && adapters_digest(&x[k]) != adapters_digest(&x[0]))
+				rc = zs_fail(cause, "internal error: rank %u's LoRA adapters differ from rank 0's (--wrapper ddp, "
+				             "N=%u)", k, world);
 		}
 		/* every rank's marks where they differ (zero1) */
 		if (ag_zero1_scheme(c) && x[b].nmarks > 0) {

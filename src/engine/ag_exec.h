@@ -158,6 +158,16 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
                     int want_timeline, struct ag_exec_result *out, char **cause);
 void ag_exec_result_free(struct ag_exec_result *r);
 
+/* LoRA's adapters (--lora-r) as the run of ag_exec_tfm_run (the same c,
+ * hf, seq and world, the seed's weights) starts them: its set-up run on
+ * every rank (the adapters drawn, DDP's broadcast) and rank 0's adapter
+ * storages read in the step's order, which is model.parameters()'s (per
+ * adapted layer lora_A [r, in], then lora_B [out, r]). *vals (malloc'd,
+ * the caller's; NULL with *n 0 where there are none). 0, or -1 with
+ * *cause. For measure --write-case (the case's "lora"). */
+int ag_exec_tfm_adapters(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
+                         float **vals, size_t *n, char **cause);
+
 /* The run's bytes at its peak, from the list alone (for the sweep's
  * memory bound), or 0 where the step cannot be built. */
 double ag_exec_tfm_peak_bytes(const struct zs_config *c, const struct zs_model *hf, uint64_t seq);

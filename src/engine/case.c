@@ -151,6 +151,11 @@ static int keys(const cJSON *root, int version, struct zs_case *cs, char **cause
 		}
 		if (version >= 2 && LISTED(it->string, tfm_v2))
 			continue;
+		/* written by measure --write-case --lora-r for tests/ft_torch.py
+		 * --case; zerosim's own --case does not run LoRA yet */
+		if (version >= 2 && strcmp(it->string, "lora") == 0)
+			return zs_fail(cause, "\"lora\" (LoRA's adapters): a case with LoRA is not read back by measure "
+			               "--case yet (tests/ft_torch.py --case reads it)");
 		if (version == 1 && (LISTED(it->string, training_v2) || LISTED(it->string, tfm_v2)))
 			return zs_fail(cause, "unknown key \"%.40s\" in a zerosim-case/1 file (training settings "
 			               "and transformers are zerosim-case/2's)", it->string);
@@ -519,6 +524,7 @@ void engine_case_free(struct zs_case *cs)
 	free(cs->tfm);
 	free(cs->tokens);
 	free(cs->weights_file);
+	free(cs->lora_init);
 	free(cs);
 }
 
@@ -651,6 +657,38 @@ static unsigned char *f32_bytes(const float *w, size_t n)
 	return buf;
 }
 
+char *engine_case_lora_path(const char *path)
+{
+	size_t n = strlen(path);
+	if (n > 5 && strcmp(path + n - 5, ".json") == 0)
+		n -= 5;
+	return zs_asprintf("%.*s.lora.f32", (int)n, path);
+}
+
+/* The case's "lora": the run's LoRA settings and its adapters' initial
+ * values, a side file {"file", "count", "digest"} as the weights' (raw
+ * little-endian float32, model.parameters() order: per adapted layer
+ * lora_A [r, in], lora_B [out, r]). Returns the side file's path and its
+ * bytes in *bytes (both the caller's). */
+static char *lora_key(cJSON *root, const struct zs_case *cs, const struct zs_config *c, const char *path,
+                      unsigned char **bytes)
+{
+	char *lpath = engine_case_lora_path(path);
+	*bytes = f32_bytes(cs->lora_init, cs->nlora_init);
+	const char *base = strrchr(lpath, '/');
+	char digest[32];
+	snprintf(digest, sizeof digest, "xxh3:%016llx", (unsigned long long)XXH3_64bits(*bytes, 4 * cs->nlora_init));
+	cJSON *l = cJSON_CreateObject();
+	cJSON_AddItemToObject(root, "lora", l);
+	cJSON_AddItemToObject(l, "r", cJSON_CreateNumber(c->lora_r));
+	cJSON_AddItemToObject(l, "alpha", cJSON_CreateNumber(c->lora_alpha));
+	cJSON_AddItemToObject(l, "targets", cJSON_CreateString(c->lora_targets[0] ? c->lora_targets : "default"));
+	cJSON_AddItemToObject(l, "file", cJSON_CreateString(base != NULL ? base + 1 : lpath));
+	cJSON_AddItemToObject(l, "count", cJSON_CreateNumber((double)cs->nlora_init));
+	cJSON_AddItemToObject(l, "digest", cJSON_CreateString(digest));
+	return lpath;
+}
+
 int engine_case_write(const char *path, const struct zs_case *cs, const struct zs_config *c, char **cause)
 {
 	cJSON *root = cJSON_CreateObject();
@@ -677,9 +715,9 @@ int engine_case_write(const char *path, const struct zs_case *cs, const struct z
 		cJSON_AddItemToObject(root, "eps", cJSON_CreateNumber(c->eps));
 	}
 	size_t psi = cs->tfm != NULL ? tfm_nparams(&cs->tfm->dims) : zs_params(cs->widths, cs->nwidths);
-	struct zs_out *side = NULL;
-	char *side_path = NULL;
-	unsigned char *bytes = NULL;
+	struct zs_out *side = NULL, *lside = NULL;
+	char *side_path = NULL, *lora_path = NULL;
+	unsigned char *bytes = NULL, *lbytes = NULL;
 	if (cs->tfm != NULL) { /* the weights in the side file, beside the case */
 		side_path = engine_case_side_path(path);
 		bytes = f32_bytes(cs->weights, psi);
@@ -691,6 +729,8 @@ int engine_case_write(const char *path, const struct zs_case *cs, const struct z
 		cJSON_AddItemToObject(w, "file", cJSON_CreateString(base != NULL ? base + 1 : side_path));
 		cJSON_AddItemToObject(w, "count", cJSON_CreateNumber((double)psi));
 		cJSON_AddItemToObject(w, "digest", cJSON_CreateString(digest));
+		if (cs->lora_init != NULL && c->lora_r) /* the adapters, a side file of their own */
+			lora_path = lora_key(root, cs, c, path, &lbytes);
 		cJSON *all = cJSON_CreateArray();
 		cJSON_AddItemToObject(root, "tokens", all);
 		const size_t row = cs->tfm->seq + 1;
@@ -738,17 +778,23 @@ int engine_case_write(const char *path, const struct zs_case *cs, const struct z
 			}
 		}
 	}
-	/* Both files written in full before either is put in place. */
+	/* Every file written in full before any is put in place. */
 	char *text = zs_json_print(root);
 	cJSON_Delete(root);
 	struct zs_out *o = NULL;
 	int r = zs_out_open(path, &o, cause);
 	if (r == 0 && side_path != NULL && (r = zs_out_open(side_path, &side, cause)) == 0)
 		r = zs_out_write(side, bytes, 4 * psi, cause);
+	if (r == 0 && lora_path != NULL && (r = zs_out_open(lora_path, &lside, cause)) == 0)
+		r = zs_out_write(lside, lbytes, 4 * cs->nlora_init, cause);
 	if (r == 0)
 		r = zs_out_write(o, text, strlen(text), cause);
 	if (r == 0)
 		r = zs_out_write(o, "\n", 1, cause);
+	if (r == 0 && lside != NULL) {
+		r = zs_out_commit(lside, cause);
+		lside = NULL;
+	}
 	if (r == 0 && side != NULL) {
 		r = zs_out_commit(side, cause);
 		side = NULL;
@@ -757,12 +803,16 @@ int engine_case_write(const char *path, const struct zs_case *cs, const struct z
 		r = zs_out_commit(o, cause);
 		o = NULL;
 	}
+	if (lside != NULL)
+		zs_out_abort(lside);
 	if (side != NULL)
 		zs_out_abort(side);
 	if (o != NULL)
 		zs_out_abort(o);
 	free(text);
 	free(bytes);
+	free(lbytes);
 	free(side_path);
+	free(lora_path);
 	return r;
 }

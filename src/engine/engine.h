@@ -38,6 +38,10 @@ struct zs_case {
 	                     next-token targets one place on; under
 	                     grad_accum K, [step·K + micro-step][rank]... */
 	unsigned grad_accum; /* a transformer's micro-steps a step (1: none) */
+	float *lora_init;   /* LoRA's adapters as the run started them (measure
+	                       --write-case --lora-r: ag_exec_tfm_adapters), in
+	                       model.parameters() order; NULL without (owned) */
+	size_t nlora_init;
 	struct zs_config train; /* zerosim-case/2's training settings: those
 	                           in train.given are the case's (case.c) */
 };
@@ -114,10 +118,14 @@ void engine_case_free(struct zs_case *cs);
  * the initial weights and every rank's batches from c's seed. */
 struct zs_case *engine_case_from_seed(const struct zs_config *c, unsigned world);
 /* Write cs as zerosim-case/2 with c's training settings; a transformer's
- * weights go to the side file engine_case_side_path(path) names. */
+ * weights go to the side file engine_case_side_path(path) names, and with
+ * c->lora_r and cs->lora_init its adapters to engine_case_lora_path(path)'s
+ * (the case's "lora" key). */
 int engine_case_write(const char *path, const struct zs_case *cs, const struct zs_config *c, char **cause);
 /* PATH without a trailing ".json", and ".f32" (the caller frees it). */
 char *engine_case_side_path(const char *path);
+/* PATH without a trailing ".json", and ".lora.f32" (the caller frees it). */
+char *engine_case_lora_path(const char *path);
 
 /* The generator behind --seed (rng.h's engine_uniform, a uniform float in
  * [-1, 1) for (seed, stream, index)) is here for tests too. */

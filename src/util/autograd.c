@@ -4144,8 +4144,8 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		return refuse(cause, "--freeze: with %s is not described yet (give %s)",
 		              o->amp != AG_F32 ? "autocast" : "ZeroRedundancyOptimizer",
 		              o->amp != AG_F32 ? "--precision fp32" : "--schemes dp");
-	/* LoRA: the plain loop's step in fp32, eager attention (util/config.c
-	 * refuses the rest: wrappers, autocast, the adapters' dropout;
+	/* LoRA: the plain loop's step (and DDP's over it) in fp32, eager
+	 * attention (util/config.c refuses the rest: FSDP, autocast, the adapters' dropout;
 	 * tests/ft_lora.sh), every family of the step. PEFT's
 	 * TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
 	 * (src/peft/utils/constants.py) has no phi3 entry: get_peft_model

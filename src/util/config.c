@@ -788,9 +788,12 @@ static int check_step_unit(const struct zs_config *c, char **cause)
 	return 0;
 }
 
-/* LoRA (--lora-r): so far the plain loop's PyTorch step alone, in fp32,
- * without the adapters' dropout (tests/ft_lora.sh checks what is
- * described against tests/ft_torch.py); its other keys only with it. */
+/* LoRA (--lora-r): so far the plain loop's PyTorch step and DDP over it
+ * (its buckets take the adapters' gradients alone: frozen parameters have
+ * no slot), in fp32, without the adapters' dropout (tests/ft_lora.sh checks
+ * what is described against tests/ft_torch.py); its other keys only with
+ * it. FSDP's flat parameters would mix frozen and trainable tensors (1.13
+ * has no use_orig_params): not described. */
 static int check_lora(const struct zs_config *c, char **cause)
 {
 	static const enum zs_key with_r[] = {ZS_KEY_LORA_ALPHA, ZS_KEY_LORA_DROPOUT, ZS_KEY_LORA_TARGETS};
@@ -799,8 +802,8 @@ static int check_lora(const struct zs_config *c, char **cause)
 			return zs_fail(cause, "--%s: only with --lora-r", key_names[with_r[i]]);
 	if (!c->lora_r)
 		return 0;
-	if (c->framework != ZS_FW_TORCH || c->wrapper != ZS_WRAPPER_NONE)
-		return zs_fail(cause, "--lora-r: only under --framework torch with --wrapper none so far (--framework %s%s%s "
+	if (c->framework != ZS_FW_TORCH || (c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP))
+		return zs_fail(cause, "--lora-r: only under --framework torch with --wrapper none or ddp so far (--framework %s%s%s "
 		               "is not described with LoRA yet)", zs_framework_name(c->framework),
 		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
 		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");
