@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/moe_kernels.h"
+#include "engine/tfm_kernels.h"
 #include "util/model.h"
 #include "util/step.h"
 #include "util/util.h"
@@ -157,6 +159,146 @@ START_TEST(test_mixtral_defaults_and_refusals)
 }
 END_TEST
 
+
+/* ------------------------------------------------------------------------ */
+/* The kernels */
+
+/* A small mixture: 6 tokens of width 8, 4 experts, top 2, inner width 5. */
+enum { BT = 6, D = 8, E = 4, K = 2, FF = 5 };
+
+struct moe_case {
+	float x[BT * D], gate[E * D], w13[E][2 * FF * D], w2[E][D * FF], r[BT * D];
+};
+
+static float draw(unsigned *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return ((float)((*s >> 8) & 0xffff) / 65536.0f - 0.5f);
+}
+
+static void fill(struct moe_case *c, unsigned seed)
+{
+	for (size_t i = 0; i < BT * D; i++)
+		c->x[i] = draw(&seed), c->r[i] = draw(&seed);
+	for (size_t i = 0; i < E * D; i++)
+		c->gate[i] = 2.0f * draw(&seed);
+	for (size_t e = 0; e < E; e++) {
+		for (size_t i = 0; i < 2 * FF * D; i++)
+			c->w13[e][i] = draw(&seed);
+		for (size_t i = 0; i < D * FF; i++)
+			c->w2[e][i] = draw(&seed);
+	}
+}
+
+/* The layer's saved tensors. */
+struct moe_saved {
+	float probs[BT * E], w[BT * K], out[BT * D];
+	int idx[BT * K];
+	size_t counts[E], start[E + 1], tok[BT * K], slot[BT * K];
+	float xe[BT * K * D], gu[BT * K * 2 * FF], act[BT * K * FF], ye[BT * K * D];
+};
+
+/* loss = Σ out · r, in double from the fp32 out */
+static double forward(struct moe_saved *s, const struct moe_case *c)
+{
+	memset(s, 0, sizeof *s);
+	moe_router_forward(s->probs, c->x, c->gate, BT, D, E);
+	moe_topk(s->idx, s->w, s->counts, s->probs, BT, E, K);
+	moe_dispatch(s->start, s->tok, s->slot, s->idx, BT, E, K);
+	for (size_t e = 0; e < E; e++) {
+		size_t a = s->start[e], n = s->start[e + 1] - a;
+		moe_expert_forward(s->out, s->xe + a * D, s->gu + a * 2 * FF, s->act + a * FF, s->ye + a * D, c->x,
+		                   c->w13[e], c->w2[e], s->w, s->tok + a, s->slot + a, n, K, D, FF);
+	}
+	double loss = 0.0;
+	for (size_t i = 0; i < BT * D; i++)
+		loss += (double)s->out[i] * c->r[i];
+	return loss;
+}
+
+static void backward(struct moe_case *g, const struct moe_saved *s, const struct moe_case *c)
+{
+	static float dw[BT * K], dye[BT * D], dact[BT * FF], dgu[BT * 2 * FF], dxe[BT * D], dl[BT * E], dxr[BT * D];
+	memset(g, 0, sizeof *g);
+	for (size_t e = 0; e < E; e++) {
+		size_t a = s->start[e], n = s->start[e + 1] - a;
+		moe_expert_backward(g->x, g->w13[e], g->w2[e], dw, dye, dact, dgu, dxe, c->r, s->xe + a * D,
+		                    s->gu + a * 2 * FF, s->act + a * FF, s->ye + a * D, c->w13[e], c->w2[e], s->w,
+		                    s->tok + a, s->slot + a, n, K, D, FF);
+	}
+	moe_router_backward(g->x, g->gate, dl, dxr, dw, s->idx, s->w, s->probs, c->x, c->gate, BT, D, E, K);
+}
+
+/* MixtralSparseMoeBlock's routing by hand on one row: softmax, top 2,
+ * renormalised, and the tokens counted per expert. */
+START_TEST(test_moe_routing_is_softmax_topk_renormalised)
+{
+	/* one token, width 1, x = 1: the logits are the gate's column */
+	const float x[1] = {1.0f}, gate[4] = {0.0f, 2.0f, 1.0f, 2.0f};
+	float probs[4], w[2];
+	int idx[2];
+	size_t counts[4] = {0}, start[5], tok[2], slot[2];
+
+	moe_router_forward(probs, x, gate, 1, 1, 4);
+	double z = 1.0 + 2.0 * exp(2.0) + exp(1.0);
+	ck_assert_double_eq_tol(probs[1], exp(2.0) / z, 1e-6);
+	moe_topk(idx, w, counts, probs, 1, 4, 2);
+	/* a tie: torch.topk's order aside, the lower expert first */
+	ck_assert_int_eq(idx[0], 1);
+	ck_assert_int_eq(idx[1], 3);
+	ck_assert_double_eq_tol(w[0], 0.5, 1e-7);
+	ck_assert_uint_eq(counts[0] + counts[2], 0);
+	ck_assert_uint_eq(counts[1] + counts[3], 2);
+	moe_dispatch(start, tok, slot, idx, 1, 4, 2);
+	ck_assert_uint_eq(start[1], 0);
+	ck_assert_uint_eq(start[2], 1);
+	ck_assert_uint_eq(start[4], 2);
+	ck_assert_uint_eq(slot[1], 1);
+}
+END_TEST
+
+/* The backward against central differences of the loss, for every
+ * element of the router, one expert's w1/w3 and w2, and the input: the
+ * routing is held where the perturbation would change a choice (no
+ * element is checked whose ±h flips a top-k choice; the test counts
+ * them, and most elements are checked). */
+START_TEST(test_moe_backward_matches_finite_differences)
+{
+	static struct moe_case c, g, pc;
+	static struct moe_saved s, sp, sm;
+	fill(&c, 7);
+	forward(&s, &c);
+	backward(&g, &s, &c);
+	/* every expert gets some token, the test's premise */
+	for (size_t e = 0; e < E; e++)
+		ck_assert_uint_gt(s.counts[e], 0);
+	const float h = 1e-2f;
+	struct { float *p, *gp; size_t n; const char *name; } t[] = {
+		{ pc.gate, g.gate, E * D, "gate" }, { pc.w13[1], g.w13[1], 2 * FF * D, "w13[1]" },
+		{ pc.w2[1], g.w2[1], D * FF, "w2[1]" }, { pc.x, g.x, BT * D, "x" },
+	};
+	size_t checked = 0, skipped = 0;
+	for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
+		for (size_t i = 0; i < t[k].n; i++) {
+			pc = c;
+			float v = t[k].p[i];
+			t[k].p[i] = v + h;
+			double lp = forward(&sp, &pc);
+			t[k].p[i] = v - h;
+			double lm = forward(&sm, &pc);
+			if (memcmp(sp.idx, s.idx, sizeof s.idx) != 0 || memcmp(sm.idx, s.idx, sizeof s.idx) != 0) {
+				skipped++;
+				continue;
+			}
+			double fd = (lp - lm) / (2.0 * h), an = t[k].gp[i];
+			ck_assert_msg(fabs(fd - an) <= 2e-3 + 2e-2 * fabs(fd), "%s[%zu]: finite differences %.6g, backward %.6g",
+			              t[k].name, i, fd, an);
+			checked++;
+		}
+	ck_assert_msg(checked > 10 * skipped, "%zu checked, %zu skipped", checked, skipped);
+}
+END_TEST
+
 static Suite *moe_suite(void)
 {
 	Suite *s = suite_create("moe");
@@ -166,6 +308,10 @@ static Suite *moe_suite(void)
 	tcase_add_test(model, test_mixtral_8x7b_has_46702792704_parameters_by_hand);
 	tcase_add_test(model, test_mixtral_description_names_each_expert);
 	tcase_add_test(model, test_mixtral_defaults_and_refusals);
+	TCase *kernels = tcase_create("kernels");
+	suite_add_tcase(s, kernels);
+	tcase_add_test(kernels, test_moe_routing_is_softmax_topk_renormalised);
+	tcase_add_test(kernels, test_moe_backward_matches_finite_differences);
 	return s;
 }
 
