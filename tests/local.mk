@@ -84,6 +84,12 @@ TESTS += tests/test_moe
 tests_test_moe_SOURCES = tests/test_moe.c
 tests_test_moe_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_moe_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
+# and against PyTorch running transformers' MixtralSparseMoeBlock
+check_PROGRAMS += tests/moe_dump
+tests_moe_dump_SOURCES = tests/moe_dump.c
+tests_moe_dump_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) -lm
+TESTS += tests/moe_torch.sh
+EXTRA_DIST += tests/moe_torch.sh tests/moe_torch.py
 
 check_PROGRAMS += tests/tfm_dump
 tests_tfm_dump_SOURCES = tests/tfm_dump.c tests/tfm_driver.c tests/tfm_driver.h
