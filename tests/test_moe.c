@@ -26,14 +26,7 @@
 #include "util/step.h"
 #include "util/util.h"
 
-static struct zs_model shipped(const char *name)
-{
-	struct zs_model m;
-	char *cause = NULL;
-
-	ck_assert_msg(zs_model_load(name, &m, &cause) == 0, "%s: %s", name, cause);
-	return m;
-}
+#include "model_lookup.h"
 
 static int parse(const char *json, struct zs_model *m, char **cause)
 {
@@ -42,16 +35,6 @@ static int parse(const char *json, struct zs_model *m, char **cause)
 	int rc = zs_model_from_json(root, "cfg.json", m, cause);
 	cJSON_Delete(root);
 	return rc;
-}
-
-static const struct step_tensor *named(const struct step_params *p, const char *name)
-{
-	char buf[160];
-	for (size_t i = 0; i < p->ntensors; i++)
-		if (strcmp(step_tensor_name(p, i, buf, sizeof buf), name) == 0)
-			return &p->tensor[i];
-	ck_abort_msg("no tensor %s", name);
-	return NULL;
 }
 
 /* Mixtral-8x7B (mistralai/Mixtral-8x7B-v0.1's config.json: hidden 4096,
