@@ -128,6 +128,10 @@ grep -q "'qwen2_moe' is not modelled" "$tmp/err" || fail "unknown model_type: $(
 expect 2 --model mixtral-8x7b
 grep -q "mixtral-8x7b: a mixture of experts (8 experts, top 2): its activations follow the routing" "$tmp/err" ||
 	fail "mixtral's theory: $(cat "$tmp/err")"
+# and points at its model states: Ψ published (46.7B), a block (its router
+# and 8 experts) the largest unit; the theory takes them
+grep -q -- "--params 46702792704 --largest-unit 1451270144)" "$tmp/err" || fail "mixtral's model states: $(cat "$tmp/err")"
+expect 0 --params 46702792704 --largest-unit 1451270144 --world 8
 expect 2 --model llama-9
 grep -q 'llama-3-70b' "$tmp/err" || fail "an unknown name does not list the shipped ones: $(cat "$tmp/err")"
 expect 2 --model gpt2 --seq 2048

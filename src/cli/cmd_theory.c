@@ -19,6 +19,7 @@
 #include "util/config.h"
 #include "util/model.h"
 #include "util/schedule.h"
+#include "util/step.h"
 #include "util/util.h"
 
 /* The paper's data-parallel degrees (Table 1), used with --params. */
@@ -264,10 +265,19 @@ static int load_model(struct theory_request *req, struct zs_config *c, struct zs
 	/* Its parameters are described (util/step.h), but a mixture's
 	 * activations follow its routing, which the step does not describe
 	 * yet: no peak without them. */
-	if (m->experts > 0)
+	if (m->experts > 0) {
+		struct step_params p;
+		uint64_t unit = 0;
+		step_params_build(&p, m);
+		for (size_t l = 0; l < p.nlayers; l++)
+			unit = p.layer[l].numel > unit ? p.layer[l].numel : unit;
+		uint64_t psi = p.numel;
+		step_params_free(&p);
 		return zs_fail(cause, "%s: a mixture of experts (%llu experts, top %llu): its activations follow the "
-		               "routing, which the theory does not model yet", m->name, (unsigned long long)m->experts,
-		               (unsigned long long)m->experts_per_tok);
+		               "routing, which the theory does not model yet (its model states: --params %llu "
+		               "--largest-unit %llu)", m->name, (unsigned long long)m->experts,
+		               (unsigned long long)m->experts_per_tok, (unsigned long long)psi, (unsigned long long)unit);
+	}
 	req->model = m;
 	req->act.elem = c->precision == ZS_FP32 ? 4 : 2;
 	req->act.flash = flash;
