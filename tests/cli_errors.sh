@@ -501,6 +501,9 @@ bad_measure "--seq with an MLP's case file (it has no transformer)" --case "$tmp
 sed 's/}$/, "activation_function": "relu"}/' "$tmp/tiny.json" >"$tmp/relu.json"
 bad_measure "relu: \"activation_function\" is \"relu\"; the engine's transformer runs \"gelu_new\"" --model "$tmp/relu.json"
 try 0 "" theory --model "$tmp/relu.json" --world 2
+# a mixture of experts: its parameters are described, its step not built
+bad_measure "mixtral-8x7b: a mixture of experts (8 experts, top 2): the engine's step for it is not built yet" \
+	--model mixtral-8x7b --seq 8
 cat >"$tmp/mistral.json" <<'EOF_'
 {"model_type": "mistral", "hidden_size": 16, "intermediate_size": 40, "num_hidden_layers": 1,
  "num_attention_heads": 2, "vocab_size": 32, "max_position_embeddings": 16, "sliding_window": 8}

@@ -76,6 +76,22 @@ endif
 TESTS += tests/ag_exec_losses.sh tests/ag_exec_train.sh tests/ag_exec_llama.sh tests/ag_exec_families.sh
 EXTRA_DIST += tests/ag_exec_losses.sh tests/ag_exec_train.sh tests/ag_exec_llama.sh tests/ag_exec_families.sh
 
+# Mixtures of experts (issue #25): the mixtral config, its description
+# and the engine's routing kernels against hand counts and finite differences;
+# the kernels against PyTorch running transformers' MixtralSparseMoeBlock.
+if HAVE_CHECK
+check_PROGRAMS += tests/test_moe
+TESTS += tests/test_moe
+tests_test_moe_SOURCES = tests/test_moe.c tests/model_lookup.h
+tests_test_moe_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_moe_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
+endif
+check_PROGRAMS += tests/moe_dump
+tests_moe_dump_SOURCES = tests/moe_dump.c
+tests_moe_dump_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) -lm
+TESTS += tests/moe_torch.sh
+EXTRA_DIST += tests/moe_torch.sh tests/moe_torch.py
+
 # Agreement with PyTorch (skipped where no python3 imports torch).
 check_PROGRAMS += tests/tfm_dump
 tests_tfm_dump_SOURCES = tests/tfm_dump.c tests/tfm_driver.c tests/tfm_driver.h

@@ -29,6 +29,8 @@
 #include "util/step.h"
 #include "util/util.h"
 
+#include "model_lookup.h"
+
 static const enum zs_scheme schemes[] = { ZS_DP, ZS_ZERO1, ZS_ZERO2, ZS_ZERO3 };
 
 /* ------------------------------------------------------------------------ */
@@ -626,17 +628,6 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* Transformers: published parameter counts, Korthikanti's formula by hand */
 
-/* A shipped config, found as zerosim finds it (ZEROSIM_DATADIR is set to
- * the source tree in main()). */
-static struct zs_model shipped(const char *name)
-{
-	struct zs_model m;
-	char *cause = NULL;
-
-	ck_assert_msg(zs_model_load(name, &m, &cause) == 0, "%s: %s", name, cause);
-	return m;
-}
-
 START_TEST(test_shipped_models_have_their_published_parameter_counts)
 {
 	/* From the models' cards and papers (Radford et al. 2019 as counted by
@@ -665,16 +656,7 @@ END_TEST
  * of GPT2LMHeadModel's named_parameters() for openai-community/gpt2 (148,
  * the tied lm_head not repeated; Conv1D weights (in, out)), and
  * Llama-3-8B's, whose k_proj and v_proj have 1024 rows (8 key-value heads
- * of 128) in its published model.safetensors index. */
-static const struct step_tensor *named(const struct step_params *p, const char *name)
-{
-	char buf[128];
-	for (size_t i = 0; i < p->ntensors; i++)
-		if (strcmp(step_tensor_name(p, i, buf, sizeof buf), name) == 0)
-			return &p->tensor[i];
-	ck_abort_msg("no tensor %s", name);
-	return NULL;
-}
+ * of 128) in its published model.safetensors index (named(): model_lookup.h). */
 
 START_TEST(test_gpt2_description_has_hugging_faces_148_tensors_and_shapes)
 {
@@ -1322,7 +1304,7 @@ START_TEST(test_qwen3_defaults_and_refusals)
 	assert_refused("{\"model_type\": \"qwen3\", " LLAMA_OK ", \"num_attention_heads\": 8, "
 	               "\"attention_bias\": true}", "\"attention_bias\": biases in the attention projections");
 	assert_refused("{\"model_type\": \"qwen3_moe\", " LLAMA_OK ", \"num_attention_heads\": 8}",
-	               "\"model_type\" 'qwen3_moe' is not modelled (gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text)");
+	               "\"model_type\" 'qwen3_moe' is not modelled (gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text, mixtral)");
 }
 END_TEST
 

@@ -121,9 +121,17 @@ fi
 printf '{"model_type": "gpt2", "n_embd": 10, "n_layer": 2, "n_head": 4, "vocab_size": 9, "n_positions": 8}' >"$tmp/bad.json"
 expect 2 --model "$tmp/bad.json"
 grep -q '"n_head" (4) does not divide "n_embd" (10)' "$tmp/err" || fail "bad heads: $(cat "$tmp/err")"
-printf '{"model_type": "mixtral"}' >"$tmp/moe.json"
+printf '{"model_type": "qwen2_moe"}' >"$tmp/moe.json"
 expect 2 --model "$tmp/moe.json"
-grep -q "'mixtral' is not modelled" "$tmp/err" || fail "unknown model_type: $(cat "$tmp/err")"
+grep -q "'qwen2_moe' is not modelled" "$tmp/err" || fail "unknown model_type: $(cat "$tmp/err")"
+# mixtral's parameters are described, its routed activations not yet
+expect 2 --model mixtral-8x7b
+grep -q "mixtral-8x7b: a mixture of experts (8 experts, top 2): its activations follow the routing" "$tmp/err" ||
+	fail "mixtral's theory: $(cat "$tmp/err")"
+# and points at its model states: Ψ published (46.7B), a block (its router
+# and 8 experts) the largest unit; the theory takes them
+grep -q -- "--params 46702792704 --largest-unit 1451270144)" "$tmp/err" || fail "mixtral's model states: $(cat "$tmp/err")"
+expect 0 --params 46702792704 --largest-unit 1451270144 --world 8
 expect 2 --model llama-9
 grep -q 'llama-3-70b' "$tmp/err" || fail "an unknown name does not list the shipped ones: $(cat "$tmp/err")"
 expect 2 --model gpt2 --seq 2048

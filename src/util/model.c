@@ -106,6 +106,7 @@ static const struct {
 	int qk_norm;            /* an RMSNorm on each head's queries and keys */
 	int gemma;              /* Gemma 2's norms, GeGLU, scaled embedding and soft-capping */
 	int gemma3;             /* Gemma 3's layer pattern and local rotary base; no soft-caps by default */
+	int moe;                /* a mixture of experts: reads num_local_experts and its kin (read_moe) */
 	double rope_theta;      /* rope_theta when absent (0: 10000) */
 } types[] = {
 	{ .type = "gpt2", .keys = gpt2_keys, .eps_key = "layer_norm_epsilon", .eps = 1e-5, .pad = -1,
@@ -161,8 +162,14 @@ static const struct {
 	{ .type = "gemma3_text", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-6, .window = 4096,
 	  .head_dim = 256, .pad = 0, .family = ZS_FAMILY_LLAMA, .window_key = 1, .tied = 1, .gemma = 1, .qk_norm = 1,
 	  .gemma3 = 1, .rope_theta = 1e6 },
+	/* MixtralConfig (configuration_mixtral.py at 008e5743, its fields, the
+	 * same defaults as 4.x's __init__): rms_norm_eps 1e-5, rope_theta 1e6,
+	 * no tie, sliding_window None, pad_token_id None; the experts' keys
+	 * are read by read_moe. */
+	{ .type = "mixtral", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-5, .pad = -1,
+	  .family = ZS_FAMILY_LLAMA, .window_key = 1, .rope_theta = 1e6, .moe = 1 },
 };
-#define TYPE_NAMES "gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text"
+#define TYPE_NAMES "gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text, mixtral"
 
 /* Keys whose value changes what the engine's transformer computes, and
  * the one value (as JSON text: a string, true, false or null) it runs;
@@ -244,16 +251,17 @@ static int read_prob(const cJSON *cfg, const char *key, double def, const char *
  * value other than absent, null, false or 0 is refused, with the reason. */
 static const struct {
 	const char *key, *why;
+	int moe_reads;          /* a mixture-of-experts type (mixtral) reads it */
 } refused[] = {
-	{ "num_local_experts", "a mixture of experts is not modelled" },
-	{ "num_experts", "a mixture of experts is not modelled" },
-	{ "n_routed_experts", "a mixture of experts is not modelled" },
-	{ "num_experts_per_tok", "a mixture of experts is not modelled" },
-	{ "moe_intermediate_size", "a mixture of experts is not modelled" },
-	{ "quantization_config", "quantised weights are not modelled" },
-	{ "attention_bias", "biases in the attention projections are not modelled" },
-	{ "mlp_bias", "biases in the MLP are not modelled" },
-	{ "add_cross_attention", "cross-attention is not modelled" },
+	{ "num_local_experts", "a mixture of experts is not modelled", 1 },
+	{ "num_experts", "a mixture of experts is not modelled", 0 },
+	{ "n_routed_experts", "a mixture of experts is not modelled", 0 },
+	{ "num_experts_per_tok", "a mixture of experts is not modelled", 1 },
+	{ "moe_intermediate_size", "a mixture of experts is not modelled", 0 },
+	{ "quantization_config", "quantised weights are not modelled", 0 },
+	{ "attention_bias", "biases in the attention projections are not modelled", 0 },
+	{ "mlp_bias", "biases in the MLP are not modelled", 0 },
+	{ "add_cross_attention", "cross-attention is not modelled", 0 },
 };
 
 static int read_key(const cJSON *cfg, const struct key *k, const char *where, struct zs_model *m,
@@ -324,6 +332,47 @@ static int read_gemma3_layers(const cJSON *cfg, const char *where, struct zs_mod
 	return read_positive(cfg, "rope_local_base_freq", 10000.0, where, &m->rope_local_theta, cause);
 }
 
+/* MixtralConfig's experts (configuration_mixtral.py at 008e5743):
+ * num_local_experts (8) and num_experts_per_tok (2), which
+ * MixtralSparseMoeBlock's torch.topk needs at most E of;
+ * router_aux_loss_coef (0.001) and output_router_logits (false), which
+ * adds the load-balancing loss to the loss (MixtralForCausalLM.forward);
+ * router_jitter_noise (0.0), which multiplies the block's input by noise
+ * in training. The engine runs none of the mixture yet: m->unrun says so
+ * (measure and the PyTorch step refuse it by that sentence). */
+static int read_moe(const cJSON *cfg, const char *where, struct zs_model *m, char **cause)
+{
+	static const struct key moe_keys[] = {
+		{ "num_local_experts", FIELD(experts), ZS_MODEL_MAX_EXPERTS, 1 },
+		{ "num_experts_per_tok", FIELD(experts_per_tok), ZS_MODEL_MAX_EXPERTS, 1 },
+	};
+	for (size_t k = 0; k < sizeof moe_keys / sizeof moe_keys[0]; k++)
+		if (read_key(cfg, &moe_keys[k], where, m, cause) < 0)
+			return -1;
+	m->experts = m->experts != 0 ? m->experts : 8;
+	m->experts_per_tok = m->experts_per_tok != 0 ? m->experts_per_tok : 2;
+	if (m->experts_per_tok > m->experts)
+		return zs_fail(cause, "%s: \"num_experts_per_tok\" (%llu) is more than \"num_local_experts\" (%llu)", where,
+		               (unsigned long long)m->experts_per_tok, (unsigned long long)m->experts);
+	const cJSON *coef = cJSON_GetObjectItemCaseSensitive(cfg, "router_aux_loss_coef");
+	m->router_aux_coef = 0.001;
+	if (coef != NULL && !cJSON_IsNull(coef)) {
+		if (!cJSON_IsNumber(coef) || !isfinite(coef->valuedouble) || coef->valuedouble < 0)
+			return zs_fail(cause, "%s: \"router_aux_loss_coef\" must be a number of at least 0", where);
+		m->router_aux_coef = coef->valuedouble;
+	}
+	const cJSON *out = cJSON_GetObjectItemCaseSensitive(cfg, "output_router_logits");
+	if (out != NULL && !cJSON_IsNull(out) && !cJSON_IsBool(out))
+		return zs_fail(cause, "%s: \"output_router_logits\" is neither true nor false", where);
+	m->router_logits = cJSON_IsTrue(out);
+	double jitter;
+	if (read_prob(cfg, "router_jitter_noise", 0.0, where, &jitter, cause) < 0)
+		return -1;
+	snprintf(m->unrun, sizeof m->unrun, "a mixture of experts (%llu experts, top %llu): the engine's step for it "
+	         "is not built yet", (unsigned long long)m->experts, (unsigned long long)m->experts_per_tok);
+	return 0;
+}
+
 int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out, char **cause)
 {
 	struct zs_model m = {0};
@@ -348,7 +397,7 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 		return zs_fail(cause, "%s: \"model_type\" '%.40s' is not modelled (" TYPE_NAMES ")",
 		               where, type->valuestring);
 	for (size_t r = 0; r < sizeof refused / sizeof refused[0]; r++)
-		if (is_set(cJSON_GetObjectItemCaseSensitive(cfg, refused[r].key)))
+		if (!(types[t].moe && refused[r].moe_reads) && is_set(cJSON_GetObjectItemCaseSensitive(cfg, refused[r].key)))
 			return zs_fail(cause, "%s: \"%s\": %s", where, refused[r].key, refused[r].why);
 	snprintf(m.model_type, sizeof m.model_type, "%s", types[t].type);
 	m.family = types[t].family;
@@ -408,6 +457,8 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 		}
 	}
 	if (types[t].gemma3 && read_gemma3_layers(cfg, where, &m, cause) < 0)
+		return -1;
+	if (types[t].moe && read_moe(cfg, where, &m, cause) < 0)
 		return -1;
 	int windowed = types[t].window_key;
 	if (windowed && types[t].window_on != NULL) {

@@ -43,6 +43,16 @@
  *     (default 10000), the global ones with rope_theta (default 1e6); no
  *     soft-capping unless attn_logit_softcapping / final_logit_softcapping
  *     are set (defaults null); sliding_window default 4096.
+ *   mixtral (model_type "mixtral": Mixtral): llama's keys and block, its
+ *     MLP a mixture of experts as transformers 4.x holds it
+ *     (MixtralSparseMoeBlock: a router `gate` (E, hidden) and a ModuleList
+ *     of E SwiGLU experts w1, w3 (intermediate, hidden) and w2 (hidden,
+ *     intermediate)); num_local_experts E (default 8), num_experts_per_tok
+ *     k (default 2, at most E), router_aux_loss_coef (0.001) and
+ *     output_router_logits (false: no auxiliary loss in the loss);
+ *     rms_norm_eps 1e-5, rope_theta 1e6, sliding_window none, as
+ *     MixtralConfig's defaults. The engine does not train it yet (unrun)
+ *     and the theory refuses it (its activations follow the routing).
  *
  * Keys that change no byte count but the numbers the engine's transformer
  * computes are read too: the norms' epsilon (gpt2 layer_norm_epsilon,
@@ -83,6 +93,7 @@ enum zs_family { ZS_FAMILY_GPT2, ZS_FAMILY_LLAMA };
 #define ZS_MODEL_MAX_HEADS 65536
 #define ZS_MODEL_MAX_VOCAB 16777216
 #define ZS_MODEL_MAX_POSITIONS 16777216
+#define ZS_MODEL_MAX_EXPERTS 4096
 
 struct zs_model {
 	char name[64];          /* the shipped name, or the file's name without .json */
@@ -121,6 +132,10 @@ struct zs_model {
 	uint64_t window_pattern;/* gemma3_text: every window_pattern-th layer is global, the
 	                           others slide and rotate by rope_local_theta (0: none) */
 	double rope_local_theta;/* gemma3_text: rope_local_base_freq (0: every layer rope_theta) */
+	uint64_t experts;       /* mixtral: num_local_experts, E, each block's experts (0: a dense MLP) */
+	uint64_t experts_per_tok;/* mixtral: num_experts_per_tok, k, the experts each token is routed to */
+	double router_aux_coef; /* mixtral: router_aux_loss_coef, the load-balancing loss's weight */
+	int router_logits;      /* mixtral: output_router_logits, the auxiliary loss added to the loss */
 	char unrun[160];        /* why the engine cannot train this config
 	                           ("" when it can): numerics only */
 };

@@ -39,7 +39,7 @@ static size_t module(struct builder *b, size_t layer, const char *prefix, long l
 		b->cap_m = b->cap_m ? 2 * b->cap_m : 16;
 		p->module = zs_realloc(p->module, b->cap_m * sizeof *p->module);
 	}
-	p->module[p->nmodules] = (struct step_module){prefix, index, suffix, layer, p->ntensors, 0, 0};
+	p->module[p->nmodules] = (struct step_module){prefix, index, suffix, layer, p->ntensors, 0, 0, -1, ""};
 	return p->nmodules++;
 }
 
@@ -108,6 +108,25 @@ static void parts(struct step_params *p, size_t i, uint64_t a, uint64_t b, uint6
 	t->part_rows[2] = c;
 }
 
+/* Mixtral's MLP (modeling_mixtral.py at 00d4b3d2, a 4.x-layout file:
+ * MixtralSparseMoeBlock 78-102, MixtralBlockSparseTop2MLP 60-70): the
+ * router gate (E, d), bias-free, then expert e's w1 and w3 (F, d) each,
+ * fused as llama's gate and up (rows w1, then w3), and its w2 (d, F). */
+static void moe_block(struct builder *b, size_t layer, const char *blocks, long long at, const struct zs_model *m)
+{
+	uint64_t h = m->hidden, F = m->intermediate;
+	linear(b, layer, blocks, at, "block_sparse_moe.gate", m->experts, h, 0);
+	for (uint64_t e = 0; e < m->experts; e++) {
+		size_t w = linear(b, layer, blocks, at, "block_sparse_moe.experts", 2 * F, h, 0);
+		b->p->module[b->p->nmodules - 1].expert = (long long)e;
+		b->p->module[b->p->nmodules - 1].tail = "{w1,w3}";
+		parts(b->p, w, F, F, 0);
+		linear(b, layer, blocks, at, "block_sparse_moe.experts", h, F, 0);
+		b->p->module[b->p->nmodules - 1].expert = (long long)e;
+		b->p->module[b->p->nmodules - 1].tail = "w2";
+	}
+}
+
 static void close_layer(struct step_params *p, size_t l, size_t first)
 {
 	uint64_t n = 0;
@@ -126,9 +145,9 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 	const char *blocks = gpt2 ? "transformer.h" : "model.layers";
 
 	memset(p, 0, sizeof *p);
-	/* sized once: at most 12 tensors and 9 modules a block, 4 of each
-	 * outside (the theory builds this often) */
-	struct builder b = {p, 12 * L + 8, 9 * L + 8};
+	/* sized once: at most 12 tensors and 9 modules a block (and two a
+	 * mixture's expert), 4 of each outside (the theory builds this often) */
+	struct builder b = {p, (12 + 2 * m->experts) * L + 8, (9 + 2 * m->experts) * L + 8};
 	p->tensor = zs_malloc(b.cap_t * sizeof *p->tensor);
 	p->module = zs_malloc(b.cap_m * sizeof *p->module);
 	p->nlayers = L + 2;
@@ -173,10 +192,15 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 			linear(&b, l + 1, blocks, at, "post_attention_layernorm", h, 0, 0);
 			if (m->gemma) /* gemma2: post_attention_layernorm is after attention */
 				linear(&b, l + 1, blocks, at, "pre_feedforward_layernorm", h, 0, 0);
-			w = linear(&b, l + 1, blocks, at, m->hf_fused ? "mlp.gate_up_proj" : "mlp.{gate,up}_proj", 2 * I, h, 0);
-			if (!m->hf_fused)
-				parts(p, w, I, I, 0);
-			linear(&b, l + 1, blocks, at, "mlp.down_proj", h, I, 0);
+			if (m->experts > 0) {
+				moe_block(&b, l + 1, blocks, at, m);
+			} else {
+				w = linear(&b, l + 1, blocks, at, m->hf_fused ? "mlp.gate_up_proj" : "mlp.{gate,up}_proj",
+				           2 * I, h, 0);
+				if (!m->hf_fused)
+					parts(p, w, I, I, 0);
+				linear(&b, l + 1, blocks, at, "mlp.down_proj", h, I, 0);
+			}
 			if (m->gemma)
 				linear(&b, l + 1, blocks, at, "post_feedforward_layernorm", h, 0, 0);
 		}
@@ -229,7 +253,9 @@ const char *step_module_name(const struct step_params *p, size_t i, char *out, s
 	if (m->index >= 0 && k >= 0 && (size_t)k < n)
 		k += snprintf(out + k, n - (size_t)k, "%s%lld", k > 0 ? "." : "", m->index);
 	if (*m->suffix != '\0' && k >= 0 && (size_t)k < n)
-		snprintf(out + k, n - (size_t)k, "%s%s", k > 0 ? "." : "", m->suffix);
+		k += snprintf(out + k, n - (size_t)k, "%s%s", k > 0 ? "." : "", m->suffix);
+	if (m->expert >= 0 && k >= 0 && (size_t)k < n)
+		snprintf(out + k, n - (size_t)k, ".%lld.%s", m->expert, m->tail);
 	return out;
 }
 

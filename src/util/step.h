@@ -22,6 +22,9 @@
  * up_proj are one. A fused tensor's name lists its parts, and it is one
  * module (docs/schedule.md says what that changes). Phi3's are fused in
  * Hugging Face's model too (qkv_proj, gate_up_proj): named so, no parts.
+ * Mixtral's block (transformers 4.x's MixtralSparseMoeBlock) has, after
+ * post_attention_layernorm, the router block_sparse_moe.gate (E, d) and
+ * each expert's w1 and w3 fused as llama's gate and up, then its w2.
  *
  * Ownership: step_params_build fills a struct whose arrays it allocates
  * (the names are made when asked for, from static parts);
@@ -58,6 +61,12 @@ struct step_module {
 	size_t layer;       /* the layer whose step runs it */
 	size_t first, n;    /* its tensors: tensor[first .. first+n-1] */
 	int matmul;         /* its forward runs a matmul (a linear, lm_head; not a table's lookup, not a norm) */
+	/* A mixture of experts' expert: "model.layers" "." 0 "."
+	 * "block_sparse_moe.experts" "." expert "." tail; expert -1 for any
+	 * other module. Each expert is modules of its own, so that experts
+	 * can be placed one by one. */
+	long long expert;
+	const char *tail;   /* "{w1,w3}", "w2" */
 };
 
 struct step_layer {

@@ -1,0 +1,144 @@
+/*
+ * moe_kernels — a mixture of experts' layer in fp32. See moe_kernels.h;
+ * the products are tfm_kernels.h's (the system's BLAS, one thread).
+ */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "engine/moe_kernels.h"
+#include "engine/tfm_kernels.h"
+
+void moe_router_forward(float *probs, const float *x, const float *gate, size_t BT, size_t d, size_t E)
+{
+	matmul_forward(probs, x, gate, NULL, BT, d, E);
+	for (size_t t = 0; t < BT; t++) {
+		float *r = probs + t * E, max = r[0];
+		for (size_t e = 1; e < E; e++)
+			max = r[e] > max ? r[e] : max;
+		float sum = 0.0f;
+		for (size_t e = 0; e < E; e++) {
+			r[e] = expf(r[e] - max);
+			sum += r[e];
+		}
+		for (size_t e = 0; e < E; e++)
+			r[e] /= sum;
+	}
+}
+
+void moe_topk(int *idx, float *w, size_t *counts, const float *probs, size_t BT, size_t E, size_t k)
+{
+	for (size_t t = 0; t < BT; t++) {
+		const float *r = probs + t * E;
+		float sum = 0.0f;
+		for (size_t j = 0; j < k; j++) {
+			/* the largest not yet chosen; of equals the lower expert */
+			size_t best = E;
+			for (size_t e = 0; e < E; e++) {
+				int taken = 0;
+				for (size_t i = 0; i < j; i++)
+					taken |= (size_t)idx[t * k + i] == e;
+				if (!taken && (best == E || r[e] > r[best]))
+					best = e;
+			}
+			idx[t * k + j] = (int)best;
+			w[t * k + j] = r[best];
+			sum += r[best];
+			counts[best]++;
+		}
+		for (size_t j = 0; j < k; j++)
+			w[t * k + j] /= sum;
+	}
+}
+
+void moe_dispatch(size_t *start, size_t *tok, size_t *slot, const int *idx, size_t BT, size_t E, size_t k)
+{
+	memset(start, 0, (E + 1) * sizeof *start);
+	for (size_t i = 0; i < BT * k; i++)
+		start[(size_t)idx[i] + 1]++;
+	for (size_t e = 0; e < E; e++)
+		start[e + 1] += start[e];
+	/* expert by expert, tokens in order (as torch.where over the mask) */
+	for (size_t e = 0; e < E; e++) {
+		size_t at = start[e];
+		for (size_t i = 0; i < BT * k; i++)
+			if ((size_t)idx[i] == e) {
+				tok[at] = i / k;
+				slot[at++] = i % k;
+			}
+	}
+}
+
+void moe_expert_forward(float *out, float *xe, float *gu, float *act, float *ye, const float *x, const float *w13,
+                        const float *w2, const float *w, const size_t *tok, const size_t *slot, size_t n, size_t k,
+                        size_t d, size_t F)
+{
+	if (n == 0)
+		return;
+	for (size_t i = 0; i < n; i++)
+		memcpy(xe + i * d, x + tok[i] * d, d * sizeof *xe);
+	matmul_forward(gu, xe, w13, NULL, n, d, 2 * F);
+	swiglu_forward(act, gu, n, F);
+	matmul_forward(ye, act, w2, NULL, n, F, d);
+	for (size_t i = 0; i < n; i++) {
+		float g = w[tok[i] * k + slot[i]];
+		float *o = out + tok[i] * d;
+		const float *y = ye + i * d;
+		for (size_t c = 0; c < d; c++)
+			o[c] += g * y[c];
+	}
+}
+
+void moe_expert_backward(float *dx, float *dw13, float *dw2, float *dw, float *dye, float *dact, float *dgu,
+                         float *dxe, const float *dout, const float *xe, const float *gu, const float *act,
+                         const float *ye, const float *w13, const float *w2, const float *w, const size_t *tok,
+                         const size_t *slot, size_t n, size_t k, size_t d, size_t F)
+{
+	if (n == 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		const float *g = dout + tok[i] * d, *y = ye + i * d;
+		float s = w[tok[i] * k + slot[i]], dot = 0.0f;
+		for (size_t c = 0; c < d; c++) {
+			dye[i * d + c] = s * g[c];
+			dot += g[c] * y[c];
+		}
+		dw[tok[i] * k + slot[i]] = dot;
+	}
+	matmul_backward(dact, dw2, NULL, dye, act, w2, n, F, d);
+	swiglu_backward(dgu, dact, gu, n, F);
+	matmul_backward(dxe, dw13, NULL, dgu, xe, w13, n, d, 2 * F);
+	for (size_t i = 0; i < n; i++)
+		for (size_t c = 0; c < d; c++)
+			dx[tok[i] * d + c] += dxe[i * d + c];
+}
+
+void moe_router_backward(float *dx, float *dgate, float *dlogits, float *dxr, const float *dw, const int *idx,
+                         const float *w, const float *probs, const float *x, const float *gate, size_t BT, size_t d,
+                         size_t E, size_t k)
+{
+	for (size_t t = 0; t < BT; t++) {
+		const float *p = probs + t * E, *g = dw + t * k, *wt = w + t * k;
+		const int *c = idx + t * k;
+		float *dl = dlogits + t * E;
+		/* w_j = p_j / S: d p_j = (g_j - Σ_i g_i w_i) / S, S = p_j / w_j */
+		float gw = 0.0f, S = 0.0f;
+		for (size_t j = 0; j < k; j++) {
+			gw += g[j] * wt[j];
+			S += p[c[j]];
+		}
+		memset(dl, 0, E * sizeof *dl);
+		for (size_t j = 0; j < k; j++)
+			dl[c[j]] = (g[j] - gw) / S;
+		/* the softmax: d logit_e = p_e (d p_e - Σ_f d p_f p_f) */
+		float dp = 0.0f;
+		for (size_t e = 0; e < E; e++)
+			dp += dl[e] * p[e];
+		for (size_t e = 0; e < E; e++)
+			dl[e] = p[e] * (dl[e] - dp);
+	}
+	matmul_backward(dxr, dgate, NULL, dlogits, x, gate, BT, d, E);
+	for (size_t i = 0; i < BT * d; i++)
+		dx[i] += dxr[i];
+}

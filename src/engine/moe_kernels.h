@@ -1,0 +1,61 @@
+/*
+ * moe_kernels — a mixture of experts' layer, forward and backward, in
+ * fp32: Mixtral's MixtralSparseMoeBlock as transformers 4.x computes it
+ * (modeling_mixtral.py at 00d4b3d2, 104-141): the router's logits
+ * x · gateᵀ, their softmax in fp32, each token's k largest probabilities
+ * (torch.topk) renormalised to sum 1, each expert a SwiGLU MLP
+ * (MixtralBlockSparseTop2MLP, 60-75: w2(silu(w1 x) · w3 x)) run on exactly
+ * the tokens routed to it (dropless), and each token's output the sum of
+ * its experts' outputs weighted by its routing weights (index_add_). The
+ * gradient reaches the router through the routing weights, not the
+ * choice. BT rows, d the width, E experts, k per token, F the experts'
+ * inner width. Outputs first, sizes last, as tfm_kernels.h.
+ *
+ * Not yet a layer of the engine's step (docs/design.md, "Mixtures of
+ * experts"): these are its kernels, checked by finite differences
+ * (tests/test_moe.c). Backward kernels ADD into parameter gradients and
+ * into dx (several experts add to one token's row).
+ */
+#ifndef ZS_MOE_KERNELS_H
+#define ZS_MOE_KERNELS_H
+
+#include <stddef.h>
+
+/* probs (BT, E) = softmax over each row of x (BT, d) · gate (E, d)ᵀ. */
+void moe_router_forward(float *probs, const float *x, const float *gate, size_t BT, size_t d, size_t E);
+
+/* idx (BT, k), w (BT, k): each row's k largest probabilities, largest
+ * first (of equal ones the lower expert), renormalised to sum 1;
+ * counts (E) += the tokens each expert receives. */
+void moe_topk(int *idx, float *w, size_t *counts, const float *probs, size_t BT, size_t E, size_t k);
+
+/* The assignments grouped by expert: expert e's are
+ * [start[e], start[e + 1]) of tok (their tokens, in token order) and
+ * slot (which of the token's k choices it is); start (E + 1), tok and
+ * slot (BT·k). */
+void moe_dispatch(size_t *start, size_t *tok, size_t *slot, const int *idx, size_t BT, size_t E, size_t k);
+
+/* One expert on its n assignments (tok, slot): xe (n, d) its tokens' rows
+ * of x, gu (n, 2F) = xe · w13ᵀ (w1's rows, then w3's), act (n, F) =
+ * silu(gate) · up, ye (n, d) = act · w2ᵀ (the backward reads all four);
+ * out (BT, d) += w[tok, slot] · ye at each token. */
+void moe_expert_forward(float *out, float *xe, float *gu, float *act, float *ye, const float *x, const float *w13,
+                        const float *w2, const float *w, const size_t *tok, const size_t *slot, size_t n, size_t k,
+                        size_t d, size_t F);
+/* Its backward from dout (BT, d): dw13 (2F, d), dw2 (d, F) +=; dx (BT, d)
+ * += at its tokens; dw (BT, k) written at its assignments, d loss / d the
+ * routing weight (dout · ye). Scratch: dye and dxe (n, d), dact (n, F),
+ * dgu (n, 2F). */
+void moe_expert_backward(float *dx, float *dw13, float *dw2, float *dw, float *dye, float *dact, float *dgu,
+                         float *dxe, const float *dout, const float *xe, const float *gu, const float *act,
+                         const float *ye, const float *w13, const float *w2, const float *w, const size_t *tok,
+                         const size_t *slot, size_t n, size_t k, size_t d, size_t F);
+
+/* The router's backward from dw (BT, k): through the renormalisation
+ * (w_j = p_j / Σ p of the chosen) and the softmax; dgate (E, d) +=, dx
+ * (BT, d) +=. Scratch: dlogits (BT, E), dxr (BT, d). */
+void moe_router_backward(float *dx, float *dgate, float *dlogits, float *dxr, const float *dw, const int *idx,
+                         const float *w, const float *probs, const float *x, const float *gate, size_t BT, size_t d,
+                         size_t E, size_t k);
+
+#endif

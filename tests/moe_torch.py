@@ -1,0 +1,136 @@
+"""moe_torch — the engine's mixture-of-experts kernels (tests/moe_dump)
+against PyTorch running transformers' MixtralSparseMoeBlock.
+
+The block is written op for op from modeling_mixtral.py at commit
+00d4b3d2 of huggingface/transformers (the 4.x layout, a ModuleList of
+experts): MixtralBlockSparseTop2MLP (lines 60-75: w2(act(w1 x) * w3 x),
+act silu) and MixtralSparseMoeBlock.forward (104-141: the router gate,
+softmax in float32, torch.topk, the weights renormalised, the experts hit
+run on their tokens found by torch.where over the one-hot mask, each
+output times its routing weight, index_add_ into the result), in training
+mode with router_jitter_noise 0 (MixtralConfig's default). The loss is
+sum(out * r); autograd gives the gradients.
+
+Usage: moe_torch.py DUMP BT D E K F SEED WORK. Draws the inputs from
+SEED (redrawing until every token's k-th probability clears its
+(k+1)-th by 1e-3, so that fp32 rounding cannot change a choice), writes
+them for DUMP, runs it and compares: the same experts chosen for every
+token, the same counts, and the output and every gradient within
+1e-5 + 1e-4 relative of PyTorch's (fp32 products in another order).
+Exit 0 agree, 1 disagree."""
+import os
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Top2MLP(nn.Module):
+    """MixtralBlockSparseTop2MLP (modeling_mixtral.py 60-75)."""
+
+    def __init__(self, d, f):
+        super().__init__()
+        self.w1 = nn.Linear(d, f, bias=False)
+        self.w2 = nn.Linear(f, d, bias=False)
+        self.w3 = nn.Linear(d, f, bias=False)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, hidden_states):
+        current_hidden_states = self.act_fn(self.w1(hidden_states)) * self.w3(hidden_states)
+        return self.w2(current_hidden_states)
+
+
+class SparseMoeBlock(nn.Module):
+    """MixtralSparseMoeBlock (modeling_mixtral.py 78-141), jitter 0."""
+
+    def __init__(self, d, f, e, k):
+        super().__init__()
+        self.hidden_dim, self.num_experts, self.top_k = d, e, k
+        self.gate = nn.Linear(d, e, bias=False)
+        self.experts = nn.ModuleList([Top2MLP(d, f) for _ in range(e)])
+
+    def forward(self, hidden_states):
+        batch_size, sequence_length, hidden_dim = hidden_states.shape
+        hidden_states = hidden_states.view(-1, hidden_dim)
+        router_logits = self.gate(hidden_states)
+        routing_weights = F.softmax(router_logits, dim=1, dtype=torch.float)
+        routing_weights, selected_experts = torch.topk(routing_weights, self.top_k, dim=-1)
+        routing_weights /= routing_weights.sum(dim=-1, keepdim=True)
+        routing_weights = routing_weights.to(hidden_states.dtype)
+        final_hidden_states = torch.zeros((batch_size * sequence_length, hidden_dim), dtype=hidden_states.dtype)
+        expert_mask = torch.nn.functional.one_hot(selected_experts, num_classes=self.num_experts).permute(2, 1, 0)
+        expert_hit = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()
+        for expert_idx in expert_hit:
+            expert_layer = self.experts[expert_idx]
+            idx, top_x = torch.where(expert_mask[expert_idx].squeeze(0))
+            current_state = hidden_states[None, top_x].reshape(-1, hidden_dim)
+            current_hidden_states = expert_layer(current_state) * routing_weights[top_x, idx, None]
+            final_hidden_states.index_add_(0, top_x, current_hidden_states.to(hidden_states.dtype))
+        final_hidden_states = final_hidden_states.reshape(batch_size, sequence_length, hidden_dim)
+        return final_hidden_states, router_logits, selected_experts
+
+
+def main():
+    dump, BT, D, E, K, FF, seed, work = (sys.argv[1], *map(int, sys.argv[2:8]), sys.argv[8])
+    torch.manual_seed(seed)
+    for _ in range(100):
+        x = torch.randn(1, BT, D)
+        block = SparseMoeBlock(D, FF, E, K)
+        with torch.no_grad():
+            block.gate.weight.mul_(4.0)  # a router that chooses, not a uniform one
+            p = F.softmax(block.gate(x.view(-1, D)), dim=1, dtype=torch.float)
+            top = torch.topk(p, min(K + 1, E), dim=-1).values
+        if K == E or bool((top[:, K - 1] - top[:, K] > 1e-3).all()):
+            break
+    else:
+        print("moe_torch: no draw without a near-tie in 100")
+        return 1
+    r = torch.randn(1, BT, D)
+    x.requires_grad_(True)
+    out, _, chosen = block(x)
+    (out * r).sum().backward()
+
+    parts = [x.detach(), block.gate.weight.detach()]
+    for ex in block.experts:
+        parts += [ex.w1.weight.detach(), ex.w3.weight.detach(), ex.w2.weight.detach()]
+    parts.append(r)
+    inp, res = os.path.join(work, "moe.in"), os.path.join(work, "moe.out")
+    torch.cat([t.reshape(-1) for t in parts]).numpy().astype("<f4").tofile(inp)
+    subprocess.run([dump, str(BT), str(D), str(E), str(K), str(FF), inp, res], check=True)
+    got = torch.from_numpy(__import__("numpy").fromfile(res, dtype="<f4"))
+
+    want = [("out", out.detach()), ("d x", x.grad), ("d gate", block.gate.weight.grad)]
+    for e, ex in enumerate(block.experts):
+        w1g = ex.w1.weight.grad if ex.w1.weight.grad is not None else torch.zeros(FF, D)
+        w3g = ex.w3.weight.grad if ex.w3.weight.grad is not None else torch.zeros(FF, D)
+        w2g = ex.w2.weight.grad if ex.w2.weight.grad is not None else torch.zeros(D, FF)
+        want += [(f"d w1[{e}]", w1g), (f"d w3[{e}]", w3g), (f"d w2[{e}]", w2g)]
+    bad = 0
+    at = 0
+    for name, t in want:
+        n = t.numel()
+        g = got[at:at + n].reshape(t.shape)
+        at += n
+        err = (g - t).abs() - (1e-5 + 1e-4 * t.abs())
+        if bool((err > 0).any()):
+            i = int(err.reshape(-1).argmax())
+            print(f"moe_torch: {name}[{i}]: zerosim {g.reshape(-1)[i]:.8g}, PyTorch {t.reshape(-1)[i]:.8g}")
+            bad += 1
+    idx = got[at:at + BT * K].reshape(BT, K).long()
+    counts = got[at + BT * K:at + BT * K + E].long()
+    if not torch.equal(idx, chosen):
+        print("moe_torch: the experts chosen differ")
+        bad += 1
+    want_counts = torch.bincount(chosen.reshape(-1), minlength=E)
+    if not torch.equal(counts, want_counts):
+        print(f"moe_torch: tokens per expert {counts.tolist()}, PyTorch {want_counts.tolist()}")
+        bad += 1
+    print(f"moe_torch: BT {BT}, d {D}, {E} experts, top {K}, F {FF}: tokens per expert {counts.tolist()}, "
+          f"out and {len(want) - 1} gradients {'agree' if bad == 0 else 'DISAGREE'}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+#!/bin/sh
+# moe_torch — the engine's mixture-of-experts kernels agree with PyTorch
+# running transformers 4.x's MixtralSparseMoeBlock (tests/moe_torch.py,
+# which cites the lines it follows): the experts chosen, the tokens per
+# expert, the output and the gradients of the input, the router and every
+# expert, on three shapes (top 2 of 4, top 2 of 8 with an expert likely
+# idle, top 1 of 3).
+#
+# PyTorch is looked for by tests/torch_python.sh; without it the test is
+# skipped (exit 77). Exit 0 pass, 1 disagreement, 99 hard error.
+set -u
+
+top=${ZS_BUILDDIR:-.}
+src=${srcdir:-.}
+dump=$top/tests/moe_dump
+if [ ! -x "$dump" ]; then
+	echo "moe_torch: $dump is not built" >&2
+	exit 99
+fi
+name=moe_torch
+. "$src/tests/torch_python.sh"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-moe.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+
+rc=0
+# BT D E K F SEED
+for shape in "24 16 4 2 24 1" "3 8 8 2 12 2" "30 12 3 1 20 3"; do
+	# shellcheck disable=SC2086
+	OMP_NUM_THREADS=1 "$py" "$src/tests/moe_torch.py" "$dump" $shape "$tmp" || rc=1
+done
+exit $rc

@@ -1,0 +1,312 @@
+/*
+ * test_moe — mixtures of experts (issue #25), Mixtral first, against
+ * values from outside zerosim:
+ *   - Mixtral-8x7B's published parameter count, 46,702,792,704, worked by
+ *     hand from its config.json's numbers;
+ *   - the description's tensors named and shaped as transformers 4.x's
+ *     MixtralForCausalLM holds them (modeling_mixtral.py at 00d4b3d2), each
+ *     expert its own modules;
+ *   - MixtralConfig's defaults, and configs refused by the key's name;
+ *   - the engine's mixture-of-experts kernels (engine/moe_kernels.h):
+ *     routing as MixtralSparseMoeBlock computes it, checked by hand on a
+ *     small case, and their backward by finite differences in double
+ *     precision's reach (router and an expert).
+ */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/moe_kernels.h"
+#include "engine/tfm_kernels.h"
+#include "util/model.h"
+#include "util/step.h"
+#include "util/util.h"
+
+#include "model_lookup.h"
+
+static int parse(const char *json, struct zs_model *m, char **cause)
+{
+	cJSON *root = cJSON_Parse(json);
+	ck_assert_ptr_nonnull(root);
+	int rc = zs_model_from_json(root, "cfg.json", m, cause);
+	cJSON_Delete(root);
+	return rc;
+}
+
+/* Mixtral-8x7B (mistralai/Mixtral-8x7B-v0.1's config.json: hidden 4096,
+ * intermediate 14336, 32 layers, 32 heads of 128, 8 key-value heads, 8
+ * experts, vocabulary 32,000, untied), counted by hand:
+ *   embed_tokens and lm_head 32000·4096 = 131,072,000 each
+ *   a block: the two norms 2·4096 = 8,192; q_proj and o_proj 4096·4096 =
+ *     16,777,216 each; k_proj and v_proj 1024·4096 = 4,194,304 each;
+ *     the router 8·4096 = 32,768; 8 experts of w1, w3, w2 at
+ *     4096·14336 = 58,720,256 each: 1,409,286,144; in all 1,451,270,144,
+ *     times 32 = 46,440,644,608
+ *   the final norm 4,096:
+ *   2·131,072,000 + 46,440,644,608 + 4,096 = 46,702,792,704, the count
+ *   Mistral AI publishes (46.7B). */
+START_TEST(test_mixtral_8x7b_has_46702792704_parameters_by_hand)
+{
+	struct zs_model m = shipped("mixtral-8x7b");
+	ck_assert_str_eq(m.model_type, "mixtral");
+	ck_assert_uint_eq(m.experts, 8);
+	ck_assert_uint_eq(m.experts_per_tok, 2);
+	uint64_t block = 2 * 4096ull + 2 * 16777216ull + 2 * 4194304ull + 32768ull + 8 * 3 * 58720256ull;
+	ck_assert_uint_eq(block, 1451270144ull);
+	ck_assert_uint_eq(step_params_count(&m), 2 * 131072000ull + 32 * block + 4096ull);
+	ck_assert_uint_eq(step_params_count(&m), 46702792704ull);
+}
+END_TEST
+
+/* Each expert is modules of its own, named as MixtralForCausalLM's
+ * named_parameters() names them (w1 and w3 fused as llama's gate and up);
+ * a block is one unit: its layer holds its router and every expert. */
+START_TEST(test_mixtral_description_names_each_expert)
+{
+	struct zs_model m = shipped("mistralai/mixtral-8x7b-v0.1");
+	struct step_params p;
+	char buf[160];
+
+	ck_assert_str_eq(m.name, "mixtral-8x7b");
+	step_params_build(&p, &m);
+	const struct step_tensor *g = named(&p, "model.layers.0.block_sparse_moe.gate.weight");
+	ck_assert_uint_eq(g->shape[0], 8);
+	ck_assert_uint_eq(g->shape[1], 4096);
+	const struct step_tensor *w13 = named(&p, "model.layers.31.block_sparse_moe.experts.7.{w1,w3}.weight");
+	ck_assert_uint_eq(w13->shape[0], 2 * 14336);
+	ck_assert_uint_eq(w13->nparts, 2);
+	ck_assert_uint_eq(w13->part_rows[1], 14336);
+	const struct step_tensor *w2 = named(&p, "model.layers.3.block_sparse_moe.experts.0.w2.weight");
+	ck_assert_uint_eq(w2->shape[0], 4096);
+	ck_assert_uint_eq(w2->shape[1], 14336);
+	ck_assert_str_eq(step_module_name(&p, w2->module, buf, sizeof buf), "model.layers.3.block_sparse_moe.experts.0.w2");
+	/* a block: the norm, q/k/v, o_proj, the norm, the router, 2 modules an expert */
+	ck_assert_uint_eq(p.nmodules, 1 + 32 * (5 + 2 * 8) + 2);
+	ck_assert_uint_eq(p.layer[1].numel, 1451270144ull);
+	/* no fused module is Hugging Face's: the largest nn.Module is a table */
+	ck_assert_uint_eq(step_params_largest_hf_module(&p), 131072000ull);
+	step_params_free(&p);
+}
+END_TEST
+
+#define MIXTRAL "\"model_type\": \"mixtral\", \"hidden_size\": 64, \"intermediate_size\": 96, " \
+	"\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"vocab_size\": 100, \"max_position_embeddings\": 32"
+
+/* MixtralConfig's defaults (configuration_mixtral.py at 008e5743): 8
+ * experts, top 2, router_aux_loss_coef 0.001, output_router_logits false,
+ * rms_norm_eps 1e-5, rope_theta 1e6, no window; measure's refusal is the
+ * model's unrun sentence. Bad values are refused by the key's name. */
+START_TEST(test_mixtral_defaults_and_refusals)
+{
+	struct zs_model m;
+	char *cause = NULL;
+
+	ck_assert_int_eq(parse("{" MIXTRAL "}", &m, &cause), 0);
+	ck_assert_uint_eq(m.experts, 8);
+	ck_assert_uint_eq(m.experts_per_tok, 2);
+	ck_assert_double_eq_tol(m.router_aux_coef, 0.001, 1e-15);
+	ck_assert_int_eq(m.router_logits, 0);
+	ck_assert_double_eq_tol(m.norm_eps, 1e-5, 1e-15);
+	ck_assert_double_eq_tol(m.rope_theta, 1e6, 1e-6);
+	ck_assert_uint_eq(m.sliding_window, 0);
+	ck_assert_ptr_nonnull(strstr(m.unrun, "mixture of experts"));
+	ck_assert_int_eq(parse("{" MIXTRAL ", \"num_local_experts\": 4, \"num_experts_per_tok\": 1, "
+	                       "\"output_router_logits\": true, \"router_aux_loss_coef\": 0.02}", &m, &cause), 0);
+	ck_assert_uint_eq(m.experts, 4);
+	ck_assert_uint_eq(m.experts_per_tok, 1);
+	ck_assert_int_eq(m.router_logits, 1);
+	static const struct { const char *json, *names; } bad[] = {
+		{ "{" MIXTRAL ", \"num_local_experts\": 2, \"num_experts_per_tok\": 3}", "\"num_experts_per_tok\" (3)" },
+		{ "{" MIXTRAL ", \"num_local_experts\": 0.5}", "\"num_local_experts\"" },
+		{ "{" MIXTRAL ", \"num_local_experts\": 5000}", "\"num_local_experts\"" },
+		{ "{" MIXTRAL ", \"router_aux_loss_coef\": -1}", "\"router_aux_loss_coef\"" },
+		{ "{" MIXTRAL ", \"output_router_logits\": 1}", "\"output_router_logits\"" },
+		{ "{" MIXTRAL ", \"router_jitter_noise\": 2}", "\"router_jitter_noise\"" },
+		/* Qwen-MoE's keys are not Mixtral's */
+		{ "{" MIXTRAL ", \"moe_intermediate_size\": 8}", "\"moe_intermediate_size\"" },
+		/* a dense family with experts is still refused */
+		{ "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, "
+		  "\"num_attention_heads\": 8, \"vocab_size\": 100, \"max_position_embeddings\": 32, "
+		  "\"num_local_experts\": 8}", "\"num_local_experts\"" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cause = NULL;
+		ck_assert_msg(parse(bad[i].json, &m, &cause) < 0, "accepted: %s", bad[i].json);
+		ck_assert_msg(strstr(cause, bad[i].names) != NULL, "'%s' does not name %s", cause, bad[i].names);
+		free(cause);
+	}
+}
+END_TEST
+
+
+/* ------------------------------------------------------------------------ */
+/* The kernels */
+
+/* A small mixture: 6 tokens of width 8, 4 experts, top 2, inner width 5. */
+enum { BT = 6, D = 8, E = 4, K = 2, FF = 5 };
+
+struct moe_case {
+	float x[BT * D], gate[E * D], w13[E][2 * FF * D], w2[E][D * FF], r[BT * D];
+};
+
+static float draw(unsigned *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return ((float)((*s >> 8) & 0xffff) / 65536.0f - 0.5f);
+}
+
+static void fill(struct moe_case *c, unsigned seed)
+{
+	for (size_t i = 0; i < BT * D; i++)
+		c->x[i] = draw(&seed), c->r[i] = draw(&seed);
+	for (size_t i = 0; i < E * D; i++)
+		c->gate[i] = 2.0f * draw(&seed);
+	for (size_t e = 0; e < E; e++) {
+		for (size_t i = 0; i < 2 * FF * D; i++)
+			c->w13[e][i] = draw(&seed);
+		for (size_t i = 0; i < D * FF; i++)
+			c->w2[e][i] = draw(&seed);
+	}
+}
+
+/* The layer's saved tensors. */
+struct moe_saved {
+	float probs[BT * E], w[BT * K], out[BT * D];
+	int idx[BT * K];
+	size_t counts[E], start[E + 1], tok[BT * K], slot[BT * K];
+	float xe[BT * K * D], gu[BT * K * 2 * FF], act[BT * K * FF], ye[BT * K * D];
+};
+
+/* loss = Σ out · r, in double from the fp32 out */
+static double forward(struct moe_saved *s, const struct moe_case *c)
+{
+	memset(s, 0, sizeof *s);
+	moe_router_forward(s->probs, c->x, c->gate, BT, D, E);
+	moe_topk(s->idx, s->w, s->counts, s->probs, BT, E, K);
+	moe_dispatch(s->start, s->tok, s->slot, s->idx, BT, E, K);
+	for (size_t e = 0; e < E; e++) {
+		size_t a = s->start[e], n = s->start[e + 1] - a;
+		moe_expert_forward(s->out, s->xe + a * D, s->gu + a * 2 * FF, s->act + a * FF, s->ye + a * D, c->x,
+		                   c->w13[e], c->w2[e], s->w, s->tok + a, s->slot + a, n, K, D, FF);
+	}
+	double loss = 0.0;
+	for (size_t i = 0; i < BT * D; i++)
+		loss += (double)s->out[i] * c->r[i];
+	return loss;
+}
+
+static void backward(struct moe_case *g, const struct moe_saved *s, const struct moe_case *c)
+{
+	static float dw[BT * K], dye[BT * D], dact[BT * FF], dgu[BT * 2 * FF], dxe[BT * D], dl[BT * E], dxr[BT * D];
+	memset(g, 0, sizeof *g);
+	for (size_t e = 0; e < E; e++) {
+		size_t a = s->start[e], n = s->start[e + 1] - a;
+		moe_expert_backward(g->x, g->w13[e], g->w2[e], dw, dye, dact, dgu, dxe, c->r, s->xe + a * D,
+		                    s->gu + a * 2 * FF, s->act + a * FF, s->ye + a * D, c->w13[e], c->w2[e], s->w,
+		                    s->tok + a, s->slot + a, n, K, D, FF);
+	}
+	moe_router_backward(g->x, g->gate, dl, dxr, dw, s->idx, s->w, s->probs, c->x, c->gate, BT, D, E, K);
+}
+
+/* MixtralSparseMoeBlock's routing by hand on one row: softmax, top 2,
+ * renormalised, and the tokens counted per expert. */
+START_TEST(test_moe_routing_is_softmax_topk_renormalised)
+{
+	/* one token, width 1, x = 1: the logits are the gate's column */
+	const float x[1] = {1.0f}, gate[4] = {0.0f, 2.0f, 1.0f, 2.0f};
+	float probs[4], w[2];
+	int idx[2];
+	size_t counts[4] = {0}, start[5], tok[2], slot[2];
+
+	moe_router_forward(probs, x, gate, 1, 1, 4);
+	double z = 1.0 + 2.0 * exp(2.0) + exp(1.0);
+	ck_assert_double_eq_tol(probs[1], exp(2.0) / z, 1e-6);
+	moe_topk(idx, w, counts, probs, 1, 4, 2);
+	/* a tie: torch.topk's order aside, the lower expert first */
+	ck_assert_int_eq(idx[0], 1);
+	ck_assert_int_eq(idx[1], 3);
+	ck_assert_double_eq_tol(w[0], 0.5, 1e-7);
+	ck_assert_uint_eq(counts[0] + counts[2], 0);
+	ck_assert_uint_eq(counts[1] + counts[3], 2);
+	moe_dispatch(start, tok, slot, idx, 1, 4, 2);
+	ck_assert_uint_eq(start[1], 0);
+	ck_assert_uint_eq(start[2], 1);
+	ck_assert_uint_eq(start[4], 2);
+	ck_assert_uint_eq(slot[1], 1);
+}
+END_TEST
+
+/* The backward against central differences of the loss, for every
+ * element of the router, one expert's w1/w3 and w2, and the input: the
+ * routing is held where the perturbation would change a choice (no
+ * element is checked whose ±h flips a top-k choice; the test counts
+ * them, and most elements are checked). */
+START_TEST(test_moe_backward_matches_finite_differences)
+{
+	static struct moe_case c, g, pc;
+	static struct moe_saved s, sp, sm;
+	fill(&c, 7);
+	forward(&s, &c);
+	backward(&g, &s, &c);
+	/* every expert gets some token, the test's premise */
+	for (size_t e = 0; e < E; e++)
+		ck_assert_uint_gt(s.counts[e], 0);
+	const float h = 1e-2f;
+	struct { float *p, *gp; size_t n; const char *name; } t[] = {
+		{ pc.gate, g.gate, E * D, "gate" }, { pc.w13[1], g.w13[1], 2 * FF * D, "w13[1]" },
+		{ pc.w2[1], g.w2[1], D * FF, "w2[1]" }, { pc.x, g.x, BT * D, "x" },
+	};
+	size_t checked = 0, skipped = 0;
+	for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
+		for (size_t i = 0; i < t[k].n; i++) {
+			pc = c;
+			float v = t[k].p[i];
+			t[k].p[i] = v + h;
+			double lp = forward(&sp, &pc);
+			t[k].p[i] = v - h;
+			double lm = forward(&sm, &pc);
+			if (memcmp(sp.idx, s.idx, sizeof s.idx) != 0 || memcmp(sm.idx, s.idx, sizeof s.idx) != 0) {
+				skipped++;
+				continue;
+			}
+			double fd = (lp - lm) / (2.0 * h), an = t[k].gp[i];
+			ck_assert_msg(fabs(fd - an) <= 2e-3 + 2e-2 * fabs(fd), "%s[%zu]: finite differences %.6g, backward %.6g",
+			              t[k].name, i, fd, an);
+			checked++;
+		}
+	ck_assert_msg(checked > 10 * skipped, "%zu checked, %zu skipped", checked, skipped);
+}
+END_TEST
+
+static Suite *moe_suite(void)
+{
+	Suite *s = suite_create("moe");
+	TCase *model = tcase_create("model");
+
+	suite_add_tcase(s, model);
+	tcase_add_test(model, test_mixtral_8x7b_has_46702792704_parameters_by_hand);
+	tcase_add_test(model, test_mixtral_description_names_each_expert);
+	tcase_add_test(model, test_mixtral_defaults_and_refusals);
+	TCase *kernels = tcase_create("kernels");
+	suite_add_tcase(s, kernels);
+	tcase_add_test(kernels, test_moe_routing_is_softmax_topk_renormalised);
+	tcase_add_test(kernels, test_moe_backward_matches_finite_differences);
+	return s;
+}
+
+int main(void)
+{
+	zs_json_init(); /* before any cJSON call (util.h) */
+	const char *srcdir = getenv("srcdir");
+	if (getenv("ZEROSIM_DATADIR") == NULL)
+		setenv("ZEROSIM_DATADIR", srcdir != NULL ? srcdir : ".", 1);
+	SRunner *sr = srunner_create(moe_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
