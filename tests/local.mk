@@ -190,3 +190,13 @@ EXTRA_DIST += tests/theory_headline.sh
 # measure --allocator cuda and --timeline's trace (ids, live blocks, every rank)
 TESTS += tests/alloc_replay.sh
 EXTRA_DIST += tests/alloc_replay.sh
+
+# QLoRA's 4-bit base (Check): NF4 against the code book worked by hand,
+# double quantization, and the bits a parameter against the QLoRA paper.
+if HAVE_CHECK
+check_PROGRAMS += tests/test_nf4
+TESTS += tests/test_nf4
+tests_test_nf4_SOURCES = tests/test_nf4.c
+tests_test_nf4_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_nf4_LDADD = libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS) -lm
+endif
