@@ -166,6 +166,11 @@ EXTRA_DIST += tests/ft_freeze.sh
 # (about a minute on 2 cores)
 TESTS += tests/ft_lora.sh
 EXTRA_DIST += tests/ft_lora.sh tests/ft_cmp.py
+# --quant-base nf4 (issue #23's QLoRA, bitsandbytes' Linear4bit): theory =
+# measure, and the resident bytes from the shapes (no reference: bitsandbytes
+# does not install here; a few seconds)
+TESTS += tests/ft_qlora.sh
+EXTRA_DIST += tests/ft_qlora.sh
 
 # The issue's table, PyTorch's peak beside zerosim's (1.13 here; 2.6 in a
 # Debian 13 root that tests/torch26_root.sh makes, about 1.5 GB, when root
