@@ -241,7 +241,7 @@ static char *qlora_text(const struct theory_request *req)
 	if (!c->quant_nf4 || req->desc == NULL || !req->desc->has_params)
 		return NULL;
 	const struct step_params *p = &req->desc->params;
-	uint64_t n = 0, held = 0, fp32 = 0, largest = 0, layers = 0;
+	uint64_t n = 0, held = 0, fp32 = 0, largest = 0, layers = 0, shared = 0;
 	char name[256];
 	for (size_t i = 0; i < p->ntensors; i++) {
 		const struct step_tensor *t = &p->tensor[i];
@@ -256,12 +256,11 @@ static char *qlora_text(const struct theory_request *req)
 			uint64_t e = t->nparts ? t->part_rows[k] * t->shape[1] : t->numel;
 			struct nf4_bytes b;
 			nf4_layer_bytes(&b, e, c->double_quant);
-			n += e, held += b.total, layers++;
+			n += e, held += b.total, shared = b.shared, layers++;
 			largest = e > largest ? e : largest;
 		}
 	}
-	if (c->double_quant)
-		held += 256 * 4; /* the one dynamic map */
+	held += shared; /* double quantization: the one dynamic map */
 	return zs_asprintf("\n4-bit base (--quant-base nf4%s): bitsandbytes' Linear4bit in place of %llu base linear "
 	                   "layers (%llu weights): %.2f GB as NF4, packed codes and %s (%.3f bits a weight, %.2f GB in "
 	                   "fp32); the embeddings, norms and head stay fp32 (%.2f GB). Each layer's forward and "
