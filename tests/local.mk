@@ -182,6 +182,11 @@ EXTRA_DIST += tests/ft_freeze.sh
 # (about a minute on 2 cores)
 TESTS += tests/ft_lora.sh
 EXTRA_DIST += tests/ft_lora.sh tests/ft_cmp.py tests/ft_lib.sh
+# --quant-base nf4 (issue #23's QLoRA, bitsandbytes' Linear4bit): theory =
+# measure, and the resident bytes from the shapes (no reference: bitsandbytes
+# does not install here; a few seconds)
+TESTS += tests/ft_qlora.sh
+EXTRA_DIST += tests/ft_qlora.sh
 
 # The issue's table, PyTorch's peak beside zerosim's (1.13 here; 2.6 in a
 # Debian 13 root that tests/torch26_root.sh makes, about 1.5 GB, when root
@@ -206,3 +211,13 @@ EXTRA_DIST += tests/theory_headline.sh
 # measure --allocator cuda and --timeline's trace (ids, live blocks, every rank)
 TESTS += tests/alloc_replay.sh
 EXTRA_DIST += tests/alloc_replay.sh
+
+# QLoRA's 4-bit base (Check): NF4 against the code book worked by hand,
+# double quantization, and the bits a parameter against the QLoRA paper.
+if HAVE_CHECK
+check_PROGRAMS += tests/test_nf4
+TESTS += tests/test_nf4
+tests_test_nf4_SOURCES = tests/test_nf4.c
+tests_test_nf4_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_nf4_LDADD = libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS) -lm
+endif

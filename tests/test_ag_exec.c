@@ -717,6 +717,99 @@ START_TEST(test_dropout_noise_and_its_product)
 }
 END_TEST
 
+/* A 4-bit linear layer as util/autograd.c's QLoRA section lists it:
+ * W [2, 64] (one block a row) quantized in set-up and freed; forward y =
+ * x Dᵀ with D dequantized, freed; backward from dy = 1, dx = dy D with D
+ * dequantized again. D worked here from the paper's NF4 values (nearest
+ * to w / absmax), not by the executor's kernels; the tracker's peak is
+ * the list's live bytes. */
+START_TEST(test_a_4bit_linear_quantizes_for_real_and_frees_its_weight)
+{
+	static const double nf4[16] = {
+		-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
+		-0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
+		0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
+		0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0,
+	};
+	struct list *l = zs_calloc(1, sizeof *l);
+	list_init(l);
+	uint64_t s264[2] = {2, 64}, s364[2] = {3, 64}, s32[2] = {3, 2}, s641[2] = {64, 1}, s2[1] = {2};
+	uint32_t w = stor(l, "W", 2, s264, AG_ROLE_PARAM, 4), xs = stor(l, "x", 2, s364, AG_ROLE_PARAM, 5);
+	uint32_t packed = stor(l, "packed", 2, s641, AG_ROLE_BUFFER, -1), absmax = stor(l, "absmax", 1, s2, AG_ROLE_BUFFER, -1);
+	l->t[packed].dtype = AG_U8, l->t[packed].bytes = 64;
+	uint32_t d = stor(l, "D", 2, s264, AG_ROLE_TEMP, -1), y = stor(l, "y", 2, s32, AG_ROLE_TEMP, -1);
+	uint32_t g = stor(l, "dy", 2, s32, AG_ROLE_TEMP, -1), d2 = stor(l, "D again", 2, s264, AG_ROLE_TEMP, -1);
+	uint32_t dx = stor(l, "dx", 2, s364, AG_ROLE_TEMP, -1);
+	uint64_t s642[2] = {64, 2};
+	int64_t tr2[2] = {1, 64};
+	uint32_t dT = view_of(l, d, 2, s642, tr2, 0);
+	l->s.setup = l->e;
+	ev(l, AG_EV_ALLOC, w);
+	ev(l, AG_EV_ALLOC, xs);
+	ev(l, AG_EV_ALLOC, packed);
+	ev(l, AG_EV_ALLOC, absmax);
+	op(l, AG_OP_NF4_QUANTIZE, w, N, N, N, packed, absmax, N, 0);
+	ev(l, AG_EV_FREE, w);
+	l->s.nsetup = l->s.nevents;
+	l->s.event = l->e + l->s.nevents;
+	size_t first = l->s.nevents;
+	ev(l, AG_EV_ALLOC, d);
+	op(l, AG_OP_NF4_DEQUANTIZE, packed, absmax, N, N, d, N, N, 0);
+	ev(l, AG_EV_ALLOC, y);
+	op(l, AG_OP_MM, xs, dT, N, N, y, N, N, 0);
+	ev(l, AG_EV_FREE, d);
+	ev(l, AG_EV_ALLOC, g);
+	op(l, AG_OP_FILL, N, N, N, N, g, N, N, 1.0);
+	ev(l, AG_EV_ALLOC, d2);
+	op(l, AG_OP_NF4_DEQUANTIZE, packed, absmax, N, N, d2, N, N, 0);
+	ev(l, AG_EV_ALLOC, dx);
+	op(l, AG_OP_MM, g, d2, N, N, dx, N, N, 0);
+	ev(l, AG_EV_FREE, d2);
+	l->s.nevents -= first;
+	struct zs_tracker tr;
+	struct ag_exec x;
+	start(l, &tr, &x, 1);
+	/* the feed's table: sin(0.7 i + 0.3) · 1.5 for W and for x */
+	double D[2][64], X4[3][64];
+	for (int r = 0; r < 3; r++)
+		for (int k = 0; k < 64; k++)
+			X4[r][k] = (float)sin(0.7 * (r * 64 + k) + 0.3) * 1.5f;
+	for (int o = 0; o < 2; o++) {
+		double m = 0;
+		float wv[64];
+		for (int k = 0; k < 64; k++) {
+			wv[k] = (float)sin(0.7 * (o * 64 + k) + 0.3) * 1.5f;
+			m = fmax(m, fabs(wv[k]));
+		}
+		for (int k = 0; k < 64; k++) {
+			int best = 0;
+			for (int c = 1; c < 16; c++)
+				if (fabs(wv[k] / m - nf4[c]) < fabs(wv[k] / m - nf4[best]))
+					best = c;
+			D[o][k] = nf4[best] * m;
+		}
+	}
+	ck_assert_ptr_null(ag_exec_data(&x, w)); /* the fp32 weight is gone */
+	const float *yv = ag_exec_data(&x, y), *dxv = ag_exec_data(&x, dx);
+	for (int r = 0; r < 3; r++) {
+		for (int o = 0; o < 2; o++) {
+			double want = 0;
+			for (int k = 0; k < 64; k++)
+				want += X4[r][k] * D[o][k];
+			ck_assert_double_eq_tol(yv[r * 2 + o], want, 1e-4);
+		}
+		for (int k = 0; k < 64; k++)
+			ck_assert_double_eq_tol(dxv[r * 64 + k], D[0][k] + D[1][k], 1e-5);
+	}
+	/* peak: x 768, packed 64, absmax 8, y 24, dy 24, D 512, dx 768 (set-up's: W 512 + x + packed + absmax) */
+	ck_assert_uint_eq(tr.rank[0].peak, 768 + 64 + 8 + 24 + 24 + 512 + 768);
+	ag_exec_end(&x);
+	ck_assert_uint_eq(tracker_outstanding(&tr), 0);
+	tracker_destroy(&tr);
+	free(l);
+}
+END_TEST
+
 static Suite *ag_exec_suite(void)
 {
 	Suite *s = suite_create("ag_exec");
@@ -728,6 +821,7 @@ static Suite *ag_exec_suite(void)
 	tcase_add_test(t, test_adams_ops_take_the_steps_scalars);
 	tcase_add_test(t, test_rope_tables_slice_backward_and_alpha);
 	tcase_add_test(t, test_dropout_noise_and_its_product);
+	tcase_add_test(t, test_a_4bit_linear_quantizes_for_real_and_frees_its_weight);
 	suite_add_tcase(s, t);
 	t = tcase_create("lifetimes");
 	tcase_add_test(t, test_reading_a_freed_storage_fails_the_run);

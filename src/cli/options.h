@@ -63,6 +63,7 @@ struct zs_opt {
 	{"freeze", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lora-r", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-alpha", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lora-dropout", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-targets", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"quant-base", 0, 1, ZS_OPT_CONFIG, NULL}, {"double-quant", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"spec", 0, ZS_OPT_FILE, ZS_OPT_SPEC, NULL}
 
 /* Every command has these. */

@@ -27,6 +27,7 @@
 #include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
 #include "util/ag_ddp.h"
+#include "util/nf4.h"
 #include "util/step.h"
 #include "util/util.h"
 
@@ -43,7 +44,7 @@ struct agv {
 	uint64_t numel;
 };
 
-static unsigned esize(enum ag_dtype d) { return (unsigned)d <= AG_F64 ? ag_dtype_size(d) : 0; }
+static unsigned esize(enum ag_dtype d) { return (unsigned)d <= AG_U8 ? ag_dtype_size(d) : 0; }
 
 static inline float ld(const struct agv *v, int64_t e)
 {
@@ -77,6 +78,8 @@ static inline float ld(const struct agv *v, int64_t e)
 		memcpy(&d, p, 8);
 		return (float)d;
 	}
+	case AG_U8: /* the 4-bit base's codes (util/nf4.h) */
+		return (float)*p;
 	default:
 		return *p != 0;
 	}
@@ -131,6 +134,9 @@ static inline void st(const struct agv *v, int64_t e, float x)
 		memcpy(p, &d, 8);
 		break;
 	}
+	case AG_U8:
+		*p = (unsigned char)x;
+		break;
 	default:
 		*p = x != 0.0f;
 	}
@@ -897,6 +903,116 @@ static int op_mean_last(struct opctx *oc, const struct agv *out, const struct ag
 	return 0;
 }
 
+/* QLoRA's 4-bit base (util/nf4.h's kernels, bitsandbytes 0.47.0's
+ * algorithm): each operand read in row-major order of its view into a
+ * flat array, the kernel run, its outputs written back. */
+static float *flat_in(const struct agv *v)
+{
+	float *f = zs_malloc((size_t)(v->numel ? v->numel : 1) * sizeof *f);
+	for (uint64_t r = 0; r < v->numel; r++)
+		f[r] = ld(v, at_lin(v, r));
+	return f;
+}
+
+static uint8_t *flat_in_u8(const struct agv *v)
+{
+	uint8_t *f = zs_malloc((size_t)(v->numel ? v->numel : 1));
+	for (uint64_t r = 0; r < v->numel; r++)
+		f[r] = (uint8_t)ld(v, at_lin(v, r));
+	return f;
+}
+
+static void flat_out(const struct agv *v, const float *f)
+{
+	for (uint64_t r = 0; r < v->numel; r++)
+		st(v, at_lin(v, r), f[r]);
+}
+
+static void flat_out_u8(const struct agv *v, const uint8_t *f)
+{
+	for (uint64_t r = 0; r < v->numel; r++)
+		st(v, at_lin(v, r), (float)f[r]);
+}
+
+static int op_quant(struct opctx *oc, enum ag_op k, const struct agv *out, const struct agv *in, int nin, double arg)
+{
+	static const int need[] = {[AG_OP_NF4_CODE] = 0, [AG_OP_DYNAMIC_MAP] = 0, [AG_OP_NF4_QUANTIZE] = 1,
+	                           [AG_OP_NF4_DEQUANTIZE] = 2, [AG_OP_MEAN_ALL] = 1, [AG_OP_QUANTIZE_BLOCKWISE] = 2,
+	                           [AG_OP_DEQUANTIZE_BLOCKWISE] = 3};
+	if (nin < need[k])
+		return FAIL("%s: too few operands", ag_op_name(k));
+	unsigned bs = k == AG_OP_QUANTIZE_BLOCKWISE || k == AG_OP_DEQUANTIZE_BLOCKWISE ? (unsigned)arg : NF4_BLOCK;
+	if (bs == 0)
+		return FAIL("%s: no block size", ag_op_name(k));
+	uint64_t n = k == AG_OP_NF4_DEQUANTIZE || k == AG_OP_DEQUANTIZE_BLOCKWISE ? out[0].numel
+	             : nin > 0                                                  ? in[0].numel
+	                                                                        : out[0].numel;
+	uint64_t blocks = (n + bs - 1) / bs;
+	float *f = NULL, *a = NULL, *c = NULL;
+	uint8_t *q = NULL;
+	int rc = 0;
+	switch (k) {
+	case AG_OP_NF4_CODE:
+		if (out[0].numel != 16)
+			return FAIL("nf4_code: the code book has 16 values");
+		flat_out(&out[0], nf4_code);
+		break;
+	case AG_OP_DYNAMIC_MAP:
+		if (out[0].numel != 256)
+			return FAIL("dynamic_map: the map has 256 values");
+		c = zs_malloc(256 * sizeof *c);
+		nf4_dynamic_map(c);
+		flat_out(&out[0], c);
+		break;
+	case AG_OP_MEAN_ALL: {
+		if (out[0].numel != 1)
+			return FAIL("mean: the output is not one element");
+		double sum = 0;
+		for (uint64_t r = 0; r < n; r++)
+			sum += ld(&in[0], at_lin(&in[0], r));
+		st(&out[0], 0, n ? (float)(sum / (double)n) : NAN);
+		break;
+	}
+	case AG_OP_NF4_QUANTIZE:
+	case AG_OP_QUANTIZE_BLOCKWISE:
+		if (out[0].numel != (k == AG_OP_NF4_QUANTIZE ? (n + 1) / 2 : n) || out[1].numel != blocks ||
+		    (k == AG_OP_QUANTIZE_BLOCKWISE && in[1].numel != 256))
+			return FAIL("%s: the outputs do not hold the input's codes and absmax", ag_op_name(k));
+		f = flat_in(&in[0]);
+		a = zs_malloc((size_t)(blocks ? blocks : 1) * sizeof *a);
+		q = zs_malloc((size_t)(out[0].numel ? out[0].numel : 1));
+		if (k == AG_OP_NF4_QUANTIZE) {
+			nf4_quantize(q, a, f, n);
+		} else {
+			c = flat_in(&in[1]);
+			nf4_quantize_blockwise(q, a, f, c, n, bs);
+		}
+		flat_out_u8(&out[0], q);
+		flat_out(&out[1], a);
+		break;
+	case AG_OP_NF4_DEQUANTIZE:
+	case AG_OP_DEQUANTIZE_BLOCKWISE:
+		if (in[0].numel != (k == AG_OP_NF4_DEQUANTIZE ? (n + 1) / 2 : n) || in[1].numel != blocks ||
+		    (k == AG_OP_DEQUANTIZE_BLOCKWISE && in[2].numel != 256))
+			return FAIL("%s: the operands are not the output's codes and absmax", ag_op_name(k));
+		q = flat_in_u8(&in[0]);
+		a = flat_in(&in[1]);
+		f = zs_malloc((size_t)(n ? n : 1) * sizeof *f);
+		if (k == AG_OP_NF4_DEQUANTIZE) {
+			nf4_dequantize(f, q, a, n);
+		} else {
+			c = flat_in(&in[2]);
+			nf4_dequantize_blockwise(f, q, a, c, n, bs);
+		}
+		flat_out(&out[0], f);
+		break;
+	default:
+		rc = FAIL("op %u is not a quantization op", (unsigned)k);
+	}
+	free(f), free(a), free(c), free(q);
+	return rc;
+}
+
 /* out = in summed to out's shape (SUM_ROWS: over every dim but the last). */
 static int op_sum_to(struct opctx *oc, const struct agv *out, const struct agv *in, int rows)
 {
@@ -1277,6 +1393,13 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 			rc = nin < 5 || !have_out[2] ? FAIL("sdpa backward: too few operands")
 			                             : op_sdpa_bwd(oc, &out[0], &out[1], &out[2], in, e->arg[0]);
 			break;
+		case AG_OP_NF4_CODE:
+		case AG_OP_DYNAMIC_MAP:
+		case AG_OP_NF4_QUANTIZE:
+		case AG_OP_NF4_DEQUANTIZE:
+		case AG_OP_MEAN_ALL:
+		case AG_OP_QUANTIZE_BLOCKWISE:
+		case AG_OP_DEQUANTIZE_BLOCKWISE: rc = op_quant(oc, e->op, out, in, nin, e->arg[0]); break;
 		default: rc = FAIL("op %u is not one the executor knows", (unsigned)e->op);
 		}
 	}
@@ -1864,6 +1987,20 @@ static int sharded_param(const struct ag_exec *x, unsigned n, uint32_t t, float 
 	return 0;
 }
 
+/* Whether the step holds parameter tensor i (part `part`) quantized to 4
+ * bits (util/autograd.c's QLoRA section: its packed codes, a uint8
+ * buffer of that parameter). */
+static int quantized(const struct ag_step *s, int32_t i, int32_t part)
+{
+	for (uint32_t t = 0; t < s->ntensors; t++) {
+		const struct ag_tensor *q = &s->tensor[t];
+		if (q->storage == t && q->role == AG_ROLE_BUFFER && q->dtype == AG_U8 && q->param == i &&
+		    (q->part == part || (q->part < 0 && part == 0)))
+			return 1;
+	}
+	return 0;
+}
+
 /* The final weights in zerosim's flat order, tensor by tensor from the
  * list's parameter storages, into the digest (and w if not NULL): rank
  * x[0]'s, or under FSDP (n > 1) the n ranks' shards joined. */
@@ -1885,6 +2022,8 @@ static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, unsi
 			                            s->tensor[t].param == (int32_t)i &&
 			                            (f->part[t] == part || (f->part[t] < 0 && part == 0))))
 				t++;
+			if (t < s->ntensors && ag_exec_data(x, t) == NULL && nranks < 2 && quantized(s, (int32_t)i, part))
+				continue; /* --quant-base: a 4-bit base weight (frozen; its fp32 form is gone) */
 			if (t == s->ntensors || (ag_exec_data(x, t) == NULL && nranks < 2)) {
 				rc = zs_fail(cause, "the PyTorch step holds no parameter for tensor %zu (part %d) at its end", i, part);
 				break;

@@ -30,6 +30,7 @@
 
 #include "util/ag_zero1.h"
 #include "util/freeze.h"
+#include "util/nf4.h"
 #include "util/util.h"
 
 unsigned ag_dtype_size(enum ag_dtype d)
@@ -38,14 +39,14 @@ unsigned ag_dtype_size(enum ag_dtype d)
 	case AG_F32: return 4;
 	case AG_BF16: case AG_F16: return 2;
 	case AG_I64: case AG_F64: return 8;
-	case AG_BOOL: return 1;
+	case AG_BOOL: case AG_U8: return 1;
 	}
 	return 4;
 }
 
 const char *ag_dtype_name(enum ag_dtype d)
 {
-	static const char *n[] = { "float32", "bfloat16", "float16", "int64", "bool", "float64" };
+	static const char *n[] = { "float32", "bfloat16", "float16", "int64", "bool", "float64", "uint8" };
 	return (unsigned)d < sizeof n / sizeof *n ? n[d] : "?";
 }
 
@@ -73,6 +74,9 @@ const char *ag_op_name(enum ag_op op)
 		[AG_OP_BERNOULLI_] = "bernoulli_", [AG_OP_SDPA_FLASH] = "sdpa_flash", [AG_OP_SDPA_FLASH_BWD] = "sdpa_flash_bwd",
 		[AG_OP_ALL_REDUCE_SUM_] = "all_reduce_sum_", [AG_OP_BROADCAST_] = "broadcast_",
 		[AG_OP_ALL_GATHER] = "all_gather", [AG_OP_REDUCE_SCATTER_SUM] = "reduce_scatter_sum", [AG_OP_SHARD] = "shard",
+		[AG_OP_NF4_CODE] = "nf4_code", [AG_OP_DYNAMIC_MAP] = "dynamic_map", [AG_OP_NF4_QUANTIZE] = "quantize_4bit",
+		[AG_OP_NF4_DEQUANTIZE] = "dequantize_4bit", [AG_OP_MEAN_ALL] = "mean",
+		[AG_OP_QUANTIZE_BLOCKWISE] = "quantize_blockwise", [AG_OP_DEQUANTIZE_BLOCKWISE] = "dequantize_blockwise",
 	};
 	return (unsigned)op < AG_NOPS && n[op] ? n[op] : "?";
 }
@@ -420,9 +424,12 @@ struct pt {
 	int32_t param, part;
 	int frozen;     /* --freeze: requires_grad False (no grad, no Adam state) */
 	int32_t lora;   /* --lora-r: its layer's adapters, an index of model.lora (-1: none) */
+	int32_t q4;     /* --quant-base nf4: its 4-bit storages, an index of model.q4 (-1: none; w is then
+	                 * freed in set-up) */
 };
 
 struct lora_st;
+struct q4_st;
 
 struct model {
 	struct pt *pt;      /* in model.parameters() order */
@@ -443,6 +450,12 @@ struct model {
 	 * tensors (util/autograd.c's LoRA section) */
 	struct lora_st *lora;
 	size_t nlora;
+	/* --quant-base nf4: the quantized base weights (util/autograd.c's
+	 * QLoRA section) and bitsandbytes' one dynamic map (double
+	 * quantization; NO without) */
+	struct q4_st *q4;
+	size_t nq4;
+	T qmap;
 };
 
 /* Whether --freeze freezes parameter `param` (part `part` of a fused
@@ -490,7 +503,7 @@ static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int p
 	q->param = param;
 	q->part = part;
 	q->g = q->m = q->v = q->step = q->w16 = NO;
-	q->lora = -1;
+	q->lora = q->q4 = -1;
 	if (!b->pt_of) {
 		b->pt_of = zs_calloc(b->p->ntensors * 4 + 1, sizeof *b->pt_of);
 		for (size_t i = 0; i < b->p->ntensors * 4; i++)
@@ -916,6 +929,10 @@ static T addmm_saved_mat1(struct bld *b, T x2, T w, T bias, int *dx, int *dw, in
  * section, after the linear layers it uses). */
 static T lora_fwd(struct bld *b, T x, T y, int32_t k);
 static void lora_bwd(struct bld *b, T g, int32_t k, T *xbuf);
+/* A 4-bit base layer's forward and backward (util/autograd.c's QLoRA
+ * section). */
+static T q4_linear(struct bld *b, T x, struct pt *w, struct pt *bias, uint64_t *rows, uint64_t *in, int *dx);
+static void q4_linear_bwd(struct bld *b, T g, int owned, uint64_t rows, uint64_t in, int dx, struct pt *w, T *xbuf);
 
 struct conv_saved {
 	T x2;
@@ -927,6 +944,12 @@ struct conv_saved {
 
 static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_saved *sv)
 {
+	if (w->q4 >= 0) { /* bnb's Linear4bit in Conv1D's place: no saved input (the base is frozen) */
+		sv->x2 = sv->w16 = NO, sv->xcast = 0, sv->dw = sv->db = 0;
+		T r = q4_linear(b, x, w, bb, &sv->rows, &sv->nx, &sv->dx);
+		sv->node = sv->dx;
+		return r;
+	}
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t rows = numel(o) / o->shape[o->ndim - 1];
 	uint64_t nf = b->s->tensor[w->w].shape[1];
@@ -956,6 +979,11 @@ static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_sav
  * `owned` (the node had the last holder of it). Returns dx as [rows, nx]. */
 static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct pt *w, struct pt *bb)
 {
+	if (w->q4 >= 0) {
+		T lx = NO;
+		q4_linear_bwd(b, g, owned, sv->rows, sv->nx, sv->dx, w, &lx);
+		return lx;
+	}
 	uint64_t rows = sv->rows, nx = sv->nx, nf = b->s->tensor[w->w].shape[1];
 	const struct ag_tensor go_ = b->s->tensor[g]; /* x's shape is g's, but for the last dim */
 	enum ag_dtype dt = go_.dtype;
@@ -1984,8 +2012,20 @@ struct lin_saved {
 	int db;           /* linear_b: the bias requires grad */
 };
 
+/* linear and linear_b over a 4-bit base weight: MatMul4Bit keeps no
+ * activation (sv's x2 NO); x's gradient where x requires grad. */
+static T q4_lin(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_saved *sv)
+{
+	sv->x2 = sv->w16 = NO, sv->xcast = 0, sv->dw = sv->db = 0;
+	T r = q4_linear(b, x, w, bias, &sv->rows, &sv->in, &sv->dx);
+	sv->node = sv->dx;
+	return r;
+}
+
 static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
 {
+	if (w->q4 >= 0)
+		return q4_lin(b, x, w, NULL, sv);
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t in = o->shape[o->ndim - 1], rows = numel(o) / in, out = b->s->tensor[w->w].shape[0];
 	/* autocast's linear: W cast first (cached), then x (a copy at every
@@ -2018,6 +2058,10 @@ static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
  * weight's to AccumulateGrad. */
 static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, struct pt *w, T *xbuf)
 {
+	if (w->q4 >= 0) {
+		q4_linear_bwd(b, g, owned, sv->rows, sv->in, sv->dx, w, xbuf);
+		return;
+	}
 	uint64_t rows = sv->rows, in = sv->in, out = b->s->tensor[w->w].shape[0];
 	const struct ag_tensor go_ = b->s->tensor[g];
 	if (w->lora >= 0) { /* the adapter's branch first (as conv1d_bwd's) */
@@ -2132,6 +2176,8 @@ static T linear_b(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_
 {
 	if (!bias)
 		return linear(b, x, w, sv);
+	if (w->q4 >= 0)
+		return q4_lin(b, x, w, bias, sv);
 	if (b->o->amp != AG_F32)
 		return linear_b_amp(b, x, w, bias, sv);
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
@@ -2157,7 +2203,7 @@ static T linear_b(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_
  * x's ViewBackward (dx to *xbuf), TBackward to the weight's. */
 static void linear_b_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, struct pt *w, struct pt *bias, T *xbuf)
 {
-	if (!bias) {
+	if (!bias || w->q4 >= 0) {
 		linear_bwd(b, g, owned, sv, w, xbuf);
 		return;
 	}
@@ -2200,6 +2246,161 @@ static void linear_b_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, st
 }
 
 /* ------------------------------------------------------------------------ */
+/* QLoRA's 4-bit base (--quant-base nf4; docs/finetune.md, "QLoRA's 4-bit
+ * base"). transformers' _replace_with_bnb_linear (integrations/
+ * bitsandbytes.py, commit 01ae98ae) puts bnb.nn.Linear4bit in place of
+ * every nn.Linear and Conv1D but the modules not to convert (the output
+ * embedding: get_keys_to_not_convert), a Conv1D's weight transposed to
+ * [out, in] before quantizing (set_module_quantized_tensor_to_device).
+ * bitsandbytes 0.47.0 (util/nf4.h): Params4bit._quantize (nn/modules.py
+ * lines 298–312) quantizes the weight and lets the fp32 one go; the
+ * layer's forward (lines 541–565) is MatMul4Bit (autograd/_functions.py
+ * lines 359–413): F.linear(x, dequantize_4bit(W), bias), the dequantized
+ * weight a temporary of the run's dtype (quant_state.dtype: fp32 here)
+ * freed when linear returns; it saves the packed weight only (a
+ * parameter: no bytes), and its backward dequantizes again for x's
+ * gradient (no weight gradient). PEFT v0.20.0's lora.bnb.Linear4bit
+ * (tuners/lora/bnb.py lines 513–553) clones the base's result before
+ * adding the adapter's term (line 533). */
+
+struct q4_st {
+	T packed, absmax;   /* uint8 [(n + 1) / 2, 1]; fp32 [blocks] (NO with double quantization) */
+	T code;             /* fp32 [16] */
+	T qabsmax, offset, absmax2, code2; /* double quantization (else NO) */
+	uint64_t rows, cols;                /* the weight as [out, in] */
+};
+
+static uint64_t q4_blocks(const struct q4_st *q) { return (q->rows * q->cols + NF4_BLOCK - 1) / NF4_BLOCK; }
+
+/* A quantized storage of the layer of parameter pt q, held for the run. */
+static T q4_storage(struct bld *b, const struct pt *q, const char *what, enum ag_dtype dt, unsigned nd,
+                    const uint64_t *shape)
+{
+	T t = mk(b, what, dt, nd, shape, AG_ROLE_BUFFER, ZS_CAT_PARAM32, q->param);
+	b->s->tensor[t].part = q->part;
+	return t;
+}
+
+/* Params4bit._quantize of pt w (in set-up): quantize_4bit (functional.py
+ * lines 825–905) with its double quantization (873–886), then the fp32
+ * weight freed (`self.data = w_4bit`). */
+static void q4_quantize(struct bld *b, struct model *M, size_t w)
+{
+	struct pt *q = &M->pt[w];
+	const struct ag_tensor *wt = &b->s->tensor[q->w];
+	int conv = b->m->family == ZS_FAMILY_GPT2; /* Conv1D's [in, out], quantized as its transpose */
+	M->q4 = zs_realloc(M->q4, (M->nq4 + 1) * sizeof *M->q4);
+	struct q4_st *s = &M->q4[M->nq4];
+	s->rows = wt->shape[conv ? 1 : 0], s->cols = wt->shape[conv ? 0 : 1];
+	s->absmax = s->qabsmax = s->offset = s->absmax2 = s->code2 = NO;
+	uint64_t n = s->rows * s->cols, blocks = q4_blocks(s);
+	b->module = (int32_t)b->p->tensor[q->param].module;
+	T src = conv ? transpose_last2(b, q->w) : q->w;
+	s->packed = q4_storage(b, q, "quantize_4bit (packed weight)", AG_U8, 2, SH((n + 1) / 2, 1));
+	T absmax = q4_storage(b, q, "quantize_4bit (absmax)", AG_F32, 1, SH(blocks));
+	op(b, AG_OP_NF4_QUANTIZE, src, NO, NO, s->packed, absmax, NO);
+	if (conv)
+		unref(b, src);
+	s->code = q4_storage(b, q, "get_4bit_type (code)", AG_F32, 1, SH(16));
+	op(b, AG_OP_NF4_CODE, NO, NO, NO, s->code, NO, NO);
+	if (!b->o->double_quant) {
+		s->absmax = absmax;
+	} else {
+		s->offset = q4_storage(b, q, "mean (offset)", AG_F32, 0, NULL);
+		op(b, AG_OP_MEAN_ALL, absmax, NO, NO, s->offset, NO, NO);
+		T d = TMP("sub (_absmax - offset)", AG_F32, blocks);
+		op(b, AG_OP_ADD, absmax, s->offset, NO, d, NO, NO)->arg[0] = -1;
+		if (M->qmap == NO) { /* name2qmap["dynamic"], made at the first call (functional.py lines 604–607) */
+			M->qmap = mk(b, "create_dynamic_map", AG_F32, 1, SH(256), AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
+			op(b, AG_OP_DYNAMIC_MAP, NO, NO, NO, M->qmap, NO, NO);
+		}
+		s->qabsmax = q4_storage(b, q, "quantize_blockwise (absmax)", AG_U8, 1, SH(blocks));
+		s->absmax2 = q4_storage(b, q, "quantize_blockwise (state2.absmax)", AG_F32, 1,
+		                        SH((blocks + NF4_DQ_BLOCK - 1) / NF4_DQ_BLOCK));
+		op(b, AG_OP_QUANTIZE_BLOCKWISE, d, M->qmap, NO, s->qabsmax, s->absmax2, NO)->arg[0] = NF4_DQ_BLOCK;
+		s->code2 = q4_storage(b, q, "copy (state2.code)", AG_F32, 1, SH(256)); /* code.to(device, copy=True) */
+		op(b, AG_OP_COPY, M->qmap, NO, NO, s->code2, NO, NO);
+		unref(b, d);
+		unref(b, absmax); /* del _absmax */
+	}
+	unref(b, q->w); /* the fp32 weight: self.data = w_4bit */
+	b->module = -1;
+	q->q4 = (int32_t)M->nq4++;
+}
+
+/* dequantize_4bit (functional.py lines 930–1015): with double
+ * quantization the fp32 absmax first (dequantize_blockwise, then `absmax
+ * += offset`, lines 981–984), then the weight [out, in] in fp32; the
+ * absmax goes when it returns. Returns the weight (one holder). */
+static T q4_weight(struct bld *b, const struct q4_st *q)
+{
+	T am = q->absmax;
+	if (q->qabsmax != NO) {
+		am = TMP("dequantize_blockwise (absmax)", AG_F32, q4_blocks(q));
+		op(b, AG_OP_DEQUANTIZE_BLOCKWISE, q->qabsmax, q->absmax2, q->code2, am, NO, NO)->arg[0] = NF4_DQ_BLOCK;
+		op(b, AG_OP_ADD_, am, q->offset, NO, am, NO, NO)->arg[0] = 1;
+	}
+	T d = TMP("dequantize_4bit", AG_F32, q->rows, q->cols);
+	op(b, AG_OP_NF4_DEQUANTIZE, q->packed, am, NO, d, NO, NO);
+	if (q->qabsmax != NO)
+		unref(b, am);
+	return d;
+}
+
+/* Linear4bit.forward over x [.., in]: F.linear(x, W, bias) with W
+ * dequantized (1.13's linear: addmm over x's 2-D view with a bias, mm
+ * without; inside the autograd.Function, so nothing saved); then, for an
+ * adapted layer, PEFT's clone and the adapter. *dx: x requires grad (the
+ * node's backward makes x's gradient). */
+static T q4_linear(struct bld *b, T x, struct pt *w, struct pt *bias, uint64_t *rows, uint64_t *in, int *dx)
+{
+	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
+	const struct q4_st *q = &b->M->q4[w->q4];
+	*in = o->shape[o->ndim - 1], *rows = numel(o) / *in;
+	T x2 = reshape(b, x, 2, SH(*rows, *in));
+	T d = q4_weight(b, q);
+	T dt = transpose_last2(b, d);
+	T y = TMP(bias ? "addmm (Linear4bit)" : "mm (Linear4bit)", AG_F32, *rows, q->rows);
+	op(b, bias ? AG_OP_ADDMM : AG_OP_MM, x2, dt, bias ? bias->w : NO, y, NO, NO);
+	unref(b, dt);
+	unref(b, d); /* the dequantized weight: a temporary of the call */
+	*dx = RG(b, x2);
+	unref(b, x2);
+	T res = grad_in_x_shape(b, y, o);
+	if (w->lora < 0)
+		return res;
+	T c = like(b, "clone (lora.bnb.Linear4bit's result)", res);
+	op(b, AG_OP_COPY, res, NO, NO, c, NO, NO);
+	unref(b, res);
+	return lora_fwd(b, x, c, w->lora);
+}
+
+/* Its backward from g [.., out]: the adapter's branch first (later in
+ * forward; CloneBackward hands g on as it is), then MatMul4Bit's: x's
+ * gradient g @ W, W dequantized again (_functions.py line 411), to *xbuf. */
+static void q4_linear_bwd(struct bld *b, T g, int owned, uint64_t rows, uint64_t in, int dx, struct pt *w, T *xbuf)
+{
+	const struct ag_tensor go_ = b->s->tensor[g];
+	const struct q4_st *q = &b->M->q4[w->q4];
+	if (w->lora >= 0) {
+		ref(b, g);
+		lora_bwd(b, g, w->lora, xbuf);
+	}
+	T g2 = reshape(b, g, 2, SH(rows, q->rows));
+	T r = NO;
+	if (dx) {
+		T d = q4_weight(b, q);
+		r = TMP("mm (MatMul4Bit backward)", AG_F32, rows, in);
+		op(b, AG_OP_MM, g2, d, NO, r, NO, NO);
+		unref(b, d);
+	}
+	unref(b, g2);
+	if (owned)
+		unref(b, g);
+	if (r != NO)
+		arrive(b, xbuf, grad_in_x_shape(b, r, &go_));
+}
+
 /* LoRA (--lora-r): PEFT v0.20.0's lora.Linear (peft/tuners/lora/layer.py,
  * as tests/ft_torch.py's LoraLinear writes it; docs/finetune.md "LoRA as
  * PEFT writes it"): result = base_layer(x); result = result +
@@ -2293,7 +2494,7 @@ static size_t lora_param(struct bld *b, struct model *M, int32_t module, uint64_
 {
 	struct pt *q = &M->pt[M->npt];
 	memset(q, 0, sizeof *q);
-	q->param = q->part = q->lora = -1;
+	q->param = q->part = q->lora = q->q4 = -1;
 	q->g = q->m = q->v = q->step = q->w16 = NO;
 	b->module = module;
 	q->w = mk(b, "parameter", AG_F32, 2, SH(rows, cols), AG_ROLE_PARAM, ZS_CAT_PARAM32, -1);
@@ -2347,7 +2548,13 @@ static size_t lora_setup(struct bld *b, struct model *M)
 		const struct ag_tensor *wt = &b->s->tensor[M->pt[w].w];
 		size_t l = strlen(wname);
 		if (wt->ndim != 2 || l <= 7 || strcmp(wname + l - 7, ".weight") != 0 || strcmp(name, "lm_head") == 0 ||
-		    strstr(name, "wte") || strstr(name, "wpe") || strstr(name, "embed_tokens") || !lora_target(targets, name))
+		    strstr(name, "wte") || strstr(name, "wpe") || strstr(name, "embed_tokens"))
+			continue;
+		if (b->o->quant_nf4) { /* a linear layer: bnb's Linear4bit, adapted or not */
+			q4_quantize(b, M, w);
+			wt = &b->s->tensor[M->pt[w].w]; /* the array grew */
+		}
+		if (!lora_target(targets, name))
 			continue;
 		/* nn.Linear's weight is [out, in], transformers' Conv1D's [in, out] */
 		int conv = b->m->family == ZS_FAMILY_GPT2;
@@ -4028,6 +4235,8 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->lora_r = c->lora_r;
 	o->lora_alpha = c->lora_alpha;
 	o->lora_targets = c->lora_targets[0] ? c->lora_targets : NULL;
+	o->quant_nf4 = c->quant_nf4;
+	o->double_quant = c->double_quant;
 }
 
 static int refuse(char **cause, const char *fmt, ...)
@@ -4160,6 +4369,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP, .micro = -1 };
 	struct bld *b = &B_;
 	struct model M = { 0 };
+	M.qmap = NO;
 	b->M = &M;
 	use(b, &s->setup, &s->nsetup);
 	if (m->family == ZS_FAMILY_GPT2)
@@ -4270,6 +4480,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	mark(b, "phase:between");
 	free(M.pt);
 	free(M.lora);
+	free(M.q4);
 	free(M.cached);
 	free(M.bias);
 	free(M.masked_bias);

@@ -68,8 +68,10 @@
 /* AG_F64: the 8-byte double a Python float becomes when a tensor op takes
  * it (a "wrapped number", 0-dim; autograd keeps it where the op saves
  * its operand, e.g. mul's). */
-enum ag_dtype { AG_F32, AG_BF16, AG_F16, AG_I64, AG_BOOL, AG_F64 };
-/* Bytes an element: 4, 2, 2, 8, 1, 8. */
+/* AG_U8 (appended): bitsandbytes' uint8 storages of a 4-bit base weight
+ * (util/nf4.h: the packed NF4 codes, the 8-bit absmax). */
+enum ag_dtype { AG_F32, AG_BF16, AG_F16, AG_I64, AG_BOOL, AG_F64, AG_U8 };
+/* Bytes an element: 4, 2, 2, 8, 1, 8, 1. */
 unsigned ag_dtype_size(enum ag_dtype d);
 const char *ag_dtype_name(enum ag_dtype d);
 
@@ -186,6 +188,18 @@ enum ag_op {
 	AG_OP_REDUCE_SCATTER_SUM, /* out0 = this rank's chunk of the sum of every rank's in0 (_reduce_scatter_base) */
 	AG_OP_SHARD,         /* out0 = this rank's chunk of in0 (chunks of out0's elements), zeros past in0's end
 	                      * (FlatParamHandle._get_shard: chunk().clone(), F.pad) */
+	/* appended: QLoRA's 4-bit base (--quant-base nf4, util/nf4.h: bitsandbytes
+	 * 0.47.0's kernels; blocks of 64, the absmax's own of arg[0]) */
+	AG_OP_NF4_CODE,      /* out [16] = the NF4 code book (get_4bit_type("nf4")) */
+	AG_OP_DYNAMIC_MAP,   /* out [256] = create_dynamic_map(signed=True) */
+	AG_OP_NF4_QUANTIZE,  /* out0 (uint8 [(n + 1) / 2, 1]) the packed codes of in0 (fp32, n elements), out1 (fp32
+	                      * [ceil(n / 64)]) the blocks' absmax: quantize_4bit */
+	AG_OP_NF4_DEQUANTIZE,/* out (in0's weight, out's shape and dtype) = code[in0's codes] · in1 (fp32 absmax):
+	                      * dequantize_4bit */
+	AG_OP_MEAN_ALL,      /* out (0-dim) = mean of every element of in0 */
+	AG_OP_QUANTIZE_BLOCKWISE, /* out0 (uint8 [n]) = in0's nearest codes of in1 (the dynamic map) in blocks of
+	                      * arg[0], out1 (fp32) the blocks' absmax: quantize_blockwise */
+	AG_OP_DEQUANTIZE_BLOCKWISE, /* out (fp32 [n]) = in2[in0] · in1 (absmax) by blocks of arg[0] */
 	AG_NOPS
 };
 
@@ -279,6 +293,13 @@ struct ag_options {
 	unsigned lora_r;
 	double lora_alpha;
 	const char *lora_targets;
+	/* QLoRA's 4-bit base (--quant-base nf4, with --lora-r): every base
+	 * linear layer but the output embedding held as bitsandbytes'
+	 * Linear4bit (NF4, blocks of 64; double_quant: the absmax in 8 bits,
+	 * --double-quant), dequantized into an fp32 temporary at each use
+	 * (docs/finetune.md, "QLoRA's 4-bit base"). */
+	int quant_nf4;
+	int double_quant;
 };
 
 struct ag_step {

@@ -308,7 +308,8 @@ static const char *const key_names[ZS_NKEYS] = {
 	"precision", "optimizer", "lr", "beta1", "beta2", "eps", "framework", "bucket-cap", "prefetch",
 	"ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist", "offload", "ranks-per-node",
 	"ds-prefetch-bucket", "ds-max-live", "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn",
-	"wrapper", "grad-accum", "ddp-no-sync", "freeze", "lora-r", "lora-alpha", "lora-dropout", "lora-targets"};
+	"wrapper", "grad-accum", "ddp-no-sync", "freeze", "lora-r", "lora-alpha", "lora-dropout", "lora-targets",
+	"quant-base", "double-quant"};
 _Static_assert(sizeof key_names / sizeof key_names[0] == ZS_NKEYS, "a name for every key");
 
 /* One of a PyTorch option's names (names[first..n): "default" is no value
@@ -546,6 +547,18 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 			return zs_fail(cause, "--lora-targets: give all-linear or a comma list of module names (1 to %d "
 			               "characters)", ZS_LORA_TARGETS_MAX);
 		snprintf(t.lora_targets, sizeof t.lora_targets, "%s", value);
+		break;
+	case ZS_KEY_QUANT_BASE:
+		/* bnb's other 4-bit type, fp4, is Linear4bit's default but not
+		 * QLoRA's: not described */
+		if (strcmp(value, "nf4") != 0 && strcmp(value, "none") != 0)
+			return zs_fail(cause, "--quant-base: '%.40s' is not one of nf4, none", value);
+		t.quant_nf4 = strcmp(value, "nf4") == 0;
+		break;
+	case ZS_KEY_DOUBLE_QUANT:
+		if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
+			return zs_fail(cause, "--double-quant: '%.40s' is not one of on, off", value);
+		t.double_quant = strcmp(value, "on") == 0;
 		break;
 	case ZS_NKEYS:
 		break;
@@ -800,6 +813,11 @@ static int check_lora(const struct zs_config *c, char **cause)
 	for (size_t i = 0; i < sizeof with_r / sizeof with_r[0]; i++)
 		if (!c->lora_r && (c->given & ZS_KEY_BIT(with_r[i])))
 			return zs_fail(cause, "--%s: only with --lora-r", key_names[with_r[i]]);
+	if (c->double_quant && !c->quant_nf4)
+		return zs_fail(cause, "--double-quant: only with --quant-base nf4 (it quantizes the 4-bit base's absmax)");
+	if (c->quant_nf4 && !c->lora_r)
+		return zs_fail(cause, "--quant-base nf4: only with --lora-r (the 4-bit base is frozen: QLoRA trains "
+		               "adapters over it)");
 	if (!c->lora_r)
 		return 0;
 	if (c->framework != ZS_FW_TORCH || (c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP))
@@ -1125,5 +1143,9 @@ void zs_config_json_torch(cJSON *cfg, const struct zs_config *c, int attention)
 		cJSON_AddNumberToObject(cfg, "lora_alpha", c->lora_alpha);
 		cJSON_AddNumberToObject(cfg, "lora_dropout", c->lora_dropout);
 		cJSON_AddStringToObject(cfg, "lora_targets", c->lora_targets[0] ? c->lora_targets : "default");
+	}
+	if (c->quant_nf4) { /* likewise: only with the 4-bit base */
+		cJSON_AddStringToObject(cfg, "quant_base", "nf4");
+		cJSON_AddBoolToObject(cfg, "double_quant", c->double_quant);
 	}
 }

@@ -90,6 +90,9 @@ enum zs_key {
 	/* LoRA (issue #23): --lora-r R, --lora-alpha A, --lora-dropout P,
 	 * --lora-targets T, PEFT's LoraConfig (docs/finetune.md). */
 	ZS_KEY_LORA_R, ZS_KEY_LORA_ALPHA, ZS_KEY_LORA_DROPOUT, ZS_KEY_LORA_TARGETS,
+	/* QLoRA (issue #23): --quant-base nf4, --double-quant on|off
+	 * (bitsandbytes' Linear4bit under the adapters: docs/finetune.md). */
+	ZS_KEY_QUANT_BASE, ZS_KEY_DOUBLE_QUANT,
 	ZS_NKEYS
 };
 
@@ -157,6 +160,9 @@ struct zs_config {
 	unsigned lora_r;
 	double lora_alpha, lora_dropout;
 	char lora_targets[ZS_LORA_TARGETS_MAX + 1];
+	/* --quant-base nf4 (1; 0: none) and --double-quant on (1; bnb's
+	 * BitsAndBytesConfig default off): only with --lora-r */
+	int quant_nf4, double_quant;
 	zs_keys given;                  /* keys set by a spec or an option: ZS_KEY_BIT(key) */
 	/* measure --model: a transformer instead of the MLP of widths
 	 * (engine/tfm.h), or NULL. Not owned. */

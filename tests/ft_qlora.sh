@@ -1,0 +1,148 @@
+#!/bin/sh
+# ft_qlora — zerosim's --quant-base nf4 (issue #23: QLoRA's 4-bit base,
+# bitsandbytes 0.47.0's Linear4bit under PEFT's adapters; docs/finetune.md,
+# "QLoRA's 4-bit base"): no PyTorch reference (bitsandbytes does not
+# install here; the quantizer's kernels are checked against the code
+# book by hand in tests/test_nf4.c).
+#
+# 1. The CLI: --quant-base without --lora-r, --double-quant without
+#    --quant-base, fp4, a bad on/off, and a wrapper: one line, exit 2,
+#    nothing written.
+# 2. theory = measure to the byte (between steps, the steady step's peak,
+#    both breakdowns and every mark) over gpt2 tiny (Conv1D, which
+#    transformers' _replace_with_bnb_linear converts too) and llama tiny,
+#    r = 4, zero_grad zeros and set_to_none, the default targets and
+#    all-linear, with and without double quantization, K = 2; qwen2's
+#    biased projections and phi3's fused ones.
+# 3. The resident bytes from the shapes alone: the same run without the
+#    4-bit base (its bytes are PyTorch's: tests/ft_lora.sh) less 4 B a
+#    base linear weight's element, plus what bitsandbytes holds for each
+#    layer of n elements in b = ceil(n / 64) blocks: n/2 packed + 4b
+#    absmax + 64 (the 16-entry code); with double quantization n/2 + b
+#    (8-bit absmax) + 4 ceil(b / 256) + 4 (the offset) + 1024 (the map's
+#    copy) + 64, and the one shared map, 1024 B. The layers' shapes are
+#    the model's (gpt2: d x 3d, d x d, d x 4d, 4d x d a block; llama:
+#    q and o d x d, k and v kv·hd x d, gate, up and down i x d), written
+#    here from transformers' modeling files, not read from zerosim.
+# Exit 0 pass, 1 disagreement, 99 hard error.
+set -u
+top=${ZS_BUILDDIR:-.}
+zerosim=$top/zerosim
+if [ ! -x "$zerosim" ]; then
+	echo "ft_qlora: $zerosim is not built" >&2
+	exit 99
+fi
+py=$(command -v python3) || { echo "ft_qlora: SKIP: no python3 to read the JSON" >&2; exit 77; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-qlora.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+status=0
+
+cat >"$tmp/gpt2.json" <<'JSON'
+{"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 64, "vocab_size": 1024,
+ "activation_function": "gelu_new", "tie_word_embeddings": true, "layer_norm_epsilon": 1e-05, "embd_pdrop": 0.0,
+ "attn_pdrop": 0.0, "resid_pdrop": 0.0}
+JSON
+cat >"$tmp/llama.json" <<'JSON'
+{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "intermediate_size": 176, "max_position_embeddings": 64, "vocab_size": 1024,
+ "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu"}
+JSON
+sed 's/"llama"/"qwen2"/; s/1e-05/1e-06/' "$tmp/llama.json" >"$tmp/qwen2.json"
+sed 's/"llama"/"phi3"/; s/"silu"/"silu", "resid_pdrop": 0.0, "pad_token_id": null/' "$tmp/llama.json" >"$tmp/phi3.json"
+
+plain="--seq 32 --batch 2 --precision fp32 --schemes dp --world 1 --framework torch --wrapper none
+--torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single"
+
+refuse() { # WHAT TEXT ARGS...: theory refuses with one line naming TEXT, exit 2, nothing written
+	what=$1 text=$2
+	shift 2
+	# shellcheck disable=SC2086
+	"$zerosim" theory --model "$tmp/llama.json" $plain "$@" --out "$tmp/refused.json" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/refused.json" ] ||
+		! grep -q -- "$text" "$tmp/err"; then
+		echo "FAIL: $what: exit $rc, stderr: $(cat "$tmp/err")"
+		status=1
+	else
+		echo "ok: $what: $(cat "$tmp/err")"
+	fi
+}
+refuse "--quant-base without --lora-r" "only with --lora-r" --quant-base nf4
+refuse "--double-quant without --quant-base" "only with --quant-base nf4" --lora-r 4 --double-quant on
+refuse "fp4" "not one of nf4, none" --lora-r 4 --quant-base fp4
+refuse "--double-quant yes" "not one of on, off" --lora-r 4 --quant-base nf4 --double-quant yes
+refuse "--wrapper ddp" "only under --framework torch with --wrapper none" --lora-r 4 --quant-base nf4 \
+	--wrapper ddp --world 2
+
+# label;model;zero_grad;K;args
+while IFS=';' read -r label m zg K args; do
+	[ -n "$label" ] || continue
+	for cmd in theory measure; do
+		# shellcheck disable=SC2086
+		if ! "$zerosim" $cmd --model "$tmp/$m.json" $plain --steps 3 --zero-grad "$zg" --grad-accum "$K" $args \
+			--out "$tmp/$cmd.json" 2>"$tmp/err"; then
+			echo "ft_qlora: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+	done
+	# the same LoRA run with its base in fp32 (drop the quantization options)
+	base=$(echo "$args" | sed 's/--quant-base nf4//; s/--double-quant on//')
+	# shellcheck disable=SC2086
+	if ! "$zerosim" theory --model "$tmp/$m.json" $plain --steps 3 --zero-grad "$zg" --grad-accum "$K" $base \
+		--out "$tmp/fp32.json" 2>"$tmp/err"; then
+		echo "ft_qlora: FAIL: zerosim theory, $label without the 4-bit base: $(cat "$tmp/err")" >&2
+		exit 99
+	fi
+	dq=0
+	case "$args" in *"--double-quant on"*) dq=1 ;; esac
+	"$py" - "$tmp/$m.json" "$tmp/theory.json" "$tmp/measure.json" "$tmp/fp32.json" "$dq" "$label" <<'PY' || status=1
+import json, sys
+cfg, t, runs, f = (json.load(open(p)) for p in sys.argv[1:5])
+dq, label = sys.argv[5] == "1", sys.argv[6]
+t, f = t["rows"][0]["schedule"], f["rows"][0]["schedule"]
+bad = []
+for r in runs["runs"]:
+    for k in ("resident_bytes", "peak_bytes", "resident_breakdown", "peak_breakdown", "marks"):
+        if r.get(k) != t.get(k):
+            bad.append(f"measure's {k} is not theory's")
+    if not all(x == x and x < 1e3 for x in r["losses"]):
+        bad.append(f"losses {r['losses']}")
+if not t.get("marks"):
+    bad.append("no marks")
+# the base linear layers' weights, [out, in] (the head and embeddings stay fp32)
+if cfg["model_type"] == "gpt2":
+    d = cfg["n_embd"]
+    layers = [(3 * d, d), (d, d), (4 * d, d), (d, 4 * d)] * cfg["n_layer"]
+else:
+    d, i = cfg["hidden_size"], cfg["intermediate_size"]
+    kv = cfg["num_key_value_heads"] * d // cfg["num_attention_heads"]
+    if cfg["model_type"] == "phi3":  # qkv_proj and gate_up_proj fused
+        block = [(d + 2 * kv, d), (d, d), (2 * i, d), (d, i)]
+    else:
+        block = [(d, d), (kv, d), (kv, d), (d, d), (i, d), (i, d), (d, i)]
+    layers = block * cfg["num_hidden_layers"]
+n_all = sum(o * k for o, k in layers)
+held = 1024 if dq else 0
+for o, k in layers:
+    n = o * k
+    b = -(-n // 64)
+    held += n // 2 + 64 + (b + 4 * -(-b // 256) + 4 + 1024 if dq else 4 * b)
+want = f["resident_bytes"] - 4 * n_all + held
+if t["resident_bytes"] != want:
+    bad.append(f"between steps {t['resident_bytes']:,}, from the shapes {want:,} ({t['resident_bytes'] - want:+,} B)")
+print(("FAIL: " if bad else "ok: ") + label + f": between steps {t['resident_bytes']:,} (fp32 base "
+      f"{f['resident_bytes']:,}; 4-bit storages {held:,} B for {n_all:,} weights), peak {t['peak_bytes']:,} "
+      f"(fp32 base {f['peak_bytes']:,})" + "".join("\n  " + x for x in bad))
+sys.exit(1 if bad else 0)
+PY
+done <<'CASES'
+gpt2, c_attn, zeros;gpt2;zeros;1;--lora-r 4 --quant-base nf4
+gpt2, all-linear, set_to_none, double quant;gpt2;none;1;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on
+llama, q_proj + v_proj, zeros;llama;zeros;1;--lora-r 4 --quant-base nf4
+llama, q_proj + v_proj, set_to_none, double quant;llama;none;1;--lora-r 4 --quant-base nf4 --double-quant on
+llama, all-linear, set_to_none;llama;none;1;--lora-r 4 --lora-targets all-linear --quant-base nf4
+llama, all-linear, zeros, double quant, K = 2;llama;zeros;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on
+qwen2, q_proj + v_proj (biased), double quant;qwen2;zeros;1;--lora-r 4 --quant-base nf4 --double-quant on
+phi3, all-linear (fused);phi3;none;1;--lora-r 4 --lora-targets all-linear --quant-base nf4
+CASES
+exit $status
