@@ -71,7 +71,7 @@ refuse "--quant-base without --lora-r" "only with --lora-r" --quant-base nf4
 refuse "--double-quant without --quant-base" "only with --quant-base nf4" --lora-r 4 --double-quant on
 refuse "fp4" "not one of nf4, none" --lora-r 4 --quant-base fp4
 refuse "--double-quant yes" "not one of on, off" --lora-r 4 --quant-base nf4 --double-quant yes
-refuse "--wrapper ddp" "only under --framework torch with --wrapper none" --lora-r 4 --quant-base nf4 \
+refuse "--wrapper ddp" "only with --wrapper none so far" --lora-r 4 --quant-base nf4 \
 	--wrapper ddp --world 2
 
 # label;model;zero_grad;K;args

@@ -825,6 +825,9 @@ static int check_lora(const struct zs_config *c, char **cause)
 		               "is not described with LoRA yet)", zs_framework_name(c->framework),
 		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
 		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");
+	if (c->quant_nf4 && c->wrapper != ZS_WRAPPER_NONE)
+		return zs_fail(cause, "--quant-base nf4: only with --wrapper none so far (QLoRA under --wrapper %s is not "
+		               "described yet)", zs_wrapper_name(c->wrapper));
 	if (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16)
 		return zs_fail(cause, "--lora-r with --precision %s: LoRA under autocast is not described yet (give "
 		               "--precision fp32)", zs_precision_name(c->precision));
