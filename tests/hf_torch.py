@@ -665,6 +665,220 @@ class Phi3DecoderLayer(LlamaDecoderLayer):
         return residual + self.resid_mlp_dropout(hidden_states)
 
 
+# Gemma 2 and Gemma 3's text model, from transformers' modeling_gemma2.py at
+# 9a80143ca260 (4.49; the index's other snapshot, 006e86931247, still made
+# a rotary embedding per attention) and modeling_gemma3.py at 008f5c8c
+# (src/util/model.c reads their configs at those commits).
+
+
+class Gemma2RMSNorm(nn.Module):
+    """modeling_gemma2.py Gemma2RMSNorm (9a80143ca260): weight zeros;
+    forward: output = self._norm(x.float()) (x itself in fp32), _norm: x *
+    torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps); output * (1.0 +
+    self.weight.float()); .type_as(x)."""
+
+    def __init__(self, d, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(d))
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def forward(self, x):
+        output = self._norm(x.float())
+        output = output * (1.0 + self.weight.float())
+        return output.type_as(x)
+
+
+class PytorchGELUTanh(nn.Module):
+    """activations.py PytorchGELUTanh (transformers, ACT2CLS
+    "gelu_pytorch_tanh", Gemma2Config's hidden_activation): one op,
+    nn.functional.gelu(input, approximate="tanh")."""
+
+    def forward(self, input):
+        return nn.functional.gelu(input, approximate="tanh")
+
+
+class Gemma2MLP(LlamaMLP):
+    """modeling_gemma2.py Gemma2MLP (9a80143ca260): llama's with act_fn
+    ACT2FN[hidden_activation] (gelu_pytorch_tanh)."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        act = cfg.get("hidden_activation") or "gelu_pytorch_tanh"
+        if act != "gelu_pytorch_tanh":
+            sys.exit(f"hf_torch: gemma hidden_activation {act!r} is not gelu_pytorch_tanh")
+        self.act_fn = PytorchGELUTanh()
+
+
+class Gemma2Attention(LlamaAttention):
+    """modeling_gemma2.py Gemma2Attention and eager_attention_forward
+    (9a80143ca260): llama's projections (bias attention_bias), scaling
+    query_pre_attn_scalar**-0.5; matmul(q, k^T) * scaling, then with a
+    softcap: / softcap, tanh, * softcap; + causal_mask; softmax(dim=-1,
+    dtype=float32).to(q.dtype); dropout; matmul; transpose(1, 2)
+    .contiguous(); reshape(...).contiguous(); o_proj. Gemma 3
+    (modeling_gemma3.py 008f5c8c, Gemma3Attention): q_norm and k_norm, each
+    Gemma3RMSNorm(head_dim) (Gemma2RMSNorm's ops), on the projections'
+    views before the transpose, as qwen3's."""
+
+    def __init__(self, cfg, sdpa, qk_norm=False):
+        super().__init__(cfg, sdpa)
+        self.scaling = cfg.get("query_pre_attn_scalar", 256) ** -0.5
+        self.softcap = cfg.get("attn_logit_softcapping")
+        if qk_norm:
+            eps = cfg.get("rms_norm_eps", 1e-6)
+            self.q_norm = Gemma2RMSNorm(self.head_dim, eps)
+            self.k_norm = Gemma2RMSNorm(self.head_dim, eps)
+        self.qk_norm = qk_norm
+
+    def states(self, hidden_states, position_embeddings):
+        if not self.qk_norm:
+            return super().states(hidden_states, position_embeddings)
+        return Qwen3Attention.states(self, hidden_states, position_embeddings)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask):
+        input_shape = hidden_states.shape[:-1]
+        query_states, key_states, value_states = self.states(hidden_states, position_embeddings)
+        key_states = repeat_kv(key_states, self.num_key_value_groups)
+        value_states = repeat_kv(value_states, self.num_key_value_groups)
+        attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) * self.scaling
+        if self.softcap is not None:
+            attn_weights = attn_weights / self.softcap
+            attn_weights = torch.tanh(attn_weights)
+            attn_weights = attn_weights * self.softcap
+        if attention_mask is not None:
+            causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]
+            attn_weights = attn_weights + causal_mask
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query_states.dtype)
+        p = self.attention_dropout if self.training else 0.0
+        attn_weights = nn.functional.dropout(attn_weights, p=p, training=self.training)
+        attn_output = torch.matmul(attn_weights, value_states)
+        attn_output = attn_output.transpose(1, 2).contiguous()
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        return self.o_proj(attn_output)
+
+
+class Gemma2DecoderLayer(nn.Module):
+    """modeling_gemma2.py Gemma2DecoderLayer (9a80143ca260): on a sliding
+    layer (layer_idx even; Gemma 3: unless (layer_idx + 1) is a multiple of
+    sliding_window_pattern) with a mask: torch.tril(torch.ones_like(mask,
+    dtype=bool), diagonal=-sliding_window), torch.where(that, min_dtype,
+    mask), the slice [..., offset : offset + max(T, sliding_window)]
+    (offset 0 in training: no cache); then input_layernorm, attention,
+    post_attention_layernorm, + residual; pre_feedforward_layernorm, mlp,
+    post_feedforward_layernorm, + residual."""
+
+    def __init__(self, cfg, sdpa, sliding, qk_norm):
+        super().__init__()
+        eps = cfg.get("rms_norm_eps", 1e-6)
+        d = cfg["hidden_size"]
+        self.self_attn = Gemma2Attention(cfg, sdpa, qk_norm)
+        self.mlp = Gemma2MLP(cfg)
+        self.input_layernorm = Gemma2RMSNorm(d, eps)
+        self.post_attention_layernorm = Gemma2RMSNorm(d, eps)
+        self.pre_feedforward_layernorm = Gemma2RMSNorm(d, eps)
+        self.post_feedforward_layernorm = Gemma2RMSNorm(d, eps)
+        self.is_sliding = sliding
+        self.sliding_window = cfg.get("sliding_window", 4096)
+
+    def forward(self, hidden_states, attention_mask, position_embeddings):
+        if self.is_sliding and attention_mask is not None:
+            effective_seq_len = max(hidden_states.shape[1], self.sliding_window)
+            min_dtype = torch.finfo(attention_mask.dtype).min
+            sliding_window_mask = torch.tril(torch.ones_like(attention_mask, dtype=torch.bool),
+                                             diagonal=-self.sliding_window)
+            attention_mask = torch.where(sliding_window_mask, min_dtype, attention_mask)
+            offset = max(0, 0 - effective_seq_len)  # last_cache_position 0: no cache in training
+            attention_mask = attention_mask[:, :, :, offset: offset + effective_seq_len]
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states = self.self_attn(hidden_states, position_embeddings, attention_mask)
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.pre_feedforward_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        hidden_states = self.post_feedforward_layernorm(hidden_states)
+        return residual + hidden_states
+
+
+class Gemma2ForCausalLM(LlamaForCausalLM):
+    """modeling_gemma2.py Gemma2Model.forward and Gemma2ForCausalLM.forward
+    (9a80143ca260): embed_tokens (nn.Embedding with padding_idx
+    pad_token_id); cache_position, position_ids; _update_causal_mask (no
+    cache in training: llama's full, triu, *= arange > cache_position,
+    expand); rotary_emb; normalizer = torch.tensor(hidden_size**0.5,
+    dtype=hidden_states.dtype), hidden_states * normalizer; layers; norm;
+    lm_head; with final_logit_softcapping: logits / cap, tanh, * cap;
+    loss_function (ForCausalLMLoss). Gemma 3's text model (modeling_gemma3.py
+    008f5c8c): the sliding layers' rotary tables from rope_local_base_freq
+    (a second Gemma3RotaryEmbedding, rotary_emb_local), the others' from
+    rope_theta."""
+
+    def __init__(self, cfg, tied, sdpa, gemma3=False):
+        nn.Module.__init__(self)
+        d, V = cfg["hidden_size"], cfg["vocab_size"]
+        L = cfg["num_hidden_layers"]
+        self.cfg = cfg
+        pad = cfg.get("pad_token_id", 0)
+        self.embed_tokens = nn.Embedding(V, d, pad)
+        nn.init.normal_(self.embed_tokens.weight, std=0.02)
+        if pad is not None:
+            with torch.no_grad():
+                self.embed_tokens.weight[pad].zero_()
+        pattern = cfg.get("sliding_window_pattern", 6)
+        sliding = [((l + 1) % pattern != 0) if gemma3 else not l % 2 for l in range(L)]
+        self.layers = nn.ModuleList([Gemma2DecoderLayer(cfg, sdpa, sliding[l], gemma3) for l in range(L)])
+        self.norm = Gemma2RMSNorm(d, cfg.get("rms_norm_eps", 1e-6))
+        self.rotary_emb = LlamaRotaryEmbedding(cfg)
+        self.gemma3 = gemma3
+        if gemma3:
+            local = dict(cfg, rope_theta=cfg.get("rope_local_base_freq", 10000.0))
+            self.rotary_emb_local = LlamaRotaryEmbedding(local)
+        self.lm_head = nn.Linear(d, V, bias=False)
+        if tied:
+            self.lm_head.weight = self.embed_tokens.weight
+        self.sdpa = sdpa
+        self.final_softcap = cfg.get("final_logit_softcapping")
+        self.units = ["embed_tokens", "rotary_emb"] + (["rotary_emb_local"] if gemma3 else []) + \
+            [f"layers.{i}" for i in range(L)] + ["norm", "lm_head"]
+
+    def forward(self, input_ids, labels):
+        B, T = input_ids.shape
+        inputs_embeds = self.embed_tokens(input_ids)
+        cache_position = torch.arange(0, T)
+        position_ids = cache_position.unsqueeze(0)
+        dtype = inputs_embeds.dtype
+        min_dtype = torch.finfo(dtype).min
+        causal_mask = torch.full((T, T), fill_value=min_dtype, dtype=dtype)
+        causal_mask = torch.triu(causal_mask, diagonal=1)
+        causal_mask *= torch.arange(T) > cache_position.reshape(-1, 1)
+        causal_mask = causal_mask[None, None, :, :].expand(B, 1, -1, -1)
+        hidden_states = inputs_embeds
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        position_embeddings_local = position_embeddings
+        if self.gemma3:
+            position_embeddings_local = self.rotary_emb_local(hidden_states, position_ids)
+        normalizer = torch.tensor(self.cfg["hidden_size"] ** 0.5, dtype=hidden_states.dtype)
+        hidden_states = hidden_states * normalizer
+        for layer in self.layers:
+            pe = position_embeddings_local if self.gemma3 and layer.is_sliding else position_embeddings
+            hidden_states = layer(hidden_states, causal_mask, pe)
+        hidden_states = self.norm(hidden_states)
+        logits = self.lm_head(hidden_states)
+        if self.final_softcap is not None:
+            logits = logits / self.final_softcap
+            logits = torch.tanh(logits)
+            logits = logits * self.final_softcap
+        mark("fwd:loss:start")
+        set_ctx(unit="loss")
+        loss = LOSS[0](logits, labels, self.cfg["vocab_size"])
+        mark("fwd:loss:end")
+        return loss, logits
+
+
 FAMILY_ATTENTION = {"llama": LlamaAttention, "mistral": LlamaAttention, "qwen2": Qwen2Attention,
                     "qwen3": Qwen3Attention, "phi3": Phi3Attention}
 
@@ -845,6 +1059,18 @@ def build(a):
     if family == "gpt2":
         cfg = gpt2_config(raw, dropout)
         tied = raw.get("tie_word_embeddings", True) if a.tied is None else a.tied
+    elif family in ("gemma2", "gemma3_text"):
+        # Gemma2Config's defaults (configuration_gemma2.py at 008e5743) and
+        # Gemma3TextConfig's (configuration_gemma3.py at 008f5c8c): soft-caps
+        # 50 and 30 (gemma2), none (gemma3_text); tied; pad_token_id 0
+        g3 = family == "gemma3_text"
+        cfg = dict(head_dim=256, query_pre_attn_scalar=256, sliding_window=4096, pad_token_id=0,
+                   rms_norm_eps=1e-6, rope_theta=1e6 if g3 else 10000.0, attention_dropout=0.0,
+                   attn_logit_softcapping=None if g3 else 50.0, final_logit_softcapping=None if g3 else 30.0)
+        cfg.update(raw)
+        if not dropout:
+            cfg["attention_dropout"] = 0.0
+        tied = raw.get("tie_word_embeddings", True) if a.tied is None else a.tied
     elif family in FAMILY_ATTENTION:
         cfg = dict(raw)
         if not dropout:
@@ -914,6 +1140,10 @@ def run(a):
     zero_none = a.zero_grad == "none" if a.zero_grad else TV >= (2, 0)
     foreach = a.optimizer_impl == "foreach"
     sdpa = a.attn == "sdpa"
+    if sdpa and family in ("gemma2", "gemma3_text"):
+        # sdpa_attention_forward (integrations/sdpa_attention.py) takes no
+        # softcap, and Gemma2ForCausalLM.forward warns to train with eager
+        sys.exit(f"hf_torch: --attn sdpa: {family} is compared under eager attention only")
     if sdpa and not hasattr(F, "scaled_dot_product_attention"):
         sys.exit(f"hf_torch: --attn sdpa: torch {torch.__version__} has no scaled_dot_product_attention")
     V = cfg["vocab_size"]
@@ -923,6 +1153,8 @@ def run(a):
         mark("build")
         if family == "gpt2":
             model = GPT2LMHeadModel(cfg, tied, a.mask, sdpa)
+        elif family in ("gemma2", "gemma3_text"):
+            model = Gemma2ForCausalLM(cfg, tied, sdpa, family == "gemma3_text")
         else:
             model = LlamaForCausalLM(cfg, tied, sdpa, FAMILY_ATTENTION[family])
         model.train()

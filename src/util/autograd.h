@@ -186,6 +186,10 @@ enum ag_op {
 	AG_OP_REDUCE_SCATTER_SUM, /* out0 = this rank's chunk of the sum of every rank's in0 (_reduce_scatter_base) */
 	AG_OP_SHARD,         /* out0 = this rank's chunk of in0 (chunks of out0's elements), zeros past in0's end
 	                      * (FlatParamHandle._get_shard: chunk().clone(), F.pad) */
+	/* appended (issue #25's gemma2 and gemma3_text) */
+	AG_OP_GELU_TANH,     /* out = gelu(in0, approximate="tanh"): 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))) */
+	AG_OP_GELU_TANH_BWD, /* out = in0 · gelu'(in1): gelu_backward(grad in0, self in1, approximate="tanh") */
+	AG_OP_SLIDING_MASK,  /* out (bool [.., T, T]) = j <= i − arg[0]: tril(ones_like(mask), diagonal=-window) */
 	AG_NOPS
 };
 
