@@ -3355,8 +3355,15 @@ static void gemma_rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct p
 		unref(b, dwf);
 	}
 	unref(b, g);
-	unref(b, sv->xr);
-	unref(b, sv->w1);
+	/* release_variables: 1.13's MulBackward0 lets self_ go first, 2.6's
+	 * other_ (both traced) */
+	if (b->o->version == ZS_TORCH_1_13) {
+		unref(b, sv->xr);
+		unref(b, sv->w1);
+	} else {
+		unref(b, sv->w1);
+		unref(b, sv->xr);
+	}
 	sv->xr = sv->w1 = NO;
 	if (dw != NO)
 		accumulate(b, w, dw);
@@ -4382,6 +4389,24 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (fam == sizeof described / sizeof *described)
 		return refuse(cause, "--model %s: the PyTorch step of a %s is not described yet (gpt2, llama, "
 		              "mistral, qwen2, qwen3 and phi3 are)", m->name, m->model_type);
+	/* gemma2 (Gemma2ForCausalLM, fp32, eager attention, plain loop or DDP;
+	 * checked against PyTorch 1.13 and 2.6 by tests/hf_torch.sh): the rest
+	 * of it is not described. transformers' sdpa_attention_forward takes
+	 * no softcap (integrations/sdpa_attention.py) and Gemma2ForCausalLM
+	 * warns to train with eager. */
+	if (m->gemma) {
+		const char *no = o->attn == ZS_ATTN_SDPA      ? "--attn sdpa (give --attn eager)"
+		                 : o->amp != AG_F32            ? "autocast (give --precision fp32)"
+		                 : o->freeze && *o->freeze     ? "--freeze"
+		                 : o->lora_r                   ? "--lora-r"
+		                 : o->grad_accum > 1           ? "--grad-accum (give 1)"
+		                 : o->zero1_world              ? "ZeroRedundancyOptimizer (give --schemes dp)"
+		                 : m->attn_pdrop > 0           ? "attention_dropout (give a config with 0)"
+		                                               : NULL;
+		if (no)
+			return refuse(cause, "--model %s: the PyTorch step of a %s with %s is not described yet", m->name,
+			              m->model_type, no);
+	}
 	/* numerics the engine does not run change the ops too (phi3's
 	 * partial_rotary_factor slices the rope's input and cats; rope_scaling
 	 * types compute other tables): not described */
