@@ -113,6 +113,18 @@ EOF
 # resid_mlp_dropout, nn.Dropout(resid_pdrop))
 sed 's/"resid_pdrop": 0.0/"resid_pdrop": 0.1/' "$tmp/tiny-phi3.json" >"$tmp/tiny-phi3-drop.json"
 sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' "$tmp/tiny-gpt2.json" >"$tmp/tiny-gpt2-untied.json"
+# gemma2 (modeling_gemma2.py: Gemma2RMSNorm's (1 + w), the embeddings times
+# sqrt(hidden), GeGLU with tanh GELU, four norms a block, the scores scaled
+# by query_pre_attn_scalar^-1/2 and soft-capped at 50, the logits at 30,
+# tied; a head_dim, 16, and a sliding window, 16, shorter than seq 32, so
+# that layer 0 adds its windowed mask)
+cat >"$tmp/tiny-gemma2.json" <<'EOF'
+{"model_type": "gemma2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 160, "max_position_embeddings": 64,
+ "vocab_size": 256, "rms_norm_eps": 1e-06, "hidden_activation": "gelu_pytorch_tanh",
+ "query_pre_attn_scalar": 16, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+ "sliding_window": 16, "attention_dropout": 0.0, "pad_token_id": 0}
+EOF
 # llama with as many k/v heads as heads (no grouped-query attention: 2.6's
 # CPU SDPA runs its flash kernel), 256 positions (seq 200 takes 64-row blocks)
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/; s/"max_position_embeddings": 64/"max_position_embeddings": 256/' \
@@ -427,7 +439,9 @@ if [ "${1:-}" = torch26 ]; then
 		"qwen2-amp-bf16|tiny-qwen2|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
 		"qwen3-amp-bf16-zeros|tiny-qwen3|--zero-grad zeros --amp bf16|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
 		"phi3-amp-bf16|tiny-phi3|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
-		"phi3-dropout|tiny-phi3-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none"
+		"phi3-dropout|tiny-phi3-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
+		"gemma2|tiny-gemma2|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
+		"gemma2-zeros-foreach|tiny-gemma2|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros"
 	do
 		label=${case%%|*} rest=${case#*|}
 		cfg=${rest%%|*} rest=${rest#*|}
@@ -538,7 +552,10 @@ for case in \
 	"qwen2-amp-bf16|--model $tmp/tiny-qwen2.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
 	"qwen3-amp-bf16-set_to_none|--model $tmp/tiny-qwen3.json --amp bf16 --zero-grad none|$plain --optimizer-impl single --zero-grad none --precision amp-bf16" \
 	"phi3-amp-bf16|--model $tmp/tiny-phi3.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
-	"phi3-dropout|--model $tmp/tiny-phi3-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros"
+	"phi3-dropout|--model $tmp/tiny-phi3-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"gemma2-untied-set_to_none|--model $tmp/tiny-gemma2.json --untied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
+	"ddp2-gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}
@@ -550,11 +567,16 @@ do
 	# what is compared)
 	set --
 	case $label in
-	ddp2-* | fsdp* | *dropout* | qwen* | phi3* | *amp*)
+	ddp2-* | fsdp* | *dropout* | qwen* | phi3* | gemma* | *amp*)
 		cfg=$(echo "$targs" | sed 's/^--model \([^ ]*\).*/\1/')
-		case $targs in *--tied*)
+		case $targs in
+		*--tied*)
 			sed 's/"tie_word_embeddings": false/"tie_word_embeddings": true/' "$cfg" >"$tmp/tied-case.json"
 			cfg=$tmp/tied-case.json ;;
+		*--untied*) # gemma2 ties by default (Gemma2Config)
+			sed 's/"model_type": "gemma2",/"model_type": "gemma2", "tie_word_embeddings": false,/' "$cfg" \
+				>"$tmp/untied-case.json"
+			cfg=$tmp/untied-case.json ;;
 		esac
 		world=1 schemes=dp tl=
 		# --timeline: DDP's buckets, each its bytes

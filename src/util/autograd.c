@@ -3375,24 +3375,29 @@ static void gemma_rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct p
  * forward's scores, Gemma2ForCausalLM.forward's logits): x / cap (a wrapped
  * number DivBackward0 keeps for grad / other; x goes, the name rebound),
  * tanh (TanhBackward0 keeps its result), * cap (a wrapped number
- * MulBackward0 keeps). The division is a product by 1/cap here (the same
- * bytes; the last bit of the engine's value may differ). Nothing is kept
- * where x requires no grad. x's holder is taken. */
+ * MulBackward0 keeps); each kernel reads TensorIterator's fp32 copy of its
+ * number. Nothing is kept where x requires no grad. x's holder is taken. */
 static T softcap_fwd(struct bld *b, T x, double cap, struct softcap_saved *sv)
 {
 	int k = RG(b, x);
-	T d = scalar_op(b, AG_OP_MUL_SCALAR, "div (/ softcap)", x, 1.0 / cap, k ? &sv->wdiv : NULL);
+	T w = wrapped(b, cap), c = cast_scalar(b, w);
+	T d = like(b, "div (/ softcap)", x);
+	op(b, AG_OP_DIV, x, c, NO, d, NO, NO);
+	unref(b, c);
+	sv->wdiv = w;
+	if (!k)
+		unref(b, w);
 	unref(b, x);
 	T t = like(b, "tanh (softcap)", d);
 	op(b, AG_OP_TANH, d, NO, NO, t, NO, NO);
 	unref(b, d);
-	T c = scalar_op(b, AG_OP_MUL_SCALAR, "mul (* softcap)", t, cap, k ? &sv->wmul : NULL);
+	T y = scalar_op(b, AG_OP_MUL_SCALAR, "mul (* softcap)", t, cap, k ? &sv->wmul : NULL);
 	sv->th = k ? t : NO;
 	if (!k) {
 		unref(b, t);
 		sv->wdiv = sv->wmul = NO;
 	}
-	return c;
+	return y;
 }
 
 /* Its backward from g (released): MulBackward0 (g · cap through the kept
@@ -3412,7 +3417,7 @@ static T softcap_bwd(struct bld *b, T g, double cap, struct softcap_saved *sv)
 	unref(b, sv->th);
 	c = cast_scalar(b, sv->wdiv);
 	T g3 = like(b, "div (softcap backward)", g2);
-	op(b, AG_OP_MUL_SCALAR, g2, NO, NO, g3, NO, NO)->arg[0] = 1.0 / cap;
+	op(b, AG_OP_DIV, g2, c, NO, g3, NO, NO);
 	unref(b, c);
 	unref(b, g2);
 	unref(b, sv->wdiv);
@@ -4388,7 +4393,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		fam++;
 	if (fam == sizeof described / sizeof *described)
 		return refuse(cause, "--model %s: the PyTorch step of a %s is not described yet (gpt2, llama, "
-		              "mistral, qwen2, qwen3 and phi3 are)", m->name, m->model_type);
+		              "mistral, qwen2, qwen3, phi3 and gemma2 are)", m->name, m->model_type);
 	/* gemma2 (Gemma2ForCausalLM, fp32, eager attention, plain loop or DDP;
 	 * checked against PyTorch 1.13 and 2.6 by tests/hf_torch.sh): the rest
 	 * of it is not described. transformers' sdpa_attention_forward takes
