@@ -1,6 +1,6 @@
 """hf_torch — the outside reference for what eager PyTorch allocates in a
-training step of Hugging Face's GPT-2, Llama (and Mistral), Qwen2, Qwen3 and
-Phi-3 (issue #22's truth side; #25's families).
+training step of Hugging Face's GPT-2, Llama (and Mistral), Qwen2, Qwen3,
+Phi-3 and Gemma 2 (issue #22's truth side; #25's families).
 
 The models are written op for op from Hugging Face transformers' modeling
 files, never from zerosim's engine. The index this was written from holds
@@ -18,6 +18,12 @@ cites its file, class or function and commit:
   Phi3   modeling_phi3.py at 00d4b3d2142c (Phi3Attention's fused qkv_proj and
          its slices, the partial-rotary apply_rotary_pos_emb, Phi3MLP's
          gate_up_proj and chunk, Phi3DecoderLayer's residual dropouts)
+  Gemma2 modeling_gemma2.py at 9a80143ca260 (4.49: Gemma2RMSNorm,
+         Gemma2MLP with ACT2FN gelu_pytorch_tanh (activations.py
+         PytorchGELUTanh), eager_attention_forward's softcap,
+         Gemma2DecoderLayer's sliding-window where and four norms,
+         Gemma2Model's normalizer, Gemma2ForCausalLM's logit softcap;
+         eager attention only: its sdpa_attention_forward takes no softcap)
   loss   loss/loss_utils.py at 0114da07ec0e (ForCausalLMLoss: logits.float(),
          labels padded with -100 and shifted, no shifted copy of the logits)
   Conv1D pytorch_utils.py (Conv1D.forward: torch.addmm(bias, x.view(-1, nx), W))
@@ -1625,7 +1631,7 @@ def report(a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True,
-                    help="a Hugging Face config.json (gpt2, llama, mistral, qwen2, qwen3, phi3)")
+                    help="a Hugging Face config.json (gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2)")
     ap.add_argument("--seq", type=int, default=32)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--steps", type=int, default=3, help="clean steps; the last is the steady one measured")

@@ -32,7 +32,10 @@
 # set_to_none, qwen3 tied with foreach Adam, each with the engine's
 # measure too, and qwen3 under DDP N = 2; the tiny phi3 (qkv_proj and gate_up_proj fused), and tied
 # with set_to_none, and with its residual dropouts (resid_pdrop 0.1),
-# with measure;
+# with measure; the tiny gemma2 (Gemma2RMSNorm's (1 + w), four norms a
+# block, the scaled embeddings, GeGLU, the soft-capped scores and logits,
+# layer 0's sliding-window mask), tied with zeros, untied with
+# set_to_none and under DDP N = 2, with measure;
 # gpt2, llama, qwen2, qwen3 and phi3 under bf16 autocast
 # (--precision amp-bf16, hf_torch.py --amp bf16: gpt2 tied with zeros,
 # untied with set_to_none, DDP N = 2; llama untied with zeros, and DDP
@@ -387,7 +390,8 @@ fi
 # beyond: zero_grad set_to_none and zeros, Adam single, foreach and fused,
 # SDPA (gpt2; llama with as many k/v heads as heads, and with fewer: the
 # math path; qwen2, qwen3 and phi3 with fewer), dropout, qwen2,
-# qwen3 and phi3 (eager), phi3's residual dropouts, gpt2, llama, qwen2,
+# qwen3 and phi3 (eager), phi3's residual dropouts, gemma2 (eager:
+# set_to_none, zeros with foreach Adam), gpt2, llama, qwen2,
 # qwen3 and phi3 under bf16 autocast, DDP N = 2
 # (USE_LIBUV=0: 2.6's gloo rendezvous), ZeroRedundancyOptimizer over DDP
 # at N = 2 and 3 (its every rank). PyTorch
