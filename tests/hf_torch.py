@@ -671,10 +671,11 @@ class Phi3DecoderLayer(LlamaDecoderLayer):
         return residual + self.resid_mlp_dropout(hidden_states)
 
 
-# Gemma 2 and Gemma 3's text model, from transformers' modeling_gemma2.py at
-# 9a80143ca260 (4.49; the index's other snapshot, 006e86931247, still made
-# a rotary embedding per attention) and modeling_gemma3.py at 008f5c8c
-# (src/util/model.c reads their configs at those commits).
+# Gemma 2, from transformers' modeling_gemma2.py at 9a80143ca260 (4.49; the
+# index's other snapshot, 006e86931247, still made a rotary embedding per
+# attention). Gemma 3's text model is not here: its modeling file builds
+# its masks through masking_utils (create_causal_mask,
+# create_sliding_window_causal_mask), not transcribed yet.
 
 
 class Gemma2RMSNorm(nn.Module):
@@ -724,25 +725,12 @@ class Gemma2Attention(LlamaAttention):
     query_pre_attn_scalar**-0.5; matmul(q, k^T) * scaling, then with a
     softcap: / softcap, tanh, * softcap; + causal_mask; softmax(dim=-1,
     dtype=float32).to(q.dtype); dropout; matmul; transpose(1, 2)
-    .contiguous(); reshape(...).contiguous(); o_proj. Gemma 3
-    (modeling_gemma3.py 008f5c8c, Gemma3Attention): q_norm and k_norm, each
-    Gemma3RMSNorm(head_dim) (Gemma2RMSNorm's ops), on the projections'
-    views before the transpose, as qwen3's."""
+    .contiguous(); reshape(...).contiguous(); o_proj."""
 
-    def __init__(self, cfg, sdpa, qk_norm=False):
+    def __init__(self, cfg, sdpa):
         super().__init__(cfg, sdpa)
         self.scaling = cfg.get("query_pre_attn_scalar", 256) ** -0.5
         self.softcap = cfg.get("attn_logit_softcapping")
-        if qk_norm:
-            eps = cfg.get("rms_norm_eps", 1e-6)
-            self.q_norm = Gemma2RMSNorm(self.head_dim, eps)
-            self.k_norm = Gemma2RMSNorm(self.head_dim, eps)
-        self.qk_norm = qk_norm
-
-    def states(self, hidden_states, position_embeddings):
-        if not self.qk_norm:
-            return super().states(hidden_states, position_embeddings)
-        return Qwen3Attention.states(self, hidden_states, position_embeddings)
 
     def forward(self, hidden_states, position_embeddings, attention_mask):
         input_shape = hidden_states.shape[:-1]
@@ -768,19 +756,18 @@ class Gemma2Attention(LlamaAttention):
 
 class Gemma2DecoderLayer(nn.Module):
     """modeling_gemma2.py Gemma2DecoderLayer (9a80143ca260): on a sliding
-    layer (layer_idx even; Gemma 3: unless (layer_idx + 1) is a multiple of
-    sliding_window_pattern) with a mask: torch.tril(torch.ones_like(mask,
+    layer (layer_idx even) with a mask: torch.tril(torch.ones_like(mask,
     dtype=bool), diagonal=-sliding_window), torch.where(that, min_dtype,
     mask), the slice [..., offset : offset + max(T, sliding_window)]
     (offset 0 in training: no cache); then input_layernorm, attention,
     post_attention_layernorm, + residual; pre_feedforward_layernorm, mlp,
     post_feedforward_layernorm, + residual."""
 
-    def __init__(self, cfg, sdpa, sliding, qk_norm):
+    def __init__(self, cfg, sdpa, sliding):
         super().__init__()
         eps = cfg.get("rms_norm_eps", 1e-6)
         d = cfg["hidden_size"]
-        self.self_attn = Gemma2Attention(cfg, sdpa, qk_norm)
+        self.self_attn = Gemma2Attention(cfg, sdpa)
         self.mlp = Gemma2MLP(cfg)
         self.input_layernorm = Gemma2RMSNorm(d, eps)
         self.post_attention_layernorm = Gemma2RMSNorm(d, eps)
@@ -818,12 +805,9 @@ class Gemma2ForCausalLM(LlamaForCausalLM):
     expand); rotary_emb; normalizer = torch.tensor(hidden_size**0.5,
     dtype=hidden_states.dtype), hidden_states * normalizer; layers; norm;
     lm_head; with final_logit_softcapping: logits / cap, tanh, * cap;
-    loss_function (ForCausalLMLoss). Gemma 3's text model (modeling_gemma3.py
-    008f5c8c): the sliding layers' rotary tables from rope_local_base_freq
-    (a second Gemma3RotaryEmbedding, rotary_emb_local), the others' from
-    rope_theta."""
+    loss_function (ForCausalLMLoss)."""
 
-    def __init__(self, cfg, tied, sdpa, gemma3=False):
+    def __init__(self, cfg, tied, sdpa):
         nn.Module.__init__(self)
         d, V = cfg["hidden_size"], cfg["vocab_size"]
         L = cfg["num_hidden_layers"]
@@ -834,22 +818,15 @@ class Gemma2ForCausalLM(LlamaForCausalLM):
         if pad is not None:
             with torch.no_grad():
                 self.embed_tokens.weight[pad].zero_()
-        pattern = cfg.get("sliding_window_pattern", 6)
-        sliding = [((l + 1) % pattern != 0) if gemma3 else not l % 2 for l in range(L)]
-        self.layers = nn.ModuleList([Gemma2DecoderLayer(cfg, sdpa, sliding[l], gemma3) for l in range(L)])
+        self.layers = nn.ModuleList([Gemma2DecoderLayer(cfg, sdpa, not l % 2) for l in range(L)])
         self.norm = Gemma2RMSNorm(d, cfg.get("rms_norm_eps", 1e-6))
         self.rotary_emb = LlamaRotaryEmbedding(cfg)
-        self.gemma3 = gemma3
-        if gemma3:
-            local = dict(cfg, rope_theta=cfg.get("rope_local_base_freq", 10000.0))
-            self.rotary_emb_local = LlamaRotaryEmbedding(local)
         self.lm_head = nn.Linear(d, V, bias=False)
         if tied:
             self.lm_head.weight = self.embed_tokens.weight
         self.sdpa = sdpa
         self.final_softcap = cfg.get("final_logit_softcapping")
-        self.units = ["embed_tokens", "rotary_emb"] + (["rotary_emb_local"] if gemma3 else []) + \
-            [f"layers.{i}" for i in range(L)] + ["norm", "lm_head"]
+        self.units = ["embed_tokens", "rotary_emb"] + [f"layers.{i}" for i in range(L)] + ["norm", "lm_head"]
 
     def forward(self, input_ids, labels):
         B, T = input_ids.shape
@@ -864,14 +841,10 @@ class Gemma2ForCausalLM(LlamaForCausalLM):
         causal_mask = causal_mask[None, None, :, :].expand(B, 1, -1, -1)
         hidden_states = inputs_embeds
         position_embeddings = self.rotary_emb(hidden_states, position_ids)
-        position_embeddings_local = position_embeddings
-        if self.gemma3:
-            position_embeddings_local = self.rotary_emb_local(hidden_states, position_ids)
         normalizer = torch.tensor(self.cfg["hidden_size"] ** 0.5, dtype=hidden_states.dtype)
         hidden_states = hidden_states * normalizer
         for layer in self.layers:
-            pe = position_embeddings_local if self.gemma3 and layer.is_sliding else position_embeddings
-            hidden_states = layer(hidden_states, causal_mask, pe)
+            hidden_states = layer(hidden_states, causal_mask, position_embeddings)
         hidden_states = self.norm(hidden_states)
         logits = self.lm_head(hidden_states)
         if self.final_softcap is not None:
@@ -1065,14 +1038,12 @@ def build(a):
     if family == "gpt2":
         cfg = gpt2_config(raw, dropout)
         tied = raw.get("tie_word_embeddings", True) if a.tied is None else a.tied
-    elif family in ("gemma2", "gemma3_text"):
-        # Gemma2Config's defaults (configuration_gemma2.py at 008e5743) and
-        # Gemma3TextConfig's (configuration_gemma3.py at 008f5c8c): soft-caps
-        # 50 and 30 (gemma2), none (gemma3_text); tied; pad_token_id 0
-        g3 = family == "gemma3_text"
+    elif family == "gemma2":
+        # Gemma2Config's defaults (configuration_gemma2.py at 008e5743):
+        # soft-caps 50 and 30, tied, pad_token_id 0
         cfg = dict(head_dim=256, query_pre_attn_scalar=256, sliding_window=4096, pad_token_id=0,
-                   rms_norm_eps=1e-6, rope_theta=1e6 if g3 else 10000.0, attention_dropout=0.0,
-                   attn_logit_softcapping=None if g3 else 50.0, final_logit_softcapping=None if g3 else 30.0)
+                   rms_norm_eps=1e-6, rope_theta=10000.0, attention_dropout=0.0,
+                   attn_logit_softcapping=50.0, final_logit_softcapping=30.0)
         cfg.update(raw)
         if not dropout:
             cfg["attention_dropout"] = 0.0
@@ -1085,7 +1056,7 @@ def build(a):
                 cfg["resid_pdrop"] = 0.0
         tied = raw.get("tie_word_embeddings", False) if a.tied is None else a.tied
     else:
-        sys.exit(f"hf_torch: model_type {family!r} is not gpt2, {', '.join(FAMILY_ATTENTION)}")
+        sys.exit(f"hf_torch: model_type {family!r} is not gpt2, {', '.join(FAMILY_ATTENTION)} or gemma2")
     return raw, family, cfg, tied
 
 
@@ -1146,7 +1117,7 @@ def run(a):
     zero_none = a.zero_grad == "none" if a.zero_grad else TV >= (2, 0)
     foreach = a.optimizer_impl == "foreach"
     sdpa = a.attn == "sdpa"
-    if sdpa and family in ("gemma2", "gemma3_text"):
+    if sdpa and family == "gemma2":
         # sdpa_attention_forward (integrations/sdpa_attention.py) takes no
         # softcap, and Gemma2ForCausalLM.forward warns to train with eager
         sys.exit(f"hf_torch: --attn sdpa: {family} is compared under eager attention only")
@@ -1159,8 +1130,8 @@ def run(a):
         mark("build")
         if family == "gpt2":
             model = GPT2LMHeadModel(cfg, tied, a.mask, sdpa)
-        elif family in ("gemma2", "gemma3_text"):
-            model = Gemma2ForCausalLM(cfg, tied, sdpa, family == "gemma3_text")
+        elif family == "gemma2":
+            model = Gemma2ForCausalLM(cfg, tied, sdpa)
         else:
             model = LlamaForCausalLM(cfg, tied, sdpa, FAMILY_ATTENTION[family])
         model.train()

@@ -443,9 +443,9 @@ struct model {
 	/* --grad-accum K > 1: `loss = outputs[0] / K` (lossk) and the wrapped
 	 * number K its DivBackward0 keeps (kwrap); NO at K = 1 */
 	T lossk, kwrap;
-	/* gemma2's final_logit_softcapping: its saved tensors (util/autograd.c's
-	 * softcap_fwd; unused without one) */
-	struct softcap_saved *fcap;
+	/* gemma2's final_logit_softcapping: its saved tensors (softcap_fwd;
+	 * unused without one) */
+	struct softcap_saved fcap;
 	/* --lora-r: the adapted layers, each its adapters and their saved
 	 * tensors (util/autograd.c's LoRA section) */
 	struct lora_st *lora;
@@ -1197,7 +1197,7 @@ static T head_fwd(struct bld *b, struct model *M, T x, struct pt *head, T *x2, T
 	/* Gemma2ForCausalLM.forward: logits / cap, tanh, * cap (the lm_head's
 	 * product goes with the rebinding); the capped logits are the output */
 	if (b->m->gemma && b->m->final_softcap > 0)
-		*lg = softcap_fwd(b, *lg, b->m->final_softcap, M->fcap);
+		*lg = softcap_fwd(b, *lg, b->m->final_softcap, &M->fcap);
 	mark(b, "fwd:loss:start");
 	/* logits.float() is logits itself in fp32, a copy under autocast;
 	 * .view(-1, V) a view */
@@ -1244,7 +1244,7 @@ static T head_bwd(struct bld *b, struct model *M, T lsm, T tgt, T tw, T x2, stru
 	if (w16 != NO) /* logits.float()'s ToCopyBackward */
 		dlg = ac_grad_back_to(b, dlg, b->s->tensor[x2].dtype);
 	if (b->m->gemma && b->m->final_softcap > 0) /* the logits' softcap, before lm_head's hook */
-		dlg = softcap_bwd(b, dlg, b->m->final_softcap, M->fcap);
+		dlg = softcap_bwd(b, dlg, b->m->final_softcap, &M->fcap);
 	b->module = modname(b, "lm_head");
 	mark(b, "bwd:lm_head:start");
 	/* mm_mat2_backward computes W^t's gradient in W^t's own (transposed)
@@ -2411,6 +2411,7 @@ static T rms_xr(struct bld *b, T x, struct pt *w, struct rms_saved *sv, T *r_, T
 	sh[o->ndim - 1] = 1;
 	int kx = RG(b, x), kw = RG(b, w->w);
 	sv->kx = kx, sv->kw = kw;
+	sv->w1 = NO; /* gemma's alone */
 	T p2 = like(b, "pow (x^2, RMSNorm)", x);
 	op(b, AG_OP_POW_SCALAR, x, NO, NO, p2, NO, NO)->arg[0] = 2;
 	if (kx)
@@ -3470,8 +3471,7 @@ static void llama_step(struct bld *b, struct model *M)
 	struct llama_layer_saved *S = zs_calloc(L, sizeof *S);
 	struct pt *emb = PF(M, b, "model.embed_tokens.weight"), *nw = PF(M, b, "model.norm.weight");
 	struct pt *head = m->tied ? emb : PF(M, b, "lm_head.weight");
-	struct softcap_saved fcap = { NO, NO, NO };
-	M->fcap = &fcap;
+	M->fcap = (struct softcap_saved){ NO, NO, NO };
 
 	b->phase = ZS_PH_FORWARD;
 	mark(b, "phase:forward");
