@@ -2399,37 +2399,45 @@ struct rms_saved { T x, p2, r, xr, eps_w; int kx, kw; T w1; /* gemma: (1 + w), k
 static T gemma_rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv);
 static void gemma_rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf);
 
-/* Its normalisation up to x * r (returned); *r and *var the holders of
- * rsqrt's result and the variance the caller lets go after weight's mul;
- * sv->x, sv->r set. */
-static T rms_xr(struct bld *b, T x, struct pt *w, struct rms_saved *sv, T *r_, T *var_)
+/* x.pow(2).mean(-1, keepdim=True), the RMSNorms' variance (returned, [.., 1]):
+ * pow saves its input where x requires grad (kx); mean is sum().div_(numel)
+ * inside, a wrapped number for a moment; 1.13's MeanBackward0 keeps its
+ * input whole (self.sym_numel() is not yet a saved scalar:
+ * docs/torch_saved.md), 2.6's its sizes (sv->p2). */
+static T rms_variance(struct bld *b, T x, int kx, struct rms_saved *sv)
 {
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t sh[AG_MAXDIM];
 	for (unsigned i = 0; i < o->ndim; i++)
 		sh[i] = o->shape[i];
 	sh[o->ndim - 1] = 1;
-	int kx = RG(b, x), kw = RG(b, w->w);
-	sv->kx = kx, sv->kw = kw;
-	sv->w1 = NO; /* gemma's alone */
 	T p2 = like(b, "pow (x^2, RMSNorm)", x);
 	op(b, AG_OP_POW_SCALAR, x, NO, NO, p2, NO, NO)->arg[0] = 2;
 	if (kx)
 		ref(b, x); /* pow saves its input */
 	T var = tmp(b, "mean (RMSNorm variance)", AG_F32, o->ndim, sh);
 	op(b, AG_OP_MEAN_LAST, p2, NO, NO, var, NO, NO);
-	/* mean is sum().div_(numel) inside: a wrapped number for a moment */
 	T w_ = wrapped(b, (double)o->shape[o->ndim - 1]);
 	unref(b, cast_scalar(b, w_));
 	unref(b, w_);
-	/* 1.13's MeanBackward0 keeps its input whole (self.sym_numel() is
-	 * not yet a saved scalar: docs/torch_saved.md); 2.6's its sizes */
 	if (b->o->version == ZS_TORCH_1_13 && kx)
 		sv->p2 = p2;
 	else {
 		sv->p2 = NO;
 		unref(b, p2);
 	}
+	return var;
+}
+
+/* Its normalisation up to x * r (returned); *r and *var the holders of
+ * rsqrt's result and the variance the caller lets go after weight's mul;
+ * sv->x, sv->r set. */
+static T rms_xr(struct bld *b, T x, struct pt *w, struct rms_saved *sv, T *r_, T *var_)
+{
+	int kx = RG(b, x), kw = RG(b, w->w);
+	sv->kx = kx, sv->kw = kw;
+	sv->w1 = NO; /* gemma's alone */
+	T var = rms_variance(b, x, kx, sv);
 	T ve = scalar_op(b, AG_OP_ADD_SCALAR, "add (variance + eps)", var, b->m->norm_eps, NULL);
 	T r = like(b, "rsqrt (RMSNorm)", ve);
 	op(b, AG_OP_RSQRT, ve, NO, NO, r, NO, NO);
@@ -3283,29 +3291,9 @@ static void swiglu_bwd(struct bld *b, struct model *M, int i, T dmu, struct llam
  * gradient and (1 + w) for x's. */
 static T gemma_rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
 {
-	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
-	uint64_t sh[AG_MAXDIM];
-	for (unsigned i = 0; i < o->ndim; i++)
-		sh[i] = o->shape[i];
-	sh[o->ndim - 1] = 1;
 	int kx = RG(b, x), kw = RG(b, w->w);
 	sv->kx = kx, sv->kw = kw;
-	T p2 = like(b, "pow (x^2, Gemma2RMSNorm)", x);
-	op(b, AG_OP_POW_SCALAR, x, NO, NO, p2, NO, NO)->arg[0] = 2;
-	if (kx)
-		ref(b, x); /* pow saves its input */
-	T var = tmp(b, "mean (Gemma2RMSNorm)", AG_F32, o->ndim, sh);
-	op(b, AG_OP_MEAN_LAST, p2, NO, NO, var, NO, NO);
-	T w_ = wrapped(b, (double)o->shape[o->ndim - 1]);
-	unref(b, cast_scalar(b, w_));
-	unref(b, w_);
-	/* 1.13's MeanBackward0 keeps its input (as rms_xr's) */
-	if (b->o->version == ZS_TORCH_1_13 && kx)
-		sv->p2 = p2;
-	else {
-		sv->p2 = NO;
-		unref(b, p2);
-	}
+	T var = rms_variance(b, x, kx, sv);
 	T ve = scalar_op(b, AG_OP_ADD_SCALAR, "add (mean + eps)", var, b->m->norm_eps, NULL);
 	unref(b, var);
 	T r = like(b, "rsqrt (Gemma2RMSNorm)", ve);
