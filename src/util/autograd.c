@@ -2430,8 +2430,9 @@ static T rms_variance(struct bld *b, T x, int kx, struct rms_saved *sv)
 }
 
 /* Its normalisation up to x * r (returned); *r and *var the holders of
- * rsqrt's result and the variance the caller lets go after weight's mul;
- * sv->x, sv->r set. */
+ * rsqrt's result and the variance the caller lets go after weight's mul
+ * (var_ NULL: the variance goes as `+ eps` consumes it, Gemma2RMSNorm's
+ * one expression); sv->x, sv->r set. */
 static T rms_xr(struct bld *b, T x, struct pt *w, struct rms_saved *sv, T *r_, T *var_)
 {
 	int kx = RG(b, x), kw = RG(b, w->w);
@@ -2439,6 +2440,10 @@ static T rms_xr(struct bld *b, T x, struct pt *w, struct rms_saved *sv, T *r_, T
 	sv->w1 = NO; /* gemma's alone */
 	T var = rms_variance(b, x, kx, sv);
 	T ve = scalar_op(b, AG_OP_ADD_SCALAR, "add (variance + eps)", var, b->m->norm_eps, NULL);
+	if (!var_) { /* Gemma2RMSNorm's one expression: the mean goes as the add consumes it */
+		unref(b, var);
+		var = NO;
+	}
 	T r = like(b, "rsqrt (RMSNorm)", ve);
 	op(b, AG_OP_RSQRT, ve, NO, NO, r, NO, NO);
 	if (kx)
@@ -2451,7 +2456,9 @@ static T rms_xr(struct bld *b, T x, struct pt *w, struct rms_saved *sv, T *r_, T
 		ref(b, r);  /* and mul saves it */
 	}
 	sv->x = kx ? x : NO, sv->r = kx ? r : NO;
-	*r_ = r, *var_ = var;
+	*r_ = r;
+	if (var_)
+		*var_ = var;
 	return xr;
 }
 
@@ -3292,23 +3299,9 @@ static void swiglu_bwd(struct bld *b, struct model *M, int i, T dmu, struct llam
 static T gemma_rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
 {
 	int kx = RG(b, x), kw = RG(b, w->w);
-	sv->kx = kx, sv->kw = kw;
-	T var = rms_variance(b, x, kx, sv);
-	T ve = scalar_op(b, AG_OP_ADD_SCALAR, "add (mean + eps)", var, b->m->norm_eps, NULL);
-	unref(b, var);
-	T r = like(b, "rsqrt (Gemma2RMSNorm)", ve);
-	op(b, AG_OP_RSQRT, ve, NO, NO, r, NO, NO);
-	if (kx)
-		ref(b, r); /* rsqrt saves its result */
-	unref(b, ve);
-	T xr = like(b, "mul (x rsqrt)", x);
-	op(b, AG_OP_MUL, x, r, NO, xr, NO, NO);
-	if (kx) {
-		ref(b, x);
-		ref(b, r);
-	}
+	T r;
+	T xr = rms_xr(b, x, w, sv, &r, NULL);
 	unref(b, r); /* the expression's temporary */
-	sv->x = kx ? x : NO, sv->r = kx ? r : NO;
 	T w1 = scalar_op(b, AG_OP_ADD_SCALAR, "add (1.0 + weight)", w->w, 1.0, NULL);
 	T y = like(b, "mul (output (1 + weight))", x);
 	op(b, AG_OP_MUL, xr, w1, NO, y, NO, NO);
