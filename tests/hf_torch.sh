@@ -35,7 +35,8 @@
 # with measure; the tiny gemma2 (Gemma2RMSNorm's (1 + w), four norms a
 # block, the scaled embeddings, GeGLU, the soft-capped scores and logits,
 # layer 0's sliding-window mask), tied with zeros, untied with
-# set_to_none and under DDP N = 2, with measure;
+# set_to_none, under DDP N = 2 and FSDP N = 2 (its final weights DDP's),
+# with measure;
 # gpt2, llama, qwen2, qwen3 and phi3 under bf16 autocast
 # (--precision amp-bf16, hf_torch.py --amp bf16: gpt2 tied with zeros,
 # untied with set_to_none, DDP N = 2; llama untied with zeros, and DDP
@@ -559,7 +560,8 @@ for case in \
 	"phi3-dropout|--model $tmp/tiny-phi3-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"gemma2-untied-set_to_none|--model $tmp/tiny-gemma2.json --untied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
-	"ddp2-gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros"
+	"ddp2-gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
+	"fsdp2-gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}
