@@ -4375,7 +4375,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (fam == sizeof described / sizeof *described)
 		return refuse(cause, "--model %s: the PyTorch step of a %s is not described yet (gpt2, llama, "
 		              "mistral, qwen2, qwen3, phi3 and gemma2 are)", m->name, m->model_type);
-	/* gemma2 (Gemma2ForCausalLM, fp32, eager attention, plain loop or DDP;
+	/* gemma2 (Gemma2ForCausalLM, fp32, eager attention, plain loop, DDP, FSDP;
 	 * checked against PyTorch 1.13 and 2.6 by tests/hf_torch.sh): the rest
 	 * of it is not described. transformers' sdpa_attention_forward takes
 	 * no softcap (integrations/sdpa_attention.py) and Gemma2ForCausalLM
