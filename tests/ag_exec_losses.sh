@@ -20,7 +20,7 @@
 # backward and Adam too). ZS_AG_MODELS (default "gpt2 gpt2-untied") the
 # models among gpt2, gpt2-untied, llama, llama-tied, llama-mha (4 k/v heads
 # for 4 heads: --attn sdpa only; tests/ag_exec_llama.sh the last three),
-# qwen2 (tied), qwen3 and phi3 (tests/ag_exec_families.sh).
+# qwen2 (tied), qwen3, phi3 and gemma2 (tests/ag_exec_families.sh).
 # A combination the step does not describe yet
 # (util/autograd.c refuses it with one line) is said, not checked.
 #
@@ -60,6 +60,11 @@ sed 's/"llama"/"qwen2"/; s/"tie_word_embeddings": false/"tie_word_embeddings": t
 sed 's/"llama"/"qwen3"/; s/"num_key_value_heads": 2,/"num_key_value_heads": 2, "head_dim": 24,/' "$tmp/llama.json" \
 	>"$tmp/qwen3.json"
 sed 's/"llama"/"phi3"/; s/}$/, "pad_token_id": null}/' "$tmp/llama.json" >"$tmp/phi3.json"
+# gemma2 (Gemma2Config's defaults: tied, soft-caps 50 and 30, scores
+# scaled by query_pre_attn_scalar 256's -1/2, window 4096: none at seq 32;
+# head_dim 16), the llama's shape otherwise
+sed 's/"llama"/"gemma2"/; s/"num_key_value_heads": 2,/"num_key_value_heads": 2, "head_dim": 16,/;
+     s/, "tie_word_embeddings": false//' "$tmp/llama.json" >"$tmp/gemma2.json"
 
 # The losses of a measured file, one a line.
 losses() {

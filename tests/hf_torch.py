@@ -1,6 +1,6 @@
 """hf_torch — the outside reference for what eager PyTorch allocates in a
-training step of Hugging Face's GPT-2, Llama (and Mistral), Qwen2, Qwen3 and
-Phi-3 (issue #22's truth side; #25's families).
+training step of Hugging Face's GPT-2, Llama (and Mistral), Qwen2, Qwen3,
+Phi-3 and Gemma 2 (issue #22's truth side; #25's families).
 
 The models are written op for op from Hugging Face transformers' modeling
 files, never from zerosim's engine. The index this was written from holds
@@ -18,6 +18,12 @@ cites its file, class or function and commit:
   Phi3   modeling_phi3.py at 00d4b3d2142c (Phi3Attention's fused qkv_proj and
          its slices, the partial-rotary apply_rotary_pos_emb, Phi3MLP's
          gate_up_proj and chunk, Phi3DecoderLayer's residual dropouts)
+  Gemma2 modeling_gemma2.py at 9a80143ca260 (4.49: Gemma2RMSNorm,
+         Gemma2MLP with ACT2FN gelu_pytorch_tanh (activations.py
+         PytorchGELUTanh), eager_attention_forward's softcap,
+         Gemma2DecoderLayer's sliding-window where and four norms,
+         Gemma2Model's normalizer, Gemma2ForCausalLM's logit softcap;
+         eager attention only: its sdpa_attention_forward takes no softcap)
   loss   loss/loss_utils.py at 0114da07ec0e (ForCausalLMLoss: logits.float(),
          labels padded with -100 and shifted, no shifted copy of the logits)
   Conv1D pytorch_utils.py (Conv1D.forward: torch.addmm(bias, x.view(-1, nx), W))
@@ -665,6 +671,193 @@ class Phi3DecoderLayer(LlamaDecoderLayer):
         return residual + self.resid_mlp_dropout(hidden_states)
 
 
+# Gemma 2, from transformers' modeling_gemma2.py at 9a80143ca260 (4.49; the
+# index's other snapshot, 006e86931247, still made a rotary embedding per
+# attention). Gemma 3's text model is not here: its modeling file builds
+# its masks through masking_utils (create_causal_mask,
+# create_sliding_window_causal_mask), not transcribed yet.
+
+
+class Gemma2RMSNorm(nn.Module):
+    """modeling_gemma2.py Gemma2RMSNorm (9a80143ca260): weight zeros;
+    forward: output = self._norm(x.float()) (x itself in fp32), _norm: x *
+    torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps); output * (1.0 +
+    self.weight.float()); .type_as(x)."""
+
+    def __init__(self, d, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(d))
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def forward(self, x):
+        output = self._norm(x.float())
+        output = output * (1.0 + self.weight.float())
+        return output.type_as(x)
+
+
+class PytorchGELUTanh(nn.Module):
+    """activations.py PytorchGELUTanh (transformers, ACT2CLS
+    "gelu_pytorch_tanh", Gemma2Config's hidden_activation): one op,
+    nn.functional.gelu(input, approximate="tanh")."""
+
+    def forward(self, input):
+        return nn.functional.gelu(input, approximate="tanh")
+
+
+class Gemma2MLP(LlamaMLP):
+    """modeling_gemma2.py Gemma2MLP (9a80143ca260): llama's with act_fn
+    ACT2FN[hidden_activation] (gelu_pytorch_tanh)."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        act = cfg.get("hidden_activation") or "gelu_pytorch_tanh"
+        if act != "gelu_pytorch_tanh":
+            sys.exit(f"hf_torch: gemma hidden_activation {act!r} is not gelu_pytorch_tanh")
+        self.act_fn = PytorchGELUTanh()
+
+
+class Gemma2Attention(LlamaAttention):
+    """modeling_gemma2.py Gemma2Attention and eager_attention_forward
+    (9a80143ca260): llama's projections (bias attention_bias), scaling
+    query_pre_attn_scalar**-0.5; matmul(q, k^T) * scaling, then with a
+    softcap: / softcap, tanh, * softcap; + causal_mask; softmax(dim=-1,
+    dtype=float32).to(q.dtype); dropout; matmul; transpose(1, 2)
+    .contiguous(); reshape(...).contiguous(); o_proj."""
+
+    def __init__(self, cfg, sdpa):
+        super().__init__(cfg, sdpa)
+        self.scaling = cfg.get("query_pre_attn_scalar", 256) ** -0.5
+        self.softcap = cfg.get("attn_logit_softcapping")
+
+    def forward(self, hidden_states, position_embeddings, attention_mask):
+        input_shape = hidden_states.shape[:-1]
+        query_states, key_states, value_states = self.states(hidden_states, position_embeddings)
+        key_states = repeat_kv(key_states, self.num_key_value_groups)
+        value_states = repeat_kv(value_states, self.num_key_value_groups)
+        attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) * self.scaling
+        if self.softcap is not None:
+            attn_weights = attn_weights / self.softcap
+            attn_weights = torch.tanh(attn_weights)
+            attn_weights = attn_weights * self.softcap
+        if attention_mask is not None:
+            causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]
+            attn_weights = attn_weights + causal_mask
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query_states.dtype)
+        p = self.attention_dropout if self.training else 0.0
+        attn_weights = nn.functional.dropout(attn_weights, p=p, training=self.training)
+        attn_output = torch.matmul(attn_weights, value_states)
+        attn_output = attn_output.transpose(1, 2).contiguous()
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        return self.o_proj(attn_output)
+
+
+class Gemma2DecoderLayer(nn.Module):
+    """modeling_gemma2.py Gemma2DecoderLayer (9a80143ca260): on a sliding
+    layer (layer_idx even) with a mask: torch.tril(torch.ones_like(mask,
+    dtype=bool), diagonal=-sliding_window), torch.where(that, min_dtype,
+    mask), the slice [..., offset : offset + max(T, sliding_window)]
+    (offset 0 in training: no cache); then input_layernorm, attention,
+    post_attention_layernorm, + residual; pre_feedforward_layernorm, mlp,
+    post_feedforward_layernorm, + residual."""
+
+    def __init__(self, cfg, sdpa, sliding):
+        super().__init__()
+        eps = cfg.get("rms_norm_eps", 1e-6)
+        d = cfg["hidden_size"]
+        self.self_attn = Gemma2Attention(cfg, sdpa)
+        self.mlp = Gemma2MLP(cfg)
+        self.input_layernorm = Gemma2RMSNorm(d, eps)
+        self.post_attention_layernorm = Gemma2RMSNorm(d, eps)
+        self.pre_feedforward_layernorm = Gemma2RMSNorm(d, eps)
+        self.post_feedforward_layernorm = Gemma2RMSNorm(d, eps)
+        self.is_sliding = sliding
+        self.sliding_window = cfg.get("sliding_window", 4096)
+
+    def forward(self, hidden_states, attention_mask, position_embeddings):
+        if self.is_sliding and attention_mask is not None:
+            effective_seq_len = max(hidden_states.shape[1], self.sliding_window)
+            min_dtype = torch.finfo(attention_mask.dtype).min
+            sliding_window_mask = torch.tril(torch.ones_like(attention_mask, dtype=torch.bool),
+                                             diagonal=-self.sliding_window)
+            attention_mask = torch.where(sliding_window_mask, min_dtype, attention_mask)
+            offset = max(0, 0 - effective_seq_len)  # last_cache_position 0: no cache in training
+            attention_mask = attention_mask[:, :, :, offset: offset + effective_seq_len]
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states = self.self_attn(hidden_states, position_embeddings, attention_mask)
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.pre_feedforward_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        hidden_states = self.post_feedforward_layernorm(hidden_states)
+        return residual + hidden_states
+
+
+class Gemma2ForCausalLM(LlamaForCausalLM):
+    """modeling_gemma2.py Gemma2Model.forward and Gemma2ForCausalLM.forward
+    (9a80143ca260): embed_tokens (nn.Embedding with padding_idx
+    pad_token_id); cache_position, position_ids; _update_causal_mask (no
+    cache in training: llama's full, triu, *= arange > cache_position,
+    expand); rotary_emb; normalizer = torch.tensor(hidden_size**0.5,
+    dtype=hidden_states.dtype), hidden_states * normalizer; layers; norm;
+    lm_head; with final_logit_softcapping: logits / cap, tanh, * cap;
+    loss_function (ForCausalLMLoss)."""
+
+    def __init__(self, cfg, tied, sdpa):
+        nn.Module.__init__(self)
+        d, V = cfg["hidden_size"], cfg["vocab_size"]
+        L = cfg["num_hidden_layers"]
+        self.cfg = cfg
+        pad = cfg.get("pad_token_id", 0)
+        self.embed_tokens = nn.Embedding(V, d, pad)
+        nn.init.normal_(self.embed_tokens.weight, std=0.02)
+        if pad is not None:
+            with torch.no_grad():
+                self.embed_tokens.weight[pad].zero_()
+        self.layers = nn.ModuleList([Gemma2DecoderLayer(cfg, sdpa, not l % 2) for l in range(L)])
+        self.norm = Gemma2RMSNorm(d, cfg.get("rms_norm_eps", 1e-6))
+        self.rotary_emb = LlamaRotaryEmbedding(cfg)
+        self.lm_head = nn.Linear(d, V, bias=False)
+        if tied:
+            self.lm_head.weight = self.embed_tokens.weight
+        self.sdpa = sdpa
+        self.final_softcap = cfg.get("final_logit_softcapping")
+        self.units = ["embed_tokens", "rotary_emb"] + [f"layers.{i}" for i in range(L)] + ["norm", "lm_head"]
+
+    def forward(self, input_ids, labels):
+        B, T = input_ids.shape
+        inputs_embeds = self.embed_tokens(input_ids)
+        cache_position = torch.arange(0, T)
+        position_ids = cache_position.unsqueeze(0)
+        dtype = inputs_embeds.dtype
+        min_dtype = torch.finfo(dtype).min
+        causal_mask = torch.full((T, T), fill_value=min_dtype, dtype=dtype)
+        causal_mask = torch.triu(causal_mask, diagonal=1)
+        causal_mask *= torch.arange(T) > cache_position.reshape(-1, 1)
+        causal_mask = causal_mask[None, None, :, :].expand(B, 1, -1, -1)
+        hidden_states = inputs_embeds
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        normalizer = torch.tensor(self.cfg["hidden_size"] ** 0.5, dtype=hidden_states.dtype)
+        hidden_states = hidden_states * normalizer
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, causal_mask, position_embeddings)
+        hidden_states = self.norm(hidden_states)
+        logits = self.lm_head(hidden_states)
+        if self.final_softcap is not None:
+            logits = logits / self.final_softcap
+            logits = torch.tanh(logits)
+            logits = logits * self.final_softcap
+        mark("fwd:loss:start")
+        set_ctx(unit="loss")
+        loss = LOSS[0](logits, labels, self.cfg["vocab_size"])
+        mark("fwd:loss:end")
+        return loss, logits
+
+
 FAMILY_ATTENTION = {"llama": LlamaAttention, "mistral": LlamaAttention, "qwen2": Qwen2Attention,
                     "qwen3": Qwen3Attention, "phi3": Phi3Attention}
 
@@ -845,6 +1038,16 @@ def build(a):
     if family == "gpt2":
         cfg = gpt2_config(raw, dropout)
         tied = raw.get("tie_word_embeddings", True) if a.tied is None else a.tied
+    elif family == "gemma2":
+        # Gemma2Config's defaults (configuration_gemma2.py at 008e5743):
+        # soft-caps 50 and 30, tied, pad_token_id 0
+        cfg = dict(head_dim=256, query_pre_attn_scalar=256, sliding_window=4096, pad_token_id=0,
+                   rms_norm_eps=1e-6, rope_theta=10000.0, attention_dropout=0.0,
+                   attn_logit_softcapping=50.0, final_logit_softcapping=30.0)
+        cfg.update(raw)
+        if not dropout:
+            cfg["attention_dropout"] = 0.0
+        tied = raw.get("tie_word_embeddings", True) if a.tied is None else a.tied
     elif family in FAMILY_ATTENTION:
         cfg = dict(raw)
         if not dropout:
@@ -853,7 +1056,7 @@ def build(a):
                 cfg["resid_pdrop"] = 0.0
         tied = raw.get("tie_word_embeddings", False) if a.tied is None else a.tied
     else:
-        sys.exit(f"hf_torch: model_type {family!r} is not gpt2, {', '.join(FAMILY_ATTENTION)}")
+        sys.exit(f"hf_torch: model_type {family!r} is not gpt2, {', '.join(FAMILY_ATTENTION)} or gemma2")
     return raw, family, cfg, tied
 
 
@@ -914,6 +1117,10 @@ def run(a):
     zero_none = a.zero_grad == "none" if a.zero_grad else TV >= (2, 0)
     foreach = a.optimizer_impl == "foreach"
     sdpa = a.attn == "sdpa"
+    if sdpa and family == "gemma2":
+        # sdpa_attention_forward (integrations/sdpa_attention.py) takes no
+        # softcap, and Gemma2ForCausalLM.forward warns to train with eager
+        sys.exit(f"hf_torch: --attn sdpa: {family} is compared under eager attention only")
     if sdpa and not hasattr(F, "scaled_dot_product_attention"):
         sys.exit(f"hf_torch: --attn sdpa: torch {torch.__version__} has no scaled_dot_product_attention")
     V = cfg["vocab_size"]
@@ -923,6 +1130,8 @@ def run(a):
         mark("build")
         if family == "gpt2":
             model = GPT2LMHeadModel(cfg, tied, a.mask, sdpa)
+        elif family == "gemma2":
+            model = Gemma2ForCausalLM(cfg, tied, sdpa)
         else:
             model = LlamaForCausalLM(cfg, tied, sdpa, FAMILY_ATTENTION[family])
         model.train()
@@ -1393,7 +1602,7 @@ def report(a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True,
-                    help="a Hugging Face config.json (gpt2, llama, mistral, qwen2, qwen3, phi3)")
+                    help="a Hugging Face config.json (gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2)")
     ap.add_argument("--seq", type=int, default=32)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--steps", type=int, default=3, help="clean steps; the last is the steady one measured")

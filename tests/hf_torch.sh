@@ -32,6 +32,10 @@
 # set_to_none, qwen3 tied with foreach Adam, each with the engine's
 # measure too, and qwen3 under DDP N = 2; the tiny phi3 (qkv_proj and gate_up_proj fused), and tied
 # with set_to_none, and with its residual dropouts (resid_pdrop 0.1),
+# with measure; the tiny gemma2 (Gemma2RMSNorm's (1 + w), four norms a
+# block, the scaled embeddings, GeGLU, the soft-capped scores and logits,
+# layer 0's sliding-window mask), tied with zeros, untied with
+# set_to_none, under DDP N = 2 and FSDP N = 2 (its final weights DDP's),
 # with measure;
 # gpt2, llama, qwen2, qwen3 and phi3 under bf16 autocast
 # (--precision amp-bf16, hf_torch.py --amp bf16: gpt2 tied with zeros,
@@ -113,6 +117,18 @@ EOF
 # resid_mlp_dropout, nn.Dropout(resid_pdrop))
 sed 's/"resid_pdrop": 0.0/"resid_pdrop": 0.1/' "$tmp/tiny-phi3.json" >"$tmp/tiny-phi3-drop.json"
 sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' "$tmp/tiny-gpt2.json" >"$tmp/tiny-gpt2-untied.json"
+# gemma2 (modeling_gemma2.py: Gemma2RMSNorm's (1 + w), the embeddings times
+# sqrt(hidden), GeGLU with tanh GELU, four norms a block, the scores scaled
+# by query_pre_attn_scalar^-1/2 and soft-capped at 50, the logits at 30,
+# tied; a head_dim, 16, and a sliding window, 16, shorter than seq 32, so
+# that layer 0 adds its windowed mask)
+cat >"$tmp/tiny-gemma2.json" <<'EOF'
+{"model_type": "gemma2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 160, "max_position_embeddings": 64,
+ "vocab_size": 256, "rms_norm_eps": 1e-06, "hidden_activation": "gelu_pytorch_tanh",
+ "query_pre_attn_scalar": 16, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+ "sliding_window": 16, "attention_dropout": 0.0, "pad_token_id": 0}
+EOF
 # llama with as many k/v heads as heads (no grouped-query attention: 2.6's
 # CPU SDPA runs its flash kernel), 256 positions (seq 200 takes 64-row blocks)
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/; s/"max_position_embeddings": 64/"max_position_embeddings": 256/' \
@@ -322,7 +338,8 @@ fi
 # beyond: zero_grad set_to_none and zeros, Adam single, foreach and fused,
 # SDPA (gpt2; llama with as many k/v heads as heads, and with fewer: the
 # math path; qwen2, qwen3 and phi3 with fewer), dropout, qwen2,
-# qwen3 and phi3 (eager), phi3's residual dropouts, gpt2, llama, qwen2,
+# qwen3 and phi3 (eager), phi3's residual dropouts, gemma2 (eager:
+# set_to_none, zeros with foreach Adam), gpt2, llama, qwen2,
 # qwen3 and phi3 under bf16 autocast, DDP N = 2
 # (USE_LIBUV=0: 2.6's gloo rendezvous), ZeroRedundancyOptimizer over DDP
 # at N = 2 and 3 (its every rank). PyTorch
@@ -374,7 +391,9 @@ if [ "${1:-}" = torch26 ]; then
 		"qwen2-amp-bf16|tiny-qwen2|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
 		"qwen3-amp-bf16-zeros|tiny-qwen3|--zero-grad zeros --amp bf16|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
 		"phi3-amp-bf16|tiny-phi3|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
-		"phi3-dropout|tiny-phi3-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none"
+		"phi3-dropout|tiny-phi3-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
+		"gemma2|tiny-gemma2|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
+		"gemma2-zeros-foreach|tiny-gemma2|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros"
 	do
 		label=${case%%|*} rest=${case#*|}
 		cfg=${rest%%|*} rest=${rest#*|}
@@ -481,7 +500,11 @@ for case in \
 	"qwen2-amp-bf16|--model $tmp/tiny-qwen2.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
 	"qwen3-amp-bf16-set_to_none|--model $tmp/tiny-qwen3.json --amp bf16 --zero-grad none|$plain --optimizer-impl single --zero-grad none --precision amp-bf16" \
 	"phi3-amp-bf16|--model $tmp/tiny-phi3.json --amp bf16 --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
-	"phi3-dropout|--model $tmp/tiny-phi3-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros"
+	"phi3-dropout|--model $tmp/tiny-phi3-drop.json --dropout config --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"gemma2-untied-set_to_none|--model $tmp/tiny-gemma2.json --untied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
+	"ddp2-gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
+	"fsdp2-gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}
@@ -493,11 +516,16 @@ do
 	# what is compared)
 	set --
 	case $label in
-	ddp2-* | fsdp* | *dropout* | qwen* | phi3* | *amp*)
+	ddp2-* | fsdp* | *dropout* | qwen* | phi3* | gemma* | *amp*)
 		cfg=$(echo "$targs" | sed 's/^--model \([^ ]*\).*/\1/')
-		case $targs in *--tied*)
+		case $targs in
+		*--tied*)
 			sed 's/"tie_word_embeddings": false/"tie_word_embeddings": true/' "$cfg" >"$tmp/tied-case.json"
 			cfg=$tmp/tied-case.json ;;
+		*--untied*) # gemma2 ties by default (Gemma2Config)
+			sed 's/"model_type": "gemma2",/"model_type": "gemma2", "tie_word_embeddings": false,/' "$cfg" \
+				>"$tmp/untied-case.json"
+			cfg=$tmp/untied-case.json ;;
 		esac
 		world=1 schemes=dp tl=
 		# --timeline: DDP's buckets, each its bytes

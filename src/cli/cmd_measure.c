@@ -316,8 +316,11 @@ static int transformer_run(struct zs_config *c, struct zs_tfm_run *tr, int mixed
 		return -1;
 	if (hf.unrun[0] != '\0')
 		return zs_fail(cause, "%s: %s", hf.name, hf.unrun);
-	/* (gemma3_text with sliding_window_pattern 1: every layer global, none slides) */
-	if (hf.sliding_window != 0 && tr->seq > hf.sliding_window && hf.window_pattern != 1)
+	/* (gemma3_text with sliding_window_pattern 1: every layer global, none slides; a gemma's
+	 * PyTorch step, --wrapper none, ddp or fsdp, applies the window itself: util/autograd.c's
+	 * gemma_sliding_mask) */
+	if (hf.sliding_window != 0 && tr->seq > hf.sliding_window && hf.window_pattern != 1 &&
+	    !(hf.gemma && zs_wrapper_step(c)))
 		return zs_fail(cause, "%s: --seq %zu is longer than its sliding_window %llu; the engine's attention sees "
 		               "every earlier token", hf.name, tr->seq, (unsigned long long)hf.sliding_window);
 	if (from_case && mixed_asked && c->precision != ZS_FP32)

@@ -313,6 +313,23 @@ static inline float pow_s(float a, float p)
 
 static inline float sigm(float a) { return 1.0f / (1.0f + expf(-a)); }
 
+/* gelu(x, approximate="tanh") and its derivative, as ATen's GeluKernel.cpp
+ * writes them: kBeta = √2 · 2/√π · 1/2 = √(2/π), kKappa = 0.044715 */
+static inline float gelu_tanh(float x)
+{
+	const float beta = 0.7978845608028654f, kappa = 0.044715f;
+	return 0.5f * x * (1.0f + tanhf(beta * (x + kappa * x * x * x)));
+}
+
+static inline float gelu_tanh_bwd(float dy, float x)
+{
+	const float beta = 0.7978845608028654f, kappa = 0.044715f;
+	float inner = beta * (x + kappa * x * x * x), t = tanhf(inner);
+	float left = 0.5f * x, right = 1.0f + t;
+	float left_d = 0.5f * right, right_d = left * (1.0f - t * t) * beta * (1.0f + 3.0f * kappa * x * x);
+	return dy * (left_d + right_d);
+}
+
 static inline __attribute__((always_inline)) float ew_value(enum ag_op op, float s0, float a, float b, float c)
 {
 	switch (op) {
@@ -335,6 +352,8 @@ static inline __attribute__((always_inline)) float ew_value(enum ag_op op, float
 	case AG_OP_RSQRT: return 1.0f / sqrtf(a);
 	case AG_OP_SQRT: return sqrtf(a);
 	case AG_OP_SILU: return a / (1.0f + expf(-a));
+	case AG_OP_GELU_TANH: return gelu_tanh(a);
+	case AG_OP_GELU_TANH_BWD: return gelu_tanh_bwd(a, b);
 	case AG_OP_WHERE: return a != 0.0f ? b : c;
 	case AG_OP_TANH_BWD: return a * (1.0f - b * b);
 	case AG_OP_SILU_BWD: {
@@ -369,6 +388,7 @@ static int ew_inputs(enum ag_op op)
 	case AG_OP_RSQRT:
 	case AG_OP_SQRT:
 	case AG_OP_SILU:
+	case AG_OP_GELU_TANH:
 	case AG_OP_MUL_SCALAR_:
 	case AG_OP_ADD_SCALAR_:
 	case AG_OP_DIV_SCALAR_: return 1;
@@ -377,6 +397,7 @@ static int ew_inputs(enum ag_op op)
 	case AG_OP_DIV:
 	case AG_OP_TANH_BWD:
 	case AG_OP_SILU_BWD:
+	case AG_OP_GELU_TANH_BWD:
 	case AG_OP_RSQRT_BWD:
 	case AG_OP_POW_BWD:
 	case AG_OP_ADD_:
@@ -844,6 +865,9 @@ static int op_indexed(struct opctx *oc, enum ag_op op, const struct agv *out, fl
 			break;
 		case AG_OP_TRIL_MASK:
 			st(out, w.off[0], j <= i ? 1.0f : 0.0f);
+			break;
+		case AG_OP_SLIDING_MASK: /* tril(diagonal=-window): j - i <= -window */
+			st(out, w.off[0], (double)j + s0 <= (double)i ? 1.0f : 0.0f);
 			break;
 		case AG_OP_ROPE_INV_FREQ: /* 1.0 / (base ** (arange(0, dim, 2).float() / dim)), dim = 2n */
 			st(out, w.off[0], 1.0f / powf(s0, (float)(2 * lin) / (float)(2 * out->numel)));
@@ -1330,6 +1354,7 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 		case AG_OP_ARANGE:
 		case AG_OP_TRIL_MASK:
 		case AG_OP_ROPE_INV_FREQ:
+		case AG_OP_SLIDING_MASK:
 		case AG_OP_CAUSAL_ADD_MASK: rc = op_indexed(oc, e->op, &out[0], s0); break;
 		case AG_OP_CAT_LAST:
 			rc = nin < 1 ? FAIL("cat: no operand") : op_cat_last(oc, &out[0], in, nin);

@@ -77,6 +77,7 @@ const char *ag_op_name(enum ag_op op)
 		[AG_OP_NF4_CODE] = "nf4_code", [AG_OP_DYNAMIC_MAP] = "dynamic_map", [AG_OP_NF4_QUANTIZE] = "quantize_4bit",
 		[AG_OP_NF4_DEQUANTIZE] = "dequantize_4bit", [AG_OP_MEAN_ALL] = "mean",
 		[AG_OP_QUANTIZE_BLOCKWISE] = "quantize_blockwise", [AG_OP_DEQUANTIZE_BLOCKWISE] = "dequantize_blockwise",
+		[AG_OP_GELU_TANH] = "gelu_tanh", [AG_OP_GELU_TANH_BWD] = "gelu_tanh_bwd", [AG_OP_SLIDING_MASK] = "sliding_mask",
 	};
 	return (unsigned)op < AG_NOPS && n[op] ? n[op] : "?";
 }
@@ -431,6 +432,9 @@ struct pt {
 struct lora_st;
 struct q4_st;
 
+/* A soft-capping's saved tensors (softcap_fwd, in the Gemma section). */
+struct softcap_saved { T wdiv, th, wmul; };
+
 struct model {
 	struct pt *pt;      /* in model.parameters() order */
 	size_t npt;
@@ -446,6 +450,9 @@ struct model {
 	/* --grad-accum K > 1: `loss = outputs[0] / K` (lossk) and the wrapped
 	 * number K its DivBackward0 keeps (kwrap); NO at K = 1 */
 	T lossk, kwrap;
+	/* gemma2's final_logit_softcapping: its saved tensors (softcap_fwd;
+	 * unused without one) */
+	struct softcap_saved fcap;
 	/* --lora-r: the adapted layers, each its adapters and their saved
 	 * tensors (util/autograd.c's LoRA section) */
 	struct lora_st *lora;
@@ -1184,6 +1191,9 @@ static void scale_loss(struct bld *b, struct model *M, T loss)
  * loop holds them and the loss to the step's end); returns the loss. */
 static T causal_lm_loss(struct bld *b, struct model *M, T logits2, T *ls, T *tgt, T *tw);
 
+static T softcap_fwd(struct bld *b, T x, double cap, struct softcap_saved *sv);
+static T softcap_bwd(struct bld *b, T g, double cap, struct softcap_saved *sv);
+
 static T head_fwd(struct bld *b, struct model *M, T x, struct pt *head, T *x2, T *lg, T *ls, T *tgt, T *tw)
 {
 	const struct ag_tensor x_ = b->s->tensor[x], *o = &x_; /* a copy: the array grows */
@@ -1212,6 +1222,10 @@ static T head_fwd(struct bld *b, struct model *M, T x, struct pt *head, T *x2, T
 	}
 	mark(b, "fwd:lm_head:end");
 	b->module = -1;
+	/* Gemma2ForCausalLM.forward: logits / cap, tanh, * cap (the lm_head's
+	 * product goes with the rebinding); the capped logits are the output */
+	if (b->m->gemma && b->m->final_softcap > 0)
+		*lg = softcap_fwd(b, *lg, b->m->final_softcap, &M->fcap);
 	mark(b, "fwd:loss:start");
 	/* logits.float() is logits itself in fp32, a copy under autocast;
 	 * .view(-1, V) a view */
@@ -1257,6 +1271,8 @@ static T head_bwd(struct bld *b, struct model *M, T lsm, T tgt, T tw, T x2, stru
 	T w16 = b->M->head16;
 	if (w16 != NO) /* logits.float()'s ToCopyBackward */
 		dlg = ac_grad_back_to(b, dlg, b->s->tensor[x2].dtype);
+	if (b->m->gemma && b->m->final_softcap > 0) /* the logits' softcap, before lm_head's hook */
+		dlg = softcap_bwd(b, dlg, b->m->final_softcap, &M->fcap);
 	b->module = modname(b, "lm_head");
 	mark(b, "bwd:lm_head:start");
 	/* mm_mat2_backward computes W^t's gradient in W^t's own (transposed)
@@ -2586,39 +2602,55 @@ static size_t lora_setup(struct bld *b, struct model *M)
 /* kx: x requires grad (pow, mean, rsqrt and x * r have nodes and keep
  * x, x², r); kw: the weight does (weight * xr keeps xr: mul saves one
  * operand for the other's gradient only, the codegen's guard_for). */
-struct rms_saved { T x, p2, r, xr, eps_w; int kx, kw; };
+struct rms_saved { T x, p2, r, xr, eps_w; int kx, kw; T w1; /* gemma: (1 + w), kept for x's gradient */ };
+static T gemma_rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv);
+static void gemma_rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf);
 
-/* Its normalisation up to x * r (returned); *r and *var the holders of
- * rsqrt's result and the variance the caller lets go after weight's mul;
- * sv->x, sv->r set. */
-static T rms_xr(struct bld *b, T x, struct pt *w, struct rms_saved *sv, T *r_, T *var_)
+/* x.pow(2).mean(-1, keepdim=True), the RMSNorms' variance (returned, [.., 1]):
+ * pow saves its input where x requires grad (kx); mean is sum().div_(numel)
+ * inside, a wrapped number for a moment; 1.13's MeanBackward0 keeps its
+ * input whole (self.sym_numel() is not yet a saved scalar:
+ * docs/torch_saved.md), 2.6's its sizes (sv->p2). */
+static T rms_variance(struct bld *b, T x, int kx, struct rms_saved *sv)
 {
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t sh[AG_MAXDIM];
 	for (unsigned i = 0; i < o->ndim; i++)
 		sh[i] = o->shape[i];
 	sh[o->ndim - 1] = 1;
-	int kx = RG(b, x), kw = RG(b, w->w);
-	sv->kx = kx, sv->kw = kw;
 	T p2 = like(b, "pow (x^2, RMSNorm)", x);
 	op(b, AG_OP_POW_SCALAR, x, NO, NO, p2, NO, NO)->arg[0] = 2;
 	if (kx)
 		ref(b, x); /* pow saves its input */
 	T var = tmp(b, "mean (RMSNorm variance)", AG_F32, o->ndim, sh);
 	op(b, AG_OP_MEAN_LAST, p2, NO, NO, var, NO, NO);
-	/* mean is sum().div_(numel) inside: a wrapped number for a moment */
 	T w_ = wrapped(b, (double)o->shape[o->ndim - 1]);
 	unref(b, cast_scalar(b, w_));
 	unref(b, w_);
-	/* 1.13's MeanBackward0 keeps its input whole (self.sym_numel() is
-	 * not yet a saved scalar: docs/torch_saved.md); 2.6's its sizes */
 	if (b->o->version == ZS_TORCH_1_13 && kx)
 		sv->p2 = p2;
 	else {
 		sv->p2 = NO;
 		unref(b, p2);
 	}
+	return var;
+}
+
+/* Its normalisation up to x * r (returned); *r and *var the holders of
+ * rsqrt's result and the variance the caller lets go after weight's mul
+ * (var_ NULL: the variance goes as `+ eps` consumes it, Gemma2RMSNorm's
+ * one expression); sv->x, sv->r set. */
+static T rms_xr(struct bld *b, T x, struct pt *w, struct rms_saved *sv, T *r_, T *var_)
+{
+	int kx = RG(b, x), kw = RG(b, w->w);
+	sv->kx = kx, sv->kw = kw;
+	sv->w1 = NO; /* gemma's alone */
+	T var = rms_variance(b, x, kx, sv);
 	T ve = scalar_op(b, AG_OP_ADD_SCALAR, "add (variance + eps)", var, b->m->norm_eps, NULL);
+	if (!var_) { /* Gemma2RMSNorm's one expression: the mean goes as the add consumes it */
+		unref(b, var);
+		var = NO;
+	}
 	T r = like(b, "rsqrt (RMSNorm)", ve);
 	op(b, AG_OP_RSQRT, ve, NO, NO, r, NO, NO);
 	if (kx)
@@ -2631,12 +2663,16 @@ static T rms_xr(struct bld *b, T x, struct pt *w, struct rms_saved *sv, T *r_, T
 		ref(b, r);  /* and mul saves it */
 	}
 	sv->x = kx ? x : NO, sv->r = kx ? r : NO;
-	*r_ = r, *var_ = var;
+	*r_ = r;
+	if (var_)
+		*var_ = var;
 	return xr;
 }
 
 static T rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
 {
+	if (b->m->gemma)
+		return gemma_rmsnorm(b, x, w, sv);
 	T r, var;
 	T xr = rms_xr(b, x, w, sv, &r, &var);
 	T y = like(b, "mul (weight x)", x);
@@ -2747,6 +2783,10 @@ static T rms_w_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, enum 
  * gradients arrive at *xbuf. */
 static void rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf)
 {
+	if (b->m->gemma) {
+		gemma_rmsnorm_bwd(b, g, sv, w, xbuf);
+		return;
+	}
 	T dxr = rms_w_bwd(b, g, sv, w, AG_F32);
 	if (sv->kx)
 		rms_xr_bwd(b, dxr, sv, xbuf);
@@ -2965,6 +3005,12 @@ struct llama_layer_saved {
 	int rin, ka, rpo, rh2, km, rmo;
 	int kk;                      /* k requires grad (LoRA on q_proj and v_proj over a layer input that
 	                              * requires none: q and v do, k not) */
+	/* gemma: post_attention_layernorm (n3, after attention; n2 is then
+	 * pre_feedforward_layernorm) and post_feedforward_layernorm (n4); the
+	 * scores' soft-capping; a sliding layer's mask and its tril */
+	struct rms_saved n3, n4;
+	struct softcap_saved cap;
+	T swmask, swtril;
 };
 
 /* SDPA's math path (--attn sdpa with fewer k/v heads than heads:
@@ -3156,6 +3202,12 @@ static void llama_setup(struct bld *b, struct model *M)
 		add_param(b, M, find_tensor(b, n), -1);
 		snprintf(n, sizeof n, "model.layers.%llu.post_attention_layernorm.weight", L);
 		add_param(b, M, find_tensor(b, n), -1);
+		if (m->gemma) { /* Gemma2DecoderLayer registers these two after post_attention_layernorm */
+			snprintf(n, sizeof n, "model.layers.%llu.pre_feedforward_layernorm.weight", L);
+			add_param(b, M, find_tensor(b, n), -1);
+			snprintf(n, sizeof n, "model.layers.%llu.post_feedforward_layernorm.weight", L);
+			add_param(b, M, find_tensor(b, n), -1);
+		}
 	}
 	add_param(b, M, find_tensor(b, "model.norm.weight"), -1);
 	/* LlamaRotaryEmbedding's inv_freq (persistent=False), registered after norm */
@@ -3432,11 +3484,167 @@ static void swiglu_bwd(struct bld *b, struct model *M, int i, T dmu, struct llam
 	unref(b, s->up_o);
 	const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
 	linear_bwd(b, dup, 1, &s->up, PP(M, b, 1, gun, i), xbuf);
-	T dgp = like(b, "silu_backward", s->gate_o);
-	op(b, AG_OP_SILU_BWD, dsl, s->gate_o, NO, dgp, NO, NO);
+	/* gemma's GeluBackward0 (gelu_backward, approximate "tanh") in SiLU's place */
+	T dgp = like(b, b->m->gemma ? "gelu_backward" : "silu_backward", s->gate_o);
+	op(b, b->m->gemma ? AG_OP_GELU_TANH_BWD : AG_OP_SILU_BWD, dsl, s->gate_o, NO, dgp, NO, NO);
 	unref(b, dsl);
 	unref(b, s->gate_o);
 	linear_bwd(b, dgp, 1, &s->gate, PP(M, b, 0, gun, i), xbuf);
+}
+
+/* Gemma 2 and Gemma 3's text model (tests/hf_torch.py Gemma2ForCausalLM:
+ * modeling_gemma2.py 9a80143ca260, modeling_gemma3.py 008f5c8c): llama's
+ * step with the ops below in its place (docs/schedule.md, "Gemma"). */
+
+/* Gemma2RMSNorm op by op (fp32: x.float() and .type_as(x) are x): _norm
+ * x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps), every temporary going
+ * as the expression ends (the mean after the add, the sum after rsqrt, the
+ * rsqrt after x * r when no node keeps it); then output * (1.0 +
+ * weight.float()): add with a wrapped 1.0 (AddBackward0 keeps nothing),
+ * the product, whose MulBackward0 keeps the normalised x for (1 + w)'s
+ * gradient and (1 + w) for x's. */
+static T gemma_rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv)
+{
+	int kx = RG(b, x), kw = RG(b, w->w);
+	T r;
+	T xr = rms_xr(b, x, w, sv, &r, NULL);
+	unref(b, r); /* the expression's temporary */
+	T w1 = scalar_op(b, AG_OP_ADD_SCALAR, "add (1.0 + weight)", w->w, 1.0, NULL);
+	T y = like(b, "mul (output (1 + weight))", x);
+	op(b, AG_OP_MUL, xr, w1, NO, y, NO, NO);
+	/* mul keeps each operand for the other's gradient only; the temporary
+	 * (1 + w) goes, then `output` is rebound */
+	sv->w1 = kx ? w1 : NO;
+	if (!kx)
+		unref(b, w1);
+	sv->xr = kw ? xr : NO;
+	if (!kw)
+		unref(b, xr);
+	return y;
+}
+
+/* Its backward from the output's gradient g (released): MulBackward0,
+ * self's (x * r's) g·(1 + w) first, then other's g·output summed to [d]
+ * (validate_outputs); the node's input and saved tensors go; AddBackward0
+ * of (1 + w) (the later node) hands the sum to the weight's
+ * AccumulateGrad; then x * r's backward as LlamaRMSNorm's, x's gradients
+ * to *xbuf. */
+static void gemma_rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf)
+{
+	T dxr = NO, dw = NO;
+	if (sv->kx) {
+		dxr = like(b, "mul (Gemma2RMSNorm backward)", g);
+		op(b, AG_OP_MUL, g, sv->w1, NO, dxr, NO, NO);
+	}
+	if (sv->kw) {
+		T dwf = like(b, "mul (Gemma2RMSNorm weight grad)", g);
+		op(b, AG_OP_MUL, g, sv->xr, NO, dwf, NO, NO);
+		dw = like(b, "sum (Gemma2RMSNorm weight grad)", w->w);
+		op(b, AG_OP_SUM_TO, dwf, NO, NO, dw, NO, NO);
+		unref(b, dwf);
+	}
+	unref(b, g);
+	/* release_variables: 1.13's MulBackward0 lets self_ go first, 2.6's
+	 * other_ (both traced) */
+	if (b->o->version == ZS_TORCH_1_13) {
+		unref(b, sv->xr);
+		unref(b, sv->w1);
+	} else {
+		unref(b, sv->w1);
+		unref(b, sv->xr);
+	}
+	sv->xr = sv->w1 = NO;
+	if (dw != NO)
+		accumulate(b, w, dw);
+	if (sv->kx)
+		rms_xr_bwd(b, dxr, sv, xbuf);
+}
+
+/* Soft-capping, cap · tanh(x / cap) as Gemma writes it (eager_attention_
+ * forward's scores, Gemma2ForCausalLM.forward's logits): x / cap (a wrapped
+ * number DivBackward0 keeps for grad / other; x goes, the name rebound),
+ * tanh (TanhBackward0 keeps its result), * cap (a wrapped number
+ * MulBackward0 keeps); each kernel reads TensorIterator's fp32 copy of its
+ * number. Nothing is kept where x requires no grad. x's holder is taken. */
+static T softcap_fwd(struct bld *b, T x, double cap, struct softcap_saved *sv)
+{
+	int k = RG(b, x);
+	T w = wrapped(b, cap), c = cast_scalar(b, w);
+	T d = like(b, "div (/ softcap)", x);
+	op(b, AG_OP_DIV, x, c, NO, d, NO, NO);
+	unref(b, c);
+	sv->wdiv = w;
+	if (!k)
+		unref(b, w);
+	unref(b, x);
+	T t = like(b, "tanh (softcap)", d);
+	op(b, AG_OP_TANH, d, NO, NO, t, NO, NO);
+	unref(b, d);
+	T y = scalar_op(b, AG_OP_MUL_SCALAR, "mul (* softcap)", t, cap, k ? &sv->wmul : NULL);
+	sv->th = k ? t : NO;
+	if (!k) {
+		unref(b, t);
+		sv->wdiv = sv->wmul = NO;
+	}
+	return y;
+}
+
+/* Its backward from g (released): MulBackward0 (g · cap through the kept
+ * number's fp32 copy), TanhBackward0, DivBackward0 (g / cap), each node's
+ * input and saved tensors going after it runs. */
+static T softcap_bwd(struct bld *b, T g, double cap, struct softcap_saved *sv)
+{
+	T c = cast_scalar(b, sv->wmul);
+	T g1 = like(b, "mul (softcap backward)", g);
+	op(b, AG_OP_MUL_SCALAR, g, NO, NO, g1, NO, NO)->arg[0] = cap;
+	unref(b, c);
+	unref(b, g);
+	unref(b, sv->wmul);
+	T g2 = like(b, "tanh_backward (softcap)", g1);
+	op(b, AG_OP_TANH_BWD, g1, sv->th, NO, g2, NO, NO);
+	unref(b, g1);
+	unref(b, sv->th);
+	c = cast_scalar(b, sv->wdiv);
+	T g3 = like(b, "div (softcap backward)", g2);
+	op(b, AG_OP_DIV, g2, c, NO, g3, NO, NO);
+	unref(b, c);
+	unref(b, g2);
+	unref(b, sv->wdiv);
+	sv->wdiv = sv->th = sv->wmul = NO;
+	return g3;
+}
+
+/* Whether layer l of a gemma slides (Gemma2DecoderLayer.is_sliding: l even;
+ * gemma3_text: unless (l + 1) is a multiple of sliding_window_pattern), and
+ * has a window to slide. */
+static int gemma_sliding(const struct zs_model *m, uint64_t l)
+{
+	if (!m->gemma || !m->sliding_window)
+		return 0;
+	return m->window_pattern ? (l + 1) % m->window_pattern != 0 : l % 2 == 0;
+}
+
+/* Gemma2DecoderLayer.forward's sliding-window mask over the model's
+ * [B, 1, T, T] causal mask view cmv (eager): torch.ones_like(mask,
+ * dtype=bool) (the expanded view is not dense: a contiguous [B, 1, T, T]),
+ * tril(diagonal=-window) (ones_like's result goes), torch.where(that,
+ * min_dtype, mask): 1.13's where.ScalarSelf makes the scalar a 4-byte
+ * scalar_tensor for the kernel. The where result (*mask, the layer's
+ * `attention_mask`) and the tril (*tril) are held until the layer returns;
+ * the slice [..., 0 : max(T, window)] is the whole. */
+static void gemma_sliding_mask(struct bld *b, T cmv, T *mask, T *tril)
+{
+	uint64_t B = b->o->batch, Tn = b->o->seq;
+	T ones = TMP("ones_like (sliding window)", AG_BOOL, B, 1, Tn, Tn);
+	op(b, AG_OP_FILL, NO, NO, NO, ones, NO, NO)->arg[0] = 1;
+	*tril = TMP("tril (sliding window)", AG_BOOL, B, 1, Tn, Tn);
+	op(b, AG_OP_SLIDING_MASK, ones, NO, NO, *tril, NO, NO)->arg[0] = (double)b->m->sliding_window;
+	unref(b, ones);
+	T mn = tmp(b, "scalar_tensor (min_dtype)", AG_F32, 0, NULL);
+	op(b, AG_OP_FILL, NO, NO, NO, mn, NO, NO)->arg[0] = -3.4028234663852886e38;
+	*mask = TMP("where (sliding window mask)", AG_F32, B, 1, Tn, Tn);
+	op(b, AG_OP_WHERE, *tril, mn, cmv, *mask, NO, NO);
+	unref(b, mn);
 }
 
 /* LlamaForCausalLM's forward (the loss inside, as the reference's), the
@@ -3451,6 +3659,7 @@ static void llama_step(struct bld *b, struct model *M)
 	struct llama_layer_saved *S = zs_calloc(L, sizeof *S);
 	struct pt *emb = PF(M, b, "model.embed_tokens.weight"), *nw = PF(M, b, "model.norm.weight");
 	struct pt *head = m->tied ? emb : PF(M, b, "lm_head.weight");
+	M->fcap = (struct softcap_saved){ NO, NO, NO };
 
 	b->phase = ZS_PH_FORWARD;
 	mark(b, "phase:forward");
@@ -3514,8 +3723,21 @@ static void llama_step(struct bld *b, struct model *M)
 	T cos4 = vw(b, cs, 4, SH(1, 1, Tn, hd), NULL, 0), sin4 = vw(b, sn, 4, SH(1, 1, Tn, hd), NULL, 0);
 	unref(b, cs);
 	unref(b, sn);
-	T hs = ie;
-	ref(b, hs); /* `inputs_embeds` and `hidden_states` both name it */
+	T hs = ie, nrm = NO;
+	if (m->gemma) {
+		/* Gemma2Model.forward: normalizer = torch.tensor(hidden_size**0.5,
+		 * dtype), a 4-byte tensor; hidden_states * normalizer, whose
+		 * MulBackward0 keeps it (inputs_embeds only for its gradient) */
+		nrm = tmp(b, "tensor (normalizer)", AG_F32, 0, NULL);
+		op(b, AG_OP_FILL, NO, NO, NO, nrm, NO, NO)->arg[0] = sqrt((double)d);
+		hs = like(b, "mul (embeddings * normalizer)", ie);
+		op(b, AG_OP_MUL, ie, nrm, NO, hs, NO, NO);
+		if (RG(b, ie))
+			ref(b, nrm);
+	} else {
+		ref(b, hs); /* `inputs_embeds` and `hidden_states` both name it */
+	}
+	double scaling = 1.0 / sqrt(m->gemma && m->attn_scalar > 0 ? m->attn_scalar : (double)hd);
 	for (uint64_t l = 0; l < L; l++) {
 		struct llama_layer_saved *s = &S[l];
 		int i = (int)l;
@@ -3524,6 +3746,14 @@ static void llama_step(struct bld *b, struct model *M)
 		 * layer returns (no event where a node keeps it anyway) */
 		T hin = hs;
 		ref(b, hin);
+		T lcm = cm; /* the mask this layer's attention adds */
+		s->swmask = s->swtril = NO;
+		if (!sdpa && gemma_sliding(m, l)) {
+			T cmv = vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
+			gemma_sliding_mask(b, cmv, &s->swmask, &s->swtril);
+			unref(b, cmv);
+			lcm = s->swmask;
+		}
 		b->module = modname(b, "model.layers.%d.input_layernorm", i);
 		T x1 = rmsnorm(b, hs, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &s->n1);
 		T residual = hs;
@@ -3610,12 +3840,14 @@ static void llama_step(struct bld *b, struct model *M)
 				unref(b, ktc);
 				ktc = NO;
 			}
-			T aw = scalar_op(b, AG_OP_MUL_SCALAR, "mul (scores * scaling)", sc, 1.0 / sqrt((double)hd),
-			                 ka ? &s->sc_w : NULL);
+			T aw = scalar_op(b, AG_OP_MUL_SCALAR, "mul (scores * scaling)", sc, scaling, ka ? &s->sc_w : NULL);
 			unref(b, sc);
+			if (m->gemma && m->attn_softcap > 0) /* eager_attention_forward's softcap */
+				aw = softcap_fwd(b, aw, m->attn_softcap, &s->cap);
 			/* + the fp32 mask: bf16 scores promoted under autocast */
 			T am = TMP("add (causal mask)", AG_F32, B, h, Tn, Tn);
-			T cmv = vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
+			T cmv = lcm == cm ? vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0)
+			                  : reshape(b, lcm, 4, SH(B, 1, Tn, Tn));
 			T aw4 = reshape(b, aw, 4, SH(B, h, Tn, Tn));
 			T awp = promoted(b, aw4, AG_F32);
 			op(b, AG_OP_ADD, awp, cmv, NO, am, NO, NO)->arg[0] = 1;
@@ -3682,10 +3914,20 @@ static void llama_step(struct bld *b, struct model *M)
 		b->module = -1;
 		unref(b, x1); /* hidden_states is rebound to the attention's output (fp32: the views q, k, v keep it) */
 		s->drop_resid = s->drop_mlp = NO;
+		if (m->gemma) { /* Gemma2DecoderLayer: post_attention_layernorm before the residual add */
+			b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
+			T pn = rmsnorm(b, po, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &s->n3);
+			unref(b, po); /* the name is rebound */
+			po = pn;
+			b->module = -1;
+		}
 		T h2 = phi3 ? phi3_resid_dropout_add(b, residual, po, &s->drop_resid) : residual_add(b, residual, po, 0);
 		s->rh2 = RG(b, h2);
-		b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
-		T x2 = rmsnorm(b, h2, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &s->n2);
+		const char *n2name = m->gemma ? "model.layers.%d.pre_feedforward_layernorm"
+		                              : "model.layers.%d.post_attention_layernorm";
+		b->module = modname(b, n2name, i);
+		T x2 = rmsnorm(b, h2, PF(M, b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm.weight"
+		                                         : "model.layers.%d.post_attention_layernorm.weight", i), &s->n2);
 		const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
 		T mu;
 		if (phi3) {
@@ -3694,8 +3936,9 @@ static void llama_step(struct bld *b, struct model *M)
 		} else {
 			b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
 			T gp = linear(b, x2, PP(M, b, 0, gun, i), &s->gate);
-			T sl = like(b, "silu", gp);
-			op(b, AG_OP_SILU, gp, NO, NO, sl, NO, NO);
+			/* gemma: ACT2FN gelu_pytorch_tanh, one op (GeluBackward0 keeps its input) */
+			T sl = like(b, m->gemma ? "gelu (tanh)" : "silu", gp);
+			op(b, m->gemma ? AG_OP_GELU_TANH : AG_OP_SILU, gp, NO, NO, sl, NO, NO);
 			int km = s->km = RG(b, gp);
 			if (!km) /* no SiluBackward keeps it: the temporary goes */
 				unref(b, gp);
@@ -3722,7 +3965,18 @@ static void llama_step(struct bld *b, struct model *M)
 		}
 		unref(b, x2);
 		b->module = -1;
+		if (m->gemma) { /* post_feedforward_layernorm before the residual add */
+			b->module = modname(b, "model.layers.%d.post_feedforward_layernorm", i);
+			T pn = rmsnorm(b, mo, PF(M, b, "model.layers.%d.post_feedforward_layernorm.weight", i), &s->n4);
+			unref(b, mo);
+			mo = pn;
+			b->module = -1;
+		}
 		hs = phi3 ? phi3_resid_dropout_add(b, h2, mo, &s->drop_mlp) : residual_add(b, h2, mo, 0);
+		/* the layer returns: its `attention_mask` (the sliding window's
+		 * where) and sliding_window_mask go */
+		unref(b, s->swmask);
+		unref(b, s->swtril);
 		(void)f;
 		(void)rep;
 		mark(b, "fwd:layers.%d:end", i);
@@ -3739,9 +3993,16 @@ static void llama_step(struct bld *b, struct model *M)
 	ac_clear(b, M); /* the autocast region exits (nothing of Llama's is only the cache's) */
 	/* the model's forward returns: cache_position, the mask, inputs_embeds
 	 * (kept by the first norm) and the position embeddings (by the ropes) */
-	unref(b, cp);
-	unref(b, cm);
-	unref(b, ie);
+	if (m->gemma) { /* Gemma2Model.forward's locals: inputs_embeds (no node keeps it) first */
+		unref(b, ie);
+		unref(b, cp);
+		unref(b, cm);
+		unref(b, nrm);
+	} else {
+		unref(b, cp);
+		unref(b, cm);
+		unref(b, ie);
+	}
 	unref(b, cos4);
 	unref(b, sin4);
 	scale_loss(b, M, loss);
@@ -3780,6 +4041,14 @@ static void llama_step(struct bld *b, struct model *M)
 				g = dropout_bwd(b, g, !s->rh2, s->drop_mlp);
 			else if (s->rh2 && b->o->amp == AG_F32)
 				ref(b, g);
+			if (m->gemma) { /* post_feedforward_layernorm's backward first */
+				b->module = modname(b, "model.layers.%d.post_feedforward_layernorm", i);
+				T dmo = NO;
+				rmsnorm_bwd(b, g, &s->n4, PF(M, b, "model.layers.%d.post_feedforward_layernorm.weight", i),
+				            &dmo);
+				b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
+				g = dmo;
+			}
 			linear_bwd(b, g, 1, &s->down, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &dmu);
 		}
 		if (phi3) {
@@ -3791,9 +4060,12 @@ static void llama_step(struct bld *b, struct model *M)
 			if (dmu != NO)
 				swiglu_bwd(b, M, i, dmu, s, &dx2);
 		}
-		b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
+		b->module = modname(b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm"
+		                                : "model.layers.%d.post_attention_layernorm", i);
 		if (dx2 != NO)
-			rmsnorm_bwd(b, dx2, &s->n2, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &hbuf);
+			rmsnorm_bwd(b, dx2, &s->n2, PF(M, b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm.weight"
+			                                                 : "model.layers.%d.post_attention_layernorm.weight", i),
+			            &hbuf);
 		if (hbuf == NO) {
 			xbuf = NO;
 			break;
@@ -3811,6 +4083,13 @@ static void llama_step(struct bld *b, struct model *M)
 				g = dropout_bwd(b, g, !s->rin, s->drop_resid);
 			else if (s->rin && b->o->amp == AG_F32)
 				ref(b, g);
+			if (m->gemma) { /* post_attention_layernorm's backward first */
+				b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
+				T dpo = NO;
+				rmsnorm_bwd(b, g, &s->n3, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &dpo);
+				b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
+				g = dpo;
+			}
 			linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
 		}
 		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
@@ -3846,9 +4125,11 @@ static void llama_step(struct bld *b, struct model *M)
 			enum ag_dtype sdt = b->s->tensor[s->ktc].dtype;
 			if (b->s->tensor[dam].dtype != sdt)
 				dam = ac_grad_back_to(b, dam, sdt);
+			if (m->gemma && m->attn_softcap > 0) /* the softcap's nodes (* cap, tanh, / cap) */
+				dam = softcap_bwd(b, dam, m->attn_softcap, &s->cap);
 			T cs_ = cast_scalar_as(b, s->sc_w, sdt);
 			T dsc = TMP("mul (scaling backward)", sdt, B * h, Tn, Tn);
-			op(b, AG_OP_MUL_SCALAR, dam, NO, NO, dsc, NO, NO)->arg[0] = 1.0 / sqrt((double)hd);
+			op(b, AG_OP_MUL_SCALAR, dam, NO, NO, dsc, NO, NO)->arg[0] = scaling;
 			unref(b, cs_);
 			unref(b, dam);
 			unref(b, s->sc_w);
@@ -3913,7 +4194,20 @@ static void llama_step(struct bld *b, struct model *M)
 			rmsnorm_bwd(b, xbuf1, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
 		xbuf = rbuf;
 	}
-	if (xbuf != NO) { /* inputs_embeds requires grad: the token table does */
+	if (xbuf != NO && m->gemma) {
+		/* layer 0's input is inputs_embeds * normalizer: its MulBackward0
+		 * (g · normalizer; the node's input and the kept normalizer go)
+		 * before inputs_embeds' own hooks */
+		mark(b, "bwd:layers.0:end");
+		T ge = like(b, "mul (normalizer backward)", xbuf);
+		op(b, AG_OP_MUL, xbuf, nrm, NO, ge, NO, NO);
+		unref(b, xbuf);
+		unref(b, nrm);
+		mark(b, "bwd:embed_tokens:start");
+		mark(b, "bwd:rotary_emb:end");
+		b->module = modname(b, "model.embed_tokens");
+		embedding_bwd(b, M, ge, emb, held);
+	} else if (xbuf != NO) { /* inputs_embeds requires grad: the token table does */
 		mark(b, "bwd:embed_tokens:start");
 		mark(b, "bwd:rotary_emb:end");
 		mark(b, "bwd:layers.0:end");
@@ -4283,13 +4577,31 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * v), modeling_qwen3.py (llama's with q_norm and k_norm) and
 	 * modeling_phi3.py (fused qkv_proj and gate_up_proj): another family's
 	 * modules (gemma's norms, GeGLU and soft-capping) are not described. */
-	static const char *const described[] = { "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3" };
+	static const char *const described[] = { "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2" };
 	size_t fam = 0;
 	while (fam < sizeof described / sizeof *described && strcmp(m->model_type, described[fam]) != 0)
 		fam++;
 	if (fam == sizeof described / sizeof *described)
 		return refuse(cause, "--model %s: the PyTorch step of a %s is not described yet (gpt2, llama, "
-		              "mistral, qwen2, qwen3 and phi3 are)", m->name, m->model_type);
+		              "mistral, qwen2, qwen3, phi3 and gemma2 are)", m->name, m->model_type);
+	/* gemma2 (Gemma2ForCausalLM, fp32, eager attention, plain loop, DDP, FSDP;
+	 * checked against PyTorch 1.13 and 2.6 by tests/hf_torch.sh): the rest
+	 * of it is not described. transformers' sdpa_attention_forward takes
+	 * no softcap (integrations/sdpa_attention.py) and Gemma2ForCausalLM
+	 * warns to train with eager. */
+	if (m->gemma) {
+		const char *no = o->attn == ZS_ATTN_SDPA      ? "--attn sdpa (give --attn eager)"
+		                 : o->amp != AG_F32            ? "autocast (give --precision fp32)"
+		                 : o->freeze && *o->freeze     ? "--freeze"
+		                 : o->lora_r                   ? "--lora-r"
+		                 : o->grad_accum > 1           ? "--grad-accum (give 1)"
+		                 : o->zero1_world              ? "ZeroRedundancyOptimizer (give --schemes dp)"
+		                 : m->attn_pdrop > 0           ? "attention_dropout (give a config with 0)"
+		                                               : NULL;
+		if (no)
+			return refuse(cause, "--model %s: the PyTorch step of a %s with %s is not described yet", m->name,
+			              m->model_type, no);
+	}
 	/* numerics the engine does not run change the ops too (phi3's
 	 * partial_rotary_factor slices the rope's input and cats; rope_scaling
 	 * types compute other tables): not described */

@@ -200,6 +200,10 @@ enum ag_op {
 	AG_OP_QUANTIZE_BLOCKWISE, /* out0 (uint8 [n]) = in0's nearest codes of in1 (the dynamic map) in blocks of
 	                      * arg[0], out1 (fp32) the blocks' absmax: quantize_blockwise */
 	AG_OP_DEQUANTIZE_BLOCKWISE, /* out (fp32 [n]) = in2[in0] · in1 (absmax) by blocks of arg[0] */
+	/* appended (issue #25's gemma2 and gemma3_text) */
+	AG_OP_GELU_TANH,     /* out = gelu(in0, approximate="tanh"): 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))) */
+	AG_OP_GELU_TANH_BWD, /* out = in0 · gelu'(in1): gelu_backward(grad in0, self in1, approximate="tanh") */
+	AG_OP_SLIDING_MASK,  /* out (bool [.., T, T]) = j <= i − arg[0]: tril(ones_like(mask), diagonal=-window) */
 	AG_NOPS
 };
 
