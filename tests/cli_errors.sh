@@ -424,6 +424,14 @@ for fam in qwen2 qwen3 phi3; do
 			--precision fp32 --freeze embeddings
 	done
 done
+# one term that freezes nothing beside one that freezes something: a typo
+# or the wrong model, refused by the term (as a spec that freezes nothing)
+for cmd in theory measure; do
+	bad_$cmd "--freeze embeddings,blocks:7-9: its term 'blocks:7-9' matches no parameter of tiny" \
+		$fz_plain --wrapper none --world 1 --schemes dp --precision fp32 --freeze embeddings,blocks:7-9
+	bad_$cmd "--freeze wte*, embeddings: its term 'wte*' matches no parameter of tiny" \
+		$fz_plain --wrapper none --world 1 --schemes dp --precision fp32 --freeze "wte*, embeddings"
+done
 try 0 "" measure -q --model "$tmp/tiny.json" --seq 4 --batch 2 --world 2 --steps 2 --schemes dp --precision fp32 \
 	--write-case "$tmp/tc.json" --out "$tmp/tc-seed.json"
 [ -f "$tmp/tc.f32" ] || fail "measure --write-case $tmp/tc.json wrote no $tmp/tc.f32"
@@ -506,6 +514,15 @@ try 0 "" theory --model "$tmp/relu.json" --world 2
 bad_measure "mixtral-8x7b: a mixture of experts (8 experts, top 2): the engine's step for it is not built yet" \
 	--model mixtral-8x7b --seq 8
 [ -d "$top/data/models" ] || unset ZEROSIM_DATADIR
+# MixtralConfig stores a null as None, on which its block fails: refused,
+# not read as the default 2
+printf '{"model_type": "mixtral", "hidden_size": 16, "intermediate_size": 40, "num_hidden_layers": 1,
+ "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 8, "vocab_size": 32,
+ "num_local_experts": 1, "num_experts_per_tok": null}\n' >"$tmp/moe-null.json"
+bad_theory "$tmp/moe-null.json: \"num_experts_per_tok\" is null (a whole number is needed: transformers' block fails on None)" \
+	--model "$tmp/moe-null.json"
+sed 's/"num_experts_per_tok": null/"num_experts_per_tok": 1/' "$tmp/moe-null.json" >"$tmp/moe-one.json"
+bad_theory "moe-one: a mixture of experts (1 expert, top 1): its activations follow the routing" --model "$tmp/moe-one.json"
 cat >"$tmp/mistral.json" <<'EOF_'
 {"model_type": "mistral", "hidden_size": 16, "intermediate_size": 40, "num_hidden_layers": 1,
  "num_attention_heads": 2, "vocab_size": 32, "max_position_embeddings": 16, "sliding_window": 8}

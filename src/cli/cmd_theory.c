@@ -280,9 +280,9 @@ static int load_model(struct theory_request *req, struct zs_config *c, struct zs
 			unit = p.layer[l].numel > unit ? p.layer[l].numel : unit;
 		uint64_t psi = p.numel;
 		step_params_free(&p);
-		return zs_fail(cause, "%s: a mixture of experts (%llu experts, top %llu): its activations follow the "
+		return zs_fail(cause, "%s: a mixture of experts (%llu expert%s, top %llu): its activations follow the "
 		               "routing, which the theory does not model yet (its model states: --params %llu "
-		               "--largest-unit %llu)", m->name, (unsigned long long)m->experts,
+		               "--largest-unit %llu)", m->name, (unsigned long long)m->experts, m->experts == 1 ? "" : "s",
 		               (unsigned long long)m->experts_per_tok, (unsigned long long)psi, (unsigned long long)unit);
 	}
 	req->model = m;

@@ -22,6 +22,7 @@
  */
 #include "util/autograd.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -477,6 +478,37 @@ static int param_frozen(struct bld *b, int32_t param, int part)
 	char out[256];
 	part_name(b, param, part, out, sizeof out);
 	return zs_freeze_match(b->o->freeze, out, b->m->layers);
+}
+
+/* The first term of --freeze (comma-separated, blanks trimmed, each a
+ * spec of its own) that freezes none of M's parameters, into out: 1 if
+ * there is one, else 0. */
+static int freeze_unmatched(struct bld *b, const struct model *M, char *out, size_t n)
+{
+	const char *spec = b->o->freeze;
+	for (const char *term = spec; *term;) {
+		size_t len = strcspn(term, ",");
+		const char *t = term, *e = term + len;
+		while (t < e && isspace((unsigned char)*t))
+			t++;
+		while (e > t && isspace((unsigned char)e[-1]))
+			e--;
+		if (e > t && (size_t)(e - t) < n) {
+			memcpy(out, t, (size_t)(e - t));
+			out[e - t] = '\0';
+			int hit = 0;
+			for (size_t i = 0; i < M->npt && !hit; i++) {
+				char name[256];
+				part_name(b, M->pt[i].param, M->pt[i].part, name, sizeof name);
+				hit = zs_freeze_match(out, name, b->m->layers);
+			}
+			if (!hit)
+				return 1;
+		}
+		term += len + (term[len] == ',');
+	}
+	out[0] = '\0';
+	return 0;
 }
 
 /* The Hugging Face name of parameter `param`'s part `part` (-1: the
@@ -4699,6 +4731,12 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	int none_frozen = freezing && ntrain == M.npt;
 	if (none_frozen)
 		b->unsupported = "no parameter matches";
+	/* and so is one term that matches nothing beside others that do
+	 * (--freeze embeddings,blocks:0-9 on a model of 2 blocks: a typo or
+	 * the wrong model, never a no-op the user meant) */
+	char unmatched[ZS_FREEZE_MAX + 1] = "";
+	if (freezing && !none_frozen && freeze_unmatched(b, &M, unmatched, sizeof unmatched))
+		b->unsupported = "a term matches no parameter";
 	/* the batch, held across steps: under --grad-accum K, every
 	 * micro-step's (the loop holds the K micro-batches of the optimizer
 	 * step: tests/ft_torch.py draws them at once, labels a clone) */
@@ -4810,6 +4848,9 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			return refuse(cause, "--lora-r %u: %s (not described yet)", o->lora_r, b->unsupported);
 		if (none_frozen)
 			return refuse(cause, "--freeze %s: no parameter of %s matches", o->freeze, m->name);
+		if (*unmatched)
+			return refuse(cause, "--freeze %s: its term '%s' matches no parameter of %s", o->freeze, unmatched,
+			              m->name);
 		return refuse(cause, "--freeze %s: %s%s", o->freeze, b->unsupported,
 		              ntrain ? " (not described yet)" : "");
 	}

@@ -346,9 +346,15 @@ static int read_moe(const cJSON *cfg, const char *where, struct zs_model *m, cha
 		{ "num_local_experts", FIELD(experts), ZS_MODEL_MAX_EXPERTS, 1 },
 		{ "num_experts_per_tok", FIELD(experts_per_tok), ZS_MODEL_MAX_EXPERTS, 1 },
 	};
-	for (size_t k = 0; k < sizeof moe_keys / sizeof moe_keys[0]; k++)
+	for (size_t k = 0; k < sizeof moe_keys / sizeof moe_keys[0]; k++) {
+		/* null is not the default here: MixtralConfig stores None,
+		 * and the block's range(num_experts) / torch.topk(k=None) fail */
+		if (cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cfg, moe_keys[k].name)))
+			return zs_fail(cause, "%s: \"%s\" is null (a whole number is needed: transformers' block fails on None)",
+			               where, moe_keys[k].name);
 		if (read_key(cfg, &moe_keys[k], where, m, cause) < 0)
 			return -1;
+	}
 	m->experts = m->experts != 0 ? m->experts : 8;
 	m->experts_per_tok = m->experts_per_tok != 0 ? m->experts_per_tok : 2;
 	if (m->experts_per_tok > m->experts)
@@ -368,8 +374,9 @@ static int read_moe(const cJSON *cfg, const char *where, struct zs_model *m, cha
 	double jitter;
 	if (read_prob(cfg, "router_jitter_noise", 0.0, where, &jitter, cause) < 0)
 		return -1;
-	snprintf(m->unrun, sizeof m->unrun, "a mixture of experts (%llu experts, top %llu): the engine's step for it "
-	         "is not built yet", (unsigned long long)m->experts, (unsigned long long)m->experts_per_tok);
+	snprintf(m->unrun, sizeof m->unrun, "a mixture of experts (%llu expert%s, top %llu): the engine's step for it "
+	         "is not built yet", (unsigned long long)m->experts, m->experts == 1 ? "" : "s",
+	         (unsigned long long)m->experts_per_tok);
 	return 0;
 }
 
