@@ -631,7 +631,16 @@ END_TEST
 START_TEST(test_shipped_models_have_their_published_parameter_counts)
 {
 	/* From the models' cards and papers (Radford et al. 2019 as counted by
-	 * transformers; Touvron et al. 2023; Meta's Llama 3; Mistral 7B). */
+	 * transformers; Touvron et al. 2023; Meta's Llama 3; Mistral 7B).
+	 * qwen2.5-7b, qwen3-8b and gemma-2-9b: the count of the config.json
+	 * shipped (test_new_shipped_models_round_to_their_cards_digits holds
+	 * it to each card's printed figure, 7.61B, 8.2B, 9.24B). Those files'
+	 * text as vendored from the Hub: Qwen2.5-7B's and Qwen3-8B's in
+	 * citsjtu2020/LLM-Prof sglang/Model_Config.md, Qwen3-8B's again
+	 * (ModelScope's copy, and in a FLUX.2 text encoder's
+	 * QWEN3_8B_CONFIG_JSON) byte for byte; gemma-2-9b's as a Python dict
+	 * beside torchKQI's benchmarks (True/False as JSON's true/false), its
+	 * keys and numbers those transformers prints for google/gemma-2-9b. */
 	static const struct { const char *name; uint64_t params; } published[] = {
 		{ "gpt2", 124439808ull }, { "gpt2-medium", 354823168ull },
 		{ "gpt2-large", 774030080ull }, { "gpt2-xl", 1557611200ull },
@@ -640,7 +649,8 @@ START_TEST(test_shipped_models_have_their_published_parameter_counts)
 		{ "llama-3-70b", 70553706496ull }, { "mistral-7b", 7241732096ull },
 		{ "qwen2.5-0.5b", 494032768ull }, { "phi-3-mini-4k", 3821079552ull },
 		{ "qwen3-0.6b", 596049920ull }, { "gemma-2-2b", 2614341888ull },
-		{ "gemma-3-1b", 999885952ull },
+		{ "gemma-3-1b", 999885952ull }, { "qwen2.5-7b", 7615616512ull },
+		{ "qwen3-8b", 8190735360ull }, { "gemma-2-9b", 9241705984ull },
 	};
 
 	for (size_t i = 0; i < sizeof published / sizeof published[0]; i++) {
@@ -1208,6 +1218,134 @@ START_TEST(test_gemma_3_1b_has_999885952_parameters_by_hand)
 }
 END_TEST
 
+/* The model cards print a count in billions to a few digits; the count
+ * from the shipped config.json, cut or rounded to those digits, must be
+ * that figure. Qwen/Qwen2.5-7B's card: "Number of Parameters: 7.61B",
+ * "(Non-Embedding): 6.53B" (7,615,616,512 is 7.61 cut, 7.62 rounded; its
+ * 6,525,621,760 without the tables 6.53 rounded: the card does not say
+ * how it rounds); Qwen/Qwen3-8B's: "Number of Parameters: 8.2B",
+ * "(Non-Embedding): 6.95B" (8.19 and 6.946, both rounded);
+ * google/gemma-2-9b's page: 9.24B params (the Hub's count from its
+ * safetensors metadata). Non-embedding: without embed_tokens and an
+ * untied lm_head. */
+START_TEST(test_new_shipped_models_round_to_their_cards_digits)
+{
+	static const struct {
+		const char *name;
+		uint64_t card;          /* the card's figure times 10^digits */
+		int digits;             /* decimals the card prints, in billions */
+		uint64_t card_nonemb;   /* likewise, without the tables (0: the card prints none) */
+	} cards[] = {
+		{ "qwen2.5-7b", 761, 2, 653 },
+		{ "qwen3-8b", 82, 1, 695 },
+		{ "gemma-2-9b", 924, 2, 0 },
+	};
+	for (size_t i = 0; i < sizeof cards / sizeof cards[0]; i++) {
+		struct zs_model m = shipped(cards[i].name);
+		uint64_t unit = 1000000000ull, total = theory_tfm_params(&m);
+		for (int d = 0; d < cards[i].digits; d++)
+			unit /= 10;
+		ck_assert_msg(total / unit == cards[i].card || (total + unit / 2) / unit == cards[i].card, "%s: %llu",
+		              cards[i].name, (unsigned long long)total);
+		if (cards[i].card_nonemb != 0) {
+			uint64_t rest = total - m.vocab * m.hidden * (m.tied ? 1 : 2);
+			ck_assert_msg((rest + 5000000ull) / 10000000ull == cards[i].card_nonemb, "%s: %llu", cards[i].name,
+			              (unsigned long long)rest);
+		}
+	}
+}
+END_TEST
+
+/* Qwen/Qwen2.5-7B's count, by hand from its config.json
+ * (data/models/qwen2.5-7b.json: hidden 3584, intermediate 18944, 28
+ * layers, 28 heads of 128, 4 key-value heads, vocabulary 152,064, untied):
+ *   embed_tokens 152064·3584 = 544,997,376, lm_head the same
+ *   a block: input_layernorm 3584; q_proj 3584·3584 + 3584 = 12,848,640;
+ *     k_proj and v_proj 512·3584 + 512 = 1,835,520 each; o_proj 3584·3584
+ *     = 12,845,056 (no bias); post_attention_layernorm 3584; gate, up and
+ *     down 3·18944·3584 = 203,685,888: 233,057,792, times 28 =
+ *     6,525,618,176
+ *   the final norm 3584:
+ *   2·544,997,376 + 6,525,618,176 + 3584 = 7,615,616,512
+ * (7.61B; 6.53B without the two tables, as the card prints). */
+START_TEST(test_qwen2_5_7b_has_7615616512_parameters_by_hand)
+{
+	struct zs_model m = shipped("Qwen/Qwen2.5-7B");
+
+	ck_assert_str_eq(m.name, "qwen2.5-7b");
+	ck_assert_str_eq(m.model_type, "qwen2");
+	ck_assert_int_eq(m.qkv_bias, 1);
+	ck_assert_int_eq(m.tied, 0);
+	ck_assert_uint_eq(m.head_dim, 128);
+	ck_assert_uint_eq(m.kv_heads, 4);
+	ck_assert_uint_eq(m.sliding_window, 0); /* use_sliding_window: false */
+	ck_assert_uint_eq(m.positions, 131072);
+	ck_assert_str_eq(m.unrun, "");
+	ck_assert_uint_eq(theory_tfm_params(&m), 2ull * 544997376ull + 28ull * 233057792ull + 3584ull);
+	ck_assert_uint_eq(theory_tfm_params(&m), 7615616512ull);
+}
+END_TEST
+
+/* Qwen/Qwen3-8B's count, by hand from its config.json
+ * (data/models/qwen3-8b.json: hidden 4096, intermediate 12288, 36 layers,
+ * 32 heads and 8 key-value heads of head_dim 128, vocabulary 151,936,
+ * untied, no biases):
+ *   embed_tokens 151936·4096 = 622,329,856, lm_head the same
+ *   a block: input_layernorm 4096; q_proj 4096·4096 = 16,777,216; k_proj
+ *     and v_proj 1024·4096 = 4,194,304 each; q_norm and k_norm 128 each;
+ *     o_proj 4096·4096 = 16,777,216; post_attention_layernorm 4096; gate,
+ *     up and down 3·12288·4096 = 150,994,944: 192,946,432, times 36 =
+ *     6,946,071,552
+ *   the final norm 4096:
+ *   2·622,329,856 + 6,946,071,552 + 4096 = 8,190,735,360
+ * (8.2B; 6.95B without the two tables, as the card prints). */
+START_TEST(test_qwen3_8b_has_8190735360_parameters_by_hand)
+{
+	struct zs_model m = shipped("qwen/qwen3-8b");
+
+	ck_assert_str_eq(m.name, "qwen3-8b");
+	ck_assert_str_eq(m.model_type, "qwen3");
+	ck_assert_int_eq(m.qk_norm, 1);
+	ck_assert_int_eq(m.qkv_bias, 0);
+	ck_assert_int_eq(m.tied, 0);
+	ck_assert_uint_eq(m.head_dim, 128);
+	ck_assert_uint_eq(m.sliding_window, 0);
+	ck_assert_str_eq(m.unrun, "");
+	ck_assert_uint_eq(theory_tfm_params(&m), 2ull * 622329856ull + 36ull * 192946432ull + 4096ull);
+	ck_assert_uint_eq(theory_tfm_params(&m), 8190735360ull);
+}
+END_TEST
+
+/* google/gemma-2-9b's count, by hand from its config.json
+ * (data/models/gemma-2-9b.json: hidden 3584, intermediate 14336, 42
+ * layers, 16 heads and 8 key-value heads of head_dim 256, vocabulary
+ * 256,000, tied):
+ *   embed_tokens 256000·3584 = 917,504,000 (the head is it)
+ *   a block: four norms of 3584 (14,336); q_proj 4096·3584 = 14,680,064;
+ *     k_proj and v_proj 2048·3584 = 7,340,032 each; o_proj 3584·4096 =
+ *     14,680,064; gate_proj, up_proj and down_proj 14336·3584 =
+ *     51,380,224 each: 198,195,200, times 42 = 8,324,198,400
+ *   the final norm 3584:
+ *   917,504,000 + 8,324,198,400 + 3584 = 9,241,705,984 (9.24B). */
+START_TEST(test_gemma_2_9b_has_9241705984_parameters_by_hand)
+{
+	struct zs_model m = shipped("google/gemma-2-9b");
+
+	ck_assert_str_eq(m.name, "gemma-2-9b");
+	ck_assert_str_eq(m.model_type, "gemma2");
+	ck_assert_int_eq(m.gemma, 1);
+	ck_assert_int_eq(m.tied, 1);
+	ck_assert_uint_eq(m.head_dim, 256);
+	ck_assert_uint_eq(m.sliding_window, 4096);
+	ck_assert_double_eq(m.attn_scalar, 256.0);
+	ck_assert_double_eq(m.attn_softcap, 50.0);
+	ck_assert_double_eq(m.final_softcap, 30.0);
+	ck_assert_str_eq(m.unrun, "");
+	ck_assert_uint_eq(theory_tfm_params(&m), 917504000ull + 42ull * 198195200ull + 3584ull);
+	ck_assert_uint_eq(theory_tfm_params(&m), 9241705984ull);
+}
+END_TEST
+
 /* Gemma3TextConfig's defaults (configuration_gemma3.py at 008f5c8c):
  * rope_theta 1e6, rope_local_base_freq 1e4, sliding_window_pattern 6,
  * no caps, head_dim 256, pad 0; layer_types read where it spells one
@@ -1567,6 +1705,10 @@ static Suite *theory_suite(void)
 	tcase_add_test(model, test_gemma2_defaults_and_unrun_keys);
 	tcase_add_test(model, test_gemma_3_1b_has_999885952_parameters_by_hand);
 	tcase_add_test(model, test_gemma3_defaults_and_refusals);
+	tcase_add_test(model, test_new_shipped_models_round_to_their_cards_digits);
+	tcase_add_test(model, test_qwen2_5_7b_has_7615616512_parameters_by_hand);
+	tcase_add_test(model, test_qwen3_8b_has_8190735360_parameters_by_hand);
+	tcase_add_test(model, test_gemma_2_9b_has_9241705984_parameters_by_hand);
 	tcase_add_test(model, test_qwen2_sliding_window_counts_only_when_switched_on);
 	tcase_add_test(model, test_phi_3_mini_4k_has_3821079552_parameters_by_hand);
 	tcase_add_test(model, test_phi3_defaults_and_unrun_keys);
