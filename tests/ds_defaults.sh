@@ -21,17 +21,8 @@
 # 99 hard error.
 set -u
 
-top=${ZS_BUILDDIR:-.}
-zerosim=$top/zerosim
-agree=$top/tests/json_agree
-for prog in "$zerosim" "$agree"; do
-	if [ ! -x "$prog" ]; then
-		echo "ds_defaults: $prog is not built" >&2
-		exit 99
-	fi
-done
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-dsdef.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+name=ds_defaults tag=dsdef
+. "${srcdir:-.}/tests/agree_lib.sh"
 fail() {
 	echo "ds_defaults: FAIL: $*" >&2
 	exit 1

@@ -94,71 +94,9 @@ if [ "$mode" != torch26 ]; then
 	fi
 fi
 
-
-# label;model;zero_grad;K;lora args (zerosim's and ft_torch.py's)
-while IFS=';' read -r label m zg K args; do
-	[ -n "$label" ] || continue
-	version=1.13
-	case $label in 2.6:*) version=2.6 ;; esac
-	[ "$mode" = torch26 ] && [ $version = 1.13 ] && continue
-	[ "$mode" != torch26 ] && [ $version = 2.6 ] && continue
-	if [ $version = 2.6 ]; then
-		ref=$root$in/ref.json
-		mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$src/tests/ft_torch.py" "$tmp/$m.json" "$root$in/" ||
-			exit 99
-		timeout 600 unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 \
-PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py --model $in/$m.json --seq 32 --batch 2 \
---steps 3 --zero-grad $zg --grad-accum $K $args --out $in/ref.json" >"$tmp/err" 2>&1
-	else
-		ref=$tmp/ref.json
-		# shellcheck disable=SC2086
-		OPENBLAS_NUM_THREADS=1 timeout 600 "$py" "$src/tests/ft_torch.py" --model "$tmp/$m.json" --seq 32 --batch 2 \
-			--steps 3 --zero-grad "$zg" --grad-accum "$K" $args --out "$ref" >"$tmp/err" 2>&1
-	fi
-	# shellcheck disable=SC2181
-	if [ $? -ne 0 ]; then
-		echo "ft_lora: FAIL: ft_torch.py ($version) $args:" >&2
-		tail -20 "$tmp/err" >&2
-		exit 99
-	fi
-	for cmd in theory measure; do
-		# shellcheck disable=SC2086
-		if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --precision fp32 --schemes dp --world 1 \
-			--steps 3 --framework torch --wrapper none --torch-version $version --torch-device cpu --attn eager \
-			--optimizer-impl single --zero-grad "$zg" --grad-accum "$K" $args --out "$tmp/$cmd.json" 2>"$tmp/err"; then
-			echo "ft_lora: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
-			exit 99
-		fi
-	done
-	"$py" "$src/tests/ft_cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label ($args)" --lora || status=1
-done <<'CASES'
-gpt2, default target (c_attn), zeros;gpt2;zeros;1;--lora-r 4
-gpt2, default target (c_attn), set_to_none;gpt2;none;1;--lora-r 4
-gpt2, all-linear;gpt2;none;1;--lora-r 4 --lora-targets all-linear
-gpt2, two named layers, alpha 16;gpt2;zeros;1;--lora-r 2 --lora-alpha 16 --lora-targets c_fc,attn.c_proj
-gpt2, default target, K = 2;gpt2;none;2;--lora-r 4
-llama, default targets (q_proj, v_proj), zeros;llama;zeros;1;--lora-r 4
-llama, default targets, set_to_none;llama;none;1;--lora-r 4
-llama, all-linear r = 8;llama;zeros;1;--lora-r 8 --lora-targets all-linear
-llama, all-linear r = 8, set_to_none;llama;none;1;--lora-r 8 --lora-targets all-linear
-llama, default targets, K = 2;llama;zeros;2;--lora-r 4
-mistral, default targets (q_proj, v_proj);mistral;zeros;1;--lora-r 4
-qwen2, default targets (biased q_proj, v_proj);qwen2;zeros;1;--lora-r 4
-qwen2, all-linear;qwen2;none;1;--lora-r 4 --lora-targets all-linear
-qwen3, default targets (q_proj, v_proj: q_norm over a q that requires grad);qwen3;zeros;1;--lora-r 4
-qwen3, all-linear;qwen3;none;1;--lora-r 4 --lora-targets all-linear
-phi3, qkv_proj (fused);phi3;zeros;1;--lora-r 4 --lora-targets qkv_proj
-phi3, all-linear (gate_up_proj fused);phi3;none;1;--lora-r 4 --lora-targets all-linear
-2.6: gpt2, default target;gpt2;none;1;--lora-r 4
-2.6: gpt2, all-linear, zeros;gpt2;zeros;1;--lora-r 4 --lora-targets all-linear
-2.6: llama, default targets;llama;none;1;--lora-r 4
-2.6: llama, all-linear r = 8, zeros;llama;zeros;1;--lora-r 8 --lora-targets all-linear
-2.6: qwen3, default targets;qwen3;none;1;--lora-r 4
-2.6: qwen2, default targets, zeros;qwen2;zeros;1;--lora-r 4
-2.6: phi3, qkv_proj, zeros;phi3;zeros;1;--lora-r 4 --lora-targets qkv_proj
-CASES
-
-# LoRA under DDP N = 2 (--wrapper ddp; issue #23's case: llama tiny, LoRA
+# One loop over every case: the plain loop's (--wrapper none, world 1,
+# no_sync "-": theory and measure against tests/ft_torch.py to the byte),
+# then LoRA under DDP N = 2 (--wrapper ddp; issue #23's case: llama tiny, LoRA
 # on q_proj and v_proj, K = 2 with no_sync() on the first micro-step and
 # without), and the same case's plain loop at set_to_none: theory and
 # measure (both ranks; every rank's adapters equal to rank 0's, the
@@ -223,6 +161,30 @@ PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py --model
 		fi
 	fi
 done <<'CASES'
+gpt2, default target (c_attn), zeros;gpt2;zeros;1;1;-;--lora-r 4
+gpt2, default target (c_attn), set_to_none;gpt2;none;1;1;-;--lora-r 4
+gpt2, all-linear;gpt2;none;1;1;-;--lora-r 4 --lora-targets all-linear
+gpt2, two named layers, alpha 16;gpt2;zeros;1;1;-;--lora-r 2 --lora-alpha 16 --lora-targets c_fc,attn.c_proj
+gpt2, default target, K = 2;gpt2;none;2;1;-;--lora-r 4
+llama, default targets (q_proj, v_proj), zeros;llama;zeros;1;1;-;--lora-r 4
+llama, default targets, set_to_none;llama;none;1;1;-;--lora-r 4
+llama, all-linear r = 8;llama;zeros;1;1;-;--lora-r 8 --lora-targets all-linear
+llama, all-linear r = 8, set_to_none;llama;none;1;1;-;--lora-r 8 --lora-targets all-linear
+llama, default targets, K = 2;llama;zeros;2;1;-;--lora-r 4
+mistral, default targets (q_proj, v_proj);mistral;zeros;1;1;-;--lora-r 4
+qwen2, default targets (biased q_proj, v_proj);qwen2;zeros;1;1;-;--lora-r 4
+qwen2, all-linear;qwen2;none;1;1;-;--lora-r 4 --lora-targets all-linear
+qwen3, default targets (q_proj, v_proj: q_norm over a q that requires grad);qwen3;zeros;1;1;-;--lora-r 4
+qwen3, all-linear;qwen3;none;1;1;-;--lora-r 4 --lora-targets all-linear
+phi3, qkv_proj (fused);phi3;zeros;1;1;-;--lora-r 4 --lora-targets qkv_proj
+phi3, all-linear (gate_up_proj fused);phi3;none;1;1;-;--lora-r 4 --lora-targets all-linear
+2.6: gpt2, default target;gpt2;none;1;1;-;--lora-r 4
+2.6: gpt2, all-linear, zeros;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear
+2.6: llama, default targets;llama;none;1;1;-;--lora-r 4
+2.6: llama, all-linear r = 8, zeros;llama;zeros;1;1;-;--lora-r 8 --lora-targets all-linear
+2.6: qwen3, default targets;qwen3;none;1;1;-;--lora-r 4
+2.6: qwen2, default targets, zeros;qwen2;zeros;1;1;-;--lora-r 4
+2.6: phi3, qkv_proj, zeros;phi3;zeros;1;1;-;--lora-r 4 --lora-targets qkv_proj
 DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4
 DDP N = 2, llama q_proj + v_proj, K = 2, without no_sync, set_to_none;llama;none;2;2;off;--lora-r 4
 DDP N = 2, gpt2 c_attn, K = 2, no_sync, set_to_none;gpt2;none;2;2;on;--lora-r 4

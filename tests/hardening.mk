@@ -23,8 +23,7 @@ EXTRA_DIST += tests/cli_errors.sh tests/json_edit.sh tests/fuzz_regress.sh \
 FUZZ_SECONDS = 30
 FUZZ_FLAGS = -timeout=60 -rss_limit_mb=2048
 FUZZ_NAMES = case spec measured theory model
-FUZZ_PROGS = tests/fuzz/fuzz_case tests/fuzz/fuzz_spec tests/fuzz/fuzz_measured tests/fuzz/fuzz_theory \
-	tests/fuzz/fuzz_model
+FUZZ_PROGS = $(FUZZ_NAMES:%=tests/fuzz/fuzz_%)
 FUZZ_CFLAGS = -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 \
 	-D_GNU_SOURCE -I$(top_builddir) -I$(top_srcdir)/tests/fuzz $(AM_CPPFLAGS)
 FUZZ_LIBS = $(CJSON_LIBS) -lm
@@ -132,20 +131,11 @@ fuzz_run_one = rm -rf tests/fuzz/work/$$n && $(MKDIR_P) tests/fuzz/work/$$n test
 	  echo "fuzz-run: fuzz_$$n FAILED (status $$status); see tests/fuzz/fuzz_$$n.log and tests/fuzz/crashes/$$n/" >&2; \
 	  exit 1; \
 	fi
-fuzz-run-case: tests/fuzz/fuzz_case
-	@n=case; $(fuzz_run_one)
-fuzz-run-spec: tests/fuzz/fuzz_spec
-	@n=spec; $(fuzz_run_one)
-fuzz-run-measured: tests/fuzz/fuzz_measured
-	@n=measured; $(fuzz_run_one)
-fuzz-run-theory: tests/fuzz/fuzz_theory
-	@n=theory; $(fuzz_run_one)
-fuzz-run-model: tests/fuzz/fuzz_model
-	@n=model; $(fuzz_run_one)
+$(FUZZ_NAMES:%=fuzz-run-%): fuzz-run-%: tests/fuzz/fuzz_%
+	@n=$*; $(fuzz_run_one)
 fuzz-run: $(FUZZ_NAMES:%=fuzz-run-%)
 
 .PHONY: fuzz fuzz-run $(FUZZ_NAMES:%=fuzz-run-%)
-CLEANFILES += $(FUZZ_PROGS) tests/fuzz/fuzz_case.log tests/fuzz/fuzz_spec.log \
-	tests/fuzz/fuzz_measured.log tests/fuzz/fuzz_theory.log tests/fuzz/fuzz_model.log
+CLEANFILES += $(FUZZ_PROGS) $(FUZZ_NAMES:%=tests/fuzz/fuzz_%.log)
 mostlyclean-local:
 	rm -rf tests/fuzz/work tests/fuzz/crashes

@@ -1575,20 +1575,29 @@ def report(a):
                                                             for p in model.parameters())).hexdigest())
     if a.fsdp:
         out["fsdp"] = a.fsdp
-    z = zerosim_theory(a, r) if RANK[0] == 0 else None
+    if RANK[0] == 0:
+        add_zerosim(a, out)
+    return out
+
+
+def add_zerosim(a, out):
+    """zerosim's theory (--zerosim) beside PyTorch's figures in OUT, from
+    OUT alone: report's, or --torch-json's (tests/torch_cache.py)."""
+    between, persistent, peak = out["between_steps"][-1], out["between_breakdown"], out["peak"]
+    z = zerosim_theory(a, None)
     if z:
         out["zerosim"] = z
         if "peak" in z:
-            out["zerosim"]["ratio"] = round(z["peak"] / steady["peak"], 4)
+            out["zerosim"]["ratio"] = round(z["peak"] / peak, 4)
             out["zerosim"]["between_gap"] = between - z["resident"]
-            out["zerosim"]["peak_gap"] = steady["peak"] - z["peak"]
+            out["zerosim"]["peak_gap"] = peak - z["peak"]
             # the gap by cause: what both count, what only PyTorch has
             states = sum(persistent[k] for k in ("params", "grads", "adam_m", "adam_v"))
             extra = between - states
             gap = {"params, grads, Adam's m and v (PyTorch - zerosim resident)": states - z["resident"],
                    "Adam's step tensors, buffers, token ids (zerosim: none)": extra,
                    "transient at the peak (PyTorch peak - its between-steps bytes) - "
-                   "(zerosim peak - resident)": (steady["peak"] - between) - (z["peak"] - z["resident"])}
+                   "(zerosim peak - resident)": (peak - between) - (z["peak"] - z["resident"])}
             acts = z.get("activations") or {}
             for k, v in out.get("attribution", {}).get("named", {}).items():
                 if k.startswith("logits gradient"):
@@ -1596,7 +1605,6 @@ def report(a):
                 elif k.startswith("tied head") or k.startswith("optimizer"):
                     gap[k + " (zerosim: none)"] = v
             out["zerosim"]["gap"] = gap
-    return out
 
 
 def main():
@@ -1643,6 +1651,8 @@ def main():
     ap.add_argument("--freeze", default="", help="frozen parameters by Hugging Face name (tests/ft_torch.py's "
                     "--freeze syntax; docs/finetune.md)")
     ap.add_argument("--out", help="write the JSON there (some torch builds print to stdout themselves)")
+    ap.add_argument("--torch-json", help="PyTorch's figures from this JSON (an earlier run's with the same "
+                    "arguments, tests/torch_cache.py): no training, --zerosim's theory computed beside afresh")
     a = ap.parse_args()
     if a.loss == "shift":
         LOSS[0] = shifted_loss
@@ -1662,6 +1672,13 @@ def main():
         except ValueError as e:
             print(f"hf_torch: {e}", file=sys.stderr)
             sys.exit(2)
+    if a.torch_json:
+        with open(a.torch_json) as f:
+            out = json.load(f)
+        out.pop("zerosim", None)
+        add_zerosim(a, out)
+        emit(a, out)
+        return
     if a.ddp:
         import tempfile
         import torch.multiprocessing as mp

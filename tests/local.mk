@@ -100,6 +100,11 @@ TESTS += tests/tfm_torch.sh
 EXTRA_DIST += tests/tfm_torch.sh tests/tfm_torch.py
 TESTS += tests/fsdp_torch.sh
 EXTRA_DIST += tests/fsdp_torch.sh tests/fsdp_torch.py tests/torch_python.sh
+# ZS_TORCH_CACHE: the references' results kept for a second make check in
+# the same CI run (tests/torch_python.sh, .ci/run)
+EXTRA_DIST += tests/torch_cache.sh tests/torch_cache.py
+TESTS += tests/torch_cache_check.sh
+EXTRA_DIST += tests/torch_cache_check.sh
 
 # Frameworks (torch's zero1): engine and theory against a hand-worked partition.
 if HAVE_CHECK

@@ -6,6 +6,7 @@
 #ifndef ZS_TESTS_MODEL_LOOKUP_H
 #define ZS_TESTS_MODEL_LOOKUP_H
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/model.h"
@@ -31,6 +32,21 @@ static const struct step_tensor *named(const struct step_params *p, const char *
 			return &p->tensor[i];
 	ck_abort_msg("no tensor %s", name);
 	return NULL;
+}
+
+/* Runs the suite s with the shipped configs read from the source tree
+ * (make check sets srcdir; a ZEROSIM_DATADIR already set wins): main's
+ * exit status. */
+static int run_with_shipped(Suite *s)
+{
+	const char *srcdir = getenv("srcdir");
+	if (getenv("ZEROSIM_DATADIR") == NULL)
+		setenv("ZEROSIM_DATADIR", srcdir != NULL ? srcdir : ".", 1);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
 #endif

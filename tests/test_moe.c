@@ -301,12 +301,5 @@ static Suite *moe_suite(void)
 int main(void)
 {
 	zs_json_init(); /* before any cJSON call (util.h) */
-	const char *srcdir = getenv("srcdir");
-	if (getenv("ZEROSIM_DATADIR") == NULL)
-		setenv("ZEROSIM_DATADIR", srcdir != NULL ? srcdir : ".", 1);
-	SRunner *sr = srunner_create(moe_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return run_with_shipped(moe_suite());
 }

@@ -1733,15 +1733,5 @@ static Suite *theory_suite(void)
 int main(void)
 {
 	zs_json_init(); /* before any cJSON call (util.h) */
-	/* The shipped configs, from the source tree (make check sets srcdir). */
-	const char *srcdir = getenv("srcdir");
-	if (getenv("ZEROSIM_DATADIR") == NULL)
-		setenv("ZEROSIM_DATADIR", srcdir != NULL ? srcdir : ".", 1);
-	SRunner *sr = srunner_create(theory_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return run_with_shipped(theory_suite());
 }

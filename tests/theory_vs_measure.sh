@@ -16,18 +16,8 @@
 # overrides. Exit 0 pass, 1 mismatch, 99 hard error (automake's convention).
 set -u
 
-top=${ZS_BUILDDIR:-.}
-zerosim=$top/zerosim
-agree=$top/tests/json_agree
-for prog in "$zerosim" "$agree"; do
-	if [ ! -x "$prog" ]; then
-		echo "theory_vs_measure: $prog is not built" >&2
-		exit 99
-	fi
-done
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-agree.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+name=theory_vs_measure tag=agree
+. "${srcdir:-.}/tests/agree_lib.sh"
 
 configs=0
 # check OPTIONS...: measure and predict the same sweep, then compare.

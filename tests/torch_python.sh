@@ -27,3 +27,13 @@ if [ -z "$py" ]; then
 	echo "SKIP: $name: no python3 here imports torch (Debian: apt-get install python3-torch)"
 	exit 77
 fi
+# ZS_TORCH_CACHE=DIR (.ci/run: its first make check and its sanitizer
+# build's share one): the reference scripts run through
+# tests/torch_cache.sh, which keeps each one's results in DIR, keyed by the
+# script, its arguments' bytes and the torch; a second make check in the
+# same run reads them instead of training again (a miss runs PyTorch).
+if [ -n "${ZS_TORCH_CACHE:-}" ] && [ -d "$ZS_TORCH_CACHE" ] && [ -x "$src/tests/torch_cache.sh" ]; then
+	ZS_TORCH_PY=$(command -v "$py")
+	export ZS_TORCH_PY
+	py=$(cd "$src/tests" && pwd)/torch_cache.sh
+fi

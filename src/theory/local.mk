@@ -36,4 +36,4 @@ EXTRA_DIST += tests/theory_vs_measure.sh tests/theory_cli.sh
 # DeepSpeed's defaults on a transformer past its persistence threshold, and
 # the precision theory and measure take with --model when none is given.
 TESTS += tests/ds_defaults.sh
-EXTRA_DIST += tests/ds_defaults.sh
+EXTRA_DIST += tests/ds_defaults.sh tests/agree_lib.sh

@@ -1,0 +1,171 @@
+"""torch_cache.py SCRIPT ARGS...: runs a PyTorch reference (tests/*_torch.py)
+as PYTHON SCRIPT ARGS... would, keeping what it wrote in the folder
+$ZS_TORCH_CACHE, so that a second make check in the same CI run (.ci/run's
+sanitizer build, zerosim's side under ASan) compares against the same real
+PyTorch figures without training the models again. tests/torch_cache.sh
+(the python tests/torch_python.sh hands the tests when ZS_TORCH_CACHE is
+set) runs it for the reference scripts only.
+
+A reference is deterministic given what it reads, so the key is a SHA-256
+of: this python's version, the torch it imports (torch/version.py's bytes),
+every tests/*.py beside SCRIPT (the references import each other), the
+environment that steers the arithmetic or the rendezvous (OPENBLAS_*,
+OMP_*, MKL_*, GLOO_*, USE_LIBUV, PYTHONHASHSEED, TORCH_*), and each
+argument: a file by its bytes, a folder by its files' names and bytes (a
+zerosim binary among them, tests/moe_torch.py's moe_dump, is hashed like
+any other file: a sanitizer build's misses), a path not there yet by its
+name (an output), anything else as written. What it keeps: the exit
+status (0 and 1 only: a verdict; any other status, a crash or a timeout is
+never kept), stdout, stderr, the outputs named by arguments and the files a
+folder argument gained or changed. A miss runs PyTorch; nothing is ever
+committed or shipped with the cache.
+
+The one exception: hf_torch.py --zerosim BINARY runs zerosim's theory
+itself and writes it into its JSON. The binary is left out of the key and,
+on a hit, hf_torch.py runs again with --torch-json (the kept JSON): no
+PyTorch, zerosim's theory afresh by this build's binary.
+
+Every run appends a line to $ZS_TORCH_CACHE/log: hit|miss|run SCRIPT KEY
+(run: not kept, its status was not a verdict)."""
+import hashlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ENV = ("OPENBLAS_", "OMP_", "MKL_", "GLOO_", "USE_LIBUV", "PYTHONHASHSEED", "TORCH_")
+
+
+def file_hash(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def tree(path):
+    """{relative name: sha256} of every regular file under the folder PATH"""
+    out = {}
+    for d, dirs, files in os.walk(path):
+        dirs.sort()
+        for n in sorted(files):
+            p = os.path.join(d, n)
+            if os.path.isfile(p) and not os.path.islink(p):
+                out[os.path.relpath(p, path)] = file_hash(p)
+    return out
+
+
+def key(script, args):
+    """the key (hex), and whether the zerosim binary was left out of it"""
+    h = hashlib.sha256(b"zerosim torch_cache 1\0")
+    h.update(sys.version.encode() + b"\0")
+    spec = importlib.util.find_spec("torch")
+    version = os.path.join(os.path.dirname(spec.origin), "version.py") if spec and spec.origin else ""
+    h.update(b"torch\0" + (file_hash(version).encode() if os.path.isfile(version) else b"none") + b"\0")
+    here = os.path.dirname(os.path.abspath(script))
+    for n in sorted(os.listdir(here)):
+        if n.endswith(".py"):
+            h.update(f"py {n} {file_hash(os.path.join(here, n))}\0".encode())
+    h.update(f"script {os.path.basename(script)}\0".encode())
+    for k in sorted(os.environ):
+        if k.startswith(ENV):
+            h.update(f"env {k}={os.environ[k]}\0".encode())
+    replay = False
+    for i, x in enumerate(args):
+        if i and args[i - 1] == "--zerosim" and os.path.basename(script) == "hf_torch.py":
+            h.update(b"arg zerosim\0")
+            replay = True
+        elif os.path.isfile(x):
+            h.update(f"arg file {file_hash(x)}\0".encode())
+        elif os.path.isdir(x):
+            h.update(f"arg dir {json.dumps(tree(x), sort_keys=True)}\0".encode())
+        elif "/" in x:
+            h.update(f"arg new {os.path.basename(x)}\0".encode())
+        else:
+            h.update(f"arg {x}\0".encode())
+    return h.hexdigest(), replay
+
+
+def log(cache, what, script, k):
+    with open(os.path.join(cache, "log"), "a") as f:
+        f.write(f"{what} {os.path.basename(script)} {k}\n")
+
+
+def put(path, data):
+    """DATA (bytes) to PATH, written beside it and renamed: never half a file"""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path + ".tmp", "wb") as f:
+        f.write(data)
+    os.replace(path + ".tmp", path)
+
+
+def hit(entry, args, replay, py, script):
+    meta = json.load(open(os.path.join(entry, "meta.json")))
+    for o in meta["outputs"] if not replay else []:  # a replay writes its own
+        x = args[o["arg"]]
+        dest = os.path.join(x, o["name"]) if o["name"] else x
+        put(dest, open(os.path.join(entry, o["file"]), "rb").read())
+    if replay:
+        # PyTorch's side kept; zerosim's theory by this build's binary
+        return subprocess.run([py, script] + args + ["--torch-json", os.path.join(entry, "torch.json")]).returncode
+    sys.stdout.buffer.write(open(os.path.join(entry, "stdout"), "rb").read())
+    sys.stdout.flush()
+    sys.stderr.buffer.write(open(os.path.join(entry, "stderr"), "rb").read())
+    return meta["rc"]
+
+
+def miss(cache, k, args, py, script, replay):
+    before = {i: tree(x) for i, x in enumerate(args) if os.path.isdir(x)}
+    new = [i for i, x in enumerate(args) if "/" in x and not os.path.exists(x)]
+    p = subprocess.run([py, script] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    sys.stdout.buffer.write(p.stdout)
+    sys.stdout.flush()
+    sys.stderr.buffer.write(p.stderr)
+    sys.stderr.flush()
+    outputs = [(i, "", args[i]) for i in new if os.path.isfile(args[i])]
+    for i, was in before.items():
+        outputs += [(i, n, os.path.join(args[i], n)) for n, s in tree(args[i]).items() if was.get(n) != s]
+    torch_json = None
+    if replay:
+        # the JSON hf_torch.py wrote (--out's, or stdout)
+        at = args.index("--out") + 1 if "--out" in args[:-1] else None
+        torch_json = open(args[at], "rb").read() if at is not None and os.path.isfile(args[at]) else p.stdout
+    if p.returncode not in (0, 1) or (replay and p.returncode):
+        log(cache, "run", script, k)
+        return p.returncode
+    d = tempfile.mkdtemp(prefix=k + ".", dir=cache)
+    meta = dict(rc=p.returncode, outputs=[])
+    for n, (i, name, path) in enumerate(outputs):
+        put(os.path.join(d, f"out{n}"), open(path, "rb").read())
+        meta["outputs"].append(dict(arg=i, name=name, file=f"out{n}"))
+    put(os.path.join(d, "stdout"), p.stdout)
+    put(os.path.join(d, "stderr"), p.stderr)
+    if torch_json is not None:
+        put(os.path.join(d, "torch.json"), torch_json)
+    put(os.path.join(d, "meta.json"), json.dumps(meta).encode())
+    try:
+        os.rename(d, os.path.join(cache, k))  # the first of two equal runs side by side is kept
+    except OSError:
+        pass
+    log(cache, "miss", script, k)
+    return p.returncode
+
+
+def main():
+    py, script, args = sys.executable, sys.argv[1], sys.argv[2:]
+    cache = os.environ.get("ZS_TORCH_CACHE", "")
+    if not cache or not os.path.isdir(cache):
+        os.execv(py, [py, script] + args)
+    k, replay = key(script, args)
+    entry = os.path.join(cache, k)
+    if os.path.isfile(os.path.join(entry, "meta.json")):
+        log(cache, "hit", script, k)
+        return hit(entry, args, replay, py, script)
+    return miss(cache, k, args, py, script, replay)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
