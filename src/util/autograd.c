@@ -4252,7 +4252,7 @@ static void zero1_partition(const struct bld *b, const struct model *M, struct p
 	uint64_t *numel = zs_calloc(M->npt ? M->npt : 1, sizeof *numel);
 	unsigned *rank_of = zs_calloc(M->npt ? M->npt : 1, sizeof *rank_of);
 	size_t *order = zs_calloc(M->npt ? M->npt : 1, sizeof *order);
-	struct pt **given = zs_calloc(M->npt ? M->npt : 1, sizeof *given);
+	struct pt **given = zs_calloc(M->npt ? M->npt : 1, sizeof(struct pt *));
 	size_t n = 0;
 	for (size_t i = 0; i < M->npt; i++)
 		if (!M->pt[i].frozen) {
