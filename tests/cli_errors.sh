@@ -406,14 +406,14 @@ bad_theory "--precision amp-fp16: PyTorch 1.13's autocast on the CPU takes bfloa
 	--precision amp-fp16 --model "$tmp/tiny.json" --framework torch --wrapper none --world 1 --schemes dp \
 	--torch-version 1.13 --torch-device cpu
 # --freeze with what no reference has checked it with yet: refused by
-# name, in the config's checks (autocast, zero1); the families with
+# name, in the config's checks (autocast); under zero1 taken
+# (tests/ft_zero1.sh holds it to PyTorch); the families with
 # modules of their own (qwen2, qwen3, phi3) are taken (tests/ft_freeze.sh
 # holds them to PyTorch), theory and measure
 fz_plain="--model $tmp/tiny.json --framework torch --torch-version 1.13 --torch-device cpu --attn eager --seq 4 --batch 2"
 bad_theory "--freeze with --precision amp-bf16: frozen parameters under autocast are not described yet (give --precision fp32)" \
 	$fz_plain --wrapper none --world 1 --schemes dp --precision amp-bf16 --freeze embeddings
-bad_measure "--freeze with --schemes zero1: frozen parameters under ZeroRedundancyOptimizer are not described yet (give --schemes dp)" \
-	$fz_plain --wrapper ddp --world 2 --schemes zero1 --precision fp32 --freeze embeddings
+try 0 "" measure -q --out "$keep" $fz_plain --wrapper ddp --world 2 --schemes zero1 --precision fp32 --freeze embeddings
 for fam in qwen2 qwen3 phi3; do
 	printf '{"model_type": "%s", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
  "num_key_value_heads": 1, "intermediate_size": 32, "max_position_embeddings": 8, "vocab_size": 32,
@@ -850,8 +850,8 @@ for cmd in measure theory; do
 	try 2 "--grad-accum 2 with --precision amp-bf16: accumulation under autocast is not described yet" \
 		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision amp-bf16 --torch-device cpu \
 		--attn eager --grad-accum 2 --out "$keep"
-	try 2 "--grad-accum 2 with --schemes zero1: accumulation under ZeroRedundancyOptimizer is not described yet" \
-		$cmd --framework torch $ddp --schemes zero1 --torch-version 1.13 --grad-accum 2 --out "$keep"
+	# accumulation under ZeroRedundancyOptimizer: taken (tests/ft_zero1.sh)
+	try 0 "" $cmd --framework torch $ddp --schemes zero1 --torch-version 1.13 --grad-accum 2 --out "$keep"
 	try 2 "--ddp-no-sync: only with --grad-accum K > 1 (no_sync() wraps the first K - 1 micro-steps; without accumulation there are none)" \
 		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --ddp-no-sync off --out "$keep"
 	# The plain loop describes no activation checkpointing: refused.

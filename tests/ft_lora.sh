@@ -17,7 +17,7 @@
 # mistral, qwen2 (biased q, k, v: addmm), qwen3 (q_norm, k_norm) and phi3
 # (fused qkv_proj, gate_up_proj; PEFT has no default targets for it:
 # given here).
-# And the CLI: the adapters' dropout, --wrapper ddp and fsdp, autocast,
+# And the CLI: the adapters' dropout, --wrapper fsdp, autocast,
 # SDPA, phi3 without targets, a target that matches nothing, and the
 # LoRA keys without --lora-r are one line, exit 2, nothing written (the
 # reference refuses a target that matches nothing too).
@@ -56,8 +56,6 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 # shellcheck disable=SC2086
 {
 	refuse "lora dropout > 0" "LoRA's dropout is not described" gpt2 $plain --lora-r 4 --lora-dropout 0.1
-	refuse "--wrapper ddp --schemes zero1" "with ZeroRedundancyOptimizer is not described yet" gpt2 --world 2 \
-		--framework torch --wrapper ddp --torch-version 1.13 --torch-device cpu --attn eager --lora-r 4 --schemes zero1
 	refuse "--wrapper fsdp" "only under --framework torch with --wrapper none" gpt2 --world 2 --framework torch \
 		--wrapper fsdp --torch-version 2.6 --torch-device cpu --attn eager --lora-r 4
 	refuse "--framework paper" "only under --framework torch" gpt2 --framework paper --lora-r 4

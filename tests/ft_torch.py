@@ -14,6 +14,14 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    as transformers' Trainer.training_step does.
   --world N        DDP over gloo, N ranks (rank 0 is measured);
   --no-sync 0|1    DDP's no_sync() on the first K-1 micro-steps (default 1).
+  --zero1          with --world N: the optimizer is torch's
+                   ZeroRedundancyOptimizer(trainable, optimizer_class=Adam)
+                   over the DDP model (torch's zero1, at its defaults:
+                   parameters_as_bucket_view False, overlap_with_ddp
+                   False), given the trainable parameters as
+                   Trainer.create_optimizer gives them (see --freeze): it
+                   partitions and broadcasts those alone. Every rank's
+                   figures (they differ) in "ranks".
   --bucket-cap-mb MB  DDP's bucket_cap_mb (default: not given, DDP's own);
                    with --world > 1 the output's ddp_buckets are the
                    reducer's rebuilt buckets, bytes each in its order.
@@ -393,11 +401,19 @@ def run(a, rank=0, world=1):
         trainable = [p for p in model.parameters() if p.requires_grad]
         if not trainable:
             raise ValueError("--freeze leaves nothing to train")
-        if case:
-            opt = torch.optim.Adam(trainable, lr=case["lr"], betas=case["betas"], eps=case["eps"],
-                                   foreach=a.optimizer_impl == "foreach")
+        kw = dict(lr=case["lr"], betas=case["betas"], eps=case["eps"]) if case else dict(lr=1e-3)
+        if a.zero1:
+            # torch's zero1 over the trainable parameters alone (1.13
+            # zero_redundancy_optimizer.py: _partition_parameters 616-662
+            # sorts what it was given, largest first, each to the
+            # least-loaded rank; _init_local_optimizer 1390-1448 builds the
+            # local Adam over this rank's share; step 1032-1062 runs it, then
+            # _sync_params 756-769 broadcasts each rank's share in place)
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+            opt = ZeroRedundancyOptimizer(trainable, optimizer_class=torch.optim.Adam,
+                                          foreach=a.optimizer_impl == "foreach", **kw)
         else:
-            opt = torch.optim.Adam(trainable, lr=1e-3, foreach=a.optimizer_impl == "foreach")
+            opt = torch.optim.Adam(trainable, foreach=a.optimizer_impl == "foreach", **kw)
         g = torch.Generator().manual_seed(1 + rank)
         # the optimizer step's K micro-batches, drawn at once and held, and
         # the labels a clone (hf_torch.run's input_ids and labels at K = 1)
@@ -485,7 +501,7 @@ def run(a, rank=0, world=1):
         kind = "frozen" if n in frozen else "trainable"
         pers["params_" + kind] += nb(p)
         pers["grads_" + kind] += nb(p.grad)
-        s = opt.state.get(p, {})
+        s = getattr(opt, "optim", opt).state.get(p, {})  # ZeroRedundancyOptimizer: this rank's Adam
         pers["adam_" + kind] += sum(nb(v) for v in s.values() if torch.is_tensor(v))
     n_train = sum(p.numel() for p in {id(p): p for p in model.parameters() if p.requires_grad}.values())
     n_all = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
@@ -516,6 +532,11 @@ def run(a, rank=0, world=1):
         dist.all_gather_object(every, mine)
         out["rank_losses"] = [e[0] for e in every]
         out["trained_equal_across_ranks"] = len({e[1] for e in every}) == 1
+        if a.zero1:  # every rank's figures (its own optimizer state): rank 0's JSON holds them all
+            keys = ("between_steps", "peak", "peak_phase", "peak_after", "boundaries", "persistent", "losses")
+            every = [None] * world
+            dist.all_gather_object(every, {k: out[k] for k in keys})
+            out["ranks"] = every
         dist.barrier()
         dist.destroy_process_group()
     return out
@@ -594,6 +615,7 @@ def main():
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--no-sync", type=int, choices=[0, 1], default=1)
     ap.add_argument("--bucket-cap-mb", type=float, default=None)
+    ap.add_argument("--zero1", action="store_true")
     ap.add_argument("--freeze", default="")
     ap.add_argument("--lora-r", type=int, default=0)
     ap.add_argument("--lora-alpha", type=float, default=8.0)
@@ -620,6 +642,8 @@ def main():
     if a.seq < 1 or a.batch < 1 or a.steps < 2 or a.grad_accum < 1 or a.world < 1 or a.lora_r < 0 or \
             not 0.0 <= a.lora_dropout < 1.0:
         ap.error("--seq, --batch, --grad-accum, --world >= 1, --steps >= 2, --lora-r >= 0, 0 <= --lora-dropout < 1")
+    if a.zero1 and a.world < 2:
+        ap.error("--zero1 needs --world N >= 2 (ZeroRedundancyOptimizer shards over DDP's ranks)")
     try:
         if a.freeze:
             freeze_names(a)

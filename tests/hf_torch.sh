@@ -134,52 +134,10 @@ EOF
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/; s/"max_position_embeddings": 64/"max_position_embeddings": 256/' \
 	"$tmp/tiny-llama.json" >"$tmp/tiny-llama-mha.json"
 
-# cmpz.py OUT THEORY MEASURE LABEL: torch's zero1 (ZeroRedundancyOptimizer
-# over DDP, hf_torch.py --ddp N --zero1: every rank's figures in "ranks")
-# against zerosim's theory and measure of --wrapper ddp --schemes zero1
-# at the same N: every rank's bytes between steps, peak and every mark
-# (per_rank), the binding rank (the highest peak, the first of equals),
-# and PyTorch's ranks ending with equal weights; exit 1 if not.
-cat >"$tmp/cmpz.py" <<'EOF'
-import json, sys
-# cmpz.py REF THEORY MEASURE LABEL: every rank's bytes between steps, peak and marks
-d, t, m, label = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["rows"][0]["schedule"], \
-    json.load(open(sys.argv[3]))["runs"][0], sys.argv[4]
-bad = []
-ranks = d["ranks"]
-N = len(ranks)
-if len({r["zero1"]["weights"] for r in ranks}) != 1:
-    bad.append("PyTorch's ranks end with different weights")
-for side, per in (("theory", t["per_rank"]), ("measure", m["per_rank"])):
-    if len(per.get("marks") or []) != N:
-        bad.append(f"{side}: {len(per.get('marks') or [])} ranks' marks for {N}")
-        continue
-    for k, r in enumerate(ranks):
-        st = r["between_steps"]
-        if len(set(st)) != 1 or st[-1] != per["resident_bytes"][k]:
-            bad.append(f"{side} rank {k}: between steps {st} against {per['resident_bytes'][k]:,}")
-        if r["peak"] != per["peak_bytes"][k]:
-            bad.append(f"{side} rank {k}: peak {r['peak']:,} against {per['peak_bytes'][k]:,}")
-        ref = dict(r["boundaries"])
-        for lab, v in per["marks"][k].items():
-            if ref.get(lab) != v:
-                bad.append(f"{side} rank {k}: mark {lab}: {ref.get(lab)} against {v:,}")
-        if not per["marks"][k]:
-            bad.append(f"{side} rank {k}: no marks")
-b = max(range(N), key=lambda k: (ranks[k]["peak"], -k))
-for side, o in (("theory", t), ("measure", m)):
-    if o["peak_bytes"] != ranks[b]["peak"] or o.get("peak_rank") != b:
-        bad.append(f"{side}: binding rank {o.get('peak_rank')} peak {o['peak_bytes']:,}, PyTorch's rank {b} {ranks[b]['peak']:,}")
-n = len(t["per_rank"].get("marks", [{}])[0])
-res = ", ".join(f"{r['between_steps'][-1]:,}" for r in ranks)
-pks = ", ".join(f"{r['peak']:,}" for r in ranks)
-print(f"{'FAIL' if bad else 'ok'}: {label}: N = {N}, every rank's between steps "
-      f"({res}), peak ({pks}, binding rank {b}) and {n} marks: PyTorch {d['torch']}'s "
-      f"ZeroRedundancyOptimizer and zerosim's theory and measure {'differ' if bad else 'equal to the byte'}; "
-      f"PyTorch's ranks' weights {'equal' if not any('weights' in x for x in bad) else 'differ'}"
-      + "".join("\n  " + x for x in bad))
-sys.exit(1 if bad else 0)
-EOF
+# tests/zero1_cmp.py REF THEORY MEASURE LABEL: torch's zero1
+# (ZeroRedundancyOptimizer over DDP, hf_torch.py --ddp N --zero1: every
+# rank's figures in "ranks") against zerosim's theory and measure of
+# --wrapper ddp --schemes zero1 at the same N, every rank; exit 1 if not.
 
 # zero1 CFG N TARGS ZARGS LABEL: PyTorch's JSON in $zout (hf_torch.py
 # --ddp N --zero1) against zerosim's theory and measure of the same case
@@ -195,7 +153,7 @@ zero1() {
 			exit 99
 		fi
 	done
-	"$py" "$tmp/cmpz.py" "$zout" "$tmp/ztheory.json" "$tmp/zmeasure.json" "$zlabel" || status=1
+	"$py" "$src/tests/zero1_cmp.py" "$zout" "$tmp/ztheory.json" "$tmp/zmeasure.json" "$zlabel" || status=1
 }
 
 # in26 ROOT COMMAND: COMMAND (python3's arguments, paths inside the root)

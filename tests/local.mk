@@ -192,6 +192,12 @@ EXTRA_DIST += tests/ft_lora.sh tests/ft_cmp.py tests/ft_lib.sh
 # does not install here; a few seconds)
 TESTS += tests/ft_qlora.sh
 EXTRA_DIST += tests/ft_qlora.sh
+# torch's zero1 (--wrapper ddp --schemes zero1) with --freeze, --lora-r and
+# --grad-accum: theory and measure, every rank, against PyTorch 1.13's
+# ZeroRedundancyOptimizer over the trainable parameters, to the byte, and
+# the losses (about a minute on 2 cores)
+TESTS += tests/ft_zero1.sh
+EXTRA_DIST += tests/ft_zero1.sh tests/zero1_cmp.py
 
 # The issue's table, PyTorch's peak beside zerosim's (1.13 here; 2.6 in a
 # Debian 13 root that tests/torch26_root.sh makes, about 1.5 GB, when root
@@ -210,6 +216,7 @@ check-torch26: zerosim$(EXEEXT)
 	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/ft_accum.sh torch26
 	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/ft_freeze.sh torch26
 	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/ft_lora.sh torch26
+	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/ft_zero1.sh torch26
 .PHONY: check-torch26
 TESTS += tests/theory_headline.sh
 EXTRA_DIST += tests/theory_headline.sh

@@ -4,7 +4,9 @@
  * torch --wrapper ddp --schemes zero1` (docs/schedule.md,
  * "ZeroRedundancyOptimizer over the PyTorch step"), made as a training
  * script makes it, ZeroRedundancyOptimizer(model.parameters(),
- * optimizer_class=torch.optim.Adam, lr=...) at the release's defaults
+ * optimizer_class=torch.optim.Adam, lr=...) (with frozen parameters,
+ * --freeze or LoRA's base, the requires_grad ones alone, as
+ * Trainer.create_optimizer filters them) at the release's defaults
  * (parameters_as_bucket_view False, overlap_with_ddp False). Written from
  * PyTorch 1.13's torch/distributed/optim/zero_redundancy_optimizer.py
  * (Debian 12's python3-torch) and 2.6's (Debian 13's), which agree here:

@@ -4273,25 +4273,34 @@ static void record_function(struct bld *b)
 }
 
 /* ZeroRedundancyOptimizer over o->zero1_world ranks (util/ag_zero1.h):
- * the partition of M's parameters, each rank's in its order (sel, with
- * rank r's from start[r] to start[r + 1]). */
+ * the partition of M's trainable parameters, each rank's in its order
+ * (sel, with rank r's from start[r] to start[r + 1]). A frozen one
+ * (--freeze, LoRA's base) is not given to it: the training script passes
+ * the requires_grad ones, as Trainer.create_optimizer filters them, so it
+ * takes no share of a rank's load and is never broadcast. */
 static void zero1_partition(const struct bld *b, const struct model *M, struct pt **sel, size_t *start)
 {
 	unsigned N = b->o->zero1_world;
 	uint64_t *numel = zs_calloc(M->npt ? M->npt : 1, sizeof *numel);
 	unsigned *rank_of = zs_calloc(M->npt ? M->npt : 1, sizeof *rank_of);
 	size_t *order = zs_calloc(M->npt ? M->npt : 1, sizeof *order);
+	struct pt **given = zs_calloc(M->npt ? M->npt : 1, sizeof(struct pt *));
+	size_t n = 0;
 	for (size_t i = 0; i < M->npt; i++)
-		numel[i] = b->s->tensor[M->pt[i].w].bytes / 4; /* fp32 parameters */
-	ag_zero1_partition(numel, M->npt, N, rank_of, order);
+		if (!M->pt[i].frozen) {
+			given[n] = &M->pt[i];
+			numel[n++] = b->s->tensor[M->pt[i].w].bytes / 4; /* fp32 parameters */
+		}
+	ag_zero1_partition(numel, n, N, rank_of, order);
 	size_t k = 0;
 	for (unsigned r = 0; r < N; r++) {
 		start[r] = k;
-		for (size_t i = 0; i < M->npt; i++)
+		for (size_t i = 0; i < n; i++)
 			if (rank_of[order[i]] == r)
-				sel[k++] = &M->pt[order[i]];
+				sel[k++] = given[order[i]];
 	}
 	start[N] = k;
+	free(given);
 	free(numel);
 	free(rank_of);
 	free(order);
@@ -4688,15 +4697,13 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	int freezing = o->freeze && *o->freeze;
 	if (freezing && o->attn == ZS_ATTN_SDPA)
 		return refuse(cause, "--freeze: with --attn sdpa not described yet (give --attn eager)");
-	/* autocast's casts of a frozen weight and ZeroRedundancyOptimizer over
-	 * the trainable parameters are refused in the config's checks too
-	 * (accumulation with frozen parameters is checked: tests/ft_accum.sh;
-	 * every family's, qwen2's biased projections, qwen3's q/k norms and
-	 * phi3's fused qkv_proj and gate_up_proj included: tests/ft_freeze.sh) */
-	if (freezing && (o->amp != AG_F32 || o->zero1_world))
-		return refuse(cause, "--freeze: with %s is not described yet (give %s)",
-		              o->amp != AG_F32 ? "autocast" : "ZeroRedundancyOptimizer",
-		              o->amp != AG_F32 ? "--precision fp32" : "--schemes dp");
+	/* autocast's casts of a frozen weight are refused in the config's
+	 * checks too (accumulation with frozen parameters is checked:
+	 * tests/ft_accum.sh; every family's, qwen2's biased projections, qwen3's
+	 * q/k norms and phi3's fused qkv_proj and gate_up_proj included:
+	 * tests/ft_freeze.sh; under ZeroRedundancyOptimizer: tests/ft_zero1.sh) */
+	if (freezing && o->amp != AG_F32)
+		return refuse(cause, "--freeze: with autocast is not described yet (give --precision fp32)");
 	/* LoRA: the plain loop's step (and DDP's over it) in fp32, eager
 	 * attention (util/config.c refuses the rest: FSDP, autocast, the adapters' dropout;
 	 * tests/ft_lora.sh), every family of the step. PEFT's
@@ -4706,10 +4713,10 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (o->lora_r && fam == 5 && !(o->lora_targets && *o->lora_targets))
 		return refuse(cause, "--lora-r: PEFT has no default LoRA targets for a %s (give --lora-targets, e.g. "
 		              "qkv_proj or all-linear)", m->model_type);
-	if (o->lora_r && (o->attn == ZS_ATTN_SDPA || o->amp != AG_F32 || o->zero1_world))
+	if (o->lora_r && (o->attn == ZS_ATTN_SDPA || o->amp != AG_F32))
 		return refuse(cause, "--lora-r: with %s is not described yet (give %s)",
-		              o->attn == ZS_ATTN_SDPA ? "--attn sdpa" : o->amp != AG_F32 ? "autocast" : "ZeroRedundancyOptimizer",
-		              o->attn == ZS_ATTN_SDPA ? "--attn eager" : o->amp != AG_F32 ? "--precision fp32" : "--schemes dp");
+		              o->attn == ZS_ATTN_SDPA ? "--attn sdpa" : "autocast",
+		              o->attn == ZS_ATTN_SDPA ? "--attn eager" : "--precision fp32");
 	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP, .micro = -1 };
 	struct bld *b = &B_;
 	struct model M = { 0 };

@@ -939,9 +939,6 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	if (c->grad_accum > 1 && (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16))
 		return zs_fail(cause, "--grad-accum %u with --precision %s: accumulation under autocast is not described "
 		               "yet (give --grad-accum 1 or --precision fp32)", c->grad_accum, zs_precision_name(c->precision));
-	if (c->grad_accum > 1 && c->wrapper == ZS_WRAPPER_DDP && c->nschemes > 0 && c->schemes[0] == ZS_ZERO1)
-		return zs_fail(cause, "--grad-accum %u with --schemes zero1: accumulation under ZeroRedundancyOptimizer is "
-		               "not described yet (give --grad-accum 1 or --schemes dp)", c->grad_accum);
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_NO_SYNC)) && c->wrapper != ZS_WRAPPER_DDP)
 		return zs_fail(cause, "--ddp-no-sync: only with --wrapper ddp (DistributedDataParallel's no_sync())");
 	/* no_sync() wraps micro-steps 0..K-2: at K = 1 there are none, and
@@ -973,9 +970,6 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	if (c->freeze[0] && (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16))
 		return zs_fail(cause, "--freeze with --precision %s: frozen parameters under autocast are not described "
 		               "yet (give --precision fp32)", zs_precision_name(c->precision));
-	if (c->freeze[0] && c->wrapper == ZS_WRAPPER_DDP && c->nschemes > 0 && c->schemes[0] == ZS_ZERO1)
-		return zs_fail(cause, "--freeze with --schemes zero1: frozen parameters under ZeroRedundancyOptimizer are "
-		               "not described yet (give --schemes dp)");
 	if (check_lora(c, cause) != 0)
 		return -1;
 	if (c->wrapper == ZS_WRAPPER_DDP)
