@@ -51,7 +51,7 @@ sed 's/"llama"/"qwen2"/; s/1e-05/1e-06/' "$tmp/llama.json" >"$tmp/qwen2.json"
 sed 's/"llama"/"phi3"/; s/"silu"/"silu", "resid_pdrop": 0.0, "pad_token_id": null/' "$tmp/llama.json" >"$tmp/phi3.json"
 
 plain="--seq 32 --batch 2 --precision fp32 --schemes dp --world 1 --framework torch --wrapper none
---torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single"
+--torch-version 2.6 --torch-device cpu --attn eager --optimizer-impl single"
 
 refuse() { # WHAT TEXT ARGS...: theory refuses with one line naming TEXT, exit 2, nothing written
 	what=$1 text=$2
@@ -71,6 +71,8 @@ refuse "--quant-base without --lora-r" "only with --lora-r" --quant-base nf4
 refuse "--double-quant without --quant-base" "only with --quant-base nf4" --lora-r 4 --double-quant on
 refuse "fp4" "not one of nf4, none" --lora-r 4 --quant-base fp4
 refuse "--double-quant yes" "not one of on, off" --lora-r 4 --quant-base nf4 --double-quant yes
+refuse "--torch-version 1.13" "bitsandbytes 0.47.0 needs torch >= 2.2" --lora-r 4 --quant-base nf4 \
+	--torch-version 1.13
 refuse "--wrapper ddp" "only with --wrapper none so far" --lora-r 4 --quant-base nf4 \
 	--wrapper ddp --world 2
 

@@ -825,6 +825,11 @@ static int check_lora(const struct zs_config *c, char **cause)
 		               "is not described with LoRA yet)", zs_framework_name(c->framework),
 		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
 		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");
+	/* bitsandbytes 0.47.0 requires torch >= 2.2 (its pyproject.toml line 45;
+	 * it registers its ops with torch.library.register_kernel) */
+	if (c->quant_nf4 && c->torch_version == ZS_TORCH_1_13)
+		return zs_fail(cause, "--quant-base nf4 with --torch-version 1.13: bitsandbytes 0.47.0 needs torch >= 2.2 "
+		               "(give --torch-version 2.6)");
 	if (c->quant_nf4 && c->wrapper != ZS_WRAPPER_NONE)
 		return zs_fail(cause, "--quant-base nf4: only with --wrapper none so far (QLoRA under --wrapper %s is not "
 		               "described yet)", zs_wrapper_name(c->wrapper));
