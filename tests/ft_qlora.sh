@@ -75,6 +75,19 @@ refuse "--torch-version 1.13" "bitsandbytes 0.47.0 needs torch >= 2.2" --lora-r 
 	--torch-version 1.13
 refuse "--wrapper ddp" "only with --wrapper none so far" --lora-r 4 --quant-base nf4 \
 	--wrapper ddp --world 2
+# measure --write-case: a case has no key for the 4-bit base (refused,
+# not written without it): one line, exit 2, neither the case nor --out
+# shellcheck disable=SC2086
+"$zerosim" measure --model "$tmp/llama.json" $plain --lora-r 4 --quant-base nf4 --write-case "$tmp/case.json" \
+	--out "$tmp/refused.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/refused.json" ] || [ -e "$tmp/case.json" ] ||
+	! grep -q -- "a case has no key for the 4-bit base" "$tmp/err"; then
+	echo "FAIL: measure --write-case: exit $rc, stderr: $(cat "$tmp/err")"
+	status=1
+else
+	echo "ok: measure --write-case: $(cat "$tmp/err")"
+fi
 
 # label;model;zero_grad;K;args
 while IFS=';' read -r label m zg K args; do

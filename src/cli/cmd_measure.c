@@ -561,6 +561,15 @@ int zs_cmd_measure(int argc, char **argv)
 		        case_path != NULL ? "--case" : "--write-case");
 		goto fail;
 	}
+	/* QLoRA: a case has no key for the 4-bit base, and neither reader
+	 * would run one (measure --case does not read LoRA's adapters back;
+	 * tests/ft_torch.py has no bitsandbytes): refused, not written
+	 * without it (docs/formats.md) */
+	if (c.quant_nf4 && write_case != NULL) {
+		zs_fail(&cause, "--write-case with --quant-base nf4: a case has no key for the 4-bit base (its reader, "
+		        "tests/ft_torch.py --case, has no bitsandbytes)");
+		goto fail;
+	}
 	/* LoRA: --write-case writes the adapters' initial values (the case's
 	 * "lora", for tests/ft_torch.py --case); --case does not run them yet */
 	if (c.lora_r && case_path != NULL) {
