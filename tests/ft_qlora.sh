@@ -69,6 +69,10 @@ refuse() { # WHAT TEXT ARGS...: theory refuses with one line naming TEXT, exit 2
 }
 refuse "--quant-base without --lora-r" "only with --lora-r" --quant-base nf4
 refuse "--double-quant without --quant-base" "only with --quant-base nf4" --lora-r 4 --double-quant on
+refuse "--quant-base none without --lora-r" "only with --lora-r" --quant-base none
+refuse "--double-quant off without --quant-base" "only with --quant-base nf4" --lora-r 4 --double-quant off
+refuse "--double-quant off with --quant-base none" "only with --quant-base nf4" --lora-r 4 --quant-base none \
+	--double-quant off
 refuse "fp4" "not one of nf4, none" --lora-r 4 --quant-base fp4
 refuse "--double-quant yes" "not one of on, off" --lora-r 4 --quant-base nf4 --double-quant yes
 refuse "--torch-version 1.13" "bitsandbytes 0.47.0 needs torch >= 2.2" --lora-r 4 --quant-base nf4 \

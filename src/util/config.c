@@ -813,11 +813,13 @@ static int check_lora(const struct zs_config *c, char **cause)
 	for (size_t i = 0; i < sizeof with_r / sizeof with_r[0]; i++)
 		if (!c->lora_r && (c->given & ZS_KEY_BIT(with_r[i])))
 			return zs_fail(cause, "--%s: only with --lora-r", key_names[with_r[i]]);
-	if (c->double_quant && !c->quant_nf4)
+	/* by whether given, as --lora-alpha: --double-quant off and
+	 * --quant-base none alone would say nothing */
+	if ((c->given & ZS_KEY_BIT(ZS_KEY_DOUBLE_QUANT)) && !c->quant_nf4)
 		return zs_fail(cause, "--double-quant: only with --quant-base nf4 (it quantizes the 4-bit base's absmax)");
-	if (c->quant_nf4 && !c->lora_r)
-		return zs_fail(cause, "--quant-base nf4: only with --lora-r (the 4-bit base is frozen: QLoRA trains "
-		               "adapters over it)");
+	if ((c->given & ZS_KEY_BIT(ZS_KEY_QUANT_BASE)) && !c->lora_r)
+		return zs_fail(cause, "--quant-base %s: only with --lora-r (the 4-bit base is frozen: QLoRA trains "
+		               "adapters over it)", c->quant_nf4 ? "nf4" : "none");
 	if (!c->lora_r)
 		return 0;
 	if (c->framework != ZS_FW_TORCH || (c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP))
