@@ -24,6 +24,12 @@
 #    the model's (gpt2: d x 3d, d x d, d x 4d, 4d x d a block; llama:
 #    q and o d x d, k and v kv·hd x d, gate, up and down i x d), written
 #    here from transformers' modeling files, not read from zerosim.
+# 4. A dequantized weight at the peak: llama with a wide MLP (i = 4096),
+#    a 16-token vocabulary, T = 4, B = 1: the peak is the forward's, at
+#    the last down_proj, and equals the fp32-base run's forward peak less
+#    the weights' difference (3.) plus the dequantized [d, i] fp32 weight,
+#    4 d i bytes, from the shape (the measured peak is the steps': the
+#    engine forgets its set-up's fp32 weights, as the theory does).
 # Exit 0 pass, 1 disagreement, 99 hard error.
 set -u
 top=${ZS_BUILDDIR:-.}
@@ -48,6 +54,10 @@ cat >"$tmp/llama.json" <<'JSON'
  "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu"}
 JSON
 sed 's/"llama"/"qwen2"/; s/1e-05/1e-06/' "$tmp/llama.json" >"$tmp/qwen2.json"
+# wide: llama with a wide MLP (i = 4096), a tiny vocabulary and (below)
+# T = 4, B = 1, so that a dequantized weight, not the logits, makes the peak
+sed 's/"intermediate_size": 176/"intermediate_size": 4096/; s/"vocab_size": 1024/"vocab_size": 16/' \
+	"$tmp/llama.json" >"$tmp/wide.json"
 sed 's/"llama"/"phi3"/; s/"silu"/"silu", "resid_pdrop": 0.0, "pad_token_id": null/' "$tmp/llama.json" >"$tmp/phi3.json"
 
 plain="--seq 32 --batch 2 --precision fp32 --schemes dp --world 1 --framework torch --wrapper none
@@ -149,6 +159,21 @@ for o, k in layers:
 want = f["resident_bytes"] - 4 * n_all + held
 if t["resident_bytes"] != want:
     bad.append(f"between steps {t['resident_bytes']:,}, from the shapes {want:,} ({t['resident_bytes'] - want:+,} B)")
+# wide: the forward's last down_proj (the most activations held) is where
+# the peak is. There the fp32-base run holds X (the down_proj's mm output
+# included); the 4-bit run holds the same X less the weights' difference
+# plus the dequantized down_proj weight, [d, i] fp32 (bitsandbytes'
+# dequantize_4bit output, freed after the matmul): 4 d i bytes. Without
+# double quantization no other temporary is live then.
+if label.startswith("wide"):
+    tmpw = 4 * cfg["hidden_size"] * cfg["intermediate_size"]
+    wantp = f["phase_peak_bytes"]["forward"] - (f["resident_bytes"] - want) + tmpw
+    if t["peak_bytes"] != wantp or t["binding_phase"] != "forward":
+        bad.append(f"peak {t['peak_bytes']:,} ({t['binding_phase']}), by hand {wantp:,}: the fp32 base's forward "
+                   f"peak {f['phase_peak_bytes']['forward']:,} less {f['resident_bytes'] - want:,} plus the "
+                   f"dequantized [d, i] weight {tmpw:,}")
+    if wantp <= f["peak_bytes"] - (f["resident_bytes"] - want):
+        bad.append("the dequantized weight does not make the peak here")
 print(("FAIL: " if bad else "ok: ") + label + f": between steps {t['resident_bytes']:,} (fp32 base "
       f"{f['resident_bytes']:,}; 4-bit storages {held:,} B for {n_all:,} weights), peak {t['peak_bytes']:,} "
       f"(fp32 base {f['peak_bytes']:,})" + "".join("\n  " + x for x in bad))
@@ -163,5 +188,6 @@ llama, all-linear, set_to_none;llama;none;1;--lora-r 4 --lora-targets all-linear
 llama, all-linear, zeros, double quant, K = 2;llama;zeros;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on
 qwen2, q_proj + v_proj (biased), double quant;qwen2;zeros;1;--lora-r 4 --quant-base nf4 --double-quant on
 phi3, all-linear (fused);phi3;none;1;--lora-r 4 --lora-targets all-linear --quant-base nf4
+wide MLP, T = 4, B = 1: a dequantized weight at the peak;wide;none;1;--lora-r 4 --quant-base nf4 --seq 4 --batch 1
 CASES
 exit $status
