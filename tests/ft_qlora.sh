@@ -5,9 +5,9 @@
 # install here; the quantizer's kernels are checked against the code
 # book by hand in tests/test_nf4.c).
 #
-# 1. The CLI: --quant-base without --lora-r, --double-quant without
-#    --quant-base, fp4, a bad on/off, and a wrapper: one line, exit 2,
-#    nothing written.
+# 1. The CLI: --quant-base (nf4 or none) without --lora-r, --double-quant
+#    (on or off) without --quant-base nf4, fp4, a bad on/off, torch 1.13,
+#    FSDP, and measure --write-case: one line, exit 2, nothing written.
 # 2. theory = measure to the byte (between steps, the steady step's peak,
 #    both breakdowns and every mark) over gpt2 tiny (Conv1D, which
 #    transformers' _replace_with_bnb_linear converts too) and llama tiny,
@@ -30,6 +30,9 @@
 #    the weights' difference (3.) plus the dequantized [d, i] fp32 weight,
 #    4 d i bytes, from the shape (the measured peak is the steps': the
 #    engine forgets its set-up's fp32 weights, as the theory does).
+# 5. Under --wrapper ddp, N = 2, K = 1 and 2: 2. and 3. again, and the
+#    steps' traffic equal to the fp32-base run's (the 4-bit base is frozen,
+#    and only its packed weights are broadcast, once, in set-up).
 # Exit 0 pass, 1 disagreement, 99 hard error.
 set -u
 top=${ZS_BUILDDIR:-.}
@@ -87,8 +90,8 @@ refuse "fp4" "not one of nf4, none" --lora-r 4 --quant-base fp4
 refuse "--double-quant yes" "not one of on, off" --lora-r 4 --quant-base nf4 --double-quant yes
 refuse "--torch-version 1.13" "bitsandbytes 0.47.0 needs torch >= 2.2" --lora-r 4 --quant-base nf4 \
 	--torch-version 1.13
-refuse "--wrapper ddp" "only with --wrapper none so far" --lora-r 4 --quant-base nf4 \
-	--wrapper ddp --world 2
+refuse "--wrapper fsdp" "with --wrapper none or ddp so far" --lora-r 4 --quant-base nf4 \
+	--wrapper fsdp --world 2
 # measure --write-case: a case has no key for the 4-bit base (refused,
 # not written without it): one line, exit 2, neither the case nor --out
 # shellcheck disable=SC2086
@@ -165,6 +168,12 @@ if t["resident_bytes"] != want:
 # plus the dequantized down_proj weight, [d, i] fp32 (bitsandbytes'
 # dequantize_4bit output, freed after the matmul): 4 d i bytes. Without
 # double quantization no other temporary is live then.
+# DDP: the 4-bit base is frozen (no bucket slot) and, of its storages,
+# only the packed weight is a module state (broadcast once at
+# construction, in set-up): the steps' traffic is the fp32-base run's
+if t.get("comm_bytes_per_rank_per_step") != f.get("comm_bytes_per_rank_per_step"):
+    bad.append(f"comm a step {t.get('comm_bytes_per_rank_per_step')}, the fp32 base's "
+               f"{f.get('comm_bytes_per_rank_per_step')}")
 if label.startswith("wide"):
     tmpw = 4 * cfg["hidden_size"] * cfg["intermediate_size"]
     wantp = f["phase_peak_bytes"]["forward"] - (f["resident_bytes"] - want) + tmpw
@@ -189,5 +198,9 @@ llama, all-linear, zeros, double quant, K = 2;llama;zeros;2;--lora-r 4 --lora-ta
 qwen2, q_proj + v_proj (biased), double quant;qwen2;zeros;1;--lora-r 4 --quant-base nf4 --double-quant on
 phi3, all-linear (fused);phi3;none;1;--lora-r 4 --lora-targets all-linear --quant-base nf4
 wide MLP, T = 4, B = 1: a dequantized weight at the peak;wide;none;1;--lora-r 4 --quant-base nf4 --seq 4 --batch 1
+DDP N = 2: llama, q_proj + v_proj, zeros;llama;zeros;1;--lora-r 4 --quant-base nf4 --wrapper ddp --world 2
+DDP N = 2: llama, all-linear, double quant, K = 2;llama;none;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --wrapper ddp --world 2
+DDP N = 2: gpt2, c_attn, K = 2;gpt2;zeros;2;--lora-r 4 --quant-base nf4 --wrapper ddp --world 2
+DDP N = 2: phi3, all-linear (fused), double quant;phi3;none;1;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --wrapper ddp --world 2
 CASES
 exit $status

@@ -115,7 +115,7 @@ static void usage(FILE *f)
 	      "                         layer but the head as bitsandbytes' Linear4bit (NF4,\n"
 	      "                         fp32 absmax per 64: 4.5 bits), dequantized into an\n"
 	      "                         fp32 temporary at each use (default none;\n"
-	      "                         torch 2.6, --wrapper none only so far)\n"
+	      "                         torch 2.6; --wrapper none or ddp)\n"
 	      "      --double-quant S   with --quant-base nf4: the absmax in 8 bits, on or\n"
 	      "                         off (default off; about 4.127 bits a weight)\n"
 	      "      --spec FILE        read the options above from a zerosim-sweep/3 file;\n"

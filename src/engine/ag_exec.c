@@ -1683,7 +1683,9 @@ static int do_collective(struct ag_exec *x, unsigned n, const struct ag_event *e
 		return fail_ev(cause, e, ei, "a collective works in place on one tensor");
 	if (view(&x[0], e->in[0], &v0, e, ei, cause) != 0)
 		return -1;
-	if (v0.dt != AG_F32)
+	/* a broadcast copies: uint8 too (QLoRA's packed weights at DDP's
+	 * construction; every code 0..255 is exact through a float) */
+	if (v0.dt != AG_F32 && !(e->op == AG_OP_BROADCAST_ && v0.dt == AG_U8))
 		return fail_ev(cause, e, ei, "a collective over %s: fp32 only", ag_dtype_name(v0.dt));
 	struct agv *v = zs_malloc(n * sizeof *v);
 	int rc = 0;

@@ -832,9 +832,6 @@ static int check_lora(const struct zs_config *c, char **cause)
 	if (c->quant_nf4 && c->torch_version == ZS_TORCH_1_13)
 		return zs_fail(cause, "--quant-base nf4 with --torch-version 1.13: bitsandbytes 0.47.0 needs torch >= 2.2 "
 		               "(give --torch-version 2.6)");
-	if (c->quant_nf4 && c->wrapper != ZS_WRAPPER_NONE)
-		return zs_fail(cause, "--quant-base nf4: only with --wrapper none so far (QLoRA under --wrapper %s is not "
-		               "described yet)", zs_wrapper_name(c->wrapper));
 	if (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16)
 		return zs_fail(cause, "--lora-r with --precision %s: LoRA under autocast is not described yet (give "
 		               "--precision fp32)", zs_precision_name(c->precision));
