@@ -5,9 +5,9 @@
 # install here; the quantizer's kernels are checked against the code
 # book by hand in tests/test_nf4.c).
 #
-# 1. The CLI: --quant-base without --lora-r, --double-quant without
-#    --quant-base, fp4, a bad on/off, and a wrapper: one line, exit 2,
-#    nothing written.
+# 1. The CLI: --quant-base (nf4 or none) without --lora-r, --double-quant
+#    (on or off) without --quant-base nf4, fp4, a bad on/off, torch 1.13,
+#    FSDP, and measure --write-case: one line, exit 2, nothing written.
 # 2. theory = measure to the byte (between steps, the steady step's peak,
 #    both breakdowns and every mark) over gpt2 tiny (Conv1D, which
 #    transformers' _replace_with_bnb_linear converts too) and llama tiny,
@@ -24,6 +24,15 @@
 #    the model's (gpt2: d x 3d, d x d, d x 4d, 4d x d a block; llama:
 #    q and o d x d, k and v kv·hd x d, gate, up and down i x d), written
 #    here from transformers' modeling files, not read from zerosim.
+# 4. A dequantized weight at the peak: llama with a wide MLP (i = 4096),
+#    a 16-token vocabulary, T = 4, B = 1: the peak is the forward's, at
+#    the last down_proj, and equals the fp32-base run's forward peak less
+#    the weights' difference (3.) plus the dequantized [d, i] fp32 weight,
+#    4 d i bytes, from the shape (the measured peak is the steps': the
+#    engine forgets its set-up's fp32 weights, as the theory does).
+# 5. Under --wrapper ddp, N = 2, K = 1 and 2: 2. and 3. again, and the
+#    steps' traffic equal to the fp32-base run's (the 4-bit base is frozen,
+#    and only its packed weights are broadcast, once, in set-up).
 # Exit 0 pass, 1 disagreement, 99 hard error.
 set -u
 top=${ZS_BUILDDIR:-.}
@@ -48,10 +57,14 @@ cat >"$tmp/llama.json" <<'JSON'
  "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu"}
 JSON
 sed 's/"llama"/"qwen2"/; s/1e-05/1e-06/' "$tmp/llama.json" >"$tmp/qwen2.json"
+# wide: llama with a wide MLP (i = 4096), a tiny vocabulary and (below)
+# T = 4, B = 1, so that a dequantized weight, not the logits, makes the peak
+sed 's/"intermediate_size": 176/"intermediate_size": 4096/; s/"vocab_size": 1024/"vocab_size": 16/' \
+	"$tmp/llama.json" >"$tmp/wide.json"
 sed 's/"llama"/"phi3"/; s/"silu"/"silu", "resid_pdrop": 0.0, "pad_token_id": null/' "$tmp/llama.json" >"$tmp/phi3.json"
 
 plain="--seq 32 --batch 2 --precision fp32 --schemes dp --world 1 --framework torch --wrapper none
---torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single"
+--torch-version 2.6 --torch-device cpu --attn eager --optimizer-impl single"
 
 refuse() { # WHAT TEXT ARGS...: theory refuses with one line naming TEXT, exit 2, nothing written
 	what=$1 text=$2
@@ -69,10 +82,29 @@ refuse() { # WHAT TEXT ARGS...: theory refuses with one line naming TEXT, exit 2
 }
 refuse "--quant-base without --lora-r" "only with --lora-r" --quant-base nf4
 refuse "--double-quant without --quant-base" "only with --quant-base nf4" --lora-r 4 --double-quant on
+refuse "--quant-base none without --lora-r" "only with --lora-r" --quant-base none
+refuse "--double-quant off without --quant-base" "only with --quant-base nf4" --lora-r 4 --double-quant off
+refuse "--double-quant off with --quant-base none" "only with --quant-base nf4" --lora-r 4 --quant-base none \
+	--double-quant off
 refuse "fp4" "not one of nf4, none" --lora-r 4 --quant-base fp4
 refuse "--double-quant yes" "not one of on, off" --lora-r 4 --quant-base nf4 --double-quant yes
-refuse "--wrapper ddp" "only with --wrapper none so far" --lora-r 4 --quant-base nf4 \
-	--wrapper ddp --world 2
+refuse "--torch-version 1.13" "bitsandbytes 0.47.0 needs torch >= 2.2" --lora-r 4 --quant-base nf4 \
+	--torch-version 1.13
+refuse "--wrapper fsdp" "with --wrapper none or ddp so far" --lora-r 4 --quant-base nf4 \
+	--wrapper fsdp --world 2
+# measure --write-case: a case has no key for the 4-bit base (refused,
+# not written without it): one line, exit 2, neither the case nor --out
+# shellcheck disable=SC2086
+"$zerosim" measure --model "$tmp/llama.json" $plain --lora-r 4 --quant-base nf4 --write-case "$tmp/case.json" \
+	--out "$tmp/refused.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/refused.json" ] || [ -e "$tmp/case.json" ] ||
+	! grep -q -- "a case has no key for the 4-bit base" "$tmp/err"; then
+	echo "FAIL: measure --write-case: exit $rc, stderr: $(cat "$tmp/err")"
+	status=1
+else
+	echo "ok: measure --write-case: $(cat "$tmp/err")"
+fi
 
 # label;model;zero_grad;K;args
 while IFS=';' read -r label m zg K args; do
@@ -130,6 +162,27 @@ for o, k in layers:
 want = f["resident_bytes"] - 4 * n_all + held
 if t["resident_bytes"] != want:
     bad.append(f"between steps {t['resident_bytes']:,}, from the shapes {want:,} ({t['resident_bytes'] - want:+,} B)")
+# wide: the forward's last down_proj (the most activations held) is where
+# the peak is. There the fp32-base run holds X (the down_proj's mm output
+# included); the 4-bit run holds the same X less the weights' difference
+# plus the dequantized down_proj weight, [d, i] fp32 (bitsandbytes'
+# dequantize_4bit output, freed after the matmul): 4 d i bytes. Without
+# double quantization no other temporary is live then.
+# DDP: the 4-bit base is frozen (no bucket slot) and, of its storages,
+# only the packed weight is a module state (broadcast once at
+# construction, in set-up): the steps' traffic is the fp32-base run's
+if t.get("comm_bytes_per_rank_per_step") != f.get("comm_bytes_per_rank_per_step"):
+    bad.append(f"comm a step {t.get('comm_bytes_per_rank_per_step')}, the fp32 base's "
+               f"{f.get('comm_bytes_per_rank_per_step')}")
+if label.startswith("wide"):
+    tmpw = 4 * cfg["hidden_size"] * cfg["intermediate_size"]
+    wantp = f["phase_peak_bytes"]["forward"] - (f["resident_bytes"] - want) + tmpw
+    if t["peak_bytes"] != wantp or t["binding_phase"] != "forward":
+        bad.append(f"peak {t['peak_bytes']:,} ({t['binding_phase']}), by hand {wantp:,}: the fp32 base's forward "
+                   f"peak {f['phase_peak_bytes']['forward']:,} less {f['resident_bytes'] - want:,} plus the "
+                   f"dequantized [d, i] weight {tmpw:,}")
+    if wantp <= f["peak_bytes"] - (f["resident_bytes"] - want):
+        bad.append("the dequantized weight does not make the peak here")
 print(("FAIL: " if bad else "ok: ") + label + f": between steps {t['resident_bytes']:,} (fp32 base "
       f"{f['resident_bytes']:,}; 4-bit storages {held:,} B for {n_all:,} weights), peak {t['peak_bytes']:,} "
       f"(fp32 base {f['peak_bytes']:,})" + "".join("\n  " + x for x in bad))
@@ -144,5 +197,10 @@ llama, all-linear, set_to_none;llama;none;1;--lora-r 4 --lora-targets all-linear
 llama, all-linear, zeros, double quant, K = 2;llama;zeros;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on
 qwen2, q_proj + v_proj (biased), double quant;qwen2;zeros;1;--lora-r 4 --quant-base nf4 --double-quant on
 phi3, all-linear (fused);phi3;none;1;--lora-r 4 --lora-targets all-linear --quant-base nf4
+wide MLP, T = 4, B = 1: a dequantized weight at the peak;wide;none;1;--lora-r 4 --quant-base nf4 --seq 4 --batch 1
+DDP N = 2: llama, q_proj + v_proj, zeros;llama;zeros;1;--lora-r 4 --quant-base nf4 --wrapper ddp --world 2
+DDP N = 2: llama, all-linear, double quant, K = 2;llama;none;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --wrapper ddp --world 2
+DDP N = 2: gpt2, c_attn, K = 2;gpt2;zeros;2;--lora-r 4 --quant-base nf4 --wrapper ddp --world 2
+DDP N = 2: phi3, all-linear (fused), double quant;phi3;none;1;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --wrapper ddp --world 2
 CASES
 exit $status

@@ -115,7 +115,7 @@ static void usage(FILE *f)
 	      "                         layer but the head as bitsandbytes' Linear4bit (NF4,\n"
 	      "                         fp32 absmax per 64: 4.5 bits), dequantized into an\n"
 	      "                         fp32 temporary at each use (default none;\n"
-	      "                         --wrapper none only so far)\n"
+	      "                         torch 2.6; --wrapper none or ddp)\n"
 	      "      --double-quant S   with --quant-base nf4: the absmax in 8 bits, on or\n"
 	      "                         off (default off; about 4.127 bits a weight)\n"
 	      "      --spec FILE        read the options above from a zerosim-sweep/3 file;\n"
@@ -559,6 +559,15 @@ int zs_cmd_measure(int argc, char **argv)
 	if (c.freeze[0] && (case_path != NULL || write_case != NULL)) {
 		zs_fail(&cause, "--freeze with %s: the case file has no key for frozen parameters yet",
 		        case_path != NULL ? "--case" : "--write-case");
+		goto fail;
+	}
+	/* QLoRA: a case has no key for the 4-bit base, and neither reader
+	 * would run one (measure --case does not read LoRA's adapters back;
+	 * tests/ft_torch.py has no bitsandbytes): refused, not written
+	 * without it (docs/formats.md) */
+	if (c.quant_nf4 && write_case != NULL) {
+		zs_fail(&cause, "--write-case with --quant-base nf4: a case has no key for the 4-bit base (its reader, "
+		        "tests/ft_torch.py --case, has no bitsandbytes)");
 		goto fail;
 	}
 	/* LoRA: --write-case writes the adapters' initial values (the case's

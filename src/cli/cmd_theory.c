@@ -156,7 +156,7 @@ static void usage(void)
 "                         layer but the head as bitsandbytes' Linear4bit (NF4,\n"
 "                         fp32 absmax per 64: 4.5 bits), dequantized into an\n"
 "                         fp32 temporary at each use (default none;\n"
-"                         --wrapper none only so far)\n"
+"                         torch 2.6; --wrapper none or ddp)\n"
 "      --double-quant S   with --quant-base nf4: the absmax in 8 bits, on or\n"
 "                         off (default off; about 4.127 bits a weight)\n"
 "      --steps N          DeepSpeed's zero3 only: its mean comm over N steps\n"

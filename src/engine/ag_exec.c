@@ -1683,7 +1683,9 @@ static int do_collective(struct ag_exec *x, unsigned n, const struct ag_event *e
 		return fail_ev(cause, e, ei, "a collective works in place on one tensor");
 	if (view(&x[0], e->in[0], &v0, e, ei, cause) != 0)
 		return -1;
-	if (v0.dt != AG_F32)
+	/* a broadcast copies: uint8 too (QLoRA's packed weights at DDP's
+	 * construction; every code 0..255 is exact through a float) */
+	if (v0.dt != AG_F32 && !(e->op == AG_OP_BROADCAST_ && v0.dt == AG_U8))
 		return fail_ev(cause, e, ei, "a collective over %s: fp32 only", ag_dtype_name(v0.dt));
 	struct agv *v = zs_malloc(n * sizeof *v);
 	int rc = 0;
@@ -1757,6 +1759,11 @@ int ag_exec_begin_ranks(struct ag_exec *x, unsigned n, const struct ag_step *s, 
 	int rc = world_events(x, n, s->setup, s->nsetup, cause);
 	for (unsigned k = 0; k < n; k++)
 		x[k].in_setup = 0;
+	/* QLoRA: zerosim's loader made every fp32 weight before quantizing
+	 * (a streaming loader holds one layer's): that set-up peak is not the
+	 * run's, and the theory's peak is the steps' (docs/finetune.md) */
+	if (rc == 0 && o->quant_nf4)
+		tracker_rebase_peak(tr);
 	if (rc != 0)
 		for (unsigned k = 0; k < n; k++)
 			ag_exec_end(&x[k]);

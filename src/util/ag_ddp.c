@@ -78,10 +78,44 @@ static void broadcast_coalesced(struct ag_pass *p, const uint32_t *t, size_t n, 
 	free(done);
 }
 
+/* QLoRA's 4-bit storages (util/autograd.c's QLoRA section: buffers of a
+ * parameter, and bitsandbytes' one dynamic map). To DDP only the packed
+ * weight is a module state: it is the Params4bit, a parameter (uint8
+ * [(n + 1) / 2, 1], frozen) in the fp32 weight's place; the absmax, code
+ * and double quantization's state are attributes of its quant_state and
+ * the map a dict of functional.py (name2qmap): neither parameters nor
+ * buffers, so neither broadcast at construction nor synced in forward. */
+static int q4_packed(const struct ag_tensor *x)
+{
+	return x->role == AG_ROLE_BUFFER && x->dtype == AG_U8 && x->ndim == 2 && x->param >= 0;
+}
+
+static int q4_state(const struct ag_tensor *x)
+{
+	return x->role == AG_ROLE_BUFFER && (x->param >= 0 || strcmp(x->what, "create_dynamic_map") == 0);
+}
+
+/* Parameter storage p's module states into out (the packed weights of
+ * its quantized parts, or p itself); returns how many. */
+static size_t param_states(const struct ag_step *s, uint32_t p, uint32_t *out)
+{
+	const struct ag_tensor *x = &s->tensor[p];
+	size_t n = 0;
+	for (uint32_t t = 0; t < s->ntensors; t++) {
+		const struct ag_tensor *q = &s->tensor[t];
+		if (q->storage == t && q4_packed(q) && q->param == x->param &&
+		    (x->part < 0 || q->part == x->part || (q->part < 0 && x->part == 0)))
+			out[n++] = t;
+	}
+	if (n == 0)
+		out[n++] = p;
+	return n;
+}
+
 /* The model's parameter storages and its broadcast buffers (bool ones
  * left out: gloo broadcasts no bool, "Invalid scalar type"; the reference
  * leaves them out with DDP's _set_params_and_buffers_to_ignore_for_model)
- * in the list's order. */
+ * in the list's order; a 4-bit layer's packed weight in its weight's place. */
 static size_t states(const struct ag_step *s, uint32_t *out, int params, int buffers)
 {
 	size_t n = 0;
@@ -89,7 +123,9 @@ static size_t states(const struct ag_step *s, uint32_t *out, int params, int buf
 		const struct ag_tensor *x = &s->tensor[t];
 		if (x->storage != t)
 			continue;
-		if ((params && x->role == AG_ROLE_PARAM) || (buffers && x->role == AG_ROLE_BUFFER && x->dtype != AG_BOOL))
+		if (params && x->role == AG_ROLE_PARAM)
+			n += param_states(s, t, out + n);
+		else if (buffers && x->role == AG_ROLE_BUFFER && x->dtype != AG_BOOL && !q4_state(x))
 			out[n++] = t;
 	}
 	return n;

@@ -813,11 +813,13 @@ static int check_lora(const struct zs_config *c, char **cause)
 	for (size_t i = 0; i < sizeof with_r / sizeof with_r[0]; i++)
 		if (!c->lora_r && (c->given & ZS_KEY_BIT(with_r[i])))
 			return zs_fail(cause, "--%s: only with --lora-r", key_names[with_r[i]]);
-	if (c->double_quant && !c->quant_nf4)
+	/* by whether given, as --lora-alpha: --double-quant off and
+	 * --quant-base none alone would say nothing */
+	if ((c->given & ZS_KEY_BIT(ZS_KEY_DOUBLE_QUANT)) && !c->quant_nf4)
 		return zs_fail(cause, "--double-quant: only with --quant-base nf4 (it quantizes the 4-bit base's absmax)");
-	if (c->quant_nf4 && !c->lora_r)
-		return zs_fail(cause, "--quant-base nf4: only with --lora-r (the 4-bit base is frozen: QLoRA trains "
-		               "adapters over it)");
+	if ((c->given & ZS_KEY_BIT(ZS_KEY_QUANT_BASE)) && !c->lora_r)
+		return zs_fail(cause, "--quant-base %s: only with --lora-r (the 4-bit base is frozen: QLoRA trains "
+		               "adapters over it)", c->quant_nf4 ? "nf4" : "none");
 	if (!c->lora_r)
 		return 0;
 	if (c->framework != ZS_FW_TORCH || (c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP))
@@ -825,9 +827,11 @@ static int check_lora(const struct zs_config *c, char **cause)
 		               "is not described with LoRA yet)", zs_framework_name(c->framework),
 		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
 		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");
-	if (c->quant_nf4 && c->wrapper != ZS_WRAPPER_NONE)
-		return zs_fail(cause, "--quant-base nf4: only with --wrapper none so far (QLoRA under --wrapper %s is not "
-		               "described yet)", zs_wrapper_name(c->wrapper));
+	/* bitsandbytes 0.47.0 requires torch >= 2.2 (its pyproject.toml line 45;
+	 * it registers its ops with torch.library.register_kernel) */
+	if (c->quant_nf4 && c->torch_version == ZS_TORCH_1_13)
+		return zs_fail(cause, "--quant-base nf4 with --torch-version 1.13: bitsandbytes 0.47.0 needs torch >= 2.2 "
+		               "(give --torch-version 2.6)");
 	if (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16)
 		return zs_fail(cause, "--lora-r with --precision %s: LoRA under autocast is not described yet (give "
 		               "--precision fp32)", zs_precision_name(c->precision));
