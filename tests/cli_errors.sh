@@ -837,6 +837,8 @@ for cmd in measure theory; do
 		$cmd --framework deepspeed --schemes zero2 --offload optimizer --grad-accum 2 --out "$keep"
 	try 2 "--grad-accum 2 with --framework deepspeed: the MLP only so far" \
 		$cmd --framework deepspeed --model "$tiny" --schemes zero2 --world 2 --grad-accum 2 --out "$keep"
+	[ "$cmd" = measure ] && try 2 "--write-case with --grad-accum 2: an MLP case holds one batch a step, not K micro-batches" \
+		$cmd --framework deepspeed --schemes zero2 --world 2 --grad-accum 2 --write-case "$tmp/acc-case.json" --out "$keep"
 	try 2 "--freeze: only under --framework torch with --wrapper none or ddp so far (--framework torch --wrapper fsdp trains every parameter)" \
 		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --freeze embeddings --out "$keep"
 	try 2 "--grad-accum 2 with --precision amp-bf16: accumulation under autocast is not described yet" \
