@@ -34,6 +34,11 @@
  * torch with NCCL has, one call per group and allgather_bucket_size is not
  * used, 967-968). The master partition exists in fp32 too (a clone of the
  * partition, 396-403).
+ *
+ * Gradient accumulation (ZeRO-2, gradient_accumulation_steps K, the
+ * driver's micro-steps): every micro-step reduces as above; one after the
+ * first reduces into a new partition and its epilogue adds that into the
+ * kept one (independent_gradient_partition_epilogue, 783-797).
  */
 #include "config.h"
 
@@ -116,7 +121,7 @@ static int offloaded(const struct zs_run *r) { return r->config->offload == ZS_O
  * zeroed buffers of the largest tensor's grads, one on the host and one on
  * the device (temp_grad_buffer_for_cpu_offload and _for_gpu_offload,
  * 477-485; used only with gradient accumulation, which zerosim does not
- * run). */
+ * run offloaded). */
 static size_t largest_tensor(const struct zs_layout *lo)
 {
 	size_t m = 0;
@@ -205,7 +210,9 @@ static int alloc_buckets(struct zs_run *r, struct ds *d, char **cause)
 
 /* Reduce unit u's grads, rank k's at src[k - r0], into the partitions
  * that own them. One rank keeps its own: a copy, no collective (coll.h's
- * N = 1 rule). */
+ * N = 1 rule). In a micro-step after the first (--grad-accum) they go to a
+ * new partition, made at the micro-step's first reduction as
+ * copy_grads_in_partition makes grads_in_partition (1343-1355). */
 static void reduce_unit(struct zs_run *r, struct ds *d, size_t u, void *const *src)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
@@ -952,6 +959,8 @@ double scheme_deepspeed_bound(const struct zs_config *c, const struct zs_layout 
 	 * per tensor, twice; a grad larger than the bucket kept past its
 	 * module; the device copies of offloaded partitions */
 	double coalesced = lo->per_tensor ? 2 * (psi + (double)lo->world * (double)lo->ntensors) * g + psi * g + S * p : 0;
+	/* ZeRO-2 under --grad-accum K: a later micro-step's new grad partition */
+	double accum = c->grad_accum > 1 ? S * g : 0;
 	return (1 + c->ds_overlap_comm) * written * g + S * (g + 4) + (c->precision == ZS_FP32 ? 4 * S : 0) + coalesced +
-	       (c->offload != ZS_OFFLOAD_NONE ? 4 * S + 2 * psi * g : 0);
+	       (c->offload != ZS_OFFLOAD_NONE ? 4 * S + 2 * psi * g : 0) + accum;
 }
