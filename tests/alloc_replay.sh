@@ -285,6 +285,10 @@ agree --model "$models/gpt2-tiny.json" --precision mixed --world 1,2,3,8 --seq 1
 agree --model "$models/llama-tiny.json" --precision fp32 --world 1,2,3,8 --seq 16 --batch 2 --steps 2 --unit model,layer \
 	--framework torch --recompute selective
 agree --layers 1024,2048,1024 --world 1,2,3,4 --unit model,layer --steps 2 --framework deepspeed
+# DeepSpeed's ZeRO-2 under --grad-accum: a later micro-step's new grad
+# partition, from its first reduction (mid-backward with the small bucket)
+agree --layers 1024,2048,1024 --world 1,2,4 --unit model,layer --steps 2 --framework deepspeed --schemes zero2 \
+	--grad-accum 2 --ds-reduce-bucket 200000
 agree --layers 1024,2048,1024 --world 1,2,4 --steps 2 --framework deepspeed --schemes zero1,zero2 --ds-overlap-comm on \
 	--ds-reduce-bucket 1e6
 agree --model "$models/gpt2-tiny.json" --precision mixed --world 1,2,3,8 --seq 16 --batch 2 --steps 3 --unit model,layer \

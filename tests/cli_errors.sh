@@ -843,8 +843,19 @@ for cmd in measure theory; do
 	try 2 "--precision amp-bf16: autocast under --wrapper fsdp is not described yet (give --precision fp32)" \
 		$cmd --framework torch --model "$tiny" --wrapper fsdp --precision amp-bf16 --torch-device cpu \
 		--attn eager --world 2 --schemes zero3 --torch-version 1.13 --out "$keep"
-	try 2 "--grad-accum 2: only with --framework torch and --wrapper none or ddp so far (FSDP over the PyTorch step takes no accumulation yet)" \
+	try 2 "--grad-accum 2: only with --framework torch and --wrapper none or ddp, or --framework deepspeed --schemes zero2, so far (FSDP over the PyTorch step takes no accumulation yet)" \
 		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --grad-accum 2 --out "$keep"
+	# DeepSpeed's accumulation: the engine's ZeRO-2 on the MLP only so far.
+	try 2 "--grad-accum 3: only with --framework torch and --wrapper none or ddp, or --framework deepspeed --schemes zero2, so far (the paper's schedule takes no accumulation yet)" \
+		$cmd --schemes zero2 --grad-accum 3 --out "$keep"
+	try 2 "--grad-accum 2 with --framework deepspeed: only --schemes zero2 so far (zero1 takes no accumulation yet)" \
+		$cmd --framework deepspeed --schemes zero2,zero1 --grad-accum 2 --out "$keep"
+	try 2 "--grad-accum 2 with --offload: DeepSpeed's accumulation through the host (async_accumulate_grad_in_cpu_via_gpu) is not described yet" \
+		$cmd --framework deepspeed --schemes zero2 --offload optimizer --grad-accum 2 --out "$keep"
+	try 2 "--grad-accum 2 with --framework deepspeed: the MLP only so far" \
+		$cmd --framework deepspeed --model "$tiny" --schemes zero2 --world 2 --grad-accum 2 --out "$keep"
+	[ "$cmd" = measure ] && try 2 "--write-case with --grad-accum 2: an MLP case holds one batch a step, not K micro-batches" \
+		$cmd --framework deepspeed --schemes zero2 --world 2 --grad-accum 2 --write-case "$tmp/acc-case.json" --out "$keep"
 	try 2 "--freeze: only under --framework torch with --wrapper none or ddp so far (--framework torch --wrapper fsdp trains every parameter)" \
 		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --freeze embeddings --out "$keep"
 	try 2 "--grad-accum 2 with --precision amp-bf16: accumulation under autocast is not described yet" \

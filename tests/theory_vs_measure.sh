@@ -5,7 +5,7 @@
 # both precisions, both optimizers, batch 1 and 4, and a deeper model; and
 # torch's implementations of every scheme (--framework torch: DDP's buckets,
 # ZeroRedundancyOptimizer, FSDP with and without prefetch, in both precisions),
-# DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed), and zerosim's
+# DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed; zero2 under --grad-accum too), and zerosim's
 # own transformer (--model, both families, phi3, qwen3, gemma2 and gemma3_text, the three recompute modes; under
 # torch's schemes and DeepSpeed's, zero3 module by module, too).
 # docs/schedule.md is the contract both implement; tests/json_agree joins the
@@ -134,6 +134,23 @@ check --framework deepspeed --layers 5,7,3,11 --world 1,3,5,8 --schemes zero1,ze
 	--ds-reduce-bucket 1 --precision fp32 --optimizer sgd --steps 2
 check --framework deepspeed --layers 64,256,256,256,64 --world 1,3,5,8 --schemes zero1,zero2 --unit model,layer \
 	--ds-reduce-bucket 70000 --steps 1
+# DeepSpeed's ZeRO-2 under gradient_accumulation_steps K = 2, 3: every
+# micro-step reduce-scatters (K times the grads' bytes), each after the
+# first into a new grad partition made at its first reduction: the default
+# bucket (reduced in the epilogue), buckets flushed mid-backward and
+# smaller than a unit, two with overlap_comm; both precisions and units.
+for accum in 2 3; do
+	for precision in mixed fp32; do
+		check --framework deepspeed --layers 64,256,64 --world 1,2,3,5 --schemes zero2 --unit model,layer \
+			--precision $precision --grad-accum $accum --steps 2
+		check --framework deepspeed --layers 64,256,256,256,64 --world 1,2,3,5 --schemes zero2 --unit model,layer \
+			--precision $precision --grad-accum $accum --ds-reduce-bucket 16448 --ds-overlap-comm on --steps 2
+	done
+	check --framework deepspeed --layers 5,7,3,11 --world 1,2,3,5,8 --schemes zero2 --unit model,layer \
+		--ds-reduce-bucket 30 --optimizer sgd --grad-accum $accum --steps 2
+	check --framework deepspeed --layers 5,7,3,11 --world 1,3,5 --schemes zero2 --unit model,layer \
+		--ds-reduce-bucket 1 --precision fp32 --grad-accum $accum --steps 1
+done
 # ZeRO-Offload: device and host bytes apart, every rank's and a node's.
 for precision in mixed fp32; do
 	check --framework deepspeed --offload optimizer --layers 64,256,64 --world 1,2,3,4,5,6,7,8 --schemes zero1,zero2 \

@@ -98,8 +98,9 @@ static void usage(FILE *f)
 	      "                         each rank's bytes its own: one scheme a run) or\n"
 	      "                         fsdp (FSDP FULL_SHARD, a unit per block, over it as\n"
 	      "                         PyTorch 1.13 runs it at N >= 2: --schemes zero3)\n"
-	      "      --grad-accum K     --wrapper none or ddp: K micro-steps (each of --batch)\n"
-	      "                         per optimizer step, each loss / K (default 1)\n"
+	      "      --grad-accum K     --wrapper none or ddp, or --framework deepspeed\n"
+	      "                         --schemes zero2 (the MLP): K micro-steps (each of\n"
+	      "                         --batch) per optimizer step, each loss / K (default 1)\n"
 	      "      --ddp-no-sync S    --wrapper ddp with --grad-accum: DDP's no_sync() on\n"
 	      "                         the first K - 1 micro-steps, on (default) or off\n"
 	      "      --freeze PATTERN   --wrapper none or ddp: leave out of training the\n"
@@ -594,6 +595,13 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	if (write_case != NULL && c.nworld != 1) {
 		zs_fail(&cause, "--write-case: a case holds one world size, and the run has %zu (give one --world)", c.nworld);
+		goto fail;
+	}
+	/* an MLP case holds a batch a step: not the K micro-batches DeepSpeed's
+	 * accumulation reads (a case file is given, K is its: 1) */
+	if (write_case != NULL && c.tfm == NULL && c.grad_accum > 1) {
+		zs_fail(&cause, "--write-case with --grad-accum %u: an MLP case holds one batch a step, not K micro-batches "
+		        "(give --grad-accum 1)", c.grad_accum);
 		goto fail;
 	}
 	if (write_case != NULL && c.tfm != NULL)

@@ -273,14 +273,22 @@ static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
 		memcpy(y, r->cs->y + at * B * dL, B * dL * sizeof(float));
 		return;
 	}
-	engine_mlp_batch(x, y, r->seed, t, k, B, d0, dL);
+	/* micro-step m's batch is rows [m·B, (m+1)·B) of the K·B rows a step
+	 * without accumulation draws (so K micro-steps see the K-fold batch) */
+	engine_mlp_batch_rows(x, y, r->seed, t, k, (size_t)r->micro * B, B, d0, dL);
 }
 
 void engine_mlp_batch(float *x, float *y, uint64_t seed, unsigned t, unsigned k, size_t B, size_t d0, size_t dL)
 {
+	engine_mlp_batch_rows(x, y, seed, t, k, 0, B, d0, dL);
+}
+
+void engine_mlp_batch_rows(float *x, float *y, uint64_t seed, unsigned t, unsigned k, size_t row, size_t B,
+                           size_t d0, size_t dL)
+{
 	uint64_t base = rng_stream_base(seed, STREAM_BATCH(t, k));
 	for (size_t e = 0; e < B * d0; e++)
-		x[e] = rng_uniform_at(base, e);
+		x[e] = rng_uniform_at(base, row * d0 + e);
 	/* y_j = 0.5·x_(j mod d0), as runs of up to d0 that start at x's row:
 	 * eight at a time, the same products (a counter wrapping at d0 kept
 	 * the loop scalar: 1.8M of the default sweep's 264M instructions). */
@@ -508,13 +516,31 @@ static void forward(struct zs_run *r, unsigned t)
 	}
 }
 
+/* Rank k's d loss/d out times s: the gradient of loss·s (the MLP's, in
+ * fp32; config.c admits accumulation there only). */
+static void scale_loss_grad(struct zs_run *r, unsigned k, float s)
+{
+	const struct zs_net *m = &r->model;
+	unsigned dy = m->layer[m->nlayers - 1].dy;
+	float *g = run_rank(r, k)->t[dy];
+	for (size_t e = 0; e < m->tensor[dy].elements; e++)
+		g[e] *= s;
+}
+
 static int backward(struct zs_run *r, char **cause)
 {
 	const struct zs_net *m = &r->model;
 	tracker_set_phase(&r->tracker, ZS_PH_BACKWARD);
 	alloc_tensors_at(r, ZS_AT_BACKWARD);
-	for (unsigned k = r->r0; k < r->r1; k++)
-		run_rank(r, k)->loss = m->loss(m, run_rank(r, k)->t);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		float loss = m->loss(m, run_rank(r, k)->t);
+		if (r->nmicro > 1) /* the step's loss: the micro-steps' mean */
+			run_rank(r, k)->loss = (r->micro == 0 ? 0.0f : run_rank(r, k)->loss) + loss / (float)r->nmicro;
+		else
+			run_rank(r, k)->loss = loss;
+		if (r->nmicro > 1) /* DeepSpeed's backward() divides the loss by K */
+			scale_loss_grad(r, k, 1.0f / (float)r->nmicro);
+	}
 	if (r->ops->begin_backward && r->ops->begin_backward(r, r->ctx, cause) != 0)
 		return -1;
 	for (size_t u = r->layout.nunits; u-- > 0;) {
@@ -564,13 +590,18 @@ static void optimizer(struct zs_run *r, unsigned t)
  * there: engine_run frees what it holds). */
 static int step(struct zs_run *r, unsigned t, char **cause)
 {
-	forward(r, t);
-	if (backward(r, cause) != 0)
-		return -1;
-	if (r->ops->reduce) {
-		tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
-		r->ops->reduce(r, r->ctx);
+	/* K micro-steps, each reduced as its framework reduces it; one
+	 * optimizer step after the last */
+	for (r->micro = 0; r->micro < r->nmicro; r->micro++) {
+		forward(r, t);
+		if (backward(r, cause) != 0)
+			return -1;
+		if (r->ops->reduce) {
+			tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
+			r->ops->reduce(r, r->ctx);
+		}
 	}
+	r->micro = r->nmicro - 1;
 	optimizer(r, t);
 	if (r->ops->after_optimizer)
 		r->ops->after_optimizer(r, r->ctx);
@@ -971,6 +1002,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	struct zs_run *r = zs_calloc(1, sizeof *r);
 	r->ops = scheme_ops(scheme_entry(c->framework, scheme), world);
 	r->config = c;
+	r->nmicro = c->grad_accum > 1 ? c->grad_accum : 1; /* config.c admits K > 1 under deepspeed only */
 	net_init(&r->model, c);
 	run_layout(&r->layout, &r->model, c, scheme, world, unit);
 	r->world = world;

@@ -133,6 +133,11 @@ char *engine_case_lora_path(const char *path);
 /* The MLP's batch of rank k at step t from the seed (docs/formats.md):
  * x (B, d0), y (B, dL). */
 void engine_mlp_batch(float *x, float *y, uint64_t seed, unsigned t, unsigned k, size_t B, size_t d0, size_t dL);
+/* The same stream's rows [row, row + B) of a batch: micro-step m of K at
+ * batch B draws rows m·B.., the slice m of the K·B rows engine_mlp_batch
+ * draws at batch K·B. */
+void engine_mlp_batch_rows(float *x, float *y, uint64_t seed, unsigned t, unsigned k, size_t row, size_t B,
+                           size_t d0, size_t dL);
 
 /* The initial fp32 weights --seed gives for c's layers: Ψ values in the
  * flat layout (malloc'd; the caller frees). A sweep computes them once and

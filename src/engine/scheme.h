@@ -92,6 +92,11 @@ struct zs_run {
 	const struct zs_case *cs;
 	const float *init;            /* the initial fp32 weights, Ψ (outside every rank) */
 	const struct zs_config *config; /* the run's options (a framework's settings) */
+	/* Gradient accumulation (--grad-accum K, DeepSpeed's engine only so
+	 * far): an optimizer step is K micro-steps, each a forward, backward
+	 * and reduce on its slice of the K-fold batch; micro is the one
+	 * running (0..K-1), the optimizer runs after the last. */
+	unsigned micro, nmicro;
 };
 
 enum zs_pass { ZS_PASS_FORWARD, ZS_PASS_BACKWARD };

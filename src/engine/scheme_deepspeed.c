@@ -34,6 +34,11 @@
  * torch with NCCL has, one call per group and allgather_bucket_size is not
  * used, 967-968). The master partition exists in fp32 too (a clone of the
  * partition, 396-403).
+ *
+ * Gradient accumulation (ZeRO-2, gradient_accumulation_steps K, the
+ * driver's micro-steps): every micro-step reduces as above; one after the
+ * first reduces into a new partition and its epilogue adds that into the
+ * kept one (independent_gradient_partition_epilogue, 783-797).
  */
 #include "config.h"
 
@@ -67,6 +72,7 @@ struct ds_bucket {
  * and reduce_scatter_coalesced's flat copy and paddings. */
 struct ds_rank {
 	void *bucket[2];
+	void *acc; /* ZeRO-2, micro-steps after the first: their reduced grads (a new grads_in_partition) */
 	float *grad32;
 	void *offload_tmp[2];
 	void **whole;
@@ -115,7 +121,7 @@ static int offloaded(const struct zs_run *r) { return r->config->offload == ZS_O
  * zeroed buffers of the largest tensor's grads, one on the host and one on
  * the device (temp_grad_buffer_for_cpu_offload and _for_gpu_offload,
  * 477-485; used only with gradient accumulation, which zerosim does not
- * run). */
+ * run offloaded). */
 static size_t largest_tensor(const struct zs_layout *lo)
 {
 	size_t m = 0;
@@ -171,6 +177,7 @@ static void teardown(struct zs_run *r, void *ctx)
 		struct ds_rank *rk = ds_rank(r, d, k);
 		for (int i = 0; i < 2; i++)
 			tracker_free(&r->tracker, k, rk->offload_tmp[i]);
+		tracker_free(&r->tracker, k, rk->acc);
 		if (!offloaded(r)) /* offloaded, grad32 is the grads buffer */
 			tracker_free(&r->tracker, k, rk->grad32);
 	}
@@ -203,8 +210,10 @@ static int alloc_buckets(struct zs_run *r, struct ds *d, char **cause)
 
 /* Reduce unit u's grads, rank k's at src[k - r0], into the partitions
  * that own them. One rank keeps its own: a copy, no collective (coll.h's
- * N = 1 rule). */
-static void reduce_unit(struct zs_run *r, size_t u, void *const *src)
+ * N = 1 rule). In a micro-step after the first (--grad-accum) they go to a
+ * new partition, made at the micro-step's first reduction as
+ * copy_grads_in_partition makes grads_in_partition (1343-1355). */
+static void reduce_unit(struct zs_run *r, struct ds *d, size_t u, void *const *src)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
 	tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
@@ -222,9 +231,44 @@ static void reduce_unit(struct zs_run *r, size_t u, void *const *src)
 		}
 		return;
 	}
-	for (unsigned k = r->r0; k < r->r1; k++)
-		r->ptr_b[k - r->r0] = run_at(r, k, ZS_BUF_GRADS, layout_own(&r->layout, ZS_BUF_GRADS, u, k).at);
+	if (r->micro > 0 && ds_rank(r, d, r->r0)->acc == NULL) /* the micro-step's first reduction */
+		for (unsigned k = r->r0; k < r->r1; k++)
+			ds_rank(r, d, k)->acc = tracker_alloc(&r->tracker, k, r->cat[ZS_BUF_GRADS],
+			                                      layout_len(&r->layout, ZS_BUF_GRADS) * r->esize[ZS_BUF_GRADS]);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		size_t at = layout_own(&r->layout, ZS_BUF_GRADS, u, k).at;
+		void *acc = ds_rank(r, d, k)->acc;
+		r->ptr_b[k - r->r0] = acc != NULL ? (char *)acc + at * r->esize[ZS_BUF_GRADS] : run_at(r, k, ZS_BUF_GRADS, at);
+	}
 	coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
+}
+
+/* ZeRO-2 with gradient_accumulation_steps K > 1, a micro-step after the
+ * first: its reduced partition added into the partition kept since the
+ * first (independent_gradient_partition_epilogue, stage_1_and_2.py
+ * 783-799: averaged_gradients, views of the first micro-step's
+ * grads_in_partition, .add_ the new one's, in the grads' own type), and
+ * the new one freed (_release_ipg_buffers, 676-680). */
+static void accumulate(struct zs_run *r, struct ds *d)
+{
+	const struct zs_layout *lo = &r->layout;
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct ds_rank *rk = ds_rank(r, d, k);
+		if (rk->acc == NULL)
+			continue;
+		for (size_t u = 0; u < layout_npieces(lo); u++) {
+			struct zs_slice g = layout_own(lo, ZS_BUF_GRADS, u, k);
+			void *to = run_at(r, k, ZS_BUF_GRADS, g.at);
+			const void *from = (const char *)rk->acc + g.at * r->esize[ZS_BUF_GRADS];
+			for (size_t i = 0; i < g.count && r->esize[ZS_BUF_GRADS] == sizeof(float); i++)
+				((float *)to)[i] += ((const float *)from)[i];
+			for (size_t i = 0; i < g.count && r->esize[ZS_BUF_GRADS] != sizeof(float); i++) /* fp16 add_: in float, rounded */
+				((zs_half *)to)[i] = zs_float_to_half(zs_half_to_float(((const zs_half *)to)[i]) +
+				                                      zs_half_to_float(((const zs_half *)from)[i]));
+		}
+		tracker_free(&r->tracker, k, rk->acc);
+		rk->acc = NULL;
+	}
 }
 
 static void *bucket_at(const struct zs_run *r, const struct ds *d, unsigned k, size_t at)
@@ -239,7 +283,7 @@ static void flush(struct zs_run *r, struct ds *d)
 	for (size_t i = 0; i < b->count; i++) {
 		for (unsigned k = r->r0; k < r->r1; k++)
 			r->ptr_a[k - r->r0] = bucket_at(r, d, k, b->at[i]);
-		reduce_unit(r, b->entry[i], r->ptr_a);
+		reduce_unit(r, d, b->entry[i], r->ptr_a);
 	}
 	b->used = b->count = 0;
 }
@@ -257,7 +301,7 @@ static void add_unit(struct zs_run *r, struct ds *d, size_t u)
 	for (unsigned k = r->r0; k < r->r1; k++)
 		r->ptr_a[k - r->r0] = run_at(r, k, ZS_BUF_FULL_GRADS, un->off - r->base[ZS_BUF_FULL_GRADS]);
 	if (un->n > bucket_elements(r)) { /* extra_large_param_to_reduce */
-		reduce_unit(r, u, r->ptr_a);
+		reduce_unit(r, d, u, r->ptr_a);
 		return;
 	}
 	for (unsigned k = r->r0; k < r->r1; k++)
@@ -308,6 +352,7 @@ static void zero2_reduce(struct zs_run *r, void *ctx)
 {
 	flush(r, ctx);
 	free_buckets(r, ctx);
+	accumulate(r, ctx);
 }
 
 /* step(): the rank's grad partition flattened and converted to fp32, the
@@ -914,6 +959,8 @@ double scheme_deepspeed_bound(const struct zs_config *c, const struct zs_layout 
 	 * per tensor, twice; a grad larger than the bucket kept past its
 	 * module; the device copies of offloaded partitions */
 	double coalesced = lo->per_tensor ? 2 * (psi + (double)lo->world * (double)lo->ntensors) * g + psi * g + S * p : 0;
+	/* ZeRO-2 under --grad-accum K: a later micro-step's new grad partition */
+	double accum = c->grad_accum > 1 ? S * g : 0;
 	return (1 + c->ds_overlap_comm) * written * g + S * (g + 4) + (c->precision == ZS_FP32 ? 4 * S : 0) + coalesced +
-	       (c->offload != ZS_OFFLOAD_NONE ? 4 * S + 2 * psi * g : 0);
+	       (c->offload != ZS_OFFLOAD_NONE ? 4 * S + 2 * psi * g : 0) + accum;
 }

@@ -134,6 +134,9 @@ struct walk {
 	 * (its index + 1) while buf_add adds or frees it, else 0. */
 	struct theory_trace *tr;
 	uint64_t key;
+	/* Gradient accumulation: the micro-step walked (0..nmicro-1) of
+	 * nmicro a step (0 or 1: none), as the engine's run runs them. */
+	unsigned micro, nmicro;
 };
 
 /* Enter phase p: it holds at least what is held as it begins. */
@@ -223,12 +226,16 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 {
 	const struct step_buffers *b = &d->bufs;
 	size_t nl = d->params.nlayers;
-	for (unsigned step = 1; step <= steps; step++) {
+	unsigned K = w->nmicro > 1 ? w->nmicro : 1;
+	for (unsigned step = 1, micro = 0; step <= steps; micro = (micro + 1) % K, step += micro == 0) {
 		/* the state each step starts from is the set-up's (a later
 		 * step's can hold more: DeepSpeed's ZeRO-3 gathers its
 		 * persistent params after step()); the phases are the most over
-		 * every step */
-		walk_phase(w, ZS_PH_SETUP);
+		 * every step; a step is K micro-steps (the framework's STEP_END
+		 * steps the optimizer after the last) */
+		w->micro = micro;
+		if (micro == 0)
+			walk_phase(w, ZS_PH_SETUP);
 		walk_phase(w, ZS_PH_FORWARD);
 		fw->at(fw->ctx, w, STEP_BEGIN, 0, step);
 		for (size_t i = 0; i < b->n; i++)
@@ -312,6 +319,14 @@ struct events {
 	uint64_t *buckets;
 	size_t nbuckets;
 	unsigned bucket_bytes;
+	/* DeepSpeed's ZeRO-2 under gradient_accumulation_steps nmicro > 1: a
+	 * micro-step after the first reduces into a new grad partition of acc
+	 * bytes (category grad_cat), made at its first reduction as the
+	 * reduce bucket of ds_bucket elements is filled unit by unit, added
+	 * into the kept one and freed at its end (scheme_deepspeed.c). */
+	unsigned nmicro;
+	uint64_t acc, ds_bucket;
+	enum zs_cat grad_cat;
 };
 
 /* The framework's state through the walk: which units are held gathered,
@@ -327,6 +342,8 @@ struct units_fw {
 	size_t visit;                   /* the tied head's layer (unit=layer), or none: SIZE_MAX */
 	int visit_hooks;
 	uint64_t gathered, reduced;
+	uint64_t used, count; /* DeepSpeed's bucket (with ev->acc): elements and units in it */
+	int acc_held;
 };
 
 /* Unit u's slots per rank, ceil(n_u/N). */
@@ -377,6 +394,40 @@ static void post_backward(struct units_fw *st, struct walk *w, size_t u)
 	walk_sub(w, ZS_CAT_BUCKETS, sh * st->ev->cast);
 	walk_sub(w, ZS_CAT_BUCKETS, st->N * sh * fg);
 	walk_phase(w, ZS_PH_BACKWARD);
+}
+
+/* A reduction in DeepSpeed's ZeRO-2 bucket: a micro-step's first after
+ * the first micro-step makes its new grad partition (tracked in the
+ * reduce phase, as the engine's reduce_unit marks it). */
+static void ds_reduction(struct units_fw *st, struct walk *w)
+{
+	if (st->ev->acc == 0 || w->micro == 0 || st->acc_held)
+		return;
+	enum zs_phase was = w->phase;
+	walk_phase(w, ZS_PH_REDUCE);
+	walk_add(w, st->ev->grad_cat, st->ev->acc);
+	st->acc_held = 1;
+	w->phase = was;
+}
+
+/* Unit u's grads into the bucket (the engine's add_unit): a full bucket
+ * is reduced first, a unit larger than the bucket from where it is. */
+static void ds_add_unit(struct units_fw *st, struct walk *w, size_t u)
+{
+	uint64_t n = st->units[u], B = st->ev->ds_bucket;
+	if (st->ev->acc == 0)
+		return;
+	if (st->used + n > B) {
+		if (st->count > 0)
+			ds_reduction(st, w);
+		st->used = st->count = 0;
+	}
+	if (n > B) {
+		ds_reduction(st, w);
+		return;
+	}
+	st->used += n;
+	st->count++;
 }
 
 static int kept(const struct units_fw *st, size_t u)
@@ -433,14 +484,23 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 			break;
 		release(st, w, i);
 		post_backward(st, w, i);
+		ds_add_unit(st, w, i);
 		walk_sub(w, ZS_CAT_FULL_GRADS, st->units[i] * ev->fg);
 		break;
 	case STEP_END:
 		if (ev->full > 0 || ev->bucket > 0) /* freed by the reduce after backward, as the engine marks it */
 			walk_phase(w, ZS_PH_REDUCE);
+		if (ev->acc > 0 && st->count > 0) /* the epilogue reduces what is left */
+			ds_reduction(st, w);
+		st->used = st->count = 0;
 		for (unsigned k = 0; k < ev->nbucket; k++) /* the engine's order: the buckets, then the grads */
 			walk_sub(w, ZS_CAT_BUCKETS, ev->bucket);
 		walk_sub(w, ZS_CAT_FULL_GRADS, ev->full);
+		if (st->acc_held) /* added into the kept partition, freed */
+			walk_sub(w, ev->grad_cat, ev->acc);
+		st->acc_held = 0;
+		if (w->micro + 1 < (w->nmicro > 1 ? w->nmicro : 1))
+			break; /* no step() before the last micro-step */
 		walk_phase(w, ZS_PH_OPTIMIZER);
 		for (int k = 0; k < ZS_NCATS; k++)
 			walk_add(w, (enum zs_cat)k, ev->step[k]);
@@ -484,7 +544,7 @@ static void units_walk(const struct theory_desc *d, const struct events *ev, con
 	/* The resident state, a block per category in the categories' order
 	 * (the order the engine sets its flat buffers up in); a trace walks
 	 * every step, as the engine's run does. */
-	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT};
+	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT, .nmicro = ev->nmicro};
 	for (int k = 0; k < ZS_NCATS; k++)
 		if (k != ZS_CAT_BUCKETS || ev->nbuckets == 0)
 			walk_add(&w, (enum zs_cat)k, out->resident_breakdown[k]);
@@ -845,6 +905,25 @@ void theory_tfm_framework_schedule(const struct zs_model *m, const struct theory
 		theory_desc_free(&own);
 }
 
+/* DeepSpeed's ZeRO-2 under gradient_accumulation_steps K > 1 (docs/
+ * schedule.md, "deepspeed", "Gradient accumulation"): every micro-step
+ * reduce-scatters (K times the grads' bytes a step, the params gathered
+ * once), each after the first into a new grad partition. */
+static void ds_accum_events(struct events *ev, struct theory_schedule *out, const uint64_t *units,
+                            const struct theory_bytes *b, const struct zs_config *c, unsigned world)
+{
+	uint64_t S = 0, K = c->grad_accum, pass = (uint64_t)(world - 1);
+	for (size_t u = 0; u < out->nunits; u++)
+		S += (units[u] + world - 1) / world;
+	pass *= S;
+	ev->nmicro = c->grad_accum;
+	ev->acc = S * b->g;
+	ev->ds_bucket = (uint64_t)c->ds_reduce_bucket;
+	ev->grad_cat = b->g == 2 ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32;
+	out->comm_bytes += (K - 1) * pass * b->g;
+	out->comm_elements += (K - 1) * pass;
+}
+
 /* theory_walk_schedule, and with tr its trace (only where
  * theory_walk_trace says it is covered). */
 static void walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
@@ -897,6 +976,8 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		ev.nbucket = 1 + (c->ds_overlap_comm != 0);
 		ev.full = scheme == ZS_ZERO1 ? sts.params * b->g : 0;
 		ev.fg = scheme == ZS_ZERO2 ? b->g : 0;
+		if (scheme == ZS_ZERO2 && c->grad_accum > 1) /* config.c: zero2 only, no offload */
+			ds_accum_events(&ev, out, units, b, c, world);
 	} else {
 		theory_schedule_states(out, units, b, scheme, world, &sts);
 		if (N > 1 && scheme == ZS_ZERO3)
