@@ -82,7 +82,7 @@ EXTRA_DIST += tests/ag_exec_losses.sh tests/ag_exec_train.sh tests/ag_exec_llama
 if HAVE_CHECK
 check_PROGRAMS += tests/test_moe
 TESTS += tests/test_moe
-tests_test_moe_SOURCES = tests/test_moe.c tests/model_lookup.h
+tests_test_moe_SOURCES = tests/test_moe.c tests/model_lookup.h tests/moe_model.c tests/moe_model.h
 tests_test_moe_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_moe_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 endif

@@ -27,12 +27,12 @@
 #include "engine/optim.h"
 #include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
-#include "engine/tfm_moe.h"
 #include "util/model.h"
 #include "util/step.h"
 #include "util/util.h"
 
 #include "model_lookup.h"
+#include "moe_model.h"
 
 static int parse(const char *json, struct zs_model *m, char **cause)
 {
@@ -311,130 +311,6 @@ END_TEST
 
 enum { TB = 4, TT = 16, TL = 2 };
 
-struct tiny {
-	struct tfm_dims d;
-	struct step_params p;
-	float *w, *g, *mom, *var, *x0;
-	struct tfm_embed_params ew, eg;
-	struct tfm_final_params fw, fg;
-	struct tfm_block_params bw[TL], bg[TL];
-	struct tfm_moe_params mw[TL], mg[TL];
-	float *mwp[TL][3 * 4], *mgp[TL][3 * 4];
-	struct tfm_block_acts ba[TL];
-	struct tfm_moe_acts ma[TL];
-	struct tfm_head_acts ha;
-	struct tfm_scratch sc;
-	struct tfm_moe_scratch ms;
-};
-
-static float *fz(size_t n) { return zs_calloc(n, sizeof(float)); }
-
-/* Block l's router and experts in the flat vector v: its tensors after
- * the attention half's four, by their Hugging Face names. */
-static void moe_view(struct tfm_moe_params *mp, float **ptrs, const struct step_params *p, size_t l, float *v)
-{
-	char name[128], want[128];
-	size_t i = p->layer[l + 1].first + 4, off = p->layer[l + 1].offset;
-	for (size_t k = p->layer[l + 1].first; k < i; k++)
-		off += p->tensor[k].numel;
-	snprintf(want, sizeof want, "model.layers.%zu.block_sparse_moe.gate.weight", l);
-	ck_assert_str_eq(step_tensor_name(p, i, name, sizeof name), want);
-	mp->gate = v + off;
-	off += p->tensor[i++].numel;
-	mp->w = ptrs;
-	for (size_t e = 0; e < 4; e++)
-		for (size_t j = 0; j < 3; j++, off += p->tensor[i++].numel) {
-			snprintf(want, sizeof want, "model.layers.%zu.block_sparse_moe.experts.%zu.w%zu.weight", l, e, j + 1);
-			ck_assert_str_eq(step_tensor_name(p, i, name, sizeof name), want);
-			ptrs[3 * e + j] = v + off;
-		}
-	ck_assert_uint_eq(i, p->layer[l + 1].first + p->layer[l + 1].n);
-}
-
-static void tiny_init(struct tiny *t)
-{
-	struct zs_model hf;
-	char *cause = NULL;
-	float *slot[TFM_SLOTS];
-	memset(t, 0, sizeof *t);
-	ck_assert_int_eq(parse("{" TINY "}", &hf, &cause), 0);
-	tfm_dims_from_config(&t->d, &hf);
-	ck_assert_int_eq(tfm_dims_check(&t->d, &cause), 0);
-	ck_assert_uint_eq(t->d.experts, 4);
-	ck_assert_uint_eq(t->d.top_k, 2);
-	tfm_params(&t->p, &t->d);
-	size_t N = t->p.numel, R = TB * TT, C = t->d.d, F = t->d.ffn, NE = 4, NK = 2, V = t->d.vocab;
-	size_t Q = tfm_qkv_rows(&t->d), H = t->d.heads, hd = t->d.head_dim;
-	t->w = fz(N), t->g = fz(N), t->mom = fz(N), t->var = fz(N), t->x0 = fz(R * C);
-	tfm_init_weights(t->w, &t->d, 1);
-	for (int gr = 0; gr < 2; gr++) {
-		float *v = gr ? t->g : t->w;
-		tfm_layer_slots(slot, &t->p, 0, v);
-		tfm_embed_view(gr ? &t->eg : &t->ew, slot);
-		tfm_layer_slots(slot, &t->p, TL + 1, v);
-		tfm_final_view(gr ? &t->fg : &t->fw, slot);
-		for (size_t l = 0; l < TL; l++) {
-			struct tfm_block_params *b = gr ? &t->bg[l] : &t->bw[l];
-			tfm_layer_slots(slot, &t->p, l + 1, v);
-			tfm_block_view(b, slot, &t->d, l);
-			b->fc_w = b->fcproj_w = NULL; /* no MLP: the router and experts are mw's */
-			moe_view(gr ? &t->mg[l] : &t->mw[l], gr ? t->mgp[l] : t->mwp[l], &t->p, l, v);
-		}
-	}
-	for (size_t l = 0; l < TL; l++) {
-		struct tfm_block_acts *a = &t->ba[l];
-		a->ln1 = fz(R * C), a->ln1_rstd = fz(R), a->qkv = fz(R * Q), a->att = fz(TB * H * TT * TT);
-		a->atty = fz(R * H * hd), a->res2 = fz(R * C), a->ln2 = fz(R * C), a->ln2_rstd = fz(R);
-		a->res3 = fz(R * C);
-		struct tfm_moe_acts *m = &t->ma[l];
-		m->probs = fz(R * NE), m->idx = zs_calloc(R * NK, sizeof *m->idx), m->w = fz(R * NK);
-		m->counts = zs_calloc(NE, sizeof(size_t)), m->start = zs_calloc(NE + 1, sizeof(size_t));
-		m->tok = zs_calloc(R * NK, sizeof(size_t)), m->slot = zs_calloc(R * NK, sizeof(size_t));
-		m->xe = fz(R * NK * C), m->gu = fz(R * NK * 2 * F), m->act = fz(R * NK * F), m->ye = fz(R * NK * C);
-	}
-	t->ha.lnf = fz(R * C), t->ha.lnf_rstd = fz(R), t->ha.logits = fz(R * V);
-	t->sc.dres = fz(R * C), t->sc.dx = fz(R * (C > H * hd ? C : H * hd)), t->sc.dqkv = fz(R * Q);
-	t->sc.datt = fz(TT * TT);
-	t->ms.dw = fz(R * NK), t->ms.dlogits = fz(R * NE), t->ms.dxr = fz(R * C), t->ms.dye = fz(R * C);
-	t->ms.dxe = fz(R * C), t->ms.dact = fz(R * F), t->ms.dgu = fz(R * 2 * F);
-}
-
-static void tiny_free(struct tiny *t)
-{
-	for (size_t l = 0; l < TL; l++) {
-		struct tfm_block_acts *a = &t->ba[l];
-		struct tfm_moe_acts *m = &t->ma[l];
-		void *b[] = {a->ln1, a->ln1_rstd, a->qkv, a->att, a->atty, a->res2, a->ln2, a->ln2_rstd, a->res3,
-		             m->probs, m->idx, m->w, m->counts, m->start, m->tok, m->slot, m->xe, m->gu, m->act, m->ye};
-		for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
-			free(b[i]);
-	}
-	void *b[] = {t->w, t->g, t->mom, t->var, t->x0, t->ha.lnf, t->ha.lnf_rstd, t->ha.logits, t->sc.dres,
-	             t->sc.dx, t->sc.dqkv, t->sc.datt, t->ms.dw, t->ms.dlogits, t->ms.dxr, t->ms.dye, t->ms.dxe,
-	             t->ms.dact, t->ms.dgu};
-	for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
-		free(b[i]);
-	step_params_free(&t->p);
-}
-
-/* One step of Adam (lr 1e-2) on the batch: the loss before the update. */
-static float tiny_step(struct tiny *t, const struct optim *o, unsigned step, const int *in, const int *tgt)
-{
-	tfm_embed_forward(t->x0, &t->ew, in, &t->d, TB, TT);
-	for (size_t l = 0; l < TL; l++)
-		tfm_moe_block_forward(&t->ba[l], &t->ma[l], &t->bw[l], &t->mw[l], l ? t->ba[l - 1].res3 : t->x0, &t->d,
-		                      TB, TT);
-	float loss = tfm_head_forward(&t->ha, &t->fw, t->ba[TL - 1].res3, tgt, &t->d, TB, TT);
-	memset(t->g, 0, t->p.numel * sizeof *t->g);
-	tfm_head_backward(&t->fg, &t->sc, &t->ha, &t->fw, t->ba[TL - 1].res3, &t->d, TB, TT);
-	for (size_t l = TL; l-- > 0;)
-		tfm_moe_block_backward(&t->bg[l], &t->mg[l], &t->sc, &t->ms, &t->ba[l], &t->ma[l], &t->bw[l], &t->mw[l],
-		                       l ? t->ba[l - 1].res3 : t->x0, &t->d, TB, TT);
-	tfm_embed_backward(&t->eg, t->sc.dres, in, &t->d, TB, TT);
-	optim_update(o, step, t->w, t->mom, t->var, t->g, ZS_F32, NULL, t->p.numel);
-	return loss;
-}
-
 /* The tiny mixtral the task names (d 64, 2 layers, 4 experts, top 2)
  * trained for 100 steps on the synthetic task: the loss falls from about
  * ln 64 (an untrained head's) to less than half of it, and every step
@@ -442,18 +318,26 @@ static float tiny_step(struct tiny *t, const struct optim *o, unsigned step, con
  * counts = B·T·k, no expert more than B·T), the counts printed. */
 START_TEST(test_tiny_mixtral_trains)
 {
-	static struct tiny t;
+	static struct moe_model t;
+	struct zs_model hf;
+	struct tfm_dims d;
 	struct tfm_task task;
 	struct optim o;
 	int in[TB * TT], tgt[TB * TT];
+	char *cause = NULL;
+	ck_assert_int_eq(parse("{" TINY "}", &hf, &cause), 0);
+	tfm_dims_from_config(&d, &hf);
+	ck_assert_int_eq(tfm_dims_check(&d, &cause), 0);
+	ck_assert_uint_eq(d.experts, 4);
+	ck_assert_uint_eq(d.top_k, 2);
 	tfm_blas_init();
-	tiny_init(&t);
-	tfm_task_init(&task, t.d.vocab, 1);
+	ck_assert_msg(moe_model_init(&t, &d, TB, TT, 1, &cause) == 0, "%s", cause);
+	tfm_task_init(&task, d.vocab, 1);
 	optim_init(&o, ZS_ADAM, 1e-2);
 	float first = 0.0f, last = 0.0f;
 	for (unsigned s = 0; s < 100; s++) {
 		tfm_task_batch(in, tgt, &task, 1, s, 0, TB, TT);
-		float loss = tiny_step(&t, &o, s + 1, in, tgt);
+		float loss = moe_model_step(&t, &o, s + 1, in, tgt);
 		ck_assert_msg(isfinite(loss), "step %u: loss %g", s, (double)loss);
 		first = s == 0 ? loss : first;
 		last = loss;
@@ -473,7 +357,7 @@ START_TEST(test_tiny_mixtral_trains)
 	ck_assert_msg(fabs(first - logf(64.0f)) < 0.5f, "first loss %g, ln 64 %g", (double)first, log(64.0));
 	ck_assert_msg(last < 0.5f * first, "loss %g after 100 steps, %g at the first", (double)last, (double)first);
 	tfm_task_free(&task);
-	tiny_free(&t);
+	moe_model_free(&t);
 }
 END_TEST
 
