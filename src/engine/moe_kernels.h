@@ -12,10 +12,11 @@
  * choice. BT rows, d the width, E experts, k per token, F the experts'
  * inner width. Outputs first, sizes last, as tfm_kernels.h.
  *
- * Not yet a layer of the engine's step (docs/design.md, "Mixtures of
- * experts"): these are its kernels, checked by finite differences
- * (tests/test_moe.c). Backward kernels ADD into parameter gradients and
- * into dx (several experts add to one token's row).
+ * The block's layer (engine/tfm_moe.h) runs them; not yet a layer of
+ * the engine's step (docs/design.md, "Mixtures of experts"). Checked by
+ * finite differences (tests/test_moe.c). Backward kernels ADD into
+ * parameter gradients and into dx (several experts add to one token's
+ * row).
  */
 #ifndef ZS_MOE_KERNELS_H
 #define ZS_MOE_KERNELS_H
