@@ -82,7 +82,7 @@ EXTRA_DIST += tests/ag_exec_losses.sh tests/ag_exec_train.sh tests/ag_exec_llama
 if HAVE_CHECK
 check_PROGRAMS += tests/test_moe
 TESTS += tests/test_moe
-tests_test_moe_SOURCES = tests/test_moe.c tests/model_lookup.h
+tests_test_moe_SOURCES = tests/test_moe.c tests/model_lookup.h tests/moe_model.c tests/moe_model.h
 tests_test_moe_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_moe_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 endif
@@ -91,6 +91,11 @@ tests_moe_dump_SOURCES = tests/moe_dump.c
 tests_moe_dump_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) -lm
 TESTS += tests/moe_torch.sh
 EXTRA_DIST += tests/moe_torch.sh tests/moe_torch.py
+check_PROGRAMS += tests/moe_model_dump
+tests_moe_model_dump_SOURCES = tests/moe_model_dump.c tests/moe_model.c tests/moe_model.h
+tests_moe_model_dump_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) -lm
+TESTS += tests/moe_model_torch.sh
+EXTRA_DIST += tests/moe_model_torch.sh tests/moe_model_torch.py
 
 # Agreement with PyTorch (skipped where no python3 imports torch).
 check_PROGRAMS += tests/tfm_dump

@@ -5,9 +5,10 @@
  *   moe_dump BT D E K F IN OUT
  *
  * IN, raw float32: x (BT, D), the router gate (E, D), then for each
- * expert w1 (F, D), w3 (F, D), w2 (D, F) (nn.Linear's (out, in)), then r
- * (BT, D). The loss is Σ out · r. OUT, raw float32: out (BT, D), then
- * d loss / d x (BT, D), d gate (E, D), for each expert d w1, d w3, d w2,
+ * expert w1 (F, D), w2 (D, F), w3 (F, D) (nn.Linear's (out, in), in the
+ * order the expert's parameters() gives them, the engine's layout's),
+ * then r (BT, D). The loss is Σ out · r. OUT, raw float32: out (BT, D),
+ * then d loss / d x (BT, D), d gate (E, D), for each expert d w1, d w2, d w3,
  * then the chosen experts (BT, K) and the tokens each expert got (E), as
  * floats. Exit 0, or 2 on bad arguments or files.
  */
@@ -15,7 +16,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "engine/moe_kernels.h"
 #include "engine/tfm_kernels.h"
@@ -52,11 +52,6 @@ int main(int argc, char **argv)
 	}
 	fclose(f);
 	const float *x = in, *gate = x + BT * D, *experts = gate + E * D, *r = experts + E * 3 * F * D;
-	float *w13 = zs_calloc(E * 2 * F * D, sizeof *w13), *w2 = zs_calloc(E * D * F, sizeof *w2);
-	for (size_t e = 0; e < E; e++) {
-		memcpy(w13 + e * 2 * F * D, experts + e * 3 * F * D, 2 * F * D * sizeof *w13); /* w1 then w3 */
-		memcpy(w2 + e * D * F, experts + e * 3 * F * D + 2 * F * D, D * F * sizeof *w2);
-	}
 
 	size_t A = BT * K, *counts = zs_calloc(E, sizeof *counts), *start = zs_calloc(E + 1, sizeof *start);
 	size_t *tok = zs_calloc(A, sizeof *tok), *slot = zs_calloc(A, sizeof *slot);
@@ -71,20 +66,22 @@ int main(int argc, char **argv)
 	moe_dispatch(start, tok, slot, idx, BT, E, K);
 	for (size_t e = 0; e < E; e++) {
 		size_t a = start[e], n = start[e + 1] - a;
-		moe_expert_forward(out, xe + a * D, gu + a * 2 * F, act + a * F, ye + a * D, x, w13 + e * 2 * F * D,
-		                   w2 + e * D * F, w, tok + a, slot + a, n, K, D, F);
+		const float *w1 = experts + e * 3 * F * D, *w2 = w1 + F * D, *w3 = w2 + D * F;
+		moe_expert_forward(out, xe + a * D, gu + a * 2 * F, act + a * F, ye + a * D, x, w1, w2, w3, w, tok + a,
+		                   slot + a, n, K, D, F);
 	}
 
 	float *dx = zs_calloc(BT * D, sizeof *dx), *dgate = zs_calloc(E * D, sizeof *dgate);
-	float *dw13 = zs_calloc(E * 2 * F * D, sizeof *dw13), *dw2 = zs_calloc(E * D * F, sizeof *dw2);
+	float *dexperts = zs_calloc(E * 3 * F * D, sizeof *dexperts);
 	float *dw = zs_calloc(A, sizeof *dw), *dye = zs_calloc(A * D, sizeof *dye), *dact = zs_calloc(A * F, sizeof *dact);
 	float *dgu = zs_calloc(A * 2 * F, sizeof *dgu), *dxe = zs_calloc(A * D, sizeof *dxe);
 	float *dl = zs_calloc(BT * E, sizeof *dl), *dxr = zs_calloc(BT * D, sizeof *dxr);
 	for (size_t e = 0; e < E; e++) {
 		size_t a = start[e], n = start[e + 1] - a;
-		moe_expert_backward(dx, dw13 + e * 2 * F * D, dw2 + e * D * F, dw, dye, dact, dgu, dxe, r, xe + a * D,
-		                    gu + a * 2 * F, act + a * F, ye + a * D, w13 + e * 2 * F * D, w2 + e * D * F, w,
-		                    tok + a, slot + a, n, K, D, F);
+		const float *w1 = experts + e * 3 * F * D, *w2 = w1 + F * D, *w3 = w2 + D * F;
+		float *dw1 = dexperts + e * 3 * F * D, *dw2 = dw1 + F * D, *dw3 = dw2 + D * F;
+		moe_expert_backward(dx, dw1, dw2, dw3, dw, dye, dact, dgu, dxe, r, xe + a * D, gu + a * 2 * F,
+		                    act + a * F, ye + a * D, w1, w2, w3, w, tok + a, slot + a, n, K, D, F);
 	}
 	moe_router_backward(dx, dgate, dl, dxr, dw, idx, w, probs, x, gate, BT, D, E, K);
 
@@ -93,10 +90,7 @@ int main(int argc, char **argv)
 	ok = ok && fwrite(out, sizeof *out, BT * D, f) == BT * D;
 	ok = ok && fwrite(dx, sizeof *dx, BT * D, f) == BT * D;
 	ok = ok && fwrite(dgate, sizeof *dgate, E * D, f) == E * D;
-	for (size_t e = 0; e < E && ok; e++) {
-		ok = fwrite(dw13 + e * 2 * F * D, sizeof *dw13, 2 * F * D, f) == 2 * F * D;
-		ok = ok && fwrite(dw2 + e * D * F, sizeof *dw2, D * F, f) == D * F;
-	}
+	ok = ok && fwrite(dexperts, sizeof *dexperts, E * 3 * F * D, f) == E * 3 * F * D;
 	for (size_t i = 0; i < A && ok; i++) {
 		float v = (float)idx[i];
 		ok = fwrite(&v, sizeof v, 1, f) == 1;
@@ -111,8 +105,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "moe_dump: %s: cannot write\n", argv[7]);
 		return 2;
 	}
-	void *bufs[] = {in, w13, w2, counts, start, tok, slot, idx, probs, w, out, xe, gu, act, ye,
-	                dx, dgate, dw13, dw2, dw, dye, dact, dgu, dxe, dl, dxr};
+	void *bufs[] = {in, counts, start, tok, slot, idx, probs, w, out, xe, gu, act, ye,
+	                dx, dgate, dexperts, dw, dye, dact, dgu, dxe, dl, dxr};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		free(bufs[i]);
 	return 0;

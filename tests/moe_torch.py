@@ -3,8 +3,9 @@ against PyTorch running transformers' MixtralSparseMoeBlock.
 
 The block is written op for op from modeling_mixtral.py at commit
 00d4b3d2 of huggingface/transformers (the 4.x layout, a ModuleList of
-experts): MixtralBlockSparseTop2MLP (lines 60-75: w2(act(w1 x) * w3 x),
-act silu) and MixtralSparseMoeBlock.forward (104-141: the router gate,
+experts): MixtralBlockSparseTop2MLP (lines 60-75: w1, w2, w3 registered
+at 66-68, w2(act(w1 x) * w3 x), act silu) and MixtralSparseMoeBlock
+(78-142: the router gate at 98, the experts at 100; forward 105-142: the router gate,
 softmax in float32, torch.topk, the weights renormalised, the experts hit
 run on their tokens found by torch.where over the one-hot mask, each
 output times its routing weight, index_add_ into the result), in training
@@ -28,7 +29,7 @@ from torch import nn
 
 
 class Top2MLP(nn.Module):
-    """MixtralBlockSparseTop2MLP (modeling_mixtral.py 60-75)."""
+    """MixtralBlockSparseTop2MLP (modeling_mixtral.py 60-75; w1, w2, w3 at 66-68)."""
 
     def __init__(self, d, f):
         super().__init__()
@@ -43,7 +44,7 @@ class Top2MLP(nn.Module):
 
 
 class SparseMoeBlock(nn.Module):
-    """MixtralSparseMoeBlock (modeling_mixtral.py 78-141), jitter 0."""
+    """MixtralSparseMoeBlock (modeling_mixtral.py 78-142), jitter 0."""
 
     def __init__(self, d, f, e, k):
         super().__init__()
@@ -93,8 +94,8 @@ def main():
     (out * r).sum().backward()
 
     parts = [x.detach(), block.gate.weight.detach()]
-    for ex in block.experts:
-        parts += [ex.w1.weight.detach(), ex.w3.weight.detach(), ex.w2.weight.detach()]
+    for ex in block.experts:  # parameters() order, w1, w2, w3: the engine's layout
+        parts += [p.detach() for p in ex.parameters()]
     parts.append(r)
     inp, res = os.path.join(work, "moe.in"), os.path.join(work, "moe.out")
     torch.cat([t.reshape(-1) for t in parts]).numpy().astype("<f4").tofile(inp)
@@ -106,7 +107,7 @@ def main():
         w1g = ex.w1.weight.grad if ex.w1.weight.grad is not None else torch.zeros(FF, D)
         w3g = ex.w3.weight.grad if ex.w3.weight.grad is not None else torch.zeros(FF, D)
         w2g = ex.w2.weight.grad if ex.w2.weight.grad is not None else torch.zeros(D, FF)
-        want += [(f"d w1[{e}]", w1g), (f"d w3[{e}]", w3g), (f"d w2[{e}]", w2g)]
+        want += [(f"d w1[{e}]", w1g), (f"d w2[{e}]", w2g), (f"d w3[{e}]", w3g)]
     bad = 0
     at = 0
     for name, t in want:

@@ -10,7 +10,10 @@
  *   - the engine's mixture-of-experts kernels (engine/moe_kernels.h):
  *     routing as MixtralSparseMoeBlock computes it, checked by hand on a
  *     small case, and their backward by finite differences in double
- *     precision's reach (router and an expert).
+ *     precision's reach (router and an expert);
+ *   - a tiny mixtral of those kernels and tfm.h's attention
+ *     (engine/tfm_moe.h) trained on the synthetic task: its loss falls,
+ *     and each layer's routing sends every token to k experts.
  */
 #include "config.h"
 
@@ -21,12 +24,15 @@
 #include <string.h>
 
 #include "engine/moe_kernels.h"
+#include "engine/optim.h"
+#include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
 #include "util/model.h"
 #include "util/step.h"
 #include "util/util.h"
 
 #include "model_lookup.h"
+#include "moe_model.h"
 
 static int parse(const char *json, struct zs_model *m, char **cause)
 {
@@ -43,7 +49,7 @@ static int parse(const char *json, struct zs_model *m, char **cause)
  *   embed_tokens and lm_head 32000·4096 = 131,072,000 each
  *   a block: the two norms 2·4096 = 8,192; q_proj and o_proj 4096·4096 =
  *     16,777,216 each; k_proj and v_proj 1024·4096 = 4,194,304 each;
- *     the router 8·4096 = 32,768; 8 experts of w1, w3, w2 at
+ *     the router 8·4096 = 32,768; 8 experts of w1, w2, w3 at
  *     4096·14336 = 58,720,256 each: 1,409,286,144; in all 1,451,270,144,
  *     times 32 = 46,440,644,608
  *   the final norm 4,096:
@@ -63,8 +69,11 @@ START_TEST(test_mixtral_8x7b_has_46702792704_parameters_by_hand)
 END_TEST
 
 /* Each expert is modules of its own, named as MixtralForCausalLM's
- * named_parameters() names them (w1 and w3 fused as llama's gate and up);
- * a block is one unit: its layer holds its router and every expert. */
+ * named_parameters() names them and in its order (modeling_mixtral.py at
+ * 00d4b3d2: MixtralSparseMoeBlock registers gate at 98, then the experts
+ * at 100; MixtralBlockSparseTop2MLP w1, w2, w3 at 66-68), so the flat
+ * vector is model.parameters() concatenated; a block is one unit: its
+ * layer holds its router and every expert. */
 START_TEST(test_mixtral_description_names_each_expert)
 {
 	struct zs_model m = shipped("mistralai/mixtral-8x7b-v0.1");
@@ -76,18 +85,27 @@ START_TEST(test_mixtral_description_names_each_expert)
 	const struct step_tensor *g = named(&p, "model.layers.0.block_sparse_moe.gate.weight");
 	ck_assert_uint_eq(g->shape[0], 8);
 	ck_assert_uint_eq(g->shape[1], 4096);
-	const struct step_tensor *w13 = named(&p, "model.layers.31.block_sparse_moe.experts.7.{w1,w3}.weight");
-	ck_assert_uint_eq(w13->shape[0], 2 * 14336);
-	ck_assert_uint_eq(w13->nparts, 2);
-	ck_assert_uint_eq(w13->part_rows[1], 14336);
+	const struct step_tensor *w1 = named(&p, "model.layers.31.block_sparse_moe.experts.7.w1.weight");
+	ck_assert_uint_eq(w1->shape[0], 14336);
+	ck_assert_uint_eq(w1->shape[1], 4096);
+	ck_assert_uint_eq(w1->nparts, 0);
+	/* the order: gate, then expert 0's w1, w2, w3, expert 1's w1 ... */
+	static const char *const order[] = {
+		"model.layers.3.block_sparse_moe.gate.weight", "model.layers.3.block_sparse_moe.experts.0.w1.weight",
+		"model.layers.3.block_sparse_moe.experts.0.w2.weight", "model.layers.3.block_sparse_moe.experts.0.w3.weight",
+		"model.layers.3.block_sparse_moe.experts.1.w1.weight",
+	};
+	size_t at = (size_t)(named(&p, order[0]) - p.tensor);
+	for (size_t i = 1; i < sizeof order / sizeof order[0]; i++)
+		ck_assert_str_eq(step_tensor_name(&p, at + i, buf, sizeof buf), order[i]);
 	const struct step_tensor *w2 = named(&p, "model.layers.3.block_sparse_moe.experts.0.w2.weight");
 	ck_assert_uint_eq(w2->shape[0], 4096);
 	ck_assert_uint_eq(w2->shape[1], 14336);
 	ck_assert_str_eq(step_module_name(&p, w2->module, buf, sizeof buf), "model.layers.3.block_sparse_moe.experts.0.w2");
-	/* a block: the norm, q/k/v, o_proj, the norm, the router, 2 modules an expert */
-	ck_assert_uint_eq(p.nmodules, 1 + 32 * (5 + 2 * 8) + 2);
+	/* a block: the norm, q/k/v, o_proj, the norm, the router, 3 modules an expert */
+	ck_assert_uint_eq(p.nmodules, 1 + 32 * (5 + 3 * 8) + 2);
 	ck_assert_uint_eq(p.layer[1].numel, 1451270144ull);
-	/* no fused module is Hugging Face's: the largest nn.Module is a table */
+	/* the largest nn.Module is a table */
 	ck_assert_uint_eq(step_params_largest_hf_module(&p), 131072000ull);
 	step_params_free(&p);
 }
@@ -150,7 +168,7 @@ END_TEST
 enum { BT = 6, D = 8, E = 4, K = 2, FF = 5 };
 
 struct moe_case {
-	float x[BT * D], gate[E * D], w13[E][2 * FF * D], w2[E][D * FF], r[BT * D];
+	float x[BT * D], gate[E * D], w1[E][FF * D], w2[E][D * FF], w3[E][FF * D], r[BT * D];
 };
 
 static float draw(unsigned *s)
@@ -166,8 +184,10 @@ static void fill(struct moe_case *c, unsigned seed)
 	for (size_t i = 0; i < E * D; i++)
 		c->gate[i] = 2.0f * draw(&seed);
 	for (size_t e = 0; e < E; e++) {
-		for (size_t i = 0; i < 2 * FF * D; i++)
-			c->w13[e][i] = draw(&seed);
+		for (size_t i = 0; i < FF * D; i++)
+			c->w1[e][i] = draw(&seed);
+		for (size_t i = 0; i < FF * D; i++)
+			c->w3[e][i] = draw(&seed);
 		for (size_t i = 0; i < D * FF; i++)
 			c->w2[e][i] = draw(&seed);
 	}
@@ -191,7 +211,7 @@ static double forward(struct moe_saved *s, const struct moe_case *c)
 	for (size_t e = 0; e < E; e++) {
 		size_t a = s->start[e], n = s->start[e + 1] - a;
 		moe_expert_forward(s->out, s->xe + a * D, s->gu + a * 2 * FF, s->act + a * FF, s->ye + a * D, c->x,
-		                   c->w13[e], c->w2[e], s->w, s->tok + a, s->slot + a, n, K, D, FF);
+		                   c->w1[e], c->w2[e], c->w3[e], s->w, s->tok + a, s->slot + a, n, K, D, FF);
 	}
 	double loss = 0.0;
 	for (size_t i = 0; i < BT * D; i++)
@@ -205,9 +225,9 @@ static void backward(struct moe_case *g, const struct moe_saved *s, const struct
 	memset(g, 0, sizeof *g);
 	for (size_t e = 0; e < E; e++) {
 		size_t a = s->start[e], n = s->start[e + 1] - a;
-		moe_expert_backward(g->x, g->w13[e], g->w2[e], dw, dye, dact, dgu, dxe, c->r, s->xe + a * D,
-		                    s->gu + a * 2 * FF, s->act + a * FF, s->ye + a * D, c->w13[e], c->w2[e], s->w,
-		                    s->tok + a, s->slot + a, n, K, D, FF);
+		moe_expert_backward(g->x, g->w1[e], g->w2[e], g->w3[e], dw, dye, dact, dgu, dxe, c->r, s->xe + a * D,
+		                    s->gu + a * 2 * FF, s->act + a * FF, s->ye + a * D, c->w1[e], c->w2[e], c->w3[e],
+		                    s->w, s->tok + a, s->slot + a, n, K, D, FF);
 	}
 	moe_router_backward(g->x, g->gate, dl, dxr, dw, s->idx, s->w, s->probs, c->x, c->gate, BT, D, E, K);
 }
@@ -241,7 +261,7 @@ START_TEST(test_moe_routing_is_softmax_topk_renormalised)
 END_TEST
 
 /* The backward against central differences of the loss, for every
- * element of the router, one expert's w1/w3 and w2, and the input: the
+ * element of the router, one expert's w1, w2 and w3, and the input: the
  * routing is held where the perturbation would change a choice (no
  * element is checked whose ±h flips a top-k choice; the test counts
  * them, and most elements are checked). */
@@ -257,8 +277,8 @@ START_TEST(test_moe_backward_matches_finite_differences)
 		ck_assert_uint_gt(s.counts[e], 0);
 	const float h = 1e-2f;
 	struct { float *p, *gp; size_t n; const char *name; } t[] = {
-		{ pc.gate, g.gate, E * D, "gate" }, { pc.w13[1], g.w13[1], 2 * FF * D, "w13[1]" },
-		{ pc.w2[1], g.w2[1], D * FF, "w2[1]" }, { pc.x, g.x, BT * D, "x" },
+		{ pc.gate, g.gate, E * D, "gate" }, { pc.w1[1], g.w1[1], FF * D, "w1[1]" },
+		{ pc.w2[1], g.w2[1], D * FF, "w2[1]" }, { pc.w3[1], g.w3[1], FF * D, "w3[1]" }, { pc.x, g.x, BT * D, "x" },
 	};
 	size_t checked = 0, skipped = 0;
 	for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
@@ -282,6 +302,65 @@ START_TEST(test_moe_backward_matches_finite_differences)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* A tiny mixtral, whole: the embedding, two Mixtral blocks, the head */
+
+#define TINY "\"model_type\": \"mixtral\", \"hidden_size\": 64, \"intermediate_size\": 96, " \
+	"\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"num_key_value_heads\": 4, \"vocab_size\": 64, " \
+	"\"max_position_embeddings\": 32, \"num_local_experts\": 4, \"num_experts_per_tok\": 2"
+
+enum { TB = 4, TT = 16, TL = 2 };
+
+/* The tiny mixtral the task names (d 64, 2 layers, 4 experts, top 2)
+ * trained for 100 steps on the synthetic task: the loss falls from about
+ * ln 64 (an untrained head's) to less than half of it, and every step
+ * each layer's routing sends each of the B·T tokens to 2 experts (Σ
+ * counts = B·T·k, no expert more than B·T), the counts printed. */
+START_TEST(test_tiny_mixtral_trains)
+{
+	static struct moe_model t;
+	struct zs_model hf;
+	struct tfm_dims d;
+	struct tfm_task task;
+	struct optim o;
+	int in[TB * TT], tgt[TB * TT];
+	char *cause = NULL;
+	ck_assert_int_eq(parse("{" TINY "}", &hf, &cause), 0);
+	tfm_dims_from_config(&d, &hf);
+	ck_assert_int_eq(tfm_dims_check(&d, &cause), 0);
+	ck_assert_uint_eq(d.experts, 4);
+	ck_assert_uint_eq(d.top_k, 2);
+	tfm_blas_init();
+	ck_assert_msg(moe_model_init(&t, &d, TB, TT, 1, &cause) == 0, "%s", cause);
+	tfm_task_init(&task, d.vocab, 1);
+	optim_init(&o, ZS_ADAM, 1e-2);
+	float first = 0.0f, last = 0.0f;
+	for (unsigned s = 0; s < 100; s++) {
+		tfm_task_batch(in, tgt, &task, 1, s, 0, TB, TT);
+		float loss = moe_model_step(&t, &o, s + 1, in, tgt);
+		ck_assert_msg(isfinite(loss), "step %u: loss %g", s, (double)loss);
+		first = s == 0 ? loss : first;
+		last = loss;
+		for (size_t l = 0; l < TL; l++) {
+			size_t sum = 0;
+			for (size_t e = 0; e < 4; e++) {
+				ck_assert_uint_le(t.ma[l].counts[e], TB * TT);
+				sum += t.ma[l].counts[e];
+			}
+			ck_assert_uint_eq(sum, TB * TT * 2);
+		}
+		if (s == 0 || s == 99)
+			printf("tiny mixtral step %u: loss %.4f, tokens per expert: layer 0 %zu %zu %zu %zu, layer 1 %zu %zu "
+			       "%zu %zu\n", s + 1, (double)loss, t.ma[0].counts[0], t.ma[0].counts[1], t.ma[0].counts[2],
+			       t.ma[0].counts[3], t.ma[1].counts[0], t.ma[1].counts[1], t.ma[1].counts[2], t.ma[1].counts[3]);
+	}
+	ck_assert_msg(fabs(first - logf(64.0f)) < 0.5f, "first loss %g, ln 64 %g", (double)first, log(64.0));
+	ck_assert_msg(last < 0.5f * first, "loss %g after 100 steps, %g at the first", (double)last, (double)first);
+	tfm_task_free(&task);
+	moe_model_free(&t);
+}
+END_TEST
+
 static Suite *moe_suite(void)
 {
 	Suite *s = suite_create("moe");
@@ -295,6 +374,10 @@ static Suite *moe_suite(void)
 	suite_add_tcase(s, kernels);
 	tcase_add_test(kernels, test_moe_routing_is_softmax_topk_renormalised);
 	tcase_add_test(kernels, test_moe_backward_matches_finite_differences);
+	TCase *model_run = tcase_create("tiny");
+	suite_add_tcase(s, model_run);
+	tcase_set_timeout(model_run, 60);
+	tcase_add_test(model_run, test_tiny_mixtral_trains);
 	return s;
 }
 

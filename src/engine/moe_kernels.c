@@ -70,30 +70,37 @@ void moe_dispatch(size_t *start, size_t *tok, size_t *slot, const int *idx, size
 	}
 }
 
-void moe_expert_forward(float *out, float *xe, float *gu, float *act, float *ye, const float *x, const float *w13,
-                        const float *w2, const float *w, const size_t *tok, const size_t *slot, size_t n, size_t k,
-                        size_t d, size_t F)
+void moe_expert_forward(float *out, float *xe, float *gu, float *act, float *ye, const float *x, const float *w1,
+                        const float *w2, const float *w3, const float *w, const size_t *tok, const size_t *slot,
+                        size_t n, size_t k, size_t d, size_t F)
 {
 	if (n == 0)
 		return;
 	for (size_t i = 0; i < n; i++)
 		memcpy(xe + i * d, x + tok[i] * d, d * sizeof *xe);
-	matmul_forward(gu, xe, w13, NULL, n, d, 2 * F);
-	swiglu_forward(act, gu, n, F);
+	/* w1 and w3 are apart in the layout (Hugging Face's order w1, w2,
+	 * w3): two products, w1·x in gu's first n·F, w3·x in its next */
+	const float *g = gu, *u = gu + n * F;
+	matmul_forward(gu, xe, w1, NULL, n, d, F);
+	matmul_forward(gu + n * F, xe, w3, NULL, n, d, F);
+	for (size_t i = 0; i < n * F; i++) {
+		float sig = 1.0f / (1.0f + expf(-g[i]));
+		act[i] = g[i] * sig * u[i];
+	}
 	matmul_forward(ye, act, w2, NULL, n, F, d);
 	for (size_t i = 0; i < n; i++) {
-		float g = w[tok[i] * k + slot[i]];
+		float s = w[tok[i] * k + slot[i]];
 		float *o = out + tok[i] * d;
 		const float *y = ye + i * d;
 		for (size_t c = 0; c < d; c++)
-			o[c] += g * y[c];
+			o[c] += s * y[c];
 	}
 }
 
-void moe_expert_backward(float *dx, float *dw13, float *dw2, float *dw, float *dye, float *dact, float *dgu,
-                         float *dxe, const float *dout, const float *xe, const float *gu, const float *act,
-                         const float *ye, const float *w13, const float *w2, const float *w, const size_t *tok,
-                         const size_t *slot, size_t n, size_t k, size_t d, size_t F)
+void moe_expert_backward(float *dx, float *dw1, float *dw2, float *dw3, float *dw, float *dye, float *dact,
+                         float *dgu, float *dxe, const float *dout, const float *xe, const float *gu, const float *act,
+                         const float *ye, const float *w1, const float *w2, const float *w3, const float *w,
+                         const size_t *tok, const size_t *slot, size_t n, size_t k, size_t d, size_t F)
 {
 	if (n == 0)
 		return;
@@ -107,11 +114,19 @@ void moe_expert_backward(float *dx, float *dw13, float *dw2, float *dw, float *d
 		dw[tok[i] * k + slot[i]] = dot;
 	}
 	matmul_backward(dact, dw2, NULL, dye, act, w2, n, F, d);
-	swiglu_backward(dgu, dact, gu, n, F);
-	matmul_backward(dxe, dw13, NULL, dgu, xe, w13, n, d, 2 * F);
+	const float *g = gu, *u = gu + n * F;
+	float *dg = dgu, *du = dgu + n * F;
+	for (size_t i = 0; i < n * F; i++) {
+		float sig = 1.0f / (1.0f + expf(-g[i]));
+		du[i] = dact[i] * g[i] * sig;
+		dg[i] = dact[i] * u[i] * (sig * (1.0f + g[i] * (1.0f - sig)));
+	}
+	/* dxe = dg·w1 + du·w3; dye, read above, holds the second */
+	matmul_backward(dxe, dw1, NULL, dg, xe, w1, n, d, F);
+	matmul_backward(dye, dw3, NULL, du, xe, w3, n, d, F);
 	for (size_t i = 0; i < n; i++)
 		for (size_t c = 0; c < d; c++)
-			dx[tok[i] * d + c] += dxe[i * d + c];
+			dx[tok[i] * d + c] += dxe[i * d + c] + dye[i * d + c];
 }
 
 void moe_router_backward(float *dx, float *dgate, float *dlogits, float *dxr, const float *dw, const int *idx,

@@ -40,6 +40,8 @@ int tfm_dims_check(const struct tfm_dims *d, char **cause)
 		return zs_fail(cause, "the attention's scalar and the soft-caps must not be negative");
 	if (d->family == TFM_LLAMA && d->head_dim % 2 != 0)
 		return zs_fail(cause, "rotary embeddings need an even head dimension, not %zu", d->head_dim);
+	if (d->experts > 0 && (d->family != TFM_LLAMA || d->gemma || d->qk_norm || d->top_k == 0 || d->top_k > d->experts))
+		return zs_fail(cause, "a mixture of experts is a llama-family block with 1 to %zu experts a token", d->experts);
 	if (d->vocab > (size_t)INT_MAX)
 		return zs_fail(cause, "a vocabulary of %zu tokens is more than a token id holds", d->vocab);
 	if (!(d->eps > 0.0f) || (d->family == TFM_LLAMA && !(d->rope_theta > 0.0f)))
@@ -61,7 +63,9 @@ void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf)
 	                       .attn_softcap = llama ? (float)hf->attn_softcap : 0.0f,
 	                       .final_softcap = llama ? (float)hf->final_softcap : 0.0f,
 	                       .window_pattern = llama ? (size_t)hf->window_pattern : 0,
-	                       .rope_local_theta = llama ? (float)hf->rope_local_theta : 0.0f};
+	                       .rope_local_theta = llama ? (float)hf->rope_local_theta : 0.0f,
+	                       .experts = llama ? (size_t)hf->experts : 0,
+	                       .top_k = llama ? (size_t)hf->experts_per_tok : 0};
 }
 
 float tfm_rope_theta(const struct tfm_dims *d, size_t l)
@@ -77,7 +81,8 @@ void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d)
 	                       .qkv_bias = d->qkv_bias, .hf_fused = d->hf_fused, .pad_row = d->pad_row,
 	                       .qk_norm = d->qk_norm, .gemma = d->gemma, .attn_scalar = d->attn_scalar,
 	                       .attn_softcap = d->attn_softcap, .final_softcap = d->final_softcap,
-	                       .window_pattern = d->window_pattern, .rope_local_theta = d->rope_local_theta};
+	                       .window_pattern = d->window_pattern, .rope_local_theta = d->rope_local_theta,
+	                       .experts = d->experts, .experts_per_tok = d->top_k};
 }
 
 size_t tfm_qkv_rows(const struct tfm_dims *d) { return (d->heads + 2 * d->kv_heads) * d->head_dim; }

@@ -68,6 +68,8 @@ struct tfm_dims {
 	float final_softcap; /* gemma2: the logits soft-capped (0: none) */
 	size_t window_pattern;  /* gemma3_text: block l slides unless (l + 1) % it == 0 (0: none) */
 	float rope_local_theta; /* gemma3_text: the sliding blocks' rotary base */
+	size_t experts;    /* mixtral: E experts a block in place of the MLP, ffn their inner width (0: none) */
+	size_t top_k;      /* mixtral: k experts each token is routed to (engine/tfm_moe.h) */
 };
 
 /* Block l's rotary base: gemma3_text's sliding blocks

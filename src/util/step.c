@@ -109,22 +109,25 @@ static void parts(struct step_params *p, size_t i, uint64_t a, uint64_t b, uint6
 }
 
 /* Mixtral's MLP (modeling_mixtral.py at 00d4b3d2, a 4.x-layout file:
- * MixtralSparseMoeBlock 78-102, MixtralBlockSparseTop2MLP 60-70): the
- * router gate (E, d), bias-free, then expert e's w1 and w3 (F, d) each,
- * fused as llama's gate and up (rows w1, then w3), and its w2 (d, F). */
+ * MixtralSparseMoeBlock 78-142 registers the router gate (E, d),
+ * bias-free, at 98, then its ModuleList of experts at 100;
+ * MixtralBlockSparseTop2MLP 60-75 registers w1 (F, d), w2 (d, F) and w3
+ * (F, d) at 66-68): each expert's three tensors in that order, each its
+ * own module, as model.parameters() lists them. */
 static void moe_block(struct builder *b, size_t layer, const char *blocks, long long at, const struct zs_model *m)
 {
 	uint64_t h = m->hidden, F = m->intermediate;
+	static const char *const tails[3] = {"w1", "w2", "w3"};
 	linear(b, layer, blocks, at, "block_sparse_moe.gate", m->experts, h, 0);
-	for (uint64_t e = 0; e < m->experts; e++) {
-		size_t w = linear(b, layer, blocks, at, "block_sparse_moe.experts", 2 * F, h, 0);
-		b->p->module[b->p->nmodules - 1].expert = (long long)e;
-		b->p->module[b->p->nmodules - 1].tail = "{w1,w3}";
-		parts(b->p, w, F, F, 0);
-		linear(b, layer, blocks, at, "block_sparse_moe.experts", h, F, 0);
-		b->p->module[b->p->nmodules - 1].expert = (long long)e;
-		b->p->module[b->p->nmodules - 1].tail = "w2";
-	}
+	for (uint64_t e = 0; e < m->experts; e++)
+		for (int t = 0; t < 3; t++) {
+			if (t == 1)
+				linear(b, layer, blocks, at, "block_sparse_moe.experts", h, F, 0);
+			else
+				linear(b, layer, blocks, at, "block_sparse_moe.experts", F, h, 0);
+			b->p->module[b->p->nmodules - 1].expert = (long long)e;
+			b->p->module[b->p->nmodules - 1].tail = tails[t];
+		}
 }
 
 static void close_layer(struct step_params *p, size_t l, size_t first)
@@ -145,9 +148,9 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 	const char *blocks = gpt2 ? "transformer.h" : "model.layers";
 
 	memset(p, 0, sizeof *p);
-	/* sized once: at most 12 tensors and 9 modules a block (and two a
+	/* sized once: at most 12 tensors and 9 modules a block (and three a
 	 * mixture's expert), 4 of each outside (the theory builds this often) */
-	struct builder b = {p, (12 + 2 * m->experts) * L + 8, (9 + 2 * m->experts) * L + 8};
+	struct builder b = {p, (12 + 3 * m->experts) * L + 8, (9 + 3 * m->experts) * L + 8};
 	p->tensor = zs_malloc(b.cap_t * sizeof *p->tensor);
 	p->module = zs_malloc(b.cap_m * sizeof *p->module);
 	p->nlayers = L + 2;

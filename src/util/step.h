@@ -24,7 +24,8 @@
  * Hugging Face's model too (qkv_proj, gate_up_proj): named so, no parts.
  * Mixtral's block (transformers 4.x's MixtralSparseMoeBlock) has, after
  * post_attention_layernorm, the router block_sparse_moe.gate (E, d) and
- * each expert's w1 and w3 fused as llama's gate and up, then its w2.
+ * each expert's w1, w2 and w3, apart, in the order Hugging Face
+ * registers them (not fused: w1 and w3 are not neighbours there).
  *
  * Ownership: step_params_build fills a struct whose arrays it allocates
  * (the names are made when asked for, from static parts);
@@ -66,7 +67,7 @@ struct step_module {
 	 * other module. Each expert is modules of its own, so that experts
 	 * can be placed one by one. */
 	long long expert;
-	const char *tail;   /* "{w1,w3}", "w2" */
+	const char *tail;   /* "w1", "w2", "w3" */
 };
 
 struct step_layer {

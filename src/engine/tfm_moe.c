@@ -1,0 +1,71 @@
+/*
+ * tfm_moe — Mixtral's block over tfm.h's attention modules and
+ * moe_kernels.h's router and experts (tfm_moe.h).
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "engine/moe_kernels.h"
+#include "engine/tfm_moe.h"
+
+/* The attention half: a plain llama block's first four modules (ln1, qkv
+ * with rope and the attention, proj with the residual, ln2). */
+enum { ATTN_MODULES = 4 };
+
+void tfm_moe_forward(float *out, struct tfm_moe_acts *a, const struct tfm_moe_params *p, const float *x,
+                     const struct tfm_dims *d, size_t BT)
+{
+	size_t E = d->experts, k = d->top_k, C = d->d, F = d->ffn;
+	memset(a->counts, 0, E * sizeof *a->counts);
+	moe_router_forward(a->probs, x, p->gate, BT, C, E);
+	moe_topk(a->idx, a->w, a->counts, a->probs, BT, E, k);
+	moe_dispatch(a->start, a->tok, a->slot, a->idx, BT, E, k);
+	memset(out, 0, BT * C * sizeof *out);
+	for (size_t e = 0; e < E; e++) {
+		size_t at = a->start[e], n = a->start[e + 1] - at;
+		moe_expert_forward(out, a->xe + at * C, a->gu + at * 2 * F, a->act + at * F, a->ye + at * C, x,
+		                   p->w[3 * e], p->w[3 * e + 1], p->w[3 * e + 2], a->w, a->tok + at, a->slot + at, n, k, C,
+		                   F);
+	}
+}
+
+void tfm_moe_backward(float *dx, struct tfm_moe_params *g, struct tfm_moe_scratch *s, const struct tfm_moe_acts *a,
+                      const struct tfm_moe_params *p, const float *dout, const float *x, const struct tfm_dims *d,
+                      size_t BT)
+{
+	size_t E = d->experts, k = d->top_k, C = d->d, F = d->ffn;
+	memset(dx, 0, BT * C * sizeof *dx);
+	for (size_t e = 0; e < E; e++) {
+		size_t at = a->start[e], n = a->start[e + 1] - at;
+		moe_expert_backward(dx, g->w[3 * e], g->w[3 * e + 1], g->w[3 * e + 2], s->dw, s->dye, s->dact, s->dgu,
+		                    s->dxe, dout, a->xe + at * C, a->gu + at * 2 * F, a->act + at * F, a->ye + at * C,
+		                    p->w[3 * e], p->w[3 * e + 1], p->w[3 * e + 2], a->w, a->tok + at, a->slot + at, n, k, C,
+		                    F);
+	}
+	moe_router_backward(dx, g->gate, s->dlogits, s->dxr, s->dw, a->idx, a->w, a->probs, x, p->gate, BT, C, E, k);
+}
+
+void tfm_moe_block_forward(struct tfm_block_acts *a, struct tfm_moe_acts *m, const struct tfm_block_params *p,
+                           const struct tfm_moe_params *mp, const float *x, const struct tfm_dims *d, size_t B,
+                           size_t T)
+{
+	size_t BT = B * T;
+	for (size_t s = 0; s < ATTN_MODULES; s++)
+		tfm_block_forward_module(a, p, x, d, B, T, s);
+	tfm_moe_forward(a->res3, m, mp, a->ln2, d, BT);
+	for (size_t i = 0; i < BT * d->d; i++)
+		a->res3[i] += a->res2[i];
+}
+
+void tfm_moe_block_backward(struct tfm_block_params *g, struct tfm_moe_params *gm, struct tfm_scratch *sc,
+                            struct tfm_moe_scratch *ms, const struct tfm_block_acts *a, const struct tfm_moe_acts *m,
+                            const struct tfm_block_params *p, const struct tfm_moe_params *mp, const float *x,
+                            const struct tfm_dims *d, size_t B, size_t T)
+{
+	/* res3 = res2 + moe(ln2): dres is d res2's residual part; d ln2 in
+	 * dx, which ln2's backward reads and adds into dres */
+	tfm_moe_backward(sc->dx, gm, ms, m, mp, sc->dres, a->ln2, d, B * T);
+	for (size_t s = ATTN_MODULES; s-- > 0;)
+		tfm_block_backward_module(g, sc, a, p, x, d, B, T, s);
+}

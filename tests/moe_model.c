@@ -1,0 +1,130 @@
+/*
+ * moe_model — a whole mixtral for the tests (moe_model.h).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/tfm_kernels.h"
+#include "util/util.h"
+#include "moe_model.h"
+
+static float *fz(size_t n) { return zs_calloc(n, sizeof(float)); }
+
+/* Block l's router and experts in the flat vector v: its tensors after
+ * the attention half's four (input_layernorm, the fused q/k/v, o_proj,
+ * post_attention_layernorm), checked by their Hugging Face names. */
+static int moe_view(struct tfm_moe_params *mp, float **ptrs, const struct step_params *p, size_t l, size_t E,
+                    float *v, char **cause)
+{
+	char name[128], want[128];
+	size_t i = p->layer[l + 1].first + 4, off = p->layer[l + 1].offset;
+	for (size_t k = p->layer[l + 1].first; k < i; k++)
+		off += p->tensor[k].numel;
+	snprintf(want, sizeof want, "model.layers.%zu.block_sparse_moe.gate.weight", l);
+	if (strcmp(step_tensor_name(p, i, name, sizeof name), want) != 0)
+		return zs_fail(cause, "tensor %zu is %s, not %s", i, name, want);
+	mp->gate = v + off;
+	off += p->tensor[i++].numel;
+	mp->w = ptrs;
+	for (size_t e = 0; e < E; e++)
+		for (size_t j = 0; j < 3; j++, off += p->tensor[i++].numel) {
+			snprintf(want, sizeof want, "model.layers.%zu.block_sparse_moe.experts.%zu.w%zu.weight", l, e, j + 1);
+			if (strcmp(step_tensor_name(p, i, name, sizeof name), want) != 0)
+				return zs_fail(cause, "tensor %zu is %s, not %s", i, name, want);
+			ptrs[3 * e + j] = v + off;
+		}
+	if (i != p->layer[l + 1].first + p->layer[l + 1].n)
+		return zs_fail(cause, "block %zu has tensors past its experts", l);
+	return 0;
+}
+
+int moe_model_init(struct moe_model *t, const struct tfm_dims *d, size_t B, size_t T, unsigned long long seed,
+                   char **cause)
+{
+	float *slot[TFM_SLOTS];
+	memset(t, 0, sizeof *t);
+	if (d->experts == 0 || d->tied)
+		return zs_fail(cause, "not an untied mixture of experts");
+	t->d = *d, t->B = B, t->T = T, t->L = d->layers;
+	tfm_params(&t->p, d);
+	size_t N = t->p.numel, R = B * T, C = d->d, F = d->ffn, E = d->experts, K = d->top_k, V = d->vocab, L = t->L;
+	size_t Q = tfm_qkv_rows(d), H = d->heads, hd = d->head_dim;
+	t->w = fz(N), t->g = fz(N), t->mom = fz(N), t->var = fz(N), t->x0 = fz(R * C);
+	t->bw = zs_calloc(L, sizeof *t->bw), t->bg = zs_calloc(L, sizeof *t->bg);
+	t->mw = zs_calloc(L, sizeof *t->mw), t->mg = zs_calloc(L, sizeof *t->mg);
+	t->mwp = zs_calloc(L * 3 * E, sizeof *t->mwp), t->mgp = zs_calloc(L * 3 * E, sizeof *t->mgp);
+	t->ba = zs_calloc(L, sizeof *t->ba), t->ma = zs_calloc(L, sizeof *t->ma);
+	tfm_init_weights(t->w, d, seed);
+	for (int gr = 0; gr < 2; gr++) {
+		float *v = gr ? t->g : t->w;
+		tfm_layer_slots(slot, &t->p, 0, v);
+		tfm_embed_view(gr ? &t->eg : &t->ew, slot);
+		tfm_layer_slots(slot, &t->p, L + 1, v);
+		tfm_final_view(gr ? &t->fg : &t->fw, slot);
+		for (size_t l = 0; l < L; l++) {
+			struct tfm_block_params *b = gr ? &t->bg[l] : &t->bw[l];
+			tfm_layer_slots(slot, &t->p, l + 1, v);
+			tfm_block_view(b, slot, d, l);
+			b->fc_w = b->fcproj_w = NULL; /* no MLP: the router and experts are mw's */
+			if (moe_view(gr ? &t->mg[l] : &t->mw[l], (gr ? t->mgp : t->mwp) + l * 3 * E, &t->p, l, E, v, cause) < 0)
+				return -1;
+		}
+	}
+	for (size_t l = 0; l < L; l++) {
+		struct tfm_block_acts *a = &t->ba[l];
+		a->ln1 = fz(R * C), a->ln1_rstd = fz(R), a->qkv = fz(R * Q), a->att = fz(B * H * T * T);
+		a->atty = fz(R * H * hd), a->res2 = fz(R * C), a->ln2 = fz(R * C), a->ln2_rstd = fz(R);
+		a->res3 = fz(R * C);
+		struct tfm_moe_acts *m = &t->ma[l];
+		m->probs = fz(R * E), m->idx = zs_calloc(R * K, sizeof *m->idx), m->w = fz(R * K);
+		m->counts = zs_calloc(E, sizeof(size_t)), m->start = zs_calloc(E + 1, sizeof(size_t));
+		m->tok = zs_calloc(R * K, sizeof(size_t)), m->slot = zs_calloc(R * K, sizeof(size_t));
+		m->xe = fz(R * K * C), m->gu = fz(R * K * 2 * F), m->act = fz(R * K * F), m->ye = fz(R * K * C);
+	}
+	t->ha.lnf = fz(R * C), t->ha.lnf_rstd = fz(R), t->ha.logits = fz(R * V);
+	t->sc.dres = fz(R * C), t->sc.dx = fz(R * (C > H * hd ? C : H * hd)), t->sc.dqkv = fz(R * Q);
+	t->sc.datt = fz(T * T);
+	t->ms.dw = fz(R * K), t->ms.dlogits = fz(R * E), t->ms.dxr = fz(R * C), t->ms.dye = fz(R * C);
+	t->ms.dxe = fz(R * C), t->ms.dact = fz(R * F), t->ms.dgu = fz(R * 2 * F);
+	return 0;
+}
+
+float moe_model_step(struct moe_model *t, const struct optim *o, unsigned step, const int *in, const int *tgt)
+{
+	size_t B = t->B, T = t->T, L = t->L;
+	tfm_embed_forward(t->x0, &t->ew, in, &t->d, B, T);
+	for (size_t l = 0; l < L; l++)
+		tfm_moe_block_forward(&t->ba[l], &t->ma[l], &t->bw[l], &t->mw[l], l ? t->ba[l - 1].res3 : t->x0, &t->d, B,
+		                      T);
+	float loss = tfm_head_forward(&t->ha, &t->fw, t->ba[L - 1].res3, tgt, &t->d, B, T);
+	memset(t->g, 0, t->p.numel * sizeof *t->g);
+	tfm_head_backward(&t->fg, &t->sc, &t->ha, &t->fw, t->ba[L - 1].res3, &t->d, B, T);
+	for (size_t l = L; l-- > 0;)
+		tfm_moe_block_backward(&t->bg[l], &t->mg[l], &t->sc, &t->ms, &t->ba[l], &t->ma[l], &t->bw[l], &t->mw[l],
+		                       l ? t->ba[l - 1].res3 : t->x0, &t->d, B, T);
+	tfm_embed_backward(&t->eg, t->sc.dres, in, &t->d, B, T);
+	optim_update(o, step, t->w, t->mom, t->var, t->g, ZS_F32, NULL, t->p.numel);
+	return loss;
+}
+
+void moe_model_free(struct moe_model *t)
+{
+	for (size_t l = 0; t->ba != NULL && l < t->L; l++) {
+		struct tfm_block_acts *a = &t->ba[l];
+		struct tfm_moe_acts *m = &t->ma[l];
+		void *b[] = {a->ln1, a->ln1_rstd, a->qkv, a->att, a->atty, a->res2, a->ln2, a->ln2_rstd, a->res3,
+		             m->probs, m->idx, m->w, m->counts, m->start, m->tok, m->slot, m->xe, m->gu, m->act, m->ye};
+		for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
+			free(b[i]);
+	}
+	void *b[] = {t->w, t->g, t->mom, t->var, t->x0, t->bw, t->bg, t->mw, t->mg, t->mwp, t->mgp, t->ba, t->ma,
+	             t->ha.lnf, t->ha.lnf_rstd, t->ha.logits, t->sc.dres, t->sc.dx, t->sc.dqkv, t->sc.datt, t->ms.dw,
+	             t->ms.dlogits, t->ms.dxr, t->ms.dye, t->ms.dxe, t->ms.dact, t->ms.dgu};
+	for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
+		free(b[i]);
+	step_params_free(&t->p);
+	memset(t, 0, sizeof *t);
+}

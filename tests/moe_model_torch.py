@@ -1,0 +1,244 @@
+"""moe_model_torch — zerosim's whole tiny mixtral (tests/moe_model_dump:
+embedding, Mixtral blocks of tfm_moe.h, head, Adam) against PyTorch 1.13
+training the same model from the same weights on the same batches.
+
+The PyTorch model is transformers 4.x's MixtralForCausalLM written op for
+op from modeling_mixtral.py at commit 00d4b3d2 of huggingface/transformers
+(the 4.x layout, a ModuleList of experts), eager attention, training
+mode, router_jitter_noise 0 and output_router_logits false
+(MixtralConfig's defaults, so no auxiliary loss):
+  - MixtralDecoderLayer.forward: residual + self_attn(input_layernorm(x)),
+    then residual + block_sparse_moe(post_attention_layernorm(.))[0];
+  - MixtralAttention and eager_attention_forward are llama's ops
+    (sliding_window None: the eager path ignores it), MixtralRMSNorm and
+    MixtralRotaryEmbedding llama's: tests/hf_torch.py's LlamaAttention,
+    LlamaRMSNorm, LlamaRotaryEmbedding and the eager causal mask of its
+    LlamaForCausalLM.forward, which cite modeling_llama.py;
+  - MixtralSparseMoeBlock (78-142) and MixtralBlockSparseTop2MLP (60-75):
+    tests/moe_torch.py's SparseMoeBlock and Top2MLP, which cite them.
+The loss is cross_entropy over every position against the synthetic
+task's next tokens (the targets zerosim trains on; ForCausalLMLoss with
+those as its shift_labels). torch.optim.Adam with zerosim's lr, betas
+0.9/0.999, eps 1e-8.
+
+Usage: moe_model_torch.py DUMP CONFIG B T STEPS LR SEED WORK. Runs DUMP,
+loads the weights into the model by Hugging Face name (a fused tensor of
+zerosim's split into its parts), trains, and holds (the bounds
+tests/tfm_torch.py holds gpt2 and llama to):
+  - the experts chosen, every step, every block: the same (and prints the
+    smallest margin by which a chosen expert's probability cleared the
+    first one left out, so that a near-tie would show);
+  - each step's loss within 1e-5 relative;
+  - the first step's gradient within 2e-6 in relative L2 norm;
+  - the weights after the last step: the worst within 2 x lr, and 99.9 %
+    within 1e-5 relative to max(|w|, 1e-3); where that fails, the same
+    run in float64 decides as tfm_torch.py's: the bound is not enforced if
+    PyTorch's own fp32 run misses it against float64 too, and zerosim must
+    then be as close to float64 as PyTorch's fp32 (0.1 % below at most).
+Exit 0 agree, 1 disagree."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_torch import LlamaAttention, LlamaRMSNorm, LlamaRotaryEmbedding  # noqa: E402
+from moe_torch import SparseMoeBlock  # noqa: E402
+
+
+class MixtralDecoderLayer(nn.Module):
+    """modeling_mixtral.py MixtralDecoderLayer (00d4b3d2)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d, eps = cfg["hidden_size"], cfg["rms_norm_eps"]
+        self.self_attn = LlamaAttention(cfg, False)
+        self.block_sparse_moe = SparseMoeBlock(d, cfg["intermediate_size"], cfg["num_local_experts"],
+                                               cfg["num_experts_per_tok"])
+        self.input_layernorm = LlamaRMSNorm(d, eps)
+        self.post_attention_layernorm = LlamaRMSNorm(d, eps)
+
+    def forward(self, hidden_states, attention_mask, position_embeddings):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states = self.self_attn(hidden_states, position_embeddings, attention_mask)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states, logits, chosen = self.block_sparse_moe(hidden_states)
+        return residual + hidden_states, logits, chosen
+
+
+class MixtralModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg["vocab_size"], cfg["hidden_size"])
+        self.layers = nn.ModuleList([MixtralDecoderLayer(cfg) for _ in range(cfg["num_hidden_layers"])])
+        self.norm = LlamaRMSNorm(cfg["hidden_size"], cfg["rms_norm_eps"])
+        self.rotary_emb = LlamaRotaryEmbedding(cfg)
+
+
+class MixtralForCausalLM(nn.Module):
+    """MixtralModel.forward and MixtralForCausalLM.forward (00d4b3d2):
+    embed_tokens, position_ids = arange(T), the eager causal mask, the
+    rotary embedding, the layers, norm, lm_head; the routing kept."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.model = MixtralModel(cfg)
+        self.lm_head = nn.Linear(cfg["hidden_size"], cfg["vocab_size"], bias=False)
+
+    def forward(self, input_ids, targets):
+        B, T = input_ids.shape
+        hidden_states = self.model.embed_tokens(input_ids)
+        cache_position = torch.arange(0, T)
+        position_ids = cache_position.unsqueeze(0)
+        min_dtype = torch.finfo(hidden_states.dtype).min
+        causal_mask = torch.full((T, T), fill_value=min_dtype, dtype=hidden_states.dtype)
+        causal_mask = torch.triu(causal_mask, diagonal=1)
+        causal_mask *= torch.arange(T) > cache_position.reshape(-1, 1)
+        causal_mask = causal_mask[None, None, :, :].expand(B, 1, -1, -1)
+        position_embeddings = self.model.rotary_emb(hidden_states, position_ids)
+        routing = []
+        for layer in self.model.layers:
+            hidden_states, logits, chosen = layer(hidden_states, causal_mask, position_embeddings)
+            routing.append((logits.detach(), chosen))
+        logits = self.lm_head(self.model.norm(hidden_states))
+        if logits.dtype != torch.float64:  # ForCausalLMLoss's logits.float(); the float64 reference stays so
+            logits = logits.float()
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+        return loss, routing
+
+
+def split_names(name, parts):
+    """zerosim's fused 'a.{q,k,v}_proj.weight' into Hugging Face's names."""
+    m = re.search(r"\{([^}]*)\}", name)
+    if not parts:
+        return [name]
+    return [name[:m.start()] + alt + name[m.end():] for alt in m.group(1).split(",")]
+
+
+def load(model, layout, flat):
+    params = dict(model.named_parameters())
+    seen = set()
+    with torch.no_grad():
+        for t in layout:
+            at, shape = int(t["offset"]), [int(s) for s in t["shape"]]
+            rows = [int(r) for r in t["parts"]] or [shape[0]]
+            cols = shape[1] if len(shape) == 2 else 1
+            for name, r in zip(split_names(t["name"], t["parts"]), rows):
+                p = params[name]
+                p.copy_(torch.from_numpy(flat[at:at + r * cols].copy()).reshape(p.shape))
+                at += r * cols
+                seen.add(name)
+    missing = set(params) - seen
+    if missing:
+        raise SystemExit(f"moe_model_torch: no zerosim tensor for {sorted(missing)}")
+
+
+def flatten(model, layout, grads=False):
+    params = dict(model.named_parameters())
+    out = []
+    for t in layout:
+        for name in split_names(t["name"], t["parts"]):
+            p = params[name]
+            out.append((p.grad if grads else p).detach().reshape(-1))
+    return torch.cat(out)
+
+
+def within(a, b):
+    """The fraction of b within 1e-5 of a relative to max(|a|, 1e-3)."""
+    return float(((a - b).abs() / torch.maximum(a.abs(), torch.full_like(a, 1e-3)) <= 1e-5).double().mean())
+
+
+def train64(cfg, layout, init, batch, lr, steps):
+    """The same training in float64: the weights after the last step."""
+    model = MixtralForCausalLM(cfg).double()
+    model.train()
+    load(model, layout, init.astype(np.float64))
+    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8)
+    for s in range(steps):
+        opt.zero_grad()
+        model(batch[s, 0], batch[s, 1])[0].backward()
+        opt.step()
+    return flatten(model, layout)
+
+
+def main():
+    dump, config = sys.argv[1], sys.argv[2]
+    B, T, steps = (int(x) for x in sys.argv[3:6])
+    lr, seed, work = float(sys.argv[6]), int(sys.argv[7]), sys.argv[8]
+    subprocess.run([dump, config, str(B), str(T), str(steps), sys.argv[6], str(seed), work], check=True)
+    with open(config) as f:
+        cfg = json.load(f)
+    with open(os.path.join(work, "run.json")) as f:
+        run = json.load(f)
+    layout = run["layout"]
+
+    def raw(name, dt):
+        return np.fromfile(os.path.join(work, name), dtype=dt)
+
+    L, K, BT = cfg["num_hidden_layers"], cfg["num_experts_per_tok"], B * T
+    batch = torch.from_numpy(raw("batch.i32", "<i4").astype(np.int64)).reshape(steps, 2, B, T)
+    choice = torch.from_numpy(raw("choice.i32", "<i4").astype(np.int64)).reshape(steps, L, BT, K)
+    init = raw("init.f32", "<f4")
+    model = MixtralForCausalLM(cfg)
+    model.train()
+    load(model, layout, init)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8)
+    bad, margin = 0, float("inf")
+    for s in range(steps):
+        opt.zero_grad()
+        loss, routing = model(batch[s, 0], batch[s, 1])
+        loss.backward()
+        z = run["losses"][s]
+        rel = abs(loss.item() - z) / abs(loss.item())
+        if rel > 1e-5:
+            print(f"moe_model_torch: step {s + 1}: loss torch {loss.item():.8f} zerosim {z:.8f} rel {rel:.2e}")
+            bad += 1
+        for l, (logits, chosen) in enumerate(routing):
+            if not torch.equal(chosen, choice[s, l]):
+                n = int((chosen != choice[s, l]).any(dim=1).sum())
+                print(f"moe_model_torch: step {s + 1} block {l}: {n} tokens routed otherwise")
+                bad += 1
+            p = F.softmax(logits, dim=1, dtype=torch.float)
+            top = torch.topk(p, min(K + 1, p.shape[1]), dim=-1).values
+            if K < p.shape[1]:
+                margin = min(margin, float((top[:, K - 1] - top[:, K]).min()))
+        if s == 0:
+            g, zg = flatten(model, layout, grads=True), torch.from_numpy(raw("grad1.f32", "<f4"))
+            rel = float((g - zg).norm() / g.norm())
+            if rel > 2e-6:
+                print(f"moe_model_torch: the first step's gradient: relative L2 {rel:.2e} (bound 2e-6)")
+                bad += 1
+        opt.step()
+    w, zw = flatten(model, layout), torch.from_numpy(raw("final.f32", "<f4"))
+    worst = float((w - zw).abs().max())
+    frac = within(w, zw)
+    verdict = f"{100 * frac:.3f} % within 1e-5 (need 99.9 %)"
+    if worst > 2 * lr:
+        bad += 1
+    if frac < 0.999:
+        # tests/tfm_torch.py's rule: where the bound fails, the same run in
+        # float64 decides whether PyTorch's own fp32 run meets it
+        w64 = train64(cfg, layout, init, batch, lr, steps)
+        f_torch, f_zs = within(w64, w.double()), within(w64, zw.double())
+        verdict += f"; against float64: torch fp32 {100 * f_torch:.3f} %, zerosim {100 * f_zs:.3f} %"
+        if f_torch >= 0.999 or f_zs < f_torch - 0.001:
+            bad += 1
+    print(f"moe_model_torch: tiny mixtral (d {cfg['hidden_size']}, {L} blocks, {cfg['num_local_experts']} experts, "
+          f"top {K}), B {B} T {T}, {steps} steps of Adam lr {lr}: losses {run['losses'][0]:.6f} .. "
+          f"{run['losses'][-1]:.6f}; routing {'the same' if bad == 0 else 'checked'} at every step, smallest "
+          f"top-{K} margin {margin:.2e}; final weights: worst {worst:.2e} (bound {2 * lr:.0e}), {verdict}: "
+          f"{'agree' if bad == 0 else 'DISAGREE'}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+#!/bin/sh
+# moe_model_torch — zerosim's whole tiny mixtral (tests/moe_model_dump: the
+# embedding, Mixtral blocks of engine/tfm_moe.h, the head, Adam) trained
+# side by side with PyTorch running transformers 4.x's MixtralForCausalLM
+# op for op (tests/moe_model_torch.py, which cites the lines it follows)
+# from the same weights on the same batches: the same experts chosen at
+# every step in every block, the losses, the first gradient and the final
+# weights within tests/tfm_torch.py's bounds. Two shapes: the task's tiny
+# mixtral (d 64, 2 blocks, 4 experts, top 2) for 20 steps, and top 1 of 3.
+#
+# PyTorch is looked for by tests/torch_python.sh; without it the test is
+# skipped (exit 77). Exit 0 pass, 1 disagreement, 99 hard error.
+set -u
+
+top=${ZS_BUILDDIR:-.}
+src=${srcdir:-.}
+dump=$top/tests/moe_model_dump
+if [ ! -x "$dump" ]; then
+	echo "moe_model_torch: $dump is not built" >&2
+	exit 99
+fi
+name=moe_model_torch
+. "$src/tests/torch_python.sh"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-moem.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+
+rc=0
+# E K B T STEPS LR SEED
+for shape in "4 2 4 16 20 1e-2 1" "3 1 2 8 10 1e-3 2"; do
+	# shellcheck disable=SC2086
+	set -- $shape
+	cat >"$tmp/config.json" <<JSON
+{"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+ "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 64, "max_position_embeddings": 32,
+ "num_local_experts": $1, "num_experts_per_tok": $2, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0}
+JSON
+	OMP_NUM_THREADS=1 "$py" "$src/tests/moe_model_torch.py" "$dump" "$tmp/config.json" "$3" "$4" "$5" "$6" "$7" \
+		"$tmp" || rc=1
+done
+exit $rc
