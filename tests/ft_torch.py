@@ -13,7 +13,12 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    tokens); each micro loss is divided by K before backward,
                    as transformers' Trainer.training_step does.
   --world N        DDP over gloo, N ranks (rank 0 is measured);
-  --no-sync 0|1    DDP's no_sync() on the first K-1 micro-steps (default 1).
+  --no-sync 0|1    DDP's no_sync() on the first K-1 micro-steps (default 1);
+                   under --fsdp FSDP's no_sync() there.
+  --fsdp           with --world N: FullyShardedDataParallel (1.13) in place
+                   of DDP: hf_torch.fsdp_wrap (FULL_SHARD, one unit per
+                   block and the root, tests/fsdp_torch.py's gloo shims),
+                   the optimizer over its flat parameters.
   --bucket-cap-mb MB  DDP's bucket_cap_mb (default: not given, DDP's own);
                    with --world > 1 the output's ddp_buckets are the
                    reducer's rebuilt buckets, bytes each in its order.
@@ -324,6 +329,12 @@ def run(a, rank=0, world=1):
         dist.init_process_group("gloo", init_method="file://" + a.store, rank=rank, world_size=world)
         H.RANK[0] = rank
         H.PIN.append(torch.zeros(1))  # hf_torch.ddp_group's pinning collective
+        if a.fsdp:
+            # the reduce-scatter's receive buffer (tests/fsdp_torch.py's
+            # reduce_scatter_base), made before the profiled session as
+            # hf_torch.fsdp_worker makes it
+            import fsdp_torch
+            fsdp_torch.RECV[torch.float32] = torch.empty(1 << 22)
     K = a.grad_accum
     # Under --grad-accum K > 1 every mark of micro-step k (hf_torch's
     # modules' hooks and the phases) is named "LABEL@k", as zerosim's step
@@ -389,8 +400,9 @@ def run(a, rank=0, world=1):
             # pins the 4 B a late gloo worker thread held), GPT-2's bool
             # causal `bias` buffers left out of its broadcasts (gloo takes
             # no bool tensor; DDP._set_params_and_buffers_to_ignore_for_model)
-            net = H.ddp_wrap(a, model)
-        trainable = [p for p in model.parameters() if p.requires_grad]
+            net = H.fsdp_wrap(a, model) if a.fsdp else H.ddp_wrap(a, model)
+        # (under FSDP its flat parameters: the root's is the wrapper's own)
+        trainable = [p for p in net.parameters() if p.requires_grad]
         if not trainable:
             raise ValueError("--freeze leaves nothing to train")
         if case:
@@ -501,11 +513,14 @@ def run(a, rank=0, world=1):
                step_peaks=[steps[s]["peak"] for s in range(1, S + 1)],
                fwd_end_over_start=fwd, allreduce_per_micro=per_micro,
                boundaries=st["boundaries"], losses=losses, grad_norms=grad_norms)
-    if world > 1:
+    if world > 1 and a.fsdp:
+        out["fsdp"] = True
+    if world > 1 and not a.fsdp:
         # the buckets as the reducer rebuilt them after step 1, bytes each in
         # its order (Logger::set_runtime_stats_and_log, as hf_torch.py reads them)
         ld = net._get_ddp_logging_data()
         out["ddp_buckets"] = [int(x) for x in ld["rebuilt_bucket_sizes"].split(", ")]
+    if world > 1:
         import torch.distributed as dist
         # every rank's losses (each its own micro-batches) and whether every
         # rank ends with rank 0's trained parameters, gathered after the
@@ -515,7 +530,8 @@ def run(a, rank=0, world=1):
         every = [None] * world
         dist.all_gather_object(every, mine)
         out["rank_losses"] = [e[0] for e in every]
-        out["trained_equal_across_ranks"] = len({e[1] for e in every}) == 1
+        # (FSDP's flat parameters are each rank's own shard: not compared)
+        out["trained_equal_across_ranks"] = None if a.fsdp else len({e[1] for e in every}) == 1
         dist.barrier()
         dist.destroy_process_group()
     return out
@@ -593,6 +609,7 @@ def main():
     ap.add_argument("--grad-accum", type=int, default=1)
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--no-sync", type=int, choices=[0, 1], default=1)
+    ap.add_argument("--fsdp", action="store_true")
     ap.add_argument("--bucket-cap-mb", type=float, default=None)
     ap.add_argument("--freeze", default="")
     ap.add_argument("--lora-r", type=int, default=0)
@@ -620,6 +637,8 @@ def main():
     if a.seq < 1 or a.batch < 1 or a.steps < 2 or a.grad_accum < 1 or a.world < 1 or a.lora_r < 0 or \
             not 0.0 <= a.lora_dropout < 1.0:
         ap.error("--seq, --batch, --grad-accum, --world >= 1, --steps >= 2, --lora-r >= 0, 0 <= --lora-dropout < 1")
+    if a.fsdp and a.world < 2:
+        ap.error("--fsdp shards over --world N >= 2 ranks")
     try:
         if a.freeze:
             freeze_names(a)

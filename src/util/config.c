@@ -924,15 +924,14 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 			return zs_fail(cause, "--%s: only with --wrapper none, ddp or fsdp so far (the engine's own DDP, FSDP and "
 			               "DeepSpeed steps do not follow it yet)", key_names[plain_keys[i]]);
 	/* Gradient accumulation is described for the PyTorch step (the plain
-	 * loop and DDP over it) only: the paper's schedule, DeepSpeed's
+	 * loop, DDP and FSDP over it) only: the paper's schedule, DeepSpeed's
 	 * gradient_accumulation_steps and the engine's own wrapped steps
 	 * (docs/finetune.md, the plan) do not take it yet. */
-	if (c->grad_accum > 1 && (!zs_wrapper_step(c) || c->wrapper == ZS_WRAPPER_FSDP))
-		return zs_fail(cause, "--grad-accum %u: only with --framework torch and --wrapper none or ddp so far (%s "
-		               "takes no accumulation yet)", c->grad_accum,
+	if (c->grad_accum > 1 && !zs_wrapper_step(c))
+		return zs_fail(cause, "--grad-accum %u: only with --framework torch and --wrapper none, ddp or fsdp so far "
+		               "(%s takes no accumulation yet)", c->grad_accum,
 		               c->framework == ZS_FW_PAPER       ? "the paper's schedule"
 		               : c->framework == ZS_FW_DEEPSPEED ? "the DeepSpeed engine's step"
-		               : c->wrapper == ZS_WRAPPER_FSDP   ? "FSDP over the PyTorch step"
 		                                                 : "--wrapper auto, the engine's own DDP and FSDP step,");
 	/* no reference trains these together yet (tests/ft_torch.py
 	 * accumulates in fp32 over one Adam) */
@@ -942,8 +941,10 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	if (c->grad_accum > 1 && c->wrapper == ZS_WRAPPER_DDP && c->nschemes > 0 && c->schemes[0] == ZS_ZERO1)
 		return zs_fail(cause, "--grad-accum %u with --schemes zero1: accumulation under ZeroRedundancyOptimizer is "
 		               "not described yet (give --grad-accum 1 or --schemes dp)", c->grad_accum);
-	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_NO_SYNC)) && c->wrapper != ZS_WRAPPER_DDP)
-		return zs_fail(cause, "--ddp-no-sync: only with --wrapper ddp (DistributedDataParallel's no_sync())");
+	/* (--fsdp-no-sync is its other name: FSDP's no_sync() under --wrapper fsdp) */
+	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_NO_SYNC)) && c->wrapper != ZS_WRAPPER_DDP && c->wrapper != ZS_WRAPPER_FSDP)
+		return zs_fail(cause, "--ddp-no-sync: only with --wrapper ddp or fsdp (DistributedDataParallel's or "
+		               "FullyShardedDataParallel's no_sync())");
 	/* no_sync() wraps micro-steps 0..K-2: at K = 1 there are none, and
 	 * a setting that changes nothing is refused rather than ignored */
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_NO_SYNC)) && c->grad_accum <= 1)
