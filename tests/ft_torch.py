@@ -335,6 +335,14 @@ def run(a, rank=0, world=1):
             # hf_torch.fsdp_worker makes it
             import fsdp_torch
             fsdp_torch.RECV[torch.float32] = torch.empty(1 << 22)
+            # every all-gather and reduce-scatter FSDP issues (its shims,
+            # looked up in dist at each call), with the marks made before
+            # it, as hf_torch.ddp_group records DDP's all-reduces
+            for kind, name in (("all_gather", "_all_gather_base"), ("reduce_scatter", "_reduce_scatter_base")):
+                def counted(*x, _f=getattr(dist, name), _k=kind, **kw):
+                    H.COLLECTIVES.append((_k, len(H.MARKS)))
+                    return _f(*x, **kw)
+                setattr(dist, name, counted)
     K = a.grad_accum
     # Under --grad-accum K > 1 every mark of micro-step k (hf_torch's
     # modules' hooks and the phases) is named "LABEL@k", as zerosim's step
@@ -470,7 +478,7 @@ def run(a, rank=0, world=1):
     # DDP's all-reduces in each micro-step of the steady step: the calls it
     # made through hf_torch.ddp_group (the pinning collectives left out),
     # placed by the marks made before each
-    per_micro = []
+    per_micro, fsdp_per_micro = [], {"all_gather": [], "reduce_scatter": []}
     S = a.steps
     # the steady (last) step's K micro-steps: the last K+1 of the micro (or,
     # at K = 1, forward) and optimizer marks bound them
@@ -478,6 +486,8 @@ def run(a, rank=0, world=1):
               if (l.startswith("micro:") if K > 1 else l == "phase:forward") or l == "phase:optimizer"][-(K + 1):]
     for i in range(K):
         per_micro.append(sum(1 for kind, n in H.COLLECTIVES if kind == "allreduce" and bounds[i] < n <= bounds[i + 1]))
+        for c in fsdp_per_micro:
+            fsdp_per_micro[c].append(sum(1 for kind, n in H.COLLECTIVES if kind == c and bounds[i] < n <= bounds[i + 1]))
     st = steps[S]
     marks = dict(st["boundaries"])
     fwd = [marks[f"fwd_end:{S}:{k}"] - st["start_bytes"] for k in range(K)]
@@ -514,7 +524,10 @@ def run(a, rank=0, world=1):
                fwd_end_over_start=fwd, allreduce_per_micro=per_micro,
                boundaries=st["boundaries"], losses=losses, grad_norms=grad_norms)
     if world > 1 and a.fsdp:
-        out["fsdp"] = True
+        # FSDP's all-gathers and reduce-scatters in each micro-step of the
+        # steady step
+        out.update(fsdp=True, all_gather_per_micro=fsdp_per_micro["all_gather"],
+                   reduce_scatter_per_micro=fsdp_per_micro["reduce_scatter"])
     if world > 1 and not a.fsdp:
         # the buckets as the reducer rebuilt them after step 1, bytes each in
         # its order (Logger::set_runtime_stats_and_log, as hf_torch.py reads them)
