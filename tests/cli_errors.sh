@@ -826,8 +826,15 @@ for cmd in measure theory; do
 	try 2 "--precision amp-bf16: autocast under --wrapper fsdp is not described yet (give --precision fp32)" \
 		$cmd --framework torch --model "$tiny" --wrapper fsdp --precision amp-bf16 --torch-device cpu \
 		--attn eager --world 2 --schemes zero3 --torch-version 1.13 --out "$keep"
-	try 2 "--grad-accum 2: only with --framework torch and --wrapper none or ddp so far (FSDP over the PyTorch step takes no accumulation yet)" \
-		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --grad-accum 2 --out "$keep"
+	# --grad-accum runs under --wrapper fsdp (tests/ft_fsdp.sh checks its
+	# bytes), with --fsdp-no-sync; the engine's own wrappers still refuse it
+	try 0 "" $cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --grad-accum 2 \
+		--fsdp-no-sync off --out "$tmp/fsdp-k2.json"
+	try 2 "--grad-accum 2: only with --framework torch and --wrapper none, ddp or fsdp so far (--wrapper auto, the engine's own DDP and FSDP step, takes no accumulation yet)" \
+		$cmd --framework torch --model "$tiny" --wrapper auto --world 2 --schemes zero3 --grad-accum 2 --out "$keep"
+	try 2 "--ddp-no-sync: only with --wrapper ddp or fsdp (DistributedDataParallel's or FullyShardedDataParallel's no_sync())" \
+		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --schemes dp --grad-accum 2 --fsdp-no-sync on \
+		--out "$keep"
 	try 2 "--freeze: only under --framework torch with --wrapper none or ddp so far (--framework torch --wrapper fsdp trains every parameter)" \
 		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --freeze embeddings --out "$keep"
 	try 2 "--grad-accum 2 with --precision amp-bf16: accumulation under autocast is not described yet" \
