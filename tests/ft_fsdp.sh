@@ -11,8 +11,7 @@
 #     every micro-step reduce-scatters, the sharded gradients add up), and
 #     llama K = 3 (set_to_none) with no_sync(): zerosim's theory and
 #     measure (both ranks) against PyTorch's bytes between steps, the
-#     steady step's peak and every mark zerosim names (tests/ft_accum.sh's
-#     comparison);
+#     steady step's peak and every mark zerosim names (tests/ft_cmp.py);
 #   - the collectives: PyTorch's all-gathers and reduce-scatters in each
 #     micro-step (the shims counted on rank 0) against measure's calls per
 #     optimizer step, and the theory's comm equal to measure's;
@@ -32,44 +31,27 @@ export PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1
 
 ft_configs 256 160 tiny-
 
-# cmp.py REF THEORY MEASURE LABEL: PyTorch's JSON (ft_torch.py) against
-# zerosim's theory and measure of the same case; exit 1 on a difference.
-cat >"$tmp/cmp.py" <<'EOF'
+# coll.py REF THEORY MEASURE LABEL: beside tests/ft_cmp.py's bytes, the
+# collectives: PyTorch's all-gathers and reduce-scatters of every micro-step
+# against measure's calls a step, the theory's comm against measure's, and
+# every micro-step marked; exit 1 on a difference.
+cat >"$tmp/coll.py" <<'EOF'
 import json, sys
 d, label = json.load(open(sys.argv[1])), sys.argv[4]
 t = json.load(open(sys.argv[2]))["rows"][0]["schedule"]
-runs = json.load(open(sys.argv[3]))["runs"]
-ref, steady, bad = dict(d["boundaries"]), d["between_steps"], []
-if len(set(steady)) != 1 or steady[-1] != t["resident_bytes"]:
-    bad.append(f"theory: between steps {steady} against {t['resident_bytes']:,}")
-if d["peak"] != t["peak_bytes"]:
-    bad.append(f"theory: peak {d['peak']:,} against {t['peak_bytes']:,} ({d['peak'] - t['peak_bytes']:+,} B)")
-marks = t.get("marks") or {}
-K = d["grad_accum"]
-if not all(f"phase:backward@{k}" in marks for k in range(K)):
-    bad.append(f"theory: not every one of the {K} micro-steps is marked")
-for k, v in marks.items():
-    if ref.get(k) != v:
-        bad.append(f"theory: mark {k}: PyTorch {ref.get(k)} against {v:,}")
-for r in runs:
-    pr = r["per_rank"]
-    for k, (res, pk) in enumerate(zip(pr["resident_bytes"], pr["peak_bytes"])):
-        if res != steady[-1] or pk != d["peak"]:
-            bad.append(f"measure rank {k}: between steps {res:,}, peak {pk:,}")
-    if (r.get("marks") or {}) != marks:
-        bad.append("measure: its marks are not the theory's")
+bad = [f"theory: micro-step {k} unmarked" for k in range(d["grad_accum"])
+       if f"phase:backward@{k}" not in (t.get("marks") or {})]
+for r in json.load(open(sys.argv[3]))["runs"]:
     if r["comm_bytes_per_rank_per_step"] != t["comm_bytes_per_rank_per_step"]:
         bad.append(f"measure comm {r['comm_bytes_per_rank_per_step']:,} against the theory's "
                    f"{t['comm_bytes_per_rank_per_step']:,}")
-    c = r["collectives"]
     for kind in ("all_gather", "reduce_scatter"):
-        if sum(d[kind + "_per_micro"]) != c[kind]["calls_per_step"]:
+        if sum(d[kind + "_per_micro"]) != r["collectives"][kind]["calls_per_step"]:
             bad.append(f"{kind}: PyTorch {d[kind + '_per_micro']} per micro-step against measure's "
-                       f"{c[kind]['calls_per_step']} a step")
-print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} in {d['peak_phase']}, "
-      f"{len(marks)} marks, reduce-scatters per micro-step {d['reduce_scatter_per_micro']}, all-gathers "
-      f"{d['all_gather_per_micro']}: PyTorch {d['torch']} and zerosim's theory and measure "
-      f"{'differ' if bad else 'equal'}" + "".join("\n  " + b for b in bad))
+                       f"{r['collectives'][kind]['calls_per_step']} a step")
+print(f"{'FAIL' if bad else 'ok'}: {label}: reduce-scatters per micro-step {d['reduce_scatter_per_micro']}, "
+      f"all-gathers {d['all_gather_per_micro']}: PyTorch's and measure's calls, theory's and measure's comm "
+      f"{t['comm_bytes_per_rank_per_step']:,} B {'differ' if bad else 'agree'}" + "".join("\n  " + b for b in bad))
 sys.exit(1 if bad else 0)
 EOF
 
@@ -94,7 +76,9 @@ case_() {
 			exit 99
 		fi
 	done
-	"$py" "$tmp/cmp.py" "$tmp/$label.json" "$tmp/$label.theory.json" "$tmp/$label.measure.json" "$label" || status=1
+	set -- "$tmp/$label.json" "$tmp/$label.theory.json" "$tmp/$label.measure.json" "$label"
+	"$py" "$src/tests/ft_cmp.py" "$@" || status=1
+	"$py" "$tmp/coll.py" "$@" || status=1
 }
 
 case_ fsdp2-gpt2-k2-zeros-nosync gpt2 2 zeros on
