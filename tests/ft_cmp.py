@@ -3,7 +3,7 @@ theory (its schedule) and measure (every rank of every run) of one case
 against the reference's JSON (tests/hf_torch.py or tests/ft_torch.py):
 bytes between steps, the steady step's peak and every mark zerosim names,
 to the byte; exit 1 with the differences, else 0. Used by
-tests/hf_torch.sh, tests/ft_freeze.sh and tests/ft_lora.sh.
+tests/hf_torch.sh, tests/ft_freeze.sh, tests/ft_lora.sh and tests/ft_fsdp.sh.
 THEORY "-": the theory hf_torch.py --zerosim wrote into REF ("zerosim":
 resident, peak, marks). MEASURE "-": no measure of the case.
 --lora: also the reference's trainable set is the adapters'

@@ -13,7 +13,8 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    tokens); each micro loss is divided by K before backward,
                    as transformers' Trainer.training_step does.
   --world N        DDP over gloo, N ranks (rank 0 is measured);
-  --no-sync 0|1    DDP's no_sync() on the first K-1 micro-steps (default 1).
+  --no-sync 0|1    DDP's no_sync() on the first K-1 micro-steps (default 1);
+                   under --fsdp FSDP's no_sync() there.
   --zero1          with --world N: the optimizer is torch's
                    ZeroRedundancyOptimizer(trainable, optimizer_class=Adam)
                    over the DDP model (torch's zero1, at its defaults:
@@ -22,6 +23,10 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    Trainer.create_optimizer gives them (see --freeze): it
                    partitions and broadcasts those alone. Every rank's
                    figures (they differ) in "ranks".
+  --fsdp           with --world N: FullyShardedDataParallel (1.13) in place
+                   of DDP: hf_torch.fsdp_wrap (FULL_SHARD, one unit per
+                   block and the root, tests/fsdp_torch.py's gloo shims),
+                   the optimizer over its flat parameters.
   --bucket-cap-mb MB  DDP's bucket_cap_mb (default: not given, DDP's own);
                    with --world > 1 the output's ddp_buckets are the
                    reducer's rebuilt buckets, bytes each in its order.
@@ -332,6 +337,20 @@ def run(a, rank=0, world=1):
         dist.init_process_group("gloo", init_method="file://" + a.store, rank=rank, world_size=world)
         H.RANK[0] = rank
         H.PIN.append(torch.zeros(1))  # hf_torch.ddp_group's pinning collective
+        if a.fsdp:
+            # the reduce-scatter's receive buffer (tests/fsdp_torch.py's
+            # reduce_scatter_base), made before the profiled session as
+            # hf_torch.fsdp_worker makes it
+            import fsdp_torch
+            fsdp_torch.RECV[torch.float32] = torch.empty(1 << 22)
+            # every all-gather and reduce-scatter FSDP issues (its shims,
+            # looked up in dist at each call), with the marks made before
+            # it, as hf_torch.ddp_group records DDP's all-reduces
+            for kind, name in (("all_gather", "_all_gather_base"), ("reduce_scatter", "_reduce_scatter_base")):
+                def counted(*x, _f=getattr(dist, name), _k=kind, **kw):
+                    H.COLLECTIVES.append((_k, len(H.MARKS)))
+                    return _f(*x, **kw)
+                setattr(dist, name, counted)
     K = a.grad_accum
     # Under --grad-accum K > 1 every mark of micro-step k (hf_torch's
     # modules' hooks and the phases) is named "LABEL@k", as zerosim's step
@@ -397,8 +416,9 @@ def run(a, rank=0, world=1):
             # pins the 4 B a late gloo worker thread held), GPT-2's bool
             # causal `bias` buffers left out of its broadcasts (gloo takes
             # no bool tensor; DDP._set_params_and_buffers_to_ignore_for_model)
-            net = H.ddp_wrap(a, model)
-        trainable = [p for p in model.parameters() if p.requires_grad]
+            net = H.fsdp_wrap(a, model) if a.fsdp else H.ddp_wrap(a, model)
+        # (under FSDP its flat parameters: the root's is the wrapper's own)
+        trainable = [p for p in net.parameters() if p.requires_grad]
         if not trainable:
             raise ValueError("--freeze leaves nothing to train")
         kw = dict(lr=case["lr"], betas=case["betas"], eps=case["eps"]) if case else dict(lr=1e-3)
@@ -474,7 +494,7 @@ def run(a, rank=0, world=1):
     # DDP's all-reduces in each micro-step of the steady step: the calls it
     # made through hf_torch.ddp_group (the pinning collectives left out),
     # placed by the marks made before each
-    per_micro = []
+    per_micro, fsdp_per_micro = [], {"all_gather": [], "reduce_scatter": []}
     S = a.steps
     # the steady (last) step's K micro-steps: the last K+1 of the micro (or,
     # at K = 1, forward) and optimizer marks bound them
@@ -482,6 +502,8 @@ def run(a, rank=0, world=1):
               if (l.startswith("micro:") if K > 1 else l == "phase:forward") or l == "phase:optimizer"][-(K + 1):]
     for i in range(K):
         per_micro.append(sum(1 for kind, n in H.COLLECTIVES if kind == "allreduce" and bounds[i] < n <= bounds[i + 1]))
+        for c in fsdp_per_micro:
+            fsdp_per_micro[c].append(sum(1 for kind, n in H.COLLECTIVES if kind == c and bounds[i] < n <= bounds[i + 1]))
     st = steps[S]
     marks = dict(st["boundaries"])
     fwd = [marks[f"fwd_end:{S}:{k}"] - st["start_bytes"] for k in range(K)]
@@ -517,11 +539,17 @@ def run(a, rank=0, world=1):
                step_peaks=[steps[s]["peak"] for s in range(1, S + 1)],
                fwd_end_over_start=fwd, allreduce_per_micro=per_micro,
                boundaries=st["boundaries"], losses=losses, grad_norms=grad_norms)
-    if world > 1:
+    if world > 1 and a.fsdp:
+        # FSDP's all-gathers and reduce-scatters in each micro-step of the
+        # steady step
+        out.update(fsdp=True, all_gather_per_micro=fsdp_per_micro["all_gather"],
+                   reduce_scatter_per_micro=fsdp_per_micro["reduce_scatter"])
+    if world > 1 and not a.fsdp:
         # the buckets as the reducer rebuilt them after step 1, bytes each in
         # its order (Logger::set_runtime_stats_and_log, as hf_torch.py reads them)
         ld = net._get_ddp_logging_data()
         out["ddp_buckets"] = [int(x) for x in ld["rebuilt_bucket_sizes"].split(", ")]
+    if world > 1:
         import torch.distributed as dist
         # every rank's losses (each its own micro-batches) and whether every
         # rank ends with rank 0's trained parameters, gathered after the
@@ -531,7 +559,8 @@ def run(a, rank=0, world=1):
         every = [None] * world
         dist.all_gather_object(every, mine)
         out["rank_losses"] = [e[0] for e in every]
-        out["trained_equal_across_ranks"] = len({e[1] for e in every}) == 1
+        # (FSDP's flat parameters are each rank's own shard: not compared)
+        out["trained_equal_across_ranks"] = None if a.fsdp else len({e[1] for e in every}) == 1
         if a.zero1:  # every rank's figures (its own optimizer state): rank 0's JSON holds them all
             keys = ("between_steps", "peak", "peak_phase", "peak_after", "boundaries", "persistent", "losses")
             every = [None] * world
@@ -614,6 +643,7 @@ def main():
     ap.add_argument("--grad-accum", type=int, default=1)
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--no-sync", type=int, choices=[0, 1], default=1)
+    ap.add_argument("--fsdp", action="store_true")
     ap.add_argument("--bucket-cap-mb", type=float, default=None)
     ap.add_argument("--zero1", action="store_true")
     ap.add_argument("--freeze", default="")
@@ -644,6 +674,10 @@ def main():
         ap.error("--seq, --batch, --grad-accum, --world >= 1, --steps >= 2, --lora-r >= 0, 0 <= --lora-dropout < 1")
     if a.zero1 and a.world < 2:
         ap.error("--zero1 needs --world N >= 2 (ZeroRedundancyOptimizer shards over DDP's ranks)")
+    if a.fsdp and a.world < 2:
+        ap.error("--fsdp shards over --world N >= 2 ranks")
+    if a.fsdp and a.zero1:
+        ap.error("--fsdp and --zero1: one wrapper a run")
     try:
         if a.freeze:
             freeze_names(a)

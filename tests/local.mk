@@ -192,6 +192,11 @@ EXTRA_DIST += tests/ft_accum.sh
 # parameters frozen, to the byte (about 2 minutes on 2 cores)
 TESTS += tests/ft_freeze.sh
 EXTRA_DIST += tests/ft_freeze.sh
+# --grad-accum under --wrapper fsdp (issue #23: FSDP accumulation with and
+# without no_sync()): theory and measure against PyTorch 1.13's FSDP, N = 2,
+# to the byte, and the losses (about 2 minutes on 2 cores)
+TESTS += tests/ft_fsdp.sh
+EXTRA_DIST += tests/ft_fsdp.sh
 # --lora-r (issue #23's LoRA, PEFT's lora.Linear): theory and measure of the
 # plain loop against PyTorch 1.13 training the same adapters, to the byte
 # (about a minute on 2 cores)

@@ -60,6 +60,7 @@ struct zs_opt {
 	{"optimizer-impl", 0, 1, ZS_OPT_CONFIG, NULL}, {"zero-grad", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"attn", 0, 1, ZS_OPT_CONFIG, NULL}, {"wrapper", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"grad-accum", 0, 1, ZS_OPT_CONFIG, NULL}, {"ddp-no-sync", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"fsdp-no-sync", 0, 1, ZS_OPT_CONFIG, "ddp-no-sync"}, \
 	{"freeze", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lora-r", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-alpha", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lora-dropout", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-targets", 0, 1, ZS_OPT_CONFIG, NULL}, \

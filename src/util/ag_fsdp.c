@@ -51,6 +51,7 @@ struct unit {
 	uint64_t numel, padded, shard;
 	uint32_t gathered;       /* _full_param_padded: the padded unsharded flat parameter */
 	uint32_t sh, grad, m, v, step; /* the sharded flat parameter, its .grad (NO while None), Adam's */
+	uint32_t ugrad;          /* under no_sync(): the unsharded flat gradient kept across micro-steps (NO: none) */
 	int done;                /* its post-backward hook is written */
 };
 
@@ -109,9 +110,16 @@ static void unshard(struct ag_pass *p, const struct ag_options *o, const struct 
 	agp_op(p, ph, AG_OP_ALL_GATHER, u->sh, u->gathered);
 }
 
-/* Once the unit's last gradient is in: the split's cat and the post-backward hook. */
+/* Once the unit's last gradient is in: the split's cat, the flat
+ * parameter's AccumulateGrad and the post-backward hook. Under no_sync()
+ * (sync 0) the hook reshards and returns: the unsharded flat gradient
+ * stays the flat parameter's .grad (fully_sharded_data_parallel.py 3243,
+ * _finalize_params 3479) and the next micro-step's AccumulateGrad adds
+ * into it (prepare_gradient keeps a .grad of the unsharded size,
+ * flat_param.py 786-790); the engine holds the cat, its input, through
+ * the post hooks (engine.cpp call_function's inputs), freed after. */
 static void post_backward(struct ag_pass *p, const struct ag_options *o, struct unit *u, unsigned world,
-                          double pre)
+                          double pre, int sync)
 {
 	const enum zs_phase ph = ZS_PH_BACKWARD;
 	uint32_t cat = agp_storage(p, "cat (SplitWithSizesBackward: the unsharded flat gradient)", AG_F32, u->numel, 0,
@@ -122,13 +130,28 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 	for (size_t j = 0; j < u->nparams; j++)
 		if (u->pending[j])
 			agp_free(p, sto(p->s, u->held[j]), ph);
+	uint32_t acc = cat; /* the flat parameter's .grad: the cat itself (stolen) or the kept one */
+	if (u->ugrad != NO) { /* AccumulateGrad: .grad += new, in place */
+		struct ag_event *e = agp_op(p, ph, AG_OP_ADD_, u->ugrad, u->ugrad);
+		e->in[1] = cat;
+		e->arg[0] = 1;
+		acc = u->ugrad;
+	}
 	agp_record_function(p, o, ph);
-	agp_free(p, u->gathered, ph); /* _reshard: FULL_SHARD frees it */
+	agp_free(p, u->gathered, ph); /* _reshard: FULL_SHARD frees it, in no_sync() too (3386-3390) */
+	if (!sync) {
+		if (u->ugrad == NO)
+			u->ugrad = cat;
+		else
+			agp_free(p, cat, ph);
+		u->done = 1;
+		return;
+	}
 	uint32_t pad = agp_storage(p, "constant_pad_nd (F.pad: the padded flat gradient)", AG_F32, u->padded, 0,
 	                           ZS_CAT_BUCKETS);
 	agp_alloc(p, pad, ph);
 	agp_op(p, ph, AG_OP_FILL, NO, pad)->arg[0] = 0;
-	agp_op(p, ph, AG_OP_COPY, cat, view_shaped(p, pad, cat, 0));
+	agp_op(p, ph, AG_OP_COPY, acc, view_shaped(p, pad, acc, 0));
 	uint32_t out = agp_storage(p, "zeros_like (the reduce-scatter's output shard)", AG_F32, u->shard, 0,
 	                           ZS_CAT_BUCKETS);
 	agp_alloc(p, out, ph);
@@ -152,7 +175,10 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 	agp_free(p, pad, ph);
 	if (u->grad != out)
 		agp_free(p, out, ph);
+	if (acc != cat) /* the hook's locals let the accumulated .grad go, then the engine the cat */
+		agp_free(p, acc, ph);
 	agp_free(p, cat, ph);
+	u->ugrad = NO;
 	u->done = 1;
 }
 
@@ -190,6 +216,15 @@ static int is_label(const struct ag_event *e, const char *l)
 	return e->kind == AG_EV_MARK && e->label != NULL && strcmp(e->label, l) == 0;
 }
 
+/* Whether e is the mark `l` or a micro-step's `l@k` (--grad-accum:
+ * util/autograd.c names them so). */
+static int is_label_k(const struct ag_event *e, const char *l)
+{
+	size_t n = strlen(l);
+	return e->kind == AG_EV_MARK && e->label != NULL && strncmp(e->label, l, n) == 0 &&
+	       (e->label[n] == '\0' || e->label[n] == '@');
+}
+
 /* The block unit whose mark "KIND:NAME:WHICH" e is, or NULL. */
 static struct unit *block_mark(const struct ag_event *e, struct unit *u, size_t nu, const char *kind,
                                const char *which)
@@ -199,7 +234,7 @@ static struct unit *block_mark(const struct ag_event *e, struct unit *u, size_t 
 	for (size_t i = 0; i < nu; i++) {
 		char want[96];
 		snprintf(want, sizeof want, "%s:%s:%s", kind, u[i].name, which);
-		if (u[i].block >= 0 && strcmp(e->label, want) == 0)
+		if (u[i].block >= 0 && is_label_k(e, want))
 			return &u[i];
 	}
 	return NULL;
@@ -217,7 +252,7 @@ static struct unit *make_units(const struct ag_step *s, const struct step_params
 	struct unit *u = zs_calloc(n, sizeof *u);
 	for (size_t i = 0; i < n; i++) {
 		u[i].block = i + 1 < n ? (long long)i : -1;
-		u[i].grad = NO;
+		u[i].grad = u[i].ugrad = NO;
 	}
 	for (size_t i = 0; i < p->nmodules; i++) {
 		const struct step_module *md = &p->module[i];
@@ -310,12 +345,13 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 			}
 	}
 	/* the plain .grads the step allocates itself (clone_obey_contract's
-	 * copy): not those AccumulateGrad took as they came */
+	 * copy): not those AccumulateGrad took as they came (which a later
+	 * micro-step's AccumulateGrad adds into, under --grad-accum) */
 	unsigned char *made_pg = zs_calloc(nt0 ? nt0 : 1, 1);
 	for (size_t i = 0; i < s->nevents; i++) {
 		const struct ag_event *e = &s->event[i];
 		if (e->kind == AG_EV_OP && e->phase == ZS_PH_BACKWARD && e->out[0] != NO && is_pg[sto(s, e->out[0])] &&
-		    (e->op == AG_OP_ADD_ || e->op == AG_OP_COPY))
+		    e->op == AG_OP_COPY)
 			made_pg[sto(s, e->out[0])] = 1;
 	}
 	/* The parameters before FSDP: stand-ins of the set-up's own; the
@@ -407,8 +443,14 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	/* the step */
 	const double pre = ag_fsdp_predivide(world);
 	struct unit *root = &u[nu - 1], *ready = NULL;
-	int forward = 0, root_prebwd = 0, skip_optimizer = 0, zeroed = 0, rc = 0;
+	int root_prebwd = 0, skip_optimizer = 0, zeroed = 0, rc = 0;
 	size_t nmarks[2] = { 0, 0 };
+	/* --grad-accum K: K micro-steps, each FSDP's forward and backward;
+	 * under no_sync() (--ddp-no-sync on, the first K - 1) no
+	 * reduce-scatter, the unsharded flat gradients kept (post_backward) */
+	const unsigned K = o->grad_accum ? o->grad_accum : 1;
+	unsigned micro = 0;
+	int sync = !(o->ddp_no_sync && K > 1);
 	for (size_t i = 0; i < s->nevents && rc == 0; i++) {
 		const struct ag_event *e = &s->event[i];
 		struct unit *v;
@@ -421,13 +463,27 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		 * engine's work on that node's inputs is done: before the next
 		 * mark (the next unit's pre-backward hook, or backward's end) */
 		if (ready != NULL && e->kind == AG_EV_MARK) {
-			post_backward(p_, o, ready, world, pre);
+			post_backward(p_, o, ready, world, pre, sync);
 			ready = NULL;
 		}
 		switch (e->kind) {
 		case AG_EV_MARK:
-			if (is_label(e, "phase:forward") && !forward) {
-				forward = 1;
+			if (e->label != NULL && strncmp(e->label, "micro:", 6) == 0 && micro + 1 < K &&
+			    strtoul(e->label + 6, NULL, 10) > 0) {
+				/* the next micro-step: every unit's gradients anew */
+				micro++;
+				sync = !(o->ddp_no_sync && micro + 1 < K);
+				for (size_t k = 0; k < nu; k++) {
+					u[k].ngot = 0;
+					u[k].done = 0;
+					for (size_t j = 0; j < u[k].nparams; j++) {
+						u[k].held[j] = NO;
+						u[k].pending[j] = 0;
+					}
+				}
+				agp_copy(p_, e);
+			} else if (is_label_k(e, "phase:forward")) {
+				/* the root's forward: resharded in the last backward */
 				agp_copy(p_, e);
 				unshard(p_, o, root, ZS_PH_FORWARD);
 			} else if ((v = block_mark(e, u, nu, "fwd", "start")) != NULL) {
@@ -437,7 +493,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 			} else if ((v = block_mark(e, u, nu, "fwd", "end")) != NULL) {
 				agp_copy(p_, e);
 				agp_free(p_, v->gathered, ZS_PH_FORWARD); /* reshard after forward */
-			} else if (is_label(e, "phase:backward")) {
+			} else if (is_label_k(e, "phase:backward")) {
 				agp_copy(p_, e);
 				root_prebwd = 1;
 			} else if ((v = block_mark(e, u, nu, "bwd", "start")) != NULL) {
@@ -467,7 +523,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 				agp_copy(p_, e);
 			break;
 		case AG_EV_OP:
-			if (e->out[0] != NO && made_pg[sto(s, e->out[0])] && e->phase == ZS_PH_BACKWARD &&
+			if (e->out[0] != NO && is_pg[sto(s, e->out[0])] && e->phase == ZS_PH_BACKWARD &&
 			    (e->op == AG_OP_ADD_ || e->op == AG_OP_COPY)) {
 				uint32_t pg = sto(s, e->out[0]);
 				v = &u[unit_of[pg]];
@@ -532,9 +588,9 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		}
 		}
 	}
-	if (rc == 0 && (nmarks[0] != nu - 1 || nmarks[1] != nu - 1))
+	if (rc == 0 && (nmarks[0] != K * (nu - 1) || nmarks[1] != K * (nu - 1)))
 		rc = zs_fail(cause, "--wrapper fsdp: internal error: %zu and %zu of the %zu blocks' forward and backward "
-		             "marks found", nmarks[0], nmarks[1], nu - 1);
+		             "marks found", nmarks[0], nmarks[1], K * (nu - 1));
 	if (rc == 0) {
 		free(s->event);
 		s->event = p_->ev;

@@ -40,6 +40,12 @@
  *   optimizer Adam over the sharded flat parameters (util/autograd.c's,
  *            ag_optimizer_events): its temporaries the size of a shard;
  *            zero_grad zeroes or frees each shard's gradient.
+ *   --grad-accum K: forward and backward as above in each micro-step; with
+ *            o->ddp_no_sync (FSDP's no_sync(), --fsdp-no-sync) the first
+ *            K - 1 hooks reshard and return: the unsharded flat gradient
+ *            stays the flat parameter's .grad, the next micro-step's
+ *            AccumulateGrad adds into it, the last reduce-scatters it;
+ *            without, each micro-step's output is added to the shard's.
  *
  * Three ops are appended for it (AG_OP_ALL_GATHER, AG_OP_REDUCE_SCATTER_SUM,
  * and AG_OP_SHARD for the set-up's own shard); the executor runs them

@@ -945,24 +945,25 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 			return zs_fail(cause, "--%s: only with --wrapper none, ddp or fsdp so far (the engine's own DDP, FSDP and "
 			               "DeepSpeed steps do not follow it yet)", key_names[plain_keys[i]]);
 	/* Gradient accumulation is described for the PyTorch step (the plain
-	 * loop and DDP over it) only: the paper's schedule, DeepSpeed's
-	 * gradient_accumulation_steps and the engine's own wrapped steps
-	 * (docs/finetune.md, the plan) do not take it yet. */
+	 * loop, DDP and FSDP over it) and DeepSpeed's ZeRO-2 on the MLP
+	 * (ds_accum_check): the paper's schedule and the engine's own wrapped
+	 * steps (docs/finetune.md, the plan) do not take it yet. */
 	if (c->grad_accum > 1 && c->framework == ZS_FW_DEEPSPEED && ds_accum_check(c, cause) != 0)
 		return -1;
-	if (c->grad_accum > 1 && c->framework != ZS_FW_DEEPSPEED && (!zs_wrapper_step(c) || c->wrapper == ZS_WRAPPER_FSDP))
-		return zs_fail(cause, "--grad-accum %u: only with --framework torch and --wrapper none or ddp, or "
+	if (c->grad_accum > 1 && c->framework != ZS_FW_DEEPSPEED && !zs_wrapper_step(c))
+		return zs_fail(cause, "--grad-accum %u: only with --framework torch and --wrapper none, ddp or fsdp, or "
 		               "--framework deepspeed --schemes zero2, so far (%s takes no accumulation yet)", c->grad_accum,
-		               c->framework == ZS_FW_PAPER     ? "the paper's schedule"
-		               : c->wrapper == ZS_WRAPPER_FSDP ? "FSDP over the PyTorch step"
-		                                               : "--wrapper auto, the engine's own DDP and FSDP step,");
+		               c->framework == ZS_FW_PAPER ? "the paper's schedule"
+		                                           : "--wrapper auto, the engine's own DDP and FSDP step,");
 	/* no reference trains these together yet (tests/ft_torch.py
 	 * accumulates in fp32 over one Adam) */
 	if (c->grad_accum > 1 && (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16))
 		return zs_fail(cause, "--grad-accum %u with --precision %s: accumulation under autocast is not described "
 		               "yet (give --grad-accum 1 or --precision fp32)", c->grad_accum, zs_precision_name(c->precision));
-	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_NO_SYNC)) && c->wrapper != ZS_WRAPPER_DDP)
-		return zs_fail(cause, "--ddp-no-sync: only with --wrapper ddp (DistributedDataParallel's no_sync())");
+	/* (--fsdp-no-sync is its other name: FSDP's no_sync() under --wrapper fsdp) */
+	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_NO_SYNC)) && c->wrapper != ZS_WRAPPER_DDP && c->wrapper != ZS_WRAPPER_FSDP)
+		return zs_fail(cause, "--ddp-no-sync: only with --wrapper ddp or fsdp (DistributedDataParallel's or "
+		               "FullyShardedDataParallel's no_sync())");
 	/* no_sync() wraps micro-steps 0..K-2: at K = 1 there are none, and
 	 * a setting that changes nothing is refused rather than ignored */
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_NO_SYNC)) && c->grad_accum <= 1)

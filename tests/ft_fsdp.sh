@@ -1,0 +1,140 @@
+#!/bin/sh
+# ft_fsdp — zerosim's --grad-accum K under --wrapper fsdp (issue #23: FSDP
+# accumulation "with and without no_sync()") against real PyTorch 1.13's
+# FullyShardedDataParallel (tests/ft_torch.py --fsdp: hf_torch.py's
+# fsdp_wrap, FULL_SHARD, a unit per block and the root, over gloo with
+# tests/fsdp_torch.py's shims; N = 2, fp32, Adam single-tensor, each
+# micro-loss / K), to the byte:
+#   - gpt2 K = 2 (zero_grad zeros) with no_sync() on the first micro-step
+#     (--fsdp-no-sync on: the unsharded flat gradients kept across it, one
+#     reduce-scatter per unit in the last) and without (--fsdp-no-sync off:
+#     every micro-step reduce-scatters, the sharded gradients add up), and
+#     llama K = 3 (set_to_none) with no_sync(): zerosim's theory and
+#     measure (both ranks) against PyTorch's bytes between steps, the
+#     steady step's peak and every mark zerosim names (tests/ft_cmp.py);
+#   - the collectives: PyTorch's all-gathers and reduce-scatters in each
+#     micro-step (the shims counted on rank 0) against measure's calls per
+#     optimizer step, and the theory's comm equal to measure's;
+#   - the losses: zerosim's run written as a case (--write-case), trained
+#     by tests/ft_torch.py --case under FSDP: each step's loss (the mean
+#     over the two ranks of the mean of their K micro-steps', as measure's
+#     `losses`) within 1e-5 relative.
+#
+# PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
+# Exit 0 pass, 1 a difference, 99 hard error.
+set -u
+name=ft_fsdp
+# top, src, zerosim, tmp, status
+. "${srcdir:-.}/tests/ft_lib.sh"
+. "$src/tests/torch_python.sh"
+export PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1
+
+ft_configs 256 160 tiny-
+
+# coll.py REF THEORY MEASURE LABEL: beside tests/ft_cmp.py's bytes, the
+# collectives: PyTorch's all-gathers and reduce-scatters of every micro-step
+# against measure's calls a step, the theory's comm against measure's, and
+# every micro-step marked; exit 1 on a difference.
+cat >"$tmp/coll.py" <<'EOF'
+import json, sys
+d, label = json.load(open(sys.argv[1])), sys.argv[4]
+t = json.load(open(sys.argv[2]))["rows"][0]["schedule"]
+bad = [f"theory: micro-step {k} unmarked" for k in range(d["grad_accum"])
+       if f"phase:backward@{k}" not in (t.get("marks") or {})]
+for r in json.load(open(sys.argv[3]))["runs"]:
+    if r["comm_bytes_per_rank_per_step"] != t["comm_bytes_per_rank_per_step"]:
+        bad.append(f"measure comm {r['comm_bytes_per_rank_per_step']:,} against the theory's "
+                   f"{t['comm_bytes_per_rank_per_step']:,}")
+    for kind in ("all_gather", "reduce_scatter"):
+        if sum(d[kind + "_per_micro"]) != r["collectives"][kind]["calls_per_step"]:
+            bad.append(f"{kind}: PyTorch {d[kind + '_per_micro']} per micro-step against measure's "
+                       f"{r['collectives'][kind]['calls_per_step']} a step")
+print(f"{'FAIL' if bad else 'ok'}: {label}: reduce-scatters per micro-step {d['reduce_scatter_per_micro']}, "
+      f"all-gathers {d['all_gather_per_micro']}: PyTorch's and measure's calls, theory's and measure's comm "
+      f"{t['comm_bytes_per_rank_per_step']:,} B {'differ' if bad else 'agree'}" + "".join("\n  " + b for b in bad))
+sys.exit(1 if bad else 0)
+EOF
+
+z="--seq 32 --batch 2 --precision fp32 --schemes zero3 --world 2 --steps 3 --framework torch --wrapper fsdp
+--torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single"
+
+# case LABEL MODEL K ZERO_GRAD NO_SYNC(on|off)
+case_() {
+	label=$1 m=$2 K=$3 zg=$4 ns=$5
+	# gloo waits 30 minutes for a peer by default: a hang ends in 5
+	if ! timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/tiny-$m.json" --grad-accum "$K" --zero-grad "$zg" \
+		--world 2 --fsdp --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)" --out "$tmp/$label.json" >"$tmp/err" 2>&1; then
+		echo "ft_fsdp: FAIL: tests/ft_torch.py --fsdp, $label:" >&2
+		tail -20 "$tmp/err" >&2
+		exit 99
+	fi
+	for cmd in theory measure; do
+		# shellcheck disable=SC2086
+		if ! "$zerosim" $cmd --model "$tmp/tiny-$m.json" $z --zero-grad "$zg" --grad-accum "$K" --fsdp-no-sync "$ns" \
+			--out "$tmp/$label.$cmd.json" 2>"$tmp/err"; then
+			echo "ft_fsdp: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+	done
+	set -- "$tmp/$label.json" "$tmp/$label.theory.json" "$tmp/$label.measure.json" "$label"
+	"$py" "$src/tests/ft_cmp.py" "$@" || status=1
+	"$py" "$tmp/coll.py" "$@" || status=1
+}
+
+case_ fsdp2-gpt2-k2-zeros-nosync gpt2 2 zeros on
+case_ fsdp2-gpt2-k2-zeros-sync gpt2 2 zeros off
+case_ fsdp2-llama-k3-none-nosync llama 3 none on
+
+# no_sync() against without: the same all-gathers, K - 1 fewer reduce-scatters
+# a unit, the comm less by as many (zerosim's theory: K - 1 of its K)
+"$py" - "$tmp" <<'EOF' || status=1
+import json, os, sys
+tmp = sys.argv[1]
+def load(t):
+    return json.load(open(os.path.join(tmp, t)))
+on, off = load("fsdp2-gpt2-k2-zeros-nosync.json"), load("fsdp2-gpt2-k2-zeros-sync.json")
+units = on["reduce_scatter_per_micro"][-1]
+bad = []
+if on["reduce_scatter_per_micro"] != [0, units] or off["reduce_scatter_per_micro"] != [units, units] or units < 2:
+    bad.append(f"PyTorch's reduce-scatters per micro-step {on['reduce_scatter_per_micro']} with no_sync, "
+               f"{off['reduce_scatter_per_micro']} without")
+mon, moff = (load(f"fsdp2-gpt2-k2-zeros-{x}.measure.json")["runs"][0]["collectives"] for x in ("nosync", "sync"))
+if mon["all_gather"] != moff["all_gather"] or 2 * mon["reduce_scatter"]["bytes_per_step"] != \
+        moff["reduce_scatter"]["bytes_per_step"]:
+    bad.append(f"zerosim's collectives {mon} with no_sync, {moff} without")
+print(("FAIL: " if bad else "ok: ") + ("; ".join(bad) if bad else
+      f"FSDP N=2 K=2: PyTorch reduce-scatters per micro-step {on['reduce_scatter_per_micro']} with no_sync, "
+      f"{off['reduce_scatter_per_micro']} without; zerosim's reduce-scatter bytes a step "
+      f"{mon['reduce_scatter']['bytes_per_step']:,} and {moff['reduce_scatter']['bytes_per_step']:,}"))
+sys.exit(1 if bad else 0)
+EOF
+
+# The losses: zerosim's run as a case, trained by PyTorch under FSDP
+d=$tmp/loss
+mkdir -p "$d" || exit 99
+# shellcheck disable=SC2086
+if ! "$zerosim" measure -q --model "$tmp/tiny-gpt2.json" $z --zero-grad zeros --grad-accum 2 --fsdp-no-sync on \
+	--write-case "$d/case.json" --out "$d/seed.json" 2>"$tmp/err"; then
+	echo "ft_fsdp: FAIL: zerosim measure --write-case: $(cat "$tmp/err")" >&2
+	exit 99
+fi
+if ! timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/tiny-gpt2.json" --grad-accum 2 --zero-grad zeros \
+	--world 2 --fsdp --case "$d/case.json" --out "$d/torch.json" >"$tmp/err" 2>&1; then
+	echo "ft_fsdp: FAIL: tests/ft_torch.py --fsdp --case:" >&2
+	tail -20 "$tmp/err" >&2
+	exit 99
+fi
+"$py" - "$d" <<'EOF' || status=1
+import json, os, sys
+d = sys.argv[1]
+seed = json.load(open(os.path.join(d, "seed.json")))["runs"][0]
+t = json.load(open(os.path.join(d, "torch.json")))
+mean = [sum(r[s] for r in t["rank_losses"]) / len(t["rank_losses"]) for s in range(len(t["losses"]))]
+rel = [abs(z - m) / abs(m) for z, m in zip(seed["losses"], mean)]
+bad = len(rel) != len(mean) or len(t["rank_losses"]) != 2 or max(rel) > 1e-5
+print(f"{'FAIL' if bad else 'ok'}: gpt2 FSDP N=2 K=2 no_sync: measure's losses "
+      f"{[round(x, 6) for x in seed['losses']]} and PyTorch {t['torch']}'s (the mean of its ranks' "
+      f"{[round(x, 6) for x in mean]}) on the same case within {max(rel):.1e} relative (bound 1e-5)")
+sys.exit(1 if bad else 0)
+EOF
+exit $status
