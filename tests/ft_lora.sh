@@ -16,8 +16,9 @@
 # require grad and k not), on all-linear r = 8; both under --grad-accum 2;
 # mistral, qwen2 (biased q, k, v: addmm), qwen3 (q_norm, k_norm) and phi3
 # (fused qkv_proj, gate_up_proj; PEFT has no default targets for it:
-# given here).
-# And the CLI: the adapters' dropout, --wrapper ddp and fsdp, autocast,
+# given here); the adapters' dropout (--lora-dropout 0.1, 0.2: bytes, the
+# noise kept where x requires grad; losses at 0 only, the masks differ).
+# And the CLI: --wrapper ddp and fsdp, autocast,
 # SDPA, phi3 without targets, a target that matches nothing, and the
 # LoRA keys without --lora-r are one line, exit 2, nothing written (the
 # reference refuses a target that matches nothing too).
@@ -55,7 +56,6 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 }
 # shellcheck disable=SC2086
 {
-	refuse "lora dropout > 0" "LoRA's dropout is not described" gpt2 $plain --lora-r 4 --lora-dropout 0.1
 	refuse "--wrapper ddp --schemes zero1" "with ZeroRedundancyOptimizer is not described yet" gpt2 --world 2 \
 		--framework torch --wrapper ddp --torch-version 1.13 --torch-device cpu --attn eager --lora-r 4 --schemes zero1
 	refuse "--wrapper fsdp" "only under --framework torch with --wrapper none" gpt2 --world 2 --framework torch \
@@ -149,6 +149,9 @@ qwen3, default targets (q_proj, v_proj: q_norm over a q that requires grad);qwen
 qwen3, all-linear;qwen3;none;1;--lora-r 4 --lora-targets all-linear
 phi3, qkv_proj (fused);phi3;zeros;1;--lora-r 4 --lora-targets qkv_proj
 phi3, all-linear (gate_up_proj fused);phi3;none;1;--lora-r 4 --lora-targets all-linear
+gpt2, all-linear, dropout 0.1;gpt2;zeros;1;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1
+llama, default targets, dropout 0.2, K = 2;llama;none;2;--lora-r 4 --lora-dropout 0.2
+qwen2, all-linear, dropout 0.1 (biased q, k, v);qwen2;none;1;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1
 2.6: gpt2, default target;gpt2;none;1;--lora-r 4
 2.6: gpt2, all-linear, zeros;gpt2;zeros;1;--lora-r 4 --lora-targets all-linear
 2.6: llama, default targets;llama;none;1;--lora-r 4
@@ -156,6 +159,7 @@ phi3, all-linear (gate_up_proj fused);phi3;none;1;--lora-r 4 --lora-targets all-
 2.6: qwen3, default targets;qwen3;none;1;--lora-r 4
 2.6: qwen2, default targets, zeros;qwen2;zeros;1;--lora-r 4
 2.6: phi3, qkv_proj, zeros;phi3;zeros;1;--lora-r 4 --lora-targets qkv_proj
+2.6: gpt2, all-linear, dropout 0.1;gpt2;none;1;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1
 CASES
 
 # LoRA under DDP N = 2 (--wrapper ddp; issue #23's case: llama tiny, LoRA

@@ -2420,14 +2420,16 @@ static void q4_linear_bwd(struct bld *b, T g, int owned, uint64_t rows, uint64_t
 /* LoRA (--lora-r): PEFT v0.20.0's lora.Linear (peft/tuners/lora/layer.py,
  * as tests/ft_torch.py's LoraLinear writes it; docs/finetune.md "LoRA as
  * PEFT writes it"): result = base_layer(x); result = result +
- * lora_B(lora_A(dropout(x))) * scaling, dropout nn.Identity (p = 0: no
- * op), lora_A and lora_B nn.Linear without bias, scaling lora_alpha / r. */
+ * lora_B(lora_A(dropout(x))) * scaling, dropout nn.Dropout(p)
+ * (--lora-dropout; p = 0: nn.Identity, no op), lora_A and lora_B
+ * nn.Linear without bias, scaling lora_alpha / r. */
 
 struct lora_st {
 	size_t a, b;            /* lora_A [r, in], lora_B [out, r]: model.pt indices */
 	double scaling;         /* lora_alpha / r, a Python float */
 	struct lin_saved sa, sb;
 	T wk;                   /* MulBackward0's saved `other`: the wrapped number scaling (NO: none) */
+	T drop;                 /* the dropout's noise its MulBackward0 keeps (NO: p = 0, or x requires no grad) */
 };
 
 /* The adapter over the base layer's output y (its holder taken), x the
@@ -2435,11 +2437,22 @@ struct lora_st {
  * A's weight gradient; lora_B's keeps A's output; `* scaling` keeps the
  * wrapped number for its input's gradient (mul.Tensor's MulBackward0
  * saves other where self requires grad, self where other does: never);
- * the sum (AddBackward0) keeps nothing. Returns the sum. */
+ * the sum (AddBackward0) keeps nothing. With --lora-dropout p > 0 the
+ * dropout's output (dropout(): a new tensor, the CPU's noise kept where x
+ * requires grad) is lora_A's input, and what its node keeps in x's place.
+ * Returns the sum. */
 static T lora_fwd(struct bld *b, T x, T y, int32_t k)
 {
 	struct lora_st *st = &b->M->lora[k];
-	T a = linear(b, x, &b->M->pt[st->a], &st->sa);
+	T a;
+	st->drop = NO;
+	if (b->o->lora_dropout > 0) {
+		T xd = dropout(b, x, b->o->lora_dropout, &st->drop);
+		a = linear(b, xd, &b->M->pt[st->a], &st->sa);
+		unref(b, xd); /* the name: lora_A's node keeps its view where it needs it */
+	} else {
+		a = linear(b, x, &b->M->pt[st->a], &st->sa);
+	}
 	T bo = linear(b, a, &b->M->pt[st->b], &st->sb);
 	unref(b, a); /* lora_A's output: a temporary (B's node keeps its view) */
 	st->wk = NO;
@@ -2454,8 +2467,9 @@ static T lora_fwd(struct bld *b, T x, T y, int32_t k)
 
 /* The adapter's branch of the sum's backward, from g (one holder of it
  * taken): MulBackward0 (g * scaling, a new tensor; the fp32 copy of the
- * number for the kernel), lora_B's MmBackward, lora_A's; x's gradient
- * arrives at *xbuf where x requires grad. */
+ * number for the kernel), lora_B's MmBackward, lora_A's, the dropout's
+ * MulBackward0 (its noise let go); x's gradient arrives at *xbuf where x
+ * requires grad. */
 static void lora_bwd(struct bld *b, T g, int32_t k, T *xbuf)
 {
 	struct lora_st *st = &b->M->lora[k];
@@ -2472,8 +2486,23 @@ static void lora_bwd(struct bld *b, T g, int32_t k, T *xbuf)
 	st->wk = NO;
 	T da = NO;
 	linear_bwd(b, dm, 1, &st->sb, &b->M->pt[st->b], &da);
-	if (da != NO)
+	if (da == NO) {
+		if (st->drop != NO)
+			unref(b, st->drop);
+		st->drop = NO;
+		return;
+	}
+	if (st->drop == NO) {
 		linear_bwd(b, da, 1, &st->sa, &b->M->pt[st->a], xbuf);
+		return;
+	}
+	T dd = NO; /* the dropout output's gradient, then x's */
+	linear_bwd(b, da, 1, &st->sa, &b->M->pt[st->a], &dd);
+	if (dd != NO)
+		arrive(b, xbuf, dropout_bwd(b, dd, 1, st->drop));
+	else
+		unref(b, st->drop);
+	st->drop = NO;
 }
 
 /* Whether module `mod` (its Hugging Face name) is one of `targets`: PEFT's
@@ -2580,7 +2609,7 @@ static size_t lora_setup(struct bld *b, struct model *M)
 		struct lora_st *st = &M->lora[M->nlora];
 		memset(st, 0, sizeof *st);
 		st->scaling = b->o->lora_alpha / (double)r; /* LoraLayer.update_layer, line 277 */
-		st->wk = NO;
+		st->wk = st->drop = NO;
 		st->a = lora_param(b, M, module, r, in);
 		T A = M->pt[st->a].w;
 		op(b, AG_OP_BERNOULLI_, A, NO, NO, A, NO, NO)->arg[0] = 0.5;
@@ -4528,6 +4557,7 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->freeze = c->freeze[0] ? c->freeze : NULL;
 	o->lora_r = c->lora_r;
 	o->lora_alpha = c->lora_alpha;
+	o->lora_dropout = c->lora_dropout;
 	o->lora_targets = c->lora_targets[0] ? c->lora_targets : NULL;
 	o->quant_nf4 = c->quant_nf4;
 	o->double_quant = c->double_quant;

@@ -803,7 +803,7 @@ static int check_step_unit(const struct zs_config *c, char **cause)
 
 /* LoRA (--lora-r): so far the plain loop's PyTorch step and DDP over it
  * (its buckets take the adapters' gradients alone: frozen parameters have
- * no slot), in fp32, without the adapters' dropout (tests/ft_lora.sh checks
+ * no slot), in fp32 (tests/ft_lora.sh checks
  * what is described against tests/ft_torch.py); its other keys only with
  * it. FSDP's flat parameters would mix frozen and trainable tensors (1.13
  * has no use_orig_params): not described. */
@@ -831,9 +831,6 @@ static int check_lora(const struct zs_config *c, char **cause)
 	if (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16)
 		return zs_fail(cause, "--lora-r with --precision %s: LoRA under autocast is not described yet (give "
 		               "--precision fp32)", zs_precision_name(c->precision));
-	if (c->lora_dropout > 0)
-		return zs_fail(cause, "--lora-dropout %g: LoRA's dropout is not described yet (give --lora-dropout 0)",
-		               c->lora_dropout);
 	/* the reference freezes by name after wrapping (adapters included);
 	 * the step freezes every base parameter and trains every adapter */
 	if (c->freeze[0])
