@@ -106,7 +106,7 @@ static void usage(FILE *f)
 	      "                         parameters whose Hugging Face names PATTERN matches,\n"
 	      "                         comma-separated terms: embeddings, blocks:A-B,\n"
 	      "                         all-but-last:N, re:REGEX or a glob (*.ln_*)\n"
-	      "      --lora-r R         --wrapper none or ddp (dp), fp32: PEFT's LoRA of rank R\n"
+	      "      --lora-r R         --wrapper none or ddp (dp): PEFT's LoRA of rank R\n"
 	      "                         over --lora-targets T (all-linear or module names;\n"
 	      "                         default gpt2's c_attn, the others' q_proj,v_proj),\n"
 	      "                         scaled by --lora-alpha A / R (A 8); every base\n"

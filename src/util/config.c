@@ -803,7 +803,7 @@ static int check_step_unit(const struct zs_config *c, char **cause)
 
 /* LoRA (--lora-r): so far the plain loop's PyTorch step and DDP over it
  * (its buckets take the adapters' gradients alone: frozen parameters have
- * no slot), in fp32 (tests/ft_lora.sh checks
+ * no slot), fp32 or autocast (tests/ft_lora.sh checks
  * what is described against tests/ft_torch.py); its other keys only with
  * it. FSDP's flat parameters would mix frozen and trainable tensors (1.13
  * has no use_orig_params): not described. */
@@ -828,9 +828,6 @@ static int check_lora(const struct zs_config *c, char **cause)
 	if (c->quant_nf4 && c->wrapper != ZS_WRAPPER_NONE)
 		return zs_fail(cause, "--quant-base nf4: only with --wrapper none so far (QLoRA under --wrapper %s is not "
 		               "described yet)", zs_wrapper_name(c->wrapper));
-	if (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16)
-		return zs_fail(cause, "--lora-r with --precision %s: LoRA under autocast is not described yet (give "
-		               "--precision fp32)", zs_precision_name(c->precision));
 	/* the reference freezes by name after wrapping (adapters included);
 	 * the step freezes every base parameter and trains every adapter */
 	if (c->freeze[0])
@@ -931,11 +928,6 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 		               : c->framework == ZS_FW_DEEPSPEED ? "the DeepSpeed engine's step"
 		               : c->wrapper == ZS_WRAPPER_FSDP   ? "FSDP over the PyTorch step"
 		                                                 : "--wrapper auto, the engine's own DDP and FSDP step,");
-	/* no reference trains these together yet (tests/ft_torch.py
-	 * accumulates in fp32 over one Adam) */
-	if (c->grad_accum > 1 && (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16))
-		return zs_fail(cause, "--grad-accum %u with --precision %s: accumulation under autocast is not described "
-		               "yet (give --grad-accum 1 or --precision fp32)", c->grad_accum, zs_precision_name(c->precision));
 	if (c->grad_accum > 1 && c->wrapper == ZS_WRAPPER_DDP && c->nschemes > 0 && c->schemes[0] == ZS_ZERO1)
 		return zs_fail(cause, "--grad-accum %u with --schemes zero1: accumulation under ZeroRedundancyOptimizer is "
 		               "not described yet (give --grad-accum 1 or --schemes dp)", c->grad_accum);
@@ -966,10 +958,7 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 		               "%s%s%s trains every parameter)", zs_framework_name(c->framework),
 		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
 		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");
-	/* no reference has frozen parameters together with these yet */
-	if (c->freeze[0] && (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16))
-		return zs_fail(cause, "--freeze with --precision %s: frozen parameters under autocast are not described "
-		               "yet (give --precision fp32)", zs_precision_name(c->precision));
+	/* no reference has frozen parameters together with this yet */
 	if (c->freeze[0] && c->wrapper == ZS_WRAPPER_DDP && c->nschemes > 0 && c->schemes[0] == ZS_ZERO1)
 		return zs_fail(cause, "--freeze with --schemes zero1: frozen parameters under ZeroRedundancyOptimizer are "
 		               "not described yet (give --schemes dp)");
