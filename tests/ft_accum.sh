@@ -21,6 +21,9 @@
 #     no_sync: tests/ft_torch.py --freeze --grad-accum, as above; and
 #     qwen2, qwen3 and phi3 (their own modules: hf_torch.py's family
 #     attention), K = 2, a prefix frozen;
+#   - under bf16 autocast (--precision amp-bf16, ft_torch.py --amp bf16):
+#     gpt2 K = 2, llama K = 3, qwen2 K = 2, DDP N = 2 llama K = 2 no_sync,
+#     and with --freeze (gpt2's embeddings, llama all-but-last:1), K = 2;
 #   - the losses: zerosim's measure writes its run as a case
 #     (--write-case: the weights, every micro-step's tokens, grad_accum),
 #     which replays to the same weights digest (measure --case), and
@@ -31,7 +34,8 @@
 # `tests/ft_accum.sh torch26` (make check-torch26): the same against PyTorch
 # 2.6 in its Debian 13 root (tests/torch26_root.sh; hf_torch.sh's way of
 # running it): gpt2 and llama, K = 2 and 3, zeros and set_to_none, DDP N = 2
-# with and without no_sync, five cases with --freeze (phi3 one). Without a root: skip
+# with and without no_sync, five cases with --freeze (phi3 one), llama K = 2
+# under autocast. Without a root: skip
 # (77), a failure under ZS_REQUIRE_TORCH26=1.
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 a difference, 99 hard error.
@@ -98,11 +102,14 @@ PYTHONDONTWRITEBYTECODE=1 python3 $in/ft_torch.py $args" &&
 	}
 fi
 
-# case LABEL MODEL K ZERO_GRAD WORLD NO_SYNC(on|off) [FREEZE]
+# case LABEL MODEL K ZERO_GRAD WORLD NO_SYNC(on|off) [FREEZE [PRECISION]]
+# (PRECISION amp-bf16: each micro-step's forward under bf16 autocast,
+# ft_torch.py --amp bf16)
 case_() {
-	label=$1 m=$2 K=$3 zg=$4 world=$5 ns=$6 fz=${7:-}
+	label=$1 m=$2 K=$3 zg=$4 world=$5 ns=$6 fz=${7:-} prec=${8:-fp32}
 	cfg=$tmp/tiny-$m.json
 	set -- --model "$cfg" --grad-accum "$K" --zero-grad "$zg"
+	[ "$prec" = amp-bf16 ] && set -- "$@" --amp bf16
 	zw="--wrapper none" zns="" zfz=""
 	if [ -n "$fz" ]; then # (a term without blanks or glob characters)
 		set -- "$@" --freeze "$fz"
@@ -121,7 +128,7 @@ case_() {
 	fi
 	for cmd in theory measure; do
 		# shellcheck disable=SC2086
-		if ! "$zerosim" $cmd --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes dp --world "$world" \
+		if ! "$zerosim" $cmd --model "$cfg" --seq 32 --batch 2 --precision "$prec" --schemes dp --world "$world" \
 			--steps 3 --framework torch $zw --torch-version $version --torch-device cpu --attn eager \
 			--optimizer-impl single --zero-grad "$zg" --grad-accum "$K" $zns $zfz \
 			--out "$tmp/$label.$cmd.json" 2>"$tmp/err"; then
@@ -145,6 +152,7 @@ if [ $version = 2.6 ]; then
 	case_ fz-llama-k2-none-b00 llama 2 none 1 - blocks:0-0
 	case_ fz-ddp2-llama-k2-none-abl1-sync llama 2 none 2 off all-but-last:1
 	case_ fz-phi3-k2-none-b00 phi3 2 none 1 - blocks:0-0
+	case_ amp-llama-k2-none llama 2 none 1 - "" amp-bf16
 	exit $status
 fi
 case_ gpt2-k1 gpt2 1 zeros 1 -
@@ -174,6 +182,14 @@ case_ fz-phi3-k2-none-b00 phi3 2 none 1 - blocks:0-0
 case_ qwen2-k2-zeros qwen2 2 zeros 1 -
 case_ qwen3-k3-none qwen3 3 none 1 -
 case_ ddp2-phi3-k2-none-nosync phi3 2 none 2 on
+# under bf16 autocast: each micro-step's region casts the weights anew
+# (its cache cleared at the region's exit), the fp32 grads accumulate
+case_ amp-gpt2-k2-zeros gpt2 2 zeros 1 - "" amp-bf16
+case_ amp-llama-k3-none llama 3 none 1 - "" amp-bf16
+case_ amp-qwen2-k2-zeros qwen2 2 zeros 1 - "" amp-bf16
+case_ amp-ddp2-llama-k2-zeros-nosync llama 2 zeros 2 on "" amp-bf16
+case_ amp-fz-gpt2-k2-none-emb gpt2 2 none 1 - embeddings amp-bf16
+case_ amp-fz-llama-k2-zeros-abl1 llama 2 zeros 1 - all-but-last:1 amp-bf16
 
 # --grad-accum 1 is today's plain loop: the same files, byte for byte
 for cmd in theory measure; do

@@ -21,7 +21,9 @@
 # weight), qwen3 (q_norm, k_norm: a norm whose weight alone needs a
 # gradient), phi3 (fused qkv_proj sliced, gate_up_proj chunked), each
 # with a prefix frozen and with a projection frozen alone (a re:), DDP N
-# = 2 for qwen3 and phi3. And the CLI: a bad term, a pattern that
+# = 2 for qwen3 and phi3; under bf16 autocast (--precision amp-bf16,
+# hf_torch.py --amp bf16): gpt2, llama, qwen2 and phi3 with parts frozen,
+# DDP N = 2 for gpt2. And the CLI: a bad term, a pattern that
 # freezes everything and --freeze outside the PyTorch step are one line,
 # exit 2, in zerosim and in both references (--world 2 included).
 #
@@ -122,8 +124,8 @@ for ref in ft_torch hf_torch; do
 done
 
 
-# label;model;zero_grad;pattern;world (1: the plain loop; 2: DDP N = 2)
-while IFS=';' read -r label m zg pat world; do
+# label;model;zero_grad;pattern;world (1: the plain loop; 2: DDP N = 2)[;amp-bf16]
+while IFS=';' read -r label m zg pat world prec; do
 	[ -n "$label" ] || continue
 	set --
 	wrapper=none
@@ -131,6 +133,9 @@ while IFS=';' read -r label m zg pat world; do
 		set -- --ddp 2
 		wrapper=ddp
 	fi
+	# under bf16 autocast (hf_torch.py --amp bf16): a frozen weight is
+	# cast at every use, uncached
+	[ "${prec:=fp32}" = amp-bf16 ] && set -- "$@" --amp bf16
 	version=1.13
 	case $label in 2.6:*) version=2.6 ;; esac
 	[ "$mode" = torch26 ] && [ $version = 1.13 ] && continue
@@ -156,7 +161,7 @@ PYTHONDONTWRITEBYTECODE=1 python3 $in/hf_torch.py --model $in/$m.json --zero-gra
 		exit 99
 	fi
 	for cmd in theory measure; do
-		if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --precision fp32 --schemes dp --world "$world" \
+		if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --precision "$prec" --schemes dp --world "$world" \
 			--steps 3 --framework torch --wrapper $wrapper --torch-version $version --torch-device cpu --attn eager \
 			--optimizer-impl single --zero-grad "$zg" --freeze "$pat" --out "$tmp/$cmd.json" 2>"$tmp/err"; then
 			echo "ft_freeze: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
@@ -199,6 +204,13 @@ DDP N = 2, gpt2, embeddings frozen;gpt2;zeros;embeddings;2
 DDP N = 2, qwen3, the first layer frozen, set_to_none;qwen3;none;blocks:0-0;2
 DDP N = 2, phi3, qkv_proj frozen;phi3;zeros;re:qkv_proj;2
 DDP N = 2, llama, all but the last layer frozen, set_to_none;llama;none;all-but-last:1;2
+autocast: gpt2, embeddings frozen (the tied head with them);gpt2;zeros;embeddings;1;amp-bf16
+autocast: gpt2, c_attn frozen;gpt2;none;*.c_attn.*;1;amp-bf16
+autocast: llama, all but the last layer frozen;llama;none;all-but-last:1;1;amp-bf16
+autocast: llama, o_proj frozen;llama;zeros;re:o_proj;1;amp-bf16
+autocast: qwen2, the q/k/v weights frozen, their biases trained;qwen2;none;re:(q|k|v)_proj\.weight;1;amp-bf16
+autocast: phi3, qkv_proj frozen;phi3;zeros;re:qkv_proj;1;amp-bf16
+autocast: DDP N = 2, gpt2, embeddings frozen;gpt2;zeros;embeddings;2;amp-bf16
 2.6: gpt2, embeddings frozen;gpt2;none;embeddings;1
 2.6: gpt2, all but the last block frozen, zeros;gpt2;zeros;all-but-last:1;1
 2.6: gpt2, c_attn frozen;gpt2;none;*.c_attn.*;1
@@ -211,5 +223,7 @@ DDP N = 2, llama, all but the last layer frozen, set_to_none;llama;none;all-but-
 2.6: phi3, qkv_proj frozen, zeros;phi3;zeros;re:qkv_proj;1
 2.6: DDP N = 2, gpt2, embeddings frozen;gpt2;none;embeddings;2
 2.6: DDP N = 2, llama, all but the last layer frozen, zeros;llama;zeros;all-but-last:1;2
+2.6: autocast: gpt2, embeddings frozen;gpt2;none;embeddings;1;amp-bf16
+2.6: autocast: llama, all but the last layer frozen, zeros;llama;zeros;all-but-last:1;1;amp-bf16
 CASES
 exit $status

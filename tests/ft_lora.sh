@@ -16,8 +16,10 @@
 # require grad and k not), on all-linear r = 8; both under --grad-accum 2;
 # mistral, qwen2 (biased q, k, v: addmm), qwen3 (q_norm, k_norm) and phi3
 # (fused qkv_proj, gate_up_proj; PEFT has no default targets for it:
-# given here).
-# And the CLI: the adapters' dropout, --wrapper fsdp, autocast,
+# given here); under bf16 autocast (labels "autocast": ft_torch.py --amp
+# bf16, --precision amp-bf16; DDP N = 2 too); the adapters' dropout (--lora-dropout 0.1, 0.2: bytes, the
+# noise kept where x requires grad; losses at 0 only, the masks differ).
+# And the CLI: --wrapper fsdp,
 # SDPA, phi3 without targets, a target that matches nothing, and the
 # LoRA keys without --lora-r are one line, exit 2, nothing written (the
 # reference refuses a target that matches nothing too).
@@ -55,18 +57,9 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 }
 # shellcheck disable=SC2086
 {
-	refuse "lora dropout > 0" "LoRA's dropout is not described" gpt2 $plain --lora-r 4 --lora-dropout 0.1
 	refuse "--wrapper fsdp" "only under --framework torch with --wrapper none" gpt2 --world 2 --framework torch \
 		--wrapper fsdp --torch-version 2.6 --torch-device cpu --attn eager --lora-r 4
 	refuse "--framework paper" "only under --framework torch" gpt2 --framework paper --lora-r 4
-	"$zerosim" theory --model "$tmp/gpt2.json" --seq 32 --batch 2 --precision amp-bf16 --schemes dp $plain \
-		--lora-r 4 --out "$tmp/refused.json" >"$tmp/out" 2>"$tmp/err"
-	if [ $? -ne 2 ] || ! grep -q "LoRA under autocast" "$tmp/err" || [ -e "$tmp/refused.json" ]; then
-		echo "FAIL: autocast: $(cat "$tmp/err")"
-		status=1
-	else
-		echo "ok: autocast: $(cat "$tmp/err")"
-	fi
 	refuse "--attn sdpa" "with --attn sdpa is not described" gpt2 --world 1 --framework torch --wrapper none \
 		--torch-version 2.6 --torch-device cpu --attn sdpa --lora-r 4
 	refuse "phi3 without targets" "PEFT has no default LoRA targets for a phi3" phi3 $plain --lora-r 4
@@ -110,12 +103,15 @@ while IFS=';' read -r label m zg K world ns args; do
 	case $label in 2.6:*) version=2.6 ;; esac
 	[ "$mode" = torch26 ] && [ $version = 1.13 ] && continue
 	[ "$mode" != torch26 ] && [ $version = 2.6 ] && continue
-	rargs=$args zargs="--wrapper none" cmp=--lora
+	rargs=$args zargs="--wrapper none" cmp=--lora prec=fp32
+	# "autocast" in the label: bf16 autocast on both sides
+	case $label in *autocast*) prec=amp-bf16 ;; esac
 	if [ "$world" -gt 1 ]; then
 		rargs="--world $world --no-sync $([ "$ns" = on ] && echo 1 || echo 0) $(echo "$args" | sed 's/--bucket-cap /--bucket-cap-mb /')"
 		zargs="--wrapper ddp" cmp="--lora --buckets"
 		[ "$K" -gt 1 ] && zargs="$zargs --ddp-no-sync $ns"
 	fi
+	[ $prec = amp-bf16 ] && rargs="$rargs --amp bf16"
 	if [ $version = 2.6 ]; then
 		ref=$root$in/ref.json
 		mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$src/tests/ft_torch.py" "$tmp/$m.json" "$root$in/" ||
@@ -139,7 +135,7 @@ PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py --model
 		tl=
 		[ $cmd = measure ] && [ "$world" -gt 1 ] && tl=--timeline
 		# shellcheck disable=SC2086
-		if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --precision fp32 --schemes dp --world "$world" \
+		if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --precision $prec --schemes dp --world "$world" \
 			--steps 3 --framework torch $zargs --torch-version $version --torch-device cpu --attn eager \
 			--optimizer-impl single --zero-grad "$zg" --grad-accum "$K" $args $tl --out "$tmp/$cmd.json" 2>"$tmp/err"; then
 			echo "ft_lora: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
@@ -176,6 +172,9 @@ qwen3, default targets (q_proj, v_proj: q_norm over a q that requires grad);qwen
 qwen3, all-linear;qwen3;none;1;1;-;--lora-r 4 --lora-targets all-linear
 phi3, qkv_proj (fused);phi3;zeros;1;1;-;--lora-r 4 --lora-targets qkv_proj
 phi3, all-linear (gate_up_proj fused);phi3;none;1;1;-;--lora-r 4 --lora-targets all-linear
+gpt2, all-linear, dropout 0.1;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1
+llama, default targets, dropout 0.2, K = 2;llama;none;2;1;-;--lora-r 4 --lora-dropout 0.2
+qwen2, all-linear, dropout 0.1 (biased q, k, v);qwen2;none;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1
 2.6: gpt2, default target;gpt2;none;1;1;-;--lora-r 4
 2.6: gpt2, all-linear, zeros;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear
 2.6: llama, default targets;llama;none;1;1;-;--lora-r 4
@@ -183,10 +182,19 @@ phi3, all-linear (gate_up_proj fused);phi3;none;1;1;-;--lora-r 4 --lora-targets 
 2.6: qwen3, default targets;qwen3;none;1;1;-;--lora-r 4
 2.6: qwen2, default targets, zeros;qwen2;zeros;1;1;-;--lora-r 4
 2.6: phi3, qkv_proj, zeros;phi3;zeros;1;1;-;--lora-r 4 --lora-targets qkv_proj
+2.6: gpt2, all-linear, dropout 0.1;gpt2;none;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1
+autocast: gpt2, default target (c_attn);gpt2;none;1;1;-;--lora-r 4
+autocast: gpt2, all-linear, dropout 0.1;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1
+autocast: llama, default targets, K = 2;llama;zeros;2;1;-;--lora-r 4
+autocast: llama, all-linear (o_proj's and down_proj's bf16 input cast to fp32);llama;none;1;1;-;--lora-r 4 --lora-targets all-linear
+autocast: qwen2, default targets (biased q_proj, v_proj);qwen2;zeros;1;1;-;--lora-r 4
+autocast: phi3, all-linear;phi3;none;1;1;-;--lora-r 4 --lora-targets all-linear
+2.6: autocast: llama, all-linear;llama;none;1;1;-;--lora-r 4 --lora-targets all-linear
 DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4
 DDP N = 2, llama q_proj + v_proj, K = 2, without no_sync, set_to_none;llama;none;2;2;off;--lora-r 4
 DDP N = 2, gpt2 c_attn, K = 2, no_sync, set_to_none;gpt2;none;2;2;on;--lora-r 4
 plain loop, llama q_proj + v_proj, K = 2, set_to_none;llama;none;2;1;-;--lora-r 4
+autocast: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4
 2.6: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, set_to_none, six buckets;llama;none;2;2;on;--lora-r 4 --bucket-cap 0.0009
 2.6: DDP N = 2, gpt2 c_attn, K = 2, without no_sync, zeros;gpt2;zeros;2;2;off;--lora-r 4
 CASES

@@ -59,6 +59,11 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    _maybe_include_all_linear_layers); default PEFT's per
                    model (peft/utils/constants.py v0.20.0: gpt2 c_attn line
                    69, llama q_proj,v_proj line 83).
+  --amp bf16       each micro-step's forward under torch.autocast("cpu",
+                   bfloat16), as hf_torch.py --amp bf16 (oneDNN off, as
+                   there); the loss's division by K and backward outside the
+                   region, as Trainer.training_step does (compute_loss in
+                   its context manager, the division after).
 
 Output: one JSON object: the bytes live between optimizer steps, the peak
 of the steady (last) step, its phase and the mark after which it falls,
@@ -329,6 +334,8 @@ def load_case(path, family, cfg):
 
 def run(a, rank=0, world=1):
     torch.set_num_threads(1)
+    if a.amp != "none":  # hf_torch.run's reason: PyTorch's own cpublas bf16 kernels, no oneDNN scratchpad
+        torch.backends.mkldnn.enabled = False
     torch.manual_seed(0)
     raw, family, cfg, tied = H.build(a)
     if world > 1:
@@ -458,7 +465,9 @@ def run(a, rank=0, world=1):
                 H.set_ctx("forward", "-")
                 sync = world == 1 or not a.no_sync or k == K - 1
                 with (contextlib.nullcontext() if sync else net.no_sync()):
-                    outputs = net(ids, lab)
+                    with (torch.autocast("cpu", dtype=torch.bfloat16) if a.amp == "bf16" else
+                          contextlib.nullcontext()):
+                        outputs = net(ids, lab)
                     loss = outputs[0] / K if K > 1 else outputs[0]
                     plain_mark(f"fwd_end:{step}:{k}")
                     H.mark("phase:backward")
@@ -529,7 +538,7 @@ def run(a, rank=0, world=1):
     n_all = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
     out = dict(torch=torch.__version__, model=a.model, family=family, tied=tied, seq=a.seq, batch=a.batch,
                grad_accum=K, world=world, no_sync=bool(a.no_sync) if world > 1 else None, steps=S,
-               optimizer_impl=a.optimizer_impl, zero_grad="none" if zero_none else "zeros", dropout=a.dropout,
+               optimizer_impl=a.optimizer_impl, zero_grad="none" if zero_none else "zeros", dropout=a.dropout, amp=a.amp,
                freeze=a.freeze, lora=dict(r=a.lora_r, alpha=a.lora_alpha, dropout=a.lora_dropout,
                                           targets=adapted) if a.lora_r else None,
                params=n_all, trainable=n_train,
@@ -655,6 +664,7 @@ def main():
     ap.add_argument("--zero-grad", choices=["none", "zeros"], default=None)
     ap.add_argument("--dropout", choices=["0", "config"], default="0")
     ap.add_argument("--mask", choices=["where", "add"], default="where")
+    ap.add_argument("--amp", choices=["none", "bf16"], default="none")
     ap.add_argument("--case", help="a transformer's zerosim-case/2 (measure --write-case): its weights, "
                     "tokens and Adam settings (the losses compare; the bytes are not the loop's)")
     ap.add_argument("--table", action="store_true")

@@ -799,10 +799,16 @@ static T ac_cast(struct bld *b, T x)
 }
 
 /* cached_cast of parameter q: its cached copy, made at its first use in
- * the region (the cache one holder); the caller gets one more. */
+ * the region (the cache one holder); the caller gets one more. A frozen
+ * parameter (--freeze, LoRA's base) is no cache entry: cached_cast caches
+ * a leaf only where it requires grad (autocast_mode.cpp, can_try_cache:
+ * `arg.requires_grad() && arg.is_leaf()`), so it is copied at every use
+ * (the caller's holder alone, no ToCopyBackward). */
 static T ac_cast_param(struct bld *b, struct pt *q)
 {
 	struct model *M = b->M;
+	if (!b->rg[q->w])
+		return to_dtype(b, q->w, b->o->amp, "_to_copy (autocast)");
 	if (q->w16 == NO) {
 		q->w16 = to_dtype(b, q->w, b->o->amp, "_to_copy (autocast, cached)");
 		M->cached = zs_realloc(M->cached, (M->ncached + 1) * sizeof *M->cached);
@@ -1008,6 +1014,10 @@ static T conv1d(struct bld *b, T x, struct pt *w, struct pt *bb, struct conv_sav
 	sv->rows = rows, sv->nx = o->shape[o->ndim - 1];
 	sv->x2 = addmm_saved_mat1(b, x2, w->w, bb->w, &sv->dx, &sv->dw, &sv->db);
 	sv->node = sv->dx || sv->dw || sv->db;
+	if (sv->w16 != NO && !sv->dx) { /* mat2 is saved for mat1's gradient only */
+		unref(b, sv->w16);
+		sv->w16 = NO;
+	}
 	T res = grad_in_x_shape(b, y, o);
 	return w->lora >= 0 ? lora_fwd(b, x, res, w->lora) : res;
 }
@@ -1057,7 +1067,7 @@ static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct
 	if (owned)
 		unref(b, g); /* the node's input goes when it returns, before its saved set */
 	unref(b, sv->x2);
-	if (sv->w16 == NO) {
+	if (b->o->amp == AG_F32) {
 		if (db != NO)
 			accumulate(b, bb, db);
 		if (dw != NO)
@@ -1069,15 +1079,20 @@ static T conv1d_bwd(struct bld *b, T g, int owned, struct conv_saved *sv, struct
 	}
 	/* autocast: the casts' ToCopyBackward nodes by sequence number, the
 	 * latest made first: the bias's (and its AccumulateGrad), x's where it
-	 * was cast, then W's (--freeze is refused under autocast: every input
-	 * requires grad here) */
-	unref(b, sv->w16);
-	accumulate(b, bb, ac_grad_back(b, db));
-	dx = grad_in_x_shape(b, dx, &go_);
-	if (sv->xcast)
-		dx = ac_grad_back(b, dx);
-	accumulate(b, w, ac_grad_back(b, dw));
-	return dx;
+	 * was cast, then W's; each where its source requires grad (--freeze) */
+	if (sv->w16 != NO)
+		unref(b, sv->w16);
+	if (db != NO)
+		accumulate(b, bb, ac_grad_back(b, db));
+	if (dx != NO) {
+		dx = grad_in_x_shape(b, dx, &go_);
+		if (sv->xcast)
+			dx = ac_grad_back(b, dx);
+		arrive(b, &lx, dx);
+	}
+	if (dw != NO)
+		accumulate(b, w, ac_grad_back(b, dw));
+	return lx;
 }
 
 /* The CPU flash kernel's saved set: q, k, v, the output and the logsumexp. */
@@ -1252,6 +1267,10 @@ static T head_fwd(struct bld *b, struct model *M, T x, struct pt *head, T *x2, T
 		unref(b, *x2);
 		*x2 = NO;
 	}
+	if (M->head16 != NO && !RG(b, x)) { /* W16^t is saved for x's gradient only */
+		unref(b, M->head16);
+		M->head16 = NO;
+	}
 	mark(b, "fwd:lm_head:end");
 	b->module = -1;
 	/* Gemma2ForCausalLM.forward: logits / cap, tanh, * cap (the lm_head's
@@ -1301,8 +1320,8 @@ static T head_bwd(struct bld *b, struct model *M, T lsm, T tgt, T tw, T x2, stru
 		dlg = lm_loss_bwd(b, *one, 0, lsm, tgt, tw);
 	}
 	T w16 = b->M->head16;
-	if (w16 != NO) /* logits.float()'s ToCopyBackward */
-		dlg = ac_grad_back_to(b, dlg, b->s->tensor[x2].dtype);
+	if (b->o->amp != AG_F32) /* logits.float()'s ToCopyBackward */
+		dlg = ac_grad_back_to(b, dlg, b->o->amp);
 	if (b->m->gemma && b->m->final_softcap > 0) /* the logits' softcap, before lm_head's hook */
 		dlg = softcap_bwd(b, dlg, b->m->final_softcap, &M->fcap);
 	b->module = modname(b, "lm_head");
@@ -1326,14 +1345,18 @@ static T head_bwd(struct bld *b, struct model *M, T lsm, T tgt, T tw, T x2, stru
 	unref(b, dlg);
 	unref(b, x2);
 	*held = NO;
-	if (w16 != NO) {
+	if (b->o->amp != AG_F32) {
 		/* autocast: its saved 16-bit W goes; the casts' ToCopyBackward,
 		 * x's (the later) first, then W's: the fp32 weight gradient, a
-		 * whole tensor (the held one, tied); --freeze is refused under
-		 * autocast, so both gradients are made here */
-		unref(b, w16);
+		 * whole tensor (the held one, tied); each where its source
+		 * requires grad (--freeze) */
+		if (w16 != NO)
+			unref(b, w16);
 		b->M->head16 = NO;
-		dx = ac_grad_back(b, dx);
+		if (dx != NO)
+			dx = ac_grad_back(b, dx);
+		if (dw == NO)
+			return dx;
 		dw = ac_grad_back(b, dw);
 		if (b->m->tied)
 			*held = dw;
@@ -1846,6 +1869,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 			 * cast to its dtype (validate_outputs) */
 			T gmo = b->o->amp != AG_F32 ? to_dtype(b, gx, b->o->amp, "_to_copy (validate_outputs)")
 			                            : dropout_bwd(b, gx, !s->rh1, s->drop_mlp);
+			if (b->o->amp != AG_F32 && !s->rh1) /* the residual requires no grad (--freeze): gx is the node's alone */
+				unref(b, gx);
 			dgl = conv1d_bwd(b, gmo, 1, &s->proj, blk(M, b, i, "mlp.c_proj.weight"),
 			                 blk(M, b, i, "mlp.c_proj.bias"));
 		}
@@ -1921,6 +1946,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 		if (s->rpo) {
 			T gpo = b->o->amp != AG_F32 ? to_dtype(b, g2, b->o->amp, "_to_copy (validate_outputs)")
 			                            : dropout_bwd(b, g2, !s->rin, s->drop_resid);
+			if (b->o->amp != AG_F32 && !s->rin) /* as gx's above */
+				unref(b, g2);
 			dm = conv1d_bwd(b, gpo, 1, &s->attn_out, blk(M, b, i, "attn.c_proj.weight"),
 			                blk(M, b, i, "attn.c_proj.bias"));
 		}
@@ -2096,6 +2123,10 @@ static T linear(struct bld *b, T x, struct pt *w, struct lin_saved *sv)
 		unref(b, x2);
 		sv->x2 = NO;
 	}
+	if (sv->w16 != NO && !sv->dx) { /* W16^t is saved for x's gradient only */
+		unref(b, sv->w16);
+		sv->w16 = NO;
+	}
 	T res = grad_in_x_shape(b, y, o);
 	return w->lora >= 0 ? lora_fwd(b, x, res, w->lora) : res;
 }
@@ -2144,7 +2175,7 @@ static void linear_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, stru
 		arrive(b, xbuf, dxv);
 	}
 	if (dw != NO)
-		accumulate(b, w, sv->w16 != NO ? ac_grad_back(b, dw) : dw);
+		accumulate(b, w, b->o->amp != AG_F32 ? ac_grad_back(b, dw) : dw);
 }
 
 /* linear_b under autocast (qwen2's biased q/k/v): linear is in the CPU's
@@ -2174,12 +2205,15 @@ static T linear_b_amp(struct bld *b, T x, struct pt *w, struct pt *bias, struct 
 	sv->rows = rows, sv->in = in;
 	sv->x2 = addmm_saved_mat1(b, x2, w->w, bias->w, &sv->dx, &sv->dw, &sv->db);
 	sv->node = sv->dx || sv->dw || sv->db;
+	if (!sv->dx) { /* W16^t is saved for mat1's gradient only */
+		unref(b, sv->w16);
+		sv->w16 = NO;
+	}
 	return grad_in_x_shape(b, y, o);
 }
 
-/* Its AddmmBackward in the 16-bit type (--freeze is refused under
- * autocast: x, W and the bias all require grad): mat1's, mat2's and the
- * bias's gradients; the node's input, its saved mat1 and W16 released;
+/* Its AddmmBackward in the 16-bit type: mat1's, mat2's and the bias's
+ * gradients, each where its input requires grad (--freeze); the node's input, its saved mat1 and W16 released;
  * then the ready queue by sequence number (the casts were made bias, W,
  * x; W.t() and x.view after them): x's ViewBackward and ToCopyBackward
  * (dx back to fp32, to *xbuf), W's TBackward and ToCopyBackward and its
@@ -2191,25 +2225,37 @@ static void linear_b_amp_bwd(struct bld *b, T g, int owned, struct lin_saved *sv
 	const struct ag_tensor go_ = b->s->tensor[g];
 	enum ag_dtype dt = go_.dtype;
 	T g2 = reshape(b, g, 2, SH(rows, out));
-	T dx = TMP("mm (addmm backward, mat1)", dt, rows, in);
-	op(b, AG_OP_MM, g2, sv->w16, NO, dx, NO, NO);
-	T dw = TMP("mm (addmm backward, mat2)", dt, out, in);
-	T gt = transpose_last2(b, g2);
-	op(b, AG_OP_MM, gt, sv->x2, NO, dw, NO, NO);
-	unref(b, gt);
-	T db = TMP("sum (addmm backward, bias)", dt, out);
-	op(b, AG_OP_SUM_ROWS, g2, NO, NO, db, NO, NO);
+	T dx = NO, dw = NO, db = NO;
+	if (sv->dx) {
+		dx = TMP("mm (addmm backward, mat1)", dt, rows, in);
+		op(b, AG_OP_MM, g2, sv->w16, NO, dx, NO, NO);
+	}
+	if (sv->dw) {
+		dw = TMP("mm (addmm backward, mat2)", dt, out, in);
+		T gt = transpose_last2(b, g2);
+		op(b, AG_OP_MM, gt, sv->x2, NO, dw, NO, NO);
+		unref(b, gt);
+	}
+	if (sv->db) {
+		db = TMP("sum (addmm backward, bias)", dt, out);
+		op(b, AG_OP_SUM_ROWS, g2, NO, NO, db, NO, NO);
+	}
 	unref(b, g2);
 	if (owned)
 		unref(b, g);
 	unref(b, sv->x2);
-	unref(b, sv->w16);
-	T dxv = grad_in_x_shape(b, dx, &go_);
-	if (sv->xcast)
-		dxv = ac_grad_back(b, dxv);
-	arrive(b, xbuf, dxv);
-	accumulate(b, w, ac_grad_back(b, dw));
-	accumulate(b, bias, ac_grad_back(b, db));
+	if (sv->w16 != NO)
+		unref(b, sv->w16);
+	if (dx != NO) {
+		T dxv = grad_in_x_shape(b, dx, &go_);
+		if (sv->xcast)
+			dxv = ac_grad_back(b, dxv);
+		arrive(b, xbuf, dxv);
+	}
+	if (dw != NO)
+		accumulate(b, w, ac_grad_back(b, dw));
+	if (db != NO)
+		accumulate(b, bias, ac_grad_back(b, db));
 }
 
 /* nn.Linear with a bias on [.., in] (qwen2's q_proj, k_proj, v_proj):
@@ -2226,8 +2272,10 @@ static T linear_b(struct bld *b, T x, struct pt *w, struct pt *bias, struct lin_
 		return linear(b, x, w, sv);
 	if (w->q4 >= 0)
 		return q4_lin(b, x, w, bias, sv);
-	if (b->o->amp != AG_F32)
-		return linear_b_amp(b, x, w, bias, sv);
+	if (b->o->amp != AG_F32) {
+		T r = linear_b_amp(b, x, w, bias, sv);
+		return w->lora >= 0 ? lora_fwd(b, x, r, w->lora) : r;
+	}
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
 	uint64_t in = o->shape[o->ndim - 1], rows = numel(o) / in, out = b->s->tensor[w->w].shape[0];
 	T wt = transpose_last2(b, w->w);
@@ -2256,6 +2304,10 @@ static void linear_b_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, st
 		return;
 	}
 	if (b->o->amp != AG_F32) {
+		if (w->lora >= 0) { /* the adapter's branch first (as conv1d_bwd's) */
+			ref(b, g);
+			lora_bwd(b, g, w->lora, xbuf);
+		}
 		linear_b_amp_bwd(b, g, owned, sv, w, bias, xbuf);
 		return;
 	}
@@ -2452,14 +2504,17 @@ static void q4_linear_bwd(struct bld *b, T g, int owned, uint64_t rows, uint64_t
 /* LoRA (--lora-r): PEFT v0.20.0's lora.Linear (peft/tuners/lora/layer.py,
  * as tests/ft_torch.py's LoraLinear writes it; docs/finetune.md "LoRA as
  * PEFT writes it"): result = base_layer(x); result = result +
- * lora_B(lora_A(dropout(x))) * scaling, dropout nn.Identity (p = 0: no
- * op), lora_A and lora_B nn.Linear without bias, scaling lora_alpha / r. */
+ * lora_B(lora_A(dropout(x))) * scaling, dropout nn.Dropout(p)
+ * (--lora-dropout; p = 0: nn.Identity, no op), lora_A and lora_B
+ * nn.Linear without bias, scaling lora_alpha / r. */
 
 struct lora_st {
 	size_t a, b;            /* lora_A [r, in], lora_B [out, r]: model.pt indices */
 	double scaling;         /* lora_alpha / r, a Python float */
 	struct lin_saved sa, sb;
 	T wk;                   /* MulBackward0's saved `other`: the wrapped number scaling (NO: none) */
+	T drop;                 /* the dropout's noise its MulBackward0 keeps (NO: p = 0, or x requires no grad) */
+	int xcast;              /* autocast: x was 16-bit, PEFT's x.to(float32) made a copy (ToCopyBackward) */
 };
 
 /* The adapter over the base layer's output y (its holder taken), x the
@@ -2467,11 +2522,30 @@ struct lora_st {
  * A's weight gradient; lora_B's keeps A's output; `* scaling` keeps the
  * wrapped number for its input's gradient (mul.Tensor's MulBackward0
  * saves other where self requires grad, self where other does: never);
- * the sum (AddBackward0) keeps nothing. Returns the sum. */
+ * the sum (AddBackward0) keeps nothing. With --lora-dropout p > 0 the
+ * dropout's output (dropout(): a new tensor, the CPU's noise kept where x
+ * requires grad) is lora_A's input, and what its node keeps in x's place.
+ * Returns the sum. */
 static T lora_fwd(struct bld *b, T x, T y, int32_t k)
 {
 	struct lora_st *st = &b->M->lora[k];
-	T a = linear(b, x, &b->M->pt[st->a], &st->sa);
+	T a;
+	st->drop = NO;
+	/* PEFT's `x = self._cast_input_dtype(x, lora_A.weight.dtype)`: under
+	 * autocast a 16-bit x (o_proj's, down_proj's input) is copied to
+	 * lora_A's fp32, the local `x` holding it until forward returns;
+	 * lora_A's linear then casts it back (autocast) */
+	T x0 = x;
+	st->xcast = b->s->tensor[x].dtype != AG_F32;
+	if (st->xcast)
+		x = to_dtype(b, x, AG_F32, "_to_copy (PEFT's _cast_input_dtype)");
+	if (b->o->lora_dropout > 0) {
+		T xd = dropout(b, x, b->o->lora_dropout, &st->drop);
+		a = linear(b, xd, &b->M->pt[st->a], &st->sa);
+		unref(b, xd); /* the name: lora_A's node keeps its view where it needs it */
+	} else {
+		a = linear(b, x, &b->M->pt[st->a], &st->sa);
+	}
 	T bo = linear(b, a, &b->M->pt[st->b], &st->sb);
 	unref(b, a); /* lora_A's output: a temporary (B's node keeps its view) */
 	st->wk = NO;
@@ -2481,13 +2555,23 @@ static T lora_fwd(struct bld *b, T x, T y, int32_t k)
 	op(b, AG_OP_ADD, y, m, NO, out, NO, NO)->arg[0] = 1;
 	unref(b, y); /* `result` is rebound */
 	unref(b, m);
+	if (x != x0) /* forward returns: its local x, the fp32 copy */
+		unref(b, x);
 	return out;
+}
+
+/* x's gradient through PEFT's x.to(float32) (its ToCopyBackward: back to
+ * x's 16-bit type, a new tensor) where it made a copy. */
+static T lora_x_back(struct bld *b, const struct lora_st *st, T dx)
+{
+	return st->xcast ? ac_grad_back_to(b, dx, b->o->amp) : dx;
 }
 
 /* The adapter's branch of the sum's backward, from g (one holder of it
  * taken): MulBackward0 (g * scaling, a new tensor; the fp32 copy of the
- * number for the kernel), lora_B's MmBackward, lora_A's; x's gradient
- * arrives at *xbuf where x requires grad. */
+ * number for the kernel), lora_B's MmBackward, lora_A's, the dropout's
+ * MulBackward0 (its noise let go); x's gradient arrives at *xbuf where x
+ * requires grad. */
 static void lora_bwd(struct bld *b, T g, int32_t k, T *xbuf)
 {
 	struct lora_st *st = &b->M->lora[k];
@@ -2504,8 +2588,26 @@ static void lora_bwd(struct bld *b, T g, int32_t k, T *xbuf)
 	st->wk = NO;
 	T da = NO;
 	linear_bwd(b, dm, 1, &st->sb, &b->M->pt[st->b], &da);
-	if (da != NO)
-		linear_bwd(b, da, 1, &st->sa, &b->M->pt[st->a], xbuf);
+	if (da == NO) {
+		if (st->drop != NO)
+			unref(b, st->drop);
+		st->drop = NO;
+		return;
+	}
+	if (st->drop == NO) {
+		T dx = NO;
+		linear_bwd(b, da, 1, &st->sa, &b->M->pt[st->a], &dx);
+		if (dx != NO)
+			arrive(b, xbuf, lora_x_back(b, st, dx));
+		return;
+	}
+	T dd = NO; /* the dropout output's gradient, then x's */
+	linear_bwd(b, da, 1, &st->sa, &b->M->pt[st->a], &dd);
+	if (dd != NO)
+		arrive(b, xbuf, lora_x_back(b, st, dropout_bwd(b, dd, 1, st->drop)));
+	else
+		unref(b, st->drop);
+	st->drop = NO;
 }
 
 /* Whether module `mod` (its Hugging Face name) is one of `targets`: PEFT's
@@ -2612,7 +2714,7 @@ static size_t lora_setup(struct bld *b, struct model *M)
 		struct lora_st *st = &M->lora[M->nlora];
 		memset(st, 0, sizeof *st);
 		st->scaling = b->o->lora_alpha / (double)r; /* LoraLayer.update_layer, line 277 */
-		st->wk = NO;
+		st->wk = st->drop = NO;
 		st->a = lora_param(b, M, module, r, in);
 		T A = M->pt[st->a].w;
 		op(b, AG_OP_BERNOULLI_, A, NO, NO, A, NO, NO)->arg[0] = 0.5;
@@ -4062,8 +4164,11 @@ static void llama_step(struct bld *b, struct model *M)
 		 * autocast: the MLP's a bf16 copy, validate_outputs) */
 		T g = xbuf;
 		T hbuf = s->rh2 ? g : NO;
-		if (b->o->amp != AG_F32)
+		if (b->o->amp != AG_F32 && s->rmo) {
 			g = to_dtype(b, g, b->o->amp, "_to_copy (validate_outputs)");
+			if (!s->rh2) /* the residual requires no grad (--freeze): the node's input goes */
+				unref(b, xbuf);
+		}
 		/* the MLP */
 		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
 		T dmu = NO, dx2 = NO;
@@ -4105,8 +4210,11 @@ static void llama_step(struct bld *b, struct model *M)
 		/* AddBackward (residual + attn): to both; the attention first */
 		g = hbuf;
 		T rbuf = s->rin ? g : NO;
-		if (b->o->amp != AG_F32) /* validate_outputs' bf16 copy for o_proj (every input requires grad) */
+		if (b->o->amp != AG_F32 && s->rpo) { /* validate_outputs' bf16 copy for o_proj */
 			g = to_dtype(b, g, b->o->amp, "_to_copy (validate_outputs)");
+			if (!s->rin) /* as the MLP's above */
+				unref(b, hbuf);
+		}
 		b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
 		T dac = NO;
 		if (s->rpo) {
@@ -4170,8 +4278,10 @@ static void llama_step(struct bld *b, struct model *M)
 			qk_bwd(b, dsc, s->qe, s->ktc, B * h, Tn, hd, &dq, &dkt);
 			/* autocast: the casts' ToCopyBackward, q's (the later) first */
 			if (s->qf != NO) {
-				dq = ac_grad_back(b, dq);
-				dkt = ac_grad_back(b, dkt);
+				if (dq != NO)
+					dq = ac_grad_back(b, dq);
+				if (dkt != NO)
+					dkt = ac_grad_back(b, dkt);
 			}
 			/* v's repeat_kv, then k's, then the ropes of k and q */
 			dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd, 0);
@@ -4569,6 +4679,7 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->freeze = c->freeze[0] ? c->freeze : NULL;
 	o->lora_r = c->lora_r;
 	o->lora_alpha = c->lora_alpha;
+	o->lora_dropout = c->lora_dropout;
 	o->lora_targets = c->lora_targets[0] ? c->lora_targets : NULL;
 	o->quant_nf4 = c->quant_nf4;
 	o->double_quant = c->double_quant;
@@ -4697,15 +4808,12 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	int freezing = o->freeze && *o->freeze;
 	if (freezing && o->attn == ZS_ATTN_SDPA)
 		return refuse(cause, "--freeze: with --attn sdpa not described yet (give --attn eager)");
-	/* autocast's casts of a frozen weight are refused in the config's
-	 * checks too (accumulation with frozen parameters is checked:
-	 * tests/ft_accum.sh; every family's, qwen2's biased projections, qwen3's
-	 * q/k norms and phi3's fused qkv_proj and gate_up_proj included:
-	 * tests/ft_freeze.sh; under ZeroRedundancyOptimizer: tests/ft_zero1.sh) */
-	if (freezing && o->amp != AG_F32)
-		return refuse(cause, "--freeze: with autocast is not described yet (give --precision fp32)");
-	/* LoRA: the plain loop's step (and DDP's over it) in fp32, eager
-	 * attention (util/config.c refuses the rest: FSDP, autocast, the adapters' dropout;
+	/* (accumulation with frozen parameters is checked: tests/ft_accum.sh;
+	 * every family's, qwen2's biased projections, qwen3's q/k norms and
+	 * phi3's fused qkv_proj and gate_up_proj included: tests/ft_freeze.sh;
+	 * under autocast too; under ZeroRedundancyOptimizer: tests/ft_zero1.sh).
+	 * LoRA: the plain loop's step (and DDP's over it), fp32 or autocast,
+	 * eager attention (util/config.c refuses the rest: FSDP;
 	 * tests/ft_lora.sh), every family of the step. PEFT's
 	 * TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
 	 * (src/peft/utils/constants.py) has no phi3 entry: get_peft_model
@@ -4713,10 +4821,8 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (o->lora_r && fam == 5 && !(o->lora_targets && *o->lora_targets))
 		return refuse(cause, "--lora-r: PEFT has no default LoRA targets for a %s (give --lora-targets, e.g. "
 		              "qkv_proj or all-linear)", m->model_type);
-	if (o->lora_r && (o->attn == ZS_ATTN_SDPA || o->amp != AG_F32))
-		return refuse(cause, "--lora-r: with %s is not described yet (give %s)",
-		              o->attn == ZS_ATTN_SDPA ? "--attn sdpa" : "autocast",
-		              o->attn == ZS_ATTN_SDPA ? "--attn eager" : "--precision fp32");
+	if (o->lora_r && o->attn == ZS_ATTN_SDPA)
+		return refuse(cause, "--lora-r: with --attn sdpa is not described yet (give --attn eager)");
 	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP, .micro = -1 };
 	struct bld *b = &B_;
 	struct model M = { 0 };

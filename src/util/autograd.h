@@ -297,6 +297,9 @@ struct ag_options {
 	unsigned lora_r;
 	double lora_alpha;
 	const char *lora_targets;
+	/* --lora-dropout P: PEFT's nn.Dropout(P) on the adapters' input (0:
+	 * nn.Identity, no op) */
+	double lora_dropout;
 	/* QLoRA's 4-bit base (--quant-base nf4, with --lora-r): every base
 	 * linear layer but the output embedding held as bitsandbytes'
 	 * Linear4bit (NF4, blocks of 64; double_quant: the absmax in 8 bits,

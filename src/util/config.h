@@ -155,7 +155,7 @@ struct zs_config {
 	 * pattern ("" for none); a fixed array so that copies stay apart */
 	char freeze[ZS_FREEZE_MAX + 1];
 	/* --lora-r (0: no LoRA), --lora-alpha (8, PEFT's LoraConfig default),
-	 * --lora-dropout (only 0 is described), --lora-targets ("" for the
+	 * --lora-dropout (0: none), --lora-targets ("" for the
 	 * family's default, "all-linear", or a comma list of module names) */
 	unsigned lora_r;
 	double lora_alpha, lora_dropout;
