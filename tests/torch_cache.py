@@ -11,13 +11,16 @@ of: this python's version, the torch it imports (torch/version.py's bytes),
 every tests/*.py beside SCRIPT (the references import each other), the
 environment that steers the arithmetic or the rendezvous (OPENBLAS_*,
 OMP_*, MKL_*, GLOO_*, USE_LIBUV, PYTHONHASHSEED, TORCH_*), and each
-argument: a file by its bytes, a folder by its files' names and bytes (a
-zerosim binary among them, tests/moe_torch.py's moe_dump, is hashed like
-any other file: a sanitizer build's misses), a path not there yet by its
-name (an output), anything else as written. What it keeps: the exit
-status (0 and 1 only: a verdict; any other status, a crash or a timeout is
-never kept), stdout, stderr, the outputs named by arguments and the files a
-folder argument gained or changed. A miss runs PyTorch; nothing is ever
+argument: --out's value by its name alone (an output, there or not: a
+test's loop writes every case's reference to one path, whose bytes before
+the run are the last case's, not an input), a file by its bytes, a folder
+by its files' names and bytes (a zerosim binary among them,
+tests/moe_torch.py's moe_dump, is hashed like any other file: a sanitizer
+build's misses), a path not there yet by its name (an output), anything
+else as written. What it keeps: the exit status (0 and 1 only: a verdict;
+any other status, a crash or a timeout is never kept), stdout, stderr,
+--out's file, every file argument the run made or changed, and the files
+a folder argument gained or changed; a hit writes them all back. A miss runs PyTorch; nothing is ever
 committed or shipped with the cache.
 
 The one exception: hf_torch.py --zerosim BINARY runs zerosim's theory
@@ -35,7 +38,13 @@ import subprocess
 import sys
 import tempfile
 
-ENV = ("OPENBLAS_", "OMP_", "MKL_", "GLOO_", "USE_LIBUV", "PYTHONHASHSEED", "TORCH_")
+ENV = ("OPENBLAS_", "OMP_", "MKL_", "GLOO_", "USE_LIBUV", "PYTHONHASHSEED", "TORCH_", "ATEN_", "LD_PRELOAD",
+       "LD_LIBRARY_PATH")
+
+
+def is_out(args, i):
+    """whether args[i] is --out's value: an output, whatever is there before"""
+    return i > 0 and args[i - 1] == "--out"
 
 
 def file_hash(path):
@@ -78,6 +87,8 @@ def key(script, args):
         if i and args[i - 1] == "--zerosim" and os.path.basename(script) == "hf_torch.py":
             h.update(b"arg zerosim\0")
             replay = True
+        elif is_out(args, i):
+            h.update(f"arg out {os.path.basename(x)}\0".encode())
         elif os.path.isfile(x):
             h.update(f"arg file {file_hash(x)}\0".encode())
         elif os.path.isdir(x):
@@ -119,13 +130,17 @@ def hit(entry, args, replay, py, script):
 
 def miss(cache, k, args, py, script, replay):
     before = {i: tree(x) for i, x in enumerate(args) if os.path.isdir(x)}
-    new = [i for i, x in enumerate(args) if "/" in x and not os.path.exists(x)]
+    files = {i: file_hash(x) for i, x in enumerate(args) if os.path.isfile(x)}
+    new = [i for i, x in enumerate(args) if ("/" in x or is_out(args, i)) and not os.path.exists(x)]
     p = subprocess.run([py, script] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     sys.stdout.buffer.write(p.stdout)
     sys.stdout.flush()
     sys.stderr.buffer.write(p.stderr)
     sys.stderr.flush()
-    outputs = [(i, "", args[i]) for i in new if os.path.isfile(args[i])]
+    # made (a new path), --out's (made or rewritten), or any file argument
+    # whose bytes the run changed
+    outputs = [(i, "", x) for i, x in enumerate(args) if os.path.isfile(x) and
+               (i in new or is_out(args, i) or (i in files and file_hash(x) != files[i]))]
     for i, was in before.items():
         outputs += [(i, n, os.path.join(args[i], n)) for n, s in tree(args[i]).items() if was.get(n) != s]
     torch_json = None

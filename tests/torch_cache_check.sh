@@ -11,7 +11,9 @@
 # temporary folder (mktemp) in the arguments still hits (an output path is
 # keyed by its name); hf_torch.py --zerosim BINARY is keyed without the
 # binary and, on a hit, runs again with --torch-json (zerosim's theory
-# afresh, no PyTorch); without ZS_TORCH_CACHE it is the plain run.
+# afresh, no PyTorch); one --out path reused case after case gets each
+# case's own output back on a hit; without ZS_TORCH_CACHE it is the plain
+# run.
 set -u
 src=${srcdir:-.}
 py=$(command -v python3) || { echo "torch_cache_check: SKIP: no python3"; exit 77; }
@@ -106,6 +108,25 @@ if [ "$(runs)" = $((n + 1)) ] && same d i; then
 	ok "without ZS_TORCH_CACHE: the plain run, its output the same"
 else
 	bad "without ZS_TORCH_CACHE: $(runs) runs after $n"
+fi
+
+# one --out path for two cases in a row (a test's loop: ref.json), then
+# the same two again: each hit writes its own case's output back, never
+# leaves the other's there
+echo "case A" >"$tmp/ca.txt"
+echo "case B" >"$tmp/cb.txt"
+for pass in 1 2; do
+	rm -f "$tmp/w1/ref.json"
+	run "p${pass}a" --rc 0 --out "$tmp/w1/ref.json" "$tmp/ca.txt"
+	cp "$tmp/w1/ref.json" "$tmp/p${pass}a.ref"
+	run "p${pass}b" --rc 0 --out "$tmp/w1/ref.json" "$tmp/cb.txt"
+	cp "$tmp/w1/ref.json" "$tmp/p${pass}b.ref"
+done
+if grep -q "case A" "$tmp/p2a.ref" && grep -q "case B" "$tmp/p2b.ref" && ! grep -q "case A" "$tmp/p2b.ref" &&
+	cmp -s "$tmp/p1b.ref" "$tmp/p2b.ref" && same p1b p2b; then
+	ok "one --out path for two cases in a row: on the second pass each hit writes its own case's output back"
+else
+	bad "one --out path for two cases: the second pass's case B reads '$(cat "$tmp/p2b.ref")'"
 fi
 
 # hf_torch.py --zerosim BINARY: a stand-in that writes its JSON, with
