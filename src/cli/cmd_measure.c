@@ -53,7 +53,7 @@ static void usage(FILE *f)
 	      "                         or fp32 (--model: the default); amp-bf16: PyTorch's\n"
 	      "                         autocast (bf16 on the CPU, fp32 state) over the\n"
 	      "                         PyTorch step (--wrapper none or ddp; gpt2, llama,\n"
-	      "                         mistral)\n"
+	      "                         mistral, qwen2, qwen3, phi3)\n"
 	      "      --optimizer O      adam (default) or sgd (with momentum 0.9)\n"
 	      "      --lr RATE          learning rate (default 0.001)\n"
 	      "      --beta1 B1, --beta2 B2, --eps E\n"

@@ -97,7 +97,7 @@ static void usage(void)
 "      --precision P      mixed, bf16 (mixed's bytes) or fp32 (default mixed);\n"
 "                         amp-bf16: PyTorch's autocast over the PyTorch step\n"
 "                         (--wrapper none or ddp, --torch-device cpu; gpt2,\n"
-"                         llama, mistral)\n"
+"                         llama, mistral, qwen2, qwen3, phi3)\n"
 "      --optimizer O      adam or sgd (default adam)\n"
 "      --batch B          per-rank batch (default 4)\n"
 "      --framework F      paper (default), torch (dp: DDP, zero1:\n"
