@@ -856,9 +856,23 @@ for cmd in measure theory; do
 		--fsdp-no-sync off --out "$tmp/fsdp-k2.json"
 	try 2 "--grad-accum 2: only with --framework torch and --wrapper none, ddp or fsdp, or --framework deepspeed --schemes zero2, so far (--wrapper auto, the engine's own DDP and FSDP step, takes no accumulation yet)" \
 		$cmd --framework torch --model "$tiny" --wrapper auto --world 2 --schemes zero3 --grad-accum 2 --out "$keep"
-	try 2 "--ddp-no-sync: only with --wrapper ddp or fsdp (DistributedDataParallel's or FullyShardedDataParallel's no_sync())" \
+	# a message names the option as given (--fsdp-no-sync is --ddp-no-sync's
+	# other name), and the two names with different values are refused
+	try 2 "--fsdp-no-sync: only with --wrapper ddp or fsdp (DistributedDataParallel's or FullyShardedDataParallel's no_sync())" \
 		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --schemes dp --grad-accum 2 --fsdp-no-sync on \
 		--out "$keep"
+	try 2 "--fsdp-no-sync: only with --grad-accum K > 1 (no_sync() wraps the first K - 1 micro-steps; without accumulation there are none)" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --fsdp-no-sync off --out "$keep"
+	try 2 "--fsdp-no-sync: 'of' is not one of on, off" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --grad-accum 2 --fsdp-no-sync of \
+		--out "$keep"
+	try 2 "--ddp-no-sync on and --fsdp-no-sync off: two names of one setting with different values (give one)" \
+		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --grad-accum 2 --ddp-no-sync on --fsdp-no-sync off \
+		--out "$keep"
+	try 2 "--scheme zero1 and --schemes dp: two names of one setting with different values (give one)" \
+		$cmd --framework torch $ddp --scheme zero1 --schemes dp --torch-version 1.13 --out "$keep"
+	try 0 "" $cmd --framework torch $ddp --schemes dp --torch-version 1.13 --grad-accum 2 --ddp-no-sync off \
+		--fsdp-no-sync off --out "$tmp/ns-twice-$cmd.json"
 	# DeepSpeed's accumulation: the engine's ZeRO-2 on the MLP only so far.
 	try 2 "--grad-accum 3: only with --framework torch and --wrapper none, ddp or fsdp, or --framework deepspeed --schemes zero2, so far (the paper's schedule takes no accumulation yet)" \
 		$cmd --schemes zero2 --grad-accum 3 --out "$keep"

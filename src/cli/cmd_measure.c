@@ -761,6 +761,7 @@ fail:;
 	if (mpi_started)
 		say = mpi_job_rank() == 0;
 #endif
+	zs_opts_name_as_typed(args, nargs, &cause);
 	if (status != ZS_EXIT_OK && say)
 		zs_print_error("zerosim measure", cause ? cause : "failed");
 #ifdef HAVE_MPI

@@ -606,6 +606,7 @@ fail:
 	zs_print_error("zerosim theory", cause != NULL ? cause : "cannot write the output");
 	goto end;
 bad:
+	zs_opts_name_as_typed(args, nargs, &cause);
 	status = usage_error(cause != NULL ? cause : "bad usage");
 end:
 	free(cause);

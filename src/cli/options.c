@@ -178,8 +178,51 @@ int zs_opts_sets(const struct zs_arg *args, size_t nargs, const char *key)
 	return 0;
 }
 
+/* The zs_config key an option sets, or NULL for a command's own. */
+static const char *config_key(const struct zs_opt *o)
+{
+	return o->id != ZS_OPT_CONFIG ? NULL : o->key != NULL ? o->key : o->name;
+}
+
+/* Two names of one setting with different values ("--ddp-no-sync on
+ * --fsdp-no-sync off"): the user meant two things, and letting the last
+ * win would silently drop one; the same option given twice is a plain
+ * override. 0, or -1 with *cause naming both as typed. */
+static int names_agree(const struct zs_arg *args, size_t nargs, char **cause)
+{
+	for (size_t i = 0; i < nargs; i++)
+		for (size_t j = 0; j < i; j++) {
+			const char *ki = config_key(args[i].opt), *kj = config_key(args[j].opt);
+			if (ki != NULL && kj != NULL && args[i].opt != args[j].opt && strcmp(ki, kj) == 0 &&
+			    strcmp(args[i].value, args[j].value) != 0)
+				return zs_fail(cause, "%s %.40s and %s %.40s: two names of one setting with different values "
+				               "(give one)", args[j].typed, args[j].value, args[i].typed, args[i].value);
+		}
+	return 0;
+}
+
+void zs_opts_name_as_typed(const struct zs_arg *args, size_t nargs, char **cause)
+{
+	const struct zs_opt *last = NULL;
+	if (*cause == NULL || strncmp(*cause, "--", 2) != 0)
+		return;
+	for (size_t i = 0; i < nargs; i++) {
+		const char *k = config_key(args[i].opt);
+		size_t n = k != NULL ? strlen(k) : 0;
+		if (k != NULL && strncmp(*cause + 2, k, n) == 0 && (*cause)[2 + n] == ':')
+			last = args[i].opt;
+	}
+	if (last == NULL || last->key == NULL)
+		return; /* not given on the command line, or by its own name */
+	char *named = zs_asprintf("--%s%s", last->name, *cause + 2 + strlen(last->key));
+	free(*cause);
+	*cause = named;
+}
+
 int zs_opts_config(struct zs_config *c, const struct zs_arg *args, size_t nargs, char **cause)
 {
+	if (names_agree(args, nargs, cause) != 0)
+		return -1;
 	const struct zs_arg *spec = zs_opts_last(args, nargs, ZS_OPT_SPEC);
 	if (spec != NULL && zs_config_load_spec(c, spec->value, cause) != 0)
 		return -1;

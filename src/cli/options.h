@@ -92,8 +92,17 @@ const struct zs_arg *zs_opts_last(const struct zs_arg *args, size_t nargs, int i
 int zs_opts_sets(const struct zs_arg *args, size_t nargs, const char *key);
 
 /* The spec-then-override path: the last --spec over `c`, then every
- * ZS_OPT_CONFIG option in order. Returns 0 or -1 with *cause set. */
+ * ZS_OPT_CONFIG option in order (two names of one key with different
+ * values, --ddp-no-sync on --fsdp-no-sync off, refused). Returns 0 or -1
+ * with *cause set. */
 int zs_opts_config(struct zs_config *c, const struct zs_arg *args, size_t nargs, char **cause);
+
+/* A message about a setting ("--ddp-no-sync: only with ...", the key
+ * and a colon first) names it
+ * as the user typed it last (--fsdp-no-sync): *cause rewritten in place
+ * (freed and replaced) when the last option setting that key is another
+ * name of it; left as it is otherwise, or when *cause is NULL. */
+void zs_opts_name_as_typed(const struct zs_arg *args, size_t nargs, char **cause);
 
 /* "--version" output, the same for every command. */
 void zs_opts_print_version(void);

@@ -1157,7 +1157,9 @@ void zs_config_json_torch(cJSON *cfg, const struct zs_config *c, int attention)
 	 * are what they were */
 	if (c->grad_accum > 1) {
 		cJSON_AddNumberToObject(cfg, "grad_accum", c->grad_accum);
-		if (c->wrapper == ZS_WRAPPER_DDP)
+		/* no_sync() is DDP's and FSDP's (ag_ddp.c, ag_fsdp.c): either
+		 * run's peak depends on it */
+		if (c->wrapper == ZS_WRAPPER_DDP || c->wrapper == ZS_WRAPPER_FSDP)
 			cJSON_AddBoolToObject(cfg, "ddp_no_sync", c->ddp_no_sync);
 	}
 	if (c->freeze[0]) /* only when given: the files of a run that freezes nothing are as they were */
