@@ -361,6 +361,34 @@ grep -qF 'PyTorch 1.13\\LoRA r = 4\end{tabular}' "$tmp/lora/torch.tex" &&
 	grep -qF "LoRA r = 4 over \texttt{default} (its base frozen)" "$tmp/lora/torch.tex" &&
 	grep -qF "or LoRA's frozen base" "$tmp/lora/torch.tex" ||
 	fail "the LoRA run not named: $(grep -i 'lora' "$tmp/lora/torch.tex")"
+# LoRA runs that differ only in --lora-dropout or --lora-alpha, and plain
+# loops only in --precision, are runs of their own (not "given twice"),
+# each column named by what tells it apart.
+for v in "do --lora-dropout 0.1" "al --lora-alpha 16"; do
+	# shellcheck disable=SC2086
+	set -- $v
+	n=$1
+	shift
+	"$zerosim" theory --model "$src/report/models/gpt2-tiny.json" --framework torch --wrapper none --world 1 \
+		--schemes dp --precision fp32 --torch-device cpu --attn eager --torch-version 1.13 --seq 32 --batch 2 \
+		--lora-r 4 "$@" --out "$tmp/plain-lora-$n.json" 2>"$tmp/err" || fail "theory --lora-r 4 $*: $(cat "$tmp/err")"
+done
+report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-tiny.json" \
+	--transformer "$tmp/plain-lora.json" --transformer "$tmp/plain-lora-do.json" \
+	--transformer "$tmp/plain-lora-al.json" --out "$tmp/lora3" ||
+	fail "report with LoRA runs apart in dropout and alpha: $(cat "$tmp/err")"
+grep -qF 'PyTorch 1.13\\alpha 8\\dropout 0\end{tabular} & \begin{tabular}[b]{@{}r@{}}PyTorch 1.13\\alpha 8\\dropout 0.1\end{tabular} & \begin{tabular}[b]{@{}r@{}}PyTorch 1.13\\alpha 16\\dropout 0\end{tabular}' \
+	"$tmp/lora3/torch.tex" || fail "the LoRA runs' columns: $(grep 'bytes at the peak' "$tmp/lora3/torch.tex")"
+for p in fp32 amp-bf16; do
+	"$zerosim" theory --model "$src/report/models/llama-tiny.json" --framework torch --wrapper none --world 1 \
+		--schemes dp --precision $p --torch-device cpu --attn eager --torch-version 2.6 --seq 32 --batch 2 \
+		--out "$tmp/plain-ll-$p.json" 2>"$tmp/err" || fail "theory --precision $p: $(cat "$tmp/err")"
+done
+report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/llama-tiny.json" \
+	--transformer "$tmp/plain-ll-fp32.json" --transformer "$tmp/plain-ll-amp-bf16.json" --out "$tmp/prec" ||
+	fail "report with plain loops apart in precision: $(cat "$tmp/err")"
+grep -qF 'PyTorch 2.6\\fp32\end{tabular} & \begin{tabular}[b]{@{}r@{}}PyTorch 2.6\\amp-bf16\end{tabular}' \
+	"$tmp/prec/torch.tex" || fail "the precisions' columns: $(grep 'bytes at the peak' "$tmp/prec/torch.tex")"
 # A reused folder without the plain loop loses the section.
 report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-tiny.json" --out "$tmp/pt" ||
 	fail "report again: $(cat "$tmp/err")"

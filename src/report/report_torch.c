@@ -209,6 +209,13 @@ static int optional_run_keys(struct report_torch_run *r, const cJSON *cfg, const
 		if (r->lora_r < 1 || !ok)
 			return zs_fail(cause, "%s: config.lora_r is not a rank with its lora_targets", path);
 		snprintf(r->lora_targets, sizeof r->lora_targets, "%s", t);
+		/* two runs that differ only in these are two runs (the same
+		 * check as the rank's: a number where the run wrote one) */
+		if (zs_json_number(cfg, "lora_alpha", path, &r->lora_alpha, cause) < 0 ||
+		    zs_json_number(cfg, "lora_dropout", path, &r->lora_dropout, cause) < 0)
+			return -1;
+		if (!(r->lora_alpha > 0) || !(r->lora_dropout >= 0 && r->lora_dropout < 1))
+			return zs_fail(cause, "%s: config.lora_alpha is not above 0 or config.lora_dropout not in [0, 1)", path);
 	}
 	if (cJSON_GetObjectItemCaseSensitive(cfg, "grad_accum") != NULL) {
 		if (report_read_bytes(cfg, "grad_accum", path, &r->grad_accum, cause) < 0)
@@ -239,7 +246,8 @@ static int read_run(struct report_torch_run *r, const cJSON *theory, const char 
 	    str_of(cfg, "zero_grad", path, r->zero_grad, sizeof r->zero_grad, cause) < 0 ||
 	    str_of(cfg, "optimizer_impl", path, r->optim_impl, sizeof r->optim_impl, cause) < 0 ||
 	    str_of(cfg, "attn", path, r->attn, sizeof r->attn, cause) < 0 ||
-	    str_of(cfg, "torch_device", path, r->device, sizeof r->device, cause) < 0)
+	    str_of(cfg, "torch_device", path, r->device, sizeof r->device, cause) < 0 ||
+	    str_of(cfg, "precision", path, r->precision, sizeof r->precision, cause) < 0)
 		return -1;
 	if (!cJSON_IsBool(tie))
 		return zs_fail(cause, "%s: config.model.tie_word_embeddings is not true or false", path);
@@ -309,7 +317,8 @@ int report_torch_add(struct report_torch *t, const cJSON *theory, const char *pa
 		    strcmp(m->runs[k].optim_impl, r.optim_impl) == 0 && strcmp(m->runs[k].attn, r.attn) == 0 &&
 		    strcmp(m->runs[k].device, r.device) == 0 && strcmp(m->runs[k].freeze, r.freeze) == 0 &&
 		    m->runs[k].grad_accum == r.grad_accum && m->runs[k].lora_r == r.lora_r &&
-		    strcmp(m->runs[k].lora_targets, r.lora_targets) == 0)
+		    strcmp(m->runs[k].lora_targets, r.lora_targets) == 0 && m->runs[k].lora_alpha == r.lora_alpha &&
+		    m->runs[k].lora_dropout == r.lora_dropout && strcmp(m->runs[k].precision, r.precision) == 0)
 			return zs_fail(cause, "%s: the plain loop of %s under the same settings is given twice (first: %s)",
 			               path, r.name, m->runs[k].path);
 	m->runs = zs_realloc(m->runs, (m->nruns + 1) * sizeof *m->runs);
@@ -416,7 +425,7 @@ static char freeze_letter(const struct report_torch_model *m, size_t k)
 const char *report_torch_label(const struct report_torch_model *m, size_t k, char *buf, size_t n)
 {
 	const struct report_torch_run *r = &m->runs[k];
-	int zg = 0, oi = 0, at = 0, fz = 0, ga = 0, lo = 0;
+	int zg = 0, oi = 0, at = 0, fz = 0, ga = 0, lo = 0, la = 0, ld = 0, pr = 0;
 	for (size_t j = 0; j < m->nruns; j++) {
 		const struct report_torch_run *o = &m->runs[j];
 		if (j == k || strcmp(o->version, r->version) != 0)
@@ -427,16 +436,26 @@ const char *report_torch_label(const struct report_torch_model *m, size_t k, cha
 		fz |= strcmp(o->freeze, r->freeze) != 0;
 		ga |= o->grad_accum != r->grad_accum;
 		lo |= o->lora_r != r->lora_r || strcmp(o->lora_targets, r->lora_targets) != 0;
+		/* (alpha and dropout tell LoRA runs apart; a run without is "no LoRA") */
+		la |= o->lora_r > 0 && o->lora_alpha != r->lora_alpha;
+		ld |= o->lora_r > 0 && o->lora_dropout != r->lora_dropout;
+		pr |= strcmp(o->precision, r->precision) != 0;
 	}
 	/* (a label is also gnuplot's, quoted: the pattern itself is in the
 	 * text, not here) */
-	char k_of[48] = "", fz_of[24] = "";
+	char k_of[96] = "", fz_of[24] = "";
+	if (pr)
+		snprintf(k_of, sizeof k_of, ", %s", r->precision);
 	if (ga)
-		snprintf(k_of, sizeof k_of, ", K = %.0f", r->grad_accum);
+		snprintf(k_of + strlen(k_of), sizeof k_of - strlen(k_of), ", K = %.0f", r->grad_accum);
 	if (lo && r->lora_r > 0)
 		snprintf(k_of + strlen(k_of), sizeof k_of - strlen(k_of), ", LoRA r = %.0f", r->lora_r);
 	else if (lo)
 		snprintf(k_of + strlen(k_of), sizeof k_of - strlen(k_of), ", no LoRA");
+	if (la && r->lora_r > 0)
+		snprintf(k_of + strlen(k_of), sizeof k_of - strlen(k_of), ", alpha %g", r->lora_alpha);
+	if (ld && r->lora_r > 0)
+		snprintf(k_of + strlen(k_of), sizeof k_of - strlen(k_of), ", dropout %g", r->lora_dropout);
 	if (fz && !r->freeze[0])
 		snprintf(fz_of, sizeof fz_of, ", all trained");
 	else if (fz)

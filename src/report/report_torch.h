@@ -68,6 +68,8 @@ struct report_torch_run {
 	double grad_accum;                   /* config.grad_accum, 1 when absent */
 	double lora_r;                       /* config.lora_r, 0 without LoRA */
 	char lora_targets[128];              /* config.lora_targets, "" without LoRA */
+	double lora_alpha, lora_dropout;     /* config.lora_alpha, lora_dropout; 0 without LoRA */
+	char precision[16];                  /* config.precision: fp32, amp-bf16 */
 	int tied;
 	double seq, batch;
 	double resident, peak;
