@@ -265,5 +265,27 @@ EOF
 	else
 		echo "ok: measure --case of a LoRA case: $(cat "$tmp/err")"
 	fi
+	# --lora-dropout reaches the case (its "lora" gives the dropout), and
+	# ft_torch.py --case trains it at that dropout only: a case written at
+	# 0.1 was trained at 0 (the option's default) before. (About 5 s.)
+	d=$tmp/loss-do
+	mkdir -p "$d" || exit 99
+	# shellcheck disable=SC2086
+	if ! "$zerosim" measure -q --model "$tmp/llama.json" --seq 32 --batch 2 --precision fp32 --schemes dp \
+		--steps 2 $plain --zero-grad none --lora-r 4 --lora-dropout 0.1 --write-case "$d/case.json" \
+		--out "$d/seed.json" 2>"$tmp/err"; then
+		echo "ft_lora: FAIL: zerosim measure --write-case --lora-dropout 0.1: $(cat "$tmp/err")" >&2
+		exit 99
+	fi
+	OPENBLAS_NUM_THREADS=1 timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/llama.json" --seq 32 --batch 2 \
+		--steps 2 --zero-grad none --lora-r 4 --case "$d/case.json" --out "$d/torch.json" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	got=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["lora"].get("dropout"))' "$d/case.json")
+	if [ "$got" != 0.1 ] || [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || ! grep -q 'dropout 0.1' "$tmp/err"; then
+		echo "FAIL: --write-case --lora-dropout 0.1: the case's lora.dropout $got; ft_torch.py --case at 0: exit $rc, stderr: $(tail -3 "$tmp/err")"
+		status=1
+	else
+		echo "ok: --write-case --lora-dropout 0.1: the case's lora.dropout $got; ft_torch.py --case at 0: $(cat "$tmp/err")"
+	fi
 fi
 exit $status

@@ -327,7 +327,12 @@ def load_case(path, family, cfg):
         v = np.fromfile(os.path.join(os.path.dirname(os.path.abspath(path)), lora["file"]), dtype="<f4").copy()
         if v.size != lora["count"]:
             raise ValueError(f"{path}: lora.count {lora['count']}, its side file {v.size} values")
-        lora = dict(r=lora["r"], alpha=lora["alpha"], targets=lora["targets"], values=torch.from_numpy(v))
+        # its dropout too: without it a case written at 0.1 would train at
+        # --lora-dropout's 0 (a lora key from before is refused, not guessed)
+        if "dropout" not in lora:
+            raise ValueError(f"{path}: lora has no dropout (an older zerosim's case: write it again)")
+        lora = dict(r=lora["r"], alpha=lora["alpha"], dropout=lora["dropout"], targets=lora["targets"],
+                    values=torch.from_numpy(v))
     return dict(weights=weights, ids=ids, K=case.get("grad_accum", 1), steps=case["steps"], lr=case["lr"],
                 betas=(case["beta1"], case["beta2"]), eps=case["eps"], batch=case["batch"], seq=T, lora=lora)
 
@@ -397,10 +402,10 @@ def run(a, rank=0, world=1):
             raise ValueError(f"--case {a.case}: {'its LoRA' if case['lora'] else 'no LoRA'}: give the same options")
         if case and case["lora"]:
             cl = case["lora"]
-            if (cl["r"], cl["alpha"], "" if cl["targets"] == "default" else cl["targets"]) != \
-                    (a.lora_r, a.lora_alpha, a.lora_targets):
-                raise ValueError(f"--case {a.case}: LoRA r {cl['r']}, alpha {cl['alpha']}, targets "
-                                 f"{cl['targets']}: give the same options")
+            if (cl["r"], cl["alpha"], cl["dropout"], "" if cl["targets"] == "default" else cl["targets"]) != \
+                    (a.lora_r, a.lora_alpha, a.lora_dropout, a.lora_targets):
+                raise ValueError(f"--case {a.case}: LoRA r {cl['r']}, alpha {cl['alpha']}, dropout {cl['dropout']}, "
+                                 f"targets {cl['targets']}: give the same options")
             # the case's adapters, in model.parameters() order
             off, v = 0, cl["values"]
             with torch.no_grad():

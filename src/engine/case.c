@@ -682,6 +682,8 @@ static char *lora_key(cJSON *root, const struct zs_case *cs, const struct zs_con
 	cJSON_AddItemToObject(root, "lora", l);
 	cJSON_AddItemToObject(l, "r", cJSON_CreateNumber(c->lora_r));
 	cJSON_AddItemToObject(l, "alpha", cJSON_CreateNumber(c->lora_alpha));
+	/* (its reader, tests/ft_torch.py --case, trains at this dropout) */
+	cJSON_AddItemToObject(l, "dropout", cJSON_CreateNumber(c->lora_dropout));
 	cJSON_AddItemToObject(l, "targets", cJSON_CreateString(c->lora_targets[0] ? c->lora_targets : "default"));
 	cJSON_AddItemToObject(l, "file", cJSON_CreateString(base != NULL ? base + 1 : lpath));
 	cJSON_AddItemToObject(l, "count", cJSON_CreateNumber((double)cs->nlora_init));
