@@ -1,6 +1,6 @@
 # ft_lib.sh — the start the fine-tuning tests share (tests/ft_accum.sh,
-# ft_freeze.sh, ft_lora.sh source it, name set to the test's name, their
-# arguments theirs): zerosim built (else exit 99) in top (ZS_BUILDDIR),
+# ft_freeze.sh, ft_lora.sh, ft_zero1.sh, ft_fsdp.sh source it, name set to
+# the test's name, their arguments theirs): zerosim built (else exit 99) in top (ZS_BUILDDIR),
 # src (srcdir), a temp dir tmp removed on exit, status 0, mode the first
 # argument; under `torch26` root, PyTorch 2.6's Debian 13 root
 # (tests/torch26_root.sh; skip 77 without one, a failure under
@@ -12,6 +12,8 @@
 # I), vocab V, dropout 0 (GPT2Config's default is 0.1); qwen3's head_dim
 # 24 apart from hidden / heads; phi3's pad_token_id null (Phi3Config's
 # 32000 is no row of a small vocab).
+# ft_version and ft_case (below): the case loop ft_lora.sh and ft_zero1.sh
+# share.
 # POSIX sh, as the tests.
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
@@ -51,4 +53,56 @@ JSON
 	sed 's/"llama"/"phi3"/; s/"silu"/"silu", "resid_pdrop": 0.0, "pad_token_id": null/' \
 		"$tmp/${3:-}llama.json" >"$tmp/${3:-}phi3.json"
 	sed 's/"llama"/"mistral"/' "$tmp/${3:-}llama.json" >"$tmp/${3:-}mistral.json"
+}
+
+# ft_version LABEL: the PyTorch release a case of a loop runs under, 2.6
+# for a label "2.6: ...", else 1.13; fails (the case skipped) where it is
+# not this run's (`torch26` mode runs the 2.6 cases alone, else 1.13's).
+ft_version() {
+	case $1 in 2.6:*) v=2.6 ;; *) v=1.13 ;; esac
+	[ "$mode" = torch26 ] && [ $v = 1.13 ] && return 1
+	[ "$mode" != torch26 ] && [ $v = 2.6 ] && return 1
+	echo $v
+}
+
+# ft_case VERSION MODEL ZERO_GRAD K RARGS ZARGS [MARGS]: one case of the
+# loops of ft_lora.sh and ft_zero1.sh (label in $label), both sides at
+# seq 32, batch 2, 3 steps: tests/ft_torch.py --model $tmp/MODEL.json
+# --zero-grad ZERO_GRAD --grad-accum K RARGS under PyTorch VERSION (2.6:
+# in the root), its JSON at $ref; then zerosim theory and measure of the
+# same (--framework torch, CPU, eager attention, single-tensor Adam, ZARGS;
+# measure also MARGS) into $tmp/theory.json and $tmp/measure.json. Either
+# failing: the message, exit 99. Needs $py (tests/torch_python.sh).
+ft_case() {
+	v=$1 m=$2 zg=$3 K=$4 rargs=$5 zargs=$6 margs=${7:-}
+	if [ "$v" = 2.6 ]; then
+		ref=$root$in/ref.json
+		mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$src/tests/ft_torch.py" "$tmp/$m.json" "$root$in/" ||
+			exit 99
+		timeout 600 unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 \
+PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py --model $in/$m.json --seq 32 --batch 2 \
+--steps 3 --zero-grad $zg --grad-accum $K $rargs --out $in/ref.json" >"$tmp/err" 2>&1
+	else
+		ref=$tmp/ref.json
+		# shellcheck disable=SC2086
+		OPENBLAS_NUM_THREADS=1 timeout 600 "$py" "$src/tests/ft_torch.py" --model "$tmp/$m.json" --seq 32 --batch 2 \
+			--steps 3 --zero-grad "$zg" --grad-accum "$K" $rargs --out "$ref" >"$tmp/err" 2>&1
+	fi
+	# shellcheck disable=SC2181
+	if [ $? -ne 0 ]; then
+		echo "$name: FAIL: ft_torch.py ($v) $rargs:" >&2
+		tail -20 "$tmp/err" >&2
+		exit 99
+	fi
+	for cmd in theory measure; do
+		a=
+		[ $cmd = measure ] && a=$margs
+		# shellcheck disable=SC2086
+		if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --steps 3 --framework torch --torch-version "$v" \
+			--torch-device cpu --attn eager --optimizer-impl single --zero-grad "$zg" --grad-accum "$K" $zargs $a \
+			--out "$tmp/$cmd.json" 2>"$tmp/err"; then
+			echo "$name: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+	done
 }

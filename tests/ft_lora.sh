@@ -99,10 +99,7 @@ fi
 # label;model;zero_grad;K;world;no_sync;args
 while IFS=';' read -r label m zg K world ns args; do
 	[ -n "$label" ] || continue
-	version=1.13
-	case $label in 2.6:*) version=2.6 ;; esac
-	[ "$mode" = torch26 ] && [ $version = 1.13 ] && continue
-	[ "$mode" != torch26 ] && [ $version = 2.6 ] && continue
+	version=$(ft_version "$label") || continue
 	rargs=$args zargs="--wrapper none" cmp=--lora prec=fp32
 	# "autocast" in the label: bf16 autocast on both sides
 	case $label in *autocast*) prec=amp-bf16 ;; esac
@@ -112,36 +109,10 @@ while IFS=';' read -r label m zg K world ns args; do
 		[ "$K" -gt 1 ] && zargs="$zargs --ddp-no-sync $ns"
 	fi
 	[ $prec = amp-bf16 ] && rargs="$rargs --amp bf16"
-	if [ $version = 2.6 ]; then
-		ref=$root$in/ref.json
-		mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$src/tests/ft_torch.py" "$tmp/$m.json" "$root$in/" ||
-			exit 99
-		timeout 600 unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 \
-PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py --model $in/$m.json --seq 32 --batch 2 \
---steps 3 --zero-grad $zg --grad-accum $K $rargs --out $in/ref.json" >"$tmp/err" 2>&1
-	else
-		ref=$tmp/ref.json
-		# shellcheck disable=SC2086
-		OPENBLAS_NUM_THREADS=1 timeout 600 "$py" "$src/tests/ft_torch.py" --model "$tmp/$m.json" --seq 32 --batch 2 \
-			--steps 3 --zero-grad "$zg" --grad-accum "$K" $rargs --out "$ref" >"$tmp/err" 2>&1
-	fi
-	# shellcheck disable=SC2181
-	if [ $? -ne 0 ]; then
-		echo "ft_lora: FAIL: ft_torch.py ($version) $rargs:" >&2
-		tail -20 "$tmp/err" >&2
-		exit 99
-	fi
-	for cmd in theory measure; do
-		tl=
-		[ $cmd = measure ] && [ "$world" -gt 1 ] && tl=--timeline
-		# shellcheck disable=SC2086
-		if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --precision $prec --schemes dp --world "$world" \
-			--steps 3 --framework torch $zargs --torch-version $version --torch-device cpu --attn eager \
-			--optimizer-impl single --zero-grad "$zg" --grad-accum "$K" $args $tl --out "$tmp/$cmd.json" 2>"$tmp/err"; then
-			echo "ft_lora: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
-			exit 99
-		fi
-	done
+	tl=
+	[ "$world" -gt 1 ] && tl=--timeline
+	# shellcheck disable=SC2086
+	ft_case $version "$m" "$zg" "$K" "$rargs" "--precision $prec --schemes dp --world $world $zargs $args" $tl
 	# shellcheck disable=SC2086
 	"$py" "$src/tests/ft_cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label ($args)" $cmp || status=1
 	if [ "$world" -gt 1 ] && [ $version = 1.13 ]; then
@@ -193,6 +164,7 @@ autocast: phi3, all-linear;phi3;none;1;1;-;--lora-r 4 --lora-targets all-linear
 DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4
 DDP N = 2, llama q_proj + v_proj, K = 2, without no_sync, set_to_none;llama;none;2;2;off;--lora-r 4
 DDP N = 2, gpt2 c_attn, K = 2, no_sync, set_to_none;gpt2;none;2;2;on;--lora-r 4
+DDP N = 2, llama q_proj + v_proj, dropout 0.2, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4 --lora-dropout 0.2
 plain loop, llama q_proj + v_proj, K = 2, set_to_none;llama;none;2;1;-;--lora-r 4
 autocast: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4
 2.6: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, set_to_none, six buckets;llama;none;2;2;on;--lora-r 4 --bucket-cap 0.0009

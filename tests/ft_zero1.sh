@@ -33,54 +33,26 @@ name=ft_zero1
 export PYTHONDONTWRITEBYTECODE=1
 ft_configs 1024 176
 
-# label;model;zero_grad;K;no_sync;args (zerosim's and ft_torch.py's alike)
-while IFS=';' read -r label m zg K ns args; do
+# label;model;zero_grad;K;world;no_sync;args (zerosim's and ft_torch.py's alike)
+while IFS=';' read -r label m zg K world ns args; do
 	[ -n "$label" ] || continue
-	version=1.13
-	case $label in 2.6:*) version=2.6 ;; esac
-	[ "$mode" = torch26 ] && [ $version = 1.13 ] && continue
-	[ "$mode" != torch26 ] && [ $version = 2.6 ] && continue
-	rargs="--world 2 --zero1 --no-sync $([ "$ns" = on ] && echo 1 || echo 0) $args"
+	version=$(ft_version "$label") || continue
 	zargs=$args
 	[ "$K" -gt 1 ] && zargs="$zargs --ddp-no-sync $ns"
-	if [ $version = 2.6 ]; then
-		ref=$root$in/ref.json
-		mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$src/tests/ft_torch.py" "$tmp/$m.json" "$root$in/" ||
-			exit 99
-		timeout 600 unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 \
-PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py --model $in/$m.json --seq 32 --batch 2 \
---steps 3 --zero-grad $zg --grad-accum $K $rargs --out $in/ref.json" >"$tmp/err" 2>&1
-	else
-		ref=$tmp/ref.json
-		# shellcheck disable=SC2086
-		OPENBLAS_NUM_THREADS=1 timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/$m.json" --seq 32 --batch 2 \
-			--steps 3 --zero-grad "$zg" --grad-accum "$K" $rargs --out "$ref" >"$tmp/err" 2>&1
-	fi
-	# shellcheck disable=SC2181
-	if [ $? -ne 0 ]; then
-		echo "ft_zero1: FAIL: ft_torch.py ($version) $rargs:" >&2
-		tail -20 "$tmp/err" >&2
-		exit 99
-	fi
-	for cmd in theory measure; do
-		# shellcheck disable=SC2086
-		if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --precision fp32 --schemes zero1 --world 2 \
-			--steps 3 --framework torch --wrapper ddp --torch-version $version --torch-device cpu --attn eager \
-			--optimizer-impl single --zero-grad "$zg" --grad-accum "$K" $zargs --out "$tmp/$cmd.json" 2>"$tmp/err"; then
-			echo "ft_zero1: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
-			exit 99
-		fi
-	done
+	ft_case "$version" "$m" "$zg" "$K" "--world $world --zero1 --no-sync $([ "$ns" = on ] && echo 1 || echo 0) $args" \
+		"--precision fp32 --schemes zero1 --world $world --wrapper ddp $zargs"
 	"$py" "$src/tests/zero1_cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label" || status=1
 done <<'CASES'
-gpt2, frozen embeddings, zeros;gpt2;zeros;1;-;--freeze embeddings
-llama, all-but-last:1, set_to_none;llama;none;1;-;--freeze all-but-last:1
-gpt2 LoRA c_attn r 4, set_to_none;gpt2;none;1;-;--lora-r 4
-llama LoRA q_proj + v_proj r 4, K = 2, no_sync, zeros;llama;zeros;2;on;--lora-r 4
-gpt2, K = 2, no_sync, set_to_none;gpt2;none;2;on;
-llama, frozen embeddings, K = 2, without no_sync, zeros;llama;zeros;2;off;--freeze embeddings
-2.6: llama LoRA q_proj + v_proj r 4, K = 2, no_sync, set_to_none;llama;none;2;on;--lora-r 4
-2.6: gpt2, all-but-last:1, K = 2, without no_sync, zeros;gpt2;zeros;2;off;--freeze all-but-last:1
+gpt2, frozen embeddings, zeros;gpt2;zeros;1;2;-;--freeze embeddings
+llama, all-but-last:1, set_to_none;llama;none;1;2;-;--freeze all-but-last:1
+gpt2 LoRA c_attn r 4, set_to_none;gpt2;none;1;2;-;--lora-r 4
+llama LoRA q_proj + v_proj r 4, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4
+gpt2, K = 2, no_sync, set_to_none;gpt2;none;2;2;on;
+llama, frozen embeddings, K = 2, without no_sync, zeros;llama;zeros;2;2;off;--freeze embeddings
+N = 3, llama, frozen embeddings and block 0, K = 2, without no_sync, zeros;llama;zeros;2;3;off;--freeze embeddings,blocks:0-0
+N = 3, gpt2 LoRA all-linear r 4, dropout 0.1, K = 3, no_sync, set_to_none;gpt2;none;3;3;on;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1
+2.6: llama LoRA q_proj + v_proj r 4, K = 2, no_sync, set_to_none;llama;none;2;2;on;--lora-r 4
+2.6: gpt2, all-but-last:1, K = 2, without no_sync, zeros;gpt2;zeros;2;2;off;--freeze all-but-last:1
 CASES
 
 # The losses: zerosim's run written as a case (measure --write-case: the
