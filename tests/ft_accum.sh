@@ -50,43 +50,6 @@ export PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1
 # (tests/ft_lib.sh)
 ft_configs 256 160 tiny-
 
-# cmp.py REF THEORY MEASURE LABEL: PyTorch's JSON (ft_torch.py) against
-# zerosim's theory and measure of the same case; exit 1 on a difference.
-cat >"$tmp/cmp.py" <<'EOF'
-import json, sys
-d, label = json.load(open(sys.argv[1])), sys.argv[4]
-t = json.load(open(sys.argv[2]))["rows"][0]["schedule"]
-runs = json.load(open(sys.argv[3]))["runs"]
-ref, steady, bad = dict(d["boundaries"]), d["between_steps"], []
-if len(set(steady)) != 1 or steady[-1] != t["resident_bytes"]:
-    bad.append(f"theory: between steps {steady} against {t['resident_bytes']:,}")
-if d["peak"] != t["peak_bytes"]:
-    bad.append(f"theory: peak {d['peak']:,} against {t['peak_bytes']:,} ({d['peak'] - t['peak_bytes']:+,} B)")
-marks = t.get("marks") or {}
-if not marks:
-    bad.append("theory gave no marks")
-for k, v in marks.items():
-    if ref.get(k) != v:
-        bad.append(f"theory: mark {k}: PyTorch {ref.get(k)} against {v:,}")
-K = d["grad_accum"]
-if K > 1 and not all(f"phase:backward@{k}" in marks for k in range(K)):
-    bad.append(f"theory: not every one of the {K} micro-steps is marked")
-for r in runs:
-    pr = r["per_rank"]
-    for k, (res, pk) in enumerate(zip(pr["resident_bytes"], pr["peak_bytes"])):
-        if res != steady[-1] or pk != d["peak"]:
-            bad.append(f"measure N={r['world']} rank {k}: between steps {res:,}, peak {pk:,}")
-    if (r.get("marks") or {}) != marks:
-        bad.append(f"measure N={r['world']}: its marks are not the theory's")
-    if r["world"] > 1 and r["comm_bytes_per_rank_per_step"] != t["comm_bytes_per_rank_per_step"]:
-        bad.append(f"measure comm {r['comm_bytes_per_rank_per_step']:,} against the theory's "
-                   f"{t['comm_bytes_per_rank_per_step']:,}")
-print(f"{'FAIL' if bad else 'ok'}: {label}: between steps {steady[-1]:,}, peak {d['peak']:,} in {d['peak_phase']}, "
-      f"{len(marks)} marks: PyTorch {d['torch']} and zerosim's theory and measure "
-      f"{'differ' if bad else 'equal to the byte'}" + "".join("\n  " + b for b in bad))
-sys.exit(1 if bad else 0)
-EOF
-
 version=1.13
 ref() { # ARGS...: tests/ft_torch.py ARGS under PyTorch 1.13 here
 	timeout 300 "$py" "$src/tests/ft_torch.py" "$@"
@@ -136,7 +99,8 @@ case_() {
 			exit 99
 		fi
 	done
-	"$py" "$tmp/cmp.py" "$tmp/$label.json" "$tmp/$label.theory.json" "$tmp/$label.measure.json" "$label" || status=1
+	"$py" "$src/tests/ft_cmp.py" "$tmp/$label.json" "$tmp/$label.theory.json" "$tmp/$label.measure.json" "$label" \
+		--comm || status=1
 }
 
 if [ $version = 2.6 ]; then

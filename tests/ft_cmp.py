@@ -1,9 +1,11 @@
-"""ft_cmp.py REF THEORY MEASURE LABEL [--lora] [--buckets]: zerosim's
+"""ft_cmp.py REF THEORY MEASURE LABEL [--lora] [--buckets] [--comm]: zerosim's
 theory (its schedule) and measure (every rank of every run) of one case
 against the reference's JSON (tests/hf_torch.py or tests/ft_torch.py):
 bytes between steps, the steady step's peak and every mark zerosim names,
-to the byte; exit 1 with the differences, else 0. Used by
-tests/hf_torch.sh, tests/ft_freeze.sh, tests/ft_lora.sh and tests/ft_fsdp.sh.
+to the byte, and under accumulation (the reference's grad_accum K > 1)
+every micro-step marked (phase:backward@k); exit 1 with the differences,
+else 0. Used by tests/hf_torch.sh, tests/ft_accum.sh, tests/ft_freeze.sh,
+tests/ft_lora.sh and tests/ft_fsdp.sh.
 THEORY "-": the theory hf_torch.py --zerosim wrote into REF ("zerosim":
 resident, peak, marks). MEASURE "-": no measure of the case.
 --lora: also the reference's trainable set is the adapters'
@@ -12,13 +14,15 @@ resident, peak, marks). MEASURE "-": no measure of the case.
 parameter's grad).
 --buckets: also DDP's buckets, the reducer's rebuilt ones in REF
 (hf_torch.py --ddp's "ddp_buckets", bytes each) against the "buckets"
-blocks of each measure's timeline (zerosim measure --timeline)."""
+blocks of each measure's timeline (zerosim measure --timeline).
+--comm: also the theory's comm bytes a rank a step equal to each N > 1
+measure's."""
 import json
 import sys
 
 d = json.load(open(sys.argv[1]))
 label = sys.argv[4]
-lora, buckets = "--lora" in sys.argv[5:], "--buckets" in sys.argv[5:]
+lora, buckets, comm = "--lora" in sys.argv[5:], "--buckets" in sys.argv[5:], "--comm" in sys.argv[5:]
 bad = []
 if sys.argv[2] == "-":
     z = d.get("zerosim") or {}
@@ -43,6 +47,9 @@ for k, v in marks.items():
         bad.append(f"theory mark {k}: {v:,} against {ref[k]:,} ({ref[k] - v:+,} B)")
 if not marks:
     bad.append("theory gave no marks")
+K = d.get("grad_accum", 1)
+if K > 1 and not all(f"phase:backward@{k}" in marks for k in range(K)):
+    bad.append(f"theory: not every one of the {K} micro-steps is marked")
 if buckets and "ddp_buckets" not in d:
     bad.append("--buckets: the reference has no DDP buckets")
 if buckets and not runs:
@@ -57,6 +64,9 @@ for r in runs:
             bad.append(f"measure N={r['world']} mark {k}: {v:,} against {ref.get(k)}")
     if not r.get("marks"):
         bad.append(f"measure N={r['world']} gave no marks")
+    if comm and r["world"] > 1 and r["comm_bytes_per_rank_per_step"] != t.get("comm_bytes_per_rank_per_step"):
+        bad.append(f"measure N={r['world']} comm {r['comm_bytes_per_rank_per_step']:,} against the theory's "
+                   f"{t.get('comm_bytes_per_rank_per_step')}")
     if buckets:
         zb = [e["bytes"] for e in (r.get("timeline_live") or []) if e["category"] == "buckets"]
         if zb != d.get("ddp_buckets"):

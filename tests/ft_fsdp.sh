@@ -12,9 +12,11 @@
 #     llama K = 3 (set_to_none) with no_sync(): zerosim's theory and
 #     measure (both ranks) against PyTorch's bytes between steps, the
 #     steady step's peak and every mark zerosim names (tests/ft_cmp.py);
+#   - N = 3, gpt2 K = 3 with no_sync(), as above;
 #   - the collectives: PyTorch's all-gathers and reduce-scatters in each
 #     micro-step (the shims counted on rank 0) against measure's calls per
-#     optimizer step, and the theory's comm equal to measure's;
+#     optimizer step, and the theory's comm equal to measure's; both
+#     files' config.ddp_no_sync the run's --fsdp-no-sync;
 #   - the losses: zerosim's run written as a case (--write-case), trained
 #     by tests/ft_torch.py --case under FSDP: each step's loss (the mean
 #     over the two ranks of the mean of their K micro-steps', as measure's
@@ -31,59 +33,61 @@ export PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1
 
 ft_configs 256 160 tiny-
 
-# coll.py REF THEORY MEASURE LABEL: beside tests/ft_cmp.py's bytes, the
-# collectives: PyTorch's all-gathers and reduce-scatters of every micro-step
-# against measure's calls a step, the theory's comm against measure's, and
-# every micro-step marked; exit 1 on a difference.
+# coll.py REF THEORY MEASURE LABEL NO_SYNC: beside tests/ft_cmp.py's
+# bytes (and its --comm, the theory's comm against measure's), the
+# collectives: PyTorch's all-gathers and reduce-scatters of every
+# micro-step against measure's calls a step, and both files'
+# config.ddp_no_sync the run's setting (it changes FSDP's peak: a file
+# without it could not tell the two runs apart); exit 1 on a difference.
 cat >"$tmp/coll.py" <<'EOF'
 import json, sys
-d, label = json.load(open(sys.argv[1])), sys.argv[4]
-t = json.load(open(sys.argv[2]))["rows"][0]["schedule"]
-bad = [f"theory: micro-step {k} unmarked" for k in range(d["grad_accum"])
-       if f"phase:backward@{k}" not in (t.get("marks") or {})]
-for r in json.load(open(sys.argv[3]))["runs"]:
-    if r["comm_bytes_per_rank_per_step"] != t["comm_bytes_per_rank_per_step"]:
-        bad.append(f"measure comm {r['comm_bytes_per_rank_per_step']:,} against the theory's "
-                   f"{t['comm_bytes_per_rank_per_step']:,}")
+d, label, ns = json.load(open(sys.argv[1])), sys.argv[4], sys.argv[5] == "on"
+files = {"theory": json.load(open(sys.argv[2])), "measure": json.load(open(sys.argv[3]))}
+bad = [f"{k}: config.ddp_no_sync {f['config'].get('ddp_no_sync')}, not {ns}" for k, f in files.items()
+       if f["config"].get("ddp_no_sync") is not ns]
+for r in files["measure"]["runs"]:
     for kind in ("all_gather", "reduce_scatter"):
         if sum(d[kind + "_per_micro"]) != r["collectives"][kind]["calls_per_step"]:
             bad.append(f"{kind}: PyTorch {d[kind + '_per_micro']} per micro-step against measure's "
                        f"{r['collectives'][kind]['calls_per_step']} a step")
 print(f"{'FAIL' if bad else 'ok'}: {label}: reduce-scatters per micro-step {d['reduce_scatter_per_micro']}, "
-      f"all-gathers {d['all_gather_per_micro']}: PyTorch's and measure's calls, theory's and measure's comm "
-      f"{t['comm_bytes_per_rank_per_step']:,} B {'differ' if bad else 'agree'}" + "".join("\n  " + b for b in bad))
+      f"all-gathers {d['all_gather_per_micro']}: PyTorch's and measure's calls, config.ddp_no_sync {ns} "
+      f"{'differ' if bad else 'agree'}" + "".join("\n  " + b for b in bad))
 sys.exit(1 if bad else 0)
 EOF
 
-z="--seq 32 --batch 2 --precision fp32 --schemes zero3 --world 2 --steps 3 --framework torch --wrapper fsdp
+z="--seq 32 --batch 2 --precision fp32 --schemes zero3 --steps 3 --framework torch --wrapper fsdp
 --torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single"
 
-# case LABEL MODEL K ZERO_GRAD NO_SYNC(on|off)
+# case LABEL MODEL K ZERO_GRAD NO_SYNC(on|off) [WORLD, 2 when absent]
 case_() {
-	label=$1 m=$2 K=$3 zg=$4 ns=$5
+	label=$1 m=$2 K=$3 zg=$4 ns=$5 world=${6:-2}
 	# gloo waits 30 minutes for a peer by default: a hang ends in 5
 	if ! timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/tiny-$m.json" --grad-accum "$K" --zero-grad "$zg" \
-		--world 2 --fsdp --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)" --out "$tmp/$label.json" >"$tmp/err" 2>&1; then
+		--world "$world" --fsdp --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)" --out "$tmp/$label.json" \
+		>"$tmp/err" 2>&1; then
 		echo "ft_fsdp: FAIL: tests/ft_torch.py --fsdp, $label:" >&2
 		tail -20 "$tmp/err" >&2
 		exit 99
 	fi
 	for cmd in theory measure; do
 		# shellcheck disable=SC2086
-		if ! "$zerosim" $cmd --model "$tmp/tiny-$m.json" $z --zero-grad "$zg" --grad-accum "$K" --fsdp-no-sync "$ns" \
-			--out "$tmp/$label.$cmd.json" 2>"$tmp/err"; then
+		if ! "$zerosim" $cmd --model "$tmp/tiny-$m.json" $z --world "$world" --zero-grad "$zg" --grad-accum "$K" \
+			--fsdp-no-sync "$ns" --out "$tmp/$label.$cmd.json" 2>"$tmp/err"; then
 			echo "ft_fsdp: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
 			exit 99
 		fi
 	done
 	set -- "$tmp/$label.json" "$tmp/$label.theory.json" "$tmp/$label.measure.json" "$label"
-	"$py" "$src/tests/ft_cmp.py" "$@" || status=1
-	"$py" "$tmp/coll.py" "$@" || status=1
+	"$py" "$src/tests/ft_cmp.py" "$@" --comm || status=1
+	"$py" "$tmp/coll.py" "$@" "$ns" || status=1
 }
 
 case_ fsdp2-gpt2-k2-zeros-nosync gpt2 2 zeros on
 case_ fsdp2-gpt2-k2-zeros-sync gpt2 2 zeros off
 case_ fsdp2-llama-k3-none-nosync llama 3 none on
+# N = 3, K = 3 (the review's run): three shards, two micro-steps in no_sync()
+case_ fsdp3-gpt2-k3-zeros-nosync gpt2 3 zeros on 3
 
 # no_sync() against without: the same all-gathers, K - 1 fewer reduce-scatters
 # a unit, the comm less by as many (zerosim's theory: K - 1 of its K)
@@ -113,8 +117,8 @@ EOF
 d=$tmp/loss
 mkdir -p "$d" || exit 99
 # shellcheck disable=SC2086
-if ! "$zerosim" measure -q --model "$tmp/tiny-gpt2.json" $z --zero-grad zeros --grad-accum 2 --fsdp-no-sync on \
-	--write-case "$d/case.json" --out "$d/seed.json" 2>"$tmp/err"; then
+if ! "$zerosim" measure -q --model "$tmp/tiny-gpt2.json" $z --world 2 --zero-grad zeros --grad-accum 2 \
+	--fsdp-no-sync on --write-case "$d/case.json" --out "$d/seed.json" 2>"$tmp/err"; then
 	echo "ft_fsdp: FAIL: zerosim measure --write-case: $(cat "$tmp/err")" >&2
 	exit 99
 fi

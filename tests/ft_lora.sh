@@ -18,7 +18,8 @@
 # (fused qkv_proj, gate_up_proj; PEFT has no default targets for it:
 # given here); under bf16 autocast (labels "autocast": ft_torch.py --amp
 # bf16, --precision amp-bf16; DDP N = 2 too); the adapters' dropout (--lora-dropout 0.1, 0.2: bytes, the
-# noise kept where x requires grad; losses at 0 only, the masks differ).
+# noise kept where x requires grad; losses at 0 only, the masks differ;
+# DDP N = 2 K = 2 at 0.2 with its buckets; --write-case keeps the dropout).
 # And the CLI: --wrapper fsdp,
 # SDPA, phi3 without targets, a target that matches nothing, and the
 # LoRA keys without --lora-r are one line, exit 2, nothing written (the

@@ -14,7 +14,9 @@
 # PyTorch's ranks' to the byte (tests/zero1_cmp.py), PyTorch's ranks ending
 # with equal weights. Cases: gpt2 and llama tiny with frozen embeddings or
 # all but the last block, LoRA (PEFT's default targets), K = 2 with and
-# without no_sync() (full training and LoRA), at zeros and set_to_none.
+# without no_sync() (full training and LoRA), at zeros and set_to_none;
+# N = 3: llama --freeze embeddings,blocks:0-0 K = 2 without no_sync, gpt2
+# LoRA all-linear dropout 0.1 K = 3 with it.
 # Then the losses: zerosim's run written as a case (measure --write-case)
 # trained by tests/ft_torch.py --case --zero1, each step's loss within 1e-5
 # relative.
