@@ -1612,7 +1612,8 @@ END_TEST
 static const char plain_json[] =
 	"{\"format\":\"zerosim-theory/1\",\"config\":{\"seq\":4,\"batch\":1,\"torch_version\":\"1.13\","
 	"\"torch_device\":\"cpu\",\"optimizer_impl\":\"single\",\"zero_grad\":\"zeros\",\"attn\":\"eager\","
-	"\"wrapper\":\"none\",\"model\":{\"name\":\"m\",\"model_type\":\"gpt2\",\"tie_word_embeddings\":true}},"
+	"\"wrapper\":\"none\",\"precision\":\"fp32\",\"model\":{\"name\":\"m\",\"model_type\":\"gpt2\","
+	"\"tie_word_embeddings\":true}},"
 	"\"rows\":[{\"schedule\":{\"resident_bytes\":100,\"resident_breakdown\":{\"param32\":40,\"grad32\":20,"
 	"\"adam_m\":20,\"adam_v\":20},\"peak_bytes\":%d,\"phase_peak_bytes\":{\"setup\":100,\"forward\":150,"
 	"\"backward\":170,\"optimizer\":130},\"binding_phase\":\"backward\",\"peak_live\":{"
