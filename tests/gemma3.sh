@@ -8,8 +8,9 @@
 # rotated by rope_theta; no soft-caps unless set; tied) trained by measure
 # for 100 steps on the seed's task, the loss falling under 2/3 of the
 # first step's; one weights digest per N across the four schemes in both
-# precisions; the rotary bases reach the numbers; the shipped gemma-3-1b by
-# its Hub id; and what is refused of a gemma3_text config, by name.
+# precisions; the rotary bases reach the numbers; the shipped gemma-3-1b and
+# gemma-3-4b (model_type gemma3, read by its text_config) by their Hub
+# ids; and what is refused of a gemma3_text config, by name.
 # theory = measure for gemma3_text is in theory_vs_measure.sh, its count
 # worked by hand in test_theory.
 # Runs from the build directory; ZS_BUILDDIR overrides (tests/family_lib.sh).
@@ -71,6 +72,16 @@ tr -d ' \t\n' <"$tmp/t.json" >"$tmp/t1"
 grep -q '"name":"gemma-3-1b","model_type":"gemma3_text","family":"llama"' "$tmp/t1" ||
 	fail "theory.json's model is not gemma-3-1b (gemma3_text, llama's kernels)"
 grep -q '"params":999885952[,}]' "$tmp/t1" || fail "Ψ is not 999,885,952"
+# and the multimodal Gemma-3-4B by its text_config (model_type gemma3):
+# the text model's count (test_theory works it by hand); measure refuses
+# its global layers' linear rope_scaling by name
+"$zerosim" theory --model google/gemma-3-4b-pt --world 8 --seq 512 --out "$tmp/t4.json" \
+	2>"$tmp/err" || fail "theory gemma-3-4b: $(cat "$tmp/err")"
+tr -d ' \t\n' <"$tmp/t4.json" >"$tmp/t4"
+grep -q '"name":"gemma-3-4b","model_type":"gemma3_text","family":"llama"' "$tmp/t4" ||
+	fail "theory.json's model is not gemma-3-4b (its text model, gemma3_text)"
+grep -q '"params":3880263168[,}]' "$tmp/t4" || fail "Ψ is not 3,880,263,168"
+expect_refused '"rope_scaling" is {"factor":8,"rope_type":"linear"}' gemma-3-4b --seq 8
 
 echo "gemma3: 5: what is refused, by name"
 expect_refused "gemma3-tiny: --seq 32 is longer than its sliding_window 16" "$tmp/gemma3-tiny.json" --seq 32
