@@ -65,22 +65,20 @@ sed 's/}$/, "layer_types": ["sliding_attention", "full_attention", "sliding_atte
 # and the default pattern (6: all three layers slide) is another
 [ "$(first_loss "$tmp/gemma3-nopattern.json")" != "$base" ] || fail "sliding_window_pattern changes no loss"
 
-echo "gemma3: 4: the shipped Gemma-3-1B by its Hub id"
-"$zerosim" theory --model Google/Gemma-3-1B-PT --world 8 --seq 512 --out "$tmp/t.json" \
-	2>"$tmp/err" || fail "theory: $(cat "$tmp/err")"
-tr -d ' \t\n' <"$tmp/t.json" >"$tmp/t1"
-grep -q '"name":"gemma-3-1b","model_type":"gemma3_text","family":"llama"' "$tmp/t1" ||
-	fail "theory.json's model is not gemma-3-1b (gemma3_text, llama's kernels)"
-grep -q '"params":999885952[,}]' "$tmp/t1" || fail "Ψ is not 999,885,952"
-# and the multimodal Gemma-3-4B by its text_config (model_type gemma3):
-# the text model's count (test_theory works it by hand); measure refuses
-# its global layers' linear rope_scaling by name
-"$zerosim" theory --model google/gemma-3-4b-pt --world 8 --seq 512 --out "$tmp/t4.json" \
-	2>"$tmp/err" || fail "theory gemma-3-4b: $(cat "$tmp/err")"
-tr -d ' \t\n' <"$tmp/t4.json" >"$tmp/t4"
-grep -q '"name":"gemma-3-4b","model_type":"gemma3_text","family":"llama"' "$tmp/t4" ||
-	fail "theory.json's model is not gemma-3-4b (its text model, gemma3_text)"
-grep -q '"params":3880263168[,}]' "$tmp/t4" || fail "Ψ is not 3,880,263,168"
+echo "gemma3: 4: the shipped Gemma-3-1B and Gemma-3-4B by their Hub ids"
+shipped_theory() { # HUB-ID NAME PARAMS: theory.json's model and its Ψ
+	"$zerosim" theory --model "$1" --world 8 --seq 512 --out "$tmp/t.json" \
+		2>"$tmp/err" || fail "theory $1: $(cat "$tmp/err")"
+	tr -d ' \t\n' <"$tmp/t.json" >"$tmp/t1"
+	grep -q "\"name\":\"$2\",\"model_type\":\"gemma3_text\",\"family\":\"llama\"" "$tmp/t1" ||
+		fail "theory.json's model is not $2 (gemma3_text, llama's kernels)"
+	grep -q "\"params\":$3[,}]" "$tmp/t1" || fail "$2: Ψ is not $3"
+}
+shipped_theory Google/Gemma-3-1B-PT gemma-3-1b 999885952
+# the multimodal gemma-3-4b (model_type gemma3) by its text_config: the
+# text model's count (test_theory works it by hand); measure refuses its
+# global layers' linear rope_scaling by name
+shipped_theory google/gemma-3-4b-pt gemma-3-4b 3880263168
 expect_refused '"rope_scaling" is {"factor":8,"rope_type":"linear"}' gemma-3-4b --seq 8
 
 echo "gemma3: 5: what is refused, by name"

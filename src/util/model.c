@@ -87,22 +87,6 @@ static const struct key llama_keys[] = {
 	{ NULL, 0, 0, 0 }
 };
 
-/* Gemma3TextConfig's keys (configuration_gemma3.py at 008f5c8c,
- * __init__): every one has a default there (gemma3_text_defaults), and a
- * multimodal checkpoint's text_config (google/gemma-3-4b-pt's) gives
- * hidden_size, intermediate_size and num_hidden_layers only. */
-static const struct key gemma3_keys[] = {
-	{ "hidden_size", FIELD(hidden), ZS_MODEL_MAX_WIDTH, 1 },
-	{ "intermediate_size", FIELD(intermediate), ZS_MODEL_MAX_FFN, 1 },
-	{ "num_hidden_layers", FIELD(layers), ZS_MODEL_MAX_LAYERS, 1 },
-	{ "num_attention_heads", FIELD(heads), ZS_MODEL_MAX_HEADS, 1 },
-	{ "vocab_size", FIELD(vocab), ZS_MODEL_MAX_VOCAB, 1 },
-	{ "max_position_embeddings", FIELD(positions), ZS_MODEL_MAX_POSITIONS, 1 },
-	{ "num_key_value_heads", FIELD(kv_heads), ZS_MODEL_MAX_HEADS, 1 },
-	{ "head_dim", FIELD(head_dim), ZS_MODEL_MAX_WIDTH, 1 },
-	{ NULL, 0, 0, 0 }
-};
-
 /* model_type -> family and its keys. */
 static const struct {
 	const char *type;
@@ -175,7 +159,7 @@ static const struct {
 	 * None (read in zs_model_from_json below); Gemma3RMSNorm, the q/k norms,
 	 * Gemma3Attention's is_sliding and Gemma3TextModel's two rotary
 	 * embeddings: modeling_gemma3.py at 008f5c8c. */
-	{ .type = "gemma3_text", .keys = gemma3_keys, .eps_key = "rms_norm_eps", .eps = 1e-6, .window = 4096,
+	{ .type = "gemma3_text", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-6, .window = 4096,
 	  .head_dim = 256, .pad = 0, .family = ZS_FAMILY_LLAMA, .window_key = 1, .tied = 1, .gemma = 1, .qk_norm = 1,
 	  .gemma3 = 1, .rope_theta = 1e6 },
 	/* MixtralConfig (configuration_mixtral.py at 008e5743, its fields, the
@@ -480,9 +464,15 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 			return zs_fail(cause, "%s: \"%s\": %s", where, refused[r].key, refused[r].why);
 	snprintf(m.model_type, sizeof m.model_type, "%s", types[t].type);
 	m.family = types[t].family;
-	for (const struct key *k = types[t].keys; k->name != NULL; k++)
-		if (read_key(cfg, k, where, &m, cause) < 0)
+	for (const struct key *k = types[t].keys; k->name != NULL; k++) {
+		struct key o = *k;
+		/* Gemma3TextConfig defaults every key (gemma3_text_defaults): a
+		 * multimodal checkpoint's text_config (google/gemma-3-4b-pt's)
+		 * gives hidden_size, intermediate_size and num_hidden_layers only */
+		o.optional |= types[t].gemma3;
+		if (read_key(cfg, &o, where, &m, cause) < 0)
 			return -1;
+	}
 
 	if (types[t].gemma3)
 		gemma3_text_defaults(&m);
