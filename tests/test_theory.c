@@ -1365,7 +1365,15 @@ END_TEST
  * (1152·4304 + 1152) + 2·2·1152, a post-norm of 2·1152: 416,866,032) and
  * the projector (1152·2560 + 1152 = 2,950,272): 4,300,079,472 in all.
  * Its global layers' rope_scaling (linear, factor 8) is a numeric the
- * engine does not run: theory reads the shape, measure refuses it. */
+ * engine does not run: theory reads the shape, measure refuses it.
+ * No stored copy of the Hub's file was found: the text shipped is the one
+ * public test fixtures quote for google/gemma-3-4b-it/-pt (text_config's
+ * six keys, vision_config's eight, the top level's ids), the 27B's in the
+ * same layout in NVIDIA/TensorRT-LLM's
+ * tests/unittest/_torch/modeling/test_modeling_gemma3.py; every key it
+ * leaves out is Gemma3TextConfig's default (8 heads, 4 key-value heads,
+ * head_dim 256, 262,208 tokens: the (262208, 2560) embed_tokens that
+ * transformers builds from it). */
 START_TEST(test_gemma_3_4b_has_3880263168_parameters_by_hand)
 {
 	struct zs_model m = shipped("google/gemma-3-4b-pt");
