@@ -80,6 +80,16 @@ shipped_theory Google/Gemma-3-1B-PT gemma-3-1b 999885952
 # global layers' linear rope_scaling by name
 shipped_theory google/gemma-3-4b-pt gemma-3-4b 3880263168
 expect_refused '"rope_scaling" is {"factor":8,"rope_type":"linear"}' gemma-3-4b --seq 8
+# a model_type gemma3 holding the tiny config as its text_config (and a
+# vision_config, not read) measures as the tiny config itself
+{ printf '{"model_type": "gemma3", "vision_config": {"hidden_size": 1152, "num_hidden_layers": 27}, "text_config": '
+  cat "$tmp/gemma3-tiny.json"; printf '}\n'; } >"$tmp/gemma3-mm.json"
+for model in gemma3-tiny gemma3-mm; do
+	"$zerosim" measure --quiet --model "$tmp/$model.json" --seq 16 --batch 2 --world 2 --steps 2 \
+		--out "$tmp/$model-m.json" 2>"$tmp/err" || fail "measure $model: $(cat "$tmp/err")"
+	tr -d ' \t\n' <"$tmp/$model-m.json" | sed "s/\"name\":\"$model\"/\"name\":\"tiny\"/g" >"$tmp/$model-m1"
+done
+cmp -s "$tmp/gemma3-tiny-m1" "$tmp/gemma3-mm-m1" || fail "the gemma3 wrapping gemma3-tiny does not measure as gemma3-tiny"
 
 echo "gemma3: 5: what is refused, by name"
 expect_refused "gemma3-tiny: --seq 32 is longer than its sliding_window 16" "$tmp/gemma3-tiny.json" --seq 32
