@@ -494,7 +494,7 @@ bad_tcase t-model-num '/"model":/,/^[[:space:]]*},/c\
 bad_tcase t-model-name '/"model":/,/^[[:space:]]*},/c\
 "model": "gpt2",' "the case's weights.count is $psi, the model has 124439808 parameters"
 bad_tcase t-model-none '/"model":/,/^[[:space:]]*},/c\
-"model": "gpt3",' "the case's \"model\": no shipped model 'gpt3' (gemma-2-2b, gemma-2-9b, gemma-3-1b, gpt2,"
+"model": "gpt3",' "the case's \"model\": no shipped model 'gpt3' (gemma-2-2b, gemma-2-9b, gemma-3-1b, gemma-3-4b, gpt2,"
 [ -d "$top/data/models" ] || unset ZEROSIM_DATADIR
 bad_tcase t-recompute 's#"recompute":[[:space:]]*"none"#"recompute": "half"#' "the case's \"recompute\" is none of none, selective, full"
 bad_tcase t-mixed 's#"precision":[[:space:]]*"fp32"#"precision": "mixed"#' "precision mixed in a transformer's case: a transformer's case is fp32 only so far"

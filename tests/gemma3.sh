@@ -8,8 +8,9 @@
 # rotated by rope_theta; no soft-caps unless set; tied) trained by measure
 # for 100 steps on the seed's task, the loss falling under 2/3 of the
 # first step's; one weights digest per N across the four schemes in both
-# precisions; the rotary bases reach the numbers; the shipped gemma-3-1b by
-# its Hub id; and what is refused of a gemma3_text config, by name.
+# precisions; the rotary bases reach the numbers; the shipped gemma-3-1b and
+# gemma-3-4b (model_type gemma3, read by its text_config) by their Hub
+# ids; and what is refused of a gemma3_text config, by name.
 # theory = measure for gemma3_text is in theory_vs_measure.sh, its count
 # worked by hand in test_theory.
 # Runs from the build directory; ZS_BUILDDIR overrides (tests/family_lib.sh).
@@ -64,13 +65,31 @@ sed 's/}$/, "layer_types": ["sliding_attention", "full_attention", "sliding_atte
 # and the default pattern (6: all three layers slide) is another
 [ "$(first_loss "$tmp/gemma3-nopattern.json")" != "$base" ] || fail "sliding_window_pattern changes no loss"
 
-echo "gemma3: 4: the shipped Gemma-3-1B by its Hub id"
-"$zerosim" theory --model Google/Gemma-3-1B-PT --world 8 --seq 512 --out "$tmp/t.json" \
-	2>"$tmp/err" || fail "theory: $(cat "$tmp/err")"
-tr -d ' \t\n' <"$tmp/t.json" >"$tmp/t1"
-grep -q '"name":"gemma-3-1b","model_type":"gemma3_text","family":"llama"' "$tmp/t1" ||
-	fail "theory.json's model is not gemma-3-1b (gemma3_text, llama's kernels)"
-grep -q '"params":999885952[,}]' "$tmp/t1" || fail "Ψ is not 999,885,952"
+echo "gemma3: 4: the shipped Gemma-3-1B and Gemma-3-4B by their Hub ids"
+shipped_theory() { # HUB-ID NAME PARAMS: theory.json's model and its Ψ
+	"$zerosim" theory --model "$1" --world 8 --seq 512 --out "$tmp/t.json" \
+		2>"$tmp/err" || fail "theory $1: $(cat "$tmp/err")"
+	tr -d ' \t\n' <"$tmp/t.json" >"$tmp/t1"
+	grep -q "\"name\":\"$2\",\"model_type\":\"gemma3_text\",\"family\":\"llama\"" "$tmp/t1" ||
+		fail "theory.json's model is not $2 (gemma3_text, llama's kernels)"
+	grep -q "\"params\":$3[,}]" "$tmp/t1" || fail "$2: Ψ is not $3"
+}
+shipped_theory Google/Gemma-3-1B-PT gemma-3-1b 999885952
+# the multimodal gemma-3-4b (model_type gemma3) by its text_config: the
+# text model's count (test_theory works it by hand); measure refuses its
+# global layers' linear rope_scaling by name
+shipped_theory google/gemma-3-4b-pt gemma-3-4b 3880263168
+expect_refused '"rope_scaling" is {"factor":8,"rope_type":"linear"}' gemma-3-4b --seq 8
+# a model_type gemma3 holding the tiny config as its text_config (and a
+# vision_config, not read) measures as the tiny config itself
+{ printf '{"model_type": "gemma3", "vision_config": {"hidden_size": 1152, "num_hidden_layers": 27}, "text_config": '
+  cat "$tmp/gemma3-tiny.json"; printf '}\n'; } >"$tmp/gemma3-mm.json"
+for model in gemma3-tiny gemma3-mm; do
+	"$zerosim" measure --quiet --model "$tmp/$model.json" --seq 16 --batch 2 --world 2 --steps 2 \
+		--out "$tmp/$model-m.json" 2>"$tmp/err" || fail "measure $model: $(cat "$tmp/err")"
+	tr -d ' \t\n' <"$tmp/$model-m.json" | sed "s/\"name\":\"$model\"/\"name\":\"tiny\"/g" >"$tmp/$model-m1"
+done
+cmp -s "$tmp/gemma3-tiny-m1" "$tmp/gemma3-mm-m1" || fail "the gemma3 wrapping gemma3-tiny does not measure as gemma3-tiny"
 
 echo "gemma3: 5: what is refused, by name"
 expect_refused "gemma3-tiny: --seq 32 is longer than its sliding_window 16" "$tmp/gemma3-tiny.json" --seq 32

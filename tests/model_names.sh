@@ -131,7 +131,7 @@ HF_HUB_CACHE=$tmp/hubcache expect_err "without its config.json (no $tmp/hubcache
 printf '../../x' >"$tmp/hubcache/models--Acme--Tiny-Llama/refs/main"
 HF_HUB_CACHE=$tmp/hubcache expect_err "refs/main does not hold a revision\$" --model Acme/Tiny-Llama
 # A shipped name in the wrong spelling still lists the shipped ones.
-expect_err "no shipped model 'llama-3-9b' (gemma-2-2b, gemma-2-9b, gemma-3-1b, gpt2, " --model llama-3-9b
+expect_err "no shipped model 'llama-3-9b' (gemma-2-2b, gemma-2-9b, gemma-3-1b, gemma-3-4b, gpt2, " --model llama-3-9b
 # An existing file of an id's shape is a file, as before.
 mkdir -p "$tmp/Acme"
 cp "$srcdir/report/models/gpt2-tiny.json" "$tmp/Acme/Tiny-Llama"

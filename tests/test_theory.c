@@ -1346,6 +1346,106 @@ START_TEST(test_gemma_2_9b_has_9241705984_parameters_by_hand)
 }
 END_TEST
 
+/* google/gemma-3-4b-pt's config.json (data/models/gemma-3-4b.json) is a
+ * multimodal Gemma3Config: its text_config gives hidden 2560,
+ * intermediate 10240 and 34 layers; the rest is Gemma3TextConfig's
+ * defaults (configuration_gemma3.py at 008f5c8c, __init__): 8 heads, 4
+ * key-value heads, head_dim 256, vocabulary 262,208, tied. By hand:
+ *   embed_tokens 262,208·2560 = 671,252,480 (the head is it)
+ *   a block: q_proj 2048·2560 = 5,242,880; k_proj and v_proj 1024·2560 =
+ *     2,621,440 each; o_proj 2560·2048 = 5,242,880; q_norm and k_norm 256
+ *     each; four norms of 2560 (10,240); gate_proj, up_proj and down_proj
+ *     10240·2560 = 26,214,400 each: 94,382,592, times 34 = 3,209,008,128
+ *   the final norm 2560:
+ *   671,252,480 + 3,209,008,128 + 2560 = 3,880,263,168.
+ * The card's "4B" (the Hub's 4.3B) is Gemma3ForConditionalGeneration's
+ * whole count, which adds what zerosim does not predict: the SigLIP
+ * vision tower of vision_config (patch 3·14·14·1152 + 1152, positions
+ * (896/14)^2·1152, 27 layers of 4·(1152² + 1152) + (4304·1152 + 4304) +
+ * (1152·4304 + 1152) + 2·2·1152, a post-norm of 2·1152: 416,866,032) and
+ * the projector (1152·2560 + 1152 = 2,950,272): 4,300,079,472 in all.
+ * Its global layers' rope_scaling (linear, factor 8) is a numeric the
+ * engine does not run: theory reads the shape, measure refuses it.
+ * No stored copy of the Hub's file was found: the text shipped is the one
+ * public test fixtures quote for google/gemma-3-4b-it/-pt (text_config's
+ * six keys, vision_config's eight, the top level's ids), the 27B's in the
+ * same layout in NVIDIA/TensorRT-LLM's
+ * tests/unittest/_torch/modeling/test_modeling_gemma3.py; every key it
+ * leaves out is Gemma3TextConfig's default (8 heads, 4 key-value heads,
+ * head_dim 256, 262,208 tokens: the (262208, 2560) embed_tokens that
+ * transformers builds from it). */
+START_TEST(test_gemma_3_4b_has_3880263168_parameters_by_hand)
+{
+	struct zs_model m = shipped("google/gemma-3-4b-pt");
+
+	ck_assert_str_eq(m.name, "gemma-3-4b");
+	ck_assert_str_eq(m.model_type, "gemma3_text");
+	ck_assert_int_eq(m.gemma, 1);
+	ck_assert_int_eq(m.qk_norm, 1);
+	ck_assert_int_eq(m.tied, 1);
+	ck_assert_uint_eq(m.heads, 8);
+	ck_assert_uint_eq(m.kv_heads, 4);
+	ck_assert_uint_eq(m.head_dim, 256);
+	ck_assert_uint_eq(m.vocab, 262208);
+	ck_assert_uint_eq(m.positions, 131072);
+	ck_assert_uint_eq(m.sliding_window, 1024);
+	ck_assert_uint_eq(m.window_pattern, 6);
+	ck_assert_double_eq(m.rope_theta, 1e6);
+	ck_assert_double_eq(m.rope_local_theta, 1e4);
+	ck_assert_double_eq(m.attn_softcap, 0.0);
+	ck_assert_double_eq(m.final_softcap, 0.0);
+	ck_assert_ptr_nonnull(strstr(m.unrun, "\"rope_scaling\" is {\"factor\":8,\"rope_type\":\"linear\"}"));
+	ck_assert_uint_eq(theory_tfm_params(&m), 671252480ull + 34ull * 94382592ull + 2560ull);
+	ck_assert_uint_eq(theory_tfm_params(&m), 3880263168ull);
+	/* and the text model with the vision tower and projector is the Hub's 4.3B */
+	ck_assert_uint_eq(theory_tfm_params(&m) + 416866032ull + 2950272ull, 4300079472ull);
+}
+END_TEST
+
+/* model_type gemma3 (Gemma3Config, at 008f5c8c): the text model is
+ * text_config's, Gemma3TextConfig(**text_config), its defaults where it
+ * is silent and where it is absent (Gemma3TextConfig()); vision_config is
+ * not read; what is refused of it is refused naming text_config, and the
+ * top level's quantization_config is refused as anywhere. */
+START_TEST(test_gemma3_multimodal_reads_its_text_config)
+{
+	cJSON *root = cJSON_Parse("{\"model_type\": \"gemma3\", \"vision_config\": {\"hidden_size\": 1152}, "
+	                          "\"text_config\": {\"hidden_size\": 64, \"intermediate_size\": 96, "
+	                          "\"num_hidden_layers\": 2, \"sliding_window\": 16}}");
+	struct zs_model m;
+	char *cause = NULL;
+	ck_assert_msg(zs_model_from_json(root, "cfg.json", &m, &cause) == 0, "%s", cause ? cause : "?");
+	cJSON_Delete(root);
+	ck_assert_str_eq(m.model_type, "gemma3_text");
+	ck_assert_uint_eq(m.hidden, 64);
+	ck_assert_uint_eq(m.heads, 8);
+	ck_assert_uint_eq(m.kv_heads, 4);
+	ck_assert_uint_eq(m.vocab, 262208);
+	ck_assert_uint_eq(m.sliding_window, 16);
+	ck_assert_str_eq(m.unrun, "");
+	/* no text_config: Gemma3TextConfig() (hidden 2304, 26 layers, 9216) */
+	root = cJSON_Parse("{\"model_type\": \"gemma3\"}");
+	ck_assert_msg(zs_model_from_json(root, "cfg.json", &m, &cause) == 0, "%s", cause ? cause : "?");
+	cJSON_Delete(root);
+	ck_assert_uint_eq(m.hidden, 2304);
+	ck_assert_uint_eq(m.layers, 26);
+	ck_assert_uint_eq(m.intermediate, 9216);
+	ck_assert_uint_eq(m.positions, 131072);
+	ck_assert_uint_eq(m.sliding_window, 4096);
+	assert_refused("{\"model_type\": \"gemma3\", \"text_config\": [1]}", "\"text_config\" is not a JSON object");
+	assert_refused("{\"model_type\": \"gemma3\", \"text_config\": {\"model_type\": \"gemma2\"}}",
+	               "\"text_config\"'s \"model_type\" is not \"gemma3_text\"");
+	assert_refused("{\"model_type\": \"gemma3\", \"text_config\": {\"hidden_size\": 0}}",
+	               "cfg.json: text_config: \"hidden_size\" must be a whole number");
+	assert_refused("{\"model_type\": \"gemma3\", \"text_config\": {\"attention_bias\": true}}",
+	               "cfg.json: text_config: \"attention_bias\": biases");
+	assert_refused("{\"model_type\": \"gemma3\", \"quantization_config\": {\"bits\": 4}}",
+	               "\"quantization_config\": quantised weights are not modelled");
+	assert_refused("{\"model_type\": \"gemma3\", \"text_config\": {\"num_attention_heads\": 6}}",
+	               "\"num_key_value_heads\" (4) does not divide \"num_attention_heads\" (6)");
+}
+END_TEST
+
 /* Gemma3TextConfig's defaults (configuration_gemma3.py at 008f5c8c):
  * rope_theta 1e6, rope_local_base_freq 1e4, sliding_window_pattern 6,
  * no caps, head_dim 256, pad 0; layer_types read where it spells one
@@ -1442,7 +1542,7 @@ START_TEST(test_qwen3_defaults_and_refusals)
 	assert_refused("{\"model_type\": \"qwen3\", " LLAMA_OK ", \"num_attention_heads\": 8, "
 	               "\"attention_bias\": true}", "\"attention_bias\": biases in the attention projections");
 	assert_refused("{\"model_type\": \"qwen3_moe\", " LLAMA_OK ", \"num_attention_heads\": 8}",
-	               "\"model_type\" 'qwen3_moe' is not modelled (gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text, mixtral)");
+	               "\"model_type\" 'qwen3_moe' is not modelled (gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text, gemma3, mixtral)");
 }
 END_TEST
 
@@ -1709,6 +1809,8 @@ static Suite *theory_suite(void)
 	tcase_add_test(model, test_qwen2_5_7b_has_7615616512_parameters_by_hand);
 	tcase_add_test(model, test_qwen3_8b_has_8190735360_parameters_by_hand);
 	tcase_add_test(model, test_gemma_2_9b_has_9241705984_parameters_by_hand);
+	tcase_add_test(model, test_gemma_3_4b_has_3880263168_parameters_by_hand);
+	tcase_add_test(model, test_gemma3_multimodal_reads_its_text_config);
 	tcase_add_test(model, test_qwen2_sliding_window_counts_only_when_switched_on);
 	tcase_add_test(model, test_phi_3_mini_4k_has_3821079552_parameters_by_hand);
 	tcase_add_test(model, test_phi3_defaults_and_unrun_keys);

@@ -169,7 +169,7 @@ static const struct {
 	{ .type = "mixtral", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-5, .pad = -1,
 	  .family = ZS_FAMILY_LLAMA, .window_key = 1, .rope_theta = 1e6, .moe = 1 },
 };
-#define TYPE_NAMES "gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text, mixtral"
+#define TYPE_NAMES "gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text, gemma3, mixtral"
 
 /* Keys whose value changes what the engine's transformer computes, and
  * the one value (as JSON text: a string, true, false or null) it runs;
@@ -290,6 +290,24 @@ static int is_set(const cJSON *it)
 	       !(cJSON_IsNumber(it) && it->valuedouble == 0);
 }
 
+/* Gemma3TextConfig's defaults for the keys a config leaves out
+ * (configuration_gemma3.py at 008f5c8c, __init__: vocab_size 262_208,
+ * hidden_size 2304, intermediate_size 9216, num_hidden_layers 26,
+ * num_attention_heads 8, num_key_value_heads 4 (not the heads),
+ * max_position_embeddings 131_072; head_dim 256 is the type's). */
+static void gemma3_text_defaults(struct zs_model *m)
+{
+	static const struct { size_t field; uint64_t def; } defs[] = {
+		{ FIELD(vocab), 262208 }, { FIELD(hidden), 2304 }, { FIELD(intermediate), 9216 },
+		{ FIELD(layers), 26 }, { FIELD(heads), 8 }, { FIELD(kv_heads), 4 }, { FIELD(positions), 131072 },
+	};
+	for (size_t d = 0; d < sizeof defs / sizeof defs[0]; d++) {
+		uint64_t *v = (uint64_t *)(void *)((char *)m + defs[d].field);
+		if (*v == 0)
+			*v = defs[d].def;
+	}
+}
+
 /* Gemma3TextConfig's layer pattern and local rotary base (at 008f5c8c):
  * Gemma3Attention.is_sliding = bool((layer_idx + 1) %
  * sliding_window_pattern), and Gemma3TextModel's rotary_emb_local is
@@ -380,6 +398,42 @@ static int read_moe(const cJSON *cfg, const char *where, struct zs_model *m, cha
 	return 0;
 }
 
+/* Gemma3Config (configuration_gemma3.py at 008f5c8c, __init__): a
+ * multimodal checkpoint's config.json (google/gemma-3-4b-pt, -12b, -27b)
+ * holds its text model under text_config, Gemma3TextConfig(**text_config)
+ * (absent or null: Gemma3TextConfig()), and its SigLIP vision tower under
+ * vision_config. zerosim predicts the text model: the Gemma3ForCausalLM
+ * of text_config that Gemma3ForConditionalGeneration holds as its
+ * language model, and that a text-only fine-tune loads and trains.
+ * vision_config, mm_tokens_per_image and the image tokens' indices are
+ * ignored: the vision tower and the projector are not counted (for
+ * gemma-3-4b 416,866,032 and 2,950,272 parameters; docs/formats.md).
+ * The keys refused anywhere are refused at the top level too (a quantised
+ * checkpoint's quantization_config sits there). */
+static int read_gemma3(const cJSON *cfg, const char *where, struct zs_model *out, char **cause)
+{
+	for (size_t r = 0; r < sizeof refused / sizeof refused[0]; r++)
+		if (is_set(cJSON_GetObjectItemCaseSensitive(cfg, refused[r].key)))
+			return zs_fail(cause, "%s: \"%s\": %s", where, refused[r].key, refused[r].why);
+	const cJSON *text = cJSON_GetObjectItemCaseSensitive(cfg, "text_config");
+	if (text != NULL && !cJSON_IsNull(text) && !cJSON_IsObject(text))
+		return zs_fail(cause, "%s: \"text_config\" is not a JSON object (model_type gemma3's text model)", where);
+	const cJSON *tt = cJSON_IsObject(text) ? cJSON_GetObjectItemCaseSensitive(text, "model_type") : NULL;
+	if (tt != NULL && !(cJSON_IsString(tt) && strcmp(tt->valuestring, "gemma3_text") == 0))
+		return zs_fail(cause, "%s: \"text_config\"'s \"model_type\" is not \"gemma3_text\" (model_type gemma3's text "
+		               "model is a Gemma3TextConfig)", where);
+	cJSON *copy = cJSON_IsObject(text) ? cJSON_Duplicate(text, 1) : cJSON_CreateObject();
+	if (copy == NULL || (tt == NULL && cJSON_AddStringToObject(copy, "model_type", "gemma3_text") == NULL))
+		zs_oom(__FILE__, __LINE__);
+	struct zs_buf w = {0};
+	zs_buf_printf(&w, "%s: text_config", where);
+	char *in = zs_buf_take(&w);
+	int rc = zs_model_from_json(copy, in, out, cause);
+	free(in);
+	cJSON_Delete(copy);
+	return rc;
+}
+
 int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out, char **cause)
 {
 	struct zs_model m = {0};
@@ -397,6 +451,8 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 		return zs_fail(cause, "%s: \"model_type\" is missing (" TYPE_NAMES ")", where);
 	if (!cJSON_IsString(type))
 		return zs_fail(cause, "%s: \"model_type\" is not a string (" TYPE_NAMES ")", where);
+	if (strcmp(type->valuestring, "gemma3") == 0)
+		return read_gemma3(cfg, where, out, cause);
 	for (t = 0; t < sizeof types / sizeof types[0]; t++)
 		if (strcmp(type->valuestring, types[t].type) == 0)
 			break;
@@ -408,9 +464,18 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 			return zs_fail(cause, "%s: \"%s\": %s", where, refused[r].key, refused[r].why);
 	snprintf(m.model_type, sizeof m.model_type, "%s", types[t].type);
 	m.family = types[t].family;
-	for (const struct key *k = types[t].keys; k->name != NULL; k++)
-		if (read_key(cfg, k, where, &m, cause) < 0)
+	for (const struct key *k = types[t].keys; k->name != NULL; k++) {
+		struct key o = *k;
+		/* Gemma3TextConfig defaults every key (gemma3_text_defaults): a
+		 * multimodal checkpoint's text_config (google/gemma-3-4b-pt's)
+		 * gives hidden_size, intermediate_size and num_hidden_layers only */
+		o.optional |= types[t].gemma3;
+		if (read_key(cfg, &o, where, &m, cause) < 0)
 			return -1;
+	}
+
+	if (types[t].gemma3)
+		gemma3_text_defaults(&m);
 
 	const cJSON *tie = cJSON_GetObjectItemCaseSensitive(cfg, "tie_word_embeddings");
 	if (tie == NULL || cJSON_IsNull(tie))

@@ -42,7 +42,14 @@
  *     pattern); the sliding layers rotate with rope_local_base_freq
  *     (default 10000), the global ones with rope_theta (default 1e6); no
  *     soft-capping unless attn_logit_softcapping / final_logit_softcapping
- *     are set (defaults null); sliding_window default 4096.
+ *     are set (defaults null); sliding_window default 4096. Every key
+ *     defaults as Gemma3TextConfig's (vocabulary 262208, hidden 2304,
+ *     intermediate 9216, 26 layers, 8 heads, 4 key-value heads, 131072
+ *     positions).
+ *   gemma3 (Gemma3Config, a multimodal Gemma 3: gemma-3-4b, 12b, 27b): read
+ *     by its text_config, a gemma3_text config, and predicted as that text
+ *     model (model_type "gemma3_text"): vision_config (the SigLIP tower)
+ *     and the projector are ignored, not counted.
  *   mixtral (model_type "mixtral": Mixtral): llama's keys and block, its
  *     MLP a mixture of experts as transformers 4.x holds it
  *     (MixtralSparseMoeBlock: a router `gate` (E, hidden) and a ModuleList
