@@ -135,6 +135,11 @@ TESTS += tests/test_ds_accum
 tests_test_ds_accum_SOURCES = tests/test_ds_accum.c
 tests_test_ds_accum_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_ds_accum_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
+check_PROGRAMS += tests/test_paper_accum
+TESTS += tests/test_paper_accum
+tests_test_paper_accum_SOURCES = tests/test_paper_accum.c
+tests_test_paper_accum_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_paper_accum_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 endif
 TESTS += tests/deepspeed_cli.sh
 EXTRA_DIST += tests/deepspeed_cli.sh
