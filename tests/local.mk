@@ -192,6 +192,8 @@ EXTRA_DIST += tests/ft_torch.sh tests/ft_torch.py
 # against tests/ft_torch.py, to the byte (about 60 s on 2 cores).
 TESTS += tests/ft_accum.sh
 EXTRA_DIST += tests/ft_accum.sh
+TESTS += tests/paper_accum_tfm.sh
+EXTRA_DIST += tests/paper_accum_tfm.sh
 # --freeze (issue #23's frozen parameters): zerosim's theory and measure of
 # the plain loop and DDP N = 2 against PyTorch 1.13 with the same
 # parameters frozen, to the byte (about 2 minutes on 2 cores)

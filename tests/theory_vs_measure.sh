@@ -255,6 +255,17 @@ for precision in mixed fp32; do
 			--optimizer sgd --world 1,3,5 --schemes $schemes --unit model,layer --steps 2
 	done
 done
+# The paper's accumulation on the transformer (K = 2, 3): both families,
+# tied and untied heads (a tied head's own visit at unit=layer), a
+# recompute mode, N = 1, 2, 3, 5, both units and precisions.
+for accum in 2 3; do
+	for precision in mixed fp32; do
+		check --model "$tmp/gpt2-tiny.json" --seq 16 --batch 2 --precision $precision --grad-accum $accum \
+			--world 1,2,3,5 --schemes $schemes --unit model,layer --steps 2
+		check --model "$tmp/llama-tied.json" --seq 16 --batch 1 --recompute selective --precision $precision \
+			--grad-accum $accum --world 1,2,3 --schemes $schemes --unit model,layer --steps 2
+	done
+done
 # A deep transformer: 140 blocks (more than the 129 the engine once took
 # in fixed arrays), tied head.
 sed 's/"num_hidden_layers": 2,/"num_hidden_layers": 140,/' "$tmp/llama-tied.json" >"$tmp/llama-deep.json"

@@ -289,7 +289,10 @@ static void setup_state(struct zs_run *r)
 static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
 {
 	const struct zs_net *m = &r->model;
-	size_t at = (size_t)t * r->world + k;
+	/* a transformer's micro-step m of step t is the task's batch t·K + m
+	 * (a case's too), as the PyTorch step's (engine/ag_exec.c, case.c) */
+	unsigned seq = t * r->nmicro + r->micro;
+	size_t at = (size_t)(m->kind == ZS_NET_TFM ? seq : t) * r->world + k;
 	if (m->kind == ZS_NET_TFM && r->cs != NULL) { /* row b: seq + 1 ids, inputs then targets one on */
 		void *pin = run_rank(r, k)->t[m->input], *ptg = run_rank(r, k)->t[m->target];
 		int *in = pin, *target = ptg;
@@ -302,7 +305,7 @@ static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
 		return;
 	}
 	if (m->kind == ZS_NET_TFM) {
-		net_tfm_batch(m, run_rank(r, k)->t, r->seed, t, k);
+		net_tfm_batch(m, run_rank(r, k)->t, r->seed, seq, k);
 		return;
 	}
 	float *x = run_rank(r, k)->t[m->input], *y = run_rank(r, k)->t[m->target];
@@ -579,8 +582,8 @@ static void forward(struct zs_run *r, unsigned t)
 	}
 }
 
-/* Rank k's d loss/d out times s: the gradient of loss·s (the MLP's, in
- * fp32; config.c admits accumulation there only). */
+/* Rank k's d loss/d out times s: the gradient of loss·s (fp32: the MLP's
+ * output gradient, the transformer's logits'). */
 static void scale_loss_grad(struct zs_run *r, unsigned k, float s)
 {
 	const struct zs_net *m = &r->model;

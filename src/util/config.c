@@ -948,9 +948,8 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 			               "DeepSpeed steps do not follow it yet)", key_names[plain_keys[i]]);
 	/* Gradient accumulation is described for the PyTorch step (the plain
 	 * loop, DDP and FSDP over it), DeepSpeed's ZeRO-2 on the MLP
-	 * (ds_accum_check) and the paper's schedule on the MLP
-	 * (zs_config_check_model): the engine's own wrapped steps
-	 * (docs/finetune.md, the plan) do not take it yet. */
+	 * (ds_accum_check) and the paper's schedule: the engine's own
+	 * wrapped steps (docs/finetune.md, the plan) do not take it yet. */
 	if (c->grad_accum > 1 && c->framework == ZS_FW_DEEPSPEED && ds_accum_check(c, cause) != 0)
 		return -1;
 	if (c->grad_accum > 1 && c->framework == ZS_FW_TORCH && !zs_wrapper_step(c))
@@ -1019,11 +1018,6 @@ int zs_config_check_model(const struct zs_config *c, int transformer, char **cau
 {
 	if (transformer && c->framework == ZS_FW_DEEPSPEED && c->grad_accum > 1)
 		return zs_fail(cause, "--grad-accum %u with --framework deepspeed: the MLP only so far (give no --model, "
-		               "or --grad-accum 1)", c->grad_accum);
-	/* the paper's accumulation (docs/schedule.md) is built on the MLP:
-	 * the transformer's micro-batches and its 16-bit loss gradient not yet */
-	if (transformer && c->framework == ZS_FW_PAPER && c->grad_accum > 1)
-		return zs_fail(cause, "--grad-accum %u with --framework paper: the MLP only so far (give no --model, "
 		               "or --grad-accum 1)", c->grad_accum);
 	if (transformer)
 		return 0;
