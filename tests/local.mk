@@ -132,12 +132,12 @@ tests_test_deepspeed_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_deepspeed_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 check_PROGRAMS += tests/test_ds_accum
 TESTS += tests/test_ds_accum
-tests_test_ds_accum_SOURCES = tests/test_ds_accum.c
+tests_test_ds_accum_SOURCES = tests/test_ds_accum.c tests/accum_lib.h
 tests_test_ds_accum_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_ds_accum_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 check_PROGRAMS += tests/test_paper_accum
 TESTS += tests/test_paper_accum
-tests_test_paper_accum_SOURCES = tests/test_paper_accum.c
+tests_test_paper_accum_SOURCES = tests/test_paper_accum.c tests/accum_lib.h
 tests_test_paper_accum_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_paper_accum_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 endif

@@ -19,24 +19,9 @@
 #
 # Exit 0 pass, 1 mismatch, 99 hard error.
 set -u
-top=${ZS_BUILDDIR:-.}
-zerosim=$top/zerosim
-if [ ! -x "$zerosim" ]; then
-	echo "paper_accum_tfm: $zerosim is not built" >&2
-	exit 99
-fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-pacc.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT HUP INT TERM
-
-cat >"$tmp/gpt2.json" <<'JSON'
-{"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 64, "vocab_size": 256,
- "embd_pdrop": 0.0, "attn_pdrop": 0.0, "resid_pdrop": 0.0}
-JSON
-cat >"$tmp/llama.json" <<'JSON'
-{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
- "num_key_value_heads": 2, "intermediate_size": 160, "max_position_embeddings": 64, "vocab_size": 256,
- "rms_norm_eps": 1e-05, "tie_word_embeddings": false}
-JSON
+name=paper_accum_tfm
+. "${srcdir:-.}/tests/ft_lib.sh"
+ft_configs 256 160
 
 # A measured file's losses, one a line; its weights digest.
 losses() {
@@ -44,7 +29,7 @@ losses() {
 }
 digest() { tr -d ' \n\t' <"$1" | grep -o '"weights_digest":"[^"]*"' | head -1; }
 
-fail=0 checked=0
+checked=0
 torch="--framework torch --torch-version 1.13 --torch-device cpu --optimizer-impl single --zero-grad none --attn eager"
 for model in gpt2 llama; do
 	for K in 2 3; do
@@ -74,7 +59,7 @@ for model in gpt2 llama; do
 				else
 					echo "paper_accum_tfm: FAIL: $what: the losses differ by more than 1e-5:" >&2
 					paste "$tmp/la" "$tmp/lb" >&2
-					fail=1
+					status=1
 				fi
 			done
 		done
@@ -94,7 +79,7 @@ then
 	echo "ok: the control (K = 1 against K = 2) differs by more than 1e-3"
 else
 	echo "paper_accum_tfm: FAIL: K = 1 and K = 2 give the same losses: the check above cannot fail" >&2
-	fail=1
+	status=1
 fi
 # The case: a run of the paper's zero2, N = 2, K = 3, written and replayed.
 "$zerosim" measure --model "$tmp/llama.json" --world 2 --schemes zero2 --precision fp32 --batch 2 --seq 16 --steps 2 \
@@ -105,7 +90,7 @@ if [ -n "$(digest "$tmp/w.json")" ] && [ "$(digest "$tmp/w.json")" = "$(digest "
 	echo "ok: the case of K = 3 replays to the same losses and weights ($(digest "$tmp/r.json"))"
 else
 	echo "paper_accum_tfm: FAIL: the case of K = 3 does not replay: $(digest "$tmp/w.json") $(digest "$tmp/r.json")" >&2
-	fail=1
+	status=1
 fi
 [ "$checked" -eq 32 ] || { echo "paper_accum_tfm: $checked comparisons, 32 expected" >&2; exit 1; }
-exit $fail
+exit $status

@@ -27,38 +27,11 @@
 #include "engine/engine.h"
 #include "util/config.h"
 #include "util/util.h"
-
-#define PSI 33088 /* the default MLP 64,256,64 */
+#include "accum_lib.h"
 
 static struct zs_config paper_config(enum zs_precision pr, enum zs_optimizer opt, unsigned K, unsigned B)
 {
-	struct zs_config c;
-	zs_config_defaults(&c);
-	c.steps = 3;
-	c.framework = ZS_FW_PAPER;
-	c.precision = pr;
-	c.optimizer = opt;
-	c.grad_accum = K;
-	c.batch = B;
-	return c;
-}
-
-static struct zs_result run(const struct zs_config *c, enum zs_scheme sc, unsigned n, enum zs_unit u)
-{
-	struct zs_result res;
-	struct zs_run_options opt = {.weights = 1};
-	char *cause = NULL;
-	int r = engine_run(c, sc, n, u, NULL, &opt, &res, &cause);
-	ck_assert_msg(r == 0, "engine_run failed: %s", cause ? cause : "?");
-	return res;
-}
-
-static double max_diff(const float *a, const float *b, size_t n)
-{
-	double m = 0;
-	for (size_t i = 0; i < n; i++)
-		m = fmax(m, fabs((double)a[i] - (double)b[i]));
-	return m;
+	return accum_config(ZS_FW_PAPER, pr, opt, K, B);
 }
 
 /* K·B in one step against K micro-steps of B, every scheme, K = 2, 3,
@@ -74,9 +47,9 @@ static double same_weights(enum zs_precision pr, enum zs_optimizer opt, double t
 				for (int u = 0; u < 2; u++) {
 					enum zs_unit unit = u ? ZS_UNIT_LAYER : ZS_UNIT_MODEL;
 					struct zs_config one = paper_config(pr, opt, 1, K * B), acc = paper_config(pr, opt, K, B);
-					struct zs_result a = run(&one, (enum zs_scheme)sc, n, unit);
-					struct zs_result b = run(&acc, (enum zs_scheme)sc, n, unit);
-					double d = max_diff(a.weights, b.weights, PSI);
+					struct zs_result a = accum_run(&one, (enum zs_scheme)sc, n, unit);
+					struct zs_result b = accum_run(&acc, (enum zs_scheme)sc, n, unit);
+					double d = accum_max_diff(a.weights, b.weights, PSI);
 					most = fmax(most, d);
 					ck_assert_msg(d <= tol, "%s K=%u N=%u unit=%d %s: weights differ by %g (> %g)",
 					              zs_scheme_name((enum zs_scheme)sc), K, n, u, zs_precision_name(pr), d, tol);
@@ -115,15 +88,15 @@ END_TEST
 START_TEST(test_half_the_rows_give_other_weights)
 {
 	struct zs_config one = paper_config(ZS_FP32, ZS_SGD, 1, 8), half = paper_config(ZS_FP32, ZS_SGD, 1, 4);
-	struct zs_result a = run(&one, ZS_DP, 2, ZS_UNIT_MODEL), b = run(&half, ZS_DP, 2, ZS_UNIT_MODEL);
-	double d = max_diff(a.weights, b.weights, PSI);
+	struct zs_result a = accum_run(&one, ZS_DP, 2, ZS_UNIT_MODEL), b = accum_run(&half, ZS_DP, 2, ZS_UNIT_MODEL);
+	double d = accum_max_diff(a.weights, b.weights, PSI);
 	ck_assert_msg(d > 100 * 2e-8, "half the rows moved the weights by %g only", d);
 	printf("half the rows: the weights differ by %g (SGD, dp)", d);
 	engine_result_free(&a);
 	engine_result_free(&b);
 	one.optimizer = half.optimizer = ZS_ADAM;
-	a = run(&one, ZS_ZERO3, 2, ZS_UNIT_MODEL), b = run(&half, ZS_ZERO3, 2, ZS_UNIT_MODEL);
-	d = max_diff(a.weights, b.weights, PSI);
+	a = accum_run(&one, ZS_ZERO3, 2, ZS_UNIT_MODEL), b = accum_run(&half, ZS_ZERO3, 2, ZS_UNIT_MODEL);
+	d = accum_max_diff(a.weights, b.weights, PSI);
 	ck_assert_msg(d > 100 * 2e-6, "half the rows moved the weights by %g only", d);
 	printf(", %g (Adam, zero3)\n", d);
 	engine_result_free(&a);
@@ -144,8 +117,8 @@ START_TEST(test_collectives_per_optimizer_step)
 	        {3, 0, 0}, {0, 3, 3}, {0, 9, 3}, {0, 9, 18}};
 	for (int sc = ZS_DP; sc <= ZS_ZERO3; sc++) {
 		struct zs_config c1 = paper_config(ZS_MIXED, ZS_ADAM, 1, 4), c3 = paper_config(ZS_MIXED, ZS_ADAM, 3, 4);
-		struct zs_result a = run(&c1, (enum zs_scheme)sc, 2, ZS_UNIT_MODEL);
-		struct zs_result b = run(&c3, (enum zs_scheme)sc, 2, ZS_UNIT_MODEL);
+		struct zs_result a = accum_run(&c1, (enum zs_scheme)sc, 2, ZS_UNIT_MODEL);
+		struct zs_result b = accum_run(&c3, (enum zs_scheme)sc, 2, ZS_UNIT_MODEL);
 		ck_assert_uint_eq(b.comm[0].calls[ZS_ALL_REDUCE], calls[sc][0]);
 		ck_assert_uint_eq(b.comm[0].calls[ZS_REDUCE_SCATTER], calls[sc][1]);
 		ck_assert_uint_eq(b.comm[0].calls[ZS_ALL_GATHER], calls[sc][2]);
@@ -172,13 +145,13 @@ START_TEST(test_the_transients_of_a_later_micro_step)
 {
 	struct zs_config c1 = paper_config(ZS_MIXED, ZS_ADAM, 1, 4), c2 = paper_config(ZS_MIXED, ZS_ADAM, 2, 4);
 	c1.steps = c2.steps = 1;
-	struct zs_result a = run(&c1, ZS_DP, 2, ZS_UNIT_MODEL), b = run(&c2, ZS_DP, 2, ZS_UNIT_MODEL);
+	struct zs_result a = accum_run(&c1, ZS_DP, 2, ZS_UNIT_MODEL), b = accum_run(&c2, ZS_DP, 2, ZS_UNIT_MODEL);
 	ck_assert_uint_eq(b.peak[0], a.peak[0] + 2 * PSI);
 	ck_assert_uint_eq(b.peak_breakdown[ZS_CAT_FULL_GRADS], 2 * PSI);
 	ck_assert_uint_eq(b.peak_breakdown[ZS_CAT_GRAD16], 2 * PSI);
 	engine_result_free(&a);
 	engine_result_free(&b);
-	a = run(&c1, ZS_ZERO2, 2, ZS_UNIT_MODEL), b = run(&c2, ZS_ZERO2, 2, ZS_UNIT_MODEL);
+	a = accum_run(&c1, ZS_ZERO2, 2, ZS_UNIT_MODEL), b = accum_run(&c2, ZS_ZERO2, 2, ZS_UNIT_MODEL);
 	ck_assert_uint_eq(b.peak[0], a.peak[0] + 2 * 16544 - 7168 - 8192);
 	ck_assert_uint_eq(b.peak_breakdown[ZS_CAT_GRAD16], 2 * 2 * 16544); /* the shard and the transient */
 	ck_assert_uint_eq(b.peak_breakdown[ZS_CAT_ACTIVATIONS], 0);
