@@ -289,6 +289,9 @@ agree --layers 1024,2048,1024 --world 1,2,3,4 --unit model,layer --steps 2 --fra
 # partition, from its first reduction (mid-backward with the small bucket)
 agree --layers 1024,2048,1024 --world 1,2,4 --unit model,layer --steps 2 --framework deepspeed --schemes zero2 \
 	--grad-accum 2 --ds-reduce-bucket 200000
+# The paper's schedule under --grad-accum: a later micro-step's unit grads
+# apart (dp, zero1) and its reduce-scatters' transient slots (zero2, zero3)
+agree --layers 1024,2048,1024 --world 1,2,3 --unit model,layer --steps 2 --grad-accum 3
 agree --layers 1024,2048,1024 --world 1,2,4 --steps 2 --framework deepspeed --schemes zero1,zero2 --ds-overlap-comm on \
 	--ds-reduce-bucket 1e6
 agree --model "$models/gpt2-tiny.json" --precision mixed --world 1,2,3,8 --seq 16 --batch 2 --steps 3 --unit model,layer \

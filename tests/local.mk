@@ -132,9 +132,14 @@ tests_test_deepspeed_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_deepspeed_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 check_PROGRAMS += tests/test_ds_accum
 TESTS += tests/test_ds_accum
-tests_test_ds_accum_SOURCES = tests/test_ds_accum.c
+tests_test_ds_accum_SOURCES = tests/test_ds_accum.c tests/accum_lib.h
 tests_test_ds_accum_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_ds_accum_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
+check_PROGRAMS += tests/test_paper_accum
+TESTS += tests/test_paper_accum
+tests_test_paper_accum_SOURCES = tests/test_paper_accum.c tests/accum_lib.h
+tests_test_paper_accum_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_paper_accum_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 endif
 TESTS += tests/deepspeed_cli.sh
 EXTRA_DIST += tests/deepspeed_cli.sh
@@ -187,6 +192,8 @@ EXTRA_DIST += tests/ft_torch.sh tests/ft_torch.py
 # against tests/ft_torch.py, to the byte (about 60 s on 2 cores).
 TESTS += tests/ft_accum.sh
 EXTRA_DIST += tests/ft_accum.sh
+TESTS += tests/paper_accum_tfm.sh
+EXTRA_DIST += tests/paper_accum_tfm.sh
 # --freeze (issue #23's frozen parameters): zerosim's theory and measure of
 # the plain loop and DDP N = 2 against PyTorch 1.13 with the same
 # parameters frozen, to the byte (about 2 minutes on 2 cores)

@@ -28,19 +28,11 @@
 #include "engine/engine.h"
 #include "util/config.h"
 #include "util/util.h"
-
-#define PSI 33088 /* the default MLP 64,256,64 */
+#include "accum_lib.h"
 
 static struct zs_config ds_config(enum zs_precision pr, enum zs_optimizer opt, unsigned K, unsigned B)
 {
-	struct zs_config c;
-	zs_config_defaults(&c);
-	c.steps = 3;
-	c.framework = ZS_FW_DEEPSPEED;
-	c.precision = pr;
-	c.optimizer = opt;
-	c.grad_accum = K;
-	c.batch = B;
+	struct zs_config c = accum_config(ZS_FW_DEEPSPEED, pr, opt, K, B);
 	c.schemes[0] = ZS_ZERO2; /* config.c admits accumulation under zero2 only */
 	c.nschemes = 1;
 	return c;
@@ -48,20 +40,7 @@ static struct zs_config ds_config(enum zs_precision pr, enum zs_optimizer opt, u
 
 static struct zs_result run(const struct zs_config *c, unsigned n, enum zs_unit u)
 {
-	struct zs_result res;
-	struct zs_run_options opt = {.weights = 1};
-	char *cause = NULL;
-	int r = engine_run(c, ZS_ZERO2, n, u, NULL, &opt, &res, &cause);
-	ck_assert_msg(r == 0, "engine_run failed: %s", cause ? cause : "?");
-	return res;
-}
-
-static double max_diff(const float *a, const float *b, size_t n)
-{
-	double m = 0;
-	for (size_t i = 0; i < n; i++)
-		m = fmax(m, fabs((double)a[i] - (double)b[i]));
-	return m;
+	return accum_run(c, ZS_ZERO2, n, u);
 }
 
 /* K·B in one step against K micro-steps of B, at N = 1, 2, 3 and both
@@ -76,7 +55,7 @@ static void same_weights(enum zs_precision pr, enum zs_optimizer opt, double tol
 				enum zs_unit unit = u ? ZS_UNIT_LAYER : ZS_UNIT_MODEL;
 				struct zs_config one = ds_config(pr, opt, 1, K * B), acc = ds_config(pr, opt, K, B);
 				struct zs_result a = run(&one, n, unit), b = run(&acc, n, unit);
-				double d = max_diff(a.weights, b.weights, PSI);
+				double d = accum_max_diff(a.weights, b.weights, PSI);
 				ck_assert_msg(d <= tol, "K=%u N=%u unit=%d %s: weights differ by %g (> %g)", K, n, u,
 				              zs_precision_name(pr), d, tol);
 				for (unsigned t = 0; t < one.steps; t++)
@@ -112,13 +91,13 @@ START_TEST(test_half_the_rows_give_other_weights)
 {
 	struct zs_config one = ds_config(ZS_FP32, ZS_SGD, 1, 8), half = ds_config(ZS_FP32, ZS_SGD, 1, 4);
 	struct zs_result a = run(&one, 2, ZS_UNIT_MODEL), b = run(&half, 2, ZS_UNIT_MODEL);
-	double d = max_diff(a.weights, b.weights, PSI);
+	double d = accum_max_diff(a.weights, b.weights, PSI);
 	ck_assert_msg(d > 100 * 2e-8, "half the rows moved the weights by %g only", d);
 	engine_result_free(&a);
 	engine_result_free(&b);
 	one.optimizer = half.optimizer = ZS_ADAM;
 	a = run(&one, 2, ZS_UNIT_MODEL), b = run(&half, 2, ZS_UNIT_MODEL);
-	d = max_diff(a.weights, b.weights, PSI);
+	d = accum_max_diff(a.weights, b.weights, PSI);
 	ck_assert_msg(d > 100 * 2e-6, "half the rows moved the weights by %g only", d);
 	engine_result_free(&a);
 	engine_result_free(&b);

@@ -5,9 +5,9 @@
 # both precisions, both optimizers, batch 1 and 4, and a deeper model; and
 # torch's implementations of every scheme (--framework torch: DDP's buckets,
 # ZeroRedundancyOptimizer, FSDP with and without prefetch, in both precisions),
-# DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed; zero2 under --grad-accum too), and zerosim's
-# own transformer (--model, both families, phi3, qwen3, gemma2 and gemma3_text, the three recompute modes; under
-# torch's schemes and DeepSpeed's, zero3 module by module, too).
+# DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed; zero2 under --grad-accum too), the paper's
+# schemes under --grad-accum, and zerosim's own transformer (--model, both families, phi3, qwen3, gemma2 and
+# gemma3_text, the three recompute modes; under torch's schemes and DeepSpeed's, zero3 module by module, too).
 # docs/schedule.md is the contract both implement; tests/json_agree joins the
 # two JSON files on (scheme, world, unit) and prints the first difference.
 # Last, the measurement must not depend on --jobs.
@@ -151,6 +151,24 @@ for accum in 2 3; do
 	check --framework deepspeed --layers 5,7,3,11 --world 1,3,5 --schemes zero2 --unit model,layer \
 		--ds-reduce-bucket 1 --precision fp32 --grad-accum $accum --steps 1
 done
+# The paper's schedule under accumulation, K = 2, 3 (docs/schedule.md,
+# "Gradient accumulation under the paper's schedule"): dp and zero1 (and
+# every scheme at N = 1) write a later micro-step's grads unit by unit into
+# a transient added into the full grads, and reduce once; zero2 and zero3
+# reduce-scatter every micro-step, the later ones into a transient of the
+# unit's slots added into the shard. Every scheme, both units and
+# precisions; batch 1 and the odd model, where zero2's transient after
+# backward sets the peak.
+for accum in 2 3; do
+	for precision in mixed fp32; do
+		check --layers 64,256,64 --world 1,2,3,5 --schemes $schemes --unit model,layer --precision $precision \
+			--grad-accum $accum --batch 4 --steps 2
+	done
+	check --layers 64,256,256,256,64 --world 1,2,3 --schemes $schemes --unit model,layer --batch 1 \
+		--grad-accum $accum --steps 2
+	check --layers 5,7,3,11 --world 1,2,3,5,8 --schemes $schemes --unit model,layer --optimizer sgd \
+		--grad-accum $accum --batch 1 --steps 2
+done
 # ZeRO-Offload: device and host bytes apart, every rank's and a node's.
 for precision in mixed fp32; do
 	check --framework deepspeed --offload optimizer --layers 64,256,64 --world 1,2,3,4,5,6,7,8 --schemes zero1,zero2 \
@@ -235,6 +253,17 @@ for precision in mixed fp32; do
 	for model in gpt2-untied llama-tied qwen2-tiny; do
 		check --model "$tmp/$model.json" --seq 16 --batch 1 --recompute full --precision $precision \
 			--optimizer sgd --world 1,3,5 --schemes $schemes --unit model,layer --steps 2
+	done
+done
+# The paper's accumulation on the transformer (K = 2, 3): both families,
+# tied and untied heads (a tied head's own visit at unit=layer), a
+# recompute mode, N = 1, 2, 3, 5, both units and precisions.
+for accum in 2 3; do
+	for precision in mixed fp32; do
+		check --model "$tmp/gpt2-tiny.json" --seq 16 --batch 2 --precision $precision --grad-accum $accum \
+			--world 1,2,3,5 --schemes $schemes --unit model,layer --steps 2
+		check --model "$tmp/llama-tied.json" --seq 16 --batch 1 --recompute selective --precision $precision \
+			--grad-accum $accum --world 1,2,3 --schemes $schemes --unit model,layer --steps 2
 	done
 done
 # A deep transformer: 140 blocks (more than the 129 the engine once took

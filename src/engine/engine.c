@@ -135,6 +135,45 @@ void run_reduce_scatter_unit(struct zs_run *r, size_t u, enum zs_rankbuf from)
 	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, r->layout.unit[u].n, r->dt);
 }
 
+/* dst[i] += src[i], i < n, in the grads' type esize (fp16: each sum in
+ * fp32, rounded once, as CUDA's add_ does). */
+static void add_grads(void *dst, const void *src, size_t n, size_t esize)
+{
+	if (esize == sizeof(float)) {
+		float *d = dst;
+		const float *s = src;
+		for (size_t i = 0; i < n; i++)
+			d[i] += s[i];
+		return;
+	}
+	zs_half *d = dst;
+	const zs_half *s = src;
+	for (size_t i = 0; i < n; i++)
+		d[i] = zs_float_to_half(zs_half_to_float(d[i]) + zs_half_to_float(s[i]));
+}
+
+void run_reduce_scatter_unit_acc(struct zs_run *r, size_t u, enum zs_rankbuf from)
+{
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	size_t esz = r->esize[ZS_BUF_GRADS];
+	if (r->micro == 0) {
+		run_reduce_scatter_unit(r, u, from);
+		return;
+	}
+	/* a later micro-step: the collective writes its output, so it goes
+	 * to a transient of the unit's slots, added into the shard and freed */
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		r->ptr_a[k - r->r0] = unit_in(r, k, from, u);
+		r->ptr_b[k - r->r0] = tracker_alloc(&r->tracker, k, r->cat[ZS_BUF_GRADS], un->s * esz);
+	}
+	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, un->n, r->dt);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct zs_slice own = layout_own(&r->layout, ZS_BUF_GRADS, u, k);
+		add_grads(run_at(r, k, ZS_BUF_GRADS, own.at), r->ptr_b[k - r->r0], own.count, esz);
+		tracker_free(&r->tracker, k, r->ptr_b[k - r->r0]);
+	}
+}
+
 void run_gather_params_unit(struct zs_run *r, size_t u, enum zs_rankbuf into)
 {
 	for (unsigned k = r->r0; k < r->r1; k++) {
@@ -250,7 +289,10 @@ static void setup_state(struct zs_run *r)
 static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
 {
 	const struct zs_net *m = &r->model;
-	size_t at = (size_t)t * r->world + k;
+	/* a transformer's micro-step m of step t is the task's batch t·K + m
+	 * (a case's too), as the PyTorch step's (engine/ag_exec.c, case.c) */
+	unsigned seq = t * r->nmicro + r->micro;
+	size_t at = (size_t)(m->kind == ZS_NET_TFM ? seq : t) * r->world + k;
 	if (m->kind == ZS_NET_TFM && r->cs != NULL) { /* row b: seq + 1 ids, inputs then targets one on */
 		void *pin = run_rank(r, k)->t[m->input], *ptg = run_rank(r, k)->t[m->target];
 		int *in = pin, *target = ptg;
@@ -263,7 +305,7 @@ static void fill_batch(struct zs_run *r, unsigned k, unsigned t)
 		return;
 	}
 	if (m->kind == ZS_NET_TFM) {
-		net_tfm_batch(m, run_rank(r, k)->t, r->seed, t, k);
+		net_tfm_batch(m, run_rank(r, k)->t, r->seed, seq, k);
 		return;
 	}
 	float *x = run_rank(r, k)->t[m->input], *y = run_rank(r, k)->t[m->target];
@@ -475,6 +517,21 @@ static void visit(struct zs_run *r, size_t l, enum zs_pass pass)
 	tracker_set_phase(&r->tracker, pass == ZS_PASS_FORWARD ? ZS_PH_FORWARD : ZS_PH_BACKWARD);
 }
 
+/* Gradient accumulation, a micro-step after the first, where a unit's
+ * backward would write its grads into the resident full grads (the
+ * paper's dp and zero1, and every scheme at N = 1; docs/schedule.md,
+ * "Gradient accumulation under the paper's schedule"): the kernels write
+ * a unit's grads, they do not add them, so the unit's grads go to a
+ * transient full copy (full_grads) that is added into the resident grads
+ * after the unit and freed, as autograd's AccumulateGrad adds a new grad
+ * into .grad. A scheme that gave the unit a full copy of its own (zero2,
+ * zero3, DeepSpeed's) reduces it into its shard itself. */
+static int accum_transient(const struct zs_run *r)
+{
+	return r->micro > 0 && run_rank(r, r->r0)->buf[ZS_BUF_FULL_GRADS] == NULL &&
+	       run_rank(r, r->r0)->buf[ZS_BUF_GRADS] != NULL && layout_span(&r->layout, ZS_BUF_GRADS) == ZS_FULL;
+}
+
 /* Unit u's layers (but those in a visit of their own) on every rank, the
  * scheme's unit hooks around them, or module by module. */
 static void run_unit(struct zs_run *r, size_t u, enum zs_pass pass)
@@ -491,12 +548,21 @@ static void run_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 	}
 	if (r->ops->begin_unit)
 		r->ops->begin_unit(r, r->ctx, u, pass);
+	int acc = !fwd && accum_transient(r);
+	if (acc)
+		run_alloc_full(r, ZS_BUF_FULL_GRADS, un->off, un->n);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (size_t i = 0, n = un->last + 1 - un->first; i < n; i++) {
 			size_t l = fwd ? un->first + i : un->last - i;
 			if (!own_visit(r, u, l))
 				(fwd ? forward_layer : backward_layer)(r, k, l);
 		}
+	if (acc) {
+		for (unsigned k = r->r0; k < r->r1; k++)
+			add_grads(run_at(r, k, ZS_BUF_GRADS, un->off), unit_in(r, k, ZS_BUF_FULL_GRADS, u), un->n,
+			          r->esize[ZS_BUF_GRADS]);
+		run_free_all(r, ZS_BUF_FULL_GRADS);
+	}
 	if (r->ops->end_unit)
 		r->ops->end_unit(r, r->ctx, u, pass);
 }
@@ -516,8 +582,8 @@ static void forward(struct zs_run *r, unsigned t)
 	}
 }
 
-/* Rank k's d loss/d out times s: the gradient of loss·s (the MLP's, in
- * fp32; config.c admits accumulation there only). */
+/* Rank k's d loss/d out times s: the gradient of loss·s (fp32: the MLP's
+ * output gradient, the transformer's logits'). */
 static void scale_loss_grad(struct zs_run *r, unsigned k, float s)
 {
 	const struct zs_net *m = &r->model;
@@ -538,7 +604,7 @@ static int backward(struct zs_run *r, char **cause)
 			run_rank(r, k)->loss = (r->micro == 0 ? 0.0f : run_rank(r, k)->loss) + loss / (float)r->nmicro;
 		else
 			run_rank(r, k)->loss = loss;
-		if (r->nmicro > 1) /* DeepSpeed's backward() divides the loss by K */
+		if (r->nmicro > 1) /* the loss divided by K (DeepSpeed's backward(); the paper's, the mean over K·B rows) */
 			scale_loss_grad(r, k, 1.0f / (float)r->nmicro);
 	}
 	if (r->ops->begin_backward && r->ops->begin_backward(r, r->ctx, cause) != 0)
@@ -1002,7 +1068,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	struct zs_run *r = zs_calloc(1, sizeof *r);
 	r->ops = scheme_ops(scheme_entry(c->framework, scheme), world);
 	r->config = c;
-	r->nmicro = c->grad_accum > 1 ? c->grad_accum : 1; /* config.c admits K > 1 under deepspeed only */
+	r->nmicro = c->grad_accum > 1 ? c->grad_accum : 1; /* config.c: the paper's and DeepSpeed's ZeRO-2 */
 	net_init(&r->model, c);
 	run_layout(&r->layout, &r->model, c, scheme, world, unit);
 	r->world = world;

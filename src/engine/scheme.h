@@ -92,10 +92,11 @@ struct zs_run {
 	const struct zs_case *cs;
 	const float *init;            /* the initial fp32 weights, Ψ (outside every rank) */
 	const struct zs_config *config; /* the run's options (a framework's settings) */
-	/* Gradient accumulation (--grad-accum K, DeepSpeed's engine only so
-	 * far): an optimizer step is K micro-steps, each a forward, backward
-	 * and reduce on its slice of the K-fold batch; micro is the one
-	 * running (0..K-1), the optimizer runs after the last. */
+	/* Gradient accumulation (--grad-accum K: the paper's schedule and
+	 * DeepSpeed's ZeRO-2): an optimizer step is K micro-steps, each a
+	 * forward, backward and reduce on its slice of the K-fold batch;
+	 * micro is the one running (0..K-1), the optimizer runs after the
+	 * last. */
 	unsigned micro, nmicro;
 };
 
@@ -231,6 +232,10 @@ void run_all_reduce_grads(struct zs_run *r);
 /* Reduce-scatter unit u from each rank's full copy in `from` into the
  * slots it owns of its grads (in place when the grads are full). */
 void run_reduce_scatter_unit(struct zs_run *r, size_t u, enum zs_rankbuf from);
+/* The same under gradient accumulation (the paper's zero2 and zero3): on
+ * micro-step 0 as above; on a later one into a transient of the unit's
+ * slots (the grads' category), added into the owned slots and freed. */
+void run_reduce_scatter_unit_acc(struct zs_run *r, size_t u, enum zs_rankbuf from);
 /* All-gather unit u of the params from the slots each rank owns into its
  * full copy in `into` (in place when that is the full params buffer). */
 void run_gather_params_unit(struct zs_run *r, size_t u, enum zs_rankbuf into);

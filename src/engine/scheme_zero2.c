@@ -4,6 +4,9 @@
  * the whole model's grads in a transient buffer, which is reduce-scattered
  * into the resident grad shard and freed; after the optimizer the params are
  * all-gathered. At N = 1 the shard is the full buffer: no transient.
+ * Under gradient accumulation every micro-step reduce-scatters, the later
+ * ones through a transient of the unit's slots added into the shard
+ * (docs/schedule.md).
  */
 #include "config.h"
 
@@ -20,7 +23,7 @@ static void zero2_reduce(struct zs_run *r, void *ctx)
 {
 	(void)ctx;
 	for (size_t u = 0; u < r->layout.nunits; u++)
-		run_reduce_scatter_unit(r, u, ZS_BUF_FULL_GRADS);
+		run_reduce_scatter_unit_acc(r, u, ZS_BUF_FULL_GRADS);
 	run_free_all(r, ZS_BUF_FULL_GRADS);
 }
 

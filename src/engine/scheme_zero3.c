@@ -6,7 +6,9 @@
  * With unit=model the whole model is gathered at once (the default); with
  * unit=layer one layer at a time, as ZeRO-3 and FSDP do. At N = 1 the shard
  * is the unit itself: no hook runs, nothing is gathered (FSDP's NO_SHARD
- * fallback).
+ * fallback). Under gradient accumulation every micro-step gathers and
+ * reduce-scatters, the later ones through a transient of the unit's
+ * slots added into the shard (docs/schedule.md).
  */
 #include "config.h"
 
@@ -27,7 +29,7 @@ static void zero3_end_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass p
 	(void)ctx;
 	if (pass == ZS_PASS_BACKWARD) {
 		tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
-		run_reduce_scatter_unit(r, u, ZS_BUF_FULL_GRADS);
+		run_reduce_scatter_unit_acc(r, u, ZS_BUF_FULL_GRADS);
 		run_free_all(r, ZS_BUF_FULL_GRADS);
 	}
 	run_free_all(r, ZS_BUF_GATHERED);

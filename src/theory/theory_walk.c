@@ -327,6 +327,14 @@ struct events {
 	unsigned nmicro;
 	uint64_t acc, ds_bucket;
 	enum zs_cat grad_cat;
+	/* The paper's schedule under accumulation (nmicro > 1), a micro-step
+	 * after the first: acc_fg, the bytes an element of a unit's transient
+	 * full grads, added into the resident full grads after the unit (dp,
+	 * zero1, every scheme at N = 1); acc_rs, of a unit's slots a
+	 * reduce-scatter writes before they are added into the shard (zero2
+	 * after backward, zero3 after each unit's), category grad_cat. */
+	unsigned acc_fg, acc_rs;
+	size_t nunits;
 };
 
 /* The framework's state through the walk: which units are held gathered,
@@ -394,6 +402,17 @@ static void post_backward(struct units_fw *st, struct walk *w, size_t u)
 	walk_sub(w, ZS_CAT_BUCKETS, sh * st->ev->cast);
 	walk_sub(w, ZS_CAT_BUCKETS, st->N * sh * fg);
 	walk_phase(w, ZS_PH_BACKWARD);
+}
+
+/* The paper's zero2 and zero3, a micro-step after the first: unit u's
+ * reduce-scatter into a transient of its slots, added and freed (the
+ * engine's run_reduce_scatter_unit_acc). */
+static void paper_acc_rs(struct units_fw *st, struct walk *w, size_t u)
+{
+	if (st->ev->acc_rs == 0 || w->micro == 0)
+		return;
+	walk_add(w, st->ev->grad_cat, slots(st, u) * st->ev->acc_rs);
+	walk_sub(w, st->ev->grad_cat, slots(st, u) * st->ev->acc_rs);
 }
 
 /* A reduction in DeepSpeed's ZeRO-2 bucket: a micro-step's first after
@@ -478,20 +497,31 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 		walk_add(w, ZS_CAT_FULL_GRADS, st->units[i] * ev->fg);
 		if (ev->fg > 0)
 			st->reduced += (st->N - 1) * slots(st, i);
+		if (w->micro > 0) /* the paper's accumulation: the unit's grads apart */
+			walk_add(w, ZS_CAT_FULL_GRADS, st->units[i] * ev->acc_fg);
 		break;
 	case BWD_POST:
 		if (l != st->first[i])
 			break;
+		if (ev->acc_rs > 0 && ev->fg > 0 && w->micro > 0) { /* the paper's zero3: the unit's reduce-scatter */
+			walk_phase(w, ZS_PH_REDUCE);
+			paper_acc_rs(st, w, i);
+			walk_phase(w, ZS_PH_BACKWARD);
+		}
 		release(st, w, i);
 		post_backward(st, w, i);
 		ds_add_unit(st, w, i);
 		walk_sub(w, ZS_CAT_FULL_GRADS, st->units[i] * ev->fg);
+		if (w->micro > 0) /* added into the resident grads, freed */
+			walk_sub(w, ZS_CAT_FULL_GRADS, st->units[i] * ev->acc_fg);
 		break;
 	case STEP_END:
 		if (ev->full > 0 || ev->bucket > 0) /* freed by the reduce after backward, as the engine marks it */
 			walk_phase(w, ZS_PH_REDUCE);
 		if (ev->acc > 0 && st->count > 0) /* the epilogue reduces what is left */
 			ds_reduction(st, w);
+		for (size_t u = 0; ev->acc_rs > 0 && ev->full > 0 && u < st->ev->nunits; u++)
+			paper_acc_rs(st, w, u); /* the paper's zero2: each unit's reduce-scatter */
 		st->used = st->count = 0;
 		for (unsigned k = 0; k < ev->nbucket; k++) /* the engine's order: the buckets, then the grads */
 			walk_sub(w, ZS_CAT_BUCKETS, ev->bucket);
@@ -924,6 +954,33 @@ static void ds_accum_events(struct events *ev, struct theory_schedule *out, cons
 	out->comm_elements += (K - 1) * pass;
 }
 
+/* The paper's schedule under accumulation, K micro-steps a step (docs/
+ * schedule.md, "Gradient accumulation under the paper's schedule"): dp and
+ * zero1 (and every scheme at N = 1) add each unit's grads into the full
+ * grads through a transient and reduce once; zero2 and zero3 reduce-scatter
+ * every micro-step (zero3 gathers the params in each), the later ones
+ * through a transient of the unit's slots: K times the K = 1 step's grads
+ * (and zero3's gathers) sent, the params gathered after step() once. */
+static void paper_accum_events(struct events *ev, struct theory_schedule *out, const struct theory_bytes *b,
+                               enum zs_scheme scheme, unsigned world, unsigned K)
+{
+	int shard = world > 1 && scheme >= ZS_ZERO2;
+	ev->nmicro = K;
+	ev->nunits = out->nunits;
+	ev->grad_cat = b->g == 2 ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32;
+	ev->acc_fg = shard ? 0 : b->g;
+	ev->acc_rs = shard ? b->g : 0;
+	if (!shard)
+		return;
+	/* zero2: the reduce-scatters K times, the all-gather once; zero3: its
+	 * whole step's collectives K times */
+	uint64_t pass = (uint64_t)(world - 1) * out->shard_elements;
+	uint64_t bytes = scheme == ZS_ZERO2 ? pass * b->g : out->comm_bytes;
+	uint64_t elements = scheme == ZS_ZERO2 ? pass : out->comm_elements;
+	out->comm_bytes += (K - 1) * bytes;
+	out->comm_elements += (K - 1) * elements;
+}
+
 /* theory_walk_schedule, and with tr its trace (only where
  * theory_walk_trace says it is covered). */
 static void walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
@@ -990,6 +1047,8 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 			out->comm_elements += 2 * (N - 1) * s0;
 		}
 	}
+	if (fw == ZS_FW_PAPER && c != NULL && c->grad_accum > 1)
+		paper_accum_events(&ev, out, b, scheme, world, c->grad_accum);
 	if (fw == ZS_FW_TORCH && scheme <= ZS_ZERO1) {
 		uint64_t *tn = tensor_numels(p);
 		if (scheme == ZS_DP)

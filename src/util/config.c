@@ -947,16 +947,15 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 			return zs_fail(cause, "--%s: only with --wrapper none, ddp or fsdp so far (the engine's own DDP, FSDP and "
 			               "DeepSpeed steps do not follow it yet)", key_names[plain_keys[i]]);
 	/* Gradient accumulation is described for the PyTorch step (the plain
-	 * loop, DDP and FSDP over it) and DeepSpeed's ZeRO-2 on the MLP
-	 * (ds_accum_check): the paper's schedule and the engine's own wrapped
-	 * steps (docs/finetune.md, the plan) do not take it yet. */
+	 * loop, DDP and FSDP over it), DeepSpeed's ZeRO-2 on the MLP
+	 * (ds_accum_check) and the paper's schedule: the engine's own
+	 * wrapped steps (docs/finetune.md, the plan) do not take it yet. */
 	if (c->grad_accum > 1 && c->framework == ZS_FW_DEEPSPEED && ds_accum_check(c, cause) != 0)
 		return -1;
-	if (c->grad_accum > 1 && c->framework != ZS_FW_DEEPSPEED && !zs_wrapper_step(c))
-		return zs_fail(cause, "--grad-accum %u: only with --framework torch and --wrapper none, ddp or fsdp, or "
-		               "--framework deepspeed --schemes zero2, so far (%s takes no accumulation yet)", c->grad_accum,
-		               c->framework == ZS_FW_PAPER ? "the paper's schedule"
-		                                           : "--wrapper auto, the engine's own DDP and FSDP step,");
+	if (c->grad_accum > 1 && c->framework == ZS_FW_TORCH && !zs_wrapper_step(c))
+		return zs_fail(cause, "--grad-accum %u: only with --framework paper, --framework torch and --wrapper none, "
+		               "ddp or fsdp, or --framework deepspeed --schemes zero2, so far (--wrapper auto, the engine's "
+		               "own DDP and FSDP step, takes no accumulation yet)", c->grad_accum);
 	/* zero1's fine-tuning cases (tests/ft_zero1.sh) and autocast's
 	 * (tests/ft_*.sh, plain loop and DDP) were built apart: no case runs
 	 * them together yet */
