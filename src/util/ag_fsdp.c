@@ -439,7 +439,7 @@ int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, char **c
 	if (m != NULL)
 		rc = zs_fail(cause, "--freeze: --wrapper fsdp's unit %s (transformer_auto_wrap_policy's) would hold frozen "
 		             "and trainable parameters, and PyTorch 1.13 refuses that: \"`FlatParameter` requires uniform "
-		             "`requires_grad`\" (flat_param.py): freeze whole blocks, or the root's parameters all or none",
+		             "`requires_grad`\" (flat_param.py 334-340): freeze whole blocks, or the root's parameters all or none",
 		             m->name);
 	units_free(u, nu);
 	free(trained);
