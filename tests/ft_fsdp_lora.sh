@@ -10,7 +10,8 @@
 #     no_sync() (set_to_none), gpt2 c_attn r 4 at K = 2 without no_sync()
 #     (zeros);
 #   - --freeze blocks:0-0 on llama (transformer_auto_wrap_policy's units:
-#     block 0's all frozen), K = 2 with no_sync();
+#     block 0's all frozen), K = 2 with no_sync(); and the root and block 0
+#     frozen (block 0 then runs no backward), K = 1;
 #   each: zerosim's theory and measure (both ranks) against PyTorch's
 #   bytes between steps, the steady step's peak and every mark zerosim
 #   names (tests/ft_cmp.py), and PyTorch's all-gathers and reduce-scatters
@@ -23,7 +24,7 @@
 #     table and the trainable norm and head): zerosim refuses it (one line,
 #     exit 2, nothing written), and so does PyTorch ("`FlatParameter`
 #     requires uniform `requires_grad`").
-# About 3 minutes on 2 cores (six PyTorch runs of two ranks).
+# About 3 to 4 minutes on 2 cores (seven PyTorch runs of two ranks).
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 a difference, 99 hard error.
@@ -112,6 +113,10 @@ case_ fsdp2-lora-llama-k1-zeros llama 1 zeros on --lora-r 4
 case_ fsdp2-lora-llama-k2-none-nosync llama 2 none on --lora-r 4
 case_ fsdp2-lora-gpt2-k2-zeros-sync gpt2 2 zeros off --lora-r 4
 case_ fsdp2-freeze-llama-k2-none-nosync llama 2 none on --freeze blocks:0-0
+# the root and block 0 frozen: block 0's output requires no grad, so 1.13
+# registers no pre-backward hook on it (no second gather)
+case_ fsdp2-freeze-prefix-llama-k1-zeros llama 1 zeros on \
+	--freeze 'model.embed_tokens.weight,model.layers.0.*,model.norm.weight,lm_head.weight'
 
 # The losses: zerosim's LoRA run as a case, trained by PyTorch under FSDP
 d=$tmp/loss

@@ -407,23 +407,28 @@ static size_t *units_postorder(const struct unit *u, size_t nu, size_t iroot)
 	return post;
 }
 
-/* The adapter unit whose mark "unit:NAME:WHERE" e is (*where its WHERE,
- * less a micro-step's "@k"), or NULL. */
+/* The adapter unit whose mark "unit:NAME:WHERE" e is (*where points at
+ * its WHERE, which a micro-step's "@k" may follow), or NULL. */
 static struct unit *unit_mark(const struct ag_event *e, struct unit *u, size_t nu, const char **where)
 {
-	static char buf[32];
 	if (e->kind != AG_EV_MARK || e->label == NULL || strncmp(e->label, "unit:", 5) != 0)
 		return NULL;
 	for (size_t i = 0; i < nu; i++) {
 		size_t n = strlen(u[i].name);
 		const char *l = e->label + 5;
 		if (u[i].block == -2 && strncmp(l, u[i].name, n) == 0 && l[n] == ':') {
-			snprintf(buf, sizeof buf, "%.*s", (int)strcspn(l + n + 1, "@"), l + n + 1);
-			*where = buf;
+			*where = l + n + 1;
 			return &u[i];
 		}
 	}
 	return NULL;
+}
+
+/* Whether a unit mark's WHERE w is `kind`. */
+static int is_where(const char *w, const char *kind)
+{
+	size_t n = strlen(kind);
+	return strncmp(w, kind, n) == 0 && (w[n] == '\0' || w[n] == '@');
 }
 
 int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, char **cause)
@@ -667,9 +672,9 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 			/* an adapter's unit (PEFT's policy): its forward unshards,
 			 * runs and reshards (not the root); its output's gradient
 			 * hook unshards; the post-backward hook at its end, above */
-			if (strcmp(where, "fwd") == 0 || strcmp(where, "bwd") == 0)
-				unshard(p_, o, v, strcmp(where, "fwd") == 0 ? ZS_PH_FORWARD : ZS_PH_BACKWARD);
-			else if (strcmp(where, "fwd_end") == 0)
+			if (is_where(where, "fwd") || is_where(where, "bwd"))
+				unshard(p_, o, v, is_where(where, "fwd") ? ZS_PH_FORWARD : ZS_PH_BACKWARD);
+			else if (is_where(where, "fwd_end"))
 				reshard(p_, v, ZS_PH_FORWARD);
 			continue;
 		}
