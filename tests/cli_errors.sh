@@ -885,7 +885,8 @@ for cmd in measure theory; do
 		$cmd --framework deepspeed --model "$tiny" --schemes zero2 --world 2 --grad-accum 2 --out "$keep"
 	[ "$cmd" = measure ] && try 2 "--write-case with --grad-accum 2: an MLP case holds one batch a step, not K micro-batches" \
 		$cmd --framework deepspeed --schemes zero2 --world 2 --grad-accum 2 --write-case "$tmp/acc-case.json" --out "$keep"
-	try 2 "--freeze: only under --framework torch with --wrapper none or ddp so far (--framework torch --wrapper fsdp trains every parameter)" \
+	# --freeze under FSDP: whole units only (1.13's FlatParameter; tests/ft_fsdp_lora.sh)
+	try 2 "--freeze: --wrapper fsdp's unit root (transformer_auto_wrap_policy's) would hold frozen and trainable parameters, and PyTorch 1.13 refuses that: \"\`FlatParameter\` requires uniform \`requires_grad\`\" (flat_param.py 334-340): freeze whole blocks, or the root's parameters all or none" \
 		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --freeze embeddings --out "$keep"
 	# accumulation under autocast is taken (tests/ft_accum.sh holds it to
 	# PyTorch; autocast wants a config with dropout 0)

@@ -57,7 +57,7 @@ refuse() { # WHAT TEXT ARGS...: zerosim theory (or $zcmd) must refuse with one l
 		echo "ok: $what: $(cat "$tmp/err")"
 	fi
 }
-only="--freeze: only under --framework torch with --wrapper none or ddp so far"
+only="--freeze: only under --framework torch with --wrapper none, ddp or fsdp so far"
 # shellcheck disable=SC2086
 {
 	refuse "bad blocks: term" "--freeze: bad term 'blocks:2-1' (blocks:A-B, whole numbers, A <= B)" \

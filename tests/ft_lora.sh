@@ -20,7 +20,7 @@
 # bf16, --precision amp-bf16; DDP N = 2 too); the adapters' dropout (--lora-dropout 0.1, 0.2: bytes, the
 # noise kept where x requires grad; losses at 0 only, the masks differ;
 # DDP N = 2 K = 2 at 0.2 with its buckets; --write-case keeps the dropout).
-# And the CLI: --wrapper fsdp,
+# And the CLI (FSDP's LoRA: tests/ft_fsdp_lora.sh):
 # SDPA, phi3 without targets, a target that matches nothing, and the
 # LoRA keys without --lora-r are one line, exit 2, nothing written (the
 # reference refuses a target that matches nothing too).
@@ -58,8 +58,6 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 }
 # shellcheck disable=SC2086
 {
-	refuse "--wrapper fsdp" "only under --framework torch with --wrapper none" gpt2 --world 2 --framework torch \
-		--wrapper fsdp --torch-version 2.6 --torch-device cpu --attn eager --lora-r 4
 	refuse "--framework paper" "only under --framework torch" gpt2 --framework paper --lora-r 4
 	refuse "--attn sdpa" "with --attn sdpa is not described" gpt2 --world 1 --framework torch --wrapper none \
 		--torch-version 2.6 --torch-device cpu --attn sdpa --lora-r 4

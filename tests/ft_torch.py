@@ -255,6 +255,36 @@ def apply_lora(a, model, family):
     return adapted
 
 
+def fsdp_wrap_peft(model):
+    """FSDP (1.13, FULL_SHARD) with PEFT's wrap policy for LoRA, written
+    from peft/utils/other.py at v0.20.0, fsdp_auto_wrap_policy (lines
+    1259-1296): _or_policy of lambda_auto_wrap_policy over lambda_policy_fn
+    (a leaf module, no children, whose weight requires grad: lora_A's and
+    lora_B's nn.Linear, 1282-1287) and transformer_auto_wrap_policy on the
+    model's _no_split_modules (the block class; PEFT adds its prompt
+    encoders, absent here), lambda first (1289-1295). So each adapter is an
+    FSDP unit of its own inside its block's frozen unit. The rest as
+    hf_torch.fsdp_wrap (tests/fsdp_torch.py's shims, the marks around it,
+    every other argument its default)."""
+    import fsdp_torch  # noqa: F401  (its shims, applied on import)
+    import functools
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
+    from torch.distributed.fsdp.wrap import _or_policy, lambda_auto_wrap_policy, transformer_auto_wrap_policy
+
+    def lambda_policy_fn(module):
+        return (len(list(module.named_children())) == 0 and getattr(module, "weight", None) is not None
+                and module.weight.requires_grad)
+    blocks = {type(model.h[0]) if hasattr(model, "h") else type(model.layers[0])}
+    lambda_policy = functools.partial(lambda_auto_wrap_policy, lambda_fn=lambda_policy_fn)
+    transformer_policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls=blocks)
+    policy = functools.partial(_or_policy, policies=[lambda_policy, transformer_policy])
+    H.mark("fsdp:construct")
+    m = FSDP(model, sharding_strategy=ShardingStrategy.FULL_SHARD, auto_wrap_policy=policy)
+    m.units = model.units
+    H.mark("fsdp:constructed")
+    return m
+
+
 # ---------------------------------------------------------------------------
 
 
@@ -420,6 +450,10 @@ def run(a, rank=0, world=1):
                 if freeze_matches(a.freeze, family, cfg, hf_name(family, n)):
                     p.requires_grad_(False)
         H.install_hooks(model, set(model.units))
+        # the loops' last parameter (lm_head.weight) would stay referenced
+        # here: FSDP frees the originals it flattens, a script's loop
+        # variable does not outlive its function
+        n = p = None
         net = model
         if world > 1:
             # hf_torch.ddp_wrap: DDP at the release's defaults over the
@@ -428,7 +462,8 @@ def run(a, rank=0, world=1):
             # pins the 4 B a late gloo worker thread held), GPT-2's bool
             # causal `bias` buffers left out of its broadcasts (gloo takes
             # no bool tensor; DDP._set_params_and_buffers_to_ignore_for_model)
-            net = H.fsdp_wrap(a, model) if a.fsdp else H.ddp_wrap(a, model)
+            net = (fsdp_wrap_peft(model) if a.fsdp and a.lora_r else H.fsdp_wrap(a, model) if a.fsdp else
+                   H.ddp_wrap(a, model))
         # (under FSDP its flat parameters: the root's is the wrapper's own)
         trainable = [p for p in net.parameters() if p.requires_grad]
         if not trainable:

@@ -204,6 +204,12 @@ EXTRA_DIST += tests/ft_freeze.sh
 # to the byte, and the losses (about 2 minutes on 2 cores)
 TESTS += tests/ft_fsdp.sh
 EXTRA_DIST += tests/ft_fsdp.sh
+# --lora-r (PEFT's wrap policy: each adapter its own unit) and --freeze
+# (whole units) under --wrapper fsdp: theory and measure against PyTorch
+# 1.13's FSDP, N = 2, to the byte, the losses, and the refusal of a unit
+# mixing frozen and trainable parameters (about 3 to 4 minutes on 2 cores)
+TESTS += tests/ft_fsdp_lora.sh
+EXTRA_DIST += tests/ft_fsdp_lora.sh
 # --lora-r (issue #23's LoRA, PEFT's lora.Linear): theory and measure of the
 # plain loop against PyTorch 1.13 training the same adapters, to the byte
 # (about a minute on 2 cores)

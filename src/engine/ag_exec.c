@@ -2139,6 +2139,18 @@ int ag_exec_tfm_adapters(const struct zs_config *c, const struct zs_model *hf, u
 	struct ag_options o;
 	if (world < 1)
 		return zs_fail(cause, "internal error: a run of %u ranks", world);
+	/* --wrapper fsdp: its set-up flattens the adapters into shards and
+	 * frees them; before that it is the plain loop's set-up event for
+	 * event (util/ag_fsdp.c copies it first, in order), whose draws are
+	 * keyed by the seed and the event's index, every rank's alike: the
+	 * plain loop's adapters are the ones the FSDP run starts from */
+	struct zs_config plain;
+	if (c->wrapper == ZS_WRAPPER_FSDP) {
+		plain = *c;
+		plain.wrapper = ZS_WRAPPER_NONE;
+		c = &plain;
+		world = 1;
+	}
 	if (tfm_prepare(&f, &s, &o, c, hf, seq, world, cause) != 0)
 		return -1;
 	tfm_task_init(&f.task, f.dims.vocab, c->seed); /* the set-up holds the step's tokens */

@@ -162,7 +162,9 @@ void ag_exec_result_free(struct ag_exec_result *r);
  * hf, seq and world, the seed's weights) starts them: its set-up run on
  * every rank (the adapters drawn, DDP's broadcast) and rank 0's adapter
  * storages read in the step's order, which is model.parameters()'s (per
- * adapted layer lora_A [r, in], then lora_B [out, r]). *vals (malloc'd,
+ * adapted layer lora_A [r, in], then lora_B [out, r]; under --wrapper
+ * fsdp the plain loop's set-up, whose draws FSDP's repeats before it
+ * flattens them). *vals (malloc'd,
  * the caller's; NULL with *n 0 where there are none). 0, or -1 with
  * *cause. For measure --write-case (the case's "lora"). */
 int ag_exec_tfm_adapters(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,

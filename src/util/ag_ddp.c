@@ -336,8 +336,15 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 	struct ag_options oz = *o;
 	if (c->wrapper == ZS_WRAPPER_DDP && ag_zero1_scheme(c))
 		oz.zero1_world = world;
+	/* PEFT's wrap policy: each adapter an FSDP unit of its own */
+	oz.fsdp_unit_marks = c->wrapper == ZS_WRAPPER_FSDP && c->lora_r > 0;
 	if (ag_step_build(s, m, p, &oz, cause) != 0)
 		return -1;
+	/* a unit mixing frozen and trainable parameters: the input's */
+	if (c->wrapper == ZS_WRAPPER_FSDP && ag_fsdp_check(s, p, cause) != 0) {
+		ag_step_free(s);
+		return -1;
+	}
 	/* Every step ag_step_build makes is one the passes take: their failure
 	 * is zerosim's, not the input's. */
 	if ((c->wrapper == ZS_WRAPPER_DDP &&

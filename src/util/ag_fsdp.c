@@ -41,8 +41,9 @@
 #define NO AG_NONE
 
 struct unit {
-	long long block;         /* its block, -1 for the root */
-	char name[64];           /* the unit's name in the step's marks ("h.0", "layers.1") */
+	long long block;         /* its block, -1 for the root, -2 for an adapter (LoRA: PEFT's policy) */
+	long long parent;        /* an adapter's block (its unit nests in that block's), else -1 */
+	char name[64];           /* the unit's name in the step's marks ("h.0", "layers.1", "lora.0.A") */
 	uint32_t *params;        /* its parameter storages (the model's), in flattening order */
 	uint64_t *off;           /* each one's first element in the flat parameter */
 	uint32_t *held;          /* backward: each one's gradient, held by the split until the cat (NO: not in) */
@@ -53,6 +54,9 @@ struct unit {
 	uint32_t sh, grad, m, v, step; /* the sharded flat parameter, its .grad (NO while None), Adam's */
 	uint32_t ugrad;          /* under no_sync(): the unsharded flat gradient kept across micro-steps (NO: none) */
 	int done;                /* its post-backward hook is written */
+	int frozen;              /* its flat parameter requires no grad (--freeze, LoRA's base): no
+	                          * post-backward hook, no gradient, no Adam state */
+	int live;                /* its gathered flat parameter is allocated */
 };
 
 double ag_fsdp_predivide(unsigned world)
@@ -103,11 +107,19 @@ static void scalar_inplace(struct ag_pass *p, enum ag_op k, uint32_t x, double v
 /* The unit's unshard: the padded unsharded flat parameter allocated and
  * all-gathered from every rank's shard (after the record_function of
  * FSDP's forward or pre-backward hook). */
-static void unshard(struct ag_pass *p, const struct ag_options *o, const struct unit *u, enum zs_phase ph)
+static void unshard(struct ag_pass *p, const struct ag_options *o, struct unit *u, enum zs_phase ph)
 {
 	agp_record_function(p, o, ph);
 	agp_alloc(p, u->gathered, ph);
 	agp_op(p, ph, AG_OP_ALL_GATHER, u->sh, u->gathered);
+	u->live = 1;
+}
+
+/* The unit's reshard: its gathered flat parameter freed. */
+static void reshard(struct ag_pass *p, struct unit *u, enum zs_phase ph)
+{
+	agp_free(p, u->gathered, ph);
+	u->live = 0;
 }
 
 /* Once the unit's last gradient is in: the split's cat, the flat
@@ -138,7 +150,7 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 		acc = u->ugrad;
 	}
 	agp_record_function(p, o, ph);
-	agp_free(p, u->gathered, ph); /* _reshard: FULL_SHARD frees it, in no_sync() too (3386-3390) */
+	reshard(p, u, ph); /* _reshard: FULL_SHARD frees it, in no_sync() too (3386-3390) */
 	if (!sync) {
 		if (u->ugrad == NO)
 			u->ugrad = cat;
@@ -240,19 +252,77 @@ static struct unit *block_mark(const struct ag_event *e, struct unit *u, size_t 
 	return NULL;
 }
 
-/* The units: one per block (their order), the root last; each
- * parameter storage of s in the unit of its module's block. */
-static struct unit *make_units(const struct ag_step *s, const struct step_params *p, size_t *nu)
+/* Which parameter storages of s (below nt) the optimizer updates, and
+ * the plain .grad each of them reads, paired in the optimizer's order:
+ * the section between "phase:optimizer" and "phase:zero_grad" writes
+ * each trainable parameter and reads its .grad, first in ps[] order
+ * (ag_optimizer_events), whichever Adam. trained[t] is set for those;
+ * grad_of[g] is the parameter of .grad g, AG_NONE for the rest. */
+static void trained_params(const struct ag_step *s, size_t nt, unsigned char *trained, uint32_t *grad_of)
+{
+	uint32_t *w = zs_malloc((nt ? nt : 1) * sizeof *w), *g = zs_malloc((nt ? nt : 1) * sizeof *g);
+	unsigned char *seen = zs_calloc(nt ? nt : 1, 1);
+	size_t nw = 0, ng = 0;
+	int in_opt = 0;
+	for (size_t t = 0; t < nt; t++)
+		grad_of[t] = NO;
+	for (size_t i = 0; i < s->nevents; i++) {
+		const struct ag_event *e = &s->event[i];
+		if (e->kind == AG_EV_MARK && e->label != NULL) {
+			if (strcmp(e->label, "phase:optimizer") == 0)
+				in_opt = 1;
+			else if (strcmp(e->label, "phase:zero_grad") == 0)
+				in_opt = 0;
+			continue;
+		}
+		if (!in_opt || e->kind != AG_EV_OP)
+			continue;
+		for (int k = 0; k < AG_MAXIN; k++) {
+			uint32_t x = e->in[k] == NO ? NO : sto(s, e->in[k]);
+			if (x != NO && x < nt && s->tensor[x].role == AG_ROLE_GRAD && !seen[x]) {
+				seen[x] = 1;
+				g[ng++] = x;
+			}
+		}
+		for (int k = 0; k < AG_MAXOUT; k++) {
+			uint32_t x = e->out[k] == NO ? NO : sto(s, e->out[k]);
+			if (x != NO && x < nt && s->tensor[x].role == AG_ROLE_PARAM && !trained[x]) {
+				trained[x] = 1;
+				w[nw++] = x;
+			}
+		}
+	}
+	for (size_t k = 0; k < ng && k < nw; k++)
+		grad_of[g[k]] = w[k];
+	free(w);
+	free(g);
+	free(seen);
+}
+
+/* The units: one per block (their order), then the root (*iroot), then,
+ * with LoRA, one per adapter (PEFT's fsdp_auto_wrap_policy: each leaf
+ * whose weight requires grad, lora_A and lora_B, a unit nested in its
+ * block's); each parameter storage of s in the unit of its module's
+ * block, an adapter's (a parameter of no step_params tensor: lora_A, then
+ * lora_B, each adapted layer in turn) its own. trained: trained_params'. */
+static struct unit *make_units(const struct ag_step *s, const struct step_params *p, const unsigned char *trained,
+                               size_t *nu, size_t *iroot)
 {
 	long long nblocks = 0;
 	for (size_t i = 0; i < p->nmodules; i++)
 		if (p->module[i].index + 1 > nblocks)
 			nblocks = p->module[i].index + 1;
-	size_t n = (size_t)nblocks + 1;
+	size_t nadapt = 0;
+	for (uint32_t t = 0; t < s->ntensors; t++)
+		if (s->tensor[t].storage == t && s->tensor[t].role == AG_ROLE_PARAM && s->tensor[t].param < 0)
+			nadapt++;
+	size_t n = (size_t)nblocks + 1 + nadapt;
 	struct unit *u = zs_calloc(n, sizeof *u);
 	for (size_t i = 0; i < n; i++) {
-		u[i].block = i + 1 < n ? (long long)i : -1;
+		u[i].block = i < (size_t)nblocks ? (long long)i : i == (size_t)nblocks ? -1 : -2;
+		u[i].parent = -1;
 		u[i].grad = u[i].ugrad = NO;
+		u[i].frozen = 1;
 	}
 	for (size_t i = 0; i < p->nmodules; i++) {
 		const struct step_module *md = &p->module[i];
@@ -261,21 +331,125 @@ static struct unit *make_units(const struct ag_step *s, const struct step_params
 		const char *dot = strrchr(md->prefix, '.');
 		snprintf(u[md->index].name, sizeof u[md->index].name, "%s.%lld", dot ? dot + 1 : md->prefix, md->index);
 	}
-	strcpy(u[n - 1].name, "root");
+	strcpy(u[nblocks].name, "root");
+	size_t na = 0;
 	for (uint32_t t = 0; t < s->ntensors; t++) {
 		const struct ag_tensor *x = &s->tensor[t];
-		if (x->storage != t || x->role != AG_ROLE_PARAM || x->param < 0)
+		if (x->storage != t || x->role != AG_ROLE_PARAM)
 			continue;
-		long long b = p->module[p->tensor[x->param].module].index;
-		struct unit *v = &u[b >= 0 && b < nblocks ? (size_t)b : n - 1];
+		struct unit *v;
+		if (x->param < 0) {
+			v = &u[(size_t)nblocks + 1 + na];
+			snprintf(v->name, sizeof v->name, "lora.%zu.%c", na / 2, na % 2 ? 'B' : 'A');
+			v->parent = x->module >= 0 ? p->module[x->module].index : -1;
+			na++;
+		} else {
+			long long b = p->module[p->tensor[x->param].module].index;
+			v = &u[b >= 0 && b < nblocks ? (size_t)b : (size_t)nblocks];
+		}
 		v->params = zs_realloc(v->params, (v->nparams + 1) * sizeof *v->params);
 		v->off = zs_realloc(v->off, (v->nparams + 1) * sizeof *v->off);
 		v->params[v->nparams] = t;
 		v->off[v->nparams++] = v->numel;
 		v->numel += agp_elements(x);
+		if (trained[t])
+			v->frozen = 0;
 	}
 	*nu = n;
+	*iroot = (size_t)nblocks;
 	return u;
+}
+
+/* A unit mixing trainable and frozen parameters, or NULL. */
+static const struct unit *mixed_unit(const struct unit *u, size_t nu, const unsigned char *trained)
+{
+	for (size_t i = 0; i < nu; i++)
+		for (size_t j = 0; j < u[i].nparams; j++)
+			if (trained[u[i].params[j]] != !u[i].frozen)
+				return &u[i];
+	return NULL;
+}
+
+/* model.parameters()'s order of the units (nested FSDP modules' flat
+ * parameters, depth first): the root's, then each block's followed by
+ * its adapters'. */
+static size_t *units_order(const struct unit *u, size_t nu, size_t iroot)
+{
+	size_t *order = zs_malloc(nu * sizeof *order), k = 0;
+	order[k++] = iroot;
+	for (size_t b = 0; b < iroot; b++) {
+		order[k++] = b;
+		for (size_t i = iroot + 1; i < nu; i++)
+			if (u[i].parent == (long long)b)
+				order[k++] = i;
+	}
+	for (size_t i = iroot + 1; i < nu; i++)
+		if (u[i].parent < 0 || u[i].parent >= (long long)iroot)
+			order[k++] = i;
+	return order;
+}
+
+/* The policy's wrapping order (depth first, children before parents):
+ * each block's adapters, then the block, ..., the root last. */
+static size_t *units_postorder(const struct unit *u, size_t nu, size_t iroot)
+{
+	size_t *post = zs_malloc(nu * sizeof *post), k = 0;
+	for (size_t b = 0; b < iroot; b++) {
+		for (size_t i = iroot + 1; i < nu; i++)
+			if (u[i].parent == (long long)b)
+				post[k++] = i;
+		post[k++] = b;
+	}
+	for (size_t i = iroot + 1; i < nu; i++)
+		if (u[i].parent < 0 || u[i].parent >= (long long)iroot)
+			post[k++] = i;
+	post[k++] = iroot;
+	return post;
+}
+
+/* The adapter unit whose mark "unit:NAME:WHERE" e is (*where points at
+ * its WHERE, which a micro-step's "@k" may follow), or NULL. */
+static struct unit *unit_mark(const struct ag_event *e, struct unit *u, size_t nu, const char **where)
+{
+	if (e->kind != AG_EV_MARK || e->label == NULL || strncmp(e->label, "unit:", 5) != 0)
+		return NULL;
+	for (size_t i = 0; i < nu; i++) {
+		size_t n = strlen(u[i].name);
+		const char *l = e->label + 5;
+		if (u[i].block == -2 && strncmp(l, u[i].name, n) == 0 && l[n] == ':') {
+			*where = l + n + 1;
+			return &u[i];
+		}
+	}
+	return NULL;
+}
+
+/* Whether a unit mark's WHERE w is `kind`. */
+static int is_where(const char *w, const char *kind)
+{
+	size_t n = strlen(kind);
+	return strncmp(w, kind, n) == 0 && (w[n] == '\0' || w[n] == '@');
+}
+
+int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, char **cause)
+{
+	size_t nu = 0, iroot = 0;
+	unsigned char *trained = zs_calloc(s->ntensors ? s->ntensors : 1, 1);
+	uint32_t *grad_of = zs_malloc((s->ntensors ? s->ntensors : 1) * sizeof *grad_of);
+	trained_params(s, s->ntensors, trained, grad_of);
+	struct unit *u = make_units(s, p, trained, &nu, &iroot);
+	const struct unit *m = mixed_unit(u, nu, trained);
+	int rc = 0;
+	/* flat_param.py 334-340 (1.13: no use_orig_params) */
+	if (m != NULL)
+		rc = zs_fail(cause, "--freeze: --wrapper fsdp's unit %s (transformer_auto_wrap_policy's) would hold frozen "
+		             "and trainable parameters, and PyTorch 1.13 refuses that: \"`FlatParameter` requires uniform "
+		             "`requires_grad`\" (flat_param.py 334-340): freeze whole blocks, or the root's parameters all or none",
+		             m->name);
+	units_free(u, nu);
+	free(trained);
+	free(grad_of);
+	return rc;
 }
 
 int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct ag_options *o, unsigned world,
@@ -283,14 +457,22 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 {
 	if (world < 1)
 		return zs_fail(cause, "--wrapper fsdp: N must be at least 1");
-	size_t nu = 0;
-	struct unit *u = make_units(s, p, &nu);
-	for (size_t i = 0; i < nu; i++)
-		if (u[i].nparams == 0) {
-			units_free(u, nu);
-			return zs_fail(cause, "--wrapper fsdp: internal error: FSDP unit %s holds no parameter", u[i].name);
-		}
+	size_t nu = 0, iroot = 0;
 	const size_t nt0 = s->ntensors;
+	unsigned char *trained = zs_calloc(nt0 ? nt0 : 1, 1);
+	uint32_t *grad_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *grad_of);
+	trained_params(s, nt0, trained, grad_of);
+	struct unit *u = make_units(s, p, trained, &nu, &iroot);
+	const struct unit *mixed = mixed_unit(u, nu, trained);
+	for (size_t i = 0; i < nu; i++)
+		if (u[i].nparams == 0 || mixed != NULL) {
+			int r = zs_fail(cause, "--wrapper fsdp: internal error: FSDP unit %s holds %s", mixed ? mixed->name : u[i].name,
+			                mixed ? "frozen and trainable parameters" : "no parameter");
+			units_free(u, nu);
+			free(trained);
+			free(grad_of);
+			return r;
+		}
 	struct ag_pass P = {.s = s, .cap_tensors = s->ntensors};
 	struct ag_pass *p_ = &P;
 	/* per original storage: the unit and slot of a parameter (or of its
@@ -323,7 +505,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		s->tensor[v->v].role = AG_ROLE_ADAM_V;
 		v->step = agp_storage(p_, "Adam step", AG_F32, 0, 1, ZS_CAT_ADAM_M);
 		s->tensor[v->step].role = AG_ROLE_ADAM_STEP;
-		if (o->zero_grad == ZS_ZERO_GRAD_ZEROS) {
+		if (o->zero_grad == ZS_ZERO_GRAD_ZEROS && !v->frozen) {
 			v->grad = agp_storage(p_, "grad (FSDP's sharded flat gradient)", AG_F32, v->shard, 0, ZS_CAT_GRAD32);
 			s->tensor[v->grad].role = AG_ROLE_GRAD;
 		}
@@ -334,6 +516,13 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		if (x->storage != t || x->role != AG_ROLE_GRAD)
 			continue;
 		is_pg[t] = 1;
+		if (x->param < 0) { /* an adapter's: its parameter by the optimizer's order */
+			if (grad_of[t] != NO) {
+				unit_of[t] = unit_of[grad_of[t]];
+				slot_of[t] = slot_of[grad_of[t]];
+			}
+			continue;
+		}
 		for (size_t i = 0; i < nu && unit_of[t] < 0; i++)
 			for (size_t j = 0; j < u[i].nparams; j++) {
 				const struct ag_tensor *w = &s->tensor[u[i].params[j]];
@@ -395,8 +584,11 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 				e.out[k] = orig[e.out[k]];
 		agp_copy(p_, &e);
 	}
-	for (size_t i = 0; i < nu; i++) {
-		struct unit *v = &u[i];
+	/* (the policy wraps depth first, children before parents: a block's
+	 * adapters, the block, ..., the root) */
+	size_t *order = units_order(u, nu, iroot), *post = units_postorder(u, nu, iroot);
+	for (size_t k = 0; k < nu; k++) {
+		struct unit *v = &u[post[k]];
 		uint32_t flat = agp_storage(p_, "cat (flatten_params: the unsharded flat parameter)", AG_F32, v->numel, 0,
 		                            ZS_CAT_PARAM32);
 		agp_alloc(p_, flat, ZS_PH_SETUP);
@@ -417,10 +609,6 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	p_->nev = p_->cap = 0;
 	/* the first step's own, over the shards in the optimizer's order
 	 * (model.parameters(): the root's flat parameter, then the blocks') */
-	size_t *order = zs_malloc(nu * sizeof *order);
-	order[0] = nu - 1;
-	for (size_t i = 0; i + 1 < nu; i++)
-		order[i + 1] = i;
 	for (size_t k = 0; k < nu; k++)
 		if (u[order[k]].grad != NO) {
 			agp_alloc(p_, u[order[k]].grad, ZS_PH_SETUP);
@@ -428,6 +616,8 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		}
 	for (size_t k = 0; k < nu; k++) {
 		const struct unit *v = &u[order[k]];
+		if (v->frozen)
+			continue;
 		agp_alloc(p_, v->step, ZS_PH_SETUP);
 		agp_op(p_, ZS_PH_SETUP, AG_OP_FILL, NO, v->step)->arg[0] = 0;
 		agp_alloc(p_, v->m, ZS_PH_SETUP);
@@ -442,7 +632,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	p_->nev = p_->cap = 0;
 	/* the step */
 	const double pre = ag_fsdp_predivide(world);
-	struct unit *root = &u[nu - 1], *ready = NULL;
+	struct unit *root = &u[iroot], *ready = NULL;
 	int root_prebwd = 0, skip_optimizer = 0, zeroed = 0, rc = 0;
 	size_t nmarks[2] = { 0, 0 };
 	/* --grad-accum K: K micro-steps, each FSDP's forward and backward;
@@ -454,6 +644,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	for (size_t i = 0; i < s->nevents && rc == 0; i++) {
 		const struct ag_event *e = &s->event[i];
 		struct unit *v;
+		const char *where = NULL;
 		if (skip_optimizer) {
 			if (!is_label(e, "phase:zero_grad"))
 				continue;
@@ -465,6 +656,27 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		if (ready != NULL && e->kind == AG_EV_MARK) {
 			post_backward(p_, o, ready, world, pre, sync);
 			ready = NULL;
+		}
+		/* backward's end (the next micro-step's mark or the
+		 * optimizer's): the root's queued _wait_for_post_backward
+		 * reshards what no post-backward hook did, the frozen units'
+		 * (_catch_all_reshard, 3428-3455, over fsdp_modules: the root
+		 * first, depth first, 3524) */
+		if (e->kind == AG_EV_MARK && e->label != NULL &&
+		    (strcmp(e->label, "phase:optimizer") == 0 ||
+		     (strncmp(e->label, "micro:", 6) == 0 && strtoul(e->label + 6, NULL, 10) > 0)))
+			for (size_t k = 0; k < nu; k++)
+				if (u[order[k]].live && u[order[k]].frozen)
+					reshard(p_, &u[order[k]], ZS_PH_BACKWARD);
+		if ((v = unit_mark(e, u, nu, &where)) != NULL) {
+			/* an adapter's unit (PEFT's policy): its forward unshards,
+			 * runs and reshards (not the root); its output's gradient
+			 * hook unshards; the post-backward hook at its end, above */
+			if (is_where(where, "fwd") || is_where(where, "bwd"))
+				unshard(p_, o, v, is_where(where, "fwd") ? ZS_PH_FORWARD : ZS_PH_BACKWARD);
+			else if (is_where(where, "fwd_end"))
+				reshard(p_, v, ZS_PH_FORWARD);
+			continue;
 		}
 		switch (e->kind) {
 		case AG_EV_MARK:
@@ -492,7 +704,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 				nmarks[0]++;
 			} else if ((v = block_mark(e, u, nu, "fwd", "end")) != NULL) {
 				agp_copy(p_, e);
-				agp_free(p_, v->gathered, ZS_PH_FORWARD); /* reshard after forward */
+				reshard(p_, v, ZS_PH_FORWARD); /* reshard after forward */
 			} else if (is_label_k(e, "phase:backward")) {
 				agp_copy(p_, e);
 				root_prebwd = 1;
@@ -502,15 +714,17 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 				nmarks[1]++;
 			} else if (is_label(e, "phase:optimizer")) {
 				for (size_t k = 0; k < nu && rc == 0; k++)
-					if (!u[k].done)
+					if (!u[k].done && !u[k].frozen)
 						rc = zs_fail(cause, "--wrapper fsdp: internal error: unit %s got %zu of its %zu "
 						             "gradients in backward", u[k].name, u[k].ngot, u[k].nparams);
 				struct ag_param_state *ps = zs_malloc(nu * sizeof *ps);
+				size_t nps = 0;
 				for (size_t k = 0; k < nu; k++) {
 					const struct unit *x = &u[order[k]];
-					ps[k] = (struct ag_param_state){ x->sh, x->grad, x->m, x->v, x->step };
+					if (!x->frozen) /* Trainer's optimizer: requires_grad's alone */
+						ps[nps++] = (struct ag_param_state){ x->sh, x->grad, x->m, x->v, x->step };
 				}
-				ag_optimizer_events(s, o, ps, nu, &p_->ev, &p_->nev, &p_->cap);
+				ag_optimizer_events(s, o, ps, nps, &p_->ev, &p_->nev, &p_->cap);
 				P.cap_tensors = s->ntensors; /* it grew the tensors by its own */
 				free(ps);
 				skip_optimizer = 1;
@@ -588,9 +802,15 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		}
 		}
 	}
-	if (rc == 0 && (nmarks[0] != K * (nu - 1) || nmarks[1] != K * (nu - 1)))
+	/* (a frozen block whose output requires no grad, a frozen prefix's,
+	 * runs no backward: 1.13 registers no pre-backward hook on such an
+	 * output, _register_pre_backward_hooks' _register_hook) */
+	size_t ntrained = 0;
+	for (size_t i = 0; i < iroot; i++)
+		ntrained += !u[i].frozen;
+	if (rc == 0 && (nmarks[0] != K * iroot || nmarks[1] > K * iroot || nmarks[1] < K * ntrained))
 		rc = zs_fail(cause, "--wrapper fsdp: internal error: %zu and %zu of the %zu blocks' forward and backward "
-		             "marks found", nmarks[0], nmarks[1], K * (nu - 1));
+		             "marks found", nmarks[0], nmarks[1], K * iroot);
 	if (rc == 0) {
 		free(s->event);
 		s->event = p_->ev;
@@ -599,6 +819,9 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	}
 	free(p_->ev);
 	free(order);
+	free(post);
+	free(trained);
+	free(grad_of);
 	free(unit_of);
 	free(slot_of);
 	free(is_pg);

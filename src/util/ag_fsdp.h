@@ -40,6 +40,23 @@
  *   optimizer Adam over the sharded flat parameters (util/autograd.c's,
  *            ag_optimizer_events): its temporaries the size of a shard;
  *            zero_grad zeroes or frees each shard's gradient.
+ *   frozen   (--freeze, LoRA's base) a unit whose parameters all require
+ *            no grad: its flat parameter neither (1.13's FlatParameter
+ *            takes no mix: ag_fsdp_check); gathered for its forward and
+ *            its pre-backward hook as any, but no post-backward hook
+ *            (_register_post_backward_hooks skips it), no gradient, no
+ *            reduce-scatter, no Adam state: its gathered copy stays until
+ *            backward's end (the root's _wait_for_post_backward:
+ *            _catch_all_reshard over every unit, the root first).
+ *   LoRA     PEFT's fsdp_auto_wrap_policy (peft/utils/other.py v0.20.0
+ *            1259-1296): every leaf whose weight requires grad, lora_A and
+ *            lora_B, a unit of its own nested in its block's (frozen)
+ *            unit; the step marks each adapter's forward and backward
+ *            (o->fsdp_unit_marks: "unit:lora.K.A:fwd" ...; consumed here):
+ *            the forward unshards and reshards around the adapter's linear,
+ *            the output's gradient hook unshards, the post-backward hook
+ *            runs at the backward's end mark. The optimizer's order is
+ *            model.parameters()': the root, each block then its adapters.
  *   --grad-accum K: forward and backward as above in each micro-step; with
  *            o->ddp_no_sync (FSDP's no_sync(), --fsdp-no-sync) the first
  *            K - 1 hooks reshard and return: the unsharded flat gradient
@@ -53,7 +70,8 @@
  * ring's (gloo's and NCCL's own buffers are not PyTorch's allocator's).
  *
  * Refused (one line in *cause): a step whose parameters' gradients do not
- * each arrive once in backward, or whose block marks are missing.
+ * each arrive once in backward, whose block marks are missing, or one of
+ * whose units mixes frozen and trainable parameters.
  */
 #ifndef ZS_UTIL_AG_FSDP_H
 #define ZS_UTIL_AG_FSDP_H
@@ -66,6 +84,12 @@
  * *cause (s is then unusable: the caller frees it). */
 int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct ag_options *o, unsigned world,
                   char **cause);
+
+/* 0, or -1 with *cause when a unit of s (the plain loop's step of p, as
+ * ag_fsdp_apply would wrap it) holds frozen and trainable parameters
+ * together: PyTorch 1.13's FlatParameter takes neither (the user's
+ * --freeze, refused). */
+int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, char **cause);
 
 /* FSDP's gradient division factors for N ranks (torch/distributed/
  * algorithms/_comm_hooks/default_hooks.py, DefaultState: the pre-divide

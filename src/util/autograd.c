@@ -2517,6 +2517,18 @@ struct lora_st {
 	int xcast;              /* autocast: x was 16-bit, PEFT's x.to(float32) made a copy (ToCopyBackward) */
 };
 
+/* Under --wrapper fsdp (o->fsdp_unit_marks) a mark where PEFT's wrap
+ * policy's unit of adapter k's lora_A or lora_B (which) begins or ends its
+ * forward or backward (util/ag_fsdp.c places its unshard and reshard
+ * there). In backward the end is after the gradient of the adapter's
+ * input has arrived (its view's node runs before the weight's chain: the
+ * higher sequence number) and before the next node's pre-hook. */
+static void lora_unit_mark(struct bld *b, int32_t k, char which, const char *where)
+{
+	if (b->o->fsdp_unit_marks)
+		mark(b, "unit:lora.%d.%c:%s", (int)k, which, where);
+}
+
 /* The adapter over the base layer's output y (its holder taken), x the
  * layer's input (the caller's): lora_A's linear keeps x (a view) for
  * A's weight gradient; lora_B's keeps A's output; `* scaling` keeps the
@@ -2541,12 +2553,18 @@ static T lora_fwd(struct bld *b, T x, T y, int32_t k)
 		x = to_dtype(b, x, AG_F32, "_to_copy (PEFT's _cast_input_dtype)");
 	if (b->o->lora_dropout > 0) {
 		T xd = dropout(b, x, b->o->lora_dropout, &st->drop);
+		lora_unit_mark(b, k, 'A', "fwd");
 		a = linear(b, xd, &b->M->pt[st->a], &st->sa);
+		lora_unit_mark(b, k, 'A', "fwd_end");
 		unref(b, xd); /* the name: lora_A's node keeps its view where it needs it */
 	} else {
+		lora_unit_mark(b, k, 'A', "fwd");
 		a = linear(b, x, &b->M->pt[st->a], &st->sa);
+		lora_unit_mark(b, k, 'A', "fwd_end");
 	}
+	lora_unit_mark(b, k, 'B', "fwd");
 	T bo = linear(b, a, &b->M->pt[st->b], &st->sb);
+	lora_unit_mark(b, k, 'B', "fwd_end");
 	unref(b, a); /* lora_A's output: a temporary (B's node keeps its view) */
 	st->wk = NO;
 	T m = scalar_op(b, AG_OP_MUL_SCALAR, "mul (lora_B(...) * scaling)", bo, st->scaling, RG(b, bo) ? &st->wk : NULL);
@@ -2587,22 +2605,27 @@ static void lora_bwd(struct bld *b, T g, int32_t k, T *xbuf)
 	unref(b, st->wk);
 	st->wk = NO;
 	T da = NO;
+	lora_unit_mark(b, k, 'B', "bwd");
 	linear_bwd(b, dm, 1, &st->sb, &b->M->pt[st->b], &da);
+	lora_unit_mark(b, k, 'B', "bwd_end");
 	if (da == NO) {
 		if (st->drop != NO)
 			unref(b, st->drop);
 		st->drop = NO;
 		return;
 	}
+	lora_unit_mark(b, k, 'A', "bwd");
 	if (st->drop == NO) {
 		T dx = NO;
 		linear_bwd(b, da, 1, &st->sa, &b->M->pt[st->a], &dx);
 		if (dx != NO)
 			arrive(b, xbuf, lora_x_back(b, st, dx));
+		lora_unit_mark(b, k, 'A', "bwd_end");
 		return;
 	}
 	T dd = NO; /* the dropout output's gradient, then x's */
 	linear_bwd(b, da, 1, &st->sa, &b->M->pt[st->a], &dd);
+	lora_unit_mark(b, k, 'A', "bwd_end");
 	if (dd != NO)
 		arrive(b, xbuf, lora_x_back(b, st, dropout_bwd(b, dd, 1, st->drop)));
 	else

@@ -307,6 +307,11 @@ struct ag_options {
 	 * (docs/finetune.md, "QLoRA's 4-bit base"). */
 	int quant_nf4;
 	int double_quant;
+	/* --wrapper fsdp with LoRA (util/ag_fsdp.h): marks around each
+	 * adapter's forward and backward ("unit:lora.K.A:fwd", ":fwd_end",
+	 * ":bwd", ":bwd_end"; B likewise), where PEFT's wrap policy makes
+	 * lora_A and lora_B units of their own; the pass consumes them. */
+	int fsdp_unit_marks;
 };
 
 struct ag_step {

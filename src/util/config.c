@@ -804,9 +804,9 @@ static int check_step_unit(const struct zs_config *c, char **cause)
 /* LoRA (--lora-r): so far the plain loop's PyTorch step and DDP over it
  * (its buckets take the adapters' gradients alone: frozen parameters have
  * no slot), fp32 or autocast (tests/ft_lora.sh checks
- * what is described against tests/ft_torch.py); its other keys only with
- * it. FSDP's flat parameters would mix frozen and trainable tensors (1.13
- * has no use_orig_params): not described. */
+ * what is described against tests/ft_torch.py), and FSDP with PEFT's wrap
+ * policy, each adapter a unit of its own (util/ag_fsdp.h,
+ * tests/ft_fsdp_lora.sh); its other keys only with it. */
 static int check_lora(const struct zs_config *c, char **cause)
 {
 	static const enum zs_key with_r[] = {ZS_KEY_LORA_ALPHA, ZS_KEY_LORA_DROPOUT, ZS_KEY_LORA_TARGETS};
@@ -822,8 +822,8 @@ static int check_lora(const struct zs_config *c, char **cause)
 		               "adapters over it)", c->quant_nf4 ? "nf4" : "none");
 	if (!c->lora_r)
 		return 0;
-	if (c->framework != ZS_FW_TORCH || (c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP))
-		return zs_fail(cause, "--lora-r: only under --framework torch with --wrapper none or ddp so far (--framework %s%s%s "
+	if (c->framework != ZS_FW_TORCH || !zs_wrapper_step(c))
+		return zs_fail(cause, "--lora-r: only under --framework torch with --wrapper none, ddp or fsdp so far (--framework %s%s%s "
 		               "is not described with LoRA yet)", zs_framework_name(c->framework),
 		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
 		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");
@@ -982,14 +982,12 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	if (c->torch_version == ZS_TORCH_1_13 && c->torch_device == ZS_DEVICE_CPU && c->optim_impl == ZS_OPTIM_FUSED)
 		return zs_fail(cause, "--optimizer-impl fused: PyTorch 1.13's fused Adam runs on CUDA only "
 		               "(give --torch-device cuda, --torch-version 2.6 or another --optimizer-impl)");
-	/* --freeze: so far the PyTorch step's (plain loop and DDP) alone;
-	 * the paper's schedule, DeepSpeed, the engine's own wrappers
-	 * (--wrapper auto) and FSDP's flat parameters (--wrapper fsdp, whose
-	 * use_orig_params=False takes no frozen ones in a unit) train every
-	 * parameter (docs/finetune.md) */
-	if ((c->given & ZS_KEY_BIT(ZS_KEY_FREEZE)) && c->freeze[0] &&
-	    (c->framework != ZS_FW_TORCH || !zs_wrapper_step(c) || c->wrapper == ZS_WRAPPER_FSDP))
-		return zs_fail(cause, "--freeze: only under --framework torch with --wrapper none or ddp so far (--framework "
+	/* --freeze: so far the PyTorch step's (plain loop, DDP and FSDP,
+	 * whose units must each be all frozen or all trainable: util/ag_fsdp.h)
+	 * alone; the paper's schedule, DeepSpeed and the engine's own wrappers
+	 * (--wrapper auto) train every parameter (docs/finetune.md) */
+	if ((c->given & ZS_KEY_BIT(ZS_KEY_FREEZE)) && c->freeze[0] && (c->framework != ZS_FW_TORCH || !zs_wrapper_step(c)))
+		return zs_fail(cause, "--freeze: only under --framework torch with --wrapper none, ddp or fsdp so far (--framework "
 		               "%s%s%s trains every parameter)", zs_framework_name(c->framework),
 		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
 		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");

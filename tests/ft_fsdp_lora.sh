@@ -1,0 +1,152 @@
+#!/bin/sh
+# ft_fsdp_lora — zerosim's --lora-r and --freeze under --wrapper fsdp
+# (issue #23: LoRA under FSDP N = 2) against real PyTorch 1.13's
+# FullyShardedDataParallel (tests/ft_torch.py --fsdp over gloo with
+# tests/fsdp_torch.py's shims; FULL_SHARD, fp32, Adam single-tensor):
+#   - LoRA with PEFT's wrap policy (ft_torch.py's fsdp_wrap_peft, written
+#     from peft/utils/other.py v0.20.0 fsdp_auto_wrap_policy: each lora_A
+#     and lora_B a unit of its own inside its block's frozen unit; the
+#     root frozen): llama q_proj,v_proj r 4 at K = 1 (zeros) and K = 2 with
+#     no_sync() (set_to_none), gpt2 c_attn r 4 at K = 2 without no_sync()
+#     (zeros);
+#   - --freeze blocks:0-0 on llama (transformer_auto_wrap_policy's units:
+#     block 0's all frozen), K = 2 with no_sync(); and the root and block 0
+#     frozen (block 0 then runs no backward), K = 1;
+#   each: zerosim's theory and measure (both ranks) against PyTorch's
+#   bytes between steps, the steady step's peak and every mark zerosim
+#   names (tests/ft_cmp.py), and PyTorch's all-gathers and reduce-scatters
+#   against measure's calls a step;
+#   - the losses: zerosim's llama LoRA K = 2 no_sync run written as a case
+#     (--write-case, the adapters as it started them), trained by
+#     tests/ft_torch.py --fsdp --case: each step's loss (the mean over the
+#     ranks) within 1e-5 relative;
+#   - --freeze embeddings on llama (the root's unit would mix the frozen
+#     table and the trainable norm and head): zerosim refuses it (one line,
+#     exit 2, nothing written), and so does PyTorch ("`FlatParameter`
+#     requires uniform `requires_grad`").
+# About 3 to 4 minutes on 2 cores (seven PyTorch runs of two ranks).
+#
+# PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
+# Exit 0 pass, 1 a difference, 99 hard error.
+set -u
+name=ft_fsdp_lora
+# top, src, zerosim, tmp, status
+. "${srcdir:-.}/tests/ft_lib.sh"
+
+ft_configs 256 160 tiny-
+
+z="--seq 32 --batch 2 --precision fp32 --schemes zero3 --world 2 --steps 3 --framework torch --wrapper fsdp
+--torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single"
+
+# The refusal first (needs no PyTorch): one line, exit 2, nothing written.
+# shellcheck disable=SC2086
+"$zerosim" theory --model "$tmp/tiny-llama.json" $z --freeze embeddings --out "$tmp/refused.json" >"$tmp/out" \
+	2>"$tmp/err"
+rc=$?
+if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/refused.json" ] ||
+	! grep -q 'unit root .*requires uniform `requires_grad`' "$tmp/err"; then
+	echo "FAIL: --freeze embeddings under --wrapper fsdp: exit $rc, stderr: $(cat "$tmp/err")"
+	status=1
+else
+	echo "ok: --freeze embeddings under --wrapper fsdp: $(cat "$tmp/err")"
+fi
+
+. "$src/tests/torch_python.sh"
+export PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1
+
+# PyTorch refuses the same unit (the error is raised in each rank)
+timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/tiny-llama.json" --world 2 --fsdp --freeze embeddings \
+	--out "$tmp/refused.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 0 ] || ! grep -q 'FlatParameter` requires uniform `requires_grad`' "$tmp/err"; then
+	echo "FAIL: PyTorch's FSDP with --freeze embeddings: exit $rc, $(tail -3 "$tmp/err")"
+	status=1
+else
+	echo "ok: PyTorch 1.13's FSDP refuses --freeze embeddings too: $(grep -m1 -o 'ValueError: .*requires_grad`' "$tmp/err")"
+fi
+
+# coll.py REF MEASURE LABEL: PyTorch's all-gathers and reduce-scatters of
+# the steady step against measure's calls a step
+cat >"$tmp/coll.py" <<'EOF'
+import json, sys
+d, label = json.load(open(sys.argv[1])), sys.argv[3]
+bad = []
+for r in json.load(open(sys.argv[2]))["runs"]:
+    for kind in ("all_gather", "reduce_scatter"):
+        if sum(d[kind + "_per_micro"]) != r["collectives"][kind]["calls_per_step"]:
+            bad.append(f"{kind}: PyTorch {d[kind + '_per_micro']} per micro-step against measure's "
+                       f"{r['collectives'][kind]['calls_per_step']} a step")
+print(f"{'FAIL' if bad else 'ok'}: {label}: all-gathers per micro-step {d['all_gather_per_micro']}, reduce-scatters "
+      f"{d['reduce_scatter_per_micro']}: PyTorch's and measure's calls {'differ' if bad else 'agree'}"
+      + "".join("\n  " + b for b in bad))
+sys.exit(1 if bad else 0)
+EOF
+
+# case LABEL MODEL K ZERO_GRAD NO_SYNC(on|off) ARGS...
+case_() {
+	label=$1 m=$2 K=$3 zg=$4 ns=$5
+	shift 5
+	# shellcheck disable=SC2086
+	if ! timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/tiny-$m.json" --grad-accum "$K" --zero-grad "$zg" \
+		--world 2 --fsdp --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)" "$@" --out "$tmp/$label.json" \
+		>"$tmp/err" 2>&1; then
+		echo "ft_fsdp_lora: FAIL: tests/ft_torch.py --fsdp, $label:" >&2
+		tail -20 "$tmp/err" >&2
+		exit 99
+	fi
+	ns_arg=
+	[ "$K" -gt 1 ] && ns_arg="--fsdp-no-sync $ns"
+	for cmd in theory measure; do
+		# shellcheck disable=SC2086
+		if ! "$zerosim" $cmd --model "$tmp/tiny-$m.json" $z --zero-grad "$zg" --grad-accum "$K" $ns_arg "$@" \
+			--out "$tmp/$label.$cmd.json" 2>"$tmp/err"; then
+			echo "ft_fsdp_lora: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+	done
+	"$py" "$src/tests/ft_cmp.py" "$tmp/$label.json" "$tmp/$label.theory.json" "$tmp/$label.measure.json" "$label" ||
+		status=1
+	"$py" "$tmp/coll.py" "$tmp/$label.json" "$tmp/$label.measure.json" "$label" || status=1
+}
+
+case_ fsdp2-lora-llama-k1-zeros llama 1 zeros on --lora-r 4
+case_ fsdp2-lora-llama-k2-none-nosync llama 2 none on --lora-r 4
+case_ fsdp2-lora-gpt2-k2-zeros-sync gpt2 2 zeros off --lora-r 4
+case_ fsdp2-freeze-llama-k2-none-nosync llama 2 none on --freeze blocks:0-0
+# the root and block 0 frozen: block 0's output requires no grad, so 1.13
+# registers no pre-backward hook on it (no second gather)
+case_ fsdp2-freeze-prefix-llama-k1-zeros llama 1 zeros on \
+	--freeze 'model.embed_tokens.weight,model.layers.0.*,model.norm.weight,lm_head.weight'
+
+# The losses: zerosim's LoRA run as a case, trained by PyTorch under FSDP
+d=$tmp/loss
+mkdir -p "$d" || exit 99
+# shellcheck disable=SC2086
+if ! "$zerosim" measure -q --model "$tmp/tiny-llama.json" $z --zero-grad none --grad-accum 2 --fsdp-no-sync on \
+	--lora-r 4 --write-case "$d/case.json" --out "$d/seed.json" 2>"$tmp/err"; then
+	echo "ft_fsdp_lora: FAIL: zerosim measure --write-case: $(cat "$tmp/err")" >&2
+	exit 99
+fi
+if ! timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/tiny-llama.json" --grad-accum 2 --zero-grad none \
+	--world 2 --fsdp --lora-r 4 --case "$d/case.json" --out "$d/torch.json" >"$tmp/err" 2>&1; then
+	echo "ft_fsdp_lora: FAIL: tests/ft_torch.py --fsdp --lora-r 4 --case:" >&2
+	tail -20 "$tmp/err" >&2
+	exit 99
+fi
+"$py" - "$d" <<'EOF' || status=1
+import json, os, sys
+d = sys.argv[1]
+seed = json.load(open(os.path.join(d, "seed.json")))["runs"][0]
+t = json.load(open(os.path.join(d, "torch.json")))
+case = json.load(open(os.path.join(d, "case.json")))
+mean = [sum(r[s] for r in t["rank_losses"]) / len(t["rank_losses"]) for s in range(len(t["losses"]))]
+rel = [abs(z - m) / abs(m) for z, m in zip(seed["losses"], mean)]
+# (the loss moves through the adapters alone: the base is frozen)
+bad = len(rel) != 3 or len(t["rank_losses"]) != 2 or max(rel) > 1e-5 or mean[1] == mean[0]
+print(f"{'FAIL' if bad else 'ok'}: LoRA llama q_proj + v_proj r 4, FSDP N=2 K=2 no_sync: measure's losses "
+      f"{[round(x, 6) for x in seed['losses']]} and PyTorch {t['torch']}'s (the mean of its ranks' "
+      f"{[round(x, 6) for x in mean]}) on the same case ({case['lora']['count']:,} adapter values) within "
+      f"{max(rel):.1e} relative (bound 1e-5)")
+sys.exit(1 if bad else 0)
+EOF
+exit $status
