@@ -1095,12 +1095,20 @@ static Suite *tfm_suite(void)
 	tcase_add_test(t, test_llama_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_qwen2_mixed_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_qwen3_one_digest_per_world_across_schemes);
-	tcase_add_test(t, test_gemma2_one_digest_per_world_across_schemes);
-	tcase_add_test(t, test_gemma3_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_gpt2_mixed_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_llama_mixed_one_digest_per_world_across_schemes);
 	tcase_add_test(t, test_gpt2_mixed_loss_falls_on_the_synthetic_task);
 	tcase_add_test(t, test_llama_mixed_loss_falls_on_the_synthetic_task);
+	suite_add_tcase(s, t);
+	/* Gemma's digests, two thirds of the engine's time, each a test case of
+	 * its own: make valgrind runs one test case a job, side by side. */
+	t = tcase_create("gemma2");
+	tcase_set_timeout(t, 300);
+	tcase_add_test(t, test_gemma2_one_digest_per_world_across_schemes);
+	suite_add_tcase(s, t);
+	t = tcase_create("gemma3");
+	tcase_set_timeout(t, 300);
+	tcase_add_test(t, test_gemma3_one_digest_per_world_across_schemes);
 	suite_add_tcase(s, t);
 	return s;
 }
