@@ -194,7 +194,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const size_t B = 1, T = 256;
-	struct tfm_dims d = {TFM_GPT2, 768, 12, 12, 12, 64, 3072, 50257, 1024, 1, 1e-5f, 0.0f, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0.0f};
+	/* GPT-2 small; designated, so that a field tfm_dims gains later
+	 * (another family's) is 0, GPT-2's, without an edit here */
+	struct tfm_dims d = {.family = TFM_GPT2, .d = 768, .layers = 12, .heads = 12, .kv_heads = 12, .head_dim = 64,
+	                     .ffn = 3072, .vocab = 50257, .seq = 1024, .tied = 1, .eps = 1e-5f};
 	struct tfm_driver m;
 	tfm_driver_init(&m, &d, B, T, ZS_RECOMPUTE_NONE);
 	tfm_init_weights(m.params, &d, 1);

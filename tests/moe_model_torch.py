@@ -8,7 +8,8 @@ op from modeling_mixtral.py at commit 00d4b3d2 of huggingface/transformers
 mode, router_jitter_noise 0 and output_router_logits false
 (MixtralConfig's defaults, so no auxiliary loss):
   - MixtralDecoderLayer.forward: residual + self_attn(input_layernorm(x)),
-    then residual + block_sparse_moe(post_attention_layernorm(.))[0];
+    then residual + block_sparse_moe(post_attention_layernorm(.))[0]:
+    tests/hf_torch.py's LlamaDecoderLayer.forward, the MoE block its mlp;
   - MixtralAttention and eager_attention_forward are llama's ops
     (sliding_window None: the eager path ignores it), MixtralRMSNorm and
     MixtralRotaryEmbedding llama's: tests/hf_torch.py's LlamaAttention,
@@ -48,31 +49,35 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_torch import LlamaAttention, LlamaRMSNorm, LlamaRotaryEmbedding  # noqa: E402
+from hf_torch import LlamaAttention, LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding  # noqa: E402
 from moe_torch import SparseMoeBlock  # noqa: E402
 
 
-class MixtralDecoderLayer(nn.Module):
-    """modeling_mixtral.py MixtralDecoderLayer (00d4b3d2)."""
+class MixtralDecoderLayer(LlamaDecoderLayer):
+    """modeling_mixtral.py MixtralDecoderLayer (00d4b3d2). Its forward is
+    LlamaDecoderLayer.forward's ops (tests/hf_torch.py, which cites
+    modeling_llama.py) with block_sparse_moe where llama's mlp stands: the
+    llama layer's forward runs it through mlp below, which keeps the
+    router's logits and choice for forward to return beside the output."""
 
     def __init__(self, cfg):
-        super().__init__()
+        nn.Module.__init__(self)  # not llama's: no LlamaMLP (the parameters in HF's order)
         d, eps = cfg["hidden_size"], cfg["rms_norm_eps"]
         self.self_attn = LlamaAttention(cfg, False)
         self.block_sparse_moe = SparseMoeBlock(d, cfg["intermediate_size"], cfg["num_local_experts"],
                                                cfg["num_experts_per_tok"])
         self.input_layernorm = LlamaRMSNorm(d, eps)
         self.post_attention_layernorm = LlamaRMSNorm(d, eps)
+        self.routed = None
+
+    def mlp(self, hidden_states):
+        hidden_states, *self.routed = self.block_sparse_moe(hidden_states)
+        return hidden_states
 
     def forward(self, hidden_states, attention_mask, position_embeddings):
-        residual = hidden_states
-        hidden_states = self.input_layernorm(hidden_states)
-        hidden_states = self.self_attn(hidden_states, position_embeddings, attention_mask)
-        hidden_states = residual + hidden_states
-        residual = hidden_states
-        hidden_states = self.post_attention_layernorm(hidden_states)
-        hidden_states, logits, chosen = self.block_sparse_moe(hidden_states)
-        return residual + hidden_states, logits, chosen
+        out = super().forward(hidden_states, attention_mask, position_embeddings)
+        (logits, chosen), self.routed = self.routed, None
+        return out, logits, chosen
 
 
 class MixtralModel(nn.Module):

@@ -44,7 +44,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from hf_torch import LlamaRMSNorm, apply_rotary_pos_emb, repeat_kv
+from hf_torch import Gemma2DecoderLayer as HFGemma2DecoderLayer
+from hf_torch import LlamaDecoderLayer, LlamaRMSNorm, apply_rotary_pos_emb, repeat_kv
 
 
 def layout(m):
@@ -272,23 +273,16 @@ class Phi3Attention(torch.nn.Module):
 Phi3RMSNorm = LlamaRMSNorm
 
 
-class Phi3DecoderLayer(torch.nn.Module):
+class Phi3DecoderLayer(LlamaDecoderLayer):
+    """Phi3DecoderLayer.forward is modeling_llama.py's LlamaDecoderLayer's
+    (dropout aside): tests/hf_torch.py's, inherited; the modules Phi-3's."""
+
     def __init__(self, c):
-        super().__init__()
+        torch.nn.Module.__init__(self)  # not llama's: Phi-3's modules, from this file's config
         self.self_attn = Phi3Attention(c)
         self.mlp = Phi3MLP(c)
         self.input_layernorm = Phi3RMSNorm(c["d"], c["eps"])
         self.post_attention_layernorm = Phi3RMSNorm(c["d"], c["eps"])
-
-    def forward(self, hidden_states, attention_mask, position_embeddings):
-        residual = hidden_states
-        hidden_states = self.input_layernorm(hidden_states)
-        hidden_states = self.self_attn(hidden_states, position_embeddings, attention_mask)
-        hidden_states = residual + hidden_states
-        residual = hidden_states
-        hidden_states = self.post_attention_layernorm(hidden_states)
-        hidden_states = self.mlp(hidden_states)
-        return residual + hidden_states
 
 
 class Phi3ForCausalLM(torch.nn.Module):
@@ -511,9 +505,14 @@ class Gemma2Attention(torch.nn.Module):
         return self.o_proj(attn_output)
 
 
-class Gemma2DecoderLayer(torch.nn.Module):
+class Gemma2DecoderLayer(HFGemma2DecoderLayer):
+    """modeling_gemma2.py's Gemma2DecoderLayer: forward is tests/hf_torch.py's,
+    inherited (the sliding mask on even layers, whose slice to
+    max(T, sliding_window) keys takes every key in training, then the four
+    norms around attention and the MLP); the modules from this file's config."""
+
     def __init__(self, c, layer_idx):
-        super().__init__()
+        torch.nn.Module.__init__(self)  # not hf_torch's: its modules from this file's config
         self.is_sliding = not bool(layer_idx % 2)
         self.sliding_window = c["window"]
         self.self_attn = Gemma2Attention(c)
@@ -522,23 +521,6 @@ class Gemma2DecoderLayer(torch.nn.Module):
         self.post_attention_layernorm = Gemma2RMSNorm(c["d"], c["eps"])
         self.pre_feedforward_layernorm = Gemma2RMSNorm(c["d"], c["eps"])
         self.post_feedforward_layernorm = Gemma2RMSNorm(c["d"], c["eps"])
-
-    def forward(self, hidden_states, attention_mask, position_embeddings):
-        if self.is_sliding:
-            min_dtype = torch.finfo(hidden_states.dtype).min
-            sliding_window_mask = torch.tril(torch.ones_like(attention_mask, dtype=torch.bool),
-                                             diagonal=-self.sliding_window)
-            attention_mask = torch.where(sliding_window_mask, min_dtype, attention_mask)
-        residual = hidden_states
-        hidden_states = self.input_layernorm(hidden_states)
-        hidden_states = self.self_attn(hidden_states, position_embeddings, attention_mask)
-        hidden_states = self.post_attention_layernorm(hidden_states)
-        hidden_states = residual + hidden_states
-        residual = hidden_states
-        hidden_states = self.pre_feedforward_layernorm(hidden_states)
-        hidden_states = self.mlp(hidden_states)
-        hidden_states = self.post_feedforward_layernorm(hidden_states)
-        return residual + hidden_states
 
 
 class Gemma2ForCausalLM(Qwen3ForCausalLM):

@@ -67,6 +67,58 @@ struct zs_opt {
 	{"quant-base", 0, 1, ZS_OPT_CONFIG, NULL}, {"double-quant", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"spec", 0, ZS_OPT_FILE, ZS_OPT_SPEC, NULL}
 
+/* --help's lines for the PyTorch step's options (--torch-version through
+ * --double-quant), which measure and theory take alike: one text, so that
+ * the two helps cannot drift apart. A string literal, to stand inside each
+ * command's usage text. */
+#define ZS_HELP_TORCH_STEP \
+	"      --torch-version V  --wrapper none, ddp, fsdp only: the PyTorch followed,\n" \
+	"                         1.13 or 2.6 (default; its defaults below); the\n" \
+	"                         plain loop's step is described for fp32 or\n" \
+	"                         amp-bf16 and the CPU yet, eager attention or (2.6)\n" \
+	"                         sdpa with as many k/v heads as heads (give\n" \
+	"                         --torch-device cpu)\n" \
+	"      --torch-device D   cuda (default) or cpu\n" \
+	"      --optimizer-impl I Adam's single, foreach or fused (default: single\n" \
+	"                         in 1.13 and on the CPU, foreach on CUDA from 2.0)\n" \
+	"      --zero-grad Z      none (set_to_none, default from 2.0) or zeros\n" \
+	"                         (1.13's default)\n" \
+	"      --attn A           --model: eager (1.13's default) or sdpa (2.x's)\n" \
+	"      --wrapper W        auto (default: DDP, FSDP or DeepSpeed's engine, also\n" \
+	"                         at N = 1, zerosim's own step), none (the plain loop:\n" \
+	"                         --model, N = 1), ddp (DistributedDataParallel\n" \
+	"                         over the plain loop's PyTorch step at any N:\n" \
+	"                         --model, --framework torch, --schemes dp; with\n" \
+	"                         --schemes zero1 ZeroRedundancyOptimizer over it,\n" \
+	"                         each rank's bytes its own: one scheme a run) or\n" \
+	"                         fsdp (FSDP FULL_SHARD, a unit per block, over it as\n" \
+	"                         PyTorch 1.13 runs it at N >= 2: --schemes zero3)\n" \
+	"      --grad-accum K     --wrapper none, ddp or fsdp, --framework deepspeed\n" \
+	"                         --schemes zero2 (the MLP) or --framework paper: K\n" \
+	"                         micro-steps (each of --batch) per optimizer step,\n" \
+	"                         each loss / K (default 1)\n" \
+	"      --ddp-no-sync S    --wrapper ddp or fsdp with --grad-accum: the wrapper's\n" \
+	"                         no_sync() on the first K - 1 micro-steps, on (default)\n" \
+	"                         or off; --fsdp-no-sync S is its other name\n" \
+	"      --freeze PATTERN   --wrapper none, ddp or fsdp (whole FSDP units):\n" \
+	"                         leave out of training the parameters whose Hugging\n" \
+	"                         Face names PATTERN matches, comma-separated terms:\n" \
+	"                         embeddings, blocks:A-B, all-but-last:N, re:REGEX or\n" \
+	"                         a glob (*.ln_*)\n" \
+	"      --lora-r R         --wrapper none, ddp (dp, zero1) or fsdp: PEFT's LoRA\n" \
+	"                         of rank R over --lora-targets T (all-linear or\n" \
+	"                         module names; default gpt2's c_attn, the others'\n" \
+	"                         q_proj,v_proj), scaled by --lora-alpha A / R (A 8);\n" \
+	"                         every base parameter frozen; --lora-dropout P\n" \
+	"                         (default 0) its nn.Dropout on the adapters' input\n" \
+	"      --quant-base nf4   with --lora-r: QLoRA's 4-bit base, every base linear\n" \
+	"                         layer but the head as bitsandbytes' Linear4bit (NF4,\n" \
+	"                         fp32 absmax per 64: 4.5 bits), dequantized into an\n" \
+	"                         fp32 temporary at each use (default none;\n" \
+	"                         torch 2.6; --wrapper none or ddp)\n" \
+	"      --double-quant S   with --quant-base nf4: the absmax in 8 bits, on or\n" \
+	"                         off (default off; about 4.127 bits a weight)\n"
+
 /* Every command has these. */
 #define ZS_OPTS_STANDARD \
 	{"help", 'h', 0, ZS_OPT_HELP, NULL}, {"version", 'V', 0, ZS_OPT_VERSION, NULL}

@@ -2212,6 +2212,40 @@ static T linear_b_amp(struct bld *b, T x, struct pt *w, struct pt *bias, struct 
 	return grad_in_x_shape(b, y, o);
 }
 
+/* AddmmBackward's three gradients for linear_b, in dtype dt (the 16-bit
+ * type under autocast, fp32 without): mat1's mm with wmat (W16 or W
+ * itself: W^t's saved mat2 is a view of it), mat2's mm made in W's
+ * [out, in] layout, the bias's row sum; each only where sv says its input
+ * requires grad (NO in *dx, *dw, *db otherwise). Then the flattened g
+ * released, g itself when `owned`, and the saved mat1; what the caller
+ * releases and hands on after that differs between the two (the order
+ * of the ready queue), so it stays with them. */
+static void linear_b_grads(struct bld *b, T g, int owned, struct lin_saved *sv, T wmat, uint64_t out,
+                           enum ag_dtype dt, T *dx, T *dw, T *db)
+{
+	uint64_t rows = sv->rows, in = sv->in;
+	T g2 = reshape(b, g, 2, SH(rows, out));
+	*dx = *dw = *db = NO;
+	if (sv->dx) {
+		*dx = TMP("mm (addmm backward, mat1)", dt, rows, in);
+		op(b, AG_OP_MM, g2, wmat, NO, *dx, NO, NO);
+	}
+	if (sv->dw) {
+		*dw = TMP("mm (addmm backward, mat2)", dt, out, in);
+		T gt = transpose_last2(b, g2);
+		op(b, AG_OP_MM, gt, sv->x2, NO, *dw, NO, NO);
+		unref(b, gt);
+	}
+	if (sv->db) {
+		*db = TMP("sum (addmm backward, bias)", dt, out);
+		op(b, AG_OP_SUM_ROWS, g2, NO, NO, *db, NO, NO);
+	}
+	unref(b, g2);
+	if (owned)
+		unref(b, g);
+	unref(b, sv->x2);
+}
+
 /* Its AddmmBackward in the 16-bit type: mat1's, mat2's and the bias's
  * gradients, each where its input requires grad (--freeze); the node's input, its saved mat1 and W16 released;
  * then the ready queue by sequence number (the casts were made bias, W,
@@ -2221,29 +2255,9 @@ static T linear_b_amp(struct bld *b, T x, struct pt *w, struct pt *bias, struct 
 static void linear_b_amp_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, struct pt *w, struct pt *bias,
                              T *xbuf)
 {
-	uint64_t rows = sv->rows, in = sv->in, out = b->s->tensor[w->w].shape[0];
 	const struct ag_tensor go_ = b->s->tensor[g];
-	enum ag_dtype dt = go_.dtype;
-	T g2 = reshape(b, g, 2, SH(rows, out));
-	T dx = NO, dw = NO, db = NO;
-	if (sv->dx) {
-		dx = TMP("mm (addmm backward, mat1)", dt, rows, in);
-		op(b, AG_OP_MM, g2, sv->w16, NO, dx, NO, NO);
-	}
-	if (sv->dw) {
-		dw = TMP("mm (addmm backward, mat2)", dt, out, in);
-		T gt = transpose_last2(b, g2);
-		op(b, AG_OP_MM, gt, sv->x2, NO, dw, NO, NO);
-		unref(b, gt);
-	}
-	if (sv->db) {
-		db = TMP("sum (addmm backward, bias)", dt, out);
-		op(b, AG_OP_SUM_ROWS, g2, NO, NO, db, NO, NO);
-	}
-	unref(b, g2);
-	if (owned)
-		unref(b, g);
-	unref(b, sv->x2);
+	T dx, dw, db;
+	linear_b_grads(b, g, owned, sv, sv->w16, b->s->tensor[w->w].shape[0], go_.dtype, &dx, &dw, &db);
 	if (sv->w16 != NO)
 		unref(b, sv->w16);
 	if (dx != NO) {
@@ -2311,32 +2325,13 @@ static void linear_b_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, st
 		linear_b_amp_bwd(b, g, owned, sv, w, bias, xbuf);
 		return;
 	}
-	uint64_t rows = sv->rows, in = sv->in, out = b->s->tensor[w->w].shape[0];
 	const struct ag_tensor go_ = b->s->tensor[g];
 	if (w->lora >= 0) { /* the adapter's branch first (as conv1d_bwd's) */
 		ref(b, g);
 		lora_bwd(b, g, w->lora, xbuf);
 	}
-	T g2 = reshape(b, g, 2, SH(rows, out));
-	T dx = NO, dw = NO, db = NO;
-	if (sv->dx) {
-		dx = TMP("mm (addmm backward, mat1)", AG_F32, rows, in);
-		op(b, AG_OP_MM, g2, w->w, NO, dx, NO, NO);
-	}
-	if (sv->dw) {
-		dw = TMP("mm (addmm backward, mat2)", AG_F32, out, in);
-		T gt = transpose_last2(b, g2);
-		op(b, AG_OP_MM, gt, sv->x2, NO, dw, NO, NO);
-		unref(b, gt);
-	}
-	if (sv->db) {
-		db = TMP("sum (addmm backward, bias)", AG_F32, out);
-		op(b, AG_OP_SUM_ROWS, g2, NO, NO, db, NO, NO);
-	}
-	unref(b, g2);
-	if (owned)
-		unref(b, g);
-	unref(b, sv->x2);
+	T dx, dw, db;
+	linear_b_grads(b, g, owned, sv, w->w, b->s->tensor[w->w].shape[0], AG_F32, &dx, &dw, &db);
 	if (db != NO)
 		accumulate(b, bias, db);
 	if (dx != NO)
