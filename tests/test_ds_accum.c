@@ -31,6 +31,10 @@
 
 #define PSI 33088 /* the default MLP 64,256,64 */
 
+/* The scheme every check runs (dp, zero1 or zero2; config.c refuses
+ * accumulation under zero3): each check runs under each. */
+static enum zs_scheme scheme = ZS_ZERO2;
+
 static struct zs_config ds_config(enum zs_precision pr, enum zs_optimizer opt, unsigned K, unsigned B)
 {
 	struct zs_config c;
@@ -41,7 +45,7 @@ static struct zs_config ds_config(enum zs_precision pr, enum zs_optimizer opt, u
 	c.optimizer = opt;
 	c.grad_accum = K;
 	c.batch = B;
-	c.schemes[0] = ZS_ZERO2; /* config.c admits accumulation under zero2 only */
+	c.schemes[0] = scheme;
 	c.nschemes = 1;
 	return c;
 }
@@ -51,7 +55,7 @@ static struct zs_result run(const struct zs_config *c, unsigned n, enum zs_unit 
 	struct zs_result res;
 	struct zs_run_options opt = {.weights = 1};
 	char *cause = NULL;
-	int r = engine_run(c, ZS_ZERO2, n, u, NULL, &opt, &res, &cause);
+	int r = engine_run(c, scheme, n, u, NULL, &opt, &res, &cause);
 	ck_assert_msg(r == 0, "engine_run failed: %s", cause ? cause : "?");
 	return res;
 }
@@ -167,6 +171,43 @@ START_TEST(test_the_new_partition_is_held_from_the_first_reduction)
 }
 END_TEST
 
+/* ZeRO-1 and dp: the same K·B against K micro-steps of B, autograd's
+ * grads added into across the micro-steps (fp16 adds in mixed, as
+ * ZeRO-2's partition adds). */
+START_TEST(test_zero1_and_dp_k_micro_steps_are_one_step_on_the_k_fold_batch)
+{
+	const enum zs_scheme schemes[] = {ZS_DP, ZS_ZERO1};
+	for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
+		scheme = schemes[i];
+		same_weights(ZS_FP32, ZS_ADAM, 2e-6, 4e-6);
+		same_weights(ZS_FP32, ZS_SGD, 2e-8, 4e-6);
+		same_weights(ZS_MIXED, ZS_SGD, 2e-7, 4e-5);
+	}
+}
+END_TEST
+
+/* ZeRO-1 and dp reduce at the boundary only (engine.py's
+ * allreduce_gradients, 2056-2062): K = 3 over 3 steps at N = 2 sends
+ * what K = 1 sends, 3 reductions; the state between steps is K = 1's. */
+START_TEST(test_zero1_and_dp_reduce_once_a_step)
+{
+	const enum zs_scheme schemes[] = {ZS_DP, ZS_ZERO1};
+	const enum zs_coll_kind op[] = {ZS_ALL_REDUCE, ZS_REDUCE_SCATTER};
+	for (size_t i = 0; i < 2; i++) {
+		scheme = schemes[i];
+		struct zs_config c1 = ds_config(ZS_MIXED, ZS_ADAM, 1, 4), c3 = ds_config(ZS_MIXED, ZS_ADAM, 3, 4);
+		struct zs_result a = run(&c1, 2, ZS_UNIT_MODEL), b = run(&c3, 2, ZS_UNIT_MODEL);
+		ck_assert_uint_eq(b.comm[0].calls[op[i]], 3);
+		ck_assert_uint_eq(a.comm[0].calls[op[i]], 3);
+		ck_assert_uint_eq(b.comm[0].bytes[op[i]], a.comm[0].bytes[op[i]]);
+		ck_assert_uint_gt(b.comm[0].bytes[op[i]], 0);
+		ck_assert_uint_eq(b.resident[0], a.resident[0]);
+		engine_result_free(&a);
+		engine_result_free(&b);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	zs_json_init(); /* before any cJSON call (util.h) */
@@ -178,6 +219,8 @@ int main(void)
 	tcase_add_test(t, test_half_the_rows_give_other_weights);
 	tcase_add_test(t, test_every_micro_step_reduce_scatters);
 	tcase_add_test(t, test_the_new_partition_is_held_from_the_first_reduction);
+	tcase_add_test(t, test_zero1_and_dp_k_micro_steps_are_one_step_on_the_k_fold_batch);
+	tcase_add_test(t, test_zero1_and_dp_reduce_once_a_step);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
