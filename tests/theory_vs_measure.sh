@@ -5,7 +5,7 @@
 # both precisions, both optimizers, batch 1 and 4, and a deeper model; and
 # torch's implementations of every scheme (--framework torch: DDP's buckets,
 # ZeroRedundancyOptimizer, FSDP with and without prefetch, in both precisions),
-# DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed; zero2 under --grad-accum too), and zerosim's
+# DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed; under --grad-accum too), and zerosim's
 # own transformer (--model, both families, phi3, qwen3, gemma2 and gemma3_text, the three recompute modes; under
 # torch's schemes and DeepSpeed's, zero3 module by module, too).
 # docs/schedule.md is the contract both implement; tests/json_agree joins the
@@ -150,6 +150,20 @@ for accum in 2 3; do
 		--ds-reduce-bucket 30 --optimizer sgd --grad-accum $accum --steps 2
 	check --framework deepspeed --layers 5,7,3,11 --world 1,3,5 --schemes zero2 --unit model,layer \
 		--ds-reduce-bucket 1 --precision fp32 --grad-accum $accum --steps 1
+done
+# DeepSpeed's dp and ZeRO-1 under K = 2, 3: autograd's grads kept in .grad
+# across micro-steps, a later micro-step's new grads of each unit added
+# into them, reduced once at the boundary (K = 1's bytes sent); ZeRO-1's
+# bucket made again by every backward and held between micro-steps.
+for accum in 2 3; do
+	for precision in mixed fp32; do
+		check --framework deepspeed --layers 64,256,64 --world 1,2,3,5 --schemes dp,zero1 --unit model,layer \
+			--precision $precision --grad-accum $accum --steps 2
+	done
+	check --framework deepspeed --layers 64,256,256,256,64 --world 1,2,3,5 --schemes dp,zero1 --unit model,layer \
+		--grad-accum $accum --ds-reduce-bucket 16448 --ds-overlap-comm on --steps 2
+	check --framework deepspeed --layers 5,7,3,11 --world 1,3,5,8 --schemes dp,zero1 --unit model,layer \
+		--ds-reduce-bucket 30 --optimizer sgd --grad-accum $accum --steps 2
 done
 # ZeRO-Offload: device and host bytes apart, every rank's and a node's.
 for precision in mixed fp32; do

@@ -327,6 +327,13 @@ struct events {
 	unsigned nmicro;
 	uint64_t acc, ds_bucket;
 	enum zs_cat grad_cat;
+	/* DeepSpeed's dp and ZeRO-1 under nmicro > 1: autograd's grads kept
+	 * across the micro-steps (keep: ZeRO-1's full grads and buckets stay
+	 * to the boundary, its backward makes the buckets again), a later
+	 * micro-step's new grads of a unit, fresh bytes an element, from its
+	 * backward's start to its end (scheme_deepspeed.c, fresh_begin). */
+	int keep;
+	unsigned fresh;
 };
 
 /* The framework's state through the walk: which units are held gathered,
@@ -464,9 +471,12 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 			release(st, w, i);
 		break;
 	case BWD_BEGIN:
+		for (unsigned k = 0; k < ev->nbucket && ev->keep && w->micro > 0; k++) /* the last micro-step's dropped */
+			walk_sub(w, ZS_CAT_BUCKETS, ev->bucket);
 		for (unsigned k = 0; k < ev->nbucket; k++)
 			walk_add(w, ZS_CAT_BUCKETS, ev->bucket);
-		walk_add(w, ZS_CAT_FULL_GRADS, ev->full);
+		if (!ev->keep || w->micro == 0)
+			walk_add(w, ZS_CAT_FULL_GRADS, ev->full);
 		break;
 	case BWD_PRE:
 		if (l != st->last[i])
@@ -478,6 +488,8 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 		walk_add(w, ZS_CAT_FULL_GRADS, st->units[i] * ev->fg);
 		if (ev->fg > 0)
 			st->reduced += (st->N - 1) * slots(st, i);
+		if (w->micro > 0)
+			walk_add(w, ZS_CAT_FULL_GRADS, st->units[i] * ev->fresh);
 		break;
 	case BWD_POST:
 		if (l != st->first[i])
@@ -486,10 +498,14 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 		post_backward(st, w, i);
 		ds_add_unit(st, w, i);
 		walk_sub(w, ZS_CAT_FULL_GRADS, st->units[i] * ev->fg);
+		if (w->micro > 0) /* added into .grad, freed */
+			walk_sub(w, ZS_CAT_FULL_GRADS, st->units[i] * ev->fresh);
 		break;
 	case STEP_END:
 		if (ev->full > 0 || ev->bucket > 0) /* freed by the reduce after backward, as the engine marks it */
 			walk_phase(w, ZS_PH_REDUCE);
+		if (ev->keep && w->micro + 1 < w->nmicro)
+			break; /* ZeRO-1 and dp reduce at the boundary only */
 		if (ev->acc > 0 && st->count > 0) /* the epilogue reduces what is left */
 			ds_reduction(st, w);
 		st->used = st->count = 0;
@@ -924,6 +940,17 @@ static void ds_accum_events(struct events *ev, struct theory_schedule *out, cons
 	out->comm_elements += (K - 1) * pass;
 }
 
+/* DeepSpeed's dp and ZeRO-1 under gradient_accumulation_steps K > 1
+ * (docs/schedule.md, "deepspeed", "Gradient accumulation"): the grads
+ * reduced once at the boundary (K = 1's bytes sent), autograd's kept in
+ * .grad, each later micro-step's new grads of a unit added into them. */
+static void ds_keep_events(struct events *ev, const struct theory_bytes *b, const struct zs_config *c)
+{
+	ev->nmicro = c->grad_accum;
+	ev->keep = 1;
+	ev->fresh = b->g;
+}
+
 /* theory_walk_schedule, and with tr its trace (only where
  * theory_walk_trace says it is covered). */
 static void walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
@@ -976,14 +1003,18 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		ev.nbucket = 1 + (c->ds_overlap_comm != 0);
 		ev.full = scheme == ZS_ZERO1 ? sts.params * b->g : 0;
 		ev.fg = scheme == ZS_ZERO2 ? b->g : 0;
-		if (scheme == ZS_ZERO2 && c->grad_accum > 1) /* config.c: zero2 only, no offload */
+		if (scheme == ZS_ZERO2 && c->grad_accum > 1) /* config.c: no offload */
 			ds_accum_events(&ev, out, units, b, c, world);
+		if (scheme == ZS_ZERO1 && c->grad_accum > 1)
+			ds_keep_events(&ev, b, c);
 	} else {
 		theory_schedule_states(out, units, b, scheme, world, &sts);
 		if (N > 1 && scheme == ZS_ZERO3)
 			ev.gp = b->p, ev.fg = b->g;
 		if (N > 1 && scheme == ZS_ZERO2)
 			ev.full = sts.params * b->g;
+		if (fw == ZS_FW_DEEPSPEED && scheme == ZS_DP && c->grad_accum > 1)
+			ds_keep_events(&ev, b, c);
 		if (N > 1 && scheme == ZS_ZERO3 && visit) { /* the head's two extra gathers of the embedding's unit */
 			uint64_t s0 = (units[0] + N - 1) / N;
 			out->comm_bytes += 2 * (N - 1) * s0 * b->p;
