@@ -854,18 +854,16 @@ for cmd in measure theory; do
 	# bytes), with --fsdp-no-sync; the engine's own wrappers still refuse it
 	try 0 "" $cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --grad-accum 2 \
 		--fsdp-no-sync off --out "$tmp/fsdp-k2.json"
-	try 2 "--grad-accum 2: only with --framework torch and --wrapper none, ddp or fsdp, or --framework deepspeed --schemes dp, zero1 or zero2, so far (--wrapper auto, the engine's own DDP and FSDP step, takes no accumulation yet)" \
+	try 2 "--grad-accum 2: only with --framework torch and --wrapper none, ddp or fsdp, or --framework deepspeed, so far (--wrapper auto, the engine's own DDP and FSDP step, takes no accumulation yet)" \
 		$cmd --framework torch --model "$tiny" --wrapper auto --world 2 --schemes zero3 --grad-accum 2 --out "$keep"
 	try 2 "--ddp-no-sync: only with --wrapper ddp or fsdp (DistributedDataParallel's or FullyShardedDataParallel's no_sync())" \
 		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --schemes dp --grad-accum 2 --fsdp-no-sync on \
 		--out "$keep"
-	# DeepSpeed's accumulation: the engine's dp, ZeRO-1 and ZeRO-2 on the MLP
-	# only so far (tests/test_ds_accum and theory_vs_measure hold their bytes).
-	try 2 "--grad-accum 3: only with --framework torch and --wrapper none, ddp or fsdp, or --framework deepspeed --schemes dp, zero1 or zero2, so far (the paper's schedule takes no accumulation yet)" \
+	# DeepSpeed's accumulation: the engine's every scheme on the MLP only so
+	# far (tests/test_ds_accum and theory_vs_measure hold their bytes).
+	try 2 "--grad-accum 3: only with --framework torch and --wrapper none, ddp or fsdp, or --framework deepspeed, so far (the paper's schedule takes no accumulation yet)" \
 		$cmd --schemes zero2 --grad-accum 3 --out "$keep"
-	try 0 "" $cmd --framework deepspeed --schemes dp,zero1,zero2 --world 2 --grad-accum 2 --out "$tmp/ds-k2.json"
-	try 2 "--grad-accum 2 with --framework deepspeed: only --schemes dp, zero1 and zero2 so far (zero3 takes no accumulation yet)" \
-		$cmd --framework deepspeed --schemes zero2,zero3 --grad-accum 2 --out "$keep"
+	try 0 "" $cmd --framework deepspeed --schemes dp,zero1,zero2,zero3 --world 2 --grad-accum 2 --out "$tmp/ds-k2.json"
 	try 2 "--grad-accum 2 with --offload: DeepSpeed's accumulation through the host (async_accumulate_grad_in_cpu_via_gpu) is not described yet" \
 		$cmd --framework deepspeed --schemes zero2 --offload optimizer --grad-accum 2 --out "$keep"
 	try 2 "--grad-accum 2 with --framework deepspeed: the MLP only so far" \

@@ -171,18 +171,38 @@ START_TEST(test_the_new_partition_is_held_from_the_first_reduction)
 }
 END_TEST
 
-/* ZeRO-1 and dp: the same K·B against K micro-steps of B, autograd's
- * grads added into across the micro-steps (fp16 adds in mixed, as
- * ZeRO-2's partition adds). */
-START_TEST(test_zero1_and_dp_k_micro_steps_are_one_step_on_the_k_fold_batch)
+/* dp, ZeRO-1 and ZeRO-3: the same K·B against K micro-steps of B,
+ * autograd's grads (dp, ZeRO-1) or the grad partitions (ZeRO-3) added
+ * into across the micro-steps (fp16 adds in mixed, as ZeRO-2's). */
+START_TEST(test_dp_zero1_zero3_k_micro_steps_are_one_step_on_the_k_fold_batch)
 {
-	const enum zs_scheme schemes[] = {ZS_DP, ZS_ZERO1};
+	const enum zs_scheme schemes[] = {ZS_DP, ZS_ZERO1, ZS_ZERO3};
 	for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
 		scheme = schemes[i];
 		same_weights(ZS_FP32, ZS_ADAM, 2e-6, 4e-6);
 		same_weights(ZS_FP32, ZS_SGD, 2e-8, 4e-6);
 		same_weights(ZS_MIXED, ZS_SGD, 2e-7, 4e-5);
 	}
+}
+END_TEST
+
+/* ZeRO-3 gathers and reduce-scatters in every micro-step: at N = 2,
+ * unit=model, nothing persistent, K = 3 over 1 step reduce-scatters 3
+ * times what K = 1 does (the partition added into in place), and the
+ * state between steps is K = 1's. */
+START_TEST(test_zero3_reduces_every_micro_step)
+{
+	scheme = ZS_ZERO3;
+	struct zs_config c1 = ds_config(ZS_MIXED, ZS_ADAM, 1, 4), c3 = ds_config(ZS_MIXED, ZS_ADAM, 3, 4);
+	c1.ds_persist = c3.ds_persist = 0;
+	c1.steps = c3.steps = 1;
+	struct zs_result a = run(&c1, 2, ZS_UNIT_MODEL), b = run(&c3, 2, ZS_UNIT_MODEL);
+	ck_assert_uint_eq(b.comm[0].calls[ZS_REDUCE_SCATTER], 3 * a.comm[0].calls[ZS_REDUCE_SCATTER]);
+	ck_assert_uint_eq(b.comm[0].bytes[ZS_REDUCE_SCATTER], 3 * a.comm[0].bytes[ZS_REDUCE_SCATTER]);
+	ck_assert_uint_gt(b.comm[0].bytes[ZS_ALL_GATHER], a.comm[0].bytes[ZS_ALL_GATHER]);
+	ck_assert_uint_eq(b.resident[0], a.resident[0]);
+	engine_result_free(&a);
+	engine_result_free(&b);
 }
 END_TEST
 
@@ -219,8 +239,9 @@ int main(void)
 	tcase_add_test(t, test_half_the_rows_give_other_weights);
 	tcase_add_test(t, test_every_micro_step_reduce_scatters);
 	tcase_add_test(t, test_the_new_partition_is_held_from_the_first_reduction);
-	tcase_add_test(t, test_zero1_and_dp_k_micro_steps_are_one_step_on_the_k_fold_batch);
+	tcase_add_test(t, test_dp_zero1_zero3_k_micro_steps_are_one_step_on_the_k_fold_batch);
 	tcase_add_test(t, test_zero1_and_dp_reduce_once_a_step);
+	tcase_add_test(t, test_zero3_reduces_every_micro_step);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

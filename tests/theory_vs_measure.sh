@@ -5,7 +5,7 @@
 # both precisions, both optimizers, batch 1 and 4, and a deeper model; and
 # torch's implementations of every scheme (--framework torch: DDP's buckets,
 # ZeroRedundancyOptimizer, FSDP with and without prefetch, in both precisions),
-# DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed; under --grad-accum too), and zerosim's
+# DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed; dp to zero3 under --grad-accum too), and zerosim's
 # own transformer (--model, both families, phi3, qwen3, gemma2 and gemma3_text, the three recompute modes; under
 # torch's schemes and DeepSpeed's, zero3 module by module, too).
 # docs/schedule.md is the contract both implement; tests/json_agree joins the
@@ -164,6 +164,30 @@ for accum in 2 3; do
 		--grad-accum $accum --ds-reduce-bucket 16448 --ds-overlap-comm on --steps 2
 	check --framework deepspeed --layers 5,7,3,11 --world 1,3,5,8 --schemes dp,zero1 --unit model,layer \
 		--ds-reduce-bucket 30 --optimizer sgd --grad-accum $accum --steps 2
+done
+# DeepSpeed's ZeRO-3 under K = 2, 3: every micro-step gathers and
+# reduce-scatters as at K = 1, a later one adds into the grad partitions in
+# place; the trace recorded in the first micro-step, complete from the
+# second (reset_step at each forward), the persistent params kept whole
+# across micro-steps once it is: nothing, the biases and every tensor
+# persistent, max live 0 with a bucket reduced mid-backward, a small
+# prefetch bucket, the odd model and a padded tensor.
+for accum in 2 3; do
+	for precision in mixed fp32; do
+		for persist in 0 1000 1e5; do
+			check --framework deepspeed --schemes zero3 --layers 64,256,64 --world 1,2,3,5 --unit model,layer \
+				--precision $precision --ds-persist $persist --grad-accum $accum --steps 2
+		done
+		check --framework deepspeed --schemes zero3 --layers 64,256,64 --world 1,2,3,5,8 --unit model,layer \
+			--precision $precision --ds-persist 0 --ds-max-live 0 --ds-reduce-bucket 16448 --grad-accum $accum --steps 3
+		check --framework deepspeed --schemes zero3 --layers 64,256,64 --world 1,3,5,8 --unit layer \
+			--precision $precision --ds-persist 0 --ds-prefetch-bucket 100 --ds-max-live 20000 --optimizer sgd \
+			--grad-accum $accum --steps 1
+	done
+	check --framework deepspeed --schemes zero3 --layers 5,7,3,11 --world 1,2,3,5,8 --unit model,layer \
+		--ds-persist 10 --ds-reduce-bucket 35 --grad-accum $accum --steps 3
+	check --framework deepspeed --schemes zero3 --layers 1000,1 --world 1,2,3,7 --unit model,layer \
+		--ds-reduce-bucket 1000 --grad-accum $accum --steps 2
 done
 # ZeRO-Offload: device and host bytes apart, every rank's and a node's.
 for precision in mixed fp32; do

@@ -868,7 +868,10 @@ static void ds3_flush(struct zs_run *r, struct ds *ds)
 		struct ds_rank *rk = ds_rank(r, ds, k);
 		for (size_t i = 0, at = 0; i < b->count; at += lo->tensor[b->entry[i++]].s) {
 			struct zs_slice own = layout_own(lo, ZS_BUF_GRADS, b->entry[i], k);
-			memcpy(run_at(r, k, ZS_BUF_GRADS, own.at), mine + at * esz, own.count * esz);
+			if (r->micro > 0) /* --grad-accum: add_ into the partition (1481-1489), in place */
+				add_grads(run_at(r, k, ZS_BUF_GRADS, own.at), mine + at * esz, own.count, esz);
+			else
+				memcpy(run_at(r, k, ZS_BUF_GRADS, own.at), mine + at * esz, own.count * esz);
 			/* offloaded (partition_grads, 1499-1515): into the host fp32 grad too */
 			for (size_t e = 0; e < own.count && r->config->offload != ZS_OFFLOAD_NONE; e++)
 				rk->grad32[own.at + e] = r->dt == ZS_F16 ? zs_half_to_float(((const zs_half *)(mine + at * esz))[e])
@@ -970,8 +973,26 @@ static void ds3_module(struct zs_run *r, void *ctx, size_t l, size_t s, enum zs_
 	}
 }
 
-/* independent_gradient_partition_epilogue (1131-1155): what is left. */
-static void ds3_reduce(struct zs_run *r, void *ctx) { ds3_flush(r, ctx); }
+/* independent_gradient_partition_epilogue (1131-1155): what is left.
+ * Under --grad-accum a micro-step before the boundary runs no step(): the
+ * next forward's reset_step (the top module's forward pre-hook,
+ * parameter_offload.py 243-247; partitioned_param_coordinator.py 228-264)
+ * completes the trace recorded so far and starts its queue again; what
+ * is whole stays (no step() released it: the persistent params once the
+ * trace is complete; the recording micro-step released everything). */
+static void ds3_reduce(struct zs_run *r, void *ctx)
+{
+	struct ds *ds = ctx;
+	ds3_flush(r, ds);
+	if (boundary(r))
+		return;
+	for (size_t t = 0; t < r->layout.ntensors; t++)
+		if (ds_rank(r, ds, r->r0)->whole[t] != NULL && !ds->ds3->coord->persist[t])
+			abort(); /* the last module's release dropped every other (util/ds_coord.h) */
+	ds->ds3->complete = 1;
+	ds->ds3->entry = 0;
+	ds_coord_begin_micro(ds->ds3->coord);
+}
 
 /* Every parameter tensor in its own block (NULL while it is not
  * gathered), and in backward the grads of the module being computed: the

@@ -613,6 +613,7 @@ struct ds3_fw {
 	size_t *of_layer;   /* inside layers: layer l's modules are [of_layer[l], of_layer[l + 1]) */
 	size_t *rel, *post, j;
 	uint64_t N, S, sent, sent_el;
+	uint64_t msent, msent_el; /* this step's so far (--grad-accum: its micro-steps') */
 	int off, offp;
 	struct theory_schedule *out;
 	const struct theory_desc *desc;
@@ -735,13 +736,16 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 {
 	struct ds3_fw *f = ctx;
 	const struct theory_bytes *b = f->b;
-	int complete = step > 1;
+	int complete = step > 1 || w->micro > 0; /* --grad-accum: recorded in the first micro-step */
 	/* by unit: the module (forward order: the trace's next) that starts or ends here */
 	size_t mi = f->j < f->nmodules ? f->j : 2 * f->nmodules - 1 - f->j;
 	switch (pt) {
 	case STEP_BEGIN:
 		f->j = 0;
-		ds_coord_begin_step(f->d, step);
+		if (w->micro > 0) /* reset_step alone: no step() since the last micro-step */
+			ds_coord_begin_micro(f->d);
+		else
+			ds_coord_begin_step(f->d, step);
 		f->bk.reduced = 0;
 		break;
 	case FWD_PRE:
@@ -780,6 +784,11 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		break;
 	case STEP_END: {
 		ds3_flush(w, &f->bk, f->tn, f->N, b->g); /* the epilogue */
+		if (w->micro + 1 < w->nmicro) { /* --grad-accum: added into the partitions in place; no step() yet */
+			f->msent += (f->N - 1) * f->d->gathered * b->p + f->bk.reduced * b->g;
+			f->msent_el += (f->N - 1) * f->d->gathered + f->bk.reduced;
+			break;
+		}
 		/* step(): everything released; the fp32 gradient partition (in
 		 * mixed precision from a flat fp16 copy; offloaded, the host's);
 		 * then the persistent params gathered */
@@ -794,10 +803,13 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		walk_phase(w, ZS_PH_GATHER); /* the persistent params gathered after step() */
 		ds3_gathered(w, f, f->post, npost);
 		uint64_t N = f->N, gathered = f->d->gathered, reduced = f->bk.reduced;
-		f->sent += (N - 1) * gathered * b->p + reduced * b->g;
-		f->sent_el += (N - 1) * gathered + reduced;
-		f->out->comm_bytes = (N - 1) * gathered * b->p + reduced * b->g; /* the last step's */
-		f->out->comm_elements = (N - 1) * gathered + reduced;
+		f->msent += (N - 1) * gathered * b->p + reduced * b->g; /* with the step's earlier micro-steps' */
+		f->msent_el += (N - 1) * gathered + reduced;
+		f->sent += f->msent;
+		f->sent_el += f->msent_el;
+		f->out->comm_bytes = f->msent; /* the last step's */
+		f->out->comm_elements = f->msent_el;
+		f->msent = f->msent_el = 0;
 		break;
 	}
 	case BWD_BEGIN:
@@ -867,7 +879,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	}
 	out->params = p->numel;
 	theory_ds3_resident(b, c, f.S, persist, world, out, base);
-	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT};
+	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT, .nmicro = c->grad_accum};
 	for (int k = 0; k < ZS_NCATS; k++) /* set-up */
 		walk_add(&w, (enum zs_cat)k, base[k]);
 	w.key = 0;

@@ -911,16 +911,12 @@ static int check_fsdp(const struct zs_config *c, char **cause)
 }
 
 /* DeepSpeed's gradient_accumulation_steps (docs/schedule.md, "deepspeed",
- * "Gradient accumulation"): the engine's dp, ZeRO-1 and ZeRO-2 steps on
- * the MLP take it; ZeRO-3's accumulation into its partitions, the
- * offloaded accumulation through the host and the case files'
- * micro-batches are described there but not built. */
+ * "Gradient accumulation"): the engine's dp, ZeRO-1, ZeRO-2 and ZeRO-3
+ * steps on the MLP take it; the offloaded accumulation through the host,
+ * a transformer and the case files' micro-batches are described there but
+ * not built. */
 static int ds_accum_check(const struct zs_config *c, char **cause)
 {
-	for (size_t i = 0; i < c->nschemes; i++)
-		if (c->schemes[i] == ZS_ZERO3)
-			return zs_fail(cause, "--grad-accum %u with --framework deepspeed: only --schemes dp, zero1 and zero2 "
-			               "so far (%s takes no accumulation yet)", c->grad_accum, zs_scheme_name(c->schemes[i]));
 	if (c->offload != ZS_OFFLOAD_NONE)
 		return zs_fail(cause, "--grad-accum %u with --offload: DeepSpeed's accumulation through the host "
 		               "(async_accumulate_grad_in_cpu_via_gpu) is not described yet (give --offload none)", c->grad_accum);
@@ -947,14 +943,14 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 			return zs_fail(cause, "--%s: only with --wrapper none, ddp or fsdp so far (the engine's own DDP, FSDP and "
 			               "DeepSpeed steps do not follow it yet)", key_names[plain_keys[i]]);
 	/* Gradient accumulation is described for the PyTorch step (the plain
-	 * loop, DDP and FSDP over it) and DeepSpeed's dp, ZeRO-1 and ZeRO-2 on the MLP
+	 * loop, DDP and FSDP over it) and DeepSpeed's on the MLP
 	 * (ds_accum_check): the paper's schedule and the engine's own wrapped
 	 * steps (docs/finetune.md, the plan) do not take it yet. */
 	if (c->grad_accum > 1 && c->framework == ZS_FW_DEEPSPEED && ds_accum_check(c, cause) != 0)
 		return -1;
 	if (c->grad_accum > 1 && c->framework != ZS_FW_DEEPSPEED && !zs_wrapper_step(c))
 		return zs_fail(cause, "--grad-accum %u: only with --framework torch and --wrapper none, ddp or fsdp, or "
-		               "--framework deepspeed --schemes dp, zero1 or zero2, so far (%s takes no accumulation yet)", c->grad_accum,
+		               "--framework deepspeed, so far (%s takes no accumulation yet)", c->grad_accum,
 		               c->framework == ZS_FW_PAPER ? "the paper's schedule"
 		                                           : "--wrapper auto, the engine's own DDP and FSDP step,");
 	/* zero1's fine-tuning cases (tests/ft_zero1.sh) and autocast's
