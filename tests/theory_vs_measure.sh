@@ -19,11 +19,11 @@ set -u
 name=theory_vs_measure tag=agree
 . "${srcdir:-.}/tests/agree_lib.sh"
 
-configs=0
+configs=0 timeline=
 # check OPTIONS...: measure and predict the same sweep, then compare.
 check() {
 	configs=$((configs + 1))
-	if ! "$zerosim" measure "$@" --out "$tmp/m.json" 2>"$tmp/err"; then
+	if ! "$zerosim" measure "$@" ${timeline:+"$timeline"} --out "$tmp/m.json" 2>"$tmp/err"; then
 		echo "theory_vs_measure: FAIL: zerosim measure $* --out m.json:" >&2
 		cat "$tmp/err" >&2
 		exit 1
@@ -39,6 +39,13 @@ check() {
 		exit 1
 	fi
 	echo "ok $configs: $* ($(cat "$tmp/out"))"
+}
+# check_phases OPTIONS...: check, measure with --timeline: json_agree
+# holds each phase's peak and the binding phase to rank 0's timeline too.
+check_phases() {
+	timeline=--timeline
+	check "$@"
+	timeline=
 }
 
 # The engine runs every rank's steps in one process, so the cost grows with
@@ -164,6 +171,17 @@ for accum in 2 3; do
 		--grad-accum $accum --ds-reduce-bucket 16448 --ds-overlap-comm on --steps 2
 	check --framework deepspeed --layers 5,7,3,11 --world 1,3,5,8 --schemes dp,zero1 --unit model,layer \
 		--ds-reduce-bucket 30 --optimizer sgd --grad-accum $accum --steps 2
+done
+# Each phase's peak and the binding phase against rank 0's timeline, K = 1
+# to 3, every DeepSpeed scheme: a bucket flushed mid-backward (ZeRO-2's
+# "reduce" binds at K = 2, 3: the new partition made there) and the default.
+for accum in 1 2 3; do
+	check_phases --framework deepspeed --schemes dp,zero1,zero2,zero3 --layers 64,256,256,256,64 --world 1,2,3 \
+		--unit model,layer --ds-reduce-bucket 16448 --ds-persist 0 --grad-accum $accum --steps 2
+	check_phases --framework deepspeed --schemes dp,zero1,zero2,zero3 --world 1,2,3 --unit model,layer \
+		--grad-accum $accum --steps 2
+	check_phases --framework deepspeed --schemes zero1,zero2 --layers 5,7,3,11 --world 1,3,5 --unit model,layer \
+		--ds-reduce-bucket 30 --ds-overlap-comm on --grad-accum $accum --steps 2
 done
 # DeepSpeed's ZeRO-3 under K = 2, 3: every micro-step gathers and
 # reduce-scatters as at K = 1, a later one adds into the grad partitions in

@@ -319,11 +319,12 @@ struct events {
 	uint64_t *buckets;
 	size_t nbuckets;
 	unsigned bucket_bytes;
-	/* DeepSpeed's ZeRO-2 under gradient_accumulation_steps nmicro > 1: a
-	 * micro-step after the first reduces into a new grad partition of acc
-	 * bytes (category grad_cat), made at its first reduction as the
-	 * reduce bucket of ds_bucket elements is filled unit by unit, added
-	 * into the kept one and freed at its end (scheme_deepspeed.c). */
+	/* DeepSpeed's ZeRO-2: its reduce bucket of ds_bucket elements filled
+	 * unit by unit, each reduction marking the reduce phase; under
+	 * gradient_accumulation_steps nmicro > 1 a micro-step after the first
+	 * reduces into a new grad partition of acc bytes (category grad_cat),
+	 * made at its first reduction, added into the kept one and freed at
+	 * its end (scheme_deepspeed.c). */
 	unsigned nmicro;
 	uint64_t acc, ds_bucket;
 	enum zs_cat grad_cat;
@@ -408,12 +409,12 @@ static void post_backward(struct units_fw *st, struct walk *w, size_t u)
  * reduce phase, as the engine's reduce_unit marks it). */
 static void ds_reduction(struct units_fw *st, struct walk *w)
 {
-	if (st->ev->acc == 0 || w->micro == 0 || st->acc_held)
-		return;
 	enum zs_phase was = w->phase;
-	walk_phase(w, ZS_PH_REDUCE);
-	walk_add(w, st->ev->grad_cat, st->ev->acc);
-	st->acc_held = 1;
+	walk_phase(w, ZS_PH_REDUCE); /* every reduction, K = 1's too, as the engine's tracker marks it */
+	if (st->ev->acc > 0 && w->micro > 0 && !st->acc_held) {
+		walk_add(w, st->ev->grad_cat, st->ev->acc);
+		st->acc_held = 1;
+	}
 	w->phase = was;
 }
 
@@ -422,7 +423,7 @@ static void ds_reduction(struct units_fw *st, struct walk *w)
 static void ds_add_unit(struct units_fw *st, struct walk *w, size_t u)
 {
 	uint64_t n = st->units[u], B = st->ev->ds_bucket;
-	if (st->ev->acc == 0)
+	if (B == 0) /* not DeepSpeed's ZeRO-2 */
 		return;
 	if (st->used + n > B) {
 		if (st->count > 0)
@@ -506,7 +507,7 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 			walk_phase(w, ZS_PH_REDUCE);
 		if (ev->keep && w->micro + 1 < w->nmicro)
 			break; /* ZeRO-1 and dp reduce at the boundary only */
-		if (ev->acc > 0 && st->count > 0) /* the epilogue reduces what is left */
+		if (ev->ds_bucket > 0 && st->count > 0) /* the epilogue reduces what is left */
 			ds_reduction(st, w);
 		st->used = st->count = 0;
 		for (unsigned k = 0; k < ev->nbucket; k++) /* the engine's order: the buckets, then the grads */
@@ -946,7 +947,6 @@ static void ds_accum_events(struct events *ev, struct theory_schedule *out, cons
 	pass *= S;
 	ev->nmicro = c->grad_accum;
 	ev->acc = S * b->g;
-	ev->ds_bucket = (uint64_t)c->ds_reduce_bucket;
 	ev->grad_cat = b->g == 2 ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32;
 	out->comm_bytes += (K - 1) * pass * b->g;
 	out->comm_elements += (K - 1) * pass;
@@ -1015,6 +1015,7 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		ev.nbucket = 1 + (c->ds_overlap_comm != 0);
 		ev.full = scheme == ZS_ZERO1 ? sts.params * b->g : 0;
 		ev.fg = scheme == ZS_ZERO2 ? b->g : 0;
+		ev.ds_bucket = scheme == ZS_ZERO2 ? (uint64_t)c->ds_reduce_bucket : 0; /* its reductions from the hooks */
 		if (scheme == ZS_ZERO2 && c->grad_accum > 1) /* config.c: no offload */
 			ds_accum_events(&ev, out, units, b, c, world);
 		if (scheme == ZS_ZERO1 && c->grad_accum > 1)
