@@ -1,7 +1,7 @@
 /*
- * test_ds_accum — DeepSpeed's gradient_accumulation_steps K under ZeRO-2
- * (--framework deepspeed --schemes zero2 --grad-accum K; docs/schedule.md,
- * "deepspeed", "Gradient accumulation").
+ * test_ds_accum — DeepSpeed's gradient_accumulation_steps K (--framework
+ * deepspeed --grad-accum K; docs/schedule.md, "deepspeed", "Gradient
+ * accumulation"): ZeRO-2 below, then dp, ZeRO-1 and ZeRO-3.
  *
  * K micro-steps of batch B are one step on the K-fold batch: micro-step m
  * draws rows m·B..(m+1)·B-1 of the K·B rows a step at batch K·B draws
@@ -29,6 +29,8 @@
 #include "util/config.h"
 #include "util/util.h"
 
+#include "ds_suite.h"
+
 #define PSI 33088 /* the default MLP 64,256,64 */
 
 /* The scheme every check runs (dp, zero1 or zero2; config.c refuses
@@ -52,12 +54,7 @@ static struct zs_config ds_config(enum zs_precision pr, enum zs_optimizer opt, u
 
 static struct zs_result run(const struct zs_config *c, unsigned n, enum zs_unit u)
 {
-	struct zs_result res;
-	struct zs_run_options opt = {.weights = 1};
-	char *cause = NULL;
-	int r = engine_run(c, scheme, n, u, NULL, &opt, &res, &cause);
-	ck_assert_msg(r == 0, "engine_run failed: %s", cause ? cause : "?");
-	return res;
+	return ds_run(c, scheme, n, u, 1);
 }
 
 static double max_diff(const float *a, const float *b, size_t n)
@@ -232,7 +229,7 @@ int main(void)
 {
 	zs_json_init(); /* before any cJSON call (util.h) */
 	Suite *s = suite_create("ds_accum");
-	TCase *t = tcase_create("zero2");
+	TCase *t = tcase_create("accum");
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, test_k_micro_steps_are_one_step_on_the_k_fold_batch_fp32);
 	tcase_add_test(t, test_k_micro_steps_are_one_step_on_the_k_fold_batch_mixed);
@@ -243,9 +240,5 @@ int main(void)
 	tcase_add_test(t, test_zero1_and_dp_reduce_once_a_step);
 	tcase_add_test(t, test_zero3_reduces_every_micro_step);
 	suite_add_tcase(s, t);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return ds_run_suite(s);
 }
