@@ -854,7 +854,7 @@ for cmd in measure theory; do
 	# bytes), with --fsdp-no-sync; the engine's own wrappers still refuse it
 	try 0 "" $cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --grad-accum 2 \
 		--fsdp-no-sync off --out "$tmp/fsdp-k2.json"
-	try 2 "--grad-accum 2: only with --framework paper, --framework torch and --wrapper none, ddp or fsdp, or --framework deepspeed --schemes zero2, so far (--wrapper auto, the engine's own DDP and FSDP step, takes no accumulation yet)" \
+	try 2 "--grad-accum 2: only with --framework paper, --framework torch and --wrapper none, ddp or fsdp, or --framework deepspeed, so far (--wrapper auto, the engine's own DDP and FSDP step, takes no accumulation yet)" \
 		$cmd --framework torch --model "$tiny" --wrapper auto --world 2 --schemes zero3 --grad-accum 2 --out "$keep"
 	# a message names the option as given (--fsdp-no-sync is --ddp-no-sync's
 	# other name), and the two names with different values are refused
@@ -876,9 +876,9 @@ for cmd in measure theory; do
 	# The paper's accumulation runs (tests/test_paper_accum,
 	# tests/paper_accum_tfm.sh, theory_vs_measure hold it).
 	try 0 "" $cmd --schemes zero2 --world 1,2 --grad-accum 3 --out "$tmp/paper-k3.json"
-	# DeepSpeed's accumulation: the engine's ZeRO-2 on the MLP only so far.
-	try 2 "--grad-accum 2 with --framework deepspeed: only --schemes zero2 so far (zero1 takes no accumulation yet)" \
-		$cmd --framework deepspeed --schemes zero2,zero1 --grad-accum 2 --out "$keep"
+	# DeepSpeed's accumulation: the engine's every scheme on the MLP only so
+	# far (tests/test_ds_accum and theory_vs_measure hold their bytes).
+	try 0 "" $cmd --framework deepspeed --schemes dp,zero1,zero2,zero3 --world 2 --grad-accum 2 --out "$tmp/ds-k2.json"
 	try 2 "--grad-accum 2 with --offload: DeepSpeed's accumulation through the host (async_accumulate_grad_in_cpu_via_gpu) is not described yet" \
 		$cmd --framework deepspeed --schemes zero2 --offload optimizer --grad-accum 2 --out "$keep"
 	try 2 "--grad-accum 2 with --framework deepspeed: the MLP only so far" \

@@ -4,7 +4,7 @@
  * measurement exactly: resident_bytes, peak_bytes,
  * comm_bytes_per_rank_per_step, every category of peak_breakdown (and of
  * resident_breakdown, and every rank's bytes, when the measurement has
- * them). docs/schedule.md is the contract both sides implement, so any
+ * them; with a --timeline, each phase's peak and the binding phase). docs/schedule.md is the contract both sides implement, so any
  * difference is a bug in one of them; the first one is printed and the
  * program exits 1. Exit 2 if a file cannot be read.
  *
@@ -150,6 +150,56 @@ static int same_per_rank(const cJSON *mrun, const cJSON *sched, const char *run,
 	return 0;
 }
 
+/* With the measured run's --timeline (rank 0's events) where rank 0 binds:
+ * each phase's peak the theory lists (phase_peak_bytes) is the most the
+ * timeline holds in that phase, and binding_phase the phase of the
+ * timeline's first event at the peak (docs/formats.md). Without a
+ * timeline there is nothing to hold them to. */
+static double timeline_most(const cJSON *tl, const char *phase)
+{
+	const cJSON *e;
+	double most = -1;
+	cJSON_ArrayForEach(e, tl) {
+		const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "phase");
+		const cJSON *cur = cJSON_GetObjectItemCaseSensitive(e, "current_bytes");
+		if (cJSON_IsString(ph) && strcmp(ph->valuestring, phase) == 0 && cJSON_IsNumber(cur) && cur->valuedouble > most)
+			most = cur->valuedouble;
+	}
+	return most;
+}
+
+static int same_phases(const cJSON *mrun, const cJSON *sched, const char *run)
+{
+	const cJSON *tl = cJSON_GetObjectItemCaseSensitive(mrun, "timeline");
+	const cJSON *pp = cJSON_GetObjectItemCaseSensitive(sched, "phase_peak_bytes");
+	const cJSON *bind = cJSON_GetObjectItemCaseSensitive(sched, "binding_phase");
+	const cJSON *rank = cJSON_GetObjectItemCaseSensitive(mrun, "peak_rank");
+	const cJSON *peak = cJSON_GetObjectItemCaseSensitive(mrun, "peak_bytes"), *p, *e;
+	char metric[96];
+	if (!cJSON_IsArray(tl) || !cJSON_IsObject(pp) || !cJSON_IsString(bind) || !cJSON_IsNumber(rank) ||
+	    rank->valuedouble != 0 || !cJSON_IsNumber(peak))
+		return 0;
+	cJSON_ArrayForEach(p, pp) {
+		double most = timeline_most(tl, p->string);
+		snprintf(metric, sizeof metric, "phase_peak_bytes.%s (the timeline's most)", p->string);
+		if (!cJSON_IsNumber(p) || most != p->valuedouble)
+			return mismatch(run, metric, most, cJSON_IsNumber(p) ? p->valuedouble : -1);
+	}
+	cJSON_ArrayForEach(e, tl) {
+		const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "phase");
+		const cJSON *cur = cJSON_GetObjectItemCaseSensitive(e, "current_bytes");
+		if (!cJSON_IsNumber(cur) || cur->valuedouble != peak->valuedouble)
+			continue;
+		if (cJSON_IsString(ph) && strcmp(ph->valuestring, bind->valuestring) == 0)
+			return 0;
+		fprintf(stderr, "json_agree: MISMATCH %s binding_phase: the timeline first reaches the peak in %s, the "
+		        "schedule says %s\n  measured: %s\n  theory:   %s\n", run, cJSON_IsString(ph) ? ph->valuestring : "?",
+		        bind->valuestring, measured_path, theory_path);
+		return 1;
+	}
+	return mismatch(run, "peak_bytes (no timeline event at it)", -1, peak->valuedouble);
+}
+
 int main(int argc, char **argv)
 {
 	zs_json_init(); /* before any cJSON call (util.h) */
@@ -222,7 +272,7 @@ int main(int argc, char **argv)
 		    || (r = same_breakdown(mrun, sched, "peak_breakdown", run, 1, &cause)) != 0
 		    || (r = same_breakdown(mrun, sched, "resident_breakdown", run, 0, &cause)) != 0
 		    || (r = same_per_rank(mrun, sched, run, &cause)) != 0
-		    || (r = same_host(mrun, sched, run, &cause)) != 0) {
+		    || (r = same_host(mrun, sched, run, &cause)) != 0 || (r = same_phases(mrun, sched, run)) != 0) {
 			if (r == 2)
 				goto bad;
 			status = r;

@@ -127,12 +127,12 @@ EXTRA_DIST += tests/framework_cli.sh
 if HAVE_CHECK
 check_PROGRAMS += tests/test_deepspeed
 TESTS += tests/test_deepspeed
-tests_test_deepspeed_SOURCES = tests/test_deepspeed.c
+tests_test_deepspeed_SOURCES = tests/test_deepspeed.c tests/ds_suite.h
 tests_test_deepspeed_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_deepspeed_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 check_PROGRAMS += tests/test_ds_accum
 TESTS += tests/test_ds_accum
-tests_test_ds_accum_SOURCES = tests/test_ds_accum.c tests/accum_lib.h
+tests_test_ds_accum_SOURCES = tests/test_ds_accum.c tests/accum_lib.h tests/ds_suite.h
 tests_test_ds_accum_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_ds_accum_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 check_PROGRAMS += tests/test_paper_accum

@@ -35,6 +35,8 @@
 #include "util/config.h"
 #include "util/util.h"
 
+#include "ds_suite.h"
+
 #define PSI 33088
 #define RESIDENT_N2 297792u
 #define TENSORS (7168u + 8192u)
@@ -51,12 +53,7 @@ static struct zs_config ds_config(enum zs_precision pr)
 
 static struct zs_result run(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
 {
-	struct zs_result res;
-	struct zs_run_options opt = {0};
-	char *cause = NULL;
-	int r = engine_run(c, s, n, u, NULL, &opt, &res, &cause);
-	ck_assert_msg(r == 0, "engine_run failed: %s", cause ? cause : "?");
-	return res;
+	return ds_run(c, s, n, u, 0);
 }
 
 static struct theory_schedule predict(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
@@ -583,9 +580,5 @@ int main(void)
 	tcase_add_test(t, test_zero3_offloads_the_params);
 	tcase_add_test(t, test_an_oversized_grad_stays_in_autograds_grad);
 	suite_add_tcase(s, t);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return ds_run_suite(s);
 }

@@ -1,7 +1,7 @@
 /*
- * test_ds_accum — DeepSpeed's gradient_accumulation_steps K under ZeRO-2
- * (--framework deepspeed --schemes zero2 --grad-accum K; docs/schedule.md,
- * "deepspeed", "Gradient accumulation").
+ * test_ds_accum — DeepSpeed's gradient_accumulation_steps K (--framework
+ * deepspeed --grad-accum K; docs/schedule.md, "deepspeed", "Gradient
+ * accumulation"): ZeRO-2 below, then dp, ZeRO-1 and ZeRO-3.
  *
  * K micro-steps of batch B are one step on the K-fold batch: micro-step m
  * draws rows m·B..(m+1)·B-1 of the K·B rows a step at batch K·B draws
@@ -29,18 +29,23 @@
 #include "util/config.h"
 #include "util/util.h"
 #include "accum_lib.h"
+#include "ds_suite.h"
+
+/* The scheme every check runs (dp, zero1 or zero2; config.c refuses
+ * accumulation under zero3): each check runs under each. */
+static enum zs_scheme scheme = ZS_ZERO2;
 
 static struct zs_config ds_config(enum zs_precision pr, enum zs_optimizer opt, unsigned K, unsigned B)
 {
 	struct zs_config c = accum_config(ZS_FW_DEEPSPEED, pr, opt, K, B);
-	c.schemes[0] = ZS_ZERO2; /* config.c admits accumulation under zero2 only */
+	c.schemes[0] = scheme;
 	c.nschemes = 1;
 	return c;
 }
 
 static struct zs_result run(const struct zs_config *c, unsigned n, enum zs_unit u)
 {
-	return accum_run(c, ZS_ZERO2, n, u);
+	return accum_run(c, scheme, n, u);
 }
 
 /* K·B in one step against K micro-steps of B, at N = 1, 2, 3 and both
@@ -146,21 +151,77 @@ START_TEST(test_the_new_partition_is_held_from_the_first_reduction)
 }
 END_TEST
 
+/* dp, ZeRO-1 and ZeRO-3: the same K·B against K micro-steps of B,
+ * autograd's grads (dp, ZeRO-1) or the grad partitions (ZeRO-3) added
+ * into across the micro-steps (fp16 adds in mixed, as ZeRO-2's). */
+START_TEST(test_dp_zero1_zero3_k_micro_steps_are_one_step_on_the_k_fold_batch)
+{
+	const enum zs_scheme schemes[] = {ZS_DP, ZS_ZERO1, ZS_ZERO3};
+	for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
+		scheme = schemes[i];
+		same_weights(ZS_FP32, ZS_ADAM, 2e-6, 4e-6);
+		same_weights(ZS_FP32, ZS_SGD, 2e-8, 4e-6);
+		same_weights(ZS_MIXED, ZS_SGD, 2e-7, 4e-5);
+	}
+}
+END_TEST
+
+/* ZeRO-3 gathers and reduce-scatters in every micro-step: at N = 2,
+ * unit=model, nothing persistent, K = 3 over 1 step reduce-scatters 3
+ * times what K = 1 does (the partition added into in place), and the
+ * state between steps is K = 1's. */
+START_TEST(test_zero3_reduces_every_micro_step)
+{
+	scheme = ZS_ZERO3;
+	struct zs_config c1 = ds_config(ZS_MIXED, ZS_ADAM, 1, 4), c3 = ds_config(ZS_MIXED, ZS_ADAM, 3, 4);
+	c1.ds_persist = c3.ds_persist = 0;
+	c1.steps = c3.steps = 1;
+	struct zs_result a = run(&c1, 2, ZS_UNIT_MODEL), b = run(&c3, 2, ZS_UNIT_MODEL);
+	ck_assert_uint_eq(b.comm[0].calls[ZS_REDUCE_SCATTER], 3 * a.comm[0].calls[ZS_REDUCE_SCATTER]);
+	ck_assert_uint_eq(b.comm[0].bytes[ZS_REDUCE_SCATTER], 3 * a.comm[0].bytes[ZS_REDUCE_SCATTER]);
+	ck_assert_uint_gt(b.comm[0].bytes[ZS_ALL_GATHER], a.comm[0].bytes[ZS_ALL_GATHER]);
+	ck_assert_uint_eq(b.resident[0], a.resident[0]);
+	engine_result_free(&a);
+	engine_result_free(&b);
+}
+END_TEST
+
+/* ZeRO-1 and dp reduce at the boundary only (engine.py's
+ * allreduce_gradients, 2056-2062): K = 3 over 3 steps at N = 2 sends
+ * what K = 1 sends, 3 reductions; the state between steps is K = 1's. */
+START_TEST(test_zero1_and_dp_reduce_once_a_step)
+{
+	const enum zs_scheme schemes[] = {ZS_DP, ZS_ZERO1};
+	const enum zs_coll_kind op[] = {ZS_ALL_REDUCE, ZS_REDUCE_SCATTER};
+	for (size_t i = 0; i < 2; i++) {
+		scheme = schemes[i];
+		struct zs_config c1 = ds_config(ZS_MIXED, ZS_ADAM, 1, 4), c3 = ds_config(ZS_MIXED, ZS_ADAM, 3, 4);
+		struct zs_result a = run(&c1, 2, ZS_UNIT_MODEL), b = run(&c3, 2, ZS_UNIT_MODEL);
+		ck_assert_uint_eq(b.comm[0].calls[op[i]], 3);
+		ck_assert_uint_eq(a.comm[0].calls[op[i]], 3);
+		ck_assert_uint_eq(b.comm[0].bytes[op[i]], a.comm[0].bytes[op[i]]);
+		ck_assert_uint_gt(b.comm[0].bytes[op[i]], 0);
+		ck_assert_uint_eq(b.resident[0], a.resident[0]);
+		engine_result_free(&a);
+		engine_result_free(&b);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	zs_json_init(); /* before any cJSON call (util.h) */
 	Suite *s = suite_create("ds_accum");
-	TCase *t = tcase_create("zero2");
+	TCase *t = tcase_create("accum");
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, test_k_micro_steps_are_one_step_on_the_k_fold_batch_fp32);
 	tcase_add_test(t, test_k_micro_steps_are_one_step_on_the_k_fold_batch_mixed);
 	tcase_add_test(t, test_half_the_rows_give_other_weights);
 	tcase_add_test(t, test_every_micro_step_reduce_scatters);
 	tcase_add_test(t, test_the_new_partition_is_held_from_the_first_reduction);
+	tcase_add_test(t, test_dp_zero1_zero3_k_micro_steps_are_one_step_on_the_k_fold_batch);
+	tcase_add_test(t, test_zero1_and_dp_reduce_once_a_step);
+	tcase_add_test(t, test_zero3_reduces_every_micro_step);
 	suite_add_tcase(s, t);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return ds_run_suite(s);
 }

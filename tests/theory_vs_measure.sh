@@ -5,9 +5,10 @@
 # both precisions, both optimizers, batch 1 and 4, and a deeper model; and
 # torch's implementations of every scheme (--framework torch: DDP's buckets,
 # ZeroRedundancyOptimizer, FSDP with and without prefetch, in both precisions),
-# DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed; zero2 under --grad-accum too), the paper's
-# schemes under --grad-accum, and zerosim's own transformer (--model, both families, phi3, qwen3, gemma2 and
-# gemma3_text, the three recompute modes; under torch's schemes and DeepSpeed's, zero3 module by module, too).
+# DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed; dp to zero3 under --grad-accum too), the
+# paper's schemes under --grad-accum, and zerosim's own transformer (--model, both families, phi3, qwen3,
+# gemma2 and gemma3_text, the three recompute modes; under torch's schemes and DeepSpeed's, zero3 module
+# by module, too).
 # docs/schedule.md is the contract both implement; tests/json_agree joins the
 # two JSON files on (scheme, world, unit) and prints the first difference.
 # Last, the measurement must not depend on --jobs.
@@ -19,11 +20,11 @@ set -u
 name=theory_vs_measure tag=agree
 . "${srcdir:-.}/tests/agree_lib.sh"
 
-configs=0
+configs=0 timeline=
 # check OPTIONS...: measure and predict the same sweep, then compare.
 check() {
 	configs=$((configs + 1))
-	if ! "$zerosim" measure "$@" --out "$tmp/m.json" 2>"$tmp/err"; then
+	if ! "$zerosim" measure "$@" ${timeline:+"$timeline"} --out "$tmp/m.json" 2>"$tmp/err"; then
 		echo "theory_vs_measure: FAIL: zerosim measure $* --out m.json:" >&2
 		cat "$tmp/err" >&2
 		exit 1
@@ -39,6 +40,13 @@ check() {
 		exit 1
 	fi
 	echo "ok $configs: $* ($(cat "$tmp/out"))"
+}
+# check_phases OPTIONS...: check, measure with --timeline: json_agree
+# holds each phase's peak and the binding phase to rank 0's timeline too.
+check_phases() {
+	timeline=--timeline
+	check "$@"
+	timeline=
 }
 
 # The engine runs every rank's steps in one process, so the cost grows with
@@ -168,6 +176,55 @@ for accum in 2 3; do
 		--grad-accum $accum --steps 2
 	check --layers 5,7,3,11 --world 1,2,3,5,8 --schemes $schemes --unit model,layer --optimizer sgd \
 		--grad-accum $accum --batch 1 --steps 2
+done
+# DeepSpeed's dp and ZeRO-1 under K = 2, 3: autograd's grads kept in .grad
+# across micro-steps, a later micro-step's new grads of each unit added
+# into them, reduced once at the boundary (K = 1's bytes sent); ZeRO-1's
+# bucket made again by every backward and held between micro-steps.
+for accum in 2 3; do
+	for precision in mixed fp32; do
+		check --framework deepspeed --layers 64,256,64 --world 1,2,3,5 --schemes dp,zero1 --unit model,layer \
+			--precision $precision --grad-accum $accum --steps 2
+	done
+	check --framework deepspeed --layers 64,256,256,256,64 --world 1,2,3,5 --schemes dp,zero1 --unit model,layer \
+		--grad-accum $accum --ds-reduce-bucket 16448 --ds-overlap-comm on --steps 2
+	check --framework deepspeed --layers 5,7,3,11 --world 1,3,5,8 --schemes dp,zero1 --unit model,layer \
+		--ds-reduce-bucket 30 --optimizer sgd --grad-accum $accum --steps 2
+done
+# Each phase's peak and the binding phase against rank 0's timeline, K = 1
+# to 3, every DeepSpeed scheme: a bucket flushed mid-backward (ZeRO-2's
+# "reduce" binds at K = 2, 3: the new partition made there) and the default.
+for accum in 1 2 3; do
+	check_phases --framework deepspeed --schemes dp,zero1,zero2,zero3 --layers 64,256,256,256,64 --world 1,2,3 \
+		--unit model,layer --ds-reduce-bucket 16448 --ds-persist 0 --grad-accum $accum --steps 2
+	check_phases --framework deepspeed --schemes dp,zero1,zero2,zero3 --world 1,2,3 --unit model,layer \
+		--grad-accum $accum --steps 2
+	check_phases --framework deepspeed --schemes zero1,zero2 --layers 5,7,3,11 --world 1,3,5 --unit model,layer \
+		--ds-reduce-bucket 30 --ds-overlap-comm on --grad-accum $accum --steps 2
+done
+# DeepSpeed's ZeRO-3 under K = 2, 3: every micro-step gathers and
+# reduce-scatters as at K = 1, a later one adds into the grad partitions in
+# place; the trace recorded in the first micro-step, complete from the
+# second (reset_step at each forward), the persistent params kept whole
+# across micro-steps once it is: nothing, the biases and every tensor
+# persistent, max live 0 with a bucket reduced mid-backward, a small
+# prefetch bucket, the odd model and a padded tensor.
+for accum in 2 3; do
+	for precision in mixed fp32; do
+		for persist in 0 1000 1e5; do
+			check --framework deepspeed --schemes zero3 --layers 64,256,64 --world 1,2,3,5 --unit model,layer \
+				--precision $precision --ds-persist $persist --grad-accum $accum --steps 2
+		done
+		check --framework deepspeed --schemes zero3 --layers 64,256,64 --world 1,2,3,5,8 --unit model,layer \
+			--precision $precision --ds-persist 0 --ds-max-live 0 --ds-reduce-bucket 16448 --grad-accum $accum --steps 3
+		check --framework deepspeed --schemes zero3 --layers 64,256,64 --world 1,3,5,8 --unit layer \
+			--precision $precision --ds-persist 0 --ds-prefetch-bucket 100 --ds-max-live 20000 --optimizer sgd \
+			--grad-accum $accum --steps 1
+	done
+	check --framework deepspeed --schemes zero3 --layers 5,7,3,11 --world 1,2,3,5,8 --unit model,layer \
+		--ds-persist 10 --ds-reduce-bucket 35 --grad-accum $accum --steps 3
+	check --framework deepspeed --schemes zero3 --layers 1000,1 --world 1,2,3,7 --unit model,layer \
+		--ds-reduce-bucket 1000 --grad-accum $accum --steps 2
 done
 # ZeRO-Offload: device and host bytes apart, every rank's and a node's.
 for precision in mixed fp32; do

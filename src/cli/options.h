@@ -94,9 +94,9 @@ struct zs_opt {
 	"                         fsdp (FSDP FULL_SHARD, a unit per block, over it as\n" \
 	"                         PyTorch 1.13 runs it at N >= 2: --schemes zero3)\n" \
 	"      --grad-accum K     --wrapper none, ddp or fsdp, --framework deepspeed\n" \
-	"                         --schemes zero2 (the MLP) or --framework paper: K\n" \
-	"                         micro-steps (each of --batch) per optimizer step,\n" \
-	"                         each loss / K (default 1)\n" \
+	"                         (the MLP) or --framework paper: K micro-steps (each\n" \
+	"                         of --batch) per optimizer step, each loss / K\n" \
+	"                         (default 1)\n" \
 	"      --ddp-no-sync S    --wrapper ddp or fsdp with --grad-accum: the wrapper's\n" \
 	"                         no_sync() on the first K - 1 micro-steps, on (default)\n" \
 	"                         or off; --fsdp-no-sync S is its other name\n" \

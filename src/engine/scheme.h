@@ -191,7 +191,7 @@ const struct zs_scheme_ops *scheme_ops(const struct zs_scheme_entry *e, unsigned
 extern const struct zs_scheme_ops scheme_dp, scheme_zero1, scheme_zero2, scheme_zero3, scheme_one_rank;
 extern const struct zs_scheme_ops scheme_torch_dp, scheme_torch_zero1, scheme_torch_zero2, scheme_torch_zero3,
         scheme_torch_no_shard;
-extern const struct zs_scheme_ops scheme_ds_zero1, scheme_ds_zero2, scheme_ds_zero3;
+extern const struct zs_scheme_ops scheme_ds_dp, scheme_ds_dp_one, scheme_ds_zero1, scheme_ds_zero2, scheme_ds_zero3;
 /* The frameworks' bounds: DDP's buckets, Ψ·g (scheme_torch.c); FSDP's
  * reduce-scatter and all-gather buffers; DeepSpeed's buckets as far as
  * they are written and its fp32 partitions (scheme_deepspeed.c). */

@@ -38,7 +38,12 @@
  * Gradient accumulation (ZeRO-2, gradient_accumulation_steps K, the
  * driver's micro-steps): every micro-step reduces as above; one after the
  * first reduces into a new partition and its epilogue adds that into the
- * kept one (independent_gradient_partition_epilogue, 783-797).
+ * kept one (independent_gradient_partition_epilogue, 783-797). ZeRO-1 and
+ * dp (no partition_gradients) reduce only at the boundary (engine.py's
+ * allreduce_gradients, 2048-2062): autograd's grads stay in .grad across
+ * the micro-steps, and a micro-step after the first adds its grads into
+ * them (fresh_begin below); ZeRO-1's bucket is made again by every
+ * micro-step's backward and released at the boundary only.
  */
 #include "config.h"
 
@@ -73,6 +78,7 @@ struct ds_bucket {
 struct ds_rank {
 	void *bucket[2];
 	void *acc; /* ZeRO-2, micro-steps after the first: their reduced grads (a new grads_in_partition) */
+	void *fresh; /* ZeRO-1 and dp, micro-steps after the first: a unit's new grads, added into .grad */
 	float *grad32;
 	void *offload_tmp[2];
 	void **whole;
@@ -88,6 +94,8 @@ struct ds {
 	struct ds_rank *rank;
 	struct ds_bucket bucket;
 	struct ds3 *ds3;
+	size_t fresh_off; /* the element of the params fresh's unit starts at */
+	int partitions;   /* ZeRO-2: a later micro-step reduces into a new partition (acc) */
 };
 
 static struct ds_rank *ds_rank(const struct zs_run *r, const struct ds *d, unsigned k) { return &d->rank[k - r->r0]; }
@@ -178,6 +186,7 @@ static void teardown(struct zs_run *r, void *ctx)
 		for (int i = 0; i < 2; i++)
 			tracker_free(&r->tracker, k, rk->offload_tmp[i]);
 		tracker_free(&r->tracker, k, rk->acc);
+		tracker_free(&r->tracker, k, rk->fresh);
 		if (!offloaded(r)) /* offloaded, grad32 is the grads buffer */
 			tracker_free(&r->tracker, k, rk->grad32);
 	}
@@ -231,7 +240,7 @@ static void reduce_unit(struct zs_run *r, struct ds *d, size_t u, void *const *s
 		}
 		return;
 	}
-	if (r->micro > 0 && ds_rank(r, d, r->r0)->acc == NULL) /* the micro-step's first reduction */
+	if (d->partitions && r->micro > 0 && ds_rank(r, d, r->r0)->acc == NULL) /* the micro-step's first reduction */
 		for (unsigned k = r->r0; k < r->r1; k++)
 			ds_rank(r, d, k)->acc = tracker_alloc(&r->tracker, k, r->cat[ZS_BUF_GRADS],
 			                                      layout_len(&r->layout, ZS_BUF_GRADS) * r->esize[ZS_BUF_GRADS]);
@@ -241,6 +250,17 @@ static void reduce_unit(struct zs_run *r, struct ds *d, size_t u, void *const *s
 		r->ptr_b[k - r->r0] = acc != NULL ? (char *)acc + at * r->esize[ZS_BUF_GRADS] : run_at(r, k, ZS_BUF_GRADS, at);
 	}
 	coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
+}
+
+/* to[i] += from[i] for n grads of esz bytes, in the grads' own type (an
+ * fp16 add_ computed in float and rounded, as CUDA's is). */
+static void add_grads(void *to, const void *from, size_t n, size_t esz)
+{
+	for (size_t i = 0; i < n && esz == sizeof(float); i++)
+		((float *)to)[i] += ((const float *)from)[i];
+	for (size_t i = 0; i < n && esz != sizeof(float); i++)
+		((zs_half *)to)[i] = zs_float_to_half(zs_half_to_float(((const zs_half *)to)[i]) +
+		                                      zs_half_to_float(((const zs_half *)from)[i]));
 }
 
 /* ZeRO-2 with gradient_accumulation_steps K > 1, a micro-step after the
@@ -260,11 +280,7 @@ static void accumulate(struct zs_run *r, struct ds *d)
 			struct zs_slice g = layout_own(lo, ZS_BUF_GRADS, u, k);
 			void *to = run_at(r, k, ZS_BUF_GRADS, g.at);
 			const void *from = (const char *)rk->acc + g.at * r->esize[ZS_BUF_GRADS];
-			for (size_t i = 0; i < g.count && r->esize[ZS_BUF_GRADS] == sizeof(float); i++)
-				((float *)to)[i] += ((const float *)from)[i];
-			for (size_t i = 0; i < g.count && r->esize[ZS_BUF_GRADS] != sizeof(float); i++) /* fp16 add_: in float, rounded */
-				((zs_half *)to)[i] = zs_float_to_half(zs_half_to_float(((const zs_half *)to)[i]) +
-				                                      zs_half_to_float(((const zs_half *)from)[i]));
+			add_grads(to, from, g.count, r->esize[ZS_BUF_GRADS]);
 		}
 		tracker_free(&r->tracker, k, rk->acc);
 		rk->acc = NULL;
@@ -311,17 +327,82 @@ static void add_unit(struct zs_run *r, struct ds *d, size_t u)
 	b->used += un->n;
 }
 
-/* ZeRO-1: autograd's grads of the whole model, then the buckets. */
+/* --grad-accum K under ZeRO-1 and dp: .grad (ZeRO-1's full grads, dp's
+ * grads) holds the grads of every micro-step so far. A micro-step after
+ * the first computes unit u's grads into a new block (AccumulateGrad's
+ * new_grad: with a .grad and GradMode off it runs `variable_grad +=
+ * new_grad` in place, torch/csrc/autograd/functions/accumulate_grad.h;
+ * docs/schedule.md, "Gradient accumulation over the PyTorch step"), adds
+ * it in the grads' type and frees it as the unit's backward ends. A unit's
+ * grads at a time, as ZeRO-2's (autograd's are a tensor's). */
+static enum zs_rankbuf kept_grads(const struct zs_run *r)
+{
+	return run_rank(r, r->r0)->buf[ZS_BUF_FULL_GRADS] != NULL ? ZS_BUF_FULL_GRADS : ZS_BUF_GRADS;
+}
+
+static void fresh_begin(struct zs_run *r, struct ds *d, size_t u, enum zs_pass pass)
+{
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	if (r->micro == 0 || pass != ZS_PASS_BACKWARD)
+		return;
+	d->fresh_off = un->off;
+	for (unsigned k = r->r0; k < r->r1; k++)
+		ds_rank(r, d, k)->fresh = tracker_alloc(&r->tracker, k, ZS_CAT_FULL_GRADS, un->n * r->esize[kept_grads(r)]);
+}
+
+static void fresh_end(struct zs_run *r, struct ds *d, size_t u, enum zs_pass pass)
+{
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	enum zs_rankbuf g = kept_grads(r);
+	if (ds_rank(r, d, r->r0)->fresh == NULL || pass != ZS_PASS_BACKWARD)
+		return;
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct ds_rank *rk = ds_rank(r, d, k);
+		add_grads(run_at(r, k, g, un->off - r->base[g]), rk->fresh, un->n, r->esize[g]);
+		tracker_free(&r->tracker, k, rk->fresh);
+		rk->fresh = NULL;
+	}
+}
+
+/* Layer l's params where the run holds them and, while a unit's new grads
+ * are being computed, its grads there (a tied layer computes none). */
+static int fresh_place(const struct zs_run *r, const void *ctx, unsigned k, size_t l, enum zs_pass pass,
+                       struct zs_layer_io *io)
+{
+	const struct ds *d = ctx;
+	const struct ds_rank *rk = &d->rank[k - r->r0];
+	const struct zs_layer *rd = net_reads(&r->model, l);
+	size_t e = rd->param_off, esz = r->esize[kept_grads(r)];
+	if (rk->fresh == NULL || pass != ZS_PASS_BACKWARD)
+		return 0;
+	run_layer_params(r, k, l, io);
+	for (size_t i = 0; i < rd->nptensors; e += rd->ptensor[i++])
+		io->g[i] = r->model.layer[l].tied ? NULL : (char *)rk->fresh + (e - d->fresh_off) * esz;
+	return 1;
+}
+
+/* Whether this micro-step is the boundary, the one that reduces. */
+static int boundary(const struct zs_run *r) { return r->micro + 1 >= r->nmicro; }
+
+/* ZeRO-1: autograd's grads of the whole model, then the buckets. Under
+ * --grad-accum each micro-step's backward makes the buckets again
+ * (`self.ipg_buffer = []` drops the last ones first, stage_1_and_2.py
+ * 2047-2060); the grads are the first micro-step's, kept. */
 static int zero1_begin_backward(struct zs_run *r, void *ctx, char **cause)
 {
+	if (r->micro > 0)
+		free_buckets(r, ctx);
 	if (alloc_buckets(r, ctx, cause) != 0)
 		return -1;
-	run_alloc_full(r, ZS_BUF_FULL_GRADS, 0, r->layout.nparams);
+	if (r->micro == 0)
+		run_alloc_full(r, ZS_BUF_FULL_GRADS, 0, r->layout.nparams);
 	return 0;
 }
 
 static void zero1_reduce(struct zs_run *r, void *ctx)
 {
+	if (!boundary(r)) /* reduce_gradients at the boundary only (engine.py 2056-2058) */
+		return;
 	for (size_t u = 0; u < r->layout.nunits; u++)
 		add_unit(r, ctx, u);
 	flush(r, ctx);
@@ -331,7 +412,11 @@ static void zero1_reduce(struct zs_run *r, void *ctx)
 
 /* ZeRO-2: the buckets as backward starts, and each unit's grads into them
  * as its backward ends. */
-static int zero2_begin_backward(struct zs_run *r, void *ctx, char **cause) { return alloc_buckets(r, ctx, cause); }
+static int zero2_begin_backward(struct zs_run *r, void *ctx, char **cause)
+{
+	((struct ds *)ctx)->partitions = 1;
+	return alloc_buckets(r, ctx, cause);
+}
 
 static void zero2_begin_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass pass)
 {
@@ -431,10 +516,17 @@ static void after_step(struct zs_run *r, void *ctx)
 
 /* DeepSpeed's hooks run at N = 1 too: it allocates its buffers on one
  * rank as on many (the registry's rows). */
+static void zero1_begin_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass pass) { fresh_begin(r, ctx, u, pass); }
+
+static void zero1_end_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass pass) { fresh_end(r, ctx, u, pass); }
+
 const struct zs_scheme_ops scheme_ds_zero1 = {
 	.name = "deepspeed zero1",
 	.flags = ZS_OPS_MASTER32,
 	.begin_backward = zero1_begin_backward,
+	.begin_unit = zero1_begin_unit,
+	.end_unit = zero1_end_unit,
+	.place = fresh_place,
 	.reduce = zero1_reduce,
 	.before_optimizer = fp32_grads,
 	.optimizer_grads = optimizer_grads,
@@ -457,6 +549,52 @@ const struct zs_scheme_ops scheme_ds_zero2 = {
 	.buffers = buffers,
 	.setup = setup,
 	.teardown = teardown,
+};
+
+/* DeepSpeed's dp (no ZeRO): the paper's dp at K = 1 (the engine's
+ * buffered_allreduce_fallback all-reduces the grads, run_all_reduce_grads
+ * here); under --grad-accum only at the boundary (allreduce_gradients,
+ * engine.py 2059-2062), autograd's grads added into across the
+ * micro-steps (fresh_begin). At N = 1 nothing is reduced (the N = 1
+ * rule). */
+static int dp_setup(struct zs_run *r, void **ctx, char **cause)
+{
+	(void)cause;
+	*ctx = ds_new(r);
+	return 0;
+}
+
+static void dp_teardown(struct zs_run *r, void *ctx)
+{
+	for (unsigned k = r->r0; k < r->r1; k++)
+		tracker_free(&r->tracker, k, ds_rank(r, ctx, k)->fresh);
+	ds_free(ctx);
+}
+
+static void dp_reduce(struct zs_run *r, void *ctx)
+{
+	(void)ctx;
+	if (boundary(r))
+		run_all_reduce_grads(r);
+}
+
+const struct zs_scheme_ops scheme_ds_dp = {
+	.name = "deepspeed dp",
+	.setup = dp_setup,
+	.teardown = dp_teardown,
+	.begin_unit = zero1_begin_unit,
+	.end_unit = zero1_end_unit,
+	.place = fresh_place,
+	.reduce = dp_reduce,
+};
+
+const struct zs_scheme_ops scheme_ds_dp_one = {
+	.name = "deepspeed dp, one rank",
+	.setup = dp_setup,
+	.teardown = dp_teardown,
+	.begin_unit = zero1_begin_unit,
+	.end_unit = zero1_end_unit,
+	.place = fresh_place,
 };
 
 /* ------------------------------------------------------------------------- */
@@ -730,7 +868,10 @@ static void ds3_flush(struct zs_run *r, struct ds *ds)
 		struct ds_rank *rk = ds_rank(r, ds, k);
 		for (size_t i = 0, at = 0; i < b->count; at += lo->tensor[b->entry[i++]].s) {
 			struct zs_slice own = layout_own(lo, ZS_BUF_GRADS, b->entry[i], k);
-			memcpy(run_at(r, k, ZS_BUF_GRADS, own.at), mine + at * esz, own.count * esz);
+			if (r->micro > 0) /* --grad-accum: add_ into the partition (1481-1489), in place */
+				add_grads(run_at(r, k, ZS_BUF_GRADS, own.at), mine + at * esz, own.count, esz);
+			else
+				memcpy(run_at(r, k, ZS_BUF_GRADS, own.at), mine + at * esz, own.count * esz);
 			/* offloaded (partition_grads, 1499-1515): into the host fp32 grad too */
 			for (size_t e = 0; e < own.count && r->config->offload != ZS_OFFLOAD_NONE; e++)
 				rk->grad32[own.at + e] = r->dt == ZS_F16 ? zs_half_to_float(((const zs_half *)(mine + at * esz))[e])
@@ -832,8 +973,26 @@ static void ds3_module(struct zs_run *r, void *ctx, size_t l, size_t s, enum zs_
 	}
 }
 
-/* independent_gradient_partition_epilogue (1131-1155): what is left. */
-static void ds3_reduce(struct zs_run *r, void *ctx) { ds3_flush(r, ctx); }
+/* independent_gradient_partition_epilogue (1131-1155): what is left.
+ * Under --grad-accum a micro-step before the boundary runs no step(): the
+ * next forward's reset_step (the top module's forward pre-hook,
+ * parameter_offload.py 243-247; partitioned_param_coordinator.py 228-264)
+ * completes the trace recorded so far and starts its queue again; what
+ * is whole stays (no step() released it: the persistent params once the
+ * trace is complete; the recording micro-step released everything). */
+static void ds3_reduce(struct zs_run *r, void *ctx)
+{
+	struct ds *ds = ctx;
+	ds3_flush(r, ds);
+	if (boundary(r))
+		return;
+	for (size_t t = 0; t < r->layout.ntensors; t++)
+		if (ds_rank(r, ds, r->r0)->whole[t] != NULL && !ds->ds3->coord->persist[t])
+			abort(); /* the last module's release dropped every other (util/ds_coord.h) */
+	ds->ds3->complete = 1;
+	ds->ds3->entry = 0;
+	ds_coord_begin_micro(ds->ds3->coord);
+}
 
 /* Every parameter tensor in its own block (NULL while it is not
  * gathered), and in backward the grads of the module being computed: the
@@ -959,8 +1118,9 @@ double scheme_deepspeed_bound(const struct zs_config *c, const struct zs_layout 
 	 * per tensor, twice; a grad larger than the bucket kept past its
 	 * module; the device copies of offloaded partitions */
 	double coalesced = lo->per_tensor ? 2 * (psi + (double)lo->world * (double)lo->ntensors) * g + psi * g + S * p : 0;
-	/* ZeRO-2 under --grad-accum K: a later micro-step's new grad partition */
-	double accum = c->grad_accum > 1 ? S * g : 0;
+	/* under --grad-accum K: ZeRO-2's later micro-step's new grad
+	 * partition; ZeRO-1's and dp's new grads of a unit */
+	double accum = c->grad_accum > 1 ? S * g + psi * g : 0;
 	return (1 + c->ds_overlap_comm) * written * g + S * (g + 4) + (c->precision == ZS_FP32 ? 4 * S : 0) + coalesced +
 	       (c->offload != ZS_OFFLOAD_NONE ? 4 * S + 2 * psi * g : 0) + accum;
 }

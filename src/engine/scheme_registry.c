@@ -11,7 +11,8 @@
  * (dp and zero1: zero1's broadcast from the owners sends nothing) and
  * clamps FSDP to NO_SHARD (zero2, zero3), as PyTorch 1.13 does; DeepSpeed's
  * stages keep their hooks, allocating their buffers on one rank as on many.
- * DeepSpeed's dp is the paper's (its engine all-reduces the grads).
+ * DeepSpeed's dp is the paper's (its engine all-reduces the grads), its
+ * own hooks for gradient accumulation (scheme_deepspeed.c).
  */
 #include "config.h"
 
@@ -31,7 +32,7 @@ static const struct zs_scheme_entry scheme_table[] = {
 	{ZS_FW_TORCH, ZS_ZERO1, &scheme_torch_zero1, &scheme_torch_dp, 0, scheme_ddp_bound},
 	{ZS_FW_TORCH, ZS_ZERO2, &scheme_torch_zero2, &scheme_torch_no_shard, 0, scheme_fsdp_bound},
 	{ZS_FW_TORCH, ZS_ZERO3, &scheme_torch_zero3, &scheme_torch_no_shard, 0, scheme_fsdp_bound},
-	{ZS_FW_DEEPSPEED, ZS_DP, &scheme_dp, &scheme_one_rank, 0, scheme_deepspeed_bound},
+	{ZS_FW_DEEPSPEED, ZS_DP, &scheme_ds_dp, &scheme_ds_dp_one, 0, scheme_deepspeed_bound},
 	{ZS_FW_DEEPSPEED, ZS_ZERO1, &scheme_ds_zero1, &scheme_ds_zero1, 0, scheme_deepspeed_bound},
 	{ZS_FW_DEEPSPEED, ZS_ZERO2, &scheme_ds_zero2, &scheme_ds_zero2, 0, scheme_deepspeed_bound},
 	{ZS_FW_DEEPSPEED, ZS_ZERO3, &scheme_ds_zero3, &scheme_ds_zero3, 1, scheme_deepspeed_bound},

@@ -91,6 +91,21 @@ void theory_floor(double params, enum zs_scheme scheme, unsigned world,
 	}
 }
 
+void theory_floor_accum(double params, enum zs_scheme scheme, unsigned world, const struct theory_bytes *b,
+                        unsigned K, struct theory_floor *out)
+{
+	double n = world, sent = params * (n - 1), k = K;
+	if (K <= 1)
+		return;
+	if (scheme == ZS_ZERO2) {
+		out->comm_bytes = sent * (k * b->g + b->p) / n;
+		out->comm_elements = sent * (k + 1) / n;
+	} else if (scheme == ZS_ZERO3) {
+		out->comm_bytes = sent * k * (2 * b->p + b->g) / n;
+		out->comm_elements = sent * 3 * k / n;
+	}
+}
+
 /* ------------------------------------------------------------------------ */
 /* Schedule */
 
@@ -304,6 +319,8 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 	request_shape(req, &s);
 	theory_floor(req->model != NULL ? (double)d->params.numel : theory_request_params(req), scheme, world, &s.bytes,
 	             &r->floor);
+	theory_floor_accum(req->model != NULL ? (double)d->params.numel : theory_request_params(req), scheme, world,
+	                   &s.bytes, req->config->grad_accum, &r->floor);
 	if (req->model != NULL) {
 		theory_peak_of(req->model, &d->params, &req->act, &s.bytes, b, scheme, unit, world, &r->peak);
 		/* the plain loop (--wrapper none) describes SDPA's flash kernel

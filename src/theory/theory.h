@@ -53,6 +53,15 @@ struct theory_floor {
 void theory_floor(double params, enum zs_scheme scheme, unsigned world,
                   const struct theory_bytes *b, struct theory_floor *out);
 
+/* The floor's bytes sent per optimizer step under gradient accumulation,
+ * K micro-steps a step (docs/schedule.md, "The paper's schedule under
+ * accumulation"): dp and P_os reduce once at the boundary (K = 1's);
+ * P_os+g reduce-scatters every micro-step (K times the grads' bytes);
+ * P_os+g+p also gathers the params for every micro-step's forward and
+ * backward (K times everything). K <= 1 changes nothing. */
+void theory_floor_accum(double params, enum zs_scheme scheme, unsigned world, const struct theory_bytes *b,
+                        unsigned K, struct theory_floor *out);
+
 /* ------------------------------------------------------------------------ */
 /* Schedule: the exact bytes of docs/schedule.md for a model with a shape.
  * Byte counts are exact integers (the caller validated the shape against

@@ -319,11 +319,12 @@ struct events {
 	uint64_t *buckets;
 	size_t nbuckets;
 	unsigned bucket_bytes;
-	/* DeepSpeed's ZeRO-2 under gradient_accumulation_steps nmicro > 1: a
-	 * micro-step after the first reduces into a new grad partition of acc
-	 * bytes (category grad_cat), made at its first reduction as the
-	 * reduce bucket of ds_bucket elements is filled unit by unit, added
-	 * into the kept one and freed at its end (scheme_deepspeed.c). */
+	/* DeepSpeed's ZeRO-2: its reduce bucket of ds_bucket elements filled
+	 * unit by unit, each reduction marking the reduce phase; under
+	 * gradient_accumulation_steps nmicro > 1 a micro-step after the first
+	 * reduces into a new grad partition of acc bytes (category grad_cat),
+	 * made at its first reduction, added into the kept one and freed at
+	 * its end (scheme_deepspeed.c). */
 	unsigned nmicro;
 	uint64_t acc, ds_bucket;
 	enum zs_cat grad_cat;
@@ -335,6 +336,12 @@ struct events {
 	 * after backward, zero3 after each unit's), category grad_cat. */
 	unsigned acc_fg, acc_rs;
 	size_t nunits;
+	/* DeepSpeed's dp and ZeRO-1 under nmicro > 1: autograd's grads kept
+	 * across the micro-steps (keep: ZeRO-1's full grads and buckets stay
+	 * to the boundary, its backward makes the buckets again); a later
+	 * micro-step's new grads of a unit are acc_fg's transient as above
+	 * (scheme_deepspeed.c, fresh_begin). */
+	int keep;
 };
 
 /* The framework's state through the walk: which units are held gathered,
@@ -420,12 +427,12 @@ static void paper_acc_rs(struct units_fw *st, struct walk *w, size_t u)
  * reduce phase, as the engine's reduce_unit marks it). */
 static void ds_reduction(struct units_fw *st, struct walk *w)
 {
-	if (st->ev->acc == 0 || w->micro == 0 || st->acc_held)
-		return;
 	enum zs_phase was = w->phase;
-	walk_phase(w, ZS_PH_REDUCE);
-	walk_add(w, st->ev->grad_cat, st->ev->acc);
-	st->acc_held = 1;
+	walk_phase(w, ZS_PH_REDUCE); /* every reduction, K = 1's too, as the engine's tracker marks it */
+	if (st->ev->acc > 0 && w->micro > 0 && !st->acc_held) {
+		walk_add(w, st->ev->grad_cat, st->ev->acc);
+		st->acc_held = 1;
+	}
 	w->phase = was;
 }
 
@@ -434,7 +441,7 @@ static void ds_reduction(struct units_fw *st, struct walk *w)
 static void ds_add_unit(struct units_fw *st, struct walk *w, size_t u)
 {
 	uint64_t n = st->units[u], B = st->ev->ds_bucket;
-	if (st->ev->acc == 0)
+	if (B == 0) /* not DeepSpeed's ZeRO-2 */
 		return;
 	if (st->used + n > B) {
 		if (st->count > 0)
@@ -483,9 +490,12 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 			release(st, w, i);
 		break;
 	case BWD_BEGIN:
+		for (unsigned k = 0; k < ev->nbucket && ev->keep && w->micro > 0; k++) /* the last micro-step's dropped */
+			walk_sub(w, ZS_CAT_BUCKETS, ev->bucket);
 		for (unsigned k = 0; k < ev->nbucket; k++)
 			walk_add(w, ZS_CAT_BUCKETS, ev->bucket);
-		walk_add(w, ZS_CAT_FULL_GRADS, ev->full);
+		if (!ev->keep || w->micro == 0)
+			walk_add(w, ZS_CAT_FULL_GRADS, ev->full);
 		break;
 	case BWD_PRE:
 		if (l != st->last[i])
@@ -518,7 +528,9 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 	case STEP_END:
 		if (ev->full > 0 || ev->bucket > 0) /* freed by the reduce after backward, as the engine marks it */
 			walk_phase(w, ZS_PH_REDUCE);
-		if (ev->acc > 0 && st->count > 0) /* the epilogue reduces what is left */
+		if (ev->keep && w->micro + 1 < w->nmicro)
+			break; /* ZeRO-1 and dp reduce at the boundary only */
+		if (ev->ds_bucket > 0 && st->count > 0) /* the epilogue reduces what is left */
 			ds_reduction(st, w);
 		for (size_t u = 0; ev->acc_rs > 0 && ev->full > 0 && u < st->ev->nunits; u++)
 			paper_acc_rs(st, w, u); /* the paper's zero2: each unit's reduce-scatter */
@@ -627,6 +639,7 @@ struct ds3_fw {
 	size_t *of_layer;   /* inside layers: layer l's modules are [of_layer[l], of_layer[l + 1]) */
 	size_t *rel, *post, j;
 	uint64_t N, S, sent, sent_el;
+	uint64_t msent, msent_el; /* this step's so far (--grad-accum: its micro-steps') */
 	int off, offp;
 	struct theory_schedule *out;
 	const struct theory_desc *desc;
@@ -749,13 +762,16 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 {
 	struct ds3_fw *f = ctx;
 	const struct theory_bytes *b = f->b;
-	int complete = step > 1;
+	int complete = step > 1 || w->micro > 0; /* --grad-accum: recorded in the first micro-step */
 	/* by unit: the module (forward order: the trace's next) that starts or ends here */
 	size_t mi = f->j < f->nmodules ? f->j : 2 * f->nmodules - 1 - f->j;
 	switch (pt) {
 	case STEP_BEGIN:
 		f->j = 0;
-		ds_coord_begin_step(f->d, step);
+		if (w->micro > 0) /* reset_step alone: no step() since the last micro-step */
+			ds_coord_begin_micro(f->d);
+		else
+			ds_coord_begin_step(f->d, step);
 		f->bk.reduced = 0;
 		break;
 	case FWD_PRE:
@@ -794,6 +810,11 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		break;
 	case STEP_END: {
 		ds3_flush(w, &f->bk, f->tn, f->N, b->g); /* the epilogue */
+		if (w->micro + 1 < w->nmicro) { /* --grad-accum: added into the partitions in place; no step() yet */
+			f->msent += (f->N - 1) * f->d->gathered * b->p + f->bk.reduced * b->g;
+			f->msent_el += (f->N - 1) * f->d->gathered + f->bk.reduced;
+			break;
+		}
 		/* step(): everything released; the fp32 gradient partition (in
 		 * mixed precision from a flat fp16 copy; offloaded, the host's);
 		 * then the persistent params gathered */
@@ -808,10 +829,13 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		walk_phase(w, ZS_PH_GATHER); /* the persistent params gathered after step() */
 		ds3_gathered(w, f, f->post, npost);
 		uint64_t N = f->N, gathered = f->d->gathered, reduced = f->bk.reduced;
-		f->sent += (N - 1) * gathered * b->p + reduced * b->g;
-		f->sent_el += (N - 1) * gathered + reduced;
-		f->out->comm_bytes = (N - 1) * gathered * b->p + reduced * b->g; /* the last step's */
-		f->out->comm_elements = (N - 1) * gathered + reduced;
+		f->msent += (N - 1) * gathered * b->p + reduced * b->g; /* with the step's earlier micro-steps' */
+		f->msent_el += (N - 1) * gathered + reduced;
+		f->sent += f->msent;
+		f->sent_el += f->msent_el;
+		f->out->comm_bytes = f->msent; /* the last step's */
+		f->out->comm_elements = f->msent_el;
+		f->msent = f->msent_el = 0;
 		break;
 	}
 	case BWD_BEGIN:
@@ -881,7 +905,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	}
 	out->params = p->numel;
 	theory_ds3_resident(b, c, f.S, persist, world, out, base);
-	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT};
+	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT, .nmicro = c->grad_accum};
 	for (int k = 0; k < ZS_NCATS; k++) /* set-up */
 		walk_add(&w, (enum zs_cat)k, base[k]);
 	w.key = 0;
@@ -948,7 +972,6 @@ static void ds_accum_events(struct events *ev, struct theory_schedule *out, cons
 	pass *= S;
 	ev->nmicro = c->grad_accum;
 	ev->acc = S * b->g;
-	ev->ds_bucket = (uint64_t)c->ds_reduce_bucket;
 	ev->grad_cat = b->g == 2 ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32;
 	out->comm_bytes += (K - 1) * pass * b->g;
 	out->comm_elements += (K - 1) * pass;
@@ -979,6 +1002,16 @@ static void paper_accum_events(struct events *ev, struct theory_schedule *out, c
 	uint64_t elements = scheme == ZS_ZERO2 ? pass : out->comm_elements;
 	out->comm_bytes += (K - 1) * bytes;
 	out->comm_elements += (K - 1) * elements;
+/* DeepSpeed's dp and ZeRO-1 under gradient_accumulation_steps K > 1
+ * (docs/schedule.md, "deepspeed", "Gradient accumulation"): the grads
+ * reduced once at the boundary (K = 1's bytes sent), autograd's kept in
+ * .grad, each later micro-step's new grads of a unit added into them
+ * through acc_fg's transient, as the paper's dp. */
+static void ds_keep_events(struct events *ev, const struct theory_bytes *b, const struct zs_config *c)
+{
+	ev->nmicro = c->grad_accum;
+	ev->keep = 1;
+	ev->acc_fg = b->g;
 }
 
 /* theory_walk_schedule, and with tr its trace (only where
@@ -1033,14 +1066,19 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		ev.nbucket = 1 + (c->ds_overlap_comm != 0);
 		ev.full = scheme == ZS_ZERO1 ? sts.params * b->g : 0;
 		ev.fg = scheme == ZS_ZERO2 ? b->g : 0;
-		if (scheme == ZS_ZERO2 && c->grad_accum > 1) /* config.c: zero2 only, no offload */
+		ev.ds_bucket = scheme == ZS_ZERO2 ? (uint64_t)c->ds_reduce_bucket : 0; /* its reductions from the hooks */
+		if (scheme == ZS_ZERO2 && c->grad_accum > 1) /* config.c: no offload */
 			ds_accum_events(&ev, out, units, b, c, world);
+		if (scheme == ZS_ZERO1 && c->grad_accum > 1)
+			ds_keep_events(&ev, b, c);
 	} else {
 		theory_schedule_states(out, units, b, scheme, world, &sts);
 		if (N > 1 && scheme == ZS_ZERO3)
 			ev.gp = b->p, ev.fg = b->g;
 		if (N > 1 && scheme == ZS_ZERO2)
 			ev.full = sts.params * b->g;
+		if (fw == ZS_FW_DEEPSPEED && scheme == ZS_DP && c->grad_accum > 1)
+			ds_keep_events(&ev, b, c);
 		if (N > 1 && scheme == ZS_ZERO3 && visit) { /* the head's two extra gathers of the embedding's unit */
 			uint64_t s0 = (units[0] + N - 1) / N;
 			out->comm_bytes += 2 * (N - 1) * s0 * b->p;

@@ -911,16 +911,12 @@ static int check_fsdp(const struct zs_config *c, char **cause)
 }
 
 /* DeepSpeed's gradient_accumulation_steps (docs/schedule.md, "deepspeed",
- * "Gradient accumulation"): the engine's ZeRO-2 step on the MLP takes it;
- * ZeRO-1's and dp's accumulation in autograd's grads, ZeRO-3's into its
- * partitions, the offloaded accumulation through the host and the case
- * files' micro-batches are described there but not built. */
+ * "Gradient accumulation"): the engine's dp, ZeRO-1, ZeRO-2 and ZeRO-3
+ * steps on the MLP take it; the offloaded accumulation through the host,
+ * a transformer and the case files' micro-batches are described there but
+ * not built. */
 static int ds_accum_check(const struct zs_config *c, char **cause)
 {
-	for (size_t i = 0; i < c->nschemes; i++)
-		if (c->schemes[i] != ZS_ZERO2)
-			return zs_fail(cause, "--grad-accum %u with --framework deepspeed: only --schemes zero2 so far (%s "
-			               "takes no accumulation yet)", c->grad_accum, zs_scheme_name(c->schemes[i]));
 	if (c->offload != ZS_OFFLOAD_NONE)
 		return zs_fail(cause, "--grad-accum %u with --offload: DeepSpeed's accumulation through the host "
 		               "(async_accumulate_grad_in_cpu_via_gpu) is not described yet (give --offload none)", c->grad_accum);
@@ -947,15 +943,15 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 			return zs_fail(cause, "--%s: only with --wrapper none, ddp or fsdp so far (the engine's own DDP, FSDP and "
 			               "DeepSpeed steps do not follow it yet)", key_names[plain_keys[i]]);
 	/* Gradient accumulation is described for the PyTorch step (the plain
-	 * loop, DDP and FSDP over it), DeepSpeed's ZeRO-2 on the MLP
-	 * (ds_accum_check) and the paper's schedule: the engine's own
-	 * wrapped steps (docs/finetune.md, the plan) do not take it yet. */
+	 * loop, DDP and FSDP over it), DeepSpeed's on the MLP (ds_accum_check)
+	 * and the paper's schedule: the engine's own wrapped steps
+	 * (docs/finetune.md, the plan) do not take it yet. */
 	if (c->grad_accum > 1 && c->framework == ZS_FW_DEEPSPEED && ds_accum_check(c, cause) != 0)
 		return -1;
 	if (c->grad_accum > 1 && c->framework == ZS_FW_TORCH && !zs_wrapper_step(c))
 		return zs_fail(cause, "--grad-accum %u: only with --framework paper, --framework torch and --wrapper none, "
-		               "ddp or fsdp, or --framework deepspeed --schemes zero2, so far (--wrapper auto, the engine's "
-		               "own DDP and FSDP step, takes no accumulation yet)", c->grad_accum);
+		               "ddp or fsdp, or --framework deepspeed, so far (--wrapper auto, the engine's own DDP and "
+		               "FSDP step, takes no accumulation yet)", c->grad_accum);
 	/* zero1's fine-tuning cases (tests/ft_zero1.sh) and autocast's
 	 * (tests/ft_*.sh, plain loop and DDP) were built apart: no case runs
 	 * them together yet */

@@ -185,6 +185,14 @@ void ds_coord_begin_step(struct ds_coord *d, unsigned step)
 	d->gathered = 0;
 }
 
+void ds_coord_begin_micro(struct ds_coord *d)
+{
+	d->head = 0;
+	for (size_t t = 0; t < d->ntensors; t++)
+		d->recent[t] = -1e10;
+	d->gathered = 0;
+}
+
 /* step(): everything released (the persistent too), then _post_step
  * gathers the persistent params; their tensors into out, how many. */
 size_t ds_coord_step(struct ds_coord *d, size_t *released, size_t *nreleased, size_t *out)

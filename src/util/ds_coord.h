@@ -45,6 +45,11 @@ struct ds_coord *ds_coord_new(const uint64_t *n, size_t nt, const size_t *mod_fi
 void ds_coord_free(struct ds_coord *d);
 /* A step's start (step 1 records the trace); `gathered` starts again. */
 void ds_coord_begin_step(struct ds_coord *d, unsigned step);
+/* A micro-step's start under gradient accumulation, before the
+ * boundary's step(): reset_step (228-264) alone, the queue and the
+ * step's marks from the start; what is whole stays whole, counted as it
+ * was. */
+void ds_coord_begin_micro(struct ds_coord *d);
 /* The fetch of trace entry j: the tensors it gathered, in order, in
  * *fetched (the coordinator's list); how many. */
 size_t ds_coord_fetch(struct ds_coord *d, const struct zs_config *c, size_t j, int complete,
