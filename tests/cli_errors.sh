@@ -516,10 +516,13 @@ bad_measure "--seq with an MLP's case file (it has no transformer)" --case "$tmp
 sed 's/}$/, "activation_function": "relu"}/' "$tmp/tiny.json" >"$tmp/relu.json"
 bad_measure "relu: \"activation_function\" is \"relu\"; the engine's transformer runs \"gelu_new\"" --model "$tmp/relu.json"
 try 0 "" theory --model "$tmp/relu.json" --world 2
-# a mixture of experts: its parameters are described, its step not built
+# a mixture of experts: the engine's step runs it in fp32 under the paper's
+# schemes (tests/moe_step.sh); the rest is refused by name
 [ -d "$top/data/models" ] || { ZEROSIM_DATADIR=$srcdir; export ZEROSIM_DATADIR; }
-bad_measure "mixtral-8x7b: a mixture of experts (8 experts, top 2): the engine's step for it is not built yet" \
-	--model mixtral-8x7b --seq 8
+moe_no="mixtral-8x7b: a mixture of experts runs in the engine's step in fp32 under --framework paper, without recompute, in one process, so far; not with"
+bad_measure "$moe_no --framework torch (give --framework paper)" --model mixtral-8x7b --seq 8 --framework torch
+bad_measure "$moe_no --precision mixed (give --precision fp32)" --model mixtral-8x7b --seq 8 --precision mixed
+bad_measure "$moe_no --recompute selective (give --recompute none)" --model mixtral-8x7b --seq 8 --recompute selective
 [ -d "$top/data/models" ] || unset ZEROSIM_DATADIR
 # MixtralConfig stores a null as None, on which its block fails: refused,
 # not read as the default 2
