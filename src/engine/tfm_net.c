@@ -30,6 +30,11 @@
  * the order tfm_driver_step (tests/tfm_driver.c) adds them, so every scheme
  * and unit mode gets the same bits as the whole model in one buffer.
  *
+ * A mixture's block (mixtral, fp32 only) is a kind of its own: a llama
+ * block's attention half, then the router and the experts, whose tensors
+ * the driver makes after the layer's route has counted each expert's
+ * tokens (net.h's routed tensors).
+ *
  * Every layer's backward zeroes the grads it owns first: a layer's grads
  * are a fresh buffer under zero3 and hold the last step's elsewhere.
  *
