@@ -533,6 +533,12 @@ bad_theory "$tmp/moe-null.json: \"num_experts_per_tok\" is null (a whole number 
 	--model "$tmp/moe-null.json"
 sed 's/"num_experts_per_tok": null/"num_experts_per_tok": 1/' "$tmp/moe-null.json" >"$tmp/moe-one.json"
 bad_theory "moe-one: a mixture of experts (1 expert, top 1): its activations follow the routing" --model "$tmp/moe-one.json"
+# the engine runs the block, not the auxiliary loss nor the router's noise
+sed 's/"num_experts_per_tok": 1/"num_experts_per_tok": 1, "output_router_logits": true/' "$tmp/moe-one.json" >"$tmp/moe-aux.json"
+bad_measure "moe-aux: \"output_router_logits\" is true: the router's auxiliary load-balancing loss is not run yet (give false)" \
+	--model "$tmp/moe-aux.json"
+sed 's/"num_experts_per_tok": 1/"num_experts_per_tok": 1, "router_jitter_noise": 0.01/' "$tmp/moe-one.json" >"$tmp/moe-jit.json"
+bad_measure "moe-jit: \"router_jitter_noise\" is 0.01: the router's noise is not run yet (give 0)" --model "$tmp/moe-jit.json"
 cat >"$tmp/mistral.json" <<'EOF_'
 {"model_type": "mistral", "hidden_size": 16, "intermediate_size": 40, "num_hidden_layers": 1,
  "num_attention_heads": 2, "vocab_size": 32, "max_position_embeddings": 16, "sliding_window": 8}

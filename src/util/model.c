@@ -375,7 +375,7 @@ static int read_moe(const cJSON *cfg, const char *where, struct zs_model *m, cha
 	double jitter;
 	if (read_prob(cfg, "router_jitter_noise", 0.0, where, &jitter, cause) < 0)
 		return -1;
-	if (m->router_logits && m->router_aux_coef > 0 && m->unrun[0] == '\0')
+	if (m->router_logits && m->unrun[0] == '\0')
 		snprintf(m->unrun, sizeof m->unrun, "\"output_router_logits\" is true: the router's auxiliary "
 		         "load-balancing loss is not run yet (give false)");
 	if (jitter > 0 && m->unrun[0] == '\0')
