@@ -23,7 +23,6 @@
 set -u
 
 top=${ZS_BUILDDIR:-.}
-src=${srcdir:-.}
 zerosim=$top/zerosim
 dump=$top/tests/moe_model_dump
 for b in "$zerosim" "$dump"; do
