@@ -516,10 +516,13 @@ bad_measure "--seq with an MLP's case file (it has no transformer)" --case "$tmp
 sed 's/}$/, "activation_function": "relu"}/' "$tmp/tiny.json" >"$tmp/relu.json"
 bad_measure "relu: \"activation_function\" is \"relu\"; the engine's transformer runs \"gelu_new\"" --model "$tmp/relu.json"
 try 0 "" theory --model "$tmp/relu.json" --world 2
-# a mixture of experts: its parameters are described, its step not built
+# a mixture of experts: the engine's step runs it in fp32 under the paper's
+# schemes (tests/moe_step.sh); the rest is refused by name
 [ -d "$top/data/models" ] || { ZEROSIM_DATADIR=$srcdir; export ZEROSIM_DATADIR; }
-bad_measure "mixtral-8x7b: a mixture of experts (8 experts, top 2): the engine's step for it is not built yet" \
-	--model mixtral-8x7b --seq 8
+moe_no="mixtral-8x7b: a mixture of experts runs in the engine's step in fp32 under --framework paper, without recompute, in one process, so far; not with"
+bad_measure "$moe_no --framework torch (give --framework paper)" --model mixtral-8x7b --seq 8 --framework torch
+bad_measure "$moe_no --precision mixed (give --precision fp32)" --model mixtral-8x7b --seq 8 --precision mixed
+bad_measure "$moe_no --recompute selective (give --recompute none)" --model mixtral-8x7b --seq 8 --recompute selective
 [ -d "$top/data/models" ] || unset ZEROSIM_DATADIR
 # MixtralConfig stores a null as None, on which its block fails: refused,
 # not read as the default 2
@@ -530,6 +533,12 @@ bad_theory "$tmp/moe-null.json: \"num_experts_per_tok\" is null (a whole number 
 	--model "$tmp/moe-null.json"
 sed 's/"num_experts_per_tok": null/"num_experts_per_tok": 1/' "$tmp/moe-null.json" >"$tmp/moe-one.json"
 bad_theory "moe-one: a mixture of experts (1 expert, top 1): its activations follow the routing" --model "$tmp/moe-one.json"
+# the engine runs the block, not the auxiliary loss nor the router's noise
+sed 's/"num_experts_per_tok": 1/"num_experts_per_tok": 1, "output_router_logits": true/' "$tmp/moe-one.json" >"$tmp/moe-aux.json"
+bad_measure "moe-aux: \"output_router_logits\" is true: the router's auxiliary load-balancing loss is not run yet (give false)" \
+	--model "$tmp/moe-aux.json"
+sed 's/"num_experts_per_tok": 1/"num_experts_per_tok": 1, "router_jitter_noise": 0.01/' "$tmp/moe-one.json" >"$tmp/moe-jit.json"
+bad_measure "moe-jit: \"router_jitter_noise\" is 0.01: the router's noise is not run yet (give 0)" --model "$tmp/moe-jit.json"
 cat >"$tmp/mistral.json" <<'EOF_'
 {"model_type": "mistral", "hidden_size": 16, "intermediate_size": 40, "num_hidden_layers": 1,
  "num_attention_heads": 2, "vocab_size": 32, "max_position_embeddings": 16, "sliding_window": 8}

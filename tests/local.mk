@@ -96,6 +96,8 @@ tests_moe_model_dump_SOURCES = tests/moe_model_dump.c tests/moe_model.c tests/mo
 tests_moe_model_dump_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) -lm
 TESTS += tests/moe_model_torch.sh
 EXTRA_DIST += tests/moe_model_torch.sh tests/moe_model_torch.py
+TESTS += tests/moe_step.sh
+EXTRA_DIST += tests/moe_step.sh
 
 # Agreement with PyTorch (skipped where no python3 imports torch).
 check_PROGRAMS += tests/tfm_dump

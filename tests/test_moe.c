@@ -116,8 +116,10 @@ END_TEST
 
 /* MixtralConfig's defaults (configuration_mixtral.py at 008e5743): 8
  * experts, top 2, router_aux_loss_coef 0.001, output_router_logits false,
- * rms_norm_eps 1e-5, rope_theta 1e6, no window; measure's refusal is the
- * model's unrun sentence. Bad values are refused by the key's name. */
+ * rms_norm_eps 1e-5, rope_theta 1e6, no window; the engine runs these
+ * (no unrun sentence), not the auxiliary loss (output_router_logits true)
+ * nor the router's noise, which are unrun. Bad values are refused by the
+ * key's name. */
 START_TEST(test_mixtral_defaults_and_refusals)
 {
 	struct zs_model m;
@@ -131,12 +133,15 @@ START_TEST(test_mixtral_defaults_and_refusals)
 	ck_assert_double_eq_tol(m.norm_eps, 1e-5, 1e-15);
 	ck_assert_double_eq_tol(m.rope_theta, 1e6, 1e-6);
 	ck_assert_uint_eq(m.sliding_window, 0);
-	ck_assert_ptr_nonnull(strstr(m.unrun, "mixture of experts"));
+	ck_assert_str_eq(m.unrun, "");
 	ck_assert_int_eq(parse("{" MIXTRAL ", \"num_local_experts\": 4, \"num_experts_per_tok\": 1, "
 	                       "\"output_router_logits\": true, \"router_aux_loss_coef\": 0.02}", &m, &cause), 0);
 	ck_assert_uint_eq(m.experts, 4);
 	ck_assert_uint_eq(m.experts_per_tok, 1);
 	ck_assert_int_eq(m.router_logits, 1);
+	ck_assert_ptr_nonnull(strstr(m.unrun, "auxiliary load-balancing loss"));
+	ck_assert_int_eq(parse("{" MIXTRAL ", \"router_jitter_noise\": 0.1}", &m, &cause), 0);
+	ck_assert_ptr_nonnull(strstr(m.unrun, "\"router_jitter_noise\" is 0.1"));
 	static const struct { const char *json, *names; } bad[] = {
 		{ "{" MIXTRAL ", \"num_local_experts\": 2, \"num_experts_per_tok\": 3}", "\"num_experts_per_tok\" (3)" },
 		{ "{" MIXTRAL ", \"num_local_experts\": 0.5}", "\"num_local_experts\"" },

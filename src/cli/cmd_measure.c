@@ -304,6 +304,40 @@ static int transformer_run(struct zs_config *c, struct zs_tfm_run *tr, int mixed
 	return 0;
 }
 
+/* A mixture of experts (mixtral): the engine's step runs it in fp32
+ * under the paper's schemes, one process, without recompute (its routed
+ * tensors, tfm_net.c's moe block); the rest is refused by name until a
+ * test holds it. */
+static int moe_run_check(const struct zs_config *c, int mpi, int allocator, int with_case, char **cause)
+{
+	const struct zs_tfm_run *tr = c->tfm;
+	if (tr == NULL || tr->dims.experts == 0)
+		return 0;
+	char what[96] = "";
+	if (c->framework != ZS_FW_PAPER)
+		snprintf(what, sizeof what, "--framework %s (give --framework paper)", zs_framework_name(c->framework));
+	else if (c->precision != ZS_FP32)
+		snprintf(what, sizeof what, "--precision %s (give --precision fp32)", zs_precision_name(c->precision));
+	else if (tr->recompute != ZS_RECOMPUTE_NONE)
+		snprintf(what, sizeof what, "--recompute %s (give --recompute none)", zs_recompute_name(tr->recompute));
+	else if (c->grad_accum > 1)
+		snprintf(what, sizeof what, "--grad-accum %u (give 1)", c->grad_accum);
+	else if (c->offload != ZS_OFFLOAD_NONE)
+		snprintf(what, sizeof what, "--offload (give none)");
+	else if (c->freeze[0] || c->lora_r || c->quant_nf4)
+		snprintf(what, sizeof what, "fine-tuning (--freeze, --lora-r, --quant-base)");
+	else if (mpi)
+		snprintf(what, sizeof what, "--backend mpi");
+	else if (allocator)
+		snprintf(what, sizeof what, "--allocator cuda");
+	else if (with_case)
+		snprintf(what, sizeof what, "a case file (--case, --write-case)");
+	if (what[0] == '\0')
+		return 0;
+	return zs_fail(cause, "%s: a mixture of experts runs in the engine's step in fp32 under --framework paper, "
+	               "without recompute, in one process, so far; not with %s", tr->hf.name, what);
+}
+
 /* --model and the options that go with it: the shape from the config,
  * T = --seq (default: the model's positions), --recompute. */
 static int load_transformer(struct zs_config *c, struct zs_tfm_run *tr, const char *arg, const char *seq,
@@ -571,6 +605,8 @@ int zs_cmd_measure(int argc, char **argv)
 	    zs_config_check_model(&c, c.tfm != NULL, &cause) != 0)
 		goto fail;
 	if (zs_precision_amp_check(&c, c.tfm != NULL, &cause) != 0)
+		goto fail;
+	if (moe_run_check(&c, mpi, allocator, case_path != NULL || write_case != NULL, &cause) != 0)
 		goto fail;
 	if (zs_wrapper_step(&c) && c.tfm != NULL && c.tfm->recompute != ZS_RECOMPUTE_NONE) {
 		cause = zs_asprintf("--recompute %s: the plain loop's PyTorch step keeps what autograd keeps (activation checkpointing is not described yet); give --recompute none", zs_recompute_name(c.tfm->recompute));

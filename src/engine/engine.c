@@ -351,10 +351,13 @@ void engine_mlp_batch_rows(float *x, float *y, uint64_t seed, unsigned t, unsign
 	}
 }
 
+/* A routed tensor is as many rows as the rank's routing gives it this
+ * step, and none at 0 rows (PyTorch allocates nothing for an empty one). */
 static void alloc_tensor(struct zs_run *r, unsigned k, unsigned i)
 {
 	const struct zs_tensor *ts = &r->model.tensor[i];
-	run_rank(r, k)->t[i] = tracker_alloc(&r->tracker, k, ts->cat, ts->elements * ts->esize);
+	size_t n = ts->row > 0 ? net_tensor_rows(&r->model, run_rank(r, k)->t, i) * ts->row : ts->elements;
+	run_rank(r, k)->t[i] = ts->row > 0 && n == 0 ? NULL : tracker_alloc(&r->tracker, k, ts->cat, n * ts->esize);
 }
 
 static void free_tensor(struct zs_run *r, unsigned k, unsigned i)
@@ -388,7 +391,7 @@ static void layer_tensors(struct zs_run *r, unsigned k, size_t l, enum zs_pass p
 	for (unsigned i = 0; i < r->model.ntensors; i++) {
 		const struct zs_tensor *ts = &r->model.tensor[i];
 		if (ts->alloc != ZS_AT_LAYER || ts->layer != l || (pass == ZS_PASS_BACKWARD && !ts->recomputed) ||
-		    (!alloc && !ts->recomputed))
+		    (!alloc && !ts->recomputed) || ts->row > 0)
 			continue;
 		if (alloc)
 			alloc_tensor(r, k, i);
@@ -444,6 +447,28 @@ static struct zs_layer_io layer_io(const struct zs_run *r, unsigned k, size_t l,
 	return io;
 }
 
+/* Rank k's routed tensors of layer l, once its route has run. */
+static void routed_tensors(struct zs_run *r, unsigned k, size_t l)
+{
+	for (unsigned i = 0; i < r->model.ntensors; i++) {
+		const struct zs_tensor *ts = &r->model.tensor[i];
+		if (ts->alloc == ZS_AT_LAYER && ts->layer == l && ts->row > 0)
+			alloc_tensor(r, k, i);
+	}
+}
+
+/* Rank k's tokens per expert of step t, each block's, while its counts
+ * are alive (from its forward to its backward). */
+static void record_routing(struct zs_run *r, unsigned k, unsigned t)
+{
+	const struct zs_net *m = &r->model;
+	size_t E = r->routing_experts, b = 0, *to = r->routing + ((size_t)k * r->config->steps + t) *
+	                                                   r->routing_blocks * E;
+	for (size_t l = 0; l < m->nlayers; l++)
+		if (m->layer[l].moe != NULL)
+			memcpy(to + E * b++, run_rank(r, k)->t[m->layer[l].moe[STEP_MOE_COUNTS]], E * sizeof *to);
+}
+
 static void forward_layer(struct zs_run *r, unsigned k, size_t l)
 {
 	const struct zs_layer *ly = &r->model.layer[l];
@@ -451,6 +476,10 @@ static void forward_layer(struct zs_run *r, unsigned k, size_t l)
 	struct zs_layer_io io = layer_io(r, k, l, ZS_PASS_FORWARD);
 	if (ly->matmul_module >= 0)
 		tracker_matmul(&r->tracker, k);
+	if (ly->kind->route != NULL) {
+		ly->kind->route(ly, &io);
+		routed_tensors(r, k, l);
+	}
 	ly->kind->forward(ly, &io);
 	layer_tensors(r, k, l, ZS_PASS_FORWARD, 0);
 }
@@ -580,6 +609,8 @@ static void forward(struct zs_run *r, unsigned t)
 			if (own_visit(r, u, l))
 				visit(r, l, ZS_PASS_FORWARD);
 	}
+	for (unsigned k = r->r0; k < r->r1 && r->routing != NULL; k++)
+		record_routing(r, k, t);
 }
 
 /* Rank k's d loss/d out times s: the gradient of loss·s (fp32: the MLP's
@@ -976,6 +1007,7 @@ static size_t end_run(struct zs_run *r, int set_up)
 	net_free(&r->model);
 	free(r->rank);
 	free(r->rank_loss);
+	free(r->routing);
 	free(r->ptr_a);
 	free(r->ptr_b);
 	free(r);
@@ -1115,6 +1147,14 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	if (opt->alloc != NULL)
 		tracker_allocator(&r->tracker, opt->alloc);
 	r->rank_loss = zs_calloc((size_t)world * c->steps, sizeof *r->rank_loss);
+	for (size_t l = 0; l < r->model.nlayers; l++)
+		if (r->model.layer[l].moe != NULL) {
+			r->routing_blocks++;
+			r->routing_experts = (r->model.layer[l].nmoe - STEP_MOE_EXPERT) / 4;
+		}
+	if (r->routing_blocks > 0)
+		r->routing = zs_calloc((size_t)world * c->steps * r->routing_blocks * r->routing_experts,
+		                       sizeof *r->routing);
 	r->rank = zs_calloc(r->r1 - r->r0, sizeof *r->rank);
 	r->ptr_a = zs_calloc(r->r1 - r->r0, sizeof *r->ptr_a);
 	r->ptr_b = zs_calloc(r->r1 - r->r0, sizeof *r->ptr_b);
@@ -1162,6 +1202,10 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	tracker_sync(&r->tracker);
 	gather_records(r, c->steps, os_peak, &rec);
 	collect(r, opt, &rec, res);
+	res->routing = r->routing;
+	res->routing_blocks = r->routing_blocks;
+	res->routing_experts = r->routing_experts;
+	r->routing = NULL;
 	int replicas = check_replicas(r, scheme, &rec, cause);
 	free(rec.buf);
 	free(own_init);
@@ -1199,5 +1243,6 @@ void engine_result_free(struct zs_result *res)
 	free(res->mark_label);
 	free(res->mark_bytes);
 	free(res->rank_mark_bytes);
+	free(res->routing);
 	memset(res, 0, sizeof *res);
 }

@@ -81,6 +81,10 @@ struct zs_result {
 	size_t *mark_bytes, nmarks;         /* marks, each label and the binding rank's live bytes there */
 	size_t *rank_mark_bytes;            /* torch's zero1 over the PyTorch step (ranks differ): every
 	                                       rank's at every mark, [rank][mark]; else NULL */
+	/* A mixture of experts: the tokens each expert got in each block,
+	 * [rank][step][block][expert] (world·steps·blocks·experts); else NULL. */
+	size_t *routing;
+	size_t routing_blocks, routing_experts;
 };
 
 struct zs_run_options {

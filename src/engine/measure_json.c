@@ -124,6 +124,31 @@ static void events_json(cJSON *parent, const char *key, const struct zs_event *e
 	}
 }
 
+/* A mixture of experts' routing: the tokens each expert got, in each
+ * block, at each step, on each rank ("routing", docs/formats.md). */
+static void routing_json(cJSON *run, const struct zs_result *res)
+{
+	size_t L = res->routing_blocks, E = res->routing_experts;
+	cJSON *o = cJSON_AddObjectToObject(run, "routing");
+	zs_json_add_number(o, "blocks", (double)L);
+	zs_json_add_number(o, "experts", (double)E);
+	cJSON *ranks = cJSON_AddArrayToObject(o, "tokens_per_expert");
+	for (unsigned k = 0; k < res->world; k++) {
+		cJSON *steps = cJSON_CreateArray();
+		cJSON_AddItemToArray(ranks, steps);
+		for (unsigned t = 0; t < res->steps; t++) {
+			cJSON *blocks = cJSON_CreateArray();
+			cJSON_AddItemToArray(steps, blocks);
+			for (size_t l = 0; l < L; l++) {
+				cJSON *counts = cJSON_CreateArray();
+				cJSON_AddItemToArray(blocks, counts);
+				for (size_t e = 0; e < E; e++)
+					push(counts, (double)res->routing[(((size_t)k * res->steps + t) * L + l) * E + e]);
+			}
+		}
+	}
+}
+
 /* The caching allocator's replay: per rank, and the rank whose reserved
  * peak is the highest (the one a device would run out on first). */
 static void allocator_json(cJSON *run, const struct zs_result *res)
@@ -266,6 +291,8 @@ void measure_json_add_run(cJSON *root, const struct zs_config *c, const struct z
 	char digest[32];
 	measure_digest_string(digest, sizeof digest, res->digest);
 	cJSON_AddStringToObject(run, "weights_digest", digest);
+	if (res->routing != NULL)
+		routing_json(run, res);
 
 	if (res->alloc != NULL)
 		allocator_json(run, res);

@@ -12,8 +12,8 @@
  * choice. BT rows, d the width, E experts, k per token, F the experts'
  * inner width. Outputs first, sizes last, as tfm_kernels.h.
  *
- * The block's layer (engine/tfm_moe.h) runs them; not yet a layer of
- * the engine's step (docs/design.md, "Mixtures of experts"). Checked by
+ * The block's layer (engine/tfm_moe.h) and the engine's step (tfm_net.c's
+ * moe block; docs/design.md, "Mixtures of experts") run them. Checked by
  * finite differences (tests/test_moe.c). Backward kernels ADD into
  * parameter gradients and into dx (several experts add to one token's
  * row).

@@ -32,7 +32,7 @@ static void linear_backward(const struct zs_layer *l, const struct zs_layer_io *
 		linear_backward_f32(io->g[0], io->g[1], dx, dy, in, io->w[0], io->batch, l->din, l->dout);
 }
 
-static const struct zs_layer_kind linear = {"linear", linear_forward, linear_backward, NULL, NULL};
+static const struct zs_layer_kind linear = {"linear", linear_forward, linear_backward, NULL, NULL, NULL};
 
 static float mlp_loss(const struct zs_net *m, float *const *t)
 {
@@ -48,6 +48,27 @@ unsigned net_add_tensor(struct zs_net *m, struct zs_tensor t)
 	}
 	m->tensor[m->ntensors] = t;
 	return (unsigned)m->ntensors++;
+}
+
+size_t net_tensor_rows(const struct zs_net *m, float *const *t, unsigned i)
+{
+	const struct zs_tensor *ts = &m->tensor[i];
+	if (ts->row == 0)
+		return 0;
+	if (ts->expert >= 0) {
+		const size_t *counts = (const void *)t[ts->counts];
+		return counts[ts->expert];
+	}
+	size_t most = 0;
+	for (size_t l = 0; l < m->nlayers; l++) {
+		const struct zs_layer *ly = &m->layer[l];
+		if (ly->moe == NULL)
+			continue;
+		const size_t *counts = (const void *)t[ly->moe[STEP_MOE_COUNTS]];
+		for (size_t e = 0, E = (ly->nmoe - STEP_MOE_EXPERT) / 4; e < E; e++)
+			most = counts[e] > most ? counts[e] : most;
+	}
+	return most;
 }
 
 unsigned net_add_buffer(struct zs_net *m, const struct step_buffer *b)
@@ -128,6 +149,7 @@ void net_free(struct zs_net *m)
 	for (size_t l = 0; m->layer != NULL && l < m->nlayers; l++) {
 		free(m->layer[l].ptensor);
 		free(m->layer[l].module);
+		free(m->layer[l].moe);
 	}
 	free(m->layer);
 	free(m->tensor);

@@ -46,6 +46,15 @@ struct zs_tensor {
 	 * just before its layer's backward, which rebuilds it. */
 	int recomputed;
 	size_t freed_after; /* the layer whose backward frees it, or ZS_END_OF_BACKWARD */
+	/* Routed (a mixture of experts' tensors, util/step.h's step_moe_row):
+	 * `row` elements a token (0: a tensor of fixed size), as many rows as
+	 * the step's routing gives on its rank: expert `expert`'s tokens in
+	 * the counts tensor `counts` (the layer's), or (expert -1) the most
+	 * any expert of any block got (net_tensor_rows). `elements` is the
+	 * bound. Made after its layer's route (below); none at 0 rows. */
+	size_t row;
+	long expert;
+	unsigned counts;
 };
 
 struct zs_net;
@@ -84,6 +93,11 @@ struct zs_layer_kind {
 	void (*backward)(const struct zs_layer *l, const struct zs_layer_io *io);
 	void (*forward_module)(const struct zs_layer *l, const struct zs_layer_io *io, size_t s);
 	void (*backward_module)(const struct zs_layer *l, const struct zs_layer_io *io, size_t s);
+	/* A layer whose tensors are sized by what it computes (a mixture's
+	 * block, its experts' by the routing): the part of its forward that
+	 * decides them, run before its routed tensors are made and `forward`
+	 * runs the rest; NULL for any other. */
+	void (*route)(const struct zs_layer *l, const struct zs_layer_io *io);
 };
 
 /* A module of a layer: the tensors [first, first + n) of what it reads. */
@@ -122,6 +136,10 @@ struct zs_layer {
 	 * by enum step_act (ZS_NO_TENSOR where absent). */
 	int block;
 	unsigned act[STEP_NACTS];
+	/* A mixture's block: its tensors by enum step_moe (nmoe of them:
+	 * STEP_MOE_EXPERT + 4E), malloc'd by the builder (NULL: none). */
+	size_t nmoe;
+	unsigned *moe;
 };
 
 /* The transformer's own data (tfm_net.c), beside its layers. */
@@ -140,6 +158,7 @@ struct zs_net_tfm {
 	 * layer's 16-bit tensors widened (ZS_NO_TENSOR in fp32). */
 	int mixed;
 	unsigned w32, g32, act32;
+	unsigned moe_scratch[STEP_MOE_NSCRATCH]; /* a mixture's backward scratch, by enum step_moe_scratch */
 };
 
 struct zs_net {
@@ -182,6 +201,10 @@ void net_init(struct zs_net *m, const struct zs_config *c);
 /* Release what net_init allocated (the layers, the tensors, the
  * transformer's task). */
 void net_free(struct zs_net *m);
+
+/* Routed tensor i's rows on a rank whose tensors are t (its layer's
+ * routing done); 0 for a tensor of fixed size. */
+size_t net_tensor_rows(const struct zs_net *m, float *const *t, unsigned i);
 
 /* For the builders: append tensor t to the list; its index. */
 unsigned net_add_tensor(struct zs_net *m, struct zs_tensor t);

@@ -85,6 +85,10 @@ struct zs_run {
 	struct zs_rank *rank;         /* rank[k - r0] */
 	int mpi;                      /* the MPI backend (coll_mpi.h) */
 	float *rank_loss;             /* [k][step]: rank k's losses (all N under MPI, for the gather) */
+	/* A mixture of experts: the tokens each expert got, [k][step][block][expert]
+	 * (engine.c's record_routing; NULL for any other model). Handed to the result. */
+	size_t *routing;
+	size_t routing_blocks, routing_experts;
 	/* Per-rank pointer lists handed to the collectives (bookkeeping, O(N)). */
 	void **ptr_a, **ptr_b;
 

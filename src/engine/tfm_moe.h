@@ -11,8 +11,9 @@
  * = BT·k (dropless); an expert gets at most BT (each token chooses k
  * distinct experts), which bounds the backward's per-expert scratch.
  *
- * Not yet a layer of the engine's step (tfm_net.c): the whole model of
- * these is trained by tests/test_moe.c, which records the tokens each
+ * The engine's step runs the same kernels with each expert's tensors
+ * apart, sized by the routing (tfm_net.c's moe block); the whole model
+ * of these is trained by tests/test_moe.c, which records the tokens each
  * expert got in each layer. Ownership: the views point into memory the
  * caller owns.
  */

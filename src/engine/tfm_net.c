@@ -30,6 +30,11 @@
  * the order tfm_driver_step (tests/tfm_driver.c) adds them, so every scheme
  * and unit mode gets the same bits as the whole model in one buffer.
  *
+ * A mixture's block (mixtral, fp32 only) is a kind of its own: a llama
+ * block's attention half, then the router and the experts, whose tensors
+ * the driver makes after the layer's route has counted each expert's
+ * tokens (net.h's routed tensors).
+ *
  * Every layer's backward zeroes the grads it owns first: a layer's grads
  * are a fresh buffer under zero3 and hold the last step's elsewhere.
  *
@@ -49,6 +54,7 @@
 #include <string.h>
 
 #include "engine/fp16.h"
+#include "engine/moe_kernels.h"
 #include "engine/net.h"
 #include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
@@ -73,8 +79,8 @@ static float *act(const struct zs_layer *l, const struct zs_layer_io *io, enum s
 static void scratch_of(struct tfm_scratch *s, const struct zs_layer_io *io)
 {
 	float **slot[6] = {&s->dres, &s->dx, &s->dqkv, &s->dh, &s->dup, &s->datt};
-	for (int i = 0; i < 6; i++)
-		*slot[i] = io->t[io->net->tfm.scratch[i]];
+	for (int i = 0; i < 6; i++) /* a mixture's blocks have no MLP's dh and dup */
+		*slot[i] = io->net->tfm.scratch[i] == ZS_NO_TENSOR ? NULL : io->t[io->net->tfm.scratch[i]];
 }
 
 /* ---- mixed precision: fp32 kernels on conversion buffers ------------------ */
@@ -325,6 +331,101 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	grads_done(l, io, md->first, md->n);
 }
 
+/* ---- a mixture's block (fp32) ----------------------------------------------- */
+
+/* Mixtral's block (engine/tfm_moe.h): the attention half is a llama
+ * block's first four modules (block_fwd, block_bwd), then the router
+ * (module 4) and each expert's w1, w2, w3 (modules 5 + 3e ..). route runs
+ * the attention half and the router, which decide the experts' rows;
+ * forward runs the experts on them. Expert e's tensors are its own,
+ * n_e rows each, as transformers 4.x's loop makes them (tfm_moe.h groups
+ * them in one allocation; here each is a tensor of the list). */
+enum { MOE_ATTN_MODULES = 4 };
+
+static const float *moe_param(const struct zs_layer *l, const struct zs_layer_io *io, size_t module)
+{
+	return io->w[l->module[module].first];
+}
+
+static void *moe_t(const struct zs_layer *l, const struct zs_layer_io *io, unsigned i)
+{
+	return io->t[l->moe[i]];
+}
+
+static void moe_route(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	const struct tfm_dims *d = &n->dims;
+	size_t BT = n->B * n->T, E = d->experts;
+	size_t *counts = moe_t(l, io, STEP_MOE_COUNTS);
+	for (size_t s = 0; s < MOE_ATTN_MODULES; s++)
+		block_fwd(l, io, s);
+	memset(counts, 0, E * sizeof *counts);
+	moe_router_forward(moe_t(l, io, STEP_MOE_PROBS), io->t[l->act[STEP_ACT_LN2]], moe_param(l, io, 4), BT, d->d, E);
+	moe_topk(moe_t(l, io, STEP_MOE_IDX), moe_t(l, io, STEP_MOE_W), counts, moe_t(l, io, STEP_MOE_PROBS), BT, E,
+	         d->top_k);
+	moe_dispatch(moe_t(l, io, STEP_MOE_START), moe_t(l, io, STEP_MOE_TOK), moe_t(l, io, STEP_MOE_SLOT),
+	             moe_t(l, io, STEP_MOE_IDX), BT, E, d->top_k);
+}
+
+static void moe_fwd(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	const struct tfm_dims *d = &n->dims;
+	size_t BT = n->B * n->T, C = d->d, F = d->ffn, k = d->top_k;
+	const size_t *start = moe_t(l, io, STEP_MOE_START), *tok = moe_t(l, io, STEP_MOE_TOK);
+	const size_t *slot = moe_t(l, io, STEP_MOE_SLOT);
+	float *out = io->t[l->act[STEP_ACT_RES3]], *x = io->t[l->act[STEP_ACT_LN2]];
+	const float *res2 = io->t[l->act[STEP_ACT_RES2]];
+	memset(out, 0, BT * C * sizeof *out);
+	for (size_t e = 0; e < d->experts; e++) {
+		size_t at = start[e], ne = start[e + 1] - at;
+		unsigned t0 = STEP_MOE_EXPERT + 4 * (unsigned)e;
+		if (ne == 0)
+			continue;
+		moe_expert_forward(out, moe_t(l, io, t0), moe_t(l, io, t0 + 1), moe_t(l, io, t0 + 2),
+		                   moe_t(l, io, t0 + 3), x, moe_param(l, io, 5 + 3 * e), moe_param(l, io, 6 + 3 * e),
+		                   moe_param(l, io, 7 + 3 * e), moe_t(l, io, STEP_MOE_W), tok + at, slot + at, ne, k, C, F);
+	}
+	for (size_t i = 0; i < BT * C; i++)
+		out[i] += res2[i];
+}
+
+/* res3 = res2 + Σ experts: dres is res2's residual part; d ln2 goes in
+ * dx, which ln2's backward (module 3) reads and adds into dres. */
+static void moe_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	const struct tfm_dims *d = &n->dims;
+	size_t BT = n->B * n->T, C = d->d, F = d->ffn, k = d->top_k, E = d->experts;
+	const size_t *start = moe_t(l, io, STEP_MOE_START), *tok = moe_t(l, io, STEP_MOE_TOK);
+	const size_t *slot = moe_t(l, io, STEP_MOE_SLOT);
+	const float *x = io->t[l->act[STEP_ACT_LN2]];
+	float *ms[STEP_MOE_NSCRATCH];
+	struct tfm_scratch sc;
+	scratch_of(&sc, io);
+	for (unsigned i = 0; i < STEP_MOE_NSCRATCH; i++)
+		ms[i] = io->t[n->moe_scratch[i]];
+	for (size_t i = MOE_ATTN_MODULES; i < l->nmodules; i++) /* its grads hold the last step's */
+		memset(io->g[l->module[i].first], 0, l->ptensor[l->module[i].first] * sizeof(float));
+	memset(sc.dx, 0, BT * C * sizeof *sc.dx);
+	for (size_t e = 0; e < E; e++) {
+		size_t at = start[e], ne = start[e + 1] - at, w = l->module[5 + 3 * e].first;
+		unsigned t0 = STEP_MOE_EXPERT + 4 * (unsigned)e;
+		if (ne == 0)
+			continue;
+		moe_expert_backward(sc.dx, io->g[w], io->g[w + 1], io->g[w + 2], ms[STEP_MOE_DW], ms[STEP_MOE_DYE],
+		                    ms[STEP_MOE_DACT], ms[STEP_MOE_DGU], ms[STEP_MOE_DXE], sc.dres, moe_t(l, io, t0),
+		                    moe_t(l, io, t0 + 1), moe_t(l, io, t0 + 2), moe_t(l, io, t0 + 3), io->w[w],
+		                    io->w[w + 1], io->w[w + 2], moe_t(l, io, STEP_MOE_W), tok + at, slot + at, ne, k, C, F);
+	}
+	moe_router_backward(sc.dx, io->g[l->module[4].first], ms[STEP_MOE_DLOGITS], ms[STEP_MOE_DXR], ms[STEP_MOE_DW],
+	                    moe_t(l, io, STEP_MOE_IDX), moe_t(l, io, STEP_MOE_W), moe_t(l, io, STEP_MOE_PROBS), x,
+	                    moe_param(l, io, 4), BT, C, E, k);
+	for (size_t s = MOE_ATTN_MODULES; s-- > 0;)
+		block_bwd(l, io, s);
+}
+
 /* ---- the final norm, the head and the loss -------------------------------- */
 
 static void head_fwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
@@ -401,9 +502,12 @@ static void all_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 		l->kind->backward_module(l, io, s);
 }
 
-static const struct zs_layer_kind embed_kind = {"embedding", all_fwd, all_bwd, embed_fwd, embed_bwd};
-static const struct zs_layer_kind block_kind = {"block", all_fwd, all_bwd, block_fwd, block_bwd};
-static const struct zs_layer_kind head_kind = {"head", all_fwd, all_bwd, head_fwd, head_bwd};
+static const struct zs_layer_kind embed_kind = {"embedding", all_fwd, all_bwd, embed_fwd, embed_bwd, NULL};
+static const struct zs_layer_kind block_kind = {"block", all_fwd, all_bwd, block_fwd, block_bwd, NULL};
+static const struct zs_layer_kind head_kind = {"head", all_fwd, all_bwd, head_fwd, head_bwd, NULL};
+/* fp32 under the paper's schemes only (cmd_measure.c refuses the rest):
+ * no module hooks, so no module steps */
+static const struct zs_layer_kind moe_kind = {"moe block", moe_fwd, moe_bwd, NULL, NULL, moe_route};
 
 /* ---- the list --------------------------------------------------------------- */
 
@@ -471,7 +575,11 @@ void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, u
 	for (size_t l = 0; l < m->nlayers; l++) {
 		struct zs_layer *ly = &m->layer[l];
 		no_acts(ly);
-		ly->kind = l == 0 ? &embed_kind : l == head ? &head_kind : &block_kind;
+		ly->kind = l == 0 ? &embed_kind : l == head ? &head_kind : d->experts > 0 ? &moe_kind : &block_kind;
+		if (ly->kind == &moe_kind) {
+			ly->nmoe = STEP_MOE_EXPERT + 4 * d->experts;
+			ly->moe = zs_calloc(ly->nmoe, sizeof *ly->moe);
+		}
 		ly->block = l == 0 || l == head ? -1 : (int)(l - 1);
 		layer_params(ly, &sp, l);
 	}
@@ -480,9 +588,16 @@ void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, u
 	 * each layer saves, as the step description lists them. */
 	struct step_buffers sb;
 	step_buffers_build(&sb, &shape, &sp, B, T, n->mixed, tr->recompute);
+	for (int i = 0; i < STEP_NSCRATCH; i++)
+		n->scratch[i] = ZS_NO_TENSOR;
 	for (size_t k = 0; k < sb.n; k++) {
 		const struct step_buffer *x = &sb.buf[k];
 		unsigned i = net_add_buffer(m, x);
+		struct zs_tensor *ts = &m->tensor[i];
+		ts->row = (size_t)step_moe_row(&shape, x); /* routed: sized by the step's routing */
+		ts->expert = step_moe_expert(x);
+		if (ts->expert >= 0)
+			ts->counts = m->layer[x->layer].moe[STEP_MOE_COUNTS];
 		switch (x->role) {
 		case STEP_TOKENS: n->tokens = i; break;
 		case STEP_TARGETS: n->targets = i; break;
@@ -492,6 +607,8 @@ void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, u
 		case STEP_ACT32: n->act32 = i; break;
 		case STEP_G32: n->g32 = i; break;
 		case STEP_SAVED: m->layer[x->layer].act[x->index] = i; break;
+		case STEP_MOE: m->layer[x->layer].moe[x->index] = i; break;
+		case STEP_MOE_SCRATCH: n->moe_scratch[x->index] = i; break;
 		}
 	}
 	free(sb.buf);

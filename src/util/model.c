@@ -356,8 +356,9 @@ static int read_gemma3_layers(const cJSON *cfg, const char *where, struct zs_mod
  * router_aux_loss_coef (0.001) and output_router_logits (false), which
  * adds the load-balancing loss to the loss (MixtralForCausalLM.forward);
  * router_jitter_noise (0.0), which multiplies the block's input by noise
- * in training. The engine runs none of the mixture yet: m->unrun says so
- * (measure and the PyTorch step refuse it by that sentence). */
+ * in training. The engine runs the block (fp32, the paper's schemes:
+ * cmd_measure.c), not yet the auxiliary loss nor the noise: m->unrun
+ * says so where the config asks for them. */
 static int read_moe(const cJSON *cfg, const char *where, struct zs_model *m, char **cause)
 {
 	static const struct key moe_keys[] = {
@@ -392,9 +393,12 @@ static int read_moe(const cJSON *cfg, const char *where, struct zs_model *m, cha
 	double jitter;
 	if (read_prob(cfg, "router_jitter_noise", 0.0, where, &jitter, cause) < 0)
 		return -1;
-	snprintf(m->unrun, sizeof m->unrun, "a mixture of experts (%llu expert%s, top %llu): the engine's step for it "
-	         "is not built yet", (unsigned long long)m->experts, m->experts == 1 ? "" : "s",
-	         (unsigned long long)m->experts_per_tok);
+	if (m->router_logits && m->unrun[0] == '\0')
+		snprintf(m->unrun, sizeof m->unrun, "\"output_router_logits\" is true: the router's auxiliary "
+		         "load-balancing loss is not run yet (give false)");
+	if (jitter > 0 && m->unrun[0] == '\0')
+		snprintf(m->unrun, sizeof m->unrun, "\"router_jitter_noise\" is %g: the router's noise is not run yet "
+		         "(give 0)", jitter);
 	return 0;
 }
 

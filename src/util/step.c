@@ -348,6 +348,61 @@ static uint64_t max3(uint64_t a, uint64_t b, uint64_t c)
 	return m > c ? m : c;
 }
 
+/* A mixtral block's routed tensors (enum step_moe), made for layer l,
+ * fp32 (the indices int64, as PyTorch's), freed after its backward. */
+static void moe_buffers(struct bufs *x, const struct zs_model *m, uint64_t BT, uint64_t l)
+{
+	static const char *const fixed[STEP_MOE_EXPERT] = {"probs", "experts", "weights", "counts", "start", "tok",
+	                                                    "slot"};
+	static const char *const expert[4] = {"xe", "gu", "act", "ye"};
+	uint64_t E = m->experts, k = m->experts_per_tok;
+	const uint64_t n[STEP_MOE_EXPERT] = {BT * E, BT * k, BT * k, E, E + 1, BT * k, BT * k};
+	const unsigned es[STEP_MOE_EXPERT] = {4, 8, 4, 8, 8, 8, 8};
+	for (unsigned i = 0; i < STEP_MOE_EXPERT; i++)
+		buf(x, (struct step_buffer){fixed[i], STEP_MOE, i, (int)(l - 1), n[i], es[i], ZS_CAT_ACTIVATIONS,
+		                            STEP_AT_LAYER, l, l, 0});
+	for (uint64_t e = 0; e < E; e++)
+		for (unsigned j = 0; j < 4; j++) {
+			struct step_buffer b = {expert[j], STEP_MOE, STEP_MOE_EXPERT + 4 * (unsigned)e + j, (int)(l - 1), 0,
+			                        4, ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, 0};
+			b.elements = BT * step_moe_row(m, &b); /* the bound: every token */
+			buf(x, b);
+		}
+}
+
+/* The mixture's backward scratch (enum step_moe_scratch), until block
+ * 0's backward as the other scratch. */
+static void moe_scratch(struct bufs *x, const struct zs_model *m, uint64_t BT)
+{
+	static const char *const name[STEP_MOE_NSCRATCH] = {"dw", "dlogits", "dxr", "dye", "dxe", "dact", "dgu"};
+	for (unsigned i = 0; i < STEP_MOE_NSCRATCH; i++) {
+		struct step_buffer b = {name[i], STEP_MOE_SCRATCH, i, -1, 0, 4, ZS_CAT_SCRATCH, STEP_AT_BACKWARD, 0, 1, 0};
+		uint64_t row = step_moe_row(m, &b);
+		b.elements = BT * (row > 0 ? row : i == STEP_MOE_DW ? m->experts_per_tok
+		                                 : i == STEP_MOE_DLOGITS ? m->experts : m->hidden);
+		buf(x, b);
+	}
+}
+
+uint64_t step_moe_row(const struct zs_model *m, const struct step_buffer *b)
+{
+	uint64_t d = m->hidden, F = m->intermediate;
+	if (b->role == STEP_MOE && b->index >= STEP_MOE_EXPERT) {
+		const uint64_t row[4] = {d, 2 * F, F, d};
+		return row[(b->index - STEP_MOE_EXPERT) % 4];
+	}
+	if (b->role == STEP_MOE_SCRATCH && b->index >= STEP_MOE_DYE) {
+		const uint64_t row[4] = {d, d, F, 2 * F};
+		return row[b->index - STEP_MOE_DYE];
+	}
+	return 0;
+}
+
+long step_moe_expert(const struct step_buffer *b)
+{
+	return b->role == STEP_MOE && b->index >= STEP_MOE_EXPERT ? (long)((b->index - STEP_MOE_EXPERT) / 4) : -1;
+}
+
 /* The order is the engine's (tfm_net.c makes them in it): the batch, the
  * backward's scratch, the conversion buffers, then layer by layer what it
  * saves. In mixed precision the matmul outputs and what they feed (x0,
@@ -378,6 +433,9 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 	                                      B * m->heads * T * T, cap, BT * q, post * h, post, BT * h, BT * h, mean,
 	                                      BT, BT * U, BT * F, post * h, post, BT * h};
 	const int is16[STEP_NBLOCK_ACTS] = {1, 0, 0, 1, 1, 0, 0, 0, 1, 1, 0, 1, 1, 0, 0, 1, 1, 1, 0, 1};
+	/* a mixture's blocks have no MLP: the router and experts save their
+	 * own (moe_buffers), and the MLP's scratch dh and dup is not made */
+	const int moe = m->experts > 0;
 
 	b->n = 0;
 	struct bufs x = {b, 16 + STEP_NBLOCK_ACTS * L + 8}; /* sized once: every buffer at most */
@@ -385,8 +443,10 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 	buf(&x, (struct step_buffer){"tokens", STEP_TOKENS, 0, -1, BT, 4, A, STEP_AT_FORWARD, 0, 0, 0});
 	buf(&x, (struct step_buffer){"targets", STEP_TARGETS, 0, -1, BT, 4, A, STEP_AT_FORWARD, 0, head, 0});
 	for (unsigned i = 0; i < STEP_NSCRATCH; i++)
-		buf(&x, (struct step_buffer){scratch[i], STEP_SCRATCH, i, -1, sc[i], 4, S, STEP_AT_BACKWARD, 0,
-		                             i == 0 ? 0 : 1, 0});
+		buf(&x, (struct step_buffer){scratch[i], STEP_SCRATCH, i, -1, moe && (i == 3 || i == 4) ? 0 : sc[i], 4,
+		                             S, STEP_AT_BACKWARD, 0, i == 0 ? 0 : 1, 0});
+	if (moe)
+		moe_scratch(&x, m, BT);
 	if (m->tied)
 		buf(&x, (struct step_buffer){"dnorm", STEP_DNORM, 0, -1, gpt2 ? 2 * h : h, 4, S, STEP_AT_BACKWARD, 0, 0, 0});
 	if (mixed && p != NULL) {
@@ -409,9 +469,12 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 			 * the softmax's input-output (Korthikanti et al. 2022, §5) */
 			int rc = recompute == ZS_RECOMPUTE_FULL ? a != STEP_ACT_RES3
 			         : recompute == ZS_RECOMPUTE_SELECTIVE && (a == STEP_ACT_ATT || a == STEP_ACT_ATT_TANH);
-			buf(&x, (struct step_buffer){act_names[a], STEP_SAVED, (unsigned)a, (int)(l - 1), e[a],
-			                             is16[a] ? e16 : 4, A, STEP_AT_LAYER, l,
+			int mlp = a == STEP_ACT_FCH || a == STEP_ACT_FCH_ACT;
+			buf(&x, (struct step_buffer){act_names[a], STEP_SAVED, (unsigned)a, (int)(l - 1),
+			                             moe && mlp ? 0 : e[a], is16[a] ? e16 : 4, A, STEP_AT_LAYER, l,
 			                             a == STEP_ACT_RES3 ? l + 1 : l, rc});
+			if (moe && a == STEP_ACT_RES3 - 1)
+				moe_buffers(&x, m, BT, l); /* before res3, the block's output, as the engine makes them */
 		}
 	/* the head: tied, the final norm's output and the logits are kept
 	 * until the embedding's backward */

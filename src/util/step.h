@@ -152,9 +152,34 @@ enum step_role {
 	STEP_SCRATCH,              /* the backward's scratch, slot `index`: dres, dx, dqkv, dh, dup, datt */
 	STEP_DNORM,                /* tied: the final norm's grads, until the embedding's backward */
 	STEP_W32, STEP_ACT32, STEP_G32, /* mixed precision: the fp32 conversion buffers */
-	STEP_SAVED                 /* a layer's saved tensor, enum step_act `index` */
+	STEP_SAVED,                /* a layer's saved tensor, enum step_act `index` */
+	STEP_MOE,                  /* a mixture's block's routed tensor, enum step_moe `index` (below) */
+	STEP_MOE_SCRATCH           /* the mixture's backward scratch, enum step_moe_scratch `index` */
 };
 #define STEP_NSCRATCH 6
+
+/* A mixtral block's tensors beside its attention half's (engine/tfm_moe.h,
+ * docs/schedule.md "Mixtures of experts"), made before its forward and
+ * freed after its backward: the router's probabilities (BT, E), each
+ * token's experts (BT, k, int64 as torch.topk's) and their weights (BT,
+ * k), the tokens each expert got (E) and where its rows start (E + 1),
+ * the assignments grouped by expert (BT·k tokens and slots, int64 as
+ * torch.where's); then expert e's four at STEP_MOE_EXPERT + 4e: its
+ * gathered input xe (n_e, d), gu (n_e, 2F), act (n_e, F) and output ye
+ * (n_e, d), n_e the tokens the routing sends it this step. Their
+ * `elements` is the bound (n_e = BT); step_moe_row gives one row's. */
+enum step_moe {
+	STEP_MOE_PROBS, STEP_MOE_IDX, STEP_MOE_W, STEP_MOE_COUNTS, STEP_MOE_START, STEP_MOE_TOK, STEP_MOE_SLOT,
+	STEP_MOE_EXPERT
+};
+/* The backward's: dw (BT, k), dlogits (BT, E), dxr (BT, d) for the
+ * router; for one expert at a time dye and dxe (n, d), dact (n, F), dgu
+ * (n, 2F), n the most tokens any expert of any block got this step. Made
+ * at the start of backward, freed after block 0's. */
+enum step_moe_scratch {
+	STEP_MOE_DW, STEP_MOE_DLOGITS, STEP_MOE_DXR, STEP_MOE_DYE, STEP_MOE_DXE, STEP_MOE_DACT, STEP_MOE_DGU,
+	STEP_MOE_NSCRATCH
+};
 
 /* When a buffer is made: at the start of forward, before its layer's
  * forward, or at the start of backward. */
@@ -186,6 +211,14 @@ struct step_buffers {
 };
 void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const struct step_params *p,
                         uint64_t batch, uint64_t seq, int mixed, enum zs_recompute recompute);
+
+/* A routed buffer's elements per row (one token of an expert: expert
+ * e's of STEP_MOE, the largest expert's of STEP_MOE_SCRATCH); 0 for a
+ * buffer of fixed size. Its bytes at n rows: n · row · esize. */
+uint64_t step_moe_row(const struct zs_model *m, const struct step_buffer *b);
+/* The expert a STEP_MOE buffer is sized by, or -1 (fixed, or the
+ * scratch's largest expert). */
+long step_moe_expert(const struct step_buffer *b);
 
 /* The MLP's of widths d0..dL (step_params_mlp) at micro-batch `batch`,
  * fp32 in both precisions and all alive to the end of backward: the
