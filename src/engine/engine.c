@@ -554,10 +554,11 @@ static void visit(struct zs_run *r, size_t l, enum zs_pass pass)
  * transient full copy (full_grads) that is added into the resident grads
  * after the unit and freed, as autograd's AccumulateGrad adds a new grad
  * into .grad. A scheme that gave the unit a full copy of its own (zero2,
- * zero3, DeepSpeed's) reduces it into its shard itself. */
+ * zero3) reduces it into its shard itself; DeepSpeed's schemes place a
+ * unit's new grads themselves (scheme_deepspeed.c, fresh_begin). */
 static int accum_transient(const struct zs_run *r)
 {
-	return r->micro > 0 && run_rank(r, r->r0)->buf[ZS_BUF_FULL_GRADS] == NULL &&
+	return r->micro > 0 && r->config->framework == ZS_FW_PAPER && run_rank(r, r->r0)->buf[ZS_BUF_FULL_GRADS] == NULL &&
 	       run_rank(r, r->r0)->buf[ZS_BUF_GRADS] != NULL && layout_span(&r->layout, ZS_BUF_GRADS) == ZS_FULL;
 }
 

@@ -1002,6 +1002,8 @@ static void paper_accum_events(struct events *ev, struct theory_schedule *out, c
 	uint64_t elements = scheme == ZS_ZERO2 ? pass : out->comm_elements;
 	out->comm_bytes += (K - 1) * bytes;
 	out->comm_elements += (K - 1) * elements;
+}
+
 /* DeepSpeed's dp and ZeRO-1 under gradient_accumulation_steps K > 1
  * (docs/schedule.md, "deepspeed", "Gradient accumulation"): the grads
  * reduced once at the boundary (K = 1's bytes sent), autograd's kept in
