@@ -1010,9 +1010,6 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 
 int zs_config_check_model(const struct zs_config *c, int transformer, char **cause)
 {
-	if (transformer && c->framework == ZS_FW_DEEPSPEED && c->grad_accum > 1)
-		return zs_fail(cause, "--grad-accum %u with --framework deepspeed: the MLP only so far (give no --model, "
-		               "or --grad-accum 1)", c->grad_accum);
 	if (transformer)
 		return 0;
 	/* Hugging Face's attention and the plain loop over its model: an MLP
