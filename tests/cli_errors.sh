@@ -885,13 +885,16 @@ for cmd in measure theory; do
 	# The paper's accumulation runs (tests/test_paper_accum,
 	# tests/paper_accum_tfm.sh, theory_vs_measure hold it).
 	try 0 "" $cmd --schemes zero2 --world 1,2 --grad-accum 3 --out "$tmp/paper-k3.json"
-	# DeepSpeed's accumulation: the engine's every scheme on the MLP only so
-	# far (tests/test_ds_accum and theory_vs_measure hold their bytes).
+	# DeepSpeed's accumulation: the engine's every scheme on the MLP and the
+	# transformer, not offloaded (tests/test_ds_accum and theory_vs_measure
+	# hold their bytes).
 	try 0 "" $cmd --framework deepspeed --schemes dp,zero1,zero2,zero3 --world 2 --grad-accum 2 --out "$tmp/ds-k2.json"
+	try 0 "" $cmd --framework deepspeed --model "$tiny" --schemes dp,zero1,zero2,zero3 --world 2 --grad-accum 2 \
+		--out "$tmp/ds-tfm-k2.json"
 	try 2 "--grad-accum 2 with --offload: DeepSpeed's accumulation through the host (async_accumulate_grad_in_cpu_via_gpu) is not described yet" \
 		$cmd --framework deepspeed --schemes zero2 --offload optimizer --grad-accum 2 --out "$keep"
-	try 2 "--grad-accum 2 with --framework deepspeed: the MLP only so far" \
-		$cmd --framework deepspeed --model "$tiny" --schemes zero2 --world 2 --grad-accum 2 --out "$keep"
+	try 2 "--grad-accum 2 with --offload: DeepSpeed's accumulation through the host (async_accumulate_grad_in_cpu_via_gpu) is not described yet" \
+		$cmd --framework deepspeed --model "$tiny" --schemes zero2 --world 2 --offload optimizer --grad-accum 2 --out "$keep"
 	[ "$cmd" = measure ] && try 2 "--write-case with --grad-accum 2: an MLP case holds one batch a step, not K micro-batches" \
 		$cmd --framework deepspeed --schemes zero2 --world 2 --grad-accum 2 --write-case "$tmp/acc-case.json" --out "$keep"
 	# --freeze under FSDP: whole units only (1.13's FlatParameter; tests/ft_fsdp_lora.sh)

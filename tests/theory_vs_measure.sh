@@ -5,8 +5,8 @@
 # both precisions, both optimizers, batch 1 and 4, and a deeper model; and
 # torch's implementations of every scheme (--framework torch: DDP's buckets,
 # ZeroRedundancyOptimizer, FSDP with and without prefetch, in both precisions),
-# DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed; dp to zero3 under --grad-accum too), the
-# paper's schemes under --grad-accum, and zerosim's own transformer (--model, both families, phi3, qwen3,
+# DeepSpeed's of dp, zero1 and zero2 (--framework deepspeed; dp to zero3 under --grad-accum too, on the
+# MLP and the transformer), the paper's schemes under --grad-accum, and zerosim's own transformer (--model, both families, phi3, qwen3,
 # gemma2 and gemma3_text, the three recompute modes; under torch's schemes and DeepSpeed's, zero3 module
 # by module, too).
 # docs/schedule.md is the contract both implement; tests/json_agree joins the
@@ -405,6 +405,28 @@ done
 sed 's/"num_hidden_layers": 2,/"num_hidden_layers": 12,/' "$tmp/llama-tied.json" >"$tmp/llama-12.json"
 check --framework deepspeed --model "$tmp/llama-12.json" --seq 8 --batch 1 --precision mixed --world 2,3 \
 	--schemes zero3 --unit layer --ds-persist 100 --steps 2
+# DeepSpeed's accumulation on the transformer (K = 2, 3): each micro-step's
+# forward and backward on its micro-batch, dp and ZeRO-1 reducing at the
+# boundary, ZeRO-2 every micro-step into a new partition (a bucket of 3000
+# flushed mid-backward: the partition made there), ZeRO-3 module by module
+# with every tensor but the norms' and biases partitioned; gpt2 tied and
+# llama untied, N = 1, 2, 3, 5, both units and precisions; the phases
+# against the timeline (a later micro-step's backward ties ZeRO-2's
+# reduce at gpt2's peak: the binding phase is the one reached first).
+for accum in 2 3; do
+	for precision in mixed fp32; do
+		check --framework deepspeed --model "$tmp/gpt2-tiny.json" --seq 16 --batch 2 --precision $precision \
+			--world 1,2,3,5 --schemes dp,zero1,zero2 --unit model,layer --grad-accum $accum --steps 2
+		check --framework deepspeed --model "$tmp/llama-tiny.json" --seq 16 --batch 1 --precision $precision \
+			--world 1,2,3,5 --schemes zero1,zero2 --unit model,layer --ds-reduce-bucket 3000 --grad-accum $accum --steps 2
+		check --framework deepspeed --model "$tmp/llama-tiny.json" --seq 16 --batch 1 --precision $precision \
+			--world 1,2,3,5 --schemes zero3 --unit layer --ds-persist 100 --ds-reduce-bucket 3000 --grad-accum $accum \
+			--steps 3
+	done
+	check_phases --framework deepspeed --model "$tmp/gpt2-tiny.json" --seq 32 --batch 2 --precision fp32 \
+		--world 1,2,3 --schemes dp,zero1,zero2,zero3 --unit model,layer --ds-reduce-bucket 1 --ds-persist 0 \
+		--grad-accum $accum --steps 2
+done
 
 # phi3: llama's kernels, with qkv_proj and gate_up_proj Hugging Face's own
 # single tensors (its largest nn.Module here gate_up_proj, 344 x 64, above

@@ -94,7 +94,8 @@ struct zs_opt {
 	"                         fsdp (FSDP FULL_SHARD, a unit per block, over it as\n" \
 	"                         PyTorch 1.13 runs it at N >= 2: --schemes zero3)\n" \
 	"      --grad-accum K     --wrapper none, ddp or fsdp, --framework deepspeed\n" \
-	"                         (the MLP) or --framework paper: K micro-steps (each\n" \
+	"                         (no --offload) or --framework paper (the MLP and the\n" \
+	"                         transformer for both): K micro-steps (each\n" \
 	"                         of --batch) per optimizer step, each loss / K\n" \
 	"                         (default 1)\n" \
 	"      --ddp-no-sync S    --wrapper ddp or fsdp with --grad-accum: the wrapper's\n" \

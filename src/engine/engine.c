@@ -554,11 +554,11 @@ static void visit(struct zs_run *r, size_t l, enum zs_pass pass)
  * transient full copy (full_grads) that is added into the resident grads
  * after the unit and freed, as autograd's AccumulateGrad adds a new grad
  * into .grad. A scheme that gave the unit a full copy of its own (zero2,
- * zero3) reduces it into its shard itself; DeepSpeed's schemes place a
- * unit's new grads themselves (scheme_deepspeed.c, fresh_begin). */
+ * zero3) reduces it into its shard itself; a scheme with ZS_OPS_OWN_ACCUM
+ * (DeepSpeed's) places a unit's new grads itself. */
 static int accum_transient(const struct zs_run *r)
 {
-	return r->micro > 0 && r->config->framework == ZS_FW_PAPER && run_rank(r, r->r0)->buf[ZS_BUF_FULL_GRADS] == NULL &&
+	return r->micro > 0 && !(r->ops->flags & ZS_OPS_OWN_ACCUM) && run_rank(r, r->r0)->buf[ZS_BUF_FULL_GRADS] == NULL &&
 	       run_rank(r, r->r0)->buf[ZS_BUF_GRADS] != NULL && layout_span(&r->layout, ZS_BUF_GRADS) == ZS_FULL;
 }
 
@@ -1101,7 +1101,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	struct zs_run *r = zs_calloc(1, sizeof *r);
 	r->ops = scheme_ops(scheme_entry(c->framework, scheme), world);
 	r->config = c;
-	r->nmicro = c->grad_accum > 1 ? c->grad_accum : 1; /* config.c: the paper's and DeepSpeed's ZeRO-2 */
+	r->nmicro = c->grad_accum > 1 ? c->grad_accum : 1; /* config.c: the paper's and DeepSpeed's schemes */
 	net_init(&r->model, c);
 	run_layout(&r->layout, &r->model, c, scheme, world, unit);
 	r->world = world;

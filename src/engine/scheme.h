@@ -119,6 +119,11 @@ enum {
 	/* Every unit gathered in forward is kept until its backward (FSDP's
 	 * SHARD_GRAD_OP), not only the root. */
 	ZS_OPS_KEEP_FORWARD = 1 << 2,
+	/* Under --grad-accum a micro-step after the first places each unit's
+	 * new grads itself and adds them up (DeepSpeed's: fresh_begin, ZeRO-2's
+	 * new partition, ZeRO-3's add_ into the partition), so the driver makes
+	 * no accumulation transient of its own (engine.c's accum_transient). */
+	ZS_OPS_OWN_ACCUM = 1 << 3,
 };
 
 /* A scheme's hooks. Each is NULL where the scheme does what the driver

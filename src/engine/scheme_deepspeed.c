@@ -522,7 +522,7 @@ static void zero1_end_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass p
 
 const struct zs_scheme_ops scheme_ds_zero1 = {
 	.name = "deepspeed zero1",
-	.flags = ZS_OPS_MASTER32,
+	.flags = ZS_OPS_MASTER32 | ZS_OPS_OWN_ACCUM,
 	.begin_backward = zero1_begin_backward,
 	.begin_unit = zero1_begin_unit,
 	.end_unit = zero1_end_unit,
@@ -538,7 +538,7 @@ const struct zs_scheme_ops scheme_ds_zero1 = {
 
 const struct zs_scheme_ops scheme_ds_zero2 = {
 	.name = "deepspeed zero2",
-	.flags = ZS_OPS_MASTER32,
+	.flags = ZS_OPS_MASTER32 | ZS_OPS_OWN_ACCUM,
 	.begin_backward = zero2_begin_backward,
 	.begin_unit = zero2_begin_unit,
 	.end_unit = zero2_end_unit,
@@ -580,6 +580,7 @@ static void dp_reduce(struct zs_run *r, void *ctx)
 
 const struct zs_scheme_ops scheme_ds_dp = {
 	.name = "deepspeed dp",
+	.flags = ZS_OPS_OWN_ACCUM,
 	.setup = dp_setup,
 	.teardown = dp_teardown,
 	.begin_unit = zero1_begin_unit,
@@ -590,6 +591,7 @@ const struct zs_scheme_ops scheme_ds_dp = {
 
 const struct zs_scheme_ops scheme_ds_dp_one = {
 	.name = "deepspeed dp, one rank",
+	.flags = ZS_OPS_OWN_ACCUM,
 	.setup = dp_setup,
 	.teardown = dp_teardown,
 	.begin_unit = zero1_begin_unit,
@@ -1093,7 +1095,7 @@ static void ds3_buffers(struct zs_run *r)
 
 const struct zs_scheme_ops scheme_ds_zero3 = {
 	.name = "deepspeed zero3",
-	.flags = ZS_OPS_MASTER32,
+	.flags = ZS_OPS_MASTER32 | ZS_OPS_OWN_ACCUM,
 	.buffers = ds3_buffers,
 	.setup = ds3_setup,
 	.teardown = ds3_teardown,

@@ -105,10 +105,13 @@ struct theory_schedule {
 	/* The walk's most held in each phase of the step (enum zs_phase:
 	 * set-up is the resident state the step starts from), where
 	 * has_phases; phase_entered[p] says whether the step enters p. The
-	 * largest of them is peak_bytes. */
+	 * largest of them is peak_bytes, first reached in peak_phase (under
+	 * --grad-accum a later micro-step's backward comes after an earlier
+	 * one's reduce: the phases' order is not the step's). */
 	int has_phases;
 	int phase_entered[ZS_NPHASES];
 	uint64_t phase_peak[ZS_NPHASES];
+	enum zs_phase peak_phase;
 };
 
 /* Model states of any model given as its units, as runs of equal units
@@ -591,8 +594,9 @@ int theory_desc_fits(const struct theory_desc *d, const struct zs_model *m, cons
                      uint64_t batch);
 void theory_desc_free(struct theory_desc *d);
 
-/* The first phase (enum zs_phase, in step order) whose peak is the
- * walk's peak: where the step binds. s must have has_phases. */
+/* The phase in which the walk first reaches its peak: where the step
+ * binds, as a measured timeline's first event at the peak says it
+ * (tests/json_agree). s must have has_phases. */
 enum zs_phase theory_binding_phase(const struct theory_schedule *s);
 
 /* The largest micro-batch whose framework's exact step (the walk of

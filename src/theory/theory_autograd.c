@@ -138,6 +138,7 @@ static void walk(const struct ag_step *s, const struct step_params *p, unsigned 
 			out->phase_peak[e->phase] = total;
 		if (total > out->peak_bytes) {
 			out->peak_bytes = total;
+			out->peak_phase = e->phase;
 			memcpy(out->peak_breakdown, cur, sizeof cur);
 		}
 	}

@@ -126,7 +126,7 @@ void theory_desc_free(struct theory_desc *d)
  * the walk's state starts in the set-up, the resident state). */
 struct walk {
 	uint64_t cur[ZS_NCATS], total, peak, at_peak[ZS_NCATS];
-	enum zs_phase phase;
+	enum zs_phase phase, peak_phase; /* the phase now; the one the peak was first reached in */
 	uint64_t phase_peak[ZS_NPHASES];
 	int entered[ZS_NPHASES];
 	/* With a trace (theory_walk_trace): each add is one block allocated,
@@ -154,6 +154,7 @@ static void walk_add(struct walk *w, enum zs_cat c, uint64_t bytes)
 	w->total += bytes;
 	if (w->total > w->peak) {
 		w->peak = w->total;
+		w->peak_phase = w->phase;
 		memcpy(w->at_peak, w->cur, sizeof w->cur);
 	}
 	w->entered[w->phase] = 1;
@@ -167,6 +168,7 @@ static void walk_add(struct walk *w, enum zs_cat c, uint64_t bytes)
 static void walk_phases_out(const struct walk *w, struct theory_schedule *out)
 {
 	out->has_phases = 1;
+	out->peak_phase = w->peak_phase;
 	for (int p = 0; p < ZS_NPHASES; p++) {
 		out->phase_entered[p] = w->entered[p];
 		out->phase_peak[p] = w->phase_peak[p];
@@ -1134,10 +1136,7 @@ int theory_walk_trace(const struct theory_desc *d, const struct theory_bytes *b,
 
 enum zs_phase theory_binding_phase(const struct theory_schedule *s)
 {
-	for (int p = 0; p < ZS_NPHASES; p++)
-		if (s->phase_entered[p] && s->phase_peak[p] == s->peak_bytes)
-			return (enum zs_phase)p;
-	return ZS_PH_SETUP;
+	return s->peak_phase;
 }
 
 /* The framework's exact peak of m at micro-batch `batch` (its own

@@ -912,9 +912,9 @@ static int check_fsdp(const struct zs_config *c, char **cause)
 
 /* DeepSpeed's gradient_accumulation_steps (docs/schedule.md, "deepspeed",
  * "Gradient accumulation"): the engine's dp, ZeRO-1, ZeRO-2 and ZeRO-3
- * steps on the MLP take it; the offloaded accumulation through the host,
- * a transformer and the case files' micro-batches are described there but
- * not built. */
+ * steps on the MLP and the transformer take it (a transformer's case holds
+ * its micro-batches, an MLP's does not: cmd_measure.c); the offloaded
+ * accumulation through the host is described there but not built. */
 static int ds_accum_check(const struct zs_config *c, char **cause)
 {
 	if (c->offload != ZS_OFFLOAD_NONE)
@@ -943,7 +943,7 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 			return zs_fail(cause, "--%s: only with --wrapper none, ddp or fsdp so far (the engine's own DDP, FSDP and "
 			               "DeepSpeed steps do not follow it yet)", key_names[plain_keys[i]]);
 	/* Gradient accumulation is described for the PyTorch step (the plain
-	 * loop, DDP and FSDP over it), DeepSpeed's on the MLP (ds_accum_check)
+	 * loop, DDP and FSDP over it), DeepSpeed's (ds_accum_check)
 	 * and the paper's schedule: the engine's own wrapped steps
 	 * (docs/finetune.md, the plan) do not take it yet. */
 	if (c->grad_accum > 1 && c->framework == ZS_FW_DEEPSPEED && ds_accum_check(c, cause) != 0)
@@ -1010,9 +1010,6 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 
 int zs_config_check_model(const struct zs_config *c, int transformer, char **cause)
 {
-	if (transformer && c->framework == ZS_FW_DEEPSPEED && c->grad_accum > 1)
-		return zs_fail(cause, "--grad-accum %u with --framework deepspeed: the MLP only so far (give no --model, "
-		               "or --grad-accum 1)", c->grad_accum);
 	if (transformer)
 		return 0;
 	/* Hugging Face's attention and the plain loop over its model: an MLP
