@@ -18,9 +18,9 @@
 #     optimizer step, and the theory's comm equal to measure's; both
 #     files' config.ddp_no_sync the run's --fsdp-no-sync;
 #   - the losses: zerosim's run written as a case (--write-case), trained
-#     by tests/ft_torch.py --case under FSDP: each step's loss (the mean
-#     over the two ranks of the mean of their K micro-steps', as measure's
-#     `losses`) within 1e-5 relative.
+#     by tests/ft_torch.py --case under FSDP (ft_lib.sh's ft_losses):
+#     each step's loss (the mean over the two ranks of the mean of their
+#     K micro-steps', as measure's `losses`) within 1e-5 relative.
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 a difference, 99 hard error.
@@ -114,31 +114,7 @@ sys.exit(1 if bad else 0)
 EOF
 
 # The losses: zerosim's run as a case, trained by PyTorch under FSDP
-d=$tmp/loss
-mkdir -p "$d" || exit 99
-# shellcheck disable=SC2086
-if ! "$zerosim" measure -q --model "$tmp/tiny-gpt2.json" $z --world 2 --zero-grad zeros --grad-accum 2 \
-	--fsdp-no-sync on --write-case "$d/case.json" --out "$d/seed.json" 2>"$tmp/err"; then
-	echo "ft_fsdp: FAIL: zerosim measure --write-case: $(cat "$tmp/err")" >&2
-	exit 99
-fi
-if ! timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/tiny-gpt2.json" --grad-accum 2 --zero-grad zeros \
-	--world 2 --fsdp --case "$d/case.json" --out "$d/torch.json" >"$tmp/err" 2>&1; then
-	echo "ft_fsdp: FAIL: tests/ft_torch.py --fsdp --case:" >&2
-	tail -20 "$tmp/err" >&2
-	exit 99
-fi
-"$py" - "$d" <<'EOF' || status=1
-import json, os, sys
-d = sys.argv[1]
-seed = json.load(open(os.path.join(d, "seed.json")))["runs"][0]
-t = json.load(open(os.path.join(d, "torch.json")))
-mean = [sum(r[s] for r in t["rank_losses"]) / len(t["rank_losses"]) for s in range(len(t["losses"]))]
-rel = [abs(z - m) / abs(m) for z, m in zip(seed["losses"], mean)]
-bad = len(rel) != len(mean) or len(t["rank_losses"]) != 2 or max(rel) > 1e-5
-print(f"{'FAIL' if bad else 'ok'}: gpt2 FSDP N=2 K=2 no_sync: measure's losses "
-      f"{[round(x, 6) for x in seed['losses']]} and PyTorch {t['torch']}'s (the mean of its ranks' "
-      f"{[round(x, 6) for x in mean]}) on the same case within {max(rel):.1e} relative (bound 1e-5)")
-sys.exit(1 if bad else 0)
-EOF
+ft_losses "$tmp/loss" "gpt2 FSDP N=2 K=2 no_sync" \
+	"--model $tmp/tiny-gpt2.json $z --world 2 --zero-grad zeros --grad-accum 2 --fsdp-no-sync on" \
+	"--model $tmp/tiny-gpt2.json --grad-accum 2 --zero-grad zeros --world 2 --fsdp"
 exit $status
