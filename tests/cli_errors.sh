@@ -417,10 +417,10 @@ sed 's/}$/, "embd_pdrop": 0.0, "attn_pdrop": 0.0, "resid_pdrop": 0.0}/' "$tmp/ti
 try 0 "" theory --model "$tmp/tiny-fz0.json" --framework torch --torch-version 1.13 --torch-device cpu --attn eager \
 	--seq 4 --batch 2 --wrapper none --world 1 --schemes dp --precision amp-bf16 --freeze embeddings --out "$tmp/fz-amp.json"
 try 0 "" measure -q --out "$tmp/fz-zero1.json" $fz_plain --wrapper ddp --world 2 --schemes zero1 --precision fp32 --freeze embeddings
-# each is described, zero1 and autocast together not yet
-bad_theory "--freeze with --schemes zero1 and --precision amp-bf16: not described yet (give --precision fp32 or --schemes dp)" \
-	--model "$tmp/tiny-fz0.json" --framework torch --torch-version 1.13 --torch-device cpu --attn eager \
-	--seq 4 --batch 2 --wrapper ddp --world 2 --schemes zero1 --precision amp-bf16 --freeze embeddings
+# and together (tests/ft_zero1.sh holds them to PyTorch)
+try 0 "" theory --model "$tmp/tiny-fz0.json" --framework torch --torch-version 1.13 --torch-device cpu --attn eager \
+	--seq 4 --batch 2 --wrapper ddp --world 2 --schemes zero1 --precision amp-bf16 --freeze embeddings \
+	--out "$tmp/fz-zero1-amp.json"
 for fam in qwen2 qwen3 phi3; do
 	printf '{"model_type": "%s", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
  "num_key_value_heads": 1, "intermediate_size": 32, "max_position_embeddings": 8, "vocab_size": 32,
@@ -904,9 +904,9 @@ for cmd in measure theory; do
 		--attn eager --grad-accum 2 --seq 4 --batch 1 --steps 2 --schemes dp --out "$tmp/ga-amp-$cmd.json"
 	# accumulation under ZeroRedundancyOptimizer: taken (tests/ft_zero1.sh)
 	try 0 "" $cmd --framework torch $ddp --schemes zero1 --torch-version 1.13 --grad-accum 2 --out "$tmp/ga-zero1-$cmd.json"
-	try 2 "--grad-accum with --schemes zero1 and --precision amp-bf16: not described yet" \
-		$cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper ddp --world 2 --precision amp-bf16 --torch-device cpu \
-		--attn eager --grad-accum 2 --seq 4 --batch 1 --schemes zero1 --torch-version 1.13 --out "$keep"
+	# and under autocast (tests/ft_zero1.sh)
+	try 0 "" $cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper ddp --world 2 --precision amp-bf16 --torch-device cpu \
+		--attn eager --grad-accum 2 --seq 4 --batch 1 --schemes zero1 --torch-version 1.13 --out "$tmp/ga-zero1-amp-$cmd.json"
 	try 2 "--ddp-no-sync: only with --grad-accum K > 1 (no_sync() wraps the first K - 1 micro-steps; without accumulation there are none)" \
 		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --ddp-no-sync off --out "$keep"
 	# The plain loop describes no activation checkpointing: refused.

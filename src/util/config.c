@@ -952,14 +952,6 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 		return zs_fail(cause, "--grad-accum %u: only with --framework paper, --framework torch and --wrapper none, "
 		               "ddp or fsdp, or --framework deepspeed, so far (--wrapper auto, the engine's own DDP and "
 		               "FSDP step, takes no accumulation yet)", c->grad_accum);
-	/* zero1's fine-tuning cases (tests/ft_zero1.sh) and autocast's
-	 * (tests/ft_*.sh, plain loop and DDP) were built apart: no case runs
-	 * them together yet */
-	if ((c->grad_accum > 1 || c->freeze[0] || c->lora_r) && c->wrapper == ZS_WRAPPER_DDP && c->nschemes > 0 &&
-	    c->schemes[0] == ZS_ZERO1 && (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16))
-		return zs_fail(cause, "%s with --schemes zero1 and --precision %s: not described yet (give --precision fp32 "
-		               "or --schemes dp)", c->grad_accum > 1 ? "--grad-accum" : c->freeze[0] ? "--freeze" : "--lora-r",
-		               zs_precision_name(c->precision));
 	/* (--fsdp-no-sync is its other name: FSDP's no_sync() under --wrapper fsdp) */
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_NO_SYNC)) && c->wrapper != ZS_WRAPPER_DDP && c->wrapper != ZS_WRAPPER_FSDP)
 		return zs_fail(cause, "--ddp-no-sync: only with --wrapper ddp or fsdp (DistributedDataParallel's or "
