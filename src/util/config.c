@@ -895,11 +895,6 @@ static int check_fsdp(const struct zs_config *c, char **cause)
 	if (c->torch_version != ZS_TORCH_1_13)
 		return zs_fail(cause, "--torch-version %s: --wrapper fsdp is PyTorch 1.13's FSDP only so far (give "
 		               "--torch-version 1.13)", zs_torch_version_name(c->torch_version));
-	/* FSDP's mixed precision is its own MixedPrecision, not autocast's
-	 * casts over its all-gathered parameters: no reference runs them */
-	if (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16)
-		return zs_fail(cause, "--precision %s: autocast under --wrapper fsdp is not described yet (give --precision "
-		               "fp32)", zs_precision_name(c->precision));
 	if (c->prefetch != ZS_PREFETCH_NONE)
 		return zs_fail(cause, "--prefetch %s: --wrapper fsdp follows PyTorch 1.13's default backward_prefetch "
 		               "(none) only so far", zs_prefetch_name(c->prefetch));
