@@ -417,10 +417,10 @@ sed 's/}$/, "embd_pdrop": 0.0, "attn_pdrop": 0.0, "resid_pdrop": 0.0}/' "$tmp/ti
 try 0 "" theory --model "$tmp/tiny-fz0.json" --framework torch --torch-version 1.13 --torch-device cpu --attn eager \
 	--seq 4 --batch 2 --wrapper none --world 1 --schemes dp --precision amp-bf16 --freeze embeddings --out "$tmp/fz-amp.json"
 try 0 "" measure -q --out "$tmp/fz-zero1.json" $fz_plain --wrapper ddp --world 2 --schemes zero1 --precision fp32 --freeze embeddings
-# each is described, zero1 and autocast together not yet
-bad_theory "--freeze with --schemes zero1 and --precision amp-bf16: not described yet (give --precision fp32 or --schemes dp)" \
-	--model "$tmp/tiny-fz0.json" --framework torch --torch-version 1.13 --torch-device cpu --attn eager \
-	--seq 4 --batch 2 --wrapper ddp --world 2 --schemes zero1 --precision amp-bf16 --freeze embeddings
+# and together (tests/ft_zero1.sh holds them to PyTorch)
+try 0 "" theory --model "$tmp/tiny-fz0.json" --framework torch --torch-version 1.13 --torch-device cpu --attn eager \
+	--seq 4 --batch 2 --wrapper ddp --world 2 --schemes zero1 --precision amp-bf16 --freeze embeddings \
+	--out "$tmp/fz-zero1-amp.json"
 for fam in qwen2 qwen3 phi3; do
 	printf '{"model_type": "%s", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
  "num_key_value_heads": 1, "intermediate_size": 32, "max_position_embeddings": 8, "vocab_size": 32,
@@ -855,10 +855,9 @@ for cmd in measure theory; do
 		$cmd --framework torch $ddp --schemes zero1,zero3 --torch-version 1.13 --out "$keep"
 	try 2 "--unit: --wrapper fsdp's units are 1.13's transformer_auto_wrap_policy's (a unit per block and the root), not --unit's: leave --unit out" \
 		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --unit model --out "$keep"
-	# Combinations no reference trains together yet: refused by name.
-	try 2 "--precision amp-bf16: autocast under --wrapper fsdp is not described yet (give --precision fp32)" \
-		$cmd --framework torch --model "$tiny" --wrapper fsdp --precision amp-bf16 --torch-device cpu \
-		--attn eager --world 2 --schemes zero3 --torch-version 1.13 --out "$keep"
+	# autocast under --wrapper fsdp runs (tests/ft_fsdp.sh checks its bytes)
+	try 0 "" $cmd --framework torch --model "$tmp/tiny-fz0.json" --wrapper fsdp --precision amp-bf16 --torch-device cpu \
+		--attn eager --world 2 --schemes zero3 --torch-version 1.13 --out "$tmp/fsdp-amp-$cmd.json"
 	# --grad-accum runs under --wrapper fsdp (tests/ft_fsdp.sh checks its
 	# bytes), with --fsdp-no-sync; the engine's own wrappers still refuse it
 	try 0 "" $cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --grad-accum 2 \
@@ -907,9 +906,9 @@ for cmd in measure theory; do
 		--attn eager --grad-accum 2 --seq 4 --batch 1 --steps 2 --schemes dp --out "$tmp/ga-amp-$cmd.json"
 	# accumulation under ZeroRedundancyOptimizer: taken (tests/ft_zero1.sh)
 	try 0 "" $cmd --framework torch $ddp --schemes zero1 --torch-version 1.13 --grad-accum 2 --out "$tmp/ga-zero1-$cmd.json"
-	try 2 "--grad-accum with --schemes zero1 and --precision amp-bf16: not described yet" \
-		$cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper ddp --world 2 --precision amp-bf16 --torch-device cpu \
-		--attn eager --grad-accum 2 --seq 4 --batch 1 --schemes zero1 --torch-version 1.13 --out "$keep"
+	# and under autocast (tests/ft_zero1.sh)
+	try 0 "" $cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper ddp --world 2 --precision amp-bf16 --torch-device cpu \
+		--attn eager --grad-accum 2 --seq 4 --batch 1 --schemes zero1 --torch-version 1.13 --out "$tmp/ga-zero1-amp-$cmd.json"
 	try 2 "--ddp-no-sync: only with --grad-accum K > 1 (no_sync() wraps the first K - 1 micro-steps; without accumulation there are none)" \
 		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --ddp-no-sync off --out "$keep"
 	# The plain loop describes no activation checkpointing: refused.

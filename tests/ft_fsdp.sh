@@ -3,8 +3,8 @@
 # accumulation "with and without no_sync()") against real PyTorch 1.13's
 # FullyShardedDataParallel (tests/ft_torch.py --fsdp: hf_torch.py's
 # fsdp_wrap, FULL_SHARD, a unit per block and the root, over gloo with
-# tests/fsdp_torch.py's shims; N = 2, fp32, Adam single-tensor, each
-# micro-loss / K), to the byte:
+# tests/fsdp_torch.py's shims; N = 2, fp32 (autocast: below), Adam
+# single-tensor, each micro-loss / K), to the byte:
 #   - gpt2 K = 2 (zero_grad zeros) with no_sync() on the first micro-step
 #     (--fsdp-no-sync on: the unsharded flat gradients kept across it, one
 #     reduce-scatter per unit in the last) and without (--fsdp-no-sync off:
@@ -13,14 +13,18 @@
 #     measure (both ranks) against PyTorch's bytes between steps, the
 #     steady step's peak and every mark zerosim names (tests/ft_cmp.py);
 #   - N = 3, gpt2 K = 3 with no_sync(), as above;
+#   - autocast (--precision amp-bf16; ft_torch.py --amp bf16:
+#     torch.autocast around each micro-step's forward, FSDP without
+#     MixedPrecision): llama K = 2 set_to_none without no_sync() at N = 2,
+#     gpt2 K = 2 with no_sync() at N = 3, as above;
 #   - the collectives: PyTorch's all-gathers and reduce-scatters in each
 #     micro-step (the shims counted on rank 0) against measure's calls per
 #     optimizer step, and the theory's comm equal to measure's; both
 #     files' config.ddp_no_sync the run's --fsdp-no-sync;
 #   - the losses: zerosim's run written as a case (--write-case), trained
-#     by tests/ft_torch.py --case under FSDP: each step's loss (the mean
-#     over the two ranks of the mean of their K micro-steps', as measure's
-#     `losses`) within 1e-5 relative.
+#     by tests/ft_torch.py --case under FSDP (ft_lib.sh's ft_losses):
+#     each step's loss (the mean over the two ranks of the mean of their
+#     K micro-steps', as measure's `losses`) within 1e-5 relative.
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 a difference, 99 hard error.
@@ -56,15 +60,19 @@ print(f"{'FAIL' if bad else 'ok'}: {label}: reduce-scatters per micro-step {d['r
 sys.exit(1 if bad else 0)
 EOF
 
-z="--seq 32 --batch 2 --precision fp32 --schemes zero3 --steps 3 --framework torch --wrapper fsdp
+z="--seq 32 --batch 2 --schemes zero3 --steps 3 --framework torch --wrapper fsdp
 --torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single"
 
-# case LABEL MODEL K ZERO_GRAD NO_SYNC(on|off) [WORLD, 2 when absent]
+# case LABEL MODEL K ZERO_GRAD NO_SYNC(on|off) [WORLD, 2 when absent [PRECISION, fp32 when absent]]
+# (amp-bf16: ft_torch.py --amp bf16, each micro-step's forward in torch.autocast)
 case_() {
-	label=$1 m=$2 K=$3 zg=$4 ns=$5 world=${6:-2}
+	label=$1 m=$2 K=$3 zg=$4 ns=$5 world=${6:-2} prec=${7:-fp32}
+	amp=
+	[ "$prec" = amp-bf16 ] && amp="--amp bf16"
 	# gloo waits 30 minutes for a peer by default: a hang ends in 5
+	# shellcheck disable=SC2086
 	if ! timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/tiny-$m.json" --grad-accum "$K" --zero-grad "$zg" \
-		--world "$world" --fsdp --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)" --out "$tmp/$label.json" \
+		--world "$world" --fsdp --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)" $amp --out "$tmp/$label.json" \
 		>"$tmp/err" 2>&1; then
 		echo "ft_fsdp: FAIL: tests/ft_torch.py --fsdp, $label:" >&2
 		tail -20 "$tmp/err" >&2
@@ -72,8 +80,8 @@ case_() {
 	fi
 	for cmd in theory measure; do
 		# shellcheck disable=SC2086
-		if ! "$zerosim" $cmd --model "$tmp/tiny-$m.json" $z --world "$world" --zero-grad "$zg" --grad-accum "$K" \
-			--fsdp-no-sync "$ns" --out "$tmp/$label.$cmd.json" 2>"$tmp/err"; then
+		if ! "$zerosim" $cmd --model "$tmp/tiny-$m.json" $z --precision "$prec" --world "$world" --zero-grad "$zg" \
+			--grad-accum "$K" --fsdp-no-sync "$ns" --out "$tmp/$label.$cmd.json" 2>"$tmp/err"; then
 			echo "ft_fsdp: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
 			exit 99
 		fi
@@ -88,6 +96,13 @@ case_ fsdp2-gpt2-k2-zeros-sync gpt2 2 zeros off
 case_ fsdp2-llama-k3-none-nosync llama 3 none on
 # N = 3, K = 3 (the review's run): three shards, two micro-steps in no_sync()
 case_ fsdp3-gpt2-k3-zeros-nosync gpt2 3 zeros on 3
+# autocast around the forward (no FSDP MixedPrecision): each unit's
+# parameters are views of its gathered flat parameter, no leaves, so
+# autocast caches none of their bf16 casts (a copy at every use; a bias's
+# goes after its addmm); under set_to_none the first micro-step's weight
+# gradient is ToCopyBackward's fp32 copy, held until the unit's cat
+case_ fsdp2-amp-llama-k2-none-sync llama 2 none off 2 amp-bf16
+case_ fsdp3-amp-gpt2-k2-zeros-nosync gpt2 2 zeros on 3 amp-bf16
 
 # no_sync() against without: the same all-gathers, K - 1 fewer reduce-scatters
 # a unit, the comm less by as many (zerosim's theory: K - 1 of its K)
@@ -114,31 +129,7 @@ sys.exit(1 if bad else 0)
 EOF
 
 # The losses: zerosim's run as a case, trained by PyTorch under FSDP
-d=$tmp/loss
-mkdir -p "$d" || exit 99
-# shellcheck disable=SC2086
-if ! "$zerosim" measure -q --model "$tmp/tiny-gpt2.json" $z --world 2 --zero-grad zeros --grad-accum 2 \
-	--fsdp-no-sync on --write-case "$d/case.json" --out "$d/seed.json" 2>"$tmp/err"; then
-	echo "ft_fsdp: FAIL: zerosim measure --write-case: $(cat "$tmp/err")" >&2
-	exit 99
-fi
-if ! timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/tiny-gpt2.json" --grad-accum 2 --zero-grad zeros \
-	--world 2 --fsdp --case "$d/case.json" --out "$d/torch.json" >"$tmp/err" 2>&1; then
-	echo "ft_fsdp: FAIL: tests/ft_torch.py --fsdp --case:" >&2
-	tail -20 "$tmp/err" >&2
-	exit 99
-fi
-"$py" - "$d" <<'EOF' || status=1
-import json, os, sys
-d = sys.argv[1]
-seed = json.load(open(os.path.join(d, "seed.json")))["runs"][0]
-t = json.load(open(os.path.join(d, "torch.json")))
-mean = [sum(r[s] for r in t["rank_losses"]) / len(t["rank_losses"]) for s in range(len(t["losses"]))]
-rel = [abs(z - m) / abs(m) for z, m in zip(seed["losses"], mean)]
-bad = len(rel) != len(mean) or len(t["rank_losses"]) != 2 or max(rel) > 1e-5
-print(f"{'FAIL' if bad else 'ok'}: gpt2 FSDP N=2 K=2 no_sync: measure's losses "
-      f"{[round(x, 6) for x in seed['losses']]} and PyTorch {t['torch']}'s (the mean of its ranks' "
-      f"{[round(x, 6) for x in mean]}) on the same case within {max(rel):.1e} relative (bound 1e-5)")
-sys.exit(1 if bad else 0)
-EOF
+ft_losses "$tmp/loss" "gpt2 FSDP N=2 K=2 no_sync" \
+	"--model $tmp/tiny-gpt2.json $z --precision fp32 --world 2 --zero-grad zeros --grad-accum 2 --fsdp-no-sync on" \
+	"--model $tmp/tiny-gpt2.json --grad-accum 2 --zero-grad zeros --world 2 --fsdp"
 exit $status

@@ -2,15 +2,20 @@
 # ft_fsdp_lora — zerosim's --lora-r and --freeze under --wrapper fsdp
 # (issue #23: LoRA under FSDP N = 2) against real PyTorch 1.13's
 # FullyShardedDataParallel (tests/ft_torch.py --fsdp over gloo with
-# tests/fsdp_torch.py's shims; FULL_SHARD, fp32, Adam single-tensor):
+# tests/fsdp_torch.py's shims; FULL_SHARD, fp32 (autocast: below), Adam
+# single-tensor):
 #   - LoRA with PEFT's wrap policy (ft_torch.py's fsdp_wrap_peft, written
 #     from peft/utils/other.py v0.20.0 fsdp_auto_wrap_policy: each lora_A
 #     and lora_B a unit of its own inside its block's frozen unit; the
 #     root frozen): llama q_proj,v_proj r 4 at K = 1 (zeros) and K = 2 with
 #     no_sync() (set_to_none), gpt2 c_attn r 4 at K = 2 without no_sync()
 #     (zeros);
+#   - --lora-dropout 0.1 (llama r 4, K = 1); autocast (--precision
+#     amp-bf16, ft_torch.py --amp bf16: torch.autocast around the
+#     forward, no FSDP MixedPrecision): llama r 4, K = 1;
 #   - --freeze blocks:0-0 on llama (transformer_auto_wrap_policy's units:
-#     block 0's all frozen), K = 2 with no_sync(); and the root and block 0
+#     block 0's all frozen), K = 2 with no_sync(); gpt2 --freeze
+#     blocks:1-1, K = 2 without no_sync(); and the root and block 0
 #     frozen (block 0 then runs no backward), K = 1;
 #   each: zerosim's theory and measure (both ranks) against PyTorch's
 #   bytes between steps, the steady step's peak and every mark zerosim
@@ -18,13 +23,13 @@
 #   against measure's calls a step;
 #   - the losses: zerosim's llama LoRA K = 2 no_sync run written as a case
 #     (--write-case, the adapters as it started them), trained by
-#     tests/ft_torch.py --fsdp --case: each step's loss (the mean over the
-#     ranks) within 1e-5 relative;
+#     tests/ft_torch.py --fsdp --case (ft_lib.sh's ft_losses): each
+#     step's loss (the mean over the ranks) within 1e-5 relative;
 #   - --freeze embeddings on llama (the root's unit would mix the frozen
 #     table and the trainable norm and head): zerosim refuses it (one line,
 #     exit 2, nothing written), and so does PyTorch ("`FlatParameter`
 #     requires uniform `requires_grad`").
-# About 3 to 4 minutes on 2 cores (seven PyTorch runs of two ranks).
+# About 3 to 4 minutes on 2 cores (ten PyTorch runs of two ranks).
 #
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 a difference, 99 hard error.
@@ -35,13 +40,13 @@ name=ft_fsdp_lora
 
 ft_configs 256 160 tiny-
 
-z="--seq 32 --batch 2 --precision fp32 --schemes zero3 --world 2 --steps 3 --framework torch --wrapper fsdp
+z="--seq 32 --batch 2 --schemes zero3 --world 2 --steps 3 --framework torch --wrapper fsdp
 --torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single"
 
 # The refusal first (needs no PyTorch): one line, exit 2, nothing written.
 # shellcheck disable=SC2086
-"$zerosim" theory --model "$tmp/tiny-llama.json" $z --freeze embeddings --out "$tmp/refused.json" >"$tmp/out" \
-	2>"$tmp/err"
+"$zerosim" theory --model "$tmp/tiny-llama.json" $z --precision fp32 --freeze embeddings --out "$tmp/refused.json" \
+	>"$tmp/out" 2>"$tmp/err"
 rc=$?
 if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/refused.json" ] ||
 	! grep -q 'unit root .*requires uniform `requires_grad`' "$tmp/err"; then
@@ -82,13 +87,15 @@ print(f"{'FAIL' if bad else 'ok'}: {label}: all-gathers per micro-step {d['all_g
 sys.exit(1 if bad else 0)
 EOF
 
-# case LABEL MODEL K ZERO_GRAD NO_SYNC(on|off) ARGS...
+# case LABEL MODEL K ZERO_GRAD NO_SYNC(on|off) PRECISION(fp32|amp-bf16: ft_torch.py --amp bf16) ARGS...
 case_() {
-	label=$1 m=$2 K=$3 zg=$4 ns=$5
-	shift 5
+	label=$1 m=$2 K=$3 zg=$4 ns=$5 prec=$6
+	shift 6
+	amp=
+	[ "$prec" = amp-bf16 ] && amp="--amp bf16"
 	# shellcheck disable=SC2086
 	if ! timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/tiny-$m.json" --grad-accum "$K" --zero-grad "$zg" \
-		--world 2 --fsdp --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)" "$@" --out "$tmp/$label.json" \
+		--world 2 --fsdp --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)" $amp "$@" --out "$tmp/$label.json" \
 		>"$tmp/err" 2>&1; then
 		echo "ft_fsdp_lora: FAIL: tests/ft_torch.py --fsdp, $label:" >&2
 		tail -20 "$tmp/err" >&2
@@ -98,8 +105,8 @@ case_() {
 	[ "$K" -gt 1 ] && ns_arg="--fsdp-no-sync $ns"
 	for cmd in theory measure; do
 		# shellcheck disable=SC2086
-		if ! "$zerosim" $cmd --model "$tmp/tiny-$m.json" $z --zero-grad "$zg" --grad-accum "$K" $ns_arg "$@" \
-			--out "$tmp/$label.$cmd.json" 2>"$tmp/err"; then
+		if ! "$zerosim" $cmd --model "$tmp/tiny-$m.json" $z --precision "$prec" --zero-grad "$zg" --grad-accum "$K" \
+			$ns_arg "$@" --out "$tmp/$label.$cmd.json" 2>"$tmp/err"; then
 			echo "ft_fsdp_lora: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
 			exit 99
 		fi
@@ -109,44 +116,26 @@ case_() {
 	"$py" "$tmp/coll.py" "$tmp/$label.json" "$tmp/$label.measure.json" "$label" || status=1
 }
 
-case_ fsdp2-lora-llama-k1-zeros llama 1 zeros on --lora-r 4
-case_ fsdp2-lora-llama-k2-none-nosync llama 2 none on --lora-r 4
-case_ fsdp2-lora-gpt2-k2-zeros-sync gpt2 2 zeros off --lora-r 4
-case_ fsdp2-freeze-llama-k2-none-nosync llama 2 none on --freeze blocks:0-0
+case_ fsdp2-lora-llama-k1-zeros llama 1 zeros on fp32 --lora-r 4
+case_ fsdp2-lora-llama-k2-none-nosync llama 2 none on fp32 --lora-r 4
+case_ fsdp2-lora-gpt2-k2-zeros-sync gpt2 2 zeros off fp32 --lora-r 4
+case_ fsdp2-freeze-llama-k2-none-nosync llama 2 none on fp32 --freeze blocks:0-0
 # the root and block 0 frozen: block 0's output requires no grad, so 1.13
 # registers no pre-backward hook on it (no second gather)
-case_ fsdp2-freeze-prefix-llama-k1-zeros llama 1 zeros on \
+case_ fsdp2-freeze-prefix-llama-k1-zeros llama 1 zeros on fp32 \
 	--freeze 'model.embed_tokens.weight,model.layers.0.*,model.norm.weight,lm_head.weight'
+# the review's two: LoRA's dropout (nn.Dropout in each adapter's unit: its
+# mask saved for backward), and the last block frozen without no_sync()
+# (block 1's unit runs no reduce-scatter; block 0's sharded grads add up)
+case_ fsdp2-lora-dropout-llama-k1-zeros llama 1 zeros on fp32 --lora-r 4 --lora-dropout 0.1
+case_ fsdp2-freeze-last-gpt2-k2-none-sync gpt2 2 none off fp32 --freeze blocks:1-1
+# autocast (no FSDP MixedPrecision): the adapters' units' views cast at
+# every use (no cache), the frozen base's too
+case_ fsdp2-amp-lora-llama-k1-zeros llama 1 zeros on amp-bf16 --lora-r 4
 
 # The losses: zerosim's LoRA run as a case, trained by PyTorch under FSDP
-d=$tmp/loss
-mkdir -p "$d" || exit 99
-# shellcheck disable=SC2086
-if ! "$zerosim" measure -q --model "$tmp/tiny-llama.json" $z --zero-grad none --grad-accum 2 --fsdp-no-sync on \
-	--lora-r 4 --write-case "$d/case.json" --out "$d/seed.json" 2>"$tmp/err"; then
-	echo "ft_fsdp_lora: FAIL: zerosim measure --write-case: $(cat "$tmp/err")" >&2
-	exit 99
-fi
-if ! timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/tiny-llama.json" --grad-accum 2 --zero-grad none \
-	--world 2 --fsdp --lora-r 4 --case "$d/case.json" --out "$d/torch.json" >"$tmp/err" 2>&1; then
-	echo "ft_fsdp_lora: FAIL: tests/ft_torch.py --fsdp --lora-r 4 --case:" >&2
-	tail -20 "$tmp/err" >&2
-	exit 99
-fi
-"$py" - "$d" <<'EOF' || status=1
-import json, os, sys
-d = sys.argv[1]
-seed = json.load(open(os.path.join(d, "seed.json")))["runs"][0]
-t = json.load(open(os.path.join(d, "torch.json")))
-case = json.load(open(os.path.join(d, "case.json")))
-mean = [sum(r[s] for r in t["rank_losses"]) / len(t["rank_losses"]) for s in range(len(t["losses"]))]
-rel = [abs(z - m) / abs(m) for z, m in zip(seed["losses"], mean)]
 # (the loss moves through the adapters alone: the base is frozen)
-bad = len(rel) != 3 or len(t["rank_losses"]) != 2 or max(rel) > 1e-5 or mean[1] == mean[0]
-print(f"{'FAIL' if bad else 'ok'}: LoRA llama q_proj + v_proj r 4, FSDP N=2 K=2 no_sync: measure's losses "
-      f"{[round(x, 6) for x in seed['losses']]} and PyTorch {t['torch']}'s (the mean of its ranks' "
-      f"{[round(x, 6) for x in mean]}) on the same case ({case['lora']['count']:,} adapter values) within "
-      f"{max(rel):.1e} relative (bound 1e-5)")
-sys.exit(1 if bad else 0)
-EOF
+ft_losses "$tmp/loss" "LoRA llama q_proj + v_proj r 4, FSDP N=2 K=2 no_sync" \
+	"--model $tmp/tiny-llama.json $z --precision fp32 --zero-grad none --grad-accum 2 --fsdp-no-sync on --lora-r 4" \
+	"--model $tmp/tiny-llama.json --grad-accum 2 --zero-grad none --world 2 --fsdp --lora-r 4"
 exit $status

@@ -14,6 +14,8 @@
 # 32000 is no row of a small vocab).
 # ft_version and ft_case (below): the case loop ft_lora.sh and ft_zero1.sh
 # share.
+# ft_losses (below): the losses check ft_lora.sh, ft_zero1.sh, ft_fsdp.sh
+# and ft_fsdp_lora.sh share.
 # POSIX sh, as the tests.
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
@@ -105,4 +107,59 @@ PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py --model
 			exit 99
 		fi
 	done
+}
+
+# ft_losses DIR LABEL ZARGS RARGS: the losses check of ft_lora.sh,
+# ft_zero1.sh, ft_fsdp.sh and ft_fsdp_lora.sh: zerosim measure ZARGS
+# written as a case into DIR (--write-case: the weights, every
+# micro-step's tokens, under LoRA the adapters as it started them) and
+# trained by tests/ft_torch.py RARGS --case (PyTorch 1.13); each of the 3
+# steps' loss (the mean over the ranks of the mean of their K
+# micro-steps', as measure's `losses`) within 1e-5 relative, the loss
+# moved (something was trained), one loss list per rank, DDP's ranks
+# (plain and ZeroRedundancyOptimizer) ending with equal trained
+# parameters, and under LoRA the case's adapter values PyTorch's
+# trainable ones (FSDP's are its shards: not compared). A difference:
+# status 1; either run failing: the message, exit 99. Needs $py.
+ft_losses() {
+	mkdir -p "$1" || exit 99
+	# shellcheck disable=SC2086
+	if ! "$zerosim" measure -q $3 --write-case "$1/case.json" --out "$1/seed.json" 2>"$tmp/err"; then
+		echo "$name: FAIL: zerosim measure --write-case, $2: $(cat "$tmp/err")" >&2
+		exit 99
+	fi
+	# shellcheck disable=SC2086
+	if ! OPENBLAS_NUM_THREADS=1 timeout 300 "$py" "$src/tests/ft_torch.py" $4 --case "$1/case.json" \
+		--out "$1/torch.json" >"$tmp/err" 2>&1; then
+		echo "$name: FAIL: tests/ft_torch.py --case, $2:" >&2
+		tail -20 "$tmp/err" >&2
+		exit 99
+	fi
+	"$py" - "$1" "$2" <<'PY' || status=1
+import json, os, sys
+d, label = sys.argv[1], sys.argv[2]
+seed = json.load(open(os.path.join(d, "seed.json")))["runs"][0]
+t = json.load(open(os.path.join(d, "torch.json")))
+lora = json.load(open(os.path.join(d, "case.json"))).get("lora")
+ranks = t.get("rank_losses") or [t["losses"]]
+mean = [sum(x) / len(x) for x in zip(*ranks)]
+rel = [abs(z - m) / abs(m) for z, m in zip(seed["losses"], mean)]
+bad = []
+if len(rel) != 3 or max(rel) > 1e-5:
+    bad.append(f"losses {seed['losses']} against PyTorch's {mean}")
+if len(ranks) != t["world"]:
+    bad.append(f"{len(ranks)} ranks' losses from a world of {t['world']}")
+if mean[1] == mean[0]:
+    bad.append("the loss did not move: nothing was trained")
+ddp = t["world"] > 1 and t.get("trained_equal_across_ranks") is not None
+if ddp and not t["trained_equal_across_ranks"]:
+    bad.append("PyTorch's ranks end with different trained parameters")
+if lora and (ddp or t["world"] == 1) and lora["count"] != t["trainable"]:
+    bad.append(f"the case holds {lora['count']} adapter values, PyTorch trains {t['trainable']}")
+print(f"{'FAIL' if bad else 'ok'}: {label}: measure's losses {[round(x, 6) for x in seed['losses']]} and PyTorch "
+      f"{t['torch']}'s (the mean of its ranks' {[round(x, 6) for x in mean]}) on the same case"
+      + (f" ({lora['count']:,} adapter values)" if lora else "") + f" within {max(rel):.1e} relative (bound 1e-5)"
+      + "".join("\n  " + b for b in bad))
+sys.exit(1 if bad else 0)
+PY
 }

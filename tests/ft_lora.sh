@@ -183,48 +183,13 @@ if [ "$mode" != torch26 ]; then
 		# shellcheck disable=SC2086
 		set -- $c
 		m=$1 K=$2 world=$3 zg=$4 d=$tmp/loss-$3
-		mkdir -p "$d" || exit 99
 		z="--wrapper none" r=
 		[ "$world" -gt 1 ] && z="--wrapper ddp --ddp-no-sync on" r="--world $world --no-sync 1"
-		# shellcheck disable=SC2086
-		if ! "$zerosim" measure -q --model "$tmp/$m.json" --seq 32 --batch 2 --precision fp32 --schemes dp \
-			--world "$world" --steps 3 --framework torch $z --torch-version 1.13 --torch-device cpu --attn eager \
-			--optimizer-impl single --zero-grad "$zg" --grad-accum "$K" --lora-r 4 --write-case "$d/case.json" \
-			--out "$d/seed.json" 2>"$tmp/err"; then
-			echo "ft_lora: FAIL: zerosim measure --write-case, $m N=$world: $(cat "$tmp/err")" >&2
-			exit 99
-		fi
-		# shellcheck disable=SC2086
-		if ! OPENBLAS_NUM_THREADS=1 timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/$m.json" --seq 32 \
-			--batch 2 --steps 3 --grad-accum "$K" --zero-grad "$zg" $r --lora-r 4 --case "$d/case.json" \
-			--out "$d/torch.json" >"$tmp/err" 2>&1; then
-			echo "ft_lora: FAIL: tests/ft_torch.py --case, $m N=$world:" >&2
-			tail -20 "$tmp/err" >&2
-			exit 99
-		fi
-		"$py" - "$d" "LoRA $m q_proj + v_proj r 4, K = $K, N = $world, $zg" <<'EOF' || status=1
-import json, os, sys
-d, label = sys.argv[1], sys.argv[2]
-seed = json.load(open(os.path.join(d, "seed.json")))["runs"][0]
-t = json.load(open(os.path.join(d, "torch.json")))
-case = json.load(open(os.path.join(d, "case.json")))
-bad = []
-ranks = t.get("rank_losses") or [t["losses"]]
-ref = [sum(x) / len(x) for x in zip(*ranks)]
-rel = [abs(z - r) / abs(r) for z, r in zip(seed["losses"], ref)]
-if len(rel) != 3 or max(rel) > 1e-5:
-    bad.append(f"losses {seed['losses']} against PyTorch's {ref}")
-if len(ranks) > 1 and not t.get("trained_equal_across_ranks"):
-    bad.append("PyTorch's ranks end with different adapters")
-if case["lora"]["count"] != t["trainable"]:
-    bad.append(f"the case holds {case['lora']['count']} adapter values, PyTorch trains {t['trainable']}")
-if ref[1] == ref[0]:
-    bad.append("the loss did not move: the adapters were not trained")
-print(f"{'FAIL' if bad else 'ok'}: {label}: measure's losses {[round(x, 6) for x in seed['losses']]} and PyTorch "
-      f"{t['torch']}'s on the same case ({case['lora']['count']:,} adapter values) within {max(rel):.1e} relative "
-      f"(bound 1e-5)" + "".join("\n  " + b for b in bad))
-sys.exit(1 if bad else 0)
-EOF
+		ft_losses "$d" "LoRA $m q_proj + v_proj r 4, K = $K, N = $world, $zg" \
+			"--model $tmp/$m.json --seq 32 --batch 2 --precision fp32 --schemes dp --world $world --steps 3 \
+--framework torch $z --torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single --zero-grad $zg \
+--grad-accum $K --lora-r 4" \
+			"--model $tmp/$m.json --seq 32 --batch 2 --steps 3 --grad-accum $K --zero-grad $zg $r --lora-r 4"
 	done
 	"$zerosim" measure -q --case "$tmp/loss-2/case.json" --schemes dp --framework torch --wrapper ddp \
 		--torch-version 1.13 --torch-device cpu --attn eager --out "$tmp/refused.json" >"$tmp/out" 2>"$tmp/err"

@@ -44,8 +44,8 @@ int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, u
 {
 	if (c->precision == ZS_MIXED || bf16)
 		return zs_fail(cause, "--precision %s: the PyTorch step (--wrapper %s) is PyTorch's own: fp32 or "
-		               "autocast (give --precision fp32%s)", bf16 ? "bf16" : zs_precision_name(c->precision),
-		               zs_wrapper_name(c->wrapper), c->wrapper == ZS_WRAPPER_FSDP ? "" : " or amp-bf16");
+		               "autocast (give --precision fp32 or amp-bf16)", bf16 ? "bf16" : zs_precision_name(c->precision),
+		               zs_wrapper_name(c->wrapper));
 	struct step_params p;
 	struct ag_step s;
 	int rc = build(m, c, 1, seq, c->wrapper == ZS_WRAPPER_FSDP ? 2 : 1, &p, &s, cause);

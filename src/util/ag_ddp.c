@@ -338,6 +338,8 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 		oz.zero1_world = world;
 	/* PEFT's wrap policy: each adapter an FSDP unit of its own */
 	oz.fsdp_unit_marks = c->wrapper == ZS_WRAPPER_FSDP && c->lora_r > 0;
+	/* its modules' parameters are views of the flat parameters */
+	oz.amp_param_views = c->wrapper == ZS_WRAPPER_FSDP;
 	if (ag_step_build(s, m, p, &oz, cause) != 0)
 		return -1;
 	/* a unit mixing frozen and trainable parameters: the input's */

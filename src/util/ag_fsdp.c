@@ -238,6 +238,17 @@ static int is_label_k(const struct ag_event *e, const char *l)
 }
 
 /* The block unit whose mark "KIND:NAME:WHICH" e is, or NULL. */
+/* Whether op e writes the plain .grad (is_pg) AccumulateGrad made of the
+ * incoming gradient: its sum into one (ADD_) or its clone
+ * (clone_obey_contract's COPY, of the .grad's dtype). Not autocast's
+ * ToCopyBackward (a 16-bit gradient's fp32 copy, util/autograd.c's
+ * ac_grad_back): AccumulateGrad may take that new tensor as it came. */
+static int into_pg(const struct ag_step *s, const struct ag_event *e, const unsigned char *is_pg)
+{
+	return e->out[0] != NO && is_pg[sto(s, e->out[0])] &&
+	       (e->op != AG_OP_COPY || s->tensor[e->in[0]].dtype == s->tensor[e->out[0]].dtype);
+}
+
 static struct unit *block_mark(const struct ag_event *e, struct unit *u, size_t nu, const char *kind,
                                const char *which)
 {
@@ -539,8 +550,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	unsigned char *made_pg = zs_calloc(nt0 ? nt0 : 1, 1);
 	for (size_t i = 0; i < s->nevents; i++) {
 		const struct ag_event *e = &s->event[i];
-		if (e->kind == AG_EV_OP && e->phase == ZS_PH_BACKWARD && e->out[0] != NO && is_pg[sto(s, e->out[0])] &&
-		    e->op == AG_OP_COPY)
+		if (e->kind == AG_EV_OP && e->phase == ZS_PH_BACKWARD && e->op == AG_OP_COPY && into_pg(s, e, is_pg))
 			made_pg[sto(s, e->out[0])] = 1;
 	}
 	/* The parameters before FSDP: stand-ins of the set-up's own; the
@@ -737,8 +747,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 				agp_copy(p_, e);
 			break;
 		case AG_EV_OP:
-			if (e->out[0] != NO && is_pg[sto(s, e->out[0])] && e->phase == ZS_PH_BACKWARD &&
-			    (e->op == AG_OP_ADD_ || e->op == AG_OP_COPY)) {
+			if (e->phase == ZS_PH_BACKWARD && (e->op == AG_OP_ADD_ || e->op == AG_OP_COPY) && into_pg(s, e, is_pg)) {
 				uint32_t pg = sto(s, e->out[0]);
 				v = &u[unit_of[pg]];
 				v->held[slot_of[pg]] = e->op == AG_OP_ADD_ ? e->in[1] : e->in[0];

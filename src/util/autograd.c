@@ -803,11 +803,13 @@ static T ac_cast(struct bld *b, T x)
  * parameter (--freeze, LoRA's base) is no cache entry: cached_cast caches
  * a leaf only where it requires grad (autocast_mode.cpp, can_try_cache:
  * `arg.requires_grad() && arg.is_leaf()`), so it is copied at every use
- * (the caller's holder alone, no ToCopyBackward). */
+ * (the caller's holder alone, no ToCopyBackward). Nor is a view of FSDP's
+ * flat parameter (o->amp_param_views: no leaf, `!arg.is_view()` too): a
+ * copy at every use, its ToCopyBackward as a cached one's. */
 static T ac_cast_param(struct bld *b, struct pt *q)
 {
 	struct model *M = b->M;
-	if (!b->rg[q->w])
+	if (!b->rg[q->w] || b->o->amp_param_views)
 		return to_dtype(b, q->w, b->o->amp, "_to_copy (autocast)");
 	if (q->w16 == NO) {
 		q->w16 = to_dtype(b, q->w, b->o->amp, "_to_copy (autocast, cached)");

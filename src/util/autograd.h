@@ -312,6 +312,11 @@ struct ag_options {
 	 * ":bwd", ":bwd_end"; B likewise), where PEFT's wrap policy makes
 	 * lora_A and lora_B units of their own; the pass consumes them. */
 	int fsdp_unit_marks;
+	/* --wrapper fsdp: the modules' parameters are views of the gathered
+	 * flat parameter (1.13's flatten_params_wrapper.py 162-165, each
+	 * forward), not leaves, so autocast caches none of their casts
+	 * (docs/finetune.md, "Built: autocast under FSDP"). */
+	int amp_param_views;
 };
 
 struct ag_step {

@@ -895,11 +895,6 @@ static int check_fsdp(const struct zs_config *c, char **cause)
 	if (c->torch_version != ZS_TORCH_1_13)
 		return zs_fail(cause, "--torch-version %s: --wrapper fsdp is PyTorch 1.13's FSDP only so far (give "
 		               "--torch-version 1.13)", zs_torch_version_name(c->torch_version));
-	/* FSDP's mixed precision is its own MixedPrecision, not autocast's
-	 * casts over its all-gathered parameters: no reference runs them */
-	if (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16)
-		return zs_fail(cause, "--precision %s: autocast under --wrapper fsdp is not described yet (give --precision "
-		               "fp32)", zs_precision_name(c->precision));
 	if (c->prefetch != ZS_PREFETCH_NONE)
 		return zs_fail(cause, "--prefetch %s: --wrapper fsdp follows PyTorch 1.13's default backward_prefetch "
 		               "(none) only so far", zs_prefetch_name(c->prefetch));
@@ -952,14 +947,6 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 		return zs_fail(cause, "--grad-accum %u: only with --framework paper, --framework torch and --wrapper none, "
 		               "ddp or fsdp, or --framework deepspeed, so far (--wrapper auto, the engine's own DDP and "
 		               "FSDP step, takes no accumulation yet)", c->grad_accum);
-	/* zero1's fine-tuning cases (tests/ft_zero1.sh) and autocast's
-	 * (tests/ft_*.sh, plain loop and DDP) were built apart: no case runs
-	 * them together yet */
-	if ((c->grad_accum > 1 || c->freeze[0] || c->lora_r) && c->wrapper == ZS_WRAPPER_DDP && c->nschemes > 0 &&
-	    c->schemes[0] == ZS_ZERO1 && (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16))
-		return zs_fail(cause, "%s with --schemes zero1 and --precision %s: not described yet (give --precision fp32 "
-		               "or --schemes dp)", c->grad_accum > 1 ? "--grad-accum" : c->freeze[0] ? "--freeze" : "--lora-r",
-		               zs_precision_name(c->precision));
 	/* (--fsdp-no-sync is its other name: FSDP's no_sync() under --wrapper fsdp) */
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_NO_SYNC)) && c->wrapper != ZS_WRAPPER_DDP && c->wrapper != ZS_WRAPPER_FSDP)
 		return zs_fail(cause, "--ddp-no-sync: only with --wrapper ddp or fsdp (DistributedDataParallel's or "
