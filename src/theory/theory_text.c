@@ -551,24 +551,6 @@ static uint64_t max_batch_with(const struct theory_request *req, enum zs_recompu
 	return h.max_batch;
 }
 
-/* What every rank holds at the end of forward whatever N: the step's
- * buffers made in forward and kept for backward (its batch, each layer's
- * saved tensors that are not recomputed). No framework shards them, so a
- * step whose peak is at least this cannot fit at any N when this alone is
- * more than the device holds: the scan below then walks nothing (it
- * walked every N to 65536, minutes for llama-3-8b). */
-static uint64_t forward_end_bytes(const struct theory_desc *d)
-{
-	uint64_t bytes = 0;
-
-	for (size_t i = 0; d->has_buffers && i < d->bufs.n; i++) {
-		const struct step_buffer *b = &d->bufs.buf[i];
-		if (b->when != STEP_AT_BACKWARD && !b->recomputed)
-			bytes += b->elements * b->esize;
-	}
-	return bytes;
-}
-
 /* The smallest N above `from` at which micro-batch 1 fits as it is, or 0.
  * dp shards nothing, so more ranks never help it. Under a framework, by
  * its exact step at micro-batch 1 where the walk has it. */
@@ -593,7 +575,7 @@ static unsigned smallest_world(const struct theory_request *req, enum zs_scheme 
 		theory_desc_build(&own, &alt);
 		alt.desc = &own;
 	}
-	if (framework_headline(req) && from < ZS_MAX_WORLD && (double)forward_end_bytes(alt.desc) > usable) {
+	if (framework_headline(req) && from < ZS_MAX_WORLD && (double)theory_desc_forward_end_bytes(alt.desc) > usable) {
 		struct theory_row r;
 		theory_row(&alt, scheme, unit, from + 1, &r);
 		if (r.model_sched)
