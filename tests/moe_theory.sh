@@ -20,26 +20,14 @@
 #    or recompute, --routing for a dense model, FILE with --device-mem;
 #  - the shipped mixtral-8x7b at fp32 under the paper's schedule.
 #
-# About 1 s. Exit 0 pass, 1 fail, 99 error.
-set -u
-
-top=${ZS_BUILDDIR:-.}
-zerosim=$top/zerosim
-agree=$top/tests/json_agree
-for b in "$zerosim" "$agree"; do
-	[ -x "$b" ] || { echo "moe_theory: $b is not built" >&2; exit 99; }
-done
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: moe_theory: no python3"; exit 77; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-moetheory.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+# About 1 s. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
+name=moe_theory
+needs=${ZS_BUILDDIR:-.}/tests/json_agree
+. "${srcdir:-.}/tests/moe_lib.sh"
+agree=$needs
 status=0
 fail() { echo "moe_theory: FAIL: $*" >&2; status=1; }
 
-cat >"$tmp/config.json" <<'JSON'
-{"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
- "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 64, "max_position_embeddings": 32,
- "num_local_experts": 4, "num_experts_per_tok": 2, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0}
-JSON
 sweep="--model $tmp/config.json --seq 16 --batch 4 --precision fp32 --world 1,2,3 --schemes dp,zero1,zero2,zero3
        --unit model,layer --steps 3"
 # shellcheck disable=SC2086

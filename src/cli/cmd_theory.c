@@ -235,10 +235,21 @@ static int moe_check(struct theory_request *req, const struct zs_model *m, const
 	char what[96];
 	zs_moe_scope(req->config, req->act.recompute, (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0),
 	             what, sizeof what);
-	if (what[0] != '\0')
-		return zs_fail(cause, "%s: a mixture of experts (%llu experts, top %llu): the theory follows the engine's "
-		               "step, fp32 under --framework paper, without recompute, so far; not with %s", m->name,
-		               (unsigned long long)m->experts, (unsigned long long)m->experts_per_tok, what);
+	if (what[0] != '\0') {
+		/* its model states are known whatever the step: point at them */
+		struct step_params p;
+		uint64_t unit = 0;
+		step_params_build(&p, m);
+		for (size_t l = 0; l < p.nlayers; l++)
+			unit = p.layer[l].numel > unit ? p.layer[l].numel : unit;
+		uint64_t psi = p.numel;
+		step_params_free(&p);
+		return zs_fail(cause, "%s: a mixture of experts (%llu expert%s, top %llu): the theory follows the engine's "
+		               "step, fp32 under --framework paper, without recompute, so far; not with %s (its model "
+		               "states alone: --params %llu --largest-unit %llu)", m->name, (unsigned long long)m->experts,
+		               m->experts == 1 ? "" : "s", (unsigned long long)m->experts_per_tok, what,
+		               (unsigned long long)psi, (unsigned long long)unit);
+	}
 	if (theory_routing_parse(r, arg != NULL ? arg : "balanced", cause) < 0)
 		return -1;
 	req->act.routing = r;
