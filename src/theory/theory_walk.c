@@ -1160,19 +1160,19 @@ static void walk_ranks(const struct theory_desc *d, const struct theory_bytes *b
                        uint64_t *peaks)
 {
 	int apart = d->model != NULL && d->model->experts > 0 && theory_routing_per_rank(d->routing);
-	unsigned n = apart ? world : 1;
-	for (unsigned k = 0; k < n; k++) {
+	walk_schedule(d, b, c, scheme, unit, world, out, NULL, 0);
+	for (unsigned k = 0; peaks != NULL && k < world; k++) /* rank 0's, every rank's unless apart */
+		peaks[k] = out->peak_bytes;
+	for (unsigned k = 1; apart && k < world; k++) {
 		struct theory_schedule s;
 		walk_schedule(d, b, c, scheme, unit, world, &s, NULL, k);
-		if (k == 0 || s.peak_bytes > out->peak_bytes) {
+		if (peaks != NULL)
+			peaks[k] = s.peak_bytes;
+		if (s.peak_bytes > out->peak_bytes) {
 			*out = s;
 			out->peak_rank = k;
 		}
-		if (peaks != NULL)
-			peaks[k] = s.peak_bytes;
 	}
-	for (unsigned k = n; peaks != NULL && k < world; k++)
-		peaks[k] = out->peak_bytes;
 }
 
 void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
