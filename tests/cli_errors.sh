@@ -532,7 +532,7 @@ printf '{"model_type": "mixtral", "hidden_size": 16, "intermediate_size": 40, "n
 bad_theory "$tmp/moe-null.json: \"num_experts_per_tok\" is null (a whole number is needed: transformers' block fails on None)" \
 	--model "$tmp/moe-null.json"
 sed 's/"num_experts_per_tok": null/"num_experts_per_tok": 1/' "$tmp/moe-null.json" >"$tmp/moe-one.json"
-bad_theory "moe-one: a mixture of experts (1 expert, top 1): its activations follow the routing" --model "$tmp/moe-one.json"
+bad_theory "moe-one: a mixture of experts (1 expert, top 1): the theory follows the engine's step, fp32 under --framework paper, without recompute, so far; not with --precision mixed (give --precision fp32)" --model "$tmp/moe-one.json"
 # the engine runs the block, not the auxiliary loss nor the router's noise
 sed 's/"num_experts_per_tok": 1/"num_experts_per_tok": 1, "output_router_logits": true/' "$tmp/moe-one.json" >"$tmp/moe-aux.json"
 bad_measure "moe-aux: \"output_router_logits\" is true: the router's auxiliary load-balancing loss is not run yet (give false)" \

@@ -98,6 +98,8 @@ TESTS += tests/moe_model_torch.sh
 EXTRA_DIST += tests/moe_model_torch.sh tests/moe_model_torch.py
 TESTS += tests/moe_step.sh
 EXTRA_DIST += tests/moe_step.sh
+TESTS += tests/moe_theory.sh
+EXTRA_DIST += tests/moe_theory.sh tests/moe_lib.sh
 
 # Agreement with PyTorch (skipped where no python3 imports torch).
 check_PROGRAMS += tests/tfm_dump

@@ -41,7 +41,7 @@ for f in "$models"/*.json; do
 	ids=$(awk -v n="$name" '$1 == n { print $2 }' "$models/hub.txt")
 	[ "$(echo "$ids" | grep -c /)" -eq 1 ] || { fail "$name: not one Hub id in hub.txt: '$ids'"; continue; }
 	want=$(headline "$name")
-	# a mixture of experts (mixtral) the theory refuses, naming the model:
+	# a mixture of experts (mixtral) the theory refuses in its default mixed precision, naming the model:
 	# every spelling must reach the same config, so the same sentence
 	moe=
 	case $want in

@@ -20,23 +20,10 @@
 #    tensors sum to B·T·k rows on both.
 #
 # About 2 s on one core. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
-set -u
-
-top=${ZS_BUILDDIR:-.}
-zerosim=$top/zerosim
-dump=$top/tests/moe_model_dump
-for b in "$zerosim" "$dump"; do
-	[ -x "$b" ] || { echo "moe_step: $b is not built" >&2; exit 99; }
-done
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: moe_step: no python3"; exit 77; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-moestep.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT HUP INT TERM
-
-cat >"$tmp/config.json" <<'JSON'
-{"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
- "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 64, "max_position_embeddings": 32,
- "num_local_experts": 4, "num_experts_per_tok": 2, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0}
-JSON
+name=moe_step
+needs=${ZS_BUILDDIR:-.}/tests/moe_model_dump
+. "${srcdir:-.}/tests/moe_lib.sh"
+dump=$needs
 B=4 T=16 STEPS=100
 OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/config.json" --seq $T --batch $B --lr 1e-2 --seed 1 \
 	--framework paper --world 1,2 --steps $STEPS --out "$tmp/measured.json" || { echo "moe_step: measure failed" >&2; exit 1; }

@@ -313,25 +313,9 @@ static int moe_run_check(const struct zs_config *c, int mpi, int allocator, int 
 	const struct zs_tfm_run *tr = c->tfm;
 	if (tr == NULL || tr->dims.experts == 0)
 		return 0;
-	char what[96] = "";
-	if (c->framework != ZS_FW_PAPER)
-		snprintf(what, sizeof what, "--framework %s (give --framework paper)", zs_framework_name(c->framework));
-	else if (c->precision != ZS_FP32)
-		snprintf(what, sizeof what, "--precision %s (give --precision fp32)", zs_precision_name(c->precision));
-	else if (tr->recompute != ZS_RECOMPUTE_NONE)
-		snprintf(what, sizeof what, "--recompute %s (give --recompute none)", zs_recompute_name(tr->recompute));
-	else if (c->grad_accum > 1)
-		snprintf(what, sizeof what, "--grad-accum %u (give 1)", c->grad_accum);
-	else if (c->offload != ZS_OFFLOAD_NONE)
-		snprintf(what, sizeof what, "--offload (give none)");
-	else if (c->freeze[0] || c->lora_r || c->quant_nf4)
-		snprintf(what, sizeof what, "fine-tuning (--freeze, --lora-r, --quant-base)");
-	else if (mpi)
-		snprintf(what, sizeof what, "--backend mpi");
-	else if (allocator)
-		snprintf(what, sizeof what, "--allocator cuda");
-	else if (with_case)
-		snprintf(what, sizeof what, "a case file (--case, --write-case)");
+	char what[96];
+	zs_moe_scope(c, tr->recompute, (mpi ? ZS_MOE_MPI : 0) | (allocator ? ZS_MOE_ALLOCATOR : 0) |
+	             (with_case ? ZS_MOE_CASE : 0), what, sizeof what);
 	if (what[0] == '\0')
 		return 0;
 	return zs_fail(cause, "%s: a mixture of experts runs in the engine's step in fp32 under --framework paper, "

@@ -30,7 +30,7 @@ static const unsigned model_worlds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 
 enum {
 	OPT_PARAMS = ZS_OPT_COMMAND, OPT_LARGEST_UNIT, OPT_DEVICE_MEM, OPT_FORMAT, OPT_OUT,
 	OPT_MODEL, OPT_SEQ, OPT_RECOMPUTE, OPT_FLASH, OPT_RESERVE, OPT_ALLOCATOR, OPT_ALLOC_CONF,
-	OPT_DEVICE_OVERHEAD, OPT_NCCL_CHANNELS, OPT_NCCL_BUFFSIZE, OPT_CUBLAS_WORKSPACE
+	OPT_DEVICE_OVERHEAD, OPT_NCCL_CHANNELS, OPT_NCCL_BUFFSIZE, OPT_CUBLAS_WORKSPACE, OPT_ROUTING
 };
 
 static const struct zs_opt options[] = {
@@ -43,6 +43,7 @@ static const struct zs_opt options[] = {
 	{"seq", 0, 1, OPT_SEQ, NULL},
 	{"recompute", 0, 1, OPT_RECOMPUTE, NULL},
 	{"flash-attn", 0, 0, OPT_FLASH, NULL},
+	{"routing", 0, 1, OPT_ROUTING, NULL},
 	{"allocator", 0, 1, OPT_ALLOCATOR, NULL},
 	{"alloc-conf", 0, 1, OPT_ALLOC_CONF, NULL},
 	{"device-overhead", 0, 1, OPT_DEVICE_OVERHEAD, NULL},
@@ -82,8 +83,8 @@ static void usage(void)
 	fputs(
 "Usage: zerosim theory [MODEL OPTIONS] [--out FILE]\n"
 "   or: zerosim theory --model NAME|ORG/NAME|FILE [--seq S] [--batch B]\n"
-"                      [--recompute R] [--flash-attn] [--device-mem SIZE\n"
-"                      [--reserve SIZE]] [--out FILE]\n"
+"                      [--recompute R] [--flash-attn] [--routing R]\n"
+"                      [--device-mem SIZE [--reserve SIZE]] [--out FILE]\n"
 "   or: zerosim theory --params P [--largest-unit L] [--world LIST] [--out FILE]\n"
 "Print or write the closed-form per-rank memory and communication of DP and\n"
 "ZeRO-1/2/3: the ZeRO paper's floors and the exact step schedule\n"
@@ -131,7 +132,7 @@ ZS_HELP_TORCH_STEP
 "                         llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-0.5b,\n"
 "                         phi-3-mini-4k, qwen3-0.6b, gemma-2-2b, gemma-3-1b,\n"
 "                         qwen2.5-7b, qwen3-8b, gemma-2-9b;\n"
-"                         mixtral-8x7b: its parameters only, refused here)\n"
+"                         mixtral-8x7b: fp32, --framework paper only)\n"
 "                         or its Hugging Face Hub id\n"
 "                         (meta-llama/Meta-Llama-3-8B), either in any case;\n"
 "                         another id's config.json in the local Hugging Face\n"
@@ -143,6 +144,11 @@ ZS_HELP_TORCH_STEP
 "      --recompute R      none, selective or full (default none)\n"
 "      --flash-attn       the attention scores are never stored (under torch\n"
 "                         and deepspeed: --attn sdpa)\n"
+"      --routing R        a mixture of experts' tokens per expert: balanced\n"
+"                         (default: a block's B*T*k assignments as even as\n"
+"                         integers allow), worst (all on k experts), or FILE,\n"
+"                         a measured.json of the sweep's N, --steps, --batch\n"
+"                         and --seq (its runs' \"routing\")\n"
 "\n"
 "A model known only by its size (floors only):\n"
 "      --params P         parameter count, e.g. 7.5e9 (default N list:\n"
@@ -217,6 +223,42 @@ static int check_memory(const struct theory_request *req, int reserve_given, cha
 	return 0;
 }
 
+/* A mixture of experts (mixtral): the theory follows the engine's step
+ * (docs/schedule.md, "Mixtures of experts"), so it takes what measure
+ * runs (zs_moe_scope) and a routing (--routing, default balanced); a
+ * file's counts must be the sweep's (theory_routing_check). */
+static int moe_check(struct theory_request *req, const struct zs_model *m, const char *arg, struct theory_routing *r,
+                     int allocator, int flash, char **cause)
+{
+	if (m == NULL || m->experts == 0)
+		return arg == NULL ? 0 : zs_fail(cause, "--routing needs a mixture of experts (--model of a mixtral)");
+	char what[96];
+	zs_moe_scope(req->config, req->act.recompute, (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0),
+	             what, sizeof what);
+	if (what[0] != '\0') {
+		/* its model states are known whatever the step: point at them */
+		struct step_params p;
+		uint64_t unit = 0;
+		step_params_build(&p, m);
+		for (size_t l = 0; l < p.nlayers; l++)
+			unit = p.layer[l].numel > unit ? p.layer[l].numel : unit;
+		uint64_t psi = p.numel;
+		step_params_free(&p);
+		return zs_fail(cause, "%s: a mixture of experts (%llu expert%s, top %llu): the theory follows the engine's "
+		               "step, fp32 under --framework paper, without recompute, so far; not with %s (its model "
+		               "states alone: --params %llu --largest-unit %llu)", m->name, (unsigned long long)m->experts,
+		               m->experts == 1 ? "" : "s", (unsigned long long)m->experts_per_tok, what,
+		               (unsigned long long)psi, (unsigned long long)unit);
+	}
+	if (theory_routing_parse(r, arg != NULL ? arg : "balanced", cause) < 0)
+		return -1;
+	req->act.routing = r;
+	if (r->mode == THEORY_ROUTING_FILE && req->device_mem > 0)
+		return zs_fail(cause, "--routing %s: a measured routing is the counts of its batch; --device-mem's "
+		               "largest micro-batch needs --routing balanced or worst", arg);
+	return theory_routing_check(r, m, req->config, (uint64_t)req->config->batch * req->act.seq, cause);
+}
+
 /* --model and the options that go with it; the defaults a transformer
  * gets where the command line (or a spec) is silent. */
 static int load_model(struct theory_request *req, struct zs_config *c, struct zs_model *m,
@@ -230,22 +272,6 @@ static int load_model(struct theory_request *req, struct zs_config *c, struct zs
 		                                                              : "--layers");
 	if (zs_model_load(arg, m, cause) < 0)
 		return -1;
-	/* Its parameters are described (util/step.h), but a mixture's
-	 * activations follow its routing, which the step does not describe
-	 * yet: no peak without them. */
-	if (m->experts > 0) {
-		struct step_params p;
-		uint64_t unit = 0;
-		step_params_build(&p, m);
-		for (size_t l = 0; l < p.nlayers; l++)
-			unit = p.layer[l].numel > unit ? p.layer[l].numel : unit;
-		uint64_t psi = p.numel;
-		step_params_free(&p);
-		return zs_fail(cause, "%s: a mixture of experts (%llu expert%s, top %llu): its activations follow the "
-		               "routing, which the theory does not model yet (its model states: --params %llu "
-		               "--largest-unit %llu)", m->name, (unsigned long long)m->experts, m->experts == 1 ? "" : "s",
-		               (unsigned long long)m->experts_per_tok, (unsigned long long)psi, (unsigned long long)unit);
-	}
 	req->model = m;
 	req->act.elem = c->precision == ZS_FP32 ? 4 : 2;
 	req->act.flash = flash;
@@ -292,7 +318,8 @@ int zs_cmd_theory(int argc, char **argv)
 	size_t nargs = 0;
 	struct zs_model model;
 	const char *spec = NULL, *out = NULL, *format = NULL, *model_arg = NULL, *seq_arg = NULL;
-	const char *recompute_arg = NULL;
+	const char *recompute_arg = NULL, *routing_arg = NULL;
+	struct theory_routing routing = {0};
 	int params_given = 0, flash = 0, reserve_given = 0, status = ZS_EXIT_USAGE, allocator = 0;
 	const char *alloc_conf = NULL, *workspace = NULL;
 	struct cuda_alloc_opts alloc_opts;
@@ -345,6 +372,9 @@ int zs_cmd_theory(int argc, char **argv)
 			break;
 		case OPT_FLASH:
 			flash = 1;
+			break;
+		case OPT_ROUTING:
+			routing_arg = v;
 			break;
 		case OPT_ALLOCATOR:
 			if (strcmp(v, "none") != 0 && strcmp(v, "cuda") != 0) {
@@ -481,7 +511,8 @@ int zs_cmd_theory(int argc, char **argv)
 	    (model_arg != NULL && load_model(&req, &config, &model, model_arg, seq_arg, recompute_arg,
 	                                     flash, params_given, args, nargs, spec != NULL, &cause) < 0))
 		goto bad;
-	if (zs_precision_amp_check(&config, model_arg != NULL, &cause) < 0)
+	if (zs_precision_amp_check(&config, model_arg != NULL, &cause) < 0 ||
+	    moe_check(&req, model_arg != NULL ? &model : NULL, routing_arg, &routing, allocator, flash, &cause) < 0)
 		goto bad;
 	if (model_arg != NULL && zs_wrapper_step(&config)) {
 		int rc = theory_autograd_check(&model, &config, req.act.seq, req.bf16, &cause);
@@ -566,6 +597,7 @@ bad:
 	zs_opts_name_as_typed(args, nargs, &cause);
 	status = usage_error(cause != NULL ? cause : "bad usage");
 end:
+	theory_routing_free(&routing);
 	free(cause);
 	free(text);
 	free(json);

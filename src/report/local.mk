@@ -13,6 +13,7 @@ libzsreport_a_SOURCES = \
 	src/report/report_host.c src/report/report_host.h \
 	src/report/report_tfm_data.c src/report/report_tfm_data.h \
 	src/report/report_tfm.c src/report/report_tfm.h \
+	src/report/report_moe.c src/report/report_moe.h \
 	src/report/report_torch.c src/report/report_torch.h
 
 zerosim_SOURCES += src/cli/cmd_report.c

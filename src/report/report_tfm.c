@@ -245,6 +245,7 @@ static void free_model(struct report_tfm_model *m)
 	for (size_t j = 0; m->rows != NULL && j < m->nrows; j++) {
 		report_run_free(&m->rows[j].run);
 		free(m->rows[j].act);
+		free(m->rows[j].routing);
 	}
 	free(m->rows);
 	m->rows = NULL;
@@ -254,6 +255,7 @@ static void free_model(struct report_tfm_model *m)
 	m->term = NULL;
 	cJSON_Delete(m->model);
 	m->model = NULL;
+	report_moe_free(&m->moe);
 }
 
 /* The measured run's figures, into the theory row its key joined
@@ -269,6 +271,8 @@ static int read_measured_run(const cJSON *run, const char *where, void *rp, void
 		return -1;
 	r->unchecked = !r->run.has_schedule;
 	r->unexplained = report_run_unexplained(&r->run);
+	if (r->unexplained && report_moe_imbalance(&m->moe, run, &r->run, &r->routing))
+		r->unexplained = 0;
 	return 0;
 }
 
@@ -287,6 +291,7 @@ int report_tfm_add(const cJSON *theory, const char *path, struct report_tfm *t, 
 	memset(m, 0, sizeof *m);
 	m->path = path;
 	if (report_json_unique(theory, path, cause) < 0 || read_model(theory, path, m, cause) < 0 ||
+	    report_moe_theory(theory, path, &m->moe, cause) < 0 ||
 	    zs_json_array(theory, "rows", path, &rows, cause) < 0)
 		goto fail;
 	for (size_t i = 0; i < t->n; i++)
@@ -443,7 +448,7 @@ size_t report_tfm_summary(const struct report_tfm *t)
 
 	for (size_t i = 0; i < t->n; i++) {
 		const struct report_tfm_model *m = &t->models[i];
-		size_t measured = 0, unexplained = 0, unchecked = 0, host = 0, host_bad = 0;
+		size_t measured = 0, unexplained = 0, unchecked = 0, host = 0, host_bad = 0, routed = 0;
 		for (size_t j = 0; j < m->nrows; j++) {
 			const struct report_tfm_row *r = &m->rows[j];
 			char lab[160];
@@ -453,6 +458,9 @@ size_t report_tfm_summary(const struct report_tfm *t)
 			measured += (size_t)r->run.has_measured;
 			unexplained += (size_t)r->unexplained;
 			unchecked += (size_t)r->unchecked;
+			routed += r->routing != NULL;
+			if (r->routing != NULL)
+				fprintf(stderr, "zerosim report: %s: %s\n", lab, r->routing);
 			if (r->unexplained)
 				fprintf(stderr, "zerosim report: UNEXPLAINED %s %s N=%u unit=%s: measured peak %.0f B, "
 				        "resident %.0f B; schedule model %.0f B, %.0f B (or a category, or the comm bytes, "
@@ -465,6 +473,8 @@ size_t report_tfm_summary(const struct report_tfm *t)
 		       m->precision, fw ? ", framework " : "", fw ? m->framework : "", m->nrows, measured, unexplained);
 		if (unchecked > 0)
 			printf(", %zu not checked (theory.json has no schedule for them)", unchecked);
+		if (routed > 0)
+			printf(", %zu departing by routing imbalance (the theory's --routing balanced)", routed);
 		if (host > 0)
 			printf(", host bytes of %zu offloaded runs, %zu unexplained", host, host_bad);
 		printf("\n");

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "report/report_data.h"
+#include "report/report_moe.h"
 
 /* One theory row of a transformer. Bytes are per rank. */
 struct report_tfm_row {
@@ -36,6 +37,9 @@ struct report_tfm_row {
 	int unexplained;
 	/* Measured where the theory has no schedule to check it against. */
 	int unchecked;
+	/* A mixture's departure by its routing alone (report_moe.h): the
+	 * note naming it, or NULL; such a row is not unexplained. */
+	char *routing;
 };
 
 struct report_tfm_model {
@@ -56,6 +60,7 @@ struct report_tfm_model {
 	struct report_tfm_row *rows;
 	size_t nrows;
 	const char *measured_path;           /* its measured.json, or NULL */
+	struct report_moe moe;               /* a mixture's theory routing (config.routing) */
 };
 
 struct report_tfm {

@@ -7,7 +7,8 @@ libzstheory_a_SOURCES = \
 	src/theory/theory_json.c src/theory/theory_text.c \
 	src/theory/theory_framework.c src/theory/theory_deepspeed.c \
 	src/theory/theory_alloc.c src/theory/theory_autograd.c \
-	src/theory/theory_nccl.c src/theory/theory_nccl.h
+	src/theory/theory_nccl.c src/theory/theory_nccl.h \
+	src/theory/theory_routing.c
 
 zerosim_SOURCES += src/cli/cmd_theory.c
 

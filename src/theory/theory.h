@@ -112,6 +112,10 @@ struct theory_schedule {
 	int phase_entered[ZS_NPHASES];
 	uint64_t phase_peak[ZS_NPHASES];
 	enum zs_phase peak_phase;
+	/* A mixture whose ranks route apart (--routing FILE): the rank whose
+	 * peak this is (the highest, the first of equals), as measure's
+	 * peak_rank; 0 otherwise. */
+	unsigned peak_rank;
 };
 
 /* Model states of any model given as its units, as runs of equal units
@@ -328,12 +332,81 @@ enum theory_act {
 
 const char *theory_act_name(enum theory_act a);
 
+struct theory_routing;
 struct theory_act_opts {
 	uint64_t seq;                   /* s */
 	enum zs_recompute recompute;
 	int flash;                      /* attention scores never stored */
 	unsigned elem;                  /* bytes of an activation: 2, or 4 in fp32 */
+	/* A mixture of experts' routing (--routing; theory_routing.c); NULL:
+	 * balanced. */
+	const struct theory_routing *routing;
 };
+
+/* ------------------------------------------------------------------------ */
+/* A mixture of experts' routing (theory_routing.c; docs/schedule.md,
+ * "Mixtures of experts"): the tokens each expert of each block gets, on
+ * each rank at each step, which size its routed buffers (util/step.h's
+ * step_moe_row). balanced: a block's B·T·k assignments spread as evenly
+ * as integers allow, the first (B·T·k mod E) experts one more; worst:
+ * every token's k choices on the same k experts (the first k: B·T each,
+ * the others none); file: a measured run's counts (measured.json's
+ * "routing"), the run of the row's (scheme, unit, N), or else the first
+ * of its N. */
+enum theory_routing_mode { THEORY_ROUTING_BALANCED, THEORY_ROUTING_WORST, THEORY_ROUTING_FILE };
+struct theory_routing_run {
+	enum zs_scheme scheme;
+	enum zs_unit unit;
+	unsigned world;
+	size_t steps, blocks, experts;
+	uint64_t *counts;               /* [rank][step][block][expert] */
+	cJSON *json;                    /* the run's "routing" object, as read */
+};
+struct theory_routing {
+	enum theory_routing_mode mode;
+	const char *file;               /* file: its path */
+	struct theory_routing_run *run;
+	size_t nruns;
+};
+/* A rank's counts: [step][block][expert], steps of them (the walk takes
+ * step t's as t mod steps). */
+struct theory_rank_counts {
+	const uint64_t *counts;
+	size_t steps, blocks, experts;
+	uint64_t *own;                  /* balanced, worst: allocated here */
+};
+
+const char *theory_routing_name(enum theory_routing_mode m);
+/* --routing ARG into r: balanced, worst, or a measured.json with
+ * "routing" in every run (loaded). 0, or -1 with *cause. The caller
+ * releases r with theory_routing_free. */
+int theory_routing_parse(struct theory_routing *r, const char *arg, char **cause);
+void theory_routing_free(struct theory_routing *r);
+/* Whether r's file gives every row of c (its worlds, schemes, units) the
+ * counts m at micro-batch B·T routes: E experts, a count list for each of
+ * m's blocks, each summing to B·T·k, world ranks, c->steps steps. 0, or
+ * -1 with *cause naming what differs. */
+int theory_routing_check(const struct theory_routing *r, const struct zs_model *m, const struct zs_config *c,
+                         uint64_t BT, char **cause);
+/* The file's run for a row, or NULL. */
+const struct theory_routing_run *theory_routing_run_of(const struct theory_routing *r, enum zs_scheme scheme,
+                                                       enum zs_unit unit, unsigned world);
+/* Rank k's counts in a row of m at B·T tokens a step (r NULL: balanced);
+ * release with theory_rank_counts_free. */
+void theory_rank_counts(struct theory_rank_counts *out, const struct theory_routing *r, const struct zs_model *m,
+                        uint64_t BT, enum zs_scheme scheme, enum zs_unit unit, unsigned world, unsigned k);
+void theory_rank_counts_free(struct theory_rank_counts *c);
+/* Whether the ranks' counts can differ (a file's). */
+int theory_routing_per_rank(const struct theory_routing *r);
+struct theory_request;
+struct theory_row;
+/* A mixture's routing in theory.json (docs/formats.md): config's
+ * "routing" (its mode; balanced and worst's counts a block, a file's
+ * path), and a row's schedule's "per_rank" (each rank's resident, peak
+ * from its own counts, and bytes sent), "peak_rank" and, from a file,
+ * the run's "routing" as measured. Nothing for another model. */
+void theory_routing_config_json(cJSON *cfg, const struct theory_request *req);
+void theory_routing_row_json(cJSON *schedule, const struct theory_request *req, const struct theory_row *r);
 
 /* Korthikanti's bytes for one layer at micro-batch b: sbh(34 + 5as/h),
  * 34sbh (selective, or flash attention), 2sbh (full), scaled by elem/2. */
@@ -473,6 +546,7 @@ struct theory_desc {
 	uint64_t batch, seq;
 	unsigned elem;
 	enum zs_recompute recompute;
+	const struct theory_routing *routing; /* a mixture's (NULL: balanced) */
 	/* By layer l (params.nlayers of them), indices into bufs.buf in its
 	 * order: made before l's forward, made_at[made_first[l] ..
 	 * made_first[l + 1]); freed after l's backward, freed_at[freed_first[l]
@@ -488,6 +562,14 @@ void theory_desc_mlp(struct theory_desc *d, const size_t *widths, size_t nwidths
  * state, peak and breakdown, and comm into out. */
 void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
                           enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_schedule *out);
+/* A mixture's: every rank's peak (world of them) of that walk, each from
+ * its own routing (equal but under --routing FILE). */
+void theory_walk_rank_peaks(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
+                            enum zs_scheme scheme, enum zs_unit unit, unsigned world, uint64_t *peaks);
+/* What a rank holds at the end of forward whatever N: the buffers made in
+ * forward and kept for backward (a mixture's experts at B·T·k rows a
+ * block, whatever the routing). */
+uint64_t theory_desc_forward_end_bytes(const struct theory_desc *d);
 
 /* ------------------------------------------------------------------------ */
 /* The walk as a trace of blocks, for the caching allocator's replay

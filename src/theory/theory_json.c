@@ -304,6 +304,8 @@ static void row_json(cJSON *rows, const struct theory_request *req, const struct
 		if (r->model_sched && req->config->framework != ZS_FW_PAPER)
 			theory_framework_json(cJSON_GetObjectItemCaseSensitive(o, "schedule"), req, r->scheme, r->world,
 			                      &r->sched);
+		if (r->model_sched)
+			theory_routing_row_json(cJSON_GetObjectItemCaseSensitive(o, "schedule"), req, r);
 	} else if (req->shape_known) {
 		schedule_json(o, req, r);
 		if (req->config->framework != ZS_FW_PAPER)
@@ -391,6 +393,7 @@ static void config_json(cJSON *root, const struct theory_request *req)
 		num(cfg, "seq", (double)req->act.seq);
 		cJSON_AddStringToObject(cfg, "recompute", zs_recompute_name(req->act.recompute));
 		cJSON_AddBoolToObject(cfg, "flash_attn", req->act.flash);
+		theory_routing_config_json(cfg, req);
 	} else {
 		cJSON_AddNullToObject(cfg, "model");
 		cJSON_AddNullToObject(cfg, "seq");

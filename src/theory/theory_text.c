@@ -281,6 +281,22 @@ static void model_header(struct zs_buf *t, const struct theory_request *req)
 	              "sequence %llu, micro-batch %u per rank\n",
 	              theory_request_precision(req), default_precision_note(c), zs_optimizer_name(c->optimizer), b.p,
 	              b.g, b.k, (unsigned long long)req->act.seq, c->batch);
+	if (m->experts > 0) {
+		const struct theory_routing *r = req->act.routing;
+		enum theory_routing_mode mode = r != NULL ? r->mode : THEORY_ROUTING_BALANCED;
+		zs_buf_printf(t, "%llu experts, top %llu: the routing is %s (--routing)", (unsigned long long)m->experts,
+		              (unsigned long long)m->experts_per_tok, mode == THEORY_ROUTING_FILE ? r->file
+		                                                       : theory_routing_name(mode));
+		if (mode != THEORY_ROUTING_FILE) {
+			struct theory_rank_counts rc;
+			theory_rank_counts(&rc, r, m, (uint64_t)c->batch * req->act.seq, ZS_DP, ZS_UNIT_MODEL, 1, 0);
+			zs_buf_printf(t, ", tokens per expert a block");
+			for (size_t e = 0; e < rc.experts; e++)
+				zs_buf_printf(t, "%s%llu", e == 0 ? " " : ", ", (unsigned long long)rc.counts[e]);
+			theory_rank_counts_free(&rc);
+		}
+		zs_buf_printf(t, "\n");
+	}
 }
 
 static void activations_text(struct zs_buf *t, const struct theory_request *req)
@@ -357,7 +373,8 @@ static void units_text(struct zs_buf *t, const struct theory_request *req, enum 
  * of the table, is its reference. */
 static int framework_headline(const struct theory_request *req)
 {
-	return req->model != NULL && req->config->framework != ZS_FW_PAPER;
+	/* a mixture's too: Korthikanti's dense layer is not its routed one */
+	return req->model != NULL && (req->config->framework != ZS_FW_PAPER || req->model->experts > 0);
 }
 
 static void headline_of(const struct theory_request *req, const struct theory_row *r, struct headline *h)
@@ -551,24 +568,6 @@ static uint64_t max_batch_with(const struct theory_request *req, enum zs_recompu
 	return h.max_batch;
 }
 
-/* What every rank holds at the end of forward whatever N: the step's
- * buffers made in forward and kept for backward (its batch, each layer's
- * saved tensors that are not recomputed). No framework shards them, so a
- * step whose peak is at least this cannot fit at any N when this alone is
- * more than the device holds: the scan below then walks nothing (it
- * walked every N to 65536, minutes for llama-3-8b). */
-static uint64_t forward_end_bytes(const struct theory_desc *d)
-{
-	uint64_t bytes = 0;
-
-	for (size_t i = 0; d->has_buffers && i < d->bufs.n; i++) {
-		const struct step_buffer *b = &d->bufs.buf[i];
-		if (b->when != STEP_AT_BACKWARD && !b->recomputed)
-			bytes += b->elements * b->esize;
-	}
-	return bytes;
-}
-
 /* The smallest N above `from` at which micro-batch 1 fits as it is, or 0.
  * dp shards nothing, so more ranks never help it. Under a framework, by
  * its exact step at micro-batch 1 where the walk has it. */
@@ -593,7 +592,7 @@ static unsigned smallest_world(const struct theory_request *req, enum zs_scheme 
 		theory_desc_build(&own, &alt);
 		alt.desc = &own;
 	}
-	if (framework_headline(req) && from < ZS_MAX_WORLD && (double)forward_end_bytes(alt.desc) > usable) {
+	if (framework_headline(req) && from < ZS_MAX_WORLD && (double)theory_desc_forward_end_bytes(alt.desc) > usable) {
 		struct theory_row r;
 		theory_row(&alt, scheme, unit, from + 1, &r);
 		if (r.model_sched)
@@ -677,7 +676,9 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 			continue;
 		}
 		const char *sep = " --recompute";
-		for (int rc = (int)req->act.recompute + 1; rc <= ZS_RECOMPUTE_FULL; rc++) {
+		/* a mixture's step recomputes nothing so far (zs_moe_scope) */
+		int moe = req->model->experts > 0;
+		for (int rc = (int)req->act.recompute + 1; rc <= ZS_RECOMPUTE_FULL && !moe; rc++) {
 			uint64_t mb = max_batch_with(req, (enum zs_recompute)rc, scheme, unit, top);
 			if (mb == 0)
 				continue;
@@ -702,7 +703,8 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 			              amount(v, sizeof v, r.peak_fixed), top,
 			              scheme == ZS_DP ? " (dp shards nothing, so no N helps)" : "");
 		else
-			zs_buf_printf(t, " nothing up to N = %u and full recompute", ZS_MAX_WORLD);
+			zs_buf_printf(t, " nothing up to N = %u%s", ZS_MAX_WORLD,
+			              moe ? " (a mixture's step recomputes nothing so far)" : " and full recompute");
 		zs_buf_printf(t, "\n");
 	}
 }

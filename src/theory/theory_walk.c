@@ -75,6 +75,7 @@ void theory_desc_model(struct theory_desc *d, const struct zs_model *m, const st
 	d->seq = o->seq;
 	d->elem = o->elem;
 	d->recompute = o->recompute;
+	d->routing = o->routing;
 	index_buffers(d);
 }
 
@@ -105,7 +106,7 @@ int theory_desc_fits(const struct theory_desc *d, const struct zs_model *m, cons
                      uint64_t batch)
 {
 	return d->has_buffers && d->model == m && d->batch == batch && d->seq == o->seq && d->elem == o->elem &&
-	       d->recompute == o->recompute;
+	       d->recompute == o->recompute && d->routing == o->routing;
 }
 
 void theory_desc_free(struct theory_desc *d)
@@ -137,6 +138,11 @@ struct walk {
 	/* Gradient accumulation: the micro-step walked (0..nmicro-1) of
 	 * nmicro a step (0 or 1: none), as the engine's run runs them. */
 	unsigned micro, nmicro;
+	/* A mixture's: the model, the walked rank's tokens per expert (NULL:
+	 * a routed buffer at its bound), and the step walked (0, 1, ...). */
+	const struct zs_model *model;
+	const struct theory_rank_counts *counts;
+	unsigned step;
 };
 
 /* Enter phase p: it holds at least what is held as it begins. */
@@ -183,11 +189,35 @@ static void walk_sub(struct walk *w, enum zs_cat c, uint64_t bytes)
 		theory_trace_free(w->tr, w->phase, c, bytes, w->key);
 }
 
+/* A buffer's bytes at this step: a routed one's rows are its expert's
+ * tokens (the backward's scratch, the most any expert of any block got),
+ * as the engine's alloc_tensor sizes them after the router has run. */
+static uint64_t buf_bytes(const struct walk *w, const struct step_buffer *x)
+{
+	uint64_t row = w->model != NULL && w->counts != NULL ? step_moe_row(w->model, x) : 0;
+	if (row == 0)
+		return x->elements * x->esize;
+	const struct theory_rank_counts *rc = w->counts;
+	size_t E = rc->experts;
+	const uint64_t *c = rc->counts + (w->step % rc->steps) * rc->blocks * E;
+	long e = step_moe_expert(x);
+	uint64_t n = 0;
+	if (e >= 0)
+		n = c[(size_t)x->block * E + (size_t)e];
+	else
+		for (size_t i = 0; i < rc->blocks * E; i++)
+			n = c[i] > n ? c[i] : n;
+	return n * row * x->esize;
+}
+
 static void buf_add(struct walk *w, const struct step_buffers *b, const struct step_buffer *x, int add)
 {
 	enum zs_cat c = x->cat == ZS_CAT_ACTIVATIONS ? ZS_CAT_ACTIVATIONS : ZS_CAT_SCRATCH;
+	uint64_t bytes = buf_bytes(w, x);
+	if (bytes == 0) /* an expert with no tokens: nothing is made */
+		return;
 	w->key = (uint64_t)(x - b->buf) + 1;
-	(add ? walk_add : walk_sub)(w, c, x->elements * x->esize);
+	(add ? walk_add : walk_sub)(w, c, bytes);
 	w->key = 0;
 }
 
@@ -236,6 +266,7 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 		 * every step; a step is K micro-steps (the framework's STEP_END
 		 * steps the optimizer after the last) */
 		w->micro = micro;
+		w->step = step - 1;
 		if (micro == 0)
 			walk_phase(w, ZS_PH_SETUP);
 		walk_phase(w, ZS_PH_FORWARD);
@@ -568,7 +599,7 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
  * block, the untied head; a tied head is in no unit's visit but its own). */
 static void units_walk(const struct theory_desc *d, const struct events *ev, const uint64_t *units,
                        enum zs_unit unit, unsigned world, int visit, struct theory_schedule *out, uint64_t *gathered,
-                       uint64_t *reduced, struct theory_trace *tr)
+                       uint64_t *reduced, struct theory_trace *tr, const struct theory_rank_counts *rc)
 {
 	size_t nl = d->params.nlayers, head = nl - 1, U = out->nunits;
 	struct units_fw st = {.ev = ev, .units = units, .unit = unit, .N = world, .visit = visit ? head : SIZE_MAX};
@@ -588,7 +619,7 @@ static void units_walk(const struct theory_desc *d, const struct events *ev, con
 	/* The resident state, a block per category in the categories' order
 	 * (the order the engine sets its flat buffers up in); a trace walks
 	 * every step, as the engine's run does. */
-	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT, .nmicro = ev->nmicro};
+	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT, .nmicro = ev->nmicro, .model = d->model, .counts = rc};
 	for (int k = 0; k < ZS_NCATS; k++)
 		if (k != ZS_CAT_BUCKETS || ev->nbuckets == 0)
 			walk_add(&w, (enum zs_cat)k, out->resident_breakdown[k]);
@@ -597,7 +628,8 @@ static void units_walk(const struct theory_desc *d, const struct events *ev, con
 				walk_add(&w, ZS_CAT_BUCKETS, ev->buckets[i] * ev->bucket_bytes);
 	w.key = 0;
 	const struct walk_fw fw = {units_at, &st};
-	walk_steps(d, &w, tr != NULL ? tr->steps : 1, &fw);
+	/* every step where a mixture's routing differs from step to step */
+	walk_steps(d, &w, tr != NULL ? tr->steps : rc != NULL ? (unsigned)rc->steps : 1, &fw);
 	out->peak_bytes = w.peak;
 	memcpy(out->peak_breakdown, w.at_peak, sizeof w.at_peak);
 	walk_phases_out(&w, out);
@@ -1022,7 +1054,7 @@ static void ds_keep_events(struct events *ev, const struct theory_bytes *b, cons
  * theory_walk_trace says it is covered). */
 static void walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
                           enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_schedule *out,
-                          struct theory_trace *tr)
+                          struct theory_trace *tr, unsigned rank)
 {
 	const struct step_params *p = &d->params;
 	struct theory_states sts;
@@ -1106,7 +1138,13 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		free(tn);
 	}
 	uint64_t gathered, reduced;
-	units_walk(d, &ev, units, unit, world, visit, out, &gathered, &reduced, tr);
+	struct theory_rank_counts rc;
+	int moe = d->model != NULL && d->model->experts > 0;
+	if (moe)
+		theory_rank_counts(&rc, d->routing, d->model, d->batch * d->seq, scheme, unit, world, rank);
+	units_walk(d, &ev, units, unit, world, visit, out, &gathered, &reduced, tr, moe ? &rc : NULL);
+	if (moe)
+		theory_rank_counts_free(&rc);
 	free(units);
 	free(ev.buckets);
 	if (fsdp) { /* what FSDP sends: the walk's collectives */
@@ -1115,10 +1153,60 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 	}
 }
 
+/* The walk of each rank whose routing is its own (a mixture's under
+ * --routing FILE; else rank 0's, every rank's): out the binding rank's
+ * (the highest peak, the first of equals, as measure reports it), peaks
+ * (NULL: none) each rank's. */
+static void walk_ranks(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
+                       enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_schedule *out,
+                       uint64_t *peaks)
+{
+	int apart = d->model != NULL && d->model->experts > 0 && theory_routing_per_rank(d->routing);
+	walk_schedule(d, b, c, scheme, unit, world, out, NULL, 0);
+	for (unsigned k = 0; peaks != NULL && k < world; k++) /* rank 0's, every rank's unless apart */
+		peaks[k] = out->peak_bytes;
+	for (unsigned k = 1; apart && k < world; k++) {
+		struct theory_schedule s;
+		walk_schedule(d, b, c, scheme, unit, world, &s, NULL, k);
+		if (peaks != NULL)
+			peaks[k] = s.peak_bytes;
+		if (s.peak_bytes > out->peak_bytes) {
+			*out = s;
+			out->peak_rank = k;
+		}
+	}
+}
+
 void theory_walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
                           enum zs_scheme scheme, enum zs_unit unit, unsigned world, struct theory_schedule *out)
 {
-	walk_schedule(d, b, c, scheme, unit, world, out, NULL);
+	walk_ranks(d, b, c, scheme, unit, world, out, NULL);
+}
+
+void theory_walk_rank_peaks(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
+                            enum zs_scheme scheme, enum zs_unit unit, unsigned world, uint64_t *peaks)
+{
+	struct theory_schedule s;
+	walk_ranks(d, b, c, scheme, unit, world, &s, peaks);
+}
+
+uint64_t theory_desc_forward_end_bytes(const struct theory_desc *d)
+{
+	uint64_t bytes = 0;
+	struct theory_rank_counts rc;
+	int moe = d->model != NULL && d->model->experts > 0;
+	/* balanced: the experts' saved rows sum to B·T·k a block whatever the routing */
+	if (moe)
+		theory_rank_counts(&rc, NULL, d->model, d->batch * d->seq, ZS_DP, ZS_UNIT_MODEL, 1, 0);
+	struct walk w = {.model = d->model, .counts = moe ? &rc : NULL};
+	for (size_t i = 0; d->has_buffers && i < d->bufs.n; i++) {
+		const struct step_buffer *x = &d->bufs.buf[i];
+		if (x->when != STEP_AT_BACKWARD && !x->recomputed)
+			bytes += buf_bytes(&w, x);
+	}
+	if (moe)
+		theory_rank_counts_free(&rc);
+	return bytes;
 }
 
 int theory_walk_trace(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
@@ -1130,7 +1218,7 @@ int theory_walk_trace(const struct theory_desc *d, const struct theory_bytes *b,
 	if (c == NULL || !d->has_buffers)
 		return -1;
 	struct theory_schedule scratch;
-	walk_schedule(d, b, c, scheme, unit, world, &scratch, tr);
+	walk_schedule(d, b, c, scheme, unit, world, &scratch, tr, 0);
 	return tr->unmatched ? -1 : 0;
 }
 

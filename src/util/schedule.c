@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "util/cuda_alloc.h"
@@ -177,4 +178,29 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out)
 			return 0;
 		}
 	return -1;
+}
+
+void zs_moe_scope(const struct zs_config *c, enum zs_recompute recompute, unsigned flags, char *what, size_t n)
+{
+	what[0] = '\0';
+	if (c->framework != ZS_FW_PAPER)
+		snprintf(what, n, "--framework %s (give --framework paper)", zs_framework_name(c->framework));
+	else if (c->precision != ZS_FP32)
+		snprintf(what, n, "--precision %s (give --precision fp32)", zs_precision_name(c->precision));
+	else if (recompute != ZS_RECOMPUTE_NONE)
+		snprintf(what, n, "--recompute %s (give --recompute none)", zs_recompute_name(recompute));
+	else if (c->grad_accum > 1)
+		snprintf(what, n, "--grad-accum %u (give 1)", c->grad_accum);
+	else if (c->offload != ZS_OFFLOAD_NONE)
+		snprintf(what, n, "--offload (give none)");
+	else if (c->freeze[0] || c->lora_r || c->quant_nf4)
+		snprintf(what, n, "fine-tuning (--freeze, --lora-r, --quant-base)");
+	else if (flags & ZS_MOE_MPI)
+		snprintf(what, n, "--backend mpi");
+	else if (flags & ZS_MOE_ALLOCATOR)
+		snprintf(what, n, "--allocator cuda");
+	else if (flags & ZS_MOE_CASE)
+		snprintf(what, n, "a case file (--case, --write-case)");
+	else if (flags & ZS_MOE_FLASH)
+		snprintf(what, n, "--flash-attn (the engine keeps the scores)");
 }

@@ -1,0 +1,275 @@
+/*
+ * theory_routing — a mixture of experts' routing as the theory takes it
+ * (--routing balanced|worst|FILE; theory.h, docs/schedule.md "Mixtures of
+ * experts"). The theory never runs the router: balanced and worst are
+ * counts from the shape alone (B·T·k assignments a block, dropless, so
+ * that Σ_e n_e = B·T·k either way), and a file is a measured run's record
+ * of what its router chose (measured.json's "routing", docs/formats.md),
+ * read as data, not by asking the engine.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "theory/theory.h"
+#include "util/util.h"
+
+static const char *const mode_names[] = {"balanced", "worst", "file"};
+
+const char *theory_routing_name(enum theory_routing_mode m) { return mode_names[m]; }
+
+void theory_routing_free(struct theory_routing *r)
+{
+	for (size_t i = 0; i < r->nruns; i++) {
+		free(r->run[i].counts);
+		cJSON_Delete(r->run[i].json);
+	}
+	free(r->run);
+	memset(r, 0, sizeof *r);
+}
+
+/* One list of n counts (JSON numbers, whole, at most 2^53) into out. */
+static int count_list(const cJSON *a, size_t n, uint64_t *out, const char *where, char **cause)
+{
+	if (!cJSON_IsArray(a) || (size_t)cJSON_GetArraySize(a) != n)
+		return zs_fail(cause, "%s: not a list of %zu", where, n);
+	size_t i = 0;
+	const cJSON *v;
+	cJSON_ArrayForEach(v, a) {
+		if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble > 0x1p53 ||
+		    v->valuedouble != (double)(uint64_t)v->valuedouble)
+			return zs_fail(cause, "%s: a count is not a whole number of tokens", where);
+		out[i++] = (uint64_t)v->valuedouble;
+	}
+	return 0;
+}
+
+/* Run i of the file: its key and its counts, ranks x steps x blocks x E. */
+static int load_run(struct theory_routing_run *run, const cJSON *mrun, const char *path, size_t i, char **cause)
+{
+	char where[64];
+	const char *scheme, *unit;
+	double world;
+	unsigned long long blocks, experts;
+	const cJSON *rt, *tok;
+	snprintf(where, sizeof where, "runs[%zu]", i);
+	if (zs_json_string(mrun, "scheme", where, &scheme, cause) < 0 || zs_json_string(mrun, "unit", where, &unit, cause) < 0 ||
+	    zs_json_number(mrun, "world", where, &world, cause) < 0)
+		return -1;
+	if (zs_scheme_parse(scheme, &run->scheme) < 0 || zs_unit_parse(unit, &run->unit) < 0 || world < 1 ||
+	    world > ZS_MAX_WORLD || world != (double)(unsigned)world)
+		return zs_fail(cause, "%s: %s's scheme, unit or world is not one zerosim runs", path, where);
+	run->world = (unsigned)world;
+	rt = cJSON_GetObjectItemCaseSensitive(mrun, "routing");
+	if (!cJSON_IsObject(rt))
+		return zs_fail(cause, "%s: %s has no \"routing\" (the tokens per expert a mixture's measure records)",
+		               path, where);
+	snprintf(where, sizeof where, "runs[%zu].routing", i);
+	if (zs_json_uint(rt, "blocks", where, 1, 1e6, &blocks, cause) < 0 ||
+	    zs_json_uint(rt, "experts", where, 1, ZS_MODEL_MAX_EXPERTS, &experts, cause) < 0 ||
+	    zs_json_array(rt, "tokens_per_expert", where, &tok, cause) < 0)
+		return -1;
+	run->blocks = blocks;
+	run->experts = experts;
+	if ((unsigned)cJSON_GetArraySize(tok) != run->world)
+		return zs_fail(cause, "%s: %s.tokens_per_expert has %d ranks, the run %u", path, where,
+		               cJSON_GetArraySize(tok), run->world);
+	const cJSON *rank = cJSON_GetArrayItem(tok, 0);
+	run->steps = cJSON_IsArray(rank) ? (size_t)cJSON_GetArraySize(rank) : 0;
+	if (run->steps == 0)
+		return zs_fail(cause, "%s: %s.tokens_per_expert has no steps", path, where);
+	size_t per_rank = run->steps * run->blocks * run->experts;
+	run->counts = zs_calloc(run->world * per_rank, sizeof *run->counts);
+	size_t k = 0;
+	cJSON_ArrayForEach(rank, tok) {
+		if (!cJSON_IsArray(rank) || (size_t)cJSON_GetArraySize(rank) != run->steps)
+			return zs_fail(cause, "%s: %s.tokens_per_expert[%zu]: not %zu steps", path, where, k, run->steps);
+		size_t t = 0;
+		const cJSON *step, *block;
+		cJSON_ArrayForEach(step, rank) {
+			if (!cJSON_IsArray(step) || (size_t)cJSON_GetArraySize(step) != run->blocks)
+				return zs_fail(cause, "%s: %s.tokens_per_expert[%zu][%zu]: not %zu blocks", path, where, k, t,
+				               run->blocks);
+			size_t l = 0;
+			cJSON_ArrayForEach(block, step) {
+				char at[96];
+				snprintf(at, sizeof at, "%s: %s.tokens_per_expert[%zu][%zu][%zu]", path, where, k, t, l);
+				if (count_list(block, run->experts, run->counts + ((k * run->steps + t) * run->blocks + l) * run->experts,
+				               at, cause) < 0)
+					return -1;
+				l++;
+			}
+			t++;
+		}
+		k++;
+	}
+	run->json = cJSON_Duplicate(rt, 1);
+	return 0;
+}
+
+int theory_routing_parse(struct theory_routing *r, const char *arg, char **cause)
+{
+	memset(r, 0, sizeof *r);
+	if (strcmp(arg, "balanced") == 0 || strcmp(arg, "worst") == 0) {
+		r->mode = strcmp(arg, "worst") == 0 ? THEORY_ROUTING_WORST : THEORY_ROUTING_BALANCED;
+		return 0;
+	}
+	cJSON *root = NULL;
+	const cJSON *runs = NULL, *mrun;
+	if (zs_json_load(arg, "zerosim-measured/1", &root, cause) < 0)
+		return -1;
+	r->mode = THEORY_ROUTING_FILE;
+	r->file = arg;
+	int rc = zs_json_array(root, "runs", arg, &runs, cause);
+	if (rc == 0 && cJSON_GetArraySize(runs) == 0)
+		rc = zs_fail(cause, "%s: no runs", arg);
+	if (rc == 0) {
+		r->run = zs_calloc((size_t)cJSON_GetArraySize(runs), sizeof *r->run);
+		cJSON_ArrayForEach(mrun, runs) {
+			rc = load_run(&r->run[r->nruns], mrun, arg, r->nruns, cause);
+			r->nruns++;
+			if (rc < 0)
+				break;
+		}
+	}
+	cJSON_Delete(root);
+	if (rc < 0)
+		theory_routing_free(r);
+	return rc;
+}
+
+int theory_routing_per_rank(const struct theory_routing *r) { return r != NULL && r->mode == THEORY_ROUTING_FILE; }
+
+const struct theory_routing_run *theory_routing_run_of(const struct theory_routing *r, enum zs_scheme scheme,
+                                                       enum zs_unit unit, unsigned world)
+{
+	const struct theory_routing_run *same_world = NULL;
+	for (size_t i = 0; r != NULL && i < r->nruns; i++) {
+		const struct theory_routing_run *x = &r->run[i];
+		if (x->world != world)
+			continue;
+		if (x->scheme == scheme && x->unit == unit)
+			return x;
+		if (same_world == NULL)
+			same_world = x;
+	}
+	return same_world;
+}
+
+int theory_routing_check(const struct theory_routing *r, const struct zs_model *m, const struct zs_config *c,
+                         uint64_t BT, char **cause)
+{
+	if (!theory_routing_per_rank(r))
+		return 0;
+	uint64_t want = BT * m->experts_per_tok;
+	for (size_t s = 0; s < c->nschemes; s++)
+		for (size_t u = 0; u < c->nunits; u++)
+			for (size_t w = 0; w < c->nworld; w++) {
+				const struct theory_routing_run *x = theory_routing_run_of(r, c->schemes[s], c->units[u], c->world[w]);
+				if (x == NULL)
+					return zs_fail(cause, "--routing %s: no run of N = %u (the file's routing is per rank)", r->file,
+					               c->world[w]);
+				if (x->experts != m->experts || x->blocks != m->layers)
+					return zs_fail(cause, "--routing %s: %zu blocks of %zu experts, %s has %llu of %llu", r->file,
+					               x->blocks, x->experts, m->name, (unsigned long long)m->layers,
+					               (unsigned long long)m->experts);
+				if (x->steps != c->steps)
+					return zs_fail(cause, "--routing %s: %zu steps at N = %u, --steps %u", r->file, x->steps,
+					               x->world, c->steps);
+				for (size_t i = 0; i < (size_t)x->world * x->steps * x->blocks; i++) {
+					uint64_t sum = 0;
+					for (size_t e = 0; e < x->experts; e++)
+						sum += x->counts[i * x->experts + e];
+					if (sum != want)
+						return zs_fail(cause, "--routing %s: N = %u routes %llu assignments a block, B·T·k is "
+						               "%llu here (--batch, --seq or num_experts_per_tok differ)", r->file,
+						               x->world, (unsigned long long)sum, (unsigned long long)want);
+				}
+			}
+	return 0;
+}
+
+void theory_rank_counts(struct theory_rank_counts *out, const struct theory_routing *r, const struct zs_model *m,
+                        uint64_t BT, enum zs_scheme scheme, enum zs_unit unit, unsigned world, unsigned k)
+{
+	const struct theory_routing_run *x = theory_routing_per_rank(r) ? theory_routing_run_of(r, scheme, unit, world)
+	                                                                 : NULL;
+	memset(out, 0, sizeof *out);
+	out->blocks = m->layers;
+	out->experts = m->experts;
+	out->steps = 1;
+	if (x != NULL && k < x->world) {
+		out->steps = x->steps;
+		out->counts = x->counts + (size_t)k * x->steps * x->blocks * x->experts;
+		return;
+	}
+	/* the same counts in every block */
+	uint64_t E = m->experts, k_ = m->experts_per_tok, A = BT * k_;
+	out->own = zs_calloc(out->blocks * E > 0 ? out->blocks * E : 1, sizeof *out->own);
+	for (size_t l = 0; l < out->blocks; l++)
+		for (uint64_t e = 0; e < E; e++)
+			out->own[l * E + e] = r != NULL && r->mode == THEORY_ROUTING_WORST ? (e < k_ ? BT : 0)
+			                      : A / E + (e < A % E ? 1 : 0);
+	out->counts = out->own;
+}
+
+void theory_rank_counts_free(struct theory_rank_counts *c)
+{
+	free(c->own);
+	memset(c, 0, sizeof *c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Output (docs/formats.md, zerosim-theory/1's "routing") */
+
+static void push(cJSON *arr, double v) { cJSON_AddItemToArray(arr, cJSON_CreateNumber(v)); }
+
+void theory_routing_config_json(cJSON *cfg, const struct theory_request *req)
+{
+	const struct zs_model *m = req->model;
+	if (m == NULL || m->experts == 0)
+		return;
+	const struct theory_routing *r = req->act.routing;
+	enum theory_routing_mode mode = r != NULL ? r->mode : THEORY_ROUTING_BALANCED;
+	cJSON *o = cJSON_AddObjectToObject(cfg, "routing");
+	cJSON_AddStringToObject(o, "mode", theory_routing_name(mode));
+	if (mode == THEORY_ROUTING_FILE) {
+		cJSON_AddStringToObject(o, "file", r->file);
+		return;
+	}
+	struct theory_rank_counts rc;
+	theory_rank_counts(&rc, r, m, (uint64_t)req->config->batch * req->act.seq, ZS_DP, ZS_UNIT_MODEL, 1, 0);
+	cJSON *a = cJSON_AddArrayToObject(o, "tokens_per_expert");
+	for (size_t e = 0; e < rc.experts; e++)
+		push(a, (double)rc.counts[e]);
+	theory_rank_counts_free(&rc);
+}
+
+void theory_routing_row_json(cJSON *schedule, const struct theory_request *req, const struct theory_row *r)
+{
+	const struct zs_model *m = req->model;
+	if (m == NULL || m->experts == 0 || schedule == NULL)
+		return;
+	const struct theory_schedule *s = &r->sched;
+	struct theory_bytes b;
+	uint64_t *peaks = zs_calloc(r->world, sizeof *peaks);
+	theory_request_bytes(req, &b);
+	theory_walk_rank_peaks(req->desc, &b, req->config, r->scheme, r->unit, r->world, peaks);
+	cJSON *per = cJSON_AddObjectToObject(schedule, "per_rank");
+	cJSON *ra = cJSON_AddArrayToObject(per, "resident_bytes"), *pa = cJSON_AddArrayToObject(per, "peak_bytes");
+	cJSON *ca = cJSON_AddArrayToObject(per, "comm_bytes_per_step");
+	for (unsigned k = 0; k < r->world; k++) {
+		push(ra, (double)s->resident_bytes);
+		push(pa, (double)peaks[k]);
+		push(ca, (double)s->comm_bytes);
+	}
+	free(peaks);
+	zs_json_add_number(schedule, "peak_rank", s->peak_rank);
+	const struct theory_routing_run *x = theory_routing_per_rank(req->act.routing)
+	                                         ? theory_routing_run_of(req->act.routing, r->scheme, r->unit, r->world)
+	                                         : NULL;
+	if (x != NULL)
+		cJSON_AddItemToObject(schedule, "routing", cJSON_Duplicate(x->json, 1));
+}
