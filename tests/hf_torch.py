@@ -1,6 +1,7 @@
 """hf_torch — the outside reference for what eager PyTorch allocates in a
 training step of Hugging Face's GPT-2, Llama (and Mistral), Qwen2, Qwen3,
-Phi-3 and Gemma 2 (issue #22's truth side; #25's families).
+Phi-3, Gemma 2 and Gemma 3's text model (issue #22's truth side; #25's
+families).
 
 The models are written op for op from Hugging Face transformers' modeling
 files, never from zerosim's engine. The index this was written from holds
@@ -24,6 +25,12 @@ cites its file, class or function and commit:
          Gemma2DecoderLayer's sliding-window where and four norms,
          Gemma2Model's normalizer, Gemma2ForCausalLM's logit softcap;
          eager attention only: its sdpa_attention_forward takes no softcap)
+  Gemma3 modeling_gemma3.py at 0018aa64 (5.x; the 4.50 file at 008f5c8c
+         is not stored: Gemma3TextScaledWordEmbedding, Gemma3Attention's
+         q_norm and k_norm on the transposed heads, Gemma3RotaryEmbedding's
+         two inv_freq buffers called once per layer type entry) and
+         masking_utils.py at 00c4411c (create_causal_mask,
+         create_sliding_window_causal_mask, eager_mask without vmap)
   loss   loss/loss_utils.py at 0114da07ec0e (ForCausalLMLoss: logits.float(),
          labels padded with -100 and shifted, no shifted copy of the logits)
   Conv1D pytorch_utils.py (Conv1D.forward: torch.addmm(bias, x.view(-1, nx), W))
@@ -673,9 +680,7 @@ class Phi3DecoderLayer(LlamaDecoderLayer):
 
 # Gemma 2, from transformers' modeling_gemma2.py at 9a80143ca260 (4.49; the
 # index's other snapshot, 006e86931247, still made a rotary embedding per
-# attention). Gemma 3's text model is not here: its modeling file builds
-# its masks through masking_utils (create_causal_mask,
-# create_sliding_window_causal_mask), not transcribed yet.
+# attention). Gemma 3's text model follows them (Gemma3ForCausalLM).
 
 
 class Gemma2RMSNorm(nn.Module):
@@ -812,21 +817,27 @@ class Gemma2ForCausalLM(LlamaForCausalLM):
         d, V = cfg["hidden_size"], cfg["vocab_size"]
         L = cfg["num_hidden_layers"]
         self.cfg = cfg
-        pad = cfg.get("pad_token_id", 0)
-        self.embed_tokens = nn.Embedding(V, d, pad)
+        self.gemma_modules(cfg, tied, sdpa, nn.Embedding(V, d, cfg.get("pad_token_id", 0)),
+                           [Gemma2DecoderLayer(cfg, sdpa, not l % 2) for l in range(L)], LlamaRotaryEmbedding(cfg))
+
+    def gemma_modules(self, cfg, tied, sdpa, embed_tokens, layers, rotary_emb):
+        """The modules in Gemma2Model's (and Gemma3TextModel's) order: the
+        embedding (normal(0.02), its padding_idx row zeroed), the layers,
+        norm, rotary_emb; lm_head (tied: the table)."""
+        self.embed_tokens = embed_tokens
         nn.init.normal_(self.embed_tokens.weight, std=0.02)
-        if pad is not None:
+        if self.embed_tokens.padding_idx is not None:
             with torch.no_grad():
-                self.embed_tokens.weight[pad].zero_()
-        self.layers = nn.ModuleList([Gemma2DecoderLayer(cfg, sdpa, not l % 2) for l in range(L)])
-        self.norm = Gemma2RMSNorm(d, cfg.get("rms_norm_eps", 1e-6))
-        self.rotary_emb = LlamaRotaryEmbedding(cfg)
-        self.lm_head = nn.Linear(d, V, bias=False)
+                self.embed_tokens.weight[self.embed_tokens.padding_idx].zero_()
+        self.layers = nn.ModuleList(layers)
+        self.norm = Gemma2RMSNorm(cfg["hidden_size"], cfg.get("rms_norm_eps", 1e-6))
+        self.rotary_emb = rotary_emb
+        self.lm_head = nn.Linear(cfg["hidden_size"], cfg["vocab_size"], bias=False)
         if tied:
             self.lm_head.weight = self.embed_tokens.weight
         self.sdpa = sdpa
         self.final_softcap = cfg.get("final_logit_softcapping")
-        self.units = ["embed_tokens", "rotary_emb"] + [f"layers.{i}" for i in range(L)] + ["norm", "lm_head"]
+        self.units = ["embed_tokens", "rotary_emb"] + [f"layers.{i}" for i in range(len(layers))] + ["norm", "lm_head"]
 
     def forward(self, input_ids, labels):
         B, T = input_ids.shape
@@ -845,6 +856,11 @@ class Gemma2ForCausalLM(LlamaForCausalLM):
         hidden_states = hidden_states * normalizer
         for layer in self.layers:
             hidden_states = layer(hidden_states, causal_mask, position_embeddings)
+        return self.head(hidden_states, labels)
+
+    def head(self, hidden_states, labels):
+        """The rest of the forward after the layers: norm, lm_head, the
+        logits' softcap where set, the loss."""
         hidden_states = self.norm(hidden_states)
         logits = self.lm_head(hidden_states)
         if self.final_softcap is not None:
@@ -1014,7 +1030,7 @@ class Gemma3TextScaledWordEmbedding(nn.Embedding):
         return super().forward(input_ids) * self.embed_scale.to(self.weight.dtype)
 
 
-class Gemma3ForCausalLM(LlamaForCausalLM):
+class Gemma3ForCausalLM(Gemma2ForCausalLM):
     """modeling_gemma3.py Gemma3TextModel.forward and Gemma3ForCausalLM.forward
     (0018aa64): embed_tokens (Gemma3TextScaledWordEmbedding: nn.Embedding
     with padding_idx, times embed_scale.to(weight.dtype), a float32 buffer
@@ -1026,26 +1042,13 @@ class Gemma3ForCausalLM(LlamaForCausalLM):
 
     def __init__(self, cfg, tied, sdpa):
         nn.Module.__init__(self)
-        d, V = cfg["hidden_size"], cfg["vocab_size"]
-        L = cfg["num_hidden_layers"]
-        self.cfg = cfg
-        pad = cfg.get("pad_token_id", 0)
-        self.embed_tokens = Gemma3TextScaledWordEmbedding(V, d, pad, d ** 0.5)
-        nn.init.normal_(self.embed_tokens.weight, std=0.02)
-        if pad is not None:
-            with torch.no_grad():
-                self.embed_tokens.weight[pad].zero_()
-        pattern = cfg["sliding_window_pattern"]
-        self.layer_types = ["sliding_attention" if (l + 1) % pattern else "full_attention" for l in range(L)]
-        self.layers = nn.ModuleList([Gemma3DecoderLayer(cfg, sdpa, False) for _ in range(L)])
-        self.norm = Gemma2RMSNorm(d, cfg.get("rms_norm_eps", 1e-6))
-        self.rotary_emb = Gemma3RotaryEmbedding(cfg)
-        self.lm_head = nn.Linear(d, V, bias=False)
-        if tied:
-            self.lm_head.weight = self.embed_tokens.weight
-        self.sdpa = sdpa
-        self.final_softcap = cfg.get("final_logit_softcapping")
-        self.units = ["embed_tokens", "rotary_emb"] + [f"layers.{i}" for i in range(L)] + ["norm", "lm_head"]
+        self.cfg, pattern = cfg, cfg["sliding_window_pattern"]
+        self.layer_types = ["sliding_attention" if (l + 1) % pattern else "full_attention"
+                            for l in range(cfg["num_hidden_layers"])]
+        d = cfg["hidden_size"]
+        embed = Gemma3TextScaledWordEmbedding(cfg["vocab_size"], d, cfg.get("pad_token_id", 0), d ** 0.5)
+        self.gemma_modules(cfg, tied, sdpa, embed, [Gemma3DecoderLayer(cfg, sdpa, False) for _ in self.layer_types],
+                           Gemma3RotaryEmbedding(cfg))
 
     def forward(self, input_ids, labels):
         B, T = input_ids.shape
@@ -1059,17 +1062,7 @@ class Gemma3ForCausalLM(LlamaForCausalLM):
             position_embeddings[layer_type] = self.rotary_emb(hidden_states, position_ids, layer_type)
         for layer, layer_type in zip(self.layers, self.layer_types):
             hidden_states = layer(hidden_states, causal_mask_mapping[layer_type], position_embeddings[layer_type])
-        hidden_states = self.norm(hidden_states)
-        logits = self.lm_head(hidden_states)
-        if self.final_softcap is not None:
-            logits = logits / self.final_softcap
-            logits = torch.tanh(logits)
-            logits = logits * self.final_softcap
-        mark("fwd:loss:start")
-        set_ctx(unit="loss")
-        loss = LOSS[0](logits, labels, self.cfg["vocab_size"])
-        mark("fwd:loss:end")
-        return loss, logits
+        return self.head(hidden_states, labels)
 
 
 FAMILY_ATTENTION = {"llama": LlamaAttention, "mistral": LlamaAttention, "qwen2": Qwen2Attention,
