@@ -20,7 +20,7 @@
 # backward and Adam too). ZS_AG_MODELS (default "gpt2 gpt2-untied") the
 # models among gpt2, gpt2-untied, llama, llama-tied, llama-mha (4 k/v heads
 # for 4 heads: --attn sdpa only; tests/ag_exec_llama.sh the last three),
-# qwen2 (tied), qwen3, phi3 and gemma2 (tests/ag_exec_families.sh).
+# qwen2 (tied), qwen3, phi3, gemma2 and gemma3_text (tests/ag_exec_families.sh).
 # A combination the step does not describe yet
 # (util/autograd.c refuses it with one line) is said, not checked.
 #
@@ -65,6 +65,13 @@ sed 's/"llama"/"phi3"/; s/}$/, "pad_token_id": null}/' "$tmp/llama.json" >"$tmp/
 # head_dim 16), the llama's shape otherwise
 sed 's/"llama"/"gemma2"/; s/"num_key_value_heads": 2,/"num_key_value_heads": 2, "head_dim": 16,/;
      s/, "tie_word_embeddings": false//' "$tmp/llama.json" >"$tmp/gemma2.json"
+# gemma3_text (Gemma3TextConfig's defaults: tied, no soft-caps, window 4096:
+# its sliding mask is the causal one at seq 32, as the fused engine's
+# attention, which does not slide; rope_local_base_freq 1e4 on the sliding
+# layers, rope_theta 1e6 on the global ones) at sliding_window_pattern 2:
+# layer 0 slides, layer 1 is global; head_dim 24
+sed 's/"llama"/"gemma3_text"/; s/"num_key_value_heads": 2,/"num_key_value_heads": 2, "head_dim": 24,/;
+     s/, "tie_word_embeddings": false/, "sliding_window_pattern": 2/' "$tmp/llama.json" >"$tmp/gemma3_text.json"
 
 # The losses of a measured file, one a line.
 losses() {

@@ -11,8 +11,6 @@
 #                         2 steps: one weights digest per N
 #   expect_refused PATTERN MODEL [OPTIONS]   measure refuses it: exit 2, one
 #                         line matching PATTERN, no output file
-#   plain_loop_refuses MODEL TYPE   measure --wrapper none refuses it: exit 2,
-#                         one line naming TYPE, no output file
 #   plain_loop_agrees MODEL   the plain PyTorch loop (--framework torch
 #                         --wrapper none, 1.13, eager; util/autograd.c's
 #                         step) at seq 16, batch 2, 3 steps: measure's bytes
@@ -58,17 +56,6 @@ one_digest() { # MODEL PRECISION
 	tr -d ' \t\n' <"$tmp/d.json" | grep -o '"world":[0-9]*\|"weights_digest":"[^"]*"' | paste - - >"$tmp/dg"
 	[ "$(wc -l <"$tmp/dg")" -eq 12 ] || fail "$1 $2: not 4 schemes x 3 worlds: $(cat "$tmp/dg")"
 	[ "$(sort -u "$tmp/dg" | wc -l)" -eq 3 ] || fail "$1 $2: not one digest per N: $(cat "$tmp/dg")"
-}
-
-plain_loop_refuses() { # MODEL TYPE: measure --wrapper none says TYPE's step is not described, exit 2 (usage, as theory)
-	rm -f "$tmp/r.json"
-	"$zerosim" measure --model "$1" --seq 8 --framework torch --wrapper none --world 1 --steps 1 \
-		--out "$tmp/r.json" >/dev/null 2>"$tmp/err"
-	rc=$?
-	if [ "$rc" -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/r.json" ] ||
-		! grep -q "the PyTorch step of a $2 is not described yet" "$tmp/err"; then
-		fail "measure --wrapper none on a $2: exit $rc, $(cat "$tmp/err")"
-	fi
 }
 
 plain_loop_agrees() { # MODEL

@@ -1,6 +1,7 @@
 """hf_torch — the outside reference for what eager PyTorch allocates in a
 training step of Hugging Face's GPT-2, Llama (and Mistral), Qwen2, Qwen3,
-Phi-3 and Gemma 2 (issue #22's truth side; #25's families).
+Phi-3, Gemma 2 and Gemma 3's text model (issue #22's truth side; #25's
+families).
 
 The models are written op for op from Hugging Face transformers' modeling
 files, never from zerosim's engine. The index this was written from holds
@@ -24,6 +25,12 @@ cites its file, class or function and commit:
          Gemma2DecoderLayer's sliding-window where and four norms,
          Gemma2Model's normalizer, Gemma2ForCausalLM's logit softcap;
          eager attention only: its sdpa_attention_forward takes no softcap)
+  Gemma3 modeling_gemma3.py at 0018aa64 (5.x; the 4.50 file at 008f5c8c
+         is not stored: Gemma3TextScaledWordEmbedding, Gemma3Attention's
+         q_norm and k_norm on the transposed heads, Gemma3RotaryEmbedding's
+         two inv_freq buffers called once per layer type entry) and
+         masking_utils.py at 00c4411c (create_causal_mask,
+         create_sliding_window_causal_mask, eager_mask without vmap)
   loss   loss/loss_utils.py at 0114da07ec0e (ForCausalLMLoss: logits.float(),
          labels padded with -100 and shifted, no shifted copy of the logits)
   Conv1D pytorch_utils.py (Conv1D.forward: torch.addmm(bias, x.view(-1, nx), W))
@@ -673,9 +680,7 @@ class Phi3DecoderLayer(LlamaDecoderLayer):
 
 # Gemma 2, from transformers' modeling_gemma2.py at 9a80143ca260 (4.49; the
 # index's other snapshot, 006e86931247, still made a rotary embedding per
-# attention). Gemma 3's text model is not here: its modeling file builds
-# its masks through masking_utils (create_causal_mask,
-# create_sliding_window_causal_mask), not transcribed yet.
+# attention). Gemma 3's text model follows them (Gemma3ForCausalLM).
 
 
 class Gemma2RMSNorm(nn.Module):
@@ -812,21 +817,27 @@ class Gemma2ForCausalLM(LlamaForCausalLM):
         d, V = cfg["hidden_size"], cfg["vocab_size"]
         L = cfg["num_hidden_layers"]
         self.cfg = cfg
-        pad = cfg.get("pad_token_id", 0)
-        self.embed_tokens = nn.Embedding(V, d, pad)
+        self.gemma_modules(cfg, tied, sdpa, nn.Embedding(V, d, cfg.get("pad_token_id", 0)),
+                           [Gemma2DecoderLayer(cfg, sdpa, not l % 2) for l in range(L)], LlamaRotaryEmbedding(cfg))
+
+    def gemma_modules(self, cfg, tied, sdpa, embed_tokens, layers, rotary_emb):
+        """The modules in Gemma2Model's (and Gemma3TextModel's) order: the
+        embedding (normal(0.02), its padding_idx row zeroed), the layers,
+        norm, rotary_emb; lm_head (tied: the table)."""
+        self.embed_tokens = embed_tokens
         nn.init.normal_(self.embed_tokens.weight, std=0.02)
-        if pad is not None:
+        if self.embed_tokens.padding_idx is not None:
             with torch.no_grad():
-                self.embed_tokens.weight[pad].zero_()
-        self.layers = nn.ModuleList([Gemma2DecoderLayer(cfg, sdpa, not l % 2) for l in range(L)])
-        self.norm = Gemma2RMSNorm(d, cfg.get("rms_norm_eps", 1e-6))
-        self.rotary_emb = LlamaRotaryEmbedding(cfg)
-        self.lm_head = nn.Linear(d, V, bias=False)
+                self.embed_tokens.weight[self.embed_tokens.padding_idx].zero_()
+        self.layers = nn.ModuleList(layers)
+        self.norm = Gemma2RMSNorm(cfg["hidden_size"], cfg.get("rms_norm_eps", 1e-6))
+        self.rotary_emb = rotary_emb
+        self.lm_head = nn.Linear(cfg["hidden_size"], cfg["vocab_size"], bias=False)
         if tied:
             self.lm_head.weight = self.embed_tokens.weight
         self.sdpa = sdpa
         self.final_softcap = cfg.get("final_logit_softcapping")
-        self.units = ["embed_tokens", "rotary_emb"] + [f"layers.{i}" for i in range(L)] + ["norm", "lm_head"]
+        self.units = ["embed_tokens", "rotary_emb"] + [f"layers.{i}" for i in range(len(layers))] + ["norm", "lm_head"]
 
     def forward(self, input_ids, labels):
         B, T = input_ids.shape
@@ -845,6 +856,11 @@ class Gemma2ForCausalLM(LlamaForCausalLM):
         hidden_states = hidden_states * normalizer
         for layer in self.layers:
             hidden_states = layer(hidden_states, causal_mask, position_embeddings)
+        return self.head(hidden_states, labels)
+
+    def head(self, hidden_states, labels):
+        """The rest of the forward after the layers: norm, lm_head, the
+        logits' softcap where set, the loss."""
         hidden_states = self.norm(hidden_states)
         logits = self.lm_head(hidden_states)
         if self.final_softcap is not None:
@@ -856,6 +872,197 @@ class Gemma2ForCausalLM(LlamaForCausalLM):
         loss = LOSS[0](logits, labels, self.cfg["vocab_size"])
         mark("fwd:loss:end")
         return loss, logits
+
+
+# Gemma 3's text model, from transformers' modeling_gemma3.py at 0018aa64
+# (5.x, the index's huggingface/transformers snapshot; the 4.50 file at
+# 008f5c8c is not stored) and masking_utils.py at 00c4411c (the index's
+# snapshot of the masks that file builds). What differs from Gemma 2 above:
+# Gemma3TextScaledWordEmbedding (the lookup times its embed_scale buffer),
+# Gemma3Attention's q_norm and k_norm on the transposed heads, the masks
+# built once in Gemma3TextModel.forward (create_causal_mask and
+# create_sliding_window_causal_mask: masking_utils' eager_mask, index-based,
+# no vmap), and Gemma3RotaryEmbedding called once per entry of layer_types
+# with that type's inv_freq buffer. Gemma3Attention passes no softcap to
+# eager_attention_forward (attn_logit_softcapping is read and not used).
+
+
+def find_packed_sequence_indices(position_ids):
+    """masking_utils.py find_packed_sequence_indices (00c4411c): the diff of
+    the positions with the first minus 1 prepended, != 1, cumsum; None when
+    the last column is all 0 (one sequence a row)."""
+    first_dummy_value = position_ids[:, :1] - 1
+    position_diff = torch.diff(position_ids, prepend=first_dummy_value, dim=-1)
+    packed_sequence_mask = (position_diff != 1).cumsum(-1)
+    if (packed_sequence_mask[:, -1] == 0).all():
+        return None
+    return packed_sequence_mask
+
+
+def causal_mask_function(batch_idx, head_idx, q_idx, kv_idx):
+    """masking_utils.py causal_mask_function (00c4411c)."""
+    return kv_idx <= q_idx
+
+
+def sliding_window_causal_mask_function(sliding_window):
+    """masking_utils.py sliding_window_causal_mask_function (00c4411c):
+    and_masks(sliding_window_overlay(w), causal_mask_function); and_masks
+    starts from q_idx.new_ones((), dtype=bool) and & each in turn."""
+    def and_mask(batch_idx, head_idx, q_idx, kv_idx):
+        result = q_idx.new_ones((), dtype=torch.bool)
+        result = result & (kv_idx > q_idx - sliding_window).to(result.device)
+        result = result & causal_mask_function(batch_idx, head_idx, q_idx, kv_idx).to(result.device)
+        return result
+    return and_mask
+
+
+def eager_mask(B, T, mask_function, dtype):
+    """masking_utils.py create_causal_mask / create_sliding_window_causal_mask
+    (no cache, no 2D mask: _preprocess_mask_arguments' q_length = kv_length
+    = T, offsets 0; position_ids expanded to B rows and
+    find_packed_sequence_indices run on them, None here), then eager_mask:
+    sdpa_mask (allow_is_causal_skip False, no vmap: the aranges, the index
+    broadcast of _non_vmap_expansion_sdpa, expand; torch < 2.5's fix off
+    for eager), torch.where(mask, torch.tensor(0.0, dtype), min_dtype)."""
+    batch_arange = torch.arange(B)
+    head_arange = torch.arange(1)
+    q_arange = torch.arange(T) + 0
+    kv_arange = torch.arange(T) + 0
+    attention_mask = mask_function(batch_arange[:, None, None, None], head_arange[None, :, None, None],
+                                   q_arange[None, None, :, None], kv_arange[None, None, None, :])
+    attention_mask = attention_mask.expand(B, -1, T, T)
+    min_dtype = torch.finfo(dtype).min
+    return torch.where(attention_mask, torch.tensor(0.0, dtype=dtype), min_dtype)
+
+
+def gemma3_masks(cfg, inputs_embeds, position_ids):
+    """Gemma3TextModel.forward's causal_mask_mapping (0018aa64): the full
+    and the sliding masks, each from _preprocess_mask_arguments' packed
+    check and eager_mask."""
+    B, T = inputs_embeds.shape[:2]
+    out = {}
+    for kind, fn in (("full_attention", causal_mask_function),
+                     ("sliding_attention", sliding_window_causal_mask_function(cfg["sliding_window"]))):
+        pos = position_ids.expand(B, -1) if B != position_ids.shape[0] else position_ids
+        if find_packed_sequence_indices(pos) is not None:
+            sys.exit("hf_torch: packed sequences are not compared")
+        del pos
+        out[kind] = eager_mask(B, T, fn, inputs_embeds.dtype)
+    return out
+
+
+class Gemma3RotaryEmbedding(nn.Module):
+    """modeling_gemma3.py Gemma3RotaryEmbedding (0018aa64), default rope: a
+    `{layer_type}_inv_freq` buffer per layer type (sliding_attention at
+    rope_local_base_freq, full_attention at rope_theta); forward under
+    no_grad: inv_freq[None, :, None].float().expand(...), position_ids[:,
+    None, :].float(), bmm, transpose(1, 2), cat, cos() * scaling, sin() *
+    scaling (1.0), .to(x.dtype)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        hd = cfg["head_dim"]
+        for kind, base in (("sliding_attention", cfg["rope_local_base_freq"]), ("full_attention", cfg["rope_theta"])):
+            inv_freq = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+            self.register_buffer(f"{kind}_inv_freq", inv_freq, persistent=False)
+
+    @torch.no_grad()
+    def forward(self, x, position_ids, layer_type):
+        inv_freq = getattr(self, f"{layer_type}_inv_freq")
+        inv_freq_expanded = inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        position_ids_expanded = position_ids[:, None, :].float()
+        with torch.autocast(device_type="cpu", enabled=False):
+            freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+            emb = torch.cat((freqs, freqs), dim=-1)
+            cos = emb.cos() * 1.0
+            sin = emb.sin() * 1.0
+        return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+class Gemma3Attention(Gemma2Attention):
+    """modeling_gemma3.py Gemma3Attention.forward (0018aa64): q_proj, k_proj,
+    v_proj, each .view(hidden_shape).transpose(1, 2); then q_norm and k_norm
+    (Gemma3RMSNorm(head_dim), Gemma2RMSNorm's ops) on the transposed q and
+    k; apply_rotary_pos_emb; eager_attention_forward with no softcap;
+    reshape(...).contiguous(); o_proj."""
+
+    def __init__(self, cfg, sdpa):
+        super().__init__(cfg, sdpa)
+        eps = cfg.get("rms_norm_eps", 1e-6)
+        self.softcap = None
+        self.q_norm = Gemma2RMSNorm(self.head_dim, eps)
+        self.k_norm = Gemma2RMSNorm(self.head_dim, eps)
+
+    def states(self, hidden_states, position_embeddings):
+        hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
+        query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        query_states = self.q_norm(query_states)
+        key_states = self.k_norm(key_states)
+        cos, sin = position_embeddings
+        query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        return query_states, key_states, value_states
+
+
+class Gemma3DecoderLayer(Gemma2DecoderLayer):
+    """modeling_gemma3.py Gemma3DecoderLayer.forward (0018aa64): Gemma 2's
+    four norms around attention and the MLP, the layer's mask and position
+    embeddings given (no mask made here)."""
+
+    def __init__(self, cfg, sdpa, sliding):
+        super().__init__(cfg, sdpa, sliding)
+        self.self_attn = Gemma3Attention(cfg, sdpa)
+        self.is_sliding = False  # Gemma2DecoderLayer's own where: not Gemma 3's
+
+
+class Gemma3TextScaledWordEmbedding(nn.Embedding):
+    """modeling_gemma3.py Gemma3TextScaledWordEmbedding (0018aa64): an
+    nn.Embedding with padding_idx and a float32 buffer embed_scale =
+    torch.tensor(hidden_size**0.5) (persistent=False); forward:
+    super().forward(input_ids) * self.embed_scale.to(self.weight.dtype)."""
+
+    def __init__(self, V, d, pad, embed_scale):
+        super().__init__(V, d, pad)
+        self.register_buffer("embed_scale", torch.tensor(embed_scale), persistent=False)
+
+    def forward(self, input_ids):
+        return super().forward(input_ids) * self.embed_scale.to(self.weight.dtype)
+
+
+class Gemma3ForCausalLM(Gemma2ForCausalLM):
+    """modeling_gemma3.py Gemma3TextModel.forward and Gemma3ForCausalLM.forward
+    (0018aa64): embed_tokens (Gemma3TextScaledWordEmbedding: nn.Embedding
+    with padding_idx, times embed_scale.to(weight.dtype), a float32 buffer
+    torch.tensor(hidden_size**0.5)); cache_position, position_ids; the two
+    masks (gemma3_masks); one rotary_emb call per entry of layer_types, each
+    replacing that type's (cos, sin); the layers, each with its type's mask
+    and position embeddings; norm; lm_head; a final softcap where set;
+    loss_function (ForCausalLMLoss)."""
+
+    def __init__(self, cfg, tied, sdpa):
+        nn.Module.__init__(self)
+        self.cfg, pattern = cfg, cfg["sliding_window_pattern"]
+        self.layer_types = ["sliding_attention" if (l + 1) % pattern else "full_attention"
+                            for l in range(cfg["num_hidden_layers"])]
+        d = cfg["hidden_size"]
+        embed = Gemma3TextScaledWordEmbedding(cfg["vocab_size"], d, cfg.get("pad_token_id", 0), d ** 0.5)
+        self.gemma_modules(cfg, tied, sdpa, embed, [Gemma3DecoderLayer(cfg, sdpa, False) for _ in self.layer_types],
+                           Gemma3RotaryEmbedding(cfg))
+
+    def forward(self, input_ids, labels):
+        B, T = input_ids.shape
+        inputs_embeds = self.embed_tokens(input_ids)
+        cache_position = torch.arange(0, T)
+        position_ids = cache_position.unsqueeze(0)
+        causal_mask_mapping = gemma3_masks(self.cfg, inputs_embeds, position_ids)
+        hidden_states = inputs_embeds
+        position_embeddings = {}
+        for layer_type in self.layer_types:
+            position_embeddings[layer_type] = self.rotary_emb(hidden_states, position_ids, layer_type)
+        for layer, layer_type in zip(self.layers, self.layer_types):
+            hidden_states = layer(hidden_states, causal_mask_mapping[layer_type], position_embeddings[layer_type])
+        return self.head(hidden_states, labels)
 
 
 FAMILY_ATTENTION = {"llama": LlamaAttention, "mistral": LlamaAttention, "qwen2": Qwen2Attention,
@@ -1048,6 +1255,17 @@ def build(a):
         if not dropout:
             cfg["attention_dropout"] = 0.0
         tied = raw.get("tie_word_embeddings", True) if a.tied is None else a.tied
+    elif family == "gemma3_text":
+        # Gemma3TextConfig's defaults (configuration_gemma3.py at 008f5c8c,
+        # as zerosim's util/model.c reads them): no soft-caps, tied,
+        # pad_token_id 0, sliding_window_pattern 6, rope_local_base_freq 1e4
+        cfg = dict(head_dim=256, query_pre_attn_scalar=256, sliding_window=4096, pad_token_id=0,
+                   rms_norm_eps=1e-6, rope_theta=1e6, rope_local_base_freq=10000.0, sliding_window_pattern=6,
+                   attention_dropout=0.0, attn_logit_softcapping=None, final_logit_softcapping=None)
+        cfg.update(raw)
+        if not dropout:
+            cfg["attention_dropout"] = 0.0
+        tied = raw.get("tie_word_embeddings", True) if a.tied is None else a.tied
     elif family in FAMILY_ATTENTION:
         cfg = dict(raw)
         if not dropout:
@@ -1056,7 +1274,7 @@ def build(a):
                 cfg["resid_pdrop"] = 0.0
         tied = raw.get("tie_word_embeddings", False) if a.tied is None else a.tied
     else:
-        sys.exit(f"hf_torch: model_type {family!r} is not gpt2, {', '.join(FAMILY_ATTENTION)} or gemma2")
+        sys.exit(f"hf_torch: model_type {family!r} is not gpt2, {', '.join(FAMILY_ATTENTION)}, gemma2 or gemma3_text")
     return raw, family, cfg, tied
 
 
@@ -1117,7 +1335,7 @@ def run(a):
     zero_none = a.zero_grad == "none" if a.zero_grad else TV >= (2, 0)
     foreach = a.optimizer_impl == "foreach"
     sdpa = a.attn == "sdpa"
-    if sdpa and family == "gemma2":
+    if sdpa and family in ("gemma2", "gemma3_text"):
         # sdpa_attention_forward (integrations/sdpa_attention.py) takes no
         # softcap, and Gemma2ForCausalLM.forward warns to train with eager
         sys.exit(f"hf_torch: --attn sdpa: {family} is compared under eager attention only")
@@ -1132,6 +1350,8 @@ def run(a):
             model = GPT2LMHeadModel(cfg, tied, a.mask, sdpa)
         elif family == "gemma2":
             model = Gemma2ForCausalLM(cfg, tied, sdpa)
+        elif family == "gemma3_text":
+            model = Gemma3ForCausalLM(cfg, tied, sdpa)
         else:
             model = LlamaForCausalLM(cfg, tied, sdpa, FAMILY_ATTENTION[family])
         model.train()
@@ -1610,7 +1830,7 @@ def add_zerosim(a, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True,
-                    help="a Hugging Face config.json (gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2)")
+                    help="a Hugging Face config.json (gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text)")
     ap.add_argument("--seq", type=int, default=32)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--steps", type=int, default=3, help="clean steps; the last is the steady one measured")

@@ -36,7 +36,10 @@
 # block, the scaled embeddings, GeGLU, the soft-capped scores and logits,
 # layer 0's sliding-window mask), tied with zeros, untied with
 # set_to_none, under DDP N = 2 and FSDP N = 2 (its final weights DDP's),
-# with measure;
+# with measure; the tiny gemma3_text (q_norm and k_norm on the transposed
+# heads, masking_utils' two masks, a rotary call a layer, the scaled
+# embedding's buffer), tied with zeros, untied with set_to_none and a
+# final logit softcap, under DDP N = 2 and FSDP N = 2, with measure;
 # gpt2, llama, qwen2, qwen3 and phi3 under bf16 autocast
 # (--precision amp-bf16, hf_torch.py --amp bf16: gpt2 tied with zeros,
 # untied with set_to_none, DDP N = 2; llama untied with zeros, and DDP
@@ -129,6 +132,22 @@ cat >"$tmp/tiny-gemma2.json" <<'EOF'
  "query_pre_attn_scalar": 16, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
  "sliding_window": 16, "attention_dropout": 0.0, "pad_token_id": 0}
 EOF
+# gemma3_text (modeling_gemma3.py at 0018aa64, masking_utils.py at 00c4411c:
+# the scaled embedding's buffer, q_norm and k_norm on the transposed heads,
+# the full and sliding masks built once, rotary_emb once per layer with its
+# type's inv_freq; Gemma3TextConfig ties and caps nothing): gemma2's shape
+# with a head_dim, 24, and 3 layers at sliding_window_pattern 2 (sliding,
+# full, sliding: the third rotary call replaces the first's pair), the
+# window 16 shorter than seq 32; -cap: final_logit_softcapping 30
+cat >"$tmp/tiny-gemma3_text.json" <<'EOF'
+{"model_type": "gemma3_text", "hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "head_dim": 24, "intermediate_size": 160, "max_position_embeddings": 64,
+ "vocab_size": 256, "rms_norm_eps": 1e-06, "hidden_activation": "gelu_pytorch_tanh",
+ "query_pre_attn_scalar": 24, "sliding_window": 16, "sliding_window_pattern": 2, "attention_dropout": 0.0,
+ "pad_token_id": 0}
+EOF
+sed 's/"pad_token_id": 0}/"pad_token_id": 0, "final_logit_softcapping": 30.0}/' "$tmp/tiny-gemma3_text.json" \
+	>"$tmp/tiny-gemma3_text-cap.json"
 # llama with as many k/v heads as heads (no grouped-query attention: 2.6's
 # CPU SDPA runs its flash kernel), 256 positions (seq 200 takes 64-row blocks)
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/; s/"max_position_embeddings": 64/"max_position_embeddings": 256/' \
@@ -462,7 +481,11 @@ for case in \
 	"gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"gemma2-untied-set_to_none|--model $tmp/tiny-gemma2.json --untied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
 	"ddp2-gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
-	"fsdp2-gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros"
+	"fsdp2-gemma2|--model $tmp/tiny-gemma2.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
+	"gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
+	"gemma3_text-cap-untied-set_to_none|--model $tmp/tiny-gemma3_text-cap.json --untied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
+	"ddp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
+	"fsdp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}
@@ -480,8 +503,8 @@ do
 		*--tied*)
 			sed 's/"tie_word_embeddings": false/"tie_word_embeddings": true/' "$cfg" >"$tmp/tied-case.json"
 			cfg=$tmp/tied-case.json ;;
-		*--untied*) # gemma2 ties by default (Gemma2Config)
-			sed 's/"model_type": "gemma2",/"model_type": "gemma2", "tie_word_embeddings": false,/' "$cfg" \
+		*--untied*) # gemma2 and gemma3_text tie by default (Gemma2Config, Gemma3TextConfig)
+			sed 's/"model_type": "\(gemma[23][a-z_]*\)",/"model_type": "\1", "tie_word_embeddings": false,/' "$cfg" \
 				>"$tmp/untied-case.json"
 			cfg=$tmp/untied-case.json ;;
 		esac

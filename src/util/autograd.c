@@ -442,7 +442,9 @@ struct model {
 	T ids, labels;
 	T *bias;            /* gpt2: each block's causal `bias` buffer */
 	T *masked_bias;
-	T inv_freq;         /* llama */
+	T inv_freq;         /* llama (gemma3_text: full_attention_inv_freq, at rope_theta) */
+	T inv_freq_local;   /* gemma3_text: sliding_attention_inv_freq, at rope_local_base_freq */
+	T escale;           /* gemma3_text: embed_tokens' embed_scale buffer, sqrt(hidden) (fp32, 0-dim) */
 	T loss, logits;     /* the loop's outputs, held to the step's end */
 	T head16;           /* autocast: the head's 16-bit weight MmBackward keeps (NO: the weight itself) */
 	T logits32;         /* autocast: logits.float(), the loss function's local (NO: the logits themselves) */
@@ -2758,6 +2760,7 @@ static size_t lora_setup(struct bld *b, struct model *M)
  * operand for the other's gradient only, the codegen's guard_for). */
 struct rms_saved { T x, p2, r, xr, eps_w; int kx, kw; T w1; /* gemma: (1 + w), kept for x's gradient */ };
 static T gemma_rmsnorm(struct bld *b, T x, struct pt *w, struct rms_saved *sv);
+static int gemma3(const struct zs_model *m);
 static void gemma_rmsnorm_bwd(struct bld *b, T g, struct rms_saved *sv, struct pt *w, T *xbuf);
 
 /* x.pow(2).mean(-1, keepdim=True), the RMSNorms' variance (returned, [.., 1]):
@@ -3320,6 +3323,12 @@ static void llama_setup(struct bld *b, struct model *M)
 	 * post_attention_layernorm; norm; lm_head when untied */
 	char n[256];
 	add_param(b, M, find_tensor(b, "model.embed_tokens.weight"), -1);
+	M->escale = M->inv_freq_local = NO;
+	if (gemma3(m)) /* Gemma3TextScaledWordEmbedding's buffer (persistent=False) */
+	{
+		M->escale = mk(b, "embed_scale buffer", AG_F32, 0, NULL, AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
+		op(b, AG_OP_FILL, NO, NO, NO, M->escale, NO, NO)->arg[0] = sqrt((double)m->hidden);
+	}
 	for (uint64_t l = 0; l < m->layers; l++) {
 		unsigned long long L = (unsigned long long)l;
 		snprintf(n, sizeof n, "model.layers.%llu.self_attn.qkv_proj.weight", L);
@@ -3367,6 +3376,11 @@ static void llama_setup(struct bld *b, struct model *M)
 	/* LlamaRotaryEmbedding's inv_freq (persistent=False), registered after norm */
 	M->inv_freq = mk(b, "inv_freq buffer", AG_F32, 1, SH(m->head_dim / 2), AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
 	op(b, AG_OP_ROPE_INV_FREQ, NO, NO, NO, M->inv_freq, NO, NO)->arg[0] = m->rope_theta;
+	if (gemma3(m)) { /* Gemma3RotaryEmbedding's second buffer, the sliding layers' */
+		M->inv_freq_local = mk(b, "inv_freq buffer (sliding_attention)", AG_F32, 1, SH(m->head_dim / 2),
+		                       AG_ROLE_BUFFER, ZS_CAT_PARAM32, -1);
+		op(b, AG_OP_ROPE_INV_FREQ, NO, NO, NO, M->inv_freq_local, NO, NO)->arg[0] = m->rope_local_theta;
+	}
 	if (!m->tied)
 		add_param(b, M, find_tensor(b, "lm_head.weight"), -1);
 }
@@ -3801,6 +3815,203 @@ static void gemma_sliding_mask(struct bld *b, T cmv, T *mask, T *tril)
 	unref(b, mn);
 }
 
+/* Whether m is Gemma 3's text model (gemma3_text: a layer pattern). */
+static int gemma3(const struct zs_model *m)
+{
+	return m->gemma && m->window_pattern != 0;
+}
+
+/* Gemma3Attention.forward's q_norm or k_norm (part 0, 1) of layer i on the
+ * transposed [B, n, T, hd] heads x (a view of the projection): Gemma3RMSNorm
+ * (Gemma2RMSNorm's ops), the name rebound to its output. */
+static T gemma3_head_norm(struct bld *b, struct model *M, int i, int part, T x, struct rms_saved *sv)
+{
+	int32_t mod = b->module;
+	b->module = modname(b, "model.layers.%d.self_attn.{q,k}_norm", i);
+	T y = rmsnorm(b, x, qk_norm(M, b, i, part), sv);
+	unref(b, x);
+	b->module = mod;
+	return y;
+}
+
+/* Its backward from the normed heads' grad g (released): the grad of the
+ * transposed heads (NO where they require none). */
+static T gemma3_head_norm_bwd(struct bld *b, struct model *M, int i, int part, T g, struct rms_saved *sv)
+{
+	int32_t mod = b->module;
+	b->module = modname(b, "model.layers.%d.self_attn.{q,k}_norm", i);
+	T xb = NO;
+	rmsnorm_bwd(b, g, sv, qk_norm(M, b, i, part), &xb);
+	b->module = mod;
+	return xb;
+}
+
+/* x + v for an int64 x and a Python int v: the wrapped number is int64
+ * already, TensorIterator takes it without a copy (seen in 1.13's
+ * allocator: 8 bytes and the result, no more). */
+static T int_scalar_op(struct bld *b, const char *what, T x, double v)
+{
+	T w = wrapped(b, v);
+	T out = like(b, what, x);
+	op(b, AG_OP_ADD_SCALAR, x, NO, NO, out, NO, NO)->arg[0] = v;
+	unref(b, w);
+	return out;
+}
+
+/* masking_utils.py (00c4411c) _preprocess_mask_arguments' check for packed
+ * sequences, find_packed_sequence_indices over position_ids.expand(B, -1)
+ * (training: no 2D mask, no cache): position_ids[:, :1] - 1 (a wrapped 1
+ * and its int64 copy), torch.diff with it prepended (cat, then the
+ * difference), != 1, cumsum (of the bool as int64), [:, -1] == 0, all();
+ * one sequence a row: None, every temporary gone as it returns. The
+ * engine fills what nothing reads. */
+static void gemma3_packed_check(struct bld *b, T cp)
+{
+	uint64_t B = b->o->batch, Tn = b->o->seq;
+	T first = vw(b, cp, 2, SH(B, 1), (const int64_t[]){ 0, 1 }, 0);
+	T fd = int_scalar_op(b, "sub (position_ids[:, :1] - 1)", first, -1.0);
+	unref(b, first);
+	T ct = TMP("cat (diff's prepended first value)", AG_I64, B, Tn + 1);
+	op(b, AG_OP_FILL, NO, NO, NO, ct, NO, NO)->arg[0] = 0;
+	T pd = TMP("sub (position_diff)", AG_I64, B, Tn);
+	op(b, AG_OP_FILL, NO, NO, NO, pd, NO, NO)->arg[0] = 1;
+	unref(b, ct);
+	T w = wrapped(b, 1.0);
+	T ne = TMP("ne (position_diff != 1)", AG_BOOL, B, Tn);
+	op(b, AG_OP_FILL, NO, NO, NO, ne, NO, NO)->arg[0] = 0;
+	unref(b, w);
+	T c0 = TMP("cumsum (the bool as int64)", AG_I64, B, Tn);
+	op(b, AG_OP_COPY, ne, NO, NO, c0, NO, NO);
+	T cs = TMP("cumsum (packed_sequence_mask)", AG_I64, B, Tn);
+	op(b, AG_OP_COPY, c0, NO, NO, cs, NO, NO);
+	unref(b, c0);
+	unref(b, ne);
+	w = wrapped(b, 0.0);
+	T eq = TMP("eq (packed_sequence_mask[:, -1] == 0)", AG_BOOL, B);
+	op(b, AG_OP_FILL, NO, NO, NO, eq, NO, NO)->arg[0] = 1;
+	unref(b, w);
+	T all = tmp(b, "all", AG_BOOL, 0, NULL);
+	op(b, AG_OP_FILL, NO, NO, NO, all, NO, NO)->arg[0] = 1;
+	unref(b, eq);
+	unref(b, all);
+	unref(b, fd);
+	unref(b, pd);
+	unref(b, cs);
+}
+
+/* One of Gemma3TextModel.forward's masks (modeling_gemma3.py 0018aa64:
+ * create_causal_mask, or create_sliding_window_causal_mask when `window`)
+ * as masking_utils.py (00c4411c) builds it for eager attention: the packed
+ * check, then eager_mask's sdpa_mask without vmap: arange(B), arange(1),
+ * arange(T) + q_offset and arange(T) + kv_offset (each arange a temporary
+ * of the add), the mask function on their broadcast views (causal: kv <=
+ * q; sliding: and_masks' new_ones(()) & (kv > q - window) & (kv <= q)),
+ * expand(B, -1, T, T), torch.where(mask, torch.tensor(0.0), min_dtype)
+ * (1.13's where.ScalarOther: a scalar_tensor); returns the [B, 1, T, T]
+ * fp32 mask, every temporary gone. The engine holds the window's
+ * complement (kv <= q - window) in the two temporaries before the causal
+ * &, and takes that & as (kv <= q) - it: the mask it adds is the model's. */
+static T gemma3_mask(struct bld *b, T cp, uint64_t window)
+{
+	uint64_t B = b->o->batch, Tn = b->o->seq;
+	gemma3_packed_check(b, cp);
+	T ba = TMP("arange (batch_arange)", AG_I64, B), ha = TMP("arange (head_arange)", AG_I64, 1);
+	op(b, AG_OP_ARANGE, NO, NO, NO, ba, NO, NO);
+	op(b, AG_OP_ARANGE, NO, NO, NO, ha, NO, NO);
+	T ar[2];
+	for (int j = 0; j < 2; j++) { /* q_arange, kv_arange: arange(T) + offset 0 */
+		T a = TMP("arange (T)", AG_I64, Tn);
+		op(b, AG_OP_ARANGE, NO, NO, NO, a, NO, NO);
+		ar[j] = int_scalar_op(b, j ? "add (kv_arange)" : "add (q_arange)", a, 0.0);
+		unref(b, a);
+	}
+	T mask, ones = NO;
+	if (window) {
+		ones = tmp(b, "new_ones (and_masks' start)", AG_BOOL, 0, NULL);
+		op(b, AG_OP_FILL, NO, NO, NO, ones, NO, NO)->arg[0] = 1;
+		T qv = reshape(b, ar[0], 4, SH(1, 1, Tn, 1));
+		T qw = int_scalar_op(b, "sub (q_idx - sliding_window)", qv, -(double)window);
+		unref(b, qv);
+		T gt = TMP("gt (kv_idx > q_idx - sliding_window)", AG_BOOL, 1, 1, Tn, Tn);
+		op(b, AG_OP_SLIDING_MASK, NO, NO, NO, gt, NO, NO)->arg[0] = (double)window;
+		unref(b, qw);
+		T a1 = TMP("bitwise_and (result & sliding overlay)", AG_BOOL, 1, 1, Tn, Tn);
+		op(b, AG_OP_MUL, ones, gt, NO, a1, NO, NO);
+		unref(b, gt);
+		unref(b, ones);
+		T le = TMP("le (kv_idx <= q_idx)", AG_BOOL, 1, 1, Tn, Tn);
+		op(b, AG_OP_TRIL_MASK, NO, NO, NO, le, NO, NO);
+		mask = TMP("bitwise_and (result & causal)", AG_BOOL, 1, 1, Tn, Tn);
+		op(b, AG_OP_ADD, le, a1, NO, mask, NO, NO)->arg[0] = -1;
+		unref(b, le);
+		unref(b, a1);
+	} else {
+		mask = TMP("le (kv_idx <= q_idx)", AG_BOOL, 1, 1, Tn, Tn);
+		op(b, AG_OP_TRIL_MASK, NO, NO, NO, mask, NO, NO);
+	}
+	T zero = tmp(b, "tensor (0.0)", AG_F32, 0, NULL);
+	op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
+	T mn = tmp(b, "scalar_tensor (min_dtype)", AG_F32, 0, NULL);
+	op(b, AG_OP_FILL, NO, NO, NO, mn, NO, NO)->arg[0] = -3.4028234663852886e38;
+	T mx = vw(b, mask, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
+	T out = TMP(window ? "where (sliding_attention mask)" : "where (full_attention mask)", AG_F32, B, 1, Tn, Tn);
+	op(b, AG_OP_WHERE, mx, zero, mn, out, NO, NO);
+	unref(b, mx);
+	unref(b, zero);
+	unref(b, mn);
+	unref(b, ba);
+	unref(b, ha);
+	unref(b, ar[0]);
+	unref(b, ar[1]);
+	unref(b, mask);
+	return out;
+}
+
+/* LlamaRotaryEmbedding.forward under no_grad (modeling_llama.py; gemma3_text:
+ * Gemma3RotaryEmbedding.forward at 0018aa64 with its layer type's buffer)
+ * over inv_freq buffer `inv`: cos and sin [1, T, hd], as [1, 1, T, hd] views
+ * in *cos4 and *sin4. Llama's file takes cos() and sin() before scaling
+ * them; Gemma 3's `cos = emb.cos() * attention_scaling` first (cos_first). */
+static void rotary(struct bld *b, T inv, T cp, int cos_first, T *cos4, T *sin4)
+{
+	uint64_t Tn = b->o->seq, hd = b->m->head_dim;
+	mark(b, "fwd:rotary_emb:start");
+	T pf = TMP("_to_copy (position_ids float)", AG_F32, 1, 1, Tn);
+	op(b, AG_OP_COPY, cp, NO, NO, pf, NO, NO);
+	/* inv_freq[None, :, None].expand(1, -1, 1) @ position_ids[:, None, :] */
+	T ivf = vw(b, inv, 3, SH(1, hd / 2, 1), (const int64_t[]){ 0, 1, 1 }, 0);
+	T fr = TMP("bmm (inv_freq x positions)", AG_F32, 1, hd / 2, Tn);
+	op(b, AG_OP_BMM, ivf, pf, NO, fr, NO, NO);
+	unref(b, ivf);
+	/* freqs = that.transpose(1, 2): cat((freqs, freqs), -1) reads the view */
+	T frt = transpose_last2(b, fr);
+	T em = TMP("cat (freqs, freqs)", AG_F32, 1, Tn, hd);
+	op(b, AG_OP_CAT_LAST, frt, frt, NO, em, NO, NO);
+	unref(b, frt);
+	T cs0 = TMP("cos", AG_F32, 1, Tn, hd);
+	op(b, AG_OP_COS, em, NO, NO, cs0, NO, NO);
+	T cs = NO;
+	if (cos_first) {
+		cs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (cos * attention_scaling)", cs0, 1.0, NULL);
+		unref(b, cs0);
+	}
+	T sn0 = TMP("sin", AG_F32, 1, Tn, hd);
+	op(b, AG_OP_SIN, em, NO, NO, sn0, NO, NO);
+	if (!cos_first) {
+		cs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (cos * attention_scaling)", cs0, 1.0, NULL);
+		unref(b, cs0);
+	}
+	T sn = scalar_op(b, AG_OP_MUL_SCALAR, "mul (sin * attention_scaling)", sn0, 1.0, NULL);
+	unref(b, sn0);
+	unref(b, pf);
+	unref(b, fr);
+	unref(b, em);
+	mark(b, "fwd:rotary_emb:end");
+	*cos4 = vw(b, cs, 4, SH(1, 1, Tn, hd), NULL, 0), *sin4 = vw(b, sn, 4, SH(1, 1, Tn, hd), NULL, 0);
+	unref(b, cs);
+	unref(b, sn);
+}
+
 /* LlamaForCausalLM's forward (the loss inside, as the reference's), the
  * loss's and the model's backward. */
 
@@ -3810,6 +4021,7 @@ static void llama_step(struct bld *b, struct model *M)
 	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, h = m->heads, hd = m->head_dim;
 	uint64_t kv = m->kv_heads, rep = h / kv, f = m->intermediate, L = m->layers;
 	int phi3 = m->hf_fused; /* Hugging Face's fused qkv_proj and gate_up_proj (modeling_phi3.py) */
+	int g3 = gemma3(m);
 	struct llama_layer_saved *S = zs_calloc(L, sizeof *S);
 	struct pt *emb = PF(M, b, "model.embed_tokens.weight"), *nw = PF(M, b, "model.norm.weight");
 	struct pt *head = m->tied ? emb : PF(M, b, "lm_head.weight");
@@ -3821,6 +4033,12 @@ static void llama_step(struct bld *b, struct model *M)
 	mark(b, "fwd:embed_tokens:start");
 	T ie = TMP("embedding (embed_tokens)", AG_F32, B, Tn, d);
 	op(b, AG_OP_EMBEDDING, emb->w, M->ids, NO, ie, NO, NO);
+	if (g3) { /* Gemma3TextScaledWordEmbedding: the lookup * embed_scale (a buffer MulBackward0 keeps) */
+		T sc = like(b, "mul (embedding * embed_scale)", ie);
+		op(b, AG_OP_MUL, ie, M->escale, NO, sc, NO, NO);
+		unref(b, ie);
+		ie = sc;
+	}
 	mark(b, "fwd:embed_tokens:end");
 	b->module = -1;
 	/* cache_position = arange(T); position_ids its unsqueeze */
@@ -3831,7 +4049,7 @@ static void llama_step(struct bld *b, struct model *M)
 	 * without padding: tests/hf_torch.py makes none) */
 	int sdpa = b->o->attn == ZS_ATTN_SDPA;
 	T cm = NO;
-	if (!sdpa) {
+	if (!sdpa && !g3) {
 		T full = TMP("full (causal mask)", AG_F32, Tn, Tn);
 		op(b, AG_OP_FILL, NO, NO, NO, full, NO, NO)->arg[0] = -3.4028234663852886e38;
 		cm = TMP("triu (causal mask)", AG_F32, Tn, Tn);
@@ -3848,37 +4066,28 @@ static void llama_step(struct bld *b, struct model *M)
 		unref(b, gf);
 		unref(b, gt);
 	}
-	/* rotary_emb (under no_grad): cos, sin [1, T, hd] */
-	mark(b, "fwd:rotary_emb:start");
-	T pf = TMP("_to_copy (position_ids float)", AG_F32, 1, 1, Tn);
-	op(b, AG_OP_COPY, cp, NO, NO, pf, NO, NO);
-	/* inv_freq[None, :, None].expand(1, -1, 1) @ position_ids[:, None, :] */
-	T ivf = vw(b, M->inv_freq, 3, SH(1, hd / 2, 1), (const int64_t[]){ 0, 1, 1 }, 0);
-	T fr = TMP("bmm (inv_freq x positions)", AG_F32, 1, hd / 2, Tn);
-	op(b, AG_OP_BMM, ivf, pf, NO, fr, NO, NO);
-	unref(b, ivf);
-	/* freqs = that.transpose(1, 2): cat((freqs, freqs), -1) reads the view */
-	T frt = transpose_last2(b, fr);
-	T em = TMP("cat (freqs, freqs)", AG_F32, 1, Tn, hd);
-	op(b, AG_OP_CAT_LAST, frt, frt, NO, em, NO, NO);
-	unref(b, frt);
-	T cs0 = TMP("cos", AG_F32, 1, Tn, hd);
-	op(b, AG_OP_COS, em, NO, NO, cs0, NO, NO);
-	T sn0 = TMP("sin", AG_F32, 1, Tn, hd);
-	op(b, AG_OP_SIN, em, NO, NO, sn0, NO, NO);
-	T cs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (cos * attention_scaling)", cs0, 1.0, NULL);
-	unref(b, cs0);
-	T sn = scalar_op(b, AG_OP_MUL_SCALAR, "mul (sin * attention_scaling)", sn0, 1.0, NULL);
-	unref(b, sn0);
-	unref(b, pf);
-	unref(b, fr);
-	unref(b, em);
-	mark(b, "fwd:rotary_emb:end");
-	T cos4 = vw(b, cs, 4, SH(1, 1, Tn, hd), NULL, 0), sin4 = vw(b, sn, 4, SH(1, 1, Tn, hd), NULL, 0);
-	unref(b, cs);
-	unref(b, sn);
+	/* Gemma3TextModel.forward: the full and the sliding masks
+	 * (masking_utils), then rotary_emb once per entry of layer_types, each
+	 * call's (cos, sin) replacing its type's (the old pair goes as the
+	 * dict's entry is rebound) */
+	T g3mask[2] = { NO, NO }, g3cos[2] = { NO, NO }, g3sin[2] = { NO, NO };
+	T cos4 = NO, sin4 = NO;
+	if (g3) {
+		g3mask[0] = gemma3_mask(b, cp, 0);
+		g3mask[1] = gemma3_mask(b, cp, m->sliding_window);
+		for (uint64_t l = 0; l < L; l++) {
+			int k = gemma_sliding(m, l);
+			T c4, s4;
+			rotary(b, k ? M->inv_freq_local : M->inv_freq, cp, 1, &c4, &s4);
+			unref(b, g3cos[k]);
+			unref(b, g3sin[k]);
+			g3cos[k] = c4, g3sin[k] = s4;
+		}
+	} else { /* rotary_emb (under no_grad): cos, sin [1, T, hd] */
+		rotary(b, M->inv_freq, cp, 0, &cos4, &sin4);
+	}
 	T hs = ie, nrm = NO;
-	if (m->gemma) {
+	if (m->gemma && !g3) {
 		/* Gemma2Model.forward: normalizer = torch.tensor(hidden_size**0.5,
 		 * dtype), a 4-byte tensor; hidden_states * normalizer, whose
 		 * MulBackward0 keeps it (inputs_embeds only for its gradient) */
@@ -3902,7 +4111,10 @@ static void llama_step(struct bld *b, struct model *M)
 		ref(b, hin);
 		T lcm = cm; /* the mask this layer's attention adds */
 		s->swmask = s->swtril = NO;
-		if (!sdpa && gemma_sliding(m, l)) {
+		if (g3) { /* its type's mask and position embeddings */
+			lcm = g3mask[gemma_sliding(m, l)];
+			cos4 = g3cos[gemma_sliding(m, l)], sin4 = g3sin[gemma_sliding(m, l)];
+		} else if (!sdpa && gemma_sliding(m, l)) {
 			T cmv = vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
 			gemma_sliding_mask(b, cmv, &s->swmask, &s->swtril);
 			unref(b, cmv);
@@ -3921,9 +4133,13 @@ static void llama_step(struct bld *b, struct model *M)
 			phi3_states(b, M, x1, i, &s->q, st);
 			qt = st[0], kt = st[1], vt = st[2];
 		} else {
-			qt = head_states(b, M, x1, i, 0, h, &s->q, &s->qn);
-			kt = head_states(b, M, x1, i, 1, kv, &s->k, &s->kn);
+			qt = head_states(b, M, x1, i, 0, h, &s->q, g3 ? NULL : &s->qn);
+			kt = head_states(b, M, x1, i, 1, kv, &s->k, g3 ? NULL : &s->kn);
 			vt = head_states(b, M, x1, i, 2, kv, &s->v, NULL);
+			if (g3) { /* Gemma3Attention: q_norm and k_norm on the transposed q and k */
+				qt = gemma3_head_norm(b, M, i, 0, qt, &s->qn);
+				kt = gemma3_head_norm(b, M, i, 1, kt, &s->kn);
+			}
 		}
 		s->rin = RG(b, hs);
 		s->ka = RG(b, qt);
@@ -4147,7 +4363,16 @@ static void llama_step(struct bld *b, struct model *M)
 	ac_clear(b, M); /* the autocast region exits (nothing of Llama's is only the cache's) */
 	/* the model's forward returns: cache_position, the mask, inputs_embeds
 	 * (kept by the first norm) and the position embeddings (by the ropes) */
-	if (m->gemma) { /* Gemma2Model.forward's locals: inputs_embeds (no node keeps it) first */
+	if (g3) { /* Gemma3TextModel.forward's locals: the masks, each type's position embeddings */
+		unref(b, ie);
+		unref(b, cp);
+		for (int k = 0; k < 2; k++) {
+			unref(b, g3mask[k]);
+			unref(b, g3cos[k]);
+			unref(b, g3sin[k]);
+		}
+		cos4 = sin4 = NO;
+	} else if (m->gemma) { /* Gemma2Model.forward's locals: inputs_embeds (no node keeps it) first */
 		unref(b, ie);
 		unref(b, cp);
 		unref(b, cm);
@@ -4339,6 +4564,11 @@ static void llama_step(struct bld *b, struct model *M)
 		struct lin_saved *ls[3] = { &s->v, &s->k, &s->q };
 		int part[3] = { 2, 1, 0 };
 		struct rms_saved *hn[3] = { NULL, &s->kn, &s->qn };
+		/* Gemma3Attention's k_norm and q_norm, made after the three
+		 * projections: their backward before any projection's */
+		for (int j = 1; j < 3 && g3 && dac != NO; j++)
+			if (proj[j] != NO)
+				proj[j] = gemma3_head_norm_bwd(b, M, i, part[j], proj[j], hn[j]);
 		for (int j = 0; j < 3 && dac != NO; j++) {
 			uint64_t n = j == 2 ? h : kv;
 			if (sdpa && kv == h && j == 0) {
@@ -4349,14 +4579,25 @@ static void llama_step(struct bld *b, struct model *M)
 				continue;
 			}
 			if (proj[j] != NO) /* k's: NO where k requires no grad */
-				head_states_bwd(b, M, proj[j], i, part[j], n, ls[j], hn[j], &xbuf1);
+				head_states_bwd(b, M, proj[j], i, part[j], n, ls[j], g3 ? NULL : hn[j], &xbuf1);
 		}
 		b->module = modname(b, "model.layers.%d.input_layernorm", i);
 		if (xbuf1 != NO)
 			rmsnorm_bwd(b, xbuf1, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
 		xbuf = rbuf;
 	}
-	if (xbuf != NO && m->gemma) {
+	if (xbuf != NO && g3) {
+		/* inputs_embeds is embed_tokens' output: its hooks, then
+		 * Gemma3TextScaledWordEmbedding's MulBackward0 (g · embed_scale) */
+		mark(b, "bwd:embed_tokens:start");
+		mark(b, "bwd:rotary_emb:end");
+		mark(b, "bwd:layers.0:end");
+		b->module = modname(b, "model.embed_tokens");
+		T ge = like(b, "mul (embed_scale backward)", xbuf);
+		op(b, AG_OP_MUL, xbuf, M->escale, NO, ge, NO, NO);
+		unref(b, xbuf);
+		embedding_bwd(b, M, ge, emb, held);
+	} else if (xbuf != NO && m->gemma) {
 		/* layer 0's input is inputs_embeds * normalizer: its MulBackward0
 		 * (g · normalizer; the node's input and the kept normalizer go)
 		 * before inputs_embeds' own hooks */
@@ -4746,23 +4987,34 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	memset(s, 0, sizeof *s);
 	/* The step is written from modeling_gpt2.py, modeling_llama.py
 	 * (mistral's is llama's), modeling_qwen2.py (llama's with biased q, k,
-	 * v), modeling_qwen3.py (llama's with q_norm and k_norm) and
-	 * modeling_phi3.py (fused qkv_proj and gate_up_proj): another family's
-	 * modules (gemma's norms, GeGLU and soft-capping) are not described. */
-	static const char *const described[] = { "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2" };
+	 * v), modeling_qwen3.py (llama's with q_norm and k_norm),
+	 * modeling_phi3.py (fused qkv_proj and gate_up_proj), modeling_gemma2.py
+	 * and modeling_gemma3.py (the Gemma section): another family's modules
+	 * are not described. */
+	static const char *const described[] = { "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2",
+		                                 "gemma3_text" };
 	size_t fam = 0;
 	while (fam < sizeof described / sizeof *described && strcmp(m->model_type, described[fam]) != 0)
 		fam++;
 	if (fam == sizeof described / sizeof *described)
 		return refuse(cause, "--model %s: the PyTorch step of a %s is not described yet (gpt2, llama, "
-		              "mistral, qwen2, qwen3, phi3 and gemma2 are)", m->name, m->model_type);
+		              "mistral, qwen2, qwen3, phi3, gemma2 and gemma3_text are)", m->name, m->model_type);
 	/* gemma2 (Gemma2ForCausalLM, fp32, eager attention, plain loop, DDP, FSDP;
 	 * checked against PyTorch 1.13 and 2.6 by tests/hf_torch.sh): the rest
 	 * of it is not described. transformers' sdpa_attention_forward takes
 	 * no softcap (integrations/sdpa_attention.py) and Gemma2ForCausalLM
-	 * warns to train with eager. */
+	 * warns to train with eager. gemma3_text the same, checked against
+	 * PyTorch 1.13 alone; its Gemma3Attention (modeling_gemma3.py at
+	 * 0018aa64) gives eager_attention_forward no softcap, so a config's
+	 * attn_logit_softcapping, which zerosim's own model applies, is not
+	 * followed; create_sliding_window_causal_mask raises without a
+	 * sliding_window. */
 	if (m->gemma) {
-		const char *no = o->attn == ZS_ATTN_SDPA      ? "--attn sdpa (give --attn eager)"
+		int g3 = gemma3(m);
+		const char *no = g3 && o->version != ZS_TORCH_1_13 ? "--torch-version 2.6 (give 1.13)"
+		                 : g3 && m->attn_softcap > 0 ? "attn_logit_softcapping (give a config without it)"
+		                 : g3 && !m->sliding_window  ? "no sliding_window"
+		                 : o->attn == ZS_ATTN_SDPA      ? "--attn sdpa (give --attn eager)"
 		                 : o->amp != AG_F32            ? "autocast (give --precision fp32)"
 		                 : o->freeze && *o->freeze     ? "--freeze"
 		                 : o->lora_r                   ? "--lora-r"
