@@ -28,3 +28,7 @@ endif
 # The transformer section on the shipped tiny models; the MLP's outputs unchanged.
 TESTS += tests/report_transformer.sh
 EXTRA_DIST += tests/report_transformer.sh
+
+# The report on runs of K micro-steps: DeepSpeed zero3's gathers against 2K a step.
+TESTS += tests/report_accum.sh
+EXTRA_DIST += tests/report_accum.sh

@@ -183,7 +183,7 @@ int report_read_framework(const cJSON *cfg, const char *where, struct report_fra
 	for (int i = 0; i < ZS_NSTEP_JSON_KEYS; i++) {
 		const cJSON *v = f->step[i] = cJSON_GetObjectItemCaseSensitive(cfg, zs_step_json_keys[i]);
 		if (v != NULL && !cJSON_IsNumber(v) && !cJSON_IsString(v) && !cJSON_IsBool(v))
-			return zs_fail(cause, "%s: \"%s\" is not a number, a string or true or false", where,
+			return zs_fail(cause, "%s.%s is not a number, a string, true or false", where,
 			               zs_step_json_keys[i]);
 	}
 	f->grad_accum = 1;
