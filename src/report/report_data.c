@@ -205,7 +205,7 @@ static const char *step_text(const cJSON *v, int key, char *buf, size_t len)
 		snprintf(buf, len, "'%.40s'", v->valuestring);
 	else if (cJSON_IsBool(v))
 		snprintf(buf, len, "%s", cJSON_IsTrue(v) ? "true" : "false");
-	else
+	else if (!cJSON_PrintPreallocated((cJSON *)v, buf, (int)len, 0)) /* the shortest that reads back */
 		num_text(v->valuedouble, buf, len);
 	return buf;
 }
