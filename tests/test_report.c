@@ -31,6 +31,7 @@
 #include "report/report_tfm.h"
 #include "report/report_torch.h"
 #include "util/util.h"
+#include "suite_run.h"
 
 /* ------------------------------------------------------------------------ */
 /* A dataset as the engine and the theory would write it (mixed, Adam). */
@@ -1840,11 +1841,5 @@ static Suite *report_suite(void)
 int main(void)
 {
 	zs_json_init(); /* before any cJSON call (util.h) */
-	SRunner *sr = srunner_create(report_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return suite_run(report_suite());
 }

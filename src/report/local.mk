@@ -20,7 +20,7 @@ zerosim_SOURCES += src/cli/cmd_report.c
 if HAVE_CHECK
 check_PROGRAMS += tests/test_report
 TESTS += tests/test_report
-tests_test_report_SOURCES = tests/test_report.c
+tests_test_report_SOURCES = tests/test_report.c tests/suite_run.h
 tests_test_report_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_report_LDADD = libzsreport.a libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS) -lm
 endif
