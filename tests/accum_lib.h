@@ -1,8 +1,8 @@
 /*
  * accum_lib — what the gradient-accumulation tests share (tests/
- * test_ds_accum.c, test_paper_accum.c): a run of the default MLP
- * 64,256,64 under a framework with K micro-steps of batch B, its final
- * weights kept, and the largest difference of two weight vectors.
+ * test_ds_accum.c, test_paper_accum.c): the default MLP 64,256,64 under a
+ * framework with K micro-steps of batch B (run it with engine_ok, its
+ * final weights kept), and the largest difference of two weight vectors.
  * Header-only: each test includes it once.
  */
 #ifndef ZS_TESTS_ACCUM_LIB_H
@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "util/config.h"
+#include "engine_ok.h"
 
 #define PSI 33088 /* the default MLP 64,256,64 */
 
@@ -30,18 +31,6 @@ static inline struct zs_config accum_config(enum zs_framework fw, enum zs_precis
 	c.grad_accum = K;
 	c.batch = B;
 	return c;
-}
-
-/* One run of scheme sc at N = n, the weights kept (the caller frees the
- * result with engine_result_free). */
-static inline struct zs_result accum_run(const struct zs_config *c, enum zs_scheme sc, unsigned n, enum zs_unit u)
-{
-	struct zs_result res;
-	struct zs_run_options opt = {.weights = 1};
-	char *cause = NULL;
-	int r = engine_run(c, sc, n, u, NULL, &opt, &res, &cause);
-	ck_assert_msg(r == 0, "engine_run failed: %s", cause ? cause : "?");
-	return res;
 }
 
 static inline double accum_max_diff(const float *a, const float *b, size_t n)

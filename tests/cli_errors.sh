@@ -674,6 +674,22 @@ try 2 "--measured is required; try 'zerosim report --help'" report --theory "$t"
 bad_report "unknown option '--frobnicate'; try 'zerosim report --help'" --measured "$m" --theory "$t" --frobnicate
 bad_report "unexpected argument 'stray'; try 'zerosim report --help'" --measured "$m" --theory "$t" stray
 bad_report "option '--theory' needs a value; try 'zerosim report --help'" --measured "$m" --theory
+# K micro-steps are part of the run under every framework: the paper's and
+# DeepSpeed's files record K too, and a K = 2 measurement beside a K = 1
+# theory is two runs (it was joined, and DeepSpeed's zero2 comm drawn as
+# UNEXPLAINED); a K the files cannot hold is refused.
+for fw in paper deepspeed; do
+	"$zerosim" measure -q --framework $fw --layers 4,8,4 --world 2 --grad-accum 2 --out "$tmp/m-k2-$fw.json" &&
+		"$zerosim" theory --framework $fw --layers 4,8,4 --world 2 --out "$tmp/t-k1-$fw.json" ||
+		fail "cannot make the $fw K = 2 and K = 1 files"
+	bad_report "$tmp/m-k2-$fw.json and $tmp/t-k1-$fw.json differ in grad_accum: 2 and 1" \
+		--measured "$tmp/m-k2-$fw.json" --theory "$tmp/t-k1-$fw.json"
+done
+set_first "$tmp/m-k2-paper.json" grad_accum 0 "$tmp/m-k0.json"
+bad_report "$tmp/m-k0.json: config.grad_accum is 0, not a whole number in 1..1024" --measured "$tmp/m-k0.json" --theory "$t"
+set_first "$tmp/m-k2-paper.json" grad_accum '[2]' "$tmp/m-karr.json"
+bad_report "$tmp/m-karr.json: config.grad_accum is not a number, a string, true or false" \
+	--measured "$tmp/m-karr.json" --theory "$t"
 # An empty folder name is bad usage (it once made OUT/figures the root
 # folder's /figures): refused before anything is written.
 bad_report "--out: the folder name is empty" --measured "$m" --theory "$t" --out ""

@@ -82,7 +82,7 @@ EXTRA_DIST += tests/ag_exec_losses.sh tests/ag_exec_train.sh tests/ag_exec_llama
 if HAVE_CHECK
 check_PROGRAMS += tests/test_moe
 TESTS += tests/test_moe
-tests_test_moe_SOURCES = tests/test_moe.c tests/model_lookup.h tests/moe_model.c tests/moe_model.h
+tests_test_moe_SOURCES = tests/test_moe.c tests/model_lookup.h tests/suite_run.h tests/moe_model.c tests/moe_model.h
 tests_test_moe_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_moe_LDADD = libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 endif
@@ -131,17 +131,17 @@ EXTRA_DIST += tests/framework_cli.sh
 if HAVE_CHECK
 check_PROGRAMS += tests/test_deepspeed
 TESTS += tests/test_deepspeed
-tests_test_deepspeed_SOURCES = tests/test_deepspeed.c tests/ds_suite.h
+tests_test_deepspeed_SOURCES = tests/test_deepspeed.c tests/engine_ok.h tests/suite_run.h
 tests_test_deepspeed_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_deepspeed_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 check_PROGRAMS += tests/test_ds_accum
 TESTS += tests/test_ds_accum
-tests_test_ds_accum_SOURCES = tests/test_ds_accum.c tests/accum_lib.h tests/ds_suite.h
+tests_test_ds_accum_SOURCES = tests/test_ds_accum.c tests/accum_lib.h tests/engine_ok.h tests/suite_run.h
 tests_test_ds_accum_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_ds_accum_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 check_PROGRAMS += tests/test_paper_accum
 TESTS += tests/test_paper_accum
-tests_test_paper_accum_SOURCES = tests/test_paper_accum.c tests/accum_lib.h
+tests_test_paper_accum_SOURCES = tests/test_paper_accum.c tests/accum_lib.h tests/engine_ok.h tests/suite_run.h
 tests_test_paper_accum_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_paper_accum_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) $(OPENBLAS_LIBS) $(CHECK_LIBS) -lm
 endif

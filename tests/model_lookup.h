@@ -11,6 +11,7 @@
 
 #include "util/model.h"
 #include "util/step.h"
+#include "suite_run.h"
 
 /* A shipped config, found as zerosim finds it (the test's main() sets
  * ZEROSIM_DATADIR to the source tree). */
@@ -42,11 +43,7 @@ static int run_with_shipped(Suite *s)
 	const char *srcdir = getenv("srcdir");
 	if (getenv("ZEROSIM_DATADIR") == NULL)
 		setenv("ZEROSIM_DATADIR", srcdir != NULL ? srcdir : ".", 1);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return suite_run(s);
 }
 
 #endif

@@ -21,9 +21,10 @@
 #    twice, a model given twice, an MLP's theory.json as --transformer, a
 #    transformer's as --theory, an activations breakdown off its total, a
 #    measurement beside a theory of another run (flash attention, another
-#    optimizer, another shape under the same name); a measured run without
-#    a schedule is counted as not checked, and one off the section's table
-#    that differs from the schedule (in the comm bytes) is unexplained.
+#    optimizer, another shape under the same name, another K or --freeze);
+#    a measured run without a schedule is counted as not checked, and one
+#    off the section's table that differs from the schedule (in the comm
+#    bytes) is unexplained.
 set -u
 zerosim=${ZS_BUILDDIR:-.}/zerosim
 src=${srcdir:-.}
@@ -195,6 +196,27 @@ if [ -s "$tmp/mgpt2.json" ]; then
 	refused "another shape under the same name and size" \
 		'heads.json and .*mgpt2.json describe different models named gpt2-tiny: config.model.attention_heads differs' \
 		--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/heads.json" --transformer "$tmp/mgpt2.json"
+	# Every setting that changes the bytes is part of the run (it was
+	# joined and drawn as UNEXPLAINED): K under the paper's schedule; K and
+	# --freeze under DDP over the PyTorch step.
+	tfm_theory "$tmp/k2.json" --grad-accum 2
+	refused "a K = 2 theory beside a K = 1 measurement" 'k2.json and .*mgpt2.json differ in grad_accum: 2 and 1' \
+		--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/k2.json" --transformer "$tmp/mgpt2.json"
+	ddp="--model $src/report/models/gpt2-tiny.json --framework torch --wrapper ddp --schemes dp --torch-device cpu
+		--torch-version 1.13 --precision fp32 --world 2 --seq 32 --batch 2"
+	# shellcheck disable=SC2086
+	"$zerosim" measure --quiet $ddp --steps 1 --grad-accum 2 --out "$tmp/mddp.json" 2>"$tmp/err" &&
+		"$zerosim" theory $ddp --out "$tmp/tddp1.json" && "$zerosim" theory $ddp --grad-accum 2 --out "$tmp/tddp.json" &&
+		"$zerosim" theory $ddp --grad-accum 2 --freeze embeddings --out "$tmp/tfrozen.json" ||
+		fail "DDP's files: $(cat "$tmp/err")"
+	refused "a DDP K = 1 theory beside a K = 2 measurement" 'tddp1.json and .*mddp.json differ in grad_accum: 1 and 2' \
+		--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/tddp1.json" --transformer "$tmp/mddp.json"
+	refused "a frozen theory beside a full measurement" "tfrozen.json and .*mddp.json differ in freeze: 'embeddings' and absent" \
+		--measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/tfrozen.json" --transformer "$tmp/mddp.json"
+	ZEROSIM_DATADIR=$src "$zerosim" report --no-render --measured "$tmp/m.json" --theory "$tmp/t.json" \
+		--transformer "$tmp/tddp.json" --transformer "$tmp/mddp.json" --out "$tmp/ddp" >"$tmp/out" 2>"$tmp/err" &&
+		grep -q '^zerosim report: transformer gpt2-tiny (fp32, framework torch): 1 rows, 1 measured, 0 unexplained$' "$tmp/out" ||
+		fail "DDP K = 2 beside its theory: $(cat "$tmp/out" "$tmp/err")"
 	sed 's/"schedule":\([[:space:]]*\){/"schedule_was":\1{/' "$tmp/gpt2-tiny.json" >"$tmp/nosched.json"
 	cmp -s "$tmp/gpt2-tiny.json" "$tmp/nosched.json" && fail "nosched.json is unchanged"
 	ZEROSIM_DATADIR=$src "$zerosim" report --no-render --measured "$tmp/m.json" --theory "$tmp/t.json" \

@@ -35,7 +35,8 @@
 #include "util/config.h"
 #include "util/util.h"
 
-#include "ds_suite.h"
+#include "engine_ok.h"
+#include "suite_run.h"
 
 #define PSI 33088
 #define RESIDENT_N2 297792u
@@ -53,7 +54,7 @@ static struct zs_config ds_config(enum zs_precision pr)
 
 static struct zs_result run(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
 {
-	return ds_run(c, s, n, u, 0);
+	return engine_ok(c, s, n, u, 0);
 }
 
 static struct theory_schedule predict(const struct zs_config *c, enum zs_scheme s, unsigned n, enum zs_unit u)
@@ -580,5 +581,5 @@ int main(void)
 	tcase_add_test(t, test_zero3_offloads_the_params);
 	tcase_add_test(t, test_an_oversized_grad_stays_in_autograds_grad);
 	suite_add_tcase(s, t);
-	return ds_run_suite(s);
+	return suite_run(s);
 }

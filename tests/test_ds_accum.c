@@ -35,7 +35,7 @@
 #include "util/model.h"
 #include "util/util.h"
 #include "accum_lib.h"
-#include "ds_suite.h"
+#include "suite_run.h"
 
 /* The scheme every check runs (dp, zero1 or zero2; config.c refuses
  * accumulation under zero3): each check runs under each. */
@@ -51,7 +51,7 @@ static struct zs_config ds_config(enum zs_precision pr, enum zs_optimizer opt, u
 
 static struct zs_result run(const struct zs_config *c, unsigned n, enum zs_unit u)
 {
-	return accum_run(c, scheme, n, u);
+	return engine_ok(c, scheme, n, u, 1);
 }
 
 /* K·B in one step against K micro-steps of B, at N = 1, 2, 3 and both
@@ -396,5 +396,5 @@ int main(void)
 	tcase_add_test(t, test_transformer_comm_per_optimizer_step);
 	tcase_add_test(t, test_transformer_offloaded_accumulation_is_refused);
 	suite_add_tcase(s, t);
-	return ds_run_suite(s);
+	return suite_run(s);
 }

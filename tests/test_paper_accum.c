@@ -28,6 +28,7 @@
 #include "util/config.h"
 #include "util/util.h"
 #include "accum_lib.h"
+#include "suite_run.h"
 
 static struct zs_config paper_config(enum zs_precision pr, enum zs_optimizer opt, unsigned K, unsigned B)
 {
@@ -47,8 +48,8 @@ static double same_weights(enum zs_precision pr, enum zs_optimizer opt, double t
 				for (int u = 0; u < 2; u++) {
 					enum zs_unit unit = u ? ZS_UNIT_LAYER : ZS_UNIT_MODEL;
 					struct zs_config one = paper_config(pr, opt, 1, K * B), acc = paper_config(pr, opt, K, B);
-					struct zs_result a = accum_run(&one, (enum zs_scheme)sc, n, unit);
-					struct zs_result b = accum_run(&acc, (enum zs_scheme)sc, n, unit);
+					struct zs_result a = engine_ok(&one, (enum zs_scheme)sc, n, unit, 1);
+					struct zs_result b = engine_ok(&acc, (enum zs_scheme)sc, n, unit, 1);
 					double d = accum_max_diff(a.weights, b.weights, PSI);
 					most = fmax(most, d);
 					ck_assert_msg(d <= tol, "%s K=%u N=%u unit=%d %s: weights differ by %g (> %g)",
@@ -88,14 +89,14 @@ END_TEST
 START_TEST(test_half_the_rows_give_other_weights)
 {
 	struct zs_config one = paper_config(ZS_FP32, ZS_SGD, 1, 8), half = paper_config(ZS_FP32, ZS_SGD, 1, 4);
-	struct zs_result a = accum_run(&one, ZS_DP, 2, ZS_UNIT_MODEL), b = accum_run(&half, ZS_DP, 2, ZS_UNIT_MODEL);
+	struct zs_result a = engine_ok(&one, ZS_DP, 2, ZS_UNIT_MODEL, 1), b = engine_ok(&half, ZS_DP, 2, ZS_UNIT_MODEL, 1);
 	double d = accum_max_diff(a.weights, b.weights, PSI);
 	ck_assert_msg(d > 100 * 2e-8, "half the rows moved the weights by %g only", d);
 	printf("half the rows: the weights differ by %g (SGD, dp)", d);
 	engine_result_free(&a);
 	engine_result_free(&b);
 	one.optimizer = half.optimizer = ZS_ADAM;
-	a = accum_run(&one, ZS_ZERO3, 2, ZS_UNIT_MODEL), b = accum_run(&half, ZS_ZERO3, 2, ZS_UNIT_MODEL);
+	a = engine_ok(&one, ZS_ZERO3, 2, ZS_UNIT_MODEL, 1), b = engine_ok(&half, ZS_ZERO3, 2, ZS_UNIT_MODEL, 1);
 	d = accum_max_diff(a.weights, b.weights, PSI);
 	ck_assert_msg(d > 100 * 2e-6, "half the rows moved the weights by %g only", d);
 	printf(", %g (Adam, zero3)\n", d);
@@ -117,8 +118,8 @@ START_TEST(test_collectives_per_optimizer_step)
 	        {3, 0, 0}, {0, 3, 3}, {0, 9, 3}, {0, 9, 18}};
 	for (int sc = ZS_DP; sc <= ZS_ZERO3; sc++) {
 		struct zs_config c1 = paper_config(ZS_MIXED, ZS_ADAM, 1, 4), c3 = paper_config(ZS_MIXED, ZS_ADAM, 3, 4);
-		struct zs_result a = accum_run(&c1, (enum zs_scheme)sc, 2, ZS_UNIT_MODEL);
-		struct zs_result b = accum_run(&c3, (enum zs_scheme)sc, 2, ZS_UNIT_MODEL);
+		struct zs_result a = engine_ok(&c1, (enum zs_scheme)sc, 2, ZS_UNIT_MODEL, 1);
+		struct zs_result b = engine_ok(&c3, (enum zs_scheme)sc, 2, ZS_UNIT_MODEL, 1);
 		ck_assert_uint_eq(b.comm[0].calls[ZS_ALL_REDUCE], calls[sc][0]);
 		ck_assert_uint_eq(b.comm[0].calls[ZS_REDUCE_SCATTER], calls[sc][1]);
 		ck_assert_uint_eq(b.comm[0].calls[ZS_ALL_GATHER], calls[sc][2]);
@@ -145,13 +146,13 @@ START_TEST(test_the_transients_of_a_later_micro_step)
 {
 	struct zs_config c1 = paper_config(ZS_MIXED, ZS_ADAM, 1, 4), c2 = paper_config(ZS_MIXED, ZS_ADAM, 2, 4);
 	c1.steps = c2.steps = 1;
-	struct zs_result a = accum_run(&c1, ZS_DP, 2, ZS_UNIT_MODEL), b = accum_run(&c2, ZS_DP, 2, ZS_UNIT_MODEL);
+	struct zs_result a = engine_ok(&c1, ZS_DP, 2, ZS_UNIT_MODEL, 1), b = engine_ok(&c2, ZS_DP, 2, ZS_UNIT_MODEL, 1);
 	ck_assert_uint_eq(b.peak[0], a.peak[0] + 2 * PSI);
 	ck_assert_uint_eq(b.peak_breakdown[ZS_CAT_FULL_GRADS], 2 * PSI);
 	ck_assert_uint_eq(b.peak_breakdown[ZS_CAT_GRAD16], 2 * PSI);
 	engine_result_free(&a);
 	engine_result_free(&b);
-	a = accum_run(&c1, ZS_ZERO2, 2, ZS_UNIT_MODEL), b = accum_run(&c2, ZS_ZERO2, 2, ZS_UNIT_MODEL);
+	a = engine_ok(&c1, ZS_ZERO2, 2, ZS_UNIT_MODEL, 1), b = engine_ok(&c2, ZS_ZERO2, 2, ZS_UNIT_MODEL, 1);
 	ck_assert_uint_eq(b.peak[0], a.peak[0] + 2 * 16544 - 7168 - 8192);
 	ck_assert_uint_eq(b.peak_breakdown[ZS_CAT_GRAD16], 2 * 2 * 16544); /* the shard and the transient */
 	ck_assert_uint_eq(b.peak_breakdown[ZS_CAT_ACTIVATIONS], 0);
@@ -172,9 +173,5 @@ int main(void)
 	tcase_add_test(t, test_collectives_per_optimizer_step);
 	tcase_add_test(t, test_the_transients_of_a_later_micro_step);
 	suite_add_tcase(s, t);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return suite_run(s);
 }

@@ -1101,7 +1101,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	struct zs_run *r = zs_calloc(1, sizeof *r);
 	r->ops = scheme_ops(scheme_entry(c->framework, scheme), world);
 	r->config = c;
-	r->nmicro = c->grad_accum > 1 ? c->grad_accum : 1; /* config.c: the paper's and DeepSpeed's schemes */
+	r->nmicro = c->grad_accum > 1 ? c->grad_accum : 1; /* every scheme, paper's and DeepSpeed's (config.c) */
 	net_init(&r->model, c);
 	run_layout(&r->layout, &r->model, c, scheme, world, unit);
 	r->world = world;

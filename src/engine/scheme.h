@@ -96,11 +96,11 @@ struct zs_run {
 	const struct zs_case *cs;
 	const float *init;            /* the initial fp32 weights, Ψ (outside every rank) */
 	const struct zs_config *config; /* the run's options (a framework's settings) */
-	/* Gradient accumulation (--grad-accum K: the paper's schedule and
-	 * DeepSpeed's ZeRO-2): an optimizer step is K micro-steps, each a
-	 * forward, backward and reduce on its slice of the K-fold batch;
-	 * micro is the one running (0..K-1), the optimizer runs after the
-	 * last. */
+	/* Gradient accumulation (--grad-accum K: the paper's schedule, dp and
+	 * ZeRO-1 to 3, and DeepSpeed's dp, ZeRO-1, ZeRO-2 and ZeRO-3 on the
+	 * MLP): an optimizer step is K micro-steps, each a forward, backward
+	 * and reduce on its slice of the K-fold batch; micro is the one
+	 * running (0..K-1), the optimizer runs after the last. */
 	unsigned micro, nmicro;
 };
 

@@ -21,7 +21,7 @@ zerosim_SOURCES += src/cli/cmd_report.c
 if HAVE_CHECK
 check_PROGRAMS += tests/test_report
 TESTS += tests/test_report
-tests_test_report_SOURCES = tests/test_report.c
+tests_test_report_SOURCES = tests/test_report.c tests/suite_run.h
 tests_test_report_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_report_LDADD = libzsreport.a libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS) -lm
 endif
@@ -29,3 +29,7 @@ endif
 # The transformer section on the shipped tiny models; the MLP's outputs unchanged.
 TESTS += tests/report_transformer.sh
 EXTRA_DIST += tests/report_transformer.sh
+
+# The report on runs of K micro-steps: DeepSpeed zero3's gathers against 2K a step.
+TESTS += tests/report_accum.sh
+EXTRA_DIST += tests/report_accum.sh

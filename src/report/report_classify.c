@@ -64,7 +64,8 @@ static const struct report_cause_info causes[REPORT_NCAUSES] = {
 	{"coordinator's gathers", "coordinator_gathers", 'w', 1,
 	 "DeepSpeed ZeRO-3's all-gathers against the paper's two a step",
 	 "\\emph{coordinator's gathers} (DeepSpeed's zero3, comm): the measured all-gather bytes against "
-	 "the paper's two all-gathers of the padded params a step (DeepSpeed's coordinator gathers each "
+	 "the paper's two all-gathers of the padded params a micro-step ($2K$ a step under "
+	 "\\texttt{--grad-accum}~$K$; DeepSpeed's coordinator gathers each "
 	 "module twice in step~1 and keeps it whole from forward into backward after, and gathers the "
 	 "persistent params once after each step; the figure is the mean over the steps)"},
 	{"activations and scratch", "activations_and_scratch", 'a', 0,
@@ -186,9 +187,10 @@ static void attribute_comm(const struct report_data *d, const struct report_run 
 	if (strcmp(d->framework, "torch") == 0 && r->scheme == ZS_ZERO3 && r->unit == ZS_UNIT_MODEL)
 		skipped = -(double)(r->world - 1) * r->shard_elements * d->p;
 	/* DeepSpeed's zero3: its coordinator's all-gathers against the paper's
-	 * two of the padded params, (N-1)/N of 2·P·p. */
+	 * two of the padded params a micro-step, (N-1)/N of 2·K·P·p (the
+	 * floor is K-fold likewise). */
 	double gathers = strcmp(d->framework, "deepspeed") == 0 && r->scheme == ZS_ZERO3 ?
-	                 r->allgather_bytes - 2.0 * (r->world - 1) / r->world * r->padded_elements * d->p : 0;
+	                 r->allgather_bytes - 2.0 * d->grad_accum * (r->world - 1) / r->world * r->padded_elements * d->p : 0;
 	double rest = pt->departure - r->broadcast_bytes - skipped - gathers;
 
 	pt->cause[REPORT_BROADCAST] = r->broadcast_bytes;

@@ -180,7 +180,45 @@ int report_read_framework(const cJSON *cfg, const char *where, struct report_fra
 		    zs_json_string(cfg, zs_torch_json_keys[i], where, &f->torch[i], cause) < 0)
 			return -1;
 	}
+	for (int i = 0; i < ZS_NSTEP_JSON_KEYS; i++) {
+		const cJSON *v = f->step[i] = cJSON_GetObjectItemCaseSensitive(cfg, zs_step_json_keys[i]);
+		if (v != NULL && !cJSON_IsNumber(v) && !cJSON_IsString(v) && !cJSON_IsBool(v))
+			return zs_fail(cause, "%s.%s is not a number, a string, true or false", where,
+			               zs_step_json_keys[i]);
+	}
+	f->grad_accum = 1;
+	if (f->step[ZS_SJ_GRAD_ACCUM] != NULL) {
+		unsigned long long k;
+		if (zs_json_uint(cfg, zs_step_json_keys[ZS_SJ_GRAD_ACCUM], where, 1, ZS_MAX_GRAD_ACCUM, &k, cause) < 0)
+			return -1;
+		f->grad_accum = (double)k;
+	}
 	return 0;
+}
+
+/* A step setting for a message: its value, or what its absence means. */
+static const char *step_text(const cJSON *v, int key, char *buf, size_t len)
+{
+	if (v == NULL)
+		return key == ZS_SJ_GRAD_ACCUM ? "1" : "absent";
+	if (cJSON_IsString(v))
+		snprintf(buf, len, "'%.40s'", v->valuestring);
+	else if (cJSON_IsBool(v))
+		snprintf(buf, len, "%s", cJSON_IsTrue(v) ? "true" : "false");
+	else if (!cJSON_PrintPreallocated((cJSON *)v, buf, (int)len, 0)) /* the shortest that reads back */
+		num_text(v->valuedouble, buf, len);
+	return buf;
+}
+
+/* Whether two files' step setting `key` is the same: both absent, equal,
+ * or K given as 1 beside none (a K = 1 run writes none). */
+static int same_step(const struct report_framework *a, const struct report_framework *b, int key)
+{
+	if (key == ZS_SJ_GRAD_ACCUM)
+		return a->grad_accum == b->grad_accum;
+	if (a->step[key] == NULL || b->step[key] == NULL)
+		return a->step[key] == b->step[key];
+	return cJSON_Compare(a->step[key], b->step[key], 1);
 }
 
 int report_same_framework(const struct report_framework *a, const struct report_framework *b, const char *an,
@@ -204,6 +242,12 @@ int report_same_framework(const struct report_framework *a, const struct report_
 		if (a->torch[i] != NULL && b->torch[i] != NULL && strcmp(a->torch[i], b->torch[i]) != 0)
 			return zs_fail(cause, "%s and %s differ in %s: %.15s and %.15s", an, bn, zs_torch_json_keys[i],
 			               a->torch[i], b->torch[i]);
+	for (int i = 0; i < ZS_NSTEP_JSON_KEYS; i++)
+		if (!same_step(a, b, i)) {
+			char x[48], y[48];
+			return zs_fail(cause, "%s and %s differ in %s: %s and %s", an, bn, zs_step_json_keys[i],
+			               step_text(a->step[i], i, x, sizeof x), step_text(b->step[i], i, y, sizeof y));
+		}
 	if (a->ds_reduce_bucket >= 0 && b->ds_reduce_bucket >= 0 && a->ds_reduce_bucket != b->ds_reduce_bucket)
 		return zs_fail(cause, "%s and %s differ in DeepSpeed's reduce bucket: %.0f and %.0f elements", an,
 		               bn, a->ds_reduce_bucket, b->ds_reduce_bucket);
@@ -1130,6 +1174,7 @@ static int mlp_measured(void *section, const cJSON *measured, const char *mname,
 	d->ds_persist = tm->fw.ds_persist >= 0 ? tm->fw.ds_persist : mm->fw.ds_persist;
 	d->offload = mm->fw.offload != NULL && strcmp(mm->fw.offload, "none") != 0;
 	d->offload_params = mm->fw.offload != NULL && strcmp(mm->fw.offload, "params") == 0;
+	d->grad_accum = mm->fw.grad_accum; /* the theory's is the same (same_model) */
 	d->p = mm->p;
 	d->g = mm->g;
 	d->k = mm->k;

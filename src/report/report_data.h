@@ -139,6 +139,7 @@ struct report_data {
 	double ds_persist;                   /* config.deepspeed.persist; -1 when absent */
 	int offload;                         /* the measured config.deepspeed.offload is not "none" */
 	int offload_params;                  /* it is "params" (the params' partitions on the host too) */
+	double grad_accum;                   /* config.grad_accum, K micro-steps a step; 1 when absent */
 	double p, g, k;                      /* bytes per param: working param, grad, optimizer */
 	/* measured config.allocator.conf (--alloc-conf), with has_alloc */
 	int has_alloc;
@@ -217,12 +218,19 @@ struct report_framework {
 	/* The PyTorch followed (config.torch_version ... wrapper, in
 	 * zs_torch_json_keys' order), each NULL when absent. */
 	const char *torch[ZS_NTORCH_JSON_KEYS];
+	/* The step's settings that change its bytes (config.grad_accum ...
+	 * double_quant, in zs_step_json_keys' order), each NULL when absent,
+	 * and K (config.grad_accum, 1 when absent). */
+	const cJSON *step[ZS_NSTEP_JSON_KEYS];
+	double grad_accum;
 };
 int report_read_framework(const cJSON *cfg, const char *where, struct report_framework *f, char **cause);
 
-/* Two files of one experiment: the same framework, and the same setting
- * wherever both name one (a departure would blame the code); the ranks
- * per node where both are offloaded. Steps are checked by the caller
+/* Two files of one experiment: the same framework, the same setting
+ * wherever both name one (a departure would blame the code), and the same
+ * step settings (absent where absent: a K = 2 run beside a K = 1 theory,
+ * a frozen one beside a full one are two runs); the ranks per node where
+ * both are offloaded. Steps are checked by the caller
  * where they matter (DeepSpeed's zero3 rows). */
 int report_same_framework(const struct report_framework *a, const struct report_framework *b, const char *an,
                           const char *bn, char **cause);

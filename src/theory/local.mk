@@ -16,7 +16,7 @@ zerosim_SOURCES += src/cli/cmd_theory.c
 if HAVE_CHECK
 check_PROGRAMS += tests/test_theory
 TESTS += tests/test_theory
-tests_test_theory_SOURCES = tests/test_theory.c tests/model_lookup.h
+tests_test_theory_SOURCES = tests/test_theory.c tests/model_lookup.h tests/suite_run.h
 tests_test_theory_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_theory_LDADD = libzstheory.a libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS) -lm
 # NCCL's buffers per communicator, worked by hand from NCCL's sizes.

@@ -1119,36 +1119,48 @@ void zs_config_json_deepspeed(cJSON *cfg, const struct zs_config *c)
 const char *const zs_torch_json_keys[ZS_NTORCH_JSON_KEYS] = {"torch_version", "torch_device", "optimizer_impl",
                                                                 "zero_grad", "attn", "wrapper"};
 
-void zs_config_json_torch(cJSON *cfg, const struct zs_config *c, int attention)
+const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS] = {
+	"grad_accum", "ddp_no_sync", "freeze", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "quant_base",
+	"double_quant"};
+
+/* zs_step_json_keys' values, each only where it is on: a K = 1 run, one
+ * that freezes nothing, one without LoRA or its 4-bit base writes none,
+ * so that its files are what they were. */
+static void json_step_settings(cJSON *cfg, const struct zs_config *c)
 {
-	if (c->framework == ZS_FW_PAPER || !zs_wrapper_step(c))
-		return; /* only the PyTorch step (plain or DDP) follows them (zs_config_check_torch) */
-	const char *value[ZS_NTORCH_JSON_KEYS] = {
-		zs_torch_version_name(c->torch_version), zs_torch_device_name(c->torch_device),
-		zs_optim_impl_name(zs_optim_impl_resolve(c)), zs_zero_grad_name(zs_zero_grad_resolve(c)),
-		attention ? zs_attn_name(zs_attn_resolve(c)) : NULL, zs_wrapper_name(c->wrapper)};
-	for (int i = 0; i < ZS_NTORCH_JSON_KEYS; i++)
-		if (value[i] != NULL)
-			cJSON_AddStringToObject(cfg, zs_torch_json_keys[i], value[i]);
-	/* gradient accumulation: only where it is on, so that K = 1's files
-	 * are what they were */
+	const char *const *key = zs_step_json_keys;
 	if (c->grad_accum > 1) {
-		cJSON_AddNumberToObject(cfg, "grad_accum", c->grad_accum);
+		cJSON_AddNumberToObject(cfg, key[ZS_SJ_GRAD_ACCUM], c->grad_accum);
 		/* no_sync() is DDP's and FSDP's (ag_ddp.c, ag_fsdp.c): either
 		 * run's peak depends on it */
-		if (c->wrapper == ZS_WRAPPER_DDP || c->wrapper == ZS_WRAPPER_FSDP)
-			cJSON_AddBoolToObject(cfg, "ddp_no_sync", c->ddp_no_sync);
+		if (c->framework == ZS_FW_TORCH && (c->wrapper == ZS_WRAPPER_DDP || c->wrapper == ZS_WRAPPER_FSDP))
+			cJSON_AddBoolToObject(cfg, key[ZS_SJ_DDP_NO_SYNC], c->ddp_no_sync);
 	}
-	if (c->freeze[0]) /* only when given: the files of a run that freezes nothing are as they were */
-		cJSON_AddStringToObject(cfg, "freeze", c->freeze);
-	if (c->lora_r) { /* likewise: only with LoRA */
-		cJSON_AddNumberToObject(cfg, "lora_r", c->lora_r);
-		cJSON_AddNumberToObject(cfg, "lora_alpha", c->lora_alpha);
-		cJSON_AddNumberToObject(cfg, "lora_dropout", c->lora_dropout);
-		cJSON_AddStringToObject(cfg, "lora_targets", c->lora_targets[0] ? c->lora_targets : "default");
+	if (c->freeze[0])
+		cJSON_AddStringToObject(cfg, key[ZS_SJ_FREEZE], c->freeze);
+	if (c->lora_r) {
+		cJSON_AddNumberToObject(cfg, key[ZS_SJ_LORA_R], c->lora_r);
+		cJSON_AddNumberToObject(cfg, key[ZS_SJ_LORA_ALPHA], c->lora_alpha);
+		cJSON_AddNumberToObject(cfg, key[ZS_SJ_LORA_DROPOUT], c->lora_dropout);
+		cJSON_AddStringToObject(cfg, key[ZS_SJ_LORA_TARGETS], c->lora_targets[0] ? c->lora_targets : "default");
 	}
-	if (c->quant_nf4) { /* likewise: only with the 4-bit base */
-		cJSON_AddStringToObject(cfg, "quant_base", "nf4");
-		cJSON_AddBoolToObject(cfg, "double_quant", c->double_quant);
+	if (c->quant_nf4) {
+		cJSON_AddStringToObject(cfg, key[ZS_SJ_QUANT_BASE], "nf4");
+		cJSON_AddBoolToObject(cfg, key[ZS_SJ_DOUBLE_QUANT], c->double_quant);
 	}
+}
+
+void zs_config_json_torch(cJSON *cfg, const struct zs_config *c, int attention)
+{
+	/* only the PyTorch step (plain or DDP) follows them (zs_config_check_torch) */
+	if (c->framework != ZS_FW_PAPER && zs_wrapper_step(c)) {
+		const char *value[ZS_NTORCH_JSON_KEYS] = {
+			zs_torch_version_name(c->torch_version), zs_torch_device_name(c->torch_device),
+			zs_optim_impl_name(zs_optim_impl_resolve(c)), zs_zero_grad_name(zs_zero_grad_resolve(c)),
+			attention ? zs_attn_name(zs_attn_resolve(c)) : NULL, zs_wrapper_name(c->wrapper)};
+		for (int i = 0; i < ZS_NTORCH_JSON_KEYS; i++)
+			if (value[i] != NULL)
+				cJSON_AddStringToObject(cfg, zs_torch_json_keys[i], value[i]);
+	}
+	json_step_settings(cfg, c); /* under every framework: K is the paper's and DeepSpeed's too */
 }

@@ -199,15 +199,35 @@ int zs_config_set_json(struct zs_config *c, const char *key, const struct cJSON 
 void zs_config_json_deepspeed(struct cJSON *cfg, const struct zs_config *c);
 
 /* The PyTorch a run follows into a file's "config" (docs/formats.md): for
- * --framework torch or deepspeed, "torch_version", "torch_device",
- * "optimizer_impl", "zero_grad", "attn" and "wrapper", each as it runs
- * (the *_resolve below: no "default"); "attn" only where the run has a
- * transformer (attention != 0: an MLP has none). Nothing under paper, so
- * that its files are what they were. */
+ * the PyTorch step (--framework torch, --wrapper none, ddp or fsdp),
+ * "torch_version", "torch_device", "optimizer_impl", "zero_grad", "attn"
+ * and "wrapper", each as it runs (the *_resolve below: no "default");
+ * "attn" only where the run has a transformer (attention != 0: an MLP has
+ * none). Then, under every framework, the step's settings that change its
+ * bytes (zs_step_json_keys), each only where it is on, so that a run
+ * without them writes what it wrote before they existed. */
 void zs_config_json_torch(struct cJSON *cfg, const struct zs_config *c, int attention);
-/* Those keys, in that order (the report compares them between files). */
+/* The PyTorch keys, in that order (the report compares them between files). */
 #define ZS_NTORCH_JSON_KEYS 6
 extern const char *const zs_torch_json_keys[ZS_NTORCH_JSON_KEYS];
+/* The step's settings that change its bytes, as the files name them: K
+ * (written when K > 1), DDP's and FSDP's no_sync() (with K > 1 under
+ * those wrappers), --freeze, LoRA's four and QLoRA's two. The report joins
+ * two files only where each key is the same in both (absent in both, or
+ * grad_accum absent beside 1). */
+enum zs_step_json_key {
+	ZS_SJ_GRAD_ACCUM,
+	ZS_SJ_DDP_NO_SYNC,
+	ZS_SJ_FREEZE,
+	ZS_SJ_LORA_R,
+	ZS_SJ_LORA_ALPHA,
+	ZS_SJ_LORA_DROPOUT,
+	ZS_SJ_LORA_TARGETS,
+	ZS_SJ_QUANT_BASE,
+	ZS_SJ_DOUBLE_QUANT,
+	ZS_NSTEP_JSON_KEYS
+};
+extern const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS];
 
 /* Load a zerosim-sweep/2 or /1 file over `c` (keys it has replace c's). A key
  * the format does not have is an error naming it; a /1 file has none of

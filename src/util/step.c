@@ -438,7 +438,7 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 	const int moe = m->experts > 0;
 
 	b->n = 0;
-	struct bufs x = {b, 16 + STEP_NBLOCK_ACTS * L + 8}; /* sized once: every buffer at most */
+	struct bufs x = {b, 16 + STEP_NBLOCK_ACTS * L + 8}; /* a first size; buf() grows it where a step has more */
 	b->buf = zs_malloc(x.cap * sizeof *b->buf);
 	buf(&x, (struct step_buffer){"tokens", STEP_TOKENS, 0, -1, BT, 4, A, STEP_AT_FORWARD, 0, 0, 0});
 	buf(&x, (struct step_buffer){"targets", STEP_TARGETS, 0, -1, BT, 4, A, STEP_AT_FORWARD, 0, head, 0});
@@ -495,7 +495,7 @@ void step_buffers_mlp(struct step_buffers *b, const size_t *widths, size_t nwidt
 	for (size_t l = 1; l < nwidths; l++)
 		dmax = widths[l] > dmax ? widths[l] : dmax;
 	b->n = 0;
-	struct bufs x = {b, nwidths + 4}; /* sized once: every buffer */
+	struct bufs x = {b, nwidths + 4}; /* a first size; buf() grows it */
 	b->buf = zs_malloc(x.cap * sizeof *b->buf);
 	buf(&x, (struct step_buffer){"delta0", STEP_SCRATCH, 0, -1, batch * dmax, 4, S, STEP_AT_BACKWARD, 0, end, 0});
 	buf(&x, (struct step_buffer){"delta1", STEP_SCRATCH, 1, -1, batch * dmax, 4, S, STEP_AT_BACKWARD, 0, end, 0});
