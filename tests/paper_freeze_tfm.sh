@@ -177,7 +177,7 @@ frozen_check() { # WHAT LO HI TRAINLO TRAINHI OPTIONS...: after 1 and 3 steps, a
 	ok=near
 	case "$*" in *mixed*) ok=half ;; esac
 	if [ "$a" = same ] && [ "$b" = "$ok" ] && [ "$c" = moved ] && [ "$d" = moved ]; then
-		echo "ok: $what: frozen $lo..$hi the same after 1 and 3 steps ($b the initial), the trainable moved"
+		echo "ok: $what: frozen $lo..$hi the same after 1 and 3 steps and $b the initial (near: 1e-7, half: fp16), the trainable moved"
 	else
 		echo "$name: FAIL: $what: frozen $lo..$hi after 1 and 3 steps: $a, against the initial: $b;" \
 			"trainable $tlo..$thi: $c, $d (expected same, $ok, moved, moved)" >&2

@@ -247,15 +247,17 @@ int zs_freeze_paper_check(const struct zs_config *c, const struct zs_model *m, c
 	for (size_t i = 0; i < c->nschemes; i++)
 		for (size_t w = 0; w < c->nworld; w++)
 			zero3 |= c->schemes[i] == ZS_ZERO3 && c->world[w] > 1;
-	if (bad)
-		(void)zs_fail(cause, "--freeze %s: freezes %s of %s's %zu parameter tensors (nothing to %s)", c->freeze,
-		              nfrozen ? "every one" : "none", m->name, p.ntensors, nfrozen ? "train" : "freeze");
-	for (size_t u = 0; !bad && u < c->nunits; u++) {
+	int units_bad = 0;
+	for (size_t u = 0; !units_bad && u < c->nunits; u++) {
 		size_t n;
 		struct zs_freeze_run *run = zs_freeze_units(&p, c->freeze, c->units[u] == ZS_UNIT_LAYER, zero3, &n, cause);
-		bad = run == NULL;
+		units_bad = run == NULL;
 		free(run);
 	}
+	if (bad && !units_bad)
+		(void)zs_fail(cause, "--freeze %s: freezes %s of %s's %zu parameter tensors (nothing to %s)", c->freeze,
+		              nfrozen ? "every one" : "none", m->name, p.ntensors, nfrozen ? "train" : "freeze");
+	bad |= units_bad;
 	step_params_free(&p);
 	return bad ? -1 : 0;
 }
