@@ -215,4 +215,18 @@ refused "freezes none of" --model "$llama" --freeze re:nothing --world 2
 refused "freezes every one of" --model "$llama" --freeze 're:.' --world 2
 refused "trains every parameter" --model "$llama" --framework deepspeed --freeze embeddings --world 2
 refused "no key for frozen parameters" --model "$llama" --freeze embeddings --write-case "$tmp/c.json"
+# The report does not take a frozen paper run yet (its floors would count
+# every parameter as trained): one line, exit 2 (part 1's last theory file).
+"$zerosim" measure --world 1 --steps 1 --out "$tmp/mm.json" || exit 99
+"$zerosim" theory --world 1 --out "$tmp/mt.json" || exit 99
+"$zerosim" report --measured "$tmp/mm.json" --theory "$tmp/mt.json" --transformer "$tmp/t.json" \
+	--out "$tmp/rep" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "does not take frozen paper runs" "$tmp/err"; then
+	echo "ok: refused: $(cat "$tmp/err")"
+else
+	echo "$name: FAIL: report took a frozen paper run (exit $rc):" >&2
+	cat "$tmp/err" >&2
+	status=1
+fi
 exit $status

@@ -609,9 +609,8 @@ int zs_cmd_measure(int argc, char **argv)
 		goto fail;
 	if (moe_run_check(&c, mpi, allocator, case_path != NULL || write_case != NULL, &cause) != 0)
 		goto fail;
-	if (c.freeze[0] && c.framework == ZS_FW_PAPER && (mpi || case_path != NULL || write_case != NULL)) {
-		cause = zs_asprintf("--freeze under --framework paper: in one process, without a case file, so far (not "
-		                    "with %s)", mpi ? "--backend mpi" : "--case or --write-case");
+	if (c.freeze[0] && c.framework == ZS_FW_PAPER && mpi) { /* (a case file: refused above) */
+		cause = zs_asprintf("--freeze under --framework paper: in one process so far (not with --backend mpi)");
 		goto fail;
 	}
 	if (zs_freeze_paper_check(&c, c.tfm != NULL ? &c.tfm->hf : NULL, &cause) != 0)
