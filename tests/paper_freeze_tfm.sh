@@ -25,10 +25,12 @@
 #
 # Exit 0 pass, 1 mismatch, 99 hard error.
 set -u
-name=paper_freeze_tfm tag=freeze
-. "${srcdir:-.}/tests/agree_lib.sh"
-src=${srcdir:-.}
-status=0 configs=0
+name=paper_freeze_tfm
+. "${srcdir:-.}/tests/ft_lib.sh"
+ft_configs 256 160 # $tmp/gpt2.json, llama.json: the PyTorch step's tiny models (dropout 0)
+agree=$top/tests/json_agree
+[ -x "$agree" ] || { echo "$name: $agree is not built" >&2; exit 99; }
+configs=0
 
 gpt2=$src/report/models/gpt2-tiny.json llama=$src/report/models/llama-tiny.json
 for f in "$gpt2" "$llama"; do
@@ -84,23 +86,12 @@ close() {
 		  printf " %.2g", r; if (!(r <= tol)) bad = 1 }
 		END { exit bad }' >"$tmp/cmp"
 }
-cat >"$tmp/gpt2.json" <<'EOF_'
-{"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 64, "vocab_size": 256,
- "activation_function": "gelu_new", "tie_word_embeddings": true, "layer_norm_epsilon": 1e-05, "embd_pdrop": 0.0,
- "attn_pdrop": 0.0, "resid_pdrop": 0.0}
-EOF_
-cat >"$tmp/llama.json" <<'EOF_'
-{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
- "num_key_value_heads": 2, "intermediate_size": 160, "max_position_embeddings": 64, "vocab_size": 256,
- "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu"}
-EOF_
 torch="--framework torch --torch-version 1.13 --torch-device cpu --optimizer-impl single --zero-grad none --attn eager"
 checked=0
 for model in gpt2 llama; do
 	for freeze in embeddings blocks:0-0; do
-		for world in 1 2; do
-			wrapper=none
-			[ "$world" -eq 2 ] && wrapper=ddp
+		for run in 1:none 2:ddp; do # N and the PyTorch step's wrapper
+			world=${run%:*} wrapper=${run#*:}
 			common="--model $tmp/$model.json --world $world --precision fp32 --batch 2 --steps 3 --freeze $freeze"
 			# shellcheck disable=SC2086
 			"$zerosim" measure $common --schemes dp $torch --wrapper $wrapper --seq 32 --out "$tmp/a.json" ||
@@ -113,13 +104,9 @@ for model in gpt2 llama; do
 				"$zerosim" measure $common --schemes $scheme --unit layer --seq 31 --out "$tmp/b.json" || exit 99
 				checked=$((checked + 1))
 				what="$model --freeze $freeze N=$world $scheme against --wrapper $wrapper"
-				if close "$tmp/a.json" "$tmp/b.json"; then
-					echo "ok: $what: relative$(cat "$tmp/cmp")"
-				else
-					echo "$name: FAIL: $what: the losses differ by more than 1e-5:" >&2
-					paste "$tmp/la" "$tmp/lb" >&2
-					status=1
-				fi
+				close "$tmp/a.json" "$tmp/b.json" && { echo "ok: $what: relative$(cat "$tmp/cmp")"; continue; }
+				echo "$name: FAIL: $what: the losses differ by more than 1e-5 (relative$(cat "$tmp/cmp"))" >&2
+				status=1
 			done
 		done
 	done
