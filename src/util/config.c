@@ -985,8 +985,8 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	 * parameter (docs/finetune.md, docs/schedule.md) */
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_FREEZE)) && c->freeze[0] && c->framework != ZS_FW_PAPER &&
 	    (c->framework != ZS_FW_TORCH || !zs_wrapper_step(c)))
-		return zs_fail(cause, "--freeze: only under --framework paper (with --model) or --framework torch with "
-		               "--wrapper none, ddp or fsdp so far (--framework %s%s%s trains every parameter)",
+		return zs_fail(cause, "--freeze: only under --framework torch with --wrapper none, ddp or fsdp so far "
+		               "(--framework %s%s%s trains every parameter), and under --framework paper with --model",
 		               zs_framework_name(c->framework),
 		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
 		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");
