@@ -203,6 +203,11 @@ EXTRA_DIST += tests/paper_accum_tfm.sh
 # parameters frozen, to the byte (about 2 minutes on 2 cores)
 TESTS += tests/ft_freeze.sh
 EXTRA_DIST += tests/ft_freeze.sh
+# --freeze under the paper's schedule (docs/schedule.md): theory = measure,
+# the losses against the PyTorch step's, the frozen bytes, the refusals
+# (about 10 s on one core)
+TESTS += tests/paper_freeze_tfm.sh
+EXTRA_DIST += tests/paper_freeze_tfm.sh
 # --grad-accum under --wrapper fsdp (issue #23: FSDP accumulation with and
 # without no_sync()): theory and measure against PyTorch 1.13's FSDP, N = 2,
 # to the byte, and the losses (about 2 minutes on 2 cores)

@@ -27,6 +27,7 @@
 #include "util/autograd.h"
 #include "util/config.h"
 #include "util/cuda_alloc.h"
+#include "util/freeze.h"
 #include "util/model.h"
 #include "util/schedule.h"
 #include "util/step.h"
@@ -591,6 +592,12 @@ int zs_cmd_measure(int argc, char **argv)
 	if (zs_precision_amp_check(&c, c.tfm != NULL, &cause) != 0)
 		goto fail;
 	if (moe_run_check(&c, mpi, allocator, case_path != NULL || write_case != NULL, &cause) != 0)
+		goto fail;
+	if (c.freeze[0] && c.framework == ZS_FW_PAPER && mpi) { /* (a case file: refused above) */
+		cause = zs_asprintf("--freeze under --framework paper: in one process so far (not with --backend mpi)");
+		goto fail;
+	}
+	if (zs_freeze_paper_check(&c, c.tfm != NULL ? &c.tfm->hf : NULL, &cause) != 0)
 		goto fail;
 	if (zs_wrapper_step(&c) && c.tfm != NULL && c.tfm->recompute != ZS_RECOMPUTE_NONE) {
 		cause = zs_asprintf("--recompute %s: the plain loop's PyTorch step keeps what autograd keeps (activation checkpointing is not described yet); give --recompute none", zs_recompute_name(c.tfm->recompute));

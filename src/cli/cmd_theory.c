@@ -17,6 +17,7 @@
 #include "theory/theory.h"
 #include "theory/theory_nccl.h"
 #include "util/config.h"
+#include "util/freeze.h"
 #include "util/model.h"
 #include "util/schedule.h"
 #include "util/step.h"
@@ -512,7 +513,8 @@ int zs_cmd_theory(int argc, char **argv)
 	                                     flash, params_given, args, nargs, spec != NULL, &cause) < 0))
 		goto bad;
 	if (zs_precision_amp_check(&config, model_arg != NULL, &cause) < 0 ||
-	    moe_check(&req, model_arg != NULL ? &model : NULL, routing_arg, &routing, allocator, flash, &cause) < 0)
+	    moe_check(&req, model_arg != NULL ? &model : NULL, routing_arg, &routing, allocator, flash, &cause) < 0 ||
+	    zs_freeze_paper_check(&config, model_arg != NULL ? &model : NULL, &cause) < 0)
 		goto bad;
 	if (model_arg != NULL && zs_wrapper_step(&config)) {
 		int rc = theory_autograd_check(&model, &config, req.act.seq, req.bf16, &cause);

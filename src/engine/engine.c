@@ -107,17 +107,27 @@ void run_free_all(struct zs_run *r, enum zs_rankbuf b)
 	}
 }
 
-/* Where rank k's full copy in b holds unit u. */
+/* Where rank k's full copy in b holds unit u: a buffer of the grads or
+ * the optimizer state holds its trainable elements (layout_trained). */
 static void *unit_in(const struct zs_run *r, unsigned k, enum zs_rankbuf b, size_t u)
 {
-	return run_at(r, k, b, r->layout.unit[u].off - r->base[b]);
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	return run_at(r, k, b, (layout_trained(b) ? un->tbase : un->off) - r->base[b]);
+}
+
+/* Unit u's elements in b: all, or its trainable ones. */
+static size_t unit_len(const struct zs_run *r, enum zs_rankbuf b, size_t u)
+{
+	return layout_trained(b) ? r->layout.unit[u].tn : r->layout.unit[u].n;
 }
 
 void run_all_reduce_unit(struct zs_run *r, size_t u, enum zs_rankbuf b)
 {
+	if (unit_len(r, b, u) == 0) /* all frozen (--freeze): no grads */
+		return;
 	for (unsigned k = r->r0; k < r->r1; k++)
 		r->ptr_a[k - r->r0] = unit_in(r, k, b, u);
-	coll_all_reduce(&r->coll, r->ptr_a, r->layout.unit[u].n, r->dt);
+	coll_all_reduce(&r->coll, r->ptr_a, unit_len(r, b, u), r->dt);
 }
 
 void run_all_reduce_grads(struct zs_run *r)
@@ -128,11 +138,13 @@ void run_all_reduce_grads(struct zs_run *r)
 
 void run_reduce_scatter_unit(struct zs_run *r, size_t u, enum zs_rankbuf from)
 {
+	if (r->layout.unit[u].tn == 0) /* all frozen (--freeze): no grads */
+		return;
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		r->ptr_a[k - r->r0] = unit_in(r, k, from, u);
 		r->ptr_b[k - r->r0] = run_at(r, k, ZS_BUF_GRADS, layout_own(&r->layout, ZS_BUF_GRADS, u, k).at);
 	}
-	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, r->layout.unit[u].n, r->dt);
+	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, r->layout.unit[u].tn, r->dt);
 }
 
 /* dst[i] += src[i], i < n, in the grads' type esize (fp16: each sum in
@@ -156,7 +168,7 @@ void run_reduce_scatter_unit_acc(struct zs_run *r, size_t u, enum zs_rankbuf fro
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
 	size_t esz = r->esize[ZS_BUF_GRADS];
-	if (r->micro == 0) {
+	if (r->micro == 0 || un->tn == 0) {
 		run_reduce_scatter_unit(r, u, from);
 		return;
 	}
@@ -164,9 +176,9 @@ void run_reduce_scatter_unit_acc(struct zs_run *r, size_t u, enum zs_rankbuf fro
 	 * to a transient of the unit's slots, added into the shard and freed */
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		r->ptr_a[k - r->r0] = unit_in(r, k, from, u);
-		r->ptr_b[k - r->r0] = tracker_alloc(&r->tracker, k, r->cat[ZS_BUF_GRADS], un->s * esz);
+		r->ptr_b[k - r->r0] = tracker_alloc(&r->tracker, k, r->cat[ZS_BUF_GRADS], un->ts * esz);
 	}
-	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, un->n, r->dt);
+	coll_reduce_scatter(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, un->tn, r->dt);
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		struct zs_slice own = layout_own(&r->layout, ZS_BUF_GRADS, u, k);
 		add_grads(run_at(r, k, ZS_BUF_GRADS, own.at), r->ptr_b[k - r->r0], own.count, esz);
@@ -176,11 +188,19 @@ void run_reduce_scatter_unit_acc(struct zs_run *r, size_t u, enum zs_rankbuf fro
 
 void run_gather_params_unit(struct zs_run *r, size_t u, enum zs_rankbuf into)
 {
+	const struct zs_layout_unit *un = &r->layout.unit[u];
+	/* in place after the optimizer: what it stepped, the trainable run
+	 * (--freeze; all of the unit without) */
+	int stepped = into == ZS_BUF_PARAMS;
+	if (stepped && un->tn == 0)
+		return;
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		r->ptr_a[k - r->r0] = run_at(r, k, ZS_BUF_PARAMS, layout_own(&r->layout, ZS_BUF_PARAMS, u, k).at);
-		r->ptr_b[k - r->r0] = unit_in(r, k, into, u);
+		r->ptr_a[k - r->r0] = run_at(r, k, ZS_BUF_PARAMS,
+		                             stepped ? layout_own(&r->layout, ZS_BUF_M, u, k).first
+		                                     : layout_own(&r->layout, ZS_BUF_PARAMS, u, k).at);
+		r->ptr_b[k - r->r0] = stepped ? run_at(r, k, ZS_BUF_PARAMS, un->toff) : unit_in(r, k, into, u);
 	}
-	coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, r->layout.unit[u].n, r->dt);
+	coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, stepped ? un->tn : un->n, r->dt);
 }
 
 void run_gather_params_in_place(struct zs_run *r)
@@ -208,6 +228,32 @@ static void run_layout(struct zs_layout *lo, const struct zs_net *m, const struc
 	layout_use_row(lo, zs_row(c->framework, scheme));
 	if (scheme_entry(c->framework, scheme)->per_tensor)
 		layout_shard_tensors(lo);
+}
+
+/* --freeze under the paper's schedule: each unit steps its trainable run
+ * only (docs/schedule.md, "Frozen parameters under the paper's schedule");
+ * 0, or -1 with *cause where the pattern cannot be laid out so (the CLI
+ * refused it before: zs_freeze_paper_check). */
+static int freeze_layout(struct zs_layout *lo, const struct zs_config *c, enum zs_scheme scheme, unsigned world,
+                         enum zs_unit unit, char **cause)
+{
+	if (!c->freeze[0] || c->framework != ZS_FW_PAPER)
+		return 0;
+	if (c->tfm == NULL)
+		return zs_fail(cause, "--freeze under --framework paper: only with --model (a transformer)");
+	struct zs_model shape;
+	struct step_params sp;
+	size_t n;
+	tfm_dims_shape(&shape, &c->tfm->dims); /* the shape the net was built from (net_tfm_init) */
+	step_params_build(&sp, &shape);
+	struct zs_freeze_run *run = zs_freeze_units(&sp, c->freeze, unit == ZS_UNIT_LAYER, scheme == ZS_ZERO3 && world > 1,
+	                                            &n, cause);
+	step_params_free(&sp);
+	if (run == NULL)
+		return -1;
+	layout_freeze(lo, run, n);
+	free(run);
+	return 0;
 }
 
 /* The resident buffers, in the order they are allocated. */
@@ -257,8 +303,8 @@ static void init_rank(struct zs_run *r, unsigned k)
 			continue;
 		size_t psi = r->layout.nparams;
 		if (layout_span(&r->layout, b) == ZS_FULL && k > r->r0)
-			memcpy(run_rank(r, k)->buf[b], run_rank(r, r->r0)->buf[b], psi * r->esize[b]);
-		else if (layout_span(&r->layout, b) == ZS_FULL)
+			memcpy(run_rank(r, k)->buf[b], run_rank(r, r->r0)->buf[b], layout_len(&r->layout, b) * r->esize[b]);
+		else if (layout_span(&r->layout, b) == ZS_FULL && !layout_trained(b))
 			initial_weights(r, k, b, 0, psi, 0);
 		else
 			for (size_t u = 0; u < layout_npieces(&r->layout); u++) {
@@ -425,10 +471,15 @@ void run_layer_params(const struct zs_run *r, unsigned k, size_t l, struct zs_la
 void run_layer_grads(const struct zs_run *r, unsigned k, size_t l, enum zs_pass pass, struct zs_layer_io *io)
 {
 	const struct zs_layer *ly = &r->model.layer[l], *rd = net_reads(&r->model, l);
+	const struct zs_layout_unit *un = &r->layout.unit[run_unit_of(r, l)];
 	enum zs_rankbuf g = run_rank(r, k)->buf[ZS_BUF_FULL_GRADS] != NULL ? ZS_BUF_FULL_GRADS : ZS_BUF_GRADS;
 	size_t e = rd->param_off;
+	/* the grads hold the unit's trainable run at tbase; a frozen tensor
+	 * (--freeze) has none */
 	for (size_t i = 0; i < rd->nptensors; e += rd->ptensor[i++])
-		io->g[i] = pass == ZS_PASS_BACKWARD && !ly->tied ? run_at(r, k, g, e - r->base[g]) : NULL;
+		io->g[i] = pass == ZS_PASS_BACKWARD && !ly->tied && e >= un->toff && e < un->toff + un->tn
+		                   ? run_at(r, k, g, e - un->toff + un->tbase - r->base[g])
+		                   : NULL;
 }
 
 /* Layer l's params (and in backward its grads) as rank k sees them now,
@@ -578,9 +629,9 @@ static void run_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 	}
 	if (r->ops->begin_unit)
 		r->ops->begin_unit(r, r->ctx, u, pass);
-	int acc = !fwd && accum_transient(r);
+	int acc = !fwd && accum_transient(r) && un->tn > 0;
 	if (acc)
-		run_alloc_full(r, ZS_BUF_FULL_GRADS, un->off, un->n);
+		run_alloc_full(r, ZS_BUF_FULL_GRADS, un->tbase, un->tn);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (size_t i = 0, n = un->last + 1 - un->first; i < n; i++) {
 			size_t l = fwd ? un->first + i : un->last - i;
@@ -589,7 +640,7 @@ static void run_unit(struct zs_run *r, size_t u, enum zs_pass pass)
 		}
 	if (acc) {
 		for (unsigned k = r->r0; k < r->r1; k++)
-			add_grads(run_at(r, k, ZS_BUF_GRADS, un->off), unit_in(r, k, ZS_BUF_FULL_GRADS, u), un->n,
+			add_grads(run_at(r, k, ZS_BUF_GRADS, un->tbase), unit_in(r, k, ZS_BUF_FULL_GRADS, u), un->tn,
 			          r->esize[ZS_BUF_GRADS]);
 		run_free_all(r, ZS_BUF_FULL_GRADS);
 	}
@@ -670,8 +721,12 @@ static void optimizer(struct zs_run *r, unsigned t)
 		r->ops->before_optimizer(r, r->ctx);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		for (size_t u = 0; u < layout_npieces(lo); u++) {
-			struct zs_slice p = layout_own(lo, ZS_BUF_PARAMS, u, k), g = layout_own(lo, ZS_BUF_GRADS, u, k);
-			struct zs_slice s = layout_own(lo, ZS_BUF_M, u, k);
+			struct zs_slice g = layout_own(lo, ZS_BUF_GRADS, u, k), s = layout_own(lo, ZS_BUF_M, u, k);
+			/* the params it steps: at their own index in a full buffer
+			 * (--freeze: the trainable run's), else its slots (zero3's
+			 * units are all frozen or all trainable) */
+			struct zs_slice p = layout_span(lo, ZS_BUF_PARAMS) == ZS_FULL ? (struct zs_slice){s.first, s.count, s.first}
+			                                                              : layout_own(lo, ZS_BUF_PARAMS, u, k);
 			float *w = master ? run_at(r, k, ZS_BUF_MASTER, s.at) : run_at(r, k, ZS_BUF_PARAMS, p.at);
 			float *v = has_buf(r, ZS_BUF_V) ? run_at(r, k, ZS_BUF_V, s.at) : NULL;
 			const float *g32 = r->ops->optimizer_grads ? r->ops->optimizer_grads(r, r->ctx, k) : NULL;
@@ -720,6 +775,8 @@ static int weights_full(const struct zs_run *r) { return layout_span(&r->layout,
 static struct zs_slice final_weights(const struct zs_run *r, unsigned k, size_t u)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
+	if (weights_full(r) && layout_trained(weights_buf(r))) /* the master: the trainable run (--freeze) */
+		return (struct zs_slice){un->toff, k == 0 ? un->tn : 0, un->tbase};
 	if (weights_full(r))
 		return (struct zs_slice){un->off, k == 0 ? un->n : 0, un->off};
 	return layout_own(&r->layout, weights_buf(r), u, k);
@@ -791,7 +848,7 @@ static void gather_records(const struct zs_run *r, unsigned steps, size_t os_pea
 	for (size_t i = 0; r->mpi && i < 2; i++)
 		if (is_replica(r, replica_bufs[i]))
 			replica[i] = XXH3_64bits(run_rank(r, r->r0)->buf[replica_bufs[i]],
-			                         r->layout.nparams * r->esize[replica_bufs[i]]);
+			                         layout_len(&r->layout, replica_bufs[i]) * r->esize[replica_bufs[i]]);
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		struct rank_record *e = record(rec, k);
 		e->mem = r->tracker.rank[k];
@@ -809,6 +866,25 @@ static void gather_records(const struct zs_run *r, unsigned steps, size_t os_pea
 	if (r->mpi)
 		mpi_job_gather(rec->buf, rec->stride, r->world);
 #endif
+}
+
+/* --freeze under mixed precision: the master holds the trainable weights
+ * only; the frozen ones are their params (fp16, never changed), widened
+ * into w from the rank holding each (in process: every rank is here). */
+static void frozen_weights(const struct zs_run *r, float *w)
+{
+	const struct zs_layout *lo = &r->layout;
+	for (size_t u = 0; u < lo->nunits; u++)
+		for (unsigned k = 0; k < r->world; k++) {
+			const struct zs_layout_unit *un = &lo->unit[u];
+			struct zs_slice sl = layout_span(lo, ZS_BUF_PARAMS) == ZS_FULL
+			                             ? (struct zs_slice){un->off, k == 0 ? un->n : 0, un->off}
+			                             : layout_own(lo, ZS_BUF_PARAMS, u, k);
+			const zs_half *p = run_at(r, k, ZS_BUF_PARAMS, sl.at);
+			for (size_t i = 0; i < sl.count; i++)
+				if (sl.first + i < un->toff || sl.first + i >= un->toff + un->tn)
+					w[sl.first + i] = zs_half_to_float(p[i]);
+		}
 }
 
 /* Fill res from every rank's figures: under MPI process 0 gathers them,
@@ -887,6 +963,8 @@ static void collect(struct zs_run *r, const struct zs_run_options *opt, const st
 		}
 	res->digest = XXH3_64bits_digest(h);
 	XXH3_freeState(h);
+	if (res->weights && layout_trained(weights_buf(r)) && r->layout.ntrain < r->layout.nparams)
+		frozen_weights(r, res->weights);
 	if (opt->timeline) {
 		res->ntimeline = r->tracker.log[0].nevents;
 		res->timeline = zs_malloc((res->ntimeline ? res->ntimeline : 1) * sizeof *res->timeline);
@@ -961,7 +1039,7 @@ static int check_replicas(const struct zs_run *r, enum zs_scheme scheme, const s
 		if (!is_replica(r, b))
 			continue;
 		const char *first = run_rank(r, r->r0)->buf[b];
-		size_t bytes = r->layout.nparams * r->esize[b];
+		size_t bytes = layout_len(&r->layout, b) * r->esize[b];
 		for (size_t at = 0; at < bytes; at += REPLICA_BLOCK) {
 			size_t n = bytes - at < REPLICA_BLOCK ? bytes - at : REPLICA_BLOCK;
 			for (unsigned k = r->r0 + 1; k < bad; k++)
@@ -1104,6 +1182,12 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	r->nmicro = c->grad_accum > 1 ? c->grad_accum : 1; /* every scheme, paper's and DeepSpeed's (config.c) */
 	net_init(&r->model, c);
 	run_layout(&r->layout, &r->model, c, scheme, world, unit);
+	if (freeze_layout(&r->layout, c, scheme, world, unit, cause) != 0) {
+		layout_free(&r->layout);
+		net_free(&r->model);
+		free(r);
+		return -1;
+	}
 	r->world = world;
 	/* The state's precision is --precision's, but fp32 with no master copy
 	 * where the scheme keeps it so (FSDP's MixedPrecision); the compute

@@ -43,10 +43,32 @@ void layout_init(struct zs_layout *lo, const struct zs_net *m, enum zs_scheme sc
 		un->s = (un->n + world - 1) / world;
 		un->soff = lo->shard;
 		lo->shard += un->s;
+		un->toff = un->off, un->tn = un->n, un->ts = un->s, un->tsoff = un->soff, un->tbase = un->off;
 	}
+	lo->ntrain = lo->nparams;
+	lo->tshard = lo->shard;
 	for (int st = 0; st < ZS_NSTATES; st++)
 		lo->span[st] = world == 1 ? ZS_FULL : zs_shards[scheme][st];
 }
+
+void layout_freeze(struct zs_layout *lo, const struct zs_freeze_run *run, size_t nunits)
+{
+	if (nunits != lo->nunits)
+		abort(); /* the same units (util/freeze.c walks the description's layers as layout_init) */
+	lo->ntrain = lo->tshard = 0;
+	for (size_t u = 0; u < lo->nunits; u++) {
+		struct zs_layout_unit *un = &lo->unit[u];
+		un->toff = run[u].off;
+		un->tn = run[u].n;
+		un->ts = (un->tn + lo->world - 1) / lo->world;
+		un->tsoff = lo->tshard;
+		un->tbase = lo->ntrain;
+		lo->tshard += un->ts;
+		lo->ntrain += un->tn;
+	}
+}
+
+int layout_trained(enum zs_rankbuf b) { return layout_state(b) != ZS_STATE_PARAMS; }
 
 void layout_free(struct zs_layout *lo)
 {
@@ -104,6 +126,7 @@ void layout_shard_tensors(struct zs_layout *lo)
 		t->soff = lo->shard;
 		lo->shard += t->s;
 	}
+	lo->tshard = lo->shard;
 }
 
 size_t layout_npieces(const struct zs_layout *lo)
@@ -139,6 +162,8 @@ enum zs_span layout_span(const struct zs_layout *lo, enum zs_rankbuf b) { return
 
 size_t layout_len(const struct zs_layout *lo, enum zs_rankbuf b)
 {
+	if (layout_trained(b))
+		return layout_span(lo, b) == ZS_SHARD ? lo->tshard : lo->ntrain;
 	return layout_span(lo, b) == ZS_SHARD ? lo->shard : lo->nparams;
 }
 
@@ -148,18 +173,23 @@ struct zs_slice layout_own(const struct zs_layout *lo, enum zs_rankbuf b, size_t
 		const struct zs_layout_tensor *t = &lo->tensor[u];
 		return (struct zs_slice){t->off, t->owner == k ? t->n : 0, layout_span(lo, b) == ZS_TENSORS ? t->at : t->off};
 	}
-	size_t off, n, s, soff;
+	size_t off, n, s, soff, base;
 	if (lo->per_tensor) { /* u is a tensor: a unit's index may not reach it */
 		const struct zs_layout_tensor *t = &lo->tensor[u];
 		off = t->off, n = t->n, s = t->s, soff = t->soff;
+	} else if (layout_trained(b)) {
+		const struct zs_layout_unit *un = &lo->unit[u];
+		off = un->toff, n = un->tn, s = un->ts, soff = un->tsoff, base = un->tbase;
 	} else {
 		const struct zs_layout_unit *un = &lo->unit[u];
 		off = un->off, n = un->n, s = un->s, soff = un->soff;
 	}
+	if (lo->per_tensor || !layout_trained(b))
+		base = off;
 	if (lo->span[ZS_STATE_OPTIM] == ZS_FULL && layout_span(lo, b) == ZS_FULL)
-		return (struct zs_slice){off, n, off};
+		return (struct zs_slice){off, n, base};
 	size_t lo_k = (size_t)k * s;
 	size_t count = lo_k >= n ? 0 : (n - lo_k < s ? n - lo_k : s);
-	size_t at = layout_span(lo, b) == ZS_SHARD ? soff : off + lo_k;
+	size_t at = layout_span(lo, b) == ZS_SHARD ? soff : base + lo_k;
 	return (struct zs_slice){off + lo_k, count, at};
 }

@@ -33,6 +33,7 @@
 
 #include "engine/net.h"
 #include "util/config.h"
+#include "util/freeze.h"
 #include "util/schedule.h"
 
 /* A rank's per-parameter buffers. Not `enum zs_buf`: C's enum and struct
@@ -56,6 +57,13 @@ struct zs_layout_unit {
 	size_t s;          /* slots per rank: ceil(n / N) */
 	size_t soff;       /* where a rank's slots of it start in a shard */
 	size_t first, last; /* its layers */
+	/* What the optimizer steps of it (--freeze: its trainable elements,
+	 * one run; else all of them): [toff, toff + tn) of the flat vector,
+	 * ts = ceil(tn / N) slots a rank, at tsoff in a shard and at tbase in
+	 * a full buffer of the grads or the optimizer state, which hold the
+	 * trainable elements only, unit after unit (docs/schedule.md, "Frozen
+	 * parameters under the paper's schedule"). */
+	size_t toff, tn, ts, tsoff, tbase;
 };
 
 /* A parameter tensor: its elements [off, off + n) of the flat vector, the
@@ -75,6 +83,7 @@ struct zs_layout {
 	size_t nunits;
 	struct zs_layout_unit *unit;   /* nunits of them: at most one a layer (malloc'd) */
 	size_t shard;      /* S = Σ s_u */
+	size_t ntrain, tshard; /* Ψ_t = Σ tn_u, S_t = Σ ts_u: the grads' and optimizer state's full and shard */
 	enum zs_span span[ZS_NSTATES]; /* the scheme's row; all full at N = 1 */
 	size_t ntensors;
 	struct zs_layout_tensor *tensor; /* ntensors of them (malloc'd) */
@@ -93,6 +102,15 @@ struct zs_slice {
 void layout_init(struct zs_layout *lo, const struct zs_net *m, enum zs_scheme scheme, unsigned world,
                  enum zs_unit unit);
 void layout_free(struct zs_layout *lo);
+
+/* --freeze (the paper's schedule): unit u steps only the elements
+ * [run[u].off, run[u].off + run[u].n) (util/freeze.h's runs, nunits of
+ * them, the layout's units in order). */
+void layout_freeze(struct zs_layout *lo, const struct zs_freeze_run *run, size_t nunits);
+
+/* Whether buffer b holds what the optimizer steps (the grads and the
+ * optimizer state: the trainable elements) rather than the params. */
+int layout_trained(enum zs_rankbuf b);
 
 /* Lay the run out by a framework's row (zs_row) instead of the paper's;
  * no change at N = 1. A ZS_TENSORS row assigns the tensors as
@@ -129,7 +147,9 @@ size_t layout_len(const struct zs_layout *lo, enum zs_rankbuf b);
  * buffer b, and where they are in it. A rank owns what its optimizer updates: its slots when
  * the optimizer state is sharded (their real elements: none for a rank
  * holding only padding), else the whole unit. In a shard they start at
- * the unit's soff; in a full buffer at their own index. */
+ * the unit's soff; in a full buffer at their own index. For a buffer of
+ * the trainable elements (layout_trained) they are the unit's trainable
+ * run cut the same way (toff, tn, ts, tsoff; at tbase in a full one). */
 struct zs_slice layout_own(const struct zs_layout *lo, enum zs_rankbuf b, size_t u, unsigned k);
 
 #endif

@@ -15,7 +15,7 @@
 static int zero2_begin_backward(struct zs_run *r, void *ctx, char **cause)
 {
 	(void)ctx, (void)cause;
-	run_alloc_full(r, ZS_BUF_FULL_GRADS, 0, r->layout.nparams);
+	run_alloc_full(r, ZS_BUF_FULL_GRADS, 0, r->layout.ntrain); /* --freeze: the trainable elements */
 	return 0;
 }
 

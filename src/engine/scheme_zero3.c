@@ -20,8 +20,8 @@ static void zero3_begin_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass
 	const struct zs_layout_unit *un = &r->layout.unit[u];
 	run_alloc_full(r, ZS_BUF_GATHERED, un->off, un->n);
 	run_gather_params_unit(r, u, ZS_BUF_GATHERED);
-	if (pass == ZS_PASS_BACKWARD)
-		run_alloc_full(r, ZS_BUF_FULL_GRADS, un->off, un->n);
+	if (pass == ZS_PASS_BACKWARD && un->tn > 0) /* none for a frozen unit (--freeze) */
+		run_alloc_full(r, ZS_BUF_FULL_GRADS, un->tbase, un->tn);
 }
 
 static void zero3_end_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass pass)

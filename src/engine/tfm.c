@@ -281,6 +281,8 @@ void tfm_embed_backward_module(struct tfm_embed_params *g, const float *dx, cons
                                size_t B, size_t T, size_t s)
 {
 	size_t C = d->d;
+	if ((s == 0 ? g->wte : g->wpe) == NULL) /* frozen (--freeze): no grads, and nothing before it needs a dx */
+		return;
 	if (s == 0 && d->gemma) { /* x = wte[tok]·√d: d wte = dx·√d */
 		embed_backward_scaled(g->wte, dx, in, B * T, C, d->pad_row, embed_scale(d));
 		return;

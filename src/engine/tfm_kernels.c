@@ -117,8 +117,10 @@ void layernorm_backward(float *dx, float *dw, float *db, const float *dout, cons
 		float *o = dx + r * C;
 		for (size_t i = 0; i < C; i++) {
 			float n = (xr[i] - m) * s, dn = w[i] * d[i];
-			db[i] += d[i];
-			dw[i] += n * d[i];
+			if (db != NULL) /* none for a frozen norm (--freeze) */
+				db[i] += d[i];
+			if (dw != NULL)
+				dw[i] += n * d[i];
 			o[i] += (dn - dmean - n * dnorm_mean) * s;
 		}
 	}
@@ -151,7 +153,8 @@ static void rms_row_backward(float *o, float *dw, const float *d, const float *x
 	for (size_t i = 0; i < C; i++) {
 		float n = xr[i] * s;
 		float g = ((one_plus ? w[i] + 1.0f : w[i]) * d[i] - n * dnorm_mean) * s;
-		dw[i] += n * d[i];
+		if (dw != NULL) /* none for a frozen norm (--freeze) */
+			dw[i] += n * d[i];
 		o[i] = add ? o[i] + g : g;
 	}
 }
@@ -211,7 +214,7 @@ void headnorm_backward(float *dqkv, float *dw, const float *pre, const float *w,
 		for (size_t j = 0; j < N; j++) {
 			float *o = dqkv + r * Q + j * hd;
 			size_t k = j < H ? 0 : hd; /* q_norm's weight, or k_norm's */
-			rms_row_backward(o, dw + k, o, pre + (r * N + j) * hd, w + k, rstd[r * N + j], hd, 0, one_plus);
+			rms_row_backward(o, dw != NULL ? dw + k : NULL, o, pre + (r * N + j) * hd, w + k, rstd[r * N + j], hd, 0, one_plus);
 		}
 }
 

@@ -22,6 +22,7 @@
 
 #include "theory/theory.h"
 #include "util/ds_coord.h"
+#include "util/freeze.h"
 #include "util/step.h"
 #include "util/util.h"
 
@@ -369,6 +370,9 @@ struct events {
 	 * after backward, zero3 after each unit's), category grad_cat. */
 	unsigned acc_fg, acc_rs;
 	size_t nunits;
+	/* The elements of each unit the grads hold (--freeze under the
+	 * paper's schedule: its trainable ones; else NULL, all of them). */
+	const uint64_t *trained;
 	/* DeepSpeed's dp and ZeRO-1 under nmicro > 1: autograd's grads kept
 	 * across the micro-steps (keep: ZeRO-1's full grads and buckets stay
 	 * to the boundary, its backward makes the buckets again); a later
@@ -396,6 +400,15 @@ struct units_fw {
 
 /* Unit u's slots per rank, ceil(n_u/N). */
 static uint64_t slots(const struct units_fw *st, size_t u) { return (st->units[u] + st->N - 1) / st->N; }
+
+/* Unit u's elements with grads, t_u (docs/schedule.md, "Frozen
+ * parameters under the paper's schedule"), and their slots per rank. */
+static uint64_t trained(const struct units_fw *st, size_t u)
+{
+	return st->ev->trained != NULL ? st->ev->trained[u] : st->units[u];
+}
+
+static uint64_t trained_slots(const struct units_fw *st, size_t u) { return (trained(st, u) + st->N - 1) / st->N; }
 
 /* The elements of unit u's gathered copy. */
 static uint64_t copy_elements(const struct units_fw *st, size_t u)
@@ -451,8 +464,8 @@ static void paper_acc_rs(struct units_fw *st, struct walk *w, size_t u)
 {
 	if (st->ev->acc_rs == 0 || w->micro == 0)
 		return;
-	walk_add(w, st->ev->grad_cat, slots(st, u) * st->ev->acc_rs);
-	walk_sub(w, st->ev->grad_cat, slots(st, u) * st->ev->acc_rs);
+	walk_add(w, st->ev->grad_cat, trained_slots(st, u) * st->ev->acc_rs);
+	walk_sub(w, st->ev->grad_cat, trained_slots(st, u) * st->ev->acc_rs);
 }
 
 /* A reduction in DeepSpeed's ZeRO-2 bucket: a micro-step's first after
@@ -537,11 +550,11 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 			gather(st, w, i);
 		if (ev->prefetch && i > 0 && !st->held[i - 1])
 			gather(st, w, i - 1);
-		walk_add(w, ZS_CAT_FULL_GRADS, st->units[i] * ev->fg);
+		walk_add(w, ZS_CAT_FULL_GRADS, trained(st, i) * ev->fg);
 		if (ev->fg > 0)
 			st->reduced += (st->N - 1) * slots(st, i);
 		if (w->micro > 0) /* the paper's accumulation: the unit's grads apart */
-			walk_add(w, ZS_CAT_FULL_GRADS, st->units[i] * ev->acc_fg);
+			walk_add(w, ZS_CAT_FULL_GRADS, trained(st, i) * ev->acc_fg);
 		break;
 	case BWD_POST:
 		if (l != st->first[i])
@@ -554,9 +567,9 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 		release(st, w, i);
 		post_backward(st, w, i);
 		ds_add_unit(st, w, i);
-		walk_sub(w, ZS_CAT_FULL_GRADS, st->units[i] * ev->fg);
+		walk_sub(w, ZS_CAT_FULL_GRADS, trained(st, i) * ev->fg);
 		if (w->micro > 0) /* added into the resident grads, freed */
-			walk_sub(w, ZS_CAT_FULL_GRADS, st->units[i] * ev->acc_fg);
+			walk_sub(w, ZS_CAT_FULL_GRADS, trained(st, i) * ev->acc_fg);
 		break;
 	case STEP_END:
 		if (ev->full > 0 || ev->bucket > 0) /* freed by the reduce after backward, as the engine marks it */
@@ -1019,7 +1032,7 @@ static void ds_accum_events(struct events *ev, struct theory_schedule *out, cons
  * through a transient of the unit's slots: K times the K = 1 step's grads
  * (and zero3's gathers) sent, the params gathered after step() once. */
 static void paper_accum_events(struct events *ev, struct theory_schedule *out, const struct theory_bytes *b,
-                               enum zs_scheme scheme, unsigned world, unsigned K)
+                               enum zs_scheme scheme, unsigned world, unsigned K, uint64_t S_t)
 {
 	int shard = world > 1 && scheme >= ZS_ZERO2;
 	ev->nmicro = K;
@@ -1031,7 +1044,7 @@ static void paper_accum_events(struct events *ev, struct theory_schedule *out, c
 		return;
 	/* zero2: the reduce-scatters K times, the all-gather once; zero3: its
 	 * whole step's collectives K times */
-	uint64_t pass = (uint64_t)(world - 1) * out->shard_elements;
+	uint64_t pass = (uint64_t)(world - 1) * S_t; /* the grads' shard (--freeze: the trainable elements') */
 	uint64_t bytes = scheme == ZS_ZERO2 ? pass * b->g : out->comm_bytes;
 	uint64_t elements = scheme == ZS_ZERO2 ? pass : out->comm_elements;
 	out->comm_bytes += (K - 1) * bytes;
@@ -1050,6 +1063,53 @@ static void ds_keep_events(struct events *ev, const struct theory_bytes *b, cons
 	ev->acc_fg = b->g;
 }
 
+/* --freeze under the paper's schedule (docs/schedule.md, "Frozen
+ * parameters under the paper's schedule"): each unit's trainable
+ * elements t_u (util/freeze.h), Ψ_t and S_t. */
+struct frozen {
+	uint64_t *trained;      /* t_u, or NULL: none frozen */
+	uint64_t ntrain, tshard;
+};
+
+/* Redo out's resident state and comm with the grads and the optimizer
+ * state over the t_u, the params over the n_u: the params' categories of
+ * the paper's row over the units as they are, every other category over
+ * the trainable elements; the grads reduced and zero1/zero2's params
+ * gathered over them, zero3's params gathered over every unit. */
+static void freeze_states(struct frozen *f, const struct step_params *p, const char *spec,
+                          const struct theory_bytes *b, enum zs_scheme scheme, enum zs_unit unit, unsigned world,
+                          struct theory_schedule *out)
+{
+	size_t n;
+	struct zs_freeze_run *run = zs_freeze_units(p, spec, unit == ZS_UNIT_LAYER, scheme == ZS_ZERO3 && world > 1,
+	                                            &n, NULL);
+	if (run == NULL || n != out->nunits)
+		abort(); /* the CLI refused it (zs_freeze_paper_check) */
+	f->trained = zs_calloc(n, sizeof *f->trained);
+	f->ntrain = f->tshard = 0;
+	for (size_t u = 0; u < n; u++) {
+		f->trained[u] = run[u].n;
+		f->ntrain += run[u].n;
+		f->tshard += (run[u].n + world - 1) / world;
+	}
+	free(run);
+	struct theory_schedule t = {.nunits = n};
+	struct theory_states st;
+	theory_schedule_states(&t, f->trained, b, scheme, world, &st);
+	out->resident_bytes = 0;
+	for (int c = 0; c < ZS_NCATS; c++) {
+		if (c != ZS_CAT_PARAM16 && c != ZS_CAT_PARAM32)
+			out->resident_breakdown[c] = t.resident_breakdown[c];
+		out->resident_bytes += out->resident_breakdown[c];
+	}
+	uint64_t pass = (uint64_t)(world - 1) * out->shard_elements, pass_t = (uint64_t)(world - 1) * f->tshard;
+	out->comm_bytes = scheme == ZS_DP ? 2 * pass_t * b->g
+	                : scheme == ZS_ZERO3 ? 2 * pass * b->p + pass_t * b->g
+	                                     : pass_t * (b->g + b->p);
+	out->comm_elements = scheme == ZS_DP ? 2 * pass_t : scheme == ZS_ZERO3 ? 2 * pass + pass_t : 2 * pass_t;
+	out->padding_bytes = 0; /* the floor (Ψ, every parameter trained) does not describe it */
+}
+
 /* theory_walk_schedule, and with tr its trace (only where
  * theory_walk_trace says it is covered). */
 static void walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
@@ -1060,6 +1120,7 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 	struct theory_states sts;
 	struct theory_bytes rb = *b; /* the resident state's bytes */
 	struct events ev = {0};
+	struct frozen frozen = {0};
 	uint64_t N = world;
 	enum zs_framework fw = c != NULL ? c->framework : ZS_FW_PAPER;
 	int fsdp = fw == ZS_FW_TORCH && scheme >= ZS_ZERO2, mixed = b->master != 0;
@@ -1070,6 +1131,9 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 
 	*out = (struct theory_schedule){0};
 	uint64_t *units = theory_units_list(p, unit, &out->nunits);
+	frozen.ntrain = p->numel;
+	for (size_t u = 0; u < out->nunits; u++)
+		frozen.tshard += (units[u] + N - 1) / N;
 	if (fw == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3) { /* by module */
 		ds3_walk(d, b, c, unit, world, out, tr);
 		free(units);
@@ -1109,10 +1173,13 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 			ds_keep_events(&ev, b, c);
 	} else {
 		theory_schedule_states(out, units, b, scheme, world, &sts);
+		if (fw == ZS_FW_PAPER && c != NULL && c->freeze[0])
+			freeze_states(&frozen, p, c->freeze, b, scheme, unit, world, out);
+		ev.trained = frozen.trained;
 		if (N > 1 && scheme == ZS_ZERO3)
 			ev.gp = b->p, ev.fg = b->g;
 		if (N > 1 && scheme == ZS_ZERO2)
-			ev.full = sts.params * b->g;
+			ev.full = frozen.ntrain * b->g;
 		if (fw == ZS_FW_DEEPSPEED && scheme == ZS_DP && c->grad_accum > 1)
 			ds_keep_events(&ev, b, c);
 		if (N > 1 && scheme == ZS_ZERO3 && visit) { /* the head's two extra gathers of the embedding's unit */
@@ -1122,7 +1189,7 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		}
 	}
 	if (fw == ZS_FW_PAPER && c != NULL && c->grad_accum > 1)
-		paper_accum_events(&ev, out, b, scheme, world, c->grad_accum);
+		paper_accum_events(&ev, out, b, scheme, world, c->grad_accum, frozen.tshard);
 	if (fw == ZS_FW_TORCH && scheme <= ZS_ZERO1) {
 		uint64_t *tn = tensor_numels(p);
 		if (scheme == ZS_DP)
@@ -1146,6 +1213,7 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 	if (moe)
 		theory_rank_counts_free(&rc);
 	free(units);
+	free(frozen.trained);
 	free(ev.buckets);
 	if (fsdp) { /* what FSDP sends: the walk's collectives */
 		out->comm_elements = gathered + reduced;

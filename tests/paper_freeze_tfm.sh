@@ -1,0 +1,219 @@
+#!/bin/sh
+# paper_freeze_tfm — --freeze under the paper's schedule on zerosim's
+# transformer (docs/schedule.md, "Frozen parameters under the paper's
+# schedule"): a frozen tensor keeps its params and has no grads, no
+# optimizer state and no master; the grads and the optimizer state are
+# laid out over each unit's trainable run.
+#
+# 1. The bytes: theory = measure to the byte (tests/json_agree: resident,
+#    peak, every category at the peak, bytes sent) on report/models'
+#    gpt2-tiny (tied) and llama-tiny (untied): frozen embeddings, blocks:0-0
+#    and the lower half (all-but-last:1), K = 1, 2, N = 1, 2, 3, dp, zero1,
+#    zero2, zero3, both units, fp32 and mixed: a covering set.
+# 2. Training: every scheme's losses equal the PyTorch step's with the same
+#    --freeze over the same batches (the plain loop at N = 1, DDP at N = 2,
+#    each held to real PyTorch by tests/ft_freeze.sh), within 1e-5
+#    relative, fp32 Adam, three steps; the control: without --freeze the
+#    paper's losses are other ones.
+# 3. A frozen tensor's bytes never change: the final weights
+#    (--dump-weights) of the frozen range are bitwise the same after one
+#    step and after three, and the initial ones (a run's case file) in
+#    fp32, rounded to fp16 in mixed precision, while the trainable range
+#    moved.
+# 4. What is not built is refused with one line, exit 2.
+# About 20 s on a shared core (6 s of CPU).
+#
+# Exit 0 pass, 1 mismatch, 99 hard error.
+set -u
+name=paper_freeze_tfm
+. "${srcdir:-.}/tests/ft_lib.sh"
+ft_configs 256 160 # $tmp/gpt2.json, llama.json: the PyTorch step's tiny models (dropout 0)
+agree=$top/tests/json_agree
+[ -x "$agree" ] || { echo "$name: $agree is not built" >&2; exit 99; }
+configs=0
+
+gpt2=$src/report/models/gpt2-tiny.json llama=$src/report/models/llama-tiny.json
+for f in "$gpt2" "$llama"; do
+	[ -r "$f" ] || { echo "$name: $f is missing" >&2; exit 99; }
+done
+
+# 1. theory = measure
+agree_check() {
+	configs=$((configs + 1))
+	common="--seq 16 --batch 2 --steps 2 $*"
+	# shellcheck disable=SC2086
+	"$zerosim" measure $common --out "$tmp/m.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+	# shellcheck disable=SC2086
+	"$zerosim" theory $common --out "$tmp/t.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+	if "$agree" "$tmp/m.json" "$tmp/t.json" >"$tmp/out"; then
+		echo "ok $configs: $* ($(cat "$tmp/out"))"
+	else
+		echo "$name: FAIL for: $*" >&2
+		cat "$tmp/out" >&2
+		status=1
+	fi
+}
+all="--schemes dp,zero1,zero2,zero3" full="--schemes dp,zero1,zero2"
+agree_check --model "$llama" --freeze embeddings --precision mixed --world 1,2,3 $all --unit layer
+agree_check --model "$llama" --freeze embeddings --precision fp32 --grad-accum 2 --world 1,2,3 $full --unit model
+agree_check --model "$llama" --freeze blocks:0-0 --precision fp32 --world 1,2,3 $all --unit layer
+agree_check --model "$llama" --freeze blocks:0-0 --precision mixed --grad-accum 2 --world 1,2,3 $all --unit layer
+agree_check --model "$llama" --freeze all-but-last:1 --precision mixed --grad-accum 2 --world 1,2,3 $full \
+	--unit model,layer
+agree_check --model "$gpt2" --freeze embeddings --precision fp32 --world 1,2,3 $full --unit model,layer
+agree_check --model "$gpt2" --freeze embeddings --precision mixed --grad-accum 2 --world 1,2,3 $full --unit model
+agree_check --model "$gpt2" --freeze blocks:0-0 --precision mixed --world 1,2,3 $all --unit layer
+agree_check --model "$gpt2" --freeze blocks:0-0 --precision fp32 --grad-accum 2 --world 1,2,3 $all --unit layer
+# The files say what was frozen (docs/formats.md: config.freeze).
+for f in "$tmp/m.json" "$tmp/t.json"; do
+	tr -d ' \n\t' <"$f" | grep -q '"freeze":"blocks:0-0"' ||
+		{ echo "$name: FAIL: $f has no config.freeze" >&2; status=1; }
+done
+
+# 2. The losses against the PyTorch step's (the engine at --seq T - 1: the
+# plain loop scores T - 1 tokens of a row, as tests/paper_accum_tfm.sh says).
+losses() {
+	tr -d ' \n\t' <"$1" | grep -o '"losses":\[[^]]*\]' | head -1 | sed 's/.*\[//; s/\]//' | tr ',' '\n'
+}
+# close A B: the losses of files A and B within 1e-5 relative, 3 each.
+close() {
+	losses "$1" >"$tmp/la"
+	losses "$2" >"$tmp/lb"
+	[ "$(wc -l <"$tmp/la")" -eq 3 ] && [ "$(wc -l <"$tmp/lb")" -eq 3 ] ||
+		{ echo "$name: 3 losses expected in each file" >&2; exit 99; }
+	paste "$tmp/la" "$tmp/lb" | awk -v tol=1e-5 '
+		{ d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1)
+		  printf " %.2g", r; if (!(r <= tol)) bad = 1 }
+		END { exit bad }' >"$tmp/cmp"
+}
+torch="--framework torch --torch-version 1.13 --torch-device cpu --optimizer-impl single --zero-grad none --attn eager"
+checked=0
+for model in gpt2 llama; do
+	for freeze in embeddings blocks:0-0; do
+		for run in 1:none 2:ddp; do # N and the PyTorch step's wrapper
+			world=${run%:*} wrapper=${run#*:}
+			common="--model $tmp/$model.json --world $world --precision fp32 --batch 2 --steps 3 --freeze $freeze"
+			# shellcheck disable=SC2086
+			"$zerosim" measure $common --schemes dp $torch --wrapper $wrapper --seq 32 --out "$tmp/a.json" ||
+				exit 99
+			for scheme in dp zero1 zero2 zero3; do
+				# a tied gpt2's layer 0 is the frozen table and the trainable
+				# final norm: zero3 at N > 1 refuses it (part 4)
+				[ "$model$freeze$scheme$world" = gpt2embeddingszero32 ] && continue
+				# shellcheck disable=SC2086
+				"$zerosim" measure $common --schemes $scheme --unit layer --seq 31 --out "$tmp/b.json" || exit 99
+				checked=$((checked + 1))
+				what="$model --freeze $freeze N=$world $scheme against --wrapper $wrapper"
+				close "$tmp/a.json" "$tmp/b.json" && { echo "ok: $what: relative$(cat "$tmp/cmp")"; continue; }
+				echo "$name: FAIL: $what: the losses differ by more than 1e-5 (relative$(cat "$tmp/cmp"))" >&2
+				status=1
+			done
+		done
+	done
+done
+[ "$checked" -eq 31 ] || { echo "$name: $checked comparisons, 31 expected" >&2; exit 1; }
+# The control: the paper's step without --freeze against the PyTorch step with it.
+common="--model $tmp/llama.json --world 1 --precision fp32 --batch 2 --steps 3 --schemes dp"
+# shellcheck disable=SC2086
+"$zerosim" measure $common $torch --wrapper none --seq 32 --freeze embeddings --out "$tmp/a.json" || exit 99
+# shellcheck disable=SC2086
+"$zerosim" measure $common --seq 31 --out "$tmp/b.json" || exit 99
+if close "$tmp/a.json" "$tmp/b.json"; then
+	echo "$name: FAIL: the control (no --freeze) agrees with the frozen PyTorch step: the check cannot fail" >&2
+	status=1
+else
+	echo "ok: the control (no --freeze) differs:$(cat "$tmp/cmp")"
+fi
+
+# 3. The frozen bytes. llama-tiny's units (theory --unit layer): the
+# embedding, block 0, block 1, the head, in the flat vector's order.
+weights() { tr -d ' \n\t' <"$1" | sed 's/.*"weights":\[//; s/\].*//' | tr ',' '\n'; }
+"$zerosim" theory --model "$llama" --unit layer --world 1 --schemes dp --out "$tmp/u.json" || exit 99
+units=$(tr -d ' \n\t' <"$tmp/u.json" | grep -o '"units":\[[0-9,]*\]' | head -1 | sed 's/.*\[//; s/\]//')
+e=$(echo "$units" | cut -d, -f1) b0=$(echo "$units" | cut -d, -f2)
+[ -n "$e" ] && [ -n "$b0" ] || { echo "$name: no units in theory's file" >&2; exit 99; }
+n=$((e + b0))
+# The initial weights: a run's case (--write-case, without --freeze: the
+# seed's weights, whatever is frozen), raw fp32, printed by od (as few
+# digits as tell the float: compared within 1e-7 relative, where one Adam
+# step at --lr 1e-3 moves a weight by about 1e-3).
+"$zerosim" measure --model "$llama" --seq 16 --batch 2 --steps 1 --world 1 --precision fp32 \
+	--write-case "$tmp/case.json" --out "$tmp/x.json" || exit 99
+od -An -v -t f4 -w4 "$tmp/case.f32" | awk '{ print $1 }' >"$tmp/w0"
+[ "$(wc -l <"$tmp/w0")" -gt "$n" ] || { echo "$name: no initial weights in $tmp/case.f32" >&2; exit 99; }
+# cmp A B LO HI: elements LO..HI (1-based) of A and B: "same" (bitwise),
+# "near" (within 1e-7 relative), "half" (within fp16's rounding, 2^-11
+# relative or 2^-25 below its normal range), or "moved" (further apart).
+cmp_range() {
+	paste "$1" "$2" | awk -v lo="$3" -v hi="$4" 'NR >= lo && NR <= hi {
+		n++; d = $1 - $2; if (d < 0) d = -d; m = $1 < 0 ? -$1 : $1
+		if ($1 != $2) diff++; if (d > 1e-7 * m + 1e-30) far++; if (d > 4.9e-4 * m + 3e-8) farther++ }
+		END { print (n != hi - lo + 1) ? "short" : !diff ? "same" : !far ? "near" : !farther ? "half" : "moved" }'
+}
+frozen_check() { # WHAT LO HI TRAINLO TRAINHI OPTIONS...: after 1 and 3 steps, and against the initial
+	what=$1 lo=$2 hi=$3 tlo=$4 thi=$5
+	shift 5
+	for steps in 1 3; do
+		"$zerosim" measure --model "$llama" --seq 16 --batch 2 "$@" --steps $steps \
+			--dump-weights "$tmp/d.json" --out "$tmp/x.json" || exit 99
+		weights "$tmp/d.json" >"$tmp/w$steps"
+	done
+	a=$(cmp_range "$tmp/w1" "$tmp/w3" "$lo" "$hi") b=$(cmp_range "$tmp/w0" "$tmp/w3" "$lo" "$hi")
+	c=$(cmp_range "$tmp/w1" "$tmp/w3" "$tlo" "$thi") d=$(cmp_range "$tmp/w0" "$tmp/w1" "$tlo" "$thi")
+	# mixed precision's frozen weights are the fp16 params: the initial rounded
+	ok=near
+	case "$*" in *mixed*) ok=half ;; esac
+	if [ "$a" = same ] && [ "$b" = "$ok" ] && [ "$c" = moved ] && [ "$d" = moved ]; then
+		echo "ok: $what: frozen $lo..$hi the same after 1 and 3 steps and $b the initial (near: 1e-7, half: fp16), the trainable moved"
+	else
+		echo "$name: FAIL: $what: frozen $lo..$hi after 1 and 3 steps: $a, against the initial: $b;" \
+			"trainable $tlo..$thi: $c, $d (expected same, $ok, moved, moved)" >&2
+		status=1
+	fi
+}
+frozen_check "embeddings, fp32 zero2 N=2" 1 "$e" $((e + 1)) "$n" --freeze embeddings --precision fp32 \
+	--schemes zero2 --world 2
+frozen_check "blocks:0-0, fp32 zero3 N=3 unit=layer K=2" $((e + 1)) "$n" 1 "$e" --freeze blocks:0-0 \
+	--precision fp32 --schemes zero3 --world 3 --unit layer --grad-accum 2
+frozen_check "blocks:0-0, mixed zero3 N=3 unit=layer" $((e + 1)) "$n" 1 "$e" --freeze blocks:0-0 \
+	--precision mixed --schemes zero3 --world 3 --unit layer
+frozen_check "embeddings, mixed dp N=2 K=2" 1 "$e" $((e + 1)) "$n" --freeze embeddings --precision mixed \
+	--schemes dp --world 2 --grad-accum 2
+
+# 4. Refused by name: one line on stderr, exit 2.
+refused() { # PATTERN OPTIONS...
+	pattern=$1
+	shift
+	"$zerosim" measure "$@" --out "$tmp/r.json" 2>"$tmp/err"
+	rc=$?
+	if [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$pattern" "$tmp/err"; then
+		echo "ok: refused: $(cat "$tmp/err")"
+	else
+		echo "$name: FAIL: measure $* exited $rc, expected 2 and one line with '$pattern':" >&2
+		cat "$tmp/err" >&2
+		status=1
+	fi
+}
+refused "only with --model" --freeze embeddings --world 2
+refused "not one run of the flat vector" --model "$gpt2" --freeze blocks:0-0 --unit model --world 2
+refused "part frozen, part trainable" --model "$gpt2" --freeze embeddings --unit layer --schemes zero3 --world 2
+refused "some parts of the fused tensor" --model "$llama" --freeze re:q_proj --world 2
+refused "freezes none of" --model "$llama" --freeze re:nothing --world 2
+refused "freezes every one of" --model "$llama" --freeze 're:.' --world 2
+refused "deepspeed trains every parameter), and under --framework paper with --model" --model "$llama" --framework deepspeed --freeze embeddings --world 2
+refused "no key for frozen parameters" --model "$llama" --freeze embeddings --write-case "$tmp/c.json"
+# The report does not take a frozen paper run yet (its floors would count
+# every parameter as trained): one line, exit 2 (part 1's last theory file).
+"$zerosim" measure --world 1 --steps 1 --out "$tmp/mm.json" || exit 99
+"$zerosim" theory --world 1 --out "$tmp/mt.json" || exit 99
+"$zerosim" report --measured "$tmp/mm.json" --theory "$tmp/mt.json" --transformer "$tmp/t.json" \
+	--out "$tmp/rep" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "does not take frozen paper runs" "$tmp/err"; then
+	echo "ok: refused: $(cat "$tmp/err")"
+else
+	echo "$name: FAIL: report took a frozen paper run (exit $rc):" >&2
+	cat "$tmp/err" >&2
+	status=1
+fi
+exit $status
