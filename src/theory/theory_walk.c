@@ -1065,7 +1065,7 @@ static void ds_keep_events(struct events *ev, const struct theory_bytes *b, cons
 
 /* --freeze under the paper's schedule (docs/schedule.md, "Frozen
  * parameters under the paper's schedule"): each unit's trainable
- * elements t_u (util/freeze.h), Ψ_t and S_t. */
+ * elements t_u (util/step.h, zs_freeze_units), Ψ_t and S_t. */
 struct frozen {
 	uint64_t *trained;      /* t_u, or NULL: none frozen */
 	uint64_t ntrain, tshard;

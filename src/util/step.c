@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/freeze.h"
 #include "util/step.h"
 #include "util/util.h"
 
@@ -512,4 +513,131 @@ uint64_t step_params_count(const struct zs_model *m)
 	uint64_t n = p.numel;
 	step_params_free(&p);
 	return n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The paper's units under --freeze (util/freeze.h's patterns) */
+
+/* Part k of tensor i's name: a fused tensor's "{q,k,v}_proj" names its
+ * parts in braces; the k-th word stands for them (k < 0: the name). */
+static void part_of(const struct step_params *p, size_t i, int k, char *out, size_t n)
+{
+	char name[256];
+	step_tensor_name(p, i, name, sizeof name);
+	const char *l = strchr(name, '{'), *r = l ? strchr(l, '}') : NULL;
+	if (k < 0 || r == NULL) {
+		snprintf(out, n, "%s", name);
+		return;
+	}
+	const char *a = l + 1;
+	for (int j = 0; j < k && a < r; j++)
+		a += strcspn(a, ",}") + 1;
+	snprintf(out, n, "%.*s%.*s%s", (int)(l - name), name, (int)strcspn(a, ",}"), a, r + 1);
+}
+
+/* Parts frozen of tensor i, and how many parts it has. */
+static unsigned frozen_parts(const struct step_params *p, const char *spec, size_t i, unsigned *parts)
+{
+	unsigned np = p->tensor[i].nparts ? p->tensor[i].nparts : 1, hit = 0;
+	for (unsigned k = 0; k < np; k++) {
+		char name[256];
+		part_of(p, i, p->tensor[i].nparts ? (int)k : -1, name, sizeof name);
+		hit += zs_freeze_match(spec, name, p->nlayers - 2) != 0;
+	}
+	*parts = np;
+	return hit;
+}
+
+int zs_freeze_tensor(const struct step_params *p, const char *spec, size_t i)
+{
+	unsigned np;
+	return spec != NULL && *spec && frozen_parts(p, spec, i, &np) == np;
+}
+
+struct zs_freeze_run *zs_freeze_units(const struct step_params *p, const char *spec, int by_layer, int whole,
+                                      size_t *nunits, char **cause)
+{
+	struct zs_freeze_run *run = zs_calloc(p->nlayers + 1, sizeof *run);
+	size_t U = 0, u = SIZE_MAX;
+	uint64_t end = 0; /* where unit u's run ended: a trainable tensor after a frozen one opens a second */
+	int closed = 0;
+	char name[256];
+	for (size_t l = 0; l < p->nlayers; l++) {
+		const struct step_layer *ly = &p->layer[l];
+		if (U == 0 || (by_layer && ly->numel > 0)) {
+			u = U++;
+			run[u] = (struct zs_freeze_run){ly->offset, 0, 0};
+			end = ly->offset, closed = 0;
+		}
+		run[u].size += ly->numel;
+		uint64_t off = ly->offset;
+		for (size_t i = ly->first; i < ly->first + ly->n; off += p->tensor[i++].numel) {
+			unsigned np = 1, hit = spec != NULL && *spec ? frozen_parts(p, spec, i, &np) : 0;
+			step_tensor_name(p, i, name, sizeof name);
+			if (hit > 0 && hit < np) {
+				(void)zs_fail(cause, "--freeze %s: freezes some parts of the fused tensor %s, not all (the "
+				                     "engine's kernels fuse them; freeze all or none)", spec, name);
+				free(run);
+				return NULL;
+			}
+			if (hit) {
+				closed = run[u].n > 0;
+				continue;
+			}
+			if (closed || (run[u].n > 0 && off != end)) {
+				(void)zs_fail(cause, "--freeze %s under --framework paper --unit %s: the trainable parameters "
+				                     "of a unit are not one run of the flat vector (%s follows a frozen tensor; "
+				                     "docs/schedule.md, \"Frozen parameters\")%s", spec, by_layer ? "layer" : "model", name,
+				              !by_layer ? ": give --unit layer" : "");
+				free(run);
+				return NULL;
+			}
+			if (run[u].n == 0)
+				run[u].off = off;
+			run[u].n += p->tensor[i].numel;
+			end = off + p->tensor[i].numel;
+		}
+	}
+	for (size_t k = 0; whole && k < U; k++)
+		if (run[k].n != 0 && run[k].n != run[k].size) {
+			(void)zs_fail(cause, "--freeze %s under --framework paper --schemes zero3 --unit %s: unit %zu is "
+			                     "part frozen, part trainable (zero3 shards its optimizer state as its params: a "
+			                     "unit must be all frozen or all trainable; docs/schedule.md, \"Frozen "
+			                     "parameters\")", spec, by_layer ? "layer" : "model", k);
+			free(run);
+			return NULL;
+		}
+	*nunits = U;
+	return run;
+}
+
+int zs_freeze_paper_check(const struct zs_config *c, const struct zs_model *m, char **cause)
+{
+	if (!c->freeze[0] || c->framework != ZS_FW_PAPER)
+		return 0;
+	if (m == NULL)
+		return zs_fail(cause, "--freeze %s under --framework paper: only with --model (a transformer: the MLP's "
+		                      "layers have no Hugging Face names)", c->freeze);
+	struct step_params p;
+	step_params_build(&p, m);
+	size_t nfrozen = 0;
+	for (size_t i = 0; i < p.ntensors; i++)
+		nfrozen += zs_freeze_tensor(&p, c->freeze, i) != 0;
+	int zero3 = 0, bad = nfrozen == 0 || nfrozen == p.ntensors;
+	for (size_t i = 0; i < c->nschemes; i++)
+		for (size_t w = 0; w < c->nworld; w++)
+			zero3 |= c->schemes[i] == ZS_ZERO3 && c->world[w] > 1;
+	int units_bad = 0;
+	for (size_t u = 0; !units_bad && u < c->nunits; u++) {
+		size_t n;
+		struct zs_freeze_run *run = zs_freeze_units(&p, c->freeze, c->units[u] == ZS_UNIT_LAYER, zero3, &n, cause);
+		units_bad = run == NULL;
+		free(run);
+	}
+	if (bad && !units_bad)
+		(void)zs_fail(cause, "--freeze %s: freezes %s of %s's %zu parameter tensors (nothing to %s)", c->freeze,
+		              nfrozen ? "every one" : "none", m->name, p.ntensors, nfrozen ? "train" : "freeze");
+	bad |= units_bad;
+	step_params_free(&p);
+	return bad ? -1 : 0;
 }
