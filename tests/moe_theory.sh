@@ -54,7 +54,7 @@ fi
 "$zerosim" measure -q --world 1 --steps 1 --out "$tmp/mlp-m.json" && "$zerosim" theory --world 1 --out "$tmp/mlp-t.json" ||
 	exit 99
 for r in balanced file; do
-	"$zerosim" report --measured "$tmp/mlp-m.json" --theory "$tmp/mlp-t.json" --transformer "$tmp/m.json" \
+	ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zerosim" report --no-render --measured "$tmp/mlp-m.json" --theory "$tmp/mlp-t.json" --transformer "$tmp/m.json" \
 		--transformer "$tmp/$r.json" --out "$tmp/rep-$r" --no-render >"$tmp/rep-$r.out" 2>&1 ||
 		{ cat "$tmp/rep-$r.out" >&2; exit 99; }
 done

@@ -206,7 +206,7 @@ refused "no key for frozen parameters" --model "$llama" --freeze embeddings --wr
 # every parameter as trained): one line, exit 2 (part 1's last theory file).
 "$zerosim" measure --world 1 --steps 1 --out "$tmp/mm.json" || exit 99
 "$zerosim" theory --world 1 --out "$tmp/mt.json" || exit 99
-"$zerosim" report --measured "$tmp/mm.json" --theory "$tmp/mt.json" --transformer "$tmp/t.json" \
+ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zerosim" report --no-render --measured "$tmp/mm.json" --theory "$tmp/mt.json" --transformer "$tmp/t.json" \
 	--out "$tmp/rep" 2>"$tmp/err"
 rc=$?
 if [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "does not take frozen paper runs" "$tmp/err"; then

@@ -21,7 +21,7 @@ ds="--framework deepspeed --schemes zero3 --world 2 --grad-accum 2 --ds-persist 
 # shellcheck disable=SC2086
 "$zerosim" measure --quiet $ds --out "$tmp/m.json" && "$zerosim" theory $ds --out "$tmp/t.json" ||
 	fail "measure or theory of DeepSpeed's zero3 at K = 2"
-"$zerosim" report --no-render --measured "$tmp/m.json" --theory "$tmp/t.json" --out "$tmp/ds" >"$tmp/out" 2>"$tmp/err" ||
+ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zerosim" report --no-render --measured "$tmp/m.json" --theory "$tmp/t.json" --out "$tmp/ds" >"$tmp/out" 2>"$tmp/err" ||
 	fail "report: $(cat "$tmp/err")"
 grep -q "^zerosim report: 3 points, 3 flagged, 0 unexplained$" "$tmp/out" || fail "not every point explained: $(cat "$tmp/out")"
 # The measured all-gathers a step, from the file (a mean over the steps).
@@ -40,7 +40,7 @@ grep -q "^FLAG zero3 N=2 unit=model comm: .* = coordinator's gathers -[0-9.]* B$
 # The paper's schedule at K = 3 joins its theory and equals it.
 "$zerosim" measure --quiet --grad-accum 3 --world 1,2,3 --steps 2 --out "$tmp/pm.json" &&
 	"$zerosim" theory --grad-accum 3 --world 1,2,3 --out "$tmp/pt.json" || fail "the paper's K = 3 files"
-"$zerosim" report --no-render --measured "$tmp/pm.json" --theory "$tmp/pt.json" --out "$tmp/paper" >"$tmp/out" 2>"$tmp/err" ||
+ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zerosim" report --no-render --measured "$tmp/pm.json" --theory "$tmp/pt.json" --out "$tmp/paper" >"$tmp/out" 2>"$tmp/err" ||
 	fail "report of the paper's K = 3: $(cat "$tmp/err")"
 grep -q "^zerosim report: [0-9]* points, [0-9]* flagged, 0 unexplained$" "$tmp/out" || fail "paper K = 3: $(cat "$tmp/out")"
 exit 0
