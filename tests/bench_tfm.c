@@ -165,8 +165,6 @@ static double replay(int runs, double *flop, double *cpu)
 	return med;
 }
 
-/* Wall seconds of one engine run of `steps` steps of gpt2 (dims d) at
- * precision p; its CPU seconds in *cpu. */
 /* The process's user-mode CPU seconds: the engine's own work, without the
  * kernel's page clearing (a fresh run faults in its ~2 GB, and the system
  * time of that swings by seconds with the kernel's huge pages). */
@@ -177,6 +175,8 @@ static double user_now(void)
 	return (double)r.ru_utime.tv_sec + (double)r.ru_utime.tv_usec * 1e-6;
 }
 
+/* Wall seconds of one engine run of `steps` steps of gpt2 (dims d) at
+ * precision p; its CPU seconds in *cpu, its user seconds in *user. */
 static double engine_seconds(const struct tfm_dims *d, enum zs_precision p, unsigned steps, double *cpu,
                              double *user)
 {

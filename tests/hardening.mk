@@ -58,13 +58,15 @@ FUZZ_REPORT = $(top_srcdir)/src/report/report.c $(top_srcdir)/src/report/report_
 	$(top_srcdir)/src/report/report_figures.c $(top_srcdir)/src/report/report_exec.c \
 	$(top_srcdir)/src/report/report_overhead.c $(top_srcdir)/src/report/report_tfm.c \
 	$(top_srcdir)/src/report/report_tfm_data.c $(top_srcdir)/src/report/report_host.c \
+	$(top_srcdir)/src/report/report_moe.c \
 	$(top_srcdir)/src/report/report_torch.c
 FUZZ_REPORT_H = $(top_srcdir)/tests/fuzz/fuzz_report.h $(top_srcdir)/src/report/report_data.h \
 	$(top_srcdir)/src/report/report_classify.h $(top_srcdir)/src/report/report_findings.h \
 	$(top_srcdir)/src/report/report_text.h $(top_srcdir)/src/report/report_figures.h \
 	$(top_srcdir)/src/report/report_buf.h $(top_srcdir)/src/report/report_overhead.h \
 	$(top_srcdir)/src/report/report_tfm.h $(top_srcdir)/src/report/report_tfm_data.h \
-	$(top_srcdir)/src/report/report_host.h $(top_srcdir)/src/report/report_torch.h
+	$(top_srcdir)/src/report/report_host.h $(top_srcdir)/src/report/report_torch.h \
+	$(top_srcdir)/src/report/report_moe.h
 # The valid file each report harness joins its input with.
 FUZZ_PARTNER_measured = $(abs_top_srcdir)/tests/fuzz/corpus/theory/valid-4-8-4-model-layer.json
 FUZZ_PARTNER_theory = $(abs_top_srcdir)/tests/fuzz/corpus/measured/valid-4-8-4-model.json
@@ -98,7 +100,7 @@ tests/fuzz/fuzz_theory: $(top_srcdir)/tests/fuzz/fuzz_theory.c $(FUZZ_COMMON) $(
 
 # The config reader and the theory that reads what it accepts.
 FUZZ_MODEL = $(top_srcdir)/src/theory/theory.c $(top_srcdir)/src/theory/theory_tfm.c \
-	$(top_srcdir)/src/theory/theory_walk.c \
+	$(top_srcdir)/src/theory/theory_walk.c $(top_srcdir)/src/theory/theory_routing.c \
 	$(top_srcdir)/src/theory/theory_framework.c $(top_srcdir)/src/theory/theory_deepspeed.c \
 	$(top_srcdir)/src/theory/theory_text.c $(top_srcdir)/src/theory/theory_alloc.c \
 	$(top_srcdir)/src/theory/theory_autograd.c $(top_srcdir)/src/theory/theory_nccl.c

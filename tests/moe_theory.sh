@@ -24,6 +24,8 @@
 name=moe_theory
 needs=${ZS_BUILDDIR:-.}/tests/json_agree
 . "${srcdir:-.}/tests/moe_lib.sh"
+# the shipped configs (gpt2, mixtral-8x7b) from the source tree in a VPATH build
+[ -d "$top/data/models" ] || { ZEROSIM_DATADIR=${srcdir:-.}; export ZEROSIM_DATADIR; }
 agree=$needs
 status=0
 fail() { echo "moe_theory: FAIL: $*" >&2; status=1; }
@@ -156,6 +158,33 @@ refuse "--routing needs a mixture of experts" --model gpt2 --precision fp32 --wo
 # shellcheck disable=SC2086
 refuse "--device-mem's largest micro-batch needs --routing balanced or worst" $one --world 1 --steps 3 \
 	--routing "$tmp/m.json" --device-mem 80GB
+# the review of s32-int: counts no router can make (one expert sent more
+# tokens than the block has, the sum kept), a file that names more blocks
+# and experts than it lists (it crashed), and --out over the file read
+python3 - "$tmp" <<'PY' || exit 99
+import json, sys
+t = sys.argv[1]
+m = json.load(open(t + "/m.json"))
+run = [r for r in m["runs"] if r["world"] == 1][0]
+m["runs"] = [run]
+rt = run["routing"]
+for step in rt["tokens_per_expert"][0]:
+    for b in range(len(step)):
+        n = sum(step[b])
+        step[b] = [n] + [0] * (len(step[b]) - 1)
+json.dump(m, open(t + "/over.json", "w"))
+rt["blocks"], rt["experts"] = 1000000, 4096
+json.dump(m, open(t + "/huge.json", "w"))
+PY
+# shellcheck disable=SC2086
+refuse "sends 128 tokens to one expert of a block, more than the B·T = 64" $one --world 1 --steps 3 \
+	--routing "$tmp/over.json"
+# shellcheck disable=SC2086
+refuse "not 1000000 blocks" $one --world 1 --steps 3 --routing "$tmp/huge.json"
+cp "$tmp/m.json" "$tmp/same.json"
+# shellcheck disable=SC2086
+refuse "same.json" $one --world 1 --steps 3 --routing "$tmp/same.json" --out "$tmp/same.json"
+cmp -s "$tmp/m.json" "$tmp/same.json" || fail "theory --out over its --routing file changed it"
 
 # the shipped mixtral-8x7b: the paper's exact step at fp32
 "$zerosim" theory --model mixtral-8x7b --precision fp32 --world 8 --seq 4096 --schemes zero3 --out "$tmp/x.json" ||

@@ -53,7 +53,7 @@ static void usage(FILE *f)
 	      "      --precision P      mixed (default: fp16 params and grads, fp32 master)\n"
 	      "                         or fp32 (--model: the default); amp-bf16: PyTorch's\n"
 	      "                         autocast (bf16 on the CPU, fp32 state) over the\n"
-	      "                         PyTorch step (--wrapper none or ddp; gpt2, llama,\n"
+	      "                         PyTorch step (--wrapper none, ddp or fsdp; gpt2, llama,\n"
 	      "                         mistral, qwen2, qwen3, phi3)\n"
 	      "      --optimizer O      adam (default) or sgd (with momentum 0.9)\n"
 	      "      --lr RATE          learning rate (default 0.001)\n"
@@ -401,8 +401,7 @@ static int plain_step_check(const struct zs_config *c, char **cause)
 {
 	if (c->precision == ZS_MIXED)
 		return zs_fail(cause, "--precision mixed: the PyTorch step (--wrapper %s) is PyTorch's own: fp32 or "
-		               "autocast (give --precision fp32%s)", zs_wrapper_name(c->wrapper),
-		               c->wrapper == ZS_WRAPPER_FSDP ? "" : " or amp-bf16");
+		               "autocast (give --precision fp32 or amp-bf16)", zs_wrapper_name(c->wrapper));
 	struct step_params p;
 	struct ag_options o;
 	struct ag_step s;

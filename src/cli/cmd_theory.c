@@ -98,7 +98,7 @@ static void usage(void)
 "      --unit LIST        of model,layer (default model)\n"
 "      --precision P      mixed, bf16 (mixed's bytes) or fp32 (default mixed);\n"
 "                         amp-bf16: PyTorch's autocast over the PyTorch step\n"
-"                         (--wrapper none or ddp, --torch-device cpu; gpt2,\n"
+"                         (--wrapper none, ddp or fsdp, --torch-device cpu; gpt2,\n"
 "                         llama, mistral, qwen2, qwen3, phi3)\n"
 "      --optimizer O      adam or sgd (default adam)\n"
 "      --batch B          per-rank batch (default 4)\n"
@@ -456,8 +456,12 @@ int zs_cmd_theory(int argc, char **argv)
 	}
 	/* --model names a file or a shipped config: the file it reads is an input. */
 	char *model_file = zs_model_file(model_arg);
-	const struct zs_path in[] = {{"--spec", spec}, {"--model", model_file}}, outs[] = {{"--out", out}};
-	int clash = zs_check_paths(in, 2, outs, 1, &cause);
+	/* --routing FILE reads a measured.json */
+	const char *routing_file = routing_arg != NULL && strcmp(routing_arg, "balanced") != 0 &&
+	                           strcmp(routing_arg, "worst") != 0 ? routing_arg : NULL;
+	const struct zs_path in[] = {{"--spec", spec}, {"--model", model_file}, {"--routing", routing_file}},
+	                     outs[] = {{"--out", out}};
+	int clash = zs_check_paths(in, 3, outs, 1, &cause);
 	free(model_file);
 	if (clash != 0)
 		goto bad;

@@ -54,7 +54,7 @@ void layout_init(struct zs_layout *lo, const struct zs_net *m, enum zs_scheme sc
 void layout_freeze(struct zs_layout *lo, const struct zs_freeze_run *run, size_t nunits)
 {
 	if (nunits != lo->nunits)
-		abort(); /* the same units (util/freeze.c walks the description's layers as layout_init) */
+		abort(); /* the same units (util/step.c's zs_freeze_units walks the description's layers as layout_init) */
 	lo->ntrain = lo->tshard = 0;
 	for (size_t u = 0; u < lo->nunits; u++) {
 		struct zs_layout_unit *un = &lo->unit[u];

@@ -104,7 +104,7 @@ void layout_init(struct zs_layout *lo, const struct zs_net *m, enum zs_scheme sc
 void layout_free(struct zs_layout *lo);
 
 /* --freeze (the paper's schedule): unit u steps only the elements
- * [run[u].off, run[u].off + run[u].n) (util/freeze.h's runs, nunits of
+ * [run[u].off, run[u].off + run[u].n) (util/step.h's zs_freeze_units, nunits of
  * them, the layout's units in order). */
 void layout_freeze(struct zs_layout *lo, const struct zs_freeze_run *run, size_t nunits);
 

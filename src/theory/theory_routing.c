@@ -30,7 +30,8 @@ void theory_routing_free(struct theory_routing *r)
 	memset(r, 0, sizeof *r);
 }
 
-/* One list of n counts (JSON numbers, whole, at most 2^53) into out. */
+/* One list of n counts (JSON numbers, whole, at most 2^53) into out
+ * (NULL: only checked). */
 static int count_list(const cJSON *a, size_t n, uint64_t *out, const char *where, char **cause)
 {
 	if (!cJSON_IsArray(a) || (size_t)cJSON_GetArraySize(a) != n)
@@ -41,7 +42,41 @@ static int count_list(const cJSON *a, size_t n, uint64_t *out, const char *where
 		if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble > 0x1p53 ||
 		    v->valuedouble != (double)(uint64_t)v->valuedouble)
 			return zs_fail(cause, "%s: a count is not a whole number of tokens", where);
-		out[i++] = (uint64_t)v->valuedouble;
+		if (out != NULL)
+			out[i] = (uint64_t)v->valuedouble;
+		i++;
+	}
+	return 0;
+}
+
+/* The run's counts, ranks x steps x blocks x E, each list checked against
+ * the run's shape, into out (NULL: only checked). */
+static int fill_counts(const struct theory_routing_run *run, const cJSON *tok, const char *path, const char *where,
+                       uint64_t *out, char **cause)
+{
+	const cJSON *rank;
+	size_t k = 0;
+	cJSON_ArrayForEach(rank, tok) {
+		if (!cJSON_IsArray(rank) || (size_t)cJSON_GetArraySize(rank) != run->steps)
+			return zs_fail(cause, "%s: %s.tokens_per_expert[%zu]: not %zu steps", path, where, k, run->steps);
+		size_t t = 0;
+		const cJSON *step, *block;
+		cJSON_ArrayForEach(step, rank) {
+			if (!cJSON_IsArray(step) || (size_t)cJSON_GetArraySize(step) != run->blocks)
+				return zs_fail(cause, "%s: %s.tokens_per_expert[%zu][%zu]: not %zu blocks", path, where, k, t,
+				               run->blocks);
+			size_t l = 0;
+			cJSON_ArrayForEach(block, step) {
+				char at[96];
+				snprintf(at, sizeof at, "%s: %s.tokens_per_expert[%zu][%zu][%zu]", path, where, k, t, l);
+				if (count_list(block, run->experts, out == NULL ? NULL : out + ((k * run->steps + t) * run->blocks + l) * run->experts,
+				               at, cause) < 0)
+					return -1;
+				l++;
+			}
+			t++;
+		}
+		k++;
 	}
 	return 0;
 }
@@ -80,31 +115,15 @@ static int load_run(struct theory_routing_run *run, const cJSON *mrun, const cha
 	run->steps = cJSON_IsArray(rank) ? (size_t)cJSON_GetArraySize(rank) : 0;
 	if (run->steps == 0)
 		return zs_fail(cause, "%s: %s.tokens_per_expert has no steps", path, where);
-	size_t per_rank = run->steps * run->blocks * run->experts;
-	run->counts = zs_calloc(run->world * per_rank, sizeof *run->counts);
-	size_t k = 0;
-	cJSON_ArrayForEach(rank, tok) {
-		if (!cJSON_IsArray(rank) || (size_t)cJSON_GetArraySize(rank) != run->steps)
-			return zs_fail(cause, "%s: %s.tokens_per_expert[%zu]: not %zu steps", path, where, k, run->steps);
-		size_t t = 0;
-		const cJSON *step, *block;
-		cJSON_ArrayForEach(step, rank) {
-			if (!cJSON_IsArray(step) || (size_t)cJSON_GetArraySize(step) != run->blocks)
-				return zs_fail(cause, "%s: %s.tokens_per_expert[%zu][%zu]: not %zu blocks", path, where, k, t,
-				               run->blocks);
-			size_t l = 0;
-			cJSON_ArrayForEach(block, step) {
-				char at[96];
-				snprintf(at, sizeof at, "%s: %s.tokens_per_expert[%zu][%zu][%zu]", path, where, k, t, l);
-				if (count_list(block, run->experts, run->counts + ((k * run->steps + t) * run->blocks + l) * run->experts,
-				               at, cause) < 0)
-					return -1;
-				l++;
-			}
-			t++;
-		}
-		k++;
-	}
+	/* twice: the shape first, every list the size it says, so that the
+	 * counts allocated are the numbers the file holds (a file that names
+	 * more blocks or experts than it lists is refused before any
+	 * allocation), then the counts */
+	if (fill_counts(run, tok, path, where, NULL, cause) < 0)
+		return -1;
+	run->counts = zs_calloc(run->world * run->steps * run->blocks * run->experts, sizeof *run->counts);
+	if (fill_counts(run, tok, path, where, run->counts, cause) < 0)
+		return -1;
 	run->json = cJSON_Duplicate(rt, 1);
 	return 0;
 }
@@ -186,6 +205,12 @@ int theory_routing_check(const struct theory_routing *r, const struct zs_model *
 						return zs_fail(cause, "--routing %s: N = %u routes %llu assignments a block, B·T·k is "
 						               "%llu here (--batch, --seq or num_experts_per_tok differ)", r->file,
 						               x->world, (unsigned long long)sum, (unsigned long long)want);
+					/* top-k picks k distinct experts a token: one gets each token at most once */
+					for (size_t e = 0; e < x->experts; e++)
+						if (x->counts[i * x->experts + e] > BT)
+							return zs_fail(cause, "--routing %s: N = %u sends %llu tokens to one expert of a block, "
+							               "more than the B·T = %llu there are", r->file, x->world,
+							               (unsigned long long)x->counts[i * x->experts + e], (unsigned long long)BT);
 				}
 			}
 	return 0;

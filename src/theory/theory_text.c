@@ -373,8 +373,11 @@ static void units_text(struct zs_buf *t, const struct theory_request *req, enum 
  * of the table, is its reference. */
 static int framework_headline(const struct theory_request *req)
 {
-	/* a mixture's too: Korthikanti's dense layer is not its routed one */
-	return req->model != NULL && (req->config->framework != ZS_FW_PAPER || req->model->experts > 0);
+	/* a mixture's too: Korthikanti's dense layer is not its routed one;
+	 * and a frozen or accumulating run's, which the dense formula does not
+	 * know */
+	return req->model != NULL && (req->config->framework != ZS_FW_PAPER || req->model->experts > 0 ||
+	                              req->config->freeze[0] || req->config->grad_accum > 1);
 }
 
 static void headline_of(const struct theory_request *req, const struct theory_row *r, struct headline *h)

@@ -237,7 +237,6 @@ static int is_label_k(const struct ag_event *e, const char *l)
 	       (e->label[n] == '\0' || e->label[n] == '@');
 }
 
-/* The block unit whose mark "KIND:NAME:WHICH" e is, or NULL. */
 /* Whether op e writes the plain .grad (is_pg) AccumulateGrad made of the
  * incoming gradient: its sum into one (ADD_) or its clone
  * (clone_obey_contract's COPY, of the .grad's dtype). Not autocast's
@@ -249,6 +248,7 @@ static int into_pg(const struct ag_step *s, const struct ag_event *e, const unsi
 	       (e->op != AG_OP_COPY || s->tensor[e->in[0]].dtype == s->tensor[e->out[0]].dtype);
 }
 
+/* The block unit whose mark "KIND:NAME:WHICH" e is, or NULL. */
 static struct unit *block_mark(const struct ag_event *e, struct unit *u, size_t nu, const char *kind,
                                const char *which)
 {

@@ -60,8 +60,8 @@
  *     rms_norm_eps 1e-5, rope_theta 1e6, sliding_window none, as
  *     MixtralConfig's defaults. The engine trains it in fp32 under the
  *     paper's schemes (not the auxiliary loss nor router_jitter_noise:
- *     unrun where the config asks for them) and the theory refuses it
- *     (its activations follow the routing).
+ *     unrun where the config asks for them), and the theory follows that
+ *     step under --routing (its activations follow the routing).
  *
  * Keys that change no byte count but the numbers the engine's transformer
  * computes are read too: the norms' epsilon (gpt2 layer_norm_epsilon,
