@@ -76,14 +76,7 @@ cJSON *measure_json_new(const struct zs_config *c, const char *case_path)
 	}
 	cJSON_AddStringToObject(cfg, "precision", zs_precision_name(c->precision));
 	cJSON_AddStringToObject(cfg, "optimizer", zs_optimizer_name(c->optimizer));
-	if (c->framework != ZS_FW_PAPER) /* absent: the paper's, as before the key existed */
-		cJSON_AddStringToObject(cfg, "framework", zs_framework_name(c->framework));
-	if (c->framework == ZS_FW_TORCH) { /* torch's own options */
-		zs_json_add_number(cfg, "bucket_cap_mb", c->bucket_cap_mb);
-		cJSON_AddStringToObject(cfg, "prefetch", zs_prefetch_name(c->prefetch));
-	}
-	zs_config_json_torch(cfg, c, c->tfm != NULL);
-	zs_config_json_deepspeed(cfg, c);
+	zs_config_json_framework(cfg, c, c->tfm != NULL);
 	unsigned p, g, k;
 	zs_bytes_per_param(c->precision, c->optimizer, &p, &g, &k);
 	cJSON *bpp = cJSON_AddObjectToObject(cfg, "bytes_per_param");

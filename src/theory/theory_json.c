@@ -370,14 +370,7 @@ static void config_json(cJSON *root, const struct theory_request *req)
 		cJSON_AddItemToArray(arr, cJSON_CreateString(zs_unit_name(c->units[i])));
 	cJSON_AddStringToObject(cfg, "precision", theory_request_precision(req));
 	cJSON_AddStringToObject(cfg, "optimizer", zs_optimizer_name(c->optimizer));
-	if (c->framework != ZS_FW_PAPER)
-		cJSON_AddStringToObject(cfg, "framework", zs_framework_name(c->framework));
-	if (c->framework == ZS_FW_TORCH) {
-		num(cfg, "bucket_cap_mb", c->bucket_cap_mb);
-		cJSON_AddStringToObject(cfg, "prefetch", zs_prefetch_name(c->prefetch));
-	}
-	zs_config_json_torch(cfg, c, req->model != NULL);
-	zs_config_json_deepspeed(cfg, c);
+	zs_config_json_framework(cfg, c, req->model != NULL);
 	if (c->framework == ZS_FW_DEEPSPEED)
 		num(cfg, "steps", c->steps); /* zero3's comm is a mean */
 	cJSON *bpp = cJSON_AddObjectToObject(cfg, "bytes_per_param");

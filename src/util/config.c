@@ -1104,7 +1104,7 @@ int zs_parse_bytes(const char *s, double *out, char **cause)
 	return zs_fail(cause, "'%.40s' is not a memory size: unknown unit '%.20s' (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", s, rest);
 }
 
-void zs_config_json_deepspeed(cJSON *cfg, const struct zs_config *c)
+static void json_deepspeed(cJSON *cfg, const struct zs_config *c)
 {
 	if (c->framework != ZS_FW_DEEPSPEED)
 		return;
@@ -1153,7 +1153,7 @@ static void json_step_settings(cJSON *cfg, const struct zs_config *c)
 	}
 }
 
-void zs_config_json_torch(cJSON *cfg, const struct zs_config *c, int attention)
+static void json_torch(cJSON *cfg, const struct zs_config *c, int attention)
 {
 	/* only the PyTorch step (plain or DDP) follows them (zs_config_check_torch) */
 	if (c->framework != ZS_FW_PAPER && zs_wrapper_step(c)) {
@@ -1166,4 +1166,16 @@ void zs_config_json_torch(cJSON *cfg, const struct zs_config *c, int attention)
 				cJSON_AddStringToObject(cfg, zs_torch_json_keys[i], value[i]);
 	}
 	json_step_settings(cfg, c); /* under every framework: K is the paper's and DeepSpeed's too */
+}
+
+void zs_config_json_framework(cJSON *cfg, const struct zs_config *c, int attention)
+{
+	if (c->framework != ZS_FW_PAPER) /* absent: the paper's, as before the key existed */
+		cJSON_AddStringToObject(cfg, "framework", zs_framework_name(c->framework));
+	if (c->framework == ZS_FW_TORCH) { /* torch's own options */
+		zs_json_add_number(cfg, "bucket_cap_mb", c->bucket_cap_mb);
+		cJSON_AddStringToObject(cfg, "prefetch", zs_prefetch_name(c->prefetch));
+	}
+	json_torch(cfg, c, attention);
+	json_deepspeed(cfg, c);
 }

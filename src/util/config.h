@@ -192,21 +192,22 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 struct cJSON;
 int zs_config_set_json(struct zs_config *c, const char *key, const struct cJSON *value, char **cause);
 
-/* DeepSpeed's settings into a file's "config" (docs/formats.md): for
- * --framework deepspeed, "deepspeed": {"reduce_bucket", "allgather_bucket",
- * "overlap_comm", "persist", "offload", "ranks_per_node"}; nothing for another
- * framework. measured.json and theory.json both write it. */
-void zs_config_json_deepspeed(struct cJSON *cfg, const struct zs_config *c);
-
-/* The PyTorch a run follows into a file's "config" (docs/formats.md): for
- * the PyTorch step (--framework torch, --wrapper none, ddp or fsdp),
- * "torch_version", "torch_device", "optimizer_impl", "zero_grad", "attn"
- * and "wrapper", each as it runs (the *_resolve below: no "default");
- * "attn" only where the run has a transformer (attention != 0: an MLP has
- * none). Then, under every framework, the step's settings that change its
- * bytes (zs_step_json_keys), each only where it is on, so that a run
- * without them writes what it wrote before they existed. */
-void zs_config_json_torch(struct cJSON *cfg, const struct zs_config *c, int attention);
+/* The framework a run follows into a file's "config" (docs/formats.md);
+ * measured.json and theory.json both write it, so it is written here once:
+ * - "framework" (absent: the paper's, as before the key existed), and
+ *   under --framework torch its "bucket_cap_mb" and "prefetch";
+ * - for the PyTorch step (--framework torch, --wrapper none, ddp or fsdp),
+ *   "torch_version", "torch_device", "optimizer_impl", "zero_grad", "attn"
+ *   and "wrapper", each as it runs (the *_resolve below: no "default");
+ *   "attn" only where the run has a transformer (attention != 0: an MLP
+ *   has none);
+ * - under every framework, the step's settings that change its bytes
+ *   (zs_step_json_keys), each only where it is on, so that a run without
+ *   them writes what it wrote before they existed;
+ * - for --framework deepspeed, "deepspeed": {"reduce_bucket",
+ *   "allgather_bucket", "overlap_comm", "persist", "offload",
+ *   "ranks_per_node"}. */
+void zs_config_json_framework(struct cJSON *cfg, const struct zs_config *c, int attention);
 /* The PyTorch keys, in that order (the report compares them between files). */
 #define ZS_NTORCH_JSON_KEYS 6
 extern const char *const zs_torch_json_keys[ZS_NTORCH_JSON_KEYS];
