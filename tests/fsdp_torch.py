@@ -35,9 +35,7 @@ Usage: python3 fsdp_torch.py N WIDTHS  (e.g. 3 64,256,64)
 import contextlib
 import dataclasses
 import functools
-import os
 import sys
-import tempfile
 
 _get_field = dataclasses._get_field
 
@@ -55,7 +53,6 @@ dataclasses._get_field = _let_unhashable_default
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
 import torch.nn as nn  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
@@ -196,14 +193,14 @@ def worker(rank, world, widths, store):
                 got = one(widths, strategy, unit, precision)
                 if rank == 0:
                     print(f"{strategy} {unit} {precision}: {' '.join(got)}", flush=True)
-    dist.destroy_process_group()
+    import hf_torch
+    hf_torch.finish(rank, store)
 
 
 def main():
     world, widths = int(sys.argv[1]), [int(w) for w in sys.argv[2].split(",")]
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the loopback: a CI machine may have no other
-    with tempfile.TemporaryDirectory() as d:
-        mp.spawn(worker, args=(world, widths, os.path.join(d, "store")), nprocs=world)
+    import hf_torch  # its spawn: the rendezvous, and gloo's teardown told from the work
+    hf_torch.spawn(worker, world, lambda store: (world, widths, store))
 
 
 if __name__ == "__main__":

@@ -615,8 +615,6 @@ def run(a, rank=0, world=1):
             every = [None] * world
             dist.all_gather_object(every, {k: out[k] for k in keys})
             out["ranks"] = every
-        dist.barrier()
-        dist.destroy_process_group()
     return out
 
 
@@ -624,6 +622,7 @@ def worker(rank, a, world, outfile):
     r = run(a, rank, world)
     if rank == 0:
         write(outfile, r)
+    H.finish(rank, a.store)  # every rank past a barrier, then the group destroyed
 
 
 def write(path, r):
@@ -734,10 +733,10 @@ def main():
         if a.world == 1:
             write(a.out, run(a))
         else:
-            import torch.multiprocessing as mp
-            with tempfile.TemporaryDirectory() as d:
-                a.store = os.path.join(d, "store")
-                mp.spawn(worker, args=(a, a.world, a.out), nprocs=a.world, join=True)
+            def args(store):
+                a.store = store
+                return (a, a.world, a.out)
+            H.spawn(worker, a.world, args)
     except ValueError as e:
         print(f"ft_torch: {e}", file=sys.stderr)
         sys.exit(2)

@@ -1587,7 +1587,46 @@ def ddp_worker(rank, a, store):
         d["ranks"] = every
     if rank == 0:
         emit(a, d)
+    finish(rank, store)
+
+
+def finish(rank, store):
+    """The end of a gloo worker: every rank's work is done (rank 0 has
+    written its JSON) once all pass the last barrier; each leaves a marker
+    beside the store, then destroys the process group and leaves with
+    os._exit, skipping the interpreter's teardown. PyTorch 2.6's gloo once
+    aborted a rank after its work ("terminate called without an active
+    exception", CI of 768ee00, zero1-2-llama-zeros-foreach): spawn() below
+    takes an abort of a rank that left its marker as teardown, names it on
+    stderr and keeps the result; an abort before the marker fails the run."""
+    import torch.distributed as dist
+    dist.barrier()
+    open("%s.done%d" % (store, rank), "w").close()
     dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def spawn(worker, n, args):
+    """mp.spawn(worker) over n ranks, worker(rank, *args(store)), with a
+    file rendezvous at store in a temporary directory (hf_torch.py's DDP
+    and FSDP, ft_torch.py's and fsdp_torch.py's workers); a rank killed by
+    a signal after finish()'s marker is PyTorch's teardown, not the
+    measurement: named on stderr, not fatal."""
+    import tempfile
+    import torch.multiprocessing as mp
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the loopback: a CI machine may have no other
+    os.environ.setdefault("USE_LIBUV", "0")  # 2.6's TCPStore; the file rendezvous needs neither
+    with tempfile.TemporaryDirectory() as d:
+        store = os.path.join(d, "store")
+        try:
+            mp.spawn(worker, args=args(store), nprocs=n)
+        except mp.ProcessExitedException as e:
+            if not all(os.path.exists("%s.done%d" % (store, r)) for r in range(n)):
+                raise
+            sys.stderr.write("hf_torch: rank %d ended by signal %s after its work was done "
+                             "(gloo's teardown); the result stands\n" % (e.error_index, e.signal_name))
 
 
 # ---------------------------------------------------------------------------
@@ -1633,7 +1672,7 @@ def fsdp_worker(rank, a, store):
     dist.barrier()
     if rank == 0:
         emit(a, d)
-    dist.destroy_process_group()
+    finish(rank, store)
 
 
 def storages(tensors):
@@ -1900,20 +1939,10 @@ def main():
         emit(a, out)
         return
     if a.ddp:
-        import tempfile
-        import torch.multiprocessing as mp
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the loopback: a CI machine may have no other
-        os.environ.setdefault("USE_LIBUV", "0")  # 2.6's TCPStore; the file rendezvous needs neither
-        with tempfile.TemporaryDirectory() as d:
-            mp.spawn(ddp_worker, args=(a, os.path.join(d, "store")), nprocs=a.ddp)
+        spawn(ddp_worker, a.ddp, lambda store: (a, store))
         return
     if a.fsdp:
-        import tempfile
-        import torch.multiprocessing as mp
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        os.environ.setdefault("USE_LIBUV", "0")
-        with tempfile.TemporaryDirectory() as d:
-            mp.spawn(fsdp_worker, args=(a, os.path.join(d, "store")), nprocs=a.fsdp)
+        spawn(fsdp_worker, a.fsdp, lambda store: (a, store))
         return
     emit(a, report(a))
 
