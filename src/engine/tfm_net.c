@@ -30,10 +30,10 @@
  * the order tfm_driver_step (tests/tfm_driver.c) adds them, so every scheme
  * and unit mode gets the same bits as the whole model in one buffer.
  *
- * A mixture's block (mixtral, fp32 only) is a kind of its own: a llama
- * block's attention half, then the router and the experts, whose tensors
- * the driver makes after the layer's route has counted each expert's
- * tokens (net.h's routed tensors).
+ * A mixture's block (mixtral) is a kind of its own: a llama block's
+ * attention half, then the router and the experts, whose tensors the
+ * driver makes after the layer's route has counted each expert's tokens
+ * (net.h's routed tensors).
  *
  * Every layer's backward zeroes the grads it owns first: a layer's grads
  * are a fresh buffer under zero3 and hold the last step's elsewhere.
@@ -160,6 +160,7 @@ static void grads_done(const struct zs_layer *l, const struct zs_layer_io *io, s
 struct view {
 	float *x;
 	float *t[STEP_NACTS];
+	float *end; /* mixed: act32 past the copies */
 };
 
 static void view_of(struct view *v, const struct zs_layer *l, const struct zs_layer_io *io, int a0, int a1,
@@ -181,6 +182,7 @@ static void view_of(struct view *v, const struct zs_layer *l, const struct zs_la
 			p += m->tensor[l->act[a]].elements;
 		}
 	}
+	v->end = p;
 }
 
 /* Mixed: the 16-bit tensors of a0..a1 widened into their copies (in) or
@@ -331,7 +333,7 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	grads_done(l, io, md->first, md->n);
 }
 
-/* ---- a mixture's block (fp32) ----------------------------------------------- */
+/* ---- a mixture's block ------------------------------------------------------ */
 
 /* Mixtral's block (engine/tfm_moe.h): the attention half is a llama
  * block's first four modules (block_fwd, block_bwd), then the router
@@ -339,17 +341,81 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
  * the attention half and the router, which decide the experts' rows;
  * forward runs the experts on them. Expert e's tensors are its own,
  * n_e rows each, as transformers 4.x's loop makes them (tfm_moe.h groups
- * them in one allocation; here each is a tensor of the list). */
+ * them in one allocation; here each is a tensor of the list).
+ *
+ * Mixed: the routing weights and the experts' tensors are 16-bit (the
+ * step description's moe buffers); their fp32 copies follow the block's
+ * in act32, the weights (BT, k), then expert e's four at start[e] rows of
+ * 2d + 3F (Σ n_e = BT·k, so their room is the same whatever the routing).
+ * The kernels run in fp32 on the copies; each result is rounded into its
+ * 16-bit tensor and read back as it is stored (the weights after top-k,
+ * an expert's four after it runs, the block's after the experts' sum),
+ * so backward reads what the 16-bit tensors hold. */
 enum { MOE_ATTN_MODULES = 4 };
 
 static const float *moe_param(const struct zs_layer *l, const struct zs_layer_io *io, size_t module)
 {
-	return io->w[l->module[module].first];
+	return param32(l, io, l->module[module].first, 1);
 }
 
 static void *moe_t(const struct zs_layer *l, const struct zs_layer_io *io, unsigned i)
 {
 	return io->t[l->moe[i]];
+}
+
+/* The block's tensors as the kernels see them: the routing weights and
+ * the experts' copies after the block's own (fp32: the tensors). */
+struct moe_view {
+	struct view v;
+	float *w;
+	float *ex;
+};
+
+static void moe_view_of(struct moe_view *mv, const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	view_of(&mv->v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1);
+	mv->w = n->mixed ? mv->v.end : moe_t(l, io, STEP_MOE_W);
+	mv->ex = n->mixed ? mv->w + n->B * n->T * n->dims.top_k : NULL;
+}
+
+/* Expert e's xe, gu, act, ye as the kernels see them (its ne rows from
+ * the at-th assignment on). */
+static void moe_expert_view(float *t[4], const struct moe_view *mv, const struct zs_layer *l,
+                            const struct zs_layer_io *io, size_t e, size_t at, size_t ne)
+{
+	const struct tfm_dims *d = &io->net->tfm.dims;
+	const size_t row[4] = {d->d, 2 * d->ffn, d->ffn, d->d};
+	float *p = mv->ex != NULL ? mv->ex + at * (2 * d->d + 3 * d->ffn) : NULL;
+	for (unsigned j = 0; j < 4; j++) {
+		t[j] = p != NULL ? p : moe_t(l, io, STEP_MOE_EXPERT + 4 * (unsigned)e + j);
+		p = p != NULL ? p + ne * row[j] : NULL;
+	}
+}
+
+/* Mixed: a copy rounded into its 16-bit tensor and read back from it
+ * (store), or the tensor widened into its copy. */
+static void moe16(float *copy, void *t16, size_t n, int store)
+{
+	if (store)
+		zs_float_to_half_n(t16, copy, n);
+	zs_half_to_float_n(copy, t16, n);
+}
+
+/* Mixed: each expert's four tensors and their copies, as moe16. */
+static void moe_experts16(const struct moe_view *mv, const struct zs_layer *l, const struct zs_layer_io *io,
+                          int store)
+{
+	const struct tfm_dims *d = &io->net->tfm.dims;
+	const size_t *start = moe_t(l, io, STEP_MOE_START);
+	const size_t row[4] = {d->d, 2 * d->ffn, d->ffn, d->d};
+	for (size_t e = 0; e < d->experts; e++) {
+		size_t ne = start[e + 1] - start[e];
+		float *t[4];
+		moe_expert_view(t, mv, l, io, e, start[e], ne);
+		for (unsigned j = 0; j < 4 && ne > 0; j++)
+			moe16(t[j], moe_t(l, io, STEP_MOE_EXPERT + 4 * (unsigned)e + j), ne * row[j], store);
+	}
 }
 
 static void moe_route(const struct zs_layer *l, const struct zs_layer_io *io)
@@ -358,12 +424,15 @@ static void moe_route(const struct zs_layer *l, const struct zs_layer_io *io)
 	const struct tfm_dims *d = &n->dims;
 	size_t BT = n->B * n->T, E = d->experts;
 	size_t *counts = moe_t(l, io, STEP_MOE_COUNTS);
+	struct moe_view mv;
 	for (size_t s = 0; s < MOE_ATTN_MODULES; s++)
 		block_fwd(l, io, s);
+	moe_view_of(&mv, l, io);
 	memset(counts, 0, E * sizeof *counts);
-	moe_router_forward(moe_t(l, io, STEP_MOE_PROBS), io->t[l->act[STEP_ACT_LN2]], moe_param(l, io, 4), BT, d->d, E);
-	moe_topk(moe_t(l, io, STEP_MOE_IDX), moe_t(l, io, STEP_MOE_W), counts, moe_t(l, io, STEP_MOE_PROBS), BT, E,
-	         d->top_k);
+	moe_router_forward(moe_t(l, io, STEP_MOE_PROBS), mv.v.t[STEP_ACT_LN2], moe_param(l, io, 4), BT, d->d, E);
+	moe_topk(moe_t(l, io, STEP_MOE_IDX), mv.w, counts, moe_t(l, io, STEP_MOE_PROBS), BT, E, d->top_k);
+	if (n->mixed)
+		moe16(mv.w, moe_t(l, io, STEP_MOE_W), BT * d->top_k, 1);
 	moe_dispatch(moe_t(l, io, STEP_MOE_START), moe_t(l, io, STEP_MOE_TOK), moe_t(l, io, STEP_MOE_SLOT),
 	             moe_t(l, io, STEP_MOE_IDX), BT, E, d->top_k);
 }
@@ -375,24 +444,32 @@ static void moe_fwd(const struct zs_layer *l, const struct zs_layer_io *io)
 	size_t BT = n->B * n->T, C = d->d, F = d->ffn, k = d->top_k;
 	const size_t *start = moe_t(l, io, STEP_MOE_START), *tok = moe_t(l, io, STEP_MOE_TOK);
 	const size_t *slot = moe_t(l, io, STEP_MOE_SLOT);
-	float *out = io->t[l->act[STEP_ACT_RES3]], *x = io->t[l->act[STEP_ACT_LN2]];
-	const float *res2 = io->t[l->act[STEP_ACT_RES2]];
+	struct moe_view mv;
+	moe_view_of(&mv, l, io);
+	float *out = mv.v.t[STEP_ACT_RES3], *x = mv.v.t[STEP_ACT_LN2];
+	const float *res2 = mv.v.t[STEP_ACT_RES2];
 	memset(out, 0, BT * C * sizeof *out);
 	for (size_t e = 0; e < d->experts; e++) {
 		size_t at = start[e], ne = start[e + 1] - at;
-		unsigned t0 = STEP_MOE_EXPERT + 4 * (unsigned)e;
+		float *t[4];
 		if (ne == 0)
 			continue;
-		moe_expert_forward(out, moe_t(l, io, t0), moe_t(l, io, t0 + 1), moe_t(l, io, t0 + 2),
-		                   moe_t(l, io, t0 + 3), x, moe_param(l, io, 5 + 3 * e), moe_param(l, io, 6 + 3 * e),
-		                   moe_param(l, io, 7 + 3 * e), moe_t(l, io, STEP_MOE_W), tok + at, slot + at, ne, k, C, F);
+		moe_expert_view(t, &mv, l, io, e, at, ne);
+		moe_expert_forward(out, t[0], t[1], t[2], t[3], x, moe_param(l, io, 5 + 3 * e), moe_param(l, io, 6 + 3 * e),
+		                   moe_param(l, io, 7 + 3 * e), mv.w, tok + at, slot + at, ne, k, C, F);
 	}
 	for (size_t i = 0; i < BT * C; i++)
 		out[i] += res2[i];
+	if (n->mixed) {
+		moe_experts16(&mv, l, io, 1);
+		sync16(&mv.v, l, io, 0, STEP_NBLOCK_ACTS - 1, 0, SKIP_NONE);
+	}
 }
 
 /* res3 = res2 + Σ experts: dres is res2's residual part; d ln2 goes in
- * dx, which ln2's backward (module 3) reads and adds into dres. */
+ * dx, which ln2's backward (module 3) reads and adds into dres. Under
+ * selective recomputation the attention's scores are rebuilt first, as a
+ * dense block's (the router's and experts' tensors are kept). */
 static void moe_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
@@ -400,28 +477,44 @@ static void moe_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 	size_t BT = n->B * n->T, C = d->d, F = d->ffn, k = d->top_k, E = d->experts;
 	const size_t *start = moe_t(l, io, STEP_MOE_START), *tok = moe_t(l, io, STEP_MOE_TOK);
 	const size_t *slot = moe_t(l, io, STEP_MOE_SLOT);
-	const float *x = io->t[l->act[STEP_ACT_LN2]];
+	const struct zs_module *last = &l->module[l->nmodules - 1];
+	size_t g0 = l->module[MOE_ATTN_MODULES].first, ng = last->first + last->n - g0;
+	struct moe_view mv;
 	float *ms[STEP_MOE_NSCRATCH];
 	struct tfm_scratch sc;
+	moe_view_of(&mv, l, io);
+	if (n->mixed) {
+		sync16(&mv.v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, SKIP_RECOMPUTED);
+		moe16(mv.w, moe_t(l, io, STEP_MOE_W), BT * k, 0);
+		moe_experts16(&mv, l, io, 0);
+	}
+	if (n->recompute == ZS_RECOMPUTE_SELECTIVE) {
+		struct tfm_block_acts a;
+		block_acts(&a, &mv.v, n->mixed);
+		tfm_attention_recompute(&a, d, n->B, n->T);
+	}
+	const float *x = mv.v.t[STEP_ACT_LN2];
 	scratch_of(&sc, io);
 	for (unsigned i = 0; i < STEP_MOE_NSCRATCH; i++)
 		ms[i] = io->t[n->moe_scratch[i]];
-	for (size_t i = MOE_ATTN_MODULES; i < l->nmodules; i++) /* its grads hold the last step's */
-		memset(io->g[l->module[i].first], 0, l->ptensor[l->module[i].first] * sizeof(float));
+	for (size_t i = g0; i < g0 + ng; i++) /* its grads hold the last step's */
+		grad32(l, io, i, 1);
 	memset(sc.dx, 0, BT * C * sizeof *sc.dx);
 	for (size_t e = 0; e < E; e++) {
 		size_t at = start[e], ne = start[e + 1] - at, w = l->module[5 + 3 * e].first;
-		unsigned t0 = STEP_MOE_EXPERT + 4 * (unsigned)e;
+		float *t[4];
 		if (ne == 0)
 			continue;
-		moe_expert_backward(sc.dx, io->g[w], io->g[w + 1], io->g[w + 2], ms[STEP_MOE_DW], ms[STEP_MOE_DYE],
-		                    ms[STEP_MOE_DACT], ms[STEP_MOE_DGU], ms[STEP_MOE_DXE], sc.dres, moe_t(l, io, t0),
-		                    moe_t(l, io, t0 + 1), moe_t(l, io, t0 + 2), moe_t(l, io, t0 + 3), io->w[w],
-		                    io->w[w + 1], io->w[w + 2], moe_t(l, io, STEP_MOE_W), tok + at, slot + at, ne, k, C, F);
+		moe_expert_view(t, &mv, l, io, e, at, ne);
+		moe_expert_backward(sc.dx, grad32(l, io, w, 0), grad32(l, io, w + 1, 0), grad32(l, io, w + 2, 0),
+		                    ms[STEP_MOE_DW], ms[STEP_MOE_DYE], ms[STEP_MOE_DACT], ms[STEP_MOE_DGU], ms[STEP_MOE_DXE],
+		                    sc.dres, t[0], t[1], t[2], t[3], param32(l, io, w, 1), param32(l, io, w + 1, 1),
+		                    param32(l, io, w + 2, 1), mv.w, tok + at, slot + at, ne, k, C, F);
 	}
-	moe_router_backward(sc.dx, io->g[l->module[4].first], ms[STEP_MOE_DLOGITS], ms[STEP_MOE_DXR], ms[STEP_MOE_DW],
-	                    moe_t(l, io, STEP_MOE_IDX), moe_t(l, io, STEP_MOE_W), moe_t(l, io, STEP_MOE_PROBS), x,
-	                    moe_param(l, io, 4), BT, C, E, k);
+	moe_router_backward(sc.dx, grad32(l, io, g0, 0), ms[STEP_MOE_DLOGITS], ms[STEP_MOE_DXR], ms[STEP_MOE_DW],
+	                    moe_t(l, io, STEP_MOE_IDX), mv.w, moe_t(l, io, STEP_MOE_PROBS), x, moe_param(l, io, 4),
+	                    BT, C, E, k);
+	grads_done(l, io, g0, ng);
 	for (size_t s = MOE_ATTN_MODULES; s-- > 0;)
 		block_bwd(l, io, s);
 }
@@ -505,8 +598,8 @@ static void all_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 static const struct zs_layer_kind embed_kind = {"embedding", all_fwd, all_bwd, embed_fwd, embed_bwd, NULL};
 static const struct zs_layer_kind block_kind = {"block", all_fwd, all_bwd, block_fwd, block_bwd, NULL};
 static const struct zs_layer_kind head_kind = {"head", all_fwd, all_bwd, head_fwd, head_bwd, NULL};
-/* fp32 under the paper's schemes only (cmd_measure.c refuses the rest):
- * no module hooks, so no module steps */
+/* under the paper's schemes only (zs_moe_scope refuses the rest): no
+ * module hooks, so no module steps */
 static const struct zs_layer_kind moe_kind = {"moe block", moe_fwd, moe_bwd, NULL, NULL, moe_route};
 
 /* ---- the list --------------------------------------------------------------- */

@@ -185,10 +185,10 @@ void zs_moe_scope(const struct zs_config *c, enum zs_recompute recompute, unsign
 	what[0] = '\0';
 	if (c->framework != ZS_FW_PAPER)
 		snprintf(what, n, "--framework %s (give --framework paper)", zs_framework_name(c->framework));
-	else if (c->precision != ZS_FP32)
-		snprintf(what, n, "--precision %s (give --precision fp32)", zs_precision_name(c->precision));
-	else if (recompute != ZS_RECOMPUTE_NONE)
-		snprintf(what, n, "--recompute %s (give --recompute none)", zs_recompute_name(recompute));
+	else if (c->precision != ZS_FP32 && c->precision != ZS_MIXED)
+		snprintf(what, n, "--precision %s (give fp32 or mixed)", zs_precision_name(c->precision));
+	else if (recompute == ZS_RECOMPUTE_FULL)
+		snprintf(what, n, "--recompute %s (give none or selective)", zs_recompute_name(recompute));
 	else if (c->grad_accum > 1)
 		snprintf(what, n, "--grad-accum %u (give 1)", c->grad_accum);
 	else if (c->offload != ZS_OFFLOAD_NONE)

@@ -97,8 +97,8 @@ const char *zs_recompute_name(enum zs_recompute r);
 int zs_recompute_parse(const char *s, enum zs_recompute *out);
 
 /* A mixture of experts (mixtral) runs in the engine's step, and the
- * theory follows that step, in fp32 under --framework paper, without
- * recompute, in one process: what of c and the caller's flags (below) is
+ * theory follows that step, in fp32 or mixed under --framework paper,
+ * without recompute or with selective, in one process: what of c and the caller's flags (below) is
  * outside that, named as an option ("--framework torch (give --framework
  * paper)"), into what (n bytes); "" when nothing is. measure and theory
  * refuse a mixture with it, each in its own sentence. */

@@ -350,22 +350,27 @@ static uint64_t max3(uint64_t a, uint64_t b, uint64_t c)
 }
 
 /* A mixtral block's routed tensors (enum step_moe), made for layer l,
- * fp32 (the indices int64, as PyTorch's), freed after its backward. */
-static void moe_buffers(struct bufs *x, const struct zs_model *m, uint64_t BT, uint64_t l)
+ * freed after its backward: the indices int64, as PyTorch's; the
+ * probabilities fp32 (softmax's dtype=torch.float); the routing weights
+ * and the experts' tensors 16-bit in mixed (e16: transformers 4.x casts
+ * the weights to the hidden states' dtype, and the experts are linears
+ * on the 16-bit hidden states; modeling_mixtral.py at 00d4b3d2,
+ * MixtralSparseMoeBlock.forward 105-142). */
+static void moe_buffers(struct bufs *x, const struct zs_model *m, uint64_t BT, uint64_t l, unsigned e16)
 {
 	static const char *const fixed[STEP_MOE_EXPERT] = {"probs", "experts", "weights", "counts", "start", "tok",
 	                                                    "slot"};
 	static const char *const expert[4] = {"xe", "gu", "act", "ye"};
 	uint64_t E = m->experts, k = m->experts_per_tok;
 	const uint64_t n[STEP_MOE_EXPERT] = {BT * E, BT * k, BT * k, E, E + 1, BT * k, BT * k};
-	const unsigned es[STEP_MOE_EXPERT] = {4, 8, 4, 8, 8, 8, 8};
+	const unsigned es[STEP_MOE_EXPERT] = {4, 8, e16, 8, 8, 8, 8};
 	for (unsigned i = 0; i < STEP_MOE_EXPERT; i++)
 		buf(x, (struct step_buffer){fixed[i], STEP_MOE, i, (int)(l - 1), n[i], es[i], ZS_CAT_ACTIVATIONS,
 		                            STEP_AT_LAYER, l, l, 0});
 	for (uint64_t e = 0; e < E; e++)
 		for (unsigned j = 0; j < 4; j++) {
 			struct step_buffer b = {expert[j], STEP_MOE, STEP_MOE_EXPERT + 4 * (unsigned)e + j, (int)(l - 1), 0,
-			                        4, ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, 0};
+			                        e16, ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, 0};
 			b.elements = BT * step_moe_row(m, &b); /* the bound: every token */
 			buf(x, b);
 		}
@@ -457,7 +462,11 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 		uint64_t wmax = max3(p->layer[0].numel, L > 0 ? p->layer[1].numel : 0, p->layer[head].numel);
 		uint64_t a16 = BT * h;
 		for (int a = 0; a < STEP_NBLOCK_ACTS; a++)
-			a16 += is16[a] ? e[a] : 0;
+			a16 += is16[a] && !(moe && (a == STEP_ACT_FCH || a == STEP_ACT_FCH_ACT)) ? e[a] : 0;
+		/* a mixture's: the routing weights, then every expert's four,
+		 * B·T·k rows in all whatever the routing (dropless) */
+		if (moe)
+			a16 += BT * m->experts_per_tok * (1 + 2 * h + 3 * F);
 		buf(&x, (struct step_buffer){"w32", STEP_W32, 0, -1, wmax, 4, S, STEP_AT_FORWARD, 0, 0, 0});
 		buf(&x, (struct step_buffer){"act32", STEP_ACT32, 0, -1, a16, 4, S, STEP_AT_FORWARD, 0, 0, 0});
 		buf(&x, (struct step_buffer){"g32", STEP_G32, 0, -1, wmax, 4, S, STEP_AT_BACKWARD, 0, 0, 0});
@@ -475,7 +484,7 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 			                             moe && mlp ? 0 : e[a], is16[a] ? e16 : 4, A, STEP_AT_LAYER, l,
 			                             a == STEP_ACT_RES3 ? l + 1 : l, rc});
 			if (moe && a == STEP_ACT_RES3 - 1)
-				moe_buffers(&x, m, BT, l); /* before res3, the block's output, as the engine makes them */
+				moe_buffers(&x, m, BT, l, e16); /* before res3, the block's output, as the engine makes them */
 		}
 	/* the head: tied, the final norm's output and the logits are kept
 	 * until the embedding's backward */
