@@ -100,6 +100,8 @@ TESTS += tests/moe_step.sh
 EXTRA_DIST += tests/moe_step.sh
 TESTS += tests/moe_theory.sh
 EXTRA_DIST += tests/moe_theory.sh tests/moe_lib.sh
+TESTS += tests/moe_fw.sh
+EXTRA_DIST += tests/moe_fw.sh
 
 # Agreement with PyTorch (skipped where no python3 imports torch).
 check_PROGRAMS += tests/tfm_dump

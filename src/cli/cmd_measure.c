@@ -305,10 +305,9 @@ static int transformer_run(struct zs_config *c, struct zs_tfm_run *tr, int mixed
 	return 0;
 }
 
-/* A mixture of experts (mixtral): the engine's step runs it in fp32
- * under the paper's schemes, one process, without recompute (its routed
- * tensors, tfm_net.c's moe block); the rest is refused by name until a
- * test holds it. */
+/* A mixture of experts (mixtral): the engine's step runs it in
+ * ZS_MOE_SCOPE, one process (its routed tensors, tfm_net.c's moe block);
+ * the rest is refused by name until a test holds it. */
 static int moe_run_check(const struct zs_config *c, int mpi, int allocator, int with_case, char **cause)
 {
 	const struct zs_tfm_run *tr = c->tfm;
@@ -319,8 +318,8 @@ static int moe_run_check(const struct zs_config *c, int mpi, int allocator, int 
 	             (with_case ? ZS_MOE_CASE : 0), what, sizeof what);
 	if (what[0] == '\0')
 		return 0;
-	return zs_fail(cause, "%s: a mixture of experts runs in the engine's step in fp32 under --framework paper, "
-	               "without recompute, in one process, so far; not with %s", tr->hf.name, what);
+	return zs_fail(cause, "%s: a mixture of experts runs in the engine's step in " ZS_MOE_SCOPE
+	               ", in one process, so far; not with %s", tr->hf.name, what);
 }
 
 /* --model and the options that go with it: the shape from the config,

@@ -246,7 +246,7 @@ static int moe_check(struct theory_request *req, const struct zs_model *m, const
 		uint64_t psi = p.numel;
 		step_params_free(&p);
 		return zs_fail(cause, "%s: a mixture of experts (%llu expert%s, top %llu): the theory follows the engine's "
-		               "step, fp32 under --framework paper, without recompute, so far; not with %s (its model "
+		               "step, " ZS_MOE_SCOPE ", so far; not with %s (its model "
 		               "states alone: --params %llu --largest-unit %llu)", m->name, (unsigned long long)m->experts,
 		               m->experts == 1 ? "" : "s", (unsigned long long)m->experts_per_tok, what,
 		               (unsigned long long)psi, (unsigned long long)unit);
