@@ -16,8 +16,8 @@
 #    at B·T = 64 worst's peak is balanced's plus the largest expert's
 #    backward scratch, (64 − 32) rows of (2d + 3F)·4 bytes = 53,248 B;
 #  - the refusals, one line each and exit 2: a file without routing, a
-#    file of another shape (steps, batch, N), another framework
-#    or recompute, --routing for a dense model, FILE with --device-mem;
+#    file of another shape (steps, batch, N), another framework,
+#    --routing for a dense model, FILE with --device-mem;
 #  - the shipped mixtral-8x7b at fp32 under the paper's schedule.
 #
 # About 1 s. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
@@ -151,8 +151,6 @@ refuse "routes 128 assignments a block, B·T·k is 64" $one --world 1 --batch 2 
 refuse "no run of N = 4" $one --world 4 --steps 3 --routing "$tmp/m.json"
 # shellcheck disable=SC2086
 refuse "not with --framework torch" $one --world 1 --framework torch --routing balanced
-# shellcheck disable=SC2086
-refuse "not with --recompute full" $one --world 1 --recompute full
 refuse "--routing needs a mixture of experts" --model gpt2 --precision fp32 --world 1 --routing worst
 # shellcheck disable=SC2086
 refuse "--device-mem's largest micro-batch needs --routing balanced or worst" $one --world 1 --steps 3 \

@@ -430,14 +430,15 @@ static void free_tensors_after(struct zs_run *r, unsigned k, size_t layer)
 }
 
 /* Rank k's tensors of layer l allocated before its forward (all of them)
- * or before its backward (the recomputed ones), in list order; and the
- * recomputed ones freed after its forward. */
+ * or before its backward (the recomputed ones), in list order, the routed
+ * ones apart (route_layer); and the recomputed ones freed after its
+ * forward, routed or not. */
 static void layer_tensors(struct zs_run *r, unsigned k, size_t l, enum zs_pass pass, int alloc)
 {
 	for (unsigned i = 0; i < r->model.ntensors; i++) {
 		const struct zs_tensor *ts = &r->model.tensor[i];
 		if (ts->alloc != ZS_AT_LAYER || ts->layer != l || (pass == ZS_PASS_BACKWARD && !ts->recomputed) ||
-		    (!alloc && !ts->recomputed) || ts->row > 0)
+		    (!alloc && !ts->recomputed) || (alloc && ts->row > 0))
 			continue;
 		if (alloc)
 			alloc_tensor(r, k, i);
@@ -508,6 +509,18 @@ static void routed_tensors(struct zs_run *r, unsigned k, size_t l)
 	}
 }
 
+/* Layer l's route (a mixture's attention half and router) and the routed
+ * tensors it sizes: in forward, and again in backward where full
+ * recomputation freed them (its counts are kept). */
+static void route_layer(struct zs_run *r, unsigned k, size_t l, const struct zs_layer_io *io, enum zs_pass pass)
+{
+	const struct zs_layer *ly = &r->model.layer[l];
+	if (ly->kind->route == NULL || (pass == ZS_PASS_BACKWARD && !r->model.tensor[ly->moe[STEP_MOE_PROBS]].recomputed))
+		return;
+	ly->kind->route(ly, io);
+	routed_tensors(r, k, l);
+}
+
 /* Rank k's tokens per expert of step t, each block's, while its counts
  * are alive (from its forward to its backward). */
 static void record_routing(struct zs_run *r, unsigned k, unsigned t)
@@ -527,10 +540,7 @@ static void forward_layer(struct zs_run *r, unsigned k, size_t l)
 	struct zs_layer_io io = layer_io(r, k, l, ZS_PASS_FORWARD);
 	if (ly->matmul_module >= 0)
 		tracker_matmul(&r->tracker, k);
-	if (ly->kind->route != NULL) {
-		ly->kind->route(ly, &io);
-		routed_tensors(r, k, l);
-	}
+	route_layer(r, k, l, &io, ZS_PASS_FORWARD);
 	ly->kind->forward(ly, &io);
 	layer_tensors(r, k, l, ZS_PASS_FORWARD, 0);
 }
@@ -540,6 +550,7 @@ static void backward_layer(struct zs_run *r, unsigned k, size_t l)
 	const struct zs_layer *ly = &r->model.layer[l];
 	layer_tensors(r, k, l, ZS_PASS_BACKWARD, 1);
 	struct zs_layer_io io = layer_io(r, k, l, ZS_PASS_BACKWARD);
+	route_layer(r, k, l, &io, ZS_PASS_BACKWARD);
 	ly->kind->backward(ly, &io);
 	free_tensors_after(r, k, l);
 }

@@ -437,39 +437,51 @@ static void moe_route(const struct zs_layer *l, const struct zs_layer_io *io)
 	             moe_t(l, io, STEP_MOE_IDX), BT, E, d->top_k);
 }
 
-static void moe_fwd(const struct zs_layer *l, const struct zs_layer_io *io)
+/* The experts on their tokens, out (BT, d) = Σ their weighted outputs
+ * (in mixed their tensors then rounded into the 16-bit ones). */
+static void moe_experts(float *out, const struct moe_view *mv, const struct zs_layer *l, const struct zs_layer_io *io)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
 	const struct tfm_dims *d = &n->dims;
-	size_t BT = n->B * n->T, C = d->d, F = d->ffn, k = d->top_k;
+	size_t C = d->d, F = d->ffn, k = d->top_k;
 	const size_t *start = moe_t(l, io, STEP_MOE_START), *tok = moe_t(l, io, STEP_MOE_TOK);
 	const size_t *slot = moe_t(l, io, STEP_MOE_SLOT);
-	struct moe_view mv;
-	moe_view_of(&mv, l, io);
-	float *out = mv.v.t[STEP_ACT_RES3], *x = mv.v.t[STEP_ACT_LN2];
-	const float *res2 = mv.v.t[STEP_ACT_RES2];
-	memset(out, 0, BT * C * sizeof *out);
+	memset(out, 0, n->B * n->T * C * sizeof *out);
 	for (size_t e = 0; e < d->experts; e++) {
 		size_t at = start[e], ne = start[e + 1] - at;
 		float *t[4];
 		if (ne == 0)
 			continue;
-		moe_expert_view(t, &mv, l, io, e, at, ne);
-		moe_expert_forward(out, t[0], t[1], t[2], t[3], x, moe_param(l, io, 5 + 3 * e), moe_param(l, io, 6 + 3 * e),
-		                   moe_param(l, io, 7 + 3 * e), mv.w, tok + at, slot + at, ne, k, C, F);
+		moe_expert_view(t, mv, l, io, e, at, ne);
+		moe_expert_forward(out, t[0], t[1], t[2], t[3], mv->v.t[STEP_ACT_LN2], moe_param(l, io, 5 + 3 * e),
+		                   moe_param(l, io, 6 + 3 * e), moe_param(l, io, 7 + 3 * e), mv->w, tok + at, slot + at, ne,
+		                   k, C, F);
 	}
-	for (size_t i = 0; i < BT * C; i++)
+	if (n->mixed)
+		moe_experts16(mv, l, io, 1);
+}
+
+static void moe_fwd(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	const struct zs_net_tfm *n = &io->net->tfm;
+	struct moe_view mv;
+	moe_view_of(&mv, l, io);
+	float *out = mv.v.t[STEP_ACT_RES3];
+	const float *res2 = mv.v.t[STEP_ACT_RES2];
+	moe_experts(out, &mv, l, io);
+	for (size_t i = 0; i < n->B * n->T * n->dims.d; i++)
 		out[i] += res2[i];
-	if (n->mixed) {
-		moe_experts16(&mv, l, io, 1);
-		sync16(&mv.v, l, io, 0, STEP_NBLOCK_ACTS - 1, 0, SKIP_NONE);
-	}
+	sync16(&mv.v, l, io, 0, STEP_NBLOCK_ACTS - 1, 0, SKIP_NONE);
 }
 
 /* res3 = res2 + Σ experts: dres is res2's residual part; d ln2 goes in
  * dx, which ln2's backward (module 3) reads and adds into dres. Under
  * selective recomputation the attention's scores are rebuilt first, as a
- * dense block's (the router's and experts' tensors are kept). */
+ * dense block's (the router's and experts' tensors are kept); under full
+ * the driver has run the route again (the attention half, the router)
+ * and made the experts' tensors, which the experts fill again here (their
+ * sum, the block's output, which is kept, goes to scratch and is not
+ * read). */
 static void moe_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
@@ -483,6 +495,10 @@ static void moe_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 	float *ms[STEP_MOE_NSCRATCH];
 	struct tfm_scratch sc;
 	moe_view_of(&mv, l, io);
+	if (n->recompute == ZS_RECOMPUTE_FULL) {
+		moe_experts(io->t[n->moe_scratch[STEP_MOE_DXR]], &mv, l, io);
+		sync16(&mv.v, l, io, 0, STEP_NBLOCK_ACTS - 1, 0, SKIP_NONE);
+	}
 	if (n->mixed) {
 		sync16(&mv.v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, SKIP_RECOMPUTED);
 		moe16(mv.w, moe_t(l, io, STEP_MOE_W), BT * k, 0);

@@ -679,9 +679,7 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 			continue;
 		}
 		const char *sep = " --recompute";
-		/* a mixture's step recomputes nothing so far (zs_moe_scope) */
-		int moe = req->model->experts > 0;
-		for (int rc = (int)req->act.recompute + 1; rc <= ZS_RECOMPUTE_FULL && !moe; rc++) {
+		for (int rc = (int)req->act.recompute + 1; rc <= ZS_RECOMPUTE_FULL; rc++) {
 			uint64_t mb = max_batch_with(req, (enum zs_recompute)rc, scheme, unit, top);
 			if (mb == 0)
 				continue;
@@ -706,8 +704,7 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 			              amount(v, sizeof v, r.peak_fixed), top,
 			              scheme == ZS_DP ? " (dp shards nothing, so no N helps)" : "");
 		else
-			zs_buf_printf(t, " nothing up to N = %u%s", ZS_MAX_WORLD,
-			              moe ? " (a mixture's step recomputes nothing so far)" : " and full recompute");
+			zs_buf_printf(t, " nothing up to N = %u and full recompute", ZS_MAX_WORLD);
 		zs_buf_printf(t, "\n");
 	}
 }

@@ -180,15 +180,13 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out)
 	return -1;
 }
 
-void zs_moe_scope(const struct zs_config *c, enum zs_recompute recompute, unsigned flags, char *what, size_t n)
+void zs_moe_scope(const struct zs_config *c, unsigned flags, char *what, size_t n)
 {
 	what[0] = '\0';
 	if (c->framework != ZS_FW_PAPER)
 		snprintf(what, n, "--framework %s (give --framework paper)", zs_framework_name(c->framework));
 	else if (c->precision != ZS_FP32 && c->precision != ZS_MIXED)
 		snprintf(what, n, "--precision %s (give fp32 or mixed)", zs_precision_name(c->precision));
-	else if (recompute == ZS_RECOMPUTE_FULL)
-		snprintf(what, n, "--recompute %s (give none or selective)", zs_recompute_name(recompute));
 	else if (c->grad_accum > 1)
 		snprintf(what, n, "--grad-accum %u (give 1)", c->grad_accum);
 	else if (c->offload != ZS_OFFLOAD_NONE)

@@ -97,13 +97,13 @@ const char *zs_recompute_name(enum zs_recompute r);
 int zs_recompute_parse(const char *s, enum zs_recompute *out);
 
 /* A mixture of experts (mixtral) runs in the engine's step, and the
- * theory follows that step, in what ZS_MOE_SCOPE says, in one process:
- * what of c and the caller's flags (below) is
- * outside that, named as an option ("--framework torch (give --framework
- * paper)"), into what (n bytes); "" when nothing is. measure and theory
- * refuse a mixture with it, each in its own sentence. */
-#define ZS_MOE_SCOPE "fp32 or mixed under --framework paper, without recompute or with selective"
+ * theory follows that step, as ZS_MOE_SCOPE says (any recompute), in one
+ * process: what of c and the caller's flags (below) is outside that,
+ * named as an option ("--framework torch (give --framework paper)"), into
+ * what (n bytes); "" when nothing is. measure and theory refuse a mixture
+ * with it, each in its own sentence. */
+#define ZS_MOE_SCOPE "fp32 or mixed under --framework paper"
 enum { ZS_MOE_MPI = 1, ZS_MOE_ALLOCATOR = 2, ZS_MOE_CASE = 4, ZS_MOE_FLASH = 8 };
-void zs_moe_scope(const struct zs_config *c, enum zs_recompute recompute, unsigned flags, char *what, size_t n);
+void zs_moe_scope(const struct zs_config *c, unsigned flags, char *what, size_t n);
 
 #endif

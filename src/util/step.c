@@ -355,8 +355,11 @@ static uint64_t max3(uint64_t a, uint64_t b, uint64_t c)
  * and the experts' tensors 16-bit in mixed (e16: transformers 4.x casts
  * the weights to the hidden states' dtype, and the experts are linears
  * on the 16-bit hidden states; modeling_mixtral.py at 00d4b3d2,
- * MixtralSparseMoeBlock.forward 105-142). */
-static void moe_buffers(struct bufs *x, const struct zs_model *m, uint64_t BT, uint64_t l, unsigned e16)
+ * MixtralSparseMoeBlock.forward 105-142). Full recomputation (rc) makes
+ * them all again in backward, the router's choice and each expert's rows
+ * as the forward made them (the same input and weights), but the counts
+ * (E), which size the backward's scratch at its start (moe_scratch). */
+static void moe_buffers(struct bufs *x, const struct zs_model *m, uint64_t BT, uint64_t l, unsigned e16, int rc)
 {
 	static const char *const fixed[STEP_MOE_EXPERT] = {"probs", "experts", "weights", "counts", "start", "tok",
 	                                                    "slot"};
@@ -366,11 +369,11 @@ static void moe_buffers(struct bufs *x, const struct zs_model *m, uint64_t BT, u
 	const unsigned es[STEP_MOE_EXPERT] = {4, 8, e16, 8, 8, 8, 8};
 	for (unsigned i = 0; i < STEP_MOE_EXPERT; i++)
 		buf(x, (struct step_buffer){fixed[i], STEP_MOE, i, (int)(l - 1), n[i], es[i], ZS_CAT_ACTIVATIONS,
-		                            STEP_AT_LAYER, l, l, 0});
+		                            STEP_AT_LAYER, l, l, rc && i != STEP_MOE_COUNTS});
 	for (uint64_t e = 0; e < E; e++)
 		for (unsigned j = 0; j < 4; j++) {
 			struct step_buffer b = {expert[j], STEP_MOE, STEP_MOE_EXPERT + 4 * (unsigned)e + j, (int)(l - 1), 0,
-			                        e16, ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, 0};
+			                        e16, ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, rc};
 			b.elements = BT * step_moe_row(m, &b); /* the bound: every token */
 			buf(x, b);
 		}
@@ -484,7 +487,7 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 			                             moe && mlp ? 0 : e[a], is16[a] ? e16 : 4, A, STEP_AT_LAYER, l,
 			                             a == STEP_ACT_RES3 ? l + 1 : l, rc});
 			if (moe && a == STEP_ACT_RES3 - 1)
-				moe_buffers(&x, m, BT, l, e16); /* before res3, the block's output, as the engine makes them */
+				moe_buffers(&x, m, BT, l, e16, recompute == ZS_RECOMPUTE_FULL); /* before res3, the block's output, as the engine makes them */
 		}
 	/* the head: tied, the final norm's output and the logits are kept
 	 * until the embedding's backward */
