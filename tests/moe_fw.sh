@@ -3,25 +3,29 @@
 # 8 heads, 4 experts, top 2; B 4, T 16) beyond fp32 without recompute,
 # under the paper's schedule (docs/schedule.md, "Mixtures of experts"):
 # --precision mixed (the routing weights and the experts' tensors 16-bit,
-# the probabilities fp32) and --recompute selective (the attention's
-# scores rebuilt, the router's and experts' tensors kept).
+# the probabilities fp32), --recompute selective (the attention's scores
+# rebuilt, the router's and experts' tensors kept) and full (a block keeps
+# its output and its counts; the router runs again in backward and the
+# experts' tensors are made again by its choice).
 #
 #  - theory --routing FILE = measure to the byte (resident, peak, every
 #    category, comm, each rank's peak; tests/json_agree) over a covering
 #    set: mixed without recompute at N = 1, 2, 3, fp32 and mixed with
-#    selective at N = 1, 2 and 1, 3; the four schemes, both units;
-#    --routing balanced departs from each;
+#    selective at N = 1, 2 and 1, 3, with full at N = 1, 3 and 1, 2; the
+#    four schemes, both units; --routing balanced departs from each;
 #  - selective's peak (dp, N = 1) is the one without recompute less every
 #    block's scores, L·B·H·T² fp32 = 2·4·8·16²·4 = 65,536 B, in fp32 and
 #    in mixed (the peak is where every block's are kept without it);
+#  - recomputation changes no bit: each sweep's weights digests are the
+#    ones without it, per precision and N;
 #  - mixed trains: over 30 steps the loss falls from about ln 64 to under
 #    a half, one weights digest per N (1, 2) across the four schemes; its
 #    first loss within 1e-3 of fp32's (the same seed: weights and batch);
 #  - mixed's N = 2 ranks peak apart by their largest experts' backward
 #    scratch, still fp32: (2d + 3F)·4 = 1,664 bytes a token;
-#  - --recompute full is refused by name (one line, exit 2).
+#  - --framework deepspeed is refused by name (one line, exit 2, no file).
 #
-# About 3 s. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
+# About 4 s. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
 name=moe_fw
 needs=${ZS_BUILDDIR:-.}/tests/json_agree
 . "${srcdir:-.}/tests/moe_lib.sh"
@@ -30,7 +34,7 @@ status=0
 fail() { echo "moe_fw: FAIL: $*" >&2; status=1; }
 
 base="--model $tmp/config.json --seq 16 --batch 4 --schemes dp,zero1,zero2,zero3 --unit model,layer --steps 3"
-for set in "mixed none 1,2,3" "fp32 selective 1,2" "mixed selective 1,3"; do
+for set in "mixed none 1,2,3" "fp32 selective 1,2" "mixed selective 1,3" "fp32 full 1,3" "mixed full 1,2"; do
 	# shellcheck disable=SC2086
 	set -- $set
 	tag=$1-$2
@@ -56,8 +60,9 @@ for set in "mixed none 1,2,3" "fp32 selective 1,2" "mixed selective 1,3"; do
 		echo "ok: $tag: --routing balanced departs: $(head -1 "$tmp/out")"
 	fi
 done
-# fp32 without recompute, N = 1, for the hand checks (moe_theory.sh holds it)
-OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q $base --precision fp32 --world 1 --out "$tmp/m-fp32-none.json" || exit 99
+# fp32 without recompute, N = 1, 2, 3, for the hand checks (moe_theory.sh holds it)
+# shellcheck disable=SC2086
+OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q $base --precision fp32 --world 1,2,3 --out "$tmp/m-fp32-none.json" || exit 99
 OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/config.json" --seq 16 --batch 4 --lr 1e-2 --seed 1 \
 	--precision mixed --world 1,2 --steps 30 --out "$tmp/m-train.json" || { echo "moe_fw: measure 30 steps failed" >&2; exit 99; }
 
@@ -76,6 +81,18 @@ for p in ("fp32", "mixed"):
         bad.append("%s: selective's peak %d, none's %d: not %d apart (every block's scores)" % (p, sel, none, scores))
     else:
         print("ok: %s: selective's peak %d = none's %d - %d" % (p, sel, none, scores))
+want = {}
+for p in ("fp32", "mixed"):
+    for r in json.load(open("%s/m-%s-none.json" % (tmp, p)))["runs"]:
+        want.setdefault((p, r["world"]), set()).add(r["weights_digest"])
+for tag in ("fp32-selective", "mixed-selective", "fp32-full", "mixed-full"):
+    p = tag.split("-")[0]
+    for r in json.load(open("%s/m-%s.json" % (tmp, tag)))["runs"]:
+        if {r["weights_digest"]} != want[(p, r["world"])]:
+            bad.append("%s %s N=%d %s: weights %s, without recompute %s"
+                       % (tag, r["scheme"], r["world"], r["unit"], r["weights_digest"], sorted(want[(p, r["world"])])))
+print("ok: recomputation changes no weight (%s)" % ", ".join("%s N=%d %s" % (p, n, sorted(d)[0][5:13])
+                                                           for (p, n), d in sorted(want.items())))
 m = json.load(open(tmp + "/m-train.json"))
 digests = {}
 for r in m["runs"]:
@@ -105,15 +122,16 @@ for b in bad:
 sys.exit(1 if bad else 0)
 PY
 
-# full recomputation is not built for a mixture: refused by name
+# DeepSpeed's step is not built for a mixture: refused by name
 for cmd in measure theory; do
-	if "$zerosim" $cmd --model "$tmp/config.json" --seq 16 --batch 4 --world 1 --recompute full \
-		--out "$tmp/full.json" >"$tmp/out" 2>"$tmp/err"; then
-		fail "$cmd --recompute full ran"
+	if "$zerosim" $cmd --model "$tmp/config.json" --seq 16 --batch 4 --world 1 --framework deepspeed \
+		--out "$tmp/ds.json" >"$tmp/out" 2>"$tmp/err"; then
+		fail "$cmd --framework deepspeed ran"
 	else
 		rc=$?
-		[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "not with --recompute full (give none or selective)" "$tmp/err" &&
-			[ ! -e "$tmp/full.json" ] || fail "$cmd --recompute full: exit $rc, '$(cat "$tmp/err")'"
+		[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+			grep -q "not with --framework deepspeed (give --framework paper)" "$tmp/err" &&
+			[ ! -e "$tmp/ds.json" ] || fail "$cmd --framework deepspeed: exit $rc, '$(cat "$tmp/err")'"
 	fi
 done
 exit $status
