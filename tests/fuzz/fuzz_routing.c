@@ -20,17 +20,6 @@
 #include "util/model.h"
 #include "util/util.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	zs_json_init(); /* cJSON's allocations through zs_malloc, as zerosim's */
-	return 0;
-}
-
 /* A refusal: one line, naming the file. */
 static void refused(const char *path, char *cause)
 {
