@@ -25,6 +25,12 @@ trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 	echo "fuzz_regress: cannot make the partner files: $(cat "$tmp/err")" >&2
 	exit 99
 }
+# A mixtral for theory --routing FILE (tests/moe_lib.sh's, 2 blocks of 4 experts, top 2).
+cat >"$tmp/mixtral.json" <<'JSON'
+{"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+ "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 64, "max_position_embeddings": 32,
+ "num_local_experts": 4, "num_experts_per_tok": 2, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0}
+JSON
 template=${srcdir:-.}/report/zerosim-report.tex
 printf 'keep me\n' >"$tmp/keep"
 mkdir "$tmp/rep" && printf 'old diff\n' >"$tmp/rep/diff.json"
@@ -75,6 +81,9 @@ feed() {
 		run "$2" report --measured "$tmp/m.json" --theory "$2" --template "$template" --no-render --out "$tmp/rep" ;;
 	model)
 		run "$2" theory --model "$2" --out "$tmp/keep" ;;
+	routing)
+		run "$2" theory --model "$tmp/mixtral.json" --precision fp32 --seq 4 --batch 2 --world 1 --steps 2 \
+			--routing "$2" --out "$tmp/keep" ;;
 	*)
 		echo "fuzz_regress: FAIL: no command is known to read what tests/fuzz/fuzz_$1.c reads; add it to feed() in $0" >&2
 		exit 1 ;;

@@ -13,7 +13,7 @@ TESTS += tests/cli_errors.sh tests/fuzz_regress.sh
 EXTRA_DIST += tests/cli_errors.sh tests/json_edit.sh tests/fuzz_regress.sh \
 	tests/fuzz/fuzz_common.h tests/fuzz/fuzz_report.h \
 	tests/fuzz/fuzz_case.c tests/fuzz/fuzz_spec.c \
-	tests/fuzz/fuzz_measured.c tests/fuzz/fuzz_theory.c tests/fuzz/fuzz_model.c \
+	tests/fuzz/fuzz_measured.c tests/fuzz/fuzz_theory.c tests/fuzz/fuzz_model.c tests/fuzz/fuzz_routing.c \
 	tests/fuzz/zerosim.dict tests/fuzz/corpus tests/fuzz/regress
 
 # ---------------------------------------------------------------------------
@@ -22,7 +22,7 @@ EXTRA_DIST += tests/cli_errors.sh tests/json_edit.sh tests/fuzz_regress.sh \
 # flags), with config.h from the build directory.
 FUZZ_SECONDS = 30
 FUZZ_FLAGS = -timeout=60 -rss_limit_mb=2048
-FUZZ_NAMES = case spec measured theory model
+FUZZ_NAMES = case spec measured theory model routing
 FUZZ_PROGS = $(FUZZ_NAMES:%=tests/fuzz/fuzz_%)
 FUZZ_CFLAGS = -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1 \
 	-D_GNU_SOURCE -I$(top_builddir) -I$(top_srcdir)/tests/fuzz $(AM_CPPFLAGS)
@@ -109,6 +109,14 @@ tests/fuzz/fuzz_model: $(top_srcdir)/tests/fuzz/fuzz_model.c $(FUZZ_COMMON) $(FU
 	@$(fuzz_need_clang)
 	$(AM_V_GEN)$(CLANG) $(FUZZ_CFLAGS) -o $@ \
 		$(top_srcdir)/tests/fuzz/fuzz_model.c $(FUZZ_MODEL) $(FUZZ_UTIL) $(FUZZ_LIBS)
+
+# theory --routing FILE's reader alone: theory_routing.c needs only the
+# util sources (its theory.json output is theory_json.c's).
+tests/fuzz/fuzz_routing: $(top_srcdir)/tests/fuzz/fuzz_routing.c $(FUZZ_COMMON) $(FUZZ_UTIL) \
+		$(top_srcdir)/src/theory/theory_routing.c $(top_srcdir)/src/theory/theory.h
+	@$(fuzz_need_clang)
+	$(AM_V_GEN)$(CLANG) $(FUZZ_CFLAGS) -o $@ \
+		$(top_srcdir)/tests/fuzz/fuzz_routing.c $(top_srcdir)/src/theory/theory_routing.c $(FUZZ_UTIL) $(FUZZ_LIBS)
 
 fuzz: $(FUZZ_PROGS)
 

@@ -10,7 +10,15 @@
 #    tests/json_agree), N = 2's and 3's ranks peaking apart as measured;
 #  - --routing balanced: a departure shown (its peak is not the measured
 #    one), and the report names it routing imbalance, none unexplained;
-#  - --routing worst: at least every rank's measured peak;
+#    1,000,000 B added to one run's activations (or 20,000 B to its
+#    scratch, beyond (47 − 32) tokens of 1,664 B) stays unexplained with
+#    its size;
+#  - --routing worst: at least every rank's measured peak, and the report
+#    names every row within the worst-case routing bound;
+#  - config.routing.routed_bytes_per_token, 1,664 B = (2d + 3F)·4, against
+#    the engine's allocations: the busiest expert's four scratch tensors
+#    and each expert's four saved ones in a --timeline step, and every
+#    pair of ranks' measured peaks apart by their largest counts;
 #  - balanced and worst counts by hand: B·T·k = 3·7·2 = 42 over 4 experts
 #    is 11, 11, 10, 10 (the first 42 mod 4 one more), worst 21, 21, 0, 0;
 #    at B·T = 64 worst's peak is balanced's plus the largest expert's
@@ -18,9 +26,12 @@
 #  - the refusals, one line each and exit 2: a file without routing, a
 #    file of another shape (steps, batch, N), another framework,
 #    --routing for a dense model, FILE with --device-mem;
+#    every message about the file names it;
+#  - the fuzz harness's seeds (tests/fuzz/corpus/routing/valid-*) load, its
+#    regression inputs are refused naming the file;
 #  - the shipped mixtral-8x7b at fp32 under the paper's schedule.
 #
-# About 1 s. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
+# About 2 s. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
 name=moe_theory
 needs=${ZS_BUILDDIR:-.}/tests/json_agree
 . "${srcdir:-.}/tests/moe_lib.sh"
@@ -55,23 +66,51 @@ else
 fi
 "$zerosim" measure -q --world 1 --steps 1 --out "$tmp/mlp-m.json" && "$zerosim" theory --world 1 --out "$tmp/mlp-t.json" ||
 	exit 99
-for r in balanced file; do
-	ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zerosim" report --no-render --measured "$tmp/mlp-m.json" --theory "$tmp/mlp-t.json" --transformer "$tmp/m.json" \
-		--transformer "$tmp/$r.json" --out "$tmp/rep-$r" --no-render >"$tmp/rep-$r.out" 2>&1 ||
-		{ cat "$tmp/rep-$r.out" >&2; exit 99; }
+# the review of s33: a departure beyond what the counts allow is not the
+# routing's. Run dp N=3 model (largest count 47, balanced 32) with 1,000,000 B
+# more activations at its peak, or 20,000 B more scratch.
+python3 - "$tmp" <<'PY' || exit 99
+import json, sys
+t = sys.argv[1]
+for cat, more in (("activations", 1000000), ("scratch", 20000)):
+    m = json.load(open(t + "/m.json"))
+    r = [x for x in m["runs"] if (x["scheme"], x["world"], x["unit"]) == ("dp", 3, "model")][0]
+    r["peak_bytes"] += more
+    r["peak_breakdown"][cat] += more
+    r["per_rank"]["peak_bytes"][r["peak_rank"]] += more
+    json.dump(m, open("%s/m-%s.json" % (t, cat), "w"))
+PY
+report() { # NAME MEASURED THEORY: the report of both, its output in $tmp/rep-NAME.out
+	ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zerosim" report --no-render --measured "$tmp/mlp-m.json" \
+		--theory "$tmp/mlp-t.json" --transformer "$2" --transformer "$3" --out "$tmp/rep-$1" >"$tmp/rep-$1.out" 2>&1 ||
+		{ cat "$tmp/rep-$1.out" >&2; exit 99; }
+}
+for r in balanced worst file; do
+	report $r "$tmp/m.json" "$tmp/$r.json"
 done
-line=$(grep "^zerosim report: transformer " "$tmp/rep-balanced.out")
-case $line in
-*"24 measured, 0 unexplained, 24 departing by routing imbalance"*) echo "ok: report: $line" ;;
-*) fail "report of balanced: '$line'" ;;
-esac
-grep -q "routing imbalance: measured tokens per expert \[.*\] (rank .*) beside balanced \[32, 32, 32, 32\]" \
-	"$tmp/rep-balanced.out" || fail "report of balanced names no routing imbalance with its counts"
-line=$(grep "^zerosim report: transformer " "$tmp/rep-file.out")
-case $line in
-*"24 measured, 0 unexplained") echo "ok: report of FILE: $line" ;;
-*) fail "report of FILE: '$line'" ;;
-esac
+report activations "$tmp/m-activations.json" "$tmp/balanced.json"
+report scratch "$tmp/m-scratch.json" "$tmp/balanced.json"
+summary() { # NAME WANT: report NAME's transformer summary ends in WANT
+	line=$(grep "^zerosim report: transformer " "$tmp/rep-$1.out")
+	case $line in
+	*"$2") echo "ok: report of $1: $line" ;;
+	*) fail "report of $1: '$line', expected '...$2'" ;;
+	esac
+}
+summary balanced "24 measured, 0 unexplained, 24 departing by routing imbalance (the theory's --routing balanced)"
+summary worst "24 measured, 0 unexplained, 24 within the worst-case routing bound (the theory's --routing worst)"
+summary file "24 measured, 0 unexplained"
+summary activations "24 measured, 1 unexplained, 23 departing by routing imbalance (the theory's --routing balanced)"
+summary scratch "24 measured, 1 unexplained, 23 departing by routing imbalance (the theory's --routing balanced)"
+says() { # NAME TEXT: report NAME's output has TEXT
+	if grep -qF -- "$2" "$tmp/rep-$1.out"; then echo "ok: report of $1 says '$2'"; else fail "report of $1 does not say '$2'"; fi
+}
+dp3="${tmp##*/} dp N=3 unit=model:" # the model is named after its config's folder
+says balanced "$dp3 routing imbalance: measured tokens per expert [47, 39, 23, 19] (rank 1, step 3, block 1: the most on one expert) beside balanced [32, 32, 32, 32]; peak 3840784 B measured, 3815824 B balanced: +24960 B, within 0 to 24960 B (1664 B a routed token)"
+says worst "$dp3 within the worst-case routing bound: measured tokens per expert [47, 39, 23, 19] (rank 1, step 3, block 1: the most on one expert) beside worst [64, 64, 0, 0]; peak 3840784 B measured, 3869072 B worst: -28288 B, within -29952 to 0 B (1664 B a routed token)"
+says activations "$dp3 the routing (--routing balanced; tokens per expert up to 47 measured, 32 balanced) moves the peak by 0 to 24960 B (1664 B a routed token) and the activations by none; measured: peak +1024960 B (1000000 B beyond), activations +1000000 B, scratch +24960 B"
+says activations "UNEXPLAINED $dp3 measured peak 4840784 B"
+says scratch "measured: peak +44960 B (20000 B beyond), activations +0 B, scratch +44960 B"
 
 python3 - "$tmp" <<'PY' || status=1
 import json, sys
@@ -97,9 +136,23 @@ for run in m["runs"]:
 if apart == 0:
     bad.append("no row's ranks peak apart under FILE: the test cannot see per-rank routing")
 cfg = {r: t[r]["config"]["routing"] for r in t}
-if cfg["file"].get("mode") != "file" or cfg["balanced"] != {"mode": "balanced", "tokens_per_expert": [32] * 4} \
-   or cfg["worst"] != {"mode": "worst", "tokens_per_expert": [64, 64, 0, 0]}:
+u = (2 * 64 + 3 * 96) * 4 # (2d + 3F)·4 by hand, d 64, F 96
+if cfg["file"].get("mode") != "file" or cfg["file"].get("routed_bytes_per_token") != u \
+   or cfg["balanced"] != {"mode": "balanced", "routed_bytes_per_token": u, "tokens_per_expert": [32] * 4} \
+   or cfg["worst"] != {"mode": "worst", "routed_bytes_per_token": u, "tokens_per_expert": [64, 64, 0, 0]}:
     bad.append("config.routing: %s" % cfg)
+# the engine's ranks peak apart by their largest counts, (c_k - c_0) tokens of u
+pairs = 0
+for run in m["runs"]:
+    top = [max(max(b) for s in rk for b in s) for rk in run["routing"]["tokens_per_expert"]]
+    pk = run["per_rank"]["peak_bytes"]
+    for k in range(1, len(pk)):
+        pairs += top[k] != top[0]
+        if pk[k] - pk[0] != (top[k] - top[0]) * u:
+            bad.append("%s N=%d %s: ranks 0 and %d peak %d B apart, largest counts %d and %d" %
+                       (run["scheme"], run["world"], run["unit"], k, pk[k] - pk[0], top[0], top[k]))
+if pairs == 0:
+    bad.append("no two ranks with different largest counts: the routed bytes a token go unchecked")
 first = m["runs"][0]
 if row(t["file"], first).get("routing") != first["routing"]:
     bad.append("FILE's row does not record the run's routing")
@@ -112,6 +165,44 @@ for run in m["runs"]:
         break
 print("moe_theory: %d runs; rows whose ranks peak apart under FILE: %d" % (len(m["runs"]), apart))
 for b in bad[:20]:
+    print("moe_theory: FAIL: " + b)
+sys.exit(1 if bad else 0)
+PY
+
+# routed_bytes_per_token in the engine's own allocations (one --timeline
+# step, N = 1): each expert's saved tensors (xe, gu, act, ye: four allocations
+# in a row) are n_e of it, the busiest expert's scratch (dye, dxe, dact, dgu:
+# four scratch allocations in a row) the step's largest count of it
+OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/config.json" --seq 16 --batch 4 --precision fp32 --world 1 \
+	--schemes dp --unit model --steps 1 --timeline --out "$tmp/tl.json" || exit 99
+python3 - "$tmp" <<'PY' || status=1
+import json, sys
+tmp = sys.argv[1]
+u = json.load(open(tmp + "/balanced.json"))["config"]["routing"]["routed_bytes_per_token"]
+run = json.load(open(tmp + "/tl.json"))["runs"][0]
+blocks = run["routing"]["tokens_per_expert"][0][-1]
+ev = run["timeline"]
+def allocs(phase, cat):
+    return [e["bytes"] for e in ev if e["op"] == "alloc" and e["phase"] == phase and e["category"] == cat]
+def runs_of(sizes, want):
+    """where sizes holds, in a row, groups of four summing to each of want"""
+    n = 4 * len(want)
+    return [i for i in range(len(sizes) - n + 1)
+            if all(sum(sizes[i + 4 * j:i + 4 * j + 4]) == w for j, w in enumerate(want))]
+bad = []
+fwd, at = allocs("forward", "activations"), 0
+for l, counts in enumerate(blocks):
+    found = [i for i in runs_of(fwd, [n * u for n in counts if n > 0]) if i >= at]
+    if not found:
+        bad.append("block %d: no four allocations an expert of %s tokens x %d B in the forward" % (l, counts, u))
+    else:
+        at = found[0] + 4 * len(counts)
+top = max(max(c) for c in blocks)
+if not runs_of(allocs("backward", "scratch"), [top * u]):
+    bad.append("no four scratch allocations of the busiest expert, %d tokens x %d B" % (top, u))
+print("moe_theory: routed bytes a token %d: each expert's saved tensors and the scratch of %d tokens in the engine's "
+      "timeline%s" % (u, top, "" if not bad else ": NO"))
+for b in bad:
     print("moe_theory: FAIL: " + b)
 sys.exit(1 if bad else 0)
 PY
@@ -178,6 +269,50 @@ refuse "sends 128 tokens to one expert of a block, more than the B·T = 64" $one
 	--routing "$tmp/over.json"
 # shellcheck disable=SC2086
 refuse "not 1000000 blocks" $one --world 1 --steps 3 --routing "$tmp/huge.json"
+# every message about the file names it (the review of s33: runs[i]'s keys
+# did not, and a long path was cut short)
+mkdir -p "$tmp/a folder whose name is long enough to pass the old message's ninety-six bytes"
+python3 - "$tmp" <<'PY' || exit 99
+import json, sys
+t = sys.argv[1]
+m = json.load(open(t + "/m.json"))
+del m["runs"][0]["scheme"]
+json.dump(m, open(t + "/no-scheme.json", "w"))
+m = json.load(open(t + "/m.json"))
+m["runs"][0]["routing"]["blocks"] = 0
+json.dump(m, open(t + "/no-blocks.json", "w"))
+m = json.load(open(t + "/m.json"))
+m["runs"][0]["routing"]["tokens_per_expert"][0][0][1][2] = 1.5
+json.dump(m, open(t + "/a folder whose name is long enough to pass the old message's ninety-six bytes/half.json", "w"))
+PY
+# shellcheck disable=SC2086
+refuse "$tmp/no-scheme.json: runs[0] has no \"scheme\"" $one --world 1 --steps 3 --routing "$tmp/no-scheme.json"
+# shellcheck disable=SC2086
+refuse "$tmp/no-blocks.json: runs[0].routing.blocks is 0" $one --world 1 --steps 3 --routing "$tmp/no-blocks.json"
+long="$tmp/a folder whose name is long enough to pass the old message's ninety-six bytes/half.json"
+# shellcheck disable=SC2086
+refuse "$long: runs[0].routing.tokens_per_expert[0][0][1][2]: not a whole number of tokens" $one --world 1 --steps 3 \
+	--routing "$long"
+# the fuzz harness's seeds load (a seed the reader refuses fuzzes nothing
+# past it) and its regression inputs are refused naming the file
+fz=${srcdir:-.}/tests/fuzz
+seeds=0
+for f in "$fz"/corpus/routing/valid-*.json; do
+	[ -f "$f" ] || continue
+	seeds=$((seeds + 1))
+	args=$(python3 -c 'import json,sys
+r = json.load(open(sys.argv[1]))["runs"]
+print("--world %s --schemes %s --unit %s --steps %d" % (",".join(sorted({str(x["world"]) for x in r})),
+      ",".join(sorted({x["scheme"] for x in r})), ",".join(sorted({x["unit"] for x in r})),
+      len(r[0]["routing"]["tokens_per_expert"][0])))' "$f")
+	# shellcheck disable=SC2086
+	"$zerosim" theory --model "$tmp/config.json" --seq 4 --batch 2 --precision fp32 $args --routing "$f" \
+		--out "$tmp/seed.json" 2>"$tmp/r.err" || fail "the seed $f: $(cat "$tmp/r.err")"
+done
+[ $seeds -ge 2 ] || fail "$seeds valid seeds in $fz/corpus/routing"
+for f in "$fz"/regress/routing/*.json; do
+	refuse "$f: " --model "$tmp/config.json" --seq 4 --batch 2 --precision fp32 --world 1 --steps 2 --routing "$f"
+done
 cp "$tmp/m.json" "$tmp/same.json"
 # shellcheck disable=SC2086
 refuse "same.json" $one --world 1 --steps 3 --routing "$tmp/same.json" --out "$tmp/same.json"

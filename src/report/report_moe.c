@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,8 @@
 #include "util/buf.h"
 #include "report/report_moe.h"
 #include "util/util.h"
+
+static const char *const mode_names[] = {NULL, "balanced", "worst"};
 
 int report_moe_theory(const cJSON *theory, const char *path, struct report_moe *out, char **cause)
 {
@@ -21,21 +24,31 @@ int report_moe_theory(const cJSON *theory, const char *path, struct report_moe *
 		return 0;
 	if (zs_json_string(rt, "mode", "config.routing", &mode, cause) < 0)
 		return -1;
-	if (strcmp(mode, "balanced") != 0)
+	enum report_moe_mode m = REPORT_MOE_NONE;
+	for (int i = REPORT_MOE_BALANCED; i <= REPORT_MOE_WORST; i++)
+		if (strcmp(mode, mode_names[i]) == 0)
+			m = (enum report_moe_mode)i;
+	if (m == REPORT_MOE_NONE)
 		return 0;
 	if (zs_json_array(rt, "tokens_per_expert", "config.routing", &tok, cause) < 0)
 		return -1;
+	/* additive: a theory.json from before it has no bound to give */
+	const cJSON *tb = cJSON_GetObjectItemCaseSensitive(rt, "routed_bytes_per_token");
+	if (tb != NULL && (!cJSON_IsNumber(tb) || !isfinite(tb->valuedouble) || tb->valuedouble < 0))
+		return zs_fail(cause, "%s: config.routing.routed_bytes_per_token: not a byte count", path);
 	out->experts = (size_t)cJSON_GetArraySize(tok);
 	out->tokens = zs_calloc(out->experts > 0 ? out->experts : 1, sizeof *out->tokens);
 	size_t e = 0;
 	cJSON_ArrayForEach(v, tok) {
-		if (!cJSON_IsNumber(v)) {
+		if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0) {
 			report_moe_free(out);
 			return zs_fail(cause, "%s: config.routing.tokens_per_expert: not a list of counts", path);
 		}
 		out->tokens[e++] = v->valuedouble;
+		out->top = v->valuedouble > out->top ? v->valuedouble : out->top;
 	}
-	out->balanced = 1;
+	out->token_bytes = tb != NULL ? tb->valuedouble : 0;
+	out->mode = m;
 	return 0;
 }
 
@@ -43,6 +56,12 @@ void report_moe_free(struct report_moe *t)
 {
 	free(t->tokens);
 	memset(t, 0, sizeof *t);
+}
+
+const char *report_moe_named(const struct report_moe *t)
+{
+	return t->mode == REPORT_MOE_WORST ? "within the worst-case routing bound (the theory's --routing worst)"
+	                                   : "departing by routing imbalance (the theory's --routing balanced)";
 }
 
 /* A list of counts as "[41, 23, 30, 34]". */
@@ -58,33 +77,48 @@ static void counts(struct zs_buf *b, const cJSON *list)
 	zs_buf_printf(b, "]");
 }
 
-int report_moe_imbalance(const struct report_moe *t, const cJSON *run, const struct report_run *r, char **note)
+/* A measured run's counts ([rank][step][block][expert]) as the bound
+ * takes them: the largest of any rank, step and block, where it is, and
+ * of each step's largest (over its ranks and blocks: the scratch is sized
+ * by the most tokens any expert of any block got that step) the least. */
+struct run_counts {
+	double top, low;
+	const cJSON *most;           /* the block list holding top */
+	int rank, step, block;
+	int differs;                 /* a count other than the theory's */
+};
+
+/* 0, or -1 for counts that are not counts. */
+static int run_counts(const struct report_moe *t, const cJSON *tok, struct run_counts *c)
 {
-	const cJSON *rt = cJSON_GetObjectItemCaseSensitive(run, "routing");
-	const cJSON *tok = cJSON_GetObjectItemCaseSensitive(rt, "tokens_per_expert"), *rank, *step, *block, *v;
-	if (!t->balanced || !cJSON_IsArray(tok) || !r->has_measured || !r->has_schedule ||
-	    r->measured[REPORT_RESIDENT] != r->schedule[REPORT_RESIDENT] || r->measured[REPORT_COMM] != r->schedule[REPORT_COMM])
-		return 0;
-	for (int c = 0; c < REPORT_NCATS && r->has_sched_peak_bd; c++)
-		if (c != REPORT_CAT_ACTIVATIONS && c != REPORT_CAT_SCRATCH && r->peak_bd[c] != r->sched_peak_bd[c])
-			return 0;
-	/* the block whose one expert got the most tokens: what moves the peak */
-	const cJSON *most = NULL;
-	double top = -1;
-	int differs = 0, k = 0, at_k = 0, at_t = 0, at_l = 0;
+	const cJSON *rank, *step, *block, *v;
+	double *step_top = NULL;
+	size_t nsteps = 0;
+	int k = 0, rc = 0;
+	memset(c, 0, sizeof *c);
+	c->top = -1;
 	cJSON_ArrayForEach(rank, tok) {
-		int s = 0;
+		size_t s = 0;
 		cJSON_ArrayForEach(step, rank) {
+			if (s == nsteps) {
+				step_top = zs_realloc(step_top, ++nsteps * sizeof *step_top);
+				step_top[s] = 0;
+			}
 			int l = 0;
 			cJSON_ArrayForEach(block, step) {
 				size_t e = 0;
 				cJSON_ArrayForEach(v, block) {
-					double n = cJSON_IsNumber(v) ? v->valuedouble : -1;
-					differs |= e >= t->experts || n != t->tokens[e];
-					if (n > top) {
-						top = n;
-						most = block;
-						at_k = k, at_t = s, at_l = l;
+					if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0)) {
+						rc = -1;
+						goto end;
+					}
+					double n = v->valuedouble;
+					c->differs |= e >= t->experts || n != t->tokens[e];
+					step_top[s] = n > step_top[s] ? n : step_top[s];
+					if (n > c->top) {
+						c->top = n;
+						c->most = block;
+						c->rank = k, c->step = (int)s, c->block = l;
 					}
 					e++;
 				}
@@ -94,15 +128,61 @@ int report_moe_imbalance(const struct report_moe *t, const cJSON *run, const str
 		}
 		k++;
 	}
-	if (!differs || most == NULL)
+	c->low = c->top;
+	for (size_t s = 0; s < nsteps; s++)
+		c->low = step_top[s] < c->low ? step_top[s] : c->low;
+	rc = c->most != NULL ? 0 : -1;
+end:
+	free(step_top);
+	return rc;
+}
+
+int report_moe_imbalance(const struct report_moe *t, const cJSON *run, const struct report_run *r, char **note)
+{
+	const cJSON *rt = cJSON_GetObjectItemCaseSensitive(run, "routing");
+	const cJSON *tok = cJSON_GetObjectItemCaseSensitive(rt, "tokens_per_expert");
+	struct run_counts c;
+	*note = NULL;
+	if (t->mode == REPORT_MOE_NONE || !cJSON_IsArray(tok) || !r->has_measured || !r->has_schedule ||
+	    r->measured[REPORT_RESIDENT] != r->schedule[REPORT_RESIDENT] || r->measured[REPORT_COMM] != r->schedule[REPORT_COMM])
 		return 0;
+	for (int k = 0; k < REPORT_NCATS && r->has_sched_peak_bd; k++)
+		if (k != REPORT_CAT_ACTIVATIONS && k != REPORT_CAT_SCRATCH && r->peak_bd[k] != r->sched_peak_bd[k])
+			return 0;
+	if (run_counts(t, tok, &c) < 0 || !c.differs)
+		return 0;
+	/* The peak departs by the busiest expert's scratch alone: a step of
+	 * largest count n is (n − top) tokens of it off the theory's at every
+	 * moment of its backward, and equal elsewhere. So the peak's departure
+	 * lies between (low − top)·u and (top_measured − top)·u, each bound
+	 * clipped at 0 (docs/schedule.md, "Mixtures of experts"). */
+	const char *mode = mode_names[t->mode];
+	double u = t->token_bytes, d = r->measured[REPORT_PEAK] - r->schedule[REPORT_PEAK];
+	double hi = fmax(0, c.top - t->top) * u, lo = fmin(0, c.low - t->top) * u;
+	double act = r->has_sched_peak_bd ? r->peak_bd[REPORT_CAT_ACTIVATIONS] - r->sched_peak_bd[REPORT_CAT_ACTIVATIONS] : 0;
+	double scr = r->has_sched_peak_bd ? r->peak_bd[REPORT_CAT_SCRATCH] - r->sched_peak_bd[REPORT_CAT_SCRATCH] : d;
 	struct zs_buf b = {0};
-	zs_buf_printf(&b, "routing imbalance: measured tokens per expert ");
-	counts(&b, most);
-	zs_buf_printf(&b, " (rank %d, step %d, block %d: the most on one expert) beside balanced [", at_k, at_t + 1, at_l);
-	for (size_t e = 0; e < t->experts; e++)
-		zs_buf_printf(&b, "%s%.0f", e > 0 ? ", " : "", t->tokens[e]);
-	zs_buf_printf(&b, "]; peak %.0f B measured, %.0f B balanced", r->measured[REPORT_PEAK], r->schedule[REPORT_PEAK]);
+	if (u > 0 && act == 0 && scr == d && d >= lo && d <= hi) {
+		zs_buf_printf(&b, "%s: measured tokens per expert ", t->mode == REPORT_MOE_WORST
+		                                                      ? "within the worst-case routing bound" : "routing imbalance");
+		counts(&b, c.most);
+		zs_buf_printf(&b, " (rank %d, step %d, block %d: the most on one expert) beside %s [", c.rank, c.step + 1,
+		              c.block, mode);
+		for (size_t e = 0; e < t->experts; e++)
+			zs_buf_printf(&b, "%s%.0f", e > 0 ? ", " : "", t->tokens[e]);
+		zs_buf_printf(&b, "]; peak %.0f B measured, %.0f B %s: %+.0f B, within %.0f to %.0f B (%.0f B a routed "
+		              "token)", r->measured[REPORT_PEAK], r->schedule[REPORT_PEAK], mode, d, lo, hi, u);
+		*note = zs_buf_take(&b);
+		return 1;
+	}
+	if (u == 0)
+		zs_buf_printf(&b, "config.routing has no routed_bytes_per_token (a theory.json from before it): the routing's "
+		              "share of the peak's %+.0f B cannot be bounded; rerun zerosim theory", d);
+	else
+		zs_buf_printf(&b, "the routing (--routing %s; tokens per expert up to %.0f measured, %.0f %s) moves the peak "
+		              "by %.0f to %.0f B (%.0f B a routed token) and the activations by none; measured: peak %+.0f B "
+		              "(%.0f B beyond), activations %+.0f B, scratch %+.0f B", mode, c.top, t->top, mode, lo, hi, u,
+		              d, d > hi ? d - hi : d < lo ? lo - d : 0, act, scr);
 	*note = zs_buf_take(&b);
-	return 1;
+	return 0;
 }

@@ -1,11 +1,16 @@
 /*
  * report_moe — a mixture of experts' routing in the report (docs/design.md,
- * "The report"): a theory made with --routing balanced spreads each block's
- * B·T·k assignments evenly, the measured run's router did not, and the
- * peak moves with the largest expert (docs/schedule.md, "Mixtures of
- * experts"). Such a departure is named "routing imbalance", with the
- * measured counts beside the balanced ones, rather than unexplained; with
- * --routing FILE of the same measurement there is none to name.
+ * "The report"; the rule is docs/schedule.md's, "Mixtures of experts"): a
+ * theory made with --routing balanced or worst takes every block's counts
+ * alike, the measured run's router did not. Since Σ n_e = B·T·k whatever
+ * the routing, the saved tensors' bytes stay; what moves is the busiest
+ * expert's backward scratch, config.routing.routed_bytes_per_token a token
+ * of the step's largest count. So a row whose peak departs by that alone,
+ * within the bound its counts give, is named: "routing imbalance" above a
+ * balanced theory, "within the worst-case routing bound" below a worst
+ * one; a departure beyond the bound, or in the activations, stays
+ * unexplained with its size. With --routing FILE of the same measurement
+ * there is none to name.
  *
  * Ownership: report_moe_theory fills a struct whose list it allocates
  * (report_moe_free releases it); a note is the caller's to free().
@@ -18,10 +23,14 @@
 
 #include "report/report_data.h"
 
+enum report_moe_mode { REPORT_MOE_NONE, REPORT_MOE_BALANCED, REPORT_MOE_WORST };
+
 struct report_moe {
-	int balanced;        /* the theory's config.routing.mode is "balanced" */
-	double *tokens;      /* its tokens per expert, every block's */
+	enum report_moe_mode mode;   /* the theory's config.routing.mode; NONE for a file's or none */
+	double *tokens;              /* its tokens per expert, every block's */
 	size_t experts;
+	double top;                  /* the largest of them */
+	double token_bytes;          /* config.routing.routed_bytes_per_token; 0 where the file has none */
 };
 
 /* The theory's config.routing into out (nothing for a file without it). 0,
@@ -29,10 +38,16 @@ struct report_moe {
 int report_moe_theory(const cJSON *theory, const char *path, struct report_moe *out, char **cause);
 void report_moe_free(struct report_moe *t);
 
-/* Whether measured run `run` (r, joined to a balanced theory row) departs
- * by its routing alone: the run records counts other than the balanced
- * ones, resident and comm agree, and of the peak's categories only the
- * activations and scratch differ. Then *note is one line naming it. */
+/* Whether measured run `run` (r, joined to a balanced or worst theory row)
+ * departs by its routing alone: it records counts other than the
+ * theory's, resident, comm and every category of the peak but the scratch
+ * agree, and the peak departs by no more than the counts allow. Then 1,
+ * and *note is one line naming it. 0 otherwise, with *note one line giving
+ * the size beyond the bound where only the activations and scratch depart
+ * (else NULL). */
 int report_moe_imbalance(const struct report_moe *t, const cJSON *run, const struct report_run *r, char **note);
+
+/* What the summary calls the rows report_moe_imbalance named. */
+const char *report_moe_named(const struct report_moe *t);
 
 #endif

@@ -458,8 +458,8 @@ size_t report_tfm_summary(const struct report_tfm *t)
 			measured += (size_t)r->run.has_measured;
 			unexplained += (size_t)r->unexplained;
 			unchecked += (size_t)r->unchecked;
-			routed += r->routing != NULL;
-			if (r->routing != NULL)
+			routed += r->routing != NULL && !r->unexplained;
+			if (r->routing != NULL) /* named, or its size beyond the routing's bound */
 				fprintf(stderr, "zerosim report: %s: %s\n", lab, r->routing);
 			if (r->unexplained)
 				fprintf(stderr, "zerosim report: UNEXPLAINED %s %s N=%u unit=%s: measured peak %.0f B, "
@@ -474,7 +474,7 @@ size_t report_tfm_summary(const struct report_tfm *t)
 		if (unchecked > 0)
 			printf(", %zu not checked (theory.json has no schedule for them)", unchecked);
 		if (routed > 0)
-			printf(", %zu departing by routing imbalance (the theory's --routing balanced)", routed);
+			printf(", %zu %s", routed, report_moe_named(&m->moe));
 		if (host > 0)
 			printf(", host bytes of %zu offloaded runs, %zu unexplained", host, host_bad);
 		printf("\n");

@@ -37,8 +37,9 @@ struct report_tfm_row {
 	int unexplained;
 	/* Measured where the theory has no schedule to check it against. */
 	int unchecked;
-	/* A mixture's departure by its routing alone (report_moe.h): the
-	 * note naming it, or NULL; such a row is not unexplained. */
+	/* A mixture's departure by its routing (report_moe.h): the note
+	 * naming it (the row is then not unexplained), or one giving the size
+	 * beyond the routing's bound (it stays unexplained), or NULL. */
 	char *routing;
 };
 

@@ -352,7 +352,7 @@ struct theory_act_opts {
  * every token's k choices on the same k experts (the first k: B·T each,
  * the others none); file: a measured run's counts (measured.json's
  * "routing"), the run of the row's (scheme, unit, N), or else the first
- * of its N. */
+ * of its N. Its keys in theory.json are theory_json.c's. */
 enum theory_routing_mode { THEORY_ROUTING_BALANCED, THEORY_ROUTING_WORST, THEORY_ROUTING_FILE };
 struct theory_routing_run {
 	enum zs_scheme scheme;
@@ -398,15 +398,6 @@ void theory_rank_counts(struct theory_rank_counts *out, const struct theory_rout
 void theory_rank_counts_free(struct theory_rank_counts *c);
 /* Whether the ranks' counts can differ (a file's). */
 int theory_routing_per_rank(const struct theory_routing *r);
-struct theory_request;
-struct theory_row;
-/* A mixture's routing in theory.json (docs/formats.md): config's
- * "routing" (its mode; balanced and worst's counts a block, a file's
- * path), and a row's schedule's "per_rank" (each rank's resident, peak
- * from its own counts, and bytes sent), "peak_rank" and, from a file,
- * the run's "routing" as measured. Nothing for another model. */
-void theory_routing_config_json(cJSON *cfg, const struct theory_request *req);
-void theory_routing_row_json(cJSON *schedule, const struct theory_request *req, const struct theory_row *r);
 
 /* Korthikanti's bytes for one layer at micro-batch b: sbh(34 + 5as/h),
  * 34sbh (selective, or flash attention), 2sbh (full), scaled by elem/2. */

@@ -282,6 +282,82 @@ static void peak_json(cJSON *row, const struct theory_request *req, const struct
 	zs_cat_json(o, "peak_breakdown", p->peak_breakdown);
 }
 
+/* ------------------------------------------------------------------------ */
+/* A mixture of experts' routing (docs/formats.md, zerosim-theory/1's
+ * "routing"; the reader is theory_routing.c): config's "routing" (its
+ * mode; balanced and worst's counts a block, a file's path; the routed
+ * bytes a token), and a row's schedule's "per_rank" (each rank's
+ * resident, peak from its own counts, and bytes sent), "peak_rank" and,
+ * from a file, the run's "routing" as measured. Nothing for another
+ * model. */
+
+/* The bytes one more token on the step's busiest expert adds to the
+ * backward's scratch, its routed rows (step_moe_row: dye, dxe, dact, dgu)
+ * at their element sizes in the walk's own buffers: (2d + 3F)·4 at fp32,
+ * what one assignment's saved tensors (xe, gu, act, ye) cost too. Since
+ * Σ n_e = B·T·k whatever the routing, it is what a routing moves the peak
+ * by, a token of the largest count (docs/schedule.md, "Mixtures of
+ * experts"); the report bounds a departure by it. */
+static uint64_t routed_token_bytes(const struct theory_desc *d)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; d->model != NULL && d->has_buffers && i < d->bufs.n; i++)
+		if (d->bufs.buf[i].role == STEP_MOE_SCRATCH)
+			n += step_moe_row(d->model, &d->bufs.buf[i]) * d->bufs.buf[i].esize;
+	return n;
+}
+
+static void routing_config_json(cJSON *cfg, const struct theory_request *req)
+{
+	const struct zs_model *m = req->model;
+	if (m == NULL || m->experts == 0)
+		return;
+	const struct theory_routing *r = req->act.routing;
+	enum theory_routing_mode mode = r != NULL ? r->mode : THEORY_ROUTING_BALANCED;
+	cJSON *o = cJSON_AddObjectToObject(cfg, "routing");
+	cJSON_AddStringToObject(o, "mode", theory_routing_name(mode));
+	num(o, "routed_bytes_per_token", (double)routed_token_bytes(req->desc));
+	if (mode == THEORY_ROUTING_FILE) {
+		cJSON_AddStringToObject(o, "file", r->file);
+		return;
+	}
+	struct theory_rank_counts rc;
+	theory_rank_counts(&rc, r, m, (uint64_t)req->config->batch * req->act.seq, ZS_DP, ZS_UNIT_MODEL, 1, 0);
+	cJSON *a = cJSON_AddArrayToObject(o, "tokens_per_expert");
+	for (size_t e = 0; e < rc.experts; e++)
+		push_num(a, (double)rc.counts[e]);
+	theory_rank_counts_free(&rc);
+}
+
+static void routing_row_json(cJSON *schedule, const struct theory_request *req, const struct theory_row *r)
+{
+	const struct zs_model *m = req->model;
+	if (m == NULL || m->experts == 0 || schedule == NULL)
+		return;
+	const struct theory_schedule *s = &r->sched;
+	struct theory_bytes b;
+	uint64_t *peaks = zs_calloc(r->world, sizeof *peaks);
+	theory_request_bytes(req, &b);
+	theory_walk_rank_peaks(req->desc, &b, req->config, r->scheme, r->unit, r->world, peaks);
+	cJSON *per = cJSON_AddObjectToObject(schedule, "per_rank");
+	cJSON *ra = cJSON_AddArrayToObject(per, "resident_bytes"), *pa = cJSON_AddArrayToObject(per, "peak_bytes");
+	cJSON *ca = cJSON_AddArrayToObject(per, "comm_bytes_per_step");
+	for (unsigned k = 0; k < r->world; k++) {
+		push_num(ra, (double)s->resident_bytes);
+		push_num(pa, (double)peaks[k]);
+		push_num(ca, (double)s->comm_bytes);
+	}
+	free(peaks);
+	num(schedule, "peak_rank", s->peak_rank);
+	const struct theory_routing_run *x = theory_routing_per_rank(req->act.routing)
+	                                         ? theory_routing_run_of(req->act.routing, r->scheme, r->unit, r->world)
+	                                         : NULL;
+	if (x != NULL)
+		cJSON_AddItemToObject(schedule, "routing", cJSON_Duplicate(x->json, 1));
+}
+
+/* ------------------------------------------------------------------------ */
+
 static void row_json(cJSON *rows, const struct theory_request *req, const struct theory_row *r)
 {
 	struct theory_bytes b;
@@ -305,7 +381,7 @@ static void row_json(cJSON *rows, const struct theory_request *req, const struct
 			theory_framework_json(cJSON_GetObjectItemCaseSensitive(o, "schedule"), req, r->scheme, r->world,
 			                      &r->sched);
 		if (r->model_sched)
-			theory_routing_row_json(cJSON_GetObjectItemCaseSensitive(o, "schedule"), req, r);
+			routing_row_json(cJSON_GetObjectItemCaseSensitive(o, "schedule"), req, r);
 	} else if (req->shape_known) {
 		schedule_json(o, req, r);
 		if (req->config->framework != ZS_FW_PAPER)
@@ -386,7 +462,7 @@ static void config_json(cJSON *root, const struct theory_request *req)
 		num(cfg, "seq", (double)req->act.seq);
 		cJSON_AddStringToObject(cfg, "recompute", zs_recompute_name(req->act.recompute));
 		cJSON_AddBoolToObject(cfg, "flash_attn", req->act.flash);
-		theory_routing_config_json(cfg, req);
+		routing_config_json(cfg, req);
 	} else {
 		cJSON_AddNullToObject(cfg, "model");
 		cJSON_AddNullToObject(cfg, "seq");

@@ -30,102 +30,121 @@ void theory_routing_free(struct theory_routing *r)
 	memset(r, 0, sizeof *r);
 }
 
+/* Where in the file a count list is, for its message: the file's name,
+ * then runs[i].routing.tokens_per_expert[k][t][l]. */
+struct at {
+	const char *path;
+	size_t run, rank, step, block;
+};
+
 /* One list of n counts (JSON numbers, whole, at most 2^53) into out
  * (NULL: only checked). */
-static int count_list(const cJSON *a, size_t n, uint64_t *out, const char *where, char **cause)
+static int count_list(const cJSON *a, size_t n, uint64_t *out, const struct at *at, char **cause)
 {
 	if (!cJSON_IsArray(a) || (size_t)cJSON_GetArraySize(a) != n)
-		return zs_fail(cause, "%s: not a list of %zu", where, n);
-	size_t i = 0;
+		return zs_fail(cause, "%s: runs[%zu].routing.tokens_per_expert[%zu][%zu][%zu]: not a list of %zu counts "
+		               "(its experts)", at->path, at->run, at->rank, at->step, at->block, n);
+	size_t e = 0;
 	const cJSON *v;
 	cJSON_ArrayForEach(v, a) {
 		if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble > 0x1p53 ||
 		    v->valuedouble != (double)(uint64_t)v->valuedouble)
-			return zs_fail(cause, "%s: a count is not a whole number of tokens", where);
+			return zs_fail(cause, "%s: runs[%zu].routing.tokens_per_expert[%zu][%zu][%zu][%zu]: not a whole number "
+			               "of tokens", at->path, at->run, at->rank, at->step, at->block, e);
 		if (out != NULL)
-			out[i] = (uint64_t)v->valuedouble;
-		i++;
+			out[e] = (uint64_t)v->valuedouble;
+		e++;
 	}
 	return 0;
 }
 
 /* The run's counts, ranks x steps x blocks x E, each list checked against
  * the run's shape, into out (NULL: only checked). */
-static int fill_counts(const struct theory_routing_run *run, const cJSON *tok, const char *path, const char *where,
-                       uint64_t *out, char **cause)
+static int fill_counts(const struct theory_routing_run *run, const cJSON *tok, struct at *at, uint64_t *out,
+                       char **cause)
 {
 	const cJSON *rank;
-	size_t k = 0;
+	at->rank = 0;
 	cJSON_ArrayForEach(rank, tok) {
 		if (!cJSON_IsArray(rank) || (size_t)cJSON_GetArraySize(rank) != run->steps)
-			return zs_fail(cause, "%s: %s.tokens_per_expert[%zu]: not %zu steps", path, where, k, run->steps);
-		size_t t = 0;
+			return zs_fail(cause, "%s: runs[%zu].routing.tokens_per_expert[%zu]: not %zu steps", at->path, at->run,
+			               at->rank, run->steps);
 		const cJSON *step, *block;
+		at->step = 0;
 		cJSON_ArrayForEach(step, rank) {
 			if (!cJSON_IsArray(step) || (size_t)cJSON_GetArraySize(step) != run->blocks)
-				return zs_fail(cause, "%s: %s.tokens_per_expert[%zu][%zu]: not %zu blocks", path, where, k, t,
-				               run->blocks);
-			size_t l = 0;
+				return zs_fail(cause, "%s: runs[%zu].routing.tokens_per_expert[%zu][%zu]: not %zu blocks", at->path,
+				               at->run, at->rank, at->step, run->blocks);
+			at->block = 0;
 			cJSON_ArrayForEach(block, step) {
-				char at[96];
-				snprintf(at, sizeof at, "%s: %s.tokens_per_expert[%zu][%zu][%zu]", path, where, k, t, l);
-				if (count_list(block, run->experts, out == NULL ? NULL : out + ((k * run->steps + t) * run->blocks + l) * run->experts,
-				               at, cause) < 0)
+				size_t first = ((at->rank * run->steps + at->step) * run->blocks + at->block) * run->experts;
+				if (count_list(block, run->experts, out == NULL ? NULL : out + first, at, cause) < 0)
 					return -1;
-				l++;
+				at->block++;
 			}
-			t++;
+			at->step++;
 		}
-		k++;
+		at->rank++;
 	}
 	return 0;
 }
 
-/* Run i of the file: its key and its counts, ranks x steps x blocks x E. */
+/* Run i of the file: its key and its counts, ranks x steps x blocks x E.
+ * Every message names the file (zs_json_*'s through `where`). */
 static int load_run(struct theory_routing_run *run, const cJSON *mrun, const char *path, size_t i, char **cause)
 {
-	char where[64];
+	char *where = zs_asprintf("%s: runs[%zu]", path, i), *rwhere = zs_asprintf("%s.routing", where);
 	const char *scheme, *unit;
 	double world;
 	unsigned long long blocks, experts;
 	const cJSON *rt, *tok;
-	snprintf(where, sizeof where, "runs[%zu]", i);
+	int rc = -1;
 	if (zs_json_string(mrun, "scheme", where, &scheme, cause) < 0 || zs_json_string(mrun, "unit", where, &unit, cause) < 0 ||
 	    zs_json_number(mrun, "world", where, &world, cause) < 0)
-		return -1;
+		goto end;
 	if (zs_scheme_parse(scheme, &run->scheme) < 0 || zs_unit_parse(unit, &run->unit) < 0 || world < 1 ||
-	    world > ZS_MAX_WORLD || world != (double)(unsigned)world)
-		return zs_fail(cause, "%s: %s's scheme, unit or world is not one zerosim runs", path, where);
+	    world > ZS_MAX_WORLD || world != (double)(unsigned)world) {
+		zs_fail(cause, "%s: scheme, unit or world is not one zerosim runs", where);
+		goto end;
+	}
 	run->world = (unsigned)world;
 	rt = cJSON_GetObjectItemCaseSensitive(mrun, "routing");
-	if (!cJSON_IsObject(rt))
-		return zs_fail(cause, "%s: %s has no \"routing\" (the tokens per expert a mixture's measure records)",
-		               path, where);
-	snprintf(where, sizeof where, "runs[%zu].routing", i);
-	if (zs_json_uint(rt, "blocks", where, 1, 1e6, &blocks, cause) < 0 ||
-	    zs_json_uint(rt, "experts", where, 1, ZS_MODEL_MAX_EXPERTS, &experts, cause) < 0 ||
-	    zs_json_array(rt, "tokens_per_expert", where, &tok, cause) < 0)
-		return -1;
+	if (!cJSON_IsObject(rt)) {
+		zs_fail(cause, "%s has no \"routing\" (the tokens per expert a mixture's measure records)", where);
+		goto end;
+	}
+	if (zs_json_uint(rt, "blocks", rwhere, 1, 1e6, &blocks, cause) < 0 ||
+	    zs_json_uint(rt, "experts", rwhere, 1, ZS_MODEL_MAX_EXPERTS, &experts, cause) < 0 ||
+	    zs_json_array(rt, "tokens_per_expert", rwhere, &tok, cause) < 0)
+		goto end;
 	run->blocks = blocks;
 	run->experts = experts;
-	if ((unsigned)cJSON_GetArraySize(tok) != run->world)
-		return zs_fail(cause, "%s: %s.tokens_per_expert has %d ranks, the run %u", path, where,
-		               cJSON_GetArraySize(tok), run->world);
+	if ((unsigned)cJSON_GetArraySize(tok) != run->world) {
+		zs_fail(cause, "%s.tokens_per_expert has %d ranks, the run %u", rwhere, cJSON_GetArraySize(tok), run->world);
+		goto end;
+	}
 	const cJSON *rank = cJSON_GetArrayItem(tok, 0);
 	run->steps = cJSON_IsArray(rank) ? (size_t)cJSON_GetArraySize(rank) : 0;
-	if (run->steps == 0)
-		return zs_fail(cause, "%s: %s.tokens_per_expert has no steps", path, where);
+	if (run->steps == 0) {
+		zs_fail(cause, "%s.tokens_per_expert has no steps", rwhere);
+		goto end;
+	}
 	/* twice: the shape first, every list the size it says, so that the
 	 * counts allocated are the numbers the file holds (a file that names
 	 * more blocks or experts than it lists is refused before any
 	 * allocation), then the counts */
-	if (fill_counts(run, tok, path, where, NULL, cause) < 0)
-		return -1;
+	struct at at = {path, i, 0, 0, 0};
+	if (fill_counts(run, tok, &at, NULL, cause) < 0)
+		goto end;
 	run->counts = zs_calloc(run->world * run->steps * run->blocks * run->experts, sizeof *run->counts);
-	if (fill_counts(run, tok, path, where, run->counts, cause) < 0)
-		return -1;
+	if (fill_counts(run, tok, &at, run->counts, cause) < 0)
+		goto end;
 	run->json = cJSON_Duplicate(rt, 1);
-	return 0;
+	rc = 0;
+end:
+	free(where);
+	free(rwhere);
+	return rc;
 }
 
 int theory_routing_parse(struct theory_routing *r, const char *arg, char **cause)
@@ -244,57 +263,4 @@ void theory_rank_counts_free(struct theory_rank_counts *c)
 {
 	free(c->own);
 	memset(c, 0, sizeof *c);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Output (docs/formats.md, zerosim-theory/1's "routing") */
-
-static void push(cJSON *arr, double v) { cJSON_AddItemToArray(arr, cJSON_CreateNumber(v)); }
-
-void theory_routing_config_json(cJSON *cfg, const struct theory_request *req)
-{
-	const struct zs_model *m = req->model;
-	if (m == NULL || m->experts == 0)
-		return;
-	const struct theory_routing *r = req->act.routing;
-	enum theory_routing_mode mode = r != NULL ? r->mode : THEORY_ROUTING_BALANCED;
-	cJSON *o = cJSON_AddObjectToObject(cfg, "routing");
-	cJSON_AddStringToObject(o, "mode", theory_routing_name(mode));
-	if (mode == THEORY_ROUTING_FILE) {
-		cJSON_AddStringToObject(o, "file", r->file);
-		return;
-	}
-	struct theory_rank_counts rc;
-	theory_rank_counts(&rc, r, m, (uint64_t)req->config->batch * req->act.seq, ZS_DP, ZS_UNIT_MODEL, 1, 0);
-	cJSON *a = cJSON_AddArrayToObject(o, "tokens_per_expert");
-	for (size_t e = 0; e < rc.experts; e++)
-		push(a, (double)rc.counts[e]);
-	theory_rank_counts_free(&rc);
-}
-
-void theory_routing_row_json(cJSON *schedule, const struct theory_request *req, const struct theory_row *r)
-{
-	const struct zs_model *m = req->model;
-	if (m == NULL || m->experts == 0 || schedule == NULL)
-		return;
-	const struct theory_schedule *s = &r->sched;
-	struct theory_bytes b;
-	uint64_t *peaks = zs_calloc(r->world, sizeof *peaks);
-	theory_request_bytes(req, &b);
-	theory_walk_rank_peaks(req->desc, &b, req->config, r->scheme, r->unit, r->world, peaks);
-	cJSON *per = cJSON_AddObjectToObject(schedule, "per_rank");
-	cJSON *ra = cJSON_AddArrayToObject(per, "resident_bytes"), *pa = cJSON_AddArrayToObject(per, "peak_bytes");
-	cJSON *ca = cJSON_AddArrayToObject(per, "comm_bytes_per_step");
-	for (unsigned k = 0; k < r->world; k++) {
-		push(ra, (double)s->resident_bytes);
-		push(pa, (double)peaks[k]);
-		push(ca, (double)s->comm_bytes);
-	}
-	free(peaks);
-	zs_json_add_number(schedule, "peak_rank", s->peak_rank);
-	const struct theory_routing_run *x = theory_routing_per_rank(req->act.routing)
-	                                         ? theory_routing_run_of(req->act.routing, r->scheme, r->unit, r->world)
-	                                         : NULL;
-	if (x != NULL)
-		cJSON_AddItemToObject(schedule, "routing", cJSON_Duplicate(x->json, 1));
 }

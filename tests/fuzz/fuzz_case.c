@@ -15,17 +15,6 @@
 #include "engine/tfm.h"
 #include "util/util.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	zs_json_init(); /* cJSON's allocations through zs_malloc, as zerosim's */
-	return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct zs_case *cs = NULL;

@@ -19,6 +19,31 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "util/util.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#ifdef FUZZ_SETUP
+/* The harness's own start, after the common one (the report's: its
+ * partner file); a harness that has one defines FUZZ_SETUP before
+ * including this. */
+static void fuzz_setup(void);
+#endif
+
+/* libFuzzer's start, every harness's: cJSON's allocations through
+ * zs_malloc, as zerosim's (zs_json_init). */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	zs_json_init();
+#ifdef FUZZ_SETUP
+	fuzz_setup();
+#endif
+	return 0;
+}
+
 static int fuzz_fd = -1;
 static char fuzz_path[64];
 

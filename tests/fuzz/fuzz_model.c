@@ -16,17 +16,6 @@
 #include "util/model.h"
 #include "util/util.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	zs_json_init(); /* cJSON's allocations through zs_malloc, as zerosim's */
-	return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct zs_model m, before;

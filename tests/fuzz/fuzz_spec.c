@@ -13,17 +13,6 @@
 #include "util/config.h"
 #include "util/util.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	zs_json_init(); /* cJSON's allocations through zs_malloc, as zerosim's */
-	return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct zs_config c, before;

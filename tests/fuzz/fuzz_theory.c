@@ -5,19 +5,10 @@
  */
 #include "config.h"
 
+#define FUZZ_SETUP
 #include "fuzz_report.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	zs_json_init(); /* cJSON's allocations through zs_malloc, as zerosim's */
-	fuzz_report_init(REPORT_MEASURED_FORMAT);
-	return 0;
-}
+static void fuzz_setup(void) { fuzz_report_init(REPORT_MEASURED_FORMAT); }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
