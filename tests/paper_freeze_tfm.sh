@@ -200,7 +200,7 @@ refused "part frozen, part trainable" --model "$gpt2" --freeze embeddings --unit
 refused "some parts of the fused tensor" --model "$llama" --freeze re:q_proj --world 2
 refused "freezes none of" --model "$llama" --freeze re:nothing --world 2
 refused "freezes every one of" --model "$llama" --freeze 're:.' --world 2
-refused "deepspeed trains every parameter), and under --framework paper with --model" --model "$llama" --framework deepspeed --freeze embeddings --world 2
+refused "torch --wrapper auto trains every parameter), and under --framework paper or deepspeed with --model" --model "$llama" --framework torch --freeze embeddings --world 2
 refused "no key for frozen parameters" --model "$llama" --freeze embeddings --write-case "$tmp/c.json"
 # The report does not take a frozen paper run yet (its floors would count
 # every parameter as trained): one line, exit 2 (part 1's last theory file).
