@@ -29,45 +29,27 @@
 set -u
 name=ds_freeze
 . "${srcdir:-.}/tests/ft_lib.sh"
-agree=$top/tests/json_agree
-[ -x "$agree" ] || { echo "$name: $agree is not built" >&2; exit 99; }
+. "${srcdir:-.}/tests/freeze_lib.sh"
 ds="--framework deepspeed"
 gpt2=$src/report/models/gpt2-tiny.json llama=$src/report/models/llama-tiny.json
 for f in "$gpt2" "$llama"; do
 	[ -r "$f" ] || { echo "$name: $f is missing" >&2; exit 99; }
 done
 
-# 1. theory = measure
-configs=0 points=0
-agree_check() {
-	configs=$((configs + 1))
-	common="$ds --seq 16 --batch 2 --steps 2 $*"
-	# shellcheck disable=SC2086
-	"$zerosim" measure $common --out "$tmp/m.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
-	# shellcheck disable=SC2086
-	"$zerosim" theory $common --out "$tmp/t.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
-	if "$agree" "$tmp/m.json" "$tmp/t.json" >"$tmp/out"; then
-		echo "ok $configs: $* ($(cat "$tmp/out"))"
-		points=$((points + $(grep -o '[0-9]* points' "$tmp/out" | cut -d' ' -f1)))
-	else
-		echo "$name: FAIL for: $*" >&2
-		cat "$tmp/out" >&2
-		status=1
-	fi
-}
+# 1. theory = measure (tests/freeze_lib.sh's fz_agree)
 s="--schemes dp,zero1,zero2"
-agree_check --model "$llama" --freeze embeddings --precision mixed --world 1,2,3 $s --unit layer,model
-agree_check --model "$llama" --freeze embeddings --precision fp32 --grad-accum 2 --world 1,2,3 $s --unit model
-agree_check --model "$llama" --freeze blocks:0-0 --precision fp32 --world 1,2,3 $s --unit layer
-agree_check --model "$llama" --freeze blocks:0-0 --precision mixed --grad-accum 3 --world 1,2,3 $s --unit layer \
+fz_agree $ds --model "$llama" --freeze embeddings --precision mixed --world 1,2,3 $s --unit layer,model
+fz_agree $ds --model "$llama" --freeze embeddings --precision fp32 --grad-accum 2 --world 1,2,3 $s --unit model
+fz_agree $ds --model "$llama" --freeze blocks:0-0 --precision fp32 --world 1,2,3 $s --unit layer
+fz_agree $ds --model "$llama" --freeze blocks:0-0 --precision mixed --grad-accum 3 --world 1,2,3 $s --unit layer \
 	--ds-reduce-bucket 100000
-agree_check --model "$llama" --freeze all-but-last:1 --precision mixed --grad-accum 2 --world 1,2,3 $s \
+fz_agree $ds --model "$llama" --freeze all-but-last:1 --precision mixed --grad-accum 2 --world 1,2,3 $s \
 	--unit model,layer
-agree_check --model "$gpt2" --freeze embeddings --precision fp32 --world 1,2,3 $s --unit model,layer
-agree_check --model "$gpt2" --freeze embeddings --precision mixed --grad-accum 2 --world 2,3 --schemes zero1,zero2 \
+fz_agree $ds --model "$gpt2" --freeze embeddings --precision fp32 --world 1,2,3 $s --unit model,layer
+fz_agree $ds --model "$gpt2" --freeze embeddings --precision mixed --grad-accum 2 --world 2,3 --schemes zero1,zero2 \
 	--unit layer,model --ds-reduce-bucket 60000 --ds-overlap-comm on
-agree_check --model "$gpt2" --freeze blocks:0-0 --precision mixed --grad-accum 3 --world 1,2,3 $s --unit layer
-agree_check --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2 $s --unit layer \
+fz_agree $ds --model "$gpt2" --freeze blocks:0-0 --precision mixed --grad-accum 3 --world 1,2,3 $s --unit layer
+fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2 $s --unit layer \
 	--ds-reduce-bucket 3000
 [ "$points" -eq 101 ] || { echo "$name: $points points compared, 101 expected" >&2; exit 1; }
 echo "ok: $points points in $configs sweeps"
@@ -82,9 +64,7 @@ done
 # fp16 (2Ψ) and per trainable slot, S_t = Σ_{u>0} ceil(t_u/2) = 79,008,
 # the grad (2), fp32 (4) and Adam (8) partitions: 2·223,552 + 14·79,008
 # = 1,553,216 B (docs/schedule.md, "Frozen parameters under DeepSpeed").
-"$zerosim" theory --model "$llama" --unit layer --world 1 --schemes dp --out "$tmp/u.json" || exit 99
-units=$(tr -d ' \n\t' <"$tmp/u.json" | grep -o '"units":\[[0-9,]*\]' | head -1 | sed 's/.*\[//; s/\]//')
-e=$(echo "$units" | cut -d, -f1)
+fz_units
 psi=$(echo "$units" | tr ',' '\n' | awk '{ n += $1 } END { print n }')
 # the trainable units (all but the embedding's), each ceil(t_u/2) a rank
 st=$(echo "$units" | tr ',' '\n' | awk 'NR > 1 { s += int(($1 + 1) / 2) } END { print s }')
@@ -135,49 +115,14 @@ else
 	echo "ok: the control (no --freeze) differs: $(losses "$tmp/b.json")"
 fi
 
-# 3. The frozen bytes (llama-tiny's units: the embedding, block 0, ...).
-weights() { tr -d ' \n\t' <"$1" | sed 's/.*"weights":\[//; s/\].*//' | tr ',' '\n'; }
-b0=$(echo "$units" | cut -d, -f2)
-n=$((e + b0))
-"$zerosim" measure --model "$llama" --seq 16 --batch 2 --steps 1 --world 1 --precision fp32 \
-	--write-case "$tmp/case.json" --out "$tmp/x.json" || exit 99
-od -An -v -t f4 -w4 "$tmp/case.f32" | awk '{ print $1 }' >"$tmp/w0"
-[ "$(wc -l <"$tmp/w0")" -gt "$n" ] || { echo "$name: no initial weights in $tmp/case.f32" >&2; exit 99; }
-# cmp_range A B LO HI: "same" (bitwise), "near" (1e-7 relative), "half"
-# (fp16's rounding) or "moved", as tests/paper_freeze_tfm.sh's.
-cmp_range() {
-	paste "$1" "$2" | awk -v lo="$3" -v hi="$4" 'NR >= lo && NR <= hi {
-		n++; d = $1 - $2; if (d < 0) d = -d; m = $1 < 0 ? -$1 : $1
-		if ($1 != $2) diff++; if (d > 1e-7 * m + 1e-30) far++; if (d > 4.9e-4 * m + 3e-8) farther++ }
-		END { print (n != hi - lo + 1) ? "short" : !diff ? "same" : !far ? "near" : !farther ? "half" : "moved" }'
-}
-frozen_check() { # WHAT LO HI TRAINLO TRAINHI OPTIONS...
-	what=$1 lo=$2 hi=$3 tlo=$4 thi=$5
-	shift 5
-	for steps in 1 3; do
-		"$zerosim" measure $ds --model "$llama" --seq 16 --batch 2 "$@" --steps $steps \
-			--dump-weights "$tmp/d.json" --out "$tmp/x.json" || exit 99
-		weights "$tmp/d.json" >"$tmp/w$steps"
-	done
-	a=$(cmp_range "$tmp/w1" "$tmp/w3" "$lo" "$hi") b=$(cmp_range "$tmp/w0" "$tmp/w3" "$lo" "$hi")
-	c=$(cmp_range "$tmp/w1" "$tmp/w3" "$tlo" "$thi") d=$(cmp_range "$tmp/w0" "$tmp/w1" "$tlo" "$thi")
-	ok=near
-	case "$*" in *mixed*) ok=half ;; esac
-	if [ "$a" = same ] && [ "$b" = "$ok" ] && [ "$c" = moved ] && [ "$d" = moved ]; then
-		echo "ok: $what: frozen $lo..$hi the same after 1 and 3 steps and $b the initial, the trainable moved"
-	else
-		echo "$name: FAIL: $what: frozen $lo..$hi after 1 and 3 steps: $a, against the initial: $b;" \
-			"trainable $tlo..$thi: $c, $d (expected same, $ok, moved, moved)" >&2
-		status=1
-	fi
-}
-frozen_check "embeddings, fp32 zero2 N=2 K=2" 1 "$e" $((e + 1)) "$n" --freeze embeddings --precision fp32 \
+# 3. The frozen bytes (tests/freeze_lib.sh; llama-tiny's units from fz_units above).
+frozen_check "embeddings, fp32 zero2 N=2 K=2" 1 "$e" $((e + 1)) "$n" $ds --freeze embeddings --precision fp32 \
 	--schemes zero2 --world 2 --grad-accum 2
-frozen_check "embeddings, mixed zero1 N=3" 1 "$e" $((e + 1)) "$n" --freeze embeddings --precision mixed \
+frozen_check "embeddings, mixed zero1 N=3" 1 "$e" $((e + 1)) "$n" $ds --freeze embeddings --precision mixed \
 	--schemes zero1 --world 3
-frozen_check "blocks:0-0, mixed zero2 N=3 unit=layer" $((e + 1)) "$n" 1 "$e" --freeze blocks:0-0 \
+frozen_check "blocks:0-0, mixed zero2 N=3 unit=layer" $((e + 1)) "$n" 1 "$e" $ds --freeze blocks:0-0 \
 	--precision mixed --schemes zero2 --world 3 --unit layer
-frozen_check "blocks:0-0, fp32 dp N=2 unit=layer K=3" $((e + 1)) "$n" 1 "$e" --freeze blocks:0-0 \
+frozen_check "blocks:0-0, fp32 dp N=2 unit=layer K=3" $((e + 1)) "$n" 1 "$e" $ds --freeze blocks:0-0 \
 	--precision fp32 --schemes dp --world 2 --unit layer --grad-accum 3
 
 # 4. Refused by name: one line on stderr, exit 2 (measure and theory).
@@ -205,16 +150,5 @@ refused "some parts of the fused tensor" --model "$llama" --freeze re:q_proj --w
 refused "freezes every one of" --model "$llama" --freeze 're:.' --world 2 --schemes zero2
 # The report does not take a frozen DeepSpeed run (its floors and
 # DeepSpeed's estimates count every parameter as trained).
-"$zerosim" measure --world 1 --steps 1 --out "$tmp/mm.json" || exit 99
-"$zerosim" theory --world 1 --out "$tmp/mt.json" || exit 99
-ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zerosim" report --no-render --measured "$tmp/mm.json" \
-	--theory "$tmp/mt.json" --transformer "$tmp/t.json" --out "$tmp/rep" 2>"$tmp/err"
-rc=$?
-if [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "does not take frozen deepspeed runs" "$tmp/err"; then
-	echo "ok: report refused: $(cat "$tmp/err")"
-else
-	echo "$name: FAIL: report took a frozen DeepSpeed run (exit $rc):" >&2
-	cat "$tmp/err" >&2
-	status=1
-fi
+fz_report_refused deepspeed
 exit $status
