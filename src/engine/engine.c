@@ -230,8 +230,9 @@ static void run_layout(struct zs_layout *lo, const struct zs_net *m, const struc
 		layout_shard_tensors(lo);
 }
 
-/* --freeze under the paper's schedule: each unit steps its trainable run
- * only (docs/schedule.md, "Frozen parameters under the paper's schedule");
+/* --freeze under the paper's schedule and DeepSpeed's dp, ZeRO-1 and
+ * ZeRO-2: each unit steps its trainable run only (docs/schedule.md,
+ * "Frozen parameters under the paper's schedule", "... under DeepSpeed");
  * 0, or -1 with *cause where the pattern cannot be laid out so (the CLI
  * refused it before: zs_freeze_paper_check). */
 static int freeze_layout(struct zs_layout *lo, const struct zs_config *c, enum zs_scheme scheme, unsigned world,
