@@ -73,9 +73,8 @@ only="--freeze: only under --framework torch with --wrapper none, ddp or fsdp so
 		refuse "nothing frozen ($zcmd)" "--freeze all: no parameter of gpt2 matches" $plain --freeze all
 	done
 	zcmd=
-	# (--framework paper takes --freeze on a transformer: tests/paper_freeze_tfm.sh)
-	refuse "--framework deepspeed" "$only (--framework deepspeed trains every parameter)" \
-		--framework deepspeed --freeze embeddings
+	# (--framework paper and deepspeed take --freeze on a transformer:
+	# tests/paper_freeze_tfm.sh, tests/ds_freeze.sh)
 	refuse "--wrapper auto" "$only (--framework torch --wrapper auto trains every parameter)" \
 		--framework torch --freeze embeddings
 	printf '{"format": "zerosim-sweep/2", "freeze": "embeddings"}\n' >"$tmp/spec2.json"

@@ -210,6 +210,11 @@ EXTRA_DIST += tests/ft_freeze.sh
 # (about 10 s on one core)
 TESTS += tests/paper_freeze_tfm.sh
 EXTRA_DIST += tests/paper_freeze_tfm.sh
+# --freeze under --framework deepspeed (dp, ZeRO-1/2): theory = measure,
+# the losses against the paper's, the frozen bytes, the refusals (about
+# 12 s on one core)
+TESTS += tests/ds_freeze.sh
+EXTRA_DIST += tests/ds_freeze.sh tests/freeze_lib.sh
 # --grad-accum under --wrapper fsdp (issue #23: FSDP accumulation with and
 # without no_sync()): theory and measure against PyTorch 1.13's FSDP, N = 2,
 # to the byte, and the losses (about 2 minutes on 2 cores)

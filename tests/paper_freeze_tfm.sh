@@ -27,43 +27,26 @@
 set -u
 name=paper_freeze_tfm
 . "${srcdir:-.}/tests/ft_lib.sh"
+. "${srcdir:-.}/tests/freeze_lib.sh"
 ft_configs 256 160 # $tmp/gpt2.json, llama.json: the PyTorch step's tiny models (dropout 0)
-agree=$top/tests/json_agree
-[ -x "$agree" ] || { echo "$name: $agree is not built" >&2; exit 99; }
-configs=0
 
 gpt2=$src/report/models/gpt2-tiny.json llama=$src/report/models/llama-tiny.json
 for f in "$gpt2" "$llama"; do
 	[ -r "$f" ] || { echo "$name: $f is missing" >&2; exit 99; }
 done
 
-# 1. theory = measure
-agree_check() {
-	configs=$((configs + 1))
-	common="--seq 16 --batch 2 --steps 2 $*"
-	# shellcheck disable=SC2086
-	"$zerosim" measure $common --out "$tmp/m.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
-	# shellcheck disable=SC2086
-	"$zerosim" theory $common --out "$tmp/t.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
-	if "$agree" "$tmp/m.json" "$tmp/t.json" >"$tmp/out"; then
-		echo "ok $configs: $* ($(cat "$tmp/out"))"
-	else
-		echo "$name: FAIL for: $*" >&2
-		cat "$tmp/out" >&2
-		status=1
-	fi
-}
+# 1. theory = measure (tests/freeze_lib.sh's fz_agree)
 all="--schemes dp,zero1,zero2,zero3" full="--schemes dp,zero1,zero2"
-agree_check --model "$llama" --freeze embeddings --precision mixed --world 1,2,3 $all --unit layer
-agree_check --model "$llama" --freeze embeddings --precision fp32 --grad-accum 2 --world 1,2,3 $full --unit model
-agree_check --model "$llama" --freeze blocks:0-0 --precision fp32 --world 1,2,3 $all --unit layer
-agree_check --model "$llama" --freeze blocks:0-0 --precision mixed --grad-accum 2 --world 1,2,3 $all --unit layer
-agree_check --model "$llama" --freeze all-but-last:1 --precision mixed --grad-accum 2 --world 1,2,3 $full \
+fz_agree --model "$llama" --freeze embeddings --precision mixed --world 1,2,3 $all --unit layer
+fz_agree --model "$llama" --freeze embeddings --precision fp32 --grad-accum 2 --world 1,2,3 $full --unit model
+fz_agree --model "$llama" --freeze blocks:0-0 --precision fp32 --world 1,2,3 $all --unit layer
+fz_agree --model "$llama" --freeze blocks:0-0 --precision mixed --grad-accum 2 --world 1,2,3 $all --unit layer
+fz_agree --model "$llama" --freeze all-but-last:1 --precision mixed --grad-accum 2 --world 1,2,3 $full \
 	--unit model,layer
-agree_check --model "$gpt2" --freeze embeddings --precision fp32 --world 1,2,3 $full --unit model,layer
-agree_check --model "$gpt2" --freeze embeddings --precision mixed --grad-accum 2 --world 1,2,3 $full --unit model
-agree_check --model "$gpt2" --freeze blocks:0-0 --precision mixed --world 1,2,3 $all --unit layer
-agree_check --model "$gpt2" --freeze blocks:0-0 --precision fp32 --grad-accum 2 --world 1,2,3 $all --unit layer
+fz_agree --model "$gpt2" --freeze embeddings --precision fp32 --world 1,2,3 $full --unit model,layer
+fz_agree --model "$gpt2" --freeze embeddings --precision mixed --grad-accum 2 --world 1,2,3 $full --unit model
+fz_agree --model "$gpt2" --freeze blocks:0-0 --precision mixed --world 1,2,3 $all --unit layer
+fz_agree --model "$gpt2" --freeze blocks:0-0 --precision fp32 --grad-accum 2 --world 1,2,3 $all --unit layer
 # The files say what was frozen (docs/formats.md: config.freeze).
 for f in "$tmp/m.json" "$tmp/t.json"; do
 	tr -d ' \n\t' <"$f" | grep -q '"freeze":"blocks:0-0"' ||
@@ -125,52 +108,8 @@ else
 	echo "ok: the control (no --freeze) differs:$(cat "$tmp/cmp")"
 fi
 
-# 3. The frozen bytes. llama-tiny's units (theory --unit layer): the
-# embedding, block 0, block 1, the head, in the flat vector's order.
-weights() { tr -d ' \n\t' <"$1" | sed 's/.*"weights":\[//; s/\].*//' | tr ',' '\n'; }
-"$zerosim" theory --model "$llama" --unit layer --world 1 --schemes dp --out "$tmp/u.json" || exit 99
-units=$(tr -d ' \n\t' <"$tmp/u.json" | grep -o '"units":\[[0-9,]*\]' | head -1 | sed 's/.*\[//; s/\]//')
-e=$(echo "$units" | cut -d, -f1) b0=$(echo "$units" | cut -d, -f2)
-[ -n "$e" ] && [ -n "$b0" ] || { echo "$name: no units in theory's file" >&2; exit 99; }
-n=$((e + b0))
-# The initial weights: a run's case (--write-case, without --freeze: the
-# seed's weights, whatever is frozen), raw fp32, printed by od (as few
-# digits as tell the float: compared within 1e-7 relative, where one Adam
-# step at --lr 1e-3 moves a weight by about 1e-3).
-"$zerosim" measure --model "$llama" --seq 16 --batch 2 --steps 1 --world 1 --precision fp32 \
-	--write-case "$tmp/case.json" --out "$tmp/x.json" || exit 99
-od -An -v -t f4 -w4 "$tmp/case.f32" | awk '{ print $1 }' >"$tmp/w0"
-[ "$(wc -l <"$tmp/w0")" -gt "$n" ] || { echo "$name: no initial weights in $tmp/case.f32" >&2; exit 99; }
-# cmp A B LO HI: elements LO..HI (1-based) of A and B: "same" (bitwise),
-# "near" (within 1e-7 relative), "half" (within fp16's rounding, 2^-11
-# relative or 2^-25 below its normal range), or "moved" (further apart).
-cmp_range() {
-	paste "$1" "$2" | awk -v lo="$3" -v hi="$4" 'NR >= lo && NR <= hi {
-		n++; d = $1 - $2; if (d < 0) d = -d; m = $1 < 0 ? -$1 : $1
-		if ($1 != $2) diff++; if (d > 1e-7 * m + 1e-30) far++; if (d > 4.9e-4 * m + 3e-8) farther++ }
-		END { print (n != hi - lo + 1) ? "short" : !diff ? "same" : !far ? "near" : !farther ? "half" : "moved" }'
-}
-frozen_check() { # WHAT LO HI TRAINLO TRAINHI OPTIONS...: after 1 and 3 steps, and against the initial
-	what=$1 lo=$2 hi=$3 tlo=$4 thi=$5
-	shift 5
-	for steps in 1 3; do
-		"$zerosim" measure --model "$llama" --seq 16 --batch 2 "$@" --steps $steps \
-			--dump-weights "$tmp/d.json" --out "$tmp/x.json" || exit 99
-		weights "$tmp/d.json" >"$tmp/w$steps"
-	done
-	a=$(cmp_range "$tmp/w1" "$tmp/w3" "$lo" "$hi") b=$(cmp_range "$tmp/w0" "$tmp/w3" "$lo" "$hi")
-	c=$(cmp_range "$tmp/w1" "$tmp/w3" "$tlo" "$thi") d=$(cmp_range "$tmp/w0" "$tmp/w1" "$tlo" "$thi")
-	# mixed precision's frozen weights are the fp16 params: the initial rounded
-	ok=near
-	case "$*" in *mixed*) ok=half ;; esac
-	if [ "$a" = same ] && [ "$b" = "$ok" ] && [ "$c" = moved ] && [ "$d" = moved ]; then
-		echo "ok: $what: frozen $lo..$hi the same after 1 and 3 steps and $b the initial (near: 1e-7, half: fp16), the trainable moved"
-	else
-		echo "$name: FAIL: $what: frozen $lo..$hi after 1 and 3 steps: $a, against the initial: $b;" \
-			"trainable $tlo..$thi: $c, $d (expected same, $ok, moved, moved)" >&2
-		status=1
-	fi
-}
+# 3. The frozen bytes (tests/freeze_lib.sh).
+fz_units
 frozen_check "embeddings, fp32 zero2 N=2" 1 "$e" $((e + 1)) "$n" --freeze embeddings --precision fp32 \
 	--schemes zero2 --world 2
 frozen_check "blocks:0-0, fp32 zero3 N=3 unit=layer K=2" $((e + 1)) "$n" 1 "$e" --freeze blocks:0-0 \
@@ -200,20 +139,8 @@ refused "part frozen, part trainable" --model "$gpt2" --freeze embeddings --unit
 refused "some parts of the fused tensor" --model "$llama" --freeze re:q_proj --world 2
 refused "freezes none of" --model "$llama" --freeze re:nothing --world 2
 refused "freezes every one of" --model "$llama" --freeze 're:.' --world 2
-refused "deepspeed trains every parameter), and under --framework paper with --model" --model "$llama" --framework deepspeed --freeze embeddings --world 2
+refused "torch --wrapper auto trains every parameter), and under --framework paper or deepspeed with --model" --model "$llama" --framework torch --freeze embeddings --world 2
 refused "no key for frozen parameters" --model "$llama" --freeze embeddings --write-case "$tmp/c.json"
-# The report does not take a frozen paper run yet (its floors would count
-# every parameter as trained): one line, exit 2 (part 1's last theory file).
-"$zerosim" measure --world 1 --steps 1 --out "$tmp/mm.json" || exit 99
-"$zerosim" theory --world 1 --out "$tmp/mt.json" || exit 99
-ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zerosim" report --no-render --measured "$tmp/mm.json" --theory "$tmp/mt.json" --transformer "$tmp/t.json" \
-	--out "$tmp/rep" 2>"$tmp/err"
-rc=$?
-if [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "does not take frozen paper runs" "$tmp/err"; then
-	echo "ok: refused: $(cat "$tmp/err")"
-else
-	echo "$name: FAIL: report took a frozen paper run (exit $rc):" >&2
-	cat "$tmp/err" >&2
-	status=1
-fi
+# The report does not take a frozen paper run yet (part 1's last theory file).
+fz_report_refused paper
 exit $status

@@ -591,8 +591,9 @@ int zs_cmd_measure(int argc, char **argv)
 		goto fail;
 	if (moe_run_check(&c, mpi, allocator, case_path != NULL || write_case != NULL, &cause) != 0)
 		goto fail;
-	if (c.freeze[0] && c.framework == ZS_FW_PAPER && mpi) { /* (a case file: refused above) */
-		cause = zs_asprintf("--freeze under --framework paper: in one process so far (not with --backend mpi)");
+	if (c.freeze[0] && (c.framework == ZS_FW_PAPER || c.framework == ZS_FW_DEEPSPEED) && mpi) { /* (a case file: refused above) */
+		cause = zs_asprintf("--freeze under --framework %s: in one process so far (not with --backend mpi)",
+		                    zs_framework_name(c.framework));
 		goto fail;
 	}
 	if (zs_freeze_paper_check(&c, c.tfm != NULL ? &c.tfm->hf : NULL, &cause) != 0)

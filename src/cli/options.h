@@ -101,8 +101,9 @@ struct zs_opt {
 	"      --ddp-no-sync S    --wrapper ddp or fsdp with --grad-accum: the wrapper's\n" \
 	"                         no_sync() on the first K - 1 micro-steps, on (default)\n" \
 	"                         or off; --fsdp-no-sync S is its other name\n" \
-	"      --freeze PATTERN   --wrapper none, ddp or fsdp (whole FSDP units), or\n" \
-	"                         --framework paper with --model: leave out of\n" \
+	"      --freeze PATTERN   --wrapper none, ddp or fsdp (whole FSDP units),\n" \
+	"                         --framework paper with --model, or deepspeed\n" \
+	"                         with --model (dp, zero1, zero2): leave out of\n" \
 	"                         training the parameters whose Hugging\n" \
 	"                         Face names PATTERN matches, comma-separated terms:\n" \
 	"                         embeddings, blocks:A-B, all-but-last:N, re:REGEX or\n" \

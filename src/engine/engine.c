@@ -230,17 +230,22 @@ static void run_layout(struct zs_layout *lo, const struct zs_net *m, const struc
 		layout_shard_tensors(lo);
 }
 
-/* --freeze under the paper's schedule: each unit steps its trainable run
- * only (docs/schedule.md, "Frozen parameters under the paper's schedule");
+/* --freeze under the paper's schedule and DeepSpeed's dp, ZeRO-1 and
+ * ZeRO-2: each unit steps its trainable run only (docs/schedule.md,
+ * "Frozen parameters under the paper's schedule", "... under DeepSpeed");
  * 0, or -1 with *cause where the pattern cannot be laid out so (the CLI
  * refused it before: zs_freeze_paper_check). */
 static int freeze_layout(struct zs_layout *lo, const struct zs_config *c, enum zs_scheme scheme, unsigned world,
                          enum zs_unit unit, char **cause)
 {
-	if (!c->freeze[0] || c->framework != ZS_FW_PAPER)
-		return 0;
+	if (!c->freeze[0] || (c->framework != ZS_FW_PAPER && c->framework != ZS_FW_DEEPSPEED))
+		return 0; /* DeepSpeed's ZeRO-1/2 and dp lay out as the paper's (zs_freeze_paper_check) */
 	if (c->tfm == NULL)
-		return zs_fail(cause, "--freeze under --framework paper: only with --model (a transformer)");
+		return zs_fail(cause, "--freeze under --framework %s: only with --model (a transformer)",
+		               zs_framework_name(c->framework));
+	if (c->framework == ZS_FW_DEEPSPEED && (scheme == ZS_ZERO3 || c->offload != ZS_OFFLOAD_NONE))
+		return zs_fail(cause, "--freeze under --framework deepspeed: ZeRO-3 and the offloaded optimizer are not "
+		               "built yet (zs_freeze_paper_check)");
 	struct zs_model shape;
 	struct step_params sp;
 	size_t n;

@@ -226,7 +226,7 @@ static void reduce_unit(struct zs_run *r, struct ds *d, size_t u, void *const *s
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
 	tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
-	if (offloaded(r)) { /* in place, then each rank's slots to its host fp32 partition */
+	if (offloaded(r)) { /* (no --freeze: zs_freeze_paper_check) */ /* in place, then each rank's slots to its host fp32 partition */
 		size_t esz = coll_dtype_size(r->dt);
 		for (unsigned k = r->r0; k < r->r1; k++)
 			r->ptr_b[k - r->r0] = (char *)src[k - r->r0] + (size_t)k * un->s * esz;
@@ -249,7 +249,7 @@ static void reduce_unit(struct zs_run *r, struct ds *d, size_t u, void *const *s
 		void *acc = ds_rank(r, d, k)->acc;
 		r->ptr_b[k - r->r0] = acc != NULL ? (char *)acc + at * r->esize[ZS_BUF_GRADS] : run_at(r, k, ZS_BUF_GRADS, at);
 	}
-	coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
+	coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->tn, r->dt); /* --freeze: the trainable run */
 }
 
 /* to[i] += from[i] for n grads of esz bytes, in the grads' own type (an
@@ -309,22 +309,24 @@ static void add_unit(struct zs_run *r, struct ds *d, size_t u)
 {
 	struct ds_bucket *b = &d->bucket;
 	const struct zs_layout_unit *un = &r->layout.unit[u];
-	size_t esz = r->esize[ZS_BUF_FULL_GRADS];
-	if (b->used + un->n > bucket_elements(r)) {
+	size_t esz = r->esize[ZS_BUF_FULL_GRADS], n = un->tn; /* --freeze: its trainable run (a frozen unit none) */
+	if (n == 0) /* hooks on requires_grad params only (stage_1_and_2.py 904-908) */
+		return;
+	if (b->used + n > bucket_elements(r)) {
 		flush(r, d);
 		b->index ^= (unsigned)r->config->ds_overlap_comm; /* the other buffer */
 	}
 	for (unsigned k = r->r0; k < r->r1; k++)
-		r->ptr_a[k - r->r0] = run_at(r, k, ZS_BUF_FULL_GRADS, un->off - r->base[ZS_BUF_FULL_GRADS]);
-	if (un->n > bucket_elements(r)) { /* extra_large_param_to_reduce */
+		r->ptr_a[k - r->r0] = run_at(r, k, ZS_BUF_FULL_GRADS, un->tbase - r->base[ZS_BUF_FULL_GRADS]);
+	if (n > bucket_elements(r)) { /* extra_large_param_to_reduce */
 		reduce_unit(r, d, u, r->ptr_a);
 		return;
 	}
 	for (unsigned k = r->r0; k < r->r1; k++)
-		memcpy(bucket_at(r, d, k, b->used), r->ptr_a[k - r->r0], un->n * esz);
+		memcpy(bucket_at(r, d, k, b->used), r->ptr_a[k - r->r0], n * esz);
 	b->entry[b->count] = u;
 	b->at[b->count++] = b->used;
-	b->used += un->n;
+	b->used += n;
 }
 
 /* --grad-accum K under ZeRO-1 and dp: .grad (ZeRO-1's full grads, dp's
@@ -343,11 +345,11 @@ static enum zs_rankbuf kept_grads(const struct zs_run *r)
 static void fresh_begin(struct zs_run *r, struct ds *d, size_t u, enum zs_pass pass)
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
-	if (r->micro == 0 || pass != ZS_PASS_BACKWARD)
+	if (r->micro == 0 || pass != ZS_PASS_BACKWARD || un->tn == 0) /* --freeze: a frozen unit has none */
 		return;
-	d->fresh_off = un->off;
+	d->fresh_off = un->toff;
 	for (unsigned k = r->r0; k < r->r1; k++)
-		ds_rank(r, d, k)->fresh = tracker_alloc(&r->tracker, k, ZS_CAT_FULL_GRADS, un->n * r->esize[kept_grads(r)]);
+		ds_rank(r, d, k)->fresh = tracker_alloc(&r->tracker, k, ZS_CAT_FULL_GRADS, un->tn * r->esize[kept_grads(r)]);
 }
 
 static void fresh_end(struct zs_run *r, struct ds *d, size_t u, enum zs_pass pass)
@@ -358,7 +360,7 @@ static void fresh_end(struct zs_run *r, struct ds *d, size_t u, enum zs_pass pas
 		return;
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		struct ds_rank *rk = ds_rank(r, d, k);
-		add_grads(run_at(r, k, g, un->off - r->base[g]), rk->fresh, un->n, r->esize[g]);
+		add_grads(run_at(r, k, g, un->tbase - r->base[g]), rk->fresh, un->tn, r->esize[g]);
 		tracker_free(&r->tracker, k, rk->fresh);
 		rk->fresh = NULL;
 	}
@@ -372,12 +374,16 @@ static int fresh_place(const struct zs_run *r, const void *ctx, unsigned k, size
 	const struct ds *d = ctx;
 	const struct ds_rank *rk = &d->rank[k - r->r0];
 	const struct zs_layer *rd = net_reads(&r->model, l);
+	const struct zs_layout_unit *un = &r->layout.unit[run_unit_of(r, l)];
 	size_t e = rd->param_off, esz = r->esize[kept_grads(r)];
 	if (rk->fresh == NULL || pass != ZS_PASS_BACKWARD)
 		return 0;
 	run_layer_params(r, k, l, io);
+	/* the unit's trainable run from fresh_off; a frozen tensor none (--freeze) */
 	for (size_t i = 0; i < rd->nptensors; e += rd->ptensor[i++])
-		io->g[i] = r->model.layer[l].tied ? NULL : (char *)rk->fresh + (e - d->fresh_off) * esz;
+		io->g[i] = r->model.layer[l].tied || e < un->toff || e >= un->toff + un->tn
+		                   ? NULL
+		                   : (char *)rk->fresh + (e - d->fresh_off) * esz;
 	return 1;
 }
 
@@ -394,8 +400,8 @@ static int zero1_begin_backward(struct zs_run *r, void *ctx, char **cause)
 		free_buckets(r, ctx);
 	if (alloc_buckets(r, ctx, cause) != 0)
 		return -1;
-	if (r->micro == 0)
-		run_alloc_full(r, ZS_BUF_FULL_GRADS, 0, r->layout.nparams);
+	if (r->micro == 0) /* --freeze: the trainable elements' (requires_grad ones alone have a .grad) */
+		run_alloc_full(r, ZS_BUF_FULL_GRADS, 0, r->layout.ntrain);
 	return 0;
 }
 
@@ -421,8 +427,8 @@ static int zero2_begin_backward(struct zs_run *r, void *ctx, char **cause)
 static void zero2_begin_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass pass)
 {
 	(void)ctx;
-	if (pass == ZS_PASS_BACKWARD)
-		run_alloc_full(r, ZS_BUF_FULL_GRADS, r->layout.unit[u].off, r->layout.unit[u].n);
+	if (pass == ZS_PASS_BACKWARD && r->layout.unit[u].tn > 0) /* --freeze: the trainable run's, a frozen unit none */
+		run_alloc_full(r, ZS_BUF_FULL_GRADS, r->layout.unit[u].tbase, r->layout.unit[u].tn);
 }
 
 static void zero2_end_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass pass)

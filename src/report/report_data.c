@@ -134,11 +134,14 @@ int report_read_framework(const cJSON *cfg, const char *where, struct report_fra
 		known |= strcmp(f->framework, zs_framework_name((enum zs_framework)i)) == 0;
 	if (!known)
 		return zs_fail(cause, "%s: unknown framework '%.40s' (paper, torch, deepspeed)", where, f->framework);
-	/* --freeze under the paper's schedule (docs/schedule.md): its floors
-	 * would count every parameter as trained */
-	if (strcmp(f->framework, "paper") == 0 && cJSON_GetObjectItemCaseSensitive(cfg, "freeze") != NULL)
-		return zs_fail(cause, "%s: config.freeze under the paper's schedule: the report does not take frozen "
-		                      "paper runs yet (its floors count every parameter as trained)", where);
+	/* --freeze under the paper's schedule and DeepSpeed's (docs/schedule.md):
+	 * their floors and DeepSpeed's estimates would count every parameter
+	 * as trained */
+	if ((strcmp(f->framework, "paper") == 0 || strcmp(f->framework, "deepspeed") == 0) &&
+	    cJSON_GetObjectItemCaseSensitive(cfg, "freeze") != NULL)
+		return zs_fail(cause, "%s: config.freeze under %s: the report does not take frozen %s runs yet (its "
+		                      "floors count every parameter as trained)", where,
+		               strcmp(f->framework, "paper") == 0 ? "the paper's schedule" : "DeepSpeed", f->framework);
 	const cJSON *ds = cJSON_GetObjectItemCaseSensitive(cfg, "deepspeed");
 	f->ds_persist = f->ds_reduce_bucket = -1;
 	f->ds_overlap = -1;

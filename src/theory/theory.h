@@ -213,13 +213,18 @@ void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_con
                                enum zs_unit unit, unsigned world, struct theory_schedule *out);
 
 /* DeepSpeed's ZeRO-1/2 resident state for out's units and shards (any
- * model; tmax its largest tensor), into out (breakdown, resident, padding,
+ * model; tmax its largest tensor), the params whole (out's params) and
+ * the grads, fp32 and optimizer partitions over the ntrain elements that
+ * train, S a rank (out's params and shard_elements without --freeze;
+ * docs/schedule.md, "Frozen parameters under DeepSpeed"), into out
+ * (breakdown, resident, padding,
  * host bytes under --offload optimizer), and what its step() adds at once
  * by category (step[ZS_NCATS]: the fp32 gradient partition, its
  * flat fp16 source in mixed precision; offloaded, the device copy of the
  * fp32 partition). */
 void theory_deepspeed_resident(const struct theory_bytes *b, const struct zs_config *c, uint64_t tmax,
-                               unsigned world, struct theory_schedule *out, uint64_t *step);
+                               unsigned world, uint64_t ntrain, uint64_t S, struct theory_schedule *out,
+                               uint64_t *step);
 
 /* DeepSpeed's ZeRO-3 as it partitions the MLP (stage3.py,
  * partition_parameters.py): every parameter tensor on its own, ceil(n/N)

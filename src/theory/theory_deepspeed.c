@@ -47,9 +47,10 @@ void theory_deepspeed_schedule(const struct theory_shape *s, const struct zs_con
 }
 
 void theory_deepspeed_resident(const struct theory_bytes *b, const struct zs_config *c, uint64_t tmax,
-                               unsigned world, struct theory_schedule *out, uint64_t *step)
+                               unsigned world, uint64_t ntrain, uint64_t S, struct theory_schedule *out,
+                               uint64_t *step)
 {
-	uint64_t S = out->shard_elements, psi = out->params, opt = 2ull * b->adam + b->momentum;
+	uint64_t psi = out->params, opt = 2ull * b->adam + b->momentum;
 	uint64_t *rb = out->resident_breakdown;
 	enum zs_cat pc = b->p == 2 ? ZS_CAT_PARAM16 : ZS_CAT_PARAM32;
 	enum zs_cat gc = b->g == 2 ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32;
@@ -79,7 +80,8 @@ void theory_deepspeed_resident(const struct theory_bytes *b, const struct zs_con
 	out->resident_bytes = 0;
 	for (int k = 0; k < ZS_NCATS; k++)
 		out->resident_bytes += rb[k];
-	out->padding_bytes = (double)(out->padded_elements - psi) / world * (double)(b->g + 4 + opt);
+	/* the padding of what is partitioned: the trainable elements (--freeze) */
+	out->padding_bytes = (double)((uint64_t)world * S - ntrain) / world * (double)(b->g + 4 + opt);
 }
 
 /* Python's int(18 * total_params / total_gpus): true division, then

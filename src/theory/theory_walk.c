@@ -486,8 +486,8 @@ static void ds_reduction(struct units_fw *st, struct walk *w)
  * is reduced first, a unit larger than the bucket from where it is. */
 static void ds_add_unit(struct units_fw *st, struct walk *w, size_t u)
 {
-	uint64_t n = st->units[u], B = st->ev->ds_bucket;
-	if (B == 0) /* not DeepSpeed's ZeRO-2 */
+	uint64_t n = trained(st, u), B = st->ev->ds_bucket;
+	if (B == 0 || n == 0) /* not DeepSpeed's ZeRO-2; a frozen unit (--freeze) has no grads */
 		return;
 	if (st->used + n > B) {
 		if (st->count > 0)
@@ -1071,19 +1071,14 @@ struct frozen {
 	uint64_t ntrain, tshard;
 };
 
-/* Redo out's resident state and comm with the grads and the optimizer
- * state over the t_u, the params over the n_u: the params' categories of
- * the paper's row over the units as they are, every other category over
- * the trainable elements; the grads reduced and zero1/zero2's params
- * gathered over them, zero3's params gathered over every unit. */
-static void freeze_states(struct frozen *f, const struct step_params *p, const char *spec,
-                          const struct theory_bytes *b, enum zs_scheme scheme, enum zs_unit unit, unsigned world,
-                          struct theory_schedule *out)
+/* f's t_u, Ψ_t and S_t for nunits units (util/step.h's zs_freeze_units;
+ * whole: zero3's units all frozen or all trainable); returns nunits. */
+static size_t frozen_units(struct frozen *f, const struct step_params *p, const char *spec, int whole,
+                           enum zs_unit unit, unsigned world, size_t nunits)
 {
 	size_t n;
-	struct zs_freeze_run *run = zs_freeze_units(p, spec, unit == ZS_UNIT_LAYER, scheme == ZS_ZERO3 && world > 1,
-	                                            &n, NULL);
-	if (run == NULL || n != out->nunits)
+	struct zs_freeze_run *run = zs_freeze_units(p, spec, unit == ZS_UNIT_LAYER, whole, &n, NULL);
+	if (run == NULL || n != nunits)
 		abort(); /* the CLI refused it (zs_freeze_paper_check) */
 	f->trained = zs_calloc(n, sizeof *f->trained);
 	f->ntrain = f->tshard = 0;
@@ -1093,6 +1088,19 @@ static void freeze_states(struct frozen *f, const struct step_params *p, const c
 		f->tshard += (run[u].n + world - 1) / world;
 	}
 	free(run);
+	return n;
+}
+
+/* Redo out's resident state and comm with the grads and the optimizer
+ * state over the t_u, the params over the n_u: the params' categories of
+ * the paper's row over the units as they are, every other category over
+ * the trainable elements; the grads reduced and zero1/zero2's params
+ * gathered over them, zero3's params gathered over every unit. */
+static void freeze_states(struct frozen *f, const struct step_params *p, const char *spec,
+                          const struct theory_bytes *b, enum zs_scheme scheme, enum zs_unit unit, unsigned world,
+                          struct theory_schedule *out)
+{
+	size_t n = frozen_units(f, p, spec, scheme == ZS_ZERO3 && world > 1, unit, world, out->nunits);
 	struct theory_schedule t = {.nunits = n};
 	struct theory_states st;
 	theory_schedule_states(&t, f->trained, b, scheme, world, &st);
@@ -1161,19 +1169,27 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		 * buckets and the full grads (ZeRO-1 the model's, ZeRO-2 a
 		 * unit's at a time), at every N; step() its buffers. */
 		theory_schedule_states(out, units, b, ZS_ZERO2, world, &sts);
-		theory_deepspeed_resident(b, c, step_params_largest_tensor(p), world, out, ev.step);
+		if (c->freeze[0]) { /* --freeze: the trainable elements partitioned, sent (docs/schedule.md) */
+			frozen_units(&frozen, p, c->freeze, 0, unit, world, out->nunits);
+			uint64_t pass_t = (uint64_t)(world - 1) * frozen.tshard;
+			out->comm_bytes = pass_t * (b->g + b->p);
+			out->comm_elements = 2 * pass_t;
+		}
+		ev.trained = frozen.trained;
+		theory_deepspeed_resident(b, c, step_params_largest_tensor(p), world, frozen.ntrain, frozen.tshard, out,
+		                          ev.step);
 		ev.bucket = (uint64_t)c->ds_reduce_bucket * b->g;
 		ev.nbucket = 1 + (c->ds_overlap_comm != 0);
-		ev.full = scheme == ZS_ZERO1 ? sts.params * b->g : 0;
+		ev.full = scheme == ZS_ZERO1 ? frozen.ntrain * b->g : 0; /* autograd's .grad: requires_grad ones */
 		ev.fg = scheme == ZS_ZERO2 ? b->g : 0;
 		ev.ds_bucket = scheme == ZS_ZERO2 ? (uint64_t)c->ds_reduce_bucket : 0; /* its reductions from the hooks */
 		if (scheme == ZS_ZERO2 && c->grad_accum > 1) /* config.c: no offload */
-			ds_accum_events(&ev, out, units, b, c, world);
+			ds_accum_events(&ev, out, frozen.trained != NULL ? frozen.trained : units, b, c, world);
 		if (scheme == ZS_ZERO1 && c->grad_accum > 1)
 			ds_keep_events(&ev, b, c);
 	} else {
 		theory_schedule_states(out, units, b, scheme, world, &sts);
-		if (fw == ZS_FW_PAPER && c != NULL && c->freeze[0])
+		if ((fw == ZS_FW_PAPER || fw == ZS_FW_DEEPSPEED) && c != NULL && c->freeze[0]) /* DeepSpeed's dp: the paper's */
 			freeze_states(&frozen, p, c->freeze, b, scheme, unit, world, out);
 		ev.trained = frozen.trained;
 		if (N > 1 && scheme == ZS_ZERO3)

@@ -967,13 +967,14 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 		               "(give --torch-device cuda, --torch-version 2.6 or another --optimizer-impl)");
 	/* --freeze: so far the PyTorch step's (plain loop, DDP and FSDP,
 	 * whose units must each be all frozen or all trainable: util/ag_fsdp.h)
-	 * and the paper's schedule on a transformer (zs_freeze_paper_check);
-	 * DeepSpeed and the engine's own wrappers (--wrapper auto) train every
-	 * parameter (docs/finetune.md, docs/schedule.md) */
+	 * and the paper's schedule and DeepSpeed's on a transformer
+	 * (zs_freeze_paper_check); the engine's own wrappers (--wrapper auto)
+	 * train every parameter (docs/finetune.md, docs/schedule.md) */
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_FREEZE)) && c->freeze[0] && c->framework != ZS_FW_PAPER &&
-	    (c->framework != ZS_FW_TORCH || !zs_wrapper_step(c)))
+	    c->framework != ZS_FW_DEEPSPEED && (c->framework != ZS_FW_TORCH || !zs_wrapper_step(c)))
 		return zs_fail(cause, "--freeze: only under --framework torch with --wrapper none, ddp or fsdp so far "
-		               "(--framework %s%s%s trains every parameter), and under --framework paper with --model",
+		               "(--framework %s%s%s trains every parameter), and under --framework paper or deepspeed "
+		               "with --model",
 		               zs_framework_name(c->framework),
 		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
 		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");

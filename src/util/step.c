@@ -597,7 +597,7 @@ struct zs_freeze_run *zs_freeze_units(const struct step_params *p, const char *s
 				continue;
 			}
 			if (closed || (run[u].n > 0 && off != end)) {
-				(void)zs_fail(cause, "--freeze %s under --framework paper --unit %s: the trainable parameters "
+				(void)zs_fail(cause, "--freeze %s under --unit %s: the trainable parameters "
 				                     "of a unit are not one run of the flat vector (%s follows a frozen tensor; "
 				                     "docs/schedule.md, \"Frozen parameters\")%s", spec, by_layer ? "layer" : "model", name,
 				              !by_layer ? ": give --unit layer" : "");
@@ -623,13 +623,35 @@ struct zs_freeze_run *zs_freeze_units(const struct step_params *p, const char *s
 	return run;
 }
 
+/* --freeze under --framework deepspeed: what is built (docs/schedule.md,
+ * "Frozen parameters under DeepSpeed"): ZeRO-1/2 (and dp) on the device;
+ * ZeRO-3 (every parameter partitioned per tensor, the trainable ones'
+ * partitions apart) and the offloaded optimizer are not. */
+static int freeze_ds_check(const struct zs_config *c, char **cause)
+{
+	for (size_t i = 0; i < c->nschemes; i++)
+		if (c->schemes[i] == ZS_ZERO3)
+			return zs_fail(cause, "--freeze %s under --framework deepspeed --schemes zero3: not built yet (ZeRO-3 "
+			                      "partitions every parameter per tensor and the trainable ones' fp32 and optimizer "
+			                      "partitions apart; docs/schedule.md, \"Frozen parameters under DeepSpeed\"): give "
+			                      "dp, zero1 or zero2", c->freeze);
+	if (c->offload != ZS_OFFLOAD_NONE)
+		return zs_fail(cause, "--freeze %s under --framework deepspeed --offload %s: not built yet (the frozen "
+		                      "parameters with ZeRO-Offload's host buffers); give --offload none", c->freeze,
+		               zs_offload_name(c->offload));
+	return 0;
+}
+
 int zs_freeze_paper_check(const struct zs_config *c, const struct zs_model *m, char **cause)
 {
-	if (!c->freeze[0] || c->framework != ZS_FW_PAPER)
+	int ds = c->framework == ZS_FW_DEEPSPEED;
+	if (!c->freeze[0] || (c->framework != ZS_FW_PAPER && !ds))
 		return 0;
 	if (m == NULL)
-		return zs_fail(cause, "--freeze %s under --framework paper: only with --model (a transformer: the MLP's "
-		                      "layers have no Hugging Face names)", c->freeze);
+		return zs_fail(cause, "--freeze %s under --framework %s: only with --model (a transformer: the MLP's "
+		                      "layers have no Hugging Face names)", c->freeze, zs_framework_name(c->framework));
+	if (ds && freeze_ds_check(c, cause) != 0)
+		return -1;
 	struct step_params p;
 	step_params_build(&p, m);
 	size_t nfrozen = 0;
@@ -638,7 +660,7 @@ int zs_freeze_paper_check(const struct zs_config *c, const struct zs_model *m, c
 	int zero3 = 0, bad = nfrozen == 0 || nfrozen == p.ntensors;
 	for (size_t i = 0; i < c->nschemes; i++)
 		for (size_t w = 0; w < c->nworld; w++)
-			zero3 |= c->schemes[i] == ZS_ZERO3 && c->world[w] > 1;
+			zero3 |= c->schemes[i] == ZS_ZERO3 && c->world[w] > 1 && !ds;
 	int units_bad = 0;
 	for (size_t u = 0; !units_bad && u < c->nunits; u++) {
 		size_t n;

@@ -1,0 +1,154 @@
+#!/bin/sh
+# ds_freeze — --freeze under --framework deepspeed on zerosim's transformer
+# (docs/schedule.md, "Frozen parameters under DeepSpeed"): ZeRO-1/2 keep a
+# frozen parameter whole in the module's dtype, with no fp32 partition,
+# no grad partition, no place in the reduce bucket and none in the
+# all-gather after step(); dp is the paper's dp.
+#
+# 1. The bytes: theory = measure to the byte (tests/json_agree: resident,
+#    peak, every category at the peak, bytes sent) on report/models'
+#    gpt2-tiny (tied) and llama-tiny: frozen embeddings, blocks:0-0 and
+#    all-but-last:1, K = 1, 2, 3, N = 1, 2, 3, dp, zero1, zero2, both
+#    units and precisions, DeepSpeed's default bucket, one reduced
+#    mid-backward (100,000 and 60,000 elements: llama-tiny's trainable
+#    units are 46,208, 46,208 and 65,600, gpt2-tiny's blocks 49,984) and
+#    one smaller than every unit (3000: each reduced from where it is),
+#    overlap_comm on: a covering set (101 points).
+# 2. Training: DeepSpeed's losses equal the paper's with the same --freeze
+#    (the same arithmetic: "The fp32 gradient partition is the reduced
+#    grads converted exactly"), bitwise, every scheme, fp32 and mixed,
+#    three steps; the control: without --freeze they are other ones.
+# 3. A frozen tensor's bytes never change: the frozen range of
+#    --dump-weights is bitwise the same after one step and after three,
+#    and the initial weights (a run's case file; mixed: rounded to fp16),
+#    while the trainable range moved.
+# 4. What is not built is refused with one line, exit 2.
+# A few seconds.
+#
+# Exit 0 pass, 1 mismatch, 99 hard error.
+set -u
+name=ds_freeze
+. "${srcdir:-.}/tests/ft_lib.sh"
+. "${srcdir:-.}/tests/freeze_lib.sh"
+ds="--framework deepspeed"
+gpt2=$src/report/models/gpt2-tiny.json llama=$src/report/models/llama-tiny.json
+for f in "$gpt2" "$llama"; do
+	[ -r "$f" ] || { echo "$name: $f is missing" >&2; exit 99; }
+done
+
+# 1. theory = measure (tests/freeze_lib.sh's fz_agree)
+s="--schemes dp,zero1,zero2"
+fz_agree $ds --model "$llama" --freeze embeddings --precision mixed --world 1,2,3 $s --unit layer,model
+fz_agree $ds --model "$llama" --freeze embeddings --precision fp32 --grad-accum 2 --world 1,2,3 $s --unit model
+fz_agree $ds --model "$llama" --freeze blocks:0-0 --precision fp32 --world 1,2,3 $s --unit layer
+fz_agree $ds --model "$llama" --freeze blocks:0-0 --precision mixed --grad-accum 3 --world 1,2,3 $s --unit layer \
+	--ds-reduce-bucket 100000
+fz_agree $ds --model "$llama" --freeze all-but-last:1 --precision mixed --grad-accum 2 --world 1,2,3 $s \
+	--unit model,layer
+fz_agree $ds --model "$gpt2" --freeze embeddings --precision fp32 --world 1,2,3 $s --unit model,layer
+fz_agree $ds --model "$gpt2" --freeze embeddings --precision mixed --grad-accum 2 --world 2,3 --schemes zero1,zero2 \
+	--unit layer,model --ds-reduce-bucket 60000 --ds-overlap-comm on
+fz_agree $ds --model "$gpt2" --freeze blocks:0-0 --precision mixed --grad-accum 3 --world 1,2,3 $s --unit layer
+fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2 $s --unit layer \
+	--ds-reduce-bucket 3000
+[ "$points" -eq 101 ] || { echo "$name: $points points compared, 101 expected" >&2; exit 1; }
+echo "ok: $points points in $configs sweeps"
+# The files say what was frozen (docs/formats.md: config.freeze).
+for f in "$tmp/m.json" "$tmp/t.json"; do
+	tr -d ' \n\t' <"$f" | grep -q '"freeze":"all-but-last:1"' ||
+		{ echo "$name: FAIL: $f has no config.freeze" >&2; status=1; }
+done
+# By hand, from the units alone (theory --unit layer): llama-tiny's units
+# are 65,536 (the embedding), 46,208, 46,208, 65,600; with the embedding
+# frozen, zero2 at N = 2, mixed, Adam, unit=layer holds every param in
+# fp16 (2Ψ) and per trainable slot, S_t = Σ_{u>0} ceil(t_u/2) = 79,008,
+# the grad (2), fp32 (4) and Adam (8) partitions: 2·223,552 + 14·79,008
+# = 1,553,216 B (docs/schedule.md, "Frozen parameters under DeepSpeed").
+fz_units
+psi=$(echo "$units" | tr ',' '\n' | awk '{ n += $1 } END { print n }')
+# the trainable units (all but the embedding's), each ceil(t_u/2) a rank
+st=$(echo "$units" | tr ',' '\n' | awk 'NR > 1 { s += int(($1 + 1) / 2) } END { print s }')
+want=$((2 * psi + st * (2 + 4 + 8)))
+"$zerosim" measure $ds --model "$llama" --freeze embeddings --seq 16 --batch 2 --steps 1 --world 2 --schemes zero2 \
+	--unit layer --precision mixed --out "$tmp/x.json" || exit 99
+got=$(tr -d ' \n\t' <"$tmp/x.json" | grep -o '"resident_bytes":[0-9]*' | head -1 | cut -d: -f2)
+if [ "$got" = "$want" ]; then
+	echo "ok: llama-tiny, frozen embeddings, zero2 N=2 mixed: resident 2·$psi + 14·$st = $want B, measured"
+else
+	echo "$name: FAIL: resident $got B measured, 2·Ψ + 14·S_t = $want B by hand" >&2
+	status=1
+fi
+
+# 2. The losses against the paper's, bitwise (three each).
+losses() { tr -d ' \n\t' <"$1" | grep -o '"losses":\[[^]]*\]' | head -1; }
+checked=0
+for model in "$gpt2" "$llama"; do
+	for freeze in embeddings blocks:0-0; do
+		for prec in fp32 mixed; do
+			for scheme in dp zero1 zero2; do
+				common="--model $model --world 2 --precision $prec --seq 16 --batch 2 --steps 3 --freeze $freeze"
+				common="$common --schemes $scheme --unit layer --grad-accum 2"
+				# shellcheck disable=SC2086
+				"$zerosim" measure $common --out "$tmp/a.json" || exit 99
+				# shellcheck disable=SC2086
+				"$zerosim" measure $common $ds --out "$tmp/b.json" || exit 99
+				checked=$((checked + 1))
+				a=$(losses "$tmp/a.json") b=$(losses "$tmp/b.json")
+				what="${model##*/} --freeze $freeze $prec $scheme N=2 K=2"
+				[ -n "$a" ] && [ "$a" = "$b" ] && { echo "ok: $what: the paper's losses"; continue; }
+				echo "$name: FAIL: $what: deepspeed's losses $b, the paper's $a" >&2
+				status=1
+			done
+		done
+	done
+done
+[ "$checked" -eq 24 ] || { echo "$name: $checked comparisons, 24 expected" >&2; exit 1; }
+common="--model $llama --world 2 --precision fp32 --seq 16 --batch 2 --steps 3 --schemes zero2 $ds"
+# shellcheck disable=SC2086
+"$zerosim" measure $common --freeze embeddings --out "$tmp/a.json" || exit 99
+# shellcheck disable=SC2086
+"$zerosim" measure $common --out "$tmp/b.json" || exit 99
+if [ "$(losses "$tmp/a.json")" = "$(losses "$tmp/b.json")" ]; then
+	echo "$name: FAIL: the control (no --freeze) has the frozen run's losses: the check cannot fail" >&2
+	status=1
+else
+	echo "ok: the control (no --freeze) differs: $(losses "$tmp/b.json")"
+fi
+
+# 3. The frozen bytes (tests/freeze_lib.sh; llama-tiny's units from fz_units above).
+frozen_check "embeddings, fp32 zero2 N=2 K=2" 1 "$e" $((e + 1)) "$n" $ds --freeze embeddings --precision fp32 \
+	--schemes zero2 --world 2 --grad-accum 2
+frozen_check "embeddings, mixed zero1 N=3" 1 "$e" $((e + 1)) "$n" $ds --freeze embeddings --precision mixed \
+	--schemes zero1 --world 3
+frozen_check "blocks:0-0, mixed zero2 N=3 unit=layer" $((e + 1)) "$n" 1 "$e" $ds --freeze blocks:0-0 \
+	--precision mixed --schemes zero2 --world 3 --unit layer
+frozen_check "blocks:0-0, fp32 dp N=2 unit=layer K=3" $((e + 1)) "$n" 1 "$e" $ds --freeze blocks:0-0 \
+	--precision fp32 --schemes dp --world 2 --unit layer --grad-accum 3
+
+# 4. Refused by name: one line on stderr, exit 2 (measure and theory).
+refused() { # PATTERN OPTIONS...
+	pattern=$1
+	shift
+	for cmd in measure theory; do
+		"$zerosim" $cmd $ds "$@" --out "$tmp/r.json" 2>"$tmp/err"
+		rc=$?
+		if [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$pattern" "$tmp/err"; then
+			echo "ok: $cmd refused: $(cat "$tmp/err")"
+		else
+			echo "$name: FAIL: $cmd $* exited $rc, expected 2 and one line with '$pattern':" >&2
+			cat "$tmp/err" >&2
+			status=1
+		fi
+	done
+}
+refused "schemes zero3: not built yet" --model "$llama" --freeze embeddings --world 2 --schemes zero2,zero3
+refused "offload optimizer: not built yet" --model "$llama" --freeze embeddings --world 2 --schemes zero2 \
+	--offload optimizer
+refused "only with --model" --freeze embeddings --world 2 --schemes zero2
+refused "not one run of the flat vector" --model "$gpt2" --freeze blocks:0-0 --unit model --world 2 --schemes zero1
+refused "some parts of the fused tensor" --model "$llama" --freeze re:q_proj --world 2 --schemes zero2
+refused "freezes every one of" --model "$llama" --freeze 're:.' --world 2 --schemes zero2
+# The report does not take a frozen DeepSpeed run (its floors and
+# DeepSpeed's estimates count every parameter as trained).
+fz_report_refused deepspeed
+exit $status

@@ -1,0 +1,101 @@
+# freeze_lib.sh — what tests/paper_freeze_tfm.sh and tests/ds_freeze.sh
+# share (sourced after tests/ft_lib.sh, with name, tmp, zerosim, status
+# and llama, report/models' llama-tiny.json, set):
+# fz_agree OPTIONS...: theory = measure (tests/json_agree) for a sweep at
+#   --seq 16 --batch 2 --steps 2, counted in configs, its points in points.
+# fz_units: llama-tiny's units (theory --unit layer: the embedding,
+#   block 0, block 1, the head, in the flat vector's order) into units,
+#   e (the embedding's elements), b0 (block 0's) and n = e + b0, and its
+#   initial weights into $tmp/w0.
+# frozen_check WHAT LO HI TRAINLO TRAINHI OPTIONS...: a frozen tensor's
+#   bytes never change: the frozen range LO..HI of --dump-weights (1-based)
+#   bitwise the same after one step and three, and the initial weights
+#   (fp32; mixed precision: rounded to fp16), while TRAINLO..TRAINHI moved.
+# fz_report_refused FRAMEWORK: the report refuses $tmp/t.json, a frozen
+#   run's theory file of FRAMEWORK, with one line, exit 2.
+# POSIX sh, as the tests.
+agree=$top/tests/json_agree
+[ -x "$agree" ] || { echo "$name: $agree is not built" >&2; exit 99; }
+configs=0 points=0
+fz_agree() {
+	configs=$((configs + 1))
+	common="--seq 16 --batch 2 --steps 2 $*"
+	# shellcheck disable=SC2086
+	"$zerosim" measure $common --out "$tmp/m.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+	# shellcheck disable=SC2086
+	"$zerosim" theory $common --out "$tmp/t.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+	if "$agree" "$tmp/m.json" "$tmp/t.json" >"$tmp/out"; then
+		echo "ok $configs: $* ($(cat "$tmp/out"))"
+		points=$((points + $(grep -o '[0-9]* points' "$tmp/out" | cut -d' ' -f1)))
+	else
+		echo "$name: FAIL for: $*" >&2
+		cat "$tmp/out" >&2
+		status=1
+	fi
+}
+
+weights() { tr -d ' \n\t' <"$1" | sed 's/.*"weights":\[//; s/\].*//' | tr ',' '\n'; }
+
+fz_units() {
+	"$zerosim" theory --model "$llama" --unit layer --world 1 --schemes dp --out "$tmp/u.json" || exit 99
+	units=$(tr -d ' \n\t' <"$tmp/u.json" | grep -o '"units":\[[0-9,]*\]' | head -1 | sed 's/.*\[//; s/\]//')
+	e=$(echo "$units" | cut -d, -f1) b0=$(echo "$units" | cut -d, -f2)
+	[ -n "$e" ] && [ -n "$b0" ] || { echo "$name: no units in theory's file" >&2; exit 99; }
+	n=$((e + b0))
+	# The initial weights: a run's case (--write-case, without --freeze:
+	# the seed's weights, whatever is frozen), raw fp32, printed by od (as
+	# few digits as tell the float: compared within 1e-7 relative, where
+	# one Adam step at --lr 1e-3 moves a weight by about 1e-3).
+	"$zerosim" measure --model "$llama" --seq 16 --batch 2 --steps 1 --world 1 --precision fp32 \
+		--write-case "$tmp/case.json" --out "$tmp/x.json" || exit 99
+	od -An -v -t f4 -w4 "$tmp/case.f32" | awk '{ print $1 }' >"$tmp/w0"
+	[ "$(wc -l <"$tmp/w0")" -gt "$n" ] || { echo "$name: no initial weights in $tmp/case.f32" >&2; exit 99; }
+}
+
+# cmp_range A B LO HI: elements LO..HI (1-based) of A and B: "same" (bitwise),
+# "near" (within 1e-7 relative), "half" (within fp16's rounding, 2^-11
+# relative or 2^-25 below its normal range), or "moved" (further apart).
+cmp_range() {
+	paste "$1" "$2" | awk -v lo="$3" -v hi="$4" 'NR >= lo && NR <= hi {
+		n++; d = $1 - $2; if (d < 0) d = -d; m = $1 < 0 ? -$1 : $1
+		if ($1 != $2) diff++; if (d > 1e-7 * m + 1e-30) far++; if (d > 4.9e-4 * m + 3e-8) farther++ }
+		END { print (n != hi - lo + 1) ? "short" : !diff ? "same" : !far ? "near" : !farther ? "half" : "moved" }'
+}
+
+frozen_check() {
+	what=$1 lo=$2 hi=$3 tlo=$4 thi=$5
+	shift 5
+	for steps in 1 3; do
+		"$zerosim" measure --model "$llama" --seq 16 --batch 2 "$@" --steps $steps \
+			--dump-weights "$tmp/d.json" --out "$tmp/x.json" || exit 99
+		weights "$tmp/d.json" >"$tmp/w$steps"
+	done
+	a=$(cmp_range "$tmp/w1" "$tmp/w3" "$lo" "$hi") b=$(cmp_range "$tmp/w0" "$tmp/w3" "$lo" "$hi")
+	c=$(cmp_range "$tmp/w1" "$tmp/w3" "$tlo" "$thi") d=$(cmp_range "$tmp/w0" "$tmp/w1" "$tlo" "$thi")
+	# mixed precision's frozen weights are the fp16 params: the initial rounded
+	ok=near
+	case "$*" in *mixed*) ok=half ;; esac
+	if [ "$a" = same ] && [ "$b" = "$ok" ] && [ "$c" = moved ] && [ "$d" = moved ]; then
+		echo "ok: $what: frozen $lo..$hi the same after 1 and 3 steps and $b the initial (near: 1e-7, half: fp16), the trainable moved"
+	else
+		echo "$name: FAIL: $what: frozen $lo..$hi after 1 and 3 steps: $a, against the initial: $b;" \
+			"trainable $tlo..$thi: $c, $d (expected same, $ok, moved, moved)" >&2
+		status=1
+	fi
+}
+
+# (its floors would count every parameter as trained)
+fz_report_refused() {
+	"$zerosim" measure --world 1 --steps 1 --out "$tmp/mm.json" || exit 99
+	"$zerosim" theory --world 1 --out "$tmp/mt.json" || exit 99
+	ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zerosim" report --no-render --measured "$tmp/mm.json" \
+		--theory "$tmp/mt.json" --transformer "$tmp/t.json" --out "$tmp/rep" 2>"$tmp/err"
+	rc=$?
+	if [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "does not take frozen $1 runs" "$tmp/err"; then
+		echo "ok: report refused: $(cat "$tmp/err")"
+	else
+		echo "$name: FAIL: report took a frozen $1 run (exit $rc):" >&2
+		cat "$tmp/err" >&2
+		status=1
+	fi
+}
