@@ -30,7 +30,9 @@ cites its file, class or function and commit:
          q_norm and k_norm on the transposed heads, Gemma3RotaryEmbedding's
          two inv_freq buffers called once per layer type entry) and
          masking_utils.py at 00c4411c (create_causal_mask,
-         create_sliding_window_causal_mask, eager_mask without vmap)
+         create_sliding_window_causal_mask, eager_mask without vmap;
+         under SDPA (2.6, the sequence shorter than the window) sdpa_mask's
+         skip, sdpa_attention_forward as Llama's with Gemma's scaling)
   loss   loss/loss_utils.py at 0114da07ec0e (ForCausalLMLoss: logits.float(),
          labels padded with -100 and shifted, no shifted copy of the logits)
   Conv1D pytorch_utils.py (Conv1D.forward: torch.addmm(bias, x.view(-1, nx), W))
