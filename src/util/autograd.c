@@ -5017,9 +5017,10 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * checked against PyTorch 1.13 and 2.6 by tests/hf_torch.sh): the rest
 	 * of it is not described. transformers' sdpa_attention_forward takes
 	 * no softcap (integrations/sdpa_attention.py) and Gemma2ForCausalLM
-	 * warns to train with eager. gemma3_text the same (1.13 and 2.6);
-	 * its Gemma3Attention (modeling_gemma3.py at
-	 * 0018aa64) gives eager_attention_forward no softcap, so a config's
+	 * warns to train with eager. gemma3_text the same (1.13 and 2.6),
+	 * and under 2.6's SDPA too (the refusals below for a window the
+	 * sequence reaches hold); its Gemma3Attention (modeling_gemma3.py at
+	 * 0018aa64) gives its attention function no softcap, so a config's
 	 * attn_logit_softcapping, which zerosim's own model applies, is not
 	 * followed; create_sliding_window_causal_mask raises without a
 	 * sliding_window. */
