@@ -89,11 +89,12 @@ for model in $models; do
 			for attn in eager sdpa; do
 			# SDPA: 2.x only, described for gpt2, llama with as many k/v
 			# heads as heads (the CPU's flash kernel) and llama with fewer
-			# (enable_gqa: its math path, qwen2's, qwen3's and phi3's too);
+			# (enable_gqa: its math path, qwen2's, qwen3's, phi3's and
+			# gemma3_text's too, the last at query_pre_attn_scalar's scale);
 			# llama-mha for sdpa alone
 			case $attn.$version.$zg.$model in
 			sdpa.2.6.none.gpt2* | sdpa.2.6.*.llama-mha | sdpa.2.6.*.llama) ;;
-			sdpa.2.6.none.qwen* | sdpa.2.6.none.phi3) ;;
+			sdpa.2.6.none.qwen* | sdpa.2.6.none.phi3 | sdpa.2.6.none.gemma3_text) ;;
 			sdpa.* | eager.*.*.llama-mha) continue ;;
 			esac
 			plain="--framework torch --wrapper none --torch-version $version --torch-device cpu --optimizer-impl $impl"

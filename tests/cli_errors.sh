@@ -937,11 +937,14 @@ for cmd in measure theory; do
 done
 # The plain loop's step is written for gpt2, llama/mistral, qwen2, qwen3,
 # phi3, gemma2 and gemma3_text: what of the gemmas' is not described is
-# refused by name (autocast, sdpa, ...; gemma3_text under 2.6, the default,
+# refused by name (autocast, sdpa, ...; gemma3_text under SDPA with the
+# sequence at its sliding_window, where masking_utils gives SDPA a mask,
 # and with attn_logit_softcapping, which its attention does not pass on).
-bad_theory "--model gemma-3-1b: the PyTorch step of a gemma3_text with --torch-version 2.6 (give 1.13) is not described yet" \
-	--framework torch --model "${srcdir:-.}/data/models/gemma-3-1b.json" --seq 16 --wrapper none --world 1 --precision fp32 --torch-device cpu \
-	--attn eager
+sed 's/"sliding_window": 512/"sliding_window": 16/' "${srcdir:-.}/data/models/gemma-3-1b.json" >"$tmp/g3w16.json"
+grep -q '"sliding_window": 16' "$tmp/g3w16.json" || fail "gemma-3-1b.json has no \"sliding_window\": 512 to set"
+bad_theory "--attn sdpa: --seq 16 reaches the sliding window (16): SDPA gets a mask, not described yet (give --attn eager)" \
+	--framework torch --model "$tmp/g3w16.json" --seq 16 --wrapper none --world 1 --precision fp32 --torch-device cpu \
+	--attn sdpa
 sed 's/"attn_logit_softcapping": null/"attn_logit_softcapping": 50.0/' "${srcdir:-.}/data/models/gemma-3-1b.json" >"$tmp/g3cap.json"
 grep -q '"attn_logit_softcapping": 50.0' "$tmp/g3cap.json" || fail "gemma-3-1b.json has no \"attn_logit_softcapping\": null to set"
 bad_theory "--model g3cap: the PyTorch step of a gemma3_text with attn_logit_softcapping (give a config without it) is not described yet" \
@@ -1004,9 +1007,9 @@ grep -q '"freeze":[[:space:]]*"embeddings,blocks:0-0"' "$tmp/fz.json" ||
 # (exit 2), before anything runs (it exited 1 once the run had begun);
 # and the PyTorch step under --backend mpi, which runs its ranks in one
 # process.
-bad_measure "--model gemma-3-1b: the PyTorch step of a gemma3_text with --torch-version 2.6 (give 1.13) is not described yet" \
-	--framework torch --model "${srcdir:-.}/data/models/gemma-3-1b.json" --seq 16 --wrapper none --world 1 --precision fp32 --torch-device cpu \
-	--attn eager
+bad_measure "--attn sdpa: --seq 16 reaches the sliding window (16): SDPA gets a mask, not described yet (give --attn eager)" \
+	--framework torch --model "$tmp/g3w16.json" --seq 16 --wrapper none --world 1 --precision fp32 --torch-device cpu \
+	--attn sdpa
 bad_measure "--optimizer: the PyTorch step describes Adam only" \
 	--framework torch --model "${srcdir:-.}/report/models/llama-tiny.json" --seq 16 --wrapper none --world 1 \
 	--torch-device cpu --attn eager --optimizer sgd

@@ -30,7 +30,9 @@ cites its file, class or function and commit:
          q_norm and k_norm on the transposed heads, Gemma3RotaryEmbedding's
          two inv_freq buffers called once per layer type entry) and
          masking_utils.py at 00c4411c (create_causal_mask,
-         create_sliding_window_causal_mask, eager_mask without vmap)
+         create_sliding_window_causal_mask, eager_mask without vmap;
+         under SDPA (2.6, the sequence shorter than the window) sdpa_mask's
+         skip, sdpa_attention_forward as Llama's with Gemma's scaling)
   loss   loss/loss_utils.py at 0114da07ec0e (ForCausalLMLoss: logits.float(),
          labels padded with -100 and shifted, no shifted copy of the logits)
   Conv1D pytorch_utils.py (Conv1D.forward: torch.addmm(bias, x.view(-1, nx), W))
@@ -935,10 +937,13 @@ def eager_mask(B, T, mask_function, dtype):
     return torch.where(attention_mask, torch.tensor(0.0, dtype=dtype), min_dtype)
 
 
-def gemma3_masks(cfg, inputs_embeds, position_ids):
+def gemma3_masks(cfg, inputs_embeds, position_ids, sdpa):
     """Gemma3TextModel.forward's causal_mask_mapping (0018aa64): the full
     and the sliding masks, each from _preprocess_mask_arguments' packed
-    check and eager_mask."""
+    check and eager_mask; under SDPA sdpa_mask (allow_is_causal_skip) returns
+    None for both, _ignore_causal_mask_sdpa holding (no padding, kv_length
+    == q_length, and for the sliding one kv_length < sliding_window, which
+    main() checks)."""
     B, T = inputs_embeds.shape[:2]
     out = {}
     for kind, fn in (("full_attention", causal_mask_function),
@@ -947,7 +952,7 @@ def gemma3_masks(cfg, inputs_embeds, position_ids):
         if find_packed_sequence_indices(pos) is not None:
             sys.exit("hf_torch: packed sequences are not compared")
         del pos
-        out[kind] = eager_mask(B, T, fn, inputs_embeds.dtype)
+        out[kind] = None if sdpa else eager_mask(B, T, fn, inputs_embeds.dtype)
     return out
 
 
@@ -992,6 +997,11 @@ class Gemma3Attention(Gemma2Attention):
         self.softcap = None
         self.q_norm = Gemma2RMSNorm(self.head_dim, eps)
         self.k_norm = Gemma2RMSNorm(self.head_dim, eps)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask):
+        # under SDPA sdpa_attention_forward as Llama's (scale: self.scaling)
+        base = LlamaAttention if self.sdpa else Gemma2Attention
+        return base.forward(self, hidden_states, position_embeddings, attention_mask)
 
     def states(self, hidden_states, position_embeddings):
         hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
@@ -1055,7 +1065,7 @@ class Gemma3ForCausalLM(Gemma2ForCausalLM):
         inputs_embeds = self.embed_tokens(input_ids)
         cache_position = torch.arange(0, T)
         position_ids = cache_position.unsqueeze(0)
-        causal_mask_mapping = gemma3_masks(self.cfg, inputs_embeds, position_ids)
+        causal_mask_mapping = gemma3_masks(self.cfg, inputs_embeds, position_ids, self.sdpa)
         hidden_states = inputs_embeds
         position_embeddings = {}
         for layer_type in self.layer_types:
@@ -1335,10 +1345,14 @@ def run(a):
     zero_none = a.zero_grad == "none" if a.zero_grad else TV >= (2, 0)
     foreach = a.optimizer_impl == "foreach"
     sdpa = a.attn == "sdpa"
-    if sdpa and family in ("gemma2", "gemma3_text"):
+    if sdpa and family == "gemma2":
         # sdpa_attention_forward (integrations/sdpa_attention.py) takes no
         # softcap, and Gemma2ForCausalLM.forward warns to train with eager
         sys.exit(f"hf_torch: --attn sdpa: {family} is compared under eager attention only")
+    if sdpa and family == "gemma3_text" and a.seq >= cfg["sliding_window"]:
+        # masking_utils' sdpa_mask skips the sliding mask only while
+        # kv_length < sliding_window; past it SDPA gets a bool mask
+        sys.exit("hf_torch: --attn sdpa: gemma3_text with --seq reaching sliding_window is not compared")
     if sdpa and not hasattr(F, "scaled_dot_product_attention"):
         sys.exit(f"hf_torch: --attn sdpa: torch {torch.__version__} has no scaled_dot_product_attention")
     V = cfg["vocab_size"]

@@ -148,6 +148,12 @@ cat >"$tmp/tiny-gemma3_text.json" <<'EOF'
 EOF
 sed 's/"pad_token_id": 0}/"pad_token_id": 0, "final_logit_softcapping": 30.0}/' "$tmp/tiny-gemma3_text.json" \
 	>"$tmp/tiny-gemma3_text-cap.json"
+# -w48: the window 48 past seq 32, so that under SDPA (2.6) masking_utils'
+# sdpa_mask skips both masks (is_causal); -mha-w48 with 4 k/v heads (the
+# CPU's flash kernel, where 2 take the math path)
+sed 's/"sliding_window": 16/"sliding_window": 48/' "$tmp/tiny-gemma3_text.json" >"$tmp/tiny-gemma3_text-w48.json"
+sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$tmp/tiny-gemma3_text-w48.json" \
+	>"$tmp/tiny-gemma3_text-mha-w48.json"
 # llama with as many k/v heads as heads (no grouped-query attention: 2.6's
 # CPU SDPA runs its flash kernel), 256 positions (seq 200 takes 64-row blocks)
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/; s/"max_position_embeddings": 64/"max_position_embeddings": 256/' \
@@ -316,7 +322,10 @@ fi
 # SDPA (gpt2; llama with as many k/v heads as heads, and with fewer: the
 # math path; qwen2, qwen3 and phi3 with fewer), dropout, qwen2,
 # qwen3 and phi3 (eager), phi3's residual dropouts, gemma2 (eager:
-# set_to_none, zeros with foreach Adam), gpt2, llama, qwen2,
+# set_to_none, zeros with foreach Adam), gemma3_text (eager: set_to_none,
+# zeros with foreach Adam, DDP N = 2; SDPA with the window past the
+# sequence: the math path, set_to_none and zeros with foreach, and the
+# flash kernel), gpt2, llama, qwen2,
 # qwen3 and phi3 under bf16 autocast, DDP N = 2
 # (USE_LIBUV=0: 2.6's gloo rendezvous), ZeroRedundancyOptimizer over DDP
 # at N = 2 and 3 (its every rank). PyTorch
@@ -370,7 +379,13 @@ if [ "${1:-}" = torch26 ]; then
 		"phi3-amp-bf16|tiny-phi3|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
 		"phi3-dropout|tiny-phi3-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
 		"gemma2|tiny-gemma2|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
-		"gemma2-zeros-foreach|tiny-gemma2|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros"
+		"gemma2-zeros-foreach|tiny-gemma2|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
+		"gemma3_text|tiny-gemma3_text|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
+		"gemma3_text-zeros-foreach|tiny-gemma3_text|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
+		"ddp2-gemma3_text|tiny-gemma3_text|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
+		"gemma3_text-sdpa|tiny-gemma3_text-w48|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
+		"gemma3_text-sdpa-zeros-foreach|tiny-gemma3_text-w48|--zero-grad zeros --optimizer-impl foreach --attn sdpa|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa" \
+		"gemma3_text-mha-sdpa|tiny-gemma3_text-mha-w48|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa"
 	do
 		label=${case%%|*} rest=${case#*|}
 		cfg=${rest%%|*} rest=${rest#*|}

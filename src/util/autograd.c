@@ -1514,6 +1514,15 @@ static uint64_t flash_kvsplit(uint64_t rows)
 	return rows < 512 ? rows : 512;
 }
 
+/* The attention's scale: hd^-1/2, a gemma's query_pre_attn_scalar^-1/2
+ * (Gemma2Attention and Gemma3Attention's self.scaling, which
+ * eager_attention_forward multiplies by and sdpa_attention_forward passes
+ * as SDPA's scale). */
+static double attn_scale(const struct zs_model *m, uint64_t hd)
+{
+	return 1.0 / sqrt(m->gemma && m->attn_scalar > 0 ? m->attn_scalar : (double)hd);
+}
+
 /* transformers' sdpa_attention_forward (is_causal, no mask, no dropout;
  * GPT-2's, and Llama's with as many k/v heads as heads), on the CPU: F.scaled_dot_product_attention dispatches to
  * _scaled_dot_product_flash_attention_for_cpu (sdp_utils_cpp's
@@ -1535,7 +1544,7 @@ static T sdpa_fwd(struct bld *b, struct sdpa_saved *s, T q, T k, T v)
 	T ov = vw(b, ost, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)(Tn * h * hd), (int64_t)hd,
 	                                                           (int64_t)(h * hd), 1 }, 0);
 	struct ag_event *e = op(b, AG_OP_SDPA_FLASH, q, k, v, ov, lse, NO);
-	e->arg[0] = 1.0 / sqrt((double)hd);
+	e->arg[0] = attn_scale(b->m, hd);
 	unref(b, ws);
 	ref(b, q);
 	ref(b, k);
@@ -1575,7 +1584,7 @@ static void sdpa_bwd(struct bld *b, struct sdpa_saved *s, T dm, T gv[3])
 	e->op = AG_OP_SDPA_FLASH_BWD;
 	e->in[0] = g, e->in[1] = s->q, e->in[2] = s->k, e->in[3] = s->v, e->in[4] = s->lse;
 	e->out[0] = gv[0], e->out[1] = gv[1], e->out[2] = gv[2];
-	e->arg[0] = 1.0 / sqrt((double)hd);
+	e->arg[0] = attn_scale(b->m, hd);
 	unref(b, dsum);
 	unref(b, ws);
 	unref(b, g);
@@ -3189,7 +3198,7 @@ static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T
 {
 	const struct ag_tensor q_ = b->s->tensor[qe], *qt = &q_; /* a copy: the array grows */
 	uint64_t B = qt->shape[0], h = qt->shape[1], Tn = qt->shape[2], hd = qt->shape[3];
-	double rs = sqrt(1.0 / sqrt((double)hd)); /* calculate_scale(...).sqrt() */
+	double rs = sqrt(attn_scale(b->m, hd)); /* calculate_scale(...).sqrt() */
 	T qs = scalar_op(b, AG_OP_MUL_SCALAR, "mul (q * sqrt(scale))", qe, rs, NULL);
 	/* is_causal: ones(L, S, bool).tril(), convert_boolean_attn_mask's where */
 	T ones = TMP("ones (causal mask)", AG_BOOL, Tn, Tn);
@@ -3284,7 +3293,7 @@ static T repeat_interleave_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint
 static void sdpa_math_bwd(struct bld *b, struct llama_layer_saved *s, T dac, uint64_t B, uint64_t h, uint64_t kv,
                           uint64_t Tn, uint64_t hd, T *dq, T *dk, T *dv)
 {
-	double rs = sqrt(1.0 / sqrt((double)hd));
+	double rs = sqrt(attn_scale(b->m, hd));
 	T dvr;
 	T dam = attn_v_bwd(b, dac, s->attw, s->sm, NO, s->vr, B, h, Tn, hd, &dvr);
 	T dqc, dkt;
@@ -4073,8 +4082,13 @@ static void llama_step(struct bld *b, struct model *M)
 	T g3mask[2] = { NO, NO }, g3cos[2] = { NO, NO }, g3sin[2] = { NO, NO };
 	T cos4 = NO, sin4 = NO;
 	if (g3) {
-		g3mask[0] = gemma3_mask(b, cp, 0);
-		g3mask[1] = gemma3_mask(b, cp, m->sliding_window);
+		if (sdpa) { /* sdpa_mask skips both (no padding, T under the window): the packed checks alone */
+			gemma3_packed_check(b, cp);
+			gemma3_packed_check(b, cp);
+		} else {
+			g3mask[0] = gemma3_mask(b, cp, 0);
+			g3mask[1] = gemma3_mask(b, cp, m->sliding_window);
+		}
 		for (uint64_t l = 0; l < L; l++) {
 			int k = gemma_sliding(m, l);
 			T c4, s4;
@@ -4100,7 +4114,7 @@ static void llama_step(struct bld *b, struct model *M)
 	} else {
 		ref(b, hs); /* `inputs_embeds` and `hidden_states` both name it */
 	}
-	double scaling = 1.0 / sqrt(m->gemma && m->attn_scalar > 0 ? m->attn_scalar : (double)hd);
+	double scaling = attn_scale(m, hd);
 	for (uint64_t l = 0; l < L; l++) {
 		struct llama_layer_saved *s = &S[l];
 		int i = (int)l;
@@ -5003,18 +5017,18 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * checked against PyTorch 1.13 and 2.6 by tests/hf_torch.sh): the rest
 	 * of it is not described. transformers' sdpa_attention_forward takes
 	 * no softcap (integrations/sdpa_attention.py) and Gemma2ForCausalLM
-	 * warns to train with eager. gemma3_text the same, checked against
-	 * PyTorch 1.13 alone; its Gemma3Attention (modeling_gemma3.py at
-	 * 0018aa64) gives eager_attention_forward no softcap, so a config's
+	 * warns to train with eager. gemma3_text the same (1.13 and 2.6),
+	 * and under 2.6's SDPA too (the refusals below for a window the
+	 * sequence reaches hold); its Gemma3Attention (modeling_gemma3.py at
+	 * 0018aa64) gives its attention function no softcap, so a config's
 	 * attn_logit_softcapping, which zerosim's own model applies, is not
 	 * followed; create_sliding_window_causal_mask raises without a
 	 * sliding_window. */
 	if (m->gemma) {
 		int g3 = gemma3(m);
-		const char *no = g3 && o->version != ZS_TORCH_1_13 ? "--torch-version 2.6 (give 1.13)"
-		                 : g3 && m->attn_softcap > 0 ? "attn_logit_softcapping (give a config without it)"
+		const char *no = g3 && m->attn_softcap > 0 ? "attn_logit_softcapping (give a config without it)"
 		                 : g3 && !m->sliding_window  ? "no sliding_window"
-		                 : o->attn == ZS_ATTN_SDPA      ? "--attn sdpa (give --attn eager)"
+		                 : !g3 && o->attn == ZS_ATTN_SDPA ? "--attn sdpa (give --attn eager)"
 		                 : o->amp != AG_F32            ? "autocast (give --precision fp32)"
 		                 : o->freeze && *o->freeze     ? "--freeze"
 		                 : o->lora_r                   ? "--lora-r"
