@@ -48,7 +48,12 @@ bench() { # name runs command...
 	fi
 }
 
-echo "zerosim bench on $(nproc) cores, $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d ' ' -f 1-3 /proc/loadavg)"
+# the CPUs this process may use (nproc itself would count OMP_NUM_THREADS)
+cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+# the default sweep's 24 runs go side by side on one worker a CPU (sweep.c)
+workers=$cpus
+[ "$workers" -le 24 ] || workers=24
+echo "zerosim bench on $cpus cores, $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d ' ' -f 1-3 /proc/loadavg)"
 # Instructions (callgrind), which a loaded machine does not move: the
 # default sweep and --version. Callgrind counts a rep movsb or rep stosb
 # once per byte; glibc uses them for copies of a few KiB and more, so the
@@ -69,6 +74,41 @@ if command -v valgrind >/dev/null 2>&1; then
 fi
 bench "default sweep (64,256,64; N=1..32; 4 schemes)" "$runs" \
 	"$zs" measure --quiet --out "$out/m.json"
+sweep_ms=$last_ms sweep_cpu_ms=$last_cpu_ms
+# The default sweep against its floors. The process's: --version is the
+# same binary's exec, dynamic loading and exit, and no work. The work's:
+# the sweep's CPU time spread over the cores its runs go side by side on
+# (sweep.c: one worker a usable CPU), which no scheduling beats; what is
+# left above the two is the serial part (the options, the JSON, its
+# writing: fsync, link, rename) and the workers' imbalance.
+bench "--version (the process's floor)" "$runs" "$zs" --version
+printf '%-48s %8.2f (the default sweep / the process floor)\n' "  default sweep / --version" \
+	"$(echo "$sweep_ms $last_ms" | awk '{print $1 / $2}')"
+if [ -n "$sweep_cpu_ms" ]; then
+	printf '%-48s %8.1f ms CPU / %d cores = %.1f ms; + --version = %.1f ms; the sweep %.2fx that\n' \
+		"  default sweep's work over the cores" "$sweep_cpu_ms" "$workers" \
+		"$(echo "$sweep_cpu_ms $workers" | awk '{print $1 / $2}')" \
+		"$(echo "$sweep_cpu_ms $workers $last_ms" | awk '{print $1 / $2 + $3}')" \
+		"$(echo "$sweep_ms $sweep_cpu_ms $workers $last_ms" | awk '{print $1 / ($2 / $3 + $4)}')"
+fi
+# Side by side with an older zerosim (issue 26: 8f51c01, built beside this
+# tree): ZS_BASELINE=/path/to/its/zerosim. Rounds of both, alternated, so
+# that a shared machine's load falls on both alike; the ratio is the median
+# of the rounds'.
+if [ -n "${ZS_BASELINE:-}" ]; then
+	: >"$out/rounds"
+	i=0
+	while [ "$i" -lt 5 ]; do
+		bench "  baseline default sweep" "$runs" "$ZS_BASELINE" measure --quiet --out "$out/b.json" >/dev/null
+		b=$last_ms
+		bench "  default sweep" "$runs" "$zs" measure --quiet --out "$out/m.json" >/dev/null
+		echo "$b $last_ms" >>"$out/rounds"
+		i=$((i + 1))
+	done
+	printf '%-48s %8.2f (median of 5 rounds of %d; baseline %.1f ms, this %.1f ms; target >= 1.25)\n' \
+		"default sweep: $ZS_BASELINE / this" "$(awk '{print $1 / $2}' "$out/rounds" | median)" "$runs" \
+		"$(cut -d' ' -f1 "$out/rounds" | median)" "$(cut -d' ' -f2 "$out/rounds" | median)"
+fi
 bench "make-report sweep (10 N, 2 units)" "$runs" \
 	"$zs" measure --quiet --spec "${srcdir:-.}/data/sweep.json" --timeline --out "$out/m.json"
 bench "1024,4096,1024 at N=16, 1 step, 4 schemes" "$big_runs" \

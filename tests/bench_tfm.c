@@ -14,7 +14,8 @@
  * mostly the kernel clearing the ~2 GB the run faults in, which swings by
  * seconds from run to run with the huge pages, so the difference of the
  * CPU times can be mostly that swing; the difference of the user times is
- * the step's own work.
+ * the step's own work, held against the replay's user time below (one
+ * clock on both sides of the ratio: CPU against CPU, user against user).
  *
  * And the ceiling the step is held against: OpenBLAS's own single-thread
  * sgemm rate on the step's own products. This program defines
@@ -55,6 +56,16 @@ static double cpu_now(void)
 	struct timespec t;
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The process's user-mode CPU seconds: the engine's own work, without the
+ * kernel's page clearing (a fresh run faults in its ~2 GB, and the system
+ * time of that swings by seconds with the kernel's huge pages). */
+static double user_now(void)
+{
+	struct rusage r;
+	getrusage(RUSAGE_SELF, &r);
+	return (double)r.ru_utime.tv_sec + (double)r.ru_utime.tv_usec * 1e-6;
 }
 
 /* One recorded sgemm call: everything but the pointers. */
@@ -124,9 +135,11 @@ static size_t span(blasint rows, blasint cols, blasint ld)
 }
 
 /* Replay the recorded calls on OpenBLAS alone, `runs` times; the median
- * wall seconds of the whole list (its median CPU seconds in *cpu). Each operand gets its own buffer as large as
- * the largest that slot needs, filled with small values (no subnormals). */
-static double replay(int runs, double *flop, double *cpu)
+ * wall seconds of the whole list (its median CPU seconds in *cpu, its
+ * median user seconds in *user). Each operand gets its own buffer as large
+ * as the largest that slot needs, filled with small values (no
+ * subnormals). */
+static double replay(int runs, double *flop, double *cpu, double *user)
 {
 	size_t na = 0, nb = 0, nc = 0;
 	*flop = 0;
@@ -148,8 +161,9 @@ static double replay(int runs, double *flop, double *cpu)
 		C[i] = (float)(i % 83) / 83.0f - 0.5f;
 	sgemm_fn *real = openblas_sgemm;
 	double *t = zs_malloc((size_t)runs * sizeof *t), *c = zs_malloc((size_t)runs * sizeof *c);
+	double *u = zs_malloc((size_t)runs * sizeof *u);
 	for (int r = 0; r < runs; r++) {
-		double t0 = bench_now(), c0 = cpu_now();
+		double t0 = bench_now(), c0 = cpu_now(), u0 = user_now();
 		for (size_t i = 0; i < ncalls; i++) {
 			const struct gemm_call *g = &calls[i];
 			/* C is rewritten with beta 0 where the step accumulates, so
@@ -158,21 +172,13 @@ static double replay(int runs, double *flop, double *cpu)
 		}
 		t[r] = bench_now() - t0;
 		c[r] = cpu_now() - c0;
+		u[r] = user_now() - u0;
 	}
 	double med = bench_median(t, (size_t)runs);
 	*cpu = bench_median(c, (size_t)runs);
-	free(A), free(B), free(C), free(t), free(c);
+	*user = bench_median(u, (size_t)runs);
+	free(A), free(B), free(C), free(t), free(c), free(u);
 	return med;
-}
-
-/* The process's user-mode CPU seconds: the engine's own work, without the
- * kernel's page clearing (a fresh run faults in its ~2 GB, and the system
- * time of that swings by seconds with the kernel's huge pages). */
-static double user_now(void)
-{
-	struct rusage r;
-	getrusage(RUSAGE_SELF, &r);
-	return (double)r.ru_utime.tv_sec + (double)r.ru_utime.tv_usec * 1e-6;
 }
 
 /* Wall seconds of one engine run of `steps` steps of gpt2 (dims d) at
@@ -250,10 +256,10 @@ int main(int argc, char **argv)
 	printf("zerosim gpt2 (%zu params) fp32 seq %zu batch %zu: median %.3f s per step over %d (loss %.3f), "
 	       "%.3f s of it in sgemm; CPU %.3f s, %.3f s in sgemm\n",
 	       m.nparams, T, B, step_s, steps, (double)loss, in_gemm_s, step_c, in_gemm_c);
-	double flop, blas_c, blas_s = replay(steps, &flop, &blas_c);
+	double flop, blas_c, blas_u, blas_s = replay(steps, &flop, &blas_c, &blas_u);
 	printf("OpenBLAS sgemm alone on the step's %zu products (%.1f GFLOP): median %.3f s, %.1f GFLOP/s "
-	       "(one thread; CPU %.3f s, %.1f GFLOP/s)\n",
-	       ncalls, flop / 1e9, blas_s, flop / blas_s / 1e9, blas_c, flop / blas_c / 1e9);
+	       "(one thread; CPU %.3f s, %.1f GFLOP/s; user %.3f s)\n",
+	       ncalls, flop / 1e9, blas_s, flop / blas_s / 1e9, blas_c, flop / blas_c / 1e9, blas_u);
 	printf("zerosim step / OpenBLAS on its products: %.0f%% by wall time (%.1f GFLOP/s), %.0f%% by CPU time "
 	       "(%.1f GFLOP/s); target >= 80%%\n",
 	       100.0 * blas_s / step_s, flop / step_s / 1e9, 100.0 * blas_c / step_c, flop / step_c / 1e9);
@@ -287,9 +293,9 @@ int main(int argc, char **argv)
 		       zs_precision_name(prec[k]), T, B, wall[k], cpu[k], user[k], steps);
 		if (prec[k] == ZS_FP32)
 			printf("zerosim engine rank-step fp32 / OpenBLAS on its products: %.0f%% by wall time (%.1f "
-			       "GFLOP/s), %.0f%% by CPU time, %.0f%% by user time (%.1f GFLOP/s)\n",
+			       "GFLOP/s), %.0f%% by CPU time, %.0f%% by user time (both sides' user time; %.1f GFLOP/s)\n",
 			       100.0 * blas_s / wall[k], flop / wall[k] / 1e9, 100.0 * blas_c / cpu[k],
-			       100.0 * blas_c / user[k], flop / user[k] / 1e9);
+			       100.0 * blas_u / user[k], flop / user[k] / 1e9);
 	}
 	printf("zerosim engine gpt2 rank-step mixed / fp32: %.2f wall, %.2f CPU\n", wall[1] / wall[0], cpu[1] / cpu[0]);
 	free(w1), free(w2), free(c1), free(c2), free(u1), free(u2), free(t);
