@@ -124,16 +124,17 @@ grep -q '"n_head" (4) does not divide "n_embd" (10)' "$tmp/err" || fail "bad hea
 printf '{"model_type": "qwen2_moe"}' >"$tmp/moe.json"
 expect 2 --model "$tmp/moe.json"
 grep -q "'qwen2_moe' is not modelled" "$tmp/err" || fail "unknown model_type: $(cat "$tmp/err")"
-# mixtral's theory is the engine's step, fp32 under the paper's schedule
-# (tests/moe_theory.sh): the default mixed precision is refused by name
-expect 2 --model mixtral-8x7b
-grep -q "mixtral-8x7b: a mixture of experts (8 experts, top 2): the theory follows the engine's step, .* not with --precision mixed (give --precision fp32)" "$tmp/err" ||
+# mixtral's theory is the engine's step under the paper's schedule, fp32 or
+# mixed (tests/moe_theory.sh, moe_fw.sh): another framework is refused by name
+expect 2 --model mixtral-8x7b --framework deepspeed
+grep -q "mixtral-8x7b: a mixture of experts (8 experts, top 2): the theory follows the engine's step, .* not with --framework deepspeed (give --framework paper)" "$tmp/err" ||
 	fail "mixtral's theory: $(cat "$tmp/err")"
 # and points at its model states: Ψ published (46.7B), a block (its router
 # and 8 experts) the largest unit; the theory takes them
 grep -q -- "--params 46702792704 --largest-unit 1451270144)" "$tmp/err" || fail "mixtral's model states: $(cat "$tmp/err")"
 expect 0 --params 46702792704 --largest-unit 1451270144 --world 8
 expect 0 --model mixtral-8x7b --precision fp32 --world 8 --seq 4096
+expect 0 --model mixtral-8x7b --world 8 --seq 4096
 expect 2 --model llama-9
 grep -q 'llama-3-70b' "$tmp/err" || fail "an unknown name does not list the shipped ones: $(cat "$tmp/err")"
 expect 2 --model gpt2 --seq 2048
