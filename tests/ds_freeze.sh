@@ -78,6 +78,11 @@ else
 	echo "$name: FAIL: resident $got B measured, 2·Ψ + 14·S_t = $want B by hand" >&2
 	status=1
 fi
+# The padding the frozen layout holds (docs/formats.md): at N = 3 the
+# trainable units 46,208, 46,208, 65,600 pad with 1 element each, 3 in
+# all, 1 per rank, at the grad, fp32 and Adam partitions' 2 + 4 + 8 B
+# (the frozen embedding's 2 are not partitioned); dp the paper's, none.
+fz_padding deepspeed dp,zero1,zero2 "0.000 14.000 14.000"
 
 # 2. The losses against the paper's, bitwise (three each).
 losses() { tr -d ' \n\t' <"$1" | grep -o '"losses":\[[^]]*\]' | head -1; }

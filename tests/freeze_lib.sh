@@ -13,6 +13,11 @@
 #   (fp32; mixed precision: rounded to fp16), while TRAINLO..TRAINHI moved.
 # fz_report_refused FRAMEWORK: the report refuses $tmp/t.json, a frozen
 #   run's theory file of FRAMEWORK, with one line, exit 2.
+# fz_padding FRAMEWORK SCHEMES EXPECTED: theory's schedule.padding_bytes
+#   for llama-tiny, frozen embeddings, unit = layer, N = 3, mixed, each
+#   scheme's to 0.001 the space-separated EXPECTED (docs/formats.md); and
+#   its text says the model states and the paper level are the unfrozen
+#   model's.
 # POSIX sh, as the tests.
 agree=$top/tests/json_agree
 [ -x "$agree" ] || { echo "$name: $agree is not built" >&2; exit 99; }
@@ -98,4 +103,23 @@ fz_report_refused() {
 		cat "$tmp/err" >&2
 		status=1
 	fi
+}
+
+fz_padding() {
+	opts="--framework $1 --schemes $2 --model $llama --freeze embeddings --unit layer --world 3 --precision mixed"
+	# shellcheck disable=SC2086
+	"$zerosim" theory $opts --seq 16 --batch 2 --out "$tmp/p.json" || exit 99
+	# shellcheck disable=SC2086
+	"$zerosim" theory $opts --seq 16 --batch 2 >"$tmp/p.txt" || exit 99
+	# a row's padding_bytes: its schedule's, then its paper level's (peak)
+	got=$(tr -d ' \n\t' <"$tmp/p.json" | grep -o '"padding_bytes":[0-9.]*' | cut -d: -f2 |
+		awk 'NR % 2 { printf "%s%.3f", sep, $1; sep = " " }')
+	if [ "$got" = "$3" ]; then
+		echo "ok: $1 $2 --freeze embeddings N=3 mixed: schedule padding_bytes $got (by hand)"
+	else
+		echo "$name: FAIL: $1 $2 --freeze embeddings N=3 mixed: schedule padding_bytes '$got', by hand '$3'" >&2
+		status=1
+	fi
+	grep -q "^(--freeze embeddings: the model states, the paper level and its parts.* are the unfrozen model's" \
+		"$tmp/p.txt" || { echo "$name: FAIL: $1's text does not say what is the unfrozen model's" >&2; status=1; }
 }

@@ -47,6 +47,11 @@ fz_agree --model "$gpt2" --freeze embeddings --precision fp32 --world 1,2,3 $ful
 fz_agree --model "$gpt2" --freeze embeddings --precision mixed --grad-accum 2 --world 1,2,3 $full --unit model
 fz_agree --model "$gpt2" --freeze blocks:0-0 --precision mixed --world 1,2,3 $all --unit layer
 fz_agree --model "$gpt2" --freeze blocks:0-0 --precision fp32 --grad-accum 2 --world 1,2,3 $all --unit layer
+# The padding the frozen layout holds (docs/formats.md): llama-tiny's units
+# 65,536 (frozen), 46,208, 46,208, 65,600 pad to N = 3 with 2, 1, 1, 1
+# elements; the trainable ones' 3 are 1 element per rank at k = 12 (zero1)
+# or g + k = 14, zero3's params all 5, 5/3 at p = 2, beside them.
+fz_padding paper dp,zero1,zero2,zero3 "0.000 12.000 14.000 17.333"
 # The files say what was frozen (docs/formats.md: config.freeze).
 for f in "$tmp/m.json" "$tmp/t.json"; do
 	tr -d ' \n\t' <"$f" | grep -q '"freeze":"blocks:0-0"' ||

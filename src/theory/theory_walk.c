@@ -1115,7 +1115,12 @@ static void freeze_states(struct frozen *f, const struct step_params *p, const c
 	                : scheme == ZS_ZERO3 ? 2 * pass * b->p + pass_t * b->g
 	                                     : pass_t * (b->g + b->p);
 	out->comm_elements = scheme == ZS_DP ? 2 * pass_t : scheme == ZS_ZERO3 ? 2 * pass + pass_t : 2 * pass_t;
-	out->padding_bytes = 0; /* the floor (Ψ, every parameter trained) does not describe it */
+	/* the padding the resident state holds (docs/formats.md): the grads'
+	 * and the optimizer state's over the t_u, zero3's params' over the n_u */
+	out->padding_bytes = t.padding_bytes;
+	if (scheme == ZS_ZERO3)
+		out->padding_bytes += (double)(out->padded_elements - out->params - (t.padded_elements - t.params)) /
+		                      world * (double)b->p;
 }
 
 /* theory_walk_schedule, and with tr its trace (only where
