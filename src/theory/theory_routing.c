@@ -212,6 +212,7 @@ const struct theory_routing_run *theory_routing_run_of(const struct theory_routi
 static int config_check(const struct theory_routing *r, const struct zs_model *m, const struct zs_config *c,
                         uint64_t BT, char **cause)
 {
+	uint64_t seq = c->batch > 0 ? BT / c->batch : 0;
 	const struct {
 		const char *key, *option;
 		int from_step2, adam_only;
@@ -224,7 +225,7 @@ static int config_check(const struct theory_routing *r, const struct zs_model *m
 		{"model.key_value_heads", "the model's num_key_value_heads", 0, 0, (double)m->kv_heads, NULL},
 		{"model.head_dim", "the model's head_dim", 0, 0, (double)m->head_dim, NULL},
 		{"model.vocab_size", "the model's vocab_size", 0, 0, (double)m->vocab, NULL},
-		{"seq", "--seq", 0, 0, c->batch > 0 ? (double)(BT / c->batch) : 0, NULL},
+		{"seq", "--seq", 0, 0, (double)seq, NULL},
 		{"batch", "--batch", 0, 0, c->batch, NULL},
 		{"seed", "--seed", 0, 0, (double)c->seed, NULL},
 		{"precision", "--precision", 0, 0, 0, zs_precision_name(c->precision)},
