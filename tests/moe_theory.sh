@@ -25,8 +25,12 @@
 #    backward scratch, (64 − 32) rows of (2d + 3F)·4 bytes = 53,248 B;
 #  - the refusals, one line each and exit 2: a file without routing, a
 #    file of another shape (steps, batch, N), another framework,
-#    --routing for a dense model, FILE with --device-mem;
-#    every message about the file names it;
+#    --routing for a dense model, FILE with --device-mem, a file whose
+#    config is another run's (batch, seed, lr, precision, vocab_size), a
+#    rank that is not a list of steps; every message about the file names it;
+#  - the report refuses a theory's routing no --routing makes (no experts,
+#    uneven balanced counts) or a token's bytes of 0 or 1e308, and leaves
+#    unexplained, saying why, counts no router makes (1e300, an extra step);
 #  - the fuzz harness's seeds (tests/fuzz/corpus/routing/valid-*) load, its
 #    regression inputs are refused naming the file;
 #  - the shipped mixtral-8x7b at fp32 under the paper's schedule.
