@@ -25,8 +25,12 @@
 #    backward scratch, (64 − 32) rows of (2d + 3F)·4 bytes = 53,248 B;
 #  - the refusals, one line each and exit 2: a file without routing, a
 #    file of another shape (steps, batch, N), another framework,
-#    --routing for a dense model, FILE with --device-mem;
-#    every message about the file names it;
+#    --routing for a dense model, FILE with --device-mem, a file whose
+#    config is another run's (batch, seed, lr, precision, vocab_size), a
+#    rank that is not a list of steps; every message about the file names it;
+#  - the report refuses a theory's routing no --routing makes (no experts,
+#    uneven balanced counts) or a token's bytes of 0 or 1e308, and leaves
+#    unexplained, saying why, counts no router makes (1e300, an extra step);
 #  - the fuzz harness's seeds (tests/fuzz/corpus/routing/valid-*) load, its
 #    regression inputs are refused naming the file;
 #  - the shipped mixtral-8x7b at fp32 under the paper's schedule.
@@ -111,6 +115,50 @@ says worst "$dp3 within the worst-case routing bound: measured tokens per expert
 says activations "$dp3 the routing (--routing balanced; tokens per expert up to 47 measured, 32 balanced) moves the peak by 0 to 24960 B (1664 B a routed token) and the activations by none; measured: peak +1024960 B (1000000 B beyond), activations +1000000 B, scratch +24960 B"
 says activations "UNEXPLAINED $dp3 measured peak 4840784 B"
 says scratch "measured: peak +44960 B (20000 B beyond), activations +0 B, scratch +44960 B"
+# the review of s33-int: a theory's routing no --routing makes, or a token's
+# bytes that are none or beyond any peak, refuse its file in one line; counts
+# no router makes (one of 1e300, a rank one step longer) are not named
+python3 - "$tmp" <<'PY' || exit 99
+import json, sys
+t = sys.argv[1]
+for name, key, val in (("empty", "tokens_per_expert", []), ("uneven", "tokens_per_expert", [40, 32, 32, 24]),
+                       ("zero", "routed_bytes_per_token", 0), ("huge", "routed_bytes_per_token", 1e308)):
+    b = json.load(open(t + "/balanced.json"))
+    b["config"]["routing"][key] = val
+    json.dump(b, open("%s/t-%s.json" % (t, name), "w"))
+m = json.load(open(t + "/m.json"))
+r = [x for x in m["runs"] if (x["scheme"], x["world"], x["unit"]) == ("dp", 3, "model")][0]
+r["routing"]["tokens_per_expert"][1][2][1][0] = 1e300
+json.dump(m, open(t + "/m-1e300.json", "w"))
+m = json.load(open(t + "/m.json"))
+r = [x for x in m["runs"] if (x["scheme"], x["world"], x["unit"]) == ("dp", 3, "model")][0]
+r["routing"]["tokens_per_expert"][2].append(r["routing"]["tokens_per_expert"][2][0])
+json.dump(m, open(t + "/m-step.json", "w"))
+PY
+report_refuse() { # WANT THEORY: the report of m.json and THEORY exits 2 with one line containing WANT
+	ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zerosim" report --no-render --measured "$tmp/mlp-m.json" \
+		--theory "$tmp/mlp-t.json" --transformer "$tmp/m.json" --transformer "$2" --out "$tmp/rep-refused" \
+		>"$tmp/r.out" 2>"$tmp/r.err"
+	rc=$?
+	if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/r.err")" -ne 1 ] || ! grep -qF -- "$1" "$tmp/r.err"; then
+		fail "report of $2: exit $rc, stderr '$(cat "$tmp/r.err")', expected '$1'"
+	else
+		echo "ok: report refused: $(cat "$tmp/r.err")"
+	fi
+}
+report_refuse "$tmp/t-empty.json: config.routing.tokens_per_expert: 0 experts, not 1 to 4096" "$tmp/t-empty.json"
+report_refuse "$tmp/t-uneven.json: config.routing.tokens_per_expert: not counts --routing balanced makes" \
+	"$tmp/t-uneven.json"
+report_refuse "$tmp/t-zero.json: config.routing.routed_bytes_per_token: not a whole number of bytes from 1 to" \
+	"$tmp/t-zero.json"
+report_refuse "$tmp/t-huge.json: config.routing.routed_bytes_per_token: not a whole number of bytes from 1 to" \
+	"$tmp/t-huge.json"
+report 1e300 "$tmp/m-1e300.json" "$tmp/balanced.json"
+report step "$tmp/m-step.json" "$tmp/balanced.json"
+summary 1e300 "24 measured, 1 unexplained, 23 departing by routing imbalance (the theory's --routing balanced)"
+summary step "24 measured, 1 unexplained, 23 departing by routing imbalance (the theory's --routing balanced)"
+says 1e300 "$dp3 measured routing.tokens_per_expert has a count that is not a whole number up to the B·T·k a block routes: no router made it"
+says step "$dp3 measured routing.tokens_per_expert has a rank of more steps than the first: no router made it"
 
 python3 - "$tmp" <<'PY' || status=1
 import json, sys
@@ -236,8 +284,41 @@ refuse "nothing.json" $sweep --routing "$tmp/nothing.json"
 one="--model $tmp/config.json --seq 16 --batch 4 --precision fp32 --schemes dp --unit model"
 # shellcheck disable=SC2086
 refuse "3 steps at N = 1, --steps 2" $one --world 1 --steps 2 --routing "$tmp/m.json"
+# the sums, in a file whose config does not say its batch (one from before
+# config.batch is checked below)
+python3 -c 'import json,sys; m = json.load(open(sys.argv[1])); del m["config"]; json.dump(m, open(sys.argv[2], "w"))' \
+	"$tmp/m.json" "$tmp/no-config.json" || exit 99
 # shellcheck disable=SC2086
-refuse "routes 128 assignments a block, B·T·k is 64" $one --world 1 --batch 2 --steps 3 --routing "$tmp/m.json"
+refuse "routes 128 assignments a block, B·T·k is 64" $one --world 1 --batch 2 --steps 3 --routing "$tmp/no-config.json"
+# the review of s33-int: a file of another run than the sweep's, in what
+# decides the router's choices, is refused naming the key (its shape alone
+# was checked)
+# shellcheck disable=SC2086
+refuse "$tmp/m.json: its config.batch is 4, --batch is 2 here" $one --world 1 --batch 2 --steps 3 --routing "$tmp/m.json"
+# shellcheck disable=SC2086
+refuse "$tmp/m.json: its config.seed is 3, --seed is 7 here" $one --world 1 --steps 3 --seed 7 --routing "$tmp/m.json"
+# shellcheck disable=SC2086
+refuse "$tmp/m.json: its config.lr is 0.001, --lr is 0.5 here" $one --world 1 --steps 3 --lr 0.5 --routing "$tmp/m.json"
+refuse "$tmp/m.json: its config.precision is \"fp32\", --precision is mixed here" --model "$tmp/config.json" --seq 16 \
+	--batch 4 --precision mixed --schemes dp --unit model --world 1 --steps 3 --routing "$tmp/m.json"
+python3 - "$tmp" <<'PY' || exit 99
+import json, sys
+t = sys.argv[1]
+m = json.load(open(t + "/m.json"))
+m["config"]["model"]["vocab_size"] = 65
+json.dump(m, open(t + "/vocab.json", "w"))
+m = json.load(open(t + "/m.json"))
+run = [r for r in m["runs"] if r["world"] == 2][0]
+m["runs"] = [run]
+run["routing"]["tokens_per_expert"] = [5, [[1]]]
+json.dump(m, open(t + "/rank-five.json", "w"))
+PY
+# shellcheck disable=SC2086
+refuse "$tmp/vocab.json: its config.model.vocab_size is 65, the model's vocab_size is 64 here" $one --world 1 \
+	--steps 3 --routing "$tmp/vocab.json"
+# shellcheck disable=SC2086
+refuse "$tmp/rank-five.json: runs[0].routing.tokens_per_expert[0]: not a list of steps" $one --world 2 --steps 3 \
+	--routing "$tmp/rank-five.json"
 # shellcheck disable=SC2086
 refuse "no run of N = 4" $one --world 4 --steps 3 --routing "$tmp/m.json"
 # shellcheck disable=SC2086

@@ -10,6 +10,7 @@
 
 #include "util/buf.h"
 #include "report/report_moe.h"
+#include "util/model.h"
 #include "util/util.h"
 
 static const char *const mode_names[] = {NULL, "balanced", "worst"};
@@ -32,21 +33,53 @@ int report_moe_theory(const cJSON *theory, const char *path, struct report_moe *
 		return 0;
 	if (zs_json_array(rt, "tokens_per_expert", "config.routing", &tok, cause) < 0)
 		return -1;
-	/* additive: a theory.json from before it has no bound to give */
+	/* A token's bytes are a share of a step: a whole, positive number no
+	 * larger than the theory's largest peak (a peak holds at least the
+	 * busiest expert's scratch). Additive: a theory.json from before it has
+	 * no bound to give. */
+	double cap = 0x1p53;
+	const cJSON *row;
+	cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(theory, "rows")) {
+		const cJSON *pk = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(row, "schedule"),
+		                                                   "peak_bytes");
+		if (cJSON_IsNumber(pk) && pk->valuedouble > 0 && (cap == 0x1p53 || pk->valuedouble > cap))
+			cap = fmin(pk->valuedouble, 0x1p53);
+	}
 	const cJSON *tb = cJSON_GetObjectItemCaseSensitive(rt, "routed_bytes_per_token");
-	if (tb != NULL && (!cJSON_IsNumber(tb) || !isfinite(tb->valuedouble) || tb->valuedouble < 0))
-		return zs_fail(cause, "%s: config.routing.routed_bytes_per_token: not a byte count", path);
+	if (tb != NULL && (!cJSON_IsNumber(tb) || !(tb->valuedouble >= 1) || tb->valuedouble > cap ||
+	                   tb->valuedouble != floor(tb->valuedouble)))
+		return zs_fail(cause, "%s: config.routing.routed_bytes_per_token: not a whole number of bytes from 1 to "
+		               "%.0f (the theory's largest peak)", path, cap);
+	/* the counts --routing balanced or worst makes: E of them (1 to the
+	 * most experts a model has), whole, balanced's within one of each
+	 * other, worst's each 0 or the largest */
 	out->experts = (size_t)cJSON_GetArraySize(tok);
-	out->tokens = zs_calloc(out->experts > 0 ? out->experts : 1, sizeof *out->tokens);
+	if (out->experts == 0 || out->experts > ZS_MODEL_MAX_EXPERTS)
+		return zs_fail(cause, "%s: config.routing.tokens_per_expert: %zu experts, not 1 to %d", path, out->experts,
+		               ZS_MODEL_MAX_EXPERTS);
+	out->tokens = zs_calloc(out->experts, sizeof *out->tokens);
 	size_t e = 0;
+	double low = 0x1p53;
 	cJSON_ArrayForEach(v, tok) {
-		if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0) {
+		if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble > 0x1p53 ||
+		    v->valuedouble != floor(v->valuedouble)) {
 			report_moe_free(out);
 			return zs_fail(cause, "%s: config.routing.tokens_per_expert: not a list of counts", path);
 		}
 		out->tokens[e++] = v->valuedouble;
 		out->top = v->valuedouble > out->top ? v->valuedouble : out->top;
+		low = fmin(low, v->valuedouble);
 	}
+	int made = out->top > 0 && (m == REPORT_MOE_BALANCED ? out->top - low <= 1 : 1);
+	for (e = 0; m == REPORT_MOE_WORST && e < out->experts; e++)
+		made &= out->tokens[e] == 0 || out->tokens[e] == out->top;
+	if (!made) {
+		report_moe_free(out);
+		return zs_fail(cause, "%s: config.routing.tokens_per_expert: not counts --routing %s makes", path,
+		               mode_names[m]);
+	}
+	for (e = 0; e < out->experts; e++)
+		out->assignments += out->tokens[e];
 	out->token_bytes = tb != NULL ? tb->valuedouble : 0;
 	out->mode = m;
 	return 0;
@@ -88,32 +121,48 @@ struct run_counts {
 	int differs;                 /* a count other than the theory's */
 };
 
-/* 0, or -1 for counts that are not counts. */
-static int run_counts(const struct report_moe *t, const cJSON *tok, struct run_counts *c)
+/* NULL, or why the counts are not ones a router makes: a router of the
+ * theory's model routes B·T·k assignments (the theory's sum) in every
+ * block of every step, to its E experts, over the run's blocks, every rank
+ * the same steps (docs/schedule.md, "Mixtures of experts"). */
+static const char *run_counts(const struct report_moe *t, const cJSON *rt, const cJSON *tok, struct run_counts *c)
 {
 	const cJSON *rank, *step, *block, *v;
+	const cJSON *nb = cJSON_GetObjectItemCaseSensitive(rt, "blocks");
 	double *step_top = NULL;
 	size_t nsteps = 0;
-	int k = 0, rc = 0;
+	int k = 0;
+	const char *why = NULL;
 	memset(c, 0, sizeof *c);
 	c->top = -1;
 	cJSON_ArrayForEach(rank, tok) {
 		size_t s = 0;
 		cJSON_ArrayForEach(step, rank) {
 			if (s == nsteps) {
+				if (k > 0) {
+					why = "a rank of more steps than the first";
+					goto end;
+				}
 				step_top = zs_realloc(step_top, ++nsteps * sizeof *step_top);
 				step_top[s] = 0;
 			}
 			int l = 0;
 			cJSON_ArrayForEach(block, step) {
 				size_t e = 0;
+				double sum = 0;
 				cJSON_ArrayForEach(v, block) {
-					if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0)) {
-						rc = -1;
+					if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble > t->assignments ||
+					    v->valuedouble != floor(v->valuedouble)) {
+						why = "a count that is not a whole number up to the B·T·k a block routes";
 						goto end;
 					}
 					double n = v->valuedouble;
-					c->differs |= e >= t->experts || n != t->tokens[e];
+					if (t->mode == REPORT_MOE_WORST && n > t->top) { /* worst's largest is B·T */
+						why = "a count above the B·T tokens a block has";
+						goto end;
+					}
+					sum += n;
+					c->differs |= n != t->tokens[e < t->experts ? e : 0];
 					step_top[s] = n > step_top[s] ? n : step_top[s];
 					if (n > c->top) {
 						c->top = n;
@@ -122,19 +171,36 @@ static int run_counts(const struct report_moe *t, const cJSON *tok, struct run_c
 					}
 					e++;
 				}
+				if (e != t->experts) {
+					why = "a block of other than the theory's experts";
+					goto end;
+				}
+				if (sum != t->assignments) {
+					why = "a block routing other than the theory's B·T·k assignments";
+					goto end;
+				}
 				l++;
 			}
+			if (l == 0 || (cJSON_IsNumber(nb) && l != nb->valuedouble)) {
+				why = "a step of other than the run's blocks";
+				goto end;
+			}
 			s++;
+		}
+		if (s != nsteps) {
+			why = "a rank of fewer steps than the first";
+			goto end;
 		}
 		k++;
 	}
 	c->low = c->top;
 	for (size_t s = 0; s < nsteps; s++)
 		c->low = step_top[s] < c->low ? step_top[s] : c->low;
-	rc = c->most != NULL ? 0 : -1;
+	if (c->most == NULL)
+		why = "no counts";
 end:
 	free(step_top);
-	return rc;
+	return why;
 }
 
 int report_moe_imbalance(const struct report_moe *t, const cJSON *run, const struct report_run *r, char **note)
@@ -149,7 +215,13 @@ int report_moe_imbalance(const struct report_moe *t, const cJSON *run, const str
 	for (int k = 0; k < REPORT_NCATS && r->has_sched_peak_bd; k++)
 		if (k != REPORT_CAT_ACTIVATIONS && k != REPORT_CAT_SCRATCH && r->peak_bd[k] != r->sched_peak_bd[k])
 			return 0;
-	if (run_counts(t, tok, &c) < 0 || !c.differs)
+	const char *why = run_counts(t, rt, tok, &c);
+	if (why != NULL) {
+		*note = zs_asprintf("measured routing.tokens_per_expert has %s: no router made it, the departure is not "
+		                    "named", why);
+		return 0;
+	}
+	if (!c.differs)
 		return 0;
 	/* The peak departs by the busiest expert's scratch alone: a step of
 	 * largest count n is (n − top) tokens of it off the theory's at every

@@ -30,6 +30,7 @@ struct report_moe {
 	double *tokens;              /* its tokens per expert, every block's */
 	size_t experts;
 	double top;                  /* the largest of them */
+	double assignments;          /* their sum, B·T·k: what every block of a step routes */
 	double token_bytes;          /* config.routing.routed_bytes_per_token; 0 where the file has none */
 };
 

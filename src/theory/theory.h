@@ -372,6 +372,7 @@ struct theory_routing {
 	const char *file;               /* file: its path */
 	struct theory_routing_run *run;
 	size_t nruns;
+	cJSON *config;                  /* file: its "config" (NULL: none), what its run was */
 };
 /* A rank's counts: [step][block][expert], steps of them (the walk takes
  * step t's as t mod steps). */

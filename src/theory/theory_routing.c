@@ -27,6 +27,7 @@ void theory_routing_free(struct theory_routing *r)
 		cJSON_Delete(r->run[i].json);
 	}
 	free(r->run);
+	cJSON_Delete(r->config);
 	memset(r, 0, sizeof *r);
 }
 
@@ -124,7 +125,11 @@ static int load_run(struct theory_routing_run *run, const cJSON *mrun, const cha
 		goto end;
 	}
 	const cJSON *rank = cJSON_GetArrayItem(tok, 0);
-	run->steps = cJSON_IsArray(rank) ? (size_t)cJSON_GetArraySize(rank) : 0;
+	if (!cJSON_IsArray(rank)) {
+		zs_fail(cause, "%s.tokens_per_expert[0]: not a list of steps", rwhere);
+		goto end;
+	}
+	run->steps = (size_t)cJSON_GetArraySize(rank);
 	if (run->steps == 0) {
 		zs_fail(cause, "%s.tokens_per_expert has no steps", rwhere);
 		goto end;
@@ -160,6 +165,7 @@ int theory_routing_parse(struct theory_routing *r, const char *arg, char **cause
 		return -1;
 	r->mode = THEORY_ROUTING_FILE;
 	r->file = arg;
+	r->config = cJSON_DetachItemFromObjectCaseSensitive(root, "config");
 	int rc = zs_json_array(root, "runs", arg, &runs, cause);
 	if (rc == 0 && cJSON_GetArraySize(runs) == 0)
 		rc = zs_fail(cause, "%s: no runs", arg);
@@ -196,11 +202,70 @@ const struct theory_routing_run *theory_routing_run_of(const struct theory_routi
 	return same_world;
 }
 
+/* What decides the router's choices, so the file's run must be the
+ * sweep's in it: the weights and tokens (the model's shape, --seed,
+ * --batch, --seq), the logits' rounding (--precision), and from step 2 on
+ * the weights the optimizer left (--optimizer, --lr, Adam's betas and
+ * eps). The scheme, unit and N are the run's own keys (theory_routing_run_of);
+ * --recompute and --flash-attn change what is saved, not what is routed. A
+ * key the file's config lacks is not checked (a file from before it). */
+static int config_check(const struct theory_routing *r, const struct zs_model *m, const struct zs_config *c,
+                        uint64_t BT, char **cause)
+{
+	uint64_t seq = c->batch > 0 ? BT / c->batch : 0;
+	const struct {
+		const char *key, *option;
+		int from_step2, adam_only;
+		double num;
+		const char *str;          /* a string key's; NULL for a number's */
+	} decides[] = {
+		{"model.hidden_size", "the model's hidden_size", 0, 0, (double)m->hidden, NULL},
+		{"model.intermediate_size", "the model's intermediate_size", 0, 0, (double)m->intermediate, NULL},
+		{"model.attention_heads", "the model's num_attention_heads", 0, 0, (double)m->heads, NULL},
+		{"model.key_value_heads", "the model's num_key_value_heads", 0, 0, (double)m->kv_heads, NULL},
+		{"model.head_dim", "the model's head_dim", 0, 0, (double)m->head_dim, NULL},
+		{"model.vocab_size", "the model's vocab_size", 0, 0, (double)m->vocab, NULL},
+		{"seq", "--seq", 0, 0, (double)seq, NULL},
+		{"batch", "--batch", 0, 0, c->batch, NULL},
+		{"seed", "--seed", 0, 0, (double)c->seed, NULL},
+		{"precision", "--precision", 0, 0, 0, zs_precision_name(c->precision)},
+		{"optimizer", "--optimizer", 1, 0, 0, zs_optimizer_name(c->optimizer)},
+		{"lr", "--lr", 1, 0, c->lr, NULL},
+		{"beta1", "--beta1", 1, 1, c->beta1, NULL},
+		{"beta2", "--beta2", 1, 1, c->beta2, NULL},
+		{"eps", "--eps", 1, 1, c->eps, NULL},
+	};
+	for (size_t i = 0; i < sizeof decides / sizeof *decides; i++) {
+		if ((decides[i].from_step2 && c->steps < 2) || (decides[i].adam_only && c->optimizer != ZS_ADAM))
+			continue;
+		const char *key = decides[i].key, *dot = strchr(key, '.');
+		const cJSON *v = dot == NULL ? cJSON_GetObjectItemCaseSensitive(r->config, key)
+		                             : cJSON_GetObjectItemCaseSensitive(
+		                                   cJSON_GetObjectItemCaseSensitive(r->config, "model"), dot + 1);
+		if (v == NULL || cJSON_IsNull(v))
+			continue;
+		const char *str = decides[i].str;
+		if (str != NULL ? !cJSON_IsString(v) || strcmp(v->valuestring, str) != 0
+		                : !cJSON_IsNumber(v) || v->valuedouble != decides[i].num) {
+			char *file = cJSON_PrintUnformatted(v);
+			char *here = str != NULL ? zs_asprintf("%s", str) : zs_asprintf("%.17g", decides[i].num);
+			zs_fail(cause, "--routing %s: its config.%s is %s, %s is %s here (the router's choices follow it)",
+			        r->file, key, file != NULL ? file : "?", decides[i].option, here);
+			free(file);
+			free(here);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int theory_routing_check(const struct theory_routing *r, const struct zs_model *m, const struct zs_config *c,
                          uint64_t BT, char **cause)
 {
 	if (!theory_routing_per_rank(r))
 		return 0;
+	if (config_check(r, m, c, BT, cause) < 0)
+		return -1;
 	uint64_t want = BT * m->experts_per_tok;
 	for (size_t s = 0; s < c->nschemes; s++)
 		for (size_t u = 0; u < c->nunits; u++)
