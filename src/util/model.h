@@ -61,8 +61,8 @@
  *     MixtralConfig's defaults. The engine trains it in fp32 or mixed,
  *     any recompute, under the paper's schemes (not the auxiliary loss nor
  *     router_jitter_noise: unrun where the config asks for them), and the
- *     theory follows that
- *     step under --routing (its activations follow the routing).
+ *     theory follows that step under --routing (its activations follow
+ *     the routing).
  *
  * Keys that change no byte count but the numbers the engine's transformer
  * computes are read too: the norms' epsilon (gpt2 layer_norm_epsilon,
