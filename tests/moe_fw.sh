@@ -23,6 +23,16 @@
 #    first loss within 1e-3 of fp32's (the same seed: weights and batch);
 #  - mixed's N = 2 ranks peak apart, in every scheme, by their largest experts' backward
 #    scratch, still fp32: (2d + 3F)·4 = 1,664 bytes a token;
+#  - one step's routed tensors counted by hand, apart from src/util/step.c
+#    (which sizes both the engine's and the theory's): in each block's
+#    forward, --timeline shows (fp32, mixed) the probabilities B·T·E·4,
+#    the choice B·T·k·8 (int64), the routing weights B·T·k·(4, 2), the
+#    counts E·8, the starts (E+1)·8, the token and slot indices B·T·k·8,
+#    then (after the block's output, B·T·d·(4, 2)) each expert's xe, gu,
+#    act, ye: c·d, c·2F, c·F, c·d elements of (4, 2) bytes, c the tokens
+#    measure says it routed there, in the engine's order; and mixed's
+#    act32 (fp32) is a block's input and 16-bit tensors widened,
+#    B·T·(d + d + (H + 2·Hkv)·hd + H·hd + d + d + d) + B·T·k·(1 + 2d + 3F);
 #  - --framework deepspeed is refused by name (one line, exit 2, no file).
 #
 # About 4 s. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
@@ -55,6 +65,12 @@ for set in "mixed none 1,2,3" "fp32 selective 1,2" "mixed selective 1,3" "fp32 f
 		*) fail "$tag N = $3: --routing $r against measure: $(cat "$tmp/out")" ;;
 		esac
 	done
+done
+# one step of each precision with its timeline, for the routed tensors counted by hand
+for p in fp32 mixed; do
+	OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/config.json" --seq 16 --batch 4 --schemes dp \
+		--world 1 --precision $p --steps 1 --timeline --out "$tmp/t-$p.json" ||
+		{ echo "moe_fw: measure --timeline $p failed" >&2; exit 99; }
 done
 # fp32 without recompute, N = 1, 2, 3, for the hand checks (moe_theory.sh holds it)
 # shellcheck disable=SC2086
@@ -118,6 +134,33 @@ for r in (r for r in m["runs"] if r["world"] == 2):
 r1 = [r for r in m["runs"] if r["world"] == 1][0]
 print("ok: mixed: loss %.4f -> %.4f over 30 steps, first %.6f (fp32 %.6f), one digest per N; N=2 ranks' peaks apart: %s"
       % (r1["losses"][0], r1["losses"][-1], first16, first32, ", ".join(apart)))
+# the routed tensors by hand: (dtype bytes, elements) from the shape and
+# the step's counts; a wrong dtype in step.c changes a size in the timeline
+E, k, Hkv, hd = 4, 2, 4, 8
+for p, e16 in (("fp32", 4), ("mixed", 2)):
+    r = json.load(open("%s/t-%s.json" % (tmp, p)))["runs"][0]
+    counts = r["routing"]["tokens_per_expert"][0][-1]
+    fwd = [e["bytes"] for e in r["timeline"] if e["phase"] == "forward" and e["op"] == "alloc"]
+    at, blocks = 0, []
+    for c in counts:
+        want = [B * T * E * 4, B * T * k * 8, B * T * k * e16, E * 8, (E + 1) * 8, B * T * k * 8, B * T * k * 8]
+        want.append(B * T * d * e16)  # the block's output, made before the experts run into it
+        for n in c:
+            want += [n * d * e16, n * 2 * F * e16, n * F * e16, n * d * e16]
+        where = next((i for i in range(at, len(fwd)) if fwd[i:i + len(want)] == want), -1)
+        if where < 0:
+            bad.append("%s: no run of forward allocations %s (counts %s) after the %dth" % (p, want, c, at))
+            break
+        at = where + len(want)
+        blocks.append(sum(want) - B * T * d * e16)
+    else:
+        print("ok: %s: each block's routed tensors as counted by hand, in order: %s bytes" % (p, blocks))
+    act32 = B * T * (d + d + (H + 2 * Hkv) * hd + H * hd + 3 * d) * 4 + B * T * k * (1 + 2 * d + 3 * F) * 4
+    scratch = [e["bytes"] for e in r["timeline"] if e["op"] == "alloc" and e["category"] == "scratch"]
+    if (act32 in scratch) != (p == "mixed"):
+        bad.append("%s: act32 by hand %d B; the scratch allocated %s" % (p, act32, scratch))
+    elif p == "mixed":
+        print("ok: mixed: act32 %d B as counted by hand" % act32)
 for b in bad:
     print("moe_fw: FAIL: " + b)
 sys.exit(1 if bad else 0)

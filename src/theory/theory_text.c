@@ -605,6 +605,16 @@ static unsigned smallest_world(const struct theory_request *req, enum zs_scheme 
 		if (r.model_sched)
 			from = ZS_MAX_WORLD; /* judged on the step at every N, and no N fits: nothing to walk */
 	}
+	if (framework_headline(req) && req->config->framework == ZS_FW_PAPER && from < ZS_MAX_WORLD) {
+		/* the paper's step starts from its resident states, each unit's
+		 * shard ceil(n/N) (never more at a larger N): where they alone
+		 * exceed the device at the largest N, no N fits, and the scan
+		 * below (a walk an N, 64,512 of them past 1,024) finds none */
+		struct theory_row r;
+		theory_row(req->config->batch == 1 ? req : &alt, scheme, unit, ZS_MAX_WORLD, &r);
+		if (r.model_sched && (double)r.sched.resident_bytes > usable)
+			from = ZS_MAX_WORLD;
+	}
 	for (unsigned w = from + 1; w <= ZS_MAX_WORLD && found == 0; w++) {
 		struct theory_row r;
 

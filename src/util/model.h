@@ -58,10 +58,11 @@
  *     k (default 2, at most E), router_aux_loss_coef (0.001) and
  *     output_router_logits (false: no auxiliary loss in the loss);
  *     rms_norm_eps 1e-5, rope_theta 1e6, sliding_window none, as
- *     MixtralConfig's defaults. The engine trains it in fp32 under the
- *     paper's schemes (not the auxiliary loss nor router_jitter_noise:
- *     unrun where the config asks for them), and the theory follows that
- *     step under --routing (its activations follow the routing).
+ *     MixtralConfig's defaults. The engine trains it in fp32 or mixed,
+ *     any recompute, under the paper's schemes (not the auxiliary loss nor
+ *     router_jitter_noise: unrun where the config asks for them), and the
+ *     theory follows that step under --routing (its activations follow
+ *     the routing).
  *
  * Keys that change no byte count but the numbers the engine's transformer
  * computes are read too: the norms' epsilon (gpt2 layer_norm_epsilon,
