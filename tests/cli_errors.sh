@@ -1013,6 +1013,15 @@ bad_measure "--attn sdpa: --seq 16 reaches the sliding window (16): SDPA gets a 
 bad_measure "--optimizer: the PyTorch step describes Adam only" \
 	--framework torch --model "${srcdir:-.}/report/models/llama-tiny.json" --seq 16 --wrapper none --world 1 \
 	--torch-device cpu --attn eager --optimizer sgd
+# --attn reaches the PyTorch step only: measure refuses sdpa where the
+# engine's own step (eager attention) runs, from the options and a spec.
+bad_measure "--attn sdpa: --framework deepspeed runs zerosim's own step, whose attention is eager (give --attn eager, or --framework torch --wrapper none, ddp or fsdp)" \
+	--framework deepspeed --model "${srcdir:-.}/report/models/llama-tiny.json" --seq 16 --world 1 --attn sdpa
+bad_measure "--attn sdpa: --framework torch --wrapper auto runs zerosim's own step" \
+	--framework torch --model "${srcdir:-.}/report/models/llama-tiny.json" --seq 16 --world 1 --attn sdpa
+printf '{"format": "zerosim-sweep/3", "framework": "deepspeed", "attn": "sdpa", "world": [1]}' >"$tmp/ds-sdpa.json"
+bad_measure "--attn sdpa: --framework deepspeed runs zerosim's own step" \
+	--model "${srcdir:-.}/report/models/llama-tiny.json" --seq 16 --spec "$tmp/ds-sdpa.json"
 # theory's --flash-attn is --attn sdpa under torch and deepspeed.
 bad_theory "--flash-attn is --attn sdpa, and --attn eager says otherwise: give one" \
 	--framework torch --model "$tiny" --attn eager --flash-attn --world 1

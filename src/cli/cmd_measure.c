@@ -602,6 +602,16 @@ int zs_cmd_measure(int argc, char **argv)
 		cause = zs_asprintf("--recompute %s: the plain loop's PyTorch step keeps what autograd keeps (activation checkpointing is not described yet); give --recompute none", zs_recompute_name(c.tfm->recompute));
 		goto fail;
 	}
+	/* --attn reaches the PyTorch step only: the engine's own steps
+	 * (--framework deepspeed, torch's --wrapper auto) run eager attention,
+	 * so a measure given sdpa there would record what it did not run
+	 * (theory keeps it as --flash-attn's reference column) */
+	if ((c.given & ZS_KEY_BIT(ZS_KEY_ATTN)) && c.attn == ZS_ATTN_SDPA && !zs_wrapper_step(&c)) {
+		cause = zs_asprintf("--attn sdpa: --framework %s%s runs zerosim's own step, whose attention is eager "
+		                    "(give --attn eager, or --framework torch --wrapper none, ddp or fsdp)",
+		                    zs_framework_name(c.framework), c.framework == ZS_FW_TORCH ? " --wrapper auto" : "");
+		goto fail;
+	}
 	if (zs_wrapper_step(&c) && c.tfm != NULL) {
 		int rc = plain_step_check(&c, &cause);
 		if (rc == -2) /* zerosim's failure, not the input's */
