@@ -260,7 +260,13 @@ static int moe_check(struct theory_request *req, const struct zs_model *m, const
 	if (r->mode == THEORY_ROUTING_FILE && req->device_mem > 0)
 		return zs_fail(cause, "--routing %s: a measured routing is the counts of its batch; --device-mem's "
 		               "largest micro-batch needs --routing balanced or worst", arg);
-	return theory_routing_check(r, m, req->config, (uint64_t)req->config->batch * req->act.seq, cause);
+	uint64_t BT = (uint64_t)req->config->batch * req->act.seq;
+	if (theory_routing_check(r, m, req->config, BT, cause) < 0)
+		return -1;
+	char starved[160];
+	if (req->config->framework == ZS_FW_DEEPSPEED && theory_routing_starved(r, m, BT, starved, sizeof starved))
+		return zs_fail(cause, "%s: %s gets no token: " ZS_MOE_STARVED, m->name, starved);
+	return 0;
 }
 
 /* --model and the options that go with it; the defaults a transformer

@@ -592,9 +592,9 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 		walk_phase(w, ZS_PH_OPTIMIZER);
 		for (int k = 0; k < ZS_NCATS; k++)
 			walk_add(w, (enum zs_cat)k, ev->step[k]);
-		/* step() frees them before it returns: a trace's next step
-		 * starts without them (the peak is the same either way) */
-		for (int k = 0; k < ZS_NCATS && w->tr != NULL; k++)
+		/* step() frees them before it returns: the next step (a
+		 * trace's, a mixture's under its routing) starts without them */
+		for (int k = 0; k < ZS_NCATS; k++)
 			walk_sub(w, (enum zs_cat)k, ev->step[k]);
 		break;
 	case FWD_MATMUL:
