@@ -99,7 +99,7 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
 /* A mixture of experts (mixtral) runs in the engine's step, and the
  * theory follows that step, as ZS_MOE_SCOPE says (any recompute), in one
  * process: what of c and the caller's flags (below) is outside that,
- * named as an option ("--framework torch (give --framework paper)"), into
+ * named as an option ("--framework torch (give --framework paper or deepspeed)"), into
  * what (n bytes); "" when nothing is. measure and theory refuse a mixture
  * with it, each in its own sentence. */
 #define ZS_MOE_SCOPE "fp32 or mixed under --framework paper, or deepspeed's dp, zero1 and zero2"
