@@ -532,7 +532,7 @@ printf '{"model_type": "mixtral", "hidden_size": 16, "intermediate_size": 40, "n
 bad_theory "$tmp/moe-null.json: \"num_experts_per_tok\" is null (a whole number is needed: transformers' block fails on None)" \
 	--model "$tmp/moe-null.json"
 sed 's/"num_experts_per_tok": null/"num_experts_per_tok": 1/' "$tmp/moe-null.json" >"$tmp/moe-one.json"
-bad_theory "moe-one: a mixture of experts (1 expert, top 1): the theory follows the engine's step, fp32 or mixed under --framework paper, or deepspeed's dp, zero1 and zero2, so far; not with --framework deepspeed's zero3 (give --schemes dp,zero1,zero2)" --model "$tmp/moe-one.json" --framework deepspeed
+bad_theory "moe-one: a mixture of experts (1 expert, top 1): the theory follows the engine's step, fp32 or mixed under --framework paper, or deepspeed's dp, zero1 and zero2, so far; not with --framework torch (give --framework paper or deepspeed)" --model "$tmp/moe-one.json" --framework torch
 # the engine runs the block, not the auxiliary loss nor the router's noise
 sed 's/"num_experts_per_tok": 1/"num_experts_per_tok": 1, "output_router_logits": true/' "$tmp/moe-one.json" >"$tmp/moe-aux.json"
 bad_measure "moe-aux: \"output_router_logits\" is true: the router's auxiliary load-balancing loss is not run yet (give false)" \

@@ -33,8 +33,9 @@
 #    measure says it routed there, in the engine's order; and mixed's
 #    act32 (fp32) is a block's input and 16-bit tensors widened,
 #    B·T·(d + d + (H + 2·Hkv)·hd + H·hd + d + d + d) + B·T·k·(1 + 2d + 3F);
-#  - --framework deepspeed's zero3 is refused by name (one line, exit 2,
-#    no file; its dp, zero1 and zero2 are tests/ds_moe.sh's).
+#  - measure --framework deepspeed's zero3 is refused by name (one line,
+#    exit 2, no file; its dp, zero1 and zero2, and the theory's starred
+#    zero3, are tests/ds_moe.sh's).
 #
 # About 4 s. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
 name=moe_fw
@@ -168,7 +169,7 @@ sys.exit(1 if bad else 0)
 PY
 
 # DeepSpeed's ZeRO-3 is not built for a mixture: refused by name
-for cmd in measure theory; do
+for cmd in measure; do
 	if "$zerosim" $cmd --model "$tmp/config.json" --seq 16 --batch 4 --world 1 --framework deepspeed --schemes zero3 \
 		--out "$tmp/ds.json" >"$tmp/out" 2>"$tmp/err"; then
 		fail "$cmd --framework deepspeed ran"

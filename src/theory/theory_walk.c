@@ -319,6 +319,7 @@ int theory_tfm_has_schedule(const struct zs_model *m, const struct theory_act_op
 	 * blocks (the engine's are bounded by memory only) */
 	return o->elem == (b->master != 0 ? 2 : 4) && !o->flash &&
 	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3 || o->recompute != ZS_RECOMPUTE_FULL) &&
+	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3 || m->experts == 0) && /* (zs_moe_scope) */
 	       o->seq <= m->positions;
 }
 

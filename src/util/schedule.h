@@ -109,7 +109,9 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
 	"under --framework deepspeed its grad stays None, so DeepSpeed's reduce hook never fires for it and "  \
 	"it zero-fills a grad of its own apart (stage_1_and_2.py get_flat_partition; engine.py for dp), which " \
 	"zerosim does not follow (give more tokens: --batch, --seq)"
-enum { ZS_MOE_MPI = 1, ZS_MOE_ALLOCATOR = 2, ZS_MOE_CASE = 4, ZS_MOE_FLASH = 8 };
+/* ZS_MOE_THEORY: the theory's, which gives DeepSpeed's zero3 the paper's
+ * level, starred (theory_tfm_has_schedule), where measure refuses it. */
+enum { ZS_MOE_MPI = 1, ZS_MOE_ALLOCATOR = 2, ZS_MOE_CASE = 4, ZS_MOE_FLASH = 8, ZS_MOE_THEORY = 16 };
 void zs_moe_scope(const struct zs_config *c, unsigned flags, char *what, size_t n);
 
 #endif
