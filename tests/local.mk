@@ -102,6 +102,8 @@ TESTS += tests/moe_theory.sh
 EXTRA_DIST += tests/moe_theory.sh tests/moe_lib.sh
 TESTS += tests/moe_fw.sh
 EXTRA_DIST += tests/moe_fw.sh
+TESTS += tests/ds_moe.sh
+EXTRA_DIST += tests/ds_moe.sh
 
 # Agreement with PyTorch (skipped where no python3 imports torch).
 check_PROGRAMS += tests/tfm_dump

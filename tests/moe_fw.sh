@@ -33,38 +33,19 @@
 #    measure says it routed there, in the engine's order; and mixed's
 #    act32 (fp32) is a block's input and 16-bit tensors widened,
 #    B·T·(d + d + (H + 2·Hkv)·hd + H·hd + d + d + d) + B·T·k·(1 + 2d + 3F);
-#  - --framework deepspeed is refused by name (one line, exit 2, no file).
+#  - (--framework deepspeed is tests/ds_moe.sh's.)
 #
 # About 4 s. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
 name=moe_fw
 needs=${ZS_BUILDDIR:-.}/tests/json_agree
 . "${srcdir:-.}/tests/moe_lib.sh"
-agree=$needs
-status=0
-fail() { echo "moe_fw: FAIL: $*" >&2; status=1; }
 
 base="--model $tmp/config.json --seq 16 --batch 4 --schemes dp,zero1,zero2,zero3 --unit model,layer --steps 3"
 for set in "mixed none 1,2,3" "fp32 selective 1,2" "mixed selective 1,3" "fp32 full 1,3" "mixed full 1,2"; do
 	# shellcheck disable=SC2086
 	set -- $set
-	tag=$1-$2
-	sweep="$base --precision $1 --recompute $2 --world $3"
-	# shellcheck disable=SC2086
-	OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q $sweep --out "$tmp/m-$tag.json" ||
-		{ echo "moe_fw: measure $tag failed" >&2; exit 99; }
-	# FILE agrees to the byte; balanced departs (json_agree exits 1 on a mismatch)
-	for r in file balanced; do
-		arg=$r
-		[ "$r" = file ] && arg=$tmp/m-$tag.json
-		# shellcheck disable=SC2086
-		"$zerosim" theory $sweep --routing "$arg" --out "$tmp/$r-$tag.json" ||
-			{ echo "moe_fw: theory $tag --routing $r failed" >&2; exit 99; }
-		"$agree" "$tmp/m-$tag.json" "$tmp/$r-$tag.json" >"$tmp/out" 2>&1
-		case $r:$? in
-		file:0 | balanced:1) echo "ok: $tag N = $3: --routing $r against measure: $(head -1 "$tmp/out")" ;;
-		*) fail "$tag N = $3: --routing $r against measure: $(cat "$tmp/out")" ;;
-		esac
-	done
+	# FILE agrees to the byte; balanced departs
+	sweep_agree "$1-$2" "$base --precision $1 --recompute $2 --world $3"
 done
 # one step of each precision with its timeline, for the routed tensors counted by hand
 for p in fp32 mixed; do
@@ -166,16 +147,4 @@ for b in bad:
 sys.exit(1 if bad else 0)
 PY
 
-# DeepSpeed's step is not built for a mixture: refused by name
-for cmd in measure theory; do
-	if "$zerosim" $cmd --model "$tmp/config.json" --seq 16 --batch 4 --world 1 --framework deepspeed \
-		--out "$tmp/ds.json" >"$tmp/out" 2>"$tmp/err"; then
-		fail "$cmd --framework deepspeed ran"
-	else
-		rc=$?
-		[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
-			grep -q "not with --framework deepspeed (give --framework paper)" "$tmp/err" &&
-			[ ! -e "$tmp/ds.json" ] || fail "$cmd --framework deepspeed: exit $rc, '$(cat "$tmp/err")'"
-	fi
-done
 exit $status

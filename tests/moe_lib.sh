@@ -1,4 +1,4 @@
-# moe_lib — sourced by tests/moe_step.sh and tests/moe_theory.sh (after
+# moe_lib — sourced by tests/moe_step.sh, moe_theory.sh, moe_fw.sh and ds_moe.sh (after
 # `name=...` and `needs="BINARY..."`): the build's zerosim and the binaries
 # named, python3 (77 without it), a temporary folder $tmp removed at exit,
 # and in it config.json, the tiny mixtral both test (d 64, F 96, 2 blocks,
@@ -17,3 +17,27 @@ cat >"$tmp/config.json" <<'JSON'
  "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 64, "max_position_embeddings": 32,
  "num_local_experts": 4, "num_experts_per_tok": 2, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0}
 JSON
+# a test's verdict: fail says why and makes it 1
+status=0
+fail() { echo "$name: FAIL: $*" >&2; status=1; }
+# sweep_agree TAG SWEEP: measure SWEEP into $tmp/m-TAG.json, then the
+# theory under --routing FILE (that file) must agree with it to the byte
+# and --routing balanced must depart (tests/json_agree exits 1); a line
+# each, fail (the caller's) on either, exit 99 where a command fails.
+sweep_agree() {
+	# shellcheck disable=SC2086
+	OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q $2 --out "$tmp/m-$1.json" ||
+		{ echo "$name: measure $1 failed" >&2; exit 99; }
+	for r in file balanced; do
+		arg=$r
+		[ "$r" = file ] && arg=$tmp/m-$1.json
+		# shellcheck disable=SC2086
+		"$zerosim" theory $2 --routing "$arg" --out "$tmp/$r-$1.json" ||
+			{ echo "$name: theory $1 --routing $r failed" >&2; exit 99; }
+		"$top/tests/json_agree" "$tmp/m-$1.json" "$tmp/$r-$1.json" >"$tmp/out" 2>&1
+		case $r:$? in
+		file:0 | balanced:1) echo "ok: $1 --routing $r against measure: $(head -1 "$tmp/out")" ;;
+		*) fail "$1 --routing $r against measure: $(cat "$tmp/out")" ;;
+		esac
+	done
+}

@@ -42,8 +42,6 @@ needs=${ZS_BUILDDIR:-.}/tests/json_agree
 # the shipped configs (gpt2, mixtral-8x7b) from the source tree in a VPATH build
 [ -d "$top/data/models" ] || { ZEROSIM_DATADIR=${srcdir:-.}; export ZEROSIM_DATADIR; }
 agree=$needs
-status=0
-fail() { echo "moe_theory: FAIL: $*" >&2; status=1; }
 
 sweep="--model $tmp/config.json --seq 16 --batch 4 --precision fp32 --world 1,2,3 --schemes dp,zero1,zero2,zero3
        --unit model,layer --steps 3"

@@ -237,7 +237,7 @@ static int moe_check(struct theory_request *req, const struct zs_model *m, const
 	if (m == NULL || m->experts == 0)
 		return arg == NULL ? 0 : zs_fail(cause, "--routing needs a mixture of experts (--model of a mixtral)");
 	char what[96];
-	zs_moe_scope(req->config, (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0),
+	zs_moe_scope(req->config, ZS_MOE_THEORY | (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0),
 	             what, sizeof what);
 	if (what[0] != '\0') {
 		/* its model states are known whatever the step: point at them */
@@ -260,7 +260,13 @@ static int moe_check(struct theory_request *req, const struct zs_model *m, const
 	if (r->mode == THEORY_ROUTING_FILE && req->device_mem > 0)
 		return zs_fail(cause, "--routing %s: a measured routing is the counts of its batch; --device-mem's "
 		               "largest micro-batch needs --routing balanced or worst", arg);
-	return theory_routing_check(r, m, req->config, (uint64_t)req->config->batch * req->act.seq, cause);
+	uint64_t BT = (uint64_t)req->config->batch * req->act.seq;
+	if (theory_routing_check(r, m, req->config, BT, cause) < 0)
+		return -1;
+	char starved[160];
+	if (req->config->framework == ZS_FW_DEEPSPEED && theory_routing_starved(r, m, BT, starved, sizeof starved))
+		return zs_fail(cause, "%s: %s gets no token: " ZS_MOE_STARVED, m->name, starved);
+	return 0;
 }
 
 /* --model and the options that go with it; the defaults a transformer

@@ -538,6 +538,19 @@ static void record_routing(struct zs_run *r, unsigned k, unsigned t)
 			memcpy(to + E * b++, run_rank(r, k)->t[m->layer[l].moe[STEP_MOE_COUNTS]], E * sizeof *to);
 }
 
+/* Under DeepSpeed an expert that got no token is outside what the step
+ * follows (ZS_MOE_STARVED): -1 with *cause naming the first, or 0. */
+static int starved_expert(const struct zs_run *r, char **cause)
+{
+	size_t E = r->routing_experts, L = r->routing_blocks, S = r->config->steps;
+	for (unsigned k = r->r0; r->config->framework == ZS_FW_DEEPSPEED && k < r->r1 && r->routing != NULL; k++)
+		for (size_t i = 0; i < S * L * E; i++)
+			if (r->routing[(size_t)k * S * L * E + i] == 0)
+				return zs_fail(cause, "%s: expert %zu of block %zu got no token on rank %u at step %zu: "
+				               ZS_MOE_STARVED, r->config->tfm->hf.name, i % E, i / E % L, k, i / (L * E) + 1);
+	return 0;
+}
+
 static void forward_layer(struct zs_run *r, unsigned k, size_t l)
 {
 	const struct zs_layer *ly = &r->model.layer[l];
@@ -1303,11 +1316,12 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	tracker_sync(&r->tracker);
 	gather_records(r, c->steps, os_peak, &rec);
 	collect(r, opt, &rec, res);
+	int starved = starved_expert(r, cause);
 	res->routing = r->routing;
 	res->routing_blocks = r->routing_blocks;
 	res->routing_experts = r->routing_experts;
 	r->routing = NULL;
-	int replicas = check_replicas(r, scheme, &rec, cause);
+	int replicas = starved < 0 ? -1 : check_replicas(r, scheme, &rec, cause);
 	free(rec.buf);
 	free(own_init);
 

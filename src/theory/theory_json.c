@@ -339,6 +339,8 @@ static void routing_row_json(cJSON *schedule, const struct theory_request *req, 
 	uint64_t *peaks = zs_calloc(r->world, sizeof *peaks);
 	theory_request_bytes(req, &b);
 	theory_walk_rank_peaks(req->desc, &b, req->config, r->scheme, r->unit, r->world, peaks);
+	/* (under DeepSpeed theory_framework_json wrote one from rank 0's walk: each rank's replaces it) */
+	cJSON_DeleteItemFromObjectCaseSensitive(schedule, "per_rank");
 	cJSON *per = cJSON_AddObjectToObject(schedule, "per_rank");
 	cJSON *ra = cJSON_AddArrayToObject(per, "resident_bytes"), *pa = cJSON_AddArrayToObject(per, "peak_bytes");
 	cJSON *ca = cJSON_AddArrayToObject(per, "comm_bytes_per_step");

@@ -324,6 +324,36 @@ void theory_rank_counts(struct theory_rank_counts *out, const struct theory_rout
 	out->counts = out->own;
 }
 
+int theory_routing_starved(const struct theory_routing *r, const struct zs_model *m, uint64_t BT, char *what,
+                           size_t n)
+{
+	for (size_t i = 0; theory_routing_per_rank(r) && i < r->nruns; i++) {
+		const struct theory_routing_run *x = &r->run[i];
+		size_t per_rank = x->steps * x->blocks * x->experts;
+		for (size_t j = 0; j < (size_t)x->world * per_rank; j++)
+			if (x->counts[j] == 0) {
+				snprintf(what, n, "expert %zu of block %zu on rank %zu at step %zu of %s N = %u --unit %s",
+				         j % x->experts, j / x->experts % x->blocks, j / per_rank,
+				         j / (x->blocks * x->experts) % x->steps + 1, zs_scheme_name(x->scheme), x->world,
+				         zs_unit_name(x->unit));
+				return 1;
+			}
+	}
+	if (theory_routing_per_rank(r))
+		return 0;
+	struct theory_rank_counts rc;
+	theory_rank_counts(&rc, r, m, BT, ZS_DP, ZS_UNIT_MODEL, 1, 0);
+	int starved = 0;
+	for (size_t e = 0; e < rc.experts && !starved; e++)
+		if (rc.counts[e] == 0) { /* the same counts in every block */
+			snprintf(what, n, "expert %zu of every block under --routing %s", e,
+			         theory_routing_name(r != NULL ? r->mode : THEORY_ROUTING_BALANCED));
+			starved = 1;
+		}
+	theory_rank_counts_free(&rc);
+	return starved;
+}
+
 void theory_rank_counts_free(struct theory_rank_counts *c)
 {
 	free(c->own);

@@ -419,6 +419,8 @@ static const char *no_step_reason(const struct theory_request *req, enum zs_sche
 		return "more blocks than measure runs";
 	if (req->act.seq > m->positions)
 		return "a sequence beyond the model's positions";
+	if (req->config->framework == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3 && m->experts > 0)
+		return "a mixture of experts under DeepSpeed's ZeRO-3, which measure does not run";
 	if (req->config->framework == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3 &&
 	    req->act.recompute == ZS_RECOMPUTE_FULL)
 		return "DeepSpeed's ZeRO-3 with full recompute, which measure does not run";

@@ -319,6 +319,7 @@ int theory_tfm_has_schedule(const struct zs_model *m, const struct theory_act_op
 	 * blocks (the engine's are bounded by memory only) */
 	return o->elem == (b->master != 0 ? 2 : 4) && !o->flash &&
 	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3 || o->recompute != ZS_RECOMPUTE_FULL) &&
+	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3 || m->experts == 0) && /* (zs_moe_scope) */
 	       o->seq <= m->positions;
 }
 
@@ -592,9 +593,9 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 		walk_phase(w, ZS_PH_OPTIMIZER);
 		for (int k = 0; k < ZS_NCATS; k++)
 			walk_add(w, (enum zs_cat)k, ev->step[k]);
-		/* step() frees them before it returns: a trace's next step
-		 * starts without them (the peak is the same either way) */
-		for (int k = 0; k < ZS_NCATS && w->tr != NULL; k++)
+		/* step() frees them before it returns: the next step (a
+		 * trace's, a mixture's under its routing) starts without them */
+		for (int k = 0; k < ZS_NCATS; k++)
 			walk_sub(w, (enum zs_cat)k, ev->step[k]);
 		break;
 	case FWD_MATMUL:
