@@ -258,6 +258,15 @@ static int read_row(const cJSON *row, const char *where, void *rp, void *ctx, ch
 		     report_read_share(sc, "imbalance_bytes", at, &r->s_imbalance, cause) < 0))
 			return -1;
 	}
+	/* S and P, which the padding of a departure from the floor is measured
+	 * by (report_classify.h), where the schedule gives them; else Ψ/N and
+	 * Ψ: no padding is named */
+	r->run.shard_elements = m->params / r->run.world;
+	r->run.padded_elements = m->params;
+	if (sc != NULL && !cJSON_IsNull(sc) && cJSON_GetObjectItemCaseSensitive(sc, "shard_elements") != NULL &&
+	    (report_read_bytes(sc, "shard_elements", at, &r->run.shard_elements, cause) < 0 ||
+	     report_read_bytes(sc, "padded_elements", at, &r->run.padded_elements, cause) < 0))
+		return -1;
 	snprintf(at, sizeof at, "%s.peak", where);
 	if (r->resident + r->gathered + r->full_grads + r->activations != r->peak)
 		return zs_fail(cause, "%s: peak_bytes is not resident_bytes + gathered_params_bytes + "
