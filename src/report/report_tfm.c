@@ -1013,19 +1013,21 @@ static void frozen_tex(const struct report_tfm_model *m, struct zs_buf *b)
 	if (!m->freeze[0])
 		return;
 	data_of(m, &d);
-	zs_buf_printf(b, "\\paragraph{A frozen run.} \\texttt{--freeze '");
+	zs_buf_printf(b, "\\paragraph{A frozen run.} \\texttt{-{}-freeze ");
 	tex(b, m->freeze);
-	zs_buf_printf(b, "'}: $\\Psi_t = ");
+	zs_buf_printf(b, "}: $\\Psi_t = ");
 	grouped(b, m->trained);
 	zs_buf_printf(b, "$ of $\\Psi = ");
 	grouped(b, m->params);
 	zs_buf_printf(b, "$ parameters trained (%.1f\\,\\%%). The floor column is the frozen run's "
-	              "(docs/schedule.md, \\emph{The floors under --freeze}): a frozen parameter holds its $p$ "
+	              "(docs/schedule.md, \\emph{The floors under -{}-freeze}): a frozen parameter holds its $p$ "
 	              "bytes, sharded as the scheme shards params, and no $g$, no $k$: DP $p\\Psi + (g+k)\\Psi_t$, "
 	              "ZeRO-1 $p\\Psi + g\\Psi_t + k\\Psi_t/N$, ZeRO-2 $p\\Psi + (g+k)\\Psi_t/N$, ZeRO-3 "
 	              "$(p\\Psi + (g+k)\\Psi_t)/N$. The paper level's columns (padding, gathered params, full "
-	              "grads, peak, and so peak / floor) count every parameter as trained; the schedule and the "
-	              "measurement are the frozen run's.", 100 * m->trained / m->params);
+	              "grads, peak, and so peak / floor) count every parameter as trained%s; the schedule and the "
+	              "measurement are the frozen run's.", 100 * m->trained / m->params,
+	              strcmp(m->framework, "paper") != 0 ? " (the framework's departures from that level, after "
+	              "this paragraph, include what freezing saves)" : "");
 	for (int s = 0; s < ZS_NSCHEMES; s++) {
 		const struct report_tfm_row *r = report_tfm_find(m, (enum zs_scheme)s, w, u);
 		struct report_point pt[2];
