@@ -316,11 +316,11 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 	m->k = tr.k;
 	if (report_read_framework(cfg, where, &m->fw, cause) < 0)
 		return -1;
-	/* --freeze names Hugging Face parameters: a transformer's (report_tfm.c
-	 * reads its Ψ_t); zerosim freezes nothing of an MLP */
-	if (m->fw.step[ZS_SJ_FREEZE] != NULL)
-		return zs_fail(cause, "%s: config.freeze in an MLP's file: --freeze applies to a transformer "
-		               "(--model), whose files go to --transformer", where);
+	/* The paper's and DeepSpeed's --freeze is a transformer's (report_tfm.c
+	 * reads its Ψ_t): their MLP has no frozen floors */
+	if (m->fw.step[ZS_SJ_FREEZE] != NULL && strcmp(m->fw.framework, "torch") != 0)
+		return zs_fail(cause, "%s: config.freeze in an MLP's file under %s: --freeze applies to a "
+		               "transformer (--model), whose files go to --transformer", where, m->fw.framework);
 	return 0;
 }
 
