@@ -458,10 +458,10 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 		              mem ? ", and the fits and the largest micro-batch are judged on it" : "");
 	if (c->freeze[0]) /* the paper level's formulas know no frozen parameter; the floors do */
 		zs_buf_printf(t, "(--freeze %s: the model states, the paper level and its parts, and DeepSpeed's "
-		              "estimates below are the unfrozen model's, every parameter trained; the floors (the "
-		              "fits below, theory.json's floor) are the frozen run's, %.17g of %.17g parameters "
-		              "trained, docs/schedule.md \"The floors under --freeze\"; the %s peak and its step's "
-		              "tables are the frozen run's)\n", c->freeze,
+		              "estimates below (and the floor beside them) are the unfrozen model's, every parameter "
+		              "trained; the floors (the fits below, theory.json's floor) are the frozen run's, %.17g "
+		              "of %.17g parameters trained, docs/schedule.md \"The floors under --freeze\"; the %s "
+		              "peak and its step's tables are the frozen run's)\n", c->freeze,
 		              theory_request_trained(req),
 		              theory_request_params(req), fw);
 	if (mem && req->alloc != NULL)
