@@ -212,6 +212,11 @@ EXTRA_DIST += tests/ft_freeze.sh
 # (about 10 s on one core)
 TESTS += tests/paper_freeze_tfm.sh
 EXTRA_DIST += tests/paper_freeze_tfm.sh
+# The floors under --freeze by hand, and the report of frozen paper and
+# DeepSpeed runs: their points at the frozen floors, none unexplained
+# (about 3 s)
+TESTS += tests/report_freeze.sh
+EXTRA_DIST += tests/report_freeze.sh
 # --freeze under --framework deepspeed (dp, ZeRO-1/2): theory = measure,
 # the losses against the paper's, the frozen bytes, the refusals (about
 # 12 s on one core)

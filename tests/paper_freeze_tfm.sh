@@ -146,6 +146,6 @@ refused "freezes none of" --model "$llama" --freeze re:nothing --world 2
 refused "freezes every one of" --model "$llama" --freeze 're:.' --world 2
 refused "torch --wrapper auto trains every parameter), and under --framework paper or deepspeed with --model" --model "$llama" --framework torch --freeze embeddings --world 2
 refused "no key for frozen parameters" --model "$llama" --freeze embeddings --write-case "$tmp/c.json"
-# The report does not take a frozen paper run yet (part 1's last theory file).
-fz_report_refused paper
+# The report takes a frozen paper run (part 1's last theory file).
+fz_report_taken paper
 exit $status

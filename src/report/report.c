@@ -281,6 +281,8 @@ int report_main(const struct report_options *o, char **cause)
 	if (o->render && (rc = render(o->out, cause)) != ZS_EXIT_OK)
 		goto end;
 	diff = report_diff_json(&d, pts, npts, f);
+	if (t.n > 0) /* without --transformer diff.json is the MLP's, as it was */
+		cJSON_AddItemToObject(diff, "transformers", report_tfm_diff_json(&t));
 	path = zs_asprintf("%s/diff.json", o->out);
 	rc = zs_json_write(path, diff, cause) < 0 ? ZS_EXIT_RUNTIME : ZS_EXIT_OK;
 	free(path);

@@ -133,17 +133,41 @@ static int is_grad(enum report_cat c) { return c == REPORT_CAT_GRAD16 || c == RE
 static int is_param(enum report_cat c) { return c == REPORT_CAT_PARAM16 || c == REPORT_CAT_PARAM32; }
 static int is_optim(enum report_cat c) { return c >= REPORT_CAT_MASTER32 && c <= REPORT_CAT_MOMENTUM; }
 
+/* Ψ_t; a report_data that names none (0) trains every parameter. */
+static double trained_of(const struct report_data *d)
+{
+	return d->trained > 0 ? d->trained : d->params;
+}
+
+/* The trained elements' shard S_t (--freeze: docs/schedule.md, "Frozen
+ * parameters under the paper's schedule"), which no file names: the
+ * schedule's Adam m (or momentum, 4 bytes an element) is S_t elements
+ * wherever the scheme shards the optimizer state; S without --freeze. */
+static double trained_shard(const struct report_data *d, const struct report_run *r)
+{
+	if (trained_of(d) == d->params || r->scheme == ZS_DP || !r->has_sched_resident_bd)
+		return r->shard_elements;
+	return (r->sched_resident_bd[REPORT_CAT_ADAM_M] + r->sched_resident_bd[REPORT_CAT_MOMENTUM]) / 4;
+}
+
 /* Split a breakdown's departure from the floor into causes. Grads and the
  * optimizer state are judged between steps (the resident breakdown), so
- * that what the step adds on top of them is a cause of its own. */
+ * that what the step adds on top of them is a cause of its own. Under
+ * --freeze the floor's g and k are over Ψ_t, and so is what the causes
+ * measure them against (S_t where sharded). */
 static void attribute_memory(const struct report_data *d, const struct report_run *r,
                              const double *bd, struct report_point *pt)
 {
 	double state = sum_cats(bd, report_cat_is_state), excess, padding;
 	double S = r->shard_elements, psi = d->params;
+	double S_t = trained_shard(d, r), psi_t = trained_of(d);
 	const enum zs_span *row = zs_shards[r->scheme];
 
-	padding = (S - psi / r->world) * sharded_bytes(d, r->scheme);
+	if (psi_t == psi)
+		padding = (S - psi / r->world) * sharded_bytes(d, r->scheme);
+	else /* the params' padding (zero3's) over every unit, the rest over the trained ones */
+		padding = (S - psi / r->world) * (r->scheme == ZS_ZERO3 ? d->p : 0) +
+		          (S_t - psi_t / r->world) * (sharded_bytes(d, r->scheme) - (r->scheme == ZS_ZERO3 ? d->p : 0));
 	excess = state - pt->floor;
 	if (strcmp(d->framework, "torch") == 0 && r->scheme == ZS_ZERO2) { /* FSDP: params a shard too */
 		pt->cause[REPORT_PARAMS_SHARDED] = (S - psi) * d->p;
@@ -151,12 +175,12 @@ static void attribute_memory(const struct report_data *d, const struct report_ru
 	}
 	if (strcmp(d->framework, "deepspeed") == 0) {
 		pt->cause[REPORT_GRAD_PARTITION] = sum_cats(r->resident_bd, is_grad) -
-		                                   (row[ZS_STATE_GRADS] == ZS_FULL ? psi : S) * d->g;
+		                                   (row[ZS_STATE_GRADS] == ZS_FULL ? psi_t : S_t) * d->g;
 		if (d->p == 4) /* fp32: the paper has no master copy */
 			pt->cause[REPORT_FP32_COPY] = r->resident_bd[REPORT_CAT_MASTER32];
 		if (d->offload)
 			pt->cause[REPORT_OFFLOADED] = sum_cats(r->resident_bd, is_optim) -
-			                              (row[ZS_STATE_OPTIM] == ZS_FULL ? psi : S) * d->k;
+			                              (row[ZS_STATE_OPTIM] == ZS_FULL ? psi_t : S_t) * d->k;
 		if (d->offload_params) /* the params' partitions too (the persistent ones stay whole: gathered) */
 			pt->cause[REPORT_OFFLOADED] += sum_cats(r->resident_bd, is_param) -
 			                               (row[ZS_STATE_PARAMS] == ZS_FULL ? psi : S) * d->p;

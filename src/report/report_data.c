@@ -134,14 +134,6 @@ int report_read_framework(const cJSON *cfg, const char *where, struct report_fra
 		known |= strcmp(f->framework, zs_framework_name((enum zs_framework)i)) == 0;
 	if (!known)
 		return zs_fail(cause, "%s: unknown framework '%.40s' (paper, torch, deepspeed)", where, f->framework);
-	/* --freeze under the paper's schedule and DeepSpeed's (docs/schedule.md):
-	 * their floors and DeepSpeed's estimates would count every parameter
-	 * as trained */
-	if ((strcmp(f->framework, "paper") == 0 || strcmp(f->framework, "deepspeed") == 0) &&
-	    cJSON_GetObjectItemCaseSensitive(cfg, "freeze") != NULL)
-		return zs_fail(cause, "%s: config.freeze under %s: the report does not take frozen %s runs yet (its "
-		                      "floors count every parameter as trained)", where,
-		               strcmp(f->framework, "paper") == 0 ? "the paper's schedule" : "DeepSpeed", f->framework);
 	const cJSON *ds = cJSON_GetObjectItemCaseSensitive(cfg, "deepspeed");
 	f->ds_persist = f->ds_reduce_bucket = -1;
 	f->ds_overlap = -1;
@@ -322,7 +314,14 @@ static int read_model_cfg(const cJSON *cfg, const char *where, struct model_cfg 
 	m->p = tr.p;
 	m->g = tr.g;
 	m->k = tr.k;
-	return report_read_framework(cfg, where, &m->fw, cause);
+	if (report_read_framework(cfg, where, &m->fw, cause) < 0)
+		return -1;
+	/* The paper's and DeepSpeed's --freeze is a transformer's (report_tfm.c
+	 * reads its Ψ_t): their MLP has no frozen floors */
+	if (m->fw.step[ZS_SJ_FREEZE] != NULL && strcmp(m->fw.framework, "torch") != 0)
+		return zs_fail(cause, "%s: config.freeze in an MLP's file under %s: --freeze applies to a "
+		               "transformer (--model), whose files go to --transformer", where, m->fw.framework);
+	return 0;
 }
 
 /* The bytes per parameter are a fact of the precision and the optimizer. */
@@ -1145,6 +1144,7 @@ static int mlp_measured(void *section, const cJSON *measured, const char *mname,
 	    zs_json_number(mcfg, "params", where, &d->params, cause) < 0 ||
 	    read_model_cfg(mcfg, where, mm, cause) < 0)
 		return -1;
+	d->trained = d->params; /* the MLP trains every parameter (read_model_cfg) */
 	snprintf(where, sizeof where, "%s: config", tname);
 	if (zs_json_number(theory, "params", tname, &tparams, cause) < 0 ||
 	    zs_json_object(theory, "config", tname, &tcfg, cause) < 0 ||

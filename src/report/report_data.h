@@ -130,6 +130,7 @@ struct report_run {
 
 struct report_data {
 	double params;                       /* Ψ */
+	double trained;                      /* Ψ_t: a frozen transformer's trainable_params; Ψ (or 0) else */
 	size_t *widths;                      /* d0..dL, as many as the files give */
 	size_t nwidths;
 	double batch;

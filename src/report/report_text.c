@@ -77,7 +77,7 @@ double report_alloc_fragmentation(const struct report_run *r)
 	return r->alloc_reserved_at_allocated - r->alloc_allocated_peak;
 }
 
-static cJSON *point_json(const struct report_data *d, const struct report_point *pt)
+cJSON *report_point_json(const struct report_data *d, const struct report_point *pt)
 {
 	cJSON *o = cJSON_CreateObject(), *causes;
 	int c;
@@ -125,7 +125,7 @@ cJSON *report_diff_json(const struct report_data *d, const struct report_point *
 	cJSON_AddItemToArray(arr, cJSON_CreateString(report_cause_name(REPORT_ACTIVATIONS)));
 	arr = cJSON_AddArrayToObject(root, "points");
 	for (i = 0; i < npts; i++) {
-		cJSON_AddItemToArray(arr, point_json(d, &pts[i]));
+		cJSON_AddItemToArray(arr, report_point_json(d, &pts[i]));
 		flagged += pts[i].status == REPORT_FLAGGED;
 		baseline += pts[i].status == REPORT_BASELINE;
 		unexplained += pts[i].unexplained;

@@ -36,6 +36,10 @@ cJSON *report_diff_json(const struct report_data *d, const struct report_point *
 void report_flags_text(const struct report_data *d, const struct report_point *pts, size_t npts,
                        struct zs_buf *b);
 
+/* One point of diff.json's "points" (docs/formats.md), d's Ψ its per-param
+ * figures'; the caller owns the object (cJSON_Delete, or an array's). */
+cJSON *report_point_json(const struct report_data *d, const struct report_point *pt);
+
 /* One line for a point, as flags.txt prints it (no newline). */
 void report_point_line(const struct report_data *d, const struct report_point *pt,
                        struct zs_buf *b);

@@ -12,7 +12,9 @@
 #include <string.h>
 
 #include "report/report_buf.h"
+#include "report/report_classify.h"
 #include "report/report_figures.h"
+#include "report/report_text.h"
 #include "report/report_tfm.h"
 #include "util/util.h"
 
@@ -52,6 +54,31 @@ static const char *under(const char *framework)
 	                                              : "";
 }
 
+/* config.freeze and, with it, the floors' Ψ_t (trainable_params,
+ * docs/formats.md): a frozen theory.json without it is an older zerosim's,
+ * whose floors counted every parameter as trained. */
+static int read_freeze(const cJSON *theory, const char *path, const char *where, struct report_tfm_model *m,
+                       char **cause)
+{
+	const cJSON *fz = m->fw.step[ZS_SJ_FREEZE];
+
+	m->freeze[0] = '\0';
+	m->trained = m->params;
+	if (fz == NULL)
+		return 0;
+	if (!cJSON_IsString(fz) || fz->valuestring[0] == '\0' || strlen(fz->valuestring) > ZS_FREEZE_MAX)
+		return zs_fail(cause, "%s: \"freeze\" is not a pattern of 1 to %d characters", where, ZS_FREEZE_MAX);
+	snprintf(m->freeze, sizeof m->freeze, "%s", fz->valuestring);
+	if (cJSON_GetObjectItemCaseSensitive(theory, "trainable_params") == NULL)
+		return zs_fail(cause, "%s: config.freeze without trainable_params: a theory.json of an older zerosim, "
+		               "whose floors count every parameter as trained; run zerosim theory again", path);
+	if (read_uint(theory, "trainable_params", path, &m->trained, cause) < 0)
+		return -1;
+	if (m->trained > m->params)
+		return zs_fail(cause, "%s: trainable_params %.0f is above params %.0f", path, m->trained, m->params);
+	return 0;
+}
+
 static int read_model(const cJSON *theory, const char *path, struct report_tfm_model *m,
                       char **cause)
 {
@@ -73,7 +100,7 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 	                                                                sizeof m->recompute, cause) < 0 ||
 	    read_uint(cfg, "seq", where, &m->seq, cause) < 0 || read_uint(cfg, "batch", where, &m->batch, cause) < 0)
 		return -1;
-	if (report_read_framework(cfg, where, &m->fw, cause) < 0)
+	if (report_read_framework(cfg, where, &m->fw, cause) < 0 || read_freeze(theory, path, where, m, cause) < 0)
 		return -1;
 	snprintf(m->framework, sizeof m->framework, "%s", m->fw.framework); /* known names: short */
 	const char *wrapper = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "wrapper"));
@@ -231,6 +258,15 @@ static int read_row(const cJSON *row, const char *where, void *rp, void *ctx, ch
 		     report_read_share(sc, "imbalance_bytes", at, &r->s_imbalance, cause) < 0))
 			return -1;
 	}
+	/* S and P, which the padding of a departure from the floor is measured
+	 * by (report_classify.h), where the schedule gives them; else Ψ/N and
+	 * Ψ: no padding is named */
+	r->run.shard_elements = m->params / r->run.world;
+	r->run.padded_elements = m->params;
+	if (sc != NULL && !cJSON_IsNull(sc) && cJSON_GetObjectItemCaseSensitive(sc, "shard_elements") != NULL &&
+	    (report_read_bytes(sc, "shard_elements", at, &r->run.shard_elements, cause) < 0 ||
+	     report_read_bytes(sc, "padded_elements", at, &r->run.padded_elements, cause) < 0))
+		return -1;
 	snprintf(at, sizeof at, "%s.peak", where);
 	if (r->resident + r->gathered + r->full_grads + r->activations != r->peak)
 		return zs_fail(cause, "%s: peak_bytes is not resident_bytes + gathered_params_bytes + "
@@ -511,6 +547,72 @@ void report_tfm_free(struct report_tfm *t)
 	free(t->models);
 	t->models = NULL;
 	t->n = 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Departures from the floor (report_classify.h, the MLP's rule) */
+
+/* The model as the MLP's report_data holds what report_classify_point
+ * reads: Ψ, Ψ_t, the bytes, the framework and its offload; no runs. */
+static void data_of(const struct report_tfm_model *m, struct report_data *d)
+{
+	memset(d, 0, sizeof *d);
+	d->params = m->params;
+	d->trained = m->trained;
+	d->batch = m->batch;
+	snprintf(d->precision, sizeof d->precision, "%s", m->precision);
+	snprintf(d->optimizer, sizeof d->optimizer, "%s", m->optimizer);
+	snprintf(d->framework, sizeof d->framework, "%s", m->framework);
+	d->ds_persist = -1;
+	d->offload = strcmp(m->offload, "none") != 0;
+	d->offload_params = strcmp(m->offload, "params") == 0;
+	d->grad_accum = m->fw.grad_accum;
+	d->p = m->p;
+	d->g = m->g;
+	d->k = m->k;
+}
+
+/* A measured row's resident or peak against its floor, by cause; 0 for a
+ * row without a measurement or a schedule (nothing to judge it by). Its
+ * unexplained is the row's (a mixture's routing may explain it). */
+static int classify(const struct report_data *d, const struct report_tfm_row *r, enum report_metric m,
+                    struct report_point *pt)
+{
+	if (!r->run.has_measured || !r->run.has_schedule)
+		return 0;
+	report_classify_point(d, &r->run, m, pt);
+	pt->unexplained = pt->unexplained && r->unexplained;
+	return 1;
+}
+
+cJSON *report_tfm_diff_json(const struct report_tfm *t)
+{
+	static const enum report_metric metrics[] = {REPORT_RESIDENT, REPORT_PEAK};
+	cJSON *arr = cJSON_CreateArray();
+
+	for (size_t i = 0; i < t->n; i++) {
+		const struct report_tfm_model *m = &t->models[i];
+		struct report_data d;
+		cJSON *o = cJSON_CreateObject(), *pts;
+		data_of(m, &d);
+		cJSON_AddStringToObject(o, "model", m->name);
+		cJSON_AddStringToObject(o, "precision", m->precision);
+		cJSON_AddStringToObject(o, "framework", m->framework);
+		zs_json_add_number(o, "params", m->params);
+		if (m->freeze[0]) {
+			cJSON_AddStringToObject(o, "freeze", m->freeze);
+			zs_json_add_number(o, "trainable_params", m->trained);
+		}
+		pts = cJSON_AddArrayToObject(o, "points");
+		for (size_t j = 0; j < m->nrows; j++)
+			for (size_t k = 0; k < sizeof metrics / sizeof metrics[0]; k++) {
+				struct report_point pt;
+				if (classify(&d, &m->rows[j], metrics[k], &pt))
+					cJSON_AddItemToArray(pts, report_point_json(&d, &pt));
+			}
+		cJSON_AddItemToArray(arr, o);
+	}
+	return arr;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -898,6 +1000,64 @@ static void activations_table(const struct report_tfm_model *m, struct zs_buf *b
 	zs_buf_printf(b, "\\end{itemize}\n\n");
 }
 
+/* A frozen run (--freeze): its pattern, Ψ_t/Ψ, which columns are the
+ * frozen run's, and the measurement's departure from the frozen floor by
+ * cause at the table's N (report_classify.h's causes). */
+static void frozen_tex(const struct report_tfm_model *m, struct zs_buf *b)
+{
+	const enum zs_unit u = report_tfm_unit(m);
+	const unsigned w = report_tfm_world(m);
+	struct report_data d;
+	int any = 0;
+
+	if (!m->freeze[0])
+		return;
+	data_of(m, &d);
+	zs_buf_printf(b, "\\paragraph{A frozen run.} \\texttt{-{}-freeze ");
+	tex(b, m->freeze);
+	zs_buf_printf(b, "}: $\\Psi_t = ");
+	grouped(b, m->trained);
+	zs_buf_printf(b, "$ of $\\Psi = ");
+	grouped(b, m->params);
+	zs_buf_printf(b, "$ parameters trained (%.1f\\,\\%%). The floor column is the frozen run's "
+	              "(docs/schedule.md, \\emph{The floors under -{}-freeze}): a frozen parameter holds its $p$ "
+	              "bytes, sharded as the scheme shards params, and no $g$, no $k$: DP $p\\Psi + (g+k)\\Psi_t$, "
+	              "ZeRO-1 $p\\Psi + g\\Psi_t + k\\Psi_t/N$, ZeRO-2 $p\\Psi + (g+k)\\Psi_t/N$, ZeRO-3 "
+	              "$(p\\Psi + (g+k)\\Psi_t)/N$. The paper level's columns (padding, gathered params, full "
+	              "grads, peak, and so peak / floor) count every parameter as trained%s; the schedule and the "
+	              "measurement are the frozen run's.", 100 * m->trained / m->params,
+	              strcmp(m->framework, "paper") != 0 ? " (the framework's departures from that level, after "
+	              "this paragraph, include what freezing saves)" : "");
+	for (int s = 0; s < ZS_NSCHEMES; s++) {
+		const struct report_tfm_row *r = report_tfm_find(m, (enum zs_scheme)s, w, u);
+		struct report_point pt[2];
+		if (r == NULL || !classify(&d, r, REPORT_RESIDENT, &pt[0]) || !classify(&d, r, REPORT_PEAK, &pt[1]))
+			continue;
+		if (!any++)
+			zs_buf_printf(b, " The measurement against the frozen floor at $N = %u$, unit=%s, by cause:", w,
+			              zs_unit_name(u));
+		else
+			zs_buf_printf(b, ";");
+		zs_buf_printf(b, " %s", scheme_title[s]);
+		for (int k = 0; k < 2; k++) {
+			const char *sep = "";
+			zs_buf_printf(b, "%s %s %s", k ? "," : "", report_metric_name(pt[k].metric),
+			              pt[k].departure >= 0 ? "$+$" : "$-$");
+			grouped(b, fabs(pt[k].departure));
+			zs_buf_printf(b, " B (");
+			for (int c = 0; c < REPORT_NCAUSES; c++)
+				if (pt[k].cause[c] != 0) {
+					zs_buf_printf(b, "%s%s %s", sep, report_cause_name((enum report_cause)c),
+					              pt[k].cause[c] >= 0 ? "" : "$-$");
+					grouped(b, fabs(pt[k].cause[c]));
+					sep = ", ";
+				}
+			zs_buf_printf(b, "%s)%s", *sep ? "" : "none", pt[k].unexplained ? " \\textbf{unexplained}" : "");
+		}
+	}
+	zs_buf_printf(b, "%s\n\n", any ? "." : " No row of the table was measured against a schedule.");
+}
+
 static void model_tex(const struct report_tfm_model *m, struct zs_buf *b)
 {
 	zs_buf_printf(b, "\\subsection*{");
@@ -916,6 +1076,7 @@ static void model_tex(const struct report_tfm_model *m, struct zs_buf *b)
 	zs_buf_printf(b, "}).\n\n");
 	units_table(m, b);
 	peak_table(m, b);
+	frozen_tex(m, b);
 	framework_departures(m, b);
 	activations_table(m, b);
 }

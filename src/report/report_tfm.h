@@ -59,6 +59,13 @@ size_t report_tfm_summary(const struct report_tfm *t);
 
 void report_tfm_free(struct report_tfm *t);
 
+/* diff.json's "transformers" (docs/formats.md): per model its name,
+ * precision, framework, Ψ (and, frozen, freeze and trainable_params) and
+ * the points of its measured rows that have a schedule, resident and
+ * peak, against the floor as the MLP's (report_classify_point). The
+ * caller owns the array. */
+cJSON *report_tfm_diff_json(const struct report_tfm *t);
+
 /* flags.txt's lines of the transformers: each offloaded run's host
  * bytes (report_host_line), as the MLP's; nothing without one. */
 void report_tfm_text(const struct report_tfm *t, struct zs_buf *b);

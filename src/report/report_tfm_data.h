@@ -13,6 +13,7 @@
 
 #include "report/report_data.h"
 #include "report/report_moe.h"
+#include "util/freeze.h"
 
 /* One theory row of a transformer. Bytes are per rank. */
 struct report_tfm_row {
@@ -50,6 +51,11 @@ struct report_tfm_model {
 	char offload[16];                    /* config.deepspeed.offload, "none" when absent */
 	struct report_framework fw;          /* its settings; strings valid while loading only */
 	double params, seq, batch, hidden, blocks, heads, kv_heads, vocab, ffn;
+	/* --freeze: config.freeze as written, "" for a run that trains every
+	 * parameter, and Ψ_t, the trained ones (theory.json's
+	 * trainable_params; params without freeze), which its floors count */
+	char freeze[ZS_FREEZE_MAX + 1];
+	double trained;
 	int tied, flash;
 	int torch_step;                      /* config.wrapper none or ddp: the PyTorch step, not zerosim's own */
 	int dropout;                         /* the PyTorch step's config.model has a dropout probability > 0 */

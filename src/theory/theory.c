@@ -60,50 +60,67 @@ void theory_bytes_per_param(enum zs_precision pr, enum zs_optimizer opt,
 void theory_floor(double params, enum zs_scheme scheme, unsigned world,
                   const struct theory_bytes *b, struct theory_floor *out)
 {
-	double n = world, psi = params;
+	theory_floor_trained(params, params, scheme, world, b, out);
+}
+
+/* Ψ the params, Ψ_t the trained ones (all of them without --freeze):
+ * p counts over Ψ, g and k over Ψ_t; the sharded terms divided by N. */
+void theory_floor_trained(double params, double trained, enum zs_scheme scheme, unsigned world,
+                          const struct theory_bytes *b, struct theory_floor *out)
+{
+	double n = world, psi = params, psi_t = trained;
 	double p = b->p, g = b->g, k = b->k;
 	/* Ψ·(N-1) before dividing by N keeps the common cases exact. */
-	double sent = psi * (n - 1);
+	double sent = psi * (n - 1), sent_t = psi_t * (n - 1);
 
 	switch (scheme) {
 	case ZS_DP:
-		out->resident_bytes = psi * (p + g + k);
-		out->comm_bytes = sent * 2 * g / n;
-		out->comm_elements = sent * 2 / n;
+		out->resident_bytes = psi * p + psi_t * (g + k);
+		out->comm_bytes = sent_t * 2 * g / n;
+		out->comm_elements = sent_t * 2 / n;
 		break;
 	case ZS_ZERO1:
-		out->resident_bytes = psi * (p + g) + psi * k / n;
-		out->comm_bytes = sent * (g + p) / n;
-		out->comm_elements = sent * 2 / n;
+		out->resident_bytes = psi * p + psi_t * g + psi_t * k / n;
+		out->comm_bytes = sent_t * (g + p) / n;
+		out->comm_elements = sent_t * 2 / n;
 		break;
 	case ZS_ZERO2:
-		out->resident_bytes = psi * p + psi * (g + k) / n;
-		out->comm_bytes = sent * (g + p) / n;
-		out->comm_elements = sent * 2 / n;
+		out->resident_bytes = psi * p + psi_t * (g + k) / n;
+		out->comm_bytes = sent_t * (g + p) / n;
+		out->comm_elements = sent_t * 2 / n;
 		break;
 	case ZS_ZERO3:
-		out->resident_bytes = psi * (p + g + k) / n;
-		out->comm_bytes = sent * (2 * p + g) / n;
-		out->comm_elements = sent * 3 / n;
+		out->resident_bytes = (psi * p + psi_t * (g + k)) / n;
+		out->comm_bytes = (sent * 2 * p + sent_t * g) / n;
+		out->comm_elements = (sent * 2 + sent_t) / n;
 		break;
 	case ZS_NSCHEMES: /* no default: a new scheme without its floor is a -Wswitch warning */
 		abort();
 	}
 }
 
-void theory_floor_accum(double params, enum zs_scheme scheme, unsigned world, const struct theory_bytes *b,
-                        unsigned K, struct theory_floor *out)
+void theory_floor_accum(double params, double trained, enum zs_scheme scheme, unsigned world,
+                        const struct theory_bytes *b, unsigned K, struct theory_floor *out)
 {
-	double n = world, sent = params * (n - 1), k = K;
+	double n = world, sent = params * (n - 1), sent_t = trained * (n - 1), k = K;
 	if (K <= 1)
 		return;
 	if (scheme == ZS_ZERO2) {
-		out->comm_bytes = sent * (k * b->g + b->p) / n;
-		out->comm_elements = sent * (k + 1) / n;
+		out->comm_bytes = sent_t * (k * b->g + b->p) / n;
+		out->comm_elements = sent_t * (k + 1) / n;
 	} else if (scheme == ZS_ZERO3) {
-		out->comm_bytes = sent * k * (2 * b->p + b->g) / n;
-		out->comm_elements = sent * 3 * k / n;
+		out->comm_bytes = k * (sent * 2 * b->p + sent_t * b->g) / n;
+		out->comm_elements = k * (sent * 2 + sent_t) / n;
 	}
+}
+
+uint64_t theory_trained_params(const struct step_params *p, const char *spec)
+{
+	uint64_t t = 0;
+	for (size_t i = 0; i < p->ntensors; i++)
+		if (spec == NULL || spec[0] == '\0' || !zs_freeze_tensor(p, spec, i))
+			t += p->tensor[i].numel;
+	return t;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -301,6 +318,18 @@ double theory_request_params(const struct theory_request *req)
 	return (double)theory_params(&s);
 }
 
+double theory_request_trained(const struct theory_request *req)
+{
+	if (req->model == NULL || !req->config->freeze[0])
+		return theory_request_params(req);
+	struct theory_desc own;
+	const struct theory_desc *d = theory_request_desc(req, &own);
+	double t = (double)theory_trained_params(&d->params, req->config->freeze);
+	if (d == &own)
+		theory_desc_free(&own);
+	return t;
+}
+
 double theory_request_usable(const struct theory_request *req)
 {
 	return req->device_mem - req->reserve;
@@ -317,10 +346,10 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 	struct theory_desc own;
 	const struct theory_desc *d = theory_request_desc(req, &own);
 	request_shape(req, &s);
-	theory_floor(req->model != NULL ? (double)d->params.numel : theory_request_params(req), scheme, world, &s.bytes,
-	             &r->floor);
-	theory_floor_accum(req->model != NULL ? (double)d->params.numel : theory_request_params(req), scheme, world,
-	                   &s.bytes, req->config->grad_accum, &r->floor);
+	double psi = req->model != NULL ? (double)d->params.numel : theory_request_params(req);
+	double psi_t = req->model != NULL ? (double)theory_trained_params(&d->params, req->config->freeze) : psi;
+	theory_floor_trained(psi, psi_t, scheme, world, &s.bytes, &r->floor);
+	theory_floor_accum(psi, psi_t, scheme, world, &s.bytes, req->config->grad_accum, &r->floor);
 	if (req->model != NULL) {
 		theory_peak_of(req->model, &d->params, &req->act, &s.bytes, b, scheme, unit, world, &r->peak);
 		/* the plain loop (--wrapper none) describes SDPA's flash kernel

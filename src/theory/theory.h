@@ -53,14 +53,26 @@ struct theory_floor {
 void theory_floor(double params, enum zs_scheme scheme, unsigned world,
                   const struct theory_bytes *b, struct theory_floor *out);
 
+/* The floor of a run that trains `trained` of its `params` (--freeze;
+ * docs/schedule.md, "The floors under --freeze"): a frozen parameter holds
+ * its p bytes, sharded as the scheme shards params, and no g, no k; the
+ * grads' reduce and ZeRO-1/2's gather run over the trained ones, ZeRO-3's
+ * gathers over every one. theory_floor is it with trained = params. */
+void theory_floor_trained(double params, double trained, enum zs_scheme scheme, unsigned world,
+                          const struct theory_bytes *b, struct theory_floor *out);
+
+/* Ψ_t: the elements of p that spec leaves trainable (util/step.h's
+ * zs_freeze_tensor over p's tensors); p->numel for an empty spec. */
+uint64_t theory_trained_params(const struct step_params *p, const char *spec);
+
 /* The floor's bytes sent per optimizer step under gradient accumulation,
  * K micro-steps a step (docs/schedule.md, "The paper's schedule under
  * accumulation"): dp and P_os reduce once at the boundary (K = 1's);
  * P_os+g reduce-scatters every micro-step (K times the grads' bytes);
  * P_os+g+p also gathers the params for every micro-step's forward and
  * backward (K times everything). K <= 1 changes nothing. */
-void theory_floor_accum(double params, enum zs_scheme scheme, unsigned world, const struct theory_bytes *b,
-                        unsigned K, struct theory_floor *out);
+void theory_floor_accum(double params, double trained, enum zs_scheme scheme, unsigned world,
+                        const struct theory_bytes *b, unsigned K, struct theory_floor *out);
 
 /* ------------------------------------------------------------------------ */
 /* Schedule: the exact bytes of docs/schedule.md for a model with a shape.
@@ -709,6 +721,9 @@ struct theory_row {
 };
 
 double theory_request_params(const struct theory_request *req);
+/* Ψ_t, the floors' trained parameters: theory_request_params without
+ * --freeze or a model (theory_trained_params). */
+double theory_request_trained(const struct theory_request *req);
 /* The request's description (req->desc where it fits), or one built into
  * own, which the caller then frees (the result is own). */
 const struct theory_desc *theory_request_desc(const struct theory_request *req, struct theory_desc *own);

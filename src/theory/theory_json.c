@@ -486,6 +486,8 @@ cJSON *theory_json(const struct theory_request *request)
 	cJSON_AddStringToObject(root, "format", "zerosim-theory/1");
 	cJSON_AddStringToObject(root, "generator", PACKAGE_STRING);
 	num(root, "params", theory_request_params(req));
+	if (c->freeze[0] && req->model != NULL) /* Ψ_t, the floors' (docs/formats.md) */
+		num(root, "trainable_params", theory_request_trained(req));
 	config_json(root, req);
 	cJSON *rows = cJSON_AddArrayToObject(root, "rows");
 	for (size_t s = 0; s < c->nschemes; s++)
