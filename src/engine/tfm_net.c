@@ -282,7 +282,12 @@ static void embed_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 
 /* ---- a block -------------------------------------------------------------- */
 
-static void block_fwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
+/* Module s of the block's forward, or (recompute) of its full recompute:
+ * rebuild what the forward did not keep (every block tensor but res3)
+ * from the block's input, reading module s's tensors only, in mixed also
+ * into their 16-bit tensors, which then hold what they say (block_bwd's
+ * first module reads them). */
+static void block_run(const struct zs_layer *l, const struct zs_layer_io *io, size_t s, int recompute)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
 	const struct zs_module *md = &l->module[s];
@@ -292,13 +297,20 @@ static void block_fwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	struct view v;
 	view_of(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1);
 	if (s == 0)
-		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, SKIP_ALL_BUT_INPUT);
+		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, recompute ? SKIP_RECOMPUTED : SKIP_ALL_BUT_INPUT);
 	slots32(w, l, io, 0, md->first, md->n);
 	tfm_block_view(&p, w, &n->dims, (size_t)l->block);
 	block_acts(&a, &v, n->mixed);
-	tfm_block_forward_module(&a, &p, v.x, &n->dims, n->B, n->T, s);
+	(recompute ? tfm_block_recompute_module : tfm_block_forward_module)(&a, &p, v.x, &n->dims, n->B, n->T, s);
 	if (s + 1 == l->nmodules)
-		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 0, SKIP_NONE);
+		sync16(&v, l, io, 0, recompute ? STEP_ACT_RES3 - 1 : STEP_NBLOCK_ACTS - 1, 0, SKIP_NONE);
+}
+
+static void block_fwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s) { block_run(l, io, s, 0); }
+
+static void block_recompute(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
+{
+	block_run(l, io, s, 1);
 }
 
 static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
@@ -325,29 +337,6 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 		tfm_attention_recompute(&a, d, n->B, n->T);
 	tfm_block_backward_module(&g, &sc, &a, &p, v.x, d, n->B, n->T, s);
 	grads_done(l, io, md->first, md->n);
-}
-
-/* Full recompute, module s: rebuild what the forward did not keep (every
- * block tensor but res3) from the block's input, reading module s's
- * tensors only; in mixed also into their 16-bit tensors, which then hold
- * what they say. block_bwd's first module reads them. */
-static void block_recompute(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
-{
-	const struct zs_net_tfm *n = &io->net->tfm;
-	const struct zs_module *md = &l->module[s];
-	struct tfm_block_params p;
-	struct tfm_block_acts a;
-	float *w[TFM_SLOTS];
-	struct view v;
-	view_of(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1);
-	if (s == 0)
-		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, SKIP_RECOMPUTED);
-	slots32(w, l, io, 0, md->first, md->n);
-	tfm_block_view(&p, w, &n->dims, (size_t)l->block);
-	block_acts(&a, &v, n->mixed);
-	tfm_block_recompute_module(&a, &p, v.x, &n->dims, n->B, n->T, s);
-	if (s + 1 == l->nmodules)
-		sync16(&v, l, io, 0, STEP_ACT_RES3 - 1, 0, SKIP_NONE);
 }
 
 /* ---- a mixture's block ------------------------------------------------------ */
