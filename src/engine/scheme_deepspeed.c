@@ -986,7 +986,8 @@ static void ds3_module(struct zs_run *r, void *ctx, size_t l, size_t s, enum zs_
 	struct ds *ds = ctx;
 	struct ds3 *d = ds->ds3;
 	size_t m = d->mod_of[l] + s;
-	if (d->coord->trace[d->entry] != m || d->coord->bwd[d->entry] != (pass == ZS_PASS_BACKWARD))
+	if (d->entry >= d->coord->ntrace || d->coord->trace[d->entry] != m ||
+	    d->coord->bwd[d->entry] != (pass == ZS_PASS_BACKWARD))
 		abort(); /* the engine runs the coordinator's trace (util/ds_coord.h) */
 	if (!begin) {
 		ds3_module_done(r, ds, m, pass);

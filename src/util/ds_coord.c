@@ -105,17 +105,22 @@ size_t ds_coord_release(struct ds_coord *d, size_t j, int complete, size_t *out)
 static size_t build_trace(size_t nmod, const long *group, size_t *trace, int *bwd)
 {
 	size_t nt = 0;
-	for (size_t m = 0; m < nmod; m++, nt++)
-		trace[nt] = m, bwd[nt] = 0;
-	for (size_t m = nmod; m-- > 0; nt++) {
+	for (size_t m = 0; m < nmod; m++) {
+		trace[nt] = m;
+		bwd[nt++] = 0;
+	}
+	for (size_t m = nmod; m-- > 0;) {
 		if (group != NULL && group[m] >= 0 && (m + 1 == nmod || group[m + 1] != group[m])) {
 			size_t f = m;
 			while (f > 0 && group[f - 1] == group[m])
 				f--;
-			for (size_t k = f; k <= m; k++, nt++)
-				trace[nt] = k, bwd[nt] = 0;
+			for (size_t k = f; k <= m; k++) {
+				trace[nt] = k;
+				bwd[nt++] = 0;
+			}
 		}
-		trace[nt] = m, bwd[nt] = 1;
+		trace[nt] = m;
+		bwd[nt++] = 1;
 	}
 	return nt;
 }

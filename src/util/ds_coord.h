@@ -11,7 +11,8 @@
  *
  * Modules are runs of tensors, [mod_first, mod_first + mod_n) (a tied
  * head's is the token table again); the trace is the modules forward,
- * then backward. Ownership: ds_coord_new allocates the coordinator and its
+ * then backward (with a full recompute, each checkpointed block's
+ * modules forward again before its backward: ds_coord_new_recompute). Ownership: ds_coord_new allocates the coordinator and its
  * lists, ds_coord_free releases them. Out of memory is fatal.
  */
 #ifndef ZS_UTIL_DS_COORD_H
