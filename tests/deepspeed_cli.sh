@@ -98,15 +98,60 @@ fi
 "$zerosim" theory --framework deepspeed --schemes zero1 --world 2 --ranks-per-node 2 --out "$tmp/r.json" ||
 	fail "theory refuses --ranks-per-node without --offload"
 # DeepSpeed's zero3 on a transformer runs module by module (measure =
-# theory, tests/theory_vs_measure.sh); a full recompute, which its hooks
-# would gather again inside backward, is refused in one line.
+# theory, tests/theory_vs_measure.sh).
 printf '{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32}\n' \
 	>"$tmp/gpt2.json"
 "$zerosim" measure -q --framework deepspeed --model "$tmp/gpt2.json" --seq 32 --precision fp32 --schemes zero2,zero3 \
 	--world 2 --steps 1 --out "$tmp/t3.json" || fail "measure DeepSpeed's zero3 on a transformer"
-refused "$zerosim" measure --framework deepspeed --model "$tmp/gpt2.json" --seq 32 --schemes zero3 --world 2 \
-	--recompute full
-[ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "recompute full" "$tmp/err" || fail "recompute full: $(cat "$tmp/err")"
+# With a full recompute (torch.utils.checkpoint per block) each block's
+# forward runs again inside its backward, and DeepSpeed's hooks fetch and
+# release its modules there too (docs/schedule.md, "deepspeed", ZeRO-3
+# with full recompute): theory = measure to the byte, every category and
+# rank, gpt2 and llama, both precisions, both units, N = 1..3, over 3
+# steps (step 1 records the trace), with --ds-persist 100 (all but the
+# norms and small biases partitioned), and with a small prefetch bucket
+# and max-live (the prefetch walks the recompute's entries of the trace).
+agree=${ZS_BUILDDIR:-.}/tests/json_agree
+[ -x "$agree" ] || { echo "deepspeed_cli: $agree is not built" >&2; exit 99; }
+printf '{"model_type": "llama", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2, %s\n' \
+	'"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 32}' \
+	>"$tmp/llama.json"
+ckpt_agree() {
+	"$zerosim" measure -q --framework deepspeed --schemes zero3 --recompute full "$@" --out "$tmp/m.json" ||
+		fail "measure --recompute full $*"
+	"$zerosim" theory --framework deepspeed --schemes zero3 --recompute full "$@" --out "$tmp/t.json" ||
+		fail "theory --recompute full $*"
+	"$agree" "$tmp/m.json" "$tmp/t.json" >/dev/null || fail "theory and measure differ: --recompute full $*"
+}
+for model in gpt2 llama; do
+	for precision in fp32 mixed; do
+		ckpt_agree --model "$tmp/$model.json" --seq 16 --precision $precision --world 1,2,3 --unit model,layer \
+			--ds-persist 100 --steps 3
+	done
+	ckpt_agree --model "$tmp/$model.json" --seq 16 --precision mixed --world 2,3 --unit layer --ds-persist 100 \
+		--ds-prefetch-bucket 5000 --ds-max-live 20000 --steps 2
+done
+# The gathers, counted by hand from the rule (gpt2 above, fp32, N = 2,
+# --ds-persist 100: 28 tensors, 6 of a block's 12 persistent). Without
+# recompute step 1 gathers every tensor in forward, again in backward
+# (wte once more each way for the tied head) and the 14 persistent after
+# step(): 29 + 29 + 14 = 72 all-gathers; the recompute's forward gathers
+# each block's 12 again: 96, and (N - 1) · 4 · Σ ceil(n/2) = 99,968 bytes
+# more a block (its 49,984 elements): 541,440 + 199,936 = 741,376 B. From
+# step 2 the reuse distance (1e9 elements) keeps a module whole from its
+# forward through its recompute into its backward: step 2 gathers 28 with
+# or without, so two steps average (96 + 28) / 2 = 62.
+gathers() {
+	"$zerosim" measure -q --framework deepspeed --model "$tmp/gpt2.json" --seq 16 --precision fp32 --schemes zero3 \
+		--world 2 --ds-persist 100 "$@" --out "$tmp/g.json" || fail "measure $*"
+	tr -d ' \t\n' <"$tmp/g.json" | grep -o '"all_gather":{[^}]*}'
+}
+[ "$(gathers --recompute none --steps 1)" = '"all_gather":{"calls_per_step":72,"bytes_per_step":541440}' ] ||
+	fail "step 1 without recompute: $(gathers --recompute none --steps 1)"
+[ "$(gathers --recompute full --steps 1)" = '"all_gather":{"calls_per_step":96,"bytes_per_step":741376}' ] ||
+	fail "step 1 with full recompute: $(gathers --recompute full --steps 1)"
+[ "$(gathers --recompute full --steps 2)" = '"all_gather":{"calls_per_step":62,"bytes_per_step":489216}' ] ||
+	fail "two steps with full recompute: $(gathers --recompute full --steps 2)"
 # The default persistence threshold (1e5 elements) is above every tensor
 # of this gpt2 (the largest, wte and c_fc, are 16,384): every tensor is
 # persistent, whole on every rank for the whole run beside its partition,

@@ -222,6 +222,8 @@ EXTRA_DIST += tests/report_freeze.sh
 # 12 s on one core)
 TESTS += tests/ds_freeze.sh
 EXTRA_DIST += tests/ds_freeze.sh tests/freeze_lib.sh
+TESTS += tests/ds_ckpt_hooks.sh
+EXTRA_DIST += tests/ds_ckpt_hooks.sh tests/ds_ckpt_hooks.py
 # --grad-accum under --wrapper fsdp (issue #23: FSDP accumulation with and
 # without no_sync()): theory and measure against PyTorch 1.13's FSDP, N = 2,
 # to the byte, and the losses (about 2 minutes on 2 cores)

@@ -1760,9 +1760,23 @@ START_TEST(test_deepspeed_zero3_on_the_tiny_gpt2_worked_by_hand)
 	c.ds_persist = 1e5;
 	theory_tfm_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
 	ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_GATHERED], 2 * 118528);
-	/* a full recompute is not modelled under it */
+	/* A full recompute: step 1's rerun of each block's forward gathers
+	 * its 12 tensors again, Σ ceil(n/3) = 2·22 (ln_1) + 4096 + 64
+	 * (c_attn) + 1366 + 22 (c_proj) + 2·22 (ln_2) + 5462 + 86 (c_fc)
+	 * + 5462 + 22 (the MLP's c_proj) = 16,668 a block, times L = 2 and
+	 * N - 1 = 2: 66,672 more; step 2 keeps each module whole from its
+	 * forward through the rerun into its backward (reuse distance 1e9):
+	 * 158,100 as without. */
 	o.recompute = ZS_RECOMPUTE_FULL;
-	ck_assert(!theory_tfm_has_schedule(&m, &o, &b, ZS_FW_DEEPSPEED, ZS_ZERO3));
+	c.ds_persist = 100;
+	ck_assert(theory_tfm_has_schedule(&m, &o, &b, ZS_FW_DEEPSPEED, ZS_ZERO3));
+	c.steps = 1;
+	theory_tfm_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	ck_assert_uint_eq(sc.comm_elements, 259614 + 66672);
+	c.steps = 2;
+	theory_tfm_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	ck_assert_uint_eq(sc.comm_elements, 158100);
+	ck_assert_double_eq(sc.comm_elements_mean, (259614.0 + 66672.0 + 158100.0) / 2);
 }
 END_TEST
 

@@ -624,16 +624,6 @@ int zs_cmd_measure(int argc, char **argv)
 		        "is not built yet); leave --backend out", zs_wrapper_name(c.wrapper));
 		goto fail;
 	}
-	/* DeepSpeed's ZeRO-3 gathers per nn.Module; a full recompute re-runs a
-	 * block's forward inside its backward, where its hooks would gather
-	 * the modules again (not modelled). */
-	for (size_t i = 0; c.tfm != NULL && c.tfm->recompute == ZS_RECOMPUTE_FULL && c.framework == ZS_FW_DEEPSPEED &&
-	                   i < c.nschemes; i++)
-		if (c.schemes[i] == ZS_ZERO3) {
-			zs_fail(&cause, "--recompute full: DeepSpeed's zero3 on a transformer is modelled without it (its "
-			        "hooks would gather each module again inside backward): give --recompute none or selective");
-			goto fail;
-		}
 #ifndef HAVE_MPI
 	if (mpi) {
 		zs_fail(&cause, "--backend mpi: this zerosim was built without MPI (./configure --with-mpi)");

@@ -587,6 +587,19 @@ static void modules_layer(struct zs_run *r, size_t l, enum zs_pass pass)
 	const struct zs_layer *ly = &r->model.layer[l];
 	for (unsigned k = r->r0; k < r->r1; k++)
 		layer_tensors(r, k, l, pass, 1);
+	/* full recompute: the block's forward again first, each module
+	 * between the scheme's hooks of a forward (torch.utils.checkpoint
+	 * reruns it inside backward, where DeepSpeed's hooks fire again) */
+	for (size_t s = 0; pass == ZS_PASS_BACKWARD && ly->kind->recompute_module != NULL &&
+	                   r->model.tfm.recompute == ZS_RECOMPUTE_FULL && s < ly->nmodules; s++) {
+		r->ops->module(r, r->ctx, l, s, ZS_PASS_FORWARD, 1);
+		for (unsigned k = r->r0; k < r->r1; k++) {
+			struct zs_layer_io io = layer_io(r, k, l, pass);
+			ly->kind->recompute_module(ly, &io, s);
+		}
+		r->ops->module(r, r->ctx, l, s, ZS_PASS_FORWARD, 0);
+		tracker_set_phase(&r->tracker, ZS_PH_BACKWARD);
+	}
 	for (size_t i = 0; i < ly->nmodules; i++) {
 		size_t s = pass == ZS_PASS_FORWARD ? i : ly->nmodules - 1 - i;
 		r->ops->module(r, r->ctx, l, s, pass, 1);

@@ -32,7 +32,7 @@ static void linear_backward(const struct zs_layer *l, const struct zs_layer_io *
 		linear_backward_f32(io->g[0], io->g[1], dx, dy, in, io->w[0], io->batch, l->din, l->dout);
 }
 
-static const struct zs_layer_kind linear = {"linear", linear_forward, linear_backward, NULL, NULL, NULL};
+static const struct zs_layer_kind linear = {"linear", linear_forward, linear_backward, NULL, NULL, NULL, NULL};
 
 static float mlp_loss(const struct zs_net *m, float *const *t)
 {

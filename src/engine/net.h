@@ -98,6 +98,12 @@ struct zs_layer_kind {
 	 * decides them, run before its routed tensors are made and `forward`
 	 * runs the rest; NULL for any other. */
 	void (*route)(const struct zs_layer *l, const struct zs_layer_io *io);
+	/* A block under full recompute: module s's part of rebuilding, in
+	 * its backward, what its forward did not keep, reading module s's
+	 * tensors only (run s = 0..nmodules-1 before the backward modules,
+	 * as torch.utils.checkpoint reruns the block's forward, so that a
+	 * scheme may gather around each); NULL for any other kind. */
+	void (*recompute_module)(const struct zs_layer *l, const struct zs_layer_io *io, size_t s);
 };
 
 /* A module of a layer: the tensors [first, first + n) of what it reads. */

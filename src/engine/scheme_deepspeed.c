@@ -737,6 +737,22 @@ static void ds3_reset_step(struct ds *ds)
 	ds_coord_begin_step(ds->ds3->coord, ds->ds3->complete ? 2 : 1);
 }
 
+/* Under full recompute, each module's checkpointed block (its layer;
+ * -1 outside the blocks): the engine reruns a block's forward in its
+ * backward (engine.c, modules_layer), so the trace holds it
+ * (util/ds_coord.h). NULL without; malloc'd, the caller frees it. */
+static long *ds3_checkpointed(const struct zs_run *r, size_t maxmod)
+{
+	const struct zs_net *m = &r->model;
+	if (m->kind != ZS_NET_TFM || m->tfm.recompute != ZS_RECOMPUTE_FULL)
+		return NULL;
+	long *group = zs_calloc(maxmod + 1, sizeof *group);
+	for (size_t l = 0, i = 0; l < m->nlayers; l++)
+		for (size_t s = 0; s < m->layer[l].nmodules; s++)
+			group[i++] = m->layer[l].kind->recompute_module != NULL ? (long)l : -1;
+	return group;
+}
+
 static void ds3_teardown(struct zs_run *r, void *ctx);
 
 static int ds3_setup(struct zs_run *r, void **ctx, char **cause)
@@ -761,7 +777,9 @@ static int ds3_setup(struct zs_run *r, void **ctx, char **cause)
 	uint64_t *n = zs_calloc(nt + 1, sizeof *n);
 	for (size_t t = 0; t < nt; t++)
 		n[t] = lo->tensor[t].n;
-	d->coord = ds_coord_new(n, nt, d->mod_first, d->mod_n, d->nmodules, c, r->world);
+	long *group = ds3_checkpointed(r, maxmod);
+	d->coord = ds_coord_new_recompute(n, nt, d->mod_first, d->mod_n, d->nmodules, group, c, r->world);
+	free(group);
 	free(n);
 	ds3_reset_step(ds);
 	for (unsigned k = r->r0; k < r->r1; k++)
@@ -968,6 +986,9 @@ static void ds3_module(struct zs_run *r, void *ctx, size_t l, size_t s, enum zs_
 	struct ds *ds = ctx;
 	struct ds3 *d = ds->ds3;
 	size_t m = d->mod_of[l] + s;
+	if (d->entry >= d->coord->ntrace || d->coord->trace[d->entry] != m ||
+	    d->coord->bwd[d->entry] != (pass == ZS_PASS_BACKWARD))
+		abort(); /* the engine runs the coordinator's trace (util/ds_coord.h) */
 	if (!begin) {
 		ds3_module_done(r, ds, m, pass);
 		return;

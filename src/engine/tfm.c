@@ -407,13 +407,20 @@ void tfm_block_forward_module(struct tfm_block_acts *a, const struct tfm_block_p
 	}
 }
 
+void tfm_block_recompute_module(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
+                                const struct tfm_dims *d, size_t B, size_t T, size_t s)
+{
+	if (s + 1 < tfm_block_modules(d))
+		tfm_block_forward_module(a, p, x, d, B, T, s);
+	else if (d->gemma) /* the last module's norm: its statistics, not its output res3 */
+		rmsnorm_rstd(a->down_rstd, a->down_out, d->eps, B * T, d->d);
+}
+
 void tfm_block_recompute(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                          const struct tfm_dims *d, size_t B, size_t T)
 {
-	for (size_t s = 0; s + 1 < tfm_block_modules(d); s++)
-		tfm_block_forward_module(a, p, x, d, B, T, s);
-	if (d->gemma) /* the last module's norm: its statistics, not its output res3 */
-		rmsnorm_rstd(a->down_rstd, a->down_out, d->eps, B * T, d->d);
+	for (size_t s = 0; s < tfm_block_modules(d); s++)
+		tfm_block_recompute_module(a, p, x, d, B, T, s);
 }
 
 void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,

@@ -203,6 +203,10 @@ void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *
  * inputs, so the same bits (full recompute). */
 void tfm_block_recompute(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                          const struct tfm_dims *d, size_t B, size_t T);
+/* Its module s's part (a forward module's step; the last module's
+ * output res3 is not rebuilt): tfm_block_recompute is s = 0..n-1. */
+void tfm_block_recompute_module(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
+                                const struct tfm_dims *d, size_t B, size_t T, size_t s);
 /* Rebuild the softmax a->att and a->atty from a->qkv (selective
  * recompute): the forward's kernel on the same input, so the same bits. */
 void tfm_attention_recompute(struct tfm_block_acts *a, const struct tfm_dims *d, size_t B, size_t T);

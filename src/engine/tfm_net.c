@@ -21,8 +21,9 @@
  *
  * Recompute: selective makes each block's att a recomputed tensor (freed
  * after the block's forward, allocated again and rebuilt from qkv before
- * its backward); full makes every block tensor but res3 one (rebuilt by
- * tfm_block_recompute from the block's input). The bits do not change.
+ * its backward); full makes every block tensor but res3 one (rebuilt,
+ * module by module, by block_recompute from the block's input, before
+ * the block's backward). The bits do not change.
  *
  * A tied head (gpt2) reads the embedding's unit and computes no param
  * grads: the head's contribution to wte (d logits^T · lnf) and the final
@@ -281,7 +282,12 @@ static void embed_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 
 /* ---- a block -------------------------------------------------------------- */
 
-static void block_fwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
+/* Module s of the block's forward, or (recompute) of its full recompute:
+ * rebuild what the forward did not keep (every block tensor but res3)
+ * from the block's input, reading module s's tensors only, in mixed also
+ * into their 16-bit tensors, which then hold what they say (block_bwd's
+ * first module reads them). */
+static void block_run(const struct zs_layer *l, const struct zs_layer_io *io, size_t s, int recompute)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
 	const struct zs_module *md = &l->module[s];
@@ -291,13 +297,20 @@ static void block_fwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	struct view v;
 	view_of(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1);
 	if (s == 0)
-		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, SKIP_ALL_BUT_INPUT);
+		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, recompute ? SKIP_RECOMPUTED : SKIP_ALL_BUT_INPUT);
 	slots32(w, l, io, 0, md->first, md->n);
 	tfm_block_view(&p, w, &n->dims, (size_t)l->block);
 	block_acts(&a, &v, n->mixed);
-	tfm_block_forward_module(&a, &p, v.x, &n->dims, n->B, n->T, s);
+	(recompute ? tfm_block_recompute_module : tfm_block_forward_module)(&a, &p, v.x, &n->dims, n->B, n->T, s);
 	if (s + 1 == l->nmodules)
-		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 0, SKIP_NONE);
+		sync16(&v, l, io, 0, recompute ? STEP_ACT_RES3 - 1 : STEP_NBLOCK_ACTS - 1, 0, SKIP_NONE);
+}
+
+static void block_fwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s) { block_run(l, io, s, 0); }
+
+static void block_recompute(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
+{
+	block_run(l, io, s, 1);
 }
 
 static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
@@ -305,7 +318,7 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	const struct zs_net_tfm *n = &io->net->tfm;
 	const struct tfm_dims *d = &n->dims;
 	const struct zs_module *md = &l->module[s];
-	int first = s + 1 == l->nmodules, full = n->recompute == ZS_RECOMPUTE_FULL;
+	int first = s + 1 == l->nmodules;
 	struct tfm_block_params p, g;
 	struct tfm_block_acts a;
 	struct tfm_scratch sc;
@@ -314,21 +327,14 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 	view_of(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1);
 	if (first)
 		sync16(&v, l, io, 0, STEP_NBLOCK_ACTS - 1, 1, SKIP_RECOMPUTED);
-	/* a full recompute reads every tensor (not under DeepSpeed's ZeRO-3) */
-	slots32(w, l, io, 0, first && full ? 0 : md->first, first && full ? l->nptensors : md->n);
+	slots32(w, l, io, 0, md->first, md->n);
 	tfm_block_view(&p, w, &n->dims, (size_t)l->block);
 	slots32(gr, l, io, 1, md->first, md->n);
 	tfm_block_view(&g, gr, &n->dims, (size_t)l->block);
 	block_acts(&a, &v, n->mixed);
 	scratch_of(&sc, io);
-	/* Rebuild what the forward did not keep (recomputed tensors; in mixed
-	 * also into their 16-bit tensors, which then hold what they say). */
-	if (first && full) {
-		tfm_block_recompute(&a, &p, v.x, d, n->B, n->T);
-		sync16(&v, l, io, 0, STEP_ACT_RES3 - 1, 0, SKIP_NONE);
-	} else if (first && n->recompute == ZS_RECOMPUTE_SELECTIVE) {
+	if (first && n->recompute == ZS_RECOMPUTE_SELECTIVE)
 		tfm_attention_recompute(&a, d, n->B, n->T);
-	}
 	tfm_block_backward_module(&g, &sc, &a, &p, v.x, d, n->B, n->T, s);
 	grads_done(l, io, md->first, md->n);
 }
@@ -607,16 +613,19 @@ static void all_fwd(const struct zs_layer *l, const struct zs_layer_io *io)
 
 static void all_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 {
+	for (size_t s = 0; l->kind->recompute_module != NULL && io->net->tfm.recompute == ZS_RECOMPUTE_FULL &&
+	                   s < l->nmodules; s++)
+		l->kind->recompute_module(l, io, s);
 	for (size_t s = l->nmodules; s-- > 0;)
 		l->kind->backward_module(l, io, s);
 }
 
-static const struct zs_layer_kind embed_kind = {"embedding", all_fwd, all_bwd, embed_fwd, embed_bwd, NULL};
-static const struct zs_layer_kind block_kind = {"block", all_fwd, all_bwd, block_fwd, block_bwd, NULL};
-static const struct zs_layer_kind head_kind = {"head", all_fwd, all_bwd, head_fwd, head_bwd, NULL};
+static const struct zs_layer_kind embed_kind = {"embedding", all_fwd, all_bwd, embed_fwd, embed_bwd, NULL, NULL};
+static const struct zs_layer_kind block_kind = {"block", all_fwd, all_bwd, block_fwd, block_bwd, NULL, block_recompute};
+static const struct zs_layer_kind head_kind = {"head", all_fwd, all_bwd, head_fwd, head_bwd, NULL, NULL};
 /* under the paper's schemes only (zs_moe_scope refuses the rest): no
  * module hooks, so no module steps */
-static const struct zs_layer_kind moe_kind = {"moe block", moe_fwd, moe_bwd, NULL, NULL, moe_route};
+static const struct zs_layer_kind moe_kind = {"moe block", moe_fwd, moe_bwd, NULL, NULL, moe_route, NULL};
 
 /* ---- the list --------------------------------------------------------------- */
 

@@ -316,10 +316,10 @@ int theory_tfm_has_schedule(const struct zs_model *m, const struct theory_act_op
                               const struct theory_bytes *b, enum zs_framework fw, enum zs_scheme scheme)
 {
 	/* fp32, or mixed (fp32 master, 16-bit activations); any number of
-	 * blocks (the engine's are bounded by memory only) */
+	 * blocks (the engine's are bounded by memory only); every framework
+	 * and scheme but DeepSpeed's ZeRO-3 of a mixture (zs_moe_scope) */
 	return o->elem == (b->master != 0 ? 2 : 4) && !o->flash &&
-	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3 || o->recompute != ZS_RECOMPUTE_FULL) &&
-	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3 || m->experts == 0) && /* (zs_moe_scope) */
+	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3 || m->experts == 0) &&
 	       o->seq <= m->positions;
 }
 
@@ -793,7 +793,7 @@ static void ds3_fetch(struct ds3_fw *f, struct walk *w, size_t mi, int complete)
 	const size_t *got;
 	size_t ng = ds_coord_fetch(f->d, f->c, f->j, complete, &got);
 	ds3_gathered(w, f, got, ng);
-	if (f->j >= f->nmodules)
+	if (f->d->bwd[f->j])
 		ds3_grads(f, w, mi);
 }
 
@@ -850,9 +850,10 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 			ds3_release(f, w, complete);
 		}
 		break;
-	case BWD_RUN:
-		for (size_t i = f->of_layer[l + 1]; !f->by_unit && i-- > f->of_layer[l];) {
-			ds3_fetch(f, w, i, complete);
+	case BWD_RUN: /* the trace's entries of the layer's modules: a full recompute's forward, then backward */
+		while (!f->by_unit && f->j < f->d->ntrace && f->d->trace[f->j] >= f->of_layer[l] &&
+		       f->d->trace[f->j] < f->of_layer[l + 1]) {
+			ds3_fetch(f, w, f->d->trace[f->j], complete);
 			ds3_release(f, w, complete);
 		}
 		break;
@@ -946,7 +947,12 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 		tn[t] = p->tensor[t].numel;
 	ds3_modules(&f, d, unit);
 	f.desc = d;
-	f.d = ds_coord_new(tn, p->ntensors, f.first, f.count, f.nmodules, c, world);
+	/* full recompute: each block's modules are checkpointed together */
+	long *group = zs_calloc(f.nmodules + 1, sizeof *group);
+	for (size_t i = 0; i < f.nmodules; i++)
+		group[i] = !f.by_unit && d->recompute == ZS_RECOMPUTE_FULL ? p->module[i].index : -1;
+	f.d = ds_coord_new_recompute(tn, p->ntensors, f.first, f.count, f.nmodules, group, c, world);
+	free(group);
 	for (size_t t = 0; t < p->ntensors; t++) {
 		f.S += f.d->s[t];
 		persist += f.d->persist[t] ? tn[t] : 0;

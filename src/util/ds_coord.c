@@ -96,11 +96,40 @@ size_t ds_coord_release(struct ds_coord *d, size_t j, int complete, size_t *out)
 	return nout;
 }
 
-/* The tensors n[0..nt) in modules [mod_first, + mod_n), the trace (the
- * modules forward, then backward) and its parameter queue
- * (record_parameters, 210-219: each entry's params in ds_id order). */
+/* The trace (__submodule_order as step 1 records it: every fetch's
+ * module, parameter_offload.py 464-466 and 488-490) into trace, each
+ * entry's pass into bwd; how many. Forward, the modules in order; backward
+ * in reverse, where a checkpointed block (group >= 0) first runs its
+ * forward again, module by module (its pre-forward hooks fetch, its
+ * post-forward hooks release, 290-335), then its backward. */
+static size_t build_trace(size_t nmod, const long *group, size_t *trace, int *bwd)
+{
+	size_t nt = 0;
+	for (size_t m = 0; m < nmod; m++) {
+		trace[nt] = m;
+		bwd[nt++] = 0;
+	}
+	for (size_t m = nmod; m-- > 0;) {
+		if (group != NULL && group[m] >= 0 && (m + 1 == nmod || group[m + 1] != group[m])) {
+			size_t f = m;
+			while (f > 0 && group[f - 1] == group[m])
+				f--;
+			for (size_t k = f; k <= m; k++) {
+				trace[nt] = k;
+				bwd[nt++] = 0;
+			}
+		}
+		trace[nt] = m;
+		bwd[nt++] = 1;
+	}
+	return nt;
+}
+
+/* The tensors n[0..nt) in modules [mod_first, + mod_n), the trace and
+ * its parameter queue (record_parameters, 210-219: each entry's params in
+ * ds_id order, with the entry's step). */
 static void setup(struct ds_coord *d, const uint64_t *n, size_t nt, const size_t *mod_first, const size_t *mod_n,
-                  size_t nmod, const struct zs_config *c, unsigned world)
+                  size_t nmod, const long *group, const struct zs_config *c, unsigned world)
 {
 	memset(d, 0, sizeof *d);
 	d->ntensors = nt;
@@ -112,12 +141,8 @@ static void setup(struct ds_coord *d, const uint64_t *n, size_t nt, const size_t
 	d->fetched = zs_calloc(nt, sizeof *d->fetched);
 	d->mod_first = zs_calloc(nmod, sizeof *d->mod_first);
 	d->mod_n = zs_calloc(nmod, sizeof *d->mod_n);
-	d->trace = zs_calloc(2 * nmod, sizeof *d->trace);
-	size_t nq = 0; /* each module's tensors, twice */
-	for (size_t m = 0; m < nmod; m++)
-		nq += 2 * mod_n[m];
-	d->qt = zs_calloc(nq, sizeof *d->qt);
-	d->qs = zs_calloc(nq, sizeof *d->qs);
+	d->trace = zs_calloc(3 * nmod, sizeof *d->trace); /* at most: forward, a recompute, backward */
+	d->bwd = zs_calloc(3 * nmod, sizeof *d->bwd);
 	for (size_t t = 0; t < nt; t++) {
 		d->n[t] = n[t];
 		d->s[t] = (n[t] + world - 1) / world;
@@ -126,9 +151,12 @@ static void setup(struct ds_coord *d, const uint64_t *n, size_t nt, const size_t
 	d->nmodules = nmod;
 	memcpy(d->mod_first, mod_first, nmod * sizeof *mod_first);
 	memcpy(d->mod_n, mod_n, nmod * sizeof *mod_n);
-	for (size_t m = 0; m < nmod; m++)
-		d->trace[m] = d->trace[2 * nmod - 1 - m] = m;
-	d->ntrace = 2 * nmod;
+	d->ntrace = build_trace(nmod, group, d->trace, d->bwd);
+	size_t nq = 0;
+	for (size_t j = 0; j < d->ntrace; j++)
+		nq += mod_n[d->trace[j]];
+	d->qt = zs_calloc(nq + 1, sizeof *d->qt);
+	d->qs = zs_calloc(nq + 1, sizeof *d->qs);
 	for (size_t j = 0; j < d->ntrace; j++)
 		for (size_t t = mod_first[d->trace[j]]; t < mod_first[d->trace[j]] + mod_n[d->trace[j]]; t++) {
 			d->qt[d->nqueue] = t;
@@ -147,6 +175,7 @@ void ds_coord_free(struct ds_coord *d)
 	free(d->mod_first);
 	free(d->mod_n);
 	free(d->trace);
+	free(d->bwd);
 	free(d->qt);
 	free(d->qs);
 	free(d);
@@ -155,8 +184,14 @@ void ds_coord_free(struct ds_coord *d)
 struct ds_coord *ds_coord_new(const uint64_t *n, size_t nt, const size_t *mod_first, const size_t *mod_n,
                               size_t nmod, const struct zs_config *c, unsigned world)
 {
+	return ds_coord_new_recompute(n, nt, mod_first, mod_n, nmod, NULL, c, world);
+}
+
+struct ds_coord *ds_coord_new_recompute(const uint64_t *n, size_t nt, const size_t *mod_first, const size_t *mod_n,
+                                        size_t nmod, const long *group, const struct zs_config *c, unsigned world)
+{
 	struct ds_coord *d = zs_malloc(sizeof *d);
-	setup(d, n, nt, mod_first, mod_n, nmod, c, world);
+	setup(d, n, nt, mod_first, mod_n, nmod, group, c, world);
 	return d;
 }
 

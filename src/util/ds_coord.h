@@ -11,7 +11,8 @@
  *
  * Modules are runs of tensors, [mod_first, mod_first + mod_n) (a tied
  * head's is the token table again); the trace is the modules forward,
- * then backward. Ownership: ds_coord_new allocates the coordinator and its
+ * then backward (with a full recompute, each checkpointed block's
+ * modules forward again before its backward: ds_coord_new_recompute). Ownership: ds_coord_new allocates the coordinator and its
  * lists, ds_coord_free releases them. Out of memory is fatal.
  */
 #ifndef ZS_UTIL_DS_COORD_H
@@ -33,6 +34,7 @@ struct ds_coord {
 	int *persist, *avail;                /* per tensor */
 	double *recent;                      /* __most_recent_step_id_param_fetched_for */
 	size_t *trace;                       /* __submodule_order: the modules forward, then backward */
+	int *bwd;                            /* per trace entry: a backward's (it makes its grads) */
 	size_t *qt, *qs;                     /* __param_queue: (param, step_id_last_used_at) */
 	double n_avail;                      /* __n_available_params */
 	size_t *fetched, nfetched;           /* gathered by the last fetch, in order */
@@ -42,6 +44,15 @@ struct ds_coord {
  * n <= c->ds_persist (partition_parameters.py 1130). */
 struct ds_coord *ds_coord_new(const uint64_t *n, size_t nt, const size_t *mod_first, const size_t *mod_n,
                               size_t nmod, const struct zs_config *c, unsigned world);
+/* The same, with activation checkpointing: group[m] >= 0 names the
+ * checkpointed block module m runs in (a block's modules consecutive),
+ * -1 none. Backward reaches a block's last module first and reruns the
+ * block's forward there (torch.utils.checkpoint), so the trace holds,
+ * before the block's backward entries, its modules forward again, each a
+ * fetch and a release (docs/schedule.md, "deepspeed", ZeRO-3 with full
+ * recompute). */
+struct ds_coord *ds_coord_new_recompute(const uint64_t *n, size_t nt, const size_t *mod_first, const size_t *mod_n,
+                                        size_t nmod, const long *group, const struct zs_config *c, unsigned world);
 void ds_coord_free(struct ds_coord *d);
 /* A step's start (step 1 records the trace); `gathered` starts again. */
 void ds_coord_begin_step(struct ds_coord *d, unsigned step);

@@ -1,0 +1,168 @@
+"""ds_ckpt_hooks: the order in which DeepSpeed ZeRO-3's module hooks fire
+under Hugging Face's gradient checkpointing, in real PyTorch, against the
+trace zerosim's coordinator walks (util/ds_coord.c, build_trace;
+docs/schedule.md, "deepspeed", ZeRO-3 with full recompute).
+
+DeepSpeed 0.16.5 (38327e0), runtime/zero/parameter_offload.py, transcribed
+for what decides when a fetch and a release happen (no gathering here):
+_register_deepspeed_module (276-454) hooks every module recursively; the
+pre-forward hook fetches (290-292, 456-467), the post-forward hook
+releases (294-335, 471-478); the forward hook wraps the outputs in
+PreBackwardFunctionForModule (342-379: applied_pre_backward_ref_cnt, the
+fetch in its backward when the count is > 0, 484-491); the forward pre-hook
+wraps the inputs in PostBackwardFunctionModule (401-442: ds_grads_remaining
+counted up for an input that requires grad, down in backward, the release
+at 0, 493-500). Each block runs under torch.utils.checkpoint of its
+__call__, reentrant (transformers' gradient_checkpointing_enable default).
+A GPT-2-shaped model: wte, wpe, per block ln_1, attn(c_attn, c_proj), ln_2,
+mlp(c_fc, c_proj), then ln_f and a head (untied here). Only modules with
+parameters of their own are reported (a container's fetch gathers
+nothing; zerosim leaves them out). The embeddings' release after their
+backward never fires (their inputs need no grad); zerosim releases them
+there (noted in docs/schedule.md). Prints "ok" or the first difference;
+exit 1 on a difference.
+"""
+import sys
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+events = []
+
+
+def own(m):
+    return any(True for _ in m.parameters(recurse=False))
+
+
+def register(m, name):
+    for cn, c in m.named_children():
+        register(c, name + "." + cn if name else cn)
+
+    def pre_fwd(mod, inp):
+        if own(mod):
+            events.append(("fetch", name))
+
+    def post_fwd(mod, inp, out):
+        if own(mod):
+            events.append(("release", name))
+
+    class PreBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            mod = m
+            ctx.m = mod
+            mod.ref = getattr(mod, "ref", 0) + 1
+            return x.detach()
+
+        @staticmethod
+        def backward(ctx, g):
+            if ctx.m.ref > 0:
+                if own(ctx.m):
+                    events.append(("fetch", name))
+                ctx.m.ref -= 1
+            return g
+
+    class PostBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.m = m
+            if x.requires_grad:
+                m.remaining = getattr(m, "remaining", 0) + 1
+            return x.detach()
+
+        @staticmethod
+        def backward(ctx, g):
+            ctx.m.remaining -= 1
+            if ctx.m.remaining == 0 and own(ctx.m):
+                events.append(("release", name))
+            return g
+
+    def pre_bwd(mod, inp, out):
+        return PreBackward.apply(out) if torch.is_tensor(out) else out
+
+    def post_bwd(mod, inp):
+        return tuple(PostBackward.apply(x) if torch.is_tensor(x) else x for x in inp)
+
+    m.register_forward_pre_hook(pre_fwd)
+    m.register_forward_hook(post_fwd)
+    m.register_forward_hook(pre_bwd)
+    m.register_forward_pre_hook(post_bwd)
+
+
+class Attn(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.c_attn = torch.nn.Linear(d, 3 * d)
+        self.c_proj = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        q, k, v = self.c_attn(x).chunk(3, dim=-1)
+        a = torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v
+        return self.c_proj(a)
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.c_fc = torch.nn.Linear(d, 4 * d)
+        self.c_proj = torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return self.c_proj(torch.nn.functional.gelu(self.c_fc(x)))
+
+
+class Block(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln_1, self.attn = torch.nn.LayerNorm(d), Attn(d)
+        self.ln_2, self.mlp = torch.nn.LayerNorm(d), Mlp(d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class Model(torch.nn.Module):
+    def __init__(self, d, layers, vocab, positions):
+        super().__init__()
+        self.wte, self.wpe = torch.nn.Embedding(vocab, d), torch.nn.Embedding(positions, d)
+        self.h = torch.nn.ModuleList(Block(d) for _ in range(layers))
+        self.ln_f, self.lm_head = torch.nn.LayerNorm(d), torch.nn.Linear(d, vocab, bias=False)
+
+    def forward(self, ids):
+        x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))
+        for b in self.h:
+            x = checkpoint(b.__call__, x, use_reentrant=True)
+        return self.lm_head(self.ln_f(x))
+
+
+L = 3
+torch.manual_seed(0)
+model = Model(16, L, 32, 8)
+register(model, "")
+ids = torch.randint(0, 32, (2, 8))
+for step in (1, 2):
+    events.clear()
+    torch.nn.functional.cross_entropy(model(ids).flatten(0, 1), ids.flatten()).backward()
+    # The rule (build_trace): forward, the modules in order; backward in
+    # reverse, each block's modules forward again (the rerun) before its
+    # backward; every fetch followed by its module's release.
+    block = ["ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj"]
+    fwd = ["wte", "wpe"] + ["h.%d.%s" % (i, m) for i in range(L) for m in block] + ["ln_f", "lm_head"]
+    trace = list(fwd) + ["lm_head", "ln_f"]
+    for i in reversed(range(L)):
+        mods = ["h.%d.%s" % (i, m) for m in block]
+        trace += mods + mods[::-1]
+    trace += ["wpe", "wte"]
+    # The embeddings' inputs (token ids, positions) need no grad, so their
+    # post-backward count never rises and their release after backward
+    # never fires (step() releases them): the last two fetches only.
+    want = [e for m in trace[:-2] for e in (("fetch", m), ("release", m))]
+    want += [("fetch", "wpe"), ("fetch", "wte")]
+    if events != want:
+        for k, (got, exp) in enumerate(zip(events + [None] * len(want), want + [None] * len(events))):
+            if got != exp:
+                print("step %d, event %d: PyTorch %s, the rule %s" % (step, k, got, exp))
+                break
+        sys.exit(1)
+print("ok: %d fetches a step, each released, in the rule's order (%d blocks, 2 steps)" % (len(trace), L))
