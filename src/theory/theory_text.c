@@ -405,7 +405,7 @@ static void headline_of(const struct theory_request *req, const struct theory_ro
 
 /* Why the framework's exact step is not available (theory_tfm_has_schedule
  * false), in words. */
-static const char *no_step_reason(const struct theory_request *req)
+static const char *no_step_reason(const struct theory_request *req, enum zs_scheme scheme)
 {
 	const struct zs_model *m = req->model;
 	struct theory_bytes b;
@@ -508,7 +508,7 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 			zs_buf_printf(t, "\n");
 			if (fwh && !h.exact && !fallback) {
 				fallback = 1;
-				reason = no_step_reason(req);
+				reason = no_step_reason(req, c->schemes[s]);
 			}
 		}
 	if (fallback)
