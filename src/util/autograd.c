@@ -1627,10 +1627,347 @@ static T gpt2_causal_view(struct bld *b, const struct model *M, uint64_t l, uint
 	          (const int64_t[]){ (int64_t)(P_ * P_), (int64_t)(P_ * P_), (int64_t)P_, 1 }, 0);
 }
 
-static void gpt2_step(struct bld *b, struct model *M)
+/* GPT2Block.forward (block i over hs, its holder taken): the block's
+ * output, one holder; what autograd keeps in *s. */
+static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved *s, int i, T hs)
 {
 	const struct zs_model *m = b->m;
 	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, h = m->heads, hd = m->head_dim;
+	uint64_t l = (uint64_t)i;
+	mark(b, "fwd:h.%d:start", i);
+	/* the caller's `hidden_states` holds the block's input until the
+	 * block returns (no event where a node keeps it anyway) */
+	T hin = hs;
+	ref(b, hin);
+	/* residual = h; h = ln_1(h) */
+	b->module = modname(b, "transformer.h.%d.ln_1", i);
+	T x1 = layer_norm(b, hs, blk(M, b, i, "ln_1.weight"), blk(M, b, i, "ln_1.bias"), &s->ln1);
+	T residual = hs; /* the name moves */
+	b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
+	T qkv = conv1d(b, x1, blk(M, b, i, "attn.c_attn.weight"), blk(M, b, i, "attn.c_attn.bias"),
+	               &s->attn_in);
+	/* the attention's activations are qkv's dtype: bf16 under autocast */
+	enum ag_dtype dt = b->s->tensor[qkv].dtype;
+	/* split (views) and _split_heads (view, permute): q, k, v are
+	 * [B, h, T, hd] views of qkv */
+	int64_t st3 = (int64_t)(3 * d);
+	T q = vw(b, qkv, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)Tn * st3, (int64_t)hd, st3, 1 }, 0);
+	T k = vw(b, qkv, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)Tn * st3, (int64_t)hd, st3, 1 }, d);
+	T v = vw(b, qkv, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)Tn * st3, (int64_t)hd, st3, 1 },
+	         2 * d);
+	unref(b, qkv);
+	s->rin = RG(b, hs);
+	/* the attention's nodes exist, and keep what they keep, when q, k
+	 * and v require grad: all three or none (one c_attn) */
+	int ka = s->rqkv = RG(b, qkv);
+	/* matmul(q, k^T): both operands to [B·h, T, hd] and [B·h, hd, T]
+	 * (expand + reshape of permuted views: copies unless B = 1), kept by bmm */
+	T merged;
+	if (b->o->attn == ZS_ATTN_SDPA) {
+		merged = sdpa_fwd(b, &s->sd, q, k, v);
+	} else {
+		T qc = bmm_operand(b, q, "clone (matmul's copy of q)");
+		T kt = transpose_last2(b, k);
+		T ktc = bmm_operand(b, kt, "clone (matmul's copy of k^T)");
+		unref(b, kt);
+		T sc = TMP("bmm (q k^T)", dt, B * h, Tn, Tn);
+		op(b, AG_OP_BMM, qc, ktc, NO, sc, NO, NO);
+		s->q = qc, s->kt = ktc;
+		if (!ka) { /* matmul's copies go when it returns */
+			unref(b, qc);
+			unref(b, ktc);
+			s->q = s->kt = NO;
+		}
+		/* / torch.full([], sqrt(hd)): the divisor is saved */
+		T dv = tmp(b, "full (1/sqrt(hd) divisor)", dt, 0, NULL);
+		op(b, AG_OP_FILL, NO, NO, NO, dv, NO, NO)->arg[0] = sqrt((double)hd);
+		T aw = TMP("div (scores)", dt, B * h, Tn, Tn);
+		op(b, AG_OP_DIV, sc, dv, NO, aw, NO, NO);
+		unref(b, sc);
+		s->divisor = dv;
+		if (!ka) {
+			unref(b, dv);
+			s->divisor = NO;
+		}
+		/* torch.where(causal_mask, w, mask_value): the condition is a
+		 * view of the `bias` buffer, the only thing saved */
+		/* torch.finfo(attn_weights.dtype).min */
+		T mv = tmp(b, "full (mask_value)", dt, 0, NULL);
+		op(b, AG_OP_FILL, NO, NO, NO, mv, NO, NO)->arg[0] = dt == AG_BF16 ? -3.3895313892515355e38
+		                                                                   : -3.4028234663852886e38;
+		T cm = gpt2_causal_view(b, M, l, Tn);
+		T wh = TMP("where (causal mask)", dt, B * h, Tn, Tn);
+		op(b, AG_OP_WHERE, cm, aw, mv, wh, NO, NO);
+		unref(b, aw);
+		T sm = TMP("_softmax", dt, B * h, Tn, Tn);
+		op(b, AG_OP_SOFTMAX, wh, NO, NO, sm, NO, NO);
+		unref(b, wh);
+		if (ka)
+			ref(b, sm); /* softmax saves its result */
+		mark(b, "fwd:h.%d.attn.attn_dropout:start", i);
+		T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
+		mark(b, "fwd:h.%d.attn.attn_dropout:end", i);
+		unref(b, sm); /* the name `attn_weights` is rebound to the dropout's output */
+		/* bmm with v saves the weights and v's copy */
+		T vc = bmm_operand(b, v, "clone (matmul's copy of v)");
+		T ao = TMP("bmm (attention x v)", dt, B * h, Tn, hd);
+		op(b, AG_OP_BMM, smd, vc, NO, ao, NO, NO);
+		s->attw = smd, s->sm = sm, s->v = vc;
+		if (ka)
+			ref(b, smd); /* bmm keeps it */
+		else {
+			unref(b, vc); /* matmul's copy goes when it returns */
+			s->attw = s->sm = s->v = NO;
+		}
+		unref(b, smd); /* the name `attn_weights` goes when _attn returns */
+		unref(b, mv); /* _attn returns */
+		/* _merge_heads: permute(0, 2, 1, 3).contiguous() */
+		T aop = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
+		                                                           (int64_t)(Tn * hd), 1 }, 0);
+		merged = TMP("clone (merge heads)", dt, B, Tn, d);
+		op(b, AG_OP_COPY, aop, NO, NO, merged, NO, NO);
+		unref(b, aop);
+		unref(b, ao);
+	}
+	b->module = modname(b, "transformer.h.%d.attn.c_proj", i);
+	T po = conv1d(b, merged, blk(M, b, i, "attn.c_proj.weight"), blk(M, b, i, "attn.c_proj.bias"),
+	              &s->attn_out);
+	unref(b, merged);
+	mark(b, "fwd:h.%d.attn.resid_dropout:start", i);
+	T pod = dropout(b, po, m->resid_pdrop, &s->drop_resid);
+	mark(b, "fwd:h.%d.attn.resid_dropout:end", i);
+	b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
+	/* attn's forward returns: q, k, v (views of qkv) go, then the
+	 * name of c_proj's output */
+	unref(b, q);
+	unref(b, k);
+	unref(b, v);
+	unref(b, po);
+	po = pod;
+	/* h = attn(h) + residual */
+	b->module = -1;
+	s->rpo = RG(b, po);
+	residual = residual_add(b, residual, po, 1);
+	unref(b, x1); /* the name hidden_states is rebound to the sum (fp32: addmm's saved view holds it) */
+	s->rh1 = RG(b, residual);
+	b->module = modname(b, "transformer.h.%d.ln_2", i);
+	T x2 = layer_norm(b, residual, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &s->ln2);
+	b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
+	T fc = conv1d(b, x2, blk(M, b, i, "mlp.c_fc.weight"), blk(M, b, i, "mlp.c_fc.bias"), &s->fc);
+	/* gelu_new: 0.5 * x * (1.0 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3.0)))):
+	 * its nodes keep what they keep when c_fc's output requires grad */
+	int kg = s->rfc = RG(b, fc);
+	T a = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.5 x)", fc, 0.5, kg ? &s->half : NULL);
+	T p3 = like(b, "pow (x^3)", fc);
+	op(b, AG_OP_POW_SCALAR, fc, NO, NO, p3, NO, NO)->arg[0] = 3;
+	if (kg)
+		ref(b, fc); /* pow saves its input */
+	T c = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.044715 x^3)", p3, 0.044715, kg ? &s->c1 : NULL);
+	unref(b, p3);
+	T sx = like(b, "add (x + 0.044715 x^3)", fc);
+	op(b, AG_OP_ADD, fc, c, NO, sx, NO, NO)->arg[0] = 1;
+	unref(b, c);
+	T y = scalar_op(b, AG_OP_MUL_SCALAR, "mul (sqrt(2/pi) .)", sx, sqrt(2.0 / M_PI), kg ? &s->c2 : NULL);
+	unref(b, sx);
+	T th = like(b, "tanh", fc);
+	op(b, AG_OP_TANH, y, NO, NO, th, NO, NO);
+	unref(b, y);
+	T u = scalar_op(b, AG_OP_ADD_SCALAR, "add (1 + tanh)", th, 1.0, NULL);
+	T gl = like(b, "mul (gelu_new)", fc);
+	op(b, AG_OP_MUL, a, u, NO, gl, NO, NO);
+	/* tanh keeps its result, the last mul both operands */
+	s->a = a, s->t = th, s->u = u, s->xfc = fc;
+	if (!kg) { /* the expression's temporaries go as it ends */
+		unref(b, a);
+		unref(b, th);
+		unref(b, u);
+		s->a = s->t = s->u = s->xfc = NO;
+	}
+	unref(b, fc); /* the MLP's name for c_fc's output; pow's holder stays */
+	b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
+	T mo = conv1d(b, gl, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"), &s->proj);
+	unref(b, gl);
+	mark(b, "fwd:h.%d.mlp.dropout:start", i);
+	T mod_ = dropout(b, mo, m->resid_pdrop, &s->drop_mlp);
+	mark(b, "fwd:h.%d.mlp.dropout:end", i);
+	unref(b, mo); /* the temporary c_proj(...) goes when dropout returns */
+	mo = mod_;
+	s->rmo = RG(b, mo);
+	b->module = -1;
+	hs = residual_add(b, residual, mo, 0);
+	unref(b, x2); /* the block returns: its name for ln_2's output goes */
+	mark(b, "fwd:h.%d:end", i);
+	unref(b, hin);
+	return hs;
+}
+
+/* Block i's backward from gx (the gradient of its output, its holder
+ * taken): the gradient of its input, NO where it requires none. */
+static T gpt2_block_bwd(struct bld *b, struct model *M, struct gpt2_block_saved *s, int i, T gx)
+{
+	const struct zs_model *m = b->m;
+	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, h = m->heads, hd = m->head_dim;
+	/* AddBackward (residual + mlp): gx goes to both (those that
+	 * require grad); the MLP first */
+	b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
+	T dgl = NO, dx2 = NO;
+	T g2 = s->rh1 ? gx : NO;
+	if (s->rmo) {
+		/* autocast: AddBackward's gradient for the 16-bit operand is
+		 * cast to its dtype (validate_outputs) */
+		T gmo = b->o->amp != AG_F32 ? to_dtype(b, gx, b->o->amp, "_to_copy (validate_outputs)")
+		                            : dropout_bwd(b, gx, !s->rh1, s->drop_mlp);
+		if (b->o->amp != AG_F32 && !s->rh1) /* the residual requires no grad (--freeze): gx is the node's alone */
+			unref(b, gx);
+		dgl = conv1d_bwd(b, gmo, 1, &s->proj, blk(M, b, i, "mlp.c_proj.weight"),
+		                 blk(M, b, i, "mlp.c_proj.bias"));
+	}
+	b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
+	if (dgl != NO) {
+		/* MulBackward (a * u): d a = g · u, d u = g · a */
+		T da = like(b, "mul (gelu backward)", s->a);
+		op(b, AG_OP_MUL, dgl, s->u, NO, da, NO, NO);
+		T du = like(b, "mul (gelu backward)", s->a);
+		op(b, AG_OP_MUL, dgl, s->a, NO, du, NO, NO);
+		unref(b, dgl);
+		unref(b, s->a);
+		unref(b, s->u);
+		/* AddBackward (1 + tanh): du passes; TanhBackward */
+		T dy = like(b, "tanh_backward", s->t);
+		op(b, AG_OP_TANH_BWD, du, s->t, NO, dy, NO, NO);
+		unref(b, du);
+		unref(b, s->t);
+		/* MulBackward (sqrt(2/pi) ·): g · the kept number */
+		T cs = cast_scalar_as(b, s->c2, b->s->tensor[dy].dtype);
+		T dsx = like(b, "mul (gelu backward)", dy);
+		op(b, AG_OP_MUL_SCALAR, dy, NO, NO, dsx, NO, NO)->arg[0] = sqrt(2.0 / M_PI);
+		unref(b, cs);
+		unref(b, dy);
+		unref(b, s->c2);
+		/* AddBackward (x + c): dsx to x's buffer and to the mul */
+		cs = cast_scalar_as(b, s->c1, b->s->tensor[dsx].dtype);
+		T dp = like(b, "mul (gelu backward)", dsx);
+		op(b, AG_OP_MUL_SCALAR, dsx, NO, NO, dp, NO, NO)->arg[0] = 0.044715;
+		unref(b, cs);
+		unref(b, s->c1);
+		/* PowBackward: g · 3 · x^2 */
+		T x2p = like(b, "pow (x^2, pow backward)", s->xfc);
+		op(b, AG_OP_POW_SCALAR, s->xfc, NO, NO, x2p, NO, NO)->arg[0] = 2;
+		T w3 = wrapped(b, 3.0);
+		T c3 = cast_scalar_as(b, w3, b->s->tensor[x2p].dtype);
+		T x3 = like(b, "mul (3 x^2)", s->xfc);
+		op(b, AG_OP_MUL_SCALAR, x2p, NO, NO, x3, NO, NO)->arg[0] = 3;
+		unref(b, c3);
+		unref(b, w3);
+		T dxp = like(b, "mul (pow backward)", s->xfc);
+		op(b, AG_OP_MUL, dp, x3, NO, dxp, NO, NO);
+		unref(b, x3);
+		unref(b, x2p);
+		unref(b, dp);
+		unref(b, s->xfc);
+		/* x's input buffer: dsx + dxp */
+		T acc = dsx;
+		arrive(b, &acc, dxp);
+		/* MulBackward (0.5 ·) */
+		cs = cast_scalar_as(b, s->half, b->s->tensor[da].dtype);
+		T dh = like(b, "mul (gelu backward)", da);
+		op(b, AG_OP_MUL_SCALAR, da, NO, NO, dh, NO, NO)->arg[0] = 0.5;
+		unref(b, cs);
+		unref(b, da);
+		unref(b, s->half);
+		arrive(b, &acc, dh);
+		T acc2 = acc;
+		/* c_fc's AddmmBackward */
+		dx2 = conv1d_bwd(b, acc2, 1, &s->fc, blk(M, b, i, "mlp.c_fc.weight"),
+		                 blk(M, b, i, "mlp.c_fc.bias"));
+	}
+	b->module = modname(b, "transformer.h.%d.ln_2", i);
+	if (dx2 != NO) /* the residual's input buffer: gx + ln_2's dx */
+		layer_norm_bwd_to(b, dx2, &s->ln2, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &g2);
+	if (g2 == NO)
+		return NO;
+	/* AddBackward (attn + residual): g2 to both; the attention first */
+	b->module = modname(b, "transformer.h.%d.attn.c_proj", i);
+	T g3 = s->rin ? g2 : NO, dm = NO, dx1 = NO;
+	if (s->rpo) {
+		T gpo = b->o->amp != AG_F32 ? to_dtype(b, g2, b->o->amp, "_to_copy (validate_outputs)")
+		                            : dropout_bwd(b, g2, !s->rin, s->drop_resid);
+		if (b->o->amp != AG_F32 && !s->rin) /* as gx's above */
+			unref(b, g2);
+		dm = conv1d_bwd(b, gpo, 1, &s->attn_out, blk(M, b, i, "attn.c_proj.weight"),
+		                blk(M, b, i, "attn.c_proj.bias"));
+	}
+	b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
+	T dqkv = NO;
+	if (dm == NO) {
+		/* the attention requires no grad */
+	} else if (b->o->attn == ZS_ATTN_SDPA) {
+		dqkv = gpt2_sdpa_bwd(b, &s->sd, dm);
+	} else {
+		/* CloneBackward, PermuteBackward: a permuted view of dm; then
+		 * UnsafeViewBackward, BmmBackward, SoftmaxBackward */
+		T dvc;
+		T dwh = attn_v_bwd(b, dm, s->attw, s->sm, s->drop_attn, s->v, B, h, Tn, hd, &dvc);
+		/* WhereBackward: where(cond, grad, 0) */
+		enum ag_dtype dt = b->s->tensor[dwh].dtype;
+		T zero = tmp(b, "scalar_tensor (0)", dt, 0, NULL);
+		op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
+		T cm = gpt2_causal_view(b, M, (uint64_t)i, Tn);
+		T daw = TMP("where (backward)", dt, B * h, Tn, Tn);
+		op(b, AG_OP_WHERE, cm, dwh, zero, daw, NO, NO);
+		unref(b, cm);
+		unref(b, zero);
+		unref(b, dwh);
+		/* DivBackward */
+		T dsc = TMP("div (backward)", dt, B * h, Tn, Tn);
+		op(b, AG_OP_DIV, daw, s->divisor, NO, dsc, NO, NO);
+		unref(b, daw);
+		unref(b, s->divisor);
+		/* BmmBackward (q @ k^T): d q, d k^T */
+		T dq, dkt;
+		qk_bwd(b, dsc, s->q, s->kt, B * h, Tn, hd, &dq, &dkt);
+		/* the copies' backward: reshape to [B, h, T, hd] and permute to
+		 * the split's layout; SplitBackward (cat) wants them as
+		 * [B, T, d]: k's and q's are copied (reshape of a transposed and
+		 * of a permuted grad), v's passes as a view */
+		/* The views say which element goes where: dq and dv [B·h, T, hd]
+		 * are read as [B, T, h, hd] (PermuteBackward of the split's
+		 * permute(0, 2, 1, 3)), dkᵀ [B·h, hd, T] as [B, T, h, hd] through
+		 * the transpose as well. They make no bytes: each is let go before
+		 * the tensor it views, whose free stays where PyTorch has it. */
+		const int64_t *hst = (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 };
+		T dk = TMP("clone (k grad to [B, T, d])", dt, B, Tn, d);
+		T dktv = vw(b, dkt, 4, SH(B, Tn, h, hd),
+		            (const int64_t[]){ (int64_t)(h * hd * Tn), 1, (int64_t)(hd * Tn), (int64_t)Tn }, 0);
+		op(b, AG_OP_COPY, dktv, NO, NO, dk, NO, NO);
+		unref(b, dktv);
+		unref(b, dkt);
+		T dqq = TMP("clone (q grad to [B, T, d])", dt, B, Tn, d);
+		T dqv = vw(b, dq, 4, SH(B, Tn, h, hd), hst, 0);
+		op(b, AG_OP_COPY, dqv, NO, NO, dqq, NO, NO);
+		unref(b, dqv);
+		unref(b, dq);
+		dqkv = TMP("cat (split backward)", dt, B, Tn, 3 * d);
+		T dvv = vw(b, dvc, 4, SH(B, Tn, h, hd), hst, 0);
+		op(b, AG_OP_CAT_LAST, dqq, dk, dvv, dqkv, NO, NO);
+		unref(b, dvv);
+		unref(b, dvc);
+		unref(b, dk);
+		unref(b, dqq);
+	}
+	if (dqkv != NO)
+		dx1 = conv1d_bwd(b, dqkv, 1, &s->attn_in, blk(M, b, i, "attn.c_attn.weight"),
+		                 blk(M, b, i, "attn.c_attn.bias"));
+	b->module = modname(b, "transformer.h.%d.ln_1", i);
+	if (dx1 != NO)
+		layer_norm_bwd_to(b, dx1, &s->ln1, blk(M, b, i, "ln_1.weight"), blk(M, b, i, "ln_1.bias"), &g3);
+	return g3;
+}
+
+static void gpt2_step(struct bld *b, struct model *M)
+{
+	const struct zs_model *m = b->m;
+	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden;
 	uint64_t L = m->layers;
 	struct gpt2_block_saved *S = zs_calloc(L, sizeof *S);
 	struct pt *wte = PF(M, b, "transformer.wte.weight"), *wpe = PF(M, b, "transformer.wpe.weight");
@@ -1667,174 +2004,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 	mark(b, "fwd:drop:end");
 	unref(b, hs); /* hidden_states = self.drop(hidden_states) */
 	hs = hd_;
-	for (uint64_t l = 0; l < L; l++) {
-		struct gpt2_block_saved *s = &S[l];
-		int i = (int)l;
-		mark(b, "fwd:h.%d:start", i);
-		/* the caller's `hidden_states` holds the block's input until the
-		 * block returns (no event where a node keeps it anyway) */
-		T hin = hs;
-		ref(b, hin);
-		/* residual = h; h = ln_1(h) */
-		b->module = modname(b, "transformer.h.%d.ln_1", i);
-		T x1 = layer_norm(b, hs, blk(M, b, i, "ln_1.weight"), blk(M, b, i, "ln_1.bias"), &s->ln1);
-		T residual = hs; /* the name moves */
-		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
-		T qkv = conv1d(b, x1, blk(M, b, i, "attn.c_attn.weight"), blk(M, b, i, "attn.c_attn.bias"),
-		               &s->attn_in);
-		/* the attention's activations are qkv's dtype: bf16 under autocast */
-		enum ag_dtype dt = b->s->tensor[qkv].dtype;
-		/* split (views) and _split_heads (view, permute): q, k, v are
-		 * [B, h, T, hd] views of qkv */
-		int64_t st3 = (int64_t)(3 * d);
-		T q = vw(b, qkv, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)Tn * st3, (int64_t)hd, st3, 1 }, 0);
-		T k = vw(b, qkv, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)Tn * st3, (int64_t)hd, st3, 1 }, d);
-		T v = vw(b, qkv, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)Tn * st3, (int64_t)hd, st3, 1 },
-		         2 * d);
-		unref(b, qkv);
-		s->rin = RG(b, hs);
-		/* the attention's nodes exist, and keep what they keep, when q, k
-		 * and v require grad: all three or none (one c_attn) */
-		int ka = s->rqkv = RG(b, qkv);
-		/* matmul(q, k^T): both operands to [B·h, T, hd] and [B·h, hd, T]
-		 * (expand + reshape of permuted views: copies unless B = 1), kept by bmm */
-		T merged;
-		if (b->o->attn == ZS_ATTN_SDPA) {
-			merged = sdpa_fwd(b, &s->sd, q, k, v);
-		} else {
-			T qc = bmm_operand(b, q, "clone (matmul's copy of q)");
-			T kt = transpose_last2(b, k);
-			T ktc = bmm_operand(b, kt, "clone (matmul's copy of k^T)");
-			unref(b, kt);
-			T sc = TMP("bmm (q k^T)", dt, B * h, Tn, Tn);
-			op(b, AG_OP_BMM, qc, ktc, NO, sc, NO, NO);
-			s->q = qc, s->kt = ktc;
-			if (!ka) { /* matmul's copies go when it returns */
-				unref(b, qc);
-				unref(b, ktc);
-				s->q = s->kt = NO;
-			}
-			/* / torch.full([], sqrt(hd)): the divisor is saved */
-			T dv = tmp(b, "full (1/sqrt(hd) divisor)", dt, 0, NULL);
-			op(b, AG_OP_FILL, NO, NO, NO, dv, NO, NO)->arg[0] = sqrt((double)hd);
-			T aw = TMP("div (scores)", dt, B * h, Tn, Tn);
-			op(b, AG_OP_DIV, sc, dv, NO, aw, NO, NO);
-			unref(b, sc);
-			s->divisor = dv;
-			if (!ka) {
-				unref(b, dv);
-				s->divisor = NO;
-			}
-			/* torch.where(causal_mask, w, mask_value): the condition is a
-			 * view of the `bias` buffer, the only thing saved */
-			/* torch.finfo(attn_weights.dtype).min */
-			T mv = tmp(b, "full (mask_value)", dt, 0, NULL);
-			op(b, AG_OP_FILL, NO, NO, NO, mv, NO, NO)->arg[0] = dt == AG_BF16 ? -3.3895313892515355e38
-			                                                                   : -3.4028234663852886e38;
-			T cm = gpt2_causal_view(b, M, l, Tn);
-			T wh = TMP("where (causal mask)", dt, B * h, Tn, Tn);
-			op(b, AG_OP_WHERE, cm, aw, mv, wh, NO, NO);
-			unref(b, aw);
-			T sm = TMP("_softmax", dt, B * h, Tn, Tn);
-			op(b, AG_OP_SOFTMAX, wh, NO, NO, sm, NO, NO);
-			unref(b, wh);
-			if (ka)
-				ref(b, sm); /* softmax saves its result */
-			mark(b, "fwd:h.%d.attn.attn_dropout:start", i);
-			T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
-			mark(b, "fwd:h.%d.attn.attn_dropout:end", i);
-			unref(b, sm); /* the name `attn_weights` is rebound to the dropout's output */
-			/* bmm with v saves the weights and v's copy */
-			T vc = bmm_operand(b, v, "clone (matmul's copy of v)");
-			T ao = TMP("bmm (attention x v)", dt, B * h, Tn, hd);
-			op(b, AG_OP_BMM, smd, vc, NO, ao, NO, NO);
-			s->attw = smd, s->sm = sm, s->v = vc;
-			if (ka)
-				ref(b, smd); /* bmm keeps it */
-			else {
-				unref(b, vc); /* matmul's copy goes when it returns */
-				s->attw = s->sm = s->v = NO;
-			}
-			unref(b, smd); /* the name `attn_weights` goes when _attn returns */
-			unref(b, mv); /* _attn returns */
-			/* _merge_heads: permute(0, 2, 1, 3).contiguous() */
-			T aop = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
-			                                                           (int64_t)(Tn * hd), 1 }, 0);
-			merged = TMP("clone (merge heads)", dt, B, Tn, d);
-			op(b, AG_OP_COPY, aop, NO, NO, merged, NO, NO);
-			unref(b, aop);
-			unref(b, ao);
-		}
-		b->module = modname(b, "transformer.h.%d.attn.c_proj", i);
-		T po = conv1d(b, merged, blk(M, b, i, "attn.c_proj.weight"), blk(M, b, i, "attn.c_proj.bias"),
-		              &s->attn_out);
-		unref(b, merged);
-		mark(b, "fwd:h.%d.attn.resid_dropout:start", i);
-		T pod = dropout(b, po, m->resid_pdrop, &s->drop_resid);
-		mark(b, "fwd:h.%d.attn.resid_dropout:end", i);
-		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
-		/* attn's forward returns: q, k, v (views of qkv) go, then the
-		 * name of c_proj's output */
-		unref(b, q);
-		unref(b, k);
-		unref(b, v);
-		unref(b, po);
-		po = pod;
-		/* h = attn(h) + residual */
-		b->module = -1;
-		s->rpo = RG(b, po);
-		residual = residual_add(b, residual, po, 1);
-		unref(b, x1); /* the name hidden_states is rebound to the sum (fp32: addmm's saved view holds it) */
-		s->rh1 = RG(b, residual);
-		b->module = modname(b, "transformer.h.%d.ln_2", i);
-		T x2 = layer_norm(b, residual, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &s->ln2);
-		b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
-		T fc = conv1d(b, x2, blk(M, b, i, "mlp.c_fc.weight"), blk(M, b, i, "mlp.c_fc.bias"), &s->fc);
-		/* gelu_new: 0.5 * x * (1.0 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3.0)))):
-		 * its nodes keep what they keep when c_fc's output requires grad */
-		int kg = s->rfc = RG(b, fc);
-		T a = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.5 x)", fc, 0.5, kg ? &s->half : NULL);
-		T p3 = like(b, "pow (x^3)", fc);
-		op(b, AG_OP_POW_SCALAR, fc, NO, NO, p3, NO, NO)->arg[0] = 3;
-		if (kg)
-			ref(b, fc); /* pow saves its input */
-		T c = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.044715 x^3)", p3, 0.044715, kg ? &s->c1 : NULL);
-		unref(b, p3);
-		T sx = like(b, "add (x + 0.044715 x^3)", fc);
-		op(b, AG_OP_ADD, fc, c, NO, sx, NO, NO)->arg[0] = 1;
-		unref(b, c);
-		T y = scalar_op(b, AG_OP_MUL_SCALAR, "mul (sqrt(2/pi) .)", sx, sqrt(2.0 / M_PI), kg ? &s->c2 : NULL);
-		unref(b, sx);
-		T th = like(b, "tanh", fc);
-		op(b, AG_OP_TANH, y, NO, NO, th, NO, NO);
-		unref(b, y);
-		T u = scalar_op(b, AG_OP_ADD_SCALAR, "add (1 + tanh)", th, 1.0, NULL);
-		T gl = like(b, "mul (gelu_new)", fc);
-		op(b, AG_OP_MUL, a, u, NO, gl, NO, NO);
-		/* tanh keeps its result, the last mul both operands */
-		s->a = a, s->t = th, s->u = u, s->xfc = fc;
-		if (!kg) { /* the expression's temporaries go as it ends */
-			unref(b, a);
-			unref(b, th);
-			unref(b, u);
-			s->a = s->t = s->u = s->xfc = NO;
-		}
-		unref(b, fc); /* the MLP's name for c_fc's output; pow's holder stays */
-		b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
-		T mo = conv1d(b, gl, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"), &s->proj);
-		unref(b, gl);
-		mark(b, "fwd:h.%d.mlp.dropout:start", i);
-		T mod_ = dropout(b, mo, m->resid_pdrop, &s->drop_mlp);
-		mark(b, "fwd:h.%d.mlp.dropout:end", i);
-		unref(b, mo); /* the temporary c_proj(...) goes when dropout returns */
-		mo = mod_;
-		s->rmo = RG(b, mo);
-		b->module = -1;
-		hs = residual_add(b, residual, mo, 0);
-		unref(b, x2); /* the block returns: its name for ln_2's output goes */
-		mark(b, "fwd:h.%d:end", i);
-		unref(b, hin);
-	}
+	for (uint64_t l = 0; l < L; l++)
+		hs = gpt2_block_fwd(b, M, &S[l], (int)l, hs);
 	b->module = modname(b, "transformer.ln_f");
 	mark(b, "fwd:ln_f:start");
 	struct ln_saved lnf;
@@ -1866,169 +2037,12 @@ static void gpt2_step(struct bld *b, struct model *M)
 	/* gx: the gradient of block i's output, NO where it requires none (nor
 	 * then does any block below) */
 	for (int i = (int)L - 1; i >= 0 && gx != NO; i--) {
-		struct gpt2_block_saved *s = &S[i];
 		mark(b, "bwd:h.%d:start", i);
 		if (i == (int)L - 1)
 			mark(b, "bwd:ln_f:end");
 		else
 			mark(b, "bwd:h.%d:end", i + 1);
-		/* AddBackward (residual + mlp): gx goes to both (those that
-		 * require grad); the MLP first */
-		b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
-		T dgl = NO, dx2 = NO;
-		T g2 = s->rh1 ? gx : NO;
-		if (s->rmo) {
-			/* autocast: AddBackward's gradient for the 16-bit operand is
-			 * cast to its dtype (validate_outputs) */
-			T gmo = b->o->amp != AG_F32 ? to_dtype(b, gx, b->o->amp, "_to_copy (validate_outputs)")
-			                            : dropout_bwd(b, gx, !s->rh1, s->drop_mlp);
-			if (b->o->amp != AG_F32 && !s->rh1) /* the residual requires no grad (--freeze): gx is the node's alone */
-				unref(b, gx);
-			dgl = conv1d_bwd(b, gmo, 1, &s->proj, blk(M, b, i, "mlp.c_proj.weight"),
-			                 blk(M, b, i, "mlp.c_proj.bias"));
-		}
-		b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
-		if (dgl != NO) {
-			/* MulBackward (a * u): d a = g · u, d u = g · a */
-			T da = like(b, "mul (gelu backward)", s->a);
-			op(b, AG_OP_MUL, dgl, s->u, NO, da, NO, NO);
-			T du = like(b, "mul (gelu backward)", s->a);
-			op(b, AG_OP_MUL, dgl, s->a, NO, du, NO, NO);
-			unref(b, dgl);
-			unref(b, s->a);
-			unref(b, s->u);
-			/* AddBackward (1 + tanh): du passes; TanhBackward */
-			T dy = like(b, "tanh_backward", s->t);
-			op(b, AG_OP_TANH_BWD, du, s->t, NO, dy, NO, NO);
-			unref(b, du);
-			unref(b, s->t);
-			/* MulBackward (sqrt(2/pi) ·): g · the kept number */
-			T cs = cast_scalar_as(b, s->c2, b->s->tensor[dy].dtype);
-			T dsx = like(b, "mul (gelu backward)", dy);
-			op(b, AG_OP_MUL_SCALAR, dy, NO, NO, dsx, NO, NO)->arg[0] = sqrt(2.0 / M_PI);
-			unref(b, cs);
-			unref(b, dy);
-			unref(b, s->c2);
-			/* AddBackward (x + c): dsx to x's buffer and to the mul */
-			cs = cast_scalar_as(b, s->c1, b->s->tensor[dsx].dtype);
-			T dp = like(b, "mul (gelu backward)", dsx);
-			op(b, AG_OP_MUL_SCALAR, dsx, NO, NO, dp, NO, NO)->arg[0] = 0.044715;
-			unref(b, cs);
-			unref(b, s->c1);
-			/* PowBackward: g · 3 · x^2 */
-			T x2p = like(b, "pow (x^2, pow backward)", s->xfc);
-			op(b, AG_OP_POW_SCALAR, s->xfc, NO, NO, x2p, NO, NO)->arg[0] = 2;
-			T w3 = wrapped(b, 3.0);
-			T c3 = cast_scalar_as(b, w3, b->s->tensor[x2p].dtype);
-			T x3 = like(b, "mul (3 x^2)", s->xfc);
-			op(b, AG_OP_MUL_SCALAR, x2p, NO, NO, x3, NO, NO)->arg[0] = 3;
-			unref(b, c3);
-			unref(b, w3);
-			T dxp = like(b, "mul (pow backward)", s->xfc);
-			op(b, AG_OP_MUL, dp, x3, NO, dxp, NO, NO);
-			unref(b, x3);
-			unref(b, x2p);
-			unref(b, dp);
-			unref(b, s->xfc);
-			/* x's input buffer: dsx + dxp */
-			T acc = dsx;
-			arrive(b, &acc, dxp);
-			/* MulBackward (0.5 ·) */
-			cs = cast_scalar_as(b, s->half, b->s->tensor[da].dtype);
-			T dh = like(b, "mul (gelu backward)", da);
-			op(b, AG_OP_MUL_SCALAR, da, NO, NO, dh, NO, NO)->arg[0] = 0.5;
-			unref(b, cs);
-			unref(b, da);
-			unref(b, s->half);
-			arrive(b, &acc, dh);
-			T acc2 = acc;
-			/* c_fc's AddmmBackward */
-			dx2 = conv1d_bwd(b, acc2, 1, &s->fc, blk(M, b, i, "mlp.c_fc.weight"),
-			                 blk(M, b, i, "mlp.c_fc.bias"));
-		}
-		b->module = modname(b, "transformer.h.%d.ln_2", i);
-		if (dx2 != NO) /* the residual's input buffer: gx + ln_2's dx */
-			layer_norm_bwd_to(b, dx2, &s->ln2, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &g2);
-		if (g2 == NO) {
-			gx = NO;
-			break;
-		}
-		/* AddBackward (attn + residual): g2 to both; the attention first */
-		b->module = modname(b, "transformer.h.%d.attn.c_proj", i);
-		T g3 = s->rin ? g2 : NO, dm = NO, dx1 = NO;
-		if (s->rpo) {
-			T gpo = b->o->amp != AG_F32 ? to_dtype(b, g2, b->o->amp, "_to_copy (validate_outputs)")
-			                            : dropout_bwd(b, g2, !s->rin, s->drop_resid);
-			if (b->o->amp != AG_F32 && !s->rin) /* as gx's above */
-				unref(b, g2);
-			dm = conv1d_bwd(b, gpo, 1, &s->attn_out, blk(M, b, i, "attn.c_proj.weight"),
-			                blk(M, b, i, "attn.c_proj.bias"));
-		}
-		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
-		T dqkv = NO;
-		if (dm == NO) {
-			/* the attention requires no grad */
-		} else if (b->o->attn == ZS_ATTN_SDPA) {
-			dqkv = gpt2_sdpa_bwd(b, &s->sd, dm);
-		} else {
-			/* CloneBackward, PermuteBackward: a permuted view of dm; then
-			 * UnsafeViewBackward, BmmBackward, SoftmaxBackward */
-			T dvc;
-			T dwh = attn_v_bwd(b, dm, s->attw, s->sm, s->drop_attn, s->v, B, h, Tn, hd, &dvc);
-			/* WhereBackward: where(cond, grad, 0) */
-			enum ag_dtype dt = b->s->tensor[dwh].dtype;
-			T zero = tmp(b, "scalar_tensor (0)", dt, 0, NULL);
-			op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
-			T cm = gpt2_causal_view(b, M, (uint64_t)i, Tn);
-			T daw = TMP("where (backward)", dt, B * h, Tn, Tn);
-			op(b, AG_OP_WHERE, cm, dwh, zero, daw, NO, NO);
-			unref(b, cm);
-			unref(b, zero);
-			unref(b, dwh);
-			/* DivBackward */
-			T dsc = TMP("div (backward)", dt, B * h, Tn, Tn);
-			op(b, AG_OP_DIV, daw, s->divisor, NO, dsc, NO, NO);
-			unref(b, daw);
-			unref(b, s->divisor);
-			/* BmmBackward (q @ k^T): d q, d k^T */
-			T dq, dkt;
-			qk_bwd(b, dsc, s->q, s->kt, B * h, Tn, hd, &dq, &dkt);
-			/* the copies' backward: reshape to [B, h, T, hd] and permute to
-			 * the split's layout; SplitBackward (cat) wants them as
-			 * [B, T, d]: k's and q's are copied (reshape of a transposed and
-			 * of a permuted grad), v's passes as a view */
-			/* The views say which element goes where: dq and dv [B·h, T, hd]
-			 * are read as [B, T, h, hd] (PermuteBackward of the split's
-			 * permute(0, 2, 1, 3)), dkᵀ [B·h, hd, T] as [B, T, h, hd] through
-			 * the transpose as well. They make no bytes: each is let go before
-			 * the tensor it views, whose free stays where PyTorch has it. */
-			const int64_t *hst = (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 };
-			T dk = TMP("clone (k grad to [B, T, d])", dt, B, Tn, d);
-			T dktv = vw(b, dkt, 4, SH(B, Tn, h, hd),
-			            (const int64_t[]){ (int64_t)(h * hd * Tn), 1, (int64_t)(hd * Tn), (int64_t)Tn }, 0);
-			op(b, AG_OP_COPY, dktv, NO, NO, dk, NO, NO);
-			unref(b, dktv);
-			unref(b, dkt);
-			T dqq = TMP("clone (q grad to [B, T, d])", dt, B, Tn, d);
-			T dqv = vw(b, dq, 4, SH(B, Tn, h, hd), hst, 0);
-			op(b, AG_OP_COPY, dqv, NO, NO, dqq, NO, NO);
-			unref(b, dqv);
-			unref(b, dq);
-			dqkv = TMP("cat (split backward)", dt, B, Tn, 3 * d);
-			T dvv = vw(b, dvc, 4, SH(B, Tn, h, hd), hst, 0);
-			op(b, AG_OP_CAT_LAST, dqq, dk, dvv, dqkv, NO, NO);
-			unref(b, dvv);
-			unref(b, dvc);
-			unref(b, dk);
-			unref(b, dqq);
-		}
-		if (dqkv != NO)
-			dx1 = conv1d_bwd(b, dqkv, 1, &s->attn_in, blk(M, b, i, "attn.c_attn.weight"),
-			                 blk(M, b, i, "attn.c_attn.bias"));
-		b->module = modname(b, "transformer.h.%d.ln_1", i);
-		if (dx1 != NO)
-			layer_norm_bwd_to(b, dx1, &s->ln1, blk(M, b, i, "ln_1.weight"), blk(M, b, i, "ln_1.bias"), &g3);
-		gx = g3;
+		gx = gpt2_block_bwd(b, M, &S[i], i, gx);
 	}
 	if (gx == NO) { /* nothing below the blocks requires grad */
 		unref(b, one); /* backward returns */
