@@ -598,10 +598,9 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	if (zs_freeze_paper_check(&c, c.tfm != NULL ? &c.tfm->hf : NULL, &cause) != 0)
 		goto fail;
-	if (zs_wrapper_step(&c) && c.tfm != NULL && c.tfm->recompute != ZS_RECOMPUTE_NONE) {
-		cause = zs_asprintf("--recompute %s: the plain loop's PyTorch step keeps what autograd keeps (activation checkpointing is not described yet); give --recompute none", zs_recompute_name(c.tfm->recompute));
+	if (zs_wrapper_step(&c) && c.tfm != NULL &&
+	    zs_torch_recompute_set(&c, zs_recompute_name(c.tfm->recompute), &cause) != 0)
 		goto fail;
-	}
 	if (zs_wrapper_step(&c) && c.tfm != NULL) {
 		int rc = plain_step_check(&c, &cause);
 		if (rc == -2) /* zerosim's failure, not the input's */

@@ -523,6 +523,9 @@ int zs_cmd_theory(int argc, char **argv)
 	    moe_check(&req, model_arg != NULL ? &model : NULL, routing_arg, &routing, allocator, flash, &cause) < 0 ||
 	    zs_freeze_paper_check(&config, model_arg != NULL ? &model : NULL, &cause) < 0)
 		goto bad;
+	if (model_arg != NULL && zs_wrapper_step(&config) &&
+	    zs_torch_recompute_set(&config, zs_recompute_name(req.act.recompute), &cause) < 0)
+		goto bad;
 	if (model_arg != NULL && zs_wrapper_step(&config)) {
 		int rc = theory_autograd_check(&model, &config, req.act.seq, req.bf16, &cause);
 		if (rc == -2) { /* zerosim's failure, not the input's */
@@ -531,10 +534,6 @@ int zs_cmd_theory(int argc, char **argv)
 		}
 		if (rc < 0)
 			goto bad;
-	}
-	if (model_arg != NULL && zs_wrapper_step(&config) && req.act.recompute != ZS_RECOMPUTE_NONE) {
-		cause = zs_asprintf("--recompute %s: the plain loop's PyTorch step keeps what autograd keeps (activation checkpointing is not described yet); give --recompute none", zs_recompute_name(req.act.recompute));
-		goto bad;
 	}
 	if (model_arg == NULL && (seq_arg != NULL || recompute_arg != NULL || flash)) {
 		cause = zs_asprintf("%s needs --model (the MLP's activations are exact already)",

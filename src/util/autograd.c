@@ -112,6 +112,11 @@ struct bld {
 	int micro;                  /* under --grad-accum K > 1, the micro-step being written (its marks say
 	                             * "@k"); -1 outside one, and always at K = 1 */
 	const char *unsupported;    /* a --freeze pattern's case not described yet (static text), or NULL */
+	/* activation checkpointing (ag_options.recompute): a checkpointed
+	 * layer's forward under no_grad (nograd: nothing requires grad, no node
+	 * keeps anything), and its rerun inside backward with grad (regrad:
+	 * requires_grad follows the ops, its marks "refwd:") */
+	int nograd, regrad;
 };
 
 /* Records what the step cannot describe yet; ag_step_build refuses it. */
@@ -316,7 +321,7 @@ static T transpose_last2(struct bld *b, T base)
 /* Whether t requires grad (a view: its own flag or its storage's). */
 static int RG(const struct bld *b, T t)
 {
-	return t != NO && (b->rg[t] || b->rg[b->s->tensor[t].storage]);
+	return !b->nograd && t != NO && (b->rg[t] || b->rg[b->s->tensor[t].storage]);
 }
 
 static struct ag_event *op(struct bld *b, enum ag_op k, T i0, T i1, T i2, T o0, T o1, T o2)
@@ -328,7 +333,7 @@ static struct ag_event *op(struct bld *b, enum ag_op k, T i0, T i1, T i2, T o0, 
 	/* forward: an output requires grad when an input does (autograd's
 	 * compute_requires_grad over the differentiable inputs; the others,
 	 * indices, masks, wrapped numbers, never require grad) */
-	if (b->phase == ZS_PH_FORWARD && (RG(b, i0) || RG(b, i1) || RG(b, i2))) {
+	if ((b->phase == ZS_PH_FORWARD || b->regrad) && (RG(b, i0) || RG(b, i1) || RG(b, i2))) {
 		T o[3] = { o0, o1, o2 };
 		for (int j = 0; j < 3; j++)
 			if (o[j] != NO)
@@ -349,7 +354,10 @@ static void mark(struct bld *b, const char *fmt, ...)
 	 * among the arguments) */
 	size_t cap = b->s->nlabels;
 	b->s->labels = grow(b->s->labels, &cap, b->s->nlabels + 1, sizeof *b->s->labels);
-	char *l = b->micro >= 0 ? zs_asprintf("%s@%d", buf, b->micro) : zs_strdup(buf);
+	/* a checkpointed layer's rerun: its modules' forward marks again, as
+	 * the reference's hooks name them */
+	const char *re = b->regrad && strncmp(buf, "fwd:", 4) == 0 ? "re" : "";
+	char *l = b->micro >= 0 ? zs_asprintf("%s%s@%d", re, buf, b->micro) : zs_asprintf("%s%s", re, buf);
 	b->s->labels[b->s->nlabels++] = l;
 	ev(b, AG_EV_MARK)->label = l;
 }
@@ -466,6 +474,10 @@ struct model {
 	struct q4_st *q4;
 	size_t nq4;
 	T qmap;
+	/* --recompute full: each checkpointed layer's fwd_cpu_state, kept by
+	 * its CheckpointFunction's ctx until the graph goes with the loss */
+	T *rng;
+	size_t nrng;
 };
 
 /* Whether --freeze freezes parameter `param` (part `part` of a fused
@@ -1627,6 +1639,66 @@ static T gpt2_causal_view(struct bld *b, const struct model *M, uint64_t l, uint
 	          (const int64_t[]){ (int64_t)(P_ * P_), (int64_t)(P_ * P_), (int64_t)P_, 1 }, 0);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Activation checkpointing (ag_options.recompute; docs/torch_saved.md,
+ * "Activation checkpointing"): 1.13's CheckpointFunction
+ * (torch/utils/checkpoint.py 74-162), as Hugging Face's
+ * gradient_checkpointing_enable calls it (use_reentrant=True,
+ * preserve_rng_state). */
+
+/* CheckpointFunction.forward up to run_function: ctx.fwd_cpu_state =
+ * torch.get_rng_state() (the CPU generator's state, a uint8 tensor of 5,056
+ * bytes, held by ctx until the graph goes), save_for_backward(hs) (one
+ * holder more), then no_grad for the layer's forward (ckpt_fwd_end). */
+static void ckpt_fwd_begin(struct bld *b, struct model *M, T hs)
+{
+	M->rng = zs_realloc(M->rng, (M->nrng + 1) * sizeof *M->rng);
+	M->rng[M->nrng++] = TMP("get_rng_state (checkpoint's fwd_cpu_state)", AG_U8, 5056);
+	ref(b, hs);
+	b->nograd = 1;
+}
+
+/* no_grad exits; the Function's output requires grad. */
+static void ckpt_fwd_end(struct bld *b, T out)
+{
+	b->nograd = 0;
+	b->rg[out] = b->rg[sto(b, out)] = 1;
+}
+
+/* CheckpointFunction.backward up to run_function: fork_rng's
+ * torch.get_rng_state() (*fork, released as the `with` exits:
+ * ckpt_rerun_end), set_rng_state (no bytes), detach_variable(saved): a
+ * view that requires grad, returned with one holder for the layer's
+ * forward and one for the detached_inputs tuple; enable_grad. */
+static T ckpt_rerun_begin(struct bld *b, T saved, T *fork)
+{
+	*fork = TMP("get_rng_state (fork_rng)", AG_U8, 5056);
+	const struct ag_tensor x_ = b->s->tensor[saved], *x = &x_; /* a copy: the array grows */
+	T det = reshape(b, saved, x->ndim, x->shape);
+	b->rg[det] = 1;
+	ref(b, det);
+	b->regrad = 1;
+	return det;
+}
+
+static void ckpt_rerun_end(struct bld *b, T fork)
+{
+	b->regrad = 0;
+	unref(b, fork);
+}
+
+/* torch.autograd.backward(outputs, args) has returned the detached
+ * input's .grad (AccumulateGrad took the fresh gradient itself): the
+ * rerun's output, the args tuple's gradient, the detached input and ctx's
+ * saved input go as backward returns. */
+static void ckpt_bwd_end(struct bld *b, T out, T g, T det, T saved)
+{
+	unref(b, out);
+	unref(b, g);
+	unref(b, det);
+	unref(b, saved);
+}
+
 /* GPT2Block.forward (block i over hs, its holder taken): the block's
  * output, one holder; what autograd keeps in *s. */
 static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved *s, int i, T hs)
@@ -2004,8 +2076,17 @@ static void gpt2_step(struct bld *b, struct model *M)
 	mark(b, "fwd:drop:end");
 	unref(b, hs); /* hidden_states = self.drop(hidden_states) */
 	hs = hd_;
-	for (uint64_t l = 0; l < L; l++)
+	T *saved = b->o->recompute ? zs_calloc(L, sizeof *saved) : NULL;
+	for (uint64_t l = 0; l < L; l++) {
+		if (!saved) {
+			hs = gpt2_block_fwd(b, M, &S[l], (int)l, hs);
+			continue;
+		}
+		saved[l] = hs;
+		ckpt_fwd_begin(b, M, hs);
 		hs = gpt2_block_fwd(b, M, &S[l], (int)l, hs);
+		ckpt_fwd_end(b, hs);
+	}
 	b->module = modname(b, "transformer.ln_f");
 	mark(b, "fwd:ln_f:start");
 	struct ln_saved lnf;
@@ -2037,13 +2118,29 @@ static void gpt2_step(struct bld *b, struct model *M)
 	/* gx: the gradient of block i's output, NO where it requires none (nor
 	 * then does any block below) */
 	for (int i = (int)L - 1; i >= 0 && gx != NO; i--) {
-		mark(b, "bwd:h.%d:start", i);
+		/* checkpointed: the layer's output had no hook of its own (made
+		 * under no_grad); its rerun's output has, fired as the nested
+		 * backward starts */
+		if (!saved)
+			mark(b, "bwd:h.%d:start", i);
 		if (i == (int)L - 1)
 			mark(b, "bwd:ln_f:end");
 		else
 			mark(b, "bwd:h.%d:end", i + 1);
-		gx = gpt2_block_bwd(b, M, &S[i], i, gx);
+		if (!saved) {
+			gx = gpt2_block_bwd(b, M, &S[i], i, gx);
+			continue;
+		}
+		T fork, det = ckpt_rerun_begin(b, saved[i], &fork);
+		T out = gpt2_block_fwd(b, M, &S[i], i, det);
+		ckpt_rerun_end(b, fork);
+		mark(b, "bwd:h.%d:start", i);
+		ref(b, gx); /* the args tuple's */
+		T gin = gpt2_block_bwd(b, M, &S[i], i, gx);
+		ckpt_bwd_end(b, out, gx, det, saved[i]);
+		gx = gin;
 	}
+	free(saved);
 	if (gx == NO) { /* nothing below the blocks requires grad */
 		unref(b, one); /* backward returns */
 		free(S);
@@ -4964,6 +5061,7 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->seed = c->seed;
 	o->amp = c->precision == ZS_AMP_BF16 ? AG_BF16 : c->precision == ZS_AMP_FP16 ? AG_F16 : AG_F32;
 	o->grad_accum = c->grad_accum ? c->grad_accum : 1;
+	o->recompute = c->hf_recompute;
 	o->ddp_no_sync = c->ddp_no_sync;
 	o->freeze = c->freeze[0] ? c->freeze : NULL;
 	o->lora_r = c->lora_r;
@@ -5053,6 +5151,27 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		if (no)
 			return refuse(cause, "--model %s: the PyTorch step of a %s with %s is not described yet", m->name,
 			              m->model_type, no);
+	}
+	/* activation checkpointing: GPT-2's blocks in fp32 on the plain loop
+	 * of 1.13, checked against its allocator (tests/hf_torch.sh); the rest
+	 * by name. Dropout: the rerun must draw the forward's masks
+	 * (preserve_rng_state), which the engine's own draws do not. */
+	if (o->recompute) {
+		if (strcmp(m->model_type, "gpt2") != 0)
+			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing is described for gpt2's "
+			              "step so far, not yet for a %s's (give --recompute none)", m->model_type);
+		const char *no = o->version != ZS_TORCH_1_13           ? "PyTorch 2.6 (give --torch-version 1.13)"
+		                 : o->amp != AG_F32                      ? "autocast (give --precision fp32)"
+		                 : o->attn == ZS_ATTN_SDPA               ? "--attn sdpa (give --attn eager)"
+		                 : (o->freeze && *o->freeze) || o->lora_r ? "--freeze or --lora-r"
+		                 : o->grad_accum > 1                     ? "--grad-accum (give 1)"
+		                 : o->zero1_world                        ? "ZeroRedundancyOptimizer (give --schemes dp)"
+		                 : m->embd_pdrop > 0 || m->attn_pdrop > 0 || m->resid_pdrop > 0
+		                         ? "dropout (give a config with dropout 0)"
+		                         : NULL;
+		if (no)
+			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing with %s is not described "
+			              "yet", no);
 	}
 	/* numerics the engine does not run change the ops too (phi3's
 	 * partial_rotary_factor slices the rope's input and cats; rope_scaling
@@ -5239,12 +5358,17 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (M.lossk != NO)
 		unref(b, M.lossk);
 	unref(b, M.logits);
+	/* `del loss`: the graph goes before the loss's storage (TensorImpl's
+	 * release_resources), and with it each checkpoint's ctx */
+	for (size_t i = 0; i < M.nrng; i++)
+		unref(b, M.rng[i]);
 	unref(b, M.loss);
 	mark(b, "phase:between");
 	free(M.pt);
 	free(M.lora);
 	free(M.q4);
 	free(M.cached);
+	free(M.rng);
 	free(M.bias);
 	free(M.masked_bias);
 	free(b->refs);
