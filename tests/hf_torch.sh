@@ -500,7 +500,10 @@ for case in \
 	"gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"gemma3_text-cap-untied-set_to_none|--model $tmp/tiny-gemma3_text-cap.json --untied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
 	"ddp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
-	"fsdp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros"
+	"fsdp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
+	"gpt2-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+	"gpt2-untied-ckpt-set_to_none|--model $tmp/tiny-gpt2-untied.json --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
+	"gpt2-foreach-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad zeros --recompute full"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}
@@ -512,7 +515,7 @@ do
 	# what is compared)
 	set --
 	case $label in
-	ddp2-* | fsdp* | *dropout* | qwen* | phi3* | gemma* | *amp*)
+	ddp2-* | fsdp* | *dropout* | qwen* | phi3* | gemma* | *amp* | *ckpt*)
 		cfg=$(echo "$targs" | sed 's/^--model \([^ ]*\).*/\1/')
 		case $targs in
 		*--tied*)
@@ -533,6 +536,27 @@ do
 			exit 99
 		fi
 		set -- "$tmp/m.json"
+		;;
+	esac
+	# activation checkpointing reruns each block's forward with the same
+	# weights and kernels: the measure's losses and final weights are
+	# those of the same run without it, to the bit (PyTorch's are too)
+	case $label in
+	*ckpt*)
+		# shellcheck disable=SC2086
+		if ! "$zerosim" measure --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes dp --world 1 \
+			--steps 3 $(echo "$zargs" | sed 's/--recompute full//') --out "$tmp/d.json" 2>"$tmp/err"; then
+			echo "hf_torch: FAIL: $label: zerosim measure (no recompute): $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+		"$py" - "$tmp/m.json" "$tmp/d.json" "$label" <<'EOF' || status=1
+import json, sys
+a, b = (json.load(open(p))["runs"][0] for p in sys.argv[1:3])
+ok = a["losses"] == b["losses"] and a["weights_digest"] == b["weights_digest"] and len(a["losses"]) == 3
+print(f"{'ok' if ok else 'FAIL'}: {sys.argv[3]}: losses {a['losses']} and weights {a['weights_digest']} with "
+      f"--recompute full, {b['losses']} and {b['weights_digest']} without")
+sys.exit(0 if ok else 1)
+EOF
 		;;
 	esac
 	# FSDP's final weights against DDP's over the same step, ranks and

@@ -724,6 +724,19 @@ static void arrive(struct bld *b, T *buf, T g)
 	*buf = sum;
 }
 
+/* MulBackward0 of a · u (both kept, both requiring grad): *da = g · u,
+ * then *du = g · a; g and the saved pair let go. */
+static void mul_bwd(struct bld *b, const char *what, T g, T a, T u, T *da, T *du)
+{
+	*da = like(b, what, a);
+	op(b, AG_OP_MUL, g, u, NO, *da, NO, NO);
+	*du = like(b, what, a);
+	op(b, AG_OP_MUL, g, a, NO, *du, NO, NO);
+	unref(b, g);
+	unref(b, a);
+	unref(b, u);
+}
+
 /* Dropout in training (nn.Dropout, F.dropout) over x, on the CPU:
  * aten/src/ATen/native/Dropout.cpp's dropout() takes the fused
  * native_dropout only where is_fused_kernel_acceptable (CUDA, XPU, lazy,
@@ -1896,14 +1909,8 @@ static T gpt2_block_bwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 	}
 	b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
 	if (dgl != NO) {
-		/* MulBackward (a * u): d a = g · u, d u = g · a */
-		T da = like(b, "mul (gelu backward)", s->a);
-		op(b, AG_OP_MUL, dgl, s->u, NO, da, NO, NO);
-		T du = like(b, "mul (gelu backward)", s->a);
-		op(b, AG_OP_MUL, dgl, s->a, NO, du, NO, NO);
-		unref(b, dgl);
-		unref(b, s->a);
-		unref(b, s->u);
+		T da, du;
+		mul_bwd(b, "mul (gelu backward)", dgl, s->a, s->u, &da, &du);
 		/* AddBackward (1 + tanh): du passes; TanhBackward */
 		T dy = like(b, "tanh_backward", s->t);
 		op(b, AG_OP_TANH_BWD, du, s->t, NO, dy, NO, NO);
@@ -3763,13 +3770,8 @@ static T phi3_resid_dropout_add(struct bld *b, T a, T y, T *kept)
  * SiluBackward, gate_proj's; x's grads to *xbuf. */
 static void swiglu_bwd(struct bld *b, struct model *M, int i, T dmu, struct llama_layer_saved *s, T *xbuf)
 {
-	T dsl = like(b, "mul (swiglu backward)", s->silu_o);
-	op(b, AG_OP_MUL, dmu, s->up_o, NO, dsl, NO, NO);
-	T dup = like(b, "mul (swiglu backward)", s->silu_o);
-	op(b, AG_OP_MUL, dmu, s->silu_o, NO, dup, NO, NO);
-	unref(b, dmu);
-	unref(b, s->silu_o);
-	unref(b, s->up_o);
+	T dsl, dup;
+	mul_bwd(b, "mul (swiglu backward)", dmu, s->silu_o, s->up_o, &dsl, &dup);
 	const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
 	linear_bwd(b, dup, 1, &s->up, PP(M, b, 1, gun, i), xbuf);
 	/* gemma's GeluBackward0 (gelu_backward, approximate "tanh") in SiLU's place */
