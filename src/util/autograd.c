@@ -4137,11 +4137,473 @@ static void rotary(struct bld *b, T inv, T cp, int cos_first, T *cos4, T *sin4)
 /* LlamaForCausalLM's forward (the loss inside, as the reference's), the
  * loss's and the model's backward. */
 
+/* What LlamaModel.forward hands each decoder layer: the mask (NO under
+ * SDPA), the position embeddings (gemma3_text: each layer type's), and
+ * the settings the layer reads. */
+struct llama_args {
+	T cm, cos4, sin4;
+	T g3mask[2], g3cos[2], g3sin[2];
+	int phi3, g3, sdpa;
+	double scaling;
+};
+
+/* The decoder layer i's forward over hs (its holder taken): its output,
+ * one holder; what autograd keeps in *s. */
+static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_saved *s, const struct llama_args *a,
+                         int i, T hs)
+{
+	const struct zs_model *m = b->m;
+	uint64_t B = b->o->batch, Tn = b->o->seq, h = m->heads, hd = m->head_dim;
+	uint64_t kv = m->kv_heads, rep = h / kv, f = m->intermediate;
+	int phi3 = a->phi3, g3 = a->g3, sdpa = a->sdpa;
+	double scaling = a->scaling;
+	uint64_t l = (uint64_t)i;
+	T cm = a->cm, cos4 = a->cos4, sin4 = a->sin4;
+	const T *g3mask = a->g3mask, *g3cos = a->g3cos, *g3sin = a->g3sin;
+	mark(b, "fwd:layers.%d:start", i);
+	/* the caller's `hidden_states` holds the layer's input until the
+	 * layer returns (no event where a node keeps it anyway) */
+	T hin = hs;
+	ref(b, hin);
+	T lcm = cm; /* the mask this layer's attention adds */
+	s->swmask = s->swtril = NO;
+	if (g3) { /* its type's mask and position embeddings */
+		lcm = g3mask[gemma_sliding(m, l)];
+		cos4 = g3cos[gemma_sliding(m, l)], sin4 = g3sin[gemma_sliding(m, l)];
+	} else if (!sdpa && gemma_sliding(m, l)) {
+		T cmv = vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
+		gemma_sliding_mask(b, cmv, &s->swmask, &s->swtril);
+		unref(b, cmv);
+		lcm = s->swmask;
+	}
+	b->module = modname(b, "model.layers.%d.input_layernorm", i);
+	T x1 = rmsnorm(b, hs, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &s->n1);
+	T residual = hs;
+	b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
+	/* q, k, v: view(B, T, n, hd).transpose(1, 2) of each projection
+	 * (phi3: of qkv_proj's slices) */
+	T qt, kt, vt;
+	if (phi3) {
+		b->module = modname(b, "model.layers.%d.self_attn.qkv_proj", i);
+		T st[3];
+		phi3_states(b, M, x1, i, &s->q, st);
+		qt = st[0], kt = st[1], vt = st[2];
+	} else {
+		qt = head_states(b, M, x1, i, 0, h, &s->q, g3 ? NULL : &s->qn);
+		kt = head_states(b, M, x1, i, 1, kv, &s->k, g3 ? NULL : &s->kn);
+		vt = head_states(b, M, x1, i, 2, kv, &s->v, NULL);
+		if (g3) { /* Gemma3Attention: q_norm and k_norm on the transposed q and k */
+			qt = gemma3_head_norm(b, M, i, 0, qt, &s->qn);
+			kt = gemma3_head_norm(b, M, i, 1, kt, &s->kn);
+		}
+	}
+	s->rin = RG(b, hs);
+	s->ka = RG(b, qt);
+	s->kk = RG(b, kt);
+	/* q and v requiring grad, k not (eager): q @ k^T keeps k^T's copy
+	 * alone (its self, q, is saved for k^T's gradient only) */
+	int qv_only = s->ka && !s->kk && RG(b, vt) && !sdpa && !phi3;
+	if ((s->kk != s->ka || RG(b, vt) != s->ka) && !qv_only)
+		unsupported(b, "a layer whose input requires no grad with only some of q_proj, k_proj and v_proj "
+		            "frozen");
+	int ka = s->ka;
+	T qe = rope(b, qt, cos4, sin4, &s->rq);
+	if (phi3)
+		qe = phi3_cat_pass(b, qe);
+	T ke = rope(b, kt, cos4, sin4, &s->rk);
+	if (phi3)
+		ke = phi3_cat_pass(b, ke);
+	unref(b, qt);
+	unref(b, kt);
+	T ac, kr = NO;
+	if (sdpa) {
+		/* integrations/sdpa_attention.py (transformers e2feb59b6212,
+		 * sdpa_attention_forward): no repeat_kv here (from 2.5 it
+		 * passes enable_gqa, which the CPU runs in the math path
+		 * where kv < h); the flash kernel's output [B, T, h, hd]
+		 * makes transpose(1, 2).contiguous() and reshape views */
+		if (kv != h) /* enable_gqa: the math path */
+			ac = sdpa_math_fwd(b, s, qe, ke, vt, rep, phi3);
+		else
+			ac = sdpa_fwd(b, &s->sd, qe, ke, vt);
+	} else {
+		/* repeat_kv: expand and reshape, a copy */
+		kr = TMP("clone (repeat_kv k)", b->s->tensor[ke].dtype, B, h, Tn, hd);
+		T kx = expand_kv(b, ke, rep);
+		op(b, AG_OP_COPY, kx, NO, NO, kr, NO, NO);
+		unref(b, kx);
+		unref(b, ke);
+		T vr = TMP("clone (repeat_kv v)", b->s->tensor[vt].dtype, B, h, Tn, hd);
+		T vx = expand_kv(b, vt, rep);
+		op(b, AG_OP_COPY, vx, NO, NO, vr, NO, NO);
+		unref(b, vx);
+		unref(b, vt);
+		/* matmul(q, k^T): k^T copied to [B·h, hd, T] (the bytes of
+		 * the copy matmul makes of q, whose rope sum lies in the
+		 * transposed projection's layout); phi3's cat leaves q
+		 * contiguous: no copy, bmm keeps k^T as a view. Under
+		 * autocast matmul casts k^T (the right operand first) and
+		 * q_embed, both fp32 after the rope's promotion, and keeps
+		 * q's cast */
+		T ktr = transpose_last2(b, kr);
+		T qf = NO; /* autocast: the fp32 q_embed, its name held to forward's end */
+		if (b->o->amp != AG_F32) {
+			T ktb = ac_cast(b, ktr);
+			unref(b, ktr);
+			ktr = ktb;
+			qf = qe;
+			qe = ac_cast(b, qf);
+		}
+		T ktc = phi3 ? phi3_kt_operand(b, kr, ktr) : bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
+		unref(b, ktr);
+		/* matmul's views: q_embed (contiguous) as [B·h, T, hd] */
+		T qe3 = reshape(b, qe, 3, SH(B * h, Tn, hd));
+		unref(b, qe);
+		qe = qe3;
+		T sc = TMP("bmm (q k^T)", b->s->tensor[qe].dtype, B * h, Tn, Tn);
+		op(b, AG_OP_BMM, qe, ktc, NO, sc, NO, NO);
+		if (!ka) { /* matmul's copy goes when it returns */
+			unref(b, ktc);
+			ktc = NO;
+		}
+		T aw = scalar_op(b, AG_OP_MUL_SCALAR, "mul (scores * scaling)", sc, scaling, ka ? &s->sc_w : NULL);
+		unref(b, sc);
+		if (m->gemma && m->attn_softcap > 0) /* eager_attention_forward's softcap */
+			aw = softcap_fwd(b, aw, m->attn_softcap, &s->cap);
+		/* + the fp32 mask: bf16 scores promoted under autocast */
+		T am = TMP("add (causal mask)", AG_F32, B, h, Tn, Tn);
+		T cmv = lcm == cm ? vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0)
+		                  : reshape(b, lcm, 4, SH(B, 1, Tn, Tn));
+		T aw4 = reshape(b, aw, 4, SH(B, h, Tn, Tn));
+		T awp = promoted(b, aw4, AG_F32);
+		op(b, AG_OP_ADD, awp, cmv, NO, am, NO, NO)->arg[0] = 1;
+		unref(b, awp);
+		unref(b, aw4);
+		unref(b, cmv);
+		unref(b, aw);
+		T sm = TMP("_softmax", AG_F32, B, h, Tn, Tn);
+		op(b, AG_OP_SOFTMAX, am, NO, NO, sm, NO, NO);
+		unref(b, am);
+		if (ka)
+			ref(b, sm); /* softmax saves its result */
+		/* nn.functional.dropout(attn_weights, p=attention_dropout) */
+		T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
+		unref(b, sm); /* the name is rebound */
+		s->sm = ka ? sm : NO;
+		/* the weights and v repeated (contiguous) as bmm takes them;
+		 * autocast's matmul casts the fp32 weights (v is bf16) */
+		if (b->o->amp != AG_F32) {
+			T smb = ac_cast(b, smd);
+			unref(b, smd);
+			smd = smb;
+		}
+		T sm3 = reshape(b, smd, 3, SH(B * h, Tn, Tn));
+		unref(b, smd);
+		sm = sm3;
+		T vr3 = reshape(b, vr, 3, SH(B * h, Tn, hd));
+		unref(b, vr);
+		vr = vr3;
+		T ao = TMP("bmm (attention x v)", b->s->tensor[sm].dtype, B * h, Tn, hd);
+		op(b, AG_OP_BMM, sm, vr, NO, ao, NO, NO);
+		/* the view's holder passes to bmm's node */
+		s->qe = qe, s->ktc = ktc, s->attw = sm, s->vr = vr;
+		T aot = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
+		                                                           (int64_t)(Tn * hd), 1 }, 0);
+		ac = TMP("clone (transpose(1, 2).contiguous())", b->s->tensor[ao].dtype, B, Tn, h * hd);
+		op(b, AG_OP_COPY, aot, NO, NO, ac, NO, NO);
+		unref(b, aot);
+		unref(b, ao);
+		s->qf = qf;
+	}
+	b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
+	T po = linear(b, ac, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &s->o);
+	s->rpo = RG(b, po);
+	unref(b, ac);
+	if (!sdpa && s->qf != NO)
+		unref(b, s->qf); /* forward returns: the fp32 query_states goes (autocast) */
+	unref(b, kr); /* forward returns: key_states goes */
+	if (!sdpa && ka && !s->kk) { /* q_embed: no node keeps it (k requires no grad) */
+		unref(b, s->qe);
+		s->qe = NO;
+	}
+	if (!sdpa && !ka) { /* and the names no node holds: q, the weights, v */
+		unref(b, s->qe);
+		unref(b, s->attw);
+		unref(b, s->vr);
+		s->qe = s->ktc = s->attw = s->vr = NO;
+	}
+	if (sdpa) { /* and the states sdpa keeps */
+		unref(b, qe);
+		unref(b, ke);
+		unref(b, vt);
+	}
+	b->module = -1;
+	unref(b, x1); /* hidden_states is rebound to the attention's output (fp32: the views q, k, v keep it) */
+	s->drop_resid = s->drop_mlp = NO;
+	if (m->gemma) { /* Gemma2DecoderLayer: post_attention_layernorm before the residual add */
+		b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
+		T pn = rmsnorm(b, po, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &s->n3);
+		unref(b, po); /* the name is rebound */
+		po = pn;
+		b->module = -1;
+	}
+	T h2 = phi3 ? phi3_resid_dropout_add(b, residual, po, &s->drop_resid) : residual_add(b, residual, po, 0);
+	s->rh2 = RG(b, h2);
+	const char *n2name = m->gemma ? "model.layers.%d.pre_feedforward_layernorm"
+	                              : "model.layers.%d.post_attention_layernorm";
+	b->module = modname(b, n2name, i);
+	T x2 = rmsnorm(b, h2, PF(M, b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm.weight"
+	                                         : "model.layers.%d.post_attention_layernorm.weight", i), &s->n2);
+	const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
+	T mu;
+	if (phi3) {
+		b->module = modname(b, "model.layers.%d.mlp.gate_up_proj", i);
+		mu = phi3_mlp(b, M, x2, i, &s->gate, &s->gate_o, &s->silu_o, &s->up_o, &s->km);
+	} else {
+		b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
+		T gp = linear(b, x2, PP(M, b, 0, gun, i), &s->gate);
+		/* gemma: ACT2FN gelu_pytorch_tanh, one op (GeluBackward0 keeps its input) */
+		T sl = like(b, m->gemma ? "gelu (tanh)" : "silu", gp);
+		op(b, m->gemma ? AG_OP_GELU_TANH : AG_OP_SILU, gp, NO, NO, sl, NO, NO);
+		int km = s->km = RG(b, gp);
+		if (!km) /* no SiluBackward keeps it: the temporary goes */
+			unref(b, gp);
+		T up = linear(b, x2, PP(M, b, 1, gun, i), &s->up);
+		if (RG(b, up) != km)
+			unsupported(b, "a layer whose MLP input requires no grad with one of gate_proj and up_proj "
+			            "frozen");
+		mu = like(b, "mul (silu(gate) * up)", sl);
+		op(b, AG_OP_MUL, sl, up, NO, mu, NO, NO);
+		s->gate_o = gp, s->silu_o = sl, s->up_o = up;
+		if (!km) {
+			unref(b, sl);
+			unref(b, up);
+			s->gate_o = s->silu_o = s->up_o = NO;
+		}
+	}
+	b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
+	T mo = linear(b, mu, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &s->down);
+	s->rmo = RG(b, mo);
+	unref(b, mu);
+	if (phi3 && !s->km) { /* forward returns: `gate` goes, no node keeps the fused product */
+		unref(b, s->gate_o);
+		s->gate_o = NO;
+	}
+	unref(b, x2);
+	b->module = -1;
+	if (m->gemma) { /* post_feedforward_layernorm before the residual add */
+		b->module = modname(b, "model.layers.%d.post_feedforward_layernorm", i);
+		T pn = rmsnorm(b, mo, PF(M, b, "model.layers.%d.post_feedforward_layernorm.weight", i), &s->n4);
+		unref(b, mo);
+		mo = pn;
+		b->module = -1;
+	}
+	hs = phi3 ? phi3_resid_dropout_add(b, h2, mo, &s->drop_mlp) : residual_add(b, h2, mo, 0);
+	/* the layer returns: its `attention_mask` (the sliding window's
+	 * where) and sliding_window_mask go */
+	unref(b, s->swmask);
+	unref(b, s->swtril);
+	(void)f;
+	(void)rep;
+	mark(b, "fwd:layers.%d:end", i);
+	unref(b, hin);
+	return hs;
+}
+
+/* Layer i's backward from xbuf (the gradient of its output, its holder
+ * taken): the gradient of its input, NO where it requires none. */
+static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_saved *s, const struct llama_args *a,
+                         int i, T xbuf)
+{
+	const struct zs_model *m = b->m;
+	uint64_t B = b->o->batch, Tn = b->o->seq, h = m->heads, hd = m->head_dim;
+	uint64_t kv = m->kv_heads;
+	int phi3 = a->phi3, g3 = a->g3, sdpa = a->sdpa;
+	double scaling = a->scaling;
+	/* AddBackward (h2 + mlp): to both (those that require grad;
+	 * autocast: the MLP's a bf16 copy, validate_outputs) */
+	T g = xbuf;
+	T hbuf = s->rh2 ? g : NO;
+	if (b->o->amp != AG_F32 && s->rmo) {
+		g = to_dtype(b, g, b->o->amp, "_to_copy (validate_outputs)");
+		if (!s->rh2) /* the residual requires no grad (--freeze): the node's input goes */
+			unref(b, xbuf);
+	}
+	/* the MLP */
+	b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
+	T dmu = NO, dx2 = NO;
+	if (s->rmo) {
+		/* phi3's resid_mlp_dropout: its MulBackward0 first (fp32) */
+		if (s->drop_mlp != NO)
+			g = dropout_bwd(b, g, !s->rh2, s->drop_mlp);
+		else if (s->rh2 && b->o->amp == AG_F32)
+			ref(b, g);
+		if (m->gemma) { /* post_feedforward_layernorm's backward first */
+			b->module = modname(b, "model.layers.%d.post_feedforward_layernorm", i);
+			T dmo = NO;
+			rmsnorm_bwd(b, g, &s->n4, PF(M, b, "model.layers.%d.post_feedforward_layernorm.weight", i),
+			            &dmo);
+			b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
+			g = dmo;
+		}
+		linear_bwd(b, g, 1, &s->down, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &dmu);
+	}
+	if (phi3) {
+		b->module = modname(b, "model.layers.%d.mlp.gate_up_proj", i);
+		if (dmu != NO)
+			phi3_mlp_bwd(b, M, i, dmu, &s->gate, s->gate_o, s->silu_o, s->up_o, &dx2);
+	} else {
+		b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
+		if (dmu != NO)
+			swiglu_bwd(b, M, i, dmu, s, &dx2);
+	}
+	b->module = modname(b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm"
+	                                : "model.layers.%d.post_attention_layernorm", i);
+	if (dx2 != NO)
+		rmsnorm_bwd(b, dx2, &s->n2, PF(M, b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm.weight"
+		                                                 : "model.layers.%d.post_attention_layernorm.weight", i),
+		            &hbuf);
+	if (hbuf == NO)
+		return NO;
+	/* AddBackward (residual + attn): to both; the attention first */
+	g = hbuf;
+	T rbuf = s->rin ? g : NO;
+	if (b->o->amp != AG_F32 && s->rpo) { /* validate_outputs' bf16 copy for o_proj */
+		g = to_dtype(b, g, b->o->amp, "_to_copy (validate_outputs)");
+		if (!s->rin) /* as the MLP's above */
+			unref(b, hbuf);
+	}
+	b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
+	T dac = NO;
+	if (s->rpo) {
+		/* phi3's resid_attn_dropout: its MulBackward0 first (fp32) */
+		if (s->drop_resid != NO)
+			g = dropout_bwd(b, g, !s->rin, s->drop_resid);
+		else if (s->rin && b->o->amp == AG_F32)
+			ref(b, g);
+		if (m->gemma) { /* post_attention_layernorm's backward first */
+			b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
+			T dpo = NO;
+			rmsnorm_bwd(b, g, &s->n3, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &dpo);
+			b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
+			g = dpo;
+		}
+		linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
+	}
+	b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
+	T dv = NO, kbuf = NO, qbuf = NO, pass[3] = { NO, NO, NO };
+	if (dac == NO) {
+		/* the attention requires no grad */
+	} else if (sdpa && kv != h) {
+		/* the math path's; then the ropes of k and q */
+		T dk4, dq4;
+		sdpa_math_bwd(b, s, dac, B, h, kv, Tn, hd, &dq4, &dk4, &dv);
+		if (phi3) { /* the passes' narrow views hold the cats' grads, as in eager */
+			ref(b, dk4);
+			pass[1] = dk4;
+			ref(b, dq4);
+			pass[2] = dq4;
+		}
+		rope_bwd(b, dk4, &s->rk, &kbuf);
+		rope_bwd(b, dq4, &s->rq, &qbuf);
+	} else if (sdpa) {
+		/* the kernel's backward; the ropes of k and q on its
+		 * [B, T, h, hd]-laid grads (their slice_backward zeros make
+		 * the sums contiguous [B, h, T, hd] again) */
+		T gv[3];
+		sdpa_bwd(b, &s->sd, dac, gv);
+		dv = gv[2];
+		rope_bwd(b, gv[1], &s->rk, &kbuf);
+		rope_bwd(b, gv[0], &s->rq, &qbuf);
+	} else {
+		T dvr;
+		T dam = attn_v_bwd(b, dac, s->attw, s->sm, s->drop_attn, s->vr, B, h, Tn, hd, &dvr);
+		/* AddBackward (+ mask) passes (autocast: cast to the bf16
+		 * scores' dtype, validate_outputs); MulBackward (* scaling) */
+		enum ag_dtype sdt = b->s->tensor[s->ktc].dtype;
+		if (b->s->tensor[dam].dtype != sdt)
+			dam = ac_grad_back_to(b, dam, sdt);
+		if (m->gemma && m->attn_softcap > 0) /* the softcap's nodes (* cap, tanh, / cap) */
+			dam = softcap_bwd(b, dam, m->attn_softcap, &s->cap);
+		T cs_ = cast_scalar_as(b, s->sc_w, sdt);
+		T dsc = TMP("mul (scaling backward)", sdt, B * h, Tn, Tn);
+		op(b, AG_OP_MUL_SCALAR, dam, NO, NO, dsc, NO, NO)->arg[0] = scaling;
+		unref(b, cs_);
+		unref(b, dam);
+		unref(b, s->sc_w);
+		/* BmmBackward (q @ k^T) */
+		T dq, dkt;
+		qk_bwd(b, dsc, s->qe, s->ktc, B * h, Tn, hd, &dq, &dkt);
+		/* autocast: the casts' ToCopyBackward, q's (the later) first */
+		if (s->qf != NO) {
+			if (dq != NO)
+				dq = ac_grad_back(b, dq);
+			if (dkt != NO)
+				dkt = ac_grad_back(b, dkt);
+		}
+		/* v's repeat_kv, then k's, then the ropes of k and q */
+		dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd, 0);
+		if (dkt != NO) {
+			T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd, 1);
+			if (phi3) { /* k_pass's narrow view of the cat's grad holds it */
+				ref(b, dkr);
+				pass[1] = dkr;
+			}
+			rope_bwd(b, dkr, &s->rk, &kbuf);
+		}
+		T dq4 = reshape(b, dq, 4, SH(B, h, Tn, hd));
+		unref(b, dq);
+		if (phi3) {
+			ref(b, dq4);
+			pass[2] = dq4;
+		}
+		rope_bwd(b, dq4, &s->rq, &qbuf);
+	}
+	if (phi3) {
+		T bufs[3] = { dv, kbuf, qbuf }, xb = NO;
+		if (dac != NO)
+			phi3_states_bwd(b, M, i, bufs, pass, &s->q, &xb);
+		b->module = modname(b, "model.layers.%d.input_layernorm", i);
+		if (xb != NO)
+			rmsnorm_bwd(b, xb, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
+		return rbuf;
+	}
+	/* each projection's view(B, T, n, hd).transpose(1, 2): the grad
+	 * reshaped back to [B, T, n·hd], a copy; sdpa's dv lies as
+	 * [B, T, n, hd] already: a view */
+	T xbuf1 = NO;
+	T proj[3] = { dv, kbuf, qbuf };
+	struct lin_saved *ls[3] = { &s->v, &s->k, &s->q };
+	int part[3] = { 2, 1, 0 };
+	struct rms_saved *hn[3] = { NULL, &s->kn, &s->qn };
+	/* Gemma3Attention's k_norm and q_norm, made after the three
+	 * projections: their backward before any projection's */
+	for (int j = 1; j < 3 && g3 && dac != NO; j++)
+		if (proj[j] != NO)
+			proj[j] = gemma3_head_norm_bwd(b, M, i, part[j], proj[j], hn[j]);
+	for (int j = 0; j < 3 && dac != NO; j++) {
+		uint64_t n = j == 2 ? h : kv;
+		if (sdpa && kv == h && j == 0) {
+			T c = reshape(b, dv, 3, SH(B, Tn, n * hd));
+			unref(b, dv);
+			linear_bwd(b, c, 1, ls[j], PP(M, b, part[j], "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
+			           &xbuf1);
+			continue;
+		}
+		if (proj[j] != NO) /* k's: NO where k requires no grad */
+			head_states_bwd(b, M, proj[j], i, part[j], n, ls[j], g3 ? NULL : hn[j], &xbuf1);
+	}
+	b->module = modname(b, "model.layers.%d.input_layernorm", i);
+	if (xbuf1 != NO)
+		rmsnorm_bwd(b, xbuf1, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
+	return rbuf;
+}
+
 static void llama_step(struct bld *b, struct model *M)
 {
 	const struct zs_model *m = b->m;
-	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, h = m->heads, hd = m->head_dim;
-	uint64_t kv = m->kv_heads, rep = h / kv, f = m->intermediate, L = m->layers;
+	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, hd = m->head_dim;
+	uint64_t L = m->layers;
 	int phi3 = m->hf_fused; /* Hugging Face's fused qkv_proj and gate_up_proj (modeling_phi3.py) */
 	int g3 = gemma3(m);
 	struct llama_layer_saved *S = zs_calloc(L, sizeof *S);
@@ -4228,257 +4690,12 @@ static void llama_step(struct bld *b, struct model *M)
 		ref(b, hs); /* `inputs_embeds` and `hidden_states` both name it */
 	}
 	double scaling = attn_scale(m, hd);
-	for (uint64_t l = 0; l < L; l++) {
-		struct llama_layer_saved *s = &S[l];
-		int i = (int)l;
-		mark(b, "fwd:layers.%d:start", i);
-		/* the caller's `hidden_states` holds the layer's input until the
-		 * layer returns (no event where a node keeps it anyway) */
-		T hin = hs;
-		ref(b, hin);
-		T lcm = cm; /* the mask this layer's attention adds */
-		s->swmask = s->swtril = NO;
-		if (g3) { /* its type's mask and position embeddings */
-			lcm = g3mask[gemma_sliding(m, l)];
-			cos4 = g3cos[gemma_sliding(m, l)], sin4 = g3sin[gemma_sliding(m, l)];
-		} else if (!sdpa && gemma_sliding(m, l)) {
-			T cmv = vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
-			gemma_sliding_mask(b, cmv, &s->swmask, &s->swtril);
-			unref(b, cmv);
-			lcm = s->swmask;
-		}
-		b->module = modname(b, "model.layers.%d.input_layernorm", i);
-		T x1 = rmsnorm(b, hs, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &s->n1);
-		T residual = hs;
-		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
-		/* q, k, v: view(B, T, n, hd).transpose(1, 2) of each projection
-		 * (phi3: of qkv_proj's slices) */
-		T qt, kt, vt;
-		if (phi3) {
-			b->module = modname(b, "model.layers.%d.self_attn.qkv_proj", i);
-			T st[3];
-			phi3_states(b, M, x1, i, &s->q, st);
-			qt = st[0], kt = st[1], vt = st[2];
-		} else {
-			qt = head_states(b, M, x1, i, 0, h, &s->q, g3 ? NULL : &s->qn);
-			kt = head_states(b, M, x1, i, 1, kv, &s->k, g3 ? NULL : &s->kn);
-			vt = head_states(b, M, x1, i, 2, kv, &s->v, NULL);
-			if (g3) { /* Gemma3Attention: q_norm and k_norm on the transposed q and k */
-				qt = gemma3_head_norm(b, M, i, 0, qt, &s->qn);
-				kt = gemma3_head_norm(b, M, i, 1, kt, &s->kn);
-			}
-		}
-		s->rin = RG(b, hs);
-		s->ka = RG(b, qt);
-		s->kk = RG(b, kt);
-		/* q and v requiring grad, k not (eager): q @ k^T keeps k^T's copy
-		 * alone (its self, q, is saved for k^T's gradient only) */
-		int qv_only = s->ka && !s->kk && RG(b, vt) && !sdpa && !phi3;
-		if ((s->kk != s->ka || RG(b, vt) != s->ka) && !qv_only)
-			unsupported(b, "a layer whose input requires no grad with only some of q_proj, k_proj and v_proj "
-			            "frozen");
-		int ka = s->ka;
-		T qe = rope(b, qt, cos4, sin4, &s->rq);
-		if (phi3)
-			qe = phi3_cat_pass(b, qe);
-		T ke = rope(b, kt, cos4, sin4, &s->rk);
-		if (phi3)
-			ke = phi3_cat_pass(b, ke);
-		unref(b, qt);
-		unref(b, kt);
-		T ac, kr = NO;
-		if (sdpa) {
-			/* integrations/sdpa_attention.py (transformers e2feb59b6212,
-			 * sdpa_attention_forward): no repeat_kv here (from 2.5 it
-			 * passes enable_gqa, which the CPU runs in the math path
-			 * where kv < h); the flash kernel's output [B, T, h, hd]
-			 * makes transpose(1, 2).contiguous() and reshape views */
-			if (kv != h) /* enable_gqa: the math path */
-				ac = sdpa_math_fwd(b, s, qe, ke, vt, rep, phi3);
-			else
-				ac = sdpa_fwd(b, &s->sd, qe, ke, vt);
-		} else {
-			/* repeat_kv: expand and reshape, a copy */
-			kr = TMP("clone (repeat_kv k)", b->s->tensor[ke].dtype, B, h, Tn, hd);
-			T kx = expand_kv(b, ke, rep);
-			op(b, AG_OP_COPY, kx, NO, NO, kr, NO, NO);
-			unref(b, kx);
-			unref(b, ke);
-			T vr = TMP("clone (repeat_kv v)", b->s->tensor[vt].dtype, B, h, Tn, hd);
-			T vx = expand_kv(b, vt, rep);
-			op(b, AG_OP_COPY, vx, NO, NO, vr, NO, NO);
-			unref(b, vx);
-			unref(b, vt);
-			/* matmul(q, k^T): k^T copied to [B·h, hd, T] (the bytes of
-			 * the copy matmul makes of q, whose rope sum lies in the
-			 * transposed projection's layout); phi3's cat leaves q
-			 * contiguous: no copy, bmm keeps k^T as a view. Under
-			 * autocast matmul casts k^T (the right operand first) and
-			 * q_embed, both fp32 after the rope's promotion, and keeps
-			 * q's cast */
-			T ktr = transpose_last2(b, kr);
-			T qf = NO; /* autocast: the fp32 q_embed, its name held to forward's end */
-			if (b->o->amp != AG_F32) {
-				T ktb = ac_cast(b, ktr);
-				unref(b, ktr);
-				ktr = ktb;
-				qf = qe;
-				qe = ac_cast(b, qf);
-			}
-			T ktc = phi3 ? phi3_kt_operand(b, kr, ktr) : bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
-			unref(b, ktr);
-			/* matmul's views: q_embed (contiguous) as [B·h, T, hd] */
-			T qe3 = reshape(b, qe, 3, SH(B * h, Tn, hd));
-			unref(b, qe);
-			qe = qe3;
-			T sc = TMP("bmm (q k^T)", b->s->tensor[qe].dtype, B * h, Tn, Tn);
-			op(b, AG_OP_BMM, qe, ktc, NO, sc, NO, NO);
-			if (!ka) { /* matmul's copy goes when it returns */
-				unref(b, ktc);
-				ktc = NO;
-			}
-			T aw = scalar_op(b, AG_OP_MUL_SCALAR, "mul (scores * scaling)", sc, scaling, ka ? &s->sc_w : NULL);
-			unref(b, sc);
-			if (m->gemma && m->attn_softcap > 0) /* eager_attention_forward's softcap */
-				aw = softcap_fwd(b, aw, m->attn_softcap, &s->cap);
-			/* + the fp32 mask: bf16 scores promoted under autocast */
-			T am = TMP("add (causal mask)", AG_F32, B, h, Tn, Tn);
-			T cmv = lcm == cm ? vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0)
-			                  : reshape(b, lcm, 4, SH(B, 1, Tn, Tn));
-			T aw4 = reshape(b, aw, 4, SH(B, h, Tn, Tn));
-			T awp = promoted(b, aw4, AG_F32);
-			op(b, AG_OP_ADD, awp, cmv, NO, am, NO, NO)->arg[0] = 1;
-			unref(b, awp);
-			unref(b, aw4);
-			unref(b, cmv);
-			unref(b, aw);
-			T sm = TMP("_softmax", AG_F32, B, h, Tn, Tn);
-			op(b, AG_OP_SOFTMAX, am, NO, NO, sm, NO, NO);
-			unref(b, am);
-			if (ka)
-				ref(b, sm); /* softmax saves its result */
-			/* nn.functional.dropout(attn_weights, p=attention_dropout) */
-			T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
-			unref(b, sm); /* the name is rebound */
-			s->sm = ka ? sm : NO;
-			/* the weights and v repeated (contiguous) as bmm takes them;
-			 * autocast's matmul casts the fp32 weights (v is bf16) */
-			if (b->o->amp != AG_F32) {
-				T smb = ac_cast(b, smd);
-				unref(b, smd);
-				smd = smb;
-			}
-			T sm3 = reshape(b, smd, 3, SH(B * h, Tn, Tn));
-			unref(b, smd);
-			sm = sm3;
-			T vr3 = reshape(b, vr, 3, SH(B * h, Tn, hd));
-			unref(b, vr);
-			vr = vr3;
-			T ao = TMP("bmm (attention x v)", b->s->tensor[sm].dtype, B * h, Tn, hd);
-			op(b, AG_OP_BMM, sm, vr, NO, ao, NO, NO);
-			/* the view's holder passes to bmm's node */
-			s->qe = qe, s->ktc = ktc, s->attw = sm, s->vr = vr;
-			T aot = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
-			                                                           (int64_t)(Tn * hd), 1 }, 0);
-			ac = TMP("clone (transpose(1, 2).contiguous())", b->s->tensor[ao].dtype, B, Tn, h * hd);
-			op(b, AG_OP_COPY, aot, NO, NO, ac, NO, NO);
-			unref(b, aot);
-			unref(b, ao);
-			s->qf = qf;
-		}
-		b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
-		T po = linear(b, ac, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &s->o);
-		s->rpo = RG(b, po);
-		unref(b, ac);
-		if (!sdpa && s->qf != NO)
-			unref(b, s->qf); /* forward returns: the fp32 query_states goes (autocast) */
-		unref(b, kr); /* forward returns: key_states goes */
-		if (!sdpa && ka && !s->kk) { /* q_embed: no node keeps it (k requires no grad) */
-			unref(b, s->qe);
-			s->qe = NO;
-		}
-		if (!sdpa && !ka) { /* and the names no node holds: q, the weights, v */
-			unref(b, s->qe);
-			unref(b, s->attw);
-			unref(b, s->vr);
-			s->qe = s->ktc = s->attw = s->vr = NO;
-		}
-		if (sdpa) { /* and the states sdpa keeps */
-			unref(b, qe);
-			unref(b, ke);
-			unref(b, vt);
-		}
-		b->module = -1;
-		unref(b, x1); /* hidden_states is rebound to the attention's output (fp32: the views q, k, v keep it) */
-		s->drop_resid = s->drop_mlp = NO;
-		if (m->gemma) { /* Gemma2DecoderLayer: post_attention_layernorm before the residual add */
-			b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
-			T pn = rmsnorm(b, po, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &s->n3);
-			unref(b, po); /* the name is rebound */
-			po = pn;
-			b->module = -1;
-		}
-		T h2 = phi3 ? phi3_resid_dropout_add(b, residual, po, &s->drop_resid) : residual_add(b, residual, po, 0);
-		s->rh2 = RG(b, h2);
-		const char *n2name = m->gemma ? "model.layers.%d.pre_feedforward_layernorm"
-		                              : "model.layers.%d.post_attention_layernorm";
-		b->module = modname(b, n2name, i);
-		T x2 = rmsnorm(b, h2, PF(M, b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm.weight"
-		                                         : "model.layers.%d.post_attention_layernorm.weight", i), &s->n2);
-		const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
-		T mu;
-		if (phi3) {
-			b->module = modname(b, "model.layers.%d.mlp.gate_up_proj", i);
-			mu = phi3_mlp(b, M, x2, i, &s->gate, &s->gate_o, &s->silu_o, &s->up_o, &s->km);
-		} else {
-			b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
-			T gp = linear(b, x2, PP(M, b, 0, gun, i), &s->gate);
-			/* gemma: ACT2FN gelu_pytorch_tanh, one op (GeluBackward0 keeps its input) */
-			T sl = like(b, m->gemma ? "gelu (tanh)" : "silu", gp);
-			op(b, m->gemma ? AG_OP_GELU_TANH : AG_OP_SILU, gp, NO, NO, sl, NO, NO);
-			int km = s->km = RG(b, gp);
-			if (!km) /* no SiluBackward keeps it: the temporary goes */
-				unref(b, gp);
-			T up = linear(b, x2, PP(M, b, 1, gun, i), &s->up);
-			if (RG(b, up) != km)
-				unsupported(b, "a layer whose MLP input requires no grad with one of gate_proj and up_proj "
-				            "frozen");
-			mu = like(b, "mul (silu(gate) * up)", sl);
-			op(b, AG_OP_MUL, sl, up, NO, mu, NO, NO);
-			s->gate_o = gp, s->silu_o = sl, s->up_o = up;
-			if (!km) {
-				unref(b, sl);
-				unref(b, up);
-				s->gate_o = s->silu_o = s->up_o = NO;
-			}
-		}
-		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
-		T mo = linear(b, mu, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &s->down);
-		s->rmo = RG(b, mo);
-		unref(b, mu);
-		if (phi3 && !s->km) { /* forward returns: `gate` goes, no node keeps the fused product */
-			unref(b, s->gate_o);
-			s->gate_o = NO;
-		}
-		unref(b, x2);
-		b->module = -1;
-		if (m->gemma) { /* post_feedforward_layernorm before the residual add */
-			b->module = modname(b, "model.layers.%d.post_feedforward_layernorm", i);
-			T pn = rmsnorm(b, mo, PF(M, b, "model.layers.%d.post_feedforward_layernorm.weight", i), &s->n4);
-			unref(b, mo);
-			mo = pn;
-			b->module = -1;
-		}
-		hs = phi3 ? phi3_resid_dropout_add(b, h2, mo, &s->drop_mlp) : residual_add(b, h2, mo, 0);
-		/* the layer returns: its `attention_mask` (the sliding window's
-		 * where) and sliding_window_mask go */
-		unref(b, s->swmask);
-		unref(b, s->swtril);
-		(void)f;
-		(void)rep;
-		mark(b, "fwd:layers.%d:end", i);
-		unref(b, hin);
-	}
+	struct llama_args la = { .cm = cm, .cos4 = cos4, .sin4 = sin4, .phi3 = phi3, .g3 = g3, .sdpa = sdpa,
+	                       .scaling = scaling };
+	for (int k = 0; k < 2; k++)
+		la.g3mask[k] = g3mask[k], la.g3cos[k] = g3cos[k], la.g3sin[k] = g3sin[k];
+	for (uint64_t l = 0; l < L; l++)
+		hs = llama_layer_fwd(b, M, &S[l], &la, (int)l, hs);
 	b->module = modname(b, "model.norm");
 	mark(b, "fwd:norm:start");
 	struct rms_saved ns;
@@ -4526,192 +4743,12 @@ static void llama_step(struct bld *b, struct model *M)
 		rmsnorm_bwd(b, dxn3, &ns, nw, &xbuf);
 	}
 	for (int i = (int)L - 1; i >= 0 && xbuf != NO; i--) {
-		struct llama_layer_saved *s = &S[i];
 		mark(b, "bwd:layers.%d:start", i);
 		if (i == (int)L - 1)
 			mark(b, "bwd:norm:end");
 		else
 			mark(b, "bwd:layers.%d:end", i + 1);
-		/* AddBackward (h2 + mlp): to both (those that require grad;
-		 * autocast: the MLP's a bf16 copy, validate_outputs) */
-		T g = xbuf;
-		T hbuf = s->rh2 ? g : NO;
-		if (b->o->amp != AG_F32 && s->rmo) {
-			g = to_dtype(b, g, b->o->amp, "_to_copy (validate_outputs)");
-			if (!s->rh2) /* the residual requires no grad (--freeze): the node's input goes */
-				unref(b, xbuf);
-		}
-		/* the MLP */
-		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
-		T dmu = NO, dx2 = NO;
-		if (s->rmo) {
-			/* phi3's resid_mlp_dropout: its MulBackward0 first (fp32) */
-			if (s->drop_mlp != NO)
-				g = dropout_bwd(b, g, !s->rh2, s->drop_mlp);
-			else if (s->rh2 && b->o->amp == AG_F32)
-				ref(b, g);
-			if (m->gemma) { /* post_feedforward_layernorm's backward first */
-				b->module = modname(b, "model.layers.%d.post_feedforward_layernorm", i);
-				T dmo = NO;
-				rmsnorm_bwd(b, g, &s->n4, PF(M, b, "model.layers.%d.post_feedforward_layernorm.weight", i),
-				            &dmo);
-				b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
-				g = dmo;
-			}
-			linear_bwd(b, g, 1, &s->down, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &dmu);
-		}
-		if (phi3) {
-			b->module = modname(b, "model.layers.%d.mlp.gate_up_proj", i);
-			if (dmu != NO)
-				phi3_mlp_bwd(b, M, i, dmu, &s->gate, s->gate_o, s->silu_o, s->up_o, &dx2);
-		} else {
-			b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
-			if (dmu != NO)
-				swiglu_bwd(b, M, i, dmu, s, &dx2);
-		}
-		b->module = modname(b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm"
-		                                : "model.layers.%d.post_attention_layernorm", i);
-		if (dx2 != NO)
-			rmsnorm_bwd(b, dx2, &s->n2, PF(M, b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm.weight"
-			                                                 : "model.layers.%d.post_attention_layernorm.weight", i),
-			            &hbuf);
-		if (hbuf == NO) {
-			xbuf = NO;
-			break;
-		}
-		/* AddBackward (residual + attn): to both; the attention first */
-		g = hbuf;
-		T rbuf = s->rin ? g : NO;
-		if (b->o->amp != AG_F32 && s->rpo) { /* validate_outputs' bf16 copy for o_proj */
-			g = to_dtype(b, g, b->o->amp, "_to_copy (validate_outputs)");
-			if (!s->rin) /* as the MLP's above */
-				unref(b, hbuf);
-		}
-		b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
-		T dac = NO;
-		if (s->rpo) {
-			/* phi3's resid_attn_dropout: its MulBackward0 first (fp32) */
-			if (s->drop_resid != NO)
-				g = dropout_bwd(b, g, !s->rin, s->drop_resid);
-			else if (s->rin && b->o->amp == AG_F32)
-				ref(b, g);
-			if (m->gemma) { /* post_attention_layernorm's backward first */
-				b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
-				T dpo = NO;
-				rmsnorm_bwd(b, g, &s->n3, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &dpo);
-				b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
-				g = dpo;
-			}
-			linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
-		}
-		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
-		T dv = NO, kbuf = NO, qbuf = NO, pass[3] = { NO, NO, NO };
-		if (dac == NO) {
-			/* the attention requires no grad */
-		} else if (sdpa && kv != h) {
-			/* the math path's; then the ropes of k and q */
-			T dk4, dq4;
-			sdpa_math_bwd(b, s, dac, B, h, kv, Tn, hd, &dq4, &dk4, &dv);
-			if (phi3) { /* the passes' narrow views hold the cats' grads, as in eager */
-				ref(b, dk4);
-				pass[1] = dk4;
-				ref(b, dq4);
-				pass[2] = dq4;
-			}
-			rope_bwd(b, dk4, &s->rk, &kbuf);
-			rope_bwd(b, dq4, &s->rq, &qbuf);
-		} else if (sdpa) {
-			/* the kernel's backward; the ropes of k and q on its
-			 * [B, T, h, hd]-laid grads (their slice_backward zeros make
-			 * the sums contiguous [B, h, T, hd] again) */
-			T gv[3];
-			sdpa_bwd(b, &s->sd, dac, gv);
-			dv = gv[2];
-			rope_bwd(b, gv[1], &s->rk, &kbuf);
-			rope_bwd(b, gv[0], &s->rq, &qbuf);
-		} else {
-			T dvr;
-			T dam = attn_v_bwd(b, dac, s->attw, s->sm, s->drop_attn, s->vr, B, h, Tn, hd, &dvr);
-			/* AddBackward (+ mask) passes (autocast: cast to the bf16
-			 * scores' dtype, validate_outputs); MulBackward (* scaling) */
-			enum ag_dtype sdt = b->s->tensor[s->ktc].dtype;
-			if (b->s->tensor[dam].dtype != sdt)
-				dam = ac_grad_back_to(b, dam, sdt);
-			if (m->gemma && m->attn_softcap > 0) /* the softcap's nodes (* cap, tanh, / cap) */
-				dam = softcap_bwd(b, dam, m->attn_softcap, &s->cap);
-			T cs_ = cast_scalar_as(b, s->sc_w, sdt);
-			T dsc = TMP("mul (scaling backward)", sdt, B * h, Tn, Tn);
-			op(b, AG_OP_MUL_SCALAR, dam, NO, NO, dsc, NO, NO)->arg[0] = scaling;
-			unref(b, cs_);
-			unref(b, dam);
-			unref(b, s->sc_w);
-			/* BmmBackward (q @ k^T) */
-			T dq, dkt;
-			qk_bwd(b, dsc, s->qe, s->ktc, B * h, Tn, hd, &dq, &dkt);
-			/* autocast: the casts' ToCopyBackward, q's (the later) first */
-			if (s->qf != NO) {
-				if (dq != NO)
-					dq = ac_grad_back(b, dq);
-				if (dkt != NO)
-					dkt = ac_grad_back(b, dkt);
-			}
-			/* v's repeat_kv, then k's, then the ropes of k and q */
-			dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd, 0);
-			if (dkt != NO) {
-				T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd, 1);
-				if (phi3) { /* k_pass's narrow view of the cat's grad holds it */
-					ref(b, dkr);
-					pass[1] = dkr;
-				}
-				rope_bwd(b, dkr, &s->rk, &kbuf);
-			}
-			T dq4 = reshape(b, dq, 4, SH(B, h, Tn, hd));
-			unref(b, dq);
-			if (phi3) {
-				ref(b, dq4);
-				pass[2] = dq4;
-			}
-			rope_bwd(b, dq4, &s->rq, &qbuf);
-		}
-		if (phi3) {
-			T bufs[3] = { dv, kbuf, qbuf }, xb = NO;
-			if (dac != NO)
-				phi3_states_bwd(b, M, i, bufs, pass, &s->q, &xb);
-			b->module = modname(b, "model.layers.%d.input_layernorm", i);
-			if (xb != NO)
-				rmsnorm_bwd(b, xb, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
-			xbuf = rbuf;
-			continue;
-		}
-		/* each projection's view(B, T, n, hd).transpose(1, 2): the grad
-		 * reshaped back to [B, T, n·hd], a copy; sdpa's dv lies as
-		 * [B, T, n, hd] already: a view */
-		T xbuf1 = NO;
-		T proj[3] = { dv, kbuf, qbuf };
-		struct lin_saved *ls[3] = { &s->v, &s->k, &s->q };
-		int part[3] = { 2, 1, 0 };
-		struct rms_saved *hn[3] = { NULL, &s->kn, &s->qn };
-		/* Gemma3Attention's k_norm and q_norm, made after the three
-		 * projections: their backward before any projection's */
-		for (int j = 1; j < 3 && g3 && dac != NO; j++)
-			if (proj[j] != NO)
-				proj[j] = gemma3_head_norm_bwd(b, M, i, part[j], proj[j], hn[j]);
-		for (int j = 0; j < 3 && dac != NO; j++) {
-			uint64_t n = j == 2 ? h : kv;
-			if (sdpa && kv == h && j == 0) {
-				T c = reshape(b, dv, 3, SH(B, Tn, n * hd));
-				unref(b, dv);
-				linear_bwd(b, c, 1, ls[j], PP(M, b, part[j], "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
-				           &xbuf1);
-				continue;
-			}
-			if (proj[j] != NO) /* k's: NO where k requires no grad */
-				head_states_bwd(b, M, proj[j], i, part[j], n, ls[j], g3 ? NULL : hn[j], &xbuf1);
-		}
-		b->module = modname(b, "model.layers.%d.input_layernorm", i);
-		if (xbuf1 != NO)
-			rmsnorm_bwd(b, xbuf1, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
-		xbuf = rbuf;
+		xbuf = llama_layer_bwd(b, M, &S[i], &la, i, xbuf);
 	}
 	if (xbuf != NO && g3) {
 		/* inputs_embeds is embed_tokens' output: its hooks, then
