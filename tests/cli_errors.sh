@@ -940,6 +940,10 @@ for cmd in measure theory; do
 	try 2 "--recompute full: Hugging Face's gradient checkpointing with dropout (give a config with dropout 0) is not described yet" \
 		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision fp32 --torch-device cpu \
 		--torch-version 1.13 --attn eager --recompute full --out "$keep"
+	try 2 "--recompute full: Hugging Face's gradient checkpointing is described for gpt2, llama, mistral, qwen2, qwen3 and phi3 so far, not yet for a gemma2 (give --recompute none)" \
+		$cmd --framework torch --model "${srcdir:-.}/data/models/gemma-2-2b.json" --wrapper none --world 1 \
+		--precision fp32 --torch-device cpu --torch-version 1.13 --attn eager --seq 4 --batch 1 --recompute full \
+		--out "$keep"
 	try 2 "--recompute full: Hugging Face's gradient checkpointing under --wrapper ddp is not described yet (give --wrapper none)" \
 		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --recompute full --out "$keep"
 	# The last of a repeated option counts.

@@ -475,9 +475,12 @@ struct model {
 	size_t nq4;
 	T qmap;
 	/* --recompute full: each checkpointed layer's fwd_cpu_state, kept by
-	 * its CheckpointFunction's ctx until the graph goes with the loss */
+	 * its CheckpointFunction's ctx until the graph goes with the loss,
+	 * and what the layers' partial binds (ckpt_bind) */
 	T *rng;
 	size_t nrng;
+	T bound[3];
+	size_t nbound;
 };
 
 /* Whether --freeze freezes parameter `param` (part `part` of a fused
@@ -1659,57 +1662,89 @@ static T gpt2_causal_view(struct bld *b, const struct model *M, uint64_t l, uint
  * gradient_checkpointing_enable calls it (use_reentrant=True,
  * preserve_rng_state). */
 
-/* CheckpointFunction.forward up to run_function: ctx.fwd_cpu_state =
- * torch.get_rng_state() (the CPU generator's state, a uint8 tensor of 5,056
- * bytes, held by ctx until the graph goes), save_for_backward(hs) (one
- * holder more), then no_grad for the layer's forward (ckpt_fwd_end). */
-static void ckpt_fwd_begin(struct bld *b, struct model *M, T hs)
+/* A family's decoder layer as the loop calls it: fwd(b, M, i, hs, ctx)
+ * is layer i's forward over hs (its holder taken), returning its output
+ * (one holder); bwd(b, M, i, g, ctx) its backward from g (taken),
+ * returning the input's gradient (NO where it requires none). */
+struct layer_fns {
+	T (*fwd)(struct bld *b, struct model *M, int i, T hs, void *ctx);
+	T (*bwd)(struct bld *b, struct model *M, int i, T g, void *ctx);
+	void *ctx;
+};
+
+/* Layer i's forward; checkpointed where saved != NULL (its input kept in
+ * saved[i]): CheckpointFunction.forward -- ctx.fwd_cpu_state =
+ * torch.get_rng_state() (the CPU generator's state, a uint8 tensor of
+ * 5,056 bytes, held by ctx until the graph goes with the loss),
+ * save_for_backward(hs), the layer under no_grad (nothing requires grad,
+ * no node keeps anything); the Function's output requires grad. */
+static T layer_fwd(struct bld *b, struct model *M, const struct layer_fns *f, T *saved, int i, T hs)
 {
+	if (!saved)
+		return f->fwd(b, M, i, hs, f->ctx);
 	M->rng = zs_realloc(M->rng, (M->nrng + 1) * sizeof *M->rng);
 	M->rng[M->nrng++] = TMP("get_rng_state (checkpoint's fwd_cpu_state)", AG_U8, 5056);
+	saved[i] = hs;
 	ref(b, hs);
 	b->nograd = 1;
-}
-
-/* no_grad exits; the Function's output requires grad. */
-static void ckpt_fwd_end(struct bld *b, T out)
-{
+	T out = f->fwd(b, M, i, hs, f->ctx);
 	b->nograd = 0;
 	b->rg[out] = b->rg[sto(b, out)] = 1;
+	return out;
 }
 
-/* CheckpointFunction.backward up to run_function: fork_rng's
- * torch.get_rng_state() (*fork, released as the `with` exits:
- * ckpt_rerun_end), set_rng_state (no bytes), detach_variable(saved): a
- * view that requires grad, returned with one holder for the layer's
- * forward and one for the detached_inputs tuple; enable_grad. */
-static T ckpt_rerun_begin(struct bld *b, T saved, T *fork)
+/* Layer i's backward from g, between its marks (the reference's hooks:
+ * "bwd:UNIT.i:start" on its output, the end of the unit above -- `above`
+ * over the last of L layers -- on its input). Checkpointed,
+ * CheckpointFunction.backward: the output made under no_grad had no hook;
+ * fork_rng's torch.get_rng_state() while the `with` lasts; set_rng_state
+ * (no bytes); detach_variable (a view of the saved input that requires
+ * grad, held by the detached_inputs tuple); the layer again with
+ * requires_grad following the ops ("refwd:" marks); then
+ * torch.autograd.backward(outputs, args) -- the args tuple holds g --,
+ * AccumulateGrad taking the input's fresh gradient itself as the
+ * detached view's .grad; as it returns the rerun's output, g, the
+ * detached view and ctx's saved input go. */
+static T layer_bwd(struct bld *b, struct model *M, const struct layer_fns *f, const T *saved, int i, int L,
+                   const char *unit, const char *above, T g)
 {
-	*fork = TMP("get_rng_state (fork_rng)", AG_U8, 5056);
-	const struct ag_tensor x_ = b->s->tensor[saved], *x = &x_; /* a copy: the array grows */
-	T det = reshape(b, saved, x->ndim, x->shape);
+	if (!saved)
+		mark(b, "bwd:%s.%d:start", unit, i);
+	if (i == L - 1)
+		mark(b, "bwd:%s:end", above);
+	else
+		mark(b, "bwd:%s.%d:end", unit, i + 1);
+	if (!saved)
+		return f->bwd(b, M, i, g, f->ctx);
+	T fork = TMP("get_rng_state (fork_rng)", AG_U8, 5056);
+	const struct ag_tensor x_ = b->s->tensor[saved[i]], *x = &x_; /* a copy: the array grows */
+	T det = reshape(b, saved[i], x->ndim, x->shape);
 	b->rg[det] = 1;
-	ref(b, det);
+	ref(b, det); /* the layer's argument; the tuple's holder stays */
 	b->regrad = 1;
-	return det;
-}
-
-static void ckpt_rerun_end(struct bld *b, T fork)
-{
+	T out = f->fwd(b, M, i, det, f->ctx);
 	b->regrad = 0;
 	unref(b, fork);
-}
-
-/* torch.autograd.backward(outputs, args) has returned the detached
- * input's .grad (AccumulateGrad took the fresh gradient itself): the
- * rerun's output, the args tuple's gradient, the detached input and ctx's
- * saved input go as backward returns. */
-static void ckpt_bwd_end(struct bld *b, T out, T g, T det, T saved)
-{
+	mark(b, "bwd:%s.%d:start", unit, i);
+	ref(b, g); /* the args tuple's */
+	T gin = f->bwd(b, M, i, g, f->ctx);
 	unref(b, out);
 	unref(b, g);
 	unref(b, det);
-	unref(b, saved);
+	unref(b, saved[i]);
+	return gin;
+}
+
+/* What a checkpointed layer binds besides the hidden states (GradientCheckpointingLayer's
+ * partial: the mask, the position embeddings), held by layer 0's ctx.run_function, the
+ * last of them to go: n tensors (NO: none). */
+static void ckpt_bind(struct bld *b, struct model *M, const T *t, size_t n)
+{
+	for (size_t k = 0; k < n && M->nbound < sizeof M->bound / sizeof *M->bound; k++)
+		if (t[k] != NO) {
+			ref(b, t[k]);
+			M->bound[M->nbound++] = t[k];
+		}
 }
 
 /* GPT2Block.forward (block i over hs, its holder taken): the block's
@@ -2043,6 +2078,16 @@ static T gpt2_block_bwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 	return g3;
 }
 
+static T gpt2_layer_fwd(struct bld *b, struct model *M, int i, T hs, void *ctx)
+{
+	return gpt2_block_fwd(b, M, (struct gpt2_block_saved *)ctx + i, i, hs);
+}
+
+static T gpt2_layer_bwd(struct bld *b, struct model *M, int i, T g, void *ctx)
+{
+	return gpt2_block_bwd(b, M, (struct gpt2_block_saved *)ctx + i, i, g);
+}
+
 static void gpt2_step(struct bld *b, struct model *M)
 {
 	const struct zs_model *m = b->m;
@@ -2084,16 +2129,9 @@ static void gpt2_step(struct bld *b, struct model *M)
 	unref(b, hs); /* hidden_states = self.drop(hidden_states) */
 	hs = hd_;
 	T *saved = b->o->recompute ? zs_calloc(L, sizeof *saved) : NULL;
-	for (uint64_t l = 0; l < L; l++) {
-		if (!saved) {
-			hs = gpt2_block_fwd(b, M, &S[l], (int)l, hs);
-			continue;
-		}
-		saved[l] = hs;
-		ckpt_fwd_begin(b, M, hs);
-		hs = gpt2_block_fwd(b, M, &S[l], (int)l, hs);
-		ckpt_fwd_end(b, hs);
-	}
+	const struct layer_fns lf = { gpt2_layer_fwd, gpt2_layer_bwd, S };
+	for (uint64_t l = 0; l < L; l++)
+		hs = layer_fwd(b, M, &lf, saved, (int)l, hs);
 	b->module = modname(b, "transformer.ln_f");
 	mark(b, "fwd:ln_f:start");
 	struct ln_saved lnf;
@@ -2124,29 +2162,8 @@ static void gpt2_step(struct bld *b, struct model *M)
 	}
 	/* gx: the gradient of block i's output, NO where it requires none (nor
 	 * then does any block below) */
-	for (int i = (int)L - 1; i >= 0 && gx != NO; i--) {
-		/* checkpointed: the layer's output had no hook of its own (made
-		 * under no_grad); its rerun's output has, fired as the nested
-		 * backward starts */
-		if (!saved)
-			mark(b, "bwd:h.%d:start", i);
-		if (i == (int)L - 1)
-			mark(b, "bwd:ln_f:end");
-		else
-			mark(b, "bwd:h.%d:end", i + 1);
-		if (!saved) {
-			gx = gpt2_block_bwd(b, M, &S[i], i, gx);
-			continue;
-		}
-		T fork, det = ckpt_rerun_begin(b, saved[i], &fork);
-		T out = gpt2_block_fwd(b, M, &S[i], i, det);
-		ckpt_rerun_end(b, fork);
-		mark(b, "bwd:h.%d:start", i);
-		ref(b, gx); /* the args tuple's */
-		T gin = gpt2_block_bwd(b, M, &S[i], i, gx);
-		ckpt_bwd_end(b, out, gx, det, saved[i]);
-		gx = gin;
-	}
+	for (int i = (int)L - 1; i >= 0 && gx != NO; i--)
+		gx = layer_bwd(b, M, &lf, saved, i, (int)L, "h", "ln_f", gx);
 	free(saved);
 	if (gx == NO) { /* nothing below the blocks requires grad */
 		unref(b, one); /* backward returns */
@@ -4599,6 +4616,24 @@ static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_save
 	return rbuf;
 }
 
+/* llama_step's layers for layer_fwd and layer_bwd */
+struct llama_layers {
+	struct llama_layer_saved *S;
+	const struct llama_args *a;
+};
+
+static T llama_layers_fwd(struct bld *b, struct model *M, int i, T hs, void *ctx)
+{
+	const struct llama_layers *x = ctx;
+	return llama_layer_fwd(b, M, &x->S[i], x->a, i, hs);
+}
+
+static T llama_layers_bwd(struct bld *b, struct model *M, int i, T g, void *ctx)
+{
+	const struct llama_layers *x = ctx;
+	return llama_layer_bwd(b, M, &x->S[i], x->a, i, g);
+}
+
 static void llama_step(struct bld *b, struct model *M)
 {
 	const struct zs_model *m = b->m;
@@ -4694,8 +4729,13 @@ static void llama_step(struct bld *b, struct model *M)
 	                       .scaling = scaling };
 	for (int k = 0; k < 2; k++)
 		la.g3mask[k] = g3mask[k], la.g3cos[k] = g3cos[k], la.g3sin[k] = g3sin[k];
+	struct llama_layers lx = { S, &la };
+	const struct layer_fns lf = { llama_layers_fwd, llama_layers_bwd, &lx };
+	T *saved = b->o->recompute ? zs_calloc(L, sizeof *saved) : NULL;
+	if (saved) /* the decoder layer's call binds the mask and the position embeddings */
+		ckpt_bind(b, M, (const T[]){ cm, cos4, sin4 }, 3);
 	for (uint64_t l = 0; l < L; l++)
-		hs = llama_layer_fwd(b, M, &S[l], &la, (int)l, hs);
+		hs = layer_fwd(b, M, &lf, saved, (int)l, hs);
 	b->module = modname(b, "model.norm");
 	mark(b, "fwd:norm:start");
 	struct rms_saved ns;
@@ -4742,14 +4782,9 @@ static void llama_step(struct bld *b, struct model *M)
 		unref(b, dxn);
 		rmsnorm_bwd(b, dxn3, &ns, nw, &xbuf);
 	}
-	for (int i = (int)L - 1; i >= 0 && xbuf != NO; i--) {
-		mark(b, "bwd:layers.%d:start", i);
-		if (i == (int)L - 1)
-			mark(b, "bwd:norm:end");
-		else
-			mark(b, "bwd:layers.%d:end", i + 1);
-		xbuf = llama_layer_bwd(b, M, &S[i], &la, i, xbuf);
-	}
+	for (int i = (int)L - 1; i >= 0 && xbuf != NO; i--)
+		xbuf = layer_bwd(b, M, &lf, saved, i, (int)L, "layers", "norm", xbuf);
+	free(saved);
 	if (xbuf != NO && g3) {
 		/* inputs_embeds is embed_tokens' output: its hooks, then
 		 * Gemma3TextScaledWordEmbedding's MulBackward0 (g · embed_scale) */
@@ -5191,14 +5226,15 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			return refuse(cause, "--model %s: the PyTorch step of a %s with %s is not described yet", m->name,
 			              m->model_type, no);
 	}
-	/* activation checkpointing: GPT-2's blocks in fp32 on the plain loop
-	 * of 1.13, checked against its allocator (tests/hf_torch.sh); the rest
+	/* activation checkpointing: the decoder layers in fp32 on the plain
+	 * loop of 1.13, checked against its allocator (tests/hf_torch.sh); the rest
 	 * by name. Dropout: the rerun must draw the forward's masks
 	 * (preserve_rng_state), which the engine's own draws do not. */
 	if (o->recompute) {
-		if (strcmp(m->model_type, "gpt2") != 0)
-			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing is described for gpt2's "
-			              "step so far, not yet for a %s's (give --recompute none)", m->model_type);
+		if (m->gemma)
+			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing is described for gpt2, "
+			              "llama, mistral, qwen2, qwen3 and phi3 so far, not yet for a %s (give --recompute none)",
+			              m->model_type);
 		const char *no = o->version != ZS_TORCH_1_13           ? "PyTorch 2.6 (give --torch-version 1.13)"
 		                 : o->amp != AG_F32                      ? "autocast (give --precision fp32)"
 		                 : o->attn == ZS_ATTN_SDPA               ? "--attn sdpa (give --attn eager)"
@@ -5399,8 +5435,13 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	unref(b, M.logits);
 	/* `del loss`: the graph goes before the loss's storage (TensorImpl's
 	 * release_resources), and with it each checkpoint's ctx */
-	for (size_t i = 0; i < M.nrng; i++)
+	for (size_t i = M.nrng; i-- > 0;) {
+		/* a ctx's attributes in the order set: run_function (the partial)
+		 * before fwd_cpu_state; the bound tuple's items last first */
+		for (size_t k = i == 0 ? M.nbound : 0; k-- > 0;)
+			unref(b, M.bound[k]);
 		unref(b, M.rng[i]);
+	}
 	unref(b, M.loss);
 	mark(b, "phase:between");
 	free(M.pt);

@@ -322,8 +322,8 @@ struct ag_options {
 	 * torch.utils.checkpoint with use_reentrant=True; docs/torch_saved.md,
 	 * "Activation checkpointing"): a layer's forward under no_grad keeps
 	 * its input and the RNG state, its backward reruns it with grad first.
-	 * GPT-2 in fp32 on the plain loop so far (ag_step_build refuses the rest
-	 * by name). */
+	 * Every family but the gemmas', in fp32 on 1.13's plain loop so far
+	 * (ag_step_build refuses the rest by name). */
 	int recompute;
 };
 
