@@ -928,9 +928,9 @@ for cmd in measure theory; do
 	try 2 "--ddp-no-sync: only with --grad-accum K > 1 (no_sync() wraps the first K - 1 micro-steps; without accumulation there are none)" \
 		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --ddp-no-sync off --out "$keep"
 	# --recompute full under torch is Hugging Face's gradient checkpointing
-	# (tests/hf_torch.sh's gpt2-ckpt cases): taken on the plain loop for
-	# gpt2 without dropout; selective has no Hugging Face equivalent, and
-	# the rest is refused by name.
+	# (tests/hf_torch.sh's *-ckpt cases): taken on the plain loop and DDP
+	# without dropout; selective has no Hugging Face equivalent, and the
+	# rest is refused by name.
 	try 0 "" $cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper none --world 1 --precision fp32 \
 		--torch-device cpu --torch-version 1.13 --attn eager --seq 4 --batch 1 --steps 2 --schemes dp \
 		--recompute full --out "$tmp/ckpt-$cmd.json"
@@ -944,8 +944,8 @@ for cmd in measure theory; do
 		$cmd --framework torch --model "${srcdir:-.}/data/models/gemma-2-2b.json" --wrapper none --world 1 \
 		--precision fp32 --torch-device cpu --torch-version 1.13 --attn eager --seq 4 --batch 1 --recompute full \
 		--out "$keep"
-	try 2 "--recompute full: Hugging Face's gradient checkpointing under --wrapper ddp is not described yet (give --wrapper none)" \
-		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --recompute full --out "$keep"
+	try 2 "--recompute full: Hugging Face's gradient checkpointing under --wrapper fsdp is not described yet (give --wrapper none or ddp)" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --recompute full --out "$keep"
 	# The last of a repeated option counts.
 	try 2 "--wrapper none is one process's plain training loop: every --world must be 1 (it lists 4)" \
 		$cmd --framework torch --model "$tiny" --wrapper auto --wrapper none --world 4 --out "$keep"

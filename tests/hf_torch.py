@@ -1285,6 +1285,7 @@ def install_hooks(model, units):
 
 
 def build(a):
+    RECOMPUTE[0] = a.recompute == "full"  # here too: a spawned rank imports the module afresh
     raw = json.load(open(a.model))
     family = raw.get("model_type")
     dropout = a.dropout == "config"

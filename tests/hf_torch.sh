@@ -507,7 +507,8 @@ for case in \
 	"llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
 	"llama-tied-ckpt-set_to_none|--model $tmp/tiny-llama.json --tied --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
 	"qwen3-foreach-ckpt|--model $tmp/tiny-qwen3.json --zero-grad zeros --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad zeros --recompute full" \
-	"phi3-ckpt|--model $tmp/tiny-phi3.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full"
+	"phi3-ckpt|--model $tmp/tiny-phi3.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+	"ddp2-gpt2-buckets-ckpt|--model $tmp/tiny-gpt2-wide.json --zero-grad zeros --ddp 2 --bucket-cap-mb 0.25 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --bucket-cap 0.25 --recompute full"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}
@@ -548,7 +549,7 @@ do
 	case $label in
 	*ckpt*)
 		# shellcheck disable=SC2086
-		if ! "$zerosim" measure --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes dp --world 1 \
+		if ! "$zerosim" measure --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes dp --world $world \
 			--steps 3 $(echo "$zargs" | sed 's/--recompute full//') --out "$tmp/d.json" 2>"$tmp/err"; then
 			echo "hf_torch: FAIL: $label: zerosim measure (no recompute): $(cat "$tmp/err")" >&2
 			exit 99

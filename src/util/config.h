@@ -309,7 +309,7 @@ int zs_precision_parse(const char *s, enum zs_precision *out);
 int zs_precision_amp_check(const struct zs_config *c, int has_model, char **cause);
 /* --recompute (its name: none, selective, full) of the PyTorch step: full
  * is Hugging Face's gradient checkpointing (c->hf_recompute), on the plain
- * loop so far; selective has no equivalent there. 0, or -1 with *cause
+ * loop and DDP so far; selective has no equivalent there. 0, or -1 with *cause
  * (bad usage). */
 int zs_torch_recompute_set(struct zs_config *c, const char *recompute, char **cause);
 int zs_optimizer_parse(const char *s, enum zs_optimizer *out);
