@@ -320,7 +320,8 @@ fi
 # (tests/torch26_root.sh makes it when absent), at 2.6's defaults and
 # beyond: zero_grad set_to_none and zeros, Adam single, foreach and fused,
 # SDPA (gpt2; llama with as many k/v heads as heads, and with fewer: the
-# math path; qwen2, qwen3 and phi3 with fewer), dropout, qwen2,
+# math path; qwen2, qwen3 and phi3 with fewer), dropout, activation
+# checkpointing (--recompute full: gpt2, llama, llama under DDP), qwen2,
 # qwen3 and phi3 (eager), phi3's residual dropouts, gemma2 (eager:
 # set_to_none, zeros with foreach Adam), gemma3_text (eager: set_to_none,
 # zeros with foreach Adam, DDP N = 2; SDPA with the window past the
@@ -349,6 +350,9 @@ if [ "${1:-}" = torch26 ]; then
 		"gpt2-fused|tiny-gpt2|--zero-grad none --optimizer-impl fused|--wrapper none --optimizer-impl fused --zero-grad none" \
 		"gpt2-sdpa|tiny-gpt2|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
 		"gpt2-dropout|tiny-gpt2-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
+		"gpt2-ckpt|tiny-gpt2|--zero-grad none --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
+		"llama-ckpt-zeros|tiny-llama|--zero-grad zeros --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full" \
+		"ddp2-llama-ckpt|tiny-llama|--zero-grad none --ddp 2 --recompute full|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full" \
 		"llama|tiny-llama|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
 		"llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
 		"llama-dropout|tiny-llama-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \

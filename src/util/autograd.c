@@ -5227,7 +5227,8 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			              m->model_type, no);
 	}
 	/* activation checkpointing: the decoder layers in fp32 on the plain
-	 * loop of 1.13, checked against its allocator (tests/hf_torch.sh); the rest
+	 * loop of 1.13 and 2.6 (eager), checked against their allocators
+	 * (tests/hf_torch.sh, make check-torch26); the rest
 	 * by name. Dropout: the rerun must draw the forward's masks
 	 * (preserve_rng_state), which the engine's own draws do not. */
 	if (o->recompute) {
@@ -5235,8 +5236,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing is described for gpt2, "
 			              "llama, mistral, qwen2, qwen3 and phi3 so far, not yet for a %s (give --recompute none)",
 			              m->model_type);
-		const char *no = o->version != ZS_TORCH_1_13           ? "PyTorch 2.6 (give --torch-version 1.13)"
-		                 : o->amp != AG_F32                      ? "autocast (give --precision fp32)"
+		const char *no = o->amp != AG_F32                      ? "autocast (give --precision fp32)"
 		                 : o->attn == ZS_ATTN_SDPA               ? "--attn sdpa (give --attn eager)"
 		                 : (o->freeze && *o->freeze) || o->lora_r ? "--freeze or --lora-r"
 		                 : o->grad_accum > 1                     ? "--grad-accum (give 1)"
