@@ -321,7 +321,8 @@ fi
 # beyond: zero_grad set_to_none and zeros, Adam single, foreach and fused,
 # SDPA (gpt2; llama with as many k/v heads as heads, and with fewer: the
 # math path; qwen2, qwen3 and phi3 with fewer), dropout, activation
-# checkpointing (--recompute full: gpt2, llama, llama under DDP), qwen2,
+# checkpointing (--recompute full: gpt2, llama, llama under DDP, gpt2 and
+# llama with 4 k/v heads under SDPA), qwen2,
 # qwen3 and phi3 (eager), phi3's residual dropouts, gemma2 (eager:
 # set_to_none, zeros with foreach Adam), gemma3_text (eager: set_to_none,
 # zeros with foreach Adam, DDP N = 2; SDPA with the window past the
@@ -353,6 +354,8 @@ if [ "${1:-}" = torch26 ]; then
 		"gpt2-ckpt|tiny-gpt2|--zero-grad none --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
 		"llama-ckpt-zeros|tiny-llama|--zero-grad zeros --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full" \
 		"ddp2-llama-ckpt|tiny-llama|--zero-grad none --ddp 2 --recompute full|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full" \
+		"gpt2-sdpa-ckpt-zeros|tiny-gpt2|--zero-grad zeros --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --recompute full" \
+		"llama-mha-sdpa-ckpt|tiny-llama-mha|--zero-grad none --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --recompute full" \
 		"llama|tiny-llama|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
 		"llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
 		"llama-dropout|tiny-llama-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \

@@ -1574,6 +1574,14 @@ static T sdpa_fwd(struct bld *b, struct sdpa_saved *s, T q, T k, T v)
 	struct ag_event *e = op(b, AG_OP_SDPA_FLASH, q, k, v, ov, lse, NO);
 	e->arg[0] = attn_scale(b->m, hd);
 	unref(b, ws);
+	if (b->nograd) { /* no node: the logsumexp goes with the op's tuple, nothing is kept */
+		unref(b, lse);
+		unref(b, ov);
+		s->q = s->k = s->v = s->out = s->lse = NO;
+		T merged = reshape(b, ost, 3, SH(B, Tn, h * hd));
+		unref(b, ost);
+		return merged;
+	}
 	ref(b, q);
 	ref(b, k);
 	ref(b, v);
@@ -5227,7 +5235,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			              m->model_type, no);
 	}
 	/* activation checkpointing: the decoder layers in fp32 on the plain
-	 * loop of 1.13 and 2.6 (eager), checked against their allocators
+	 * loop of 1.13 and 2.6, checked against their allocators
 	 * (tests/hf_torch.sh, make check-torch26); the rest
 	 * by name. Dropout: the rerun must draw the forward's masks
 	 * (preserve_rng_state), which the engine's own draws do not. */
@@ -5237,7 +5245,8 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			              "llama, mistral, qwen2, qwen3 and phi3 so far, not yet for a %s (give --recompute none)",
 			              m->model_type);
 		const char *no = o->amp != AG_F32                      ? "autocast (give --precision fp32)"
-		                 : o->attn == ZS_ATTN_SDPA               ? "--attn sdpa (give --attn eager)"
+		                 : o->attn == ZS_ATTN_SDPA && m->kv_heads != m->heads
+		                         ? "--attn sdpa over fewer k/v heads than heads (2.6's math path; give --attn eager)"
 		                 : (o->freeze && *o->freeze) || o->lora_r ? "--freeze or --lora-r"
 		                 : o->grad_accum > 1                     ? "--grad-accum (give 1)"
 		                 : o->zero1_world                        ? "ZeroRedundancyOptimizer (give --schemes dp)"

@@ -322,9 +322,9 @@ struct ag_options {
 	 * torch.utils.checkpoint with use_reentrant=True; docs/torch_saved.md,
 	 * "Activation checkpointing"): a layer's forward under no_grad keeps
 	 * its input and the RNG state, its backward reruns it with grad first.
-	 * Every family but the gemmas', in fp32 and eager attention on the
-	 * plain loop and DDP of 1.13 and 2.6 so far (ag_step_build and
-	 * zs_torch_recompute_set refuse the rest by name). */
+	 * Every family but the gemmas', in fp32 on the plain loop and DDP of
+	 * 1.13 and 2.6 so far (ag_step_build and zs_torch_recompute_set refuse
+	 * the rest by name). */
 	int recompute;
 };
 
