@@ -927,10 +927,25 @@ for cmd in measure theory; do
 		--attn eager --grad-accum 2 --seq 4 --batch 1 --schemes zero1 --torch-version 1.13 --out "$tmp/ga-zero1-amp-$cmd.json"
 	try 2 "--ddp-no-sync: only with --grad-accum K > 1 (no_sync() wraps the first K - 1 micro-steps; without accumulation there are none)" \
 		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --ddp-no-sync off --out "$keep"
-	# The plain loop describes no activation checkpointing: refused.
-	try 2 "--recompute full: the plain loop's PyTorch step keeps what autograd keeps" \
+	# --recompute full under torch is Hugging Face's gradient checkpointing
+	# (tests/hf_torch.sh's *-ckpt cases): taken on the plain loop and DDP
+	# without dropout; selective has no Hugging Face equivalent, and the
+	# rest is refused by name.
+	try 0 "" $cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper none --world 1 --precision fp32 \
+		--torch-device cpu --torch-version 1.13 --attn eager --seq 4 --batch 1 --steps 2 --schemes dp \
+		--recompute full --out "$tmp/ckpt-$cmd.json"
+	try 2 "--recompute selective: the PyTorch step has no such checkpointing (Hugging Face's gradient checkpointing reruns whole decoder layers: --recompute full); give none or full" \
 		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision fp32 --torch-device cpu \
-		--attn eager --recompute full --out "$keep"
+		--attn eager --recompute selective --out "$keep"
+	try 2 "--recompute full: Hugging Face's gradient checkpointing with dropout (give a config with dropout 0) is not described yet" \
+		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision fp32 --torch-device cpu \
+		--torch-version 1.13 --attn eager --recompute full --out "$keep"
+	try 2 "--recompute full: Hugging Face's gradient checkpointing is described for gpt2, llama, mistral, qwen2, qwen3 and phi3 so far, not yet for a gemma2 (give --recompute none)" \
+		$cmd --framework torch --model "${srcdir:-.}/data/models/gemma-2-2b.json" --wrapper none --world 1 \
+		--precision fp32 --torch-device cpu --torch-version 1.13 --attn eager --seq 4 --batch 1 --recompute full \
+		--out "$keep"
+	try 2 "--recompute full: Hugging Face's gradient checkpointing under --wrapper fsdp is not described yet (give --wrapper none or ddp)" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --recompute full --out "$keep"
 	# The last of a repeated option counts.
 	try 2 "--wrapper none is one process's plain training loop: every --world must be 1 (it lists 4)" \
 		$cmd --framework torch --model "$tiny" --wrapper auto --wrapper none --world 4 --out "$keep"

@@ -99,10 +99,46 @@ MARKS = []  # label of mark k: its tensor has MARK_BASE + 2k + 1 bytes
 
 
 def mark(label):
+    if RECOMPUTING[0] and label.startswith("fwd:"):
+        label = "re" + label  # the checkpointed block's forward again, inside backward
     k = len(MARKS)
     MARKS.append(label)
     t = torch.empty(MARK_BASE + 2 * k + 1, dtype=torch.uint8)
     del t
+
+
+# ---------------------------------------------------------------------------
+# Activation checkpointing (--recompute full): Hugging Face's gradient
+# checkpointing. transformers' gradient_checkpointing_enable
+# (modeling_utils.py) passes gradient_checkpointing_kwargs
+# {"use_reentrant": True} when given none, and the decoder layer, a
+# GradientCheckpointingLayer (modeling_layers.py, 5.x), calls
+# self._gradient_checkpointing_func(partial(super().__call__, **kwargs), *args):
+# torch.utils.checkpoint.checkpoint(..., use_reentrant=True) over the
+# positional arguments (the hidden states), the others bound in the partial.
+# 1.13's CheckpointFunction (torch/utils/checkpoint.py 74-162): forward
+# keeps torch.get_rng_state() (preserve_rng_state) and saves the tensor
+# inputs, runs the layer under no_grad; backward forks the RNG
+# (fork_rng: one more get_rng_state), detaches the inputs, reruns the
+# layer with grad and calls torch.autograd.backward on its outputs.
+
+RECOMPUTE = [False]
+RECOMPUTING = [False]
+
+
+def run_layer(layer, hidden_states, *args):
+    """layer(hidden_states, *args), through checkpoint under --recompute full."""
+    if not RECOMPUTE[0] or not layer.training:
+        return layer(hidden_states, *args)
+    import torch.utils.checkpoint
+
+    def fn(h):
+        RECOMPUTING[0] = torch.is_grad_enabled()  # False: the forward under no_grad; True: the rerun
+        try:
+            return layer(h, *args)
+        finally:
+            RECOMPUTING[0] = False
+    return torch.utils.checkpoint.checkpoint(fn, hidden_states, use_reentrant=True)
 
 
 # ---------------------------------------------------------------------------
@@ -292,7 +328,7 @@ class GPT2LMHeadModel(nn.Module):
         hidden_states = self.wte(input_ids) + self.wpe(position_ids)
         hidden_states = self.drop(hidden_states)
         for block in self.h:
-            hidden_states = block(hidden_states, attention_mask)
+            hidden_states = run_layer(block, hidden_states, attention_mask)
         hidden_states = self.ln_f(hidden_states)
         logits = self.lm_head(hidden_states)
         mark("fwd:loss:start")
@@ -525,7 +561,7 @@ class LlamaForCausalLM(nn.Module):
         hidden_states = inputs_embeds
         position_embeddings = self.rotary_emb(hidden_states, position_ids)
         for layer in self.layers:
-            hidden_states = layer(hidden_states, causal_mask, position_embeddings)
+            hidden_states = run_layer(layer, hidden_states, causal_mask, position_embeddings)
         hidden_states = self.norm(hidden_states)
         logits = self.lm_head(hidden_states)
         mark("fwd:loss:start")
@@ -857,7 +893,7 @@ class Gemma2ForCausalLM(LlamaForCausalLM):
         normalizer = torch.tensor(self.cfg["hidden_size"] ** 0.5, dtype=hidden_states.dtype)
         hidden_states = hidden_states * normalizer
         for layer in self.layers:
-            hidden_states = layer(hidden_states, causal_mask, position_embeddings)
+            hidden_states = run_layer(layer, hidden_states, causal_mask, position_embeddings)
         return self.head(hidden_states, labels)
 
     def head(self, hidden_states, labels):
@@ -1221,7 +1257,7 @@ def install_hooks(model, units):
             mark(f"fwd:{name}:start")
             STACK.append(TRACK.ctx[1])
             set_ctx(unit=name)
-            if name in units:
+            if name in units and not RECOMPUTING[0]:  # the rerun's input: its detached copy
                 for t in inp:
                     if isinstance(t, torch.Tensor) and t.requires_grad:
                         t.register_hook(lambda g, n=name: (mark(f"bwd:{n}:end"), None)[1])
@@ -1249,6 +1285,7 @@ def install_hooks(model, units):
 
 
 def build(a):
+    RECOMPUTE[0] = a.recompute == "full"  # here too: a spawned rank imports the module afresh
     raw = json.load(open(a.model))
     family = raw.get("model_type")
     dropout = a.dropout == "config"
@@ -1896,6 +1933,9 @@ def main():
     ap.add_argument("--onednn", type=int, choices=[0, 1], default=0,
                     help="under --amp: 1 leaves oneDNN's bf16 matmuls on (their scratchpad is the CPU's ISA's)")
     ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager")
+    ap.add_argument("--recompute", choices=["none", "full"], default="none",
+                    help="full: Hugging Face's gradient checkpointing, each decoder layer through "
+                         "torch.utils.checkpoint(use_reentrant=True)")
     ap.add_argument("--loss", choices=["5.x", "shift"], default="5.x",
                     help="ForCausalLMLoss (5.x), or 4.4x's shifted copy of the logits")
     ap.add_argument("--keep-logits", type=int, choices=[0, 1], default=1,
@@ -1929,6 +1969,7 @@ def main():
     a = ap.parse_args()
     if a.loss == "shift":
         LOSS[0] = shifted_loss
+    RECOMPUTE[0] = a.recompute == "full"
     if a.seq < 1 or a.batch < 1 or a.steps < 2 or a.ddp < 0 or a.fsdp < 0 or a.fsdp == 1 or (a.ddp and a.fsdp):
         ap.error("--seq and --batch must be at least 1, --steps at least 2, --fsdp 0 or at least 2, "
                  "not both --ddp and --fsdp")

@@ -320,7 +320,9 @@ fi
 # (tests/torch26_root.sh makes it when absent), at 2.6's defaults and
 # beyond: zero_grad set_to_none and zeros, Adam single, foreach and fused,
 # SDPA (gpt2; llama with as many k/v heads as heads, and with fewer: the
-# math path; qwen2, qwen3 and phi3 with fewer), dropout, qwen2,
+# math path; qwen2, qwen3 and phi3 with fewer), dropout, activation
+# checkpointing (--recompute full: gpt2, llama, llama under DDP, gpt2 and
+# llama with 4 k/v heads under SDPA), qwen2,
 # qwen3 and phi3 (eager), phi3's residual dropouts, gemma2 (eager:
 # set_to_none, zeros with foreach Adam), gemma3_text (eager: set_to_none,
 # zeros with foreach Adam, DDP N = 2; SDPA with the window past the
@@ -349,6 +351,11 @@ if [ "${1:-}" = torch26 ]; then
 		"gpt2-fused|tiny-gpt2|--zero-grad none --optimizer-impl fused|--wrapper none --optimizer-impl fused --zero-grad none" \
 		"gpt2-sdpa|tiny-gpt2|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
 		"gpt2-dropout|tiny-gpt2-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
+		"gpt2-ckpt|tiny-gpt2|--zero-grad none --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
+		"llama-ckpt-zeros|tiny-llama|--zero-grad zeros --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full" \
+		"ddp2-llama-ckpt|tiny-llama|--zero-grad none --ddp 2 --recompute full|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full" \
+		"gpt2-sdpa-ckpt-zeros|tiny-gpt2|--zero-grad zeros --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --recompute full" \
+		"llama-mha-sdpa-ckpt|tiny-llama-mha|--zero-grad none --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --recompute full" \
 		"llama|tiny-llama|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
 		"llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
 		"llama-dropout|tiny-llama-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
@@ -500,7 +507,15 @@ for case in \
 	"gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros|$plain --optimizer-impl single --zero-grad zeros" \
 	"gemma3_text-cap-untied-set_to_none|--model $tmp/tiny-gemma3_text-cap.json --untied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
 	"ddp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
-	"fsdp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros"
+	"fsdp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
+	"gpt2-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+	"gpt2-untied-ckpt-set_to_none|--model $tmp/tiny-gpt2-untied.json --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
+	"gpt2-foreach-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad zeros --recompute full" \
+	"llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+	"llama-tied-ckpt-set_to_none|--model $tmp/tiny-llama.json --tied --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
+	"qwen3-foreach-ckpt|--model $tmp/tiny-qwen3.json --zero-grad zeros --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad zeros --recompute full" \
+	"phi3-ckpt|--model $tmp/tiny-phi3.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+	"ddp2-gpt2-buckets-ckpt|--model $tmp/tiny-gpt2-wide.json --zero-grad zeros --ddp 2 --bucket-cap-mb 0.25 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --bucket-cap 0.25 --recompute full"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}
@@ -512,7 +527,7 @@ do
 	# what is compared)
 	set --
 	case $label in
-	ddp2-* | fsdp* | *dropout* | qwen* | phi3* | gemma* | *amp*)
+	ddp2-* | fsdp* | *dropout* | qwen* | phi3* | gemma* | *amp* | *ckpt*)
 		cfg=$(echo "$targs" | sed 's/^--model \([^ ]*\).*/\1/')
 		case $targs in
 		*--tied*)
@@ -533,6 +548,27 @@ do
 			exit 99
 		fi
 		set -- "$tmp/m.json"
+		;;
+	esac
+	# activation checkpointing reruns each block's forward with the same
+	# weights and kernels: the measure's losses and final weights are
+	# those of the same run without it, to the bit (PyTorch's are too)
+	case $label in
+	*ckpt*)
+		# shellcheck disable=SC2086
+		if ! "$zerosim" measure --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes dp --world $world \
+			--steps 3 $(echo "$zargs" | sed 's/--recompute full//') --out "$tmp/d.json" 2>"$tmp/err"; then
+			echo "hf_torch: FAIL: $label: zerosim measure (no recompute): $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+		"$py" - "$tmp/m.json" "$tmp/d.json" "$label" <<'EOF' || status=1
+import json, sys
+a, b = (json.load(open(p))["runs"][0] for p in sys.argv[1:3])
+ok = a["losses"] == b["losses"] and a["weights_digest"] == b["weights_digest"] and len(a["losses"]) == 3
+print(f"{'ok' if ok else 'FAIL'}: {sys.argv[3]}: losses {a['losses']} and weights {a['weights_digest']} with "
+      f"--recompute full, {b['losses']} and {b['weights_digest']} without")
+sys.exit(0 if ok else 1)
+EOF
 		;;
 	esac
 	# FSDP's final weights against DDP's over the same step, ranks and

@@ -90,7 +90,9 @@ static void usage(FILE *f)
 	      "                         --batch to 1 and --unit to layer\n"
 	      "      --seq S            tokens per sequence (default: the model's positions)\n"
 	      "      --recompute R      none (default), selective (the attention softmax) or\n"
-	      "                         full (all but each block's input) in backward\n"
+	      "                         full (all but each block's input) in backward;\n"
+	      "                         under --framework torch full is Hugging Face's\n"
+	      "                         gradient checkpointing (selective has none)\n"
 	      "      --case FILE        initial weights and every batch from a\n"
 	      "                         zerosim-case file (fixes layers, world, batch, steps;\n"
 	      "                         a zerosim-case/2 file also the training options, or\n"
@@ -598,10 +600,9 @@ int zs_cmd_measure(int argc, char **argv)
 	}
 	if (zs_freeze_paper_check(&c, c.tfm != NULL ? &c.tfm->hf : NULL, &cause) != 0)
 		goto fail;
-	if (zs_wrapper_step(&c) && c.tfm != NULL && c.tfm->recompute != ZS_RECOMPUTE_NONE) {
-		cause = zs_asprintf("--recompute %s: the plain loop's PyTorch step keeps what autograd keeps (activation checkpointing is not described yet); give --recompute none", zs_recompute_name(c.tfm->recompute));
+	if (zs_wrapper_step(&c) && c.tfm != NULL &&
+	    zs_torch_recompute_set(&c, zs_recompute_name(c.tfm->recompute), &cause) != 0)
 		goto fail;
-	}
 	/* --attn reaches the PyTorch step only: the engine's own steps
 	 * (--framework deepspeed, torch's --wrapper auto) run eager attention,
 	 * so a measure given sdpa there would record what it did not run

@@ -143,7 +143,9 @@ ZS_HELP_TORCH_STEP
 "                         then N defaults to 1,2,4,...,1024, --unit to layer\n"
 "                         and --batch (the micro-batch per rank) to 1\n"
 "      --seq S            tokens per sequence (default: the model's positions)\n"
-"      --recompute R      none, selective or full (default none)\n"
+"      --recompute R      none, selective or full (default none); under\n"
+"                         --framework torch full is Hugging Face's gradient\n"
+"                         checkpointing (selective has none)\n"
 "      --flash-attn       the attention scores are never stored (under torch\n"
 "                         and deepspeed: --attn sdpa)\n"
 "      --routing R        a mixture of experts' tokens per expert: balanced\n"
@@ -529,6 +531,9 @@ int zs_cmd_theory(int argc, char **argv)
 	    moe_check(&req, model_arg != NULL ? &model : NULL, routing_arg, &routing, allocator, flash, &cause) < 0 ||
 	    zs_freeze_paper_check(&config, model_arg != NULL ? &model : NULL, &cause) < 0)
 		goto bad;
+	if (model_arg != NULL && zs_wrapper_step(&config) &&
+	    zs_torch_recompute_set(&config, zs_recompute_name(req.act.recompute), &cause) < 0)
+		goto bad;
 	if (model_arg != NULL && zs_wrapper_step(&config)) {
 		int rc = theory_autograd_check(&model, &config, req.act.seq, req.bf16, &cause);
 		if (rc == -2) { /* zerosim's failure, not the input's */
@@ -537,10 +542,6 @@ int zs_cmd_theory(int argc, char **argv)
 		}
 		if (rc < 0)
 			goto bad;
-	}
-	if (model_arg != NULL && zs_wrapper_step(&config) && req.act.recompute != ZS_RECOMPUTE_NONE) {
-		cause = zs_asprintf("--recompute %s: the plain loop's PyTorch step keeps what autograd keeps (activation checkpointing is not described yet); give --recompute none", zs_recompute_name(req.act.recompute));
-		goto bad;
 	}
 	if (model_arg == NULL && (seq_arg != NULL || recompute_arg != NULL || flash)) {
 		cause = zs_asprintf("%s needs --model (the MLP's activations are exact already)",

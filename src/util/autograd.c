@@ -112,6 +112,11 @@ struct bld {
 	int micro;                  /* under --grad-accum K > 1, the micro-step being written (its marks say
 	                             * "@k"); -1 outside one, and always at K = 1 */
 	const char *unsupported;    /* a --freeze pattern's case not described yet (static text), or NULL */
+	/* activation checkpointing (ag_options.recompute): a checkpointed
+	 * layer's forward under no_grad (nograd: nothing requires grad, no node
+	 * keeps anything), and its rerun inside backward with grad (regrad:
+	 * requires_grad follows the ops, its marks "refwd:") */
+	int nograd, regrad;
 };
 
 /* Records what the step cannot describe yet; ag_step_build refuses it. */
@@ -316,7 +321,7 @@ static T transpose_last2(struct bld *b, T base)
 /* Whether t requires grad (a view: its own flag or its storage's). */
 static int RG(const struct bld *b, T t)
 {
-	return t != NO && (b->rg[t] || b->rg[b->s->tensor[t].storage]);
+	return !b->nograd && t != NO && (b->rg[t] || b->rg[b->s->tensor[t].storage]);
 }
 
 static struct ag_event *op(struct bld *b, enum ag_op k, T i0, T i1, T i2, T o0, T o1, T o2)
@@ -328,7 +333,7 @@ static struct ag_event *op(struct bld *b, enum ag_op k, T i0, T i1, T i2, T o0, 
 	/* forward: an output requires grad when an input does (autograd's
 	 * compute_requires_grad over the differentiable inputs; the others,
 	 * indices, masks, wrapped numbers, never require grad) */
-	if (b->phase == ZS_PH_FORWARD && (RG(b, i0) || RG(b, i1) || RG(b, i2))) {
+	if ((b->phase == ZS_PH_FORWARD || b->regrad) && (RG(b, i0) || RG(b, i1) || RG(b, i2))) {
 		T o[3] = { o0, o1, o2 };
 		for (int j = 0; j < 3; j++)
 			if (o[j] != NO)
@@ -349,7 +354,10 @@ static void mark(struct bld *b, const char *fmt, ...)
 	 * among the arguments) */
 	size_t cap = b->s->nlabels;
 	b->s->labels = grow(b->s->labels, &cap, b->s->nlabels + 1, sizeof *b->s->labels);
-	char *l = b->micro >= 0 ? zs_asprintf("%s@%d", buf, b->micro) : zs_strdup(buf);
+	/* a checkpointed layer's rerun: its modules' forward marks again, as
+	 * the reference's hooks name them */
+	const char *re = b->regrad && strncmp(buf, "fwd:", 4) == 0 ? "re" : "";
+	char *l = b->micro >= 0 ? zs_asprintf("%s%s@%d", re, buf, b->micro) : zs_asprintf("%s%s", re, buf);
 	b->s->labels[b->s->nlabels++] = l;
 	ev(b, AG_EV_MARK)->label = l;
 }
@@ -466,6 +474,13 @@ struct model {
 	struct q4_st *q4;
 	size_t nq4;
 	T qmap;
+	/* --recompute full: each checkpointed layer's fwd_cpu_state, kept by
+	 * its CheckpointFunction's ctx until the graph goes with the loss,
+	 * and what the layers' partial binds (ckpt_bind) */
+	T *rng;
+	size_t nrng;
+	T bound[3];
+	size_t nbound;
 };
 
 /* Whether --freeze freezes parameter `param` (part `part` of a fused
@@ -710,6 +725,19 @@ static void arrive(struct bld *b, T *buf, T g)
 	unref(b, *buf);
 	unref(b, g);
 	*buf = sum;
+}
+
+/* MulBackward0 of a · u (both kept, both requiring grad): *da = g · u,
+ * then *du = g · a; g and the saved pair let go. */
+static void mul_bwd(struct bld *b, const char *what, T g, T a, T u, T *da, T *du)
+{
+	*da = like(b, what, a);
+	op(b, AG_OP_MUL, g, u, NO, *da, NO, NO);
+	*du = like(b, what, a);
+	op(b, AG_OP_MUL, g, a, NO, *du, NO, NO);
+	unref(b, g);
+	unref(b, a);
+	unref(b, u);
 }
 
 /* Dropout in training (nn.Dropout, F.dropout) over x, on the CPU:
@@ -1546,6 +1574,14 @@ static T sdpa_fwd(struct bld *b, struct sdpa_saved *s, T q, T k, T v)
 	struct ag_event *e = op(b, AG_OP_SDPA_FLASH, q, k, v, ov, lse, NO);
 	e->arg[0] = attn_scale(b->m, hd);
 	unref(b, ws);
+	if (b->nograd) { /* no node: the logsumexp goes with the op's tuple, nothing is kept */
+		unref(b, lse);
+		unref(b, ov);
+		s->q = s->k = s->v = s->out = s->lse = NO;
+		T merged = reshape(b, ost, 3, SH(B, Tn, h * hd));
+		unref(b, ost);
+		return merged;
+	}
 	ref(b, q);
 	ref(b, k);
 	ref(b, v);
@@ -1627,10 +1663,443 @@ static T gpt2_causal_view(struct bld *b, const struct model *M, uint64_t l, uint
 	          (const int64_t[]){ (int64_t)(P_ * P_), (int64_t)(P_ * P_), (int64_t)P_, 1 }, 0);
 }
 
-static void gpt2_step(struct bld *b, struct model *M)
+/* ------------------------------------------------------------------------ */
+/* Activation checkpointing (ag_options.recompute; docs/torch_saved.md,
+ * "Activation checkpointing"): 1.13's CheckpointFunction
+ * (torch/utils/checkpoint.py 74-162), as Hugging Face's
+ * gradient_checkpointing_enable calls it (use_reentrant=True,
+ * preserve_rng_state). */
+
+/* A family's decoder layer as the loop calls it: fwd(b, M, i, hs, ctx)
+ * is layer i's forward over hs (its holder taken), returning its output
+ * (one holder); bwd(b, M, i, g, ctx) its backward from g (taken),
+ * returning the input's gradient (NO where it requires none). */
+struct layer_fns {
+	T (*fwd)(struct bld *b, struct model *M, int i, T hs, void *ctx);
+	T (*bwd)(struct bld *b, struct model *M, int i, T g, void *ctx);
+	void *ctx;
+};
+
+/* Layer i's forward; checkpointed where saved != NULL (its input kept in
+ * saved[i]): CheckpointFunction.forward -- ctx.fwd_cpu_state =
+ * torch.get_rng_state() (the CPU generator's state, a uint8 tensor of
+ * 5,056 bytes, held by ctx until the graph goes with the loss),
+ * save_for_backward(hs), the layer under no_grad (nothing requires grad,
+ * no node keeps anything); the Function's output requires grad. */
+static T layer_fwd(struct bld *b, struct model *M, const struct layer_fns *f, T *saved, int i, T hs)
+{
+	if (!saved)
+		return f->fwd(b, M, i, hs, f->ctx);
+	M->rng = zs_realloc(M->rng, (M->nrng + 1) * sizeof *M->rng);
+	M->rng[M->nrng++] = TMP("get_rng_state (checkpoint's fwd_cpu_state)", AG_U8, 5056);
+	saved[i] = hs;
+	ref(b, hs);
+	b->nograd = 1;
+	T out = f->fwd(b, M, i, hs, f->ctx);
+	b->nograd = 0;
+	b->rg[out] = b->rg[sto(b, out)] = 1;
+	return out;
+}
+
+/* Layer i's backward from g, between its marks (the reference's hooks:
+ * "bwd:UNIT.i:start" on its output, the end of the unit above -- `above`
+ * over the last of L layers -- on its input). Checkpointed,
+ * CheckpointFunction.backward: the output made under no_grad had no hook;
+ * fork_rng's torch.get_rng_state() while the `with` lasts; set_rng_state
+ * (no bytes); detach_variable (a view of the saved input that requires
+ * grad, held by the detached_inputs tuple); the layer again with
+ * requires_grad following the ops ("refwd:" marks); then
+ * torch.autograd.backward(outputs, args) -- the args tuple holds g --,
+ * AccumulateGrad taking the input's fresh gradient itself as the
+ * detached view's .grad; as it returns the rerun's output, g, the
+ * detached view and ctx's saved input go. */
+static T layer_bwd(struct bld *b, struct model *M, const struct layer_fns *f, const T *saved, int i, int L,
+                   const char *unit, const char *above, T g)
+{
+	if (!saved)
+		mark(b, "bwd:%s.%d:start", unit, i);
+	if (i == L - 1)
+		mark(b, "bwd:%s:end", above);
+	else
+		mark(b, "bwd:%s.%d:end", unit, i + 1);
+	if (!saved)
+		return f->bwd(b, M, i, g, f->ctx);
+	T fork = TMP("get_rng_state (fork_rng)", AG_U8, 5056);
+	const struct ag_tensor x_ = b->s->tensor[saved[i]], *x = &x_; /* a copy: the array grows */
+	T det = reshape(b, saved[i], x->ndim, x->shape);
+	b->rg[det] = 1;
+	ref(b, det); /* the layer's argument; the tuple's holder stays */
+	b->regrad = 1;
+	T out = f->fwd(b, M, i, det, f->ctx);
+	b->regrad = 0;
+	unref(b, fork);
+	mark(b, "bwd:%s.%d:start", unit, i);
+	ref(b, g); /* the args tuple's */
+	T gin = f->bwd(b, M, i, g, f->ctx);
+	unref(b, out);
+	unref(b, g);
+	unref(b, det);
+	unref(b, saved[i]);
+	return gin;
+}
+
+/* What a checkpointed layer binds besides the hidden states (GradientCheckpointingLayer's
+ * partial: the mask, the position embeddings), held by layer 0's ctx.run_function, the
+ * last of them to go: n tensors (NO: none). */
+static void ckpt_bind(struct bld *b, struct model *M, const T *t, size_t n)
+{
+	for (size_t k = 0; k < n && M->nbound < sizeof M->bound / sizeof *M->bound; k++)
+		if (t[k] != NO) {
+			ref(b, t[k]);
+			M->bound[M->nbound++] = t[k];
+		}
+}
+
+/* GPT2Block.forward (block i over hs, its holder taken): the block's
+ * output, one holder; what autograd keeps in *s. */
+static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved *s, int i, T hs)
 {
 	const struct zs_model *m = b->m;
 	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, h = m->heads, hd = m->head_dim;
+	uint64_t l = (uint64_t)i;
+	mark(b, "fwd:h.%d:start", i);
+	/* the caller's `hidden_states` holds the block's input until the
+	 * block returns (no event where a node keeps it anyway) */
+	T hin = hs;
+	ref(b, hin);
+	/* residual = h; h = ln_1(h) */
+	b->module = modname(b, "transformer.h.%d.ln_1", i);
+	T x1 = layer_norm(b, hs, blk(M, b, i, "ln_1.weight"), blk(M, b, i, "ln_1.bias"), &s->ln1);
+	T residual = hs; /* the name moves */
+	b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
+	T qkv = conv1d(b, x1, blk(M, b, i, "attn.c_attn.weight"), blk(M, b, i, "attn.c_attn.bias"),
+	               &s->attn_in);
+	/* the attention's activations are qkv's dtype: bf16 under autocast */
+	enum ag_dtype dt = b->s->tensor[qkv].dtype;
+	/* split (views) and _split_heads (view, permute): q, k, v are
+	 * [B, h, T, hd] views of qkv */
+	int64_t st3 = (int64_t)(3 * d);
+	T q = vw(b, qkv, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)Tn * st3, (int64_t)hd, st3, 1 }, 0);
+	T k = vw(b, qkv, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)Tn * st3, (int64_t)hd, st3, 1 }, d);
+	T v = vw(b, qkv, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)Tn * st3, (int64_t)hd, st3, 1 },
+	         2 * d);
+	unref(b, qkv);
+	s->rin = RG(b, hs);
+	/* the attention's nodes exist, and keep what they keep, when q, k
+	 * and v require grad: all three or none (one c_attn) */
+	int ka = s->rqkv = RG(b, qkv);
+	/* matmul(q, k^T): both operands to [B·h, T, hd] and [B·h, hd, T]
+	 * (expand + reshape of permuted views: copies unless B = 1), kept by bmm */
+	T merged;
+	if (b->o->attn == ZS_ATTN_SDPA) {
+		merged = sdpa_fwd(b, &s->sd, q, k, v);
+	} else {
+		T qc = bmm_operand(b, q, "clone (matmul's copy of q)");
+		T kt = transpose_last2(b, k);
+		T ktc = bmm_operand(b, kt, "clone (matmul's copy of k^T)");
+		unref(b, kt);
+		T sc = TMP("bmm (q k^T)", dt, B * h, Tn, Tn);
+		op(b, AG_OP_BMM, qc, ktc, NO, sc, NO, NO);
+		s->q = qc, s->kt = ktc;
+		if (!ka) { /* matmul's copies go when it returns */
+			unref(b, qc);
+			unref(b, ktc);
+			s->q = s->kt = NO;
+		}
+		/* / torch.full([], sqrt(hd)): the divisor is saved */
+		T dv = tmp(b, "full (1/sqrt(hd) divisor)", dt, 0, NULL);
+		op(b, AG_OP_FILL, NO, NO, NO, dv, NO, NO)->arg[0] = sqrt((double)hd);
+		T aw = TMP("div (scores)", dt, B * h, Tn, Tn);
+		op(b, AG_OP_DIV, sc, dv, NO, aw, NO, NO);
+		unref(b, sc);
+		s->divisor = dv;
+		if (!ka) {
+			unref(b, dv);
+			s->divisor = NO;
+		}
+		/* torch.where(causal_mask, w, mask_value): the condition is a
+		 * view of the `bias` buffer, the only thing saved */
+		/* torch.finfo(attn_weights.dtype).min */
+		T mv = tmp(b, "full (mask_value)", dt, 0, NULL);
+		op(b, AG_OP_FILL, NO, NO, NO, mv, NO, NO)->arg[0] = dt == AG_BF16 ? -3.3895313892515355e38
+		                                                                   : -3.4028234663852886e38;
+		T cm = gpt2_causal_view(b, M, l, Tn);
+		T wh = TMP("where (causal mask)", dt, B * h, Tn, Tn);
+		op(b, AG_OP_WHERE, cm, aw, mv, wh, NO, NO);
+		unref(b, aw);
+		T sm = TMP("_softmax", dt, B * h, Tn, Tn);
+		op(b, AG_OP_SOFTMAX, wh, NO, NO, sm, NO, NO);
+		unref(b, wh);
+		if (ka)
+			ref(b, sm); /* softmax saves its result */
+		mark(b, "fwd:h.%d.attn.attn_dropout:start", i);
+		T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
+		mark(b, "fwd:h.%d.attn.attn_dropout:end", i);
+		unref(b, sm); /* the name `attn_weights` is rebound to the dropout's output */
+		/* bmm with v saves the weights and v's copy */
+		T vc = bmm_operand(b, v, "clone (matmul's copy of v)");
+		T ao = TMP("bmm (attention x v)", dt, B * h, Tn, hd);
+		op(b, AG_OP_BMM, smd, vc, NO, ao, NO, NO);
+		s->attw = smd, s->sm = sm, s->v = vc;
+		if (ka)
+			ref(b, smd); /* bmm keeps it */
+		else {
+			unref(b, vc); /* matmul's copy goes when it returns */
+			s->attw = s->sm = s->v = NO;
+		}
+		unref(b, smd); /* the name `attn_weights` goes when _attn returns */
+		unref(b, mv); /* _attn returns */
+		/* _merge_heads: permute(0, 2, 1, 3).contiguous() */
+		T aop = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
+		                                                           (int64_t)(Tn * hd), 1 }, 0);
+		merged = TMP("clone (merge heads)", dt, B, Tn, d);
+		op(b, AG_OP_COPY, aop, NO, NO, merged, NO, NO);
+		unref(b, aop);
+		unref(b, ao);
+	}
+	b->module = modname(b, "transformer.h.%d.attn.c_proj", i);
+	T po = conv1d(b, merged, blk(M, b, i, "attn.c_proj.weight"), blk(M, b, i, "attn.c_proj.bias"),
+	              &s->attn_out);
+	unref(b, merged);
+	mark(b, "fwd:h.%d.attn.resid_dropout:start", i);
+	T pod = dropout(b, po, m->resid_pdrop, &s->drop_resid);
+	mark(b, "fwd:h.%d.attn.resid_dropout:end", i);
+	b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
+	/* attn's forward returns: q, k, v (views of qkv) go, then the
+	 * name of c_proj's output */
+	unref(b, q);
+	unref(b, k);
+	unref(b, v);
+	unref(b, po);
+	po = pod;
+	/* h = attn(h) + residual */
+	b->module = -1;
+	s->rpo = RG(b, po);
+	residual = residual_add(b, residual, po, 1);
+	unref(b, x1); /* the name hidden_states is rebound to the sum (fp32: addmm's saved view holds it) */
+	s->rh1 = RG(b, residual);
+	b->module = modname(b, "transformer.h.%d.ln_2", i);
+	T x2 = layer_norm(b, residual, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &s->ln2);
+	b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
+	T fc = conv1d(b, x2, blk(M, b, i, "mlp.c_fc.weight"), blk(M, b, i, "mlp.c_fc.bias"), &s->fc);
+	/* gelu_new: 0.5 * x * (1.0 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3.0)))):
+	 * its nodes keep what they keep when c_fc's output requires grad */
+	int kg = s->rfc = RG(b, fc);
+	T a = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.5 x)", fc, 0.5, kg ? &s->half : NULL);
+	T p3 = like(b, "pow (x^3)", fc);
+	op(b, AG_OP_POW_SCALAR, fc, NO, NO, p3, NO, NO)->arg[0] = 3;
+	if (kg)
+		ref(b, fc); /* pow saves its input */
+	T c = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.044715 x^3)", p3, 0.044715, kg ? &s->c1 : NULL);
+	unref(b, p3);
+	T sx = like(b, "add (x + 0.044715 x^3)", fc);
+	op(b, AG_OP_ADD, fc, c, NO, sx, NO, NO)->arg[0] = 1;
+	unref(b, c);
+	T y = scalar_op(b, AG_OP_MUL_SCALAR, "mul (sqrt(2/pi) .)", sx, sqrt(2.0 / M_PI), kg ? &s->c2 : NULL);
+	unref(b, sx);
+	T th = like(b, "tanh", fc);
+	op(b, AG_OP_TANH, y, NO, NO, th, NO, NO);
+	unref(b, y);
+	T u = scalar_op(b, AG_OP_ADD_SCALAR, "add (1 + tanh)", th, 1.0, NULL);
+	T gl = like(b, "mul (gelu_new)", fc);
+	op(b, AG_OP_MUL, a, u, NO, gl, NO, NO);
+	/* tanh keeps its result, the last mul both operands */
+	s->a = a, s->t = th, s->u = u, s->xfc = fc;
+	if (!kg) { /* the expression's temporaries go as it ends */
+		unref(b, a);
+		unref(b, th);
+		unref(b, u);
+		s->a = s->t = s->u = s->xfc = NO;
+	}
+	unref(b, fc); /* the MLP's name for c_fc's output; pow's holder stays */
+	b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
+	T mo = conv1d(b, gl, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"), &s->proj);
+	unref(b, gl);
+	mark(b, "fwd:h.%d.mlp.dropout:start", i);
+	T mod_ = dropout(b, mo, m->resid_pdrop, &s->drop_mlp);
+	mark(b, "fwd:h.%d.mlp.dropout:end", i);
+	unref(b, mo); /* the temporary c_proj(...) goes when dropout returns */
+	mo = mod_;
+	s->rmo = RG(b, mo);
+	b->module = -1;
+	hs = residual_add(b, residual, mo, 0);
+	unref(b, x2); /* the block returns: its name for ln_2's output goes */
+	mark(b, "fwd:h.%d:end", i);
+	unref(b, hin);
+	return hs;
+}
+
+/* Block i's backward from gx (the gradient of its output, its holder
+ * taken): the gradient of its input, NO where it requires none. */
+static T gpt2_block_bwd(struct bld *b, struct model *M, struct gpt2_block_saved *s, int i, T gx)
+{
+	const struct zs_model *m = b->m;
+	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, h = m->heads, hd = m->head_dim;
+	/* AddBackward (residual + mlp): gx goes to both (those that
+	 * require grad); the MLP first */
+	b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
+	T dgl = NO, dx2 = NO;
+	T g2 = s->rh1 ? gx : NO;
+	if (s->rmo) {
+		/* autocast: AddBackward's gradient for the 16-bit operand is
+		 * cast to its dtype (validate_outputs) */
+		T gmo = b->o->amp != AG_F32 ? to_dtype(b, gx, b->o->amp, "_to_copy (validate_outputs)")
+		                            : dropout_bwd(b, gx, !s->rh1, s->drop_mlp);
+		if (b->o->amp != AG_F32 && !s->rh1) /* the residual requires no grad (--freeze): gx is the node's alone */
+			unref(b, gx);
+		dgl = conv1d_bwd(b, gmo, 1, &s->proj, blk(M, b, i, "mlp.c_proj.weight"),
+		                 blk(M, b, i, "mlp.c_proj.bias"));
+	}
+	b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
+	if (dgl != NO) {
+		T da, du;
+		mul_bwd(b, "mul (gelu backward)", dgl, s->a, s->u, &da, &du);
+		/* AddBackward (1 + tanh): du passes; TanhBackward */
+		T dy = like(b, "tanh_backward", s->t);
+		op(b, AG_OP_TANH_BWD, du, s->t, NO, dy, NO, NO);
+		unref(b, du);
+		unref(b, s->t);
+		/* MulBackward (sqrt(2/pi) ·): g · the kept number */
+		T cs = cast_scalar_as(b, s->c2, b->s->tensor[dy].dtype);
+		T dsx = like(b, "mul (gelu backward)", dy);
+		op(b, AG_OP_MUL_SCALAR, dy, NO, NO, dsx, NO, NO)->arg[0] = sqrt(2.0 / M_PI);
+		unref(b, cs);
+		unref(b, dy);
+		unref(b, s->c2);
+		/* AddBackward (x + c): dsx to x's buffer and to the mul */
+		cs = cast_scalar_as(b, s->c1, b->s->tensor[dsx].dtype);
+		T dp = like(b, "mul (gelu backward)", dsx);
+		op(b, AG_OP_MUL_SCALAR, dsx, NO, NO, dp, NO, NO)->arg[0] = 0.044715;
+		unref(b, cs);
+		unref(b, s->c1);
+		/* PowBackward: g · 3 · x^2 */
+		T x2p = like(b, "pow (x^2, pow backward)", s->xfc);
+		op(b, AG_OP_POW_SCALAR, s->xfc, NO, NO, x2p, NO, NO)->arg[0] = 2;
+		T w3 = wrapped(b, 3.0);
+		T c3 = cast_scalar_as(b, w3, b->s->tensor[x2p].dtype);
+		T x3 = like(b, "mul (3 x^2)", s->xfc);
+		op(b, AG_OP_MUL_SCALAR, x2p, NO, NO, x3, NO, NO)->arg[0] = 3;
+		unref(b, c3);
+		unref(b, w3);
+		T dxp = like(b, "mul (pow backward)", s->xfc);
+		op(b, AG_OP_MUL, dp, x3, NO, dxp, NO, NO);
+		unref(b, x3);
+		unref(b, x2p);
+		unref(b, dp);
+		unref(b, s->xfc);
+		/* x's input buffer: dsx + dxp */
+		T acc = dsx;
+		arrive(b, &acc, dxp);
+		/* MulBackward (0.5 ·) */
+		cs = cast_scalar_as(b, s->half, b->s->tensor[da].dtype);
+		T dh = like(b, "mul (gelu backward)", da);
+		op(b, AG_OP_MUL_SCALAR, da, NO, NO, dh, NO, NO)->arg[0] = 0.5;
+		unref(b, cs);
+		unref(b, da);
+		unref(b, s->half);
+		arrive(b, &acc, dh);
+		T acc2 = acc;
+		/* c_fc's AddmmBackward */
+		dx2 = conv1d_bwd(b, acc2, 1, &s->fc, blk(M, b, i, "mlp.c_fc.weight"),
+		                 blk(M, b, i, "mlp.c_fc.bias"));
+	}
+	b->module = modname(b, "transformer.h.%d.ln_2", i);
+	if (dx2 != NO) /* the residual's input buffer: gx + ln_2's dx */
+		layer_norm_bwd_to(b, dx2, &s->ln2, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &g2);
+	if (g2 == NO)
+		return NO;
+	/* AddBackward (attn + residual): g2 to both; the attention first */
+	b->module = modname(b, "transformer.h.%d.attn.c_proj", i);
+	T g3 = s->rin ? g2 : NO, dm = NO, dx1 = NO;
+	if (s->rpo) {
+		T gpo = b->o->amp != AG_F32 ? to_dtype(b, g2, b->o->amp, "_to_copy (validate_outputs)")
+		                            : dropout_bwd(b, g2, !s->rin, s->drop_resid);
+		if (b->o->amp != AG_F32 && !s->rin) /* as gx's above */
+			unref(b, g2);
+		dm = conv1d_bwd(b, gpo, 1, &s->attn_out, blk(M, b, i, "attn.c_proj.weight"),
+		                blk(M, b, i, "attn.c_proj.bias"));
+	}
+	b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
+	T dqkv = NO;
+	if (dm == NO) {
+		/* the attention requires no grad */
+	} else if (b->o->attn == ZS_ATTN_SDPA) {
+		dqkv = gpt2_sdpa_bwd(b, &s->sd, dm);
+	} else {
+		/* CloneBackward, PermuteBackward: a permuted view of dm; then
+		 * UnsafeViewBackward, BmmBackward, SoftmaxBackward */
+		T dvc;
+		T dwh = attn_v_bwd(b, dm, s->attw, s->sm, s->drop_attn, s->v, B, h, Tn, hd, &dvc);
+		/* WhereBackward: where(cond, grad, 0) */
+		enum ag_dtype dt = b->s->tensor[dwh].dtype;
+		T zero = tmp(b, "scalar_tensor (0)", dt, 0, NULL);
+		op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
+		T cm = gpt2_causal_view(b, M, (uint64_t)i, Tn);
+		T daw = TMP("where (backward)", dt, B * h, Tn, Tn);
+		op(b, AG_OP_WHERE, cm, dwh, zero, daw, NO, NO);
+		unref(b, cm);
+		unref(b, zero);
+		unref(b, dwh);
+		/* DivBackward */
+		T dsc = TMP("div (backward)", dt, B * h, Tn, Tn);
+		op(b, AG_OP_DIV, daw, s->divisor, NO, dsc, NO, NO);
+		unref(b, daw);
+		unref(b, s->divisor);
+		/* BmmBackward (q @ k^T): d q, d k^T */
+		T dq, dkt;
+		qk_bwd(b, dsc, s->q, s->kt, B * h, Tn, hd, &dq, &dkt);
+		/* the copies' backward: reshape to [B, h, T, hd] and permute to
+		 * the split's layout; SplitBackward (cat) wants them as
+		 * [B, T, d]: k's and q's are copied (reshape of a transposed and
+		 * of a permuted grad), v's passes as a view */
+		/* The views say which element goes where: dq and dv [B·h, T, hd]
+		 * are read as [B, T, h, hd] (PermuteBackward of the split's
+		 * permute(0, 2, 1, 3)), dkᵀ [B·h, hd, T] as [B, T, h, hd] through
+		 * the transpose as well. They make no bytes: each is let go before
+		 * the tensor it views, whose free stays where PyTorch has it. */
+		const int64_t *hst = (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 };
+		T dk = TMP("clone (k grad to [B, T, d])", dt, B, Tn, d);
+		T dktv = vw(b, dkt, 4, SH(B, Tn, h, hd),
+		            (const int64_t[]){ (int64_t)(h * hd * Tn), 1, (int64_t)(hd * Tn), (int64_t)Tn }, 0);
+		op(b, AG_OP_COPY, dktv, NO, NO, dk, NO, NO);
+		unref(b, dktv);
+		unref(b, dkt);
+		T dqq = TMP("clone (q grad to [B, T, d])", dt, B, Tn, d);
+		T dqv = vw(b, dq, 4, SH(B, Tn, h, hd), hst, 0);
+		op(b, AG_OP_COPY, dqv, NO, NO, dqq, NO, NO);
+		unref(b, dqv);
+		unref(b, dq);
+		dqkv = TMP("cat (split backward)", dt, B, Tn, 3 * d);
+		T dvv = vw(b, dvc, 4, SH(B, Tn, h, hd), hst, 0);
+		op(b, AG_OP_CAT_LAST, dqq, dk, dvv, dqkv, NO, NO);
+		unref(b, dvv);
+		unref(b, dvc);
+		unref(b, dk);
+		unref(b, dqq);
+	}
+	if (dqkv != NO)
+		dx1 = conv1d_bwd(b, dqkv, 1, &s->attn_in, blk(M, b, i, "attn.c_attn.weight"),
+		                 blk(M, b, i, "attn.c_attn.bias"));
+	b->module = modname(b, "transformer.h.%d.ln_1", i);
+	if (dx1 != NO)
+		layer_norm_bwd_to(b, dx1, &s->ln1, blk(M, b, i, "ln_1.weight"), blk(M, b, i, "ln_1.bias"), &g3);
+	return g3;
+}
+
+static T gpt2_layer_fwd(struct bld *b, struct model *M, int i, T hs, void *ctx)
+{
+	return gpt2_block_fwd(b, M, (struct gpt2_block_saved *)ctx + i, i, hs);
+}
+
+static T gpt2_layer_bwd(struct bld *b, struct model *M, int i, T g, void *ctx)
+{
+	return gpt2_block_bwd(b, M, (struct gpt2_block_saved *)ctx + i, i, g);
+}
+
+static void gpt2_step(struct bld *b, struct model *M)
+{
+	const struct zs_model *m = b->m;
+	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden;
 	uint64_t L = m->layers;
 	struct gpt2_block_saved *S = zs_calloc(L, sizeof *S);
 	struct pt *wte = PF(M, b, "transformer.wte.weight"), *wpe = PF(M, b, "transformer.wpe.weight");
@@ -1667,174 +2136,10 @@ static void gpt2_step(struct bld *b, struct model *M)
 	mark(b, "fwd:drop:end");
 	unref(b, hs); /* hidden_states = self.drop(hidden_states) */
 	hs = hd_;
-	for (uint64_t l = 0; l < L; l++) {
-		struct gpt2_block_saved *s = &S[l];
-		int i = (int)l;
-		mark(b, "fwd:h.%d:start", i);
-		/* the caller's `hidden_states` holds the block's input until the
-		 * block returns (no event where a node keeps it anyway) */
-		T hin = hs;
-		ref(b, hin);
-		/* residual = h; h = ln_1(h) */
-		b->module = modname(b, "transformer.h.%d.ln_1", i);
-		T x1 = layer_norm(b, hs, blk(M, b, i, "ln_1.weight"), blk(M, b, i, "ln_1.bias"), &s->ln1);
-		T residual = hs; /* the name moves */
-		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
-		T qkv = conv1d(b, x1, blk(M, b, i, "attn.c_attn.weight"), blk(M, b, i, "attn.c_attn.bias"),
-		               &s->attn_in);
-		/* the attention's activations are qkv's dtype: bf16 under autocast */
-		enum ag_dtype dt = b->s->tensor[qkv].dtype;
-		/* split (views) and _split_heads (view, permute): q, k, v are
-		 * [B, h, T, hd] views of qkv */
-		int64_t st3 = (int64_t)(3 * d);
-		T q = vw(b, qkv, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)Tn * st3, (int64_t)hd, st3, 1 }, 0);
-		T k = vw(b, qkv, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)Tn * st3, (int64_t)hd, st3, 1 }, d);
-		T v = vw(b, qkv, 4, SH(B, h, Tn, hd), (const int64_t[]){ (int64_t)Tn * st3, (int64_t)hd, st3, 1 },
-		         2 * d);
-		unref(b, qkv);
-		s->rin = RG(b, hs);
-		/* the attention's nodes exist, and keep what they keep, when q, k
-		 * and v require grad: all three or none (one c_attn) */
-		int ka = s->rqkv = RG(b, qkv);
-		/* matmul(q, k^T): both operands to [B·h, T, hd] and [B·h, hd, T]
-		 * (expand + reshape of permuted views: copies unless B = 1), kept by bmm */
-		T merged;
-		if (b->o->attn == ZS_ATTN_SDPA) {
-			merged = sdpa_fwd(b, &s->sd, q, k, v);
-		} else {
-			T qc = bmm_operand(b, q, "clone (matmul's copy of q)");
-			T kt = transpose_last2(b, k);
-			T ktc = bmm_operand(b, kt, "clone (matmul's copy of k^T)");
-			unref(b, kt);
-			T sc = TMP("bmm (q k^T)", dt, B * h, Tn, Tn);
-			op(b, AG_OP_BMM, qc, ktc, NO, sc, NO, NO);
-			s->q = qc, s->kt = ktc;
-			if (!ka) { /* matmul's copies go when it returns */
-				unref(b, qc);
-				unref(b, ktc);
-				s->q = s->kt = NO;
-			}
-			/* / torch.full([], sqrt(hd)): the divisor is saved */
-			T dv = tmp(b, "full (1/sqrt(hd) divisor)", dt, 0, NULL);
-			op(b, AG_OP_FILL, NO, NO, NO, dv, NO, NO)->arg[0] = sqrt((double)hd);
-			T aw = TMP("div (scores)", dt, B * h, Tn, Tn);
-			op(b, AG_OP_DIV, sc, dv, NO, aw, NO, NO);
-			unref(b, sc);
-			s->divisor = dv;
-			if (!ka) {
-				unref(b, dv);
-				s->divisor = NO;
-			}
-			/* torch.where(causal_mask, w, mask_value): the condition is a
-			 * view of the `bias` buffer, the only thing saved */
-			/* torch.finfo(attn_weights.dtype).min */
-			T mv = tmp(b, "full (mask_value)", dt, 0, NULL);
-			op(b, AG_OP_FILL, NO, NO, NO, mv, NO, NO)->arg[0] = dt == AG_BF16 ? -3.3895313892515355e38
-			                                                                   : -3.4028234663852886e38;
-			T cm = gpt2_causal_view(b, M, l, Tn);
-			T wh = TMP("where (causal mask)", dt, B * h, Tn, Tn);
-			op(b, AG_OP_WHERE, cm, aw, mv, wh, NO, NO);
-			unref(b, aw);
-			T sm = TMP("_softmax", dt, B * h, Tn, Tn);
-			op(b, AG_OP_SOFTMAX, wh, NO, NO, sm, NO, NO);
-			unref(b, wh);
-			if (ka)
-				ref(b, sm); /* softmax saves its result */
-			mark(b, "fwd:h.%d.attn.attn_dropout:start", i);
-			T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
-			mark(b, "fwd:h.%d.attn.attn_dropout:end", i);
-			unref(b, sm); /* the name `attn_weights` is rebound to the dropout's output */
-			/* bmm with v saves the weights and v's copy */
-			T vc = bmm_operand(b, v, "clone (matmul's copy of v)");
-			T ao = TMP("bmm (attention x v)", dt, B * h, Tn, hd);
-			op(b, AG_OP_BMM, smd, vc, NO, ao, NO, NO);
-			s->attw = smd, s->sm = sm, s->v = vc;
-			if (ka)
-				ref(b, smd); /* bmm keeps it */
-			else {
-				unref(b, vc); /* matmul's copy goes when it returns */
-				s->attw = s->sm = s->v = NO;
-			}
-			unref(b, smd); /* the name `attn_weights` goes when _attn returns */
-			unref(b, mv); /* _attn returns */
-			/* _merge_heads: permute(0, 2, 1, 3).contiguous() */
-			T aop = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
-			                                                           (int64_t)(Tn * hd), 1 }, 0);
-			merged = TMP("clone (merge heads)", dt, B, Tn, d);
-			op(b, AG_OP_COPY, aop, NO, NO, merged, NO, NO);
-			unref(b, aop);
-			unref(b, ao);
-		}
-		b->module = modname(b, "transformer.h.%d.attn.c_proj", i);
-		T po = conv1d(b, merged, blk(M, b, i, "attn.c_proj.weight"), blk(M, b, i, "attn.c_proj.bias"),
-		              &s->attn_out);
-		unref(b, merged);
-		mark(b, "fwd:h.%d.attn.resid_dropout:start", i);
-		T pod = dropout(b, po, m->resid_pdrop, &s->drop_resid);
-		mark(b, "fwd:h.%d.attn.resid_dropout:end", i);
-		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
-		/* attn's forward returns: q, k, v (views of qkv) go, then the
-		 * name of c_proj's output */
-		unref(b, q);
-		unref(b, k);
-		unref(b, v);
-		unref(b, po);
-		po = pod;
-		/* h = attn(h) + residual */
-		b->module = -1;
-		s->rpo = RG(b, po);
-		residual = residual_add(b, residual, po, 1);
-		unref(b, x1); /* the name hidden_states is rebound to the sum (fp32: addmm's saved view holds it) */
-		s->rh1 = RG(b, residual);
-		b->module = modname(b, "transformer.h.%d.ln_2", i);
-		T x2 = layer_norm(b, residual, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &s->ln2);
-		b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
-		T fc = conv1d(b, x2, blk(M, b, i, "mlp.c_fc.weight"), blk(M, b, i, "mlp.c_fc.bias"), &s->fc);
-		/* gelu_new: 0.5 * x * (1.0 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3.0)))):
-		 * its nodes keep what they keep when c_fc's output requires grad */
-		int kg = s->rfc = RG(b, fc);
-		T a = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.5 x)", fc, 0.5, kg ? &s->half : NULL);
-		T p3 = like(b, "pow (x^3)", fc);
-		op(b, AG_OP_POW_SCALAR, fc, NO, NO, p3, NO, NO)->arg[0] = 3;
-		if (kg)
-			ref(b, fc); /* pow saves its input */
-		T c = scalar_op(b, AG_OP_MUL_SCALAR, "mul (0.044715 x^3)", p3, 0.044715, kg ? &s->c1 : NULL);
-		unref(b, p3);
-		T sx = like(b, "add (x + 0.044715 x^3)", fc);
-		op(b, AG_OP_ADD, fc, c, NO, sx, NO, NO)->arg[0] = 1;
-		unref(b, c);
-		T y = scalar_op(b, AG_OP_MUL_SCALAR, "mul (sqrt(2/pi) .)", sx, sqrt(2.0 / M_PI), kg ? &s->c2 : NULL);
-		unref(b, sx);
-		T th = like(b, "tanh", fc);
-		op(b, AG_OP_TANH, y, NO, NO, th, NO, NO);
-		unref(b, y);
-		T u = scalar_op(b, AG_OP_ADD_SCALAR, "add (1 + tanh)", th, 1.0, NULL);
-		T gl = like(b, "mul (gelu_new)", fc);
-		op(b, AG_OP_MUL, a, u, NO, gl, NO, NO);
-		/* tanh keeps its result, the last mul both operands */
-		s->a = a, s->t = th, s->u = u, s->xfc = fc;
-		if (!kg) { /* the expression's temporaries go as it ends */
-			unref(b, a);
-			unref(b, th);
-			unref(b, u);
-			s->a = s->t = s->u = s->xfc = NO;
-		}
-		unref(b, fc); /* the MLP's name for c_fc's output; pow's holder stays */
-		b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
-		T mo = conv1d(b, gl, blk(M, b, i, "mlp.c_proj.weight"), blk(M, b, i, "mlp.c_proj.bias"), &s->proj);
-		unref(b, gl);
-		mark(b, "fwd:h.%d.mlp.dropout:start", i);
-		T mod_ = dropout(b, mo, m->resid_pdrop, &s->drop_mlp);
-		mark(b, "fwd:h.%d.mlp.dropout:end", i);
-		unref(b, mo); /* the temporary c_proj(...) goes when dropout returns */
-		mo = mod_;
-		s->rmo = RG(b, mo);
-		b->module = -1;
-		hs = residual_add(b, residual, mo, 0);
-		unref(b, x2); /* the block returns: its name for ln_2's output goes */
-		mark(b, "fwd:h.%d:end", i);
-		unref(b, hin);
-	}
+	T *saved = b->o->recompute ? zs_calloc(L, sizeof *saved) : NULL;
+	const struct layer_fns lf = { gpt2_layer_fwd, gpt2_layer_bwd, S };
+	for (uint64_t l = 0; l < L; l++)
+		hs = layer_fwd(b, M, &lf, saved, (int)l, hs);
 	b->module = modname(b, "transformer.ln_f");
 	mark(b, "fwd:ln_f:start");
 	struct ln_saved lnf;
@@ -1865,171 +2170,9 @@ static void gpt2_step(struct bld *b, struct model *M)
 	}
 	/* gx: the gradient of block i's output, NO where it requires none (nor
 	 * then does any block below) */
-	for (int i = (int)L - 1; i >= 0 && gx != NO; i--) {
-		struct gpt2_block_saved *s = &S[i];
-		mark(b, "bwd:h.%d:start", i);
-		if (i == (int)L - 1)
-			mark(b, "bwd:ln_f:end");
-		else
-			mark(b, "bwd:h.%d:end", i + 1);
-		/* AddBackward (residual + mlp): gx goes to both (those that
-		 * require grad); the MLP first */
-		b->module = modname(b, "transformer.h.%d.mlp.c_proj", i);
-		T dgl = NO, dx2 = NO;
-		T g2 = s->rh1 ? gx : NO;
-		if (s->rmo) {
-			/* autocast: AddBackward's gradient for the 16-bit operand is
-			 * cast to its dtype (validate_outputs) */
-			T gmo = b->o->amp != AG_F32 ? to_dtype(b, gx, b->o->amp, "_to_copy (validate_outputs)")
-			                            : dropout_bwd(b, gx, !s->rh1, s->drop_mlp);
-			if (b->o->amp != AG_F32 && !s->rh1) /* the residual requires no grad (--freeze): gx is the node's alone */
-				unref(b, gx);
-			dgl = conv1d_bwd(b, gmo, 1, &s->proj, blk(M, b, i, "mlp.c_proj.weight"),
-			                 blk(M, b, i, "mlp.c_proj.bias"));
-		}
-		b->module = modname(b, "transformer.h.%d.mlp.c_fc", i);
-		if (dgl != NO) {
-			/* MulBackward (a * u): d a = g · u, d u = g · a */
-			T da = like(b, "mul (gelu backward)", s->a);
-			op(b, AG_OP_MUL, dgl, s->u, NO, da, NO, NO);
-			T du = like(b, "mul (gelu backward)", s->a);
-			op(b, AG_OP_MUL, dgl, s->a, NO, du, NO, NO);
-			unref(b, dgl);
-			unref(b, s->a);
-			unref(b, s->u);
-			/* AddBackward (1 + tanh): du passes; TanhBackward */
-			T dy = like(b, "tanh_backward", s->t);
-			op(b, AG_OP_TANH_BWD, du, s->t, NO, dy, NO, NO);
-			unref(b, du);
-			unref(b, s->t);
-			/* MulBackward (sqrt(2/pi) ·): g · the kept number */
-			T cs = cast_scalar_as(b, s->c2, b->s->tensor[dy].dtype);
-			T dsx = like(b, "mul (gelu backward)", dy);
-			op(b, AG_OP_MUL_SCALAR, dy, NO, NO, dsx, NO, NO)->arg[0] = sqrt(2.0 / M_PI);
-			unref(b, cs);
-			unref(b, dy);
-			unref(b, s->c2);
-			/* AddBackward (x + c): dsx to x's buffer and to the mul */
-			cs = cast_scalar_as(b, s->c1, b->s->tensor[dsx].dtype);
-			T dp = like(b, "mul (gelu backward)", dsx);
-			op(b, AG_OP_MUL_SCALAR, dsx, NO, NO, dp, NO, NO)->arg[0] = 0.044715;
-			unref(b, cs);
-			unref(b, s->c1);
-			/* PowBackward: g · 3 · x^2 */
-			T x2p = like(b, "pow (x^2, pow backward)", s->xfc);
-			op(b, AG_OP_POW_SCALAR, s->xfc, NO, NO, x2p, NO, NO)->arg[0] = 2;
-			T w3 = wrapped(b, 3.0);
-			T c3 = cast_scalar_as(b, w3, b->s->tensor[x2p].dtype);
-			T x3 = like(b, "mul (3 x^2)", s->xfc);
-			op(b, AG_OP_MUL_SCALAR, x2p, NO, NO, x3, NO, NO)->arg[0] = 3;
-			unref(b, c3);
-			unref(b, w3);
-			T dxp = like(b, "mul (pow backward)", s->xfc);
-			op(b, AG_OP_MUL, dp, x3, NO, dxp, NO, NO);
-			unref(b, x3);
-			unref(b, x2p);
-			unref(b, dp);
-			unref(b, s->xfc);
-			/* x's input buffer: dsx + dxp */
-			T acc = dsx;
-			arrive(b, &acc, dxp);
-			/* MulBackward (0.5 ·) */
-			cs = cast_scalar_as(b, s->half, b->s->tensor[da].dtype);
-			T dh = like(b, "mul (gelu backward)", da);
-			op(b, AG_OP_MUL_SCALAR, da, NO, NO, dh, NO, NO)->arg[0] = 0.5;
-			unref(b, cs);
-			unref(b, da);
-			unref(b, s->half);
-			arrive(b, &acc, dh);
-			T acc2 = acc;
-			/* c_fc's AddmmBackward */
-			dx2 = conv1d_bwd(b, acc2, 1, &s->fc, blk(M, b, i, "mlp.c_fc.weight"),
-			                 blk(M, b, i, "mlp.c_fc.bias"));
-		}
-		b->module = modname(b, "transformer.h.%d.ln_2", i);
-		if (dx2 != NO) /* the residual's input buffer: gx + ln_2's dx */
-			layer_norm_bwd_to(b, dx2, &s->ln2, blk(M, b, i, "ln_2.weight"), blk(M, b, i, "ln_2.bias"), &g2);
-		if (g2 == NO) {
-			gx = NO;
-			break;
-		}
-		/* AddBackward (attn + residual): g2 to both; the attention first */
-		b->module = modname(b, "transformer.h.%d.attn.c_proj", i);
-		T g3 = s->rin ? g2 : NO, dm = NO, dx1 = NO;
-		if (s->rpo) {
-			T gpo = b->o->amp != AG_F32 ? to_dtype(b, g2, b->o->amp, "_to_copy (validate_outputs)")
-			                            : dropout_bwd(b, g2, !s->rin, s->drop_resid);
-			if (b->o->amp != AG_F32 && !s->rin) /* as gx's above */
-				unref(b, g2);
-			dm = conv1d_bwd(b, gpo, 1, &s->attn_out, blk(M, b, i, "attn.c_proj.weight"),
-			                blk(M, b, i, "attn.c_proj.bias"));
-		}
-		b->module = modname(b, "transformer.h.%d.attn.c_attn", i);
-		T dqkv = NO;
-		if (dm == NO) {
-			/* the attention requires no grad */
-		} else if (b->o->attn == ZS_ATTN_SDPA) {
-			dqkv = gpt2_sdpa_bwd(b, &s->sd, dm);
-		} else {
-			/* CloneBackward, PermuteBackward: a permuted view of dm; then
-			 * UnsafeViewBackward, BmmBackward, SoftmaxBackward */
-			T dvc;
-			T dwh = attn_v_bwd(b, dm, s->attw, s->sm, s->drop_attn, s->v, B, h, Tn, hd, &dvc);
-			/* WhereBackward: where(cond, grad, 0) */
-			enum ag_dtype dt = b->s->tensor[dwh].dtype;
-			T zero = tmp(b, "scalar_tensor (0)", dt, 0, NULL);
-			op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO)->arg[0] = 0;
-			T cm = gpt2_causal_view(b, M, (uint64_t)i, Tn);
-			T daw = TMP("where (backward)", dt, B * h, Tn, Tn);
-			op(b, AG_OP_WHERE, cm, dwh, zero, daw, NO, NO);
-			unref(b, cm);
-			unref(b, zero);
-			unref(b, dwh);
-			/* DivBackward */
-			T dsc = TMP("div (backward)", dt, B * h, Tn, Tn);
-			op(b, AG_OP_DIV, daw, s->divisor, NO, dsc, NO, NO);
-			unref(b, daw);
-			unref(b, s->divisor);
-			/* BmmBackward (q @ k^T): d q, d k^T */
-			T dq, dkt;
-			qk_bwd(b, dsc, s->q, s->kt, B * h, Tn, hd, &dq, &dkt);
-			/* the copies' backward: reshape to [B, h, T, hd] and permute to
-			 * the split's layout; SplitBackward (cat) wants them as
-			 * [B, T, d]: k's and q's are copied (reshape of a transposed and
-			 * of a permuted grad), v's passes as a view */
-			/* The views say which element goes where: dq and dv [B·h, T, hd]
-			 * are read as [B, T, h, hd] (PermuteBackward of the split's
-			 * permute(0, 2, 1, 3)), dkᵀ [B·h, hd, T] as [B, T, h, hd] through
-			 * the transpose as well. They make no bytes: each is let go before
-			 * the tensor it views, whose free stays where PyTorch has it. */
-			const int64_t *hst = (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 };
-			T dk = TMP("clone (k grad to [B, T, d])", dt, B, Tn, d);
-			T dktv = vw(b, dkt, 4, SH(B, Tn, h, hd),
-			            (const int64_t[]){ (int64_t)(h * hd * Tn), 1, (int64_t)(hd * Tn), (int64_t)Tn }, 0);
-			op(b, AG_OP_COPY, dktv, NO, NO, dk, NO, NO);
-			unref(b, dktv);
-			unref(b, dkt);
-			T dqq = TMP("clone (q grad to [B, T, d])", dt, B, Tn, d);
-			T dqv = vw(b, dq, 4, SH(B, Tn, h, hd), hst, 0);
-			op(b, AG_OP_COPY, dqv, NO, NO, dqq, NO, NO);
-			unref(b, dqv);
-			unref(b, dq);
-			dqkv = TMP("cat (split backward)", dt, B, Tn, 3 * d);
-			T dvv = vw(b, dvc, 4, SH(B, Tn, h, hd), hst, 0);
-			op(b, AG_OP_CAT_LAST, dqq, dk, dvv, dqkv, NO, NO);
-			unref(b, dvv);
-			unref(b, dvc);
-			unref(b, dk);
-			unref(b, dqq);
-		}
-		if (dqkv != NO)
-			dx1 = conv1d_bwd(b, dqkv, 1, &s->attn_in, blk(M, b, i, "attn.c_attn.weight"),
-			                 blk(M, b, i, "attn.c_attn.bias"));
-		b->module = modname(b, "transformer.h.%d.ln_1", i);
-		if (dx1 != NO)
-			layer_norm_bwd_to(b, dx1, &s->ln1, blk(M, b, i, "ln_1.weight"), blk(M, b, i, "ln_1.bias"), &g3);
-		gx = g3;
-	}
+	for (int i = (int)L - 1; i >= 0 && gx != NO; i--)
+		gx = layer_bwd(b, M, &lf, saved, i, (int)L, "h", "ln_f", gx);
+	free(saved);
 	if (gx == NO) { /* nothing below the blocks requires grad */
 		unref(b, one); /* backward returns */
 		free(S);
@@ -3652,13 +3795,8 @@ static T phi3_resid_dropout_add(struct bld *b, T a, T y, T *kept)
  * SiluBackward, gate_proj's; x's grads to *xbuf. */
 static void swiglu_bwd(struct bld *b, struct model *M, int i, T dmu, struct llama_layer_saved *s, T *xbuf)
 {
-	T dsl = like(b, "mul (swiglu backward)", s->silu_o);
-	op(b, AG_OP_MUL, dmu, s->up_o, NO, dsl, NO, NO);
-	T dup = like(b, "mul (swiglu backward)", s->silu_o);
-	op(b, AG_OP_MUL, dmu, s->silu_o, NO, dup, NO, NO);
-	unref(b, dmu);
-	unref(b, s->silu_o);
-	unref(b, s->up_o);
+	T dsl, dup;
+	mul_bwd(b, "mul (swiglu backward)", dmu, s->silu_o, s->up_o, &dsl, &dup);
 	const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
 	linear_bwd(b, dup, 1, &s->up, PP(M, b, 1, gun, i), xbuf);
 	/* gemma's GeluBackward0 (gelu_backward, approximate "tanh") in SiLU's place */
@@ -4024,11 +4162,491 @@ static void rotary(struct bld *b, T inv, T cp, int cos_first, T *cos4, T *sin4)
 /* LlamaForCausalLM's forward (the loss inside, as the reference's), the
  * loss's and the model's backward. */
 
+/* What LlamaModel.forward hands each decoder layer: the mask (NO under
+ * SDPA), the position embeddings (gemma3_text: each layer type's), and
+ * the settings the layer reads. */
+struct llama_args {
+	T cm, cos4, sin4;
+	T g3mask[2], g3cos[2], g3sin[2];
+	int phi3, g3, sdpa;
+	double scaling;
+};
+
+/* The decoder layer i's forward over hs (its holder taken): its output,
+ * one holder; what autograd keeps in *s. */
+static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_saved *s, const struct llama_args *a,
+                         int i, T hs)
+{
+	const struct zs_model *m = b->m;
+	uint64_t B = b->o->batch, Tn = b->o->seq, h = m->heads, hd = m->head_dim;
+	uint64_t kv = m->kv_heads, rep = h / kv, f = m->intermediate;
+	int phi3 = a->phi3, g3 = a->g3, sdpa = a->sdpa;
+	double scaling = a->scaling;
+	uint64_t l = (uint64_t)i;
+	T cm = a->cm, cos4 = a->cos4, sin4 = a->sin4;
+	const T *g3mask = a->g3mask, *g3cos = a->g3cos, *g3sin = a->g3sin;
+	mark(b, "fwd:layers.%d:start", i);
+	/* the caller's `hidden_states` holds the layer's input until the
+	 * layer returns (no event where a node keeps it anyway) */
+	T hin = hs;
+	ref(b, hin);
+	T lcm = cm; /* the mask this layer's attention adds */
+	s->swmask = s->swtril = NO;
+	if (g3) { /* its type's mask and position embeddings */
+		lcm = g3mask[gemma_sliding(m, l)];
+		cos4 = g3cos[gemma_sliding(m, l)], sin4 = g3sin[gemma_sliding(m, l)];
+	} else if (!sdpa && gemma_sliding(m, l)) {
+		T cmv = vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
+		gemma_sliding_mask(b, cmv, &s->swmask, &s->swtril);
+		unref(b, cmv);
+		lcm = s->swmask;
+	}
+	b->module = modname(b, "model.layers.%d.input_layernorm", i);
+	T x1 = rmsnorm(b, hs, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &s->n1);
+	T residual = hs;
+	b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
+	/* q, k, v: view(B, T, n, hd).transpose(1, 2) of each projection
+	 * (phi3: of qkv_proj's slices) */
+	T qt, kt, vt;
+	if (phi3) {
+		b->module = modname(b, "model.layers.%d.self_attn.qkv_proj", i);
+		T st[3];
+		phi3_states(b, M, x1, i, &s->q, st);
+		qt = st[0], kt = st[1], vt = st[2];
+	} else {
+		qt = head_states(b, M, x1, i, 0, h, &s->q, g3 ? NULL : &s->qn);
+		kt = head_states(b, M, x1, i, 1, kv, &s->k, g3 ? NULL : &s->kn);
+		vt = head_states(b, M, x1, i, 2, kv, &s->v, NULL);
+		if (g3) { /* Gemma3Attention: q_norm and k_norm on the transposed q and k */
+			qt = gemma3_head_norm(b, M, i, 0, qt, &s->qn);
+			kt = gemma3_head_norm(b, M, i, 1, kt, &s->kn);
+		}
+	}
+	s->rin = RG(b, hs);
+	s->ka = RG(b, qt);
+	s->kk = RG(b, kt);
+	/* q and v requiring grad, k not (eager): q @ k^T keeps k^T's copy
+	 * alone (its self, q, is saved for k^T's gradient only) */
+	int qv_only = s->ka && !s->kk && RG(b, vt) && !sdpa && !phi3;
+	if ((s->kk != s->ka || RG(b, vt) != s->ka) && !qv_only)
+		unsupported(b, "a layer whose input requires no grad with only some of q_proj, k_proj and v_proj "
+		            "frozen");
+	int ka = s->ka;
+	T qe = rope(b, qt, cos4, sin4, &s->rq);
+	if (phi3)
+		qe = phi3_cat_pass(b, qe);
+	T ke = rope(b, kt, cos4, sin4, &s->rk);
+	if (phi3)
+		ke = phi3_cat_pass(b, ke);
+	unref(b, qt);
+	unref(b, kt);
+	T ac, kr = NO;
+	if (sdpa) {
+		/* integrations/sdpa_attention.py (transformers e2feb59b6212,
+		 * sdpa_attention_forward): no repeat_kv here (from 2.5 it
+		 * passes enable_gqa, which the CPU runs in the math path
+		 * where kv < h); the flash kernel's output [B, T, h, hd]
+		 * makes transpose(1, 2).contiguous() and reshape views */
+		if (kv != h) /* enable_gqa: the math path */
+			ac = sdpa_math_fwd(b, s, qe, ke, vt, rep, phi3);
+		else
+			ac = sdpa_fwd(b, &s->sd, qe, ke, vt);
+	} else {
+		/* repeat_kv: expand and reshape, a copy */
+		kr = TMP("clone (repeat_kv k)", b->s->tensor[ke].dtype, B, h, Tn, hd);
+		T kx = expand_kv(b, ke, rep);
+		op(b, AG_OP_COPY, kx, NO, NO, kr, NO, NO);
+		unref(b, kx);
+		unref(b, ke);
+		T vr = TMP("clone (repeat_kv v)", b->s->tensor[vt].dtype, B, h, Tn, hd);
+		T vx = expand_kv(b, vt, rep);
+		op(b, AG_OP_COPY, vx, NO, NO, vr, NO, NO);
+		unref(b, vx);
+		unref(b, vt);
+		/* matmul(q, k^T): k^T copied to [B·h, hd, T] (the bytes of
+		 * the copy matmul makes of q, whose rope sum lies in the
+		 * transposed projection's layout); phi3's cat leaves q
+		 * contiguous: no copy, bmm keeps k^T as a view. Under
+		 * autocast matmul casts k^T (the right operand first) and
+		 * q_embed, both fp32 after the rope's promotion, and keeps
+		 * q's cast */
+		T ktr = transpose_last2(b, kr);
+		T qf = NO; /* autocast: the fp32 q_embed, its name held to forward's end */
+		if (b->o->amp != AG_F32) {
+			T ktb = ac_cast(b, ktr);
+			unref(b, ktr);
+			ktr = ktb;
+			qf = qe;
+			qe = ac_cast(b, qf);
+		}
+		T ktc = phi3 ? phi3_kt_operand(b, kr, ktr) : bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
+		unref(b, ktr);
+		/* matmul's views: q_embed (contiguous) as [B·h, T, hd] */
+		T qe3 = reshape(b, qe, 3, SH(B * h, Tn, hd));
+		unref(b, qe);
+		qe = qe3;
+		T sc = TMP("bmm (q k^T)", b->s->tensor[qe].dtype, B * h, Tn, Tn);
+		op(b, AG_OP_BMM, qe, ktc, NO, sc, NO, NO);
+		if (!ka) { /* matmul's copy goes when it returns */
+			unref(b, ktc);
+			ktc = NO;
+		}
+		T aw = scalar_op(b, AG_OP_MUL_SCALAR, "mul (scores * scaling)", sc, scaling, ka ? &s->sc_w : NULL);
+		unref(b, sc);
+		if (m->gemma && m->attn_softcap > 0) /* eager_attention_forward's softcap */
+			aw = softcap_fwd(b, aw, m->attn_softcap, &s->cap);
+		/* + the fp32 mask: bf16 scores promoted under autocast */
+		T am = TMP("add (causal mask)", AG_F32, B, h, Tn, Tn);
+		T cmv = lcm == cm ? vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0)
+		                  : reshape(b, lcm, 4, SH(B, 1, Tn, Tn));
+		T aw4 = reshape(b, aw, 4, SH(B, h, Tn, Tn));
+		T awp = promoted(b, aw4, AG_F32);
+		op(b, AG_OP_ADD, awp, cmv, NO, am, NO, NO)->arg[0] = 1;
+		unref(b, awp);
+		unref(b, aw4);
+		unref(b, cmv);
+		unref(b, aw);
+		T sm = TMP("_softmax", AG_F32, B, h, Tn, Tn);
+		op(b, AG_OP_SOFTMAX, am, NO, NO, sm, NO, NO);
+		unref(b, am);
+		if (ka)
+			ref(b, sm); /* softmax saves its result */
+		/* nn.functional.dropout(attn_weights, p=attention_dropout) */
+		T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
+		unref(b, sm); /* the name is rebound */
+		s->sm = ka ? sm : NO;
+		/* the weights and v repeated (contiguous) as bmm takes them;
+		 * autocast's matmul casts the fp32 weights (v is bf16) */
+		if (b->o->amp != AG_F32) {
+			T smb = ac_cast(b, smd);
+			unref(b, smd);
+			smd = smb;
+		}
+		T sm3 = reshape(b, smd, 3, SH(B * h, Tn, Tn));
+		unref(b, smd);
+		sm = sm3;
+		T vr3 = reshape(b, vr, 3, SH(B * h, Tn, hd));
+		unref(b, vr);
+		vr = vr3;
+		T ao = TMP("bmm (attention x v)", b->s->tensor[sm].dtype, B * h, Tn, hd);
+		op(b, AG_OP_BMM, sm, vr, NO, ao, NO, NO);
+		/* the view's holder passes to bmm's node */
+		s->qe = qe, s->ktc = ktc, s->attw = sm, s->vr = vr;
+		T aot = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
+		                                                           (int64_t)(Tn * hd), 1 }, 0);
+		ac = TMP("clone (transpose(1, 2).contiguous())", b->s->tensor[ao].dtype, B, Tn, h * hd);
+		op(b, AG_OP_COPY, aot, NO, NO, ac, NO, NO);
+		unref(b, aot);
+		unref(b, ao);
+		s->qf = qf;
+	}
+	b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
+	T po = linear(b, ac, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &s->o);
+	s->rpo = RG(b, po);
+	unref(b, ac);
+	if (!sdpa && s->qf != NO)
+		unref(b, s->qf); /* forward returns: the fp32 query_states goes (autocast) */
+	unref(b, kr); /* forward returns: key_states goes */
+	if (!sdpa && ka && !s->kk) { /* q_embed: no node keeps it (k requires no grad) */
+		unref(b, s->qe);
+		s->qe = NO;
+	}
+	if (!sdpa && !ka) { /* and the names no node holds: q, the weights, v */
+		unref(b, s->qe);
+		unref(b, s->attw);
+		unref(b, s->vr);
+		s->qe = s->ktc = s->attw = s->vr = NO;
+	}
+	if (sdpa) { /* and the states sdpa keeps */
+		unref(b, qe);
+		unref(b, ke);
+		unref(b, vt);
+	}
+	b->module = -1;
+	unref(b, x1); /* hidden_states is rebound to the attention's output (fp32: the views q, k, v keep it) */
+	s->drop_resid = s->drop_mlp = NO;
+	if (m->gemma) { /* Gemma2DecoderLayer: post_attention_layernorm before the residual add */
+		b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
+		T pn = rmsnorm(b, po, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &s->n3);
+		unref(b, po); /* the name is rebound */
+		po = pn;
+		b->module = -1;
+	}
+	T h2 = phi3 ? phi3_resid_dropout_add(b, residual, po, &s->drop_resid) : residual_add(b, residual, po, 0);
+	s->rh2 = RG(b, h2);
+	const char *n2name = m->gemma ? "model.layers.%d.pre_feedforward_layernorm"
+	                              : "model.layers.%d.post_attention_layernorm";
+	b->module = modname(b, n2name, i);
+	T x2 = rmsnorm(b, h2, PF(M, b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm.weight"
+	                                         : "model.layers.%d.post_attention_layernorm.weight", i), &s->n2);
+	const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
+	T mu;
+	if (phi3) {
+		b->module = modname(b, "model.layers.%d.mlp.gate_up_proj", i);
+		mu = phi3_mlp(b, M, x2, i, &s->gate, &s->gate_o, &s->silu_o, &s->up_o, &s->km);
+	} else {
+		b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
+		T gp = linear(b, x2, PP(M, b, 0, gun, i), &s->gate);
+		/* gemma: ACT2FN gelu_pytorch_tanh, one op (GeluBackward0 keeps its input) */
+		T sl = like(b, m->gemma ? "gelu (tanh)" : "silu", gp);
+		op(b, m->gemma ? AG_OP_GELU_TANH : AG_OP_SILU, gp, NO, NO, sl, NO, NO);
+		int km = s->km = RG(b, gp);
+		if (!km) /* no SiluBackward keeps it: the temporary goes */
+			unref(b, gp);
+		T up = linear(b, x2, PP(M, b, 1, gun, i), &s->up);
+		if (RG(b, up) != km)
+			unsupported(b, "a layer whose MLP input requires no grad with one of gate_proj and up_proj "
+			            "frozen");
+		mu = like(b, "mul (silu(gate) * up)", sl);
+		op(b, AG_OP_MUL, sl, up, NO, mu, NO, NO);
+		s->gate_o = gp, s->silu_o = sl, s->up_o = up;
+		if (!km) {
+			unref(b, sl);
+			unref(b, up);
+			s->gate_o = s->silu_o = s->up_o = NO;
+		}
+	}
+	b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
+	T mo = linear(b, mu, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &s->down);
+	s->rmo = RG(b, mo);
+	unref(b, mu);
+	if (phi3 && !s->km) { /* forward returns: `gate` goes, no node keeps the fused product */
+		unref(b, s->gate_o);
+		s->gate_o = NO;
+	}
+	unref(b, x2);
+	b->module = -1;
+	if (m->gemma) { /* post_feedforward_layernorm before the residual add */
+		b->module = modname(b, "model.layers.%d.post_feedforward_layernorm", i);
+		T pn = rmsnorm(b, mo, PF(M, b, "model.layers.%d.post_feedforward_layernorm.weight", i), &s->n4);
+		unref(b, mo);
+		mo = pn;
+		b->module = -1;
+	}
+	hs = phi3 ? phi3_resid_dropout_add(b, h2, mo, &s->drop_mlp) : residual_add(b, h2, mo, 0);
+	/* the layer returns: its `attention_mask` (the sliding window's
+	 * where) and sliding_window_mask go */
+	unref(b, s->swmask);
+	unref(b, s->swtril);
+	(void)f;
+	(void)rep;
+	mark(b, "fwd:layers.%d:end", i);
+	unref(b, hin);
+	return hs;
+}
+
+/* Layer i's backward from xbuf (the gradient of its output, its holder
+ * taken): the gradient of its input, NO where it requires none. */
+static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_saved *s, const struct llama_args *a,
+                         int i, T xbuf)
+{
+	const struct zs_model *m = b->m;
+	uint64_t B = b->o->batch, Tn = b->o->seq, h = m->heads, hd = m->head_dim;
+	uint64_t kv = m->kv_heads;
+	int phi3 = a->phi3, g3 = a->g3, sdpa = a->sdpa;
+	double scaling = a->scaling;
+	/* AddBackward (h2 + mlp): to both (those that require grad;
+	 * autocast: the MLP's a bf16 copy, validate_outputs) */
+	T g = xbuf;
+	T hbuf = s->rh2 ? g : NO;
+	if (b->o->amp != AG_F32 && s->rmo) {
+		g = to_dtype(b, g, b->o->amp, "_to_copy (validate_outputs)");
+		if (!s->rh2) /* the residual requires no grad (--freeze): the node's input goes */
+			unref(b, xbuf);
+	}
+	/* the MLP */
+	b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
+	T dmu = NO, dx2 = NO;
+	if (s->rmo) {
+		/* phi3's resid_mlp_dropout: its MulBackward0 first (fp32) */
+		if (s->drop_mlp != NO)
+			g = dropout_bwd(b, g, !s->rh2, s->drop_mlp);
+		else if (s->rh2 && b->o->amp == AG_F32)
+			ref(b, g);
+		if (m->gemma) { /* post_feedforward_layernorm's backward first */
+			b->module = modname(b, "model.layers.%d.post_feedforward_layernorm", i);
+			T dmo = NO;
+			rmsnorm_bwd(b, g, &s->n4, PF(M, b, "model.layers.%d.post_feedforward_layernorm.weight", i),
+			            &dmo);
+			b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
+			g = dmo;
+		}
+		linear_bwd(b, g, 1, &s->down, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &dmu);
+	}
+	if (phi3) {
+		b->module = modname(b, "model.layers.%d.mlp.gate_up_proj", i);
+		if (dmu != NO)
+			phi3_mlp_bwd(b, M, i, dmu, &s->gate, s->gate_o, s->silu_o, s->up_o, &dx2);
+	} else {
+		b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
+		if (dmu != NO)
+			swiglu_bwd(b, M, i, dmu, s, &dx2);
+	}
+	b->module = modname(b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm"
+	                                : "model.layers.%d.post_attention_layernorm", i);
+	if (dx2 != NO)
+		rmsnorm_bwd(b, dx2, &s->n2, PF(M, b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm.weight"
+		                                                 : "model.layers.%d.post_attention_layernorm.weight", i),
+		            &hbuf);
+	if (hbuf == NO)
+		return NO;
+	/* AddBackward (residual + attn): to both; the attention first */
+	g = hbuf;
+	T rbuf = s->rin ? g : NO;
+	if (b->o->amp != AG_F32 && s->rpo) { /* validate_outputs' bf16 copy for o_proj */
+		g = to_dtype(b, g, b->o->amp, "_to_copy (validate_outputs)");
+		if (!s->rin) /* as the MLP's above */
+			unref(b, hbuf);
+	}
+	b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
+	T dac = NO;
+	if (s->rpo) {
+		/* phi3's resid_attn_dropout: its MulBackward0 first (fp32) */
+		if (s->drop_resid != NO)
+			g = dropout_bwd(b, g, !s->rin, s->drop_resid);
+		else if (s->rin && b->o->amp == AG_F32)
+			ref(b, g);
+		if (m->gemma) { /* post_attention_layernorm's backward first */
+			b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
+			T dpo = NO;
+			rmsnorm_bwd(b, g, &s->n3, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &dpo);
+			b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
+			g = dpo;
+		}
+		linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
+	}
+	b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
+	T dv = NO, kbuf = NO, qbuf = NO, pass[3] = { NO, NO, NO };
+	if (dac == NO) {
+		/* the attention requires no grad */
+	} else if (sdpa && kv != h) {
+		/* the math path's; then the ropes of k and q */
+		T dk4, dq4;
+		sdpa_math_bwd(b, s, dac, B, h, kv, Tn, hd, &dq4, &dk4, &dv);
+		if (phi3) { /* the passes' narrow views hold the cats' grads, as in eager */
+			ref(b, dk4);
+			pass[1] = dk4;
+			ref(b, dq4);
+			pass[2] = dq4;
+		}
+		rope_bwd(b, dk4, &s->rk, &kbuf);
+		rope_bwd(b, dq4, &s->rq, &qbuf);
+	} else if (sdpa) {
+		/* the kernel's backward; the ropes of k and q on its
+		 * [B, T, h, hd]-laid grads (their slice_backward zeros make
+		 * the sums contiguous [B, h, T, hd] again) */
+		T gv[3];
+		sdpa_bwd(b, &s->sd, dac, gv);
+		dv = gv[2];
+		rope_bwd(b, gv[1], &s->rk, &kbuf);
+		rope_bwd(b, gv[0], &s->rq, &qbuf);
+	} else {
+		T dvr;
+		T dam = attn_v_bwd(b, dac, s->attw, s->sm, s->drop_attn, s->vr, B, h, Tn, hd, &dvr);
+		/* AddBackward (+ mask) passes (autocast: cast to the bf16
+		 * scores' dtype, validate_outputs); MulBackward (* scaling) */
+		enum ag_dtype sdt = b->s->tensor[s->ktc].dtype;
+		if (b->s->tensor[dam].dtype != sdt)
+			dam = ac_grad_back_to(b, dam, sdt);
+		if (m->gemma && m->attn_softcap > 0) /* the softcap's nodes (* cap, tanh, / cap) */
+			dam = softcap_bwd(b, dam, m->attn_softcap, &s->cap);
+		T cs_ = cast_scalar_as(b, s->sc_w, sdt);
+		T dsc = TMP("mul (scaling backward)", sdt, B * h, Tn, Tn);
+		op(b, AG_OP_MUL_SCALAR, dam, NO, NO, dsc, NO, NO)->arg[0] = scaling;
+		unref(b, cs_);
+		unref(b, dam);
+		unref(b, s->sc_w);
+		/* BmmBackward (q @ k^T) */
+		T dq, dkt;
+		qk_bwd(b, dsc, s->qe, s->ktc, B * h, Tn, hd, &dq, &dkt);
+		/* autocast: the casts' ToCopyBackward, q's (the later) first */
+		if (s->qf != NO) {
+			if (dq != NO)
+				dq = ac_grad_back(b, dq);
+			if (dkt != NO)
+				dkt = ac_grad_back(b, dkt);
+		}
+		/* v's repeat_kv, then k's, then the ropes of k and q */
+		dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd, 0);
+		if (dkt != NO) {
+			T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd, 1);
+			if (phi3) { /* k_pass's narrow view of the cat's grad holds it */
+				ref(b, dkr);
+				pass[1] = dkr;
+			}
+			rope_bwd(b, dkr, &s->rk, &kbuf);
+		}
+		T dq4 = reshape(b, dq, 4, SH(B, h, Tn, hd));
+		unref(b, dq);
+		if (phi3) {
+			ref(b, dq4);
+			pass[2] = dq4;
+		}
+		rope_bwd(b, dq4, &s->rq, &qbuf);
+	}
+	if (phi3) {
+		T bufs[3] = { dv, kbuf, qbuf }, xb = NO;
+		if (dac != NO)
+			phi3_states_bwd(b, M, i, bufs, pass, &s->q, &xb);
+		b->module = modname(b, "model.layers.%d.input_layernorm", i);
+		if (xb != NO)
+			rmsnorm_bwd(b, xb, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
+		return rbuf;
+	}
+	/* each projection's view(B, T, n, hd).transpose(1, 2): the grad
+	 * reshaped back to [B, T, n·hd], a copy; sdpa's dv lies as
+	 * [B, T, n, hd] already: a view */
+	T xbuf1 = NO;
+	T proj[3] = { dv, kbuf, qbuf };
+	struct lin_saved *ls[3] = { &s->v, &s->k, &s->q };
+	int part[3] = { 2, 1, 0 };
+	struct rms_saved *hn[3] = { NULL, &s->kn, &s->qn };
+	/* Gemma3Attention's k_norm and q_norm, made after the three
+	 * projections: their backward before any projection's */
+	for (int j = 1; j < 3 && g3 && dac != NO; j++)
+		if (proj[j] != NO)
+			proj[j] = gemma3_head_norm_bwd(b, M, i, part[j], proj[j], hn[j]);
+	for (int j = 0; j < 3 && dac != NO; j++) {
+		uint64_t n = j == 2 ? h : kv;
+		if (sdpa && kv == h && j == 0) {
+			T c = reshape(b, dv, 3, SH(B, Tn, n * hd));
+			unref(b, dv);
+			linear_bwd(b, c, 1, ls[j], PP(M, b, part[j], "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
+			           &xbuf1);
+			continue;
+		}
+		if (proj[j] != NO) /* k's: NO where k requires no grad */
+			head_states_bwd(b, M, proj[j], i, part[j], n, ls[j], g3 ? NULL : hn[j], &xbuf1);
+	}
+	b->module = modname(b, "model.layers.%d.input_layernorm", i);
+	if (xbuf1 != NO)
+		rmsnorm_bwd(b, xbuf1, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
+	return rbuf;
+}
+
+/* llama_step's layers for layer_fwd and layer_bwd */
+struct llama_layers {
+	struct llama_layer_saved *S;
+	const struct llama_args *a;
+};
+
+static T llama_layers_fwd(struct bld *b, struct model *M, int i, T hs, void *ctx)
+{
+	const struct llama_layers *x = ctx;
+	return llama_layer_fwd(b, M, &x->S[i], x->a, i, hs);
+}
+
+static T llama_layers_bwd(struct bld *b, struct model *M, int i, T g, void *ctx)
+{
+	const struct llama_layers *x = ctx;
+	return llama_layer_bwd(b, M, &x->S[i], x->a, i, g);
+}
+
 static void llama_step(struct bld *b, struct model *M)
 {
 	const struct zs_model *m = b->m;
-	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, h = m->heads, hd = m->head_dim;
-	uint64_t kv = m->kv_heads, rep = h / kv, f = m->intermediate, L = m->layers;
+	uint64_t B = b->o->batch, Tn = b->o->seq, d = m->hidden, hd = m->head_dim;
+	uint64_t L = m->layers;
 	int phi3 = m->hf_fused; /* Hugging Face's fused qkv_proj and gate_up_proj (modeling_phi3.py) */
 	int g3 = gemma3(m);
 	struct llama_layer_saved *S = zs_calloc(L, sizeof *S);
@@ -4115,257 +4733,17 @@ static void llama_step(struct bld *b, struct model *M)
 		ref(b, hs); /* `inputs_embeds` and `hidden_states` both name it */
 	}
 	double scaling = attn_scale(m, hd);
-	for (uint64_t l = 0; l < L; l++) {
-		struct llama_layer_saved *s = &S[l];
-		int i = (int)l;
-		mark(b, "fwd:layers.%d:start", i);
-		/* the caller's `hidden_states` holds the layer's input until the
-		 * layer returns (no event where a node keeps it anyway) */
-		T hin = hs;
-		ref(b, hin);
-		T lcm = cm; /* the mask this layer's attention adds */
-		s->swmask = s->swtril = NO;
-		if (g3) { /* its type's mask and position embeddings */
-			lcm = g3mask[gemma_sliding(m, l)];
-			cos4 = g3cos[gemma_sliding(m, l)], sin4 = g3sin[gemma_sliding(m, l)];
-		} else if (!sdpa && gemma_sliding(m, l)) {
-			T cmv = vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
-			gemma_sliding_mask(b, cmv, &s->swmask, &s->swtril);
-			unref(b, cmv);
-			lcm = s->swmask;
-		}
-		b->module = modname(b, "model.layers.%d.input_layernorm", i);
-		T x1 = rmsnorm(b, hs, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &s->n1);
-		T residual = hs;
-		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
-		/* q, k, v: view(B, T, n, hd).transpose(1, 2) of each projection
-		 * (phi3: of qkv_proj's slices) */
-		T qt, kt, vt;
-		if (phi3) {
-			b->module = modname(b, "model.layers.%d.self_attn.qkv_proj", i);
-			T st[3];
-			phi3_states(b, M, x1, i, &s->q, st);
-			qt = st[0], kt = st[1], vt = st[2];
-		} else {
-			qt = head_states(b, M, x1, i, 0, h, &s->q, g3 ? NULL : &s->qn);
-			kt = head_states(b, M, x1, i, 1, kv, &s->k, g3 ? NULL : &s->kn);
-			vt = head_states(b, M, x1, i, 2, kv, &s->v, NULL);
-			if (g3) { /* Gemma3Attention: q_norm and k_norm on the transposed q and k */
-				qt = gemma3_head_norm(b, M, i, 0, qt, &s->qn);
-				kt = gemma3_head_norm(b, M, i, 1, kt, &s->kn);
-			}
-		}
-		s->rin = RG(b, hs);
-		s->ka = RG(b, qt);
-		s->kk = RG(b, kt);
-		/* q and v requiring grad, k not (eager): q @ k^T keeps k^T's copy
-		 * alone (its self, q, is saved for k^T's gradient only) */
-		int qv_only = s->ka && !s->kk && RG(b, vt) && !sdpa && !phi3;
-		if ((s->kk != s->ka || RG(b, vt) != s->ka) && !qv_only)
-			unsupported(b, "a layer whose input requires no grad with only some of q_proj, k_proj and v_proj "
-			            "frozen");
-		int ka = s->ka;
-		T qe = rope(b, qt, cos4, sin4, &s->rq);
-		if (phi3)
-			qe = phi3_cat_pass(b, qe);
-		T ke = rope(b, kt, cos4, sin4, &s->rk);
-		if (phi3)
-			ke = phi3_cat_pass(b, ke);
-		unref(b, qt);
-		unref(b, kt);
-		T ac, kr = NO;
-		if (sdpa) {
-			/* integrations/sdpa_attention.py (transformers e2feb59b6212,
-			 * sdpa_attention_forward): no repeat_kv here (from 2.5 it
-			 * passes enable_gqa, which the CPU runs in the math path
-			 * where kv < h); the flash kernel's output [B, T, h, hd]
-			 * makes transpose(1, 2).contiguous() and reshape views */
-			if (kv != h) /* enable_gqa: the math path */
-				ac = sdpa_math_fwd(b, s, qe, ke, vt, rep, phi3);
-			else
-				ac = sdpa_fwd(b, &s->sd, qe, ke, vt);
-		} else {
-			/* repeat_kv: expand and reshape, a copy */
-			kr = TMP("clone (repeat_kv k)", b->s->tensor[ke].dtype, B, h, Tn, hd);
-			T kx = expand_kv(b, ke, rep);
-			op(b, AG_OP_COPY, kx, NO, NO, kr, NO, NO);
-			unref(b, kx);
-			unref(b, ke);
-			T vr = TMP("clone (repeat_kv v)", b->s->tensor[vt].dtype, B, h, Tn, hd);
-			T vx = expand_kv(b, vt, rep);
-			op(b, AG_OP_COPY, vx, NO, NO, vr, NO, NO);
-			unref(b, vx);
-			unref(b, vt);
-			/* matmul(q, k^T): k^T copied to [B·h, hd, T] (the bytes of
-			 * the copy matmul makes of q, whose rope sum lies in the
-			 * transposed projection's layout); phi3's cat leaves q
-			 * contiguous: no copy, bmm keeps k^T as a view. Under
-			 * autocast matmul casts k^T (the right operand first) and
-			 * q_embed, both fp32 after the rope's promotion, and keeps
-			 * q's cast */
-			T ktr = transpose_last2(b, kr);
-			T qf = NO; /* autocast: the fp32 q_embed, its name held to forward's end */
-			if (b->o->amp != AG_F32) {
-				T ktb = ac_cast(b, ktr);
-				unref(b, ktr);
-				ktr = ktb;
-				qf = qe;
-				qe = ac_cast(b, qf);
-			}
-			T ktc = phi3 ? phi3_kt_operand(b, kr, ktr) : bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
-			unref(b, ktr);
-			/* matmul's views: q_embed (contiguous) as [B·h, T, hd] */
-			T qe3 = reshape(b, qe, 3, SH(B * h, Tn, hd));
-			unref(b, qe);
-			qe = qe3;
-			T sc = TMP("bmm (q k^T)", b->s->tensor[qe].dtype, B * h, Tn, Tn);
-			op(b, AG_OP_BMM, qe, ktc, NO, sc, NO, NO);
-			if (!ka) { /* matmul's copy goes when it returns */
-				unref(b, ktc);
-				ktc = NO;
-			}
-			T aw = scalar_op(b, AG_OP_MUL_SCALAR, "mul (scores * scaling)", sc, scaling, ka ? &s->sc_w : NULL);
-			unref(b, sc);
-			if (m->gemma && m->attn_softcap > 0) /* eager_attention_forward's softcap */
-				aw = softcap_fwd(b, aw, m->attn_softcap, &s->cap);
-			/* + the fp32 mask: bf16 scores promoted under autocast */
-			T am = TMP("add (causal mask)", AG_F32, B, h, Tn, Tn);
-			T cmv = lcm == cm ? vw(b, cm, 4, SH(B, 1, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0)
-			                  : reshape(b, lcm, 4, SH(B, 1, Tn, Tn));
-			T aw4 = reshape(b, aw, 4, SH(B, h, Tn, Tn));
-			T awp = promoted(b, aw4, AG_F32);
-			op(b, AG_OP_ADD, awp, cmv, NO, am, NO, NO)->arg[0] = 1;
-			unref(b, awp);
-			unref(b, aw4);
-			unref(b, cmv);
-			unref(b, aw);
-			T sm = TMP("_softmax", AG_F32, B, h, Tn, Tn);
-			op(b, AG_OP_SOFTMAX, am, NO, NO, sm, NO, NO);
-			unref(b, am);
-			if (ka)
-				ref(b, sm); /* softmax saves its result */
-			/* nn.functional.dropout(attn_weights, p=attention_dropout) */
-			T smd = dropout(b, sm, m->attn_pdrop, &s->drop_attn);
-			unref(b, sm); /* the name is rebound */
-			s->sm = ka ? sm : NO;
-			/* the weights and v repeated (contiguous) as bmm takes them;
-			 * autocast's matmul casts the fp32 weights (v is bf16) */
-			if (b->o->amp != AG_F32) {
-				T smb = ac_cast(b, smd);
-				unref(b, smd);
-				smd = smb;
-			}
-			T sm3 = reshape(b, smd, 3, SH(B * h, Tn, Tn));
-			unref(b, smd);
-			sm = sm3;
-			T vr3 = reshape(b, vr, 3, SH(B * h, Tn, hd));
-			unref(b, vr);
-			vr = vr3;
-			T ao = TMP("bmm (attention x v)", b->s->tensor[sm].dtype, B * h, Tn, hd);
-			op(b, AG_OP_BMM, sm, vr, NO, ao, NO, NO);
-			/* the view's holder passes to bmm's node */
-			s->qe = qe, s->ktc = ktc, s->attw = sm, s->vr = vr;
-			T aot = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
-			                                                           (int64_t)(Tn * hd), 1 }, 0);
-			ac = TMP("clone (transpose(1, 2).contiguous())", b->s->tensor[ao].dtype, B, Tn, h * hd);
-			op(b, AG_OP_COPY, aot, NO, NO, ac, NO, NO);
-			unref(b, aot);
-			unref(b, ao);
-			s->qf = qf;
-		}
-		b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
-		T po = linear(b, ac, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &s->o);
-		s->rpo = RG(b, po);
-		unref(b, ac);
-		if (!sdpa && s->qf != NO)
-			unref(b, s->qf); /* forward returns: the fp32 query_states goes (autocast) */
-		unref(b, kr); /* forward returns: key_states goes */
-		if (!sdpa && ka && !s->kk) { /* q_embed: no node keeps it (k requires no grad) */
-			unref(b, s->qe);
-			s->qe = NO;
-		}
-		if (!sdpa && !ka) { /* and the names no node holds: q, the weights, v */
-			unref(b, s->qe);
-			unref(b, s->attw);
-			unref(b, s->vr);
-			s->qe = s->ktc = s->attw = s->vr = NO;
-		}
-		if (sdpa) { /* and the states sdpa keeps */
-			unref(b, qe);
-			unref(b, ke);
-			unref(b, vt);
-		}
-		b->module = -1;
-		unref(b, x1); /* hidden_states is rebound to the attention's output (fp32: the views q, k, v keep it) */
-		s->drop_resid = s->drop_mlp = NO;
-		if (m->gemma) { /* Gemma2DecoderLayer: post_attention_layernorm before the residual add */
-			b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
-			T pn = rmsnorm(b, po, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &s->n3);
-			unref(b, po); /* the name is rebound */
-			po = pn;
-			b->module = -1;
-		}
-		T h2 = phi3 ? phi3_resid_dropout_add(b, residual, po, &s->drop_resid) : residual_add(b, residual, po, 0);
-		s->rh2 = RG(b, h2);
-		const char *n2name = m->gemma ? "model.layers.%d.pre_feedforward_layernorm"
-		                              : "model.layers.%d.post_attention_layernorm";
-		b->module = modname(b, n2name, i);
-		T x2 = rmsnorm(b, h2, PF(M, b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm.weight"
-		                                         : "model.layers.%d.post_attention_layernorm.weight", i), &s->n2);
-		const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
-		T mu;
-		if (phi3) {
-			b->module = modname(b, "model.layers.%d.mlp.gate_up_proj", i);
-			mu = phi3_mlp(b, M, x2, i, &s->gate, &s->gate_o, &s->silu_o, &s->up_o, &s->km);
-		} else {
-			b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
-			T gp = linear(b, x2, PP(M, b, 0, gun, i), &s->gate);
-			/* gemma: ACT2FN gelu_pytorch_tanh, one op (GeluBackward0 keeps its input) */
-			T sl = like(b, m->gemma ? "gelu (tanh)" : "silu", gp);
-			op(b, m->gemma ? AG_OP_GELU_TANH : AG_OP_SILU, gp, NO, NO, sl, NO, NO);
-			int km = s->km = RG(b, gp);
-			if (!km) /* no SiluBackward keeps it: the temporary goes */
-				unref(b, gp);
-			T up = linear(b, x2, PP(M, b, 1, gun, i), &s->up);
-			if (RG(b, up) != km)
-				unsupported(b, "a layer whose MLP input requires no grad with one of gate_proj and up_proj "
-				            "frozen");
-			mu = like(b, "mul (silu(gate) * up)", sl);
-			op(b, AG_OP_MUL, sl, up, NO, mu, NO, NO);
-			s->gate_o = gp, s->silu_o = sl, s->up_o = up;
-			if (!km) {
-				unref(b, sl);
-				unref(b, up);
-				s->gate_o = s->silu_o = s->up_o = NO;
-			}
-		}
-		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
-		T mo = linear(b, mu, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &s->down);
-		s->rmo = RG(b, mo);
-		unref(b, mu);
-		if (phi3 && !s->km) { /* forward returns: `gate` goes, no node keeps the fused product */
-			unref(b, s->gate_o);
-			s->gate_o = NO;
-		}
-		unref(b, x2);
-		b->module = -1;
-		if (m->gemma) { /* post_feedforward_layernorm before the residual add */
-			b->module = modname(b, "model.layers.%d.post_feedforward_layernorm", i);
-			T pn = rmsnorm(b, mo, PF(M, b, "model.layers.%d.post_feedforward_layernorm.weight", i), &s->n4);
-			unref(b, mo);
-			mo = pn;
-			b->module = -1;
-		}
-		hs = phi3 ? phi3_resid_dropout_add(b, h2, mo, &s->drop_mlp) : residual_add(b, h2, mo, 0);
-		/* the layer returns: its `attention_mask` (the sliding window's
-		 * where) and sliding_window_mask go */
-		unref(b, s->swmask);
-		unref(b, s->swtril);
-		(void)f;
-		(void)rep;
-		mark(b, "fwd:layers.%d:end", i);
-		unref(b, hin);
-	}
+	struct llama_args la = { .cm = cm, .cos4 = cos4, .sin4 = sin4, .phi3 = phi3, .g3 = g3, .sdpa = sdpa,
+	                       .scaling = scaling };
+	for (int k = 0; k < 2; k++)
+		la.g3mask[k] = g3mask[k], la.g3cos[k] = g3cos[k], la.g3sin[k] = g3sin[k];
+	struct llama_layers lx = { S, &la };
+	const struct layer_fns lf = { llama_layers_fwd, llama_layers_bwd, &lx };
+	T *saved = b->o->recompute ? zs_calloc(L, sizeof *saved) : NULL;
+	if (saved) /* the decoder layer's call binds the mask and the position embeddings */
+		ckpt_bind(b, M, (const T[]){ cm, cos4, sin4 }, 3);
+	for (uint64_t l = 0; l < L; l++)
+		hs = layer_fwd(b, M, &lf, saved, (int)l, hs);
 	b->module = modname(b, "model.norm");
 	mark(b, "fwd:norm:start");
 	struct rms_saved ns;
@@ -4412,194 +4790,9 @@ static void llama_step(struct bld *b, struct model *M)
 		unref(b, dxn);
 		rmsnorm_bwd(b, dxn3, &ns, nw, &xbuf);
 	}
-	for (int i = (int)L - 1; i >= 0 && xbuf != NO; i--) {
-		struct llama_layer_saved *s = &S[i];
-		mark(b, "bwd:layers.%d:start", i);
-		if (i == (int)L - 1)
-			mark(b, "bwd:norm:end");
-		else
-			mark(b, "bwd:layers.%d:end", i + 1);
-		/* AddBackward (h2 + mlp): to both (those that require grad;
-		 * autocast: the MLP's a bf16 copy, validate_outputs) */
-		T g = xbuf;
-		T hbuf = s->rh2 ? g : NO;
-		if (b->o->amp != AG_F32 && s->rmo) {
-			g = to_dtype(b, g, b->o->amp, "_to_copy (validate_outputs)");
-			if (!s->rh2) /* the residual requires no grad (--freeze): the node's input goes */
-				unref(b, xbuf);
-		}
-		/* the MLP */
-		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
-		T dmu = NO, dx2 = NO;
-		if (s->rmo) {
-			/* phi3's resid_mlp_dropout: its MulBackward0 first (fp32) */
-			if (s->drop_mlp != NO)
-				g = dropout_bwd(b, g, !s->rh2, s->drop_mlp);
-			else if (s->rh2 && b->o->amp == AG_F32)
-				ref(b, g);
-			if (m->gemma) { /* post_feedforward_layernorm's backward first */
-				b->module = modname(b, "model.layers.%d.post_feedforward_layernorm", i);
-				T dmo = NO;
-				rmsnorm_bwd(b, g, &s->n4, PF(M, b, "model.layers.%d.post_feedforward_layernorm.weight", i),
-				            &dmo);
-				b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
-				g = dmo;
-			}
-			linear_bwd(b, g, 1, &s->down, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &dmu);
-		}
-		if (phi3) {
-			b->module = modname(b, "model.layers.%d.mlp.gate_up_proj", i);
-			if (dmu != NO)
-				phi3_mlp_bwd(b, M, i, dmu, &s->gate, s->gate_o, s->silu_o, s->up_o, &dx2);
-		} else {
-			b->module = modname(b, "model.layers.%d.mlp.{gate,up}_proj", i);
-			if (dmu != NO)
-				swiglu_bwd(b, M, i, dmu, s, &dx2);
-		}
-		b->module = modname(b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm"
-		                                : "model.layers.%d.post_attention_layernorm", i);
-		if (dx2 != NO)
-			rmsnorm_bwd(b, dx2, &s->n2, PF(M, b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm.weight"
-			                                                 : "model.layers.%d.post_attention_layernorm.weight", i),
-			            &hbuf);
-		if (hbuf == NO) {
-			xbuf = NO;
-			break;
-		}
-		/* AddBackward (residual + attn): to both; the attention first */
-		g = hbuf;
-		T rbuf = s->rin ? g : NO;
-		if (b->o->amp != AG_F32 && s->rpo) { /* validate_outputs' bf16 copy for o_proj */
-			g = to_dtype(b, g, b->o->amp, "_to_copy (validate_outputs)");
-			if (!s->rin) /* as the MLP's above */
-				unref(b, hbuf);
-		}
-		b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
-		T dac = NO;
-		if (s->rpo) {
-			/* phi3's resid_attn_dropout: its MulBackward0 first (fp32) */
-			if (s->drop_resid != NO)
-				g = dropout_bwd(b, g, !s->rin, s->drop_resid);
-			else if (s->rin && b->o->amp == AG_F32)
-				ref(b, g);
-			if (m->gemma) { /* post_attention_layernorm's backward first */
-				b->module = modname(b, "model.layers.%d.post_attention_layernorm", i);
-				T dpo = NO;
-				rmsnorm_bwd(b, g, &s->n3, PF(M, b, "model.layers.%d.post_attention_layernorm.weight", i), &dpo);
-				b->module = modname(b, "model.layers.%d.self_attn.o_proj", i);
-				g = dpo;
-			}
-			linear_bwd(b, g, 1, &s->o, PF(M, b, "model.layers.%d.self_attn.o_proj.weight", i), &dac);
-		}
-		b->module = modname(b, "model.layers.%d.self_attn.{q,k,v}_proj", i);
-		T dv = NO, kbuf = NO, qbuf = NO, pass[3] = { NO, NO, NO };
-		if (dac == NO) {
-			/* the attention requires no grad */
-		} else if (sdpa && kv != h) {
-			/* the math path's; then the ropes of k and q */
-			T dk4, dq4;
-			sdpa_math_bwd(b, s, dac, B, h, kv, Tn, hd, &dq4, &dk4, &dv);
-			if (phi3) { /* the passes' narrow views hold the cats' grads, as in eager */
-				ref(b, dk4);
-				pass[1] = dk4;
-				ref(b, dq4);
-				pass[2] = dq4;
-			}
-			rope_bwd(b, dk4, &s->rk, &kbuf);
-			rope_bwd(b, dq4, &s->rq, &qbuf);
-		} else if (sdpa) {
-			/* the kernel's backward; the ropes of k and q on its
-			 * [B, T, h, hd]-laid grads (their slice_backward zeros make
-			 * the sums contiguous [B, h, T, hd] again) */
-			T gv[3];
-			sdpa_bwd(b, &s->sd, dac, gv);
-			dv = gv[2];
-			rope_bwd(b, gv[1], &s->rk, &kbuf);
-			rope_bwd(b, gv[0], &s->rq, &qbuf);
-		} else {
-			T dvr;
-			T dam = attn_v_bwd(b, dac, s->attw, s->sm, s->drop_attn, s->vr, B, h, Tn, hd, &dvr);
-			/* AddBackward (+ mask) passes (autocast: cast to the bf16
-			 * scores' dtype, validate_outputs); MulBackward (* scaling) */
-			enum ag_dtype sdt = b->s->tensor[s->ktc].dtype;
-			if (b->s->tensor[dam].dtype != sdt)
-				dam = ac_grad_back_to(b, dam, sdt);
-			if (m->gemma && m->attn_softcap > 0) /* the softcap's nodes (* cap, tanh, / cap) */
-				dam = softcap_bwd(b, dam, m->attn_softcap, &s->cap);
-			T cs_ = cast_scalar_as(b, s->sc_w, sdt);
-			T dsc = TMP("mul (scaling backward)", sdt, B * h, Tn, Tn);
-			op(b, AG_OP_MUL_SCALAR, dam, NO, NO, dsc, NO, NO)->arg[0] = scaling;
-			unref(b, cs_);
-			unref(b, dam);
-			unref(b, s->sc_w);
-			/* BmmBackward (q @ k^T) */
-			T dq, dkt;
-			qk_bwd(b, dsc, s->qe, s->ktc, B * h, Tn, hd, &dq, &dkt);
-			/* autocast: the casts' ToCopyBackward, q's (the later) first */
-			if (s->qf != NO) {
-				if (dq != NO)
-					dq = ac_grad_back(b, dq);
-				if (dkt != NO)
-					dkt = ac_grad_back(b, dkt);
-			}
-			/* v's repeat_kv, then k's, then the ropes of k and q */
-			dv = repeat_kv_bwd(b, dvr, B, kv, Tn, hd, 0);
-			if (dkt != NO) {
-				T dkr = repeat_kv_bwd(b, dkt, B, kv, Tn, hd, 1);
-				if (phi3) { /* k_pass's narrow view of the cat's grad holds it */
-					ref(b, dkr);
-					pass[1] = dkr;
-				}
-				rope_bwd(b, dkr, &s->rk, &kbuf);
-			}
-			T dq4 = reshape(b, dq, 4, SH(B, h, Tn, hd));
-			unref(b, dq);
-			if (phi3) {
-				ref(b, dq4);
-				pass[2] = dq4;
-			}
-			rope_bwd(b, dq4, &s->rq, &qbuf);
-		}
-		if (phi3) {
-			T bufs[3] = { dv, kbuf, qbuf }, xb = NO;
-			if (dac != NO)
-				phi3_states_bwd(b, M, i, bufs, pass, &s->q, &xb);
-			b->module = modname(b, "model.layers.%d.input_layernorm", i);
-			if (xb != NO)
-				rmsnorm_bwd(b, xb, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
-			xbuf = rbuf;
-			continue;
-		}
-		/* each projection's view(B, T, n, hd).transpose(1, 2): the grad
-		 * reshaped back to [B, T, n·hd], a copy; sdpa's dv lies as
-		 * [B, T, n, hd] already: a view */
-		T xbuf1 = NO;
-		T proj[3] = { dv, kbuf, qbuf };
-		struct lin_saved *ls[3] = { &s->v, &s->k, &s->q };
-		int part[3] = { 2, 1, 0 };
-		struct rms_saved *hn[3] = { NULL, &s->kn, &s->qn };
-		/* Gemma3Attention's k_norm and q_norm, made after the three
-		 * projections: their backward before any projection's */
-		for (int j = 1; j < 3 && g3 && dac != NO; j++)
-			if (proj[j] != NO)
-				proj[j] = gemma3_head_norm_bwd(b, M, i, part[j], proj[j], hn[j]);
-		for (int j = 0; j < 3 && dac != NO; j++) {
-			uint64_t n = j == 2 ? h : kv;
-			if (sdpa && kv == h && j == 0) {
-				T c = reshape(b, dv, 3, SH(B, Tn, n * hd));
-				unref(b, dv);
-				linear_bwd(b, c, 1, ls[j], PP(M, b, part[j], "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
-				           &xbuf1);
-				continue;
-			}
-			if (proj[j] != NO) /* k's: NO where k requires no grad */
-				head_states_bwd(b, M, proj[j], i, part[j], n, ls[j], g3 ? NULL : hn[j], &xbuf1);
-		}
-		b->module = modname(b, "model.layers.%d.input_layernorm", i);
-		if (xbuf1 != NO)
-			rmsnorm_bwd(b, xbuf1, &s->n1, PF(M, b, "model.layers.%d.input_layernorm.weight", i), &rbuf);
-		xbuf = rbuf;
-	}
+	for (int i = (int)L - 1; i >= 0 && xbuf != NO; i--)
+		xbuf = layer_bwd(b, M, &lf, saved, i, (int)L, "layers", "norm", xbuf);
+	free(saved);
 	if (xbuf != NO && g3) {
 		/* inputs_embeds is embed_tokens' output: its hooks, then
 		 * Gemma3TextScaledWordEmbedding's MulBackward0 (g · embed_scale) */
@@ -4950,6 +5143,7 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->seed = c->seed;
 	o->amp = c->precision == ZS_AMP_BF16 ? AG_BF16 : c->precision == ZS_AMP_FP16 ? AG_F16 : AG_F32;
 	o->grad_accum = c->grad_accum ? c->grad_accum : 1;
+	o->recompute = c->hf_recompute;
 	o->ddp_no_sync = c->ddp_no_sync;
 	o->freeze = c->freeze[0] ? c->freeze : NULL;
 	o->lora_r = c->lora_r;
@@ -5039,6 +5233,29 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		if (no)
 			return refuse(cause, "--model %s: the PyTorch step of a %s with %s is not described yet", m->name,
 			              m->model_type, no);
+	}
+	/* activation checkpointing: the decoder layers in fp32 on the plain
+	 * loop of 1.13 and 2.6, checked against their allocators
+	 * (tests/hf_torch.sh, make check-torch26); the rest
+	 * by name. Dropout: the rerun must draw the forward's masks
+	 * (preserve_rng_state), which the engine's own draws do not. */
+	if (o->recompute) {
+		if (m->gemma)
+			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing is described for gpt2, "
+			              "llama, mistral, qwen2, qwen3 and phi3 so far, not yet for a %s (give --recompute none)",
+			              m->model_type);
+		const char *no = o->amp != AG_F32                      ? "autocast (give --precision fp32)"
+		                 : o->attn == ZS_ATTN_SDPA && m->kv_heads != m->heads
+		                         ? "--attn sdpa over fewer k/v heads than heads (2.6's math path; give --attn eager)"
+		                 : (o->freeze && *o->freeze) || o->lora_r ? "--freeze or --lora-r"
+		                 : o->grad_accum > 1                     ? "--grad-accum (give 1)"
+		                 : o->zero1_world                        ? "ZeroRedundancyOptimizer (give --schemes dp)"
+		                 : m->embd_pdrop > 0 || m->attn_pdrop > 0 || m->resid_pdrop > 0
+		                         ? "dropout (give a config with dropout 0)"
+		                         : NULL;
+		if (no)
+			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing with %s is not described "
+			              "yet", no);
 	}
 	/* numerics the engine does not run change the ops too (phi3's
 	 * partial_rotary_factor slices the rope's input and cats; rope_scaling
@@ -5225,12 +5442,22 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (M.lossk != NO)
 		unref(b, M.lossk);
 	unref(b, M.logits);
+	/* `del loss`: the graph goes before the loss's storage (TensorImpl's
+	 * release_resources), and with it each checkpoint's ctx */
+	for (size_t i = M.nrng; i-- > 0;) {
+		/* a ctx's attributes in the order set: run_function (the partial)
+		 * before fwd_cpu_state; the bound tuple's items last first */
+		for (size_t k = i == 0 ? M.nbound : 0; k-- > 0;)
+			unref(b, M.bound[k]);
+		unref(b, M.rng[i]);
+	}
 	unref(b, M.loss);
 	mark(b, "phase:between");
 	free(M.pt);
 	free(M.lora);
 	free(M.q4);
 	free(M.cached);
+	free(M.rng);
 	free(M.bias);
 	free(M.masked_bias);
 	free(b->refs);

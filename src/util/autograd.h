@@ -317,6 +317,15 @@ struct ag_options {
 	 * forward), not leaves, so autocast caches none of their casts
 	 * (docs/finetune.md, "Built: autocast under FSDP"). */
 	int amp_param_views;
+	/* --recompute full: Hugging Face's gradient checkpointing
+	 * (model.gradient_checkpointing_enable(): each decoder layer through
+	 * torch.utils.checkpoint with use_reentrant=True; docs/torch_saved.md,
+	 * "Activation checkpointing"): a layer's forward under no_grad keeps
+	 * its input and the RNG state, its backward reruns it with grad first.
+	 * Every family but the gemmas', in fp32 on the plain loop and DDP of
+	 * 1.13 and 2.6 so far (ag_step_build and zs_torch_recompute_set refuse
+	 * the rest by name). */
+	int recompute;
 };
 
 struct ag_step {

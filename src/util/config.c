@@ -119,6 +119,22 @@ int zs_precision_amp_check(const struct zs_config *c, int has_model, char **caus
 	return 0;
 }
 
+int zs_torch_recompute_set(struct zs_config *c, const char *recompute, char **cause)
+{
+	c->hf_recompute = 0;
+	if (strcmp(recompute, "none") == 0)
+		return 0;
+	if (strcmp(recompute, "full") != 0)
+		return zs_fail(cause, "--recompute %s: the PyTorch step has no such checkpointing (Hugging Face's "
+		               "gradient checkpointing reruns whole decoder layers: --recompute full); give none or full",
+		               recompute);
+	if (c->wrapper == ZS_WRAPPER_FSDP)
+		return zs_fail(cause, "--recompute full: Hugging Face's gradient checkpointing under --wrapper fsdp is not "
+		               "described yet (give --wrapper none or ddp)");
+	c->hf_recompute = 1;
+	return 0;
+}
+
 int zs_optimizer_parse(const char *s, enum zs_optimizer *out)
 {
 	if (strcmp(s, "adam") != 0 && strcmp(s, "sgd") != 0)

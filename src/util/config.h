@@ -163,6 +163,10 @@ struct zs_config {
 	/* --quant-base nf4 (1; 0: none) and --double-quant on (1; bnb's
 	 * BitsAndBytesConfig default off): only with --lora-r */
 	int quant_nf4, double_quant;
+	/* --recompute full under the PyTorch step (util/autograd.h,
+	 * ag_options.recompute): set by measure and theory from their
+	 * --recompute, no key of its own */
+	int hf_recompute;
 	zs_keys given;                  /* keys set by a spec or an option: ZS_KEY_BIT(key) */
 	/* measure --model: a transformer instead of the MLP of widths
 	 * (engine/tfm.h), or NULL. Not owned. */
@@ -303,6 +307,11 @@ int zs_precision_parse(const char *s, enum zs_precision *out);
  * --wrapper none or ddp, with a model): 0, or -1 with *cause (bad usage)
  * for any other run; `has_model` says whether a transformer is given. */
 int zs_precision_amp_check(const struct zs_config *c, int has_model, char **cause);
+/* --recompute (its name: none, selective, full) of the PyTorch step: full
+ * is Hugging Face's gradient checkpointing (c->hf_recompute), on the plain
+ * loop and DDP so far; selective has no equivalent there. 0, or -1 with *cause
+ * (bad usage). */
+int zs_torch_recompute_set(struct zs_config *c, const char *recompute, char **cause);
 int zs_optimizer_parse(const char *s, enum zs_optimizer *out);
 
 /* Parse a byte size with a unit: "80GB" (1e9), "80GiB" (2^30), "512MB",
