@@ -1657,9 +1657,13 @@ def fsdp_wrap(a, model):
     receives into a buffer made before the profiled session). FULL_SHARD,
     transformer_auto_wrap_policy on the block class (GPT2Block,
     LlamaDecoderLayer): one unit per block, the root holding the rest;
-    use_orig_params False, every other argument its default (backward
-    prefetch BACKWARD_PRE). Made inside the profiled session after the
-    model, before the optimizer, as a training script makes it."""
+    backward_prefetch None (1.13's default, fully_sharded_data_parallel.py
+    980; 2.6's is BACKWARD_PRE, 420, which zerosim does not model yet: given
+    here), every other argument its default (use_orig_params False,
+    limit_all_gathers, forward_prefetch False). Under 2.x device_id is the
+    CPU (the device handle torch.cpu: its streams and events no-ops).
+    Made inside the profiled session after the model, before the
+    optimizer, as a training script makes it."""
     import fsdp_torch  # noqa: F401  (its shims, applied on import)
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
     from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
@@ -1667,7 +1671,9 @@ def fsdp_wrap(a, model):
     blocks = {type(model.h[0]) if hasattr(model, "h") else type(model.layers[0])}
     policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls=blocks)
     mark("fsdp:construct")
-    m = FSDP(model, sharding_strategy=ShardingStrategy.FULL_SHARD, auto_wrap_policy=policy)
+    kw = dict(device_id=torch.device("cpu")) if TV >= (2, 0) else {}
+    m = FSDP(model, sharding_strategy=ShardingStrategy.FULL_SHARD, auto_wrap_policy=policy, backward_prefetch=None,
+             **kw)
     m.units = model.units
     mark("fsdp:constructed")
     return m

@@ -159,15 +159,24 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 		u->done = 1;
 		return;
 	}
-	uint32_t pad = agp_storage(p, "constant_pad_nd (F.pad: the padded flat gradient)", AG_F32, u->padded, 0,
-	                           ZS_CAT_BUCKETS);
-	agp_alloc(p, pad, ph);
-	agp_op(p, ph, AG_OP_FILL, NO, pad)->arg[0] = 0;
-	agp_op(p, ph, AG_OP_COPY, acc, view_shaped(p, pad, acc, 0));
-	uint32_t out = agp_storage(p, "zeros_like (the reduce-scatter's output shard)", AG_F32, u->shard, 0,
-	                           ZS_CAT_BUCKETS);
+	/* 1.13 pads always, into a new tensor; 2.x only where the unit's
+	 * elements fall short of N shards, and its output is empty_like,
+	 * not zeros_like (_runtime_utils.py _get_reduce_scatter_tensors) */
+	const int v113 = o->version == ZS_TORCH_1_13;
+	uint32_t pad = acc;
+	if (v113 || u->padded > u->numel) {
+		pad = agp_storage(p, "constant_pad_nd (F.pad: the padded flat gradient)", AG_F32, u->padded, 0,
+		                  ZS_CAT_BUCKETS);
+		agp_alloc(p, pad, ph);
+		agp_op(p, ph, AG_OP_FILL, NO, pad)->arg[0] = 0;
+		agp_op(p, ph, AG_OP_COPY, acc, view_shaped(p, pad, acc, 0));
+	}
+	uint32_t out = agp_storage(p, v113 ? "zeros_like (the reduce-scatter's output shard)"
+	                                   : "empty_like (the reduce-scatter's output shard)",
+	                           AG_F32, u->shard, 0, ZS_CAT_BUCKETS);
 	agp_alloc(p, out, ph);
-	agp_op(p, ph, AG_OP_FILL, NO, out)->arg[0] = 0;
+	if (v113)
+		agp_op(p, ph, AG_OP_FILL, NO, out)->arg[0] = 0;
 	if (pre > 1)
 		scalar_inplace(p, AG_OP_DIV_SCALAR_, pad, pre, ph);
 	agp_op(p, ph, AG_OP_REDUCE_SCATTER_SUM, pad, out);
@@ -184,7 +193,8 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 		g->role = AG_ROLE_GRAD;
 		g->cat = ZS_CAT_GRAD32;
 	}
-	agp_free(p, pad, ph);
+	if (pad != acc)
+		agp_free(p, pad, ph);
 	if (u->grad != out)
 		agp_free(p, out, ph);
 	if (acc != cat) /* the hook's locals let the accumulated .grad go, then the engine the cat */
