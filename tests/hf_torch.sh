@@ -329,10 +329,10 @@ fi
 # qwen3 and phi3 under bf16 autocast, DDP N = 2
 # (USE_LIBUV=0: 2.6's gloo rendezvous), FSDP FULL_SHARD (FSDP1,
 # backward_prefetch None: hf_torch.py's fsdp_wrap with device_id the CPU,
-# tests/fsdp_torch.py's exchanges) at N = 2 (gpt2 and llama, set_to_none
-# and zeros, llama with foreach Adam and under bf16 autocast, gemma2) and
-# N = 3 (gpt2, every unit padded), and at N = 2 the measure's final
-# weights DDP's to the bit, ZeroRedundancyOptimizer over DDP
+# tests/fsdp_torch.py's exchanges) at N = 2 (gpt2 set_to_none, llama
+# zeros with foreach Adam, gemma2 zeros; autocast: tests/ft_fsdp.sh
+# torch26) and N = 3 (gpt2, every unit padded), and at N = 2 the
+# measure's final weights DDP's to the bit, ZeroRedundancyOptimizer over DDP
 # at N = 2 and 3 (its every rank). PyTorch
 # runs in the root (hf_torch.py alone: zerosim is this machine's binary),
 # zerosim's theory and measure here; equal to the byte or this fails.
@@ -344,7 +344,7 @@ if [ "${1:-}" = torch26 ]; then
 		exit 77
 	fi
 	in=/tmp/zs-hf26.$$
-	mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$tmp"/tiny-*.json "$root$in/" || exit 99
+	mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$src/tests/fsdp_torch.py" "$tmp"/tiny-*.json "$root$in/" || exit 99
 	trap 'rm -rf "$tmp" "${root:?}$in"' EXIT HUP INT TERM
 	status=0
 	for case in \
@@ -392,12 +392,9 @@ if [ "${1:-}" = torch26 ]; then
 		"gemma3_text-sdpa-zeros-foreach|tiny-gemma3_text-w48|--zero-grad zeros --optimizer-impl foreach --attn sdpa|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa" \
 		"gemma3_text-mha-sdpa|tiny-gemma3_text-mha-w48|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
 		"fsdp2-gpt2|tiny-gpt2|--zero-grad none --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad none" \
-		"fsdp2-gpt2-zeros|tiny-gpt2|--zero-grad zeros --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad zeros" \
-		"fsdp2-llama|tiny-llama|--zero-grad none --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad none" \
 		"fsdp2-llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros" \
 		"fsdp3-gpt2|tiny-gpt2|--zero-grad none --fsdp 3|--wrapper fsdp --optimizer-impl single --zero-grad none" \
-		"fsdp2-gemma2-zeros|tiny-gemma2|--zero-grad zeros --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad zeros" \
-		"fsdp2-llama-amp-bf16|tiny-llama|--zero-grad none --amp bf16 --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad none --precision amp-bf16"
+		"fsdp2-gemma2-zeros|tiny-gemma2|--zero-grad zeros --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad zeros"
 	do
 		label=${case%%|*} rest=${case#*|}
 		cfg=${rest%%|*} rest=${rest#*|}

@@ -28,6 +28,13 @@
  *                      output.div_(postdivide) after, each only when > 1)
  * and checked against 1.13's allocator by tests/hf_torch.sh
  * (hf_torch.py --fsdp 2: the profiler's trace of each allocation).
+ * PyTorch 2.6's FSDP1 (Debian 13's python3-torch, the same folder) is
+ * this list but for the reduce-scatter's input, padded into a new tensor
+ * only where N shards exceed the unit's elements, and its empty_like
+ * output (_runtime_utils.py _get_reduce_scatter_tensors, 880-892); its
+ * record_function allocates nothing on the CPU (util/ag_pass.c); checked
+ * by tests/hf_torch.sh torch26 and tests/ft_fsdp.sh torch26
+ * (docs/schedule.md, "Under PyTorch 2.6": every difference, cited).
  */
 #include "util/ag_fsdp.h"
 
