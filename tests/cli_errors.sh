@@ -856,13 +856,15 @@ for cmd in measure theory; do
 	try 2 "--wrapper fsdp shards over N ranks: every --world must be at least 2 (it lists 1)" \
 		$cmd --framework torch $fsdp --world 1,2 --schemes zero3 --torch-version 1.13 --out "$keep"
 	# 2.6's FSDP of frozen parameters (its reshard-only hook) is not
-	# described; nor is its default backward_prefetch, BACKWARD_PRE
+	# described; BACKWARD_PRE is 2.6's alone, and not across micro-steps
 	try 2 "--freeze with --wrapper fsdp: PyTorch 2.6's FSDP of frozen parameters is not described yet (give --torch-version 1.13)" \
 		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 2.6 --freeze blocks:0-0 --out "$keep"
 	try 2 "--lora-r with --wrapper fsdp: PyTorch 2.6's FSDP of frozen parameters is not described yet (give --torch-version 1.13)" \
 		$cmd --framework torch $fsdp --world 2 --schemes zero3 --lora-r 4 --out "$keep"
-	try 2 "--prefetch backward-pre: --wrapper fsdp models backward_prefetch None only so far (1.13's default; 2.6 defaults to BACKWARD_PRE, not described yet)" \
-		$cmd --framework torch $fsdp --world 2 --schemes zero3 --prefetch backward-pre --out "$keep"
+	try 2 "--prefetch backward-pre: --wrapper fsdp under PyTorch 1.13 models backward_prefetch None only so far (its default; give --torch-version 2.6)" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --prefetch backward-pre --out "$keep"
+	try 2 "--prefetch backward-pre with --grad-accum 2: --wrapper fsdp's prefetch across micro-steps is not described yet (give --prefetch none)" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero3 --prefetch backward-pre --grad-accum 2 --out "$keep"
 	try 2 "--wrapper fsdp needs a transformer (--model)" \
 		$cmd --framework torch --wrapper fsdp --schemes zero3 --torch-version 1.13 --world 2 --out "$keep"
 	# torch's dp and zero1 are DDP's, zero3 FSDP's: refused across, by name.

@@ -331,7 +331,8 @@ fi
 # backward_prefetch None: hf_torch.py's fsdp_wrap with device_id the CPU,
 # tests/fsdp_torch.py's exchanges) at N = 2 (gpt2 set_to_none, llama
 # zeros with foreach Adam, gemma2 zeros; autocast: tests/ft_fsdp.sh
-# torch26) and N = 3 (gpt2, every unit padded), and at N = 2 the
+# torch26) and N = 3 (gpt2, every unit padded, with 2.6's default
+# backward_prefetch BACKWARD_PRE: --prefetch backward-pre), and at N = 2 the
 # measure's final weights DDP's to the bit, ZeroRedundancyOptimizer over DDP
 # at N = 2 and 3 (its every rank). PyTorch
 # runs in the root (hf_torch.py alone: zerosim is this machine's binary),
@@ -393,7 +394,7 @@ if [ "${1:-}" = torch26 ]; then
 		"gemma3_text-mha-sdpa|tiny-gemma3_text-mha-w48|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
 		"fsdp2-gpt2|tiny-gpt2|--zero-grad none --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad none" \
 		"fsdp2-llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros" \
-		"fsdp3-gpt2|tiny-gpt2|--zero-grad none --fsdp 3|--wrapper fsdp --optimizer-impl single --zero-grad none" \
+		"fsdp3-gpt2-backward-pre|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre" \
 		"fsdp2-gemma2-zeros|tiny-gemma2|--zero-grad zeros --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad zeros"
 	do
 		label=${case%%|*} rest=${case#*|}

@@ -122,6 +122,18 @@ static void unshard(struct ag_pass *p, const struct ag_options *o, struct unit *
 	u->live = 1;
 }
 
+/* BACKWARD_PRE's prefetch (2.6): a pre-backward hook, after its own
+ * unshard, gathers the unit whose forward ended before its own
+ * (_prefetch_handle over the post-forward order, _runtime_utils.py
+ * 680-683, 1198-1225; _exec_order_utils.py 89-107,
+ * get_handle_to_backward_prefetch): the root's the last block, a block's
+ * the block before, block 0's none (the root is gathered). */
+static void prefetch(struct ag_pass *p, const struct ag_options *o, struct unit *u)
+{
+	if (!u->live)
+		unshard(p, o, u, ZS_PH_BACKWARD);
+}
+
 /* The unit's reshard: its gathered flat parameter freed. */
 static void reshard(struct ag_pass *p, struct unit *u, enum zs_phase ph)
 {
@@ -737,7 +749,11 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 				root_prebwd = 1;
 			} else if ((v = block_mark(e, u, nu, "bwd", "start")) != NULL) {
 				agp_copy(p_, e);
-				unshard(p_, o, v, ZS_PH_BACKWARD); /* _pre_backward_hook */
+				/* _pre_backward_hook: its unshard, unless prefetched */
+				if (!v->live)
+					unshard(p_, o, v, ZS_PH_BACKWARD);
+				if (o->fsdp_prefetch && v->block > 0)
+					prefetch(p_, o, &u[v->block - 1]);
 				nmarks[1]++;
 			} else if (is_label(e, "phase:optimizer")) {
 				for (size_t k = 0; k < nu && rc == 0; k++)
@@ -780,6 +796,8 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 					/* the root's _pre_backward_hook on the loss's
 					 * gradient: the root is still unsharded */
 					agp_record_function(p_, o, ZS_PH_BACKWARD);
+					if (o->fsdp_prefetch && iroot > 0)
+						prefetch(p_, o, &u[iroot - 1]);
 					root_prebwd = 0;
 				}
 			}

@@ -4951,6 +4951,7 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->amp = c->precision == ZS_AMP_BF16 ? AG_BF16 : c->precision == ZS_AMP_FP16 ? AG_F16 : AG_F32;
 	o->grad_accum = c->grad_accum ? c->grad_accum : 1;
 	o->ddp_no_sync = c->ddp_no_sync;
+	o->fsdp_prefetch = c->prefetch == ZS_PREFETCH_BACKWARD_PRE;
 	o->freeze = c->freeze[0] ? c->freeze : NULL;
 	o->lora_r = c->lora_r;
 	o->lora_alpha = c->lora_alpha;

@@ -893,12 +893,15 @@ static int check_fsdp(const struct zs_config *c, char **cause)
 		if (c->world[w] < 2)
 			return zs_fail(cause, "--wrapper fsdp shards over N ranks: every --world must be at least 2 (it lists "
 			               "%u)", c->world[w]);
-	/* backward_prefetch None: 1.13's default; 2.6's is BACKWARD_PRE
-	 * (fully_sharded_data_parallel.py 420), not described yet, so 2.6's
-	 * figures are those of backward_prefetch=None, which the text says */
-	if (c->prefetch != ZS_PREFETCH_NONE)
-		return zs_fail(cause, "--prefetch %s: --wrapper fsdp models backward_prefetch None only so far (1.13's "
-		               "default; 2.6 defaults to BACKWARD_PRE, not described yet)", zs_prefetch_name(c->prefetch));
+	/* backward_prefetch: --prefetch's default none (1.13's default;
+	 * 2.6's is BACKWARD_PRE, fully_sharded_data_parallel.py 420, which
+	 * --prefetch backward-pre gives; the text says which) */
+	if (c->prefetch != ZS_PREFETCH_NONE && c->torch_version == ZS_TORCH_1_13)
+		return zs_fail(cause, "--prefetch %s: --wrapper fsdp under PyTorch 1.13 models backward_prefetch None only "
+		               "so far (its default; give --torch-version 2.6)", zs_prefetch_name(c->prefetch));
+	if (c->prefetch != ZS_PREFETCH_NONE && c->grad_accum > 1)
+		return zs_fail(cause, "--prefetch %s with --grad-accum %u: --wrapper fsdp's prefetch across micro-steps is "
+		               "not described yet (give --prefetch none)", zs_prefetch_name(c->prefetch), c->grad_accum);
 	/* 2.6 frees a frozen unit's gathered copy when its inputs' gradients
 	 * are in (_register_post_backward_reshard_only_hook, _runtime_utils.py
 	 * 1462-1500), not at backward's end as 1.13's _catch_all_reshard */
