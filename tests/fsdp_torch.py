@@ -79,29 +79,50 @@ class _Event:
         return True
 
 
-torch.cuda.is_available = lambda: True
-torch.cuda.current_device = lambda: 0
-torch.cuda.device_count = lambda: 1
-torch.cuda.Stream = _Stream
-torch.cuda.Event = lambda *a, **k: _Event()
-torch.cuda.current_stream = lambda *a, **k: _Stream()
-torch.cuda.stream = lambda *a, **k: contextlib.nullcontext()
-torch.cuda.synchronize = lambda *a, **k: None
-torch.Tensor.record_stream = lambda self, s: None
+TV = tuple(int(x) for x in torch.__version__.split("+")[0].split("a")[0].split(".")[:2])
+if TV < (2, 0):
+    # 1.13's FSDP runs on CUDA only: its stream and event calls no-ops,
+    # its compute device the CPU
+    torch.cuda.is_available = lambda: True
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.device_count = lambda: 1
+    torch.cuda.Stream = _Stream
+    torch.cuda.Event = lambda *a, **k: _Event()
+    torch.cuda.current_stream = lambda *a, **k: _Stream()
+    torch.cuda.stream = lambda *a, **k: contextlib.nullcontext()
+    torch.cuda.synchronize = lambda *a, **k: None
+    torch.Tensor.record_stream = lambda self, s: None
+    import torch.distributed.fsdp.fully_sharded_data_parallel as fsdp_mod  # noqa: E402
+    from torch.distributed.fsdp.flat_param import FlatParamHandle  # noqa: E402
+    fsdp_mod.FullyShardedDataParallel._get_compute_device = lambda self, *a, **k: torch.device("cpu")
+    POST_BACKWARD = (fsdp_mod.FullyShardedDataParallel, "_post_backward_hook")
+else:
+    # 2.x's FSDP (FSDP1) takes device_id=torch.device("cpu") (the caller
+    # gives it): its device handle is then torch.cpu
+    # (_common_utils.py _FSDPDeviceHandle over torch.cpu, whose Stream,
+    # Event and stream() are no-ops, torch/cpu/__init__.py), and
+    # _no_dispatch_record_stream skips a CPU tensor (_common_utils.py
+    # 537-545): no shim of streams needed
+    import torch.distributed.fsdp._runtime_utils as fsdp_mod  # noqa: E402
+    from torch.distributed.fsdp._flat_param import FlatParamHandle  # noqa: E402
+    POST_BACKWARD = (fsdp_mod, "_post_backward_hook")
 
-import torch.distributed.fsdp.fully_sharded_data_parallel as fsdp_mod  # noqa: E402
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP  # noqa: E402
 from torch.distributed.fsdp import MixedPrecision, ShardingStrategy  # noqa: E402
-from torch.distributed.fsdp.flat_param import FlatParamHandle  # noqa: E402
-
-fsdp_mod.FullyShardedDataParallel._get_compute_device = lambda self, *a, **k: torch.device("cpu")
 
 RECV = {}  # dtype -> the reduce-scatter's receive buffer, made before any step
 
 
 def all_gather_base(out, inp, group=None, async_op=False):
+    all_gather(out.chunk(dist.get_world_size(group)), inp, group)
+
+
+def all_gather(chunks, inp, group=None, async_op=False):
+    """dist.all_gather into a list, which 2.x's FSDP calls on the CPU with
+    the chunks of its padded unsharded flat parameter (_flat_param.py
+    1439-1447: "HACK this should be handled by C10D"; gloo's would flatten
+    them into a buffer of its own): the same exchange as above."""
     w, r = dist.get_world_size(group), dist.get_rank(group)
-    chunks = out.chunk(w)
     chunks[r].copy_(inp)
     sends = [dist.isend(inp, q, group) for q in range(w) if q != r]
     for q in range(w):
@@ -134,8 +155,12 @@ def all_reduce(t, *a, **k):
     return _all_reduce(t, *a, **k)
 
 
-dist._all_gather_base = all_gather_base
-dist._reduce_scatter_base = reduce_scatter_base
+# (2.x calls them all_gather_into_tensor and reduce_scatter_tensor,
+# _flat_param.py 1449 and _runtime_utils.py 848; gloo's own would make
+# buffers of their own)
+dist._all_gather_base = dist.all_gather_into_tensor = all_gather_base
+dist._reduce_scatter_base = dist.reduce_scatter_tensor = reduce_scatter_base
+dist.all_gather = all_gather
 dist.all_reduce = all_reduce
 
 EVENTS = []
@@ -155,7 +180,7 @@ def recorded(fn, tag):
     return run
 
 
-fsdp_mod.FullyShardedDataParallel._post_backward_hook = recorded(fsdp_mod.FullyShardedDataParallel._post_backward_hook, "b")
+setattr(*POST_BACKWARD, recorded(getattr(*POST_BACKWARD), "b"))
 FlatParamHandle.pre_unshard = recorded(FlatParamHandle.pre_unshard, "b")
 FlatParamHandle.unshard = recorded(FlatParamHandle.unshard, "g")
 

@@ -26,6 +26,14 @@
 #     each step's loss (the mean over the two ranks of the mean of their
 #     K micro-steps', as measure's `losses`) within 1e-5 relative.
 #
+#
+# `tests/ft_fsdp.sh torch26` (make check-torch26): the byte and collective
+# checks above against PyTorch 2.6's FSDP (FSDP1, backward_prefetch None)
+# in its Debian 13 root (tests/torch26_root.sh, ft_lib.sh's mode): the gpt2
+# K = 2 pair with and without no_sync() and llama's autocast, not the
+# losses (zerosim's own arithmetic, 1.13's run checks it).
+# Without a root: skip (77), a failure under ZS_REQUIRE_TORCH26=1.
+#
 # PyTorch is looked for by tests/torch_python.sh; without it: skip (77).
 # Exit 0 pass, 1 a difference, 99 hard error.
 set -u
@@ -36,6 +44,23 @@ name=ft_fsdp
 export PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1
 
 ft_configs 256 160 tiny-
+
+version=1.13
+ref() { # ARGS...: tests/ft_torch.py ARGS under PyTorch 1.13 here
+	timeout 300 "$py" "$src/tests/ft_torch.py" "$@"
+}
+if [ "$mode" = torch26 ]; then
+	version=2.6
+	mkdir -p "$root$in" && cp "$src/tests/ft_torch.py" "$src/tests/hf_torch.py" "$src/tests/fsdp_torch.py" \
+		"$tmp"/tiny-*.json "$root$in/" || exit 99
+	ref() { # ARGS... (--model $tmp/X, --out $tmp/Y last): ft_torch.py in the root, its JSON copied back
+		args=$(echo "$*" | sed "s|$tmp/|$in/|g")
+		eval "out=\${$#}"
+		timeout 300 unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 \
+PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py $args" &&
+			cp "$root$in/$(basename "$out")" "$out"
+	}
+fi
 
 # coll.py REF THEORY MEASURE LABEL NO_SYNC: beside tests/ft_cmp.py's
 # bytes (and its --comm, the theory's comm against measure's), the
@@ -61,7 +86,7 @@ sys.exit(1 if bad else 0)
 EOF
 
 z="--seq 32 --batch 2 --schemes zero3 --steps 3 --framework torch --wrapper fsdp
---torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single"
+--torch-version $version --torch-device cpu --attn eager --optimizer-impl single"
 
 # case LABEL MODEL K ZERO_GRAD NO_SYNC(on|off) [WORLD, 2 when absent [PRECISION, fp32 when absent]]
 # (amp-bf16: ft_torch.py --amp bf16, each micro-step's forward in torch.autocast)
@@ -71,7 +96,7 @@ case_() {
 	[ "$prec" = amp-bf16 ] && amp="--amp bf16"
 	# gloo waits 30 minutes for a peer by default: a hang ends in 5
 	# shellcheck disable=SC2086
-	if ! timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/tiny-$m.json" --grad-accum "$K" --zero-grad "$zg" \
+	if ! ref --model "$tmp/tiny-$m.json" --grad-accum "$K" --zero-grad "$zg" \
 		--world "$world" --fsdp --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)" $amp --out "$tmp/$label.json" \
 		>"$tmp/err" 2>&1; then
 		echo "ft_fsdp: FAIL: tests/ft_torch.py --fsdp, $label:" >&2
@@ -91,18 +116,22 @@ case_() {
 	"$py" "$tmp/coll.py" "$@" "$ns" || status=1
 }
 
+# (under torch26 the gpt2 pair and llama's autocast alone: check-torch26's
+# time; the others ran by hand, docs/finetune.md)
 case_ fsdp2-gpt2-k2-zeros-nosync gpt2 2 zeros on
 case_ fsdp2-gpt2-k2-zeros-sync gpt2 2 zeros off
-case_ fsdp2-llama-k3-none-nosync llama 3 none on
-# N = 3, K = 3 (the review's run): three shards, two micro-steps in no_sync()
-case_ fsdp3-gpt2-k3-zeros-nosync gpt2 3 zeros on 3
+if [ "$mode" != torch26 ]; then
+	case_ fsdp2-llama-k3-none-nosync llama 3 none on
+	# N = 3, K = 3 (the review's run): three shards, two micro-steps in no_sync()
+	case_ fsdp3-gpt2-k3-zeros-nosync gpt2 3 zeros on 3
+fi
 # autocast around the forward (no FSDP MixedPrecision): each unit's
 # parameters are views of its gathered flat parameter, no leaves, so
 # autocast caches none of their bf16 casts (a copy at every use; a bias's
 # goes after its addmm); under set_to_none the first micro-step's weight
 # gradient is ToCopyBackward's fp32 copy, held until the unit's cat
 case_ fsdp2-amp-llama-k2-none-sync llama 2 none off 2 amp-bf16
-case_ fsdp3-amp-gpt2-k2-zeros-nosync gpt2 2 zeros on 3 amp-bf16
+[ "$mode" = torch26 ] || case_ fsdp3-amp-gpt2-k2-zeros-nosync gpt2 2 zeros on 3 amp-bf16
 
 # no_sync() against without: the same all-gathers, K - 1 fewer reduce-scatters
 # a unit, the comm less by as many (zerosim's theory: K - 1 of its K)
@@ -129,6 +158,7 @@ sys.exit(1 if bad else 0)
 EOF
 
 # The losses: zerosim's run as a case, trained by PyTorch under FSDP
+[ "$mode" = torch26 ] && exit $status
 ft_losses "$tmp/loss" "gpt2 FSDP N=2 K=2 no_sync" \
 	"--model $tmp/tiny-gpt2.json $z --precision fp32 --world 2 --zero-grad zeros --grad-accum 2 --fsdp-no-sync on" \
 	"--model $tmp/tiny-gpt2.json --grad-accum 2 --zero-grad zeros --world 2 --fsdp"

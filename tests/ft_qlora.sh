@@ -91,7 +91,7 @@ refuse "--double-quant yes" "not one of on, off" --lora-r 4 --quant-base nf4 --d
 refuse "--torch-version 1.13" "bitsandbytes 0.47.0 needs torch >= 2.2" --lora-r 4 --quant-base nf4 \
 	--torch-version 1.13
 # (LoRA runs under FSDP 1.13 alone, bitsandbytes needs 2.2: tests/ft_fsdp_lora.sh)
-refuse "--wrapper fsdp" "--wrapper fsdp is PyTorch 1.13's FSDP only so far" --lora-r 4 --quant-base nf4 \
+refuse "--wrapper fsdp" "PyTorch 2.6's FSDP of frozen parameters is not described yet" --lora-r 4 --quant-base nf4 \
 	--wrapper fsdp --world 2 --schemes zero3
 # measure --write-case: a case has no key for the 4-bit base (refused,
 # not written without it): one line, exit 2, neither the case nor --out

@@ -388,7 +388,11 @@ def run(a, rank=0, world=1):
             # every all-gather and reduce-scatter FSDP issues (its shims,
             # looked up in dist at each call), with the marks made before
             # it, as hf_torch.ddp_group records DDP's all-reduces
-            for kind, name in (("all_gather", "_all_gather_base"), ("reduce_scatter", "_reduce_scatter_base")):
+            # (2.x's on the CPU: all_gather into the chunks and
+            # reduce_scatter_tensor, fsdp_torch.py's shims too)
+            names = (("all_gather", "_all_gather_base"), ("reduce_scatter", "_reduce_scatter_base")) \
+                if H.TV < (2, 0) else (("all_gather", "all_gather"), ("reduce_scatter", "reduce_scatter_tensor"))
+            for kind, name in names:
                 def counted(*x, _f=getattr(dist, name), _k=kind, **kw):
                     H.COLLECTIVES.append((_k, len(H.MARKS)))
                     return _f(*x, **kw)

@@ -1694,9 +1694,13 @@ def fsdp_wrap(a, model):
     receives into a buffer made before the profiled session). FULL_SHARD,
     transformer_auto_wrap_policy on the block class (GPT2Block,
     LlamaDecoderLayer): one unit per block, the root holding the rest;
-    use_orig_params False, every other argument its default (backward
-    prefetch BACKWARD_PRE). Made inside the profiled session after the
-    model, before the optimizer, as a training script makes it."""
+    backward_prefetch None (1.13's default, fully_sharded_data_parallel.py
+    980; given here) or, --fsdp-prefetch backward-pre, BACKWARD_PRE (2.6's
+    default, 420), every other argument its default (use_orig_params False,
+    limit_all_gathers, forward_prefetch False). Under 2.x device_id is the
+    CPU (the device handle torch.cpu: its streams and events no-ops).
+    Made inside the profiled session after the model, before the
+    optimizer, as a training script makes it."""
     import fsdp_torch  # noqa: F401  (its shims, applied on import)
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
     from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
@@ -1704,7 +1708,11 @@ def fsdp_wrap(a, model):
     blocks = {type(model.h[0]) if hasattr(model, "h") else type(model.layers[0])}
     policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls=blocks)
     mark("fsdp:construct")
-    m = FSDP(model, sharding_strategy=ShardingStrategy.FULL_SHARD, auto_wrap_policy=policy)
+    from torch.distributed.fsdp import BackwardPrefetch
+    kw = dict(device_id=torch.device("cpu")) if TV >= (2, 0) else {}
+    prefetch = BackwardPrefetch.BACKWARD_PRE if getattr(a, "fsdp_prefetch", "none") == "backward-pre" else None
+    m = FSDP(model, sharding_strategy=ShardingStrategy.FULL_SHARD, auto_wrap_policy=policy, backward_prefetch=prefetch,
+             **kw)
     m.units = model.units
     mark("fsdp:constructed")
     return m
@@ -1958,6 +1966,8 @@ def main():
     ap.add_argument("--zero1", action="store_true",
                     help="with --ddp N: the optimizer is ZeroRedundancyOptimizer(optimizer_class=Adam) over the "
                          "DDP model (torch's zero1); every rank's figures in \"ranks\"")
+    ap.add_argument("--fsdp-prefetch", choices=("none", "backward-pre"), default="none",
+                    help="--fsdp's backward_prefetch: None (1.13's default) or BACKWARD_PRE (2.6's)")
     ap.add_argument("--fsdp", type=int, default=0, metavar="N",
                     help="N >= 2: the model in FullyShardedDataParallel FULL_SHARD, a unit per block and the "
                          "root, over gloo, N processes on the CPU (each its own batch), rank 0's allocator recorded")

@@ -329,7 +329,13 @@ fi
 # sequence: the math path, set_to_none and zeros with foreach, and the
 # flash kernel), gpt2, llama, qwen2,
 # qwen3 and phi3 under bf16 autocast, DDP N = 2
-# (USE_LIBUV=0: 2.6's gloo rendezvous), ZeroRedundancyOptimizer over DDP
+# (USE_LIBUV=0: 2.6's gloo rendezvous), FSDP FULL_SHARD (FSDP1,
+# backward_prefetch None: hf_torch.py's fsdp_wrap with device_id the CPU,
+# tests/fsdp_torch.py's exchanges) at N = 2 (gpt2 set_to_none, llama
+# zeros with foreach Adam, gemma2 zeros; autocast: tests/ft_fsdp.sh
+# torch26) and N = 3 (gpt2, every unit padded, with 2.6's default
+# backward_prefetch BACKWARD_PRE: --prefetch backward-pre), and at N = 2 the
+# measure's final weights DDP's to the bit, ZeroRedundancyOptimizer over DDP
 # at N = 2 and 3 (its every rank). PyTorch
 # runs in the root (hf_torch.py alone: zerosim is this machine's binary),
 # zerosim's theory and measure here; equal to the byte or this fails.
@@ -341,7 +347,7 @@ if [ "${1:-}" = torch26 ]; then
 		exit 77
 	fi
 	in=/tmp/zs-hf26.$$
-	mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$tmp"/tiny-*.json "$root$in/" || exit 99
+	mkdir -p "$root$in" && cp "$src/tests/hf_torch.py" "$src/tests/fsdp_torch.py" "$tmp"/tiny-*.json "$root$in/" || exit 99
 	trap 'rm -rf "$tmp" "${root:?}$in"' EXIT HUP INT TERM
 	status=0
 	for case in \
@@ -392,24 +398,42 @@ if [ "${1:-}" = torch26 ]; then
 		"ddp2-gemma3_text|tiny-gemma3_text|--zero-grad none --ddp 2|--wrapper ddp --optimizer-impl single --zero-grad none" \
 		"gemma3_text-sdpa|tiny-gemma3_text-w48|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
 		"gemma3_text-sdpa-zeros-foreach|tiny-gemma3_text-w48|--zero-grad zeros --optimizer-impl foreach --attn sdpa|--wrapper none --optimizer-impl foreach --zero-grad zeros --attn sdpa" \
-		"gemma3_text-mha-sdpa|tiny-gemma3_text-mha-w48|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa"
+		"gemma3_text-mha-sdpa|tiny-gemma3_text-mha-w48|--zero-grad none --attn sdpa|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa" \
+		"fsdp2-gpt2|tiny-gpt2|--zero-grad none --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad none" \
+		"fsdp2-llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros" \
+		"fsdp3-gpt2-backward-pre|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre" \
+		"fsdp2-gemma2-zeros|tiny-gemma2|--zero-grad zeros --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad zeros"
 	do
 		label=${case%%|*} rest=${case#*|}
 		cfg=${rest%%|*} rest=${rest#*|}
 		targs=${rest%%|*} zargs=${rest#*|}
 		case $zargs in *--attn*) ;; *) zargs="$zargs --attn eager" ;; esac
-		world=1 tl=
-		case $label in ddp2-*) world=2 tl=--timeline ;; esac
+		world=1 tl= schemes=dp
+		case $label in ddp2-*) world=2 tl=--timeline ;; fsdp2-*) world=2 schemes=zero3 ;; fsdp3-*) world=3 schemes=zero3 ;; esac
 		in26 "$root" "$in/hf_torch.py --model $in/$cfg.json $targs --no-attribution --out $in/out.json"
 		for cmd in theory measure; do
+			# (a --precision in zargs comes after fp32's and wins)
 			# shellcheck disable=SC2086
-			if ! "$zerosim" $cmd --model "$tmp/$cfg.json" --seq 32 --batch 2 --precision fp32 --schemes dp \
+			if ! "$zerosim" $cmd --model "$tmp/$cfg.json" --seq 32 --batch 2 --precision fp32 --schemes $schemes \
 				--world $world --steps 3 --framework torch --torch-version 2.6 --torch-device cpu $zargs \
 				$([ $cmd = measure ] && echo $tl) --out "$tmp/$cmd.json" 2>"$tmp/err"; then
 				echo "hf_torch: FAIL: zerosim $cmd, $label (2.6): $(cat "$tmp/err")" >&2
 				exit 99
 			fi
 		done
+		# FSDP N = 2's final weights equal DDP's to the bit (as 1.13's, below)
+		case $label in
+		fsdp2-*)
+			# shellcheck disable=SC2086
+			if ! "$zerosim" measure --model "$tmp/$cfg.json" --seq 32 --batch 2 --precision fp32 --schemes dp \
+				--world 2 --steps 3 --framework torch --torch-version 2.6 --torch-device cpu \
+				$(echo "$zargs" | sed 's/--wrapper fsdp/--wrapper ddp/') --out "$tmp/d.json" 2>"$tmp/err"; then
+				echo "hf_torch: FAIL: $label (2.6): zerosim measure (DDP): $(cat "$tmp/err")" >&2
+				exit 99
+			fi
+			"$py" "$tmp/weights.py" "$tmp/measure.json" "$tmp/d.json" "$label (2.6)" || status=1
+			;;
+		esac
 		# shellcheck disable=SC2046
 		"$py" "$src/tests/ft_cmp.py" "$root$in/out.json" "$tmp/theory.json" "$tmp/measure.json" "$label (2.6)" \
 			$(case $label in (ddp2-*) echo --buckets ;; esac) || status=1

@@ -317,14 +317,23 @@ char *theory_framework_text(const struct theory_request *req)
 			                       "buckets), each gradient's copy into its bucket divided by N, the buffers' "
 			                       "broadcast at every forward; every rank holds the same bytes at any N.");
 		}
-		if (c->wrapper == ZS_WRAPPER_FSDP)
-			return zs_strdup("\nFramework torch, --wrapper fsdp: FullyShardedDataParallel FULL_SHARD as PyTorch "
-			                 "1.13 runs it (a unit per block and the root, backward_prefetch None) over Hugging "
-			                 "Face's model in its own step, allocation by allocation (docs/schedule.md, \"FSDP "
-			                 "over the PyTorch step\"): each unit's flat parameter padded to a multiple of N and "
-			                 "sharded, gathered before its forward and again at its pre-backward hook, its "
-			                 "gradients held for the split's cat, the padded copy reduce-scattered into a shard; "
-			                 "Adam over the shards.\n");
+		if (c->wrapper == ZS_WRAPPER_FSDP) {
+			/* --prefetch's default is none, 1.13's default and not 2.6's
+			 * (BACKWARD_PRE): the text says which the figures are */
+			const int v113 = c->torch_version == ZS_TORCH_1_13, pre = c->prefetch == ZS_PREFETCH_BACKWARD_PRE;
+			return zs_asprintf("\nFramework torch, --wrapper fsdp: FullyShardedDataParallel FULL_SHARD as PyTorch "
+			                   "%s runs it (a unit per block and the root, backward_prefetch %s) over Hugging "
+			                   "Face's model in its own step, allocation by allocation (docs/schedule.md, \"FSDP "
+			                   "over the PyTorch step\"): each unit's flat parameter padded to a multiple of N and "
+			                   "sharded, gathered before its forward and again at its pre-backward hook, its "
+			                   "gradients held for the split's cat, %s reduce-scattered into a shard; "
+			                   "Adam over the shards.\n",
+			                   v113 ? "1.13" : "2.6",
+			                   v113  ? "None"
+			                   : pre ? "BACKWARD_PRE, 2.6's default: each pre-backward hook gathers the next unit too"
+			                         : "None, not 2.6's default BACKWARD_PRE (--prefetch backward-pre)",
+			                   v113 ? "the padded copy" : "the flat gradient (a padded copy where N does not divide it)");
+		}
 		return zs_asprintf("\nFramework torch: dp is DistributedDataParallel (bucket_cap_mb %s; its gradient "
 		                   "buckets, a second gradient-sized buffer, are resident: category buckets, counted "
 		                   "in the schedule's tables above), zero1 is "

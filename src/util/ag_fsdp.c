@@ -28,6 +28,13 @@
  *                      output.div_(postdivide) after, each only when > 1)
  * and checked against 1.13's allocator by tests/hf_torch.sh
  * (hf_torch.py --fsdp 2: the profiler's trace of each allocation).
+ * PyTorch 2.6's FSDP1 (Debian 13's python3-torch, the same folder) is
+ * this list but for the reduce-scatter's input, padded into a new tensor
+ * only where N shards exceed the unit's elements, and its empty_like
+ * output (_runtime_utils.py _get_reduce_scatter_tensors, 880-892); its
+ * record_function allocates nothing on the CPU (util/ag_pass.c); checked
+ * by tests/hf_torch.sh torch26 and tests/ft_fsdp.sh torch26
+ * (docs/schedule.md, "Under PyTorch 2.6": every difference, cited).
  */
 #include "util/ag_fsdp.h"
 
@@ -115,6 +122,18 @@ static void unshard(struct ag_pass *p, const struct ag_options *o, struct unit *
 	u->live = 1;
 }
 
+/* BACKWARD_PRE's prefetch (2.6): a pre-backward hook, after its own
+ * unshard, gathers the unit whose forward ended before its own
+ * (_prefetch_handle over the post-forward order, _runtime_utils.py
+ * 680-683, 1198-1225; _exec_order_utils.py 89-107,
+ * get_handle_to_backward_prefetch): the root's the last block, a block's
+ * the block before, block 0's none (the root is gathered). */
+static void prefetch(struct ag_pass *p, const struct ag_options *o, struct unit *u)
+{
+	if (!u->live)
+		unshard(p, o, u, ZS_PH_BACKWARD);
+}
+
 /* The unit's reshard: its gathered flat parameter freed. */
 static void reshard(struct ag_pass *p, struct unit *u, enum zs_phase ph)
 {
@@ -159,15 +178,24 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 		u->done = 1;
 		return;
 	}
-	uint32_t pad = agp_storage(p, "constant_pad_nd (F.pad: the padded flat gradient)", AG_F32, u->padded, 0,
-	                           ZS_CAT_BUCKETS);
-	agp_alloc(p, pad, ph);
-	agp_op(p, ph, AG_OP_FILL, NO, pad)->arg[0] = 0;
-	agp_op(p, ph, AG_OP_COPY, acc, view_shaped(p, pad, acc, 0));
-	uint32_t out = agp_storage(p, "zeros_like (the reduce-scatter's output shard)", AG_F32, u->shard, 0,
-	                           ZS_CAT_BUCKETS);
+	/* 1.13 pads always, into a new tensor; 2.x only where the unit's
+	 * elements fall short of N shards, and its output is empty_like,
+	 * not zeros_like (_runtime_utils.py _get_reduce_scatter_tensors) */
+	const int v113 = o->version == ZS_TORCH_1_13;
+	uint32_t pad = acc;
+	if (v113 || u->padded > u->numel) {
+		pad = agp_storage(p, "constant_pad_nd (F.pad: the padded flat gradient)", AG_F32, u->padded, 0,
+		                  ZS_CAT_BUCKETS);
+		agp_alloc(p, pad, ph);
+		agp_op(p, ph, AG_OP_FILL, NO, pad)->arg[0] = 0;
+		agp_op(p, ph, AG_OP_COPY, acc, view_shaped(p, pad, acc, 0));
+	}
+	uint32_t out = agp_storage(p, v113 ? "zeros_like (the reduce-scatter's output shard)"
+	                                   : "empty_like (the reduce-scatter's output shard)",
+	                           AG_F32, u->shard, 0, ZS_CAT_BUCKETS);
 	agp_alloc(p, out, ph);
-	agp_op(p, ph, AG_OP_FILL, NO, out)->arg[0] = 0;
+	if (v113)
+		agp_op(p, ph, AG_OP_FILL, NO, out)->arg[0] = 0;
 	if (pre > 1)
 		scalar_inplace(p, AG_OP_DIV_SCALAR_, pad, pre, ph);
 	agp_op(p, ph, AG_OP_REDUCE_SCATTER_SUM, pad, out);
@@ -184,7 +212,8 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 		g->role = AG_ROLE_GRAD;
 		g->cat = ZS_CAT_GRAD32;
 	}
-	agp_free(p, pad, ph);
+	if (pad != acc)
+		agp_free(p, pad, ph);
 	if (u->grad != out)
 		agp_free(p, out, ph);
 	if (acc != cat) /* the hook's locals let the accumulated .grad go, then the engine the cat */
@@ -720,7 +749,11 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 				root_prebwd = 1;
 			} else if ((v = block_mark(e, u, nu, "bwd", "start")) != NULL) {
 				agp_copy(p_, e);
-				unshard(p_, o, v, ZS_PH_BACKWARD); /* _pre_backward_hook */
+				/* _pre_backward_hook: its unshard, unless prefetched */
+				if (!v->live)
+					unshard(p_, o, v, ZS_PH_BACKWARD);
+				if (o->fsdp_prefetch && v->block > 0)
+					prefetch(p_, o, &u[v->block - 1]);
 				nmarks[1]++;
 			} else if (is_label(e, "phase:optimizer")) {
 				for (size_t k = 0; k < nu && rc == 0; k++)
@@ -763,6 +796,8 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 					/* the root's _pre_backward_hook on the loss's
 					 * gradient: the root is still unsharded */
 					agp_record_function(p_, o, ZS_PH_BACKWARD);
+					if (o->fsdp_prefetch && iroot > 0)
+						prefetch(p_, o, &u[iroot - 1]);
 					root_prebwd = 0;
 				}
 			}

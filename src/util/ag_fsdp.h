@@ -2,7 +2,9 @@
  * ag_fsdp — torch.distributed.fsdp.FullyShardedDataParallel over the
  * PyTorch step as data (util/autograd.h): a pass that takes the plain
  * loop's built step and makes one rank's step under FSDP (--wrapper fsdp;
- * docs/schedule.md, "FSDP over the PyTorch step"), as PyTorch 1.13 runs it:
+ * docs/schedule.md, "FSDP over the PyTorch step"), as PyTorch 1.13 runs it
+ * (2.6's FSDP1, o->version: the same but where the post-backward hook
+ * says, and backward_prefetch None given, not its default BACKWARD_PRE):
  * ShardingStrategy.FULL_SHARD, transformer_auto_wrap_policy on the block
  * class (one unit per GPT2Block / LlamaDecoderLayer, the root unit holding
  * the rest), use_orig_params False, every other argument its default
@@ -31,7 +33,8 @@
  *            freed; AccumulateGrad's post hook (_post_backward_hook):
  *            a record_function, the gathered parameter freed (reshard),
  *            the gradient padded (F.pad, a copy even when nothing is
- *            padded), a zeros_like output shard, the division by the
+ *            padded; 2.6: only where something is), a zeros_like output
+ *            shard (2.6: empty_like), the division by the
  *            pre-divide factor (a Python float: its wrapped number), the
  *            reduce-scatter, the post-divide where it is not 1, and the
  *            output kept as the shard's gradient (set_to_none) or added

@@ -5145,6 +5145,7 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->grad_accum = c->grad_accum ? c->grad_accum : 1;
 	o->recompute = c->hf_recompute;
 	o->ddp_no_sync = c->ddp_no_sync;
+	o->fsdp_prefetch = c->prefetch == ZS_PREFETCH_BACKWARD_PRE;
 	o->freeze = c->freeze[0] ? c->freeze : NULL;
 	o->lora_r = c->lora_r;
 	o->lora_alpha = c->lora_alpha;

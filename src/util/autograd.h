@@ -312,6 +312,10 @@ struct ag_options {
 	 * ":bwd", ":bwd_end"; B likewise), where PEFT's wrap policy makes
 	 * lora_A and lora_B units of their own; the pass consumes them. */
 	int fsdp_unit_marks;
+	/* --wrapper fsdp's backward_prefetch BACKWARD_PRE (--prefetch
+	 * backward-pre, 2.6 only): each block's pre-backward hook gathers the
+	 * block before it too (util/ag_fsdp.c). */
+	int fsdp_prefetch;
 	/* --wrapper fsdp: the modules' parameters are views of the gathered
 	 * flat parameter (1.13's flatten_params_wrapper.py 162-165, each
 	 * forward), not leaves, so autocast caches none of their casts

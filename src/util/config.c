@@ -888,7 +888,8 @@ static int check_ddp(const struct zs_config *c, char **cause)
 }
 
 /* --wrapper fsdp: torch's FullyShardedDataParallel FULL_SHARD over the
- * PyTorch step (util/ag_fsdp.h), torch's zero3, at 1.13's defaults. */
+ * PyTorch step (util/ag_fsdp.h), torch's zero3, at 1.13's defaults or
+ * 2.6's (docs/schedule.md, "FSDP over the PyTorch step"). */
 static int check_fsdp(const struct zs_config *c, char **cause)
 {
 	if (c->framework != ZS_FW_TORCH)
@@ -902,18 +903,27 @@ static int check_fsdp(const struct zs_config *c, char **cause)
 	/* its units are the wrap policy's: a --unit would relabel the rows and
 	 * change nothing else (as under none and ddp, check_step_unit) */
 	if (c->given & ZS_KEY_BIT(ZS_KEY_UNITS))
-		return zs_fail(cause, "--unit: --wrapper fsdp's units are 1.13's transformer_auto_wrap_policy's (a unit per "
+		return zs_fail(cause, "--unit: --wrapper fsdp's units are transformer_auto_wrap_policy's (a unit per "
 		               "block and the root), not --unit's: leave --unit out");
 	for (size_t w = 0; w < c->nworld; w++)
 		if (c->world[w] < 2)
 			return zs_fail(cause, "--wrapper fsdp shards over N ranks: every --world must be at least 2 (it lists "
 			               "%u)", c->world[w]);
-	if (c->torch_version != ZS_TORCH_1_13)
-		return zs_fail(cause, "--torch-version %s: --wrapper fsdp is PyTorch 1.13's FSDP only so far (give "
-		               "--torch-version 1.13)", zs_torch_version_name(c->torch_version));
-	if (c->prefetch != ZS_PREFETCH_NONE)
-		return zs_fail(cause, "--prefetch %s: --wrapper fsdp follows PyTorch 1.13's default backward_prefetch "
-		               "(none) only so far", zs_prefetch_name(c->prefetch));
+	/* backward_prefetch: --prefetch's default none (1.13's default;
+	 * 2.6's is BACKWARD_PRE, fully_sharded_data_parallel.py 420, which
+	 * --prefetch backward-pre gives; the text says which) */
+	if (c->prefetch != ZS_PREFETCH_NONE && c->torch_version == ZS_TORCH_1_13)
+		return zs_fail(cause, "--prefetch %s: --wrapper fsdp under PyTorch 1.13 models backward_prefetch None only "
+		               "so far (its default; give --torch-version 2.6)", zs_prefetch_name(c->prefetch));
+	if (c->prefetch != ZS_PREFETCH_NONE && c->grad_accum > 1)
+		return zs_fail(cause, "--prefetch %s with --grad-accum %u: --wrapper fsdp's prefetch across micro-steps is "
+		               "not described yet (give --prefetch none)", zs_prefetch_name(c->prefetch), c->grad_accum);
+	/* 2.6 frees a frozen unit's gathered copy when its inputs' gradients
+	 * are in (_register_post_backward_reshard_only_hook, _runtime_utils.py
+	 * 1462-1500), not at backward's end as 1.13's _catch_all_reshard */
+	if (c->torch_version != ZS_TORCH_1_13 && (c->freeze[0] || c->lora_r))
+		return zs_fail(cause, "--%s with --wrapper fsdp: PyTorch 2.6's FSDP of frozen parameters is not described "
+		               "yet (give --torch-version 1.13)", c->lora_r ? "lora-r" : "freeze");
 	for (int k = ZS_KEY_BUCKET_CAP; k <= ZS_KEY_DS_MAX_LIVE; k++)
 		if (k != ZS_KEY_PREFETCH && (c->given & ZS_KEY_BIT(k)))
 			return zs_fail(cause, "--%s: --wrapper fsdp builds no %s to set", key_names[k],
