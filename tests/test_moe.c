@@ -211,7 +211,7 @@ static double forward(struct moe_saved *s, const struct moe_case *c)
 {
 	memset(s, 0, sizeof *s);
 	moe_router_forward(s->probs, c->x, c->gate, BT, D, E);
-	moe_topk(s->idx, s->w, s->counts, s->probs, BT, E, K);
+	moe_topk(s->idx, s->w, s->counts, s->probs, BT, E, K, 1);
 	moe_dispatch(s->start, s->tok, s->slot, s->idx, BT, E, K);
 	for (size_t e = 0; e < E; e++) {
 		size_t a = s->start[e], n = s->start[e + 1] - a;
@@ -234,7 +234,7 @@ static void backward(struct moe_case *g, const struct moe_saved *s, const struct
 		                    s->gu + a * 2 * FF, s->act + a * FF, s->ye + a * D, c->w1[e], c->w2[e], c->w3[e],
 		                    s->w, s->tok + a, s->slot + a, n, K, D, FF);
 	}
-	moe_router_backward(g->x, g->gate, dl, dxr, dw, s->idx, s->w, s->probs, c->x, c->gate, BT, D, E, K);
+	moe_router_backward(g->x, g->gate, dl, dxr, dw, s->idx, s->w, s->probs, c->x, c->gate, BT, D, E, K, 1);
 }
 
 /* MixtralSparseMoeBlock's routing by hand on one row: softmax, top 2,
@@ -250,7 +250,7 @@ START_TEST(test_moe_routing_is_softmax_topk_renormalised)
 	moe_router_forward(probs, x, gate, 1, 1, 4);
 	double z = 1.0 + 2.0 * exp(2.0) + exp(1.0);
 	ck_assert_double_eq_tol(probs[1], exp(2.0) / z, 1e-6);
-	moe_topk(idx, w, counts, probs, 1, 4, 2);
+	moe_topk(idx, w, counts, probs, 1, 4, 2, 1);
 	/* a tie: torch.topk's order aside, the lower expert first */
 	ck_assert_int_eq(idx[0], 1);
 	ck_assert_int_eq(idx[1], 3);
