@@ -100,6 +100,8 @@ TESTS += tests/moe_step.sh
 EXTRA_DIST += tests/moe_step.sh
 TESTS += tests/moe_theory.sh
 EXTRA_DIST += tests/moe_theory.sh tests/moe_lib.sh
+TESTS += tests/qwen_moe.sh
+EXTRA_DIST += tests/qwen_moe.sh
 TESTS += tests/moe_fw.sh
 EXTRA_DIST += tests/moe_fw.sh
 
