@@ -84,37 +84,41 @@ class MixtralDecoderLayer(LlamaDecoderLayer):
         return out, logits, chosen
 
 
-class Qwen2MoeDecoderLayer(nn.Module):
+class Qwen2MoeRoutedBlock(Qwen2MoeSparseMoeBlock):
+    """The block (tests/moe_torch.py), its routing kept aside so that it
+    returns the output alone, as the decoder layer reads it."""
+
+    def forward(self, hidden_states):
+        out, *self.routed = super().forward(hidden_states)
+        return out
+
+
+class Qwen2MoeDecoderLayer(LlamaDecoderLayer):
     """modeling_qwen2_moe.py Qwen2MoeDecoderLayer (00a3f938, a 4.x layout):
     self_attn (Qwen2MoeAttention: q/k/v_proj biased (qkv_bias), o_proj not;
     its eager forward is tests/hf_torch.py's Qwen2Attention's ops but for
     the scores divided by sqrt(head_dim) where that multiplies by
     head_dim ** -0.5, a rounding apart), mlp the Qwen2MoeSparseMoeBlock
     (every block sparse: decoder_sparse_step 1, mlp_only_layers empty),
-    input_layernorm, post_attention_layernorm; forward: residual +
-    self_attn(input_layernorm(x)), then residual + mlp(post_attention_
-    layernorm(.)), the router's logits kept (output_router_logits false:
-    not in the loss)."""
+    input_layernorm, post_attention_layernorm; its forward is
+    LlamaDecoderLayer.forward's ops (residual + self_attn(input_layernorm(x)),
+    then residual + mlp(post_attention_layernorm(.))), the router's logits
+    and choice kept (output_router_logits false: not in the loss)."""
 
     def __init__(self, cfg):
-        super().__init__()
+        nn.Module.__init__(self)
         d, eps = cfg["hidden_size"], cfg.get("rms_norm_eps", 1e-6)
         self.self_attn = Qwen2Attention(cfg, False)
-        self.mlp = Qwen2MoeSparseMoeBlock(d, cfg["moe_intermediate_size"], cfg["num_experts"],
-                                          cfg["num_experts_per_tok"], cfg["shared_expert_intermediate_size"],
-                                          cfg.get("norm_topk_prob", False))
+        self.mlp = Qwen2MoeRoutedBlock(d, cfg["moe_intermediate_size"], cfg["num_experts"],
+                                       cfg["num_experts_per_tok"], cfg["shared_expert_intermediate_size"],
+                                       cfg.get("norm_topk_prob", False))
         self.input_layernorm = LlamaRMSNorm(d, eps)
         self.post_attention_layernorm = LlamaRMSNorm(d, eps)
 
     def forward(self, hidden_states, attention_mask, position_embeddings):
-        residual = hidden_states
-        hidden_states = self.input_layernorm(hidden_states)
-        hidden_states = self.self_attn(hidden_states, position_embeddings, attention_mask)
-        hidden_states = residual + hidden_states
-        residual = hidden_states
-        hidden_states = self.post_attention_layernorm(hidden_states)
-        hidden_states, logits, chosen = self.mlp(hidden_states)
-        return residual + hidden_states, logits, chosen
+        out = super().forward(hidden_states, attention_mask, position_embeddings)
+        (logits, chosen), self.mlp.routed = self.mlp.routed, None
+        return out, logits, chosen
 
 
 def experts(cfg):

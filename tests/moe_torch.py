@@ -34,6 +34,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_torch import LlamaMLP  # noqa: E402
+
 
 class Top2MLP(nn.Module):
     """MixtralBlockSparseTop2MLP (modeling_mixtral.py 60-75; w1, w2, w3 at 66-68)."""
@@ -80,20 +83,12 @@ class SparseMoeBlock(nn.Module):
         return final_hidden_states, router_logits, selected_experts
 
 
-class Qwen2MoeMLP(nn.Module):
-    """Qwen2MoeMLP (modeling_qwen2_moe.py at 00a3f938): gate_proj, up_proj,
-    down_proj registered in that order, bias-free;
-    down_proj(act_fn(gate_proj(x)) * up_proj(x)), act silu."""
-
-    def __init__(self, d, f):
-        super().__init__()
-        self.gate_proj = nn.Linear(d, f, bias=False)
-        self.up_proj = nn.Linear(d, f, bias=False)
-        self.down_proj = nn.Linear(f, d, bias=False)
-        self.act_fn = nn.SiLU()
-
-    def forward(self, x):
-        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+def Qwen2MoeMLP(d, f):
+    """Qwen2MoeMLP (modeling_qwen2_moe.py at 00a3f938, "Modified from
+    MistralMLP"): gate_proj, up_proj, down_proj registered in that order,
+    bias-free, down_proj(act_fn(gate_proj(x)) * up_proj(x)), act silu: the
+    ops of tests/hf_torch.py's LlamaMLP at width f."""
+    return LlamaMLP({"hidden_size": d, "intermediate_size": f})
 
 
 class Qwen2MoeSparseMoeBlock(nn.Module):

@@ -5,12 +5,14 @@
 # engine's step (zerosim measure --framework paper) and predicted by the
 # theory:
 #
-#  - fp32, N = 1, 2: the loss falls over 100 steps (from about ln 64 to
-#    under a half); N = 1's losses are tests/moe_model_dump's bit for bit
-#    (the model tests/moe_model_torch.sh holds to PyTorch's
-#    Qwen2MoeForCausalLM), its tokens per expert the counts of the experts
-#    moe_model_dump chose; one weights digest per N across the paper's
-#    four schemes;
+#  - tests/moe_step.sh's checks on it (fp32, N = 1, 2, 100 steps): the loss
+#    falls (from about ln 64 to under a half); N = 1's losses are
+#    tests/moe_model_dump's bit for bit (the model tests/moe_model_torch.sh
+#    holds to PyTorch's Qwen2MoeForCausalLM), its tokens per expert the
+#    counts of the experts moe_model_dump chose; one weights digest per N
+#    across the paper's four schemes; N = 2's ranks' peaks apart by their
+#    largest experts' scratch, (2d + 3F)·4 bytes a token (the shared
+#    expert's scratch is fixed);
 #  - the theory with --routing FILE equal to the measurement to the byte
 #    (resident, peak, every category, comm, each rank's peak;
 #    tests/json_agree) at fp32 and mixed, N = 1, 2, 3, the four schemes,
@@ -24,18 +26,10 @@
 #    B·T·d, dsact B·T·S, dsgu B·T·2S: 16,384, 16,384, 20,480, 40,960.
 #
 # About 5 s on one core. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
-set -u
 name=qwen_moe
-top=${ZS_BUILDDIR:-.}
-zerosim=$top/zerosim
-dump=$top/tests/moe_model_dump
-agree=$top/tests/json_agree
-for b in "$zerosim" "$dump" "$agree"; do
-	[ -x "$b" ] || { echo "$name: $b is not built" >&2; exit 99; }
-done
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: $name: no python3"; exit 77; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-$name.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+needs="${ZS_BUILDDIR:-.}/tests/moe_model_dump ${ZS_BUILDDIR:-.}/tests/json_agree"
+. "${srcdir:-.}/tests/moe_lib.sh"
+agree=${ZS_BUILDDIR:-.}/tests/json_agree
 cat >"$tmp/config.json" <<'JSON'
 {"model_type": "qwen2_moe", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
  "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 64, "max_position_embeddings": 32,
@@ -45,63 +39,8 @@ JSON
 status=0
 fail() { echo "$name: FAIL: $*" >&2; status=1; }
 
-B=4 T=16 STEPS=100
-OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/config.json" --seq $T --batch $B --lr 1e-2 --seed 1 \
-	--framework paper --world 1,2 --steps $STEPS --out "$tmp/trained.json" || { echo "$name: measure failed" >&2; exit 1; }
-mkdir "$tmp/ref"
-OPENBLAS_NUM_THREADS=1 "$dump" "$tmp/config.json" $B $T $STEPS 1e-2 1 "$tmp/ref" ||
-	{ echo "$name: moe_model_dump failed" >&2; exit 99; }
-python3 - "$tmp/trained.json" "$tmp/ref" $B $T $STEPS <<'PY' || status=1
-import json, math, struct, sys
-m = json.load(open(sys.argv[1]))
-ref = sys.argv[2]
-B, T, steps = (int(a) for a in sys.argv[3:6])
-BT, E, K, L = B * T, 4, 2, 2
-bad = []
-want = json.load(open(ref + "/run.json"))["losses"]
-raw = open(ref + "/choice.i32", "rb").read()
-choice = struct.unpack("<%di" % (len(raw) // 4), raw)
-if len(choice) != steps * L * BT * K:
-    bad.append("moe_model_dump chose %d experts, not %d" % (len(choice), steps * L * BT * K))
-digests = {}
-runs = m["runs"]
-if len(runs) != 8:
-    bad.append("%d runs, not the 4 schemes x N = 1, 2" % len(runs))
-for r in runs:
-    tag = "%s N=%d" % (r["scheme"], r["world"])
-    digests.setdefault(r["world"], set()).add(r["weights_digest"])
-    losses = r["losses"]
-    if not (abs(losses[0] - math.log(64)) < 0.5 and losses[-1] < 0.5 * losses[0]):
-        bad.append("%s: loss %g -> %g over %d steps" % (tag, losses[0], losses[-1], steps))
-    tok = r["routing"]["tokens_per_expert"]
-    for k, per_step in enumerate(tok):
-        for t, blocks in enumerate(per_step):
-            for l, c in enumerate(blocks):
-                if len(c) != E or sum(c) != BT * K or max(c) > BT:
-                    bad.append("%s rank %d step %d block %d: counts %s" % (tag, k, t, l, c))
-    if r["world"] == 1 and not bad:
-        diff = [t for t in range(steps) if struct.pack("<f", losses[t]) != struct.pack("<f", want[t])]
-        if diff:
-            bad.append("%s: %d losses differ from moe_model's, first at step %d" % (tag, len(diff), diff[0] + 1))
-        for t in range(steps):
-            for l in range(L):
-                at = (t * L + l) * BT * K
-                c = [0] * E
-                for e in choice[at:at + BT * K]:
-                    c[e] += 1
-                if tok[0][t][l] != c:
-                    bad.append("%s step %d block %d: tokens per expert %s, moe_model chose %s"
-                               % (tag, t + 1, l, tok[0][t][l], c))
-for n, d in sorted(digests.items()):
-    if len(d) != 1:
-        bad.append("N=%d: %d weights digests across the schemes: %s" % (n, len(d), sorted(d)))
-r1 = [r for r in runs if r["scheme"] == "dp" and r["world"] == 1][0]
-print("ok: qwen2_moe trained: N=1 loss %.4f -> %.4f (moe_model's bit for bit), one digest per N %s"
-      % (r1["losses"][0], r1["losses"][-1], {n: sorted(d)[0] for n, d in sorted(digests.items())}))
-for b in bad[:20]:
-    print("qwen_moe: FAIL: " + b)
-sys.exit(1 if bad else 0)
-PY
+# the training: tests/moe_step.sh's checks on this config
+ZS_MOE_CONFIG=$tmp/config.json sh "${srcdir:-.}/tests/moe_step.sh" || fail "tests/moe_step.sh on the tiny qwen2_moe"
 
 for prec in fp32 mixed; do
 	for rc in none full; do

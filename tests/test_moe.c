@@ -116,6 +116,22 @@ START_TEST(test_mixtral_description_names_each_expert)
 }
 END_TEST
 
+/* A config refused, and what the one line must name. */
+struct refusal {
+	const char *json, *names;
+};
+
+static void expect_refused(const struct refusal *bad, size_t n)
+{
+	struct zs_model m;
+	for (size_t i = 0; i < n; i++) {
+		char *cause = NULL;
+		ck_assert_msg(parse(bad[i].json, &m, &cause) < 0, "accepted: %s", bad[i].json);
+		ck_assert_msg(strstr(cause, bad[i].names) != NULL, "'%s' does not name %s", cause, bad[i].names);
+		free(cause);
+	}
+}
+
 #define MIXTRAL "\"model_type\": \"mixtral\", \"hidden_size\": 64, \"intermediate_size\": 96, " \
 	"\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"vocab_size\": 100, \"max_position_embeddings\": 32"
 
@@ -147,7 +163,7 @@ START_TEST(test_mixtral_defaults_and_refusals)
 	ck_assert_ptr_nonnull(strstr(m.unrun, "auxiliary load-balancing loss"));
 	ck_assert_int_eq(parse("{" MIXTRAL ", \"router_jitter_noise\": 0.1}", &m, &cause), 0);
 	ck_assert_ptr_nonnull(strstr(m.unrun, "\"router_jitter_noise\" is 0.1"));
-	static const struct { const char *json, *names; } bad[] = {
+	static const struct refusal bad[] = {
 		{ "{" MIXTRAL ", \"num_local_experts\": 2, \"num_experts_per_tok\": 3}", "\"num_experts_per_tok\" (3)" },
 		{ "{" MIXTRAL ", \"num_local_experts\": 0.5}", "\"num_local_experts\"" },
 		{ "{" MIXTRAL ", \"num_local_experts\": 5000}", "\"num_local_experts\"" },
@@ -161,12 +177,7 @@ START_TEST(test_mixtral_defaults_and_refusals)
 		  "\"num_attention_heads\": 8, \"vocab_size\": 100, \"max_position_embeddings\": 32, "
 		  "\"num_local_experts\": 8}", "\"num_local_experts\"" },
 	};
-	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		cause = NULL;
-		ck_assert_msg(parse(bad[i].json, &m, &cause) < 0, "accepted: %s", bad[i].json);
-		ck_assert_msg(strstr(cause, bad[i].names) != NULL, "'%s' does not name %s", cause, bad[i].names);
-		free(cause);
-	}
+	expect_refused(bad, sizeof bad / sizeof bad[0]);
 }
 END_TEST
 
@@ -291,7 +302,7 @@ START_TEST(test_qwen2_moe_defaults_and_refusals)
 	ck_assert_int_eq(m.topk_raw, 0);
 	ck_assert_int_eq(m.qkv_bias, 0);
 	ck_assert_ptr_nonnull(strstr(m.unrun, "auxiliary load-balancing loss"));
-	static const struct { const char *json, *names; } bad[] = {
+	static const struct refusal bad[] = {
 		{ "{" QWEN_MOE ", \"decoder_sparse_step\": 2}", "\"decoder_sparse_step\"" },
 		{ "{" QWEN_MOE ", \"mlp_only_layers\": [1]}", "\"mlp_only_layers\"" },
 		{ "{" QWEN_MOE ", \"use_sliding_window\": true}", "\"use_sliding_window\"" },
@@ -306,12 +317,7 @@ START_TEST(test_qwen2_moe_defaults_and_refusals)
 		  "\"num_attention_heads\": 8, \"vocab_size\": 100, \"max_position_embeddings\": 32, "
 		  "\"shared_expert_intermediate_size\": 64}", "\"shared_expert_intermediate_size\"" },
 	};
-	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		cause = NULL;
-		ck_assert_msg(parse(bad[i].json, &m, &cause) < 0, "accepted: %s", bad[i].json);
-		ck_assert_msg(strstr(cause, bad[i].names) != NULL, "'%s' does not name %s", cause, bad[i].names);
-		free(cause);
-	}
+	expect_refused(bad, sizeof bad / sizeof bad[0]);
 }
 END_TEST
 
