@@ -39,6 +39,10 @@ cJSON *zs_model_json(cJSON *parent, const struct zs_model *m)
 	zs_json_add_number(o, "vocab_size", (double)m->vocab);
 	zs_json_add_number(o, "max_positions", (double)m->positions);
 	cJSON_AddBoolToObject(o, "tie_word_embeddings", m->tied);
+	if (m->qwen_moe) { /* the rest of a qwen2_moe's block ("intermediate_size" is its experts') */
+		zs_json_add_number(o, "shared_expert_intermediate_size", (double)m->shared_ffn);
+		cJSON_AddBoolToObject(o, "norm_topk_prob", !m->topk_raw);
+	}
 	return o;
 }
 
