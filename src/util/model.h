@@ -157,8 +157,9 @@ struct zs_model {
 	uint64_t window_pattern;/* gemma3_text: every window_pattern-th layer is global, the
 	                           others slide and rotate by rope_local_theta (0: none) */
 	double rope_local_theta;/* gemma3_text: rope_local_base_freq (0: every layer rope_theta) */
-	uint64_t experts;       /* mixtral: num_local_experts, E, each block's experts (0: a dense MLP) */
-	uint64_t experts_per_tok;/* mixtral: num_experts_per_tok, k, the experts each token is routed to */
+	uint64_t experts;       /* mixtral: num_local_experts, qwen2_moe: num_experts, E, each block's experts
+	                           (0: a dense MLP) */
+	uint64_t experts_per_tok;/* num_experts_per_tok, k, the experts each token is routed to */
 	double router_aux_coef; /* mixtral: router_aux_loss_coef, the load-balancing loss's weight */
 	int router_logits;      /* mixtral: output_router_logits, the auxiliary loss added to the loss */
 	int qwen_moe;           /* qwen2_moe's block: mlp.gate, each expert's gate_proj, up_proj,
