@@ -2,6 +2,10 @@
 embedding, Mixtral blocks of tfm_moe.h, head, Adam) against PyTorch 1.13
 training the same model from the same weights on the same batches.
 
+A qwen2_moe config trains Qwen2MoeForCausalLM the same way: its decoder
+layer (Qwen2MoeDecoderLayer below) and Qwen2MoeSparseMoeBlock
+(tests/moe_torch.py), from modeling_qwen2_moe.py at 00a3f938.
+
 The PyTorch model is transformers 4.x's MixtralForCausalLM written op for
 op from modeling_mixtral.py at commit 00d4b3d2 of huggingface/transformers
 (the 4.x layout, a ModuleList of experts), eager attention, training
@@ -49,8 +53,8 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_torch import LlamaAttention, LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding  # noqa: E402
-from moe_torch import SparseMoeBlock  # noqa: E402
+from hf_torch import LlamaAttention, LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding, Qwen2Attention  # noqa: E402
+from moe_torch import Qwen2MoeSparseMoeBlock, SparseMoeBlock  # noqa: E402
 
 
 class MixtralDecoderLayer(LlamaDecoderLayer):
@@ -80,11 +84,57 @@ class MixtralDecoderLayer(LlamaDecoderLayer):
         return out, logits, chosen
 
 
+class Qwen2MoeRoutedBlock(Qwen2MoeSparseMoeBlock):
+    """The block (tests/moe_torch.py), its routing kept aside so that it
+    returns the output alone, as the decoder layer reads it."""
+
+    def forward(self, hidden_states):
+        out, *self.routed = super().forward(hidden_states)
+        return out
+
+
+class Qwen2MoeDecoderLayer(LlamaDecoderLayer):
+    """modeling_qwen2_moe.py Qwen2MoeDecoderLayer (00a3f938, a 4.x layout):
+    self_attn (Qwen2MoeAttention: q/k/v_proj biased (qkv_bias), o_proj not;
+    its eager forward is tests/hf_torch.py's Qwen2Attention's ops but for
+    the scores divided by sqrt(head_dim) where that multiplies by
+    head_dim ** -0.5, a rounding apart), mlp the Qwen2MoeSparseMoeBlock
+    (every block sparse: decoder_sparse_step 1, mlp_only_layers empty),
+    input_layernorm, post_attention_layernorm; its forward is
+    LlamaDecoderLayer.forward's ops (residual + self_attn(input_layernorm(x)),
+    then residual + mlp(post_attention_layernorm(.))), the router's logits
+    and choice kept (output_router_logits false: not in the loss)."""
+
+    def __init__(self, cfg):
+        nn.Module.__init__(self)
+        d, eps = cfg["hidden_size"], cfg.get("rms_norm_eps", 1e-6)
+        self.self_attn = Qwen2Attention(cfg, False)
+        self.mlp = Qwen2MoeRoutedBlock(d, cfg["moe_intermediate_size"], cfg["num_experts"],
+                                       cfg["num_experts_per_tok"], cfg["shared_expert_intermediate_size"],
+                                       cfg.get("norm_topk_prob", False))
+        self.input_layernorm = LlamaRMSNorm(d, eps)
+        self.post_attention_layernorm = LlamaRMSNorm(d, eps)
+
+    def forward(self, hidden_states, attention_mask, position_embeddings):
+        out = super().forward(hidden_states, attention_mask, position_embeddings)
+        (logits, chosen), self.mlp.routed = self.mlp.routed, None
+        return out, logits, chosen
+
+
+def experts(cfg):
+    return cfg["num_experts"] if cfg["model_type"] == "qwen2_moe" else cfg["num_local_experts"]
+
+
 class MixtralModel(nn.Module):
+    """MixtralModel, or Qwen2MoeModel (the same embedding, layers, norm and
+    rotary embedding; Qwen2MoeModel.forward at 00a3f938 makes the same
+    causal mask and position ids)."""
+
     def __init__(self, cfg):
         super().__init__()
+        layer = Qwen2MoeDecoderLayer if cfg["model_type"] == "qwen2_moe" else MixtralDecoderLayer
         self.embed_tokens = nn.Embedding(cfg["vocab_size"], cfg["hidden_size"])
-        self.layers = nn.ModuleList([MixtralDecoderLayer(cfg) for _ in range(cfg["num_hidden_layers"])])
+        self.layers = nn.ModuleList([layer(cfg) for _ in range(cfg["num_hidden_layers"])])
         self.norm = LlamaRMSNorm(cfg["hidden_size"], cfg["rms_norm_eps"])
         self.rotary_emb = LlamaRotaryEmbedding(cfg)
 
@@ -237,7 +287,7 @@ def main():
         verdict += f"; against float64: torch fp32 {100 * f_torch:.3f} %, zerosim {100 * f_zs:.3f} %"
         if f_torch >= 0.999 or f_zs < f_torch - 0.001:
             bad += 1
-    print(f"moe_model_torch: tiny mixtral (d {cfg['hidden_size']}, {L} blocks, {cfg['num_local_experts']} experts, "
+    print(f"moe_model_torch: tiny {cfg['model_type']} (d {cfg['hidden_size']}, {L} blocks, {experts(cfg)} experts, "
           f"top {K}), B {B} T {T}, {steps} steps of Adam lr {lr}: losses {run['losses'][0]:.6f} .. "
           f"{run['losses'][-1]:.6f}; routing {'the same' if bad == 0 else 'checked'} at every step, smallest "
           f"top-{K} margin {margin:.2e}; final weights: worst {worst:.2e} (bound {2 * lr:.0e}), {verdict}: "

@@ -5,8 +5,11 @@
 # op for op (tests/moe_model_torch.py, which cites the lines it follows)
 # from the same weights on the same batches: the same experts chosen at
 # every step in every block, the losses, the first gradient and the final
-# weights within tests/tfm_torch.py's bounds. Two shapes: the task's tiny
-# mixtral (d 64, 2 blocks, 4 experts, top 2) for 20 steps, and top 1 of 3.
+# weights within tests/tfm_torch.py's bounds. Two mixtral shapes: the task's
+# tiny mixtral (d 64, 2 blocks, 4 experts, top 2) for 20 steps, and top 1 of
+# 3; two qwen2_moe ones (Qwen2MoeForCausalLM, 4.x: d 64, experts 48 wide, the
+# shared expert 80): top 2 of 4 unnormalised (Qwen1.5-MoE-A2.7B's
+# norm_topk_prob false) for 20 steps at lr 1e-3, top 4 of 8 renormalised.
 #
 # PyTorch is looked for by tests/torch_python.sh; without it the test is
 # skipped (exit 77). Exit 0 pass, 1 disagreement, 99 hard error.
@@ -25,15 +28,24 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-moem.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 
 rc=0
-# E K B T STEPS LR SEED
-for shape in "4 2 4 16 20 1e-2 1" "3 1 2 8 10 1e-3 2"; do
+# E K B T STEPS LR SEED, then (qwen2_moe) norm_topk_prob
+for shape in "4 2 4 16 20 1e-2 1" "3 1 2 8 10 1e-3 2" "4 2 4 16 20 1e-3 1 false" "8 4 2 8 10 1e-3 3 true"; do
 	# shellcheck disable=SC2086
 	set -- $shape
-	cat >"$tmp/config.json" <<JSON
+	if [ $# = 7 ]; then
+		cat >"$tmp/config.json" <<JSON
 {"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
  "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 64, "max_position_embeddings": 32,
  "num_local_experts": $1, "num_experts_per_tok": $2, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0}
 JSON
+	else
+		cat >"$tmp/config.json" <<JSON
+{"model_type": "qwen2_moe", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
+ "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 64, "max_position_embeddings": 32,
+ "num_experts": $1, "num_experts_per_tok": $2, "moe_intermediate_size": 48, "shared_expert_intermediate_size": 80,
+ "norm_topk_prob": $8, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0}
+JSON
+	fi
 	OMP_NUM_THREADS=1 "$py" "$src/tests/moe_model_torch.py" "$dump" "$tmp/config.json" "$3" "$4" "$5" "$6" "$7" \
 		"$tmp" || rc=1
 done

@@ -19,7 +19,8 @@
 #    tokens to one expert in any step and block apart; the experts' saved
 #    tensors sum to B·T·k rows on both.
 #
-# About 2 s on one core. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
+# ZS_MOE_CONFIG names another mixture's config to train so (tests/qwen_moe.sh
+# gives a tiny qwen2_moe). About 2 s on one core. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
 name=moe_step
 needs=${ZS_BUILDDIR:-.}/tests/moe_model_dump
 . "${srcdir:-.}/tests/moe_lib.sh"
@@ -31,12 +32,15 @@ mkdir "$tmp/ref"
 OPENBLAS_NUM_THREADS=1 "$dump" "$tmp/config.json" $B $T $STEPS 1e-2 1 "$tmp/ref" ||
 	{ echo "moe_step: moe_model_dump failed" >&2; exit 99; }
 
-python3 - "$tmp/measured.json" "$tmp/ref" $B $T $STEPS <<'PY'
+python3 - "$tmp/measured.json" "$tmp/ref" $B $T $STEPS "$tmp/config.json" <<'PY'
 import json, math, struct, sys
 m = json.load(open(sys.argv[1]))
 ref = sys.argv[2]
 B, T, steps = (int(a) for a in sys.argv[3:6])
-BT, E, K, L = B * T, 4, 2, 2
+cfg = json.load(open(sys.argv[6]))
+qwen = cfg["model_type"] == "qwen2_moe"  # its experts' keys
+E, K, L = cfg["num_experts" if qwen else "num_local_experts"], cfg["num_experts_per_tok"], cfg["num_hidden_layers"]
+BT = B * T
 bad = []
 want = json.load(open(ref + "/run.json"))["losses"]
 raw = open(ref + "/choice.i32", "rb").read()
@@ -83,7 +87,7 @@ for n, d in sorted(digests.items()):
         bad.append("N=%d: %d weights digests across the schemes: %s" % (n, len(d), sorted(d)))
 # the routing moves the bytes: N = 2's ranks peak apart by their largest
 # experts' backward scratch (dye, dxe: d each; dact F; dgu 2F; fp32)
-d, F = 64, 96
+d, F = cfg["hidden_size"], cfg["moe_intermediate_size" if qwen else "intermediate_size"]
 dp2 = [r for r in m["runs"] if r["scheme"] == "dp" and r["world"] == 2][0]
 most = [max(max(c) for blocks in s for c in blocks) for s in dp2["routing"]["tokens_per_expert"]]
 peaks = dp2["per_rank"]["peak_bytes"]
@@ -92,8 +96,8 @@ if most[0] == most[1]:
 elif peaks[1] - peaks[0] != (most[1] - most[0]) * (2 * d + 3 * F) * 4:
     bad.append("dp N=2: peaks %s, largest experts %s tokens: not (2d + 3F)·4 bytes a token apart" % (peaks, most))
 r1 = [r for r in m["runs"] if r["scheme"] == "dp" and r["world"] == 1][0]
-print("moe_step: N=1 loss %.4f -> %.4f, peak %d bytes, block 0's last tokens per expert %s"
-      % (r1["losses"][0], r1["losses"][-1], r1["peak_bytes"], r1["routing"]["tokens_per_expert"][0][-1][0]))
+print("moe_step: %s N=1 loss %.4f -> %.4f, peak %d bytes, block 0's last tokens per expert %s"
+      % (cfg["model_type"], r1["losses"][0], r1["losses"][-1], r1["peak_bytes"], r1["routing"]["tokens_per_expert"][0][-1][0]))
 for b in bad[:20]:
     print("moe_step: FAIL: " + b)
 sys.exit(1 if bad else 0)

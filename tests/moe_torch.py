@@ -12,7 +12,12 @@ output times its routing weight, index_add_ into the result), in training
 mode with router_jitter_noise 0 (MixtralConfig's default). The loss is
 sum(out * r); autograd gives the gradients.
 
-Usage: moe_torch.py DUMP BT D E K F SEED WORK. Draws the inputs from
+Qwen2-MoE's block (with S, the shared expert's width): Qwen2MoeSparseMoeBlock
+and Qwen2MoeMLP below, op for op from modeling_qwen2_moe.py at commit
+00a3f938 of huggingface/transformers (a 4.x layout, a ModuleList of
+experts), norm_topk_prob NORM.
+
+Usage: moe_torch.py DUMP BT D E K F SEED WORK [S NORM]. Draws the inputs from
 SEED (redrawing until every token's k-th probability clears its
 (k+1)-th by 1e-3, so that fp32 rounding cannot change a choice), writes
 them for DUMP, runs it and compares: the same experts chosen for every
@@ -23,9 +28,14 @@ import os
 import subprocess
 import sys
 
+import warnings
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_torch import LlamaMLP  # noqa: E402
 
 
 class Top2MLP(nn.Module):
@@ -73,12 +83,66 @@ class SparseMoeBlock(nn.Module):
         return final_hidden_states, router_logits, selected_experts
 
 
+def Qwen2MoeMLP(d, f):
+    """Qwen2MoeMLP (modeling_qwen2_moe.py at 00a3f938, "Modified from
+    MistralMLP"): gate_proj, up_proj, down_proj registered in that order,
+    bias-free, down_proj(act_fn(gate_proj(x)) * up_proj(x)), act silu: the
+    ops of tests/hf_torch.py's LlamaMLP at width f."""
+    return LlamaMLP({"hidden_size": d, "intermediate_size": f})
+
+
+class Qwen2MoeSparseMoeBlock(nn.Module):
+    """Qwen2MoeSparseMoeBlock (modeling_qwen2_moe.py at 00a3f938, 4.x's
+    layout): __init__ registers gate (E, d, no bias), the ModuleList of
+    experts (Qwen2MoeMLP of moe_intermediate_size), shared_expert
+    (Qwen2MoeMLP of shared_expert_intermediate_size) and
+    shared_expert_gate (1, d, no bias); forward: the router's softmax in
+    float32, torch.topk, divided by its sum only if norm_topk_prob, cast
+    back, each hit expert on its tokens (torch.where over the one-hot
+    mask) times its weight, index_add_; then shared_expert(x) times
+    F.sigmoid(shared_expert_gate(x)) added."""
+
+    def __init__(self, d, f, e, k, s, norm):
+        super().__init__()
+        self.num_experts, self.top_k, self.norm_topk_prob = e, k, norm
+        self.gate = nn.Linear(d, e, bias=False)
+        self.experts = nn.ModuleList([Qwen2MoeMLP(d, f) for _ in range(e)])
+        self.shared_expert = Qwen2MoeMLP(d, s)
+        self.shared_expert_gate = torch.nn.Linear(d, 1, bias=False)
+
+    def forward(self, hidden_states):
+        batch_size, sequence_length, hidden_dim = hidden_states.shape
+        hidden_states = hidden_states.view(-1, hidden_dim)
+        router_logits = self.gate(hidden_states)
+        routing_weights = F.softmax(router_logits, dim=1, dtype=torch.float)
+        routing_weights, selected_experts = torch.topk(routing_weights, self.top_k, dim=-1)
+        if self.norm_topk_prob:
+            routing_weights /= routing_weights.sum(dim=-1, keepdim=True)
+        routing_weights = routing_weights.to(hidden_states.dtype)
+        final_hidden_states = torch.zeros((batch_size * sequence_length, hidden_dim), dtype=hidden_states.dtype)
+        expert_mask = torch.nn.functional.one_hot(selected_experts, num_classes=self.num_experts).permute(2, 1, 0)
+        expert_hitted = (expert_mask.sum(dim=(-1, -2)) > 0).nonzero(as_tuple=True)[0].tolist()
+        for expert_idx in expert_hitted:
+            expert_layer = self.experts[expert_idx]
+            idx, top_x = torch.where(expert_mask[expert_idx])
+            current_state = hidden_states[None, top_x].reshape(-1, hidden_dim)
+            current_hidden_states = expert_layer(current_state) * routing_weights[top_x, idx, None]
+            final_hidden_states.index_add_(0, top_x, current_hidden_states.to(hidden_states.dtype))
+        shared_expert_output = self.shared_expert(hidden_states)
+        shared_expert_output = F.sigmoid(self.shared_expert_gate(hidden_states)) * shared_expert_output
+        final_hidden_states = final_hidden_states + shared_expert_output
+        final_hidden_states = final_hidden_states.reshape(batch_size, sequence_length, hidden_dim)
+        return final_hidden_states, router_logits, selected_experts
+
+
 def main():
+    warnings.filterwarnings("ignore", "nn.functional.sigmoid is deprecated")  # the modeling file's F.sigmoid
     dump, BT, D, E, K, FF, seed, work = (sys.argv[1], *map(int, sys.argv[2:8]), sys.argv[8])
+    S, NORM = (int(sys.argv[9]), int(sys.argv[10])) if len(sys.argv) > 9 else (0, 1)
     torch.manual_seed(seed)
     for _ in range(100):
         x = torch.randn(1, BT, D)
-        block = SparseMoeBlock(D, FF, E, K)
+        block = Qwen2MoeSparseMoeBlock(D, FF, E, K, S, bool(NORM)) if S else SparseMoeBlock(D, FF, E, K)
         with torch.no_grad():
             block.gate.weight.mul_(4.0)  # a router that chooses, not a uniform one
             p = F.softmax(block.gate(x.view(-1, D)), dim=1, dtype=torch.float)
@@ -94,20 +158,25 @@ def main():
     (out * r).sum().backward()
 
     parts = [x.detach(), block.gate.weight.detach()]
-    for ex in block.experts:  # parameters() order, w1, w2, w3: the engine's layout
+    for ex in block.experts:  # parameters() order (w1, w2, w3; gate_proj, up_proj, down_proj): the engine's layout
         parts += [p.detach() for p in ex.parameters()]
+    if S:
+        parts += [p.detach() for p in block.shared_expert.parameters()] + [block.shared_expert_gate.weight.detach()]
     parts.append(r)
     inp, res = os.path.join(work, "moe.in"), os.path.join(work, "moe.out")
     torch.cat([t.reshape(-1) for t in parts]).numpy().astype("<f4").tofile(inp)
-    subprocess.run([dump, str(BT), str(D), str(E), str(K), str(FF), inp, res], check=True)
+    subprocess.run([dump, str(BT), str(D), str(E), str(K), str(FF), inp, res] + ([str(S), str(NORM)] if S else []),
+                   check=True)
     got = torch.from_numpy(__import__("numpy").fromfile(res, dtype="<f4"))
 
     want = [("out", out.detach()), ("d x", x.grad), ("d gate", block.gate.weight.grad)]
-    for e, ex in enumerate(block.experts):
-        w1g = ex.w1.weight.grad if ex.w1.weight.grad is not None else torch.zeros(FF, D)
-        w3g = ex.w3.weight.grad if ex.w3.weight.grad is not None else torch.zeros(FF, D)
-        w2g = ex.w2.weight.grad if ex.w2.weight.grad is not None else torch.zeros(D, FF)
-        want += [(f"d w1[{e}]", w1g), (f"d w2[{e}]", w2g), (f"d w3[{e}]", w3g)]
+    def grad(p):
+        return p.grad if p.grad is not None else torch.zeros_like(p)
+    for e, ex in enumerate(block.experts):  # an idle expert's grads are None: zero
+        want += [(f"d {n}[{e}]", grad(p)) for n, p in ex.named_parameters()]
+    if S:
+        want += [(f"d shared_expert.{n}", grad(p)) for n, p in block.shared_expert.named_parameters()]
+        want.append(("d shared_expert_gate", grad(block.shared_expert_gate.weight)))
     bad = 0
     at = 0
     for name, t in want:
@@ -128,7 +197,8 @@ def main():
     if not torch.equal(counts, want_counts):
         print(f"moe_torch: tokens per expert {counts.tolist()}, PyTorch {want_counts.tolist()}")
         bad += 1
-    print(f"moe_torch: BT {BT}, d {D}, {E} experts, top {K}, F {FF}: tokens per expert {counts.tolist()}, "
+    kind = f"qwen2_moe (shared {S}, norm_topk_prob {bool(NORM)})" if S else "mixtral"
+    print(f"moe_torch: {kind} BT {BT}, d {D}, {E} experts, top {K}, F {FF}: tokens per expert {counts.tolist()}, "
           f"out and {len(want) - 1} gradients {'agree' if bad == 0 else 'DISAGREE'}")
     return 1 if bad else 0
 

@@ -13,7 +13,12 @@
  *     precision's reach (router and an expert);
  *   - a tiny mixtral of those kernels and tfm.h's attention
  *     (engine/tfm_moe.h) trained on the synthetic task: its loss falls,
- *     and each layer's routing sends every token to k experts.
+ *     and each layer's routing sends every token to k experts;
+ *   - Qwen2-MoE (qwen2_moe): Qwen1.5-MoE-A2.7B's count worked by hand
+ *     against its model card, its tensors named as Qwen2MoeForCausalLM's
+ *     (modeling_qwen2_moe.py at 00a3f938, a 4.x layout), Qwen2MoeConfig's
+ *     defaults and the refusals, and the shared expert, its gate and the
+ *     unnormalised top-k by finite differences.
  */
 #include "config.h"
 
@@ -111,6 +116,22 @@ START_TEST(test_mixtral_description_names_each_expert)
 }
 END_TEST
 
+/* A config refused, and what the one line must name. */
+struct refusal {
+	const char *json, *names;
+};
+
+static void expect_refused(const struct refusal *bad, size_t n)
+{
+	struct zs_model m;
+	for (size_t i = 0; i < n; i++) {
+		char *cause = NULL;
+		ck_assert_msg(parse(bad[i].json, &m, &cause) < 0, "accepted: %s", bad[i].json);
+		ck_assert_msg(strstr(cause, bad[i].names) != NULL, "'%s' does not name %s", cause, bad[i].names);
+		free(cause);
+	}
+}
+
 #define MIXTRAL "\"model_type\": \"mixtral\", \"hidden_size\": 64, \"intermediate_size\": 96, " \
 	"\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"vocab_size\": 100, \"max_position_embeddings\": 32"
 
@@ -142,7 +163,7 @@ START_TEST(test_mixtral_defaults_and_refusals)
 	ck_assert_ptr_nonnull(strstr(m.unrun, "auxiliary load-balancing loss"));
 	ck_assert_int_eq(parse("{" MIXTRAL ", \"router_jitter_noise\": 0.1}", &m, &cause), 0);
 	ck_assert_ptr_nonnull(strstr(m.unrun, "\"router_jitter_noise\" is 0.1"));
-	static const struct { const char *json, *names; } bad[] = {
+	static const struct refusal bad[] = {
 		{ "{" MIXTRAL ", \"num_local_experts\": 2, \"num_experts_per_tok\": 3}", "\"num_experts_per_tok\" (3)" },
 		{ "{" MIXTRAL ", \"num_local_experts\": 0.5}", "\"num_local_experts\"" },
 		{ "{" MIXTRAL ", \"num_local_experts\": 5000}", "\"num_local_experts\"" },
@@ -156,24 +177,160 @@ START_TEST(test_mixtral_defaults_and_refusals)
 		  "\"num_attention_heads\": 8, \"vocab_size\": 100, \"max_position_embeddings\": 32, "
 		  "\"num_local_experts\": 8}", "\"num_local_experts\"" },
 	};
-	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		cause = NULL;
-		ck_assert_msg(parse(bad[i].json, &m, &cause) < 0, "accepted: %s", bad[i].json);
-		ck_assert_msg(strstr(cause, bad[i].names) != NULL, "'%s' does not name %s", cause, bad[i].names);
-		free(cause);
-	}
+	expect_refused(bad, sizeof bad / sizeof bad[0]);
 }
 END_TEST
 
 
+/* Qwen1.5-MoE-A2.7B (Qwen/Qwen1.5-MoE-A2.7B's config.json: hidden 2048,
+ * 24 layers, 16 heads and 16 key-value heads of 128, 60 experts of
+ * moe_intermediate_size 1408, top 4, shared_expert_intermediate_size
+ * 5632, vocabulary 151,936, untied; intermediate_size 5632 is the dense
+ * MLP's, which no block has), counted by hand:
+ *   embed_tokens and lm_head 151936·2048 = 311,164,928 each
+ *   a block: the two norms 2·2048 = 4,096; q_proj, k_proj, v_proj
+ *     2048·2048 + 2048 (biased) = 4,196,352 each, 12,589,056; o_proj
+ *     4,194,304; the router 60·2048 = 122,880; 60 experts of gate_proj,
+ *     up_proj, down_proj at 1408·2048 = 2,883,584 each: 519,045,120;
+ *     the shared expert 3·5632·2048 = 34,603,008; its gate 2,048; in all
+ *     570,560,512, times 24 = 13,693,452,288
+ *   the final norm 2,048:
+ *   2·311,164,928 + 13,693,452,288 + 2,048 = 14,315,784,192, the model
+ *   card's "14.3B parameters in total" (huggingface.co/Qwen/
+ *   Qwen1.5-MoE-A2.7B, README.md), which counts every parameter: the
+ *   embedding and the untied head (622,329,856) with all 60 experts of
+ *   each block; its "2.7B activated" counts 4 of them and the shared one. */
+START_TEST(test_qwen1_5_moe_a2_7b_has_14315784192_parameters_by_hand)
+{
+	struct zs_model m = shipped("Qwen/Qwen1.5-MoE-A2.7B");
+	ck_assert_str_eq(m.name, "qwen1.5-moe-a2.7b");
+	ck_assert_str_eq(m.model_type, "qwen2_moe");
+	ck_assert_uint_eq(m.experts, 60);
+	ck_assert_uint_eq(m.experts_per_tok, 4);
+	ck_assert_uint_eq(m.intermediate, 1408);
+	ck_assert_uint_eq(m.shared_ffn, 5632);
+	ck_assert_int_eq(m.topk_raw, 1);
+	ck_assert_int_eq(m.qkv_bias, 1);
+	ck_assert_int_eq(m.tied, 0);
+	ck_assert_uint_eq(m.positions, 8192);
+	ck_assert_double_eq_tol(m.rope_theta, 1e6, 1e-6);
+	ck_assert_str_eq(m.unrun, "");
+	uint64_t block = 2 * 2048ull + 3 * 4196352ull + 4194304ull + 122880ull + 60 * 3 * 2883584ull +
+	                 3 * 5632ull * 2048ull + 2048ull;
+	ck_assert_uint_eq(block, 570560512ull);
+	ck_assert_uint_eq(step_params_count(&m), 2 * 311164928ull + 24 * block + 2048ull);
+	ck_assert_uint_eq(step_params_count(&m), 14315784192ull);
+	ck_assert_uint_eq((step_params_count(&m) + 50000000ull) / 100000000ull, 143); /* "14.3B" */
+}
+END_TEST
+
+/* Qwen2MoeForCausalLM's named_parameters() of a block, in its order
+ * (Qwen2MoeSparseMoeBlock.__init__ at 00a3f938: gate, experts, shared_expert,
+ * shared_expert_gate; Qwen2MoeMLP: gate_proj, up_proj, down_proj), each
+ * expert its own modules, the shared expert's too; a block is one unit. */
+START_TEST(test_qwen2_moe_description_names_each_expert)
+{
+	struct zs_model m = shipped("qwen1.5-moe-a2.7b");
+	struct step_params p;
+	char buf[160];
+
+	step_params_build(&p, &m);
+	static const char *const order[] = {
+		"model.layers.5.post_attention_layernorm.weight", "model.layers.5.mlp.gate.weight",
+		"model.layers.5.mlp.experts.0.gate_proj.weight", "model.layers.5.mlp.experts.0.up_proj.weight",
+		"model.layers.5.mlp.experts.0.down_proj.weight", "model.layers.5.mlp.experts.1.gate_proj.weight",
+	};
+	size_t at = (size_t)(named(&p, order[0]) - p.tensor);
+	for (size_t i = 1; i < sizeof order / sizeof order[0]; i++)
+		ck_assert_str_eq(step_tensor_name(&p, at + i, buf, sizeof buf), order[i]);
+	static const char *const tail[] = {
+		"model.layers.5.mlp.experts.59.down_proj.weight", "model.layers.5.mlp.shared_expert.gate_proj.weight",
+		"model.layers.5.mlp.shared_expert.up_proj.weight", "model.layers.5.mlp.shared_expert.down_proj.weight",
+		"model.layers.5.mlp.shared_expert_gate.weight", "model.layers.6.input_layernorm.weight",
+	};
+	at = (size_t)(named(&p, tail[0]) - p.tensor);
+	for (size_t i = 1; i < sizeof tail / sizeof tail[0]; i++)
+		ck_assert_str_eq(step_tensor_name(&p, at + i, buf, sizeof buf), tail[i]);
+	const struct step_tensor *t = named(&p, "model.layers.5.mlp.experts.59.down_proj.weight");
+	ck_assert_uint_eq(t->shape[0], 2048);
+	ck_assert_uint_eq(t->shape[1], 1408);
+	ck_assert_str_eq(step_module_name(&p, t->module, buf, sizeof buf), "model.layers.5.mlp.experts.59.down_proj");
+	t = named(&p, "model.layers.5.mlp.shared_expert.up_proj.weight");
+	ck_assert_uint_eq(t->shape[0], 5632);
+	ck_assert_uint_eq(t->shape[1], 2048);
+	t = named(&p, "model.layers.5.mlp.shared_expert_gate.weight");
+	ck_assert_uint_eq(t->shape[0], 1);
+	ck_assert_uint_eq(t->shape[1], 2048);
+	t = named(&p, "model.layers.5.self_attn.{q,k,v}_proj.bias");
+	ck_assert_uint_eq(t->shape[0], 3 * 2048);
+	/* the norm, q/k/v, o_proj, the norm, the router, 3 an expert, 4 shared */
+	ck_assert_uint_eq(p.nmodules, 1 + 24 * (5 + 3 * 60 + 4) + 2);
+	ck_assert_uint_eq(p.layer[1].numel, 570560512ull);
+	step_params_free(&p);
+}
+END_TEST
+
+#define QWEN_MOE "\"model_type\": \"qwen2_moe\", \"hidden_size\": 64, \"intermediate_size\": 96, " \
+	"\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"vocab_size\": 100, \"max_position_embeddings\": 32"
+
+/* Qwen2MoeConfig's defaults (configuration_qwen2_moe.py at 008e5743): 60
+ * experts, top 4, moe_intermediate_size 1408, shared_expert_intermediate_size
+ * 5632, norm_topk_prob false, qkv_bias true, rms_norm_eps 1e-6, rope_theta
+ * 10000 (4.x's), no tie; dense blocks among the sparse ones, sliding
+ * windows and Mixtral's key are refused by name. */
+START_TEST(test_qwen2_moe_defaults_and_refusals)
+{
+	struct zs_model m;
+	char *cause = NULL;
+
+	ck_assert_int_eq(parse("{" QWEN_MOE "}", &m, &cause), 0);
+	ck_assert_uint_eq(m.experts, 60);
+	ck_assert_uint_eq(m.experts_per_tok, 4);
+	ck_assert_uint_eq(m.intermediate, 1408);
+	ck_assert_uint_eq(m.shared_ffn, 5632);
+	ck_assert_int_eq(m.topk_raw, 1);
+	ck_assert_int_eq(m.qkv_bias, 1);
+	ck_assert_int_eq(m.qwen_moe, 1);
+	ck_assert_double_eq_tol(m.norm_eps, 1e-6, 1e-15);
+	ck_assert_double_eq_tol(m.rope_theta, 10000.0, 1e-9);
+	ck_assert_int_eq(m.tied, 0);
+	ck_assert_str_eq(m.unrun, "");
+	ck_assert_int_eq(parse("{" QWEN_MOE ", \"num_experts\": 4, \"num_experts_per_tok\": 2, \"qkv_bias\": false, "
+	                       "\"norm_topk_prob\": true, \"decoder_sparse_step\": 1, \"mlp_only_layers\": [], "
+	                       "\"output_router_logits\": true}", &m, &cause), 0);
+	ck_assert_uint_eq(m.experts, 4);
+	ck_assert_int_eq(m.topk_raw, 0);
+	ck_assert_int_eq(m.qkv_bias, 0);
+	ck_assert_ptr_nonnull(strstr(m.unrun, "auxiliary load-balancing loss"));
+	static const struct refusal bad[] = {
+		{ "{" QWEN_MOE ", \"decoder_sparse_step\": 2}", "\"decoder_sparse_step\"" },
+		{ "{" QWEN_MOE ", \"mlp_only_layers\": [1]}", "\"mlp_only_layers\"" },
+		{ "{" QWEN_MOE ", \"use_sliding_window\": true}", "\"use_sliding_window\"" },
+		{ "{" QWEN_MOE ", \"num_experts\": 2, \"num_experts_per_tok\": 3}", "\"num_experts_per_tok\" (3)" },
+		{ "{" QWEN_MOE ", \"num_experts\": null}", "\"num_experts\"" },
+		{ "{" QWEN_MOE ", \"norm_topk_prob\": 1}", "\"norm_topk_prob\"" },
+		{ "{" QWEN_MOE ", \"shared_expert_intermediate_size\": 0.5}", "\"shared_expert_intermediate_size\"" },
+		/* Mixtral's key is not Qwen-MoE's */
+		{ "{" QWEN_MOE ", \"num_local_experts\": 8}", "\"num_local_experts\"" },
+		/* nor Qwen-MoE's a dense family's */
+		{ "{\"model_type\": \"qwen2\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, "
+		  "\"num_attention_heads\": 8, \"vocab_size\": 100, \"max_position_embeddings\": 32, "
+		  "\"shared_expert_intermediate_size\": 64}", "\"shared_expert_intermediate_size\"" },
+	};
+	expect_refused(bad, sizeof bad / sizeof bad[0]);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* The kernels */
 
-/* A small mixture: 6 tokens of width 8, 4 experts, top 2, inner width 5. */
-enum { BT = 6, D = 8, E = 4, K = 2, FF = 5 };
+/* A small mixture: 6 tokens of width 8, 4 experts, top 2, inner width 5;
+ * qwen2_moe's shared expert 7 wide. */
+enum { BT = 6, D = 8, E = 4, K = 2, FF = 5, SS = 7 };
 
 struct moe_case {
 	float x[BT * D], gate[E * D], w1[E][FF * D], w2[E][D * FF], w3[E][FF * D], r[BT * D];
+	float s1[SS * D], s2[D * SS], s3[SS * D], sgate[D]; /* the shared expert's gate, down, up proj; its gate */
 };
 
 static float draw(unsigned *s)
@@ -196,6 +353,10 @@ static void fill(struct moe_case *c, unsigned seed)
 		for (size_t i = 0; i < D * FF; i++)
 			c->w2[e][i] = draw(&seed);
 	}
+	for (size_t i = 0; i < SS * D; i++)
+		c->s1[i] = draw(&seed), c->s2[i] = draw(&seed), c->s3[i] = draw(&seed);
+	for (size_t i = 0; i < D; i++)
+		c->sgate[i] = 2.0f * draw(&seed);
 }
 
 /* The layer's saved tensors. */
@@ -204,20 +365,27 @@ struct moe_saved {
 	int idx[BT * K];
 	size_t counts[E], start[E + 1], tok[BT * K], slot[BT * K];
 	float xe[BT * K * D], gu[BT * K * 2 * FF], act[BT * K * FF], ye[BT * K * D];
+	float sgu[BT * 2 * SS], sact[BT * SS], sye[BT * D], sg[BT];
 };
+
+/* Mixtral's block, or (qwen) Qwen2-MoE's: the top-k as they are and the
+ * shared expert. */
+static int qwen;
 
 /* loss = Σ out · r, in double from the fp32 out */
 static double forward(struct moe_saved *s, const struct moe_case *c)
 {
 	memset(s, 0, sizeof *s);
 	moe_router_forward(s->probs, c->x, c->gate, BT, D, E);
-	moe_topk(s->idx, s->w, s->counts, s->probs, BT, E, K);
+	moe_topk(s->idx, s->w, s->counts, s->probs, BT, E, K, !qwen);
 	moe_dispatch(s->start, s->tok, s->slot, s->idx, BT, E, K);
 	for (size_t e = 0; e < E; e++) {
 		size_t a = s->start[e], n = s->start[e + 1] - a;
 		moe_expert_forward(s->out, s->xe + a * D, s->gu + a * 2 * FF, s->act + a * FF, s->ye + a * D, c->x,
 		                   c->w1[e], c->w2[e], c->w3[e], s->w, s->tok + a, s->slot + a, n, K, D, FF);
 	}
+	if (qwen)
+		moe_shared_forward(s->out, s->sgu, s->sact, s->sye, s->sg, c->x, c->s1, c->s2, c->s3, c->sgate, BT, D, SS);
 	double loss = 0.0;
 	for (size_t i = 0; i < BT * D; i++)
 		loss += (double)s->out[i] * c->r[i];
@@ -226,7 +394,7 @@ static double forward(struct moe_saved *s, const struct moe_case *c)
 
 static void backward(struct moe_case *g, const struct moe_saved *s, const struct moe_case *c)
 {
-	static float dw[BT * K], dye[BT * D], dact[BT * FF], dgu[BT * 2 * FF], dxe[BT * D], dl[BT * E], dxr[BT * D];
+	static float dw[BT * K], dye[BT * D], dact[BT * SS], dgu[BT * 2 * SS], dxe[BT * D], dl[BT * E], dxr[BT * D];
 	memset(g, 0, sizeof *g);
 	for (size_t e = 0; e < E; e++) {
 		size_t a = s->start[e], n = s->start[e + 1] - a;
@@ -234,7 +402,10 @@ static void backward(struct moe_case *g, const struct moe_saved *s, const struct
 		                    s->gu + a * 2 * FF, s->act + a * FF, s->ye + a * D, c->w1[e], c->w2[e], c->w3[e],
 		                    s->w, s->tok + a, s->slot + a, n, K, D, FF);
 	}
-	moe_router_backward(g->x, g->gate, dl, dxr, dw, s->idx, s->w, s->probs, c->x, c->gate, BT, D, E, K);
+	if (qwen)
+		moe_shared_backward(g->x, g->s1, g->s2, g->s3, g->sgate, dye, dact, dgu, dxe, dl, dxr, c->r, c->x, s->sgu,
+		                    s->sact, s->sye, s->sg, c->s1, c->s2, c->s3, c->sgate, BT, D, SS);
+	moe_router_backward(g->x, g->gate, dl, dxr, dw, s->idx, s->w, s->probs, c->x, c->gate, BT, D, E, K, !qwen);
 }
 
 /* MixtralSparseMoeBlock's routing by hand on one row: softmax, top 2,
@@ -250,7 +421,7 @@ START_TEST(test_moe_routing_is_softmax_topk_renormalised)
 	moe_router_forward(probs, x, gate, 1, 1, 4);
 	double z = 1.0 + 2.0 * exp(2.0) + exp(1.0);
 	ck_assert_double_eq_tol(probs[1], exp(2.0) / z, 1e-6);
-	moe_topk(idx, w, counts, probs, 1, 4, 2);
+	moe_topk(idx, w, counts, probs, 1, 4, 2, 1);
 	/* a tie: torch.topk's order aside, the lower expert first */
 	ck_assert_int_eq(idx[0], 1);
 	ck_assert_int_eq(idx[1], 3);
@@ -270,7 +441,9 @@ END_TEST
  * routing is held where the perturbation would change a choice (no
  * element is checked whose ±h flips a top-k choice; the test counts
  * them, and most elements are checked). */
-START_TEST(test_moe_backward_matches_finite_differences)
+/* The central differences of every element of the tensors t (a
+ * perturbed copy's, pc, against c's gradients g), the routing held. */
+static void check_finite_differences(void)
 {
 	static struct moe_case c, g, pc;
 	static struct moe_saved s, sp, sm;
@@ -284,9 +457,11 @@ START_TEST(test_moe_backward_matches_finite_differences)
 	struct { float *p, *gp; size_t n; const char *name; } t[] = {
 		{ pc.gate, g.gate, E * D, "gate" }, { pc.w1[1], g.w1[1], FF * D, "w1[1]" },
 		{ pc.w2[1], g.w2[1], D * FF, "w2[1]" }, { pc.w3[1], g.w3[1], FF * D, "w3[1]" }, { pc.x, g.x, BT * D, "x" },
+		{ pc.s1, g.s1, SS * D, "shared gate_proj" }, { pc.s2, g.s2, D * SS, "shared down_proj" },
+		{ pc.s3, g.s3, SS * D, "shared up_proj" }, { pc.sgate, g.sgate, D, "shared_expert_gate" },
 	};
 	size_t checked = 0, skipped = 0;
-	for (size_t k = 0; k < sizeof t / sizeof t[0]; k++)
+	for (size_t k = 0; k < sizeof t / sizeof t[0] - (qwen ? 0 : 4); k++)
 		for (size_t i = 0; i < t[k].n; i++) {
 			pc = c;
 			float v = t[k].p[i];
@@ -304,6 +479,32 @@ START_TEST(test_moe_backward_matches_finite_differences)
 			checked++;
 		}
 	ck_assert_msg(checked > 10 * skipped, "%zu checked, %zu skipped", checked, skipped);
+	printf("%s: %zu elements' gradients checked by finite differences, %zu skipped (a choice flips)\n",
+	       qwen ? "qwen2_moe" : "mixtral", checked, skipped);
+}
+
+/* The backward against central differences of the loss, for every
+ * element of the router, one expert's w1, w2 and w3, and the input: the
+ * routing is held where the perturbation would change a choice (no
+ * element is checked whose ±h flips a top-k choice; the test counts
+ * them, and most elements are checked). */
+START_TEST(test_moe_backward_matches_finite_differences)
+{
+	qwen = 0;
+	check_finite_differences();
+}
+END_TEST
+
+/* Qwen2-MoE's block the same way (Qwen2MoeSparseMoeBlock.forward at
+ * 00a3f938): the top-k probabilities as they are (norm_topk_prob false,
+ * Qwen1.5-MoE-A2.7B's), and besides the router, an expert and the input,
+ * every element of the shared expert's gate_proj, up_proj, down_proj and
+ * of shared_expert_gate, whose gradient flows through the sigmoid. */
+START_TEST(test_qwen2_moe_backward_matches_finite_differences)
+{
+	qwen = 1;
+	check_finite_differences();
+	qwen = 0;
 }
 END_TEST
 
@@ -375,10 +576,14 @@ static Suite *moe_suite(void)
 	tcase_add_test(model, test_mixtral_8x7b_has_46702792704_parameters_by_hand);
 	tcase_add_test(model, test_mixtral_description_names_each_expert);
 	tcase_add_test(model, test_mixtral_defaults_and_refusals);
+	tcase_add_test(model, test_qwen1_5_moe_a2_7b_has_14315784192_parameters_by_hand);
+	tcase_add_test(model, test_qwen2_moe_description_names_each_expert);
+	tcase_add_test(model, test_qwen2_moe_defaults_and_refusals);
 	TCase *kernels = tcase_create("kernels");
 	suite_add_tcase(s, kernels);
 	tcase_add_test(kernels, test_moe_routing_is_softmax_topk_renormalised);
 	tcase_add_test(kernels, test_moe_backward_matches_finite_differences);
+	tcase_add_test(kernels, test_qwen2_moe_backward_matches_finite_differences);
 	TCase *model_run = tcase_create("tiny");
 	suite_add_tcase(s, model_run);
 	tcase_set_timeout(model_run, 60);

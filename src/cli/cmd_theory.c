@@ -133,8 +133,8 @@ ZS_HELP_TORCH_STEP
 "                         gpt2-xl, llama-2-7b, llama-2-13b, llama-2-70b,\n"
 "                         llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-0.5b,\n"
 "                         phi-3-mini-4k, qwen3-0.6b, gemma-2-2b, gemma-3-1b,\n"
-"                         qwen2.5-7b, qwen3-8b, gemma-2-9b;\n"
-"                         mixtral-8x7b: --framework paper only)\n"
+"                         qwen2.5-7b, qwen3-8b, gemma-2-9b; mixtral-8x7b,\n"
+"                         qwen1.5-moe-a2.7b: --framework paper only)\n"
 "                         or its Hugging Face Hub id\n"
 "                         (meta-llama/Meta-Llama-3-8B), either in any case;\n"
 "                         another id's config.json in the local Hugging Face\n"
@@ -237,7 +237,7 @@ static int moe_check(struct theory_request *req, const struct zs_model *m, const
                      int allocator, int flash, char **cause)
 {
 	if (m == NULL || m->experts == 0)
-		return arg == NULL ? 0 : zs_fail(cause, "--routing needs a mixture of experts (--model of a mixtral)");
+		return arg == NULL ? 0 : zs_fail(cause, "--routing needs a mixture of experts (--model of a mixtral or qwen2_moe)");
 	char what[96];
 	zs_moe_scope(req->config, ZS_MOE_THEORY | (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0),
 	             what, sizeof what);

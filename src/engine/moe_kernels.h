@@ -12,6 +12,15 @@
  * choice. BT rows, d the width, E experts, k per token, F the experts'
  * inner width. Outputs first, sizes last, as tfm_kernels.h.
  *
+ * Qwen2-MoE's block (Qwen2MoeSparseMoeBlock.forward, modeling_qwen2_moe.py
+ * at 00a3f938, a 4.x-layout file) is the same router, top-k and experts
+ * (Qwen2MoeMLP: down_proj(silu(gate_proj x) · up_proj x), gate_proj and
+ * up_proj the w1 and w3 here, down_proj w2), the top-k probabilities
+ * renormalised only where norm_topk_prob says (renorm), plus a shared
+ * expert, the same SwiGLU MLP on every token, its output times
+ * sigmoid(x · shared_expert_gateᵀ) added to the routed sum
+ * (moe_shared_forward).
+ *
  * The block's layer (engine/tfm_moe.h) and the engine's step (tfm_net.c's
  * moe block; docs/design.md, "Mixtures of experts") run them. Checked by
  * finite differences (tests/test_moe.c). Backward kernels ADD into
@@ -27,9 +36,9 @@
 void moe_router_forward(float *probs, const float *x, const float *gate, size_t BT, size_t d, size_t E);
 
 /* idx (BT, k), w (BT, k): each row's k largest probabilities, largest
- * first (of equal ones the lower expert), renormalised to sum 1;
- * counts (E) += the tokens each expert receives. */
-void moe_topk(int *idx, float *w, size_t *counts, const float *probs, size_t BT, size_t E, size_t k);
+ * first (of equal ones the lower expert), renormalised to sum 1 if renorm
+ * (else as they are); counts (E) += the tokens each expert receives. */
+void moe_topk(int *idx, float *w, size_t *counts, const float *probs, size_t BT, size_t E, size_t k, int renorm);
 
 /* The assignments grouped by expert: expert e's are
  * [start[e], start[e + 1]) of tok (their tokens, in token order) and
@@ -56,10 +65,25 @@ void moe_expert_backward(float *dx, float *dw1, float *dw2, float *dw3, float *d
                          const size_t *tok, const size_t *slot, size_t n, size_t k, size_t d, size_t F);
 
 /* The router's backward from dw (BT, k): through the renormalisation
- * (w_j = p_j / Σ p of the chosen) and the softmax; dgate (E, d) +=, dx
- * (BT, d) +=. Scratch: dlogits (BT, E), dxr (BT, d). */
+ * if renorm (w_j = p_j / Σ p of the chosen; else w_j = p_j) and the
+ * softmax; dgate (E, d) +=, dx (BT, d) +=. Scratch: dlogits (BT, E), dxr
+ * (BT, d). */
 void moe_router_backward(float *dx, float *dgate, float *dlogits, float *dxr, const float *dw, const int *idx,
                          const float *w, const float *probs, const float *x, const float *gate, size_t BT, size_t d,
-                         size_t E, size_t k);
+                         size_t E, size_t k, int renorm);
+
+/* The shared expert on every row of x (BT, d): gu (BT, 2S) = x · w1ᵀ,
+ * then x · w3ᵀ (w1, w3 (S, d): gate_proj, up_proj), act (BT, S), ye
+ * (BT, d) = act · w2ᵀ (w2 (d, S): down_proj), sg (BT) = sigmoid(x ·
+ * gateᵀ) (gate (1, d): shared_expert_gate); out (BT, d) += sg · ye. */
+void moe_shared_forward(float *out, float *gu, float *act, float *ye, float *sg, const float *x, const float *w1,
+                        const float *w2, const float *w3, const float *gate, size_t BT, size_t d, size_t S);
+/* Its backward from dout (BT, d): dw1, dw2, dw3, dgate +=; dx (BT, d) +=.
+ * Scratch: dye and dxe (BT, d), dact (BT, S), dgu (BT, 2S), dsl (BT), dxr
+ * (BT, d). */
+void moe_shared_backward(float *dx, float *dw1, float *dw2, float *dw3, float *dgate, float *dye, float *dact,
+                         float *dgu, float *dxe, float *dsl, float *dxr, const float *dout, const float *x,
+                         const float *gu, const float *act, const float *ye, const float *sg, const float *w1,
+                         const float *w2, const float *w3, const float *gate, size_t BT, size_t d, size_t S);
 
 #endif

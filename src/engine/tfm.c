@@ -42,6 +42,8 @@ int tfm_dims_check(const struct tfm_dims *d, char **cause)
 		return zs_fail(cause, "rotary embeddings need an even head dimension, not %zu", d->head_dim);
 	if (d->experts > 0 && (d->family != TFM_LLAMA || d->gemma || d->qk_norm || d->top_k == 0 || d->top_k > d->experts))
 		return zs_fail(cause, "a mixture of experts is a llama-family block with 1 to %zu experts a token", d->experts);
+	if ((d->qwen_moe || d->shared_ffn > 0 || d->topk_raw) && (d->experts == 0 || !d->qwen_moe))
+		return zs_fail(cause, "a shared expert and unnormalised top-k weights are qwen2_moe's mixture's");
 	if (d->vocab > (size_t)INT_MAX)
 		return zs_fail(cause, "a vocabulary of %zu tokens is more than a token id holds", d->vocab);
 	if (!(d->eps > 0.0f) || (d->family == TFM_LLAMA && !(d->rope_theta > 0.0f)))
@@ -65,7 +67,8 @@ void tfm_dims_from_config(struct tfm_dims *d, const struct zs_model *hf)
 	                       .window_pattern = llama ? (size_t)hf->window_pattern : 0,
 	                       .rope_local_theta = llama ? (float)hf->rope_local_theta : 0.0f,
 	                       .experts = llama ? (size_t)hf->experts : 0,
-	                       .top_k = llama ? (size_t)hf->experts_per_tok : 0};
+	                       .top_k = llama ? (size_t)hf->experts_per_tok : 0, .qwen_moe = llama && hf->qwen_moe,
+	                       .shared_ffn = llama ? (size_t)hf->shared_ffn : 0, .topk_raw = llama && hf->topk_raw};
 }
 
 float tfm_rope_theta(const struct tfm_dims *d, size_t l)
@@ -82,7 +85,8 @@ void tfm_dims_shape(struct zs_model *m, const struct tfm_dims *d)
 	                       .qk_norm = d->qk_norm, .gemma = d->gemma, .attn_scalar = d->attn_scalar,
 	                       .attn_softcap = d->attn_softcap, .final_softcap = d->final_softcap,
 	                       .window_pattern = d->window_pattern, .rope_local_theta = d->rope_local_theta,
-	                       .experts = d->experts, .experts_per_tok = d->top_k};
+	                       .experts = d->experts, .experts_per_tok = d->top_k, .qwen_moe = d->qwen_moe,
+	                       .shared_ffn = d->shared_ffn, .topk_raw = d->topk_raw};
 }
 
 size_t tfm_qkv_rows(const struct tfm_dims *d) { return (d->heads + 2 * d->kv_heads) * d->head_dim; }

@@ -1,8 +1,11 @@
 /*
  * tfm_moe — Mixtral's block (transformers 4.x's MixtralDecoderLayer with
  * MixtralSparseMoeBlock, modeling_mixtral.py at 00d4b3d2: the block 78-142,
- * its forward 105-142; the expert MixtralBlockSparseTop2MLP 60-75) as a
- * layer of zerosim's transformer, fp32: llama's attention half (tfm.h's
+ * its forward 105-142; the expert MixtralBlockSparseTop2MLP 60-75) and
+ * Qwen2-MoE's (Qwen2MoeDecoderLayer with Qwen2MoeSparseMoeBlock,
+ * modeling_qwen2_moe.py at 00a3f938: the same routed experts, the top-k
+ * renormalised only under norm_topk_prob, plus the shared expert times
+ * sigmoid(shared_expert_gate x)) as a layer of zerosim's transformer, fp32: llama's attention half (tfm.h's
  * modules ln1, qkv, proj, ln2), then instead of the MLP the router and
  * the experts of moe_kernels.h on ln2's output, res3 = res2 + their sum.
  *
@@ -30,7 +33,16 @@
 struct tfm_moe_params {
 	float *gate;
 	float **w; /* 3E pointers, the caller's */
+	/* qwen2_moe's shared expert, in Hugging Face's order: gate_proj,
+	 * up_proj (S, d), down_proj (d, S), shared_expert_gate (1, d); NULL
+	 * for mixtral */
+	float *shared[4];
 };
+
+/* Where an expert's tensor j of the kernels (0 w1 gate, 1 w2 down, 2 w3
+ * up) sits among its three in the step's order: mixtral's w1, w2, w3;
+ * qwen2_moe's gate_proj, up_proj, down_proj. */
+size_t tfm_moe_slot(const struct tfm_dims *d, unsigned j);
 
 /* What the routed half saves for backward (BT rows, k = top_k). */
 struct tfm_moe_acts {
@@ -45,6 +57,9 @@ struct tfm_moe_acts {
 	float *gu;       /* (BT·k, 2F) w1·x, w3·x: expert e's 2·n_e·F from 2·F·start[e] */
 	float *act;      /* (BT·k, F) silu(w1·x)·w3·x */
 	float *ye;       /* (BT·k, d) the expert's output, before its weight */
+	/* qwen2_moe's shared expert (S wide): sgu (BT, 2S), sact (BT, S), sye
+	 * (BT, d), sg (BT) its gate's sigmoid */
+	float *sgu, *sact, *sye, *sg;
 };
 
 /* The backward's scratch: dw (BT, k), dlogits (BT, E), dxr (BT, d), and
@@ -52,6 +67,7 @@ struct tfm_moe_acts {
  * (BT, 2F). */
 struct tfm_moe_scratch {
 	float *dw, *dlogits, *dxr, *dye, *dxe, *dact, *dgu;
+	float *dsye, *dsxe, *dsact, *dsgu; /* the shared expert's: (BT, d), (BT, d), (BT, S), (BT, 2S) */
 };
 
 /* out (BT, d) = the routed experts' weighted sum on x (BT, d), written;

@@ -56,6 +56,7 @@
 
 #include "engine/fp16.h"
 #include "engine/moe_kernels.h"
+#include "engine/tfm_moe.h"
 #include "engine/net.h"
 #include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
@@ -341,9 +342,12 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 
 /* ---- a mixture's block ------------------------------------------------------ */
 
-/* Mixtral's block (engine/tfm_moe.h): the attention half is a llama
- * block's first four modules (block_fwd, block_bwd), then the router
- * (module 4) and each expert's w1, w2, w3 (modules 5 + 3e ..). route runs
+/* Mixtral's and Qwen2-MoE's block (engine/tfm_moe.h): the attention half
+ * is a llama block's first four modules (block_fwd, block_bwd), then the
+ * router (module 4) and each expert's three (modules 5 + 3e ..: w1, w2,
+ * w3; qwen2_moe's gate_proj, up_proj, down_proj, tfm_moe_slot), then
+ * qwen2_moe's shared expert (5 + 3E ..: gate_proj, up_proj, down_proj,
+ * shared_expert_gate), which runs on every token after the routed ones. route runs
  * the attention half and the router, which decide the experts' rows;
  * forward runs the experts on them. Expert e's tensors are its own,
  * n_e rows each, as transformers 4.x's loop makes them (tfm_moe.h groups
@@ -352,7 +356,8 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
  * Mixed: the routing weights and the experts' tensors are 16-bit (the
  * step description's moe buffers); their fp32 copies follow the block's
  * in act32, the weights (BT, k), then expert e's four at start[e] rows of
- * 2d + 3F (Σ n_e = BT·k, so their room is the same whatever the routing).
+ * 2d + 3F (Σ n_e = BT·k, so their room is the same whatever the routing),
+ * then the shared expert's four (sgu, sact, sye, sg).
  * The kernels run in fp32 on the copies; each result is rounded into its
  * 16-bit tensor and read back as it is stored (the weights after top-k,
  * an expert's four after it runs, the block's after the experts' sum),
@@ -399,6 +404,20 @@ static void moe_expert_view(float *t[4], const struct moe_view *mv, const struct
 	}
 }
 
+/* The shared expert's sgu, sact, sye, sg as the kernels see them. */
+static void moe_shared_view(float *t[4], const struct moe_view *mv, const struct zs_layer *l,
+                            const struct zs_layer_io *io)
+{
+	const struct tfm_dims *d = &io->net->tfm.dims;
+	size_t BT = io->net->tfm.B * io->net->tfm.T, S = d->shared_ffn;
+	const size_t n[4] = {BT * 2 * S, BT * S, BT * d->d, BT};
+	float *p = mv->ex != NULL ? mv->ex + BT * d->top_k * (2 * d->d + 3 * d->ffn) : NULL;
+	for (unsigned j = 0; j < 4; j++) {
+		t[j] = p != NULL ? p : moe_t(l, io, STEP_MOE_SGU + j);
+		p = p != NULL ? p + n[j] : NULL;
+	}
+}
+
 /* Mixed: a copy rounded into its 16-bit tensor and read back from it
  * (store), or the tensor widened into its copy. */
 static void moe16(float *copy, void *t16, size_t n, int store)
@@ -422,6 +441,14 @@ static void moe_experts16(const struct moe_view *mv, const struct zs_layer *l, c
 		for (unsigned j = 0; j < 4 && ne > 0; j++)
 			moe16(t[j], moe_t(l, io, STEP_MOE_EXPERT + 4 * (unsigned)e + j), ne * row[j], store);
 	}
+	if (d->shared_ffn > 0) {
+		size_t BT = io->net->tfm.B * io->net->tfm.T, S = d->shared_ffn;
+		const size_t n[4] = {BT * 2 * S, BT * S, BT * d->d, BT};
+		float *t[4];
+		moe_shared_view(t, mv, l, io);
+		for (unsigned j = 0; j < 4; j++)
+			moe16(t[j], moe_t(l, io, STEP_MOE_SGU + j), n[j], store);
+	}
 }
 
 static void moe_route(const struct zs_layer *l, const struct zs_layer_io *io)
@@ -436,7 +463,7 @@ static void moe_route(const struct zs_layer *l, const struct zs_layer_io *io)
 	moe_view_of(&mv, l, io);
 	memset(counts, 0, E * sizeof *counts);
 	moe_router_forward(moe_t(l, io, STEP_MOE_PROBS), mv.v.t[STEP_ACT_LN2], moe_param(l, io, 4), BT, d->d, E);
-	moe_topk(moe_t(l, io, STEP_MOE_IDX), mv.w, counts, moe_t(l, io, STEP_MOE_PROBS), BT, E, d->top_k);
+	moe_topk(moe_t(l, io, STEP_MOE_IDX), mv.w, counts, moe_t(l, io, STEP_MOE_PROBS), BT, E, d->top_k, !d->topk_raw);
 	if (n->mixed)
 		moe16(mv.w, moe_t(l, io, STEP_MOE_W), BT * d->top_k, 1);
 	moe_dispatch(moe_t(l, io, STEP_MOE_START), moe_t(l, io, STEP_MOE_TOK), moe_t(l, io, STEP_MOE_SLOT),
@@ -459,9 +486,18 @@ static void moe_experts(float *out, const struct moe_view *mv, const struct zs_l
 		if (ne == 0)
 			continue;
 		moe_expert_view(t, mv, l, io, e, at, ne);
-		moe_expert_forward(out, t[0], t[1], t[2], t[3], mv->v.t[STEP_ACT_LN2], moe_param(l, io, 5 + 3 * e),
-		                   moe_param(l, io, 6 + 3 * e), moe_param(l, io, 7 + 3 * e), mv->w, tok + at, slot + at, ne,
-		                   k, C, F);
+		moe_expert_forward(out, t[0], t[1], t[2], t[3], mv->v.t[STEP_ACT_LN2],
+		                   moe_param(l, io, 5 + 3 * e + tfm_moe_slot(d, 0)),
+		                   moe_param(l, io, 5 + 3 * e + tfm_moe_slot(d, 1)),
+		                   moe_param(l, io, 5 + 3 * e + tfm_moe_slot(d, 2)), mv->w, tok + at, slot + at, ne, k, C, F);
+	}
+	if (d->shared_ffn > 0) {
+		size_t s0 = 5 + 3 * d->experts;
+		float *t[4];
+		moe_shared_view(t, mv, l, io);
+		moe_shared_forward(out, t[0], t[1], t[2], t[3], mv->v.t[STEP_ACT_LN2], moe_param(l, io, s0),
+		                   moe_param(l, io, s0 + 2), moe_param(l, io, s0 + 1), moe_param(l, io, s0 + 3),
+		                   n->B * n->T, C, d->shared_ffn);
 	}
 	if (n->mixed)
 		moe_experts16(mv, l, io, 1);
@@ -517,25 +553,36 @@ static void moe_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 	}
 	const float *x = mv.v.t[STEP_ACT_LN2];
 	scratch_of(&sc, io);
-	for (unsigned i = 0; i < STEP_MOE_NSCRATCH; i++)
+	for (unsigned i = 0; i < (d->shared_ffn > 0 ? STEP_MOE_NSCRATCH : STEP_MOE_DSYE); i++)
 		ms[i] = io->t[n->moe_scratch[i]];
 	for (size_t i = g0; i < g0 + ng; i++) /* its grads hold the last step's */
 		grad32(l, io, i, 1);
 	memset(sc.dx, 0, BT * C * sizeof *sc.dx);
 	for (size_t e = 0; e < E; e++) {
 		size_t at = start[e], ne = start[e + 1] - at, w = l->module[5 + 3 * e].first;
+		size_t w1 = w + tfm_moe_slot(d, 0), w2 = w + tfm_moe_slot(d, 1), w3 = w + tfm_moe_slot(d, 2);
 		float *t[4];
 		if (ne == 0)
 			continue;
 		moe_expert_view(t, &mv, l, io, e, at, ne);
-		moe_expert_backward(sc.dx, grad32(l, io, w, 0), grad32(l, io, w + 1, 0), grad32(l, io, w + 2, 0),
+		moe_expert_backward(sc.dx, grad32(l, io, w1, 0), grad32(l, io, w2, 0), grad32(l, io, w3, 0),
 		                    ms[STEP_MOE_DW], ms[STEP_MOE_DYE], ms[STEP_MOE_DACT], ms[STEP_MOE_DGU], ms[STEP_MOE_DXE],
-		                    sc.dres, t[0], t[1], t[2], t[3], param32(l, io, w, 1), param32(l, io, w + 1, 1),
-		                    param32(l, io, w + 2, 1), mv.w, tok + at, slot + at, ne, k, C, F);
+		                    sc.dres, t[0], t[1], t[2], t[3], param32(l, io, w1, 1), param32(l, io, w2, 1),
+		                    param32(l, io, w3, 1), mv.w, tok + at, slot + at, ne, k, C, F);
+	}
+	if (d->shared_ffn > 0) { /* its gate's scratch the router's, before the router */
+		size_t w = l->module[5 + 3 * E].first;
+		float *t[4];
+		moe_shared_view(t, &mv, l, io);
+		moe_shared_backward(sc.dx, grad32(l, io, w, 0), grad32(l, io, w + 2, 0), grad32(l, io, w + 1, 0),
+		                    grad32(l, io, w + 3, 0), ms[STEP_MOE_DSYE], ms[STEP_MOE_DSACT], ms[STEP_MOE_DSGU],
+		                    ms[STEP_MOE_DSXE], ms[STEP_MOE_DLOGITS], ms[STEP_MOE_DXR], sc.dres, x, t[0], t[1], t[2],
+		                    t[3], param32(l, io, w, 1), param32(l, io, w + 2, 1), param32(l, io, w + 1, 1),
+		                    param32(l, io, w + 3, 1), BT, C, d->shared_ffn);
 	}
 	moe_router_backward(sc.dx, grad32(l, io, g0, 0), ms[STEP_MOE_DLOGITS], ms[STEP_MOE_DXR], ms[STEP_MOE_DW],
 	                    moe_t(l, io, STEP_MOE_IDX), mv.w, moe_t(l, io, STEP_MOE_PROBS), x, moe_param(l, io, 4),
-	                    BT, C, E, k);
+	                    BT, C, E, k, !d->topk_raw);
 	grads_done(l, io, g0, ng);
 	for (size_t s = MOE_ATTN_MODULES; s-- > 0;)
 		block_bwd(l, io, s);

@@ -218,22 +218,29 @@ static int config_check(const struct theory_routing *r, const struct zs_model *m
 		int from_step2, adam_only;
 		double num;
 		const char *str;          /* a string key's; NULL for a number's */
+		int flag;                 /* a true/false key's, num 1 or 0 */
 	} decides[] = {
-		{"model.hidden_size", "the model's hidden_size", 0, 0, (double)m->hidden, NULL},
-		{"model.intermediate_size", "the model's intermediate_size", 0, 0, (double)m->intermediate, NULL},
-		{"model.attention_heads", "the model's num_attention_heads", 0, 0, (double)m->heads, NULL},
-		{"model.key_value_heads", "the model's num_key_value_heads", 0, 0, (double)m->kv_heads, NULL},
-		{"model.head_dim", "the model's head_dim", 0, 0, (double)m->head_dim, NULL},
-		{"model.vocab_size", "the model's vocab_size", 0, 0, (double)m->vocab, NULL},
-		{"seq", "--seq", 0, 0, (double)seq, NULL},
-		{"batch", "--batch", 0, 0, c->batch, NULL},
-		{"seed", "--seed", 0, 0, (double)c->seed, NULL},
-		{"precision", "--precision", 0, 0, 0, zs_precision_name(c->precision)},
-		{"optimizer", "--optimizer", 1, 0, 0, zs_optimizer_name(c->optimizer)},
-		{"lr", "--lr", 1, 0, c->lr, NULL},
-		{"beta1", "--beta1", 1, 1, c->beta1, NULL},
-		{"beta2", "--beta2", 1, 1, c->beta2, NULL},
-		{"eps", "--eps", 1, 1, c->eps, NULL},
+		{"model.hidden_size", "the model's hidden_size", 0, 0, (double)m->hidden, NULL, 0},
+		{"model.intermediate_size", "the model's intermediate_size", 0, 0, (double)m->intermediate, NULL, 0},
+		{"model.attention_heads", "the model's num_attention_heads", 0, 0, (double)m->heads, NULL, 0},
+		{"model.key_value_heads", "the model's num_key_value_heads", 0, 0, (double)m->kv_heads, NULL, 0},
+		{"model.head_dim", "the model's head_dim", 0, 0, (double)m->head_dim, NULL, 0},
+		{"model.vocab_size", "the model's vocab_size", 0, 0, (double)m->vocab, NULL, 0},
+		/* qwen2_moe's: its shared expert and the routing weights'
+		 * renormalisation shape each block's output, the next one's
+		 * router's input */
+		{"model.shared_expert_intermediate_size", "the model's shared_expert_intermediate_size", 0, 0,
+		 (double)m->shared_ffn, NULL, 0},
+		{"model.norm_topk_prob", "the model's norm_topk_prob", 0, 0, m->topk_raw ? 0.0 : 1.0, NULL, 1},
+		{"seq", "--seq", 0, 0, (double)seq, NULL, 0},
+		{"batch", "--batch", 0, 0, c->batch, NULL, 0},
+		{"seed", "--seed", 0, 0, (double)c->seed, NULL, 0},
+		{"precision", "--precision", 0, 0, 0, zs_precision_name(c->precision), 0},
+		{"optimizer", "--optimizer", 1, 0, 0, zs_optimizer_name(c->optimizer), 0},
+		{"lr", "--lr", 1, 0, c->lr, NULL, 0},
+		{"beta1", "--beta1", 1, 1, c->beta1, NULL, 0},
+		{"beta2", "--beta2", 1, 1, c->beta2, NULL, 0},
+		{"eps", "--eps", 1, 1, c->eps, NULL, 0},
 	};
 	for (size_t i = 0; i < sizeof decides / sizeof *decides; i++) {
 		if ((decides[i].from_step2 && c->steps < 2) || (decides[i].adam_only && c->optimizer != ZS_ADAM))
@@ -245,10 +252,13 @@ static int config_check(const struct theory_routing *r, const struct zs_model *m
 		if (v == NULL || cJSON_IsNull(v))
 			continue;
 		const char *str = decides[i].str;
-		if (str != NULL ? !cJSON_IsString(v) || strcmp(v->valuestring, str) != 0
-		                : !cJSON_IsNumber(v) || v->valuedouble != decides[i].num) {
+		if (str != NULL       ? !cJSON_IsString(v) || strcmp(v->valuestring, str) != 0
+		    : decides[i].flag ? !cJSON_IsBool(v) || cJSON_IsTrue(v) != (decides[i].num != 0)
+		                      : !cJSON_IsNumber(v) || v->valuedouble != decides[i].num) {
 			char *file = cJSON_PrintUnformatted(v);
-			char *here = str != NULL ? zs_asprintf("%s", str) : zs_asprintf("%.17g", decides[i].num);
+			char *here = str != NULL ? zs_asprintf("%s", str)
+			             : decides[i].flag ? zs_asprintf("%s", decides[i].num != 0 ? "true" : "false")
+			                               : zs_asprintf("%.17g", decides[i].num);
 			zs_fail(cause, "--routing %s: its config.%s is %s, %s is %s here (the router's choices follow it)",
 			        r->file, key, file != NULL ? file : "?", decides[i].option, here);
 			free(file);

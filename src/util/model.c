@@ -39,6 +39,10 @@ cJSON *zs_model_json(cJSON *parent, const struct zs_model *m)
 	zs_json_add_number(o, "vocab_size", (double)m->vocab);
 	zs_json_add_number(o, "max_positions", (double)m->positions);
 	cJSON_AddBoolToObject(o, "tie_word_embeddings", m->tied);
+	if (m->qwen_moe) { /* the rest of a qwen2_moe's block ("intermediate_size" is its experts') */
+		zs_json_add_number(o, "shared_expert_intermediate_size", (double)m->shared_ffn);
+		cJSON_AddBoolToObject(o, "norm_topk_prob", !m->topk_raw);
+	}
 	return o;
 }
 
@@ -87,6 +91,9 @@ static const struct key llama_keys[] = {
 	{ NULL, 0, 0, 0 }
 };
 
+/* The mixtures of experts read (read_moe): a type's bit. */
+enum { MOE_MIXTRAL = 1, MOE_QWEN = 2 };
+
 /* model_type -> family and its keys. */
 static const struct {
 	const char *type;
@@ -106,7 +113,7 @@ static const struct {
 	int qk_norm;            /* an RMSNorm on each head's queries and keys */
 	int gemma;              /* Gemma 2's norms, GeGLU, scaled embedding and soft-capping */
 	int gemma3;             /* Gemma 3's layer pattern and local rotary base; no soft-caps by default */
-	int moe;                /* a mixture of experts: reads num_local_experts and its kin (read_moe) */
+	int moe;                /* a mixture of experts, MOE_MIXTRAL or MOE_QWEN: read_moe reads its keys */
 	double rope_theta;      /* rope_theta when absent (0: 10000) */
 } types[] = {
 	{ .type = "gpt2", .keys = gpt2_keys, .eps_key = "layer_norm_epsilon", .eps = 1e-5, .pad = -1,
@@ -167,9 +174,16 @@ static const struct {
 	 * no tie, sliding_window None, pad_token_id None; the experts' keys
 	 * are read by read_moe. */
 	{ .type = "mixtral", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-5, .pad = -1,
-	  .family = ZS_FAMILY_LLAMA, .window_key = 1, .rope_theta = 1e6, .moe = 1 },
+	  .family = ZS_FAMILY_LLAMA, .window_key = 1, .rope_theta = 1e6, .moe = MOE_MIXTRAL },
+	/* Qwen2MoeConfig (configuration_qwen2_moe.py at 008e5743, its fields):
+	 * rms_norm_eps 1e-6, rope_theta 10000 (4.x's __init__), no tie,
+	 * qkv_bias true (4.x's Qwen2MoeAttention: bias=True), pad_token_id
+	 * None; use_sliding_window false (true is refused in read_moe); the
+	 * experts' keys are read by read_moe. */
+	{ .type = "qwen2_moe", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-6, .pad = -1,
+	  .family = ZS_FAMILY_LLAMA, .qkv_bias = 1, .moe = MOE_QWEN },
 };
-#define TYPE_NAMES "gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text, gemma3, mixtral"
+#define TYPE_NAMES "gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text, gemma3, mixtral, qwen2_moe"
 
 /* Keys whose value changes what the engine's transformer computes, and
  * the one value (as JSON text: a string, true, false or null) it runs;
@@ -251,13 +265,14 @@ static int read_prob(const cJSON *cfg, const char *key, double def, const char *
  * value other than absent, null, false or 0 is refused, with the reason. */
 static const struct {
 	const char *key, *why;
-	int moe_reads;          /* a mixture-of-experts type (mixtral) reads it */
+	int moe_reads;          /* the mixture-of-experts types that read it (MOE_MIXTRAL, MOE_QWEN) */
 } refused[] = {
-	{ "num_local_experts", "a mixture of experts is not modelled", 1 },
-	{ "num_experts", "a mixture of experts is not modelled", 0 },
+	{ "num_local_experts", "a mixture of experts is not modelled", MOE_MIXTRAL },
+	{ "num_experts", "a mixture of experts is not modelled", MOE_QWEN },
 	{ "n_routed_experts", "a mixture of experts is not modelled", 0 },
-	{ "num_experts_per_tok", "a mixture of experts is not modelled", 1 },
-	{ "moe_intermediate_size", "a mixture of experts is not modelled", 0 },
+	{ "num_experts_per_tok", "a mixture of experts is not modelled", MOE_MIXTRAL | MOE_QWEN },
+	{ "moe_intermediate_size", "a mixture of experts is not modelled", MOE_QWEN },
+	{ "shared_expert_intermediate_size", "a mixture of experts is not modelled", MOE_QWEN },
 	{ "quantization_config", "quantised weights are not modelled", 0 },
 	{ "attention_bias", "biases in the attention projections are not modelled", 0 },
 	{ "mlp_bias", "biases in the MLP are not modelled", 0 },
@@ -350,35 +365,85 @@ static int read_gemma3_layers(const cJSON *cfg, const char *where, struct zs_mod
 	return read_positive(cfg, "rope_local_base_freq", 10000.0, where, &m->rope_local_theta, cause);
 }
 
-/* MixtralConfig's experts (configuration_mixtral.py at 008e5743):
- * num_local_experts (8) and num_experts_per_tok (2), which
- * MixtralSparseMoeBlock's torch.topk needs at most E of;
- * router_aux_loss_coef (0.001) and output_router_logits (false), which
- * adds the load-balancing loss to the loss (MixtralForCausalLM.forward);
- * router_jitter_noise (0.0), which multiplies the block's input by noise
- * in training. The engine runs the block (fp32, the paper's schemes:
- * cmd_measure.c), not yet the auxiliary loss nor the noise: m->unrun
- * says so where the config asks for them. */
-static int read_moe(const cJSON *cfg, const char *where, struct zs_model *m, char **cause)
+/* A flag of the config: true or false, absent or null for the default. */
+static int read_bool(const cJSON *cfg, const char *key, int def, const char *where, int *out, char **cause)
 {
-	static const struct key moe_keys[] = {
-		{ "num_local_experts", FIELD(experts), ZS_MODEL_MAX_EXPERTS, 1 },
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(cfg, key);
+	*out = def;
+	if (it == NULL || cJSON_IsNull(it))
+		return 0;
+	if (!cJSON_IsBool(it))
+		return zs_fail(cause, "%s: \"%s\" is neither true nor false", where, key);
+	*out = cJSON_IsTrue(it);
+	return 0;
+}
+
+/* The experts' keys of a type (kind: MOE_MIXTRAL or MOE_QWEN).
+ *
+ * MixtralConfig (configuration_mixtral.py at 008e5743): num_local_experts
+ * (8) and num_experts_per_tok (2), which MixtralSparseMoeBlock's
+ * torch.topk needs at most E of; router_aux_loss_coef (0.001) and
+ * output_router_logits (false), which adds the load-balancing loss to the
+ * loss (MixtralForCausalLM.forward); router_jitter_noise (0.0), which
+ * multiplies the block's input by noise in training.
+ *
+ * Qwen2MoeConfig (configuration_qwen2_moe.py at 008e5743): num_experts
+ * (60), num_experts_per_tok (4), moe_intermediate_size (1408),
+ * shared_expert_intermediate_size (5632), norm_topk_prob (false),
+ * router_aux_loss_coef and output_router_logits as Mixtral's; no jitter.
+ * Qwen2MoeDecoderLayer (modeling_qwen2_moe.py, 4.x) makes block l sparse
+ * when l is not in mlp_only_layers and (l + 1) % decoder_sparse_step is 0:
+ * every block only for step 1 and an empty list, the one shape built.
+ *
+ * The engine runs the blocks (the paper's schemes: cmd_measure.c), not
+ * yet the auxiliary loss nor the noise: m->unrun says so where the config
+ * asks for them. */
+static int read_moe(const cJSON *cfg, const char *where, int kind, struct zs_model *m, char **cause)
+{
+	int qwen = kind == MOE_QWEN;
+	const struct key moe_keys[] = {
+		{ qwen ? "num_experts" : "num_local_experts", FIELD(experts), ZS_MODEL_MAX_EXPERTS, 1 },
 		{ "num_experts_per_tok", FIELD(experts_per_tok), ZS_MODEL_MAX_EXPERTS, 1 },
+		{ "moe_intermediate_size", FIELD(intermediate), ZS_MODEL_MAX_FFN, 1 },
+		{ "shared_expert_intermediate_size", FIELD(shared_ffn), ZS_MODEL_MAX_FFN, 1 },
 	};
-	for (size_t k = 0; k < sizeof moe_keys / sizeof moe_keys[0]; k++) {
-		/* null is not the default here: MixtralConfig stores None,
-		 * and the block's range(num_experts) / torch.topk(k=None) fail */
+	for (size_t k = 0; k < (qwen ? 4u : 2u); k++) {
+		/* null is not the default here: the configs store None, and
+		 * the block's range(num_experts) / torch.topk(k=None) fail */
 		if (cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cfg, moe_keys[k].name)))
 			return zs_fail(cause, "%s: \"%s\" is null (a whole number is needed: transformers' block fails on None)",
 			               where, moe_keys[k].name);
 		if (read_key(cfg, &moe_keys[k], where, m, cause) < 0)
 			return -1;
 	}
-	m->experts = m->experts != 0 ? m->experts : 8;
-	m->experts_per_tok = m->experts_per_tok != 0 ? m->experts_per_tok : 2;
+	m->experts = m->experts != 0 ? m->experts : qwen ? 60 : 8;
+	m->experts_per_tok = m->experts_per_tok != 0 ? m->experts_per_tok : qwen ? 4 : 2;
 	if (m->experts_per_tok > m->experts)
-		return zs_fail(cause, "%s: \"num_experts_per_tok\" (%llu) is more than \"num_local_experts\" (%llu)", where,
-		               (unsigned long long)m->experts_per_tok, (unsigned long long)m->experts);
+		return zs_fail(cause, "%s: \"num_experts_per_tok\" (%llu) is more than \"%s\" (%llu)", where,
+		               (unsigned long long)m->experts_per_tok, moe_keys[0].name, (unsigned long long)m->experts);
+	if (qwen) {
+		int norm, windowed;
+		m->qwen_moe = 1;
+		/* intermediate_size, the dense MLP's, gives way to the experts' */
+		m->intermediate = m->intermediate != 0 ? m->intermediate : 1408;
+		m->shared_ffn = m->shared_ffn != 0 ? m->shared_ffn : 5632;
+		if (read_bool(cfg, "norm_topk_prob", 0, where, &norm, cause) < 0 ||
+		    read_bool(cfg, "qkv_bias", 1, where, &m->qkv_bias, cause) < 0 ||
+		    read_bool(cfg, "use_sliding_window", 0, where, &windowed, cause) < 0)
+			return -1;
+		m->topk_raw = !norm;
+		if (windowed)
+			return zs_fail(cause, "%s: \"use_sliding_window\": sliding-window layers of qwen2_moe are not modelled",
+			               where);
+		const cJSON *step = cJSON_GetObjectItemCaseSensitive(cfg, "decoder_sparse_step");
+		if (step != NULL && !cJSON_IsNull(step) && !(cJSON_IsNumber(step) && step->valuedouble == 1))
+			return zs_fail(cause, "%s: \"decoder_sparse_step\": dense blocks among the sparse ones are not modelled "
+			               "(give 1)", where);
+		const cJSON *only = cJSON_GetObjectItemCaseSensitive(cfg, "mlp_only_layers");
+		if (only != NULL && !cJSON_IsNull(only) && !(cJSON_IsArray(only) && cJSON_GetArraySize(only) == 0))
+			return zs_fail(cause, "%s: \"mlp_only_layers\": dense blocks among the sparse ones are not modelled "
+			               "(give [])", where);
+	}
 	const cJSON *coef = cJSON_GetObjectItemCaseSensitive(cfg, "router_aux_loss_coef");
 	m->router_aux_coef = 0.001;
 	if (coef != NULL && !cJSON_IsNull(coef)) {
@@ -386,12 +451,10 @@ static int read_moe(const cJSON *cfg, const char *where, struct zs_model *m, cha
 			return zs_fail(cause, "%s: \"router_aux_loss_coef\" must be a number of at least 0", where);
 		m->router_aux_coef = coef->valuedouble;
 	}
-	const cJSON *out = cJSON_GetObjectItemCaseSensitive(cfg, "output_router_logits");
-	if (out != NULL && !cJSON_IsNull(out) && !cJSON_IsBool(out))
-		return zs_fail(cause, "%s: \"output_router_logits\" is neither true nor false", where);
-	m->router_logits = cJSON_IsTrue(out);
-	double jitter;
-	if (read_prob(cfg, "router_jitter_noise", 0.0, where, &jitter, cause) < 0)
+	if (read_bool(cfg, "output_router_logits", 0, where, &m->router_logits, cause) < 0)
+		return -1;
+	double jitter = 0.0;
+	if (!qwen && read_prob(cfg, "router_jitter_noise", 0.0, where, &jitter, cause) < 0)
 		return -1;
 	if (m->router_logits && m->unrun[0] == '\0')
 		snprintf(m->unrun, sizeof m->unrun, "\"output_router_logits\" is true: the router's auxiliary "
@@ -464,7 +527,7 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 		return zs_fail(cause, "%s: \"model_type\" '%.40s' is not modelled (" TYPE_NAMES ")",
 		               where, type->valuestring);
 	for (size_t r = 0; r < sizeof refused / sizeof refused[0]; r++)
-		if (!(types[t].moe && refused[r].moe_reads) && is_set(cJSON_GetObjectItemCaseSensitive(cfg, refused[r].key)))
+		if (!(types[t].moe & refused[r].moe_reads) && is_set(cJSON_GetObjectItemCaseSensitive(cfg, refused[r].key)))
 			return zs_fail(cause, "%s: \"%s\": %s", where, refused[r].key, refused[r].why);
 	snprintf(m.model_type, sizeof m.model_type, "%s", types[t].type);
 	m.family = types[t].family;
@@ -534,7 +597,7 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 	}
 	if (types[t].gemma3 && read_gemma3_layers(cfg, where, &m, cause) < 0)
 		return -1;
-	if (types[t].moe && read_moe(cfg, where, &m, cause) < 0)
+	if (types[t].moe && read_moe(cfg, where, types[t].moe, &m, cause) < 0)
 		return -1;
 	int windowed = types[t].window_key;
 	if (windowed && types[t].window_on != NULL) {

@@ -63,6 +63,21 @@
  *     router_jitter_noise: unrun where the config asks for them), and the
  *     theory follows that step under --routing (its activations follow
  *     the routing).
+ *   qwen2_moe (model_type "qwen2_moe": Qwen1.5-MoE, Qwen2-MoE): qwen2's
+ *     attention (q, k, v biased unless qkv_bias is false), every block's
+ *     MLP transformers 4.x's Qwen2MoeSparseMoeBlock: the router mlp.gate
+ *     (E, hidden), a ModuleList of E SwiGLU experts (gate_proj, up_proj
+ *     (moe_intermediate_size, hidden), down_proj), the shared expert
+ *     (the same, shared_expert_intermediate_size wide) and its gate
+ *     shared_expert_gate (1, hidden), the shared output times
+ *     sigmoid(gate(x)); num_experts (60), num_experts_per_tok (4),
+ *     norm_topk_prob (false: the top-k probabilities are not
+ *     renormalised), Qwen2MoeConfig's defaults (configuration_qwen2_moe.py
+ *     at 008e5743). `intermediate` holds moe_intermediate_size, the
+ *     experts' width; intermediate_size, the dense MLP's, is read and
+ *     unused: dense blocks among the sparse ones (decoder_sparse_step
+ *     other than 1, mlp_only_layers not empty) and sliding windows
+ *     (use_sliding_window true) are refused by name.
  *
  * Keys that change no byte count but the numbers the engine's transformer
  * computes are read too: the norms' epsilon (gpt2 layer_norm_epsilon,
@@ -142,10 +157,17 @@ struct zs_model {
 	uint64_t window_pattern;/* gemma3_text: every window_pattern-th layer is global, the
 	                           others slide and rotate by rope_local_theta (0: none) */
 	double rope_local_theta;/* gemma3_text: rope_local_base_freq (0: every layer rope_theta) */
-	uint64_t experts;       /* mixtral: num_local_experts, E, each block's experts (0: a dense MLP) */
-	uint64_t experts_per_tok;/* mixtral: num_experts_per_tok, k, the experts each token is routed to */
+	uint64_t experts;       /* mixtral: num_local_experts, qwen2_moe: num_experts, E, each block's experts
+	                           (0: a dense MLP) */
+	uint64_t experts_per_tok;/* num_experts_per_tok, k, the experts each token is routed to */
 	double router_aux_coef; /* mixtral: router_aux_loss_coef, the load-balancing loss's weight */
 	int router_logits;      /* mixtral: output_router_logits, the auxiliary loss added to the loss */
+	int qwen_moe;           /* qwen2_moe's block: mlp.gate, each expert's gate_proj, up_proj,
+	                           down_proj in that order, then the shared expert and its gate */
+	uint64_t shared_ffn;    /* qwen2_moe: shared_expert_intermediate_size, the shared expert's
+	                           inner width (0: none, mixtral) */
+	int topk_raw;           /* qwen2_moe with norm_topk_prob false: the top-k probabilities
+	                           weigh the experts as they are (mixtral renormalises them) */
 	char unrun[160];        /* why the engine cannot train this config
 	                           ("" when it can): numerics only */
 };

@@ -109,26 +109,40 @@ static void parts(struct step_params *p, size_t i, uint64_t a, uint64_t b, uint6
 	t->part_rows[2] = c;
 }
 
-/* Mixtral's MLP (modeling_mixtral.py at 00d4b3d2, a 4.x-layout file:
- * MixtralSparseMoeBlock 78-142 registers the router gate (E, d),
- * bias-free, at 98, then its ModuleList of experts at 100;
- * MixtralBlockSparseTop2MLP 60-75 registers w1 (F, d), w2 (d, F) and w3
- * (F, d) at 66-68): each expert's three tensors in that order, each its
- * own module, as model.parameters() lists them. */
+/* A mixture's MLP, as transformers 4.x registers it (a ModuleList of
+ * experts, each expert's tensors its own modules, in registration order,
+ * as model.parameters() lists them):
+ *   mixtral (modeling_mixtral.py at 00d4b3d2): MixtralSparseMoeBlock
+ *     78-142 registers the router gate (E, d), bias-free, at 98, then its
+ *     experts at 100; MixtralBlockSparseTop2MLP 60-75 registers w1 (F, d),
+ *     w2 (d, F) and w3 (F, d) at 66-68;
+ *   qwen2_moe (modeling_qwen2_moe.py at 00a3f938, a 4.x-layout file):
+ *     Qwen2MoeSparseMoeBlock.__init__ registers mlp.gate (E, d), bias-free,
+ *     the experts (Qwen2MoeMLP of moe_intermediate_size: gate_proj,
+ *     up_proj (F, d), down_proj (d, F), in that order), shared_expert
+ *     (Qwen2MoeMLP of shared_expert_intermediate_size) and
+ *     shared_expert_gate (1, d), bias-free. */
 static void moe_block(struct builder *b, size_t layer, const char *blocks, long long at, const struct zs_model *m)
 {
-	uint64_t h = m->hidden, F = m->intermediate;
-	static const char *const tails[3] = {"w1", "w2", "w3"};
-	linear(b, layer, blocks, at, "block_sparse_moe.gate", m->experts, h, 0);
+	uint64_t h = m->hidden, F = m->intermediate, S = m->shared_ffn;
+	static const char *const tails[2][3] = {{"w1", "w2", "w3"}, {"gate_proj", "up_proj", "down_proj"}};
+	const int q = m->qwen_moe != 0, down = q ? 2 : 1; /* w2 is the down projection */
+	linear(b, layer, blocks, at, q ? "mlp.gate" : "block_sparse_moe.gate", m->experts, h, 0);
 	for (uint64_t e = 0; e < m->experts; e++)
 		for (int t = 0; t < 3; t++) {
-			if (t == 1)
-				linear(b, layer, blocks, at, "block_sparse_moe.experts", h, F, 0);
+			if (t == down)
+				linear(b, layer, blocks, at, q ? "mlp.experts" : "block_sparse_moe.experts", h, F, 0);
 			else
-				linear(b, layer, blocks, at, "block_sparse_moe.experts", F, h, 0);
+				linear(b, layer, blocks, at, q ? "mlp.experts" : "block_sparse_moe.experts", F, h, 0);
 			b->p->module[b->p->nmodules - 1].expert = (long long)e;
-			b->p->module[b->p->nmodules - 1].tail = tails[t];
+			b->p->module[b->p->nmodules - 1].tail = tails[q][t];
 		}
+	if (S > 0) {
+		linear(b, layer, blocks, at, "mlp.shared_expert.gate_proj", S, h, 0);
+		linear(b, layer, blocks, at, "mlp.shared_expert.up_proj", S, h, 0);
+		linear(b, layer, blocks, at, "mlp.shared_expert.down_proj", h, S, 0);
+		linear(b, layer, blocks, at, "mlp.shared_expert_gate", 1, h, 0);
+	}
 }
 
 static void close_layer(struct step_params *p, size_t l, size_t first)
@@ -150,8 +164,8 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 
 	memset(p, 0, sizeof *p);
 	/* sized once: at most 12 tensors and 9 modules a block (and three a
-	 * mixture's expert), 4 of each outside (the theory builds this often) */
-	struct builder b = {p, (12 + 3 * m->experts) * L + 8, (9 + 3 * m->experts) * L + 8};
+	 * mixture's expert, four its shared expert), 4 of each outside (the theory builds this often) */
+	struct builder b = {p, (16 + 3 * m->experts) * L + 8, (13 + 3 * m->experts) * L + 8};
 	p->tensor = zs_malloc(b.cap_t * sizeof *p->tensor);
 	p->module = zs_malloc(b.cap_m * sizeof *p->module);
 	p->nlayers = L + 2;
@@ -362,14 +376,16 @@ static uint64_t max3(uint64_t a, uint64_t b, uint64_t c)
 static void moe_buffers(struct bufs *x, const struct zs_model *m, uint64_t BT, uint64_t l, unsigned e16, int rc)
 {
 	static const char *const fixed[STEP_MOE_EXPERT] = {"probs", "experts", "weights", "counts", "start", "tok",
-	                                                    "slot"};
+	                                                    "slot", "sgu", "sact", "sye", "sg"};
 	static const char *const expert[4] = {"xe", "gu", "act", "ye"};
-	uint64_t E = m->experts, k = m->experts_per_tok;
-	const uint64_t n[STEP_MOE_EXPERT] = {BT * E, BT * k, BT * k, E, E + 1, BT * k, BT * k};
-	const unsigned es[STEP_MOE_EXPERT] = {4, 8, e16, 8, 8, 8, 8};
+	uint64_t E = m->experts, k = m->experts_per_tok, S = m->shared_ffn, d = m->hidden;
+	const uint64_t n[STEP_MOE_EXPERT] = {BT * E, BT * k, BT * k, E, E + 1, BT * k, BT * k,
+	                                     BT * 2 * S, BT * S, BT * d, BT};
+	const unsigned es[STEP_MOE_EXPERT] = {4, 8, e16, 8, 8, 8, 8, e16, e16, e16, e16};
 	for (unsigned i = 0; i < STEP_MOE_EXPERT; i++)
-		buf(x, (struct step_buffer){fixed[i], STEP_MOE, i, (int)(l - 1), n[i], es[i], ZS_CAT_ACTIVATIONS,
-		                            STEP_AT_LAYER, l, l, rc && i != STEP_MOE_COUNTS});
+		if (i < STEP_MOE_SGU || S > 0) /* the shared expert's: qwen2_moe's */
+			buf(x, (struct step_buffer){fixed[i], STEP_MOE, i, (int)(l - 1), n[i], es[i], ZS_CAT_ACTIVATIONS,
+			                            STEP_AT_LAYER, l, l, rc && i != STEP_MOE_COUNTS});
 	for (uint64_t e = 0; e < E; e++)
 		for (unsigned j = 0; j < 4; j++) {
 			struct step_buffer b = {expert[j], STEP_MOE, STEP_MOE_EXPERT + 4 * (unsigned)e + j, (int)(l - 1), 0,
@@ -383,12 +399,15 @@ static void moe_buffers(struct bufs *x, const struct zs_model *m, uint64_t BT, u
  * 0's backward as the other scratch. */
 static void moe_scratch(struct bufs *x, const struct zs_model *m, uint64_t BT)
 {
-	static const char *const name[STEP_MOE_NSCRATCH] = {"dw", "dlogits", "dxr", "dye", "dxe", "dact", "dgu"};
-	for (unsigned i = 0; i < STEP_MOE_NSCRATCH; i++) {
+	static const char *const name[STEP_MOE_NSCRATCH] = {"dw", "dlogits", "dxr", "dye", "dxe", "dact", "dgu",
+	                                                     "dsye", "dsxe", "dsact", "dsgu"};
+	uint64_t S = m->shared_ffn;
+	const uint64_t fixed[STEP_MOE_NSCRATCH] = {m->experts_per_tok, m->experts, m->hidden, 0, 0, 0, 0,
+	                                           m->hidden, m->hidden, S, 2 * S};
+	for (unsigned i = 0; i < (S > 0 ? STEP_MOE_NSCRATCH : STEP_MOE_DSYE); i++) {
 		struct step_buffer b = {name[i], STEP_MOE_SCRATCH, i, -1, 0, 4, ZS_CAT_SCRATCH, STEP_AT_BACKWARD, 0, 1, 0};
 		uint64_t row = step_moe_row(m, &b);
-		b.elements = BT * (row > 0 ? row : i == STEP_MOE_DW ? m->experts_per_tok
-		                                 : i == STEP_MOE_DLOGITS ? m->experts : m->hidden);
+		b.elements = BT * (row > 0 ? row : fixed[i]);
 		buf(x, b);
 	}
 }
@@ -400,7 +419,7 @@ uint64_t step_moe_row(const struct zs_model *m, const struct step_buffer *b)
 		const uint64_t row[4] = {d, 2 * F, F, d};
 		return row[(b->index - STEP_MOE_EXPERT) % 4];
 	}
-	if (b->role == STEP_MOE_SCRATCH && b->index >= STEP_MOE_DYE) {
+	if (b->role == STEP_MOE_SCRATCH && b->index >= STEP_MOE_DYE && b->index <= STEP_MOE_DGU) {
 		const uint64_t row[4] = {d, d, F, 2 * F};
 		return row[b->index - STEP_MOE_DYE];
 	}
@@ -468,8 +487,9 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 			a16 += is16[a] && !(moe && (a == STEP_ACT_FCH || a == STEP_ACT_FCH_ACT)) ? e[a] : 0;
 		/* a mixture's: the routing weights, then every expert's four,
 		 * B·T·k rows in all whatever the routing (dropless) */
-		if (moe)
-			a16 += BT * m->experts_per_tok * (1 + 2 * h + 3 * F);
+		if (moe) /* and the shared expert's four (qwen2_moe) */
+			a16 += BT * m->experts_per_tok * (1 + 2 * h + 3 * F) + BT * (3 * m->shared_ffn + h + 1) *
+			       (m->shared_ffn > 0);
 		buf(&x, (struct step_buffer){"w32", STEP_W32, 0, -1, wmax, 4, S, STEP_AT_FORWARD, 0, 0, 0});
 		buf(&x, (struct step_buffer){"act32", STEP_ACT32, 0, -1, a16, 4, S, STEP_AT_FORWARD, 0, 0, 0});
 		buf(&x, (struct step_buffer){"g32", STEP_G32, 0, -1, wmax, 4, S, STEP_AT_BACKWARD, 0, 0, 0});

@@ -167,18 +167,22 @@ enum step_role {
  * torch.where's); then expert e's four at STEP_MOE_EXPERT + 4e: its
  * gathered input xe (n_e, d), gu (n_e, 2F), act (n_e, F) and output ye
  * (n_e, d), n_e the tokens the routing sends it this step. Their
- * `elements` is the bound (n_e = BT); step_moe_row gives one row's. */
+ * `elements` is the bound (n_e = BT); step_moe_row gives one row's.
+ * Qwen2-MoE's shared expert (S its width) has four of fixed size before
+ * the experts' (none for mixtral): sgu (BT, 2S), sact (BT, S), sye (BT,
+ * d) and its gate's sigmoid sg (BT). */
 enum step_moe {
 	STEP_MOE_PROBS, STEP_MOE_IDX, STEP_MOE_W, STEP_MOE_COUNTS, STEP_MOE_START, STEP_MOE_TOK, STEP_MOE_SLOT,
-	STEP_MOE_EXPERT
+	STEP_MOE_SGU, STEP_MOE_SACT, STEP_MOE_SYE, STEP_MOE_SG, STEP_MOE_EXPERT
 };
 /* The backward's: dw (BT, k), dlogits (BT, E), dxr (BT, d) for the
  * router; for one expert at a time dye and dxe (n, d), dact (n, F), dgu
- * (n, 2F), n the most tokens any expert of any block got this step. Made
- * at the start of backward, freed after block 0's. */
+ * (n, 2F), n the most tokens any expert of any block got this step; the
+ * shared expert's (qwen2_moe only) dsye and dsxe (BT, d), dsact (BT, S),
+ * dsgu (BT, 2S). Made at the start of backward, freed after block 0's. */
 enum step_moe_scratch {
 	STEP_MOE_DW, STEP_MOE_DLOGITS, STEP_MOE_DXR, STEP_MOE_DYE, STEP_MOE_DXE, STEP_MOE_DACT, STEP_MOE_DGU,
-	STEP_MOE_NSCRATCH
+	STEP_MOE_DSYE, STEP_MOE_DSXE, STEP_MOE_DSACT, STEP_MOE_DSGU, STEP_MOE_NSCRATCH
 };
 
 /* When a buffer is made: at the start of forward, before its layer's
