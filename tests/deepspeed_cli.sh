@@ -116,20 +116,29 @@ agree=${ZS_BUILDDIR:-.}/tests/json_agree
 printf '{"model_type": "llama", "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2, %s\n' \
 	'"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 32}' \
 	>"$tmp/llama.json"
-ckpt_agree() {
-	"$zerosim" measure -q --framework deepspeed --schemes zero3 --recompute full "$@" --out "$tmp/m.json" ||
-		fail "measure --recompute full $*"
-	"$zerosim" theory --framework deepspeed --schemes zero3 --recompute full "$@" --out "$tmp/t.json" ||
-		fail "theory --recompute full $*"
-	"$agree" "$tmp/m.json" "$tmp/t.json" >/dev/null || fail "theory and measure differ: --recompute full $*"
+ds3_agree() { # with --timeline: each phase's peak too
+	"$zerosim" measure -q --framework deepspeed --schemes zero3 --timeline "$@" --out "$tmp/m.json" ||
+		fail "measure $*"
+	"$zerosim" theory --framework deepspeed --schemes zero3 "$@" --out "$tmp/t.json" || fail "theory $*"
+	"$agree" "$tmp/m.json" "$tmp/t.json" >/dev/null || fail "theory and measure differ: $*"
 }
 for model in gpt2 llama; do
 	for precision in fp32 mixed; do
-		ckpt_agree --model "$tmp/$model.json" --seq 16 --precision $precision --world 1,2,3 --unit model,layer \
-			--ds-persist 100 --steps 3
+		ds3_agree --recompute full --model "$tmp/$model.json" --seq 16 --precision $precision --world 1,2,3 \
+			--unit model,layer --ds-persist 100 --steps 3
 	done
-	ckpt_agree --model "$tmp/$model.json" --seq 16 --precision mixed --world 2,3 --unit layer --ds-persist 100 \
-		--ds-prefetch-bucket 5000 --ds-max-live 20000 --steps 2
+	ds3_agree --recompute full --model "$tmp/$model.json" --seq 16 --precision mixed --world 2,3 --unit layer \
+		--ds-persist 100 --ds-prefetch-bucket 5000 --ds-max-live 20000 --steps 2
+	# The tables' release after backward never fires (their inputs need
+	# no grad): they stay whole through the epilogue's reduction into
+	# step() (the reduce and optimizer phases' peaks; with the optimizer
+	# offloaded step() adds nothing on the device), and under
+	# --grad-accum into the next micro-step, whose prefetch skips them.
+	for extra in "--offload optimizer" "--grad-accum 2" "--grad-accum 2 --recompute full"; do
+		# shellcheck disable=SC2086 # $extra is options
+		ds3_agree --model "$tmp/$model.json" --seq 16 --precision mixed --world 1,2,3 --unit layer \
+			--ds-persist 100 --steps 2 $extra
+	done
 done
 # The gathers, counted by hand from the rule (gpt2 above, fp32, N = 2,
 # --ds-persist 100: 28 tensors, 6 of a block's 12 persistent). Without
@@ -163,6 +172,17 @@ tr -d ' \t\n' <"$tmp/t3.json" | grep -q '"gathered_params":474112' ||
 "$zerosim" measure -q --framework deepspeed --model "$tmp/gpt2.json" --seq 32 --batch 2 --precision mixed \
 	--schemes zero3 --world 3 --ds-persist 100 --steps 2 --out "$tmp/t4.json" || fail "measure the hand-worked point"
 tr -d ' \t\n' <"$tmp/t4.json" | grep -q '"resident_bytes":1000634192' || fail "the hand-worked resident"
+# And its held tables (tests/test_theory.c): with the optimizer
+# offloaded, the optimizer phase's most is resident + (16384 + 2048)·2 B.
+"$zerosim" measure -q --framework deepspeed --model "$tmp/gpt2.json" --seq 32 --batch 2 --precision mixed \
+	--schemes zero3 --world 3 --ds-persist 100 --steps 2 --offload optimizer --timeline --out "$tmp/t5.json" ||
+	fail "measure the hand-worked point offloaded"
+if command -v python3 >/dev/null 2>&1; then
+	held=$(python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))["runs"][0]
+print(max(e["current_bytes"] for e in r["timeline"] if e["phase"] == "optimizer") - r["resident_bytes"])' "$tmp/t5.json")
+	[ "$held" = 36864 ] || fail "the tables held into step(): $held B over resident, not 36,864"
+fi
 # DeepSpeed's settings are options, not keys of a sweep spec; where they
 # are meaningless the spec's framework refuses them as an option's would.
 printf '{"format": "zerosim-sweep/1", "framework": "deepspeed", "ds-reduce-bucket": 1000}\n' >"$tmp/s1.json"

@@ -15,12 +15,16 @@ counted up for an input that requires grad, down in backward, the release
 at 0, 493-500). Each block runs under torch.utils.checkpoint of its
 __call__, reentrant (transformers' gradient_checkpointing_enable default).
 A GPT-2-shaped model: wte, wpe, per block ln_1, attn(c_attn, c_proj), ln_2,
-mlp(c_fc, c_proj), then ln_f and a head (untied here). Only modules with
-parameters of their own are reported (a container's fetch gathers
-nothing; zerosim leaves them out). The embeddings' release after their
-backward never fires (their inputs need no grad); zerosim releases them
-there (noted in docs/schedule.md). Prints "ok" or the first difference;
-exit 1 on a difference.
+mlp(c_fc, c_proj), then ln_f and a head, untied and then tied to wte
+(its weight wte's). Only modules with parameters of their own are
+reported (a container's fetch gathers nothing; zerosim leaves them out).
+The modules whose release after backward never fires are exactly those
+no input of which requires grad, the embeddings (token ids, positions):
+the tied head's input (ln_f's output) does, so its own fires; zerosim's
+step description marks the tables so (util/step.h, no_grad_in), and its
+coordinator releases nothing after their backward (util/ds_coord.c,
+ds_coord_release). Prints what it found and "ok", or the first
+difference; exit 1 on a difference.
 """
 import sys
 
@@ -28,6 +32,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 events = []
+after_backward = set()  # the modules whose release after backward fired
 
 
 def own(m):
@@ -75,12 +80,15 @@ def register(m, name):
             ctx.m.remaining -= 1
             if ctx.m.remaining == 0 and own(ctx.m):
                 events.append(("release", name))
+                after_backward.add(name)
             return g
 
     def pre_bwd(mod, inp, out):
         return PreBackward.apply(out) if torch.is_tensor(out) else out
 
     def post_bwd(mod, inp):
+        if torch.is_grad_enabled():  # the rule's side: does some input require grad?
+            mod.grad_in = getattr(mod, "grad_in", False) or any(torch.is_tensor(x) and x.requires_grad for x in inp)
         return tuple(PostBackward.apply(x) if torch.is_tensor(x) else x for x in inp)
 
     m.register_forward_pre_hook(pre_fwd)
@@ -123,11 +131,13 @@ class Block(torch.nn.Module):
 
 
 class Model(torch.nn.Module):
-    def __init__(self, d, layers, vocab, positions):
+    def __init__(self, d, layers, vocab, positions, tied):
         super().__init__()
         self.wte, self.wpe = torch.nn.Embedding(vocab, d), torch.nn.Embedding(positions, d)
         self.h = torch.nn.ModuleList(Block(d) for _ in range(layers))
         self.ln_f, self.lm_head = torch.nn.LayerNorm(d), torch.nn.Linear(d, vocab, bias=False)
+        if tied:  # GPT2LMHeadModel's tie_weights: the head reads the token table
+            self.lm_head.weight = self.wte.weight
 
     def forward(self, ids):
         x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))
@@ -136,13 +146,28 @@ class Model(torch.nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
-L = 3
-torch.manual_seed(0)
-model = Model(16, L, 32, 8)
-register(model, "")
-ids = torch.randint(0, 32, (2, 8))
-for step in (1, 2):
-    events.clear()
+def check(tied):
+    torch.manual_seed(0)
+    model = Model(16, L, 32, 8, tied)
+    register(model, "")
+    ids = torch.randint(0, 32, (2, 8))
+    for step in (1, 2):
+        events.clear()
+        after_backward.clear()
+        run(model, ids, step)
+    fetched = set(m for e, m in events if e == "fetch")
+    never = sorted(fetched - after_backward)
+    # The rule: no input of it requires grad (seen in a forward with grad
+    # on: the first one, or a checkpointed block's rerun); zerosim's
+    # no_grad_in marks the tables, wte and wpe.
+    noinput = sorted(n for n, m in model.named_modules() if n in fetched and not getattr(m, "grad_in", False))
+    print("%s head: release after backward never fires for %s" % ("tied" if tied else "untied", ", ".join(never)))
+    if never != noinput or noinput != ["wpe", "wte"]:
+        print("the rule (no input requires grad) expects %s, zerosim's tables wpe, wte" % ", ".join(noinput))
+        sys.exit(1)
+
+
+def run(model, ids, step):
     torch.nn.functional.cross_entropy(model(ids).flatten(0, 1), ids.flatten()).backward()
     # The rule (build_trace): forward, the modules in order; backward in
     # reverse, each block's modules forward again (the rerun) before its
@@ -165,4 +190,9 @@ for step in (1, 2):
                 print("step %d, event %d: PyTorch %s, the rule %s" % (step, k, got, exp))
                 break
         sys.exit(1)
-print("ok: %d fetches a step, each released, in the rule's order (%d blocks, 2 steps)" % (len(trace), L))
+
+
+L = 3
+check(False)
+check(True)
+print("ok: each module fetched and released in the rule's order (%d blocks, 2 steps, untied and tied)" % L)

@@ -1777,6 +1777,29 @@ START_TEST(test_deepspeed_zero3_on_the_tiny_gpt2_worked_by_hand)
 	theory_tfm_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
 	ck_assert_uint_eq(sc.comm_elements, 158100);
 	ck_assert_double_eq(sc.comm_elements_mean, (259614.0 + 66672.0 + 158100.0) / 2);
+	/* The tables' release after their backward never fires (no input of
+	 * theirs needs grad; util/ds_coord.h): wte (16384) and wpe (2048) stay
+	 * whole, 2 B each, until step() releases everything. With the
+	 * optimizer offloaded step() adds nothing on the device, so the
+	 * optimizer phase's most is its start: resident + (16384 + 2048)·2 =
+	 * 36,864 B more, less in step 1 the persistent 1,792 B (the recording
+	 * step released them after each module; _post_step gathers them). */
+	o.recompute = ZS_RECOMPUTE_NONE;
+	c.offload = ZS_OFFLOAD_OPTIMIZER;
+	theory_tfm_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	ck_assert_uint_eq(sc.phase_peak[ZS_PH_OPTIMIZER], sc.resident_bytes + 36864);
+	c.steps = 1;
+	theory_tfm_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	ck_assert_uint_eq(sc.phase_peak[ZS_PH_OPTIMIZER], sc.resident_bytes + 36864 - 1792);
+	/* --grad-accum 2: the second micro-step starts with them whole, so
+	 * its prefetch gathers all but their 5462 + 683 shard elements:
+	 * micro-step 1 sends 2·(2·39525 + 2·5462) + 2·39525 = 258,998 (no
+	 * step(), no persistent gather), micro-step 2 2·(39525 − 6145 + 308) +
+	 * 2·39525 = 146,426: 405,424 (417,714 if they were released). */
+	c.offload = ZS_OFFLOAD_NONE;
+	c.grad_accum = 2;
+	theory_tfm_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
+	ck_assert_uint_eq(sc.comm_elements, 405424);
 }
 END_TEST
 

@@ -109,6 +109,7 @@ struct zs_layer_kind {
 /* A module of a layer: the tensors [first, first + n) of what it reads. */
 struct zs_module {
 	size_t first, n;
+	int no_grad_in; /* the step description's (util/step.h) */
 };
 
 struct zs_layer {

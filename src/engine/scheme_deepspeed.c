@@ -630,9 +630,10 @@ struct ds3 {
 	 * with parameters of its own, net.h's zs_module, a tied head's
 	 * reading the token table again): tensors [first, first + n), whether
 	 * it makes their grads (not the tied head's: the table's module does),
-	 * and each layer's first module. */
+	 * whether no input of it needs grad (the step description's), and
+	 * each layer's first module. */
 	size_t nmodules, *mod_first, *mod_n;
-	int *mod_grads;
+	int *mod_grads, *mod_no_grad_in;
 	size_t *mod_of;                /* per layer */
 };
 
@@ -703,6 +704,7 @@ static void ds3_modules(const struct zs_run *r, struct ds *ds)
 		for (size_t s = 0; s < ly->nmodules; s++, d->nmodules++) {
 			d->mod_first[d->nmodules] = t0 + ly->module[s].first;
 			d->mod_n[d->nmodules] = ly->module[s].n;
+			d->mod_no_grad_in[d->nmodules] = ly->module[s].no_grad_in;
 			d->mod_grads[d->nmodules] = 1;
 			for (size_t e = 0; e < d->nmodules; e++) /* a tied head's table is the embedding's */
 				d->mod_grads[d->nmodules] &= !in_module(ds, t0 + ly->module[s].first, e);
@@ -772,13 +774,15 @@ static int ds3_setup(struct zs_run *r, void **ctx, char **cause)
 	d->mod_first = zs_calloc(maxmod, sizeof *d->mod_first);
 	d->mod_n = zs_calloc(maxmod, sizeof *d->mod_n);
 	d->mod_grads = zs_calloc(maxmod, sizeof *d->mod_grads);
+	d->mod_no_grad_in = zs_calloc(maxmod, sizeof *d->mod_no_grad_in);
 	d->mod_of = zs_calloc(r->model.nlayers, sizeof *d->mod_of);
 	ds3_modules(r, ds);
 	uint64_t *n = zs_calloc(nt + 1, sizeof *n);
 	for (size_t t = 0; t < nt; t++)
 		n[t] = lo->tensor[t].n;
 	long *group = ds3_checkpointed(r, maxmod);
-	d->coord = ds_coord_new_recompute(n, nt, d->mod_first, d->mod_n, d->nmodules, group, c, r->world);
+	d->coord = ds_coord_new_recompute(n, nt, d->mod_first, d->mod_n, d->nmodules, group, d->mod_no_grad_in, c,
+	                                  r->world);
 	free(group);
 	free(n);
 	ds3_reset_step(ds);
@@ -824,6 +828,7 @@ static void ds3_teardown(struct zs_run *r, void *ctx)
 	free(d->mod_first);
 	free(d->mod_n);
 	free(d->mod_grads);
+	free(d->mod_no_grad_in);
 	free(d->mod_of);
 	free(d);
 	ds_free(ds);
@@ -1008,7 +1013,8 @@ static void ds3_module(struct zs_run *r, void *ctx, size_t l, size_t s, enum zs_
  * parameter_offload.py 243-247; partitioned_param_coordinator.py 228-264)
  * completes the trace recorded so far and starts its queue again; what
  * is whole stays (no step() released it: the persistent params once the
- * trace is complete; the recording micro-step released everything). */
+ * trace is complete, and the params of a module whose backward released
+ * nothing, util/ds_coord.h). */
 static void ds3_reduce(struct zs_run *r, void *ctx)
 {
 	struct ds *ds = ctx;
@@ -1016,8 +1022,8 @@ static void ds3_reduce(struct zs_run *r, void *ctx)
 	if (boundary(r))
 		return;
 	for (size_t t = 0; t < r->layout.ntensors; t++)
-		if (ds_rank(r, ds, r->r0)->whole[t] != NULL && !ds->ds3->coord->persist[t])
-			abort(); /* the last module's release dropped every other (util/ds_coord.h) */
+		if ((ds_rank(r, ds, r->r0)->whole[t] != NULL) != (ds->ds3->coord->avail[t] != 0))
+			abort(); /* the engine holds what the coordinator says is whole (util/ds_coord.h) */
 	ds->ds3->complete = 1;
 	ds->ds3->entry = 0;
 	ds_coord_begin_micro(ds->ds3->coord);

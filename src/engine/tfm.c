@@ -420,13 +420,6 @@ void tfm_block_recompute_module(struct tfm_block_acts *a, const struct tfm_block
 		rmsnorm_rstd(a->down_rstd, a->down_out, d->eps, B * T, d->d);
 }
 
-void tfm_block_recompute(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
-                         const struct tfm_dims *d, size_t B, size_t T)
-{
-	for (size_t s = 0; s < tfm_block_modules(d); s++)
-		tfm_block_recompute_module(a, p, x, d, B, T, s);
-}
-
 void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                        const struct tfm_dims *d, size_t B, size_t T)
 {

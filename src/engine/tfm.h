@@ -202,13 +202,11 @@ void tfm_embed_backward(struct tfm_embed_params *g, const float *dx, const int *
 /* One block: a->res3 = block(x); x (BT, d) is the block's input. */
 void tfm_block_forward(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                        const struct tfm_dims *d, size_t B, size_t T);
-/* Rebuild what the block's backward reads (every tensor but res3, which
- * it does not read) from its input: the forward's kernels on the same
- * inputs, so the same bits (full recompute). */
-void tfm_block_recompute(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
-                         const struct tfm_dims *d, size_t B, size_t T);
-/* Its module s's part (a forward module's step; the last module's
- * output res3 is not rebuilt): tfm_block_recompute is s = 0..n-1. */
+/* Rebuild module s's part of what the block's backward reads from the
+ * block's input x (full recompute, module by module: s = 0..n-1 rebuilds
+ * every tensor but res3, which the backward does not read): the
+ * forward's kernels on the same inputs, so the same bits; the last
+ * module's output res3 is not rebuilt. */
 void tfm_block_recompute_module(struct tfm_block_acts *a, const struct tfm_block_params *p, const float *x,
                                 const struct tfm_dims *d, size_t B, size_t T, size_t s);
 /* Rebuild the softmax a->att and a->atty from a->qkv (selective

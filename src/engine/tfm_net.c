@@ -705,7 +705,7 @@ static void layer_params(struct zs_layer *ly, const struct step_params *p, size_
 		size_t home = 0;
 		while (p->layer[home].first + p->layer[home].n <= md->first)
 			home++;
-		ly->module[ly->nmodules++] = (struct zs_module){md->first - p->layer[home].first, md->n};
+		ly->module[ly->nmodules++] = (struct zs_module){md->first - p->layer[home].first, md->n, md->no_grad_in};
 	}
 }
 

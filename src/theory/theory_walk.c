@@ -683,7 +683,7 @@ struct ds3_fw {
 	struct ds3_bucket bk;
 	const uint64_t *tn;
 	size_t nmodules, *first, *count, *lo, *hi;
-	int *grads, by_unit;
+	int *grads, *no_grad_in, by_unit;
 	size_t *of_layer;   /* inside layers: layer l's modules are [of_layer[l], of_layer[l + 1]) */
 	size_t *rel, *post, j;
 	uint64_t N, S, sent, sent_el;
@@ -908,6 +908,7 @@ static void ds3_modules(struct ds3_fw *f, const struct theory_desc *d, enum zs_u
 	f->lo = f->count + n;
 	f->hi = f->lo + n;
 	f->grads = zs_calloc(n + 1, sizeof *f->grads);
+	f->no_grad_in = zs_calloc(n + 1, sizeof *f->no_grad_in);
 	f->of_layer = zs_calloc(p->nlayers + 1, sizeof *f->of_layer);
 	for (size_t i = 0; f->by_unit && i < n; i++) {
 		f->first[i] = unit == ZS_UNIT_MODEL ? 0 : p->layer[i].first;
@@ -927,6 +928,7 @@ static void ds3_modules(struct ds3_fw *f, const struct theory_desc *d, enum zs_u
 		f->count[i] = x->n;
 		f->lo[i] = f->hi[i] = x->layer;
 		f->grads[i] = x->n > 0 && p->tensor[x->first].module == i;
+		f->no_grad_in[i] = x->no_grad_in;
 	}
 	for (; l <= p->nlayers; l++)
 		f->of_layer[l] = n;
@@ -951,7 +953,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	long *group = zs_calloc(f.nmodules + 1, sizeof *group);
 	for (size_t i = 0; i < f.nmodules; i++)
 		group[i] = !f.by_unit && d->recompute == ZS_RECOMPUTE_FULL ? p->module[i].index : -1;
-	f.d = ds_coord_new_recompute(tn, p->ntensors, f.first, f.count, f.nmodules, group, c, world);
+	f.d = ds_coord_new_recompute(tn, p->ntensors, f.first, f.count, f.nmodules, group, f.no_grad_in, c, world);
 	free(group);
 	for (size_t t = 0; t < p->ntensors; t++) {
 		f.S += f.d->s[t];
@@ -975,6 +977,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	free(tn);
 	free(f.first);
 	free(f.grads);
+	free(f.no_grad_in);
 	free(f.of_layer);
 	free(f.rel);
 	free(f.post);

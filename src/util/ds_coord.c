@@ -74,6 +74,8 @@ static void fetch(struct ds_coord *d, const struct zs_config *c, size_t j, int c
 size_t ds_coord_release(struct ds_coord *d, size_t j, int complete, size_t *out)
 {
 	size_t m = d->trace[j], nout = 0;
+	if (d->bwd[j] && d->no_grad_in[m]) /* no post-backward hook (ds_coord.h) */
+		return 0;
 	int *keep = zs_calloc(d->ntensors, sizeof *keep);
 	if (complete) {
 		for (size_t t = 0; t < d->ntensors; t++)
@@ -129,7 +131,7 @@ static size_t build_trace(size_t nmod, const long *group, size_t *trace, int *bw
  * its parameter queue (record_parameters, 210-219: each entry's params in
  * ds_id order, with the entry's step). */
 static void setup(struct ds_coord *d, const uint64_t *n, size_t nt, const size_t *mod_first, const size_t *mod_n,
-                  size_t nmod, const long *group, const struct zs_config *c, unsigned world)
+                  size_t nmod, const long *group, const int *no_grad_in, const struct zs_config *c, unsigned world)
 {
 	memset(d, 0, sizeof *d);
 	d->ntensors = nt;
@@ -141,6 +143,7 @@ static void setup(struct ds_coord *d, const uint64_t *n, size_t nt, const size_t
 	d->fetched = zs_calloc(nt, sizeof *d->fetched);
 	d->mod_first = zs_calloc(nmod, sizeof *d->mod_first);
 	d->mod_n = zs_calloc(nmod, sizeof *d->mod_n);
+	d->no_grad_in = zs_calloc(nmod + 1, sizeof *d->no_grad_in);
 	d->trace = zs_calloc(3 * nmod, sizeof *d->trace); /* at most: forward, a recompute, backward */
 	d->bwd = zs_calloc(3 * nmod, sizeof *d->bwd);
 	for (size_t t = 0; t < nt; t++) {
@@ -151,6 +154,8 @@ static void setup(struct ds_coord *d, const uint64_t *n, size_t nt, const size_t
 	d->nmodules = nmod;
 	memcpy(d->mod_first, mod_first, nmod * sizeof *mod_first);
 	memcpy(d->mod_n, mod_n, nmod * sizeof *mod_n);
+	if (no_grad_in != NULL)
+		memcpy(d->no_grad_in, no_grad_in, nmod * sizeof *no_grad_in);
 	d->ntrace = build_trace(nmod, group, d->trace, d->bwd);
 	size_t nq = 0;
 	for (size_t j = 0; j < d->ntrace; j++)
@@ -174,6 +179,7 @@ void ds_coord_free(struct ds_coord *d)
 	free(d->fetched);
 	free(d->mod_first);
 	free(d->mod_n);
+	free(d->no_grad_in);
 	free(d->trace);
 	free(d->bwd);
 	free(d->qt);
@@ -184,14 +190,15 @@ void ds_coord_free(struct ds_coord *d)
 struct ds_coord *ds_coord_new(const uint64_t *n, size_t nt, const size_t *mod_first, const size_t *mod_n,
                               size_t nmod, const struct zs_config *c, unsigned world)
 {
-	return ds_coord_new_recompute(n, nt, mod_first, mod_n, nmod, NULL, c, world);
+	return ds_coord_new_recompute(n, nt, mod_first, mod_n, nmod, NULL, NULL, c, world);
 }
 
 struct ds_coord *ds_coord_new_recompute(const uint64_t *n, size_t nt, const size_t *mod_first, const size_t *mod_n,
-                                        size_t nmod, const long *group, const struct zs_config *c, unsigned world)
+                                        size_t nmod, const long *group, const int *no_grad_in,
+                                        const struct zs_config *c, unsigned world)
 {
 	struct ds_coord *d = zs_malloc(sizeof *d);
-	setup(d, n, nt, mod_first, mod_n, nmod, group, c, world);
+	setup(d, n, nt, mod_first, mod_n, nmod, group, no_grad_in, c, world);
 	return d;
 }
 

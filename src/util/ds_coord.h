@@ -35,6 +35,7 @@ struct ds_coord {
 	double *recent;                      /* __most_recent_step_id_param_fetched_for */
 	size_t *trace;                       /* __submodule_order: the modules forward, then backward */
 	int *bwd;                            /* per trace entry: a backward's (it makes its grads) */
+	int *no_grad_in;                     /* per module: no input needs grad, no release after its backward */
 	size_t *qt, *qs;                     /* __param_queue: (param, step_id_last_used_at) */
 	double n_avail;                      /* __n_available_params */
 	size_t *fetched, nfetched;           /* gathered by the last fetch, in order */
@@ -50,9 +51,14 @@ struct ds_coord *ds_coord_new(const uint64_t *n, size_t nt, const size_t *mod_fi
  * block's forward there (torch.utils.checkpoint), so the trace holds,
  * before the block's backward entries, its modules forward again, each a
  * fetch and a release (docs/schedule.md, "deepspeed", ZeRO-3 with full
- * recompute). */
+ * recompute). And no_grad_in[m] (NULL: none) when no input of module m
+ * requires grad (a table's lookup of token ids or positions): its
+ * post-backward hook never fires, so its backward releases nothing and
+ * its params stay whole until step() (docs/schedule.md, "deepspeed",
+ * ZeRO-3's coordinator). */
 struct ds_coord *ds_coord_new_recompute(const uint64_t *n, size_t nt, const size_t *mod_first, const size_t *mod_n,
-                                        size_t nmod, const long *group, const struct zs_config *c, unsigned world);
+                                        size_t nmod, const long *group, const int *no_grad_in,
+                                        const struct zs_config *c, unsigned world);
 void ds_coord_free(struct ds_coord *d);
 /* A step's start (step 1 records the trace); `gathered` starts again. */
 void ds_coord_begin_step(struct ds_coord *d, unsigned step);
@@ -66,7 +72,7 @@ void ds_coord_begin_micro(struct ds_coord *d);
 size_t ds_coord_fetch(struct ds_coord *d, const struct zs_config *c, size_t j, int complete,
                       const size_t **fetched);
 /* The release after trace entry j: the tensors released into out (if not
- * NULL), how many. */
+ * NULL), how many (none after the backward of a no_grad_in module). */
 size_t ds_coord_release(struct ds_coord *d, size_t j, int complete, size_t *out);
 /* step(): everything released (into released, *nreleased of them), then
  * _post_step gathers the persistent params (into out; how many). */

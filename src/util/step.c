@@ -40,7 +40,7 @@ static size_t module(struct builder *b, size_t layer, const char *prefix, long l
 		b->cap_m = b->cap_m ? 2 * b->cap_m : 16;
 		p->module = zs_realloc(p->module, b->cap_m * sizeof *p->module);
 	}
-	p->module[p->nmodules] = (struct step_module){prefix, index, suffix, layer, p->ntensors, 0, 0, -1, ""};
+	p->module[p->nmodules] = (struct step_module){prefix, index, suffix, layer, p->ntensors, 0, 0, -1, "", 0};
 	return p->nmodules++;
 }
 
@@ -73,11 +73,12 @@ static size_t linear(struct builder *b, size_t layer, const char *prefix, long l
 	return b->p->module[b->p->nmodules - 1].first;
 }
 
-/* A table of rows × h (the embedding's): a lookup, no matmul. */
+/* A table of rows × h (the embedding's): a lookup of ids, no matmul. */
 static void table(struct builder *b, const char *prefix, uint64_t rows, uint64_t h)
 {
 	linear(b, 0, prefix, -1, "", rows, h, 0);
 	b->p->module[b->p->nmodules - 1].matmul = 0;
+	b->p->module[b->p->nmodules - 1].no_grad_in = 1;
 }
 
 /* Each layer's matmul_module, from its modules' flags, counted as its

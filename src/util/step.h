@@ -68,6 +68,10 @@ struct step_module {
 	 * can be placed one by one. */
 	long long expert;
 	const char *tail;   /* "w1", "w2", "w3" */
+	/* No input of its forward requires grad: a table's lookup of token
+	 * ids or positions (so DeepSpeed's post-backward hook, driven by its
+	 * inputs' grads, never fires for it: util/ds_coord.h). */
+	int no_grad_in;
 };
 
 struct step_layer {
