@@ -1285,7 +1285,9 @@ def install_hooks(model, units):
 
 
 def build(a):
-    RECOMPUTE[0] = a.recompute == "full"  # here too: a spawned rank imports the module afresh
+    # ft_torch.py builds through here too, with no --recompute of its own; a spawned rank imports the
+    # module afresh, so the flag is set here as well as in main()
+    RECOMPUTE[0] = getattr(a, "recompute", "none") == "full"
     raw = json.load(open(a.model))
     family = raw.get("model_type")
     dropout = a.dropout == "config"
