@@ -219,6 +219,10 @@ EXTRA_DIST += tests/paper_freeze_tfm.sh
 # (about 3 s)
 TESTS += tests/report_freeze.sh
 EXTRA_DIST += tests/report_freeze.sh
+# --attn sdpa given under the PyTorch step's DDP and FSDP: theory's exact step
+# = measure, the report takes the pair (about 2 s)
+TESTS += tests/sdpa_wrapped.sh
+EXTRA_DIST += tests/sdpa_wrapped.sh
 # --freeze under --framework deepspeed (dp, ZeRO-1/2): theory = measure,
 # the losses against the paper's, the frozen bytes, the refusals (about
 # 12 s on one core)

@@ -374,7 +374,7 @@ static const char *first_difference(const cJSON *a, const cJSON *b)
 /* The measurement's settings that the params/batch/seq/recompute check
  * does not cover, against the theory's: a run of another shape (the same
  * name and Ψ with other heads or positions), optimizer or bytes, or a
- * theory of flash attention, which the engine does not run, would
+ * theory of flash attention, which zerosim's own step does not run, would
  * otherwise be drawn as a departure of the code (or, without a schedule,
  * pass unchecked). Each key is compared where the measurement gives it. */
 static int same_run(const struct report_tfm_model *m, const cJSON *cfg, const cJSON *model,
@@ -387,7 +387,7 @@ static int same_run(const struct report_tfm_model *m, const cJSON *cfg, const cJ
 	double v[3] = {m->p, m->g, m->k};
 	static const char *const bytes_key[3] = {"param", "grad", "optimizer"};
 
-	if (m->flash)
+	if (m->flash && !m->torch_step) /* (the PyTorch step runs SDPA's kernels itself) */
 		return zs_fail(cause, "%s models flash attention, which the engine does not run: %s is not a "
 		               "measurement of it; give a theory.json without --flash-attn", m->path, path);
 	if (key != NULL)

@@ -57,7 +57,7 @@ struct report_tfm_model {
 	char freeze[ZS_FREEZE_MAX + 1];
 	double trained;
 	int tied, flash;
-	int torch_step;                      /* config.wrapper none or ddp: the PyTorch step, not zerosim's own */
+	int torch_step;                      /* config.wrapper none, ddp or fsdp: the PyTorch step, not zerosim's own */
 	int dropout;                         /* the PyTorch step's config.model has a dropout probability > 0 */
 	double u_embeddings, u_block, u_head;   /* elements; u_head 0 when tied */
 	double p, g, k;                      /* bytes per working param, grad, optimizer state */

@@ -352,10 +352,11 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 	theory_floor_accum(psi, psi_t, scheme, world, &s.bytes, req->config->grad_accum, &r->floor);
 	if (req->model != NULL) {
 		theory_peak_of(req->model, &d->params, &req->act, &s.bytes, b, scheme, unit, world, &r->peak);
-		/* the plain loop (--wrapper none) describes SDPA's flash kernel
-		 * itself (util/autograd.c, theory_autograd_check passed) */
+		/* the PyTorch step (--wrapper none, ddp, fsdp) describes SDPA's
+		 * kernels itself (util/autograd.c, theory_autograd_check passed),
+		 * whether --attn sdpa was given or is 2.x's default */
 		struct theory_act_opts act = req->act;
-		if (req->config->wrapper == ZS_WRAPPER_NONE)
+		if (zs_wrapper_step(req->config))
 			act.flash = 0;
 		/* autocast (the PyTorch step only, zs_precision_amp_check): fp32
 		 * state, the step describing its own 16-bit activations */
