@@ -92,7 +92,7 @@ struct zs_opt {
 	"                         --schemes zero1 ZeroRedundancyOptimizer over it,\n" \
 	"                         each rank's bytes its own: one scheme a run) or\n" \
 	"                         fsdp (FSDP FULL_SHARD, a unit per block, over it as\n" \
-	"                         PyTorch 1.13 runs it at N >= 2: --schemes zero3)\n" \
+	"                         PyTorch 1.13 or 2.6 runs it, N >= 2: --schemes zero3)\n" \
 	"      --grad-accum K     --wrapper none, ddp or fsdp, --framework deepspeed\n" \
 	"                         (no --offload) or --framework paper (the MLP and the\n" \
 	"                         transformer for both): K micro-steps (each\n" \
@@ -101,14 +101,14 @@ struct zs_opt {
 	"      --ddp-no-sync S    --wrapper ddp or fsdp with --grad-accum: the wrapper's\n" \
 	"                         no_sync() on the first K - 1 micro-steps, on (default)\n" \
 	"                         or off; --fsdp-no-sync S is its other name\n" \
-	"      --freeze PATTERN   --wrapper none, ddp or fsdp (whole FSDP units),\n" \
+	"      --freeze PATTERN   --wrapper none, ddp or fsdp (1.13: whole FSDP units),\n" \
 	"                         --framework paper with --model, or deepspeed\n" \
 	"                         with --model (dp, zero1, zero2): leave out of\n" \
 	"                         training the parameters whose Hugging\n" \
 	"                         Face names PATTERN matches, comma-separated terms:\n" \
 	"                         embeddings, blocks:A-B, all-but-last:N, re:REGEX or\n" \
 	"                         a glob (*.ln_*)\n" \
-	"      --lora-r R         --wrapper none, ddp (dp, zero1) or fsdp: PEFT's LoRA\n" \
+	"      --lora-r R         --wrapper none, ddp (dp, zero1) or fsdp (1.13): LoRA\n" \
 	"                         of rank R over --lora-targets T (all-linear or\n" \
 	"                         module names; default gpt2's c_attn, the others'\n" \
 	"                         q_proj,v_proj), scaled by --lora-alpha A / R (A 8);\n" \
