@@ -19,8 +19,9 @@ __call__, reentrant (transformers' gradient_checkpointing_enable default).
 A GPT-2-shaped model named as GPT2LMHeadModel's modules (transformer.wte,
 .wpe, per block .h.i.ln_1, .attn(c_attn, c_proj), .ln_2, .mlp(c_fc,
 c_proj), then transformer.ln_f and lm_head), untied and then tied to wte
-(its weight wte's), 3 blocks, both steps. Only modules with parameters of their own are
-reported (a container's fetch gathers nothing; zerosim leaves them out).
+(its weight wte's), 3 blocks, both steps. Only modules with parameters of
+their own are reported (a container's fetch gathers nothing; zerosim
+leaves them out).
 The modules whose release after backward never fires are exactly those
 no input of which requires grad, the embeddings (token ids, positions):
 the tied head's input (ln_f's output) does, so its own fires; zerosim's
@@ -189,7 +190,8 @@ def check(tied):
     noinput = sorted(n for n, m in model.named_modules() if n in fetched and not getattr(m, "grad_in", False))
     print("%s head: release after backward never fires for %s" % ("tied" if tied else "untied", ", ".join(never)))
     if never != noinput or noinput != ["transformer.wpe", "transformer.wte"]:
-        print("the rule (no input requires grad) expects %s, zerosim's tables transformer.wpe, .wte" % ", ".join(noinput))
+        print("the rule (no input requires grad) expects %s, zerosim's tables transformer.wpe, .wte"
+              % ", ".join(noinput))
         sys.exit(1)
 
 
