@@ -1,7 +1,9 @@
 """ds_ckpt_hooks: the order in which DeepSpeed ZeRO-3's module hooks fire
 under Hugging Face's gradient checkpointing, in real PyTorch, against the
 trace zerosim's coordinator walks (util/ds_coord.c, build_trace;
-docs/schedule.md, "deepspeed", ZeRO-3 with full recompute).
+docs/schedule.md, "deepspeed", ZeRO-3 with full recompute), as
+tests/ds_trace (argv[1]) writes it for the same model: "STEP fetch|release
+NAME" a line, compared entry by entry.
 
 DeepSpeed 0.16.5 (38327e0), runtime/zero/parameter_offload.py, transcribed
 for what decides when a fetch and a release happen (no gathering here):
@@ -14,10 +16,12 @@ wraps the inputs in PostBackwardFunctionModule (401-442: ds_grads_remaining
 counted up for an input that requires grad, down in backward, the release
 at 0, 493-500). Each block runs under torch.utils.checkpoint of its
 __call__, reentrant (transformers' gradient_checkpointing_enable default).
-A GPT-2-shaped model: wte, wpe, per block ln_1, attn(c_attn, c_proj), ln_2,
-mlp(c_fc, c_proj), then ln_f and a head, untied and then tied to wte
-(its weight wte's). Only modules with parameters of their own are
-reported (a container's fetch gathers nothing; zerosim leaves them out).
+A GPT-2-shaped model named as GPT2LMHeadModel's modules (transformer.wte,
+.wpe, per block .h.i.ln_1, .attn(c_attn, c_proj), .ln_2, .mlp(c_fc,
+c_proj), then transformer.ln_f and lm_head), untied and then tied to wte
+(its weight wte's), 3 blocks, both steps. Only modules with parameters of
+their own are reported (a container's fetch gathers nothing; zerosim
+leaves them out).
 The modules whose release after backward never fires are exactly those
 no input of which requires grad, the embeddings (token ids, positions):
 the tied head's input (ln_f's output) does, so its own fires; zerosim's
@@ -26,6 +30,7 @@ coordinator releases nothing after their backward (util/ds_coord.c,
 ds_coord_release). Prints what it found and "ok", or the first
 difference; exit 1 on a difference.
 """
+import subprocess
 import sys
 
 import torch
@@ -130,20 +135,40 @@ class Block(torch.nn.Module):
         return x + self.mlp(self.ln_2(x))
 
 
-class Model(torch.nn.Module):
-    def __init__(self, d, layers, vocab, positions, tied):
+class Transformer(torch.nn.Module):  # GPT2Model
+    def __init__(self, d, layers, vocab, positions):
         super().__init__()
         self.wte, self.wpe = torch.nn.Embedding(vocab, d), torch.nn.Embedding(positions, d)
         self.h = torch.nn.ModuleList(Block(d) for _ in range(layers))
-        self.ln_f, self.lm_head = torch.nn.LayerNorm(d), torch.nn.Linear(d, vocab, bias=False)
-        if tied:  # GPT2LMHeadModel's tie_weights: the head reads the token table
-            self.lm_head.weight = self.wte.weight
+        self.ln_f = torch.nn.LayerNorm(d)
 
     def forward(self, ids):
         x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))
         for b in self.h:
             x = checkpoint(b.__call__, x, use_reentrant=True)
-        return self.lm_head(self.ln_f(x))
+        return self.ln_f(x)
+
+
+class Model(torch.nn.Module):  # GPT2LMHeadModel
+    def __init__(self, d, layers, vocab, positions, tied):
+        super().__init__()
+        self.transformer = Transformer(d, layers, vocab, positions)
+        self.lm_head = torch.nn.Linear(d, vocab, bias=False)
+        if tied:  # GPT2LMHeadModel's tie_weights: the head reads the token table
+            self.lm_head.weight = self.transformer.wte.weight
+
+    def forward(self, ids):
+        return self.lm_head(self.transformer(ids))
+
+
+def zerosim(tied):
+    """ds_trace's lines: per step, the (fetch|release, module) in order."""
+    out = subprocess.run([sys.argv[1], str(int(tied)), str(L)], check=True, capture_output=True, text=True).stdout
+    steps = {1: [], 2: []}
+    for line in out.splitlines():
+        step, what, name = line.split()
+        steps[int(step)].append((what, name))
+    return steps
 
 
 def check(tied):
@@ -151,48 +176,37 @@ def check(tied):
     model = Model(16, L, 32, 8, tied)
     register(model, "")
     ids = torch.randint(0, 32, (2, 8))
+    want = zerosim(tied)
     for step in (1, 2):
         events.clear()
         after_backward.clear()
-        run(model, ids, step)
+        torch.nn.functional.cross_entropy(model(ids).flatten(0, 1), ids.flatten()).backward()
+        compare(tied, step, events, want[step])
     fetched = set(m for e, m in events if e == "fetch")
     never = sorted(fetched - after_backward)
-    # The rule: no input of it requires grad (seen in a forward with grad
-    # on: the first one, or a checkpointed block's rerun); zerosim's
+    # Why: no input of it requires grad (seen in a forward with grad on:
+    # the first one, or a checkpointed block's rerun); zerosim's
     # no_grad_in marks the tables, wte and wpe.
     noinput = sorted(n for n, m in model.named_modules() if n in fetched and not getattr(m, "grad_in", False))
     print("%s head: release after backward never fires for %s" % ("tied" if tied else "untied", ", ".join(never)))
-    if never != noinput or noinput != ["wpe", "wte"]:
-        print("the rule (no input requires grad) expects %s, zerosim's tables wpe, wte" % ", ".join(noinput))
+    if never != noinput or noinput != ["transformer.wpe", "transformer.wte"]:
+        print("the rule (no input requires grad) expects %s, zerosim's tables transformer.wpe, .wte"
+              % ", ".join(noinput))
         sys.exit(1)
 
 
-def run(model, ids, step):
-    torch.nn.functional.cross_entropy(model(ids).flatten(0, 1), ids.flatten()).backward()
-    # The rule (build_trace): forward, the modules in order; backward in
-    # reverse, each block's modules forward again (the rerun) before its
-    # backward; every fetch followed by its module's release.
-    block = ["ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj"]
-    fwd = ["wte", "wpe"] + ["h.%d.%s" % (i, m) for i in range(L) for m in block] + ["ln_f", "lm_head"]
-    trace = list(fwd) + ["lm_head", "ln_f"]
-    for i in reversed(range(L)):
-        mods = ["h.%d.%s" % (i, m) for m in block]
-        trace += mods + mods[::-1]
-    trace += ["wpe", "wte"]
-    # The embeddings' inputs (token ids, positions) need no grad, so their
-    # post-backward count never rises and their release after backward
-    # never fires (step() releases them): the last two fetches only.
-    want = [e for m in trace[:-2] for e in (("fetch", m), ("release", m))]
-    want += [("fetch", "wpe"), ("fetch", "wte")]
-    if events != want:
-        for k, (got, exp) in enumerate(zip(events + [None] * len(want), want + [None] * len(events))):
-            if got != exp:
-                print("step %d, event %d: PyTorch %s, the rule %s" % (step, k, got, exp))
-                break
-        sys.exit(1)
+def compare(tied, step, got, want):
+    """PyTorch's hooks against zerosim's trace, entry by entry."""
+    if got == want:
+        return
+    for k, (g, w) in enumerate(zip(got + [None] * len(want), want + [None] * len(got))):
+        if g != w:
+            print("%s head, step %d, event %d: PyTorch %s, zerosim %s" % ("tied" if tied else "untied", step, k, g, w))
+            break
+    sys.exit(1)
 
 
 L = 3
 check(False)
 check(True)
-print("ok: each module fetched and released in the rule's order (%d blocks, 2 steps, untied and tied)" % L)
+print("ok: PyTorch's hooks fire in zerosim's trace's order (%d blocks, 2 steps, untied and tied)" % L)

@@ -2,16 +2,19 @@
 # ds_ckpt_hooks — DeepSpeed ZeRO-3's module hooks under Hugging Face's
 # gradient checkpointing (torch.utils.checkpoint, reentrant), in real
 # PyTorch (tests/ds_ckpt_hooks.py, which transcribes the hooks and cites
-# their lines): the order of the fetches and releases is the trace
-# zerosim's coordinator walks (util/ds_coord.c, build_trace): forward,
-# then in backward each block's modules forward again (the rerun) before
-# its backward, every module's release firing after each fetch but the
-# embeddings' after backward.
+# their lines), against zerosim's own trace of the same GPT-2 as
+# tests/ds_trace writes it (util/ds_coord.c, build_trace and the
+# no_grad_in rule): forward, then in backward each block's modules forward
+# again (the rerun) before its backward, every module's release firing
+# after each fetch but the embeddings' after backward; fetch and release
+# compared entry by entry, both steps, untied and tied head.
 #
 # PyTorch is looked for by tests/torch_python.sh; without it the test is
 # skipped (exit 77). Exit 0 pass, 1 disagreement, 99 hard error.
 set -u
 name=ds_ckpt_hooks
 src=${srcdir:-.}
+top=${ZS_BUILDDIR:-.}
 . "${srcdir:-.}/tests/torch_python.sh"
-"$py" "$src/tests/ds_ckpt_hooks.py" || exit 1
+[ -x "$top/tests/ds_trace" ] || { echo "$name: $top/tests/ds_trace not built (make check builds it)" >&2; exit 99; }
+"$py" "$src/tests/ds_ckpt_hooks.py" "$top/tests/ds_trace" || exit 1

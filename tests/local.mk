@@ -228,6 +228,9 @@ EXTRA_DIST += tests/sdpa_wrapped.sh
 # 12 s on one core)
 TESTS += tests/ds_freeze.sh
 EXTRA_DIST += tests/ds_freeze.sh tests/freeze_lib.sh
+check_PROGRAMS += tests/ds_trace
+tests_ds_trace_SOURCES = tests/ds_trace.c
+tests_ds_trace_LDADD = libzsutil.a $(CJSON_LIBS) -lm
 TESTS += tests/ds_ckpt_hooks.sh
 EXTRA_DIST += tests/ds_ckpt_hooks.sh tests/ds_ckpt_hooks.py
 # --grad-accum under --wrapper fsdp (issue #23: FSDP accumulation with and

@@ -625,6 +625,7 @@ struct ds3 {
 	struct ds_coord *coord;
 	size_t entry;
 	int complete;
+	unsigned step;                 /* the optimizer step running, from 1 (ds3_module's message) */
 	size_t *released, *post, npost; /* per tensor at most: malloc'd by ds3_setup */
 	/* The modules (the MLP's: the units; a transformer's: every nn.Module
 	 * with parameters of its own, net.h's zs_module, a tied head's
@@ -776,6 +777,7 @@ static int ds3_setup(struct zs_run *r, void **ctx, char **cause)
 	d->mod_grads = zs_calloc(maxmod, sizeof *d->mod_grads);
 	d->mod_no_grad_in = zs_calloc(maxmod, sizeof *d->mod_no_grad_in);
 	d->mod_of = zs_calloc(r->model.nlayers, sizeof *d->mod_of);
+	d->step = 1;
 	ds3_modules(r, ds);
 	uint64_t *n = zs_calloc(nt + 1, sizeof *n);
 	for (size_t t = 0; t < nt; t++)
@@ -992,8 +994,18 @@ static void ds3_module(struct zs_run *r, void *ctx, size_t l, size_t s, enum zs_
 	struct ds3 *d = ds->ds3;
 	size_t m = d->mod_of[l] + s;
 	if (d->entry >= d->coord->ntrace || d->coord->trace[d->entry] != m ||
-	    d->coord->bwd[d->entry] != (pass == ZS_PASS_BACKWARD))
-		abort(); /* the engine runs the coordinator's trace (util/ds_coord.h) */
+	    d->coord->bwd[d->entry] != (pass == ZS_PASS_BACKWARD)) {
+		/* the engine runs the coordinator's trace (util/ds_coord.h) */
+		char want[96] = "nothing: its entries ended";
+		if (d->entry < d->coord->ntrace)
+			snprintf(want, sizeof want, "the %s of module %zu", d->coord->bwd[d->entry] ? "backward" : "forward",
+			         d->coord->trace[d->entry]);
+		fprintf(stderr, "zerosim: deepspeed ZeRO-3: step %u, micro-step %u: the %s of layer %zu's module %zu "
+		        "(module %zu) runs where the coordinator's trace (entry %zu of %zu) has %s (internal error)\n",
+		        d->step, r->micro + 1, pass == ZS_PASS_BACKWARD ? "backward" : "forward", l, s, m, d->entry,
+		        d->coord->ntrace, want);
+		abort();
+	}
 	if (!begin) {
 		ds3_module_done(r, ds, m, pass);
 		return;
@@ -1108,6 +1120,7 @@ static void ds3_after_optimizer(struct zs_run *r, void *ctx)
 	for (size_t i = 0; i < ds->ds3->npost; i++)
 		gather_tensor(r, ds, ds->ds3->post[i]);
 	ds->ds3->complete = 1;
+	ds->ds3->step++;
 	ds3_reset_step(ds);
 }
 

@@ -1,0 +1,103 @@
+/*
+ * ds_trace — the hooks DeepSpeed ZeRO-3's coordinator fires, as zerosim
+ * walks them (util/ds_coord.h), for tests/ds_ckpt_hooks.py to hold
+ * against real PyTorch.
+ *
+ *   tests/ds_trace TIED LAYERS
+ *
+ * builds a GPT-2 (n_embd 16, n_head 2, vocab 32, n_positions 8, LAYERS
+ * blocks, its head tied to wte when TIED is 1) as the step description
+ * does (util/step.h: its modules, their tensors, no_grad_in), its
+ * coordinator with full recompute (ds_coord_new_recompute, each block's
+ * modules one checkpointed group, as the engine's ds3_checkpointed makes
+ * them) and walks two steps of its trace, writing a line a hook:
+ *
+ *   STEP fetch NAME      the trace entry's fetch (ds_coord_fetch)
+ *   STEP release NAME    the release after it, when ds_coord_release
+ *                        releases something
+ *
+ * NAME the module's Hugging Face name (step_module_name). Both steps walk
+ * the trace as step 1 records it (complete 0), where a release drops every
+ * param of the module the entry just fetched: it releases nothing only
+ * where the coordinator's rule says its hook does not fire (a no_grad_in
+ * module's backward). Exit 0, or 2 for usage.
+ */
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/config.h"
+#include "util/ds_coord.h"
+#include "util/model.h"
+#include "util/step.h"
+#include "util/util.h"
+
+int main(int argc, char **argv)
+{
+	zs_json_init(); /* before any cJSON call (util.h) */
+	if (argc != 3 || (strcmp(argv[1], "0") != 0 && strcmp(argv[1], "1") != 0) || atoi(argv[2]) < 1) {
+		fprintf(stderr, "usage: ds_trace TIED(0|1) LAYERS\n");
+		return 2;
+	}
+	cJSON *cfg = cJSON_CreateObject();
+	cJSON_AddStringToObject(cfg, "model_type", "gpt2");
+	cJSON_AddNumberToObject(cfg, "n_embd", 16);
+	cJSON_AddNumberToObject(cfg, "n_layer", atoi(argv[2]));
+	cJSON_AddNumberToObject(cfg, "n_head", 2);
+	cJSON_AddNumberToObject(cfg, "vocab_size", 32);
+	cJSON_AddNumberToObject(cfg, "n_positions", 8);
+	cJSON_AddBoolToObject(cfg, "tie_word_embeddings", strcmp(argv[1], "1") == 0);
+	struct zs_model m;
+	char *cause = NULL;
+	if (zs_model_from_json(cfg, "ds_trace", &m, &cause) != 0) {
+		zs_print_error("ds_trace", cause);
+		return 1;
+	}
+	cJSON_Delete(cfg);
+	struct step_params p;
+	step_params_build(&p, &m);
+	uint64_t *n = zs_calloc(p.ntensors, sizeof *n);
+	size_t *first = zs_calloc(p.nmodules, sizeof *first), *count = zs_calloc(p.nmodules, sizeof *count);
+	long *group = zs_calloc(p.nmodules, sizeof *group);
+	int *no_grad_in = zs_calloc(p.nmodules, sizeof *no_grad_in);
+	for (size_t t = 0; t < p.ntensors; t++)
+		n[t] = p.tensor[t].numel;
+	for (size_t i = 0; i < p.nmodules; i++) {
+		const struct step_module *s = &p.module[i];
+		first[i] = s->first;
+		count[i] = s->n;
+		group[i] = s->layer >= 1 && s->layer + 1 < p.nlayers ? (long)s->layer : -1; /* the blocks */
+		no_grad_in[i] = s->no_grad_in;
+	}
+	struct zs_config c;
+	zs_config_defaults(&c);
+	struct ds_coord *d = ds_coord_new_recompute(n, p.ntensors, first, count, p.nmodules, group, no_grad_in, &c, 1);
+	size_t *released = zs_calloc(p.ntensors + 1, sizeof *released), *post = zs_calloc(p.ntensors + 1, sizeof *post);
+	char name[160];
+	for (unsigned step = 1; step <= 2; step++) {
+		ds_coord_begin_step(d, step);
+		for (size_t j = 0; j < d->ntrace; j++) {
+			const size_t *got;
+			step_module_name(&p, d->trace[j], name, sizeof name);
+			ds_coord_fetch(d, &c, j, 0, &got);
+			printf("%u fetch %s\n", step, name);
+			if (ds_coord_release(d, j, 0, released) > 0)
+				printf("%u release %s\n", step, name);
+		}
+		size_t nreleased = 0;
+		ds_coord_step(d, released, &nreleased, post);
+	}
+	ds_coord_free(d);
+	free(released);
+	free(post);
+	free(n);
+	free(first);
+	free(count);
+	free(group);
+	free(no_grad_in);
+	step_params_free(&p);
+	return 0;
+}
