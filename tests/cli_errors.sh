@@ -949,8 +949,11 @@ for cmd in measure theory; do
 		$cmd --framework torch --model "${srcdir:-.}/data/models/gemma-2-2b.json" --wrapper none --world 1 \
 		--precision fp32 --torch-device cpu --torch-version 1.13 --attn eager --seq 4 --batch 1 --recompute full \
 		--out "$keep"
-	try 2 "--recompute full: Hugging Face's gradient checkpointing under --wrapper fsdp is not described yet (give --wrapper none or ddp)" \
-		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --recompute full --out "$keep"
+	# (under --wrapper fsdp too: the gemmas' checkpointing is not described)
+	try 2 "--recompute full: Hugging Face's gradient checkpointing is described for gpt2, llama, mistral, qwen2, qwen3 and phi3 so far, not yet for a gemma2 (give --recompute none)" \
+		$cmd --framework torch --model "${srcdir:-.}/data/models/gemma-2-2b.json" --wrapper fsdp --world 2 \
+		--schemes zero3 --precision fp32 --torch-device cpu --torch-version 1.13 --attn eager --seq 4 --batch 1 \
+		--recompute full --out "$keep"
 	# The last of a repeated option counts.
 	try 2 "--wrapper none is one process's plain training loop: every --world must be 1 (it lists 4)" \
 		$cmd --framework torch --model "$tiny" --wrapper auto --wrapper none --world 4 --out "$keep"

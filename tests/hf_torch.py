@@ -126,19 +126,36 @@ RECOMPUTE = [False]
 RECOMPUTING = [False]
 
 
-def run_layer(layer, hidden_states, *args):
-    """layer(hidden_states, *args), through checkpoint under --recompute full."""
-    if not RECOMPUTE[0] or not layer.training:
-        return layer(hidden_states, *args)
+def checkpointed(call, hidden_states, *args):
+    """call(hidden_states, *args) through torch.utils.checkpoint(use_reentrant=True)."""
     import torch.utils.checkpoint
 
     def fn(h):
         RECOMPUTING[0] = torch.is_grad_enabled()  # False: the forward under no_grad; True: the rerun
         try:
-            return layer(h, *args)
+            return call(h, *args)
         finally:
             RECOMPUTING[0] = False
     return torch.utils.checkpoint.checkpoint(fn, hidden_states, use_reentrant=True)
+
+
+def run_layer(layer, hidden_states, *args):
+    """layer(hidden_states, *args), through checkpoint under --recompute full
+    (under --fsdp the checkpoint is inside the FSDP unit: checkpoint_inside)."""
+    if not RECOMPUTE[0] or not layer.training or hasattr(layer, "_fsdp_wrapped_module"):
+        return layer(hidden_states, *args)
+    return checkpointed(layer, hidden_states, *args)
+
+
+def checkpoint_inside(block):
+    """Under FSDP, Hugging Face's GradientCheckpointingLayer (modeling_layers.py, 5.x): the
+    checkpoint is in the layer's own __call__, so FSDP(layer).forward gathers the unit, calls
+    layer.__call__ -> checkpoint(Module.__call__ of the layer) and reshards; the rerun inside
+    backward calls the layer again without FSDP's forward (its pre-backward hook, on the
+    checkpoint's output, has gathered the unit)."""
+    cls = type(block)
+    block.__class__ = type(cls.__name__, (cls,), {
+        "__call__": lambda self, h, *args: checkpointed(lambda x, *r: cls.__call__(self, x, *r), h, *args)})
 
 
 # ---------------------------------------------------------------------------
@@ -1707,7 +1724,11 @@ def fsdp_wrap(a, model):
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
     from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
     import functools
-    blocks = {type(model.h[0]) if hasattr(model, "h") else type(model.layers[0])}
+    layers = model.h if hasattr(model, "h") else model.layers
+    blocks = {type(layers[0])}
+    if RECOMPUTE[0]:
+        for block in layers:
+            checkpoint_inside(block)
     policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls=blocks)
     mark("fsdp:construct")
     from torch.distributed.fsdp import BackwardPrefetch

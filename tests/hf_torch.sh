@@ -22,7 +22,8 @@
 # (--wrapper ddp --schemes zero1), every rank's figures, at N = 2 and 3;
 # FSDP FULL_SHARD, a unit per block and the root, over gloo (--wrapper
 # fsdp: gpt2 and llama at N = 2, gpt2 with set_to_none, llama with foreach
-# Adam, gpt2 at N = 3, qwen2, and phi3 with set_to_none, at N = 2), theory and measure, and at N = 2 the measure's
+# Adam, gpt2 at N = 3, qwen2, and phi3 with set_to_none, at N = 2; gpt2 with set_to_none
+# and llama under --recompute full, the checkpoint inside the unit), theory and measure, and at N = 2 the measure's
 # final weights equal DDP's to the bit; gpt2 and llama with dropout 0.1
 # from their
 # configs (the CPU's noise tensors kept by autograd), where zerosim's
@@ -402,7 +403,10 @@ if [ "${1:-}" = torch26 ]; then
 		"fsdp2-gpt2|tiny-gpt2|--zero-grad none --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad none" \
 		"fsdp2-llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros" \
 		"fsdp3-gpt2-backward-pre|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre" \
-		"fsdp2-gemma2-zeros|tiny-gemma2|--zero-grad zeros --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad zeros"
+		"fsdp2-gemma2-zeros|tiny-gemma2|--zero-grad zeros --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad zeros" \
+		"fsdp2-gpt2-ckpt|tiny-gpt2|--zero-grad none --fsdp 2 --recompute full|--wrapper fsdp --optimizer-impl single --zero-grad none --recompute full" \
+		"fsdp2-llama-ckpt-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2 --recompute full|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros --recompute full" \
+		"fsdp3-gpt2-backward-pre-ckpt|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --recompute full|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre --recompute full"
 	do
 		label=${case%%|*} rest=${case#*|}
 		cfg=${rest%%|*} rest=${rest#*|}
@@ -532,6 +536,8 @@ for case in \
 	"gemma3_text-cap-untied-set_to_none|--model $tmp/tiny-gemma3_text-cap.json --untied --zero-grad none|$plain --optimizer-impl single --zero-grad none" \
 	"ddp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --ddp 2|$ddp --optimizer-impl single --zero-grad zeros" \
 	"fsdp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
+	"fsdp2-gpt2-ckpt-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
+	"fsdp2-llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad zeros --recompute full" \
 	"gpt2-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
 	"gpt2-untied-ckpt-set_to_none|--model $tmp/tiny-gpt2-untied.json --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
 	"gpt2-foreach-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad zeros --recompute full" \
@@ -580,7 +586,7 @@ do
 	case $label in
 	*ckpt*)
 		# shellcheck disable=SC2086
-		if ! "$zerosim" measure --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes dp --world $world \
+		if ! "$zerosim" measure --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes $schemes --world $world \
 			--steps 3 $(echo "$zargs" | sed 's/--recompute full//') --out "$tmp/d.json" 2>"$tmp/err"; then
 			echo "hf_torch: FAIL: $label: zerosim measure (no recompute): $(cat "$tmp/err")" >&2
 			exit 99

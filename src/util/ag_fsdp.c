@@ -38,6 +38,7 @@
  */
 #include "util/ag_fsdp.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,7 @@ struct unit {
 	int frozen;              /* its flat parameter requires no grad (--freeze, LoRA's base): no
 	                          * post-backward hook, no gradient, no Adam state */
 	int live;                /* its gathered flat parameter is allocated */
+	int ckpt;                /* checkpointed (--recompute full): its pre-backward hook runs before the rerun */
 };
 
 double ag_fsdp_predivide(unsigned world)
@@ -132,6 +134,16 @@ static void prefetch(struct ag_pass *p, const struct ag_options *o, struct unit 
 {
 	if (!u->live)
 		unshard(p, o, u, ZS_PH_BACKWARD);
+}
+
+/* A block unit's _pre_backward_hook: its unshard, unless prefetched,
+ * then BACKWARD_PRE's prefetch of the block before (u: all units). */
+static void pre_backward(struct ag_pass *p, const struct ag_options *o, struct unit *u, struct unit *v)
+{
+	if (!v->live)
+		unshard(p, o, v, ZS_PH_BACKWARD);
+	if (o->fsdp_prefetch && v->block > 0)
+		prefetch(p, o, &u[v->block - 1]);
 }
 
 /* The unit's reshard: its gathered flat parameter freed. */
@@ -669,6 +681,25 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	s->nfirst = p_->nev;
 	p_->ev = NULL;
 	p_->nev = p_->cap = 0;
+	/* --recompute full, as Hugging Face runs it under FSDP: the checkpoint
+	 * inside the unit (FSDP(layer).forward -> GradientCheckpointingLayer's
+	 * __call__ -> checkpoint), so the unit's output is the
+	 * CheckpointFunction's and FSDP's pre-backward hook on it (registered
+	 * by FSDP's forward before any later module's hooks) gathers the unit
+	 * before the rerun, at the mark of that gradient: the one before the
+	 * unit's first "refwd:" mark (pre_at: the unit, or -1) */
+	int32_t *pre_at = zs_malloc((s->nevents ? s->nevents : 1) * sizeof *pre_at);
+	for (size_t i = 0, last = SIZE_MAX; i < s->nevents; i++) {
+		const struct ag_event *e = &s->event[i];
+		struct unit *v = block_mark(e, u, nu, "refwd", "start");
+		pre_at[i] = -1;
+		if (v != NULL && last != SIZE_MAX) {
+			pre_at[last] = (int32_t)(v - u);
+			v->ckpt = 1;
+		}
+		if (e->kind == AG_EV_MARK)
+			last = i;
+	}
 	/* the step */
 	const double pre = ag_fsdp_predivide(world);
 	struct unit *root = &u[iroot], *ready = NULL;
@@ -707,6 +738,8 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 			for (size_t k = 0; k < nu; k++)
 				if (u[order[k]].live && u[order[k]].frozen)
 					reshard(p_, &u[order[k]], ZS_PH_BACKWARD);
+		if (pre_at[i] >= 0)
+			pre_backward(p_, o, u, &u[pre_at[i]]);
 		if ((v = unit_mark(e, u, nu, &where)) != NULL) {
 			/* an adapter's unit (PEFT's policy): its forward unshards,
 			 * runs and reshards (not the root); its output's gradient
@@ -749,11 +782,8 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 				root_prebwd = 1;
 			} else if ((v = block_mark(e, u, nu, "bwd", "start")) != NULL) {
 				agp_copy(p_, e);
-				/* _pre_backward_hook: its unshard, unless prefetched */
-				if (!v->live)
-					unshard(p_, o, v, ZS_PH_BACKWARD);
-				if (o->fsdp_prefetch && v->block > 0)
-					prefetch(p_, o, &u[v->block - 1]);
+				if (!v->ckpt)
+					pre_backward(p_, o, u, v);
 				nmarks[1]++;
 			} else if (is_label(e, "phase:optimizer")) {
 				for (size_t k = 0; k < nu && rc == 0; k++)
@@ -862,6 +892,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		p_->ev = NULL;
 	}
 	free(p_->ev);
+	free(pre_at);
 	free(order);
 	free(post);
 	free(trained);

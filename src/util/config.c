@@ -128,9 +128,6 @@ int zs_torch_recompute_set(struct zs_config *c, const char *recompute, char **ca
 		return zs_fail(cause, "--recompute %s: the PyTorch step has no such checkpointing (Hugging Face's "
 		               "gradient checkpointing reruns whole decoder layers: --recompute full); give none or full",
 		               recompute);
-	if (c->wrapper == ZS_WRAPPER_FSDP)
-		return zs_fail(cause, "--recompute full: Hugging Face's gradient checkpointing under --wrapper fsdp is not "
-		               "described yet (give --wrapper none or ddp)");
 	c->hf_recompute = 1;
 	return 0;
 }
