@@ -144,7 +144,7 @@ ZS_HELP_TORCH_STEP
 "                         and --batch (the micro-batch per rank) to 1\n"
 "      --seq S            tokens per sequence (default: the model's positions)\n"
 "      --recompute R      none, selective or full (default none); under\n"
-"                         --wrapper none or ddp full is Hugging Face's\n"
+"                         --wrapper none, ddp or fsdp full is Hugging Face's\n"
 "                         gradient checkpointing (selective has none)\n"
 "      --flash-attn       the attention scores are never stored (under torch\n"
 "                         and deepspeed: --attn sdpa)\n"

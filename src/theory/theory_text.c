@@ -675,24 +675,28 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 			              "ZeroRedundancyOptimizer); the step's activations, grads and buckets are every rank's\n");
 			continue;
 		}
+		/* the PyTorch step's one recomputation is Hugging Face's
+		 * gradient checkpointing (--recompute full; not for every
+		 * family: the step's own check says which), named, not sized */
+		const char *ckpt = req->act.recompute == ZS_RECOMPUTE_FULL
+		                           ? ""
+		                           : "; --recompute full (Hugging Face's gradient checkpointing) keeps only each "
+		                             "layer's input";
 		if (c->wrapper == ZS_WRAPPER_DDP) {
 			/* DDP keeps every byte on every rank: N changes nothing */
-			zs_buf_printf(t, " nothing under DDP (--wrapper ddp: every rank holds the whole step, whatever N); "
-			              "a sharding scheme shards it\n");
+			zs_buf_printf(t, " nothing else under DDP (--wrapper ddp: every rank holds the whole step, whatever "
+			              "N); a sharding scheme shards it%s\n", ckpt);
 			continue;
 		}
 		if (c->wrapper == ZS_WRAPPER_FSDP) {
-			/* the PyTorch step has no checkpointing: only N changes it */
-			zs_buf_printf(t, " nothing else under FSDP (--wrapper fsdp: the PyTorch step recomputes nothing); "
-			              "more ranks shard its parameters, gradients and Adam's state further\n");
+			zs_buf_printf(t, " more ranks shard its parameters, gradients and Adam's state further (--wrapper "
+			              "fsdp)%s\n", ckpt);
 			continue;
 		}
 		if (c->wrapper == ZS_WRAPPER_NONE) {
-			/* the plain loop is one process and recomputes nothing (its
-			 * step is PyTorch's, without checkpointing): no N and no
-			 * --recompute changes it */
-			zs_buf_printf(t, " nothing in the plain loop (--wrapper none: one process, no "
-			              "recomputation); a wrapper shards it\n");
+			/* the plain loop is one process: no N changes it */
+			zs_buf_printf(t, " nothing else in the plain loop (--wrapper none: one process); a wrapper shards "
+			              "it%s\n", ckpt);
 			continue;
 		}
 		const char *sep = " --recompute";
