@@ -115,10 +115,11 @@ static void walk(const struct ag_step *s, const struct step_params *p, unsigned 
 {
 	*out = (struct theory_schedule){ 0 };
 	uint64_t cur[ZS_NCATS] = { 0 }, total = 0, setup_peak = 0, setup_at[ZS_NCATS] = { 0 };
-	/* the set-up's own peak counts: DDP's construction flattens every
+	/* the set-up's own peak counts in peak_bytes (not in its phase's,
+	 * the state the steps start from): DDP's construction flattens every
 	 * parameter, frozen ones too, into one broadcast copy (util/ag_ddp.c
-	 * broadcast_coalesced), which under LoRA at short sequences is the
-	 * run's peak (PyTorch 1.13's too: tests/ft_lora.sh's seq 16 row) */
+	 * broadcast_coalesced), under LoRA at short sequences the run's peak
+	 * (PyTorch 1.13's and the engine's too: tests/ft_lora.sh's seq 16 row) */
 	for (size_t i = 0; i < s->nsetup; i++) {
 		apply(s, &s->setup[i], rank, cur, &total);
 		if (total > setup_peak) {
@@ -137,7 +138,7 @@ static void walk(const struct ag_step *s, const struct step_params *p, unsigned 
 	memcpy(out->peak_breakdown, total > setup_peak ? cur : setup_at, sizeof cur);
 	out->has_phases = 1;
 	out->phase_entered[ZS_PH_SETUP] = 1;
-	out->phase_peak[ZS_PH_SETUP] = out->peak_bytes;
+	out->phase_peak[ZS_PH_SETUP] = total; /* the state each step starts from (docs/formats.md) */
 	for (size_t i = 0; i < s->nevents; i++) {
 		const struct ag_event *e = &s->event[i];
 		apply(s, e, rank, cur, &total);
