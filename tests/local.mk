@@ -74,10 +74,10 @@ endif
 # the fused engine's (first step: the forward and the loss; three steps:
 # backward and Adam too).
 TESTS += tests/ag_exec_losses.sh tests/ag_exec_train.sh tests/ag_exec_llama.sh tests/ag_exec_families.sh
+EXTRA_DIST += tests/ag_exec_losses.sh tests/ag_exec_train.sh tests/ag_exec_llama.sh tests/ag_exec_families.sh
 # measure --timeline and the theory agree on every phase under DDP and FSDP
 TESTS += tests/ag_exec_phases.sh
 EXTRA_DIST += tests/ag_exec_phases.sh
-EXTRA_DIST += tests/ag_exec_losses.sh tests/ag_exec_train.sh tests/ag_exec_llama.sh tests/ag_exec_families.sh
 
 # Mixtures of experts (issue #25): the mixtral config, its description
 # and the engine's routing kernels against hand counts and finite differences;
