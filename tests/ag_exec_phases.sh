@@ -15,17 +15,8 @@
 # combination the step refuses ("not described yet", one line) is said,
 # not checked. Exit 0 pass, 1 mismatch, 99 hard error.
 set -u
-top=${ZS_BUILDDIR:-.}
-zerosim=$top/zerosim
-agree=$top/tests/json_agree
-for b in "$zerosim" "$agree"; do
-	if [ ! -x "$b" ]; then
-		echo "ag_exec_phases: $b is not built" >&2
-		exit 99
-	fi
-done
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-agph.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+name=ag_exec_phases tag=agph
+. "${srcdir:-.}/tests/agree_lib.sh"
 
 # tests/hf_torch.sh's tiny gpt2 and llama
 cat >"$tmp/gpt2.json" <<'JSON'
