@@ -75,6 +75,9 @@ endif
 # backward and Adam too).
 TESTS += tests/ag_exec_losses.sh tests/ag_exec_train.sh tests/ag_exec_llama.sh tests/ag_exec_families.sh
 EXTRA_DIST += tests/ag_exec_losses.sh tests/ag_exec_train.sh tests/ag_exec_llama.sh tests/ag_exec_families.sh
+# measure --timeline and the theory agree on every phase under DDP and FSDP
+TESTS += tests/ag_exec_phases.sh
+EXTRA_DIST += tests/ag_exec_phases.sh
 
 # Mixtures of experts (issue #25): the mixtral config, its description
 # and the engine's routing kernels against hand counts and finite differences;

@@ -1504,8 +1504,8 @@ int ag_exec_events(struct ag_exec *x, const struct ag_event *ev, size_t n, char 
 		const struct ag_event *e = &ev[i];
 		if (!ag_event_on_rank(e, x->rank)) /* another rank's (ZeroRedundancyOptimizer's local step) */
 			continue;
-		if (e->kind != AG_EV_MARK && x->tr->phase != e->phase)
-			tracker_set_phase(x->tr, e->phase);
+		if (e->kind != AG_EV_MARK)
+			tracker_set_rank_phase(x->tr, x->rank, e->phase);
 		int rc = 0;
 		switch (e->kind) {
 		case AG_EV_ALLOC: rc = do_alloc(x, e, i, cause); break;
@@ -1740,8 +1740,7 @@ static int world_events(struct ag_exec *x, unsigned n, const struct ag_event *ev
 		if (j == nev)
 			break;
 		for (unsigned k = 0; k < n; k++)
-			if (x[k].tr->phase != ev[j].phase)
-				tracker_set_phase(x[k].tr, ev[j].phase);
+			tracker_set_rank_phase(x[k].tr, x[k].rank, ev[j].phase);
 		if (ev[j].op == AG_OP_ALL_GATHER || ev[j].op == AG_OP_REDUCE_SCATTER_SUM || ev[j].op == AG_OP_SHARD
 		        ? do_sharded(x, n, &ev[j], j, cause) != 0
 		        : do_collective(x, n, &ev[j], j, cause) != 0)

@@ -253,6 +253,16 @@ void tracker_set_phase(struct zs_tracker *t, enum zs_phase p)
 	t->phase = p;
 }
 
+void tracker_set_rank_phase(struct zs_tracker *t, unsigned rank, enum zs_phase p)
+{
+	t->phase = p;
+	if (t->recording && rank < t->nlogged) {
+		const struct zs_evlog *l = &t->log[rank];
+		if (l->nevents > 0 && l->events[l->nevents - 1].phase != p)
+			log_event(t, rank, ZS_OP_PHASE, ZS_CAT_PARAM16, 0, 0);
+	}
+}
+
 static void record_from(struct zs_tracker *t, unsigned nlogged)
 {
 	t->recording = 1;

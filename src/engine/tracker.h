@@ -144,6 +144,11 @@ void tracker_stop_recording(struct zs_tracker *t);
 /* Enter phase p; while recording, a change of phase is logged as an event
  * of its own (so that phases without allocations still show). */
 void tracker_set_phase(struct zs_tracker *t, enum zs_phase p);
+/* Enter phase p for rank's events alone, for steps that run the ranks one
+ * after another between collectives (ag_exec's world): a change is logged
+ * in rank's own log only, against the phase that log is in, so that one
+ * rank's walk through a phase never shows in another rank's timeline. */
+void tracker_set_rank_phase(struct zs_tracker *t, unsigned rank, enum zs_phase p);
 
 size_t tracker_outstanding(const struct zs_tracker *t);
 
