@@ -29,15 +29,12 @@
 name=qwen_moe
 needs="${ZS_BUILDDIR:-.}/tests/moe_model_dump ${ZS_BUILDDIR:-.}/tests/json_agree"
 . "${srcdir:-.}/tests/moe_lib.sh"
-agree=${ZS_BUILDDIR:-.}/tests/json_agree
 cat >"$tmp/config.json" <<'JSON'
 {"model_type": "qwen2_moe", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
  "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 64, "max_position_embeddings": 32,
  "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "shared_expert_intermediate_size": 80,
  "norm_topk_prob": false, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0}
 JSON
-status=0
-fail() { echo "$name: FAIL: $*" >&2; status=1; }
 
 # the training: tests/moe_step.sh's checks on this config
 ZS_MOE_CONFIG=$tmp/config.json sh "${srcdir:-.}/tests/moe_step.sh" || fail "tests/moe_step.sh on the tiny qwen2_moe"
@@ -45,28 +42,14 @@ ZS_MOE_CONFIG=$tmp/config.json sh "${srcdir:-.}/tests/moe_step.sh" || fail "test
 # byte, the bucket, the starved-expert refusals)
 ZS_MOE_CONFIG=$tmp/config.json sh "${srcdir:-.}/tests/ds_moe.sh" || fail "tests/ds_moe.sh on the tiny qwen2_moe"
 
+# theory --routing FILE = measure to the byte, balanced departing (moe_lib.sh)
 for prec in fp32 mixed; do
 	for rc in none full; do
-		sweep="--model $tmp/config.json --seq 16 --batch 4 --precision $prec --recompute $rc --world 1,2,3
-		       --schemes dp,zero1,zero2,zero3 --unit model,layer --steps 3 --framework paper"
-		# shellcheck disable=SC2086
-		OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q $sweep --out "$tmp/m.json" || { echo "$name: measure failed" >&2; exit 99; }
-		for r in file balanced; do
-			arg=$r
-			[ "$r" = file ] && arg=$tmp/m.json
-			# shellcheck disable=SC2086
-			"$zerosim" theory $sweep --routing "$arg" --out "$tmp/$r.json" || { echo "$name: theory failed" >&2; exit 99; }
-		done
-		if "$agree" "$tmp/m.json" "$tmp/file.json" >"$tmp/out" 2>&1; then
-			echo "ok: $prec, recompute $rc: --routing FILE = measure: $(cat "$tmp/out")"
-		else
-			fail "$prec, recompute $rc: --routing FILE against measure: $(cat "$tmp/out")"
-		fi
-		if "$agree" "$tmp/m.json" "$tmp/balanced.json" >"$tmp/out" 2>&1; then
-			fail "$prec, recompute $rc: --routing balanced agrees with the measurement: the routing shows nothing"
-		fi
+		sweep_agree "$prec-$rc" "--model $tmp/config.json --seq 16 --batch 4 --precision $prec --recompute $rc
+		       --world 1,2,3 --schemes dp,zero1,zero2,zero3 --unit model,layer --steps 3 --framework paper"
 	done
 done
+cp "$tmp/m-mixed-full.json" "$tmp/m.json" || exit 99
 # a file from another shared expert or renormalisation routed otherwise:
 # refused, naming the key
 for change in 's/"shared_expert_intermediate_size": 80/"shared_expert_intermediate_size": 96/|shared_expert_intermediate_size is 80' \
