@@ -555,10 +555,19 @@ static void phases_text(struct zs_buf *t, const struct theory_request *req, enum
 			if (!r.model_sched || !r.sched.has_phases)
 				continue;
 			zs_buf_printf(t, "%5u  %-6s", r.world, zs_scheme_name(r.scheme));
-			for (int p = 0; p < ZS_NPHASES; p++)
-				zs_buf_printf(t, " %9s", r.sched.phase_entered[p]
-				              ? in_scale(v, sizeof v, r.sched.phase_peak[p], 0, sc) : "-");
-			zs_buf_printf(t, "  %s\n", zs_phase_name(theory_binding_phase(&r.sched)));
+			enum zs_phase binds = theory_binding_phase(&r.sched);
+			for (int p = 0; p < ZS_NPHASES; p++) {
+				/* phase_peak_bytes.setup is the state the steps start
+				 * from (docs/formats.md); where the set-up's own
+				 * transient is the run's peak (DDP's broadcast copy,
+				 * the model built whole before FSDP shards it) the
+				 * column shows that peak, which binds */
+				uint64_t b = r.sched.phase_peak[p];
+				if (p == ZS_PH_SETUP && binds == ZS_PH_SETUP && r.sched.peak_bytes > b)
+					b = r.sched.peak_bytes;
+				zs_buf_printf(t, " %9s", r.sched.phase_entered[p] ? in_scale(v, sizeof v, b, 0, sc) : "-");
+			}
+			zs_buf_printf(t, "  %s\n", zs_phase_name(binds));
 		}
 }
 
