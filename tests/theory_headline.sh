@@ -109,5 +109,32 @@ sys.exit(1 if bad or checked == 0 else 0)
 PY
 	done
 done
+# The text's phase table: the column its "binds" names holds the row's
+# largest figure (the set-up's own peak where it binds: the PyTorch step
+# under FSDP on the CPU builds the whole fp32 model on each rank first)
+"$zerosim" theory --model llama-3-8b --world 8,64 --framework torch --wrapper fsdp --schemes zero3 --seq 4096 \
+	--precision fp32 --torch-device cpu --attn eager --recompute full >"$tmp/phases.txt" 2>&1 || exit 99
+if python3 - "$tmp/phases.txt" <<'PY'
+import sys
+lines = open(sys.argv[1]).read().split("\n")
+i = next(k for k, l in enumerate(lines) if l.startswith("Peak of each phase"))
+head = lines[i + 1].split()
+rows = 0
+for l in lines[i + 2:]:
+    f = l.split()
+    if len(f) != len(head):
+        break
+    col = dict(zip(head, f))
+    vals = [float(v) for k, v in col.items() if k not in ("N", "scheme", "binds") and v != "-"]
+    if float(col[col["binds"]]) != max(vals):
+        sys.exit("phase table: N = %s binds %s at %s, its largest is %s" % (col["N"], col["binds"], col[col["binds"]], max(vals)))
+    rows += 1
+sys.exit(0 if rows == 2 else "phase table: %d rows" % rows)
+PY
+then
+	echo "ok: the phase table's binding column holds each row's largest"
+else
+	fails=$((fails + 1))
+fi
 [ "$fails" -eq 0 ] || exit 1
 echo "theory_headline: all checks passed"
