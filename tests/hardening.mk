@@ -42,6 +42,7 @@ FUZZ_UTIL = $(top_srcdir)/src/util/util.c $(top_srcdir)/src/util/config.c \
 # sources need the rest of the engine: every source of libzsengine.a.
 FUZZ_ENGINE = $(top_srcdir)/src/engine/case.c $(top_srcdir)/src/engine/tfm.c \
 	$(top_srcdir)/src/engine/tfm_kernels.c $(top_srcdir)/src/engine/tfm_net.c $(top_srcdir)/src/engine/moe_kernels.c \
+	$(top_srcdir)/src/engine/tfm_moe.c \
 	$(top_srcdir)/src/engine/ag_exec.c \
 	$(top_srcdir)/src/engine/fp16.c $(top_srcdir)/src/engine/tracker.c $(top_srcdir)/src/engine/coll.c \
 	$(top_srcdir)/src/engine/mlp.c $(top_srcdir)/src/engine/optim.c $(top_srcdir)/src/engine/net.c \
