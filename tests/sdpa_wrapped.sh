@@ -28,7 +28,7 @@ for w in "fsdp --schemes zero3" "ddp --schemes dp"; do
 	fi
 	python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["rows"][0]["schedule"] is None)' "$tmp/t.json" ||
 		fail "--wrapper $w --attn sdpa: the theory's row has no exact step"
-	if "$zerosim" report --measured "$tmp/mlp-m.json" --theory "$tmp/mlp-t.json" --transformer "$tmp/m.json" \
+	if ZEROSIM_DATADIR=${srcdir:-.} "$zerosim" report --measured "$tmp/mlp-m.json" --theory "$tmp/mlp-t.json" --transformer "$tmp/m.json" \
 		--transformer "$tmp/t.json" --strict --no-render --out "$tmp/rep" >/dev/null 2>"$tmp/err"; then
 		echo "ok: --wrapper $w --attn sdpa: the report takes the pair"
 	else
