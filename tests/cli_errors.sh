@@ -431,6 +431,18 @@ for fam in qwen2 qwen3 phi3; do
 			--precision fp32 --freeze embeddings
 	done
 done
+# an empty pattern or an empty term is a slip, never "no freeze" (nor a
+# pattern that matches nothing): refused by the parser, theory and measure
+for cmd in theory measure; do
+	for fz_empty in "" " "; do
+		bad_$cmd "--freeze: the pattern is empty (give terms such as embeddings or blocks:0-1)" \
+			$fz_plain --wrapper none --world 1 --schemes dp --precision fp32 --freeze "$fz_empty"
+	done
+	for fz_empty in "embeddings," ",embeddings" "embeddings, ,blocks:0-0"; do
+		bad_$cmd "--freeze: '$fz_empty' has an empty term" \
+			$fz_plain --wrapper none --world 1 --schemes dp --precision fp32 --freeze "$fz_empty"
+	done
+done
 # one term that freezes nothing beside one that freezes something: a typo
 # or the wrong model, refused by the term (as a spec that freezes nothing)
 for cmd in theory measure; do

@@ -95,24 +95,30 @@ static int term_match(const char *t, const char *name, uint64_t blocks, const ch
 	return name && fnmatch(t, name, 0) == 0;
 }
 
-/* Calls f on each term of spec (trimmed of blanks, empty ones skipped);
- * stops at the first nonzero return, which it returns. */
+/* Matches name against each term of spec (trimmed of blanks); 1 at the
+ * first term that matches, 0 when none does, -1 with *cause when spec or a
+ * term of it is empty (a user's slip: `--freeze ''`, `embeddings,`) or a
+ * term is malformed. */
 static int each_term(const char *spec, const char *name, uint64_t blocks, char **cause)
 {
 	char buf[ZS_FREEZE_MAX + 1];
 	size_t n = strlen(spec);
 	if (n > ZS_FREEZE_MAX)
 		return zs_fail(cause, "--freeze: the pattern is %zu characters long (at most %d)", n, ZS_FREEZE_MAX);
+	if (strspn(spec, " \t\n\v\f\r") == n)
+		return zs_fail(cause, "--freeze: the pattern is empty (give terms such as embeddings or blocks:0-1)");
 	memcpy(buf, spec, n + 1);
-	char *save = NULL;
-	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+	for (char *t = buf, *next; t != NULL; t = next) {
+		next = strchr(t, ',');
+		if (next != NULL)
+			*next++ = 0;
 		while (isspace((unsigned char)*t))
 			t++;
 		char *e = t + strlen(t);
 		while (e > t && isspace((unsigned char)e[-1]))
 			*--e = 0;
 		if (!*t)
-			continue;
+			return zs_fail(cause, "--freeze: '%.60s' has an empty term", spec);
 		const char *why = NULL;
 		int r = term_match(t, name, blocks, &why);
 		if (r < 0)

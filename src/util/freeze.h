@@ -15,7 +15,8 @@
  *                     re.search: write what both read alike)
  *   anything else     a glob over the whole name (fnmatch(3) without
  *                     flags: `*` crosses dots, as Python's fnmatchcase)
- * Empty terms are skipped. Ownership: nothing is kept between calls.
+ * An empty SPEC or an empty term (`embeddings,`) is refused, never read as
+ * no freeze. Ownership: nothing is kept between calls.
  */
 #ifndef ZS_UTIL_FREEZE_H
 #define ZS_UTIL_FREEZE_H
@@ -26,8 +27,8 @@
 /* The longest SPEC (zs_config holds it in a fixed array). */
 #define ZS_FREEZE_MAX 512
 
-/* 0 when every term of spec parses (blocks:A-B, all-but-last:N, a
- * compilable re:), else -1 with *cause ("--freeze: bad term ..."). */
+/* 0 when spec has terms and every one parses (blocks:A-B, all-but-last:N,
+ * a compilable re:), else -1 with *cause ("--freeze: bad term ..."). */
 int zs_freeze_check(const char *spec, char **cause);
 
 /* Whether the parameter named `name` is frozen by spec in a model of
