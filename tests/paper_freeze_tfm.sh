@@ -139,7 +139,13 @@ refused() { # PATTERN OPTIONS...
 	fi
 }
 refused "only with --model" --freeze embeddings --world 2
-refused "not one run of the flat vector" --model "$gpt2" --freeze blocks:0-0 --unit model --world 2
+refused "not one run of the flat vector.*: give --unit layer$" --model "$gpt2" --freeze blocks:0-0 --unit model --world 2
+# each names what is taken: --unit layer only where it takes the pattern
+# (a norm between two trainable tensors: in every unit)
+refused "not one run of the flat vector.*: freeze only tensors at the model's start or end (embeddings, all-but-last:N), or give --framework torch --wrapper none or ddp$" \
+	--model "$gpt2" --freeze '*.ln_*' --unit model --world 2
+refused "not one run of the flat vector.*: freeze only tensors at a layer's start or end (whole blocks, embeddings), or give --framework torch --wrapper none or ddp$" \
+	--model "$gpt2" --freeze '*.ln_*' --unit layer --world 2
 refused "part frozen, part trainable" --model "$gpt2" --freeze embeddings --unit layer --schemes zero3 --world 2
 refused "some parts of the fused tensor" --model "$llama" --freeze re:q_proj --world 2
 refused "freezes none of" --model "$llama" --freeze re:nothing --world 2

@@ -618,11 +618,21 @@ struct zs_freeze_run *zs_freeze_units(const struct step_params *p, const char *s
 				continue;
 			}
 			if (closed || (run[u].n > 0 && off != end)) {
+				free(run);
+				if (cause == NULL)
+					return NULL;
+				/* what would be taken: --unit layer only where it is */
+				size_t n2;
+				struct zs_freeze_run *alt = by_layer ? NULL : zs_freeze_units(p, spec, 1, whole, &n2, NULL);
 				(void)zs_fail(cause, "--freeze %s under --unit %s: the trainable parameters "
 				                     "of a unit are not one run of the flat vector (%s follows a frozen tensor; "
-				                     "docs/schedule.md, \"Frozen parameters\")%s", spec, by_layer ? "layer" : "model", name,
-				              !by_layer ? ": give --unit layer" : "");
-				free(run);
+				                     "docs/schedule.md, \"Frozen parameters\"): %s", spec, by_layer ? "layer" : "model", name,
+				              alt != NULL ? "give --unit layer"
+				              : by_layer  ? "freeze only tensors at a layer's start or end (whole blocks, embeddings), "
+				                            "or give --framework torch --wrapper none or ddp"
+				                          : "freeze only tensors at the model's start or end (embeddings, "
+				                            "all-but-last:N), or give --framework torch --wrapper none or ddp");
+				free(alt);
 				return NULL;
 			}
 			if (run[u].n == 0)
