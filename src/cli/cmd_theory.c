@@ -265,9 +265,17 @@ static int moe_check(struct theory_request *req, const struct zs_model *m, const
 	uint64_t BT = (uint64_t)req->config->batch * req->act.seq;
 	if (theory_routing_check(r, m, req->config, BT, cause) < 0)
 		return -1;
-	char starved[160];
-	if (req->config->framework == ZS_FW_DEEPSPEED && theory_routing_starved(r, m, BT, starved, sizeof starved))
-		return zs_fail(cause, "%s: %s gets no token: " ZS_MOE_STARVED, m->name, starved);
+	/* the schemes it concerns: those given DeepSpeed's own step
+	 * (theory_tfm_has_schedule), not a row at the paper's level only */
+	char starved[160], schemes[64] = "";
+	struct theory_bytes bytes;
+	theory_bytes_per_param(req->config->precision, req->config->optimizer, &bytes);
+	for (size_t i = 0; req->config->framework == ZS_FW_DEEPSPEED && i < req->config->nschemes; i++)
+		if (theory_tfm_has_schedule(m, &req->act, &bytes, ZS_FW_DEEPSPEED, req->config->schemes[i]))
+			snprintf(schemes + strlen(schemes), sizeof schemes - strlen(schemes), "%s%s", schemes[0] ? ", " : "",
+			         zs_scheme_name(req->config->schemes[i]));
+	if (schemes[0] && theory_routing_starved(r, m, BT, starved, sizeof starved))
+		return zs_fail(cause, "%s: %s gets no token (--schemes %s): " ZS_MOE_STARVED, m->name, starved, schemes);
 	return 0;
 }
 
