@@ -5212,7 +5212,10 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * checked against PyTorch 1.13 and 2.6 by tests/hf_torch.sh): the rest
 	 * of it is not described. transformers' sdpa_attention_forward takes
 	 * no softcap (integrations/sdpa_attention.py) and Gemma2ForCausalLM
-	 * warns to train with eager. gemma3_text the same (1.13 and 2.6),
+	 * warns to train with eager; SDPA is still transformers' default for it
+	 * (Gemma2PreTrainedModel at 9a80143ca260 has _supports_sdpa and no
+	 * _check_and_enable_sdpa swapping it for eager, as 4.42-4.4x had), so
+	 * 2.x's default --attn sdpa is kept and refused, with that reason. gemma3_text the same (1.13 and 2.6),
 	 * and under 2.6's SDPA too (the refusals below for a window the
 	 * sequence reaches hold); its Gemma3Attention (modeling_gemma3.py at
 	 * 0018aa64) gives its attention function no softcap, so a config's
@@ -5223,7 +5226,9 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		int g3 = gemma3(m);
 		const char *no = g3 && m->attn_softcap > 0 ? "attn_logit_softcapping (give a config without it)"
 		                 : g3 && !m->sliding_window  ? "no sliding_window"
-		                 : !g3 && o->attn == ZS_ATTN_SDPA ? "--attn sdpa (give --attn eager)"
+		                 : !g3 && o->attn == ZS_ATTN_SDPA ? "--attn sdpa (transformers' default too: 4.49's gemma2 no "
+		                                                    "longer swaps it for eager, and its SDPA drops the softcap; "
+		                                                    "give --attn eager)"
 		                 : o->amp != AG_F32            ? "autocast (give --precision fp32)"
 		                 : o->freeze && *o->freeze     ? "--freeze"
 		                 : o->lora_r                   ? "--lora-r"
