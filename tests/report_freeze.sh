@@ -14,7 +14,8 @@
 #     the pattern and Ψ_t/Ψ;
 #  3. mutations: a measured category off by 4 bytes is unexplained (and
 #     --strict exits 1); a frozen theory.json without trainable_params (an
-#     older zerosim's) is refused in one line, exit 2.
+#     older zerosim's), or with a trainable_params (or config.freeze) edited
+#     off what the pattern leaves of the shape, is refused in one line, exit 2.
 set -u
 zerosim=${ZS_BUILDDIR:-.}/zerosim
 src=${srcdir:-.}
@@ -158,4 +159,28 @@ rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "config.freeze without trainable_params" "$tmp/err" ||
 	fail "an older frozen theory.json (exit $rc): $(cat "$tmp/err")"
 [ -e "$tmp/old/diff.json" ] && fail "a refused report wrote diff.json"
+# trainable_params is Ψ_t of config.freeze over config.model's shape
+# (util/step.h's zs_freeze_trained): one edited by hand, or a pattern
+# edited under it, is refused in one line naming the file and both counts
+for edit in 'trainable_params=158017' 'freeze=blocks:0-0'; do
+	python3 - "$tmp/paper-t.json" "$tmp/edit-t.json" "$edit" <<'PY' || exit 99
+import json, sys
+t = json.load(open(sys.argv[1]))
+key, value = sys.argv[3].split("=")
+if key == "freeze":
+    t["config"]["freeze"] = value
+else:
+    t[key] = int(value)
+json.dump(t, open(sys.argv[2], "w"))
+PY
+	report --transformer "$tmp/edit-t.json" --out "$tmp/edit"
+	rc=$?
+	case $edit in
+	trainable*) want="$tmp/edit-t.json: trainable_params 158017 is not the 158016 that config.freeze leaves trainable of config.model's 223552" ;;
+	*) want="$tmp/edit-t.json: trainable_params 158016 is not the 177344 that config.freeze leaves trainable of config.model's 223552" ;;
+	esac
+	[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -qF "$want" "$tmp/err" ||
+		fail "theory.json with $edit (exit $rc): $(cat "$tmp/err")"
+	[ -e "$tmp/edit/diff.json" ] && fail "a refused report wrote diff.json"
+done
 echo "ok: the report of frozen runs"

@@ -16,6 +16,9 @@
 #include "report/report_figures.h"
 #include "report/report_text.h"
 #include "report/report_tfm.h"
+#include "util/freeze.h"
+#include "util/model.h"
+#include "util/step.h"
 #include "util/util.h"
 
 static const char *const scheme_title[ZS_NSCHEMES] = {"DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
@@ -76,6 +79,36 @@ static int read_freeze(const cJSON *theory, const char *path, const char *where,
 		return -1;
 	if (m->trained > m->params)
 		return zs_fail(cause, "%s: trainable_params %.0f is above params %.0f", path, m->trained, m->params);
+	return 0;
+}
+
+/* A frozen run's trainable_params against config.freeze over
+ * config.model's shape (util/step.h's zs_freeze_trained, what the theory
+ * wrote it from): a count edited by hand would move every frozen floor. */
+static int check_trained(const cJSON *model, const char *path, const struct report_tfm_model *m, char **cause)
+{
+	char where[320], *why = NULL;
+	struct zs_model hf;
+	struct step_params p;
+
+	snprintf(where, sizeof where, "%s: config.model", path);
+	if (zs_model_from_written(model, where, &hf, cause) < 0)
+		return -1;
+	if (zs_freeze_check(m->freeze, &why) < 0) {
+		int r = zs_fail(cause, "%s: config.freeze: %s", path, why);
+		free(why);
+		return r;
+	}
+	step_params_build(&p, &hf);
+	uint64_t all = p.numel, trained = zs_freeze_trained(&p, m->freeze);
+	step_params_free(&p);
+	if ((double)all != m->params)
+		return zs_fail(cause, "%s: params %.0f is not the %llu elements of config.model's shape", path, m->params,
+		               (unsigned long long)all);
+	if ((double)trained != m->trained)
+		return zs_fail(cause, "%s: trainable_params %.0f is not the %llu that config.freeze leaves trainable of "
+		               "config.model's %llu", path, m->trained, (unsigned long long)trained,
+		               (unsigned long long)all);
 	return 0;
 }
 
@@ -165,6 +198,8 @@ static int read_model(const cJSON *theory, const char *path, struct report_tfm_m
 		               "params %.0f", where, (double)m->blocks,
 		               (double)m->u_embeddings + (double)m->blocks * (double)m->u_block + (double)m->u_head,
 		               (double)m->params);
+	if (m->freeze[0] && check_trained(model, path, m, cause) < 0)
+		return -1;
 	m->model = cJSON_Duplicate(model, 1);
 	if (m->model == NULL)
 		zs_oom(__FILE__, __LINE__);

@@ -114,15 +114,6 @@ void theory_floor_accum(double params, double trained, enum zs_scheme scheme, un
 	}
 }
 
-uint64_t theory_trained_params(const struct step_params *p, const char *spec)
-{
-	uint64_t t = 0;
-	for (size_t i = 0; i < p->ntensors; i++)
-		if (spec == NULL || spec[0] == '\0' || !zs_freeze_tensor(p, spec, i))
-			t += p->tensor[i].numel;
-	return t;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Schedule */
 
@@ -324,7 +315,7 @@ double theory_request_trained(const struct theory_request *req)
 		return theory_request_params(req);
 	struct theory_desc own;
 	const struct theory_desc *d = theory_request_desc(req, &own);
-	double t = (double)theory_trained_params(&d->params, req->config->freeze);
+	double t = (double)zs_freeze_trained(&d->params, req->config->freeze);
 	if (d == &own)
 		theory_desc_free(&own);
 	return t;
@@ -347,7 +338,7 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 	const struct theory_desc *d = theory_request_desc(req, &own);
 	request_shape(req, &s);
 	double psi = req->model != NULL ? (double)d->params.numel : theory_request_params(req);
-	double psi_t = req->model != NULL ? (double)theory_trained_params(&d->params, req->config->freeze) : psi;
+	double psi_t = req->model != NULL ? (double)zs_freeze_trained(&d->params, req->config->freeze) : psi;
 	theory_floor_trained(psi, psi_t, scheme, world, &s.bytes, &r->floor);
 	theory_floor_accum(psi, psi_t, scheme, world, &s.bytes, req->config->grad_accum, &r->floor);
 	if (req->model != NULL) {

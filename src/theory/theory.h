@@ -61,10 +61,6 @@ void theory_floor(double params, enum zs_scheme scheme, unsigned world,
 void theory_floor_trained(double params, double trained, enum zs_scheme scheme, unsigned world,
                           const struct theory_bytes *b, struct theory_floor *out);
 
-/* Ψ_t: the elements of p that spec leaves trainable (util/step.h's
- * zs_freeze_tensor over p's tensors); p->numel for an empty spec. */
-uint64_t theory_trained_params(const struct step_params *p, const char *spec);
-
 /* The floor's bytes sent per optimizer step under gradient accumulation,
  * K micro-steps a step (docs/schedule.md, "The paper's schedule under
  * accumulation"): dp and P_os reduce once at the boundary (K = 1's);
@@ -722,7 +718,7 @@ struct theory_row {
 
 double theory_request_params(const struct theory_request *req);
 /* Ψ_t, the floors' trained parameters: theory_request_params without
- * --freeze or a model (theory_trained_params). */
+ * --freeze or a model (util/step.h's zs_freeze_trained). */
 double theory_request_trained(const struct theory_request *req);
 /* The request's description (req->desc where it fits), or one built into
  * own, which the caller then frees (the result is own). */

@@ -24,28 +24,6 @@ const char *zs_family_name(enum zs_family f)
 	return f == ZS_FAMILY_GPT2 ? "gpt2" : "llama";
 }
 
-cJSON *zs_model_json(cJSON *parent, const struct zs_model *m)
-{
-	cJSON *o = cJSON_AddObjectToObject(parent, "model");
-	cJSON_AddStringToObject(o, "name", m->name);
-	cJSON_AddStringToObject(o, "model_type", m->model_type);
-	cJSON_AddStringToObject(o, "family", zs_family_name(m->family));
-	zs_json_add_number(o, "hidden_size", (double)m->hidden);
-	zs_json_add_number(o, "intermediate_size", (double)m->intermediate);
-	zs_json_add_number(o, "layers", (double)m->layers);
-	zs_json_add_number(o, "attention_heads", (double)m->heads);
-	zs_json_add_number(o, "key_value_heads", (double)m->kv_heads);
-	zs_json_add_number(o, "head_dim", (double)m->head_dim);
-	zs_json_add_number(o, "vocab_size", (double)m->vocab);
-	zs_json_add_number(o, "max_positions", (double)m->positions);
-	cJSON_AddBoolToObject(o, "tie_word_embeddings", m->tied);
-	if (m->qwen_moe) { /* the rest of a qwen2_moe's block ("intermediate_size" is its experts') */
-		zs_json_add_number(o, "shared_expert_intermediate_size", (double)m->shared_ffn);
-		cJSON_AddBoolToObject(o, "norm_topk_prob", !m->topk_raw);
-	}
-	return o;
-}
-
 void zs_model_dropout_json(cJSON *o, const struct zs_model *m)
 {
 	if (m->family == ZS_FAMILY_GPT2) {
@@ -678,6 +656,71 @@ int zs_model_from_json(const cJSON *cfg, const char *where, struct zs_model *out
 	if (m.head_dim * m.heads > ZS_MODEL_MAX_WIDTH)
 		return zs_fail(cause, "%s: \"head_dim\" x \"%s\" is more than %d", where, akey,
 		               ZS_MODEL_MAX_WIDTH);
+	*out = m;
+	return 0;
+}
+
+/* The shape as the outputs write it (zs_model_json) and the report reads
+ * it back (zs_model_from_written): each key once, in the files' order. */
+static const struct key written[] = {
+	{ "hidden_size", FIELD(hidden), ZS_MODEL_MAX_WIDTH, 0 },
+	{ "intermediate_size", FIELD(intermediate), ZS_MODEL_MAX_FFN, 0 },
+	{ "layers", FIELD(layers), ZS_MODEL_MAX_LAYERS, 0 },
+	{ "attention_heads", FIELD(heads), ZS_MODEL_MAX_HEADS, 0 },
+	{ "key_value_heads", FIELD(kv_heads), ZS_MODEL_MAX_HEADS, 0 },
+	{ "head_dim", FIELD(head_dim), ZS_MODEL_MAX_WIDTH, 0 },
+	{ "vocab_size", FIELD(vocab), ZS_MODEL_MAX_VOCAB, 0 },
+	{ "max_positions", FIELD(positions), ZS_MODEL_MAX_POSITIONS, 0 },
+	{ NULL, 0, 0, 0 }
+};
+
+cJSON *zs_model_json(cJSON *parent, const struct zs_model *m)
+{
+	cJSON *o = cJSON_AddObjectToObject(parent, "model");
+	cJSON_AddStringToObject(o, "name", m->name);
+	cJSON_AddStringToObject(o, "model_type", m->model_type);
+	cJSON_AddStringToObject(o, "family", zs_family_name(m->family));
+	for (const struct key *k = written; k->name != NULL; k++)
+		zs_json_add_number(o, k->name, (double)*(const uint64_t *)(const void *)((const char *)m + k->field));
+	cJSON_AddBoolToObject(o, "tie_word_embeddings", m->tied);
+	if (m->qwen_moe) { /* the rest of a qwen2_moe's block ("intermediate_size" is its experts') */
+		zs_json_add_number(o, "shared_expert_intermediate_size", (double)m->shared_ffn);
+		cJSON_AddBoolToObject(o, "norm_topk_prob", !m->topk_raw);
+	}
+	return o;
+}
+
+int zs_model_from_written(const cJSON *o, const char *where, struct zs_model *out, char **cause)
+{
+	struct zs_model m = {0};
+	const char *type, *name;
+	size_t t = 0;
+
+	if (zs_json_string(o, "name", where, &name, cause) < 0 || zs_json_string(o, "model_type", where, &type, cause) < 0)
+		return -1;
+	while (t < sizeof types / sizeof types[0] && strcmp(type, types[t].type) != 0)
+		t++;
+	if (t == sizeof types / sizeof types[0])
+		return zs_fail(cause, "%s: \"model_type\" '%.40s' is not modelled (" TYPE_NAMES ")", where, type);
+	if (types[t].moe) /* (its experts' count is not written) */
+		return zs_fail(cause, "%s: the shape of a %s (a mixture of experts) is not read back", where, type);
+	for (const struct key *k = written; k->name != NULL; k++) {
+		unsigned long long v;
+		if (zs_json_uint(o, k->name, where, 1, (double)k->max, &v, cause) < 0)
+			return -1;
+		*(uint64_t *)(void *)((char *)&m + k->field) = v;
+	}
+	const cJSON *tie = cJSON_GetObjectItemCaseSensitive(o, "tie_word_embeddings");
+	if (!cJSON_IsBool(tie))
+		return zs_fail(cause, "%s: \"tie_word_embeddings\" is neither true nor false", where);
+	snprintf(m.name, sizeof m.name, "%s", name);
+	snprintf(m.model_type, sizeof m.model_type, "%s", types[t].type);
+	m.family = types[t].family;
+	m.tied = cJSON_IsTrue(tie);
+	m.qkv_bias = types[t].qkv_bias;
+	m.hf_fused = types[t].hf_fused;
+	m.qk_norm = types[t].qk_norm;
+	m.gemma = types[t].gemma;
 	*out = m;
 	return 0;
 }

@@ -203,6 +203,12 @@ const char *zs_family_name(enum zs_family f);
  * parent's "model", {"name", "model_type", "family", "hidden_size", ...,
  * "tie_word_embeddings"}, returned for the keys a writer adds after. */
 cJSON *zs_model_json(cJSON *parent, const struct zs_model *m);
+/* The shape back from what zs_model_json wrote (o, a file's config.model;
+ * `where` names it): the keys the parameters' description reads
+ * (util/step.h's step_params_build: the widths, counts and the type's
+ * modules), not the numerics; a mixture of experts is refused (its
+ * experts are not written). Returns 0, or -1 with *cause. */
+int zs_model_from_written(const cJSON *o, const char *where, struct zs_model *m, char **cause);
 /* The dropout probabilities the plain PyTorch loop trains with, into the
  * model's object o as its config names them (gpt2: embd_pdrop, attn_pdrop,
  * resid_pdrop; the llama family: attention_dropout). */

@@ -587,6 +587,15 @@ int zs_freeze_tensor(const struct step_params *p, const char *spec, size_t i)
 	return spec != NULL && *spec && frozen_parts(p, spec, i, &np) == np;
 }
 
+uint64_t zs_freeze_trained(const struct step_params *p, const char *spec)
+{
+	uint64_t t = 0;
+	for (size_t i = 0; i < p->ntensors; i++)
+		if (!zs_freeze_tensor(p, spec, i))
+			t += p->tensor[i].numel;
+	return t;
+}
+
 struct zs_freeze_run *zs_freeze_units(const struct step_params *p, const char *spec, int by_layer, int whole,
                                       size_t *nunits, char **cause)
 {

@@ -265,4 +265,9 @@ int zs_freeze_paper_check(const struct zs_config *c, const struct zs_model *m, c
 /* Whether spec freezes tensor i of p (every part of a fused tensor). */
 int zs_freeze_tensor(const struct step_params *p, const char *spec, size_t i);
 
+/* Ψ_t: the elements of p that spec leaves trainable (p->numel for a NULL
+ * or empty spec); theory.json's trainable_params, which the report checks
+ * against it. */
+uint64_t zs_freeze_trained(const struct step_params *p, const char *spec);
+
 #endif
