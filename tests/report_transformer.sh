@@ -316,6 +316,16 @@ report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-
 sec=$tmp/pt/torch.tex
 [ -s "$sec" ] && [ -s "$tmp/pt/figures/fig11-torch.gp" ] && [ -s "$tmp/pt/figures/fig11-torch.dat" ] ||
 	fail "no torch.tex or fig11"
+# a measured plain loop is refused by name (exit 2, no folder made): the
+# section compares the plain loop's theory with the paper's, and read as
+# a theory the measurement was taken for "an older zerosim theory"
+"$zerosim" measure --quiet --model "$src/report/models/gpt2-tiny.json" --framework torch --wrapper none \
+	--world 1 --schemes dp --precision fp32 --torch-device cpu --attn eager --torch-version 1.13 --seq 32 \
+	--batch 2 --steps 1 --out "$tmp/plain-m.json" 2>"$tmp/err" || fail "measure of the plain loop: $(cat "$tmp/err")"
+report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/plain-m.json" --out "$tmp/pm"
+rc=$?
+[ $rc -eq 2 ] && grep -q 'plain-m.json: a measured plain loop (--framework torch --wrapper none) is not reported' \
+	"$tmp/err" && [ ! -e "$tmp/pm" ] || fail "a measured plain loop: exit $rc, $(cat "$tmp/err")"
 # the transformer section is what it is without the plain loop
 report --measured "$tmp/m.json" --theory "$tmp/t.json" --transformer "$tmp/gpt2-tiny.json" --out "$tmp/nopt" ||
 	fail "report of gpt2-tiny: $(cat "$tmp/err")"

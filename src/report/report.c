@@ -206,8 +206,10 @@ static void print_summary(const struct report_data *d, const struct report_point
 }
 
 /* The --transformer files: a plain PyTorch loop's theory goes to the
- * section "zerosim against PyTorch" (report_torch.h), every other file to
- * the transformer section, whose list *rest (of *nrest paths) gets it. */
+ * section "zerosim against PyTorch" (report_torch.h), its measured.json
+ * is refused (that section compares the theory with the paper's; nothing
+ * there reads a measurement), every other file to the transformer
+ * section, whose list *rest (of *nrest paths) gets it. */
 static int split_transformers(const struct report_options *o, struct report_torch *pt, const char ***rest,
                               size_t *nrest, char **cause)
 {
@@ -218,7 +220,11 @@ static int split_transformers(const struct report_options *o, struct report_torc
 		if (zs_json_load(o->transformers[i], REPORT_THEORY_FORMAT " or " REPORT_MEASURED_FORMAT, &j, cause) < 0)
 			return -1;
 		int rc = 0;
-		if (report_torch_is_plain(j))
+		const char *fmt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "format"));
+		if (report_torch_is_plain(j) && fmt != NULL && strcmp(fmt, REPORT_MEASURED_FORMAT) == 0)
+			rc = zs_fail(cause, "%s: a measured plain loop (--framework torch --wrapper none) is not reported: "
+			             "give its theory.json, which the section \"zerosim against PyTorch\" takes", o->transformers[i]);
+		else if (report_torch_is_plain(j))
 			rc = report_torch_add(pt, j, o->transformers[i], cause);
 		else {
 			report_torch_note_paper(pt, j);
