@@ -5155,16 +5155,8 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->double_quant = c->double_quant;
 }
 
-static int refuse(char **cause, const char *fmt, ...)
-{
-	char buf[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	zs_set_cause(cause, "%s", buf);
-	return -1;
-}
+/* a refusal, whole (zs_fail: the cause as long as it needs) */
+#define refuse(...) zs_fail(__VA_ARGS__)
 
 /* What of autocast is described (docs/schedule.md, "Autocast"): bf16 on
  * the CPU, the eager step of every family described (gpt2, llama, mistral,
