@@ -79,16 +79,8 @@ refused "decoder_sparse_step 2" 's/"decoder_sparse_step": 1/"decoder_sparse_step
 	'"decoder_sparse_step": dense blocks among the sparse ones are not modelled' theory
 refused "mlp_only_layers [1]" 's/"mlp_only_layers": \[\]/"mlp_only_layers": [1]/' \
 	'"mlp_only_layers": dense blocks among the sparse ones are not modelled' measure --framework paper
-# a measured routing of another renormalisation: refused, naming the key
-sed 's/"norm_topk_prob": true/"norm_topk_prob": false/' "$tmp/config.json" >"$tmp/other.json"
-"$zerosim" theory --model "$tmp/other.json" --seq 16 --batch 4 --precision mixed --recompute full --world 1,2,3 \
-	--unit model,layer --steps 3 --routing "$tmp/m-mixed-full.json" --out "$tmp/x.json" 2>"$tmp/err"
-st=$?
-if [ $st = 2 ] && grep -q "config.model.norm_topk_prob is true" "$tmp/err"; then
-	echo "ok: refused: $(cat "$tmp/err")"
-else
-	fail "another norm_topk_prob's routing: exit $st, $(cat "$tmp/err")"
-fi
+# a measured routing of another renormalisation: refused, naming the key (moe_lib.sh)
+routing_refused 's/"norm_topk_prob": true/"norm_topk_prob": false/' "norm_topk_prob is true"
 
 OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/config.json" --seq 16 --batch 4 --precision fp32 --world 1 \
 	--schemes dp --unit model --steps 1 --timeline --out "$tmp/tl.json" || exit 99

@@ -270,6 +270,23 @@ START_TEST(test_qwen2_moe_description_names_each_expert)
 }
 END_TEST
 
+/* A Qwen-MoE config's defaults: experts, top-k, the experts' width and
+ * the shared expert's (want), norm_topk_prob false, q/k/v biased as given,
+ * the Qwen block's layout, rms_norm_eps 1e-6, untied, run as it is. */
+static void expect_qwen_defaults(const struct zs_model *m, const uint64_t want[4], int qkv_bias)
+{
+	ck_assert_uint_eq(m->experts, want[0]);
+	ck_assert_uint_eq(m->experts_per_tok, want[1]);
+	ck_assert_uint_eq(m->intermediate, want[2]);
+	ck_assert_uint_eq(m->shared_ffn, want[3]);
+	ck_assert_int_eq(m->topk_raw, 1);
+	ck_assert_int_eq(m->qkv_bias, qkv_bias);
+	ck_assert_int_eq(m->qwen_moe, 1);
+	ck_assert_double_eq_tol(m->norm_eps, 1e-6, 1e-15);
+	ck_assert_int_eq(m->tied, 0);
+	ck_assert_str_eq(m->unrun, "");
+}
+
 #define QWEN_MOE "\"model_type\": \"qwen2_moe\", \"hidden_size\": 64, \"intermediate_size\": 96, " \
 	"\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"vocab_size\": 100, \"max_position_embeddings\": 32"
 
@@ -284,17 +301,8 @@ START_TEST(test_qwen2_moe_defaults_and_refusals)
 	char *cause = NULL;
 
 	ck_assert_int_eq(parse("{" QWEN_MOE "}", &m, &cause), 0);
-	ck_assert_uint_eq(m.experts, 60);
-	ck_assert_uint_eq(m.experts_per_tok, 4);
-	ck_assert_uint_eq(m.intermediate, 1408);
-	ck_assert_uint_eq(m.shared_ffn, 5632);
-	ck_assert_int_eq(m.topk_raw, 1);
-	ck_assert_int_eq(m.qkv_bias, 1);
-	ck_assert_int_eq(m.qwen_moe, 1);
-	ck_assert_double_eq_tol(m.norm_eps, 1e-6, 1e-15);
+	expect_qwen_defaults(&m, (const uint64_t[4]){60, 4, 1408, 5632}, 1);
 	ck_assert_double_eq_tol(m.rope_theta, 10000.0, 1e-9);
-	ck_assert_int_eq(m.tied, 0);
-	ck_assert_str_eq(m.unrun, "");
 	ck_assert_int_eq(parse("{" QWEN_MOE ", \"num_experts\": 4, \"num_experts_per_tok\": 2, \"qkv_bias\": false, "
 	                       "\"norm_topk_prob\": true, \"decoder_sparse_step\": 1, \"mlp_only_layers\": [], "
 	                       "\"output_router_logits\": true}", &m, &cause), 0);
@@ -423,18 +431,9 @@ START_TEST(test_qwen3_moe_defaults_and_refusals)
 	char *cause = NULL;
 
 	ck_assert_int_eq(parse("{" QWEN3_MOE "}", &m, &cause), 0);
-	ck_assert_uint_eq(m.experts, 128);
-	ck_assert_uint_eq(m.experts_per_tok, 8);
-	ck_assert_uint_eq(m.intermediate, 768);
-	ck_assert_uint_eq(m.shared_ffn, 0);
+	expect_qwen_defaults(&m, (const uint64_t[4]){128, 8, 768, 0}, 0);
 	ck_assert_uint_eq(m.head_dim, 8);
-	ck_assert_int_eq(m.topk_raw, 1);
-	ck_assert_int_eq(m.qkv_bias, 0);
 	ck_assert_int_eq(m.qk_norm, 1);
-	ck_assert_int_eq(m.qwen_moe, 1);
-	ck_assert_double_eq_tol(m.norm_eps, 1e-6, 1e-15);
-	ck_assert_int_eq(m.tied, 0);
-	ck_assert_str_eq(m.unrun, "");
 	ck_assert_int_eq(parse("{" QWEN3_MOE ", \"num_experts\": 4, \"num_experts_per_tok\": 2, \"head_dim\": 16, "
 	                       "\"norm_topk_prob\": true, \"decoder_sparse_step\": 1, \"mlp_only_layers\": [], "
 	                       "\"shared_expert_intermediate_size\": 64, \"qkv_bias\": true}", &m, &cause), 0);
