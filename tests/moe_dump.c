@@ -17,13 +17,16 @@
  * order), the top-k weights renormalised only if NORM is 1
  * (norm_topk_prob), and the shared expert's gate_proj, up_proj (S, D),
  * down_proj (D, S) and shared_expert_gate (1, D) follow the experts in IN
- * (before r) and their gradients follow the experts' in OUT.
+ * (before r) and their gradients follow the experts' in OUT. With S 0
+ * the block is Qwen3-MoE's: Qwen2-MoE's experts, order and NORM, and no
+ * shared expert.
  * Exit 0, or 2 on bad arguments or files.
  */
 #include "config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/moe_kernels.h"
 #include "engine/tfm_kernels.h"
@@ -47,10 +50,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	size_t BT = arg(argv[1]), D = arg(argv[2]), E = arg(argv[3]), K = arg(argv[4]), F = arg(argv[5]);
-	size_t S = argc == 10 ? arg(argv[8]) : 0;
-	int renorm = argc == 10 ? argv[9][0] == '1' && argv[9][1] == '\0' : 1;
+	int qwen = argc == 10; /* qwen3_moe's block: S 0 */
+	size_t S = qwen && strcmp(argv[8], "0") != 0 ? arg(argv[8]) : 0;
+	int renorm = qwen ? argv[9][0] == '1' && argv[9][1] == '\0' : 1;
 	/* where the kernels' w1 (gate), w2 (down), w3 (up) sit in an expert's three */
-	const size_t at1 = 0, at2 = S > 0 ? 2 : 1, at3 = S > 0 ? 1 : 2;
+	const size_t at1 = 0, at2 = qwen ? 2 : 1, at3 = qwen ? 1 : 2;
 	size_t NS = S > 0 ? 3 * S * D + D : 0;
 	if (K > E) {
 		fprintf(stderr, "moe_dump: K is more than E\n");

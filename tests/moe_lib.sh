@@ -1,4 +1,4 @@
-# moe_lib — sourced by tests/moe_step.sh, moe_theory.sh, moe_fw.sh and ds_moe.sh (after
+# moe_lib — sourced by tests/moe_step.sh, moe_theory.sh, moe_fw.sh, ds_moe.sh, qwen_moe.sh and qwen3_moe.sh (after
 # `name=...` and `needs="BINARY..."`): the build's zerosim and the binaries
 # named, python3 (77 without it), a temporary folder $tmp removed at exit,
 # and in it config.json, the tiny mixtral both test (d 64, F 96, 2 blocks,
@@ -45,4 +45,19 @@ sweep_agree() {
 		*) fail "$1 --routing $r against measure: $(cat "$tmp/out")" ;;
 		esac
 	done
+}
+# routing_refused SED-CHANGE KEY: the theory of $tmp/config.json changed by
+# SED-CHANGE under the routing of sweep_agree's mixed-full sweep
+# ($tmp/m-mixed-full.json) is refused naming config.model.KEY (the routing
+# follows the config); a line, or fail (the caller's).
+routing_refused() {
+	sed "$1" "$tmp/config.json" >"$tmp/other.json"
+	"$zerosim" theory --model "$tmp/other.json" --seq 16 --batch 4 --precision mixed --recompute full --world 1,2,3 \
+		--unit model,layer --steps 3 --routing "$tmp/m-mixed-full.json" --out "$tmp/x.json" 2>"$tmp/err"
+	st=$?
+	if [ $st = 2 ] && grep -q "config.model.$2" "$tmp/err"; then
+		echo "ok: refused: $(cat "$tmp/err")"
+	else
+		fail "another config's routing ($1): exit $st, $(cat "$tmp/err")"
+	fi
 }

@@ -1,5 +1,5 @@
 /*
- * moe_model — a whole mixtral or qwen2_moe for the tests (moe_model.h).
+ * moe_model — a whole mixtral, qwen2_moe or qwen3_moe for the tests (moe_model.h).
  */
 #include "config.h"
 
@@ -15,7 +15,7 @@ static float *fz(size_t n) { return zs_calloc(n, sizeof(float)); }
 
 /* Block l's router and experts in the flat vector v: its tensors after
  * the attention half's (input_layernorm, the fused q/k/v and, qwen2_moe,
- * their bias, o_proj, post_attention_layernorm), checked by their Hugging
+ * their bias, qwen3_moe's q/k norms, o_proj, post_attention_layernorm), checked by their Hugging
  * Face names; then qwen2_moe's shared expert's four. */
 static int moe_view(struct tfm_moe_params *mp, float **ptrs, const struct step_params *p, size_t l,
                     const struct tfm_dims *d, float *v, char **cause)
@@ -25,7 +25,7 @@ static int moe_view(struct tfm_moe_params *mp, float **ptrs, const struct step_p
 	                                      "shared_expert.down_proj", "shared_expert_gate"};
 	const char *mlp = d->qwen_moe ? "mlp" : "block_sparse_moe";
 	char name[128], want[128];
-	size_t E = d->experts, i = p->layer[l + 1].first + 4 + (d->qkv_bias ? 1 : 0), off = p->layer[l + 1].offset;
+	size_t E = d->experts, i = p->layer[l + 1].first + 4 + (d->qkv_bias ? 1 : 0) + (d->qk_norm ? 1 : 0), off = p->layer[l + 1].offset;
 	for (size_t k = p->layer[l + 1].first; k < i; k++)
 		off += p->tensor[k].numel;
 	snprintf(want, sizeof want, "model.layers.%zu.%s.gate.weight", l, mlp);
@@ -91,6 +91,8 @@ int moe_model_init(struct moe_model *t, const struct tfm_dims *d, size_t B, size
 		a->ln1 = fz(R * C), a->ln1_rstd = fz(R), a->qkv = fz(R * Q), a->att = fz(B * H * T * T);
 		a->atty = fz(R * H * hd), a->res2 = fz(R * C), a->ln2 = fz(R * C), a->ln2_rstd = fz(R);
 		a->res3 = fz(R * C);
+		if (d->qk_norm) /* qwen3_moe's head norms: their input and each head's 1/rms */
+			a->qk_pre = fz(R * (H + d->kv_heads) * hd), a->qk_rstd = fz(R * (H + d->kv_heads));
 		struct tfm_moe_acts *m = &t->ma[l];
 		m->probs = fz(R * E), m->idx = zs_calloc(R * K, sizeof *m->idx), m->w = fz(R * K);
 		m->counts = zs_calloc(E, sizeof(size_t)), m->start = zs_calloc(E + 1, sizeof(size_t));
@@ -130,7 +132,7 @@ void moe_model_free(struct moe_model *t)
 	for (size_t l = 0; t->ba != NULL && l < t->L; l++) {
 		struct tfm_block_acts *a = &t->ba[l];
 		struct tfm_moe_acts *m = &t->ma[l];
-		void *b[] = {a->ln1, a->ln1_rstd, a->qkv, a->att, a->atty, a->res2, a->ln2, a->ln2_rstd, a->res3,
+		void *b[] = {a->ln1, a->ln1_rstd, a->qkv, a->qk_pre, a->qk_rstd, a->att, a->atty, a->res2, a->ln2, a->ln2_rstd, a->res3,
 		             m->probs, m->idx, m->w, m->counts, m->start, m->tok, m->slot, m->xe, m->gu, m->act, m->ye,
 		             m->sgu, m->sact, m->sye, m->sg};
 		for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)

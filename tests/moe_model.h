@@ -1,5 +1,5 @@
 /*
- * moe_model — a whole mixtral or qwen2_moe in malloc'd memory, trained by calling the
+ * moe_model — a whole mixtral, qwen2_moe or qwen3_moe in malloc'd memory, trained by calling the
  * layers in order (tfm.h's embedding and head, tfm_moe.h's blocks): the
  * plain single-process model the tests train (test_moe.c) and hold to
  * PyTorch (moe_model_dump.c, moe_model_torch.py), as tfm_driver.h is for
@@ -32,7 +32,7 @@ struct moe_model {
 	struct tfm_moe_scratch ms;
 };
 
-/* A mixtral or qwen2_moe of the config d (tfm_dims_check passed, d->experts > 0, no
+/* A mixtral, qwen2_moe or qwen3_moe of the config d (tfm_dims_check passed, d->experts > 0, no
  * tied head), batch B of T tokens, the weights tfm_init_weights gives for
  * seed. 0, or -1 with a sentence in *cause (the config's blocks are not
  * the layout this model reads); either way moe_model_free releases it. */

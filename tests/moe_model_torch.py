@@ -4,7 +4,13 @@ training the same model from the same weights on the same batches.
 
 A qwen2_moe config trains Qwen2MoeForCausalLM the same way: its decoder
 layer (Qwen2MoeDecoderLayer below) and Qwen2MoeSparseMoeBlock
-(tests/moe_torch.py), from modeling_qwen2_moe.py at 00a3f938.
+(tests/moe_torch.py), from modeling_qwen2_moe.py at 00a3f938. A qwen3_moe
+config trains Qwen3MoeForCausalLM (modeling_qwen3_moe.py at 00d4b3d2):
+Qwen3MoeDecoderLayer, the same layer with Qwen3MoeAttention (tests/
+hf_torch.py's Qwen3Attention: q_norm and k_norm over head_dim, no biases;
+its rotary embedding made inside the attention from position_ids, the
+same cos and sin as the model's) and Qwen3MoeSparseMoeBlock
+(tests/moe_torch.py).
 
 The PyTorch model is transformers 4.x's MixtralForCausalLM written op for
 op from modeling_mixtral.py at commit 00d4b3d2 of huggingface/transformers
@@ -53,8 +59,11 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_torch import LlamaAttention, LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding, Qwen2Attention  # noqa: E402
-from moe_torch import Qwen2MoeSparseMoeBlock, SparseMoeBlock  # noqa: E402
+from hf_torch import (LlamaAttention, LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding,  # noqa: E402
+                      Qwen2Attention, Qwen3Attention)
+from moe_torch import Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock, SparseMoeBlock  # noqa: E402
+
+QWEN_MOE = ("qwen2_moe", "qwen3_moe")  # their experts' keys
 
 
 class MixtralDecoderLayer(LlamaDecoderLayer):
@@ -84,13 +93,21 @@ class MixtralDecoderLayer(LlamaDecoderLayer):
         return out, logits, chosen
 
 
-class Qwen2MoeRoutedBlock(Qwen2MoeSparseMoeBlock):
-    """The block (tests/moe_torch.py), its routing kept aside so that it
+class Routed:
+    """A block of tests/moe_torch.py, its routing kept aside so that it
     returns the output alone, as the decoder layer reads it."""
 
     def forward(self, hidden_states):
         out, *self.routed = super().forward(hidden_states)
         return out
+
+
+class Qwen2MoeRoutedBlock(Routed, Qwen2MoeSparseMoeBlock):
+    pass
+
+
+class Qwen3MoeRoutedBlock(Routed, Qwen3MoeSparseMoeBlock):
+    pass
 
 
 class Qwen2MoeDecoderLayer(LlamaDecoderLayer):
@@ -103,15 +120,20 @@ class Qwen2MoeDecoderLayer(LlamaDecoderLayer):
     input_layernorm, post_attention_layernorm; its forward is
     LlamaDecoderLayer.forward's ops (residual + self_attn(input_layernorm(x)),
     then residual + mlp(post_attention_layernorm(.))), the router's logits
-    and choice kept (output_router_logits false: not in the loss)."""
+    and choice kept (output_router_logits false: not in the loss).
+    Qwen3MoeDecoderLayer (modeling_qwen3_moe.py at 00d4b3d2) is the same
+    with Qwen3MoeAttention and Qwen3MoeSparseMoeBlock, registered in the
+    same order (self_attn, mlp, input_layernorm, post_attention_layernorm)."""
 
     def __init__(self, cfg):
         nn.Module.__init__(self)
         d, eps = cfg["hidden_size"], cfg.get("rms_norm_eps", 1e-6)
-        self.self_attn = Qwen2Attention(cfg, False)
-        self.mlp = Qwen2MoeRoutedBlock(d, cfg["moe_intermediate_size"], cfg["num_experts"],
-                                       cfg["num_experts_per_tok"], cfg["shared_expert_intermediate_size"],
-                                       cfg.get("norm_topk_prob", False))
+        qwen3 = cfg["model_type"] == "qwen3_moe"
+        self.self_attn = (Qwen3Attention if qwen3 else Qwen2Attention)(cfg, False)
+        routed = (d, cfg["moe_intermediate_size"], cfg["num_experts"], cfg["num_experts_per_tok"])
+        norm = cfg.get("norm_topk_prob", False)
+        self.mlp = (Qwen3MoeRoutedBlock(*routed, norm) if qwen3 else
+                    Qwen2MoeRoutedBlock(*routed, cfg["shared_expert_intermediate_size"], norm))
         self.input_layernorm = LlamaRMSNorm(d, eps)
         self.post_attention_layernorm = LlamaRMSNorm(d, eps)
 
@@ -122,7 +144,7 @@ class Qwen2MoeDecoderLayer(LlamaDecoderLayer):
 
 
 def experts(cfg):
-    return cfg["num_experts"] if cfg["model_type"] == "qwen2_moe" else cfg["num_local_experts"]
+    return cfg["num_experts"] if cfg["model_type"] in QWEN_MOE else cfg["num_local_experts"]
 
 
 class MixtralModel(nn.Module):
@@ -132,7 +154,7 @@ class MixtralModel(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        layer = Qwen2MoeDecoderLayer if cfg["model_type"] == "qwen2_moe" else MixtralDecoderLayer
+        layer = Qwen2MoeDecoderLayer if cfg["model_type"] in QWEN_MOE else MixtralDecoderLayer
         self.embed_tokens = nn.Embedding(cfg["vocab_size"], cfg["hidden_size"])
         self.layers = nn.ModuleList([layer(cfg) for _ in range(cfg["num_hidden_layers"])])
         self.norm = LlamaRMSNorm(cfg["hidden_size"], cfg["rms_norm_eps"])

@@ -9,7 +9,13 @@
 # tiny mixtral (d 64, 2 blocks, 4 experts, top 2) for 20 steps, and top 1 of
 # 3; two qwen2_moe ones (Qwen2MoeForCausalLM, 4.x: d 64, experts 48 wide, the
 # shared expert 80): top 2 of 4 unnormalised (Qwen1.5-MoE-A2.7B's
-# norm_topk_prob false) for 20 steps at lr 1e-3, top 4 of 8 renormalised.
+# norm_topk_prob false) for 20 steps at lr 1e-3, top 4 of 8 renormalised;
+# two qwen3_moe ones (Qwen3MoeForCausalLM at 00d4b3d2: d 64, head_dim 16 apart
+# from d / heads, q/k norms, experts 48 wide, no shared expert): top 2 of 4
+# renormalised (Qwen3-30B-A3B's norm_topk_prob true) for 10 steps at B 4, T
+# 16, and unnormalised at B 2, T 8. (20 steps at B 4, T 16, seed 1 or 2, miss
+# the float64 rule's 0.1 % by 0.1-0.5 %, their routing near a tie: smallest
+# top-2 margin 1.2e-5 and 1.8e-6; losses, first gradient and routing agree.)
 #
 # PyTorch is looked for by tests/torch_python.sh; without it the test is
 # skipped (exit 77). Exit 0 pass, 1 disagreement, 99 hard error.
@@ -28,8 +34,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-moem.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 
 rc=0
-# E K B T STEPS LR SEED, then (qwen2_moe) norm_topk_prob
-for shape in "4 2 4 16 20 1e-2 1" "3 1 2 8 10 1e-3 2" "4 2 4 16 20 1e-3 1 false" "8 4 2 8 10 1e-3 3 true"; do
+# E K B T STEPS LR SEED, then (qwen2_moe) norm_topk_prob, (qwen3_moe) and qwen3
+for shape in "4 2 4 16 20 1e-2 1" "3 1 2 8 10 1e-3 2" "4 2 4 16 20 1e-3 1 false" "8 4 2 8 10 1e-3 3 true" \
+	"4 2 4 16 10 1e-3 1 true qwen3" "4 2 2 8 10 1e-3 3 false qwen3"; do
 	# shellcheck disable=SC2086
 	set -- $shape
 	if [ $# = 7 ]; then
@@ -37,6 +44,13 @@ for shape in "4 2 4 16 20 1e-2 1" "3 1 2 8 10 1e-3 2" "4 2 4 16 20 1e-3 1 false"
 {"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
  "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 64, "max_position_embeddings": 32,
  "num_local_experts": $1, "num_experts_per_tok": $2, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0}
+JSON
+	elif [ $# = 9 ]; then
+		cat >"$tmp/config.json" <<JSON
+{"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
+ "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 16, "vocab_size": 64, "max_position_embeddings": 32,
+ "num_experts": $1, "num_experts_per_tok": $2, "moe_intermediate_size": 48, "norm_topk_prob": $8,
+ "rms_norm_eps": 1e-06, "rope_theta": 1000000.0}
 JSON
 	else
 		cat >"$tmp/config.json" <<JSON

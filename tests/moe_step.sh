@@ -38,7 +38,7 @@ m = json.load(open(sys.argv[1]))
 ref = sys.argv[2]
 B, T, steps = (int(a) for a in sys.argv[3:6])
 cfg = json.load(open(sys.argv[6]))
-qwen = cfg["model_type"] == "qwen2_moe"  # its experts' keys
+qwen = cfg["model_type"] in ("qwen2_moe", "qwen3_moe")  # their experts' keys
 E, K, L = cfg["num_experts" if qwen else "num_local_experts"], cfg["num_experts_per_tok"], cfg["num_hidden_layers"]
 BT = B * T
 bad = []

@@ -15,7 +15,9 @@ sum(out * r); autograd gives the gradients.
 Qwen2-MoE's block (with S, the shared expert's width): Qwen2MoeSparseMoeBlock
 and Qwen2MoeMLP below, op for op from modeling_qwen2_moe.py at commit
 00a3f938 of huggingface/transformers (a 4.x layout, a ModuleList of
-experts), norm_topk_prob NORM.
+experts), norm_topk_prob NORM. Qwen3-MoE's (S 0): Qwen3MoeSparseMoeBlock
+below, op for op from modeling_qwen3_moe.py at commit 00d4b3d2 (the
+same routed experts, no shared expert).
 
 Usage: moe_torch.py DUMP BT D E K F SEED WORK [S NORM]. Draws the inputs from
 SEED (redrawing until every token's k-th probability clears its
@@ -91,24 +93,25 @@ def Qwen2MoeMLP(d, f):
     return LlamaMLP({"hidden_size": d, "intermediate_size": f})
 
 
-class Qwen2MoeSparseMoeBlock(nn.Module):
-    """Qwen2MoeSparseMoeBlock (modeling_qwen2_moe.py at 00a3f938, 4.x's
-    layout): __init__ registers gate (E, d, no bias), the ModuleList of
-    experts (Qwen2MoeMLP of moe_intermediate_size), shared_expert
-    (Qwen2MoeMLP of shared_expert_intermediate_size) and
-    shared_expert_gate (1, d, no bias); forward: the router's softmax in
-    float32, torch.topk, divided by its sum only if norm_topk_prob, cast
-    back, each hit expert on its tokens (torch.where over the one-hot
-    mask) times its weight, index_add_; then shared_expert(x) times
-    F.sigmoid(shared_expert_gate(x)) added."""
+class Qwen3MoeSparseMoeBlock(nn.Module):
+    """Qwen3MoeSparseMoeBlock (modeling_qwen3_moe.py at 00d4b3d2 of
+    huggingface/transformers, a 4.x layout, a ModuleList of experts):
+    __init__ registers gate (E, d, no bias), then the experts, each a
+    Qwen3MoeMLP of moe_intermediate_size (gate_proj, up_proj, down_proj,
+    bias-free, down_proj(act_fn(gate_proj(x)) * up_proj(x)), act silu:
+    Qwen2MoeMLP's ops); forward: the router's softmax in float32,
+    torch.topk, divided by its sum only if norm_topk_prob ("only diff with
+    mixtral sparse moe block!"), cast back, one_hot(...).permute(2, 1, 0),
+    the experts hit by torch.greater(mask.sum, 0).nonzero(), each on its
+    tokens (torch.where over its mask) times its weight, index_add_,
+    reshaped; it returns the output and the router logits (and, for the
+    tests, the experts chosen)."""
 
-    def __init__(self, d, f, e, k, s, norm):
+    def __init__(self, d, f, e, k, norm):
         super().__init__()
         self.num_experts, self.top_k, self.norm_topk_prob = e, k, norm
         self.gate = nn.Linear(d, e, bias=False)
         self.experts = nn.ModuleList([Qwen2MoeMLP(d, f) for _ in range(e)])
-        self.shared_expert = Qwen2MoeMLP(d, s)
-        self.shared_expert_gate = torch.nn.Linear(d, 1, bias=False)
 
     def forward(self, hidden_states):
         batch_size, sequence_length, hidden_dim = hidden_states.shape
@@ -121,28 +124,53 @@ class Qwen2MoeSparseMoeBlock(nn.Module):
         routing_weights = routing_weights.to(hidden_states.dtype)
         final_hidden_states = torch.zeros((batch_size * sequence_length, hidden_dim), dtype=hidden_states.dtype)
         expert_mask = torch.nn.functional.one_hot(selected_experts, num_classes=self.num_experts).permute(2, 1, 0)
-        expert_hitted = (expert_mask.sum(dim=(-1, -2)) > 0).nonzero(as_tuple=True)[0].tolist()
-        for expert_idx in expert_hitted:
+        expert_hit = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()
+        for expert_idx in expert_hit:
             expert_layer = self.experts[expert_idx]
-            idx, top_x = torch.where(expert_mask[expert_idx])
+            idx, top_x = torch.where(expert_mask[expert_idx].squeeze(0))
             current_state = hidden_states[None, top_x].reshape(-1, hidden_dim)
             current_hidden_states = expert_layer(current_state) * routing_weights[top_x, idx, None]
             final_hidden_states.index_add_(0, top_x, current_hidden_states.to(hidden_states.dtype))
+        final_hidden_states = final_hidden_states.reshape(batch_size, sequence_length, hidden_dim)
+        return final_hidden_states, router_logits, selected_experts
+
+
+class Qwen2MoeSparseMoeBlock(Qwen3MoeSparseMoeBlock):
+    """Qwen2MoeSparseMoeBlock (modeling_qwen2_moe.py at 00a3f938, 4.x's
+    layout): Qwen3-MoE's routed half (__init__ registers gate, the experts
+    of Qwen2MoeMLP, then shared_expert (Qwen2MoeMLP of
+    shared_expert_intermediate_size) and shared_expert_gate (1, d, no
+    bias); forward's routing is the same ops, its loop over the hit
+    experts in the same ascending order), then shared_expert(x) times
+    F.sigmoid(shared_expert_gate(x)) added to the routed sum."""
+
+    def __init__(self, d, f, e, k, s, norm):
+        super().__init__(d, f, e, k, norm)
+        self.shared_expert = Qwen2MoeMLP(d, s)
+        self.shared_expert_gate = torch.nn.Linear(d, 1, bias=False)
+
+    def forward(self, hidden_states):
+        final_hidden_states, router_logits, selected_experts = super().forward(hidden_states)
+        hidden_states = hidden_states.view(-1, hidden_states.shape[-1])
         shared_expert_output = self.shared_expert(hidden_states)
         shared_expert_output = F.sigmoid(self.shared_expert_gate(hidden_states)) * shared_expert_output
-        final_hidden_states = final_hidden_states + shared_expert_output
-        final_hidden_states = final_hidden_states.reshape(batch_size, sequence_length, hidden_dim)
+        final_hidden_states = final_hidden_states + shared_expert_output.view(final_hidden_states.shape)
         return final_hidden_states, router_logits, selected_experts
 
 
 def main():
     warnings.filterwarnings("ignore", "nn.functional.sigmoid is deprecated")  # the modeling file's F.sigmoid
     dump, BT, D, E, K, FF, seed, work = (sys.argv[1], *map(int, sys.argv[2:8]), sys.argv[8])
-    S, NORM = (int(sys.argv[9]), int(sys.argv[10])) if len(sys.argv) > 9 else (0, 1)
+    qwen = len(sys.argv) > 9  # S 0: qwen3_moe's block, no shared expert
+    S, NORM = (int(sys.argv[9]), int(sys.argv[10])) if qwen else (0, 1)
     torch.manual_seed(seed)
     for _ in range(100):
         x = torch.randn(1, BT, D)
-        block = Qwen2MoeSparseMoeBlock(D, FF, E, K, S, bool(NORM)) if S else SparseMoeBlock(D, FF, E, K)
+        if qwen:
+            block = Qwen2MoeSparseMoeBlock(D, FF, E, K, S, bool(NORM)) if S else Qwen3MoeSparseMoeBlock(D, FF, E, K,
+                                                                                                       bool(NORM))
+        else:
+            block = SparseMoeBlock(D, FF, E, K)
         with torch.no_grad():
             block.gate.weight.mul_(4.0)  # a router that chooses, not a uniform one
             p = F.softmax(block.gate(x.view(-1, D)), dim=1, dtype=torch.float)
@@ -165,7 +193,7 @@ def main():
     parts.append(r)
     inp, res = os.path.join(work, "moe.in"), os.path.join(work, "moe.out")
     torch.cat([t.reshape(-1) for t in parts]).numpy().astype("<f4").tofile(inp)
-    subprocess.run([dump, str(BT), str(D), str(E), str(K), str(FF), inp, res] + ([str(S), str(NORM)] if S else []),
+    subprocess.run([dump, str(BT), str(D), str(E), str(K), str(FF), inp, res] + ([str(S), str(NORM)] if qwen else []),
                    check=True)
     got = torch.from_numpy(__import__("numpy").fromfile(res, dtype="<f4"))
 
@@ -197,7 +225,7 @@ def main():
     if not torch.equal(counts, want_counts):
         print(f"moe_torch: tokens per expert {counts.tolist()}, PyTorch {want_counts.tolist()}")
         bad += 1
-    kind = f"qwen2_moe (shared {S}, norm_topk_prob {bool(NORM)})" if S else "mixtral"
+    kind = (f"qwen2_moe (shared {S}, " if S else "qwen3_moe (") + f"norm_topk_prob {bool(NORM)})" if qwen else "mixtral"
     print(f"moe_torch: {kind} BT {BT}, d {D}, {E} experts, top {K}, F {FF}: tokens per expert {counts.tolist()}, "
           f"out and {len(want) - 1} gradients {'agree' if bad == 0 else 'DISAGREE'}")
     return 1 if bad else 0

@@ -1,12 +1,13 @@
 #!/bin/sh
 # moe_torch — the engine's mixture-of-experts kernels agree with PyTorch
-# running transformers 4.x's MixtralSparseMoeBlock and Qwen2MoeSparseMoeBlock
-# (tests/moe_torch.py, which cites what it follows): the experts chosen, the
+# running transformers 4.x's MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock and
+# Qwen3MoeSparseMoeBlock (tests/moe_torch.py, which cites what it follows): the experts chosen, the
 # tokens per expert, the output and the gradients of the input, the router
 # and every expert (and qwen2_moe's shared expert and its gate), on three
 # mixtral shapes (top 2 of 4, top 2 of 8 with an expert likely idle, top 1
 # of 3) and three qwen2_moe ones (top 2 of 4 and top 4 of 8 unnormalised as
-# Qwen1.5-MoE-A2.7B's norm_topk_prob false, top 2 of 4 renormalised).
+# Qwen1.5-MoE-A2.7B's norm_topk_prob false, top 2 of 4 renormalised) and two
+# qwen3_moe ones (top 2 of 4 renormalised as Qwen3-30B-A3B's, top 4 of 8 not).
 #
 # PyTorch is looked for by tests/torch_python.sh; without it the test is
 # skipped (exit 77). Exit 0 pass, 1 disagreement, 99 hard error.
@@ -26,9 +27,9 @@ trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 
 rc=0
 # BT D E K F SEED; then qwen2_moe's S NORM (its shared expert's width,
-# norm_topk_prob)
+# norm_topk_prob), qwen3_moe's with S 0 (no shared expert)
 for shape in "24 16 4 2 24 1" "3 8 8 2 12 2" "30 12 3 1 20 3" "24 16 4 2 24 1 : 40 0" "24 16 8 4 12 4 : 20 0" \
-	"16 12 4 2 10 5 : 16 1"; do
+	"16 12 4 2 10 5 : 16 1" "24 16 4 2 24 1 : 0 1" "24 16 8 4 12 4 : 0 0"; do
 	qwen=""
 	case $shape in *:*) qwen=${shape#*:} ;; esac
 	# shellcheck disable=SC2086

@@ -55,8 +55,8 @@ expect_refused '"rope_scaling" is {' "$tmp/yarn.json" --seq 8
 sed 's/}$/, "use_sliding_window": true, "max_window_layers": 1, "sliding_window": 4}/' "$tmp/qwen3-tiny.json" \
 	>"$tmp/window.json"
 expect_refused "window: --seq 8 is longer than its sliding_window 4" "$tmp/window.json" --seq 8
-sed 's/"qwen3"/"qwen3_moe"/' "$tmp/qwen3-tiny.json" >"$tmp/moe.json"
-expect_refused "\"model_type\" 'qwen3_moe' is not modelled (gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text, gemma3, mixtral, qwen2_moe)" \
+sed 's/"qwen3"/"olmoe"/' "$tmp/qwen3-tiny.json" >"$tmp/moe.json"
+expect_refused "\"model_type\" 'olmoe' is not modelled (gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text, gemma3, mixtral, qwen2_moe, qwen3_moe)" \
 	"$tmp/moe.json" --seq 8
 # the plain PyTorch loop (--wrapper none: modeling_qwen3.py's step) runs
 # it, theory = measure; tests/hf_torch.sh holds it to PyTorch's bytes

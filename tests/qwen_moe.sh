@@ -49,22 +49,11 @@ for prec in fp32 mixed; do
 		       --world 1,2,3 --schemes dp,zero1,zero2,zero3 --unit model,layer --steps 3 --framework paper"
 	done
 done
-cp "$tmp/m-mixed-full.json" "$tmp/m.json" || exit 99
 # a file from another shared expert or renormalisation routed otherwise:
 # refused, naming the key
-for change in 's/"shared_expert_intermediate_size": 80/"shared_expert_intermediate_size": 96/|shared_expert_intermediate_size is 80' \
-	's/"norm_topk_prob": false/"norm_topk_prob": true/|norm_topk_prob is false'; do
-	sed "${change%%|*}" "$tmp/config.json" >"$tmp/other.json"
-	# shellcheck disable=SC2086
-	"$zerosim" theory --model "$tmp/other.json" --seq 16 --batch 4 --precision mixed --recompute full --world 1,2,3 \
-		--unit model,layer --steps 3 --routing "$tmp/m.json" --out "$tmp/x.json" 2>"$tmp/err"
-	st=$?
-	if [ $st = 2 ] && grep -q "config.model.${change#*|}" "$tmp/err"; then
-		echo "ok: refused: $(cat "$tmp/err")"
-	else
-		fail "another config's routing (${change%%|*}): exit $st, $(cat "$tmp/err")"
-	fi
-done
+routing_refused 's/"shared_expert_intermediate_size": 80/"shared_expert_intermediate_size": 96/' \
+	"shared_expert_intermediate_size is 80"
+routing_refused 's/"norm_topk_prob": false/"norm_topk_prob": true/' "norm_topk_prob is false"
 OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/config.json" --seq 16 --batch 4 --precision fp32 --world 1 \
 	--schemes dp --unit model --steps 1 --timeline --out "$tmp/tl.json" || exit 99
 python3 - "$tmp/tl.json" <<'PY' || status=1

@@ -270,6 +270,23 @@ START_TEST(test_qwen2_moe_description_names_each_expert)
 }
 END_TEST
 
+/* A Qwen-MoE config's defaults: experts, top-k, the experts' width and
+ * the shared expert's (want), norm_topk_prob false, q/k/v biased as given,
+ * the Qwen block's layout, rms_norm_eps 1e-6, untied, run as it is. */
+static void expect_qwen_defaults(const struct zs_model *m, const uint64_t want[4], int qkv_bias)
+{
+	ck_assert_uint_eq(m->experts, want[0]);
+	ck_assert_uint_eq(m->experts_per_tok, want[1]);
+	ck_assert_uint_eq(m->intermediate, want[2]);
+	ck_assert_uint_eq(m->shared_ffn, want[3]);
+	ck_assert_int_eq(m->topk_raw, 1);
+	ck_assert_int_eq(m->qkv_bias, qkv_bias);
+	ck_assert_int_eq(m->qwen_moe, 1);
+	ck_assert_double_eq_tol(m->norm_eps, 1e-6, 1e-15);
+	ck_assert_int_eq(m->tied, 0);
+	ck_assert_str_eq(m->unrun, "");
+}
+
 #define QWEN_MOE "\"model_type\": \"qwen2_moe\", \"hidden_size\": 64, \"intermediate_size\": 96, " \
 	"\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"vocab_size\": 100, \"max_position_embeddings\": 32"
 
@@ -284,17 +301,8 @@ START_TEST(test_qwen2_moe_defaults_and_refusals)
 	char *cause = NULL;
 
 	ck_assert_int_eq(parse("{" QWEN_MOE "}", &m, &cause), 0);
-	ck_assert_uint_eq(m.experts, 60);
-	ck_assert_uint_eq(m.experts_per_tok, 4);
-	ck_assert_uint_eq(m.intermediate, 1408);
-	ck_assert_uint_eq(m.shared_ffn, 5632);
-	ck_assert_int_eq(m.topk_raw, 1);
-	ck_assert_int_eq(m.qkv_bias, 1);
-	ck_assert_int_eq(m.qwen_moe, 1);
-	ck_assert_double_eq_tol(m.norm_eps, 1e-6, 1e-15);
+	expect_qwen_defaults(&m, (const uint64_t[4]){60, 4, 1408, 5632}, 1);
 	ck_assert_double_eq_tol(m.rope_theta, 10000.0, 1e-9);
-	ck_assert_int_eq(m.tied, 0);
-	ck_assert_str_eq(m.unrun, "");
 	ck_assert_int_eq(parse("{" QWEN_MOE ", \"num_experts\": 4, \"num_experts_per_tok\": 2, \"qkv_bias\": false, "
 	                       "\"norm_topk_prob\": true, \"decoder_sparse_step\": 1, \"mlp_only_layers\": [], "
 	                       "\"output_router_logits\": true}", &m, &cause), 0);
@@ -316,6 +324,134 @@ START_TEST(test_qwen2_moe_defaults_and_refusals)
 		{ "{\"model_type\": \"qwen2\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, "
 		  "\"num_attention_heads\": 8, \"vocab_size\": 100, \"max_position_embeddings\": 32, "
 		  "\"shared_expert_intermediate_size\": 64}", "\"shared_expert_intermediate_size\"" },
+	};
+	expect_refused(bad, sizeof bad / sizeof bad[0]);
+}
+END_TEST
+
+/* Qwen3-30B-A3B (Qwen/Qwen3-30B-A3B's config.json: hidden 2048, 48
+ * layers, 32 heads and 4 key-value heads of head_dim 128 (not 2048 / 32),
+ * 128 experts of moe_intermediate_size 768, top 8 renormalised, no shared
+ * expert, vocabulary 151,936, untied; intermediate_size 6144 is the dense
+ * MLP's, which no block has: mlp_only_layers []), counted by hand:
+ *   embed_tokens and lm_head 151936·2048 = 311,164,928 each
+ *   a block: the two norms 2·2048 = 4,096; q_proj 4096·2048 = 8,388,608,
+ *     k_proj and v_proj 512·2048 = 1,048,576 each, o_proj 2048·4096 =
+ *     8,388,608 (no biases); q_norm and k_norm 128 each; the router
+ *     128·2048 = 262,144; 128 experts of gate_proj, up_proj, down_proj at
+ *     768·2048 = 1,572,864 each: 603,979,776; in all 623,120,640, times 48
+ *     = 29,909,790,720
+ *   the final norm 2,048:
+ *   2·311,164,928 + 29,909,790,720 + 2,048 = 30,532,122,624, the model
+ *   card's 30.5B in total (huggingface.co/Qwen/Qwen3-30B-A3B, README.md;
+ *   read here as the pages that quote it give it, the card itself not
+ *   reachable). Its 3.3B activated is 8 experts a block:
+ *   48·(623,120,640 - 120·4,718,592) + 622,331,904 = 3,353,032,704
+ *   (the embedding and the head counted; 3.35B, which the card writes
+ *   3.3B). */
+START_TEST(test_qwen3_30b_a3b_has_30532122624_parameters_by_hand)
+{
+	struct zs_model m = shipped("Qwen/Qwen3-30B-A3B");
+	ck_assert_str_eq(m.name, "qwen3-30b-a3b");
+	ck_assert_str_eq(m.model_type, "qwen3_moe");
+	ck_assert_uint_eq(m.experts, 128);
+	ck_assert_uint_eq(m.experts_per_tok, 8);
+	ck_assert_uint_eq(m.intermediate, 768);
+	ck_assert_uint_eq(m.shared_ffn, 0);
+	ck_assert_uint_eq(m.head_dim, 128);
+	ck_assert_uint_eq(m.kv_heads, 4);
+	ck_assert_int_eq(m.topk_raw, 0);
+	ck_assert_int_eq(m.qkv_bias, 0);
+	ck_assert_int_eq(m.qk_norm, 1);
+	ck_assert_int_eq(m.tied, 0);
+	ck_assert_uint_eq(m.positions, 40960);
+	ck_assert_uint_eq(m.sliding_window, 0);
+	ck_assert_double_eq_tol(m.rope_theta, 1e6, 1e-6);
+	ck_assert_str_eq(m.unrun, "");
+	uint64_t expert = 3 * 768ull * 2048ull;
+	uint64_t attn = 2 * 2048ull + 8388608ull + 2 * 1048576ull + 8388608ull + 2 * 128ull;
+	uint64_t block = attn + 262144ull + 128 * expert;
+	ck_assert_uint_eq(block, 623120640ull);
+	ck_assert_uint_eq(step_params_count(&m), 2 * 311164928ull + 48 * block + 2048ull);
+	ck_assert_uint_eq(step_params_count(&m), 30532122624ull);
+	ck_assert_uint_eq((step_params_count(&m) + 50000000ull) / 100000000ull, 305); /* "30.5B" */
+	uint64_t active = 2 * 311164928ull + 48 * (attn + 262144ull + 8 * expert) + 2048ull;
+	ck_assert_uint_eq(active, 3353032704ull);
+	ck_assert_uint_eq(active / 100000000ull, 33); /* "3.3B" */
+}
+END_TEST
+
+/* Qwen3MoeForCausalLM's named_parameters() of a block, in its order
+ * (Qwen3MoeAttention: q/k/v/o_proj, then q_norm and k_norm;
+ * Qwen3MoeSparseMoeBlock.__init__ at 00d4b3d2: gate, experts; Qwen3MoeMLP:
+ * gate_proj, up_proj, down_proj), no shared expert; a block is one unit. */
+START_TEST(test_qwen3_moe_description_names_each_expert)
+{
+	struct zs_model m = shipped("qwen3-30b-a3b");
+	struct step_params p;
+	char buf[160];
+
+	step_params_build(&p, &m);
+	static const char *const order[] = {
+		"model.layers.7.self_attn.{q,k,v}_proj.weight", "model.layers.7.self_attn.{q,k}_norm.weight",
+		"model.layers.7.self_attn.o_proj.weight", "model.layers.7.post_attention_layernorm.weight",
+		"model.layers.7.mlp.gate.weight", "model.layers.7.mlp.experts.0.gate_proj.weight",
+		"model.layers.7.mlp.experts.0.up_proj.weight", "model.layers.7.mlp.experts.0.down_proj.weight",
+	};
+	size_t at = (size_t)(named(&p, order[0]) - p.tensor);
+	for (size_t i = 1; i < sizeof order / sizeof order[0]; i++)
+		ck_assert_str_eq(step_tensor_name(&p, at + i, buf, sizeof buf), order[i]);
+	at = (size_t)(named(&p, "model.layers.7.mlp.experts.127.down_proj.weight") - p.tensor);
+	ck_assert_str_eq(step_tensor_name(&p, at + 1, buf, sizeof buf), "model.layers.8.input_layernorm.weight");
+	const struct step_tensor *t = named(&p, "model.layers.7.mlp.experts.127.down_proj.weight");
+	ck_assert_uint_eq(t->shape[0], 2048);
+	ck_assert_uint_eq(t->shape[1], 768);
+	t = named(&p, "model.layers.7.self_attn.{q,k,v}_proj.weight");
+	ck_assert_uint_eq(t->shape[0], 4096 + 2 * 512);
+	ck_assert_uint_eq(t->shape[1], 2048);
+	/* the norm, q/k/v, the q/k norms, o_proj, the norm, the router, 3 an expert */
+	ck_assert_uint_eq(p.nmodules, 1 + 48 * (6 + 3 * 128) + 2);
+	ck_assert_uint_eq(p.layer[1].numel, 623120640ull);
+	step_params_free(&p);
+}
+END_TEST
+
+#define QWEN3_MOE "\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"intermediate_size\": 96, " \
+	"\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"vocab_size\": 100, \"max_position_embeddings\": 32"
+
+/* Qwen3MoeConfig's defaults (configuration_qwen3_moe.py at 008e5743): 128
+ * experts, top 8, moe_intermediate_size 768, norm_topk_prob false,
+ * rms_norm_eps 1e-6, no tie, no head_dim field (Qwen3MoeAttention:
+ * hidden_size / heads), no shared expert (its key ignored, as the block
+ * never reads it); dense blocks among the sparse ones, sliding windows,
+ * attention biases and Mixtral's key are refused by name. */
+START_TEST(test_qwen3_moe_defaults_and_refusals)
+{
+	struct zs_model m;
+	char *cause = NULL;
+
+	ck_assert_int_eq(parse("{" QWEN3_MOE "}", &m, &cause), 0);
+	expect_qwen_defaults(&m, (const uint64_t[4]){128, 8, 768, 0}, 0);
+	ck_assert_uint_eq(m.head_dim, 8);
+	ck_assert_int_eq(m.qk_norm, 1);
+	ck_assert_int_eq(parse("{" QWEN3_MOE ", \"num_experts\": 4, \"num_experts_per_tok\": 2, \"head_dim\": 16, "
+	                       "\"norm_topk_prob\": true, \"decoder_sparse_step\": 1, \"mlp_only_layers\": [], "
+	                       "\"shared_expert_intermediate_size\": 64, \"qkv_bias\": true}", &m, &cause), 0);
+	ck_assert_uint_eq(m.experts, 4);
+	ck_assert_uint_eq(m.head_dim, 16);
+	ck_assert_uint_eq(m.shared_ffn, 0);
+	ck_assert_int_eq(m.qkv_bias, 0);
+	ck_assert_int_eq(m.topk_raw, 0);
+	ck_assert_int_eq(parse("{" QWEN3_MOE ", \"output_router_logits\": true}", &m, &cause), 0);
+	ck_assert_ptr_nonnull(strstr(m.unrun, "\"output_router_logits\" is true"));
+	static const struct refusal bad[] = {
+		{ "{" QWEN3_MOE ", \"decoder_sparse_step\": 2}", "\"decoder_sparse_step\"" },
+		{ "{" QWEN3_MOE ", \"mlp_only_layers\": [0]}", "\"mlp_only_layers\"" },
+		{ "{" QWEN3_MOE ", \"use_sliding_window\": true}", "sliding-window layers of qwen3_moe" },
+		{ "{" QWEN3_MOE ", \"attention_bias\": true}", "\"attention_bias\"" },
+		{ "{" QWEN3_MOE ", \"num_experts\": 4, \"num_experts_per_tok\": 5}", "\"num_experts_per_tok\" (5)" },
+		{ "{" QWEN3_MOE ", \"moe_intermediate_size\": null}", "\"moe_intermediate_size\"" },
+		{ "{" QWEN3_MOE ", \"num_local_experts\": 8}", "\"num_local_experts\"" },
 	};
 	expect_refused(bad, sizeof bad / sizeof bad[0]);
 }
@@ -579,6 +715,9 @@ static Suite *moe_suite(void)
 	tcase_add_test(model, test_qwen1_5_moe_a2_7b_has_14315784192_parameters_by_hand);
 	tcase_add_test(model, test_qwen2_moe_description_names_each_expert);
 	tcase_add_test(model, test_qwen2_moe_defaults_and_refusals);
+	tcase_add_test(model, test_qwen3_30b_a3b_has_30532122624_parameters_by_hand);
+	tcase_add_test(model, test_qwen3_moe_description_names_each_expert);
+	tcase_add_test(model, test_qwen3_moe_defaults_and_refusals);
 	TCase *kernels = tcase_create("kernels");
 	suite_add_tcase(s, kernels);
 	tcase_add_test(kernels, test_moe_routing_is_softmax_topk_renormalised);

@@ -1541,8 +1541,8 @@ START_TEST(test_qwen3_defaults_and_refusals)
 	ck_assert_uint_eq(m.sliding_window, 16);
 	assert_refused("{\"model_type\": \"qwen3\", " LLAMA_OK ", \"num_attention_heads\": 8, "
 	               "\"attention_bias\": true}", "\"attention_bias\": biases in the attention projections");
-	assert_refused("{\"model_type\": \"qwen3_moe\", " LLAMA_OK ", \"num_attention_heads\": 8}",
-	               "\"model_type\" 'qwen3_moe' is not modelled (gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text, gemma3, mixtral, qwen2_moe)");
+	assert_refused("{\"model_type\": \"olmoe\", " LLAMA_OK ", \"num_attention_heads\": 8}",
+	               "\"model_type\" 'olmoe' is not modelled (gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text, gemma3, mixtral, qwen2_moe, qwen3_moe)");
 }
 END_TEST
 

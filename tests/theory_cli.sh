@@ -121,9 +121,9 @@ fi
 printf '{"model_type": "gpt2", "n_embd": 10, "n_layer": 2, "n_head": 4, "vocab_size": 9, "n_positions": 8}' >"$tmp/bad.json"
 expect 2 --model "$tmp/bad.json"
 grep -q '"n_head" (4) does not divide "n_embd" (10)' "$tmp/err" || fail "bad heads: $(cat "$tmp/err")"
-printf '{"model_type": "qwen3_moe"}' >"$tmp/moe.json"
+printf '{"model_type": "olmoe"}' >"$tmp/moe.json"
 expect 2 --model "$tmp/moe.json"
-grep -q "'qwen3_moe' is not modelled" "$tmp/err" || fail "unknown model_type: $(cat "$tmp/err")"
+grep -q "'olmoe' is not modelled" "$tmp/err" || fail "unknown model_type: $(cat "$tmp/err")"
 # mixtral's theory is the engine's step under the paper's schedule and
 # DeepSpeed's dp, zero1, zero2, fp32 or mixed (tests/moe_theory.sh,
 # moe_fw.sh, ds_moe.sh): the rest is refused by name

@@ -40,10 +40,10 @@ int tfm_dims_check(const struct tfm_dims *d, char **cause)
 		return zs_fail(cause, "the attention's scalar and the soft-caps must not be negative");
 	if (d->family == TFM_LLAMA && d->head_dim % 2 != 0)
 		return zs_fail(cause, "rotary embeddings need an even head dimension, not %zu", d->head_dim);
-	if (d->experts > 0 && (d->family != TFM_LLAMA || d->gemma || d->qk_norm || d->top_k == 0 || d->top_k > d->experts))
+	if (d->experts > 0 && (d->family != TFM_LLAMA || d->gemma || d->top_k == 0 || d->top_k > d->experts))
 		return zs_fail(cause, "a mixture of experts is a llama-family block with 1 to %zu experts a token", d->experts);
 	if ((d->qwen_moe || d->shared_ffn > 0 || d->topk_raw) && (d->experts == 0 || !d->qwen_moe))
-		return zs_fail(cause, "a shared expert and unnormalised top-k weights are qwen2_moe's mixture's");
+		return zs_fail(cause, "a shared expert and unnormalised top-k weights are qwen2_moe's and qwen3_moe's mixture's");
 	if (d->vocab > (size_t)INT_MAX)
 		return zs_fail(cause, "a vocabulary of %zu tokens is more than a token id holds", d->vocab);
 	if (!(d->eps > 0.0f) || (d->family == TFM_LLAMA && !(d->rope_theta > 0.0f)))

@@ -15,9 +15,7 @@ size_t tfm_moe_slot(const struct tfm_dims *d, unsigned j)
 	return d->qwen_moe ? qwen[j] : j;
 }
 
-/* The attention half: a plain llama block's first four modules (ln1, qkv
- * with rope and the attention, proj with the residual, ln2). */
-enum { ATTN_MODULES = 4 };
+size_t tfm_moe_attn_modules(const struct tfm_dims *d) { return d->qk_norm ? 5 : 4; }
 
 void tfm_moe_forward(float *out, struct tfm_moe_acts *a, const struct tfm_moe_params *p, const float *x,
                      const struct tfm_dims *d, size_t BT)
@@ -68,7 +66,7 @@ void tfm_moe_block_forward(struct tfm_block_acts *a, struct tfm_moe_acts *m, con
                            size_t T)
 {
 	size_t BT = B * T;
-	for (size_t s = 0; s < ATTN_MODULES; s++)
+	for (size_t s = 0; s < tfm_moe_attn_modules(d); s++)
 		tfm_block_forward_module(a, p, x, d, B, T, s);
 	tfm_moe_forward(a->res3, m, mp, a->ln2, d, BT);
 	for (size_t i = 0; i < BT * d->d; i++)
@@ -83,6 +81,6 @@ void tfm_moe_block_backward(struct tfm_block_params *g, struct tfm_moe_params *g
 	/* res3 = res2 + moe(ln2): dres is d res2's residual part; d ln2 in
 	 * dx, which ln2's backward reads and adds into dres */
 	tfm_moe_backward(sc->dx, gm, ms, m, mp, sc->dres, a->ln2, d, B * T);
-	for (size_t s = ATTN_MODULES; s-- > 0;)
+	for (size_t s = tfm_moe_attn_modules(d); s-- > 0;)
 		tfm_block_backward_module(g, sc, a, p, x, d, B, T, s);
 }

@@ -5,8 +5,11 @@
  * Qwen2-MoE's (Qwen2MoeDecoderLayer with Qwen2MoeSparseMoeBlock,
  * modeling_qwen2_moe.py at 00a3f938: the same routed experts, the top-k
  * renormalised only under norm_topk_prob, plus the shared expert times
- * sigmoid(shared_expert_gate x)) as a layer of zerosim's transformer, fp32: llama's attention half (tfm.h's
- * modules ln1, qkv, proj, ln2), then instead of the MLP the router and
+ * sigmoid(shared_expert_gate x)) and Qwen3-MoE's (Qwen3MoeDecoderLayer with
+ * Qwen3MoeSparseMoeBlock, modeling_qwen3_moe.py at 00d4b3d2: Qwen2-MoE's
+ * routed experts without the shared one, after qwen3's attention with its
+ * q/k norms) as a layer of zerosim's transformer, fp32: llama's attention half (tfm.h's
+ * modules ln1, qkv, (the q/k norms,) proj, ln2), then instead of the MLP the router and
  * the experts of moe_kernels.h on ln2's output, res3 = res2 + their sum.
  *
  * The routed tensors are grouped by expert: expert e's rows of xe, gu,
@@ -41,8 +44,14 @@ struct tfm_moe_params {
 
 /* Where an expert's tensor j of the kernels (0 w1 gate, 1 w2 down, 2 w3
  * up) sits among its three in the step's order: mixtral's w1, w2, w3;
- * qwen2_moe's gate_proj, up_proj, down_proj. */
+ * qwen2_moe's and qwen3_moe's gate_proj, up_proj, down_proj. */
 size_t tfm_moe_slot(const struct tfm_dims *d, unsigned j);
+
+/* The block's attention half, its first modules before the router: a
+ * plain llama block's four (ln1, qkv with rope and the attention, proj
+ * with the residual, ln2), qwen3_moe's five (the q/k norms after qkv,
+ * Qwen3MoeAttention's q_norm and k_norm). */
+size_t tfm_moe_attn_modules(const struct tfm_dims *d);
 
 /* What the routed half saves for backward (BT rows, k = top_k). */
 struct tfm_moe_acts {

@@ -342,11 +342,13 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 
 /* ---- a mixture's block ------------------------------------------------------ */
 
-/* Mixtral's and Qwen2-MoE's block (engine/tfm_moe.h): the attention half
- * is a llama block's first four modules (block_fwd, block_bwd), then the
- * router (module 4) and each expert's three (modules 5 + 3e ..: w1, w2,
- * w3; qwen2_moe's gate_proj, up_proj, down_proj, tfm_moe_slot), then
- * qwen2_moe's shared expert (5 + 3E ..: gate_proj, up_proj, down_proj,
+/* Mixtral's, Qwen2-MoE's and Qwen3-MoE's block (engine/tfm_moe.h): the
+ * attention half is a llama block's first A = tfm_moe_attn_modules
+ * modules (block_fwd, block_bwd; 4, qwen3_moe's 5 with its q/k norms),
+ * then the router (module A) and each expert's three (modules A + 1 + 3e
+ * ..: w1, w2, w3; qwen2_moe's and qwen3_moe's gate_proj, up_proj,
+ * down_proj, tfm_moe_slot), then
+ * qwen2_moe's shared expert (A + 1 + 3E ..: gate_proj, up_proj, down_proj,
  * shared_expert_gate), which runs on every token after the routed ones. route runs
  * the attention half and the router, which decide the experts' rows;
  * forward runs the experts on them. Expert e's tensors are its own,
@@ -362,8 +364,6 @@ static void block_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
  * 16-bit tensor and read back as it is stored (the weights after top-k,
  * an expert's four after it runs, the block's after the experts' sum),
  * so backward reads what the 16-bit tensors hold. */
-enum { MOE_ATTN_MODULES = 4 };
-
 static const float *moe_param(const struct zs_layer *l, const struct zs_layer_io *io, size_t module)
 {
 	return param32(l, io, l->module[module].first, 1);
@@ -458,11 +458,12 @@ static void moe_route(const struct zs_layer *l, const struct zs_layer_io *io)
 	size_t BT = n->B * n->T, E = d->experts;
 	size_t *counts = moe_t(l, io, STEP_MOE_COUNTS);
 	struct moe_view mv;
-	for (size_t s = 0; s < MOE_ATTN_MODULES; s++)
+	size_t A = tfm_moe_attn_modules(d);
+	for (size_t s = 0; s < A; s++)
 		block_fwd(l, io, s);
 	moe_view_of(&mv, l, io);
 	memset(counts, 0, E * sizeof *counts);
-	moe_router_forward(moe_t(l, io, STEP_MOE_PROBS), mv.v.t[STEP_ACT_LN2], moe_param(l, io, 4), BT, d->d, E);
+	moe_router_forward(moe_t(l, io, STEP_MOE_PROBS), mv.v.t[STEP_ACT_LN2], moe_param(l, io, A), BT, d->d, E);
 	moe_topk(moe_t(l, io, STEP_MOE_IDX), mv.w, counts, moe_t(l, io, STEP_MOE_PROBS), BT, E, d->top_k, !d->topk_raw);
 	if (n->mixed)
 		moe16(mv.w, moe_t(l, io, STEP_MOE_W), BT * d->top_k, 1);
@@ -476,7 +477,7 @@ static void moe_experts(float *out, const struct moe_view *mv, const struct zs_l
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
 	const struct tfm_dims *d = &n->dims;
-	size_t C = d->d, F = d->ffn, k = d->top_k;
+	size_t C = d->d, F = d->ffn, k = d->top_k, x0 = tfm_moe_attn_modules(d) + 1; /* expert 0's first module */
 	const size_t *start = moe_t(l, io, STEP_MOE_START), *tok = moe_t(l, io, STEP_MOE_TOK);
 	const size_t *slot = moe_t(l, io, STEP_MOE_SLOT);
 	memset(out, 0, n->B * n->T * C * sizeof *out);
@@ -487,12 +488,12 @@ static void moe_experts(float *out, const struct moe_view *mv, const struct zs_l
 			continue;
 		moe_expert_view(t, mv, l, io, e, at, ne);
 		moe_expert_forward(out, t[0], t[1], t[2], t[3], mv->v.t[STEP_ACT_LN2],
-		                   moe_param(l, io, 5 + 3 * e + tfm_moe_slot(d, 0)),
-		                   moe_param(l, io, 5 + 3 * e + tfm_moe_slot(d, 1)),
-		                   moe_param(l, io, 5 + 3 * e + tfm_moe_slot(d, 2)), mv->w, tok + at, slot + at, ne, k, C, F);
+		                   moe_param(l, io, x0 + 3 * e + tfm_moe_slot(d, 0)),
+		                   moe_param(l, io, x0 + 3 * e + tfm_moe_slot(d, 1)),
+		                   moe_param(l, io, x0 + 3 * e + tfm_moe_slot(d, 2)), mv->w, tok + at, slot + at, ne, k, C, F);
 	}
 	if (d->shared_ffn > 0) {
-		size_t s0 = 5 + 3 * d->experts;
+		size_t s0 = x0 + 3 * d->experts;
 		float *t[4];
 		moe_shared_view(t, mv, l, io);
 		moe_shared_forward(out, t[0], t[1], t[2], t[3], mv->v.t[STEP_ACT_LN2], moe_param(l, io, s0),
@@ -532,7 +533,7 @@ static void moe_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 	const size_t *start = moe_t(l, io, STEP_MOE_START), *tok = moe_t(l, io, STEP_MOE_TOK);
 	const size_t *slot = moe_t(l, io, STEP_MOE_SLOT);
 	const struct zs_module *last = &l->module[l->nmodules - 1];
-	size_t g0 = l->module[MOE_ATTN_MODULES].first, ng = last->first + last->n - g0;
+	size_t A = tfm_moe_attn_modules(d), g0 = l->module[A].first, ng = last->first + last->n - g0;
 	struct moe_view mv;
 	float *ms[STEP_MOE_NSCRATCH];
 	struct tfm_scratch sc;
@@ -559,7 +560,7 @@ static void moe_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 		grad32(l, io, i, 1);
 	memset(sc.dx, 0, BT * C * sizeof *sc.dx);
 	for (size_t e = 0; e < E; e++) {
-		size_t at = start[e], ne = start[e + 1] - at, w = l->module[5 + 3 * e].first;
+		size_t at = start[e], ne = start[e + 1] - at, w = l->module[A + 1 + 3 * e].first;
 		size_t w1 = w + tfm_moe_slot(d, 0), w2 = w + tfm_moe_slot(d, 1), w3 = w + tfm_moe_slot(d, 2);
 		float *t[4];
 		if (ne == 0)
@@ -571,7 +572,7 @@ static void moe_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 		                    param32(l, io, w3, 1), mv.w, tok + at, slot + at, ne, k, C, F);
 	}
 	if (d->shared_ffn > 0) { /* its gate's scratch the router's, before the router */
-		size_t w = l->module[5 + 3 * E].first;
+		size_t w = l->module[A + 1 + 3 * E].first;
 		float *t[4];
 		moe_shared_view(t, &mv, l, io);
 		moe_shared_backward(sc.dx, grad32(l, io, w, 0), grad32(l, io, w + 2, 0), grad32(l, io, w + 1, 0),
@@ -581,10 +582,10 @@ static void moe_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 		                    param32(l, io, w + 3, 1), BT, C, d->shared_ffn);
 	}
 	moe_router_backward(sc.dx, grad32(l, io, g0, 0), ms[STEP_MOE_DLOGITS], ms[STEP_MOE_DXR], ms[STEP_MOE_DW],
-	                    moe_t(l, io, STEP_MOE_IDX), mv.w, moe_t(l, io, STEP_MOE_PROBS), x, moe_param(l, io, 4),
+	                    moe_t(l, io, STEP_MOE_IDX), mv.w, moe_t(l, io, STEP_MOE_PROBS), x, moe_param(l, io, A),
 	                    BT, C, E, k, !d->topk_raw);
 	grads_done(l, io, g0, ng);
-	for (size_t s = MOE_ATTN_MODULES; s-- > 0;)
+	for (size_t s = A; s-- > 0;)
 		block_bwd(l, io, s);
 }
 

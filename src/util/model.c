@@ -70,7 +70,7 @@ static const struct key llama_keys[] = {
 };
 
 /* The mixtures of experts read (read_moe): a type's bit. */
-enum { MOE_MIXTRAL = 1, MOE_QWEN = 2 };
+enum { MOE_MIXTRAL = 1, MOE_QWEN = 2, MOE_QWEN3 = 4 };
 
 /* model_type -> family and its keys. */
 static const struct {
@@ -91,7 +91,7 @@ static const struct {
 	int qk_norm;            /* an RMSNorm on each head's queries and keys */
 	int gemma;              /* Gemma 2's norms, GeGLU, scaled embedding and soft-capping */
 	int gemma3;             /* Gemma 3's layer pattern and local rotary base; no soft-caps by default */
-	int moe;                /* a mixture of experts, MOE_MIXTRAL or MOE_QWEN: read_moe reads its keys */
+	int moe;                /* a mixture of experts, MOE_MIXTRAL, MOE_QWEN or MOE_QWEN3: read_moe reads its keys */
 	double rope_theta;      /* rope_theta when absent (0: 10000) */
 } types[] = {
 	{ .type = "gpt2", .keys = gpt2_keys, .eps_key = "layer_norm_epsilon", .eps = 1e-5, .pad = -1,
@@ -160,8 +160,19 @@ static const struct {
 	 * experts' keys are read by read_moe. */
 	{ .type = "qwen2_moe", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-6, .pad = -1,
 	  .family = ZS_FAMILY_LLAMA, .qkv_bias = 1, .moe = MOE_QWEN },
+	/* Qwen3MoeConfig (configuration_qwen3_moe.py at 008e5743, its fields):
+	 * rms_norm_eps 1e-6, no tie, attention_bias false (true is refused
+	 * below), use_sliding_window false (true is refused in read_moe),
+	 * pad_token_id None, and no head_dim field: Qwen3MoeAttention.__init__
+	 * (modeling_qwen3_moe.py at 00d4b3d2) takes getattr(config, "head_dim",
+	 * hidden_size // num_attention_heads), gives q/k/v/o bias=attention_bias
+	 * and q_norm and k_norm, Qwen3MoeRMSNorm(head_dim), as Qwen3's;
+	 * rope_theta 10000 (4.x's __init__); the experts' keys are read by
+	 * read_moe. */
+	{ .type = "qwen3_moe", .keys = llama_keys, .eps_key = "rms_norm_eps", .eps = 1e-6, .pad = -1,
+	  .family = ZS_FAMILY_LLAMA, .qk_norm = 1, .moe = MOE_QWEN3 },
 };
-#define TYPE_NAMES "gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text, gemma3, mixtral, qwen2_moe"
+#define TYPE_NAMES "gpt2, llama, mistral, qwen2, phi3, qwen3, gemma2, gemma3_text, gemma3, mixtral, qwen2_moe, qwen3_moe"
 
 /* Keys whose value changes what the engine's transformer computes, and
  * the one value (as JSON text: a string, true, false or null) it runs;
@@ -246,11 +257,12 @@ static const struct {
 	int moe_reads;          /* the mixture-of-experts types that read it (MOE_MIXTRAL, MOE_QWEN) */
 } refused[] = {
 	{ "num_local_experts", "a mixture of experts is not modelled", MOE_MIXTRAL },
-	{ "num_experts", "a mixture of experts is not modelled", MOE_QWEN },
+	{ "num_experts", "a mixture of experts is not modelled", MOE_QWEN | MOE_QWEN3 },
 	{ "n_routed_experts", "a mixture of experts is not modelled", 0 },
-	{ "num_experts_per_tok", "a mixture of experts is not modelled", MOE_MIXTRAL | MOE_QWEN },
-	{ "moe_intermediate_size", "a mixture of experts is not modelled", MOE_QWEN },
-	{ "shared_expert_intermediate_size", "a mixture of experts is not modelled", MOE_QWEN },
+	{ "num_experts_per_tok", "a mixture of experts is not modelled", MOE_MIXTRAL | MOE_QWEN | MOE_QWEN3 },
+	{ "moe_intermediate_size", "a mixture of experts is not modelled", MOE_QWEN | MOE_QWEN3 },
+	/* Qwen3MoeSparseMoeBlock has none and never reads it: ignored there */
+	{ "shared_expert_intermediate_size", "a mixture of experts is not modelled", MOE_QWEN | MOE_QWEN3 },
 	{ "quantization_config", "quantised weights are not modelled", 0 },
 	{ "attention_bias", "biases in the attention projections are not modelled", 0 },
 	{ "mlp_bias", "biases in the MLP are not modelled", 0 },
@@ -373,19 +385,32 @@ static int read_bool(const cJSON *cfg, const char *key, int def, const char *whe
  * when l is not in mlp_only_layers and (l + 1) % decoder_sparse_step is 0:
  * every block only for step 1 and an empty list, the one shape built.
  *
+ * Qwen3MoeConfig (configuration_qwen3_moe.py at 008e5743): num_experts
+ * (128), num_experts_per_tok (8), moe_intermediate_size (768),
+ * norm_topk_prob (false), decoder_sparse_step (1), mlp_only_layers (None:
+ * []), router_aux_loss_coef and output_router_logits as Mixtral's; no
+ * shared expert, no jitter, no qkv_bias (attention_bias, refused when
+ * set). Qwen3MoeSparseMoeBlock (modeling_qwen3_moe.py at 00d4b3d2) is
+ * Qwen2-MoE's routed half: softmax in float32, top-k, divided by its sum
+ * only under norm_topk_prob; Qwen3MoeDecoderLayer picks sparse blocks as
+ * Qwen2MoeDecoderLayer does.
+ *
  * The engine runs the blocks (the paper's schemes: cmd_measure.c), not
  * yet the auxiliary loss nor the noise: m->unrun says so where the config
  * asks for them. */
 static int read_moe(const cJSON *cfg, const char *where, int kind, struct zs_model *m, char **cause)
 {
-	int qwen = kind == MOE_QWEN;
+	int qwen = kind != MOE_MIXTRAL, qwen3 = kind == MOE_QWEN3;
 	const struct key moe_keys[] = {
 		{ qwen ? "num_experts" : "num_local_experts", FIELD(experts), ZS_MODEL_MAX_EXPERTS, 1 },
 		{ "num_experts_per_tok", FIELD(experts_per_tok), ZS_MODEL_MAX_EXPERTS, 1 },
 		{ "moe_intermediate_size", FIELD(intermediate), ZS_MODEL_MAX_FFN, 1 },
 		{ "shared_expert_intermediate_size", FIELD(shared_ffn), ZS_MODEL_MAX_FFN, 1 },
 	};
-	for (size_t k = 0; k < (qwen ? 4u : 2u); k++) {
+	/* the defaults of the keys read: Mixtral's, Qwen2-MoE's, Qwen3-MoE's */
+	const uint64_t def[3][4] = {{8, 2, 0, 0}, {60, 4, 1408, 5632}, {128, 8, 768, 0}};
+	const uint64_t *dk = def[qwen3 ? 2 : qwen];
+	for (size_t k = 0; k < (qwen3 ? 3u : qwen ? 4u : 2u); k++) {
 		/* null is not the default here: the configs store None, and
 		 * the block's range(num_experts) / torch.topk(k=None) fail */
 		if (cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cfg, moe_keys[k].name)))
@@ -394,8 +419,8 @@ static int read_moe(const cJSON *cfg, const char *where, int kind, struct zs_mod
 		if (read_key(cfg, &moe_keys[k], where, m, cause) < 0)
 			return -1;
 	}
-	m->experts = m->experts != 0 ? m->experts : qwen ? 60 : 8;
-	m->experts_per_tok = m->experts_per_tok != 0 ? m->experts_per_tok : qwen ? 4 : 2;
+	m->experts = m->experts != 0 ? m->experts : dk[0];
+	m->experts_per_tok = m->experts_per_tok != 0 ? m->experts_per_tok : dk[1];
 	if (m->experts_per_tok > m->experts)
 		return zs_fail(cause, "%s: \"num_experts_per_tok\" (%llu) is more than \"%s\" (%llu)", where,
 		               (unsigned long long)m->experts_per_tok, moe_keys[0].name, (unsigned long long)m->experts);
@@ -403,16 +428,16 @@ static int read_moe(const cJSON *cfg, const char *where, int kind, struct zs_mod
 		int norm, windowed;
 		m->qwen_moe = 1;
 		/* intermediate_size, the dense MLP's, gives way to the experts' */
-		m->intermediate = m->intermediate != 0 ? m->intermediate : 1408;
-		m->shared_ffn = m->shared_ffn != 0 ? m->shared_ffn : 5632;
+		m->intermediate = m->intermediate != 0 ? m->intermediate : dk[2];
+		m->shared_ffn = m->shared_ffn != 0 ? m->shared_ffn : dk[3];
 		if (read_bool(cfg, "norm_topk_prob", 0, where, &norm, cause) < 0 ||
-		    read_bool(cfg, "qkv_bias", 1, where, &m->qkv_bias, cause) < 0 ||
+		    (!qwen3 && read_bool(cfg, "qkv_bias", 1, where, &m->qkv_bias, cause) < 0) ||
 		    read_bool(cfg, "use_sliding_window", 0, where, &windowed, cause) < 0)
 			return -1;
 		m->topk_raw = !norm;
 		if (windowed)
-			return zs_fail(cause, "%s: \"use_sliding_window\": sliding-window layers of qwen2_moe are not modelled",
-			               where);
+			return zs_fail(cause, "%s: \"use_sliding_window\": sliding-window layers of %s are not modelled",
+			               where, m->model_type);
 		const cJSON *step = cJSON_GetObjectItemCaseSensitive(cfg, "decoder_sparse_step");
 		if (step != NULL && !cJSON_IsNull(step) && !(cJSON_IsNumber(step) && step->valuedouble == 1))
 			return zs_fail(cause, "%s: \"decoder_sparse_step\": dense blocks among the sparse ones are not modelled "

@@ -78,6 +78,16 @@
  *     unused: dense blocks among the sparse ones (decoder_sparse_step
  *     other than 1, mlp_only_layers not empty) and sliding windows
  *     (use_sliding_window true) are refused by name.
+ *   qwen3_moe (model_type "qwen3_moe": Qwen3-30B-A3B): qwen3's attention
+ *     (no biases, q_norm and k_norm; head_dim hidden_size / heads where
+ *     absent, Qwen3MoeConfig having no such field), every block's MLP
+ *     Qwen3MoeSparseMoeBlock (modeling_qwen3_moe.py at 00d4b3d2): qwen2_moe's
+ *     router and experts without the shared expert; num_experts (128),
+ *     num_experts_per_tok (8), moe_intermediate_size (768), norm_topk_prob
+ *     (false), Qwen3MoeConfig's defaults (configuration_qwen3_moe.py at
+ *     008e5743); dense blocks and sliding windows refused as qwen2_moe's.
+ *   Every mixture: output_router_logits true (the auxiliary loss) is
+ *     unrun, and the theory refuses it too (cmd_theory.c).
  *
  * Keys that change no byte count but the numbers the engine's transformer
  * computes are read too: the norms' epsilon (gpt2 layer_norm_epsilon,
@@ -122,7 +132,7 @@ enum zs_family { ZS_FAMILY_GPT2, ZS_FAMILY_LLAMA };
 
 struct zs_model {
 	char name[64];          /* the shipped name, or the file's name without .json */
-	char model_type[32];    /* as the file spells it: gpt2, llama, mistral, qwen2, phi3, qwen3 */
+	char model_type[32];    /* as the file spells it: gpt2, llama, mistral, qwen2, phi3, qwen3, ... */
 	enum zs_family family;
 	uint64_t hidden;        /* h */
 	uint64_t intermediate;  /* the MLP's inner width */
@@ -157,16 +167,17 @@ struct zs_model {
 	uint64_t window_pattern;/* gemma3_text: every window_pattern-th layer is global, the
 	                           others slide and rotate by rope_local_theta (0: none) */
 	double rope_local_theta;/* gemma3_text: rope_local_base_freq (0: every layer rope_theta) */
-	uint64_t experts;       /* mixtral: num_local_experts, qwen2_moe: num_experts, E, each block's experts
+	uint64_t experts;       /* mixtral: num_local_experts, qwen2_moe and qwen3_moe: num_experts, E, each block's experts
 	                           (0: a dense MLP) */
 	uint64_t experts_per_tok;/* num_experts_per_tok, k, the experts each token is routed to */
 	double router_aux_coef; /* mixtral: router_aux_loss_coef, the load-balancing loss's weight */
 	int router_logits;      /* mixtral: output_router_logits, the auxiliary loss added to the loss */
-	int qwen_moe;           /* qwen2_moe's block: mlp.gate, each expert's gate_proj, up_proj,
-	                           down_proj in that order, then the shared expert and its gate */
+	int qwen_moe;           /* qwen2_moe's and qwen3_moe's block: mlp.gate, each expert's gate_proj,
+	                           up_proj, down_proj in that order, then (qwen2_moe) the shared
+	                           expert and its gate */
 	uint64_t shared_ffn;    /* qwen2_moe: shared_expert_intermediate_size, the shared expert's
 	                           inner width (0: none, mixtral) */
-	int topk_raw;           /* qwen2_moe with norm_topk_prob false: the top-k probabilities
+	int topk_raw;           /* qwen2_moe, qwen3_moe with norm_topk_prob false: the top-k probabilities
 	                           weigh the experts as they are (mixtral renormalises them) */
 	char unrun[160];        /* why the engine cannot train this config
 	                           ("" when it can): numerics only */
