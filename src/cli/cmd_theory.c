@@ -239,7 +239,7 @@ static int moe_check(struct theory_request *req, const struct zs_model *m, const
 	if (m == NULL || m->experts == 0)
 		return arg == NULL ? 0 : zs_fail(cause, "--routing needs a mixture of experts (--model of a mixtral or qwen2_moe)");
 	char what[96];
-	zs_moe_scope(req->config, ZS_MOE_THEORY | (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0),
+	zs_moe_scope(req->config, (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0),
 	             what, sizeof what);
 	if (what[0] != '\0') {
 		/* its model states are known whatever the step: point at them */

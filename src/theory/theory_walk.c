@@ -317,10 +317,10 @@ int theory_tfm_has_schedule(const struct zs_model *m, const struct theory_act_op
 {
 	/* fp32, or mixed (fp32 master, 16-bit activations); any number of
 	 * blocks (the engine's are bounded by memory only); every framework
-	 * and scheme but DeepSpeed's ZeRO-3 of a mixture (zs_moe_scope) */
-	return o->elem == (b->master != 0 ? 2 : 4) && !o->flash &&
-	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3 || m->experts == 0) &&
-	       o->seq <= m->positions;
+	 * and scheme (zs_moe_scope) */
+	(void)fw;
+	(void)scheme;
+	return o->elem == (b->master != 0 ? 2 : 4) && !o->flash && o->seq <= m->positions;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -685,6 +685,7 @@ struct ds3_fw {
 	size_t nmodules, *first, *count, *lo, *hi;
 	int *grads, *no_grad_in, by_unit;
 	size_t *of_layer;   /* inside layers: layer l's modules are [of_layer[l], of_layer[l + 1]) */
+	size_t *src;        /* inside layers: the description's module each is (a z3 leaf: its first) */
 	size_t *rel, *post, j;
 	uint64_t N, S, sent, sent_el;
 	uint64_t msent, msent_el; /* this step's so far (--grad-accum: its micro-steps') */
@@ -907,6 +908,7 @@ static void ds3_modules(struct ds3_fw *f, const struct theory_desc *d, enum zs_u
 	f->count = f->first + n;
 	f->lo = f->count + n;
 	f->hi = f->lo + n;
+	f->src = zs_calloc(n + 1, sizeof *f->src);
 	f->grads = zs_calloc(n + 1, sizeof *f->grads);
 	f->no_grad_in = zs_calloc(n + 1, sizeof *f->no_grad_in);
 	f->of_layer = zs_calloc(p->nlayers + 1, sizeof *f->of_layer);
@@ -919,24 +921,33 @@ static void ds3_modules(struct ds3_fw *f, const struct theory_desc *d, enum zs_u
 	}
 	if (f->by_unit)
 		return;
-	size_t l = 0;
-	for (size_t i = 0; i < n; i++) {
-		const struct step_module *x = &p->module[i];
-		for (; l <= x->layer; l++)
+	/* a mixture's sparse-MoE block is one z3 leaf (ds_coord_leaf): its
+	 * first module takes the rest of its layer's */
+	size_t l = 0, i = 0;
+	for (size_t x = 0; x < p->nmodules; x++, i++) {
+		const struct step_module *md = &p->module[x];
+		size_t leaf = ds_coord_leaf(p, md->layer);
+		for (; l <= md->layer; l++)
 			f->of_layer[l] = i;
-		f->first[i] = x->first;
-		f->count[i] = x->n;
-		f->lo[i] = f->hi[i] = x->layer;
-		f->grads[i] = x->n > 0 && p->tensor[x->first].module == i;
-		f->no_grad_in[i] = x->no_grad_in;
+		f->src[i] = x;
+		f->first[i] = md->first;
+		f->count[i] = md->n;
+		f->lo[i] = f->hi[i] = md->layer;
+		f->grads[i] = md->n > 0 && p->tensor[md->first].module == x;
+		f->no_grad_in[i] = md->no_grad_in;
+		if (x == leaf)
+			while (x + 1 < p->nmodules && p->module[x + 1].layer == md->layer)
+				f->count[i] += p->module[++x].n;
 	}
+	f->nmodules = i;
 	for (; l <= p->nlayers; l++)
-		f->of_layer[l] = n;
+		f->of_layer[l] = i;
 }
 
 /* DeepSpeed's ZeRO-3 over --steps steps (the first records the trace). */
 static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
-                     enum zs_unit unit, unsigned world, struct theory_schedule *out, struct theory_trace *tr)
+                     enum zs_unit unit, unsigned world, struct theory_schedule *out, struct theory_trace *tr,
+                     const struct theory_rank_counts *rc)
 {
 	const struct step_params *p = &d->params;
 	uint64_t *tn = zs_calloc(p->ntensors, sizeof *tn), persist = 0, base[ZS_NCATS];
@@ -952,7 +963,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	/* full recompute: each block's modules are checkpointed together */
 	long *group = zs_calloc(f.nmodules + 1, sizeof *group);
 	for (size_t i = 0; i < f.nmodules; i++)
-		group[i] = !f.by_unit && d->recompute == ZS_RECOMPUTE_FULL ? p->module[i].index : -1;
+		group[i] = !f.by_unit && d->recompute == ZS_RECOMPUTE_FULL ? p->module[f.src[i]].index : -1;
 	f.d = ds_coord_new_recompute(tn, p->ntensors, f.first, f.count, f.nmodules, group, f.no_grad_in, c, world);
 	free(group);
 	for (size_t t = 0; t < p->ntensors; t++) {
@@ -961,7 +972,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	}
 	out->params = p->numel;
 	theory_ds3_resident(b, c, f.S, persist, world, out, base);
-	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT, .nmicro = c->grad_accum};
+	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT, .nmicro = c->grad_accum, .model = d->model, .counts = rc};
 	for (int k = 0; k < ZS_NCATS; k++) /* set-up */
 		walk_add(&w, (enum zs_cat)k, base[k]);
 	w.key = 0;
@@ -977,6 +988,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	free(tn);
 	free(f.first);
 	free(f.grads);
+	free(f.src);
 	free(f.no_grad_in);
 	free(f.of_layer);
 	free(f.rel);
@@ -1157,8 +1169,14 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 	frozen.ntrain = p->numel;
 	for (size_t u = 0; u < out->nunits; u++)
 		frozen.tshard += (units[u] + N - 1) / N;
+	struct theory_rank_counts rc;
+	int moe = d->model != NULL && d->model->experts > 0;
+	if (moe) /* rank's counts at each step (theory_routing.c) */
+		theory_rank_counts(&rc, d->routing, d->model, d->batch * d->seq, scheme, unit, world, rank);
 	if (fw == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3) { /* by module */
-		ds3_walk(d, b, c, unit, world, out, tr);
+		ds3_walk(d, b, c, unit, world, out, tr, moe ? &rc : NULL);
+		if (moe)
+			theory_rank_counts_free(&rc);
 		free(units);
 		return;
 	}
@@ -1236,10 +1254,6 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		free(tn);
 	}
 	uint64_t gathered, reduced;
-	struct theory_rank_counts rc;
-	int moe = d->model != NULL && d->model->experts > 0;
-	if (moe)
-		theory_rank_counts(&rc, d->routing, d->model, d->batch * d->seq, scheme, unit, world, rank);
 	units_walk(d, &ev, units, unit, world, visit, out, &gathered, &reduced, tr, moe ? &rc : NULL);
 	if (moe)
 		theory_rank_counts_free(&rc);
