@@ -144,6 +144,10 @@ struct walk {
 	const struct zs_model *model;
 	const struct theory_rank_counts *counts;
 	unsigned step;
+	/* The framework makes a layer's routed buffers (its experts') itself,
+	 * where the engine does: inside its z3 leaf, once the router has run
+	 * (DeepSpeed's ZeRO-3 by module: ds3_routed). */
+	int routed_by_fw;
 };
 
 /* Enter phase p: it holds at least what is held as it begins. */
@@ -209,6 +213,12 @@ static uint64_t buf_bytes(const struct walk *w, const struct step_buffer *x)
 		for (size_t i = 0; i < rc->blocks * E; i++)
 			n = c[i] > n ? c[i] : n;
 	return n * row * x->esize;
+}
+
+/* Whether walk_steps leaves buffer x to the framework (routed_by_fw). */
+static int fw_routed(const struct walk *w, const struct step_buffer *x)
+{
+	return w->routed_by_fw && step_moe_expert(x) >= 0;
 }
 
 static void buf_add(struct walk *w, const struct step_buffers *b, const struct step_buffer *x, int add)
@@ -279,7 +289,8 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 			size_t m0 = d->made_first[l], m1 = d->made_first[l + 1];
 			fw->at(fw->ctx, w, FWD_PRE, l, step);
 			for (size_t k = m0; k < m1; k++)
-				buf_add(w, b, &b->buf[d->made_at[k]], 1);
+				if (!fw_routed(w, &b->buf[d->made_at[k]]))
+					buf_add(w, b, &b->buf[d->made_at[k]], 1);
 			if (layer_matmul(d, l) >= 0)
 				fw->at(fw->ctx, w, FWD_MATMUL, l, step);
 			fw->at(fw->ctx, w, FWD_RUN, l, step);
@@ -296,7 +307,7 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 		for (size_t l = nl; l-- > 0;) {
 			fw->at(fw->ctx, w, BWD_PRE, l, step);
 			for (size_t k = d->made_first[l]; k < d->made_first[l + 1]; k++)
-				if (b->buf[d->made_at[k]].recomputed)
+				if (b->buf[d->made_at[k]].recomputed && !fw_routed(w, &b->buf[d->made_at[k]]))
 					buf_add(w, b, &b->buf[d->made_at[k]], 1);
 			fw->at(fw->ctx, w, BWD_RUN, l, step);
 			for (size_t k = d->freed_first[l]; k < d->freed_first[l + 1]; k++)
@@ -787,15 +798,34 @@ static void ds3_grads(struct ds3_fw *f, struct walk *w, size_t mi)
 	}
 }
 
-/* Trace entry j (module mi): its fetch (with the prefetch), in backward
- * its grads, and its release. */
-static void ds3_fetch(struct ds3_fw *f, struct walk *w, size_t mi, int complete)
+/* A z3 leaf's forward (or full recompute's) in layer l: once its params
+ * are whole the router runs, and layer l's routed buffers (its experts',
+ * sized by the rank's counts; in a recompute the recomputed ones) are
+ * made, in list order, as the engine's route_leaf makes them. */
+static void ds3_routed(struct ds3_fw *f, struct walk *w, size_t mi, size_t l)
+{
+	const struct theory_desc *d = f->desc;
+	const struct step_buffers *b = &d->bufs;
+	if (f->by_unit || f->d->bwd[f->j] || f->src[mi] != ds_coord_leaf(&d->params, l))
+		return;
+	int again = f->j >= f->nmodules; /* a full recompute's forward, in backward */
+	for (size_t k = d->made_first[l]; k < d->made_first[l + 1]; k++) {
+		const struct step_buffer *x = &b->buf[d->made_at[k]];
+		if (fw_routed(w, x) && (!again || x->recomputed))
+			buf_add(w, b, x, 1);
+	}
+}
+
+/* Trace entry j (module mi, in layer l): its fetch (with the prefetch),
+ * in backward its grads, a leaf's routed buffers, and its release. */
+static void ds3_fetch(struct ds3_fw *f, struct walk *w, size_t mi, size_t l, int complete)
 {
 	const size_t *got;
 	size_t ng = ds_coord_fetch(f->d, f->c, f->j, complete, &got);
 	ds3_gathered(w, f, got, ng);
 	if (f->d->bwd[f->j])
 		ds3_grads(f, w, mi);
+	ds3_routed(f, w, mi, l);
 }
 
 static void ds3_release(struct ds3_fw *f, struct walk *w, int complete)
@@ -825,7 +855,7 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		break;
 	case FWD_PRE:
 		if (f->by_unit && l == f->lo[mi])
-			ds3_fetch(f, w, mi, complete);
+			ds3_fetch(f, w, mi, l, complete);
 		break;
 	case FWD_POST:
 		if (f->by_unit && l == f->hi[mi])
@@ -833,7 +863,7 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		break;
 	case BWD_PRE:
 		if (f->by_unit && f->j < 2 * f->nmodules && l == f->hi[mi])
-			ds3_fetch(f, w, mi, complete);
+			ds3_fetch(f, w, mi, l, complete);
 		break;
 	case BWD_POST:
 		if (f->by_unit && f->j < 2 * f->nmodules && l == f->lo[mi])
@@ -845,7 +875,7 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		break;
 	case FWD_RUN:
 		for (size_t i = f->of_layer[l]; !f->by_unit && i < f->of_layer[l + 1]; i++) {
-			ds3_fetch(f, w, i, complete);
+			ds3_fetch(f, w, i, l, complete);
 			if ((long)(i - f->of_layer[l]) == layer_matmul(f->desc, l))
 				walk_matmul(w);
 			ds3_release(f, w, complete);
@@ -854,7 +884,7 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 	case BWD_RUN: /* the trace's entries of the layer's modules: a full recompute's forward, then backward */
 		while (!f->by_unit && f->j < f->d->ntrace && f->d->trace[f->j] >= f->of_layer[l] &&
 		       f->d->trace[f->j] < f->of_layer[l + 1]) {
-			ds3_fetch(f, w, f->d->trace[f->j], complete);
+			ds3_fetch(f, w, f->d->trace[f->j], l, complete);
 			ds3_release(f, w, complete);
 		}
 		break;
@@ -972,7 +1002,8 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	}
 	out->params = p->numel;
 	theory_ds3_resident(b, c, f.S, persist, world, out, base);
-	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT, .nmicro = c->grad_accum, .model = d->model, .counts = rc};
+	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT, .nmicro = c->grad_accum, .model = d->model, .counts = rc,
+	                 .routed_by_fw = !f.by_unit};
 	for (int k = 0; k < ZS_NCATS; k++) /* set-up */
 		walk_add(&w, (enum zs_cat)k, base[k]);
 	w.key = 0;
