@@ -324,13 +324,11 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 }
 
 int theory_tfm_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
-                              const struct theory_bytes *b, enum zs_framework fw, enum zs_scheme scheme)
+                              const struct theory_bytes *b)
 {
 	/* fp32, or mixed (fp32 master, 16-bit activations); any number of
 	 * blocks (the engine's are bounded by memory only); every framework
-	 * and scheme (zs_moe_scope) */
-	(void)fw;
-	(void)scheme;
+	 * and scheme (a mixture: zs_moe_scope) */
 	return o->elem == (b->master != 0 ? 2 : 4) && !o->flash && o->seq <= m->positions;
 }
 
