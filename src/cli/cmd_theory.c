@@ -134,7 +134,7 @@ ZS_HELP_TORCH_STEP
 "                         llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-0.5b,\n"
 "                         phi-3-mini-4k, qwen3-0.6b, gemma-2-2b, gemma-3-1b,\n"
 "                         qwen2.5-7b, qwen3-8b, gemma-2-9b; mixtral-8x7b,\n"
-"                         qwen1.5-moe-a2.7b: --framework paper only)\n"
+"                         qwen1.5-moe-a2.7b: --framework paper or deepspeed)\n"
 "                         or its Hugging Face Hub id\n"
 "                         (meta-llama/Meta-Llama-3-8B), either in any case;\n"
 "                         another id's config.json in the local Hugging Face\n"
