@@ -667,7 +667,8 @@ static void units_walk(const struct theory_desc *d, const struct events *ev, con
 /* ------------------------------------------------------------------------ */
 /* DeepSpeed's ZeRO-3 by module (docs/schedule.md, "deepspeed", ZeRO-3).
  * On a transformer the modules are the nn.Modules with parameters of
- * their own, the description's, in forward order, each run inside its
+ * their own, the description's, in forward order (a mixture's sparse-MoE
+ * block one z3 leaf: ds_coord_leaf), each run inside its
  * layer once the layer's buffers are made (a tied head is the token table
  * again, whose grads its own module makes); on the MLP they are zerosim's
  * units (unit=layer a linear layer, unit=model all of them), each fetched
