@@ -629,8 +629,8 @@ struct ds3 {
 	size_t *released, *post, npost; /* per tensor at most: malloc'd by ds3_setup */
 	/* The modules (the MLP's: the units; a transformer's: every nn.Module
 	 * with parameters of its own, net.h's zs_module, a mixture's z3 leaf
-	 * one, net_hooked; a tied head's
-	 * reading the token table again): tensors [first, first + n), whether
+	 * one, net_hooked; a tied head's reading the token table again):
+	 * tensors [first, first + n), whether
 	 * it makes their grads (not the tied head's: the table's module does),
 	 * whether no input of it needs grad (the step description's), and
 	 * each layer's first module. */
