@@ -1,18 +1,25 @@
 #!/bin/sh
 # ds_moe — the tiny mixtral of tests/moe_step.sh (d 64, F 96, 2 blocks,
 # 8 heads, 4 experts, top 2; B 4, T 16) under --framework deepspeed's dp,
-# zero1 and zero2 (docs/schedule.md, "Mixtures of experts", DeepSpeed):
-# the experts are ordinary parameters to DeepSpeed, so its step is a dense
-# block's with the routed tensors of the paper's (moe_fw.sh).
+# zero1, zero2 and zero3 (docs/schedule.md, "Mixtures of experts",
+# DeepSpeed): the experts are ordinary parameters to DeepSpeed, so its
+# step is a dense block's with the routed tensors of the paper's
+# (moe_fw.sh); under zero3 the sparse-MoE block is one z3 leaf
+# (set_z3_leaf_modules: its router and every expert fetched together,
+# its grads reduced together after its backward).
 #
 #  - theory --routing FILE = measure to the byte (resident, peak, every
 #    category, comm, each rank's peak; tests/json_agree) over every
 #    precision (fp32, mixed) and recompute (none, selective, full) at
-#    N = 1, 2, 3, the three schemes and both units (18 rows a sweep, about
-#    0.2 s each); --routing balanced departs from each;
-#  - each zero1 and zero2 row is DeepSpeed's: its peak holds the reduce
-#    bucket, reduce_bucket_size (5e8) elements of the grad type, and N = 2's ranks
-#    peak apart by their largest experts' scratch (some row);
+#    N = 1, 2, 3, the four schemes and both units (24 rows a sweep, about
+#    0.3 s each); --routing balanced departs from each;
+#  - each zero1, zero2 and zero3 row is DeepSpeed's: its peak holds the
+#    reduce bucket, reduce_bucket_size (5e8) elements of the grad type, and
+#    N = 2's ranks peak apart by their largest experts' scratch (some row);
+#  - zero3's leaf, from the config by hand: in step 1 (the trace recorded,
+#    each module released after it runs) the most params whole at once in
+#    forward are the block's router and experts (and a shared expert), and
+#    backward makes their grads as one block of that size;
 #  - the check can fail: one token moved, in the measured file's zero2
 #    runs, from one expert of rank 0's busiest block to its busiest expert (the sums
 #    kept, so the file is still the sweep's) makes the theory disagree;
@@ -20,16 +27,15 @@
 #    for it and get_flat_partition zero-fills it) is refused by name:
 #    measure at B·T·k < E (exit 1, no file), theory under --routing worst,
 #    balanced at B·T·k < E, and a file with a zero count (exit 2, no file);
-#    measure's zero3 is refused by name (one line, exit 2, no file), and
-#    the theory gives zero3 the paper's level, its exact peak "-" and said
-#    why (starred where --device-mem judges a fit), "schedule" null.
+#    the theory's zero3 rows are the exact step ("schedule" not null, no
+#    star).
 #
-# About 3 s. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
+# About 4 s. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
 name=ds_moe
 needs=${ZS_BUILDDIR:-.}/tests/json_agree
 . "${srcdir:-.}/tests/moe_lib.sh"
 
-base="--model $tmp/config.json --seq 16 --batch 4 --framework deepspeed --schemes dp,zero1,zero2 --unit model,layer
+base="--model $tmp/config.json --seq 16 --batch 4 --framework deepspeed --schemes dp,zero1,zero2,zero3 --unit model,layer
  --steps 3 --world 1,2,3"
 for p in fp32 mixed; do
 	for rc in none selective full; do
@@ -52,7 +58,7 @@ for path, g in zip(sys.argv[1:], (4, 2)):
         bad.append("%s: no N = 2 row whose ranks peak apart" % path)
 for b in bad:
     print("ds_moe: FAIL: " + b)
-print("ok: every zero1 and zero2 peak holds DeepSpeed's reduce bucket; N = 2's ranks peak apart" if not bad else "", end="")
+print("ok: every zero1, zero2 and zero3 peak holds DeepSpeed's reduce bucket; N = 2's ranks peak apart" if not bad else "", end="")
 sys.exit(1 if bad else 0)
 PY
 echo
@@ -100,13 +106,12 @@ refused 1 ": expert [0-9] of block 0 got no token on rank 0 at step 1: under --f
 # shellcheck disable=SC2086
 refused 2 "expert 2 of every block under --routing balanced gets no token (--schemes zero2): $starved" theory $one
 # shellcheck disable=SC2086
-refused 2 "expert 2 of every block under --routing worst gets no token (--schemes dp, zero1): $starved" theory $base \
-	--schemes dp,zero1,zero3 --routing worst
-# the refusal concerns DeepSpeed's own step: zero3's row of a mixture,
-# the paper's level only, is taken under the same routing
+refused 2 "expert 2 of every block under --routing worst gets no token (--schemes dp, zero1, zero3): $starved" \
+	theory $base --schemes dp,zero1,zero3 --routing worst
+# zero3 of a mixture is DeepSpeed's own step (the z3 leaf): refused alone too
 # shellcheck disable=SC2086
-"$zerosim" theory $base --schemes zero3 --routing worst --out "$tmp/z3w.json" 2>"$tmp/err" ||
-	fail "theory --schemes zero3 --routing worst: $(cat "$tmp/err")"
+refused 2 "expert 2 of every block under --routing worst gets no token (--schemes zero3): $starved" \
+	theory $base --schemes zero3 --routing worst
 # a paper run's file with a zero count (its keys the sweep's: the scheme, unit and N are the run's own)
 python3 - "$tmp/m-fp32-none.json" "$tmp/zero.json" <<'PY' || exit 99
 import json, sys
@@ -124,19 +129,42 @@ PY
 refused 2 "expert 0 of block 1 on rank 0 at step 2 of dp N = 1 --unit model gets no token (--schemes [a-z0-9, ]*): $starved" theory $base --precision fp32 \
 	--routing "$tmp/zero.json"
 # shellcheck disable=SC2086
-refused 2 "not with --framework deepspeed's zero3 (give --schemes dp,zero1,zero2)" measure -q $base --schemes zero3
-# shellcheck disable=SC2086
 "$zerosim" theory $base --schemes zero2,zero3 --out "$tmp/z3.json" 2>"$tmp/z3.txt" || fail "theory zero3: $(cat "$tmp/z3.txt")"
 # shellcheck disable=SC2086
 "$zerosim" theory $base --schemes zero2,zero3 >"$tmp/z3.txt" 2>&1 || fail "theory zero3: $(cat "$tmp/z3.txt")"
-want="deepspeed's exact step is not available here (a mixture of experts under DeepSpeed's ZeRO-3, which measure does not run)"
-if grep -qF "$want" "$tmp/z3.txt" && grep -q "^ *3  zero3 .* -$" "$tmp/z3.txt" && python3 - "$tmp/z3.json" <<'PY'; then
+if ! grep -q "not available" "$tmp/z3.txt" && grep -q "^ *3  zero3 .*[0-9]$" "$tmp/z3.txt" && python3 - "$tmp/z3.json" <<'PY'; then
 import json, sys
 rows = json.load(open(sys.argv[1]))["rows"]
-sys.exit(0 if all((r["schedule"] is None) == (r["scheme"] == "zero3") for r in rows) else 1)
+sys.exit(0 if rows and all(r["schedule"] is not None for r in rows) else 1)
 PY
-	echo "ok: theory's zero3: the paper's level, no exact step, said why"
+	echo "ok: theory's zero3: DeepSpeed's exact step, no star"
 else
 	fail "theory's zero3 rows: $(cat "$tmp/z3.txt")"
 fi
+
+# zero3's z3 leaf, its size from the config by hand (fp32, N = 1, step 1)
+OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/config.json" --seq 16 --batch 4 --framework deepspeed \
+	--schemes zero3 --world 1 --steps 1 --timeline --out "$tmp/tl.json" || { echo "ds_moe: measure --timeline failed" >&2; exit 99; }
+python3 - "$tmp/config.json" "$tmp/tl.json" <<'PY' || status=1
+import json, sys
+c = json.load(open(sys.argv[1]))
+d = c["hidden_size"]
+E = c.get("num_local_experts", c.get("num_experts"))
+F = c.get("moe_intermediate_size", c["intermediate_size"])
+S = c.get("shared_expert_intermediate_size", 0)
+leaf = 4 * (E * d + E * 3 * F * d + (3 * S * d + d if S else 0))  # router, experts, shared expert and its gate
+live = most = 0
+grads = []
+for e in json.load(open(sys.argv[2]))["runs"][0]["timeline"]:
+    if e["category"] == "gathered_params" and e["phase"] == "forward":
+        live += e["bytes"] if e["op"] == "alloc" else -e["bytes"]
+        most = max(most, live)
+    if e["category"] == "full_grads" and e["phase"] == "backward" and e["op"] == "alloc":
+        grads.append(e["bytes"])
+if most == leaf and leaf in grads and max(grads) == leaf:
+    print("ok: zero3's leaf: %d B whole at most in step 1's forward and one grads block of it, the router and every expert" % leaf)
+else:
+    print("ds_moe: FAIL: zero3's leaf is %d B: step 1's forward held at most %d B of params, its grads blocks %s" % (leaf, most, sorted(set(grads))))
+    sys.exit(1)
+PY
 exit $status

@@ -134,7 +134,7 @@ ZS_HELP_TORCH_STEP
 "                         llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-0.5b,\n"
 "                         phi-3-mini-4k, qwen3-0.6b, gemma-2-2b, gemma-3-1b,\n"
 "                         qwen2.5-7b, qwen3-8b, gemma-2-9b; mixtral-8x7b,\n"
-"                         qwen1.5-moe-a2.7b: --framework paper only)\n"
+"                         qwen1.5-moe-a2.7b: --framework paper or deepspeed)\n"
 "                         or its Hugging Face Hub id\n"
 "                         (meta-llama/Meta-Llama-3-8B), either in any case;\n"
 "                         another id's config.json in the local Hugging Face\n"
@@ -246,7 +246,7 @@ static int moe_check(struct theory_request *req, const struct zs_model *m, const
 		return arg == NULL ? 0 : zs_fail(cause, "--routing needs a mixture of experts (--model of a mixtral, qwen2_moe "
 		                                 "or qwen3_moe)");
 	char what[96];
-	zs_moe_scope(req->config, ZS_MOE_THEORY | (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0),
+	zs_moe_scope(req->config, (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0),
 	             what, sizeof what);
 	if (what[0] != '\0') {
 		/* its model states are known whatever the step: point at them */
@@ -273,12 +273,13 @@ static int moe_check(struct theory_request *req, const struct zs_model *m, const
 	if (theory_routing_check(r, m, req->config, BT, cause) < 0)
 		return -1;
 	/* the schemes it concerns: those given DeepSpeed's own step
-	 * (theory_tfm_has_schedule), not a row at the paper's level only */
+	 * (theory_tfm_has_schedule: every scheme, zero3's the z3 leaf), not
+	 * a row at the paper's level only */
 	char starved[160], schemes[64] = "";
 	struct theory_bytes bytes;
 	theory_bytes_per_param(req->config->precision, req->config->optimizer, &bytes);
 	for (size_t i = 0; req->config->framework == ZS_FW_DEEPSPEED && i < req->config->nschemes; i++)
-		if (theory_tfm_has_schedule(m, &req->act, &bytes, ZS_FW_DEEPSPEED, req->config->schemes[i]))
+		if (theory_tfm_has_schedule(m, &req->act, &bytes))
 			snprintf(schemes + strlen(schemes), sizeof schemes - strlen(schemes), "%s%s", schemes[0] ? ", " : "",
 			         zs_scheme_name(req->config->schemes[i]));
 	if (schemes[0] && theory_routing_starved(r, m, BT, starved, sizeof starved))

@@ -580,33 +580,50 @@ static int by_module(const struct zs_run *r)
 	return r->ops->module != NULL && r->model.nlayers > 0 && r->model.layer[0].kind->forward_module != NULL;
 }
 
+/* A routed layer's leaf s in a forward (or a full recompute's): its
+ * route, then the routed tensors it sizes (route_layer's, inside the
+ * leaf's hooks). */
+static void route_leaf(struct zs_run *r, unsigned k, size_t l, size_t s, const struct zs_layer_io *io)
+{
+	const struct zs_layer *ly = &r->model.layer[l];
+	if (s != ly->leaf || ly->kind->route_module == NULL)
+		return;
+	ly->kind->route_module(ly, io);
+	routed_tensors(r, k, l);
+}
+
 /* Layer l on every rank, module by module, the scheme's hooks around
- * each: its tensors, then its modules (in reverse for backward). */
+ * each (a z3 leaf one module: net_hooked): its tensors, then its modules
+ * (in reverse for backward). */
 static void modules_layer(struct zs_run *r, size_t l, enum zs_pass pass)
 {
 	const struct zs_layer *ly = &r->model.layer[l];
+	size_t nm = net_hooked(ly);
 	for (unsigned k = r->r0; k < r->r1; k++)
 		layer_tensors(r, k, l, pass, 1);
 	/* full recompute: the block's forward again first, each module
 	 * between the scheme's hooks of a forward (torch.utils.checkpoint
 	 * reruns it inside backward, where DeepSpeed's hooks fire again) */
 	for (size_t s = 0; pass == ZS_PASS_BACKWARD && ly->kind->recompute_module != NULL &&
-	                   r->model.tfm.recompute == ZS_RECOMPUTE_FULL && s < ly->nmodules; s++) {
+	                   r->model.tfm.recompute == ZS_RECOMPUTE_FULL && s < nm; s++) {
 		r->ops->module(r, r->ctx, l, s, ZS_PASS_FORWARD, 1);
 		for (unsigned k = r->r0; k < r->r1; k++) {
 			struct zs_layer_io io = layer_io(r, k, l, pass);
+			route_leaf(r, k, l, s, &io);
 			ly->kind->recompute_module(ly, &io, s);
 		}
 		r->ops->module(r, r->ctx, l, s, ZS_PASS_FORWARD, 0);
 		tracker_set_phase(&r->tracker, ZS_PH_BACKWARD);
 	}
-	for (size_t i = 0; i < ly->nmodules; i++) {
-		size_t s = pass == ZS_PASS_FORWARD ? i : ly->nmodules - 1 - i;
+	for (size_t i = 0; i < nm; i++) {
+		size_t s = pass == ZS_PASS_FORWARD ? i : nm - 1 - i;
 		r->ops->module(r, r->ctx, l, s, pass, 1);
 		for (unsigned k = r->r0; k < r->r1; k++) {
 			struct zs_layer_io io = layer_io(r, k, l, pass);
 			if (pass == ZS_PASS_FORWARD && ly->matmul_module >= 0 && s == (size_t)ly->matmul_module)
 				tracker_matmul(&r->tracker, k);
+			if (pass == ZS_PASS_FORWARD)
+				route_leaf(r, k, l, s, &io);
 			(pass == ZS_PASS_FORWARD ? ly->kind->forward_module : ly->kind->backward_module)(ly, &io, s);
 		}
 		r->ops->module(r, r->ctx, l, s, pass, 0);

@@ -32,7 +32,7 @@ static void linear_backward(const struct zs_layer *l, const struct zs_layer_io *
 		linear_backward_f32(io->g[0], io->g[1], dx, dy, in, io->w[0], io->batch, l->din, l->dout);
 }
 
-static const struct zs_layer_kind linear = {"linear", linear_forward, linear_backward, NULL, NULL, NULL, NULL};
+static const struct zs_layer_kind linear = {"linear", linear_forward, linear_backward, NULL, NULL, NULL, NULL, NULL};
 
 static float mlp_loss(const struct zs_net *m, float *const *t)
 {
@@ -171,6 +171,8 @@ size_t net_first_ptensor(const struct zs_net *m, size_t l)
 		t += m->layer[i].nptensors;
 	return t;
 }
+
+size_t net_hooked(const struct zs_layer *l) { return l->leaf < l->nmodules ? l->leaf + 1 : l->nmodules; }
 
 size_t net_max_ptensors(const struct zs_net *m)
 {

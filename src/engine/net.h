@@ -104,6 +104,11 @@ struct zs_layer_kind {
 	 * as torch.utils.checkpoint reruns the block's forward, so that a
 	 * scheme may gather around each); NULL for any other kind. */
 	void (*recompute_module)(const struct zs_layer *l, const struct zs_layer_io *io, size_t s);
+	/* Module by module (a scheme's hooks), a routed layer's route runs
+	 * inside its leaf (zs_layer.leaf): the part of the leaf's forward (or
+	 * full recompute) that decides the routed tensors, before they are
+	 * made and forward_module (recompute_module) runs the leaf's rest. */
+	void (*route_module)(const struct zs_layer *l, const struct zs_layer_io *io);
 };
 
 /* A module of a layer: the tensors [first, first + n) of what it reads. */
@@ -134,6 +139,11 @@ struct zs_layer {
 	 * and linear (tied: the embedding's table again). */
 	size_t nmodules;
 	struct zs_module *module; /* malloc'd by the builder (NULL: none); net_free frees it */
+	/* DeepSpeed's z3 leaf (util/ds_coord.h, ds_coord_leaf): modules
+	 * [leaf, nmodules) are one to a scheme's module hooks, which see
+	 * modules 0..leaf (a mixture's sparse-MoE block); nmodules: none.
+	 * net_hooked says how many modules the hooks see. */
+	size_t leaf;
 	/* The module (forward order; 0 for a kind without modules) whose
 	 * forward runs the layer's first matmul, where the replay places
 	 * cuBLAS's workspace (tracker_matmul); -1: none. The step
@@ -223,6 +233,9 @@ unsigned net_add_buffer(struct zs_net *m, const struct step_buffer *b);
  * first's), and the index of its first tensor in the model's tensor order. */
 const struct zs_layer *net_reads(const struct zs_net *m, size_t l);
 size_t net_first_ptensor(const struct zs_net *m, size_t l);
+/* The modules of layer l a scheme's module hooks see: its z3 leaf's
+ * first stands for the whole leaf (zs_layer.leaf). */
+size_t net_hooked(const struct zs_layer *l);
 
 /* The most parameter tensors any layer reads: the length of a layer io's
  * w and g (at least 1). */

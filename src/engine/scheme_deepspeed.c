@@ -628,8 +628,9 @@ struct ds3 {
 	unsigned step;                 /* the optimizer step running, from 1 (ds3_module's message) */
 	size_t *released, *post, npost; /* per tensor at most: malloc'd by ds3_setup */
 	/* The modules (the MLP's: the units; a transformer's: every nn.Module
-	 * with parameters of its own, net.h's zs_module, a tied head's
-	 * reading the token table again): tensors [first, first + n), whether
+	 * with parameters of its own, net.h's zs_module, a mixture's z3 leaf
+	 * one, net_hooked; a tied head's reading the token table again):
+	 * tensors [first, first + n), whether
 	 * it makes their grads (not the tied head's: the table's module does),
 	 * whether no input of it needs grad (the step description's), and
 	 * each layer's first module. */
@@ -682,7 +683,8 @@ static int in_module(const struct ds *ds, size_t t, size_t m)
 }
 
 /* The modules: the MLP's units (each layer's weight and bias, or the whole
- * model), or a transformer's nn.Modules in forward order. */
+ * model), or a transformer's nn.Modules in forward order, a mixture's
+ * sparse-MoE block one z3 leaf (its router and every expert). */
 static void ds3_modules(const struct zs_run *r, struct ds *ds)
 {
 	const struct zs_layout *lo = &r->layout;
@@ -702,9 +704,11 @@ static void ds3_modules(const struct zs_run *r, struct ds *ds)
 		const struct zs_layer *ly = &m->layer[l];
 		size_t t0 = net_first_ptensor(m, l);
 		d->mod_of[l] = d->nmodules;
-		for (size_t s = 0; s < ly->nmodules; s++, d->nmodules++) {
+		for (size_t s = 0; s < net_hooked(ly); s++, d->nmodules++) {
 			d->mod_first[d->nmodules] = t0 + ly->module[s].first;
 			d->mod_n[d->nmodules] = ly->module[s].n;
+			for (size_t x = s + 1; s == ly->leaf && x < ly->nmodules; x++) /* the z3 leaf: the rest of them */
+				d->mod_n[d->nmodules] += ly->module[x].n;
 			d->mod_no_grad_in[d->nmodules] = ly->module[s].no_grad_in;
 			d->mod_grads[d->nmodules] = 1;
 			for (size_t e = 0; e < d->nmodules; e++) /* a tied head's table is the embedding's */
@@ -751,7 +755,7 @@ static long *ds3_checkpointed(const struct zs_run *r, size_t maxmod)
 		return NULL;
 	long *group = zs_calloc(maxmod + 1, sizeof *group);
 	for (size_t l = 0, i = 0; l < m->nlayers; l++)
-		for (size_t s = 0; s < m->layer[l].nmodules; s++)
+		for (size_t s = 0; s < net_hooked(&m->layer[l]); s++)
 			group[i++] = m->layer[l].kind->recompute_module != NULL ? (long)l : -1;
 	return group;
 }

@@ -60,6 +60,7 @@
 #include "engine/net.h"
 #include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
+#include "util/ds_coord.h"
 #include "util/step.h"
 #include "util/util.h"
 
@@ -451,7 +452,12 @@ static void moe_experts16(const struct moe_view *mv, const struct zs_layer *l, c
 	}
 }
 
-static void moe_route(const struct zs_layer *l, const struct zs_layer_io *io)
+/* the attention half's modules (tfm_moe_attn_modules): the leaf's first
+ * is the router, module moe_attn */
+static size_t moe_attn(const struct zs_layer_io *io) { return tfm_moe_attn_modules(&io->net->tfm.dims); }
+
+/* The router on ln2's output: the choices, weights and counts. */
+static void moe_router(const struct zs_layer *l, const struct zs_layer_io *io)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
 	const struct tfm_dims *d = &n->dims;
@@ -459,8 +465,6 @@ static void moe_route(const struct zs_layer *l, const struct zs_layer_io *io)
 	size_t *counts = moe_t(l, io, STEP_MOE_COUNTS);
 	struct moe_view mv;
 	size_t A = tfm_moe_attn_modules(d);
-	for (size_t s = 0; s < A; s++)
-		block_fwd(l, io, s);
 	moe_view_of(&mv, l, io);
 	memset(counts, 0, E * sizeof *counts);
 	moe_router_forward(moe_t(l, io, STEP_MOE_PROBS), mv.v.t[STEP_ACT_LN2], moe_param(l, io, A), BT, d->d, E);
@@ -469,6 +473,13 @@ static void moe_route(const struct zs_layer *l, const struct zs_layer_io *io)
 		moe16(mv.w, moe_t(l, io, STEP_MOE_W), BT * d->top_k, 1);
 	moe_dispatch(moe_t(l, io, STEP_MOE_START), moe_t(l, io, STEP_MOE_TOK), moe_t(l, io, STEP_MOE_SLOT),
 	             moe_t(l, io, STEP_MOE_IDX), BT, E, d->top_k);
+}
+
+static void moe_route(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	for (size_t s = 0; s < moe_attn(io); s++)
+		block_fwd(l, io, s);
+	moe_router(l, io);
 }
 
 /* The experts on their tokens, out (BT, d) = Σ their weighted outputs
@@ -517,6 +528,12 @@ static void moe_fwd(const struct zs_layer *l, const struct zs_layer_io *io)
 	sync16(&mv.v, l, io, 0, STEP_NBLOCK_ACTS - 1, 0, SKIP_NONE);
 }
 
+static void moe_leaf_fwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
+{
+	(void)s;
+	moe_fwd(l, io);
+}
+
 /* res3 = res2 + Σ experts: dres is res2's residual part; d ln2 goes in
  * dx, which ln2's backward (module 3) reads and adds into dres. Under
  * selective recomputation the attention's scores are rebuilt first, as a
@@ -525,7 +542,7 @@ static void moe_fwd(const struct zs_layer *l, const struct zs_layer_io *io)
  * and made the experts' tensors, which the experts fill again here (their
  * sum, the block's output, which is kept, goes to scratch and is not
  * read). */
-static void moe_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
+static void moe_bwd_leaf(const struct zs_layer *l, const struct zs_layer_io *io)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;
 	const struct tfm_dims *d = &n->dims;
@@ -585,8 +602,37 @@ static void moe_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 	                    moe_t(l, io, STEP_MOE_IDX), mv.w, moe_t(l, io, STEP_MOE_PROBS), x, moe_param(l, io, A),
 	                    BT, C, E, k, !d->topk_raw);
 	grads_done(l, io, g0, ng);
-	for (size_t s = A; s-- > 0;)
+}
+
+static void moe_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
+{
+	moe_bwd_leaf(l, io);
+	for (size_t s = moe_attn(io); s-- > 0;)
 		block_bwd(l, io, s);
+}
+
+/* Module by module (DeepSpeed's ZeRO-3): the attention half's modules
+ * as a llama block's, then the sparse-MoE block as one z3 leaf
+ * (zs_layer.leaf, module moe_attn): its route (moe_router) runs
+ * first, then the experts; under full recompute the leaf reruns its
+ * router alone (the experts run again in its backward, as moe_bwd). */
+static void moe_fwd_module(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
+{
+	(s < moe_attn(io) ? block_fwd : moe_leaf_fwd)(l, io, s);
+}
+
+static void moe_recompute_module(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
+{
+	if (s < moe_attn(io))
+		block_fwd(l, io, s);
+}
+
+static void moe_bwd_module(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
+{
+	if (s < moe_attn(io))
+		block_bwd(l, io, s);
+	else
+		moe_bwd_leaf(l, io);
 }
 
 /* ---- the final norm, the head and the loss -------------------------------- */
@@ -668,12 +714,13 @@ static void all_bwd(const struct zs_layer *l, const struct zs_layer_io *io)
 		l->kind->backward_module(l, io, s);
 }
 
-static const struct zs_layer_kind embed_kind = {"embedding", all_fwd, all_bwd, embed_fwd, embed_bwd, NULL, NULL};
-static const struct zs_layer_kind block_kind = {"block", all_fwd, all_bwd, block_fwd, block_bwd, NULL, block_recompute};
-static const struct zs_layer_kind head_kind = {"head", all_fwd, all_bwd, head_fwd, head_bwd, NULL, NULL};
-/* under the paper's schemes only (zs_moe_scope refuses the rest): no
- * module hooks, so no module steps */
-static const struct zs_layer_kind moe_kind = {"moe block", moe_fwd, moe_bwd, NULL, NULL, moe_route, NULL};
+static const struct zs_layer_kind embed_kind = {"embedding", all_fwd, all_bwd, embed_fwd, embed_bwd, NULL, NULL, NULL};
+static const struct zs_layer_kind block_kind = {"block", all_fwd, all_bwd, block_fwd, block_bwd, NULL, block_recompute, NULL};
+static const struct zs_layer_kind head_kind = {"head", all_fwd, all_bwd, head_fwd, head_bwd, NULL, NULL, NULL};
+/* whole under every scheme but DeepSpeed's ZeRO-3, which hooks its
+ * modules (its sparse-MoE block one z3 leaf) */
+static const struct zs_layer_kind moe_kind = {"moe block", moe_fwd, moe_bwd, moe_fwd_module, moe_bwd_module,
+                                              moe_route, moe_recompute_module, moe_router};
 
 /* ---- the list --------------------------------------------------------------- */
 
@@ -708,6 +755,10 @@ static void layer_params(struct zs_layer *ly, const struct step_params *p, size_
 			home++;
 		ly->module[ly->nmodules++] = (struct zs_module){md->first - p->layer[home].first, md->n, md->no_grad_in};
 	}
+	size_t leaf = ds_coord_leaf(p, l), m0 = 0;
+	while (m0 < p->nmodules && p->module[m0].layer != l)
+		m0++;
+	ly->leaf = leaf < p->nmodules ? leaf - m0 : ly->nmodules;
 }
 
 void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, uint64_t seed,

@@ -354,7 +354,7 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 		if (req->config->precision == ZS_AMP_BF16 || req->config->precision == ZS_AMP_FP16)
 			act.elem = 4;
 		r->model_sched = !req->bf16 && /* measure runs no bf16 */
-		                 theory_tfm_has_schedule(req->model, &act, &s.bytes, req->config->framework, scheme);
+		                 theory_tfm_has_schedule(req->model, &act, &s.bytes);
 		if (r->model_sched)
 			theory_tfm_framework_schedule(req->model, d, &req->act, &s.bytes, req->config, b, scheme, unit,
 			                                world, &r->sched);

@@ -456,12 +456,12 @@ void theory_peak_of(const struct zs_model *m, const struct step_params *p, const
 
 /* The exact schedule level for zerosim's own transformer (the engine's
  * `measure --model`: fp32 or mixed, any number of blocks, any
- * framework's scheme but DeepSpeed's zero3): resident, peak and its
+ * framework's scheme): resident, peak and its
  * breakdown, comm, from the shape alone (docs/schedule.md, "Transformers:
  * the engine's schedule"). has_schedule says whether the request is one
  * the engine runs. */
 int theory_tfm_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
-                              const struct theory_bytes *b, enum zs_framework fw, enum zs_scheme scheme);
+                              const struct theory_bytes *b);
 /* The walk (theory_walk.c) of d, m's description at micro-batch `batch`
  * (theory_desc_model; NULL: built here and dropped), under c's framework
  * (c->framework, its options; the paper's for ZS_FW_PAPER or c NULL):

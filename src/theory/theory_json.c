@@ -347,7 +347,7 @@ static void routing_row_json(cJSON *schedule, const struct theory_request *req, 
 	for (unsigned k = 0; k < r->world; k++) {
 		push_num(ra, (double)s->resident_bytes);
 		push_num(pa, (double)peaks[k]);
-		push_num(ca, (double)s->comm_bytes);
+		push_num(ca, s->steps_differ ? s->comm_bytes_mean : (double)s->comm_bytes); /* ZeRO-3's step 1 records */
 	}
 	free(peaks);
 	num(schedule, "peak_rank", s->peak_rank);

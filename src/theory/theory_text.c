@@ -405,7 +405,7 @@ static void headline_of(const struct theory_request *req, const struct theory_ro
 
 /* Why the framework's exact step is not available (theory_tfm_has_schedule
  * false), in words. */
-static const char *no_step_reason(const struct theory_request *req, enum zs_scheme scheme)
+static const char *no_step_reason(const struct theory_request *req)
 {
 	const struct zs_model *m = req->model;
 	struct theory_bytes b;
@@ -419,8 +419,6 @@ static const char *no_step_reason(const struct theory_request *req, enum zs_sche
 		return "more blocks than measure runs";
 	if (req->act.seq > m->positions)
 		return "a sequence beyond the model's positions";
-	if (req->config->framework == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3 && m->experts > 0)
-		return "a mixture of experts under DeepSpeed's ZeRO-3, which measure does not run";
 	return "activations of another width than the precision's";
 }
 
@@ -508,7 +506,7 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 			zs_buf_printf(t, "\n");
 			if (fwh && !h.exact && !fallback) {
 				fallback = 1;
-				reason = no_step_reason(req, c->schemes[s]);
+				reason = no_step_reason(req);
 			}
 		}
 	if (fallback)

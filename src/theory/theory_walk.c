@@ -144,6 +144,10 @@ struct walk {
 	const struct zs_model *model;
 	const struct theory_rank_counts *counts;
 	unsigned step;
+	/* The framework makes a layer's routed buffers (its experts') itself,
+	 * where the engine does: inside its z3 leaf, once the router has run
+	 * (DeepSpeed's ZeRO-3 by module: ds3_routed). */
+	int routed_by_fw;
 };
 
 /* Enter phase p: it holds at least what is held as it begins. */
@@ -209,6 +213,12 @@ static uint64_t buf_bytes(const struct walk *w, const struct step_buffer *x)
 		for (size_t i = 0; i < rc->blocks * E; i++)
 			n = c[i] > n ? c[i] : n;
 	return n * row * x->esize;
+}
+
+/* Whether walk_steps leaves buffer x to the framework (routed_by_fw). */
+static int fw_routed(const struct walk *w, const struct step_buffer *x)
+{
+	return w->routed_by_fw && step_moe_expert(x) >= 0;
 }
 
 static void buf_add(struct walk *w, const struct step_buffers *b, const struct step_buffer *x, int add)
@@ -279,7 +289,8 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 			size_t m0 = d->made_first[l], m1 = d->made_first[l + 1];
 			fw->at(fw->ctx, w, FWD_PRE, l, step);
 			for (size_t k = m0; k < m1; k++)
-				buf_add(w, b, &b->buf[d->made_at[k]], 1);
+				if (!fw_routed(w, &b->buf[d->made_at[k]]))
+					buf_add(w, b, &b->buf[d->made_at[k]], 1);
 			if (layer_matmul(d, l) >= 0)
 				fw->at(fw->ctx, w, FWD_MATMUL, l, step);
 			fw->at(fw->ctx, w, FWD_RUN, l, step);
@@ -296,7 +307,7 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 		for (size_t l = nl; l-- > 0;) {
 			fw->at(fw->ctx, w, BWD_PRE, l, step);
 			for (size_t k = d->made_first[l]; k < d->made_first[l + 1]; k++)
-				if (b->buf[d->made_at[k]].recomputed)
+				if (b->buf[d->made_at[k]].recomputed && !fw_routed(w, &b->buf[d->made_at[k]]))
 					buf_add(w, b, &b->buf[d->made_at[k]], 1);
 			fw->at(fw->ctx, w, BWD_RUN, l, step);
 			for (size_t k = d->freed_first[l]; k < d->freed_first[l + 1]; k++)
@@ -313,14 +324,12 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 }
 
 int theory_tfm_has_schedule(const struct zs_model *m, const struct theory_act_opts *o,
-                              const struct theory_bytes *b, enum zs_framework fw, enum zs_scheme scheme)
+                              const struct theory_bytes *b)
 {
 	/* fp32, or mixed (fp32 master, 16-bit activations); any number of
 	 * blocks (the engine's are bounded by memory only); every framework
-	 * and scheme but DeepSpeed's ZeRO-3 of a mixture (zs_moe_scope) */
-	return o->elem == (b->master != 0 ? 2 : 4) && !o->flash &&
-	       (fw != ZS_FW_DEEPSPEED || scheme != ZS_ZERO3 || m->experts == 0) &&
-	       o->seq <= m->positions;
+	 * and scheme (a mixture: zs_moe_scope) */
+	return o->elem == (b->master != 0 ? 2 : 4) && !o->flash && o->seq <= m->positions;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -658,7 +667,8 @@ static void units_walk(const struct theory_desc *d, const struct events *ev, con
 /* ------------------------------------------------------------------------ */
 /* DeepSpeed's ZeRO-3 by module (docs/schedule.md, "deepspeed", ZeRO-3).
  * On a transformer the modules are the nn.Modules with parameters of
- * their own, the description's, in forward order, each run inside its
+ * their own, the description's, in forward order (a mixture's sparse-MoE
+ * block one z3 leaf: ds_coord_leaf), each run inside its
  * layer once the layer's buffers are made (a tied head is the token table
  * again, whose grads its own module makes); on the MLP they are zerosim's
  * units (unit=layer a linear layer, unit=model all of them), each fetched
@@ -685,6 +695,7 @@ struct ds3_fw {
 	size_t nmodules, *first, *count, *lo, *hi;
 	int *grads, *no_grad_in, by_unit;
 	size_t *of_layer;   /* inside layers: layer l's modules are [of_layer[l], of_layer[l + 1]) */
+	size_t *src;        /* inside layers: the description's module each is (a z3 leaf: its first) */
 	size_t *rel, *post, j;
 	uint64_t N, S, sent, sent_el;
 	uint64_t msent, msent_el; /* this step's so far (--grad-accum: its micro-steps') */
@@ -786,15 +797,34 @@ static void ds3_grads(struct ds3_fw *f, struct walk *w, size_t mi)
 	}
 }
 
-/* Trace entry j (module mi): its fetch (with the prefetch), in backward
- * its grads, and its release. */
-static void ds3_fetch(struct ds3_fw *f, struct walk *w, size_t mi, int complete)
+/* A z3 leaf's forward (or full recompute's) in layer l: once its params
+ * are whole the router runs, and layer l's routed buffers (its experts',
+ * sized by the rank's counts; in a recompute the recomputed ones) are
+ * made, in list order, as the engine's route_leaf makes them. */
+static void ds3_routed(struct ds3_fw *f, struct walk *w, size_t mi, size_t l)
+{
+	const struct theory_desc *d = f->desc;
+	const struct step_buffers *b = &d->bufs;
+	if (f->by_unit || f->d->bwd[f->j] || f->src[mi] != ds_coord_leaf(&d->params, l))
+		return;
+	int again = f->j >= f->nmodules; /* a full recompute's forward, in backward */
+	for (size_t k = d->made_first[l]; k < d->made_first[l + 1]; k++) {
+		const struct step_buffer *x = &b->buf[d->made_at[k]];
+		if (fw_routed(w, x) && (!again || x->recomputed))
+			buf_add(w, b, x, 1);
+	}
+}
+
+/* Trace entry j (module mi, in layer l): its fetch (with the prefetch),
+ * in backward its grads, a leaf's routed buffers, and its release. */
+static void ds3_fetch(struct ds3_fw *f, struct walk *w, size_t mi, size_t l, int complete)
 {
 	const size_t *got;
 	size_t ng = ds_coord_fetch(f->d, f->c, f->j, complete, &got);
 	ds3_gathered(w, f, got, ng);
 	if (f->d->bwd[f->j])
 		ds3_grads(f, w, mi);
+	ds3_routed(f, w, mi, l);
 }
 
 static void ds3_release(struct ds3_fw *f, struct walk *w, int complete)
@@ -824,7 +854,7 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		break;
 	case FWD_PRE:
 		if (f->by_unit && l == f->lo[mi])
-			ds3_fetch(f, w, mi, complete);
+			ds3_fetch(f, w, mi, l, complete);
 		break;
 	case FWD_POST:
 		if (f->by_unit && l == f->hi[mi])
@@ -832,7 +862,7 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		break;
 	case BWD_PRE:
 		if (f->by_unit && f->j < 2 * f->nmodules && l == f->hi[mi])
-			ds3_fetch(f, w, mi, complete);
+			ds3_fetch(f, w, mi, l, complete);
 		break;
 	case BWD_POST:
 		if (f->by_unit && f->j < 2 * f->nmodules && l == f->lo[mi])
@@ -844,7 +874,7 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		break;
 	case FWD_RUN:
 		for (size_t i = f->of_layer[l]; !f->by_unit && i < f->of_layer[l + 1]; i++) {
-			ds3_fetch(f, w, i, complete);
+			ds3_fetch(f, w, i, l, complete);
 			if ((long)(i - f->of_layer[l]) == layer_matmul(f->desc, l))
 				walk_matmul(w);
 			ds3_release(f, w, complete);
@@ -853,7 +883,7 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 	case BWD_RUN: /* the trace's entries of the layer's modules: a full recompute's forward, then backward */
 		while (!f->by_unit && f->j < f->d->ntrace && f->d->trace[f->j] >= f->of_layer[l] &&
 		       f->d->trace[f->j] < f->of_layer[l + 1]) {
-			ds3_fetch(f, w, f->d->trace[f->j], complete);
+			ds3_fetch(f, w, f->d->trace[f->j], l, complete);
 			ds3_release(f, w, complete);
 		}
 		break;
@@ -907,6 +937,7 @@ static void ds3_modules(struct ds3_fw *f, const struct theory_desc *d, enum zs_u
 	f->count = f->first + n;
 	f->lo = f->count + n;
 	f->hi = f->lo + n;
+	f->src = zs_calloc(n + 1, sizeof *f->src);
 	f->grads = zs_calloc(n + 1, sizeof *f->grads);
 	f->no_grad_in = zs_calloc(n + 1, sizeof *f->no_grad_in);
 	f->of_layer = zs_calloc(p->nlayers + 1, sizeof *f->of_layer);
@@ -919,24 +950,33 @@ static void ds3_modules(struct ds3_fw *f, const struct theory_desc *d, enum zs_u
 	}
 	if (f->by_unit)
 		return;
-	size_t l = 0;
-	for (size_t i = 0; i < n; i++) {
-		const struct step_module *x = &p->module[i];
-		for (; l <= x->layer; l++)
+	/* a mixture's sparse-MoE block is one z3 leaf (ds_coord_leaf): its
+	 * first module takes the rest of its layer's */
+	size_t l = 0, i = 0;
+	for (size_t x = 0; x < p->nmodules; x++, i++) {
+		const struct step_module *md = &p->module[x];
+		size_t leaf = ds_coord_leaf(p, md->layer);
+		for (; l <= md->layer; l++)
 			f->of_layer[l] = i;
-		f->first[i] = x->first;
-		f->count[i] = x->n;
-		f->lo[i] = f->hi[i] = x->layer;
-		f->grads[i] = x->n > 0 && p->tensor[x->first].module == i;
-		f->no_grad_in[i] = x->no_grad_in;
+		f->src[i] = x;
+		f->first[i] = md->first;
+		f->count[i] = md->n;
+		f->lo[i] = f->hi[i] = md->layer;
+		f->grads[i] = md->n > 0 && p->tensor[md->first].module == x;
+		f->no_grad_in[i] = md->no_grad_in;
+		if (x == leaf)
+			while (x + 1 < p->nmodules && p->module[x + 1].layer == md->layer)
+				f->count[i] += p->module[++x].n;
 	}
+	f->nmodules = i;
 	for (; l <= p->nlayers; l++)
-		f->of_layer[l] = n;
+		f->of_layer[l] = i;
 }
 
 /* DeepSpeed's ZeRO-3 over --steps steps (the first records the trace). */
 static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
-                     enum zs_unit unit, unsigned world, struct theory_schedule *out, struct theory_trace *tr)
+                     enum zs_unit unit, unsigned world, struct theory_schedule *out, struct theory_trace *tr,
+                     const struct theory_rank_counts *rc)
 {
 	const struct step_params *p = &d->params;
 	uint64_t *tn = zs_calloc(p->ntensors, sizeof *tn), persist = 0, base[ZS_NCATS];
@@ -952,7 +992,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	/* full recompute: each block's modules are checkpointed together */
 	long *group = zs_calloc(f.nmodules + 1, sizeof *group);
 	for (size_t i = 0; i < f.nmodules; i++)
-		group[i] = !f.by_unit && d->recompute == ZS_RECOMPUTE_FULL ? p->module[i].index : -1;
+		group[i] = !f.by_unit && d->recompute == ZS_RECOMPUTE_FULL ? p->module[f.src[i]].index : -1;
 	f.d = ds_coord_new_recompute(tn, p->ntensors, f.first, f.count, f.nmodules, group, f.no_grad_in, c, world);
 	free(group);
 	for (size_t t = 0; t < p->ntensors; t++) {
@@ -961,7 +1001,8 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	}
 	out->params = p->numel;
 	theory_ds3_resident(b, c, f.S, persist, world, out, base);
-	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT, .nmicro = c->grad_accum};
+	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT, .nmicro = c->grad_accum, .model = d->model, .counts = rc,
+	                 .routed_by_fw = !f.by_unit};
 	for (int k = 0; k < ZS_NCATS; k++) /* set-up */
 		walk_add(&w, (enum zs_cat)k, base[k]);
 	w.key = 0;
@@ -977,6 +1018,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	free(tn);
 	free(f.first);
 	free(f.grads);
+	free(f.src);
 	free(f.no_grad_in);
 	free(f.of_layer);
 	free(f.rel);
@@ -1157,8 +1199,14 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 	frozen.ntrain = p->numel;
 	for (size_t u = 0; u < out->nunits; u++)
 		frozen.tshard += (units[u] + N - 1) / N;
+	struct theory_rank_counts rc;
+	int moe = d->model != NULL && d->model->experts > 0;
+	if (moe) /* rank's counts at each step (theory_routing.c) */
+		theory_rank_counts(&rc, d->routing, d->model, d->batch * d->seq, scheme, unit, world, rank);
 	if (fw == ZS_FW_DEEPSPEED && scheme == ZS_ZERO3) { /* by module */
-		ds3_walk(d, b, c, unit, world, out, tr);
+		ds3_walk(d, b, c, unit, world, out, tr, moe ? &rc : NULL);
+		if (moe)
+			theory_rank_counts_free(&rc);
 		free(units);
 		return;
 	}
@@ -1236,10 +1284,6 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		free(tn);
 	}
 	uint64_t gathered, reduced;
-	struct theory_rank_counts rc;
-	int moe = d->model != NULL && d->model->experts > 0;
-	if (moe)
-		theory_rank_counts(&rc, d->routing, d->model, d->batch * d->seq, scheme, unit, world, rank);
 	units_walk(d, &ev, units, unit, world, visit, out, &gathered, &reduced, tr, moe ? &rc : NULL);
 	if (moe)
 		theory_rank_counts_free(&rc);

@@ -15,6 +15,14 @@ int ds_coord_in(const struct ds_coord *d, size_t t, size_t m)
 	return t >= d->mod_first[m] && t < d->mod_first[m] + d->mod_n[m];
 }
 
+size_t ds_coord_leaf(const struct step_params *p, size_t l)
+{
+	for (size_t i = 1; i < p->nmodules; i++)
+		if (p->module[i].layer == l && p->module[i].expert >= 0)
+			return p->module[i - 1].layer == l ? i - 1 : p->nmodules;
+	return p->nmodules;
+}
+
 uint64_t ds_coord_live(const struct ds_coord *d)
 {
 	uint64_t live = 0;

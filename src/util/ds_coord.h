@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "util/config.h"
+#include "util/step.h"
 
 #define DS_REUSE_DISTANCE 1e9 /* stage3_max_reuse_distance's default (runtime/zero/config.py 237) */
 
@@ -79,6 +80,16 @@ size_t ds_coord_release(struct ds_coord *d, size_t j, int complete, size_t *out)
 size_t ds_coord_step(struct ds_coord *d, size_t *released, size_t *nreleased, size_t *out);
 /* Whether tensor t is in module m; the elements whole now. */
 int ds_coord_in(const struct ds_coord *d, size_t t, size_t m);
+/* DeepSpeed's z3 leaf in layer l of p (docs/schedule.md, "Mixtures of
+ * experts"): a mixture's sparse-MoE block marked with set_z3_leaf_modules
+ * (deepspeed/utils/z3_leaf_module.py 47-81), from its router (the module
+ * before the layer's first expert) to the layer's last module (qwen2_moe's
+ * shared expert too), is one module to the coordinator: its hooks fetch
+ * and release every param of it together (iter_params(..., recurse=
+ * z3_leaf_module), partitioned_param_coordinator.py 218, 300, 425-433) and
+ * its children get none (parameter_offload.py 282-288). The index in
+ * p->module of its first module, or p->nmodules where layer l has none. */
+size_t ds_coord_leaf(const struct step_params *p, size_t l);
 uint64_t ds_coord_live(const struct ds_coord *d);
 
 #endif

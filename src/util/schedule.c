@@ -183,13 +183,8 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out)
 void zs_moe_scope(const struct zs_config *c, unsigned flags, char *what, size_t n)
 {
 	what[0] = '\0';
-	int zero3 = 0;
-	for (size_t i = 0; i < c->nschemes; i++)
-		zero3 |= c->schemes[i] == ZS_ZERO3;
 	if (c->framework != ZS_FW_PAPER && c->framework != ZS_FW_DEEPSPEED)
 		snprintf(what, n, "--framework %s (give --framework paper or deepspeed)", zs_framework_name(c->framework));
-	else if (c->framework == ZS_FW_DEEPSPEED && zero3 && !(flags & ZS_MOE_THEORY))
-		snprintf(what, n, "--framework deepspeed's zero3 (give --schemes dp,zero1,zero2)");
 	else if (c->precision != ZS_FP32 && c->precision != ZS_MIXED)
 		snprintf(what, n, "--precision %s (give fp32 or mixed)", zs_precision_name(c->precision));
 	else if (c->grad_accum > 1)

@@ -102,16 +102,15 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
  * named as an option ("--framework torch (give --framework paper or deepspeed)"), into
  * what (n bytes); "" when nothing is. measure and theory refuse a mixture
  * with it, each in its own sentence. */
-#define ZS_MOE_SCOPE "fp32 or mixed under --framework paper, or deepspeed's dp, zero1 and zero2"
+#define ZS_MOE_SCOPE "fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf)"
 /* Under DeepSpeed an expert that gets no token is refused, measured or
  * predicted, in this sentence (docs/schedule.md, "Mixtures of experts"). */
 #define ZS_MOE_STARVED                                                                                        \
 	"under --framework deepspeed its grad stays None, so DeepSpeed's reduce hook never fires for it and "  \
-	"it zero-fills a grad of its own apart (stage_1_and_2.py get_flat_partition; engine.py for dp), which " \
+	"it zero-fills a grad of its own apart (stage_1_and_2.py get_flat_partition; engine.py for dp; "     \
+	"stage3.py reduce_leaf_module_grads for zero3's leaf), which "                                     \
 	"zerosim does not follow (give more tokens: --batch, --seq)"
-/* ZS_MOE_THEORY: the theory's, which gives DeepSpeed's zero3 the paper's
- * level, starred (theory_tfm_has_schedule), where measure refuses it. */
-enum { ZS_MOE_MPI = 1, ZS_MOE_ALLOCATOR = 2, ZS_MOE_CASE = 4, ZS_MOE_FLASH = 8, ZS_MOE_THEORY = 16 };
+enum { ZS_MOE_MPI = 1, ZS_MOE_ALLOCATOR = 2, ZS_MOE_CASE = 4, ZS_MOE_FLASH = 8 };
 void zs_moe_scope(const struct zs_config *c, unsigned flags, char *what, size_t n);
 
 #endif
