@@ -1145,11 +1145,17 @@ ROUTING = []  # per forward, per layer: the tokens each expert got (the run's ow
 
 class MixtralDecoderLayer(LlamaDecoderLayer):
     def __init__(self, cfg, sdpa, attn=None):
-        super().__init__(cfg, sdpa, attn)
-        del self.mlp
+        # registered as MixtralDecoderLayer.__init__ does (model.parameters()'
+        # order): self_attn, block_sparse_moe, input_layernorm,
+        # post_attention_layernorm
+        nn.Module.__init__(self)
         from moe_torch import SparseMoeBlock
+        eps = cfg.get("rms_norm_eps", 1e-6)
+        self.self_attn = (attn or LlamaAttention)(cfg, sdpa)
         self.block_sparse_moe = SparseMoeBlock(cfg["hidden_size"], cfg["intermediate_size"],
                                                cfg["num_local_experts"], cfg["num_experts_per_tok"])
+        self.input_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
+        self.post_attention_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
 
     def forward(self, hidden_states, attention_mask, position_embeddings):
         residual = hidden_states
