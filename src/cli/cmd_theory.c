@@ -232,9 +232,11 @@ static int check_memory(const struct theory_request *req, int reserve_given, cha
 /* A mixture of experts (mixtral): the theory follows the engine's step
  * (docs/schedule.md, "Mixtures of experts"), so it takes what measure
  * runs (zs_moe_scope) and a routing (--routing, default balanced); a
- * file's counts must be the sweep's (theory_routing_check). */
-static int moe_check(struct theory_request *req, const struct zs_model *m, const char *arg, struct theory_routing *r,
-                     int allocator, int flash, char **cause)
+ * file's counts must be the sweep's (theory_routing_check). Under
+ * --framework torch the PyTorch step follows one step's routing, a
+ * file's (config->moe_counts). */
+static int moe_check(struct theory_request *req, struct zs_config *config, const struct zs_model *m, const char *arg,
+                     struct theory_routing *r, int allocator, int flash, char **cause)
 {
 	if (m == NULL || m->experts == 0)
 		return arg == NULL ? 0 : zs_fail(cause, "--routing needs a mixture of experts (--model of a mixtral or qwen2_moe)");
@@ -268,6 +270,16 @@ static int moe_check(struct theory_request *req, const struct zs_model *m, const
 	char starved[160];
 	if (req->config->framework == ZS_FW_DEEPSPEED && theory_routing_starved(r, m, BT, starved, sizeof starved))
 		return zs_fail(cause, "%s: %s gets no token: " ZS_MOE_STARVED, m->name, starved);
+	if (config->framework == ZS_FW_TORCH) {
+		/* the steady step's: the file's run of the sweep's first (scheme,
+		 * unit, N), rank 0, its last step (tests/moe_hf_torch.sh) */
+		if (r->mode != THEORY_ROUTING_FILE)
+			return zs_fail(cause, "--routing %s: under --framework torch the step follows a run's own routing "
+			               "(give --routing FILE)", arg != NULL ? arg : "balanced");
+		const struct theory_routing_run *x =
+		        theory_routing_run_of(r, config->schemes[0], config->units[0], config->world[0]);
+		config->moe_counts = x->counts + (x->steps - 1) * x->blocks * x->experts;
+	}
 	return 0;
 }
 
@@ -528,7 +540,7 @@ int zs_cmd_theory(int argc, char **argv)
 	                                     flash, params_given, args, nargs, spec != NULL, &cause) < 0))
 		goto bad;
 	if (zs_precision_amp_check(&config, model_arg != NULL, &cause) < 0 ||
-	    moe_check(&req, model_arg != NULL ? &model : NULL, routing_arg, &routing, allocator, flash, &cause) < 0 ||
+	    moe_check(&req, &config, model_arg != NULL ? &model : NULL, routing_arg, &routing, allocator, flash, &cause) < 0 ||
 	    zs_freeze_paper_check(&config, model_arg != NULL ? &model : NULL, &cause) < 0)
 		goto bad;
 	if (model_arg != NULL && zs_wrapper_step(&config) &&

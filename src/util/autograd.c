@@ -5458,6 +5458,7 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->lora_targets = c->lora_targets[0] ? c->lora_targets : NULL;
 	o->quant_nf4 = c->quant_nf4;
 	o->double_quant = c->double_quant;
+	o->moe_counts = c->moe_counts;
 }
 
 static int refuse(char **cause, const char *fmt, ...)
@@ -5530,6 +5531,15 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		if (no)
 			return refuse(cause, "--model %s: the PyTorch step of a mixture (%s) with %s is not described yet",
 			              m->name, m->model_type, no);
+		for (uint64_t l = 0; l < m->layers; l++) {
+			uint64_t sum = 0;
+			for (uint64_t e = 0; e < m->experts; e++)
+				sum += o->moe_counts[l * m->experts + e];
+			if (sum != o->batch * o->seq * m->experts_per_tok)
+				return refuse(cause, "--model %s: the routing's block %llu routes %llu assignments, B·T·k is %llu",
+				              m->name, (unsigned long long)l, (unsigned long long)sum,
+				              (unsigned long long)(o->batch * o->seq * m->experts_per_tok));
+		}
 	}
 	/* gemma2 (Gemma2ForCausalLM, fp32, eager attention, plain loop, DDP, FSDP;
 	 * checked against PyTorch 1.13 and 2.6 by tests/hf_torch.sh): the rest

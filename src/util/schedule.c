@@ -186,7 +186,13 @@ void zs_moe_scope(const struct zs_config *c, unsigned flags, char *what, size_t 
 	int zero3 = 0;
 	for (size_t i = 0; i < c->nschemes; i++)
 		zero3 |= c->schemes[i] == ZS_ZERO3;
-	if (c->framework != ZS_FW_PAPER && c->framework != ZS_FW_DEEPSPEED)
+	if (c->framework == ZS_FW_TORCH && !(flags & ZS_MOE_THEORY))
+		snprintf(what, n, "--framework torch in measure (give --framework paper or deepspeed)");
+	else if (c->framework == ZS_FW_TORCH && c->wrapper == ZS_WRAPPER_DDP)
+		snprintf(what, n, "--wrapper ddp (an expert without a token: find_unused_parameters; give none)");
+	else if (c->framework == ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_NONE)
+		snprintf(what, n, "--framework torch --wrapper %s (give --wrapper none)", zs_wrapper_name(c->wrapper));
+	else if (c->framework != ZS_FW_PAPER && c->framework != ZS_FW_DEEPSPEED && c->framework != ZS_FW_TORCH)
 		snprintf(what, n, "--framework %s (give --framework paper or deepspeed)", zs_framework_name(c->framework));
 	else if (c->framework == ZS_FW_DEEPSPEED && zero3 && !(flags & ZS_MOE_THEORY))
 		snprintf(what, n, "--framework deepspeed's zero3 (give --schemes dp,zero1,zero2)");

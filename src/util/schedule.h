@@ -98,11 +98,15 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
 
 /* A mixture of experts (mixtral) runs in the engine's step, and the
  * theory follows that step, as ZS_MOE_SCOPE says (any recompute), in one
- * process: what of c and the caller's flags (below) is outside that,
+ * process; under --framework torch --wrapper none the theory describes
+ * PyTorch's own step instead (util/autograd.c's mixtral block, which
+ * measure does not run yet): what of c and the caller's flags (below) is outside that,
  * named as an option ("--framework torch (give --framework paper or deepspeed)"), into
  * what (n bytes); "" when nothing is. measure and theory refuse a mixture
  * with it, each in its own sentence. */
-#define ZS_MOE_SCOPE "fp32 or mixed under --framework paper, or deepspeed's dp, zero1 and zero2"
+#define ZS_MOE_SCOPE                                                                                          \
+	"fp32 or mixed under --framework paper, or deepspeed's dp, zero1 and zero2 (the theory also fp32 under " \
+	"--framework torch --wrapper none, PyTorch 1.13's step, with --routing FILE)"
 /* Under DeepSpeed an expert that gets no token is refused, measured or
  * predicted, in this sentence (docs/schedule.md, "Mixtures of experts"). */
 #define ZS_MOE_STARVED                                                                                        \
