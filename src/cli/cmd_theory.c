@@ -278,6 +278,16 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 			               "(give --routing FILE)", arg != NULL ? arg : "balanced");
 		const struct theory_routing_run *x =
 		        theory_routing_run_of(r, config->schemes[0], config->units[0], config->world[0]);
+		/* an expert without a token keeps its .grad None under zero_grad
+		 * zeros too (1.13's zeroes the grads there are), so Adam skips it
+		 * until its first token: the step's set-up gives every parameter
+		 * its grad and state, as every expert's first-step token does */
+		for (size_t i = 0; i < x->blocks * x->experts; i++)
+			if (x->counts[i] == 0)
+				return zs_fail(cause, "--routing %s: block %zu's expert %zu gets no token in the run's first "
+				               "step, so its .grad stays None and Adam skips it until one comes: not described "
+				               "under --framework torch yet (give more tokens: --batch, --seq)", arg,
+				               i / x->experts, i % x->experts);
 		config->moe_counts = x->counts + (x->steps - 1) * x->blocks * x->experts;
 	}
 	return 0;
