@@ -1,27 +1,28 @@
 #!/bin/sh
-# moe_hf_torch — the outside side of issue #25's mixture under the PyTorch
-# step (--framework torch): tests/hf_torch.py trains the tiny mixtral of
-# tests/moe_lib.sh (d 64, F 96, 2 blocks, 8 heads, 4 experts, top 2) op for
-# op from modeling_mixtral.py at 00d4b3d2 (MixtralDecoderLayer, and
-# tests/moe_torch.py's MixtralSparseMoeBlock) under PyTorch 1.13's
-# profiler (fp32, the plain loop, Adam, zero_grad zeros, eager attention),
-# and records the run's own routing, each step's tokens per expert a block.
-# zerosim's PyTorch step does not describe the block yet (util/autograd.c
-# has no mixture functions), so this holds what is built:
+# moe_hf_torch — issue #25's mixture under the PyTorch step (--framework
+# torch --wrapper none): zerosim's theory of util/autograd.c's mixtral block
+# against PyTorch 1.13 training the tiny mixtral of tests/moe_lib.sh (d 64,
+# F 96, 2 blocks, 8 heads, 4 experts, top 2) op for op (tests/hf_torch.py's
+# MixtralDecoderLayer over tests/moe_torch.py's MixtralSparseMoeBlock,
+# modeling_mixtral.py at 00d4b3d2) under its profiler: fp32, Adam, zero_grad
+# zeros, eager attention, 3 steps. The reference records its own routing
+# (each step's tokens per expert a block), which the theory takes as a
+# measured run's (--routing FILE: the steady step's, the last):
 #
-#  - the reference's routing is a routing: every block of every step routes
-#    B·T·k assignments over E experts, and zerosim's theory takes it as a
-#    measured run's (--routing FILE, the paper's scope, which parses and
-#    checks it: blocks, experts, steps, the B·T·k sum);
-#  - the routing is what PyTorch's allocator saw: in the traced step each
-#    block's hit experts, in order, allocate their w1 products of
-#    n_e · F fp32 bytes (n_e the recorded count) and their gathered inputs
-#    hidden_states[None, top_x] of n_e · d, and torch.where's nonzero of
-#    n_e · 2 int64 — a record that disagrees with the allocator fails;
-#  - zerosim refuses the mixture under --framework torch, measure and
-#    theory, with ZS_MOE_SCOPE's sentence (not a silent wrong answer).
+#  - the record is a routing (B·T·k assignments a block over E experts)
+#    and is what the allocator saw: in the traced step each block's hit
+#    experts allocate expert_mask[expert_idx], torch.where's nonzero
+#    [n, 2], hidden_states[None, top_x] [n, d], w1, w3, w2 and the routing
+#    weights' [n, 1], each sized by the recorded count n;
+#  - the theory's bytes between steps, the steady step's peak and every
+#    mark it names equal the allocator's to the byte (tests/ft_cmp.py), at
+#    B 2 T 16 and at B 1 T 8, whose steady step leaves block 1's expert 0
+#    without a token (its grad stays zeros, Adam still steps it);
+#  - refused by name: a routing whose first step leaves an expert without a
+#    token (at B 1 T 2: its .grad stays None), --wrapper ddp, and measure
+#    (the engine does not run the PyTorch step's mixture yet).
 #
-# About 4 s. Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
+# About 10 s. Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
 # makes that a failure), 99 hard error.
 name=moe_hf_torch
 needs=""
@@ -29,13 +30,19 @@ src=${srcdir:-.}
 . "$src/tests/moe_lib.sh"
 . "$src/tests/torch_python.sh"
 export PYTHONDONTWRITEBYTECODE=1
-B=2 T=16 S=3
-"$py" "$src/tests/hf_torch.py" --model "$tmp/config.json" --seq $T --batch $B --steps $S --zero-grad zeros \
-	--no-attribution --trace "$tmp/trace" --out "$tmp/ref.json" >"$tmp/ref.log" 2>&1 ||
-	{ cat "$tmp/ref.log" >&2; echo "$name: hf_torch.py failed" >&2; exit 99; }
+S=3
+torch_opts="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu --zero-grad zeros
+	--optimizer-impl single --precision fp32 --world 1 --schemes dp --steps $S"
 
-# the routing as a measured run's (docs/formats.md's "routing"), one rank
-python3 - "$tmp/ref.json" "$tmp/config.json" "$tmp/trace" "$tmp/routing.json" $B $T $S <<'PY' || status=1
+# ref B T: the reference's run into $tmp/ref-B-T.json (its trace beside),
+# its routing as a measured run's in $tmp/routing-B-T.json; the record
+# checked against its allocator's events (status 1 where it is not)
+ref() {
+	tag=$1-$2
+	"$py" "$src/tests/hf_torch.py" --model "$tmp/config.json" --seq "$2" --batch "$1" --steps $S --zero-grad zeros \
+		--no-attribution --trace "$tmp/trace-$tag" --out "$tmp/ref-$tag.json" >"$tmp/ref.log" 2>&1 ||
+		{ cat "$tmp/ref.log" >&2; echo "$name: hf_torch.py at B $1 T $2 failed" >&2; exit 99; }
+	python3 - "$tmp/ref-$tag.json" "$tmp/config.json" "$tmp/trace-$tag" "$tmp/routing-$tag.json" "$1" "$2" $S <<'PY' ||
 import json, sys
 ref, cfg = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 trace, out = sys.argv[3], sys.argv[4]
@@ -49,8 +56,7 @@ for s, step in enumerate(rt["steps"] + [rt["traced"]]):
     for l, c in enumerate(step):
         if len(c) != E or sum(c) != B * T * K:
             bad.append("forward %d block %d routes %s, not %d assignments over %d experts" % (s, l, c, B * T * K, E))
-# the traced step's allocations inside each block's forward: per hit
-# expert, nonzero [n, 2] int64, index [1, n, d], then its w1's mm [n, F]
+# the traced step's allocations inside each block's forward
 seen, blk = [[] for _ in range(L)], None
 for line in open(trace):
     w = line.split()
@@ -78,31 +84,56 @@ for l in range(L):
     if seen[l] != want:
         bad.append("block %d: the allocator's expert allocations %s, the recorded routing %s gives %s" %
                    (l, seen[l], rt["traced"][l], want))
-meta = dict(seq=T, batch=B)
-json.dump({"format": "zerosim-measured/1", "config": meta,
+json.dump({"format": "zerosim-measured/1", "config": dict(seq=T, batch=B),
            "runs": [{"scheme": "dp", "unit": "model", "world": 1,
                      "routing": {"blocks": L, "experts": E, "tokens_per_expert": [rt["steps"]]}}]}, open(out, "w"))
 for b in bad:
-    print("moe_hf_torch: FAIL: " + b, file=sys.stderr)
+    print("moe_hf_torch: FAIL: B %d T %d: %s" % (B, T, b), file=sys.stderr)
 sys.exit(1 if bad else 0)
 PY
-[ -s "$tmp/routing.json" ] || exit $status
+		status=1
+}
 
-# zerosim's theory takes the reference's routing as a measured run's
-common="--model $tmp/config.json --seq $T --batch $B --steps $S --world 1 --schemes dp"
-# shellcheck disable=SC2086
-"$zerosim" theory $common --framework paper --routing "$tmp/routing.json" --out "$tmp/t.json" 2>"$tmp/err" ||
-	fail "theory --routing the reference's routing: $(cat "$tmp/err")"
-
-# and refuses the PyTorch step's mixture by name, measure and theory
-for cmd in theory measure; do
+# agree B T: the theory under the reference's routing against the reference
+agree() {
+	tag=$1-$2
 	# shellcheck disable=SC2086
-	"$zerosim" $cmd $common --framework torch --wrapper none --out "$tmp/x.json" 2>"$tmp/err"
-	rc=$?
-	if [ $rc -ne 2 ] || ! grep -q "^zerosim $cmd: .*a mixture of experts .*; not with --framework torch (give --framework paper or deepspeed)" "$tmp/err" ||
-		[ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/x.json" ]; then
-		fail "$cmd --framework torch on a mixture: exit $rc, '$(cat "$tmp/err")' (want 2 and ZS_MOE_SCOPE's sentence)"
+	if ! "$zerosim" theory --model "$tmp/config.json" --seq "$2" --batch "$1" $torch_opts \
+		--routing "$tmp/routing-$tag.json" --out "$tmp/t-$tag.json" 2>"$tmp/err"; then
+		fail "B $1 T $2: theory: $(cat "$tmp/err")"
+		return
 	fi
-done
-[ $status -eq 0 ] && echo "moe_hf_torch: the reference's routing (B·T·k = $((B * T * 2)) a block) agrees with its allocator and zerosim's parser; --framework torch refused"
+	"$py" "$src/tests/ft_cmp.py" "$tmp/ref-$tag.json" "$tmp/t-$tag.json" - "mixtral B $1 T $2" || status=1
+}
+
+ref 2 16
+agree 2 16
+ref 1 8
+# the case's point: its steady step leaves an expert without a token
+python3 -c 'import json, sys; sys.exit(0 if any(0 in c for c in json.load(open(sys.argv[1]))["routing"]["steps"][-1]) else 1)' \
+	"$tmp/ref-1-8.json" || fail "B 1 T 8: no expert is left without a token in the steady step any more"
+agree 1 8
+
+# refused: one line on stderr, exit 2, nothing written (refuse LABEL PATTERN COMMAND...)
+refuse() {
+	label=$1 pattern=$2
+	shift 2
+	"$@" --out "$tmp/x.json" 2>"$tmp/err"
+	rc=$?
+	if [ $rc -ne 2 ] || ! grep -q -- "$pattern" "$tmp/err" || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/x.json" ]; then
+		fail "$label: exit $rc, '$(cat "$tmp/err")' (want 2 and '$pattern')"
+	fi
+}
+ref 1 2
+# shellcheck disable=SC2086
+refuse "first-step starved expert" "block 0's expert [0-9] gets no token in the run's first step" \
+	"$zerosim" theory --model "$tmp/config.json" --seq 2 --batch 1 $torch_opts --routing "$tmp/routing-1-2.json"
+# shellcheck disable=SC2086
+refuse "--wrapper ddp" "not with --wrapper ddp (an expert without a token: find_unused_parameters; give none)" \
+	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/') \
+	--routing "$tmp/routing-2-16.json"
+# shellcheck disable=SC2086
+refuse "measure" "^zerosim measure: .*not with --framework torch in measure (give --framework paper or deepspeed)$" \
+	"$zerosim" measure -q --model "$tmp/config.json" --seq 16 --batch 2 $torch_opts
+[ $status -eq 0 ] && echo "$name: the tiny mixtral's PyTorch step (B 2 T 16; B 1 T 8, an expert idle) equals 1.13's allocator to the byte; its refusals hold"
 exit $status
