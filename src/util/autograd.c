@@ -3342,6 +3342,66 @@ static void moe_params(struct bld *b, struct model *M, unsigned long long L)
 		}
 }
 
+/* out = in0 <k> in1 (in1 NO for a unary op), a new tensor shaped as `shape`. */
+static T moe_op(struct bld *b, enum ag_op k, const char *what, T shape, T in0, T in1)
+{
+	T out = like(b, what, shape);
+	op(b, k, in0, in1, NO, out, NO, NO);
+	return out;
+}
+
+/* Expert e's linear w ("w1", "w2", "w3") of block i: its module, its weight. */
+static int32_t moe_mod(struct bld *b, int i, uint64_t e, const char *w)
+{
+	return modname(b, "model.layers.%d.block_sparse_moe.experts.%llu.%s", i, (unsigned long long)e, w);
+}
+
+static struct pt *moe_w(struct bld *b, struct model *M, int i, uint64_t e, const char *w)
+{
+	return PF(M, b, "model.layers.%d.block_sparse_moe.experts.%llu.%s.weight", i, (unsigned long long)e, w);
+}
+
+/* A broadcast operand's gradient: full (released) summed to [rows, 1]. */
+static T moe_sum_to(struct bld *b, const char *what, T full, uint64_t rows)
+{
+	T out = TMP(what, AG_F32, rows, 1);
+	op(b, AG_OP_SUM_TO, full, NO, NO, out, NO, NO);
+	unref(b, full);
+	return out;
+}
+
+static int refuse(char **cause, const char *fmt, ...);
+
+/* What of the options the block is not described under (one line into
+ * *cause, -1), or a routing whose blocks do not route B·T·k assignments;
+ * else 0. */
+static int moe_refuse(const struct zs_model *m, const struct ag_options *o, char **cause)
+{
+	const char *no = o->moe_counts == NULL                ? "no routing (give --routing)"
+	                 : o->version != ZS_TORCH_1_13        ? "--torch-version 2.6 (give 1.13)"
+	                 : o->amp != AG_F32                   ? "autocast (give --precision fp32)"
+	                 : o->optim_impl != ZS_OPTIM_SINGLE   ? "--optimizer-impl foreach or fused (give single)"
+	                 : o->zero_grad != ZS_ZERO_GRAD_ZEROS ? "zero_grad(set_to_none=True) (give --zero-grad zeros)"
+	                 : (o->freeze && *o->freeze) || o->lora_r || o->quant_nf4 ? "--freeze, --lora-r or --quant-base"
+	                 : o->recompute                       ? "--recompute full (give none)"
+	                 : o->grad_accum > 1 || o->zero1_world ? "--grad-accum or ZeroRedundancyOptimizer"
+	                 : m->attn_pdrop > 0                  ? "attention_dropout (give a config with 0)"
+	                                                      : NULL;
+	if (no)
+		return refuse(cause, "--model %s: the PyTorch step of a mixture (%s) with %s is not described yet", m->name,
+		              m->model_type, no);
+	uint64_t want = o->batch * o->seq * m->experts_per_tok;
+	for (uint64_t l = 0; l < m->layers; l++) {
+		uint64_t sum = 0;
+		for (uint64_t e = 0; e < m->experts; e++)
+			sum += o->moe_counts[l * m->experts + e];
+		if (sum != want)
+			return refuse(cause, "--model %s: the routing's block %llu routes %llu assignments, B·T·k is %llu",
+			              m->name, (unsigned long long)l, (unsigned long long)sum, (unsigned long long)want);
+	}
+	return 0;
+}
+
 static const uint64_t *moe_counts(struct bld *b, int i)
 {
 	return b->o->moe_counts + (size_t)i * b->m->experts;
@@ -3369,15 +3429,13 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 	/* softmax in float32 (the logits are: no copy), topk, the weights'
 	 * sum, and routing_weights /= it in place (DivBackward0 keeps a clone
 	 * of the original and the sum) */
-	s->probs = like(b, "_softmax (router)", s->logits);
-	op(b, AG_OP_SOFTMAX, s->logits, NO, NO, s->probs, NO, NO);
+	s->probs = moe_op(b, AG_OP_SOFTMAX, "_softmax (router)", s->logits, s->logits, NO);
 	T rw = TMP("topk (routing_weights)", AG_F32, BT, K);
 	s->topi = TMP("topk (selected_experts)", AG_I64, BT, K);
 	op(b, AG_OP_TOPK, s->probs, NO, NO, rw, s->topi, NO)->arg[0] = (double)K;
 	s->ssum = TMP("sum (routing_weights)", AG_F32, BT, 1);
 	op(b, AG_OP_SUM_TO, rw, NO, NO, s->ssum, NO, NO);
-	s->vclone = like(b, "clone (div_'s original self)", rw);
-	op(b, AG_OP_COPY, rw, NO, NO, s->vclone, NO, NO);
+	s->vclone = moe_op(b, AG_OP_COPY, "clone (div_'s original self)", rw, rw, NO);
 	op(b, AG_OP_DIV, rw, s->ssum, NO, rw, NO, NO);
 	T fin = TMP("zeros (final_hidden_states)", AG_F32, BT, d);
 	op(b, AG_OP_FILL, NO, NO, NO, fin, NO, NO);
@@ -3417,7 +3475,6 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 		uint64_t n = cnt[e];
 		if (n == 0)
 			continue;
-		unsigned long long eu = (unsigned long long)e;
 		b->module = blk;
 		T eidx = vw(b, hitn, 1, SH(1), (const int64_t[]){ 1 }, j++);
 		T sel = TMP("index (expert_mask[expert_idx])", AG_I64, 1, K, BT);
@@ -3435,23 +3492,20 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 		op(b, AG_OP_INDEX, xv, c->top_x, NO, cur, NO, NO);
 		T cur2 = reshape(b, cur, 2, SH(n, d));
 		unref(b, cur);
-		b->module = modname(b, "model.layers.%d.block_sparse_moe.experts.%llu.w1", i, eu);
-		c->w1o = linear(b, cur2, PF(M, b, "model.layers.%d.block_sparse_moe.experts.%llu.w1.weight", i, eu), &c->w1);
-		c->silu = like(b, "silu", c->w1o);
-		op(b, AG_OP_SILU, c->w1o, NO, NO, c->silu, NO, NO);
-		b->module = modname(b, "model.layers.%d.block_sparse_moe.experts.%llu.w3", i, eu);
-		c->w3o = linear(b, cur2, PF(M, b, "model.layers.%d.block_sparse_moe.experts.%llu.w3.weight", i, eu), &c->w3);
+		b->module = moe_mod(b, i, e, "w1");
+		c->w1o = linear(b, cur2, moe_w(b, M, i, e, "w1"), &c->w1);
+		c->silu = moe_op(b, AG_OP_SILU, "silu", c->w1o, c->w1o, NO);
+		b->module = moe_mod(b, i, e, "w3");
+		c->w3o = linear(b, cur2, moe_w(b, M, i, e, "w3"), &c->w3);
 		unref(b, cur2);
-		T mu = like(b, "mul (silu(w1 x) * w3 x)", c->silu);
-		op(b, AG_OP_MUL, c->silu, c->w3o, NO, mu, NO, NO);
-		b->module = modname(b, "model.layers.%d.block_sparse_moe.experts.%llu.w2", i, eu);
-		c->w2o = linear(b, mu, PF(M, b, "model.layers.%d.block_sparse_moe.experts.%llu.w2.weight", i, eu), &c->w2);
+		T mu = moe_op(b, AG_OP_MUL, "mul (silu(w1 x) * w3 x)", c->silu, c->silu, c->w3o);
+		b->module = moe_mod(b, i, e, "w2");
+		c->w2o = linear(b, mu, moe_w(b, M, i, e, "w2"), &c->w2);
 		unref(b, mu);
 		b->module = blk;
 		c->rw = TMP("index (routing_weights[top_x, idx, None])", AG_F32, n, 1);
 		op(b, AG_OP_INDEX, rw, c->top_x, c->idx, c->rw, NO, NO);
-		c->prod = like(b, "mul (expert output * routing weight)", c->w2o);
-		op(b, AG_OP_MUL, c->w2o, c->rw, NO, c->prod, NO, NO);
+		c->prod = moe_op(b, AG_OP_MUL, "mul (expert output * routing weight)", c->w2o, c->w2o, c->rw);
 		op(b, AG_OP_INDEX_ADD_, fin, c->top_x, c->prod, fin, NO, NO);
 		ref(b, c->top_x); /* three nodes hold the indices: IndexAddBackward, the two IndexBackwards */
 		ref(b, c->top_x);
@@ -3492,19 +3546,14 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 		uint64_t n = cnt[e];
 		if (n == 0)
 			continue;
-		unsigned long long eu = (unsigned long long)e;
 		b->module = blk;
 		T isel = TMP("index_select (index_add_ backward)", AG_F32, n, d);
 		op(b, AG_OP_INDEX, g2, c->top_x, NO, isel, NO, NO);
 		unref(b, c->prod);
 		unref(b, c->top_x);
-		T dw2o = like(b, "mul (backward)", c->w2o);
-		op(b, AG_OP_MUL, isel, c->rw, NO, dw2o, NO, NO);
-		T drwf = like(b, "mul (backward)", c->w2o);
-		op(b, AG_OP_MUL, isel, c->w2o, NO, drwf, NO, NO);
-		T drw = TMP("sum (to the weight's shape)", AG_F32, n, 1);
-		op(b, AG_OP_SUM_TO, drwf, NO, NO, drw, NO, NO);
-		unref(b, drwf);
+		T dw2o = moe_op(b, AG_OP_MUL, "mul (backward)", c->w2o, isel, c->rw);
+		T drwf = moe_op(b, AG_OP_MUL, "mul (backward)", c->w2o, isel, c->w2o);
+		T drw = moe_sum_to(b, "sum (to the weight's shape)", drwf, n);
 		unref(b, isel);
 		unref(b, c->w2o);
 		unref(b, c->rw);
@@ -3516,19 +3565,18 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 		unref(b, c->idx);
 		arrive(b, &rwbuf, zr);
 		T dmu = NO, cb = NO, dsl, dup;
-		b->module = modname(b, "model.layers.%d.block_sparse_moe.experts.%llu.w2", i, eu);
-		linear_bwd(b, dw2o, 1, &c->w2, PF(M, b, "model.layers.%d.block_sparse_moe.experts.%llu.w2.weight", i, eu),
+		b->module = moe_mod(b, i, e, "w2");
+		linear_bwd(b, dw2o, 1, &c->w2, moe_w(b, M, i, e, "w2"),
 		           &dmu);
 		mul_bwd(b, "mul (backward)", dmu, c->silu, c->w3o, &dsl, &dup);
-		b->module = modname(b, "model.layers.%d.block_sparse_moe.experts.%llu.w3", i, eu);
-		linear_bwd(b, dup, 1, &c->w3, PF(M, b, "model.layers.%d.block_sparse_moe.experts.%llu.w3.weight", i, eu),
+		b->module = moe_mod(b, i, e, "w3");
+		linear_bwd(b, dup, 1, &c->w3, moe_w(b, M, i, e, "w3"),
 		           &cb);
-		b->module = modname(b, "model.layers.%d.block_sparse_moe.experts.%llu.w1", i, eu);
-		T dgp = like(b, "silu_backward", c->w1o);
-		op(b, AG_OP_SILU_BWD, dsl, c->w1o, NO, dgp, NO, NO);
+		b->module = moe_mod(b, i, e, "w1");
+		T dgp = moe_op(b, AG_OP_SILU_BWD, "silu_backward", c->w1o, dsl, c->w1o);
 		unref(b, dsl);
 		unref(b, c->w1o);
-		linear_bwd(b, dgp, 1, &c->w1, PF(M, b, "model.layers.%d.block_sparse_moe.experts.%llu.w1.weight", i, eu),
+		linear_bwd(b, dgp, 1, &c->w1, moe_w(b, M, i, e, "w1"),
 		           &cb);
 		b->module = blk;
 		T zx = TMP("new_zeros (index backward)", AG_F32, BT, d);
@@ -3543,22 +3591,15 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 	s->ex = NULL;
 	b->module = blk;
 	{ /* the router's (k >= 1: some expert is hit, the buffer holds its weights' gradient) */
-		T a = like(b, "div (div backward)", s->vclone);
-		op(b, AG_OP_DIV, s->vclone, s->ssum, NO, a, NO, NO);
-		T a2 = like(b, "div (div backward)", s->vclone);
-		op(b, AG_OP_DIV, a, s->ssum, NO, a2, NO, NO);
-		T ng = like(b, "neg (div backward)", rwbuf);
-		op(b, AG_OP_NEG, rwbuf, NO, NO, ng, NO, NO);
-		T r = like(b, "mul (div backward)", rwbuf);
-		op(b, AG_OP_MUL, ng, a2, NO, r, NO, NO);
+		T a = moe_op(b, AG_OP_DIV, "div (div backward)", s->vclone, s->vclone, s->ssum);
+		T a2 = moe_op(b, AG_OP_DIV, "div (div backward)", s->vclone, a, s->ssum);
+		T ng = moe_op(b, AG_OP_NEG, "neg (div backward)", rwbuf, rwbuf, NO);
+		T r = moe_op(b, AG_OP_MUL, "mul (div backward)", rwbuf, ng, a2);
 		unref(b, a);
 		unref(b, a2);
 		unref(b, ng);
-		T dself = like(b, "div (div backward)", rwbuf);
-		op(b, AG_OP_DIV, rwbuf, s->ssum, NO, dself, NO, NO);
-		T dother = TMP("sum (to other's shape)", AG_F32, BT, 1);
-		op(b, AG_OP_SUM_TO, r, NO, NO, dother, NO, NO);
-		unref(b, r);
+		T dself = moe_op(b, AG_OP_DIV, "div (div backward)", rwbuf, rwbuf, s->ssum);
+		T dother = moe_sum_to(b, "sum (to other's shape)", r, BT);
 		unref(b, rwbuf);
 		unref(b, s->vclone);
 		unref(b, s->ssum);
@@ -3570,8 +3611,7 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 		op(b, AG_OP_SCATTER_, dz, s->topi, dself, dz, NO, NO);
 		unref(b, dself);
 		unref(b, s->topi);
-		T dl = like(b, "_softmax_backward_data (router)", s->probs);
-		op(b, AG_OP_SOFTMAX_BWD, dz, s->probs, NO, dl, NO, NO);
+		T dl = moe_op(b, AG_OP_SOFTMAX_BWD, "_softmax_backward_data (router)", s->probs, dz, s->probs);
 		unref(b, dz);
 		unref(b, s->probs);
 		b->module = modname(b, "model.layers.%d.block_sparse_moe.gate", i);
@@ -5516,31 +5556,8 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		              "mistral, qwen2, qwen3, phi3, gemma2, gemma3_text and mixtral are)", m->name, m->model_type);
 	/* mixtral's block (moe_fwd): as checked against 1.13's allocator
 	 * (tests/moe_hf_torch.sh), its routing the step's own; the rest by name */
-	if (m->experts > 0) {
-		const char *no = o->moe_counts == NULL                ? "no routing (give --routing)"
-		                 : o->version != ZS_TORCH_1_13        ? "--torch-version 2.6 (give 1.13)"
-		                 : o->amp != AG_F32                   ? "autocast (give --precision fp32)"
-		                 : o->optim_impl != ZS_OPTIM_SINGLE   ? "--optimizer-impl foreach or fused (give single)"
-		                 : o->zero_grad != ZS_ZERO_GRAD_ZEROS ? "zero_grad(set_to_none=True) (give --zero-grad zeros)"
-		                 : (o->freeze && *o->freeze) || o->lora_r || o->quant_nf4 ? "--freeze, --lora-r or --quant-base"
-		                 : o->recompute                       ? "--recompute full (give none)"
-		                 : o->grad_accum > 1                  ? "--grad-accum (give 1)"
-		                 : o->zero1_world                     ? "ZeroRedundancyOptimizer (give --schemes dp)"
-		                 : m->attn_pdrop > 0                  ? "attention_dropout (give a config with 0)"
-		                                                      : NULL;
-		if (no)
-			return refuse(cause, "--model %s: the PyTorch step of a mixture (%s) with %s is not described yet",
-			              m->name, m->model_type, no);
-		for (uint64_t l = 0; l < m->layers; l++) {
-			uint64_t sum = 0;
-			for (uint64_t e = 0; e < m->experts; e++)
-				sum += o->moe_counts[l * m->experts + e];
-			if (sum != o->batch * o->seq * m->experts_per_tok)
-				return refuse(cause, "--model %s: the routing's block %llu routes %llu assignments, B·T·k is %llu",
-				              m->name, (unsigned long long)l, (unsigned long long)sum,
-				              (unsigned long long)(o->batch * o->seq * m->experts_per_tok));
-		}
-	}
+	if (m->experts > 0 && moe_refuse(m, o, cause) < 0)
+		return -1;
 	/* gemma2 (Gemma2ForCausalLM, fp32, eager attention, plain loop, DDP, FSDP;
 	 * checked against PyTorch 1.13 and 2.6 by tests/hf_torch.sh): the rest
 	 * of it is not described. transformers' sdpa_attention_forward takes
