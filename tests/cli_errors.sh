@@ -532,9 +532,9 @@ try 0 "" theory --model "$tmp/relu.json" --world 2
 # the paper's schemes and DeepSpeed's four (tests/moe_step.sh,
 # tests/moe_fw.sh, tests/ds_moe.sh); the rest is refused by name
 [ -d "$top/data/models" ] || { ZEROSIM_DATADIR=$srcdir; export ZEROSIM_DATADIR; }
-moe_in="fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf)"
+moe_in="fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf; the theory also fp32 under --framework torch --wrapper none, PyTorch 1.13's step, with --routing FILE)"
 moe_no="mixtral-8x7b: a mixture of experts runs in the engine's step in $moe_in, in one process, so far; not with"
-bad_measure "$moe_no --framework torch (give --framework paper or deepspeed)" --model mixtral-8x7b --seq 8 --framework torch
+bad_measure "$moe_no --framework torch in measure (give --framework paper or deepspeed)" --model mixtral-8x7b --seq 8 --framework torch
 bad_measure "$moe_no --grad-accum 2 (give 1)" --model mixtral-8x7b --seq 8 --framework deepspeed --grad-accum 2
 [ -d "$top/data/models" ] || unset ZEROSIM_DATADIR
 # MixtralConfig stores a null as None, on which its block fails: refused,
@@ -545,7 +545,7 @@ printf '{"model_type": "mixtral", "hidden_size": 16, "intermediate_size": 40, "n
 bad_theory "$tmp/moe-null.json: \"num_experts_per_tok\" is null (a whole number is needed: transformers' block fails on None)" \
 	--model "$tmp/moe-null.json"
 sed 's/"num_experts_per_tok": null/"num_experts_per_tok": 1/' "$tmp/moe-null.json" >"$tmp/moe-one.json"
-bad_theory "moe-one: a mixture of experts (1 expert, top 1): the theory follows the engine's step, $moe_in, so far; not with --framework torch (give --framework paper or deepspeed)" --model "$tmp/moe-one.json" --framework torch
+bad_theory "moe-one: a mixture of experts (1 expert, top 1): the theory follows the engine's step, $moe_in, so far; not with --framework torch --wrapper auto (give --wrapper none)" --model "$tmp/moe-one.json" --framework torch
 # the engine runs the block, not the auxiliary loss nor the router's noise
 sed 's/"num_experts_per_tok": 1/"num_experts_per_tok": 1, "output_router_logits": true/' "$tmp/moe-one.json" >"$tmp/moe-aux.json"
 bad_measure "moe-aux: \"output_router_logits\" is true: the router's auxiliary load-balancing loss is not run yet (give false)" \

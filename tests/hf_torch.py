@@ -551,7 +551,7 @@ class LlamaForCausalLM(nn.Module):
         self.cfg = cfg
         self.embed_tokens = nn.Embedding(V, d)
         nn.init.normal_(self.embed_tokens.weight, std=0.02)
-        layer = Phi3DecoderLayer if attn is Phi3Attention else LlamaDecoderLayer
+        layer = FAMILY_LAYER.get(cfg.get("model_type"), Phi3DecoderLayer if attn is Phi3Attention else LlamaDecoderLayer)
         self.layers = nn.ModuleList([layer(cfg, sdpa, attn) for _ in range(cfg["num_hidden_layers"])])
         self.norm = LlamaRMSNorm(d, cfg.get("rms_norm_eps", 1e-6))
         self.rotary_emb = LlamaRotaryEmbedding(cfg)
@@ -1130,6 +1130,51 @@ class Gemma3ForCausalLM(Gemma2ForCausalLM):
 
 FAMILY_ATTENTION = {"llama": LlamaAttention, "mistral": LlamaAttention, "qwen2": Qwen2Attention,
                     "qwen3": Qwen3Attention, "phi3": Phi3Attention}
+
+
+# Mixtral (issue #25's mixtures under the PyTorch step): modeling_mixtral.py
+# at 00d4b3d2 (the 4.x layout). MixtralAttention, MixtralRMSNorm,
+# MixtralRotaryEmbedding and the model's mask are Mistral's, which zerosim
+# and this file take as Llama's (FAMILY_ATTENTION's "mistral");
+# MixtralDecoderLayer.forward is LlamaDecoderLayer's with
+# block_sparse_moe (MixtralSparseMoeBlock, lines 78-142: tests/moe_torch.py's
+# SparseMoeBlock, op for op) in place of the MLP; its router_logits live
+# until the layer returns (output_router_logits False: no aux loss).
+ROUTING = []  # per forward, per layer: the tokens each expert got (the run's own routing)
+
+
+class MixtralDecoderLayer(LlamaDecoderLayer):
+    def __init__(self, cfg, sdpa, attn=None):
+        # registered as MixtralDecoderLayer.__init__ does (model.parameters()'
+        # order): self_attn, block_sparse_moe, input_layernorm,
+        # post_attention_layernorm
+        nn.Module.__init__(self)
+        from moe_torch import SparseMoeBlock
+        eps = cfg.get("rms_norm_eps", 1e-6)
+        self.self_attn = (attn or LlamaAttention)(cfg, sdpa)
+        self.block_sparse_moe = SparseMoeBlock(cfg["hidden_size"], cfg["intermediate_size"],
+                                               cfg["num_local_experts"], cfg["num_experts_per_tok"])
+        self.input_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
+        self.post_attention_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
+
+    def forward(self, hidden_states, attention_mask, position_embeddings):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states = self.self_attn(hidden_states, position_embeddings, attention_mask)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states, router_logits, selected = self.block_sparse_moe(hidden_states)
+        counts = [0] * self.block_sparse_moe.num_experts
+        for e in selected.view(-1).tolist():  # Python's count: no tensor allocated
+            counts[e] += 1
+        ROUTING.append(counts)
+        hidden_states = residual + hidden_states
+        return hidden_states
+
+
+FAMILY_ATTENTION["mixtral"] = LlamaAttention
+FAMILY_LAYER = {"mixtral": MixtralDecoderLayer}
 
 
 LOSS = [for_causal_lm_loss]
@@ -1897,6 +1942,14 @@ def report(a):
                peak=steady["peak"], peak_phase=steady["phase"], peak_after=steady["after"],
                step_peaks=[r["steps"][s]["peak"] for s in range(1, S + 1)],
                boundaries=steady["boundaries"], losses=r["losses"])
+    if ROUTING:
+        # a mixture's routing, one forward after another: the clean steps'
+        # (step s's blocks), then --trace's step's, each block's tokens per
+        # expert (this rank's)
+        L = r["cfg"]["num_hidden_layers"]
+        fwd = [ROUTING[i:i + L] for i in range(0, len(ROUTING), L)]
+        out["routing"] = dict(blocks=L, experts=len(ROUTING[0]), steps=fwd[:S],
+                              traced=fwd[S] if a.trace else None)
     if "marked_peak" in r:
         out["attribution"] = attribute(r, a)
         out["attribution"]["instrumented_step_equal"] = r["marked_peak"] == steady["peak"]

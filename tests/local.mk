@@ -198,6 +198,8 @@ EXTRA_DIST += tests/includes.sh
 # reference of docs/torch_saved.md): the bytes between steps against zerosim's resident.
 TESTS += tests/hf_torch.sh
 EXTRA_DIST += tests/hf_torch.sh tests/hf_torch.py tests/torch26_root.sh
+TESTS += tests/moe_hf_torch.sh
+EXTRA_DIST += tests/moe_hf_torch.sh
 
 # Fine-tuning's reference (issue #23): accumulation, frozen parameters,
 # LoRA and DDP no_sync in real PyTorch, its own invariants (about 75 s on

@@ -126,9 +126,10 @@ expect 2 --model "$tmp/moe.json"
 grep -q "'olmoe' is not modelled" "$tmp/err" || fail "unknown model_type: $(cat "$tmp/err")"
 # mixtral's theory is the engine's step under the paper's schedule and
 # DeepSpeed's dp, zero1, zero2, fp32 or mixed (tests/moe_theory.sh,
-# moe_fw.sh, ds_moe.sh): the rest is refused by name
+# moe_fw.sh, ds_moe.sh), and PyTorch's own under --framework torch
+# --wrapper none (tests/moe_hf_torch.sh): the rest is refused by name
 expect 2 --model mixtral-8x7b --framework torch
-grep -q "mixtral-8x7b: a mixture of experts (8 experts, top 2): the theory follows the engine's step, .* not with --framework torch (give --framework paper or deepspeed)" "$tmp/err" ||
+grep -q "mixtral-8x7b: a mixture of experts (8 experts, top 2): the theory follows the engine's step, .* not with --framework torch --wrapper auto (give --wrapper none)" "$tmp/err" ||
 	fail "mixtral's theory: $(cat "$tmp/err")"
 # and points at its model states: Ψ published (46.7B), a block (its router
 # and 8 experts) the largest unit; the theory takes them

@@ -154,7 +154,9 @@ ZS_HELP_TORCH_STEP
 "                         a measured.json of the sweep's N, --steps, --batch\n"
 "                         and --seq (its runs' \"routing\"), model, --seed\n"
 "                         and --precision (from step 2 --optimizer, --lr,\n"
-"                         --beta1, --beta2, --eps)\n"
+"                         --beta1, --beta2, --eps); --framework torch\n"
+"                         --wrapper none (mixtral, 1.13, fp32): FILE only,\n"
+"                         its last step\n"
 "\n"
 "A model known only by its size (floors only):\n"
 "      --params P         parameter count, e.g. 7.5e9 (default N list:\n"
@@ -232,9 +234,11 @@ static int check_memory(const struct theory_request *req, int reserve_given, cha
 /* A mixture of experts (mixtral): the theory follows the engine's step
  * (docs/schedule.md, "Mixtures of experts"), so it takes what measure
  * runs (zs_moe_scope) and a routing (--routing, default balanced); a
- * file's counts must be the sweep's (theory_routing_check). */
-static int moe_check(struct theory_request *req, const struct zs_model *m, const char *arg, struct theory_routing *r,
-                     int allocator, int flash, char **cause)
+ * file's counts must be the sweep's (theory_routing_check). Under
+ * --framework torch the PyTorch step follows one step's routing, a
+ * file's (config->moe_counts). */
+static int moe_check(struct theory_request *req, struct zs_config *config, const struct zs_model *m, const char *arg,
+                     struct theory_routing *r, int allocator, int flash, char **cause)
 {
 	/* the auxiliary loss's tensors (load_balancing_loss_func's concatenated
 	 * router logits, softmax, one-hot, means) are not in the step: a
@@ -246,7 +250,7 @@ static int moe_check(struct theory_request *req, const struct zs_model *m, const
 		return arg == NULL ? 0 : zs_fail(cause, "--routing needs a mixture of experts (--model of a mixtral, qwen2_moe "
 		                                 "or qwen3_moe)");
 	char what[96];
-	zs_moe_scope(req->config, (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0),
+	zs_moe_scope(req->config, ZS_MOE_THEORY | (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0),
 	             what, sizeof what);
 	if (what[0] != '\0') {
 		/* its model states are known whatever the step: point at them */
@@ -284,6 +288,26 @@ static int moe_check(struct theory_request *req, const struct zs_model *m, const
 			         zs_scheme_name(req->config->schemes[i]));
 	if (schemes[0] && theory_routing_starved(r, m, BT, starved, sizeof starved))
 		return zs_fail(cause, "%s: %s gets no token (--schemes %s): " ZS_MOE_STARVED, m->name, starved, schemes);
+	if (config->framework == ZS_FW_TORCH) {
+		/* the steady step's: the file's run of the sweep's first (scheme,
+		 * unit, N), rank 0, its last step (tests/moe_hf_torch.sh) */
+		if (r->mode != THEORY_ROUTING_FILE)
+			return zs_fail(cause, "--routing %s: under --framework torch the step follows a run's own routing "
+			               "(give --routing FILE)", arg != NULL ? arg : "balanced");
+		const struct theory_routing_run *x =
+		        theory_routing_run_of(r, config->schemes[0], config->units[0], config->world[0]);
+		/* an expert without a token keeps its .grad None under zero_grad
+		 * zeros too (1.13's zeroes the grads there are), so Adam skips it
+		 * until its first token: the step's set-up gives every parameter
+		 * its grad and state, as every expert's first-step token does */
+		for (size_t i = 0; i < x->blocks * x->experts; i++)
+			if (x->counts[i] == 0)
+				return zs_fail(cause, "--routing %s: block %zu's expert %zu gets no token in the run's first "
+				               "step, so its .grad stays None and Adam skips it until one comes: not described "
+				               "under --framework torch yet (give more tokens: --batch, --seq)", arg,
+				               i / x->experts, i % x->experts);
+		config->moe_counts = x->counts + (x->steps - 1) * x->blocks * x->experts;
+	}
 	return 0;
 }
 
@@ -544,7 +568,7 @@ int zs_cmd_theory(int argc, char **argv)
 	                                     flash, params_given, args, nargs, spec != NULL, &cause) < 0))
 		goto bad;
 	if (zs_precision_amp_check(&config, model_arg != NULL, &cause) < 0 ||
-	    moe_check(&req, model_arg != NULL ? &model : NULL, routing_arg, &routing, allocator, flash, &cause) < 0 ||
+	    moe_check(&req, &config, model_arg != NULL ? &model : NULL, routing_arg, &routing, allocator, flash, &cause) < 0 ||
 	    zs_freeze_paper_check(&config, model_arg != NULL ? &model : NULL, &cause) < 0)
 		goto bad;
 	if (model_arg != NULL && zs_wrapper_step(&config) &&

@@ -48,7 +48,8 @@ int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, u
 		               zs_wrapper_name(c->wrapper));
 	struct step_params p;
 	struct ag_step s;
-	int rc = build(m, c, 1, seq, c->wrapper == ZS_WRAPPER_FSDP ? 2 : 1, &p, &s, cause);
+	/* a mixture's routing is its batch's (ag_options.moe_counts) */
+	int rc = build(m, c, m->experts > 0 ? c->batch : 1, seq, c->wrapper == ZS_WRAPPER_FSDP ? 2 : 1, &p, &s, cause);
 	if (rc < 0)
 		return rc;
 	ag_step_free(&s);

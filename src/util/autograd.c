@@ -79,6 +79,10 @@ const char *ag_op_name(enum ag_op op)
 		[AG_OP_NF4_DEQUANTIZE] = "dequantize_4bit", [AG_OP_MEAN_ALL] = "mean",
 		[AG_OP_QUANTIZE_BLOCKWISE] = "quantize_blockwise", [AG_OP_DEQUANTIZE_BLOCKWISE] = "dequantize_blockwise",
 		[AG_OP_GELU_TANH] = "gelu_tanh", [AG_OP_GELU_TANH_BWD] = "gelu_tanh_bwd", [AG_OP_SLIDING_MASK] = "sliding_mask",
+		[AG_OP_TOPK] = "topk", [AG_OP_MIN_ALL] = "min_all", [AG_OP_MAX_ALL] = "max_all",
+		[AG_OP_SCATTER_] = "scatter_", [AG_OP_SUM_LEAD] = "sum_lead", [AG_OP_GT] = "gt",
+		[AG_OP_NONZERO] = "nonzero", [AG_OP_INDEX] = "index", [AG_OP_INDEX_ADD_] = "index_add_",
+		[AG_OP_INDEX_PUT_ACC_] = "index_put_acc_",
 	};
 	return (unsigned)op < AG_NOPS && n[op] ? n[op] : "?";
 }
@@ -3294,6 +3298,332 @@ static T repeat_kv_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn,
 	return r;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Mixtral's block (tests/hf_torch.py MixtralDecoderLayer over
+ * tests/moe_torch.py's SparseMoeBlock: MixtralSparseMoeBlock of
+ * modeling_mixtral.py at 00d4b3d2, lines 78-142, router_jitter_noise 0),
+ * in fp32, its allocations as PyTorch 1.13's allocator records them
+ * (tests/moe_hf_torch.sh). The routing is the run's (ag_options.moe_counts):
+ * n_e tokens to expert e in block i sizes every per-expert tensor. */
+
+struct moe_expert_saved {
+	T idx, top_x;          /* torch.where's two columns: views of one nonzero [n, 2] int64, held by
+	                        * IndexAddBackward (top_x), the routing weight's IndexBackward (both) and
+	                        * hidden_states[None, top_x]'s (top_x): one holder each */
+	struct lin_saved w1, w3, w2;
+	T w1o, silu, w3o;      /* SiluBackward's input; MulBackward's pair */
+	T w2o, rw;             /* w2's output and routing_weights[top_x, idx, None] [n, 1]: MulBackward's pair */
+	T prod;                /* their product, index_add_'s source (IndexAddBackward keeps it) */
+};
+
+struct moe_saved {
+	struct lin_saved gate;
+	T probs;               /* the router's softmax (SoftmaxBackward keeps it) */
+	T topi;                /* topk's indices [BT, k] (TopkBackward keeps them) */
+	T ssum, vclone;        /* DivBackward0 of the in-place routing_weights /= sum: the sum [BT, 1] and
+	                        * a clone of the original self (autograd's for an in-place op it needs) */
+	T logits;              /* router_logits: returned, gone when the layer returns */
+	struct moe_expert_saved *ex; /* E of them (zs_calloc'd here, freed by moe_bwd) */
+};
+
+/* MixtralSparseMoeBlock's parameters as it registers them: the gate (line
+ * 98), then each expert's w1, w2, w3 (66-68). */
+static void moe_params(struct bld *b, struct model *M, unsigned long long L)
+{
+	static const char *const w[] = { "w1", "w2", "w3" };
+	char n[256];
+	snprintf(n, sizeof n, "model.layers.%llu.block_sparse_moe.gate.weight", L);
+	add_param(b, M, find_tensor(b, n), -1);
+	for (uint64_t e = 0; e < b->m->experts; e++)
+		for (int t = 0; t < 3; t++) {
+			snprintf(n, sizeof n, "model.layers.%llu.block_sparse_moe.experts.%llu.%s.weight", L,
+			         (unsigned long long)e, w[t]);
+			add_param(b, M, find_tensor(b, n), -1);
+		}
+}
+
+/* out = in0 <k> in1 (in1 NO for a unary op), a new tensor shaped as `shape`. */
+static T moe_op(struct bld *b, enum ag_op k, const char *what, T shape, T in0, T in1)
+{
+	T out = like(b, what, shape);
+	op(b, k, in0, in1, NO, out, NO, NO);
+	return out;
+}
+
+/* Expert e's linear w ("w1", "w2", "w3") of block i: its module, its weight. */
+static int32_t moe_mod(struct bld *b, int i, uint64_t e, const char *w)
+{
+	return modname(b, "model.layers.%d.block_sparse_moe.experts.%llu.%s", i, (unsigned long long)e, w);
+}
+
+static struct pt *moe_w(struct bld *b, struct model *M, int i, uint64_t e, const char *w)
+{
+	return PF(M, b, "model.layers.%d.block_sparse_moe.experts.%llu.%s.weight", i, (unsigned long long)e, w);
+}
+
+/* A broadcast operand's gradient: full (released) summed to [rows, 1]. */
+static T moe_sum_to(struct bld *b, const char *what, T full, uint64_t rows)
+{
+	T out = TMP(what, AG_F32, rows, 1);
+	op(b, AG_OP_SUM_TO, full, NO, NO, out, NO, NO);
+	unref(b, full);
+	return out;
+}
+
+static int refuse(char **cause, const char *fmt, ...);
+
+/* What of the options the block is not described under (one line into
+ * *cause, -1), or a routing whose blocks do not route B·T·k assignments;
+ * else 0. */
+static int moe_refuse(const struct zs_model *m, const struct ag_options *o, char **cause)
+{
+	const char *no = o->moe_counts == NULL                ? "no routing (give --routing)"
+	                 : o->version != ZS_TORCH_1_13        ? "--torch-version 2.6 (give 1.13)"
+	                 : o->amp != AG_F32                   ? "autocast (give --precision fp32)"
+	                 : o->optim_impl != ZS_OPTIM_SINGLE   ? "--optimizer-impl foreach or fused (give single)"
+	                 : o->zero_grad != ZS_ZERO_GRAD_ZEROS ? "zero_grad(set_to_none=True) (give --zero-grad zeros)"
+	                 : (o->freeze && *o->freeze) || o->lora_r || o->quant_nf4 ? "--freeze, --lora-r or --quant-base"
+	                 : o->recompute                       ? "--recompute full (give none)"
+	                 : o->grad_accum > 1 || o->zero1_world ? "--grad-accum or ZeroRedundancyOptimizer"
+	                 : m->attn_pdrop > 0                  ? "attention_dropout (give a config with 0)"
+	                                                      : NULL;
+	if (no)
+		return refuse(cause, "--model %s: the PyTorch step of a mixture (%s) with %s is not described yet", m->name,
+		              m->model_type, no);
+	uint64_t want = o->batch * o->seq * m->experts_per_tok;
+	for (uint64_t l = 0; l < m->layers; l++) {
+		uint64_t sum = 0;
+		for (uint64_t e = 0; e < m->experts; e++)
+			sum += o->moe_counts[l * m->experts + e];
+		if (sum != want)
+			return refuse(cause, "--model %s: the routing's block %llu routes %llu assignments, B·T·k is %llu",
+			              m->name, (unsigned long long)l, (unsigned long long)sum, (unsigned long long)want);
+	}
+	return 0;
+}
+
+static const uint64_t *moe_counts(struct bld *b, int i)
+{
+	return b->o->moe_counts + (size_t)i * b->m->experts;
+}
+
+/* The block's forward over x (post_attention_layernorm's output [B, T, d],
+ * the caller's holder): final_hidden_states [B, T, d], one holder. One
+ * expert's tokens: expert_mask[expert_idx] (an int64 copy [1, k, BT]),
+ * torch.where's nonzero [n, 2] (the copy gone), hidden_states[None, top_x]
+ * [1, n, d], w1, silu, w3, their product, w2, routing_weights[top_x, idx,
+ * None] [n, 1], the product (its own storage, kept as index_add_'s
+ * source); index_add_ into final_hidden_states in place. */
+static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s)
+{
+	const struct zs_model *m = b->m;
+	uint64_t B = b->o->batch, Tn = b->o->seq, BT = B * Tn, d = m->hidden, E = m->experts;
+	uint64_t K = m->experts_per_tok;
+	const uint64_t *cnt = moe_counts(b, i);
+	s->ex = zs_calloc(E, sizeof *s->ex);
+	T xv = reshape(b, x, 2, SH(BT, d)); /* hidden_states.view(-1, hidden_dim) */
+	b->module = modname(b, "model.layers.%d.block_sparse_moe.gate", i);
+	s->logits = linear(b, xv, PF(M, b, "model.layers.%d.block_sparse_moe.gate.weight", i), &s->gate);
+	int32_t blk = modname(b, "model.layers.%d.block_sparse_moe", i);
+	b->module = blk;
+	/* softmax in float32 (the logits are: no copy), topk, the weights'
+	 * sum, and routing_weights /= it in place (DivBackward0 keeps a clone
+	 * of the original and the sum) */
+	s->probs = moe_op(b, AG_OP_SOFTMAX, "_softmax (router)", s->logits, s->logits, NO);
+	T rw = TMP("topk (routing_weights)", AG_F32, BT, K);
+	s->topi = TMP("topk (selected_experts)", AG_I64, BT, K);
+	op(b, AG_OP_TOPK, s->probs, NO, NO, rw, s->topi, NO)->arg[0] = (double)K;
+	s->ssum = TMP("sum (routing_weights)", AG_F32, BT, 1);
+	op(b, AG_OP_SUM_TO, rw, NO, NO, s->ssum, NO, NO);
+	s->vclone = moe_op(b, AG_OP_COPY, "clone (div_'s original self)", rw, rw, NO);
+	op(b, AG_OP_DIV, rw, s->ssum, NO, rw, NO, NO);
+	T fin = TMP("zeros (final_hidden_states)", AG_F32, BT, d);
+	op(b, AG_OP_FILL, NO, NO, NO, fin, NO, NO);
+	/* one_hot (aten's one_hot on the CPU: min() and max() checked through
+	 * item(), zeros, scatter_ of ones), permute(2, 1, 0): a view */
+	enum ag_op range[2] = { AG_OP_MIN_ALL, AG_OP_MAX_ALL };
+	for (int r = 0; r < 2; r++) {
+		T v = tmp(b, r ? "max (one_hot)" : "min (one_hot)", AG_I64, 0, NULL);
+		op(b, range[r], s->topi, NO, NO, v, NO, NO);
+		unref(b, v);
+	}
+	T oh = TMP("one_hot (expert_mask)", AG_I64, BT, K, E);
+	op(b, AG_OP_FILL, NO, NO, NO, oh, NO, NO);
+	T ids3 = reshape(b, s->topi, 3, SH(BT, K, 1));
+	op(b, AG_OP_SCATTER_, oh, ids3, NO, oh, NO, NO)->arg[0] = 1;
+	unref(b, ids3);
+	T em = vw(b, oh, 3, SH(E, K, BT), (const int64_t[]){ 1, (int64_t)E, (int64_t)(K * E) }, 0);
+	unref(b, oh);
+	/* expert_hit = greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero():
+	 * the 0 a wrapped int64 number for the moment */
+	T es = TMP("sum (expert_mask)", AG_I64, E);
+	op(b, AG_OP_SUM_LEAD, em, NO, NO, es, NO, NO);
+	T zero = tmp(b, "scalar (wrapped number)", AG_I64, 0, NULL);
+	op(b, AG_OP_FILL, NO, NO, NO, zero, NO, NO);
+	T hitb = TMP("gt (expert hit)", AG_BOOL, E);
+	op(b, AG_OP_GT, es, zero, NO, hitb, NO, NO);
+	unref(b, zero);
+	unref(b, es);
+	uint64_t hit = 0;
+	for (uint64_t e = 0; e < E; e++)
+		hit += cnt[e] > 0;
+	T hitn = TMP("nonzero (expert_hit)", AG_I64, hit, 1);
+	op(b, AG_OP_NONZERO, hitb, NO, NO, hitn, NO, NO);
+	unref(b, hitb);
+	for (uint64_t e = 0, j = 0; e < E; e++) {
+		struct moe_expert_saved *c = &s->ex[e];
+		uint64_t n = cnt[e];
+		if (n == 0)
+			continue;
+		b->module = blk;
+		T eidx = vw(b, hitn, 1, SH(1), (const int64_t[]){ 1 }, j++);
+		T sel = TMP("index (expert_mask[expert_idx])", AG_I64, 1, K, BT);
+		op(b, AG_OP_INDEX, em, eidx, NO, sel, NO, NO);
+		unref(b, eidx);
+		T sq = reshape(b, sel, 2, SH(K, BT));
+		unref(b, sel);
+		T nz = TMP("nonzero (torch.where)", AG_I64, n, 2);
+		op(b, AG_OP_NONZERO, sq, NO, NO, nz, NO, NO);
+		unref(b, sq);
+		c->idx = vw(b, nz, 1, SH(n), (const int64_t[]){ 2 }, 0);
+		c->top_x = vw(b, nz, 1, SH(n), (const int64_t[]){ 2 }, 1);
+		unref(b, nz);
+		T cur = TMP("index (hidden_states[None, top_x])", AG_F32, 1, n, d);
+		op(b, AG_OP_INDEX, xv, c->top_x, NO, cur, NO, NO);
+		T cur2 = reshape(b, cur, 2, SH(n, d));
+		unref(b, cur);
+		b->module = moe_mod(b, i, e, "w1");
+		c->w1o = linear(b, cur2, moe_w(b, M, i, e, "w1"), &c->w1);
+		c->silu = moe_op(b, AG_OP_SILU, "silu", c->w1o, c->w1o, NO);
+		b->module = moe_mod(b, i, e, "w3");
+		c->w3o = linear(b, cur2, moe_w(b, M, i, e, "w3"), &c->w3);
+		unref(b, cur2);
+		T mu = moe_op(b, AG_OP_MUL, "mul (silu(w1 x) * w3 x)", c->silu, c->silu, c->w3o);
+		b->module = moe_mod(b, i, e, "w2");
+		c->w2o = linear(b, mu, moe_w(b, M, i, e, "w2"), &c->w2);
+		unref(b, mu);
+		b->module = blk;
+		c->rw = TMP("index (routing_weights[top_x, idx, None])", AG_F32, n, 1);
+		op(b, AG_OP_INDEX, rw, c->top_x, c->idx, c->rw, NO, NO);
+		c->prod = moe_op(b, AG_OP_MUL, "mul (expert output * routing weight)", c->w2o, c->w2o, c->rw);
+		op(b, AG_OP_INDEX_ADD_, fin, c->top_x, c->prod, fin, NO, NO);
+		ref(b, c->top_x); /* three nodes hold the indices: IndexAddBackward, the two IndexBackwards */
+		ref(b, c->top_x);
+	}
+	/* the block returns: routing_weights, the one-hot mask and expert_hit go */
+	unref(b, rw);
+	unref(b, em);
+	unref(b, hitn);
+	unref(b, xv);
+	T out = reshape(b, fin, 3, SH(B, Tn, d));
+	unref(b, fin);
+	return out;
+}
+
+/* Its backward from g (the block output's gradient [B, T, d]; the
+ * caller's holder): x's gradients to *xbuf. The experts hit, last first
+ * (autograd's order: each one's nodes are newer than the index_add_
+ * before it): IndexAddBackward (index_select of g; the kept source goes),
+ * MulBackward (the weight's gradient summed to [n, 1]), the weight's
+ * IndexBackward (new_zeros [BT, k], _index_put_impl_ in place) into the
+ * routing weights' buffer, w2, MulBackward, w3, SiluBackward, w1,
+ * hidden_states[None, top_x]'s IndexBackward (new_zeros [BT, d]; the
+ * nonzero goes with its last holder) into x's. Then the router:
+ * DivBackward0 (other's −g·((self/other)/other), then self's g/other;
+ * validate_outputs sums other's to [BT, 1]), SumBackward's expand into
+ * the same buffer, TopkBackward (zeros [BT, E], scatter_), SoftmaxBackward,
+ * the gate's MmBackward. */
+static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved *s, T *xbuf)
+{
+	const struct zs_model *m = b->m;
+	uint64_t BT = b->o->batch * b->o->seq, d = m->hidden, E = m->experts, K = m->experts_per_tok;
+	const uint64_t *cnt = moe_counts(b, i);
+	int32_t blk = modname(b, "model.layers.%d.block_sparse_moe", i);
+	T g2 = reshape(b, g, 2, SH(BT, d));
+	T rwbuf = NO, xb = NO;
+	for (uint64_t e = E; e-- > 0;) {
+		struct moe_expert_saved *c = &s->ex[e];
+		uint64_t n = cnt[e];
+		if (n == 0)
+			continue;
+		b->module = blk;
+		T isel = TMP("index_select (index_add_ backward)", AG_F32, n, d);
+		op(b, AG_OP_INDEX, g2, c->top_x, NO, isel, NO, NO);
+		unref(b, c->prod);
+		unref(b, c->top_x);
+		T dw2o = moe_op(b, AG_OP_MUL, "mul (backward)", c->w2o, isel, c->rw);
+		T drwf = moe_op(b, AG_OP_MUL, "mul (backward)", c->w2o, isel, c->w2o);
+		T drw = moe_sum_to(b, "sum (to the weight's shape)", drwf, n);
+		unref(b, isel);
+		unref(b, c->w2o);
+		unref(b, c->rw);
+		T zr = TMP("new_zeros (index backward)", AG_F32, BT, K);
+		op(b, AG_OP_FILL, NO, NO, NO, zr, NO, NO);
+		op(b, AG_OP_INDEX_PUT_ACC_, zr, c->top_x, c->idx, zr, NO, NO)->in[3] = drw;
+		unref(b, drw);
+		unref(b, c->top_x);
+		unref(b, c->idx);
+		arrive(b, &rwbuf, zr);
+		T dmu = NO, cb = NO, dsl, dup;
+		b->module = moe_mod(b, i, e, "w2");
+		linear_bwd(b, dw2o, 1, &c->w2, moe_w(b, M, i, e, "w2"),
+		           &dmu);
+		mul_bwd(b, "mul (backward)", dmu, c->silu, c->w3o, &dsl, &dup);
+		b->module = moe_mod(b, i, e, "w3");
+		linear_bwd(b, dup, 1, &c->w3, moe_w(b, M, i, e, "w3"),
+		           &cb);
+		b->module = moe_mod(b, i, e, "w1");
+		T dgp = moe_op(b, AG_OP_SILU_BWD, "silu_backward", c->w1o, dsl, c->w1o);
+		unref(b, dsl);
+		unref(b, c->w1o);
+		linear_bwd(b, dgp, 1, &c->w1, moe_w(b, M, i, e, "w1"),
+		           &cb);
+		b->module = blk;
+		T zx = TMP("new_zeros (index backward)", AG_F32, BT, d);
+		op(b, AG_OP_FILL, NO, NO, NO, zx, NO, NO);
+		op(b, AG_OP_INDEX_PUT_ACC_, zx, c->top_x, NO, zx, NO, NO)->in[3] = cb;
+		unref(b, cb);
+		unref(b, c->top_x);
+		arrive(b, &xb, zx);
+	}
+	unref(b, g2);
+	free(s->ex);
+	s->ex = NULL;
+	b->module = blk;
+	{ /* the router's (k >= 1: some expert is hit, the buffer holds its weights' gradient) */
+		T a = moe_op(b, AG_OP_DIV, "div (div backward)", s->vclone, s->vclone, s->ssum);
+		T a2 = moe_op(b, AG_OP_DIV, "div (div backward)", s->vclone, a, s->ssum);
+		T ng = moe_op(b, AG_OP_NEG, "neg (div backward)", rwbuf, rwbuf, NO);
+		T r = moe_op(b, AG_OP_MUL, "mul (div backward)", rwbuf, ng, a2);
+		unref(b, a);
+		unref(b, a2);
+		unref(b, ng);
+		T dself = moe_op(b, AG_OP_DIV, "div (div backward)", rwbuf, rwbuf, s->ssum);
+		T dother = moe_sum_to(b, "sum (to other's shape)", r, BT);
+		unref(b, rwbuf);
+		unref(b, s->vclone);
+		unref(b, s->ssum);
+		T ex = vw(b, dother, 2, SH(BT, K), (const int64_t[]){ 1, 0 }, 0); /* SumBackward's expand */
+		unref(b, dother);
+		arrive(b, &dself, ex);
+		T dz = TMP("zeros (topk backward)", AG_F32, BT, E);
+		op(b, AG_OP_FILL, NO, NO, NO, dz, NO, NO);
+		op(b, AG_OP_SCATTER_, dz, s->topi, dself, dz, NO, NO);
+		unref(b, dself);
+		unref(b, s->topi);
+		T dl = moe_op(b, AG_OP_SOFTMAX_BWD, "_softmax_backward_data (router)", s->probs, dz, s->probs);
+		unref(b, dz);
+		unref(b, s->probs);
+		b->module = modname(b, "model.layers.%d.block_sparse_moe.gate", i);
+		linear_bwd(b, dl, 1, &s->gate, PF(M, b, "model.layers.%d.block_sparse_moe.gate.weight", i), &xb);
+	}
+	if (xb != NO) {
+		T v = reshape(b, xb, 3, SH(b->o->batch, b->o->seq, d));
+		unref(b, xb);
+		arrive(b, xbuf, v);
+	}
+}
+
 struct llama_layer_saved {
 	struct rms_saved n1, n2;
 	struct lin_saved q, k, v, o, gate, up, down;
@@ -3320,6 +3650,7 @@ struct llama_layer_saved {
 	struct rms_saved n3, n4;
 	struct softcap_saved cap;
 	T swmask, swtril;
+	struct moe_saved moe;        /* mixtral: its block in the MLP's place (moe.ex NULL: none) */
 };
 
 /* SDPA's math path (--attn sdpa with fewer k/v heads than heads:
@@ -3507,12 +3838,16 @@ static void llama_setup(struct bld *b, struct model *M)
 			add_param(b, M, qkn, 0);
 			add_param(b, M, qkn, 1);
 		}
-		snprintf(n, sizeof n, "model.layers.%llu.mlp.{gate,up}_proj.weight", L);
-		int32_t gu = find_tensor(b, n);
-		add_param(b, M, gu, 0);
-		add_param(b, M, gu, 1);
-		snprintf(n, sizeof n, "model.layers.%llu.mlp.down_proj.weight", L);
-		add_param(b, M, find_tensor(b, n), -1);
+		if (m->experts > 0) {
+			moe_params(b, M, L);
+		} else {
+			snprintf(n, sizeof n, "model.layers.%llu.mlp.{gate,up}_proj.weight", L);
+			int32_t gu = find_tensor(b, n);
+			add_param(b, M, gu, 0);
+			add_param(b, M, gu, 1);
+			snprintf(n, sizeof n, "model.layers.%llu.mlp.down_proj.weight", L);
+			add_param(b, M, find_tensor(b, n), -1);
+		}
 		snprintf(n, sizeof n, "model.layers.%llu.input_layernorm.weight", L);
 		add_param(b, M, find_tensor(b, n), -1);
 		snprintf(n, sizeof n, "model.layers.%llu.post_attention_layernorm.weight", L);
@@ -4380,8 +4715,10 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 	T x2 = rmsnorm(b, h2, PF(M, b, m->gemma ? "model.layers.%d.pre_feedforward_layernorm.weight"
 	                                         : "model.layers.%d.post_attention_layernorm.weight", i), &s->n2);
 	const char *gun = "model.layers.%d.mlp.{gate,up}_proj.weight";
-	T mu;
-	if (phi3) {
+	T mu = NO, mo = NO;
+	if (m->experts > 0) /* mixtral: its block in the MLP's place */
+		mo = moe_fwd(b, M, x2, i, &s->moe);
+	else if (phi3) {
 		b->module = modname(b, "model.layers.%d.mlp.gate_up_proj", i);
 		mu = phi3_mlp(b, M, x2, i, &s->gate, &s->gate_o, &s->silu_o, &s->up_o, &s->km);
 	} else {
@@ -4406,10 +4743,12 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 			s->gate_o = s->silu_o = s->up_o = NO;
 		}
 	}
-	b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
-	T mo = linear(b, mu, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &s->down);
+	if (mu != NO) {
+		b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
+		mo = linear(b, mu, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &s->down);
+		unref(b, mu);
+	}
 	s->rmo = RG(b, mo);
-	unref(b, mu);
 	if (phi3 && !s->km) { /* forward returns: `gate` goes, no node keeps the fused product */
 		unref(b, s->gate_o);
 		s->gate_o = NO;
@@ -4424,6 +4763,8 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 		b->module = -1;
 	}
 	hs = phi3 ? phi3_resid_dropout_add(b, h2, mo, &s->drop_mlp) : residual_add(b, h2, mo, 0);
+	if (s->moe.ex != NULL) /* the block's router_logits go as the layer returns */
+		unref(b, s->moe.logits);
 	/* the layer returns: its `attention_mask` (the sliding window's
 	 * where) and sliding_window_mask go */
 	unref(b, s->swmask);
@@ -4471,7 +4812,11 @@ static T llama_layer_bwd(struct bld *b, struct model *M, struct llama_layer_save
 			b->module = modname(b, "model.layers.%d.mlp.down_proj", i);
 			g = dmo;
 		}
-		linear_bwd(b, g, 1, &s->down, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &dmu);
+		if (s->moe.ex != NULL) {
+			moe_bwd(b, M, g, i, &s->moe, &dx2);
+			unref(b, g);
+		} else
+			linear_bwd(b, g, 1, &s->down, PF(M, b, "model.layers.%d.mlp.down_proj.weight", i), &dmu);
 	}
 	if (phi3) {
 		b->module = modname(b, "model.layers.%d.mlp.gate_up_proj", i);
@@ -5153,6 +5498,7 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->lora_targets = c->lora_targets[0] ? c->lora_targets : NULL;
 	o->quant_nf4 = c->quant_nf4;
 	o->double_quant = c->double_quant;
+	o->moe_counts = c->moe_counts;
 }
 
 /* a refusal, whole (zs_fail: the cause as long as it needs) */
@@ -5193,13 +5539,17 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * and modeling_gemma3.py (the Gemma section): another family's modules
 	 * are not described. */
 	static const char *const described[] = { "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2",
-		                                 "gemma3_text" };
+		                                 "gemma3_text", "mixtral" };
 	size_t fam = 0;
 	while (fam < sizeof described / sizeof *described && strcmp(m->model_type, described[fam]) != 0)
 		fam++;
 	if (fam == sizeof described / sizeof *described)
 		return refuse(cause, "--model %s: the PyTorch step of a %s is not described yet (gpt2, llama, "
-		              "mistral, qwen2, qwen3, phi3, gemma2 and gemma3_text are)", m->name, m->model_type);
+		              "mistral, qwen2, qwen3, phi3, gemma2, gemma3_text and mixtral are)", m->name, m->model_type);
+	/* mixtral's block (moe_fwd): as checked against 1.13's allocator
+	 * (tests/moe_hf_torch.sh), its routing the step's own; the rest by name */
+	if (m->experts > 0 && moe_refuse(m, o, cause) < 0)
+		return -1;
 	/* gemma2 (Gemma2ForCausalLM, fp32, eager attention, plain loop, DDP, FSDP;
 	 * checked against PyTorch 1.13 and 2.6 by tests/hf_torch.sh): the rest
 	 * of it is not described. transformers' sdpa_attention_forward takes

@@ -204,6 +204,20 @@ enum ag_op {
 	AG_OP_GELU_TANH,     /* out = gelu(in0, approximate="tanh"): 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))) */
 	AG_OP_GELU_TANH_BWD, /* out = in0 · gelu'(in1): gelu_backward(grad in0, self in1, approximate="tanh") */
 	AG_OP_SLIDING_MASK,  /* out (bool [.., T, T]) = j <= i − arg[0]: tril(ones_like(mask), diagonal=-window) */
+	/* appended (issue #25's mixtral, MixtralSparseMoeBlock's routing; the
+	 * description's, which the engine does not run yet) */
+	AG_OP_TOPK,          /* out0 = the arg[0] largest of in0's last dim, out1 (int64) their indices: torch.topk */
+	AG_OP_MIN_ALL,       /* out (0-dim) = min of in0 (one_hot's range check) */
+	AG_OP_MAX_ALL,       /* out (0-dim) = max of in0 */
+	AG_OP_SCATTER_,      /* in0[.., in1[.., j]] = in2[.., j] along the last dim (in2 AG_NONE: arg[0]): scatter_ */
+	AG_OP_SUM_LEAD,      /* out [n] = in0 summed over every dim but the first (sum(dim=(-1, -2))) */
+	AG_OP_GT,            /* out (bool) = in0 > in1 (a 0-dim wrapped number) */
+	AG_OP_NONZERO,       /* out [n, in0's ndim] (int64) = the indices of in0's nonzero elements, n of them */
+	AG_OP_INDEX,         /* out[i] = in0[in1[i]] (in2 AG_NONE), or in0[in1[i], in2[i]]: advanced indexing,
+	                      * index_select */
+	AG_OP_INDEX_ADD_,    /* in0[in1[i]] += in2[i] (rows): index_add_ */
+	AG_OP_INDEX_PUT_ACC_,/* in0[in1[i]] += in3[i] (in2 AG_NONE), or in0[in1[i], in2[i]] += in3[i]:
+	                      * _index_put_impl_ with accumulate (index's backward) */
 	AG_NOPS
 };
 
@@ -330,6 +344,12 @@ struct ag_options {
 	 * 1.13 and 2.6 so far (ag_step_build and zs_torch_recompute_set refuse
 	 * the rest by name). */
 	int recompute;
+	/* A mixture's routing for the described step (mixtral's
+	 * MixtralSparseMoeBlock, fp32 on the plain loop of 1.13 so far): the
+	 * tokens each expert got in each block, layers x experts, block by
+	 * block (the step's own; the theory's --routing). NULL for a model
+	 * without experts; a mixture without it is refused. */
+	const uint64_t *moe_counts;
 };
 
 struct ag_step {

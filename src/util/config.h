@@ -167,6 +167,11 @@ struct zs_config {
 	 * ag_options.recompute): set by measure and theory from their
 	 * --recompute, no key of its own */
 	int hf_recompute;
+	/* A mixture's routing under the PyTorch step (ag_options.moe_counts:
+	 * tokens per expert, layers x experts, of the step described): set by
+	 * theory from its --routing FILE, no key of its own; NULL elsewhere.
+	 * Not owned. */
+	const uint64_t *moe_counts;
 	zs_keys given;                  /* keys set by a spec or an option: ZS_KEY_BIT(key) */
 	/* measure --model: a transformer instead of the MLP of widths
 	 * (engine/tfm.h), or NULL. Not owned. */

@@ -183,7 +183,13 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out)
 void zs_moe_scope(const struct zs_config *c, unsigned flags, char *what, size_t n)
 {
 	what[0] = '\0';
-	if (c->framework != ZS_FW_PAPER && c->framework != ZS_FW_DEEPSPEED)
+	if (c->framework == ZS_FW_TORCH && !(flags & ZS_MOE_THEORY))
+		snprintf(what, n, "--framework torch in measure (give --framework paper or deepspeed)");
+	else if (c->framework == ZS_FW_TORCH && c->wrapper == ZS_WRAPPER_DDP)
+		snprintf(what, n, "--wrapper ddp (an expert without a token: find_unused_parameters; give none)");
+	else if (c->framework == ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_NONE)
+		snprintf(what, n, "--framework torch --wrapper %s (give --wrapper none)", zs_wrapper_name(c->wrapper));
+	else if (c->framework != ZS_FW_PAPER && c->framework != ZS_FW_DEEPSPEED && c->framework != ZS_FW_TORCH)
 		snprintf(what, n, "--framework %s (give --framework paper or deepspeed)", zs_framework_name(c->framework));
 	else if (c->precision != ZS_FP32 && c->precision != ZS_MIXED)
 		snprintf(what, n, "--precision %s (give fp32 or mixed)", zs_precision_name(c->precision));

@@ -98,11 +98,15 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
 
 /* A mixture of experts (mixtral) runs in the engine's step, and the
  * theory follows that step, as ZS_MOE_SCOPE says (any recompute), in one
- * process: what of c and the caller's flags (below) is outside that,
+ * process; under --framework torch --wrapper none the theory describes
+ * PyTorch's own step instead (util/autograd.c's mixtral block, which
+ * measure does not run yet): what of c and the caller's flags (below) is outside that,
  * named as an option ("--framework torch (give --framework paper or deepspeed)"), into
  * what (n bytes); "" when nothing is. measure and theory refuse a mixture
  * with it, each in its own sentence. */
-#define ZS_MOE_SCOPE "fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf)"
+#define ZS_MOE_SCOPE                                                                                          \
+	"fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf; the " \
+	"theory also fp32 under --framework torch --wrapper none, PyTorch 1.13's step, with --routing FILE)"
 /* Under DeepSpeed an expert that gets no token is refused, measured or
  * predicted, in this sentence (docs/schedule.md, "Mixtures of experts"). */
 #define ZS_MOE_STARVED                                                                                        \
@@ -110,7 +114,7 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
 	"it zero-fills a grad of its own apart (stage_1_and_2.py get_flat_partition; engine.py for dp; "     \
 	"stage3.py reduce_leaf_module_grads for zero3's leaf), which "                                     \
 	"zerosim does not follow (give more tokens: --batch, --seq)"
-enum { ZS_MOE_MPI = 1, ZS_MOE_ALLOCATOR = 2, ZS_MOE_CASE = 4, ZS_MOE_FLASH = 8 };
+enum { ZS_MOE_MPI = 1, ZS_MOE_ALLOCATOR = 2, ZS_MOE_CASE = 4, ZS_MOE_FLASH = 8, ZS_MOE_THEORY = 16 };
 void zs_moe_scope(const struct zs_config *c, unsigned flags, char *what, size_t n);
 
 #endif

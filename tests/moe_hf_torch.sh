@@ -1,0 +1,139 @@
+#!/bin/sh
+# moe_hf_torch — issue #25's mixture under the PyTorch step (--framework
+# torch --wrapper none): zerosim's theory of util/autograd.c's mixtral block
+# against PyTorch 1.13 training the tiny mixtral of tests/moe_lib.sh (d 64,
+# F 96, 2 blocks, 8 heads, 4 experts, top 2) op for op (tests/hf_torch.py's
+# MixtralDecoderLayer over tests/moe_torch.py's MixtralSparseMoeBlock,
+# modeling_mixtral.py at 00d4b3d2) under its profiler: fp32, Adam, zero_grad
+# zeros, eager attention, 3 steps. The reference records its own routing
+# (each step's tokens per expert a block), which the theory takes as a
+# measured run's (--routing FILE: the steady step's, the last):
+#
+#  - the record is a routing (B·T·k assignments a block over E experts)
+#    and is what the allocator saw: in the traced step each block's hit
+#    experts allocate expert_mask[expert_idx], torch.where's nonzero
+#    [n, 2], hidden_states[None, top_x] [n, d], w1, w3, w2 and the routing
+#    weights' [n, 1], each sized by the recorded count n;
+#  - the theory's bytes between steps, the steady step's peak and every
+#    mark it names equal the allocator's to the byte (tests/ft_cmp.py), at
+#    B 2 T 16 and at B 1 T 8, whose steady step leaves block 1's expert 0
+#    without a token (its grad stays zeros, Adam still steps it);
+#  - refused by name: a routing whose first step leaves an expert without a
+#    token (at B 1 T 2: its .grad stays None), --wrapper ddp, and measure
+#    (the engine does not run the PyTorch step's mixture yet).
+#
+# About 10 s. Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
+# makes that a failure), 99 hard error.
+name=moe_hf_torch
+needs=""
+src=${srcdir:-.}
+. "$src/tests/moe_lib.sh"
+. "$src/tests/torch_python.sh"
+export PYTHONDONTWRITEBYTECODE=1
+S=3
+torch_opts="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu --zero-grad zeros
+	--optimizer-impl single --precision fp32 --world 1 --schemes dp --steps $S"
+
+# ref B T: the reference's run into $tmp/ref-B-T.json (its trace beside),
+# its routing as a measured run's in $tmp/routing-B-T.json; the record
+# checked against its allocator's events (status 1 where it is not)
+ref() {
+	tag=$1-$2
+	"$py" "$src/tests/hf_torch.py" --model "$tmp/config.json" --seq "$2" --batch "$1" --steps $S --zero-grad zeros \
+		--no-attribution --trace "$tmp/trace-$tag" --out "$tmp/ref-$tag.json" >"$tmp/ref.log" 2>&1 ||
+		{ cat "$tmp/ref.log" >&2; echo "$name: hf_torch.py at B $1 T $2 failed" >&2; exit 99; }
+	python3 - "$tmp/ref-$tag.json" "$tmp/config.json" "$tmp/trace-$tag" "$tmp/routing-$tag.json" "$1" "$2" $S <<'PY' ||
+import json, sys
+ref, cfg = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+trace, out = sys.argv[3], sys.argv[4]
+B, T, S = (int(x) for x in sys.argv[5:8])
+E, K, L = cfg["num_local_experts"], cfg["num_experts_per_tok"], cfg["num_hidden_layers"]
+d, F = cfg["hidden_size"], cfg["intermediate_size"]
+rt, bad = ref.get("routing"), []
+if not rt or rt["blocks"] != L or rt["experts"] != E or len(rt["steps"]) != S or rt["traced"] is None:
+    sys.exit("moe_hf_torch: FAIL: the reference recorded no routing of %d steps x %d blocks x %d experts" % (S, L, E))
+for s, step in enumerate(rt["steps"] + [rt["traced"]]):
+    for l, c in enumerate(step):
+        if len(c) != E or sum(c) != B * T * K:
+            bad.append("forward %d block %d routes %s, not %d assignments over %d experts" % (s, l, c, B * T * K, E))
+# the traced step's allocations inside each block's forward
+seen, blk = [[] for _ in range(L)], None
+for line in open(trace):
+    w = line.split()
+    if w[0] == "mark" and w[1].startswith("fwd:layers.") and w[1].endswith(".block_sparse_moe:start"):
+        blk = int(w[1].split(".")[1])
+    elif w[0] == "mark" and w[1].endswith(".block_sparse_moe:end"):
+        blk = None
+    elif blk is not None and w[0] == "alloc" and w[2] in ("nonzero.default", "index.Tensor", "mm.default"):
+        seen[blk].append((w[2], w[4], int(w[1])))
+for l in range(L):
+    mod = "layers.%d.block_sparse_moe" % l
+    hit = sum(1 for n in rt["traced"][l] if n)
+    want = [("mm.default", mod + ".gate", B * T * E * 4),
+            ("nonzero.default", mod, hit * 8)]  # expert_hit: [hit, 1] int64
+    for e, n in enumerate(rt["traced"][l]):
+        if n == 0:
+            continue
+        want += [("index.Tensor", mod, K * B * T * 8),  # expert_mask[expert_idx]: [1, k, BT] int64
+                 ("nonzero.default", mod, n * 2 * 8),
+                 ("index.Tensor", mod, n * d * 4),
+                 ("mm.default", "%s.experts.%d.w1" % (mod, e), n * F * 4),
+                 ("mm.default", "%s.experts.%d.w3" % (mod, e), n * F * 4),
+                 ("mm.default", "%s.experts.%d.w2" % (mod, e), n * d * 4),
+                 ("index.Tensor", mod, n * 4)]  # routing_weights[top_x, idx, None]
+    if seen[l] != want:
+        bad.append("block %d: the allocator's expert allocations %s, the recorded routing %s gives %s" %
+                   (l, seen[l], rt["traced"][l], want))
+json.dump({"format": "zerosim-measured/1", "config": dict(seq=T, batch=B),
+           "runs": [{"scheme": "dp", "unit": "model", "world": 1,
+                     "routing": {"blocks": L, "experts": E, "tokens_per_expert": [rt["steps"]]}}]}, open(out, "w"))
+for b in bad:
+    print("moe_hf_torch: FAIL: B %d T %d: %s" % (B, T, b), file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+		status=1
+}
+
+# agree B T: the theory under the reference's routing against the reference
+agree() {
+	tag=$1-$2
+	# shellcheck disable=SC2086
+	if ! "$zerosim" theory --model "$tmp/config.json" --seq "$2" --batch "$1" $torch_opts \
+		--routing "$tmp/routing-$tag.json" --out "$tmp/t-$tag.json" 2>"$tmp/err"; then
+		fail "B $1 T $2: theory: $(cat "$tmp/err")"
+		return
+	fi
+	"$py" "$src/tests/ft_cmp.py" "$tmp/ref-$tag.json" "$tmp/t-$tag.json" - "mixtral B $1 T $2" || status=1
+}
+
+ref 2 16
+agree 2 16
+ref 1 8
+# the case's point: its steady step leaves an expert without a token
+python3 -c 'import json, sys; sys.exit(0 if any(0 in c for c in json.load(open(sys.argv[1]))["routing"]["steps"][-1]) else 1)' \
+	"$tmp/ref-1-8.json" || fail "B 1 T 8: no expert is left without a token in the steady step any more"
+agree 1 8
+
+# refused: one line on stderr, exit 2, nothing written (refuse LABEL PATTERN COMMAND...)
+refuse() {
+	label=$1 pattern=$2
+	shift 2
+	"$@" --out "$tmp/x.json" 2>"$tmp/err"
+	rc=$?
+	if [ $rc -ne 2 ] || ! grep -q -- "$pattern" "$tmp/err" || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/x.json" ]; then
+		fail "$label: exit $rc, '$(cat "$tmp/err")' (want 2 and '$pattern')"
+	fi
+}
+ref 1 2
+# shellcheck disable=SC2086
+refuse "first-step starved expert" "block 0's expert [0-9] gets no token in the run's first step" \
+	"$zerosim" theory --model "$tmp/config.json" --seq 2 --batch 1 $torch_opts --routing "$tmp/routing-1-2.json"
+# shellcheck disable=SC2086
+refuse "--wrapper ddp" "not with --wrapper ddp (an expert without a token: find_unused_parameters; give none)" \
+	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/') \
+	--routing "$tmp/routing-2-16.json"
+# shellcheck disable=SC2086
+refuse "measure" "^zerosim measure: .*not with --framework torch in measure (give --framework paper or deepspeed)$" \
+	"$zerosim" measure -q --model "$tmp/config.json" --seq 16 --batch 2 $torch_opts
+[ $status -eq 0 ] && echo "$name: the tiny mixtral's PyTorch step (B 2 T 16; B 1 T 8, an expert idle) equals 1.13's allocator to the byte; its refusals hold"
+exit $status
