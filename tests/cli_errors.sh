@@ -860,12 +860,17 @@ for cmd in measure theory; do
 		$cmd --spec "$tmp/sp-wr-units.json" --model "$tiny" --precision fp32 --torch-device cpu --attn eager \
 		--out "$keep"
 	# FSDP over the PyTorch step (--wrapper fsdp): 1.13's and 2.6's
-	# FULL_SHARD at N >= 2 only so far, the rest refused by name.
+	# FULL_SHARD and SHARD_GRAD_OP at N >= 2, one a run, the rest refused
+	# by name.
 	fsdp="--model $tiny --wrapper fsdp --precision fp32 --torch-device cpu --attn eager"
 	try 2 "--wrapper fsdp is torch's FullyShardedDataParallel: give --framework torch" \
 		$cmd --framework deepspeed $fsdp --world 2 --schemes zero3 --torch-version 1.13 --out "$keep"
-	try 2 "--wrapper fsdp runs torch's zero3 (FSDP FULL_SHARD) only so far: give --schemes zero3 (it lists zero2; SHARD_GRAD_OP, zero2, is not built yet)" \
-		$cmd --framework torch $fsdp --world 2 --schemes zero2 --torch-version 1.13 --out "$keep"
+	try 2 "--wrapper fsdp runs one scheme a run, zero2 or zero3 (it lists zero2 and zero3): run them apart" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero2,zero3 --torch-version 1.13 --out "$keep"
+	try 2 "--freeze with --wrapper fsdp --schemes zero2: SHARD_GRAD_OP of frozen parameters is not compared with PyTorch yet (give --schemes zero3)" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero2 --torch-version 1.13 --freeze blocks:0-0 --out "$keep"
+	try 2 "--lora-r with --wrapper fsdp --schemes zero2: SHARD_GRAD_OP of frozen parameters is not compared with PyTorch yet (give --schemes zero3)" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero2 --torch-version 1.13 --lora-r 4 --out "$keep"
 	try 2 "--wrapper fsdp shards over N ranks: every --world must be at least 2 (it lists 1)" \
 		$cmd --framework torch $fsdp --world 1,2 --schemes zero3 --torch-version 1.13 --out "$keep"
 	# 2.6's FSDP of frozen parameters (its reshard-only hook) is not
@@ -881,9 +886,9 @@ for cmd in measure theory; do
 	try 2 "--wrapper fsdp needs a transformer (--model)" \
 		$cmd --framework torch --wrapper fsdp --schemes zero3 --torch-version 1.13 --world 2 --out "$keep"
 	# torch's dp and zero1 are DDP's, zero3 FSDP's: refused across, by name.
-	try 2 "--wrapper fsdp runs torch's zero3 (FSDP FULL_SHARD) only so far: give --schemes zero3 (it lists zero1; torch's dp and zero1 are --wrapper ddp's)" \
+	try 2 "--wrapper fsdp runs torch's zero2 (FSDP SHARD_GRAD_OP) and zero3 (FULL_SHARD) only: give --schemes zero2 or zero3 (it lists zero1; torch's dp and zero1 are --wrapper ddp's)" \
 		$cmd --framework torch $fsdp --world 2 --schemes zero1 --torch-version 1.13 --out "$keep"
-	try 2 "--wrapper fsdp runs torch's zero3 (FSDP FULL_SHARD) only so far: give --schemes zero3 (it lists dp; torch's dp and zero1 are --wrapper ddp's)" \
+	try 2 "--wrapper fsdp runs torch's zero2 (FSDP SHARD_GRAD_OP) and zero3 (FULL_SHARD) only: give --schemes zero2 or zero3 (it lists dp; torch's dp and zero1 are --wrapper ddp's)" \
 		$cmd --framework torch $fsdp --world 2 --schemes zero3,dp --torch-version 1.13 --out "$keep"
 	try 2 "--wrapper ddp runs torch's dp (DistributedDataParallel) and zero1 (with ZeroRedundancyOptimizer) only: give --schemes dp or zero1 (it lists zero3)" \
 		$cmd --framework torch $ddp --schemes zero1,zero3 --torch-version 1.13 --out "$keep"

@@ -13,6 +13,10 @@
 #     measure (both ranks) against PyTorch's bytes between steps, the
 #     steady step's peak and every mark zerosim names (tests/ft_cmp.py);
 #   - N = 3, gpt2 K = 3 with no_sync(), as above;
+#   - SHARD_GRAD_OP (--schemes zero2, ft_torch.py --fsdp-strategy
+#     shard_grad_op): gpt2 K = 2 zeros with no_sync() (the gathered flat
+#     parameters kept across the micro-steps: no all-gather in the
+#     second) and llama K = 2 set_to_none without, as above;
 #   - autocast (--precision amp-bf16; ft_torch.py --amp bf16:
 #     torch.autocast around each micro-step's forward, FSDP without
 #     MixedPrecision): llama K = 2 set_to_none without no_sync() at N = 2,
@@ -30,7 +34,8 @@
 # `tests/ft_fsdp.sh torch26` (make check-torch26): the byte and collective
 # checks above against PyTorch 2.6's FSDP (FSDP1, backward_prefetch None)
 # in its Debian 13 root (tests/torch26_root.sh, ft_lib.sh's mode): the gpt2
-# K = 2 pair with and without no_sync() and llama's autocast, not the
+# K = 2 pair with and without no_sync(), SHARD_GRAD_OP's gpt2 K = 2 with
+# no_sync() and llama's autocast, not the
 # losses (zerosim's own arithmetic, 1.13's run checks it).
 # Without a root: skip (77), a failure under ZS_REQUIRE_TORCH26=1.
 #
@@ -88,16 +93,21 @@ EOF
 z="--seq 32 --batch 2 --schemes zero3 --steps 3 --framework torch --wrapper fsdp
 --torch-version $version --torch-device cpu --attn eager --optimizer-impl single"
 
-# case LABEL MODEL K ZERO_GRAD NO_SYNC(on|off) [WORLD, 2 when absent [PRECISION, fp32 when absent]]
-# (amp-bf16: ft_torch.py --amp bf16, each micro-step's forward in torch.autocast)
+# case LABEL MODEL K ZERO_GRAD NO_SYNC(on|off) [WORLD, 2 when absent [PRECISION, fp32 when absent
+#       [SCHEME, zero3 when absent]]]
+# (amp-bf16: ft_torch.py --amp bf16, each micro-step's forward in torch.autocast;
+# zero2: ft_torch.py --fsdp-strategy shard_grad_op, zerosim's --schemes zero2)
 case_() {
-	label=$1 m=$2 K=$3 zg=$4 ns=$5 world=${6:-2} prec=${7:-fp32}
+	label=$1 m=$2 K=$3 zg=$4 ns=$5 world=${6:-2} prec=${7:-fp32} scheme=${8:-zero3}
 	amp=
 	[ "$prec" = amp-bf16 ] && amp="--amp bf16"
+	strategy=full_shard
+	[ "$scheme" = zero2 ] && strategy=shard_grad_op
 	# gloo waits 30 minutes for a peer by default: a hang ends in 5
 	# shellcheck disable=SC2086
 	if ! ref --model "$tmp/tiny-$m.json" --grad-accum "$K" --zero-grad "$zg" \
-		--world "$world" --fsdp --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)" $amp --out "$tmp/$label.json" \
+		--world "$world" --fsdp --fsdp-strategy $strategy --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)" $amp \
+		--out "$tmp/$label.json" \
 		>"$tmp/err" 2>&1; then
 		echo "ft_fsdp: FAIL: tests/ft_torch.py --fsdp, $label:" >&2
 		tail -20 "$tmp/err" >&2
@@ -105,8 +115,8 @@ case_() {
 	fi
 	for cmd in theory measure; do
 		# shellcheck disable=SC2086
-		if ! "$zerosim" $cmd --model "$tmp/tiny-$m.json" $z --precision "$prec" --world "$world" --zero-grad "$zg" \
-			--grad-accum "$K" --fsdp-no-sync "$ns" --out "$tmp/$label.$cmd.json" 2>"$tmp/err"; then
+		if ! "$zerosim" $cmd --model "$tmp/tiny-$m.json" $z --schemes "$scheme" --precision "$prec" --world "$world" \
+			--zero-grad "$zg" --grad-accum "$K" --fsdp-no-sync "$ns" --out "$tmp/$label.$cmd.json" 2>"$tmp/err"; then
 			echo "ft_fsdp: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
 			exit 99
 		fi
@@ -125,6 +135,13 @@ if [ "$mode" != torch26 ]; then
 	# N = 3, K = 3 (the review's run): three shards, two micro-steps in no_sync()
 	case_ fsdp3-gpt2-k3-zeros-nosync gpt2 3 zeros on 3
 fi
+# SHARD_GRAD_OP (zero2): in no_sync() the gathered flat parameters stay
+# (1.13's _should_free_unsharded_flat_param, 2.6's _should_free_in_backward:
+# False), so the second micro-step all-gathers nothing (coll.py's counts:
+# PyTorch's [3, 0]); without, each micro-step's post-backward hook frees
+# them and the next gathers
+case_ fsdp2-zero2-gpt2-k2-zeros-nosync gpt2 2 zeros on 2 fp32 zero2
+[ "$mode" = torch26 ] || case_ fsdp2-zero2-llama-k2-none-sync llama 2 none off 2 fp32 zero2
 # autocast around the forward (no FSDP MixedPrecision): each unit's
 # parameters are views of its gathered flat parameter, no leaves, so
 # autocast caches none of their bf16 casts (a copy at every use; a bias's

@@ -27,6 +27,8 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    of DDP: hf_torch.fsdp_wrap (FULL_SHARD, one unit per
                    block and the root, tests/fsdp_torch.py's gloo shims),
                    the optimizer over its flat parameters.
+  --fsdp-strategy full_shard|shard_grad_op  --fsdp's sharding_strategy
+                   (hf_torch.fsdp_strategy; PEFT's policy: full_shard only).
   --bucket-cap-mb MB  DDP's bucket_cap_mb (default: not given, DDP's own);
                    with --world > 1 the output's ddp_buckets are the
                    reducer's rebuilt buckets, bytes each in its order.
@@ -696,6 +698,7 @@ def main():
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--no-sync", type=int, choices=[0, 1], default=1)
     ap.add_argument("--fsdp", action="store_true")
+    ap.add_argument("--fsdp-strategy", choices=("full_shard", "shard_grad_op"), default="full_shard")
     ap.add_argument("--bucket-cap-mb", type=float, default=None)
     ap.add_argument("--zero1", action="store_true")
     ap.add_argument("--freeze", default="")
@@ -731,6 +734,8 @@ def main():
         ap.error("--fsdp shards over --world N >= 2 ranks")
     if a.fsdp and a.zero1:
         ap.error("--fsdp and --zero1: one wrapper a run")
+    if a.fsdp_strategy != "full_shard" and not (a.fsdp and not a.lora_r):
+        ap.error("--fsdp-strategy: only with --fsdp without --lora-r (PEFT's policy wraps FULL_SHARD)")
     try:
         if a.freeze:
             freeze_names(a)

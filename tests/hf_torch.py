@@ -65,8 +65,8 @@ free written with its op, phase and module (and FILE.clean: the clean
 last step's sizes), to diff against zerosim's step list event by event.
 
 --ddp N / --fsdp N: the model in DistributedDataParallel, or in
-FullyShardedDataParallel FULL_SHARD with a unit per block and the root
-(fsdp_wrap), over gloo in N processes, each its own batch; rank 0's
+FullyShardedDataParallel FULL_SHARD (or, --fsdp-strategy shard_grad_op,
+SHARD_GRAD_OP) with a unit per block and the root (fsdp_wrap), over gloo in N processes, each its own batch; rank 0's
 allocator is the one replayed.
 
 Prints one JSON object (see --help). Exit 0; 2 bad usage.
@@ -1749,13 +1749,20 @@ def spawn(worker, n, args):
 # unit per transformer block and the root, N processes, rank 0 recorded
 
 
+def fsdp_strategy(a):
+    """--fsdp-strategy: full_shard (the default; zerosim's zero3) or
+    shard_grad_op (zero2); an importer's namespace without it: full_shard."""
+    return getattr(a, "fsdp_strategy", "full_shard")
+
+
 def fsdp_wrap(a, model):
     """torch.distributed.fsdp.FullyShardedDataParallel as 1.13 runs it on
     the CPU over gloo, with tests/fsdp_torch.py's shims (imported from
     there: the CUDA stream and event calls no-ops, the compute device the
     CPU, _all_gather_base and _reduce_scatter_base as point-to-point
     exchanges that allocate nothing while a step runs: the reduce-scatter
-    receives into a buffer made before the profiled session). FULL_SHARD,
+    receives into a buffer made before the profiled session). FULL_SHARD
+    or, --fsdp-strategy shard_grad_op, SHARD_GRAD_OP (fsdp_strategy),
     transformer_auto_wrap_policy on the block class (GPT2Block,
     LlamaDecoderLayer): one unit per block, the root holding the rest;
     backward_prefetch None (1.13's default, fully_sharded_data_parallel.py
@@ -1779,8 +1786,8 @@ def fsdp_wrap(a, model):
     from torch.distributed.fsdp import BackwardPrefetch
     kw = dict(device_id=torch.device("cpu")) if TV >= (2, 0) else {}
     prefetch = BackwardPrefetch.BACKWARD_PRE if getattr(a, "fsdp_prefetch", "none") == "backward-pre" else None
-    m = FSDP(model, sharding_strategy=ShardingStrategy.FULL_SHARD, auto_wrap_policy=policy, backward_prefetch=prefetch,
-             **kw)
+    strategy = getattr(ShardingStrategy, fsdp_strategy(a).upper())
+    m = FSDP(model, sharding_strategy=strategy, auto_wrap_policy=policy, backward_prefetch=prefetch, **kw)
     m.units = model.units
     mark("fsdp:constructed")
     return m
@@ -1902,7 +1909,8 @@ def zerosim_theory(a, r):
         # FSDP's bytes depend on N (each unit's shard): its world and zero3
         cmd = [a.zerosim, "theory", "--model", cfgfile, "--world", str(a.fsdp or 1), "--seq", str(a.seq), "--batch",
                str(a.batch), "--precision", "amp-bf16" if a.amp == "bf16" else "fp32",
-               "--schemes", "zero3" if a.fsdp else "dp"] + a.zerosim_args.split() + ["--out", out]
+               "--schemes", ("zero2" if fsdp_strategy(a) == "shard_grad_op" else "zero3") if a.fsdp else "dp"] + \
+            a.zerosim_args.split() + ["--out", out]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode:
             return dict(command=" ".join(cmd[:-2]), error=p.stderr.strip())
@@ -2044,6 +2052,8 @@ def main():
                          "DDP model (torch's zero1); every rank's figures in \"ranks\"")
     ap.add_argument("--fsdp-prefetch", choices=("none", "backward-pre"), default="none",
                     help="--fsdp's backward_prefetch: None (1.13's default) or BACKWARD_PRE (2.6's)")
+    ap.add_argument("--fsdp-strategy", choices=("full_shard", "shard_grad_op"), default="full_shard",
+                    help="--fsdp's sharding_strategy: FULL_SHARD (zerosim's zero3) or SHARD_GRAD_OP (zero2)")
     ap.add_argument("--fsdp", type=int, default=0, metavar="N",
                     help="N >= 2: the model in FullyShardedDataParallel FULL_SHARD, a unit per block and the "
                          "root, over gloo, N processes on the CPU (each its own batch), rank 0's allocator recorded")

@@ -24,7 +24,8 @@
 # fsdp: gpt2 and llama at N = 2, gpt2 with set_to_none, llama with foreach
 # Adam, gpt2 at N = 3, qwen2, and phi3 with set_to_none, at N = 2; gpt2 with set_to_none
 # and llama under --recompute full, the checkpoint inside the unit), theory and measure, and at N = 2 the measure's
-# final weights equal DDP's to the bit; gpt2 and llama with dropout 0.1
+# final weights equal DDP's to the bit; FSDP SHARD_GRAD_OP (--schemes zero2:
+# gpt2 at N = 2 and 3, llama with set_to_none, both under --recompute full); gpt2 and llama with dropout 0.1
 # from their
 # configs (the CPU's noise tensors kept by autograd), where zerosim's
 # measure, which runs real dropout with its own seeded masks, must give
@@ -335,7 +336,9 @@ fi
 # tests/fsdp_torch.py's exchanges) at N = 2 (gpt2 set_to_none, llama
 # zeros with foreach Adam, gemma2 zeros; autocast: tests/ft_fsdp.sh
 # torch26) and N = 3 (gpt2, every unit padded, with 2.6's default
-# backward_prefetch BACKWARD_PRE: --prefetch backward-pre), and at N = 2 the
+# backward_prefetch BACKWARD_PRE: --prefetch backward-pre), FSDP
+# SHARD_GRAD_OP (--schemes zero2: llama zeros foreach at N = 2, gpt2 with
+# BACKWARD_PRE at N = 3), and at N = 2 the
 # measure's final weights DDP's to the bit, ZeroRedundancyOptimizer over DDP
 # at N = 2 and 3 (its every rank). PyTorch
 # runs in the root (hf_torch.py alone: zerosim is this machine's binary),
@@ -406,7 +409,9 @@ if [ "${1:-}" = torch26 ]; then
 		"fsdp2-gemma2-zeros|tiny-gemma2|--zero-grad zeros --fsdp 2|--wrapper fsdp --optimizer-impl single --zero-grad zeros" \
 		"fsdp2-gpt2-ckpt|tiny-gpt2|--zero-grad none --fsdp 2 --recompute full|--wrapper fsdp --optimizer-impl single --zero-grad none --recompute full" \
 		"fsdp2-llama-ckpt-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2 --recompute full|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros --recompute full" \
-		"fsdp3-gpt2-backward-pre-ckpt|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --recompute full|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre --recompute full"
+		"fsdp3-gpt2-backward-pre-ckpt|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --recompute full|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre --recompute full" \
+		"fsdp2-zero2-llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2 --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros" \
+		"fsdp3-zero2-gpt2-backward-pre|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre"
 	do
 		label=${case%%|*} rest=${case#*|}
 		cfg=${rest%%|*} rest=${rest#*|}
@@ -414,6 +419,7 @@ if [ "${1:-}" = torch26 ]; then
 		case $zargs in *--attn*) ;; *) zargs="$zargs --attn eager" ;; esac
 		world=1 tl= schemes=dp
 		case $label in ddp2-*) world=2 tl=--timeline ;; fsdp2-*) world=2 schemes=zero3 ;; fsdp3-*) world=3 schemes=zero3 ;; esac
+		case $label in fsdp*-zero2-*) schemes=zero2 ;; esac # SHARD_GRAD_OP
 		in26 "$root" "$in/hf_torch.py --model $in/$cfg.json $targs --no-attribution --out $in/out.json"
 		for cmd in theory measure; do
 			# (a --precision in zargs comes after fp32's and wins)
@@ -478,7 +484,10 @@ plain="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu 
 # ddp_group): without the pin a loaded machine made the between-steps bytes
 # 4 bytes over from step 2 on.
 ddp="--framework torch --wrapper ddp --torch-version 1.13 --torch-device cpu --attn eager"
-# FSDP FULL_SHARD over gloo, a unit per block and the root (hf_torch.py
+# FSDP FULL_SHARD (and SHARD_GRAD_OP, the fsdp*-zero2-* cases: hf_torch.py
+# --fsdp-strategy shard_grad_op against --schemes zero2, the gathered flat
+# parameter kept from forward to the post-backward hook) over gloo, a unit
+# per block and the root (hf_torch.py
 # --fsdp N, N processes, rank 0's allocator recorded; tests/fsdp_torch.py's
 # shims: CUDA's streams no-ops, the two collectives gloo lacks as
 # point-to-point exchanges that allocate nothing) against zerosim's FSDP
@@ -538,6 +547,11 @@ for case in \
 	"fsdp2-gemma3_text|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --fsdp 2|$fsdp --optimizer-impl single --zero-grad zeros" \
 	"fsdp2-gpt2-ckpt-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
 	"fsdp2-llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad zeros --recompute full" \
+	"fsdp2-zero2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad zeros" \
+	"fsdp2-zero2-llama-set_to_none|--model $tmp/tiny-llama.json --zero-grad none --fsdp 2 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad none" \
+	"fsdp3-zero2-gpt2|--model $tmp/tiny-gpt2.json --zero-grad zeros --fsdp 3 --fsdp-strategy shard_grad_op|$fsdp --optimizer-impl single --zero-grad zeros" \
+	"fsdp2-zero2-gpt2-ckpt-set_to_none|--model $tmp/tiny-gpt2.json --zero-grad none --fsdp 2 --fsdp-strategy shard_grad_op --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
+	"fsdp2-zero2-llama-ckpt|--model $tmp/tiny-llama.json --zero-grad zeros --fsdp 2 --fsdp-strategy shard_grad_op --recompute full|$fsdp --optimizer-impl single --zero-grad zeros --recompute full" \
 	"gpt2-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
 	"gpt2-untied-ckpt-set_to_none|--model $tmp/tiny-gpt2-untied.json --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
 	"gpt2-foreach-ckpt|--model $tmp/tiny-gpt2.json --zero-grad zeros --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad zeros --recompute full" \
@@ -571,6 +585,8 @@ do
 		world=1 schemes=dp tl=
 		# --timeline: DDP's buckets, each its bytes
 		case $label in ddp2-*) world=2 tl=--timeline ;; fsdp2-*) world=2 schemes=zero3 ;; fsdp3-*) world=3 schemes=zero3 ;; esac
+		# SHARD_GRAD_OP (hf_torch.py --fsdp-strategy shard_grad_op): zero2
+		case $label in fsdp*-zero2-*) schemes=zero2 ;; esac
 		# shellcheck disable=SC2086
 		if ! "$zerosim" measure --model "$cfg" --seq 32 --batch 2 --precision fp32 --schemes $schemes --world $world \
 			--steps 3 $tl $zargs --out "$tmp/m.json" 2>"$tmp/err"; then

@@ -91,8 +91,9 @@ struct zs_opt {
 	"                         --model, --framework torch, --schemes dp; with\n" \
 	"                         --schemes zero1 ZeroRedundancyOptimizer over it,\n" \
 	"                         each rank's bytes its own: one scheme a run) or\n" \
-	"                         fsdp (FSDP FULL_SHARD, a unit per block, over it as\n" \
-	"                         PyTorch 1.13 or 2.6 runs it, N >= 2: --schemes zero3)\n" \
+	"                         fsdp (FSDP, a unit per block, over it as PyTorch\n" \
+	"                         1.13 or 2.6 runs it, N >= 2: --schemes zero3 is\n" \
+	"                         FULL_SHARD, zero2 SHARD_GRAD_OP; one a run)\n" \
 	"      --grad-accum K     --wrapper none, ddp or fsdp, --framework deepspeed\n" \
 	"                         (no --offload) or --framework paper (the MLP and the\n" \
 	"                         transformer for both): K micro-steps (each\n" \

@@ -321,17 +321,20 @@ char *theory_framework_text(const struct theory_request *req)
 			/* --prefetch's default is none, 1.13's default and not 2.6's
 			 * (BACKWARD_PRE): the text says which the figures are */
 			const int v113 = c->torch_version == ZS_TORCH_1_13, pre = c->prefetch == ZS_PREFETCH_BACKWARD_PRE;
-			return zs_asprintf("\nFramework torch, --wrapper fsdp: FullyShardedDataParallel FULL_SHARD as PyTorch "
+			const int sgo = c->schemes[0] == ZS_ZERO2; /* SHARD_GRAD_OP: one scheme a run */
+			return zs_asprintf("\nFramework torch, --wrapper fsdp: FullyShardedDataParallel %s as PyTorch "
 			                   "%s runs it (a unit per block and the root, backward_prefetch %s) over Hugging "
 			                   "Face's model in its own step, allocation by allocation (docs/schedule.md, \"FSDP "
 			                   "over the PyTorch step\"): each unit's flat parameter padded to a multiple of N and "
-			                   "sharded, gathered before its forward and again at its pre-backward hook, its "
+			                   "sharded, gathered before its forward %s, its "
 			                   "gradients held for the split's cat, %s reduce-scattered into a shard; "
 			                   "Adam over the shards.\n",
-			                   v113 ? "1.13" : "2.6",
+			                   sgo ? "SHARD_GRAD_OP" : "FULL_SHARD", v113 ? "1.13" : "2.6",
 			                   v113  ? "None"
 			                   : pre ? "BACKWARD_PRE, 2.6's default: each pre-backward hook gathers the next unit too"
 			                         : "None, not 2.6's default BACKWARD_PRE (--prefetch backward-pre)",
+			                   sgo ? "and kept to its post-backward hook (not gathered again)"
+			                       : "and again at its pre-backward hook",
 			                   v113 ? "the padded copy" : "the flat gradient (a padded copy where N does not divide it)");
 		}
 		return zs_asprintf("\nFramework torch: dp is DistributedDataParallel (bucket_cap_mb %s; its gradient "

@@ -351,7 +351,7 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 	 * is zerosim's, not the input's. */
 	if ((c->wrapper == ZS_WRAPPER_DDP &&
 	     ag_ddp_apply(s, o, world, c->bucket_cap_mb, ag_ddp_first_bucket_bytes(c), cause) != 0) ||
-	    (c->wrapper == ZS_WRAPPER_FSDP && ag_fsdp_apply(s, p, o, world, cause) != 0)) {
+	    (c->wrapper == ZS_WRAPPER_FSDP && ag_fsdp_apply(s, p, o, world, c->schemes[0] == ZS_ZERO2, cause) != 0)) {
 		ag_step_free(s);
 		return -2;
 	}

@@ -115,10 +115,14 @@ static void scalar_inplace(struct ag_pass *p, enum ag_op k, uint32_t x, double v
 
 /* The unit's unshard: the padded unsharded flat parameter allocated and
  * all-gathered from every rank's shard (after the record_function of
- * FSDP's forward or pre-backward hook). */
+ * FSDP's forward or pre-backward hook), unless it is still gathered
+ * (SHARD_GRAD_OP kept it: 1.13's FlatParamHandle.unshard, flat_param.py
+ * 656-675, only switches to it when needs_unshard() is False). */
 static void unshard(struct ag_pass *p, const struct ag_options *o, struct unit *u, enum zs_phase ph)
 {
 	agp_record_function(p, o, ph);
+	if (u->live)
+		return;
 	agp_alloc(p, u->gathered, ph);
 	agp_op(p, ph, AG_OP_ALL_GATHER, u->sh, u->gathered);
 	u->live = 1;
@@ -136,12 +140,12 @@ static void prefetch(struct ag_pass *p, const struct ag_options *o, struct unit 
 		unshard(p, o, u, ZS_PH_BACKWARD);
 }
 
-/* A block unit's _pre_backward_hook: its unshard, unless prefetched,
- * then BACKWARD_PRE's prefetch of the block before (u: all units). */
+/* A block unit's _pre_backward_hook: its record_function and unshard
+ * (none when prefetched or, SHARD_GRAD_OP, kept since its forward), then
+ * BACKWARD_PRE's prefetch of the block before (u: all units). */
 static void pre_backward(struct ag_pass *p, const struct ag_options *o, struct unit *u, struct unit *v)
 {
-	if (!v->live)
-		unshard(p, o, v, ZS_PH_BACKWARD);
+	unshard(p, o, v, ZS_PH_BACKWARD);
 	if (o->fsdp_prefetch && v->block > 0)
 		prefetch(p, o, &u[v->block - 1]);
 }
@@ -162,7 +166,7 @@ static void reshard(struct ag_pass *p, struct unit *u, enum zs_phase ph)
  * flat_param.py 786-790); the engine holds the cat, its input, through
  * the post hooks (engine.cpp call_function's inputs), freed after. */
 static void post_backward(struct ag_pass *p, const struct ag_options *o, struct unit *u, unsigned world,
-                          double pre, int sync)
+                          double pre, int sync, int sgo)
 {
 	const enum zs_phase ph = ZS_PH_BACKWARD;
 	uint32_t cat = agp_storage(p, "cat (SplitWithSizesBackward: the unsharded flat gradient)", AG_F32, u->numel, 0,
@@ -181,7 +185,11 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 		acc = u->ugrad;
 	}
 	agp_record_function(p, o, ph);
-	reshard(p, u, ph); /* _reshard: FULL_SHARD frees it, in no_sync() too (3386-3390) */
+	/* _reshard: FULL_SHARD frees it, in no_sync() too; SHARD_GRAD_OP only
+	 * when it syncs (_should_free_unsharded_flat_param, 3386-3390): under
+	 * no_sync() its gathered copy stays for the next micro-step */
+	if (sync || !sgo)
+		reshard(p, u, ph);
 	if (!sync) {
 		if (u->ugrad == NO)
 			u->ugrad = cat;
@@ -505,7 +513,7 @@ int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, char **c
 }
 
 int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct ag_options *o, unsigned world,
-                  char **cause)
+                  int shard_grad_op, char **cause)
 {
 	if (world < 1)
 		return zs_fail(cause, "--wrapper fsdp: N must be at least 1");
@@ -724,19 +732,20 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		 * engine's work on that node's inputs is done: before the next
 		 * mark (the next unit's pre-backward hook, or backward's end) */
 		if (ready != NULL && e->kind == AG_EV_MARK) {
-			post_backward(p_, o, ready, world, pre, sync);
+			post_backward(p_, o, ready, world, pre, sync, shard_grad_op);
 			ready = NULL;
 		}
 		/* backward's end (the next micro-step's mark or the
 		 * optimizer's): the root's queued _wait_for_post_backward
 		 * reshards what no post-backward hook did, the frozen units'
 		 * (_catch_all_reshard, 3428-3455, over fsdp_modules: the root
-		 * first, depth first, 3524) */
+		 * first, depth first, 3524; SHARD_GRAD_OP's only when it syncs:
+		 * _should_free_unsharded_flat_param) */
 		if (e->kind == AG_EV_MARK && e->label != NULL &&
 		    (strcmp(e->label, "phase:optimizer") == 0 ||
 		     (strncmp(e->label, "micro:", 6) == 0 && strtoul(e->label + 6, NULL, 10) > 0)))
 			for (size_t k = 0; k < nu; k++)
-				if (u[order[k]].live && u[order[k]].frozen)
+				if (u[order[k]].live && u[order[k]].frozen && (sync || !shard_grad_op))
 					reshard(p_, &u[order[k]], ZS_PH_BACKWARD);
 		if (pre_at[i] >= 0)
 			pre_backward(p_, o, u, &u[pre_at[i]]);
@@ -746,7 +755,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 			 * hook unshards; the post-backward hook at its end, above */
 			if (is_where(where, "fwd") || is_where(where, "bwd"))
 				unshard(p_, o, v, is_where(where, "fwd") ? ZS_PH_FORWARD : ZS_PH_BACKWARD);
-			else if (is_where(where, "fwd_end"))
+			else if (is_where(where, "fwd_end") && !shard_grad_op)
 				reshard(p_, v, ZS_PH_FORWARD);
 			continue;
 		}
@@ -776,7 +785,11 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 				nmarks[0]++;
 			} else if ((v = block_mark(e, u, nu, "fwd", "end")) != NULL) {
 				agp_copy(p_, e);
-				reshard(p_, v, ZS_PH_FORWARD); /* reshard after forward */
+				/* FULL_SHARD's reshard after forward; SHARD_GRAD_OP keeps
+				 * it for backward (1.13's forward frees only a non-root
+				 * FULL_SHARD unit's, 2710-2713) */
+				if (!shard_grad_op)
+					reshard(p_, v, ZS_PH_FORWARD);
 			} else if (is_label_k(e, "phase:backward")) {
 				agp_copy(p_, e);
 				root_prebwd = 1;

@@ -83,10 +83,11 @@
 #include "util/step.h"
 
 /* Turn the plain loop's step s (ag_step_build of p under o) into one
- * rank's step under FSDP FULL_SHARD over `world` ranks. 0, or -1 with
- * *cause (s is then unusable: the caller frees it). */
+ * rank's step under FSDP over `world` ranks: FULL_SHARD (torch's zero3),
+ * or SHARD_GRAD_OP (shard_grad_op non-zero, torch's zero2). 0, or -1
+ * with *cause (s is then unusable: the caller frees it). */
 int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct ag_options *o, unsigned world,
-                  char **cause);
+                  int shard_grad_op, char **cause);
 
 /* 0, or -1 with *cause when a unit of s (the plain loop's step of p, as
  * ag_fsdp_apply would wrap it) holds frozen and trainable parameters

@@ -884,19 +884,28 @@ static int check_ddp(const struct zs_config *c, char **cause)
 	return check_step_unit(c, cause);
 }
 
-/* --wrapper fsdp: torch's FullyShardedDataParallel FULL_SHARD over the
- * PyTorch step (util/ag_fsdp.h), torch's zero3, at 1.13's defaults or
- * 2.6's (docs/schedule.md, "FSDP over the PyTorch step"). */
+/* --wrapper fsdp: torch's FullyShardedDataParallel over the PyTorch step
+ * (util/ag_fsdp.h), FULL_SHARD (torch's zero3) or SHARD_GRAD_OP (zero2),
+ * at 1.13's defaults or 2.6's (docs/schedule.md, "FSDP over the PyTorch
+ * step"): one of them a run, since the step is built for the run's
+ * scheme (as --wrapper ddp's dp and zero1). */
 static int check_fsdp(const struct zs_config *c, char **cause)
 {
 	if (c->framework != ZS_FW_TORCH)
 		return zs_fail(cause, "--wrapper fsdp is torch's FullyShardedDataParallel: give --framework torch");
 	for (size_t i = 0; i < c->nschemes; i++)
-		if (c->schemes[i] != ZS_ZERO3)
-			return zs_fail(cause, "--wrapper fsdp runs torch's zero3 (FSDP FULL_SHARD) only so far: give --schemes "
-			               "zero3 (it lists %s; %s)", zs_scheme_name(c->schemes[i]),
-			               c->schemes[i] == ZS_ZERO2 ? "SHARD_GRAD_OP, zero2, is not built yet"
-			                                         : "torch's dp and zero1 are --wrapper ddp's");
+		if (c->schemes[i] != ZS_ZERO2 && c->schemes[i] != ZS_ZERO3)
+			return zs_fail(cause, "--wrapper fsdp runs torch's zero2 (FSDP SHARD_GRAD_OP) and zero3 (FULL_SHARD) "
+			               "only: give --schemes zero2 or zero3 (it lists %s; torch's dp and zero1 are --wrapper "
+			               "ddp's)", zs_scheme_name(c->schemes[i]));
+		else if (c->schemes[i] != c->schemes[0])
+			return zs_fail(cause, "--wrapper fsdp runs one scheme a run, zero2 or zero3 (it lists %s and %s): run "
+			               "them apart", zs_scheme_name(c->schemes[0]), zs_scheme_name(c->schemes[i]));
+	/* SHARD_GRAD_OP of frozen units (--freeze, LoRA's base: kept gathered
+	 * from forward to backward's end) is not compared with PyTorch yet */
+	if (c->schemes[0] == ZS_ZERO2 && (c->freeze[0] || c->lora_r))
+		return zs_fail(cause, "--%s with --wrapper fsdp --schemes zero2: SHARD_GRAD_OP of frozen parameters is not "
+		               "compared with PyTorch yet (give --schemes zero3)", c->lora_r ? "lora-r" : "freeze");
 	/* its units are the wrap policy's: a --unit would relabel the rows and
 	 * change nothing else (as under none and ddp, check_step_unit) */
 	if (c->given & ZS_KEY_BIT(ZS_KEY_UNITS))
