@@ -34,6 +34,9 @@
 #include "util/nf4.h"
 #include "util/util.h"
 
+/* a refusal, whole (zs_fail: the cause as long as it needs) */
+#define refuse(...) zs_fail(__VA_ARGS__)
+
 unsigned ag_dtype_size(enum ag_dtype d)
 {
 	switch (d) {
@@ -3370,8 +3373,6 @@ static T moe_sum_to(struct bld *b, const char *what, T full, uint64_t rows)
 	return out;
 }
 
-static int refuse(char **cause, const char *fmt, ...);
-
 /* What of the options the block is not described under (one line into
  * *cause, -1), or a routing whose blocks do not route B·T·k assignments;
  * else 0. */
@@ -5501,8 +5502,6 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->moe_counts = c->moe_counts;
 }
 
-/* a refusal, whole (zs_fail: the cause as long as it needs) */
-#define refuse(...) zs_fail(__VA_ARGS__)
 
 /* What of autocast is described (docs/schedule.md, "Autocast"): bf16 on
  * the CPU, the eager step of every family described (gpt2, llama, mistral,
