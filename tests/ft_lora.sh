@@ -120,6 +120,13 @@ while IFS=';' read -r label m zg K world ns args; do
 	ft_case $version "$m" "$zg" "$K" "$rargs" "--precision $prec --schemes dp --world $world $zargs $args" $tl
 	# shellcheck disable=SC2086
 	"$py" "$src/tests/ft_cmp.py" "$ref" "$tmp/theory.json" "$tmp/measure.json" "$label ($args)" $cmp || status=1
+	# and the phases to the measured --timeline (tests/json_agree: where
+	# the set-up's own peak binds, before the last step the timeline
+	# records, no event of it reaches the peak)
+	if [ "$world" -gt 1 ] && ! "$top/tests/json_agree" "$tmp/measure.json" "$tmp/theory.json" >"$tmp/agree" 2>&1; then
+		echo "FAIL: $label: json_agree: $(cat "$tmp/agree")"
+		status=1
+	fi
 	if [ "$world" -gt 1 ] && [ $version = 1.13 ]; then
 		# PyTorch's all-reduces per micro-step: DDP's one bucket once a
 		# synchronized backward, none inside no_sync()
