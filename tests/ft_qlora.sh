@@ -28,11 +28,18 @@
 #    a 16-token vocabulary, T = 4, B = 1: the peak is the forward's, at
 #    the last down_proj, and equals the fp32-base run's forward peak less
 #    the weights' difference (3.) plus the dequantized [d, i] fp32 weight,
-#    4 d i bytes, from the shape (the measured peak is the steps': the
-#    engine forgets its set-up's fp32 weights, as the theory does).
+#    4 d i bytes, from the shape (both sides count the set-up's own peak
+#    too: it quantizes each weight as it is made, as transformers' 4-bit
+#    load does, so it holds one fp32 weight at a time, below the forward's;
+#    made whole first, the fp32 base would be the peak here, 6.5 MB).
 # 5. Under --wrapper ddp, N = 2, K = 1 and 2: 2. and 3. again, and the
 #    steps' traffic equal to the fp32-base run's (the 4-bit base is frozen,
 #    and only its packed weights are broadcast, once, in set-up).
+# 6. DDP N = 2 at T = 4, B = 1: the set-up binds, at the construction's
+#    broadcast copy of the fp32 module states (DDP's _sync_module_states:
+#    docs/finetune.md, "LoRA under DDP"): the peak is those states twice
+#    (embeddings, head, norms, adapters, inv_freq: from the shapes) plus
+#    the 4-bit storages (3.), binding_phase setup.
 # Exit 0 pass, 1 disagreement, 99 hard error.
 set -u
 top=${ZS_BUILDDIR:-.}
@@ -184,6 +191,14 @@ if label.startswith("wide"):
                    f"dequantized [d, i] weight {tmpw:,}")
     if wantp <= f["peak_bytes"] - (f["resident_bytes"] - want):
         bad.append("the dequantized weight does not make the peak here")
+if label.startswith("DDP set-up"):  # llama: the fp32 states, copied once more in one flat bucket
+    d, L, r = cfg["hidden_size"], cfg["num_hidden_layers"], 4
+    hd = d // cfg["num_attention_heads"]
+    s32 = 2 * cfg["vocab_size"] * d + (2 * L + 1) * d + L * (2 * r * d + r * d + kv * r) + hd // 2
+    wantp = 2 * 4 * s32 + held
+    if t["peak_bytes"] != wantp or t["binding_phase"] != "setup":
+        bad.append(f"peak {t['peak_bytes']:,} ({t['binding_phase']}), by hand {wantp:,} (setup): the fp32 "
+                   f"states {4 * s32:,} twice plus the 4-bit storages {held:,}")
 print(("FAIL: " if bad else "ok: ") + label + f": between steps {t['resident_bytes']:,} (fp32 base "
       f"{f['resident_bytes']:,}; 4-bit storages {held:,} B for {n_all:,} weights), peak {t['peak_bytes']:,} "
       f"(fp32 base {f['peak_bytes']:,})" + "".join("\n  " + x for x in bad))
@@ -203,5 +218,6 @@ DDP N = 2: llama, q_proj + v_proj, zeros;llama;zeros;1;--lora-r 4 --quant-base n
 DDP N = 2: llama, all-linear, double quant, K = 2;llama;none;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --wrapper ddp --world 2
 DDP N = 2: gpt2, c_attn, K = 2;gpt2;zeros;2;--lora-r 4 --quant-base nf4 --wrapper ddp --world 2
 DDP N = 2: phi3, all-linear (fused), double quant;phi3;none;1;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --wrapper ddp --world 2
+DDP set-up, N = 2, T = 4, B = 1: the broadcast copy at the peak;llama;zeros;1;--lora-r 4 --quant-base nf4 --wrapper ddp --world 2 --seq 4 --batch 1
 CASES
 exit $status

@@ -546,6 +546,10 @@ def run(a, rank=0, world=1):
     stream = H.replay(events)
     steps = {s: H.analyse_step(stream, s) for s in range(1, a.steps + 1)}
     between = stream[-1][0]
+    # the set-up's peak: building, wrapping (DDP's broadcast copy of every
+    # parameter and buffer, frozen ones too) up to step 1
+    first = next(i for i, (_, l) in enumerate(stream) if l == "step:1")
+    setup_peak = max((live for live, l in stream[:first] if l is None), default=0)
     # DDP's all-reduces in each micro-step of the steady step: the calls it
     # made through hf_torch.ddp_group (the pinning collectives left out),
     # placed by the marks made before each
@@ -591,7 +595,7 @@ def run(a, rank=0, world=1):
                frozen_names=sorted(hf_name(family, n) for n in frozen),
                between_steps=[steps[s]["start_bytes"] for s in range(2, S + 1)] + [between],
                persistent=pers, peak=st["peak"], peak_phase=st["phase"], peak_after=st["after"],
-               step_peaks=[steps[s]["peak"] for s in range(1, S + 1)],
+               step_peaks=[steps[s]["peak"] for s in range(1, S + 1)], setup_peak=setup_peak,
                fwd_end_over_start=fwd, allreduce_per_micro=per_micro,
                boundaries=st["boundaries"], losses=losses, grad_norms=grad_norms)
     if world > 1 and a.fsdp:

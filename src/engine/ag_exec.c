@@ -1758,11 +1758,6 @@ int ag_exec_begin_ranks(struct ag_exec *x, unsigned n, const struct ag_step *s, 
 	int rc = world_events(x, n, s->setup, s->nsetup, cause);
 	for (unsigned k = 0; k < n; k++)
 		x[k].in_setup = 0;
-	/* QLoRA: zerosim's loader made every fp32 weight before quantizing
-	 * (a streaming loader holds one layer's): that set-up peak is not the
-	 * run's, and the theory's peak is the steps' (docs/finetune.md) */
-	if (rc == 0 && o->quant_nf4)
-		tracker_rebase_peak(tr);
 	if (rc != 0)
 		for (unsigned k = 0; k < n; k++)
 			ag_exec_end(&x[k]);

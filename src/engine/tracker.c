@@ -309,13 +309,3 @@ size_t tracker_outstanding(const struct zs_tracker *t)
 		n += t->rank[r].blocks;
 	return n;
 }
-
-void tracker_rebase_peak(struct zs_tracker *t)
-{
-	for (unsigned r = 0; r < t->nranks; r++) {
-		struct zs_rank_mem *m = &t->rank[r];
-		m->peak = m->total;
-		memcpy(m->at_peak, m->cur, sizeof m->cur);
-		m->host_peak = m->host_total;
-	}
-}

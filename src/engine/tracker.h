@@ -152,9 +152,4 @@ void tracker_set_rank_phase(struct zs_tracker *t, unsigned rank, enum zs_phase p
 
 size_t tracker_outstanding(const struct zs_tracker *t);
 
-/* Forget every rank's peak so far (device and host): from here the peak
- * is the bytes live now and what comes after. The allocator replay's own
- * figures (tracker_allocator) are left as they are. */
-void tracker_rebase_peak(struct zs_tracker *t);
-
 #endif

@@ -236,14 +236,23 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 		last[j - 1] = 1;
 		i = j;
 	}
-	/* set-up: the model's, then DDP's construction */
-	for (size_t i = 0; i < s->nsetup; i++)
+	/* set-up: the model's, then DDP's construction, then the batch (the
+	 * loop draws it after wrapping the model: tests/ft_torch.py; its
+	 * bytes are not live across the construction's broadcast copy, which
+	 * under LoRA at short sequences is the run's peak) */
+	size_t batch = 0;
+	while (batch < s->nsetup && !(s->setup[batch].kind == AG_EV_ALLOC &&
+	                              s->tensor[s->setup[batch].t].role == AG_ROLE_INPUT))
+		batch++;
+	for (size_t i = 0; i < batch; i++)
 		agp_copy(p, &s->setup[i]);
 	uint32_t *st = zs_malloc((s->ntensors ? s->ntensors : 1) * sizeof *st);
 	size_t nst = states(s, st, 1, 1);
 	broadcast_coalesced(p, st, nst, AG_DDP_BROADCAST_BUCKET_BYTES, ZS_PH_SETUP);
 	for (size_t k = 0; k < nbuckets; k++)
 		agp_alloc(p, buckets[k], ZS_PH_SETUP);
+	for (size_t i = batch; i < s->nsetup; i++)
+		agp_copy(p, &s->setup[i]);
 	free(s->setup);
 	s->setup = p->ev;
 	s->nsetup = p->nev;

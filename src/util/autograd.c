@@ -443,6 +443,7 @@ struct pt {
 	int32_t lora;   /* --lora-r: its layer's adapters, an index of model.lora (-1: none) */
 	int32_t q4;     /* --quant-base nf4: its 4-bit storages, an index of model.q4 (-1: none; w is then
 	                 * freed in set-up) */
+	size_t made;    /* the set-up's length once w was made (allocated and filled) */
 };
 
 struct lora_st;
@@ -582,6 +583,7 @@ static struct pt *add_param(struct bld *b, struct model *M, int32_t param, int p
 	q->frozen = param_frozen(b, param, part);
 	b->rg[q->w] = (unsigned char)!q->frozen;
 	op(b, AG_OP_FILL, NO, NO, NO, q->w, NO, NO)->arg[0] = 0.02;
+	q->made = *b->n;
 	b->module = -1;
 	return q;
 }
@@ -2526,6 +2528,7 @@ struct q4_st {
 	T code;             /* fp32 [16] */
 	T qabsmax, offset, absmax2, code2; /* double quantization (else NO) */
 	uint64_t rows, cols;                /* the weight as [out, in] */
+	size_t from, to, at; /* its quantization, set-up events [from, to), moved to at (q4_stream) */
 };
 
 static uint64_t q4_blocks(const struct q4_st *q) { return (q->rows * q->cols + NF4_BLOCK - 1) / NF4_BLOCK; }
@@ -2553,6 +2556,8 @@ static void q4_quantize(struct bld *b, struct model *M, size_t w)
 	s->absmax = s->qabsmax = s->offset = s->absmax2 = s->code2 = NO;
 	uint64_t n = s->rows * s->cols, blocks = q4_blocks(s);
 	b->module = (int32_t)b->p->tensor[q->param].module;
+	s->from = *b->n;
+	s->at = q->made;
 	T src = conv ? transpose_last2(b, q->w) : q->w;
 	s->packed = q4_storage(b, q, "quantize_4bit (packed weight)", AG_U8, 2, SH((n + 1) / 2, 1));
 	T absmax = q4_storage(b, q, "quantize_4bit (absmax)", AG_F32, 1, SH(blocks));
@@ -2582,8 +2587,43 @@ static void q4_quantize(struct bld *b, struct model *M, size_t w)
 		unref(b, absmax); /* del _absmax */
 	}
 	unref(b, q->w); /* the fp32 weight: self.data = w_4bit */
+	s->to = *b->n;
 	b->module = -1;
 	q->q4 = (int32_t)M->nq4++;
+}
+
+/* The loader's order (docs/finetune.md, "What zerosim builds for it"):
+ * transformers' 4-bit loading quantizes each weight as it moves it to
+ * the device, one tensor at a time (create_quantized_param:
+ * Params4bit(...).to(device), whose _quantize frees the 16/32-bit copy),
+ * so each layer's quantization (built after the whole model, as
+ * lora_setup meets the layer) runs right after its weight is made: the
+ * set-up holds one layer's fp32 weight at a time, never the whole base. */
+static void q4_stream(struct bld *b, struct model *M)
+{
+	size_t n = *b->n, k = 0;
+	if (!M->nq4)
+		return;
+	int32_t *at = zs_calloc(n + 1, sizeof *at); /* at[i]: 1 + the layer whose events go before event i */
+	unsigned char *moved = zs_calloc(n ? n : 1, 1);
+	for (size_t j = 0; j < M->nq4; j++) {
+		at[M->q4[j].at] = (int32_t)j + 1;
+		memset(moved + M->q4[j].from, 1, M->q4[j].to - M->q4[j].from);
+	}
+	struct ag_event *ev = zs_calloc(n ? n : 1, sizeof *ev), *old = *b->list;
+	for (size_t i = 0; i <= n; i++) {
+		if (at[i]) {
+			const struct q4_st *q = &M->q4[at[i] - 1];
+			memcpy(ev + k, old + q->from, (q->to - q->from) * sizeof *ev);
+			k += q->to - q->from;
+		}
+		if (i < n && !moved[i])
+			ev[k++] = old[i];
+	}
+	memcpy(old, ev, n * sizeof *ev);
+	free(ev);
+	free(moved);
+	free(at);
 }
 
 /* dequantize_4bit (functional.py lines 930–1015): with double
@@ -2906,6 +2946,7 @@ static size_t lora_setup(struct bld *b, struct model *M)
 		M->pt[w].lora = (int32_t)M->nlora++;
 	}
 	free(old);
+	q4_stream(b, M);
 	for (size_t i = 0; i < M->npt; i++)
 		if (M->pt[i].param >= 0)
 			b->pt_of[(size_t)M->pt[i].param * 4 + (size_t)(M->pt[i].part + 1)] = (int32_t)i;
