@@ -5311,7 +5311,6 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		const char *no = o->amp != AG_F32                      ? "autocast (give --precision fp32)"
 		                 : o->attn == ZS_ATTN_SDPA && m->kv_heads != m->heads
 		                         ? "--attn sdpa over fewer k/v heads than heads (2.6's math path; give --attn eager)"
-		                 : o->zero1_world                        ? "ZeroRedundancyOptimizer (give --schemes dp)"
 		                 : m->embd_pdrop > 0 || m->attn_pdrop > 0 || m->resid_pdrop > 0
 		                         ? "dropout (give a config with dropout 0)"
 		                         : NULL;
