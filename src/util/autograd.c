@@ -5300,9 +5300,13 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	}
 	/* activation checkpointing: the decoder layers in fp32 on the plain
 	 * loop of 1.13 and 2.6, checked against their allocators
-	 * (tests/hf_torch.sh, make check-torch26); the rest
-	 * by name. Dropout: the rerun must draw the forward's masks
-	 * (preserve_rng_state), which the engine's own draws do not. */
+	 * (tests/hf_torch.sh, make check-torch26), with --freeze, --lora-r
+	 * (input_require_grads), --grad-accum and ZeroRedundancyOptimizer
+	 * against 1.13's (tests/ft_freeze.sh, ft_lora.sh, ft_accum.sh,
+	 * ft_zero1.sh); the rest by name. Dropout: the rerun must draw the
+	 * forward's masks (preserve_rng_state), which the engine's own draws
+	 * do not. LoRA under FSDP: PEFT's wrap policy (lora_A, lora_B units of
+	 * their own) around a checkpointed layer is not described. */
 	if (o->recompute) {
 		if (m->gemma)
 			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing is described for gpt2, "
@@ -5311,9 +5315,11 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		const char *no = o->amp != AG_F32                      ? "autocast (give --precision fp32)"
 		                 : o->attn == ZS_ATTN_SDPA && m->kv_heads != m->heads
 		                         ? "--attn sdpa over fewer k/v heads than heads (2.6's math path; give --attn eager)"
+		                 : o->fsdp_unit_marks ? "--lora-r under --wrapper fsdp (give --wrapper none or ddp)"
 		                 : m->embd_pdrop > 0 || m->attn_pdrop > 0 || m->resid_pdrop > 0
 		                         ? "dropout (give a config with dropout 0)"
-		                         : NULL;
+		                 : o->lora_r && o->lora_dropout > 0 ? "--lora-dropout (give 0)"
+		                                                    : NULL;
 		if (no)
 			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing with %s is not described "
 			              "yet", no);
