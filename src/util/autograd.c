@@ -2170,9 +2170,10 @@ static void gpt2_step(struct bld *b, struct model *M)
 	mark(b, "fwd:wte:start");
 	T ie = TMP("embedding (wte)", AG_F32, B, Tn, d);
 	op(b, AG_OP_EMBEDDING, wte->w, M->ids, NO, ie, NO, NO);
-	input_require_grads(b, M, wte, ie);
-	if (M->leaf != NO && !wpe->frozen) /* AddBackward's gradient to both: which copies is not traced */
+	if (b->o->recompute && wte->frozen && !wpe->frozen) /* AddBackward's gradient to both: which copies is not traced */
 		unsupported(b, "under --recompute full, transformer.wte frozen with transformer.wpe trained");
+	else
+		input_require_grads(b, M, wte, ie);
 	mark(b, "fwd:wte:end");
 	b->module = modname(b, "transformer.wpe");
 	mark(b, "fwd:wpe:start");
