@@ -74,9 +74,11 @@ case_() {
 	set -- --model "$cfg" --grad-accum "$K" --zero-grad "$zg"
 	[ "$prec" = amp-bf16 ] && set -- "$@" --amp bf16
 	zw="--wrapper none" zns="" zfz=""
+	# ckpt-*: Hugging Face's gradient checkpointing on both sides
+	case $label in ckpt-*) set -- "$@" --recompute full; zfz="--recompute full" ;; esac
 	if [ -n "$fz" ]; then # (a term without blanks or glob characters)
 		set -- "$@" --freeze "$fz"
-		zfz="--freeze $fz"
+		zfz="$zfz --freeze $fz"
 	fi
 	if [ "$world" -gt 1 ]; then
 		set -- "$@" --world "$world" --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)"
@@ -144,6 +146,10 @@ case_ fz-qwen3-k2-zeros-abl1 qwen3 2 zeros 1 - all-but-last:1
 case_ fz-phi3-k2-none-b00 phi3 2 none 1 - blocks:0-0
 # the families unfrozen (ft_torch.py builds each family's own attention)
 case_ qwen2-k2-zeros qwen2 2 zeros 1 -
+case_ ckpt-gpt2-k2-none gpt2 2 none 1 -
+case_ ckpt-fz-llama-k3-zeros-emb llama 3 zeros 1 - embeddings
+case_ ckpt-ddp2-llama-k2-none-nosync llama 2 none 2 on
+case_ ckpt-fz-ddp2-gpt2-k2-zeros-emb-sync gpt2 2 zeros 2 off embeddings
 case_ qwen3-k3-none qwen3 3 none 1 -
 case_ ddp2-phi3-k2-none-nosync phi3 2 none 2 on
 # under bf16 autocast: each micro-step's region casts the weights anew

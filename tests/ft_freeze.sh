@@ -81,6 +81,11 @@ only="--freeze: only under --framework torch with --wrapper none, ddp or fsdp so
 	refuse "a zerosim-sweep/2 spec with freeze" \
 		'"freeze" is a key of zerosim-sweep/3, not of this zerosim-sweep/2 file (give "format": "zerosim-sweep/3")' \
 		$plain --spec "$tmp/spec2.json"
+	# input_require_grads' leaf beside wpe's gradient (AddBackward's one
+	# gradient to both: which of them copies it is not traced)
+	refuse "wte frozen, wpe trained, checkpointed" \
+		"--freeze transformer.wte.*: under --recompute full, transformer.wte frozen with transformer.wpe trained (not described yet)" \
+		$plain --freeze 'transformer.wte.*' --recompute full
 	refuse "--attn sdpa" "--freeze: with --attn sdpa not described yet (give --attn eager)" \
 		--world 1 --framework torch --wrapper none --torch-version 2.6 --torch-device cpu --attn sdpa \
 		--freeze embeddings
@@ -123,8 +128,10 @@ for ref in ft_torch hf_torch; do
 done
 
 
-# label;model;zero_grad;pattern;world (1: the plain loop; 2: DDP N = 2)[;amp-bf16]
-while IFS=';' read -r label m zg pat world prec; do
+# label;model;zero_grad;pattern;world (1: the plain loop; 2: DDP N = 2)[;fp32|amp-bf16[;full]]
+# (full: --recompute full, Hugging Face's gradient checkpointing with its
+# input_require_grads hook, on both sides)
+while IFS=';' read -r label m zg pat world prec rc; do
 	[ -n "$label" ] || continue
 	set --
 	wrapper=none
@@ -135,6 +142,7 @@ while IFS=';' read -r label m zg pat world prec; do
 	# under bf16 autocast (hf_torch.py --amp bf16): a frozen weight is
 	# cast at every use, uncached
 	[ "${prec:=fp32}" = amp-bf16 ] && set -- "$@" --amp bf16
+	[ "${rc:=none}" = full ] && set -- "$@" --recompute full
 	version=1.13
 	case $label in 2.6:*) version=2.6 ;; esac
 	[ "$mode" = torch26 ] && [ $version = 1.13 ] && continue
@@ -162,7 +170,8 @@ PYTHONDONTWRITEBYTECODE=1 python3 $in/hf_torch.py --model $in/$m.json --zero-gra
 	for cmd in theory measure; do
 		if ! "$zerosim" $cmd --model "$tmp/$m.json" --seq 32 --batch 2 --precision "$prec" --schemes dp --world "$world" \
 			--steps 3 --framework torch --wrapper $wrapper --torch-version $version --torch-device cpu --attn eager \
-			--optimizer-impl single --zero-grad "$zg" --freeze "$pat" --out "$tmp/$cmd.json" 2>"$tmp/err"; then
+			--optimizer-impl single --zero-grad "$zg" --freeze "$pat" --recompute "$rc" --out "$tmp/$cmd.json" \
+			2>"$tmp/err"; then
 			echo "ft_freeze: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
 			exit 99
 		fi
@@ -210,6 +219,12 @@ autocast: llama, o_proj frozen;llama;zeros;re:o_proj;1;amp-bf16
 autocast: qwen2, the q/k/v weights frozen, their biases trained;qwen2;none;re:(q|k|v)_proj\.weight;1;amp-bf16
 autocast: phi3, qkv_proj frozen;phi3;zeros;re:qkv_proj;1;amp-bf16
 autocast: DDP N = 2, gpt2, embeddings frozen;gpt2;zeros;embeddings;2;amp-bf16
+checkpointed: gpt2, embeddings frozen (the hook's leaf and its grad held to the graph's end);gpt2;zeros;embeddings;1;fp32;full
+checkpointed: gpt2, the last block frozen;gpt2;none;blocks:1-1;1;fp32;full
+checkpointed: llama, embeddings frozen, set_to_none;llama;none;embeddings;1;fp32;full
+checkpointed: llama, all but the last layer frozen;llama;zeros;all-but-last:1;1;fp32;full
+checkpointed: phi3, embeddings frozen;phi3;none;embeddings;1;fp32;full
+checkpointed: DDP N = 2, llama, embeddings frozen;llama;zeros;embeddings;2;fp32;full
 2.6: gpt2, embeddings frozen;gpt2;none;embeddings;1
 2.6: gpt2, all but the last block frozen, zeros;gpt2;zeros;all-but-last:1;1
 2.6: gpt2, c_attn frozen;gpt2;none;*.c_attn.*;1

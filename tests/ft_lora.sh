@@ -68,6 +68,12 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 	refuse "--freeze with LoRA" "--freeze with --lora-r: freezing adapters is not described yet" gpt2 $plain \
 		--lora-r 4 --freeze blocks:0-0
 	refuse "--lora-r 0" "is not a rank" gpt2 $plain --lora-r 0
+	# checkpointing reruns the adapters' dropout (its masks: preserve_rng_state)
+	refuse "--lora-dropout with --recompute full" "gradient checkpointing with --lora-dropout (give 0)" gpt2 \
+		$plain --lora-r 4 --lora-dropout 0.1 --recompute full
+	refuse "LoRA under FSDP with --recompute full" "gradient checkpointing with --lora-r under --wrapper fsdp" gpt2 \
+		--world 2 --schemes zero3 --framework torch --wrapper fsdp --torch-version 1.13 --torch-device cpu \
+		--attn eager --lora-r 4 --recompute full
 }
 
 . "$src/tests/torch_python.sh"
@@ -178,6 +184,10 @@ DDP N = 2, llama q_proj + v_proj, K = 2, without no_sync, set_to_none;llama;none
 DDP N = 2, gpt2 c_attn, K = 2, no_sync, set_to_none;gpt2;none;2;2;on;--lora-r 4
 DDP N = 2, llama q_proj + v_proj, seq 16: the peak is the set-up's (DDP's broadcast copy of every parameter, frozen ones too);llama;zeros;1;2;off;--lora-r 4 --seq 16
 DDP N = 2, llama q_proj + v_proj, dropout 0.2, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4 --lora-dropout 0.2
+checkpointed: gpt2, default target, zeros;gpt2;zeros;1;1;-;--lora-r 4 --recompute full
+checkpointed: llama, all-linear r = 8, K = 2, set_to_none;llama;none;2;1;-;--lora-r 8 --lora-targets all-linear --recompute full
+checkpointed: phi3, qkv_proj (fused), zeros;phi3;zeros;1;1;-;--lora-r 4 --lora-targets qkv_proj --recompute full
+checkpointed: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4 --recompute full
 plain loop, llama q_proj + v_proj, K = 2, set_to_none;llama;none;2;1;-;--lora-r 4
 autocast: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4
 2.6: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, set_to_none, six buckets;llama;none;2;2;on;--lora-r 4 --bucket-cap 0.0009
@@ -193,19 +203,20 @@ CASES
 # PyTorch's ranks end with the same adapters, as zerosim's do (its own
 # check). zerosim does not read such a case back: one line, exit 2.
 if [ "$mode" != torch26 ]; then
-	for c in "llama 2 1 none" "llama 2 2 zeros"; do
+	for c in "llama 2 1 none" "llama 2 2 zeros" "gpt2 2 1 zeros --recompute full"; do
 		# shellcheck disable=SC2086
 		set -- $c
-		m=$1 K=$2 world=$3 zg=$4 d=$tmp/loss-$3
+		m=$1 K=$2 world=$3 zg=$4 d=$tmp/loss-$3$m
+		shift 4
 		z="--wrapper none" r=
 		[ "$world" -gt 1 ] && z="--wrapper ddp --ddp-no-sync on" r="--world $world --no-sync 1"
-		ft_losses "$d" "LoRA $m q_proj + v_proj r 4, K = $K, N = $world, $zg" \
+		ft_losses "$d" "LoRA $m r 4 (default targets), K = $K, N = $world, $zg${1:+ $*}" \
 			"--model $tmp/$m.json --seq 32 --batch 2 --precision fp32 --schemes dp --world $world --steps 3 \
 --framework torch $z --torch-version 1.13 --torch-device cpu --attn eager --optimizer-impl single --zero-grad $zg \
---grad-accum $K --lora-r 4" \
-			"--model $tmp/$m.json --seq 32 --batch 2 --steps 3 --grad-accum $K --zero-grad $zg $r --lora-r 4"
+--grad-accum $K --lora-r 4 $*" \
+			"--model $tmp/$m.json --seq 32 --batch 2 --steps 3 --grad-accum $K --zero-grad $zg $r --lora-r 4 $*"
 	done
-	"$zerosim" measure -q --case "$tmp/loss-2/case.json" --schemes dp --framework torch --wrapper ddp \
+	"$zerosim" measure -q --case "$tmp/loss-2llama/case.json" --schemes dp --framework torch --wrapper ddp \
 		--torch-version 1.13 --torch-device cpu --attn eager --out "$tmp/refused.json" >"$tmp/out" 2>"$tmp/err"
 	rc=$?
 	if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/refused.json" ] || ! grep -q '"lora"' "$tmp/err"

@@ -211,6 +211,8 @@ llama, q_proj + v_proj, zeros;llama;zeros;1;--lora-r 4 --quant-base nf4
 llama, q_proj + v_proj, set_to_none, double quant;llama;none;1;--lora-r 4 --quant-base nf4 --double-quant on
 llama, all-linear, set_to_none;llama;none;1;--lora-r 4 --lora-targets all-linear --quant-base nf4
 llama, all-linear, zeros, double quant, K = 2;llama;zeros;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on
+checkpointed (--recompute full), llama, q_proj + v_proj, zeros;llama;zeros;1;--lora-r 4 --quant-base nf4 --recompute full
+checkpointed, DDP N = 2: gpt2, c_attn, double quant, K = 2;gpt2;none;2;--lora-r 4 --quant-base nf4 --double-quant on --recompute full --wrapper ddp --world 2
 qwen2, q_proj + v_proj (biased), double quant;qwen2;zeros;1;--lora-r 4 --quant-base nf4 --double-quant on
 phi3, all-linear (fused);phi3;none;1;--lora-r 4 --lora-targets all-linear --quant-base nf4
 wide MLP, T = 4, B = 1: a dequantized weight at the peak;wide;none;1;--lora-r 4 --quant-base nf4 --seq 4 --batch 1

@@ -455,6 +455,7 @@ def run(a, rank=0, world=1):
             for n, p in model.named_parameters():
                 if freeze_matches(a.freeze, family, cfg, hf_name(family, n)):
                     p.requires_grad_(False)
+        H.input_require_grads(model)
         H.install_hooks(model, set(model.units))
         # the loops' last parameter (lm_head.weight) would stay referenced
         # here: FSDP frees the originals it flattens, a script's loop
@@ -715,6 +716,9 @@ def main():
     ap.add_argument("--dropout", choices=["0", "config"], default="0")
     ap.add_argument("--mask", choices=["where", "add"], default="where")
     ap.add_argument("--amp", choices=["none", "bf16"], default="none")
+    ap.add_argument("--recompute", choices=["none", "full"], default="none",
+                    help="full: Hugging Face's gradient checkpointing (hf_torch.py's --recompute, its "
+                         "input_require_grads hook included)")
     ap.add_argument("--case", help="a transformer's zerosim-case/2 (measure --write-case): its weights, "
                     "tokens and Adam settings (the losses compare; the bytes are not the loop's)")
     ap.add_argument("--table", action="store_true")

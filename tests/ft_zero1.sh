@@ -61,6 +61,9 @@ N = 3, gpt2 LoRA all-linear r 4, dropout 0.1, K = 3, no_sync, set_to_none;gpt2;n
 autocast: llama LoRA q_proj + v_proj r 4, K = 2, no_sync, zeros;llama;zeros;2;2;on;amp-bf16;--lora-r 4
 autocast: gpt2, frozen embeddings, set_to_none;gpt2;none;1;2;-;amp-bf16;--freeze embeddings
 autocast: N = 3, gpt2, K = 2, without no_sync, zeros;gpt2;zeros;2;3;off;amp-bf16;
+checkpointed: gpt2, frozen embeddings, K = 2, no_sync, zeros;gpt2;zeros;2;2;on;fp32;--freeze embeddings --recompute full
+checkpointed: llama LoRA q_proj + v_proj r 4, set_to_none;llama;none;1;2;-;fp32;--lora-r 4 --recompute full
+checkpointed: N = 3, llama, K = 2, without no_sync, zeros;llama;zeros;2;3;off;fp32;--recompute full
 2.6: llama LoRA q_proj + v_proj r 4, K = 2, no_sync, set_to_none;llama;none;2;2;on;fp32;--lora-r 4
 2.6: gpt2, all-but-last:1, K = 2, without no_sync, zeros;gpt2;zeros;2;2;off;fp32;--freeze all-but-last:1
 CASES
@@ -72,14 +75,14 @@ CASES
 # reports it) within 1e-5 relative, and PyTorch's ranks ending with the
 # same trained parameters. (--write-case takes no --freeze yet.)
 if [ "$mode" != torch26 ]; then
-	for c in "llama zeros on --lora-r 4" "gpt2 none off"; do
+	for c in "llama zeros on --lora-r 4" "gpt2 none off" "llama none on --lora-r 4 --recompute full"; do
 		# shellcheck disable=SC2086
 		set -- $c
 		m=$1 zg=$2 ns=$3
 		shift 3
 		what=$m
 		[ $# -gt 0 ] && what="$m $*"
-		ft_losses "$tmp/loss-$m" "zero1 N = 2, $what, K = 2, no_sync $ns, $zg" \
+		ft_losses "$tmp/loss-$m$#" "zero1 N = 2, $what, K = 2, no_sync $ns, $zg" \
 			"--model $tmp/$m.json --seq 32 --batch 2 --precision fp32 --schemes zero1 --world 2 --steps 3 \
 --framework torch --wrapper ddp --ddp-no-sync $ns --torch-version 1.13 --torch-device cpu --attn eager \
 --optimizer-impl single --zero-grad $zg --grad-accum 2 $*" \

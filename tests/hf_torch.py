@@ -147,6 +147,20 @@ def run_layer(layer, hidden_states, *args):
     return checkpointed(layer, hidden_states, *args)
 
 
+def input_require_grads(model):
+    """Under --recompute full, transformers' enable_input_require_grads as
+    gradient_checkpointing_enable calls it with use_reentrant (and PEFT's
+    _prepare_model_for_gradient_checkpointing, peft/peft_model.py 726-740 at
+    5d602fdbf, prepare_model_for_kbit_training, peft/utils/other.py 225-239): a
+    forward hook on the input embeddings, output.requires_grad_(True), so a
+    checkpointed layer's input requires grad over frozen embeddings (a leaf
+    then, whose AccumulateGrad takes its gradient and holds both until the
+    graph goes). With trainable embeddings it changes nothing."""
+    if RECOMPUTE[0]:
+        emb = model.wte if hasattr(model, "wte") else model.embed_tokens
+        emb.register_forward_hook(lambda module, args, output: output.requires_grad_(True))
+
+
 def checkpoint_inside(block):
     """Under FSDP, Hugging Face's GradientCheckpointingLayer (modeling_layers.py, 5.x): the
     checkpoint is in the layer's own __call__, so FSDP(layer).forward gathers the unit, calls
@@ -1472,6 +1486,7 @@ def run(a):
         model.train()
         if a.freeze:
             freeze(a, model, family, cfg)
+        input_require_grads(model)
         install_hooks(model, set(model.units))
         if a.ddp:
             model = ddp_wrap(a, model)

@@ -489,6 +489,11 @@ struct model {
 	size_t nrng;
 	T bound[3];
 	size_t nbound;
+	/* --recompute full over frozen input embeddings: their output made a
+	 * leaf that requires grad (input_require_grads), and the gradient its
+	 * AccumulateGrad takes as its .grad; both held by that node until the
+	 * graph goes (NO: none) */
+	T leaf, leafgrad;
 };
 
 /* Whether --freeze freezes parameter `param` (part `part` of a fused
@@ -1764,6 +1769,54 @@ static void ckpt_bind(struct bld *b, struct model *M, const T *t, size_t n)
 		}
 }
 
+/* transformers' enable_input_require_grads, which gradient_checkpointing_enable
+ * calls with use_reentrant (the default it passes) and PEFT calls as it
+ * prepares a model for checkpointing (peft/peft_model.py 726-740,
+ * peft/utils/other.py 225-239 at 5d602fdbf): a forward hook on the input
+ * embeddings, output.requires_grad_(True). Over a frozen table the lookup
+ * ie is then a leaf that requires grad, so the checkpointed layers' input
+ * does and their parameters get gradients; the leaf's AccumulateGrad,
+ * which the graph holds, keeps it. With a trainable table the hook
+ * changes nothing. */
+static void input_require_grads(struct bld *b, struct model *M, const struct pt *table, T ie)
+{
+	if (!b->o->recompute || !table->frozen)
+		return;
+	b->rg[ie] = b->rg[sto(b, ie)] = 1;
+	ref(b, ie);
+	M->leaf = ie;
+}
+
+/* The leaf's AccumulateGrad over g (taken), the gradient that reached
+ * input_require_grads' leaf: the first one, stolen as its .grad (no copy:
+ * nothing else holds it, traced). */
+static void leaf_grad(struct model *M, T g)
+{
+	M->leafgrad = g;
+}
+
+/* `del loss` (the loop's outputs let go): the graph goes before the loss's
+ * storage (TensorImpl's release_resources), and with it each checkpoint's
+ * ctx and input_require_grads' AccumulateGrad (its leaf, then the leaf's
+ * .grad); the checkpoints' state starts again for the next micro-step. */
+static void graph_goes(struct bld *b, struct model *M)
+{
+	for (size_t i = M->nrng; i-- > 0;) {
+		/* a ctx's attributes in the order set: run_function (the partial)
+		 * before fwd_cpu_state; the bound tuple's items last first */
+		for (size_t k = i == 0 ? M->nbound : 0; k-- > 0;)
+			unref(b, M->bound[k]);
+		unref(b, M->rng[i]);
+	}
+	M->nrng = M->nbound = 0;
+	if (M->leaf != NO) {
+		unref(b, M->leaf);
+		if (M->leafgrad != NO)
+			unref(b, M->leafgrad);
+	}
+	M->leaf = M->leafgrad = NO;
+}
+
 /* GPT2Block.forward (block i over hs, its holder taken): the block's
  * output, one holder; what autograd keeps in *s. */
 static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved *s, int i, T hs)
@@ -2126,6 +2179,10 @@ static void gpt2_step(struct bld *b, struct model *M)
 	mark(b, "fwd:wte:start");
 	T ie = TMP("embedding (wte)", AG_F32, B, Tn, d);
 	op(b, AG_OP_EMBEDDING, wte->w, M->ids, NO, ie, NO, NO);
+	if (b->o->recompute && wte->frozen && !wpe->frozen) /* AddBackward's gradient to both: which copies is not traced */
+		unsupported(b, "under --recompute full, transformer.wte frozen with transformer.wpe trained");
+	else
+		input_require_grads(b, M, wte, ie);
 	mark(b, "fwd:wte:end");
 	b->module = modname(b, "transformer.wpe");
 	mark(b, "fwd:wpe:start");
@@ -2228,6 +2285,9 @@ static void gpt2_step(struct bld *b, struct model *M)
 	if (!wte->frozen) {
 		mark(b, "bwd:wte:start");
 		embedding_bwd(b, M, gx, wte, held);
+	} else if (M->leaf != NO) {
+		mark(b, "bwd:wte:start");
+		leaf_grad(M, gx);
 	} else if (wpe->frozen) {
 		unref(b, gx);
 	}
@@ -5047,6 +5107,7 @@ static void llama_step(struct bld *b, struct model *M)
 	mark(b, "fwd:embed_tokens:start");
 	T ie = TMP("embedding (embed_tokens)", AG_F32, B, Tn, d);
 	op(b, AG_OP_EMBEDDING, emb->w, M->ids, NO, ie, NO, NO);
+	input_require_grads(b, M, emb, ie);
 	if (g3) { /* Gemma3TextScaledWordEmbedding: the lookup * embed_scale (a buffer MulBackward0 keeps) */
 		T sc = like(b, "mul (embedding * embed_scale)", ie);
 		op(b, AG_OP_MUL, ie, M->escale, NO, sc, NO, NO);
@@ -5209,7 +5270,10 @@ static void llama_step(struct bld *b, struct model *M)
 		mark(b, "bwd:rotary_emb:end");
 		mark(b, "bwd:layers.0:end");
 		b->module = modname(b, "model.embed_tokens");
-		embedding_bwd(b, M, xbuf, emb, held);
+		if (M->leaf != NO)
+			leaf_grad(M, xbuf);
+		else
+			embedding_bwd(b, M, xbuf, emb, held);
 	}
 	unref(b, one);
 	free(S);
@@ -5624,9 +5688,13 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	}
 	/* activation checkpointing: the decoder layers in fp32 on the plain
 	 * loop of 1.13 and 2.6, checked against their allocators
-	 * (tests/hf_torch.sh, make check-torch26); the rest
-	 * by name. Dropout: the rerun must draw the forward's masks
-	 * (preserve_rng_state), which the engine's own draws do not. */
+	 * (tests/hf_torch.sh, make check-torch26), with --freeze, --lora-r
+	 * (input_require_grads), --grad-accum and ZeroRedundancyOptimizer
+	 * against 1.13's (tests/ft_freeze.sh, ft_lora.sh, ft_accum.sh,
+	 * ft_zero1.sh); the rest by name. Dropout: the rerun must draw the
+	 * forward's masks (preserve_rng_state), which the engine's own draws
+	 * do not. LoRA under FSDP: PEFT's wrap policy (lora_A, lora_B units of
+	 * their own) around a checkpointed layer is not described. */
 	if (o->recompute) {
 		if (m->gemma)
 			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing is described for gpt2, "
@@ -5635,12 +5703,11 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		const char *no = o->amp != AG_F32                      ? "autocast (give --precision fp32)"
 		                 : o->attn == ZS_ATTN_SDPA && m->kv_heads != m->heads
 		                         ? "--attn sdpa over fewer k/v heads than heads (2.6's math path; give --attn eager)"
-		                 : (o->freeze && *o->freeze) || o->lora_r ? "--freeze or --lora-r"
-		                 : o->grad_accum > 1                     ? "--grad-accum (give 1)"
-		                 : o->zero1_world                        ? "ZeroRedundancyOptimizer (give --schemes dp)"
+		                 : o->fsdp_unit_marks ? "--lora-r under --wrapper fsdp (give --wrapper none or ddp)"
 		                 : m->embd_pdrop > 0 || m->attn_pdrop > 0 || m->resid_pdrop > 0
 		                         ? "dropout (give a config with dropout 0)"
-		                         : NULL;
+		                 : o->lora_r && o->lora_dropout > 0 ? "--lora-dropout (give 0)"
+		                                                    : NULL;
 		if (no)
 			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing with %s is not described "
 			              "yet", no);
@@ -5717,7 +5784,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP, .micro = -1 };
 	struct bld *b = &B_;
 	struct model M = { 0 };
-	M.qmap = NO;
+	M.qmap = M.leaf = M.leafgrad = NO;
 	b->M = &M;
 	use(b, &s->setup, &s->nsetup);
 	if (m->family == ZS_FAMILY_GPT2)
@@ -5811,6 +5878,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			 * held to the step's end, as at K = 1 */
 			unref(b, M.lossk);
 			unref(b, M.logits);
+			graph_goes(b, &M);
 			unref(b, M.loss);
 		}
 	}
@@ -5830,15 +5898,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	if (M.lossk != NO)
 		unref(b, M.lossk);
 	unref(b, M.logits);
-	/* `del loss`: the graph goes before the loss's storage (TensorImpl's
-	 * release_resources), and with it each checkpoint's ctx */
-	for (size_t i = M.nrng; i-- > 0;) {
-		/* a ctx's attributes in the order set: run_function (the partial)
-		 * before fwd_cpu_state; the bound tuple's items last first */
-		for (size_t k = i == 0 ? M.nbound : 0; k-- > 0;)
-			unref(b, M.bound[k]);
-		unref(b, M.rng[i]);
-	}
+	graph_goes(b, &M);
 	unref(b, M.loss);
 	mark(b, "phase:between");
 	free(M.pt);
