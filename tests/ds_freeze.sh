@@ -118,6 +118,28 @@ for N in 2 3; do
 	fi
 	r=
 done
+# A frozen table runs no backward under ZeRO-3 (no pre-backward hook:
+# its output needs no grad), so nothing gathers it there: step 1 (the
+# trace recorded, every module released after it runs; --ds-persist 0,
+# nothing kept whole) gathers the frozen embedding once, the unfrozen
+# one twice, (N-1)·ceil(e/N)·2 B more; the reduce-scatter sends its
+# grads unfrozen only, as many bytes.
+ag() { tr -d ' \n\t' <"$1" | grep -o "\"$2\":{\"calls_per_step\":[0-9.]*,\"bytes_per_step\":[0-9]*" | head -1 |
+	sed 's/.*://'; }
+for f in "" "--freeze embeddings"; do
+	# shellcheck disable=SC2086
+	"$zerosim" measure $ds --model "$llama" $f --seq 16 --batch 2 --steps 1 --world 2 --schemes zero3 --unit layer \
+		--precision mixed --ds-persist 0 --out "$tmp/x.json" || exit 99
+	r="${r:-} $(ag "$tmp/x.json" all_gather) $(ag "$tmp/x.json" reduce_scatter)"
+done
+set -- $r
+r=
+if [ $(($1 - $3)) -eq $((2 * e / 2)) ] && [ $(($2 - $4)) -eq $((2 * e / 2)) ]; then
+	echo "ok: zero3 N=2 step 1: the frozen embedding gathered in forward only, its grads not reduced ($1 - $3 = $2 - $4 = 2·$e/2 B)"
+else
+	echo "$name: FAIL: zero3 N=2 step 1: gathered $1 -> $3 B, reduced $2 -> $4 B, expected 2·$e/2 B less each" >&2
+	status=1
+fi
 # The padding the frozen layout holds (docs/formats.md): at N = 3 the
 # trainable units 46,208, 46,208, 65,600 pad with 1 element each, 3 in
 # all, 1 per rank, at the grad, fp32 and Adam partitions' 2 + 4 + 8 B
