@@ -136,19 +136,18 @@ START_TEST(test_layout_frozen_tensors_shard_their_params_only)
 		ck_assert_uint_eq(layout_own(&lo, ZS_BUF_GRADS, 0, k).count, 0);
 		ck_assert_uint_eq(layout_own(&lo, ZS_BUF_M, 1, k).count, 0);
 	}
-	struct zs_slice p = layout_own(&lo, ZS_BUF_PARAMS, 0, 1), g = layout_own(&lo, ZS_BUF_GRADS, 2, 1);
-	ck_assert_uint_eq(p.first, 2);
-	ck_assert_uint_eq(p.count, 2);
-	ck_assert_uint_eq(p.at, 0);
-	ck_assert_uint_eq(g.first, 8);
-	ck_assert_uint_eq(g.count, 2);
-	ck_assert_uint_eq(g.at, 0);
-	struct zs_slice q = layout_own(&lo, ZS_BUF_PARAMS, 3, 0), v = layout_own(&lo, ZS_BUF_V, 3, 0);
-	ck_assert_uint_eq(q.first, 10);
-	ck_assert_uint_eq(q.at, 5);
-	ck_assert_uint_eq(v.first, 10);
-	ck_assert_uint_eq(v.count, 1);
-	ck_assert_uint_eq(v.at, 2);
+	/* (first, count, at) of: W0's params, W1's grads on rank 1; b1's params and Adam's v on rank 0 */
+	const struct {
+		enum zs_rankbuf b;
+		size_t t, first, count, at;
+	} want[] = {{ZS_BUF_PARAMS, 0, 2, 2, 0}, {ZS_BUF_GRADS, 2, 8, 2, 0}, {ZS_BUF_PARAMS, 3, 10, 1, 5},
+	            {ZS_BUF_V, 3, 10, 1, 2}};
+	for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+		struct zs_slice sl = layout_own(&lo, want[i].b, want[i].t, want[i].t == 3 ? 0 : 1);
+		ck_assert_uint_eq(sl.first, want[i].first);
+		ck_assert_uint_eq(sl.count, want[i].count);
+		ck_assert_uint_eq(sl.at, want[i].at);
+	}
 	ck_assert_uint_eq(layout_own(&lo, ZS_BUF_MASTER, 3, 1).count, 1);
 	ck_assert_uint_eq(layout_own(&lo, ZS_BUF_MASTER, 3, 2).count, 0); /* padding */
 	layout_free(&lo);
