@@ -49,9 +49,27 @@ fz_agree $ds --model "$gpt2" --freeze embeddings --precision fp32 --world 1,2,3 
 fz_agree $ds --model "$gpt2" --freeze embeddings --precision mixed --grad-accum 2 --world 2,3 --schemes zero1,zero2 \
 	--unit layer,model --ds-reduce-bucket 60000 --ds-overlap-comm on
 fz_agree $ds --model "$gpt2" --freeze blocks:0-0 --precision mixed --grad-accum 3 --world 1,2,3 $s --unit layer
+# ZeRO-3 (every tensor's fp16 partition; the grad, fp32 and Adam
+# partitions of the trainable tensors; a frozen table runs no backward):
+# both patterns it takes, N = 1, 2, 3, both units and precisions, K = 1-3,
+# recompute none and full, the default bucket, one of 3000 (each table
+# reduced alone, held past its module) and overlap_comm.
+z="--schemes zero3"
+fz_agree $ds --model "$llama" --freeze embeddings --precision mixed --world 1,2,3 $z --unit layer,model
+fz_agree $ds --model "$llama" --freeze embeddings --precision fp32 --grad-accum 2 --world 2,3 $z --unit layer \
+	--recompute full
+fz_agree $ds --model "$llama" --freeze blocks:0-0 --precision fp32 --world 1,2,3 $z --unit layer \
+	--ds-reduce-bucket 3000
+fz_agree $ds --model "$llama" --freeze blocks:0-0 --precision mixed --grad-accum 3 --world 2,3 $z --unit layer \
+	--recompute full --ds-overlap-comm on
+fz_agree $ds --model "$gpt2" --freeze embeddings --precision mixed --grad-accum 2 --world 1,2,3 $z --unit layer \
+	--recompute full
+fz_agree $ds --model "$gpt2" --freeze embeddings --precision fp32 --world 3 $z --unit model --ds-reduce-bucket 3000
+fz_agree $ds --model "$gpt2" --freeze blocks:0-0 --precision mixed --world 1,2,3 $z --unit layer
+# (last: the files below are its)
 fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2 $s --unit layer \
 	--ds-reduce-bucket 3000
-[ "$points" -eq 101 ] || { echo "$name: $points points compared, 101 expected" >&2; exit 1; }
+[ "$points" -eq 121 ] || { echo "$name: $points points compared, 121 expected" >&2; exit 1; }
 echo "ok: $points points in $configs sweeps"
 # The files say what was frozen (docs/formats.md: config.freeze).
 for f in "$tmp/m.json" "$tmp/t.json"; do
@@ -78,11 +96,58 @@ else
 	echo "$name: FAIL: resident $got B measured, 2·Ψ + 14·S_t = $want B by hand" >&2
 	status=1
 fi
+# ZeRO-3 by hand against its own unfrozen run: freezing the embedding
+# (65,536 elements, one tensor) drops its grad, fp32 and Adam partitions,
+# ceil(65,536/N) elements a rank at 2 + 4 + 8 B, and nothing else (its
+# fp16 partition stays, gathered in forward as before; the bucket, the
+# persistent params whole, the other tensors' partitions the same).
+for N in 2 3; do
+	for f in "" "--freeze embeddings"; do
+		# shellcheck disable=SC2086
+		"$zerosim" measure $ds --model "$llama" $f --seq 16 --batch 2 --steps 1 --world $N --schemes zero3 \
+			--unit layer --precision mixed --out "$tmp/x.json" || exit 99
+		r="${r:-} $(tr -d ' \n\t' <"$tmp/x.json" | grep -o '"resident_bytes":[0-9]*' | head -1 | cut -d: -f2)"
+	done
+	set -- $r
+	want=$(($1 - 14 * ((e + N - 1) / N)))
+	if [ "$2" = "$want" ]; then
+		echo "ok: llama-tiny zero3 N=$N mixed: frozen embeddings resident $1 - 14·ceil($e/$N) = $want B, measured"
+	else
+		echo "$name: FAIL: zero3 N=$N frozen resident $2 B measured, $1 - 14·ceil($e/$N) = $want B by hand" >&2
+		status=1
+	fi
+	r=
+done
+# A frozen table runs no backward under ZeRO-3 (no pre-backward hook:
+# its output needs no grad), so nothing gathers it there: step 1 (the
+# trace recorded, every module released after it runs; --ds-persist 0,
+# nothing kept whole) gathers the frozen embedding once, the unfrozen
+# one twice, (N-1)·ceil(e/N)·2 B more; the reduce-scatter sends its
+# grads unfrozen only, as many bytes.
+ag() { tr -d ' \n\t' <"$1" | grep -o "\"$2\":{\"calls_per_step\":[0-9.]*,\"bytes_per_step\":[0-9]*" | head -1 |
+	sed 's/.*://'; }
+for f in "" "--freeze embeddings"; do
+	# shellcheck disable=SC2086
+	"$zerosim" measure $ds --model "$llama" $f --seq 16 --batch 2 --steps 1 --world 2 --schemes zero3 --unit layer \
+		--precision mixed --ds-persist 0 --out "$tmp/x.json" || exit 99
+	r="${r:-} $(ag "$tmp/x.json" all_gather) $(ag "$tmp/x.json" reduce_scatter)"
+done
+set -- $r
+r=
+if [ $(($1 - $3)) -eq $((2 * e / 2)) ] && [ $(($2 - $4)) -eq $((2 * e / 2)) ]; then
+	echo "ok: zero3 N=2 step 1: the frozen embedding gathered in forward only, its grads not reduced ($1 - $3 = $2 - $4 = 2·$e/2 B)"
+else
+	echo "$name: FAIL: zero3 N=2 step 1: gathered $1 -> $3 B, reduced $2 -> $4 B, expected 2·$e/2 B less each" >&2
+	status=1
+fi
 # The padding the frozen layout holds (docs/formats.md): at N = 3 the
 # trainable units 46,208, 46,208, 65,600 pad with 1 element each, 3 in
 # all, 1 per rank, at the grad, fp32 and Adam partitions' 2 + 4 + 8 B
 # (the frozen embedding's 2 are not partitioned); dp the paper's, none.
-fz_padding deepspeed dp,zero1,zero2 "0.000 14.000 14.000"
+# ZeRO-3 pads each tensor: 26 elements in all (the embedding's 2 among
+# them) at the fp16 partitions' 2 B, 24 of the trainable tensors at
+# 2 + 4 + 8 B: (26·2 + 24·14)/3 = 129.333 B a rank.
+fz_padding deepspeed dp,zero1,zero2,zero3 "0.000 14.000 14.000 129.333"
 
 # 2. The losses against the paper's, bitwise (three each).
 losses() { tr -d ' \n\t' <"$1" | grep -o '"losses":\[[^]]*\]' | head -1; }
@@ -90,13 +155,17 @@ checked=0
 for model in "$gpt2" "$llama"; do
 	for freeze in embeddings blocks:0-0; do
 		for prec in fp32 mixed; do
-			for scheme in dp zero1 zero2; do
+			for scheme in dp zero1 zero2 zero3; do
 				common="--model $model --world 2 --precision $prec --seq 16 --batch 2 --steps 3 --freeze $freeze"
-				common="$common --schemes $scheme --unit layer --grad-accum 2"
+				common="$common --unit layer --grad-accum 2"
+				# ZeRO-3 against the paper's zero2 (the paper's zero3 wants
+				# whole units frozen; the arithmetic is the same)
+				paper=$scheme
+				[ "$scheme" = zero3 ] && paper=zero2
 				# shellcheck disable=SC2086
-				"$zerosim" measure $common --out "$tmp/a.json" || exit 99
+				"$zerosim" measure $common --schemes $paper --out "$tmp/a.json" || exit 99
 				# shellcheck disable=SC2086
-				"$zerosim" measure $common $ds --out "$tmp/b.json" || exit 99
+				"$zerosim" measure $common --schemes $scheme $ds --out "$tmp/b.json" || exit 99
 				checked=$((checked + 1))
 				a=$(losses "$tmp/a.json") b=$(losses "$tmp/b.json")
 				what="${model##*/} --freeze $freeze $prec $scheme N=2 K=2"
@@ -107,7 +176,7 @@ for model in "$gpt2" "$llama"; do
 		done
 	done
 done
-[ "$checked" -eq 24 ] || { echo "$name: $checked comparisons, 24 expected" >&2; exit 1; }
+[ "$checked" -eq 32 ] || { echo "$name: $checked comparisons, 32 expected" >&2; exit 1; }
 common="--model $llama --world 2 --precision fp32 --seq 16 --batch 2 --steps 3 --schemes zero2 $ds"
 # shellcheck disable=SC2086
 "$zerosim" measure $common --freeze embeddings --out "$tmp/a.json" || exit 99
@@ -127,6 +196,10 @@ frozen_check "embeddings, mixed zero1 N=3" 1 "$e" $((e + 1)) "$n" $ds --freeze e
 	--schemes zero1 --world 3
 frozen_check "blocks:0-0, mixed zero2 N=3 unit=layer" $((e + 1)) "$n" 1 "$e" $ds --freeze blocks:0-0 \
 	--precision mixed --schemes zero2 --world 3 --unit layer
+frozen_check "embeddings, mixed zero3 N=3 K=2" 1 "$e" $((e + 1)) "$n" $ds --freeze embeddings --precision mixed \
+	--schemes zero3 --world 3 --grad-accum 2
+frozen_check "blocks:0-0, fp32 zero3 N=2 unit=layer" $((e + 1)) "$n" 1 "$e" $ds --freeze blocks:0-0 \
+	--precision fp32 --schemes zero3 --world 2 --unit layer
 frozen_check "blocks:0-0, fp32 dp N=2 unit=layer K=3" $((e + 1)) "$n" 1 "$e" $ds --freeze blocks:0-0 \
 	--precision fp32 --schemes dp --world 2 --unit layer --grad-accum 3
 
@@ -146,7 +219,8 @@ refused() { # PATTERN OPTIONS...
 		fi
 	done
 }
-refused "schemes zero3: not built yet" --model "$llama" --freeze embeddings --world 2 --schemes zero2,zero3
+refused "schemes zero3: model.layers.0.input_layernorm is frozen and no parameter before it trains" \
+	--model "$llama" --freeze all-but-last:1 --world 2 --schemes zero2,zero3
 refused "offload optimizer: not built yet" --model "$llama" --freeze embeddings --world 2 --schemes zero2 \
 	--offload optimizer
 refused "only with --model" --freeze embeddings --world 2 --schemes zero2

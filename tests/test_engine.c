@@ -115,6 +115,46 @@ START_TEST(test_layout_full_buffers_hold_owned_slots_at_their_own_index)
 }
 END_TEST
 
+/* DeepSpeed's ZeRO-3 under --freeze: every tensor's params sharded on
+ * its own, the trainable tensors' grads and optimizer state too, a
+ * frozen tensor owning none of them (docs/schedule.md, "Frozen
+ * parameters under DeepSpeed"). The MLP's tensors W0 (4), b0 (2), W1 (4),
+ * b1 (2) at N = 3, layer 0 frozen. */
+START_TEST(test_layout_frozen_tensors_shard_their_params_only)
+{
+	struct zs_net m;
+	net_mlp_init(&m, tiny, 3, 1);
+	struct zs_layout lo;
+	layout_init(&lo, &m, ZS_ZERO3, 3, ZS_UNIT_LAYER);
+	layout_shard_tensors(&lo);
+	const struct zs_freeze_run run[] = {{0, 0, 6}, {6, 6, 6}};
+	layout_freeze(&lo, run, 2);
+	ck_assert_uint_eq(layout_len(&lo, ZS_BUF_PARAMS), 2 + 1 + 2 + 1);
+	ck_assert_uint_eq(layout_len(&lo, ZS_BUF_GRADS), 2 + 1);
+	ck_assert_uint_eq(layout_len(&lo, ZS_BUF_V), 2 + 1);
+	for (unsigned k = 0; k < 3; k++) {
+		ck_assert_uint_eq(layout_own(&lo, ZS_BUF_GRADS, 0, k).count, 0);
+		ck_assert_uint_eq(layout_own(&lo, ZS_BUF_M, 1, k).count, 0);
+	}
+	/* (first, count, at) of: W0's params, W1's grads on rank 1; b1's params and Adam's v on rank 0 */
+	const struct {
+		enum zs_rankbuf b;
+		size_t t, first, count, at;
+	} want[] = {{ZS_BUF_PARAMS, 0, 2, 2, 0}, {ZS_BUF_GRADS, 2, 8, 2, 0}, {ZS_BUF_PARAMS, 3, 10, 1, 5},
+	            {ZS_BUF_V, 3, 10, 1, 2}};
+	for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+		struct zs_slice sl = layout_own(&lo, want[i].b, want[i].t, want[i].t == 3 ? 0 : 1);
+		ck_assert_uint_eq(sl.first, want[i].first);
+		ck_assert_uint_eq(sl.count, want[i].count);
+		ck_assert_uint_eq(sl.at, want[i].at);
+	}
+	ck_assert_uint_eq(layout_own(&lo, ZS_BUF_MASTER, 3, 1).count, 1);
+	ck_assert_uint_eq(layout_own(&lo, ZS_BUF_MASTER, 3, 2).count, 0); /* padding */
+	layout_free(&lo);
+	net_free(&m);
+}
+END_TEST
+
 /* The flags of the mapping that holds address a in /proc/self/smaps
  * ("rd wr mr mw me ac hg"), and whether it is the [heap]; 0 if none. */
 static int vma_flags(uintptr_t a, char *flags, size_t size, int *is_heap)
@@ -984,6 +1024,7 @@ static Suite *engine_suite(void)
 	tcase_add_test(t, test_tracker_keeps_the_breakdown_at_the_peak);
 	tcase_add_test(t, test_layout_gives_each_rank_ceil_n_over_n_slots);
 	tcase_add_test(t, test_layout_full_buffers_hold_owned_slots_at_their_own_index);
+	tcase_add_test(t, test_layout_frozen_tensors_shard_their_params_only);
 	tcase_add_test(t, test_the_memory_bound_holds_every_run);
 	tcase_add_test(t, test_the_heap_is_advised_to_huge_pages_as_it_grows);
 	tcase_add_test(t, test_reduce_scatter_averages_and_skips_padding);

@@ -104,9 +104,11 @@ struct zs_opt {
 	"                         or off; --fsdp-no-sync S is its other name\n" \
 	"      --freeze PATTERN   --wrapper none, ddp or fsdp (1.13: whole FSDP units),\n" \
 	"                         --framework paper with --model, or deepspeed\n" \
-	"                         with --model (dp, zero1, zero2): leave out of\n" \
-	"                         training the parameters whose Hugging\n" \
-	"                         Face names PATTERN matches, comma-separated terms:\n" \
+	"                         with --model (dp, zero1, zero2; zero3 with the\n" \
+	"                         embeddings or blocks after a trainable one; no\n" \
+	"                         --offload): leave out of training the\n" \
+	"                         parameters whose Hugging Face names PATTERN\n" \
+	"                         matches, comma-separated terms:\n" \
 	"                         embeddings, blocks:A-B, all-but-last:N, re:REGEX or\n" \
 	"                         a glob (*.ln_*)\n" \
 	"      --lora-r R         --wrapper none, ddp (dp, zero1) or fsdp (1.13): LoRA\n" \

@@ -230,8 +230,8 @@ static void run_layout(struct zs_layout *lo, const struct zs_net *m, const struc
 		layout_shard_tensors(lo);
 }
 
-/* --freeze under the paper's schedule and DeepSpeed's dp, ZeRO-1 and
- * ZeRO-2: each unit steps its trainable run only (docs/schedule.md,
+/* --freeze under the paper's schedule and DeepSpeed's dp, ZeRO-1, ZeRO-2
+ * and ZeRO-3: each unit steps its trainable run only (docs/schedule.md,
  * "Frozen parameters under the paper's schedule", "... under DeepSpeed");
  * 0, or -1 with *cause where the pattern cannot be laid out so (the CLI
  * refused it before: zs_freeze_paper_check). */
@@ -243,16 +243,18 @@ static int freeze_layout(struct zs_layout *lo, const struct zs_config *c, enum z
 	if (c->tfm == NULL)
 		return zs_fail(cause, "--freeze under --framework %s: only with --model (a transformer)",
 		               zs_framework_name(c->framework));
-	if (c->framework == ZS_FW_DEEPSPEED && (scheme == ZS_ZERO3 || c->offload != ZS_OFFLOAD_NONE))
-		return zs_fail(cause, "--freeze under --framework deepspeed: ZeRO-3 and the offloaded optimizer are not "
-		               "built yet (zs_freeze_paper_check)");
+	if (c->framework == ZS_FW_DEEPSPEED && c->offload != ZS_OFFLOAD_NONE)
+		return zs_fail(cause, "--freeze under --framework deepspeed: the offloaded optimizer is not built yet "
+		               "(zs_freeze_paper_check)");
 	struct zs_model shape;
 	struct step_params sp;
 	size_t n;
 	tfm_dims_shape(&shape, &c->tfm->dims); /* the shape the net was built from (net_tfm_init) */
 	step_params_build(&sp, &shape);
-	struct zs_freeze_run *run = zs_freeze_units(&sp, c->freeze, unit == ZS_UNIT_LAYER, scheme == ZS_ZERO3 && world > 1,
-	                                            &n, cause);
+	/* the paper's zero3 shards a unit's optimizer state as its params
+	 * (whole units); DeepSpeed's ZeRO-3 per tensor (layout_freeze) */
+	int whole = c->framework == ZS_FW_PAPER && scheme == ZS_ZERO3 && world > 1;
+	struct zs_freeze_run *run = zs_freeze_units(&sp, c->freeze, unit == ZS_UNIT_LAYER, whole, &n, cause);
 	step_params_free(&sp);
 	if (run == NULL)
 		return -1;
@@ -933,10 +935,11 @@ static void gather_records(const struct zs_run *r, unsigned steps, size_t os_pea
 static void frozen_weights(const struct zs_run *r, float *w)
 {
 	const struct zs_layout *lo = &r->layout;
-	for (size_t u = 0; u < lo->nunits; u++)
+	int full = layout_span(lo, ZS_BUF_PARAMS) == ZS_FULL; /* else the pieces: units, or tensors (per-tensor shards) */
+	for (size_t u = 0; u < (full ? lo->nunits : layout_npieces(lo)); u++)
 		for (unsigned k = 0; k < r->world; k++) {
-			const struct zs_layout_unit *un = &lo->unit[u];
-			struct zs_slice sl = layout_span(lo, ZS_BUF_PARAMS) == ZS_FULL
+			const struct zs_layout_unit *un = &lo->unit[full || !lo->per_tensor ? u : lo->tensor[u].unit];
+			struct zs_slice sl = full
 			                             ? (struct zs_slice){un->off, k == 0 ? un->n : 0, un->off}
 			                             : layout_own(lo, ZS_BUF_PARAMS, u, k);
 			const zs_half *p = run_at(r, k, ZS_BUF_PARAMS, sl.at);

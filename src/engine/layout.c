@@ -51,6 +51,22 @@ void layout_init(struct zs_layout *lo, const struct zs_net *m, enum zs_scheme sc
 		lo->span[st] = world == 1 ? ZS_FULL : zs_shards[scheme][st];
 }
 
+/* Per tensor: each tensor trainable when inside its unit's run. */
+static void tensor_runs(struct zs_layout *lo)
+{
+	lo->tshard = 0;
+	for (size_t i = 0, base = 0; i < lo->ntensors; i++) {
+		struct zs_layout_tensor *t = &lo->tensor[i];
+		const struct zs_layout_unit *un = &lo->unit[t->unit];
+		t->tn = t->off >= un->toff && t->off + t->n <= un->toff + un->tn ? t->n : 0;
+		t->ts = (t->tn + lo->world - 1) / lo->world;
+		t->tsoff = lo->tshard;
+		t->tbase = base;
+		lo->tshard += t->ts;
+		base += t->tn;
+	}
+}
+
 void layout_freeze(struct zs_layout *lo, const struct zs_freeze_run *run, size_t nunits)
 {
 	if (nunits != lo->nunits)
@@ -66,6 +82,8 @@ void layout_freeze(struct zs_layout *lo, const struct zs_freeze_run *run, size_t
 		lo->tshard += un->ts;
 		lo->ntrain += un->tn;
 	}
+	if (lo->per_tensor)
+		tensor_runs(lo);
 }
 
 int layout_trained(enum zs_rankbuf b) { return layout_state(b) != ZS_STATE_PARAMS; }
@@ -126,7 +144,7 @@ void layout_shard_tensors(struct zs_layout *lo)
 		t->soff = lo->shard;
 		lo->shard += t->s;
 	}
-	lo->tshard = lo->shard;
+	tensor_runs(lo);
 }
 
 size_t layout_npieces(const struct zs_layout *lo)
@@ -176,16 +194,17 @@ struct zs_slice layout_own(const struct zs_layout *lo, enum zs_rankbuf b, size_t
 	size_t off, n, s, soff, base;
 	if (lo->per_tensor) { /* u is a tensor: a unit's index may not reach it */
 		const struct zs_layout_tensor *t = &lo->tensor[u];
-		off = t->off, n = t->n, s = t->s, soff = t->soff;
+		if (layout_trained(b))
+			off = t->off, n = t->tn, s = t->ts, soff = t->tsoff, base = t->tbase;
+		else
+			off = t->off, n = t->n, s = t->s, soff = t->soff, base = t->off;
 	} else if (layout_trained(b)) {
 		const struct zs_layout_unit *un = &lo->unit[u];
 		off = un->toff, n = un->tn, s = un->ts, soff = un->tsoff, base = un->tbase;
 	} else {
 		const struct zs_layout_unit *un = &lo->unit[u];
-		off = un->off, n = un->n, s = un->s, soff = un->soff;
+		off = un->off, n = un->n, s = un->s, soff = un->soff, base = un->off;
 	}
-	if (lo->per_tensor || !layout_trained(b))
-		base = off;
 	if (lo->span[ZS_STATE_OPTIM] == ZS_FULL && layout_span(lo, b) == ZS_FULL)
 		return (struct zs_slice){off, n, base};
 	size_t lo_k = (size_t)k * s;

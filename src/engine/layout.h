@@ -74,6 +74,11 @@ struct zs_layout_tensor {
 	unsigned owner;
 	size_t s, soff;    /* per-tensor shards (layout_shard_tensors): ceil(n/N), where they start */
 	size_t unit;       /* the unit it is in */
+	/* Per-tensor shards of what the optimizer steps (--freeze under
+	 * DeepSpeed's ZeRO-3: a frozen tensor has none): tn = n or 0, ts =
+	 * ceil(tn/N) slots at tsoff in a shard, at tbase in a full buffer of
+	 * the trainable elements (layout_freeze). */
+	size_t tn, ts, tsoff, tbase;
 };
 
 struct zs_layout {
@@ -105,7 +110,11 @@ void layout_free(struct zs_layout *lo);
 
 /* --freeze (the paper's schedule): unit u steps only the elements
  * [run[u].off, run[u].off + run[u].n) (util/step.h's zs_freeze_units, nunits of
- * them, the layout's units in order). */
+ * them, the layout's units in order). Shards cut per tensor
+ * (layout_shard_tensors, before): a tensor inside its unit's run is
+ * trainable, the others frozen, and the trainable ones' shards are cut
+ * per tensor too (DeepSpeed's ZeRO-3: docs/schedule.md, "Frozen
+ * parameters under DeepSpeed"). */
 void layout_freeze(struct zs_layout *lo, const struct zs_freeze_run *run, size_t nunits);
 
 /* Whether buffer b holds what the optimizer steps (the grads and the

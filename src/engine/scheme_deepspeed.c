@@ -709,8 +709,14 @@ static void ds3_modules(const struct zs_run *r, struct ds *ds)
 			d->mod_n[d->nmodules] = ly->module[s].n;
 			for (size_t x = s + 1; s == ly->leaf && x < ly->nmodules; x++) /* the z3 leaf: the rest of them */
 				d->mod_n[d->nmodules] += ly->module[x].n;
-			d->mod_no_grad_in[d->nmodules] = ly->module[s].no_grad_in;
-			d->mod_grads[d->nmodules] = 1;
+			/* --freeze: a module makes the grads of its trainable tensors
+			 * (none: no grads); a frozen table runs no backward
+			 * (ds_coord.h's no_grad_in 2) */
+			size_t trained = 0;
+			for (size_t t = d->mod_first[d->nmodules]; t < d->mod_first[d->nmodules] + d->mod_n[d->nmodules]; t++)
+				trained += r->layout.tensor[t].tn;
+			d->mod_no_grad_in[d->nmodules] = ly->module[s].no_grad_in ? (trained > 0 ? 1 : 2) : 0;
+			d->mod_grads[d->nmodules] = trained > 0;
 			for (size_t e = 0; e < d->nmodules; e++) /* a tied head's table is the embedding's */
 				d->mod_grads[d->nmodules] &= !in_module(ds, t0 + ly->module[s].first, e);
 		}
@@ -970,6 +976,8 @@ static void ds3_module_done(struct zs_run *r, struct ds *ds, size_t m, enum zs_p
 	int grads = pass == ZS_PASS_BACKWARD && d->mod_grads[m];
 	for (size_t t = d->mod_first[m]; grads && t < d->mod_first[m] + d->mod_n[m]; t++) {
 		const struct zs_layout_tensor *ts = &lo->tensor[t];
+		if (ts->tn == 0) /* frozen (--freeze): no grad, no reduction hook (stage3.py 1161-1166) */
+			continue;
 		if (b->used + ts->n > bucket_elements(r) && b->count > 0)
 			ds3_flush(r, ds);
 		for (unsigned k = r->r0; k < r->r1 && !oversized(r, t); k++)
@@ -997,6 +1005,8 @@ static void ds3_module(struct zs_run *r, void *ctx, size_t l, size_t s, enum zs_
 	struct ds *ds = ctx;
 	struct ds3 *d = ds->ds3;
 	size_t m = d->mod_of[l] + s;
+	if (pass == ZS_PASS_BACKWARD && d->mod_no_grad_in[m] == 2)
+		return; /* a frozen table: no backward hook fires (its kernel reads no weight, writes no grad) */
 	if (d->entry >= d->coord->ntrace || d->coord->trace[d->entry] != m ||
 	    d->coord->bwd[d->entry] != (pass == ZS_PASS_BACKWARD)) {
 		/* the engine runs the coordinator's trace (util/ds_coord.h) */
@@ -1015,10 +1025,13 @@ static void ds3_module(struct zs_run *r, void *ctx, size_t l, size_t s, enum zs_
 		return;
 	}
 	ds3_fetch(r, ds, d->entry);
-	if (pass == ZS_PASS_BACKWARD && d->mod_grads[m]) {
-		size_t off = r->layout.tensor[d->mod_first[m]].off, n = 0;
-		for (size_t t = d->mod_first[m]; t < d->mod_first[m] + d->mod_n[m]; t++)
-			n += r->layout.tensor[t].n;
+	if (pass == ZS_PASS_BACKWARD && d->mod_grads[m]) { /* --freeze: its trainable tensors' (one run, zs_freeze_units) */
+		size_t off = SIZE_MAX, n = 0;
+		for (size_t t = d->mod_first[m]; t < d->mod_first[m] + d->mod_n[m]; t++) {
+			const struct zs_layout_tensor *ts = &r->layout.tensor[t];
+			off = ts->tn > 0 && off == SIZE_MAX ? ts->off : off;
+			n += ts->tn;
+		}
 		run_alloc_full(r, ZS_BUF_FULL_GRADS, off, n);
 	}
 }

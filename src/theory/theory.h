@@ -275,11 +275,14 @@ void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config 
                            struct theory_deepspeed_live *out);
 
 /* ZeRO-3's resident state (theory_deepspeed.c) from S = Σ ceil(n_t/N)
- * and the persistent params' elements: base[] the device's categories
- * between steps (without the persistent params), out's resident, host,
- * shard and padding fields (out->params set). */
-void theory_ds3_resident(const struct theory_bytes *b, const struct zs_config *c, uint64_t S, uint64_t persist,
-                         unsigned world, struct theory_schedule *out, uint64_t *base);
+ * (the fp16 partitions), S_t and Ψ_t, the same over the trainable tensors
+ * (--freeze; else S and Ψ: the grad and fp32 partitions and the optimizer
+ * state), and the persistent params' elements: base[] the device's
+ * categories between steps (without the persistent params), out's
+ * resident, host, shard and padding fields (out->params set). */
+void theory_ds3_resident(const struct theory_bytes *b, const struct zs_config *c, uint64_t S, uint64_t S_t,
+                         uint64_t ntrain, uint64_t persist, unsigned world, struct theory_schedule *out,
+                         uint64_t *base);
 
 /* Where a DeepSpeed rank's bytes live between steps under c->offload
  * (docs/schedule.md, "deepspeed", offload): device and host bytes per

@@ -200,8 +200,8 @@ void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config 
  * grad and the optimizer state on the host, with the params the fp16
  * partitions too; the host's peak is the step's fp16 copy on the way to
  * the device (mixed precision, --offload optimizer). */
-void theory_ds3_resident(const struct theory_bytes *b, const struct zs_config *c, uint64_t S, uint64_t persist,
-                         unsigned world, struct theory_schedule *out, uint64_t *base)
+void theory_ds3_resident(const struct theory_bytes *b, const struct zs_config *c, uint64_t S, uint64_t S_t,
+                         uint64_t ntrain, uint64_t persist, unsigned world, struct theory_schedule *out, uint64_t *base)
 {
 	enum zs_cat pc = b->p == 2 ? ZS_CAT_PARAM16 : ZS_CAT_PARAM32;
 	enum zs_cat gc = b->g == 2 ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32;
@@ -209,17 +209,18 @@ void theory_ds3_resident(const struct theory_bytes *b, const struct zs_config *c
 	int off = c->offload != ZS_OFFLOAD_NONE, offp = c->offload == ZS_OFFLOAD_PARAMS;
 	memset(base, 0, ZS_NCATS * sizeof *base);
 	base[pc] = offp ? 0 : S * b->p;
-	base[gc] = off ? 0 : S * b->g;
-	base[ZS_CAT_MASTER32] = off ? 0 : S * 4;
-	base[ZS_CAT_ADAM_M] = base[ZS_CAT_ADAM_V] = off ? 0 : S * b->adam;
-	base[ZS_CAT_MOMENTUM] = off ? 0 : S * b->momentum;
+	base[gc] = off ? 0 : S_t * b->g;
+	base[ZS_CAT_MASTER32] = off ? 0 : S_t * 4;
+	base[ZS_CAT_ADAM_M] = base[ZS_CAT_ADAM_V] = off ? 0 : S_t * b->adam;
+	base[ZS_CAT_MOMENTUM] = off ? 0 : S_t * b->momentum;
 	base[ZS_CAT_BUCKETS] = B * b->g;
-	out->host_resident_bytes = off ? S * (b->g + 4 + 4 + opt) + (offp ? S * b->p : 0) : 0;
+	out->host_resident_bytes = off ? S_t * (b->g + 4 + 4 + opt) + (offp ? S * b->p : 0) : 0;
 	out->host_peak_bytes = out->host_resident_bytes + (off && !offp && b->p == 2 ? S * b->p : 0);
 	out->host_resident_bytes_per_node = out->host_resident_bytes * c->ranks_per_node;
 	out->shard_elements = S;
 	out->padded_elements = (uint64_t)world * S;
-	out->padding_bytes = (double)(out->padded_elements - out->params) / world * (double)(b->p + b->g + 4 + opt);
+	out->padding_bytes = (double)(out->padded_elements - out->params) / world * (double)b->p +
+	                     (double)((uint64_t)world * S_t - ntrain) / world * (double)(b->g + 4 + opt);
 	memset(out->resident_breakdown, 0, sizeof out->resident_breakdown);
 	memcpy(out->resident_breakdown, base, ZS_NCATS * sizeof *base);
 	out->resident_breakdown[ZS_CAT_GATHERED] = persist * b->p;

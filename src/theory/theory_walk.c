@@ -691,13 +691,13 @@ struct ds3_fw {
 	const struct zs_config *c;
 	struct ds_coord *d;
 	struct ds3_bucket bk;
-	const uint64_t *tn;
+	const uint64_t *tn, *tt; /* per tensor: its elements, and its trainable ones (--freeze: 0 if frozen) */
 	size_t nmodules, *first, *count, *lo, *hi;
 	int *grads, *no_grad_in, by_unit;
 	size_t *of_layer;   /* inside layers: layer l's modules are [of_layer[l], of_layer[l + 1]) */
 	size_t *src;        /* inside layers: the description's module each is (a z3 leaf: its first) */
 	size_t *rel, *post, j;
-	uint64_t N, S, sent, sent_el;
+	uint64_t N, S, S_t, sent, sent_el; /* S_t: Σ ceil(tt/N), the grad and fp32 partitions' */
 	uint64_t msent, msent_el; /* this step's so far (--grad-accum: its micro-steps') */
 	int off, offp;
 	struct theory_schedule *out;
@@ -782,9 +782,11 @@ static void ds3_grads(struct ds3_fw *f, struct walk *w, size_t mi)
 	if (!f->grads[mi])
 		return;
 	for (size_t t = t0; t < t1; t++)
-		n += f->tn[t];
+		n += f->tt[t];
 	ds3_add(w, ZS_CAT_FULL_GRADS, n * g, DS3_KEY(DS3_GRADS, 0));
 	for (size_t t = t0; t < t1; t++) {
+		if (f->tt[t] == 0) /* frozen: no grad, no reduction hook */
+			continue;
 		if (bk->used + f->tn[t] > bk->B && bk->count > 0)
 			ds3_flush(w, bk, f->tn, f->N, g);
 		bk->t[bk->count++] = t;
@@ -898,7 +900,7 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 		 * mixed precision from a flat fp16 copy; offloaded, the host's);
 		 * then the persistent params gathered */
 		size_t nrel, npost = ds_coord_step(f->d, f->rel, &nrel, f->post);
-		uint64_t S = f->S, g16 = !f->off && b->g == 2 ? S * b->g : 0, g32 = f->off ? 0 : S * 4;
+		uint64_t S = f->S_t, g16 = !f->off && b->g == 2 ? S * b->g : 0, g32 = f->off ? 0 : S * 4;
 		walk_phase(w, ZS_PH_OPTIMIZER);
 		ds3_released(w, f, nrel);
 		ds3_add(w, ZS_CAT_GRAD16, g16, DS3_KEY(DS3_G16, 0));
@@ -967,6 +969,13 @@ static void ds3_modules(struct ds3_fw *f, const struct theory_desc *d, enum zs_u
 		if (x == leaf)
 			while (x + 1 < p->nmodules && p->module[x + 1].layer == md->layer)
 				f->count[i] += p->module[++x].n;
+		/* --freeze: grads of its trainable tensors only; a frozen table
+		 * runs no backward (util/ds_coord.h's no_grad_in 2) */
+		uint64_t trained = 0;
+		for (size_t t = f->first[i]; t < f->first[i] + f->count[i]; t++)
+			trained += f->tt[t];
+		f->grads[i] &= trained > 0;
+		f->no_grad_in[i] = f->no_grad_in[i] ? (trained > 0 ? 1 : 2) : 0;
 	}
 	f->nmodules = i;
 	for (; l <= p->nlayers; l++)
@@ -979,14 +988,18 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
                      const struct theory_rank_counts *rc)
 {
 	const struct step_params *p = &d->params;
-	uint64_t *tn = zs_calloc(p->ntensors, sizeof *tn), persist = 0, base[ZS_NCATS];
-	struct ds3_fw f = {.b = b, .c = c, .tn = tn, .N = world, .out = out,
+	uint64_t *tn = zs_calloc(p->ntensors, sizeof *tn), *tt = zs_calloc(p->ntensors, sizeof *tt), persist = 0,
+	         ntrain = 0, base[ZS_NCATS];
+	struct ds3_fw f = {.b = b, .c = c, .tn = tn, .tt = tt, .N = world, .out = out,
 	                   .off = c->offload != ZS_OFFLOAD_NONE, .offp = c->offload == ZS_OFFLOAD_PARAMS};
 	f.rel = zs_calloc(p->ntensors, sizeof *f.rel);
 	f.post = zs_calloc(p->ntensors, sizeof *f.post);
 	f.bk = (struct ds3_bucket){.B = (uint64_t)c->ds_reduce_bucket, .t = zs_calloc(p->ntensors, sizeof *f.bk.t)};
-	for (size_t t = 0; t < p->ntensors; t++)
+	for (size_t t = 0; t < p->ntensors; t++) { /* --freeze: only requires_grad params train (stage3.py 491-495) */
 		tn[t] = p->tensor[t].numel;
+		tt[t] = zs_freeze_tensor(p, c->freeze, t) ? 0 : tn[t];
+		ntrain += tt[t];
+	}
 	ds3_modules(&f, d, unit);
 	f.desc = d;
 	/* full recompute: each block's modules are checkpointed together */
@@ -997,10 +1010,11 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	free(group);
 	for (size_t t = 0; t < p->ntensors; t++) {
 		f.S += f.d->s[t];
+		f.S_t += (tt[t] + world - 1) / world;
 		persist += f.d->persist[t] ? tn[t] : 0;
 	}
 	out->params = p->numel;
-	theory_ds3_resident(b, c, f.S, persist, world, out, base);
+	theory_ds3_resident(b, c, f.S, f.S_t, ntrain, persist, world, out, base);
 	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT, .nmicro = c->grad_accum, .model = d->model, .counts = rc,
 	                 .routed_by_fw = !f.by_unit};
 	for (int k = 0; k < ZS_NCATS; k++) /* set-up */
@@ -1016,6 +1030,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	out->comm_elements_mean = (double)f.sent_el / c->steps;
 	ds_coord_free(f.d);
 	free(tn);
+	free(tt);
 	free(f.first);
 	free(f.grads);
 	free(f.src);

@@ -111,8 +111,9 @@ size_t ds_coord_release(struct ds_coord *d, size_t j, int complete, size_t *out)
  * entry's pass into bwd; how many. Forward, the modules in order; backward
  * in reverse, where a checkpointed block (group >= 0) first runs its
  * forward again, module by module (its pre-forward hooks fetch, its
- * post-forward hooks release, 290-335), then its backward. */
-static size_t build_trace(size_t nmod, const long *group, size_t *trace, int *bwd)
+ * post-forward hooks release, 290-335), then its backward; none for a
+ * module that runs no backward (no_grad_in 2). */
+static size_t build_trace(size_t nmod, const long *group, const int *no_grad_in, size_t *trace, int *bwd)
 {
 	size_t nt = 0;
 	for (size_t m = 0; m < nmod; m++) {
@@ -129,6 +130,8 @@ static size_t build_trace(size_t nmod, const long *group, size_t *trace, int *bw
 				bwd[nt++] = 0;
 			}
 		}
+		if (no_grad_in[m] == 2) /* a frozen table: no backward (ds_coord.h) */
+			continue;
 		trace[nt] = m;
 		bwd[nt++] = 1;
 	}
@@ -164,7 +167,7 @@ static void setup(struct ds_coord *d, const uint64_t *n, size_t nt, const size_t
 	memcpy(d->mod_n, mod_n, nmod * sizeof *mod_n);
 	if (no_grad_in != NULL)
 		memcpy(d->no_grad_in, no_grad_in, nmod * sizeof *no_grad_in);
-	d->ntrace = build_trace(nmod, group, d->trace, d->bwd);
+	d->ntrace = build_trace(nmod, group, d->no_grad_in, d->trace, d->bwd);
 	size_t nq = 0;
 	for (size_t j = 0; j < d->ntrace; j++)
 		nq += mod_n[d->trace[j]];

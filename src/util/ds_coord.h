@@ -56,7 +56,10 @@ struct ds_coord *ds_coord_new(const uint64_t *n, size_t nt, const size_t *mod_fi
  * requires grad (a table's lookup of token ids or positions): its
  * post-backward hook never fires, so its backward releases nothing and
  * its params stay whole until step() (docs/schedule.md, "deepspeed",
- * ZeRO-3's coordinator). */
+ * ZeRO-3's coordinator); no_grad_in[m] == 2 when moreover none of its
+ * params requires grad (a table frozen by --freeze): its output needs no
+ * grad, so no pre-backward hook fires either and the trace holds no
+ * backward of it (docs/schedule.md, "Frozen parameters under DeepSpeed"). */
 struct ds_coord *ds_coord_new_recompute(const uint64_t *n, size_t nt, const size_t *mod_first, const size_t *mod_n,
                                         size_t nmod, const long *group, const int *no_grad_in,
                                         const struct zs_config *c, unsigned world);

@@ -664,21 +664,44 @@ struct zs_freeze_run *zs_freeze_units(const struct step_params *p, const char *s
 }
 
 /* --freeze under --framework deepspeed: what is built (docs/schedule.md,
- * "Frozen parameters under DeepSpeed"): ZeRO-1/2 (and dp) on the device;
- * ZeRO-3 (every parameter partitioned per tensor, the trainable ones'
- * partitions apart) and the offloaded optimizer are not. */
-static int freeze_ds_check(const struct zs_config *c, char **cause)
+ * "Frozen parameters under DeepSpeed"): dp and ZeRO-1/2/3 on the device,
+ * not the offloaded optimizer. ZeRO-3 runs no backward for a frozen
+ * module whose inputs need no grad (its output then needs none, so
+ * DeepSpeed's pre-backward hook never fires: parameter_offload.py
+ * 342-379); a frozen table (a lookup of ids) is such a module, and built
+ * (util/ds_coord.h's no_grad_in 2). Any other (a frozen block with
+ * nothing trainable before it: all-but-last:N) the engine's backward
+ * would still run, so it is refused: every module before the first that
+ * trains must be a table, and that one a table or its layer's first
+ * module (inside a block, the branches beside it would read an input
+ * needing no grad). */
+static int freeze_ds_check(const struct zs_config *c, const struct step_params *p, char **cause)
 {
-	for (size_t i = 0; i < c->nschemes; i++)
-		if (c->schemes[i] == ZS_ZERO3)
-			return zs_fail(cause, "--freeze %s under --framework deepspeed --schemes zero3: not built yet (ZeRO-3 "
-			                      "partitions every parameter per tensor and the trainable ones' fp32 and optimizer "
-			                      "partitions apart; docs/schedule.md, \"Frozen parameters under DeepSpeed\"): give "
-			                      "dp, zero1 or zero2", c->freeze);
 	if (c->offload != ZS_OFFLOAD_NONE)
 		return zs_fail(cause, "--freeze %s under --framework deepspeed --offload %s: not built yet (the frozen "
 		                      "parameters with ZeRO-Offload's host buffers); give --offload none", c->freeze,
 		               zs_offload_name(c->offload));
+	int zero3 = 0;
+	for (size_t i = 0; i < c->nschemes; i++)
+		zero3 |= c->schemes[i] == ZS_ZERO3;
+	for (size_t x = 0; zero3 && x < p->nmodules; x++) { /* up to the first module that trains */
+		const struct step_module *md = &p->module[x];
+		int trains = 0, first = x == 0 || p->module[x - 1].layer != md->layer;
+		for (size_t t = md->first; t < md->first + md->n; t++)
+			trains |= p->tensor[t].module == x && !zs_freeze_tensor(p, c->freeze, t);
+		if (!trains && md->no_grad_in)
+			continue; /* a frozen table */
+		if (trains && (md->no_grad_in || first))
+			break;
+		char name[256];
+		step_module_name(p, x, name, sizeof name);
+		return zs_fail(cause, "--freeze %s under --framework deepspeed --schemes zero3: %s %s and no parameter "
+		                      "before it trains (DeepSpeed runs no backward for a frozen module whose inputs need "
+		                      "no grad; zerosim's engine would): not built yet; freeze the embeddings, or blocks "
+		                      "after a trainable one, or give dp, zero1 or zero2 (docs/schedule.md, \"Frozen "
+		                      "parameters under DeepSpeed\")", c->freeze, name,
+		               trains ? "trains inside its layer" : "is frozen");
+	}
 	return 0;
 }
 
@@ -690,10 +713,12 @@ int zs_freeze_paper_check(const struct zs_config *c, const struct zs_model *m, c
 	if (m == NULL)
 		return zs_fail(cause, "--freeze %s under --framework %s: only with --model (a transformer: the MLP's "
 		                      "layers have no Hugging Face names)", c->freeze, zs_framework_name(c->framework));
-	if (ds && freeze_ds_check(c, cause) != 0)
-		return -1;
 	struct step_params p;
 	step_params_build(&p, m);
+	if (ds && freeze_ds_check(c, &p, cause) != 0) {
+		step_params_free(&p);
+		return -1;
+	}
 	size_t nfrozen = 0;
 	for (size_t i = 0; i < p.ntensors; i++)
 		nfrozen += zs_freeze_tensor(&p, c->freeze, i) != 0;
