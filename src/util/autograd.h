@@ -218,6 +218,9 @@ enum ag_op {
 	AG_OP_INDEX_ADD_,    /* in0[in1[i]] += in2[i] (rows): index_add_ */
 	AG_OP_INDEX_PUT_ACC_,/* in0[in1[i]] += in3[i] (in2 AG_NONE), or in0[in1[i], in2[i]] += in3[i]:
 	                      * _index_put_impl_ with accumulate (index's backward) */
+	/* appended (qwen2_moe's shared_expert_gate; the description's) */
+	AG_OP_SIGMOID,       /* out = sigmoid(in0) */
+	AG_OP_SIGMOID_BWD,   /* out = in0 · in1 · (1 − in1): sigmoid_backward(grad in0, result in1) */
 	AG_NOPS
 };
 
