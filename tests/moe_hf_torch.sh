@@ -18,14 +18,22 @@
 #    mark it names equal the allocator's to the byte (tests/ft_cmp.py), at
 #    B 2 T 16 and at B 1 T 8, whose steady step leaves block 1's expert 0
 #    without a token (its grad stays zeros, Adam still steps it);
+#  - the same for the tiny qwen2_moe of tests/qwen_moe.sh (its shared
+#    expert 80 wide, top 2 of 4 unnormalised) and qwen3_moe of
+#    tests/qwen3_moe.sh (q/k norms, top 2 of 4 renormalised) at B 2 T 16
+#    (hf_torch.py's QwenMoeDecoderLayer over moe_torch.py's blocks; the
+#    shared expert's four mm's checked in the record's allocations too);
+#  - the steady step's list, event for event (tests/ag_events), equal to
+#    1.13's clean step's allocations and frees (hf_torch.py --trace's
+#    FILE.clean) in every row;
 #  - refused by name: a routing whose first step leaves an expert without a
 #    token (at B 1 T 2: its .grad stays None), --wrapper ddp, and measure
 #    (the engine does not run the PyTorch step's mixture yet).
 #
-# About 10 s. Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
+# About 25 s. Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
 # makes that a failure), 99 hard error.
 name=moe_hf_torch
-needs=""
+needs="${ZS_BUILDDIR:-.}/tests/ag_events"
 src=${srcdir:-.}
 . "$src/tests/moe_lib.sh"
 . "$src/tests/torch_python.sh"
@@ -121,7 +129,25 @@ agree() {
 		fail "B $1 T $2: theory: $(cat "$tmp/err")"
 		return
 	fi
-	"$py" "$src/tests/ft_cmp.py" "$tmp/ref-$tag.json" "$tmp/t-$tag.json" - "$(basename "$cfg" .json) B $1 T $2" || status=1
+	label="$(sed -n 's/.*"model_type": "\([a-z0-9_]*\)".*/\1/p' "$cfg") B $1 T $2"
+	"$py" "$src/tests/ft_cmp.py" "$tmp/ref-$tag.json" "$tmp/t-$tag.json" - "$label" || status=1
+	# and event for event: the steady step's allocations and frees
+	# (tests/ag_events) against 1.13's clean step (hf_torch.py --trace's .clean)
+	counts=$(python3 -c 'import json, sys
+print(" ".join(str(n) for b in json.load(open(sys.argv[1]))["routing"]["steps"][-1] for n in b))' "$tmp/ref-$tag.json")
+	# shellcheck disable=SC2086
+	"${ZS_BUILDDIR:-.}/tests/ag_events" "$cfg" "$1" "$2" torch-version=1.13 torch-device=cpu zero-grad=zeros \
+		optimizer-impl=single precision=fp32 -- $counts >"$tmp/ev-$tag" || { fail "B $1 T $2: tests/ag_events"; return; }
+	python3 - "$tmp/ev-$tag" "$tmp/trace-$tag.clean" "$label" <<'PY' || status=1
+import sys
+z, t = (open(f).read().split() for f in sys.argv[1:3])
+at = next((i for i, (a, b) in enumerate(zip(z, t)) if a != b), None)
+if at is not None or len(z) != len(t) or not z:
+    at = min(len(z), len(t)) if at is None else at
+    sys.exit("moe_hf_torch: FAIL: %s: zerosim's step list departs from 1.13's clean step at event %d of %d "
+             "(zerosim %s, PyTorch %s)" % (sys.argv[3], at, len(t), z[at:at + 3], t[at:at + 3]))
+print("ok: %s: %d allocations and frees, 1.13's one for one" % (sys.argv[3], len(z)))
+PY
 }
 
 for q in qwen_moe qwen3_moe; do
@@ -158,5 +184,5 @@ refuse "--wrapper ddp" "not with --wrapper ddp (an expert without a token: find_
 # shellcheck disable=SC2086
 refuse "measure" "^zerosim measure: .*not with --framework torch in measure (give --framework paper or deepspeed)$" \
 	"$zerosim" measure -q --model "$tmp/config.json" --seq 16 --batch 2 $torch_opts
-[ $status -eq 0 ] && echo "$name: the tiny mixtral's PyTorch step (B 2 T 16; B 1 T 8, an expert idle) equals 1.13's allocator to the byte; its refusals hold"
+[ $status -eq 0 ] && echo "$name: the tiny mixtral's (B 2 T 16; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's (B 2 T 16) PyTorch step equal 1.13's allocator to the byte; the refusals hold"
 exit $status
