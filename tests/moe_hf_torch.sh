@@ -23,14 +23,17 @@
 #    tests/qwen3_moe.sh (q/k norms, top 2 of 4 renormalised) at B 2 T 16
 #    (hf_torch.py's QwenMoeDecoderLayer over moe_torch.py's blocks; the
 #    shared expert's four mm's checked in the record's allocations too);
+#  - the mixtral at B 2 T 16 under foreach Adam (1.13's
+#    _multi_tensor_adam) the same;
 #  - the steady step's list, event for event (tests/ag_events), equal to
 #    1.13's clean step's allocations and frees (hf_torch.py --trace's
 #    FILE.clean) in every row;
 #  - refused by name: a routing whose first step leaves an expert without a
-#    token (at B 1 T 2: its .grad stays None), --wrapper ddp, and measure
+#    token (at B 1 T 2: its .grad stays None), --wrapper ddp, zero_grad
+#    set_to_none (an expert idle in a step keeps no grad), and measure
 #    (the engine does not run the PyTorch step's mixture yet).
 #
-# About 25 s. Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
+# About 35 s. Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
 # makes that a failure), 99 hard error.
 name=moe_hf_torch
 needs="${ZS_BUILDDIR:-.}/tests/ag_events"
@@ -53,10 +56,13 @@ done
 # ref B T [CONFIG]: the reference's run of CONFIG (config.json's, the
 # mixtral, by default) into $tmp/ref-B-T.json (its trace beside), its
 # routing as a measured run's in $tmp/routing-B-T.json; the record checked
-# against its allocator's events (status 1 where it is not)
+# against its allocator's events (status 1 where it is not); Adam's
+# implementation $impl
+impl=single
 ref() {
-	tag=$1-$2 cfg=${3:-$tmp/config.json}
+	tag=$1-$2${impl#single} cfg=${3:-$tmp/config.json}
 	"$py" "$src/tests/hf_torch.py" --model "$cfg" --seq "$2" --batch "$1" --steps $S --zero-grad zeros \
+		--optimizer-impl "$impl" \
 		--no-attribution --trace "$tmp/trace-$tag" --out "$tmp/ref-$tag.json" >"$tmp/ref.log" 2>&1 ||
 		{ cat "$tmp/ref.log" >&2; echo "$name: hf_torch.py at B $1 T $2 failed" >&2; exit 99; }
 	python3 - "$tmp/ref-$tag.json" "$cfg" "$tmp/trace-$tag" "$tmp/routing-$tag.json" "$1" "$2" $S <<'PY' ||
@@ -122,14 +128,15 @@ PY
 
 # agree B T [CONFIG]: the theory under the reference's routing against the reference
 agree() {
-	tag=$1-$2 cfg=${3:-$tmp/config.json}
+	tag=$1-$2${impl#single} cfg=${3:-$tmp/config.json}
 	# shellcheck disable=SC2086
-	if ! "$zerosim" theory --model "$cfg" --seq "$2" --batch "$1" $torch_opts \
+	if ! "$zerosim" theory --model "$cfg" --seq "$2" --batch "$1" \
+		$(echo "$torch_opts" | sed "s/--optimizer-impl single/--optimizer-impl $impl/") \
 		--routing "$tmp/routing-$tag.json" --out "$tmp/t-$tag.json" 2>"$tmp/err"; then
 		fail "B $1 T $2: theory: $(cat "$tmp/err")"
 		return
 	fi
-	label="$(sed -n 's/.*"model_type": "\([a-z0-9_]*\)".*/\1/p' "$cfg") B $1 T $2"
+	label="$(sed -n 's/.*"model_type": "\([a-z0-9_]*\)".*/\1/p' "$cfg") B $1 T $2 ($impl Adam)"
 	"$py" "$src/tests/ft_cmp.py" "$tmp/ref-$tag.json" "$tmp/t-$tag.json" - "$label" || status=1
 	# and event for event: the steady step's allocations and frees
 	# (tests/ag_events) against 1.13's clean step (hf_torch.py --trace's .clean)
@@ -137,7 +144,7 @@ agree() {
 print(" ".join(str(n) for b in json.load(open(sys.argv[1]))["routing"]["steps"][-1] for n in b))' "$tmp/ref-$tag.json")
 	# shellcheck disable=SC2086
 	"${ZS_BUILDDIR:-.}/tests/ag_events" "$cfg" "$1" "$2" torch-version=1.13 torch-device=cpu zero-grad=zeros \
-		optimizer-impl=single precision=fp32 -- $counts >"$tmp/ev-$tag" || { fail "B $1 T $2: tests/ag_events"; return; }
+		optimizer-impl="$impl" precision=fp32 -- $counts >"$tmp/ev-$tag" || { fail "B $1 T $2: tests/ag_events"; return; }
 	python3 - "$tmp/ev-$tag" "$tmp/trace-$tag.clean" "$label" <<'PY' || status=1
 import sys
 z, t = (open(f).read().split() for f in sys.argv[1:3])
@@ -162,6 +169,11 @@ ref 1 8
 python3 -c 'import json, sys; sys.exit(0 if any(0 in c for c in json.load(open(sys.argv[1]))["routing"]["steps"][-1]) else 1)' \
 	"$tmp/ref-1-8.json" || fail "B 1 T 8: no expert is left without a token in the steady step any more"
 agree 1 8
+# foreach Adam (1.13's _multi_tensor_adam) over the mixtral's parameters
+impl=foreach
+ref 2 16
+agree 2 16
+impl=single
 
 # refused: one line on stderr, exit 2, nothing written (refuse LABEL PATTERN COMMAND...)
 refuse() {
@@ -182,7 +194,11 @@ refuse "--wrapper ddp" "not with --wrapper ddp (an expert without a token: find_
 	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/') \
 	--routing "$tmp/routing-2-16.json"
 # shellcheck disable=SC2086
+refuse "--zero-grad none" "with zero_grad(set_to_none=True) (give --zero-grad zeros) is not described yet" \
+	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--zero-grad zeros/--zero-grad none/') \
+	--routing "$tmp/routing-2-16.json"
+# shellcheck disable=SC2086
 refuse "measure" "^zerosim measure: .*not with --framework torch in measure (give --framework paper or deepspeed)$" \
 	"$zerosim" measure -q --model "$tmp/config.json" --seq 16 --batch 2 $torch_opts
-[ $status -eq 0 ] && echo "$name: the tiny mixtral's (B 2 T 16; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's (B 2 T 16) PyTorch step equal 1.13's allocator to the byte; the refusals hold"
+[ $status -eq 0 ] && echo "$name: the tiny mixtral's (B 2 T 16, single and foreach Adam; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's (B 2 T 16) PyTorch step equal 1.13's allocator to the byte; the refusals hold"
 exit $status

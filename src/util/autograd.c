@@ -3345,8 +3345,10 @@ static T repeat_kv_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn,
 /* ------------------------------------------------------------------------ */
 /* Mixtral's block (tests/hf_torch.py MixtralDecoderLayer over
  * tests/moe_torch.py's SparseMoeBlock: MixtralSparseMoeBlock of
- * modeling_mixtral.py at 00d4b3d2, lines 78-142, router_jitter_noise 0),
- * in fp32, its allocations as PyTorch 1.13's allocator records them
+ * modeling_mixtral.py at 00d4b3d2, lines 78-142, router_jitter_noise 0;
+ * and qwen2_moe's and qwen3_moe's, hf_torch.py's QwenMoeDecoderLayer over
+ * moe_torch.py's Qwen2MoeSparseMoeBlock and Qwen3MoeSparseMoeBlock: the
+ * same routed ops, norm_topk_prob, the shared expert), in fp32, its allocations as PyTorch 1.13's allocator records them
  * (tests/moe_hf_torch.sh). The routing is the run's (ag_options.moe_counts):
  * n_e tokens to expert e in block i sizes every per-expert tensor. */
 
@@ -3458,7 +3460,7 @@ static int moe_refuse(const struct zs_model *m, const struct ag_options *o, char
 	const char *no = o->moe_counts == NULL                ? "no routing (give --routing)"
 	                 : o->version != ZS_TORCH_1_13        ? "--torch-version 2.6 (give 1.13)"
 	                 : o->amp != AG_F32                   ? "autocast (give --precision fp32)"
-	                 : o->optim_impl != ZS_OPTIM_SINGLE   ? "--optimizer-impl foreach or fused (give single)"
+	                 : o->optim_impl == ZS_OPTIM_FUSED    ? "--optimizer-impl fused (give single or foreach)"
 	                 : o->zero_grad != ZS_ZERO_GRAD_ZEROS ? "zero_grad(set_to_none=True) (give --zero-grad zeros)"
 	                 : (o->freeze && *o->freeze) || o->lora_r || o->quant_nf4 ? "--freeze, --lora-r or --quant-base"
 	                 : o->recompute                       ? "--recompute full (give none)"

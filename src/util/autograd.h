@@ -347,8 +347,9 @@ struct ag_options {
 	 * 1.13 and 2.6 so far (ag_step_build and zs_torch_recompute_set refuse
 	 * the rest by name). */
 	int recompute;
-	/* A mixture's routing for the described step (mixtral's
-	 * MixtralSparseMoeBlock, fp32 on the plain loop of 1.13 so far): the
+	/* A mixture's routing for the described step (mixtral's, qwen2_moe's
+	 * and qwen3_moe's sparse-MoE blocks, fp32 on the plain loop of 1.13
+	 * so far): the
 	 * tokens each expert got in each block, layers x experts, block by
 	 * block (the step's own; the theory's --routing). NULL for a model
 	 * without experts; a mixture without it is refused. */
