@@ -1191,6 +1191,37 @@ FAMILY_ATTENTION["mixtral"] = LlamaAttention
 FAMILY_LAYER = {"mixtral": MixtralDecoderLayer}
 
 
+# Qwen2-MoE and Qwen3-MoE (4.x layouts: modeling_qwen2_moe.py at 00a3f938,
+# modeling_qwen3_moe.py at 00d4b3d2): Qwen2MoeDecoderLayer and
+# Qwen3MoeDecoderLayer register self_attn (Qwen2's attention, q, k, v
+# biased; Qwen3's, q_norm and k_norm), mlp (tests/moe_torch.py's
+# Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock), input_layernorm,
+# post_attention_layernorm, and run MixtralDecoderLayer's forward with mlp
+# in block_sparse_moe's place (every block sparse: decoder_sparse_step 1,
+# no mlp_only_layers, as zerosim requires).
+class QwenMoeDecoderLayer(MixtralDecoderLayer):
+    block_sparse_moe = property(lambda self: self.mlp)  # the forward's name for the block
+
+    def __init__(self, cfg, sdpa, attn=None):
+        nn.Module.__init__(self)
+        from moe_torch import Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock
+        eps, d = cfg.get("rms_norm_eps", 1e-6), cfg["hidden_size"]
+        self.self_attn = (attn or LlamaAttention)(cfg, sdpa)
+        args = (d, cfg["moe_intermediate_size"], cfg["num_experts"], cfg["num_experts_per_tok"])
+        norm = bool(cfg.get("norm_topk_prob", False))  # Qwen2MoeConfig's and Qwen3MoeConfig's default
+        if cfg["model_type"] == "qwen2_moe":
+            self.mlp = Qwen2MoeSparseMoeBlock(*args, cfg["shared_expert_intermediate_size"], norm)
+        else:
+            self.mlp = Qwen3MoeSparseMoeBlock(*args, norm)
+        self.input_layernorm = LlamaRMSNorm(d, eps)
+        self.post_attention_layernorm = LlamaRMSNorm(d, eps)
+
+
+FAMILY_ATTENTION["qwen2_moe"] = Qwen2Attention
+FAMILY_ATTENTION["qwen3_moe"] = Qwen3Attention
+FAMILY_LAYER["qwen2_moe"] = FAMILY_LAYER["qwen3_moe"] = QwenMoeDecoderLayer
+
+
 LOSS = [for_causal_lm_loss]
 
 

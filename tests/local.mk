@@ -198,6 +198,9 @@ EXTRA_DIST += tests/includes.sh
 # reference of docs/torch_saved.md): the bytes between steps against zerosim's resident.
 TESTS += tests/hf_torch.sh
 EXTRA_DIST += tests/hf_torch.sh tests/hf_torch.py tests/torch26_root.sh
+check_PROGRAMS += tests/ag_events
+tests_ag_events_SOURCES = tests/ag_events.c
+tests_ag_events_LDADD = libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) -lm
 TESTS += tests/moe_hf_torch.sh
 EXTRA_DIST += tests/moe_hf_torch.sh
 

@@ -18,14 +18,25 @@
 #    mark it names equal the allocator's to the byte (tests/ft_cmp.py), at
 #    B 2 T 16 and at B 1 T 8, whose steady step leaves block 1's expert 0
 #    without a token (its grad stays zeros, Adam still steps it);
+#  - the same for the tiny qwen2_moe of tests/qwen_moe.sh (its shared
+#    expert 80 wide, top 2 of 4 unnormalised) and qwen3_moe of
+#    tests/qwen3_moe.sh (q/k norms, top 2 of 4 renormalised) at B 2 T 16
+#    (hf_torch.py's QwenMoeDecoderLayer over moe_torch.py's blocks; the
+#    shared expert's four mm's checked in the record's allocations too);
+#  - the mixtral at B 2 T 16 under foreach Adam (1.13's
+#    _multi_tensor_adam) the same;
+#  - the steady step's list, event for event (tests/ag_events), equal to
+#    1.13's clean step's allocations and frees (hf_torch.py --trace's
+#    FILE.clean) in every row;
 #  - refused by name: a routing whose first step leaves an expert without a
-#    token (at B 1 T 2: its .grad stays None), --wrapper ddp, and measure
+#    token (at B 1 T 2: its .grad stays None), --wrapper ddp, zero_grad
+#    set_to_none (an expert idle in a step keeps no grad), and measure
 #    (the engine does not run the PyTorch step's mixture yet).
 #
-# About 10 s. Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
+# About 35 s. Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
 # makes that a failure), 99 hard error.
 name=moe_hf_torch
-needs=""
+needs="${ZS_BUILDDIR:-.}/tests/ag_events"
 src=${srcdir:-.}
 . "$src/tests/moe_lib.sh"
 . "$src/tests/torch_python.sh"
@@ -34,21 +45,37 @@ S=3
 torch_opts="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu --zero-grad zeros
 	--optimizer-impl single --precision fp32 --world 1 --schemes dp --steps $S"
 
-# ref B T: the reference's run into $tmp/ref-B-T.json (its trace beside),
-# its routing as a measured run's in $tmp/routing-B-T.json; the record
-# checked against its allocator's events (status 1 where it is not)
+# the tiny qwen2_moe of tests/qwen_moe.sh (its shared expert 80 wide, top 2
+# of 4 unnormalised) and qwen3_moe of tests/qwen3_moe.sh (q/k norms, top 2
+# of 4 renormalised), their configs taken from those files
+for q in qwen_moe qwen3_moe; do
+	sed -n "/<<'JSON'\$/,/^JSON\$/p" "$src/tests/$q.sh" | sed '1d;$d' >"$tmp/$q.json"
+	[ -s "$tmp/$q.json" ] || { echo "$name: no config in tests/$q.sh" >&2; exit 99; }
+done
+
+# ref B T [CONFIG]: the reference's run of CONFIG (config.json's, the
+# mixtral, by default) into $tmp/ref-B-T.json (its trace beside), its
+# routing as a measured run's in $tmp/routing-B-T.json; the record checked
+# against its allocator's events (status 1 where it is not); Adam's
+# implementation $impl
+impl=single
 ref() {
-	tag=$1-$2
-	"$py" "$src/tests/hf_torch.py" --model "$tmp/config.json" --seq "$2" --batch "$1" --steps $S --zero-grad zeros \
+	tag=$1-$2${impl#single} cfg=${3:-$tmp/config.json}
+	"$py" "$src/tests/hf_torch.py" --model "$cfg" --seq "$2" --batch "$1" --steps $S --zero-grad zeros \
+		--optimizer-impl "$impl" \
 		--no-attribution --trace "$tmp/trace-$tag" --out "$tmp/ref-$tag.json" >"$tmp/ref.log" 2>&1 ||
 		{ cat "$tmp/ref.log" >&2; echo "$name: hf_torch.py at B $1 T $2 failed" >&2; exit 99; }
-	python3 - "$tmp/ref-$tag.json" "$tmp/config.json" "$tmp/trace-$tag" "$tmp/routing-$tag.json" "$1" "$2" $S <<'PY' ||
+	python3 - "$tmp/ref-$tag.json" "$cfg" "$tmp/trace-$tag" "$tmp/routing-$tag.json" "$1" "$2" $S <<'PY' ||
 import json, sys
 ref, cfg = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 trace, out = sys.argv[3], sys.argv[4]
 B, T, S = (int(x) for x in sys.argv[5:8])
-E, K, L = cfg["num_local_experts"], cfg["num_experts_per_tok"], cfg["num_hidden_layers"]
-d, F = cfg["hidden_size"], cfg["intermediate_size"]
+qwen = cfg["model_type"] != "mixtral"
+E, K, L = cfg["num_experts" if qwen else "num_local_experts"], cfg["num_experts_per_tok"], cfg["num_hidden_layers"]
+d, F = cfg["hidden_size"], cfg["moe_intermediate_size" if qwen else "intermediate_size"]
+Sh = cfg.get("shared_expert_intermediate_size", 0)
+blkname = "mlp" if qwen else "block_sparse_moe"
+w1, w3, w2 = ("gate_proj", "up_proj", "down_proj") if qwen else ("w1", "w3", "w2")
 rt, bad = ref.get("routing"), []
 if not rt or rt["blocks"] != L or rt["experts"] != E or len(rt["steps"]) != S or rt["traced"] is None:
     sys.exit("moe_hf_torch: FAIL: the reference recorded no routing of %d steps x %d blocks x %d experts" % (S, L, E))
@@ -60,14 +87,14 @@ for s, step in enumerate(rt["steps"] + [rt["traced"]]):
 seen, blk = [[] for _ in range(L)], None
 for line in open(trace):
     w = line.split()
-    if w[0] == "mark" and w[1].startswith("fwd:layers.") and w[1].endswith(".block_sparse_moe:start"):
+    if w[0] == "mark" and w[1].startswith("fwd:layers.") and w[1].endswith("." + blkname + ":start"):
         blk = int(w[1].split(".")[1])
-    elif w[0] == "mark" and w[1].endswith(".block_sparse_moe:end"):
+    elif w[0] == "mark" and w[1].endswith("." + blkname + ":end"):
         blk = None
     elif blk is not None and w[0] == "alloc" and w[2] in ("nonzero.default", "index.Tensor", "mm.default"):
         seen[blk].append((w[2], w[4], int(w[1])))
 for l in range(L):
-    mod = "layers.%d.block_sparse_moe" % l
+    mod = "layers.%d.%s" % (l, blkname)
     hit = sum(1 for n in rt["traced"][l] if n)
     want = [("mm.default", mod + ".gate", B * T * E * 4),
             ("nonzero.default", mod, hit * 8)]  # expert_hit: [hit, 1] int64
@@ -77,10 +104,15 @@ for l in range(L):
         want += [("index.Tensor", mod, K * B * T * 8),  # expert_mask[expert_idx]: [1, k, BT] int64
                  ("nonzero.default", mod, n * 2 * 8),
                  ("index.Tensor", mod, n * d * 4),
-                 ("mm.default", "%s.experts.%d.w1" % (mod, e), n * F * 4),
-                 ("mm.default", "%s.experts.%d.w3" % (mod, e), n * F * 4),
-                 ("mm.default", "%s.experts.%d.w2" % (mod, e), n * d * 4),
+                 ("mm.default", "%s.experts.%d.%s" % (mod, e, w1), n * F * 4),
+                 ("mm.default", "%s.experts.%d.%s" % (mod, e, w3), n * F * 4),
+                 ("mm.default", "%s.experts.%d.%s" % (mod, e, w2), n * d * 4),
                  ("index.Tensor", mod, n * 4)]  # routing_weights[top_x, idx, None]
+    if Sh:  # qwen2_moe's shared expert on every token, then its gate (BT, 1)
+        want += [("mm.default", mod + ".shared_expert.gate_proj", B * T * Sh * 4),
+                 ("mm.default", mod + ".shared_expert.up_proj", B * T * Sh * 4),
+                 ("mm.default", mod + ".shared_expert.down_proj", B * T * d * 4),
+                 ("mm.default", mod + ".shared_expert_gate", B * T * 4)]
     if seen[l] != want:
         bad.append("block %d: the allocator's expert allocations %s, the recorded routing %s gives %s" %
                    (l, seen[l], rt["traced"][l], want))
@@ -94,17 +126,41 @@ PY
 		status=1
 }
 
-# agree B T: the theory under the reference's routing against the reference
+# agree B T [CONFIG]: the theory under the reference's routing against the reference
 agree() {
-	tag=$1-$2
+	tag=$1-$2${impl#single} cfg=${3:-$tmp/config.json}
 	# shellcheck disable=SC2086
-	if ! "$zerosim" theory --model "$tmp/config.json" --seq "$2" --batch "$1" $torch_opts \
+	if ! "$zerosim" theory --model "$cfg" --seq "$2" --batch "$1" \
+		$(echo "$torch_opts" | sed "s/--optimizer-impl single/--optimizer-impl $impl/") \
 		--routing "$tmp/routing-$tag.json" --out "$tmp/t-$tag.json" 2>"$tmp/err"; then
 		fail "B $1 T $2: theory: $(cat "$tmp/err")"
 		return
 	fi
-	"$py" "$src/tests/ft_cmp.py" "$tmp/ref-$tag.json" "$tmp/t-$tag.json" - "mixtral B $1 T $2" || status=1
+	label="$(sed -n 's/.*"model_type": "\([a-z0-9_]*\)".*/\1/p' "$cfg") B $1 T $2 ($impl Adam)"
+	"$py" "$src/tests/ft_cmp.py" "$tmp/ref-$tag.json" "$tmp/t-$tag.json" - "$label" || status=1
+	# and event for event: the steady step's allocations and frees
+	# (tests/ag_events) against 1.13's clean step (hf_torch.py --trace's .clean)
+	counts=$(python3 -c 'import json, sys
+print(" ".join(str(n) for b in json.load(open(sys.argv[1]))["routing"]["steps"][-1] for n in b))' "$tmp/ref-$tag.json")
+	# shellcheck disable=SC2086
+	"${ZS_BUILDDIR:-.}/tests/ag_events" "$cfg" "$1" "$2" torch-version=1.13 torch-device=cpu zero-grad=zeros \
+		optimizer-impl="$impl" precision=fp32 -- $counts >"$tmp/ev-$tag" || { fail "B $1 T $2: tests/ag_events"; return; }
+	python3 - "$tmp/ev-$tag" "$tmp/trace-$tag.clean" "$label" <<'PY' || status=1
+import sys
+z, t = (open(f).read().split() for f in sys.argv[1:3])
+at = next((i for i, (a, b) in enumerate(zip(z, t)) if a != b), None)
+if at is not None or len(z) != len(t) or not z:
+    at = min(len(z), len(t)) if at is None else at
+    sys.exit("moe_hf_torch: FAIL: %s: zerosim's step list departs from 1.13's clean step at event %d of %d "
+             "(zerosim %s, PyTorch %s)" % (sys.argv[3], at, len(t), z[at:at + 3], t[at:at + 3]))
+print("ok: %s: %d allocations and frees, 1.13's one for one" % (sys.argv[3], len(z)))
+PY
 }
+
+for q in qwen_moe qwen3_moe; do
+	ref 2 16 "$tmp/$q.json"
+	agree 2 16 "$tmp/$q.json"
+done
 
 ref 2 16
 agree 2 16
@@ -113,6 +169,11 @@ ref 1 8
 python3 -c 'import json, sys; sys.exit(0 if any(0 in c for c in json.load(open(sys.argv[1]))["routing"]["steps"][-1]) else 1)' \
 	"$tmp/ref-1-8.json" || fail "B 1 T 8: no expert is left without a token in the steady step any more"
 agree 1 8
+# foreach Adam (1.13's _multi_tensor_adam) over the mixtral's parameters
+impl=foreach
+ref 2 16
+agree 2 16
+impl=single
 
 # refused: one line on stderr, exit 2, nothing written (refuse LABEL PATTERN COMMAND...)
 refuse() {
@@ -133,7 +194,11 @@ refuse "--wrapper ddp" "not with --wrapper ddp (an expert without a token: find_
 	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/') \
 	--routing "$tmp/routing-2-16.json"
 # shellcheck disable=SC2086
+refuse "--zero-grad none" "with zero_grad(set_to_none=True) (give --zero-grad zeros) is not described yet" \
+	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--zero-grad zeros/--zero-grad none/') \
+	--routing "$tmp/routing-2-16.json"
+# shellcheck disable=SC2086
 refuse "measure" "^zerosim measure: .*not with --framework torch in measure (give --framework paper or deepspeed)$" \
 	"$zerosim" measure -q --model "$tmp/config.json" --seq 16 --batch 2 $torch_opts
-[ $status -eq 0 ] && echo "$name: the tiny mixtral's PyTorch step (B 2 T 16; B 1 T 8, an expert idle) equals 1.13's allocator to the byte; its refusals hold"
+[ $status -eq 0 ] && echo "$name: the tiny mixtral's (B 2 T 16, single and foreach Adam; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's (B 2 T 16) PyTorch step equal 1.13's allocator to the byte; the refusals hold"
 exit $status

@@ -131,8 +131,14 @@ class Qwen3MoeSparseMoeBlock(nn.Module):
             current_state = hidden_states[None, top_x].reshape(-1, hidden_dim)
             current_hidden_states = expert_layer(current_state) * routing_weights[top_x, idx, None]
             final_hidden_states.index_add_(0, top_x, current_hidden_states.to(hidden_states.dtype))
+        final_hidden_states = self.shared(hidden_states, final_hidden_states)
         final_hidden_states = final_hidden_states.reshape(batch_size, sequence_length, hidden_dim)
         return final_hidden_states, router_logits, selected_experts
+
+    def shared(self, hidden_states, final_hidden_states):
+        """Qwen2-MoE's shared expert, run where its forward runs it (after
+        the loop, the routing's locals alive); none here."""
+        return final_hidden_states
 
 
 class Qwen2MoeSparseMoeBlock(Qwen3MoeSparseMoeBlock):
@@ -141,22 +147,19 @@ class Qwen2MoeSparseMoeBlock(Qwen3MoeSparseMoeBlock):
     of Qwen2MoeMLP, then shared_expert (Qwen2MoeMLP of
     shared_expert_intermediate_size) and shared_expert_gate (1, d, no
     bias); forward's routing is the same ops, its loop over the hit
-    experts in the same ascending order), then shared_expert(x) times
-    F.sigmoid(shared_expert_gate(x)) added to the routed sum."""
+    experts in the same ascending order), then, after the loop and before
+    the reshape (the routing's locals still alive), shared_expert(x) times
+    F.sigmoid(shared_expert_gate(x)) added to the routed sum (BT, d)."""
 
     def __init__(self, d, f, e, k, s, norm):
         super().__init__(d, f, e, k, norm)
         self.shared_expert = Qwen2MoeMLP(d, s)
         self.shared_expert_gate = torch.nn.Linear(d, 1, bias=False)
 
-    def forward(self, hidden_states):
-        final_hidden_states, router_logits, selected_experts = super().forward(hidden_states)
-        hidden_states = hidden_states.view(-1, hidden_states.shape[-1])
+    def shared(self, hidden_states, final_hidden_states):
         shared_expert_output = self.shared_expert(hidden_states)
         shared_expert_output = F.sigmoid(self.shared_expert_gate(hidden_states)) * shared_expert_output
-        final_hidden_states = final_hidden_states + shared_expert_output.view(final_hidden_states.shape)
-        return final_hidden_states, router_logits, selected_experts
-
+        return final_hidden_states + shared_expert_output
 
 def main():
     warnings.filterwarnings("ignore", "nn.functional.sigmoid is deprecated")  # the modeling file's F.sigmoid

@@ -85,7 +85,7 @@ const char *ag_op_name(enum ag_op op)
 		[AG_OP_TOPK] = "topk", [AG_OP_MIN_ALL] = "min_all", [AG_OP_MAX_ALL] = "max_all",
 		[AG_OP_SCATTER_] = "scatter_", [AG_OP_SUM_LEAD] = "sum_lead", [AG_OP_GT] = "gt",
 		[AG_OP_NONZERO] = "nonzero", [AG_OP_INDEX] = "index", [AG_OP_INDEX_ADD_] = "index_add_",
-		[AG_OP_INDEX_PUT_ACC_] = "index_put_acc_",
+		[AG_OP_INDEX_PUT_ACC_] = "index_put_acc_", [AG_OP_SIGMOID] = "sigmoid", [AG_OP_SIGMOID_BWD] = "sigmoid_bwd",
 	};
 	return (unsigned)op < AG_NOPS && n[op] ? n[op] : "?";
 }
@@ -3405,8 +3405,10 @@ static T repeat_kv_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn,
 /* ------------------------------------------------------------------------ */
 /* Mixtral's block (tests/hf_torch.py MixtralDecoderLayer over
  * tests/moe_torch.py's SparseMoeBlock: MixtralSparseMoeBlock of
- * modeling_mixtral.py at 00d4b3d2, lines 78-142, router_jitter_noise 0),
- * in fp32, its allocations as PyTorch 1.13's allocator records them
+ * modeling_mixtral.py at 00d4b3d2, lines 78-142, router_jitter_noise 0;
+ * and qwen2_moe's and qwen3_moe's, hf_torch.py's QwenMoeDecoderLayer over
+ * moe_torch.py's Qwen2MoeSparseMoeBlock and Qwen3MoeSparseMoeBlock: the
+ * same routed ops, norm_topk_prob, the shared expert), in fp32, its allocations as PyTorch 1.13's allocator records them
  * (tests/moe_hf_torch.sh). The routing is the run's (ag_options.moe_counts):
  * n_e tokens to expert e in block i sizes every per-expert tensor. */
 
@@ -3427,21 +3429,55 @@ struct moe_saved {
 	T ssum, vclone;        /* DivBackward0 of the in-place routing_weights /= sum: the sum [BT, 1] and
 	                        * a clone of the original self (autograd's for an in-place op it needs) */
 	T logits;              /* router_logits: returned, gone when the layer returns */
+	/* qwen2_moe's shared expert (a Qwen2MoeMLP) and its gate */
+	struct lin_saved sgp, sup, sdown, sgate;
+	T sgo, ssilu, suo;     /* SiluBackward's input; MulBackward's pair */
+	T sig, sy;             /* sigmoid(shared_expert_gate(x)) (SigmoidBackward and MulBackward keep it) and
+	                        * shared_expert(x): MulBackward's pair */
 	struct moe_expert_saved *ex; /* E of them (zs_calloc'd here, freed by moe_bwd) */
 };
 
-/* MixtralSparseMoeBlock's parameters as it registers them: the gate (line
- * 98), then each expert's w1, w2, w3 (66-68). */
+/* The block's module under the layer: mixtral's block_sparse_moe,
+ * qwen2_moe's and qwen3_moe's mlp. */
+static const char *moe_blk(const struct zs_model *m)
+{
+	return m->qwen_moe ? "mlp" : "block_sparse_moe";
+}
+
+/* An expert's three linears by role (MOE_GATE: silu's input, MOE_UP: its
+ * multiplier, MOE_DOWN: the output), named as the family names them:
+ * mixtral's w1, w3, w2; Qwen2MoeMLP's (qwen3_moe's experts too)
+ * gate_proj, up_proj, down_proj. */
+enum { MOE_GATE, MOE_UP, MOE_DOWN };
+static const char *moe_tail(const struct zs_model *m, int role)
+{
+	static const char *const tails[2][3] = { { "w1", "w3", "w2" }, { "gate_proj", "up_proj", "down_proj" } };
+	return tails[m->qwen_moe != 0][role];
+}
+
+/* The block's parameters as it registers them: the gate, then each
+ * expert's linears (MixtralBlockSparseTop2MLP: w1, w2, w3, lines 66-68;
+ * Qwen2MoeMLP: gate_proj, up_proj, down_proj), then qwen2_moe's
+ * shared_expert (a Qwen2MoeMLP) and shared_expert_gate (util/step.c's
+ * moe_block, which cites both files). */
 static void moe_params(struct bld *b, struct model *M, unsigned long long L)
 {
-	static const char *const w[] = { "w1", "w2", "w3" };
+	const struct zs_model *m = b->m;
+	static const int order[2][3] = { { MOE_GATE, MOE_DOWN, MOE_UP }, { MOE_GATE, MOE_UP, MOE_DOWN } };
+	const char *blk = moe_blk(m);
 	char n[256];
-	snprintf(n, sizeof n, "model.layers.%llu.block_sparse_moe.gate.weight", L);
+	snprintf(n, sizeof n, "model.layers.%llu.%s.gate.weight", L, blk);
 	add_param(b, M, find_tensor(b, n), -1);
-	for (uint64_t e = 0; e < b->m->experts; e++)
+	for (uint64_t e = 0; e < m->experts; e++)
 		for (int t = 0; t < 3; t++) {
-			snprintf(n, sizeof n, "model.layers.%llu.block_sparse_moe.experts.%llu.%s.weight", L,
-			         (unsigned long long)e, w[t]);
+			snprintf(n, sizeof n, "model.layers.%llu.%s.experts.%llu.%s.weight", L, blk, (unsigned long long)e,
+			         moe_tail(m, order[m->qwen_moe != 0][t]));
+			add_param(b, M, find_tensor(b, n), -1);
+		}
+	if (m->shared_ffn > 0)
+		for (int t = 0; t < 4; t++) {
+			snprintf(n, sizeof n, "model.layers.%llu.mlp.shared_expert%s.weight", L,
+			         (const char *const[]){ ".gate_proj", ".up_proj", ".down_proj", "_gate" }[t]);
 			add_param(b, M, find_tensor(b, n), -1);
 		}
 }
@@ -3454,15 +3490,17 @@ static T moe_op(struct bld *b, enum ag_op k, const char *what, T shape, T in0, T
 	return out;
 }
 
-/* Expert e's linear w ("w1", "w2", "w3") of block i: its module, its weight. */
-static int32_t moe_mod(struct bld *b, int i, uint64_t e, const char *w)
+/* Expert e's linear of role r (MOE_GATE, ...) in block i: its module, its weight. */
+static int32_t moe_mod(struct bld *b, int i, uint64_t e, int r)
 {
-	return modname(b, "model.layers.%d.block_sparse_moe.experts.%llu.%s", i, (unsigned long long)e, w);
+	return modname(b, "model.layers.%d.%s.experts.%llu.%s", i, moe_blk(b->m), (unsigned long long)e,
+	               moe_tail(b->m, r));
 }
 
-static struct pt *moe_w(struct bld *b, struct model *M, int i, uint64_t e, const char *w)
+static struct pt *moe_w(struct bld *b, struct model *M, int i, uint64_t e, int r)
 {
-	return PF(M, b, "model.layers.%d.block_sparse_moe.experts.%llu.%s.weight", i, (unsigned long long)e, w);
+	return PF(M, b, "model.layers.%d.%s.experts.%llu.%s.weight", i, moe_blk(b->m), (unsigned long long)e,
+	          moe_tail(b->m, r));
 }
 
 /* A broadcast operand's gradient: full (released) summed to [rows, 1]. */
@@ -3482,7 +3520,7 @@ static int moe_refuse(const struct zs_model *m, const struct ag_options *o, char
 	const char *no = o->moe_counts == NULL                ? "no routing (give --routing)"
 	                 : o->version != ZS_TORCH_1_13        ? "--torch-version 2.6 (give 1.13)"
 	                 : o->amp != AG_F32                   ? "autocast (give --precision fp32)"
-	                 : o->optim_impl != ZS_OPTIM_SINGLE   ? "--optimizer-impl foreach or fused (give single)"
+	                 : o->optim_impl == ZS_OPTIM_FUSED    ? "--optimizer-impl fused (give single or foreach)"
 	                 : o->zero_grad != ZS_ZERO_GRAD_ZEROS ? "zero_grad(set_to_none=True) (give --zero-grad zeros)"
 	                 : (o->freeze && *o->freeze) || o->lora_r || o->quant_nf4 ? "--freeze, --lora-r or --quant-base"
 	                 : o->recompute                       ? "--recompute full (give none)"
@@ -3509,6 +3547,70 @@ static const uint64_t *moe_counts(struct bld *b, int i)
 	return b->o->moe_counts + (size_t)i * b->m->experts;
 }
 
+/* qwen2_moe's shared expert, where Qwen2MoeSparseMoeBlock.forward runs
+ * it (modeling_qwen2_moe.py at 00a3f938: after the routed loop, its locals
+ * alive): shared_expert(x) (gate_proj, silu, up_proj, their product,
+ * down_proj: Qwen2MoeMLP), shared_expert_gate(x) [BT, 1], its sigmoid,
+ * their product [BT, d] and final_hidden_states + it, a new [BT, d] (the
+ * routed sum and the product go as the name is rebound). */
+static T moe_shared_fwd(struct bld *b, struct model *M, T xv, T fin, int i, struct moe_saved *s)
+{
+	b->module = modname(b, "model.layers.%d.mlp.shared_expert.gate_proj", i);
+	s->sgo = linear(b, xv, PF(M, b, "model.layers.%d.mlp.shared_expert.gate_proj.weight", i), &s->sgp);
+	s->ssilu = moe_op(b, AG_OP_SILU, "silu", s->sgo, s->sgo, NO);
+	b->module = modname(b, "model.layers.%d.mlp.shared_expert.up_proj", i);
+	s->suo = linear(b, xv, PF(M, b, "model.layers.%d.mlp.shared_expert.up_proj.weight", i), &s->sup);
+	T mu = moe_op(b, AG_OP_MUL, "mul (silu(gate_proj x) * up_proj x)", s->ssilu, s->ssilu, s->suo);
+	b->module = modname(b, "model.layers.%d.mlp.shared_expert.down_proj", i);
+	s->sy = linear(b, mu, PF(M, b, "model.layers.%d.mlp.shared_expert.down_proj.weight", i), &s->sdown);
+	unref(b, mu);
+	b->module = modname(b, "model.layers.%d.mlp.shared_expert_gate", i);
+	T gl = linear(b, xv, PF(M, b, "model.layers.%d.mlp.shared_expert_gate.weight", i), &s->sgate);
+	b->module = modname(b, "model.layers.%d.mlp", i);
+	s->sig = moe_op(b, AG_OP_SIGMOID, "sigmoid (shared_expert_gate)", gl, gl, NO);
+	unref(b, gl);
+	ref(b, s->sig); /* SigmoidBackward's result and MulBackward's self */
+	T so = moe_op(b, AG_OP_MUL, "mul (sigmoid * shared_expert)", s->sy, s->sig, s->sy);
+	T sum = like(b, "add (final_hidden_states + shared)", fin);
+	op(b, AG_OP_ADD, fin, so, NO, sum, NO, NO)->arg[0] = 1;
+	unref(b, so);
+	unref(b, fin);
+	return sum;
+}
+
+/* Its backward from g2 (the block output's gradient [BT, d], the caller's
+ * holder), before the routed experts' (its nodes are newer): MulBackward
+ * (the sigmoid's g·shared summed to [BT, 1] after the shared output's
+ * g·sigmoid), SigmoidBackward, the gate's MmBackward, then the shared
+ * expert's down_proj, MulBackward, up_proj, SiluBackward, gate_proj; x's
+ * gradients into *xb. */
+static void moe_shared_bwd(struct bld *b, struct model *M, T g2, int i, struct moe_saved *s, T *xb)
+{
+	uint64_t BT = b->o->batch * b->o->seq;
+	b->module = modname(b, "model.layers.%d.mlp", i);
+	T dsf = moe_op(b, AG_OP_MUL, "mul (backward)", s->sy, g2, s->sy);
+	T dsy = moe_op(b, AG_OP_MUL, "mul (backward)", s->sy, g2, s->sig);
+	T dsig = moe_sum_to(b, "sum (to the gate's shape)", dsf, BT); /* validate_outputs, before the node's release */
+	unref(b, s->sy);
+	unref(b, s->sig);
+	T dgl = moe_op(b, AG_OP_SIGMOID_BWD, "sigmoid_backward", s->sig, dsig, s->sig);
+	unref(b, dsig);
+	unref(b, s->sig);
+	b->module = modname(b, "model.layers.%d.mlp.shared_expert_gate", i);
+	linear_bwd(b, dgl, 1, &s->sgate, PF(M, b, "model.layers.%d.mlp.shared_expert_gate.weight", i), xb);
+	T dmu = NO, dsl, dup;
+	b->module = modname(b, "model.layers.%d.mlp.shared_expert.down_proj", i);
+	linear_bwd(b, dsy, 1, &s->sdown, PF(M, b, "model.layers.%d.mlp.shared_expert.down_proj.weight", i), &dmu);
+	mul_bwd(b, "mul (backward)", dmu, s->ssilu, s->suo, &dsl, &dup);
+	b->module = modname(b, "model.layers.%d.mlp.shared_expert.up_proj", i);
+	linear_bwd(b, dup, 1, &s->sup, PF(M, b, "model.layers.%d.mlp.shared_expert.up_proj.weight", i), xb);
+	b->module = modname(b, "model.layers.%d.mlp.shared_expert.gate_proj", i);
+	T dgp = moe_op(b, AG_OP_SILU_BWD, "silu_backward", s->sgo, dsl, s->sgo);
+	unref(b, dsl);
+	unref(b, s->sgo);
+	linear_bwd(b, dgp, 1, &s->sgp, PF(M, b, "model.layers.%d.mlp.shared_expert.gate_proj.weight", i), xb);
+}
+
 /* The block's forward over x (post_attention_layernorm's output [B, T, d],
  * the caller's holder): final_hidden_states [B, T, d], one holder. One
  * expert's tokens: expert_mask[expert_idx] (an int64 copy [1, k, BT]),
@@ -3524,9 +3626,9 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 	const uint64_t *cnt = moe_counts(b, i);
 	s->ex = zs_calloc(E, sizeof *s->ex);
 	T xv = reshape(b, x, 2, SH(BT, d)); /* hidden_states.view(-1, hidden_dim) */
-	b->module = modname(b, "model.layers.%d.block_sparse_moe.gate", i);
-	s->logits = linear(b, xv, PF(M, b, "model.layers.%d.block_sparse_moe.gate.weight", i), &s->gate);
-	int32_t blk = modname(b, "model.layers.%d.block_sparse_moe", i);
+	b->module = modname(b, "model.layers.%d.%s.gate", i, moe_blk(m));
+	s->logits = linear(b, xv, PF(M, b, "model.layers.%d.%s.gate.weight", i, moe_blk(m)), &s->gate);
+	int32_t blk = modname(b, "model.layers.%d.%s", i, moe_blk(m));
 	b->module = blk;
 	/* softmax in float32 (the logits are: no copy), topk, the weights'
 	 * sum, and routing_weights /= it in place (DivBackward0 keeps a clone
@@ -3535,10 +3637,13 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 	T rw = TMP("topk (routing_weights)", AG_F32, BT, K);
 	s->topi = TMP("topk (selected_experts)", AG_I64, BT, K);
 	op(b, AG_OP_TOPK, s->probs, NO, NO, rw, s->topi, NO)->arg[0] = (double)K;
-	s->ssum = TMP("sum (routing_weights)", AG_F32, BT, 1);
-	op(b, AG_OP_SUM_TO, rw, NO, NO, s->ssum, NO, NO);
-	s->vclone = moe_op(b, AG_OP_COPY, "clone (div_'s original self)", rw, rw, NO);
-	op(b, AG_OP_DIV, rw, s->ssum, NO, rw, NO, NO);
+	s->ssum = s->vclone = NO;
+	if (!m->topk_raw) { /* qwen's norm_topk_prob false: the weights as topk gives them */
+		s->ssum = TMP("sum (routing_weights)", AG_F32, BT, 1);
+		op(b, AG_OP_SUM_TO, rw, NO, NO, s->ssum, NO, NO);
+		s->vclone = moe_op(b, AG_OP_COPY, "clone (div_'s original self)", rw, rw, NO);
+		op(b, AG_OP_DIV, rw, s->ssum, NO, rw, NO, NO);
+	}
 	T fin = TMP("zeros (final_hidden_states)", AG_F32, BT, d);
 	op(b, AG_OP_FILL, NO, NO, NO, fin, NO, NO);
 	/* one_hot (aten's one_hot on the CPU: min() and max() checked through
@@ -3594,15 +3699,15 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 		op(b, AG_OP_INDEX, xv, c->top_x, NO, cur, NO, NO);
 		T cur2 = reshape(b, cur, 2, SH(n, d));
 		unref(b, cur);
-		b->module = moe_mod(b, i, e, "w1");
-		c->w1o = linear(b, cur2, moe_w(b, M, i, e, "w1"), &c->w1);
+		b->module = moe_mod(b, i, e, MOE_GATE);
+		c->w1o = linear(b, cur2, moe_w(b, M, i, e, MOE_GATE), &c->w1);
 		c->silu = moe_op(b, AG_OP_SILU, "silu", c->w1o, c->w1o, NO);
-		b->module = moe_mod(b, i, e, "w3");
-		c->w3o = linear(b, cur2, moe_w(b, M, i, e, "w3"), &c->w3);
+		b->module = moe_mod(b, i, e, MOE_UP);
+		c->w3o = linear(b, cur2, moe_w(b, M, i, e, MOE_UP), &c->w3);
 		unref(b, cur2);
 		T mu = moe_op(b, AG_OP_MUL, "mul (silu(w1 x) * w3 x)", c->silu, c->silu, c->w3o);
-		b->module = moe_mod(b, i, e, "w2");
-		c->w2o = linear(b, mu, moe_w(b, M, i, e, "w2"), &c->w2);
+		b->module = moe_mod(b, i, e, MOE_DOWN);
+		c->w2o = linear(b, mu, moe_w(b, M, i, e, MOE_DOWN), &c->w2);
 		unref(b, mu);
 		b->module = blk;
 		c->rw = TMP("index (routing_weights[top_x, idx, None])", AG_F32, n, 1);
@@ -3612,6 +3717,8 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 		ref(b, c->top_x); /* three nodes hold the indices: IndexAddBackward, the two IndexBackwards */
 		ref(b, c->top_x);
 	}
+	if (m->shared_ffn > 0)
+		fin = moe_shared_fwd(b, M, xv, fin, i, s);
 	/* the block returns: routing_weights, the one-hot mask and expert_hit go */
 	unref(b, rw);
 	unref(b, em);
@@ -3640,9 +3747,11 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 	const struct zs_model *m = b->m;
 	uint64_t BT = b->o->batch * b->o->seq, d = m->hidden, E = m->experts, K = m->experts_per_tok;
 	const uint64_t *cnt = moe_counts(b, i);
-	int32_t blk = modname(b, "model.layers.%d.block_sparse_moe", i);
+	int32_t blk = modname(b, "model.layers.%d.%s", i, moe_blk(m));
 	T g2 = reshape(b, g, 2, SH(BT, d));
 	T rwbuf = NO, xb = NO;
+	if (m->shared_ffn > 0)
+		moe_shared_bwd(b, M, g2, i, s, &xb);
 	for (uint64_t e = E; e-- > 0;) {
 		struct moe_expert_saved *c = &s->ex[e];
 		uint64_t n = cnt[e];
@@ -3667,18 +3776,18 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 		unref(b, c->idx);
 		arrive(b, &rwbuf, zr);
 		T dmu = NO, cb = NO, dsl, dup;
-		b->module = moe_mod(b, i, e, "w2");
-		linear_bwd(b, dw2o, 1, &c->w2, moe_w(b, M, i, e, "w2"),
+		b->module = moe_mod(b, i, e, MOE_DOWN);
+		linear_bwd(b, dw2o, 1, &c->w2, moe_w(b, M, i, e, MOE_DOWN),
 		           &dmu);
 		mul_bwd(b, "mul (backward)", dmu, c->silu, c->w3o, &dsl, &dup);
-		b->module = moe_mod(b, i, e, "w3");
-		linear_bwd(b, dup, 1, &c->w3, moe_w(b, M, i, e, "w3"),
+		b->module = moe_mod(b, i, e, MOE_UP);
+		linear_bwd(b, dup, 1, &c->w3, moe_w(b, M, i, e, MOE_UP),
 		           &cb);
-		b->module = moe_mod(b, i, e, "w1");
+		b->module = moe_mod(b, i, e, MOE_GATE);
 		T dgp = moe_op(b, AG_OP_SILU_BWD, "silu_backward", c->w1o, dsl, c->w1o);
 		unref(b, dsl);
 		unref(b, c->w1o);
-		linear_bwd(b, dgp, 1, &c->w1, moe_w(b, M, i, e, "w1"),
+		linear_bwd(b, dgp, 1, &c->w1, moe_w(b, M, i, e, MOE_GATE),
 		           &cb);
 		b->module = blk;
 		T zx = TMP("new_zeros (index backward)", AG_F32, BT, d);
@@ -3692,7 +3801,8 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 	free(s->ex);
 	s->ex = NULL;
 	b->module = blk;
-	{ /* the router's (k >= 1: some expert is hit, the buffer holds its weights' gradient) */
+	T dself = rwbuf;
+	if (!m->topk_raw) { /* the renormalisation's (k >= 1: some expert is hit, the buffer holds its weights' gradient) */
 		T a = moe_op(b, AG_OP_DIV, "div (div backward)", s->vclone, s->vclone, s->ssum);
 		T a2 = moe_op(b, AG_OP_DIV, "div (div backward)", s->vclone, a, s->ssum);
 		T ng = moe_op(b, AG_OP_NEG, "neg (div backward)", rwbuf, rwbuf, NO);
@@ -3700,7 +3810,7 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 		unref(b, a);
 		unref(b, a2);
 		unref(b, ng);
-		T dself = moe_op(b, AG_OP_DIV, "div (div backward)", rwbuf, rwbuf, s->ssum);
+		dself = moe_op(b, AG_OP_DIV, "div (div backward)", rwbuf, rwbuf, s->ssum);
 		T dother = moe_sum_to(b, "sum (to other's shape)", r, BT);
 		unref(b, rwbuf);
 		unref(b, s->vclone);
@@ -3708,6 +3818,8 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 		T ex = vw(b, dother, 2, SH(BT, K), (const int64_t[]){ 1, 0 }, 0); /* SumBackward's expand */
 		unref(b, dother);
 		arrive(b, &dself, ex);
+	}
+	{ /* the router's */
 		T dz = TMP("zeros (topk backward)", AG_F32, BT, E);
 		op(b, AG_OP_FILL, NO, NO, NO, dz, NO, NO);
 		op(b, AG_OP_SCATTER_, dz, s->topi, dself, dz, NO, NO);
@@ -3716,8 +3828,8 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 		T dl = moe_op(b, AG_OP_SOFTMAX_BWD, "_softmax_backward_data (router)", s->probs, dz, s->probs);
 		unref(b, dz);
 		unref(b, s->probs);
-		b->module = modname(b, "model.layers.%d.block_sparse_moe.gate", i);
-		linear_bwd(b, dl, 1, &s->gate, PF(M, b, "model.layers.%d.block_sparse_moe.gate.weight", i), &xb);
+		b->module = modname(b, "model.layers.%d.%s.gate", i, moe_blk(m));
+		linear_bwd(b, dl, 1, &s->gate, PF(M, b, "model.layers.%d.%s.gate.weight", i, moe_blk(m)), &xb);
 	}
 	if (xb != NO) {
 		T v = reshape(b, xb, 3, SH(b->o->batch, b->o->seq, d));
@@ -5643,13 +5755,13 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * and modeling_gemma3.py (the Gemma section): another family's modules
 	 * are not described. */
 	static const char *const described[] = { "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2",
-		                                 "gemma3_text", "mixtral" };
+		                                 "gemma3_text", "mixtral", "qwen2_moe", "qwen3_moe" };
 	size_t fam = 0;
 	while (fam < sizeof described / sizeof *described && strcmp(m->model_type, described[fam]) != 0)
 		fam++;
 	if (fam == sizeof described / sizeof *described)
 		return refuse(cause, "--model %s: the PyTorch step of a %s is not described yet (gpt2, llama, "
-		              "mistral, qwen2, qwen3, phi3, gemma2, gemma3_text and mixtral are)", m->name, m->model_type);
+		              "mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, mixtral, qwen2_moe and qwen3_moe are)", m->name, m->model_type);
 	/* mixtral's block (moe_fwd): as checked against 1.13's allocator
 	 * (tests/moe_hf_torch.sh), its routing the step's own; the rest by name */
 	if (m->experts > 0 && moe_refuse(m, o, cause) < 0)

@@ -218,6 +218,9 @@ enum ag_op {
 	AG_OP_INDEX_ADD_,    /* in0[in1[i]] += in2[i] (rows): index_add_ */
 	AG_OP_INDEX_PUT_ACC_,/* in0[in1[i]] += in3[i] (in2 AG_NONE), or in0[in1[i], in2[i]] += in3[i]:
 	                      * _index_put_impl_ with accumulate (index's backward) */
+	/* appended (qwen2_moe's shared_expert_gate; the description's) */
+	AG_OP_SIGMOID,       /* out = sigmoid(in0) */
+	AG_OP_SIGMOID_BWD,   /* out = in0 · in1 · (1 − in1): sigmoid_backward(grad in0, result in1) */
 	AG_NOPS
 };
 
@@ -344,8 +347,9 @@ struct ag_options {
 	 * 1.13 and 2.6 so far (ag_step_build and zs_torch_recompute_set refuse
 	 * the rest by name). */
 	int recompute;
-	/* A mixture's routing for the described step (mixtral's
-	 * MixtralSparseMoeBlock, fp32 on the plain loop of 1.13 so far): the
+	/* A mixture's routing for the described step (mixtral's, qwen2_moe's
+	 * and qwen3_moe's sparse-MoE blocks, fp32 on the plain loop of 1.13
+	 * so far): the
 	 * tokens each expert got in each block, layers x experts, block by
 	 * block (the step's own; the theory's --routing). NULL for a model
 	 * without experts; a mixture without it is refused. */

@@ -99,7 +99,7 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
 /* A mixture of experts (mixtral) runs in the engine's step, and the
  * theory follows that step, as ZS_MOE_SCOPE says (any recompute), in one
  * process; under --framework torch --wrapper none the theory describes
- * PyTorch's own step instead (util/autograd.c's mixtral block, which
+ * PyTorch's own step instead (util/autograd.c's mixture block, which
  * measure does not run yet): what of c and the caller's flags (below) is outside that,
  * named as an option ("--framework torch (give --framework paper or deepspeed)"), into
  * what (n bytes); "" when nothing is. measure and theory refuse a mixture

@@ -1,0 +1,79 @@
+/*
+ * ag_events — util/autograd.c's steady step of a model as the allocator
+ * sees it, for an event-by-event comparison with PyTorch
+ * (tests/moe_hf_torch.sh).
+ *
+ * Usage: ag_events MODEL B T [OPTION=VALUE ...] [-- COUNT ...]. The step
+ * of --framework torch --wrapper none under zs_config's defaults and the
+ * options given (command-line spellings without dashes: torch-version=1.13,
+ * zero-grad=zeros, ...); a mixture's routing as COUNTs, the tokens per
+ * expert, block by block (layers x experts). Writes each allocation of the
+ * steady step as +BYTES and each free as -BYTES, one a line: what
+ * tests/hf_torch.py --trace writes into FILE.clean for PyTorch's clean
+ * step. Exit 0, 2 on bad arguments or a step zerosim refuses (its line).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/ag_ddp.h"
+#include "util/autograd.h"
+#include "util/config.h"
+#include "util/model.h"
+#include "util/step.h"
+
+static int usage(const char *why)
+{
+	fprintf(stderr, "ag_events: %s (usage: ag_events MODEL B T [OPTION=VALUE ...] [-- COUNT ...])\n", why);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	char *cause = NULL;
+	struct zs_model m;
+	if (argc < 4)
+		return usage("too few arguments");
+	if (zs_model_load(argv[1], &m, &cause) < 0)
+		return usage(cause);
+	uint64_t B = strtoull(argv[2], NULL, 10), T = strtoull(argv[3], NULL, 10);
+	struct zs_config c;
+	zs_config_defaults(&c);
+	int i = 4;
+	for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		char key[64], *eq = strchr(argv[i], '=');
+		if (eq == NULL || (size_t)(eq - argv[i]) >= sizeof key)
+			return usage("an option is OPTION=VALUE");
+		memcpy(key, argv[i], (size_t)(eq - argv[i]));
+		key[eq - argv[i]] = '\0';
+		if (zs_config_set(&c, key, eq + 1, &cause) < 0)
+			return usage(cause);
+	}
+	if (zs_config_set(&c, "framework", "torch", &cause) < 0 || zs_config_set(&c, "wrapper", "none", &cause) < 0)
+		return usage(cause);
+	size_t n = i < argc ? (size_t)(argc - i - 1) : 0;
+	uint64_t *counts = n ? calloc(n, sizeof *counts) : NULL;
+	for (size_t k = 0; k < n; k++)
+		counts[k] = strtoull(argv[(size_t)i + 1 + k], NULL, 10);
+	if (m.experts > 0 && n != m.layers * m.experts)
+		return usage("a mixture takes layers x experts COUNTs");
+	c.moe_counts = counts;
+	struct ag_options o;
+	ag_options_from_config(&o, &c, B, T);
+	struct step_params p;
+	struct ag_step s;
+	step_params_build(&p, &m);
+	if (ag_step_build_run(&s, &m, &p, &o, &c, 1, &cause) < 0)
+		return usage(cause);
+	for (size_t k = 0; k < s.nevents; k++) {
+		const struct ag_event *e = &s.event[k];
+		if ((e->kind == AG_EV_ALLOC || e->kind == AG_EV_FREE) && s.tensor[e->t].bytes > 0)
+			printf("%s%llu\n", e->kind == AG_EV_FREE ? "-" : "", (unsigned long long)s.tensor[e->t].bytes);
+	}
+	ag_step_free(&s);
+	step_params_free(&p);
+	free(counts);
+	return 0;
+}
