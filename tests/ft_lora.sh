@@ -38,6 +38,14 @@ name=ft_lora
 
 # the tiny gpt2, llama, qwen2, qwen3, phi3 and mistral (tests/ft_lib.sh)
 ft_configs 1024 176
+# llama at hidden 1024, 8 layers, vocab 32000 (674 MB of fp32 parameters):
+# DDP's construction broadcasts them in three buckets of 250 MiB (1.13
+# distributed.py 643, broadcast_bucket_size), several tensors each
+cat >"$tmp/big.json" <<'JSON'
+{"model_type": "llama", "hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 8,
+ "num_key_value_heads": 8, "intermediate_size": 2816, "max_position_embeddings": 64, "vocab_size": 32000,
+ "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu"}
+JSON
 
 # The CLI first (needs no PyTorch): one line, exit 2, nothing written,
 # the text checked.
@@ -107,6 +115,12 @@ fi
 # _sync_params_and_buffers -> dist._broadcast_coalesced; comm.cpp
 # BroadcastWork), before the loop draws its batch: ft_torch.py's
 # setup_peak, which ft_cmp.py holds zerosim's peak to where it is higher.
+# Three broadcast buckets (the "big" llama): comm.cpp broadcast_coalesced
+# keeps two in flight (max_in_flight = 2: the first finishes, copied back
+# and freed, only when the third starts), so the set-up's peak holds the
+# first two buckets' flat copies at once, each bucket the states in
+# named_parameters() order (each layer's lora_A and lora_B after its
+# base_layer's weight).
 # label;model;zero_grad;K;world;no_sync;args
 while IFS=';' read -r label m zg K world ns args; do
 	[ -n "$label" ] || continue
@@ -184,6 +198,7 @@ DDP N = 2, llama q_proj + v_proj, K = 2, without no_sync, set_to_none;llama;none
 DDP N = 2, gpt2 c_attn, K = 2, no_sync, set_to_none;gpt2;none;2;2;on;--lora-r 4
 DDP N = 2, llama q_proj + v_proj, seq 16: the peak is the set-up's (DDP's broadcast copy of every parameter, frozen ones too);llama;zeros;1;2;off;--lora-r 4 --seq 16
 DDP N = 2, llama q_proj + v_proj, dropout 0.2, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4 --lora-dropout 0.2
+DDP N = 2, big llama (hidden 1024, 8 layers), seq 2: three broadcast buckets, two in flight at the set-up's peak;big;zeros;1;2;off;--lora-r 4 --seq 2 --batch 1
 checkpointed: gpt2, default target, zeros;gpt2;zeros;1;1;-;--lora-r 4 --recompute full
 checkpointed: llama, all-linear r = 8, K = 2, set_to_none;llama;none;2;1;-;--lora-r 8 --lora-targets all-linear --recompute full
 checkpointed: phi3, qkv_proj (fused), zeros;phi3;zeros;1;1;-;--lora-r 4 --lora-targets qkv_proj --recompute full

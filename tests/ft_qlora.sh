@@ -38,8 +38,10 @@
 # 6. DDP N = 2 at T = 4, B = 1: the set-up binds, at the construction's
 #    broadcast copy of the fp32 module states (DDP's _sync_module_states:
 #    docs/finetune.md, "LoRA under DDP"): the peak is those states twice
-#    (embeddings, head, norms, adapters, inv_freq: from the shapes) plus
-#    the 4-bit storages (3.), binding_phase setup.
+#    (embeddings, head, norms, adapters, inv_freq: from the shapes; their
+#    flat copy, one bucket) plus the 4-bit storages (3.) and the packed
+#    weights' flat copy (their uint8 bucket, in flight with the fp32 one),
+#    binding_phase setup.
 # Exit 0 pass, 1 disagreement, 99 hard error.
 set -u
 top=${ZS_BUILDDIR:-.}
@@ -191,14 +193,19 @@ if label.startswith("wide"):
                    f"dequantized [d, i] weight {tmpw:,}")
     if wantp <= f["peak_bytes"] - (f["resident_bytes"] - want):
         bad.append("the dequantized weight does not make the peak here")
-if label.startswith("DDP set-up"):  # llama: the fp32 states, copied once more in one flat bucket
+# broadcast_coalesced's buckets (250 MiB a dtype, comm.cpp): llama tiny's
+# fp32 states fill one, the packed uint8 weights another; each is flattened
+# into a copy (a cat), and both copies are live at once (max_in_flight = 2:
+# neither finishes before the loop's end).
+if label.startswith("DDP set-up"):
     d, L, r = cfg["hidden_size"], cfg["num_hidden_layers"], 4
     hd = d // cfg["num_attention_heads"]
     s32 = 2 * cfg["vocab_size"] * d + (2 * L + 1) * d + L * (2 * r * d + r * d + kv * r) + hd // 2
-    wantp = 2 * 4 * s32 + held
+    wantp = 2 * 4 * s32 + held + n_all // 2
     if t["peak_bytes"] != wantp or t["binding_phase"] != "setup":
         bad.append(f"peak {t['peak_bytes']:,} ({t['binding_phase']}), by hand {wantp:,} (setup): the fp32 "
-                   f"states {4 * s32:,} twice plus the 4-bit storages {held:,}")
+                   f"states {4 * s32:,} twice, the 4-bit storages {held:,} and the packed weights' copy "
+                   f"{n_all // 2:,}")
 print(("FAIL: " if bad else "ok: ") + label + f": between steps {t['resident_bytes']:,} (fp32 base "
       f"{f['resident_bytes']:,}; 4-bit storages {held:,} B for {n_all:,} weights), peak {t['peak_bytes']:,} "
       f"(fp32 base {f['peak_bytes']:,})" + "".join("\n  " + x for x in bad))

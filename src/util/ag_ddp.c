@@ -13,8 +13,9 @@
  * finalize_backward -> copy_bucket_to_grad: grad.copy_(bucket_view)) and
  * comm.cpp (broadcast_coalesced: BroadcastWork flattens each bucket with
  * torch::utils::flatten_dense_tensors, which is a view for one tensor and
- * a cat for more), and checked against 1.13's allocator by tests/
- * hf_torch.sh (hf_torch.py --ddp 2).
+ * a cat for more; at most two buckets in flight, max_in_flight = 2), and
+ * checked against 1.13's allocator by tests/hf_torch.sh (hf_torch.py
+ * --ddp 2) and tests/ft_lora.sh's DDP rows.
  */
 #include "util/ag_ddp.h"
 
@@ -28,53 +29,83 @@
 
 #define NO AG_NONE
 
+/* One bucket's broadcast (comm.cpp's BroadcastWork): a bucket of one
+ * tensor is broadcast in place (flatten_dense_tensors is a view of it), a
+ * bucket of more is flattened into a new tensor (cat) and broadcast; its
+ * finish() copies the flat tensor back (unflatten's views) and frees it. */
+struct bc_work {
+	uint32_t flat, *b, *v; /* flat: NO for a bucket of one tensor */
+	size_t nb;
+};
+
+static void bc_start(struct ag_pass *p, struct bc_work *w, enum ag_dtype dt, enum zs_phase ph)
+{
+	if (w->nb == 1) {
+		w->flat = NO;
+		agp_op(p, ph, AG_OP_BROADCAST_, w->b[0], w->b[0]);
+		return;
+	}
+	uint64_t total = 0;
+	for (size_t k = 0; k < w->nb; k++)
+		total += agp_elements(&p->s->tensor[w->b[k]]);
+	w->flat = agp_storage(p, "cat (broadcast_coalesced)", dt, total, 0,
+	                      ph == ZS_PH_SETUP ? ZS_CAT_BUCKETS : ZS_CAT_ACTIVATIONS);
+	agp_alloc(p, w->flat, ph);
+	w->v = zs_malloc(w->nb * sizeof *w->v);
+	uint64_t off = 0;
+	for (size_t k = 0; k < w->nb; k++) {
+		w->v[k] = agp_view_as(p, w->flat, w->b[k], off);
+		off += agp_elements(&p->s->tensor[w->b[k]]);
+		agp_op(p, ph, AG_OP_COPY, w->b[k], w->v[k]);
+	}
+	agp_op(p, ph, AG_OP_BROADCAST_, w->flat, w->flat);
+}
+
+static void bc_finish(struct ag_pass *p, struct bc_work *w, enum zs_phase ph)
+{
+	if (w->flat != NO) {
+		for (size_t k = 0; k < w->nb; k++)
+			agp_op(p, ph, AG_OP_COPY, w->v[k], w->b[k]);
+		agp_free(p, w->flat, ph);
+		free(w->v);
+	}
+	free(w->b);
+}
+
 /* dist._broadcast_coalesced (comm.cpp broadcast_coalesced) of tensors
  * t[0..n) from rank 0, buckets of at most `limit` bytes a dtype
- * (compute_bucket_assignment_by_size): a bucket of one tensor is
- * broadcast in place (flatten_dense_tensors is a view of it), a bucket of
- * more is flattened into a new tensor (cat), broadcast, copied back
- * (unflatten's views) and freed. */
+ * (compute_bucket_assignment_by_size), in the order of their first
+ * tensor. At most two buckets are in flight (max_in_flight = 2): before
+ * the third bucket's work starts, the first's finishes, so two flat
+ * copies are live at once; the last two finish after the loop. */
 static void broadcast_coalesced(struct ag_pass *p, const uint32_t *t, size_t n, double limit, enum zs_phase ph)
 {
 	unsigned char *done = zs_calloc(n ? n : 1, 1);
-	uint32_t *b = zs_malloc((n ? n : 1) * sizeof *b);
+	struct bc_work fly[2]; /* the in-flight deque, oldest first */
+	size_t nfly = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (done[i])
 			continue;
 		/* the bucket of t[i]'s dtype from t[i] on */
 		enum ag_dtype dt = p->s->tensor[t[i]].dtype;
-		size_t nb = 0;
+		struct bc_work w = {.b = zs_malloc((n - i) * sizeof *w.b)};
 		double bytes = 0;
 		for (size_t j = i; j < n && bytes < limit; j++)
 			if (!done[j] && p->s->tensor[t[j]].dtype == dt) {
-				b[nb++] = t[j];
+				w.b[w.nb++] = t[j];
 				done[j] = 1;
 				bytes += (double)p->s->tensor[t[j]].bytes;
 			}
-		if (nb == 1) {
-			agp_op(p, ph, AG_OP_BROADCAST_, b[0], b[0]);
-			continue;
+		if (nfly == 2) {
+			bc_finish(p, &fly[0], ph);
+			fly[0] = fly[1];
+			nfly = 1;
 		}
-		uint64_t total = 0;
-		for (size_t k = 0; k < nb; k++)
-			total += agp_elements(&p->s->tensor[b[k]]);
-		uint32_t flat = agp_storage(p, "cat (broadcast_coalesced)", dt, total, 0,
-		                        ph == ZS_PH_SETUP ? ZS_CAT_BUCKETS : ZS_CAT_ACTIVATIONS);
-		agp_alloc(p, flat, ph);
-		uint32_t *v = zs_malloc(nb * sizeof *v);
-		uint64_t off = 0;
-		for (size_t k = 0; k < nb; k++) {
-			v[k] = agp_view_as(p, flat, b[k], off);
-			off += agp_elements(&p->s->tensor[b[k]]);
-			agp_op(p, ph, AG_OP_COPY, b[k], v[k]);
-		}
-		agp_op(p, ph, AG_OP_BROADCAST_, flat, flat);
-		for (size_t k = 0; k < nb; k++)
-			agp_op(p, ph, AG_OP_COPY, v[k], b[k]);
-		agp_free(p, flat, ph);
-		free(v);
+		bc_start(p, &w, dt, ph);
+		fly[nfly++] = w;
 	}
-	free(b);
+	for (size_t k = 0; k < nfly; k++)
+		bc_finish(p, &fly[k], ph);
 	free(done);
 }
 
@@ -112,20 +143,41 @@ static size_t param_states(const struct ag_step *s, uint32_t p, uint32_t *out)
 	return n;
 }
 
-/* The model's parameter storages and its broadcast buffers (bool ones
- * left out: gloo broadcasts no bool, "Invalid scalar type"; the reference
- * leaves them out with DDP's _set_params_and_buffers_to_ignore_for_model)
- * in the list's order; a 4-bit layer's packed weight in its weight's place. */
-static size_t states(const struct ag_step *s, uint32_t *out, int params, int buffers)
+/* A LoRA adapter's parameter (lora_A, lora_B): a trained parameter
+ * storage of no step_params tensor, its module the adapted layer's. */
+static int is_adapter(const struct ag_tensor *x) { return x->role == AG_ROLE_PARAM && x->param < 0; }
+
+/* The module states _sync_module_states broadcasts (distributed.py 1.13,
+ * utils.py _sync_module_states: named_parameters() then named_buffers())
+ * into out; returns how many. Parameters in the module's order: each
+ * storage's packed weight in a 4-bit layer's weight's place, a layer's
+ * adapters right after its own parameters (PEFT's LoraLinear registers
+ * base_layer first, then lora_A and lora_B), though their storages are
+ * made after the whole model. Then the buffers, bool ones left out (gloo
+ * broadcasts no bool, "Invalid scalar type"; the reference leaves them
+ * out with DDP's _set_params_and_buffers_to_ignore_for_model). */
+static size_t states(const struct ag_step *s, const struct step_params *sp, uint32_t *out, int params, int buffers)
 {
 	size_t n = 0;
-	for (uint32_t t = 0; t < s->ntensors; t++) {
+	for (uint32_t t = 0; params && t < s->ntensors; t++) {
 		const struct ag_tensor *x = &s->tensor[t];
-		if (x->storage != t)
+		if (x->storage != t || x->role != AG_ROLE_PARAM || x->param < 0)
 			continue;
-		if (params && x->role == AG_ROLE_PARAM)
-			n += param_states(s, t, out + n);
-		else if (buffers && x->role == AG_ROLE_BUFFER && x->dtype != AG_BOOL && !q4_state(x))
+		n += param_states(s, t, out + n);
+		int32_t m = (int32_t)sp->tensor[x->param].module;
+		uint32_t u = t + 1; /* the next parameter storage */
+		while (u < s->ntensors && !(s->tensor[u].storage == u && s->tensor[u].role == AG_ROLE_PARAM &&
+		                            s->tensor[u].param >= 0))
+			u++;
+		if (u < s->ntensors && (int32_t)sp->tensor[s->tensor[u].param].module == m)
+			continue; /* not the layer's last */
+		for (uint32_t a = 0; a < s->ntensors; a++)
+			if (s->tensor[a].storage == a && is_adapter(&s->tensor[a]) && s->tensor[a].module == m)
+				out[n++] = a;
+	}
+	for (uint32_t t = 0; buffers && t < s->ntensors; t++) {
+		const struct ag_tensor *x = &s->tensor[t];
+		if (x->storage == t && x->role == AG_ROLE_BUFFER && x->dtype != AG_BOOL && !q4_state(x))
 			out[n++] = t;
 	}
 	return n;
@@ -159,8 +211,8 @@ static int is_micro(const struct ag_event *e)
 	return e->kind == AG_EV_MARK && e->label != NULL && strncmp(e->label, "micro:", 6) == 0;
 }
 
-int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, double bucket_cap_mb,
-                 double first_bucket_bytes, char **cause)
+int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct ag_options *o, unsigned world,
+                 double bucket_cap_mb, double first_bucket_bytes, char **cause)
 {
 	if (world < 1)
 		return zs_fail(cause, "--wrapper ddp: internal error: a run of %u ranks", world);
@@ -247,7 +299,7 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	for (size_t i = 0; i < batch; i++)
 		agp_copy(p, &s->setup[i]);
 	uint32_t *st = zs_malloc((s->ntensors ? s->ntensors : 1) * sizeof *st);
-	size_t nst = states(s, st, 1, 1);
+	size_t nst = states(s, sp, st, 1, 1);
 	broadcast_coalesced(p, st, nst, AG_DDP_BROADCAST_BUCKET_BYTES, ZS_PH_SETUP);
 	for (size_t k = 0; k < nbuckets; k++)
 		agp_alloc(p, buckets[k], ZS_PH_SETUP);
@@ -269,7 +321,7 @@ int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	 * forward broadcasts the buffers only if it was set
 	 * (will_sync_module_buffers, 1581-1586): after a no_sync micro-step, no
 	 * broadcast. */
-	size_t nbuf = states(s, st, 0, 1), g = 0;
+	size_t nbuf = states(s, sp, st, 0, 1), g = 0;
 	unsigned K = o->grad_accum ? o->grad_accum : 1, micro = 0;
 	int in_forward = 0, sync = !(o->ddp_no_sync && K > 1), sync_bufs = 1;
 	for (size_t i = 0; i < s->nevents; i++) {
@@ -359,7 +411,7 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 	/* Every step ag_step_build makes is one the passes take: their failure
 	 * is zerosim's, not the input's. */
 	if ((c->wrapper == ZS_WRAPPER_DDP &&
-	     ag_ddp_apply(s, o, world, c->bucket_cap_mb, ag_ddp_first_bucket_bytes(c), cause) != 0) ||
+	     ag_ddp_apply(s, p, o, world, c->bucket_cap_mb, ag_ddp_first_bucket_bytes(c), cause) != 0) ||
 	    (c->wrapper == ZS_WRAPPER_FSDP && ag_fsdp_apply(s, p, o, world, c->schemes[0] == ZS_ZERO2, cause) != 0)) {
 		ag_step_free(s);
 		return -2;

@@ -82,10 +82,11 @@ double ag_ddp_first_bucket_bytes(const struct zs_config *c);
 
 /* Turn the plain loop's step s (ag_step_build under o) into one rank's
  * step under DDP over `world` ranks with buckets of bucket_cap_mb MiB, the
- * first of first_bucket_bytes. 0, or -1 with *cause (s is then
- * unchanged). */
-int ag_ddp_apply(struct ag_step *s, const struct ag_options *o, unsigned world, double bucket_cap_mb,
-                 double first_bucket_bytes, char **cause);
+ * first of first_bucket_bytes; sp, the parameters s was built from, gives
+ * the module order of the states DDP broadcasts. 0, or -1 with *cause (s
+ * is then unchanged). */
+int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct ag_options *o, unsigned world,
+                 double bucket_cap_mb, double first_bucket_bytes, char **cause);
 
 /* Whether the run's scheme is torch's zero1 (--wrapper ddp takes one
  * scheme a run, dp or zero1: util/config.c). */
