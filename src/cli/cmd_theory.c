@@ -250,8 +250,8 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 		return arg == NULL ? 0 : zs_fail(cause, "--routing needs a mixture of experts (--model of a mixtral, qwen2_moe "
 		                                 "or qwen3_moe)");
 	char what[96];
-	zs_moe_scope(req->config, ZS_MOE_THEORY | (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0),
-	             what, sizeof what);
+	zs_moe_scope(req->config, m->model_type,
+	             ZS_MOE_THEORY | (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0), what, sizeof what);
 	if (what[0] != '\0') {
 		/* its model states are known whatever the step: point at them */
 		struct step_params p;
