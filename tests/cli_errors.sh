@@ -1059,6 +1059,14 @@ try 0 "" theory --spec "$tmp/sp-freeze-str.json" --model "${srcdir:-.}/report/mo
 	--precision fp32 --torch-device cpu --attn eager --format json --out "$tmp/fz.json"
 grep -q '"freeze":[[:space:]]*"embeddings,blocks:0-0"' "$tmp/fz.json" ||
 	fail "a spec's \"freeze\": \"embeddings,blocks:0-0\" is not the run's config.freeze"
+# "freeze": [] is refused as any empty list of a spec, and one block is
+# blocks:N-N, as the message says (the review of s35-int)
+spec sp-freeze-none '{"format": "zerosim-sweep/3", "framework": "torch", "wrapper": "none", "world": [1], "freeze": []}'
+bad_theory "$tmp/sp-freeze-none.json: \"freeze\": the list is empty (leave the key out to train every parameter)" \
+	--spec "$tmp/sp-freeze-none.json" --model "${srcdir:-.}/report/models/llama-tiny.json" --seq 8
+bad_theory "--freeze: bad term 'blocks:0' (blocks:A-B, whole numbers, A <= B; one block N is blocks:N-N)" \
+	--framework torch --wrapper none --world 1 --model "${srcdir:-.}/report/models/llama-tiny.json" --seq 8 \
+	--freeze blocks:0
 # measure refuses what the step cannot describe as theory does: bad usage
 # (exit 2), before anything runs (it exited 1 once the run had begun);
 # and the PyTorch step under --backend mpi, which runs its ranks in one
