@@ -242,15 +242,17 @@ static int check_memory(const struct theory_request *req, int reserve_given, cha
 static int moe_check(struct theory_request *req, struct zs_config *config, const struct zs_model *m, const char *arg,
                      struct theory_routing *r, int allocator, int flash, char **cause)
 {
+	int dense = m == NULL || m->experts == 0;
+	if (dense && arg != NULL)
+		return zs_fail(cause, "--routing needs a mixture of experts (--model of a mixtral, qwen2_moe or qwen3_moe)");
+	if (dense)
+		return 0;
 	/* the auxiliary loss's tensors (load_balancing_loss_func's concatenated
 	 * router logits, softmax, one-hot, means) are not in the step: a
 	 * prediction without them would be short, so none, as measure's */
-	if (m != NULL && m->experts > 0 && m->router_logits)
+	if (m->router_logits)
 		return zs_fail(cause, "%s: \"output_router_logits\" is true: the router's auxiliary load-balancing loss is "
 		               "not modelled yet, neither run nor predicted (give false)", m->name);
-	if (m == NULL || m->experts == 0)
-		return arg == NULL ? 0 : zs_fail(cause, "--routing needs a mixture of experts (--model of a mixtral, qwen2_moe "
-		                                 "or qwen3_moe)");
 	char what[96];
 	zs_moe_scope(req->config, m->model_type,
 	             ZS_MOE_THEORY | (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0), what, sizeof what);
