@@ -532,10 +532,17 @@ try 0 "" theory --model "$tmp/relu.json" --world 2
 # the paper's schemes and DeepSpeed's four (tests/moe_step.sh,
 # tests/moe_fw.sh, tests/ds_moe.sh); the rest is refused by name
 [ -d "$top/data/models" ] || { ZEROSIM_DATADIR=$srcdir; export ZEROSIM_DATADIR; }
-moe_in="fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf; the theory also fp32 under --framework torch --wrapper none, PyTorch 1.13's step, with --routing FILE)"
+moe_in="fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf; the theory also fp32 under --framework torch --wrapper none for mixtral, qwen2_moe and qwen3_moe, PyTorch 1.13's step, with --routing FILE)"
 moe_no="mixtral-8x7b: a mixture of experts runs in the engine's step in $moe_in, in one process, so far; not with"
 bad_measure "$moe_no --framework torch in measure (give --framework paper or deepspeed)" --model mixtral-8x7b --seq 8 --framework torch
 bad_measure "$moe_no --grad-accum 2 (give 1)" --model mixtral-8x7b --seq 8 --framework deepspeed --grad-accum 2
+# the PyTorch step's theory: the plain loop's alone, and in fp32 only (the review of s35-int)
+moe_th="a mixture of experts (60 experts, top 4): the theory follows the engine's step, $moe_in, so far; not with"
+bad_theory "qwen1.5-moe-a2.7b: $moe_th --wrapper ddp (an expert without a token: find_unused_parameters; give none)" \
+	--model qwen1.5-moe-a2.7b --seq 8 --world 2 --framework torch --torch-version 1.13 --torch-device cpu --wrapper ddp
+moe_th="a mixture of experts (8 experts, top 2): the theory follows the engine's step, $moe_in, so far; not with"
+bad_theory "mixtral-8x7b: $moe_th --precision amp-bf16 under --framework torch (give fp32)" --model mixtral-8x7b \
+	--seq 8 --world 1 --precision amp-bf16 --framework torch --torch-version 1.13 --torch-device cpu --wrapper none
 [ -d "$top/data/models" ] || unset ZEROSIM_DATADIR
 # MixtralConfig stores a null as None, on which its block fails: refused,
 # not read as the default 2
@@ -1052,6 +1059,14 @@ try 0 "" theory --spec "$tmp/sp-freeze-str.json" --model "${srcdir:-.}/report/mo
 	--precision fp32 --torch-device cpu --attn eager --format json --out "$tmp/fz.json"
 grep -q '"freeze":[[:space:]]*"embeddings,blocks:0-0"' "$tmp/fz.json" ||
 	fail "a spec's \"freeze\": \"embeddings,blocks:0-0\" is not the run's config.freeze"
+# "freeze": [] is refused as any empty list of a spec, and one block is
+# blocks:N-N, as the message says (the review of s35-int)
+spec sp-freeze-none '{"format": "zerosim-sweep/3", "framework": "torch", "wrapper": "none", "world": [1], "freeze": []}'
+bad_theory "$tmp/sp-freeze-none.json: \"freeze\": the list is empty (leave the key out to train every parameter)" \
+	--spec "$tmp/sp-freeze-none.json" --model "${srcdir:-.}/report/models/llama-tiny.json" --seq 8
+bad_theory "--freeze: bad term 'blocks:0' (blocks:A-B, whole numbers, A <= B; one block N is blocks:N-N)" \
+	--framework torch --wrapper none --world 1 --model "${srcdir:-.}/report/models/llama-tiny.json" --seq 8 \
+	--freeze blocks:0
 # measure refuses what the step cannot describe as theory does: bad usage
 # (exit 2), before anything runs (it exited 1 once the run had begun);
 # and the PyTorch step under --backend mpi, which runs its ranks in one

@@ -119,6 +119,14 @@ grep -q '"buckets":	2102272' "$tmp/bh.json" || fail "--bucket-cap 1048576: the b
 "$zerosim" theory --framework torch --world 2 --bucket-cap 0.1 --prefetch backward-pre >"$tmp/tt" || fail "torch text"
 grep -q 'bucket_cap_mb 0.1;' "$tmp/tt" || fail "the theory's text does not name bucket_cap_mb 0.1"
 grep -q 'backward_prefetch BACKWARD_PRE;' "$tmp/tt" || fail "the theory's text does not name BACKWARD_PRE"
+# under SHARD_GRAD_OP the unit is whole from its forward: BACKWARD_PRE's
+# prefetch gathers nothing, and the text says so (the review of s35-int)
+"$zerosim" theory --model gpt2 --precision fp32 --framework torch --torch-version 2.6 --torch-device cpu \
+	--attn eager --wrapper fsdp --schemes zero2 --world 3 --prefetch backward-pre --seq 16 --batch 1 >"$tmp/tt" ||
+	fail "SHARD_GRAD_OP text"
+if grep -q 'gathers the next unit too' "$tmp/tt" || ! grep -q 'BACKWARD_PRE, 2.6.s default, which gathers nothing here' "$tmp/tt"; then
+	fail "SHARD_GRAD_OP's text has BACKWARD_PRE gather the next unit"
+fi
 
 # The PyTorch options: files of a torch or deepspeed run name them as the
 # run follows them, each "default" resolved to the release's on the

@@ -60,7 +60,7 @@ refuse() { # WHAT TEXT ARGS...: zerosim theory (or $zcmd) must refuse with one l
 only="--freeze: only under --framework torch with --wrapper none, ddp or fsdp so far"
 # shellcheck disable=SC2086
 {
-	refuse "bad blocks: term" "--freeze: bad term 'blocks:2-1' (blocks:A-B, whole numbers, A <= B)" \
+	refuse "bad blocks: term" "--freeze: bad term 'blocks:2-1' (blocks:A-B, whole numbers, A <= B; one block N is blocks:N-N)" \
 		$plain --freeze blocks:2-1
 	refuse "bad all-but-last: term" "--freeze: bad term 'all-but-last:x' (all-but-last:N, a whole number)" \
 		$plain --freeze all-but-last:x

@@ -54,6 +54,11 @@ for f in "$models"/*.json; do
 	n=$((n + 1))
 done
 [ "$n" -ge 11 ] || fail "only $n shipped configs"
+# theory --help lists every shipped config (the review of s35-int: two were missing)
+"$zerosim" theory --help | tr -s ' \n' ' ' >"$tmp/help"
+for f in "$models"/*.json; do
+	grep -qE "[ (]$(basename "$f" .json)[,;)]" "$tmp/help" || fail "theory --help does not list $(basename "$f" .json)"
+done
 # The name users know, not only the one the data folder spells.
 case $(headline meta-llama/Meta-Llama-3-8B) in
 "llama-3-8b (llama): 8,030,261,248 parameters"*) ;;

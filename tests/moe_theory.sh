@@ -33,6 +33,8 @@
 #    unexplained, saying why, counts no router makes (1e300, an extra step);
 #  - the fuzz harness's seeds (tests/fuzz/corpus/routing/valid-*) load, its
 #    regression inputs are refused naming the file;
+#  - the report refuses the plain loop's theory (--framework torch) beside
+#    the paper's at another routing, naming both, and its hint gives FILE;
 #  - the shipped mixtral-8x7b at fp32 under the paper's schedule.
 #
 # About 2 s. Exit 0 pass, 1 fail, 77 skip (no python3), 99 error.
@@ -396,6 +398,44 @@ cp "$tmp/m.json" "$tmp/same.json"
 # shellcheck disable=SC2086
 refuse "same.json" $one --world 1 --steps 3 --routing "$tmp/same.json" --out "$tmp/same.json"
 cmp -s "$tmp/m.json" "$tmp/same.json" || fail "theory --out over its --routing file changed it"
+
+# the review of s35-int: the report joins the plain loop's theory (--framework
+# torch --wrapper none, --routing FILE) only with the paper's at the same
+# routing; at another one it refuses naming both, and its hint gives the FILE
+w1="--model $tmp/config.json --seq 16 --batch 4 --precision fp32 --world 1 --steps 3"
+# shellcheck disable=SC2086
+"$zerosim" measure -q $w1 --schemes dp --unit layer --out "$tmp/m1.json" &&
+	"$zerosim" theory $w1 --framework torch --torch-version 1.13 --torch-device cpu --wrapper none --routing "$tmp/m1.json" --out "$tmp/tt.json" &&
+	"$zerosim" theory $w1 --schemes dp --unit layer --routing balanced --out "$tmp/tp-balanced.json" &&
+	"$zerosim" theory $w1 --schemes dp --unit layer --routing "$tmp/m1.json" --out "$tmp/tp-file.json" ||
+	{ echo "moe_theory: the plain loop's theories failed" >&2; exit 99; }
+# its text says measure does not run it (measure refuses a mixture under torch)
+# shellcheck disable=SC2086
+"$zerosim" theory $w1 --framework torch --torch-version 1.13 --torch-device cpu --wrapper none \
+	--routing "$tmp/m1.json" >"$tmp/tt.txt" || fail "the plain loop's text"
+if grep -q "what measure --model" "$tmp/tt.txt" || ! grep -q "which measure does not run: the theory only" "$tmp/tt.txt"; then
+	fail "the plain loop's text of a mixture: $(grep "exact step" "$tmp/tt.txt")"
+fi
+# shellcheck disable=SC2086
+"$zerosim" measure -q $w1 --framework torch --wrapper none --out "$tmp/mt.json" 2>/dev/null &&
+	fail "measure ran a mixture under torch: the text's \"does not run\" is wrong"
+pair() { # PAPER: the report of the plain loop's theory beside PAPER, its stderr in $tmp/r.err
+	ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zerosim" report --no-render --measured "$tmp/mlp-m.json" \
+		--theory "$tmp/mlp-t.json" --transformer "$tmp/tt.json" ${1:+--transformer "$1"} --out "$tmp/rep-pair" \
+		>"$tmp/r.out" 2>"$tmp/r.err"
+}
+pair "$tmp/tp-file.json" || fail "report of the plain loop with the paper at its routing: $(cat "$tmp/r.err")"
+pair "$tmp/tp-balanced.json"
+rc=$?
+want="$tmp/tt.json (--routing $tmp/m1.json) and $tmp/tp-balanced.json (--routing balanced): the plain loop and the paper's schedule of"
+if [ $rc -ne 2 ] || [ "$(wc -l <"$tmp/r.err")" -ne 1 ] || ! grep -qF -- "$want" "$tmp/r.err"; then
+	fail "report of the plain loop with the paper at another routing: exit $rc, '$(cat "$tmp/r.err")'"
+else
+	echo "ok: report refused: $(cat "$tmp/r.err")"
+fi
+pair ""
+grep -qF -- "--batch 4 --routing $tmp/m1.json\`" "$tmp/r.err" ||
+	fail "the plain loop's hint without its --routing: '$(cat "$tmp/r.err")'"
 
 # the shipped mixtral-8x7b: the paper's exact step at fp32
 "$zerosim" theory --model mixtral-8x7b --precision fp32 --world 8 --seq 4096 --schemes zero3 --out "$tmp/x.json" ||

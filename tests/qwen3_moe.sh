@@ -12,7 +12,7 @@
 #    its tokens per expert the counts of the experts moe_model_dump chose;
 #    one weights digest per N across the paper's four schemes; N = 2's
 #    ranks' peaks apart by their largest experts' scratch;
-#  - tests/ds_moe.sh's on it: DeepSpeed's dp, zero1 and zero2, theory
+#  - tests/ds_moe.sh's on it: DeepSpeed's dp, zero1, zero2 and zero3, theory
 #    --routing FILE = measure to the byte, the bucket, the starved-expert
 #    refusals;
 #  - the theory with --routing FILE equal to the measurement to the byte

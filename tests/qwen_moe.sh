@@ -38,7 +38,7 @@ JSON
 
 # the training: tests/moe_step.sh's checks on this config
 ZS_MOE_CONFIG=$tmp/config.json sh "${srcdir:-.}/tests/moe_step.sh" || fail "tests/moe_step.sh on the tiny qwen2_moe"
-# and DeepSpeed's dp, zero1 and zero2 of it (tests/ds_moe.sh: theory --routing FILE = measure to the
+# and DeepSpeed's dp, zero1, zero2 and zero3 of it (tests/ds_moe.sh: theory --routing FILE = measure to the
 # byte, the bucket, the starved-expert refusals)
 ZS_MOE_CONFIG=$tmp/config.json sh "${srcdir:-.}/tests/ds_moe.sh" || fail "tests/ds_moe.sh on the tiny qwen2_moe"
 

@@ -381,10 +381,13 @@ START_TEST(test_qwen3_30b_a3b_has_30532122624_parameters_by_hand)
 }
 END_TEST
 
-/* Qwen3MoeForCausalLM's named_parameters() of a block, in its order
- * (Qwen3MoeAttention: q/k/v/o_proj, then q_norm and k_norm;
- * Qwen3MoeSparseMoeBlock.__init__ at 00d4b3d2: gate, experts; Qwen3MoeMLP:
- * gate_proj, up_proj, down_proj), no shared expert; a block is one unit. */
+/* Qwen3MoeForCausalLM's parameters of a block, in the order the
+ * description keeps them, the step's: the fused q/k/v, q_norm and k_norm,
+ * o_proj (Qwen3MoeAttention.__init__ registers q/k/v/o_proj before the
+ * norms, so its named_parameters() lists o_proj first; the description
+ * follows the forward's use), then Qwen3MoeSparseMoeBlock.__init__'s at
+ * 00d4b3d2: gate, experts (Qwen3MoeMLP: gate_proj, up_proj, down_proj); no
+ * shared expert; a block is one unit. */
 START_TEST(test_qwen3_moe_description_names_each_expert)
 {
 	struct zs_model m = shipped("qwen3-30b-a3b");

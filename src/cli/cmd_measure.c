@@ -317,7 +317,7 @@ static int moe_run_check(const struct zs_config *c, int mpi, int allocator, int 
 	if (tr == NULL || tr->dims.experts == 0)
 		return 0;
 	char what[96];
-	zs_moe_scope(c, (mpi ? ZS_MOE_MPI : 0) | (allocator ? ZS_MOE_ALLOCATOR : 0) |
+	zs_moe_scope(c, NULL, (mpi ? ZS_MOE_MPI : 0) | (allocator ? ZS_MOE_ALLOCATOR : 0) |
 	             (with_case ? ZS_MOE_CASE : 0), what, sizeof what);
 	if (what[0] == '\0')
 		return 0;

@@ -133,8 +133,10 @@ ZS_HELP_TORCH_STEP
 "                         gpt2-xl, llama-2-7b, llama-2-13b, llama-2-70b,\n"
 "                         llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-0.5b,\n"
 "                         phi-3-mini-4k, qwen3-0.6b, gemma-2-2b, gemma-3-1b,\n"
-"                         qwen2.5-7b, qwen3-8b, gemma-2-9b; mixtral-8x7b,\n"
-"                         qwen1.5-moe-a2.7b: --framework paper or deepspeed)\n"
+"                         gemma-3-4b, qwen2.5-7b, qwen3-8b, gemma-2-9b;\n"
+"                         mixtures: mixtral-8x7b, qwen1.5-moe-a2.7b,\n"
+"                         qwen3-30b-a3b, --framework paper or deepspeed, and\n"
+"                         --framework torch --wrapper none too)\n"
 "                         or its Hugging Face Hub id\n"
 "                         (meta-llama/Meta-Llama-3-8B), either in any case;\n"
 "                         another id's config.json in the local Hugging Face\n"
@@ -240,18 +242,20 @@ static int check_memory(const struct theory_request *req, int reserve_given, cha
 static int moe_check(struct theory_request *req, struct zs_config *config, const struct zs_model *m, const char *arg,
                      struct theory_routing *r, int allocator, int flash, char **cause)
 {
+	int dense = m == NULL || m->experts == 0;
+	if (dense && arg != NULL)
+		return zs_fail(cause, "--routing needs a mixture of experts (--model of a mixtral, qwen2_moe or qwen3_moe)");
+	if (dense)
+		return 0;
 	/* the auxiliary loss's tensors (load_balancing_loss_func's concatenated
 	 * router logits, softmax, one-hot, means) are not in the step: a
 	 * prediction without them would be short, so none, as measure's */
-	if (m != NULL && m->experts > 0 && m->router_logits)
+	if (m->router_logits)
 		return zs_fail(cause, "%s: \"output_router_logits\" is true: the router's auxiliary load-balancing loss is "
 		               "not modelled yet, neither run nor predicted (give false)", m->name);
-	if (m == NULL || m->experts == 0)
-		return arg == NULL ? 0 : zs_fail(cause, "--routing needs a mixture of experts (--model of a mixtral, qwen2_moe "
-		                                 "or qwen3_moe)");
 	char what[96];
-	zs_moe_scope(req->config, ZS_MOE_THEORY | (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0),
-	             what, sizeof what);
+	zs_moe_scope(req->config, m->model_type,
+	             ZS_MOE_THEORY | (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0), what, sizeof what);
 	if (what[0] != '\0') {
 		/* its model states are known whatever the step: point at them */
 		struct step_params p;

@@ -15,7 +15,7 @@
 
 static const char *const mode_names[] = {NULL, "balanced", "worst"};
 
-int report_moe_theory(const cJSON *theory, const char *path, struct report_moe *out, char **cause)
+static int read_theory(const cJSON *theory, const char *path, struct report_moe *out, char **cause)
 {
 	memset(out, 0, sizeof *out);
 	const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(theory, "config");
@@ -85,8 +85,32 @@ int report_moe_theory(const cJSON *theory, const char *path, struct report_moe *
 	return 0;
 }
 
+char *report_moe_arg(const cJSON *theory)
+{
+	const cJSON *rt = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(theory, "config"), "routing");
+	const char *mode = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rt, "mode"));
+	const char *file = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rt, "file"));
+	if (mode == NULL)
+		return NULL;
+	return zs_strdup(strcmp(mode, "file") == 0 && file != NULL ? file : mode);
+}
+
+int report_moe_theory(const cJSON *theory, const char *path, struct report_moe *out, char **cause)
+{
+	if (read_theory(theory, path, out, cause) < 0)
+		return -1;
+	out->arg = report_moe_arg(theory);
+	return 0;
+}
+
+int report_moe_same(const char *a, const char *b)
+{
+	return a == NULL || b == NULL ? a == b : strcmp(a, b) == 0;
+}
+
 void report_moe_free(struct report_moe *t)
 {
+	free(t->arg);
 	free(t->tokens);
 	memset(t, 0, sizeof *t);
 }

@@ -12,8 +12,8 @@
  * unexplained with its size. With --routing FILE of the same measurement
  * there is none to name.
  *
- * Ownership: report_moe_theory fills a struct whose list it allocates
- * (report_moe_free releases it); a note is the caller's to free().
+ * Ownership: report_moe_theory fills a struct whose list and arg it
+ * allocates (report_moe_free releases them); a note is the caller's to free().
  */
 #ifndef ZS_REPORT_MOE_H
 #define ZS_REPORT_MOE_H
@@ -32,7 +32,17 @@ struct report_moe {
 	double top;                  /* the largest of them */
 	double assignments;          /* their sum, B·T·k: what every block of a step routes */
 	double token_bytes;          /* config.routing.routed_bytes_per_token; 0 where the file has none */
+	char *arg;                   /* report_moe_arg's */
 };
+
+/* The --routing the theory was made with, as its config.routing records
+ * it: "balanced", "worst" or the FILE as given; NULL for a model without
+ * experts (or a theory.json without config.routing). The caller frees it. */
+char *report_moe_arg(const cJSON *theory);
+
+/* Whether two report_moe_arg's name the same routing (NULL only NULL's):
+ * one FILE under two spellings of its path counts as two. */
+int report_moe_same(const char *a, const char *b);
 
 /* The theory's config.routing into out (nothing for a file without it). 0,
  * or -1 with *cause for a malformed one. */

@@ -303,15 +303,22 @@ int report_torch_add(struct report_torch *t, const cJSON *theory, const char *pa
 	size_t i = 0;
 	while (i < t->n && strcmp(t->models[i].name, r.name) != 0)
 		i++;
+	char *routing = report_moe_arg(theory);
 	if (i == t->n) {
 		t->models = zs_realloc(t->models, (t->n + 1) * sizeof *t->models);
-		t->models[t->n++] = (struct report_torch_model){.seq = r.seq, .batch = r.batch};
+		t->models[t->n++] = (struct report_torch_model){.seq = r.seq, .batch = r.batch,
+		                                                 .routing = routing != NULL ? zs_strdup(routing) : NULL};
 		snprintf(t->models[i].name, sizeof t->models[i].name, "%s", r.name);
 	}
 	struct report_torch_model *m = &t->models[i];
+	int same = report_moe_same(m->routing, routing);
+	free(routing);
 	if (m->seq != r.seq || m->batch != r.batch)
 		return zs_fail(cause, "%s: %s at seq %.0f, batch %.0f, where %s gave seq %.0f, batch %.0f", path, r.name,
 		               r.seq, r.batch, m->runs[0].path, m->seq, m->batch);
+	if (!same)
+		return zs_fail(cause, "%s: %s at another --routing than %s's (%s): give one routing's runs", path,
+		               r.name, m->runs[0].path, m->routing != NULL ? m->routing : "none");
 	for (size_t k = 0; k < m->nruns; k++)
 		if (strcmp(m->runs[k].version, r.version) == 0 && strcmp(m->runs[k].zero_grad, r.zero_grad) == 0 &&
 		    strcmp(m->runs[k].optim_impl, r.optim_impl) == 0 && strcmp(m->runs[k].attn, r.attn) == 0 &&
@@ -358,17 +365,28 @@ int report_torch_join(struct report_torch *t, const struct report_tfm *tf, char 
 	for (size_t i = 0; i < t->n; i++) {
 		struct report_torch_model *m = &t->models[i];
 		const struct report_tfm_row *row = NULL;
+		const struct report_tfm_model *other = NULL;   /* the same run of the paper at another routing */
 		for (size_t k = 0; k < tf->n && row == NULL; k++) {
 			const struct report_tfm_model *p = &tf->models[k];
-			if (strcmp(p->name, m->name) == 0 && strcmp(p->framework, "paper") == 0 &&
-			    strcmp(p->precision, "fp32") == 0 && p->seq == m->seq && p->batch == m->batch)
+			if (strcmp(p->name, m->name) != 0 || strcmp(p->framework, "paper") != 0 ||
+			    strcmp(p->precision, "fp32") != 0 || p->seq != m->seq || p->batch != m->batch)
+				continue;
+			if (report_moe_same(p->moe.arg, m->routing))
 				row = report_tfm_find(p, ZS_DP, 1, ZS_UNIT_LAYER);
+			else
+				other = p;
 		}
+		if (row == NULL && other != NULL)
+			return zs_fail(cause, "%s (--routing %s) and %s (--routing %s): the plain loop and the paper's "
+			               "schedule of %s at two routings; make both with the same", m->runs[0].path,
+			               m->routing != NULL ? m->routing : "none", other->path,
+			               other->moe.arg != NULL ? other->moe.arg : "none", m->name);
 		if (row == NULL || !row->run.has_schedule || !row->run.has_sched_peak_bd)
 			return zs_fail(cause, "%s: the plain loop of %s needs the paper's schedule beside it: give "
 			               "--transformer with `zerosim theory --model %s --framework paper --precision fp32 "
-			               "--world 1 --unit layer --seq %.0f --batch %.0f`", m->runs[0].path, m->name, m->name,
-			               m->seq, m->batch);
+			               "--world 1 --unit layer --seq %.0f --batch %.0f%s%s`", m->runs[0].path, m->name,
+			               m->name, m->seq, m->batch, m->routing != NULL ? " --routing " : "",
+			               m->routing != NULL ? m->routing : "");
 		const double *bd = row->run.sched_peak_bd;
 		for (size_t k = 0; k < t->npapers; k++)
 			if (!strcmp(t->papers[k].name, m->name) && t->papers[k].seq == m->seq && t->papers[k].batch == m->batch)
@@ -387,8 +405,10 @@ int report_torch_join(struct report_torch *t, const struct report_tfm *tf, char 
 
 void report_torch_free(struct report_torch *t)
 {
-	for (size_t i = 0; i < t->n; i++)
+	for (size_t i = 0; i < t->n; i++) {
 		free(t->models[i].runs);
+		free(t->models[i].routing);
+	}
 	free(t->models);
 	free(t->papers);
 	*t = (struct report_torch){ 0 };

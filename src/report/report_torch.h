@@ -91,6 +91,7 @@ struct report_torch_model {
 	double paper_peak, paper_resident;
 	double paper_cls[RT_NCLASSES];
 	char paper_binding[16];              /* the paper row's schedule.binding_phase, "" when not given */
+	char *routing;                       /* a mixture's --routing (report_moe_arg), every run's; NULL without */
 	struct report_torch_run *runs;       /* in the order given */
 	size_t nruns;
 };
@@ -121,9 +122,9 @@ int report_torch_add(struct report_torch *t, const cJSON *theory, const char *pa
  * file without one, is passed over (the transformer section checks it). */
 void report_torch_note_paper(struct report_torch *t, const cJSON *theory);
 
-/* Join each model with the paper's dp row of the same model, seq and
- * batch in tf (a transformer given with --transformer); -1 with *cause
- * set where none is given. */
+/* Join each model with the paper's dp row of the same model, seq, batch
+ * and routing in tf (a transformer given with --transformer); -1 with
+ * *cause set where none is given, or only one at another routing. */
 int report_torch_join(struct report_torch *t, const struct report_tfm *tf, char **cause);
 
 void report_torch_free(struct report_torch *t);

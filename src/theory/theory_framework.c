@@ -321,7 +321,11 @@ char *theory_framework_text(const struct theory_request *req)
 			/* --prefetch's default is none, 1.13's default and not 2.6's
 			 * (BACKWARD_PRE): the text says which the figures are */
 			const int v113 = c->torch_version == ZS_TORCH_1_13, pre = c->prefetch == ZS_PREFETCH_BACKWARD_PRE;
-			const int sgo = c->schemes[0] == ZS_ZERO2; /* SHARD_GRAD_OP: one scheme a run */
+			/* SHARD_GRAD_OP: one scheme a run; its units stay whole from
+			 * forward to post-backward, so the prefetch's _unshard finds
+			 * the storage allocated and gathers nothing (2.6's
+			 * _flat_param.py, FlatParamHandle.needs_unshard) */
+			const int sgo = c->schemes[0] == ZS_ZERO2;
 			return zs_asprintf("\nFramework torch, --wrapper fsdp: FullyShardedDataParallel %s as PyTorch "
 			                   "%s runs it (a unit per block and the root, backward_prefetch %s) over Hugging "
 			                   "Face's model in its own step, allocation by allocation (docs/schedule.md, \"FSDP "
@@ -331,7 +335,10 @@ char *theory_framework_text(const struct theory_request *req)
 			                   "Adam over the shards.\n",
 			                   sgo ? "SHARD_GRAD_OP" : "FULL_SHARD", v113 ? "1.13" : "2.6",
 			                   v113  ? "None"
-			                   : pre ? "BACKWARD_PRE, 2.6's default: each pre-backward hook gathers the next unit too"
+			                   : pre ? (sgo ? "BACKWARD_PRE, 2.6's default, which gathers nothing here: the next "
+			                                  "unit is still whole from its forward"
+			                                : "BACKWARD_PRE, 2.6's default: each pre-backward hook gathers the next "
+			                                  "unit too")
 			                         : "None, not 2.6's default BACKWARD_PRE (--prefetch backward-pre)",
 			                   sgo ? "and kept to its post-backward hook (not gathered again)"
 			                       : "and again at its pre-backward hook",

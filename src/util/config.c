@@ -631,6 +631,9 @@ static int spec_value(const cJSON *it, const char *key, enum spec_type type, cha
 	int commas = strcmp(key, "freeze") == 0;
 	static const char *const type_name[] = {"a number", "a string", "an array of numbers", "an array of strings"};
 	if ((type == SPEC_NUMBERS || type == SPEC_STRINGS) && cJSON_IsArray(it)) {
+		/* as every list's: an empty one is refused, not read as none */
+		if (commas && cJSON_GetArraySize(it) == 0)
+			return zs_fail(cause, "\"%s\": the list is empty (leave the key out to train every parameter)", key);
 		size_t cap = 16, n = 0;
 		char *s = zs_malloc(cap);
 		s[0] = '\0';

@@ -66,7 +66,7 @@ static int term_match(const char *t, const char *name, uint64_t blocks, const ch
 		return name && is_embedding(name);
 	if (!strncmp(t, "blocks:", 7)) {
 		if (parse_range(t + 7, 1, &a, &b) < 0) {
-			*why = "blocks:A-B, whole numbers, A <= B";
+			*why = "blocks:A-B, whole numbers, A <= B; one block N is blocks:N-N";
 			return -1;
 		}
 		long i = name ? block_of(name) : -1;

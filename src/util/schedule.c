@@ -180,17 +180,36 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out)
 	return -1;
 }
 
-void zs_moe_scope(const struct zs_config *c, unsigned flags, char *what, size_t n)
+int zs_moe_torch_takes(const char *model_type)
+{
+	/* the list's words, ", " and " and " between them */
+	const char *w = ZS_MOE_TORCH_FAMILIES;
+	size_t len = model_type != NULL ? strlen(model_type) : 0;
+	while (len > 0 && *w != '\0') {
+		size_t k = strcspn(w, ", ");
+		if (k == len && strncmp(w, model_type, len) == 0 && strncmp(w, "and", k) != 0)
+			return 1;
+		w += k + strspn(w + k, ", ");
+	}
+	return 0;
+}
+
+void zs_moe_scope(const struct zs_config *c, const char *model_type, unsigned flags, char *what, size_t n)
 {
 	what[0] = '\0';
 	if (c->framework == ZS_FW_TORCH && !(flags & ZS_MOE_THEORY))
 		snprintf(what, n, "--framework torch in measure (give --framework paper or deepspeed)");
+	else if (c->framework == ZS_FW_TORCH && !zs_moe_torch_takes(model_type))
+		snprintf(what, n, "--framework torch for a %s (give --framework paper or deepspeed)",
+		         model_type != NULL ? model_type : "mixture");
 	else if (c->framework == ZS_FW_TORCH && c->wrapper == ZS_WRAPPER_DDP)
 		snprintf(what, n, "--wrapper ddp (an expert without a token: find_unused_parameters; give none)");
 	else if (c->framework == ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_NONE)
 		snprintf(what, n, "--framework torch --wrapper %s (give --wrapper none)", zs_wrapper_name(c->wrapper));
 	else if (c->framework != ZS_FW_PAPER && c->framework != ZS_FW_DEEPSPEED && c->framework != ZS_FW_TORCH)
 		snprintf(what, n, "--framework %s (give --framework paper or deepspeed)", zs_framework_name(c->framework));
+	else if (c->framework == ZS_FW_TORCH && c->precision != ZS_FP32)
+		snprintf(what, n, "--precision %s under --framework torch (give fp32)", zs_precision_name(c->precision));
 	else if (c->precision != ZS_FP32 && c->precision != ZS_MIXED)
 		snprintf(what, n, "--precision %s (give fp32 or mixed)", zs_precision_name(c->precision));
 	else if (c->grad_accum > 1)
