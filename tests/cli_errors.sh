@@ -539,7 +539,7 @@ bad_measure "$moe_no --grad-accum 2 (give 1)" --model mixtral-8x7b --seq 8 --fra
 # the PyTorch step's theory: the plain loop's alone, and in fp32 only (the review of s35-int)
 moe_th="a mixture of experts (60 experts, top 4): the theory follows the engine's step, $moe_in, so far; not with"
 bad_theory "qwen1.5-moe-a2.7b: $moe_th --wrapper ddp (an expert without a token: find_unused_parameters; give none)" \
-	--model qwen1.5-moe-a2.7b --seq 8 --world 2 --framework torch --torch-version 1.13 --torch-device cpu --wrapper ddp
+	--model qwen1.5-moe-a2.7b --seq 8 --world 2 --schemes dp --framework torch --torch-version 1.13 --torch-device cpu --wrapper ddp
 moe_th="a mixture of experts (8 experts, top 2): the theory follows the engine's step, $moe_in, so far; not with"
 bad_theory "mixtral-8x7b: $moe_th --precision amp-bf16 under --framework torch (give fp32)" --model mixtral-8x7b \
 	--seq 8 --world 1 --precision amp-bf16 --framework torch --torch-version 1.13 --torch-device cpu --wrapper none
