@@ -121,7 +121,7 @@ grep -q 'bucket_cap_mb 0.1;' "$tmp/tt" || fail "the theory's text does not name 
 grep -q 'backward_prefetch BACKWARD_PRE;' "$tmp/tt" || fail "the theory's text does not name BACKWARD_PRE"
 # under SHARD_GRAD_OP the unit is whole from its forward: BACKWARD_PRE's
 # prefetch gathers nothing, and the text says so (the review of s35-int)
-"$zerosim" theory --model gpt2 --precision fp32 --framework torch --torch-version 2.6 --torch-device cpu \
+ZEROSIM_DATADIR=${ZEROSIM_DATADIR:-${srcdir:-.}} "$zerosim" theory --model gpt2 --precision fp32 --framework torch --torch-version 2.6 --torch-device cpu \
 	--attn eager --wrapper fsdp --schemes zero2 --world 3 --prefetch backward-pre --seq 16 --batch 1 >"$tmp/tt" ||
 	fail "SHARD_GRAD_OP text"
 if grep -q 'gathers the next unit too' "$tmp/tt" || ! grep -q 'BACKWARD_PRE, 2.6.s default, which gathers nothing here' "$tmp/tt"; then
