@@ -66,10 +66,18 @@ fz_agree $ds --model "$gpt2" --freeze embeddings --precision mixed --grad-accum 
 	--recompute full
 fz_agree $ds --model "$gpt2" --freeze embeddings --precision fp32 --world 3 $z --unit model --ds-reduce-bucket 3000
 fz_agree $ds --model "$gpt2" --freeze blocks:0-0 --precision mixed --world 1,2,3 $z --unit layer
+# all-but-last:1: the frozen embedding and blocks below the first that
+# trains run no backward (recompute none); under full recompute
+# enable_input_require_grads gives them one (util/ds_coord.h)
+fz_agree $ds --model "$llama" --freeze all-but-last:1 --precision mixed --world 1,2,3 $z --unit layer
+fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --grad-accum 2 --world 2,3 $z --unit layer \
+	--ds-persist 0
+fz_agree $ds --model "$llama" --freeze all-but-last:1 --precision fp32 --grad-accum 3 --world 2,3 $z --unit layer \
+	--recompute full --ds-persist 0 --ds-reduce-bucket 3000
 # (last: the files below are its)
 fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2 $s --unit layer \
 	--ds-reduce-bucket 3000
-[ "$points" -eq 121 ] || { echo "$name: $points points compared, 121 expected" >&2; exit 1; }
+[ "$points" -eq 128 ] || { echo "$name: $points points compared, 128 expected" >&2; exit 1; }
 echo "ok: $points points in $configs sweeps"
 # The files say what was frozen (docs/formats.md: config.freeze).
 for f in "$tmp/m.json" "$tmp/t.json"; do
@@ -140,6 +148,32 @@ else
 	echo "$name: FAIL: zero3 N=2 step 1: gathered $1 -> $3 B, reduced $2 -> $4 B, expected 2·$e/2 B less each" >&2
 	status=1
 fi
+# all-but-last:1 (the embedding, e, and block 0, b0, frozen): nothing
+# below block 1 runs a backward (no output there needs grad), so step 1
+# gathers and reduce-scatters (N-1)·(e+b0)/N·2 B less than the unfrozen
+# run (llama-tiny's tensors all even); under --recompute full
+# (enable_input_require_grads) block 0 runs its backward, gathered again
+# (and recomputed), and only the table's backward goes: e/2·2 B less
+# gathered, still (e+b0)/2·2 B less reduced.
+for rc in none full; do
+	for f in "" "--freeze all-but-last:1"; do
+		# shellcheck disable=SC2086
+		"$zerosim" measure $ds --model "$llama" $f --seq 16 --batch 2 --steps 1 --world 2 --schemes zero3 \
+			--unit layer --precision mixed --ds-persist 0 --recompute $rc --out "$tmp/x.json" || exit 99
+		r="${r:-} $(ag "$tmp/x.json" all_gather) $(ag "$tmp/x.json" reduce_scatter)"
+	done
+	set -- $r
+	r=
+	g=$((e + b0))
+	[ "$rc" = full ] && g=$e
+	if [ $(($1 - $3)) -eq "$g" ] && [ $(($2 - $4)) -eq $((e + b0)) ]; then
+		echo "ok: zero3 N=2 recompute $rc all-but-last:1: $g B less gathered, $((e + b0)) B less reduced"
+	else
+		echo "$name: FAIL: zero3 N=2 recompute $rc all-but-last:1: gathered $1 -> $3 B (want $g less)," \
+			"reduced $2 -> $4 B (want $((e + b0)) less)" >&2
+		status=1
+	fi
+done
 # The padding the frozen layout holds (docs/formats.md): at N = 3 the
 # trainable units 46,208, 46,208, 65,600 pad with 1 element each, 3 in
 # all, 1 per rank, at the grad, fp32 and Adam partitions' 2 + 4 + 8 B
@@ -153,7 +187,7 @@ fz_padding deepspeed dp,zero1,zero2,zero3 "0.000 14.000 14.000 129.333"
 losses() { tr -d ' \n\t' <"$1" | grep -o '"losses":\[[^]]*\]' | head -1; }
 checked=0
 for model in "$gpt2" "$llama"; do
-	for freeze in embeddings blocks:0-0; do
+	for freeze in embeddings blocks:0-0 all-but-last:1; do
 		for prec in fp32 mixed; do
 			for scheme in dp zero1 zero2 zero3; do
 				common="--model $model --world 2 --precision $prec --seq 16 --batch 2 --steps 3 --freeze $freeze"
@@ -176,7 +210,7 @@ for model in "$gpt2" "$llama"; do
 		done
 	done
 done
-[ "$checked" -eq 32 ] || { echo "$name: $checked comparisons, 32 expected" >&2; exit 1; }
+[ "$checked" -eq 48 ] || { echo "$name: $checked comparisons, 48 expected" >&2; exit 1; }
 common="--model $llama --world 2 --precision fp32 --seq 16 --batch 2 --steps 3 --schemes zero2 $ds"
 # shellcheck disable=SC2086
 "$zerosim" measure $common --freeze embeddings --out "$tmp/a.json" || exit 99
@@ -219,8 +253,8 @@ refused() { # PATTERN OPTIONS...
 		fi
 	done
 }
-refused "schemes zero3: model.layers.0.input_layernorm is frozen and no parameter before it trains" \
-	--model "$llama" --freeze all-but-last:1 --world 2 --schemes zero2,zero3
+refused "schemes zero3: model.layers.0.self_attn.{q,k,v}_proj trains inside its layer" \
+	--model "$llama" --freeze 'embeddings,re:layers\.0\.input_layernorm' --world 2 --schemes zero2,zero3
 refused "offload optimizer: not built yet" --model "$llama" --freeze embeddings --world 2 --schemes zero2 \
 	--offload optimizer
 refused "only with --model" --freeze embeddings --world 2 --schemes zero2

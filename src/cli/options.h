@@ -104,8 +104,8 @@ struct zs_opt {
 	"                         or off; --fsdp-no-sync S is its other name\n" \
 	"      --freeze PATTERN   --wrapper none, ddp or fsdp (1.13: whole FSDP units),\n" \
 	"                         --framework paper with --model, or deepspeed\n" \
-	"                         with --model (dp, zero1, zero2; zero3 with the\n" \
-	"                         embeddings or blocks after a trainable one; no\n" \
+	"                         with --model (dp, zero1, zero2; zero3 with whole\n" \
+	"                         layers frozen below the first that trains; no\n" \
 	"                         --offload): leave out of training the\n" \
 	"                         parameters whose Hugging Face names PATTERN\n" \
 	"                         matches, comma-separated terms:\n" \

@@ -619,7 +619,8 @@ static void modules_layer(struct zs_run *r, size_t l, enum zs_pass pass)
 	}
 	for (size_t i = 0; i < nm; i++) {
 		size_t s = pass == ZS_PASS_FORWARD ? i : nm - 1 - i;
-		r->ops->module(r, r->ctx, l, s, pass, 1);
+		if (!r->ops->module(r, r->ctx, l, s, pass, 1))
+			continue; /* no backward (scheme.h) */
 		for (unsigned k = r->r0; k < r->r1; k++) {
 			struct zs_layer_io io = layer_io(r, k, l, pass);
 			if (pass == ZS_PASS_FORWARD && ly->matmul_module >= 0 && s == (size_t)ly->matmul_module)

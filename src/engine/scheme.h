@@ -149,8 +149,11 @@ struct zs_scheme_ops {
 	/* Around each module of a layer whose kind has modules, instead of
 	 * the unit hooks (DeepSpeed's ZeRO-3 on a transformer: its gather and
 	 * release per nn.Module, module s of layer l): the driver then runs
-	 * such a layer module by module on every rank. */
-	void (*module)(struct zs_run *r, void *ctx, size_t l, size_t s, enum zs_pass pass, int begin);
+	 * such a layer module by module on every rank. Returns 0 where the
+	 * module runs no backward (its output needs no grad: frozen below the
+	 * first trainable module, --freeze): the driver then skips its kernel
+	 * and its closing call; else 1. */
+	int (*module)(struct zs_run *r, void *ctx, size_t l, size_t s, enum zs_pass pass, int begin);
 	/* Where rank k's params of layer l (and in backward its grads) are
 	 * now, when the scheme holds them outside the run's buffers (FSDP's
 	 * units kept since their forward; DeepSpeed's ZeRO-3 tensors, each in

@@ -700,6 +700,10 @@ static void ds3_modules(const struct zs_run *r, struct ds *ds)
 			d->mod_grads[u] = 1;
 		return;
 	}
+	size_t nmod = 0;
+	for (size_t l = 0; l < m->nlayers; l++)
+		nmod += net_hooked(&m->layer[l]);
+	uint64_t *trained = zs_calloc(nmod + 1, sizeof *trained); /* per module */
 	for (size_t l = 0; l < m->nlayers; l++) {
 		const struct zs_layer *ly = &m->layer[l];
 		size_t t0 = net_first_ptensor(m, l);
@@ -710,17 +714,18 @@ static void ds3_modules(const struct zs_run *r, struct ds *ds)
 			for (size_t x = s + 1; s == ly->leaf && x < ly->nmodules; x++) /* the z3 leaf: the rest of them */
 				d->mod_n[d->nmodules] += ly->module[x].n;
 			/* --freeze: a module makes the grads of its trainable tensors
-			 * (none: no grads); a frozen table runs no backward
-			 * (ds_coord.h's no_grad_in 2) */
-			size_t trained = 0;
+			 * (none: no grads); one before the first that trains runs no
+			 * backward (ds_coord_grad_flow) */
 			for (size_t t = d->mod_first[d->nmodules]; t < d->mod_first[d->nmodules] + d->mod_n[d->nmodules]; t++)
-				trained += r->layout.tensor[t].tn;
-			d->mod_no_grad_in[d->nmodules] = ly->module[s].no_grad_in ? (trained > 0 ? 1 : 2) : 0;
-			d->mod_grads[d->nmodules] = trained > 0;
+				trained[d->nmodules] += r->layout.tensor[t].tn;
+			d->mod_no_grad_in[d->nmodules] = ly->module[s].no_grad_in;
+			d->mod_grads[d->nmodules] = trained[d->nmodules] > 0;
 			for (size_t e = 0; e < d->nmodules; e++) /* a tied head's table is the embedding's */
 				d->mod_grads[d->nmodules] &= !in_module(ds, t0 + ly->module[s].first, e);
 		}
 	}
+	ds_coord_grad_flow(d->nmodules, trained, m->tfm.recompute == ZS_RECOMPUTE_FULL, d->mod_no_grad_in);
+	free(trained);
 }
 
 /* fetch_sub_module of trace entry j (util/ds_coord.h): the module's params
@@ -1000,13 +1005,13 @@ static void ds3_end_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass pas
 
 /* A transformer's module s of layer l: gathered (and its grads made, in
  * backward) before its step, reduced and released after. */
-static void ds3_module(struct zs_run *r, void *ctx, size_t l, size_t s, enum zs_pass pass, int begin)
+static int ds3_module(struct zs_run *r, void *ctx, size_t l, size_t s, enum zs_pass pass, int begin)
 {
 	struct ds *ds = ctx;
 	struct ds3 *d = ds->ds3;
 	size_t m = d->mod_of[l] + s;
 	if (pass == ZS_PASS_BACKWARD && d->mod_no_grad_in[m] == 2)
-		return; /* a frozen table: no backward hook fires (its kernel reads no weight, writes no grad) */
+		return 0; /* its output needs no grad: no backward, no hook (its dX is read by no module that trains) */
 	if (d->entry >= d->coord->ntrace || d->coord->trace[d->entry] != m ||
 	    d->coord->bwd[d->entry] != (pass == ZS_PASS_BACKWARD)) {
 		/* the engine runs the coordinator's trace (util/ds_coord.h) */
@@ -1022,7 +1027,7 @@ static void ds3_module(struct zs_run *r, void *ctx, size_t l, size_t s, enum zs_
 	}
 	if (!begin) {
 		ds3_module_done(r, ds, m, pass);
-		return;
+		return 1;
 	}
 	ds3_fetch(r, ds, d->entry);
 	if (pass == ZS_PASS_BACKWARD && d->mod_grads[m]) { /* --freeze: its trainable tensors' (one run, zs_freeze_units) */
@@ -1034,6 +1039,7 @@ static void ds3_module(struct zs_run *r, void *ctx, size_t l, size_t s, enum zs_
 		}
 		run_alloc_full(r, ZS_BUF_FULL_GRADS, off, n);
 	}
+	return 1;
 }
 
 /* independent_gradient_partition_epilogue (1131-1155): what is left.

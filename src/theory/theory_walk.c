@@ -955,6 +955,7 @@ static void ds3_modules(struct ds3_fw *f, const struct theory_desc *d, enum zs_u
 	/* a mixture's sparse-MoE block is one z3 leaf (ds_coord_leaf): its
 	 * first module takes the rest of its layer's */
 	size_t l = 0, i = 0;
+	uint64_t *trained = zs_calloc(n + 1, sizeof *trained);
 	for (size_t x = 0; x < p->nmodules; x++, i++) {
 		const struct step_module *md = &p->module[x];
 		size_t leaf = ds_coord_leaf(p, md->layer);
@@ -969,15 +970,15 @@ static void ds3_modules(struct ds3_fw *f, const struct theory_desc *d, enum zs_u
 		if (x == leaf)
 			while (x + 1 < p->nmodules && p->module[x + 1].layer == md->layer)
 				f->count[i] += p->module[++x].n;
-		/* --freeze: grads of its trainable tensors only; a frozen table
-		 * runs no backward (util/ds_coord.h's no_grad_in 2) */
-		uint64_t trained = 0;
+		/* --freeze: grads of its trainable tensors only; a module before
+		 * the first that trains runs no backward (ds_coord_grad_flow) */
 		for (size_t t = f->first[i]; t < f->first[i] + f->count[i]; t++)
-			trained += f->tt[t];
-		f->grads[i] &= trained > 0;
-		f->no_grad_in[i] = f->no_grad_in[i] ? (trained > 0 ? 1 : 2) : 0;
+			trained[i] += f->tt[t];
+		f->grads[i] &= trained[i] > 0;
 	}
 	f->nmodules = i;
+	ds_coord_grad_flow(i, trained, d->recompute == ZS_RECOMPUTE_FULL, f->no_grad_in);
+	free(trained);
 	for (; l <= p->nlayers; l++)
 		f->of_layer[l] = i;
 }

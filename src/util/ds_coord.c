@@ -130,7 +130,7 @@ static size_t build_trace(size_t nmod, const long *group, const int *no_grad_in,
 				bwd[nt++] = 0;
 			}
 		}
-		if (no_grad_in[m] == 2) /* a frozen table: no backward (ds_coord.h) */
+		if (no_grad_in[m] == 2) /* its output needs no grad: no backward (ds_coord.h) */
 			continue;
 		trace[nt] = m;
 		bwd[nt++] = 1;
@@ -178,6 +178,16 @@ static void setup(struct ds_coord *d, const uint64_t *n, size_t nt, const size_t
 			d->qt[d->nqueue] = t;
 			d->qs[d->nqueue++] = j;
 		}
+}
+
+void ds_coord_grad_flow(size_t nmod, const uint64_t *trained, int input_grad, int *no_grad_in)
+{
+	int flow = 0; /* the running output needs grad */
+	for (size_t m = 0; m < nmod; m++) {
+		int table = no_grad_in[m];
+		no_grad_in[m] = flow && !table ? 0 : trained[m] > 0 ? 1 : 2;
+		flow |= trained[m] > 0 || (table && input_grad);
+	}
 }
 
 void ds_coord_free(struct ds_coord *d)

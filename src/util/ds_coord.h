@@ -56,14 +56,30 @@ struct ds_coord *ds_coord_new(const uint64_t *n, size_t nt, const size_t *mod_fi
  * requires grad (a table's lookup of token ids or positions): its
  * post-backward hook never fires, so its backward releases nothing and
  * its params stay whole until step() (docs/schedule.md, "deepspeed",
- * ZeRO-3's coordinator); no_grad_in[m] == 2 when moreover none of its
- * params requires grad (a table frozen by --freeze): its output needs no
- * grad, so no pre-backward hook fires either and the trace holds no
- * backward of it (docs/schedule.md, "Frozen parameters under DeepSpeed"). */
+ * ZeRO-3's coordinator); no_grad_in[m] == 2 when moreover its output
+ * needs no grad (a table, or a module before the first that trains,
+ * frozen by --freeze: ds_coord_grad_flow): no pre-backward hook fires
+ * either and the trace holds no backward of it (docs/schedule.md,
+ * "Frozen parameters under DeepSpeed"). */
 struct ds_coord *ds_coord_new_recompute(const uint64_t *n, size_t nt, const size_t *mod_first, const size_t *mod_n,
                                         size_t nmod, const long *group, const int *no_grad_in,
                                         const struct zs_config *c, unsigned world);
 void ds_coord_free(struct ds_coord *d);
+/* The no_grad_in of nmod modules in forward order (what
+ * ds_coord_new_recompute takes), in place: on entry no_grad_in[m] says
+ * whether module m is a table (a lookup of ids: no input of it ever needs
+ * grad), trained[m] whether any of its params requires grad. Autograd's
+ * graph starts at the first module that trains (or, with input_grad, at
+ * the first table's output: transformers' enable_input_require_grads,
+ * installed under --recompute full, docs/finetune.md): a module before it
+ * has an output needing no grad, so neither of DeepSpeed's backward hooks
+ * fires for it (2: no backward); a module whose params require grad but
+ * whose input does not (a table that trains, the first module that
+ * trains) gets its pre-backward hook only (1: no release after its
+ * backward; parameter_offload.py 342-379, 401-442 at 38327e0); the rest
+ * 0. Modules read the previous one's output (a layer's siblings reading
+ * one input are util/step.c's freeze_ds_check's to refuse). */
+void ds_coord_grad_flow(size_t nmod, const uint64_t *trained, int input_grad, int *no_grad_in);
 /* A step's start (step 1 records the trace); `gathered` starts again. */
 void ds_coord_begin_step(struct ds_coord *d, unsigned step);
 /* A micro-step's start under gradient accumulation, before the

@@ -689,18 +689,17 @@ static int freeze_ds_check(const struct zs_config *c, const struct step_params *
 		int trains = 0, first = x == 0 || p->module[x - 1].layer != md->layer;
 		for (size_t t = md->first; t < md->first + md->n; t++)
 			trains |= p->tensor[t].module == x && !zs_freeze_tensor(p, c->freeze, t);
-		if (!trains && md->no_grad_in)
-			continue; /* a frozen table */
-		if (trains && (md->no_grad_in || first))
+		if (!trains)
+			continue; /* frozen below the first that trains: no backward (util/ds_coord.h's ds_coord_grad_flow) */
+		if (md->no_grad_in || first)
 			break;
 		char name[256];
 		step_module_name(p, x, name, sizeof name);
-		return zs_fail(cause, "--freeze %s under --framework deepspeed --schemes zero3: %s %s and no parameter "
-		                      "before it trains (DeepSpeed runs no backward for a frozen module whose inputs need "
-		                      "no grad; zerosim's engine would): not built yet; freeze the embeddings, or blocks "
-		                      "after a trainable one, or give dp, zero1 or zero2 (docs/schedule.md, \"Frozen "
-		                      "parameters under DeepSpeed\")", c->freeze, name,
-		               trains ? "trains inside its layer" : "is frozen");
+		return zs_fail(cause, "--freeze %s under --framework deepspeed --schemes zero3: %s trains inside its "
+		                      "layer and no parameter before it trains (its siblings may read an input needing "
+		                      "no grad): not built yet; freeze whole layers below the first that trains, or give "
+		                      "dp, zero1 or zero2 (docs/schedule.md, \"Frozen parameters under DeepSpeed\")",
+		               c->freeze, name);
 	}
 	return 0;
 }
