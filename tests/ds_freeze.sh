@@ -3,7 +3,10 @@
 # (docs/schedule.md, "Frozen parameters under DeepSpeed"): ZeRO-1/2 keep a
 # frozen parameter whole in the module's dtype, with no fp32 partition,
 # no grad partition, no place in the reduce bucket and none in the
-# all-gather after step(); dp is the paper's dp.
+# all-gather after step(); dp is the paper's dp; ZeRO-Offload's host
+# partitions and temporary grad buffers are the trainable ones'. ZeRO-3
+# partitions every parameter, frozen ones too, and runs no backward for a
+# module with nothing trainable before it.
 #
 # 1. The bytes: theory = measure to the byte (tests/json_agree: resident,
 #    peak, every category at the peak, bytes sent) on report/models'
@@ -13,11 +16,15 @@
 #    mid-backward (100,000 and 60,000 elements: llama-tiny's trainable
 #    units are 46,208, 46,208 and 65,600, gpt2-tiny's blocks 49,984) and
 #    one smaller than every unit (3000: each reduced from where it is),
-#    overlap_comm on: a covering set (101 points).
+#    overlap_comm on: a covering set (101 points); ZeRO-3 (27 points,
+#    all-but-last:1 too) and ZeRO-1/2 with --offload optimizer (17); by
+#    hand: the resident against the unfrozen run, all-but-last:1's
+#    gathers and reduce-scatters, the offloaded device and host bytes.
 # 2. Training: DeepSpeed's losses equal the paper's with the same --freeze
 #    (the same arithmetic: "The fp32 gradient partition is the reduced
-#    grads converted exactly"), bitwise, every scheme, fp32 and mixed,
-#    three steps; the control: without --freeze they are other ones.
+#    grads converted exactly"), bitwise, every scheme (ZeRO-1/2 offloaded
+#    too), fp32 and mixed, three steps; the control: without --freeze
+#    they are other ones.
 # 3. A frozen tensor's bytes never change: the frozen range of
 #    --dump-weights is bitwise the same after one step and after three,
 #    and the initial weights (a run's case file; mixed: rounded to fp16),
@@ -74,10 +81,18 @@ fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --grad-acc
 	--ds-persist 0
 fz_agree $ds --model "$llama" --freeze all-but-last:1 --precision fp32 --grad-accum 3 --world 2,3 $z --unit layer \
 	--recompute full --ds-persist 0 --ds-reduce-bucket 3000
+# ZeRO-Offload (--offload optimizer, ZeRO-1/2): the host fp32, grad and
+# Adam partitions over the trainable elements, the temporary grad buffers
+# the largest trainable tensor's (gpt2's tied table frozen: a c_fc weight)
+o="--schemes zero1,zero2 --offload optimizer"
+fz_agree $ds --model "$llama" --freeze embeddings --precision mixed --world 1,2,3 $o --unit layer,model
+fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2,3 $o --unit layer
+fz_agree $ds --model "$gpt2" --freeze embeddings --precision mixed --world 2 --schemes zero2 --offload optimizer \
+	--unit layer --ds-reduce-bucket 3000
 # (last: the files below are its)
 fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2 $s --unit layer \
 	--ds-reduce-bucket 3000
-[ "$points" -eq 128 ] || { echo "$name: $points points compared, 128 expected" >&2; exit 1; }
+[ "$points" -eq 145 ] || { echo "$name: $points points compared, 145 expected" >&2; exit 1; }
 echo "ok: $points points in $configs sweeps"
 # The files say what was frozen (docs/formats.md: config.freeze).
 for f in "$tmp/m.json" "$tmp/t.json"; do
@@ -174,6 +189,30 @@ for rc in none full; do
 		status=1
 	fi
 done
+# ZeRO-Offload by hand: gpt2-tiny (d = 64, vocab 1024, 64 positions),
+# the embeddings frozen, zero2 N = 2 mixed, unit=layer: the device holds
+# the fp16 params (2Ψ) and the temporary grad buffer of the largest
+# trainable tensor, a c_fc weight 64·256 (the tied table, 65,536, frozen);
+# the host the fp32 partition, its fp32 grad and Adam's m and v over S_t
+# (16 B a slot) and the host's buffer of the same 64·256 grads.
+"$zerosim" theory --model "$gpt2" --unit layer --world 1 --schemes dp --out "$tmp/u.json" || exit 99
+gunits=$(tr -d ' \n\t' <"$tmp/u.json" | grep -o '"units":\[[0-9,]*\]' | head -1 | sed 's/.*\[//; s/\]//')
+gpsi=$(echo "$gunits" | tr ',' '\n' | awk '{ n += $1 } END { print n }')
+# unit 0 less the frozen tables (wte 1024·64, wpe 64·64), then the blocks
+gst=$(echo "$gunits" | tr ',' '\n' | awk -v e=$((1024 * 64 + 64 * 64)) \
+	'{ t = NR == 1 ? $1 - e : $1; s += int((t + 1) / 2) } END { print s }')
+"$zerosim" measure $ds --model "$gpt2" --freeze embeddings --seq 16 --batch 2 --steps 1 --world 2 --schemes zero2 \
+	--unit layer --precision mixed --offload optimizer --out "$tmp/x.json" || exit 99
+got=$(tr -d ' \n\t' <"$tmp/x.json" | grep -o '"resident_bytes":[0-9]*' | head -1 | cut -d: -f2)
+goth=$(tr -d ' \n\t' <"$tmp/x.json" | grep -o '"host_resident_bytes":\[[0-9]*' | head -1 | cut -d[ -f2) # rank 0's
+want=$((2 * gpsi + 2 * 64 * 256)) wanth=$((16 * gst + 2 * 64 * 256))
+if [ "$got" = "$want" ] && [ "$goth" = "$wanth" ]; then
+	echo "ok: gpt2-tiny offload, frozen embeddings, zero2 N=2: device 2·$gpsi + 2·64·256 = $want B," \
+		"host 16·$gst + 2·64·256 = $wanth B, measured"
+else
+	echo "$name: FAIL: gpt2-tiny offload zero2 N=2: device $got B (want $want), host $goth B (want $wanth)" >&2
+	status=1
+fi
 # The padding the frozen layout holds (docs/formats.md): at N = 3 the
 # trainable units 46,208, 46,208, 65,600 pad with 1 element each, 3 in
 # all, 1 per rank, at the grad, fp32 and Adam partitions' 2 + 4 + 8 B
@@ -189,9 +228,13 @@ checked=0
 for model in "$gpt2" "$llama"; do
 	for freeze in embeddings blocks:0-0 all-but-last:1; do
 		for prec in fp32 mixed; do
-			for scheme in dp zero1 zero2 zero3; do
+			for scheme in dp zero1 zero2 zero3 zero1+offload zero2+offload; do
 				common="--model $model --world 2 --precision $prec --seq 16 --batch 2 --steps 3 --freeze $freeze"
 				common="$common --unit layer --grad-accum 2"
+				off= k=" K=2"
+				case $scheme in *+offload) # no --grad-accum offloaded (config.c)
+					scheme=${scheme%+offload} off=" --offload optimizer" k= common="${common% --grad-accum 2}" ;;
+				esac
 				# ZeRO-3 against the paper's zero2 (the paper's zero3 wants
 				# whole units frozen; the arithmetic is the same)
 				paper=$scheme
@@ -199,10 +242,10 @@ for model in "$gpt2" "$llama"; do
 				# shellcheck disable=SC2086
 				"$zerosim" measure $common --schemes $paper --out "$tmp/a.json" || exit 99
 				# shellcheck disable=SC2086
-				"$zerosim" measure $common --schemes $scheme $ds --out "$tmp/b.json" || exit 99
+				"$zerosim" measure $common --schemes $scheme $ds $off --out "$tmp/b.json" || exit 99
 				checked=$((checked + 1))
 				a=$(losses "$tmp/a.json") b=$(losses "$tmp/b.json")
-				what="${model##*/} --freeze $freeze $prec $scheme N=2 K=2"
+				what="${model##*/} --freeze $freeze $prec $scheme$off N=2$k"
 				[ -n "$a" ] && [ "$a" = "$b" ] && { echo "ok: $what: the paper's losses"; continue; }
 				echo "$name: FAIL: $what: deepspeed's losses $b, the paper's $a" >&2
 				status=1
@@ -210,7 +253,7 @@ for model in "$gpt2" "$llama"; do
 		done
 	done
 done
-[ "$checked" -eq 48 ] || { echo "$name: $checked comparisons, 48 expected" >&2; exit 1; }
+[ "$checked" -eq 72 ] || { echo "$name: $checked comparisons, 72 expected" >&2; exit 1; }
 common="--model $llama --world 2 --precision fp32 --seq 16 --batch 2 --steps 3 --schemes zero2 $ds"
 # shellcheck disable=SC2086
 "$zerosim" measure $common --freeze embeddings --out "$tmp/a.json" || exit 99
@@ -234,6 +277,8 @@ frozen_check "embeddings, mixed zero3 N=3 K=2" 1 "$e" $((e + 1)) "$n" $ds --free
 	--schemes zero3 --world 3 --grad-accum 2
 frozen_check "blocks:0-0, fp32 zero3 N=2 unit=layer" $((e + 1)) "$n" 1 "$e" $ds --freeze blocks:0-0 \
 	--precision fp32 --schemes zero3 --world 2 --unit layer
+frozen_check "embeddings, mixed zero2 N=2 --offload optimizer" 1 "$e" $((e + 1)) "$n" $ds --freeze embeddings \
+	--precision mixed --schemes zero2 --world 2 --offload optimizer
 frozen_check "blocks:0-0, fp32 dp N=2 unit=layer K=3" $((e + 1)) "$n" 1 "$e" $ds --freeze blocks:0-0 \
 	--precision fp32 --schemes dp --world 2 --unit layer --grad-accum 3
 
@@ -255,8 +300,8 @@ refused() { # PATTERN OPTIONS...
 }
 refused "schemes zero3: model.layers.0.self_attn.{q,k,v}_proj trains inside its layer" \
 	--model "$llama" --freeze 'embeddings,re:layers\.0\.input_layernorm' --world 2 --schemes zero2,zero3
-refused "offload optimizer: not built yet" --model "$llama" --freeze embeddings --world 2 --schemes zero2 \
-	--offload optimizer
+refused "schemes zero3 --offload optimizer: not built yet" --model "$llama" --freeze embeddings --world 2 \
+	--schemes zero2,zero3 --offload optimizer
 refused "only with --model" --freeze embeddings --world 2 --schemes zero2
 refused "not one run of the flat vector" --model "$gpt2" --freeze blocks:0-0 --unit model --world 2 --schemes zero1
 refused "some parts of the fused tensor" --model "$llama" --freeze re:q_proj --world 2 --schemes zero2

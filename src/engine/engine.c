@@ -243,9 +243,6 @@ static int freeze_layout(struct zs_layout *lo, const struct zs_config *c, enum z
 	if (c->tfm == NULL)
 		return zs_fail(cause, "--freeze under --framework %s: only with --model (a transformer)",
 		               zs_framework_name(c->framework));
-	if (c->framework == ZS_FW_DEEPSPEED && c->offload != ZS_OFFLOAD_NONE)
-		return zs_fail(cause, "--freeze under --framework deepspeed: the offloaded optimizer is not built yet "
-		               "(zs_freeze_paper_check)");
 	struct zs_model shape;
 	struct step_params sp;
 	size_t n;

@@ -129,12 +129,18 @@ static int offloaded(const struct zs_run *r) { return r->config->offload == ZS_O
  * zeroed buffers of the largest tensor's grads, one on the host and one on
  * the device (temp_grad_buffer_for_cpu_offload and _for_gpu_offload,
  * 477-485; used only with gradient accumulation, which zerosim does not
- * run offloaded). */
+ * run offloaded). Its size is largest_param_numel over bit16_groups
+ * (452-461), the requires_grad parameters (304-315): --freeze, the
+ * largest tensor inside its unit's trainable run. */
 static size_t largest_tensor(const struct zs_layout *lo)
 {
 	size_t m = 0;
-	for (size_t i = 0; i < lo->ntensors; i++)
-		m = lo->tensor[i].n > m ? lo->tensor[i].n : m;
+	for (size_t i = 0; i < lo->ntensors; i++) {
+		const struct zs_layout_tensor *t = &lo->tensor[i];
+		const struct zs_layout_unit *un = &lo->unit[t->unit];
+		if (t->off >= un->toff && t->off + t->n <= un->toff + un->tn && t->n > m)
+			m = t->n;
+	}
 	return m;
 }
 
@@ -226,11 +232,11 @@ static void reduce_unit(struct zs_run *r, struct ds *d, size_t u, void *const *s
 {
 	const struct zs_layout_unit *un = &r->layout.unit[u];
 	tracker_set_phase(&r->tracker, ZS_PH_REDUCE);
-	if (offloaded(r)) { /* (no --freeze: zs_freeze_paper_check) */ /* in place, then each rank's slots to its host fp32 partition */
+	if (offloaded(r)) { /* in place, then each rank's slots to its host fp32 partition (--freeze: the trainable run's) */
 		size_t esz = coll_dtype_size(r->dt);
 		for (unsigned k = r->r0; k < r->r1; k++)
-			r->ptr_b[k - r->r0] = (char *)src[k - r->r0] + (size_t)k * un->s * esz;
-		coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->n, r->dt);
+			r->ptr_b[k - r->r0] = (char *)src[k - r->r0] + (size_t)k * un->ts * esz;
+		coll_reduce_scatter(&r->coll, (const void *const *)src, r->ptr_b, un->tn, r->dt);
 		for (unsigned k = r->r0; k < r->r1; k++) {
 			struct zs_slice own = layout_own(&r->layout, ZS_BUF_GRADS, u, k);
 			float *to = run_at(r, k, ZS_BUF_GRADS, own.at);
@@ -479,7 +485,8 @@ static void fp32_grads(struct zs_run *r, void *ctx)
 }
 
 /* Offloaded, step() copies the host fp32 partition into the device params
- * through a device copy of it (fp32_partition.to(device), 1880-1882). */
+ * through a device copy of it (fp32_partition.to(device), 1880-1882): the
+ * trainable partition (--freeze), into the full params at its elements. */
 static void params_from_host(struct zs_run *r)
 {
 	const struct zs_layout *lo = &r->layout;
@@ -487,7 +494,7 @@ static void params_from_host(struct zs_run *r)
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		float *dev = tracker_alloc(&r->tracker, k, ZS_CAT_MASTER32, S * sizeof *dev);
 		for (size_t u = 0; u < layout_npieces(lo); u++) {
-			struct zs_slice m = layout_own(lo, ZS_BUF_MASTER, u, k), p = layout_own(lo, ZS_BUF_PARAMS, u, k);
+			struct zs_slice m = layout_own(lo, ZS_BUF_MASTER, u, k), p = {m.first, m.count, m.first};
 			memcpy(dev + m.at, run_at(r, k, ZS_BUF_MASTER, m.at), m.count * sizeof *dev);
 			if (r->dt == ZS_F32)
 				memcpy(run_at(r, k, ZS_BUF_PARAMS, p.at), dev + m.at, m.count * sizeof *dev);

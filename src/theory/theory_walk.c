@@ -1255,7 +1255,7 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 			out->comm_elements = 2 * pass_t;
 		}
 		ev.trained = frozen.trained;
-		theory_deepspeed_resident(b, c, step_params_largest_tensor(p), world, frozen.ntrain, frozen.tshard, out,
+		theory_deepspeed_resident(b, c, step_params_largest_trained(p, c->freeze), world, frozen.ntrain, frozen.tshard, out,
 		                          ev.step);
 		ev.bucket = (uint64_t)c->ds_reduce_bucket * b->g;
 		ev.nbucket = 1 + (c->ds_overlap_comm != 0);

@@ -295,11 +295,14 @@ void step_params_free(struct step_params *p)
 	memset(p, 0, sizeof *p);
 }
 
-uint64_t step_params_largest_tensor(const struct step_params *p)
+uint64_t step_params_largest_tensor(const struct step_params *p) { return step_params_largest_trained(p, ""); }
+
+uint64_t step_params_largest_trained(const struct step_params *p, const char *freeze)
 {
 	uint64_t max = 0;
 	for (size_t i = 0; i < p->ntensors; i++)
-		max = p->tensor[i].numel > max ? p->tensor[i].numel : max;
+		if (p->tensor[i].numel > max && !zs_freeze_tensor(p, freeze, i))
+			max = p->tensor[i].numel;
 	return max;
 }
 
@@ -668,22 +671,21 @@ struct zs_freeze_run *zs_freeze_units(const struct step_params *p, const char *s
  * not the offloaded optimizer. ZeRO-3 runs no backward for a frozen
  * module whose inputs need no grad (its output then needs none, so
  * DeepSpeed's pre-backward hook never fires: parameter_offload.py
- * 342-379); a frozen table (a lookup of ids) is such a module, and built
- * (util/ds_coord.h's no_grad_in 2). Any other (a frozen block with
- * nothing trainable before it: all-but-last:N) the engine's backward
- * would still run, so it is refused: every module before the first that
- * trains must be a table, and that one a table or its layer's first
- * module (inside a block, the branches beside it would read an input
- * needing no grad). */
+ * 342-379): a frozen table, and every module before the first that
+ * trains (util/ds_coord.h's ds_coord_grad_flow, which takes a module's
+ * input to be the previous one's output). So the first module that
+ * trains must be a table or its layer's first module: inside a block the
+ * branches beside it (llama's q, k and v) would read an input needing no
+ * grad, refused. */
 static int freeze_ds_check(const struct zs_config *c, const struct step_params *p, char **cause)
 {
-	if (c->offload != ZS_OFFLOAD_NONE)
-		return zs_fail(cause, "--freeze %s under --framework deepspeed --offload %s: not built yet (the frozen "
-		                      "parameters with ZeRO-Offload's host buffers); give --offload none", c->freeze,
-		               zs_offload_name(c->offload));
 	int zero3 = 0;
 	for (size_t i = 0; i < c->nschemes; i++)
 		zero3 |= c->schemes[i] == ZS_ZERO3;
+	if (zero3 && c->offload != ZS_OFFLOAD_NONE)
+		return zs_fail(cause, "--freeze %s under --framework deepspeed --schemes zero3 --offload %s: not built "
+		                      "yet (ZeRO-3's host partitions with frozen parameters); give --offload none, or "
+		                      "dp, zero1 or zero2", c->freeze, zs_offload_name(c->offload));
 	for (size_t x = 0; zero3 && x < p->nmodules; x++) { /* up to the first module that trains */
 		const struct step_module *md = &p->module[x];
 		int trains = 0, first = x == 0 || p->module[x - 1].layer != md->layer;

@@ -119,8 +119,11 @@ void step_params_free(struct step_params *p);
 uint64_t step_params_count(const struct zs_model *m);
 
 /* The largest parameter tensor's elements (DeepSpeed's offload sizes its
- * temporary grad buffers by it). */
+ * temporary grad buffers by it); the largest that --freeze's spec (NULL
+ * or "": none) leaves trainable (zs_freeze_tensor: the buffers are sized
+ * over the requires_grad parameters). */
 uint64_t step_params_largest_tensor(const struct step_params *p);
+uint64_t step_params_largest_trained(const struct step_params *p, const char *freeze);
 
 /* The largest nn.Module's own parameters (elements) of the Hugging Face
  * model, whose modules are not zerosim's fused ones: each part of a fused
