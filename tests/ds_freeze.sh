@@ -17,8 +17,8 @@
 #    units are 46,208, 46,208 and 65,600, gpt2-tiny's blocks 49,984) and
 #    one smaller than every unit (3000: each reduced from where it is),
 #    overlap_comm on: a covering set (101 points); ZeRO-3 (27 points,
-#    all-but-last:1 too) and ZeRO-1/2 with --offload optimizer (17); by
-#    hand: the resident against the unfrozen run, all-but-last:1's
+#    all-but-last:1 too) and --offload optimizer (ZeRO-3 7, ZeRO-1/2 17);
+#    by hand: the resident against the unfrozen run, all-but-last:1's
 #    gathers and reduce-scatters, the offloaded device and host bytes.
 # 2. Training: DeepSpeed's losses equal the paper's with the same --freeze
 #    (the same arithmetic: "The fp32 gradient partition is the reduced
@@ -81,9 +81,15 @@ fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --grad-acc
 	--ds-persist 0
 fz_agree $ds --model "$llama" --freeze all-but-last:1 --precision fp32 --grad-accum 3 --world 2,3 $z --unit layer \
 	--recompute full --ds-persist 0 --ds-reduce-bucket 3000
-# ZeRO-Offload (--offload optimizer, ZeRO-1/2): the host fp32, grad and
-# Adam partitions over the trainable elements, the temporary grad buffers
-# the largest trainable tensor's (gpt2's tied table frozen: a c_fc weight)
+# ZeRO-Offload (--offload optimizer): the host fp32, grad and Adam
+# partitions over the trainable elements (tensors, ZeRO-3), ZeRO-1/2's
+# temporary grad buffers the largest trainable tensor's (gpt2's tied table
+# frozen: a c_fc weight)
+o="--schemes zero3 --offload optimizer"
+fz_agree $ds --model "$llama" --freeze embeddings --precision mixed --world 1,2,3 $o --unit layer
+fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2,3 $o --unit layer --ds-persist 0
+fz_agree $ds --model "$llama" --freeze all-but-last:1 --precision mixed --world 2,3 $o --unit layer \
+	--recompute full --ds-reduce-bucket 3000
 o="--schemes zero1,zero2 --offload optimizer"
 fz_agree $ds --model "$llama" --freeze embeddings --precision mixed --world 1,2,3 $o --unit layer,model
 fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2,3 $o --unit layer
@@ -92,7 +98,7 @@ fz_agree $ds --model "$gpt2" --freeze embeddings --precision mixed --world 2 --s
 # (last: the files below are its)
 fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2 $s --unit layer \
 	--ds-reduce-bucket 3000
-[ "$points" -eq 145 ] || { echo "$name: $points points compared, 145 expected" >&2; exit 1; }
+[ "$points" -eq 152 ] || { echo "$name: $points points compared, 152 expected" >&2; exit 1; }
 echo "ok: $points points in $configs sweeps"
 # The files say what was frozen (docs/formats.md: config.freeze).
 for f in "$tmp/m.json" "$tmp/t.json"; do
@@ -141,6 +147,26 @@ for N in 2 3; do
 	fi
 	r=
 done
+# ZeRO-3 offloaded, N = 2 mixed: the host holds the trainable tensors' grad
+# (2), fp32 partition (4), its fp32 grad (4) and Adam (8) partitions, so
+# freezing the embedding takes 18·ceil(e/2) B off the host and nothing off
+# the device (its fp16 partition stays there).
+for f in "" "--freeze embeddings"; do
+	# shellcheck disable=SC2086
+	"$zerosim" measure $ds --model "$llama" $f --seq 16 --batch 2 --steps 1 --world 2 --schemes zero3 --unit layer \
+		--precision mixed --offload optimizer --out "$tmp/x.json" || exit 99
+	r="${r:-} $(tr -d ' \n\t' <"$tmp/x.json" | grep -o '"resident_bytes":[0-9]*' | head -1 | cut -d: -f2)"
+	r="$r $(tr -d ' \n\t' <"$tmp/x.json" | grep -o '"host_resident_bytes":\[[0-9]*' | head -1 | cut -d[ -f2)"
+done
+set -- $r
+r=
+if [ "$1" = "$3" ] && [ $(($2 - $4)) -eq $((18 * ((e + 1) / 2))) ]; then
+	echo "ok: zero3 --offload optimizer N=2: frozen embeddings host $2 - 18·ceil($e/2) = $4 B, device $1 B the same"
+else
+	echo "$name: FAIL: zero3 offloaded N=2: device $1 -> $3 B (want the same), host $2 -> $4 B" \
+		"(want 18·ceil($e/2) less)" >&2
+	status=1
+fi
 # A frozen table runs no backward under ZeRO-3 (no pre-backward hook:
 # its output needs no grad), so nothing gathers it there: step 1 (the
 # trace recorded, every module released after it runs; --ds-persist 0,
@@ -228,7 +254,7 @@ checked=0
 for model in "$gpt2" "$llama"; do
 	for freeze in embeddings blocks:0-0 all-but-last:1; do
 		for prec in fp32 mixed; do
-			for scheme in dp zero1 zero2 zero3 zero1+offload zero2+offload; do
+			for scheme in dp zero1 zero2 zero3 zero1+offload zero2+offload zero3+offload; do
 				common="--model $model --world 2 --precision $prec --seq 16 --batch 2 --steps 3 --freeze $freeze"
 				common="$common --unit layer --grad-accum 2"
 				off= k=" K=2"
@@ -253,7 +279,7 @@ for model in "$gpt2" "$llama"; do
 		done
 	done
 done
-[ "$checked" -eq 72 ] || { echo "$name: $checked comparisons, 72 expected" >&2; exit 1; }
+[ "$checked" -eq 84 ] || { echo "$name: $checked comparisons, 84 expected" >&2; exit 1; }
 common="--model $llama --world 2 --precision fp32 --seq 16 --batch 2 --steps 3 --schemes zero2 $ds"
 # shellcheck disable=SC2086
 "$zerosim" measure $common --freeze embeddings --out "$tmp/a.json" || exit 99
@@ -300,8 +326,8 @@ refused() { # PATTERN OPTIONS...
 }
 refused "schemes zero3: model.layers.0.self_attn.{q,k,v}_proj trains inside its layer" \
 	--model "$llama" --freeze 'embeddings,re:layers\.0\.input_layernorm' --world 2 --schemes zero2,zero3
-refused "schemes zero3 --offload optimizer: not built yet" --model "$llama" --freeze embeddings --world 2 \
-	--schemes zero2,zero3 --offload optimizer
+refused "schemes zero3 --offload params: not built yet" --model "$llama" --freeze embeddings --world 2 \
+	--schemes zero3 --offload params
 refused "only with --model" --freeze embeddings --world 2 --schemes zero2
 refused "not one run of the flat vector" --model "$gpt2" --freeze blocks:0-0 --unit model --world 2 --schemes zero1
 refused "some parts of the fused tensor" --model "$llama" --freeze re:q_proj --world 2 --schemes zero2

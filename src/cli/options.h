@@ -104,11 +104,11 @@ struct zs_opt {
 	"                         or off; --fsdp-no-sync S is its other name\n" \
 	"      --freeze PATTERN   --wrapper none, ddp or fsdp (1.13: whole FSDP units),\n" \
 	"                         --framework paper with --model, or deepspeed\n" \
-	"                         with --model (dp, zero1, zero2, --offload optimizer\n" \
-	"                         too; zero3 with whole layers frozen below the\n" \
-	"                         first that trains, no --offload): leave out of\n" \
-	"                         training the parameters whose Hugging Face names\n" \
-	"                         PATTERN matches, comma-separated terms:\n" \
+	"                         with --model (dp, zero1, zero2; zero3 with whole\n" \
+	"                         layers frozen below the first that trains, not\n" \
+	"                         --offload params): leave out of training the\n" \
+	"                         parameters whose Hugging Face names PATTERN\n" \
+	"                         matches, comma-separated terms:\n" \
 	"                         embeddings, blocks:A-B, all-but-last:N, re:REGEX or\n" \
 	"                         a glob (*.ln_*)\n" \
 	"      --lora-r R         --wrapper none, ddp (dp, zero1) or fsdp (1.13): LoRA\n" \

@@ -815,9 +815,10 @@ static int ds3_setup(struct zs_run *r, void **ctx, char **cause)
 	tracker_set_phase(&r->tracker, ZS_PH_SETUP);
 	/* Offloaded, the fp32 partition's .grad is a host buffer of its own,
 	 * kept for the run (initialize_optimizer_states, stage3.py 1059-1064;
-	 * _release_sub_group drops it only without offload, 1946-1947). */
+	 * _release_sub_group drops it only without offload, 1946-1947): the
+	 * trainable tensors' partitions (fp16_groups, --freeze). */
 	for (unsigned k = r->r0; k < r->r1 && c->offload != ZS_OFFLOAD_NONE; k++) {
-		size_t bytes = lo->shard * sizeof(float);
+		size_t bytes = lo->tshard * sizeof(float);
 		ds_rank(r, ds, k)->grad32 = tracker_alloc_host(&r->tracker, k, ZS_CAT_GRAD32, bytes);
 		memset(ds_rank(r, ds, k)->grad32, 0, bytes);
 	}
@@ -1117,14 +1118,14 @@ static void ds3_before_optimizer(struct zs_run *r, void *ctx)
  * CPU-to-GPU copy); host to host (--offload params) converts in place, and
  * fp32 to fp32 needs no copy. The engine's optimizer already wrote the
  * params; this is the host copy the transfer makes, rewriting the same
- * values. */
+ * values: the trainable tensors' (fp16_partitioned_groups, --freeze). */
 static void reassign_partitions(struct zs_run *r)
 {
 	const struct zs_layout *lo = &r->layout;
 	if (r->dt != ZS_F16 || params_offloaded(r))
 		return;
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		zs_half *tmp = tracker_alloc_host(&r->tracker, k, ZS_CAT_PARAM16, lo->shard * sizeof *tmp);
+		zs_half *tmp = tracker_alloc_host(&r->tracker, k, ZS_CAT_PARAM16, lo->tshard * sizeof *tmp);
 		for (size_t u = 0; u < layout_npieces(lo); u++) {
 			struct zs_slice m = layout_own(lo, ZS_BUF_MASTER, u, k), p = layout_own(lo, ZS_BUF_PARAMS, u, k);
 			zs_float_to_half_n(tmp + m.at, run_at(r, k, ZS_BUF_MASTER, m.at), m.count);

@@ -215,7 +215,7 @@ void theory_ds3_resident(const struct theory_bytes *b, const struct zs_config *c
 	base[ZS_CAT_MOMENTUM] = off ? 0 : S_t * b->momentum;
 	base[ZS_CAT_BUCKETS] = B * b->g;
 	out->host_resident_bytes = off ? S_t * (b->g + 4 + 4 + opt) + (offp ? S * b->p : 0) : 0;
-	out->host_peak_bytes = out->host_resident_bytes + (off && !offp && b->p == 2 ? S * b->p : 0);
+	out->host_peak_bytes = out->host_resident_bytes + (off && !offp && b->p == 2 ? S_t * b->p : 0);
 	out->host_resident_bytes_per_node = out->host_resident_bytes * c->ranks_per_node;
 	out->shard_elements = S;
 	out->padded_elements = (uint64_t)world * S;

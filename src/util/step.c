@@ -682,10 +682,10 @@ static int freeze_ds_check(const struct zs_config *c, const struct step_params *
 	int zero3 = 0;
 	for (size_t i = 0; i < c->nschemes; i++)
 		zero3 |= c->schemes[i] == ZS_ZERO3;
-	if (zero3 && c->offload != ZS_OFFLOAD_NONE)
-		return zs_fail(cause, "--freeze %s under --framework deepspeed --schemes zero3 --offload %s: not built "
-		                      "yet (ZeRO-3's host partitions with frozen parameters); give --offload none, or "
-		                      "dp, zero1 or zero2", c->freeze, zs_offload_name(c->offload));
+	if (zero3 && c->offload == ZS_OFFLOAD_PARAMS)
+		return zs_fail(cause, "--freeze %s under --framework deepspeed --schemes zero3 --offload params: not "
+		                      "built yet (where the frozen parameters' partitions live, outside fp16_groups); "
+		                      "give --offload optimizer or none", c->freeze);
 	for (size_t x = 0; zero3 && x < p->nmodules; x++) { /* up to the first module that trains */
 		const struct step_module *md = &p->module[x];
 		int trains = 0, first = x == 0 || p->module[x - 1].layer != md->layer;
