@@ -24,9 +24,14 @@
 #    runs, from one expert of rank 0's busiest block to its busiest expert (the sums
 #    kept, so the file is still the sweep's) makes the theory disagree;
 #  - an expert that gets no token (grad None: DeepSpeed's hook never fires
-#    for it and get_flat_partition zero-fills it) is refused by name:
-#    measure at B·T·k < E (exit 1, no file), theory under --routing worst,
-#    balanced at B·T·k < E, and a file with a zero count (exit 2, no file);
+#    for it and get_flat_partition zero-fills it) is refused by name under
+#    dp, zero1 and zero2: measure at B·T·k < E (exit 1, no file), theory
+#    under --routing worst, balanced at B·T·k < E, and a file with a zero
+#    count (exit 2, no file); under zero3 (the z3 leaf zero-fills its grad
+#    in the leaf's block) it is taken: theory --routing FILE = measure with
+#    one token a step (fp32, mixed; recompute none, full; N = 1-3; both
+#    units), and on the mixtral the starved experts' weights unmoved by
+#    Adam's first step at two learning rates, the hit ones moved;
 #    the theory's zero3 rows are the exact step ("schedule" not null, no
 #    star).
 #
@@ -106,12 +111,66 @@ refused 1 ": expert [0-9] of block 0 got no token on rank 0 at step 1: under --f
 # shellcheck disable=SC2086
 refused 2 "expert 2 of every block under --routing balanced gets no token (--schemes zero2): $starved" theory $one
 # shellcheck disable=SC2086
-refused 2 "expert 2 of every block under --routing worst gets no token (--schemes dp, zero1, zero3): $starved" \
+refused 2 "expert 2 of every block under --routing worst gets no token (--schemes dp, zero1): $starved" \
 	theory $base --schemes dp,zero1,zero3 --routing worst
-# zero3 of a mixture is DeepSpeed's own step (the z3 leaf): refused alone too
+# zero3's z3 leaf gives a starved expert torch.zeros_like before the
+# leaf's one reduce (stage3.py 1197-1205), in the leaf's grads block: taken.
+# One token (B = T = 1, k < E): every step starves E - k experts a block
+# on each rank; theory --routing FILE = measure to the byte, and the file
+# must hold a zero count (else the rows test nothing starved).
+for p in fp32 mixed; do
+	for rc in none full; do
+		c="--model $tmp/config.json --seq 1 --batch 1 --framework deepspeed --schemes zero3 --unit model,layer"
+		c="$c --steps 2 --world 1,2,3 --precision $p --recompute $rc"
+		# shellcheck disable=SC2086
+		OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q $c --out "$tmp/s.json" || { echo "$name: measure $c failed" >&2; exit 99; }
+		# shellcheck disable=SC2086
+		"$zerosim" theory $c --routing "$tmp/s.json" --out "$tmp/st.json" || { echo "$name: theory $c failed" >&2; exit 99; }
+		zeros=$(tr -d ' \n\t' <"$tmp/s.json" | grep -o '"tokens_per_expert":[][0-9,]*' | grep -c '[[,]0[],]')
+		if [ "$zeros" -gt 0 ] && "$needs" "$tmp/s.json" "$tmp/st.json" >"$tmp/out" 2>&1; then
+			echo "ok: zero3 $p recompute $rc, a starved expert in each of $zeros runs: $(head -1 "$tmp/out")"
+		else
+			fail "zero3 $p recompute $rc starved: $zeros runs with a zero count; $(cat "$tmp/out")"
+		fi
+	done
+done
 # shellcheck disable=SC2086
-refused 2 "expert 2 of every block under --routing worst gets no token (--schemes zero3): $starved" \
-	theory $base --schemes zero3 --routing worst
+"$zerosim" theory $base --schemes zero3 --routing worst --out "$tmp/w.json" ||
+	fail "theory zero3 --routing worst (starved experts) refused"
+# Numbers (the tiny mixtral, fp32, N = 1, one step, one token): a starved
+# expert's grads are zeros, so Adam's first step moves none of its weights
+# and --lr 1e-3 and 2e-3 leave them bitwise the same, while the hit ones
+# differ (each expert's w1, w2, w3 after the block's attention and router
+# in the flat vector: util/step.c's order).
+if grep -q '"mixtral"' "$tmp/config.json"; then
+	for lr in 0.001 0.002; do
+		OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/config.json" --seq 1 --batch 1 --framework deepspeed \
+			--schemes zero3 --world 1 --steps 1 --lr $lr --dump-weights "$tmp/w$lr.json" --out "$tmp/s.json" || exit 99
+	done
+	python3 - "$tmp/config.json" "$tmp/s.json" "$tmp/w0.001.json" "$tmp/w0.002.json" <<'PY' || status=1
+import json, sys
+c = json.load(open(sys.argv[1]))
+d, F, E, V = c["hidden_size"], c["intermediate_size"], c["num_local_experts"], c["vocab_size"]
+kv = c["num_key_value_heads"] * d // c["num_attention_heads"]
+cnt = json.load(open(sys.argv[2]))["runs"][0]["routing"]["tokens_per_expert"][0][0]  # rank 0, step 1
+a, b = (json.load(open(f))["weights"] for f in sys.argv[3:5])
+head = d + (d + 2 * kv) * d + d * d + d + E * d  # input_layernorm, q/k/v, o_proj, post_attention_layernorm, gate
+bad, seen = [], {0: 0, 1: 0}
+for bl, row in enumerate(cnt):
+    for e, n in enumerate(row):
+        lo = V * d + bl * (head + 3 * E * d * F) + head + e * 3 * d * F
+        same = a[lo:lo + 3 * d * F] == b[lo:lo + 3 * d * F]
+        seen[n > 0] += 1
+        if same != (n == 0):
+            bad.append("block %d expert %d (%d tokens): %s" % (bl, e, n, "unchanged" if same else "moved"))
+if bad or not seen[0] or not seen[1]:
+    print("ds_moe: FAIL: zero3's starved experts: %s (%s starved, %s hit)" % ("; ".join(bad), seen[0], seen[1]))
+    sys.exit(1)
+print("ok: zero3, one token: the %d starved experts' weights the same under --lr 1e-3 and 2e-3 (zero grads), the %d hit moved" % (seen[0], seen[1]))
+PY
+else
+	echo "ok: (the starved experts' weights are checked on the tiny mixtral only)"
+fi
 # a paper run's file with a zero count (its keys the sweep's: the scheme, unit and N are the run's own)
 python3 - "$tmp/m-fp32-none.json" "$tmp/zero.json" <<'PY' || exit 99
 import json, sys

@@ -287,7 +287,7 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 	struct theory_bytes bytes;
 	theory_bytes_per_param(req->config->precision, req->config->optimizer, &bytes);
 	for (size_t i = 0; req->config->framework == ZS_FW_DEEPSPEED && i < req->config->nschemes; i++)
-		if (theory_tfm_has_schedule(m, &req->act, &bytes))
+		if (req->config->schemes[i] != ZS_ZERO3 && theory_tfm_has_schedule(m, &req->act, &bytes)) /* zero3: below */
 			snprintf(schemes + strlen(schemes), sizeof schemes - strlen(schemes), "%s%s", schemes[0] ? ", " : "",
 			         zs_scheme_name(req->config->schemes[i]));
 	if (schemes[0] && theory_routing_starved(r, m, BT, starved, sizeof starved))

@@ -537,12 +537,15 @@ static void record_routing(struct zs_run *r, unsigned k, unsigned t)
 			memcpy(to + E * b++, run_rank(r, k)->t[m->layer[l].moe[STEP_MOE_COUNTS]], E * sizeof *to);
 }
 
-/* Under DeepSpeed an expert that got no token is outside what the step
- * follows (ZS_MOE_STARVED): -1 with *cause naming the first, or 0. */
-static int starved_expert(const struct zs_run *r, char **cause)
+/* Under DeepSpeed's dp, ZeRO-1 and ZeRO-2 an expert that got no token is
+ * outside what the step follows (ZS_MOE_STARVED; ZeRO-3's z3 leaf
+ * zero-fills its grad, scheme_deepspeed.c): -1 with *cause naming the
+ * first, or 0. */
+static int starved_expert(const struct zs_run *r, enum zs_scheme scheme, char **cause)
 {
 	size_t E = r->routing_experts, L = r->routing_blocks, S = r->config->steps;
-	for (unsigned k = r->r0; r->config->framework == ZS_FW_DEEPSPEED && k < r->r1 && r->routing != NULL; k++)
+	int refused = r->config->framework == ZS_FW_DEEPSPEED && scheme != ZS_ZERO3;
+	for (unsigned k = r->r0; refused && k < r->r1 && r->routing != NULL; k++)
 		for (size_t i = 0; i < S * L * E; i++)
 			if (r->routing[(size_t)k * S * L * E + i] == 0)
 				return zs_fail(cause, "%s: expert %zu of block %zu got no token on rank %u at step %zu: "
@@ -1347,7 +1350,7 @@ int engine_run(const struct zs_config *c, enum zs_scheme scheme, unsigned world,
 	tracker_sync(&r->tracker);
 	gather_records(r, c->steps, os_peak, &rec);
 	collect(r, opt, &rec, res);
-	int starved = starved_expert(r, cause);
+	int starved = starved_expert(r, scheme, cause);
 	res->routing = r->routing;
 	res->routing_blocks = r->routing_blocks;
 	res->routing_experts = r->routing_experts;

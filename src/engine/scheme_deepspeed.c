@@ -1045,6 +1045,11 @@ static int ds3_module(struct zs_run *r, void *ctx, size_t l, size_t s, enum zs_p
 			off = ts->tn > 0 && off == SIZE_MAX ? ts->off : off;
 			n += ts->tn;
 		}
+		/* (a z3 leaf's: an expert that got no token has no grad, and
+		 * reduce_leaf_module_grads gives it torch.zeros_like before the
+		 * leaf's one reduce, stage3.py 1197-1205; the leaf's kernels
+		 * zero every grad of the block first, tfm_net.c moe_bwd_leaf,
+		 * so its grads here are those zeros, in the block's bytes) */
 		run_alloc_full(r, ZS_BUF_FULL_GRADS, off, n);
 	}
 	return 1;

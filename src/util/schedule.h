@@ -114,13 +114,15 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
 /* Whether the PyTorch step's theory takes a mixture of this model_type
  * (one of ZS_MOE_TORCH_FAMILIES's words). */
 int zs_moe_torch_takes(const char *model_type);
-/* Under DeepSpeed an expert that gets no token is refused, measured or
- * predicted, in this sentence (docs/schedule.md, "Mixtures of experts"). */
+/* Under DeepSpeed's dp, ZeRO-1 and ZeRO-2 an expert that gets no token is
+ * refused, measured or predicted, in this sentence (docs/schedule.md,
+ * "Mixtures of experts"); ZeRO-3's z3 leaf zero-fills its grad before the
+ * leaf's one reduce, as a block of the leaf's grads holds it: built. */
 #define ZS_MOE_STARVED                                                                                        \
 	"under --framework deepspeed its grad stays None, so DeepSpeed's reduce hook never fires for it and "  \
-	"it zero-fills a grad of its own apart (stage_1_and_2.py get_flat_partition; engine.py for dp; "     \
-	"stage3.py reduce_leaf_module_grads for zero3's leaf), which "                                     \
-	"zerosim does not follow (give more tokens: --batch, --seq)"
+	"it zero-fills a grad of its own apart (stage_1_and_2.py get_flat_partition; engine.py for dp), "   \
+	"which zerosim does not follow (give more tokens: --batch, --seq; or --schemes zero3, whose z3 leaf " \
+	"zero-fills it before its one reduce)"
 enum { ZS_MOE_MPI = 1, ZS_MOE_ALLOCATOR = 2, ZS_MOE_CASE = 4, ZS_MOE_FLASH = 8, ZS_MOE_THEORY = 16 };
 void zs_moe_scope(const struct zs_config *c, const char *model_type, unsigned flags, char *what, size_t n);
 
