@@ -240,14 +240,18 @@ uint64_t *theory_units_list(const struct step_params *p, enum zs_unit unit, size
 	return units;
 }
 
-void theory_schedule_states(struct theory_schedule *out, const uint64_t *n, const struct theory_bytes *b,
-                            enum zs_scheme scheme, unsigned world, struct theory_states *st)
+void theory_schedule_states(struct theory_schedule *out, const uint64_t *n, const uint64_t *t,
+                            const struct theory_bytes *b, enum zs_scheme scheme, unsigned world,
+                            struct theory_states *st)
 {
-	struct theory_unit_run *runs = zs_calloc(out->nunits > 0 ? out->nunits : 1, sizeof *runs);
+	size_t m = out->nunits > 0 ? out->nunits : 1;
+	struct theory_unit_run *runs = zs_calloc(2 * m, sizeof *runs);
 
-	for (size_t u = 0; u < out->nunits; u++)
+	for (size_t u = 0; u < out->nunits; u++) {
 		runs[u] = (struct theory_unit_run){ n[u], 1 };
-	theory_states(runs, out->nunits, b, scheme, world, st);
+		runs[m + u] = (struct theory_unit_run){ t != NULL ? t[u] : n[u], 1 };
+	}
+	theory_states_trained(runs, runs + m, out->nunits, b, scheme, world, st);
 	free(runs);
 	out->params = st->params;
 	out->shard_elements = st->shard_elements;

@@ -168,9 +168,11 @@ uint64_t theory_max_batch(uint64_t fixed, uint64_t per_batch, double usable);
 uint64_t theory_params(const struct theory_shape *s);
 
 /* The model states of the units n[0..out->nunits) into out: everything
- * but the peak; st gets theory_states' figures. */
-void theory_schedule_states(struct theory_schedule *out, const uint64_t *n, const struct theory_bytes *b,
-                            enum zs_scheme scheme, unsigned world, struct theory_states *st);
+ * but the peak; st gets theory_states_trained's figures, t[u] each
+ * unit's trainable elements (--freeze; NULL: all of them). */
+void theory_schedule_states(struct theory_schedule *out, const uint64_t *n, const uint64_t *t,
+                            const struct theory_bytes *b, enum zs_scheme scheme, unsigned world,
+                            struct theory_states *st);
 
 /* The units of a description's parameters p under `--unit`: unit=model
  * the whole flat vector, unit=layer each layer that holds tensors (a tied
