@@ -247,6 +247,7 @@ fi
 # them) at the fp16 partitions' 2 B, 24 of the trainable tensors at
 # 2 + 4 + 8 B: (26·2 + 24·14)/3 = 129.333 B a rank.
 fz_padding deepspeed dp,zero1,zero2,zero3 "0.000 14.000 14.000 129.333"
+fz_level deepspeed
 
 # 2. The losses against the paper's, bitwise (three each).
 losses() { tr -d ' \n\t' <"$1" | grep -o '"losses":\[[^]]*\]' | head -1; }

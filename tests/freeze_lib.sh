@@ -17,8 +17,14 @@
 # fz_padding FRAMEWORK SCHEMES EXPECTED: theory's schedule.padding_bytes
 #   for llama-tiny, frozen embeddings, unit = layer, N = 3, mixed, each
 #   scheme's to 0.001 the space-separated EXPECTED (docs/formats.md); and
-#   its text says the model states and the paper level are the unfrozen
-#   model's.
+#   its text says the model states and the paper level are the frozen
+#   run's.
+# fz_level FRAMEWORK: the paper level (theory.json's peak: resident, full
+#   grads, gathered params) of llama-tiny, frozen embeddings, unit = layer,
+#   N = 3, mixed, Adam, every scheme, against a count by hand from the
+#   units (fz_units' $units: the embedding frozen, t_u = n_u elsewhere):
+#   p over every n_u, g and k over the t_u (docs/schedule.md, "The paper
+#   level under --freeze"), the same under every framework.
 # POSIX sh, as the tests.
 agree=$top/tests/json_agree
 [ -x "$agree" ] || { echo "$name: $agree is not built" >&2; exit 99; }
@@ -120,6 +126,32 @@ fz_padding() {
 		echo "$name: FAIL: $1 $2 --freeze embeddings N=3 mixed: schedule padding_bytes '$got', by hand '$3'" >&2
 		status=1
 	fi
-	grep -q "^(--freeze embeddings: the model states, the paper level and its parts.* are the unfrozen model's" \
-		"$tmp/p.txt" || { echo "$name: FAIL: $1's text does not say what is the unfrozen model's" >&2; status=1; }
+	grep -q "^(--freeze embeddings: .* the model states, the paper level and its parts.* are the frozen run's" \
+		"$tmp/p.txt" || { echo "$name: FAIL: $1's text does not say what is the frozen run's" >&2; status=1; }
+}
+
+fz_level() {
+	[ -n "${units:-}" ] || fz_units
+	"$zerosim" theory --framework "$1" --schemes dp,zero1,zero2,zero3 --model "$llama" --freeze embeddings \
+		--unit layer --world 3 --precision mixed --seq 16 --batch 2 --out "$tmp/l.json" || exit 99
+	# per scheme: the peak's resident_bytes, full_grads_bytes, gathered_params_bytes
+	got=$(python3 -c 'import json, sys
+for r in json.load(open(sys.argv[1]))["rows"]:
+    p = r["peak"]
+    print(p["resident_bytes"], p["full_grads_bytes"], p["gathered_params_bytes"], end=" ")' "$tmp/l.json") || exit 99
+	# by hand: Ψ, S = Σ ceil(n_u/3); Ψ_t, S_t over the units after the
+	# embedding; p = 2, g = 2, k = 12 (fp32 master 4, Adam 8)
+	want=$(echo "$units" | tr ',' '\n' | awk '{ n[NR] = $1 } END {
+		for (u = 1; u <= NR; u++) {
+			c = int((n[u] + 2) / 3); P += n[u]; S += c; if (n[u] > L) L = n[u]
+			if (u > 1) { T += n[u]; St += c; if (n[u] > Lt) Lt = n[u] } }
+		printf "%d 0 0 %d 0 0 %d %d 0 %d %d %d ", 2*P + 14*T, 2*P + 2*T + 12*St, 2*P + 14*St, 2*T,
+			2*S + 14*St, 2*Lt, 2*L }')
+	if [ "$got" = "$want" ]; then
+		echo "ok: $1 paper level, llama-tiny --freeze embeddings N=3 mixed (resident, full grads, gathered" \
+			"of dp zero1 zero2 zero3): $got(by hand)"
+	else
+		echo "$name: FAIL: $1 paper level, --freeze embeddings N=3 mixed: '$got', by hand '$want'" >&2
+		status=1
+	fi
 }

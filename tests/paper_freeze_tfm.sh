@@ -52,6 +52,7 @@ fz_agree --model "$gpt2" --freeze blocks:0-0 --precision fp32 --grad-accum 2 --w
 # elements; the trainable ones' 3 are 1 element per rank at k = 12 (zero1)
 # or g + k = 14, zero3's params all 5, 5/3 at p = 2, beside them.
 fz_padding paper dp,zero1,zero2,zero3 "0.000 12.000 14.000 17.333"
+fz_level paper
 # The files say what was frozen (docs/formats.md: config.freeze).
 for f in "$tmp/m.json" "$tmp/t.json"; do
 	tr -d ' \n\t' <"$f" | grep -q '"freeze":"blocks:0-0"' ||

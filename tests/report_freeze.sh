@@ -159,6 +159,18 @@ rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "config.freeze without trainable_params" "$tmp/err" ||
 	fail "an older frozen theory.json (exit $rc): $(cat "$tmp/err")"
 [ -e "$tmp/old/diff.json" ] && fail "a refused report wrote diff.json"
+# the paper level's Ψ_t (peak.trainable_params): a frozen file of a zerosim
+# whose paper level counted every parameter as trained has none
+python3 -c 'import json, sys
+t = json.load(open(sys.argv[1]))
+for r in t["rows"]:
+    del r["peak"]["trainable_params"]
+json.dump(t, open(sys.argv[2], "w"))' "$tmp/paper-t.json" "$tmp/old2-t.json" || exit 99
+report --transformer "$tmp/old2-t.json" --out "$tmp/old2"
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "config.freeze without peak.trainable_params" "$tmp/err" ||
+	fail "a frozen theory.json with an unfrozen paper level (exit $rc): $(cat "$tmp/err")"
+[ -e "$tmp/old2/diff.json" ] && fail "a refused report wrote diff.json"
 # trainable_params is Ψ_t of config.freeze over config.model's shape
 # (util/step.h's zs_freeze_trained): one edited by hand, or a pattern
 # edited under it, is refused in one line naming the file and both counts

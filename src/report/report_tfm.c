@@ -283,6 +283,19 @@ static int read_row(const cJSON *row, const char *where, void *rp, void *ctx, ch
 	                          cause) < 0 ||
 	    read_terms(peak, at, m, r, cause) < 0)
 		return -1;
+	/* a frozen run's paper level over Ψ_t (docs/formats.md): an older
+	 * zerosim's counted every parameter as trained */
+	if (m->freeze[0]) {
+		double pt;
+		if (cJSON_GetObjectItemCaseSensitive(peak, "trainable_params") == NULL)
+			return zs_fail(cause, "%s: config.freeze without peak.trainable_params: a theory.json of an older "
+			               "zerosim, whose paper level counts every parameter as trained; run zerosim theory "
+			               "again", at);
+		if (read_uint(peak, "trainable_params", at, &pt, cause) < 0)
+			return -1;
+		if (pt != m->trained)
+			return zs_fail(cause, "%s: trainable_params %.0f is not the file's %.0f", at, pt, m->trained);
+	}
 	r->run.floor[REPORT_PEAK] = r->run.floor[REPORT_RESIDENT]; /* as the MLP's: the paper counts no transients */
 	r->run.measured[REPORT_COMM] = r->run.schedule[REPORT_COMM] = -1;
 	const cJSON *sc = cJSON_GetObjectItemCaseSensitive(row, "schedule");
@@ -1059,10 +1072,10 @@ static void frozen_tex(const struct report_tfm_model *m, struct zs_buf *b)
 	              "bytes, sharded as the scheme shards params, and no $g$, no $k$: DP $p\\Psi + (g+k)\\Psi_t$, "
 	              "ZeRO-1 $p\\Psi + g\\Psi_t + k\\Psi_t/N$, ZeRO-2 $p\\Psi + (g+k)\\Psi_t/N$, ZeRO-3 "
 	              "$(p\\Psi + (g+k)\\Psi_t)/N$. The paper level's columns (padding, gathered params, full "
-	              "grads, peak, and so peak / floor) count every parameter as trained%s; the schedule and the "
-	              "measurement are the frozen run's.", 100 * m->trained / m->params,
-	              strcmp(m->framework, "paper") != 0 ? " (the framework's departures from that level, after "
-	              "this paragraph, include what freezing saves)" : "");
+	              "grads, peak, and so peak / floor) are the frozen run's too, its grads and optimizer state "
+	              "over each unit's trainable elements%s; so are the schedule and the measurement.", 100 * m->trained / m->params,
+	              strcmp(m->framework, "paper") != 0 ? " (the framework's departures from that level follow "
+	              "this paragraph)" : "");
 	for (int s = 0; s < ZS_NSCHEMES; s++) {
 		const struct report_tfm_row *r = report_tfm_find(m, (enum zs_scheme)s, w, u);
 		struct report_point pt[2];

@@ -144,59 +144,82 @@ void theory_states(const struct theory_unit_run *units, size_t nruns,
                    const struct theory_bytes *b, enum zs_scheme scheme,
                    unsigned world, struct theory_states *out)
 {
-	uint64_t n = world, psi = 0, sharded = 0;
+	theory_states_trained(units, NULL, nruns, b, scheme, world, out);
+}
+
+/* The elements of runs[0..nruns): Ψ = Σ n·count, S = Σ ceil(n/N)·count,
+ * the largest n. */
+static void runs_sum(const struct theory_unit_run *runs, size_t nruns, uint64_t n, uint64_t *psi, uint64_t *shard,
+                     uint64_t *largest)
+{
+	*psi = *shard = *largest = 0;
+	for (size_t u = 0; u < nruns; u++) {
+		*psi += runs[u].elements * runs[u].count;
+		*shard += (runs[u].elements + n - 1) / n * runs[u].count;
+		if (runs[u].count > 0 && runs[u].elements > *largest)
+			*largest = runs[u].elements;
+	}
+}
+
+void theory_states_trained(const struct theory_unit_run *units, const struct theory_unit_run *trained,
+                           size_t nruns, const struct theory_bytes *b, enum zs_scheme scheme, unsigned world,
+                           struct theory_states *out)
+{
+	uint64_t n = world, psi, psi_t, S_t, largest_t;
 	int mixed = b->master != 0;
 
 	*out = (struct theory_states){0};
 	/* Padding of each unit to a multiple of N. */
-	for (size_t u = 0; u < nruns; u++) {
-		psi += units[u].elements * units[u].count;
-		out->shard_elements += (units[u].elements + n - 1) / n * units[u].count;
-		if (units[u].count > 0 && units[u].elements > out->largest_unit)
-			out->largest_unit = units[u].elements;
-	}
+	runs_sum(units, nruns, n, &psi, &out->shard_elements, &out->largest_unit);
+	runs_sum(trained != NULL ? trained : units, nruns, n, &psi_t, &S_t, &largest_t);
 	out->params = psi;
+	out->trained = psi_t;
 	out->padded_elements = n * out->shard_elements;
 
-	/* Resident model state: the scheme's row of zs_shards. At N = 1,
-	 * S = Ψ and all schemes coincide. */
+	/* Resident model state: the scheme's row of zs_shards, the params
+	 * over the n_u, the grads and the optimizer state over the t_u. At
+	 * N = 1, S = Ψ and all schemes coincide. */
 	uint64_t S = out->shard_elements, held[ZS_NSTATES];
 	const uint64_t bytes[ZS_NSTATES] = {b->p, b->g, b->k};
+	double pad = 0;
 	for (int st = 0; st < ZS_NSTATES; st++) {
-		int shard = zs_shards[scheme][st] == ZS_SHARD;
-		held[st] = shard ? S : psi;
-		sharded += shard ? bytes[st] : 0;
+		int shard = zs_shards[scheme][st] == ZS_SHARD, all = st == ZS_STATE_PARAMS;
+		held[st] = shard ? (all ? S : S_t) : (all ? psi : psi_t);
+		pad += shard ? (double)((all ? out->padded_elements - psi : n * S_t - psi_t) * bytes[st]) : 0;
 	}
 	resident(out->resident_breakdown, b, mixed, held[ZS_STATE_PARAMS], held[ZS_STATE_GRADS],
 	         held[ZS_STATE_OPTIM]);
 	for (int c = 0; c < ZS_NCATS; c++)
 		out->resident_bytes += out->resident_breakdown[c];
-	out->padding_bytes = (double)((out->padded_elements - psi) * sharded) / (double)n;
+	out->padding_bytes = pad / (double)n;
 
-	/* The transients alive at the peak (docs/schedule.md, "Peak"). */
+	/* The transients alive at the peak (docs/schedule.md, "Peak"): the
+	 * grads of the trained elements only. */
 	if (n > 1 && scheme == ZS_ZERO2) {
-		out->full_grads = psi * b->g;
+		out->full_grads = psi_t * b->g;
 	} else if (n > 1 && scheme == ZS_ZERO3) {
 		/* unit=model: largest = Ψ; unit=layer: the largest unit. */
 		out->gathered_params = out->largest_unit * b->p;
-		out->full_grads = out->largest_unit * b->g;
+		out->full_grads = largest_t * b->g;
 	}
 
-	/* Communication: f·P = (N-1)·S elements per collective pass. */
-	uint64_t pass = (n - 1) * S;
+	/* Communication: f·P = (N-1)·S elements per collective pass; the
+	 * grads reduced, zero1/zero2's params gathered over the trained
+	 * shard, zero3's params gathered over every unit. */
+	uint64_t pass = (n - 1) * S, pass_t = (n - 1) * S_t;
 	switch (scheme) {
 	case ZS_DP:
-		out->comm_bytes = 2 * pass * b->g;
-		out->comm_elements = 2 * pass;
+		out->comm_bytes = 2 * pass_t * b->g;
+		out->comm_elements = 2 * pass_t;
 		break;
 	case ZS_ZERO1:
 	case ZS_ZERO2:
-		out->comm_bytes = pass * (b->g + b->p);
-		out->comm_elements = 2 * pass;
+		out->comm_bytes = pass_t * (b->g + b->p);
+		out->comm_elements = 2 * pass_t;
 		break;
 	case ZS_ZERO3:
-		out->comm_bytes = pass * (2 * b->p + b->g);
-		out->comm_elements = 3 * pass;
+		out->comm_bytes = pass * 2 * b->p + pass_t * b->g;
+		out->comm_elements = 2 * pass + pass_t;
 		break;
 	case ZS_NSCHEMES:
 		abort();
@@ -217,14 +240,18 @@ uint64_t *theory_units_list(const struct step_params *p, enum zs_unit unit, size
 	return units;
 }
 
-void theory_schedule_states(struct theory_schedule *out, const uint64_t *n, const struct theory_bytes *b,
-                            enum zs_scheme scheme, unsigned world, struct theory_states *st)
+void theory_schedule_states(struct theory_schedule *out, const uint64_t *n, const uint64_t *t,
+                            const struct theory_bytes *b, enum zs_scheme scheme, unsigned world,
+                            struct theory_states *st)
 {
-	struct theory_unit_run *runs = zs_calloc(out->nunits > 0 ? out->nunits : 1, sizeof *runs);
+	size_t m = out->nunits > 0 ? out->nunits : 1;
+	struct theory_unit_run *runs = zs_calloc(2 * m, sizeof *runs);
 
-	for (size_t u = 0; u < out->nunits; u++)
+	for (size_t u = 0; u < out->nunits; u++) {
 		runs[u] = (struct theory_unit_run){ n[u], 1 };
-	theory_states(runs, out->nunits, b, scheme, world, st);
+		runs[m + u] = (struct theory_unit_run){ t != NULL ? t[u] : n[u], 1 };
+	}
+	theory_states_trained(runs, runs + m, out->nunits, b, scheme, world, st);
 	free(runs);
 	out->params = st->params;
 	out->shard_elements = st->shard_elements;
@@ -342,7 +369,8 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 	theory_floor_trained(psi, psi_t, scheme, world, &s.bytes, &r->floor);
 	theory_floor_accum(psi, psi_t, scheme, world, &s.bytes, req->config->grad_accum, &r->floor);
 	if (req->model != NULL) {
-		theory_peak_of(req->model, &d->params, &req->act, &s.bytes, b, scheme, unit, world, &r->peak);
+		theory_peak_of(req->model, &d->params, &req->act, &s.bytes, req->config->freeze, b, scheme, unit, world,
+		               &r->peak);
 		/* the PyTorch step (--wrapper none, ddp, fsdp) describes SDPA's
 		 * kernels itself (util/autograd.c, theory_autograd_check passed),
 		 * whether --attn sdpa was given or is 2.x's default */

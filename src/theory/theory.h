@@ -135,6 +135,7 @@ struct theory_unit_run {
 
 struct theory_states {
 	uint64_t params;                /* Ψ = Σ elements·count */
+	uint64_t trained;               /* Ψ_t (theory_states_trained; Ψ without) */
 	uint64_t largest_unit;          /* max n_u */
 	uint64_t shard_elements;        /* S = Σ ceil(n_u / N) */
 	uint64_t padded_elements;       /* P = N·S */
@@ -149,6 +150,13 @@ struct theory_states {
 void theory_states(const struct theory_unit_run *units, size_t nruns,
                    const struct theory_bytes *b, enum zs_scheme scheme,
                    unsigned world, struct theory_states *out);
+/* As theory_states, with the grads and the optimizer state (and their
+ * transients, padding and comm) over trained[u].elements of each run
+ * (--freeze: its trainable elements; NULL: every element), the params
+ * over units[u]'s: docs/schedule.md, "The paper level under --freeze". */
+void theory_states_trained(const struct theory_unit_run *units, const struct theory_unit_run *trained,
+                           size_t nruns, const struct theory_bytes *b, enum zs_scheme scheme, unsigned world,
+                           struct theory_states *out);
 
 /* The largest micro-batch b with fixed + b·per_batch <= usable bytes, 0
  * when even b = 1 does not fit (or per_batch is 0). Exact: whole bytes,
@@ -160,9 +168,11 @@ uint64_t theory_max_batch(uint64_t fixed, uint64_t per_batch, double usable);
 uint64_t theory_params(const struct theory_shape *s);
 
 /* The model states of the units n[0..out->nunits) into out: everything
- * but the peak; st gets theory_states' figures. */
-void theory_schedule_states(struct theory_schedule *out, const uint64_t *n, const struct theory_bytes *b,
-                            enum zs_scheme scheme, unsigned world, struct theory_states *st);
+ * but the peak; st gets theory_states_trained's figures, t[u] each
+ * unit's trainable elements (--freeze; NULL: all of them). */
+void theory_schedule_states(struct theory_schedule *out, const uint64_t *n, const uint64_t *t,
+                            const struct theory_bytes *b, enum zs_scheme scheme, unsigned world,
+                            struct theory_states *st);
 
 /* The units of a description's parameters p under `--unit`: unit=model
  * the whole flat vector, unit=layer each layer that holds tensors (a tied
@@ -452,9 +462,11 @@ struct theory_peak {
 void theory_tfm_peak(const struct zs_model *m, const struct theory_act_opts *o,
                        const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
                        enum zs_unit unit, unsigned world, struct theory_peak *out);
-/* The same from m's parameters p (its description's). */
+/* The same from m's parameters p (its description's), under --freeze
+ * (freeze non-empty) with the grads and the optimizer state over each
+ * unit's trainable elements (theory_states_trained). */
 void theory_peak_of(const struct zs_model *m, const struct step_params *p, const struct theory_act_opts *o,
-                    const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme, enum zs_unit unit,
+                    const struct theory_bytes *b, const char *freeze, uint64_t batch, enum zs_scheme scheme, enum zs_unit unit,
                     unsigned world, struct theory_peak *out);
 
 /* The exact schedule level for zerosim's own transformer (the engine's

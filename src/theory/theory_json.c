@@ -264,6 +264,8 @@ static void peak_json(cJSON *row, const struct theory_request *req, const struct
 		if (u.head > 0)
 			push_num(units, (double)u.head);
 	}
+	if (req->config->freeze[0]) /* the paper level's Ψ_t (docs/formats.md) */
+		num(o, "trainable_params", (double)st->trained);
 	num(o, "largest_unit", (double)st->largest_unit);
 	num(o, "shard_elements", (double)st->shard_elements);
 	num(o, "padded_elements", (double)st->padded_elements);

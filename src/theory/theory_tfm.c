@@ -147,22 +147,49 @@ void theory_tfm_peak(const struct zs_model *m, const struct theory_act_opts *o,
 	struct step_params p;
 
 	step_params_build(&p, m);
-	theory_peak_of(m, &p, o, b, batch, scheme, unit, world, out);
+	theory_peak_of(m, &p, o, b, NULL, batch, scheme, unit, world, out);
 	step_params_free(&p);
 }
 
+/* --freeze at the paper level: each unit's elements and its trainable
+ * ones (util/step.h's zs_freeze_tensor, the tensors theory.json's
+ * trainable_params counts), one run a unit: the description's layers for
+ * unit=layer (those with parameters, theory_units_list's), the whole for
+ * unit=model. Returns the number of runs. */
+static size_t frozen_runs(const struct step_params *p, const char *freeze, enum zs_unit unit,
+                          struct theory_unit_run *runs, struct theory_unit_run *trained)
+{
+	size_t n = 0;
+	for (size_t l = 0; l < p->nlayers; l++) {
+		const struct step_layer *ly = &p->layer[l];
+		if (unit == ZS_UNIT_LAYER ? ly->numel > 0 : n == 0)
+			runs[n] = trained[n] = (struct theory_unit_run){ 0, 1 }, n++;
+		if (n == 0)
+			continue;
+		runs[n - 1].elements += ly->numel;
+		for (size_t i = ly->first; i < ly->first + ly->n; i++)
+			if (!zs_freeze_tensor(p, freeze, i))
+				trained[n - 1].elements += p->tensor[i].numel;
+	}
+	return n;
+}
+
 void theory_peak_of(const struct zs_model *m, const struct step_params *p, const struct theory_act_opts *o,
-                    const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme, enum zs_unit unit,
-                    unsigned world, struct theory_peak *out)
+                    const struct theory_bytes *b, const char *freeze, uint64_t batch, enum zs_scheme scheme,
+                    enum zs_unit unit, unsigned world, struct theory_peak *out)
 {
 	struct theory_units u;
-	struct theory_unit_run runs[3];
+	struct theory_unit_run runs[3], *fr = NULL, *ft = NULL;
 	size_t n = 0;
 	uint64_t one[THEORY_NACTS];
 
 	*out = (struct theory_peak){0};
 	theory_units_of(p, &u);
-	if (unit == ZS_UNIT_MODEL) {
+	if (freeze != NULL && freeze[0]) {
+		fr = zs_calloc(p->nlayers + 1, sizeof *fr);
+		ft = zs_calloc(p->nlayers + 1, sizeof *ft);
+		n = frozen_runs(p, freeze, unit, fr, ft);
+	} else if (unit == ZS_UNIT_MODEL) {
 		runs[n++] = (struct theory_unit_run){ u.embeddings + u.layers * u.block + u.head, 1 };
 	} else {
 		runs[n++] = (struct theory_unit_run){ u.embeddings, 1 };
@@ -170,7 +197,9 @@ void theory_peak_of(const struct zs_model *m, const struct step_params *p, const
 		if (u.head > 0)
 			runs[n++] = (struct theory_unit_run){ u.head, 1 };
 	}
-	theory_states(runs, n, b, scheme, world, &out->states);
+	theory_states_trained(fr != NULL ? fr : runs, ft, n, b, scheme, world, &out->states);
+	free(fr);
+	free(ft);
 	out->activations = theory_activations(m, o, batch, out->act);
 	out->activations_per_sequence = theory_activations(m, o, 1, one);
 

@@ -1159,38 +1159,6 @@ static size_t frozen_units(struct frozen *f, const struct step_params *p, const 
 	return n;
 }
 
-/* Redo out's resident state and comm with the grads and the optimizer
- * state over the t_u, the params over the n_u: the params' categories of
- * the paper's row over the units as they are, every other category over
- * the trainable elements; the grads reduced and zero1/zero2's params
- * gathered over them, zero3's params gathered over every unit. */
-static void freeze_states(struct frozen *f, const struct step_params *p, const char *spec,
-                          const struct theory_bytes *b, enum zs_scheme scheme, enum zs_unit unit, unsigned world,
-                          struct theory_schedule *out)
-{
-	size_t n = frozen_units(f, p, spec, scheme == ZS_ZERO3 && world > 1, unit, world, out->nunits);
-	struct theory_schedule t = {.nunits = n};
-	struct theory_states st;
-	theory_schedule_states(&t, f->trained, b, scheme, world, &st);
-	out->resident_bytes = 0;
-	for (int c = 0; c < ZS_NCATS; c++) {
-		if (c != ZS_CAT_PARAM16 && c != ZS_CAT_PARAM32)
-			out->resident_breakdown[c] = t.resident_breakdown[c];
-		out->resident_bytes += out->resident_breakdown[c];
-	}
-	uint64_t pass = (uint64_t)(world - 1) * out->shard_elements, pass_t = (uint64_t)(world - 1) * f->tshard;
-	out->comm_bytes = scheme == ZS_DP ? 2 * pass_t * b->g
-	                : scheme == ZS_ZERO3 ? 2 * pass * b->p + pass_t * b->g
-	                                     : pass_t * (b->g + b->p);
-	out->comm_elements = scheme == ZS_DP ? 2 * pass_t : scheme == ZS_ZERO3 ? 2 * pass + pass_t : 2 * pass_t;
-	/* the padding the resident state holds (docs/formats.md): the grads'
-	 * and the optimizer state's over the t_u, zero3's params' over the n_u */
-	out->padding_bytes = t.padding_bytes;
-	if (scheme == ZS_ZERO3)
-		out->padding_bytes += (double)(out->padded_elements - out->params - (t.padded_elements - t.params)) /
-		                      world * (double)b->p;
-}
-
 /* theory_walk_schedule, and with tr its trace (only where
  * theory_walk_trace says it is covered). */
 static void walk_schedule(const struct theory_desc *d, const struct theory_bytes *b, const struct zs_config *c,
@@ -1233,7 +1201,7 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		 * at N = 1 gathers (casts) only in mixed. */
 		if (mixed)
 			theory_bytes_per_param(ZS_FP32, c->optimizer, &rb);
-		theory_schedule_states(out, units, &rb, ZS_ZERO3, world, &sts);
+		theory_schedule_states(out, units, NULL, &rb, ZS_ZERO3, world, &sts);
 		ev.gp = N > 1 || mixed ? b->p : 0;
 		ev.fg = N > 1 || mixed ? b->g : 0;
 		ev.keep_all = N > 1 && scheme == ZS_ZERO2;
@@ -1247,7 +1215,7 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		 * collectives, its own resident state; backward holds the reduce
 		 * buckets and the full grads (ZeRO-1 the model's, ZeRO-2 a
 		 * unit's at a time), at every N; step() its buffers. */
-		theory_schedule_states(out, units, b, ZS_ZERO2, world, &sts);
+		theory_schedule_states(out, units, NULL, b, ZS_ZERO2, world, &sts);
 		if (c->freeze[0]) { /* --freeze: the trainable elements partitioned, sent (docs/schedule.md) */
 			frozen_units(&frozen, p, c->freeze, 0, unit, world, out->nunits);
 			uint64_t pass_t = (uint64_t)(world - 1) * frozen.tshard;
@@ -1267,9 +1235,11 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		if (scheme == ZS_ZERO1 && c->grad_accum > 1)
 			ds_keep_events(&ev, b, c);
 	} else {
-		theory_schedule_states(out, units, b, scheme, world, &sts);
-		if ((fw == ZS_FW_PAPER || fw == ZS_FW_DEEPSPEED) && c != NULL && c->freeze[0]) /* DeepSpeed's dp: the paper's */
-			freeze_states(&frozen, p, c->freeze, b, scheme, unit, world, out);
+		/* --freeze: the params over the n_u, the grads and the optimizer
+		 * state over the t_u (DeepSpeed's dp: the paper's) */
+		if ((fw == ZS_FW_PAPER || fw == ZS_FW_DEEPSPEED) && c != NULL && c->freeze[0])
+			frozen_units(&frozen, p, c->freeze, scheme == ZS_ZERO3 && world > 1, unit, world, out->nunits);
+		theory_schedule_states(out, units, frozen.trained, b, scheme, world, &sts);
 		ev.trained = frozen.trained;
 		if (N > 1 && scheme == ZS_ZERO3)
 			ev.gp = b->p, ev.fg = b->g;
