@@ -317,7 +317,7 @@ static int moe_run_check(const struct zs_config *c, int mpi, int allocator, int 
 	if (tr == NULL || tr->dims.experts == 0)
 		return 0;
 	char what[96];
-	zs_moe_scope(c, NULL, (mpi ? ZS_MOE_MPI : 0) | (allocator ? ZS_MOE_ALLOCATOR : 0) |
+	zs_moe_scope(c, tr->hf.model_type, (mpi ? ZS_MOE_MPI : 0) | (allocator ? ZS_MOE_ALLOCATOR : 0) |
 	             (with_case ? ZS_MOE_CASE : 0), what, sizeof what);
 	if (what[0] == '\0')
 		return 0;
@@ -409,7 +409,17 @@ static int plain_step_check(const struct zs_config *c, char **cause)
 	struct ag_step s;
 	step_params_build(&p, &c->tfm->hf);
 	ag_options_from_config(&o, c, 1, c->tfm->seq);
+	/* a mixture's list needs a routing: its run finds the values' own
+	 * (ag_exec_tfm_run); a balanced one stands for it here */
+	const struct zs_model *m = &c->tfm->hf;
+	uint64_t *counts = NULL;
+	if (m->experts > 0 && o.moe_counts == NULL) {
+		counts = zs_calloc(m->layers * m->experts, sizeof *counts);
+		zs_moe_balanced(counts, m->layers, m->experts, o.batch * o.seq * m->experts_per_tok);
+		o.moe_counts = counts;
+	}
 	int rc = ag_step_build_run(&s, &c->tfm->hf, &p, &o, c, 1, cause);
+	free(counts);
 	if (rc == 0)
 		ag_step_free(&s);
 	step_params_free(&p);

@@ -121,6 +121,9 @@ int zs_moe_torch_takes(const char *model_type);
 	"it zero-fills a grad of its own apart (stage_1_and_2.py get_flat_partition; engine.py for dp; "     \
 	"stage3.py reduce_leaf_module_grads for zero3's leaf), which "                                     \
 	"zerosim does not follow (give more tokens: --batch, --seq)"
+/* counts (L blocks x E experts) = BTk assignments a block spread evenly,
+ * the first BTk mod E experts one more (--routing balanced's). */
+void zs_moe_balanced(uint64_t *counts, size_t L, size_t E, uint64_t BTk);
 enum { ZS_MOE_MPI = 1, ZS_MOE_ALLOCATOR = 2, ZS_MOE_CASE = 4, ZS_MOE_FLASH = 8, ZS_MOE_THEORY = 16 };
 void zs_moe_scope(const struct zs_config *c, const char *model_type, unsigned flags, char *what, size_t n);
 
