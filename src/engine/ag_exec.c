@@ -2570,6 +2570,18 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	return rc;
 }
 
+/* An expert without a token in the first step (counts: its blocks'):
+ * its .grad stays None, which the list does not follow; -1 with *cause. */
+static int moe_first_starved(const struct zs_model *hf, const uint64_t *counts, char **cause)
+{
+	for (size_t i = 0; i < (size_t)hf->layers * hf->experts; i++)
+		if (counts[i] == 0)
+			return zs_fail(cause, "%s: block %zu's expert %zu gets no token in the run's first step, so its .grad "
+			               "stays None and Adam skips it until one comes: not described under --framework torch "
+			               "yet (give more tokens: --batch, --seq)", hf->name, i / hf->experts, i % hf->experts);
+	return 0;
+}
+
 /* A mixture's run (ag_exec.h): the routing its values make found by
  * tries on a scratch tracker, then the run on trk. */
 static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, int want_weights,
@@ -2614,12 +2626,11 @@ static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 		}
 		free(why);
 		memcpy(guess + t * LE + l * E, seen + t * LE + l * E, E * sizeof *guess);
+		if (t == 0 && (rc = moe_first_starved(hf, guess, cause)) != 0)
+			break;
 	}
-	for (size_t i = 0; rc == 0 && i < LE; i++) /* the first step's */
-		if (guess[i] == 0)
-			rc = zs_fail(cause, "%s: block %zu's expert %zu gets no token in the run's first step, so its .grad "
-			             "stays None and Adam skips it until one comes: not described under --framework torch "
-			             "yet (give more tokens: --batch, --seq)", hf->name, i / E, i % E);
+	if (rc == 0)
+		rc = moe_first_starved(hf, guess, cause);
 	if (rc == 0) {
 		memset(seen, 0, S * LE * sizeof *seen);
 		rc = tfm_run(c2, hf, seq, 1, init, tokens, want_weights, trk, want_timeline, out, seen, cause);
