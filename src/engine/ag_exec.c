@@ -2617,7 +2617,7 @@ static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 				for (size_t e = 0; e < E; e++)
 					sum += got[e];
 				fixed = sum == c->batch * seq * hf->experts_per_tok &&
-				        memcmp(got, guess + t * LE + l * E, E * sizeof *got);
+				        memcmp(got, guess + t * LE + l * E, E * sizeof *got) != 0;
 			}
 		t--, l--;
 		if (!fixed || try > S * L) { /* not the routing: the run's own failure */
