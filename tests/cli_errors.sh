@@ -532,9 +532,10 @@ try 0 "" theory --model "$tmp/relu.json" --world 2
 # the paper's schemes and DeepSpeed's four (tests/moe_step.sh,
 # tests/moe_fw.sh, tests/ds_moe.sh); the rest is refused by name
 [ -d "$top/data/models" ] || { ZEROSIM_DATADIR=$srcdir; export ZEROSIM_DATADIR; }
-moe_in="fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf; the theory also fp32 under --framework torch --wrapper none for mixtral, qwen2_moe and qwen3_moe, PyTorch 1.13's step, with --routing FILE)"
+moe_in="fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf), and fp32 under --framework torch --wrapper none for mixtral, qwen2_moe and qwen3_moe (PyTorch 1.13's step; the theory with --routing FILE)"
 moe_no="mixtral-8x7b: a mixture of experts runs in the engine's step in $moe_in, in one process, so far; not with"
-bad_measure "$moe_no --framework torch in measure (give --framework paper or deepspeed)" --model mixtral-8x7b --seq 8 --framework torch
+bad_measure "$moe_no --wrapper ddp (an expert without a token: find_unused_parameters; give none)" --model mixtral-8x7b \
+	--seq 8 --framework torch --torch-version 1.13 --torch-device cpu --wrapper ddp --world 2 --schemes dp
 bad_measure "$moe_no --grad-accum 2 (give 1)" --model mixtral-8x7b --seq 8 --framework deepspeed --grad-accum 2
 # the PyTorch step's theory: the plain loop's alone, and in fp32 only (the review of s35-int)
 moe_th="a mixture of experts (60 experts, top 4): the theory follows the engine's step, $moe_in, so far; not with"
@@ -558,7 +559,9 @@ sed 's/"num_experts_per_tok": 1/"num_experts_per_tok": 1, "output_router_logits"
 bad_measure "moe-aux: \"output_router_logits\" is true: the router's auxiliary load-balancing loss is not run yet (give false)" \
 	--model "$tmp/moe-aux.json"
 sed 's/"num_experts_per_tok": 1/"num_experts_per_tok": 1, "router_jitter_noise": 0.01/' "$tmp/moe-one.json" >"$tmp/moe-jit.json"
-bad_measure "moe-jit: \"router_jitter_noise\" is 0.01: the router's noise is not run yet (give 0)" --model "$tmp/moe-jit.json"
+# one check in both commands (util/model.h's zs_model_router_check)
+bad_measure "moe-jit: \"router_jitter_noise\" is 0.01: the router's noise is neither run nor predicted yet (give 0)" --model "$tmp/moe-jit.json"
+bad_theory "moe-jit: \"router_jitter_noise\" is 0.01: the router's noise is neither run nor predicted yet (give 0)" --model "$tmp/moe-jit.json"
 cat >"$tmp/mistral.json" <<'EOF_'
 {"model_type": "mistral", "hidden_size": 16, "intermediate_size": 40, "num_hidden_layers": 1,
  "num_attention_heads": 2, "vocab_size": 32, "max_position_embeddings": 16, "sliding_window": 8}

@@ -203,6 +203,8 @@ tests_ag_events_SOURCES = tests/ag_events.c
 tests_ag_events_LDADD = libzsutil.a $(CJSON_LIBS) $(XXHASH_LIBS) -lm
 TESTS += tests/moe_hf_torch.sh
 EXTRA_DIST += tests/moe_hf_torch.sh
+TESTS += tests/moe_measure.sh
+EXTRA_DIST += tests/moe_measure.sh
 
 # Fine-tuning's reference (issue #23): accumulation, frozen parameters,
 # LoRA and DDP no_sync in real PyTorch, its own invariants (about 75 s on

@@ -30,8 +30,8 @@
 #    FILE.clean) in every row;
 #  - refused by name: a routing whose first step leaves an expert without a
 #    token (at B 1 T 2: its .grad stays None), --wrapper ddp, zero_grad
-#    set_to_none (an expert idle in a step keeps no grad), and measure
-#    (the engine does not run the PyTorch step's mixture yet).
+#    set_to_none (an expert idle in a step keeps no grad). (measure runs
+#    the step: tests/moe_measure.sh holds it to this theory.)
 #
 # About 35 s. Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
 # makes that a failure), 99 hard error.
@@ -197,8 +197,5 @@ refuse "--wrapper ddp" "not with --wrapper ddp (an expert without a token: find_
 refuse "--zero-grad none" "with zero_grad(set_to_none=True) (give --zero-grad zeros) is not described yet" \
 	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--zero-grad zeros/--zero-grad none/') \
 	--routing "$tmp/routing-2-16.json"
-# shellcheck disable=SC2086
-refuse "measure" "^zerosim measure: .*not with --framework torch in measure (give --framework paper or deepspeed)$" \
-	"$zerosim" measure -q --model "$tmp/config.json" --seq 16 --batch 2 $torch_opts
 [ $status -eq 0 ] && echo "$name: the tiny mixtral's (B 2 T 16, single and foreach Adam; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's (B 2 T 16) PyTorch step equal 1.13's allocator to the byte; the refusals hold"
 exit $status

@@ -810,6 +810,225 @@ START_TEST(test_a_4bit_linear_quantizes_for_real_and_frees_its_weight)
 }
 END_TEST
 
+/* ---- a mixture's routing (util/autograd.c's moe_fwd and moe_bwd) -------- */
+
+/* An int64 storage of shape sh. */
+static uint32_t stor_i64(struct list *l, const char *what, unsigned nd, const uint64_t *sh)
+{
+	uint32_t i = stor(l, what, nd, sh, AG_ROLE_TEMP, -1);
+	l->t[i].dtype = AG_I64;
+	l->t[i].bytes *= 2;
+	return i;
+}
+
+/* A small routed block over p (3, 4), the router's probabilities and
+ * the tokens' rows at once, and a (3, 1), the gate's logits: w, ix =
+ * topk(p, 2); the mask one_hot(ix) permuted to (4, 2, 3), its tokens per
+ * expert, expert_hit = nonzero(> 0); for expert `ex` (the hit one at
+ * `slot`), torch.where's (idx, top_x), xs = p[top_x], out = index_add_
+ * (full of 0.5, top_x, xs · w[top_x, idx, None]) · sigmoid(a). Backward from G
+ * by the ops moe_bwd uses: index_select, the weight's _index_put_,
+ * topk's scatter_, x's _index_put_, sigmoid_backward. `n` tokens to the
+ * expert and `hit` experts hit: the routing the list is built for. */
+struct moe_ids {
+	uint32_t p, a, G, w, ix, es, hitn, nz, out, dp, da;
+	size_t nfwd; /* the forward's ops: l->s.event[0, nfwd) */
+};
+
+static void build_moe(struct list *l, uint64_t hit, uint64_t slot, uint64_t n, struct moe_ids *m)
+{
+	list_init(l);
+	uint64_t s34[2] = {3, 4}, s31[2] = {3, 1}, s32[2] = {3, 2}, s324[3] = {3, 2, 4}, s4[1] = {4},
+	         sh1[2] = {hit, 1}, s123[3] = {1, 2, 3}, sn2[2] = {n, 2}, sn4[2] = {n, 4}, sn1[2] = {n, 1};
+	m->p = stor(l, "p", 2, s34, AG_ROLE_PARAM, 4);
+	m->a = stor(l, "a", 2, s31, AG_ROLE_PARAM, 5);
+	m->G = stor(l, "G", 2, s34, AG_ROLE_PARAM, 6);
+	m->w = stor(l, "w", 2, s32, AG_ROLE_TEMP, -1);
+	m->ix = stor_i64(l, "ix", 2, s32);
+	uint32_t oh = stor_i64(l, "one_hot", 3, s324);
+	uint32_t ix3 = view_of(l, m->ix, 3, (const uint64_t[]){3, 2, 1}, (const int64_t[]){2, 1, 1}, 0);
+	uint32_t em = view_of(l, oh, 3, (const uint64_t[]){4, 2, 3}, (const int64_t[]){1, 4, 8}, 0);
+	m->es = stor_i64(l, "tokens per expert", 1, s4);
+	uint32_t zero = stor_i64(l, "0", 0, NULL);
+	uint32_t hb = stor(l, "hit", 1, s4, AG_ROLE_TEMP, -1);
+	l->t[hb].dtype = AG_BOOL;
+	l->t[hb].bytes = 4;
+	m->hitn = stor_i64(l, "expert_hit", 2, sh1);
+	uint32_t eidx = view_of(l, m->hitn, 1, (const uint64_t[]){1}, (const int64_t[]){1}, slot);
+	uint32_t sel = stor_i64(l, "expert_mask[e]", 3, s123);
+	uint32_t sq = view_of(l, sel, 2, (const uint64_t[]){2, 3}, (const int64_t[]){3, 1}, 0);
+	m->nz = stor_i64(l, "where", 2, sn2);
+	uint32_t idx = view_of(l, m->nz, 1, (const uint64_t[]){n}, (const int64_t[]){2}, 0);
+	uint32_t top = view_of(l, m->nz, 1, (const uint64_t[]){n}, (const int64_t[]){2}, 1);
+	uint32_t xs = stor(l, "xs", 2, sn4, AG_ROLE_TEMP, -1), rw = stor(l, "rw", 2, sn1, AG_ROLE_TEMP, -1),
+	         prod = stor(l, "prod", 2, sn4, AG_ROLE_TEMP, -1), fin = stor(l, "fin", 2, s34, AG_ROLE_TEMP, -1),
+	         sg = stor(l, "sg", 2, s31, AG_ROLE_TEMP, -1);
+	m->out = stor(l, "out", 2, s34, AG_ROLE_TEMP, -1);
+	uint32_t dfin = stor(l, "dfin", 2, s34, AG_ROLE_TEMP, -1), dsgf = stor(l, "dsgf", 2, s34, AG_ROLE_TEMP, -1),
+	         dsg = stor(l, "dsg", 2, s31, AG_ROLE_TEMP, -1), dprod = stor(l, "dprod", 2, sn4, AG_ROLE_TEMP, -1),
+	         dxs = stor(l, "dxs", 2, sn4, AG_ROLE_TEMP, -1), drwf = stor(l, "drwf", 2, sn4, AG_ROLE_TEMP, -1),
+	         drw = stor(l, "drw", 2, sn1, AG_ROLE_TEMP, -1), dw = stor(l, "dw", 2, s32, AG_ROLE_TEMP, -1),
+	         dpr = stor(l, "dp route", 2, s34, AG_ROLE_TEMP, -1), dpx = stor(l, "dp x", 2, s34, AG_ROLE_TEMP, -1);
+	m->dp = stor(l, "dp", 2, s34, AG_ROLE_TEMP, -1);
+	m->da = stor(l, "da", 2, s31, AG_ROLE_TEMP, -1);
+	/* every storage allocated at set-up, so that the forward can run again */
+	l->s.setup = l->e;
+	for (uint32_t t = 0; t < l->s.ntensors; t++)
+		if (l->t[t].storage == t)
+			ev(l, AG_EV_ALLOC, t);
+	l->s.nsetup = l->s.nevents;
+	size_t first = l->s.nevents;
+	op(l, AG_OP_TOPK, m->p, N, N, N, m->w, m->ix, N, 2);
+	op(l, AG_OP_FILL, N, N, N, N, oh, N, N, 0);
+	op(l, AG_OP_SCATTER_, oh, ix3, N, N, oh, N, N, 1);
+	op(l, AG_OP_SUM_LEAD, em, N, N, N, m->es, N, N, 0);
+	op(l, AG_OP_FILL, N, N, N, N, zero, N, N, 0);
+	op(l, AG_OP_GT, m->es, zero, N, N, hb, N, N, 0);
+	op(l, AG_OP_NONZERO, hb, N, N, N, m->hitn, N, N, 0);
+	op(l, AG_OP_INDEX, em, eidx, N, N, sel, N, N, 0);
+	op(l, AG_OP_NONZERO, sq, N, N, N, m->nz, N, N, 0);
+	op(l, AG_OP_INDEX, m->p, top, N, N, xs, N, N, 0);
+	op(l, AG_OP_INDEX, m->w, top, idx, N, rw, N, N, 0);
+	op(l, AG_OP_MUL, xs, rw, N, N, prod, N, N, 0);
+	op(l, AG_OP_FILL, N, N, N, N, fin, N, N, 0.5); /* not zeros: index_add_ must add */
+	op(l, AG_OP_INDEX_ADD_, fin, top, prod, N, fin, N, N, 0);
+	op(l, AG_OP_SIGMOID, m->a, N, N, N, sg, N, N, 0);
+	op(l, AG_OP_MUL, fin, sg, N, N, m->out, N, N, 0);
+	m->nfwd = l->s.nevents - first;
+	op(l, AG_OP_MUL, m->G, sg, N, N, dfin, N, N, 0);
+	op(l, AG_OP_MUL, m->G, fin, N, N, dsgf, N, N, 0);
+	op(l, AG_OP_SUM_TO, dsgf, N, N, N, dsg, N, N, 0);
+	op(l, AG_OP_SIGMOID_BWD, dsg, sg, N, N, m->da, N, N, 0);
+	op(l, AG_OP_INDEX, dfin, top, N, N, dprod, N, N, 0);
+	op(l, AG_OP_MUL, dprod, rw, N, N, dxs, N, N, 0);
+	op(l, AG_OP_MUL, dprod, xs, N, N, drwf, N, N, 0);
+	op(l, AG_OP_SUM_TO, drwf, N, N, N, drw, N, N, 0);
+	op(l, AG_OP_FILL, N, N, N, N, dw, N, N, 0);
+	op(l, AG_OP_INDEX_PUT_ACC_, dw, top, idx, drw, dw, N, N, 0);
+	op(l, AG_OP_FILL, N, N, N, N, dpr, N, N, 0);
+	op(l, AG_OP_SCATTER_, dpr, m->ix, dw, N, dpr, N, N, 0);
+	op(l, AG_OP_FILL, N, N, N, N, dpx, N, N, 0);
+	op(l, AG_OP_INDEX_PUT_ACC_, dpx, top, N, dxs, dpx, N, N, 0);
+	op(l, AG_OP_ADD, dpr, dpx, N, N, m->dp, N, N, 1);
+	l->s.event = l->e + first;
+	l->s.nevents -= first;
+}
+
+/* The feed's p (as feed_param's default draws it) and its routing worked
+ * here: each row's two largest (largest first), the tokens per expert. */
+static void moe_routing(float p[3][4], int64_t ix[3][2], uint64_t cnt[4])
+{
+	for (int i = 0; i < 12; i++)
+		p[i / 4][i % 4] = (float)sin(0.7 * i + 0.3) * 1.5f;
+	memset(cnt, 0, 4 * sizeof *cnt);
+	for (int r = 0; r < 3; r++) {
+		int b0 = 0;
+		for (int c = 1; c < 4; c++)
+			b0 = p[r][c] > p[r][b0] ? c : b0;
+		int b1 = b0 == 0 ? 1 : 0;
+		for (int c = 0; c < 4; c++)
+			b1 = c != b0 && p[r][c] > p[r][b1] ? c : b1;
+		ix[r][0] = b0;
+		ix[r][1] = b1;
+		cnt[b0]++;
+		cnt[b1]++;
+	}
+}
+
+static double moe_loss(struct ag_exec *x, const struct list *l, const struct moe_ids *m)
+{
+	char *cause = NULL;
+	ck_assert_msg(ag_exec_events(x, l->s.event, m->nfwd, &cause) == 0, "%s", cause ? cause : "");
+	const float *o = ag_exec_data(x, m->out), *G = ag_exec_data(x, m->G);
+	double L = 0;
+	for (int i = 0; i < 12; i++)
+		L += (double)o[i] * G[i];
+	return L;
+}
+
+START_TEST(test_routing_ops_against_hand_values_and_their_backward_against_finite_differences)
+{
+	float p[3][4];
+	int64_t want_ix[3][2];
+	uint64_t cnt[4], hit = 0;
+	moe_routing(p, want_ix, cnt);
+	uint64_t ex = 4, slot = 0;
+	for (uint64_t e = 0; e < 4; e++) { /* the busiest expert, the first of equals */
+		if (cnt[e] > 0 && (ex == 4 || cnt[e] > cnt[ex])) {
+			ex = e;
+			slot = hit;
+		}
+		hit += cnt[e] > 0;
+	}
+	ck_assert_uint_ge(cnt[ex], 2); /* 6 assignments over 4 experts: some expert gets two */
+	struct list *l = zs_calloc(1, sizeof *l);
+	struct moe_ids m;
+	build_moe(l, hit, slot, cnt[ex], &m);
+	struct zs_tracker tr;
+	struct ag_exec x;
+	start(l, &tr, &x, 1);
+	const int64_t *ix = ag_exec_data(&x, m.ix), *es = ag_exec_data(&x, m.es), *hn = ag_exec_data(&x, m.hitn),
+	              *nz = ag_exec_data(&x, m.nz);
+	const float *w = ag_exec_data(&x, m.w);
+	for (int r = 0; r < 3; r++)
+		for (int j = 0; j < 2; j++) {
+			ck_assert_int_eq(ix[r * 2 + j], want_ix[r][j]);
+			ck_assert_float_eq(w[r * 2 + j], p[r][want_ix[r][j]]);
+		}
+	for (uint64_t e = 0, j = 0; e < 4; e++) {
+		ck_assert_int_eq(es[e], (int64_t)cnt[e]);
+		if (cnt[e] > 0)
+			ck_assert_int_eq(hn[j++], (int64_t)e);
+	}
+	/* torch.where over the mask (k, BT): (choice, token) pairs in that order */
+	for (uint64_t i = 0, j = 0; j < 2; j++)
+		for (int r = 0; r < 3; r++)
+			if (want_ix[r][j] == (int64_t)ex) {
+				ck_assert_int_eq(nz[2 * i], (int64_t)j);
+				ck_assert_int_eq(nz[2 * i + 1], r);
+				i++;
+			}
+	float *P = ag_exec_data(&x, m.p), *A = ag_exec_data(&x, m.a);
+	const float *DP = ag_exec_data(&x, m.dp), *DA = ag_exec_data(&x, m.da);
+	float *vars[2] = {P, A};
+	const float *grads[2] = {DP, DA};
+	int sizes[2] = {12, 3}, nonzero = 0;
+	for (int v = 0; v < 2; v++)
+		for (int i = 0; i < sizes[v]; i++) {
+			float keep = vars[v][i], h = 1e-3f;
+			vars[v][i] = keep + h;
+			double up = moe_loss(&x, l, &m);
+			vars[v][i] = keep - h;
+			double dn = moe_loss(&x, l, &m);
+			vars[v][i] = keep;
+			ck_assert_double_eq_tol(grads[v][i], (up - dn) / (2.0 * h), 2e-3);
+			nonzero += fabsf(grads[v][i]) > 1e-3f;
+		}
+	ck_assert_int_ge(nonzero, 6); /* the routed rows, their weights and the gate carry gradient */
+	ag_exec_end(&x);
+	tracker_destroy(&tr);
+	free(l);
+}
+END_TEST
+
+/* The list is built for a routing: values that route otherwise fail the
+ * run at torch.where, naming both counts. */
+START_TEST(test_a_routing_other_than_the_lists_fails_at_nonzero)
+{
+	float p[3][4];
+	int64_t ix[3][2];
+	uint64_t cnt[4], hit = 0;
+	moe_routing(p, ix, cnt);
+	for (uint64_t e = 0; e < 4; e++)
+		hit += cnt[e] > 0;
+	struct list *l = zs_calloc(1, sizeof *l);
+	struct moe_ids m;
+	build_moe(l, hit + 1, 0, 1, &m);
+	check_refused(l, "the list's routing has");
+	free(l);
+}
+END_TEST
+
 static Suite *ag_exec_suite(void)
 {
 	Suite *s = suite_create("ag_exec");
@@ -822,12 +1041,14 @@ static Suite *ag_exec_suite(void)
 	tcase_add_test(t, test_rope_tables_slice_backward_and_alpha);
 	tcase_add_test(t, test_dropout_noise_and_its_product);
 	tcase_add_test(t, test_a_4bit_linear_quantizes_for_real_and_frees_its_weight);
+	tcase_add_test(t, test_routing_ops_against_hand_values_and_their_backward_against_finite_differences);
 	suite_add_tcase(s, t);
 	t = tcase_create("lifetimes");
 	tcase_add_test(t, test_reading_a_freed_storage_fails_the_run);
 	tcase_add_test(t, test_reading_what_nothing_wrote_fails_the_run);
 	tcase_add_test(t, test_a_view_past_its_storage_fails_the_run);
 	tcase_add_test(t, test_an_operand_in_another_shape_fails_the_run);
+	tcase_add_test(t, test_a_routing_other_than_the_lists_fails_at_nonzero);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -162,7 +162,11 @@ START_TEST(test_mixtral_defaults_and_refusals)
 	ck_assert_int_eq(m.router_logits, 1);
 	ck_assert_ptr_nonnull(strstr(m.unrun, "auxiliary load-balancing loss"));
 	ck_assert_int_eq(parse("{" MIXTRAL ", \"router_jitter_noise\": 0.1}", &m, &cause), 0);
-	ck_assert_ptr_nonnull(strstr(m.unrun, "\"router_jitter_noise\" is 0.1"));
+	ck_assert_double_eq(m.router_jitter, 0.1);
+	ck_assert_int_eq(zs_model_router_check(&m, &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "\"router_jitter_noise\" is 0.1: the router's noise is neither run nor"));
+	free(cause);
+	cause = NULL;
 	static const struct refusal bad[] = {
 		{ "{" MIXTRAL ", \"num_local_experts\": 2, \"num_experts_per_tok\": 3}", "\"num_experts_per_tok\" (3)" },
 		{ "{" MIXTRAL ", \"num_local_experts\": 0.5}", "\"num_local_experts\"" },

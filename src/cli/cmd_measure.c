@@ -87,7 +87,11 @@ static void usage(FILE *f)
 	      "                         one's, meta-llama/Llama-2-7b-hf, or one in the local\n"
 	      "                         Hugging Face cache) or a config.json, on\n"
 	      "                         tokens from --seed; --precision defaults to fp32,\n"
-	      "                         --batch to 1 and --unit to layer\n"
+	      "                         --batch to 1 and --unit to layer; a mixture\n"
+	      "                         (mixtral, qwen2_moe, qwen3_moe) under --framework\n"
+	      "                         paper or deepspeed, or torch --wrapper none (1.13,\n"
+	      "                         fp32), its routing recorded (\"routing\": give it\n"
+	      "                         to theory --routing)\n"
 	      "      --seq S            tokens per sequence (default: the model's positions)\n"
 	      "      --recompute R      none (default), selective (the attention softmax) or\n"
 	      "                         full (all but each block's input) in backward;\n"
@@ -279,6 +283,8 @@ static int transformer_run(struct zs_config *c, struct zs_tfm_run *tr, int mixed
 	const struct zs_model hf = tr->hf;
 	if (tfm_dims_check(&tr->dims, cause) != 0)
 		return -1;
+	if (zs_model_router_check(&hf, cause) < 0)
+		return -1;
 	if (hf.unrun[0] != '\0')
 		return zs_fail(cause, "%s: %s", hf.name, hf.unrun);
 	/* (gemma3_text with sliding_window_pattern 1: every layer global, none slides; a gemma's
@@ -317,7 +323,7 @@ static int moe_run_check(const struct zs_config *c, int mpi, int allocator, int 
 	if (tr == NULL || tr->dims.experts == 0)
 		return 0;
 	char what[96];
-	zs_moe_scope(c, NULL, (mpi ? ZS_MOE_MPI : 0) | (allocator ? ZS_MOE_ALLOCATOR : 0) |
+	zs_moe_scope(c, tr->hf.model_type, (mpi ? ZS_MOE_MPI : 0) | (allocator ? ZS_MOE_ALLOCATOR : 0) |
 	             (with_case ? ZS_MOE_CASE : 0), what, sizeof what);
 	if (what[0] == '\0')
 		return 0;
@@ -409,7 +415,17 @@ static int plain_step_check(const struct zs_config *c, char **cause)
 	struct ag_step s;
 	step_params_build(&p, &c->tfm->hf);
 	ag_options_from_config(&o, c, 1, c->tfm->seq);
+	/* a mixture's list needs a routing: its run finds the values' own
+	 * (ag_exec_tfm_run); a balanced one stands for it here */
+	const struct zs_model *m = &c->tfm->hf;
+	uint64_t *counts = NULL;
+	if (m->experts > 0 && o.moe_counts == NULL) {
+		counts = zs_calloc(m->layers * m->experts, sizeof *counts);
+		zs_moe_balanced(counts, m->layers, m->experts, o.batch * o.seq * m->experts_per_tok);
+		o.moe_counts = counts;
+	}
 	int rc = ag_step_build_run(&s, &c->tfm->hf, &p, &o, c, 1, cause);
+	free(counts);
 	if (rc == 0)
 		ag_step_free(&s);
 	step_params_free(&p);

@@ -253,6 +253,8 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 	if (m->router_logits)
 		return zs_fail(cause, "%s: \"output_router_logits\" is true: the router's auxiliary load-balancing loss is "
 		               "not modelled yet, neither run nor predicted (give false)", m->name);
+	if (zs_model_router_check(m, cause) < 0)
+		return -1;
 	char what[96];
 	zs_moe_scope(req->config, m->model_type,
 	             ZS_MOE_THEORY | (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0), what, sizeof what);

@@ -24,6 +24,7 @@
 
 #include "engine/ag_exec.h"
 #include "engine/fp16.h"
+#include "engine/moe_kernels.h"
 #include "engine/tfm.h"
 #include "engine/tfm_kernels.h"
 #include "util/ag_ddp.h"
@@ -352,6 +353,9 @@ static inline __attribute__((always_inline)) float ew_value(enum ag_op op, float
 	case AG_OP_RSQRT: return 1.0f / sqrtf(a);
 	case AG_OP_SQRT: return sqrtf(a);
 	case AG_OP_SILU: return a / (1.0f + expf(-a));
+	case AG_OP_SIGMOID: return sigm(a);
+	case AG_OP_SIGMOID_BWD: return a * b * (1.0f - b);
+	case AG_OP_GT: return a > b ? 1.0f : 0.0f;
 	case AG_OP_GELU_TANH: return gelu_tanh(a);
 	case AG_OP_GELU_TANH_BWD: return gelu_tanh_bwd(a, b);
 	case AG_OP_WHERE: return a != 0.0f ? b : c;
@@ -388,6 +392,7 @@ static int ew_inputs(enum ag_op op)
 	case AG_OP_RSQRT:
 	case AG_OP_SQRT:
 	case AG_OP_SILU:
+	case AG_OP_SIGMOID:
 	case AG_OP_GELU_TANH:
 	case AG_OP_MUL_SCALAR_:
 	case AG_OP_ADD_SCALAR_:
@@ -397,6 +402,8 @@ static int ew_inputs(enum ag_op op)
 	case AG_OP_DIV:
 	case AG_OP_TANH_BWD:
 	case AG_OP_SILU_BWD:
+	case AG_OP_SIGMOID_BWD:
+	case AG_OP_GT:
 	case AG_OP_GELU_TANH_BWD:
 	case AG_OP_RSQRT_BWD:
 	case AG_OP_POW_BWD:
@@ -444,7 +451,7 @@ static void run_ew(enum ag_op op, float s0, const struct agv *out, const struct 
 			FLAT(AG_OP_ADD_SCALAR_) FLAT(AG_OP_MUL) FLAT(AG_OP_MUL_SCALAR) FLAT(AG_OP_MUL_SCALAR_) FLAT(AG_OP_DIV)
 			FLAT(AG_OP_DIV_SCALAR_) FLAT(AG_OP_NEG) FLAT(AG_OP_POW_SCALAR) FLAT(AG_OP_TANH) FLAT(AG_OP_RSQRT)
 			FLAT(AG_OP_SQRT) FLAT(AG_OP_SILU) FLAT(AG_OP_TANH_BWD) FLAT(AG_OP_SILU_BWD) FLAT(AG_OP_RSQRT_BWD)
-			FLAT(AG_OP_POW_BWD) FLAT(AG_OP_ZERO_) FLAT(AG_OP_ADDCMUL_) FLAT(AG_OP_ADDCDIV_) FLAT(AG_OP_LERP_)
+			FLAT(AG_OP_POW_BWD) FLAT(AG_OP_SIGMOID) FLAT(AG_OP_SIGMOID_BWD) FLAT(AG_OP_ZERO_) FLAT(AG_OP_ADDCMUL_) FLAT(AG_OP_ADDCDIV_) FLAT(AG_OP_LERP_)
 		default:
 			break;
 		}
@@ -958,6 +965,188 @@ static void flat_out_u8(const struct agv *v, const uint8_t *f)
 		st(v, at_lin(v, r), (float)f[r]);
 }
 
+/* ------------------------------------------------------------------------ */
+/* A mixture's routing (MixtralSparseMoeBlock.forward, modeling_mixtral.py
+ * at 00d4b3d2 105-142, and its backward as 1.13's autograd runs it: util/
+ * autograd.c's moe_fwd, moe_bwd). Every operand is walked in its view's
+ * row-major order (at_lin), so the permuted expert mask and torch.where's
+ * strided columns read as PyTorch reads them; indices are int64. */
+
+/* out0 (.., k) the k largest of each row of in0 (.., C), largest first, of
+ * equal ones the lower index (moe_kernels.h's moe_topk, unnormalised);
+ * out1 (int64) their columns. */
+static int op_topk(struct opctx *oc, const struct agv *val, const struct agv *ix, const struct agv *in, double arg)
+{
+	uint64_t R = rows_of(in), C = cols_of(in), k = (uint64_t)arg;
+	if (k < 1 || k > C || rows_of(val) != R || cols_of(val) != k || rows_of(ix) != R || cols_of(ix) != k)
+		return FAIL("topk: the outputs are not (rows, %llu) of a (rows, %llu) input", (unsigned long long)k,
+		            (unsigned long long)C);
+	float *p = flat_in(in), *w = zs_malloc(R * k * sizeof *w);
+	int *idx = zs_malloc(R * k * sizeof *idx);
+	size_t *counts = zs_calloc(C, sizeof *counts);
+	moe_topk(idx, w, counts, p, R, C, k, 0);
+	for (uint64_t r = 0; r < R * k; r++) {
+		st(val, at_lin(val, r), w[r]);
+		sti(ix, at_lin(ix, r), idx[r]);
+	}
+	free(counts);
+	free(idx);
+	free(w);
+	free(p);
+	return 0;
+}
+
+/* out (0-dim) = the min (or max) of in0's elements, read as integers
+ * (one_hot's range check of the chosen experts). */
+static int op_extreme(struct opctx *oc, const struct agv *out, const struct agv *in, int max)
+{
+	if (in->numel == 0 || out->numel != 1)
+		return FAIL("min/max: an empty input or an output of more than one element");
+	int64_t m = ldi(in, at_lin(in, 0));
+	for (uint64_t r = 1; r < in->numel; r++) {
+		int64_t v = ldi(in, at_lin(in, r));
+		m = max ? (v > m ? v : m) : (v < m ? v : m);
+	}
+	sti(out, 0, m);
+	return 0;
+}
+
+/* dst[.., idx[.., j]] = src[.., j] (src NULL: val) along the last dim,
+ * row for row: scatter_ (one_hot's ones; topk's backward). */
+static int op_scatter(struct opctx *oc, const struct agv *dst, const struct agv *idx, const struct agv *src,
+                      float val)
+{
+	uint64_t R = rows_of(idx), J = cols_of(idx), C = cols_of(dst);
+	if (rows_of(dst) != R || (src != NULL && (rows_of(src) != R || cols_of(src) != J)))
+		return FAIL("scatter_: the index's rows are not the target's");
+	for (uint64_t r = 0; r < R; r++)
+		for (uint64_t j = 0; j < J; j++) {
+			int64_t c = ldi(idx, at_lin(idx, r * J + j));
+			if (c < 0 || (uint64_t)c >= C)
+				return FAIL("scatter_: index %lld is out of the last dim's %llu", (long long)c,
+				            (unsigned long long)C);
+			float v = src != NULL ? ld(src, at_lin(src, r * J + j)) : val;
+			if (dst->dt == AG_I64)
+				sti(dst, at_lin(dst, r * C + (uint64_t)c), (int64_t)v);
+			else
+				st(dst, at_lin(dst, r * C + (uint64_t)c), v);
+		}
+	return 0;
+}
+
+/* out (n) = in0 (n, ...) summed over every dim but the first, as
+ * integers where out is int64 (the expert mask's tokens per expert). */
+static int op_sum_lead(struct opctx *oc, const struct agv *out, const struct agv *in)
+{
+	uint64_t n = in->nd ? in->shape[0] : 1, inner = n ? in->numel / n : 0;
+	if (out->numel != n)
+		return FAIL("sum: the output is not the input's first dim");
+	for (uint64_t i = 0; i < n; i++) {
+		int64_t si = 0;
+		double sf = 0;
+		for (uint64_t j = 0; j < inner; j++) {
+			si += ldi(in, at_lin(in, i * inner + j));
+			sf += ld(in, at_lin(in, i * inner + j));
+		}
+		if (out->dt == AG_I64)
+			sti(out, at_lin(out, i), si);
+		else
+			st(out, at_lin(out, i), (float)sf);
+	}
+	return 0;
+}
+
+/* out (n, nd) int64 = the indices of in0's nonzero elements in row-major
+ * order. n is the list's: the routing the step was built for. A run
+ * whose values route otherwise fails here, naming both counts, before
+ * anything of the wrong size is read or written. */
+static int op_nonzero(struct opctx *oc, const struct agv *out, const struct agv *in)
+{
+	uint64_t n = 0, want = out->nd ? out->shape[0] : 0;
+	for (uint64_t r = 0; r < in->numel; r++)
+		n += ld(in, at_lin(in, r)) != 0.0f;
+	if (out->nd != 2 || out->shape[1] != (in->nd ? in->nd : 1) || n != want)
+		return FAIL("nonzero: %llu nonzero elements, the list's routing has %llu (the step was built for "
+		            "another routing)", (unsigned long long)n, (unsigned long long)want);
+	uint64_t i = 0, nd = out->shape[1];
+	for (uint64_t r = 0; r < in->numel; r++) {
+		if (ld(in, at_lin(in, r)) == 0.0f)
+			continue;
+		uint64_t q = r;
+		for (uint64_t k = nd; k-- > 0;) {
+			uint64_t size = in->nd ? in->shape[k] : 1;
+			sti(out, at_lin(out, i * nd + k), (int64_t)(q % size));
+			q /= size;
+		}
+		i++;
+	}
+	return 0;
+}
+
+/* The routing the values make (ag_exec.moe_seen): this topk's choices
+ * counted as block x->moe_topk's, C experts. */
+static void count_choices(struct ag_exec *x, const struct agv *ix, uint64_t C)
+{
+	size_t base = (size_t)x->moe_topk++ * C;
+	if (base + C > x->moe_seen_n)
+		return;
+	uint64_t *at = x->moe_seen + base;
+	for (uint64_t r = 0; r < ix->numel; r++) {
+		int64_t e = ldi(ix, at_lin(ix, r));
+		if (e >= 0 && (uint64_t)e < C)
+			at[e]++;
+	}
+}
+
+/* The element of src at row (i0, i1) (i1 < 0: row i0 of dim 0 alone),
+ * inner element j: advanced indexing's address. -1 if out of range. */
+static int64_t index_at(const struct agv *src, int64_t i0, int64_t i1, uint64_t j)
+{
+	unsigned lead = i1 < 0 ? 1 : 2;
+	if (src->nd < lead || i0 < 0 || (uint64_t)i0 >= src->shape[0] ||
+	    (lead == 2 && (i1 < 0 || (uint64_t)i1 >= src->shape[1])))
+		return -1;
+	uint64_t inner = 1;
+	for (unsigned k = lead; k < src->nd; k++)
+		inner *= src->shape[k];
+	uint64_t row = lead == 2 ? (uint64_t)i0 * src->shape[1] + (uint64_t)i1 : (uint64_t)i0;
+	return at_lin(src, row * inner + j);
+}
+
+/* Advanced indexing's gather and its accumulating scatter, over rows
+ * picked by a (and b: src[a[i], b[i]]): acc 0, out[i] = src[rows i]
+ * (index, index_select; out's leading 1 of hidden_states[None, top_x]
+ * is no dim); acc 1, dst[rows i] += src[i] in index order (index_add_,
+ * _index_put_impl_ with accumulate: a row picked twice adds twice). */
+static int op_gather(struct opctx *oc, int acc, const struct agv *dst, const struct agv *src, const struct agv *a,
+                     const struct agv *b)
+{
+	const struct agv *big = acc ? dst : src, *small = acc ? src : dst;
+	uint64_t n = a->numel;
+	if (b != NULL && b->numel != n)
+		return FAIL("index: the two index tensors differ in length");
+	if (n == 0)
+		return 0;
+	uint64_t inner = small->numel / n;
+	if (inner * n != small->numel)
+		return FAIL("index: %llu elements do not split into %llu rows", (unsigned long long)small->numel,
+		            (unsigned long long)n);
+	for (uint64_t i = 0; i < n; i++) {
+		int64_t i0 = ldi(a, at_lin(a, i)), i1 = b != NULL ? ldi(b, at_lin(b, i)) : -1;
+		for (uint64_t j = 0; j < inner; j++) {
+			int64_t at = index_at(big, i0, i1, j);
+			if (at < 0)
+				return FAIL("index: row %lld is out of range", (long long)i0);
+			int64_t s = at_lin(small, i * inner + j);
+			if (acc)
+				st(dst, at, ld(dst, at) + ld(src, s));
+			else
+				st(dst, s, ld(src, at));
+		}
+	}
+	return 0;
+}
+
 static int op_quant(struct opctx *oc, enum ag_op k, const struct agv *out, const struct agv *in, int nin, double arg)
 {
 	static const int need[] = {[AG_OP_NF4_CODE] = 0, [AG_OP_DYNAMIC_MAP] = 0, [AG_OP_NF4_QUANTIZE] = 1,
@@ -1425,6 +1614,41 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 		case AG_OP_MEAN_ALL:
 		case AG_OP_QUANTIZE_BLOCKWISE:
 		case AG_OP_DEQUANTIZE_BLOCKWISE: rc = op_quant(oc, e->op, out, in, nin, e->arg[0]); break;
+		case AG_OP_TOPK:
+			rc = nin < 1 || !have_out[1] ? FAIL("topk: too few operands")
+			                             : op_topk(oc, &out[0], &out[1], &in[0], e->arg[0]);
+			if (rc == 0 && x->moe_seen != NULL)
+				count_choices(x, &out[1], cols_of(&in[0]));
+			break;
+		case AG_OP_MIN_ALL:
+		case AG_OP_MAX_ALL:
+			rc = nin < 1 ? FAIL("min/max: no operand") : op_extreme(oc, &out[0], &in[0], e->op == AG_OP_MAX_ALL);
+			break;
+		case AG_OP_SCATTER_:
+			rc = nin < 2 ? FAIL("scatter_: too few operands")
+			             : op_scatter(oc, &out[0], &in[1], nin > 2 ? &in[2] : NULL, s0);
+			break;
+		case AG_OP_SUM_LEAD: rc = nin < 1 ? FAIL("sum: no operand") : op_sum_lead(oc, &out[0], &in[0]); break;
+		case AG_OP_NONZERO: rc = nin < 1 ? FAIL("nonzero: no operand") : op_nonzero(oc, &out[0], &in[0]); break;
+		case AG_OP_INDEX:
+			rc = nin < 2 ? FAIL("index: too few operands")
+			             : op_gather(oc, 0, &out[0], &in[0], &in[1], nin > 2 ? &in[2] : NULL);
+			break;
+		case AG_OP_INDEX_ADD_:
+			rc = nin < 3 ? FAIL("index_add_: too few operands") : op_gather(oc, 1, &out[0], &in[2], &in[1], NULL);
+			break;
+		case AG_OP_INDEX_PUT_ACC_: { /* its source is in3, after an absent in2 for one index */
+			struct agv src;
+			if (nin < 2 || e->in[3] == AG_NONE)
+				rc = FAIL("_index_put_impl_: too few operands");
+			else if (view(x, e->in[3], &src, e, ei, cause) != 0)
+				rc = -1;
+			else if (!x->written[storage_of(x, e->in[3])])
+				rc = FAIL("tensor %s (%u) is read before anything wrote it", what_of(x->s, e->in[3]), e->in[3]);
+			else
+				rc = op_gather(oc, 1, &out[0], &src, &in[1], nin > 2 ? &in[2] : NULL);
+			break;
+		}
 		default: rc = FAIL("op %u is not one the executor knows", (unsigned)e->op);
 		}
 	}
@@ -2185,10 +2409,22 @@ int ag_exec_tfm_adapters(const struct zs_config *c, const struct zs_model *hf, u
 	return rc;
 }
 
-int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
-                    const float *init, const int *tokens, int want_weights, struct zs_tracker *trk,
-                    int want_timeline, struct ag_exec_result *out, char **cause)
+static void tfm_run_free(struct tfm_feed *f, struct ag_step *s, struct ag_step *later, unsigned steps)
 {
+	for (unsigned t = 1; later != NULL && t < steps; t++)
+		ag_step_free(&later[t - 1]);
+	free(later);
+	ag_step_free(s);
+	feed_free(f);
+}
+
+/* ag_exec_tfm_run's run; seen (a mixture's, else NULL): each step's
+ * routing as its values make it, [step][block][expert]. */
+static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
+                   const float *init, const int *tokens, int want_weights, struct zs_tracker *trk,
+                   int want_timeline, struct ag_exec_result *out, uint64_t *seen, char **cause)
+{
+	struct ag_step *later = NULL; /* a mixture's: step t >= 1's list, built for its routing */
 	memset(out, 0, sizeof *out);
 	struct tfm_feed f;
 	struct ag_step s;
@@ -2202,6 +2438,21 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 	if (tokens == NULL)
 		tfm_task_init(&f.task, f.dims.vocab, c->seed);
 	tfm_blas_init();
+	size_t LE = (size_t)hf->layers * hf->experts;
+	if (seen != NULL && c->steps > 1) {
+		later = zs_calloc(c->steps - 1, sizeof *later);
+		for (unsigned t = 1; t < c->steps; t++) {
+			struct ag_options ot = o;
+			ot.moe_counts = c->moe_counts + t * LE;
+			if (ag_step_build_run(&later[t - 1], hf, &f.p, &ot, c, world, cause) != 0)
+				return tfm_run_free(&f, &s, later, c->steps), -1;
+			if (later[t - 1].ntensors != s.ntensors)
+				return tfm_run_free(&f, &s, later, c->steps),
+				       zs_fail(cause, "%s: step %u's routing leaves other experts without a token than step 1's "
+				               "(the PyTorch step's lists of a mixture keep one shape, so far; give --steps %u "
+				               "or fewer, or more tokens)", hf->name, t + 1, t);
+		}
+	}
 #define tr (*trk)
 	struct rank_feed *rf = zs_malloc(world * sizeof *rf);
 	struct ag_exec_feed *feed = zs_malloc(world * sizeof *feed);
@@ -2219,6 +2470,12 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 			tracker_record(&tr);
 		for (unsigned k = 0; k < world; k++)
 			x[k].record_marks = t + 1 == c->steps; /* the steady step's boundaries */
+		if (seen != NULL) {
+			x[0].s = t == 0 ? &s : &later[t - 1];
+			x[0].moe_seen_n = LE;
+			x[0].moe_seen = seen + t * LE;
+			x[0].moe_topk = 0;
+		}
 		rc = ag_exec_step_ranks(x, world, cause);
 		tracker_stop_recording(&tr);
 		/* the mean loss of the step: ranks summed 0..N-1 in double, as
@@ -2305,8 +2562,7 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 	free(rf);
 	size_t left = tracker_outstanding(&tr);
 #undef tr
-	ag_step_free(&s);
-	feed_free(&f);
+	tfm_run_free(&f, &s, later, c->steps);
 	if (rc == 0 && left != 0)
 		rc = zs_fail(cause, "internal error: %zu tracked blocks were not freed", left);
 	if (rc != 0)
@@ -2314,8 +2570,96 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 	return rc;
 }
 
+/* An expert without a token in the first step (counts: its blocks'):
+ * its .grad stays None, which the list does not follow; -1 with *cause. */
+static int moe_first_starved(const struct zs_model *hf, const uint64_t *counts, char **cause)
+{
+	for (size_t i = 0; i < (size_t)hf->layers * hf->experts; i++)
+		if (counts[i] == 0)
+			return zs_fail(cause, "%s: block %zu's expert %zu gets no token in the run's first step, so its .grad "
+			               "stays None and Adam skips it until one comes: not described under --framework torch "
+			               "yet (give more tokens: --batch, --seq)", hf->name, i / hf->experts, i % hf->experts);
+	return 0;
+}
+
+/* A mixture's run (ag_exec.h): the routing its values make found by
+ * tries on a scratch tracker, then the run on trk. */
+static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, int want_weights,
+                   struct zs_tracker *trk, int want_timeline, const float *init, const int *tokens,
+                   struct ag_exec_result *out, char **cause)
+{
+	size_t L = hf->layers, E = hf->experts, LE = L * E, S = c->steps ? c->steps : 1;
+	uint64_t *guess = zs_calloc(S * LE, sizeof *guess), *seen = zs_calloc(S * LE, sizeof *seen);
+	struct zs_config *c2 = zs_malloc(sizeof *c2);
+	*c2 = *c;
+	c2->moe_counts = guess; /* [step][block][expert] (tfm_run) */
+	zs_moe_balanced(guess, S * L, E, c->batch * seq * hf->experts_per_tok);
+	int rc = 0;
+	for (size_t try = 0;; try++) {
+		struct zs_tracker sc;
+		struct ag_exec_result r;
+		char *why = NULL;
+		tracker_init(&sc, 1);
+		memset(seen, 0, S * LE * sizeof *seen);
+		rc = tfm_run(c2, hf, seq, 1, init, tokens, 0, &sc, 0, &r, seen, &why);
+		tracker_destroy(&sc);
+		if (rc == 0) {
+			ag_exec_result_free(&r);
+			free(why);
+			break;
+		}
+		/* the first step and block whose values route otherwise than the
+		 * list (a block whose topk ran whole: B·T·k choices) */
+		size_t t = 0, l = 0, fixed = 0;
+		for (; t < S && !fixed; t++)
+			for (l = 0; l < L && !fixed; l++) {
+				uint64_t sum = 0, *got = seen + t * LE + l * E;
+				for (size_t e = 0; e < E; e++)
+					sum += got[e];
+				fixed = sum == c->batch * seq * hf->experts_per_tok &&
+				        memcmp(got, guess + t * LE + l * E, E * sizeof *got) != 0;
+			}
+		t--, l--;
+		if (!fixed || try > S * L) { /* not the routing: the run's own failure */
+			*cause = why;
+			break;
+		}
+		free(why);
+		memcpy(guess + t * LE + l * E, seen + t * LE + l * E, E * sizeof *guess);
+		if (t == 0 && (rc = moe_first_starved(hf, guess, cause)) != 0)
+			break;
+	}
+	if (rc == 0)
+		rc = moe_first_starved(hf, guess, cause);
+	if (rc == 0) {
+		memset(seen, 0, S * LE * sizeof *seen);
+		rc = tfm_run(c2, hf, seq, 1, init, tokens, want_weights, trk, want_timeline, out, seen, cause);
+	}
+	if (rc == 0) {
+		out->routing = zs_malloc(S * LE * sizeof *out->routing);
+		for (size_t i = 0; i < S * LE; i++)
+			out->routing[i] = (size_t)seen[i];
+		out->routing_blocks = L;
+		out->routing_experts = E;
+	}
+	free(c2);
+	free(seen);
+	free(guess);
+	return rc;
+}
+
+int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
+                    const float *init, const int *tokens, int want_weights, struct zs_tracker *trk,
+                    int want_timeline, struct ag_exec_result *out, char **cause)
+{
+	if (hf->experts > 0 && world == 1)
+		return moe_run(c, hf, seq, want_weights, trk, want_timeline, init, tokens, out, cause);
+	return tfm_run(c, hf, seq, world, init, tokens, want_weights, trk, want_timeline, out, NULL, cause);
+}
+
 void ag_exec_result_free(struct ag_exec_result *r)
 {
+	free(r->routing);
 	free(r->losses);
 	free(r->rank_resident);
 	free(r->rank_peak);

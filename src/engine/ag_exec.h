@@ -85,6 +85,14 @@ struct ag_exec {
 	double loss_sum;         /* the step's NLL values summed (--grad-accum: one a micro-step) */
 	int have_loss;
 	struct zs_coll_stats comm; /* the steps' collectives (not set-up's), counted as coll.h's ring */
+	/* A mixture's routing as the step's values make it: where moe_seen
+	 * is set (the caller's, moe_seen_n elements), the j-th AG_OP_TOPK
+	 * run since moe_topk was last zeroed counts each choice of its rows
+	 * into moe_seen[j·C + choice], C its input's columns (the tokens per
+	 * expert of block j, measured.json's "routing"). */
+	uint64_t *moe_seen;
+	size_t moe_seen_n;
+	unsigned moe_topk;
 };
 
 /* Set up: run s->setup (its ALLOCs through tr on rank `rank`, parameters
@@ -134,6 +142,9 @@ struct ag_exec_result {
 	unsigned world;                    /* the ranks run, and each one's */
 	size_t *rank_resident, *rank_peak; /* resident and peak (malloc'd) */
 	struct zs_coll_stats *rank_comm;   /* each rank's collectives over the steps (malloc'd) */
+	size_t *routing;                   /* a mixture's tokens per expert, [step][block][expert], the
+	                                    * values' own (malloc'd); else NULL */
+	size_t routing_blocks, routing_experts;
 };
 
 /* Train model hf (gpt2 or llama family) for c's steps, batch and lr
@@ -149,6 +160,15 @@ struct ag_exec_result {
  * set up for ids, the allocator's replay, as any run's), which logs the
  * last step when want_timeline (rank 0's; 2: every rank's, --timeline-ranks
  * all); every block is freed again by the end.
+ * A mixture (hf->experts > 0, --wrapper none) is built for the routing
+ * its values make, which the list must know before it runs (every routed
+ * tensor is sized by its expert's tokens): the run is tried on a scratch
+ * tracker from a balanced routing, each try's AG_OP_TOPK choices
+ * (ag_exec.moe_seen) correcting the blocks a failed torch.where reached,
+ * until a try runs through; then it runs once more on tr. One list serves
+ * every step, so a run whose steps route differently is refused, as is a
+ * first step that leaves an expert without a token (its .grad stays None,
+ * which the list does not follow).
  * The losses are the ranks' mean; the digest and weights rank 0's, and
  * every rank's must equal them; the breakdowns and marks the binding
  * rank's (the highest peak: rank 0 where all are equal). 0, or -1 with

@@ -341,6 +341,10 @@ static void routing_row_json(cJSON *schedule, const struct theory_request *req, 
 	uint64_t *peaks = zs_calloc(r->world, sizeof *peaks);
 	theory_request_bytes(req, &b);
 	theory_walk_rank_peaks(req->desc, &b, req->config, r->scheme, r->unit, r->world, peaks);
+	/* the walk is the engine's step's: the PyTorch step's rank (--wrapper
+	 * none, one) peaks where its own description does */
+	for (unsigned k = 0; req->config->framework == ZS_FW_TORCH && k < r->world; k++)
+		peaks[k] = s->peak_bytes;
 	/* (under DeepSpeed theory_framework_json wrote one from rank 0's walk: each rank's replaces it) */
 	cJSON_DeleteItemFromObjectCaseSensitive(schedule, "per_rank");
 	cJSON *per = cJSON_AddObjectToObject(schedule, "per_rank");

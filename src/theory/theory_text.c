@@ -422,14 +422,6 @@ static const char *no_step_reason(const struct theory_request *req)
 	return "activations of another width than the precision's";
 }
 
-/* Whether measure --model runs the framework's step the theory walks:
- * not a mixture under torch, which measure refuses (its plain loop has no
- * router); that one is the theory alone, held to PyTorch 1.13's allocator. */
-static int measure_runs(const struct theory_request *req)
-{
-	return !(req->config->framework == ZS_FW_TORCH && req->model != NULL && req->model->experts > 0);
-}
-
 static void table_text(struct zs_buf *t, const struct theory_request *req, enum zs_unit unit)
 {
 	const struct zs_config *c = req->config;
@@ -456,11 +448,7 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 	else
 		zs_buf_printf(t, "\nPer rank, %s:\n", scales[sc].name);
 	char runs[96];
-	if (!measure_runs(req))
-		snprintf(runs, sizeof runs, "which measure does not run: the theory only, checked against PyTorch "
-		         "1.13's allocator");
-	else
-		snprintf(runs, sizeof runs, "what measure --model --precision %s runs", zs_precision_name(c->precision));
+	snprintf(runs, sizeof runs, "what measure --model --precision %s runs", zs_precision_name(c->precision));
 	if (fwh)
 		zs_buf_printf(t, "(the peak is %s's exact step, %s%s; \"paper level\" is the reference: the paper's "
 		              "model states and transients with Korthikanti's activations, the parts to its left)\n",
@@ -907,9 +895,8 @@ static void allocator_text(struct zs_buf *t, const struct theory_request *req, e
 static void framework_tables(struct zs_buf *t, const struct theory_request *req, enum zs_unit unit)
 {
 	const char *fw = zs_framework_name(req->config->framework);
-	char *title = zs_asprintf("Model states per rank, %s's step schedule (%s), unit = %s", fw,
-	                          measure_runs(req) ? "what measure --model holds" : "which measure does not run",
-	                          zs_unit_name(unit));
+	char *title = zs_asprintf("Model states per rank, %s's step schedule (what measure --model holds), unit = %s",
+	                          fw, zs_unit_name(unit));
 	put_table(t, req, unit, Q_RESIDENT, title);
 	free(title);
 	title = zs_asprintf("Peak per rank, %s's step schedule, unit = %s", fw, zs_unit_name(unit));

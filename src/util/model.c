@@ -456,15 +456,19 @@ static int read_moe(const cJSON *cfg, const char *where, int kind, struct zs_mod
 	}
 	if (read_bool(cfg, "output_router_logits", 0, where, &m->router_logits, cause) < 0)
 		return -1;
-	double jitter = 0.0;
-	if (!qwen && read_prob(cfg, "router_jitter_noise", 0.0, where, &jitter, cause) < 0)
+	if (!qwen && read_prob(cfg, "router_jitter_noise", 0.0, where, &m->router_jitter, cause) < 0)
 		return -1;
 	if (m->router_logits && m->unrun[0] == '\0')
 		snprintf(m->unrun, sizeof m->unrun, "\"output_router_logits\" is true: the router's auxiliary "
 		         "load-balancing loss is not run yet (give false)");
-	if (jitter > 0 && m->unrun[0] == '\0')
-		snprintf(m->unrun, sizeof m->unrun, "\"router_jitter_noise\" is %g: the router's noise is not run yet "
-		         "(give 0)", jitter);
+	return 0;
+}
+
+int zs_model_router_check(const struct zs_model *m, char **cause)
+{
+	if (m->router_jitter > 0)
+		return zs_fail(cause, "%s: \"router_jitter_noise\" is %g: the router's noise is neither run nor predicted "
+		               "yet (give 0)", m->name, m->router_jitter);
 	return 0;
 }
 

@@ -172,6 +172,8 @@ struct zs_model {
 	uint64_t experts_per_tok;/* num_experts_per_tok, k, the experts each token is routed to */
 	double router_aux_coef; /* mixtral: router_aux_loss_coef, the load-balancing loss's weight */
 	int router_logits;      /* mixtral: output_router_logits, the auxiliary loss added to the loss */
+	double router_jitter;   /* mixtral: router_jitter_noise, the router's multiplicative noise in training
+	                           (0: none; else refused by zs_model_router_check) */
 	int qwen_moe;           /* qwen2_moe's and qwen3_moe's block: mlp.gate, each expert's gate_proj,
 	                           up_proj, down_proj in that order, then (qwen2_moe) the shared
 	                           expert and its gate */
@@ -206,6 +208,11 @@ char *zs_model_file(const char *arg);
 /* Read the shape from a parsed config; `where` names it in messages. On
  * failure *m is unchanged. */
 int zs_model_from_json(const cJSON *config, const char *where, struct zs_model *m, char **cause);
+/* What of a mixture's router neither measure nor theory follows
+ * (router_jitter_noise > 0: MixtralSparseMoeBlock's noise on the router's
+ * input in training): one line into *cause, -1; else 0. Both commands
+ * call it. */
+int zs_model_router_check(const struct zs_model *m, char **cause);
 
 /* The family's name: "gpt2" or "llama". */
 const char *zs_family_name(enum zs_family f);

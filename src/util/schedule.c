@@ -194,12 +194,17 @@ int zs_moe_torch_takes(const char *model_type)
 	return 0;
 }
 
+void zs_moe_balanced(uint64_t *counts, size_t L, size_t E, uint64_t BTk)
+{
+	for (size_t l = 0; l < L; l++)
+		for (size_t e = 0; e < E; e++)
+			counts[l * E + e] = BTk / E + (e < BTk % E);
+}
+
 void zs_moe_scope(const struct zs_config *c, const char *model_type, unsigned flags, char *what, size_t n)
 {
 	what[0] = '\0';
-	if (c->framework == ZS_FW_TORCH && !(flags & ZS_MOE_THEORY))
-		snprintf(what, n, "--framework torch in measure (give --framework paper or deepspeed)");
-	else if (c->framework == ZS_FW_TORCH && !zs_moe_torch_takes(model_type))
+	if (c->framework == ZS_FW_TORCH && !zs_moe_torch_takes(model_type))
 		snprintf(what, n, "--framework torch for a %s (give --framework paper or deepspeed)",
 		         model_type != NULL ? model_type : "mixture");
 	else if (c->framework == ZS_FW_TORCH && c->wrapper == ZS_WRAPPER_DDP)

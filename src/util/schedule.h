@@ -99,18 +99,18 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
 /* A mixture of experts (mixtral, qwen2_moe, qwen3_moe) runs in the
  * engine's step, and the theory follows that step, as ZS_MOE_SCOPE says
  * (any recompute), in one process; under --framework torch --wrapper none
- * the theory describes PyTorch's own step instead for the families
- * ZS_MOE_TORCH_FAMILIES names (util/autograd.c's mixture block, which
- * measure does not run): what of c, the model's model_type (NULL where
+ * measure runs and the theory describes PyTorch's own step instead for
+ * the families ZS_MOE_TORCH_FAMILIES names (util/autograd.c's mixture
+ * block, engine/ag_exec.c): what of c, the model's model_type (NULL where
  * none is known yet) and the caller's flags (below) is outside that,
  * named as an option ("--framework torch (give --framework paper or
  * deepspeed)"), into what (n bytes); "" when nothing is. measure and
  * theory refuse a mixture with it, each in its own sentence. */
 #define ZS_MOE_TORCH_FAMILIES "mixtral, qwen2_moe and qwen3_moe"
 #define ZS_MOE_SCOPE                                                                                          \
-	"fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf; the " \
-	"theory also fp32 under --framework torch --wrapper none for " ZS_MOE_TORCH_FAMILIES ", PyTorch 1.13's "  \
-	"step, with --routing FILE)"
+	"fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf), "    \
+	"and fp32 under --framework torch --wrapper none for " ZS_MOE_TORCH_FAMILIES " (PyTorch 1.13's step; the " \
+	"theory with --routing FILE)"
 /* Whether the PyTorch step's theory takes a mixture of this model_type
  * (one of ZS_MOE_TORCH_FAMILIES's words). */
 int zs_moe_torch_takes(const char *model_type);
@@ -123,6 +123,9 @@ int zs_moe_torch_takes(const char *model_type);
 	"it zero-fills a grad of its own apart (stage_1_and_2.py get_flat_partition; engine.py for dp), "   \
 	"which zerosim does not follow (give more tokens: --batch, --seq; or --schemes zero3, whose z3 leaf " \
 	"zero-fills it before its one reduce)"
+/* counts (L blocks x E experts) = BTk assignments a block spread evenly,
+ * the first BTk mod E experts one more (--routing balanced's). */
+void zs_moe_balanced(uint64_t *counts, size_t L, size_t E, uint64_t BTk);
 enum { ZS_MOE_MPI = 1, ZS_MOE_ALLOCATOR = 2, ZS_MOE_CASE = 4, ZS_MOE_FLASH = 8, ZS_MOE_THEORY = 16 };
 void zs_moe_scope(const struct zs_config *c, const char *model_type, unsigned flags, char *what, size_t n);
 

@@ -1,0 +1,124 @@
+#!/bin/sh
+# moe_measure — issue #25's mixture measured under the PyTorch step
+# (--framework torch --wrapper none): engine/ag_exec.c runs util/
+# autograd.c's mixture block (topk, one_hot, nonzero, index, index_add_,
+# _index_put_, sigmoid ...) on the tiny mixtral of tests/moe_lib.sh, the
+# tiny qwen2_moe of tests/qwen_moe.sh (shared expert, top 2 of 4
+# unnormalised) and qwen3_moe of tests/qwen3_moe.sh (top 2 of 4
+# renormalised), fp32, 1.13, zero_grad zeros, 3 steps:
+#
+#  - the run records its routing (each step's tokens per expert a block,
+#    B·T·k assignments each) and the theory given it back (--routing FILE)
+#    equals the measurement to the byte (resident, peak, every category;
+#    tests/json_agree), at B 2 T 16 and B 1 T 8 (single Adam) and B 2 T 16
+#    (foreach); the same file with one token moved between two experts of
+#    the last step departs from it (the check can fail);
+#  - the losses equal zerosim's fused engine's (--framework paper, itself
+#    held to PyTorch's MixtralForCausalLM and Qwen2MoeForCausalLM by
+#    tests/moe_model_torch.sh) at --seq T − 1 within 1e-5 relative, every
+#    step (Hugging Face's shifted loss scores T − 1 tokens of T:
+#    tests/ag_exec_losses.sh);
+#  - refused by name, one line, exit 2 or 1, nothing written: a first step
+#    that leaves an expert without a token (B 1 T 2), --wrapper ddp,
+#    --torch-version 2.6, --recompute full, --lora-r.
+#
+# About 3 s. Exit 0 pass, 1 fail, 77 skip (no python3), 99 hard error.
+name=moe_measure
+needs="${ZS_BUILDDIR:-.}/tests/json_agree"
+src=${srcdir:-.}
+. "$src/tests/moe_lib.sh"
+torch_opts="--framework torch --wrapper none --torch-version 1.13 --torch-device cpu --zero-grad zeros
+	--precision fp32 --world 1 --schemes dp --steps 3"
+for q in qwen_moe qwen3_moe; do
+	sed -n "/<<'JSON'\$/,/^JSON\$/p" "$src/tests/$q.sh" | sed '1d;$d' >"$tmp/$q.json"
+	[ -s "$tmp/$q.json" ] || { echo "$name: no config in tests/$q.sh" >&2; exit 99; }
+done
+
+# agree CONFIG B T IMPL [moved]: measure, the routing it records, the
+# theory under it (and, with "moved", under it with the last step's last
+# block all on k experts: a peak the measure did not reach)
+agree() {
+	cfg=$1 tag=$(basename "$1" .json)-$2-$3-$4
+	# shellcheck disable=SC2086
+	OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$cfg" --batch "$2" --seq "$3" $torch_opts \
+		--optimizer-impl "$4" --out "$tmp/m-$tag.json" 2>"$tmp/err" ||
+		{ fail "$tag: measure: $(cat "$tmp/err")"; return; }
+	python3 - "$tmp/m-$tag.json" "$cfg" "$2" "$3" "$tmp/moved-$tag.json" <<'PY' || { fail "$tag: the routing"; return; }
+import json, sys
+m, cfg = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+B, T = int(sys.argv[3]), int(sys.argv[4])
+E = cfg.get("num_experts", cfg.get("num_local_experts"))
+K, L = cfg["num_experts_per_tok"], cfg["num_hidden_layers"]
+rt = m["runs"][0]["routing"]
+steps = rt["tokens_per_expert"][0]
+bad = [(s, l, c) for s, st in enumerate(steps) for l, c in enumerate(st) if len(c) != E or sum(c) != B * T * K]
+if rt["blocks"] != L or rt["experts"] != E or len(steps) != 3 or bad:
+    sys.exit("moe_measure: FAIL: the recorded routing is not 3 steps x %d blocks of %d assignments over %d "
+             "experts: %s" % (L, B * T * K, E, bad or rt))
+steps[-1][-1] = [B * T if e < K else 0 for e in range(E)]
+json.dump(m, open(sys.argv[5], "w"))
+PY
+	for r in m ${5:-}; do
+		# shellcheck disable=SC2086
+		"$zerosim" theory --model "$cfg" --batch "$2" --seq "$3" $torch_opts --optimizer-impl "$4" \
+			--routing "$tmp/$r-$tag.json" --out "$tmp/t-$r-$tag.json" 2>"$tmp/err" ||
+			{ fail "$tag: theory --routing ($r): $(cat "$tmp/err")"; return; }
+		"$top/tests/json_agree" "$tmp/m-$tag.json" "$tmp/t-$r-$tag.json" >"$tmp/out" 2>&1
+		case $r:$? in
+		m:0) echo "ok: $tag: theory --routing (measure's own) against measure: $(head -1 "$tmp/out")" ;;
+		moved:1) echo "ok: $tag: the last block on k experts departs: $(head -1 "$tmp/out")" ;;
+		*) fail "$tag: theory --routing ($r) against measure: $(cat "$tmp/out")" ;;
+		esac
+	done
+}
+
+# losses CONFIG B T: the plain loop at T against the fused engine at T − 1
+losses() {
+	common="--model $1 --world 1 --schemes dp --precision fp32 --batch $2 --steps 3"
+	# shellcheck disable=SC2086
+	"$zerosim" measure -q $common $torch_opts --optimizer-impl single --seq "$3" --out "$tmp/a.json" &&
+		"$zerosim" measure -q $common --seq $(($3 - 1)) --out "$tmp/b.json" || { fail "$1: losses: a run failed"; return; }
+	python3 - "$tmp/a.json" "$tmp/b.json" "$(basename "$1" .json) B $2 T $3" <<'PY' || status=1
+import json, sys
+a, b = (json.load(open(f))["runs"][0]["losses"] for f in sys.argv[1:3])
+bad = len(a) != 3 or len(b) != 3 or any(abs(x - y) > 1e-5 * abs(y) for x, y in zip(a, b))
+print("%s: %s: plain loop %s, fused engine %s" % ("FAIL" if bad else "ok", sys.argv[3], a, b),
+      file=sys.stderr if bad else sys.stdout)
+sys.exit(1 if bad else 0)
+PY
+}
+
+agree "$tmp/config.json" 2 16 single
+agree "$tmp/config.json" 1 8 single
+agree "$tmp/config.json" 2 16 foreach
+sed 's/"intermediate_size": 96/"intermediate_size": 512/' "$tmp/config.json" >"$tmp/wide.json"
+agree "$tmp/wide.json" 2 16 single moved
+agree "$tmp/qwen_moe.json" 2 16 single
+agree "$tmp/qwen3_moe.json" 2 16 single
+losses "$tmp/config.json" 2 16
+losses "$tmp/config.json" 1 8
+losses "$tmp/qwen_moe.json" 2 16
+losses "$tmp/qwen3_moe.json" 2 16
+
+# refused: one line on stderr, exit RC, nothing written (refuse LABEL RC
+# PATTERN SED-CHANGE-OF-THE-OPTIONS OPTIONS...)
+refuse() {
+	label=$1 want=$2 pattern=$3 change=$4
+	shift 4
+	# shellcheck disable=SC2086
+	"$zerosim" measure -q --model "$tmp/config.json" $(echo "$torch_opts" | sed "$change") "$@" --out "$tmp/x.json" 2>"$tmp/err"
+	rc=$?
+	if [ $rc -ne "$want" ] || ! grep -q -- "$pattern" "$tmp/err" || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/x.json" ]; then
+		fail "$label: exit $rc, '$(cat "$tmp/err")' (want $want and '$pattern')"
+	else
+		echo "ok: refused: $label: $(cat "$tmp/err")"
+	fi
+}
+refuse "first-step starved expert" 1 "block [0-9]'s expert [0-9] gets no token in the run's first step" s/x/x/ --batch 1 --seq 2
+refuse "--wrapper ddp" 2 "not with --wrapper ddp" "s/--wrapper none/--wrapper ddp/" --batch 2 --seq 16
+refuse "--torch-version 2.6" 2 "with --torch-version 2.6 (give 1.13) is not described yet" \
+	"s/--torch-version 1.13/--torch-version 2.6/" --batch 2 --seq 16
+refuse "--recompute full" 2 "--recompute full (give none)" s/x/x/ --batch 2 --seq 16 --recompute full
+refuse "--lora-r" 2 "fine-tuning" s/x/x/ --batch 2 --seq 16 --lora-r 4
+[ $status -eq 0 ] && echo "$name: the tiny mixtral's, qwen2_moe's and qwen3_moe's PyTorch step measured: the theory under the measured routing equals it to the byte, the losses the fused engine's; the refusals hold"
+exit $status
