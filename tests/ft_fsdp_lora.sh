@@ -70,32 +70,40 @@ else
 	echo "ok: PyTorch 1.13's FSDP refuses --freeze embeddings too: $(grep -m1 -o 'ValueError: .*requires_grad`' "$tmp/err")"
 fi
 
-# coll.py REF MEASURE LABEL: PyTorch's all-gathers and reduce-scatters of
-# the steady step against measure's calls a step
+# coll.py REF MEASURE LABEL: PyTorch's all-gathers and reduce-scatters in
+# the run's steps against measure's (its calls a step times the steps:
+# a frozen unit SHARD_GRAD_OP keeps is gathered in step 1 alone, so the
+# steady step's count would miss it)
 cat >"$tmp/coll.py" <<'EOF'
 import json, sys
 d, label = json.load(open(sys.argv[1])), sys.argv[3]
 bad = []
 for r in json.load(open(sys.argv[2]))["runs"]:
     for kind in ("all_gather", "reduce_scatter"):
-        if sum(d[kind + "_per_micro"]) != r["collectives"][kind]["calls_per_step"]:
-            bad.append(f"{kind}: PyTorch {d[kind + '_per_micro']} per micro-step against measure's "
-                       f"{r['collectives'][kind]['calls_per_step']} a step")
-print(f"{'FAIL' if bad else 'ok'}: {label}: all-gathers per micro-step {d['all_gather_per_micro']}, reduce-scatters "
-      f"{d['reduce_scatter_per_micro']}: PyTorch's and measure's calls {'differ' if bad else 'agree'}"
+        calls = round(r["collectives"][kind]["calls_per_step"] * d["steps"])
+        if d[kind + "_run"] != calls:
+            bad.append(f"{kind}: PyTorch {d[kind + '_run']} in the run's steps ({d[kind + '_per_micro']} per "
+                       f"micro-step of the last) against measure's {calls}")
+print(f"{'FAIL' if bad else 'ok'}: {label}: all-gathers per micro-step {d['all_gather_per_micro']} "
+      f"({d['all_gather_run']} in the run), reduce-scatters {d['reduce_scatter_per_micro']} "
+      f"({d['reduce_scatter_run']}): PyTorch's and measure's calls {'differ' if bad else 'agree'}"
       + "".join("\n  " + b for b in bad))
 sys.exit(1 if bad else 0)
 EOF
 
-# case LABEL MODEL K ZERO_GRAD NO_SYNC(on|off) PRECISION(fp32|amp-bf16: ft_torch.py --amp bf16) ARGS...
+# case LABEL MODEL K ZERO_GRAD NO_SYNC(on|off) PRECISION(fp32|amp-bf16: ft_torch.py --amp bf16)
+#       SCHEME(zero3|zero2: ft_torch.py --fsdp-strategy shard_grad_op) ARGS...
 case_() {
-	label=$1 m=$2 K=$3 zg=$4 ns=$5 prec=$6
-	shift 6
+	label=$1 m=$2 K=$3 zg=$4 ns=$5 prec=$6 scheme=$7
+	shift 7
 	amp=
 	[ "$prec" = amp-bf16 ] && amp="--amp bf16"
+	strategy=full_shard
+	[ "$scheme" = zero2 ] && strategy=shard_grad_op
 	# shellcheck disable=SC2086
 	if ! timeout 300 "$py" "$src/tests/ft_torch.py" --model "$tmp/tiny-$m.json" --grad-accum "$K" --zero-grad "$zg" \
-		--world 2 --fsdp --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)" $amp "$@" --out "$tmp/$label.json" \
+		--world 2 --fsdp --fsdp-strategy $strategy --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)" $amp "$@" \
+		--out "$tmp/$label.json" \
 		>"$tmp/err" 2>&1; then
 		echo "ft_fsdp_lora: FAIL: tests/ft_torch.py --fsdp, $label:" >&2
 		tail -20 "$tmp/err" >&2
@@ -105,7 +113,8 @@ case_() {
 	[ "$K" -gt 1 ] && ns_arg="--fsdp-no-sync $ns"
 	for cmd in theory measure; do
 		# shellcheck disable=SC2086
-		if ! "$zerosim" $cmd --model "$tmp/tiny-$m.json" $z --precision "$prec" --zero-grad "$zg" --grad-accum "$K" \
+		if ! "$zerosim" $cmd --model "$tmp/tiny-$m.json" $z --schemes "$scheme" --precision "$prec" --zero-grad "$zg" \
+			--grad-accum "$K" \
 			$ns_arg "$@" --out "$tmp/$label.$cmd.json" 2>"$tmp/err"; then
 			echo "ft_fsdp_lora: FAIL: zerosim $cmd, $label: $(cat "$tmp/err")" >&2
 			exit 99
@@ -116,22 +125,32 @@ case_() {
 	"$py" "$tmp/coll.py" "$tmp/$label.json" "$tmp/$label.measure.json" "$label" || status=1
 }
 
-case_ fsdp2-lora-llama-k1-zeros llama 1 zeros on fp32 --lora-r 4
-case_ fsdp2-lora-llama-k2-none-nosync llama 2 none on fp32 --lora-r 4
-case_ fsdp2-lora-gpt2-k2-zeros-sync gpt2 2 zeros off fp32 --lora-r 4
-case_ fsdp2-freeze-llama-k2-none-nosync llama 2 none on fp32 --freeze blocks:0-0
+case_ fsdp2-lora-llama-k1-zeros llama 1 zeros on fp32 zero3 --lora-r 4
+case_ fsdp2-lora-llama-k2-none-nosync llama 2 none on fp32 zero3 --lora-r 4
+case_ fsdp2-lora-gpt2-k2-zeros-sync gpt2 2 zeros off fp32 zero3 --lora-r 4
+case_ fsdp2-freeze-llama-k2-none-nosync llama 2 none on fp32 zero3 --freeze blocks:0-0
 # the root and block 0 frozen: block 0's output requires no grad, so 1.13
 # registers no pre-backward hook on it (no second gather)
-case_ fsdp2-freeze-prefix-llama-k1-zeros llama 1 zeros on fp32 \
+case_ fsdp2-freeze-prefix-llama-k1-zeros llama 1 zeros on fp32 zero3 \
 	--freeze 'model.embed_tokens.weight,model.layers.0.*,model.norm.weight,lm_head.weight'
 # the review's two: LoRA's dropout (nn.Dropout in each adapter's unit: its
 # mask saved for backward), and the last block frozen without no_sync()
 # (block 1's unit runs no reduce-scatter; block 0's sharded grads add up)
-case_ fsdp2-lora-dropout-llama-k1-zeros llama 1 zeros on fp32 --lora-r 4 --lora-dropout 0.1
-case_ fsdp2-freeze-last-gpt2-k2-none-sync gpt2 2 none off fp32 --freeze blocks:1-1
+case_ fsdp2-lora-dropout-llama-k1-zeros llama 1 zeros on fp32 zero3 --lora-r 4 --lora-dropout 0.1
+case_ fsdp2-freeze-last-gpt2-k2-none-sync gpt2 2 none off fp32 zero3 --freeze blocks:1-1
 # autocast (no FSDP MixedPrecision): the adapters' units' views cast at
 # every use (no cache), the frozen base's too
-case_ fsdp2-amp-lora-llama-k1-zeros llama 1 zeros on amp-bf16 --lora-r 4
+case_ fsdp2-amp-lora-llama-k1-zeros llama 1 zeros on amp-bf16 zero3 --lora-r 4
+# SHARD_GRAD_OP (--schemes zero2): every unit keeps its gathered copy from
+# forward to its post-backward hook, a frozen one to backward's end
+# (_catch_all_reshard); without no_sync() freed there, with it kept into
+# the next micro-step; a frozen block whose output requires no grad (the
+# frozen prefix) keeps it for good, gathered once, in step 1
+case_ fsdp2-zero2-lora-llama-k2-none-nosync llama 2 none on fp32 zero2 --lora-r 4
+case_ fsdp2-zero2-lora-gpt2-k2-zeros-sync gpt2 2 zeros off fp32 zero2 --lora-r 4
+case_ fsdp2-zero2-freeze-llama-k2-none-nosync llama 2 none on fp32 zero2 --freeze blocks:0-0
+case_ fsdp2-zero2-freeze-prefix-llama-k1-zeros llama 1 zeros on fp32 zero2 \
+	--freeze 'model.embed_tokens.weight,model.layers.0.*,model.norm.weight,lm_head.weight'
 
 # The losses: zerosim's LoRA run as a case, trained by PyTorch under FSDP
 # (the loss moves through the adapters alone: the base is frozen)

@@ -904,11 +904,6 @@ static int check_fsdp(const struct zs_config *c, char **cause)
 		else if (c->schemes[i] != c->schemes[0])
 			return zs_fail(cause, "--wrapper fsdp runs one scheme a run, zero2 or zero3 (it lists %s and %s): run "
 			               "them apart", zs_scheme_name(c->schemes[0]), zs_scheme_name(c->schemes[i]));
-	/* SHARD_GRAD_OP of frozen units (--freeze, LoRA's base: kept gathered
-	 * from forward to backward's end) is not compared with PyTorch yet */
-	if (c->schemes[0] == ZS_ZERO2 && (c->freeze[0] || c->lora_r))
-		return zs_fail(cause, "--%s with --wrapper fsdp --schemes zero2: SHARD_GRAD_OP of frozen parameters is not "
-		               "compared with PyTorch yet (give --schemes zero3)", c->lora_r ? "lora-r" : "freeze");
 	/* its units are the wrap policy's: a --unit would relabel the rows and
 	 * change nothing else (as under none and ddp, check_step_unit) */
 	if (c->given & ZS_KEY_BIT(ZS_KEY_UNITS))
