@@ -258,8 +258,8 @@ def apply_lora(a, model, family):
 
 
 def fsdp_wrap_peft(a, model):
-    """FSDP (FULL_SHARD, or SHARD_GRAD_OP: hf_torch.fsdp_strategy; under
-    2.x device_id the CPU) with PEFT's wrap policy for LoRA, written
+    """FSDP (FULL_SHARD, or SHARD_GRAD_OP: hf_torch.fsdp_strategy;
+    backward_prefetch None; under 2.x device_id the CPU) with PEFT's wrap policy for LoRA, written
     from peft/utils/other.py at v0.20.0, fsdp_auto_wrap_policy (lines
     1259-1296): _or_policy of lambda_auto_wrap_policy over lambda_policy_fn
     (a leaf module, no children, whose weight requires grad: lora_A's and
@@ -282,9 +282,10 @@ def fsdp_wrap_peft(a, model):
     transformer_policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls=blocks)
     policy = functools.partial(_or_policy, policies=[lambda_policy, transformer_policy])
     H.mark("fsdp:construct")
+    # backward_prefetch None, given (1.13's default; 2.6's is BACKWARD_PRE)
     kw = dict(device_id=torch.device("cpu")) if H.TV >= (2, 0) else {}
     m = FSDP(model, sharding_strategy=getattr(ShardingStrategy, H.fsdp_strategy(a).upper()), auto_wrap_policy=policy,
-             **kw)
+             backward_prefetch=None, **kw)
     m.units = model.units
     H.mark("fsdp:constructed")
     return m

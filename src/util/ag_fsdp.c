@@ -771,7 +771,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		 * (_catch_all_reshard, 3428-3455, over fsdp_modules: the root
 		 * first, depth first, 3524; SHARD_GRAD_OP's only when it syncs:
 		 * _should_free_unsharded_flat_param). It skips a unit whose flat
-		 * parameter is its shard already (3440-3445): under SHARD_GRAD_OP
+		 * parameter is its shard already (3446-3450): under SHARD_GRAD_OP
 		 * a frozen block whose output requires no grad (no pre-backward
 		 * hook: nothing switched it back) keeps its gathered copy, from
 		 * its first forward on, every later unshard finding it there
@@ -829,6 +829,25 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 				if (!v->ckpt)
 					pre_backward(p_, o, u, v);
 				nmarks[1]++;
+			} else if ((v = block_mark(e, u, nu, "bwd", "end")) != NULL) {
+				/* 2.x: a frozen unit's reshard-only hook, a multi-grad
+				 * hook on its forward's inputs that require grad
+				 * (_register_post_backward_reshard_only_hook,
+				 * _runtime_utils.py 1462-1505, from _pre_forward 402),
+				 * runs when their gradient is in: a hook on the same
+				 * tensor as this mark's, registered before it (FSDP's
+				 * forward wraps the block's), after the unit below's
+				 * pre-backward hook (registered in its post-forward);
+				 * _post_backward_reshard (783-789) frees as
+				 * _should_free_in_backward says (801-817) */
+				if (o->version != ZS_TORCH_1_13 && v->frozen && v->inuse) {
+					agp_record_function(p_, o, ZS_PH_BACKWARD);
+					if (sync || !shard_grad_op)
+						reshard(p_, v, ZS_PH_BACKWARD);
+					else
+						v->inuse = 0;
+				}
+				agp_copy(p_, e);
 			} else if (is_label(e, "phase:optimizer")) {
 				for (size_t k = 0; k < nu && rc == 0; k++)
 					if (!u[k].done && !u[k].frozen)

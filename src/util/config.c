@@ -922,12 +922,6 @@ static int check_fsdp(const struct zs_config *c, char **cause)
 	if (c->prefetch != ZS_PREFETCH_NONE && c->grad_accum > 1)
 		return zs_fail(cause, "--prefetch %s with --grad-accum %u: --wrapper fsdp's prefetch across micro-steps is "
 		               "not described yet (give --prefetch none)", zs_prefetch_name(c->prefetch), c->grad_accum);
-	/* 2.6 frees a frozen unit's gathered copy when its inputs' gradients
-	 * are in (_register_post_backward_reshard_only_hook, _runtime_utils.py
-	 * 1462-1500), not at backward's end as 1.13's _catch_all_reshard */
-	if (c->torch_version != ZS_TORCH_1_13 && (c->freeze[0] || c->lora_r))
-		return zs_fail(cause, "--%s with --wrapper fsdp: PyTorch 2.6's FSDP of frozen parameters is not described "
-		               "yet (give --torch-version 1.13)", c->lora_r ? "lora-r" : "freeze");
 	for (int k = ZS_KEY_BUCKET_CAP; k <= ZS_KEY_DS_MAX_LIVE; k++)
 		if (k != ZS_KEY_PREFETCH && (c->given & ZS_KEY_BIT(k)))
 			return zs_fail(cause, "--%s: --wrapper fsdp builds no %s to set", key_names[k],
