@@ -919,6 +919,10 @@ static int check_fsdp(const struct zs_config *c, char **cause)
 	if (c->prefetch != ZS_PREFETCH_NONE && c->torch_version == ZS_TORCH_1_13)
 		return zs_fail(cause, "--prefetch %s: --wrapper fsdp under PyTorch 1.13 models backward_prefetch None only "
 		               "so far (its default; give --torch-version 2.6)", zs_prefetch_name(c->prefetch));
+	if (c->prefetch != ZS_PREFETCH_NONE && (c->freeze[0] || c->lora_r))
+		return zs_fail(cause, "--prefetch %s with --%s: --wrapper fsdp's prefetch of frozen units is not compared "
+		               "with PyTorch yet (give --prefetch none)", zs_prefetch_name(c->prefetch),
+		               c->lora_r ? "lora-r" : "freeze");
 	if (c->prefetch != ZS_PREFETCH_NONE && c->grad_accum > 1)
 		return zs_fail(cause, "--prefetch %s with --grad-accum %u: --wrapper fsdp's prefetch across micro-steps is "
 		               "not described yet (give --prefetch none)", zs_prefetch_name(c->prefetch), c->grad_accum);
