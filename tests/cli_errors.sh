@@ -883,6 +883,9 @@ for cmd in measure theory; do
 		--out "$keep"
 	try 2 "--prefetch backward-pre with --freeze: --wrapper fsdp's prefetch of frozen units is not compared with PyTorch yet (give --prefetch none)" \
 		$cmd --framework torch $fsdp --world 2 --schemes zero2 --freeze blocks:0-0 --prefetch backward-pre --out "$keep"
+	try 2 "--recompute full with frozen parameters under --wrapper fsdp --torch-version 2.6: not compared with PyTorch yet (give --recompute none or --torch-version 1.13)" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 2.6 --freeze blocks:0-0 --recompute full \
+		--model "$srcdir/report/models/llama-tiny.json" --out "$keep"
 	try 2 "--prefetch backward-pre: --wrapper fsdp under PyTorch 1.13 models backward_prefetch None only so far (its default; give --torch-version 2.6)" \
 		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --prefetch backward-pre --out "$keep"
 	try 2 "--prefetch backward-pre with --grad-accum 2: --wrapper fsdp's prefetch across micro-steps is not described yet (give --prefetch none)" \

@@ -95,11 +95,12 @@
 int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct ag_options *o, unsigned world,
                   int shard_grad_op, char **cause);
 
-/* 0, or -1 with *cause when a unit of s (the plain loop's step of p, as
- * ag_fsdp_apply would wrap it) holds frozen and trainable parameters
- * together: PyTorch 1.13's FlatParameter takes neither (the user's
- * --freeze, refused). */
-int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, char **cause);
+/* 0, or -1 with *cause when a unit of s (the plain loop's step of p
+ * under o, as ag_fsdp_apply would wrap it) holds frozen and trainable
+ * parameters together: PyTorch 1.13's FlatParameter takes neither (the
+ * user's --freeze, refused); or when 2.x's FSDP would reshard a frozen
+ * unit checkpointed (o->recompute): not compared yet. */
+int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, const struct ag_options *o, char **cause);
 
 /* FSDP's gradient division factors for N ranks (torch/distributed/
  * algorithms/_comm_hooks/default_hooks.py, DefaultState: the pre-divide
