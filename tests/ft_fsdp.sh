@@ -51,21 +51,7 @@ export PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1
 ft_configs 256 160 tiny-
 
 version=1.13
-ref() { # ARGS...: tests/ft_torch.py ARGS under PyTorch 1.13 here
-	timeout 300 "$py" "$src/tests/ft_torch.py" "$@"
-}
-if [ "$mode" = torch26 ]; then
-	version=2.6
-	mkdir -p "$root$in" && cp "$src/tests/ft_torch.py" "$src/tests/hf_torch.py" "$src/tests/fsdp_torch.py" \
-		"$tmp"/tiny-*.json "$root$in/" || exit 99
-	ref() { # ARGS... (--model $tmp/X, --out $tmp/Y last): ft_torch.py in the root, its JSON copied back
-		args=$(echo "$*" | sed "s|$tmp/|$in/|g")
-		eval "out=\${$#}"
-		timeout 300 unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 \
-PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py $args" &&
-			cp "$root$in/$(basename "$out")" "$out"
-	}
-fi
+[ "$mode" = torch26 ] && version=2.6
 
 # coll.py REF THEORY MEASURE LABEL NO_SYNC: beside tests/ft_cmp.py's
 # bytes (and its --comm, the theory's comm against measure's), the
@@ -105,7 +91,7 @@ case_() {
 	[ "$scheme" = zero2 ] && strategy=shard_grad_op
 	# gloo waits 30 minutes for a peer by default: a hang ends in 5
 	# shellcheck disable=SC2086
-	if ! ref --model "$tmp/tiny-$m.json" --grad-accum "$K" --zero-grad "$zg" \
+	if ! ft_ref --model "$tmp/tiny-$m.json" --grad-accum "$K" --zero-grad "$zg" \
 		--world "$world" --fsdp --fsdp-strategy $strategy --no-sync "$([ "$ns" = on ] && echo 1 || echo 0)" $amp \
 		--out "$tmp/$label.json" \
 		>"$tmp/err" 2>&1; then

@@ -15,7 +15,8 @@
 # ft_version and ft_case (below): the case loop ft_lora.sh and ft_zero1.sh
 # share.
 # ft_losses (below): the losses check ft_lora.sh, ft_zero1.sh, ft_fsdp.sh
-# and ft_fsdp_lora.sh share.
+# and ft_fsdp_lora.sh share; ft_ref (below): ft_fsdp.sh's and
+# ft_fsdp_lora.sh's reference run.
 # POSIX sh, as the tests.
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
@@ -65,6 +66,25 @@ ft_version() {
 	[ "$mode" = torch26 ] && [ $v = 1.13 ] && return 1
 	[ "$mode" != torch26 ] && [ $v = 2.6 ] && return 1
 	echo $v
+}
+
+# ft_ref ARGS... (--model $tmp/tiny-X.json ..., --out $tmp/Y last):
+# tests/ft_torch.py ARGS under this run's PyTorch, 1.13 here or, under
+# torch26, 2.6 in the root (the files of $tmp it names copied in, its
+# JSON copied back); 5 minutes at most (gloo waits 30 for a peer). Needs
+# $py (tests/torch_python.sh).
+ft_ref() {
+	if [ "$mode" != torch26 ]; then
+		timeout 300 "$py" "$src/tests/ft_torch.py" "$@"
+		return
+	fi
+	mkdir -p "$root$in" && cp "$src/tests/ft_torch.py" "$src/tests/hf_torch.py" "$src/tests/fsdp_torch.py" \
+		"$tmp"/tiny-*.json "$root$in/" || return 1
+	args=$(echo "$*" | sed "s|$tmp/|$in/|g")
+	eval "out=\${$#}"
+	timeout 300 unshare -m sh -c "mount -t proc proc $root/proc && chroot $root env USE_LIBUV=0 \
+PYTHONDONTWRITEBYTECODE=1 OPENBLAS_NUM_THREADS=1 python3 $in/ft_torch.py $args" &&
+		cp "$root$in/$(basename "$out")" "$out"
 }
 
 # ft_case VERSION MODEL ZERO_GRAD K RARGS ZARGS [MARGS]: one case of the

@@ -99,8 +99,8 @@ refuse "fp4" "not one of nf4, none" --lora-r 4 --quant-base fp4
 refuse "--double-quant yes" "not one of on, off" --lora-r 4 --quant-base nf4 --double-quant yes
 refuse "--torch-version 1.13" "bitsandbytes 0.47.0 needs torch >= 2.2" --lora-r 4 --quant-base nf4 \
 	--torch-version 1.13
-# (LoRA runs under FSDP 1.13 alone, bitsandbytes needs 2.2: tests/ft_fsdp_lora.sh)
-refuse "--wrapper fsdp" "PyTorch 2.6's FSDP of frozen parameters is not described yet" --lora-r 4 --quant-base nf4 \
+# (LoRA under FSDP: tests/ft_fsdp_lora.sh; QLoRA under FSDP not described)
+refuse "--wrapper fsdp" "QLoRA under FSDP is not described yet" --lora-r 4 --quant-base nf4 \
 	--wrapper fsdp --world 2 --schemes zero3
 # measure --write-case: a case has no key for the 4-bit base (refused,
 # not written without it): one line, exit 2, neither the case nor --out

@@ -28,7 +28,7 @@ The models, the boundary marks and the allocator replay are hf_torch.py's
                    block and the root, tests/fsdp_torch.py's gloo shims),
                    the optimizer over its flat parameters.
   --fsdp-strategy full_shard|shard_grad_op  --fsdp's sharding_strategy
-                   (hf_torch.fsdp_strategy; PEFT's policy: full_shard only).
+                   (hf_torch.fsdp_strategy; PEFT's policy's too).
   --bucket-cap-mb MB  DDP's bucket_cap_mb (default: not given, DDP's own);
                    with --world > 1 the output's ddp_buckets are the
                    reducer's rebuilt buckets, bytes each in its order.
@@ -257,8 +257,9 @@ def apply_lora(a, model, family):
     return adapted
 
 
-def fsdp_wrap_peft(model):
-    """FSDP (1.13, FULL_SHARD) with PEFT's wrap policy for LoRA, written
+def fsdp_wrap_peft(a, model):
+    """FSDP (FULL_SHARD, or SHARD_GRAD_OP: hf_torch.fsdp_strategy;
+    backward_prefetch None; under 2.x device_id the CPU) with PEFT's wrap policy for LoRA, written
     from peft/utils/other.py at v0.20.0, fsdp_auto_wrap_policy (lines
     1259-1296): _or_policy of lambda_auto_wrap_policy over lambda_policy_fn
     (a leaf module, no children, whose weight requires grad: lora_A's and
@@ -281,7 +282,10 @@ def fsdp_wrap_peft(model):
     transformer_policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls=blocks)
     policy = functools.partial(_or_policy, policies=[lambda_policy, transformer_policy])
     H.mark("fsdp:construct")
-    m = FSDP(model, sharding_strategy=ShardingStrategy.FULL_SHARD, auto_wrap_policy=policy)
+    # backward_prefetch None, given (1.13's default; 2.6's is BACKWARD_PRE)
+    kw = dict(device_id=torch.device("cpu")) if H.TV >= (2, 0) else {}
+    m = FSDP(model, sharding_strategy=getattr(ShardingStrategy, H.fsdp_strategy(a).upper()), auto_wrap_policy=policy,
+             backward_prefetch=None, **kw)
     m.units = model.units
     H.mark("fsdp:constructed")
     return m
@@ -394,9 +398,15 @@ def run(a, rank=0, world=1):
             # reduce_scatter_tensor, fsdp_torch.py's shims too)
             names = (("all_gather", "_all_gather_base"), ("reduce_scatter", "_reduce_scatter_base")) \
                 if H.TV < (2, 0) else (("all_gather", "all_gather"), ("reduce_scatter", "reduce_scatter_tensor"))
+            # (1.13's first iteration also all-gathers each unit's
+            # handle indices, int32, to check the forward order across
+            # ranks: _check_order, fully_sharded_data_parallel.py 575-600;
+            # not counted, not a flat parameter's)
             for kind, name in names:
                 def counted(*x, _f=getattr(dist, name), _k=kind, **kw):
-                    H.COLLECTIVES.append((_k, len(H.MARKS)))
+                    out = x[0][0] if isinstance(x[0], (list, tuple)) else x[0]
+                    if out.is_floating_point():
+                        H.COLLECTIVES.append((_k, len(H.MARKS)))
                     return _f(*x, **kw)
                 setattr(dist, name, counted)
     K = a.grad_accum
@@ -469,7 +479,7 @@ def run(a, rank=0, world=1):
             # pins the 4 B a late gloo worker thread held), GPT-2's bool
             # causal `bias` buffers left out of its broadcasts (gloo takes
             # no bool tensor; DDP._set_params_and_buffers_to_ignore_for_model)
-            net = (fsdp_wrap_peft(model) if a.fsdp and a.lora_r else H.fsdp_wrap(a, model) if a.fsdp else
+            net = (fsdp_wrap_peft(a, model) if a.fsdp and a.lora_r else H.fsdp_wrap(a, model) if a.fsdp else
                    H.ddp_wrap(a, model))
         # (under FSDP its flat parameters: the root's is the wrapper's own)
         trainable = [p for p in net.parameters() if p.requires_grad]
@@ -601,9 +611,13 @@ def run(a, rank=0, world=1):
                boundaries=st["boundaries"], losses=losses, grad_norms=grad_norms)
     if world > 1 and a.fsdp:
         # FSDP's all-gathers and reduce-scatters in each micro-step of the
-        # steady step
+        # steady step, and in all the run's steps (a unit SHARD_GRAD_OP
+        # keeps gathered is gathered in step 1 alone)
+        run = [H.MARKS.index(f"step:{t}") for t in (1, S + 1)]
         out.update(fsdp=True, all_gather_per_micro=fsdp_per_micro["all_gather"],
-                   reduce_scatter_per_micro=fsdp_per_micro["reduce_scatter"])
+                   reduce_scatter_per_micro=fsdp_per_micro["reduce_scatter"],
+                   **{c + "_run": sum(1 for kind, n in H.COLLECTIVES if kind == c and run[0] < n <= run[1])
+                      for c in fsdp_per_micro})
     if world > 1 and not a.fsdp:
         # the buckets as the reducer rebuilt them after step 1, bytes each in
         # its order (Logger::set_runtime_stats_and_log, as hf_torch.py reads them)
@@ -742,8 +756,8 @@ def main():
         ap.error("--fsdp shards over --world N >= 2 ranks")
     if a.fsdp and a.zero1:
         ap.error("--fsdp and --zero1: one wrapper a run")
-    if a.fsdp_strategy != "full_shard" and not (a.fsdp and not a.lora_r):
-        ap.error("--fsdp-strategy: only with --fsdp without --lora-r (PEFT's policy wraps FULL_SHARD)")
+    if a.fsdp_strategy != "full_shard" and not a.fsdp:
+        ap.error("--fsdp-strategy: only with --fsdp")
     try:
         if a.freeze:
             freeze_names(a)

@@ -251,9 +251,10 @@ EXTRA_DIST += tests/ds_ckpt_hooks.sh tests/ds_ckpt_hooks.py
 TESTS += tests/ft_fsdp.sh
 EXTRA_DIST += tests/ft_fsdp.sh
 # --lora-r (PEFT's wrap policy: each adapter its own unit) and --freeze
-# (whole units) under --wrapper fsdp: theory and measure against PyTorch
-# 1.13's FSDP, N = 2, to the byte, the losses, and the refusal of a unit
-# mixing frozen and trainable parameters (about 3 to 4 minutes on 2 cores)
+# (whole units) under --wrapper fsdp, FULL_SHARD and SHARD_GRAD_OP: theory
+# and measure against PyTorch 1.13's FSDP, N = 2, to the byte, the losses,
+# and the refusal of a unit mixing frozen and trainable parameters (about
+# 4 to 5 minutes on 2 cores)
 TESTS += tests/ft_fsdp_lora.sh
 EXTRA_DIST += tests/ft_fsdp_lora.sh
 # --lora-r (issue #23's LoRA, PEFT's lora.Linear): theory and measure of the
@@ -292,6 +293,7 @@ check-torch26: zerosim$(EXEEXT)
 	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/ft_lora.sh torch26
 	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/ft_zero1.sh torch26
 	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/ft_fsdp.sh torch26
+	ZS_BUILDDIR=. srcdir=$(srcdir) $(SHELL) $(srcdir)/tests/ft_fsdp_lora.sh torch26
 .PHONY: check-torch26
 TESTS += tests/theory_headline.sh
 EXTRA_DIST += tests/theory_headline.sh

@@ -2219,11 +2219,14 @@ static int sharded_param(const struct ag_exec *x, unsigned n, uint32_t t, float 
 	while (v < s->ntensors && !(s->tensor[v].role == AG_ROLE_PARAM && s->tensor[v].storage != v &&
 	                            s->tensor[v].param == a->param && s->tensor[v].part == a->part))
 		v++;
+	/* (a unit SHARD_GRAD_OP keeps gathered from its first forward on is
+	 * gathered in the first step's own list alone) */
 	uint32_t sh = AG_NONE;
-	for (size_t i = 0; v < s->ntensors && i < s->nevents && sh == AG_NONE; i++)
-		if (s->event[i].kind == AG_EV_OP && s->event[i].op == AG_OP_ALL_GATHER &&
-		    s->event[i].out[0] == s->tensor[v].storage)
-			sh = s->event[i].in[0];
+	for (size_t i = 0; v < s->ntensors && i < s->nevents + s->nfirst && sh == AG_NONE; i++) {
+		const struct ag_event *e = i < s->nevents ? &s->event[i] : &s->first_step[i - s->nevents];
+		if (e->kind == AG_EV_OP && e->op == AG_OP_ALL_GATHER && e->out[0] == s->tensor[v].storage)
+			sh = e->in[0];
+	}
 	if (sh == AG_NONE)
 		return zs_fail(cause, "the PyTorch step holds no parameter %s (%u) at its end", what_of(s, t), t);
 	uint64_t shard = s->tensor[sh].bytes / 4, numel = a->bytes / 4;

@@ -65,6 +65,8 @@ struct unit {
 	int frozen;              /* its flat parameter requires no grad (--freeze, LoRA's base): no
 	                          * post-backward hook, no gradient, no Adam state */
 	int live;                /* its gathered flat parameter is allocated */
+	int inuse;               /* the flat parameter's data is that gathered copy (unshard), not the
+	                          * shard (a reshard, freeing or not: flat_param.py 884-892, 929-938) */
 	int ckpt;                /* checkpointed (--recompute full): its pre-backward hook runs before the rerun */
 };
 
@@ -121,6 +123,7 @@ static void scalar_inplace(struct ag_pass *p, enum ag_op k, uint32_t x, double v
 static void unshard(struct ag_pass *p, const struct ag_options *o, struct unit *u, enum zs_phase ph)
 {
 	agp_record_function(p, o, ph);
+	u->inuse = 1;
 	if (u->live)
 		return;
 	agp_alloc(p, u->gathered, ph);
@@ -154,7 +157,18 @@ static void pre_backward(struct ag_pass *p, const struct ag_options *o, struct u
 static void reshard(struct ag_pass *p, struct unit *u, enum zs_phase ph)
 {
 	agp_free(p, u->gathered, ph);
-	u->live = 0;
+	u->live = u->inuse = 0;
+}
+
+/* A unit's post-forward reshard: FULL_SHARD frees its gathered copy,
+ * SHARD_GRAD_OP only switches its flat parameter to the shard (1.13's
+ * forward: free only for a non-root FULL_SHARD unit, 2710-2713). */
+static void post_forward(struct ag_pass *p, struct unit *u, int sgo)
+{
+	if (sgo)
+		u->inuse = 0;
+	else
+		reshard(p, u, ZS_PH_FORWARD);
 }
 
 /* Once the unit's last gradient is in: the split's cat, the flat
@@ -491,7 +505,7 @@ static int is_where(const char *w, const char *kind)
 	return strncmp(w, kind, n) == 0 && (w[n] == '\0' || w[n] == '@');
 }
 
-int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, char **cause)
+int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, const struct ag_options *o, char **cause)
 {
 	size_t nu = 0, iroot = 0;
 	unsigned char *trained = zs_calloc(s->ntensors ? s->ntensors : 1, 1);
@@ -506,6 +520,11 @@ int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, char **c
 		             "and trainable parameters, and PyTorch 1.13 refuses that: \"`FlatParameter` requires uniform "
 		             "`requires_grad`\" (flat_param.py 334-340): freeze whole blocks, or the root's parameters all or none",
 		             m->name);
+	/* 2.x's reshard-only hook of a checkpointed frozen unit: not compared */
+	for (size_t i = 0; i < nu && rc == 0 && o->version != ZS_TORCH_1_13 && o->recompute; i++)
+		if (u[i].frozen)
+			rc = zs_fail(cause, "--recompute full with frozen parameters under --wrapper fsdp --torch-version 2.6: "
+			             "not compared with PyTorch yet (give --recompute none or --torch-version 1.13)");
 	units_free(u, nu);
 	free(trained);
 	free(grad_of);
@@ -684,11 +703,6 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		agp_alloc(p_, v->v, ZS_PH_SETUP);
 		agp_op(p_, ZS_PH_SETUP, AG_OP_FILL, NO, v->v)->arg[0] = 0;
 	}
-	free(s->first_step);
-	s->first_step = p_->ev;
-	s->nfirst = p_->nev;
-	p_->ev = NULL;
-	p_->nev = p_->cap = 0;
 	/* --recompute full, as Hugging Face runs it under FSDP: the checkpoint
 	 * inside the unit (FSDP(layer).forward -> GradientCheckpointingLayer's
 	 * __call__ -> checkpoint), so the unit's output is the
@@ -708,6 +722,27 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		if (e->kind == AG_EV_MARK)
 			last = i;
 	}
+	/* SHARD_GRAD_OP: a frozen block whose output requires no grad (a
+	 * frozen prefix's: no pre-backward hook, no backward mark) keeps the
+	 * copy its first forward gathered for good (_catch_all_reshard skips
+	 * it: the unit's post-forward reshard, 2710-2713, left its flat
+	 * parameter on the shard) -- the first step's own, as Adam's state */
+	for (size_t k = 0; k < nu && shard_grad_op; k++) {
+		struct unit *v = &u[post[k]];
+		int bwd = v->ckpt;
+		for (size_t i = 0; i < s->nevents && !bwd; i++)
+			bwd = block_mark(&s->event[i], u, nu, "bwd", "start") == v;
+		if (v->block < 0 || !v->frozen || bwd)
+			continue;
+		agp_alloc(p_, v->gathered, ZS_PH_SETUP);
+		agp_op(p_, ZS_PH_SETUP, AG_OP_ALL_GATHER, v->sh, v->gathered);
+		v->live = 1;
+	}
+	free(s->first_step);
+	s->first_step = p_->ev;
+	s->nfirst = p_->nev;
+	p_->ev = NULL;
+	p_->nev = p_->cap = 0;
 	/* the step */
 	const double pre = ag_fsdp_predivide(world);
 	struct unit *root = &u[iroot], *ready = NULL;
@@ -740,12 +775,17 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		 * reshards what no post-backward hook did, the frozen units'
 		 * (_catch_all_reshard, 3428-3455, over fsdp_modules: the root
 		 * first, depth first, 3524; SHARD_GRAD_OP's only when it syncs:
-		 * _should_free_unsharded_flat_param) */
+		 * _should_free_unsharded_flat_param). It skips a unit whose flat
+		 * parameter is its shard already (3446-3450): under SHARD_GRAD_OP
+		 * a frozen block whose output requires no grad (no pre-backward
+		 * hook: nothing switched it back) keeps its gathered copy, from
+		 * its first forward on, every later unshard finding it there
+		 * (flat_param.py 666-673) */
 		if (e->kind == AG_EV_MARK && e->label != NULL &&
 		    (strcmp(e->label, "phase:optimizer") == 0 ||
 		     (strncmp(e->label, "micro:", 6) == 0 && strtoul(e->label + 6, NULL, 10) > 0)))
 			for (size_t k = 0; k < nu; k++)
-				if (u[order[k]].live && u[order[k]].frozen && (sync || !shard_grad_op))
+				if (u[order[k]].live && u[order[k]].inuse && u[order[k]].frozen && (sync || !shard_grad_op))
 					reshard(p_, &u[order[k]], ZS_PH_BACKWARD);
 		if (pre_at[i] >= 0)
 			pre_backward(p_, o, u, &u[pre_at[i]]);
@@ -755,8 +795,8 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 			 * hook unshards; the post-backward hook at its end, above */
 			if (is_where(where, "fwd") || is_where(where, "bwd"))
 				unshard(p_, o, v, is_where(where, "fwd") ? ZS_PH_FORWARD : ZS_PH_BACKWARD);
-			else if (is_where(where, "fwd_end") && !shard_grad_op)
-				reshard(p_, v, ZS_PH_FORWARD);
+			else if (is_where(where, "fwd_end"))
+				post_forward(p_, v, shard_grad_op);
 			continue;
 		}
 		switch (e->kind) {
@@ -785,11 +825,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 				nmarks[0]++;
 			} else if ((v = block_mark(e, u, nu, "fwd", "end")) != NULL) {
 				agp_copy(p_, e);
-				/* FULL_SHARD's reshard after forward; SHARD_GRAD_OP keeps
-				 * it for backward (1.13's forward frees only a non-root
-				 * FULL_SHARD unit's, 2710-2713) */
-				if (!shard_grad_op)
-					reshard(p_, v, ZS_PH_FORWARD);
+				post_forward(p_, v, shard_grad_op);
 			} else if (is_label_k(e, "phase:backward")) {
 				agp_copy(p_, e);
 				root_prebwd = 1;
@@ -798,6 +834,25 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 				if (!v->ckpt)
 					pre_backward(p_, o, u, v);
 				nmarks[1]++;
+			} else if ((v = block_mark(e, u, nu, "bwd", "end")) != NULL) {
+				/* 2.x: a frozen unit's reshard-only hook, a multi-grad
+				 * hook on its forward's inputs that require grad
+				 * (_register_post_backward_reshard_only_hook,
+				 * _runtime_utils.py 1462-1505, from _pre_forward 402),
+				 * runs when their gradient is in: a hook on the same
+				 * tensor as this mark's, registered before it (FSDP's
+				 * forward wraps the block's), after the unit below's
+				 * pre-backward hook (registered in its post-forward);
+				 * _post_backward_reshard (783-789) frees as
+				 * _should_free_in_backward says (801-817) */
+				if (o->version != ZS_TORCH_1_13 && v->frozen && v->inuse) {
+					agp_record_function(p_, o, ZS_PH_BACKWARD);
+					if (sync || !shard_grad_op)
+						reshard(p_, v, ZS_PH_BACKWARD);
+					else
+						v->inuse = 0;
+				}
+				agp_copy(p_, e);
 			} else if (is_label(e, "phase:optimizer")) {
 				for (size_t k = 0; k < nu && rc == 0; k++)
 					if (!u[k].done && !u[k].frozen)
@@ -837,8 +892,9 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 				agp_copy(p_, e);
 				if (root_prebwd && e->phase == ZS_PH_BACKWARD) {
 					/* the root's _pre_backward_hook on the loss's
-					 * gradient: the root is still unsharded */
-					agp_record_function(p_, o, ZS_PH_BACKWARD);
+					 * gradient: the root is still gathered (its unshard
+					 * switches the flat parameter back to it) */
+					unshard(p_, o, root, ZS_PH_BACKWARD);
 					if (o->fsdp_prefetch && iroot > 0)
 						prefetch(p_, o, &u[iroot - 1]);
 					root_prebwd = 0;

@@ -50,7 +50,13 @@
  *            (_register_post_backward_hooks skips it), no gradient, no
  *            reduce-scatter, no Adam state: its gathered copy stays until
  *            backward's end (the root's _wait_for_post_backward:
- *            _catch_all_reshard over every unit, the root first).
+ *            _catch_all_reshard over every unit, the root first), where
+ *            a unit whose flat parameter is on its shard is skipped: under
+ *            SHARD_GRAD_OP a frozen block with no pre-backward hook (its
+ *            output requires no grad) keeps its gathered copy for good,
+ *            gathered in the first step's own list. 2.x frees it (FULL_SHARD;
+ *            SHARD_GRAD_OP when it syncs) when its inputs' gradients are
+ *            in (the reshard-only hook), at its backward end mark.
  *   LoRA     PEFT's fsdp_auto_wrap_policy (peft/utils/other.py v0.20.0
  *            1259-1296): every leaf whose weight requires grad, lora_A and
  *            lora_B, a unit of its own nested in its block's (frozen)
@@ -89,11 +95,12 @@
 int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct ag_options *o, unsigned world,
                   int shard_grad_op, char **cause);
 
-/* 0, or -1 with *cause when a unit of s (the plain loop's step of p, as
- * ag_fsdp_apply would wrap it) holds frozen and trainable parameters
- * together: PyTorch 1.13's FlatParameter takes neither (the user's
- * --freeze, refused). */
-int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, char **cause);
+/* 0, or -1 with *cause when a unit of s (the plain loop's step of p
+ * under o, as ag_fsdp_apply would wrap it) holds frozen and trainable
+ * parameters together: PyTorch 1.13's FlatParameter takes neither (the
+ * user's --freeze, refused); or when 2.x's FSDP would reshard a frozen
+ * unit checkpointed (o->recompute): not compared yet. */
+int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, const struct ag_options *o, char **cause);
 
 /* FSDP's gradient division factors for N ranks (torch/distributed/
  * algorithms/_comm_hooks/default_hooks.py, DefaultState: the pre-divide

@@ -904,11 +904,6 @@ static int check_fsdp(const struct zs_config *c, char **cause)
 		else if (c->schemes[i] != c->schemes[0])
 			return zs_fail(cause, "--wrapper fsdp runs one scheme a run, zero2 or zero3 (it lists %s and %s): run "
 			               "them apart", zs_scheme_name(c->schemes[0]), zs_scheme_name(c->schemes[i]));
-	/* SHARD_GRAD_OP of frozen units (--freeze, LoRA's base: kept gathered
-	 * from forward to backward's end) is not compared with PyTorch yet */
-	if (c->schemes[0] == ZS_ZERO2 && (c->freeze[0] || c->lora_r))
-		return zs_fail(cause, "--%s with --wrapper fsdp --schemes zero2: SHARD_GRAD_OP of frozen parameters is not "
-		               "compared with PyTorch yet (give --schemes zero3)", c->lora_r ? "lora-r" : "freeze");
 	/* its units are the wrap policy's: a --unit would relabel the rows and
 	 * change nothing else (as under none and ddp, check_step_unit) */
 	if (c->given & ZS_KEY_BIT(ZS_KEY_UNITS))
@@ -924,15 +919,18 @@ static int check_fsdp(const struct zs_config *c, char **cause)
 	if (c->prefetch != ZS_PREFETCH_NONE && c->torch_version == ZS_TORCH_1_13)
 		return zs_fail(cause, "--prefetch %s: --wrapper fsdp under PyTorch 1.13 models backward_prefetch None only "
 		               "so far (its default; give --torch-version 2.6)", zs_prefetch_name(c->prefetch));
+	/* (1.13 has no bitsandbytes; 2.6's FSDP would flatten Params4bit's
+	 * packed codes with the frozen base: no case has run it) */
+	if (c->quant_nf4)
+		return zs_fail(cause, "--quant-base nf4 with --wrapper fsdp: QLoRA under FSDP is not described yet (give "
+		               "--wrapper none or ddp)");
+	if (c->prefetch != ZS_PREFETCH_NONE && (c->freeze[0] || c->lora_r))
+		return zs_fail(cause, "--prefetch %s with --%s: --wrapper fsdp's prefetch of frozen units is not compared "
+		               "with PyTorch yet (give --prefetch none)", zs_prefetch_name(c->prefetch),
+		               c->lora_r ? "lora-r" : "freeze");
 	if (c->prefetch != ZS_PREFETCH_NONE && c->grad_accum > 1)
 		return zs_fail(cause, "--prefetch %s with --grad-accum %u: --wrapper fsdp's prefetch across micro-steps is "
 		               "not described yet (give --prefetch none)", zs_prefetch_name(c->prefetch), c->grad_accum);
-	/* 2.6 frees a frozen unit's gathered copy when its inputs' gradients
-	 * are in (_register_post_backward_reshard_only_hook, _runtime_utils.py
-	 * 1462-1500), not at backward's end as 1.13's _catch_all_reshard */
-	if (c->torch_version != ZS_TORCH_1_13 && (c->freeze[0] || c->lora_r))
-		return zs_fail(cause, "--%s with --wrapper fsdp: PyTorch 2.6's FSDP of frozen parameters is not described "
-		               "yet (give --torch-version 1.13)", c->lora_r ? "lora-r" : "freeze");
 	for (int k = ZS_KEY_BUCKET_CAP; k <= ZS_KEY_DS_MAX_LIVE; k++)
 		if (k != ZS_KEY_PREFETCH && (c->given & ZS_KEY_BIT(k)))
 			return zs_fail(cause, "--%s: --wrapper fsdp builds no %s to set", key_names[k],
