@@ -42,6 +42,13 @@
 #    flat copy, one bucket) plus the 4-bit storages (3.) and the packed
 #    weights' flat copy (their uint8 bucket, in flight with the fp32 one),
 #    binding_phase setup.
+# 7. Under --schemes zero1 (ZeroRedundancyOptimizer over DDP, N = 2 and 3):
+#    2. and 3. against the fp32-base zero1 LoRA run (PyTorch's bytes:
+#    tests/ft_zero1.sh), and the binding rank's bytes between steps the
+#    same QLoRA run's under plain DDP less the other ranks' Adam states,
+#    the adapters' partition computed here from their shapes (the 4-bit
+#    base is frozen: not given to it); its losses DDP's.
+# Autocast with the 4-bit base is refused (1.).
 # Exit 0 pass, 1 disagreement, 99 hard error.
 set -u
 top=${ZS_BUILDDIR:-.}
@@ -99,6 +106,8 @@ refuse "fp4" "not one of nf4, none" --lora-r 4 --quant-base fp4
 refuse "--double-quant yes" "not one of on, off" --lora-r 4 --quant-base nf4 --double-quant yes
 refuse "--torch-version 1.13" "bitsandbytes 0.47.0 needs torch >= 2.2" --lora-r 4 --quant-base nf4 \
 	--torch-version 1.13
+refuse "--precision amp-bf16" "QLoRA under autocast is not described yet" --lora-r 4 --quant-base nf4 \
+	--precision amp-bf16
 # (LoRA under FSDP: tests/ft_fsdp_lora.sh; QLoRA under FSDP not described)
 refuse "--wrapper fsdp" "QLoRA under FSDP is not described yet" --lora-r 4 --quant-base nf4 \
 	--wrapper fsdp --world 2 --schemes zero3
@@ -137,10 +146,22 @@ while IFS=';' read -r label m zg K args; do
 	fi
 	dq=0
 	case "$args" in *"--double-quant on"*) dq=1 ;; esac
-	"$py" - "$tmp/$m.json" "$tmp/theory.json" "$tmp/measure.json" "$tmp/fp32.json" "$dq" "$label" <<'PY' || status=1
+	# zero1 (the row's --schemes after $plain's dp: the last one given
+	# holds): the same QLoRA run under plain DDP, measured, for 7.
+	echo '{}' >"$tmp/dp.json"
+	case "$args" in *"--schemes zero1"*)
+		# shellcheck disable=SC2086
+		if ! "$zerosim" measure --model "$tmp/$m.json" $plain --steps 3 --zero-grad "$zg" --grad-accum "$K" \
+			$(echo "$args" | sed 's/--schemes zero1/--schemes dp/') --out "$tmp/dp.json" 2>"$tmp/err"; then
+			echo "ft_qlora: FAIL: zerosim measure, $label under --schemes dp: $(cat "$tmp/err")" >&2
+			exit 99
+		fi ;;
+	esac
+	"$py" - "$tmp/$m.json" "$tmp/theory.json" "$tmp/measure.json" "$tmp/fp32.json" "$tmp/dp.json" "$dq" "$label" \
+		<<'PY' || status=1
 import json, sys
-cfg, t, runs, f = (json.load(open(p)) for p in sys.argv[1:5])
-dq, label = sys.argv[5] == "1", sys.argv[6]
+cfg, t, runs, f, dp = (json.load(open(p)) for p in sys.argv[1:6])
+dq, label = sys.argv[6] == "1", sys.argv[7]
 t, f = t["rows"][0]["schedule"], f["rows"][0]["schedule"]
 bad = []
 for r in runs["runs"]:
@@ -206,6 +227,40 @@ if label.startswith("DDP set-up"):
         bad.append(f"peak {t['peak_bytes']:,} ({t['binding_phase']}), by hand {wantp:,} (setup): the fp32 "
                    f"states {4 * s32:,} twice, the 4-bit storages {held:,} and the packed weights' copy "
                    f"{n_all // 2:,}")
+# zero1: ZeroRedundancyOptimizer is given the adapters alone (a 4-bit
+# base's Params4bit, uint8, beside them would be refused: "only supports
+# using the same dense type for all parameters"): the binding rank holds
+# the DDP run's bytes less the other ranks' Adam states (exp_avg and
+# exp_avg_sq, 8 B an element, and a 4 B step each) under the greedy
+# partition (numel, largest first, stable; to the first least-loaded
+# rank), written here from the adapters' shapes; the losses are DDP's
+if dp.get("runs"):
+    r = 4
+    if cfg["model_type"] == "gpt2":
+        # c_attn only, or all-linear (c_attn, c_proj, c_fc, mlp's c_proj), [in, out] as Conv1D
+        tl = [(d, 3 * d)] if "all-linear" not in label else [(d, 3 * d), (d, d), (d, 4 * d), (4 * d, d)]
+    elif "all-linear" not in label:
+        tl = [(d, d), (d, kv)]
+    elif cfg["model_type"] == "phi3":
+        tl = [(d, d + 2 * kv), (d, d), (d, 2 * i), (i, d)]
+    else:
+        tl = [(d, d), (d, kv), (d, kv), (d, d), (d, i), (d, i), (i, d)]
+    L = cfg.get("n_layer", cfg.get("num_hidden_layers"))
+    adapters = [n for _ in range(L) for k, o in tl for n in (r * k, o * r)]  # lora_A [r, in], lora_B [out, r]
+    N = int(label.split("N = ")[1].split(",")[0].split(":")[0])
+    load, held_r = [0] * N, [0] * N
+    for n in sorted(adapters, reverse=True):
+        q = load.index(min(load))
+        load[q] += n
+        held_r[q] += 8 * n + 4
+    dpr, dpt = dp["runs"][0], dp["runs"]
+    want = dpr["resident_bytes"] - (sum(held_r) - max(held_r))
+    if t["resident_bytes"] != want:
+        bad.append(f"zero1 between steps {t['resident_bytes']:,}, the DDP run's {dpr['resident_bytes']:,} less the "
+                   f"other ranks' Adam states {sum(held_r) - max(held_r):,} (loads {load}) = {want:,}")
+    for a, b in zip(runs["runs"], dpt):
+        if any(abs(x - y) > 1e-5 * max(1.0, abs(y)) for x, y in zip(a["losses"], b["losses"])):
+            bad.append(f"zero1 losses {a['losses']}, DDP's {b['losses']}")
 print(("FAIL: " if bad else "ok: ") + label + f": between steps {t['resident_bytes']:,} (fp32 base "
       f"{f['resident_bytes']:,}; 4-bit storages {held:,} B for {n_all:,} weights), peak {t['peak_bytes']:,} "
       f"(fp32 base {f['peak_bytes']:,})" + "".join("\n  " + x for x in bad))
@@ -227,6 +282,11 @@ DDP N = 2: llama, q_proj + v_proj, zeros;llama;zeros;1;--lora-r 4 --quant-base n
 DDP N = 2: llama, all-linear, double quant, K = 2;llama;none;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --wrapper ddp --world 2
 DDP N = 2: gpt2, c_attn, K = 2;gpt2;zeros;2;--lora-r 4 --quant-base nf4 --wrapper ddp --world 2
 DDP N = 2: phi3, all-linear (fused), double quant;phi3;none;1;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --wrapper ddp --world 2
+zero1 N = 2: llama, q_proj + v_proj, zeros;llama;zeros;1;--lora-r 4 --quant-base nf4 --wrapper ddp --world 2 --schemes zero1
+zero1 N = 2: llama, all-linear, double quant, K = 2;llama;none;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --wrapper ddp --world 2 --schemes zero1
+zero1 N = 3: gpt2, c_attn, set_to_none;gpt2;none;1;--lora-r 4 --quant-base nf4 --wrapper ddp --world 3 --schemes zero1
+zero1 N = 2: phi3, all-linear (fused), double quant;phi3;zeros;1;--lora-r 4 --lora-targets all-linear --quant-base nf4 --double-quant on --wrapper ddp --world 2 --schemes zero1
+checkpointed zero1 N = 2: gpt2, all-linear, K = 2;gpt2;zeros;2;--lora-r 4 --lora-targets all-linear --quant-base nf4 --recompute full --wrapper ddp --world 2 --schemes zero1
 DDP set-up, N = 2, T = 4, B = 1: the broadcast copy at the peak;llama;zeros;1;--lora-r 4 --quant-base nf4 --wrapper ddp --world 2 --seq 4 --batch 1
 CASES
 exit $status

@@ -121,7 +121,8 @@ struct zs_opt {
 	"                         layer but the head as bitsandbytes' Linear4bit (NF4,\n" \
 	"                         fp32 absmax per 64: 4.5 bits), dequantized into an\n" \
 	"                         fp32 temporary at each use (default none;\n" \
-	"                         torch 2.6; --wrapper none or ddp)\n" \
+	"                         torch 2.6, fp32; --wrapper none or ddp, dp or\n" \
+	"                         zero1)\n" \
 	"      --double-quant S   with --quant-base nf4: the absmax in 8 bits, on or\n" \
 	"                         off (default off; about 4.127 bits a weight)\n"
 

@@ -2581,7 +2581,10 @@ static void linear_b_bwd(struct bld *b, T g, int owned, struct lin_saved *sv, st
  * parameter: no bytes), and its backward dequantizes again for x's
  * gradient (no weight gradient). PEFT v0.20.0's lora.bnb.Linear4bit
  * (tuners/lora/bnb.py lines 513–553) clones the base's result before
- * adding the adapter's term (line 533). */
+ * adding the adapter's term (line 533). Under ZeroRedundancyOptimizer
+ * the base, frozen, is given to no rank (zero1_partition): its Params4bit
+ * is a uint8 parameter, which 2.6 would refuse beside the fp32 adapters
+ * (docs/finetune.md, "Under --schemes zero1"). */
 
 struct q4_st {
 	T packed, absmax;   /* uint8 [(n + 1) / 2, 1]; fp32 [blocks] (NO with double quantization) */

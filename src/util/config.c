@@ -848,14 +848,12 @@ static int check_lora(const struct zs_config *c, char **cause)
 	if (c->quant_nf4 && c->torch_version == ZS_TORCH_1_13)
 		return zs_fail(cause, "--quant-base nf4 with --torch-version 1.13: bitsandbytes 0.47.0 needs torch >= 2.2 "
 		               "(give --torch-version 2.6)");
-	/* no case has run these together yet: bnb's compute dtype under
-	 * autocast, and ZeroRedundancyOptimizer over a 4-bit model's adapters */
+	/* not run together yet: bnb's compute dtype under autocast (under
+	 * ZeroRedundancyOptimizer QLoRA runs: docs/finetune.md, "QLoRA's
+	 * 4-bit base") */
 	if (c->quant_nf4 && (c->precision == ZS_AMP_BF16 || c->precision == ZS_AMP_FP16))
 		return zs_fail(cause, "--quant-base nf4 with --precision %s: QLoRA under autocast is not described yet (give "
 		               "--precision fp32)", zs_precision_name(c->precision));
-	if (c->quant_nf4 && c->nschemes > 0 && c->schemes[0] == ZS_ZERO1)
-		return zs_fail(cause, "--quant-base nf4 with --schemes zero1: QLoRA under ZeroRedundancyOptimizer is not "
-		               "described yet (give --schemes dp)");
 	/* the reference freezes by name after wrapping (adapters included);
 	 * the step freezes every base parameter and trains every adapter */
 	if (c->freeze[0])
