@@ -1464,7 +1464,7 @@ static int rope_sum_copies(uint64_t B, uint64_t n, uint64_t Tn, uint64_t hd)
 
 /* The attention's backward from the merged heads' gradient dm (B·T rows
  * of h·hd; its holder taken) to the scores': the heads' gradient as bmm wants it
- * (a copy unless B = 1), BmmBackward (attw @ v: v's gradient into *dv,
+ * (a copy unless B, h or T is 1), BmmBackward (attw @ v: v's gradient into *dv,
  * then attw's; its saved attw and v let go in that order), the dropout's
  * MulBackward (noise: NO without dropout, where attw is sm), then
  * SoftmaxBackward with its saved result sm. */
@@ -1879,7 +1879,7 @@ static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 	 * and v require grad: all three or none (one c_attn) */
 	int ka = s->rqkv = RG(b, qkv);
 	/* matmul(q, k^T): both operands to [B·h, T, hd] and [B·h, hd, T]
-	 * (expand + reshape of permuted views: copies unless B = 1), kept by bmm */
+	 * (expand + reshape of permuted views: copies unless B or h is 1), kept by bmm */
 	T merged;
 	if (b->o->attn == ZS_ATTN_SDPA) {
 		merged = sdpa_fwd(b, &s->sd, q, k, v);
