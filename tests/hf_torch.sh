@@ -121,6 +121,9 @@ EOF
 # phi3 with its residual dropouts (Phi3DecoderLayer's resid_attn_dropout and
 # resid_mlp_dropout, nn.Dropout(resid_pdrop))
 sed 's/"resid_pdrop": 0.0/"resid_pdrop": 0.1/' "$tmp/tiny-phi3.json" >"$tmp/tiny-phi3-drop.json"
+# phi3 and llama with as many k/v heads as heads (repeat_kv's n_rep 1)
+sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$tmp/tiny-phi3.json" >"$tmp/tiny-phi3-mha.json"
+sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$tmp/tiny-llama.json" >"$tmp/tiny-llama-mha.json"
 sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' "$tmp/tiny-gpt2.json" >"$tmp/tiny-gpt2-untied.json"
 # gemma2 (modeling_gemma2.py: Gemma2RMSNorm's (1 + w), the embeddings times
 # sqrt(hidden), GeGLU with tanh GELU, four norms a block, the scores scaled
@@ -395,6 +398,7 @@ if [ "${1:-}" = torch26 ]; then
 		"qwen3-amp-bf16-zeros|tiny-qwen3|--zero-grad zeros --amp bf16|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16" \
 		"phi3-amp-bf16|tiny-phi3|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
 		"phi3-dropout|tiny-phi3-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
+		"phi3-mha-batch1|tiny-phi3-mha|--zero-grad zeros --batch 1|--wrapper none --optimizer-impl single --zero-grad zeros --batch 1" \
 		"gemma2|tiny-gemma2|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
 		"gemma2-zeros-foreach|tiny-gemma2|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
 		"gemma3_text|tiny-gemma3_text|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
@@ -693,5 +697,40 @@ do
 		--out "$tmp/out.json"
 	zout=$tmp/out.json
 	zero1 "$cfg" "$N" "$targs" "$zargs" "$label"
+done
+# As many k/v heads as heads (n_rep 1: modeling_llama.py's repeat_kv returns
+# k and v themselves): matmul reshapes v as it lies, a view where batch and
+# heads merge (batch 1), else a copy — phi3's v, a slice of qkv_proj's
+# product, keeps that product whole to backward at batch 1 (2·T·d·4 bytes
+# a layer over a copy of v). phi3 at batch 1 (theory and measure) and llama
+# at batch 2 (q and k^T both copied): the bytes as above, and the steady
+# step's allocations and frees one for one (tests/ag_events against
+# hf_torch.py --trace's clean step).
+for case in "phi3-mha-batch1 1 measure" "llama-mha 2"; do
+	set -- $case
+	cfg=$tmp/tiny-${1%-batch1}.json
+	zargs="$plain --optimizer-impl single --zero-grad zeros --seq 32 --batch $2"
+	one "$py" "$src/tests/hf_torch.py" --model "$cfg" --batch "$2" --zero-grad zeros --no-attribution \
+		--trace "$tmp/trace" --zerosim "$zerosim" --zerosim-args "$zargs" --out "$tmp/out.json"
+	m=-
+	if [ -n "${3:-}" ]; then
+		# shellcheck disable=SC2086
+		"$zerosim" measure --model "$cfg" --precision fp32 --schemes dp --world 1 --steps 3 $zargs \
+			--out "$tmp/m.json" 2>"$tmp/err" || { echo "hf_torch: FAIL: $1: zerosim measure: $(cat "$tmp/err")" >&2; exit 99; }
+		m=$tmp/m.json
+	fi
+	"$py" "$src/tests/ft_cmp.py" "$tmp/out.json" - "$m" "$1" || status=1
+	"$top/tests/ag_events" "$cfg" "$2" 32 torch-version=1.13 torch-device=cpu zero-grad=zeros optimizer-impl=single \
+		precision=fp32 >"$tmp/ev" || { echo "hf_torch: FAIL: $1: tests/ag_events" >&2; exit 99; }
+	"$py" - "$tmp/ev" "$tmp/trace.clean" "$1" <<'EOF' || status=1
+import sys
+z, t = (open(f).read().split() for f in sys.argv[1:3])
+at = next((i for i, (a, b) in enumerate(zip(z, t)) if a != b), min(len(z), len(t)))
+ok = z == t and len(z) > 0
+print(f"{'ok' if ok else 'FAIL'}: {sys.argv[3]}: " + (f"{len(z)} allocations and frees, 1.13's one for one" if ok else
+      f"zerosim's step list departs from 1.13's clean step at event {at} of {len(t)} "
+      f"(zerosim {z[at:at + 3]}, PyTorch {t[at:at + 3]})"))
+sys.exit(0 if ok else 1)
+EOF
 done
 exit $status

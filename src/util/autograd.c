@@ -1421,22 +1421,50 @@ static T head_bwd(struct bld *b, struct model *M, T lsm, T tgt, T tw, T x2, stru
 	return dx;
 }
 
-/* matmul's operand x ([B, n, r, c], any strides) as bmm takes it,
- * [B·n, r, c]: expand + reshape, a view where the strides allow (B = 1:
- * the batch dim drops), else a copy (`clone`) that bmm then keeps. */
-static T bmm_operand(struct bld *b, T x, const char *what)
+/* Whether reshaping [n0, n1, ...] of strides st to [n0·n1, ...] is a
+ * view: ATen's reshape copies only where computeStride finds no strides
+ * (aten/src/ATen/TensorUtils.cpp), which merges two dims when the outer's
+ * stride is the inner's times its size, and a dim of size 1 always. */
+static int dims01_merge(const uint64_t *sh, const int64_t *st)
+{
+	return sh[0] == 1 || sh[1] == 1 || st[0] == st[1] * (int64_t)sh[1];
+}
+
+/* matmul's operand x ([B, n, r, c]) as bmm takes it, [B·n, r, c]: a
+ * view, or where `copies` a copy (`clone`) that bmm then keeps. */
+static T matmul_operand(struct bld *b, T x, int copies, const char *what)
 {
 	const struct ag_tensor o_ = b->s->tensor[x], *o = &o_; /* a copy: the array grows */
-	if (o->shape[0] == 1)
-		return vw(b, x, 3, o->shape + 1, o->stride + 1, 0);
-	T c = tmp(b, what, o->dtype, 3, SH(o->shape[0] * o->shape[1], o->shape[2], o->shape[3]));
+	uint64_t sh[3] = { o->shape[0] * o->shape[1], o->shape[2], o->shape[3] };
+	if (!copies)
+		return vw(b, x, 3, sh, (const int64_t[]){ o->shape[1] == 1 ? o->stride[0] : o->stride[1], o->stride[2],
+		                                          o->stride[3] }, 0);
+	T c = tmp(b, what, o->dtype, 3, sh);
 	op(b, AG_OP_COPY, x, NO, NO, c, NO, NO);
 	return c;
 }
 
+/* matmul's operand x ([B, n, r, c], its strides as they lie): expand +
+ * reshape (1.13's matmul, aten/src/ATen/native/LinearAlgebra.cpp), a
+ * view where B and n merge (B = 1, n = 1, or strides that chain), else
+ * a copy. */
+static T bmm_operand(struct bld *b, T x, const char *what)
+{
+	const struct ag_tensor *o = &b->s->tensor[x];
+	return matmul_operand(b, x, !dims01_merge(o->shape, o->stride), what);
+}
+
+/* Whether matmul copies a rope's sum [B, n, T, hd]: the sum lies in the
+ * transposed projection's layout ([B, T, n, hd] in memory: TensorIterator
+ * keeps its operand's), so B and n merge only where B, n or T is 1. */
+static int rope_sum_copies(uint64_t B, uint64_t n, uint64_t Tn, uint64_t hd)
+{
+	return !dims01_merge(SH(B, n), (const int64_t[]){ (int64_t)(Tn * n * hd), (int64_t)hd });
+}
+
 /* The attention's backward from the merged heads' gradient dm (B·T rows
  * of h·hd; its holder taken) to the scores': the heads' gradient as bmm wants it
- * (a copy unless B = 1), BmmBackward (attw @ v: v's gradient into *dv,
+ * (a copy unless B, h or T is 1), BmmBackward (attw @ v: v's gradient into *dv,
  * then attw's; its saved attw and v let go in that order), the dropout's
  * MulBackward (noise: NO without dropout, where attw is sm), then
  * SoftmaxBackward with its saved result sm. */
@@ -1851,7 +1879,7 @@ static T gpt2_block_fwd(struct bld *b, struct model *M, struct gpt2_block_saved 
 	 * and v require grad: all three or none (one c_attn) */
 	int ka = s->rqkv = RG(b, qkv);
 	/* matmul(q, k^T): both operands to [B·h, T, hd] and [B·h, hd, T]
-	 * (expand + reshape of permuted views: copies unless B = 1), kept by bmm */
+	 * (expand + reshape of permuted views: copies unless B or h is 1), kept by bmm */
 	T merged;
 	if (b->o->attn == ZS_ATTN_SDPA) {
 		merged = sdpa_fwd(b, &s->sd, q, k, v);
@@ -3388,11 +3416,21 @@ static T heads_sum(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn, uin
 
 /* repeat_kv's backward for g [B·h, ...] (a view over [B, kv, rep, T, hd]):
  * ExpandBackward's sum over rep, then the four SliceBackwards of
- * x[:, :, None, :, :] (each a new tensor of x's shape). Returns the grad
- * of the [B, kv, T, hd] input. */
+ * x[:, :, None, :, :] (each a new tensor of x's shape); with n_rep 1
+ * (modeling_llama.py's repeat_kv returns its input) g itself, viewed.
+ * Returns the grad of the [B, kv, T, hd] input. */
 static T repeat_kv_bwd(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn, uint64_t hd, int transposed)
 {
 	enum ag_dtype dt = b->s->tensor[g].dtype;
+	if (b->s->tensor[g].shape[0] == B * kv) { /* n_rep 1: repeat_kv returned x, no node; g as it lies */
+		int64_t e = (int64_t)(Tn * hd);
+		T r = vw(b, g, 4, SH(B, kv, Tn, hd),
+		         transposed ? (const int64_t[]){ e * (int64_t)kv, e, 1, (int64_t)Tn }
+		                    : (const int64_t[]){ e * (int64_t)kv, e, (int64_t)hd, 1 },
+		         0);
+		unref(b, g);
+		return r;
+	}
 	T s = heads_sum(b, g, B, kv, Tn, hd, transposed, "sum (repeat_kv backward)");
 	for (int i = 0; i < 4; i++) {
 		T n = TMP("slice_backward (repeat_kv's [:, :, None])", dt, B, kv, 1, Tn, hd);
@@ -3922,8 +3960,7 @@ static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T
 	unref(b, ks);
 	/* q·√scale keeps q's layout: the rope's transposed one, which matmul
 	 * copies; phi3's cat (qcontig) a contiguous one, which it views */
-	T qc = qcontig ? reshape(b, qs, 3, SH(B * h, Tn, hd))
-	               : bmm_operand(b, qs, "clone (matmul's copy of q * sqrt(scale))");
+	T qc = matmul_operand(b, qs, !qcontig && rope_sum_copies(B, h, Tn, hd), "clone (matmul's copy of q * sqrt(scale))");
 	T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
 	op(b, AG_OP_BMM, qc, ktv, NO, sc, NO, NO);
 	T am = TMP("add (attn_mask)", AG_F32, B, h, Tn, Tn);
@@ -4792,7 +4829,7 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 		ke = phi3_cat_pass(b, ke);
 	unref(b, qt);
 	unref(b, kt);
-	T ac, kr = NO;
+	T ac, kr = NO, qname = NO, vname = NO;
 	if (sdpa) {
 		/* integrations/sdpa_attention.py (transformers e2feb59b6212,
 		 * sdpa_attention_forward): no repeat_kv here (from 2.5 it
@@ -4804,17 +4841,22 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 		else
 			ac = sdpa_fwd(b, &s->sd, qe, ke, vt);
 	} else {
-		/* repeat_kv: expand and reshape, a copy */
-		kr = TMP("clone (repeat_kv k)", b->s->tensor[ke].dtype, B, h, Tn, hd);
-		T kx = expand_kv(b, ke, rep);
-		op(b, AG_OP_COPY, kx, NO, NO, kr, NO, NO);
-		unref(b, kx);
-		unref(b, ke);
-		T vr = TMP("clone (repeat_kv v)", b->s->tensor[vt].dtype, B, h, Tn, hd);
-		T vx = expand_kv(b, vt, rep);
-		op(b, AG_OP_COPY, vx, NO, NO, vr, NO, NO);
-		unref(b, vx);
-		unref(b, vt);
+		/* repeat_kv: expand and reshape, a copy; n_rep 1 returns k
+		 * and v themselves (their names held to forward's end) */
+		T vr = vt;
+		kr = ke;
+		if (rep > 1) {
+			kr = TMP("clone (repeat_kv k)", b->s->tensor[ke].dtype, B, h, Tn, hd);
+			T kx = expand_kv(b, ke, rep);
+			op(b, AG_OP_COPY, kx, NO, NO, kr, NO, NO);
+			unref(b, kx);
+			unref(b, ke);
+			vr = TMP("clone (repeat_kv v)", b->s->tensor[vt].dtype, B, h, Tn, hd);
+			T vx = expand_kv(b, vt, rep);
+			op(b, AG_OP_COPY, vx, NO, NO, vr, NO, NO);
+			unref(b, vx);
+			unref(b, vt);
+		}
 		/* matmul(q, k^T): k^T copied to [B·h, hd, T] (the bytes of
 		 * the copy matmul makes of q, whose rope sum lies in the
 		 * transposed projection's layout); phi3's cat leaves q
@@ -4831,14 +4873,22 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 			qf = qe;
 			qe = ac_cast(b, qf);
 		}
-		T ktc = phi3 ? phi3_kt_operand(b, kr, ktr) : bmm_operand(b, ktr, "clone (matmul's copy of k^T)");
-		unref(b, ktr);
-		/* matmul's views: q_embed (contiguous) as [B·h, T, hd] */
-		T qe3 = reshape(b, qe, 3, SH(B * h, Tn, hd));
-		unref(b, qe);
+		int qcp = !phi3 && rope_sum_copies(B, h, Tn, hd);
+		T ktc = phi3 ? phi3_kt_operand(b, kr, ktr) : matmul_operand(b, ktr, qcp, "clone (matmul's copy of k^T)");
+		/* q_embed as [B·h, T, hd]: with n_rep 1 k is the rope's sum
+		 * too, so matmul copies both where qcp (llama's two copies
+		 * are real); else a view (phi3's contiguous q; llama's copy
+		 * of q counted as k^T's above, whose repeat is contiguous) */
+		T qe3 = rep == 1 ? matmul_operand(b, qe, qcp, "clone (matmul's copy of q)")
+		                 : reshape(b, qe, 3, SH(B * h, Tn, hd));
+		T sc = TMP("bmm (q k^T)", b->s->tensor[qe3].dtype, B * h, Tn, Tn);
+		op(b, AG_OP_BMM, qe3, ktc, NO, sc, NO, NO);
+		unref(b, ktr); /* matmul returns: an autocast copy of k^T goes */
+		if (rep == 1 && qcp && qf == NO)
+			qname = qe; /* query_states: its name holds it to forward's end */
+		else
+			unref(b, qe);
 		qe = qe3;
-		T sc = TMP("bmm (q k^T)", b->s->tensor[qe].dtype, B * h, Tn, Tn);
-		op(b, AG_OP_BMM, qe, ktc, NO, sc, NO, NO);
 		if (!ka) { /* matmul's copy goes when it returns */
 			unref(b, ktc);
 			ktc = NO;
@@ -4877,8 +4927,11 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 		T sm3 = reshape(b, smd, 3, SH(B * h, Tn, Tn));
 		unref(b, smd);
 		sm = sm3;
-		T vr3 = reshape(b, vr, 3, SH(B * h, Tn, hd));
-		unref(b, vr);
+		T vr3 = rep == 1 ? bmm_operand(b, vr, "clone (matmul's copy of v)") : reshape(b, vr, 3, SH(B * h, Tn, hd));
+		if (rep == 1)
+			vname = vr; /* value_states: held to forward's end */
+		else
+			unref(b, vr);
 		vr = vr3;
 		T ao = TMP("bmm (attention x v)", b->s->tensor[sm].dtype, B * h, Tn, hd);
 		op(b, AG_OP_BMM, sm, vr, NO, ao, NO, NO);
@@ -4898,7 +4951,9 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 	unref(b, ac);
 	if (!sdpa && s->qf != NO)
 		unref(b, s->qf); /* forward returns: the fp32 query_states goes (autocast) */
-	unref(b, kr); /* forward returns: key_states goes */
+	unref(b, kr); /* forward returns: key_states goes (n_rep 1: and query_states, value_states) */
+	unref(b, qname);
+	unref(b, vname);
 	if (!sdpa && ka && !s->kk) { /* q_embed: no node keeps it (k requires no grad) */
 		unref(b, s->qe);
 		s->qe = NO;
