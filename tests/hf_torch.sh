@@ -410,6 +410,8 @@ if [ "${1:-}" = torch26 ]; then
 		"fsdp2-gpt2-ckpt|tiny-gpt2|--zero-grad none --fsdp 2 --recompute full|--wrapper fsdp --optimizer-impl single --zero-grad none --recompute full" \
 		"fsdp2-llama-ckpt-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2 --recompute full|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros --recompute full" \
 		"fsdp3-gpt2-backward-pre-ckpt|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --recompute full|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre --recompute full" \
+		"gpt2-dropout-ckpt|tiny-gpt2-drop|--zero-grad none --dropout config --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
+		"llama-dropout-ckpt-zeros|tiny-llama-drop|--zero-grad zeros --dropout config --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full" \
 		"fsdp2-zero2-llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2 --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros" \
 		"fsdp3-zero2-gpt2-backward-pre|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre"
 	do
@@ -559,7 +561,12 @@ for case in \
 	"llama-tied-ckpt-set_to_none|--model $tmp/tiny-llama.json --tied --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
 	"qwen3-foreach-ckpt|--model $tmp/tiny-qwen3.json --zero-grad zeros --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad zeros --recompute full" \
 	"phi3-ckpt|--model $tmp/tiny-phi3.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
-	"ddp2-gpt2-buckets-ckpt|--model $tmp/tiny-gpt2-wide.json --zero-grad zeros --ddp 2 --bucket-cap-mb 0.25 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --bucket-cap 0.25 --recompute full"
+	"ddp2-gpt2-buckets-ckpt|--model $tmp/tiny-gpt2-wide.json --zero-grad zeros --ddp 2 --bucket-cap-mb 0.25 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --bucket-cap 0.25 --recompute full" \
+	"gpt2-dropout-ckpt|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+	"llama-dropout-ckpt-set_to_none|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
+	"phi3-dropout-ckpt|--model $tmp/tiny-phi3-drop.json --dropout config --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+	"ddp2-gpt2-dropout-ckpt|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --recompute full" \
+	"fsdp2-gpt2-dropout-ckpt-set_to_none|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad none --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}
@@ -615,6 +622,23 @@ print(f"{'ok' if ok else 'FAIL'}: {sys.argv[3]}: losses {a['losses']} and weight
       f"--recompute full, {b['losses']} and {b['weights_digest']} without")
 sys.exit(0 if ok else 1)
 EOF
+		# and PyTorch's: with dropout, the checkpoint's rerun draws the
+		# forward's masks (preserve_rng_state, torch/utils/checkpoint.py):
+		# its losses are those of the run without, within 1e-6 relative
+		case $label in
+		*dropout*)
+			# shellcheck disable=SC2086
+			one "$py" "$src/tests/hf_torch.py" $(echo "$targs" | sed 's/--recompute full//') --no-attribution \
+				--out "$tmp/plain.json"
+			"$py" - "$tmp/out.json" "$tmp/plain.json" "$label" <<'EOF' || status=1
+import json, sys
+a, b = (json.load(open(p))["losses"] for p in sys.argv[1:3])
+ok = len(a) == len(b) == 3 and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip(a, b))
+print(f"{'ok' if ok else 'FAIL'}: {sys.argv[3]}: PyTorch's losses {a} with checkpointing, {b} without")
+sys.exit(0 if ok else 1)
+EOF
+			;;
+		esac
 		;;
 	esac
 	# FSDP's final weights against DDP's over the same step, ranks and

@@ -124,6 +124,11 @@ struct bld {
 	 * keeps anything), and its rerun inside backward with grad (regrad:
 	 * requires_grad follows the ops, its marks "refwd:") */
 	int nograd, regrad;
+	/* dropout's draws so far (each bernoulli_'s arg[1], 1-based): the
+	 * engine keys a mask on it, so a checkpointed layer's rerun, which
+	 * sets it back to the layer's first (preserve_rng_state), draws the
+	 * forward's masks again */
+	uint32_t draws;
 };
 
 /* Records what the step cannot describe yet; ag_step_build refuses it. */
@@ -487,6 +492,8 @@ struct model {
 	 * and what the layers' partial binds (ckpt_bind) */
 	T *rng;
 	size_t nrng;
+	uint32_t *draws0;           /* per layer: the dropout draws before its forward (bld.draws) */
+	size_t ndraws0;
 	T bound[3];
 	size_t nbound;
 	/* --recompute full over frozen input embeddings: their output made a
@@ -779,7 +786,9 @@ static T dropout(struct bld *b, T x, double p, T *kept)
 		op(b, AG_OP_FILL, NO, NO, NO, noise, NO, NO)->arg[0] = 0;
 	} else {
 		noise = like(b, "empty_like (dropout noise)", x);
-		op(b, AG_OP_BERNOULLI_, noise, NO, NO, noise, NO, NO)->arg[0] = 1 - p;
+		struct ag_event *e = op(b, AG_OP_BERNOULLI_, noise, NO, NO, noise, NO, NO);
+		e->arg[0] = 1 - p;
+		e->arg[1] = ++b->draws;
 		scalar_op_(b, AG_OP_DIV_SCALAR_, noise, NO, 1 - p);
 	}
 	T y = like(b, "mul (dropout)", x);
@@ -1706,6 +1715,11 @@ static T layer_fwd(struct bld *b, struct model *M, const struct layer_fns *f, T 
 		return f->fwd(b, M, i, hs, f->ctx);
 	M->rng = zs_realloc(M->rng, (M->nrng + 1) * sizeof *M->rng);
 	M->rng[M->nrng++] = TMP("get_rng_state (checkpoint's fwd_cpu_state)", AG_U8, 5056);
+	if ((size_t)i >= M->ndraws0) {
+		M->draws0 = zs_realloc(M->draws0, ((size_t)i + 1) * sizeof *M->draws0);
+		M->ndraws0 = (size_t)i + 1;
+	}
+	M->draws0[i] = b->draws;
 	saved[i] = hs;
 	ref(b, hs);
 	b->nograd = 1;
@@ -1744,8 +1758,12 @@ static T layer_bwd(struct bld *b, struct model *M, const struct layer_fns *f, co
 	b->rg[det] = 1;
 	ref(b, det); /* the layer's argument; the tuple's holder stays */
 	b->regrad = 1;
+	uint32_t draws = b->draws;
+	b->draws = M->draws0[i]; /* set_rng_state(ctx.fwd_cpu_state): the forward's masks again */
 	T out = f->fwd(b, M, i, det, f->ctx);
+	b->draws = draws;
 	b->regrad = 0;
+	ac_clear(b, M); /* the rerun's autocast region exits: its own casts' cache goes */
 	unref(b, fork);
 	mark(b, "bwd:%s.%d:start", unit, i);
 	ref(b, g); /* the args tuple's */
@@ -5803,23 +5821,19 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * (tests/hf_torch.sh, make check-torch26), with --freeze, --lora-r
 	 * (input_require_grads), --grad-accum and ZeroRedundancyOptimizer
 	 * against 1.13's (tests/ft_freeze.sh, ft_lora.sh, ft_accum.sh,
-	 * ft_zero1.sh); the rest by name. Dropout: the rerun must draw the
-	 * forward's masks (preserve_rng_state), which the engine's own draws
-	 * do not. LoRA under FSDP: PEFT's wrap policy (lora_A, lora_B units of
+	 * ft_zero1.sh), the models' dropout and --lora-dropout too (the rerun
+	 * draws the forward's masks: layer_bwd, preserve_rng_state); the rest
+	 * by name. LoRA under FSDP: PEFT's wrap policy (lora_A, lora_B units of
 	 * their own) around a checkpointed layer is not described. */
 	if (o->recompute) {
 		if (m->gemma)
 			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing is described for gpt2, "
 			              "llama, mistral, qwen2, qwen3 and phi3 so far, not yet for a %s (give --recompute none)",
 			              m->model_type);
-		const char *no = o->amp != AG_F32                      ? "autocast (give --precision fp32)"
-		                 : o->attn == ZS_ATTN_SDPA && m->kv_heads != m->heads
+		const char *no = o->attn == ZS_ATTN_SDPA && m->kv_heads != m->heads
 		                         ? "--attn sdpa over fewer k/v heads than heads (2.6's math path; give --attn eager)"
 		                 : o->fsdp_unit_marks ? "--lora-r under --wrapper fsdp (give --wrapper none or ddp)"
-		                 : m->embd_pdrop > 0 || m->attn_pdrop > 0 || m->resid_pdrop > 0
-		                         ? "dropout (give a config with dropout 0)"
-		                 : o->lora_r && o->lora_dropout > 0 ? "--lora-dropout (give 0)"
-		                                                    : NULL;
+		                                      : NULL;
 		if (no)
 			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing with %s is not described "
 			              "yet", no);
@@ -6018,6 +6032,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	free(M.q4);
 	free(M.cached);
 	free(M.rng);
+	free(M.draws0);
 	free(M.bias);
 	free(M.masked_bias);
 	free(b->refs);
