@@ -1706,7 +1706,8 @@ struct layer_fns {
 /* Layer i's forward; checkpointed where saved != NULL (its input kept in
  * saved[i]): CheckpointFunction.forward -- ctx.fwd_cpu_state =
  * torch.get_rng_state() (the CPU generator's state, a uint8 tensor of
- * 5,056 bytes, held by ctx until the graph goes with the loss),
+ * 5,056 bytes, held by ctx until the graph goes with the loss; the
+ * dropout draws so far, M->draws0[i], for the rerun),
  * save_for_backward(hs), the layer under no_grad (nothing requires grad,
  * no node keeps anything); the Function's output requires grad. */
 static T layer_fwd(struct bld *b, struct model *M, const struct layer_fns *f, T *saved, int i, T hs)
@@ -1734,9 +1735,12 @@ static T layer_fwd(struct bld *b, struct model *M, const struct layer_fns *f, T 
  * over the last of L layers -- on its input). Checkpointed,
  * CheckpointFunction.backward: the output made under no_grad had no hook;
  * fork_rng's torch.get_rng_state() while the `with` lasts; set_rng_state
- * (no bytes); detach_variable (a view of the saved input that requires
- * grad, held by the detached_inputs tuple); the layer again with
- * requires_grad following the ops ("refwd:" marks); then
+ * (no bytes: the draws set back to the forward's, so its dropouts draw
+ * the same masks); detach_variable (a view of the saved input that
+ * requires grad, held by the detached_inputs tuple); the layer again with
+ * requires_grad following the ops ("refwd:" marks), inside an autocast
+ * region of its own under autocast (ctx's autocast kwargs: its cache
+ * cleared as the region exits, before the nested backward); then
  * torch.autograd.backward(outputs, args) -- the args tuple holds g --,
  * AccumulateGrad taking the input's fresh gradient itself as the
  * detached view's .grad; as it returns the rerun's output, g, the
@@ -5822,8 +5826,8 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * (input_require_grads), --grad-accum and ZeroRedundancyOptimizer
 	 * against 1.13's (tests/ft_freeze.sh, ft_lora.sh, ft_accum.sh,
 	 * ft_zero1.sh), the models' dropout and --lora-dropout too (the rerun
-	 * draws the forward's masks: layer_bwd, preserve_rng_state); the rest
-	 * by name. LoRA under FSDP: PEFT's wrap policy (lora_A, lora_B units of
+	 * draws the forward's masks: layer_bwd, preserve_rng_state), and under
+	 * bf16 autocast (the rerun a region of its own); the rest by name. LoRA under FSDP: PEFT's wrap policy (lora_A, lora_B units of
 	 * their own) around a checkpointed layer is not described. */
 	if (o->recompute) {
 		if (m->gemma)
