@@ -961,18 +961,20 @@ for cmd in measure theory; do
 	try 2 "--ddp-no-sync: only with --grad-accum K > 1 (no_sync() wraps the first K - 1 micro-steps; without accumulation there are none)" \
 		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --ddp-no-sync off --out "$keep"
 	# --recompute full under torch is Hugging Face's gradient checkpointing
-	# (tests/hf_torch.sh's *-ckpt cases): taken on the plain loop and DDP
-	# without dropout; selective has no Hugging Face equivalent, and the
-	# rest is refused by name.
+	# (tests/hf_torch.sh's *-ckpt cases): taken on the plain loop, DDP and
+	# FSDP; selective has no Hugging Face equivalent, and the rest is
+	# refused by name.
 	try 0 "" $cmd --framework torch --model "$tmp/tiny-p0.json" --wrapper none --world 1 --precision fp32 \
 		--torch-device cpu --torch-version 1.13 --attn eager --seq 4 --batch 1 --steps 2 --schemes dp \
 		--recompute full --out "$tmp/ckpt-$cmd.json"
 	try 2 "--recompute selective: the PyTorch step has no such checkpointing (Hugging Face's gradient checkpointing reruns whole decoder layers: --recompute full); give none or full" \
 		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision fp32 --torch-device cpu \
 		--attn eager --recompute selective --out "$keep"
-	try 2 "--recompute full: Hugging Face's gradient checkpointing with dropout (give a config with dropout 0) is not described yet" \
-		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision fp32 --torch-device cpu \
-		--torch-version 1.13 --attn eager --recompute full --out "$keep"
+	# with the config's dropout (GPT2Config's 0.1) too: the rerun draws the
+	# forward's masks (tests/hf_torch.sh's *-dropout-ckpt cases)
+	try 0 "" $cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision fp32 --torch-device cpu \
+		--torch-version 1.13 --attn eager --seq 4 --batch 1 --steps 2 --schemes dp --recompute full \
+		--out "$tmp/ckpt-drop-$cmd.json"
 	try 2 "--recompute full: Hugging Face's gradient checkpointing is described for gpt2, llama, mistral, qwen2, qwen3 and phi3 so far, not yet for a gemma2 (give --recompute none)" \
 		$cmd --framework torch --model "${srcdir:-.}/data/models/gemma-2-2b.json" --wrapper none --world 1 \
 		--precision fp32 --torch-device cpu --torch-version 1.13 --attn eager --seq 4 --batch 1 --recompute full \

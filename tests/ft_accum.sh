@@ -160,6 +160,9 @@ case_ amp-qwen2-k2-zeros qwen2 2 zeros 1 - "" amp-bf16
 case_ amp-ddp2-llama-k2-zeros-nosync llama 2 zeros 2 on "" amp-bf16
 case_ amp-fz-gpt2-k2-none-emb gpt2 2 none 1 - embeddings amp-bf16
 case_ amp-fz-llama-k2-zeros-abl1 llama 2 zeros 1 - all-but-last:1 amp-bf16
+# checkpointed under autocast: each rerun is a region of its own (cleared as it ends)
+case_ ckpt-amp-llama-k2-zeros llama 2 zeros 1 - "" amp-bf16
+case_ ckpt-amp-fz-gpt2-k2-none-emb gpt2 2 none 1 - embeddings amp-bf16
 
 # --grad-accum 1 is today's plain loop: the same files, byte for byte
 for cmd in theory measure; do

@@ -225,6 +225,8 @@ checkpointed: llama, embeddings frozen, set_to_none;llama;none;embeddings;1;fp32
 checkpointed: llama, all but the last layer frozen;llama;zeros;all-but-last:1;1;fp32;full
 checkpointed: phi3, embeddings frozen;phi3;none;embeddings;1;fp32;full
 checkpointed: DDP N = 2, llama, embeddings frozen;llama;zeros;embeddings;2;fp32;full
+checkpointed: autocast: gpt2, embeddings frozen;gpt2;zeros;embeddings;1;amp-bf16;full
+checkpointed: autocast: llama, all but the last layer frozen, set_to_none;llama;none;all-but-last:1;1;amp-bf16;full
 2.6: gpt2, embeddings frozen;gpt2;none;embeddings;1
 2.6: gpt2, all but the last block frozen, zeros;gpt2;zeros;all-but-last:1;1
 2.6: gpt2, c_attn frozen;gpt2;none;*.c_attn.*;1

@@ -76,9 +76,6 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 	refuse "--freeze with LoRA" "--freeze with --lora-r: freezing adapters is not described yet" gpt2 $plain \
 		--lora-r 4 --freeze blocks:0-0
 	refuse "--lora-r 0" "is not a rank" gpt2 $plain --lora-r 0
-	# checkpointing reruns the adapters' dropout (its masks: preserve_rng_state)
-	refuse "--lora-dropout with --recompute full" "gradient checkpointing with --lora-dropout (give 0)" gpt2 \
-		$plain --lora-r 4 --lora-dropout 0.1 --recompute full
 	refuse "LoRA under FSDP with --recompute full" "gradient checkpointing with --lora-r under --wrapper fsdp" gpt2 \
 		--world 2 --schemes zero3 --framework torch --wrapper fsdp --torch-version 1.13 --torch-device cpu \
 		--attn eager --lora-r 4 --recompute full
@@ -203,6 +200,10 @@ checkpointed: gpt2, default target, zeros;gpt2;zeros;1;1;-;--lora-r 4 --recomput
 checkpointed: llama, all-linear r = 8, K = 2, set_to_none;llama;none;2;1;-;--lora-r 8 --lora-targets all-linear --recompute full
 checkpointed: phi3, qkv_proj (fused), zeros;phi3;zeros;1;1;-;--lora-r 4 --lora-targets qkv_proj --recompute full
 checkpointed: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4 --recompute full
+checkpointed: gpt2, all-linear, dropout 0.1 (the rerun's masks the forward's), zeros;gpt2;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1 --recompute full
+checkpointed: DDP N = 2, llama q_proj + v_proj, dropout 0.2, K = 2, no_sync, set_to_none;llama;none;2;2;on;--lora-r 4 --lora-dropout 0.2 --recompute full
+checkpointed: autocast: llama, all-linear, zeros;llama;zeros;1;1;-;--lora-r 4 --lora-targets all-linear --recompute full
+checkpointed: autocast: gpt2, all-linear, dropout 0.1, set_to_none;gpt2;none;1;1;-;--lora-r 4 --lora-targets all-linear --lora-dropout 0.1 --recompute full
 plain loop, llama q_proj + v_proj, K = 2, set_to_none;llama;none;2;1;-;--lora-r 4
 autocast: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, zeros;llama;zeros;2;2;on;--lora-r 4
 2.6: DDP N = 2, llama q_proj + v_proj, K = 2, no_sync, set_to_none, six buckets;llama;none;2;2;on;--lora-r 4 --bucket-cap 0.0009

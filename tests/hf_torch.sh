@@ -48,7 +48,13 @@
 # N = 2; qwen2 and phi3 with zeros, qwen3 with set_to_none; gpt2 with
 # ZeroRedundancyOptimizer at N = 2), theory and
 # measure, and measure's bf16 losses against its own fp32 run's
-# (docs/schedule.md, "Autocast").
+# (docs/schedule.md, "Autocast"); under --recompute full with dropout
+# (gpt2, llama, phi3, DDP N = 2 and FSDP N = 2 gpt2) and with bf16
+# autocast (gpt2, llama, qwen3, phi3, DDP N = 2 llama): theory and
+# measure, the measure's losses and weights those of the run without
+# checkpointing to the bit, and PyTorch's losses with it within 1e-6 of
+# its own without (docs/torch_saved.md, "Dropout under checkpointing",
+# "Autocast under checkpointing").
 #
 # `tests/hf_torch.sh table` (make check-torch-ref; ZS_HF_SMALL=0 leaves out
 # GPT-2 small, minutes a run; ZS_TORCH26_ROOT names the 2.6 root): the issue's cases with
@@ -327,7 +333,8 @@ fi
 # SDPA (gpt2; llama with as many k/v heads as heads, and with fewer: the
 # math path; qwen2, qwen3 and phi3 with fewer), dropout, activation
 # checkpointing (--recompute full: gpt2, llama, llama under DDP, gpt2 and
-# llama with 4 k/v heads under SDPA), qwen2,
+# llama with 4 k/v heads under SDPA, gpt2 and llama with dropout and under
+# bf16 autocast), qwen2,
 # qwen3 and phi3 (eager), phi3's residual dropouts, gemma2 (eager:
 # set_to_none, zeros with foreach Adam), gemma3_text (eager: set_to_none,
 # zeros with foreach Adam, DDP N = 2; SDPA with the window past the
@@ -414,6 +421,10 @@ if [ "${1:-}" = torch26 ]; then
 		"fsdp2-gpt2-ckpt|tiny-gpt2|--zero-grad none --fsdp 2 --recompute full|--wrapper fsdp --optimizer-impl single --zero-grad none --recompute full" \
 		"fsdp2-llama-ckpt-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2 --recompute full|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros --recompute full" \
 		"fsdp3-gpt2-backward-pre-ckpt|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --recompute full|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre --recompute full" \
+		"gpt2-dropout-ckpt|tiny-gpt2-drop|--zero-grad none --dropout config --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
+		"llama-dropout-ckpt-zeros|tiny-llama-drop|--zero-grad zeros --dropout config --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --recompute full" \
+		"gpt2-amp-bf16-ckpt|tiny-gpt2|--zero-grad none --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
+		"llama-amp-bf16-ckpt-zeros|tiny-llama|--zero-grad zeros --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
 		"fsdp2-zero2-llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2 --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros" \
 		"fsdp3-zero2-gpt2-backward-pre|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre"
 	do
@@ -563,7 +574,17 @@ for case in \
 	"llama-tied-ckpt-set_to_none|--model $tmp/tiny-llama.json --tied --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
 	"qwen3-foreach-ckpt|--model $tmp/tiny-qwen3.json --zero-grad zeros --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad zeros --recompute full" \
 	"phi3-ckpt|--model $tmp/tiny-phi3.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
-	"ddp2-gpt2-buckets-ckpt|--model $tmp/tiny-gpt2-wide.json --zero-grad zeros --ddp 2 --bucket-cap-mb 0.25 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --bucket-cap 0.25 --recompute full"
+	"ddp2-gpt2-buckets-ckpt|--model $tmp/tiny-gpt2-wide.json --zero-grad zeros --ddp 2 --bucket-cap-mb 0.25 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --bucket-cap 0.25 --recompute full" \
+	"gpt2-dropout-ckpt|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+	"llama-dropout-ckpt-set_to_none|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
+	"phi3-dropout-ckpt|--model $tmp/tiny-phi3-drop.json --dropout config --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+	"ddp2-gpt2-dropout-ckpt|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --recompute full" \
+	"fsdp2-gpt2-dropout-ckpt-set_to_none|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad none --fsdp 2 --recompute full|$fsdp --optimizer-impl single --zero-grad none --recompute full" \
+	"gpt2-amp-bf16-ckpt|--model $tmp/tiny-gpt2.json --amp bf16 --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
+	"llama-amp-bf16-ckpt-set_to_none|--model $tmp/tiny-llama.json --amp bf16 --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
+	"qwen3-amp-bf16-ckpt|--model $tmp/tiny-qwen3.json --amp bf16 --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
+	"phi3-amp-bf16-ckpt-set_to_none|--model $tmp/tiny-phi3.json --amp bf16 --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
+	"ddp2-llama-amp-bf16-ckpt|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}
@@ -619,6 +640,25 @@ print(f"{'ok' if ok else 'FAIL'}: {sys.argv[3]}: losses {a['losses']} and weight
       f"--recompute full, {b['losses']} and {b['weights_digest']} without")
 sys.exit(0 if ok else 1)
 EOF
+		# and PyTorch's: with dropout, the checkpoint's rerun draws the
+		# forward's masks (preserve_rng_state, torch/utils/checkpoint.py),
+		# under autocast it casts as the forward did (the ctx's autocast
+		# kwargs): its losses are those of the run without, within 1e-6
+		# relative
+		case $label in
+		*dropout* | *amp*)
+			# shellcheck disable=SC2086
+			one "$py" "$src/tests/hf_torch.py" $(echo "$targs" | sed 's/--recompute full//') --no-attribution \
+				--out "$tmp/plain.json"
+			"$py" - "$tmp/out.json" "$tmp/plain.json" "$label" <<'EOF' || status=1
+import json, sys
+a, b = (json.load(open(p))["losses"] for p in sys.argv[1:3])
+ok = len(a) == len(b) == 3 and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip(a, b))
+print(f"{'ok' if ok else 'FAIL'}: {sys.argv[3]}: PyTorch's losses {a} with checkpointing, {b} without")
+sys.exit(0 if ok else 1)
+EOF
+			;;
+		esac
 		;;
 	esac
 	# FSDP's final weights against DDP's over the same step, ranks and

@@ -717,6 +717,39 @@ START_TEST(test_dropout_noise_and_its_product)
 }
 END_TEST
 
+/* The draw (bernoulli_'s arg[1], util/autograd.c's dropout ordinal): two
+ * noises at different events drawn with the same draw are the same mask
+ * (a checkpointed layer's rerun gives its forward's draws again), with
+ * another draw another mask. */
+START_TEST(test_dropout_draw_keys_the_mask)
+{
+	for (int same = 0; same < 2; same++) {
+		struct list *l = zs_calloc(1, sizeof *l);
+		list_init(l);
+		uint64_t sh[2] = {64, 64};
+		uint32_t a = stor(l, "a", 2, sh, AG_ROLE_TEMP, -1), c = stor(l, "c", 2, sh, AG_ROLE_TEMP, -1);
+		ev(l, AG_EV_ALLOC, a);
+		op(l, AG_OP_BERNOULLI_, a, N, N, N, a, N, N, 0.5);
+		l->e[l->s.nevents - 1].arg[1] = 3;
+		ev(l, AG_EV_ALLOC, c);
+		op(l, AG_OP_BERNOULLI_, c, N, N, N, c, N, N, 0.5);
+		l->e[l->s.nevents - 1].arg[1] = same ? 3 : 4;
+		struct zs_tracker tr;
+		struct ag_exec x;
+		struct ag_options o = opts();
+		char *cause = NULL;
+		tracker_init(&tr, 1);
+		ck_assert_msg(ag_exec_begin(&x, &l->s, &o, &tr, 0, &feed, &cause) == 0, "%s", cause ? cause : "");
+		ck_assert_msg(ag_exec_step(&x, &cause) == 0, "%s", cause ? cause : "");
+		int eq = memcmp(ag_exec_data(&x, a), ag_exec_data(&x, c), 64 * 64 * sizeof(float)) == 0;
+		ck_assert_msg(eq == same, "draws %s: the masks %s", same ? "3 and 3" : "3 and 4", eq ? "equal" : "differ");
+		ag_exec_end(&x);
+		tracker_destroy(&tr);
+		free(l);
+	}
+}
+END_TEST
+
 /* A 4-bit linear layer as util/autograd.c's QLoRA section lists it:
  * W [2, 64] (one block a row) quantized in set-up and freed; forward y =
  * x Dᵀ with D dequantized, freed; backward from dy = 1, dx = dy D with D
@@ -1040,6 +1073,7 @@ static Suite *ag_exec_suite(void)
 	tcase_add_test(t, test_adams_ops_take_the_steps_scalars);
 	tcase_add_test(t, test_rope_tables_slice_backward_and_alpha);
 	tcase_add_test(t, test_dropout_noise_and_its_product);
+	tcase_add_test(t, test_dropout_draw_keys_the_mask);
 	tcase_add_test(t, test_a_4bit_linear_quantizes_for_real_and_frees_its_weight);
 	tcase_add_test(t, test_routing_ops_against_hand_values_and_their_backward_against_finite_differences);
 	suite_add_tcase(s, t);

@@ -1275,10 +1275,11 @@ static int op_adam_fused(struct opctx *oc, const struct agv *in)
 
 /* noise.bernoulli_(keep): each element 1 with probability `keep`, else 0,
  * from a counter-based generator (splitmix64) over the run's seed, the
- * step, the event and the element: the same mask for the same run, a new
- * one each step and each dropout. Not PyTorch's generator (its masks
- * cannot be shared): the engine's numbers are its own, its bytes the
- * step's. */
+ * step, the draw (`draw`: the step's dropout draw, 1-based, which a
+ * checkpointed layer's rerun gives again; 0: the event's index) and the
+ * element: the same mask for the same run and draw, a new one each step
+ * and each dropout. Not PyTorch's generator (its masks cannot be shared):
+ * the engine's numbers are its own, its bytes the step's. */
 static uint64_t splitmix64(uint64_t z)
 {
 	z += 0x9e3779b97f4a7c15ULL;
@@ -1287,11 +1288,12 @@ static uint64_t splitmix64(uint64_t z)
 	return z ^ (z >> 31);
 }
 
-static int op_bernoulli(struct opctx *oc, const struct agv *out, double keep)
+static int op_bernoulli(struct opctx *oc, const struct agv *out, double keep, double draw)
 {
 	if (!(keep >= 0 && keep <= 1))
 		return FAIL("bernoulli_: the probability %g is not in 0..1", keep);
-	uint64_t key = splitmix64(splitmix64(oc->x->o.seed) ^ ((uint64_t)oc->x->steps << 32) ^ (uint64_t)oc->ei);
+	uint64_t at = draw > 0 ? (uint64_t)draw | 1ULL << 31 : (uint64_t)oc->ei;
+	uint64_t key = splitmix64(splitmix64(oc->x->o.seed) ^ ((uint64_t)oc->x->steps << 32) ^ at);
 	for (uint64_t e = 0; e < out->numel; e++) {
 		double u = (double)(splitmix64(key + e) >> 11) * 0x1.0p-53;
 		st(out, at_lin(out, e), u < keep ? 1.0f : 0.0f);
@@ -1598,7 +1600,7 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 			             : op_nll_bwd(oc, &out[0], &in[0], &in[1], &in[2], (int64_t)e->arg[0]);
 			break;
 		case AG_OP_ADAM_FUSED_: rc = nin < 4 ? FAIL("_fused_adam_: too few operands") : op_adam_fused(oc, in); break;
-		case AG_OP_BERNOULLI_: rc = nin < 1 ? FAIL("bernoulli_: no operand") : op_bernoulli(oc, &in[0], e->arg[0]); break;
+		case AG_OP_BERNOULLI_: rc = nin < 1 ? FAIL("bernoulli_: no operand") : op_bernoulli(oc, &in[0], e->arg[0], e->arg[1]); break;
 		case AG_OP_SDPA_FLASH:
 			rc = nin < 3 || !have_out[1] ? FAIL("sdpa: too few operands")
 			                             : op_sdpa(oc, &out[0], &out[1], &in[0], &in[1], &in[2], e->arg[0]);

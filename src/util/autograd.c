@@ -124,6 +124,11 @@ struct bld {
 	 * keeps anything), and its rerun inside backward with grad (regrad:
 	 * requires_grad follows the ops, its marks "refwd:") */
 	int nograd, regrad;
+	/* dropout's draws so far (each bernoulli_'s arg[1], 1-based): the
+	 * engine keys a mask on it, so a checkpointed layer's rerun, which
+	 * sets it back to the layer's first (preserve_rng_state), draws the
+	 * forward's masks again */
+	uint32_t draws;
 };
 
 /* Records what the step cannot describe yet; ag_step_build refuses it. */
@@ -487,6 +492,8 @@ struct model {
 	 * and what the layers' partial binds (ckpt_bind) */
 	T *rng;
 	size_t nrng;
+	uint32_t *draws0;           /* per layer: the dropout draws before its forward (bld.draws) */
+	size_t ndraws0;
 	T bound[3];
 	size_t nbound;
 	/* --recompute full over frozen input embeddings: their output made a
@@ -779,7 +786,9 @@ static T dropout(struct bld *b, T x, double p, T *kept)
 		op(b, AG_OP_FILL, NO, NO, NO, noise, NO, NO)->arg[0] = 0;
 	} else {
 		noise = like(b, "empty_like (dropout noise)", x);
-		op(b, AG_OP_BERNOULLI_, noise, NO, NO, noise, NO, NO)->arg[0] = 1 - p;
+		struct ag_event *e = op(b, AG_OP_BERNOULLI_, noise, NO, NO, noise, NO, NO);
+		e->arg[0] = 1 - p;
+		e->arg[1] = ++b->draws;
 		scalar_op_(b, AG_OP_DIV_SCALAR_, noise, NO, 1 - p);
 	}
 	T y = like(b, "mul (dropout)", x);
@@ -1725,7 +1734,8 @@ struct layer_fns {
 /* Layer i's forward; checkpointed where saved != NULL (its input kept in
  * saved[i]): CheckpointFunction.forward -- ctx.fwd_cpu_state =
  * torch.get_rng_state() (the CPU generator's state, a uint8 tensor of
- * 5,056 bytes, held by ctx until the graph goes with the loss),
+ * 5,056 bytes, held by ctx until the graph goes with the loss; the
+ * dropout draws so far, M->draws0[i], for the rerun),
  * save_for_backward(hs), the layer under no_grad (nothing requires grad,
  * no node keeps anything); the Function's output requires grad. */
 static T layer_fwd(struct bld *b, struct model *M, const struct layer_fns *f, T *saved, int i, T hs)
@@ -1734,6 +1744,11 @@ static T layer_fwd(struct bld *b, struct model *M, const struct layer_fns *f, T 
 		return f->fwd(b, M, i, hs, f->ctx);
 	M->rng = zs_realloc(M->rng, (M->nrng + 1) * sizeof *M->rng);
 	M->rng[M->nrng++] = TMP("get_rng_state (checkpoint's fwd_cpu_state)", AG_U8, 5056);
+	if ((size_t)i >= M->ndraws0) {
+		M->draws0 = zs_realloc(M->draws0, ((size_t)i + 1) * sizeof *M->draws0);
+		M->ndraws0 = (size_t)i + 1;
+	}
+	M->draws0[i] = b->draws;
 	saved[i] = hs;
 	ref(b, hs);
 	b->nograd = 1;
@@ -1748,9 +1763,12 @@ static T layer_fwd(struct bld *b, struct model *M, const struct layer_fns *f, T 
  * over the last of L layers -- on its input). Checkpointed,
  * CheckpointFunction.backward: the output made under no_grad had no hook;
  * fork_rng's torch.get_rng_state() while the `with` lasts; set_rng_state
- * (no bytes); detach_variable (a view of the saved input that requires
- * grad, held by the detached_inputs tuple); the layer again with
- * requires_grad following the ops ("refwd:" marks); then
+ * (no bytes: the draws set back to the forward's, so its dropouts draw
+ * the same masks); detach_variable (a view of the saved input that
+ * requires grad, held by the detached_inputs tuple); the layer again with
+ * requires_grad following the ops ("refwd:" marks), inside an autocast
+ * region of its own under autocast (ctx's autocast kwargs: its cache
+ * cleared as the region exits, before the nested backward); then
  * torch.autograd.backward(outputs, args) -- the args tuple holds g --,
  * AccumulateGrad taking the input's fresh gradient itself as the
  * detached view's .grad; as it returns the rerun's output, g, the
@@ -1772,8 +1790,12 @@ static T layer_bwd(struct bld *b, struct model *M, const struct layer_fns *f, co
 	b->rg[det] = 1;
 	ref(b, det); /* the layer's argument; the tuple's holder stays */
 	b->regrad = 1;
+	uint32_t draws = b->draws;
+	b->draws = M->draws0[i]; /* set_rng_state(ctx.fwd_cpu_state): the forward's masks again */
 	T out = f->fwd(b, M, i, det, f->ctx);
+	b->draws = draws;
 	b->regrad = 0;
+	ac_clear(b, M); /* the rerun's autocast region exits: its own casts' cache goes */
 	unref(b, fork);
 	mark(b, "bwd:%s.%d:start", unit, i);
 	ref(b, g); /* the args tuple's */
@@ -5861,23 +5883,19 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * (tests/hf_torch.sh, make check-torch26), with --freeze, --lora-r
 	 * (input_require_grads), --grad-accum and ZeroRedundancyOptimizer
 	 * against 1.13's (tests/ft_freeze.sh, ft_lora.sh, ft_accum.sh,
-	 * ft_zero1.sh); the rest by name. Dropout: the rerun must draw the
-	 * forward's masks (preserve_rng_state), which the engine's own draws
-	 * do not. LoRA under FSDP: PEFT's wrap policy (lora_A, lora_B units of
+	 * ft_zero1.sh), the models' dropout and --lora-dropout too (the rerun
+	 * draws the forward's masks: layer_bwd, preserve_rng_state), and under
+	 * bf16 autocast (the rerun a region of its own); the rest by name. LoRA under FSDP: PEFT's wrap policy (lora_A, lora_B units of
 	 * their own) around a checkpointed layer is not described. */
 	if (o->recompute) {
 		if (m->gemma)
 			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing is described for gpt2, "
 			              "llama, mistral, qwen2, qwen3 and phi3 so far, not yet for a %s (give --recompute none)",
 			              m->model_type);
-		const char *no = o->amp != AG_F32                      ? "autocast (give --precision fp32)"
-		                 : o->attn == ZS_ATTN_SDPA && m->kv_heads != m->heads
+		const char *no = o->attn == ZS_ATTN_SDPA && m->kv_heads != m->heads
 		                         ? "--attn sdpa over fewer k/v heads than heads (2.6's math path; give --attn eager)"
 		                 : o->fsdp_unit_marks ? "--lora-r under --wrapper fsdp (give --wrapper none or ddp)"
-		                 : m->embd_pdrop > 0 || m->attn_pdrop > 0 || m->resid_pdrop > 0
-		                         ? "dropout (give a config with dropout 0)"
-		                 : o->lora_r && o->lora_dropout > 0 ? "--lora-dropout (give 0)"
-		                                                    : NULL;
+		                                      : NULL;
 		if (no)
 			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing with %s is not described "
 			              "yet", no);
@@ -6076,6 +6094,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	free(M.q4);
 	free(M.cached);
 	free(M.rng);
+	free(M.draws0);
 	free(M.bias);
 	free(M.masked_bias);
 	free(b->refs);

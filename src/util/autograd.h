@@ -172,7 +172,8 @@ enum ag_op {
 	AG_OP_ROPE_INV_FREQ, /* out [n] = 1 / arg[0] ^ (2i / 2n): LlamaRotaryEmbedding's inv_freq, base arg[0] */
 	/* appended (issue #22's builder): dropout */
 	AG_OP_BERNOULLI_,    /* in0 = 1 with probability arg[0], else 0 (noise.bernoulli_(1 - p)): in place,
-	                      * drawn from the run's seed, the step and the event (not PyTorch's generator) */
+	                      * drawn from the run's seed, the step and the draw arg[1] (1-based; 0: the event)
+	                      * (not PyTorch's generator; a checkpointed layer's rerun draws its forward's again) */
 	/* appended (issue #22's builder): the CPU's flash SDPA */
 	AG_OP_SDPA_FLASH,    /* out0 [B, h, T, hd] = causal softmax(in0 in1ᵀ · arg[0]) in2, out1 [B, h, T] its
 	                      * logsumexp: _scaled_dot_product_flash_attention_for_cpu (q, k, v, no dropout) */
