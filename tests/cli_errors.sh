@@ -948,6 +948,8 @@ for cmd in measure theory; do
 	# --freeze under FSDP: whole units only (1.13's FlatParameter; tests/ft_fsdp_lora.sh)
 	try 2 "--freeze: --wrapper fsdp's unit root (transformer_auto_wrap_policy's) would hold frozen and trainable parameters, and PyTorch 1.13 refuses that: \"\`FlatParameter\` requires uniform \`requires_grad\`\" (flat_param.py 334-340): freeze whole blocks, or the root's parameters all or none" \
 		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 1.13 --freeze embeddings --out "$keep"
+	try 2 "--freeze: --wrapper fsdp's unit root (transformer_auto_wrap_policy's) would hold frozen and trainable parameters, and PyTorch 2.6 refuses that: \"Must flatten tensors with uniform \`requires_grad\` when \`use_orig_params=False\`\" (_flat_param.py 800-808): freeze whole blocks, or the root's parameters all or none" \
+		$cmd --framework torch $fsdp --world 2 --schemes zero3 --torch-version 2.6 --attn eager --freeze embeddings --out "$keep"
 	# accumulation under autocast is taken (tests/ft_accum.sh holds it to
 	# PyTorch; autocast wants a config with dropout 0)
 	sed 's/}$/, "embd_pdrop": 0.0, "attn_pdrop": 0.0, "resid_pdrop": 0.0}/' "$tmp/tiny.json" >"$tmp/tiny-p0.json"

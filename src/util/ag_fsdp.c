@@ -514,12 +514,16 @@ int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, const st
 	struct unit *u = make_units(s, p, trained, &nu, &iroot);
 	const struct unit *m = mixed_unit(u, nu, trained);
 	int rc = 0;
-	/* flat_param.py 334-340 (1.13: no use_orig_params) */
+	/* 1.13: flat_param.py 334-340 (no use_orig_params); 2.6: _flat_param.py
+	 * 800-808 under use_orig_params=False, FSDP's default and the references' */
+	int v1 = o->version == ZS_TORCH_1_13;
 	if (m != NULL)
 		rc = zs_fail(cause, "--freeze: --wrapper fsdp's unit %s (transformer_auto_wrap_policy's) would hold frozen "
-		             "and trainable parameters, and PyTorch 1.13 refuses that: \"`FlatParameter` requires uniform "
-		             "`requires_grad`\" (flat_param.py 334-340): freeze whole blocks, or the root's parameters all or none",
-		             m->name);
+		             "and trainable parameters, and PyTorch %s refuses that: \"%s\" (%s): freeze whole blocks, or "
+		             "the root's parameters all or none", m->name, v1 ? "1.13" : "2.6",
+		             v1 ? "`FlatParameter` requires uniform `requires_grad`"
+		                : "Must flatten tensors with uniform `requires_grad` when `use_orig_params=False`",
+		             v1 ? "flat_param.py 334-340" : "_flat_param.py 800-808");
 	/* 2.x's reshard-only hook of a checkpointed frozen unit: not compared */
 	for (size_t i = 0; i < nu && rc == 0 && o->version != ZS_TORCH_1_13 && o->recompute; i++)
 		if (u[i].frozen)
