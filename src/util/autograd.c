@@ -4209,11 +4209,25 @@ static T head_states(struct bld *b, struct model *M, T x, int i, int part, uint6
 	return t;
 }
 
+/* ViewBackward's reshape of the heads' grad pv ([B, T, n, hd], lying as
+ * the transpose of a contiguous [B, n, T, hd]) to [B, T, n·hd]: a view
+ * where n and hd merge (dims01_merge: n or T is 1), else a copy. */
+static T heads_grad_merged(struct bld *b, T pv, uint64_t n)
+{
+	uint64_t B = b->o->batch, Tn = b->o->seq, hd = b->m->head_dim;
+	if (dims01_merge(SH(n, hd), (const int64_t[]){ (int64_t)(Tn * hd), 1 }))
+		return reshape(b, pv, 3, SH(B, Tn, n * hd));
+	T c = TMP("clone (heads' grad to [B, T, n hd])", b->s->tensor[pv].dtype, B, Tn, n * hd);
+	op(b, AG_OP_COPY, pv, NO, NO, c, NO, NO);
+	return c;
+}
+
 /* Its backward from the grad g of the [B, n, T, hd] states (released):
  * TransposeBackward's view; in qwen3 the head's norm backward, whose sum
  * lies in the transposed grad's layout (TensorIterator follows its first
- * operand), so ViewBackward's reshape to [B, T, n·hd] copies, as it does
- * without a norm; then the projection's backward, x's grad to *xbuf. */
+ * operand), so ViewBackward's reshape to [B, T, n·hd] copies (unless n or
+ * T is 1: heads_grad_merged), as it does without a norm; then the
+ * projection's backward, x's grad to *xbuf. */
 static void head_states_bwd(struct bld *b, struct model *M, T g, int i, int part, uint64_t n, struct lin_saved *ls,
                             struct rms_saved *ns, T *xbuf)
 {
@@ -4238,8 +4252,7 @@ static void head_states_bwd(struct bld *b, struct model *M, T g, int i, int part
 		unref(b, nb);
 	}
 	/* autocast: bf16 for a bf16 state (qwen3's: the norm's input's) */
-	T c = TMP("clone (heads' grad to [B, T, n hd])", b->s->tensor[pv].dtype, B, Tn, n * hd);
-	op(b, AG_OP_COPY, pv, NO, NO, c, NO, NO);
+	T c = heads_grad_merged(b, pv, n);
 	unref(b, pv);
 	linear_b_bwd(b, c, 1, ls, PP(M, b, part, "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
 	             qkv_bias(M, b, i, part), xbuf);
@@ -4292,7 +4305,7 @@ static T phi3_cat_pass(struct bld *b, T y)
  * SliceBackward (slice_backward's zeros of the rope input's shape; the
  * cat's gradient goes; the zeros added to the buffer); v's, k's, q's
  * TransposeBackward and ViewBackward (the grad read as [B, T, n, hd] and
- * reshaped: a copy each); then the three SliceBackwards of qkv, v's
+ * reshaped: heads_grad_merged); then the three SliceBackwards of qkv, v's
  * first (zeros of [B, T, (h + 2 kv) hd], the slice copied in, summed in
  * qkv's buffer), and qkv_proj's backward, x's grad to *xbuf. The order is
  * autograd's: higher sequence numbers first, the slices of qkv made
@@ -4312,8 +4325,7 @@ static void phi3_states_bwd(struct bld *b, struct model *M, int i, T buf[3], T p
 		T pv = vw(b, buf[j], 4, SH(B, Tn, n[j], hd),
 		          (const int64_t[]){ (int64_t)(n[j] * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 }, 0);
 		unref(b, buf[j]);
-		c[j] = TMP("clone (heads' grad to [B, T, n hd])", b->s->tensor[pv].dtype, B, Tn, n[j] * hd);
-		op(b, AG_OP_COPY, pv, NO, NO, c[j], NO, NO);
+		c[j] = heads_grad_merged(b, pv, n[j]);
 		unref(b, pv);
 	}
 	T g = NO;
@@ -4892,7 +4904,7 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 		 * (copied where qcp), after repeat_kv's view (kv = 1) as its
 		 * strides say (a copy unless B is 1) */
 		int kcp = rep == 1 ? qcp : !dims01_merge(b->s->tensor[ktr].shape, b->s->tensor[ktr].stride);
-		T ktc = phi3 && (!kcp || b->o->amp != AG_F32) ? phi3_kt_operand(b, kr, ktr)
+		T ktc = phi3 && (kvcopy || b->o->amp != AG_F32) ? phi3_kt_operand(b, kr, ktr)
 		        : matmul_operand(b, ktr, kvcopy ? qcp : kcp, "clone (matmul's copy of k^T)");
 		/* q_embed as [B·h, T, hd]: where k reaches matmul as it lies,
 		 * matmul copies each as above; else a view (phi3's
@@ -4970,8 +4982,10 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 	unref(b, ac);
 	if (!sdpa && s->qf != NO)
 		unref(b, s->qf); /* forward returns: the fp32 query_states goes (autocast) */
-	unref(b, kr); /* forward returns: key_states goes (n_rep 1: and query_states, value_states) */
+	/* forward returns: its locals go in their order, query_states (the
+	 * names held above), key_states, value_states */
 	unref(b, qname);
+	unref(b, kr);
 	unref(b, vname);
 	if (!sdpa && ka && !s->kk) { /* q_embed: no node keeps it (k requires no grad) */
 		unref(b, s->qe);
