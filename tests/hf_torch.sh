@@ -130,6 +130,9 @@ sed 's/"resid_pdrop": 0.0/"resid_pdrop": 0.1/' "$tmp/tiny-phi3.json" >"$tmp/tiny
 # phi3 and llama with as many k/v heads as heads (repeat_kv's n_rep 1)
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$tmp/tiny-phi3.json" >"$tmp/tiny-phi3-mha.json"
 sed 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$tmp/tiny-llama.json" >"$tmp/tiny-llama-mha.json"
+# and with one (MQA: repeat_kv's expand and reshape a view, the heads of stride 0)
+sed 's/"num_key_value_heads": 2/"num_key_value_heads": 1/' "$tmp/tiny-llama.json" >"$tmp/tiny-llama-mqa.json"
+sed 's/"num_key_value_heads": 2/"num_key_value_heads": 1/' "$tmp/tiny-phi3.json" >"$tmp/tiny-phi3-mqa.json"
 sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' "$tmp/tiny-gpt2.json" >"$tmp/tiny-gpt2-untied.json"
 # gemma2 (modeling_gemma2.py: Gemma2RMSNorm's (1 + w), the embeddings times
 # sqrt(hidden), GeGLU with tanh GELU, four norms a block, the scores scaled
@@ -406,6 +409,7 @@ if [ "${1:-}" = torch26 ]; then
 		"phi3-amp-bf16|tiny-phi3|--zero-grad none --amp bf16|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16" \
 		"phi3-dropout|tiny-phi3-drop|--zero-grad none --dropout config|--wrapper none --optimizer-impl single --zero-grad none" \
 		"phi3-mha-batch1|tiny-phi3-mha|--zero-grad zeros --batch 1|--wrapper none --optimizer-impl single --zero-grad zeros --batch 1" \
+		"llama-mqa-batch1|tiny-llama-mqa|--zero-grad zeros --batch 1|--wrapper none --optimizer-impl single --zero-grad zeros --batch 1" \
 		"gemma2|tiny-gemma2|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
 		"gemma2-zeros-foreach|tiny-gemma2|--zero-grad zeros --optimizer-impl foreach|--wrapper none --optimizer-impl foreach --zero-grad zeros" \
 		"gemma3_text|tiny-gemma3_text|--zero-grad none|--wrapper none --optimizer-impl single --zero-grad none" \
@@ -746,7 +750,12 @@ done
 # at batch 2 (q and k^T both copied): the bytes as above, and the steady
 # step's allocations and frees one for one (tests/ag_events against
 # hf_torch.py --trace's clean step).
-for case in "phi3-mha-batch1 1 measure" "llama-mha 2"; do
+# One k/v head (MQA): repeat_kv's reshape is a view too (kv, of size 1,
+# merges with the stride-0 repeat), so matmul reshapes k^T and v of head
+# stride 0: a view at batch 1 (nothing copied), a copy at batch 2 that bmm
+# keeps — llama at batch 1 and 2, phi3 at batch 1, as above.
+for case in "phi3-mha-batch1 1 measure" "llama-mha 2" "llama-mqa-batch1 1 measure" "llama-mqa 2" \
+	"phi3-mqa-batch1 1 measure"; do
 	set -- $case
 	cfg=$tmp/tiny-${1%-batch1}.json
 	zargs="$plain --optimizer-impl single --zero-grad zeros --seq 32 --batch $2"

@@ -3416,6 +3416,29 @@ static T expand_kv(struct bld *b, T x, uint64_t rep)
 	          (const int64_t[]){ o->stride[0], o->stride[1], 0, o->stride[2], o->stride[3] }, 0);
 }
 
+/* repeat_kv (modeling_llama.py): x[:, :, None].expand(B, kv, rep, T,
+ * hd).reshape(B, kv·rep, T, hd), x's holder taken: a view where kv and
+ * the stride-0 rep merge (computeStride, as dims01_merge: kv = 1), else
+ * a contiguous copy (*copied set). */
+static T repeat_kv(struct bld *b, T x, uint64_t rep, const char *what, int *copied)
+{
+	T xe = expand_kv(b, x, rep);
+	const struct ag_tensor o_ = b->s->tensor[xe], *o = &o_; /* a copy: the array grows */
+	uint64_t sh[4] = { o->shape[0], o->shape[1] * rep, o->shape[3], o->shape[4] };
+	T r;
+	*copied = !dims01_merge(o->shape + 1, o->stride + 1);
+	if (*copied) {
+		r = tmp(b, what, o->dtype, 4, sh);
+		op(b, AG_OP_COPY, xe, NO, NO, r, NO, NO);
+	} else {
+		r = vw(b, xe, 4, sh, (const int64_t[]){ o->stride[0], rep == 1 ? o->stride[1] : o->stride[2],
+		                                         o->stride[3], o->stride[4] }, 0);
+	}
+	unref(b, xe);
+	unref(b, x);
+	return r;
+}
+
 /* ExpandBackward of k's or v's repeat over the heads: g [B·h, ...] (its
  * holder taken) summed over rep into a new [B, kv, 1, T, hd]. */
 static T heads_sum(struct bld *b, T g, uint64_t B, uint64_t kv, uint64_t Tn, uint64_t hd, int transposed,
@@ -4211,11 +4234,25 @@ static T head_states(struct bld *b, struct model *M, T x, int i, int part, uint6
 	return t;
 }
 
+/* ViewBackward's reshape of the heads' grad pv ([B, T, n, hd], lying as
+ * the transpose of a contiguous [B, n, T, hd]) to [B, T, n·hd]: a view
+ * where n and hd merge (dims01_merge: n or T is 1), else a copy. */
+static T heads_grad_merged(struct bld *b, T pv, uint64_t n)
+{
+	uint64_t B = b->o->batch, Tn = b->o->seq, hd = b->m->head_dim;
+	if (dims01_merge(SH(n, hd), (const int64_t[]){ (int64_t)(Tn * hd), 1 }))
+		return reshape(b, pv, 3, SH(B, Tn, n * hd));
+	T c = TMP("clone (heads' grad to [B, T, n hd])", b->s->tensor[pv].dtype, B, Tn, n * hd);
+	op(b, AG_OP_COPY, pv, NO, NO, c, NO, NO);
+	return c;
+}
+
 /* Its backward from the grad g of the [B, n, T, hd] states (released):
  * TransposeBackward's view; in qwen3 the head's norm backward, whose sum
  * lies in the transposed grad's layout (TensorIterator follows its first
- * operand), so ViewBackward's reshape to [B, T, n·hd] copies, as it does
- * without a norm; then the projection's backward, x's grad to *xbuf. */
+ * operand), so ViewBackward's reshape to [B, T, n·hd] copies (unless n or
+ * T is 1: heads_grad_merged), as it does without a norm; then the
+ * projection's backward, x's grad to *xbuf. */
 static void head_states_bwd(struct bld *b, struct model *M, T g, int i, int part, uint64_t n, struct lin_saved *ls,
                             struct rms_saved *ns, T *xbuf)
 {
@@ -4240,8 +4277,7 @@ static void head_states_bwd(struct bld *b, struct model *M, T g, int i, int part
 		unref(b, nb);
 	}
 	/* autocast: bf16 for a bf16 state (qwen3's: the norm's input's) */
-	T c = TMP("clone (heads' grad to [B, T, n hd])", b->s->tensor[pv].dtype, B, Tn, n * hd);
-	op(b, AG_OP_COPY, pv, NO, NO, c, NO, NO);
+	T c = heads_grad_merged(b, pv, n);
 	unref(b, pv);
 	linear_b_bwd(b, c, 1, ls, PP(M, b, part, "model.layers.%d.self_attn.{q,k,v}_proj.weight", i),
 	             qkv_bias(M, b, i, part), xbuf);
@@ -4294,7 +4330,7 @@ static T phi3_cat_pass(struct bld *b, T y)
  * SliceBackward (slice_backward's zeros of the rope input's shape; the
  * cat's gradient goes; the zeros added to the buffer); v's, k's, q's
  * TransposeBackward and ViewBackward (the grad read as [B, T, n, hd] and
- * reshaped: a copy each); then the three SliceBackwards of qkv, v's
+ * reshaped: heads_grad_merged); then the three SliceBackwards of qkv, v's
  * first (zeros of [B, T, (h + 2 kv) hd], the slice copied in, summed in
  * qkv's buffer), and qkv_proj's backward, x's grad to *xbuf. The order is
  * autograd's: higher sequence numbers first, the slices of qkv made
@@ -4314,8 +4350,7 @@ static void phi3_states_bwd(struct bld *b, struct model *M, int i, T buf[3], T p
 		T pv = vw(b, buf[j], 4, SH(B, Tn, n[j], hd),
 		          (const int64_t[]){ (int64_t)(n[j] * Tn * hd), (int64_t)hd, (int64_t)(Tn * hd), 1 }, 0);
 		unref(b, buf[j]);
-		c[j] = TMP("clone (heads' grad to [B, T, n hd])", b->s->tensor[pv].dtype, B, Tn, n[j] * hd);
-		op(b, AG_OP_COPY, pv, NO, NO, c[j], NO, NO);
+		c[j] = heads_grad_merged(b, pv, n[j]);
 		unref(b, pv);
 	}
 	T g = NO;
@@ -4863,21 +4898,15 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 		else
 			ac = sdpa_fwd(b, &s->sd, qe, ke, vt);
 	} else {
-		/* repeat_kv: expand and reshape, a copy; n_rep 1 returns k
-		 * and v themselves (their names held to forward's end) */
+		/* repeat_kv: expand and reshape, a copy unless kv is 1 (a
+		 * view, the heads of stride 0); n_rep 1 returns k and v
+		 * themselves. Their names hold them to forward's end */
 		T vr = vt;
 		kr = ke;
+		int kvcopy = 0; /* k and v reach matmul as contiguous copies */
 		if (rep > 1) {
-			kr = TMP("clone (repeat_kv k)", b->s->tensor[ke].dtype, B, h, Tn, hd);
-			T kx = expand_kv(b, ke, rep);
-			op(b, AG_OP_COPY, kx, NO, NO, kr, NO, NO);
-			unref(b, kx);
-			unref(b, ke);
-			vr = TMP("clone (repeat_kv v)", b->s->tensor[vt].dtype, B, h, Tn, hd);
-			T vx = expand_kv(b, vt, rep);
-			op(b, AG_OP_COPY, vx, NO, NO, vr, NO, NO);
-			unref(b, vx);
-			unref(b, vt);
+			kr = repeat_kv(b, ke, rep, "clone (repeat_kv k)", &kvcopy);
+			vr = repeat_kv(b, vt, rep, "clone (repeat_kv v)", &kvcopy);
 		}
 		/* matmul(q, k^T): k^T copied to [B·h, hd, T] (the bytes of
 		 * the copy matmul makes of q, whose rope sum lies in the
@@ -4896,17 +4925,22 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 			qe = ac_cast(b, qf);
 		}
 		int qcp = !phi3 && rope_sum_copies(B, h, Tn, hd);
-		T ktc = phi3 ? phi3_kt_operand(b, kr, ktr) : matmul_operand(b, ktr, qcp, "clone (matmul's copy of k^T)");
-		/* q_embed as [B·h, T, hd]: with n_rep 1 k is the rope's sum
-		 * too, so matmul copies both where qcp (llama's two copies
-		 * are real); else a view (phi3's contiguous q; llama's copy
-		 * of q counted as k^T's above, whose repeat is contiguous) */
-		T qe3 = rep == 1 ? matmul_operand(b, qe, qcp, "clone (matmul's copy of q)")
-		                 : reshape(b, qe, 3, SH(B * h, Tn, hd));
+		/* k^T as bmm takes it: with n_rep 1 the rope's sum as q
+		 * (copied where qcp), after repeat_kv's view (kv = 1) as its
+		 * strides say (a copy unless B is 1) */
+		int kcp = rep == 1 ? qcp : !dims01_merge(b->s->tensor[ktr].shape, b->s->tensor[ktr].stride);
+		T ktc = phi3 && (kvcopy || b->o->amp != AG_F32) ? phi3_kt_operand(b, kr, ktr)
+		        : matmul_operand(b, ktr, kvcopy ? qcp : kcp, "clone (matmul's copy of k^T)");
+		/* q_embed as [B·h, T, hd]: where k reaches matmul as it lies,
+		 * matmul copies each as above; else a view (phi3's
+		 * contiguous q; llama's copy of q counted as k^T's above,
+		 * whose repeat is contiguous: the same bytes) */
+		T qe3 = !kvcopy ? matmul_operand(b, qe, qcp, "clone (matmul's copy of q)")
+		                : reshape(b, qe, 3, SH(B * h, Tn, hd));
 		T sc = TMP("bmm (q k^T)", b->s->tensor[qe3].dtype, B * h, Tn, Tn);
 		op(b, AG_OP_BMM, qe3, ktc, NO, sc, NO, NO);
 		unref(b, ktr); /* matmul returns: an autocast copy of k^T goes */
-		if (rep == 1 && qcp && qf == NO)
+		if (!kvcopy && qcp && qf == NO)
 			qname = qe; /* query_states: its name holds it to forward's end */
 		else
 			unref(b, qe);
@@ -4949,8 +4983,8 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 		T sm3 = reshape(b, smd, 3, SH(B * h, Tn, Tn));
 		unref(b, smd);
 		sm = sm3;
-		T vr3 = rep == 1 ? bmm_operand(b, vr, "clone (matmul's copy of v)") : reshape(b, vr, 3, SH(B * h, Tn, hd));
-		if (rep == 1)
+		T vr3 = !kvcopy ? bmm_operand(b, vr, "clone (matmul's copy of v)") : reshape(b, vr, 3, SH(B * h, Tn, hd));
+		if (!kvcopy)
 			vname = vr; /* value_states: held to forward's end */
 		else
 			unref(b, vr);
@@ -4973,8 +5007,10 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 	unref(b, ac);
 	if (!sdpa && s->qf != NO)
 		unref(b, s->qf); /* forward returns: the fp32 query_states goes (autocast) */
-	unref(b, kr); /* forward returns: key_states goes (n_rep 1: and query_states, value_states) */
+	/* forward returns: its locals go in their order, query_states (the
+	 * names held above), key_states, value_states */
 	unref(b, qname);
+	unref(b, kr);
 	unref(b, vname);
 	if (!sdpa && ka && !s->kk) { /* q_embed: no node keeps it (k requires no grad) */
 		unref(b, s->qe);
