@@ -453,13 +453,16 @@ static void table_text(struct zs_buf *t, const struct theory_request *req, enum 
 		zs_buf_printf(t, "(the peak is %s's exact step, %s%s; \"paper level\" is the reference: the paper's "
 		              "model states and transients with Korthikanti's activations, the parts to its left)\n",
 		              fw, runs, mem ? ", and the fits and the largest micro-batch are judged on it" : "");
-	if (c->freeze[0]) /* the paper level and the floors over Ψ_t; DeepSpeed's estimators over Ψ */
-		zs_buf_printf(t, "(--freeze %s: %.17g of %.17g parameters trained; the model states, the paper level "
+	if (c->freeze[0]) { /* the paper level and the floors over Ψ_t; DeepSpeed's estimators over Ψ */
+		char tn[32], pn[32];
+		zs_buf_printf(t, "(--freeze %s: %s of %s parameters trained; the model states, the paper level "
 		              "and its parts, the floors (the fits below, theory.json's floor) and the %s peak are the "
 		              "frozen run's: p over every parameter, g and k over the trained ones, docs/schedule.md "
 		              "\"The paper level under --freeze\"; DeepSpeed's estimates below (and the floor beside "
 		              "them) are the unfrozen model's, every parameter trained)\n", c->freeze,
-		              theory_request_trained(req), theory_request_params(req), fw);
+		              theory_grouped(tn, sizeof tn, theory_request_trained(req)),
+		              theory_grouped(pn, sizeof pn, theory_request_params(req)), fw);
+	}
 	if (mem && req->alloc != NULL)
 		zs_buf_printf(t, "(--allocator cuda: the peak's fit and the largest micro-batch are judged on what "
 		              "the GPU holds, the step's reserved bytes plus the device's fixed costs; see \"What "
