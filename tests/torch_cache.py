@@ -28,8 +28,11 @@ itself and writes it into its JSON. The binary is left out of the key and,
 on a hit, hf_torch.py runs again with --torch-json (the kept JSON): no
 PyTorch, zerosim's theory afresh by this build's binary.
 
+A run with --trace FILE (hf_torch.py's event list, FILE.clean beside it:
+a file no argument names) is never kept: PyTorch runs again.
+
 Every run appends a line to $ZS_TORCH_CACHE/log: hit|miss|run SCRIPT KEY
-(run: not kept, its status was not a verdict)."""
+(run: not kept — its status was not a verdict, or it traced; KEY "-")."""
 import hashlib
 import importlib.util
 import json
@@ -173,6 +176,11 @@ def main():
     py, script, args = sys.executable, sys.argv[1], sys.argv[2:]
     cache = os.environ.get("ZS_TORCH_CACHE", "")
     if not cache or not os.path.isdir(cache):
+        os.execv(py, [py, script] + args)
+    # --trace FILE writes FILE.clean beside it, a file no argument names,
+    # which a hit could not give back: such a run is never kept
+    if "--trace" in args:
+        log(cache, "run", script, "-")
         os.execv(py, [py, script] + args)
     k, replay = key(script, args)
     entry = os.path.join(cache, k)
