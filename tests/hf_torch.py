@@ -341,7 +341,14 @@ class GPT2LMHeadModel(nn.Module):
         for b in self.h:
             b.attn.sdpa = sdpa
         self.ln_f = nn.LayerNorm(d, eps=cfg["layer_norm_epsilon"])
-        self.lm_head = nn.Linear(d, V, bias=False)
+        # A tied head's own weight is never allocated (made on the meta
+        # device, then replaced by the table): from_pretrained builds every
+        # model on the meta device (transformers' integrations/accelerate.py,
+        # its docstring: since PR #36963) and loads the checkpoint into it,
+        # so the untied Linear's V x d weight that nn.Linear would make here
+        # before tie_weights() is never on the device. zerosim's set-up is
+        # the parameters alone (docs/schedule.md, "What the list holds").
+        self.lm_head = nn.Linear(d, V, bias=False, device="meta" if tied else None)
         if tied:
             self.lm_head.weight = self.wte.weight
         self.mask = mask
@@ -569,7 +576,7 @@ class LlamaForCausalLM(nn.Module):
         self.layers = nn.ModuleList([layer(cfg, sdpa, attn) for _ in range(cfg["num_hidden_layers"])])
         self.norm = LlamaRMSNorm(d, cfg.get("rms_norm_eps", 1e-6))
         self.rotary_emb = LlamaRotaryEmbedding(cfg)
-        self.lm_head = nn.Linear(d, V, bias=False)
+        self.lm_head = nn.Linear(d, V, bias=False, device="meta" if tied else None)  # as GPT2LMHeadModel's
         if tied:
             self.lm_head.weight = self.embed_tokens.weight
         self.sdpa = sdpa
