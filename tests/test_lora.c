@@ -9,24 +9,39 @@
 #include "config.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model_lookup.h"
 #include "util/lora.h"
 
+/* A shipped model's step description and its adapters for r and targets. */
+struct fixture {
+	struct zs_model m;
+	struct step_params p;
+	struct zs_lora_set s;
+};
+static void adapt(struct fixture *f, const char *model, unsigned r, const char *targets)
+{
+	char *cause = NULL;
+	f->m = shipped(model);
+	step_params_build(&f->p, &f->m);
+	ck_assert_msg(zs_lora_build(&f->s, &f->p, &f->m, r, targets, &cause) == 0, "%s", cause);
+}
+static void release(struct fixture *f)
+{
+	zs_lora_free(&f->s);
+	step_params_free(&f->p);
+}
+
 /* The adapters' elements for a shipped model, r and targets. */
 static uint64_t trained(const char *model, unsigned r, const char *targets)
 {
-	struct zs_model m = shipped(model);
-	struct step_params p;
-	struct zs_lora_set s;
-	char *cause = NULL;
-	step_params_build(&p, &m);
-	ck_assert_msg(zs_lora_build(&s, &p, &m, r, targets, &cause) == 0, "%s", cause);
-	uint64_t n = zs_lora_trained(&s);
-	zs_lora_free(&s);
-	step_params_free(&p);
+	struct fixture f;
+	adapt(&f, model, r, targets);
+	uint64_t n = zs_lora_trained(&f.s);
+	release(&f);
 	return n;
 }
 
@@ -49,44 +64,36 @@ END_TEST
  * part's rows where the fused output holds them (q 64, k 32, v 32). */
 START_TEST(test_fused_parts_are_adapted_apart_in_parameter_order)
 {
-	struct zs_model m = shipped("report/models/llama-tiny.json");
-	struct step_params p;
-	struct zs_lora_set s;
-	char *cause = NULL, name[160];
-	step_params_build(&p, &m);
-	ck_assert_int_eq(zs_lora_build(&s, &p, &m, 4, NULL, &cause), 0);
-	ck_assert_uint_eq(s.n, 4);
+	struct fixture f;
+	char name[160];
+	adapt(&f, "report/models/llama-tiny.json", 4, NULL);
+	ck_assert_uint_eq(f.s.n, 4);
 	static const char *const want[] = {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.v_proj.weight",
 	                                   "model.layers.1.self_attn.q_proj.weight", "model.layers.1.self_attn.v_proj.weight"};
 	static const uint64_t row0[] = {0, 96, 0, 96}, out[] = {64, 32, 64, 32};
-	for (size_t i = 0; i < s.n; i++) {
-		ck_assert_str_eq(step_part_name(&p, s.a[i].tensor, s.a[i].part, name, sizeof name), want[i]);
-		ck_assert_uint_eq(s.a[i].row0, row0[i]);
-		ck_assert_uint_eq(s.a[i].out, out[i]);
-		ck_assert_uint_eq(s.a[i].in, 64);
+	for (size_t i = 0; i < f.s.n; i++) {
+		const struct zs_lora *a = &f.s.a[i];
+		ck_assert_str_eq(step_part_name(&f.p, a->tensor, a->part, name, sizeof name), want[i]);
+		ck_assert_uint_eq(a->row0, row0[i]);
+		ck_assert_uint_eq(a->out, out[i]);
+		ck_assert_uint_eq(a->in, 64);
 	}
-	ck_assert(s.a[0].tensor < s.a[2].tensor);
-	zs_lora_free(&s);
-	step_params_free(&p);
+	ck_assert(f.s.a[0].tensor < f.s.a[2].tensor);
+	release(&f);
 }
 END_TEST
 
 /* gpt2's Conv1D holds (in, out): c_attn's adapters are A [r, 64], B [192, r] */
 START_TEST(test_conv1d_in_and_out_are_the_transposed_weights)
 {
-	struct zs_model m = shipped("report/models/gpt2-tiny.json");
-	struct step_params p;
-	struct zs_lora_set s;
-	char *cause = NULL;
-	step_params_build(&p, &m);
-	ck_assert_int_eq(zs_lora_build(&s, &p, &m, 4, NULL, &cause), 0);
-	ck_assert_uint_eq(s.n, 2);
-	ck_assert_ptr_eq(&p.tensor[s.a[1].tensor], named(&p, "transformer.h.1.attn.c_attn.weight"));
-	ck_assert_int_eq(s.a[1].part, -1);
-	ck_assert_uint_eq(s.a[1].in, 64);
-	ck_assert_uint_eq(s.a[1].out, 192);
-	zs_lora_free(&s);
-	step_params_free(&p);
+	struct fixture f;
+	adapt(&f, "report/models/gpt2-tiny.json", 4, NULL);
+	ck_assert_uint_eq(f.s.n, 2);
+	ck_assert_ptr_eq(&f.p.tensor[f.s.a[1].tensor], named(&f.p, "transformer.h.1.attn.c_attn.weight"));
+	ck_assert_int_eq(f.s.a[1].part, -1);
+	ck_assert_uint_eq(f.s.a[1].in, 64);
+	ck_assert_uint_eq(f.s.a[1].out, 192);
+	release(&f);
 }
 END_TEST
 
@@ -94,23 +101,19 @@ END_TEST
  * the output embedding is never a target */
 START_TEST(test_targets_that_match_nothing_are_refused)
 {
-	struct zs_model m = shipped("report/models/gpt2-tiny.json");
-	struct step_params p;
-	struct zs_lora_set s;
-	char *cause = NULL;
-	step_params_build(&p, &m);
-	ck_assert_int_eq(zs_lora_build(&s, &p, &m, 4, "lm_head", &cause), -1);
-	ck_assert_msg(strstr(cause, "--lora-targets lm_head: no linear layer of gpt2-tiny matches") != NULL, "%s", cause);
-	free(cause);
-	cause = NULL;
-	ck_assert_int_eq(zs_lora_build(&s, &p, &m, 4, "q_proj", &cause), -1);
-	free(cause);
-	cause = NULL;
-	/* one term matching beside one that does not is accepted (PEFT's) */
-	ck_assert_int_eq(zs_lora_build(&s, &p, &m, 4, "c_attn,q_porj", &cause), 0);
-	ck_assert_uint_eq(s.n, 2);
-	zs_lora_free(&s);
-	step_params_free(&p);
+	struct fixture f;
+	adapt(&f, "report/models/gpt2-tiny.json", 4, "c_attn,q_porj"); /* one term that matches is enough */
+	ck_assert_uint_eq(f.s.n, 2);
+	zs_lora_free(&f.s);
+	static const char *const none[] = {"lm_head", "q_proj"};
+	for (size_t i = 0; i < 2; i++) {
+		char *cause = NULL, want[96];
+		ck_assert_int_eq(zs_lora_build(&f.s, &f.p, &f.m, 4, none[i], &cause), -1);
+		snprintf(want, sizeof want, "--lora-targets %s: no linear layer of gpt2-tiny matches", none[i]);
+		ck_assert_msg(strstr(cause, want) != NULL, "%s", cause);
+		free(cause);
+	}
+	release(&f);
 }
 END_TEST
 
