@@ -12,6 +12,14 @@ TESTS += tests/test_rss
 tests_test_rss_SOURCES = tests/test_rss.c
 tests_test_rss_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_test_rss_LDADD = libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS)
+
+# LoRA's adapters over the step description (util/lora.h): PEFT's counts
+# and order, from the shape alone.
+check_PROGRAMS += tests/test_lora
+TESTS += tests/test_lora
+tests_test_lora_SOURCES = tests/test_lora.c tests/model_lookup.h tests/suite_run.h
+tests_test_lora_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_test_lora_LDADD = libzsutil.a $(CJSON_LIBS) $(CHECK_LIBS) -lm
 endif
 
 # The arithmetic pinned: golden digests and losses of fixed runs.

@@ -116,6 +116,50 @@ START_TEST(test_matmul_backward_matches_finite_differences)
 }
 END_TEST
 
+/* LoRA's branch over rows 2..4 of a base output of OCC rows (a part of
+ * a fused q/k/v, as llama's v_proj's adapter), r 4, scaling 2 (alpha 8):
+ * the loss Σ R·y of y = y0 + scaling·(x·Aᵀ)·Bᵀ on those rows. */
+enum { LR = 4, LROW0 = 2, LOUT = 3 };
+struct lo { float *y, *y0, *xa, *x, *A, *B, *r; };
+static double lora_loss(void *p)
+{
+	struct lo *c = p;
+	memcpy(c->y, c->y0, BB * TT * OCC * sizeof *c->y);
+	lora_forward(c->y, c->xa, c->x, c->A, c->B, 2.0f, BB * TT, CC, LR, LOUT, OCC, LROW0);
+	return dotd(c->r, c->y, BB * TT * OCC);
+}
+
+START_TEST(test_lora_backward_matches_finite_differences)
+{
+	tfm_blas_init();
+	size_t BT = BB * TT;
+	struct lo c = {zeros(BT * OCC), rnd(BT * OCC, 1.0f, 11), zeros(BT * LR), rnd(BT * CC, 1.0f, 12),
+	               rnd(LR * CC, 1.0f, 13), rnd(LOUT * LR, 1.0f, 14), rnd(BT * OCC, 1.0f, 15)};
+	lora_loss(&c);
+	/* the rows outside the adapter's are the base's, untouched */
+	for (size_t i = 0; i < BT * OCC; i++)
+		if (i % OCC < LROW0 || i % OCC >= LROW0 + LOUT)
+			ck_assert_float_eq(c.y[i], c.y0[i]);
+	/* dx holds the base layer's dx (here 1 everywhere): the adapter adds to it */
+	float *dx = zeros(BT * CC), *dA = zeros(LR * CC), *dB = zeros(LOUT * LR), *dt = zeros(BT * LR);
+	for (size_t i = 0; i < BT * CC; i++)
+		dx[i] = 1.0f;
+	lora_backward(dx, dA, dB, dt, c.r, c.x, c.xa, c.A, c.B, 2.0f, BT, CC, LR, LOUT, OCC, LROW0);
+	for (size_t i = 0; i < BT * CC; i++)
+		dx[i] -= 1.0f;
+	check_grad("d x", lora_loss, &c, c.x, dx, BT * CC, 1e-2f, 1e-3, 1e-3);
+	check_grad("d A", lora_loss, &c, c.A, dA, LR * CC, 1e-2f, 1e-3, 1e-3);
+	check_grad("d B", lora_loss, &c, c.B, dB, LOUT * LR, 1e-2f, 1e-3, 1e-3);
+	/* A's and B's gradients accumulate, as a weight's does */
+	float a5 = dA[5], b5 = dB[5];
+	lora_backward(NULL, dA, dB, dt, c.r, c.x, c.xa, c.A, c.B, 2.0f, BT, CC, LR, LOUT, OCC, LROW0);
+	ck_assert_float_eq_tol(dA[5], 2.0f * a5, 1e-5f * fabsf(a5) + 1e-6f);
+	ck_assert_float_eq_tol(dB[5], 2.0f * b5, 1e-5f * fabsf(b5) + 1e-6f);
+	free(c.y), free(c.y0), free(c.xa), free(c.x), free(c.A), free(c.B), free(c.r);
+	free(dx), free(dA), free(dB), free(dt);
+}
+END_TEST
+
 struct nm { float *out, *mean, *rstd, *x, *w, *b, *r; int rms; };
 static double norm_loss(void *p)
 {
@@ -1046,6 +1090,7 @@ static Suite *tfm_suite(void)
 	Suite *s = suite_create("tfm");
 	TCase *t = tcase_create("layers");
 	tcase_add_test(t, test_matmul_backward_matches_finite_differences);
+	tcase_add_test(t, test_lora_backward_matches_finite_differences);
 	tcase_add_test(t, test_layernorm_backward_matches_finite_differences);
 	tcase_add_test(t, test_rmsnorm_backward_matches_finite_differences);
 	tcase_add_test(t, test_attention_backward_matches_finite_differences);

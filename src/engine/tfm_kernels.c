@@ -245,6 +245,33 @@ void matmul_backward(float *din, float *dw, float *dbias, const float *dout, con
 				dbias[o] += dout[r * OC + o];
 }
 
+/* The adapter's rows of y and dy are a column block of a (BT, OC) row-major
+ * matrix: sgemm reads and writes them in place with OC as the leading
+ * dimension, and applies scaling as its alpha. */
+void lora_forward(float *y, float *xa, const float *x, const float *A, const float *B, float scaling, size_t BT,
+                  size_t in, size_t r, size_t out, size_t OC, size_t row0)
+{
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)BT, (blasint)r, (blasint)in, 1.0f, x, (blasint)in,
+	            A, (blasint)in, 0.0f, xa, (blasint)r);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)BT, (blasint)out, (blasint)r, scaling, xa,
+	            (blasint)r, B, (blasint)r, 1.0f, y + row0, (blasint)OC);
+}
+
+void lora_backward(float *dx, float *dA, float *dB, float *dt, const float *dy, const float *x, const float *xa,
+                   const float *A, const float *B, float scaling, size_t BT, size_t in, size_t r, size_t out,
+                   size_t OC, size_t row0)
+{
+	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)out, (blasint)r, (blasint)BT, scaling, dy + row0,
+	            (blasint)OC, xa, (blasint)r, 1.0f, dB, (blasint)r);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)BT, (blasint)r, (blasint)out, scaling, dy + row0,
+	            (blasint)OC, B, (blasint)r, 0.0f, dt, (blasint)r);
+	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)r, (blasint)in, (blasint)BT, 1.0f, dt, (blasint)r,
+	            x, (blasint)in, 1.0f, dA, (blasint)in);
+	if (dx != NULL)
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)BT, (blasint)in, (blasint)r, 1.0f, dt,
+		            (blasint)r, A, (blasint)in, 1.0f, dx, (blasint)in);
+}
+
 /* ------------------------------------------------------------------------ */
 
 /* Rotate pairs (i, i + hd/2) of the first H + KV heads of every row by

@@ -78,6 +78,25 @@ void matmul_forward(float *out, const float *in, const float *w, const float *bi
 void matmul_backward(float *din, float *dw, float *dbias, const float *dout, const float *in, const float *w,
                      size_t BT, size_t C, size_t OC);
 
+/* LoRA's branch (--lora-r; PEFT v0.20.0's lora.Linear.forward, layer.py
+ * lines 1030-1069: result + lora_B(lora_A(x)) * scaling, util/lora.h)
+ * over the rows [row0, row0 + out) of a base layer's output y (BT, OC),
+ * after the base's own product: xa (BT, r) = x (BT, in) · Aᵀ, A (r, in),
+ * written and kept for B's gradient; y's rows += scaling · xa · Bᵀ, B
+ * (out, r). x is the adapter's input (the dropout's output, or the base
+ * layer's input). */
+void lora_forward(float *y, float *xa, const float *x, const float *A, const float *B, float scaling, size_t BT,
+                  size_t in, size_t r, size_t out, size_t OC, size_t row0);
+/* Its backward from dy (BT, OC), the base output's gradient: dt (BT, r)
+ * = scaling · dy's rows · B (written: the backward's scratch, the
+ * gradient of A's output as `g * scaling` then lora_B's MmBackward make
+ * it); dB (out, r) += scaling · dy's rowsᵀ · xa; dA (r, in) += dtᵀ · x;
+ * dx (BT, in) += dt · A (added to what the base layer's backward wrote;
+ * skipped if NULL). dA and dB accumulate as matmul_backward's dw. */
+void lora_backward(float *dx, float *dA, float *dB, float *dt, const float *dy, const float *x, const float *xa,
+                   const float *A, const float *B, float scaling, size_t BT, size_t in, size_t r, size_t out,
+                   size_t OC, size_t row0);
+
 /* Rotary embeddings in place on the query and key heads of qkv
  * (B, T, (H + 2·KV)·hd): the first (H + KV) heads of each row, at
  * position t. Backward is the inverse rotation, in place on dqkv. */

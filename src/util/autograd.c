@@ -31,6 +31,7 @@
 
 #include "util/ag_zero1.h"
 #include "util/freeze.h"
+#include "util/lora.h"
 #include "util/nf4.h"
 #include "util/util.h"
 
@@ -2944,26 +2945,6 @@ static void lora_bwd(struct bld *b, T g, int32_t k, T *xbuf)
 	st->drop = NO;
 }
 
-/* Whether module `mod` (its Hugging Face name) is one of `targets`: PEFT's
- * check_target_module_exists (peft/tuners/tuners_utils.py at v0.20.0) for
- * a list: the name is a target or ends with "." and one; "all-linear":
- * every linear layer (the caller leaves out the output embedding). */
-static int lora_target(const char *targets, const char *mod)
-{
-	if (strcmp(targets, "all-linear") == 0)
-		return 1;
-	size_t ml = strlen(mod);
-	for (const char *t = targets; *t;) {
-		size_t n = strcspn(t, ",");
-		if (n && ml >= n && memcmp(mod + ml - n, t, n) == 0 && (ml == n || mod[ml - n - 1] == '.'))
-			return 1;
-		t += n;
-		if (*t == ',')
-			t++;
-	}
-	return 0;
-}
-
 /* pt q's module name (its Hugging Face name less ".weight" or ".bias") into out. */
 static void lora_module_name(struct bld *b, const struct pt *q, char *out, size_t n)
 {
@@ -2998,8 +2979,7 @@ static size_t lora_param(struct bld *b, struct model *M, int32_t module, uint64_
 static size_t lora_setup(struct bld *b, struct model *M)
 {
 	const char *targets = b->o->lora_targets && *b->o->lora_targets ? b->o->lora_targets
-	                      : b->m->family == ZS_FAMILY_GPT2         ? "c_attn" /* peft/utils/constants.py line 69 */
-	                                                               : "q_proj,v_proj"; /* line 83; mistral's, qwen3's */
+	                                                                : zs_lora_default_targets(b->m->family);
 	size_t n = M->npt;
 	struct pt *old = M->pt;
 	M->pt = zs_calloc(3 * n + 1, sizeof *M->pt); /* at most two adapters a parameter */
@@ -3038,7 +3018,7 @@ static size_t lora_setup(struct bld *b, struct model *M)
 			q4_quantize(b, M, w);
 			wt = &b->s->tensor[M->pt[w].w]; /* the array grew */
 		}
-		if (!lora_target(targets, name))
+		if (!zs_lora_target(targets, name))
 			continue;
 		/* nn.Linear's weight is [out, in], transformers' Conv1D's [in, out] */
 		int conv = b->m->family == ZS_FAMILY_GPT2;

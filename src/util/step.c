@@ -571,6 +571,12 @@ static void part_of(const struct step_params *p, size_t i, int k, char *out, siz
 	snprintf(out, n, "%.*s%.*s%s", (int)(l - name), name, (int)strcspn(a, ",}"), a, r + 1);
 }
 
+const char *step_part_name(const struct step_params *p, size_t i, int k, char *out, size_t n)
+{
+	part_of(p, i, p->tensor[i].nparts ? k : -1, out, n);
+	return out;
+}
+
 /* Parts frozen of tensor i, and how many parts it has. */
 static unsigned frozen_parts(const struct step_params *p, const char *spec, size_t i, unsigned *parts)
 {

@@ -106,6 +106,11 @@ struct step_params {
  * longer); returns out. */
 const char *step_module_name(const struct step_params *p, size_t i, char *out, size_t n);
 const char *step_tensor_name(const struct step_params *p, size_t i, char *out, size_t n);
+/* Part k of tensor i's name: a fused tensor's k-th word in braces
+ * ("model.layers.0.self_attn.{q,k,v}_proj.weight", k 2:
+ * "model.layers.0.self_attn.v_proj.weight"); k < 0, or a tensor without
+ * parts: its name. Returns out. */
+const char *step_part_name(const struct step_params *p, size_t i, int k, char *out, size_t n);
 
 /* Build the parameters of the transformer m describes. */
 void step_params_build(struct step_params *p, const struct zs_model *m);

@@ -1,0 +1,98 @@
+/*
+ * lora — LoRA's adapters over the step description (lora.h), PEFT v0.20.0's
+ * lora.Linear (peft/tuners/lora/layer.py; docs/finetune.md cites its lines).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/lora.h"
+#include "util/util.h"
+
+const char *zs_lora_default_targets(enum zs_family family)
+{
+	return family == ZS_FAMILY_GPT2 ? "c_attn" : "q_proj,v_proj";
+}
+
+int zs_lora_target(const char *targets, const char *module)
+{
+	if (strcmp(targets, "all-linear") == 0)
+		return 1;
+	size_t ml = strlen(module);
+	for (const char *t = targets; *t;) {
+		size_t n = strcspn(t, ",");
+		if (n && ml >= n && memcmp(module + ml - n, t, n) == 0 && (ml == n || module[ml - n - 1] == '.'))
+			return 1;
+		t += n;
+		if (*t == ',')
+			t++;
+	}
+	return 0;
+}
+
+/* Whether module i of p is a linear layer PEFT may adapt: a matmul over a
+ * 2-D weight that is neither a table's lookup (matmul 0) nor the output
+ * embedding (lm_head; _maybe_include_all_linear_layers leaves it out of
+ * all-linear, and no default names it). */
+static int candidate(const struct step_params *p, size_t i)
+{
+	const struct step_module *md = &p->module[i];
+	return md->matmul && md->n > 0 && p->tensor[md->first].ndim == 2 && strcmp(md->prefix, "lm_head") != 0;
+}
+
+int zs_lora_build(struct zs_lora_set *s, const struct step_params *p, const struct zs_model *m, unsigned r,
+                  const char *targets, char **cause)
+{
+	memset(s, 0, sizeof *s);
+	if (r == 0)
+		return zs_fail(cause, "--lora-r: the rank must be at least 1");
+	if (targets == NULL || *targets == '\0')
+		targets = zs_lora_default_targets(m->family);
+	s->r = r;
+	size_t cap = 0;
+	/* transformers' Conv1D (gpt2) holds its weight (in, out), nn.Linear (out, in) */
+	int conv = m->family == ZS_FAMILY_GPT2;
+	for (size_t i = 0; i < p->nmodules; i++) {
+		if (!candidate(p, i))
+			continue;
+		size_t w = p->module[i].first;
+		const struct step_tensor *t = &p->tensor[w];
+		unsigned np = t->nparts ? t->nparts : 1;
+		uint64_t row0 = 0;
+		for (unsigned k = 0; k < np; k++) {
+			uint64_t rows = t->nparts ? t->part_rows[k] : t->shape[conv ? 1 : 0];
+			char name[256];
+			step_part_name(p, w, t->nparts ? (int)k : -1, name, sizeof name);
+			char *dot = strrchr(name, '.'); /* the module's name: less ".weight" */
+			if (dot)
+				*dot = '\0';
+			if (zs_lora_target(targets, name)) {
+				if (s->n == cap) {
+					cap = cap ? 2 * cap : 16;
+					s->a = zs_realloc(s->a, cap * sizeof *s->a);
+				}
+				s->a[s->n++] = (struct zs_lora){w, t->nparts ? (int)k : -1, row0, t->shape[conv ? 0 : 1], rows};
+			}
+			row0 += rows;
+		}
+	}
+	if (s->n == 0)
+		return zs_fail(cause, "--lora-targets %s: no linear layer of %s matches", targets, m->name);
+	return 0;
+}
+
+void zs_lora_free(struct zs_lora_set *s)
+{
+	free(s->a);
+	memset(s, 0, sizeof *s);
+}
+
+uint64_t zs_lora_trained(const struct zs_lora_set *s)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < s->n; i++)
+		n += (uint64_t)s->r * (s->a[i].in + s->a[i].out);
+	return n;
+}

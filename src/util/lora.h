@@ -1,0 +1,75 @@
+/*
+ * lora — LoRA's adapters (--lora-r, issue #23) over the step description
+ * (util/step.h), from the shape alone: which of the model's linear layers
+ * PEFT v0.20.0 adapts, and each adapter's lora_A [r, in] and lora_B
+ * [out, r] (peft/tuners/lora/layer.py, LoraLayer.update_layer lines
+ * 259-260; docs/finetune.md, "LoRA as PEFT writes it").
+ *
+ * It is the part of the contract that does not depend on how a framework
+ * runs the adapters: the PyTorch step (util/autograd.c) matches its
+ * targets with zs_lora_target; the paper's schedule and DeepSpeed's own
+ * step are to walk zs_lora_build's list (docs/finetune.md, "LoRA under
+ * the paper's schedule and DeepSpeed": designed, refused until built).
+ *
+ * Ownership: zs_lora_build allocates s->a; zs_lora_free releases it.
+ * Out of memory is fatal.
+ */
+#ifndef ZS_UTIL_LORA_H
+#define ZS_UTIL_LORA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/model.h"
+#include "util/step.h"
+
+/* PEFT's default targets for a family (peft/utils/constants.py at
+ * v0.20.0, TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING): gpt2's
+ * "c_attn" (line 69), llama's "q_proj,v_proj" (line 83; mistral's,
+ * qwen2's and qwen3's the same). phi3 has no entry: the caller asks for
+ * --lora-targets there. */
+const char *zs_lora_default_targets(enum zs_family family);
+
+/* Whether the module named `module` (its Hugging Face name) is one of
+ * `targets`: PEFT's check_target_module_exists (peft/tuners/tuners_utils.py
+ * at v0.20.0) for a list, the name is a target or ends with "." and one;
+ * "all-linear": every linear layer (the caller leaves out the output
+ * embedding, as _maybe_include_all_linear_layers does). */
+int zs_lora_target(const char *targets, const char *module);
+
+/* One adapted Hugging Face linear layer. A fused tensor of the step
+ * description (llama's {q,k,v}_proj, {gate,up}_proj) is adapted part by
+ * part: PEFT wraps Hugging Face's own modules, q_proj and v_proj apart. */
+struct zs_lora {
+	size_t tensor;    /* the base weight, a tensor of the step description */
+	int part;         /* its part of a fused tensor (q 0, k 1, v 2; gate 0, up 1), -1 for a whole one */
+	uint64_t row0;    /* its first output feature among the tensor's (the rows of the parts before it) */
+	uint64_t in, out; /* lora_A [r, in], lora_B [out, r] */
+};
+
+struct zs_lora_set {
+	struct zs_lora *a;
+	size_t n;
+	unsigned r;
+};
+
+/* The adapters of p (m's step description) for rank r and `targets`
+ * (NULL or "": the family's default), in the order of the model's
+ * parameters after get_peft_model (model.parameters(): each adapted
+ * layer's lora_A then lora_B right after its base_layer's tensors;
+ * LoraLayer.__init__, peft/tuners/lora/layer.py lines 125-131, and
+ * LoraModel._replace_module, model.py line 351, which keeps the parent's
+ * order): the step description's tensor order, a fused tensor's parts in
+ * their row order. Every linear layer but the output embedding (lm_head)
+ * and the tables is a candidate. Returns 0, or -1 with *cause where no
+ * layer matches (PEFT's "Target modules ... not found in the base model",
+ * tuners_utils.py lines 990-1011) or r is 0. */
+int zs_lora_build(struct zs_lora_set *s, const struct step_params *p, const struct zs_model *m, unsigned r,
+                  const char *targets, char **cause);
+void zs_lora_free(struct zs_lora_set *s);
+
+/* The adapters' elements, Σ r·(in + out): PEFT's trainable count
+ * (PeftModel.get_nb_trainable_parameters, peft_model.py line 955). */
+uint64_t zs_lora_trained(const struct zs_lora_set *s);
+
+#endif

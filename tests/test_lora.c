@@ -1,0 +1,143 @@
+/*
+ * test_lora — LoRA's adapters over the step description (util/lora.h),
+ * held to what PEFT v0.20.0 counts and where it puts them: the trainable
+ * counts real PyTorch printed for the tiny models of tests/ft_lora.sh
+ * (tests/ft_torch.py's `trainable`, PeftModel.get_nb_trainable_parameters;
+ * docs/finetune.md's table) and the llama-2-7b anchor that
+ * print_trainable_parameters prints (32·2·8·(4096 + 4096) = 4,194,304).
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_lookup.h"
+#include "util/lora.h"
+
+/* A shipped model's step description and its adapters for r and targets. */
+struct fixture {
+	struct zs_model m;
+	struct step_params p;
+	struct zs_lora_set s;
+};
+static void adapt(struct fixture *f, const char *model, unsigned r, const char *targets)
+{
+	char *cause = NULL;
+	f->m = shipped(model);
+	step_params_build(&f->p, &f->m);
+	ck_assert_msg(zs_lora_build(&f->s, &f->p, &f->m, r, targets, &cause) == 0, "%s", cause);
+}
+static void release(struct fixture *f)
+{
+	zs_lora_free(&f->s);
+	step_params_free(&f->p);
+}
+
+/* The adapters' elements for a shipped model, r and targets. */
+static uint64_t trained(const char *model, unsigned r, const char *targets)
+{
+	struct fixture f;
+	adapt(&f, model, r, targets);
+	uint64_t n = zs_lora_trained(&f.s);
+	release(&f);
+	return n;
+}
+
+START_TEST(test_trainable_counts_are_pefts)
+{
+	/* tests/ft_lora.sh's table, real PyTorch with PEFT's LoraLinear */
+	ck_assert_uint_eq(trained("report/models/gpt2-tiny.json", 4, NULL), 2048);
+	ck_assert_uint_eq(trained("report/models/gpt2-tiny.json", 4, "all-linear"), 8192);
+	ck_assert_uint_eq(trained("report/models/gpt2-tiny.json", 2, "c_fc,attn.c_proj"), 1792);
+	ck_assert_uint_eq(trained("report/models/llama-tiny.json", 4, NULL), 1792);
+	ck_assert_uint_eq(trained("report/models/llama-tiny.json", 4, "q_proj,v_proj"), 1792);
+	ck_assert_uint_eq(trained("report/models/llama-tiny.json", 8, "all-linear"), 18688);
+	/* print_trainable_parameters on llama-2-7b, r 8, q_proj and v_proj */
+	ck_assert_uint_eq(trained("llama-2-7b", 8, NULL), 4194304);
+}
+END_TEST
+
+/* llama's fused {q,k,v}_proj is adapted part by part, in
+ * model.parameters()'s order: block 0's q then v, then block 1's; each
+ * part's rows where the fused output holds them (q 64, k 32, v 32). */
+START_TEST(test_fused_parts_are_adapted_apart_in_parameter_order)
+{
+	struct fixture f;
+	char name[160];
+	adapt(&f, "report/models/llama-tiny.json", 4, NULL);
+	ck_assert_uint_eq(f.s.n, 4);
+	static const char *const want[] = {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.v_proj.weight",
+	                                   "model.layers.1.self_attn.q_proj.weight", "model.layers.1.self_attn.v_proj.weight"};
+	static const uint64_t row0[] = {0, 96, 0, 96}, out[] = {64, 32, 64, 32};
+	for (size_t i = 0; i < f.s.n; i++) {
+		const struct zs_lora *a = &f.s.a[i];
+		ck_assert_str_eq(step_part_name(&f.p, a->tensor, a->part, name, sizeof name), want[i]);
+		ck_assert_uint_eq(a->row0, row0[i]);
+		ck_assert_uint_eq(a->out, out[i]);
+		ck_assert_uint_eq(a->in, 64);
+	}
+	ck_assert(f.s.a[0].tensor < f.s.a[2].tensor);
+	release(&f);
+}
+END_TEST
+
+/* gpt2's Conv1D holds (in, out): c_attn's adapters are A [r, 64], B [192, r] */
+START_TEST(test_conv1d_in_and_out_are_the_transposed_weights)
+{
+	struct fixture f;
+	adapt(&f, "report/models/gpt2-tiny.json", 4, NULL);
+	ck_assert_uint_eq(f.s.n, 2);
+	ck_assert_ptr_eq(&f.p.tensor[f.s.a[1].tensor], named(&f.p, "transformer.h.1.attn.c_attn.weight"));
+	ck_assert_int_eq(f.s.a[1].part, -1);
+	ck_assert_uint_eq(f.s.a[1].in, 64);
+	ck_assert_uint_eq(f.s.a[1].out, 192);
+	release(&f);
+}
+END_TEST
+
+/* PEFT raises "Target modules ... not found" only when nothing matched;
+ * the output embedding is never a target */
+START_TEST(test_targets_that_match_nothing_are_refused)
+{
+	struct fixture f;
+	adapt(&f, "report/models/gpt2-tiny.json", 4, "c_attn,q_porj"); /* one term that matches is enough */
+	ck_assert_uint_eq(f.s.n, 2);
+	zs_lora_free(&f.s);
+	static const char *const none[] = {"lm_head", "q_proj"};
+	for (size_t i = 0; i < 2; i++) {
+		char *cause = NULL, want[96];
+		ck_assert_int_eq(zs_lora_build(&f.s, &f.p, &f.m, 4, none[i], &cause), -1);
+		snprintf(want, sizeof want, "--lora-targets %s: no linear layer of gpt2-tiny matches", none[i]);
+		ck_assert_msg(strstr(cause, want) != NULL, "%s", cause);
+		free(cause);
+	}
+	release(&f);
+}
+END_TEST
+
+START_TEST(test_a_target_is_a_whole_dotted_suffix)
+{
+	ck_assert(zs_lora_target("c_proj", "transformer.h.0.mlp.c_proj"));
+	ck_assert(zs_lora_target("attn.c_proj", "transformer.h.0.attn.c_proj"));
+	ck_assert(!zs_lora_target("attn.c_proj", "transformer.h.0.mlp.c_proj"));
+	ck_assert(!zs_lora_target("proj", "model.layers.0.self_attn.q_proj"));
+	ck_assert(zs_lora_target("all-linear", "model.layers.0.mlp.down_proj"));
+}
+END_TEST
+
+static Suite *lora_suite(void)
+{
+	Suite *s = suite_create("lora");
+	TCase *tc = tcase_create("adapters");
+	tcase_add_test(tc, test_trainable_counts_are_pefts);
+	tcase_add_test(tc, test_fused_parts_are_adapted_apart_in_parameter_order);
+	tcase_add_test(tc, test_conv1d_in_and_out_are_the_transposed_weights);
+	tcase_add_test(tc, test_targets_that_match_nothing_are_refused);
+	tcase_add_test(tc, test_a_target_is_a_whole_dotted_suffix);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void) { return run_with_shipped(lora_suite()); }
