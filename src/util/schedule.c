@@ -208,8 +208,7 @@ void zs_moe_scope(const struct zs_config *c, const char *model_type, unsigned fl
 		snprintf(what, n, "--framework torch for a %s (give --framework paper or deepspeed)",
 		         model_type != NULL ? model_type : "mixture");
 	else if (c->framework == ZS_FW_TORCH && c->wrapper == ZS_WRAPPER_DDP && !(flags & ZS_MOE_THEORY))
-		snprintf(what, n, "--wrapper ddp (each rank routes its own batch: measure runs one routing for every "
-		         "rank, so far; theory --wrapper ddp takes --routing FILE; give none)");
+		snprintf(what, n, "--wrapper ddp (each rank its own routing, its own list: not built; give none)");
 	else if (c->framework == ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP)
 		snprintf(what, n, "--framework torch --wrapper %s (give --wrapper none)", zs_wrapper_name(c->wrapper));
 	else if (c->framework != ZS_FW_PAPER && c->framework != ZS_FW_DEEPSPEED && c->framework != ZS_FW_TORCH)
