@@ -28,12 +28,19 @@
 #  - the steady step's list, event for event (tests/ag_events), equal to
 #    1.13's clean step's allocations and frees (hf_torch.py --trace's
 #    FILE.clean) in every row;
+#  - under DDP N = 2 and 3 over gloo (--wrapper ddp; hf_torch.py --ddp N:
+#    find_unused_parameters False, rank 0's allocator and routing) the
+#    theory given rank 0's routing for every rank equals rank 0's bytes
+#    between steps, peak and every mark to the byte;
 #  - refused by name: a routing whose first step leaves an expert without a
-#    token (at B 1 T 2: its .grad stays None), --wrapper ddp, zero_grad
+#    token (at B 1 T 2: its .grad stays None), under --wrapper ddp a step
+#    leaving an expert idle on any rank (1.13's reducer raises "Expected to
+#    have finished reduction in the prior iteration" at the step after) or
+#    ranks routing apart (one routing for every rank, so far), zero_grad
 #    set_to_none (an expert idle in a step keeps no grad). (measure runs
 #    the step: tests/moe_measure.sh holds it to this theory.)
 #
-# About 35 s. Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
+# About 70 s. Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
 # makes that a failure), 99 hard error.
 name=moe_hf_torch
 needs="${ZS_BUILDDIR:-.}/tests/ag_events"
@@ -175,6 +182,41 @@ ref 2 16
 agree 2 16
 impl=single
 
+# ddp N: DDP N over gloo (hf_torch.py --ddp N: find_unused_parameters
+# False, the bucket of 25 MiB, rank 0's allocator and routing recorded)
+# against the theory under --wrapper ddp --world N given rank 0's routing
+# for every rank (the theory describes one routing for every rank, so
+# far); the same file with rank 1's steady step changed is refused
+ddp() {
+	"$py" "$src/tests/hf_torch.py" --model "$tmp/config.json" --seq 16 --batch 2 --steps $S --zero-grad zeros \
+		--optimizer-impl single --no-attribution --ddp "$1" --out "$tmp/ref-ddp$1.json" >"$tmp/ref.log" 2>&1 ||
+		{ cat "$tmp/ref.log" >&2; echo "$name: hf_torch.py --ddp $1 failed" >&2; exit 99; }
+	python3 - "$tmp/ref-ddp$1.json" "$1" "$tmp/routing-ddp$1.json" "$tmp/apart-ddp$1.json" <<'PY' || { fail "ddp $1: the routing"; return; }
+import json, sys
+ref, N = json.load(open(sys.argv[1])), int(sys.argv[2])
+rt = ref.get("routing")
+if ref.get("ddp") != N or not rt or len(rt["steps"]) != 3:
+    sys.exit("moe_hf_torch: FAIL: the DDP %d reference recorded no routing of 3 steps" % N)
+run = {"scheme": "dp", "unit": "model", "world": N,
+       "routing": {"blocks": rt["blocks"], "experts": rt["experts"], "tokens_per_expert": [rt["steps"]] * N}}
+f = {"format": "zerosim-measured/1", "config": dict(seq=16, batch=2), "runs": [run]}
+json.dump(f, open(sys.argv[3], "w"))
+apart = json.loads(json.dumps(f))  # not deepcopy: it keeps the ranks' one list shared
+c = apart["runs"][0]["routing"]["tokens_per_expert"][1][-1][0]
+c[0], c[1] = c[0] + 1, c[1] - 1
+json.dump(apart, open(sys.argv[4], "w"))
+PY
+	# shellcheck disable=SC2086
+	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/;s/--world 1/--world '"$1"'/') \
+		--routing "$tmp/routing-ddp$1.json" --out "$tmp/t-ddp$1.json" 2>"$tmp/err" ||
+		{ fail "ddp $1: theory: $(cat "$tmp/err")"; return; }
+	"$py" "$src/tests/ft_cmp.py" "$tmp/ref-ddp$1.json" "$tmp/t-ddp$1.json" - "mixtral B 2 T 16 DDP N = $1" || status=1
+	# shellcheck disable=SC2086
+	refuse "ddp $1: ranks routing apart" "rank 1's steady step routes otherwise than rank 0's" \
+		"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/;s/--world 1/--world '"$1"'/') \
+		--routing "$tmp/apart-ddp$1.json"
+}
+
 # refused: one line on stderr, exit 2, nothing written (refuse LABEL PATTERN COMMAND...)
 refuse() {
 	label=$1 pattern=$2
@@ -185,14 +227,30 @@ refuse() {
 		fail "$label: exit $rc, '$(cat "$tmp/err")' (want 2 and '$pattern')"
 	fi
 }
+ddp 2
+ddp 3
 ref 1 2
 # shellcheck disable=SC2086
 refuse "first-step starved expert" "block 0's expert [0-9] gets no token in the run's first step" \
 	"$zerosim" theory --model "$tmp/config.json" --seq 2 --batch 1 $torch_opts --routing "$tmp/routing-1-2.json"
+# under DDP an expert without a token in any step (find_unused_parameters
+# False: 1.13 raises "Expected to have finished reduction in the prior
+# iteration" at the next step)
+python3 - "$tmp/routing-ddp2.json" "$tmp/starved-ddp2.json" <<'PY' || exit 99
+import json, sys
+f = json.load(open(sys.argv[1]))
+c, B, T = f["runs"][0]["routing"]["tokens_per_expert"][1][1][0], 2, 16
+for e in range(1, len(c)):  # expert 0's tokens to the others, each at most B·T
+    give = min(c[0], B * T - c[e])
+    c[e], c[0] = c[e] + give, c[0] - give
+if c[0]:
+    sys.exit("moe_hf_torch: no room to starve expert 0 in %s" % c)
+json.dump(f, open(sys.argv[2], "w"))
+PY
 # shellcheck disable=SC2086
-refuse "--wrapper ddp" "not with --wrapper ddp (an expert without a token: find_unused_parameters; give none)" \
-	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/') \
-	--routing "$tmp/routing-2-16.json"
+refuse "--wrapper ddp, an expert idle" "expert 0 of block 0 on rank 1 at step 2 of dp N = 2 --unit model gets no token: under --wrapper ddp (find_unused_parameters False)" \
+	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/;s/--world 1/--world 2/') \
+	--routing "$tmp/starved-ddp2.json"
 # shellcheck disable=SC2086
 refuse "--zero-grad none" "with zero_grad(set_to_none=True) (give --zero-grad zeros) is not described yet" \
 	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--zero-grad zeros/--zero-grad none/') \

@@ -157,8 +157,9 @@ ZS_HELP_TORCH_STEP
 "                         and --seq (its runs' \"routing\"), model, --seed\n"
 "                         and --precision (from step 2 --optimizer, --lr,\n"
 "                         --beta1, --beta2, --eps); --framework torch\n"
-"                         --wrapper none (mixtral, qwen2_moe, qwen3_moe;\n"
-"                         1.13, fp32): FILE only, its last step\n"
+"                         --wrapper none or ddp (mixtral, qwen2_moe,\n"
+"                         qwen3_moe; 1.13, fp32): FILE only, its last step\n"
+"                         (ddp: every rank's the same, none idle)\n"
 "\n"
 "A model known only by its size (floors only):\n"
 "      --params P         parameter count, e.g. 7.5e9 (default N list:\n"
@@ -312,7 +313,26 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 				               "step, so its .grad stays None and Adam skips it until one comes: not described "
 				               "under --framework torch yet (give more tokens: --batch, --seq)", arg,
 				               i / x->experts, i % x->experts);
-		config->moe_counts = x->counts + (x->steps - 1) * x->blocks * x->experts;
+		size_t LE = x->blocks * x->experts;
+		config->moe_counts = x->counts + (x->steps - 1) * LE;
+		if (config->wrapper == ZS_WRAPPER_DDP) {
+			/* DDP at its defaults (find_unused_parameters False, ag_ddp.h):
+			 * an expert without a token on some rank has no grad there, its
+			 * bucket never reduces, and 1.13's reducer raises at the next
+			 * forward (reducer.cpp ensure_prior_reduction_finished) */
+			if (theory_routing_starved(r, m, BT, starved, sizeof starved))
+				return zs_fail(cause, "--routing %s: %s gets no token: under --wrapper ddp "
+				               "(find_unused_parameters False) its bucket is never reduced, and PyTorch 1.13 "
+				               "raises at the step after (give more tokens: --batch, --seq)", arg, starved);
+			/* one list serves every rank: each rank's own routing (its own
+			 * batch) would make its own list, which is not built yet */
+			for (unsigned k = 1; k < x->world; k++)
+				if (memcmp(x->counts + ((size_t)k * x->steps + x->steps - 1) * LE, config->moe_counts,
+				           LE * sizeof *config->moe_counts) != 0)
+					return zs_fail(cause, "--routing %s: rank %u's steady step routes otherwise than rank 0's: "
+					               "under --wrapper ddp the theory describes one routing for every rank, so far "
+					               "(give a file whose ranks route alike)", arg, k);
+		}
 	}
 	return 0;
 }

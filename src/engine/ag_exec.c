@@ -2414,6 +2414,64 @@ int ag_exec_tfm_adapters(const struct zs_config *c, const struct zs_model *hf, u
 	return rc;
 }
 
+/* A rank's state at a step's start (a mixture's routing discovery): each
+ * live storage's bytes and flags, so that a step whose values route
+ * otherwise than its list runs again from there once the list is built
+ * for the values' routing. Plain memory: the discovery's tracker is a
+ * scratch one. */
+struct step_save {
+	void **data;           /* per storage: a copy of its bytes if it was live, else NULL */
+	unsigned char *written, *sqrt_out;
+	size_t nmarks;
+};
+
+static void step_save_take(struct step_save *v, const struct ag_exec *x)
+{
+	const struct ag_step *s = x->s;
+	for (uint32_t t = 0; t < s->ntensors; t++) {
+		free(v->data[t]);
+		v->data[t] = NULL;
+		if (x->buf[t] != NULL) {
+			v->data[t] = zs_malloc(s->tensor[t].bytes);
+			memcpy(v->data[t], x->buf[t], s->tensor[t].bytes);
+		}
+	}
+	memcpy(v->written, x->written, s->ntensors);
+	memcpy(v->sqrt_out, x->sqrt_out, s->ntensors);
+	v->nmarks = x->nmarks;
+}
+
+/* x back to v: what the failed step made freed, what it freed made again,
+ * every byte that was live as it was. */
+static void step_save_give(const struct step_save *v, struct ag_exec *x)
+{
+	const struct ag_step *s = x->s;
+	for (uint32_t t = 0; t < s->ntensors; t++) {
+		if (x->buf[t] != NULL && v->data[t] == NULL) {
+			tracker_free(x->tr, x->rank, x->buf[t]);
+			x->buf[t] = NULL;
+		} else if (v->data[t] != NULL) {
+			if (x->buf[t] == NULL)
+				x->buf[t] = tracker_alloc(x->tr, x->rank, s->tensor[t].cat, s->tensor[t].bytes);
+			memcpy(x->buf[t], v->data[t], s->tensor[t].bytes);
+		}
+	}
+	memcpy(x->written, v->written, s->ntensors);
+	memcpy(x->sqrt_out, v->sqrt_out, s->ntensors);
+	for (size_t i = v->nmarks; i < x->nmarks; i++)
+		free(x->mark_label[i]);
+	x->nmarks = v->nmarks;
+}
+
+static void step_save_free(struct step_save *v, size_t n)
+{
+	for (size_t t = 0; v->data != NULL && t < n; t++)
+		free(v->data[t]);
+	free(v->data);
+	free(v->written);
+	free(v->sqrt_out);
+}
+
 static void tfm_run_free(struct tfm_feed *f, struct ag_step *s, struct ag_step *later, unsigned steps)
 {
 	for (unsigned t = 1; later != NULL && t < steps; t++)
@@ -2423,17 +2481,89 @@ static void tfm_run_free(struct tfm_feed *f, struct ag_step *s, struct ag_step *
 	feed_free(f);
 }
 
+/* Step t >= 1's list of a mixture, built for counts (its routing) into
+ * *n; it must keep the shape of s, the first step's. 0, or -1 with
+ * *cause. */
+static int moe_step_build(struct ag_step *n, const struct tfm_feed *f, const struct ag_options *o,
+                          const uint64_t *counts, const struct ag_step *s, unsigned t, unsigned world, char **cause)
+{
+	struct ag_options ot = *o;
+	ot.moe_counts = counts;
+	if (ag_step_build_run(n, f->hf, &f->p, &ot, f->c, world, cause) != 0)
+		return -1;
+	if (n->ntensors == s->ntensors)
+		return 0;
+	ag_step_free(n);
+	return zs_fail(cause, "%s: step %u's routing leaves other experts without a token than step 1's (the PyTorch "
+	               "step's lists of a mixture keep one shape, so far; give --steps %u or fewer, or more tokens)",
+	               f->hf->name, t + 1, t);
+}
+
+static int moe_first_starved(const struct zs_model *hf, const uint64_t *counts, char **cause);
+
+/* A mixture's discovery (tfm_run's fix, the list's routing, c->moe_counts
+ * itself): step t of list *st failed. Where its values routed a block
+ * otherwise than the list (the first block whose topk ran whole, B·T·k
+ * choices, and differs), that block's counts are corrected in fix, the
+ * rank's state given back as the step found it (v) and *st rebuilt for
+ * the corrected routing: 1, the step is to run again (blocks before it
+ * route as before, the state being the same). 0 where the failure was not
+ * the routing (*cause the run's own); -1 with a new *cause where the
+ * corrected routing is refused. */
+static int moe_refit(struct ag_exec *x, const struct step_save *v, struct ag_step *st, const struct ag_step *s,
+                     const struct tfm_feed *f, const struct ag_options *o, uint64_t *fix, const uint64_t *seen,
+                     unsigned t, char **cause)
+{
+	const struct zs_model *hf = f->hf;
+	size_t L = hf->layers, E = hf->experts, LE = L * E, l = 0;
+	for (; l < L; l++) {
+		uint64_t sum = 0;
+		const uint64_t *got = seen + l * E;
+		for (size_t e = 0; e < E; e++)
+			sum += got[e];
+		if (sum == f->B * f->T * hf->experts_per_tok && memcmp(got, fix + t * LE + l * E, E * sizeof *got) != 0)
+			break;
+	}
+	if (l == L)
+		return 0;
+	free(*cause);
+	*cause = NULL;
+	memcpy(fix + t * LE + l * E, seen + l * E, E * sizeof *fix);
+	if (t == 0 && moe_first_starved(hf, fix, cause) != 0)
+		return -1;
+	step_save_give(v, x);
+	struct ag_step n;
+	if (t == 0) { /* the first step's list is the set-up's too: its shape stays (no expert starved) */
+		struct ag_options o0 = *o;
+		o0.moe_counts = fix;
+		if (ag_step_build_run(&n, hf, &f->p, &o0, f->c, 1, cause) != 0)
+			return -1;
+		if (n.ntensors != s->ntensors) {
+			ag_step_free(&n);
+			return zs_fail(cause, "internal error: the first step's list changed shape with its routing");
+		}
+	} else if (moe_step_build(&n, f, o, fix + t * LE, s, t, 1, cause) != 0)
+		return -1;
+	ag_step_free(st);
+	*st = n;
+	return 1;
+}
+
 /* ag_exec_tfm_run's run; seen (a mixture's, else NULL): each step's
- * routing as its values make it, [step][block][expert]. */
+ * routing as its values make it, [step][block][expert]. fix (a mixture's
+ * discovery, one rank, else NULL) is c->moe_counts, the lists' routing,
+ * which a step whose values route otherwise corrects, running again from
+ * its start (moe_refit) rather than failing. */
 static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
                    const float *init, const int *tokens, int want_weights, struct zs_tracker *trk,
-                   int want_timeline, struct ag_exec_result *out, uint64_t *seen, char **cause)
+                   int want_timeline, struct ag_exec_result *out, uint64_t *seen, uint64_t *fix, char **cause)
 {
 	struct ag_step *later = NULL; /* a mixture's: step t >= 1's list, built for its routing */
 	memset(out, 0, sizeof *out);
 	struct tfm_feed f;
 	struct ag_step s;
 	struct ag_options o;
+	struct step_save sv = {0};
 	if (world < 1)
 		return zs_fail(cause, "internal error: a run of %u ranks", world);
 	if (tfm_prepare(&f, &s, &o, c, hf, seq, world, cause) != 0)
@@ -2446,17 +2576,13 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	size_t LE = (size_t)hf->layers * hf->experts;
 	if (seen != NULL && c->steps > 1) {
 		later = zs_calloc(c->steps - 1, sizeof *later);
-		for (unsigned t = 1; t < c->steps; t++) {
-			struct ag_options ot = o;
-			ot.moe_counts = c->moe_counts + t * LE;
-			if (ag_step_build_run(&later[t - 1], hf, &f.p, &ot, c, world, cause) != 0)
+		for (unsigned t = 1; t < c->steps; t++)
+			if (moe_step_build(&later[t - 1], &f, &o, c->moe_counts + t * LE, &s, t, world, cause) != 0)
 				return tfm_run_free(&f, &s, later, c->steps), -1;
-			if (later[t - 1].ntensors != s.ntensors)
-				return tfm_run_free(&f, &s, later, c->steps),
-				       zs_fail(cause, "%s: step %u's routing leaves other experts without a token than step 1's "
-				               "(the PyTorch step's lists of a mixture keep one shape, so far; give --steps %u "
-				               "or fewer, or more tokens)", hf->name, t + 1, t);
-		}
+	}
+	if (fix != NULL) {
+		size_t n = s.ntensors ? s.ntensors : 1;
+		sv = (struct step_save){zs_calloc(n, sizeof *sv.data), zs_calloc(n, 1), zs_calloc(n, 1), 0};
 	}
 #define tr (*trk)
 	struct rank_feed *rf = zs_malloc(world * sizeof *rf);
@@ -2468,6 +2594,7 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	}
 	out->losses = zs_calloc(c->steps ? c->steps : 1, sizeof *out->losses);
 	int rc = ag_exec_begin_ranks(x, world, &s, &o, &tr, feed, cause), begun = rc == 0;
+	unsigned refits = 0; /* fix's: a block a refit at most */
 	for (unsigned t = 0; rc == 0 && t < c->steps; t++) {
 		if (want_timeline > 1 && t + 1 == c->steps)
 			tracker_record_ranks(&tr);
@@ -2480,9 +2607,20 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 			x[0].moe_seen_n = LE;
 			x[0].moe_seen = seen + t * LE;
 			x[0].moe_topk = 0;
+			memset(seen + t * LE, 0, LE * sizeof *seen);
 		}
+		if (fix != NULL)
+			step_save_take(&sv, &x[0]);
 		rc = ag_exec_step_ranks(x, world, cause);
 		tracker_stop_recording(&tr);
+		if (rc != 0 && fix != NULL && refits++ < c->steps * hf->layers) {
+			int r = moe_refit(&x[0], &sv, t == 0 ? &s : &later[t - 1], &s, &f, &o, fix, seen + t * LE, t, cause);
+			if (r > 0) {
+				rc = 0;
+				t--; /* step t again */
+				continue;
+			}
+		}
 		/* the mean loss of the step: ranks summed 0..N-1 in double, as
 		 * the engine's other runs report it */
 		double sum = 0;
@@ -2567,6 +2705,7 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	free(rf);
 	size_t left = tracker_outstanding(&tr);
 #undef tr
+	step_save_free(&sv, s.ntensors);
 	tfm_run_free(&f, &s, later, c->steps);
 	if (rc == 0 && left != 0)
 		rc = zs_fail(cause, "internal error: %zu tracked blocks were not freed", left);
@@ -2587,8 +2726,10 @@ static int moe_first_starved(const struct zs_model *hf, const uint64_t *counts, 
 	return 0;
 }
 
-/* A mixture's run (ag_exec.h): the routing its values make found by
- * tries on a scratch tracker, then the run on trk. */
+/* A mixture's run (ag_exec.h): the routing its values make found on a
+ * scratch tracker, each step that routes otherwise than its list run
+ * again from its start for the corrected list (tfm_run's fix), then the
+ * run on trk under that routing. */
 static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, int want_weights,
                    struct zs_tracker *trk, int want_timeline, const float *init, const int *tokens,
                    struct ag_exec_result *out, char **cause)
@@ -2599,47 +2740,17 @@ static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	*c2 = *c;
 	c2->moe_counts = guess; /* [step][block][expert] (tfm_run) */
 	zs_moe_balanced(guess, S * L, E, c->batch * seq * hf->experts_per_tok);
-	int rc = 0;
-	for (size_t try = 0;; try++) {
-		struct zs_tracker sc;
-		struct ag_exec_result r;
-		char *why = NULL;
-		tracker_init(&sc, 1);
-		memset(seen, 0, S * LE * sizeof *seen);
-		rc = tfm_run(c2, hf, seq, 1, init, tokens, 0, &sc, 0, &r, seen, &why);
-		tracker_destroy(&sc);
-		if (rc == 0) {
-			ag_exec_result_free(&r);
-			free(why);
-			break;
-		}
-		/* the first step and block whose values route otherwise than the
-		 * list (a block whose topk ran whole: B·T·k choices) */
-		size_t t = 0, l = 0, fixed = 0;
-		for (; t < S && !fixed; t++)
-			for (l = 0; l < L && !fixed; l++) {
-				uint64_t sum = 0, *got = seen + t * LE + l * E;
-				for (size_t e = 0; e < E; e++)
-					sum += got[e];
-				fixed = sum == c->batch * seq * hf->experts_per_tok &&
-				        memcmp(got, guess + t * LE + l * E, E * sizeof *got) != 0;
-			}
-		t--, l--;
-		if (!fixed || try > S * L) { /* not the routing: the run's own failure */
-			*cause = why;
-			break;
-		}
-		free(why);
-		memcpy(guess + t * LE + l * E, seen + t * LE + l * E, E * sizeof *guess);
-		if (t == 0 && (rc = moe_first_starved(hf, guess, cause)) != 0)
-			break;
+	struct zs_tracker sc;
+	struct ag_exec_result r;
+	tracker_init(&sc, 1);
+	int rc = tfm_run(c2, hf, seq, 1, init, tokens, 0, &sc, 0, &r, seen, guess, cause);
+	tracker_destroy(&sc);
+	if (rc == 0) {
+		ag_exec_result_free(&r);
+		rc = moe_first_starved(hf, guess, cause);
 	}
 	if (rc == 0)
-		rc = moe_first_starved(hf, guess, cause);
-	if (rc == 0) {
-		memset(seen, 0, S * LE * sizeof *seen);
-		rc = tfm_run(c2, hf, seq, 1, init, tokens, want_weights, trk, want_timeline, out, seen, cause);
-	}
+		rc = tfm_run(c2, hf, seq, 1, init, tokens, want_weights, trk, want_timeline, out, seen, NULL, cause);
 	if (rc == 0) {
 		out->routing = zs_malloc(S * LE * sizeof *out->routing);
 		for (size_t i = 0; i < S * LE; i++)
@@ -2659,7 +2770,7 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
 {
 	if (hf->experts > 0 && world == 1)
 		return moe_run(c, hf, seq, want_weights, trk, want_timeline, init, tokens, out, cause);
-	return tfm_run(c, hf, seq, world, init, tokens, want_weights, trk, want_timeline, out, NULL, cause);
+	return tfm_run(c, hf, seq, world, init, tokens, want_weights, trk, want_timeline, out, NULL, NULL, cause);
 }
 
 void ag_exec_result_free(struct ag_exec_result *r)

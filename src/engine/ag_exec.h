@@ -162,13 +162,15 @@ struct ag_exec_result {
  * all); every block is freed again by the end.
  * A mixture (hf->experts > 0, --wrapper none) is built for the routing
  * its values make, which the list must know before it runs (every routed
- * tensor is sized by its expert's tokens): the run is tried on a scratch
- * tracker from a balanced routing, each try's AG_OP_TOPK choices
- * (ag_exec.moe_seen) correcting the blocks a failed torch.where reached,
- * until a try runs through; then it runs once more on tr. One list serves
- * every step, so a run whose steps route differently is refused, as is a
- * first step that leaves an expert without a token (its .grad stays None,
- * which the list does not follow).
+ * tensor is sized by its expert's tokens): the run goes on a scratch
+ * tracker from a balanced routing, and a step whose torch.where meets
+ * another count than its list's is run again from its start (its state
+ * given back) under a list built for the block its AG_OP_TOPK choices
+ * (ag_exec.moe_seen) counted; then it runs once more on tr, each step by
+ * its own list. The lists keep one shape, so a later step that leaves
+ * other experts without a token than the first is refused, as is a first
+ * step that leaves any (its .grad stays None, which the list does not
+ * follow).
  * The losses are the ranks' mean; the digest and weights rank 0's, and
  * every rank's must equal them; the breakdowns and marks the binding
  * rank's (the highest peak: rank 0 where all are equal). 0, or -1 with

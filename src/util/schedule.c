@@ -207,9 +207,9 @@ void zs_moe_scope(const struct zs_config *c, const char *model_type, unsigned fl
 	if (c->framework == ZS_FW_TORCH && !zs_moe_torch_takes(model_type))
 		snprintf(what, n, "--framework torch for a %s (give --framework paper or deepspeed)",
 		         model_type != NULL ? model_type : "mixture");
-	else if (c->framework == ZS_FW_TORCH && c->wrapper == ZS_WRAPPER_DDP)
-		snprintf(what, n, "--wrapper ddp (an expert without a token: find_unused_parameters; give none)");
-	else if (c->framework == ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_NONE)
+	else if (c->framework == ZS_FW_TORCH && c->wrapper == ZS_WRAPPER_DDP && !(flags & ZS_MOE_THEORY))
+		snprintf(what, n, "--wrapper ddp (each rank its own routing, its own list: not built; give none)");
+	else if (c->framework == ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP)
 		snprintf(what, n, "--framework torch --wrapper %s (give --wrapper none)", zs_wrapper_name(c->wrapper));
 	else if (c->framework != ZS_FW_PAPER && c->framework != ZS_FW_DEEPSPEED && c->framework != ZS_FW_TORCH)
 		snprintf(what, n, "--framework %s (give --framework paper or deepspeed)", zs_framework_name(c->framework));

@@ -101,7 +101,8 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
  * (any recompute), in one process; under --framework torch --wrapper none
  * measure runs and the theory describes PyTorch's own step instead for
  * the families ZS_MOE_TORCH_FAMILIES names (util/autograd.c's mixture
- * block, engine/ag_exec.c): what of c, the model's model_type (NULL where
+ * block, engine/ag_exec.c), and the theory under --wrapper ddp too
+ * (util/ag_ddp.c's pass over that step): what of c, the model's model_type (NULL where
  * none is known yet) and the caller's flags (below) is outside that,
  * named as an option ("--framework torch (give --framework paper or
  * deepspeed)"), into what (n bytes); "" when nothing is. measure and
@@ -110,7 +111,7 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
 #define ZS_MOE_SCOPE                                                                                          \
 	"fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf), "    \
 	"and fp32 under --framework torch --wrapper none for " ZS_MOE_TORCH_FAMILIES " (PyTorch 1.13's step; the " \
-	"theory with --routing FILE)"
+	"theory with --routing FILE, and under --wrapper ddp too)"
 /* Whether the PyTorch step's theory takes a mixture of this model_type
  * (one of ZS_MOE_TORCH_FAMILIES's words). */
 int zs_moe_torch_takes(const char *model_type);
