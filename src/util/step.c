@@ -549,19 +549,41 @@ int step_layer_no_backward(const struct step_params *p, const char *freeze, enum
 	return 1;
 }
 
+/* Whether block layer l (in the graph) keeps saved tensor a, the input of
+ * one of its four linears (q/k/v, the attention's output, up, down: their
+ * order in forward), which only that linear's weight gradient reads
+ * (tfm.c's matmul_backward reads its input for dW alone): not where the
+ * weight is frozen, under recompute none or selective (full rebuilds
+ * every block tensor; selective rebuilds atty, the attention's output,
+ * with its scores). A mixture's block (more linears) keeps them all. */
+static int linear_input_kept(const struct step_params *p, const char *freeze, enum zs_recompute recompute,
+                             size_t l, unsigned a)
+{
+	static const unsigned in[4] = {STEP_ACT_LN1, STEP_ACT_ATTY, STEP_ACT_LN2, STEP_ACT_FCH_ACT};
+	size_t k = 0, w[4] = {0};
+	for (size_t x = 0; x < p->nmodules; x++)
+		if (p->module[x].layer == l && p->module[x].matmul && k++ < 4)
+			w[k - 1] = p->module[x].first;
+	for (unsigned j = 0; j < 4 && k == 4 && l > 0 && l + 1 < p->nlayers && recompute != ZS_RECOMPUTE_FULL; j++)
+		if (in[j] == a && !(recompute == ZS_RECOMPUTE_SELECTIVE && a == STEP_ACT_ATTY))
+			return !zs_freeze_tensor(p, freeze, w[j]);
+	return 1;
+}
+
 void step_buffers_freeze(struct step_buffers *b, const struct step_params *p, const char *freeze,
                          enum zs_recompute recompute)
 {
 	size_t F = step_graph_first(p, freeze, recompute);
-	for (size_t i = 0; i < b->n; i++) {
+	for (size_t i = 0; freeze != NULL && *freeze && i < b->n; i++) {
 		struct step_buffer *x = &b->buf[i];
-		if (x->role != STEP_SAVED || x->when != STEP_AT_LAYER || x->layer >= F)
+		if (x->role != STEP_SAVED || x->when != STEP_AT_LAYER)
 			continue;
 		int out = x->index == STEP_ACT_X0 || x->index == STEP_ACT_RES3; /* the next layer's input */
-		if (out && x->layer + 1 == F) /* read by the first layer in the graph's backward */
+		if (x->layer >= F ? linear_input_kept(p, freeze, recompute, x->layer, x->index)
+		                  : out && x->layer + 1 == F) /* read by the first layer in the graph's backward */
 			continue;
 		x->recomputed = 0;
-		x->freed_fwd = x->layer + (out ? 2 : 1);
+		x->freed_fwd = x->layer + (out && x->layer < F ? 2 : 1);
 	}
 }
 
