@@ -25,6 +25,15 @@
 #   units (fz_units' $units: the embedding frozen, t_u = n_u elsewhere):
 #   p over every n_u, g and k over the t_u (docs/schedule.md, "The paper
 #   level under --freeze"), the same under every framework.
+# fz_saved DROP FREEZE OPTIONS...: what the step saves under --freeze
+#   (docs/schedule.md, "Frozen parameters under the paper's schedule"):
+#   the activations at the peak (peak_breakdown) of measure and theory at
+#   --seq 16 --batch 2 --steps 1 --world 1 --unit layer --precision fp32
+#   OPTIONS with --freeze FREEZE are each the unfrozen run's (measured, and
+#   theory's equal to it) less DROP, bytes counted by hand in the test.
+# fz_bits FREEZE OPTIONS...: the weights digest and losses of --recompute
+#   none, selective and full (full runs every block's backward, none skips
+#   those below the first trainable tensor) are the same, 3 steps.
 # POSIX sh, as the tests.
 agree=$top/tests/json_agree
 [ -x "$agree" ] || { echo "$name: $agree is not built" >&2; exit 99; }
@@ -152,6 +161,49 @@ for r in json.load(open(sys.argv[1]))["rows"]:
 			"of dp zero1 zero2 zero3): $got(by hand)"
 	else
 		echo "$name: FAIL: $1 paper level, --freeze embeddings N=3 mixed: '$got', by hand '$want'" >&2
+		status=1
+	fi
+}
+
+# the activations at the peak of FILE's first run
+fz_acts() { tr -d ' \n\t' <"$1" | grep -o '"peak_breakdown":{[^}]*}' | head -1 | grep -o '"activations":[0-9]*' | cut -d: -f2; }
+
+fz_saved() {
+	drop=$1 fz=$2
+	shift 2
+	common="--seq 16 --batch 2 --steps 1 --world 1 --unit layer --precision fp32 $*"
+	for f in "" "--freeze $fz"; do
+		for cmd in measure theory; do
+			# shellcheck disable=SC2086
+			"$zerosim" $cmd $common $f --out "$tmp/s-$cmd.json" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+		done
+		m=$(fz_acts "$tmp/s-measure.json") t=$(fz_acts "$tmp/s-theory.json")
+		[ -n "$m" ] && [ -n "$t" ] || { echo "$name: no activations at the peak in $tmp/s-*.json" >&2; exit 99; }
+		[ -z "$f" ] && base=$m
+	done
+	[ "$base" -gt 0 ] || { echo "$name: $*: no activation at the unfrozen peak (a row that cannot tell)" >&2; exit 99; }
+	want=$((base - drop))
+	if [ "$m" -eq "$want" ] && [ "$t" -eq "$want" ]; then
+		echo "ok: saved, --freeze $fz $*: $base - $drop = $want B of activations at the peak"
+	else
+		echo "$name: FAIL: saved, --freeze $fz $*: measure $m, theory $t B of activations at the peak; by hand $base - $drop = $want" >&2
+		status=1
+	fi
+}
+
+fz_bits() {
+	fz=$1
+	shift
+	for rc in none selective full; do
+		# shellcheck disable=SC2086
+		"$zerosim" measure --seq 16 --batch 2 --steps 3 --freeze "$fz" --recompute $rc "$@" --out "$tmp/b-$rc.json" \
+			2>"$tmp/err" || { cat "$tmp/err" >&2; exit 99; }
+		tr -d ' \n\t' <"$tmp/b-$rc.json" | grep -o '"losses":\[[^]]*\]\|"weights_digest":"[^"]*"' >"$tmp/b-$rc"
+	done
+	if [ -s "$tmp/b-none" ] && cmp -s "$tmp/b-none" "$tmp/b-selective" && cmp -s "$tmp/b-none" "$tmp/b-full"; then
+		echo "ok: bits, --freeze $fz $*: recompute none, selective and full alike ($(wc -l <"$tmp/b-none") values)"
+	else
+		echo "$name: FAIL: bits, --freeze $fz $*: the weights or losses differ between recompute modes" >&2
 		status=1
 	fi
 }

@@ -21,6 +21,12 @@
 #    fp32, rounded to fp16 in mixed precision, while the trainable range
 #    moved.
 # 4. What is not built is refused with one line, exit 2.
+# 5. What the step saves (issue #23): the activations at the peak of
+#    measure and theory, each the unfrozen run's less a count by hand
+#    (nothing below the first trainable tensor, no frozen linear's input
+#    that only its weight's gradient reads; recompute none, selective,
+#    full), and the weights and losses alike under the three recompute
+#    modes.
 # About 20 s on a shared core (6 s of CPU).
 #
 # Exit 0 pass, 1 mismatch, 99 hard error.
@@ -43,6 +49,15 @@ fz_agree --model "$llama" --freeze blocks:0-0 --precision fp32 --world 1,2,3 $al
 fz_agree --model "$llama" --freeze blocks:0-0 --precision mixed --grad-accum 2 --world 1,2,3 $all --unit layer
 fz_agree --model "$llama" --freeze all-but-last:1 --precision mixed --grad-accum 2 --world 1,2,3 $full \
 	--unit model,layer
+# Recomputation under --freeze: selective, and full (transformers'
+# enable_input_require_grads: every block runs backward)
+fz_agree --model "$llama" --freeze blocks:1-1 --precision mixed --world 1,2,3 $all --unit layer --recompute selective
+fz_agree --model "$llama" --freeze all-but-last:1 --precision fp32 --world 1,2,3 $full --unit model,layer \
+	--recompute full
+fz_agree --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 1,2,3 $full --unit layer \
+	--recompute selective
+fz_agree --model "$llama" --freeze re:down_proj --precision mixed --grad-accum 2 --world 1,2 $full --unit layer
+fz_agree --model "$gpt2" --freeze re:mlp.c_proj --precision fp32 --world 1,2,3 $full --unit layer --recompute full
 fz_agree --model "$gpt2" --freeze embeddings --precision fp32 --world 1,2,3 $full --unit model,layer
 fz_agree --model "$gpt2" --freeze embeddings --precision mixed --grad-accum 2 --world 1,2,3 $full --unit model
 fz_agree --model "$gpt2" --freeze blocks:0-0 --precision mixed --world 1,2,3 $all --unit layer
@@ -124,6 +139,39 @@ frozen_check "blocks:0-0, mixed zero3 N=3 unit=layer" $((e + 1)) "$n" 1 "$e" --f
 	--precision mixed --schemes zero3 --world 3 --unit layer
 frozen_check "embeddings, mixed dp N=2 K=2" 1 "$e" $((e + 1)) "$n" --freeze embeddings --precision mixed \
 	--schemes dp --world 2 --grad-accum 2
+
+# 5. What the step saves (tests/freeze_lib.sh's fz_saved), counted by hand
+# per row of B·T = 32 (4-byte elements): llama-tiny's block saves ln1 64,
+# its 1/rms 1, qkv 128, att 64 (4 heads · 16 keys), atty 64, res2 64, ln2
+# 64, its 1/rms 1, fch 352 (gate, up), fch_act 176, res3 64; gpt2-tiny's
+# the same with a mean beside each 1/rms, qkv 192, fch and fch_act 256.
+# Below the first trainable tensor nothing is saved: x0 (64) and block 0's
+# tensors go but its output res3, which block 1 reads in its backward
+# (the same size as x0): one block's. A frozen linear's input goes where
+# only its weight's gradient reads it: ln1, atty, ln2, fch_act. Selective
+# holds no att at the peak, and keeps atty (it rebuilds it); full saves
+# each block's input alone, nothing dropped.
+row=$((32 * 4))
+blk=$((64 + 1 + 128 + 64 + 64 + 64 + 64 + 1 + 352 + 176 + 64)) # llama-tiny's block
+gblk=$((64 + 2 + 192 + 64 + 64 + 64 + 64 + 2 + 256 + 256 + 64)) # gpt2-tiny's
+dp="--schemes dp"
+fz_saved $((row * blk)) all-but-last:1 --model "$llama" $dp
+fz_saved $((row * blk)) embeddings,blocks:0-0 --model "$llama" $dp
+fz_saved $((row * (blk - 64))) all-but-last:1 --model "$llama" $dp --recompute selective
+fz_saved 0 all-but-last:1 --model "$llama" $dp --recompute full
+fz_saved 0 embeddings --model "$llama" $dp # x0: block 0's input, block 0 trains
+fz_saved $((row * (64 + 64 + 64 + 176))) blocks:1-1 --model "$llama" $dp
+fz_saved $((row * (64 + 64 + 64 + 176))) blocks:0-0 --model "$llama" $dp # above a trainable table
+fz_saved $((row * (64 + 64 + 176))) blocks:1-1 --model "$llama" $dp --recompute selective
+fz_saved $((2 * row * 176)) re:down_proj --model "$llama" $dp
+fz_saved $((row * gblk)) all-but-last:1 --model "$gpt2" $dp
+fz_saved $((row * (64 + 64 + 64 + 256))) blocks:1-1 --model "$gpt2" $dp
+fz_saved $((2 * row * 256)) re:mlp.c_proj --model "$gpt2" $dp
+fz_saved 0 re:mlp.c_proj --model "$gpt2" $dp --recompute full
+# ... and changes no bit: the weights and losses as with every block's
+# backward run (full recompute)
+fz_bits all-but-last:1 --model "$llama" --precision mixed --schemes dp,zero1,zero2 --world 2
+fz_bits blocks:1-1 --model "$gpt2" --precision fp32 --schemes dp,zero3 --world 2 --unit layer
 
 # 4. Refused by name: one line on stderr, exit 2.
 refused() { # PATTERN OPTIONS...

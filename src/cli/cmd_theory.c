@@ -597,6 +597,7 @@ int zs_cmd_theory(int argc, char **argv)
 	    moe_check(&req, &config, model_arg != NULL ? &model : NULL, routing_arg, &routing, allocator, flash, &cause) < 0 ||
 	    zs_freeze_paper_check(&config, model_arg != NULL ? &model : NULL, &cause) < 0)
 		goto bad;
+	req.act.freeze = zs_freeze_saved_spec(&config);
 	if (model_arg != NULL && zs_wrapper_step(&config) &&
 	    zs_torch_recompute_set(&config, zs_recompute_name(req.act.recompute), &cause) < 0)
 		goto bad;

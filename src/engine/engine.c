@@ -429,18 +429,23 @@ static void alloc_tensors_at(struct zs_run *r, enum zs_when when)
 static void free_tensors_after(struct zs_run *r, unsigned k, size_t layer)
 {
 	for (unsigned i = 0; i < r->model.ntensors; i++)
-		if (r->model.tensor[i].freed_after == layer)
+		if (r->model.tensor[i].freed_after == layer && !r->model.tensor[i].freed_fwd)
 			free_tensor(r, k, i);
 }
 
 /* Rank k's tensors of layer l allocated before its forward (all of them)
  * or before its backward (the recomputed ones), in list order, the routed
  * ones apart (route_layer); and the recomputed ones freed after its
- * forward, routed or not. */
+ * forward, routed or not, with those outside autograd's graph that its
+ * forward read last (freed_fwd, --freeze). */
 static void layer_tensors(struct zs_run *r, unsigned k, size_t l, enum zs_pass pass, int alloc)
 {
 	for (unsigned i = 0; i < r->model.ntensors; i++) {
 		const struct zs_tensor *ts = &r->model.tensor[i];
+		if (!alloc && pass == ZS_PASS_FORWARD && ts->freed_fwd == l + 1) {
+			free_tensor(r, k, i);
+			continue;
+		}
 		if (ts->alloc != ZS_AT_LAYER || ts->layer != l || (pass == ZS_PASS_BACKWARD && !ts->recomputed) ||
 		    (!alloc && !ts->recomputed) || (alloc && ts->row > 0))
 			continue;
@@ -571,7 +576,8 @@ static void backward_layer(struct zs_run *r, unsigned k, size_t l)
 	layer_tensors(r, k, l, ZS_PASS_BACKWARD, 1);
 	struct zs_layer_io io = layer_io(r, k, l, ZS_PASS_BACKWARD);
 	route_layer(r, k, l, &io, ZS_PASS_BACKWARD);
-	ly->kind->backward(ly, &io);
+	if (!ly->nograd) /* --freeze: outside autograd's graph, no backward */
+		ly->kind->backward(ly, &io);
 	free_tensors_after(r, k, l);
 }
 
@@ -621,7 +627,7 @@ static void modules_layer(struct zs_run *r, size_t l, enum zs_pass pass)
 		size_t s = pass == ZS_PASS_FORWARD ? i : nm - 1 - i;
 		if (!r->ops->module(r, r->ctx, l, s, pass, 1))
 			continue; /* no backward (scheme.h) */
-		for (unsigned k = r->r0; k < r->r1; k++) {
+		for (unsigned k = r->r0; k < r->r1 && !(pass == ZS_PASS_BACKWARD && ly->nograd); k++) {
 			struct zs_layer_io io = layer_io(r, k, l, pass);
 			if (pass == ZS_PASS_FORWARD && ly->matmul_module >= 0 && s == (size_t)ly->matmul_module)
 				tracker_matmul(&r->tracker, k);
@@ -763,7 +769,7 @@ static int backward(struct zs_run *r, char **cause)
 		tracker_set_phase(&r->tracker, ZS_PH_BACKWARD);
 	}
 	for (unsigned i = 0; i < m->ntensors; i++)
-		if (m->tensor[i].freed_after == ZS_END_OF_BACKWARD)
+		if (m->tensor[i].freed_after == ZS_END_OF_BACKWARD && !m->tensor[i].freed_fwd)
 			for (unsigned k = r->r0; k < r->r1; k++)
 				free_tensor(r, k, i);
 	return 0;

@@ -78,7 +78,7 @@ unsigned net_add_buffer(struct zs_net *m, const struct step_buffer *b)
 	return net_add_tensor(m, (struct zs_tensor){.name = b->name, .block = b->block, .elements = b->elements,
 	                                              .esize = b->esize, .cat = b->cat, .alloc = when[b->when],
 	                                              .layer = b->layer, .recomputed = b->recomputed,
-	                                              .freed_after = b->freed_after});
+	                                              .freed_after = b->freed_after, .freed_fwd = b->freed_fwd});
 }
 
 void net_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size_t batch)
@@ -138,7 +138,7 @@ void net_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size_t
 void net_init(struct zs_net *m, const struct zs_config *c)
 {
 	if (c->tfm != NULL)
-		net_tfm_init(m, c->tfm, c->batch, c->seed, c->precision);
+		net_tfm_init(m, c->tfm, c->batch, c->seed, c->precision, zs_freeze_saved_spec(c));
 	else
 		net_mlp_init(m, c->widths, c->nwidths, c->batch);
 }

@@ -46,6 +46,7 @@ struct zs_tensor {
 	 * just before its layer's backward, which rebuilds it. */
 	int recomputed;
 	size_t freed_after; /* the layer whose backward frees it, or ZS_END_OF_BACKWARD */
+	size_t freed_fwd;   /* nonzero: freed after layer freed_fwd - 1's forward instead (util/step.h) */
 	/* Routed (a mixture of experts' tensors, util/step.h's step_moe_row):
 	 * `row` elements a token (0: a tensor of fixed size), as many rows as
 	 * the step's routing gives on its rank: expert `expert`'s tokens in
@@ -119,6 +120,9 @@ struct zs_module {
 
 struct zs_layer {
 	const struct zs_layer_kind *kind;
+	/* Outside autograd's graph (--freeze: util/step.h's
+	 * step_layer_no_backward): its backward runs no kernel. */
+	int nograd;
 	size_t param_off, nparams; /* the params it owns in the flat vector */
 	unsigned in, out;          /* tensors it reads and writes (out is saved for backward) */
 	unsigned dy, dx;           /* backward: d loss/d out (read), d loss/d in (written, or ZS_NO_TENSOR) */
@@ -206,9 +210,11 @@ void net_mlp_init(struct zs_net *m, const size_t *widths, size_t nwidths, size_t
 /* The transformer of c->tfm (tfm_net.c): layer 0 the embedding, layers
  * 1..L the blocks, layer L+1 the final norm and head (tied: reading the
  * embedding's unit); every tensor its backward reads, with its lifetime
- * (docs/schedule.md, "Transformers"). */
+ * (docs/schedule.md, "Transformers"); freeze (util/step.h's
+ * zs_freeze_saved_spec, "": none) leaves the layers below the first
+ * trainable tensor out of autograd's graph (step_buffers_freeze). */
 void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, uint64_t seed,
-                    enum zs_precision precision);
+                    enum zs_precision precision, const char *freeze);
 /* Rank `rank`'s tokens and targets of step `step` into its tensors
  * (tfm_task_batch of the task the seed drew). */
 void net_tfm_batch(const struct zs_net *m, float *const *t, uint64_t seed, unsigned step, unsigned rank);

@@ -762,7 +762,7 @@ static void layer_params(struct zs_layer *ly, const struct step_params *p, size_
 }
 
 void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, uint64_t seed,
-                    enum zs_precision precision)
+                    enum zs_precision precision, const char *freeze)
 {
 	const struct tfm_dims *d = &tr->dims;
 	size_t L = d->layers, B = batch, T = tr->seq, head = L + 1;
@@ -798,6 +798,7 @@ void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, u
 			ly->moe = zs_calloc(ly->nmoe, sizeof *ly->moe);
 		}
 		ly->block = l == 0 || l == head ? -1 : (int)(l - 1);
+		ly->nograd = step_layer_no_backward(&sp, freeze, tr->recompute, l);
 		layer_params(ly, &sp, l);
 	}
 
@@ -805,6 +806,7 @@ void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, u
 	 * each layer saves, as the step description lists them. */
 	struct step_buffers sb;
 	step_buffers_build(&sb, &shape, &sp, B, T, n->mixed, tr->recompute);
+	step_buffers_freeze(&sb, &sp, freeze, tr->recompute);
 	for (int i = 0; i < STEP_NSCRATCH; i++)
 		n->scratch[i] = ZS_NO_TENSOR;
 	for (size_t k = 0; k < sb.n; k++) {

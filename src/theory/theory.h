@@ -367,6 +367,10 @@ struct theory_act_opts {
 	/* A mixture of experts' routing (--routing; theory_routing.c); NULL:
 	 * balanced. */
 	const struct theory_routing *routing;
+	/* --freeze under the paper's and DeepSpeed's steps (util/step.h's
+	 * zs_freeze_saved_spec; NULL or "": none): the layers below the first
+	 * trainable tensor save nothing (step_buffers_freeze). */
+	const char *freeze;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -572,6 +576,7 @@ struct theory_desc {
 	unsigned elem;
 	enum zs_recompute recompute;
 	const struct theory_routing *routing; /* a mixture's (NULL: balanced) */
+	char freeze[ZS_FREEZE_MAX + 1];       /* the act options' ("": none) */
 	/* By layer l (params.nlayers of them), indices into bufs.buf in its
 	 * order: made before l's forward, made_at[made_first[l] ..
 	 * made_first[l + 1]); freed after l's backward, freed_at[freed_first[l]

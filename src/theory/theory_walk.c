@@ -17,6 +17,7 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,7 +43,7 @@ static void index_buffers(struct theory_desc *d)
 		const struct step_buffer *x = &d->bufs.buf[i];
 		if (x->when == STEP_AT_LAYER)
 			d->made_first[x->layer + 1]++;
-		if (x->freed_after != STEP_END_OF_BACKWARD)
+		if (x->freed_after != STEP_END_OF_BACKWARD && !x->freed_fwd)
 			d->freed_first[x->freed_after + 1]++;
 	}
 	for (size_t l = 0; l < nl; l++) {
@@ -54,7 +55,7 @@ static void index_buffers(struct theory_desc *d)
 		const struct step_buffer *x = &d->bufs.buf[i];
 		if (x->when == STEP_AT_LAYER)
 			d->made_at[d->made_first[x->layer] + mk[x->layer]++] = i;
-		if (x->freed_after != STEP_END_OF_BACKWARD)
+		if (x->freed_after != STEP_END_OF_BACKWARD && !x->freed_fwd)
 			d->freed_at[d->freed_first[x->freed_after] + fr[x->freed_after]++] = i;
 	}
 	free(mk);
@@ -70,6 +71,8 @@ void theory_desc_model(struct theory_desc *d, const struct zs_model *m, const st
 	d->has_params = 1;
 	/* mixed precision: the params give the conversion buffers' size */
 	step_buffers_build(&d->bufs, m, mixed ? &d->params : NULL, batch, o->seq, mixed, o->recompute);
+	step_buffers_freeze(&d->bufs, &d->params, o->freeze, o->recompute);
+	snprintf(d->freeze, sizeof d->freeze, "%s", o->freeze != NULL ? o->freeze : "");
 	d->has_buffers = 1;
 	d->model = m;
 	d->batch = batch;
@@ -107,7 +110,8 @@ int theory_desc_fits(const struct theory_desc *d, const struct zs_model *m, cons
                      uint64_t batch)
 {
 	return d->has_buffers && d->model == m && d->batch == batch && d->seq == o->seq && d->elem == o->elem &&
-	       d->recompute == o->recompute && d->routing == o->routing;
+	       d->recompute == o->recompute && d->routing == o->routing &&
+	       strcmp(d->freeze, o->freeze != NULL ? o->freeze : "") == 0;
 }
 
 void theory_desc_free(struct theory_desc *d)
@@ -297,6 +301,11 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 			for (size_t k = m0; k < m1; k++)
 				if (b->buf[d->made_at[k]].recomputed)
 					buf_add(w, b, &b->buf[d->made_at[k]], 0);
+			/* --freeze: outside the graph, what this forward read last
+			 * (the previous layer's output, its own) */
+			for (size_t k = d->made_first[l > 0 ? l - 1 : 0]; k < m1; k++)
+				if (b->buf[d->made_at[k]].freed_fwd == l + 1)
+					buf_add(w, b, &b->buf[d->made_at[k]], 0);
 			fw->at(fw->ctx, w, FWD_POST, l, step);
 		}
 		walk_phase(w, ZS_PH_BACKWARD);
@@ -315,7 +324,7 @@ static void walk_steps(const struct theory_desc *d, struct walk *w, unsigned ste
 			fw->at(fw->ctx, w, BWD_POST, l, step);
 		}
 		for (size_t i = 0; i < b->n; i++)
-			if (b->buf[i].freed_after == STEP_END_OF_BACKWARD)
+			if (b->buf[i].freed_after == STEP_END_OF_BACKWARD && !b->buf[i].freed_fwd)
 				buf_add(w, b, &b->buf[i], 0);
 		/* after backward: the framework's reduce and step() (it marks
 		 * the phases, as the engine's tracker does) */

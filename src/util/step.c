@@ -389,11 +389,11 @@ static void moe_buffers(struct bufs *x, const struct zs_model *m, uint64_t BT, u
 	for (unsigned i = 0; i < STEP_MOE_EXPERT; i++)
 		if (i < STEP_MOE_SGU || S > 0) /* the shared expert's: qwen2_moe's */
 			buf(x, (struct step_buffer){fixed[i], STEP_MOE, i, (int)(l - 1), n[i], es[i], ZS_CAT_ACTIVATIONS,
-			                            STEP_AT_LAYER, l, l, rc && i != STEP_MOE_COUNTS});
+			                            STEP_AT_LAYER, l, l, rc && i != STEP_MOE_COUNTS, 0});
 	for (uint64_t e = 0; e < E; e++)
 		for (unsigned j = 0; j < 4; j++) {
 			struct step_buffer b = {expert[j], STEP_MOE, STEP_MOE_EXPERT + 4 * (unsigned)e + j, (int)(l - 1), 0,
-			                        e16, ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, rc};
+			                        e16, ZS_CAT_ACTIVATIONS, STEP_AT_LAYER, l, l, rc, 0};
 			b.elements = BT * step_moe_row(m, &b); /* the bound: every token */
 			buf(x, b);
 		}
@@ -409,7 +409,7 @@ static void moe_scratch(struct bufs *x, const struct zs_model *m, uint64_t BT)
 	const uint64_t fixed[STEP_MOE_NSCRATCH] = {m->experts_per_tok, m->experts, m->hidden, 0, 0, 0, 0,
 	                                           m->hidden, m->hidden, S, 2 * S};
 	for (unsigned i = 0; i < (S > 0 ? STEP_MOE_NSCRATCH : STEP_MOE_DSYE); i++) {
-		struct step_buffer b = {name[i], STEP_MOE_SCRATCH, i, -1, 0, 4, ZS_CAT_SCRATCH, STEP_AT_BACKWARD, 0, 1, 0};
+		struct step_buffer b = {name[i], STEP_MOE_SCRATCH, i, -1, 0, 4, ZS_CAT_SCRATCH, STEP_AT_BACKWARD, 0, 1, 0, 0};
 		uint64_t row = step_moe_row(m, &b);
 		b.elements = BT * (row > 0 ? row : fixed[i]);
 		buf(x, b);
@@ -472,15 +472,15 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 	b->n = 0;
 	struct bufs x = {b, 16 + STEP_NBLOCK_ACTS * L + 8}; /* a first size; buf() grows it where a step has more */
 	b->buf = zs_malloc(x.cap * sizeof *b->buf);
-	buf(&x, (struct step_buffer){"tokens", STEP_TOKENS, 0, -1, BT, 4, A, STEP_AT_FORWARD, 0, 0, 0});
-	buf(&x, (struct step_buffer){"targets", STEP_TARGETS, 0, -1, BT, 4, A, STEP_AT_FORWARD, 0, head, 0});
+	buf(&x, (struct step_buffer){"tokens", STEP_TOKENS, 0, -1, BT, 4, A, STEP_AT_FORWARD, 0, 0, 0, 0});
+	buf(&x, (struct step_buffer){"targets", STEP_TARGETS, 0, -1, BT, 4, A, STEP_AT_FORWARD, 0, head, 0, 0});
 	for (unsigned i = 0; i < STEP_NSCRATCH; i++)
 		buf(&x, (struct step_buffer){scratch[i], STEP_SCRATCH, i, -1, moe && (i == 3 || i == 4) ? 0 : sc[i], 4,
-		                             S, STEP_AT_BACKWARD, 0, i == 0 ? 0 : 1, 0});
+		                             S, STEP_AT_BACKWARD, 0, i == 0 ? 0 : 1, 0, 0});
 	if (moe)
 		moe_scratch(&x, m, BT);
 	if (m->tied)
-		buf(&x, (struct step_buffer){"dnorm", STEP_DNORM, 0, -1, gpt2 ? 2 * h : h, 4, S, STEP_AT_BACKWARD, 0, 0, 0});
+		buf(&x, (struct step_buffer){"dnorm", STEP_DNORM, 0, -1, gpt2 ? 2 * h : h, 4, S, STEP_AT_BACKWARD, 0, 0, 0, 0});
 	if (mixed && p != NULL) {
 		/* the kernels run in fp32: a layer's params widened (the largest
 		 * layer's), its grads before they are rounded, a block's input
@@ -494,12 +494,12 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 		if (moe) /* and the shared expert's four (qwen2_moe) */
 			a16 += BT * m->experts_per_tok * (1 + 2 * h + 3 * F) + BT * (3 * m->shared_ffn + h + 1) *
 			       (m->shared_ffn > 0);
-		buf(&x, (struct step_buffer){"w32", STEP_W32, 0, -1, wmax, 4, S, STEP_AT_FORWARD, 0, 0, 0});
-		buf(&x, (struct step_buffer){"act32", STEP_ACT32, 0, -1, a16, 4, S, STEP_AT_FORWARD, 0, 0, 0});
-		buf(&x, (struct step_buffer){"g32", STEP_G32, 0, -1, wmax, 4, S, STEP_AT_BACKWARD, 0, 0, 0});
+		buf(&x, (struct step_buffer){"w32", STEP_W32, 0, -1, wmax, 4, S, STEP_AT_FORWARD, 0, 0, 0, 0});
+		buf(&x, (struct step_buffer){"act32", STEP_ACT32, 0, -1, a16, 4, S, STEP_AT_FORWARD, 0, 0, 0, 0});
+		buf(&x, (struct step_buffer){"g32", STEP_G32, 0, -1, wmax, 4, S, STEP_AT_BACKWARD, 0, 0, 0, 0});
 	}
 	buf(&x, (struct step_buffer){act_names[STEP_ACT_X0], STEP_SAVED, STEP_ACT_X0, -1, BT * h, e16, A,
-	                             STEP_AT_LAYER, 0, 1, 0});
+	                             STEP_AT_LAYER, 0, 1, 0, 0});
 	for (uint64_t l = 1; l <= L; l++)
 		for (int a = 0; a < STEP_NBLOCK_ACTS; a++) {
 			/* full recomputation keeps a block's output only; selective
@@ -509,7 +509,7 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 			int mlp = a == STEP_ACT_FCH || a == STEP_ACT_FCH_ACT;
 			buf(&x, (struct step_buffer){act_names[a], STEP_SAVED, (unsigned)a, (int)(l - 1),
 			                             moe && mlp ? 0 : e[a], is16[a] ? e16 : 4, A, STEP_AT_LAYER, l,
-			                             a == STEP_ACT_RES3 ? l + 1 : l, rc});
+			                             a == STEP_ACT_RES3 ? l + 1 : l, rc, 0});
 			if (moe && a == STEP_ACT_RES3 - 1)
 				moe_buffers(&x, m, BT, l, e16, recompute == ZS_RECOMPUTE_FULL); /* before res3, the block's output, as the engine makes them */
 		}
@@ -519,8 +519,77 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 	for (int a = STEP_ACT_LNF; a <= STEP_ACT_LOGITS; a++) {
 		int kept = m->tied && (a == STEP_ACT_LNF || a == STEP_ACT_LOGITS);
 		buf(&x, (struct step_buffer){act_names[a], STEP_SAVED, (unsigned)a, -1, he[a - STEP_ACT_LNF],
-		                             a == STEP_ACT_LNF ? e16 : 4, A, STEP_AT_LAYER, head, kept ? 0 : head, 0});
+		                             a == STEP_ACT_LNF ? e16 : 4, A, STEP_AT_LAYER, head, kept ? 0 : head, 0, 0});
 	}
+}
+
+size_t step_graph_first(const struct step_params *p, const char *freeze, enum zs_recompute recompute)
+{
+	size_t first = 0;
+	for (size_t x = 0; freeze != NULL && *freeze && x < p->nmodules; x++) {
+		const struct step_module *md = &p->module[x];
+		size_t t = md->first;
+		while (t < md->first + md->n && zs_freeze_tensor(p, freeze, t))
+			t++;
+		first = md->layer;
+		if (t < md->first + md->n)
+			break;
+	}
+	return recompute == ZS_RECOMPUTE_FULL && first > 1 ? 1 : first;
+}
+
+int step_layer_no_backward(const struct step_params *p, const char *freeze, enum zs_recompute recompute, size_t l)
+{
+	const struct step_layer *ly = &p->layer[l];
+	if (l >= step_graph_first(p, freeze, recompute))
+		return 0;
+	for (size_t t = ly->first; t < ly->first + ly->n; t++)
+		if (!zs_freeze_tensor(p, freeze, t))
+			return 0;
+	return 1;
+}
+
+/* Whether block layer l (in the graph) keeps saved tensor a, the input of
+ * one of its four linears (q/k/v, the attention's output, up, down: their
+ * order in forward), which only that linear's weight gradient reads
+ * (tfm.c's matmul_backward reads its input for dW alone): not where the
+ * weight is frozen, under recompute none or selective (full rebuilds
+ * every block tensor; selective rebuilds atty, the attention's output,
+ * with its scores). A mixture's block (more linears) keeps them all. */
+static int linear_input_kept(const struct step_params *p, const char *freeze, enum zs_recompute recompute,
+                             size_t l, unsigned a)
+{
+	static const unsigned in[4] = {STEP_ACT_LN1, STEP_ACT_ATTY, STEP_ACT_LN2, STEP_ACT_FCH_ACT};
+	size_t k = 0, w[4] = {0};
+	for (size_t x = 0; x < p->nmodules; x++)
+		if (p->module[x].layer == l && p->module[x].matmul && k++ < 4)
+			w[k - 1] = p->module[x].first;
+	for (unsigned j = 0; j < 4 && k == 4 && l > 0 && l + 1 < p->nlayers && recompute != ZS_RECOMPUTE_FULL; j++)
+		if (in[j] == a && !(recompute == ZS_RECOMPUTE_SELECTIVE && a == STEP_ACT_ATTY))
+			return !zs_freeze_tensor(p, freeze, w[j]);
+	return 1;
+}
+
+void step_buffers_freeze(struct step_buffers *b, const struct step_params *p, const char *freeze,
+                         enum zs_recompute recompute)
+{
+	size_t F = step_graph_first(p, freeze, recompute);
+	for (size_t i = 0; freeze != NULL && *freeze && i < b->n; i++) {
+		struct step_buffer *x = &b->buf[i];
+		if (x->role != STEP_SAVED || x->when != STEP_AT_LAYER)
+			continue;
+		int out = x->index == STEP_ACT_X0 || x->index == STEP_ACT_RES3; /* the next layer's input */
+		if (x->layer >= F ? linear_input_kept(p, freeze, recompute, x->layer, x->index)
+		                  : out && x->layer + 1 == F) /* read by the first layer in the graph's backward */
+			continue;
+		x->recomputed = 0;
+		x->freed_fwd = x->layer + (out && x->layer < F ? 2 : 1);
+	}
+}
+
+const char *zs_freeze_saved_spec(const struct zs_config *c)
+{
+	return c->framework == ZS_FW_PAPER || c->framework == ZS_FW_DEEPSPEED ? c->freeze : "";
 }
 
 /* The order is the engine's (engine/net.c makes them in it). */
@@ -534,12 +603,12 @@ void step_buffers_mlp(struct step_buffers *b, const size_t *widths, size_t nwidt
 	b->n = 0;
 	struct bufs x = {b, nwidths + 4}; /* a first size; buf() grows it */
 	b->buf = zs_malloc(x.cap * sizeof *b->buf);
-	buf(&x, (struct step_buffer){"delta0", STEP_SCRATCH, 0, -1, batch * dmax, 4, S, STEP_AT_BACKWARD, 0, end, 0});
-	buf(&x, (struct step_buffer){"delta1", STEP_SCRATCH, 1, -1, batch * dmax, 4, S, STEP_AT_BACKWARD, 0, end, 0});
-	buf(&x, (struct step_buffer){"x", STEP_TOKENS, 0, -1, batch * widths[0], 4, A, STEP_AT_FORWARD, 0, end, 0});
-	buf(&x, (struct step_buffer){"y", STEP_TARGETS, 0, -1, batch * widths[nwidths - 1], 4, A, STEP_AT_FORWARD, 0, end, 0});
+	buf(&x, (struct step_buffer){"delta0", STEP_SCRATCH, 0, -1, batch * dmax, 4, S, STEP_AT_BACKWARD, 0, end, 0, 0});
+	buf(&x, (struct step_buffer){"delta1", STEP_SCRATCH, 1, -1, batch * dmax, 4, S, STEP_AT_BACKWARD, 0, end, 0, 0});
+	buf(&x, (struct step_buffer){"x", STEP_TOKENS, 0, -1, batch * widths[0], 4, A, STEP_AT_FORWARD, 0, end, 0, 0});
+	buf(&x, (struct step_buffer){"y", STEP_TARGETS, 0, -1, batch * widths[nwidths - 1], 4, A, STEP_AT_FORWARD, 0, end, 0, 0});
 	for (size_t l = 0; l + 1 < nwidths; l++)
-		buf(&x, (struct step_buffer){"out", STEP_SAVED, STEP_ACT_MLP_OUT, -1, batch * widths[l + 1], 4, A, STEP_AT_LAYER, l, end, 0});
+		buf(&x, (struct step_buffer){"out", STEP_SAVED, STEP_ACT_MLP_OUT, -1, batch * widths[l + 1], 4, A, STEP_AT_LAYER, l, end, 0, 0});
 }
 
 uint64_t step_params_count(const struct zs_model *m)

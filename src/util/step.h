@@ -215,6 +215,11 @@ struct step_buffer {
 	size_t freed_after;      /* the layer whose backward frees it (0: the end of backward), or
 	                          * STEP_END_OF_BACKWARD: after every layer's and unit's backward */
 	int recomputed;          /* freed after its layer's forward, made again for its backward */
+	/* Outside autograd's graph (--freeze: below every trainable tensor,
+	 * step_buffers_freeze): 1 + the layer whose forward frees it (its
+	 * own, or the next one's for its output, which that one reads), never
+	 * made again, freed_after unused; 0 for any other. */
+	size_t freed_fwd;
 };
 
 /* A transformer step's buffers at micro-batch `batch` and sequence `seq`,
@@ -227,6 +232,29 @@ struct step_buffers {
 };
 void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const struct step_params *p,
                         uint64_t batch, uint64_t seq, int mixed, enum zs_recompute recompute);
+
+/* --freeze under the paper's and DeepSpeed's steps (docs/schedule.md,
+ * "Frozen parameters under the paper's schedule"): the first layer
+ * autograd's graph reaches, the layer of the first module (forward order)
+ * with a trainable tensor (0 for a NULL or empty spec); under full
+ * recomputation 1 at most (transformers' enable_input_require_grads makes
+ * the token table's output require grad: every block runs backward,
+ * docs/finetune.md). A layer below it runs no backward, and its saved
+ * tensors of b (made by step_buffers_build for p's model; STEP_SAVED,
+ * not a mixture's routed ones) are freed after the forward that reads
+ * them last (freed_fwd), but the output that the first layer in the graph
+ * reads in its backward. */
+size_t step_graph_first(const struct step_params *p, const char *freeze, enum zs_recompute recompute);
+/* Whether layer l runs no backward: below step_graph_first, and holding
+ * no trainable tensor (a tied model's layer 0 holds the final norm's,
+ * whose grads its backward writes). */
+int step_layer_no_backward(const struct step_params *p, const char *freeze, enum zs_recompute recompute, size_t l);
+void step_buffers_freeze(struct step_buffers *b, const struct step_params *p, const char *freeze,
+                         enum zs_recompute recompute);
+/* The spec whose frozen prefix the step leaves out of its saved set: c's
+ * --freeze under --framework paper and deepspeed, else "" (the PyTorch
+ * step's saved set is autograd's own, util/autograd.c). */
+const char *zs_freeze_saved_spec(const struct zs_config *c);
 
 /* A routed buffer's elements per row (one token of an expert: expert
  * e's of STEP_MOE, the largest expert's of STEP_MOE_SCRATCH); 0 for a
