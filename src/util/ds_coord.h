@@ -111,4 +111,27 @@ int ds_coord_in(const struct ds_coord *d, size_t t, size_t m);
 size_t ds_coord_leaf(const struct step_params *p, size_t l);
 uint64_t ds_coord_live(const struct ds_coord *d);
 
+/* DeepSpeed's ZeRO-1 and ZeRO-2 and an expert that got no token
+ * (docs/schedule.md, "Mixtures of experts"): its params' grads stay None,
+ * so no hook puts them in the bucket (stage_1_and_2.py 904-920; ZeRO-1's
+ * reduce_gradients skips them, 719-724), and the epilogue's
+ * get_flat_partition (1723-1729, called at 780-790) gives each param of
+ * the rank's partition a torch.zeros_like of the whole param in
+ * gradient_accumulation_dtype (the params' dtype, engine.py 1017-1021),
+ * made after the last reduce_ipg_grads, before _release_ipg_buffers drops
+ * the buckets (766, 802), and held in averaged_gradients until step() has
+ * flattened the partition into its fp32 gradient (1892-1906). The
+ * elements of those zeros at one step: every trainable (freeze, "" none)
+ * tensor of each expert e of block b with counts[b·E + e] == 0 (every
+ * block a mixture's: the others are refused). */
+uint64_t ds_coord_starved(const struct step_params *p, const char *freeze, const uint64_t *counts, size_t E);
+/* Whether zerosim follows that for scheme at N = world under c: ZeRO-1
+ * or ZeRO-2 at N = 1 (every param in the one partition: at N > 1 a rank
+ * that starved an expert fills its bucket apart from the others, and
+ * average_tensor's reduces are each rank's own bucket's, 1069-1135), one
+ * micro-step (no --grad-accum: each micro-step's epilogue adds a new
+ * list, 791-800) and no --offload optimizer (its epilogue makes none,
+ * 780, and the host fp32 grads keep the last step's slots). 1, or 0. */
+int ds_coord_starved_built(const struct zs_config *c, enum zs_scheme scheme, unsigned world);
+
 #endif
