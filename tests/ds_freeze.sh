@@ -17,14 +17,17 @@
 #    units are 46,208, 46,208 and 65,600, gpt2-tiny's blocks 49,984) and
 #    one smaller than every unit (3000: each reduced from where it is),
 #    overlap_comm on: a covering set (101 points); ZeRO-3 (27 points,
-#    all-but-last:1 too) and --offload optimizer (ZeRO-3 7, ZeRO-1/2 17);
-#    by hand: the resident against the unfrozen run, all-but-last:1's
-#    gathers and reduce-scatters, the offloaded device and host bytes.
+#    all-but-last:1 too), --offload optimizer (ZeRO-3 7, ZeRO-1/2 17) and
+#    ZeRO-3's --offload params (21: both models and precisions, the three
+#    patterns, N = 1-3); by hand: the resident against the unfrozen run,
+#    all-but-last:1's gathers and reduce-scatters, the offloaded device and
+#    host bytes (--offload params: the frozen fp16 partition on the host).
 # 2. Training: DeepSpeed's losses equal the paper's with the same --freeze
 #    (the same arithmetic: "The fp32 gradient partition is the reduced
 #    grads converted exactly"), bitwise, every scheme (ZeRO-1/2 offloaded
-#    too), fp32 and mixed, three steps; the control: without --freeze
-#    they are other ones.
+#    too), fp32 and mixed, three steps; ZeRO-3 --offload params's equal
+#    ZeRO-3's on the device (12 more); the control: without --freeze they
+#    are other ones.
 # 3. A frozen tensor's bytes never change: the frozen range of
 #    --dump-weights is bitwise the same after one step and after three,
 #    and the initial weights (a run's case file; mixed: rounded to fp16),
@@ -90,6 +93,18 @@ fz_agree $ds --model "$llama" --freeze embeddings --precision mixed --world 1,2,
 fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2,3 $o --unit layer --ds-persist 0
 fz_agree $ds --model "$llama" --freeze all-but-last:1 --precision mixed --world 2,3 $o --unit layer \
 	--recompute full --ds-reduce-bucket 3000
+# ZeRO-Infinity's CPU tier (--offload params): every tensor's fp16
+# partition on the host, the frozen ones' too (partition_parameters.py's
+# remote_device), the trainable ones' grad, fp32 and Adam partitions
+# there as --offload optimizer's: both models, both precisions, the three
+# patterns, N = 1-3
+o="--schemes zero3 --offload params"
+fz_agree $ds --model "$llama" --freeze embeddings --precision mixed --world 1,2,3 $o --unit layer,model
+fz_agree $ds --model "$gpt2" --freeze embeddings --precision fp32 --world 1,2,3 $o --unit layer --recompute full
+fz_agree $ds --model "$gpt2" --freeze blocks:0-0 --precision mixed --world 1,2,3 $o --unit layer
+fz_agree $ds --model "$llama" --freeze blocks:0-0 --precision fp32 --world 1,2,3 $o --unit layer --ds-reduce-bucket 3000
+fz_agree $ds --model "$llama" --freeze all-but-last:1 --precision mixed --world 1,2,3 $o --unit layer
+fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 1,2,3 $o --unit layer --ds-persist 0
 o="--schemes zero1,zero2 --offload optimizer"
 fz_agree $ds --model "$llama" --freeze embeddings --precision mixed --world 1,2,3 $o --unit layer,model
 fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2,3 $o --unit layer
@@ -98,7 +113,7 @@ fz_agree $ds --model "$gpt2" --freeze embeddings --precision mixed --world 2 --s
 # (last: the files below are its)
 fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2 $s --unit layer \
 	--ds-reduce-bucket 3000
-[ "$points" -eq 152 ] || { echo "$name: $points points compared, 152 expected" >&2; exit 1; }
+[ "$points" -eq 173 ] || { echo "$name: $points points compared, 173 expected" >&2; exit 1; }
 echo "ok: $points points in $configs sweeps"
 # The files say what was frozen (docs/formats.md: config.freeze).
 for f in "$tmp/m.json" "$tmp/t.json"; do
@@ -165,6 +180,36 @@ if [ "$1" = "$3" ] && [ $(($2 - $4)) -eq $((18 * ((e + 1) / 2))) ]; then
 else
 	echo "$name: FAIL: zero3 offloaded N=2: device $1 -> $3 B (want the same), host $2 -> $4 B" \
 		"(want 18·ceil($e/2) less)" >&2
+	status=1
+fi
+# --offload params, N = 2 mixed: freezing the embedding takes the same
+# 18·ceil(e/2) B off the host (its fp16 partition stays there, made on
+# Init's remote_device, partition_parameters.py 1601-1616) and nothing off
+# the device; and the fp16 partitions the host holds beyond --offload
+# optimizer's are every tensor's, frozen or not: the host's excess over
+# --offload optimizer's, and the device's saving, are the same with and
+# without --freeze (were the frozen partition left on the device, frozen
+# would hold 2·ceil(e/2) B less of it on the host).
+for f in "" "--freeze embeddings"; do
+	for off in params optimizer; do
+		# shellcheck disable=SC2086
+		"$zerosim" measure $ds --model "$llama" $f --seq 16 --batch 2 --steps 1 --world 2 --schemes zero3 \
+			--unit layer --precision mixed --offload $off --out "$tmp/x.json" || exit 99
+		r="${r:-} $(tr -d ' \n\t' <"$tmp/x.json" | grep -o '"resident_bytes":[0-9]*' | head -1 | cut -d: -f2)"
+		r="$r $(tr -d ' \n\t' <"$tmp/x.json" | grep -o '"host_resident_bytes":\[[0-9]*' | head -1 | cut -d[ -f2)"
+	done
+done
+# shellcheck disable=SC2086
+set -- $r # device, host: params, optimizer unfrozen; params, optimizer frozen
+r=
+if [ "$1" = "$5" ] && [ $(($2 - $6)) -eq $((18 * ((e + 1) / 2))) ] && [ $(($2 - $4)) -eq $(($6 - $8)) ] &&
+	[ $(($3 - $1)) -eq $(($7 - $5)) ] && [ $(($2 - $4)) -eq $(($3 - $1)) ]; then
+	echo "ok: zero3 --offload params N=2: frozen embeddings host $2 - 18·ceil($e/2) = $6 B, device $1 B the same;" \
+		"the fp16 partitions moved from the device, $(($2 - $4)) B, frozen or not"
+else
+	echo "$name: FAIL: zero3 --offload params N=2: device $1 -> $5 B (want the same), host $2 -> $6 B" \
+		"(want 18·ceil($e/2) less); over --offload optimizer: host $(($2 - $4)) -> $(($6 - $8)) B," \
+		"device $(($3 - $1)) -> $(($7 - $5)) B (want all four the same)" >&2
 	status=1
 fi
 # A frozen table runs no backward under ZeRO-3 (no pre-backward hook:
@@ -255,32 +300,35 @@ checked=0
 for model in "$gpt2" "$llama"; do
 	for freeze in embeddings blocks:0-0 all-but-last:1; do
 		for prec in fp32 mixed; do
-			for scheme in dp zero1 zero2 zero3 zero1+offload zero2+offload zero3+offload; do
+			for scheme in dp zero1 zero2 zero3 zero1+optimizer zero2+optimizer zero3+optimizer zero3+params; do
 				common="--model $model --world 2 --precision $prec --seq 16 --batch 2 --steps 3 --freeze $freeze"
 				common="$common --unit layer --grad-accum 2"
 				off= k=" K=2"
-				case $scheme in *+offload) # no --grad-accum offloaded (config.c)
-					scheme=${scheme%+offload} off=" --offload optimizer" k= common="${common% --grad-accum 2}" ;;
+				case $scheme in *+*) # no --grad-accum offloaded (config.c)
+					off=" --offload ${scheme#*+}" k= common="${common% --grad-accum 2}" scheme=${scheme%+*} ;;
 				esac
 				# ZeRO-3 against the paper's zero2 (the paper's zero3 wants
-				# whole units frozen; the arithmetic is the same)
-				paper=$scheme
-				[ "$scheme" = zero3 ] && paper=zero2
+				# whole units frozen; the arithmetic is the same); --offload
+				# params against ZeRO-3 on the device (fp32 to fp16 in place
+				# on the host)
+				paper="--schemes $scheme" refname=paper
+				[ "$scheme" = zero3 ] && paper="--schemes zero2"
+				[ "$off" = " --offload params" ] && paper="--schemes zero3 $ds" refname="device run"
 				# shellcheck disable=SC2086
-				"$zerosim" measure $common --schemes $paper --out "$tmp/a.json" || exit 99
+				"$zerosim" measure $common $paper --out "$tmp/a.json" || exit 99
 				# shellcheck disable=SC2086
 				"$zerosim" measure $common --schemes $scheme $ds $off --out "$tmp/b.json" || exit 99
 				checked=$((checked + 1))
 				a=$(losses "$tmp/a.json") b=$(losses "$tmp/b.json")
 				what="${model##*/} --freeze $freeze $prec $scheme$off N=2$k"
-				[ -n "$a" ] && [ "$a" = "$b" ] && { echo "ok: $what: the paper's losses"; continue; }
-				echo "$name: FAIL: $what: deepspeed's losses $b, the paper's $a" >&2
+				[ -n "$a" ] && [ "$a" = "$b" ] && { echo "ok: $what: the $refname's losses"; continue; }
+				echo "$name: FAIL: $what: deepspeed's losses $b, the $refname's $a" >&2
 				status=1
 			done
 		done
 	done
 done
-[ "$checked" -eq 84 ] || { echo "$name: $checked comparisons, 84 expected" >&2; exit 1; }
+[ "$checked" -eq 96 ] || { echo "$name: $checked comparisons, 96 expected" >&2; exit 1; }
 common="--model $llama --world 2 --precision fp32 --seq 16 --batch 2 --steps 3 --schemes zero2 $ds"
 # shellcheck disable=SC2086
 "$zerosim" measure $common --freeze embeddings --out "$tmp/a.json" || exit 99
@@ -327,8 +375,6 @@ refused() { # PATTERN OPTIONS...
 }
 refused "schemes zero3: model.layers.0.self_attn.{q,k,v}_proj trains inside its layer" \
 	--model "$llama" --freeze 'embeddings,re:layers\.0\.input_layernorm' --world 2 --schemes zero2,zero3
-refused "schemes zero3 --offload params: not built yet" --model "$llama" --freeze embeddings --world 2 \
-	--schemes zero3 --offload params
 refused "only with --model" --freeze embeddings --world 2 --schemes zero2
 refused "not one run of the flat vector" --model "$gpt2" --freeze blocks:0-0 --unit model --world 2 --schemes zero1
 refused "some parts of the fused tensor" --model "$llama" --freeze re:q_proj --world 2 --schemes zero2

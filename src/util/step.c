@@ -667,8 +667,9 @@ struct zs_freeze_run *zs_freeze_units(const struct step_params *p, const char *s
 }
 
 /* --freeze under --framework deepspeed: what is built (docs/schedule.md,
- * "Frozen parameters under DeepSpeed"): dp and ZeRO-1/2/3 on the device,
- * not the offloaded optimizer. ZeRO-3 runs no backward for a frozen
+ * "Frozen parameters under DeepSpeed"): dp and ZeRO-1/2/3, on the device
+ * and with --offload optimizer, and ZeRO-3's --offload params (a frozen
+ * tensor's fp16 partition on the host as a trainable one's). ZeRO-3 runs no backward for a frozen
  * module whose inputs need no grad (its output then needs none, so
  * DeepSpeed's pre-backward hook never fires: parameter_offload.py
  * 342-379): a frozen table, and every module before the first that
@@ -682,10 +683,6 @@ static int freeze_ds_check(const struct zs_config *c, const struct step_params *
 	int zero3 = 0;
 	for (size_t i = 0; i < c->nschemes; i++)
 		zero3 |= c->schemes[i] == ZS_ZERO3;
-	if (zero3 && c->offload == ZS_OFFLOAD_PARAMS)
-		return zs_fail(cause, "--freeze %s under --framework deepspeed --schemes zero3 --offload params: not "
-		                      "built yet (where the frozen parameters' partitions live, outside fp16_groups); "
-		                      "give --offload optimizer or none", c->freeze);
 	for (size_t x = 0; zero3 && x < p->nmodules; x++) { /* up to the first module that trains */
 		const struct step_module *md = &p->module[x];
 		int trains = 0, first = x == 0 || p->module[x - 1].layer != md->layer;
