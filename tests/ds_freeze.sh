@@ -19,15 +19,18 @@
 #    overlap_comm on: a covering set (101 points); ZeRO-3 (27 points,
 #    all-but-last:1 too), --offload optimizer (ZeRO-3 7, ZeRO-1/2 17) and
 #    ZeRO-3's --offload params (21: both models and precisions, the three
-#    patterns, N = 1-3); by hand: the resident against the unfrozen run,
-#    all-but-last:1's gathers and reduce-scatters, the offloaded device and
-#    host bytes (--offload params: the frozen fp16 partition on the host).
+#    patterns, N = 1-3), and ZeRO-3 with the first module that trains
+#    inside its layer (layer 0's norm frozen below its q, k, v or c_attn:
+#    8); by hand: the resident against the unfrozen run, all-but-last:1's
+#    and the frozen norm's gathers and reduce-scatters, the offloaded
+#    device and host bytes (--offload params: the frozen fp16 partition on
+#    the host).
 # 2. Training: DeepSpeed's losses equal the paper's with the same --freeze
 #    (the same arithmetic: "The fp32 gradient partition is the reduced
 #    grads converted exactly"), bitwise, every scheme (ZeRO-1/2 offloaded
 #    too), fp32 and mixed, three steps; ZeRO-3 --offload params's equal
-#    ZeRO-3's on the device (12 more); the control: without --freeze they
-#    are other ones.
+#    ZeRO-3's on the device (12 more), ZeRO-3's with layer 0's norm frozen
+#    (12 more); the control: without --freeze they are other ones.
 # 3. A frozen tensor's bytes never change: the frozen range of
 #    --dump-weights is bitwise the same after one step and after three,
 #    and the initial weights (a run's case file; mixed: rounded to fp16),
@@ -84,6 +87,15 @@ fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --grad-acc
 	--ds-persist 0
 fz_agree $ds --model "$llama" --freeze all-but-last:1 --precision fp32 --grad-accum 3 --world 2,3 $z --unit layer \
 	--recompute full --ds-persist 0 --ds-reduce-bucket 3000
+# the first module that trains inside its layer, nothing trainable before
+# it (layer 0's q, k and v with its input_layernorm frozen; gpt2's c_attn
+# with ln_1): gathered for backward, never released after it (its input
+# needs no grad), the norm not gathered for backward
+f0='embeddings,re:layers\.0\.input_layernorm' g0='embeddings,re:h\.0\.ln_1'
+fz_agree $ds --model "$llama" --freeze "$f0" --precision mixed --world 1,2,3 $z --unit layer
+fz_agree $ds --model "$gpt2" --freeze "$g0" --precision fp32 --world 2,3 $z --unit layer --ds-persist 0
+fz_agree $ds --model "$llama" --freeze "$f0" --precision fp32 --grad-accum 2 --world 2 $z --unit layer --recompute full
+fz_agree $ds --model "$llama" --freeze "$f0" --precision mixed --world 2,3 --schemes zero3 --offload params --unit layer
 # ZeRO-Offload (--offload optimizer): the host fp32, grad and Adam
 # partitions over the trainable elements (tensors, ZeRO-3), ZeRO-1/2's
 # temporary grad buffers the largest trainable tensor's (gpt2's tied table
@@ -113,7 +125,7 @@ fz_agree $ds --model "$gpt2" --freeze embeddings --precision mixed --world 2 --s
 # (last: the files below are its)
 fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2 $s --unit layer \
 	--ds-reduce-bucket 3000
-[ "$points" -eq 173 ] || { echo "$name: $points points compared, 173 expected" >&2; exit 1; }
+[ "$points" -eq 181 ] || { echo "$name: $points points compared, 181 expected" >&2; exit 1; }
 echo "ok: $points points in $configs sweeps"
 # The files say what was frozen (docs/formats.md: config.freeze).
 for f in "$tmp/m.json" "$tmp/t.json"; do
@@ -234,6 +246,28 @@ else
 	echo "$name: FAIL: zero3 N=2 step 1: gathered $1 -> $3 B, reduced $2 -> $4 B, expected 2·$e/2 B less each" >&2
 	status=1
 fi
+# The first module that trains inside its layer: with layer 0's
+# input_layernorm frozen too, its q, k and v (one module here, three
+# DeepSpeed's, each with a trainable weight and an input needing no grad)
+# get their pre-backward hook only, and the norm (its output needing no
+# grad) runs no backward: step 1 gathers it once, not twice, and reduces
+# none of its grads, (N-1)·ceil(d/N)·2 = d B less each than --freeze
+# embeddings (where the norm is the first that trains).
+d=$(tr -d ' \n\t' <"$llama" | grep -o '"hidden_size":[0-9]*' | cut -d: -f2)
+for f in embeddings "$f0"; do
+	# shellcheck disable=SC2086
+	"$zerosim" measure $ds --model "$llama" --freeze "$f" --seq 16 --batch 2 --steps 1 --world 2 --schemes zero3 \
+		--unit layer --precision mixed --ds-persist 0 --out "$tmp/x.json" || exit 99
+	r="${r:-} $(ag "$tmp/x.json" all_gather) $(ag "$tmp/x.json" reduce_scatter)"
+done
+set -- $r
+r=
+if [ -n "$d" ] && [ $(($1 - $3)) -eq "$d" ] && [ $(($2 - $4)) -eq "$d" ]; then
+	echo "ok: zero3 N=2 step 1, layer 0's norm frozen below its q, k, v: $d B less gathered and reduced"
+else
+	echo "$name: FAIL: zero3 N=2 $f0: gathered $1 -> $3 B, reduced $2 -> $4 B, expected d = $d B less each" >&2
+	status=1
+fi
 # all-but-last:1 (the embedding, e, and block 0, b0, frozen): nothing
 # below block 1 runs a backward (no output there needs grad), so step 1
 # gathers and reduce-scatters (N-1)·(e+b0)/N·2 B less than the unfrozen
@@ -298,9 +332,12 @@ fz_level deepspeed
 losses() { tr -d ' \n\t' <"$1" | grep -o '"losses":\[[^]]*\]' | head -1; }
 checked=0
 for model in "$gpt2" "$llama"; do
-	for freeze in embeddings blocks:0-0 all-but-last:1; do
+	for freeze in embeddings blocks:0-0 all-but-last:1 inside; do
+		# inside: layer 0's first module that trains is not its first (ZeRO-3 and its offload alone)
+		[ "$freeze" = inside ] && { freeze=$f0 && [ "$model" = "$gpt2" ] && freeze=$g0; }
 		for prec in fp32 mixed; do
 			for scheme in dp zero1 zero2 zero3 zero1+optimizer zero2+optimizer zero3+optimizer zero3+params; do
+				case $freeze,$scheme in "$f0",zero[12]* | "$f0",dp | "$g0",zero[12]* | "$g0",dp) continue ;; esac
 				common="--model $model --world 2 --precision $prec --seq 16 --batch 2 --steps 3 --freeze $freeze"
 				common="$common --unit layer --grad-accum 2"
 				off= k=" K=2"
@@ -328,7 +365,7 @@ for model in "$gpt2" "$llama"; do
 		done
 	done
 done
-[ "$checked" -eq 96 ] || { echo "$name: $checked comparisons, 96 expected" >&2; exit 1; }
+[ "$checked" -eq 108 ] || { echo "$name: $checked comparisons, 108 expected" >&2; exit 1; }
 common="--model $llama --world 2 --precision fp32 --seq 16 --batch 2 --steps 3 --schemes zero2 $ds"
 # shellcheck disable=SC2086
 "$zerosim" measure $common --freeze embeddings --out "$tmp/a.json" || exit 99
@@ -373,8 +410,6 @@ refused() { # PATTERN OPTIONS...
 		fi
 	done
 }
-refused "schemes zero3: model.layers.0.self_attn.{q,k,v}_proj trains inside its layer" \
-	--model "$llama" --freeze 'embeddings,re:layers\.0\.input_layernorm' --world 2 --schemes zero2,zero3
 refused "only with --model" --freeze embeddings --world 2 --schemes zero2
 refused "not one run of the flat vector" --model "$gpt2" --freeze blocks:0-0 --unit model --world 2 --schemes zero1
 refused "some parts of the fused tensor" --model "$llama" --freeze re:q_proj --world 2 --schemes zero2

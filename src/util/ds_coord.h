@@ -77,8 +77,14 @@ void ds_coord_free(struct ds_coord *d);
  * whose input does not (a table that trains, the first module that
  * trains) gets its pre-backward hook only (1: no release after its
  * backward; parameter_offload.py 342-379, 401-442 at 38327e0); the rest
- * 0. Modules read the previous one's output (a layer's siblings reading
- * one input are util/step.c's freeze_ds_check's to refuse). */
+ * 0. Modules read the previous one's output or the residual stream
+ * (which needs grad once any earlier output does): zerosim's modules are
+ * that chain, the branches that read one input being one module (llama's
+ * q, k and v; gate and up; a mixture's z3 leaf), each of whose
+ * DeepSpeed modules gets the same answer (a first that trains inside its
+ * layer: each of q, k and v has its pre-backward hook, its weight
+ * training, and none its post-backward hook, their input needing no
+ * grad; docs/schedule.md, "Frozen parameters under DeepSpeed"). */
 void ds_coord_grad_flow(size_t nmod, const uint64_t *trained, int input_grad, int *no_grad_in);
 /* A step's start (step 1 records the trace); `gathered` starts again. */
 void ds_coord_begin_step(struct ds_coord *d, unsigned step);
