@@ -17,14 +17,20 @@
 #    units are 46,208, 46,208 and 65,600, gpt2-tiny's blocks 49,984) and
 #    one smaller than every unit (3000: each reduced from where it is),
 #    overlap_comm on: a covering set (101 points); ZeRO-3 (27 points,
-#    all-but-last:1 too) and --offload optimizer (ZeRO-3 7, ZeRO-1/2 17);
-#    by hand: the resident against the unfrozen run, all-but-last:1's
-#    gathers and reduce-scatters, the offloaded device and host bytes.
+#    all-but-last:1 too), --offload optimizer (ZeRO-3 7, ZeRO-1/2 17) and
+#    ZeRO-3's --offload params (21: both models and precisions, the three
+#    patterns, N = 1-3), and ZeRO-3 with the first module that trains
+#    inside its layer (layer 0's norm frozen below its q, k, v or c_attn:
+#    8); by hand: the resident against the unfrozen run, all-but-last:1's
+#    and the frozen norm's gathers and reduce-scatters, the offloaded
+#    device and host bytes (--offload params: the frozen fp16 partition on
+#    the host).
 # 2. Training: DeepSpeed's losses equal the paper's with the same --freeze
 #    (the same arithmetic: "The fp32 gradient partition is the reduced
 #    grads converted exactly"), bitwise, every scheme (ZeRO-1/2 offloaded
-#    too), fp32 and mixed, three steps; the control: without --freeze
-#    they are other ones.
+#    too), fp32 and mixed, three steps; ZeRO-3 --offload params's equal
+#    ZeRO-3's on the device (12 more), ZeRO-3's with layer 0's norm frozen
+#    (12 more); the control: without --freeze they are other ones.
 # 3. A frozen tensor's bytes never change: the frozen range of
 #    --dump-weights is bitwise the same after one step and after three,
 #    and the initial weights (a run's case file; mixed: rounded to fp16),
@@ -94,6 +100,15 @@ fz_saved $((row * blk)) all-but-last:1 $ds --model "$llama" --schemes zero2
 fz_saved $((row * (64 + 64 + 64 + 176))) blocks:1-1 $ds --model "$llama" --schemes zero1
 fz_saved 0 all-but-last:1 $ds --model "$llama" --schemes zero2 --recompute full
 fz_bits all-but-last:1 $ds --model "$llama" --precision mixed --schemes zero2,zero3 --world 2 --unit layer
+# the first module that trains inside its layer, nothing trainable before
+# it (layer 0's q, k and v with its input_layernorm frozen; gpt2's c_attn
+# with ln_1): gathered for backward, never released after it (its input
+# needs no grad), the norm not gathered for backward
+f0='embeddings,re:layers\.0\.input_layernorm' g0='embeddings,re:h\.0\.ln_1'
+fz_agree $ds --model "$llama" --freeze "$f0" --precision mixed --world 1,2,3 $z --unit layer
+fz_agree $ds --model "$gpt2" --freeze "$g0" --precision fp32 --world 2,3 $z --unit layer --ds-persist 0
+fz_agree $ds --model "$llama" --freeze "$f0" --precision fp32 --grad-accum 2 --world 2 $z --unit layer --recompute full
+fz_agree $ds --model "$llama" --freeze "$f0" --precision mixed --world 2,3 --schemes zero3 --offload params --unit layer
 # ZeRO-Offload (--offload optimizer): the host fp32, grad and Adam
 # partitions over the trainable elements (tensors, ZeRO-3), ZeRO-1/2's
 # temporary grad buffers the largest trainable tensor's (gpt2's tied table
@@ -103,6 +118,18 @@ fz_agree $ds --model "$llama" --freeze embeddings --precision mixed --world 1,2,
 fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2,3 $o --unit layer --ds-persist 0
 fz_agree $ds --model "$llama" --freeze all-but-last:1 --precision mixed --world 2,3 $o --unit layer \
 	--recompute full --ds-reduce-bucket 3000
+# ZeRO-Infinity's CPU tier (--offload params): every tensor's fp16
+# partition on the host, the frozen ones' too (partition_parameters.py's
+# remote_device), the trainable ones' grad, fp32 and Adam partitions
+# there as --offload optimizer's: both models, both precisions, the three
+# patterns, N = 1-3
+o="--schemes zero3 --offload params"
+fz_agree $ds --model "$llama" --freeze embeddings --precision mixed --world 1,2,3 $o --unit layer,model
+fz_agree $ds --model "$gpt2" --freeze embeddings --precision fp32 --world 1,2,3 $o --unit layer --recompute full
+fz_agree $ds --model "$gpt2" --freeze blocks:0-0 --precision mixed --world 1,2,3 $o --unit layer
+fz_agree $ds --model "$llama" --freeze blocks:0-0 --precision fp32 --world 1,2,3 $o --unit layer --ds-reduce-bucket 3000
+fz_agree $ds --model "$llama" --freeze all-but-last:1 --precision mixed --world 1,2,3 $o --unit layer
+fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 1,2,3 $o --unit layer --ds-persist 0
 o="--schemes zero1,zero2 --offload optimizer"
 fz_agree $ds --model "$llama" --freeze embeddings --precision mixed --world 1,2,3 $o --unit layer,model
 fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2,3 $o --unit layer
@@ -111,7 +138,7 @@ fz_agree $ds --model "$gpt2" --freeze embeddings --precision mixed --world 2 --s
 # (last: the files below are its)
 fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2 $s --unit layer \
 	--ds-reduce-bucket 3000
-[ "$points" -eq 166 ] || { echo "$name: $points points compared, 166 expected" >&2; exit 1; }
+[ "$points" -eq 195 ] || { echo "$name: $points points compared, 195 expected" >&2; exit 1; }
 echo "ok: $points points in $configs sweeps"
 # The files say what was frozen (docs/formats.md: config.freeze).
 for f in "$tmp/m.json" "$tmp/t.json"; do
@@ -180,6 +207,36 @@ else
 		"(want 18·ceil($e/2) less)" >&2
 	status=1
 fi
+# --offload params, N = 2 mixed: freezing the embedding takes the same
+# 18·ceil(e/2) B off the host (its fp16 partition stays there, made on
+# Init's remote_device, partition_parameters.py 1601-1616) and nothing off
+# the device; and the fp16 partitions the host holds beyond --offload
+# optimizer's are every tensor's, frozen or not: the host's excess over
+# --offload optimizer's, and the device's saving, are the same with and
+# without --freeze (were the frozen partition left on the device, frozen
+# would hold 2·ceil(e/2) B less of it on the host).
+for f in "" "--freeze embeddings"; do
+	for off in params optimizer; do
+		# shellcheck disable=SC2086
+		"$zerosim" measure $ds --model "$llama" $f --seq 16 --batch 2 --steps 1 --world 2 --schemes zero3 \
+			--unit layer --precision mixed --offload $off --out "$tmp/x.json" || exit 99
+		r="${r:-} $(tr -d ' \n\t' <"$tmp/x.json" | grep -o '"resident_bytes":[0-9]*' | head -1 | cut -d: -f2)"
+		r="$r $(tr -d ' \n\t' <"$tmp/x.json" | grep -o '"host_resident_bytes":\[[0-9]*' | head -1 | cut -d[ -f2)"
+	done
+done
+# shellcheck disable=SC2086
+set -- $r # device, host: params, optimizer unfrozen; params, optimizer frozen
+r=
+if [ "$1" = "$5" ] && [ $(($2 - $6)) -eq $((18 * ((e + 1) / 2))) ] && [ $(($2 - $4)) -eq $(($6 - $8)) ] &&
+	[ $(($3 - $1)) -eq $(($7 - $5)) ] && [ $(($2 - $4)) -eq $(($3 - $1)) ]; then
+	echo "ok: zero3 --offload params N=2: frozen embeddings host $2 - 18·ceil($e/2) = $6 B, device $1 B the same;" \
+		"the fp16 partitions moved from the device, $(($2 - $4)) B, frozen or not"
+else
+	echo "$name: FAIL: zero3 --offload params N=2: device $1 -> $5 B (want the same), host $2 -> $6 B" \
+		"(want 18·ceil($e/2) less); over --offload optimizer: host $(($2 - $4)) -> $(($6 - $8)) B," \
+		"device $(($3 - $1)) -> $(($7 - $5)) B (want all four the same)" >&2
+	status=1
+fi
 # A frozen table runs no backward under ZeRO-3 (no pre-backward hook:
 # its output needs no grad), so nothing gathers it there: step 1 (the
 # trace recorded, every module released after it runs; --ds-persist 0,
@@ -200,6 +257,28 @@ if [ $(($1 - $3)) -eq $((2 * e / 2)) ] && [ $(($2 - $4)) -eq $((2 * e / 2)) ]; t
 	echo "ok: zero3 N=2 step 1: the frozen embedding gathered in forward only, its grads not reduced ($1 - $3 = $2 - $4 = 2·$e/2 B)"
 else
 	echo "$name: FAIL: zero3 N=2 step 1: gathered $1 -> $3 B, reduced $2 -> $4 B, expected 2·$e/2 B less each" >&2
+	status=1
+fi
+# The first module that trains inside its layer: with layer 0's
+# input_layernorm frozen too, its q, k and v (one module here, three
+# DeepSpeed's, each with a trainable weight and an input needing no grad)
+# get their pre-backward hook only, and the norm (its output needing no
+# grad) runs no backward: step 1 gathers it once, not twice, and reduces
+# none of its grads, (N-1)·ceil(d/N)·2 = d B less each than --freeze
+# embeddings (where the norm is the first that trains).
+d=$(tr -d ' \n\t' <"$llama" | grep -o '"hidden_size":[0-9]*' | cut -d: -f2)
+for f in embeddings "$f0"; do
+	# shellcheck disable=SC2086
+	"$zerosim" measure $ds --model "$llama" --freeze "$f" --seq 16 --batch 2 --steps 1 --world 2 --schemes zero3 \
+		--unit layer --precision mixed --ds-persist 0 --out "$tmp/x.json" || exit 99
+	r="${r:-} $(ag "$tmp/x.json" all_gather) $(ag "$tmp/x.json" reduce_scatter)"
+done
+set -- $r
+r=
+if [ -n "$d" ] && [ $(($1 - $3)) -eq "$d" ] && [ $(($2 - $4)) -eq "$d" ]; then
+	echo "ok: zero3 N=2 step 1, layer 0's norm frozen below its q, k, v: $d B less gathered and reduced"
+else
+	echo "$name: FAIL: zero3 N=2 $f0: gathered $1 -> $3 B, reduced $2 -> $4 B, expected d = $d B less each" >&2
 	status=1
 fi
 # all-but-last:1 (the embedding, e, and block 0, b0, frozen): nothing
@@ -266,34 +345,40 @@ fz_level deepspeed
 losses() { tr -d ' \n\t' <"$1" | grep -o '"losses":\[[^]]*\]' | head -1; }
 checked=0
 for model in "$gpt2" "$llama"; do
-	for freeze in embeddings blocks:0-0 all-but-last:1; do
+	for freeze in embeddings blocks:0-0 all-but-last:1 inside; do
+		# inside: layer 0's first module that trains is not its first (ZeRO-3 and its offload alone)
+		[ "$freeze" = inside ] && { freeze=$f0 && [ "$model" = "$gpt2" ] && freeze=$g0; }
 		for prec in fp32 mixed; do
-			for scheme in dp zero1 zero2 zero3 zero1+offload zero2+offload zero3+offload; do
+			for scheme in dp zero1 zero2 zero3 zero1+optimizer zero2+optimizer zero3+optimizer zero3+params; do
+				case $freeze,$scheme in "$f0",zero[12]* | "$f0",dp | "$g0",zero[12]* | "$g0",dp) continue ;; esac
 				common="--model $model --world 2 --precision $prec --seq 16 --batch 2 --steps 3 --freeze $freeze"
 				common="$common --unit layer --grad-accum 2"
 				off= k=" K=2"
-				case $scheme in *+offload) # no --grad-accum offloaded (config.c)
-					scheme=${scheme%+offload} off=" --offload optimizer" k= common="${common% --grad-accum 2}" ;;
+				case $scheme in *+*) # no --grad-accum offloaded (config.c)
+					off=" --offload ${scheme#*+}" k= common="${common% --grad-accum 2}" scheme=${scheme%+*} ;;
 				esac
 				# ZeRO-3 against the paper's zero2 (the paper's zero3 wants
-				# whole units frozen; the arithmetic is the same)
-				paper=$scheme
-				[ "$scheme" = zero3 ] && paper=zero2
+				# whole units frozen; the arithmetic is the same); --offload
+				# params against ZeRO-3 on the device (fp32 to fp16 in place
+				# on the host)
+				paper="--schemes $scheme" refname=paper
+				[ "$scheme" = zero3 ] && paper="--schemes zero2"
+				[ "$off" = " --offload params" ] && paper="--schemes zero3 $ds" refname="device run"
 				# shellcheck disable=SC2086
-				"$zerosim" measure $common --schemes $paper --out "$tmp/a.json" || exit 99
+				"$zerosim" measure $common $paper --out "$tmp/a.json" || exit 99
 				# shellcheck disable=SC2086
 				"$zerosim" measure $common --schemes $scheme $ds $off --out "$tmp/b.json" || exit 99
 				checked=$((checked + 1))
 				a=$(losses "$tmp/a.json") b=$(losses "$tmp/b.json")
 				what="${model##*/} --freeze $freeze $prec $scheme$off N=2$k"
-				[ -n "$a" ] && [ "$a" = "$b" ] && { echo "ok: $what: the paper's losses"; continue; }
-				echo "$name: FAIL: $what: deepspeed's losses $b, the paper's $a" >&2
+				[ -n "$a" ] && [ "$a" = "$b" ] && { echo "ok: $what: the $refname's losses"; continue; }
+				echo "$name: FAIL: $what: deepspeed's losses $b, the $refname's $a" >&2
 				status=1
 			done
 		done
 	done
 done
-[ "$checked" -eq 84 ] || { echo "$name: $checked comparisons, 84 expected" >&2; exit 1; }
+[ "$checked" -eq 108 ] || { echo "$name: $checked comparisons, 108 expected" >&2; exit 1; }
 common="--model $llama --world 2 --precision fp32 --seq 16 --batch 2 --steps 3 --schemes zero2 $ds"
 # shellcheck disable=SC2086
 "$zerosim" measure $common --freeze embeddings --out "$tmp/a.json" || exit 99
@@ -338,10 +423,6 @@ refused() { # PATTERN OPTIONS...
 		fi
 	done
 }
-refused "schemes zero3: model.layers.0.self_attn.{q,k,v}_proj trains inside its layer" \
-	--model "$llama" --freeze 'embeddings,re:layers\.0\.input_layernorm' --world 2 --schemes zero2,zero3
-refused "schemes zero3 --offload params: not built yet" --model "$llama" --freeze embeddings --world 2 \
-	--schemes zero3 --offload params
 refused "only with --model" --freeze embeddings --world 2 --schemes zero2
 refused "not one run of the flat vector" --model "$gpt2" --freeze blocks:0-0 --unit model --world 2 --schemes zero1
 refused "some parts of the fused tensor" --model "$llama" --freeze re:q_proj --world 2 --schemes zero2

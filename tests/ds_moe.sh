@@ -25,13 +25,17 @@
 #    kept, so the file is still the sweep's) makes the theory disagree;
 #  - an expert that gets no token (grad None: DeepSpeed's hook never fires
 #    for it and get_flat_partition zero-fills it) is refused by name under
-#    dp, zero1 and zero2: measure at B·T·k < E (exit 1, no file), theory
-#    under --routing worst, balanced at B·T·k < E, and a file with a zero
-#    count (exit 2, no file); under zero3 (the z3 leaf zero-fills its grad
-#    in the leaf's block) it is taken: theory --routing FILE = measure with
-#    one token a step (fp32, mixed; recompute none, full; N = 1-3; both
-#    units), and on the mixtral the starved experts' weights unmoved by
-#    Adam's first step at two learning rates, the hit ones moved;
+#    dp, and zero1 and zero2 at N > 1 or with --grad-accum: measure at
+#    B·T·k < E (exit 1, no file), theory under --routing worst, balanced at
+#    B·T·k < E, and a file with a zero count (exit 2, no file); under zero3
+#    (the z3 leaf zero-fills its grad in the leaf's block) it is taken:
+#    theory --routing FILE = measure with one token a step (fp32, mixed;
+#    recompute none, full; N = 1-3; both units); under zero1 and zero2 at
+#    N = 1 too (the epilogue's zeros_like, held to step(): the same
+#    points, N = 1, with each phase's peak; the zeros counted by hand in
+#    fp32 zero1's peak); on the mixtral the starved experts' weights
+#    unmoved by Adam's first step at two learning rates under zero3, zero1
+#    and zero2, the hit ones moved;
 #    the theory's zero3 rows are the exact step ("schedule" not null, no
 #    star).
 #
@@ -105,11 +109,15 @@ refused() {
 	fi
 }
 starved="under --framework deepspeed its grad stays None"
-one="--model $tmp/config.json --seq 1 --batch 1 --framework deepspeed --schemes zero2 --world 1"
+one="--model $tmp/config.json --seq 1 --batch 1 --framework deepspeed --schemes zero2 --world 2"
 # shellcheck disable=SC2086
 refused 1 ": expert [0-9] of block 0 got no token on rank 0 at step 1: under --framework deepspeed" measure -q $one
 # shellcheck disable=SC2086
 refused 2 "expert 2 of every block under --routing balanced gets no token (--schemes zero2): $starved" theory $one
+# zero1 and zero2 are followed at N = 1 alone: a sweep with N = 2 among its worlds is refused
+# shellcheck disable=SC2086
+refused 2 "expert 2 of every block under --routing balanced gets no token (--schemes zero1, zero2): $starved" \
+	theory $one --world 1,2 --schemes zero1,zero2,zero3
 # shellcheck disable=SC2086
 refused 2 "expert 2 of every block under --routing worst gets no token (--schemes dp, zero1): $starved" \
 	theory $base --schemes dp,zero1,zero3 --routing worst
@@ -118,36 +126,77 @@ refused 2 "expert 2 of every block under --routing worst gets no token (--scheme
 # One token (B = T = 1, k < E): every step starves E - k experts a block
 # on each rank; theory --routing FILE = measure to the byte, and the file
 # must hold a zero count (else the rows test nothing starved).
-for p in fp32 mixed; do
-	for rc in none full; do
-		c="--model $tmp/config.json --seq 1 --batch 1 --framework deepspeed --schemes zero3 --unit model,layer"
-		c="$c --steps 2 --world 1,2,3 --precision $p --recompute $rc"
-		# shellcheck disable=SC2086
-		OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q $c --out "$tmp/s.json" || { echo "$name: measure $c failed" >&2; exit 99; }
-		# shellcheck disable=SC2086
-		"$zerosim" theory $c --routing "$tmp/s.json" --out "$tmp/st.json" || { echo "$name: theory $c failed" >&2; exit 99; }
-		zeros=$(tr -d ' \n\t' <"$tmp/s.json" | grep -o '"tokens_per_expert":[][0-9,]*' | grep -c '[[,]0[],]')
-		if [ "$zeros" -gt 0 ] && "$needs" "$tmp/s.json" "$tmp/st.json" >"$tmp/out" 2>&1; then
-			echo "ok: zero3 $p recompute $rc, a starved expert in each of $zeros runs: $(head -1 "$tmp/out")"
-		else
-			fail "zero3 $p recompute $rc starved: $zeros runs with a zero count; $(cat "$tmp/out")"
-		fi
+# starved_agree TAG SCHEMES WORLDS [MEASURE...]: for fp32 and mixed,
+# recompute none and full, one token a step, measure into
+# $tmp/TAG-PRECISION-RECOMPUTE.json and theory --routing FILE must agree
+# with it to the byte, the file holding a zero count.
+starved_agree() {
+	tag=$1 schemes=$2 worlds=$3
+	shift 3
+	for p in fp32 mixed; do
+		for rc in none full; do
+			c="--model $tmp/config.json --seq 1 --batch 1 --framework deepspeed --schemes $schemes --unit model,layer"
+			c="$c --steps 2 --world $worlds --precision $p --recompute $rc"
+			m=$tmp/$tag-$p-$rc.json
+			# shellcheck disable=SC2086
+			OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q $c "$@" --out "$m" || { echo "$name: measure $c failed" >&2; exit 99; }
+			# shellcheck disable=SC2086
+			"$zerosim" theory $c --routing "$m" --out "$tmp/st.json" || { echo "$name: theory $c failed" >&2; exit 99; }
+			zeros=$(tr -d ' \n\t' <"$m" | grep -o '"tokens_per_expert":[][0-9,]*' | grep -c '[[,]0[],]')
+			if [ "$zeros" -gt 0 ] && "$needs" "$m" "$tmp/st.json" >"$tmp/out" 2>&1; then
+				echo "ok: $schemes N = $worlds $p recompute $rc, a starved expert in each of $zeros runs: $(head -1 "$tmp/out")"
+			else
+				fail "$schemes N = $worlds $p recompute $rc starved: $zeros runs with a zero count; $(cat "$tmp/out")"
+			fi
+		done
 	done
-done
+}
+starved_agree s3 zero3 1,2,3
+# ZeRO-1 and ZeRO-2 at N = 1 (no --grad-accum, no --offload): a starved
+# expert's grads stay None, no hook puts them in the bucket, and the
+# epilogue's get_flat_partition gives each of its params a zeros_like in
+# the params' dtype (stage_1_and_2.py 1723-1729), made after the last
+# reduce and held in averaged_gradients to step() (1906): util/ds_coord.h's
+# ds_coord_starved. One token a step: theory --routing FILE = measure to
+# the byte with a timeline (each phase's peak: mixed's zeros are in the
+# reduce's), fp32 and mixed, recompute none and full, both units; the
+# file must hold a zero count. Without the zeros every one of these fails.
+starved_agree s12 zero1,zero2 1 --timeline
+# The zeros by hand (fp32, zero1, unit model): its peak is the epilogue's
+# (the buckets, the model's full grads and the zeros beside the grad
+# partition), so grad32 there is Ψ·4 + 4·3·d·F for each (block, expert)
+# the peak step's routing left at 0 (mixtral: w1, w2, w3 of (F, d)).
+python3 - "$tmp/config.json" "$tmp/s12-fp32-none.json" <<'PY' || status=1
+import json, sys
+c = json.load(open(sys.argv[1]))
+d, F = c["hidden_size"], c.get("moe_intermediate_size", c["intermediate_size"])  # the experts' width
+r = next(r for r in json.load(open(sys.argv[2]))["runs"] if r["scheme"] == "zero1" and r["unit"] == "model")
+psi = r["resident_breakdown"]["grad32"] // 4
+steps = r["routing"]["tokens_per_expert"][0]
+want = {psi * 4 + 4 * 3 * d * F * sum(n == 0 for blk in s for n in blk) for s in steps}
+got = r["peak_breakdown"]["grad32"]
+if got not in want or got == psi * 4:
+    print("ds_moe: FAIL: zero1's starved zeros: grad32 at the peak %d B, by hand one of %s" % (got, sorted(want)))
+    sys.exit(1)
+print("ok: zero1 N = 1, one token: grad32 at the peak %d B = the partition %d B + the starved experts' zeros %d B"
+      % (got, psi * 4, got - psi * 4))
+PY
 # shellcheck disable=SC2086
 "$zerosim" theory $base --schemes zero3 --routing worst --out "$tmp/w.json" ||
 	fail "theory zero3 --routing worst (starved experts) refused"
-# Numbers (the tiny mixtral, fp32, N = 1, one step, one token): a starved
-# expert's grads are zeros, so Adam's first step moves none of its weights
+# Numbers (the tiny mixtral, fp32, N = 1, one step, one token; zero3's
+# leaf, zero1's and zero2's epilogue): a starved expert's grads are zeros, so Adam's first step moves none of its weights
 # and --lr 1e-3 and 2e-3 leave them bitwise the same, while the hit ones
 # differ (each expert's w1, w2, w3 after the block's attention and router
 # in the flat vector: util/step.c's order).
 if grep -q '"mixtral"' "$tmp/config.json"; then
-	for lr in 0.001 0.002; do
-		OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/config.json" --seq 1 --batch 1 --framework deepspeed \
-			--schemes zero3 --world 1 --steps 1 --lr $lr --dump-weights "$tmp/w$lr.json" --out "$tmp/s.json" || exit 99
-	done
-	python3 - "$tmp/config.json" "$tmp/s.json" "$tmp/w0.001.json" "$tmp/w0.002.json" <<'PY' || status=1
+	for s in zero3 zero1 zero2; do
+		for lr in 0.001 0.002; do
+			OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/config.json" --seq 1 --batch 1 --framework \
+				deepspeed --schemes "$s" --world 1 --steps 1 --lr $lr --dump-weights "$tmp/w$lr.json" --out "$tmp/s.json" ||
+				exit 99
+		done
+		python3 - "$tmp/config.json" "$tmp/s.json" "$tmp/w0.001.json" "$tmp/w0.002.json" "$s" <<'PY' || status=1
 import json, sys
 c = json.load(open(sys.argv[1]))
 d, F, E, V = c["hidden_size"], c["intermediate_size"], c["num_local_experts"], c["vocab_size"]
@@ -164,10 +213,11 @@ for bl, row in enumerate(cnt):
         if same != (n == 0):
             bad.append("block %d expert %d (%d tokens): %s" % (bl, e, n, "unchanged" if same else "moved"))
 if bad or not seen[0] or not seen[1]:
-    print("ds_moe: FAIL: zero3's starved experts: %s (%s starved, %s hit)" % ("; ".join(bad), seen[0], seen[1]))
+    print("ds_moe: FAIL: %s's starved experts: %s (%s starved, %s hit)" % (sys.argv[5], "; ".join(bad), seen[0], seen[1]))
     sys.exit(1)
-print("ok: zero3, one token: the %d starved experts' weights the same under --lr 1e-3 and 2e-3 (zero grads), the %d hit moved" % (seen[0], seen[1]))
+print("ok: %s, one token: the %d starved experts' weights the same under --lr 1e-3 and 2e-3 (zero grads), the %d hit moved" % (sys.argv[5], seen[0], seen[1]))
 PY
+	done
 else
 	echo "ok: (the starved experts' weights are checked on the tiny mixtral only)"
 fi

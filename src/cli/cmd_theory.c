@@ -17,6 +17,7 @@
 #include "theory/theory.h"
 #include "theory/theory_nccl.h"
 #include "util/config.h"
+#include "util/ds_coord.h"
 #include "util/freeze.h"
 #include "util/model.h"
 #include "util/schedule.h"
@@ -289,10 +290,14 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 	char starved[160], schemes[64] = "";
 	struct theory_bytes bytes;
 	theory_bytes_per_param(req->config->precision, req->config->optimizer, &bytes);
-	for (size_t i = 0; req->config->framework == ZS_FW_DEEPSPEED && i < req->config->nschemes; i++)
-		if (req->config->schemes[i] != ZS_ZERO3 && theory_tfm_has_schedule(m, &req->act, &bytes)) /* zero3: below */
+	for (size_t i = 0; req->config->framework == ZS_FW_DEEPSPEED && i < req->config->nschemes; i++) {
+		int built = 1; /* zero3's leaf; zero1 and zero2 at every N given where ds_coord_starved_built */
+		for (size_t w = 0; req->config->schemes[i] != ZS_ZERO3 && w < req->config->nworld; w++)
+			built &= ds_coord_starved_built(req->config, req->config->schemes[i], req->config->world[w]);
+		if (!built && theory_tfm_has_schedule(m, &req->act, &bytes))
 			snprintf(schemes + strlen(schemes), sizeof schemes - strlen(schemes), "%s%s", schemes[0] ? ", " : "",
 			         zs_scheme_name(req->config->schemes[i]));
+	}
 	if (schemes[0] && theory_routing_starved(r, m, BT, starved, sizeof starved))
 		return zs_fail(cause, "%s: %s gets no token (--schemes %s): " ZS_MOE_STARVED, m->name, starved, schemes);
 	if (config->framework == ZS_FW_TORCH) {

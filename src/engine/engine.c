@@ -23,6 +23,7 @@
 #include "engine/osmem.h"
 #include "engine/rng.h"
 #include "engine/scheme.h"
+#include "util/ds_coord.h"
 #include "util/util.h"
 #ifdef HAVE_MPI
 #include "engine/coll_mpi.h"
@@ -542,14 +543,16 @@ static void record_routing(struct zs_run *r, unsigned k, unsigned t)
 			memcpy(to + E * b++, run_rank(r, k)->t[m->layer[l].moe[STEP_MOE_COUNTS]], E * sizeof *to);
 }
 
-/* Under DeepSpeed's dp, ZeRO-1 and ZeRO-2 an expert that got no token is
- * outside what the step follows (ZS_MOE_STARVED; ZeRO-3's z3 leaf
- * zero-fills its grad, scheme_deepspeed.c): -1 with *cause naming the
- * first, or 0. */
+/* Under DeepSpeed's dp, and ZeRO-1 and ZeRO-2 outside
+ * ds_coord_starved_built, an expert that got no token is outside what the
+ * step follows (ZS_MOE_STARVED; ZeRO-3's z3 leaf zero-fills its grad,
+ * ZeRO-1/2's epilogue makes zeros of its own: scheme_deepspeed.c): -1
+ * with *cause naming the first, or 0. */
 static int starved_expert(const struct zs_run *r, enum zs_scheme scheme, char **cause)
 {
 	size_t E = r->routing_experts, L = r->routing_blocks, S = r->config->steps;
-	int refused = r->config->framework == ZS_FW_DEEPSPEED && scheme != ZS_ZERO3;
+	int refused = r->config->framework == ZS_FW_DEEPSPEED && scheme != ZS_ZERO3 &&
+	              !ds_coord_starved_built(r->config, scheme, r->world);
 	for (unsigned k = r->r0; refused && k < r->r1 && r->routing != NULL; k++)
 		for (size_t i = 0; i < S * L * E; i++)
 			if (r->routing[(size_t)k * S * L * E + i] == 0)

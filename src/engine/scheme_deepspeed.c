@@ -54,6 +54,7 @@
 #include <string.h>
 
 #include "engine/scheme.h"
+#include "engine/tfm.h"
 #include "util/ds_coord.h"
 #include "util/util.h"
 
@@ -84,6 +85,7 @@ struct ds_rank {
 	void **whole;
 	void *held_grad;
 	void *flat, *pad;
+	void *starved; /* ZeRO-1/2: the epilogue's zeros for the experts it starved (ds_coord_starved), to step() */
 };
 
 struct ds3;
@@ -96,6 +98,10 @@ struct ds {
 	struct ds3 *ds3;
 	size_t fresh_off; /* the element of the params fresh's unit starts at */
 	int partitions;   /* ZeRO-2: a later micro-step reduces into a new partition (acc) */
+	/* A mixture under ZeRO-1/2 where its starved experts are followed
+	 * (ds_coord_starved_built): its description, and the steps reduced. */
+	struct step_params *moe;
+	size_t reduced;
 };
 
 static struct ds_rank *ds_rank(const struct zs_run *r, const struct ds *d, unsigned k) { return &d->rank[k - r->r0]; }
@@ -113,6 +119,9 @@ static struct ds *ds_new(const struct zs_run *r)
 
 static void ds_free(struct ds *d)
 {
+	if (d->moe != NULL)
+		step_params_free(d->moe);
+	free(d->moe);
 	free(d->bucket.entry);
 	free(d->bucket.at);
 	free(d->rank);
@@ -158,6 +167,13 @@ static int setup(struct zs_run *r, void **ctx, char **cause)
 	(void)cause;
 	struct ds *d = ds_new(r);
 	*ctx = d;
+	enum zs_scheme sc = r->ops == &scheme_ds_zero1 ? ZS_ZERO1 : r->ops == &scheme_ds_zero2 ? ZS_ZERO2 : ZS_ZERO3;
+	if (r->routing != NULL && ds_coord_starved_built(r->config, sc, r->world)) {
+		struct zs_model shape;
+		tfm_dims_shape(&shape, &r->config->tfm->dims); /* the shape the net was built from */
+		d->moe = zs_calloc(1, sizeof *d->moe);
+		step_params_build(d->moe, &shape);
+	}
 	if (r->config->offload != ZS_OFFLOAD_OPTIMIZER)
 		return 0;
 	size_t bytes = largest_tensor(&r->layout) * coll_dtype_size(r->dt);
@@ -193,6 +209,7 @@ static void teardown(struct zs_run *r, void *ctx)
 			tracker_free(&r->tracker, k, rk->offload_tmp[i]);
 		tracker_free(&r->tracker, k, rk->acc);
 		tracker_free(&r->tracker, k, rk->fresh);
+		tracker_free(&r->tracker, k, rk->starved);
 		if (!offloaded(r)) /* offloaded, grad32 is the grads buffer */
 			tracker_free(&r->tracker, k, rk->grad32);
 	}
@@ -393,6 +410,30 @@ static int fresh_place(const struct zs_run *r, const void *ctx, unsigned k, size
 	return 1;
 }
 
+/* The epilogue, after the last reduce_ipg_grads and before the buckets
+ * are dropped: each rank's zeros for the experts it starved at this step
+ * (util/ds_coord.h's ds_coord_starved), in the params' dtype, one block a
+ * rank, held to step(). */
+static void starved_zeros(struct zs_run *r, struct ds *d)
+{
+	size_t L = r->routing_blocks, E = r->routing_experts, t = d->reduced++;
+	if (d->moe == NULL)
+		return;
+	uint64_t *counts = zs_calloc(L * E, sizeof *counts);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		const size_t *got = r->routing + ((size_t)k * r->config->steps + t) * L * E;
+		for (size_t i = 0; i < L * E; i++)
+			counts[i] = got[i];
+		size_t bytes = ds_coord_starved(d->moe, r->config->freeze, counts, E) * coll_dtype_size(r->dt);
+		if (bytes == 0)
+			continue;
+		ds_rank(r, d, k)->starved = tracker_alloc(&r->tracker, k, r->dt == ZS_F16 ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32,
+		                                          bytes);
+		memset(ds_rank(r, d, k)->starved, 0, bytes);
+	}
+	free(counts);
+}
+
 /* Whether this micro-step is the boundary, the one that reduces. */
 static int boundary(const struct zs_run *r) { return r->micro + 1 >= r->nmicro; }
 
@@ -418,6 +459,7 @@ static void zero1_reduce(struct zs_run *r, void *ctx)
 	for (size_t u = 0; u < r->layout.nunits; u++)
 		add_unit(r, ctx, u);
 	flush(r, ctx);
+	starved_zeros(r, ctx);
 	free_buckets(r, ctx);
 	run_free_all(r, ZS_BUF_FULL_GRADS); /* the epilogue's zero_grad */
 }
@@ -448,6 +490,7 @@ static void zero2_end_unit(struct zs_run *r, void *ctx, size_t u, enum zs_pass p
 static void zero2_reduce(struct zs_run *r, void *ctx)
 {
 	flush(r, ctx);
+	starved_zeros(r, ctx);
 	free_buckets(r, ctx);
 	accumulate(r, ctx);
 }
@@ -481,6 +524,8 @@ static void fp32_grads(struct zs_run *r, void *ctx)
 				rk->grad32[g.at + i] = zs_half_to_float(h[i]);
 		}
 		tracker_free(&r->tracker, k, flat);
+		tracker_free(&r->tracker, k, rk->starved); /* averaged_gradients = None (1906) */
+		rk->starved = NULL;
 	}
 }
 

@@ -398,6 +398,14 @@ struct events {
 	 * micro-step's new grads of a unit are acc_fg's transient as above
 	 * (scheme_deepspeed.c, fresh_begin). */
 	int keep;
+	/* DeepSpeed's ZeRO-1/2 where a starved expert is followed
+	 * (ds_coord_starved_built): the description whose experts' zeros the
+	 * epilogue makes at each step (ds_coord_starved, trainable under
+	 * freeze), starved_esize bytes an element in starved_cat; else NULL. */
+	const struct step_params *starved;
+	const char *freeze;
+	unsigned starved_esize;
+	enum zs_cat starved_cat;
 };
 
 /* The framework's state through the walk: which units are held gathered,
@@ -415,6 +423,7 @@ struct units_fw {
 	uint64_t gathered, reduced;
 	uint64_t used, count; /* DeepSpeed's bucket (with ev->acc): elements and units in it */
 	int acc_held;
+	uint64_t starved;     /* the epilogue's zeros held to step() (ev->starved) */
 };
 
 /* Unit u's slots per rank, ceil(n_u/N). */
@@ -599,6 +608,12 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 			ds_reduction(st, w);
 		for (size_t u = 0; ev->acc_rs > 0 && ev->full > 0 && u < st->ev->nunits; u++)
 			paper_acc_rs(st, w, u); /* the paper's zero2: each unit's reduce-scatter */
+		if (ev->starved != NULL && w->counts != NULL) { /* the epilogue's zeros, before the buckets go */
+			const struct theory_rank_counts *rc = w->counts;
+			const uint64_t *now = rc->counts + (w->step % rc->steps) * rc->blocks * rc->experts;
+			st->starved = ds_coord_starved(ev->starved, ev->freeze, now, rc->experts) * ev->starved_esize;
+			walk_add(w, ev->starved_cat, st->starved);
+		}
 		st->used = st->count = 0;
 		for (unsigned k = 0; k < ev->nbucket; k++) /* the engine's order: the buckets, then the grads */
 			walk_sub(w, ZS_CAT_BUCKETS, ev->bucket);
@@ -615,6 +630,8 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 		 * trace's, a mixture's under its routing) starts without them */
 		for (int k = 0; k < ZS_NCATS; k++)
 			walk_sub(w, (enum zs_cat)k, ev->step[k]);
+		walk_sub(w, ev->starved_cat, st->starved); /* averaged_gradients = None */
+		st->starved = 0;
 		break;
 	case FWD_MATMUL:
 		walk_matmul(w);
@@ -1243,6 +1260,12 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 			ds_accum_events(&ev, out, frozen.trained != NULL ? frozen.trained : units, b, c, world);
 		if (scheme == ZS_ZERO1 && c->grad_accum > 1)
 			ds_keep_events(&ev, b, c);
+		if (moe && ds_coord_starved_built(c, scheme, world)) {
+			ev.starved = p;
+			ev.freeze = c->freeze;
+			ev.starved_esize = b->g;
+			ev.starved_cat = b->g == 2 ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32;
+		}
 	} else {
 		/* --freeze: the params over the n_u, the grads and the optimizer
 		 * state over the t_u (DeepSpeed's dp: the paper's) */

@@ -275,3 +275,21 @@ size_t ds_coord_step(struct ds_coord *d, size_t *released, size_t *nreleased, si
 		}
 	return n;
 }
+
+uint64_t ds_coord_starved(const struct step_params *p, const char *freeze, const uint64_t *counts, size_t E)
+{
+	uint64_t n = 0;
+	for (size_t t = 0; t < p->ntensors; t++) {
+		const struct step_module *md = &p->module[p->tensor[t].module];
+		if (md->expert >= 0 && counts[(size_t)md->index * E + (size_t)md->expert] == 0 &&
+		    !zs_freeze_tensor(p, freeze, t))
+			n += p->tensor[t].numel;
+	}
+	return n;
+}
+
+int ds_coord_starved_built(const struct zs_config *c, enum zs_scheme scheme, unsigned world)
+{
+	return c->framework == ZS_FW_DEEPSPEED && (scheme == ZS_ZERO1 || scheme == ZS_ZERO2) && world == 1 &&
+	       c->grad_accum <= 1 && c->offload == ZS_OFFLOAD_NONE;
+}

@@ -77,8 +77,14 @@ void ds_coord_free(struct ds_coord *d);
  * whose input does not (a table that trains, the first module that
  * trains) gets its pre-backward hook only (1: no release after its
  * backward; parameter_offload.py 342-379, 401-442 at 38327e0); the rest
- * 0. Modules read the previous one's output (a layer's siblings reading
- * one input are util/step.c's freeze_ds_check's to refuse). */
+ * 0. Modules read the previous one's output or the residual stream
+ * (which needs grad once any earlier output does): zerosim's modules are
+ * that chain, the branches that read one input being one module (llama's
+ * q, k and v; gate and up; a mixture's z3 leaf), each of whose
+ * DeepSpeed modules gets the same answer (a first that trains inside its
+ * layer: each of q, k and v has its pre-backward hook, its weight
+ * training, and none its post-backward hook, their input needing no
+ * grad; docs/schedule.md, "Frozen parameters under DeepSpeed"). */
 void ds_coord_grad_flow(size_t nmod, const uint64_t *trained, int input_grad, int *no_grad_in);
 /* A step's start (step 1 records the trace); `gathered` starts again. */
 void ds_coord_begin_step(struct ds_coord *d, unsigned step);
@@ -110,5 +116,28 @@ int ds_coord_in(const struct ds_coord *d, size_t t, size_t m);
  * p->module of its first module, or p->nmodules where layer l has none. */
 size_t ds_coord_leaf(const struct step_params *p, size_t l);
 uint64_t ds_coord_live(const struct ds_coord *d);
+
+/* DeepSpeed's ZeRO-1 and ZeRO-2 and an expert that got no token
+ * (docs/schedule.md, "Mixtures of experts"): its params' grads stay None,
+ * so no hook puts them in the bucket (stage_1_and_2.py 904-920; ZeRO-1's
+ * reduce_gradients skips them, 719-724), and the epilogue's
+ * get_flat_partition (1723-1729, called at 780-790) gives each param of
+ * the rank's partition a torch.zeros_like of the whole param in
+ * gradient_accumulation_dtype (the params' dtype, engine.py 1017-1021),
+ * made after the last reduce_ipg_grads, before _release_ipg_buffers drops
+ * the buckets (766, 802), and held in averaged_gradients until step() has
+ * flattened the partition into its fp32 gradient (1892-1906). The
+ * elements of those zeros at one step: every trainable (freeze, "" none)
+ * tensor of each expert e of block b with counts[b·E + e] == 0 (every
+ * block a mixture's: the others are refused). */
+uint64_t ds_coord_starved(const struct step_params *p, const char *freeze, const uint64_t *counts, size_t E);
+/* Whether zerosim follows that for scheme at N = world under c: ZeRO-1
+ * or ZeRO-2 at N = 1 (every param in the one partition: at N > 1 a rank
+ * that starved an expert fills its bucket apart from the others, and
+ * average_tensor's reduces are each rank's own bucket's, 1069-1135), one
+ * micro-step (no --grad-accum: each micro-step's epilogue adds a new
+ * list, 791-800) and no --offload optimizer (its epilogue makes none,
+ * 780, and the host fp32 grads keep the last step's slots). 1, or 0. */
+int ds_coord_starved_built(const struct zs_config *c, enum zs_scheme scheme, unsigned world);
 
 #endif

@@ -115,15 +115,16 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
 /* Whether the PyTorch step's theory takes a mixture of this model_type
  * (one of ZS_MOE_TORCH_FAMILIES's words). */
 int zs_moe_torch_takes(const char *model_type);
-/* Under DeepSpeed's dp, ZeRO-1 and ZeRO-2 an expert that gets no token is
- * refused, measured or predicted, in this sentence (docs/schedule.md,
- * "Mixtures of experts"); ZeRO-3's z3 leaf zero-fills its grad before the
- * leaf's one reduce, as a block of the leaf's grads holds it: built. */
+/* Under DeepSpeed's dp, and ZeRO-1 and ZeRO-2 outside ds_coord_starved_built
+ * (util/ds_coord.h), an expert that gets no token is refused, measured or
+ * predicted, in this sentence (docs/schedule.md, "Mixtures of experts");
+ * ZeRO-3's z3 leaf zero-fills its grad before the leaf's one reduce, as a
+ * block of the leaf's grads holds it: built. */
 #define ZS_MOE_STARVED                                                                                        \
 	"under --framework deepspeed its grad stays None, so DeepSpeed's reduce hook never fires for it and "  \
 	"it zero-fills a grad of its own apart (stage_1_and_2.py get_flat_partition; engine.py for dp), "   \
-	"which zerosim does not follow (give more tokens: --batch, --seq; or --schemes zero3, whose z3 leaf " \
-	"zero-fills it before its one reduce)"
+	"which zerosim follows for zero1 and zero2 at N = 1 without --grad-accum or --offload only (give more " \
+	"tokens: --batch, --seq; or --schemes zero3, whose z3 leaf zero-fills it before its one reduce)"
 /* counts (L blocks x E experts) = BTk assignments a block spread evenly,
  * the first BTk mod E experts one more (--routing balanced's). */
 void zs_moe_balanced(uint64_t *counts, size_t L, size_t E, uint64_t BTk);

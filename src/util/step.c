@@ -741,46 +741,6 @@ struct zs_freeze_run *zs_freeze_units(const struct step_params *p, const char *s
 	return run;
 }
 
-/* --freeze under --framework deepspeed: what is built (docs/schedule.md,
- * "Frozen parameters under DeepSpeed"): dp and ZeRO-1/2/3 on the device,
- * not the offloaded optimizer. ZeRO-3 runs no backward for a frozen
- * module whose inputs need no grad (its output then needs none, so
- * DeepSpeed's pre-backward hook never fires: parameter_offload.py
- * 342-379): a frozen table, and every module before the first that
- * trains (util/ds_coord.h's ds_coord_grad_flow, which takes a module's
- * input to be the previous one's output). So the first module that
- * trains must be a table or its layer's first module: inside a block the
- * branches beside it (llama's q, k and v) would read an input needing no
- * grad, refused. */
-static int freeze_ds_check(const struct zs_config *c, const struct step_params *p, char **cause)
-{
-	int zero3 = 0;
-	for (size_t i = 0; i < c->nschemes; i++)
-		zero3 |= c->schemes[i] == ZS_ZERO3;
-	if (zero3 && c->offload == ZS_OFFLOAD_PARAMS)
-		return zs_fail(cause, "--freeze %s under --framework deepspeed --schemes zero3 --offload params: not "
-		                      "built yet (where the frozen parameters' partitions live, outside fp16_groups); "
-		                      "give --offload optimizer or none", c->freeze);
-	for (size_t x = 0; zero3 && x < p->nmodules; x++) { /* up to the first module that trains */
-		const struct step_module *md = &p->module[x];
-		int trains = 0, first = x == 0 || p->module[x - 1].layer != md->layer;
-		for (size_t t = md->first; t < md->first + md->n; t++)
-			trains |= p->tensor[t].module == x && !zs_freeze_tensor(p, c->freeze, t);
-		if (!trains)
-			continue; /* frozen below the first that trains: no backward (util/ds_coord.h's ds_coord_grad_flow) */
-		if (md->no_grad_in || first)
-			break;
-		char name[256];
-		step_module_name(p, x, name, sizeof name);
-		return zs_fail(cause, "--freeze %s under --framework deepspeed --schemes zero3: %s trains inside its "
-		                      "layer and no parameter before it trains (its siblings may read an input needing "
-		                      "no grad): not built yet; freeze whole layers below the first that trains, or give "
-		                      "dp, zero1 or zero2 (docs/schedule.md, \"Frozen parameters under DeepSpeed\")",
-		               c->freeze, name);
-	}
-	return 0;
-}
-
 int zs_freeze_paper_check(const struct zs_config *c, const struct zs_model *m, char **cause)
 {
 	int ds = c->framework == ZS_FW_DEEPSPEED;
@@ -791,10 +751,6 @@ int zs_freeze_paper_check(const struct zs_config *c, const struct zs_model *m, c
 		                      "layers have no Hugging Face names)", c->freeze, zs_framework_name(c->framework));
 	struct step_params p;
 	step_params_build(&p, m);
-	if (ds && freeze_ds_check(c, &p, cause) != 0) {
-		step_params_free(&p);
-		return -1;
-	}
 	size_t nfrozen = 0;
 	for (size_t i = 0; i < p.ntensors; i++)
 		nfrozen += zs_freeze_tensor(&p, c->freeze, i) != 0;
