@@ -54,7 +54,12 @@
 # measure, the measure's losses and weights those of the run without
 # checkpointing to the bit, and PyTorch's losses with it within 1e-6 of
 # its own without (docs/torch_saved.md, "Dropout under checkpointing",
-# "Autocast under checkpointing").
+# "Autocast under checkpointing"); gemma2 and gemma3_text under
+# --recompute full (each layer's call as its transformers release makes
+# it: docs/torch_saved.md, "The gemmas' checkpointed call"), tied with
+# zeros, untied with set_to_none (gemma2 with foreach Adam, gemma3_text
+# with the logits' softcap), DDP N = 2, theory and measure, the measure's
+# losses and weights those without to the bit.
 #
 # `tests/hf_torch.sh table` (make check-torch-ref; ZS_HF_SMALL=0 leaves out
 # GPT-2 small, minutes a run; ZS_TORCH26_ROOT names the 2.6 root): the issue's cases with
@@ -337,7 +342,9 @@ fi
 # math path; qwen2, qwen3 and phi3 with fewer), dropout, activation
 # checkpointing (--recompute full: gpt2, llama, llama under DDP, gpt2 and
 # llama with 4 k/v heads under SDPA, gpt2 and llama with dropout and under
-# bf16 autocast), qwen2,
+# bf16 autocast; gemma2 set_to_none, gemma3_text zeros with foreach Adam,
+# under DDP N = 2, and with 4 k/v heads under SDPA, the window past the
+# sequence), qwen2,
 # qwen3 and phi3 (eager), phi3's residual dropouts, gemma2 (eager:
 # set_to_none, zeros with foreach Adam), gemma3_text (eager: set_to_none,
 # zeros with foreach Adam, DDP N = 2; SDPA with the window past the

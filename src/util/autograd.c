@@ -5970,8 +5970,11 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * against 1.13's (tests/ft_freeze.sh, ft_lora.sh, ft_accum.sh,
 	 * ft_zero1.sh), the models' dropout and --lora-dropout too (the rerun
 	 * draws the forward's masks: layer_bwd, preserve_rng_state), and under
-	 * bf16 autocast (the rerun a region of its own); the rest by name. LoRA under FSDP: PEFT's wrap policy (lora_A, lora_B units of
-	 * their own) around a checkpointed layer is not described. */
+	 * bf16 autocast (the rerun a region of its own); gemma2 and gemma3_text
+	 * on the plain loop and DDP of both (llama_hold: what their
+	 * transformers releases' calls give each ctx); the rest by name. LoRA under FSDP: PEFT's wrap policy (lora_A, lora_B units of
+	 * their own) around a checkpointed layer is not described; a gemma under
+	 * FSDP is refused by util/ag_ddp.c. */
 	if (o->recompute) {
 		const char *no = o->attn == ZS_ATTN_SDPA && m->kv_heads != m->heads
 		                         ? "--attn sdpa over fewer k/v heads than heads (2.6's math path; give --attn eager)"
