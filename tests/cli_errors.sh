@@ -978,12 +978,15 @@ for cmd in measure theory; do
 	try 0 "" $cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision fp32 --torch-device cpu \
 		--torch-version 1.13 --attn eager --seq 4 --batch 1 --steps 2 --schemes dp --recompute full \
 		--out "$tmp/ckpt-drop-$cmd.json"
-	try 2 "--recompute full: Hugging Face's gradient checkpointing is described for gpt2, llama, mistral, qwen2, qwen3 and phi3 so far, not yet for a gemma2 (give --recompute none)" \
-		$cmd --framework torch --model "${srcdir:-.}/data/models/gemma-2-2b.json" --wrapper none --world 1 \
-		--precision fp32 --torch-device cpu --torch-version 1.13 --attn eager --seq 4 --batch 1 --recompute full \
-		--out "$keep"
-	# (under --wrapper fsdp too: the gemmas' checkpointing is not described)
-	try 2 "--recompute full: Hugging Face's gradient checkpointing is described for gpt2, llama, mistral, qwen2, qwen3 and phi3 so far, not yet for a gemma2 (give --recompute none)" \
+	# a gemma's on the plain loop (tests/hf_torch.sh's gemma*-ckpt cases);
+	# under --wrapper fsdp its checkpointed call is not described
+	printf '%s\n' '{"model_type": "gemma2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,' \
+		'"num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 160, "max_position_embeddings": 64,' \
+		'"vocab_size": 256, "sliding_window": 2, "attention_dropout": 0.0, "pad_token_id": 0}' >"$tmp/tiny-g2.json"
+	try 0 "" $cmd --framework torch --model "$tmp/tiny-g2.json" --wrapper none --world 1 --precision fp32 \
+		--torch-device cpu --torch-version 1.13 --attn eager --seq 4 --batch 1 --steps 2 --schemes dp \
+		--recompute full --out "$tmp/ckpt-g2-$cmd.json"
+	try 2 "--recompute full: Hugging Face's gradient checkpointing of a gemma2 under --wrapper fsdp is not described yet (give --wrapper none or ddp)" \
 		$cmd --framework torch --model "${srcdir:-.}/data/models/gemma-2-2b.json" --wrapper fsdp --world 2 \
 		--schemes zero3 --precision fp32 --torch-device cpu --torch-version 1.13 --attn eager --seq 4 --batch 1 \
 		--recompute full --out "$keep"

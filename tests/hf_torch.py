@@ -139,12 +139,54 @@ def checkpointed(call, hidden_states, *args):
     return torch.utils.checkpoint.checkpoint(fn, hidden_states, use_reentrant=True)
 
 
+def checkpointing(layer):
+    """Whether the model's loop checkpoints the layer (--recompute full, training; under --fsdp the
+    checkpoint is inside the FSDP unit: checkpoint_inside)."""
+    return RECOMPUTE[0] and layer.training and not hasattr(layer, "_fsdp_wrapped_module")
+
+
 def run_layer(layer, hidden_states, *args):
-    """layer(hidden_states, *args), through checkpoint under --recompute full
-    (under --fsdp the checkpoint is inside the FSDP unit: checkpoint_inside)."""
-    if not RECOMPUTE[0] or not layer.training or hasattr(layer, "_fsdp_wrapped_module"):
+    """layer(hidden_states, *args), through checkpoint under --recompute full."""
+    if not checkpointing(layer):
         return layer(hidden_states, *args)
     return checkpointed(layer, hidden_states, *args)
+
+
+def checkpointed_positional(call, *args):
+    """transformers 4.4x's model loop, which Gemma 2's follows here (modeling_gemma2.py at
+    9a80143ca260, Gemma2Model.forward: self._gradient_checkpointing_func(decoder_layer.__call__,
+    hidden_states, position_embeddings, causal_mask, position_ids, past_key_values,
+    output_attentions, use_cache, cache_position, last_cache_position)): every argument positional,
+    so CheckpointFunction saves the tensors among them (save_for_backward, released as its
+    backward returns) and keeps the others in ctx.inputs (the (cos, sin) tuple, until the graph
+    goes). call(*args) is the layer's __call__ over them."""
+    import torch.utils.checkpoint
+
+    def fn(*a):
+        RECOMPUTING[0] = torch.is_grad_enabled()
+        try:
+            return call(*a)
+        finally:
+            RECOMPUTING[0] = False
+    return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=True)
+
+
+def checkpointed_layer(call, hidden_states, **kwargs):
+    """transformers 5.x's GradientCheckpointingLayer.__call__ (modeling_layers.py), which Gemma 3's
+    decoder layer is (modeling_gemma3.py at 0018aa64):
+    self._gradient_checkpointing_func(partial(super().__call__, **kwargs), *args) -- the hidden
+    states positional, the model loop's keywords bound in the partial, which ctx.run_function holds
+    until the graph goes. call(hidden_states, **kwargs) is the layer's __call__."""
+    import functools
+    import torch.utils.checkpoint
+
+    def fn(h, **kw):
+        RECOMPUTING[0] = torch.is_grad_enabled()
+        try:
+            return call(h, **kw)
+        finally:
+            RECOMPUTING[0] = False
+    return torch.utils.checkpoint.checkpoint(functools.partial(fn, **kwargs), hidden_states, use_reentrant=True)
 
 
 def input_require_grads(model):
@@ -931,7 +973,12 @@ class Gemma2ForCausalLM(LlamaForCausalLM):
         normalizer = torch.tensor(self.cfg["hidden_size"] ** 0.5, dtype=hidden_states.dtype)
         hidden_states = hidden_states * normalizer
         for layer in self.layers:
-            hidden_states = run_layer(layer, hidden_states, causal_mask, position_embeddings)
+            if checkpointing(layer):  # past_key_values None, output_attentions and use_cache False, last_cache_position 0
+                hidden_states = checkpointed_positional(
+                    lambda h, pe, mask, *rest, layer=layer: layer(h, mask, pe), hidden_states, position_embeddings,
+                    causal_mask, position_ids, None, False, False, cache_position, 0)
+            else:
+                hidden_states = layer(hidden_states, causal_mask, position_embeddings)
         return self.head(hidden_states, labels)
 
     def head(self, hidden_states, labels):
@@ -1145,7 +1192,14 @@ class Gemma3ForCausalLM(Gemma2ForCausalLM):
         for layer_type in self.layer_types:
             position_embeddings[layer_type] = self.rotary_emb(hidden_states, position_ids, layer_type)
         for layer, layer_type in zip(self.layers, self.layer_types):
-            hidden_states = layer(hidden_states, causal_mask_mapping[layer_type], position_embeddings[layer_type])
+            if checkpointing(layer):  # the keywords in Gemma3TextModel.forward's order
+                hidden_states = checkpointed_layer(
+                    lambda h, layer=layer, **kw: layer(h, kw["attention_mask"], kw["position_embeddings"]),
+                    hidden_states, attention_mask=causal_mask_mapping[layer_type],
+                    position_embeddings=position_embeddings[layer_type], position_ids=position_ids,
+                    past_key_values=None, output_attentions=False, use_cache=False, cache_position=cache_position)
+            else:
+                hidden_states = layer(hidden_states, causal_mask_mapping[layer_type], position_embeddings[layer_type])
         return self.head(hidden_states, labels)
 
 

@@ -54,7 +54,12 @@
 # measure, the measure's losses and weights those of the run without
 # checkpointing to the bit, and PyTorch's losses with it within 1e-6 of
 # its own without (docs/torch_saved.md, "Dropout under checkpointing",
-# "Autocast under checkpointing").
+# "Autocast under checkpointing"); gemma2 and gemma3_text under
+# --recompute full (each layer's call as its transformers release makes
+# it: docs/torch_saved.md, "The gemmas' checkpointed call"), tied with
+# zeros, untied with set_to_none (gemma2 with foreach Adam, gemma3_text
+# with the logits' softcap), DDP N = 2, theory and measure, the measure's
+# losses and weights those without to the bit.
 #
 # `tests/hf_torch.sh table` (make check-torch-ref; ZS_HF_SMALL=0 leaves out
 # GPT-2 small, minutes a run; ZS_TORCH26_ROOT names the 2.6 root): the issue's cases with
@@ -337,7 +342,9 @@ fi
 # math path; qwen2, qwen3 and phi3 with fewer), dropout, activation
 # checkpointing (--recompute full: gpt2, llama, llama under DDP, gpt2 and
 # llama with 4 k/v heads under SDPA, gpt2 and llama with dropout and under
-# bf16 autocast), qwen2,
+# bf16 autocast; gemma2 set_to_none, gemma3_text zeros with foreach Adam,
+# under DDP N = 2, and with 4 k/v heads under SDPA, the window past the
+# sequence), qwen2,
 # qwen3 and phi3 (eager), phi3's residual dropouts, gemma2 (eager:
 # set_to_none, zeros with foreach Adam), gemma3_text (eager: set_to_none,
 # zeros with foreach Adam, DDP N = 2; SDPA with the window past the
@@ -430,7 +437,11 @@ if [ "${1:-}" = torch26 ]; then
 		"gpt2-amp-bf16-ckpt|tiny-gpt2|--zero-grad none --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
 		"llama-amp-bf16-ckpt-zeros|tiny-llama|--zero-grad zeros --amp bf16 --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
 		"fsdp2-zero2-llama-zeros-foreach|tiny-llama|--zero-grad zeros --optimizer-impl foreach --fsdp 2 --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl foreach --zero-grad zeros" \
-		"fsdp3-zero2-gpt2-backward-pre|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre"
+		"fsdp3-zero2-gpt2-backward-pre|tiny-gpt2|--zero-grad none --fsdp 3 --fsdp-prefetch backward-pre --fsdp-strategy shard_grad_op|--wrapper fsdp --optimizer-impl single --zero-grad none --prefetch backward-pre" \
+		"gemma2-ckpt|tiny-gemma2|--zero-grad none --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
+		"gemma3_text-ckpt-zeros-foreach|tiny-gemma3_text|--zero-grad zeros --optimizer-impl foreach --recompute full|--wrapper none --optimizer-impl foreach --zero-grad zeros --recompute full" \
+		"ddp2-gemma3_text-ckpt|tiny-gemma3_text|--zero-grad none --ddp 2 --recompute full|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full" \
+		"gemma3_text-mha-sdpa-ckpt|tiny-gemma3_text-mha-w48|--zero-grad none --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --recompute full"
 	do
 		label=${case%%|*} rest=${case#*|}
 		cfg=${rest%%|*} rest=${rest#*|}
@@ -588,7 +599,13 @@ for case in \
 	"llama-amp-bf16-ckpt-set_to_none|--model $tmp/tiny-llama.json --amp bf16 --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
 	"qwen3-amp-bf16-ckpt|--model $tmp/tiny-qwen3.json --amp bf16 --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
 	"phi3-amp-bf16-ckpt-set_to_none|--model $tmp/tiny-phi3.json --amp bf16 --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --precision amp-bf16 --recompute full" \
-	"ddp2-llama-amp-bf16-ckpt|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full"
+	"ddp2-llama-amp-bf16-ckpt|--model $tmp/tiny-llama.json --amp bf16 --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --precision amp-bf16 --recompute full" \
+	"gemma2-ckpt|--model $tmp/tiny-gemma2.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+	"gemma2-untied-foreach-ckpt-set_to_none|--model $tmp/tiny-gemma2.json --untied --zero-grad none --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad none --recompute full" \
+	"ddp2-gemma2-ckpt|--model $tmp/tiny-gemma2.json --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --recompute full" \
+	"gemma3_text-ckpt|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+	"gemma3_text-cap-untied-ckpt-set_to_none|--model $tmp/tiny-gemma3_text-cap.json --untied --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
+	"ddp2-gemma3_text-ckpt|--model $tmp/tiny-gemma3_text.json --zero-grad zeros --ddp 2 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --recompute full"
 do
 	label=${case%%|*} rest=${case#*|}
 	targs=${rest%%|*} zargs=${rest#*|}

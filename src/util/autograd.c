@@ -458,6 +458,23 @@ struct q4_st;
 /* A soft-capping's saved tensors (softcap_fwd, in the Gemma section). */
 struct softcap_saved { T wdiv, th, wmul; };
 
+/* What a checkpointed layer's CheckpointFunction ctx holds besides the
+ * hidden states it saves (--recompute full; the checkpoint block): rng,
+ * ctx.fwd_cpu_state; draws0, the dropout draws before its forward
+ * (bld.draws); fn, the tensors ctx.run_function binds (transformers 5.x's
+ * GradientCheckpointingLayer partial), let go last first as the graph
+ * goes, before rng; in, those of the non-tensor arguments ctx.inputs
+ * keeps (a tuple's tensors), let go last first after rng; sv, the other
+ * tensor arguments save_for_backward keeps, let go in order after the
+ * hidden states as the layer's backward returns (the engine's
+ * release_variables). NO: none. */
+struct ckpt_ctx {
+	T rng;
+	uint32_t draws0;
+	T fn[5], in[2], sv[3];
+	unsigned nfn, nin, nsv;
+};
+
 struct model {
 	struct pt *pt;      /* in model.parameters() order */
 	size_t npt;
@@ -488,15 +505,11 @@ struct model {
 	struct q4_st *q4;
 	size_t nq4;
 	T qmap;
-	/* --recompute full: each checkpointed layer's fwd_cpu_state, kept by
-	 * its CheckpointFunction's ctx until the graph goes with the loss,
-	 * and what the layers' partial binds (ckpt_bind) */
-	T *rng;
-	size_t nrng;
-	uint32_t *draws0;           /* per layer: the dropout draws before its forward (bld.draws) */
-	size_t ndraws0;
-	T bound[3];
-	size_t nbound;
+	/* --recompute full: each checkpointed layer's CheckpointFunction ctx
+	 * (struct ckpt_ctx), by layer, for the nck layers checkpointed in this
+	 * micro-step; kept until the graph goes with the loss */
+	struct ckpt_ctx *ck;
+	size_t nck, ckcap;
 	/* --recompute full over frozen input embeddings: their output made a
 	 * leaf that requires grad (input_require_grads), and the gradient its
 	 * AccumulateGrad takes as its .grad; both held by that node until the
@@ -1730,26 +1743,36 @@ struct layer_fns {
 	T (*fwd)(struct bld *b, struct model *M, int i, T hs, void *ctx);
 	T (*bwd)(struct bld *b, struct model *M, int i, T g, void *ctx);
 	void *ctx;
+	/* checkpointed, what layer i's call gives its ctx besides the hidden
+	 * states (fills c's fn, in and sv; NULL: nothing) */
+	void (*hold)(const struct bld *b, int i, struct ckpt_ctx *c, const void *ctx);
 };
 
 /* Layer i's forward; checkpointed where saved != NULL (its input kept in
  * saved[i]): CheckpointFunction.forward -- ctx.fwd_cpu_state =
  * torch.get_rng_state() (the CPU generator's state, a uint8 tensor of
  * 5,056 bytes, held by ctx until the graph goes with the loss; the
- * dropout draws so far, M->draws0[i], for the rerun),
- * save_for_backward(hs), the layer under no_grad (nothing requires grad,
- * no node keeps anything); the Function's output requires grad. */
+ * dropout draws so far, for the rerun), save_for_backward(hs and the
+ * other tensor arguments), what the call binds (f->hold: M->ck[i]), the
+ * layer under no_grad (nothing requires grad, no node keeps anything);
+ * the Function's output requires grad. */
 static T layer_fwd(struct bld *b, struct model *M, const struct layer_fns *f, T *saved, int i, T hs)
 {
 	if (!saved)
 		return f->fwd(b, M, i, hs, f->ctx);
-	M->rng = zs_realloc(M->rng, (M->nrng + 1) * sizeof *M->rng);
-	M->rng[M->nrng++] = TMP("get_rng_state (checkpoint's fwd_cpu_state)", AG_U8, 5056);
-	if ((size_t)i >= M->ndraws0) {
-		M->draws0 = zs_realloc(M->draws0, ((size_t)i + 1) * sizeof *M->draws0);
-		M->ndraws0 = (size_t)i + 1;
-	}
-	M->draws0[i] = b->draws;
+	if ((size_t)i >= M->ckcap)
+		M->ck = grow(M->ck, &M->ckcap, (size_t)i + 1, sizeof *M->ck);
+	struct ckpt_ctx *c = &M->ck[i];
+	*c = (struct ckpt_ctx){ .rng = TMP("get_rng_state (checkpoint's fwd_cpu_state)", AG_U8, 5056), .draws0 = b->draws };
+	if (f->hold)
+		f->hold(b, i, c, f->ctx);
+	for (unsigned k = 0; k < c->nfn; k++)
+		ref(b, c->fn[k]);
+	for (unsigned k = 0; k < c->nin; k++)
+		ref(b, c->in[k]);
+	for (unsigned k = 0; k < c->nsv; k++)
+		ref(b, c->sv[k]);
+	M->nck = (size_t)i + 1;
 	saved[i] = hs;
 	ref(b, hs);
 	b->nograd = 1;
@@ -1792,7 +1815,7 @@ static T layer_bwd(struct bld *b, struct model *M, const struct layer_fns *f, co
 	ref(b, det); /* the layer's argument; the tuple's holder stays */
 	b->regrad = 1;
 	uint32_t draws = b->draws;
-	b->draws = M->draws0[i]; /* set_rng_state(ctx.fwd_cpu_state): the forward's masks again */
+	b->draws = M->ck[i].draws0; /* set_rng_state(ctx.fwd_cpu_state): the forward's masks again */
 	T out = f->fwd(b, M, i, det, f->ctx);
 	b->draws = draws;
 	b->regrad = 0;
@@ -1805,19 +1828,10 @@ static T layer_bwd(struct bld *b, struct model *M, const struct layer_fns *f, co
 	unref(b, g);
 	unref(b, det);
 	unref(b, saved[i]);
+	const struct ckpt_ctx *c = &M->ck[i];
+	for (unsigned k = 0; k < c->nsv; k++)
+		unref(b, c->sv[k]);
 	return gin;
-}
-
-/* What a checkpointed layer binds besides the hidden states (GradientCheckpointingLayer's
- * partial: the mask, the position embeddings), held by layer 0's ctx.run_function, the
- * last of them to go: n tensors (NO: none). */
-static void ckpt_bind(struct bld *b, struct model *M, const T *t, size_t n)
-{
-	for (size_t k = 0; k < n && M->nbound < sizeof M->bound / sizeof *M->bound; k++)
-		if (t[k] != NO) {
-			ref(b, t[k]);
-			M->bound[M->nbound++] = t[k];
-		}
 }
 
 /* transformers' enable_input_require_grads, which gradient_checkpointing_enable
@@ -1848,18 +1862,23 @@ static void leaf_grad(struct model *M, T g)
 
 /* `del loss` (the loop's outputs let go): the graph goes before the loss's
  * storage (TensorImpl's release_resources), and with it each checkpoint's
- * ctx and input_require_grads' AccumulateGrad (its leaf, then the leaf's
- * .grad); the checkpoints' state starts again for the next micro-step. */
+ * ctx, the last layer's first, and input_require_grads' AccumulateGrad
+ * (its leaf, then the leaf's .grad); the checkpoints' state starts again
+ * for the next micro-step. */
 static void graph_goes(struct bld *b, struct model *M)
 {
-	for (size_t i = M->nrng; i-- > 0;) {
-		/* a ctx's attributes in the order set: run_function (the partial)
-		 * before fwd_cpu_state; the bound tuple's items last first */
-		for (size_t k = i == 0 ? M->nbound : 0; k-- > 0;)
-			unref(b, M->bound[k]);
-		unref(b, M->rng[i]);
+	for (size_t i = M->nck; i-- > 0;) {
+		/* a ctx's attributes in the order set (checkpoint.py 1.13 76-99,
+		 * 2.6 229-257): run_function (its bound tensors), fwd_cpu_state,
+		 * inputs (a list and tuples: last item first) */
+		const struct ckpt_ctx *c = &M->ck[i];
+		for (unsigned k = c->nfn; k-- > 0;)
+			unref(b, c->fn[k]);
+		unref(b, c->rng);
+		for (unsigned k = c->nin; k-- > 0;)
+			unref(b, c->in[k]);
 	}
-	M->nrng = M->nbound = 0;
+	M->nck = 0;
 	if (M->leaf != NO) {
 		unref(b, M->leaf);
 		if (M->leafgrad != NO)
@@ -2254,7 +2273,7 @@ static void gpt2_step(struct bld *b, struct model *M)
 	unref(b, hs); /* hidden_states = self.drop(hidden_states) */
 	hs = hd_;
 	T *saved = b->o->recompute ? zs_calloc(L, sizeof *saved) : NULL;
-	const struct layer_fns lf = { gpt2_layer_fwd, gpt2_layer_bwd, S };
+	const struct layer_fns lf = { gpt2_layer_fwd, gpt2_layer_bwd, S, NULL };
 	for (uint64_t l = 0; l < L; l++)
 		hs = layer_fwd(b, M, &lf, saved, (int)l, hs);
 	b->module = modname(b, "transformer.ln_f");
@@ -4794,6 +4813,7 @@ static void rotary(struct bld *b, T inv, T cp, int cos_first, T *cos4, T *sin4)
 struct llama_args {
 	T cm, cos4, sin4;
 	T g3mask[2], g3cos[2], g3sin[2];
+	T cp;                       /* cache_position (position_ids is its view): checkpointed, a gemma's ctx keeps it */
 	int phi3, g3, sdpa;
 	double scaling;
 };
@@ -5297,6 +5317,37 @@ static T llama_layers_bwd(struct bld *b, struct model *M, int i, T g, void *ctx)
 	return llama_layer_bwd(b, M, &x->S[i], x->a, i, g);
 }
 
+/* What checkpointed layer i's call gives its ctx (struct ckpt_ctx).
+ * gemma2 as modeling_gemma2.py at 9a80143ca260 calls it (Gemma2Model.forward:
+ * self._gradient_checkpointing_func(decoder_layer.__call__, hidden_states,
+ * position_embeddings, causal_mask, position_ids, past_key_values,
+ * output_attentions, use_cache, cache_position, last_cache_position), all
+ * positional): save_for_backward keeps the mask, position_ids and
+ * cache_position (a view of cache_position's storage, then itself),
+ * ctx.inputs the (cos, sin) tuple. gemma3_text as its Gemma3DecoderLayer, a
+ * GradientCheckpointingLayer (modeling_gemma3.py at 0018aa64,
+ * modeling_layers.py: partial(super().__call__, **kwargs) over the hidden
+ * states alone), is called: the partial binds Gemma3TextModel.forward's
+ * keywords in order -- its type's mask, its (cos, sin), position_ids,
+ * past_key_values, output_attentions, use_cache, cache_position. The others
+ * as tests/hf_torch.py's run_layer binds them: the mask and the rotary
+ * pair. */
+static void llama_hold(const struct bld *b, int i, struct ckpt_ctx *c, const void *ctx)
+{
+	const struct llama_args *a = ((const struct llama_layers *)ctx)->a;
+	if (a->g3) {
+		int k = gemma_sliding(b->m, (uint64_t)i);
+		/* fn goes last first: the mask, sin, cos, position_ids, cache_position */
+		*c = (struct ckpt_ctx){ .rng = c->rng, .draws0 = c->draws0, .nfn = 5,
+		                        .fn = { a->cp, a->cp, a->g3cos[k], a->g3sin[k], a->g3mask[k] } };
+	} else if (b->m->gemma) {
+		*c = (struct ckpt_ctx){ .rng = c->rng, .draws0 = c->draws0, .nsv = 3, .nin = 2,
+		                        .sv = { a->cm, a->cp, a->cp }, .in = { a->cos4, a->sin4 } };
+	} else {
+		*c = (struct ckpt_ctx){ .rng = c->rng, .draws0 = c->draws0, .nfn = 3, .fn = { a->cm, a->cos4, a->sin4 } };
+	}
+}
+
 static void llama_step(struct bld *b, struct model *M)
 {
 	const struct zs_model *m = b->m;
@@ -5389,15 +5440,13 @@ static void llama_step(struct bld *b, struct model *M)
 		ref(b, hs); /* `inputs_embeds` and `hidden_states` both name it */
 	}
 	double scaling = attn_scale(m, hd);
-	struct llama_args la = { .cm = cm, .cos4 = cos4, .sin4 = sin4, .phi3 = phi3, .g3 = g3, .sdpa = sdpa,
-	                       .scaling = scaling };
+	struct llama_args la = { .cm = cm, .cos4 = cos4, .sin4 = sin4, .cp = cp, .phi3 = phi3, .g3 = g3,
+	                         .sdpa = sdpa, .scaling = scaling };
 	for (int k = 0; k < 2; k++)
 		la.g3mask[k] = g3mask[k], la.g3cos[k] = g3cos[k], la.g3sin[k] = g3sin[k];
 	struct llama_layers lx = { S, &la };
-	const struct layer_fns lf = { llama_layers_fwd, llama_layers_bwd, &lx };
+	const struct layer_fns lf = { llama_layers_fwd, llama_layers_bwd, &lx, llama_hold };
 	T *saved = b->o->recompute ? zs_calloc(L, sizeof *saved) : NULL;
-	if (saved) /* the decoder layer's call binds the mask and the position embeddings */
-		ckpt_bind(b, M, (const T[]){ cm, cos4, sin4 }, 3);
 	for (uint64_t l = 0; l < L; l++)
 		hs = layer_fwd(b, M, &lf, saved, (int)l, hs);
 	b->module = modname(b, "model.norm");
@@ -5901,13 +5950,12 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * against 1.13's (tests/ft_freeze.sh, ft_lora.sh, ft_accum.sh,
 	 * ft_zero1.sh), the models' dropout and --lora-dropout too (the rerun
 	 * draws the forward's masks: layer_bwd, preserve_rng_state), and under
-	 * bf16 autocast (the rerun a region of its own); the rest by name. LoRA under FSDP: PEFT's wrap policy (lora_A, lora_B units of
-	 * their own) around a checkpointed layer is not described. */
+	 * bf16 autocast (the rerun a region of its own); gemma2 and gemma3_text
+	 * on the plain loop and DDP of both (llama_hold: what their
+	 * transformers releases' calls give each ctx); the rest by name. LoRA under FSDP: PEFT's wrap policy (lora_A, lora_B units of
+	 * their own) around a checkpointed layer is not described; a gemma under
+	 * FSDP is refused by util/ag_ddp.c. */
 	if (o->recompute) {
-		if (m->gemma)
-			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing is described for gpt2, "
-			              "llama, mistral, qwen2, qwen3 and phi3 so far, not yet for a %s (give --recompute none)",
-			              m->model_type);
 		const char *no = o->attn == ZS_ATTN_SDPA && m->kv_heads != m->heads
 		                         ? "--attn sdpa over fewer k/v heads than heads (2.6's math path; give --attn eager)"
 		                 : o->fsdp_unit_marks ? "--lora-r under --wrapper fsdp (give --wrapper none or ddp)"
@@ -6109,8 +6157,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	free(M.lora);
 	free(M.q4);
 	free(M.cached);
-	free(M.rng);
-	free(M.draws0);
+	free(M.ck);
 	free(M.bias);
 	free(M.masked_bias);
 	free(b->refs);
