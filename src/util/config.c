@@ -39,7 +39,7 @@ static const char *const torch_device_names[] = {"cuda", "cpu"};
 static const char *const optim_impl_names[] = {"default", "single", "foreach", "fused"};
 static const char *const zero_grad_names[] = {"default", "none", "zeros"};
 static const char *const attn_names[] = {"default", "eager", "sdpa"};
-static const char *const wrapper_names[] = {"auto", "none", "ddp", "fsdp"};
+static const char *const wrapper_names[] = {"auto", "none", "ddp", "fsdp", "deepspeed"};
 #define NNAMES(a) ((unsigned)(sizeof(a) / sizeof(a)[0]))
 const char *zs_torch_version_name(enum zs_torch_version v) { return torch_version_names[v]; }
 const char *zs_torch_device_name(enum zs_torch_device d) { return torch_device_names[d]; }
@@ -936,6 +936,18 @@ static int check_fsdp(const struct zs_config *c, char **cause)
 	return 0;
 }
 
+/* --wrapper deepspeed: DeepSpeed's engine (deepspeed.initialize) over the
+ * PyTorch step, named and refused until it is built (docs/schedule.md,
+ * "DeepSpeed over the PyTorch step", has what it is to write): DeepSpeed's
+ * buffers run over zerosim's own step under --wrapper auto. */
+static int check_ds_wrapper(const struct zs_config *c, char **cause)
+{
+	if (c->framework != ZS_FW_DEEPSPEED)
+		return zs_fail(cause, "--wrapper deepspeed is DeepSpeed's engine: give --framework deepspeed");
+	return zs_fail(cause, "--wrapper deepspeed: DeepSpeed's engine over the PyTorch step is not built yet "
+	               "(give --wrapper auto, DeepSpeed's buffers over zerosim's own step)");
+}
+
 /* DeepSpeed's gradient_accumulation_steps (docs/schedule.md, "deepspeed",
  * "Gradient accumulation"): the engine's dp, ZeRO-1, ZeRO-2 and ZeRO-3
  * steps on the MLP and the transformer take it (a transformer's case holds
@@ -1015,6 +1027,8 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 		return check_ddp(c, cause);
 	if (c->wrapper == ZS_WRAPPER_FSDP)
 		return check_fsdp(c, cause);
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED)
+		return check_ds_wrapper(c, cause);
 	if (c->wrapper != ZS_WRAPPER_NONE)
 		return 0;
 	/* The plain loop is one process's: no DDP, FSDP or DeepSpeed engine,
