@@ -289,9 +289,9 @@ const char *zs_zero_grad_name(enum zs_zero_grad z);
 const char *zs_attn_name(enum zs_attn a);
 const char *zs_wrapper_name(enum zs_wrapper w);
 /* The run is the PyTorch step as data (util/autograd.h), plain (--wrapper
- * none), under DDP (--wrapper ddp, util/ag_ddp.h) or FSDP (--wrapper fsdp,
- * util/ag_fsdp.h), not the layer
- * driver's schemes: 1 or 0. */
+ * none), under DDP (--wrapper ddp, util/ag_ddp.h), FSDP (--wrapper fsdp,
+ * util/ag_fsdp.h) or DeepSpeed's engine (--wrapper deepspeed,
+ * util/ag_ds.h), not the layer driver's schemes: 1 or 0. */
 int zs_wrapper_step(const struct zs_config *c);
 
 /* The "default"s resolved to what the release does on the device
