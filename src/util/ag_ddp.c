@@ -402,6 +402,8 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 	oz.fsdp_unit_marks = c->wrapper == ZS_WRAPPER_FSDP && c->lora_r > 0;
 	/* its modules' parameters are views of the flat parameters */
 	oz.amp_param_views = c->wrapper == ZS_WRAPPER_FSDP;
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED && o->recompute)
+		return zs_fail(cause, "--recompute full with --wrapper deepspeed: not built yet (give --recompute none)");
 	if (ag_step_build(s, m, p, &oz, cause) != 0)
 		return -1;
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED) {

@@ -971,8 +971,7 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 		               c->grad_accum);
 	if (c->freeze[0])
 		return zs_fail(cause, "--freeze with --wrapper deepspeed: not built yet (leave --freeze out)");
-	if (c->hf_recompute)
-		return zs_fail(cause, "--recompute with --wrapper deepspeed: not built yet (give --recompute none)");
+	/* (--recompute full: ag_step_build_run, which sees it set) */
 	/* the engine's zero_grad sets every .grad to None (stage_1_and_2.py
 	 * 1638-1651), whatever torch's default */
 	if (c->given & ZS_KEY_BIT(ZS_KEY_ZERO_GRAD))
