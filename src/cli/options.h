@@ -95,7 +95,9 @@ struct zs_opt {
 	"                         1.13 or 2.6 runs it, N >= 2: --schemes zero3 is\n" \
 	"                         FULL_SHARD, zero2 SHARD_GRAD_OP; one a run);\n" \
 	"                         deepspeed (DeepSpeed's engine over it, --framework\n" \
-	"                         deepspeed) is named and refused: not built yet\n" \
+	"                         deepspeed: ZeRO-1 or ZeRO-2, fp32, PyTorch 1.13,\n" \
+	"                         one a run, each rank's bytes its own;\n" \
+	"                         --ds-reduce-bucket sets its bucket)\n" \
 	"      --grad-accum K     --wrapper none, ddp or fsdp, --framework deepspeed\n" \
 	"                         (no --offload) or --framework paper (the MLP and the\n" \
 	"                         transformer for both): K micro-steps (each\n" \

@@ -339,7 +339,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 				e.out[j] = orig[e.out[j]];
 		agp_copy(p, &e);
 	}
-	/* deepspeed.initialize: the engine's _broadcast_model (engine.py: each
+	/* deepspeed.initialize: the engine's _broadcast_model (engine.py 1183-1200: each
 	 * parameter's data from rank 0, in place), then the optimizer's
 	 * construction (305-403): each parameter's data kept aside and replaced
 	 * by an empty(1); the flat buffer, a cat of them and a zeros of the
