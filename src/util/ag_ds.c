@@ -327,18 +327,8 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 			x->bytes = 0;
 		x->storage = d->flat;
 	}
-	for (size_t i = 0; i < s->nsetup; i++) {
-		struct ag_event e = s->setup[i];
-		if (e.t != NO && e.t < nt0 && orig[e.t] != NO)
-			e.t = orig[e.t];
-		for (int j = 0; j < AG_MAXIN; j++)
-			if (e.in[j] != NO && e.in[j] < nt0 && orig[e.in[j]] != NO)
-				e.in[j] = orig[e.in[j]];
-		for (int j = 0; j < AG_MAXOUT; j++)
-			if (e.out[j] != NO && e.out[j] < nt0 && orig[e.out[j]] != NO)
-				e.out[j] = orig[e.out[j]];
-		agp_copy(p, &e);
-	}
+	for (size_t i = 0; i < s->nsetup; i++)
+		agp_copy_renamed(p, &s->setup[i], orig, nt0);
 	/* deepspeed.initialize: the engine's _broadcast_model (engine.py 1183-1200: each
 	 * parameter's data from rank 0, in place), then the optimizer's
 	 * construction (305-403): each parameter's data kept aside and replaced
@@ -375,11 +365,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	}
 	uint32_t z = made(p, "zeros (initialize_optimizer_states' gradient)", AG_F32, d->S, 0, ZS_CAT_GRAD32, 0, ph0);
 	agp_free(p, z, ph0);
-	free(s->setup);
-	s->setup = p->ev;
-	s->nsetup = p->nev;
-	p->ev = NULL;
-	p->nev = p->cap = 0;
+	agp_take(p, &s->setup, &s->nsetup);
 	/* the first step's own: Adam's state over the partition, and a
 	 * _global_grad_norm for the steady step to replace */
 	agp_alloc(p, astep, ph0);
@@ -390,11 +376,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	agp_op(p, ph0, AG_OP_FILL, NO, av)->arg[0] = 0;
 	agp_alloc(p, gnorm, ph0);
 	agp_op(p, ph0, AG_OP_FILL, NO, gnorm)->arg[0] = 0;
-	free(s->first_step);
-	s->first_step = p->ev;
-	s->nfirst = p->nev;
-	p->ev = NULL;
-	p->nev = p->cap = 0;
+	agp_take(p, &s->first_step, &s->nfirst);
 
 	/* the step */
 	uint32_t loss = NO, one = NO, wrapped = NO, scaled = NO, gl = NO;
@@ -670,12 +652,8 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 		rc = zs_fail(cause, "--wrapper deepspeed: internal error: the backward's start or end not found");
 	if (rc != 0)
 		rc = -2; /* the step's, not the input's */
-	if (rc == 0) {
-		free(s->event);
-		s->event = p->ev;
-		s->nevents = p->nev;
-		p->ev = NULL;
-	}
+	if (rc == 0)
+		agp_take(p, &s->event, &s->nevents);
 	free(p->ev);
 	free(trained);
 	free(grad_of);

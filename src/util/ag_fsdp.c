@@ -575,18 +575,8 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	/* set-up: the model's (its parameters the stand-ins), then FSDP's
 	 * construction, the blocks' units first (the auto-wrap policy wraps
 	 * the children before the root) */
-	for (size_t i = 0; i < s->nsetup; i++) {
-		struct ag_event e = s->setup[i];
-		if (e.t != NO && e.t < nt0 && orig[e.t] != NO)
-			e.t = orig[e.t];
-		for (int k = 0; k < AG_MAXIN; k++)
-			if (e.in[k] != NO && e.in[k] < nt0 && orig[e.in[k]] != NO)
-				e.in[k] = orig[e.in[k]];
-		for (int k = 0; k < AG_MAXOUT; k++)
-			if (e.out[k] != NO && e.out[k] < nt0 && orig[e.out[k]] != NO)
-				e.out[k] = orig[e.out[k]];
-		agp_copy(p_, &e);
-	}
+	for (size_t i = 0; i < s->nsetup; i++)
+		agp_copy_renamed(p_, &s->setup[i], orig, nt0);
 	/* (the policy wraps depth first, children before parents: a block's
 	 * adapters, the block, ..., the root) */
 	size_t *order = units_order(u, nu, iroot), *post = units_postorder(u, nu, iroot);
@@ -605,11 +595,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		agp_op(p_, ZS_PH_SETUP, AG_OP_SHARD, flat, v->sh);
 		agp_free(p_, flat, ZS_PH_SETUP);
 	}
-	free(s->setup);
-	s->setup = p_->ev;
-	s->nsetup = p_->nev;
-	p_->ev = NULL;
-	p_->nev = p_->cap = 0;
+	agp_take(p_, &s->setup, &s->nsetup);
 	/* the first step's own, over the shards in the optimizer's order
 	 * (model.parameters(): the root's flat parameter, then the blocks') */
 	for (size_t k = 0; k < nu; k++)
@@ -663,11 +649,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		agp_op(p_, ZS_PH_SETUP, AG_OP_ALL_GATHER, v->sh, v->gathered);
 		v->live = 1;
 	}
-	free(s->first_step);
-	s->first_step = p_->ev;
-	s->nfirst = p_->nev;
-	p_->ev = NULL;
-	p_->nev = p_->cap = 0;
+	agp_take(p_, &s->first_step, &s->nfirst);
 	/* the step */
 	const double pre = ag_fsdp_predivide(world);
 	struct unit *root = &u[iroot], *ready = NULL;
@@ -879,12 +861,8 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	if (rc == 0 && (nmarks[0] != K * iroot || nmarks[1] > K * iroot || nmarks[1] < K * ntrained))
 		rc = zs_fail(cause, "--wrapper fsdp: internal error: %zu and %zu of the %zu blocks' forward and backward "
 		             "marks found", nmarks[0], nmarks[1], K * iroot);
-	if (rc == 0) {
-		free(s->event);
-		s->event = p_->ev;
-		s->nevents = p_->nev;
-		p_->ev = NULL;
-	}
+	if (rc == 0)
+		agp_take(p_, &s->event, &s->nevents);
 	free(p_->ev);
 	free(pre_at);
 	free(order);

@@ -102,6 +102,29 @@ void agp_copy(struct ag_pass *p, const struct ag_event *e)
 	p->ev[p->nev - 1] = *e;
 }
 
+void agp_take(struct ag_pass *p, struct ag_event **list, size_t *n)
+{
+	free(*list);
+	*list = p->ev;
+	*n = p->nev;
+	p->ev = NULL;
+	p->nev = p->cap = 0;
+}
+
+void agp_copy_renamed(struct ag_pass *p, const struct ag_event *e0, const uint32_t *orig, size_t nt)
+{
+	struct ag_event e = *e0;
+	if (e.t != NO && e.t < nt && orig[e.t] != NO)
+		e.t = orig[e.t];
+	for (int k = 0; k < AG_MAXIN; k++)
+		if (e.in[k] != NO && e.in[k] < nt && orig[e.in[k]] != NO)
+			e.in[k] = orig[e.in[k]];
+	for (int k = 0; k < AG_MAXOUT; k++)
+		if (e.out[k] != NO && e.out[k] < nt && orig[e.out[k]] != NO)
+			e.out[k] = orig[e.out[k]];
+	agp_copy(p, &e);
+}
+
 /* torch.autograd.profiler.record_function in 1.13 on the CPU: a zeros(1)
  * handle and the 288-byte one _record_function_enter returns, gone before
  * the body runs (util/autograd.c's record_function, as the optimizer's). */

@@ -35,6 +35,13 @@ void agp_free(struct ag_pass *p, uint32_t t, enum zs_phase ph);
 /* An op out0 = k(in0). */
 struct ag_event *agp_op(struct ag_pass *p, enum zs_phase ph, enum ag_op k, uint32_t in0, uint32_t out0);
 void agp_copy(struct ag_pass *p, const struct ag_event *e);
+/* The list written so far becomes *list (*n events; the old one freed),
+ * and the pass starts a new one. */
+void agp_take(struct ag_pass *p, struct ag_event **list, size_t *n);
+/* A copy of e with each storage t < nt that orig names (orig[t] !=
+ * AG_NONE) renamed to it: a pass's stand-ins for the tensors it remade
+ * (the set-up's parameters before FSDP or DeepSpeed flattened them). */
+void agp_copy_renamed(struct ag_pass *p, const struct ag_event *e, const uint32_t *orig, size_t nt);
 /* torch.autograd.profiler.record_function in 1.13 on the CPU: a zeros(1)
  * handle and the 288-byte one _record_function_enter returns, gone before
  * the body runs (util/autograd.c's record_function, as the optimizer's);
