@@ -16,9 +16,7 @@
 
 struct ds {
 	struct ag_pass *p;
-	const struct ag_options *o;
 	unsigned N;
-	int stage2;
 	uint64_t B, S;           /* the bucket's elements; a partition's */
 	size_t n;                /* trainable parameters, the client Adam's order */
 	uint64_t *numel, *off;   /* each one's elements and place in the flat buffer */
@@ -220,7 +218,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	agp_trained_params(s, nt0, trained, grad_of);
 	struct ag_pass P = {.s = s, .cap_tensors = s->ntensors};
 	struct ag_pass *p = &P;
-	struct ds D = {.p = p, .o = o, .N = world, .stage2 = stage2, .B = bucket};
+	struct ds D = {.p = p, .N = world, .B = bucket};
 	struct ds *d = &D;
 	/* the client Adam's parameters in its order (param_group, 305-315) */
 	uint32_t *w = zs_malloc((nt0 ? nt0 : 1) * sizeof *w);
