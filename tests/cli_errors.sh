@@ -818,7 +818,7 @@ for cmd in measure theory; do
 		try 2 "--attn: '$v' is not one of eager, sdpa" $cmd --framework torch --attn "$v" --out "$keep"
 	done
 	for v in fsdp2 off ''; do
-		try 2 "--wrapper: '$v' is not one of auto, none, ddp, fsdp" $cmd --framework torch --wrapper "$v" --out "$keep"
+		try 2 "--wrapper: '$v' is not one of auto, none, ddp, fsdp, deepspeed" $cmd --framework torch --wrapper "$v" --out "$keep"
 	done
 	for o in "torch-version 1.13" "torch-device cpu" "optimizer-impl fused" "zero-grad zeros" "attn eager" "wrapper auto"; do
 		try 2 "--${o% *}: only under --framework torch or deepspeed" $cmd --$o --out "$keep"

@@ -144,6 +144,12 @@ tests_test_framework_LDADD = libzstheory.a libzsengine.a libzsutil.a $(CJSON_LIB
 endif
 TESTS += tests/framework_cli.sh
 EXTRA_DIST += tests/framework_cli.sh
+# DeepSpeed's engine over the PyTorch step (--wrapper deepspeed, ZeRO-1/2
+# fp32): theory = measure, DDP's losses, stage 2's freed gradients, and
+# what is not built refused (docs/schedule.md, "DeepSpeed over the PyTorch
+# step")
+TESTS += tests/ds_torch.sh
+EXTRA_DIST += tests/ds_torch.sh
 
 # DeepSpeed's ZeRO-1/2: engine and theory against hand computations; the
 # command line's DeepSpeed settings and their refusals.

@@ -90,10 +90,14 @@ struct zs_opt {
 	"                         over the plain loop's PyTorch step at any N:\n" \
 	"                         --model, --framework torch, --schemes dp; with\n" \
 	"                         --schemes zero1 ZeroRedundancyOptimizer over it,\n" \
-	"                         each rank's bytes its own: one scheme a run) or\n" \
+	"                         each rank's bytes its own: one scheme a run),\n" \
 	"                         fsdp (FSDP, a unit per block, over it as PyTorch\n" \
 	"                         1.13 or 2.6 runs it, N >= 2: --schemes zero3 is\n" \
-	"                         FULL_SHARD, zero2 SHARD_GRAD_OP; one a run)\n" \
+	"                         FULL_SHARD, zero2 SHARD_GRAD_OP; one a run);\n" \
+	"                         deepspeed (DeepSpeed's engine over it, --framework\n" \
+	"                         deepspeed: ZeRO-1 or ZeRO-2, fp32, PyTorch 1.13,\n" \
+	"                         one a run, each rank's bytes its own;\n" \
+	"                         --ds-reduce-bucket sets its bucket)\n" \
 	"      --grad-accum K     --wrapper none, ddp or fsdp, --framework deepspeed\n" \
 	"                         (no --offload) or --framework paper (the MLP and the\n" \
 	"                         transformer for both): K micro-steps (each\n" \

@@ -2242,6 +2242,24 @@ static int sharded_param(const struct ag_exec *x, unsigned n, uint32_t t, float 
 	return 0;
 }
 
+/* Under DeepSpeed's engine (util/ag_ds.h) the model's parameter storage t
+ * is gone too (freed at construction), and its parameter a view of the
+ * flat buffer, whole on every rank after the step's all-gather: rank x's
+ * values there, or NULL where t has no such view. */
+static const float *viewed_param(const struct ag_exec *x, uint32_t t)
+{
+	const struct ag_step *s = x->s;
+	const struct ag_tensor *a = &s->tensor[t];
+	for (uint32_t v = 0; v < s->ntensors; v++) {
+		const struct ag_tensor *b = &s->tensor[v];
+		if (b->role == AG_ROLE_PARAM && b->storage != v && b->param == a->param && b->part == a->part) {
+			const float *d = ag_exec_data(x, b->storage);
+			return d != NULL && s->tensor[b->storage].dtype == AG_F32 ? d + b->offset : NULL;
+		}
+	}
+	return NULL;
+}
+
 /* Whether the step holds parameter tensor i (part `part`) quantized to 4
  * bits (util/autograd.c's QLoRA section: its packed codes, a uint8
  * buffer of that parameter). */
@@ -2279,7 +2297,10 @@ static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, unsi
 				t++;
 			if (t < s->ntensors && ag_exec_data(x, t) == NULL && nranks < 2 && quantized(s, (int32_t)i, part))
 				continue; /* --quant-base: a 4-bit base weight (frozen; its fp32 form is gone) */
-			if (t == s->ntensors || (ag_exec_data(x, t) == NULL && nranks < 2)) {
+			const float *d = t < s->ntensors ? ag_exec_data(x, t) : NULL;
+			if (d == NULL && t < s->ntensors && nranks < 2)
+				d = viewed_param(x, t);
+			if (t == s->ntensors || (d == NULL && nranks < 2)) {
 				rc = zs_fail(cause, "the PyTorch step holds no parameter for tensor %zu (part %d) at its end", i, part);
 				break;
 			}
@@ -2289,7 +2310,6 @@ static int final_weights(const struct tfm_feed *f, const struct ag_exec *x, unsi
 				rc = -1;
 				break;
 			}
-			const float *d = ag_exec_data(x, t);
 			if (d == NULL) {
 				joined = zs_realloc(joined, rows * cols * sizeof *joined);
 				if ((rc = sharded_param(x, nranks, t, joined, cause)) != 0)
@@ -2672,9 +2692,10 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 			uint64_t d;
 			rc = final_weights(&f, &x[k], 1, NULL, &d, cause);
 			if (rc == 0 && d != out->digest)
-				rc = zs_fail(cause, "internal error: rank %u's weights differ from rank 0's (--wrapper ddp, %s, N=%u)",
-				             k, ag_zero1_scheme(c) ? "zero1" : "dp", world);
-			if (rc == 0 && adapters_digest(&x[k]) != adapters_digest(&x[0]))
+				rc = zs_fail(cause, "internal error: rank %u's weights differ from rank 0's (--wrapper %s, %s, N=%u)",
+				             k, zs_wrapper_name(c->wrapper), zs_scheme_name(c->schemes[0]), world);
+			/* (LoRA's alone: DeepSpeed's fp32 partitions differ by rank) */
+			if (rc == 0 && c->lora_r && adapters_digest(&x[k]) != adapters_digest(&x[0]))
 				rc = zs_fail(cause, "internal error: rank %u's LoRA adapters differ from rank 0's (--wrapper ddp, "
 				             "N=%u)", k, world);
 		}

@@ -297,6 +297,17 @@ char *theory_framework_text(const struct theory_request *req)
 		free(q);
 		return both;
 	}
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED)
+		return zs_asprintf("\nFramework deepspeed, --wrapper deepspeed: DeepSpeed's engine, ZeRO stage %d in fp32 "
+		                   "(reduce_bucket_size %.0f elements), over Hugging Face's model in PyTorch 1.13's own step, "
+		                   "allocation by allocation (docs/schedule.md, \"DeepSpeed over the PyTorch step\"): the "
+		                   "parameters one flat buffer padded to a multiple of 2N, each rank's fp32 partition and "
+		                   "Adam's state over it, the reduce bucket from backward's start to its end, each gradient "
+		                   "copied into it and freed (%s), the rank's own gradients in grads_in_partition, then the "
+		                   "norm, the flat gradient partition, Adam and the all-gather; the ranks differ, and the "
+		                   "tables show the rank of the highest peak (every rank's in --out's per_rank).\n",
+		                   c->schemes[0] == ZS_ZERO2 ? 2 : 1, c->ds_reduce_bucket,
+		                   c->schemes[0] == ZS_ZERO2 ? "at its AccumulateGrad hook" : "after backward, in order");
 	if (c->framework == ZS_FW_TORCH) {
 		char cap[32];
 		if (c->wrapper == ZS_WRAPPER_DDP) {

@@ -702,6 +702,12 @@ static void advice_text(struct zs_buf *t, const struct theory_request *req, enum
 			              "fsdp)%s\n", ckpt);
 			continue;
 		}
+		if (c->wrapper == ZS_WRAPPER_DEEPSPEED) {
+			zs_buf_printf(t, " more ranks shard Adam's state, the fp32 partition and the gradients kept "
+			              "(--wrapper deepspeed); the step's activations, flat parameters and bucket are every "
+			              "rank's\n");
+			continue;
+		}
 		if (c->wrapper == ZS_WRAPPER_NONE) {
 			/* the plain loop is one process: no N changes it */
 			zs_buf_printf(t, " nothing else in the plain loop (--wrapper none: one process); a wrapper shards "

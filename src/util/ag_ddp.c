@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/ag_ds.h"
 #include "util/ag_fsdp.h"
 #include "util/ag_pass.h"
 #include "util/ag_zero1.h"
@@ -406,8 +407,16 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 	if (c->wrapper == ZS_WRAPPER_FSDP && o->recompute && m->gemma)
 		return zs_fail(cause, "--recompute full: Hugging Face's gradient checkpointing of a %s under --wrapper fsdp "
 		               "is not described yet (give --wrapper none or ddp)", m->model_type);
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED && o->recompute)
+		return zs_fail(cause, "--recompute full with --wrapper deepspeed: not built yet (give --recompute none)");
 	if (ag_step_build(s, m, p, &oz, cause) != 0)
 		return -1;
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED) {
+		int rc = ag_ds_apply(s, &oz, world, c->schemes[0] == ZS_ZERO2, (uint64_t)c->ds_reduce_bucket, cause);
+		if (rc != 0)
+			ag_step_free(s);
+		return rc;
+	}
 	/* a unit mixing frozen and trainable parameters: the input's */
 	if (c->wrapper == ZS_WRAPPER_FSDP && ag_fsdp_check(s, p, &oz, cause) != 0) {
 		ag_step_free(s);

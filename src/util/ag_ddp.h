@@ -96,9 +96,10 @@ int ag_zero1_scheme(const struct zs_config *c);
  * pass above for `world` ranks (dp: the bytes do not depend on it, only
  * the hooks' 1/N does; zero1: Adam inside ZeroRedundancyOptimizer over
  * `world` ranks, util/ag_zero1.h, each rank's bytes its own), under
- * --wrapper fsdp util/ag_fsdp.h's (each unit's shard is 1/N of it). 0; -1
- * with *cause where ag_step_build refuses the model or options (bad
- * input); -2 with *cause where a pass fails on the built step (an
+ * --wrapper fsdp util/ag_fsdp.h's (each unit's shard is 1/N of it), under
+ * --wrapper deepspeed util/ag_ds.h's. 0; -1
+ * with *cause where ag_step_build refuses the model or options, or
+ * DeepSpeed's pass a parameter larger than its bucket (bad input); -2 with *cause where a pass fails on the built step (an
  * internal error: a run-time failure, not the user's input). Nothing is
  * left to free either way. */
 int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct step_params *p,

@@ -80,40 +80,7 @@ double ag_fsdp_predivide(unsigned world)
 
 static uint32_t sto(const struct ag_step *s, uint32_t t) { return s->tensor[t].storage; }
 
-/* A contiguous view of storage `flat` with x's shape, at element `off`. */
-static uint32_t view_shaped(struct ag_pass *p, uint32_t flat, uint32_t x, uint64_t off)
-{
-	uint32_t t = agp_newt(p);
-	struct ag_tensor *v = &p->s->tensor[t];
-	*v = p->s->tensor[x];
-	int64_t st = 1;
-	for (int i = (int)v->ndim - 1; i >= 0; i--) {
-		v->stride[i] = st;
-		st *= (int64_t)v->shape[i];
-	}
-	v->dtype = p->s->tensor[flat].dtype;
-	v->storage = flat;
-	v->offset = off;
-	v->bytes = 0;
-	v->role = AG_ROLE_TEMP;
-	v->cat = p->s->tensor[flat].cat;
-	return t;
-}
 
-/* A Python float given to an in-place tensor op: its 8-byte wrapped
- * number and TensorIterator's fp32 copy (util/autograd.c's scalar_op_). */
-static void scalar_inplace(struct ag_pass *p, enum ag_op k, uint32_t x, double v, enum zs_phase ph)
-{
-	uint32_t w = agp_storage(p, "scalar (wrapped number)", AG_F64, 0, 1, ZS_CAT_BUCKETS);
-	agp_alloc(p, w, ph);
-	agp_op(p, ph, AG_OP_FILL, NO, w)->arg[0] = v;
-	uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_BUCKETS);
-	agp_alloc(p, c, ph);
-	agp_op(p, ph, AG_OP_COPY, w, c);
-	agp_op(p, ph, k, x, x)->arg[0] = v;
-	agp_free(p, c, ph);
-	agp_free(p, w, ph);
-}
 
 /* The unit's unshard: the padded unsharded flat parameter allocated and
  * all-gathered from every rank's shard (after the record_function of
@@ -187,7 +154,7 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 	                           ZS_CAT_FULL_GRADS);
 	agp_alloc(p, cat, ph);
 	for (size_t j = 0; j < u->nparams; j++)
-		agp_op(p, ph, AG_OP_COPY, u->held[j], view_shaped(p, cat, u->held[j], u->off[j]));
+		agp_op(p, ph, AG_OP_COPY, u->held[j], agp_view_shaped(p, cat, u->held[j], u->off[j]));
 	for (size_t j = 0; j < u->nparams; j++)
 		if (u->pending[j])
 			agp_free(p, sto(p->s, u->held[j]), ph);
@@ -222,7 +189,7 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 		                  ZS_CAT_BUCKETS);
 		agp_alloc(p, pad, ph);
 		agp_op(p, ph, AG_OP_FILL, NO, pad)->arg[0] = 0;
-		agp_op(p, ph, AG_OP_COPY, acc, view_shaped(p, pad, acc, 0));
+		agp_op(p, ph, AG_OP_COPY, acc, agp_view_shaped(p, pad, acc, 0));
 	}
 	uint32_t out = agp_storage(p, v113 ? "zeros_like (the reduce-scatter's output shard)"
 	                                   : "empty_like (the reduce-scatter's output shard)",
@@ -231,10 +198,10 @@ static void post_backward(struct ag_pass *p, const struct ag_options *o, struct 
 	if (v113)
 		agp_op(p, ph, AG_OP_FILL, NO, out)->arg[0] = 0;
 	if (pre > 1)
-		scalar_inplace(p, AG_OP_DIV_SCALAR_, pad, pre, ph);
+		agp_scalar_inplace(p, AG_OP_DIV_SCALAR_, pad, pre, ph);
 	agp_op(p, ph, AG_OP_REDUCE_SCATTER_SUM, pad, out);
 	if ((double)world / pre > 1)
-		scalar_inplace(p, AG_OP_DIV_SCALAR_, out, (double)world / pre, ph);
+		agp_scalar_inplace(p, AG_OP_DIV_SCALAR_, out, (double)world / pre, ph);
 	if (u->grad != NO) { /* _saved_grad_shard += output */
 		struct ag_event *e = agp_op(p, ph, AG_OP_ADD_, u->grad, u->grad);
 		e->in[1] = out;
@@ -326,59 +293,13 @@ static struct unit *block_mark(const struct ag_event *e, struct unit *u, size_t 
 	return NULL;
 }
 
-/* Which parameter storages of s (below nt) the optimizer updates, and
- * the plain .grad each of them reads, paired in the optimizer's order:
- * the section between "phase:optimizer" and "phase:zero_grad" writes
- * each trainable parameter and reads its .grad, first in ps[] order
- * (ag_optimizer_events), whichever Adam. trained[t] is set for those;
- * grad_of[g] is the parameter of .grad g, AG_NONE for the rest. */
-static void trained_params(const struct ag_step *s, size_t nt, unsigned char *trained, uint32_t *grad_of)
-{
-	uint32_t *w = zs_malloc((nt ? nt : 1) * sizeof *w), *g = zs_malloc((nt ? nt : 1) * sizeof *g);
-	unsigned char *seen = zs_calloc(nt ? nt : 1, 1);
-	size_t nw = 0, ng = 0;
-	int in_opt = 0;
-	for (size_t t = 0; t < nt; t++)
-		grad_of[t] = NO;
-	for (size_t i = 0; i < s->nevents; i++) {
-		const struct ag_event *e = &s->event[i];
-		if (e->kind == AG_EV_MARK && e->label != NULL) {
-			if (strcmp(e->label, "phase:optimizer") == 0)
-				in_opt = 1;
-			else if (strcmp(e->label, "phase:zero_grad") == 0)
-				in_opt = 0;
-			continue;
-		}
-		if (!in_opt || e->kind != AG_EV_OP)
-			continue;
-		for (int k = 0; k < AG_MAXIN; k++) {
-			uint32_t x = e->in[k] == NO ? NO : sto(s, e->in[k]);
-			if (x != NO && x < nt && s->tensor[x].role == AG_ROLE_GRAD && !seen[x]) {
-				seen[x] = 1;
-				g[ng++] = x;
-			}
-		}
-		for (int k = 0; k < AG_MAXOUT; k++) {
-			uint32_t x = e->out[k] == NO ? NO : sto(s, e->out[k]);
-			if (x != NO && x < nt && s->tensor[x].role == AG_ROLE_PARAM && !trained[x]) {
-				trained[x] = 1;
-				w[nw++] = x;
-			}
-		}
-	}
-	for (size_t k = 0; k < ng && k < nw; k++)
-		grad_of[g[k]] = w[k];
-	free(w);
-	free(g);
-	free(seen);
-}
 
 /* The units: one per block (their order), then the root (*iroot), then,
  * with LoRA, one per adapter (PEFT's fsdp_auto_wrap_policy: each leaf
  * whose weight requires grad, lora_A and lora_B, a unit nested in its
  * block's); each parameter storage of s in the unit of its module's
  * block, an adapter's (a parameter of no step_params tensor: lora_A, then
- * lora_B, each adapted layer in turn) its own. trained: trained_params'. */
+ * lora_B, each adapted layer in turn) its own. trained: agp_trained_params'. */
 static struct unit *make_units(const struct ag_step *s, const struct step_params *p, const unsigned char *trained,
                                size_t *nu, size_t *iroot)
 {
@@ -510,7 +431,7 @@ int ag_fsdp_check(const struct ag_step *s, const struct step_params *p, const st
 	size_t nu = 0, iroot = 0;
 	unsigned char *trained = zs_calloc(s->ntensors ? s->ntensors : 1, 1);
 	uint32_t *grad_of = zs_malloc((s->ntensors ? s->ntensors : 1) * sizeof *grad_of);
-	trained_params(s, s->ntensors, trained, grad_of);
+	agp_trained_params(s, s->ntensors, trained, grad_of);
 	struct unit *u = make_units(s, p, trained, &nu, &iroot);
 	const struct unit *m = mixed_unit(u, nu, trained);
 	int rc = 0;
@@ -544,7 +465,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	const size_t nt0 = s->ntensors;
 	unsigned char *trained = zs_calloc(nt0 ? nt0 : 1, 1);
 	uint32_t *grad_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *grad_of);
-	trained_params(s, nt0, trained, grad_of);
+	agp_trained_params(s, nt0, trained, grad_of);
 	struct unit *u = make_units(s, p, trained, &nu, &iroot);
 	const struct unit *mixed = mixed_unit(u, nu, trained);
 	for (size_t i = 0; i < nu; i++)
@@ -654,18 +575,8 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	/* set-up: the model's (its parameters the stand-ins), then FSDP's
 	 * construction, the blocks' units first (the auto-wrap policy wraps
 	 * the children before the root) */
-	for (size_t i = 0; i < s->nsetup; i++) {
-		struct ag_event e = s->setup[i];
-		if (e.t != NO && e.t < nt0 && orig[e.t] != NO)
-			e.t = orig[e.t];
-		for (int k = 0; k < AG_MAXIN; k++)
-			if (e.in[k] != NO && e.in[k] < nt0 && orig[e.in[k]] != NO)
-				e.in[k] = orig[e.in[k]];
-		for (int k = 0; k < AG_MAXOUT; k++)
-			if (e.out[k] != NO && e.out[k] < nt0 && orig[e.out[k]] != NO)
-				e.out[k] = orig[e.out[k]];
-		agp_copy(p_, &e);
-	}
+	for (size_t i = 0; i < s->nsetup; i++)
+		agp_copy_renamed(p_, &s->setup[i], orig, nt0);
 	/* (the policy wraps depth first, children before parents: a block's
 	 * adapters, the block, ..., the root) */
 	size_t *order = units_order(u, nu, iroot), *post = units_postorder(u, nu, iroot);
@@ -676,7 +587,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		agp_alloc(p_, flat, ZS_PH_SETUP);
 		for (size_t j = 0; j < v->nparams; j++) {
 			uint32_t w0 = orig[v->params[j]];
-			agp_op(p_, ZS_PH_SETUP, AG_OP_COPY, w0, view_shaped(p_, flat, w0, v->off[j]));
+			agp_op(p_, ZS_PH_SETUP, AG_OP_COPY, w0, agp_view_shaped(p_, flat, w0, v->off[j]));
 		}
 		for (size_t j = 0; j < v->nparams; j++)
 			agp_free(p_, orig[v->params[j]], ZS_PH_SETUP);
@@ -684,11 +595,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		agp_op(p_, ZS_PH_SETUP, AG_OP_SHARD, flat, v->sh);
 		agp_free(p_, flat, ZS_PH_SETUP);
 	}
-	free(s->setup);
-	s->setup = p_->ev;
-	s->nsetup = p_->nev;
-	p_->ev = NULL;
-	p_->nev = p_->cap = 0;
+	agp_take(p_, &s->setup, &s->nsetup);
 	/* the first step's own, over the shards in the optimizer's order
 	 * (model.parameters(): the root's flat parameter, then the blocks') */
 	for (size_t k = 0; k < nu; k++)
@@ -742,11 +649,7 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 		agp_op(p_, ZS_PH_SETUP, AG_OP_ALL_GATHER, v->sh, v->gathered);
 		v->live = 1;
 	}
-	free(s->first_step);
-	s->first_step = p_->ev;
-	s->nfirst = p_->nev;
-	p_->ev = NULL;
-	p_->nev = p_->cap = 0;
+	agp_take(p_, &s->first_step, &s->nfirst);
 	/* the step */
 	const double pre = ag_fsdp_predivide(world);
 	struct unit *root = &u[iroot], *ready = NULL;
@@ -958,12 +861,8 @@ int ag_fsdp_apply(struct ag_step *s, const struct step_params *p, const struct a
 	if (rc == 0 && (nmarks[0] != K * iroot || nmarks[1] > K * iroot || nmarks[1] < K * ntrained))
 		rc = zs_fail(cause, "--wrapper fsdp: internal error: %zu and %zu of the %zu blocks' forward and backward "
 		             "marks found", nmarks[0], nmarks[1], K * iroot);
-	if (rc == 0) {
-		free(s->event);
-		s->event = p_->ev;
-		s->nevents = p_->nev;
-		p_->ev = NULL;
-	}
+	if (rc == 0)
+		agp_take(p_, &s->event, &s->nevents);
 	free(p_->ev);
 	free(pre_at);
 	free(order);

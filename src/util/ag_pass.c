@@ -3,6 +3,7 @@
  */
 #include "util/ag_pass.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/util.h"
@@ -101,6 +102,29 @@ void agp_copy(struct ag_pass *p, const struct ag_event *e)
 	p->ev[p->nev - 1] = *e;
 }
 
+void agp_take(struct ag_pass *p, struct ag_event **list, size_t *n)
+{
+	free(*list);
+	*list = p->ev;
+	*n = p->nev;
+	p->ev = NULL;
+	p->nev = p->cap = 0;
+}
+
+void agp_copy_renamed(struct ag_pass *p, const struct ag_event *e0, const uint32_t *orig, size_t nt)
+{
+	struct ag_event e = *e0;
+	if (e.t != NO && e.t < nt && orig[e.t] != NO)
+		e.t = orig[e.t];
+	for (int k = 0; k < AG_MAXIN; k++)
+		if (e.in[k] != NO && e.in[k] < nt && orig[e.in[k]] != NO)
+			e.in[k] = orig[e.in[k]];
+	for (int k = 0; k < AG_MAXOUT; k++)
+		if (e.out[k] != NO && e.out[k] < nt && orig[e.out[k]] != NO)
+			e.out[k] = orig[e.out[k]];
+	agp_copy(p, &e);
+}
+
 /* torch.autograd.profiler.record_function in 1.13 on the CPU: a zeros(1)
  * handle and the 288-byte one _record_function_enter returns, gone before
  * the body runs (util/autograd.c's record_function, as the optimizer's). */
@@ -118,3 +142,85 @@ void agp_record_function(struct ag_pass *p, const struct ag_options *o, enum zs_
 	agp_free(p, h, ph);
 }
 
+
+/* A contiguous view of storage `flat` with x's shape, at element `off`. */
+uint32_t agp_view_shaped(struct ag_pass *p, uint32_t flat, uint32_t x, uint64_t off)
+{
+	uint32_t t = agp_newt(p);
+	struct ag_tensor *v = &p->s->tensor[t];
+	*v = p->s->tensor[x];
+	int64_t st = 1;
+	for (int i = (int)v->ndim - 1; i >= 0; i--) {
+		v->stride[i] = st;
+		st *= (int64_t)v->shape[i];
+	}
+	v->dtype = p->s->tensor[flat].dtype;
+	v->storage = flat;
+	v->offset = off;
+	v->bytes = 0;
+	v->role = AG_ROLE_TEMP;
+	v->cat = p->s->tensor[flat].cat;
+	return t;
+}
+
+/* A Python float given to an in-place tensor op: its 8-byte wrapped
+ * number and TensorIterator's fp32 copy (util/autograd.c's scalar_op_). */
+void agp_scalar_inplace(struct ag_pass *p, enum ag_op k, uint32_t x, double v, enum zs_phase ph)
+{
+	uint32_t w = agp_storage(p, "scalar (wrapped number)", AG_F64, 0, 1, ZS_CAT_BUCKETS);
+	agp_alloc(p, w, ph);
+	agp_op(p, ph, AG_OP_FILL, NO, w)->arg[0] = v;
+	uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_BUCKETS);
+	agp_alloc(p, c, ph);
+	agp_op(p, ph, AG_OP_COPY, w, c);
+	agp_op(p, ph, k, x, x)->arg[0] = v;
+	agp_free(p, c, ph);
+	agp_free(p, w, ph);
+}
+
+/* Which parameter storages of s (below nt) the optimizer updates, and
+ * the plain .grad each of them reads, paired in the optimizer's order:
+ * the section between "phase:optimizer" and "phase:zero_grad" writes
+ * each trainable parameter and reads its .grad, first in ps[] order
+ * (ag_optimizer_events), whichever Adam. trained[t] is set for those;
+ * grad_of[g] is the parameter of .grad g, AG_NONE for the rest. */
+void agp_trained_params(const struct ag_step *s, size_t nt, unsigned char *trained, uint32_t *grad_of)
+{
+	uint32_t *w = zs_malloc((nt ? nt : 1) * sizeof *w), *g = zs_malloc((nt ? nt : 1) * sizeof *g);
+	unsigned char *seen = zs_calloc(nt ? nt : 1, 1);
+	size_t nw = 0, ng = 0;
+	int in_opt = 0;
+	for (size_t t = 0; t < nt; t++)
+		grad_of[t] = NO;
+	for (size_t i = 0; i < s->nevents; i++) {
+		const struct ag_event *e = &s->event[i];
+		if (e->kind == AG_EV_MARK && e->label != NULL) {
+			if (strcmp(e->label, "phase:optimizer") == 0)
+				in_opt = 1;
+			else if (strcmp(e->label, "phase:zero_grad") == 0)
+				in_opt = 0;
+			continue;
+		}
+		if (!in_opt || e->kind != AG_EV_OP)
+			continue;
+		for (int k = 0; k < AG_MAXIN; k++) {
+			uint32_t x = e->in[k] == NO ? NO : s->tensor[e->in[k]].storage;
+			if (x != NO && x < nt && s->tensor[x].role == AG_ROLE_GRAD && !seen[x]) {
+				seen[x] = 1;
+				g[ng++] = x;
+			}
+		}
+		for (int k = 0; k < AG_MAXOUT; k++) {
+			uint32_t x = e->out[k] == NO ? NO : s->tensor[e->out[k]].storage;
+			if (x != NO && x < nt && s->tensor[x].role == AG_ROLE_PARAM && !trained[x]) {
+				trained[x] = 1;
+				w[nw++] = x;
+			}
+		}
+	}
+	for (size_t k = 0; k < ng && k < nw; k++)
+		grad_of[g[k]] = w[k];
+	free(w);
+	free(g);
+	free(seen);
+}

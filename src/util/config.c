@@ -39,7 +39,7 @@ static const char *const torch_device_names[] = {"cuda", "cpu"};
 static const char *const optim_impl_names[] = {"default", "single", "foreach", "fused"};
 static const char *const zero_grad_names[] = {"default", "none", "zeros"};
 static const char *const attn_names[] = {"default", "eager", "sdpa"};
-static const char *const wrapper_names[] = {"auto", "none", "ddp", "fsdp"};
+static const char *const wrapper_names[] = {"auto", "none", "ddp", "fsdp", "deepspeed"};
 #define NNAMES(a) ((unsigned)(sizeof(a) / sizeof(a)[0]))
 const char *zs_torch_version_name(enum zs_torch_version v) { return torch_version_names[v]; }
 const char *zs_torch_device_name(enum zs_torch_device d) { return torch_device_names[d]; }
@@ -49,7 +49,8 @@ const char *zs_attn_name(enum zs_attn a) { return attn_names[a]; }
 const char *zs_wrapper_name(enum zs_wrapper w) { return wrapper_names[w]; }
 int zs_wrapper_step(const struct zs_config *c)
 {
-	return c->wrapper == ZS_WRAPPER_NONE || c->wrapper == ZS_WRAPPER_DDP || c->wrapper == ZS_WRAPPER_FSDP;
+	return c->wrapper == ZS_WRAPPER_NONE || c->wrapper == ZS_WRAPPER_DDP || c->wrapper == ZS_WRAPPER_FSDP ||
+	       c->wrapper == ZS_WRAPPER_DEEPSPEED;
 }
 
 enum zs_optim_impl zs_optim_impl_resolve(const struct zs_config *c)
@@ -66,6 +67,10 @@ enum zs_zero_grad zs_zero_grad_resolve(const struct zs_config *c)
 {
 	if (c->zero_grad != ZS_ZERO_GRAD_DEFAULT)
 		return c->zero_grad;
+	/* DeepSpeed's engine sets every .grad to None itself (stage_1_and_2.py
+	 * 1638-1651: check_ds_wrapper takes no --zero-grad) */
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED)
+		return ZS_ZERO_GRAD_NONE;
 	/* set_to_none: False in 1.13 (optimizer.py 246), True from 2.0 (2.6: 940). */
 	return c->torch_version == ZS_TORCH_1_13 ? ZS_ZERO_GRAD_ZEROS : ZS_ZERO_GRAD_NONE;
 }
@@ -936,6 +941,51 @@ static int check_fsdp(const struct zs_config *c, char **cause)
 	return 0;
 }
 
+/* --wrapper deepspeed: DeepSpeed's engine (deepspeed.initialize over the
+ * client Adam) over the PyTorch step (util/ag_ds.h; docs/schedule.md,
+ * "DeepSpeed over the PyTorch step"): ZeRO stage 1 or 2 in fp32 under
+ * PyTorch 1.13, one a run (the step is built for the run's stage); what
+ * is not built is refused by name. */
+static int check_ds_wrapper(const struct zs_config *c, char **cause)
+{
+	if (c->framework != ZS_FW_DEEPSPEED)
+		return zs_fail(cause, "--wrapper deepspeed is DeepSpeed's engine: give --framework deepspeed");
+	for (size_t i = 0; i < c->nschemes; i++)
+		if (c->schemes[i] != ZS_ZERO1 && c->schemes[i] != ZS_ZERO2)
+			return zs_fail(cause, "--wrapper deepspeed builds ZeRO stages 1 and 2 so far: give --schemes zero1 or "
+			               "zero2 (it lists %s%s)", zs_scheme_name(c->schemes[i]),
+			               c->schemes[i] == ZS_DP ? "; DeepSpeed's stage 0 is DDP's arithmetic with its own "
+			                                        "all-reduce, not built: give --wrapper auto or --framework "
+			                                        "torch --wrapper ddp" : "");
+		else if (c->schemes[i] != c->schemes[0])
+			return zs_fail(cause, "--wrapper deepspeed runs one scheme a run, zero1 or zero2 (it lists %s and %s): "
+			               "run them apart", zs_scheme_name(c->schemes[0]), zs_scheme_name(c->schemes[i]));
+	if (c->precision != ZS_FP32)
+		return zs_fail(cause, "--precision %s with --wrapper deepspeed: only fp32 is built so far (give --precision "
+		               "fp32)", zs_precision_name(c->precision));
+	if (c->torch_version != ZS_TORCH_1_13)
+		return zs_fail(cause, "--torch-version 2.6 with --wrapper deepspeed: only 1.13 is built so far (give "
+		               "--torch-version 1.13)");
+	if (c->grad_accum > 1)
+		return zs_fail(cause, "--grad-accum %u with --wrapper deepspeed: not built yet (give --grad-accum 1)",
+		               c->grad_accum);
+	if (c->freeze[0])
+		return zs_fail(cause, "--freeze with --wrapper deepspeed: not built yet (leave --freeze out)");
+	/* (--recompute full: ag_step_build_run, which sees it set) */
+	/* the engine's zero_grad sets every .grad to None (stage_1_and_2.py
+	 * 1638-1651), whatever torch's default */
+	if (c->given & ZS_KEY_BIT(ZS_KEY_ZERO_GRAD))
+		return zs_fail(cause, "--zero-grad: --wrapper deepspeed's engine sets every .grad to None itself (leave "
+		               "--zero-grad out)");
+	if (c->given & ZS_KEY_BIT(ZS_KEY_UNITS))
+		return zs_fail(cause, "--unit: --wrapper deepspeed's rows are the PyTorch step's modules (leave --unit out)");
+	for (int k = ZS_KEY_BUCKET_CAP; k <= ZS_KEY_DS_MAX_LIVE; k++)
+		if (k != ZS_KEY_DS_REDUCE_BUCKET && (c->given & ZS_KEY_BIT(k)))
+			return zs_fail(cause, "--%s: --wrapper deepspeed (ZeRO-1 and 2 in fp32, no offload) takes "
+			               "--ds-reduce-bucket alone so far", key_names[k]);
+	return 0;
+}
+
 /* DeepSpeed's gradient_accumulation_steps (docs/schedule.md, "deepspeed",
  * "Gradient accumulation"): the engine's dp, ZeRO-1, ZeRO-2 and ZeRO-3
  * steps on the MLP and the transformer take it (a transformer's case holds
@@ -1015,6 +1065,8 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 		return check_ddp(c, cause);
 	if (c->wrapper == ZS_WRAPPER_FSDP)
 		return check_fsdp(c, cause);
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED)
+		return check_ds_wrapper(c, cause);
 	if (c->wrapper != ZS_WRAPPER_NONE)
 		return 0;
 	/* The plain loop is one process's: no DDP, FSDP or DeepSpeed engine,
@@ -1043,6 +1095,7 @@ int zs_config_check_model(const struct zs_config *c, int transformer, char **cau
 		               zs_wrapper_name(c->wrapper),
 		               c->wrapper == ZS_WRAPPER_DDP    ? "DDP over the PyTorch step"
 		               : c->wrapper == ZS_WRAPPER_FSDP ? "FSDP over the PyTorch step"
+		               : c->wrapper == ZS_WRAPPER_DEEPSPEED ? "DeepSpeed's engine over the PyTorch step"
 		                                               : "the plain loop");
 	return 0;
 }

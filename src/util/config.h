@@ -43,7 +43,7 @@ enum zs_torch_device { ZS_DEVICE_CUDA, ZS_DEVICE_CPU };
 enum zs_optim_impl { ZS_OPTIM_IMPL_DEFAULT, ZS_OPTIM_SINGLE, ZS_OPTIM_FOREACH, ZS_OPTIM_FUSED };
 enum zs_zero_grad { ZS_ZERO_GRAD_DEFAULT, ZS_ZERO_GRAD_NONE, ZS_ZERO_GRAD_ZEROS };
 enum zs_attn { ZS_ATTN_DEFAULT, ZS_ATTN_EAGER, ZS_ATTN_SDPA };
-enum zs_wrapper { ZS_WRAPPER_AUTO, ZS_WRAPPER_NONE, ZS_WRAPPER_DDP, ZS_WRAPPER_FSDP };
+enum zs_wrapper { ZS_WRAPPER_AUTO, ZS_WRAPPER_NONE, ZS_WRAPPER_DDP, ZS_WRAPPER_FSDP, ZS_WRAPPER_DEEPSPEED };
 
 /* The MLP's depth: --layers (and a spec's or a case's "layers") takes 2 to
  * 131 widths, up to 130 layers; more gets a one-line error. A bound on the
@@ -289,9 +289,9 @@ const char *zs_zero_grad_name(enum zs_zero_grad z);
 const char *zs_attn_name(enum zs_attn a);
 const char *zs_wrapper_name(enum zs_wrapper w);
 /* The run is the PyTorch step as data (util/autograd.h), plain (--wrapper
- * none), under DDP (--wrapper ddp, util/ag_ddp.h) or FSDP (--wrapper fsdp,
- * util/ag_fsdp.h), not the layer
- * driver's schemes: 1 or 0. */
+ * none), under DDP (--wrapper ddp, util/ag_ddp.h), FSDP (--wrapper fsdp,
+ * util/ag_fsdp.h) or DeepSpeed's engine (--wrapper deepspeed,
+ * util/ag_ds.h), not the layer driver's schemes: 1 or 0. */
 int zs_wrapper_step(const struct zs_config *c);
 
 /* The "default"s resolved to what the release does on the device

@@ -209,6 +209,8 @@ void zs_moe_scope(const struct zs_config *c, const char *model_type, unsigned fl
 		         model_type != NULL ? model_type : "mixture");
 	else if (c->framework == ZS_FW_TORCH && c->wrapper == ZS_WRAPPER_DDP && !(flags & ZS_MOE_THEORY))
 		snprintf(what, n, "--wrapper ddp (each rank its own routing, its own list: not built; give none)");
+	else if (c->wrapper == ZS_WRAPPER_DEEPSPEED)
+		snprintf(what, n, "--wrapper deepspeed (give --wrapper auto, zerosim's own DeepSpeed step)");
 	else if (c->framework == ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP)
 		snprintf(what, n, "--framework torch --wrapper %s (give --wrapper none)", zs_wrapper_name(c->wrapper));
 	else if (c->framework != ZS_FW_PAPER && c->framework != ZS_FW_DEEPSPEED && c->framework != ZS_FW_TORCH)

@@ -1,0 +1,673 @@
+/*
+ * ag_ds — DeepSpeed's ZeRO-1 and ZeRO-2 over the PyTorch step
+ * (util/ag_ds.h). Lines cited are runtime/zero/stage_1_and_2.py's at
+ * DeepSpeed's 38327e0 unless said (engine.py, utils.py, zero/config.py
+ * are runtime/'s).
+ */
+#include "util/ag_ds.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/ag_pass.h"
+#include "util/util.h"
+
+#define NO AG_NONE
+
+struct ds {
+	struct ag_pass *p;
+	unsigned N;
+	uint64_t B, S;           /* the bucket's elements; a partition's */
+	size_t n;                /* trainable parameters, the client Adam's order */
+	uint64_t *numel, *off;   /* each one's elements and place in the flat buffer */
+	uint32_t flat, bucket;
+	/* the bucket: its parameters and their places, elements used */
+	size_t *bk;
+	uint64_t *bo;
+	size_t nb;
+	uint64_t used;
+	/* per rank: grads_in_partition (its storage, AG_NONE until made, and
+	 * elements used), and each own parameter's place in it */
+	uint32_t *gip;
+	uint64_t *gip_size, *gip_used, *gip_off; /* gip_off[r * n + k] */
+};
+
+static uint64_t lo(const struct ds *d, unsigned r) { return (uint64_t)r * d->S; }
+
+/* Whether parameter k is in rank r's params_in_partition (get_partition_info,
+ * 1607-1636: it starts in the partition, or the partition starts inside it). */
+static int in_part(const struct ds *d, unsigned r, size_t k)
+{
+	uint64_t a = d->off[k], b = a + d->numel[k], s = lo(d, r), e = s + d->S;
+	return (s <= a && a < e) || (a < s && s < b);
+}
+
+/* A 1-D view of n elements of storage `flat` at element `at`. */
+static uint32_t view1(struct ag_pass *p, uint32_t flat, uint64_t at, uint64_t n)
+{
+	uint32_t t = agp_newt(p);
+	struct ag_tensor *x = &p->s->tensor[t];
+	const struct ag_tensor *f = &p->s->tensor[flat];
+	x->what = f->what;
+	x->dtype = f->dtype;
+	x->ndim = 1;
+	x->shape[0] = n;
+	x->stride[0] = 1;
+	x->storage = flat;
+	x->offset = at;
+	x->role = AG_ROLE_TEMP;
+	x->cat = f->cat;
+	x->param = x->module = x->part = -1;
+	return t;
+}
+
+/* The events from `from` on are rank r's alone. */
+static void rank_only(struct ag_pass *p, size_t from, unsigned r)
+{
+	for (size_t i = from; i < p->nev; i++)
+		p->ev[i].only_rank = r + 1;
+}
+
+/* A storage made and filled (its value a stand-in where no later op reads
+ * it: the norm's chain, docs/schedule.md). */
+static uint32_t made(struct ag_pass *p, const char *what, enum ag_dtype dt, uint64_t n, int scalar, enum zs_cat cat,
+                     double v, enum zs_phase ph)
+{
+	uint32_t t = agp_storage(p, what, dt, n, scalar, cat);
+	agp_alloc(p, t, ph);
+	agp_op(p, ph, AG_OP_FILL, NO, t)->arg[0] = v;
+	return t;
+}
+
+/* reduce_ipg_grads (1365-1421) over the bucket's used part: average_tensor
+ * (1051-1150) divides it by N in place (1122), cuts it into slices by the
+ * rank that owns them (neighbours of one rank merged), and with
+ * use_multi_rank_bucket_allreduce (zero/config.py 115, its default)
+ * allreduce_and_scatter (1023-1049) -> allreduce_and_copy_with_multiple_ranks
+ * (1011-1021) -> allreduce_bucket (1490-1523): the slices flattened (a cat,
+ * or the slice itself where there is one), all-reduced, each slice copied
+ * back on its owner, the flat copy freed. Then each parameter of the
+ * bucket whose partition is the rank's: its gradient copied into
+ * grads_in_partition (copy_grads_in_partition, 1329-1363: made at the first
+ * such copy, empty of the whole tensors of params_in_partition); stage 2
+ * drops the others' .grad, a view of the bucket (no bytes). */
+static void reduce_ipg(struct ds *d, enum zs_phase ph)
+{
+	struct ag_pass *p = d->p;
+	if (d->used == 0)
+		return;
+	uint32_t uv = view1(p, d->bucket, 0, d->used);
+	agp_scalar_inplace(p, AG_OP_DIV_SCALAR_, uv, (double)d->N, ph);
+	/* the slices: (rank, bucket offset, elements) */
+	size_t cap = d->nb * d->N, ns = 0;
+	unsigned *sr = zs_malloc(cap * sizeof *sr);
+	uint64_t *so = zs_malloc(cap * sizeof *so), *sn = zs_malloc(cap * sizeof *sn);
+	for (size_t j = 0; j < d->nb; j++) {
+		size_t k = d->bk[j];
+		for (unsigned r = 0; r < d->N; r++) {
+			uint64_t a = d->off[k], b = a + d->numel[k];
+			uint64_t s = a > lo(d, r) ? a : lo(d, r), e = b < lo(d, r) + d->S ? b : lo(d, r) + d->S;
+			if (s >= e)
+				continue;
+			if (ns > 0 && sr[ns - 1] == r) {
+				sn[ns - 1] += e - s;
+				continue;
+			}
+			sr[ns] = r;
+			so[ns] = d->bo[j] + (s - a);
+			sn[ns++] = e - s;
+		}
+	}
+	uint32_t red = uv, cat = NO;
+	if (ns > 1) {
+		/* the slices tile the used part in order: their cat is one copy of it */
+		cat = agp_storage(p, "cat (allreduce_bucket's flat slices)", AG_F32, d->used, 0, ZS_CAT_BUCKETS);
+		agp_alloc(p, cat, ph);
+		agp_op(p, ph, AG_OP_COPY, uv, cat);
+		red = cat;
+	}
+	agp_op(p, ph, AG_OP_ALL_REDUCE_SUM_, red, red);
+	if (cat != NO) {
+		for (size_t i = 0; i < ns; i++) {
+			size_t from = p->nev;
+			agp_op(p, ph, AG_OP_COPY, view1(p, cat, so[i], sn[i]), view1(p, d->bucket, so[i], sn[i]));
+			rank_only(p, from, sr[i]);
+		}
+		agp_free(p, cat, ph);
+	}
+	free(sr);
+	free(so);
+	free(sn);
+	for (size_t j = 0; j < d->nb; j++) {
+		size_t k = d->bk[j];
+		for (unsigned r = 0; r < d->N; r++) {
+			if (!in_part(d, r, k))
+				continue;
+			size_t from = p->nev;
+			if (d->gip[r] == NO) {
+				d->gip[r] = agp_storage(p, "empty (grads_in_partition)", AG_F32, d->gip_size[r], 0, ZS_CAT_GRAD32);
+				p->s->tensor[d->gip[r]].role = AG_ROLE_GRAD;
+				agp_alloc(p, d->gip[r], ph);
+				d->gip_used[r] = 0;
+			}
+			d->gip_off[r * d->n + k] = d->gip_used[r];
+			agp_op(p, ph, AG_OP_COPY, view1(p, d->bucket, d->bo[j], d->numel[k]),
+			       view1(p, d->gip[r], d->gip_used[r], d->numel[k]));
+			d->gip_used[r] += d->numel[k];
+			rank_only(p, from, r);
+		}
+	}
+	d->nb = 0;
+	d->used = 0;
+}
+
+/* reduce_independent_p_g_buckets_and_remove_grads (939-970): a gradient
+ * that would overflow the bucket reduces it first; then it is copied
+ * into the bucket's next elements and .grad made a view of them, which
+ * frees autograd's gradient (storage gs). */
+static void ipg_add(struct ds *d, size_t k, uint32_t g, uint32_t gs, enum zs_phase ph)
+{
+	struct ag_pass *p = d->p;
+	if (d->used + d->numel[k] > d->B)
+		reduce_ipg(d, ph);
+	agp_op(p, ph, AG_OP_COPY, g, agp_view_shaped(p, d->bucket, g, d->used));
+	agp_free(p, gs, ph);
+	d->bk[d->nb] = k;
+	d->bo[d->nb++] = d->used;
+	d->used += d->numel[k];
+}
+
+/* Rank r's averaged_gradients (the epilogue's get_flat_partition,
+ * 1723-1761, with return_tensor_list): a narrow of each own gradient,
+ * and a zeros of the padding at the last rank's end (*pad, else AG_NONE);
+ * returns how many, in v[]. */
+static size_t averaged(struct ds *d, unsigned r, uint32_t *v, uint32_t *pad, enum zs_phase ph)
+{
+	struct ag_pass *p = d->p;
+	size_t m = 0;
+	uint64_t cur = 0;
+	*pad = NO;
+	for (size_t k = 0; k < d->n; k++) {
+		if (!in_part(d, r, k))
+			continue;
+		uint64_t skip = d->off[k] < lo(d, r) ? lo(d, r) - d->off[k] : 0, len = d->numel[k] - skip;
+		if (len > d->S - cur)
+			len = d->S - cur;
+		v[m++] = view1(p, d->gip[r], d->gip_off[r * d->n + k] + skip, len);
+		cur += len;
+	}
+	if (cur < d->S) {
+		size_t from = p->nev;
+		*pad = made(p, "zeros (the last partition's padding)", AG_F32, d->S - cur, 0, ZS_CAT_GRAD32, 0, ph);
+		rank_only(p, from, r);
+		v[m++] = *pad;
+	}
+	return m;
+}
+
+/* ------------------------------------------------------------------------ */
+
+int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, int stage2, uint64_t bucket,
+                char **cause)
+{
+	if (world < 1)
+		return zs_fail(cause, "--wrapper deepspeed: N must be at least 1");
+	const size_t nt0 = s->ntensors;
+	unsigned char *trained = zs_calloc(nt0 ? nt0 : 1, 1);
+	uint32_t *grad_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *grad_of);
+	agp_trained_params(s, nt0, trained, grad_of);
+	struct ag_pass P = {.s = s, .cap_tensors = s->ntensors};
+	struct ag_pass *p = &P;
+	struct ds D = {.p = p, .N = world, .B = bucket};
+	struct ds *d = &D;
+	/* the client Adam's parameters in its order (param_group, 305-315) */
+	uint32_t *w = zs_malloc((nt0 ? nt0 : 1) * sizeof *w);
+	int32_t *k_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *k_of);
+	for (size_t t = 0; t < nt0; t++)
+		k_of[t] = -1;
+	{
+		/* the optimizer's writes, first in its order */
+		unsigned char *seen = zs_calloc(nt0 ? nt0 : 1, 1);
+		int in_opt = 0;
+		for (size_t i = 0; i < s->nevents; i++) {
+			const struct ag_event *e = &s->event[i];
+			if (e->kind == AG_EV_MARK && e->label != NULL)
+				in_opt = strcmp(e->label, "phase:optimizer") == 0 ? 1
+				         : strcmp(e->label, "phase:zero_grad") == 0 ? 0 : in_opt;
+			for (int j = 0; in_opt && e->kind == AG_EV_OP && j < AG_MAXOUT; j++) {
+				uint32_t x = e->out[j] == NO ? NO : s->tensor[e->out[j]].storage;
+				if (x != NO && x < nt0 && trained[x] && !seen[x]) {
+					seen[x] = 1;
+					k_of[x] = (int32_t)d->n;
+					w[d->n++] = x;
+				}
+			}
+		}
+		free(seen);
+	}
+	d->numel = zs_malloc((d->n ? d->n : 1) * sizeof *d->numel);
+	d->off = zs_malloc((d->n ? d->n : 1) * sizeof *d->off);
+	uint64_t L = 0;
+	for (size_t k = 0; k < d->n; k++) {
+		d->numel[k] = agp_elements(&s->tensor[w[k]]);
+		d->off[k] = L;
+		L += d->numel[k];
+	}
+	/* align_dense_tensors (utils.py 940-951) to nccl_start_alignment_factor
+	 * (2, 277) times N (353-357); the partitions then all S (1587-1605) */
+	uint64_t align = 2 * (uint64_t)world, Lp = (L + align - 1) / align * align;
+	d->S = Lp / world;
+	int rc = 0;
+	for (size_t k = 0; k < d->n && rc == 0; k++)
+		if (d->numel[k] > bucket) /* extra_large_param_to_reduce (958-959): reduced where it is */
+			rc = zs_fail(cause, "--wrapper deepspeed: a parameter of %llu elements is larger than the reduce bucket "
+			             "(%llu): DeepSpeed reduces it apart, which is not built yet (give --ds-reduce-bucket %llu "
+			             "or more)", (unsigned long long)d->numel[k], (unsigned long long)bucket,
+			             (unsigned long long)d->numel[k]);
+	if (rc == 0 && d->n == 0)
+		rc = zs_fail(cause, "--wrapper deepspeed: internal error: the step trains no parameter");
+	if (rc != 0) {
+		free(trained);
+		free(grad_of);
+		free(w);
+		free(k_of);
+		free(d->numel);
+		free(d->off);
+		return rc;
+	}
+	d->bk = zs_malloc(d->n * sizeof *d->bk);
+	d->bo = zs_malloc(d->n * sizeof *d->bo);
+	d->gip = zs_malloc(world * sizeof *d->gip);
+	d->gip_size = zs_calloc(world, sizeof *d->gip_size);
+	d->gip_used = zs_calloc(world, sizeof *d->gip_used);
+	d->gip_off = zs_calloc((size_t)world * d->n, sizeof *d->gip_off);
+	for (unsigned r = 0; r < world; r++)
+		d->gip[r] = NO;
+	for (unsigned r = 0; r < world; r++)
+		for (size_t k = 0; k < d->n; k++)
+			d->gip_size[r] += in_part(d, r, k) ? d->numel[k] : 0;
+
+	/* the buffers of the engine and the optimizer */
+	d->flat = agp_storage(p, "cat (bit16_groups_flat)", AG_F32, Lp, 0, ZS_CAT_PARAM32);
+	s->tensor[d->flat].role = AG_ROLE_PARAM;
+	d->bucket = agp_storage(p, "empty (ipg_buffer)", AG_F32, bucket, 0, ZS_CAT_BUCKETS);
+	/* (what the client Adam updates: a parameter to it) */
+	uint32_t fp32p = agp_storage(p, "clone (single_partition_of_fp32_groups)", AG_F32, d->S, 0, ZS_CAT_MASTER32);
+	s->tensor[fp32p].role = AG_ROLE_PARAM;
+	uint32_t am = agp_storage(p, "Adam exp_avg (partition)", AG_F32, d->S, 0, ZS_CAT_ADAM_M);
+	s->tensor[am].role = AG_ROLE_ADAM_M;
+	uint32_t av = agp_storage(p, "Adam exp_avg_sq (partition)", AG_F32, d->S, 0, ZS_CAT_ADAM_V);
+	s->tensor[av].role = AG_ROLE_ADAM_V;
+	uint32_t astep = agp_storage(p, "Adam step", AG_F32, 0, 1, ZS_CAT_ADAM_M);
+	s->tensor[astep].role = AG_ROLE_ADAM_STEP;
+	/* the optimizer's _global_grad_norm, kept from one step to the next */
+	uint32_t gnorm = agp_storage(p, "div (_global_grad_norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH);
+
+	/* The parameters before the engine: stand-ins of the set-up's own; the
+	 * model's become views of the flat buffer (_update_model_bit16_weights,
+	 * 643-651), and every view of them a view of it. */
+	uint32_t *orig = zs_malloc((nt0 ? nt0 : 1) * sizeof *orig);
+	for (size_t t = 0; t < nt0; t++)
+		orig[t] = NO;
+	for (size_t k = 0; k < d->n; k++) {
+		uint32_t w0 = agp_newt(p);
+		s->tensor[w0] = s->tensor[w[k]];
+		s->tensor[w0].storage = w0;
+		orig[w[k]] = w0;
+	}
+	for (size_t t = 0; t < nt0; t++) {
+		struct ag_tensor *x = &s->tensor[t];
+		uint32_t ws = x->storage;
+		if (ws >= nt0 || orig[ws] == NO)
+			continue;
+		x->offset += d->off[k_of[ws]];
+		if (t == ws)
+			x->bytes = 0;
+		x->storage = d->flat;
+	}
+	for (size_t i = 0; i < s->nsetup; i++)
+		agp_copy_renamed(p, &s->setup[i], orig, nt0);
+	/* deepspeed.initialize: the engine's _broadcast_model (engine.py 1183-1200: each
+	 * parameter's data from rank 0, in place), then the optimizer's
+	 * construction (305-403): each parameter's data kept aside and replaced
+	 * by an empty(1); the flat buffer, a cat of them and a zeros of the
+	 * padding; the originals dropped; the parameters made views of it (the
+	 * empties go); the rank's fp32 partition cloned; initialize_optimizer_states
+	 * (682-701) a zeros(S) gradient made and dropped */
+	const enum zs_phase ph0 = ZS_PH_SETUP;
+	for (size_t k = 0; k < d->n; k++)
+		agp_op(p, ph0, AG_OP_BROADCAST_, orig[w[k]], orig[w[k]])->arg[0] = 0;
+	uint32_t *empty1 = zs_malloc(d->n * sizeof *empty1);
+	for (size_t k = 0; k < d->n; k++)
+		empty1[k] = made(p, "empty (param.data's stand-in)", AG_F32, 1, 0, ZS_CAT_PARAM32, 0, ph0);
+	uint32_t pad = NO;
+	if (Lp > L)
+		pad = made(p, "zeros (align_dense_tensors' padding)", AG_F32, Lp - L, 0, ZS_CAT_PARAM32, 0, ph0);
+	agp_alloc(p, d->flat, ph0);
+	for (size_t k = 0; k < d->n; k++)
+		agp_op(p, ph0, AG_OP_COPY, orig[w[k]], agp_view_shaped(p, d->flat, orig[w[k]], d->off[k]));
+	if (pad != NO) {
+		agp_op(p, ph0, AG_OP_COPY, pad, view1(p, d->flat, L, Lp - L));
+		agp_free(p, pad, ph0);
+	}
+	for (size_t k = 0; k < d->n; k++)
+		agp_free(p, orig[w[k]], ph0);
+	for (size_t k = 0; k < d->n; k++)
+		agp_free(p, empty1[k], ph0);
+	free(empty1);
+	agp_alloc(p, fp32p, ph0);
+	for (unsigned r = 0; r < world; r++) {
+		size_t from = p->nev;
+		agp_op(p, ph0, AG_OP_COPY, view1(p, d->flat, lo(d, r), d->S), fp32p);
+		rank_only(p, from, r);
+	}
+	uint32_t z = made(p, "zeros (initialize_optimizer_states' gradient)", AG_F32, d->S, 0, ZS_CAT_GRAD32, 0, ph0);
+	agp_free(p, z, ph0);
+	agp_take(p, &s->setup, &s->nsetup);
+	/* the first step's own: Adam's state over the partition, and a
+	 * _global_grad_norm for the steady step to replace */
+	agp_alloc(p, astep, ph0);
+	agp_op(p, ph0, AG_OP_FILL, NO, astep)->arg[0] = 0;
+	agp_alloc(p, am, ph0);
+	agp_op(p, ph0, AG_OP_FILL, NO, am)->arg[0] = 0;
+	agp_alloc(p, av, ph0);
+	agp_op(p, ph0, AG_OP_FILL, NO, av)->arg[0] = 0;
+	agp_alloc(p, gnorm, ph0);
+	agp_op(p, ph0, AG_OP_FILL, NO, gnorm)->arg[0] = 0;
+	agp_take(p, &s->first_step, &s->nfirst);
+
+	/* the step */
+	uint32_t loss = NO, one = NO, wrapped = NO, scaled = NO, gl = NO;
+	for (size_t i = 0; i < s->nevents; i++)
+		if (s->event[i].kind == AG_EV_OP && s->event[i].op == AG_OP_NLL && s->event[i].phase == ZS_PH_FORWARD)
+			loss = s->event[i].out[0];
+	uint32_t *gs = zs_malloc(d->n * sizeof *gs), *gt = zs_malloc(d->n * sizeof *gt);
+	for (size_t k = 0; k < d->n; k++)
+		gs[k] = gt[k] = NO;
+	unsigned char *gone = zs_calloc(nt0 ? nt0 : 1, 1); /* plain .grads the pass freed */
+	int skip_optimizer = 0, await_one = 0;
+	size_t nready = 0;
+	for (size_t i = 0; i < s->nevents && rc == 0; i++) {
+		const struct ag_event *e = &s->event[i];
+		if (skip_optimizer) {
+			if (!(e->kind == AG_EV_MARK && e->label != NULL && strcmp(e->label, "phase:zero_grad") == 0))
+				continue;
+			skip_optimizer = 0;
+		}
+		if (e->kind == AG_EV_MARK && e->label != NULL && strcmp(e->label, "phase:backward") == 0) {
+			/* the optimizer's backward (2038-2060): the bucket, then
+			 * loss_scaler.backward's loss * 1.0 (loss_scaler.py 61-63; a
+			 * static scale of 1 in fp32, 208-215), MulBackward keeping
+			 * the wrapped number */
+			const enum zs_phase ph = ZS_PH_BACKWARD;
+			if (loss == NO) {
+				rc = zs_fail(cause, "--wrapper deepspeed: internal error: no loss in the step's forward");
+				break;
+			}
+			agp_alloc(p, d->bucket, ph);
+			wrapped = made(p, "scalar (wrapped number: loss_scale)", AG_F64, 0, 1, ZS_CAT_ACTIVATIONS, 1.0, ph);
+			uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
+			agp_alloc(p, c, ph);
+			agp_op(p, ph, AG_OP_COPY, wrapped, c);
+			scaled = agp_storage(p, "mul (loss * loss_scale)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
+			agp_alloc(p, scaled, ph);
+			agp_op(p, ph, AG_OP_MUL_SCALAR, loss, scaled)->arg[0] = 1.0;
+			agp_free(p, c, ph);
+			agp_copy(p, e);
+			await_one = 1;
+			continue;
+		}
+		if (e->kind == AG_EV_MARK && e->label != NULL && strcmp(e->label, "phase:optimizer") == 0) {
+			rc = nready == d->n ? 0
+			                    : zs_fail(cause, "--wrapper deepspeed: internal error: %zu of the %zu gradients "
+			                              "arrived in backward", nready, d->n);
+			if (rc != 0)
+				break;
+			/* engine.py allreduce_gradients (2048-2062): stage 1's
+			 * reduce_gradients (706-725: every gradient in group
+			 * order), then the epilogue (764-807): the rest reduced,
+			 * averaged_gradients, the bucket released and every .grad
+			 * set to None (grads_in_partition kept by the views) */
+			const enum zs_phase ph = ZS_PH_BACKWARD;
+			if (!stage2)
+				for (size_t k = 0; k < d->n; k++)
+					ipg_add(d, k, gt[k], gs[k], ph);
+			reduce_ipg(d, ph);
+			uint32_t **avg = zs_malloc(world * sizeof *avg), *padr = zs_malloc(world * sizeof *padr);
+			size_t *navg = zs_malloc(world * sizeof *navg);
+			for (unsigned r = 0; r < world; r++) {
+				avg[r] = zs_malloc((d->n + 1) * sizeof **avg);
+				navg[r] = averaged(d, r, avg[r], &padr[r], ph);
+			}
+			agp_free(p, d->bucket, ph);
+			agp_copy(p, e);
+			/* step (1826-1944) */
+			const enum zs_phase po = ZS_PH_OPTIMIZER;
+			/* scaled_global_norm (1787-1803) -> get_grad_norm_direct
+			 * (1663-1721): each own gradient's .double() copy and its
+			 * vector_norm, their stack, square, sum, float (each
+			 * freed as the next is made), the all-reduce; then pow,
+			 * isinf, isnan, logical_or, tensor(-1.0) and the blend;
+			 * the values are stand-ins (no later op reads them:
+			 * gradient_clipping 0) */
+			uint32_t tn = agp_storage(p, "float (the norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH);
+			uint32_t **nrm = zs_malloc(world * sizeof *nrm);
+			for (unsigned r = 0; r < world; r++) {
+				size_t from = p->nev, m = navg[r] - (padr[r] != NO);
+				nrm[r] = zs_malloc((m + 1) * sizeof **nrm);
+				for (size_t j = 0; j < m; j++) {
+					uint32_t g = avg[r][j];
+					uint32_t dbl = agp_storage(p, "_to_copy (.double())", AG_F64, p->s->tensor[g].shape[0], 0,
+					                           ZS_CAT_SCRATCH);
+					agp_alloc(p, dbl, po);
+					agp_op(p, po, AG_OP_COPY, g, dbl);
+					nrm[r][j] = made(p, "linalg_vector_norm", AG_F64, 0, 1, ZS_CAT_SCRATCH, 0, po);
+					agp_free(p, dbl, po);
+				}
+				uint32_t st = made(p, "stack", AG_F64, m, 0, ZS_CAT_SCRATCH, 0, po);
+				uint32_t sq = made(p, "square", AG_F64, m, 0, ZS_CAT_SCRATCH, 0, po);
+				agp_free(p, st, po);
+				uint32_t sm = made(p, "sum", AG_F64, 0, 1, ZS_CAT_SCRATCH, 0, po);
+				agp_free(p, sq, po);
+				agp_alloc(p, tn, po);
+				agp_op(p, po, AG_OP_FILL, NO, tn)->arg[0] = 0;
+				agp_free(p, sm, po);
+				rank_only(p, from, r);
+			}
+			agp_op(p, po, AG_OP_ALL_REDUCE_SUM_, tn, tn);
+			uint32_t pw = made(p, "pow", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
+			agp_free(p, tn, po);
+			uint32_t inf = made(p, "isinf", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
+			uint32_t nan = made(p, "isnan", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
+			uint32_t ion = made(p, "logical_or", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
+			uint32_t err = made(p, "tensor (-1.0)", AG_F32, 0, 1, ZS_CAT_SCRATCH, -1, po);
+			uint32_t m1 = made(p, "mul (inf_or_nan * err)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
+			uint32_t ln = made(p, "logical_not", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
+			uint32_t m2 = made(p, "mul (not inf_or_nan * total_norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
+			uint32_t bl = made(p, "add (the blend)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
+			agp_free(p, m2, po);
+			agp_free(p, ln, po);
+			agp_free(p, m1, po);
+			agp_free(p, pw, po);
+			for (unsigned r = 0; r < world; r++) { /* the function returns: its list of norms */
+				size_t from = p->nev;
+				for (size_t j = 0; j < navg[r] - (padr[r] != NO); j++)
+					agp_free(p, nrm[r][j], po);
+				rank_only(p, from, r);
+				free(nrm[r]);
+			}
+			free(nrm);
+			agp_free(p, err, po);
+			agp_free(p, ion, po);
+			agp_free(p, nan, po);
+			agp_free(p, inf, po);
+			/* vector_norm(stack(norm_groups)) (1803), then
+			 * _global_grad_norm = it / prev_scale (a Python float):
+			 * made while the last step's is kept, then replacing it */
+			uint32_t st1 = made(p, "stack (norm_groups)", AG_F32, 1, 0, ZS_CAT_SCRATCH, 0, po);
+			uint32_t vn = made(p, "linalg_vector_norm (scaled_global_norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
+			agp_free(p, st1, po);
+			agp_free(p, bl, po);
+			{
+				uint32_t wn = made(p, "scalar (wrapped number: prev_scale)", AG_F64, 0, 1, ZS_CAT_SCRATCH, 1.0, po);
+				uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_SCRATCH);
+				agp_alloc(p, c, po);
+				agp_op(p, po, AG_OP_COPY, wn, c);
+				uint32_t q = made(p, "div (scaled_global_norm / prev_scale)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
+				agp_free(p, c, po);
+				agp_free(p, wn, po);
+				agp_op(p, po, AG_OP_COPY, q, gnorm); /* the new one kept, the old one gone */
+				agp_free(p, q, po);
+			}
+			/* each rank: the flat fp32 gradient partition (1888-1897:
+			 * a cat of the views, the last rank's padding among them;
+			 * the view itself where there is one), the views and
+			 * grads_in_partition dropped (free_grad_in_param_list,
+			 * averaged_gradients None), unscale_and_clip_grads'
+			 * mul_(1 / 1.0) (1970-1985), the client Adam
+			 * (_optimizer_step, 1811-1824), the partition's gradient
+			 * dropped, the fp32 partition copied into the rank's view
+			 * of the flat buffer */
+			for (unsigned r = 0; r < world; r++) {
+				size_t from = p->nev;
+				uint32_t g, gsto;
+				if (navg[r] == 1) {
+					g = avg[r][0];
+					gsto = p->s->tensor[g].storage;
+				} else {
+					g = gsto = agp_storage(p, "cat (single_grad_partition)", AG_F32, d->S, 0, ZS_CAT_GRAD32);
+					p->s->tensor[g].role = AG_ROLE_GRAD;
+					agp_alloc(p, g, po);
+					uint64_t at = 0;
+					for (size_t j = 0; j < navg[r]; j++) {
+						uint64_t len = p->s->tensor[avg[r][j]].shape[0];
+						agp_op(p, po, AG_OP_COPY, avg[r][j], view1(p, g, at, len));
+						at += len;
+					}
+					if (padr[r] != NO)
+						agp_free(p, padr[r], po);
+					if (d->gip[r] != NO)
+						agp_free(p, d->gip[r], po);
+				}
+				agp_scalar_inplace(p, AG_OP_MUL_SCALAR_, g, 1.0, po);
+				rank_only(p, from, r);
+				struct ag_param_state ps = {fp32p, g, am, av, astep};
+				size_t at = p->nev;
+				ag_optimizer_events(s, o, &ps, 1, &p->ev, &p->nev, &p->cap);
+				P.cap_tensors = s->ntensors; /* it grew the tensors by its own */
+				/* (its mark is the step's, above) */
+				for (size_t j = at; j < p->nev; j++)
+					if (p->ev[j].kind == AG_EV_MARK) {
+						memmove(&p->ev[j], &p->ev[j + 1], (p->nev - j - 1) * sizeof *p->ev);
+						p->nev--;
+						break;
+					}
+				agp_free(p, gsto, po);
+				if (navg[r] == 1 && padr[r] != NO && gsto != padr[r])
+					agp_free(p, padr[r], po);
+				agp_op(p, po, AG_OP_COPY, fp32p, view1(p, d->flat, lo(d, r), d->S));
+				rank_only(p, at, r);
+				d->gip[r] = NO;
+				free(avg[r]);
+			}
+			/* all_gather_dp_groups (utils.py 965-968 -> 954-962: none at
+			 * N = 1): every rank's partition into the flat buffer (read
+			 * from the fp32 partition the copy above made it equal to:
+			 * one operand on every rank) */
+			if (world > 1)
+				agp_op(p, po, AG_OP_ALL_GATHER, fp32p, d->flat);
+			agp_free(p, vn, po);
+			free(avg);
+			free(navg);
+			free(padr);
+			skip_optimizer = 1;
+			continue;
+		}
+		switch (e->kind) {
+		case AG_EV_GRAD_READY: {
+			uint32_t g = s->tensor[e->t].storage;
+			agp_copy(p, e);
+			if (g >= nt0 || grad_of[g] == NO || k_of[grad_of[g]] < 0) {
+				rc = zs_fail(cause, "--wrapper deepspeed: internal error: a gradient of no trained parameter");
+				break;
+			}
+			size_t k = (size_t)k_of[grad_of[g]];
+			if (gs[k] != NO) {
+				rc = zs_fail(cause, "--wrapper deepspeed: internal error: a gradient arrives twice in backward");
+				break;
+			}
+			gs[k] = g;
+			gt[k] = e->t;
+			gone[g] = 1;
+			nready++;
+			/* stage 2: the hook on its AccumulateGrad (904-920) */
+			if (stage2)
+				ipg_add(d, k, e->t, g, e->phase);
+			break;
+		}
+		case AG_EV_FREE:
+			if (e->t < nt0 && gone[e->t])
+				break; /* the pass freed it */
+			agp_copy(p, e);
+			if (e->t == one && scaled != NO) { /* loss_scaler.backward returns */
+				agp_free(p, scaled, e->phase);
+				scaled = NO;
+			}
+			break;
+		case AG_EV_OP:
+			if (e->op == AG_OP_ZERO_ && e->out[0] != NO && s->tensor[e->out[0]].storage < nt0 &&
+			    gone[s->tensor[e->out[0]].storage])
+				break;
+			agp_copy(p, e);
+			if (await_one && e->op == AG_OP_FILL) {
+				/* backward's ones, then MulBackward0: grad * the kept
+				 * number (its fp32 copy), which it then releases */
+				one = e->out[0];
+				await_one = 0;
+				uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
+				agp_alloc(p, c, e->phase);
+				agp_op(p, e->phase, AG_OP_COPY, wrapped, c);
+				gl = agp_storage(p, "mul (MulBackward0: grad * loss_scale)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
+				agp_alloc(p, gl, e->phase);
+				agp_op(p, e->phase, AG_OP_MUL_SCALAR, one, gl)->arg[0] = 1.0;
+				agp_free(p, c, e->phase);
+				agp_free(p, wrapped, e->phase);
+			} else if (gl != NO && e->phase == ZS_PH_BACKWARD) {
+				int reads = 0;
+				for (int j = 0; j < AG_MAXIN; j++)
+					reads |= e->in[j] == one;
+				if (reads) { /* the loss's node took it */
+					agp_free(p, gl, e->phase);
+					gl = NO;
+				}
+			}
+			break;
+		default:
+			agp_copy(p, e);
+		}
+	}
+	if (rc == 0 && (scaled != NO || gl != NO || one == NO))
+		rc = zs_fail(cause, "--wrapper deepspeed: internal error: the backward's start or end not found");
+	if (rc != 0)
+		rc = -2; /* the step's, not the input's */
+	if (rc == 0)
+		agp_take(p, &s->event, &s->nevents);
+	free(p->ev);
+	free(trained);
+	free(grad_of);
+	free(w);
+	free(k_of);
+	free(orig);
+	free(gs);
+	free(gt);
+	free(gone);
+	free(d->numel);
+	free(d->off);
+	free(d->bk);
+	free(d->bo);
+	free(d->gip);
+	free(d->gip_size);
+	free(d->gip_used);
+	free(d->gip_off);
+	return rc;
+}

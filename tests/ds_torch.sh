@@ -1,0 +1,187 @@
+#!/bin/sh
+# ds_torch — DeepSpeed's engine over the PyTorch step (`--framework
+# deepspeed --wrapper deepspeed`, util/ag_ds.c; docs/schedule.md,
+# "DeepSpeed over the PyTorch step"), ZeRO stages 1 and 2 in fp32:
+#  - theory = measure to the byte (json_agree: between steps, peak, every
+#    category, every rank's, comm per step, each phase's peak; and the
+#    bytes at every mark) over N = 1, 2, 3, gpt2-tiny and llama-tiny,
+#    zero1 and zero2;
+#  - the losses of 3 steps equal to --wrapper ddp's, and the final weights,
+#    bit for bit at N = 1 and 2 (DeepSpeed divides by N before the sum,
+#    DDP multiplies by 1/N: the same floats where N is a power of two); at
+#    N = 3 the losses within 1e-6 of DDP's, relative (equal on these);
+#  - stage 2 frees each gradient at its hook: at the mark where h.0's
+#    backward starts, stage 1 holds the gradients of ln_f and h.1 that
+#    stage 2 moved into the bucket, 4 bytes an element, counted by hand
+#    from the model's shape;
+#  - what is not built refused with one line (exit 2), by measure and
+#    theory alike, an existing --out left as it was.
+# Runs from the build directory; about 5 s.
+set -u
+zerosim=${ZS_BUILDDIR:-.}/zerosim
+agree=${ZS_BUILDDIR:-.}/tests/json_agree
+models=${srcdir:-.}/report/models
+tiny=$models/gpt2-tiny.json
+for prog in "$zerosim" "$agree"; do
+	[ -x "$prog" ] || { echo "ds_torch: $prog is not built" >&2; exit 99; }
+done
+[ -f "$tiny" ] || { echo "ds_torch: no model config at $tiny" >&2; exit 99; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-dst.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+fail() { echo "ds_torch: FAIL: $*" >&2; exit 1; }
+# field FILE WORLD KEY: a run's value (JSON) in a measure's file, or a
+# row's schedule's in a theory's
+field() {
+	python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+r = [x if "runs" in d else x["schedule"] for x in d.get("runs", d.get("rows")) if x["world"] == int(sys.argv[2])]
+print(json.dumps(r[0][sys.argv[3]], sort_keys=True))' "$@"
+}
+command -v python3 >/dev/null || { echo "ds_torch: SKIP: no python3 to read the files"; exit 77; }
+
+step="--precision fp32 --seq 32 --batch 2 --steps 3 --torch-device cpu --attn eager --torch-version 1.13
+ --optimizer-impl single"
+ds="--framework deepspeed --wrapper deepspeed --ds-reduce-bucket 100000"
+
+# theory = measure, and the losses against DDP's
+for model in gpt2-tiny llama-tiny; do
+	for scheme in zero1 zero2; do
+		# shellcheck disable=SC2086
+		"$zerosim" measure -q $ds $step --model "$models/$model.json" --schemes $scheme --world 1,2,3 --timeline \
+			--out "$tmp/m-$model-$scheme.json" || fail "measure $model $scheme"
+		# shellcheck disable=SC2086
+		"$zerosim" theory $ds $step --model "$models/$model.json" --schemes $scheme --world 1,2,3 \
+			--out "$tmp/t-$model-$scheme.json" || fail "theory $model $scheme"
+		out=$("$agree" "$tmp/m-$model-$scheme.json" "$tmp/t-$model-$scheme.json") ||
+			fail "theory and measure differ, $model $scheme: $out"
+		[ "$out" = "json_agree: 3 points agree exactly" ] || fail "$model $scheme: $out"
+		for w in 1 2 3; do
+			for f in m t; do
+				field "$tmp/$f-$model-$scheme.json" $w marks >"$tmp/marks-$f"
+			done
+			[ -s "$tmp/marks-m" ] && cmp -s "$tmp/marks-m" "$tmp/marks-t" ||
+				fail "the marks differ (or are missing), $model $scheme N=$w"
+		done
+		echo "ok: $model $scheme N=1,2,3: theory = measure to the byte, and at every mark"
+	done
+	for w in 1 2 3; do
+		# shellcheck disable=SC2086
+		"$zerosim" measure -q --framework torch --wrapper ddp $step --model "$models/$model.json" --schemes dp \
+			--world $w --out "$tmp/ddp.json" || fail "measure ddp $model N=$w"
+		for scheme in zero1 zero2; do
+			if [ $w -lt 3 ]; then
+				for key in losses weights_digest; do
+					[ "$(field "$tmp/ddp.json" $w $key)" = "$(field "$tmp/m-$model-$scheme.json" $w $key)" ] ||
+						fail "$model $scheme N=$w: $key $(field "$tmp/m-$model-$scheme.json" $w $key), DDP's" \
+						     "$(field "$tmp/ddp.json" $w $key)"
+				done
+			else
+				python3 -c 'import sys, json
+a, b = (json.loads(x) for x in sys.argv[1:])
+sys.exit(not (len(a) == len(b) == 3 and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip(a, b))))' \
+					"$(field "$tmp/m-$model-$scheme.json" $w losses)" "$(field "$tmp/ddp.json" $w losses)" ||
+					fail "$model $scheme N=3: losses $(field "$tmp/m-$model-$scheme.json" $w losses), DDP's" \
+					     "$(field "$tmp/ddp.json" $w losses)"
+			fi
+		done
+	done
+	echo "ok: $model: the losses of zero1 and zero2 are DDP's (and the weights at N = 1, 2)"
+done
+
+# Stage 2's hook frees each gradient once it is in the bucket; stage 1
+# keeps them to backward's end. Before h.0's backward the gradients in
+# are ln_f's and h.1's (the tied head's waits for the embedding's): with
+# gpt2-tiny's d = 64 and inner 256, ln_f 2d, and a block ln_1 and ln_2
+# 2d each, c_attn d*3d + 3d, attn.c_proj d*d + d, c_fc d*inner + inner,
+# mlp.c_proj inner*d + d; none of them reaches the 100000-element bucket
+# yet, so stage 2 has made nothing else by then.
+d=64 inner=256
+block=$((4 * d + d * 3 * d + 3 * d + d * d + d + d * inner + inner + inner * d + d))
+want=$((4 * (2 * d + block)))
+for w in 1 2 3; do
+	at() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])["bwd:h.0:start"])' "$(field "$1" $w marks)"; }
+	got=$(($(at "$tmp/m-gpt2-tiny-zero1.json") - $(at "$tmp/m-gpt2-tiny-zero2.json")))
+	[ "$got" -eq "$want" ] || fail "N=$w: stage 1 holds $got bytes more than stage 2 where h.0's backward starts," \
+		"not $want (the gradients of ln_f and h.1)"
+done
+echo "ok: where h.0's backward starts stage 2 holds $want bytes less than stage 1 (ln_f's and h.1's gradients)"
+
+# What is not built, refused: exit 2, exactly "zerosim CMD: MESSAGE" on
+# stderr, nothing on stdout, an existing --out untouched.
+keep=$tmp/keep.json
+echo 'kept' >"$keep"
+n=0
+try() {
+	want=$1 msg=$2
+	shift 2
+	"$zerosim" "$@" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq "$want" ] || fail "exit $rc, not $want: $*"
+	[ "$(cat "$tmp/err")" = "zerosim $1: $msg" ] || fail "stderr of $*: $(cat "$tmp/err")"
+	[ -s "$tmp/out" ] && fail "stdout of $*: $(cat "$tmp/out")"
+	[ "$(cat "$keep")" = kept ] || fail "$* changed $keep"
+	n=$((n + 1))
+}
+cat >"$tmp/mix.json" <<'JSON'
+{"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+ "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 64, "max_position_embeddings": 32,
+ "num_local_experts": 4, "num_experts_per_tok": 2, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0}
+JSON
+only="give --schemes zero1 or zero2"
+stages="--wrapper deepspeed builds ZeRO stages 1 and 2 so far: $only"
+keys="--wrapper deepspeed (ZeRO-1 and 2 in fp32, no offload) takes --ds-reduce-bucket alone so far"
+printf '{"format": "zerosim-sweep/2", "framework": "deepspeed", "wrapper": "deepspeed", "schemes": ["zero3"], "world": [2]}\n' \
+	>"$tmp/sp.json"
+for cmd in measure theory; do
+	base="$cmd --framework deepspeed --wrapper deepspeed --model $tiny --torch-device cpu --world 2 --precision fp32"
+	# shellcheck disable=SC2086
+	{
+		try 2 "$stages (it lists dp; DeepSpeed's stage 0 is DDP's arithmetic with its own all-reduce, not built: give --wrapper auto or --framework torch --wrapper ddp)" \
+			$base --torch-version 1.13 --schemes dp --out "$keep"
+		try 2 "$stages (it lists zero3)" $base --torch-version 1.13 --schemes zero3 --out "$keep"
+		try 2 "$stages (it lists zero3)" $cmd --spec "$tmp/sp.json" --model "$tiny" --out "$keep"
+		try 2 "--wrapper deepspeed runs one scheme a run, zero1 or zero2 (it lists zero1 and zero2): run them apart" \
+			$base --torch-version 1.13 --schemes zero1,zero2 --out "$keep"
+		for p in mixed amp-bf16; do
+			try 2 "--precision $p with --wrapper deepspeed: only fp32 is built so far (give --precision fp32)" \
+				$base --torch-version 1.13 --schemes zero2 --precision $p --out "$keep"
+		done
+		try 2 "--torch-version 2.6 with --wrapper deepspeed: only 1.13 is built so far (give --torch-version 1.13)" \
+			$base --schemes zero2 --out "$keep"
+		try 2 "--grad-accum 2 with --wrapper deepspeed: not built yet (give --grad-accum 1)" \
+			$base --torch-version 1.13 --schemes zero2 --grad-accum 2 --out "$keep"
+		try 2 "--freeze with --wrapper deepspeed: not built yet (leave --freeze out)" \
+			$base --torch-version 1.13 --schemes zero2 --freeze embeddings --out "$keep"
+		try 2 "--lora-r: only under --framework torch with --wrapper none, ddp or fsdp so far (--framework deepspeed is not described with LoRA yet)" \
+			$base --torch-version 1.13 --schemes zero2 --lora-r 4 --out "$keep"
+		try 2 "--recompute full with --wrapper deepspeed: not built yet (give --recompute none)" \
+			$base --torch-version 1.13 --schemes zero2 --recompute full --out "$keep"
+		try 2 "--zero-grad: --wrapper deepspeed's engine sets every .grad to None itself (leave --zero-grad out)" \
+			$base --torch-version 1.13 --schemes zero2 --zero-grad none --out "$keep"
+		try 2 "--offload: $keys" $base --torch-version 1.13 --schemes zero2 --offload optimizer --out "$keep"
+		try 2 "--ds-allgather-bucket: $keys" \
+			$base --torch-version 1.13 --schemes zero2 --ds-allgather-bucket 1000 --out "$keep"
+		try 2 "--wrapper deepspeed: a parameter of 65536 elements is larger than the reduce bucket (1000): DeepSpeed reduces it apart, which is not built yet (give --ds-reduce-bucket 65536 or more)" \
+			$base --torch-version 1.13 --schemes zero2 --ds-reduce-bucket 1000 --out "$keep"
+		try 2 "--wrapper deepspeed is DeepSpeed's engine: give --framework deepspeed" \
+			$cmd --framework torch --wrapper deepspeed --model "$tiny" --world 2 --out "$keep"
+		try 2 "--wrapper: only under --framework torch or deepspeed" \
+			$cmd --framework paper --wrapper deepspeed --model "$tiny" --world 2 --out "$keep"
+		try 2 "--wrapper: 'deepspeeed' is not one of auto, none, ddp, fsdp, deepspeed" \
+			$cmd --framework deepspeed --wrapper deepspeeed --out "$keep"
+	}
+	"$zerosim" $cmd --framework deepspeed --wrapper deepspeed --model "$tmp/mix.json" --torch-device cpu \
+		--torch-version 1.13 --precision fp32 --world 2 --schemes zero2 --out "$keep" >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 2 ] && grep -q 'not with --wrapper deepspeed (give --wrapper auto' "$tmp/err" &&
+		[ "$(wc -l <"$tmp/err")" -eq 1 ] && [ "$(cat "$keep")" = kept ] ||
+		fail "$cmd of a mixture under --wrapper deepspeed: $(cat "$tmp/err")"
+	n=$((n + 1))
+done
+[ "$n" -eq 38 ] || fail "ran $n refusals, not 38"
+echo "ok: $n refusals"
+
+# the control: DeepSpeed's buffers over zerosim's own step still run
+"$zerosim" measure -q --framework deepspeed --wrapper auto --model "$tiny" --schemes zero2 --world 2 --steps 1 \
+	--ds-reduce-bucket 1000 --out "$tmp/auto.json" || fail "--wrapper auto under deepspeed"
+grep -q '"framework":	"deepspeed"' "$tmp/auto.json" || fail "--wrapper auto's file names no deepspeed"
+exit 0
