@@ -212,7 +212,7 @@ PY
 		{ fail "ddp $1: theory: $(cat "$tmp/err")"; return; }
 	"$py" "$src/tests/ft_cmp.py" "$tmp/ref-ddp$1.json" "$tmp/t-ddp$1.json" - "mixtral B 2 T 16 DDP N = $1" || status=1
 	# shellcheck disable=SC2086
-	refuse "ddp $1: ranks routing apart" "rank 1's steady step routes otherwise than rank 0's" \
+	refuse "ddp $1: ranks routing apart" "rank 1's steady step at N = $1 routes otherwise than rank 0's at N = $1" \
 		"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/;s/--world 1/--world '"$1"'/') \
 		--routing "$tmp/apart-ddp$1.json"
 }
@@ -221,6 +221,7 @@ PY
 refuse() {
 	label=$1 pattern=$2
 	shift 2
+	rm -f "$tmp/x.json" # a row that failed by writing it fails alone
 	"$@" --out "$tmp/x.json" 2>"$tmp/err"
 	rc=$?
 	if [ $rc -ne 2 ] || ! grep -q -- "$pattern" "$tmp/err" || [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ -e "$tmp/x.json" ]; then
@@ -229,6 +230,18 @@ refuse() {
 }
 ddp 2
 ddp 3
+# a sweep of N = 2 and 3: the theory follows one routing (N = 2's rank 0),
+# so every N's run must route as it does (here N = 3's ranks route apart)
+python3 - "$tmp/routing-ddp2.json" "$tmp/apart-ddp3.json" "$tmp/ddp23.json" <<'PY' || exit 99
+import json, sys
+f = json.load(open(sys.argv[1]))
+f["runs"] += json.load(open(sys.argv[2]))["runs"]
+json.dump(f, open(sys.argv[3], "w"))
+PY
+# shellcheck disable=SC2086
+refuse "ddp 2,3: N = 3's ranks routing apart" "rank [01]'s steady step at N = 3 routes otherwise than rank 0's at N = 2" \
+	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/;s/--world 1/--world 2,3/') \
+	--routing "$tmp/ddp23.json"
 ref 1 2
 # shellcheck disable=SC2086
 refuse "first-step starved expert" "block 0's expert [0-9] gets no token in the run's first step" \

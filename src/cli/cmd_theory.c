@@ -329,14 +329,20 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 				return zs_fail(cause, "--routing %s: %s gets no token: under --wrapper ddp "
 				               "(find_unused_parameters False) its bucket is never reduced, and PyTorch 1.13 "
 				               "raises at the step after (give more tokens: --batch, --seq)", arg, starved);
-			/* one list serves every rank: each rank's own routing (its own
-			 * batch) would make its own list, which is not built yet */
-			for (unsigned k = 1; k < x->world; k++)
-				if (memcmp(x->counts + ((size_t)k * x->steps + x->steps - 1) * LE, config->moe_counts,
-				           LE * sizeof *config->moe_counts) != 0)
-					return zs_fail(cause, "--routing %s: rank %u's steady step routes otherwise than rank 0's: "
-					               "under --wrapper ddp the theory describes one routing for every rank, so far "
-					               "(give a file whose ranks route alike)", arg, k);
+			/* one list serves every rank of every N of the sweep: each
+			 * rank's own routing (its own batch) would make its own list,
+			 * which is not built yet */
+			for (size_t w = 0; w < config->nworld; w++) {
+				const struct theory_routing_run *y =
+				        theory_routing_run_of(r, config->schemes[0], config->units[0], config->world[w]);
+				for (unsigned k = y == x; k < y->world; k++)
+					if (memcmp(y->counts + ((size_t)k * y->steps + y->steps - 1) * LE, config->moe_counts,
+					           LE * sizeof *config->moe_counts) != 0)
+						return zs_fail(cause, "--routing %s: rank %u's steady step at N = %u routes otherwise than "
+						               "rank 0's at N = %u: under --wrapper ddp the theory describes one routing "
+						               "for every rank and N, so far (give a file whose ranks route alike, or "
+						               "one N a run)", arg, k, y->world, x->world);
+			}
 		}
 	}
 	return 0;
