@@ -950,7 +950,8 @@ class Gemma2ForCausalLM(LlamaForCausalLM):
         self.layers = nn.ModuleList(layers)
         self.norm = Gemma2RMSNorm(cfg["hidden_size"], cfg.get("rms_norm_eps", 1e-6))
         self.rotary_emb = rotary_emb
-        self.lm_head = nn.Linear(cfg["hidden_size"], cfg["vocab_size"], bias=False)
+        self.lm_head = nn.Linear(cfg["hidden_size"], cfg["vocab_size"], bias=False,
+                                 device="meta" if tied else None)  # as GPT2LMHeadModel's
         if tied:
             self.lm_head.weight = self.embed_tokens.weight
         self.sdpa = sdpa
