@@ -76,7 +76,7 @@ refuse() { # WHAT TEXT MODEL ARGS...: zerosim theory must refuse with one line n
 		--torch-version 2.6 --torch-device cpu --attn sdpa --lora-r 4
 	refuse "phi3 without targets" "PEFT has no default LoRA targets for a phi3" phi3 $plain --lora-r 4
 	refuse "a target that matches nothing" "no linear layer of" llama $plain --lora-r 4 --lora-targets c_attn
-	refuse "lm_head is no target" "no linear layer of" gpt2 $plain --lora-r 4 --lora-targets lm_head
+	refuse "lm_head: not described" "output embedding (lm_head) is not described" gpt2 $plain --lora-r 4 --lora-targets lm_head
 	refuse "--lora-alpha without --lora-r" "only with --lora-r" gpt2 $plain --lora-alpha 16
 	refuse "--freeze with LoRA" "--freeze with --lora-r: freezing adapters is not described yet" gpt2 $plain \
 		--lora-r 4 --freeze blocks:0-0

@@ -98,7 +98,8 @@ START_TEST(test_conv1d_in_and_out_are_the_transposed_weights)
 END_TEST
 
 /* PEFT raises "Target modules ... not found" only when nothing matched;
- * the output embedding is never a target */
+ * the output embedding is no candidate here (the command line refuses
+ * lm_head by name first: util/config.c, check_lora) */
 START_TEST(test_targets_that_match_nothing_are_refused)
 {
 	struct fixture f;

@@ -60,8 +60,9 @@ struct zs_lora_set {
  * LoraLayer.__init__, peft/tuners/lora/layer.py lines 125-131, and
  * LoraModel._replace_module, model.py line 351, which keeps the parent's
  * order): the step description's tensor order, a fused tensor's parts in
- * their row order. Every linear layer but the output embedding (lm_head)
- * and the tables is a candidate. Returns 0, or -1 with *cause where no
+ * their row order. Every linear layer but the output embedding (lm_head,
+ * which PEFT adapts when named: refused by name in util/config.c) and
+ * the tables is a candidate. Returns 0, or -1 with *cause where no
  * layer matches (PEFT's "Target modules ... not found in the base model",
  * tuners_utils.py lines 990-1011) or r is 0. */
 int zs_lora_build(struct zs_lora_set *s, const struct step_params *p, const struct zs_model *m, unsigned r,
