@@ -72,8 +72,9 @@ struct zs_opt {
  * the two helps cannot drift apart. A string literal, to stand inside each
  * command's usage text. */
 #define ZS_HELP_TORCH_STEP \
-	"      --torch-version V  --wrapper none, ddp, fsdp only: the PyTorch followed,\n" \
-	"                         1.13 or 2.6 (default; its defaults below); the\n" \
+	"      --torch-version V  --wrapper none, ddp, fsdp, deepspeed (1.13 alone so\n" \
+	"                         far) only: the PyTorch followed, 1.13 or 2.6\n" \
+	"                         (default; its defaults below); the\n" \
 	"                         plain loop's step is described for fp32 or\n" \
 	"                         amp-bf16 and the CPU yet, eager attention or (2.6)\n" \
 	"                         sdpa with as many k/v heads as heads (give\n" \
@@ -108,9 +109,8 @@ struct zs_opt {
 	"                         or off; --fsdp-no-sync S is its other name\n" \
 	"      --freeze PATTERN   --wrapper none, ddp or fsdp (1.13: whole FSDP units),\n" \
 	"                         --framework paper with --model, or deepspeed\n" \
-	"                         with --model (dp, zero1, zero2; zero3 with whole\n" \
-	"                         layers frozen below the first that trains, not\n" \
-	"                         --offload params): leave out of training the\n" \
+	"                         with --model (dp, zero1, zero2, zero3; --offload\n" \
+	"                         optimizer or params): leave out of training the\n" \
 	"                         parameters whose Hugging Face names PATTERN\n" \
 	"                         matches, comma-separated terms:\n" \
 	"                         embeddings, blocks:A-B, all-but-last:N, re:REGEX or\n" \
