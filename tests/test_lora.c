@@ -99,7 +99,7 @@ END_TEST
 
 /* PEFT raises "Target modules ... not found" only when nothing matched;
  * the output embedding is no candidate here (the command line refuses
- * lm_head by name first: util/config.c, check_lora) */
+ * lm_head by name first: util/autograd.c, ag_step_build) */
 START_TEST(test_targets_that_match_nothing_are_refused)
 {
 	struct fixture f;

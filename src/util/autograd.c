@@ -6033,6 +6033,14 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 		              "qkv_proj or all-linear)", m->model_type);
 	if (o->lora_r && o->attn == ZS_ATTN_SDPA)
 		return refuse(cause, "--lora-r: with --attn sdpa is not described yet (give --attn eager)");
+	/* PEFT adapts lm_head when it is named (peft/tuners/tuners_utils.py,
+	 * v0.20.0, check_target_module_exists 1927-1933: a key in
+	 * target_modules matches); all-linear leaves it out
+	 * (_maybe_include_all_linear_layers), and so does zerosim */
+	if (o->lora_r && o->lora_targets && strcmp(o->lora_targets, "all-linear") != 0 &&
+	    zs_lora_target(o->lora_targets, "lm_head"))
+		return refuse(cause, "--lora-targets %s: an adapter on the output embedding (lm_head) is not described "
+		              "yet (give other targets)", o->lora_targets);
 	struct bld B_ = { .s = s, .o = o, .p = p, .m = m, .module = -1, .phase = ZS_PH_SETUP, .micro = -1 };
 	struct bld *b = &B_;
 	struct model M = { 0 };

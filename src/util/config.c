@@ -13,7 +13,6 @@
 
 #include "util/util.h"
 #include "util/config.h"
-#include "util/lora.h"
 
 static const char *const scheme_names[ZS_NSCHEMES] = {"dp", "zero1", "zero2", "zero3"};
 static const char *const unit_names[ZS_NUNITS] = {"model", "layer"};
@@ -849,13 +848,6 @@ static int check_lora(const struct zs_config *c, char **cause)
 		               "is not described with LoRA yet)", zs_framework_name(c->framework),
 		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
 		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");
-	/* PEFT adapts lm_head when it is named (peft/tuners/tuners_utils.py,
-	 * v0.20.0, check_target_module_exists 1927-1933: a key in
-	 * target_modules matches); all-linear leaves it out
-	 * (_maybe_include_all_linear_layers), and so does zerosim */
-	if (strcmp(c->lora_targets, "all-linear") != 0 && zs_lora_target(c->lora_targets, "lm_head"))
-		return zs_fail(cause, "--lora-targets %s: an adapter on the output embedding (lm_head) is not described "
-		               "yet (give other targets)", c->lora_targets);
 	/* bitsandbytes 0.47.0 requires torch >= 2.2 (its pyproject.toml line 45;
 	 * it registers its ops with torch.library.register_kernel) */
 	if (c->quant_nf4 && c->torch_version == ZS_TORCH_1_13)

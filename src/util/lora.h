@@ -61,7 +61,7 @@ struct zs_lora_set {
  * LoraModel._replace_module, model.py line 351, which keeps the parent's
  * order): the step description's tensor order, a fused tensor's parts in
  * their row order. Every linear layer but the output embedding (lm_head,
- * which PEFT adapts when named: refused by name in util/config.c) and
+ * which PEFT adapts when named: refused by name in util/autograd.c) and
  * the tables is a candidate. Returns 0, or -1 with *cause where no
  * layer matches (PEFT's "Target modules ... not found in the base model",
  * tuners_utils.py lines 990-1011) or r is 0. */
