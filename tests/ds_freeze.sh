@@ -16,7 +16,8 @@
 #    mid-backward (100,000 and 60,000 elements: llama-tiny's trainable
 #    units are 46,208, 46,208 and 65,600, gpt2-tiny's blocks 49,984) and
 #    one smaller than every unit (3000: each reduced from where it is),
-#    overlap_comm on: a covering set (101 points); ZeRO-3 (27 points,
+#    overlap_comm on: a covering set (110 points, a frozen lm_head's 9 among
+#    them); ZeRO-3 (30 points, a frozen lm_head under full recompute and
 #    all-but-last:1 too), --offload optimizer (ZeRO-3 7, ZeRO-1/2 17) and
 #    ZeRO-3's --offload params (21: both models and precisions, the three
 #    patterns, N = 1-3), and ZeRO-3 with the first module that trains
@@ -30,7 +31,7 @@
 #    grads converted exactly"), bitwise, every scheme (ZeRO-1/2 offloaded
 #    too), fp32 and mixed, three steps; ZeRO-3 --offload params's equal
 #    ZeRO-3's on the device (12 more), ZeRO-3's with layer 0's norm frozen
-#    (12 more); the control: without --freeze they are other ones.
+#    (12 more), llama-tiny's lm_head frozen (16 more); the control: without --freeze they are other ones.
 # 3. A frozen tensor's bytes never change: the frozen range of
 #    --dump-weights is bitwise the same after one step and after three,
 #    and the initial weights (a run's case file; mixed: rounded to fp16),
@@ -62,6 +63,7 @@ fz_agree $ds --model "$gpt2" --freeze embeddings --precision fp32 --world 1,2,3 
 fz_agree $ds --model "$gpt2" --freeze embeddings --precision mixed --grad-accum 2 --world 2,3 --schemes zero1,zero2 \
 	--unit layer,model --ds-reduce-bucket 60000 --ds-overlap-comm on
 fz_agree $ds --model "$gpt2" --freeze blocks:0-0 --precision mixed --grad-accum 3 --world 1,2,3 $s --unit layer
+fz_agree $ds --model "$llama" --freeze re:lm_head --precision mixed --world 1,2,3 $s --unit layer
 # ZeRO-3 (every tensor's fp16 partition; the grad, fp32 and Adam
 # partitions of the trainable tensors; a frozen table runs no backward):
 # both patterns it takes, N = 1, 2, 3, both units and precisions, K = 1-3,
@@ -79,6 +81,7 @@ fz_agree $ds --model "$gpt2" --freeze embeddings --precision mixed --grad-accum 
 	--recompute full
 fz_agree $ds --model "$gpt2" --freeze embeddings --precision fp32 --world 3 $z --unit model --ds-reduce-bucket 3000
 fz_agree $ds --model "$gpt2" --freeze blocks:0-0 --precision mixed --world 1,2,3 $z --unit layer
+fz_agree $ds --model "$llama" --freeze re:lm_head --precision fp32 --world 1,2,3 $z --unit layer --recompute full
 # all-but-last:1: the frozen embedding and blocks below the first that
 # trains run no backward (recompute none); under full recompute
 # enable_input_require_grads gives them one (util/ds_coord.h)
@@ -99,6 +102,11 @@ row=$((32 * 4)) blk=$((64 + 1 + 128 + 64 + 64 + 64 + 64 + 1 + 352 + 176 + 64)) #
 fz_saved $((row * blk)) all-but-last:1 $ds --model "$llama" --schemes zero2
 fz_saved $((row * (64 + 64 + 64 + 176))) blocks:1-1 $ds --model "$llama" --schemes zero1
 fz_saved 0 all-but-last:1 $ds --model "$llama" --schemes zero2 --recompute full
+# a frozen head keeps no input (issue #23): lnf, 64 a row (gpt2-tiny's tied
+# head is wte, frozen with the embeddings)
+fz_saved $((row * 64)) re:lm_head $ds --model "$llama" --schemes zero1
+fz_saved $((row * 64)) re:lm_head $ds --model "$llama" --schemes zero1 --recompute full
+fz_saved $((row * 64)) embeddings $ds --model "$gpt2" --schemes zero1
 fz_bits all-but-last:1 $ds --model "$llama" --precision mixed --schemes zero2,zero3 --world 2 --unit layer
 # the first module that trains inside its layer, nothing trainable before
 # it (layer 0's q, k and v with its input_layernorm frozen; gpt2's c_attn
@@ -138,7 +146,7 @@ fz_agree $ds --model "$gpt2" --freeze embeddings --precision mixed --world 2 --s
 # (last: the files below are its)
 fz_agree $ds --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 2 $s --unit layer \
 	--ds-reduce-bucket 3000
-[ "$points" -eq 195 ] || { echo "$name: $points points compared, 195 expected" >&2; exit 1; }
+[ "$points" -eq 207 ] || { echo "$name: $points points compared, 207 expected" >&2; exit 1; }
 echo "ok: $points points in $configs sweeps"
 # The files say what was frozen (docs/formats.md: config.freeze).
 for f in "$tmp/m.json" "$tmp/t.json"; do
@@ -345,8 +353,9 @@ fz_level deepspeed
 losses() { tr -d ' \n\t' <"$1" | grep -o '"losses":\[[^]]*\]' | head -1; }
 checked=0
 for model in "$gpt2" "$llama"; do
-	for freeze in embeddings blocks:0-0 all-but-last:1 inside; do
+	for freeze in embeddings blocks:0-0 all-but-last:1 inside re:lm_head; do
 		# inside: layer 0's first module that trains is not its first (ZeRO-3 and its offload alone)
+		[ "$model$freeze" = "${gpt2}re:lm_head" ] && continue # tied: no lm_head of its own
 		[ "$freeze" = inside ] && { freeze=$f0 && [ "$model" = "$gpt2" ] && freeze=$g0; }
 		for prec in fp32 mixed; do
 			for scheme in dp zero1 zero2 zero3 zero1+optimizer zero2+optimizer zero3+optimizer zero3+params; do
@@ -378,7 +387,7 @@ for model in "$gpt2" "$llama"; do
 		done
 	done
 done
-[ "$checked" -eq 108 ] || { echo "$name: $checked comparisons, 108 expected" >&2; exit 1; }
+[ "$checked" -eq 124 ] || { echo "$name: $checked comparisons, 124 expected" >&2; exit 1; }
 common="--model $llama --world 2 --precision fp32 --seq 16 --batch 2 --steps 3 --schemes zero2 $ds"
 # shellcheck disable=SC2086
 "$zerosim" measure $common --freeze embeddings --out "$tmp/a.json" || exit 99

@@ -30,7 +30,8 @@
 #   the activations at the peak (peak_breakdown) of measure and theory at
 #   --seq 16 --batch 2 --steps 1 --world 1 --unit layer --precision fp32
 #   OPTIONS with --freeze FREEZE are each the unfrozen run's (measured, and
-#   theory's equal to it) less DROP, bytes counted by hand in the test.
+#   theory's equal to it) less DROP, bytes counted by hand in the test; a
+#   DROP of =BYTES: BYTES themselves (a frozen run whose peak moves).
 # fz_bits FREEZE OPTIONS...: the weights digest and losses of --recompute
 #   none, selective and full (full runs every block's backward, none skips
 #   those below the first trainable tensor) are the same, 3 steps.
@@ -182,11 +183,14 @@ fz_saved() {
 		[ -z "$f" ] && base=$m
 	done
 	[ "$base" -gt 0 ] || { echo "$name: $*: no activation at the unfrozen peak (a row that cannot tell)" >&2; exit 99; }
-	want=$((base - drop))
+	case $drop in
+	=*) want=${drop#=} how="by hand $want, unfrozen $base" ;;
+	*) want=$((base - drop)) how="$base - $drop = $want" ;;
+	esac
 	if [ "$m" -eq "$want" ] && [ "$t" -eq "$want" ]; then
-		echo "ok: saved, --freeze $fz $*: $base - $drop = $want B of activations at the peak"
+		echo "ok: saved, --freeze $fz $*: $how B of activations at the peak"
 	else
-		echo "$name: FAIL: saved, --freeze $fz $*: measure $m, theory $t B of activations at the peak; by hand $base - $drop = $want" >&2
+		echo "$name: FAIL: saved, --freeze $fz $*: measure $m, theory $t B of activations at the peak; $how" >&2
 		status=1
 	fi
 }

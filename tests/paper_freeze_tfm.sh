@@ -24,8 +24,8 @@
 # 5. What the step saves (issue #23): the activations at the peak of
 #    measure and theory, each the unfrozen run's less a count by hand
 #    (nothing below the first trainable tensor, no frozen linear's input
-#    that only its weight's gradient reads; recompute none, selective,
-#    full), and the weights and losses alike under the three recompute
+#    that only its weight's gradient reads, a frozen head's too, tied or
+#    not; recompute none, selective, full), and the weights and losses alike under the three recompute
 #    modes.
 # About 20 s on a shared core (6 s of CPU).
 #
@@ -59,6 +59,7 @@ fz_agree --model "$gpt2" --freeze all-but-last:1 --precision fp32 --world 1,2,3 
 fz_agree --model "$llama" --freeze re:down_proj --precision mixed --grad-accum 2 --world 1,2 $full --unit layer
 fz_agree --model "$gpt2" --freeze re:mlp.c_proj --precision fp32 --world 1,2,3 $full --unit layer --recompute full
 fz_agree --model "$gpt2" --freeze embeddings --precision fp32 --world 1,2,3 $full --unit model,layer
+fz_agree --model "$llama" --freeze re:lm_head --precision mixed --world 1,2,3 $full --unit model,layer
 fz_agree --model "$gpt2" --freeze embeddings --precision mixed --grad-accum 2 --world 1,2,3 $full --unit model
 fz_agree --model "$gpt2" --freeze blocks:0-0 --precision mixed --world 1,2,3 $all --unit layer
 fz_agree --model "$gpt2" --freeze blocks:0-0 --precision fp32 --grad-accum 2 --world 1,2,3 $all --unit layer
@@ -93,7 +94,8 @@ close() {
 torch="--framework torch --torch-version 1.13 --torch-device cpu --optimizer-impl single --zero-grad none --attn eager"
 checked=0
 for model in gpt2 llama; do
-	for freeze in embeddings blocks:0-0; do
+	for freeze in embeddings blocks:0-0 re:lm_head; do
+		[ "$model$freeze" = gpt2re:lm_head ] && continue # tied: no lm_head of its own
 		for run in 1:none 2:ddp; do # N and the PyTorch step's wrapper
 			world=${run%:*} wrapper=${run#*:}
 			common="--model $tmp/$model.json --world $world --precision fp32 --batch 2 --steps 3 --freeze $freeze"
@@ -104,6 +106,8 @@ for model in gpt2 llama; do
 				# a tied gpt2's layer 0 is the frozen table and the trainable
 				# final norm: zero3 at N > 1 refuses it (part 4)
 				[ "$model$freeze$scheme$world" = gpt2embeddingszero32 ] && continue
+				# llama's head unit holds its trainable norm and frozen lm_head
+				[ "$freeze$scheme" = re:lm_headzero3 ] && continue
 				# shellcheck disable=SC2086
 				"$zerosim" measure $common --schemes $scheme --unit layer --seq 31 --out "$tmp/b.json" || exit 99
 				checked=$((checked + 1))
@@ -115,7 +119,7 @@ for model in gpt2 llama; do
 		done
 	done
 done
-[ "$checked" -eq 31 ] || { echo "$name: $checked comparisons, 31 expected" >&2; exit 1; }
+[ "$checked" -eq 37 ] || { echo "$name: $checked comparisons, 37 expected" >&2; exit 1; }
 # The control: the paper's step without --freeze against the PyTorch step with it.
 common="--model $tmp/llama.json --world 1 --precision fp32 --batch 2 --steps 3 --schemes dp"
 # shellcheck disable=SC2086
@@ -164,14 +168,28 @@ fz_saved $((row * (64 + 64 + 64 + 176))) blocks:1-1 --model "$llama" $dp
 fz_saved $((row * (64 + 64 + 64 + 176))) blocks:0-0 --model "$llama" $dp # above a trainable table
 fz_saved $((row * (64 + 64 + 176))) blocks:1-1 --model "$llama" $dp --recompute selective
 fz_saved $((2 * row * 176)) re:down_proj --model "$llama" $dp
-fz_saved $((row * gblk)) all-but-last:1 --model "$gpt2" $dp
+fz_saved $((row * (gblk + 64))) all-but-last:1 --model "$gpt2" $dp # and lnf: wte, the tied head, is frozen
 fz_saved $((row * (64 + 64 + 64 + 256))) blocks:1-1 --model "$gpt2" $dp
 fz_saved $((2 * row * 256)) re:mlp.c_proj --model "$gpt2" $dp
 fz_saved 0 re:mlp.c_proj --model "$gpt2" $dp --recompute full
+# A frozen head (issue #23) keeps no input: lnf (64), which only its
+# weight's gradient reads, goes under every recompute (no checkpoint holds
+# the head); gpt2-tiny's tied head is wte, frozen with the embeddings.
+# Tied, the logits (1024) then wait for no embedding's backward either:
+# under full recompute the peak moves from block 1's backward to the
+# head's, where tokens, targets (1 each), x0, both blocks' outputs, lnf's
+# mean and 1/rms (1 each) and the logits are held.
+fz_saved $((row * 64)) re:lm_head --model "$llama" $dp
+fz_saved $((row * 64)) re:lm_head --model "$llama" $dp --recompute selective
+fz_saved $((row * 64)) re:lm_head --model "$llama" $dp --recompute full
+fz_saved $((row * 64)) embeddings --model "$gpt2" $dp
+fz_saved $((row * 64)) embeddings --model "$gpt2" $dp --recompute selective
+fz_saved =$((row * (1 + 1 + 64 + 2 * 64 + 2 + 1024))) embeddings --model "$gpt2" $dp --recompute full
 # ... and changes no bit: the weights and losses as with every block's
 # backward run (full recompute)
 fz_bits all-but-last:1 --model "$llama" --precision mixed --schemes dp,zero1,zero2 --world 2
 fz_bits blocks:1-1 --model "$gpt2" --precision fp32 --schemes dp,zero3 --world 2 --unit layer
+fz_bits re:lm_head --model "$llama" --precision mixed --schemes dp,zero1,zero2 --world 2 --unit layer
 
 # 4. Refused by name: one line on stderr, exit 2.
 refused() { # PATTERN OPTIONS...

@@ -271,8 +271,9 @@ static void embed_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 		struct view v;
 		view_of(&v, h, io, STEP_ACT_LNF, STEP_ACT_LOGITS, 0); /* its input is freed */
 		sync16(&v, h, io, STEP_ACT_LNF, STEP_ACT_LOGITS, 1, SKIP_NONE);
-		matmul_backward(NULL, eg.wte, NULL, v.t[STEP_ACT_LOGITS], v.t[STEP_ACT_LNF], NULL, n->B * n->T, d->d,
-		                d->vocab);
+		if (eg.wte != NULL) /* frozen: lnf and the logits are freed (step_buffers_freeze) */
+			matmul_backward(NULL, eg.wte, NULL, v.t[STEP_ACT_LOGITS], v.t[STEP_ACT_LNF], NULL, n->B * n->T,
+			                d->d, d->vocab);
 		for (size_t i = 0; norm && i < nf; i++)
 			memcpy(grad32(l, io, f0 + i, 0), io->t[n->dnorm] + i * d->d, d->d * sizeof(float));
 	}
@@ -666,7 +667,10 @@ static float head_loss(const struct zs_net *m, float *const *t)
 
 /* Tied, the head's own grads are none, and its norm's wait in dnorm (fp32)
  * for the embedding's backward, unless the head writes them (DeepSpeed's
- * ZeRO-3 hands it the final norm's grads). */
+ * ZeRO-3 hands it the final norm's grads). A frozen head's weight has no
+ * grads (NULL): the head's matmul makes dx alone and reads no lnf, which
+ * its forward freed (step_buffers_freeze; view_of and sync16 leave it
+ * NULL). */
 static void head_bwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s)
 {
 	const struct zs_net_tfm *n = &io->net->tfm;

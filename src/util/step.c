@@ -549,22 +549,38 @@ int step_layer_no_backward(const struct step_params *p, const char *freeze, enum
 	return 1;
 }
 
-/* Whether block layer l (in the graph) keeps saved tensor a, the input of
- * one of its four linears (q/k/v, the attention's output, up, down: their
- * order in forward), which only that linear's weight gradient reads
+/* The head layer's weight (lm_head's; tied, the token table's): the first
+ * tensor of the first linear in the last layer. */
+static size_t head_weight(const struct step_params *p)
+{
+	size_t x = 0;
+	while (x + 1 < p->nmodules && !(p->module[x].layer + 1 == p->nlayers && p->module[x].matmul))
+		x++;
+	return p->module[x].first;
+}
+
+/* Whether layer l (in the graph) keeps saved tensor a, the input of one
+ * of its linears, which only that linear's weight gradient reads
  * (tfm.c's matmul_backward reads its input for dW alone): not where the
- * weight is frozen, under recompute none or selective (full rebuilds
- * every block tensor; selective rebuilds atty, the attention's output,
- * with its scores). A mixture's block (more linears) keeps them all. */
+ * weight is frozen. A block's four (q/k/v, the attention's output, up,
+ * down: their order in forward) under recompute none or selective (full
+ * rebuilds every block tensor; selective rebuilds atty, the attention's
+ * output, with its scores); a mixture's block (more linears) keeps them
+ * all. The head's, the final norm's output (1.13: F.linear(x, w) with w
+ * frozen saves no x, MmBackward0's _saved_self None; derivatives.yaml's
+ * mm saves self for mat2's gradient only), under every recompute: no
+ * checkpoint holds the head. */
 static int linear_input_kept(const struct step_params *p, const char *freeze, enum zs_recompute recompute,
                              size_t l, unsigned a)
 {
 	static const unsigned in[4] = {STEP_ACT_LN1, STEP_ACT_ATTY, STEP_ACT_LN2, STEP_ACT_FCH_ACT};
+	if (l + 1 == p->nlayers)
+		return a != STEP_ACT_LNF || !zs_freeze_tensor(p, freeze, head_weight(p));
 	size_t k = 0, w[4] = {0};
 	for (size_t x = 0; x < p->nmodules; x++)
 		if (p->module[x].layer == l && p->module[x].matmul && k++ < 4)
 			w[k - 1] = p->module[x].first;
-	for (unsigned j = 0; j < 4 && k == 4 && l > 0 && l + 1 < p->nlayers && recompute != ZS_RECOMPUTE_FULL; j++)
+	for (unsigned j = 0; j < 4 && k == 4 && l > 0 && recompute != ZS_RECOMPUTE_FULL; j++)
 		if (in[j] == a && !(recompute == ZS_RECOMPUTE_SELECTIVE && a == STEP_ACT_ATTY))
 			return !zs_freeze_tensor(p, freeze, w[j]);
 	return 1;
@@ -585,6 +601,13 @@ void step_buffers_freeze(struct step_buffers *b, const struct step_params *p, co
 		x->recomputed = 0;
 		x->freed_fwd = x->layer + (out && x->layer < F ? 2 : 1);
 	}
+	/* tied, the logits' gradient waits for the embedding's backward only
+	 * where it makes the table's gradient */
+	size_t head = p->nlayers - 1;
+	for (size_t i = 0; p->tied && freeze != NULL && *freeze && i < b->n; i++)
+		if (b->buf[i].role == STEP_SAVED && b->buf[i].index == STEP_ACT_LOGITS &&
+		    zs_freeze_tensor(p, freeze, head_weight(p)))
+			b->buf[i].freed_after = head;
 }
 
 const char *zs_freeze_saved_spec(const struct zs_config *c)
