@@ -122,6 +122,45 @@ START_TEST(test_targets_that_match_nothing_are_refused)
 }
 END_TEST
 
+/* PEFT v0.20.0's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
+ * (peft/utils/constants.py 65-112) by model_type: gpt2 69, llama 83,
+ * mistral 93, mixtral 94, gemma2 98, gemma3_text 99 (gemma-3-4b's text
+ * model, as zerosim reads it), qwen2 101, qwen3 102; phi3, qwen2_moe and
+ * qwen3_moe have no entry, and get_peft_model asks for target_modules */
+START_TEST(test_default_targets_are_pefts_mapping)
+{
+	static const struct {
+		const char *model, *targets;
+	} row[] = {{"gpt2", "c_attn"},           {"llama-2-7b", "q_proj,v_proj"},   {"mistral-7b", "q_proj,v_proj"},
+	           {"mixtral-8x7b", "q_proj,v_proj"}, {"gemma-2-2b", "q_proj,v_proj"}, {"gemma-3-4b", "q_proj,v_proj"},
+	           {"qwen2.5-0.5b", "q_proj,v_proj"}, {"qwen3-8b", "q_proj,v_proj"},   {"phi-3-mini-4k", NULL},
+	           {"qwen1.5-moe-a2.7b", NULL},      {"qwen3-30b-a3b", NULL}};
+	for (size_t i = 0; i < sizeof row / sizeof *row; i++) {
+		struct zs_model m = shipped(row[i].model);
+		const char *got = zs_lora_default_targets(&m);
+		ck_assert_msg(row[i].targets == NULL ? got == NULL : got != NULL && strcmp(got, row[i].targets) == 0,
+		              "%s: %s", row[i].model, got ? got : "(none)");
+	}
+}
+END_TEST
+
+/* where PEFT has none, the run names them or is refused */
+START_TEST(test_phi3_without_targets_is_refused)
+{
+	struct fixture f;
+	char *cause = NULL;
+	f.m = shipped("phi-3-mini-4k");
+	step_params_build(&f.p, &f.m);
+	ck_assert_int_eq(zs_lora_build(&f.s, &f.p, &f.m, 4, NULL, &cause), -1);
+	ck_assert_str_eq(cause, "--lora-r: PEFT has no default LoRA targets for a phi3 (give --lora-targets, e.g. "
+	                        "all-linear)");
+	free(cause);
+	ck_assert_int_eq(zs_lora_build(&f.s, &f.p, &f.m, 4, "qkv_proj", &cause), 0);
+	ck_assert_uint_eq(f.s.n, f.m.layers); /* one fused qkv_proj a block */
+	release(&f);
+}
+END_TEST
+
 START_TEST(test_a_target_is_a_whole_dotted_suffix)
 {
 	ck_assert(zs_lora_target("c_proj", "transformer.h.0.mlp.c_proj"));
@@ -141,6 +180,8 @@ static Suite *lora_suite(void)
 	tcase_add_test(tc, test_conv1d_in_and_out_are_the_transposed_weights);
 	tcase_add_test(tc, test_targets_that_match_nothing_are_refused);
 	tcase_add_test(tc, test_a_target_is_a_whole_dotted_suffix);
+	tcase_add_test(tc, test_default_targets_are_pefts_mapping);
+	tcase_add_test(tc, test_phi3_without_targets_is_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -91,8 +91,11 @@ void lora_forward(float *y, float *xa, const float *x, const float *A, const flo
  * = scaling · dy's rows · B (written: the backward's scratch, the
  * gradient of A's output as `g * scaling` then lora_B's MmBackward make
  * it); dB (out, r) += scaling · dy's rowsᵀ · xa; dA (r, in) += dtᵀ · x;
- * dx (BT, in) += dt · A (added to what the base layer's backward wrote;
- * skipped if NULL). dA and dB accumulate as matmul_backward's dw. */
+ * dx (BT, in) += dt · A, the gradient at x, the dropout's output
+ * (skipped if NULL): without dropout x is the base layer's input and dx
+ * may be what the base layer's backward wrote; with it the caller takes
+ * dx through the dropout's backward before it joins the base's. dA and
+ * dB accumulate as matmul_backward's dw. */
 void lora_backward(float *dx, float *dA, float *dB, float *dt, const float *dy, const float *x, const float *xa,
                    const float *A, const float *B, float scaling, size_t BT, size_t in, size_t r, size_t out,
                    size_t OC, size_t row0);

@@ -2997,8 +2997,7 @@ static size_t lora_param(struct bld *b, struct model *M, int32_t module, uint64_
  * layers adapted. */
 static size_t lora_setup(struct bld *b, struct model *M)
 {
-	const char *targets = b->o->lora_targets && *b->o->lora_targets ? b->o->lora_targets
-	                                                                : zs_lora_default_targets(b->m->family);
+	const char *targets = zs_lora_targets(b->m, b->o->lora_targets, NULL); /* ag_step_build checked it */
 	size_t n = M->npt;
 	struct pt *old = M->pt;
 	M->pt = zs_calloc(3 * n + 1, sizeof *M->pt); /* at most two adapters a parameter */
@@ -6027,10 +6026,9 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * tests/ft_lora.sh), every family of the step. PEFT's
 	 * TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
 	 * (src/peft/utils/constants.py) has no phi3 entry: get_peft_model
-	 * then asks for target_modules, and so does zerosim. */
-	if (o->lora_r && fam == 5 && !(o->lora_targets && *o->lora_targets))
-		return refuse(cause, "--lora-r: PEFT has no default LoRA targets for a %s (give --lora-targets, e.g. "
-		              "qkv_proj or all-linear)", m->model_type);
+	 * then asks for target_modules, and so does zerosim (util/lora.h). */
+	if (o->lora_r && zs_lora_targets(m, o->lora_targets, cause) == NULL)
+		return -1;
 	if (o->lora_r && o->attn == ZS_ATTN_SDPA)
 		return refuse(cause, "--lora-r: with --attn sdpa is not described yet (give --attn eager)");
 	/* PEFT adapts lm_head when it is named (peft/tuners/tuners_utils.py,

@@ -11,9 +11,24 @@
 #include "util/lora.h"
 #include "util/util.h"
 
-const char *zs_lora_default_targets(enum zs_family family)
+const char *zs_lora_default_targets(const struct zs_model *m)
 {
-	return family == ZS_FAMILY_GPT2 ? "c_attn" : "q_proj,v_proj";
+	static const char *const qv[] = {"llama", "mistral", "mixtral", "gemma2", "gemma3_text", "qwen2", "qwen3"};
+	if (strcmp(m->model_type, "gpt2") == 0)
+		return "c_attn";
+	for (size_t i = 0; i < sizeof qv / sizeof *qv; i++)
+		if (strcmp(m->model_type, qv[i]) == 0)
+			return "q_proj,v_proj";
+	return NULL;
+}
+
+const char *zs_lora_targets(const struct zs_model *m, const char *given, char **cause)
+{
+	const char *t = given != NULL && *given ? given : zs_lora_default_targets(m);
+	if (t == NULL)
+		zs_set_cause(cause, "--lora-r: PEFT has no default LoRA targets for a %s (give --lora-targets, e.g. "
+		             "all-linear)", m->model_type);
+	return t;
 }
 
 int zs_lora_target(const char *targets, const char *module)
@@ -48,8 +63,8 @@ int zs_lora_build(struct zs_lora_set *s, const struct step_params *p, const stru
 	memset(s, 0, sizeof *s);
 	if (r == 0)
 		return zs_fail(cause, "--lora-r: the rank must be at least 1");
-	if (targets == NULL || *targets == '\0')
-		targets = zs_lora_default_targets(m->family);
+	if ((targets = zs_lora_targets(m, targets, cause)) == NULL)
+		return -1;
 	s->r = r;
 	size_t cap = 0;
 	/* transformers' Conv1D (gpt2) holds its weight (in, out), nn.Linear (out, in) */

@@ -23,12 +23,16 @@
 #include "util/model.h"
 #include "util/step.h"
 
-/* PEFT's default targets for a family (peft/utils/constants.py at
- * v0.20.0, TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING): gpt2's
- * "c_attn" (line 69), llama's "q_proj,v_proj" (line 83; mistral's,
- * qwen2's and qwen3's the same). phi3 has no entry: the caller asks for
- * --lora-targets there. */
-const char *zs_lora_default_targets(enum zs_family family);
+/* PEFT's default targets for m's model_type (peft/utils/constants.py at
+ * v0.20.0, TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, lines
+ * 65-112): gpt2's "c_attn" (line 69); "q_proj,v_proj" for llama (83),
+ * mistral (93), mixtral (94), gemma2 (98), gemma3_text (99), qwen2 (101)
+ * and qwen3 (102). NULL where the mapping has no entry (phi3, qwen2_moe,
+ * qwen3_moe): get_peft_model then asks for target_modules. */
+const char *zs_lora_default_targets(const struct zs_model *m);
+/* The targets a run adapts: `given` where it is set, else PEFT's default
+ * for m; NULL, with one line in *cause, where there is neither. */
+const char *zs_lora_targets(const struct zs_model *m, const char *given, char **cause);
 
 /* Whether the module named `module` (its Hugging Face name) is one of
  * `targets`: PEFT's check_target_module_exists (peft/tuners/tuners_utils.py
