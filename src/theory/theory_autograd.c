@@ -24,11 +24,20 @@
 #include "util/step.h"
 #include "util/util.h"
 
+/* Whether each rank walks a list of its own: a mixture's ranks routing
+ * apart under DDP (zs_config.moe_rank_stride), each rank's routed
+ * tensors sized by its own counts. */
+static int own_lists(const struct zs_config *c, unsigned world) { return c->moe_rank_stride != 0 && world > 1; }
+
+/* Rank `rank`'s list (under own_lists its own routing's, else the one
+ * every rank walks). */
 static int build(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq, unsigned world,
-                 struct step_params *p, struct ag_step *s, char **cause)
+                 unsigned rank, struct step_params *p, struct ag_step *s, char **cause)
 {
 	struct ag_options o;
 	ag_options_from_config(&o, c, batch, seq);
+	if (own_lists(c, world))
+		o.moe_counts = c->moe_counts + (size_t)rank * c->moe_rank_stride;
 	step_params_build(p, m);
 	/* under --wrapper ddp, DDP's pass (util/ag_ddp.h): under dp a rank's
 	 * bytes are the same at every N; under zero1 each rank's are its own;
@@ -49,7 +58,7 @@ int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, u
 	struct step_params p;
 	struct ag_step s;
 	/* a mixture's routing is its batch's (ag_options.moe_counts) */
-	int rc = build(m, c, m->experts > 0 ? c->batch : 1, seq, c->wrapper == ZS_WRAPPER_FSDP ? 2 : 1, &p, &s, cause);
+	int rc = build(m, c, m->experts > 0 ? c->batch : 1, seq, c->wrapper == ZS_WRAPPER_FSDP ? 2 : 1, 0, &p, &s, cause);
 	if (rc < 0)
 		return rc;
 	ag_step_free(&s);
@@ -156,7 +165,7 @@ static void walk(const struct ag_step *s, const struct step_params *p, unsigned 
 }
 
 /* The binding rank: the highest peak, the first of equals (0 where the
- * ranks are equal). */
+ * ranks are equal). Of one list walked by every rank. */
 static unsigned binding_of(const struct ag_step *s, const struct step_params *p, unsigned world)
 {
 	unsigned n = ranks_of(s, world), b = 0;
@@ -170,6 +179,39 @@ static unsigned binding_of(const struct ag_step *s, const struct step_params *p,
 		}
 	}
 	return b;
+}
+
+/* Rank r's sum into out (its own list's under own_lists). */
+static int walk_rank(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+                     unsigned world, unsigned r, struct theory_schedule *out, char **cause)
+{
+	struct step_params p;
+	struct ag_step s;
+	if (build(m, c, batch, seq, world, r, &p, &s, cause) < 0)
+		return -1;
+	walk(&s, &p, r, world, out);
+	ag_step_free(&s);
+	step_params_free(&p);
+	return 0;
+}
+
+/* Under own_lists, the binding rank of the lists each rank walks (the
+ * highest peak, the first of equals), into *b; -1 with *cause. */
+static int binding_own(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+                       unsigned world, unsigned *b, char **cause)
+{
+	uint64_t most = 0;
+	*b = 0;
+	for (unsigned r = 0; r < world; r++) {
+		struct theory_schedule one;
+		if (walk_rank(m, c, batch, seq, world, r, &one, cause) < 0)
+			return -1;
+		if (r == 0 || one.peak_bytes > most) {
+			most = one.peak_bytes;
+			*b = r;
+		}
+	}
+	return 0;
 }
 
 /* Keep the events of rank `rank` (and every rank's) in list ev[0..*n). */
@@ -195,7 +237,17 @@ int theory_autograd_ranks(const struct zs_model *m, const struct zs_config *c, u
 {
 	struct step_params p;
 	struct ag_step s;
-	if (build(m, c, batch, seq, world, &p, &s, cause) < 0)
+	if (own_lists(c, world)) {
+		for (unsigned r = 0; r < world; r++) {
+			struct theory_schedule one;
+			if (walk_rank(m, c, batch, seq, world, r, &one, cause) < 0)
+				return -1;
+			resident[r] = one.resident_bytes;
+			peak[r] = one.peak_bytes;
+		}
+		return binding_own(m, c, batch, seq, world, binding, cause);
+	}
+	if (build(m, c, batch, seq, world, 0, &p, &s, cause) < 0)
 		return -1;
 	unsigned n = ranks_of(&s, world);
 	for (unsigned r = 0; r < (world ? world : 1); r++) {
@@ -215,7 +267,11 @@ int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c
 {
 	struct step_params p;
 	struct ag_step s;
-	if (build(m, c, batch, seq, world, &p, &s, cause) < 0)
+	unsigned b;
+	if (own_lists(c, world))
+		return binding_own(m, c, batch, seq, world, &b, cause) < 0 ? -1
+		       : walk_rank(m, c, batch, seq, world, b, out, cause);
+	if (build(m, c, batch, seq, world, 0, &p, &s, cause) < 0)
 		return -1;
 	walk(&s, &p, binding_of(&s, &p, world), world, out);
 	ag_step_free(&s);
@@ -238,20 +294,43 @@ static void marks_of(cJSON *o, const struct ag_step *s, unsigned rank)
 	}
 }
 
+/* Rank r's marks into o: of s, or under own_lists of its own list. */
+static void rank_marks(cJSON *o, const struct ag_step *s, const struct zs_model *m, const struct zs_config *c,
+                       uint64_t batch, uint64_t seq, unsigned world, unsigned r)
+{
+	struct step_params p;
+	struct ag_step own;
+	if (!own_lists(c, world)) {
+		marks_of(o, s, r);
+		return;
+	}
+	if (build(m, c, batch, seq, world, r, &p, &own, NULL) < 0)
+		return;
+	marks_of(o, &own, r);
+	ag_step_free(&own);
+	step_params_free(&p);
+}
+
 void theory_autograd_marks_json(cJSON *parent, const struct zs_model *m, const struct zs_config *c, uint64_t batch,
                                 uint64_t seq, unsigned world)
 {
 	struct step_params p;
 	struct ag_step s;
-	if (build(m, c, batch, seq, world, &p, &s, NULL) < 0)
+	if (build(m, c, batch, seq, world, 0, &p, &s, NULL) < 0)
 		return;
 	/* the binding rank's (theory_autograd_schedule's) */
 	unsigned n = ranks_of(&s, world), b = binding_of(&s, &p, world);
-	cJSON *o = cJSON_AddObjectToObject(parent, "marks");
-	if (o == NULL)
+	if (own_lists(c, world)) { /* each rank's own routing */
+		n = world;
+		if (binding_own(m, c, batch, seq, world, &b, NULL) < 0)
+			n = 0;
+	}
+	cJSON *o = n ? cJSON_AddObjectToObject(parent, "marks") : NULL;
+	if (n && o == NULL)
 		zs_oom(__FILE__, __LINE__);
-	marks_of(o, &s, b);
-	if (n > 1) { /* zero1: the rank, and every rank's marks in per_rank */
+	if (n)
+		rank_marks(o, &s, m, c, batch, seq, world, b);
+	if (n > 1) { /* zero1's, a mixture's ranks routing apart: the rank, and every rank's marks in per_rank */
 		zs_json_add_number(parent, "marks_rank", b);
 		cJSON *per = cJSON_GetObjectItemCaseSensitive(parent, "per_rank");
 		if (per == NULL && (per = cJSON_AddObjectToObject(parent, "per_rank")) == NULL)
@@ -262,7 +341,7 @@ void theory_autograd_marks_json(cJSON *parent, const struct zs_model *m, const s
 			if (mo == NULL)
 				zs_oom(__FILE__, __LINE__);
 			cJSON_AddItemToArray(ma, mo);
-			marks_of(mo, &s, r);
+			rank_marks(mo, &s, m, c, batch, seq, world, r);
 		}
 	}
 	ag_step_free(&s);

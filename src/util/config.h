@@ -172,6 +172,10 @@ struct zs_config {
 	 * theory from its --routing FILE, no key of its own; NULL elsewhere.
 	 * Not owned. */
 	const uint64_t *moe_counts;
+	/* Where the ranks route apart (--wrapper ddp, each rank its own
+	 * batch): rank k's counts at moe_counts + k·moe_rank_stride, each
+	 * rank its own list; 0: moe_counts is every rank's. */
+	size_t moe_rank_stride;
 	zs_keys given;                  /* keys set by a spec or an option: ZS_KEY_BIT(key) */
 	/* measure --model: a transformer instead of the MLP of widths
 	 * (engine/tfm.h), or NULL. Not owned. */
