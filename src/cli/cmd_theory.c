@@ -320,6 +320,9 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 				               i / x->experts, i % x->experts);
 		size_t LE = x->blocks * x->experts;
 		config->moe_counts = x->counts + (x->steps - 1) * LE;
+		config->moe_run = x->counts;
+		config->moe_run_steps = (unsigned)x->steps;
+		config->moe_run_ranks = 1;
 		if (config->wrapper == ZS_WRAPPER_DDP) {
 			/* DDP at its defaults (find_unused_parameters False, ag_ddp.h):
 			 * an expert without a token on some rank has no grad there, its
@@ -348,8 +351,7 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 						apart = 1;
 					}
 			}
-			if (apart)
-				config->moe_rank_stride = x->steps * LE;
+			config->moe_run_ranks = apart ? x->world : 1;
 		}
 	}
 	return 0;
