@@ -332,22 +332,23 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 				return zs_fail(cause, "--routing %s: %s gets no token: under --wrapper ddp "
 				               "(find_unused_parameters False) its bucket is never reduced, and PyTorch 1.13 "
 				               "raises at the step after (give more tokens: --batch, --seq)", arg, starved);
-			/* each rank routes its own batch: where the ranks route apart,
-			 * each walks its own list (zs_config.moe_rank_stride), which
-			 * the theory follows for one N a sweep (its run's ranks); one
-			 * routing for every rank serves every N */
+			/* each rank routes its own batch: where the ranks route apart
+			 * (in any step), each walks its own lists (zs_config.moe_run),
+			 * which the theory follows for one N a sweep (its run's
+			 * ranks); one routing for every rank serves every N */
 			int apart = 0;
 			for (size_t w = 0; w < config->nworld; w++) {
 				const struct theory_routing_run *y =
 				        theory_routing_run_of(r, config->schemes[0], config->units[0], config->world[w]);
 				for (unsigned k = y == x; k < y->world; k++)
-					if (memcmp(y->counts + ((size_t)k * y->steps + y->steps - 1) * LE, config->moe_counts,
-					           LE * sizeof *config->moe_counts) != 0) {
+					if (y->steps != x->steps ||
+					    memcmp(y->counts + (size_t)k * y->steps * LE, x->counts, x->steps * LE * sizeof *x->counts) !=
+					            0) {
 						if (config->nworld > 1)
-							return zs_fail(cause, "--routing %s: rank %u's steady step at N = %u routes otherwise "
-							               "than rank 0's at N = %u: under --wrapper ddp the theory follows each "
-							               "rank's own routing for one N a sweep (give one N, or a file whose "
-							               "ranks route alike)", arg, k, y->world, x->world);
+							return zs_fail(cause, "--routing %s: rank %u at N = %u routes otherwise than rank 0 at "
+							               "N = %u: under --wrapper ddp the theory follows each rank's own routing "
+							               "for one N a sweep (give one N, or a file whose ranks route alike)",
+							               arg, k, y->world, x->world);
 						apart = 1;
 					}
 			}

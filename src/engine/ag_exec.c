@@ -2690,7 +2690,22 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	out->losses = zs_calloc(c->steps ? c->steps : 1, sizeof *out->losses);
 	int rc = ag_exec_begin_ranks(x, world, &s, &o, &tr, feed, cause), begun = rc == 0;
 	unsigned refits = 0; /* fix's: a block a refit at most */
+	/* a mixture's peak is its set-up's and its steps' after the first:
+	 * the list's first step runs with the grads and Adam's state its
+	 * set-up made, where 1.13 makes the state after the first backward,
+	 * so the first step's routing moves a peak 1.13 does not reach
+	 * (docs/schedule.md; the theory's walk_rank) */
+	struct zs_rank_mem *setup_mem = seen != NULL && fix == NULL && c->steps > 1 && rc == 0
+	                                        ? zs_malloc(world * sizeof *setup_mem) : NULL;
+	for (unsigned k = 0; setup_mem != NULL && k < world; k++)
+		setup_mem[k] = tr.rank[k];
 	for (unsigned t = 0; rc == 0 && t < c->steps; t++) {
+		for (unsigned k = 0; setup_mem != NULL && t == 1 && k < world; k++) {
+			struct zs_rank_mem *m = &tr.rank[k];
+			int now = m->total > setup_mem[k].peak;
+			m->peak = now ? m->total : setup_mem[k].peak;
+			memcpy(m->at_peak, now ? m->cur : setup_mem[k].at_peak, sizeof m->at_peak);
+		}
 		if (want_timeline > 1 && t + 1 == c->steps)
 			tracker_record_ranks(&tr);
 		else if (want_timeline && t + 1 == c->steps)
@@ -2802,6 +2817,7 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	free(rf);
 	size_t left = tracker_outstanding(&tr);
 #undef tr
+	free(setup_mem);
 	for (unsigned k = 0; sv != NULL && k < world; k++)
 		step_save_free(&sv[k], s.ntensors);
 	free(sv);

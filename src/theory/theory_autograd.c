@@ -198,15 +198,19 @@ static unsigned binding_of(const struct ag_step *s, const struct step_params *p,
 }
 
 /* Rank r's sum into out: the steady step's, its peak the most of the
- * run's steps' lists (a mixture's routing file's run: each step routes
- * its own way; the first step to reach it, as measure's tracker keeps
- * its peak's breakdown; its lists under own_lists rank r's own). */
+ * run's steps' lists after the first (a mixture's routing file's run:
+ * each step routes its own way; the first step to reach it, as measure's
+ * tracker keeps its peak's breakdown; its lists under own_lists rank r's
+ * own). Not the first step's: the list runs it with the grads and Adam's
+ * state its set-up made, where 1.13 makes the state after the first
+ * backward (its first step peaks below the others), so measure leaves it
+ * out too (ag_exec.c's tfm_run). */
 static int walk_rank(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
                      unsigned world, unsigned r, struct theory_schedule *out, char **cause)
 {
 	unsigned S = c->moe_run != NULL && c->moe_run_steps > 0 ? c->moe_run_steps : 1;
 	struct theory_schedule most = {0};
-	for (unsigned t = 0; t < S; t++) {
+	for (unsigned t = S > 1; t < S; t++) {
 		struct step_params p;
 		struct ag_step s;
 		struct theory_schedule one;
@@ -215,7 +219,7 @@ static int walk_rank(const struct zs_model *m, const struct zs_config *c, uint64
 		walk(&s, &p, r, world, &one);
 		ag_step_free(&s);
 		step_params_free(&p);
-		if (t == 0 || one.peak_bytes > most.peak_bytes)
+		if (t == (S > 1) || one.peak_bytes > most.peak_bytes)
 			most = one;
 		for (int ph = 0; ph < ZS_NPHASES; ph++)
 			if (one.phase_peak[ph] > most.phase_peak[ph])
