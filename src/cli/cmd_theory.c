@@ -160,7 +160,9 @@ ZS_HELP_TORCH_STEP
 "                         --beta1, --beta2, --eps); --framework torch\n"
 "                         --wrapper none or ddp (mixtral, qwen2_moe,\n"
 "                         qwen3_moe; 1.13, fp32): FILE only, its last step\n"
-"                         (ddp: every rank's the same, none idle)\n"
+"                         (its peak the most of its steps' after the first;\n"
+"                         ddp: each rank's own, none idle, one N a sweep\n"
+"                         where the ranks route apart)\n"
 "\n"
 "A model known only by its size (floors only):\n"
 "      --params P         parameter count, e.g. 7.5e9 (default N list:\n"
@@ -288,17 +290,20 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 	 * (theory_tfm_has_schedule: every scheme, zero3's the z3 leaf), not
 	 * a row at the paper's level only */
 	char starved[160], schemes[64] = "";
+	unsigned mask = 0; /* the schemes of schemes[], bit 1 << scheme */
 	struct theory_bytes bytes;
 	theory_bytes_per_param(req->config->precision, req->config->optimizer, &bytes);
 	for (size_t i = 0; req->config->framework == ZS_FW_DEEPSPEED && i < req->config->nschemes; i++) {
 		int built = 1; /* zero3's leaf; zero1 and zero2 at every N given where ds_coord_starved_built */
 		for (size_t w = 0; req->config->schemes[i] != ZS_ZERO3 && w < req->config->nworld; w++)
 			built &= ds_coord_starved_built(req->config, req->config->schemes[i], req->config->world[w]);
-		if (!built && theory_tfm_has_schedule(m, &req->act, &bytes))
+		if (!built && theory_tfm_has_schedule(m, &req->act, &bytes)) {
+			mask |= 1u << req->config->schemes[i];
 			snprintf(schemes + strlen(schemes), sizeof schemes - strlen(schemes), "%s%s", schemes[0] ? ", " : "",
 			         zs_scheme_name(req->config->schemes[i]));
+		}
 	}
-	if (schemes[0] && theory_routing_starved(r, m, BT, starved, sizeof starved))
+	if (schemes[0] && theory_routing_starved(r, m, req->config, mask, BT, starved, sizeof starved))
 		return zs_fail(cause, "%s: %s gets no token (--schemes %s): " ZS_MOE_STARVED, m->name, starved, schemes);
 	if (config->framework == ZS_FW_TORCH) {
 		/* the steady step's: the file's run of the sweep's first (scheme,
@@ -328,7 +333,7 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 			 * an expert without a token on some rank has no grad there, its
 			 * bucket never reduces, and 1.13's reducer raises at the next
 			 * forward (reducer.cpp ensure_prior_reduction_finished) */
-			if (theory_routing_starved(r, m, BT, starved, sizeof starved))
+			if (theory_routing_starved(r, m, config, ~0u, BT, starved, sizeof starved))
 				return zs_fail(cause, "--routing %s: %s gets no token: under --wrapper ddp "
 				               "(find_unused_parameters False) its bucket is never reduced, and PyTorch 1.13 "
 				               "raises at the step after (give more tokens: --batch, --seq)", arg, starved);
