@@ -2666,7 +2666,7 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	size_t LE = (size_t)hf->layers * hf->experts;
 	unsigned S = c->steps;
 	if (seen != NULL) {
-		own = zs_calloc(world * S, sizeof *own);
+		own = zs_calloc((size_t)world * S, sizeof *own);
 		for (unsigned k = 0; k < world; k++)
 			for (unsigned t = k == 0; t < S; t++)
 				if (moe_step_build(&own[(size_t)k * S + t], &f, &o, c->moe_counts + ((size_t)k * S + t) * LE, &s, k, t,
