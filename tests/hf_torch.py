@@ -1803,10 +1803,14 @@ def ddp_worker(rank, a, store):
     PIN.append(torch.zeros(1))
     d = report(a)
     dist.barrier()
-    if a.zero1:  # every rank's figures (they differ): rank 0's JSON holds them all in "ranks"
+    # every rank's figures where they differ (zero1's shards; a mixture's
+    # ranks, each routing its own batch): rank 0's JSON holds them all in "ranks"
+    if a.zero1 or "routing" in d:
         every = [None] * a.ddp
-        dist.all_gather_object(every, {k: d[k] for k in ("between_steps", "peak", "peak_phase", "boundaries",
-                                                          "zero1", "losses")})
+        keys = ("between_steps", "peak", "peak_phase", "boundaries", "zero1", "losses")
+        if "routing" in d:
+            keys = ("between_steps", "peak", "step_peaks", "setup_peak", "boundaries", "losses", "routing")
+        dist.all_gather_object(every, {k: d[k] for k in keys if k in d})
         d["ranks"] = every
     if rank == 0:
         emit(a, d)

@@ -29,21 +29,25 @@
 #    1.13's clean step's allocations and frees (hf_torch.py --trace's
 #    FILE.clean) in every row;
 #  - under DDP N = 2 and 3 over gloo (--wrapper ddp; hf_torch.py --ddp N:
-#    find_unused_parameters False, rank 0's allocator and routing) the
-#    theory given rank 0's routing for every rank equals rank 0's bytes
-#    between steps, peak and every mark to the byte;
+#    find_unused_parameters False, every rank's allocator and routing), the
+#    mixtral 512 wide: the theory given every rank's routing (each rank its
+#    own lists) equals each rank's bytes between steps, peak (the steps'
+#    after the first) and every mark to the byte, the ranks' peaks apart;
+#    measure --wrapper ddp equals the theory given its own routing, every
+#    rank's row and marks;
 #  - refused by name: a routing whose first step leaves an expert without a
 #    token (at B 1 T 2: its .grad stays None), under --wrapper ddp a step
 #    leaving an expert idle on any rank (1.13's reducer raises "Expected to
 #    have finished reduction in the prior iteration" at the step after) or
-#    ranks routing apart (one routing for every rank, so far), zero_grad
-#    set_to_none (an expert idle in a step keeps no grad). (measure runs
-#    the step: tests/moe_measure.sh holds it to this theory.)
+#    a sweep of two N whose ranks route apart (each rank's routing is
+#    followed for one N a sweep), zero_grad set_to_none (an expert idle in
+#    a step keeps no grad). (measure runs the step: tests/moe_measure.sh
+#    holds it to this theory too.)
 #
 # About 70 s. Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
 # makes that a failure), 99 hard error.
 name=moe_hf_torch
-needs="${ZS_BUILDDIR:-.}/tests/ag_events"
+needs="${ZS_BUILDDIR:-.}/tests/ag_events ${ZS_BUILDDIR:-.}/tests/json_agree"
 src=${srcdir:-.}
 . "$src/tests/moe_lib.sh"
 . "$src/tests/torch_python.sh"
@@ -183,38 +187,77 @@ agree 2 16
 impl=single
 
 # ddp N: DDP N over gloo (hf_torch.py --ddp N: find_unused_parameters
-# False, the bucket of 25 MiB, rank 0's allocator and routing recorded)
-# against the theory under --wrapper ddp --world N given rank 0's routing
-# for every rank (the theory describes one routing for every rank, so
-# far); the same file with rank 1's steady step changed is refused
+# False, the bucket of 25 MiB; every rank's allocator figures and routing
+# in its "ranks"), the mixtral 512 wide (its peak in a block's backward, by
+# the busiest expert: each rank's own) at B 2 T 16: the theory under
+# --wrapper ddp --world N given every rank's routing (each rank its own
+# lists) equals each rank's bytes between steps, its peak (the most of
+# the steps after the first: 1.13's first step holds no Adam state yet)
+# and every mark to the byte, the ranks' peaks apart; then measure
+# --wrapper ddp --world N (each rank's routing found on it) against the
+# theory given measure's own routing: every rank's row and marks
+sed 's/"intermediate_size": 96/"intermediate_size": 512/' "$tmp/config.json" >"$tmp/wide.json"
 ddp() {
-	"$py" "$src/tests/hf_torch.py" --model "$tmp/config.json" --seq 16 --batch 2 --steps $S --zero-grad zeros \
+	"$py" "$src/tests/hf_torch.py" --model "$tmp/wide.json" --seq 16 --batch 2 --steps $S --zero-grad zeros \
 		--optimizer-impl single --no-attribution --ddp "$1" --out "$tmp/ref-ddp$1.json" >"$tmp/ref.log" 2>&1 ||
 		{ cat "$tmp/ref.log" >&2; echo "$name: hf_torch.py --ddp $1 failed" >&2; exit 99; }
-	python3 - "$tmp/ref-ddp$1.json" "$1" "$tmp/routing-ddp$1.json" "$tmp/apart-ddp$1.json" <<'PY' || { fail "ddp $1: the routing"; return; }
+	python3 - "$tmp/ref-ddp$1.json" "$1" "$tmp/routing-ddp$1.json" <<'PY' || { fail "ddp $1: the routing"; return; }
 import json, sys
 ref, N = json.load(open(sys.argv[1])), int(sys.argv[2])
-rt = ref.get("routing")
-if ref.get("ddp") != N or not rt or len(rt["steps"]) != 3:
-    sys.exit("moe_hf_torch: FAIL: the DDP %d reference recorded no routing of 3 steps" % N)
+rt, ranks = ref.get("routing"), ref.get("ranks") or []
+if ref.get("ddp") != N or not rt or len(ranks) != N or any(len(r["routing"]["steps"]) != 3 for r in ranks):
+    sys.exit("moe_hf_torch: FAIL: the DDP %d reference recorded no routing of 3 steps on every rank" % N)
 run = {"scheme": "dp", "unit": "model", "world": N,
-       "routing": {"blocks": rt["blocks"], "experts": rt["experts"], "tokens_per_expert": [rt["steps"]] * N}}
-f = {"format": "zerosim-measured/1", "config": dict(seq=16, batch=2), "runs": [run]}
-json.dump(f, open(sys.argv[3], "w"))
-apart = json.loads(json.dumps(f))  # not deepcopy: it keeps the ranks' one list shared
-c = apart["runs"][0]["routing"]["tokens_per_expert"][1][-1][0]
-c[0], c[1] = c[0] + 1, c[1] - 1
-json.dump(apart, open(sys.argv[4], "w"))
+       "routing": {"blocks": rt["blocks"], "experts": rt["experts"],
+                   "tokens_per_expert": [r["routing"]["steps"] for r in ranks]}}
+json.dump({"format": "zerosim-measured/1", "config": dict(seq=16, batch=2), "runs": [run]}, open(sys.argv[3], "w"))
 PY
+	ddp_opts=$(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/;s/--world 1/--world '"$1"'/')
 	# shellcheck disable=SC2086
-	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/;s/--world 1/--world '"$1"'/') \
+	"$zerosim" theory --model "$tmp/wide.json" --seq 16 --batch 2 $ddp_opts \
 		--routing "$tmp/routing-ddp$1.json" --out "$tmp/t-ddp$1.json" 2>"$tmp/err" ||
 		{ fail "ddp $1: theory: $(cat "$tmp/err")"; return; }
-	"$py" "$src/tests/ft_cmp.py" "$tmp/ref-ddp$1.json" "$tmp/t-ddp$1.json" - "mixtral B 2 T 16 DDP N = $1" || status=1
 	# shellcheck disable=SC2086
-	refuse "ddp $1: ranks routing apart" "rank 1's steady step at N = $1 routes otherwise than rank 0's at N = $1" \
-		"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/;s/--world 1/--world '"$1"'/') \
-		--routing "$tmp/apart-ddp$1.json"
+	OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/wide.json" --seq 16 --batch 2 $ddp_opts \
+		--out "$tmp/m-ddp$1.json" 2>"$tmp/err" || { fail "ddp $1: measure: $(cat "$tmp/err")"; return; }
+	# shellcheck disable=SC2086
+	"$zerosim" theory --model "$tmp/wide.json" --seq 16 --batch 2 $ddp_opts \
+		--routing "$tmp/m-ddp$1.json" --out "$tmp/tm-ddp$1.json" 2>"$tmp/err" ||
+		{ fail "ddp $1: theory --routing (measure's): $(cat "$tmp/err")"; return; }
+	"$top/tests/json_agree" "$tmp/m-ddp$1.json" "$tmp/tm-ddp$1.json" >"$tmp/out" 2>&1 ||
+		{ fail "ddp $1: theory --routing (measure's) against measure: $(cat "$tmp/out")"; return; }
+	python3 - "$tmp/ref-ddp$1.json" "$tmp/t-ddp$1.json" "$tmp/m-ddp$1.json" "$tmp/tm-ddp$1.json" "$1" <<'PY' || status=1
+import json, sys
+ref, t, m, tm = (json.load(open(f)) for f in sys.argv[1:5])
+N, bad = int(sys.argv[5]), []
+per = t["rows"][0]["schedule"]["per_rank"]
+peaks = []
+for k, r in enumerate(ref["ranks"]):
+    peak = max([r["peak"]] + r["step_peaks"][1:])  # the run's after its first step
+    peaks.append(peak)
+    marks, want = per["marks"][k], dict(r["boundaries"])
+    if per["resident_bytes"][k] != r["between_steps"][-1] or len(set(r["between_steps"])) != 1:
+        bad.append("rank %d: between steps %s, the theory %d" % (k, r["between_steps"], per["resident_bytes"][k]))
+    if per["peak_bytes"][k] != peak:
+        bad.append("rank %d: peak %d, the theory %d" % (k, peak, per["peak_bytes"][k]))
+    bad += ["rank %d: mark %s %d, the theory %d" % (k, x, want.get(x, -1), v) for x, v in marks.items() if want.get(x) != v]
+    if len(marks) < 29:
+        bad.append("rank %d: the theory names %d marks" % (k, len(marks)))
+if len(set(peaks)) == 1:
+    bad.append("the ranks' peaks are alike (%d): the row cannot tell each rank's routing from rank 0's" % peaks[0])
+mr, ts = m["runs"][0]["per_rank"], tm["rows"][0]["schedule"]["per_rank"]
+if mr.get("marks") != ts.get("marks") or len(mr.get("marks") or []) != N:
+    bad.append("measure's every rank's marks are not the theory's under its routing")
+if len(set(mr["peak_bytes"])) == 1:
+    bad.append("measure's ranks' peaks are alike: the row cannot tell")
+for b in bad:
+    print("moe_hf_torch: FAIL: DDP N = %d: %s" % (N, b), file=sys.stderr)
+if not bad:
+    print("ok: DDP N = %d: each rank's theory equals 1.13's rank (between steps %d, peaks %s, %d marks each); "
+          "measure's ranks (peaks %s) its theory's" % (N, per["resident_bytes"][0], peaks, len(per["marks"][0]),
+                                                         mr["peak_bytes"]))
+sys.exit(1 if bad else 0)
+PY
 }
 
 # refused: one line on stderr, exit 2, nothing written (refuse LABEL PATTERN COMMAND...)
@@ -230,17 +273,17 @@ refuse() {
 }
 ddp 2
 ddp 3
-# a sweep of N = 2 and 3: the theory follows one routing (N = 2's rank 0),
-# so every N's run must route as it does (here N = 3's ranks route apart)
-python3 - "$tmp/routing-ddp2.json" "$tmp/apart-ddp3.json" "$tmp/ddp23.json" <<'PY' || exit 99
+# a sweep of N = 2 and 3: each rank's own routing is followed for one N a
+# sweep, so N = 3's ranks routing otherwise than N = 2's rank 0 is refused
+python3 - "$tmp/routing-ddp2.json" "$tmp/routing-ddp3.json" "$tmp/ddp23.json" <<'PY' || exit 99
 import json, sys
 f = json.load(open(sys.argv[1]))
 f["runs"] += json.load(open(sys.argv[2]))["runs"]
 json.dump(f, open(sys.argv[3], "w"))
 PY
 # shellcheck disable=SC2086
-refuse "ddp 2,3: N = 3's ranks routing apart" "rank [01]'s steady step at N = 3 routes otherwise than rank 0's at N = 2" \
-	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/;s/--world 1/--world 2,3/') \
+refuse "ddp 2,3: ranks routing apart" "rank [0-9] at N = [23] routes otherwise than rank 0 at N = 2" \
+	"$zerosim" theory --model "$tmp/wide.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/;s/--world 1/--world 2,3/') \
 	--routing "$tmp/ddp23.json"
 ref 1 2
 # shellcheck disable=SC2086
@@ -262,11 +305,11 @@ json.dump(f, open(sys.argv[2], "w"))
 PY
 # shellcheck disable=SC2086
 refuse "--wrapper ddp, an expert idle" "expert 0 of block 0 on rank 1 at step 2 of dp N = 2 --unit model gets no token: under --wrapper ddp (find_unused_parameters False)" \
-	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/;s/--world 1/--world 2/') \
+	"$zerosim" theory --model "$tmp/wide.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/;s/--world 1/--world 2/') \
 	--routing "$tmp/starved-ddp2.json"
 # shellcheck disable=SC2086
 refuse "--zero-grad none" "with zero_grad(set_to_none=True) (give --zero-grad zeros) is not described yet" \
 	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--zero-grad zeros/--zero-grad none/') \
 	--routing "$tmp/routing-2-16.json"
-[ $status -eq 0 ] && echo "$name: the tiny mixtral's (B 2 T 16, single and foreach Adam; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's (B 2 T 16) PyTorch step equal 1.13's allocator to the byte; the refusals hold"
+[ $status -eq 0 ] && echo "$name: the tiny mixtral's (B 2 T 16, single and foreach Adam; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's (B 2 T 16) PyTorch step, and the 512-wide mixtral's ranks under DDP N = 2 and 3, equal 1.13's allocator to the byte; the refusals hold"
 exit $status

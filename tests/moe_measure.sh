@@ -18,9 +18,16 @@
 #    tests/moe_model_torch.sh) at --seq T − 1 within 1e-5 relative, every
 #    step (Hugging Face's shifted loss scores T − 1 tokens of T:
 #    tests/ag_exec_losses.sh);
+#  - under --wrapper ddp --world 2 and 3 (the 512-wide mixtral, each rank
+#    its own batch, its routing found on it and recorded per rank): the
+#    theory given that file (each rank its own lists) equals every rank's
+#    resident, peak and marks; rank 1's last block moved departs; the
+#    starved-expert check reads only the runs the sweep takes;
 #  - refused by name, one line, exit 2 or 1, nothing written: a first step
-#    that leaves an expert without a token (B 1 T 2), --wrapper ddp,
-#    --torch-version 2.6, --recompute full, --lora-r.
+#    that leaves an expert without a token (B 1 T 2), under --wrapper ddp
+#    an expert idle on a rank in any step (B 1 T 6 seed 7: rank 1's step
+#    2), --torch-version 2.6,
+#    --recompute full, --lora-r.
 #
 # About 3 s. Exit 0 pass, 1 fail, 77 skip (no python3), 99 hard error.
 name=moe_measure
@@ -93,6 +100,76 @@ agree "$tmp/config.json" 1 8 single
 agree "$tmp/config.json" 2 16 foreach
 sed 's/"intermediate_size": 96/"intermediate_size": 512/' "$tmp/config.json" >"$tmp/wide.json"
 agree "$tmp/wide.json" 2 16 single moved
+# ddp N: --wrapper ddp --world N of the 512-wide mixtral, each rank its
+# own batch and routing (found on it): the theory given the run's routing
+# (each rank its own lists) equals every rank's row (resident, peak) and
+# marks; the same file with rank 1's last step's last block on one expert
+# B·T tokens (its busiest) departs
+ddp() {
+	opts=$(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/;s/--world 1/--world '"$1"'/')
+	# shellcheck disable=SC2086
+	OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/wide.json" --batch 2 --seq 16 $opts \
+		--optimizer-impl single --out "$tmp/m-ddp$1.json" 2>"$tmp/err" || { fail "ddp $1: measure: $(cat "$tmp/err")"; return; }
+	python3 - "$tmp/m-ddp$1.json" "$tmp/moved-ddp$1.json" <<'PY' || { fail "ddp $1: the routing"; return; }
+import json, sys
+m = json.load(open(sys.argv[1]))
+ranks = m["runs"][0]["routing"]["tokens_per_expert"]
+if len(ranks) != m["runs"][0]["world"] or ranks[0] == ranks[1]:
+    sys.exit("moe_measure: FAIL: not every rank's own routing recorded: %s" % ranks)
+c, BT = ranks[1][-1][-1], 32  # B 2 T 16: B·T on one expert, one token on each but two (none idle)
+ranks[1][-1][-1] = [BT, sum(c) - BT - (len(c) - 2)] + [1] * (len(c) - 2)
+json.dump(m, open(sys.argv[2], "w"))
+PY
+	for r in m moved; do
+		# shellcheck disable=SC2086
+		"$zerosim" theory --model "$tmp/wide.json" --batch 2 --seq 16 $opts --optimizer-impl single \
+			--routing "$tmp/$r-ddp$1.json" --out "$tmp/t-$r-ddp$1.json" 2>"$tmp/err" ||
+			{ fail "ddp $1: theory --routing ($r): $(cat "$tmp/err")"; return; }
+		"$top/tests/json_agree" "$tmp/m-ddp$1.json" "$tmp/t-$r-ddp$1.json" >"$tmp/out" 2>&1
+		case $r:$? in
+		m:0) python3 -c 'import json, sys
+m, t = (json.load(open(f)) for f in sys.argv[1:3])
+pm, pt = m["runs"][0]["per_rank"], t["rows"][0]["schedule"]["per_rank"]
+sys.exit(0 if pm.get("marks") == pt.get("marks") and len(pm["marks"]) == m["runs"][0]["world"] else 1)' \
+			"$tmp/m-ddp$1.json" "$tmp/t-m-ddp$1.json" || { fail "ddp $1: every rank's marks are not the theory's"; return; }
+			echo "ok: ddp $1: theory --routing (measure's own, each rank's) against measure: $(head -1 "$tmp/out")" ;;
+		moved:1) echo "ok: ddp $1: rank 1's last block moved departs: $(head -1 "$tmp/out")" ;;
+		*) fail "ddp $1: theory --routing ($r) against measure: $(cat "$tmp/out")" ;;
+		esac
+	done
+}
+ddp 2
+ddp 3
+# the starved-expert check reads the runs the sweep takes: N = 2's file
+# with an N = 3 run whose rank 1 starves expert 0 of block 0 at step 2 is
+# taken by --world 2 (refused before, every run read) and refused by
+# --world 3
+python3 - "$tmp/m-ddp2.json" "$tmp/m-ddp3.json" "$tmp/ddp2-starved3.json" <<'PY' || exit 99
+import json, sys
+f, g = (json.load(open(x)) for x in sys.argv[1:3])
+c = g["runs"][0]["routing"]["tokens_per_expert"][1][1][0]
+for e in range(1, len(c)):  # expert 0's tokens to the others, each at most B·T = 32
+    give = min(c[0], 32 - c[e])
+    c[e], c[0] = c[e] + give, c[0] - give
+if c[0]:
+    sys.exit("moe_measure: no room to starve expert 0 in %s" % c)
+f["runs"] += g["runs"]
+json.dump(f, open(sys.argv[3], "w"))
+PY
+for n in 2 3; do
+	# shellcheck disable=SC2086
+	"$zerosim" theory --model "$tmp/wide.json" --batch 2 --seq 16 --optimizer-impl single \
+		$(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/;s/--world 1/--world '"$n"'/') \
+		--routing "$tmp/ddp2-starved3.json" --out "$tmp/t-starved.json" 2>"$tmp/err"
+	case $n:$? in
+	2:0) "$top/tests/json_agree" "$tmp/m-ddp2.json" "$tmp/t-starved.json" >"$tmp/out" 2>&1 &&
+		echo "ok: ddp 2 under a file whose N = 3 run starves an expert: $(head -1 "$tmp/out")" ||
+		fail "ddp 2 under a file whose N = 3 run starves an expert: $(cat "$tmp/out")" ;;
+	3:2) grep -q "expert 0 of block 0 on rank 1 at step 2 of dp N = 3 --unit [a-z]* gets no token" "$tmp/err" &&
+		echo "ok: refused: ddp 3: $(cat "$tmp/err")" || fail "ddp 3, expert starved: $(cat "$tmp/err")" ;;
+	*) fail "ddp $n under a file whose N = 3 run starves an expert: $(cat "$tmp/err")" ;;
+	esac
+done
 agree "$tmp/qwen_moe.json" 2 16 single
 agree "$tmp/qwen3_moe.json" 2 16 single
 losses "$tmp/config.json" 2 16
@@ -115,7 +192,9 @@ refuse() {
 	fi
 }
 refuse "first-step starved expert" 1 "block [0-9]'s expert [0-9] gets no token in the run's first step" s/x/x/ --batch 1 --seq 2
-refuse "--wrapper ddp" 2 "not with --wrapper ddp" "s/--wrapper none/--wrapper ddp/" --batch 2 --seq 16
+# (rank 1's routing, found on it, idles an expert at step 2)
+refuse "--wrapper ddp, an expert idle on a rank" 1 "expert 0 of block 1 on rank 1 at step 2 gets no token: under --wrapper ddp" \
+	"s/--wrapper none/--wrapper ddp/;s/--world 1/--world 2/" --batch 1 --seq 6 --seed 7
 refuse "--torch-version 2.6" 2 "with --torch-version 2.6 (give 1.13) is not described yet" \
 	"s/--torch-version 1.13/--torch-version 2.6/" --batch 2 --seq 16
 refuse "--recompute full" 2 "--recompute full (give none)" s/x/x/ --batch 2 --seq 16 --recompute full

@@ -160,7 +160,9 @@ ZS_HELP_TORCH_STEP
 "                         --beta1, --beta2, --eps); --framework torch\n"
 "                         --wrapper none or ddp (mixtral, qwen2_moe,\n"
 "                         qwen3_moe; 1.13, fp32): FILE only, its last step\n"
-"                         (ddp: every rank's the same, none idle)\n"
+"                         (its peak the most of its steps' after the first;\n"
+"                         ddp: each rank's own, none idle, one N a sweep\n"
+"                         where the ranks route apart)\n"
 "\n"
 "A model known only by its size (floors only):\n"
 "      --params P         parameter count, e.g. 7.5e9 (default N list:\n"
@@ -259,7 +261,7 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 		return -1;
 	char what[96];
 	zs_moe_scope(req->config, m->model_type,
-	             ZS_MOE_THEORY | (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0), what, sizeof what);
+	             (allocator ? ZS_MOE_ALLOCATOR : 0) | (flash ? ZS_MOE_FLASH : 0), what, sizeof what);
 	if (what[0] != '\0') {
 		/* its model states are known whatever the step: point at them */
 		struct step_params p;
@@ -288,17 +290,20 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 	 * (theory_tfm_has_schedule: every scheme, zero3's the z3 leaf), not
 	 * a row at the paper's level only */
 	char starved[160], schemes[64] = "";
+	unsigned mask = 0; /* the schemes of schemes[], bit 1 << scheme */
 	struct theory_bytes bytes;
 	theory_bytes_per_param(req->config->precision, req->config->optimizer, &bytes);
 	for (size_t i = 0; req->config->framework == ZS_FW_DEEPSPEED && i < req->config->nschemes; i++) {
 		int built = 1; /* zero3's leaf; zero1 and zero2 at every N given where ds_coord_starved_built */
 		for (size_t w = 0; req->config->schemes[i] != ZS_ZERO3 && w < req->config->nworld; w++)
 			built &= ds_coord_starved_built(req->config, req->config->schemes[i], req->config->world[w]);
-		if (!built && theory_tfm_has_schedule(m, &req->act, &bytes))
+		if (!built && theory_tfm_has_schedule(m, &req->act, &bytes)) {
+			mask |= 1u << req->config->schemes[i];
 			snprintf(schemes + strlen(schemes), sizeof schemes - strlen(schemes), "%s%s", schemes[0] ? ", " : "",
 			         zs_scheme_name(req->config->schemes[i]));
+		}
 	}
-	if (schemes[0] && theory_routing_starved(r, m, BT, starved, sizeof starved))
+	if (schemes[0] && theory_routing_starved(r, m, req->config, mask, BT, starved, sizeof starved))
 		return zs_fail(cause, "%s: %s gets no token (--schemes %s): " ZS_MOE_STARVED, m->name, starved, schemes);
 	if (config->framework == ZS_FW_TORCH) {
 		/* the steady step's: the file's run of the sweep's first (scheme,
@@ -320,29 +325,39 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 				               i / x->experts, i % x->experts);
 		size_t LE = x->blocks * x->experts;
 		config->moe_counts = x->counts + (x->steps - 1) * LE;
+		config->moe_run = x->counts;
+		config->moe_run_steps = (unsigned)x->steps;
+		config->moe_run_ranks = 1;
 		if (config->wrapper == ZS_WRAPPER_DDP) {
 			/* DDP at its defaults (find_unused_parameters False, ag_ddp.h):
 			 * an expert without a token on some rank has no grad there, its
 			 * bucket never reduces, and 1.13's reducer raises at the next
 			 * forward (reducer.cpp ensure_prior_reduction_finished) */
-			if (theory_routing_starved(r, m, BT, starved, sizeof starved))
+			if (theory_routing_starved(r, m, config, ~0u, BT, starved, sizeof starved))
 				return zs_fail(cause, "--routing %s: %s gets no token: under --wrapper ddp "
 				               "(find_unused_parameters False) its bucket is never reduced, and PyTorch 1.13 "
 				               "raises at the step after (give more tokens: --batch, --seq)", arg, starved);
-			/* one list serves every rank of every N of the sweep: each
-			 * rank's own routing (its own batch) would make its own list,
-			 * which is not built yet */
+			/* each rank routes its own batch: where the ranks route apart
+			 * (in any step), each walks its own lists (zs_config.moe_run),
+			 * which the theory follows for one N a sweep (its run's
+			 * ranks); one routing for every rank serves every N */
+			int apart = 0;
 			for (size_t w = 0; w < config->nworld; w++) {
 				const struct theory_routing_run *y =
 				        theory_routing_run_of(r, config->schemes[0], config->units[0], config->world[w]);
 				for (unsigned k = y == x; k < y->world; k++)
-					if (memcmp(y->counts + ((size_t)k * y->steps + y->steps - 1) * LE, config->moe_counts,
-					           LE * sizeof *config->moe_counts) != 0)
-						return zs_fail(cause, "--routing %s: rank %u's steady step at N = %u routes otherwise than "
-						               "rank 0's at N = %u: under --wrapper ddp the theory describes one routing "
-						               "for every rank and N, so far (give a file whose ranks route alike, or "
-						               "one N a run)", arg, k, y->world, x->world);
+					if (y->steps != x->steps ||
+					    memcmp(y->counts + (size_t)k * y->steps * LE, x->counts, x->steps * LE * sizeof *x->counts) !=
+					            0) {
+						if (config->nworld > 1)
+							return zs_fail(cause, "--routing %s: rank %u at N = %u routes otherwise than rank 0 at "
+							               "N = %u: under --wrapper ddp the theory follows each rank's own routing "
+							               "for one N a sweep (give one N, or a file whose ranks route alike)",
+							               arg, k, y->world, x->world);
+						apart = 1;
+					}
 			}
+			config->moe_run_ranks = apart ? x->world : 1;
 		}
 	}
 	return 0;

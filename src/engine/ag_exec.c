@@ -1951,17 +1951,34 @@ static int do_collective(struct ag_exec *x, unsigned n, const struct ag_event *e
 	return rc;
 }
 
-/* Run ev on every rank: each rank's events up to the next collective,
- * rank after rank (nothing passes between them there), then the
- * collective across them. */
-static int world_events(struct ag_exec *x, unsigned n, const struct ag_event *ev, size_t nev, char **cause)
+/* List `which` of rank x's step (0 its set-up, 1 its first step's, 2 a
+ * step's) into *n. */
+static const struct ag_event *rank_events(const struct ag_exec *x, int which, size_t *n)
 {
+	const struct ag_step *s = x->s;
+	*n = which == 0 ? s->nsetup : which == 1 ? s->nfirst : s->nevents;
+	return which == 0 ? s->setup : which == 1 ? s->first_step : s->event;
+}
+
+/* Run list `which` (rank_events) on every rank: each rank's events up to
+ * the next collective, rank after rank (nothing passes between them
+ * there), then the collective across them. Each rank walks its own list
+ * (a mixture's under DDP: each rank's routing sizes its routed tensors);
+ * the lists keep one shape, their collectives where rank 0's are. */
+static int world_events(struct ag_exec *x, unsigned n, int which, char **cause)
+{
+	size_t nev, nk;
+	const struct ag_event *ev = rank_events(&x[0], which, &nev);
+	for (unsigned k = 1; k < n; k++)
+		if (rank_events(&x[k], which, &nk), nk != nev)
+			return zs_fail(cause, "internal error: rank %u's step list has %zu events there, rank 0's %zu", k, nk,
+			               nev);
 	for (size_t i = 0; i < nev;) {
 		size_t j = i;
 		while (j < nev && !is_collective(&ev[j]))
 			j++;
 		for (unsigned k = 0; k < n; k++)
-			if (ag_exec_events(&x[k], ev + i, j - i, cause) != 0)
+			if (ag_exec_events(&x[k], rank_events(&x[k], which, &nk) + i, j - i, cause) != 0)
 				return -1;
 		if (j == nev)
 			break;
@@ -1981,7 +1998,7 @@ int ag_exec_begin_ranks(struct ag_exec *x, unsigned n, const struct ag_step *s, 
 {
 	for (unsigned k = 0; k < n; k++)
 		exec_init(&x[k], s, o, tr, k, feed != NULL ? &feed[k] : NULL);
-	int rc = world_events(x, n, s->setup, s->nsetup, cause);
+	int rc = world_events(x, n, 0, cause);
 	for (unsigned k = 0; k < n; k++)
 		x[k].in_setup = 0;
 	if (rc != 0)
@@ -1992,8 +2009,8 @@ int ag_exec_begin_ranks(struct ag_exec *x, unsigned n, const struct ag_step *s, 
 
 int ag_exec_step_ranks(struct ag_exec *x, unsigned n, char **cause)
 {
-	const struct ag_step *s = x[0].s;
 	for (unsigned k = 0; k < n; k++) {
+		const struct ag_step *s = x[k].s;
 		x[k].have_loss = 0;
 		for (uint32_t t = 0; t < s->ntensors; t++)
 			if (x[k].buf[t] != NULL && s->tensor[t].role == AG_ROLE_INPUT && x[k].feed.input != NULL) {
@@ -2002,9 +2019,9 @@ int ag_exec_step_ranks(struct ag_exec *x, unsigned n, char **cause)
 				x[k].written[t] = 1;
 			}
 	}
-	if (x[0].steps == 0 && world_events(x, n, s->first_step, s->nfirst, cause) != 0)
+	if (x[0].steps == 0 && world_events(x, n, 1, cause) != 0)
 		return -1;
-	if (world_events(x, n, s->event, s->nevents, cause) != 0)
+	if (world_events(x, n, 2, cause) != 0)
 		return -1;
 	for (unsigned k = 0; k < n; k++)
 		x[k].steps++;
@@ -2492,98 +2509,151 @@ static void step_save_free(struct step_save *v, size_t n)
 	free(v->sqrt_out);
 }
 
-static void tfm_run_free(struct tfm_feed *f, struct ag_step *s, struct ag_step *later, unsigned steps)
+/* A mixture's lists: rank k's step t's at own[k·S + t] (S the run's
+ * steps), but for rank 0's first step, s itself (the set-up's). */
+static struct ag_step *list_at(struct ag_step *s, struct ag_step *own, unsigned S, unsigned k, unsigned t)
 {
-	for (unsigned t = 1; later != NULL && t < steps; t++)
-		ag_step_free(&later[t - 1]);
-	free(later);
+	return k == 0 && t == 0 ? s : &own[(size_t)k * S + t];
+}
+
+static void tfm_run_free(struct tfm_feed *f, struct ag_step *s, struct ag_step *own, unsigned steps, unsigned world)
+{
+	for (size_t i = 1; own != NULL && i < (size_t)world * steps; i++)
+		ag_step_free(&own[i]);
+	free(own);
 	ag_step_free(s);
 	feed_free(f);
 }
 
-/* Step t >= 1's list of a mixture, built for counts (its routing) into
- * *n; it must keep the shape of s, the first step's. 0, or -1 with
- * *cause. */
+/* Rank k's step t's list of a mixture, built for counts (its routing)
+ * into *n; it must keep the shape of s, rank 0's first step's. 0, or -1
+ * with *cause. */
 static int moe_step_build(struct ag_step *n, const struct tfm_feed *f, const struct ag_options *o,
-                          const uint64_t *counts, const struct ag_step *s, unsigned t, unsigned world, char **cause)
+                          const uint64_t *counts, const struct ag_step *s, unsigned k, unsigned t, char **cause)
 {
 	struct ag_options ot = *o;
 	ot.moe_counts = counts;
-	if (ag_step_build_run(n, f->hf, &f->p, &ot, f->c, world, cause) != 0)
+	if (ag_step_build_run(n, f->hf, &f->p, &ot, f->c, f->world, cause) != 0)
 		return -1;
 	if (n->ntensors == s->ntensors)
 		return 0;
 	ag_step_free(n);
+	if (t == 0 && k == 0)
+		return zs_fail(cause, "internal error: the first step's list changed shape with its routing");
+	if (f->world > 1) /* under DDP every expert has a token on every rank (moe_starved) */
+		return zs_fail(cause, "internal error: rank %u's step %u's list is not rank 0's first step's shape", k,
+		               t + 1);
 	return zs_fail(cause, "%s: step %u's routing leaves other experts without a token than step 1's (the PyTorch "
 	               "step's lists of a mixture keep one shape, so far; give --steps %u or fewer, or more tokens)",
 	               f->hf->name, t + 1, t);
 }
 
-static int moe_first_starved(const struct zs_model *hf, const uint64_t *counts, char **cause);
+/* An expert without a token where the lists cannot follow it (counts:
+ * [rank][step][block][expert], S steps, `world` ranks): in the run's
+ * first step (its .grad stays None and Adam skips it until one comes)
+ * and, under DDP (find_unused_parameters False, `world` > 1), in any
+ * step on any rank (its bucket never reduces: 1.13's reducer raises at
+ * the step after, reducer.cpp ensure_prior_reduction_finished). 0, or
+ * -1 with *cause. */
+static int moe_starved(const struct zs_model *hf, const uint64_t *counts, unsigned S, unsigned world,
+                       char **cause)
+{
+	size_t LE = (size_t)hf->layers * hf->experts;
+	for (size_t k = 0; k < world; k++)
+		for (size_t t = 0; t < (world > 1 ? S : 1); t++)
+			for (size_t i = 0; i < LE; i++) {
+				if (counts[(k * S + t) * LE + i] != 0)
+					continue;
+				if (world > 1)
+					return zs_fail(cause, "%s: expert %zu of block %zu on rank %zu at step %zu gets no token: "
+					               "under --wrapper ddp (find_unused_parameters False) its bucket is never "
+					               "reduced, and PyTorch 1.13 raises at the step after (give more tokens: "
+					               "--batch, --seq)", hf->name, i % hf->experts, i / hf->experts, k, t + 1);
+				return zs_fail(cause, "%s: block %zu's expert %zu gets no token in the run's first step, so its "
+				               ".grad stays None and Adam skips it until one comes: not described under "
+				               "--framework torch yet (give more tokens: --batch, --seq)", hf->name,
+				               i / hf->experts, i % hf->experts);
+			}
+	return 0;
+}
 
-/* A mixture's discovery (tfm_run's fix, the list's routing, c->moe_counts
- * itself): step t of list *st failed. Where its values routed a block
- * otherwise than the list (the first block whose topk ran whole, B·T·k
- * choices, and differs), that block's counts are corrected in fix, the
- * rank's state given back as the step found it (v) and *st rebuilt for
- * the corrected routing: 1, the step is to run again (blocks before it
- * route as before, the state being the same). 0 where the failure was not
- * the routing (*cause the run's own); -1 with a new *cause where the
+/* A mixture's discovery (tfm_run's fix, the lists' routing, c->moe_counts
+ * itself, [rank][step][block][expert]): step t failed on some rank. On
+ * each rank whose values routed a block otherwise than its list (the
+ * first block whose topk ran whole, B·T·k choices, and differs), that
+ * block's counts are corrected in fix and the rank's list of step t
+ * rebuilt for them; then every rank's state is given back as the step
+ * found it (v[k]): 1, the step is to run again (blocks before route as
+ * before, the state being the same). 0 where the failure was not the
+ * routing (*cause the run's own); -1 with a new *cause where the
  * corrected routing is refused. */
-static int moe_refit(struct ag_exec *x, const struct step_save *v, struct ag_step *st, const struct ag_step *s,
+static int moe_refit(struct ag_exec *x, const struct step_save *v, struct ag_step *s, struct ag_step *own,
                      const struct tfm_feed *f, const struct ag_options *o, uint64_t *fix, const uint64_t *seen,
                      unsigned t, char **cause)
 {
 	const struct zs_model *hf = f->hf;
-	size_t L = hf->layers, E = hf->experts, LE = L * E, l = 0;
-	for (; l < L; l++) {
-		uint64_t sum = 0;
-		const uint64_t *got = seen + l * E;
-		for (size_t e = 0; e < E; e++)
-			sum += got[e];
-		if (sum == f->B * f->T * hf->experts_per_tok && memcmp(got, fix + t * LE + l * E, E * sizeof *got) != 0)
-			break;
-	}
-	if (l == L)
-		return 0;
-	free(*cause);
-	*cause = NULL;
-	memcpy(fix + t * LE + l * E, seen + l * E, E * sizeof *fix);
-	if (t == 0 && moe_first_starved(hf, fix, cause) != 0)
-		return -1;
-	step_save_give(v, x);
-	struct ag_step n;
-	if (t == 0) { /* the first step's list is the set-up's too: its shape stays (no expert starved) */
-		struct ag_options o0 = *o;
-		o0.moe_counts = fix;
-		if (ag_step_build_run(&n, hf, &f->p, &o0, f->c, 1, cause) != 0)
-			return -1;
-		if (n.ntensors != s->ntensors) {
-			ag_step_free(&n);
-			return zs_fail(cause, "internal error: the first step's list changed shape with its routing");
+	unsigned S = f->c->steps, world = f->world, refit = 0;
+	size_t L = hf->layers, E = hf->experts, LE = L * E;
+	unsigned char *redo = zs_calloc(world, 1);
+	for (unsigned k = 0; k < world; k++) {
+		size_t at = ((size_t)k * S + t) * LE, l = 0;
+		for (; l < L; l++) {
+			uint64_t sum = 0;
+			const uint64_t *got = seen + at + l * E;
+			for (size_t e = 0; e < E; e++)
+				sum += got[e];
+			if (sum == f->B * f->T * hf->experts_per_tok && memcmp(got, fix + at + l * E, E * sizeof *got) != 0)
+				break;
 		}
-	} else if (moe_step_build(&n, f, o, fix + t * LE, s, t, 1, cause) != 0)
-		return -1;
-	ag_step_free(st);
-	*st = n;
-	return 1;
+		if (l < L) {
+			memcpy(fix + at + l * E, seen + at + l * E, E * sizeof *fix);
+			redo[k] = 1;
+			refit++;
+		}
+	}
+	int rc = refit ? 1 : 0;
+	if (refit) {
+		free(*cause);
+		*cause = NULL;
+		if (moe_starved(hf, fix, S, world, cause) != 0)
+			rc = -1;
+	}
+	/* every rank back to the step's start (under the lists it ran), then
+	 * the corrected ranks' lists of step t rebuilt */
+	for (unsigned k = 0; rc > 0 && k < world; k++)
+		step_save_give(&v[k], &x[k]);
+	for (unsigned k = 0; rc > 0 && k < world; k++) {
+		struct ag_step n, *st = list_at(s, own, S, k, t);
+		if (!redo[k])
+			continue;
+		if (moe_step_build(&n, f, o, fix + ((size_t)k * S + t) * LE, s, k, t, cause) != 0)
+			rc = -1;
+		else {
+			ag_step_free(st); /* (x[k].s points at st, whose contents change) */
+			*st = n;
+		}
+	}
+	free(redo);
+	return rc;
 }
 
-/* ag_exec_tfm_run's run; seen (a mixture's, else NULL): each step's
- * routing as its values make it, [step][block][expert]. fix (a mixture's
- * discovery, one rank, else NULL) is c->moe_counts, the lists' routing,
- * which a step whose values route otherwise corrects, running again from
- * its start (moe_refit) rather than failing. */
+/* ag_exec_tfm_run's run; seen (a mixture's, else NULL): each rank's
+ * steps' routing as its values make it, [rank][step][block][expert], the
+ * lists' routing c->moe_counts the same way (each rank routes its own
+ * batch, so under DDP each rank has its own lists). fix (a mixture's
+ * discovery, else NULL) is c->moe_counts, which a step whose values
+ * route otherwise on some rank corrects, running again from its start
+ * (moe_refit) rather than failing. */
 static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
                    const float *init, const int *tokens, int want_weights, struct zs_tracker *trk,
                    int want_timeline, struct ag_exec_result *out, uint64_t *seen, uint64_t *fix, char **cause)
 {
-	struct ag_step *later = NULL; /* a mixture's: step t >= 1's list, built for its routing */
+	struct ag_step *own = NULL; /* a mixture's: each rank's step's list, built for its routing (list_at) */
 	memset(out, 0, sizeof *out);
 	struct tfm_feed f;
 	struct ag_step s;
 	struct ag_options o;
-	struct step_save sv = {0};
+	struct step_save *sv = NULL;
 	if (world < 1)
 		return zs_fail(cause, "internal error: a run of %u ranks", world);
 	if (tfm_prepare(&f, &s, &o, c, hf, seq, world, cause) != 0)
@@ -2594,15 +2664,20 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 		tfm_task_init(&f.task, f.dims.vocab, c->seed);
 	tfm_blas_init();
 	size_t LE = (size_t)hf->layers * hf->experts;
-	if (seen != NULL && c->steps > 1) {
-		later = zs_calloc(c->steps - 1, sizeof *later);
-		for (unsigned t = 1; t < c->steps; t++)
-			if (moe_step_build(&later[t - 1], &f, &o, c->moe_counts + t * LE, &s, t, world, cause) != 0)
-				return tfm_run_free(&f, &s, later, c->steps), -1;
+	unsigned S = c->steps;
+	if (seen != NULL) {
+		own = zs_calloc((size_t)world * S, sizeof *own);
+		for (unsigned k = 0; k < world; k++)
+			for (unsigned t = k == 0; t < S; t++)
+				if (moe_step_build(&own[(size_t)k * S + t], &f, &o, c->moe_counts + ((size_t)k * S + t) * LE, &s, k, t,
+				                   cause) != 0)
+					return tfm_run_free(&f, &s, own, S, world), -1;
 	}
 	if (fix != NULL) {
 		size_t n = s.ntensors ? s.ntensors : 1;
-		sv = (struct step_save){zs_calloc(n, sizeof *sv.data), zs_calloc(n, 1), zs_calloc(n, 1), 0};
+		sv = zs_calloc(world, sizeof *sv);
+		for (unsigned k = 0; k < world; k++)
+			sv[k] = (struct step_save){zs_calloc(n, sizeof *sv[k].data), zs_calloc(n, 1), zs_calloc(n, 1), 0};
 	}
 #define tr (*trk)
 	struct rank_feed *rf = zs_malloc(world * sizeof *rf);
@@ -2615,26 +2690,41 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	out->losses = zs_calloc(c->steps ? c->steps : 1, sizeof *out->losses);
 	int rc = ag_exec_begin_ranks(x, world, &s, &o, &tr, feed, cause), begun = rc == 0;
 	unsigned refits = 0; /* fix's: a block a refit at most */
+	/* a mixture's peak is its set-up's and its steps' after the first:
+	 * the list's first step runs with the grads and Adam's state its
+	 * set-up made, where 1.13 makes the state after the first backward,
+	 * so the first step's routing moves a peak 1.13 does not reach
+	 * (docs/schedule.md; the theory's walk_rank) */
+	struct zs_rank_mem *setup_mem = seen != NULL && fix == NULL && c->steps > 1 && rc == 0
+	                                        ? zs_malloc(world * sizeof *setup_mem) : NULL;
+	for (unsigned k = 0; setup_mem != NULL && k < world; k++)
+		setup_mem[k] = tr.rank[k];
 	for (unsigned t = 0; rc == 0 && t < c->steps; t++) {
+		for (unsigned k = 0; setup_mem != NULL && t == 1 && k < world; k++) {
+			struct zs_rank_mem *m = &tr.rank[k];
+			int now = m->total > setup_mem[k].peak;
+			m->peak = now ? m->total : setup_mem[k].peak;
+			memcpy(m->at_peak, now ? m->cur : setup_mem[k].at_peak, sizeof m->at_peak);
+		}
 		if (want_timeline > 1 && t + 1 == c->steps)
 			tracker_record_ranks(&tr);
 		else if (want_timeline && t + 1 == c->steps)
 			tracker_record(&tr);
 		for (unsigned k = 0; k < world; k++)
 			x[k].record_marks = t + 1 == c->steps; /* the steady step's boundaries */
-		if (seen != NULL) {
-			x[0].s = t == 0 ? &s : &later[t - 1];
-			x[0].moe_seen_n = LE;
-			x[0].moe_seen = seen + t * LE;
-			x[0].moe_topk = 0;
-			memset(seen + t * LE, 0, LE * sizeof *seen);
+		for (unsigned k = 0; seen != NULL && k < world; k++) {
+			x[k].s = list_at(&s, own, S, k, t);
+			x[k].moe_seen_n = LE;
+			x[k].moe_seen = seen + ((size_t)k * S + t) * LE;
+			x[k].moe_topk = 0;
+			memset(x[k].moe_seen, 0, LE * sizeof *seen);
 		}
-		if (fix != NULL)
-			step_save_take(&sv, &x[0]);
+		for (unsigned k = 0; fix != NULL && k < world; k++)
+			step_save_take(&sv[k], &x[k]);
 		rc = ag_exec_step_ranks(x, world, cause);
 		tracker_stop_recording(&tr);
-		if (rc != 0 && fix != NULL && refits++ < c->steps * hf->layers) {
-			int r = moe_refit(&x[0], &sv, t == 0 ? &s : &later[t - 1], &s, &f, &o, fix, seen + t * LE, t, cause);
+		if (rc != 0 && fix != NULL && refits++ < c->steps * hf->layers * world) {
+			int r = moe_refit(x, sv, &s, own, &f, &o, fix, seen, t, cause);
 			if (r > 0) {
 				rc = 0;
 				t--; /* step t again */
@@ -2699,8 +2789,9 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 				rc = zs_fail(cause, "internal error: rank %u's LoRA adapters differ from rank 0's (--wrapper ddp, "
 				             "N=%u)", k, world);
 		}
-		/* every rank's marks where they differ (zero1) */
-		if (ag_zero1_scheme(c) && x[b].nmarks > 0) {
+		/* every rank's marks where they differ (zero1; a mixture's ranks
+		 * under DDP, each its own routing) */
+		if ((ag_zero1_scheme(c) || (seen != NULL && world > 1)) && x[b].nmarks > 0) {
 			out->rank_mark_bytes = zs_calloc((size_t)world * x[b].nmarks, sizeof *out->rank_mark_bytes);
 			for (unsigned k = 0; k < world && rc == 0; k++) {
 				if (x[k].nmarks != x[b].nmarks)
@@ -2726,8 +2817,11 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	free(rf);
 	size_t left = tracker_outstanding(&tr);
 #undef tr
-	step_save_free(&sv, s.ntensors);
-	tfm_run_free(&f, &s, later, c->steps);
+	free(setup_mem);
+	for (unsigned k = 0; sv != NULL && k < world; k++)
+		step_save_free(&sv[k], s.ntensors);
+	free(sv);
+	tfm_run_free(&f, &s, own, S, world);
 	if (rc == 0 && left != 0)
 		rc = zs_fail(cause, "internal error: %zu tracked blocks were not freed", left);
 	if (rc != 0)
@@ -2735,46 +2829,36 @@ static int tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64_
 	return rc;
 }
 
-/* An expert without a token in the first step (counts: its blocks'):
- * its .grad stays None, which the list does not follow; -1 with *cause. */
-static int moe_first_starved(const struct zs_model *hf, const uint64_t *counts, char **cause)
-{
-	for (size_t i = 0; i < (size_t)hf->layers * hf->experts; i++)
-		if (counts[i] == 0)
-			return zs_fail(cause, "%s: block %zu's expert %zu gets no token in the run's first step, so its .grad "
-			               "stays None and Adam skips it until one comes: not described under --framework torch "
-			               "yet (give more tokens: --batch, --seq)", hf->name, i / hf->experts, i % hf->experts);
-	return 0;
-}
-
 /* A mixture's run (ag_exec.h): the routing its values make found on a
- * scratch tracker, each step that routes otherwise than its list run
- * again from its start for the corrected list (tfm_run's fix), then the
- * run on trk under that routing. */
-static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, int want_weights,
-                   struct zs_tracker *trk, int want_timeline, const float *init, const int *tokens,
+ * scratch tracker, each rank's (under DDP each routes its own batch),
+ * each step that routes otherwise than its list on some rank run again
+ * from its start for the corrected lists (tfm_run's fix), then the run
+ * on trk under that routing. */
+static int moe_run(const struct zs_config *c, const struct zs_model *hf, uint64_t seq, unsigned world,
+                   int want_weights, struct zs_tracker *trk, int want_timeline, const float *init, const int *tokens,
                    struct ag_exec_result *out, char **cause)
 {
-	size_t L = hf->layers, E = hf->experts, LE = L * E, S = c->steps ? c->steps : 1;
-	uint64_t *guess = zs_calloc(S * LE, sizeof *guess), *seen = zs_calloc(S * LE, sizeof *seen);
+	unsigned S = c->steps ? c->steps : 1;
+	size_t L = hf->layers, E = hf->experts, LE = L * E, n = (size_t)world * S * LE;
+	uint64_t *guess = zs_calloc(n, sizeof *guess), *seen = zs_calloc(n, sizeof *seen);
 	struct zs_config *c2 = zs_malloc(sizeof *c2);
 	*c2 = *c;
-	c2->moe_counts = guess; /* [step][block][expert] (tfm_run) */
-	zs_moe_balanced(guess, S * L, E, c->batch * seq * hf->experts_per_tok);
+	c2->moe_counts = guess; /* [rank][step][block][expert] (tfm_run) */
+	zs_moe_balanced(guess, (size_t)world * S * L, E, c->batch * seq * hf->experts_per_tok);
 	struct zs_tracker sc;
 	struct ag_exec_result r;
-	tracker_init(&sc, 1);
-	int rc = tfm_run(c2, hf, seq, 1, init, tokens, 0, &sc, 0, &r, seen, guess, cause);
+	tracker_init(&sc, world);
+	int rc = tfm_run(c2, hf, seq, world, init, tokens, 0, &sc, 0, &r, seen, guess, cause);
 	tracker_destroy(&sc);
 	if (rc == 0) {
 		ag_exec_result_free(&r);
-		rc = moe_first_starved(hf, guess, cause);
+		rc = moe_starved(hf, guess, S, world, cause);
 	}
 	if (rc == 0)
-		rc = tfm_run(c2, hf, seq, 1, init, tokens, want_weights, trk, want_timeline, out, seen, NULL, cause);
+		rc = tfm_run(c2, hf, seq, world, init, tokens, want_weights, trk, want_timeline, out, seen, NULL, cause);
 	if (rc == 0) {
-		out->routing = zs_malloc(S * LE * sizeof *out->routing);
-		for (size_t i = 0; i < S * LE; i++)
+		out->routing = zs_malloc(n * sizeof *out->routing);
+		for (size_t i = 0; i < n; i++)
 			out->routing[i] = (size_t)seen[i];
 		out->routing_blocks = L;
 		out->routing_experts = E;
@@ -2789,8 +2873,8 @@ int ag_exec_tfm_run(const struct zs_config *c, const struct zs_model *hf, uint64
                     const float *init, const int *tokens, int want_weights, struct zs_tracker *trk,
                     int want_timeline, struct ag_exec_result *out, char **cause)
 {
-	if (hf->experts > 0 && world == 1)
-		return moe_run(c, hf, seq, want_weights, trk, want_timeline, init, tokens, out, cause);
+	if (hf->experts > 0 && (world == 1 || c->wrapper == ZS_WRAPPER_DDP))
+		return moe_run(c, hf, seq, world, want_weights, trk, want_timeline, init, tokens, out, cause);
 	return tfm_run(c, hf, seq, world, init, tokens, want_weights, trk, want_timeline, out, NULL, NULL, cause);
 }
 

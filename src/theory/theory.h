@@ -428,10 +428,11 @@ void theory_rank_counts(struct theory_rank_counts *out, const struct theory_rout
                         uint64_t BT, enum zs_scheme scheme, enum zs_unit unit, unsigned world, unsigned k);
 void theory_rank_counts_free(struct theory_rank_counts *c);
 /* Whether r (NULL: balanced) gives some expert of m no token at B·T
- * tokens a step, on some rank, step and block (a file's, every run's):
- * 1 with the first named into what (n bytes), or 0. */
-int theory_routing_starved(const struct theory_routing *r, const struct zs_model *m, uint64_t BT, char *what,
-                           size_t n);
+ * tokens a step, on some rank, step and block (a file's: the runs c's
+ * sweep takes for the schemes of the mask, bit 1 << scheme): 1 with the
+ * first named into what (n bytes), or 0. */
+int theory_routing_starved(const struct theory_routing *r, const struct zs_model *m, const struct zs_config *c,
+                           unsigned schemes, uint64_t BT, char *what, size_t n);
 /* Whether the ranks' counts can differ (a file's). */
 int theory_routing_per_rank(const struct theory_routing *r);
 

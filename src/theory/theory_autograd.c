@@ -15,6 +15,7 @@
  */
 #include "theory/theory.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -24,11 +25,27 @@
 #include "util/step.h"
 #include "util/util.h"
 
-static int build(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq, unsigned world,
-                 struct step_params *p, struct ag_step *s, char **cause)
+/* Whether each rank walks a list of its own: a mixture's ranks routing
+ * apart under DDP (zs_config.moe_run_ranks), each rank's routed tensors
+ * sized by its own counts. */
+static int own_lists(const struct zs_config *c, unsigned world)
+{
+	return c->moe_run != NULL && c->moe_run_ranks > 1 && world > 1;
+}
+
+/* Rank `rank`'s list of step `step` of the routing file's run (a
+ * mixture's, zs_config.moe_run: each step's list its own routing's; under
+ * own_lists each rank's its own), else the one list every rank and step
+ * walks. */
+static int build_step(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+                      unsigned world, unsigned rank, unsigned step, struct step_params *p, struct ag_step *s,
+                      char **cause)
 {
 	struct ag_options o;
 	ag_options_from_config(&o, c, batch, seq);
+	if (c->moe_run != NULL)
+		o.moe_counts = c->moe_run + ((size_t)(own_lists(c, world) ? rank : 0) * c->moe_run_steps + step) *
+		                                    m->layers * m->experts;
 	step_params_build(p, m);
 	/* under --wrapper ddp, DDP's pass (util/ag_ddp.h): under dp a rank's
 	 * bytes are the same at every N; under zero1 each rank's are its own;
@@ -37,6 +54,14 @@ static int build(const struct zs_model *m, const struct zs_config *c, uint64_t b
 	if (rc < 0)
 		step_params_free(p);
 	return rc;
+}
+
+/* The steady step's list (the run's last). */
+static int build(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq, unsigned world,
+                 unsigned rank, struct step_params *p, struct ag_step *s, char **cause)
+{
+	unsigned last = c->moe_run != NULL && c->moe_run_steps > 0 ? c->moe_run_steps - 1 : 0;
+	return build_step(m, c, batch, seq, world, rank, last, p, s, cause);
 }
 
 int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, uint64_t seq, int bf16,
@@ -49,7 +74,7 @@ int theory_autograd_check(const struct zs_model *m, const struct zs_config *c, u
 	struct step_params p;
 	struct ag_step s;
 	/* a mixture's routing is its batch's (ag_options.moe_counts) */
-	int rc = build(m, c, m->experts > 0 ? c->batch : 1, seq, c->wrapper == ZS_WRAPPER_FSDP ? 2 : 1, &p, &s, cause);
+	int rc = build(m, c, m->experts > 0 ? c->batch : 1, seq, c->wrapper == ZS_WRAPPER_FSDP ? 2 : 1, 0, &p, &s, cause);
 	if (rc < 0)
 		return rc;
 	ag_step_free(&s);
@@ -156,7 +181,7 @@ static void walk(const struct ag_step *s, const struct step_params *p, unsigned 
 }
 
 /* The binding rank: the highest peak, the first of equals (0 where the
- * ranks are equal). */
+ * ranks are equal). Of one list walked by every rank. */
 static unsigned binding_of(const struct ag_step *s, const struct step_params *p, unsigned world)
 {
 	unsigned n = ranks_of(s, world), b = 0;
@@ -170,6 +195,86 @@ static unsigned binding_of(const struct ag_step *s, const struct step_params *p,
 		}
 	}
 	return b;
+}
+
+/* Rank r's sum into out: the steady step's, its peak the most of the
+ * run's steps' lists after the first (a mixture's routing file's run:
+ * each step routes its own way; the first step to reach it, as measure's
+ * tracker keeps its peak's breakdown; its lists under own_lists rank r's
+ * own). Not the first step's: the list runs it with the grads and Adam's
+ * state its set-up made, where 1.13 makes the state after the first
+ * backward (its first step peaks below the others), so measure leaves it
+ * out too (ag_exec.c's tfm_run). */
+static int walk_rank(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+                     unsigned world, unsigned r, struct theory_schedule *out, char **cause)
+{
+	unsigned S = c->moe_run != NULL && c->moe_run_steps > 0 ? c->moe_run_steps : 1;
+	struct theory_schedule most = {0};
+	for (unsigned t = S > 1; t < S; t++) {
+		struct step_params p;
+		struct ag_step s;
+		struct theory_schedule one;
+		if (build_step(m, c, batch, seq, world, r, c->moe_run != NULL ? t : 0, &p, &s, cause) < 0)
+			return -1;
+		walk(&s, &p, r, world, &one);
+		ag_step_free(&s);
+		step_params_free(&p);
+		if (t == (S > 1) || one.peak_bytes > most.peak_bytes)
+			most = one;
+		for (int ph = 0; ph < ZS_NPHASES; ph++)
+			if (one.phase_peak[ph] > most.phase_peak[ph])
+				most.phase_peak[ph] = one.phase_peak[ph];
+		if (t + 1 == S) { /* the steady step's, but the run's peak */
+			uint64_t peak = most.peak_bytes, at[ZS_NCATS], ph[ZS_NPHASES];
+			enum zs_phase phase = most.peak_phase;
+			memcpy(at, most.peak_breakdown, sizeof at);
+			memcpy(ph, most.phase_peak, sizeof ph);
+			*out = one;
+			out->peak_bytes = peak;
+			out->peak_phase = phase;
+			memcpy(out->peak_breakdown, at, sizeof at);
+			memcpy(out->phase_peak, ph, sizeof ph);
+		}
+	}
+	return 0;
+}
+
+/* How many ranks' sums differ (the rest are rank 0's): under own_lists
+ * every rank's, else the steady list's ranks_of; 0 with *cause where the
+ * list is not built. */
+static unsigned ranks_differ(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+                             unsigned world, char **cause)
+{
+	struct step_params p;
+	struct ag_step s;
+	if (own_lists(c, world))
+		return world;
+	if (build(m, c, batch, seq, world, 0, &p, &s, cause) < 0)
+		return 0;
+	unsigned n = ranks_of(&s, world);
+	ag_step_free(&s);
+	step_params_free(&p);
+	return n;
+}
+
+/* A mixture's (zs_config.moe_run): every rank's sum (each[world]) and the
+ * binding rank (the highest peak, the first of equals); -1 with *cause. */
+static int run_ranks(const struct zs_model *m, const struct zs_config *c, uint64_t batch, uint64_t seq,
+                     unsigned world, struct theory_schedule *each, unsigned *b, char **cause)
+{
+	unsigned n = ranks_differ(m, c, batch, seq, world, cause);
+	if (n == 0)
+		return -1;
+	*b = 0;
+	for (unsigned r = 0; r < (world ? world : 1); r++) {
+		if (r >= n)
+			each[r] = each[0];
+		else if (walk_rank(m, c, batch, seq, world, r, &each[r], cause) < 0)
+			return -1;
+		if (each[r].peak_bytes > each[*b].peak_bytes)
+			*b = r;
+	}
+	return 0;
 }
 
 /* Keep the events of rank `rank` (and every rank's) in list ev[0..*n). */
@@ -195,7 +300,17 @@ int theory_autograd_ranks(const struct zs_model *m, const struct zs_config *c, u
 {
 	struct step_params p;
 	struct ag_step s;
-	if (build(m, c, batch, seq, world, &p, &s, cause) < 0)
+	if (c->moe_run != NULL) {
+		struct theory_schedule *each = zs_calloc(world ? world : 1, sizeof *each);
+		int rc = run_ranks(m, c, batch, seq, world, each, binding, cause);
+		for (unsigned r = 0; rc == 0 && r < (world ? world : 1); r++) {
+			resident[r] = each[r].resident_bytes;
+			peak[r] = each[r].peak_bytes;
+		}
+		free(each);
+		return rc;
+	}
+	if (build(m, c, batch, seq, world, 0, &p, &s, cause) < 0)
 		return -1;
 	unsigned n = ranks_of(&s, world);
 	for (unsigned r = 0; r < (world ? world : 1); r++) {
@@ -215,7 +330,16 @@ int theory_autograd_schedule(const struct zs_model *m, const struct zs_config *c
 {
 	struct step_params p;
 	struct ag_step s;
-	if (build(m, c, batch, seq, world, &p, &s, cause) < 0)
+	if (c->moe_run != NULL) {
+		struct theory_schedule *each = zs_calloc(world ? world : 1, sizeof *each);
+		unsigned b;
+		int rc = run_ranks(m, c, batch, seq, world, each, &b, cause);
+		if (rc == 0)
+			*out = each[b];
+		free(each);
+		return rc;
+	}
+	if (build(m, c, batch, seq, world, 0, &p, &s, cause) < 0)
 		return -1;
 	walk(&s, &p, binding_of(&s, &p, world), world, out);
 	ag_step_free(&s);
@@ -238,20 +362,45 @@ static void marks_of(cJSON *o, const struct ag_step *s, unsigned rank)
 	}
 }
 
+/* Rank r's marks into o: of s, or under own_lists of its own list. */
+static void rank_marks(cJSON *o, const struct ag_step *s, const struct zs_model *m, const struct zs_config *c,
+                       uint64_t batch, uint64_t seq, unsigned world, unsigned r)
+{
+	struct step_params p;
+	struct ag_step own;
+	if (!own_lists(c, world)) {
+		marks_of(o, s, r);
+		return;
+	}
+	if (build(m, c, batch, seq, world, r, &p, &own, NULL) < 0)
+		return;
+	marks_of(o, &own, r);
+	ag_step_free(&own);
+	step_params_free(&p);
+}
+
 void theory_autograd_marks_json(cJSON *parent, const struct zs_model *m, const struct zs_config *c, uint64_t batch,
                                 uint64_t seq, unsigned world)
 {
 	struct step_params p;
 	struct ag_step s;
-	if (build(m, c, batch, seq, world, &p, &s, NULL) < 0)
+	if (build(m, c, batch, seq, world, 0, &p, &s, NULL) < 0)
 		return;
 	/* the binding rank's (theory_autograd_schedule's) */
 	unsigned n = ranks_of(&s, world), b = binding_of(&s, &p, world);
-	cJSON *o = cJSON_AddObjectToObject(parent, "marks");
-	if (o == NULL)
+	if (c->moe_run != NULL) { /* a mixture's run: the binding rank of its steps' peaks */
+		struct theory_schedule *each = zs_calloc(world ? world : 1, sizeof *each);
+		n = ranks_differ(m, c, batch, seq, world, NULL);
+		if (run_ranks(m, c, batch, seq, world, each, &b, NULL) < 0)
+			n = 0;
+		free(each);
+	}
+	cJSON *o = n ? cJSON_AddObjectToObject(parent, "marks") : NULL;
+	if (n && o == NULL)
 		zs_oom(__FILE__, __LINE__);
-	marks_of(o, &s, b);
-	if (n > 1) { /* zero1: the rank, and every rank's marks in per_rank */
+	if (n)
+		rank_marks(o, &s, m, c, batch, seq, world, b);
+	if (n > 1) { /* zero1's, a mixture's ranks routing apart: the rank, and every rank's marks in per_rank */
 		zs_json_add_number(parent, "marks_rank", b);
 		cJSON *per = cJSON_GetObjectItemCaseSensitive(parent, "per_rank");
 		if (per == NULL && (per = cJSON_AddObjectToObject(parent, "per_rank")) == NULL)
@@ -262,7 +411,7 @@ void theory_autograd_marks_json(cJSON *parent, const struct zs_model *m, const s
 			if (mo == NULL)
 				zs_oom(__FILE__, __LINE__);
 			cJSON_AddItemToArray(ma, mo);
-			marks_of(mo, &s, r);
+			rank_marks(mo, &s, m, c, batch, seq, world, r);
 		}
 	}
 	ag_step_free(&s);

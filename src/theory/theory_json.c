@@ -341,22 +341,37 @@ static void routing_row_json(cJSON *schedule, const struct theory_request *req, 
 	uint64_t *peaks = zs_calloc(r->world, sizeof *peaks);
 	theory_request_bytes(req, &b);
 	theory_walk_rank_peaks(req->desc, &b, req->config, r->scheme, r->unit, r->world, peaks);
-	/* the walk is the engine's step's: the PyTorch step's rank (--wrapper
-	 * none, one) peaks where its own description does */
+	/* the walk is the engine's step's: the PyTorch step's rank peaks
+	 * where its own description does (under --wrapper ddp, ranks routing
+	 * apart, each its own list: theory_autograd_ranks) */
+	uint64_t *res = zs_calloc(r->world, sizeof *res);
+	unsigned bind = 0;
+	for (unsigned k = 0; k < r->world; k++)
+		res[k] = s->resident_bytes;
 	for (unsigned k = 0; req->config->framework == ZS_FW_TORCH && k < r->world; k++)
 		peaks[k] = s->peak_bytes;
-	/* (under DeepSpeed theory_framework_json wrote one from rank 0's walk: each rank's replaces it) */
+	if (req->config->framework == ZS_FW_TORCH && req->config->moe_run != NULL)
+		(void)theory_autograd_ranks(m, req->config, req->config->batch, req->act.seq, r->world, res, peaks, &bind,
+		                            NULL);
+	/* (under DeepSpeed theory_framework_json wrote one from rank 0's walk: each rank's replaces it; every
+	 * rank's marks, where theory_autograd_marks_json wrote them, stay) */
+	cJSON *old = cJSON_GetObjectItemCaseSensitive(schedule, "per_rank");
+	cJSON *marks = old != NULL ? cJSON_DetachItemFromObjectCaseSensitive(old, "marks") : NULL;
 	cJSON_DeleteItemFromObjectCaseSensitive(schedule, "per_rank");
 	cJSON *per = cJSON_AddObjectToObject(schedule, "per_rank");
 	cJSON *ra = cJSON_AddArrayToObject(per, "resident_bytes"), *pa = cJSON_AddArrayToObject(per, "peak_bytes");
 	cJSON *ca = cJSON_AddArrayToObject(per, "comm_bytes_per_step");
 	for (unsigned k = 0; k < r->world; k++) {
-		push_num(ra, (double)s->resident_bytes);
+		push_num(ra, (double)res[k]);
 		push_num(pa, (double)peaks[k]);
 		push_num(ca, s->steps_differ ? s->comm_bytes_mean : (double)s->comm_bytes); /* ZeRO-3's step 1 records */
 	}
+	if (marks != NULL)
+		cJSON_AddItemToObject(per, "marks", marks);
+	free(res);
 	free(peaks);
-	num(schedule, "peak_rank", s->peak_rank);
+	num(schedule, "peak_rank", req->config->framework == ZS_FW_TORCH && req->config->moe_run != NULL ? bind
+	                                                                                               : s->peak_rank);
 	const struct theory_routing_run *x = theory_routing_per_rank(req->act.routing)
 	                                         ? theory_routing_run_of(req->act.routing, r->scheme, r->unit, r->world)
 	                                         : NULL;

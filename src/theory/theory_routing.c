@@ -334,11 +334,26 @@ void theory_rank_counts(struct theory_rank_counts *out, const struct theory_rout
 	out->counts = out->own;
 }
 
-int theory_routing_starved(const struct theory_routing *r, const struct zs_model *m, uint64_t BT, char *what,
-                           size_t n)
+/* Whether c's sweep takes run x (theory_routing_run_of) for a scheme of
+ * the mask (bit 1 << scheme). */
+static int run_used(const struct theory_routing *r, const struct theory_routing_run *x, const struct zs_config *c,
+                    unsigned schemes)
+{
+	for (size_t s = 0; s < c->nschemes; s++)
+		for (size_t u = 0; (schemes >> c->schemes[s] & 1) && u < c->nunits; u++)
+			for (size_t w = 0; w < c->nworld; w++)
+				if (theory_routing_run_of(r, c->schemes[s], c->units[u], c->world[w]) == x)
+					return 1;
+	return 0;
+}
+
+int theory_routing_starved(const struct theory_routing *r, const struct zs_model *m, const struct zs_config *c,
+                           unsigned schemes, uint64_t BT, char *what, size_t n)
 {
 	for (size_t i = 0; theory_routing_per_rank(r) && i < r->nruns; i++) {
 		const struct theory_routing_run *x = &r->run[i];
+		if (!run_used(r, x, c, schemes))
+			continue;
 		size_t per_rank = x->steps * x->blocks * x->experts;
 		for (size_t j = 0; j < (size_t)x->world * per_rank; j++)
 			if (x->counts[j] == 0) {

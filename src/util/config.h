@@ -172,6 +172,13 @@ struct zs_config {
 	 * theory from its --routing FILE, no key of its own; NULL elsewhere.
 	 * Not owned. */
 	const uint64_t *moe_counts;
+	/* The theory's: the run the routing file gives, [rank][step][block]
+	 * [expert] (moe_run_steps steps; moe_run_ranks ranks, 1 where every
+	 * rank routes as rank 0, else each rank its own list), whose steps'
+	 * lists the peak is the most of (moe_counts is rank 0's last step's);
+	 * NULL elsewhere. Not owned. */
+	const uint64_t *moe_run;
+	unsigned moe_run_steps, moe_run_ranks;
 	zs_keys given;                  /* keys set by a spec or an option: ZS_KEY_BIT(key) */
 	/* measure --model: a transformer instead of the MLP of widths
 	 * (engine/tfm.h), or NULL. Not owned. */

@@ -207,8 +207,6 @@ void zs_moe_scope(const struct zs_config *c, const char *model_type, unsigned fl
 	if (c->framework == ZS_FW_TORCH && !zs_moe_torch_takes(model_type))
 		snprintf(what, n, "--framework torch for a %s (give --framework paper or deepspeed)",
 		         model_type != NULL ? model_type : "mixture");
-	else if (c->framework == ZS_FW_TORCH && c->wrapper == ZS_WRAPPER_DDP && !(flags & ZS_MOE_THEORY))
-		snprintf(what, n, "--wrapper ddp (each rank its own routing, its own list: not built; give none)");
 	else if (c->wrapper == ZS_WRAPPER_DEEPSPEED)
 		snprintf(what, n, "--wrapper deepspeed (give --wrapper auto, zerosim's own DeepSpeed step)");
 	else if (c->framework == ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_NONE && c->wrapper != ZS_WRAPPER_DDP)

@@ -99,10 +99,10 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
 /* A mixture of experts (mixtral, qwen2_moe, qwen3_moe) runs in the
  * engine's step, and the theory follows that step, as ZS_MOE_SCOPE says
  * (any recompute), in one process; under --framework torch --wrapper none
- * measure runs and the theory describes PyTorch's own step instead for
- * the families ZS_MOE_TORCH_FAMILIES names (util/autograd.c's mixture
- * block, engine/ag_exec.c), and the theory under --wrapper ddp too
- * (util/ag_ddp.c's pass over that step): what of c, the model's model_type (NULL where
+ * or ddp measure runs and the theory describes PyTorch's own step instead
+ * for the families ZS_MOE_TORCH_FAMILIES names (util/autograd.c's mixture
+ * block, engine/ag_exec.c; under ddp util/ag_ddp.c's pass over each
+ * rank's step, each rank its own routing): what of c, the model's model_type (NULL where
  * none is known yet) and the caller's flags (below) is outside that,
  * named as an option ("--framework torch (give --framework paper or
  * deepspeed)"), into what (n bytes); "" when nothing is. measure and
@@ -110,8 +110,8 @@ int zs_recompute_parse(const char *s, enum zs_recompute *out);
 #define ZS_MOE_TORCH_FAMILIES "mixtral, qwen2_moe and qwen3_moe"
 #define ZS_MOE_SCOPE                                                                                          \
 	"fp32 or mixed under --framework paper or deepspeed (its zero3 with the sparse-MoE block a z3 leaf), "    \
-	"and fp32 under --framework torch --wrapper none for " ZS_MOE_TORCH_FAMILIES " (PyTorch 1.13's step; the " \
-	"theory with --routing FILE, and under --wrapper ddp too)"
+	"and fp32 under --framework torch --wrapper none or ddp for " ZS_MOE_TORCH_FAMILIES " (PyTorch 1.13's "    \
+	"step, under ddp each rank its own routing; the theory with --routing FILE)"
 /* Whether the PyTorch step's theory takes a mixture of this model_type
  * (one of ZS_MOE_TORCH_FAMILIES's words). */
 int zs_moe_torch_takes(const char *model_type);
@@ -128,7 +128,7 @@ int zs_moe_torch_takes(const char *model_type);
 /* counts (L blocks x E experts) = BTk assignments a block spread evenly,
  * the first BTk mod E experts one more (--routing balanced's). */
 void zs_moe_balanced(uint64_t *counts, size_t L, size_t E, uint64_t BTk);
-enum { ZS_MOE_MPI = 1, ZS_MOE_ALLOCATOR = 2, ZS_MOE_CASE = 4, ZS_MOE_FLASH = 8, ZS_MOE_THEORY = 16 };
+enum { ZS_MOE_MPI = 1, ZS_MOE_ALLOCATOR = 2, ZS_MOE_CASE = 4, ZS_MOE_FLASH = 8 };
 void zs_moe_scope(const struct zs_config *c, const char *model_type, unsigned flags, char *what, size_t n);
 
 #endif
