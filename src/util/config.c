@@ -843,8 +843,9 @@ static int check_lora(const struct zs_config *c, char **cause)
 		               "adapters over it)", c->quant_nf4 ? "nf4" : "none");
 	if (!c->lora_r)
 		return 0;
-	if (c->framework != ZS_FW_TORCH || !zs_wrapper_step(c))
-		return zs_fail(cause, "--lora-r: only under --framework torch with --wrapper none, ddp or fsdp so far (--framework %s%s%s "
+	if ((c->framework != ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_DEEPSPEED) || !zs_wrapper_step(c))
+		return zs_fail(cause, "--lora-r: only under --framework torch with --wrapper none, ddp or fsdp, or --wrapper "
+		               "deepspeed, so far (--framework %s%s%s "
 		               "is not described with LoRA yet)", zs_framework_name(c->framework),
 		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
 		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");
@@ -969,8 +970,6 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 	if (c->grad_accum > 1)
 		return zs_fail(cause, "--grad-accum %u with --wrapper deepspeed: not built yet (give --grad-accum 1)",
 		               c->grad_accum);
-	if (c->freeze[0])
-		return zs_fail(cause, "--freeze with --wrapper deepspeed: not built yet (leave --freeze out)");
 	/* (--recompute full: ag_step_build_run, which sees it set) */
 	/* the engine's zero_grad sets every .grad to None (stage_1_and_2.py
 	 * 1638-1651), whatever torch's default */
