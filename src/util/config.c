@@ -967,9 +967,6 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 	if (c->torch_version != ZS_TORCH_1_13)
 		return zs_fail(cause, "--torch-version 2.6 with --wrapper deepspeed: only 1.13 is built so far (give "
 		               "--torch-version 1.13)");
-	if (c->grad_accum > 1)
-		return zs_fail(cause, "--grad-accum %u with --wrapper deepspeed: not built yet (give --grad-accum 1)",
-		               c->grad_accum);
 	/* the engine's zero_grad sets every .grad to None (stage_1_and_2.py
 	 * 1638-1651), whatever torch's default */
 	if (c->given & ZS_KEY_BIT(ZS_KEY_ZERO_GRAD))
