@@ -99,8 +99,9 @@ struct zs_opt {
 	"                         deepspeed: ZeRO-1 or ZeRO-2, fp32, PyTorch 1.13,\n" \
 	"                         one a run, each rank's bytes its own;\n" \
 	"                         --ds-reduce-bucket sets its bucket; with --freeze,\n" \
-	"                         --lora-r, --recompute full; no --grad-accum yet)\n" \
-	"      --grad-accum K     --wrapper none, ddp or fsdp, --framework deepspeed\n" \
+	"                         --lora-r, --recompute full, --grad-accum)\n" \
+	"      --grad-accum K     --wrapper none, ddp, fsdp or deepspeed, --framework\n" \
+	"                         deepspeed\n" \
 	"                         (no --offload) or --framework paper (the MLP and the\n" \
 	"                         transformer for both): K micro-steps (each\n" \
 	"                         of --batch) per optimizer step, each loss / K\n" \
