@@ -847,8 +847,8 @@ static int check_lora(const struct zs_config *c, char **cause)
 		return zs_fail(cause, "--lora-r: only under --framework torch with --wrapper none, ddp or fsdp, or --wrapper "
 		               "deepspeed, so far (--framework %s%s%s "
 		               "is not described with LoRA yet)", zs_framework_name(c->framework),
-		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
-		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");
+		               c->framework != ZS_FW_PAPER ? " --wrapper " : "",
+		               c->framework != ZS_FW_PAPER ? zs_wrapper_name(c->wrapper) : "");
 	/* bitsandbytes 0.47.0 requires torch >= 2.2 (its pyproject.toml line 45;
 	 * it registers its ops with torch.library.register_kernel) */
 	if (c->quant_nf4 && c->torch_version == ZS_TORCH_1_13)
