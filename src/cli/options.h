@@ -98,8 +98,10 @@ struct zs_opt {
 	"                         deepspeed (DeepSpeed's engine over it, --framework\n" \
 	"                         deepspeed: ZeRO-1 or ZeRO-2, fp32, PyTorch 1.13,\n" \
 	"                         one a run, each rank's bytes its own;\n" \
-	"                         --ds-reduce-bucket sets its bucket)\n" \
-	"      --grad-accum K     --wrapper none, ddp or fsdp, --framework deepspeed\n" \
+	"                         --ds-reduce-bucket sets its bucket; with --freeze,\n" \
+	"                         --lora-r, --recompute full, --grad-accum)\n" \
+	"      --grad-accum K     --wrapper none, ddp, fsdp or deepspeed, --framework\n" \
+	"                         deepspeed\n" \
 	"                         (no --offload) or --framework paper (the MLP and the\n" \
 	"                         transformer for both): K micro-steps (each\n" \
 	"                         of --batch) per optimizer step, each loss / K\n" \
@@ -115,7 +117,8 @@ struct zs_opt {
 	"                         matches, comma-separated terms:\n" \
 	"                         embeddings, blocks:A-B, all-but-last:N, re:REGEX or\n" \
 	"                         a glob (*.ln_*)\n" \
-	"      --lora-r R         --wrapper none, ddp (dp, zero1) or fsdp (1.13): LoRA\n" \
+	"      --lora-r R         --wrapper none, ddp (dp, zero1), fsdp (1.13) or\n" \
+	"                         deepspeed: LoRA\n" \
 	"                         of rank R over --lora-targets T (all-linear or\n" \
 	"                         module names; default gpt2's c_attn, the others'\n" \
 	"                         q_proj,v_proj), scaled by --lora-alpha A / R (A 8);\n" \

@@ -407,8 +407,6 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 	if (c->wrapper == ZS_WRAPPER_FSDP && o->recompute && m->gemma)
 		return zs_fail(cause, "--recompute full: Hugging Face's gradient checkpointing of a %s under --wrapper fsdp "
 		               "is not described yet (give --wrapper none or ddp)", m->model_type);
-	if (c->wrapper == ZS_WRAPPER_DEEPSPEED && o->recompute)
-		return zs_fail(cause, "--recompute full with --wrapper deepspeed: not built yet (give --recompute none)");
 	if (ag_step_build(s, m, p, &oz, cause) != 0)
 		return -1;
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED) {

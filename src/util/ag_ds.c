@@ -30,6 +30,11 @@ struct ds {
 	 * elements used), and each own parameter's place in it */
 	uint32_t *gip;
 	uint64_t *gip_size, *gip_used, *gip_off; /* gip_off[r * n + k] */
+	/* per rank: averaged_gradients once made (its views, how many, the
+	 * padding's zeros or AG_NONE) and the grads_in_partition they view */
+	uint32_t **avg, *pad, *gip0;
+	size_t *navg;
+	int have_avg;
 };
 
 static uint64_t lo(const struct ds *d, unsigned r) { return (uint64_t)r * d->S; }
@@ -205,6 +210,52 @@ static size_t averaged(struct ds *d, unsigned r, uint32_t *v, uint32_t *pad, enu
 	return m;
 }
 
+/* The epilogue's averaged_gradients (independent_gradient_partition_epilogue,
+ * 764-807) once the rest is reduced: the first micro-step's views kept
+ * (with the grads_in_partition they view); a later micro-step's
+ * (accumulation, stage 2) added into them in place (799-800) and gone
+ * when the function returns (the list's last item first: the padding,
+ * then the views and their grads_in_partition). Every rank's
+ * grads_in_partition is made anew by the next reduction
+ * (_release_ipg_buffers, 676-680). */
+static void epilogue(struct ds *d, enum zs_phase ph)
+{
+	struct ag_pass *p = d->p;
+	reduce_ipg(d, ph);
+	uint32_t *v = zs_malloc((d->n + 1) * sizeof *v), *npad = zs_malloc(d->N * sizeof *npad),
+	         *ngip = zs_malloc(d->N * sizeof *ngip);
+	for (unsigned r = 0; r < d->N; r++) {
+		if (!d->have_avg) {
+			d->avg[r] = zs_malloc((d->n + 1) * sizeof **d->avg);
+			d->navg[r] = averaged(d, r, d->avg[r], &d->pad[r], ph);
+			d->gip0[r] = d->gip[r];
+		} else {
+			size_t m = averaged(d, r, v, &npad[r], ph), from = p->nev;
+			for (size_t j = 0; j < m; j++) {
+				struct ag_event *e = agp_op(p, ph, AG_OP_ADD_, d->avg[r][j], d->avg[r][j]);
+				e->in[1] = v[j];
+				e->arg[0] = 1;
+			}
+			rank_only(p, from, r);
+			ngip[r] = d->gip[r];
+		}
+		d->gip[r] = NO;
+	}
+	agp_free(p, d->bucket, ph);
+	for (unsigned r = 0; d->have_avg && r < d->N; r++) {
+		size_t from = p->nev;
+		if (npad[r] != NO)
+			agp_free(p, npad[r], ph);
+		if (ngip[r] != NO)
+			agp_free(p, ngip[r], ph);
+		rank_only(p, from, r);
+	}
+	d->have_avg = 1;
+	free(v);
+	free(npad);
+	free(ngip);
+}
+
 /* ------------------------------------------------------------------------ */
 
 int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, int stage2, uint64_t bucket,
@@ -281,6 +332,10 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	d->gip_size = zs_calloc(world, sizeof *d->gip_size);
 	d->gip_used = zs_calloc(world, sizeof *d->gip_used);
 	d->gip_off = zs_calloc((size_t)world * d->n, sizeof *d->gip_off);
+	d->avg = zs_calloc(world, sizeof *d->avg);
+	d->pad = zs_malloc(world * sizeof *d->pad);
+	d->gip0 = zs_malloc(world * sizeof *d->gip0);
+	d->navg = zs_calloc(world, sizeof *d->navg);
 	for (unsigned r = 0; r < world; r++)
 		d->gip[r] = NO;
 	for (unsigned r = 0; r < world; r++)
@@ -376,16 +431,21 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	agp_op(p, ph0, AG_OP_FILL, NO, gnorm)->arg[0] = 0;
 	agp_take(p, &s->first_step, &s->nfirst);
 
-	/* the step */
-	uint32_t loss = NO, one = NO, wrapped = NO, scaled = NO, gl = NO;
-	for (size_t i = 0; i < s->nevents; i++)
-		if (s->event[i].kind == AG_EV_OP && s->event[i].op == AG_OP_NLL && s->event[i].phase == ZS_PH_FORWARD)
-			loss = s->event[i].out[0];
+	/* the step: under --grad-accum K its K micro-steps, each the engine's
+	 * backward (engine.py 2085-2152) over its loss divided by K
+	 * (_scale_loss_by_gas, 1904-1910: the loop's own division in the plain
+	 * step, the same op, made by the engine instead and gone when its
+	 * backward returns, 2152) */
+	const unsigned K = o->grad_accum > 1 ? o->grad_accum : 1;
+	uint32_t loss = NO, lossk = NO, one = NO, wrapped = NO, scaled = NO, gl = NO;
 	uint32_t *gs = zs_malloc(d->n * sizeof *gs), *gt = zs_malloc(d->n * sizeof *gt);
+	uint32_t *pend = zs_malloc(d->n * sizeof *pend); /* a later micro-step's new gradient */
+	unsigned char *cloned = zs_calloc(d->n, 1);        /* AccumulateGrad copied it (clone_obey_contract) */
 	for (size_t k = 0; k < d->n; k++)
-		gs[k] = gt[k] = NO;
+		gs[k] = gt[k] = pend[k] = NO;
 	unsigned char *gone = zs_calloc(nt0 ? nt0 : 1, 1); /* plain .grads the pass freed */
 	int skip_optimizer = 0, await_one = 0;
+	unsigned micro = 0; /* backwards begun */
 	size_t nready = 0;
 	for (size_t i = 0; i < s->nevents && rc == 0; i++) {
 		const struct ag_event *e = &s->event[i];
@@ -394,16 +454,23 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 				continue;
 			skip_optimizer = 0;
 		}
-		if (e->kind == AG_EV_MARK && e->label != NULL && strcmp(e->label, "phase:backward") == 0) {
+		if (e->kind == AG_EV_MARK && e->label != NULL && strncmp(e->label, "phase:backward", 14) == 0 &&
+		    (e->label[14] == '\0' || e->label[14] == '@')) {
 			/* the optimizer's backward (2038-2060): the bucket, then
 			 * loss_scaler.backward's loss * 1.0 (loss_scaler.py 61-63; a
 			 * static scale of 1 in fp32, 208-215), MulBackward keeping
 			 * the wrapped number */
 			const enum zs_phase ph = ZS_PH_BACKWARD;
-			if (loss == NO) {
+			if (loss == NO || (K > 1 && lossk == NO)) {
 				rc = zs_fail(cause, "--wrapper deepspeed: internal error: no loss in the step's forward");
 				break;
 			}
+			/* stage 1 at a micro-step past the first: the last one's
+			 * bucket, which no epilogue released, goes as the list
+			 * holding it is replaced (2048-2049) */
+			if (micro > 0 && !stage2)
+				agp_free(p, d->bucket, ph);
+			micro++;
 			agp_alloc(p, d->bucket, ph);
 			wrapped = made(p, "scalar (wrapped number: loss_scale)", AG_F64, 0, 1, ZS_CAT_ACTIVATIONS, 1.0, ph);
 			uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
@@ -411,7 +478,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 			agp_op(p, ph, AG_OP_COPY, wrapped, c);
 			scaled = agp_storage(p, "mul (loss * loss_scale)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
 			agp_alloc(p, scaled, ph);
-			agp_op(p, ph, AG_OP_MUL_SCALAR, loss, scaled)->arg[0] = 1.0;
+			agp_op(p, ph, AG_OP_MUL_SCALAR, K > 1 ? lossk : loss, scaled)->arg[0] = 1.0;
 			agp_free(p, c, ph);
 			agp_copy(p, e);
 			await_one = 1;
@@ -432,14 +499,13 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 			if (!stage2)
 				for (size_t k = 0; k < d->n; k++)
 					ipg_add(d, k, gt[k], gs[k], ph);
-			reduce_ipg(d, ph);
-			uint32_t **avg = zs_malloc(world * sizeof *avg), *padr = zs_malloc(world * sizeof *padr);
-			size_t *navg = zs_malloc(world * sizeof *navg);
-			for (unsigned r = 0; r < world; r++) {
-				avg[r] = zs_malloc((d->n + 1) * sizeof **avg);
-				navg[r] = averaged(d, r, avg[r], &padr[r], ph);
+			epilogue(d, ph);
+			uint32_t **avg = d->avg, *padr = d->pad;
+			size_t *navg = d->navg;
+			if (lossk != NO) { /* the engine's backward returns */
+				agp_free(p, lossk, ph);
+				gone[lossk] = 1;
 			}
-			agp_free(p, d->bucket, ph);
 			agp_copy(p, e);
 			/* step (1826-1944) */
 			const enum zs_phase po = ZS_PH_OPTIMIZER;
@@ -546,8 +612,8 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 					}
 					if (padr[r] != NO)
 						agp_free(p, padr[r], po);
-					if (d->gip[r] != NO)
-						agp_free(p, d->gip[r], po);
+					if (d->gip0[r] != NO)
+						agp_free(p, d->gip0[r], po);
 				}
 				agp_scalar_inplace(p, AG_OP_MUL_SCALAR_, g, 1.0, po);
 				rank_only(p, from, r);
@@ -567,8 +633,8 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 					agp_free(p, padr[r], po);
 				agp_op(p, po, AG_OP_COPY, fp32p, view1(p, d->flat, lo(d, r), d->S));
 				rank_only(p, at, r);
-				d->gip[r] = NO;
 				free(avg[r]);
+				avg[r] = NULL;
 			}
 			/* all_gather_dp_groups (utils.py 965-968 -> 954-962: none at
 			 * N = 1): every rank's partition into the flat buffer (read
@@ -577,9 +643,6 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 			if (world > 1)
 				agp_op(p, po, AG_OP_ALL_GATHER, fp32p, d->flat);
 			agp_free(p, vn, po);
-			free(avg);
-			free(navg);
-			free(padr);
 			skip_optimizer = 1;
 			continue;
 		}
@@ -592,22 +655,57 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 				break;
 			}
 			size_t k = (size_t)k_of[grad_of[g]];
-			if (gs[k] != NO) {
-				rc = zs_fail(cause, "--wrapper deepspeed: internal error: a gradient arrives twice in backward");
+			if (gs[k] == NO) { /* the step's first gradient of it */
+				gs[k] = g;
+				gt[k] = e->t;
+				gone[g] = 1;
+				cloned[k] = p->s->tensor[g].what != NULL &&
+				            strncmp(p->s->tensor[g].what, "grad (clone", 11) == 0;
+				nready++;
+				/* stage 2: the hook on its AccumulateGrad (904-920) */
+				if (stage2)
+					ipg_add(d, k, e->t, g, e->phase);
 				break;
 			}
-			gs[k] = g;
-			gt[k] = e->t;
-			gone[g] = 1;
-			nready++;
-			/* stage 2: the hook on its AccumulateGrad (904-920) */
-			if (stage2)
-				ipg_add(d, k, e->t, g, e->phase);
+			/* a later micro-step's: stage 1 added it into .grad in place
+			 * (the plain loop's AccumulateGrad: the list's own); stage 2's
+			 * epilogue set .grad to None, so AccumulateGrad makes the new
+			 * gradient .grad again (a copy where it copied the first)
+			 * and the hook moves it into the bucket */
+			if (!stage2)
+				break;
+			if (pend[k] == NO || g != gs[k]) {
+				rc = zs_fail(cause, "--wrapper deepspeed: internal error: a gradient arrives twice in a micro-step");
+				break;
+			}
+			uint32_t nt = pend[k], ns = p->s->tensor[nt].storage;
+			pend[k] = NO;
+			if (cloned[k]) {
+				uint32_t c = agp_storage(p, "grad (clone_obey_contract)", AG_F32, d->numel[k], 0, ZS_CAT_GRAD32);
+				p->s->tensor[c].role = AG_ROLE_GRAD;
+				agp_alloc(p, c, e->phase);
+				agp_op(p, e->phase, AG_OP_COPY, nt, agp_view_shaped(p, c, nt, 0));
+				ipg_add(d, k, agp_view_shaped(p, c, nt, 0), c, e->phase);
+			} else {
+				if (ns < nt0)
+					gone[ns] = 1; /* the list's release of it: the hook's */
+				ipg_add(d, k, nt, ns, e->phase);
+			}
 			break;
 		}
 		case AG_EV_FREE:
 			if (e->t < nt0 && gone[e->t])
 				break; /* the pass freed it */
+			if (lossk != NO && e->t == lossk && micro < K) {
+				/* a micro-step's `del loss`: its backward has returned,
+				 * after stage 2's epilogue (engine.py allreduce_gradients,
+				 * 2048-2053: every micro-step) and with its scaled loss */
+				if (stage2)
+					epilogue(d, e->phase);
+				agp_copy(p, e);
+				lossk = NO;
+				break;
+			}
 			agp_copy(p, e);
 			if (e->t == one && scaled != NO) { /* loss_scaler.backward returns */
 				agp_free(p, scaled, e->phase);
@@ -618,6 +716,22 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 			if (e->op == AG_OP_ZERO_ && e->out[0] != NO && s->tensor[e->out[0]].storage < nt0 &&
 			    gone[s->tensor[e->out[0]].storage])
 				break;
+			if (stage2 && e->op == AG_OP_ADD_ && e->out[0] != NO && s->tensor[e->out[0]].storage < nt0 &&
+			    gone[s->tensor[e->out[0]].storage]) {
+				/* AccumulateGrad into a .grad stage 2 moved out: the new
+				 * gradient waits for its AG_EV_GRAD_READY */
+				uint32_t g = s->tensor[e->out[0]].storage;
+				if (grad_of[g] == NO || k_of[grad_of[g]] < 0) {
+					rc = zs_fail(cause, "--wrapper deepspeed: internal error: an accumulation into no gradient");
+					break;
+				}
+				pend[k_of[grad_of[g]]] = e->in[1];
+				break;
+			}
+			if (e->op == AG_OP_NLL && e->phase == ZS_PH_FORWARD)
+				loss = e->out[0];
+			else if (K > 1 && e->op == AG_OP_DIV && loss != NO && e->in[0] == loss)
+				lossk = s->tensor[e->out[0]].storage;
 			agp_copy(p, e);
 			if (await_one && e->op == AG_OP_FILL) {
 				/* backward's ones, then MulBackward0: grad * the kept
@@ -660,7 +774,15 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	free(orig);
 	free(gs);
 	free(gt);
+	free(pend);
+	free(cloned);
 	free(gone);
+	for (unsigned r = 0; r < world; r++)
+		free(d->avg[r]);
+	free(d->avg);
+	free(d->pad);
+	free(d->gip0);
+	free(d->navg);
 	free(d->numel);
 	free(d->off);
 	free(d->bk);

@@ -8,7 +8,10 @@
  * DeepSpeed's commit 38327e0 with file and line), at the config's defaults
  * for those stages: contiguous_gradients on, overlap_comm and
  * round_robin_gradients off, reduce_scatter and
- * use_multi_rank_bucket_allreduce on, one param group, no offload, K = 1.
+ * use_multi_rank_bucket_allreduce on, one param group, no offload; the
+ * step's own --freeze, LoRA, --recompute full and --grad-accum K (each
+ * micro-step the engine's backward: stage 2 reduces every one, adding
+ * into averaged_gradients, stage 1 the last).
  *
  *   set-up   the trainable parameters (the client Adam's, in its order)
  *            flattened into one buffer padded to a multiple of 2N, each

@@ -843,11 +843,12 @@ static int check_lora(const struct zs_config *c, char **cause)
 		               "adapters over it)", c->quant_nf4 ? "nf4" : "none");
 	if (!c->lora_r)
 		return 0;
-	if (c->framework != ZS_FW_TORCH || !zs_wrapper_step(c))
-		return zs_fail(cause, "--lora-r: only under --framework torch with --wrapper none, ddp or fsdp so far (--framework %s%s%s "
+	if ((c->framework != ZS_FW_TORCH && c->wrapper != ZS_WRAPPER_DEEPSPEED) || !zs_wrapper_step(c))
+		return zs_fail(cause, "--lora-r: only under --framework torch with --wrapper none, ddp or fsdp, or --wrapper "
+		               "deepspeed, so far (--framework %s%s%s "
 		               "is not described with LoRA yet)", zs_framework_name(c->framework),
-		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
-		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");
+		               c->framework != ZS_FW_PAPER ? " --wrapper " : "",
+		               c->framework != ZS_FW_PAPER ? zs_wrapper_name(c->wrapper) : "");
 	/* bitsandbytes 0.47.0 requires torch >= 2.2 (its pyproject.toml line 45;
 	 * it registers its ops with torch.library.register_kernel) */
 	if (c->quant_nf4 && c->torch_version == ZS_TORCH_1_13)
@@ -966,12 +967,6 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 	if (c->torch_version != ZS_TORCH_1_13)
 		return zs_fail(cause, "--torch-version 2.6 with --wrapper deepspeed: only 1.13 is built so far (give "
 		               "--torch-version 1.13)");
-	if (c->grad_accum > 1)
-		return zs_fail(cause, "--grad-accum %u with --wrapper deepspeed: not built yet (give --grad-accum 1)",
-		               c->grad_accum);
-	if (c->freeze[0])
-		return zs_fail(cause, "--freeze with --wrapper deepspeed: not built yet (leave --freeze out)");
-	/* (--recompute full: ag_step_build_run, which sees it set) */
 	/* the engine's zero_grad sets every .grad to None (stage_1_and_2.py
 	 * 1638-1651), whatever torch's default */
 	if (c->given & ZS_KEY_BIT(ZS_KEY_ZERO_GRAD))
@@ -979,10 +974,20 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 		               "--zero-grad out)");
 	if (c->given & ZS_KEY_BIT(ZS_KEY_UNITS))
 		return zs_fail(cause, "--unit: --wrapper deepspeed's rows are the PyTorch step's modules (leave --unit out)");
-	for (int k = ZS_KEY_BUCKET_CAP; k <= ZS_KEY_DS_MAX_LIVE; k++)
-		if (k != ZS_KEY_DS_REDUCE_BUCKET && (c->given & ZS_KEY_BIT(k)))
+	if (c->given & ZS_KEY_BIT(ZS_KEY_BUCKET_CAP))
+		return zs_fail(cause, "--bucket-cap is DDP's bucket size: DeepSpeed's engine reduces through its own "
+		               "bucket (give --ds-reduce-bucket, reduce_bucket_size in elements)");
+	/* overlap_comm is off for stages 1 and 2 unless set (zero/config.py
+	 * 351-353): the pass's; on, a second ipg buffer (stage_1_and_2.py
+	 * 2055-2060) and the reductions on their own stream (1382-1383) */
+	if (c->ds_overlap_comm)
+		return zs_fail(cause, "--ds-overlap-comm on with --wrapper deepspeed: DeepSpeed's overlap_comm (a second "
+		               "reduce bucket, the reductions on their own stream) is not built yet (give --ds-overlap-comm "
+		               "off, stages 1 and 2's default)");
+	for (int k = ZS_KEY_PREFETCH; k <= ZS_KEY_DS_MAX_LIVE; k++)
+		if (k != ZS_KEY_DS_REDUCE_BUCKET && k != ZS_KEY_DS_OVERLAP_COMM && (c->given & ZS_KEY_BIT(k)))
 			return zs_fail(cause, "--%s: --wrapper deepspeed (ZeRO-1 and 2 in fp32, no offload) takes "
-			               "--ds-reduce-bucket alone so far", key_names[k]);
+			               "--ds-reduce-bucket and --ds-overlap-comm off alone so far", key_names[k]);
 	return 0;
 }
 
