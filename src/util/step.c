@@ -295,22 +295,18 @@ void step_params_free(struct step_params *p)
 	memset(p, 0, sizeof *p);
 }
 
-uint64_t step_params_largest_tensor(const struct step_params *p)
+/* The largest tensor's elements, of the trained ones alone where `trained`. */
+static uint64_t largest(const struct step_params *p, int trained)
 {
 	uint64_t max = 0;
 	for (size_t i = 0; i < p->ntensors; i++)
-		max = p->tensor[i].numel > max ? p->tensor[i].numel : max;
-	return max;
-}
-
-uint64_t step_params_largest_trained(const struct step_params *p)
-{
-	uint64_t max = 0;
-	for (size_t i = 0; i < p->ntensors; i++)
-		if (p->tensor[i].numel > max && step_trained(p, i))
+		if (p->tensor[i].numel > max && (!trained || step_trained(p, i)))
 			max = p->tensor[i].numel;
 	return max;
 }
+
+uint64_t step_params_largest_tensor(const struct step_params *p) { return largest(p, 0); }
+uint64_t step_params_largest_trained(const struct step_params *p) { return largest(p, 1); }
 
 uint64_t step_params_largest_hf_module(const struct step_params *p)
 {
