@@ -40,7 +40,7 @@ static size_t module(struct builder *b, size_t layer, const char *prefix, long l
 		b->cap_m = b->cap_m ? 2 * b->cap_m : 16;
 		p->module = zs_realloc(p->module, b->cap_m * sizeof *p->module);
 	}
-	p->module[p->nmodules] = (struct step_module){prefix, index, suffix, layer, p->ntensors, 0, 0, -1, "", 0};
+	p->module[p->nmodules] = (struct step_module){prefix, index, suffix, layer, p->ntensors, 0, 0, -1, "", 0, NULL, 0, -1};
 	return p->nmodules++;
 }
 
@@ -81,9 +81,7 @@ static void table(struct builder *b, const char *prefix, uint64_t rows, uint64_t
 	b->p->module[b->p->nmodules - 1].no_grad_in = 1;
 }
 
-/* Each layer's matmul_module, from its modules' flags, counted as its
- * step runs them (the modules of layer l, in forward order). */
-static void first_matmuls(struct step_params *p)
+void step_params_first_matmuls(struct step_params *p)
 {
 	for (size_t l = 0; l < p->nlayers; l++) {
 		long s = 0;
@@ -248,7 +246,7 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 		p->module[p->nmodules - 1].matmul = 1;
 	}
 	close_layer(p, head, first);
-	first_matmuls(p);
+	step_params_first_matmuls(p);
 }
 
 void step_params_mlp(struct step_params *p, const size_t *widths, size_t nwidths)
@@ -262,12 +260,36 @@ void step_params_mlp(struct step_params *p, const size_t *widths, size_t nwidths
 		linear(&b, l, "", (long long)l, "", widths[l + 1], widths[l], widths[l + 1]);
 		close_layer(p, l, first);
 	}
-	first_matmuls(p);
+	step_params_first_matmuls(p);
+}
+
+/* Part k of a fused tensor's or module's name: "{q,k,v}_proj" names its
+ * parts in braces; the k-th word stands for them (k < 0: the name). */
+static void select_part(const char *name, int k, char *out, size_t n)
+{
+	const char *l = strchr(name, '{'), *r = l ? strchr(l, '}') : NULL;
+	if (k < 0 || r == NULL) {
+		snprintf(out, n, "%s", name);
+		return;
+	}
+	const char *a = l + 1;
+	for (int j = 0; j < k && a < r; j++)
+		a += strcspn(a, ",}") + 1;
+	snprintf(out, n, "%.*s%.*s%s", (int)(l - name), name, (int)strcspn(a, ",}"), a, r + 1);
 }
 
 const char *step_module_name(const struct step_params *p, size_t i, char *out, size_t n)
 {
 	const struct step_module *m = &p->module[i];
+	if (m->adapter != NULL) { /* its base's name (the adapted part), then lora_A.default or lora_B.default */
+		char base[256];
+		step_module_name(p, m->base, base, sizeof base);
+		select_part(base, m->part, out, n);
+		size_t k = strlen(out);
+		if (k < n)
+			snprintf(out + k, n - k, ".%s", m->adapter);
+		return out;
+	}
 	int k = snprintf(out, n, "%s", m->prefix);
 	if (m->index >= 0 && k >= 0 && (size_t)k < n)
 		k += snprintf(out + k, n - (size_t)k, "%s%lld", k > 0 ? "." : "", m->index);
@@ -623,21 +645,12 @@ uint64_t step_params_count(const struct zs_model *m)
 /* ------------------------------------------------------------------------ */
 /* The paper's units under --freeze (util/freeze.h's patterns) */
 
-/* Part k of tensor i's name: a fused tensor's "{q,k,v}_proj" names its
- * parts in braces; the k-th word stands for them (k < 0: the name). */
+/* Part k of tensor i's name (select_part). */
 static void part_of(const struct step_params *p, size_t i, int k, char *out, size_t n)
 {
 	char name[256];
 	step_tensor_name(p, i, name, sizeof name);
-	const char *l = strchr(name, '{'), *r = l ? strchr(l, '}') : NULL;
-	if (k < 0 || r == NULL) {
-		snprintf(out, n, "%s", name);
-		return;
-	}
-	const char *a = l + 1;
-	for (int j = 0; j < k && a < r; j++)
-		a += strcspn(a, ",}") + 1;
-	snprintf(out, n, "%.*s%.*s%s", (int)(l - name), name, (int)strcspn(a, ",}"), a, r + 1);
+	select_part(name, k, out, n);
 }
 
 const char *step_part_name(const struct step_params *p, size_t i, int k, char *out, size_t n)

@@ -76,6 +76,12 @@ struct step_module {
 	 * ids or positions (so DeepSpeed's post-backward hook, driven by its
 	 * inputs' grads, never fires for it: util/ds_coord.h). */
 	int no_grad_in;
+	/* LoRA's adapter (util/lora.h's zs_lora_describe): "lora_A.default" or
+	 * "lora_B.default" after the name of module `base` (its part `part`
+	 * of a fused one, -1 for a whole one); NULL for any other module. */
+	const char *adapter;
+	size_t base;
+	int part;
 };
 
 struct step_layer {
@@ -126,6 +132,12 @@ void step_params_build(struct step_params *p, const struct zs_model *m);
  * (tests/fsdp_torch.py builds it so); no table and no head. */
 void step_params_mlp(struct step_params *p, const size_t *widths, size_t nwidths);
 void step_params_free(struct step_params *p);
+/* Each layer's matmul_module from its modules' flags, counted as its
+ * step runs them (the modules of layer l, in forward order): the
+ * builders' last step, again after modules are added (util/lora.h's
+ * zs_lora_describe). */
+void step_params_first_matmuls(struct step_params *p);
+
 /* Ψ of the transformer m describes: its description built, counted and
  * released (the engine's tfm_nparams and the theory's Ψ both ask it). */
 uint64_t step_params_count(const struct zs_model *m);
