@@ -171,6 +171,80 @@ START_TEST(test_a_target_is_a_whole_dotted_suffix)
 }
 END_TEST
 
+/* The description with its adapters (zs_lora_describe): trains PEFT's
+ * count and nothing else, Ψ the base's and the adapters', the trained
+ * tensors named and ordered as model.parameters() lists the
+ * requires_grad ones after get_peft_model (Hugging Face registers
+ * q, k, v, o_proj, then gate, up, down_proj), each block's trained
+ * elements the tail of its layer (one run: --unit layer lays it out). */
+static void with_adapters(const char *model, unsigned r, const char *targets, uint64_t peft,
+                          const char *const *names, size_t nnames)
+{
+	struct fixture f;
+	char name[192];
+	adapt(&f, model, r, targets);
+	uint64_t base = f.p.numel;
+	zs_lora_describe(&f.p, &f.s);
+	ck_assert_uint_eq(zs_freeze_trained(&f.p), peft);
+	ck_assert_uint_eq(f.p.numel, base + peft);
+	size_t k = 0;
+	for (size_t i = 0; i < f.p.ntensors; i++)
+		if (step_trained(&f.p, i) && k < nnames)
+			ck_assert_str_eq(step_tensor_name(&f.p, i, name, sizeof name), names[k++]);
+	ck_assert_uint_eq(k, nnames);
+	size_t n;
+	struct zs_freeze_run *run = zs_freeze_units(&f.p, 1, 0, &n, NULL);
+	ck_assert_ptr_nonnull(run);
+	for (size_t u = 0; u < n; u++) /* embedding and head: none trained; a block: its tail */
+		ck_assert(run[u].n == 0 || run[u].off + run[u].n == f.p.layer[u].offset + f.p.layer[u].numel);
+	free(run);
+	ck_assert_ptr_null(zs_freeze_units(&f.p, 0, 0, &n, NULL)); /* --unit model: runs apart */
+	release(&f);
+}
+
+START_TEST(test_the_description_with_adapters_trains_pefts_tensors)
+{
+	static const char *const gpt2[] = {
+	    "transformer.h.0.attn.c_attn.lora_A.default.weight", "transformer.h.0.attn.c_attn.lora_B.default.weight",
+	    "transformer.h.1.attn.c_attn.lora_A.default.weight", "transformer.h.1.attn.c_attn.lora_B.default.weight"};
+	with_adapters("report/models/gpt2-tiny.json", 4, NULL, 2048, gpt2, 4);
+	static const char *const llama[] = {
+	    "model.layers.0.self_attn.q_proj.lora_A.default.weight", "model.layers.0.self_attn.q_proj.lora_B.default.weight",
+	    "model.layers.0.self_attn.k_proj.lora_A.default.weight", "model.layers.0.self_attn.k_proj.lora_B.default.weight",
+	    "model.layers.0.self_attn.v_proj.lora_A.default.weight", "model.layers.0.self_attn.v_proj.lora_B.default.weight",
+	    "model.layers.0.self_attn.o_proj.lora_A.default.weight", "model.layers.0.self_attn.o_proj.lora_B.default.weight",
+	    "model.layers.0.mlp.gate_proj.lora_A.default.weight",    "model.layers.0.mlp.gate_proj.lora_B.default.weight",
+	    "model.layers.0.mlp.up_proj.lora_A.default.weight",      "model.layers.0.mlp.up_proj.lora_B.default.weight",
+	    "model.layers.0.mlp.down_proj.lora_A.default.weight",    "model.layers.0.mlp.down_proj.lora_B.default.weight",
+	    "model.layers.1.self_attn.q_proj.lora_A.default.weight"};
+	with_adapters("report/models/llama-tiny.json", 8, "all-linear", 18688, llama, 15);
+	with_adapters("report/models/llama-tiny.json", 4, NULL, 1792, llama, 0);
+	with_adapters("report/models/gpt2-tiny.json", 4, "all-linear", 8192, gpt2, 0);
+}
+END_TEST
+
+/* Their shapes: lora_A [r, in], lora_B [out, r] (layer.py 259-260), v's
+ * out its 32 rows of the fused {q,k,v}_proj. */
+START_TEST(test_adapter_shapes_are_a_r_in_and_b_out_r)
+{
+	struct fixture f;
+	char name[192];
+	adapt(&f, "report/models/llama-tiny.json", 4, NULL);
+	zs_lora_describe(&f.p, &f.s);
+	const struct step_tensor *a = named(&f.p, "model.layers.0.self_attn.v_proj.lora_A.default.weight");
+	const struct step_tensor *b = named(&f.p, "model.layers.0.self_attn.v_proj.lora_B.default.weight");
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_uint_eq(a->shape[0], 4);
+	ck_assert_uint_eq(a->shape[1], 64);
+	ck_assert_uint_eq(b->shape[0], 32);
+	ck_assert_uint_eq(b->shape[1], 4);
+	ck_assert_str_eq(step_module_name(&f.p, b->module, name, sizeof name),
+	                 "model.layers.0.self_attn.v_proj.lora_B.default");
+	release(&f);
+}
+END_TEST
+
 static Suite *lora_suite(void)
 {
 	Suite *s = suite_create("lora");
@@ -182,6 +256,8 @@ static Suite *lora_suite(void)
 	tcase_add_test(tc, test_a_target_is_a_whole_dotted_suffix);
 	tcase_add_test(tc, test_default_targets_are_pefts_mapping);
 	tcase_add_test(tc, test_phi3_without_targets_is_refused);
+	tcase_add_test(tc, test_the_description_with_adapters_trains_pefts_tensors);
+	tcase_add_test(tc, test_adapter_shapes_are_a_r_in_and_b_out_r);
 	suite_add_tcase(s, tc);
 	return s;
 }

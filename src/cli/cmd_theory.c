@@ -623,7 +623,8 @@ int zs_cmd_theory(int argc, char **argv)
 	    moe_check(&req, &config, model_arg != NULL ? &model : NULL, routing_arg, &routing, allocator, flash, &cause) < 0 ||
 	    zs_freeze_paper_check(&config, model_arg != NULL ? &model : NULL, &cause) < 0)
 		goto bad;
-	req.act.freeze = zs_freeze_saved_spec(&config);
+	req.act.freeze = config.freeze;
+	req.act.freeze_graph = *zs_freeze_saved_spec(&config) != '\0';
 	if (model_arg != NULL && zs_wrapper_step(&config) &&
 	    zs_torch_recompute_set(&config, zs_recompute_name(req.act.recompute), &cause) < 0)
 		goto bad;

@@ -249,10 +249,11 @@ static int freeze_layout(struct zs_layout *lo, const struct zs_config *c, enum z
 	size_t n;
 	tfm_dims_shape(&shape, &c->tfm->dims); /* the shape the net was built from (net_tfm_init) */
 	step_params_build(&sp, &shape);
+	step_params_freeze(&sp, c->freeze);
 	/* the paper's zero3 shards a unit's optimizer state as its params
 	 * (whole units); DeepSpeed's ZeRO-3 per tensor (layout_freeze) */
 	int whole = c->framework == ZS_FW_PAPER && scheme == ZS_ZERO3 && world > 1;
-	struct zs_freeze_run *run = zs_freeze_units(&sp, c->freeze, unit == ZS_UNIT_LAYER, whole, &n, cause);
+	struct zs_freeze_run *run = zs_freeze_units(&sp, unit == ZS_UNIT_LAYER, whole, &n, cause);
 	step_params_free(&sp);
 	if (run == NULL)
 		return -1;

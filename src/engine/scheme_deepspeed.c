@@ -173,6 +173,7 @@ static int setup(struct zs_run *r, void **ctx, char **cause)
 		tfm_dims_shape(&shape, &r->config->tfm->dims); /* the shape the net was built from */
 		d->moe = zs_calloc(1, sizeof *d->moe);
 		step_params_build(d->moe, &shape);
+		step_params_freeze(d->moe, r->config->freeze);
 	}
 	if (r->config->offload != ZS_OFFLOAD_OPTIMIZER)
 		return 0;
@@ -424,7 +425,7 @@ static void starved_zeros(struct zs_run *r, struct ds *d)
 		const size_t *got = r->routing + ((size_t)k * r->config->steps + t) * L * E;
 		for (size_t i = 0; i < L * E; i++)
 			counts[i] = got[i];
-		size_t bytes = ds_coord_starved(d->moe, r->config->freeze, counts, E) * coll_dtype_size(r->dt);
+		size_t bytes = ds_coord_starved(d->moe, counts, E) * coll_dtype_size(r->dt);
 		if (bytes == 0)
 			continue;
 		ds_rank(r, d, k)->starved = tracker_alloc(&r->tracker, k, r->dt == ZS_F16 ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32,

@@ -775,6 +775,7 @@ void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, u
 	struct zs_model shape;
 	tfm_dims_shape(&shape, d); /* the shape the kernels run (tests make runs without a config) */
 	step_params_build(&sp, &shape);
+	step_params_freeze(&sp, freeze);
 	m->kind = ZS_NET_TFM;
 	m->nparams = sp.numel;
 	m->batch = batch;
@@ -802,7 +803,7 @@ void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, u
 			ly->moe = zs_calloc(ly->nmoe, sizeof *ly->moe);
 		}
 		ly->block = l == 0 || l == head ? -1 : (int)(l - 1);
-		ly->nograd = step_layer_no_backward(&sp, freeze, tr->recompute, l);
+		ly->nograd = step_layer_no_backward(&sp, tr->recompute, l);
 		layer_params(ly, &sp, l);
 	}
 
@@ -810,7 +811,7 @@ void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, u
 	 * each layer saves, as the step description lists them. */
 	struct step_buffers sb;
 	step_buffers_build(&sb, &shape, &sp, B, T, n->mixed, tr->recompute);
-	step_buffers_freeze(&sb, &sp, freeze, tr->recompute);
+	step_buffers_freeze(&sb, &sp, tr->recompute);
 	for (int i = 0; i < STEP_NSCRATCH; i++)
 		n->scratch[i] = ZS_NO_TENSOR;
 	for (size_t k = 0; k < sb.n; k++) {

@@ -100,7 +100,8 @@ static int check_trained(const cJSON *model, const char *path, const struct repo
 		return r;
 	}
 	step_params_build(&p, &hf);
-	uint64_t all = p.numel, trained = zs_freeze_trained(&p, m->freeze);
+	step_params_freeze(&p, m->freeze);
+	uint64_t all = p.numel, trained = zs_freeze_trained(&p);
 	step_params_free(&p);
 	if ((double)all != m->params)
 		return zs_fail(cause, "%s: params %.0f is not the %llu elements of config.model's shape", path, m->params,

@@ -342,7 +342,7 @@ double theory_request_trained(const struct theory_request *req)
 		return theory_request_params(req);
 	struct theory_desc own;
 	const struct theory_desc *d = theory_request_desc(req, &own);
-	double t = (double)zs_freeze_trained(&d->params, req->config->freeze);
+	double t = (double)zs_freeze_trained(&d->params);
 	if (d == &own)
 		theory_desc_free(&own);
 	return t;
@@ -365,12 +365,11 @@ void theory_row(const struct theory_request *req, enum zs_scheme scheme, enum zs
 	const struct theory_desc *d = theory_request_desc(req, &own);
 	request_shape(req, &s);
 	double psi = req->model != NULL ? (double)d->params.numel : theory_request_params(req);
-	double psi_t = req->model != NULL ? (double)zs_freeze_trained(&d->params, req->config->freeze) : psi;
+	double psi_t = req->model != NULL ? (double)zs_freeze_trained(&d->params) : psi;
 	theory_floor_trained(psi, psi_t, scheme, world, &s.bytes, &r->floor);
 	theory_floor_accum(psi, psi_t, scheme, world, &s.bytes, req->config->grad_accum, &r->floor);
 	if (req->model != NULL) {
-		theory_peak_of(req->model, &d->params, &req->act, &s.bytes, req->config->freeze, b, scheme, unit, world,
-		               &r->peak);
+		theory_peak_of(req->model, &d->params, &req->act, &s.bytes, b, scheme, unit, world, &r->peak);
 		/* the PyTorch step (--wrapper none, ddp, fsdp) describes SDPA's
 		 * kernels itself (util/autograd.c, theory_autograd_check passed),
 		 * whether --attn sdpa was given or is 2.x's default */

@@ -367,10 +367,13 @@ struct theory_act_opts {
 	/* A mixture of experts' routing (--routing; theory_routing.c); NULL:
 	 * balanced. */
 	const struct theory_routing *routing;
-	/* --freeze under the paper's and DeepSpeed's steps (util/step.h's
-	 * zs_freeze_saved_spec; NULL or "": none): the layers below the first
-	 * trainable tensor save nothing (step_buffers_freeze). */
+	/* --freeze (NULL or "": none): the description's frozen tensors
+	 * (step_params_freeze) under every framework; with freeze_graph (the
+	 * paper's and DeepSpeed's steps, util/step.h's zs_freeze_saved_spec)
+	 * the layers below the first trainable tensor save nothing
+	 * (step_buffers_freeze). */
 	const char *freeze;
+	int freeze_graph;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -468,10 +471,10 @@ void theory_tfm_peak(const struct zs_model *m, const struct theory_act_opts *o,
                        const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
                        enum zs_unit unit, unsigned world, struct theory_peak *out);
 /* The same from m's parameters p (its description's), under --freeze
- * (freeze non-empty) with the grads and the optimizer state over each
- * unit's trainable elements (theory_states_trained). */
+ * (p marked: step_params_freeze) with the grads and the optimizer state
+ * over each unit's trainable elements (theory_states_trained). */
 void theory_peak_of(const struct zs_model *m, const struct step_params *p, const struct theory_act_opts *o,
-                    const struct theory_bytes *b, const char *freeze, uint64_t batch, enum zs_scheme scheme, enum zs_unit unit,
+                    const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme, enum zs_unit unit,
                     unsigned world, struct theory_peak *out);
 
 /* The exact schedule level for zerosim's own transformer (the engine's
@@ -577,7 +580,8 @@ struct theory_desc {
 	unsigned elem;
 	enum zs_recompute recompute;
 	const struct theory_routing *routing; /* a mixture's (NULL: balanced) */
-	char freeze[ZS_FREEZE_MAX + 1];       /* the act options' ("": none) */
+	char freeze[ZS_FREEZE_MAX + 1];       /* the act options' ("": none), and their freeze_graph */
+	int freeze_graph;
 	/* By layer l (params.nlayers of them), indices into bufs.buf in its
 	 * order: made before l's forward, made_at[made_first[l] ..
 	 * made_first[l + 1]); freed after l's backward, freed_at[freed_first[l]

@@ -147,16 +147,16 @@ void theory_tfm_peak(const struct zs_model *m, const struct theory_act_opts *o,
 	struct step_params p;
 
 	step_params_build(&p, m);
-	theory_peak_of(m, &p, o, b, NULL, batch, scheme, unit, world, out);
+	theory_peak_of(m, &p, o, b, batch, scheme, unit, world, out);
 	step_params_free(&p);
 }
 
 /* --freeze at the paper level: each unit's elements and its trainable
- * ones (util/step.h's zs_freeze_tensor, the tensors theory.json's
+ * ones (util/step.h's step_trained, the tensors theory.json's
  * trainable_params counts), one run a unit: the description's layers for
  * unit=layer (those with parameters, theory_units_list's), the whole for
  * unit=model. Returns the number of runs. */
-static size_t frozen_runs(const struct step_params *p, const char *freeze, enum zs_unit unit,
+static size_t frozen_runs(const struct step_params *p, enum zs_unit unit,
                           struct theory_unit_run *runs, struct theory_unit_run *trained)
 {
 	size_t n = 0;
@@ -168,14 +168,14 @@ static size_t frozen_runs(const struct step_params *p, const char *freeze, enum 
 			continue;
 		runs[n - 1].elements += ly->numel;
 		for (size_t i = ly->first; i < ly->first + ly->n; i++)
-			if (!zs_freeze_tensor(p, freeze, i))
+			if (step_trained(p, i))
 				trained[n - 1].elements += p->tensor[i].numel;
 	}
 	return n;
 }
 
 void theory_peak_of(const struct zs_model *m, const struct step_params *p, const struct theory_act_opts *o,
-                    const struct theory_bytes *b, const char *freeze, uint64_t batch, enum zs_scheme scheme,
+                    const struct theory_bytes *b, uint64_t batch, enum zs_scheme scheme,
                     enum zs_unit unit, unsigned world, struct theory_peak *out)
 {
 	struct theory_units u;
@@ -185,10 +185,10 @@ void theory_peak_of(const struct zs_model *m, const struct step_params *p, const
 
 	*out = (struct theory_peak){0};
 	theory_units_of(p, &u);
-	if (freeze != NULL && freeze[0]) {
+	if (step_params_frozen(p)) {
 		fr = zs_calloc(p->nlayers + 1, sizeof *fr);
 		ft = zs_calloc(p->nlayers + 1, sizeof *ft);
-		n = frozen_runs(p, freeze, unit, fr, ft);
+		n = frozen_runs(p, unit, fr, ft);
 	} else if (unit == ZS_UNIT_MODEL) {
 		runs[n++] = (struct theory_unit_run){ u.embeddings + u.layers * u.block + u.head, 1 };
 	} else {

@@ -67,12 +67,15 @@ void theory_desc_model(struct theory_desc *d, const struct zs_model *m, const st
 {
 	int mixed = o->elem == 2;
 	memset(d, 0, sizeof *d);
+	snprintf(d->freeze, sizeof d->freeze, "%s", o->freeze != NULL ? o->freeze : "");
+	d->freeze_graph = o->freeze_graph;
 	step_params_build(&d->params, m);
+	step_params_freeze(&d->params, d->freeze);
 	d->has_params = 1;
 	/* mixed precision: the params give the conversion buffers' size */
 	step_buffers_build(&d->bufs, m, mixed ? &d->params : NULL, batch, o->seq, mixed, o->recompute);
-	step_buffers_freeze(&d->bufs, &d->params, o->freeze, o->recompute);
-	snprintf(d->freeze, sizeof d->freeze, "%s", o->freeze != NULL ? o->freeze : "");
+	if (d->freeze_graph)
+		step_buffers_freeze(&d->bufs, &d->params, o->recompute);
 	d->has_buffers = 1;
 	d->model = m;
 	d->batch = batch;
@@ -111,7 +114,7 @@ int theory_desc_fits(const struct theory_desc *d, const struct zs_model *m, cons
 {
 	return d->has_buffers && d->model == m && d->batch == batch && d->seq == o->seq && d->elem == o->elem &&
 	       d->recompute == o->recompute && d->routing == o->routing &&
-	       strcmp(d->freeze, o->freeze != NULL ? o->freeze : "") == 0;
+	       strcmp(d->freeze, o->freeze != NULL ? o->freeze : "") == 0 && d->freeze_graph == o->freeze_graph;
 }
 
 void theory_desc_free(struct theory_desc *d)
@@ -403,7 +406,6 @@ struct events {
 	 * epilogue makes at each step (ds_coord_starved, trainable under
 	 * freeze), starved_esize bytes an element in starved_cat; else NULL. */
 	const struct step_params *starved;
-	const char *freeze;
 	unsigned starved_esize;
 	enum zs_cat starved_cat;
 };
@@ -611,7 +613,7 @@ static void units_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, un
 		if (ev->starved != NULL && w->counts != NULL) { /* the epilogue's zeros, before the buckets go */
 			const struct theory_rank_counts *rc = w->counts;
 			const uint64_t *now = rc->counts + (w->step % rc->steps) * rc->blocks * rc->experts;
-			st->starved = ds_coord_starved(ev->starved, ev->freeze, now, rc->experts) * ev->starved_esize;
+			st->starved = ds_coord_starved(ev->starved, now, rc->experts) * ev->starved_esize;
 			walk_add(w, ev->starved_cat, st->starved);
 		}
 		st->used = st->count = 0;
@@ -1024,7 +1026,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	f.bk = (struct ds3_bucket){.B = (uint64_t)c->ds_reduce_bucket, .t = zs_calloc(p->ntensors, sizeof *f.bk.t)};
 	for (size_t t = 0; t < p->ntensors; t++) { /* --freeze: only requires_grad params train (stage3.py 491-495) */
 		tn[t] = p->tensor[t].numel;
-		tt[t] = zs_freeze_tensor(p, c->freeze, t) ? 0 : tn[t];
+		tt[t] = step_trained(p, t) ? tn[t] : 0;
 		ntrain += tt[t];
 	}
 	ds3_modules(&f, d, unit);
@@ -1167,11 +1169,11 @@ struct frozen {
 
 /* f's t_u, Ψ_t and S_t for nunits units (util/step.h's zs_freeze_units;
  * whole: zero3's units all frozen or all trainable); returns nunits. */
-static size_t frozen_units(struct frozen *f, const struct step_params *p, const char *spec, int whole,
-                           enum zs_unit unit, unsigned world, size_t nunits)
+static size_t frozen_units(struct frozen *f, const struct step_params *p, int whole, enum zs_unit unit,
+                           unsigned world, size_t nunits)
 {
 	size_t n;
-	struct zs_freeze_run *run = zs_freeze_units(p, spec, unit == ZS_UNIT_LAYER, whole, &n, NULL);
+	struct zs_freeze_run *run = zs_freeze_units(p, unit == ZS_UNIT_LAYER, whole, &n, NULL);
 	if (run == NULL || n != nunits)
 		abort(); /* the CLI refused it (zs_freeze_paper_check) */
 	f->trained = zs_calloc(n, sizeof *f->trained);
@@ -1243,13 +1245,13 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		 * unit's at a time), at every N; step() its buffers. */
 		theory_schedule_states(out, units, NULL, b, ZS_ZERO2, world, &sts);
 		if (c->freeze[0]) { /* --freeze: the trainable elements partitioned, sent (docs/schedule.md) */
-			frozen_units(&frozen, p, c->freeze, 0, unit, world, out->nunits);
+			frozen_units(&frozen, p, 0, unit, world, out->nunits);
 			uint64_t pass_t = (uint64_t)(world - 1) * frozen.tshard;
 			out->comm_bytes = pass_t * (b->g + b->p);
 			out->comm_elements = 2 * pass_t;
 		}
 		ev.trained = frozen.trained;
-		theory_deepspeed_resident(b, c, step_params_largest_trained(p, c->freeze), world, frozen.ntrain, frozen.tshard, out,
+		theory_deepspeed_resident(b, c, step_params_largest_trained(p), world, frozen.ntrain, frozen.tshard, out,
 		                          ev.step);
 		ev.bucket = (uint64_t)c->ds_reduce_bucket * b->g;
 		ev.nbucket = 1 + (c->ds_overlap_comm != 0);
@@ -1262,7 +1264,6 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 			ds_keep_events(&ev, b, c);
 		if (moe && ds_coord_starved_built(c, scheme, world)) {
 			ev.starved = p;
-			ev.freeze = c->freeze;
 			ev.starved_esize = b->g;
 			ev.starved_cat = b->g == 2 ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32;
 		}
@@ -1270,7 +1271,7 @@ static void walk_schedule(const struct theory_desc *d, const struct theory_bytes
 		/* --freeze: the params over the n_u, the grads and the optimizer
 		 * state over the t_u (DeepSpeed's dp: the paper's) */
 		if ((fw == ZS_FW_PAPER || fw == ZS_FW_DEEPSPEED) && c != NULL && c->freeze[0])
-			frozen_units(&frozen, p, c->freeze, scheme == ZS_ZERO3 && world > 1, unit, world, out->nunits);
+			frozen_units(&frozen, p, scheme == ZS_ZERO3 && world > 1, unit, world, out->nunits);
 		theory_schedule_states(out, units, frozen.trained, b, scheme, world, &sts);
 		ev.trained = frozen.trained;
 		if (N > 1 && scheme == ZS_ZERO3)

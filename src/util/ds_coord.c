@@ -276,13 +276,13 @@ size_t ds_coord_step(struct ds_coord *d, size_t *released, size_t *nreleased, si
 	return n;
 }
 
-uint64_t ds_coord_starved(const struct step_params *p, const char *freeze, const uint64_t *counts, size_t E)
+uint64_t ds_coord_starved(const struct step_params *p, const uint64_t *counts, size_t E)
 {
 	uint64_t n = 0;
 	for (size_t t = 0; t < p->ntensors; t++) {
 		const struct step_module *md = &p->module[p->tensor[t].module];
 		if (md->expert >= 0 && counts[(size_t)md->index * E + (size_t)md->expert] == 0 &&
-		    !zs_freeze_tensor(p, freeze, t))
+		    step_trained(p, t))
 			n += p->tensor[t].numel;
 	}
 	return n;

@@ -127,10 +127,10 @@ uint64_t ds_coord_live(const struct ds_coord *d);
  * made after the last reduce_ipg_grads, before _release_ipg_buffers drops
  * the buckets (766, 802), and held in averaged_gradients until step() has
  * flattened the partition into its fp32 gradient (1892-1906). The
- * elements of those zeros at one step: every trainable (freeze, "" none)
+ * elements of those zeros at one step: every trained (step_trained)
  * tensor of each expert e of block b with counts[b·E + e] == 0 (every
  * block a mixture's: the others are refused). */
-uint64_t ds_coord_starved(const struct step_params *p, const char *freeze, const uint64_t *counts, size_t E);
+uint64_t ds_coord_starved(const struct step_params *p, const uint64_t *counts, size_t E);
 /* Whether zerosim follows that for scheme at N = world under c: ZeRO-1
  * or ZeRO-2 at N = 1 (every param in the one partition: at N > 1 a rank
  * that starved an expert fills its bucket apart from the others, and

@@ -111,3 +111,65 @@ uint64_t zs_lora_trained(const struct zs_lora_set *s)
 		n += (uint64_t)s->r * (s->a[i].in + s->a[i].out);
 	return n;
 }
+
+void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s)
+{
+	size_t nt = p->ntensors + 2 * s->n, nm = p->nmodules + 2 * s->n, k = 0;
+	struct step_tensor *t = zs_malloc(nt * sizeof *t);
+	struct step_module *md = zs_malloc(nm * sizeof *md);
+	size_t *tmap = zs_malloc(p->ntensors * sizeof *tmap), *at = zs_malloc((s->n + 1) * sizeof *at);
+	size_t *mmap = zs_malloc(p->nmodules * sizeof *mmap);
+	/* the tensors: each layer's own, then its adapters' pairs (s's order) */
+	for (size_t l = 0; l < p->nlayers; l++) {
+		struct step_layer *ly = &p->layer[l];
+		size_t first = k;
+		for (size_t i = ly->first; i < ly->first + ly->n; i++) {
+			tmap[i] = k;
+			t[k] = p->tensor[i];
+			t[k++].frozen = p->tensor[i].nparts ? p->tensor[i].nparts : 1; /* the base: frozen */
+		}
+		for (size_t a = 0; a < s->n; a++)
+			if (s->a[a].tensor >= ly->first && s->a[a].tensor < ly->first + ly->n)
+				at[a] = k, k += 2;
+		ly->first = first, ly->n = k - first; /* the new list's; offset and numel below */
+	}
+	/* the modules: each adapted one followed by its adapters' A and B */
+	size_t x = 0;
+	for (size_t i = 0; i < p->nmodules; i++) {
+		size_t base = mmap[i] = x;
+		md[x] = p->module[i];
+		md[x++].first = tmap[p->module[i].first];
+		for (size_t a = 0; a < s->n; a++) {
+			const struct zs_lora *la = &s->a[a];
+			if (p->tensor[la->tensor].module != i)
+				continue;
+			for (int b = 0; b < 2; b++) {
+				size_t ti = at[a] + (size_t)b;
+				md[x] = (struct step_module){"", -1, "", md[base].layer, ti, 1, 1, -1, "", 0,
+				                             b ? "lora_B.default" : "lora_A.default", base, la->part};
+				t[ti] = (struct step_tensor){"weight", 2, {b ? la->out : s->r, b ? s->r : la->in},
+				                             (la->in * (1 - (uint64_t)b) + la->out * (uint64_t)b) * s->r, x++, 0,
+				                             {0, 0, 0}, 0};
+			}
+		}
+	}
+	for (size_t i = 0; i < p->ntensors; i++)
+		t[tmap[i]].module = mmap[p->tensor[i].module];
+	free(p->tensor);
+	free(p->module);
+	p->tensor = t, p->ntensors = nt, p->module = md, p->nmodules = nm;
+	uint64_t off = 0;
+	for (size_t l = 0; l < p->nlayers; l++) {
+		struct step_layer *ly = &p->layer[l];
+		ly->offset = off, ly->numel = 0;
+		for (size_t i = ly->first; i < ly->first + ly->n; i++)
+			ly->numel += t[i].numel;
+		off += ly->numel;
+	}
+	p->numel = off;
+	p->freeze = "everything but LoRA's adapters";
+	step_params_first_matmuls(p);
+	free(tmap);
+	free(mmap);
+	free(at);
+}

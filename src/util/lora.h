@@ -73,6 +73,18 @@ int zs_lora_build(struct zs_lora_set *s, const struct step_params *p, const stru
                   const char *targets, char **cause);
 void zs_lora_free(struct zs_lora_set *s);
 
+/* LoRA in the step description (docs/finetune.md, "LoRA under the
+ * paper's schedule and DeepSpeed's own step"): add s's adapters (built
+ * over this p) to p, each adapted module's lora_A [r, in] then lora_B
+ * [out, r] modules of their own (step_module's adapter), one weight each,
+ * right after it in the modules' (forward) order and at the end of its
+ * layer's tensors (a layer's base tensors first: its trained elements
+ * are its tail), and mark every base tensor frozen, the adapters trained
+ * (PEFT's mark_only_lora_as_trainable, bias "none"). Not run by the
+ * engine or walked by the theory yet: the CLI refuses --lora-r under
+ * --framework paper and deepspeed. */
+void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s);
+
 /* The adapters' elements, Σ r·(in + out): PEFT's trainable count
  * (PeftModel.get_nb_trainable_parameters, peft_model.py line 955). */
 uint64_t zs_lora_trained(const struct zs_lora_set *s);

@@ -40,7 +40,7 @@ static size_t module(struct builder *b, size_t layer, const char *prefix, long l
 		b->cap_m = b->cap_m ? 2 * b->cap_m : 16;
 		p->module = zs_realloc(p->module, b->cap_m * sizeof *p->module);
 	}
-	p->module[p->nmodules] = (struct step_module){prefix, index, suffix, layer, p->ntensors, 0, 0, -1, "", 0};
+	p->module[p->nmodules] = (struct step_module){prefix, index, suffix, layer, p->ntensors, 0, 0, -1, "", 0, NULL, 0, -1};
 	return p->nmodules++;
 }
 
@@ -54,7 +54,7 @@ static struct step_tensor *tensor(struct builder *b, const char *leaf, uint64_t 
 		p->tensor = zs_realloc(p->tensor, b->cap_t * sizeof *p->tensor);
 	}
 	struct step_tensor *t = &p->tensor[p->ntensors++];
-	*t = (struct step_tensor){leaf, c > 0 ? 2 : 1, {r, c}, c > 0 ? r * c : r, p->nmodules - 1, 0, {0, 0, 0}};
+	*t = (struct step_tensor){leaf, c > 0 ? 2 : 1, {r, c}, c > 0 ? r * c : r, p->nmodules - 1, 0, {0, 0, 0}, 0};
 	m->n++;
 	if (c > 0) /* a matrix: a linear's weight (a table's lookup says otherwise, table) */
 		m->matmul = 1;
@@ -81,9 +81,7 @@ static void table(struct builder *b, const char *prefix, uint64_t rows, uint64_t
 	b->p->module[b->p->nmodules - 1].no_grad_in = 1;
 }
 
-/* Each layer's matmul_module, from its modules' flags, counted as its
- * step runs them (the modules of layer l, in forward order). */
-static void first_matmuls(struct step_params *p)
+void step_params_first_matmuls(struct step_params *p)
 {
 	for (size_t l = 0; l < p->nlayers; l++) {
 		long s = 0;
@@ -248,7 +246,7 @@ void step_params_build(struct step_params *p, const struct zs_model *m)
 		p->module[p->nmodules - 1].matmul = 1;
 	}
 	close_layer(p, head, first);
-	first_matmuls(p);
+	step_params_first_matmuls(p);
 }
 
 void step_params_mlp(struct step_params *p, const size_t *widths, size_t nwidths)
@@ -262,12 +260,36 @@ void step_params_mlp(struct step_params *p, const size_t *widths, size_t nwidths
 		linear(&b, l, "", (long long)l, "", widths[l + 1], widths[l], widths[l + 1]);
 		close_layer(p, l, first);
 	}
-	first_matmuls(p);
+	step_params_first_matmuls(p);
+}
+
+/* Part k of a fused tensor's or module's name: "{q,k,v}_proj" names its
+ * parts in braces; the k-th word stands for them (k < 0: the name). */
+static void select_part(const char *name, int k, char *out, size_t n)
+{
+	const char *l = strchr(name, '{'), *r = l ? strchr(l, '}') : NULL;
+	if (k < 0 || r == NULL) {
+		snprintf(out, n, "%s", name);
+		return;
+	}
+	const char *a = l + 1;
+	for (int j = 0; j < k && a < r; j++)
+		a += strcspn(a, ",}") + 1;
+	snprintf(out, n, "%.*s%.*s%s", (int)(l - name), name, (int)strcspn(a, ",}"), a, r + 1);
 }
 
 const char *step_module_name(const struct step_params *p, size_t i, char *out, size_t n)
 {
 	const struct step_module *m = &p->module[i];
+	if (m->adapter != NULL) { /* its base's name (the adapted part), then lora_A.default or lora_B.default */
+		char base[256];
+		step_module_name(p, m->base, base, sizeof base);
+		select_part(base, m->part, out, n);
+		size_t k = strlen(out);
+		if (k < n)
+			snprintf(out + k, n - k, ".%s", m->adapter);
+		return out;
+	}
 	int k = snprintf(out, n, "%s", m->prefix);
 	if (m->index >= 0 && k >= 0 && (size_t)k < n)
 		k += snprintf(out + k, n - (size_t)k, "%s%lld", k > 0 ? "." : "", m->index);
@@ -295,16 +317,18 @@ void step_params_free(struct step_params *p)
 	memset(p, 0, sizeof *p);
 }
 
-uint64_t step_params_largest_tensor(const struct step_params *p) { return step_params_largest_trained(p, ""); }
-
-uint64_t step_params_largest_trained(const struct step_params *p, const char *freeze)
+/* The largest tensor's elements, of the trained ones alone where `trained`. */
+static uint64_t largest(const struct step_params *p, int trained)
 {
 	uint64_t max = 0;
 	for (size_t i = 0; i < p->ntensors; i++)
-		if (p->tensor[i].numel > max && !zs_freeze_tensor(p, freeze, i))
+		if (p->tensor[i].numel > max && (!trained || step_trained(p, i)))
 			max = p->tensor[i].numel;
 	return max;
 }
+
+uint64_t step_params_largest_tensor(const struct step_params *p) { return largest(p, 0); }
+uint64_t step_params_largest_trained(const struct step_params *p) { return largest(p, 1); }
 
 uint64_t step_params_largest_hf_module(const struct step_params *p)
 {
@@ -523,13 +547,13 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 	}
 }
 
-size_t step_graph_first(const struct step_params *p, const char *freeze, enum zs_recompute recompute)
+size_t step_graph_first(const struct step_params *p, enum zs_recompute recompute)
 {
 	size_t first = 0;
-	for (size_t x = 0; freeze != NULL && *freeze && x < p->nmodules; x++) {
+	for (size_t x = 0; step_params_frozen(p) && x < p->nmodules; x++) {
 		const struct step_module *md = &p->module[x];
 		size_t t = md->first;
-		while (t < md->first + md->n && zs_freeze_tensor(p, freeze, t))
+		while (t < md->first + md->n && !step_trained(p, t))
 			t++;
 		first = md->layer;
 		if (t < md->first + md->n)
@@ -538,13 +562,13 @@ size_t step_graph_first(const struct step_params *p, const char *freeze, enum zs
 	return recompute == ZS_RECOMPUTE_FULL && first > 1 ? 1 : first;
 }
 
-int step_layer_no_backward(const struct step_params *p, const char *freeze, enum zs_recompute recompute, size_t l)
+int step_layer_no_backward(const struct step_params *p, enum zs_recompute recompute, size_t l)
 {
 	const struct step_layer *ly = &p->layer[l];
-	if (l >= step_graph_first(p, freeze, recompute))
+	if (l >= step_graph_first(p, recompute))
 		return 0;
 	for (size_t t = ly->first; t < ly->first + ly->n; t++)
-		if (!zs_freeze_tensor(p, freeze, t))
+		if (step_trained(p, t))
 			return 0;
 	return 1;
 }
@@ -570,32 +594,30 @@ static size_t head_weight(const struct step_params *p)
  * frozen saves no x, MmBackward0's _saved_self None; derivatives.yaml's
  * mm saves self for mat2's gradient only), under every recompute: no
  * checkpoint holds the head. */
-static int linear_input_kept(const struct step_params *p, const char *freeze, enum zs_recompute recompute,
-                             size_t l, unsigned a)
+static int linear_input_kept(const struct step_params *p, enum zs_recompute recompute, size_t l, unsigned a)
 {
 	static const unsigned in[4] = {STEP_ACT_LN1, STEP_ACT_ATTY, STEP_ACT_LN2, STEP_ACT_FCH_ACT};
 	if (l + 1 == p->nlayers)
-		return a != STEP_ACT_LNF || !zs_freeze_tensor(p, freeze, head_weight(p));
+		return a != STEP_ACT_LNF || step_trained(p, head_weight(p));
 	size_t k = 0, w[4] = {0};
 	for (size_t x = 0; x < p->nmodules; x++)
 		if (p->module[x].layer == l && p->module[x].matmul && k++ < 4)
 			w[k - 1] = p->module[x].first;
 	for (unsigned j = 0; j < 4 && k == 4 && l > 0 && recompute != ZS_RECOMPUTE_FULL; j++)
 		if (in[j] == a && !(recompute == ZS_RECOMPUTE_SELECTIVE && a == STEP_ACT_ATTY))
-			return !zs_freeze_tensor(p, freeze, w[j]);
+			return step_trained(p, w[j]);
 	return 1;
 }
 
-void step_buffers_freeze(struct step_buffers *b, const struct step_params *p, const char *freeze,
-                         enum zs_recompute recompute)
+void step_buffers_freeze(struct step_buffers *b, const struct step_params *p, enum zs_recompute recompute)
 {
-	size_t F = step_graph_first(p, freeze, recompute);
-	for (size_t i = 0; freeze != NULL && *freeze && i < b->n; i++) {
+	size_t F = step_graph_first(p, recompute);
+	for (size_t i = 0; step_params_frozen(p) && i < b->n; i++) {
 		struct step_buffer *x = &b->buf[i];
 		if (x->role != STEP_SAVED || x->when != STEP_AT_LAYER)
 			continue;
 		int out = x->index == STEP_ACT_X0 || x->index == STEP_ACT_RES3; /* the next layer's input */
-		if (x->layer >= F ? linear_input_kept(p, freeze, recompute, x->layer, x->index)
+		if (x->layer >= F ? linear_input_kept(p, recompute, x->layer, x->index)
 		                  : out && x->layer + 1 == F) /* read by the first layer in the graph's backward */
 			continue;
 		x->recomputed = 0;
@@ -604,9 +626,8 @@ void step_buffers_freeze(struct step_buffers *b, const struct step_params *p, co
 	/* tied, the logits' gradient waits for the embedding's backward only
 	 * where it makes the table's gradient */
 	size_t head = p->nlayers - 1;
-	for (size_t i = 0; p->tied && freeze != NULL && *freeze && i < b->n; i++)
-		if (b->buf[i].role == STEP_SAVED && b->buf[i].index == STEP_ACT_LOGITS &&
-		    zs_freeze_tensor(p, freeze, head_weight(p)))
+	for (size_t i = 0; p->tied && !step_trained(p, head_weight(p)) && i < b->n; i++)
+		if (b->buf[i].role == STEP_SAVED && b->buf[i].index == STEP_ACT_LOGITS)
 			b->buf[i].freed_after = head;
 }
 
@@ -646,21 +667,12 @@ uint64_t step_params_count(const struct zs_model *m)
 /* ------------------------------------------------------------------------ */
 /* The paper's units under --freeze (util/freeze.h's patterns) */
 
-/* Part k of tensor i's name: a fused tensor's "{q,k,v}_proj" names its
- * parts in braces; the k-th word stands for them (k < 0: the name). */
+/* Part k of tensor i's name (select_part). */
 static void part_of(const struct step_params *p, size_t i, int k, char *out, size_t n)
 {
 	char name[256];
 	step_tensor_name(p, i, name, sizeof name);
-	const char *l = strchr(name, '{'), *r = l ? strchr(l, '}') : NULL;
-	if (k < 0 || r == NULL) {
-		snprintf(out, n, "%s", name);
-		return;
-	}
-	const char *a = l + 1;
-	for (int j = 0; j < k && a < r; j++)
-		a += strcspn(a, ",}") + 1;
-	snprintf(out, n, "%.*s%.*s%s", (int)(l - name), name, (int)strcspn(a, ",}"), a, r + 1);
+	select_part(name, k, out, n);
 }
 
 const char *step_part_name(const struct step_params *p, size_t i, int k, char *out, size_t n)
@@ -669,37 +681,42 @@ const char *step_part_name(const struct step_params *p, size_t i, int k, char *o
 	return out;
 }
 
-/* Parts frozen of tensor i, and how many parts it has. */
-static unsigned frozen_parts(const struct step_params *p, const char *spec, size_t i, unsigned *parts)
+static unsigned nparts(const struct step_tensor *t) { return t->nparts ? t->nparts : 1; }
+
+void step_params_freeze(struct step_params *p, const char *spec)
 {
-	unsigned np = p->tensor[i].nparts ? p->tensor[i].nparts : 1, hit = 0;
-	for (unsigned k = 0; k < np; k++) {
-		char name[256];
-		part_of(p, i, p->tensor[i].nparts ? (int)k : -1, name, sizeof name);
-		hit += zs_freeze_match(spec, name, p->nlayers - 2) != 0;
+	p->freeze = spec != NULL && *spec ? spec : NULL;
+	for (size_t i = 0; i < p->ntensors; i++) {
+		struct step_tensor *t = &p->tensor[i];
+		t->frozen = 0;
+		for (unsigned k = 0; p->freeze != NULL && k < nparts(t); k++) {
+			char name[256];
+			part_of(p, i, t->nparts ? (int)k : -1, name, sizeof name);
+			t->frozen += zs_freeze_match(spec, name, p->nlayers - 2) != 0;
+		}
 	}
-	*parts = np;
-	return hit;
 }
 
-int zs_freeze_tensor(const struct step_params *p, const char *spec, size_t i)
+int step_trained(const struct step_params *p, size_t i)
 {
-	unsigned np;
-	return spec != NULL && *spec && frozen_parts(p, spec, i, &np) == np;
+	return p->tensor[i].frozen < nparts(&p->tensor[i]);
 }
 
-uint64_t zs_freeze_trained(const struct step_params *p, const char *spec)
+int step_params_frozen(const struct step_params *p) { return p->freeze != NULL; }
+
+uint64_t zs_freeze_trained(const struct step_params *p)
 {
 	uint64_t t = 0;
 	for (size_t i = 0; i < p->ntensors; i++)
-		if (!zs_freeze_tensor(p, spec, i))
+		if (step_trained(p, i))
 			t += p->tensor[i].numel;
 	return t;
 }
 
-struct zs_freeze_run *zs_freeze_units(const struct step_params *p, const char *spec, int by_layer, int whole,
-                                      size_t *nunits, char **cause)
+struct zs_freeze_run *zs_freeze_units(const struct step_params *p, int by_layer, int whole, size_t *nunits,
+                                      char **cause)
 {
+	const char *spec = p->freeze;
 	struct zs_freeze_run *run = zs_calloc(p->nlayers + 1, sizeof *run);
 	size_t U = 0, u = SIZE_MAX;
 	uint64_t end = 0; /* where unit u's run ended: a trainable tensor after a frozen one opens a second */
@@ -715,7 +732,7 @@ struct zs_freeze_run *zs_freeze_units(const struct step_params *p, const char *s
 		run[u].size += ly->numel;
 		uint64_t off = ly->offset;
 		for (size_t i = ly->first; i < ly->first + ly->n; off += p->tensor[i++].numel) {
-			unsigned np = 1, hit = spec != NULL && *spec ? frozen_parts(p, spec, i, &np) : 0;
+			unsigned np = nparts(&p->tensor[i]), hit = p->tensor[i].frozen;
 			step_tensor_name(p, i, name, sizeof name);
 			if (hit > 0 && hit < np) {
 				(void)zs_fail(cause, "--freeze %s: freezes some parts of the fused tensor %s, not all (the "
@@ -733,7 +750,7 @@ struct zs_freeze_run *zs_freeze_units(const struct step_params *p, const char *s
 					return NULL;
 				/* what would be taken: --unit layer only where it is */
 				size_t n2;
-				struct zs_freeze_run *alt = by_layer ? NULL : zs_freeze_units(p, spec, 1, whole, &n2, NULL);
+				struct zs_freeze_run *alt = by_layer ? NULL : zs_freeze_units(p, 1, whole, &n2, NULL);
 				(void)zs_fail(cause, "--freeze %s under --unit %s: the trainable parameters "
 				                     "of a unit are not one run of the flat vector (%s follows a frozen tensor; "
 				                     "docs/schedule.md, \"Frozen parameters\"): %s", spec, by_layer ? "layer" : "model", name,
@@ -774,9 +791,10 @@ int zs_freeze_paper_check(const struct zs_config *c, const struct zs_model *m, c
 		                      "layers have no Hugging Face names)", c->freeze, zs_framework_name(c->framework));
 	struct step_params p;
 	step_params_build(&p, m);
+	step_params_freeze(&p, c->freeze);
 	size_t nfrozen = 0;
 	for (size_t i = 0; i < p.ntensors; i++)
-		nfrozen += zs_freeze_tensor(&p, c->freeze, i) != 0;
+		nfrozen += !step_trained(&p, i);
 	int zero3 = 0, bad = nfrozen == 0 || nfrozen == p.ntensors;
 	for (size_t i = 0; i < c->nschemes; i++)
 		for (size_t w = 0; w < c->nworld; w++)
@@ -784,7 +802,7 @@ int zs_freeze_paper_check(const struct zs_config *c, const struct zs_model *m, c
 	int units_bad = 0;
 	for (size_t u = 0; !units_bad && u < c->nunits; u++) {
 		size_t n;
-		struct zs_freeze_run *run = zs_freeze_units(&p, c->freeze, c->units[u] == ZS_UNIT_LAYER, zero3, &n, cause);
+		struct zs_freeze_run *run = zs_freeze_units(&p, c->units[u] == ZS_UNIT_LAYER, zero3, &n, cause);
 		units_bad = run == NULL;
 		free(run);
 	}

@@ -50,6 +50,10 @@ struct step_tensor {
 	 * joins, in order (q, k, v; gate, up); nparts 0 for any other. */
 	unsigned nparts;
 	uint64_t part_rows[3];
+	/* Its parts (1 without parts) that --freeze names (step_params_freeze):
+	 * frozen when all are (step_trained), 0 for any tensor of an unmarked
+	 * description. */
+	unsigned frozen;
 };
 
 /* A module's Hugging Face name is made from three parts when asked for
@@ -72,6 +76,12 @@ struct step_module {
 	 * ids or positions (so DeepSpeed's post-backward hook, driven by its
 	 * inputs' grads, never fires for it: util/ds_coord.h). */
 	int no_grad_in;
+	/* LoRA's adapter (util/lora.h's zs_lora_describe): "lora_A.default" or
+	 * "lora_B.default" after the name of module `base` (its part `part`
+	 * of a fused one, -1 for a whole one); NULL for any other module. */
+	const char *adapter;
+	size_t base;
+	int part;
 };
 
 struct step_layer {
@@ -99,6 +109,9 @@ struct step_params {
 	size_t nlayers;     /* L + 2 */
 	uint64_t numel;     /* Ψ */
 	int tied;
+	/* The --freeze spec that marked its tensors (step_params_freeze), for
+	 * messages; NULL: none, every tensor trained. */
+	const char *freeze;
 };
 
 /* Module i's or tensor i's Hugging Face name ("transformer.h.0.ln_1",
@@ -119,16 +132,32 @@ void step_params_build(struct step_params *p, const struct zs_model *m);
  * (tests/fsdp_torch.py builds it so); no table and no head. */
 void step_params_mlp(struct step_params *p, const size_t *widths, size_t nwidths);
 void step_params_free(struct step_params *p);
+/* Each layer's matmul_module from its modules' flags, counted as its
+ * step runs them (the modules of layer l, in forward order): the
+ * builders' last step, again after modules are added (util/lora.h's
+ * zs_lora_describe). */
+void step_params_first_matmuls(struct step_params *p);
+
 /* Ψ of the transformer m describes: its description built, counted and
  * released (the engine's tfm_nparams and the theory's Ψ both ask it). */
 uint64_t step_params_count(const struct zs_model *m);
 
+/* Mark p's tensors that --freeze's spec (util/freeze.h; NULL or "":
+ * none) names, every part of a fused tensor apart (tensor[i].frozen);
+ * p keeps the pointer (spec outlives p). The one place the spec is
+ * matched: what the step trains is read from the marks (step_trained). */
+void step_params_freeze(struct step_params *p, const char *spec);
+/* Whether tensor i of p is trained (requires_grad): not frozen in every
+ * part by the spec that marked p. */
+int step_trained(const struct step_params *p, size_t i);
+/* Whether a spec marked p (its saved set, units and messages follow it). */
+int step_params_frozen(const struct step_params *p);
+
 /* The largest parameter tensor's elements (DeepSpeed's offload sizes its
- * temporary grad buffers by it); the largest that --freeze's spec (NULL
- * or "": none) leaves trainable (zs_freeze_tensor: the buffers are sized
- * over the requires_grad parameters). */
+ * temporary grad buffers by it); the largest trained one (step_trained:
+ * the buffers are sized over the requires_grad parameters). */
 uint64_t step_params_largest_tensor(const struct step_params *p);
-uint64_t step_params_largest_trained(const struct step_params *p, const char *freeze);
+uint64_t step_params_largest_trained(const struct step_params *p);
 
 /* The largest nn.Module's own parameters (elements) of the Hugging Face
  * model, whose modules are not zerosim's fused ones: each part of a fused
@@ -236,7 +265,7 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
 /* --freeze under the paper's and DeepSpeed's steps (docs/schedule.md,
  * "Frozen parameters under the paper's schedule"): the first layer
  * autograd's graph reaches, the layer of the first module (forward order)
- * with a trainable tensor (0 for a NULL or empty spec); under full
+ * with a trained tensor of p (0 where no spec marked p); under full
  * recomputation 1 at most (transformers' enable_input_require_grads makes
  * the token table's output require grad: every block runs backward,
  * docs/finetune.md). A layer below it runs no backward, and its saved
@@ -244,14 +273,14 @@ void step_buffers_build(struct step_buffers *b, const struct zs_model *m, const 
  * not a mixture's routed ones) are freed after the forward that reads
  * them last (freed_fwd), but the output that the first layer in the graph
  * reads in its backward. */
-size_t step_graph_first(const struct step_params *p, const char *freeze, enum zs_recompute recompute);
+size_t step_graph_first(const struct step_params *p, enum zs_recompute recompute);
 /* Whether layer l runs no backward: below step_graph_first, and holding
  * no trainable tensor (a tied model's layer 0 holds the final norm's,
  * whose grads its backward writes). */
-int step_layer_no_backward(const struct step_params *p, const char *freeze, enum zs_recompute recompute, size_t l);
-void step_buffers_freeze(struct step_buffers *b, const struct step_params *p, const char *freeze,
-                         enum zs_recompute recompute);
-/* The spec whose frozen prefix the step leaves out of its saved set: c's
+int step_layer_no_backward(const struct step_params *p, enum zs_recompute recompute, size_t l);
+void step_buffers_freeze(struct step_buffers *b, const struct step_params *p, enum zs_recompute recompute);
+/* The spec whose frozen prefix the step leaves out of its saved set (the
+ * one to mark the description the step runs with): c's
  * --freeze under --framework paper and deepspeed, else "" (the PyTorch
  * step's saved set is autograd's own, util/autograd.c). */
 const char *zs_freeze_saved_spec(const struct zs_config *c);
@@ -276,20 +305,20 @@ void step_buffers_mlp(struct step_buffers *b, const size_t *widths, size_t nwidt
 /* --freeze under the paper's schedule (util/freeze.h's patterns) */
 
 /* The paper's schedule (docs/schedule.md, "Frozen parameters under the
- * paper's schedule"): the trainable elements of each of its units
+ * paper's schedule"): the trained elements (step_trained) of each of its units
  * (by_layer 0, unit=model: the flat vector; 1, unit=layer: each layer
  * of p with tensors), [off, off + n) of the flat vector, one run a unit. Returns
  * the units' runs (*nunits of them; the caller frees them), or NULL with
  * *cause ("--freeze ...: ...") where a unit's trainable tensors are not
  * one run, where zero3 (`whole`) would mix frozen and trainable in a unit,
  * or where a fused tensor's parts are not all frozen or all trainable.
- * An empty spec freezes nothing (n = the unit's elements). */
+ * An unmarked p freezes nothing (n = the unit's elements). */
 struct zs_freeze_run {
 	uint64_t off, n;
 	uint64_t size;      /* the unit's elements, frozen ones too */
 };
-struct zs_freeze_run *zs_freeze_units(const struct step_params *p, const char *spec, int by_layer, int whole,
-                                      size_t *nunits, char **cause);
+struct zs_freeze_run *zs_freeze_units(const struct step_params *p, int by_layer, int whole, size_t *nunits,
+                                      char **cause);
 
 /* --freeze under c's --framework paper (nothing to check under another,
  * or without --freeze): 0 where every unit mode of c can lay it out
@@ -298,12 +327,8 @@ struct zs_freeze_run *zs_freeze_units(const struct step_params *p, const char *s
  * m's tensors. */
 int zs_freeze_paper_check(const struct zs_config *c, const struct zs_model *m, char **cause);
 
-/* Whether spec freezes tensor i of p (every part of a fused tensor). */
-int zs_freeze_tensor(const struct step_params *p, const char *spec, size_t i);
-
-/* Ψ_t: the elements of p that spec leaves trainable (p->numel for a NULL
- * or empty spec); theory.json's trainable_params, which the report checks
- * against it. */
-uint64_t zs_freeze_trained(const struct step_params *p, const char *spec);
+/* Ψ_t: p's trained elements (step_trained; p->numel unmarked);
+ * theory.json's trainable_params, which the report checks against it. */
+uint64_t zs_freeze_trained(const struct step_params *p);
 
 #endif
