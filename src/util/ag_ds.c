@@ -205,6 +205,131 @@ static size_t averaged(struct ds *d, unsigned r, uint32_t *v, uint32_t *pad, enu
 	return m;
 }
 
+void ag_ds_scaler_init(struct ag_ds_scaler *sc, const struct ag_step *s)
+{
+	*sc = (struct ag_ds_scaler){.loss = NO, .one = NO, .wrapped = NO, .scaled = NO, .gl = NO};
+	for (size_t i = 0; i < s->nevents; i++)
+		if (s->event[i].kind == AG_EV_OP && s->event[i].op == AG_OP_NLL && s->event[i].phase == ZS_PH_FORWARD)
+			sc->loss = s->event[i].out[0];
+}
+
+/* loss_scaler.backward's loss * 1.0 (loss_scaler.py 61-63; a static scale
+ * of 1 in fp32, 208-215), MulBackward keeping the wrapped number */
+void ag_ds_scaler_begin(struct ag_pass *p, struct ag_ds_scaler *sc, enum zs_phase ph)
+{
+	sc->wrapped = made(p, "scalar (wrapped number: loss_scale)", AG_F64, 0, 1, ZS_CAT_ACTIVATIONS, 1.0, ph);
+	uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
+	agp_alloc(p, c, ph);
+	agp_op(p, ph, AG_OP_COPY, sc->wrapped, c);
+	sc->scaled = agp_storage(p, "mul (loss * loss_scale)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
+	agp_alloc(p, sc->scaled, ph);
+	agp_op(p, ph, AG_OP_MUL_SCALAR, sc->loss, sc->scaled)->arg[0] = 1.0;
+	agp_free(p, c, ph);
+	sc->await_one = 1;
+}
+
+void ag_ds_scaler_after(struct ag_pass *p, struct ag_ds_scaler *sc, const struct ag_event *e)
+{
+	if (e->kind == AG_EV_FREE) {
+		if (e->t == sc->one && sc->scaled != NO) { /* loss_scaler.backward returns */
+			agp_free(p, sc->scaled, e->phase);
+			sc->scaled = NO;
+		}
+		return;
+	}
+	if (e->kind != AG_EV_OP)
+		return;
+	if (sc->await_one && e->op == AG_OP_FILL) {
+		/* backward's ones, then MulBackward0: grad * the kept
+		 * number (its fp32 copy), which it then releases */
+		sc->one = e->out[0];
+		sc->await_one = 0;
+		uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
+		agp_alloc(p, c, e->phase);
+		agp_op(p, e->phase, AG_OP_COPY, sc->wrapped, c);
+		sc->gl = agp_storage(p, "mul (MulBackward0: grad * loss_scale)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
+		agp_alloc(p, sc->gl, e->phase);
+		agp_op(p, e->phase, AG_OP_MUL_SCALAR, sc->one, sc->gl)->arg[0] = 1.0;
+		agp_free(p, c, e->phase);
+		agp_free(p, sc->wrapped, e->phase);
+	} else if (sc->gl != NO && e->phase == ZS_PH_BACKWARD) {
+		int reads = 0;
+		for (int j = 0; j < AG_MAXIN; j++)
+			reads |= e->in[j] == sc->one;
+		if (reads) { /* the loss's node took it */
+			agp_free(p, sc->gl, e->phase);
+			sc->gl = NO;
+		}
+	}
+}
+
+int ag_ds_scaler_done(const struct ag_ds_scaler *sc)
+{
+	return sc->scaled == NO && sc->gl == NO && sc->one != NO;
+}
+
+uint32_t ag_ds_view(struct ag_pass *p, uint32_t flat, uint64_t at, uint64_t n) { return view1(p, flat, at, n); }
+
+uint32_t ag_ds_made(struct ag_pass *p, const char *what, enum ag_dtype dt, uint64_t n, int scalar, enum zs_cat cat,
+                    double v, enum zs_phase ph)
+{
+	return made(p, what, dt, n, scalar, cat, v, ph);
+}
+
+size_t ag_ds_order(const struct ag_step *s, size_t nt0, const unsigned char *trained, uint32_t *w, int32_t *k_of)
+{
+	/* the optimizer's writes, first in its order */
+	size_t n = 0;
+	for (size_t t = 0; t < nt0; t++)
+		k_of[t] = -1;
+	unsigned char *seen = zs_calloc(nt0 ? nt0 : 1, 1);
+	int in_opt = 0;
+	for (size_t i = 0; i < s->nevents; i++) {
+		const struct ag_event *e = &s->event[i];
+		if (e->kind == AG_EV_MARK && e->label != NULL)
+			in_opt = strcmp(e->label, "phase:optimizer") == 0 ? 1
+			         : strcmp(e->label, "phase:zero_grad") == 0 ? 0 : in_opt;
+		for (int j = 0; in_opt && e->kind == AG_EV_OP && j < AG_MAXOUT; j++) {
+			uint32_t x = e->out[j] == NO ? NO : s->tensor[e->out[j]].storage;
+			if (x != NO && x < nt0 && trained[x] && !seen[x]) {
+				seen[x] = 1;
+				k_of[x] = (int32_t)n;
+				w[n++] = x;
+			}
+		}
+	}
+	free(seen);
+	return n;
+}
+
+uint32_t *ag_ds_flat_views(struct ag_pass *p, size_t nt0, const uint32_t *w, const int32_t *k_of, size_t n,
+                           const uint64_t *off, uint32_t flat)
+{
+	struct ag_step *s = p->s;
+	uint32_t *orig = zs_malloc((nt0 ? nt0 : 1) * sizeof *orig);
+	for (size_t t = 0; t < nt0; t++)
+		orig[t] = NO;
+	for (size_t k = 0; k < n; k++) {
+		uint32_t w0 = agp_newt(p);
+		s->tensor[w0] = s->tensor[w[k]];
+		s->tensor[w0].storage = w0;
+		orig[w[k]] = w0;
+	}
+	for (size_t t = 0; t < nt0; t++) {
+		struct ag_tensor *x = &s->tensor[t];
+		uint32_t ws = x->storage;
+		if (ws >= nt0 || orig[ws] == NO)
+			continue;
+		x->offset += off[k_of[ws]];
+		if (t == ws)
+			x->bytes = 0;
+		x->storage = flat;
+	}
+	for (size_t i = 0; i < s->nsetup; i++)
+		agp_copy_renamed(p, &s->setup[i], orig, nt0);
+	return orig;
+}
+
 /* ------------------------------------------------------------------------ */
 
 int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, int stage2, uint64_t bucket,
@@ -223,28 +348,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	/* the client Adam's parameters in its order (param_group, 305-315) */
 	uint32_t *w = zs_malloc((nt0 ? nt0 : 1) * sizeof *w);
 	int32_t *k_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *k_of);
-	for (size_t t = 0; t < nt0; t++)
-		k_of[t] = -1;
-	{
-		/* the optimizer's writes, first in its order */
-		unsigned char *seen = zs_calloc(nt0 ? nt0 : 1, 1);
-		int in_opt = 0;
-		for (size_t i = 0; i < s->nevents; i++) {
-			const struct ag_event *e = &s->event[i];
-			if (e->kind == AG_EV_MARK && e->label != NULL)
-				in_opt = strcmp(e->label, "phase:optimizer") == 0 ? 1
-				         : strcmp(e->label, "phase:zero_grad") == 0 ? 0 : in_opt;
-			for (int j = 0; in_opt && e->kind == AG_EV_OP && j < AG_MAXOUT; j++) {
-				uint32_t x = e->out[j] == NO ? NO : s->tensor[e->out[j]].storage;
-				if (x != NO && x < nt0 && trained[x] && !seen[x]) {
-					seen[x] = 1;
-					k_of[x] = (int32_t)d->n;
-					w[d->n++] = x;
-				}
-			}
-		}
-		free(seen);
-	}
+	d->n = ag_ds_order(s, nt0, trained, w, k_of);
 	d->numel = zs_malloc((d->n ? d->n : 1) * sizeof *d->numel);
 	d->off = zs_malloc((d->n ? d->n : 1) * sizeof *d->off);
 	uint64_t L = 0;
@@ -306,27 +410,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	/* The parameters before the engine: stand-ins of the set-up's own; the
 	 * model's become views of the flat buffer (_update_model_bit16_weights,
 	 * 643-651), and every view of them a view of it. */
-	uint32_t *orig = zs_malloc((nt0 ? nt0 : 1) * sizeof *orig);
-	for (size_t t = 0; t < nt0; t++)
-		orig[t] = NO;
-	for (size_t k = 0; k < d->n; k++) {
-		uint32_t w0 = agp_newt(p);
-		s->tensor[w0] = s->tensor[w[k]];
-		s->tensor[w0].storage = w0;
-		orig[w[k]] = w0;
-	}
-	for (size_t t = 0; t < nt0; t++) {
-		struct ag_tensor *x = &s->tensor[t];
-		uint32_t ws = x->storage;
-		if (ws >= nt0 || orig[ws] == NO)
-			continue;
-		x->offset += d->off[k_of[ws]];
-		if (t == ws)
-			x->bytes = 0;
-		x->storage = d->flat;
-	}
-	for (size_t i = 0; i < s->nsetup; i++)
-		agp_copy_renamed(p, &s->setup[i], orig, nt0);
+	uint32_t *orig = ag_ds_flat_views(p, nt0, w, k_of, d->n, d->off, d->flat);
 	/* deepspeed.initialize: the engine's _broadcast_model (engine.py 1183-1200: each
 	 * parameter's data from rank 0, in place), then the optimizer's
 	 * construction (305-403): each parameter's data kept aside and replaced
@@ -377,15 +461,13 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	agp_take(p, &s->first_step, &s->nfirst);
 
 	/* the step */
-	uint32_t loss = NO, one = NO, wrapped = NO, scaled = NO, gl = NO;
-	for (size_t i = 0; i < s->nevents; i++)
-		if (s->event[i].kind == AG_EV_OP && s->event[i].op == AG_OP_NLL && s->event[i].phase == ZS_PH_FORWARD)
-			loss = s->event[i].out[0];
+	struct ag_ds_scaler sc;
+	ag_ds_scaler_init(&sc, s);
 	uint32_t *gs = zs_malloc(d->n * sizeof *gs), *gt = zs_malloc(d->n * sizeof *gt);
 	for (size_t k = 0; k < d->n; k++)
 		gs[k] = gt[k] = NO;
 	unsigned char *gone = zs_calloc(nt0 ? nt0 : 1, 1); /* plain .grads the pass freed */
-	int skip_optimizer = 0, await_one = 0;
+	int skip_optimizer = 0;
 	size_t nready = 0;
 	for (size_t i = 0; i < s->nevents && rc == 0; i++) {
 		const struct ag_event *e = &s->event[i];
@@ -396,25 +478,15 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 		}
 		if (e->kind == AG_EV_MARK && e->label != NULL && strcmp(e->label, "phase:backward") == 0) {
 			/* the optimizer's backward (2038-2060): the bucket, then
-			 * loss_scaler.backward's loss * 1.0 (loss_scaler.py 61-63; a
-			 * static scale of 1 in fp32, 208-215), MulBackward keeping
-			 * the wrapped number */
+			 * loss_scaler.backward's */
 			const enum zs_phase ph = ZS_PH_BACKWARD;
-			if (loss == NO) {
+			if (sc.loss == NO) {
 				rc = zs_fail(cause, "--wrapper deepspeed: internal error: no loss in the step's forward");
 				break;
 			}
 			agp_alloc(p, d->bucket, ph);
-			wrapped = made(p, "scalar (wrapped number: loss_scale)", AG_F64, 0, 1, ZS_CAT_ACTIVATIONS, 1.0, ph);
-			uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
-			agp_alloc(p, c, ph);
-			agp_op(p, ph, AG_OP_COPY, wrapped, c);
-			scaled = agp_storage(p, "mul (loss * loss_scale)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
-			agp_alloc(p, scaled, ph);
-			agp_op(p, ph, AG_OP_MUL_SCALAR, loss, scaled)->arg[0] = 1.0;
-			agp_free(p, c, ph);
+			ag_ds_scaler_begin(p, &sc, ph);
 			agp_copy(p, e);
-			await_one = 1;
 			continue;
 		}
 		if (e->kind == AG_EV_MARK && e->label != NULL && strcmp(e->label, "phase:optimizer") == 0) {
@@ -609,44 +681,20 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 			if (e->t < nt0 && gone[e->t])
 				break; /* the pass freed it */
 			agp_copy(p, e);
-			if (e->t == one && scaled != NO) { /* loss_scaler.backward returns */
-				agp_free(p, scaled, e->phase);
-				scaled = NO;
-			}
+			ag_ds_scaler_after(p, &sc, e);
 			break;
 		case AG_EV_OP:
 			if (e->op == AG_OP_ZERO_ && e->out[0] != NO && s->tensor[e->out[0]].storage < nt0 &&
 			    gone[s->tensor[e->out[0]].storage])
 				break;
 			agp_copy(p, e);
-			if (await_one && e->op == AG_OP_FILL) {
-				/* backward's ones, then MulBackward0: grad * the kept
-				 * number (its fp32 copy), which it then releases */
-				one = e->out[0];
-				await_one = 0;
-				uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
-				agp_alloc(p, c, e->phase);
-				agp_op(p, e->phase, AG_OP_COPY, wrapped, c);
-				gl = agp_storage(p, "mul (MulBackward0: grad * loss_scale)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
-				agp_alloc(p, gl, e->phase);
-				agp_op(p, e->phase, AG_OP_MUL_SCALAR, one, gl)->arg[0] = 1.0;
-				agp_free(p, c, e->phase);
-				agp_free(p, wrapped, e->phase);
-			} else if (gl != NO && e->phase == ZS_PH_BACKWARD) {
-				int reads = 0;
-				for (int j = 0; j < AG_MAXIN; j++)
-					reads |= e->in[j] == one;
-				if (reads) { /* the loss's node took it */
-					agp_free(p, gl, e->phase);
-					gl = NO;
-				}
-			}
+			ag_ds_scaler_after(p, &sc, e);
 			break;
 		default:
 			agp_copy(p, e);
 		}
 	}
-	if (rc == 0 && (scaled != NO || gl != NO || one == NO))
+	if (rc == 0 && !ag_ds_scaler_done(&sc))
 		rc = zs_fail(cause, "--wrapper deepspeed: internal error: the backward's start or end not found");
 	if (rc != 0)
 		rc = -2; /* the step's, not the input's */

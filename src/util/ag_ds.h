@@ -48,4 +48,34 @@
 int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, int stage2, uint64_t bucket,
                 char **cause);
 
+/* What util/ag_ds3.c (ZeRO-3) shares with stages 1 and 2. */
+struct ag_pass;
+/* The client Adam's parameters (storages below nt0 that trained[]
+ * marks) in its order, the optimizer's first write of each: w[k] is the
+ * k-th, k_of[t] its place (-1 for the rest; arrays of nt0). How many. */
+size_t ag_ds_order(const struct ag_step *s, size_t nt0, const unsigned char *trained, uint32_t *w, int32_t *k_of);
+/* The model's parameters w[0..n) made views of storage `flat` at off[k]
+ * (and every view of them a view of it), after stand-ins of their own
+ * that the set-up list, copied into the pass, fills: the stand-ins by
+ * storage (orig[t], AG_NONE for the rest: the caller frees the array). */
+uint32_t *ag_ds_flat_views(struct ag_pass *p, size_t nt0, const uint32_t *w, const int32_t *k_of, size_t n,
+                           const uint64_t *off, uint32_t flat);
+/* loss_scaler.backward in fp32 (a static scale of 1) around the step's
+ * backward: init finds the loss, begin writes loss * 1.0 where backward
+ * starts, after follows each event the pass copied (MulBackward0 and
+ * the product's release); done says whether all of it was found. */
+struct ag_ds_scaler {
+	uint32_t loss, one, wrapped, scaled, gl;
+	int await_one;
+};
+void ag_ds_scaler_init(struct ag_ds_scaler *sc, const struct ag_step *s);
+void ag_ds_scaler_begin(struct ag_pass *p, struct ag_ds_scaler *sc, enum zs_phase ph);
+void ag_ds_scaler_after(struct ag_pass *p, struct ag_ds_scaler *sc, const struct ag_event *e);
+int ag_ds_scaler_done(const struct ag_ds_scaler *sc);
+/* A 1-D view of n elements of storage `flat` at element `at`. */
+uint32_t ag_ds_view(struct ag_pass *p, uint32_t flat, uint64_t at, uint64_t n);
+/* A storage made (allocated) and filled with v. */
+uint32_t ag_ds_made(struct ag_pass *p, const char *what, enum ag_dtype dt, uint64_t n, int scalar, enum zs_cat cat,
+                    double v, enum zs_phase ph);
+
 #endif
