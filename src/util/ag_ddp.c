@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "util/ag_ds.h"
+#include "util/ag_ds3.h"
 #include "util/ag_fsdp.h"
 #include "util/ag_pass.h"
 #include "util/ag_zero1.h"
@@ -412,7 +413,9 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 	if (ag_step_build(s, m, p, &oz, cause) != 0)
 		return -1;
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED) {
-		int rc = ag_ds_apply(s, &oz, world, c->schemes[0] == ZS_ZERO2, (uint64_t)c->ds_reduce_bucket, cause);
+		int rc = c->schemes[0] == ZS_ZERO3
+		         ? ag_ds3_apply(s, &oz, world, (uint64_t)c->ds_reduce_bucket, cause)
+		         : ag_ds_apply(s, &oz, world, c->schemes[0] == ZS_ZERO2, (uint64_t)c->ds_reduce_bucket, cause);
 		if (rc != 0)
 			ag_step_free(s);
 		return rc;
