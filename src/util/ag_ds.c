@@ -167,14 +167,9 @@ static void reduce_ipg(struct ds *d, enum zs_phase ph)
  * frees autograd's gradient (storage gs). */
 static void ipg_add(struct ds *d, size_t k, uint32_t g, uint32_t gs, enum zs_phase ph)
 {
-	struct ag_pass *p = d->p;
 	if (d->used + d->numel[k] > d->B)
 		reduce_ipg(d, ph);
-	agp_op(p, ph, AG_OP_COPY, g, agp_view_shaped(p, d->bucket, g, d->used));
-	agp_free(p, gs, ph);
-	d->bk[d->nb] = k;
-	d->bo[d->nb++] = d->used;
-	d->used += d->numel[k];
+	ag_ds_bucket_put(d->p, d->bucket, g, gs, k, d->numel[k], d->bk, d->bo, &d->nb, &d->used, ph);
 }
 
 /* Rank r's averaged_gradients (the epilogue's get_flat_partition,
@@ -205,7 +200,7 @@ static size_t averaged(struct ds *d, unsigned r, uint32_t *v, uint32_t *pad, enu
 	return m;
 }
 
-void ag_ds_scaler_init(struct ag_ds_scaler *sc, const struct ag_step *s)
+static void ag_ds_scaler_init(struct ag_ds_scaler *sc, const struct ag_step *s)
 {
 	*sc = (struct ag_ds_scaler){.loss = NO, .one = NO, .wrapped = NO, .scaled = NO, .gl = NO};
 	for (size_t i = 0; i < s->nevents; i++)
@@ -215,7 +210,7 @@ void ag_ds_scaler_init(struct ag_ds_scaler *sc, const struct ag_step *s)
 
 /* loss_scaler.backward's loss * 1.0 (loss_scaler.py 61-63; a static scale
  * of 1 in fp32, 208-215), MulBackward keeping the wrapped number */
-void ag_ds_scaler_begin(struct ag_pass *p, struct ag_ds_scaler *sc, enum zs_phase ph)
+static void ag_ds_scaler_begin(struct ag_pass *p, struct ag_ds_scaler *sc, enum zs_phase ph)
 {
 	sc->wrapped = made(p, "scalar (wrapped number: loss_scale)", AG_F64, 0, 1, ZS_CAT_ACTIVATIONS, 1.0, ph);
 	uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
@@ -228,7 +223,7 @@ void ag_ds_scaler_begin(struct ag_pass *p, struct ag_ds_scaler *sc, enum zs_phas
 	sc->await_one = 1;
 }
 
-void ag_ds_scaler_after(struct ag_pass *p, struct ag_ds_scaler *sc, const struct ag_event *e)
+static void ag_ds_scaler_after(struct ag_pass *p, struct ag_ds_scaler *sc, const struct ag_event *e)
 {
 	if (e->kind == AG_EV_FREE) {
 		if (e->t == sc->one && sc->scaled != NO) { /* loss_scaler.backward returns */
@@ -263,7 +258,7 @@ void ag_ds_scaler_after(struct ag_pass *p, struct ag_ds_scaler *sc, const struct
 	}
 }
 
-int ag_ds_scaler_done(const struct ag_ds_scaler *sc)
+static int ag_ds_scaler_done(const struct ag_ds_scaler *sc)
 {
 	return sc->scaled == NO && sc->gl == NO && sc->one != NO;
 }
@@ -276,12 +271,167 @@ uint32_t ag_ds_made(struct ag_pass *p, const char *what, enum ag_dtype dt, uint6
 	return made(p, what, dt, n, scalar, cat, v, ph);
 }
 
-size_t ag_ds_order(const struct ag_step *s, size_t nt0, const unsigned char *trained, uint32_t *w, int32_t *k_of)
+void ag_ds_adam_state(struct ag_pass *p, uint64_t n, enum ag_dtype norm, uint32_t *am, uint32_t *av, uint32_t *astep,
+                      uint32_t *gnorm)
 {
-	/* the optimizer's writes, first in its order */
-	size_t n = 0;
+	struct ag_step *s = p->s;
+	*am = agp_storage(p, "Adam exp_avg (partition)", AG_F32, n, 0, ZS_CAT_ADAM_M);
+	s->tensor[*am].role = AG_ROLE_ADAM_M;
+	*av = agp_storage(p, "Adam exp_avg_sq (partition)", AG_F32, n, 0, ZS_CAT_ADAM_V);
+	s->tensor[*av].role = AG_ROLE_ADAM_V;
+	*astep = agp_storage(p, "Adam step", AG_F32, 0, 1, ZS_CAT_ADAM_M);
+	s->tensor[*astep].role = AG_ROLE_ADAM_STEP;
+	*gnorm = agp_storage(p, "div (_global_grad_norm)", norm, 0, 1, ZS_CAT_SCRATCH);
+}
+
+void ag_ds_first_step(struct ag_pass *p, uint32_t am, uint32_t av, uint32_t astep, uint32_t gnorm)
+{
+	const uint32_t t[] = {astep, am, av, gnorm};
+	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+		agp_alloc(p, t[i], ZS_PH_SETUP);
+		agp_op(p, ZS_PH_SETUP, AG_OP_FILL, NO, t[i])->arg[0] = 0;
+	}
+	agp_take(p, &p->s->first_step, &p->s->nfirst);
+}
+
+size_t ag_ds_adam_step(struct ag_pass *p, const struct ag_options *o, const struct ag_param_state *ps)
+{
+	size_t at = p->nev;
+	ag_optimizer_events(p->s, o, ps, 1, &p->ev, &p->nev, &p->cap);
+	p->cap_tensors = p->s->ntensors; /* it grew the tensors by its own */
+	for (size_t j = at; j < p->nev; j++) /* (its mark is the step's, the caller's) */
+		if (p->ev[j].kind == AG_EV_MARK) {
+			memmove(&p->ev[j], &p->ev[j + 1], (p->nev - j - 1) * sizeof *p->ev);
+			p->nev--;
+			break;
+		}
+	return at;
+}
+
+void ag_ds_walk_begin(struct ag_ds_walk *wk, struct ag_pass *p, const struct ag_ds_params *pp, uint32_t at_backward)
+{
+	const size_t nt0 = pp->nt0, n = pp->n;
+	*wk = (struct ag_ds_walk){.p = p, .nt0 = nt0, .n = n, .grad_of = pp->grad_of, .k_of = pp->k_of,
+	                          .at_backward = at_backward};
+	ag_ds_scaler_init(&wk->sc, p->s);
+	wk->gone = zs_calloc(nt0 ? nt0 : 1, 1);
+	wk->gs = zs_malloc((n ? n : 1) * sizeof *wk->gs);
+	wk->gt = zs_malloc((n ? n : 1) * sizeof *wk->gt);
+	for (size_t k = 0; k < n; k++)
+		wk->gs[k] = wk->gt[k] = NO;
+}
+
+/* An AG_EV_GRAD_READY e copied and recorded, its parameter in *k. */
+static int grad_ready(struct ag_ds_walk *wk, const struct ag_event *e, size_t *k, char **cause)
+{
+	uint32_t g = wk->p->s->tensor[e->t].storage;
+	agp_copy(wk->p, e);
+	if (g >= wk->nt0 || wk->grad_of[g] == NO || wk->k_of[wk->grad_of[g]] < 0)
+		return zs_fail(cause, "--wrapper deepspeed: internal error: a gradient of no trained parameter");
+	*k = (size_t)wk->k_of[wk->grad_of[g]];
+	if (wk->gs[*k] != NO)
+		return zs_fail(cause, "--wrapper deepspeed: internal error: a gradient arrives twice in backward");
+	wk->gs[*k] = g;
+	wk->gt[*k] = e->t;
+	wk->gone[g] = 1;
+	wk->nready++;
+	return 0;
+}
+
+int ag_ds_next(struct ag_ds_walk *wk, const struct ag_event **ep, size_t *k, char **cause)
+{
+	struct ag_pass *p = wk->p;
+	const struct ag_step *s = p->s;
+	while (wk->i < s->nevents) {
+		const struct ag_event *e = &s->event[wk->i++];
+		const char *l = e->kind == AG_EV_MARK ? e->label : NULL;
+		if (wk->skip) { /* the plain loop's optimizer */
+			if (l == NULL || strcmp(l, "phase:zero_grad") != 0)
+				continue;
+			wk->skip = 0;
+		}
+		if (l != NULL && strcmp(l, "phase:backward") == 0) {
+			if (wk->sc.loss == NO)
+				return zs_fail(cause, "--wrapper deepspeed: internal error: no loss in the step's forward");
+			if (wk->at_backward != NO)
+				agp_alloc(p, wk->at_backward, ZS_PH_BACKWARD);
+			ag_ds_scaler_begin(p, &wk->sc, ZS_PH_BACKWARD);
+			agp_copy(p, e);
+			continue;
+		}
+		if (l != NULL && strcmp(l, "phase:optimizer") == 0) {
+			if (wk->nready != wk->n)
+				return zs_fail(cause, "--wrapper deepspeed: internal error: %zu of the %zu gradients arrived in "
+				               "backward", wk->nready, wk->n);
+			wk->skip = 1;
+			*ep = e;
+			return 1;
+		}
+		if (e->kind == AG_EV_GRAD_READY) {
+			if (grad_ready(wk, e, k, cause) != 0)
+				return -1;
+			*ep = e;
+			return 1;
+		}
+		/* any other event copied, but the pass's freed .grads' own
+		 * free or zero */
+		if (e->kind == AG_EV_FREE && e->t < wk->nt0 && wk->gone[e->t])
+			continue;
+		if (e->kind == AG_EV_OP && e->op == AG_OP_ZERO_ && e->out[0] != NO &&
+		    s->tensor[e->out[0]].storage < wk->nt0 && wk->gone[s->tensor[e->out[0]].storage])
+			continue;
+		agp_copy(p, e);
+		ag_ds_scaler_after(p, &wk->sc, e);
+	}
+	return 0;
+}
+
+int ag_ds_walk_end(struct ag_ds_walk *wk, int rc, char **cause)
+{
+	struct ag_pass *p = wk->p;
+	if (rc == 0 && !ag_ds_scaler_done(&wk->sc))
+		rc = zs_fail(cause, "--wrapper deepspeed: internal error: the backward's start or end not found");
+	if (rc != 0)
+		rc = -2; /* the step's, not the input's */
+	if (rc == 0)
+		agp_take(p, &p->s->event, &p->s->nevents);
+	free(p->ev);
+	free(wk->gone);
+	free(wk->gs);
+	free(wk->gt);
+	return rc;
+}
+
+void ag_ds_norm_flags(struct ag_pass *p, enum zs_phase po, uint32_t *inf, uint32_t *nan, uint32_t *ion, uint32_t *err)
+{
+	*inf = made(p, "isinf", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
+	*nan = made(p, "isnan", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
+	*ion = made(p, "logical_or", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
+	*err = made(p, "tensor (-1.0)", AG_F32, 0, 1, ZS_CAT_SCRATCH, -1, po);
+}
+
+void ag_ds_bucket_put(struct ag_pass *p, uint32_t bucket, uint32_t g, uint32_t gs, size_t k, uint64_t n,
+                      size_t *bk, uint64_t *bo, size_t *nb, uint64_t *used, enum zs_phase ph)
+{
+	agp_op(p, ph, AG_OP_COPY, g, agp_view_shaped(p, bucket, g, *used));
+	agp_free(p, gs, ph);
+	bk[*nb] = k;
+	bo[(*nb)++] = *used;
+	*used += n;
+}
+
+void ag_ds_params_get(const struct ag_step *s, struct ag_ds_params *pp)
+{
+	const size_t nt0 = s->ntensors;
+	*pp = (struct ag_ds_params){.nt0 = nt0};
+	pp->trained = zs_calloc(nt0 ? nt0 : 1, 1);
+	pp->grad_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *pp->grad_of);
+	agp_trained_params(s, nt0, pp->trained, pp->grad_of);
+	pp->w = zs_malloc((nt0 ? nt0 : 1) * sizeof *pp->w);
+	pp->k_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *pp->k_of);
 	for (size_t t = 0; t < nt0; t++)
-		k_of[t] = -1;
+		pp->k_of[t] = -1;
+	/* the optimizer's writes, first in its order */
 	unsigned char *seen = zs_calloc(nt0 ? nt0 : 1, 1);
 	int in_opt = 0;
 	for (size_t i = 0; i < s->nevents; i++) {
@@ -291,21 +441,38 @@ size_t ag_ds_order(const struct ag_step *s, size_t nt0, const unsigned char *tra
 			         : strcmp(e->label, "phase:zero_grad") == 0 ? 0 : in_opt;
 		for (int j = 0; in_opt && e->kind == AG_EV_OP && j < AG_MAXOUT; j++) {
 			uint32_t x = e->out[j] == NO ? NO : s->tensor[e->out[j]].storage;
-			if (x != NO && x < nt0 && trained[x] && !seen[x]) {
+			if (x != NO && x < nt0 && pp->trained[x] && !seen[x]) {
 				seen[x] = 1;
-				k_of[x] = (int32_t)n;
-				w[n++] = x;
+				pp->k_of[x] = (int32_t)pp->n;
+				pp->w[pp->n++] = x;
 			}
 		}
 	}
 	free(seen);
-	return n;
+	pp->numel = zs_malloc((pp->n ? pp->n : 1) * sizeof *pp->numel);
+	pp->off = zs_malloc((pp->n ? pp->n : 1) * sizeof *pp->off);
+	for (size_t k = 0; k < pp->n; k++) {
+		pp->numel[k] = agp_elements(&s->tensor[pp->w[k]]);
+		pp->off[k] = pp->L;
+		pp->L += pp->numel[k];
+	}
 }
 
-uint32_t *ag_ds_flat_views(struct ag_pass *p, size_t nt0, const uint32_t *w, const int32_t *k_of, size_t n,
-                           const uint64_t *off, uint32_t flat)
+void ag_ds_params_free(struct ag_ds_params *pp)
+{
+	free(pp->trained);
+	free(pp->grad_of);
+	free(pp->w);
+	free(pp->k_of);
+	free(pp->numel);
+	free(pp->off);
+}
+
+uint32_t *ag_ds_flat_views(struct ag_pass *p, const struct ag_ds_params *pp, uint32_t flat)
 {
 	struct ag_step *s = p->s;
+	const size_t nt0 = pp->nt0, n = pp->n;
+	const uint32_t *w = pp->w;
 	uint32_t *orig = zs_malloc((nt0 ? nt0 : 1) * sizeof *orig);
 	for (size_t t = 0; t < nt0; t++)
 		orig[t] = NO;
@@ -320,13 +487,17 @@ uint32_t *ag_ds_flat_views(struct ag_pass *p, size_t nt0, const uint32_t *w, con
 		uint32_t ws = x->storage;
 		if (ws >= nt0 || orig[ws] == NO)
 			continue;
-		x->offset += off[k_of[ws]];
+		x->offset += pp->off[pp->k_of[ws]];
 		if (t == ws)
 			x->bytes = 0;
 		x->storage = flat;
 	}
 	for (size_t i = 0; i < s->nsetup; i++)
 		agp_copy_renamed(p, &s->setup[i], orig, nt0);
+	/* deepspeed.initialize: the engine's _broadcast_model (engine.py
+	 * 1183-1200, from 1284: each parameter's data from rank 0, in place) */
+	for (size_t k = 0; k < n; k++)
+		agp_op(p, ZS_PH_SETUP, AG_OP_BROADCAST_, orig[w[k]], orig[w[k]])->arg[0] = 0;
 	return orig;
 }
 
@@ -337,26 +508,15 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 {
 	if (world < 1)
 		return zs_fail(cause, "--wrapper deepspeed: N must be at least 1");
-	const size_t nt0 = s->ntensors;
-	unsigned char *trained = zs_calloc(nt0 ? nt0 : 1, 1);
-	uint32_t *grad_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *grad_of);
-	agp_trained_params(s, nt0, trained, grad_of);
+	/* the client Adam's parameters in its order (param_group, 305-315) */
+	struct ag_ds_params pp;
+	ag_ds_params_get(s, &pp);
+	const uint32_t *w = pp.w;
+	const uint64_t L = pp.L;
 	struct ag_pass P = {.s = s, .cap_tensors = s->ntensors};
 	struct ag_pass *p = &P;
-	struct ds D = {.p = p, .N = world, .B = bucket};
+	struct ds D = {.p = p, .N = world, .B = bucket, .n = pp.n, .numel = pp.numel, .off = pp.off};
 	struct ds *d = &D;
-	/* the client Adam's parameters in its order (param_group, 305-315) */
-	uint32_t *w = zs_malloc((nt0 ? nt0 : 1) * sizeof *w);
-	int32_t *k_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *k_of);
-	d->n = ag_ds_order(s, nt0, trained, w, k_of);
-	d->numel = zs_malloc((d->n ? d->n : 1) * sizeof *d->numel);
-	d->off = zs_malloc((d->n ? d->n : 1) * sizeof *d->off);
-	uint64_t L = 0;
-	for (size_t k = 0; k < d->n; k++) {
-		d->numel[k] = agp_elements(&s->tensor[w[k]]);
-		d->off[k] = L;
-		L += d->numel[k];
-	}
 	/* align_dense_tensors (utils.py 940-951) to nccl_start_alignment_factor
 	 * (2, 277) times N (353-357); the partitions then all S (1587-1605) */
 	uint64_t align = 2 * (uint64_t)world, Lp = (L + align - 1) / align * align;
@@ -371,12 +531,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	if (rc == 0 && d->n == 0)
 		rc = zs_fail(cause, "--wrapper deepspeed: internal error: the step trains no parameter");
 	if (rc != 0) {
-		free(trained);
-		free(grad_of);
-		free(w);
-		free(k_of);
-		free(d->numel);
-		free(d->off);
+		ag_ds_params_free(&pp);
 		return rc;
 	}
 	d->bk = zs_malloc(d->n * sizeof *d->bk);
@@ -398,29 +553,21 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	/* (what the client Adam updates: a parameter to it) */
 	uint32_t fp32p = agp_storage(p, "clone (single_partition_of_fp32_groups)", AG_F32, d->S, 0, ZS_CAT_MASTER32);
 	s->tensor[fp32p].role = AG_ROLE_PARAM;
-	uint32_t am = agp_storage(p, "Adam exp_avg (partition)", AG_F32, d->S, 0, ZS_CAT_ADAM_M);
-	s->tensor[am].role = AG_ROLE_ADAM_M;
-	uint32_t av = agp_storage(p, "Adam exp_avg_sq (partition)", AG_F32, d->S, 0, ZS_CAT_ADAM_V);
-	s->tensor[av].role = AG_ROLE_ADAM_V;
-	uint32_t astep = agp_storage(p, "Adam step", AG_F32, 0, 1, ZS_CAT_ADAM_M);
-	s->tensor[astep].role = AG_ROLE_ADAM_STEP;
-	/* the optimizer's _global_grad_norm, kept from one step to the next */
-	uint32_t gnorm = agp_storage(p, "div (_global_grad_norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH);
+	/* Adam's, and the optimizer's _global_grad_norm (float32) */
+	uint32_t am, av, astep, gnorm;
+	ag_ds_adam_state(p, d->S, AG_F32, &am, &av, &astep, &gnorm);
 
 	/* The parameters before the engine: stand-ins of the set-up's own; the
 	 * model's become views of the flat buffer (_update_model_bit16_weights,
 	 * 643-651), and every view of them a view of it. */
-	uint32_t *orig = ag_ds_flat_views(p, nt0, w, k_of, d->n, d->off, d->flat);
-	/* deepspeed.initialize: the engine's _broadcast_model (engine.py 1183-1200: each
-	 * parameter's data from rank 0, in place), then the optimizer's
+	uint32_t *orig = ag_ds_flat_views(p, &pp, d->flat);
+	/* deepspeed.initialize after the engine's broadcast: the optimizer's
 	 * construction (305-403): each parameter's data kept aside and replaced
 	 * by an empty(1); the flat buffer, a cat of them and a zeros of the
 	 * padding; the originals dropped; the parameters made views of it (the
 	 * empties go); the rank's fp32 partition cloned; initialize_optimizer_states
 	 * (682-701) a zeros(S) gradient made and dropped */
 	const enum zs_phase ph0 = ZS_PH_SETUP;
-	for (size_t k = 0; k < d->n; k++)
-		agp_op(p, ph0, AG_OP_BROADCAST_, orig[w[k]], orig[w[k]])->arg[0] = 0;
 	uint32_t *empty1 = zs_malloc(d->n * sizeof *empty1);
 	for (size_t k = 0; k < d->n; k++)
 		empty1[k] = made(p, "empty (param.data's stand-in)", AG_F32, 1, 0, ZS_CAT_PARAM32, 0, ph0);
@@ -448,53 +595,17 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	uint32_t z = made(p, "zeros (initialize_optimizer_states' gradient)", AG_F32, d->S, 0, ZS_CAT_GRAD32, 0, ph0);
 	agp_free(p, z, ph0);
 	agp_take(p, &s->setup, &s->nsetup);
-	/* the first step's own: Adam's state over the partition, and a
-	 * _global_grad_norm for the steady step to replace */
-	agp_alloc(p, astep, ph0);
-	agp_op(p, ph0, AG_OP_FILL, NO, astep)->arg[0] = 0;
-	agp_alloc(p, am, ph0);
-	agp_op(p, ph0, AG_OP_FILL, NO, am)->arg[0] = 0;
-	agp_alloc(p, av, ph0);
-	agp_op(p, ph0, AG_OP_FILL, NO, av)->arg[0] = 0;
-	agp_alloc(p, gnorm, ph0);
-	agp_op(p, ph0, AG_OP_FILL, NO, gnorm)->arg[0] = 0;
-	agp_take(p, &s->first_step, &s->nfirst);
+	ag_ds_first_step(p, am, av, astep, gnorm);
 
 	/* the step */
-	struct ag_ds_scaler sc;
-	ag_ds_scaler_init(&sc, s);
-	uint32_t *gs = zs_malloc(d->n * sizeof *gs), *gt = zs_malloc(d->n * sizeof *gt);
-	for (size_t k = 0; k < d->n; k++)
-		gs[k] = gt[k] = NO;
-	unsigned char *gone = zs_calloc(nt0 ? nt0 : 1, 1); /* plain .grads the pass freed */
-	int skip_optimizer = 0;
-	size_t nready = 0;
-	for (size_t i = 0; i < s->nevents && rc == 0; i++) {
-		const struct ag_event *e = &s->event[i];
-		if (skip_optimizer) {
-			if (!(e->kind == AG_EV_MARK && e->label != NULL && strcmp(e->label, "phase:zero_grad") == 0))
-				continue;
-			skip_optimizer = 0;
-		}
-		if (e->kind == AG_EV_MARK && e->label != NULL && strcmp(e->label, "phase:backward") == 0) {
-			/* the optimizer's backward (2038-2060): the bucket, then
-			 * loss_scaler.backward's */
-			const enum zs_phase ph = ZS_PH_BACKWARD;
-			if (sc.loss == NO) {
-				rc = zs_fail(cause, "--wrapper deepspeed: internal error: no loss in the step's forward");
-				break;
-			}
-			agp_alloc(p, d->bucket, ph);
-			ag_ds_scaler_begin(p, &sc, ph);
-			agp_copy(p, e);
-			continue;
-		}
-		if (e->kind == AG_EV_MARK && e->label != NULL && strcmp(e->label, "phase:optimizer") == 0) {
-			rc = nready == d->n ? 0
-			                    : zs_fail(cause, "--wrapper deepspeed: internal error: %zu of the %zu gradients "
-			                              "arrived in backward", nready, d->n);
-			if (rc != 0)
-				break;
+	/* the optimizer's backward (2038-2060): the bucket, then
+	 * loss_scaler.backward's */
+	struct ag_ds_walk wk;
+	ag_ds_walk_begin(&wk, p, &pp, d->bucket);
+	const struct ag_event *e;
+	size_t kg;
+	while ((rc = ag_ds_next(&wk, &e, &kg, cause)) == 1) {
+		if (e->kind != AG_EV_GRAD_READY) { /* the optimizer's mark */
 			/* engine.py allreduce_gradients (2048-2062): stage 1's
 			 * reduce_gradients (706-725: every gradient in group
 			 * order), then the epilogue (764-807): the rest reduced,
@@ -503,7 +614,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 			const enum zs_phase ph = ZS_PH_BACKWARD;
 			if (!stage2)
 				for (size_t k = 0; k < d->n; k++)
-					ipg_add(d, k, gt[k], gs[k], ph);
+					ipg_add(d, k, wk.gt[k], wk.gs[k], ph);
 			reduce_ipg(d, ph);
 			uint32_t **avg = zs_malloc(world * sizeof *avg), *padr = zs_malloc(world * sizeof *padr);
 			size_t *navg = zs_malloc(world * sizeof *navg);
@@ -549,10 +660,8 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 			agp_op(p, po, AG_OP_ALL_REDUCE_SUM_, tn, tn);
 			uint32_t pw = made(p, "pow", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
 			agp_free(p, tn, po);
-			uint32_t inf = made(p, "isinf", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
-			uint32_t nan = made(p, "isnan", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
-			uint32_t ion = made(p, "logical_or", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
-			uint32_t err = made(p, "tensor (-1.0)", AG_F32, 0, 1, ZS_CAT_SCRATCH, -1, po);
+			uint32_t inf, nan, ion, err;
+			ag_ds_norm_flags(p, po, &inf, &nan, &ion, &err);
 			uint32_t m1 = made(p, "mul (inf_or_nan * err)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
 			uint32_t ln = made(p, "logical_not", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
 			uint32_t m2 = made(p, "mul (not inf_or_nan * total_norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
@@ -623,17 +732,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 				}
 				agp_scalar_inplace(p, AG_OP_MUL_SCALAR_, g, 1.0, po);
 				rank_only(p, from, r);
-				struct ag_param_state ps = {fp32p, g, am, av, astep};
-				size_t at = p->nev;
-				ag_optimizer_events(s, o, &ps, 1, &p->ev, &p->nev, &p->cap);
-				P.cap_tensors = s->ntensors; /* it grew the tensors by its own */
-				/* (its mark is the step's, above) */
-				for (size_t j = at; j < p->nev; j++)
-					if (p->ev[j].kind == AG_EV_MARK) {
-						memmove(&p->ev[j], &p->ev[j + 1], (p->nev - j - 1) * sizeof *p->ev);
-						p->nev--;
-						break;
-					}
+				size_t at = ag_ds_adam_step(p, o, &(struct ag_param_state){fp32p, g, am, av, astep});
 				agp_free(p, gsto, po);
 				if (navg[r] == 1 && padr[r] != NO && gsto != padr[r])
 					agp_free(p, padr[r], po);
@@ -652,65 +751,15 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 			free(avg);
 			free(navg);
 			free(padr);
-			skip_optimizer = 1;
 			continue;
 		}
-		switch (e->kind) {
-		case AG_EV_GRAD_READY: {
-			uint32_t g = s->tensor[e->t].storage;
-			agp_copy(p, e);
-			if (g >= nt0 || grad_of[g] == NO || k_of[grad_of[g]] < 0) {
-				rc = zs_fail(cause, "--wrapper deepspeed: internal error: a gradient of no trained parameter");
-				break;
-			}
-			size_t k = (size_t)k_of[grad_of[g]];
-			if (gs[k] != NO) {
-				rc = zs_fail(cause, "--wrapper deepspeed: internal error: a gradient arrives twice in backward");
-				break;
-			}
-			gs[k] = g;
-			gt[k] = e->t;
-			gone[g] = 1;
-			nready++;
-			/* stage 2: the hook on its AccumulateGrad (904-920) */
-			if (stage2)
-				ipg_add(d, k, e->t, g, e->phase);
-			break;
-		}
-		case AG_EV_FREE:
-			if (e->t < nt0 && gone[e->t])
-				break; /* the pass freed it */
-			agp_copy(p, e);
-			ag_ds_scaler_after(p, &sc, e);
-			break;
-		case AG_EV_OP:
-			if (e->op == AG_OP_ZERO_ && e->out[0] != NO && s->tensor[e->out[0]].storage < nt0 &&
-			    gone[s->tensor[e->out[0]].storage])
-				break;
-			agp_copy(p, e);
-			ag_ds_scaler_after(p, &sc, e);
-			break;
-		default:
-			agp_copy(p, e);
-		}
+		/* stage 2: the hook on its AccumulateGrad (904-920) */
+		if (stage2)
+			ipg_add(d, kg, e->t, wk.gs[kg], e->phase);
 	}
-	if (rc == 0 && !ag_ds_scaler_done(&sc))
-		rc = zs_fail(cause, "--wrapper deepspeed: internal error: the backward's start or end not found");
-	if (rc != 0)
-		rc = -2; /* the step's, not the input's */
-	if (rc == 0)
-		agp_take(p, &s->event, &s->nevents);
-	free(p->ev);
-	free(trained);
-	free(grad_of);
-	free(w);
-	free(k_of);
+	rc = ag_ds_walk_end(&wk, rc, cause);
+	ag_ds_params_free(&pp);
 	free(orig);
-	free(gs);
-	free(gt);
-	free(gone);
-	free(d->numel);
-	free(d->off);
 	free(d->bk);
 	free(d->bo);
 	free(d->gip);

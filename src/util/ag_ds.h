@@ -50,28 +50,83 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 
 /* What util/ag_ds3.c (ZeRO-3) shares with stages 1 and 2. */
 struct ag_pass;
-/* The client Adam's parameters (storages below nt0 that trained[]
- * marks) in its order, the optimizer's first write of each: w[k] is the
- * k-th, k_of[t] its place (-1 for the rest; arrays of nt0). How many. */
-size_t ag_ds_order(const struct ag_step *s, size_t nt0, const unsigned char *trained, uint32_t *w, int32_t *k_of);
-/* The model's parameters w[0..n) made views of storage `flat` at off[k]
+/* The client Adam's parameters: which storages of s it trains
+ * (trained[t]) and the plain .grad each reads (grad_of[g]: its
+ * parameter, AG_NONE for the rest; util/ag_pass.h), each in its order
+ * (the optimizer's first write: w[k] the k-th, k_of[t] its place, -1 for
+ * the rest), its elements and its place in a flat buffer of them all
+ * (L). get allocates, free releases. */
+struct ag_ds_params {
+	size_t nt0, n;
+	unsigned char *trained;
+	uint32_t *grad_of, *w;
+	int32_t *k_of;
+	uint64_t *numel, *off, L;
+};
+void ag_ds_params_get(const struct ag_step *s, struct ag_ds_params *pp);
+void ag_ds_params_free(struct ag_ds_params *pp);
+/* The model's parameters (pp's) made views of storage `flat` at their off[k]
  * (and every view of them a view of it), after stand-ins of their own
  * that the set-up list, copied into the pass, fills: the stand-ins by
- * storage (orig[t], AG_NONE for the rest: the caller frees the array). */
-uint32_t *ag_ds_flat_views(struct ag_pass *p, size_t nt0, const uint32_t *w, const int32_t *k_of, size_t n,
-                           const uint64_t *off, uint32_t flat);
+ * storage (orig[t], AG_NONE for the rest: the caller frees the array);
+ * then the engine's _broadcast_model of each stand-in. */
+uint32_t *ag_ds_flat_views(struct ag_pass *p, const struct ag_ds_params *pp, uint32_t flat);
 /* loss_scaler.backward in fp32 (a static scale of 1) around the step's
- * backward: init finds the loss, begin writes loss * 1.0 where backward
- * starts, after follows each event the pass copied (MulBackward0 and
- * the product's release); done says whether all of it was found. */
+ * backward: the walk's (below), its tensors. */
 struct ag_ds_scaler {
 	uint32_t loss, one, wrapped, scaled, gl;
 	int await_one;
 };
-void ag_ds_scaler_init(struct ag_ds_scaler *sc, const struct ag_step *s);
-void ag_ds_scaler_begin(struct ag_pass *p, struct ag_ds_scaler *sc, enum zs_phase ph);
-void ag_ds_scaler_after(struct ag_pass *p, struct ag_ds_scaler *sc, const struct ag_event *e);
-int ag_ds_scaler_done(const struct ag_ds_scaler *sc);
+/* Adam's state over a partition of n elements (exp_avg, exp_avg_sq: the
+ * first step makes them) and its step; the optimizer's _global_grad_norm
+ * (0-dim, of dtype norm), kept from one step to the next. */
+void ag_ds_adam_state(struct ag_pass *p, uint64_t n, enum ag_dtype norm, uint32_t *am, uint32_t *av, uint32_t *astep,
+                      uint32_t *gnorm);
+/* The first step's own list (s->first_step): Adam's state, and a
+ * _global_grad_norm for the steady step to replace. */
+void ag_ds_first_step(struct ag_pass *p, uint32_t am, uint32_t av, uint32_t astep, uint32_t gnorm);
+/* The client Adam over one partition, its mark left out (the step's is
+ * the caller's): where its events start. */
+size_t ag_ds_adam_step(struct ag_pass *p, const struct ag_options *o, const struct ag_param_state *ps);
+/* The walk over the plain loop's step that both passes make (ZeRO-1/2's
+ * and ZeRO-3's): the events it copies, the gradients as backward makes
+ * them (each parameter's storage gs[k] and tensor gt[k], AG_NONE until
+ * it arrives; the plain .grads the pass frees, whose own free or zero is
+ * dropped), loss_scaler.backward around backward, the plain loop's
+ * optimizer passed over, over pp's parameters; at_backward, a storage
+ * allocated where backward starts (AG_NONE: none). */
+struct ag_ds_walk {
+	struct ag_pass *p;
+	struct ag_ds_scaler sc;
+	size_t nt0, n, nready, i;
+	const uint32_t *grad_of;
+	const int32_t *k_of;
+	uint32_t at_backward;
+	unsigned char *gone;
+	uint32_t *gs, *gt;
+	int skip;
+};
+void ag_ds_walk_begin(struct ag_ds_walk *wk, struct ag_pass *p, const struct ag_ds_params *pp, uint32_t at_backward);
+/* The next event the pass writes itself, in *e: a gradient ready
+ * (AG_EV_GRAD_READY, copied and recorded: its parameter in *k), or the
+ * optimizer's mark (every gradient arrived: the pass copies it and
+ * writes the step). 1: one; 0: the step's end; -1 with *cause (an
+ * internal error). */
+int ag_ds_next(struct ag_ds_walk *wk, const struct ag_event **e, size_t *k, char **cause);
+/* The walk's end: rc (0, or an internal error made -2), after checking
+ * the loss scaler's; the list written becomes the step's where it is 0,
+ * else it is dropped; the walk's arrays freed. */
+int ag_ds_walk_end(struct ag_ds_walk *wk, int rc, char **cause);
+/* A gradient g (its storage gs) copied into the bucket's next n elements
+ * and freed (.grad made a view of them: the bucket add of both passes'
+ * hooks): its parameter k recorded in bk[*nb], its place in bo[*nb]; *nb
+ * and *used grow. */
+void ag_ds_bucket_put(struct ag_pass *p, uint32_t bucket, uint32_t g, uint32_t gs, size_t k, uint64_t n,
+                      size_t *bk, uint64_t *bo, size_t *nb, uint64_t *used, enum zs_phase ph);
+/* get_grad_norm_direct's checks of the 0-dim norm (stage_1_and_2.py
+ * 1712-1716, stage3.py 1813-1817): isinf, isnan, logical_or and
+ * tensor(-1.0), made in that order (the caller frees them). */
+void ag_ds_norm_flags(struct ag_pass *p, enum zs_phase po, uint32_t *inf, uint32_t *nan, uint32_t *ion, uint32_t *err);
 /* A 1-D view of n elements of storage `flat` at element `at`. */
 uint32_t ag_ds_view(struct ag_pass *p, uint32_t flat, uint64_t at, uint64_t n);
 /* A storage made (allocated) and filled with v. */

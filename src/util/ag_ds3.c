@@ -94,14 +94,9 @@ static void reduce(struct ds3 *d, enum zs_phase ph)
  * gradient (storage gs). */
 static void ipg_add(struct ds3 *d, size_t k, uint32_t g, uint32_t gs, enum zs_phase ph)
 {
-	struct ag_pass *p = d->p;
 	if (d->used + d->numel[k] > d->B && d->used > 0)
 		reduce(d, ph);
-	agp_op(p, ph, AG_OP_COPY, g, agp_view_shaped(p, d->bucket, g, d->used));
-	agp_free(p, gs, ph);
-	d->bk[d->nb] = k;
-	d->bo[d->nb++] = d->used;
-	d->used += d->numel[k];
+	ag_ds_bucket_put(d->p, d->bucket, g, gs, k, d->numel[k], d->bk, d->bo, &d->nb, &d->used, ph);
 }
 
 /* get_grad_norm_direct (1765-1823) over the gradient partitions' narrows
@@ -128,10 +123,8 @@ static void norm(struct ds3 *d, uint32_t gnorm, uint32_t keep[2], enum zs_phase 
 	agp_free(p, pw, po);
 	agp_op(p, po, AG_OP_ALL_REDUCE_SUM_, tn, tn);
 	uint32_t rt = ag_ds_made(p, "pow (** 0.5)", AG_F64, 0, 1, ZS_CAT_SCRATCH, 0, po);
-	uint32_t inf = ag_ds_made(p, "isinf", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
-	uint32_t nan = ag_ds_made(p, "isnan", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
-	uint32_t ion = ag_ds_made(p, "logical_or", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
-	uint32_t err = ag_ds_made(p, "tensor (-1.0)", AG_F32, 0, 1, ZS_CAT_SCRATCH, -1, po);
+	uint32_t inf, nan, ion, err;
+	ag_ds_norm_flags(p, po, &inf, &nan, &ion, &err);
 	/* inf_or_nan * err + inf_or_nan.logical_not() * total_norm */
 	uint32_t m1 = ag_ds_made(p, "mul (inf_or_nan * err)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
 	uint32_t ln = ag_ds_made(p, "logical_not", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
@@ -172,27 +165,19 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	if (world != 1)
 		return zs_fail(cause, "--wrapper deepspeed --schemes zero3: built at N = 1 so far (N = %u: the gathers of "
 		               "each module are designed in docs/schedule.md, not built)", world);
-	const size_t nt0 = s->ntensors;
-	unsigned char *trained = zs_calloc(nt0 ? nt0 : 1, 1);
-	uint32_t *grad_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *grad_of);
-	agp_trained_params(s, nt0, trained, grad_of);
+	/* the client Adam's parameters, in its order: each one's ds_id
+	 * too (Init converts module.parameters(), the order the client
+	 * Adam was given) and its place in lp_param_buffer (N = 1) */
+	struct ag_ds_params pp;
+	ag_ds_params_get(s, &pp);
 	struct ag_pass P = {.s = s, .cap_tensors = s->ntensors};
 	struct ag_pass *p = &P;
-	struct ds3 D = {.p = p, .B = bucket};
+	const uint64_t L = pp.L;
+	struct ds3 D = {.p = p, .B = bucket, .n = pp.n, .numel = pp.numel, .off = pp.off};
 	struct ds3 *d = &D;
-	uint32_t *w = zs_malloc((nt0 ? nt0 : 1) * sizeof *w);
-	int32_t *k_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *k_of);
-	d->n = ag_ds_order(s, nt0, trained, w, k_of);
-	d->numel = zs_malloc((d->n ? d->n : 1) * sizeof *d->numel);
-	d->off = zs_malloc((d->n ? d->n : 1) * sizeof *d->off);
-	uint64_t L = 0;
 	size_t npersist = 0;
-	for (size_t k = 0; k < d->n; k++) {
-		d->numel[k] = agp_elements(&s->tensor[w[k]]);
-		d->off[k] = L;
-		L += d->numel[k];
+	for (size_t k = 0; k < d->n; k++)
 		npersist += d->numel[k] <= DS3_PERSIST;
-	}
 	int rc = 0;
 	for (size_t k = 0; k < d->n && rc == 0; k++)
 		if (d->numel[k] > bucket) /* __add_grad_to_ipg_bucket leaves it in .grad (1279-1290) */
@@ -207,15 +192,8 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 		             "elements): DeepSpeed gathers it apart after each step, which is not built yet", DS3_PERSIST);
 	if (rc == 0 && d->n == 0)
 		rc = zs_fail(cause, "--wrapper deepspeed: internal error: the step trains no parameter");
-	if (rc != 0) {
-		free(trained);
-		free(grad_of);
-		free(w);
-		free(k_of);
-		free(d->numel);
-		free(d->off);
-		return rc;
-	}
+	if (rc != 0) /* the input's: nothing written */
+		goto out;
 	d->bk = zs_malloc(d->n * sizeof *d->bk);
 	d->bo = zs_malloc(d->n * sizeof *d->bo);
 
@@ -229,32 +207,25 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	d->gpart = agp_storage(p, "zeros (grad_partitions_flat_buffer)", AG_F32, L, 0, ZS_CAT_GRAD32);
 	s->tensor[d->gpart].role = AG_ROLE_GRAD;
 	d->bucket = agp_storage(p, "empty (__ipg_bucket_flat_buffer)", AG_F32, bucket, 0, ZS_CAT_BUCKETS);
-	uint32_t am = agp_storage(p, "Adam exp_avg (partition)", AG_F32, L, 0, ZS_CAT_ADAM_M);
-	s->tensor[am].role = AG_ROLE_ADAM_M;
-	uint32_t av = agp_storage(p, "Adam exp_avg_sq (partition)", AG_F32, L, 0, ZS_CAT_ADAM_V);
-	s->tensor[av].role = AG_ROLE_ADAM_V;
-	uint32_t astep = agp_storage(p, "Adam step", AG_F32, 0, 1, ZS_CAT_ADAM_M);
-	s->tensor[astep].role = AG_ROLE_ADAM_STEP;
-	uint32_t gnorm = agp_storage(p, "div (_global_grad_norm)", AG_F64, 0, 1, ZS_CAT_SCRATCH);
+	uint32_t am, av, astep, gnorm;
+	ag_ds_adam_state(p, L, AG_F64, &am, &av, &astep, &gnorm);
 
-	/* deepspeed.initialize. The model's parameters become views of
-	 * lp_param_buffer (at N = 1 a fetch makes param.data a view of its
+	/* deepspeed.initialize: the engine's _broadcast_model (the
+	 * parameters carry no ds_id: engine.py 1221-1222, 1283-1284). The
+	 * model's parameters become views of lp_param_buffer (at N = 1 a fetch makes param.data a view of its
 	 * partition, pp.py 44-80, 810-820: the forward reads the buffer). */
-	uint32_t *orig = ag_ds_flat_views(p, nt0, w, k_of, d->n, d->off, d->flat);
+	uint32_t *orig = ag_ds_flat_views(p, &pp, d->flat);
 	const enum zs_phase ph0 = ZS_PH_SETUP;
-	/* the engine's _broadcast_model (engine.py 1221-1222, 1283-1284) */
-	for (size_t k = 0; k < d->n; k++)
-		agp_op(p, ph0, AG_OP_BROADCAST_, orig[w[k]], orig[w[k]])->arg[0] = 0;
 	/* Init(module=model) (pp.py 1034-1036, 1052-1067): each parameter
 	 * broadcast again, its partition made and filled, its data freed
 	 * (free_param's empty(0) allocates nothing) */
 	uint32_t *part = zs_malloc(d->n * sizeof *part);
 	for (size_t k = 0; k < d->n; k++) {
-		agp_op(p, ph0, AG_OP_BROADCAST_, orig[w[k]], orig[w[k]])->arg[0] = 0;
+		agp_op(p, ph0, AG_OP_BROADCAST_, orig[pp.w[k]], orig[pp.w[k]])->arg[0] = 0;
 		part[k] = agp_storage(p, "empty (ds_tensor)", AG_F32, d->numel[k], 0, ZS_CAT_PARAM32);
 		agp_alloc(p, part[k], ph0);
-		agp_op(p, ph0, AG_OP_COPY, orig[w[k]], agp_view_shaped(p, part[k], orig[w[k]], 0));
-		agp_free(p, orig[w[k]], ph0);
+		agp_op(p, ph0, AG_OP_COPY, orig[pp.w[k]], agp_view_shaped(p, part[k], orig[pp.w[k]], 0));
+		agp_free(p, orig[pp.w[k]], ph0);
 	}
 	/* the optimizer's constructor: inf_or_nan_tracker (263); defragment
 	 * (574-600): the partitions copied into one buffer, each freed */
@@ -294,149 +265,59 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 	}
 	free(part);
 	agp_take(p, &s->setup, &s->nsetup);
-	/* the first step's own: Adam's state over the partition, and a
-	 * _global_grad_norm for the steady step to replace */
-	agp_alloc(p, astep, ph0);
-	agp_op(p, ph0, AG_OP_FILL, NO, astep)->arg[0] = 0;
-	agp_alloc(p, am, ph0);
-	agp_op(p, ph0, AG_OP_FILL, NO, am)->arg[0] = 0;
-	agp_alloc(p, av, ph0);
-	agp_op(p, ph0, AG_OP_FILL, NO, av)->arg[0] = 0;
-	agp_alloc(p, gnorm, ph0);
-	agp_op(p, ph0, AG_OP_FILL, NO, gnorm)->arg[0] = 0;
-	agp_take(p, &s->first_step, &s->nfirst);
+	ag_ds_first_step(p, am, av, astep, gnorm);
 
-	/* the step */
-	struct ag_ds_scaler sc;
-	ag_ds_scaler_init(&sc, s);
-	unsigned char *gone = zs_calloc(nt0 ? nt0 : 1, 1); /* plain .grads the pass freed */
-	unsigned char *got = zs_calloc(d->n, 1);
-	int skip_optimizer = 0;
-	size_t nready = 0;
-	for (size_t i = 0; i < s->nevents && rc == 0; i++) {
-		const struct ag_event *e = &s->event[i];
-		if (skip_optimizer) {
-			if (!(e->kind == AG_EV_MARK && e->label != NULL && strcmp(e->label, "phase:zero_grad") == 0))
-				continue;
-			skip_optimizer = 0;
-		}
-		if (e->kind == AG_EV_MARK && e->label != NULL && strcmp(e->label, "phase:backward") == 0) {
-			/* stage 3's backward (2267-2287): loss_scaler.backward of
-			 * loss.float() (the loss itself in fp32); the bucket is
-			 * the set-up's */
-			if (sc.loss == NO) {
-				rc = zs_fail(cause, "--wrapper deepspeed: internal error: no loss in the step's forward");
-				break;
-			}
-			ag_ds_scaler_begin(p, &sc, ZS_PH_BACKWARD);
-			agp_copy(p, e);
+	/* the step. Stage 3's backward (2267-2287): loss_scaler.backward of
+	 * loss.float() (the loss itself in fp32); the bucket is the set-up's */
+	struct ag_ds_walk wk;
+	ag_ds_walk_begin(&wk, p, &pp, NO);
+	const struct ag_event *e;
+	size_t kg;
+	while ((rc = ag_ds_next(&wk, &e, &kg, cause)) == 1) {
+		if (e->kind == AG_EV_GRAD_READY) {
+			ipg_add(d, kg, e->t, wk.gs[kg], e->phase);
 			continue;
 		}
-		if (e->kind == AG_EV_MARK && e->label != NULL && strcmp(e->label, "phase:optimizer") == 0) {
-			rc = nready == d->n ? 0
-			                    : zs_fail(cause, "--wrapper deepspeed: internal error: %zu of the %zu gradients "
-			                              "arrived in backward", nready, d->n);
-			if (rc != 0)
-				break;
-			/* engine.py allreduce_gradients (2048-2053) -> the
-			 * epilogue (1131-1156): the rest reduced;
-			 * averaged_gradients the partitions' narrows */
-			reduce(d, ZS_PH_BACKWARD);
-			agp_copy(p, e);
-			/* step (2086-2148): _partition_all_parameters (nothing at
-			 * N = 1), the norms */
-			const enum zs_phase po = ZS_PH_OPTIMIZER;
-			uint32_t keep[2];
-			norm(d, gnorm, keep, po);
-			/* _prepare_fp32_grad_for_sub_group (1895-1915): flatten
-			 * of the narrows (a cat; the narrow itself where there
-			 * is one); unscale_and_clip_grads' mul_(1. / 1.0)
-			 * (2178-2187); the client Adam (972-989); lp_param_buffer
-			 * copied from the fp32 partition (2069-2077);
-			 * _release_sub_group drops the cat (1943-1953) */
-			uint32_t g = d->gpart, cat = NO;
-			if (d->n > 1) {
-				g = cat = agp_storage(p, "cat (single_grad_partition)", AG_F32, L, 0, ZS_CAT_GRAD32);
-				p->s->tensor[cat].role = AG_ROLE_GRAD;
-				agp_alloc(p, cat, po);
-				for (size_t k = 0; k < d->n; k++)
-					agp_op(p, po, AG_OP_COPY, ag_ds_view(p, d->gpart, d->off[k], d->numel[k]),
-					       ag_ds_view(p, cat, d->off[k], d->numel[k]));
-			}
-			agp_scalar_inplace(p, AG_OP_MUL_SCALAR_, g, 1.0, po);
-			struct ag_param_state ps = {fp32p, g, am, av, astep};
-			size_t at = p->nev;
-			ag_optimizer_events(s, o, &ps, 1, &p->ev, &p->nev, &p->cap);
-			P.cap_tensors = s->ntensors; /* it grew the tensors by its own */
-			for (size_t j = at; j < p->nev; j++) /* (its mark is the step's, above) */
-				if (p->ev[j].kind == AG_EV_MARK) {
-					memmove(&p->ev[j], &p->ev[j + 1], (p->nev - j - 1) * sizeof *p->ev);
-					p->nev--;
-					break;
-				}
-			agp_op(p, po, AG_OP_COPY, fp32p, d->flat);
-			if (cat != NO)
-				agp_free(p, cat, po);
-			/* _post_step's gather of the persistent parameters: views
-			 * at N = 1 (pp.py 1795-1798); step() returns */
-			agp_free(p, keep[0], po);
-			agp_free(p, keep[1], po);
-			skip_optimizer = 1;
-			continue;
+		/* the optimizer's mark: engine.py allreduce_gradients (2048-2053) -> the
+		 * epilogue (1131-1156): the rest reduced;
+		 * averaged_gradients the partitions' narrows */
+		reduce(d, ZS_PH_BACKWARD);
+		agp_copy(p, e);
+		/* step (2086-2148): _partition_all_parameters (nothing at
+		 * N = 1), the norms */
+		const enum zs_phase po = ZS_PH_OPTIMIZER;
+		uint32_t keep[2];
+		norm(d, gnorm, keep, po);
+		/* _prepare_fp32_grad_for_sub_group (1895-1915): flatten
+		 * of the narrows (a cat; the narrow itself where there
+		 * is one); unscale_and_clip_grads' mul_(1. / 1.0)
+		 * (2178-2187); the client Adam (972-989); lp_param_buffer
+		 * copied from the fp32 partition (2069-2077);
+		 * _release_sub_group drops the cat (1943-1953) */
+		uint32_t g = d->gpart, cat = NO;
+		if (d->n > 1) {
+			g = cat = agp_storage(p, "cat (single_grad_partition)", AG_F32, L, 0, ZS_CAT_GRAD32);
+			p->s->tensor[cat].role = AG_ROLE_GRAD;
+			agp_alloc(p, cat, po);
+			for (size_t k = 0; k < d->n; k++)
+				agp_op(p, po, AG_OP_COPY, ag_ds_view(p, d->gpart, d->off[k], d->numel[k]),
+				       ag_ds_view(p, cat, d->off[k], d->numel[k]));
 		}
-		switch (e->kind) {
-		case AG_EV_GRAD_READY: {
-			uint32_t gs = s->tensor[e->t].storage;
-			agp_copy(p, e);
-			if (gs >= nt0 || grad_of[gs] == NO || k_of[grad_of[gs]] < 0) {
-				rc = zs_fail(cause, "--wrapper deepspeed: internal error: a gradient of no trained parameter");
-				break;
-			}
-			size_t k = (size_t)k_of[grad_of[gs]];
-			if (got[k]) {
-				rc = zs_fail(cause, "--wrapper deepspeed: internal error: a gradient arrives twice in backward");
-				break;
-			}
-			got[k] = 1;
-			gone[gs] = 1;
-			nready++;
-			ipg_add(d, k, e->t, gs, e->phase);
-			break;
-		}
-		case AG_EV_FREE:
-			if (e->t < nt0 && gone[e->t])
-				break; /* the pass freed it */
-			agp_copy(p, e);
-			ag_ds_scaler_after(p, &sc, e);
-			break;
-		case AG_EV_OP:
-			if (e->op == AG_OP_ZERO_ && e->out[0] != NO && s->tensor[e->out[0]].storage < nt0 &&
-			    gone[s->tensor[e->out[0]].storage])
-				break;
-			agp_copy(p, e);
-			ag_ds_scaler_after(p, &sc, e);
-			break;
-		default:
-			agp_copy(p, e);
-		}
+		agp_scalar_inplace(p, AG_OP_MUL_SCALAR_, g, 1.0, po);
+		ag_ds_adam_step(p, o, &(struct ag_param_state){fp32p, g, am, av, astep});
+		agp_op(p, po, AG_OP_COPY, fp32p, d->flat);
+		if (cat != NO)
+			agp_free(p, cat, po);
+		/* _post_step's gather of the persistent parameters: views
+		 * at N = 1 (pp.py 1795-1798); step() returns */
+		agp_free(p, keep[0], po);
+		agp_free(p, keep[1], po);
 	}
-	if (rc == 0 && !ag_ds_scaler_done(&sc))
-		rc = zs_fail(cause, "--wrapper deepspeed: internal error: the backward's start or end not found");
-	if (rc != 0)
-		rc = -2; /* the step's, not the input's */
-	if (rc == 0)
-		agp_take(p, &s->event, &s->nevents);
-	free(p->ev);
-	free(trained);
-	free(grad_of);
-	free(w);
-	free(k_of);
+	rc = ag_ds_walk_end(&wk, rc, cause);
 	free(orig);
-	free(gone);
-	free(got);
-	free(d->numel);
-	free(d->off);
-	free(d->bk);
+out:
+	ag_ds_params_free(&pp);
 	free(d->bo);
+	free(d->bk);
 	return rc;
 }
