@@ -212,8 +212,9 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 
 	/* deepspeed.initialize: the engine's _broadcast_model (the
 	 * parameters carry no ds_id: engine.py 1221-1222, 1283-1284). The
-	 * model's parameters become views of lp_param_buffer (at N = 1 a fetch makes param.data a view of its
-	 * partition, pp.py 44-80, 810-820: the forward reads the buffer). */
+	 * model's parameters become views of lp_param_buffer (at N = 1 a
+	 * fetch makes param.data a view of its partition, pp.py 44-80,
+	 * 810-820: the forward reads the buffer). */
 	uint32_t *orig = ag_ds_flat_views(p, &pp, d->flat);
 	const enum zs_phase ph0 = ZS_PH_SETUP;
 	/* Init(module=model) (pp.py 1034-1036, 1052-1067): each parameter
