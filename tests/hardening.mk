@@ -38,6 +38,7 @@ FUZZ_UTIL = $(top_srcdir)/src/util/util.c $(top_srcdir)/src/util/config.c \
 	$(top_srcdir)/src/util/ag_ddp.c $(top_srcdir)/src/util/ag_pass.c \
 	$(top_srcdir)/src/util/ag_fsdp.c $(top_srcdir)/src/util/ag_zero1.c \
 	$(top_srcdir)/src/util/ag_ds.c \
+	$(top_srcdir)/src/util/ag_ds3.c \
 	$(top_srcdir)/src/util/freeze.c $(top_srcdir)/src/util/nf4.c \
 	$(top_srcdir)/src/util/lora.c
 # The case reader reads a transformer's shape through engine/tfm.h, whose

@@ -1910,8 +1910,11 @@ static int do_collective(struct ag_exec *x, unsigned n, const struct ag_event *e
 	if (view(&x[0], e->in[0], &v0, e, ei, cause) != 0)
 		return -1;
 	/* a broadcast copies: uint8 too (QLoRA's packed weights at DDP's
-	 * construction; every code 0..255 is exact through a float) */
-	if (v0.dt != AG_F32 && !(e->op == AG_OP_BROADCAST_ && v0.dt == AG_U8))
+	 * construction; every code 0..255 is exact through a float); an
+	 * all-reduce sums float64 in float64 (DeepSpeed's ZeRO-3 norm,
+	 * util/ag_ds3.c) */
+	const int f64 = e->op == AG_OP_ALL_REDUCE_SUM_ && v0.dt == AG_F64;
+	if (v0.dt != AG_F32 && !(e->op == AG_OP_BROADCAST_ && v0.dt == AG_U8) && !f64)
 		return fail_ev(cause, e, ei, "a collective over %s: fp32 only", ag_dtype_name(v0.dt));
 	struct agv *v = zs_malloc(n * sizeof *v);
 	int rc = 0;
@@ -1924,7 +1927,16 @@ static int do_collective(struct ag_exec *x, unsigned n, const struct ag_event *e
 	unsigned root = e->op == AG_OP_BROADCAST_ ? (unsigned)e->arg[0] : 0;
 	if (rc == 0 && root >= n)
 		rc = fail_ev(cause, e, ei, "a broadcast from rank %u of %u", root, n);
-	for (uint64_t i = 0; rc == 0 && i < v0.numel; i++) {
+	for (uint64_t i = 0; rc == 0 && f64 && i < v0.numel; i++) {
+		double s = 0, y;
+		for (unsigned k = 0; k < n; k++) {
+			memcpy(&y, (const unsigned char *)v[k].base + at_lin(&v[k], i) * 8, 8);
+			s += y;
+		}
+		for (unsigned k = 0; k < n; k++)
+			memcpy((unsigned char *)v[k].base + at_lin(&v[k], i) * 8, &s, 8);
+	}
+	for (uint64_t i = 0; rc == 0 && !f64 && i < v0.numel; i++) {
 		float s = 0;
 		if (e->op == AG_OP_BROADCAST_)
 			s = ld(&v[root], at_lin(&v[root], i));

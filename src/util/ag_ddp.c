@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "util/ag_ds.h"
+#include "util/ag_ds3.h"
 #include "util/ag_fsdp.h"
 #include "util/ag_pass.h"
 #include "util/ag_zero1.h"
@@ -407,10 +408,16 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 	if (c->wrapper == ZS_WRAPPER_FSDP && o->recompute && m->gemma)
 		return zs_fail(cause, "--recompute full: Hugging Face's gradient checkpointing of a %s under --wrapper fsdp "
 		               "is not described yet (give --wrapper none or ddp)", m->model_type);
+	/* stage 3's hooks in a checkpointed layer's rerun: not built */
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->schemes[0] == ZS_ZERO3 && o->recompute)
+		return zs_fail(cause, "--recompute full with --wrapper deepspeed --schemes zero3: not built yet (give "
+		               "--recompute none, or --schemes zero1 or zero2)");
 	if (ag_step_build(s, m, p, &oz, cause) != 0)
 		return -1;
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED) {
-		int rc = ag_ds_apply(s, &oz, world, c->schemes[0] == ZS_ZERO2, (uint64_t)c->ds_reduce_bucket, cause);
+		int rc = c->schemes[0] == ZS_ZERO3
+		         ? ag_ds3_apply(s, &oz, world, (uint64_t)c->ds_reduce_bucket, cause)
+		         : ag_ds_apply(s, &oz, world, c->schemes[0] == ZS_ZERO2, (uint64_t)c->ds_reduce_bucket, cause);
 		if (rc != 0)
 			ag_step_free(s);
 		return rc;

@@ -175,11 +175,7 @@ static void ipg_add(struct ds *d, size_t k, uint32_t g, uint32_t gs, enum zs_pha
 	struct ag_pass *p = d->p;
 	if (d->used + d->numel[k] > d->B)
 		reduce_ipg(d, ph);
-	agp_op(p, ph, AG_OP_COPY, g, agp_view_shaped(p, d->bucket, g, d->used));
-	agp_free(p, gs, ph);
-	d->bk[d->nb] = k;
-	d->bo[d->nb++] = d->used;
-	d->used += d->numel[k];
+	ag_ds_bucket_put(p, d->bucket, g, gs, k, d->numel[k], d->bk, d->bo, &d->nb, &d->used, ph);
 }
 
 /* Rank r's averaged_gradients (the epilogue's get_flat_partition,
@@ -256,6 +252,369 @@ static void epilogue(struct ds *d, enum zs_phase ph)
 	free(ngip);
 }
 
+/* loss_scaler.backward's loss * 1.0 (loss_scaler.py 61-63; a static scale
+ * of 1 in fp32, 208-215), MulBackward keeping the wrapped number */
+static void ag_ds_scaler_begin(struct ag_pass *p, struct ag_ds_scaler *sc, uint32_t loss, enum zs_phase ph)
+{
+	sc->wrapped = made(p, "scalar (wrapped number: loss_scale)", AG_F64, 0, 1, ZS_CAT_ACTIVATIONS, 1.0, ph);
+	uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
+	agp_alloc(p, c, ph);
+	agp_op(p, ph, AG_OP_COPY, sc->wrapped, c);
+	sc->scaled = agp_storage(p, "mul (loss * loss_scale)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
+	agp_alloc(p, sc->scaled, ph);
+	agp_op(p, ph, AG_OP_MUL_SCALAR, loss, sc->scaled)->arg[0] = 1.0;
+	agp_free(p, c, ph);
+	sc->await_one = 1;
+}
+
+static void ag_ds_scaler_after(struct ag_pass *p, struct ag_ds_scaler *sc, const struct ag_event *e)
+{
+	if (e->kind == AG_EV_FREE) {
+		if (e->t == sc->one && sc->scaled != NO) { /* loss_scaler.backward returns */
+			agp_free(p, sc->scaled, e->phase);
+			sc->scaled = NO;
+		}
+		return;
+	}
+	if (e->kind != AG_EV_OP)
+		return;
+	if (sc->await_one && e->op == AG_OP_FILL) {
+		/* backward's ones, then MulBackward0: grad * the kept
+		 * number (its fp32 copy), which it then releases */
+		sc->one = e->out[0];
+		sc->await_one = 0;
+		uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
+		agp_alloc(p, c, e->phase);
+		agp_op(p, e->phase, AG_OP_COPY, sc->wrapped, c);
+		sc->gl = agp_storage(p, "mul (MulBackward0: grad * loss_scale)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
+		agp_alloc(p, sc->gl, e->phase);
+		agp_op(p, e->phase, AG_OP_MUL_SCALAR, sc->one, sc->gl)->arg[0] = 1.0;
+		agp_free(p, c, e->phase);
+		agp_free(p, sc->wrapped, e->phase);
+	} else if (sc->gl != NO && e->phase == ZS_PH_BACKWARD) {
+		int reads = 0;
+		for (int j = 0; j < AG_MAXIN; j++)
+			reads |= e->in[j] == sc->one;
+		if (reads) { /* the loss's node took it */
+			agp_free(p, sc->gl, e->phase);
+			sc->gl = NO;
+		}
+	}
+}
+
+static int ag_ds_scaler_done(const struct ag_ds_scaler *sc)
+{
+	return sc->scaled == NO && sc->gl == NO && sc->one != NO;
+}
+
+uint32_t ag_ds_view(struct ag_pass *p, uint32_t flat, uint64_t at, uint64_t n) { return view1(p, flat, at, n); }
+
+uint32_t ag_ds_made(struct ag_pass *p, const char *what, enum ag_dtype dt, uint64_t n, int scalar, enum zs_cat cat,
+                    double v, enum zs_phase ph)
+{
+	return made(p, what, dt, n, scalar, cat, v, ph);
+}
+
+void ag_ds_adam_state(struct ag_pass *p, uint64_t n, enum ag_dtype norm, uint32_t *am, uint32_t *av, uint32_t *astep,
+                      uint32_t *gnorm)
+{
+	struct ag_step *s = p->s;
+	*am = agp_storage(p, "Adam exp_avg (partition)", AG_F32, n, 0, ZS_CAT_ADAM_M);
+	s->tensor[*am].role = AG_ROLE_ADAM_M;
+	*av = agp_storage(p, "Adam exp_avg_sq (partition)", AG_F32, n, 0, ZS_CAT_ADAM_V);
+	s->tensor[*av].role = AG_ROLE_ADAM_V;
+	*astep = agp_storage(p, "Adam step", AG_F32, 0, 1, ZS_CAT_ADAM_M);
+	s->tensor[*astep].role = AG_ROLE_ADAM_STEP;
+	*gnorm = agp_storage(p, "div (_global_grad_norm)", norm, 0, 1, ZS_CAT_SCRATCH);
+}
+
+void ag_ds_first_step(struct ag_pass *p, uint32_t am, uint32_t av, uint32_t astep, uint32_t gnorm)
+{
+	const uint32_t t[] = {astep, am, av, gnorm};
+	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+		agp_alloc(p, t[i], ZS_PH_SETUP);
+		agp_op(p, ZS_PH_SETUP, AG_OP_FILL, NO, t[i])->arg[0] = 0;
+	}
+	agp_take(p, &p->s->first_step, &p->s->nfirst);
+}
+
+size_t ag_ds_adam_step(struct ag_pass *p, const struct ag_options *o, const struct ag_param_state *ps)
+{
+	size_t at = p->nev;
+	ag_optimizer_events(p->s, o, ps, 1, &p->ev, &p->nev, &p->cap);
+	p->cap_tensors = p->s->ntensors; /* it grew the tensors by its own */
+	for (size_t j = at; j < p->nev; j++) /* (its mark is the step's, the caller's) */
+		if (p->ev[j].kind == AG_EV_MARK) {
+			memmove(&p->ev[j], &p->ev[j + 1], (p->nev - j - 1) * sizeof *p->ev);
+			p->nev--;
+			break;
+		}
+	return at;
+}
+
+void ag_ds_walk_begin(struct ag_ds_walk *wk, struct ag_pass *p, const struct ag_ds_params *pp, uint32_t at_backward,
+                      unsigned K, int moves)
+{
+	const size_t nt0 = pp->nt0, n = pp->n;
+	*wk = (struct ag_ds_walk){.p = p, .nt0 = nt0, .n = n, .grad_of = pp->grad_of, .k_of = pp->k_of,
+	                          .numel = pp->numel, .at_backward = at_backward, .lossk = NO, .K = K > 1 ? K : 1,
+	                          .moves = moves, .put_t = NO, .put_s = NO};
+	wk->sc = (struct ag_ds_scaler){.loss = NO, .one = NO, .wrapped = NO, .scaled = NO, .gl = NO};
+	wk->gone = zs_calloc(nt0 ? nt0 : 1, 1);
+	wk->cloned = zs_calloc(n ? n : 1, 1);
+	wk->gs = zs_malloc((n ? n : 1) * sizeof *wk->gs);
+	wk->gt = zs_malloc((n ? n : 1) * sizeof *wk->gt);
+	wk->pend = zs_malloc((n ? n : 1) * sizeof *wk->pend);
+	for (size_t k = 0; k < n; k++)
+		wk->gs[k] = wk->gt[k] = wk->pend[k] = NO;
+}
+
+/* An AG_EV_GRAD_READY e copied and recorded, its parameter in *k: 1 where
+ * the pass's hook takes it (put_t, put_s), 0 where not (a later
+ * micro-step's under stage 1: the plain loop's accumulation), -1. */
+static int grad_ready(struct ag_ds_walk *wk, const struct ag_event *e, size_t *k, char **cause)
+{
+	struct ag_pass *p = wk->p;
+	uint32_t g = p->s->tensor[e->t].storage;
+	agp_copy(p, e);
+	if (g >= wk->nt0 || wk->grad_of[g] == NO || wk->k_of[wk->grad_of[g]] < 0)
+		return zs_fail(cause, "--wrapper deepspeed: internal error: a gradient of no trained parameter");
+	*k = (size_t)wk->k_of[wk->grad_of[g]];
+	if (wk->gs[*k] == NO) { /* the step's first gradient of it */
+		wk->gs[*k] = g;
+		wk->gt[*k] = e->t;
+		wk->gone[g] = 1;
+		wk->cloned[*k] = p->s->tensor[g].what != NULL && strncmp(p->s->tensor[g].what, "grad (clone", 11) == 0;
+		wk->nready++;
+		wk->put_t = e->t;
+		wk->put_s = g;
+		return 1;
+	}
+	/* a later micro-step's: stage 1 added it into .grad in place (the
+	 * plain loop's AccumulateGrad: the list's own); where the hook moved
+	 * .grad out (and the epilogue set it to None), AccumulateGrad makes
+	 * the new gradient .grad again (a copy where it copied the first) */
+	if (!wk->moves)
+		return 0;
+	if (wk->pend[*k] == NO || g != wk->gs[*k])
+		return zs_fail(cause, "--wrapper deepspeed: internal error: a gradient arrives twice in a micro-step");
+	uint32_t nt = wk->pend[*k], ns = p->s->tensor[nt].storage;
+	wk->pend[*k] = NO;
+	if (wk->cloned[*k]) {
+		uint32_t c = agp_storage(p, "grad (clone_obey_contract)", AG_F32, wk->numel[*k], 0, ZS_CAT_GRAD32);
+		p->s->tensor[c].role = AG_ROLE_GRAD;
+		agp_alloc(p, c, e->phase);
+		agp_op(p, e->phase, AG_OP_COPY, nt, agp_view_shaped(p, c, nt, 0));
+		wk->put_t = agp_view_shaped(p, c, nt, 0);
+		wk->put_s = c;
+	} else {
+		if (ns < wk->nt0)
+			wk->gone[ns] = 1; /* the list's release of it: the hook's */
+		wk->put_t = nt;
+		wk->put_s = ns;
+	}
+	return 1;
+}
+
+int ag_ds_next(struct ag_ds_walk *wk, const struct ag_event **ep, size_t *k, char **cause)
+{
+	struct ag_pass *p = wk->p;
+	const struct ag_step *s = p->s;
+	struct ag_ds_scaler *sc = &wk->sc;
+	while (wk->i < s->nevents) {
+		const struct ag_event *e = &s->event[wk->i++];
+		const char *l = e->kind == AG_EV_MARK ? e->label : NULL;
+		if (wk->skip) { /* the plain loop's optimizer */
+			if (l == NULL || strcmp(l, "phase:zero_grad") != 0)
+				continue;
+			wk->skip = 0;
+		}
+		if (l != NULL && strncmp(l, "phase:backward", 14) == 0 && (l[14] == '\0' || l[14] == '@')) {
+			/* the engine's backward (engine.py 2085-2152; the loss
+			 * divided by K, _scale_loss_by_gas, 1904-1910: the loop's
+			 * own division in the plain step, made by the engine
+			 * instead): at_backward (stage 1 at a micro-step past the
+			 * first: the last one's bucket, which no epilogue
+			 * released, goes as the list holding it is replaced,
+			 * stage_1_and_2.py 2048-2049), loss_scaler.backward's */
+			if (sc->loss == NO || (wk->K > 1 && wk->lossk == NO))
+				return zs_fail(cause, "--wrapper deepspeed: internal error: no loss in the step's forward");
+			if (wk->micro > 0 && !wk->moves && wk->at_backward != NO)
+				agp_free(p, wk->at_backward, ZS_PH_BACKWARD);
+			wk->micro++;
+			if (wk->at_backward != NO)
+				agp_alloc(p, wk->at_backward, ZS_PH_BACKWARD);
+			ag_ds_scaler_begin(p, sc, wk->K > 1 ? wk->lossk : sc->loss, ZS_PH_BACKWARD);
+			agp_copy(p, e);
+			continue;
+		}
+		if (l != NULL && strcmp(l, "phase:optimizer") == 0) {
+			if (wk->nready != wk->n)
+				return zs_fail(cause, "--wrapper deepspeed: internal error: %zu of the %zu gradients arrived in "
+				               "backward", wk->nready, wk->n);
+			wk->skip = 1;
+			*ep = e;
+			return 1;
+		}
+		if (e->kind == AG_EV_GRAD_READY) {
+			int r = grad_ready(wk, e, k, cause);
+			if (r < 0)
+				return -1;
+			if (r == 0)
+				continue;
+			*ep = e;
+			return 1;
+		}
+		/* any other event copied, but the pass's freed .grads' own
+		 * free or zero */
+		if (e->kind == AG_EV_FREE && e->t < wk->nt0 && wk->gone[e->t])
+			continue;
+		if (e->kind == AG_EV_FREE && wk->lossk != NO && e->t == wk->lossk && wk->micro < wk->K) {
+			/* a micro-step's `del loss`: its backward has returned */
+			wk->lossk = NO;
+			*ep = e;
+			return 1;
+		}
+		if (e->kind == AG_EV_OP && e->op == AG_OP_ZERO_ && e->out[0] != NO &&
+		    s->tensor[e->out[0]].storage < wk->nt0 && wk->gone[s->tensor[e->out[0]].storage])
+			continue;
+		if (wk->moves && e->kind == AG_EV_OP && e->op == AG_OP_ADD_ && e->out[0] != NO &&
+		    s->tensor[e->out[0]].storage < wk->nt0 && wk->gone[s->tensor[e->out[0]].storage]) {
+			/* AccumulateGrad into a .grad the hook moved out: the new
+			 * gradient waits for its AG_EV_GRAD_READY */
+			uint32_t g = s->tensor[e->out[0]].storage;
+			if (wk->grad_of[g] == NO || wk->k_of[wk->grad_of[g]] < 0)
+				return zs_fail(cause, "--wrapper deepspeed: internal error: an accumulation into no gradient");
+			wk->pend[wk->k_of[wk->grad_of[g]]] = e->in[1];
+			continue;
+		}
+		if (e->kind == AG_EV_OP && e->op == AG_OP_NLL && e->phase == ZS_PH_FORWARD)
+			sc->loss = e->out[0];
+		else if (wk->K > 1 && e->kind == AG_EV_OP && e->op == AG_OP_DIV && sc->loss != NO && e->in[0] == sc->loss)
+			wk->lossk = s->tensor[e->out[0]].storage;
+		agp_copy(p, e);
+		ag_ds_scaler_after(p, sc, e);
+	}
+	return 0;
+}
+
+int ag_ds_walk_end(struct ag_ds_walk *wk, int rc, char **cause)
+{
+	struct ag_pass *p = wk->p;
+	if (rc == 0 && !ag_ds_scaler_done(&wk->sc))
+		rc = zs_fail(cause, "--wrapper deepspeed: internal error: the backward's start or end not found");
+	if (rc != 0)
+		rc = -2; /* the step's, not the input's */
+	if (rc == 0)
+		agp_take(p, &p->s->event, &p->s->nevents);
+	free(p->ev);
+	free(wk->gone);
+	free(wk->cloned);
+	free(wk->gs);
+	free(wk->gt);
+	free(wk->pend);
+	return rc;
+}
+
+void ag_ds_norm_flags(struct ag_pass *p, enum zs_phase po, uint32_t *inf, uint32_t *nan, uint32_t *ion, uint32_t *err)
+{
+	*inf = made(p, "isinf", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
+	*nan = made(p, "isnan", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
+	*ion = made(p, "logical_or", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
+	*err = made(p, "tensor (-1.0)", AG_F32, 0, 1, ZS_CAT_SCRATCH, -1, po);
+}
+
+void ag_ds_bucket_put(struct ag_pass *p, uint32_t bucket, uint32_t g, uint32_t gs, size_t k, uint64_t n,
+                      size_t *bk, uint64_t *bo, size_t *nb, uint64_t *used, enum zs_phase ph)
+{
+	agp_op(p, ph, AG_OP_COPY, g, agp_view_shaped(p, bucket, g, *used));
+	agp_free(p, gs, ph);
+	bk[*nb] = k;
+	bo[(*nb)++] = *used;
+	*used += n;
+}
+
+void ag_ds_params_get(const struct ag_step *s, struct ag_ds_params *pp)
+{
+	const size_t nt0 = s->ntensors;
+	*pp = (struct ag_ds_params){.nt0 = nt0};
+	pp->trained = zs_calloc(nt0 ? nt0 : 1, 1);
+	pp->grad_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *pp->grad_of);
+	agp_trained_params(s, nt0, pp->trained, pp->grad_of);
+	pp->w = zs_malloc((nt0 ? nt0 : 1) * sizeof *pp->w);
+	pp->k_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *pp->k_of);
+	for (size_t t = 0; t < nt0; t++)
+		pp->k_of[t] = -1;
+	/* the optimizer's writes, first in its order */
+	unsigned char *seen = zs_calloc(nt0 ? nt0 : 1, 1);
+	int in_opt = 0;
+	for (size_t i = 0; i < s->nevents; i++) {
+		const struct ag_event *e = &s->event[i];
+		if (e->kind == AG_EV_MARK && e->label != NULL)
+			in_opt = strcmp(e->label, "phase:optimizer") == 0 ? 1
+			         : strcmp(e->label, "phase:zero_grad") == 0 ? 0 : in_opt;
+		for (int j = 0; in_opt && e->kind == AG_EV_OP && j < AG_MAXOUT; j++) {
+			uint32_t x = e->out[j] == NO ? NO : s->tensor[e->out[j]].storage;
+			if (x != NO && x < nt0 && pp->trained[x] && !seen[x]) {
+				seen[x] = 1;
+				pp->k_of[x] = (int32_t)pp->n;
+				pp->w[pp->n++] = x;
+			}
+		}
+	}
+	free(seen);
+	pp->numel = zs_malloc((pp->n ? pp->n : 1) * sizeof *pp->numel);
+	pp->off = zs_malloc((pp->n ? pp->n : 1) * sizeof *pp->off);
+	for (size_t k = 0; k < pp->n; k++) {
+		pp->numel[k] = agp_elements(&s->tensor[pp->w[k]]);
+		pp->off[k] = pp->L;
+		pp->L += pp->numel[k];
+	}
+}
+
+void ag_ds_params_free(struct ag_ds_params *pp)
+{
+	free(pp->trained);
+	free(pp->grad_of);
+	free(pp->w);
+	free(pp->k_of);
+	free(pp->numel);
+	free(pp->off);
+}
+
+uint32_t *ag_ds_flat_views(struct ag_pass *p, const struct ag_ds_params *pp, uint32_t flat)
+{
+	struct ag_step *s = p->s;
+	const size_t nt0 = pp->nt0, n = pp->n;
+	const uint32_t *w = pp->w;
+	uint32_t *orig = zs_malloc((nt0 ? nt0 : 1) * sizeof *orig);
+	for (size_t t = 0; t < nt0; t++)
+		orig[t] = NO;
+	for (size_t k = 0; k < n; k++) {
+		uint32_t w0 = agp_newt(p);
+		s->tensor[w0] = s->tensor[w[k]];
+		s->tensor[w0].storage = w0;
+		orig[w[k]] = w0;
+	}
+	for (size_t t = 0; t < nt0; t++) {
+		struct ag_tensor *x = &s->tensor[t];
+		uint32_t ws = x->storage;
+		if (ws >= nt0 || orig[ws] == NO)
+			continue;
+		x->offset += pp->off[pp->k_of[ws]];
+		if (t == ws)
+			x->bytes = 0;
+		x->storage = flat;
+	}
+	for (size_t i = 0; i < s->nsetup; i++)
+		agp_copy_renamed(p, &s->setup[i], orig, nt0);
+	/* deepspeed.initialize: the engine's _broadcast_model (engine.py
+	 * 1183-1200, from 1284: each parameter's data from rank 0, in place) */
+	for (size_t k = 0; k < n; k++)
+		agp_op(p, ZS_PH_SETUP, AG_OP_BROADCAST_, orig[w[k]], orig[w[k]])->arg[0] = 0;
+	return orig;
+}
+
 /* ------------------------------------------------------------------------ */
 
 int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, int stage2, uint64_t bucket,
@@ -263,47 +622,15 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 {
 	if (world < 1)
 		return zs_fail(cause, "--wrapper deepspeed: N must be at least 1");
-	const size_t nt0 = s->ntensors;
-	unsigned char *trained = zs_calloc(nt0 ? nt0 : 1, 1);
-	uint32_t *grad_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *grad_of);
-	agp_trained_params(s, nt0, trained, grad_of);
+	/* the client Adam's parameters in its order (param_group, 305-315) */
+	struct ag_ds_params pp;
+	ag_ds_params_get(s, &pp);
+	const uint32_t *w = pp.w;
+	const uint64_t L = pp.L;
 	struct ag_pass P = {.s = s, .cap_tensors = s->ntensors};
 	struct ag_pass *p = &P;
-	struct ds D = {.p = p, .N = world, .B = bucket};
+	struct ds D = {.p = p, .N = world, .B = bucket, .n = pp.n, .numel = pp.numel, .off = pp.off};
 	struct ds *d = &D;
-	/* the client Adam's parameters in its order (param_group, 305-315) */
-	uint32_t *w = zs_malloc((nt0 ? nt0 : 1) * sizeof *w);
-	int32_t *k_of = zs_malloc((nt0 ? nt0 : 1) * sizeof *k_of);
-	for (size_t t = 0; t < nt0; t++)
-		k_of[t] = -1;
-	{
-		/* the optimizer's writes, first in its order */
-		unsigned char *seen = zs_calloc(nt0 ? nt0 : 1, 1);
-		int in_opt = 0;
-		for (size_t i = 0; i < s->nevents; i++) {
-			const struct ag_event *e = &s->event[i];
-			if (e->kind == AG_EV_MARK && e->label != NULL)
-				in_opt = strcmp(e->label, "phase:optimizer") == 0 ? 1
-				         : strcmp(e->label, "phase:zero_grad") == 0 ? 0 : in_opt;
-			for (int j = 0; in_opt && e->kind == AG_EV_OP && j < AG_MAXOUT; j++) {
-				uint32_t x = e->out[j] == NO ? NO : s->tensor[e->out[j]].storage;
-				if (x != NO && x < nt0 && trained[x] && !seen[x]) {
-					seen[x] = 1;
-					k_of[x] = (int32_t)d->n;
-					w[d->n++] = x;
-				}
-			}
-		}
-		free(seen);
-	}
-	d->numel = zs_malloc((d->n ? d->n : 1) * sizeof *d->numel);
-	d->off = zs_malloc((d->n ? d->n : 1) * sizeof *d->off);
-	uint64_t L = 0;
-	for (size_t k = 0; k < d->n; k++) {
-		d->numel[k] = agp_elements(&s->tensor[w[k]]);
-		d->off[k] = L;
-		L += d->numel[k];
-	}
 	/* align_dense_tensors (utils.py 940-951) to nccl_start_alignment_factor
 	 * (2, 277) times N (353-357); the partitions then all S (1587-1605) */
 	uint64_t align = 2 * (uint64_t)world, Lp = (L + align - 1) / align * align;
@@ -318,12 +645,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	if (rc == 0 && d->n == 0)
 		rc = zs_fail(cause, "--wrapper deepspeed: internal error: the step trains no parameter");
 	if (rc != 0) {
-		free(trained);
-		free(grad_of);
-		free(w);
-		free(k_of);
-		free(d->numel);
-		free(d->off);
+		ag_ds_params_free(&pp);
 		return rc;
 	}
 	d->bk = zs_malloc(d->n * sizeof *d->bk);
@@ -349,49 +671,21 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	/* (what the client Adam updates: a parameter to it) */
 	uint32_t fp32p = agp_storage(p, "clone (single_partition_of_fp32_groups)", AG_F32, d->S, 0, ZS_CAT_MASTER32);
 	s->tensor[fp32p].role = AG_ROLE_PARAM;
-	uint32_t am = agp_storage(p, "Adam exp_avg (partition)", AG_F32, d->S, 0, ZS_CAT_ADAM_M);
-	s->tensor[am].role = AG_ROLE_ADAM_M;
-	uint32_t av = agp_storage(p, "Adam exp_avg_sq (partition)", AG_F32, d->S, 0, ZS_CAT_ADAM_V);
-	s->tensor[av].role = AG_ROLE_ADAM_V;
-	uint32_t astep = agp_storage(p, "Adam step", AG_F32, 0, 1, ZS_CAT_ADAM_M);
-	s->tensor[astep].role = AG_ROLE_ADAM_STEP;
-	/* the optimizer's _global_grad_norm, kept from one step to the next */
-	uint32_t gnorm = agp_storage(p, "div (_global_grad_norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH);
+	/* Adam's, and the optimizer's _global_grad_norm (float32) */
+	uint32_t am, av, astep, gnorm;
+	ag_ds_adam_state(p, d->S, AG_F32, &am, &av, &astep, &gnorm);
 
 	/* The parameters before the engine: stand-ins of the set-up's own; the
 	 * model's become views of the flat buffer (_update_model_bit16_weights,
 	 * 643-651), and every view of them a view of it. */
-	uint32_t *orig = zs_malloc((nt0 ? nt0 : 1) * sizeof *orig);
-	for (size_t t = 0; t < nt0; t++)
-		orig[t] = NO;
-	for (size_t k = 0; k < d->n; k++) {
-		uint32_t w0 = agp_newt(p);
-		s->tensor[w0] = s->tensor[w[k]];
-		s->tensor[w0].storage = w0;
-		orig[w[k]] = w0;
-	}
-	for (size_t t = 0; t < nt0; t++) {
-		struct ag_tensor *x = &s->tensor[t];
-		uint32_t ws = x->storage;
-		if (ws >= nt0 || orig[ws] == NO)
-			continue;
-		x->offset += d->off[k_of[ws]];
-		if (t == ws)
-			x->bytes = 0;
-		x->storage = d->flat;
-	}
-	for (size_t i = 0; i < s->nsetup; i++)
-		agp_copy_renamed(p, &s->setup[i], orig, nt0);
-	/* deepspeed.initialize: the engine's _broadcast_model (engine.py 1183-1200: each
-	 * parameter's data from rank 0, in place), then the optimizer's
+	uint32_t *orig = ag_ds_flat_views(p, &pp, d->flat);
+	/* deepspeed.initialize after the engine's broadcast: the optimizer's
 	 * construction (305-403): each parameter's data kept aside and replaced
 	 * by an empty(1); the flat buffer, a cat of them and a zeros of the
 	 * padding; the originals dropped; the parameters made views of it (the
 	 * empties go); the rank's fp32 partition cloned; initialize_optimizer_states
 	 * (682-701) a zeros(S) gradient made and dropped */
 	const enum zs_phase ph0 = ZS_PH_SETUP;
-	for (size_t k = 0; k < d->n; k++)
-		agp_op(p, ph0, AG_OP_BROADCAST_, orig[w[k]], orig[w[k]])->arg[0] = 0;
 	uint32_t *empty1 = zs_malloc(d->n * sizeof *empty1);
 	for (size_t k = 0; k < d->n; k++)
 		empty1[k] = made(p, "empty (param.data's stand-in)", AG_F32, 1, 0, ZS_CAT_PARAM32, 0, ph0);
@@ -419,372 +713,186 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 	uint32_t z = made(p, "zeros (initialize_optimizer_states' gradient)", AG_F32, d->S, 0, ZS_CAT_GRAD32, 0, ph0);
 	agp_free(p, z, ph0);
 	agp_take(p, &s->setup, &s->nsetup);
-	/* the first step's own: Adam's state over the partition, and a
-	 * _global_grad_norm for the steady step to replace */
-	agp_alloc(p, astep, ph0);
-	agp_op(p, ph0, AG_OP_FILL, NO, astep)->arg[0] = 0;
-	agp_alloc(p, am, ph0);
-	agp_op(p, ph0, AG_OP_FILL, NO, am)->arg[0] = 0;
-	agp_alloc(p, av, ph0);
-	agp_op(p, ph0, AG_OP_FILL, NO, av)->arg[0] = 0;
-	agp_alloc(p, gnorm, ph0);
-	agp_op(p, ph0, AG_OP_FILL, NO, gnorm)->arg[0] = 0;
-	agp_take(p, &s->first_step, &s->nfirst);
+	ag_ds_first_step(p, am, av, astep, gnorm);
 
 	/* the step: under --grad-accum K its K micro-steps, each the engine's
 	 * backward (engine.py 2085-2152) over its loss divided by K
 	 * (_scale_loss_by_gas, 1904-1910: the loop's own division in the plain
 	 * step, the same op, made by the engine instead and gone when its
-	 * backward returns, 2152) */
-	const unsigned K = o->grad_accum > 1 ? o->grad_accum : 1;
-	uint32_t loss = NO, lossk = NO, one = NO, wrapped = NO, scaled = NO, gl = NO;
-	uint32_t *gs = zs_malloc(d->n * sizeof *gs), *gt = zs_malloc(d->n * sizeof *gt);
-	uint32_t *pend = zs_malloc(d->n * sizeof *pend); /* a later micro-step's new gradient */
-	unsigned char *cloned = zs_calloc(d->n, 1);        /* AccumulateGrad copied it (clone_obey_contract) */
-	for (size_t k = 0; k < d->n; k++)
-		gs[k] = gt[k] = pend[k] = NO;
-	unsigned char *gone = zs_calloc(nt0 ? nt0 : 1, 1); /* plain .grads the pass freed */
-	int skip_optimizer = 0, await_one = 0;
-	unsigned micro = 0; /* backwards begun */
-	size_t nready = 0;
-	for (size_t i = 0; i < s->nevents && rc == 0; i++) {
-		const struct ag_event *e = &s->event[i];
-		if (skip_optimizer) {
-			if (!(e->kind == AG_EV_MARK && e->label != NULL && strcmp(e->label, "phase:zero_grad") == 0))
-				continue;
-			skip_optimizer = 0;
-		}
-		if (e->kind == AG_EV_MARK && e->label != NULL && strncmp(e->label, "phase:backward", 14) == 0 &&
-		    (e->label[14] == '\0' || e->label[14] == '@')) {
-			/* the optimizer's backward (2038-2060): the bucket, then
-			 * loss_scaler.backward's loss * 1.0 (loss_scaler.py 61-63; a
-			 * static scale of 1 in fp32, 208-215), MulBackward keeping
-			 * the wrapped number */
-			const enum zs_phase ph = ZS_PH_BACKWARD;
-			if (loss == NO || (K > 1 && lossk == NO)) {
-				rc = zs_fail(cause, "--wrapper deepspeed: internal error: no loss in the step's forward");
-				break;
-			}
-			/* stage 1 at a micro-step past the first: the last one's
-			 * bucket, which no epilogue released, goes as the list
-			 * holding it is replaced (2048-2049) */
-			if (micro > 0 && !stage2)
-				agp_free(p, d->bucket, ph);
-			micro++;
-			agp_alloc(p, d->bucket, ph);
-			wrapped = made(p, "scalar (wrapped number: loss_scale)", AG_F64, 0, 1, ZS_CAT_ACTIVATIONS, 1.0, ph);
-			uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
-			agp_alloc(p, c, ph);
-			agp_op(p, ph, AG_OP_COPY, wrapped, c);
-			scaled = agp_storage(p, "mul (loss * loss_scale)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
-			agp_alloc(p, scaled, ph);
-			agp_op(p, ph, AG_OP_MUL_SCALAR, K > 1 ? lossk : loss, scaled)->arg[0] = 1.0;
-			agp_free(p, c, ph);
-			agp_copy(p, e);
-			await_one = 1;
+	 * backward returns, 2152); the optimizer's backward (2038-2060): the
+	 * bucket, then loss_scaler.backward's */
+	struct ag_ds_walk wk;
+	ag_ds_walk_begin(&wk, p, &pp, d->bucket, o->grad_accum, stage2);
+	const struct ag_event *e;
+	size_t kg;
+	while ((rc = ag_ds_next(&wk, &e, &kg, cause)) == 1) {
+		if (e->kind == AG_EV_GRAD_READY) {
+			/* stage 2: the hook on its AccumulateGrad (904-920) */
+			if (stage2)
+				ipg_add(d, kg, wk.put_t, wk.put_s, e->phase);
 			continue;
 		}
-		if (e->kind == AG_EV_MARK && e->label != NULL && strcmp(e->label, "phase:optimizer") == 0) {
-			rc = nready == d->n ? 0
-			                    : zs_fail(cause, "--wrapper deepspeed: internal error: %zu of the %zu gradients "
-			                              "arrived in backward", nready, d->n);
-			if (rc != 0)
-				break;
-			/* engine.py allreduce_gradients (2048-2062): stage 1's
-			 * reduce_gradients (706-725: every gradient in group
-			 * order), then the epilogue (764-807): the rest reduced,
-			 * averaged_gradients, the bucket released and every .grad
-			 * set to None (grads_in_partition kept by the views) */
-			const enum zs_phase ph = ZS_PH_BACKWARD;
-			if (!stage2)
-				for (size_t k = 0; k < d->n; k++)
-					ipg_add(d, k, gt[k], gs[k], ph);
-			epilogue(d, ph);
-			uint32_t **avg = d->avg, *padr = d->pad;
-			size_t *navg = d->navg;
-			if (lossk != NO) { /* the engine's backward returns */
-				agp_free(p, lossk, ph);
-				gone[lossk] = 1;
-			}
+		if (e->kind == AG_EV_FREE) {
+			/* a micro-step's `del loss`: its backward has returned,
+			 * after stage 2's epilogue (engine.py allreduce_gradients,
+			 * 2048-2053: every micro-step) and with its scaled loss */
+			if (stage2)
+				epilogue(d, e->phase);
 			agp_copy(p, e);
-			/* step (1826-1944) */
-			const enum zs_phase po = ZS_PH_OPTIMIZER;
-			/* scaled_global_norm (1787-1803) -> get_grad_norm_direct
-			 * (1663-1721): each own gradient's .double() copy and its
-			 * vector_norm, their stack, square, sum, float (each
-			 * freed as the next is made), the all-reduce; then pow,
-			 * isinf, isnan, logical_or, tensor(-1.0) and the blend;
-			 * the values are stand-ins (no later op reads them:
-			 * gradient_clipping 0) */
-			uint32_t tn = agp_storage(p, "float (the norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH);
-			uint32_t **nrm = zs_malloc(world * sizeof *nrm);
-			for (unsigned r = 0; r < world; r++) {
-				size_t from = p->nev, m = navg[r] - (padr[r] != NO);
-				nrm[r] = zs_malloc((m + 1) * sizeof **nrm);
-				for (size_t j = 0; j < m; j++) {
-					uint32_t g = avg[r][j];
-					uint32_t dbl = agp_storage(p, "_to_copy (.double())", AG_F64, p->s->tensor[g].shape[0], 0,
-					                           ZS_CAT_SCRATCH);
-					agp_alloc(p, dbl, po);
-					agp_op(p, po, AG_OP_COPY, g, dbl);
-					nrm[r][j] = made(p, "linalg_vector_norm", AG_F64, 0, 1, ZS_CAT_SCRATCH, 0, po);
-					agp_free(p, dbl, po);
-				}
-				uint32_t st = made(p, "stack", AG_F64, m, 0, ZS_CAT_SCRATCH, 0, po);
-				uint32_t sq = made(p, "square", AG_F64, m, 0, ZS_CAT_SCRATCH, 0, po);
-				agp_free(p, st, po);
-				uint32_t sm = made(p, "sum", AG_F64, 0, 1, ZS_CAT_SCRATCH, 0, po);
-				agp_free(p, sq, po);
-				agp_alloc(p, tn, po);
-				agp_op(p, po, AG_OP_FILL, NO, tn)->arg[0] = 0;
-				agp_free(p, sm, po);
-				rank_only(p, from, r);
-			}
-			agp_op(p, po, AG_OP_ALL_REDUCE_SUM_, tn, tn);
-			uint32_t pw = made(p, "pow", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
-			agp_free(p, tn, po);
-			uint32_t inf = made(p, "isinf", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
-			uint32_t nan = made(p, "isnan", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
-			uint32_t ion = made(p, "logical_or", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
-			uint32_t err = made(p, "tensor (-1.0)", AG_F32, 0, 1, ZS_CAT_SCRATCH, -1, po);
-			uint32_t m1 = made(p, "mul (inf_or_nan * err)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
-			uint32_t ln = made(p, "logical_not", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
-			uint32_t m2 = made(p, "mul (not inf_or_nan * total_norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
-			uint32_t bl = made(p, "add (the blend)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
-			agp_free(p, m2, po);
-			agp_free(p, ln, po);
-			agp_free(p, m1, po);
-			agp_free(p, pw, po);
-			for (unsigned r = 0; r < world; r++) { /* the function returns: its list of norms */
-				size_t from = p->nev;
-				for (size_t j = 0; j < navg[r] - (padr[r] != NO); j++)
-					agp_free(p, nrm[r][j], po);
-				rank_only(p, from, r);
-				free(nrm[r]);
-			}
-			free(nrm);
-			agp_free(p, err, po);
-			agp_free(p, ion, po);
-			agp_free(p, nan, po);
-			agp_free(p, inf, po);
-			/* vector_norm(stack(norm_groups)) (1803), then
-			 * _global_grad_norm = it / prev_scale (a Python float):
-			 * made while the last step's is kept, then replacing it */
-			uint32_t st1 = made(p, "stack (norm_groups)", AG_F32, 1, 0, ZS_CAT_SCRATCH, 0, po);
-			uint32_t vn = made(p, "linalg_vector_norm (scaled_global_norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
-			agp_free(p, st1, po);
-			agp_free(p, bl, po);
-			{
-				uint32_t wn = made(p, "scalar (wrapped number: prev_scale)", AG_F64, 0, 1, ZS_CAT_SCRATCH, 1.0, po);
-				uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_SCRATCH);
-				agp_alloc(p, c, po);
-				agp_op(p, po, AG_OP_COPY, wn, c);
-				uint32_t q = made(p, "div (scaled_global_norm / prev_scale)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
-				agp_free(p, c, po);
-				agp_free(p, wn, po);
-				agp_op(p, po, AG_OP_COPY, q, gnorm); /* the new one kept, the old one gone */
-				agp_free(p, q, po);
-			}
-			/* each rank: the flat fp32 gradient partition (1888-1897:
-			 * a cat of the views, the last rank's padding among them;
-			 * the view itself where there is one), the views and
-			 * grads_in_partition dropped (free_grad_in_param_list,
-			 * averaged_gradients None), unscale_and_clip_grads'
-			 * mul_(1 / 1.0) (1970-1985), the client Adam
-			 * (_optimizer_step, 1811-1824), the partition's gradient
-			 * dropped, the fp32 partition copied into the rank's view
-			 * of the flat buffer */
-			for (unsigned r = 0; r < world; r++) {
-				size_t from = p->nev;
-				uint32_t g, gsto;
-				if (navg[r] == 1) {
-					g = avg[r][0];
-					gsto = p->s->tensor[g].storage;
-				} else {
-					g = gsto = agp_storage(p, "cat (single_grad_partition)", AG_F32, d->S, 0, ZS_CAT_GRAD32);
-					p->s->tensor[g].role = AG_ROLE_GRAD;
-					agp_alloc(p, g, po);
-					uint64_t at = 0;
-					for (size_t j = 0; j < navg[r]; j++) {
-						uint64_t len = p->s->tensor[avg[r][j]].shape[0];
-						agp_op(p, po, AG_OP_COPY, avg[r][j], view1(p, g, at, len));
-						at += len;
-					}
-					if (padr[r] != NO)
-						agp_free(p, padr[r], po);
-					if (d->gip0[r] != NO)
-						agp_free(p, d->gip0[r], po);
-				}
-				agp_scalar_inplace(p, AG_OP_MUL_SCALAR_, g, 1.0, po);
-				rank_only(p, from, r);
-				struct ag_param_state ps = {fp32p, g, am, av, astep};
-				size_t at = p->nev;
-				ag_optimizer_events(s, o, &ps, 1, &p->ev, &p->nev, &p->cap);
-				P.cap_tensors = s->ntensors; /* it grew the tensors by its own */
-				/* (its mark is the step's, above) */
-				for (size_t j = at; j < p->nev; j++)
-					if (p->ev[j].kind == AG_EV_MARK) {
-						memmove(&p->ev[j], &p->ev[j + 1], (p->nev - j - 1) * sizeof *p->ev);
-						p->nev--;
-						break;
-					}
-				agp_free(p, gsto, po);
-				if (navg[r] == 1 && padr[r] != NO && gsto != padr[r])
-					agp_free(p, padr[r], po);
-				agp_op(p, po, AG_OP_COPY, fp32p, view1(p, d->flat, lo(d, r), d->S));
-				rank_only(p, at, r);
-				free(avg[r]);
-				avg[r] = NULL;
-			}
-			/* all_gather_dp_groups (utils.py 965-968 -> 954-962: none at
-			 * N = 1): every rank's partition into the flat buffer (read
-			 * from the fp32 partition the copy above made it equal to:
-			 * one operand on every rank) */
-			if (world > 1)
-				agp_op(p, po, AG_OP_ALL_GATHER, fp32p, d->flat);
-			agp_free(p, vn, po);
-			skip_optimizer = 1;
 			continue;
 		}
-		switch (e->kind) {
-		case AG_EV_GRAD_READY: {
-			uint32_t g = s->tensor[e->t].storage;
-			agp_copy(p, e);
-			if (g >= nt0 || grad_of[g] == NO || k_of[grad_of[g]] < 0) {
-				rc = zs_fail(cause, "--wrapper deepspeed: internal error: a gradient of no trained parameter");
-				break;
+		/* the optimizer's mark */
+		/* engine.py allreduce_gradients (2048-2062): stage 1's
+		 * reduce_gradients (706-725: every gradient in group
+		 * order), then the epilogue (764-807): the rest reduced,
+		 * averaged_gradients, the bucket released and every .grad
+		 * set to None (grads_in_partition kept by the views) */
+		const enum zs_phase ph = ZS_PH_BACKWARD;
+		if (!stage2)
+			for (size_t k = 0; k < d->n; k++)
+				ipg_add(d, k, wk.gt[k], wk.gs[k], ph);
+		epilogue(d, ph);
+		uint32_t **avg = d->avg, *padr = d->pad;
+		size_t *navg = d->navg;
+		if (wk.lossk != NO) { /* the engine's backward returns */
+			agp_free(p, wk.lossk, ph);
+			wk.gone[wk.lossk] = 1;
+		}
+		agp_copy(p, e);
+		/* step (1826-1944) */
+		const enum zs_phase po = ZS_PH_OPTIMIZER;
+		/* scaled_global_norm (1787-1803) -> get_grad_norm_direct
+		 * (1663-1721): each own gradient's .double() copy and its
+		 * vector_norm, their stack, square, sum, float (each
+		 * freed as the next is made), the all-reduce; then pow,
+		 * isinf, isnan, logical_or, tensor(-1.0) and the blend;
+		 * the values are stand-ins (no later op reads them:
+		 * gradient_clipping 0) */
+		uint32_t tn = agp_storage(p, "float (the norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH);
+		uint32_t **nrm = zs_malloc(world * sizeof *nrm);
+		for (unsigned r = 0; r < world; r++) {
+			size_t from = p->nev, m = navg[r] - (padr[r] != NO);
+			nrm[r] = zs_malloc((m + 1) * sizeof **nrm);
+			for (size_t j = 0; j < m; j++) {
+				uint32_t g = avg[r][j];
+				uint32_t dbl = agp_storage(p, "_to_copy (.double())", AG_F64, p->s->tensor[g].shape[0], 0,
+				                           ZS_CAT_SCRATCH);
+				agp_alloc(p, dbl, po);
+				agp_op(p, po, AG_OP_COPY, g, dbl);
+				nrm[r][j] = made(p, "linalg_vector_norm", AG_F64, 0, 1, ZS_CAT_SCRATCH, 0, po);
+				agp_free(p, dbl, po);
 			}
-			size_t k = (size_t)k_of[grad_of[g]];
-			if (gs[k] == NO) { /* the step's first gradient of it */
-				gs[k] = g;
-				gt[k] = e->t;
-				gone[g] = 1;
-				cloned[k] = p->s->tensor[g].what != NULL &&
-				            strncmp(p->s->tensor[g].what, "grad (clone", 11) == 0;
-				nready++;
-				/* stage 2: the hook on its AccumulateGrad (904-920) */
-				if (stage2)
-					ipg_add(d, k, e->t, g, e->phase);
-				break;
-			}
-			/* a later micro-step's: stage 1 added it into .grad in place
-			 * (the plain loop's AccumulateGrad: the list's own); stage 2's
-			 * epilogue set .grad to None, so AccumulateGrad makes the new
-			 * gradient .grad again (a copy where it copied the first)
-			 * and the hook moves it into the bucket */
-			if (!stage2)
-				break;
-			if (pend[k] == NO || g != gs[k]) {
-				rc = zs_fail(cause, "--wrapper deepspeed: internal error: a gradient arrives twice in a micro-step");
-				break;
-			}
-			uint32_t nt = pend[k], ns = p->s->tensor[nt].storage;
-			pend[k] = NO;
-			if (cloned[k]) {
-				uint32_t c = agp_storage(p, "grad (clone_obey_contract)", AG_F32, d->numel[k], 0, ZS_CAT_GRAD32);
-				p->s->tensor[c].role = AG_ROLE_GRAD;
-				agp_alloc(p, c, e->phase);
-				agp_op(p, e->phase, AG_OP_COPY, nt, agp_view_shaped(p, c, nt, 0));
-				ipg_add(d, k, agp_view_shaped(p, c, nt, 0), c, e->phase);
+			uint32_t st = made(p, "stack", AG_F64, m, 0, ZS_CAT_SCRATCH, 0, po);
+			uint32_t sq = made(p, "square", AG_F64, m, 0, ZS_CAT_SCRATCH, 0, po);
+			agp_free(p, st, po);
+			uint32_t sm = made(p, "sum", AG_F64, 0, 1, ZS_CAT_SCRATCH, 0, po);
+			agp_free(p, sq, po);
+			agp_alloc(p, tn, po);
+			agp_op(p, po, AG_OP_FILL, NO, tn)->arg[0] = 0;
+			agp_free(p, sm, po);
+			rank_only(p, from, r);
+		}
+		agp_op(p, po, AG_OP_ALL_REDUCE_SUM_, tn, tn);
+		uint32_t pw = made(p, "pow", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
+		agp_free(p, tn, po);
+		uint32_t inf, nan, ion, err;
+		ag_ds_norm_flags(p, po, &inf, &nan, &ion, &err);
+		uint32_t m1 = made(p, "mul (inf_or_nan * err)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
+		uint32_t ln = made(p, "logical_not", AG_BOOL, 0, 1, ZS_CAT_SCRATCH, 0, po);
+		uint32_t m2 = made(p, "mul (not inf_or_nan * total_norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
+		uint32_t bl = made(p, "add (the blend)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
+		agp_free(p, m2, po);
+		agp_free(p, ln, po);
+		agp_free(p, m1, po);
+		agp_free(p, pw, po);
+		for (unsigned r = 0; r < world; r++) { /* the function returns: its list of norms */
+			size_t from = p->nev;
+			for (size_t j = 0; j < navg[r] - (padr[r] != NO); j++)
+				agp_free(p, nrm[r][j], po);
+			rank_only(p, from, r);
+			free(nrm[r]);
+		}
+		free(nrm);
+		agp_free(p, err, po);
+		agp_free(p, ion, po);
+		agp_free(p, nan, po);
+		agp_free(p, inf, po);
+		/* vector_norm(stack(norm_groups)) (1803), then
+		 * _global_grad_norm = it / prev_scale (a Python float):
+		 * made while the last step's is kept, then replacing it */
+		uint32_t st1 = made(p, "stack (norm_groups)", AG_F32, 1, 0, ZS_CAT_SCRATCH, 0, po);
+		uint32_t vn = made(p, "linalg_vector_norm (scaled_global_norm)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
+		agp_free(p, st1, po);
+		agp_free(p, bl, po);
+		{
+			uint32_t wn = made(p, "scalar (wrapped number: prev_scale)", AG_F64, 0, 1, ZS_CAT_SCRATCH, 1.0, po);
+			uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_SCRATCH);
+			agp_alloc(p, c, po);
+			agp_op(p, po, AG_OP_COPY, wn, c);
+			uint32_t q = made(p, "div (scaled_global_norm / prev_scale)", AG_F32, 0, 1, ZS_CAT_SCRATCH, 0, po);
+			agp_free(p, c, po);
+			agp_free(p, wn, po);
+			agp_op(p, po, AG_OP_COPY, q, gnorm); /* the new one kept, the old one gone */
+			agp_free(p, q, po);
+		}
+		/* each rank: the flat fp32 gradient partition (1888-1897:
+		 * a cat of the views, the last rank's padding among them;
+		 * the view itself where there is one), the views and
+		 * grads_in_partition dropped (free_grad_in_param_list,
+		 * averaged_gradients None), unscale_and_clip_grads'
+		 * mul_(1 / 1.0) (1970-1985), the client Adam
+		 * (_optimizer_step, 1811-1824), the partition's gradient
+		 * dropped, the fp32 partition copied into the rank's view
+		 * of the flat buffer */
+		for (unsigned r = 0; r < world; r++) {
+			size_t from = p->nev;
+			uint32_t g, gsto;
+			if (navg[r] == 1) {
+				g = avg[r][0];
+				gsto = p->s->tensor[g].storage;
 			} else {
-				if (ns < nt0)
-					gone[ns] = 1; /* the list's release of it: the hook's */
-				ipg_add(d, k, nt, ns, e->phase);
-			}
-			break;
-		}
-		case AG_EV_FREE:
-			if (e->t < nt0 && gone[e->t])
-				break; /* the pass freed it */
-			if (lossk != NO && e->t == lossk && micro < K) {
-				/* a micro-step's `del loss`: its backward has returned,
-				 * after stage 2's epilogue (engine.py allreduce_gradients,
-				 * 2048-2053: every micro-step) and with its scaled loss */
-				if (stage2)
-					epilogue(d, e->phase);
-				agp_copy(p, e);
-				lossk = NO;
-				break;
-			}
-			agp_copy(p, e);
-			if (e->t == one && scaled != NO) { /* loss_scaler.backward returns */
-				agp_free(p, scaled, e->phase);
-				scaled = NO;
-			}
-			break;
-		case AG_EV_OP:
-			if (e->op == AG_OP_ZERO_ && e->out[0] != NO && s->tensor[e->out[0]].storage < nt0 &&
-			    gone[s->tensor[e->out[0]].storage])
-				break;
-			if (stage2 && e->op == AG_OP_ADD_ && e->out[0] != NO && s->tensor[e->out[0]].storage < nt0 &&
-			    gone[s->tensor[e->out[0]].storage]) {
-				/* AccumulateGrad into a .grad stage 2 moved out: the new
-				 * gradient waits for its AG_EV_GRAD_READY */
-				uint32_t g = s->tensor[e->out[0]].storage;
-				if (grad_of[g] == NO || k_of[grad_of[g]] < 0) {
-					rc = zs_fail(cause, "--wrapper deepspeed: internal error: an accumulation into no gradient");
-					break;
+				g = gsto = agp_storage(p, "cat (single_grad_partition)", AG_F32, d->S, 0, ZS_CAT_GRAD32);
+				p->s->tensor[g].role = AG_ROLE_GRAD;
+				agp_alloc(p, g, po);
+				uint64_t at = 0;
+				for (size_t j = 0; j < navg[r]; j++) {
+					uint64_t len = p->s->tensor[avg[r][j]].shape[0];
+					agp_op(p, po, AG_OP_COPY, avg[r][j], view1(p, g, at, len));
+					at += len;
 				}
-				pend[k_of[grad_of[g]]] = e->in[1];
-				break;
+				if (padr[r] != NO)
+					agp_free(p, padr[r], po);
+				if (d->gip0[r] != NO)
+					agp_free(p, d->gip0[r], po);
 			}
-			if (e->op == AG_OP_NLL && e->phase == ZS_PH_FORWARD)
-				loss = e->out[0];
-			else if (K > 1 && e->op == AG_OP_DIV && loss != NO && e->in[0] == loss)
-				lossk = s->tensor[e->out[0]].storage;
-			agp_copy(p, e);
-			if (await_one && e->op == AG_OP_FILL) {
-				/* backward's ones, then MulBackward0: grad * the kept
-				 * number (its fp32 copy), which it then releases */
-				one = e->out[0];
-				await_one = 0;
-				uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
-				agp_alloc(p, c, e->phase);
-				agp_op(p, e->phase, AG_OP_COPY, wrapped, c);
-				gl = agp_storage(p, "mul (MulBackward0: grad * loss_scale)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
-				agp_alloc(p, gl, e->phase);
-				agp_op(p, e->phase, AG_OP_MUL_SCALAR, one, gl)->arg[0] = 1.0;
-				agp_free(p, c, e->phase);
-				agp_free(p, wrapped, e->phase);
-			} else if (gl != NO && e->phase == ZS_PH_BACKWARD) {
-				int reads = 0;
-				for (int j = 0; j < AG_MAXIN; j++)
-					reads |= e->in[j] == one;
-				if (reads) { /* the loss's node took it */
-					agp_free(p, gl, e->phase);
-					gl = NO;
-				}
-			}
-			break;
-		default:
-			agp_copy(p, e);
+			agp_scalar_inplace(p, AG_OP_MUL_SCALAR_, g, 1.0, po);
+			rank_only(p, from, r);
+			size_t at = ag_ds_adam_step(p, o, &(struct ag_param_state){fp32p, g, am, av, astep});
+			agp_free(p, gsto, po);
+			if (navg[r] == 1 && padr[r] != NO && gsto != padr[r])
+				agp_free(p, padr[r], po);
+			agp_op(p, po, AG_OP_COPY, fp32p, view1(p, d->flat, lo(d, r), d->S));
+			rank_only(p, at, r);
+			free(avg[r]);
+			avg[r] = NULL;
 		}
+		/* all_gather_dp_groups (utils.py 965-968 -> 954-962: none at
+		 * N = 1): every rank's partition into the flat buffer (read
+		 * from the fp32 partition the copy above made it equal to:
+		 * one operand on every rank) */
+		if (world > 1)
+			agp_op(p, po, AG_OP_ALL_GATHER, fp32p, d->flat);
+		agp_free(p, vn, po);
 	}
-	if (rc == 0 && (scaled != NO || gl != NO || one == NO))
-		rc = zs_fail(cause, "--wrapper deepspeed: internal error: the backward's start or end not found");
-	if (rc != 0)
-		rc = -2; /* the step's, not the input's */
-	if (rc == 0)
-		agp_take(p, &s->event, &s->nevents);
-	free(p->ev);
-	free(trained);
-	free(grad_of);
-	free(w);
-	free(k_of);
+	rc = ag_ds_walk_end(&wk, rc, cause);
+	ag_ds_params_free(&pp);
 	free(orig);
-	free(gs);
-	free(gt);
-	free(pend);
-	free(cloned);
-	free(gone);
 	for (unsigned r = 0; r < world; r++)
 		free(d->avg[r]);
 	free(d->avg);
 	free(d->pad);
 	free(d->gip0);
 	free(d->navg);
-	free(d->numel);
-	free(d->off);
 	free(d->bk);
 	free(d->bo);
 	free(d->gip);

@@ -51,4 +51,106 @@
 int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, int stage2, uint64_t bucket,
                 char **cause);
 
+/* What util/ag_ds3.c (ZeRO-3) shares with stages 1 and 2. */
+struct ag_pass;
+/* The client Adam's parameters: which storages of s it trains
+ * (trained[t]) and the plain .grad each reads (grad_of[g]: its
+ * parameter, AG_NONE for the rest; util/ag_pass.h), each in its order
+ * (the optimizer's first write: w[k] the k-th, k_of[t] its place, -1 for
+ * the rest), its elements and its place in a flat buffer of them all
+ * (L). get allocates, free releases. */
+struct ag_ds_params {
+	size_t nt0, n;
+	unsigned char *trained;
+	uint32_t *grad_of, *w;
+	int32_t *k_of;
+	uint64_t *numel, *off, L;
+};
+void ag_ds_params_get(const struct ag_step *s, struct ag_ds_params *pp);
+void ag_ds_params_free(struct ag_ds_params *pp);
+/* The model's parameters (pp's) made views of storage `flat` at their off[k]
+ * (and every view of them a view of it), after stand-ins of their own
+ * that the set-up list, copied into the pass, fills: the stand-ins by
+ * storage (orig[t], AG_NONE for the rest: the caller frees the array);
+ * then the engine's _broadcast_model of each stand-in. */
+uint32_t *ag_ds_flat_views(struct ag_pass *p, const struct ag_ds_params *pp, uint32_t flat);
+/* loss_scaler.backward in fp32 (a static scale of 1) around each of the
+ * step's backwards: the walk's (below), its tensors (loss: the current
+ * micro-step's forward's). */
+struct ag_ds_scaler {
+	uint32_t loss, one, wrapped, scaled, gl;
+	int await_one;
+};
+/* Adam's state over a partition of n elements (exp_avg, exp_avg_sq: the
+ * first step makes them) and its step; the optimizer's _global_grad_norm
+ * (0-dim, of dtype norm), kept from one step to the next. */
+void ag_ds_adam_state(struct ag_pass *p, uint64_t n, enum ag_dtype norm, uint32_t *am, uint32_t *av, uint32_t *astep,
+                      uint32_t *gnorm);
+/* The first step's own list (s->first_step): Adam's state, and a
+ * _global_grad_norm for the steady step to replace. */
+void ag_ds_first_step(struct ag_pass *p, uint32_t am, uint32_t av, uint32_t astep, uint32_t gnorm);
+/* The client Adam over one partition, its mark left out (the step's is
+ * the caller's): where its events start. */
+size_t ag_ds_adam_step(struct ag_pass *p, const struct ag_options *o, const struct ag_param_state *ps);
+/* The walk over the plain loop's step that both passes make (ZeRO-1/2's
+ * and ZeRO-3's): the events it copies, the gradients as backward makes
+ * them (each parameter's storage gs[k] and tensor gt[k] at its first
+ * arrival, AG_NONE until then; the plain .grads the pass frees, whose own
+ * free or zero is dropped), loss_scaler.backward around each backward,
+ * the plain loop's optimizer passed over, over pp's parameters;
+ * at_backward, a storage allocated where each backward starts (AG_NONE:
+ * none; freed first at a later micro-step's where moves is 0). Under K
+ * micro-steps (--grad-accum K) the engine scales each loss (lossk, its
+ * storage, until its backward returns); moves: each micro-step's gradient
+ * is moved out of .grad at its hook (stages 2 and 3), so a later
+ * micro-step's arrives again (and AccumulateGrad's add into the moved
+ * .grad is dropped); 0: stage 1, the plain loop's accumulation in .grad
+ * kept. */
+struct ag_ds_walk {
+	struct ag_pass *p;
+	struct ag_ds_scaler sc;
+	size_t nt0, n, nready, i;
+	const uint32_t *grad_of;
+	const int32_t *k_of;
+	const uint64_t *numel;
+	uint32_t at_backward, lossk;
+	unsigned K, micro;
+	int moves;
+	unsigned char *gone, *cloned;
+	uint32_t *gs, *gt, *pend;
+	uint32_t put_t, put_s;
+	int skip;
+};
+void ag_ds_walk_begin(struct ag_ds_walk *wk, struct ag_pass *p, const struct ag_ds_params *pp, uint32_t at_backward,
+                      unsigned K, int moves);
+/* The next event the pass handles itself, in *e: a gradient for the
+ * hook (AG_EV_GRAD_READY, copied and recorded: its parameter in *k, the
+ * tensor to move put_t, of storage put_s: autograd's at the first
+ * arrival; a later micro-step's, or the copy AccumulateGrad makes of it,
+ * where moves), a micro-step's end before the last (AG_EV_FREE of its
+ * scaled loss: the engine's backward has returned; not copied), or the
+ * optimizer's mark (every gradient arrived; not copied: the pass copies
+ * it and writes the step, freeing lossk where it is set). 1: one; 0: the
+ * step's end; -1 with *cause (an internal error). */
+int ag_ds_next(struct ag_ds_walk *wk, const struct ag_event **e, size_t *k, char **cause);
+/* The walk's end: rc (0, or an internal error made -2), after checking
+ * the loss scaler's; the list written becomes the step's where it is 0,
+ * else it is dropped; the walk's arrays freed. */
+int ag_ds_walk_end(struct ag_ds_walk *wk, int rc, char **cause);
+/* A gradient g (its storage gs) copied into the bucket's next n elements
+ * and freed (.grad made a view of them: the bucket add of both passes'
+ * hooks): its parameter k recorded in bk[*nb], its place in bo[*nb]; *nb
+ * and *used grow. */
+void ag_ds_bucket_put(struct ag_pass *p, uint32_t bucket, uint32_t g, uint32_t gs, size_t k, uint64_t n,
+                      size_t *bk, uint64_t *bo, size_t *nb, uint64_t *used, enum zs_phase ph);
+/* get_grad_norm_direct's checks of the 0-dim norm (stage_1_and_2.py
+ * 1712-1716, stage3.py 1813-1817): isinf, isnan, logical_or and
+ * tensor(-1.0), made in that order (the caller frees them). */
+void ag_ds_norm_flags(struct ag_pass *p, enum zs_phase po, uint32_t *inf, uint32_t *nan, uint32_t *ion, uint32_t *err);
+/* A 1-D view of n elements of storage `flat` at element `at`. */
+uint32_t ag_ds_view(struct ag_pass *p, uint32_t flat, uint64_t at, uint64_t n);
+/* A storage made (allocated) and filled with v. */
+uint32_t ag_ds_made(struct ag_pass *p, const char *what, enum ag_dtype dt, uint64_t n, int scalar, enum zs_cat cat,
+                    double v, enum zs_phase ph);
+
 #endif

@@ -1,0 +1,40 @@
+/*
+ * ag_ds3 — DeepSpeed's ZeRO-3 (DeepSpeedZeroOptimizer_Stage3, its
+ * DeepSpeedZeRoOffload hooks) over the PyTorch step as data
+ * (util/autograd.h): a pass over the plain loop's built step, as
+ * util/ag_ds.h's for stages 1 and 2 (--framework deepspeed --wrapper
+ * deepspeed --schemes zero3; docs/schedule.md, "ZeRO-3 over the PyTorch
+ * step", has what it allocates, read at DeepSpeed's commit 38327e0 with
+ * file and line), fp32, DeepSpeed's defaults, no offload, K = 1.
+ * Built at N = 1, where a module's fetch and release allocate nothing:
+ *
+ *   set-up   each parameter broadcast, partitioned (its ds_tensor) and
+ *            its data freed (Init(module=...)); the partitions moved into
+ *            one buffer (defragment), each parameter a view of it; the
+ *            fp32 partition, a zeros of the whole parameters' elements
+ *            made and dropped, the reduce bucket and the gradient
+ *            partitions (kept); each parameter gathered and freed again
+ *            where its gradient hook is made;
+ *   backward loss * 1.0 and its MulBackward; each gradient copied into
+ *            the bucket at its AccumulateGrad hook and freed, a full
+ *            bucket (and backward's end) reduce-scattered (one gradient
+ *            in place, several through their cat in ds_id order) into
+ *            the gradient partitions;
+ *   step     the gradient norm in float64, the fp32 gradient (a cat of
+ *            the partitions), the client Adam over the fp32 partition,
+ *            the copy back into the parameters' buffer.
+ */
+#ifndef ZS_UTIL_AG_DS3_H
+#define ZS_UTIL_AG_DS3_H
+
+#include "util/autograd.h"
+
+/* Turn the plain loop's step s (built under o with zero_grad none) into
+ * the step under DeepSpeed's ZeRO-3 over `world` ranks with a reduce
+ * bucket of `bucket` elements. 0; -1 with *cause where the input is not
+ * built (N > 1, a parameter larger than the bucket, exactly one
+ * persistent parameter: s is unchanged); -2 with *cause where the step is
+ * not one the pass takes (an internal error: s is then only to be freed). */
+int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, uint64_t bucket, char **cause);
+
+#endif
