@@ -1890,6 +1890,16 @@ def spawn(worker, n, args):
 # unit per transformer block and the root, N processes, rank 0 recorded
 
 
+def ddp_buckets(model):
+    """The buckets DDP's reducer holds, bytes each in its order: after step 2's forward those it
+    rebuilt (_rebuild_buckets, before that forward, in the order step 1's gradients were ready).
+    Read from the reducer itself (_get_zeros_like_grad_buckets: GradBuckets, each a zero buffer the size of its
+    bucket, made after the profiled steps), not from the logging data, whose rebuilt_bucket_sizes
+    2.6 records at the third forward (Logger::set_runtime_stats_and_log before that forward's
+    rebuild), so a run of 2 steps has none there."""
+    return [b.buffer().numel() * b.buffer().element_size() for b in model.reducer._get_zeros_like_grad_buckets()]
+
+
 def fsdp_strategy(a):
     """--fsdp-strategy: full_shard (the default; zerosim's zero3) or
     shard_grad_op (zero2); an importer's namespace without it: full_shard."""
@@ -2104,10 +2114,7 @@ def report(a):
         out["attribution"]["instrumented_step_equal"] = r["marked_peak"] == steady["peak"]
     if a.ddp:
         out["ddp"] = a.ddp
-        # the buckets as the reducer rebuilt them at step 2, bytes each in
-        # its order (Logger::set_runtime_stats_and_log, from the reducer)
-        ld = model._get_ddp_logging_data()
-        out["ddp_buckets"] = [int(x) for x in ld["rebuilt_bucket_sizes"].split(", ")]
+        out["ddp_buckets"] = ddp_buckets(model)
     if a.zero1:
         # this rank's parameters (its partition, as ZeroRedundancyOptimizer
         # made it) and a digest of every rank's final weights, which must

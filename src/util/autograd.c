@@ -4007,6 +4007,11 @@ static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T
 	T qc = matmul_operand(b, qs, !qcontig && rope_sum_copies(B, h, Tn, hd), "clone (matmul's copy of q * sqrt(scale))");
 	T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
 	op(b, AG_OP_BMM, qc, ktv, NO, sc, NO, NO);
+	if (b->nograd) { /* no MmBackward: matmul's copy goes as it returns, k^T·√scale with the expression */
+		unref(b, qc);
+		unref(b, ktv);
+		qc = ktv = NO;
+	}
 	T am = TMP("add (attn_mask)", AG_F32, B, h, Tn, Tn);
 	T mv = vw(b, mask, 4, SH(B, h, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
 	T sc4 = reshape(b, sc, 4, SH(B, h, Tn, Tn));
@@ -4033,6 +4038,12 @@ static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T
 	unref(b, qs);
 	unref(b, kr);
 	unref(b, mask);
+	if (b->nograd) { /* nothing kept: v repeated goes with the function, the weights with its tuple */
+		unref(b, vr3);
+		unref(b, sm3);
+		unref(b, sm);
+		vr3 = sm3 = sm = NO;
+	}
 	s->qe = qc, s->ktc = ktv, s->attw = sm3, s->sm = sm, s->vr = vr3;
 	s->sc_w = s->drop_attn = s->qf = NO;
 	T aot = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
@@ -5966,13 +5977,13 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * draws the forward's masks: layer_bwd, preserve_rng_state), and under
 	 * bf16 autocast (the rerun a region of its own); gemma2 and gemma3_text
 	 * on the plain loop and DDP of both (llama_hold: what their
-	 * transformers releases' calls give each ctx); the rest by name. LoRA under FSDP: PEFT's wrap policy (lora_A, lora_B units of
+	 * transformers releases' calls give each ctx); 2.6's SDPA over fewer
+	 * k/v heads (sdpa_math_fwd under no_grad keeps nothing); the rest by
+	 * name. LoRA under FSDP: PEFT's wrap policy (lora_A, lora_B units of
 	 * their own) around a checkpointed layer is not described; a gemma under
 	 * FSDP is refused by util/ag_ddp.c. */
 	if (o->recompute) {
-		const char *no = o->attn == ZS_ATTN_SDPA && m->kv_heads != m->heads
-		                         ? "--attn sdpa over fewer k/v heads than heads (2.6's math path; give --attn eager)"
-		                 : o->fsdp_unit_marks ? "--lora-r under --wrapper fsdp (give --wrapper none or ddp)"
+		const char *no = o->fsdp_unit_marks ? "--lora-r under --wrapper fsdp (give --wrapper none or ddp)"
 		                                      : NULL;
 		if (no)
 			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing with %s is not described "
