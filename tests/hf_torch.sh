@@ -340,8 +340,10 @@ fi
 # beyond: zero_grad set_to_none and zeros, Adam single, foreach and fused,
 # SDPA (gpt2; llama with as many k/v heads as heads, and with fewer: the
 # math path; qwen2, qwen3 and phi3 with fewer), dropout, activation
-# checkpointing (--recompute full: gpt2, llama, llama under DDP, gpt2 and
-# llama with 4 k/v heads under SDPA, gpt2 and llama with dropout and under
+# checkpointing (--recompute full: gpt2, llama, llama under DDP, and at 2
+# steps (the buckets read from the reducer: 2.6 logs them from the third
+# forward), gpt2 and llama with 4 k/v heads under SDPA, llama and phi3 with
+# 2 (the math path under no_grad), gpt2 and llama with dropout and under
 # bf16 autocast; gemma2 set_to_none, gemma3_text zeros with foreach Adam,
 # under DDP N = 2, and with 4 k/v heads under SDPA, the window past the
 # sequence), qwen2,
