@@ -619,10 +619,7 @@ def run(a, rank=0, world=1):
                    **{c + "_run": sum(1 for kind, n in H.COLLECTIVES if kind == c and run[0] < n <= run[1])
                       for c in fsdp_per_micro})
     if world > 1 and not a.fsdp:
-        # the buckets as the reducer rebuilt them after step 1, bytes each in
-        # its order (Logger::set_runtime_stats_and_log, as hf_torch.py reads them)
-        ld = net._get_ddp_logging_data()
-        out["ddp_buckets"] = [int(x) for x in ld["rebuilt_bucket_sizes"].split(", ")]
+        out["ddp_buckets"] = H.ddp_buckets(net)  # as rebuilt at step 2's forward
     if world > 1:
         import torch.distributed as dist
         # every rank's losses (each its own micro-batches) and whether every

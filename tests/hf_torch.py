@@ -210,8 +210,13 @@ def checkpoint_inside(block):
     backward calls the layer again without FSDP's forward (its pre-backward hook, on the
     checkpoint's output, has gathered the unit)."""
     cls = type(block)
-    block.__class__ = type(cls.__name__, (cls,), {
-        "__call__": lambda self, h, *args: checkpointed(lambda x, *r: cls.__call__(self, x, *r), h, *args)})
+
+    def call(self, h, *args, **kw):
+        if kw:  # a llama-family layer: the model loop's keywords (LlamaForCausalLM.call_layer), in the partial
+            return checkpointed_layer(lambda x, **k: cls.__call__(self, x, k["attention_mask"], k["position_embeddings"]),
+                                      h, **kw)
+        return checkpointed(lambda x, *r: cls.__call__(self, x, *r), h, *args)
+    block.__class__ = type(cls.__name__, (cls,), {"__call__": call})
 
 
 # ---------------------------------------------------------------------------
@@ -641,7 +646,8 @@ class LlamaForCausalLM(nn.Module):
         hidden_states = inputs_embeds
         position_embeddings = self.rotary_emb(hidden_states, position_ids)
         for layer in self.layers:
-            hidden_states = run_layer(layer, hidden_states, causal_mask, position_embeddings)
+            hidden_states = self.call_layer(layer, hidden_states, causal_mask, position_ids, cache_position,
+                                            position_embeddings)
         hidden_states = self.norm(hidden_states)
         logits = self.lm_head(hidden_states)
         mark("fwd:loss:start")
@@ -649,6 +655,33 @@ class LlamaForCausalLM(nn.Module):
         loss = LOSS[0](logits, labels, self.cfg["vocab_size"])
         mark("fwd:loss:end")
         return loss, logits  # CausalLMOutput(loss=loss, logits=logits)
+
+    def call_layer(self, layer, hidden_states, causal_mask, position_ids, cache_position, position_embeddings):
+        """The model loop's call of a decoder layer. Checkpointed (--recompute full), what the call
+        gives the checkpoint differs by release: llama's (and mistral's, taken as llama's) as 4.48's
+        LlamaModel.forward makes it (modeling_llama.py at 5dd4a63548857797:
+        self._gradient_checkpointing_func(decoder_layer.__call__, hidden_states, causal_mask,
+        position_ids, past_key_values, output_attentions, use_cache, cache_position,
+        position_embeddings), all positional: checkpointed_positional); qwen2's, qwen3's and phi3's
+        as their 5.x loops call a GradientCheckpointingLayer (modeling_qwen2.py at 63bb72374703,
+        Qwen2Model.forward: decoder_layer(hidden_states, attention_mask=..., position_ids=...,
+        past_key_values=..., use_cache=..., cache_position=..., position_embeddings=...), the
+        keywords bound in the partial: checkpointed_layer), and so every family under FSDP, whose
+        unit's __call__ is checkpoint_inside's."""
+        if not RECOMPUTE[0] or not layer.training:
+            return layer(hidden_states, causal_mask, position_embeddings)
+        if checkpointing(layer) and self.cfg.get("model_type") in ("llama", "mistral"):
+            # past_key_values None, output_attentions and use_cache False
+            return checkpointed_positional(
+                lambda h, mask, pids, pkv, oa, uc, cp, pe, layer=layer: layer(h, mask, pe), hidden_states,
+                causal_mask, position_ids, None, False, False, cache_position, position_embeddings)
+        kw = dict(attention_mask=causal_mask, position_ids=position_ids, past_key_values=None, use_cache=False,
+                  cache_position=cache_position, position_embeddings=position_embeddings)
+        if checkpointing(layer):
+            return checkpointed_layer(lambda h, layer=layer, **k: layer(h, k["attention_mask"],
+                                                                          k["position_embeddings"]),
+                                      hidden_states, **kw)
+        return layer(hidden_states, **kw)  # FSDP(layer): checkpoint_inside's __call__ binds them
 
 
 # Qwen2 and Qwen3 (transformers 5.x; the stored snapshots: modeling_qwen2.py
@@ -1861,6 +1894,16 @@ def spawn(worker, n, args):
 # unit per transformer block and the root, N processes, rank 0 recorded
 
 
+def ddp_buckets(model):
+    """The buckets DDP's reducer holds, bytes each in its order: after step 2's forward those it
+    rebuilt (_rebuild_buckets, before that forward, in the order step 1's gradients were ready).
+    Read from the reducer itself (_get_zeros_like_grad_buckets: GradBuckets, each a zero buffer the size of its
+    bucket, made after the profiled steps), not from the logging data, whose rebuilt_bucket_sizes
+    2.6 records at the third forward (Logger::set_runtime_stats_and_log before that forward's
+    rebuild), so a run of 2 steps has none there."""
+    return [b.buffer().numel() * b.buffer().element_size() for b in model.reducer._get_zeros_like_grad_buckets()]
+
+
 def fsdp_strategy(a):
     """--fsdp-strategy: full_shard (the default; zerosim's zero3) or
     shard_grad_op (zero2); an importer's namespace without it: full_shard."""
@@ -2075,10 +2118,7 @@ def report(a):
         out["attribution"]["instrumented_step_equal"] = r["marked_peak"] == steady["peak"]
     if a.ddp:
         out["ddp"] = a.ddp
-        # the buckets as the reducer rebuilt them at step 2, bytes each in
-        # its order (Logger::set_runtime_stats_and_log, from the reducer)
-        ld = model._get_ddp_logging_data()
-        out["ddp_buckets"] = [int(x) for x in ld["rebuilt_bucket_sizes"].split(", ")]
+        out["ddp_buckets"] = ddp_buckets(model)
     if a.zero1:
         # this rank's parameters (its partition, as ZeroRedundancyOptimizer
         # made it) and a digest of every rank's final weights, which must

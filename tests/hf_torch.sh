@@ -17,7 +17,7 @@
 # views there, not copies); DDP N = 2 over gloo (--wrapper ddp, gpt2 and
 # llama, llama with foreach Adam, gpt2 with set_to_none, and a gpt2 whose
 # gradients span four buckets at bucket_cap_mb 0.25, their sizes equal to
-# the reducer's rebuilt_bucket_sizes), the engine's measure at N = 2
+# the buckets the reducer rebuilt, hf_torch.py ddp_buckets), the engine's measure at N = 2
 # too; torch's zero1, ZeroRedundancyOptimizer over DDP
 # (--wrapper ddp --schemes zero1), every rank's figures, at N = 2 and 3;
 # FSDP FULL_SHARD, a unit per block and the root, over gloo (--wrapper
@@ -340,8 +340,10 @@ fi
 # beyond: zero_grad set_to_none and zeros, Adam single, foreach and fused,
 # SDPA (gpt2; llama with as many k/v heads as heads, and with fewer: the
 # math path; qwen2, qwen3 and phi3 with fewer), dropout, activation
-# checkpointing (--recompute full: gpt2, llama, llama under DDP, gpt2 and
-# llama with 4 k/v heads under SDPA, gpt2 and llama with dropout and under
+# checkpointing (--recompute full: gpt2, llama, llama under DDP, and at 2
+# steps (the buckets read from the reducer: 2.6 logs them from the third
+# forward), gpt2 and llama with 4 k/v heads under SDPA, llama and phi3 with
+# 2 (the math path under no_grad), gpt2 and llama with dropout and under
 # bf16 autocast; gemma2 set_to_none, gemma3_text zeros with foreach Adam,
 # under DDP N = 2, and with 4 k/v heads under SDPA, the window past the
 # sequence), qwen2,
@@ -441,7 +443,10 @@ if [ "${1:-}" = torch26 ]; then
 		"gemma2-ckpt|tiny-gemma2|--zero-grad none --recompute full|--wrapper none --optimizer-impl single --zero-grad none --recompute full" \
 		"gemma3_text-ckpt-zeros-foreach|tiny-gemma3_text|--zero-grad zeros --optimizer-impl foreach --recompute full|--wrapper none --optimizer-impl foreach --zero-grad zeros --recompute full" \
 		"ddp2-gemma3_text-ckpt|tiny-gemma3_text|--zero-grad none --ddp 2 --recompute full|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full" \
-		"gemma3_text-mha-sdpa-ckpt|tiny-gemma3_text-mha-w48|--zero-grad none --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --recompute full"
+		"gemma3_text-mha-sdpa-ckpt|tiny-gemma3_text-mha-w48|--zero-grad none --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --recompute full" \
+		"llama-sdpa-ckpt|tiny-llama|--zero-grad none --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad none --attn sdpa --recompute full" \
+		"phi3-sdpa-ckpt-zeros|tiny-phi3|--zero-grad zeros --attn sdpa --recompute full|--wrapper none --optimizer-impl single --zero-grad zeros --attn sdpa --recompute full" \
+		"ddp2-llama-ckpt-steps2|tiny-llama|--zero-grad none --ddp 2 --recompute full --steps 2|--wrapper ddp --optimizer-impl single --zero-grad none --recompute full --steps 2"
 	do
 		label=${case%%|*} rest=${case#*|}
 		cfg=${rest%%|*} rest=${rest#*|}
@@ -589,6 +594,7 @@ for case in \
 	"llama-tied-ckpt-set_to_none|--model $tmp/tiny-llama.json --tied --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
 	"qwen3-foreach-ckpt|--model $tmp/tiny-qwen3.json --zero-grad zeros --optimizer-impl foreach --recompute full|$plain --optimizer-impl foreach --zero-grad zeros --recompute full" \
 	"phi3-ckpt|--model $tmp/tiny-phi3.json --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
+	"qwen2-ckpt-set_to_none|--model $tmp/tiny-qwen2.json --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \
 	"ddp2-gpt2-buckets-ckpt|--model $tmp/tiny-gpt2-wide.json --zero-grad zeros --ddp 2 --bucket-cap-mb 0.25 --recompute full|$ddp --optimizer-impl single --zero-grad zeros --bucket-cap 0.25 --recompute full" \
 	"gpt2-dropout-ckpt|--model $tmp/tiny-gpt2-drop.json --dropout config --zero-grad zeros --recompute full|$plain --optimizer-impl single --zero-grad zeros --recompute full" \
 	"llama-dropout-ckpt-set_to_none|--model $tmp/tiny-llama-drop.json --dropout config --zero-grad none --recompute full|$plain --optimizer-impl single --zero-grad none --recompute full" \

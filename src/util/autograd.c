@@ -4006,6 +4006,11 @@ static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T
 	T qc = matmul_operand(b, qs, !qcontig && rope_sum_copies(B, h, Tn, hd), "clone (matmul's copy of q * sqrt(scale))");
 	T sc = TMP("bmm (q k^T)", AG_F32, B * h, Tn, Tn);
 	op(b, AG_OP_BMM, qc, ktv, NO, sc, NO, NO);
+	if (b->nograd) { /* no MmBackward: matmul's copy goes as it returns, k^T·√scale with the expression */
+		unref(b, qc);
+		unref(b, ktv);
+		qc = ktv = NO;
+	}
 	T am = TMP("add (attn_mask)", AG_F32, B, h, Tn, Tn);
 	T mv = vw(b, mask, 4, SH(B, h, Tn, Tn), (const int64_t[]){ 0, 0, (int64_t)Tn, 1 }, 0);
 	T sc4 = reshape(b, sc, 4, SH(B, h, Tn, Tn));
@@ -4032,6 +4037,12 @@ static T sdpa_math_fwd(struct bld *b, struct llama_layer_saved *s, T qe, T ke, T
 	unref(b, qs);
 	unref(b, kr);
 	unref(b, mask);
+	if (b->nograd) { /* nothing kept: v repeated goes with the function, the weights with its tuple */
+		unref(b, vr3);
+		unref(b, sm3);
+		unref(b, sm);
+		vr3 = sm3 = sm = NO;
+	}
 	s->qe = qc, s->ktc = ktv, s->attw = sm3, s->sm = sm, s->vr = vr3;
 	s->sc_w = s->drop_attn = s->qf = NO;
 	T aot = vw(b, ao, 4, SH(B, Tn, h, hd), (const int64_t[]){ (int64_t)(h * Tn * hd), (int64_t)hd,
@@ -5328,22 +5339,36 @@ static T llama_layers_bwd(struct bld *b, struct model *M, int i, T g, void *ctx)
  * modeling_layers.py: partial(super().__call__, **kwargs) over the hidden
  * states alone), is called: the partial binds Gemma3TextModel.forward's
  * keywords in order -- its type's mask, its (cos, sin), position_ids,
- * past_key_values, output_attentions, use_cache, cache_position. The others
- * as tests/hf_torch.py's run_layer binds them: the mask and the rotary
- * pair. */
+ * past_key_values, output_attentions, use_cache, cache_position. llama (and
+ * mistral, taken as llama) as 4.48's LlamaModel.forward calls it
+ * (modeling_llama.py at 5dd4a63548857797: decoder_layer.__call__,
+ * hidden_states, causal_mask, position_ids, past_key_values,
+ * output_attentions, use_cache, cache_position, position_embeddings, all
+ * positional): gemma2's ctx. qwen2, qwen3 and phi3 as their 5.x loops call
+ * a GradientCheckpointingLayer (modeling_qwen2.py at 63bb72374703,
+ * Qwen2Model.forward: attention_mask, position_ids, past_key_values,
+ * use_cache, cache_position, position_embeddings, keywords the partial
+ * binds), and so every family under FSDP (AG_CKPT_IN_UNIT: the checkpoint
+ * inside the unit's __call__): the mask, position_ids, cache_position,
+ * (cos, sin) until the graph goes. tests/hf_torch.py's call_layer makes
+ * the same calls. */
 static void llama_hold(const struct bld *b, int i, struct ckpt_ctx *c, const void *ctx)
 {
 	const struct llama_args *a = ((const struct llama_layers *)ctx)->a;
+	int positional = b->o->recompute == AG_CKPT_LOOP &&
+	                 (strcmp(b->m->model_type, "llama") == 0 || strcmp(b->m->model_type, "mistral") == 0);
 	if (a->g3) {
 		int k = gemma_sliding(b->m, (uint64_t)i);
 		/* fn goes last first: the mask, sin, cos, position_ids, cache_position */
 		*c = (struct ckpt_ctx){ .rng = c->rng, .draws0 = c->draws0, .nfn = 5,
 		                        .fn = { a->cp, a->cp, a->g3cos[k], a->g3sin[k], a->g3mask[k] } };
-	} else if (b->m->gemma) {
+	} else if (b->m->gemma || positional) {
 		*c = (struct ckpt_ctx){ .rng = c->rng, .draws0 = c->draws0, .nsv = 3, .nin = 2,
 		                        .sv = { a->cm, a->cp, a->cp }, .in = { a->cos4, a->sin4 } };
 	} else {
-		*c = (struct ckpt_ctx){ .rng = c->rng, .draws0 = c->draws0, .nfn = 3, .fn = { a->cm, a->cos4, a->sin4 } };
+		/* fn goes last first: the mask, position_ids, cache_position, sin, cos */
+		*c = (struct ckpt_ctx){ .rng = c->rng, .draws0 = c->draws0, .nfn = 5,
+		                        .fn = { a->cos4, a->sin4, a->cp, a->cp, a->cm } };
 	}
 }
 
@@ -5850,7 +5875,7 @@ void ag_options_from_config(struct ag_options *o, const struct zs_config *c, uin
 	o->seed = c->seed;
 	o->amp = c->precision == ZS_AMP_BF16 ? AG_BF16 : c->precision == ZS_AMP_FP16 ? AG_F16 : AG_F32;
 	o->grad_accum = c->grad_accum ? c->grad_accum : 1;
-	o->recompute = c->hf_recompute;
+	o->recompute = !c->hf_recompute ? AG_CKPT_NONE : c->wrapper == ZS_WRAPPER_FSDP ? AG_CKPT_IN_UNIT : AG_CKPT_LOOP;
 	o->ddp_no_sync = c->ddp_no_sync;
 	o->fsdp_prefetch = c->prefetch == ZS_PREFETCH_BACKWARD_PRE;
 	o->freeze = c->freeze[0] ? c->freeze : NULL;
@@ -5951,13 +5976,13 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	 * draws the forward's masks: layer_bwd, preserve_rng_state), and under
 	 * bf16 autocast (the rerun a region of its own); gemma2 and gemma3_text
 	 * on the plain loop and DDP of both (llama_hold: what their
-	 * transformers releases' calls give each ctx); the rest by name. LoRA under FSDP: PEFT's wrap policy (lora_A, lora_B units of
+	 * transformers releases' calls give each ctx); 2.6's SDPA over fewer
+	 * k/v heads (sdpa_math_fwd under no_grad keeps nothing); the rest by
+	 * name. LoRA under FSDP: PEFT's wrap policy (lora_A, lora_B units of
 	 * their own) around a checkpointed layer is not described; a gemma under
 	 * FSDP is refused by util/ag_ddp.c. */
 	if (o->recompute) {
-		const char *no = o->attn == ZS_ATTN_SDPA && m->kv_heads != m->heads
-		                         ? "--attn sdpa over fewer k/v heads than heads (2.6's math path; give --attn eager)"
-		                 : o->fsdp_unit_marks ? "--lora-r under --wrapper fsdp (give --wrapper none or ddp)"
+		const char *no = o->fsdp_unit_marks ? "--lora-r under --wrapper fsdp (give --wrapper none or ddp)"
 		                                      : NULL;
 		if (no)
 			return refuse(cause, "--recompute full: Hugging Face's gradient checkpointing with %s is not described "

@@ -283,6 +283,10 @@ struct ag_event {
 /* Whether rank `rank` runs event e (e->only_rank). */
 int ag_event_on_rank(const struct ag_event *e, unsigned rank);
 
+/* ag_options.recompute: none, the model loop's checkpoint, the checkpoint
+ * inside each FSDP unit */
+enum { AG_CKPT_NONE, AG_CKPT_LOOP, AG_CKPT_IN_UNIT };
+
 /* The options the step follows (zs_config's, resolved: no "default"). */
 struct ag_options {
 	uint64_t batch, seq;
@@ -346,7 +350,9 @@ struct ag_options {
 	 * its input and the RNG state, its backward reruns it with grad first.
 	 * Every family but the gemmas', in fp32 on the plain loop and DDP of
 	 * 1.13 and 2.6 so far (ag_step_build and zs_torch_recompute_set refuse
-	 * the rest by name). */
+	 * the rest by name). AG_CKPT_IN_UNIT: under --wrapper fsdp, the
+	 * checkpoint inside each layer's unit (5.x's GradientCheckpointingLayer:
+	 * what the call binds is its partial's, whatever the family). */
 	int recompute;
 	/* A mixture's routing for the described step (mixtral's, qwen2_moe's
 	 * and qwen3_moe's sparse-MoE blocks, fp32 on the plain loop of 1.13
