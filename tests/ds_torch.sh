@@ -17,6 +17,9 @@
 #    default's run; the fp32 partition's bytes under --freeze and LoRA
 #    counted by hand from the trainable elements; what K = 2 holds more
 #    than K = 1 where the second forward starts, by hand;
+#  - the engine's self.losses (each micro-step's loss.mean().detach(),
+#    summed) held from the backward to the step, against the plain
+#    loop's drop from zero_grad to the step's end, by hand;
 #  - stage 2 frees each gradient at its hook: at the mark where h.0's
 #    backward starts, stage 1 holds the gradients of ln_f and h.1 that
 #    stage 2 moved into the bucket, 4 bytes an element, counted by hand
@@ -160,7 +163,9 @@ done
 
 # What K = 2 holds more than K = 1 where the (second) forward starts, by
 # hand: the second micro-batch's input_ids and labels (2 x 2 x 32 int64,
-# 1024 B), and, stage 1, every trainable gradient accumulated in .grad
+# 1024 B), the engine's self.losses (the first micro-step's
+# loss.mean().detach(), 0-dim fp32, 4 B: engine.py 2105-2106, kept until
+# the step's 2278), and, stage 1, every trainable gradient accumulated in .grad
 # (gpt2-tiny's L = 169,728 elements: wte 1024 d, wpe 64 d, ln_f and the
 # two blocks) and the bucket of 100,000 elements its first backward made
 # and no epilogue released (stage_1_and_2.py 2048-2053; engine.py
@@ -170,7 +175,7 @@ L=$((1024 * d + 64 * d + 2 * d + 2 * block))
 for scheme in zero1 zero2; do
 	for w in 1 2 3; do
 		[ $scheme = zero2 ] && [ $w -gt 1 ] && continue
-		want=$((1024 + 4 * L))
+		want=$((1024 + 4 + 4 * L))
 		[ $scheme = zero1 ] && want=$((want + 4 * 100000))
 		at() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$(field "$1" $w marks)" "$2"; }
 		got=$(($(at "$tmp/m-gpt2-tiny-$scheme-acc2.json" phase:forward@1) - $(at "$tmp/m-gpt2-tiny-$scheme.json" phase:forward)))
@@ -178,7 +183,37 @@ for scheme in zero1 zero2; do
 			"not $want"
 	done
 done
-echo "ok: where the second forward starts K = 2 holds 1024 + 4 L (+ the bucket, stage 1) bytes more than K = 1"
+echo "ok: where the second forward starts K = 2 holds 1024 + 4 + 4 L (+ the bucket, stage 1) bytes more than K = 1"
+
+# The engine's self.losses from the backward to the step, by hand against
+# the plain loop (--wrapper none, .grads set to None at zero_grad): from
+# the step's zero_grad to its end the plain loop frees its gradients
+# (4 L), at K = 2 the scaled loss (4 B: the engine's is freed as its
+# backward returns), and the rest both free alike; the engine's step,
+# whose gradients are gone before zero_grad, frees there self.losses
+# instead (4 B: _take_model_step, engine.py 2278, after zero_grad at
+# 2245-2252). So the plain loop's drop is the engine's + 4 L - 4 at K = 1
+# and + 4 L at K = 2 (the sum of the two means, 4 B, for the scaled loss).
+for K in 1 2; do
+	# shellcheck disable=SC2086
+	"$zerosim" measure -q --framework torch --wrapper none $step --zero-grad none --model "$tiny" --schemes dp \
+		--world 1 --grad-accum $K --out "$tmp/plain.json" || fail "measure --wrapper none K=$K"
+	drop() { python3 -c 'import json, sys; m = json.loads(sys.argv[1]); print(m["phase:zero_grad"] - m["phase:between"])' \
+		"$(field "$1" "$2" marks)"; }
+	want=$((4 * L - 4))
+	[ $K = 2 ] && want=$((4 * L))
+	[ $K = 1 ] && plain1=$(drop "$tmp/plain.json" 1)
+	for scheme in zero1 zero2; do
+		f=$tmp/m-gpt2-tiny-$scheme.json
+		[ $K = 2 ] && f=$tmp/m-gpt2-tiny-$scheme-acc2.json
+		for w in 1 2 3; do
+			got=$(($(drop "$tmp/plain.json" 1) - $(drop "$f" $w)))
+			[ "$got" -eq "$want" ] || fail "$scheme K=$K N=$w: from zero_grad to the step's end the plain loop frees" \
+				"$got bytes more than the engine, not $want (4 L - 4 + 4 (K - 1): self.losses held to the step)"
+		done
+	done
+done
+echo "ok: the engine's self.losses (4 B) held from the backward to the step's end, K = 1 and 2"
 
 # Stage 2's hook frees each gradient once it is in the bucket; stage 1
 # keeps them to backward's end. Before h.0's backward the gradients in
@@ -306,7 +341,13 @@ for model in gpt2-tiny llama-tiny; do
 		[ "$(field "$tmp/ddp.json" 1 $key)" = "$(field "$tmp/m3.json" 1 $key)" ] ||
 			fail "$model zero3: $key $(field "$tmp/m3.json" 1 $key), DDP's $(field "$tmp/ddp.json" 1 $key)"
 	done
-	if [ $model = gpt2-tiny ]; then psi=$z3_psi_gpt2; else psi=$z3_psi_llama; fi
+	if [ $model = gpt2-tiny ]; then
+		psi=$z3_psi_gpt2
+		# self.losses to the step, as stages 1 and 2 (above)
+		[ $((plain1 - $(drop "$tmp/m3.json" 1))) -eq $((4 * L - 4)) ] ||
+			fail "zero3: from zero_grad to the step's end the plain loop frees" \
+				"$((plain1 - $(drop "$tmp/m3.json" 1))) bytes more than the engine, not 4 L - 4"
+	else psi=$z3_psi_llama; fi
 	[ $((psi % 2)) -eq 0 ] || fail "$model: $psi parameters, odd: stage 2 pads"
 	want=$((4 * psi + 4 * 100000 + 1 + 4))
 	got=$(($(field "$tmp/m3.json" 1 resident_bytes) - $(field "$tmp/m-$model-zero2.json" 1 resident_bytes)))

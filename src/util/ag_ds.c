@@ -357,7 +357,8 @@ void ag_ds_walk_begin(struct ag_ds_walk *wk, struct ag_pass *p, const struct ag_
 {
 	const size_t nt0 = pp->nt0, n = pp->n;
 	*wk = (struct ag_ds_walk){.p = p, .nt0 = nt0, .n = n, .grad_of = pp->grad_of, .k_of = pp->k_of,
-	                          .numel = pp->numel, .at_backward = at_backward, .lossk = NO, .K = K > 1 ? K : 1,
+	                          .numel = pp->numel, .at_backward = at_backward, .lossk = NO, .mean = NO,
+	                          .losses = NO, .K = K > 1 ? K : 1,
 	                          .moves = moves, .put_t = NO, .put_s = NO};
 	wk->sc = (struct ag_ds_scaler){.loss = NO, .one = NO, .wrapped = NO, .scaled = NO, .gl = NO};
 	wk->gone = zs_calloc(nt0 ? nt0 : 1, 1);
@@ -416,6 +417,51 @@ static int grad_ready(struct ag_ds_walk *wk, const struct ag_event *e, size_t *k
 	return 1;
 }
 
+/* The engine's backward logs its loss (engine.py 2105-2106, before the
+ * optimizer's backward): mean_loss = loss.mean().detach(), 1.13's mean of
+ * a 0-dim fp32 tensor (its result, then div_ by the element count: a
+ * wrapped number in float64 and its fp32 copy, freed; .detach() a view);
+ * self.losses that mean at the first micro-step, then
+ * `self.losses + mean_loss` (not in place: a new 0-dim tensor, the last
+ * one released as it is replaced). */
+static void log_loss(struct ag_ds_walk *wk, uint32_t loss)
+{
+	struct ag_pass *p = wk->p;
+	const enum zs_phase ph = ZS_PH_BACKWARD;
+	wk->mean = agp_storage(p, "mean (the engine's mean_loss)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
+	agp_alloc(p, wk->mean, ph);
+	agp_op(p, ph, AG_OP_COPY, loss, wk->mean); /* the sum of its one element */
+	uint32_t wn = made(p, "scalar (wrapped number: numel)", AG_F64, 0, 1, ZS_CAT_ACTIVATIONS, 1.0, ph);
+	uint32_t c = agp_storage(p, "scalar (fp32 copy)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
+	agp_alloc(p, c, ph);
+	agp_op(p, ph, AG_OP_COPY, wn, c);
+	agp_free(p, c, ph);
+	agp_free(p, wn, ph);
+	if (wk->losses == NO) {
+		wk->losses = wk->mean;
+		return;
+	}
+	uint32_t sum = agp_storage(p, "add (the engine's self.losses)", AG_F32, 0, 1, ZS_CAT_ACTIVATIONS);
+	agp_alloc(p, sum, ph);
+	struct ag_event *e = agp_op(p, ph, AG_OP_ADD, wk->losses, sum);
+	e->in[1] = wk->mean;
+	e->arg[0] = 1;
+	agp_free(p, wk->losses, ph);
+	wk->losses = sum;
+}
+
+void ag_ds_backward_returns(struct ag_ds_walk *wk, enum zs_phase ph)
+{
+	if (wk->lossk != NO) {
+		agp_free(wk->p, wk->lossk, ph);
+		wk->gone[wk->lossk] = 1;
+		wk->lossk = NO;
+	}
+	if (wk->mean != NO && wk->mean != wk->losses)
+		agp_free(wk->p, wk->mean, ph);
+	wk->mean = NO;
+}
+
 int ag_ds_next(struct ag_ds_walk *wk, const struct ag_event **ep, size_t *k, char **cause)
 {
 	struct ag_pass *p = wk->p;
@@ -428,6 +474,15 @@ int ag_ds_next(struct ag_ds_walk *wk, const struct ag_event **ep, size_t *k, cha
 			if (l == NULL || strcmp(l, "phase:zero_grad") != 0)
 				continue;
 			wk->skip = 0;
+			/* the engine's zero_grad (engine.py 2245-2252) finds
+			 * every .grad None already (the pass freed them: the
+			 * list's frees that follow are dropped), then
+			 * _take_model_step sets self.losses to None (2278) */
+			agp_copy(p, e);
+			if (wk->losses != NO)
+				agp_free(p, wk->losses, e->phase);
+			wk->losses = NO;
+			continue;
 		}
 		if (l != NULL && strncmp(l, "phase:backward", 14) == 0 && (l[14] == '\0' || l[14] == '@')) {
 			/* the engine's backward (engine.py 2085-2152; the loss
@@ -439,6 +494,7 @@ int ag_ds_next(struct ag_ds_walk *wk, const struct ag_event **ep, size_t *k, cha
 			 * stage_1_and_2.py 2048-2049), loss_scaler.backward's */
 			if (sc->loss == NO || (wk->K > 1 && wk->lossk == NO))
 				return zs_fail(cause, "--wrapper deepspeed: internal error: no loss in the step's forward");
+			log_loss(wk, wk->K > 1 ? wk->lossk : sc->loss);
 			if (wk->micro > 0 && !wk->moves && wk->at_backward != NO)
 				agp_free(p, wk->at_backward, ZS_PH_BACKWARD);
 			wk->micro++;
@@ -739,6 +795,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 			if (stage2)
 				epilogue(d, e->phase);
 			agp_copy(p, e);
+			ag_ds_backward_returns(&wk, e->phase);
 			continue;
 		}
 		/* the optimizer's mark */
@@ -754,10 +811,7 @@ int ag_ds_apply(struct ag_step *s, const struct ag_options *o, unsigned world, i
 		epilogue(d, ph);
 		uint32_t **avg = d->avg, *padr = d->pad;
 		size_t *navg = d->navg;
-		if (wk.lossk != NO) { /* the engine's backward returns */
-			agp_free(p, wk.lossk, ph);
-			wk.gone[wk.lossk] = 1;
-		}
+		ag_ds_backward_returns(&wk, ph);
 		agp_copy(p, e);
 		/* step (1826-1944) */
 		const enum zs_phase po = ZS_PH_OPTIMIZER;

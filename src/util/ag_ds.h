@@ -105,7 +105,12 @@ size_t ag_ds_adam_step(struct ag_pass *p, const struct ag_options *o, const stru
  * is moved out of .grad at its hook (stages 2 and 3), so a later
  * micro-step's arrives again (and AccumulateGrad's add into the moved
  * .grad is dropped); 0: stage 1, the plain loop's accumulation in .grad
- * kept. */
+ * kept. The engine's backward logs each micro-step's loss (engine.py
+ * 2105-2106): mean, the micro-step's loss.mean().detach() until its
+ * backward returns; losses, self.losses (the first mean, then each sum
+ * `self.losses + mean_loss`, a new tensor replacing the last) until the
+ * step sets it to None (_take_model_step, 2278: after zero_grad, where the
+ * walk frees it). */
 struct ag_ds_walk {
 	struct ag_pass *p;
 	struct ag_ds_scaler sc;
@@ -113,7 +118,7 @@ struct ag_ds_walk {
 	const uint32_t *grad_of;
 	const int32_t *k_of;
 	const uint64_t *numel;
-	uint32_t at_backward, lossk;
+	uint32_t at_backward, lossk, mean, losses;
 	unsigned K, micro;
 	int moves;
 	unsigned char *gone, *cloned;
@@ -130,9 +135,16 @@ void ag_ds_walk_begin(struct ag_ds_walk *wk, struct ag_pass *p, const struct ag_
  * where moves), a micro-step's end before the last (AG_EV_FREE of its
  * scaled loss: the engine's backward has returned; not copied), or the
  * optimizer's mark (every gradient arrived; not copied: the pass copies
- * it and writes the step, freeing lossk where it is set). 1: one; 0: the
+ * it and writes the step). At either end the pass calls
+ * ag_ds_backward_returns once the engine's backward is done. 1: one; 0: the
  * step's end; -1 with *cause (an internal error). */
 int ag_ds_next(struct ag_ds_walk *wk, const struct ag_event **e, size_t *k, char **cause);
+/* The engine's backward returns (after the optimizer's part of it, its
+ * allreduce_gradients): its scaled loss (lossk, where set) and the
+ * micro-step's mean_loss (where self.losses is not it) freed, in the
+ * frame's order. The pass calls it at a micro-step's end and at the
+ * optimizer's mark. */
+void ag_ds_backward_returns(struct ag_ds_walk *wk, enum zs_phase ph);
 /* The walk's end: rc (0, or an internal error made -2), after checking
  * the loss scaler's; the list written becomes the step's where it is 0,
  * else it is dropped; the walk's arrays freed. */

@@ -283,6 +283,7 @@ int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, 
 		 * epilogue (1131-1156): the rest reduced;
 		 * averaged_gradients the partitions' narrows */
 		reduce(d, ZS_PH_BACKWARD);
+		ag_ds_backward_returns(&wk, ZS_PH_BACKWARD);
 		agp_copy(p, e);
 		/* step (2086-2148): _partition_all_parameters (nothing at
 		 * N = 1), the norms */
