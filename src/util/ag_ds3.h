@@ -33,7 +33,8 @@
  * the step under DeepSpeed's ZeRO-3 over `world` ranks with a reduce
  * bucket of `bucket` elements. 0; -1 with *cause where the input is not
  * built (N > 1, a parameter larger than the bucket, exactly one
- * persistent parameter: s is unchanged); -2 with *cause where the step is
+ * persistent parameter, more than sub_group_size's 1e9 parameters: s is
+ * unchanged); -2 with *cause where the step is
  * not one the pass takes (an internal error: s is then only to be freed). */
 int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, uint64_t bucket, char **cause);
 
