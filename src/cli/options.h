@@ -121,8 +121,11 @@ struct zs_opt {
 	"      --lora-r R         --wrapper none, ddp (dp, zero1), fsdp (1.13) or\n" \
 	"                         deepspeed: LoRA\n" \
 	"                         of rank R over --lora-targets T (all-linear or\n" \
-	"                         module names; default gpt2's c_attn, the others'\n" \
-	"                         q_proj,v_proj), scaled by --lora-alpha A / R (A 8);\n" \
+	"                         module names; default PEFT's by model_type: gpt2's\n" \
+	"                         c_attn, llama's, mistral's, mixtral's, the gemmas'\n" \
+	"                         and qwen2/3's q_proj,v_proj; phi3's, qwen2_moe's\n" \
+	"                         and qwen3_moe's to be given), scaled by\n" \
+	"                         --lora-alpha A / R (A 8);\n" \
 	"                         every base parameter frozen; --lora-dropout P\n" \
 	"                         (default 0) its nn.Dropout on the adapters' input\n" \
 	"      --quant-base nf4   with --lora-r: QLoRA's 4-bit base, every base linear\n" \
