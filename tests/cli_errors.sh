@@ -839,7 +839,7 @@ for cmd in measure theory; do
 			--optimizer-impl fused --world 1 --out "$keep"
 		# The wrapped frameworks' step does not follow them yet: refused.
 		for o in "torch-version 1.13" "torch-device cpu" "optimizer-impl fused" "zero-grad zeros"; do
-			try 2 "--${o% *}: only with --wrapper none, ddp or fsdp so far" $cmd --framework $fw --$o --out "$keep"
+			try 2 "--${o% *}: only with --wrapper none, ddp, fsdp or deepspeed so far" $cmd --framework $fw --$o --out "$keep"
 		done
 	done
 	try 2 "--bucket-cap: --wrapper none builds no DDP to set" \

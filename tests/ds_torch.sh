@@ -255,7 +255,7 @@ JSON
 only="give --schemes zero1, zero2 or zero3"
 stages="--wrapper deepspeed builds ZeRO stages 1, 2 and 3 so far: $only"
 z3n="--wrapper deepspeed --schemes zero3 is built at N = 1 so far (it lists 2): give --world 1"
-keys="--wrapper deepspeed (ZeRO-1, 2 and 3 in fp32, no offload) takes --ds-reduce-bucket and --ds-overlap-comm off alone so far"
+keys="--wrapper deepspeed (ZeRO-1, 2 and 3 in fp32, no offload) takes --ds-reduce-bucket (and, with zero1 or zero2, --ds-overlap-comm off) alone so far"
 printf '{"format": "zerosim-sweep/2", "framework": "deepspeed", "wrapper": "deepspeed", "schemes": ["zero3"], "world": [2]}\n' \
 	>"$tmp/sp.json"
 for cmd in measure theory; do

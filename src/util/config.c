@@ -1003,7 +1003,7 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 	for (int k = ZS_KEY_PREFETCH; k <= ZS_KEY_DS_MAX_LIVE; k++)
 		if (k != ZS_KEY_DS_REDUCE_BUCKET && k != ZS_KEY_DS_OVERLAP_COMM && (c->given & ZS_KEY_BIT(k)))
 			return zs_fail(cause, "--%s: --wrapper deepspeed (ZeRO-1, 2 and 3 in fp32, no offload) takes "
-			               "--ds-reduce-bucket and --ds-overlap-comm off alone so far", key_names[k]);
+			               "--ds-reduce-bucket (and, with zero1 or zero2, --ds-overlap-comm off) alone so far", key_names[k]);
 	return 0;
 }
 
@@ -1037,7 +1037,7 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	                                         ZS_KEY_ZERO_GRAD};
 	for (size_t i = 0; i < sizeof plain_keys / sizeof plain_keys[0]; i++)
 		if (!zs_wrapper_step(c) && (c->given & ZS_KEY_BIT(plain_keys[i])))
-			return zs_fail(cause, "--%s: only with --wrapper none, ddp or fsdp so far (the engine's own DDP, FSDP and "
+			return zs_fail(cause, "--%s: only with --wrapper none, ddp, fsdp or deepspeed so far (the engine's own DDP, FSDP and "
 			               "DeepSpeed steps do not follow it yet)", key_names[plain_keys[i]]);
 	/* Gradient accumulation is described for the PyTorch step (the plain
 	 * loop, DDP and FSDP over it), DeepSpeed's (ds_accum_check)
