@@ -150,6 +150,11 @@ EXTRA_DIST += tests/framework_cli.sh
 # step")
 TESTS += tests/ds_torch.sh
 EXTRA_DIST += tests/ds_torch.sh
+# ZeRO-3 over the PyTorch step at N > 1 (read, not built): its refusal, and
+# which releases PyTorch 1.13 cannot free (docs/schedule.md, "ZeRO-3 over
+# the PyTorch step")
+TESTS += tests/ds3_torch.sh
+EXTRA_DIST += tests/ds3_torch.sh tests/ds3_saved.py
 
 # DeepSpeed's ZeRO-1/2: engine and theory against hand computations; the
 # command line's DeepSpeed settings and their refusals.

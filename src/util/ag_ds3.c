@@ -167,8 +167,9 @@ static void norm(struct ds3 *d, uint32_t gnorm, uint32_t keep[2], enum zs_phase 
 int ag_ds3_apply(struct ag_step *s, const struct ag_options *o, unsigned world, uint64_t bucket, char **cause)
 {
 	if (world != 1)
-		return zs_fail(cause, "--wrapper deepspeed --schemes zero3: built at N = 1 so far (N = %u: the gathers of "
-		               "each module are designed in docs/schedule.md, not built)", world);
+		return zs_fail(cause, "--wrapper deepspeed --schemes zero3: built at N = 1 so far (N = %u: DeepSpeed's first "
+		               "step gathers module by module, unlike the steady one, which the step's list cannot hold "
+		               "yet)", world);
 	/* the client Adam's parameters, in its order: each one's ds_id
 	 * too (Init converts module.parameters(), the order the client
 	 * Adam was given) and its place in lp_param_buffer (N = 1) */

@@ -6,7 +6,10 @@
  * deepspeed --schemes zero3; docs/schedule.md, "ZeRO-3 over the PyTorch
  * step", has what it allocates, read at DeepSpeed's commit 38327e0 with
  * file and line), fp32, DeepSpeed's defaults, no offload, K = 1.
- * Built at N = 1, where a module's fetch and release allocate nothing:
+ * Built at N = 1, where a module's fetch and release allocate nothing
+ * (N > 1 is refused: its first step, the coordinator's trace being
+ * recorded, gathers and releases module by module where the steady step
+ * does not, and a list holds one steady step; docs/schedule.md):
  *
  *   set-up   each parameter broadcast, partitioned (its ds_tensor) and
  *            its data freed (Init(module=...)); the partitions moved into

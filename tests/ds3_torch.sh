@@ -1,0 +1,83 @@
+#!/bin/sh
+# ds3_torch — DeepSpeed's ZeRO-3 over the PyTorch step at N > 1
+# (`--framework deepspeed --wrapper deepspeed --schemes zero3`,
+# util/ag_ds3.c; docs/schedule.md, "ZeRO-3 over the PyTorch step", N > 1):
+#  - not built: N = 2 and 3 refused with one line (exit 2), by measure and
+#    theory alike, an existing --out left as it was;
+#  - the reading's PyTorch part, on real PyTorch 1.13: which gathered
+#    parameters a ZeRO-3 release cannot free because a node saved a view
+#    of them (tests/ds3_saved.py over the reference models, every
+#    parameter released after the forward as free_param does), against
+#    the list counted from each model's config: on llama-tiny every
+#    projection and the head (F.linear saves weight.t(), shape (in, out),
+#    strides (1, in)), on gpt2-tiny the tied table alone (its head's
+#    F.linear; Conv1D's addmm saves the leaf).
+# Not compared with DeepSpeed itself (not installable here).
+# PyTorch is looked for by tests/torch_python.sh; without it the second
+# part is skipped (exit 77 after the first passed). About 5 s.
+set -u
+top=${ZS_BUILDDIR:-.}
+src=${srcdir:-.}
+zerosim=$top/zerosim
+models=$src/report/models
+[ -x "$zerosim" ] || { echo "ds3_torch: $zerosim is not built" >&2; exit 99; }
+for model in gpt2-tiny llama-tiny; do
+	[ -f "$models/$model.json" ] || { echo "ds3_torch: no model config at $models/$model.json" >&2; exit 99; }
+done
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-ds3.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT HUP INT TERM
+fail() { echo "ds3_torch: FAIL: $*" >&2; exit 1; }
+
+keep=$tmp/keep.json
+echo kept >"$keep"
+n=0
+for cmd in measure theory; do
+	for w in 2 3 1,2; do
+		"$zerosim" $cmd --framework deepspeed --wrapper deepspeed --schemes zero3 --model "$models/gpt2-tiny.json" \
+			--torch-device cpu --torch-version 1.13 --precision fp32 --world $w --out "$keep" >"$tmp/out" 2>"$tmp/err"
+		rc=$?
+		[ "$rc" -eq 2 ] || fail "$cmd --world $w: exit $rc, not 2"
+		want="zerosim $cmd: --wrapper deepspeed --schemes zero3 is built at N = 1 so far (it lists ${w#1,}): give --world 1"
+		[ "$(cat "$tmp/err")" = "$want" ] || fail "$cmd --world $w: stderr $(cat "$tmp/err")"
+		[ -s "$tmp/out" ] && fail "$cmd --world $w: stdout $(cat "$tmp/out")"
+		[ "$(cat "$keep")" = kept ] || fail "$cmd --world $w changed $keep"
+		n=$((n + 1))
+	done
+done
+[ "$n" -eq 6 ] || fail "ran $n refusals, not 6"
+echo "ok: N > 1 refused $n times (measure and theory, N = 2, 3 and 1,2)"
+
+name=ds3_torch
+. "$src/tests/torch_python.sh"
+for model in gpt2-tiny llama-tiny; do
+	PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" "$py" "$src/tests/ds3_saved.py" "$models/$model.json" \
+		>"$tmp/got" 2>"$tmp/err" || { cat "$tmp/err" >&2; fail "tests/ds3_saved.py $model"; }
+	# the expected list from the config alone: each weight F.linear reads
+	# (the head's, the tied table's on gpt2), saved as its transpose
+	python3 - "$models/$model.json" >"$tmp/want" <<'EOF' || fail "the expected list of $model"
+import json, sys
+c = json.load(open(sys.argv[1]))
+V = c["vocab_size"]
+rows = []
+if c["model_type"] == "gpt2":
+    d = c["n_embd"]
+    rows.append(("wte.weight", d, V))
+else:
+    d, f, H = c["hidden_size"], c["intermediate_size"], c["num_attention_heads"]
+    hd = d // H
+    kv = c.get("num_key_value_heads", H) * hd
+    for l in range(c["num_hidden_layers"]):
+        for name, i, o in (("mlp.down_proj", f, d), ("mlp.gate_proj", d, f), ("mlp.up_proj", d, f),
+                           ("self_attn.k_proj", d, kv), ("self_attn.o_proj", H * hd, d),
+                           ("self_attn.q_proj", d, H * hd), ("self_attn.v_proj", d, kv)):
+            rows.append((f"layers.{l}.{name}.weight", i, o))
+    rows.append(("embed_tokens.weight" if c.get("tie_word_embeddings") else "lm_head.weight", d, V))
+for name, i, o in sorted(rows):
+    print(name, "MmBackward0._saved_mat2", f"{i}x{o}", f"1,{i}")
+EOF
+	[ -s "$tmp/want" ] || fail "no expected row for $model"
+	diff "$tmp/want" "$tmp/got" >"$tmp/diff" || fail "$model: the releases PyTorch 1.13 cannot free differ:
+$(cat "$tmp/diff")"
+	echo "ok: $model: $(wc -l <"$tmp/got") gathered parameters held by a saved view after their release, as counted"
+done
+exit 0
