@@ -254,6 +254,8 @@ EXTRA_DIST += tests/sdpa_wrapped.sh
 # 12 s on one core)
 TESTS += tests/ds_freeze.sh
 EXTRA_DIST += tests/ds_freeze.sh tests/freeze_lib.sh
+TESTS += tests/ds_subgroup.sh
+EXTRA_DIST += tests/ds_subgroup.sh
 check_PROGRAMS += tests/ds_trace
 tests_ds_trace_SOURCES = tests/ds_trace.c
 tests_ds_trace_LDADD = libzsutil.a $(CJSON_LIBS) -lm
