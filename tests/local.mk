@@ -259,6 +259,10 @@ EXTRA_DIST += tests/sdpa_wrapped.sh
 # 12 s on one core)
 TESTS += tests/ds_freeze.sh
 EXTRA_DIST += tests/ds_freeze.sh tests/freeze_lib.sh
+# DeepSpeed ZeRO-3's optimizer sub groups (--ds-sub-group-size): theory = measure,
+# the step by hand (llama-2-70b too), the same bits, the refusals (a few seconds)
+TESTS += tests/ds_subgroup.sh
+EXTRA_DIST += tests/ds_subgroup.sh
 check_PROGRAMS += tests/ds_trace
 tests_ds_trace_SOURCES = tests/ds_trace.c
 tests_ds_trace_LDADD = libzsutil.a $(CJSON_LIBS) -lm

@@ -56,6 +56,7 @@ struct zs_opt {
 	{"ds-overlap-comm", 0, 1, ZS_OPT_CONFIG, NULL}, {"ds-persist", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"offload", 0, 1, ZS_OPT_CONFIG, NULL}, {"ranks-per-node", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"ds-prefetch-bucket", 0, 1, ZS_OPT_CONFIG, NULL}, {"ds-max-live", 0, 1, ZS_OPT_CONFIG, NULL}, \
+	{"ds-sub-group-size", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"torch-version", 0, 1, ZS_OPT_CONFIG, NULL}, {"torch-device", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"optimizer-impl", 0, 1, ZS_OPT_CONFIG, NULL}, {"zero-grad", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"attn", 0, 1, ZS_OPT_CONFIG, NULL}, {"wrapper", 0, 1, ZS_OPT_CONFIG, NULL}, \

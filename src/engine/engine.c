@@ -779,20 +779,14 @@ static int backward(struct zs_run *r, char **cause)
 	return 0;
 }
 
-/* Each rank updates the slots it owns: its optimizer state, its weights
- * (the fp32 master if there is one, else the params), from its grads (or
- * the fp32 copy of them a framework made), then its params from the
- * master. */
-static void optimizer(struct zs_run *r, unsigned t)
+/* The optimizer over pieces [u0, u1) of every rank. */
+static void step_pieces(struct zs_run *r, unsigned t, size_t u0, size_t u1)
 {
 	const struct zs_layout *lo = &r->layout;
 	int mixed = r->precision == ZS_MIXED, master = has_buf(r, ZS_BUF_MASTER);
 	enum zs_dtype gdt = r->esize[ZS_BUF_GRADS] == sizeof(float) ? ZS_F32 : ZS_F16; /* the grads' own type */
-	tracker_set_phase(&r->tracker, ZS_PH_OPTIMIZER);
-	if (r->ops->before_optimizer)
-		r->ops->before_optimizer(r, r->ctx);
 	for (unsigned k = r->r0; k < r->r1; k++)
-		for (size_t u = 0; u < layout_npieces(lo); u++) {
+		for (size_t u = u0; u < u1; u++) {
 			struct zs_slice g = layout_own(lo, ZS_BUF_GRADS, u, k), s = layout_own(lo, ZS_BUF_M, u, k);
 			/* the params it steps: at their own index in a full buffer
 			 * (--freeze: the trainable run's), else its slots (zero3's
@@ -801,14 +795,31 @@ static void optimizer(struct zs_run *r, unsigned t)
 			                                                              : layout_own(lo, ZS_BUF_PARAMS, u, k);
 			float *w = master ? run_at(r, k, ZS_BUF_MASTER, s.at) : run_at(r, k, ZS_BUF_PARAMS, p.at);
 			float *v = has_buf(r, ZS_BUF_V) ? run_at(r, k, ZS_BUF_V, s.at) : NULL;
-			const float *g32 = r->ops->optimizer_grads ? r->ops->optimizer_grads(r, r->ctx, k) : NULL;
+			const float *g32 = r->ops->optimizer_grads ? r->ops->optimizer_grads(r, r->ctx, k, u) : NULL;
 			optim_update(&r->opt, t + 1, w, run_at(r, k, ZS_BUF_M, s.at), v,
-			             g32 != NULL ? (const void *)(g32 + g.at) : run_at(r, k, ZS_BUF_GRADS, g.at),
+			             g32 != NULL ? (const void *)g32 : run_at(r, k, ZS_BUF_GRADS, g.at),
 			             g32 != NULL ? ZS_F32 : gdt,
 			             mixed ? run_at(r, k, ZS_BUF_PARAMS, p.at) : NULL, s.count);
 			if (master && !mixed)
 				memcpy(run_at(r, k, ZS_BUF_PARAMS, p.at), w, s.count * sizeof *w);
 		}
+}
+
+/* Each rank updates the slots it owns: its optimizer state, its weights
+ * (the fp32 master if there is one, else the params), from its grads (or
+ * the fp32 copy of them a framework made), then its params from the
+ * master; in the scheme's groups of pieces, one after another. */
+static void optimizer(struct zs_run *r, unsigned t)
+{
+	tracker_set_phase(&r->tracker, ZS_PH_OPTIMIZER);
+	if (r->ops->before_optimizer)
+		r->ops->before_optimizer(r, r->ctx);
+	for (size_t i = 0, u0 = 0, np = layout_npieces(&r->layout), u1; u0 < np; i++, u0 = u1) {
+		u1 = r->ops->step_group != NULL ? r->ops->step_group(r, r->ctx, i) : np;
+		if (u1 <= u0 || u1 > np)
+			abort(); /* a group of no piece, or past them (internal error) */
+		step_pieces(r, t, u0, u1);
+	}
 }
 
 /* One step; 0, or -1 with *cause where a hook failed (the step stops

@@ -169,9 +169,16 @@ struct zs_scheme_ops {
 	/* At the start of the optimizer phase (DeepSpeed's fp32 gradient
 	 * partition). */
 	void (*before_optimizer)(struct zs_run *r, void *ctx);
-	/* The fp32 gradient partition rank k's optimizer steps on, when the
-	 * scheme made one (DeepSpeed's); NULL: the grads buffer. */
-	const float *(*optimizer_grads)(const struct zs_run *r, const void *ctx, unsigned k);
+	/* The optimizer steps the pieces in groups, one after another
+	 * (DeepSpeed ZeRO-3's sub groups): before group i it prepares it
+	 * (after finishing group i - 1) and returns the piece the group ends
+	 * at, past the last group's start (layout_npieces when i is past the
+	 * last group). NULL: one group of every piece. */
+	size_t (*step_group)(struct zs_run *r, void *ctx, size_t i);
+	/* The fp32 grads of piece u (its layout_own slice of the grads) that
+	 * rank k's optimizer steps on, when the scheme made them (DeepSpeed's
+	 * fp32 gradient partition); NULL: the grads buffer's. */
+	const float *(*optimizer_grads)(const struct zs_run *r, const void *ctx, unsigned k, size_t u);
 	/* After the optimizer (zero1's and zero2's all-gather of params). */
 	void (*after_optimizer)(struct zs_run *r, void *ctx);
 };

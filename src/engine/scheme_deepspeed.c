@@ -551,10 +551,10 @@ static void params_from_host(struct zs_run *r)
 	}
 }
 
-/* The optimizer steps on the fp32 gradient partition. */
-static const float *optimizer_grads(const struct zs_run *r, const void *ctx, unsigned k)
+/* The optimizer steps on the fp32 gradient partition: piece u's slots. */
+static const float *optimizer_grads(const struct zs_run *r, const void *ctx, unsigned k, size_t u)
 {
-	return ds_rank(r, ctx, k)->grad32;
+	return ds_rank(r, ctx, k)->grad32 + layout_own(&r->layout, ZS_BUF_GRADS, u, k).at;
 }
 
 static void after_step(struct zs_run *r, void *ctx)
@@ -690,6 +690,11 @@ struct ds3 {
 	size_t nmodules, *mod_first, *mod_n;
 	int *mod_grads, *mod_no_grad_in;
 	size_t *mod_of;                /* per layer */
+	/* step()'s sub groups (ds_sub_groups over the trainable tensors'
+	 * partition_numel): sub group i is the tensors [sub_end[i - 1],
+	 * sub_end[i]); the one prepared (SIZE_MAX: none), and where its
+	 * slots start in a rank's grads (the same on every rank). */
+	size_t nsub, *sub_end, sub, sub_at;
 };
 
 static size_t psize(const struct zs_run *r) { return coll_dtype_size(r->dt); }
@@ -854,6 +859,11 @@ static int ds3_setup(struct zs_run *r, void **ctx, char **cause)
 	d->coord = ds_coord_new_recompute(n, nt, d->mod_first, d->mod_n, d->nmodules, group, d->mod_no_grad_in, c,
 	                                  r->world);
 	free(group);
+	for (size_t t = 0; t < nt; t++)
+		n[t] = lo->tensor[t].ts; /* partition_numel, 0 frozen */
+	d->sub_end = zs_calloc(nt + 1, sizeof *d->sub_end);
+	d->nsub = ds_sub_groups(n, nt, c->ds_sub_group, d->sub_end);
+	d->sub = SIZE_MAX;
 	free(n);
 	ds3_reset_step(ds);
 	for (unsigned k = r->r0; k < r->r1; k++)
@@ -901,6 +911,7 @@ static void ds3_teardown(struct zs_run *r, void *ctx)
 	free(d->mod_grads);
 	free(d->mod_no_grad_in);
 	free(d->mod_of);
+	free(d->sub_end);
 	free(d);
 	ds_free(ds);
 }
@@ -1146,9 +1157,8 @@ static int ds3_place(const struct zs_run *r, const void *ctx, unsigned k, size_t
 
 /* step(): _partition_all_parameters (2091; release_and_reset_all,
  * partitioned_param_coordinator.py 444-457) releases every param, the
- * persistent ones too; then the fp32 gradient partition, as ZeRO-1/2's
- * (_prepare_fp32_grad_for_sub_group, stage3.py 1895-1905: one sub-group,
- * sub_group_size 1e12). */
+ * persistent ones too; then the sub groups, one after another
+ * (ds3_step_group). */
 static void ds3_before_optimizer(struct zs_run *r, void *ctx)
 {
 	struct ds *ds = ctx;
@@ -1157,47 +1167,128 @@ static void ds3_before_optimizer(struct zs_run *r, void *ctx)
 	d->npost = ds_coord_step(d->coord, d->released, &nrel, d->post);
 	for (size_t i = 0; i < nrel; i++)
 		release_tensor(r, ds, d->released[i]);
-	if (r->config->offload == ZS_OFFLOAD_NONE) /* offloaded, the host fp32 grad is ready (_prepare_sub_group, 1920-1922) */
-		fp32_grads(r, ds);
+	d->sub = SIZE_MAX;
+}
+
+static size_t sub_first(const struct ds3 *d, size_t i) { return i == 0 ? 0 : d->sub_end[i - 1]; }
+
+/* _prepare_fp32_grad_for_sub_group (stage3.py 1895-1915): sub group i's
+ * grad partitions flattened (_flatten_dense_tensors: a cat of their
+ * partition_numel slots, the narrow itself where the sub group is one
+ * tensor: torch/csrc/utils/tensor_flatten.h) and .to(float32) (a copy
+ * in mixed precision, the same tensor in fp32), the fp16 flat freed with
+ * the statement; offloaded, the host fp32 grad is ready (_prepare_sub_group,
+ * 1920-1922). The slots of a rank's padding are never written. */
+static void prepare_sub_group(struct zs_run *r, struct ds *ds, size_t i)
+{
+	const struct zs_layout *lo = &r->layout;
+	struct ds3 *d = ds->ds3;
+	size_t u0 = sub_first(d, i), u1 = d->sub_end[i], n = 0, nt = 0, esz = r->esize[ZS_BUF_GRADS];
+	for (size_t u = u0; u < u1; u++) {
+		n += lo->tensor[u].ts;
+		nt += lo->tensor[u].ts > 0;
+	}
+	d->sub = i;
+	d->sub_at = layout_own(lo, ZS_BUF_GRADS, u0, r->r0).at;
+	if (r->config->offload != ZS_OFFLOAD_NONE || (nt == 1 && r->dt == ZS_F32))
+		return; /* the optimizer steps the grads where they are */
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		struct ds_rank *rk = ds_rank(r, ds, k);
+		char *flat = r->dt == ZS_F16 && nt > 1 ? tracker_alloc(&r->tracker, k, ZS_CAT_GRAD16, n * esz) : NULL;
+		rk->grad32 = tracker_alloc(&r->tracker, k, ZS_CAT_GRAD32, n * sizeof(float));
+		for (size_t u = u0; u < u1; u++) {
+			struct zs_slice g = layout_own(lo, ZS_BUF_GRADS, u, k);
+			const char *src = run_at(r, k, ZS_BUF_GRADS, g.at);
+			size_t at = g.at - d->sub_at;
+			if (flat != NULL)
+				src = memcpy(flat + at * esz, src, g.count * esz);
+			if (r->dt == ZS_F32)
+				memcpy(rk->grad32 + at, src, g.count * sizeof(float));
+			for (size_t e = 0; e < g.count && r->dt == ZS_F16; e++)
+				rk->grad32[at + e] = zs_half_to_float(((const zs_half *)src)[e]);
+		}
+		tracker_free(&r->tracker, k, flat);
+	}
 }
 
 /* Offloaded, the optimizer steps the host fp32 partition and
  * _reassign_or_swap_out_partitioned_parameters (2069-2075) copy_'s it into
- * the fp16 partitions. On the device (--offload optimizer) torch converts
+ * the fp16 partitions, a sub group at a time (tensors [u0, u1), whose
+ * slots start at `at`). On the device (--offload optimizer) torch converts
  * on the host first, a host fp16 copy (copy_kernel_cuda, aten/src/ATen/
  * native/cuda/Copy.cu: src.to(dst's dtype) on the CPU for a blocking
  * CPU-to-GPU copy); host to host (--offload params) converts in place, and
  * fp32 to fp32 needs no copy. The engine's optimizer already wrote the
  * params; this is the host copy the transfer makes, rewriting the same
  * values: the trainable tensors' (fp16_partitioned_groups, --freeze). */
-static void reassign_partitions(struct zs_run *r)
+static void reassign_partitions(struct zs_run *r, size_t u0, size_t u1, size_t at)
 {
 	const struct zs_layout *lo = &r->layout;
+	size_t n = 0;
 	if (r->dt != ZS_F16 || params_offloaded(r))
 		return;
+	for (size_t u = u0; u < u1; u++)
+		n += lo->tensor[u].ts;
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		zs_half *tmp = tracker_alloc_host(&r->tracker, k, ZS_CAT_PARAM16, lo->tshard * sizeof *tmp);
-		for (size_t u = 0; u < layout_npieces(lo); u++) {
+		zs_half *tmp = tracker_alloc_host(&r->tracker, k, ZS_CAT_PARAM16, n * sizeof *tmp);
+		for (size_t u = u0; u < u1; u++) {
 			struct zs_slice m = layout_own(lo, ZS_BUF_MASTER, u, k), p = layout_own(lo, ZS_BUF_PARAMS, u, k);
-			zs_float_to_half_n(tmp + m.at, run_at(r, k, ZS_BUF_MASTER, m.at), m.count);
-			memcpy(run_at(r, k, ZS_BUF_PARAMS, p.at), tmp + m.at, m.count * sizeof *tmp);
+			zs_float_to_half_n(tmp + (m.at - at), run_at(r, k, ZS_BUF_MASTER, m.at), m.count);
+			memcpy(run_at(r, k, ZS_BUF_PARAMS, p.at), tmp + (m.at - at), m.count * sizeof *tmp);
 		}
 		tracker_free(&r->tracker, k, tmp);
 	}
 }
 
-/* The fp32 gradient partition dropped (_release_sub_group, 1943-1950),
- * then _post_step gathers the persistent params (2054-2056), outside the
- * coordinator's count; the next step runs the complete trace. */
-static void ds3_after_optimizer(struct zs_run *r, void *ctx)
+/* After the optimizer stepped the sub group prepared:
+ * _reassign_or_swap_out_partitioned_parameters (2069-2077), then
+ * _release_sub_group (1943-1953) drops its fp32 gradient (offloaded it
+ * stays, 1946-1947). */
+static void finish_sub_group(struct zs_run *r, struct ds *ds)
 {
-	struct ds *ds = ctx;
+	struct ds3 *d = ds->ds3;
+	if (d->sub == SIZE_MAX)
+		return;
+	if (r->config->offload == ZS_OFFLOAD_OPTIMIZER)
+		reassign_partitions(r, sub_first(d, d->sub), d->sub_end[d->sub], d->sub_at);
 	for (unsigned k = r->r0; k < r->r1 && r->config->offload == ZS_OFFLOAD_NONE; k++) {
 		tracker_free(&r->tracker, k, ds_rank(r, ds, k)->grad32);
 		ds_rank(r, ds, k)->grad32 = NULL;
 	}
-	if (r->config->offload == ZS_OFFLOAD_OPTIMIZER)
-		reassign_partitions(r);
+	d->sub = SIZE_MAX;
+}
+
+/* step()'s loop (2111-2126): sub group i - 1 finished, sub group i
+ * prepared for the optimizer. */
+static size_t ds3_step_group(struct zs_run *r, void *ctx, size_t i)
+{
+	struct ds *ds = ctx;
+	finish_sub_group(r, ds);
+	if (i >= ds->ds3->nsub) /* nothing trains */
+		return layout_npieces(&r->layout);
+	prepare_sub_group(r, ds, i);
+	return ds->ds3->sub_end[i];
+}
+
+/* The sub group's fp32 gradient (offloaded: the host one, whole), or
+ * NULL where it is the grads themselves. */
+static const float *ds3_optimizer_grads(const struct zs_run *r, const void *ctx, unsigned k, size_t u)
+{
+	const struct ds *ds = ctx;
+	const float *g = ds_rank(r, ds, k)->grad32;
+	size_t at = layout_own(&r->layout, ZS_BUF_GRADS, u, k).at;
+	if (g == NULL)
+		return NULL;
+	return r->config->offload != ZS_OFFLOAD_NONE ? g + at : g + (at - ds->ds3->sub_at);
+}
+
+/* The last sub group finished, then _post_step gathers the persistent
+ * params (2054-2056), outside the coordinator's count; the next step
+ * runs the complete trace. */
+static void ds3_after_optimizer(struct zs_run *r, void *ctx)
+{
+	struct ds *ds = ctx;
+	finish_sub_group(r, ds);
 	tracker_set_phase(&r->tracker, ZS_PH_GATHER);
 	for (size_t i = 0; i < ds->ds3->npost; i++)
 		gather_tensor(r, ds, ds->ds3->post[i]);
@@ -1233,7 +1324,8 @@ const struct zs_scheme_ops scheme_ds_zero3 = {
 	.place = ds3_place,
 	.reduce = ds3_reduce,
 	.before_optimizer = ds3_before_optimizer,
-	.optimizer_grads = optimizer_grads,
+	.step_group = ds3_step_group,
+	.optimizer_grads = ds3_optimizer_grads,
 	.after_optimizer = ds3_after_optimizer,
 };
 

@@ -163,6 +163,10 @@ int report_read_framework(const cJSON *cfg, const char *where, struct report_fra
 	if (ds != NULL && cJSON_GetObjectItemCaseSensitive(ds, "ranks_per_node") != NULL &&
 	    read_count(ds, "ranks_per_node", where, "a number of ranks", &f->ranks_per_node, cause) < 0)
 		return -1;
+	f->ds_sub_group = ds != NULL ? ZS_DS_SUB_GROUP : -1; /* written where it is not the default */
+	if (ds != NULL && cJSON_GetObjectItemCaseSensitive(ds, "sub_group_size") != NULL &&
+	    read_count(ds, "sub_group_size", where, "a number of elements", &f->ds_sub_group, cause) < 0)
+		return -1;
 	if (strcmp(f->framework, "deepspeed") == 0 && cJSON_GetObjectItemCaseSensitive(cfg, "steps") != NULL &&
 	    read_count(cfg, "steps", where, "a number of steps", &f->steps, cause) < 0)
 		return -1;
@@ -232,6 +236,9 @@ int report_same_framework(const struct report_framework *a, const struct report_
 	if (a->ds_persist >= 0 && b->ds_persist >= 0 && a->ds_persist != b->ds_persist)
 		return zs_fail(cause, "%s and %s name different DeepSpeed persistence thresholds "
 		               "(%.0f and %.0f elements)", an, bn, a->ds_persist, b->ds_persist);
+	if (a->ds_sub_group >= 0 && b->ds_sub_group >= 0 && a->ds_sub_group != b->ds_sub_group)
+		return zs_fail(cause, "%s and %s name different DeepSpeed ZeRO-3 sub_group_size (%.0f and %.0f elements)",
+		               an, bn, a->ds_sub_group, b->ds_sub_group);
 	if (a->bucket_cap >= 0 && b->bucket_cap >= 0 && a->bucket_cap != b->bucket_cap)
 		return zs_fail(cause, "%s and %s differ in bucket_cap_mb: %g and %g", an, bn, a->bucket_cap,
 		               b->bucket_cap);

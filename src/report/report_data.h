@@ -215,6 +215,7 @@ struct report_framework {
 	int ds_overlap;          /* deepspeed.overlap_comm, -1 when absent */
 	const char *offload;     /* deepspeed.offload, NULL when absent */
 	double ranks_per_node;   /* deepspeed.ranks_per_node, -1 when absent */
+	double ds_sub_group;     /* deepspeed.sub_group_size (absent: 1e9, ZS_DS_SUB_GROUP), -1 without deepspeed */
 	double steps;            /* config.steps under DeepSpeed (zero3's comm is a mean over them), -1 when absent */
 	/* The PyTorch followed (config.torch_version ... wrapper, in
 	 * zs_torch_json_keys' order), each NULL when absent. */

@@ -287,12 +287,25 @@ void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config 
 /* ZeRO-3's resident state (theory_deepspeed.c) from S = Σ ceil(n_t/N)
  * (the fp16 partitions), S_t and Ψ_t, the same over the trainable tensors
  * (--freeze; else S and Ψ: the grad and fp32 partitions and the optimizer
- * state), and the persistent params' elements: base[] the device's
- * categories between steps (without the persistent params), out's
- * resident, host, shard and padding fields (out->params set). */
+ * state), the persistent params' elements and the largest sub group's
+ * slots (theory_ds3_sub_groups): base[] the device's categories between
+ * steps (without the persistent params), out's resident, host, shard and
+ * padding fields (out->params set). */
 void theory_ds3_resident(const struct theory_bytes *b, const struct zs_config *c, uint64_t S, uint64_t S_t,
-                         uint64_t ntrain, uint64_t persist, unsigned world, struct theory_schedule *out,
-                         uint64_t *base);
+                         uint64_t ntrain, uint64_t persist, uint64_t sub_max, unsigned world,
+                         struct theory_schedule *out, uint64_t *base);
+/* ZeRO-3's step() a sub group at a time (docs/schedule.md, "deepspeed",
+ * ZeRO-3's step): the sub groups of the trainable elements tt[0..nt) at
+ * N = world (util/ds_coord.h's ds_sub_groups, c->ds_sub_group), each
+ * one's slots on a rank (n) and the device blocks its
+ * _prepare_fp32_grad_for_sub_group makes (the flat fp16 copy, g16, freed
+ * once converted, and the fp32 gradient, g32, freed after its step), into
+ * out (nt entries at most); returns their count. */
+struct theory_ds3_sub {
+	uint64_t n, g16, g32;
+};
+size_t theory_ds3_sub_groups(const struct theory_bytes *b, const struct zs_config *c, const uint64_t *tt, size_t nt,
+                             unsigned world, struct theory_ds3_sub *out);
 
 /* Where a DeepSpeed rank's bytes live between steps under c->offload
  * (docs/schedule.md, "deepspeed", offload): device and host bytes per

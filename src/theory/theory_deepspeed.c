@@ -199,9 +199,11 @@ void theory_deepspeed_live(const struct theory_shape *s, const struct zs_config 
  * resident. Offloaded: the grad partitions, the fp32 partition, its fp32
  * grad and the optimizer state on the host, with the params the fp16
  * partitions too; the host's peak is the step's fp16 copy on the way to
- * the device (mixed precision, --offload optimizer). */
+ * the device (mixed precision, --offload optimizer), a sub group's at a
+ * time: the largest's. */
 void theory_ds3_resident(const struct theory_bytes *b, const struct zs_config *c, uint64_t S, uint64_t S_t,
-                         uint64_t ntrain, uint64_t persist, unsigned world, struct theory_schedule *out, uint64_t *base)
+                         uint64_t ntrain, uint64_t persist, uint64_t sub_max, unsigned world,
+                         struct theory_schedule *out, uint64_t *base)
 {
 	enum zs_cat pc = b->p == 2 ? ZS_CAT_PARAM16 : ZS_CAT_PARAM32;
 	enum zs_cat gc = b->g == 2 ? ZS_CAT_GRAD16 : ZS_CAT_GRAD32;
@@ -215,7 +217,7 @@ void theory_ds3_resident(const struct theory_bytes *b, const struct zs_config *c
 	base[ZS_CAT_MOMENTUM] = off ? 0 : S_t * b->momentum;
 	base[ZS_CAT_BUCKETS] = B * b->g;
 	out->host_resident_bytes = off ? S_t * (b->g + 4 + 4 + opt) + (offp ? S * b->p : 0) : 0;
-	out->host_peak_bytes = out->host_resident_bytes + (off && !offp && b->p == 2 ? S_t * b->p : 0);
+	out->host_peak_bytes = out->host_resident_bytes + (off && !offp && b->p == 2 ? sub_max * b->p : 0);
 	out->host_resident_bytes_per_node = out->host_resident_bytes * c->ranks_per_node;
 	out->shard_elements = S;
 	out->padded_elements = (uint64_t)world * S;
@@ -483,4 +485,33 @@ char *theory_deepspeed_text(const struct theory_request *req)
 		z3 = line;
 	}
 	return z3;
+}
+
+/* _create_fp16_sub_groups over the partition_numel of the trainable
+ * tensors, ceil(tt/N); each sub group's _prepare_fp32_grad_for_sub_group
+ * (stage3.py 1895-1915): _flatten_dense_tensors is a cat of its slots,
+ * or the one tensor's narrow itself (torch/csrc/utils/tensor_flatten.h),
+ * and .to(float32) copies the fp16 one and returns an fp32 one as it is;
+ * offloaded, the host fp32 grad is ready and nothing is made (1920-1922). */
+size_t theory_ds3_sub_groups(const struct theory_bytes *b, const struct zs_config *c, const uint64_t *tt, size_t nt,
+                             unsigned world, struct theory_ds3_sub *out)
+{
+	uint64_t *s = zs_calloc(nt + 1, sizeof *s);
+	size_t *end = zs_calloc(nt + 1, sizeof *end);
+	for (size_t t = 0; t < nt; t++)
+		s[t] = (tt[t] + world - 1) / world;
+	size_t n = ds_sub_groups(s, nt, c->ds_sub_group, end);
+	for (size_t i = 0, t = 0; i < n; i++) {
+		uint64_t slots = 0, trained = 0;
+		for (; t < end[i]; t++) {
+			slots += s[t];
+			trained += s[t] > 0;
+		}
+		int flat = trained > 1, made = c->offload == ZS_OFFLOAD_NONE;
+		out[i] = (struct theory_ds3_sub){slots, made && flat && b->g == 2 ? slots * b->g : 0,
+		                                 made && (flat || b->g == 2) ? slots * 4 : 0};
+	}
+	free(s);
+	free(end);
+	return n;
 }

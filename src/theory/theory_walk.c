@@ -728,6 +728,8 @@ struct ds3_fw {
 	uint64_t N, S, S_t, sent, sent_el; /* S_t: Σ ceil(tt/N), the grad and fp32 partitions' */
 	uint64_t msent, msent_el; /* this step's so far (--grad-accum: its micro-steps') */
 	int off, offp;
+	struct theory_ds3_sub *sub; /* step()'s sub groups (theory_ds3_sub_groups) */
+	size_t nsub;
 	struct theory_schedule *out;
 	const struct theory_desc *desc;
 };
@@ -924,17 +926,19 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 			f->msent_el += (f->N - 1) * f->d->gathered + f->bk.reduced;
 			break;
 		}
-		/* step(): everything released; the fp32 gradient partition (in
-		 * mixed precision from a flat fp16 copy; offloaded, the host's);
-		 * then the persistent params gathered */
+		/* step(): everything released; each sub group's fp32 gradient
+		 * (theory_ds3_sub_groups), one after another; then the persistent
+		 * params gathered */
 		size_t nrel, npost = ds_coord_step(f->d, f->rel, &nrel, f->post);
-		uint64_t S = f->S_t, g16 = !f->off && b->g == 2 ? S * b->g : 0, g32 = f->off ? 0 : S * 4;
 		walk_phase(w, ZS_PH_OPTIMIZER);
 		ds3_released(w, f, nrel);
-		ds3_add(w, ZS_CAT_GRAD16, g16, DS3_KEY(DS3_G16, 0));
-		ds3_add(w, ZS_CAT_GRAD32, g32, DS3_KEY(DS3_G32, 0));
-		ds3_sub(w, ZS_CAT_GRAD16, g16, DS3_KEY(DS3_G16, 0));
-		ds3_sub(w, ZS_CAT_GRAD32, g32, DS3_KEY(DS3_G32, 0));
+		for (size_t i = 0; i < f->nsub; i++) {
+			const struct theory_ds3_sub *sg = &f->sub[i];
+			ds3_add(w, ZS_CAT_GRAD16, sg->g16, DS3_KEY(DS3_G16, 0));
+			ds3_add(w, ZS_CAT_GRAD32, sg->g32, DS3_KEY(DS3_G32, 0));
+			ds3_sub(w, ZS_CAT_GRAD16, sg->g16, DS3_KEY(DS3_G16, 0));
+			ds3_sub(w, ZS_CAT_GRAD32, sg->g32, DS3_KEY(DS3_G32, 0));
+		}
 		walk_phase(w, ZS_PH_GATHER); /* the persistent params gathered after step() */
 		ds3_gathered(w, f, f->post, npost);
 		uint64_t N = f->N, gathered = f->d->gathered, reduced = f->bk.reduced;
@@ -1043,7 +1047,12 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 		persist += f.d->persist[t] ? tn[t] : 0;
 	}
 	out->params = p->numel;
-	theory_ds3_resident(b, c, f.S, f.S_t, ntrain, persist, world, out, base);
+	f.sub = zs_calloc(p->ntensors + 1, sizeof *f.sub);
+	f.nsub = theory_ds3_sub_groups(b, c, tt, p->ntensors, world, f.sub);
+	uint64_t sub_max = 0;
+	for (size_t i = 0; i < f.nsub; i++)
+		sub_max = f.sub[i].n > sub_max ? f.sub[i].n : sub_max;
+	theory_ds3_resident(b, c, f.S, f.S_t, ntrain, persist, sub_max, world, out, base);
 	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT, .nmicro = c->grad_accum, .model = d->model, .counts = rc,
 	                 .routed_by_fw = !f.by_unit};
 	for (int k = 0; k < ZS_NCATS; k++) /* set-up */
@@ -1068,6 +1077,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	free(f.rel);
 	free(f.post);
 	free(f.bk.t);
+	free(f.sub);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -183,6 +183,7 @@ void zs_config_defaults(struct zs_config *c)
 	c->ds_persist = 1e5;
 	c->ds_prefetch_bucket = 5e7;
 	c->ds_max_live = 1e9;
+	c->ds_sub_group = ZS_DS_SUB_GROUP;
 	c->ranks_per_node = 1;
 	c->torch_version = ZS_TORCH_2_6;
 	c->torch_device = ZS_DEVICE_CUDA;
@@ -327,7 +328,7 @@ static const char *const key_names[ZS_NKEYS] = {
 	"ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist", "offload", "ranks-per-node",
 	"ds-prefetch-bucket", "ds-max-live", "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn",
 	"wrapper", "grad-accum", "ddp-no-sync", "freeze", "lora-r", "lora-alpha", "lora-dropout", "lora-targets",
-	"quant-base", "double-quant"};
+	"quant-base", "double-quant", "ds-sub-group-size"};
 _Static_assert(sizeof key_names / sizeof key_names[0] == ZS_NKEYS, "a name for every key");
 
 /* One of a PyTorch option's names (names[first..n): "default" is no value
@@ -481,11 +482,13 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 		break;
 	case ZS_KEY_DS_PERSIST:
 	case ZS_KEY_DS_PREFETCH_BUCKET:
-	case ZS_KEY_DS_MAX_LIVE: {
-		/* 0 is a setting (nothing persists, nothing prefetched), so not
-		 * zs_parse_count; DeepSpeed's fields are ints, ge=0. */
+	case ZS_KEY_DS_MAX_LIVE:
+	case ZS_KEY_DS_SUB_GROUP: {
+		/* 0 is a setting (nothing persists, nothing prefetched, a sub
+		 * group a parameter), so not zs_parse_count; DeepSpeed's fields
+		 * are ints, ge=0. */
 		double *to = k == ZS_KEY_DS_PERSIST ? &t.ds_persist : k == ZS_KEY_DS_MAX_LIVE ? &t.ds_max_live
-		                                                                               : &t.ds_prefetch_bucket;
+		             : k == ZS_KEY_DS_SUB_GROUP ? &t.ds_sub_group : &t.ds_prefetch_bucket;
 		if (set_real(key, value, 0, ZS_MAX_PARAMS, "a number of elements (a whole number, 0 to 1e14)", to, cause) != 0)
 			return -1;
 		if (*to != floor(*to))
@@ -1008,6 +1011,25 @@ static int check_ds_wrapper(const struct zs_config *c, char **cause)
 	return 0;
 }
 
+/* --ds-sub-group-size: zerosim's own ZeRO-3 step cuts the optimizer's
+ * sub groups by it (scheme_deepspeed.c, ds_sub_groups); under --wrapper
+ * deepspeed util/ag_ds3.c builds the default's one sub group alone (it
+ * refuses a model of more than 1e9 parameters), so another value is
+ * refused there; the PyTorch step's other wrappers build no DeepSpeed
+ * engine (a framework other than deepspeed is zs_framework_check's). */
+static int check_ds_sub_group(const struct zs_config *c, char **cause)
+{
+	if (!(c->given & ZS_KEY_BIT(ZS_KEY_DS_SUB_GROUP)))
+		return 0;
+	if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->ds_sub_group != ZS_DS_SUB_GROUP)
+		return zs_fail(cause, "--ds-sub-group-size %.17g with --wrapper deepspeed: its ZeRO-3 step builds "
+		               "DeepSpeed's default 1e9 alone so far (leave it out, or give --wrapper auto)", c->ds_sub_group);
+	if (c->wrapper != ZS_WRAPPER_AUTO && c->wrapper != ZS_WRAPPER_DEEPSPEED)
+		return zs_fail(cause, "--ds-sub-group-size: --wrapper %s builds no DeepSpeed engine to set",
+		               zs_wrapper_name(c->wrapper));
+	return 0;
+}
+
 /* DeepSpeed's gradient_accumulation_steps (docs/schedule.md, "deepspeed",
  * "Gradient accumulation"): the engine's dp, ZeRO-1, ZeRO-2 and ZeRO-3
  * steps on the MLP and the transformer take it (a transformer's case holds
@@ -1081,7 +1103,7 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 		               zs_framework_name(c->framework),
 		               c->framework == ZS_FW_TORCH ? " --wrapper " : "",
 		               c->framework == ZS_FW_TORCH ? zs_wrapper_name(c->wrapper) : "");
-	if (check_lora(c, cause) != 0)
+	if (check_lora(c, cause) != 0 || check_ds_sub_group(c, cause) != 0)
 		return -1;
 	if (c->wrapper == ZS_WRAPPER_DDP)
 		return check_ddp(c, cause);
@@ -1222,6 +1244,8 @@ static void json_deepspeed(cJSON *cfg, const struct zs_config *c)
 	cJSON_AddNumberToObject(o, "persist", c->ds_persist);
 	cJSON_AddNumberToObject(o, "prefetch_bucket", c->ds_prefetch_bucket);
 	cJSON_AddNumberToObject(o, "max_live", c->ds_max_live);
+	if (c->ds_sub_group != ZS_DS_SUB_GROUP) /* the default's files are what they were */
+		cJSON_AddNumberToObject(o, "sub_group_size", c->ds_sub_group);
 	cJSON_AddStringToObject(o, "offload", zs_offload_name(c->offload));
 	cJSON_AddNumberToObject(o, "ranks_per_node", c->ranks_per_node);
 }

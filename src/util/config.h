@@ -62,6 +62,8 @@ enum zs_wrapper { ZS_WRAPPER_AUTO, ZS_WRAPPER_NONE, ZS_WRAPPER_DDP, ZS_WRAPPER_F
 #define ZS_MAX_BATCH 65536
 /* Byte counts must stay exact in a double: 16 bytes/param * params < 2^53. */
 #define ZS_MAX_PARAMS 1e14
+/* DeepSpeed ZeRO-3's sub_group_size default, in elements (--ds-sub-group-size). */
+#define ZS_DS_SUB_GROUP 1e9
 /* A DeepSpeed bucket, in elements (--ds-reduce-bucket, --ds-allgather-bucket). */
 #define ZS_MAX_DS_BUCKET 4e9
 /* Seeds are whole numbers 0..2^53-1, so that a JSON number (a double)
@@ -93,6 +95,10 @@ enum zs_key {
 	/* QLoRA (issue #23): --quant-base nf4, --double-quant on|off
 	 * (bitsandbytes' Linear4bit under the adapters: docs/finetune.md). */
 	ZS_KEY_QUANT_BASE, ZS_KEY_DOUBLE_QUANT,
+	/* DeepSpeed ZeRO-3's zero_optimization.sub_group_size
+	 * (--ds-sub-group-size): outside the ranges of DeepSpeed keys the
+	 * wrappers' checks walk, checked on its own (check_ds_sub_group). */
+	ZS_KEY_DS_SUB_GROUP,
 	ZS_NKEYS
 };
 
@@ -134,6 +140,10 @@ struct zs_config {
 	/* ZeRO-3's parameter coordinator: stage3_prefetch_bucket_size (5e7)
 	 * and stage3_max_live_parameters (1e9), in elements. */
 	double ds_prefetch_bucket, ds_max_live;
+	/* ZeRO-3's sub_group_size, in elements: the engine's default
+	 * (ZS_DS_SUB_GROUP, zero/config.py 168, passed by engine.py 1778;
+	 * stage3.py's own 1e12 is not used). */
+	double ds_sub_group;
 	/* ZeRO-Offload: what lives in host memory (DeepSpeed's offload_optimizer
 	 * and, ZeRO-3 only, offload_param, device cpu), and the ranks of a node
 	 * (DeepSpeed's num_gpus_per_node, default 1). */
@@ -189,7 +199,7 @@ struct zs_config {
  * unit model; 3 steps; batch 4; seed 3; mixed; adam; lr 1e-3; betas 0.9,
  * 0.999; eps 1e-8; framework paper; bucket cap 25 MB; prefetch none; DeepSpeed's
  * buckets 5e8 elements, overlap_comm off, persistence 1e5, prefetch bucket 5e7, max live
- * 1e9, no offload, one rank a node. */
+ * 1e9, sub groups of 1e9, no offload, one rank a node. */
 void zs_config_defaults(struct zs_config *c);
 
 /* Set one option from its command-line spelling: key is the long option
@@ -198,7 +208,7 @@ void zs_config_defaults(struct zs_config *c);
  * "framework", "bucket-cap", "prefetch", "ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm",
  * "ds-persist", "offload", "ranks-per-node", "ds-prefetch-bucket", "ds-max-live",
  * "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn", "wrapper",
- * "grad-accum", "ddp-no-sync").
+ * "grad-accum", "ddp-no-sync", "ds-sub-group-size").
  * Returns 0 or -1 with *cause set ("--world: '0' is not a world size
  * (1..65536)"). Marks the key in c->given. */
 int zs_config_set(struct zs_config *c, const char *key, const char *value, char **cause);

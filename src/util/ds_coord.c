@@ -293,3 +293,24 @@ int ds_coord_starved_built(const struct zs_config *c, enum zs_scheme scheme, uns
 	return c->framework == ZS_FW_DEEPSPEED && (scheme == ZS_ZERO1 || scheme == ZS_ZERO2) && world == 1 &&
 	       c->grad_accum <= 1 && c->offload == ZS_OFFLOAD_NONE;
 }
+
+size_t ds_sub_groups(const uint64_t *s, size_t nt, double size, size_t *end)
+{
+	uint64_t total = 0, run = 0;
+	size_t n = 0, last = nt;
+	for (size_t t = 0; t < nt; t++) {
+		total += s[t];
+		last = s[t] > 0 ? t : last;
+	}
+	if (last == nt) /* nothing trains: no param group (stage3.py 496-497) */
+		return 0;
+	for (size_t t = 0; t < nt; t++) {
+		run += s[t];
+		if (s[t] > 0 && (size >= (double)total ? t == last : ((double)run >= size || t == last))) {
+			end[n++] = t + 1;
+			run = 0;
+		}
+	}
+	end[n - 1] = nt;
+	return n;
+}

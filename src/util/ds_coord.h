@@ -140,4 +140,19 @@ uint64_t ds_coord_starved(const struct step_params *p, const uint64_t *counts, s
  * 780, and the host fp32 grads keep the last step's slots). 1, or 0. */
 int ds_coord_starved_built(const struct zs_config *c, enum zs_scheme scheme, unsigned world);
 
+/* DeepSpeed ZeRO-3's optimizer sub groups (stage3.py
+ * _create_fp16_sub_groups, 943-966 at 38327e0; docs/schedule.md,
+ * "deepspeed", ZeRO-3's step), which step() prepares, steps and releases
+ * one after another (2111-2126). s[0..nt): each tensor's partition_numel
+ * on a rank, ceil(n/N), 0 for a frozen one (in no param group,
+ * stage3.py 491-505); the trainable ones are the one param group's, in
+ * order. One sub group of all of them when size >= their sum (948-949);
+ * else one closes after the tensor that brings its running sum to size or
+ * more, and after the last (959): a sub group overshoots size by less
+ * than its last tensor, and a tensor larger than size closes the one it
+ * joins. end[i] (nt entries at most): one past sub group i's last tensor,
+ * nt for the last (the frozen tensors after it join it); returns the
+ * count, 0 when nothing trains. */
+size_t ds_sub_groups(const uint64_t *s, size_t nt, double size, size_t *end);
+
 #endif

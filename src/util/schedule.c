@@ -108,10 +108,10 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 {
 	static const enum zs_key ds_keys[] = {ZS_KEY_DS_REDUCE_BUCKET, ZS_KEY_DS_ALLGATHER_BUCKET, ZS_KEY_DS_OVERLAP_COMM,
 	                                      ZS_KEY_DS_PERSIST, ZS_KEY_OFFLOAD, ZS_KEY_RANKS_PER_NODE,
-	                                      ZS_KEY_DS_PREFETCH_BUCKET, ZS_KEY_DS_MAX_LIVE};
+	                                      ZS_KEY_DS_PREFETCH_BUCKET, ZS_KEY_DS_MAX_LIVE, ZS_KEY_DS_SUB_GROUP};
 	static const char *const ds_names[] = {"--ds-reduce-bucket", "--ds-allgather-bucket", "--ds-overlap-comm",
 	                                       "--ds-persist", "--offload", "--ranks-per-node",
-	                                       "--ds-prefetch-bucket", "--ds-max-live"};
+	                                       "--ds-prefetch-bucket", "--ds-max-live", "--ds-sub-group-size"};
 	for (size_t i = 0; i < sizeof ds_keys / sizeof ds_keys[0]; i++)
 		if (c->framework != ZS_FW_DEEPSPEED && (c->given & ZS_KEY_BIT(ds_keys[i])))
 			return zs_fail(cause, "%s is a DeepSpeed setting: give --framework deepspeed", ds_names[i]);
@@ -141,6 +141,7 @@ int zs_framework_check(const struct zs_config *c, int theory, char **cause)
 		{ZS_KEY_DS_PREFETCH_BUCKET, Z3, 0, "--ds-prefetch-bucket is ZeRO-3's stage3_prefetch_bucket_size: give "
 		 "--schemes zero3"},
 		{ZS_KEY_DS_MAX_LIVE, Z3, 0, "--ds-max-live is ZeRO-3's stage3_max_live_parameters: give --schemes zero3"},
+		{ZS_KEY_DS_SUB_GROUP, Z3, 0, "--ds-sub-group-size is ZeRO-3's sub_group_size: give --schemes zero3"},
 	};
 	for (size_t i = 0; i < sizeof ds_use / sizeof ds_use[0] && c->framework == ZS_FW_DEEPSPEED; i++)
 		if ((c->given & ZS_KEY_BIT(ds_use[i].key)) && !(has & ds_use[i].schemes) && (theory || !ds_use[i].theory_only))
