@@ -321,12 +321,7 @@ refuse "--zero-grad none" "with zero_grad(set_to_none=True) (give --zero-grad ze
 # router_aux_loss_coef 0.02): the tiny mixtral, qwen2_moe and qwen3_moe at
 # B 2 T 16 and the 512-wide mixtral under DDP N = 2, as the rows above
 aux() {
-	python3 -c 'import json, sys
-c = json.load(open(sys.argv[1]))
-c["output_router_logits"] = True
-if c["model_type"] != "mixtral":
-    c["router_aux_loss_coef"] = 0.02
-json.dump(c, open(sys.argv[2], "w"))' "$1" "$2" || exit 99
+	"$py" "$src/tests/moe_model_torch.py" --aux-config "$1" "$2" || exit 99
 }
 for q in config qwen_moe qwen3_moe; do
 	aux "$tmp/$q.json" "$tmp/$q-aux.json"

@@ -48,12 +48,7 @@ rc=0
 # it, within 1e-5 relative and each step's routing equal
 # (moe_model_torch.py --aux)
 aux() {
-	python3 -c 'import json, sys
-c = json.load(open(sys.argv[1]))
-c["output_router_logits"] = True
-if c["model_type"] != "mixtral":
-    c["router_aux_loss_coef"] = 0.02
-json.dump(c, open(sys.argv[2], "w"))' "$tmp/config.json" "$tmp/aux.json" || exit 99
+	"$py" "$src/tests/moe_model_torch.py" --aux-config "$tmp/config.json" "$tmp/aux.json" || exit 99
 	OPENBLAS_NUM_THREADS=1 "$top/zerosim" measure -q --model "$tmp/aux.json" --seq 16 --batch 2 --framework torch \
 		--wrapper none --torch-version 1.13 --torch-device cpu --zero-grad zeros --optimizer-impl single \
 		--precision fp32 --world 1 --schemes dp --steps 3 --seed 1 --lr 1e-2 --out "$tmp/m-aux.json" ||
