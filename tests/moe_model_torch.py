@@ -49,8 +49,7 @@ tests/tfm_torch.py holds gpt2 and llama to):
 
 moe_model_torch.py --aux MEASURED DUMP CONFIG B T STEPS LR SEED WORK: the
 auxiliary load-balancing loss against zerosim's PyTorch step's
-measured.json instead (aux_main); moe_model_torch.py --aux-config SRC DST
-writes the config those take (aux_config).
+measured.json instead (aux_main).
 Exit 0 agree, 1 disagree."""
 import json
 import os
@@ -309,23 +308,7 @@ def aux_main(measured, dump, config, B, T, steps, lr, seed, work):
     return 1 if bad else 0
 
 
-def aux_config(src, dst):
-    """--aux-config SRC DST: SRC's config with output_router_logits true
-    (and qwen's router_aux_loss_coef 0.02, its default 0.001 made larger
-    so that the coefficient is read) into DST, the aux loss's tests'."""
-    with open(src) as f:
-        cfg = json.load(f)
-    cfg["output_router_logits"] = True
-    if cfg["model_type"] in QWEN_MOE:
-        cfg["router_aux_loss_coef"] = 0.02
-    with open(dst, "w") as f:
-        json.dump(cfg, f)
-    return 0
-
-
 def main():
-    if sys.argv[1] == "--aux-config":
-        return aux_config(sys.argv[2], sys.argv[3])
     if sys.argv[1] == "--aux":
         B, T, steps = (int(x) for x in sys.argv[5:8])
         return aux_main(sys.argv[2], sys.argv[3], sys.argv[4], B, T, steps, float(sys.argv[8]), int(sys.argv[9]),
