@@ -555,10 +555,13 @@ bad_theory "$tmp/moe-null.json: \"num_experts_per_tok\" is null (a whole number 
 	--model "$tmp/moe-null.json"
 sed 's/"num_experts_per_tok": null/"num_experts_per_tok": 1/' "$tmp/moe-null.json" >"$tmp/moe-one.json"
 bad_theory "moe-one: a mixture of experts (1 expert, top 1): the theory follows the engine's step, $moe_in, so far; not with --framework torch --wrapper auto (give --wrapper none)" --model "$tmp/moe-one.json" --framework torch
-# the engine runs the block, not the auxiliary loss nor the router's noise
+# the engine runs the block, not the auxiliary loss (the PyTorch step's
+# alone) nor the router's noise
 sed 's/"num_experts_per_tok": 1/"num_experts_per_tok": 1, "output_router_logits": true/' "$tmp/moe-one.json" >"$tmp/moe-aux.json"
-bad_measure "moe-aux: \"output_router_logits\" is true: the router's auxiliary load-balancing loss is not run yet (give false)" \
+bad_measure "moe-aux: \"output_router_logits\" is true: the router's auxiliary load-balancing loss is run and predicted in the PyTorch step only (--framework torch; else give false)" \
 	--model "$tmp/moe-aux.json"
+bad_theory "moe-aux: \"output_router_logits\" is true: the router's auxiliary load-balancing loss is run and predicted in the PyTorch step only (--framework torch; else give false)" \
+	--model "$tmp/moe-aux.json" --framework deepspeed
 sed 's/"num_experts_per_tok": 1/"num_experts_per_tok": 1, "router_jitter_noise": 0.01/' "$tmp/moe-one.json" >"$tmp/moe-jit.json"
 # one check in both commands (util/model.h's zs_model_router_check)
 bad_measure "moe-jit: \"router_jitter_noise\" is 0.01: the router's noise is neither run nor predicted yet (give 0)" --model "$tmp/moe-jit.json"

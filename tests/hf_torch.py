@@ -654,6 +654,8 @@ class LlamaForCausalLM(nn.Module):
         set_ctx(unit="loss")
         loss = LOSS[0](logits, labels, self.cfg["vocab_size"])
         mark("fwd:loss:end")
+        if self.cfg.get("output_router_logits"):  # a mixture's auxiliary loss (below)
+            return moe_aux_outputs(self.cfg, loss, logits)
         return loss, logits  # CausalLMOutput(loss=loss, logits=logits)
 
     def call_layer(self, layer, hidden_states, causal_mask, position_ids, cache_position, position_embeddings):
@@ -1248,8 +1250,10 @@ FAMILY_ATTENTION = {"llama": LlamaAttention, "mistral": LlamaAttention, "qwen2":
 # MixtralDecoderLayer.forward is LlamaDecoderLayer's with
 # block_sparse_moe (MixtralSparseMoeBlock, lines 78-142: tests/moe_torch.py's
 # SparseMoeBlock, op for op) in place of the MLP; its router_logits live
-# until the layer returns (output_router_logits False: no aux loss).
+# until the layer returns, or with output_router_logits true until the
+# step's end (moe_aux_outputs, below).
 ROUTING = []  # per forward, per layer: the tokens each expert got (the run's own routing)
+ROUTER_LOGITS = []  # output_router_logits true: this forward's every layer's router_logits, in order
 
 
 class MixtralDecoderLayer(LlamaDecoderLayer):
@@ -1265,6 +1269,7 @@ class MixtralDecoderLayer(LlamaDecoderLayer):
                                                cfg["num_local_experts"], cfg["num_experts_per_tok"])
         self.input_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
         self.post_attention_layernorm = LlamaRMSNorm(cfg["hidden_size"], eps)
+        self.keep_router = bool(cfg.get("output_router_logits", False))
 
     def forward(self, hidden_states, attention_mask, position_embeddings):
         residual = hidden_states
@@ -1278,6 +1283,8 @@ class MixtralDecoderLayer(LlamaDecoderLayer):
         for e in selected.view(-1).tolist():  # Python's count: no tensor allocated
             counts[e] += 1
         ROUTING.append(counts)
+        if self.keep_router:  # _can_record_outputs' OutputRecorder(MixtralSparseMoeBlock, index=1)
+            ROUTER_LOGITS.append(router_logits)
         hidden_states = residual + hidden_states
         return hidden_states
 
@@ -1310,11 +1317,44 @@ class QwenMoeDecoderLayer(MixtralDecoderLayer):
             self.mlp = Qwen3MoeSparseMoeBlock(*args, norm)
         self.input_layernorm = LlamaRMSNorm(d, eps)
         self.post_attention_layernorm = LlamaRMSNorm(d, eps)
+        self.keep_router = bool(cfg.get("output_router_logits", False))
 
 
 FAMILY_ATTENTION["qwen2_moe"] = Qwen2Attention
 FAMILY_ATTENTION["qwen3_moe"] = Qwen3Attention
 FAMILY_LAYER["qwen2_moe"] = FAMILY_LAYER["qwen3_moe"] = QwenMoeDecoderLayer
+
+
+def load_balancing_loss_func(gate_logits, num_experts, top_k):
+    """modeling_mixtral.py at 00d4b3d2, load_balancing_loss_func (531-610)
+    with attention_mask None (no padding: the branch at 573-578);
+    modeling_qwen2_moe.py's and modeling_qwen3_moe.py's are its copies."""
+    compute_device = gate_logits[0].device
+    concatenated_gate_logits = torch.cat([layer_gate.to(compute_device) for layer_gate in gate_logits], dim=0)
+    routing_weights = torch.nn.functional.softmax(concatenated_gate_logits, dim=-1)
+    _, selected_experts = torch.topk(routing_weights, top_k, dim=-1)
+    expert_mask = torch.nn.functional.one_hot(selected_experts, num_experts)
+    tokens_per_expert = torch.mean(expert_mask.float(), dim=0)
+    router_prob_per_expert = torch.mean(routing_weights, dim=0)
+    overall_loss = torch.sum(tokens_per_expert * router_prob_per_expert.unsqueeze(0))
+    return overall_loss * num_experts
+
+
+def moe_aux_outputs(cfg, loss, logits):
+    """MixtralForCausalLM.forward's tail with output_router_logits true
+    (modeling_mixtral.py at 00d4b3d2 702-711; Qwen2MoeForCausalLM's and
+    Qwen3MoeForCausalLM's the same): the loss of every layer's
+    router_logits (the model's output, recorded by the layers), `loss +=
+    router_aux_loss_coef * aux_loss`; the output as
+    MoeCausalLMOutputWithPast's tuple: loss, aux_loss, logits,
+    router_logits, all held by the loop as the logits are."""
+    router_logits = tuple(ROUTER_LOGITS)
+    ROUTER_LOGITS.clear()
+    qwen = cfg["model_type"] != "mixtral"
+    aux_loss = load_balancing_loss_func(router_logits, cfg["num_experts" if qwen else "num_local_experts"],
+                                        cfg["num_experts_per_tok"])
+    loss += cfg.get("router_aux_loss_coef", 0.001) * aux_loss.to(loss.device)
+    return loss, aux_loss, logits, router_logits
 
 
 LOSS = [for_causal_lm_loss]

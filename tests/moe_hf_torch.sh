@@ -35,6 +35,11 @@
 #    after the first) and every mark to the byte, the ranks' peaks apart;
 #    measure --wrapper ddp equals the theory given its own routing, every
 #    rank's row and marks;
+#  - with output_router_logits true (the auxiliary load-balancing loss,
+#    tests/hf_torch.py's moe_aux_outputs; qwen's router_aux_loss_coef
+#    0.02) the mixtral, qwen2_moe and qwen3_moe at B 2 T 16 (bytes, peak,
+#    marks, every event) and the 512-wide mixtral under DDP N = 2 (each
+#    rank, and measure against its theory) the same;
 #  - refused by name: a routing whose first step leaves an expert without a
 #    token (at B 1 T 2: its .grad stays None), under --wrapper ddp a step
 #    leaving an expert idle on any rank (1.13's reducer raises "Expected to
@@ -44,7 +49,7 @@
 #    a step keeps no grad). (measure runs the step: tests/moe_measure.sh
 #    holds it to this theory too.)
 #
-# About 70 s. Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
+# About 95 s. Exit 0 pass, 1 fail, 77 skip (no PyTorch; ZS_REQUIRE_TORCH=1
 # makes that a failure), 99 hard error.
 name=moe_hf_torch
 needs="${ZS_BUILDDIR:-.}/tests/ag_events ${ZS_BUILDDIR:-.}/tests/json_agree"
@@ -147,7 +152,7 @@ agree() {
 		fail "B $1 T $2: theory: $(cat "$tmp/err")"
 		return
 	fi
-	label="$(sed -n 's/.*"model_type": "\([a-z0-9_]*\)".*/\1/p' "$cfg") B $1 T $2 ($impl Adam)"
+	label="$(sed -n 's/.*"model_type": "\([a-z0-9_]*\)".*/\1/p' "$cfg") B $1 T $2 ($impl Adam$(grep -q '"output_router_logits": true' "$cfg" && echo ', aux loss'))"
 	"$py" "$src/tests/ft_cmp.py" "$tmp/ref-$tag.json" "$tmp/t-$tag.json" - "$label" || status=1
 	# and event for event: the steady step's allocations and frees
 	# (tests/ag_events) against 1.13's clean step (hf_torch.py --trace's .clean)
@@ -198,10 +203,11 @@ impl=single
 # theory given measure's own routing: every rank's row and marks
 sed 's/"intermediate_size": 96/"intermediate_size": 512/' "$tmp/config.json" >"$tmp/wide.json"
 ddp() {
-	"$py" "$src/tests/hf_torch.py" --model "$tmp/wide.json" --seq 16 --batch 2 --steps $S --zero-grad zeros \
-		--optimizer-impl single --no-attribution --ddp "$1" --out "$tmp/ref-ddp$1.json" >"$tmp/ref.log" 2>&1 ||
+	tag=ddp$1${3:-} cfg=${2:-$tmp/wide.json}
+	"$py" "$src/tests/hf_torch.py" --model "$cfg" --seq 16 --batch 2 --steps $S --zero-grad zeros \
+		--optimizer-impl single --no-attribution --ddp "$1" --out "$tmp/ref-$tag.json" >"$tmp/ref.log" 2>&1 ||
 		{ cat "$tmp/ref.log" >&2; echo "$name: hf_torch.py --ddp $1 failed" >&2; exit 99; }
-	python3 - "$tmp/ref-ddp$1.json" "$1" "$tmp/routing-ddp$1.json" <<'PY' || { fail "ddp $1: the routing"; return; }
+	python3 - "$tmp/ref-$tag.json" "$1" "$tmp/routing-$tag.json" <<'PY' || { fail "$tag: the routing"; return; }
 import json, sys
 ref, N = json.load(open(sys.argv[1])), int(sys.argv[2])
 rt, ranks = ref.get("routing"), ref.get("ranks") or []
@@ -214,19 +220,19 @@ json.dump({"format": "zerosim-measured/1", "config": dict(seq=16, batch=2), "run
 PY
 	ddp_opts=$(echo "$torch_opts" | sed 's/--wrapper none/--wrapper ddp/;s/--world 1/--world '"$1"'/')
 	# shellcheck disable=SC2086
-	"$zerosim" theory --model "$tmp/wide.json" --seq 16 --batch 2 $ddp_opts \
-		--routing "$tmp/routing-ddp$1.json" --out "$tmp/t-ddp$1.json" 2>"$tmp/err" ||
-		{ fail "ddp $1: theory: $(cat "$tmp/err")"; return; }
+	"$zerosim" theory --model "$cfg" --seq 16 --batch 2 $ddp_opts \
+		--routing "$tmp/routing-$tag.json" --out "$tmp/t-$tag.json" 2>"$tmp/err" ||
+		{ fail "$tag: theory: $(cat "$tmp/err")"; return; }
 	# shellcheck disable=SC2086
-	OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$tmp/wide.json" --seq 16 --batch 2 $ddp_opts \
-		--out "$tmp/m-ddp$1.json" 2>"$tmp/err" || { fail "ddp $1: measure: $(cat "$tmp/err")"; return; }
+	OPENBLAS_NUM_THREADS=1 "$zerosim" measure -q --model "$cfg" --seq 16 --batch 2 $ddp_opts \
+		--out "$tmp/m-$tag.json" 2>"$tmp/err" || { fail "$tag: measure: $(cat "$tmp/err")"; return; }
 	# shellcheck disable=SC2086
-	"$zerosim" theory --model "$tmp/wide.json" --seq 16 --batch 2 $ddp_opts \
-		--routing "$tmp/m-ddp$1.json" --out "$tmp/tm-ddp$1.json" 2>"$tmp/err" ||
-		{ fail "ddp $1: theory --routing (measure's): $(cat "$tmp/err")"; return; }
-	"$top/tests/json_agree" "$tmp/m-ddp$1.json" "$tmp/tm-ddp$1.json" >"$tmp/out" 2>&1 ||
-		{ fail "ddp $1: theory --routing (measure's) against measure: $(cat "$tmp/out")"; return; }
-	python3 - "$tmp/ref-ddp$1.json" "$tmp/t-ddp$1.json" "$tmp/m-ddp$1.json" "$tmp/tm-ddp$1.json" "$1" <<'PY' || status=1
+	"$zerosim" theory --model "$cfg" --seq 16 --batch 2 $ddp_opts \
+		--routing "$tmp/m-$tag.json" --out "$tmp/tm-$tag.json" 2>"$tmp/err" ||
+		{ fail "$tag: theory --routing (measure's): $(cat "$tmp/err")"; return; }
+	"$top/tests/json_agree" "$tmp/m-$tag.json" "$tmp/tm-$tag.json" >"$tmp/out" 2>&1 ||
+		{ fail "$tag: theory --routing (measure's) against measure: $(cat "$tmp/out")"; return; }
+	python3 - "$tmp/ref-$tag.json" "$tmp/t-$tag.json" "$tmp/m-$tag.json" "$tmp/tm-$tag.json" "$1" <<'PY' || status=1
 import json, sys
 ref, t, m, tm = (json.load(open(f)) for f in sys.argv[1:5])
 N, bad = int(sys.argv[5]), []
@@ -311,5 +317,20 @@ refuse "--wrapper ddp, an expert idle" "expert 0 of block 0 on rank 1 at step 2 
 refuse "--zero-grad none" "with zero_grad(set_to_none=True) (give --zero-grad zeros) is not described yet" \
 	"$zerosim" theory --model "$tmp/config.json" --seq 16 --batch 2 $(echo "$torch_opts" | sed 's/--zero-grad zeros/--zero-grad none/') \
 	--routing "$tmp/routing-2-16.json"
-[ $status -eq 0 ] && echo "$name: the tiny mixtral's (B 2 T 16, single and foreach Adam; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's (B 2 T 16) PyTorch step, and the 512-wide mixtral's ranks under DDP N = 2 and 3, equal 1.13's allocator to the byte; the refusals hold"
+# the auxiliary load-balancing loss (output_router_logits true; qwen's
+# router_aux_loss_coef 0.02): the tiny mixtral, qwen2_moe and qwen3_moe at
+# B 2 T 16 and the 512-wide mixtral under DDP N = 2, as the rows above
+aux() { # a config's last brace closes it: the keys added before it
+	c=', "router_aux_loss_coef": 0.02'
+	grep -q '"model_type": "mixtral"' "$1" && c=''
+	sed "s/}[[:space:]]*\$/, \"output_router_logits\": true$c}/" "$1" >"$2" || exit 99
+}
+for q in config qwen_moe qwen3_moe; do
+	aux "$tmp/$q.json" "$tmp/$q-aux.json"
+	ref 2 16 "$tmp/$q-aux.json"
+	agree 2 16 "$tmp/$q-aux.json"
+done
+aux "$tmp/wide.json" "$tmp/wide-aux.json"
+ddp 2 "$tmp/wide-aux.json" -aux
+[ $status -eq 0 ] && echo "$name: the tiny mixtral's (B 2 T 16, single and foreach Adam; B 1 T 8, an expert idle), qwen2_moe's and qwen3_moe's (B 2 T 16) PyTorch step, and the 512-wide mixtral's ranks under DDP N = 2 and 3, equal 1.13's allocator to the byte, with the auxiliary loss too (the three at B 2 T 16, the 512-wide one under DDP N = 2); the refusals hold"
 exit $status

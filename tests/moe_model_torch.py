@@ -46,6 +46,10 @@ tests/tfm_torch.py holds gpt2 and llama to):
     run in float64 decides as tfm_torch.py's: the bound is not enforced if
     PyTorch's own fp32 run misses it against float64 too, and zerosim must
     then be as close to float64 as PyTorch's fp32 (0.1 % below at most).
+
+moe_model_torch.py --aux MEASURED DUMP CONFIG B T STEPS LR SEED WORK: the
+auxiliary load-balancing loss against zerosim's PyTorch step's
+measured.json instead (aux_main).
 Exit 0 agree, 1 disagree."""
 import json
 import os
@@ -182,10 +186,11 @@ class MixtralForCausalLM(nn.Module):
         causal_mask *= torch.arange(T) > cache_position.reshape(-1, 1)
         causal_mask = causal_mask[None, None, :, :].expand(B, 1, -1, -1)
         position_embeddings = self.model.rotary_emb(hidden_states, position_ids)
-        routing = []
+        routing, self.gate_logits = [], []  # the latter the model's router_logits (--aux)
         for layer in self.model.layers:
             hidden_states, logits, chosen = layer(hidden_states, causal_mask, position_embeddings)
             routing.append((logits.detach(), chosen))
+            self.gate_logits.append(logits)
         logits = self.lm_head(self.model.norm(hidden_states))
         if logits.dtype != torch.float64:  # ForCausalLMLoss's logits.float(); the float64 reference stays so
             logits = logits.float()
@@ -247,7 +252,67 @@ def train64(cfg, layout, init, batch, lr, steps):
     return flatten(model, layout)
 
 
+def aux_main(measured, dump, config, B, T, steps, lr, seed, work):
+    """--aux MEASURED: the auxiliary load-balancing loss (output_router_logits
+    true) against zerosim's PyTorch step (measure --framework torch, its
+    measured.json): the model from the dump's initial weights, trained on
+    its batches as Hugging Face's loop trains it at --seq T (labels the
+    input ids: ForCausalLMLoss's shifted cross_entropy over T - 1 tokens,
+    which F.cross_entropy over the ids shifted and padded with -100 is),
+    plus router_aux_loss_coef times tests/hf_torch.py's
+    load_balancing_loss_func (modeling_mixtral.py at 00d4b3d2 531-610) of
+    every layer's router logits (all B·T tokens). Holds each step's loss
+    within 1e-5 relative of measure's and each step's tokens per expert
+    (every block) equal to measure's routing."""
+    from hf_torch import load_balancing_loss_func
+    subprocess.run([dump, config, str(B), str(T), str(steps), str(lr), str(seed), work], check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(config) as f:
+        cfg = json.load(f)
+    with open(os.path.join(work, "run.json")) as f:
+        layout = json.load(f)["layout"]
+    with open(measured) as f:
+        run = json.load(f)["runs"][0]
+    E, K = experts(cfg), cfg["num_experts_per_tok"]
+    batch = torch.from_numpy(np.fromfile(os.path.join(work, "batch.i32"), dtype="<i4").astype(np.int64))
+    batch = batch.reshape(steps, 2, B, T)
+    model = MixtralForCausalLM(cfg)
+    model.train()
+    load(model, layout, np.fromfile(os.path.join(work, "init.f32"), dtype="<f4"))
+    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8)
+    bad, losses = 0, []
+    for s in range(steps):
+        opt.zero_grad()
+        ids = batch[s, 0]
+        labels = F.pad(ids, (0, 1), value=-100)[:, 1:]
+        loss, routing = model(ids, labels)
+        aux = load_balancing_loss_func(tuple(model.gate_logits), E, K)
+        loss = loss + cfg.get("router_aux_loss_coef", 0.001) * aux
+        model.gate_logits = None
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        z = run["losses"][s]
+        if abs(loss.item() - z) > 1e-5 * abs(loss.item()):
+            print(f"moe_model_torch: --aux step {s + 1}: loss torch {loss.item():.8f} zerosim {z:.8f}")
+            bad += 1
+        counts = [torch.bincount(chosen.reshape(-1), minlength=E).tolist() for _, chosen in routing]
+        if counts != run["routing"]["tokens_per_expert"][0][s]:
+            print(f"moe_model_torch: --aux step {s + 1}: routing torch {counts} zerosim "
+                  f"{run['routing']['tokens_per_expert'][0][s]}")
+            bad += 1
+    print(f"moe_model_torch: --aux: tiny {cfg['model_type']} (top {K} of {E}, router_aux_loss_coef "
+          f"{cfg.get('router_aux_loss_coef', 0.001)}), B {B} T {T}: PyTorch's losses with the aux loss "
+          f"{' '.join('%.6f' % x for x in losses)}, zerosim's PyTorch step "
+          f"{' '.join('%.6f' % x for x in run['losses'])}: {'agree' if bad == 0 else 'DISAGREE'}")
+    return 1 if bad else 0
+
+
 def main():
+    if sys.argv[1] == "--aux":
+        B, T, steps = (int(x) for x in sys.argv[5:8])
+        return aux_main(sys.argv[2], sys.argv[3], sys.argv[4], B, T, steps, float(sys.argv[8]), int(sys.argv[9]),
+                        sys.argv[10])
     dump, config = sys.argv[1], sys.argv[2]
     B, T, steps = (int(x) for x in sys.argv[3:6])
     lr, seed, work = float(sys.argv[6]), int(sys.argv[7]), sys.argv[8]

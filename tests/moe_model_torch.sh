@@ -17,6 +17,12 @@
 # the float64 rule's 0.1 % by 0.1-0.5 %, their routing near a tie: smallest
 # top-2 margin 1.2e-5 and 1.8e-6; losses, first gradient and routing agree.)
 #
+# With output_router_logits true (the auxiliary load-balancing loss, which
+# the fused engine does not run), each family's first shape trains in
+# zerosim's PyTorch step (measure --framework torch) against PyTorch from
+# the dump's weights and batches as Hugging Face's loop trains it at --seq
+# T: the losses with the aux loss in them within 1e-5, the routing equal.
+#
 # PyTorch is looked for by tests/torch_python.sh; without it the test is
 # skipped (exit 77). Exit 0 pass, 1 disagreement, 99 hard error.
 set -u
@@ -24,8 +30,8 @@ set -u
 top=${ZS_BUILDDIR:-.}
 src=${srcdir:-.}
 dump=$top/tests/moe_model_dump
-if [ ! -x "$dump" ]; then
-	echo "moe_model_torch: $dump is not built" >&2
+if [ ! -x "$dump" ] || [ ! -x "$top/zerosim" ]; then
+	echo "moe_model_torch: $dump or $top/zerosim is not built" >&2
 	exit 99
 fi
 name=moe_model_torch
@@ -34,6 +40,24 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/zs-moem.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT HUP INT TERM
 
 rc=0
+# aux: the auxiliary load-balancing loss (output_router_logits true; qwen's
+# router_aux_loss_coef 0.02) of $tmp/config.json in zerosim's PyTorch step
+# (measure --framework torch: util/autograd.c's moe_aux_fwd, run by
+# engine/ag_exec.c) against PyTorch from the same weights and batches (the
+# dump's), B 2 T 16, 3 steps of lr 1e-2: each step's loss, the aux loss in
+# it, within 1e-5 relative and each step's routing equal
+# (moe_model_torch.py --aux)
+aux() {
+	c=', "router_aux_loss_coef": 0.02' # the config's last brace closes it: the keys added before it
+	grep -q '"model_type": "mixtral"' "$tmp/config.json" && c=''
+	sed "s/}[[:space:]]*\$/, \"output_router_logits\": true$c}/" "$tmp/config.json" >"$tmp/aux.json" || exit 99
+	OPENBLAS_NUM_THREADS=1 "$top/zerosim" measure -q --model "$tmp/aux.json" --seq 16 --batch 2 --framework torch \
+		--wrapper none --torch-version 1.13 --torch-device cpu --zero-grad zeros --optimizer-impl single \
+		--precision fp32 --world 1 --schemes dp --steps 3 --seed 1 --lr 1e-2 --out "$tmp/m-aux.json" ||
+		{ echo "moe_model_torch: measure with the aux loss failed" >&2; exit 99; }
+	OMP_NUM_THREADS=1 "$py" "$src/tests/moe_model_torch.py" --aux "$tmp/m-aux.json" "$dump" "$tmp/aux.json" 2 16 3 1e-2 1 \
+		"$tmp" || rc=1
+}
 # E K B T STEPS LR SEED, then (qwen2_moe) norm_topk_prob, (qwen3_moe) and qwen3
 for shape in "4 2 4 16 20 1e-2 1" "3 1 2 8 10 1e-3 2" "4 2 4 16 20 1e-3 1 false" "8 4 2 8 10 1e-3 3 true" \
 	"4 2 4 16 10 1e-3 1 true qwen3" "4 2 2 8 10 1e-3 3 false qwen3"; do
@@ -62,5 +86,6 @@ JSON
 	fi
 	OMP_NUM_THREADS=1 "$py" "$src/tests/moe_model_torch.py" "$dump" "$tmp/config.json" "$3" "$4" "$5" "$6" "$7" \
 		"$tmp" || rc=1
+	[ "$1 $2 $3" = "4 2 4" ] && aux # each family's first shape
 done
 exit $rc

@@ -30,8 +30,10 @@
 #    block's output res3 (B·T·d, 16,384) the experts' four as the route
 #    sized them, B·T·k·(2d + 3F)·4 = 139,264 bytes in all, then the next
 #    layer's first (B·T·d, 16,384): no shared expert;
-#  - what is refused, by name: output_router_logits true (measure and
-#    theory: the auxiliary loss is not modelled), a dense block among the
+#  - what is refused, by name: output_router_logits true outside the
+#    PyTorch step (measure --framework paper and theory: the auxiliary
+#    loss is built in util/autograd.c's step alone, tests/moe_hf_torch.sh),
+#    a dense block among the
 #    sparse ones (decoder_sparse_step 2, mlp_only_layers [1]), a --routing
 #    file of another norm_topk_prob;
 #  - the shipped qwen3-30b-a3b: theory counts its 30,532,122,624

@@ -138,9 +138,9 @@ static void expect_refused(const struct refusal *bad, size_t n)
 /* MixtralConfig's defaults (configuration_mixtral.py at 008e5743): 8
  * experts, top 2, router_aux_loss_coef 0.001, output_router_logits false,
  * rms_norm_eps 1e-5, rope_theta 1e6, no window; the engine runs these
- * (no unrun sentence), not the auxiliary loss (output_router_logits true)
- * nor the router's noise, which are unrun. Bad values are refused by the
- * key's name. */
+ * (no unrun sentence); the auxiliary loss (output_router_logits true) in
+ * the PyTorch step only, the router's noise nowhere (both refused by
+ * zs_model_router_check). Bad values are refused by the key's name. */
 START_TEST(test_mixtral_defaults_and_refusals)
 {
 	struct zs_model m;
@@ -160,10 +160,16 @@ START_TEST(test_mixtral_defaults_and_refusals)
 	ck_assert_uint_eq(m.experts, 4);
 	ck_assert_uint_eq(m.experts_per_tok, 1);
 	ck_assert_int_eq(m.router_logits, 1);
-	ck_assert_ptr_nonnull(strstr(m.unrun, "auxiliary load-balancing loss"));
+	ck_assert_str_eq(m.unrun, ""); /* the PyTorch step runs it; the engine's step refuses it */
+	ck_assert_int_eq(zs_model_router_check(&m, 1, &cause), 0);
+	ck_assert_int_eq(zs_model_router_check(&m, 0, &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "\"output_router_logits\" is true: the router's auxiliary load-balancing "
+	                                    "loss is run and predicted in the PyTorch step only"));
+	free(cause);
+	cause = NULL;
 	ck_assert_int_eq(parse("{" MIXTRAL ", \"router_jitter_noise\": 0.1}", &m, &cause), 0);
 	ck_assert_double_eq(m.router_jitter, 0.1);
-	ck_assert_int_eq(zs_model_router_check(&m, &cause), -1);
+	ck_assert_int_eq(zs_model_router_check(&m, 1, &cause), -1);
 	ck_assert_ptr_nonnull(strstr(cause, "\"router_jitter_noise\" is 0.1: the router's noise is neither run nor"));
 	free(cause);
 	cause = NULL;
@@ -313,7 +319,8 @@ START_TEST(test_qwen2_moe_defaults_and_refusals)
 	ck_assert_uint_eq(m.experts, 4);
 	ck_assert_int_eq(m.topk_raw, 0);
 	ck_assert_int_eq(m.qkv_bias, 0);
-	ck_assert_ptr_nonnull(strstr(m.unrun, "auxiliary load-balancing loss"));
+	ck_assert_int_eq(m.router_logits, 1);
+	ck_assert_str_eq(m.unrun, "");
 	static const struct refusal bad[] = {
 		{ "{" QWEN_MOE ", \"decoder_sparse_step\": 2}", "\"decoder_sparse_step\"" },
 		{ "{" QWEN_MOE ", \"mlp_only_layers\": [1]}", "\"mlp_only_layers\"" },
@@ -450,7 +457,8 @@ START_TEST(test_qwen3_moe_defaults_and_refusals)
 	ck_assert_int_eq(m.qkv_bias, 0);
 	ck_assert_int_eq(m.topk_raw, 0);
 	ck_assert_int_eq(parse("{" QWEN3_MOE ", \"output_router_logits\": true}", &m, &cause), 0);
-	ck_assert_ptr_nonnull(strstr(m.unrun, "\"output_router_logits\" is true"));
+	ck_assert_int_eq(m.router_logits, 1);
+	ck_assert_str_eq(m.unrun, "");
 	static const struct refusal bad[] = {
 		{ "{" QWEN3_MOE ", \"decoder_sparse_step\": 2}", "\"decoder_sparse_step\"" },
 		{ "{" QWEN3_MOE ", \"mlp_only_layers\": [0]}", "\"mlp_only_layers\"" },

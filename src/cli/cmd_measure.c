@@ -288,7 +288,7 @@ static int transformer_run(struct zs_config *c, struct zs_tfm_run *tr, int mixed
 	const struct zs_model hf = tr->hf;
 	if (tfm_dims_check(&tr->dims, cause) != 0)
 		return -1;
-	if (zs_model_router_check(&hf, cause) < 0)
+	if (zs_model_router_check(&hf, c->framework == ZS_FW_TORCH, cause) < 0)
 		return -1;
 	if (hf.unrun[0] != '\0')
 		return zs_fail(cause, "%s: %s", hf.name, hf.unrun);

@@ -255,12 +255,10 @@ static int moe_check(struct theory_request *req, struct zs_config *config, const
 	if (dense)
 		return 0;
 	/* the auxiliary loss's tensors (load_balancing_loss_func's concatenated
-	 * router logits, softmax, one-hot, means) are not in the step: a
-	 * prediction without them would be short, so none, as measure's */
-	if (m->router_logits)
-		return zs_fail(cause, "%s: \"output_router_logits\" is true: the router's auxiliary load-balancing loss is "
-		               "not modelled yet, neither run nor predicted (give false)", m->name);
-	if (zs_model_router_check(m, cause) < 0)
+	 * router logits, softmax, one-hot, means) are in the PyTorch step
+	 * only: elsewhere a prediction without them would be short, so none,
+	 * as measure's */
+	if (zs_model_router_check(m, req->config->framework == ZS_FW_TORCH, cause) < 0)
 		return -1;
 	char what[96];
 	zs_moe_scope(req->config, m->model_type,

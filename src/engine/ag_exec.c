@@ -1572,6 +1572,7 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 				x->loss = ld(&out[0], 0);
 				x->loss_sum = (x->have_loss ? x->loss_sum : 0) + x->loss;
 				x->have_loss = 1;
+				x->loss_t = e->out[0];
 			}
 			break;
 		case AG_OP_MM: rc = nin < 2 ? FAIL("mm: too few operands") : op_mm(oc, &out[0], in, 0); break;
@@ -1656,6 +1657,13 @@ static int do_op(struct ag_exec *x, const struct ag_event *e, size_t ei, char **
 	}
 	if (rc != 0)
 		return -1;
+	/* `loss += router_aux_loss_coef * aux_loss` (a mixture's auxiliary
+	 * loss, util/autograd.c's moe_aux_fwd): the model's loss is the sum */
+	if (e->op == AG_OP_ADD_ && x->have_loss && e->in[0] == x->loss_t) {
+		float v = ld(&out[0], 0);
+		x->loss_sum += v - x->loss;
+		x->loss = v;
+	}
 done:
 	for (int k = 0; k < AG_MAXOUT; k++)
 		if (have_out[k])

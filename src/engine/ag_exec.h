@@ -81,9 +81,10 @@ struct ag_exec {
 	char **mark_label;       /* the marks logged: label (owned), */
 	size_t *mark_bytes;      /* the rank's live bytes there */
 	size_t nmarks, capmarks;
-	float loss;              /* the last NLL's value */
+	float loss;              /* the last NLL's value (plus a mixture's aux loss, added in place to it) */
 	double loss_sum;         /* the step's NLL values summed (--grad-accum: one a micro-step) */
 	int have_loss;
+	uint32_t loss_t;         /* the last NLL's output tensor: an ADD_ into it changes the loss */
 	struct zs_coll_stats comm; /* the steps' collectives (not set-up's), counted as coll.h's ring */
 	/* A mixture's routing as the step's values make it: where moe_seen
 	 * is set (the caller's, moe_seen_n elements), the j-th AG_OP_TOPK

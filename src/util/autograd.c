@@ -475,6 +475,10 @@ struct ckpt_ctx {
 	unsigned nfn, nin, nsv;
 };
 
+struct moe_aux;
+static void moe_aux_bwd(struct bld *b, struct model *M, T one);
+static T moe_aux_arrive(struct bld *b, struct model *M, int i, T dl);
+
 struct model {
 	struct pt *pt;      /* in model.parameters() order */
 	size_t npt;
@@ -485,6 +489,7 @@ struct model {
 	T inv_freq_local;   /* gemma3_text: sliding_attention_inv_freq, at rope_local_base_freq */
 	T escale;           /* gemma3_text: embed_tokens' embed_scale buffer, sqrt(hidden) (fp32, 0-dim) */
 	T loss, logits;     /* the loop's outputs, held to the step's end */
+	struct moe_aux *aux; /* a mixture's auxiliary loss (output_router_logits true: moe_aux_fwd); NULL without */
 	T head16;           /* autocast: the head's 16-bit weight MmBackward keeps (NO: the weight itself) */
 	T logits32;         /* autocast: logits.float(), the loss function's local (NO: the logits themselves) */
 	size_t *cached;     /* autocast: the parameters (pt indices) cast in the region, in order */
@@ -1373,6 +1378,8 @@ static T head_bwd(struct bld *b, struct model *M, T lsm, T tgt, T tw, T x2, stru
 	mark(b, "phase:backward");
 	*one = tmp(b, "ones_like (loss grad)", AG_F32, 0, NULL);
 	op(b, AG_OP_FILL, NO, NO, NO, *one, NO, NO)->arg[0] = 1;
+	if (M->aux != NULL) /* `loss += coef * aux_loss`: its nodes are the newest */
+		moe_aux_bwd(b, M, *one);
 	T dlg;
 	if (M->lossk != NO) {
 		/* DivBackward0 of `outputs[0] / K`: grad / other, through
@@ -3631,6 +3638,25 @@ static const uint64_t *moe_counts(struct bld *b, int i)
 	return b->o->moe_counts + (size_t)i * b->m->experts;
 }
 
+/* torch.nn.functional.one_hot(ix, E) of the choices ix [rows, k]
+ * (aten's one_hot on the CPU: min() and max() checked through item(),
+ * zeros [rows, k, E] int64, scatter_ of ones): the mask, one holder. */
+static T one_hot(struct bld *b, T ix, uint64_t rows, uint64_t K, uint64_t E)
+{
+	enum ag_op range[2] = { AG_OP_MIN_ALL, AG_OP_MAX_ALL };
+	for (int r = 0; r < 2; r++) {
+		T v = tmp(b, r ? "max (one_hot)" : "min (one_hot)", AG_I64, 0, NULL);
+		op(b, range[r], ix, NO, NO, v, NO, NO);
+		unref(b, v);
+	}
+	T oh = TMP("one_hot (expert_mask)", AG_I64, rows, K, E);
+	op(b, AG_OP_FILL, NO, NO, NO, oh, NO, NO);
+	T ids3 = reshape(b, ix, 3, SH(rows, K, 1));
+	op(b, AG_OP_SCATTER_, oh, ids3, NO, oh, NO, NO)->arg[0] = 1;
+	unref(b, ids3);
+	return oh;
+}
+
 /* qwen2_moe's shared expert, where Qwen2MoeSparseMoeBlock.forward runs
  * it (modeling_qwen2_moe.py at 00a3f938: after the routed loop, its locals
  * alive): shared_expert(x) (gate_proj, silu, up_proj, their product,
@@ -3730,19 +3756,8 @@ static T moe_fwd(struct bld *b, struct model *M, T x, int i, struct moe_saved *s
 	}
 	T fin = TMP("zeros (final_hidden_states)", AG_F32, BT, d);
 	op(b, AG_OP_FILL, NO, NO, NO, fin, NO, NO);
-	/* one_hot (aten's one_hot on the CPU: min() and max() checked through
-	 * item(), zeros, scatter_ of ones), permute(2, 1, 0): a view */
-	enum ag_op range[2] = { AG_OP_MIN_ALL, AG_OP_MAX_ALL };
-	for (int r = 0; r < 2; r++) {
-		T v = tmp(b, r ? "max (one_hot)" : "min (one_hot)", AG_I64, 0, NULL);
-		op(b, range[r], s->topi, NO, NO, v, NO, NO);
-		unref(b, v);
-	}
-	T oh = TMP("one_hot (expert_mask)", AG_I64, BT, K, E);
-	op(b, AG_OP_FILL, NO, NO, NO, oh, NO, NO);
-	T ids3 = reshape(b, s->topi, 3, SH(BT, K, 1));
-	op(b, AG_OP_SCATTER_, oh, ids3, NO, oh, NO, NO)->arg[0] = 1;
-	unref(b, ids3);
+	/* one_hot, permute(2, 1, 0): a view */
+	T oh = one_hot(b, s->topi, BT, K, E);
 	T em = vw(b, oh, 3, SH(E, K, BT), (const int64_t[]){ 1, (int64_t)E, (int64_t)(K * E) }, 0);
 	unref(b, oh);
 	/* expert_hit = greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero():
@@ -3912,6 +3927,8 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 		T dl = moe_op(b, AG_OP_SOFTMAX_BWD, "_softmax_backward_data (router)", s->probs, dz, s->probs);
 		unref(b, dz);
 		unref(b, s->probs);
+		if (M->aux != NULL) /* the logits' other gradient, the aux loss's, waits in the gate's buffer */
+			dl = moe_aux_arrive(b, M, i, dl);
 		b->module = modname(b, "model.layers.%d.%s.gate", i, moe_blk(m));
 		linear_bwd(b, dl, 1, &s->gate, PF(M, b, "model.layers.%d.%s.gate.weight", i, moe_blk(m)), &xb);
 	}
@@ -3920,6 +3937,198 @@ static void moe_bwd(struct bld *b, struct model *M, T g, int i, struct moe_saved
 		unref(b, xb);
 		arrive(b, xbuf, v);
 	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* A mixture's auxiliary load-balancing loss (output_router_logits true).
+ * MixtralForCausalLM.forward (modeling_mixtral.py at 00d4b3d2, 702-711)
+ * takes load_balancing_loss_func (531-610) of every layer's router_logits,
+ * which the model returns (MixtralPreTrainedModel._can_record_outputs'
+ * OutputRecorder of the block's second output, 446-450), after the loss
+ * (700), and adds `router_aux_loss_coef * aux_loss` to it in place;
+ * Qwen2MoeForCausalLM and Qwen3MoeForCausalLM do the same with their
+ * copies of the function. No attention mask (training without padding:
+ * the branch at 573-578): cat of the logits [L·BT, E], softmax, topk (its
+ * values discarded), one_hot [L·BT, k, E] int64, its float copy, the two
+ * means over dim 0, their product, the sum, · num_experts. What 1.13's
+ * autograd keeps (derivatives.yaml): softmax's result (SoftmaxBackward0's
+ * `result`; MeanBackward1 keeps its input whole in 1.13, the same
+ * tensor: docs/torch_saved.md), tokens_per_expert (MulBackward0's self,
+ * for the probabilities' gradient only: the mask requires none), the two
+ * Python numbers the muls keep (wrapped: num_experts, the coefficient);
+ * cat, sum and unsqueeze keep sizes; topk's node goes with the discarded
+ * values at the function's return. Its backward runs first (its nodes are
+ * the newest): the gradient of the concatenated logits [L·BT, E] is cut
+ * by CatBackward0 into L views, each waiting in its gate's input buffer
+ * until that block's router adds its own (moe_aux_arrive: 1.13's
+ * InputBuffer sums out of place), so the whole tensor lives until block
+ * 0's router. Checked against 1.13's allocator (tests/moe_hf_torch.sh). */
+struct moe_aux {
+	T *router;    /* [L]: each layer's router_logits [BT, E], the model's output (to the step's end) */
+	T *gview;     /* [L]: CatBackward0's view of the aux gradient in layer i's gate's buffer (NO: none) */
+	T probs, tpe; /* softmax's result [L·BT, E]; tokens_per_expert [k, E] */
+	T wcoef, wE;  /* the wrapped numbers the two MulBackward0 keep: router_aux_loss_coef, num_experts */
+	T aux_loss;   /* the 0-dim aux loss, the model's output (to the step's end) */
+};
+
+/* Block i's router_logits as its layer returns: gone, or, where the
+ * auxiliary loss is asked for, recorded as the model's output. */
+static void moe_logits_out(struct bld *b, struct model *M, int i, T logits)
+{
+	if (!b->m->router_logits) {
+		unref(b, logits);
+		return;
+	}
+	uint64_t L = b->m->layers;
+	if (M->aux == NULL) {
+		M->aux = zs_calloc(1, sizeof *M->aux);
+		M->aux->router = zs_calloc(L, sizeof *M->aux->router);
+		M->aux->gview = zs_calloc(L, sizeof *M->aux->gview);
+		for (uint64_t l = 0; l < L; l++)
+			M->aux->router[l] = M->aux->gview[l] = NO;
+	}
+	M->aux->router[i] = logits;
+}
+
+/* The aux loss after the model's loss (loss, taken in place: `loss +=`). */
+static void moe_aux_fwd(struct bld *b, struct model *M, T loss)
+{
+	const struct zs_model *m = b->m;
+	struct moe_aux *a = M->aux;
+	uint64_t L = m->layers, BT = b->o->batch * b->o->seq, E = m->experts, K = m->experts_per_tok, N = L * BT;
+	T cat = TMP("cat (router logits)", AG_F32, N, E);
+	for (uint64_t l = 0; l < L; l++) {
+		T rows = vw(b, cat, 2, SH(BT, E), NULL, l * BT * E);
+		op(b, AG_OP_COPY, a->router[l], NO, NO, rows, NO, NO);
+		unref(b, rows);
+	}
+	a->probs = moe_op(b, AG_OP_SOFTMAX, "_softmax (aux loss)", cat, cat, NO);
+	/* (ag_exec counts a block's choices at the step's first L topk only) */
+	T vals = TMP("topk (aux loss values)", AG_F32, N, K);
+	T sel = TMP("topk (aux loss selected_experts)", AG_I64, N, K);
+	op(b, AG_OP_TOPK, a->probs, NO, NO, vals, sel, NO)->arg[0] = (double)K;
+	T mask = one_hot(b, sel, N, K, E);
+	T maskf = TMP("_to_copy (expert_mask.float())", AG_F32, N, K, E);
+	op(b, AG_OP_COPY, mask, NO, NO, maskf, NO, NO);
+	/* torch.mean(x, dim=0): the sum, then div_ by the rows through a
+	 * wrapped number; 1.13's MeanBackward1 keeps the probabilities */
+	a->tpe = TMP("mean (tokens_per_expert)", AG_F32, K, E);
+	op(b, AG_OP_SUM_TO, maskf, NO, NO, a->tpe, NO, NO);
+	scalar_op_(b, AG_OP_DIV_SCALAR_, a->tpe, NO, (double)N);
+	unref(b, maskf);
+	T rp = TMP("mean (router_prob_per_expert)", AG_F32, E);
+	op(b, AG_OP_SUM_TO, a->probs, NO, NO, rp, NO, NO);
+	scalar_op_(b, AG_OP_DIV_SCALAR_, rp, NO, (double)N);
+	ref(b, a->probs);
+	T ru = reshape(b, rp, 2, SH(1, E)); /* .unsqueeze(0) */
+	T prod = TMP("mul (tokens_per_expert * router_prob_per_expert)", AG_F32, K, E);
+	op(b, AG_OP_MUL, a->tpe, ru, NO, prod, NO, NO);
+	unref(b, ru);
+	T overall = tmp(b, "sum (overall_loss)", AG_F32, 0, NULL);
+	op(b, AG_OP_SUM_TO, prod, NO, NO, overall, NO, NO);
+	unref(b, prod);
+	a->aux_loss = scalar_op(b, AG_OP_MUL_SCALAR, "mul (overall_loss * num_experts)", overall, (double)E, &a->wE);
+	/* the function returns: its locals in order (routing_weights and
+	 * tokens_per_expert stay with their nodes) */
+	unref(b, cat);
+	unref(b, vals);
+	unref(b, sel);
+	unref(b, mask);
+	unref(b, rp);
+	unref(b, overall);
+	T scaled = scalar_op(b, AG_OP_MUL_SCALAR, "mul (router_aux_loss_coef * aux_loss)", a->aux_loss,
+	                     m->router_aux_coef, &a->wcoef);
+	op(b, AG_OP_ADD_, loss, scaled, NO, loss, NO, NO)->arg[0] = 1;
+	unref(b, scaled);
+}
+
+/* MulBackward0 of x · a wrapped number w (kept): g · w through w's fp32
+ * copy; then release_variables lets w go. */
+static T wrapped_mul_bwd(struct bld *b, const char *what, T g, T w)
+{
+	T out = tmp(b, what, AG_F32, 0, NULL);
+	T c = cast_scalar(b, w);
+	op(b, AG_OP_MUL, g, c, NO, out, NO, NO);
+	unref(b, c);
+	return out;
+}
+
+/* Its backward from the loss's gradient `one` (the caller's): down to
+ * CatBackward0's views in a->gview. */
+static void moe_aux_bwd(struct bld *b, struct model *M, T one)
+{
+	const struct zs_model *m = b->m;
+	struct moe_aux *a = M->aux;
+	uint64_t L = m->layers, BT = b->o->batch * b->o->seq, E = m->experts, K = m->experts_per_tok, N = L * BT;
+	/* AddBackward0 passes the gradient itself to both operands */
+	T g1 = wrapped_mul_bwd(b, "mul (MulBackward0: grad * router_aux_loss_coef)", one, a->wcoef);
+	unref(b, a->wcoef);
+	T g2 = wrapped_mul_bwd(b, "mul (MulBackward0: grad * num_experts)", g1, a->wE);
+	unref(b, g1);
+	unref(b, a->wE);
+	/* SumBackward0: grad.expand([k, E]); MulBackward0: the probabilities'
+	 * side alone, grad · tokens_per_expert, summed to [1, E] by
+	 * validate_outputs (k > 1); the expanded input, then the saved self go */
+	T ge = vw(b, g2, 2, SH(K, E), (const int64_t[]){ 0, 0 }, 0);
+	unref(b, g2);
+	T dp = TMP("mul (MulBackward0: grad * tokens_per_expert)", AG_F32, K, E);
+	op(b, AG_OP_MUL, ge, a->tpe, NO, dp, NO, NO);
+	if (K > 1) {
+		T s = TMP("sum (to router_prob_per_expert's [1, E])", AG_F32, 1, E);
+		op(b, AG_OP_SUM_TO, dp, NO, NO, s, NO, NO);
+		unref(b, dp);
+		dp = s;
+	}
+	unref(b, ge);
+	unref(b, a->tpe);
+	/* UnsqueezeBackward0: a view [E]; MeanBackward1: its expand to
+	 * [L·BT, E] over the rows (as the RMSNorms' mean backward) */
+	T dq = reshape(b, dp, 1, SH(E));
+	unref(b, dp);
+	T dx = vw(b, dq, 2, SH(N, E), (const int64_t[]){ 0, 1 }, 0);
+	T dm = scalar_op(b, AG_OP_MUL_SCALAR, "div (mean backward)", dx, 1.0 / (double)N, NULL);
+	unref(b, dx);
+	unref(b, dq);
+	unref(b, a->probs);
+	T dl = moe_op(b, AG_OP_SOFTMAX_BWD, "_softmax_backward_data (aux loss)", a->probs, dm, a->probs);
+	unref(b, dm);
+	unref(b, a->probs);
+	for (uint64_t l = 0; l < L; l++) /* CatBackward0: each layer's rows */
+		a->gview[l] = vw(b, dl, 2, SH(BT, E), NULL, l * BT * E);
+	unref(b, dl);
+}
+
+/* Block i's router gradient dl (taken) into its gate's buffer, which
+ * holds the aux loss's view: their sum, the gate's MmBackward's input. */
+static T moe_aux_arrive(struct bld *b, struct model *M, int i, T dl)
+{
+	T buf = M->aux->gview[i];
+	M->aux->gview[i] = NO;
+	arrive(b, &buf, dl);
+	return buf;
+}
+
+/* `del loss; outputs = None`: the loop's outputs go, the tuple from its
+ * last item (MoeCausalLMOutputWithPast's: a mixture's router_logits, the
+ * last layer's first, then the logits, the aux loss), then the graph
+ * (graph_goes) before the loss's storage. */
+static void outputs_go(struct bld *b, struct model *M)
+{
+	if (M->lossk != NO)
+		unref(b, M->lossk);
+	struct moe_aux *a = M->aux;
+	for (uint64_t l = a != NULL ? b->m->layers : 0; l-- > 0;)
+		unref(b, a->router[l]);
+	unref(b, M->logits);
+	if (a != NULL) {
+		unref(b, a->aux_loss);
+		free(a->router);
+		free(a->gview);
+		free(a);
+		M->aux = NULL;
+	}
+	graph_goes(b, M);
+	unref(b, M->loss);
 }
 
 struct llama_layer_saved {
@@ -5103,8 +5312,8 @@ static T llama_layer_fwd(struct bld *b, struct model *M, struct llama_layer_save
 		b->module = -1;
 	}
 	hs = phi3 ? phi3_resid_dropout_add(b, h2, mo, &s->drop_mlp) : residual_add(b, h2, mo, 0);
-	if (s->moe.ex != NULL) /* the block's router_logits go as the layer returns */
-		unref(b, s->moe.logits);
+	if (s->moe.ex != NULL) /* the block's router_logits as the layer returns */
+		moe_logits_out(b, M, i, s->moe.logits);
 	/* the layer returns: its `attention_mask` (the sliding window's
 	 * where) and sliding_window_mask go */
 	unref(b, s->swmask);
@@ -5481,6 +5690,8 @@ static void llama_step(struct bld *b, struct model *M)
 	unref(b, hs); /* the caller rebinds `hidden_states` after the module's hooks */
 	T xn2, lg, lsm, tgt, tw;
 	T loss = head_fwd(b, M, xn, head, &xn2, &lg, &lsm, &tgt, &tw);
+	if (M->aux != NULL) /* a mixture's auxiliary loss, added to the loss */
+		moe_aux_fwd(b, M, loss);
 	ac_clear(b, M); /* the autocast region exits (nothing of Llama's is only the cache's) */
 	/* the model's forward returns: cache_position, the mask, inputs_embeds
 	 * (kept by the first norm) and the position embeddings (by the ropes) */
@@ -6159,10 +6370,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 			/* `del loss; outputs = None` before the next micro-step (the
 			 * tuple goes from its last item); the last micro-step's are
 			 * held to the step's end, as at K = 1 */
-			unref(b, M.lossk);
-			unref(b, M.logits);
-			graph_goes(b, &M);
-			unref(b, M.loss);
+			outputs_go(b, &M);
 		}
 	}
 	free(ids);
@@ -6178,11 +6386,7 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	free(start);
 	mark(b, "phase:zero_grad");
 	zero_grad(b, &M);
-	if (M.lossk != NO)
-		unref(b, M.lossk);
-	unref(b, M.logits);
-	graph_goes(b, &M);
-	unref(b, M.loss);
+	outputs_go(b, &M);
 	mark(b, "phase:between");
 	free(M.pt);
 	free(M.lora);

@@ -395,9 +395,9 @@ static int read_bool(const cJSON *cfg, const char *key, int def, const char *whe
  * only under norm_topk_prob; Qwen3MoeDecoderLayer picks sparse blocks as
  * Qwen2MoeDecoderLayer does.
  *
- * The engine runs the blocks (the paper's schemes: cmd_measure.c), not
- * yet the auxiliary loss nor the noise: m->unrun says so where the config
- * asks for them. */
+ * The engine runs the blocks (the paper's schemes: cmd_measure.c), the
+ * auxiliary loss only in the PyTorch step (util/autograd.c), the noise
+ * nowhere: zs_model_router_check refuses what is not run. */
 static int read_moe(const cJSON *cfg, const char *where, int kind, struct zs_model *m, char **cause)
 {
 	int qwen = kind != MOE_MIXTRAL, qwen3 = kind == MOE_QWEN3;
@@ -458,17 +458,17 @@ static int read_moe(const cJSON *cfg, const char *where, int kind, struct zs_mod
 		return -1;
 	if (!qwen && read_prob(cfg, "router_jitter_noise", 0.0, where, &m->router_jitter, cause) < 0)
 		return -1;
-	if (m->router_logits && m->unrun[0] == '\0')
-		snprintf(m->unrun, sizeof m->unrun, "\"output_router_logits\" is true: the router's auxiliary "
-		         "load-balancing loss is not run yet (give false)");
 	return 0;
 }
 
-int zs_model_router_check(const struct zs_model *m, char **cause)
+int zs_model_router_check(const struct zs_model *m, int pytorch_step, char **cause)
 {
 	if (m->router_jitter > 0)
 		return zs_fail(cause, "%s: \"router_jitter_noise\" is %g: the router's noise is neither run nor predicted "
 		               "yet (give 0)", m->name, m->router_jitter);
+	if (m->router_logits && !pytorch_step)
+		return zs_fail(cause, "%s: \"output_router_logits\" is true: the router's auxiliary load-balancing loss is "
+		               "run and predicted in the PyTorch step only (--framework torch; else give false)", m->name);
 	return 0;
 }
 

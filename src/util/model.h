@@ -87,7 +87,8 @@
  *     (false), Qwen3MoeConfig's defaults (configuration_qwen3_moe.py at
  *     008e5743); dense blocks and sliding windows refused as qwen2_moe's.
  *   Every mixture: output_router_logits true (the auxiliary loss) is
- *     unrun, and the theory refuses it too (cmd_theory.c).
+ *     run in the PyTorch step only (util/autograd.c); elsewhere measure
+ *     and theory refuse it (zs_model_router_check).
  *
  * Keys that change no byte count but the numbers the engine's transformer
  * computes are read too: the norms' epsilon (gpt2 layer_norm_epsilon,
@@ -210,9 +211,10 @@ char *zs_model_file(const char *arg);
 int zs_model_from_json(const cJSON *config, const char *where, struct zs_model *m, char **cause);
 /* What of a mixture's router neither measure nor theory follows
  * (router_jitter_noise > 0: MixtralSparseMoeBlock's noise on the router's
- * input in training): one line into *cause, -1; else 0. Both commands
- * call it. */
-int zs_model_router_check(const struct zs_model *m, char **cause);
+ * input in training; output_router_logits true, the auxiliary
+ * load-balancing loss, outside the PyTorch step: pytorch_step 0): one
+ * line into *cause, -1; else 0. Both commands call it. */
+int zs_model_router_check(const struct zs_model *m, int pytorch_step, char **cause);
 
 /* The family's name: "gpt2" or "llama". */
 const char *zs_family_name(enum zs_family f);
