@@ -6180,6 +6180,8 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	zero_grad(b, &M);
 	if (M.lossk != NO)
 		unref(b, M.lossk);
+	s->loss = M.loss;
+	s->logits = M.logits;
 	unref(b, M.logits);
 	graph_goes(b, &M);
 	unref(b, M.loss);
