@@ -578,8 +578,10 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 	/* find_unused_parameters where a parameter can go unused (a mixture's
 	 * idle expert) or a checkpointed layer reruns: not built */
 	if (c->wrapper == ZS_WRAPPER_DDP && c->ddp_find_unused && (m->experts > 0 || o->recompute))
-		return zs_fail(cause, "--ddp-find-unused with %s: not built yet", m->experts > 0 ? "a mixture of experts"
-		               : "--recompute full");
+		return zs_fail(cause, "--ddp-find-unused with %s: not built yet", m->experts > 0
+		               ? "a mixture of experts (an expert idle on a rank: its parameters unused)"
+		               : "--recompute full (Hugging Face's Trainer passes find_unused_parameters False under "
+		                 "gradient checkpointing)");
 	if (ag_step_build(s, m, p, &oz, cause) != 0)
 		return -1;
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED) {

@@ -1033,9 +1033,12 @@ static int ds_accum_check(const struct zs_config *c, char **cause)
  * name until it is compared. */
 static int ddp_find_unused_check(const struct zs_config *c, char **cause)
 {
+	/* given at all elsewhere: a setting that changes nothing is refused */
 	if (c->framework != ZS_FW_TORCH || c->wrapper != ZS_WRAPPER_DDP)
 		return zs_fail(cause, "--ddp-find-unused: only with --framework torch --wrapper ddp "
 		               "(DistributedDataParallel's find_unused_parameters)");
+	if (!c->ddp_find_unused)
+		return 0;
 	for (size_t i = 0; i < c->nschemes; i++)
 		if (c->schemes[i] != ZS_DP)
 			return zs_fail(cause, "--ddp-find-unused with --schemes %s: not built yet (give --schemes dp)",
@@ -1083,7 +1086,7 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_NO_SYNC)) && c->wrapper != ZS_WRAPPER_DDP && c->wrapper != ZS_WRAPPER_FSDP)
 		return zs_fail(cause, "--ddp-no-sync: only with --wrapper ddp or fsdp (DistributedDataParallel's or "
 		               "FullyShardedDataParallel's no_sync())");
-	if (c->ddp_find_unused && ddp_find_unused_check(c, cause) != 0)
+	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_FIND_UNUSED)) && ddp_find_unused_check(c, cause) != 0)
 		return -1;
 	/* no_sync() wraps micro-steps 0..K-2: at K = 1 there are none, and
 	 * a setting that changes nothing is refused rather than ignored */
