@@ -110,11 +110,12 @@ struct zs_opt {
 	"      --ddp-no-sync S    --wrapper ddp or fsdp with --grad-accum: the wrapper's\n" \
 	"                         no_sync() on the first K - 1 micro-steps, on (default)\n" \
 	"                         or off; --fsdp-no-sync S is its other name\n" \
-	"      --ddp-find-unused S --wrapper ddp --schemes dp, 1.13: DDP's\n" \
+	"      --ddp-find-unused S\n" \
+	"                         --wrapper ddp --schemes dp, 1.13: DDP's\n" \
 	"                         find_unused_parameters, on (what Hugging Face's\n" \
 	"                         Trainer passes without checkpointing) or off\n" \
 	"                         (default): its output clones and used-parameter\n" \
-	"                         maps, the first step's buckets kept\n" \
+	"                         maps, the constructor's buckets kept\n" \
 	"      --freeze PATTERN   --wrapper none, ddp or fsdp (1.13: whole FSDP units),\n" \
 	"                         --framework paper with --model, or deepspeed\n" \
 	"                         with --model (dp, zero1, zero2, zero3; --offload\n" \

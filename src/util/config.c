@@ -608,11 +608,9 @@ static const struct {
 	{"zero-grad", SPEC_STRING}, {"attn", SPEC_STRING}, {"wrapper", SPEC_STRING},
 	{"grad-accum", SPEC_NUMBER}, {"ddp-no-sync", SPEC_STRING},
 	{"freeze", SPEC_STRINGS}, /* the terms, an array (or one) */
-	{"ddp-find-unused", SPEC_STRING},
 };
 #define SPEC_V1_KEYS 16 /* spec_keys[0..16) are zerosim-sweep/1's */
-#define SPEC_V2_KEYS 22 /* spec_keys[0..22) are zerosim-sweep/2's; /3 adds grad-accum, ddp-no-sync, freeze,
-                         * ddp-find-unused */
+#define SPEC_V2_KEYS 22 /* spec_keys[0..22) are zerosim-sweep/2's; /3 adds grad-accum, ddp-no-sync, freeze */
 
 /* A JSON number as the command line would give it: a whole number's
  * digits (exact below 2^53), else the shortest form that reads back. */
