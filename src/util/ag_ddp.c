@@ -213,7 +213,7 @@ static int is_micro(const struct ag_event *e)
 	return e->kind == AG_EV_MARK && e->label != NULL && strncmp(e->label, "micro:", 6) == 0;
 }
 
-/* Whether tensor t of s is contiguous (row-major, as its storage lays it). */
+/* Whether tensor x is contiguous (row-major, as its storage lays it). */
 static int contiguous(const struct ag_tensor *x)
 {
 	int64_t want = 1;
