@@ -4,7 +4,8 @@
  * (tests/moe_hf_torch.sh).
  *
  * Usage: ag_events MODEL B T [OPTION=VALUE ...] [-- COUNT ...]. The step
- * of --framework torch --wrapper none under zs_config's defaults and the
+ * of --framework torch --wrapper none (or the wrapper=W given: one rank's
+ * step, ag_step_build_run's at N = 1) under zs_config's defaults and the
  * options given (command-line spellings without dashes: torch-version=1.13,
  * zero-grad=zeros, ...); a mixture's routing as COUNTs, the tokens per
  * expert, block by block (layers x experts). Writes each allocation of the
@@ -51,7 +52,8 @@ int main(int argc, char **argv)
 		if (zs_config_set(&c, key, eq + 1, &cause) < 0)
 			return usage(cause);
 	}
-	if (zs_config_set(&c, "framework", "torch", &cause) < 0 || zs_config_set(&c, "wrapper", "none", &cause) < 0)
+	if (zs_config_set(&c, "framework", "torch", &cause) < 0 ||
+	    (!(c.given & ZS_KEY_BIT(ZS_KEY_WRAPPER)) && zs_config_set(&c, "wrapper", "none", &cause) < 0))
 		return usage(cause);
 	size_t n = i < argc ? (size_t)(argc - i - 1) : 0;
 	uint64_t *counts = n ? calloc(n, sizeof *counts) : NULL;

@@ -555,6 +555,11 @@ bad_theory "$tmp/moe-null.json: \"num_experts_per_tok\" is null (a whole number 
 	--model "$tmp/moe-null.json"
 sed 's/"num_experts_per_tok": null/"num_experts_per_tok": 1/' "$tmp/moe-null.json" >"$tmp/moe-one.json"
 bad_theory "moe-one: a mixture of experts (1 expert, top 1): the theory follows the engine's step, $moe_in, so far; not with --framework torch --wrapper auto (give --wrapper none)" --model "$tmp/moe-one.json" --framework torch
+# DDP's find_unused_parameters over a mixture (an idle expert's parameters
+# unused on that rank): not built
+bad_measure "--ddp-find-unused with a mixture of experts (an expert idle on a rank: its parameters unused): not built yet" \
+	--model "$tmp/moe-one.json" --framework torch --wrapper ddp --world 2 --precision fp32 --torch-device cpu \
+	--attn eager --torch-version 1.13 --schemes dp --ddp-find-unused on
 # the engine runs the block, not the auxiliary loss (the PyTorch step's
 # alone) nor the router's noise
 sed 's/"num_experts_per_tok": 1/"num_experts_per_tok": 1, "output_router_logits": true/' "$tmp/moe-one.json" >"$tmp/moe-aux.json"
@@ -966,6 +971,28 @@ for cmd in measure theory; do
 		--attn eager --grad-accum 2 --seq 4 --batch 1 --schemes zero1 --torch-version 1.13 --out "$tmp/ga-zero1-amp-$cmd.json"
 	try 2 "--ddp-no-sync: only with --grad-accum K > 1 (no_sync() wraps the first K - 1 micro-steps; without accumulation there are none)" \
 		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --ddp-no-sync off --out "$keep"
+	# --ddp-find-unused (DDP's find_unused_parameters; tests/hf_torch.sh
+	# holds its bytes): taken under --wrapper ddp --schemes dp in 1.13, the
+	# rest refused by name
+	try 0 "" $cmd --framework torch $ddp --schemes dp --torch-version 1.13 --ddp-find-unused on \
+		--out "$tmp/fu-$cmd.json"
+	try 2 "--ddp-find-unused: only with --framework torch --wrapper ddp (DistributedDataParallel's find_unused_parameters)" \
+		$cmd --framework torch --model "$tiny" --wrapper none --world 1 --precision fp32 --torch-device cpu \
+		--attn eager --torch-version 1.13 --ddp-find-unused off --out "$keep"
+	try 2 "--ddp-find-unused: PyTorch 1.13 alone so far (give --torch-version 1.13)" \
+		$cmd --framework torch $ddp --schemes dp --ddp-find-unused on --out "$keep"
+	try 2 "--ddp-find-unused with --schemes zero1: not built yet (give --schemes dp)" \
+		$cmd --framework torch $ddp --schemes zero1 --torch-version 1.13 --ddp-find-unused on --out "$keep"
+	try 2 "--ddp-find-unused with --grad-accum 2: not built yet (give --grad-accum 1)" \
+		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --grad-accum 2 --ddp-find-unused on --out "$keep"
+	try 2 "--ddp-find-unused with --freeze: not built yet" \
+		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --freeze embeddings --ddp-find-unused on \
+		--out "$keep"
+	try 2 "--ddp-find-unused with --recompute full (Hugging Face's Trainer passes find_unused_parameters False under gradient checkpointing): not built yet" \
+		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --recompute full --ddp-find-unused on \
+		--out "$keep"
+	try 2 "--ddp-find-unused: 'yes' is not one of on, off" \
+		$cmd --framework torch $ddp --schemes dp --torch-version 1.13 --ddp-find-unused yes --out "$keep"
 	# --recompute full under torch is Hugging Face's gradient checkpointing
 	# (tests/hf_torch.sh's *-ckpt cases): taken on the plain loop, DDP and
 	# FSDP; selective has no Hugging Face equivalent, and the rest is

@@ -1863,7 +1863,14 @@ def ddp_wrap(a, model):
     # (_DEFAULT_FIRST_BUCKET_BYTES) only while it is left at None (as
     # tests/ft_torch.py leaves it without --bucket-cap-mb)
     cap = getattr(a, "bucket_cap_mb", None)
-    m = DDP(model, process_group=pg, **({} if cap is None else dict(bucket_cap_mb=cap)))
+    kw = {} if cap is None else dict(bucket_cap_mb=cap)
+    # find_unused_parameters=True where asked (--ddp-find-unused): what
+    # transformers' Trainer passes for a model trained without gradient
+    # checkpointing (Trainer._wrap_model); an importer's namespace
+    # without the option: the default, False
+    if getattr(a, "ddp_find_unused", False):
+        kw["find_unused_parameters"] = True
+    m = DDP(model, process_group=pg, **kw)
     m.units = model.units
     mark("ddp:constructed")
     return m
@@ -2239,6 +2246,8 @@ def main():
                     help="N >= 1: the model in DistributedDataParallel over gloo, N processes on the CPU "
                          "(each its own batch), rank 0's allocator recorded")
     ap.add_argument("--bucket-cap-mb", type=float, help="--ddp: DDP's bucket_cap_mb (default: not given)")
+    ap.add_argument("--ddp-find-unused", action="store_true",
+                    help="--ddp: DDP's find_unused_parameters=True (default False)")
     ap.add_argument("--zero1", action="store_true",
                     help="with --ddp N: the optimizer is ZeroRedundancyOptimizer(optimizer_class=Adam) over the "
                          "DDP model (torch's zero1); every rank's figures in \"ranks\"")
@@ -2261,6 +2270,8 @@ def main():
     if a.seq < 1 or a.batch < 1 or a.steps < 2 or a.ddp < 0 or a.fsdp < 0 or a.fsdp == 1 or (a.ddp and a.fsdp):
         ap.error("--seq and --batch must be at least 1, --steps at least 2, --fsdp 0 or at least 2, "
                  "not both --ddp and --fsdp")
+    if a.ddp_find_unused and not a.ddp:
+        ap.error("--ddp-find-unused needs --ddp N")
     if a.zero1 and not a.ddp:
         ap.error("--zero1 needs --ddp N (ZeroRedundancyOptimizer shards over DDP's ranks)")
     if (a.zero1 or a.fsdp) and a.freeze:

@@ -765,6 +765,18 @@ do
 	zout=$tmp/out.json
 	zero1 "$cfg" "$N" "$targs" "$zargs" "$label"
 done
+# ev_cmp.py ZEROSIM TORCH LABEL: tests/ag_events' list against hf_torch.py
+# --trace's clean step (FILE.clean), one for one
+cat >"$tmp/ev_cmp.py" <<'EOF'
+import sys
+z, t = (open(f).read().split() for f in sys.argv[1:3])
+at = next((i for i, (a, b) in enumerate(zip(z, t)) if a != b), min(len(z), len(t)))
+ok = z == t and len(z) > 0
+print(f"{'ok' if ok else 'FAIL'}: {sys.argv[3]}: " + (f"{len(z)} allocations and frees, 1.13's one for one" if ok else
+      f"zerosim's step list departs from 1.13's clean step at event {at} of {len(t)} "
+      f"(zerosim {z[at:at + 3]}, PyTorch {t[at:at + 3]})"))
+sys.exit(0 if ok else 1)
+EOF
 # As many k/v heads as heads (n_rep 1: modeling_llama.py's repeat_kv returns
 # k and v themselves): matmul reshapes v as it lies, a view where batch and
 # heads merge (batch 1), else a copy — phi3's v, a slice of qkv_proj's
@@ -794,15 +806,48 @@ for case in "phi3-mha-batch1 1 measure" "llama-mha 2" "llama-mqa-batch1 1 measur
 	"$py" "$src/tests/ft_cmp.py" "$tmp/out.json" - "$m" "$1" || status=1
 	"$top/tests/ag_events" "$cfg" "$2" 32 torch-version=1.13 torch-device=cpu zero-grad=zeros optimizer-impl=single \
 		precision=fp32 >"$tmp/ev" || { echo "hf_torch: FAIL: $1: tests/ag_events" >&2; exit 99; }
-	"$py" - "$tmp/ev" "$tmp/trace.clean" "$1" <<'EOF' || status=1
-import sys
-z, t = (open(f).read().split() for f in sys.argv[1:3])
-at = next((i for i, (a, b) in enumerate(zip(z, t)) if a != b), min(len(z), len(t)))
-ok = z == t and len(z) > 0
-print(f"{'ok' if ok else 'FAIL'}: {sys.argv[3]}: " + (f"{len(z)} allocations and frees, 1.13's one for one" if ok else
-      f"zerosim's step list departs from 1.13's clean step at event {at} of {len(t)} "
-      f"(zerosim {z[at:at + 3]}, PyTorch {t[at:at + 3]})"))
-sys.exit(0 if ok else 1)
+	"$py" "$tmp/ev_cmp.py" "$tmp/ev" "$tmp/trace.clean" "$1" || status=1
+done
+# DDP with find_unused_parameters=True (hf_torch.py --ddp 2
+# --ddp-find-unused; zerosim's --ddp-find-unused on, util/ag_ddp.c), what
+# transformers' Trainer passes for a model trained without gradient
+# checkpointing: the theory and the engine's measure at N = 2 against
+# 1.13 over gloo, bytes between steps, peak and every mark, and the
+# reducer's buckets (the constructor's, never rebuilt: the wide gpt2 at
+# bucket_cap_mb 0.25 cuts five, the last parameters' first); the theory
+# at N = 2 has the measure's traffic (the buckets' all-reduces and the
+# used map's); and the steady step event for event against 1.13's clean
+# step (tests/ag_events with wrapper=ddp: _DDPSink's clones of the loss
+# and the logits, the model's own going as DDP's forward returns).
+fu="$ddp --ddp-find-unused on"
+for case in \
+	"fu-gpt2|tiny-gpt2|--zero-grad zeros|--optimizer-impl single --zero-grad zeros|zeros" \
+	"fu-llama|tiny-llama|--zero-grad zeros|--optimizer-impl single --zero-grad zeros|zeros" \
+	"fu-gpt2-set_to_none|tiny-gpt2|--zero-grad none|--optimizer-impl single --zero-grad none|none" \
+	"fu-gpt2-buckets|tiny-gpt2-wide|--zero-grad zeros --bucket-cap-mb 0.25|--optimizer-impl single --zero-grad zeros --bucket-cap 0.25|zeros"
+do
+	IFS='|' read -r label cfg targs zargs zg <<EOF
+$case
 EOF
+	# shellcheck disable=SC2086
+	one "$py" "$src/tests/hf_torch.py" --model "$tmp/$cfg.json" $targs --ddp 2 --ddp-find-unused --no-attribution \
+		--trace "$tmp/trace" --zerosim "$zerosim" --zerosim-args "$fu $zargs" --out "$tmp/out.json"
+	for cmd in measure theory; do
+		# shellcheck disable=SC2086
+		if ! "$zerosim" $cmd --model "$tmp/$cfg.json" --seq 32 --batch 2 --precision fp32 --schemes dp --world 2 \
+			$(case $cmd in (measure) echo --steps 3 --timeline ;; esac) $fu $zargs --out "$tmp/$cmd.json" 2>"$tmp/err"; then
+			echo "hf_torch: FAIL: $label: zerosim $cmd: $(cat "$tmp/err")" >&2
+			exit 99
+		fi
+	done
+	"$py" "$src/tests/ft_cmp.py" "$tmp/out.json" - "$tmp/measure.json" "$label" --buckets || status=1
+	"$py" "$src/tests/ft_cmp.py" "$tmp/out.json" "$tmp/theory.json" "$tmp/measure.json" "$label (theory N = 2)" \
+		--comm || status=1
+	# shellcheck disable=SC2046
+	"$top/tests/ag_events" "$tmp/$cfg.json" 2 32 torch-version=1.13 torch-device=cpu zero-grad="$zg" \
+		optimizer-impl=single precision=fp32 schemes=dp wrapper=ddp ddp-find-unused=on \
+		$(case $targs in (*bucket-cap-mb*) echo bucket-cap=0.25 ;; esac) >"$tmp/ev" ||
+		{ echo "hf_torch: FAIL: $label: tests/ag_events" >&2; exit 99; }
+	"$py" "$tmp/ev_cmp.py" "$tmp/ev" "$tmp/trace.rank0.clean" "$label" || status=1
 done
 exit $status

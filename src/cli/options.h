@@ -61,7 +61,7 @@ struct zs_opt {
 	{"optimizer-impl", 0, 1, ZS_OPT_CONFIG, NULL}, {"zero-grad", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"attn", 0, 1, ZS_OPT_CONFIG, NULL}, {"wrapper", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"grad-accum", 0, 1, ZS_OPT_CONFIG, NULL}, {"ddp-no-sync", 0, 1, ZS_OPT_CONFIG, NULL}, \
-	{"fsdp-no-sync", 0, 1, ZS_OPT_CONFIG, "ddp-no-sync"}, \
+	{"fsdp-no-sync", 0, 1, ZS_OPT_CONFIG, "ddp-no-sync"}, {"ddp-find-unused", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"freeze", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lora-r", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-alpha", 0, 1, ZS_OPT_CONFIG, NULL}, \
 	{"lora-dropout", 0, 1, ZS_OPT_CONFIG, NULL}, {"lora-targets", 0, 1, ZS_OPT_CONFIG, NULL}, \
@@ -111,6 +111,12 @@ struct zs_opt {
 	"      --ddp-no-sync S    --wrapper ddp or fsdp with --grad-accum: the wrapper's\n" \
 	"                         no_sync() on the first K - 1 micro-steps, on (default)\n" \
 	"                         or off; --fsdp-no-sync S is its other name\n" \
+	"      --ddp-find-unused S\n" \
+	"                         --wrapper ddp --schemes dp, 1.13: DDP's\n" \
+	"                         find_unused_parameters, on (what Hugging Face's\n" \
+	"                         Trainer passes without checkpointing) or off\n" \
+	"                         (default): its output clones and used-parameter\n" \
+	"                         maps, the constructor's buckets kept\n" \
 	"      --freeze PATTERN   --wrapper none, ddp or fsdp (1.13: whole FSDP units),\n" \
 	"                         --framework paper with --model, or deepspeed\n" \
 	"                         with --model (dp, zero1, zero2, zero3; --offload\n" \

@@ -213,8 +213,76 @@ static int is_micro(const struct ag_event *e)
 	return e->kind == AG_EV_MARK && e->label != NULL && strncmp(e->label, "micro:", 6) == 0;
 }
 
+/* Whether tensor x is contiguous (row-major, as its storage lays it). */
+static int contiguous(const struct ag_tensor *x)
+{
+	int64_t want = 1;
+	for (unsigned k = x->ndim; k-- > 0;) {
+		if (x->shape[k] != 1 && x->stride[k] != want)
+			return 0;
+		want *= (int64_t)x->shape[k];
+	}
+	return 1;
+}
+
+/* Whether event e reads or writes storage st (through any view). */
+static int touches(const struct ag_step *s, const struct ag_event *e, uint32_t st)
+{
+	if (e->kind != AG_EV_OP)
+		return 0;
+	for (int k = 0; k < AG_MAXIN; k++)
+		if (e->in[k] != NO && s->tensor[e->in[k]].storage == st)
+			return 1;
+	for (int k = 0; k < AG_MAXOUT; k++)
+		if (e->out[k] != NO && s->tensor[e->out[k]].storage == st)
+			return 1;
+	return 0;
+}
+
+/* The parameter storage whose .grad storage g is (the same step_params
+ * tensor and part), or NO. */
+static uint32_t param_of_grad(const struct ag_step *s, uint32_t g)
+{
+	const struct ag_tensor *x = &s->tensor[g];
+	for (uint32_t t = 0; t < s->ntensors; t++) {
+		const struct ag_tensor *q = &s->tensor[t];
+		if (q->storage == t && q->role == AG_ROLE_PARAM && q->param == x->param && q->part == x->part)
+			return t;
+	}
+	return NO;
+}
+
+/* _DDPSink (distributed.py 1.13, 155-169 and 1080-1097: find_unused_parameters
+ * True): forward returns a clone of each output tensor, the loss's first,
+ * then the logits'; as DDP.forward returns, the model's own outputs go
+ * (the flattened list's items released last to first: the logits, then
+ * the loss), nothing else holding them (checked: no later op of the step
+ * reads them). *cl, *cg: the clones' storages, which the loop holds in
+ * their place. 0, or -1 with *cause. */
+static int ddp_sink(struct ag_pass *p, enum zs_phase ph, uint32_t *cl, uint32_t *cg, char **cause)
+{
+	struct ag_step *s = p->s;
+	uint32_t out[2] = {s->loss, s->logits}, *clone[2] = {cl, cg};
+	static const char *const what[2] = {"clone (_DDPSink: the loss)", "clone (_DDPSink: the logits)"};
+	for (int k = 0; k < 2; k++) {
+		if (out[k] == NO || out[k] >= s->ntensors || !contiguous(&s->tensor[out[k]]))
+			return zs_fail(cause, "--ddp-find-unused: internal error: the loop's outputs are not contiguous "
+			               "tensors of the step");
+		const struct ag_tensor *x = &s->tensor[out[k]];
+		uint64_t n = 1;
+		for (unsigned d = 0; d < x->ndim; d++)
+			n *= x->shape[d];
+		*clone[k] = agp_storage(p, what[k], x->dtype, n, x->ndim == 0, ZS_CAT_ACTIVATIONS);
+		agp_alloc(p, *clone[k], ph);
+		agp_op(p, ph, AG_OP_COPY, out[k], agp_view_as(p, *clone[k], out[k], 0));
+	}
+	agp_free(p, s->tensor[s->logits].storage, ph);
+	agp_free(p, s->tensor[s->loss].storage, ph);
+	return 0;
+}
+
 int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct ag_options *o, unsigned world,
-                 double bucket_cap_mb, double first_bucket_bytes, char **cause)
+                 double bucket_cap_mb, double first_bucket_bytes, int find_unused, char **cause)
 {
 	if (world < 1)
 		return zs_fail(cause, "--wrapper ddp: internal error: a run of %u ranks", world);
@@ -257,12 +325,40 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 	}
 	struct ag_pass P = {.s = s, .cap_tensors = s->ntensors};
 	struct ag_pass *p = &P;
-	/* The buckets as rebuilt (fp32: every parameter is): in ready order,
-	 * closed once at or over their limit, the first's first_bucket_bytes. */
-	uint32_t *bucket_of = zs_malloc(ngrads * sizeof *bucket_of); /* per ready grad: its bucket's storage */
+	/* The order the buckets are cut in (ord: indices into ready). By
+	 * default the rebuilt buckets': the ready order. With
+	 * find_unused_parameters the reducer never rebuilds them
+	 * (reducer.cpp should_rebuild_buckets: static_graph_ or
+	 * !find_unused_parameters_), so they stay as the constructor cut them
+	 * (distributed.py 1.13, 720-740: bucket_size_limits
+	 * [_DEFAULT_FIRST_BUCKET_BYTES, bucket_bytes_cap] over the parameters
+	 * in the module's order, the list then reversed for the reducer). */
+	size_t *ord = zs_malloc(ngrads * sizeof *ord);
+	uint32_t *pos = zs_malloc(ngrads * sizeof *pos); /* find_unused: each ready grad's parameter storage */
+	for (size_t k = 0; k < ngrads; k++) {
+		ord[k] = k;
+		pos[k] = find_unused ? param_of_grad(s, ready[k]) : (uint32_t)k;
+		if (pos[k] == NO) {
+			uint32_t t = ready[k];
+			free(ord), free(pos), free(at), free(ready);
+			return zs_fail(cause, "--wrapper ddp: internal error: grad %s (%u) has no parameter", s->tensor[t].what,
+			               t);
+		}
+	}
+	for (size_t k = 1; k < ngrads; k++) /* by position (insertion: ready is nearly reversed) */
+		for (size_t j = k; j > 0 && pos[ord[j - 1]] > pos[ord[j]]; j--) {
+			size_t t = ord[j];
+			ord[j] = ord[j - 1];
+			ord[j - 1] = t;
+		}
+	free(pos);
+	/* The buckets (fp32: every parameter is), cut in ord's order, each
+	 * closed once at or over its limit, the first's first_bucket_bytes,
+	 * its tensors laid out in that order. */
+	uint32_t *bucket_of = zs_malloc(ngrads * sizeof *bucket_of); /* per ready grad: its bucket (reducer's index) */
 	uint32_t *bview = zs_malloc(ngrads * sizeof *bview);          /* its view in it */
-	unsigned char *last = zs_calloc(ngrads, 1);                   /* it completes its bucket */
 	uint32_t *buckets = zs_malloc(ngrads * sizeof *buckets);
+	size_t *pending = zs_calloc(ngrads, sizeof *pending);        /* per bucket: grads not yet in */
 	size_t nbuckets = 0;
 	/* the cap in whole bytes, as DDP takes it (int(bucket_cap_mb * 1024 *
 	 * 1024)); every bucket holds one tensor at least, so a cap of 0 gives
@@ -275,21 +371,35 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 		size_t j = i;
 		uint64_t n = 0;
 		do {
-			bytes += s->tensor[ready[j]].bytes;
-			n += agp_elements(&s->tensor[ready[j]]);
+			bytes += s->tensor[ready[ord[j]]].bytes;
+			n += agp_elements(&s->tensor[ready[ord[j]]]);
 			j++;
 		} while (j < ngrads && bytes < limit);
 		uint32_t bk = agp_storage(p, "Reducer bucket (gradients)", AG_F32, n, 0, ZS_CAT_BUCKETS);
-		buckets[nbuckets++] = bk;
 		uint64_t off = 0;
 		for (size_t k = i; k < j; k++) {
-			bucket_of[k] = bk;
-			bview[k] = agp_view_as(p, bk, ready[k], off);
-			off += agp_elements(&s->tensor[ready[k]]);
+			bucket_of[ord[k]] = (uint32_t)nbuckets;
+			bview[ord[k]] = agp_view_as(p, bk, ready[ord[k]], off);
+			off += agp_elements(&s->tensor[ready[ord[k]]]);
 		}
-		last[j - 1] = 1;
+		pending[nbuckets] = j - i;
+		buckets[nbuckets++] = bk;
 		i = j;
 	}
+	free(ord);
+	if (find_unused) { /* the reducer's list is the cut reversed */
+		for (size_t k = 0; k < nbuckets / 2; k++) {
+			uint32_t t = buckets[k];
+			size_t c = pending[k];
+			buckets[k] = buckets[nbuckets - 1 - k];
+			pending[k] = pending[nbuckets - 1 - k];
+			buckets[nbuckets - 1 - k] = t;
+			pending[nbuckets - 1 - k] = c;
+		}
+		for (size_t k = 0; k < ngrads; k++)
+			bucket_of[k] = (uint32_t)(nbuckets - 1 - bucket_of[k]);
+	}
+	size_t *npend = zs_malloc(nbuckets * sizeof *npend); /* each micro-step's count, from pending */
 	/* set-up: the model's, then DDP's construction, then the batch (the
 	 * loop draws it after wrapping the model: tests/ft_torch.py; its
 	 * bytes are not live across the construction's broadcast copy, which
@@ -305,6 +415,19 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 	broadcast_coalesced(p, st, nst, AG_DDP_BROADCAST_BUCKET_BYTES, ZS_PH_SETUP);
 	for (size_t k = 0; k < nbuckets; k++)
 		agp_alloc(p, buckets[k], ZS_PH_SETUP);
+	/* find_unused_parameters: the reducer's used-parameter maps, made last
+	 * in its constructor (initialize_local_used_map: local_used_map_ =
+	 * at::zeros and local_used_map_dev_ = at::empty, int32, one a
+	 * parameter the reducer holds), held as 4-byte words (the list has no
+	 * int32: the same bytes, and a count of ranks is exact in fp32) */
+	uint32_t used = NO, used_dev = NO;
+	if (find_unused) {
+		used = agp_storage(p, "local_used_map_ (int32, a word a parameter)", AG_F32, ngrads, 0, ZS_CAT_SCRATCH);
+		agp_alloc(p, used, ZS_PH_SETUP);
+		agp_op(p, ZS_PH_SETUP, AG_OP_FILL, NO, used);
+		used_dev = agp_storage(p, "local_used_map_dev_ (int32)", AG_F32, ngrads, 0, ZS_CAT_SCRATCH);
+		agp_alloc(p, used_dev, ZS_PH_SETUP);
+	}
 	for (size_t i = batch; i < s->nsetup; i++)
 		agp_copy(p, &s->setup[i]);
 	free(s->setup);
@@ -323,11 +446,31 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 	 * forward broadcasts the buffers only if it was set
 	 * (will_sync_module_buffers, 1581-1586): after a no_sync micro-step, no
 	 * broadcast. */
-	size_t nbuf = states(s, sp, st, 0, 1), g = 0;
+	size_t nbuf = states(s, sp, st, 0, 1), g = 0, next = 0;
 	unsigned K = o->grad_accum ? o->grad_accum : 1, micro = 0;
-	int in_forward = 0, sync = !(o->ddp_no_sync && K > 1), sync_bufs = 1;
-	for (size_t i = 0; i < s->nevents; i++) {
+	int in_forward = 0, sync = !(o->ddp_no_sync && K > 1), sync_bufs = 1, rc = 0;
+	memcpy(npend, pending, nbuckets * sizeof *npend);
+	/* find_unused: the model's outputs once the sink has cloned them
+	 * (NO before), and the clones the loop holds in their place */
+	uint32_t out_loss = NO, out_logits = NO, clone_loss = NO, clone_logits = NO;
+	for (size_t i = 0; i < s->nevents && rc == 0; i++) {
 		const struct ag_event *e = &s->event[i];
+		if (find_unused && is_mark(e, "phase:backward") && out_loss == NO) {
+			if ((rc = ddp_sink(p, ZS_PH_FORWARD, &clone_loss, &clone_logits, cause)) != 0)
+				break;
+			out_loss = s->tensor[s->loss].storage;
+			out_logits = s->tensor[s->logits].storage;
+		}
+		if (out_loss != NO && e->kind == AG_EV_FREE && (e->t == out_loss || e->t == out_logits)) {
+			/* the loop's `del` of its outputs: the clones */
+			agp_free(p, e->t == out_loss ? clone_loss : clone_logits, e->phase);
+			continue;
+		}
+		if (out_loss != NO && (touches(s, e, out_loss) || touches(s, e, out_logits))) {
+			rc = zs_fail(cause, "--ddp-find-unused: internal error: the step reads the model's outputs after "
+			             "the sink has taken them");
+			break;
+		}
 		if ((is_micro(e) && in_forward) || is_mark(e, "phase:optimizer")) {
 			/* finalize_backward: every grad from its bucket view */
 			if (sync)
@@ -336,7 +479,8 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 			if (is_micro(e)) {
 				micro++;
 				in_forward = 0;
-				g = 0;
+				g = next = 0;
+				memcpy(npend, pending, nbuckets * sizeof *npend);
 				sync = !(o->ddp_no_sync && micro + 1 < K);
 			}
 		}
@@ -350,9 +494,9 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 		}
 		if (e->kind == AG_EV_GRAD_READY && e->phase == ZS_PH_BACKWARD && is_grad(s, e->t) && micro > 0 &&
 		    (g >= ngrads || e->t != ready[g])) {
-			free(p->ev), free(st), free(at), free(ready), free(bucket_of), free(bview), free(last), free(buckets);
-			return zs_fail(cause, "--wrapper ddp: internal error: micro-step %u's grads are not ready in the "
-			               "first's order", micro);
+			rc = zs_fail(cause, "--wrapper ddp: internal error: micro-step %u's grads are not ready in the "
+			             "first's order", micro);
+			break;
 		}
 		if (micro > 0 && e->kind == AG_EV_GRAD_READY && e->phase == ZS_PH_BACKWARD && is_grad(s, e->t))
 			at[g] = i;
@@ -371,22 +515,41 @@ int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct a
 			agp_op(p, ZS_PH_BACKWARD, AG_OP_MUL_SCALAR, ready[g], bview[g])->arg[0] = 1.0 / world;
 			agp_free(p, f, ZS_PH_BACKWARD);
 			agp_free(p, w, ZS_PH_BACKWARD);
-			if (last[g])
-				agp_op(p, ZS_PH_BACKWARD, AG_OP_ALL_REDUCE_SUM_, bucket_of[g], bucket_of[g]);
+			/* mark_bucket_ready: the buckets are reduced in the
+			 * reducer's order, each once it and those before it are
+			 * complete (in ready order, the one just completed) */
+			npend[bucket_of[g]]--;
+			int reduced = 0;
+			for (; next < nbuckets && npend[next] == 0; next++, reduced = 1)
+				agp_op(p, ZS_PH_BACKWARD, AG_OP_ALL_REDUCE_SUM_, buckets[next], buckets[next]);
+			/* the last bucket reduced: mark_variable_ready's
+			 * all_reduce_local_used_map (local_used_map_dev_.copy_(
+			 * local_used_map_), then its all-reduce) */
+			if (find_unused && reduced && next == nbuckets) {
+				agp_op(p, ZS_PH_BACKWARD, AG_OP_COPY, used, used_dev);
+				agp_op(p, ZS_PH_BACKWARD, AG_OP_ALL_REDUCE_SUM_, used_dev, used_dev);
+			}
 			g++;
 		}
 	}
-	free(s->event);
-	s->event = p->ev;
-	s->nevents = p->nev;
+	if (rc == 0 && find_unused && out_loss == NO)
+		rc = zs_fail(cause, "--ddp-find-unused: internal error: the step has no phase:backward mark");
+	if (rc == 0) {
+		free(s->event);
+		s->event = p->ev;
+		s->nevents = p->nev;
+	} else {
+		free(p->ev);
+	}
 	free(st);
 	free(at);
 	free(ready);
 	free(bucket_of);
 	free(bview);
-	free(last);
 	free(buckets);
-	return 0;
+	free(pending);
+	free(npend);
+	return rc;
 }
 
 int ag_zero1_scheme(const struct zs_config *c) { return c->nschemes > 0 && c->schemes[0] == ZS_ZERO1; }
@@ -412,6 +575,13 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED && c->schemes[0] == ZS_ZERO3 && o->recompute)
 		return zs_fail(cause, "--recompute full with --wrapper deepspeed --schemes zero3: not built yet (give "
 		               "--recompute none, or --schemes zero1 or zero2)");
+	/* find_unused_parameters where a parameter can go unused (a mixture's
+	 * idle expert) or a checkpointed layer reruns: not built */
+	if (c->wrapper == ZS_WRAPPER_DDP && c->ddp_find_unused && (m->experts > 0 || o->recompute))
+		return zs_fail(cause, "--ddp-find-unused with %s: not built yet", m->experts > 0
+		               ? "a mixture of experts (an expert idle on a rank: its parameters unused)"
+		               : "--recompute full (Hugging Face's Trainer passes find_unused_parameters False under "
+		                 "gradient checkpointing)");
 	if (ag_step_build(s, m, p, &oz, cause) != 0)
 		return -1;
 	if (c->wrapper == ZS_WRAPPER_DEEPSPEED) {
@@ -430,7 +600,8 @@ int ag_step_build_run(struct ag_step *s, const struct zs_model *m, const struct 
 	/* Every step ag_step_build makes is one the passes take: their failure
 	 * is zerosim's, not the input's. */
 	if ((c->wrapper == ZS_WRAPPER_DDP &&
-	     ag_ddp_apply(s, p, o, world, c->bucket_cap_mb, ag_ddp_first_bucket_bytes(c), cause) != 0) ||
+	     ag_ddp_apply(s, p, o, world, c->bucket_cap_mb, ag_ddp_first_bucket_bytes(c), c->ddp_find_unused,
+	                  cause) != 0) ||
 	    (c->wrapper == ZS_WRAPPER_FSDP && ag_fsdp_apply(s, p, o, world, c->schemes[0] == ZS_ZERO2, cause) != 0)) {
 		ag_step_free(s);
 		return -2;

@@ -4,7 +4,8 @@
  * and adds what DDP allocates and runs for one rank (--wrapper ddp;
  * docs/schedule.md, "DDP over the PyTorch step"), at the release's defaults
  * (bucket_cap_mb, dist._DEFAULT_FIRST_BUCKET_BYTES 1 MiB, broadcast_buffers
- * True, gradient_as_bucket_view False, find_unused_parameters False):
+ * True, gradient_as_bucket_view False, find_unused_parameters False, or
+ * True: below):
  *
  *   set-up   the construction's broadcast of the parameters and buffers
  *            (_sync_module_states -> dist._broadcast_coalesced: a flat copy
@@ -53,6 +54,25 @@
  * held to PyTorch's own (the reducer's rebuilt_bucket_sizes) by
  * tests/hf_torch.sh's ddp2-gpt2-buckets, under 1.13 and 2.6.
  *
+ * With find_unused_parameters True (--ddp-find-unused on; 1.13, K = 1, a
+ * model whose every parameter is used, as Hugging Face's Trainer passes
+ * it without gradient checkpointing) three things differ, the rest as
+ * above (docs/schedule.md, "find_unused_parameters"):
+ *   set-up   the buckets are the constructor's and never rebuilt: cut in
+ *            the module's parameter order with limits [1 MiB,
+ *            bucket_cap_mb], the list reversed (the last parameters'
+ *            bucket first), each laid out in parameter order; after them
+ *            the reducer's two used-parameter maps (int32, one a
+ *            parameter: 8 bytes a parameter tensor, resident);
+ *   forward  _DDPSink clones the outputs (the loss, then the logits) and
+ *            the model's own go as DDP's forward returns: the loop holds
+ *            the clones;
+ *   backward each bucket all-reduced in the reducer's order once it and
+ *            those before it are complete; after the last, the used map
+ *            copied into its device twin and all-reduced (its values,
+ *            every parameter used, are not computed: no byte or later op
+ *            depends on them).
+ *
  * The hooks are placed at the list's AG_EV_GRAD_READY events (zero_grad
  * zeros: after .grad += g; set_to_none: where AccumulateGrad takes g as
  * .grad or its copy). What is refused (one line in *cause): a step whose
@@ -82,11 +102,12 @@ double ag_ddp_first_bucket_bytes(const struct zs_config *c);
 
 /* Turn the plain loop's step s (ag_step_build under o) into one rank's
  * step under DDP over `world` ranks with buckets of bucket_cap_mb MiB, the
- * first of first_bucket_bytes; sp, the parameters s was built from, gives
+ * first of first_bucket_bytes, find_unused_parameters as find_unused says
+ * (above); sp, the parameters s was built from, gives
  * the module order of the states DDP broadcasts. 0, or -1 with *cause (s
  * is then unchanged). */
 int ag_ddp_apply(struct ag_step *s, const struct step_params *sp, const struct ag_options *o, unsigned world,
-                 double bucket_cap_mb, double first_bucket_bytes, char **cause);
+                 double bucket_cap_mb, double first_bucket_bytes, int find_unused, char **cause);
 
 /* Whether the run's scheme is torch's zero1 (--wrapper ddp takes one
  * scheme a run, dp or zero1: util/config.c). */

@@ -6386,6 +6386,8 @@ int ag_step_build(struct ag_step *s, const struct zs_model *m, const struct step
 	free(start);
 	mark(b, "phase:zero_grad");
 	zero_grad(b, &M);
+	s->loss = M.loss;
+	s->logits = M.logits;
 	outputs_go(b, &M);
 	mark(b, "phase:between");
 	free(M.pt);

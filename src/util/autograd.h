@@ -374,6 +374,8 @@ struct ag_step {
 	size_t nevents;
 	char **labels;                  /* owned mark labels (freed by ag_step_free) */
 	size_t nlabels;
+	uint32_t loss, logits;          /* the loop's outputs (the last micro-step's), held to the step's
+	                                 * end: DDP's _DDPSink clones them (util/ag_ddp.h) */
 };
 
 /* Build the step of model m (gpt2, llama, mistral, qwen2, qwen3 or phi3) with parameters p

@@ -328,7 +328,7 @@ static const char *const key_names[ZS_NKEYS] = {
 	"ds-reduce-bucket", "ds-allgather-bucket", "ds-overlap-comm", "ds-persist", "offload", "ranks-per-node",
 	"ds-prefetch-bucket", "ds-max-live", "torch-version", "torch-device", "optimizer-impl", "zero-grad", "attn",
 	"wrapper", "grad-accum", "ddp-no-sync", "freeze", "lora-r", "lora-alpha", "lora-dropout", "lora-targets",
-	"quant-base", "double-quant", "ds-sub-group-size"};
+	"quant-base", "double-quant", "ds-sub-group-size", "ddp-find-unused"};
 _Static_assert(sizeof key_names / sizeof key_names[0] == ZS_NKEYS, "a name for every key");
 
 /* One of a PyTorch option's names (names[first..n): "default" is no value
@@ -580,6 +580,11 @@ int zs_config_set(struct zs_config *c, const char *key, const char *value, char 
 		if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
 			return zs_fail(cause, "--double-quant: '%.40s' is not one of on, off", value);
 		t.double_quant = strcmp(value, "on") == 0;
+		break;
+	case ZS_KEY_DDP_FIND_UNUSED:
+		if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
+			return zs_fail(cause, "--ddp-find-unused: '%.40s' is not one of on, off", value);
+		t.ddp_find_unused = strcmp(value, "on") == 0;
 		break;
 	case ZS_NKEYS:
 		break;
@@ -1043,6 +1048,32 @@ static int ds_accum_check(const struct zs_config *c, char **cause)
 	return 0;
 }
 
+/* DDP's find_unused_parameters=True (util/ag_ddp.h): described for DDP
+ * over the plain loop's step (dp) in 1.13, one micro-step an optimizer
+ * step, and held to 1.13 there (tests/hf_torch.sh); the rest refused by
+ * name until it is compared. */
+static int ddp_find_unused_check(const struct zs_config *c, char **cause)
+{
+	/* given at all elsewhere: a setting that changes nothing is refused */
+	if (c->framework != ZS_FW_TORCH || c->wrapper != ZS_WRAPPER_DDP)
+		return zs_fail(cause, "--ddp-find-unused: only with --framework torch --wrapper ddp "
+		               "(DistributedDataParallel's find_unused_parameters)");
+	if (!c->ddp_find_unused)
+		return 0;
+	for (size_t i = 0; i < c->nschemes; i++)
+		if (c->schemes[i] != ZS_DP)
+			return zs_fail(cause, "--ddp-find-unused with --schemes %s: not built yet (give --schemes dp)",
+			               zs_scheme_name(c->schemes[i]));
+	if (c->torch_version != ZS_TORCH_1_13)
+		return zs_fail(cause, "--ddp-find-unused: PyTorch 1.13 alone so far (give --torch-version 1.13)");
+	if (c->grad_accum > 1)
+		return zs_fail(cause, "--ddp-find-unused with --grad-accum %u: not built yet (give --grad-accum 1)",
+		               c->grad_accum);
+	if (c->lora_r > 0 || c->freeze[0])
+		return zs_fail(cause, "--ddp-find-unused with %s: not built yet", c->lora_r > 0 ? "--lora-r" : "--freeze");
+	return 0;
+}
+
 int zs_config_check_torch(const struct zs_config *c, char **cause)
 {
 	static const enum zs_key torch_keys[] = {ZS_KEY_TORCH_VERSION, ZS_KEY_TORCH_DEVICE, ZS_KEY_OPTIM_IMPL,
@@ -1076,6 +1107,8 @@ int zs_config_check_torch(const struct zs_config *c, char **cause)
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_NO_SYNC)) && c->wrapper != ZS_WRAPPER_DDP && c->wrapper != ZS_WRAPPER_FSDP)
 		return zs_fail(cause, "--ddp-no-sync: only with --wrapper ddp or fsdp (DistributedDataParallel's or "
 		               "FullyShardedDataParallel's no_sync())");
+	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_FIND_UNUSED)) && ddp_find_unused_check(c, cause) != 0)
+		return -1;
 	/* no_sync() wraps micro-steps 0..K-2: at K = 1 there are none, and
 	 * a setting that changes nothing is refused rather than ignored */
 	if ((c->given & ZS_KEY_BIT(ZS_KEY_DDP_NO_SYNC)) && c->grad_accum <= 1)
@@ -1255,7 +1288,7 @@ const char *const zs_torch_json_keys[ZS_NTORCH_JSON_KEYS] = {"torch_version", "t
 
 const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS] = {
 	"grad_accum", "ddp_no_sync", "freeze", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "quant_base",
-	"double_quant"};
+	"double_quant", "ddp_find_unused"};
 
 /* zs_step_json_keys' values, each only where it is on: a K = 1 run, one
  * that freezes nothing, one without LoRA or its 4-bit base writes none,
@@ -1282,6 +1315,8 @@ static void json_step_settings(cJSON *cfg, const struct zs_config *c)
 		cJSON_AddStringToObject(cfg, key[ZS_SJ_QUANT_BASE], "nf4");
 		cJSON_AddBoolToObject(cfg, key[ZS_SJ_DOUBLE_QUANT], c->double_quant);
 	}
+	if (c->ddp_find_unused)
+		cJSON_AddBoolToObject(cfg, key[ZS_SJ_DDP_FIND_UNUSED], 1);
 }
 
 static void json_torch(cJSON *cfg, const struct zs_config *c, int attention)

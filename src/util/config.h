@@ -99,6 +99,8 @@ enum zs_key {
 	 * (--ds-sub-group-size): outside the ranges of DeepSpeed keys the
 	 * wrappers' checks walk, checked on its own (check_ds_sub_group). */
 	ZS_KEY_DS_SUB_GROUP,
+	/* DDP's find_unused_parameters (--ddp-find-unused on|off; util/ag_ddp.h) */
+	ZS_KEY_DDP_FIND_UNUSED,
 	ZS_NKEYS
 };
 
@@ -161,6 +163,8 @@ struct zs_config {
 	 * K - 1 of them (1, the default) or not (0). The PyTorch step only. */
 	unsigned grad_accum;
 	int ddp_no_sync;
+	/* --ddp-find-unused: DDP's find_unused_parameters (0, the default, or 1) */
+	int ddp_find_unused;
 	/* --freeze: the parameters left out of training, util/freeze.h's
 	 * pattern ("" for none); a fixed array so that copies stay apart */
 	char freeze[ZS_FREEZE_MAX + 1];
@@ -252,6 +256,7 @@ enum zs_step_json_key {
 	ZS_SJ_LORA_TARGETS,
 	ZS_SJ_QUANT_BASE,
 	ZS_SJ_DOUBLE_QUANT,
+	ZS_SJ_DDP_FIND_UNUSED,
 	ZS_NSTEP_JSON_KEYS
 };
 extern const char *const zs_step_json_keys[ZS_NSTEP_JSON_KEYS];
