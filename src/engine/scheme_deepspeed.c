@@ -700,26 +700,42 @@ static size_t psize(const struct zs_run *r) { return coll_dtype_size(r->dt); }
  * 1186 for several), the copy dropped once gathered. */
 static int params_offloaded(const struct zs_run *r) { return r->config->offload == ZS_OFFLOAD_PARAMS; }
 
-/* Tensor t gathered on every rank into a block of its own (all-gather of
- * its partitions; a copy at N = 1, coll.h's N = 1 rule). */
-static void gather_tensor(struct zs_run *r, struct ds *ds, size_t t)
+/* Tensor t gathered on every rank into a block of its own, of the
+ * coordinator's held[t] elements (ceil(n/N)·N where DeepSpeed's buffer is
+ * padded, else n: util/ds_coord.h, ds_coord_step); an all-gather of its
+ * partitions, a copy at N = 1 (coll.h's N = 1 rule). With flat > 0 (the
+ * one persistent param of _post_step, _allgather_params) into a flat of
+ * flat elements first, copied into the block and freed. */
+static void gather_tensor(struct zs_run *r, struct ds *ds, size_t t, uint64_t flat)
 {
 	const struct zs_layout_tensor *ts = &r->layout.tensor[t];
-	size_t s = ts->s * psize(r);
+	size_t s = ts->s * psize(r), n = ts->n * psize(r);
+	void **into = zs_calloc(r->r1 - r->r0 + 1, sizeof *into);
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		struct ds_rank *rk = ds_rank(r, ds, k);
-		rk->whole[t] = tracker_alloc(&r->tracker, k, ZS_CAT_GATHERED, ts->n * psize(r));
-		r->ptr_a[k - r->r0] = run_at(r, k, ZS_BUF_PARAMS, layout_own(&r->layout, ZS_BUF_PARAMS, t, k).at);
-		r->ptr_b[k - r->r0] = rk->whole[t];
+		size_t i = k - r->r0;
+		if (flat > 0)
+			into[i] = tracker_alloc(&r->tracker, k, ZS_CAT_GATHERED, flat * psize(r));
+		rk->whole[t] = tracker_alloc(&r->tracker, k, ZS_CAT_GATHERED, ds->ds3->coord->held[t] * psize(r));
+		r->ptr_a[i] = run_at(r, k, ZS_BUF_PARAMS, layout_own(&r->layout, ZS_BUF_PARAMS, t, k).at);
+		r->ptr_b[i] = flat > 0 ? into[i] : rk->whole[t];
 		if (params_offloaded(r)) {
 			void *dev = tracker_alloc(&r->tracker, k, ZS_CAT_GATHERED, s);
-			memcpy(dev, r->ptr_a[k - r->r0], s);
-			r->ptr_a[k - r->r0] = dev;
+			memcpy(dev, r->ptr_a[i], s);
+			r->ptr_a[i] = dev;
 		}
 	}
 	coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, ts->n, r->dt);
-	for (unsigned k = r->r0; k < r->r1 && params_offloaded(r); k++)
-		tracker_free(&r->tracker, k, r->ptr_a[k - r->r0]);
+	for (unsigned k = r->r0; k < r->r1; k++) {
+		size_t i = k - r->r0;
+		if (params_offloaded(r))
+			tracker_free(&r->tracker, k, r->ptr_a[i]);
+		if (flat > 0) {
+			memcpy(ds_rank(r, ds, k)->whole[t], into[i], n);
+			tracker_free(&r->tracker, k, into[i]);
+		}
+	}
+	free(into);
 }
 
 static void release_tensor(struct zs_run *r, struct ds *ds, size_t t)
@@ -788,7 +804,7 @@ static void ds3_fetch(struct zs_run *r, struct ds *ds, size_t j)
 	const size_t *got;
 	size_t n = ds_coord_fetch(ds->ds3->coord, r->config, j, ds->ds3->complete, &got);
 	for (size_t i = 0; i < n; i++)
-		gather_tensor(r, ds, got[i]);
+		gather_tensor(r, ds, got[i], 0);
 }
 
 /* release_sub_module after trace entry j (util/ds_coord.h). */
@@ -1200,7 +1216,7 @@ static void ds3_after_optimizer(struct zs_run *r, void *ctx)
 		reassign_partitions(r);
 	tracker_set_phase(&r->tracker, ZS_PH_GATHER);
 	for (size_t i = 0; i < ds->ds3->npost; i++)
-		gather_tensor(r, ds, ds->ds3->post[i]);
+		gather_tensor(r, ds, ds->ds3->post[i], ds->ds3->coord->flat);
 	ds->ds3->complete = 1;
 	ds->ds3->step++;
 	ds3_reset_step(ds);
