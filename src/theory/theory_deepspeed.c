@@ -138,7 +138,8 @@ void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config
 	out->partitioned_params = p.numel - out->persistent_params;
 	for (size_t t = 0; t < p.ntensors; t++) /* whole between steps: as _post_step gathered them */
 		if ((double)p.tensor[t].numel <= c->ds_persist)
-			out->persistent_held += ds_coord_block(p.tensor[t].numel, world, out->persistent_tensors, 0);
+			out->persistent_held += ds_coord_block(p.tensor[t].numel, world, out->persistent_tensors, 0,
+			                                      c->offload == ZS_OFFLOAD_PARAMS);
 	step_params_free(&p);
 	out->resident_bytes = out->persistent_held * b->p + out->shard_elements * per_shard +
 	                      (uint64_t)c->ds_reduce_bucket * b->g;

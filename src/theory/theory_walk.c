@@ -783,18 +783,20 @@ static void ds3_flush(struct walk *w, struct ds3_bucket *bk, const uint64_t *tn,
 }
 
 /* The tensors the coordinator gathered: each whole block (its held
- * elements, kept in blk until its release), with flat > 0 a flat before
- * it (_post_step's one param: util/ds_coord.h), and with the params
- * offloaded the device copy of the rank's partition. */
+ * elements, kept in blk until its release; 0 a view at N = 1), with
+ * flat > 0 a flat before it (_post_step's one param: util/ds_coord.h),
+ * and at N > 1 with the params offloaded but no flat the device copy of
+ * the rank's partition. */
 static void ds3_gathered(struct walk *w, const struct ds3_fw *f, const size_t *t, size_t n, uint64_t flat)
 {
 	unsigned p = f->b->p;
+	int dev = f->offp && f->N > 1 && flat == 0;
 	for (size_t i = 0; i < n; i++) {
 		f->blk[t[i]] = f->d->held[t[i]];
 		ds3_add(w, ZS_CAT_GATHERED, flat * p, DS3_KEY(DS3_POSTFLAT, t[i]));
 		ds3_add(w, ZS_CAT_GATHERED, f->blk[t[i]] * p, DS3_KEY(DS3_GATHERED, t[i]));
-		ds3_add(w, ZS_CAT_GATHERED, f->offp ? f->d->s[t[i]] * p : 0, DS3_KEY(DS3_OFFP, t[i]));
-		ds3_sub(w, ZS_CAT_GATHERED, f->offp ? f->d->s[t[i]] * p : 0, DS3_KEY(DS3_OFFP, t[i]));
+		ds3_add(w, ZS_CAT_GATHERED, dev ? f->d->s[t[i]] * p : 0, DS3_KEY(DS3_OFFP, t[i]));
+		ds3_sub(w, ZS_CAT_GATHERED, dev ? f->d->s[t[i]] * p : 0, DS3_KEY(DS3_OFFP, t[i]));
 		ds3_sub(w, ZS_CAT_GATHERED, flat * p, DS3_KEY(DS3_POSTFLAT, t[i]));
 	}
 }
@@ -1051,7 +1053,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 		npersist += (size_t)f.d->persist[t];
 	}
 	for (size_t t = 0; t < p->ntensors; t++) /* whole between steps: as _post_step gathered them */
-		persist += f.d->persist[t] ? ds_coord_block(tn[t], world, npersist, 0) : 0;
+		persist += f.d->persist[t] ? ds_coord_block(tn[t], world, npersist, 0, f.offp) : 0;
 	out->params = p->numel;
 	theory_ds3_resident(b, c, f.S, f.S_t, ntrain, persist, world, out, base);
 	struct walk w = {.tr = tr, .key = THEORY_TRACE_RESIDENT, .nmicro = c->grad_accum, .model = d->model, .counts = rc,

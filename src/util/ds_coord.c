@@ -43,16 +43,17 @@ static void gather(struct ds_coord *d, size_t t)
 
 /* The blocks of one gathering call's params, fetched[from, nfetched)
  * (ds_coord.h, ds_coord_step). */
-uint64_t ds_coord_block(uint64_t n, unsigned world, size_t ncall, int fetch)
+uint64_t ds_coord_block(uint64_t n, unsigned world, size_t ncall, int fetch, int offp)
 {
-	int padded = world > 1 && (ncall == 1) == (fetch != 0);
-	return padded ? (n + world - 1) / world * world : n;
+	if (world == 1) /* a view of the partition (a device copy of it offloaded), or _allgather_params's */
+		return !fetch && ncall == 1 ? n : offp ? n : 0;
+	return (ncall == 1) == (fetch != 0) ? (n + world - 1) / world * world : n;
 }
 
 static void call_held(struct ds_coord *d, size_t from, int fetch)
 {
 	for (size_t i = from; i < d->nfetched; i++)
-		d->held[d->fetched[i]] = ds_coord_block(d->n[d->fetched[i]], d->world, d->nfetched - from, fetch);
+		d->held[d->fetched[i]] = ds_coord_block(d->n[d->fetched[i]], d->world, d->nfetched - from, fetch, d->offp);
 }
 
 /* fetch_sub_module (285-418) of trace entry j, the trace complete or not:
@@ -169,6 +170,7 @@ static void setup(struct ds_coord *d, const uint64_t *n, size_t nt, const size_t
 	d->s = zs_calloc(nt, sizeof *d->s);
 	d->held = zs_calloc(nt, sizeof *d->held);
 	d->world = world;
+	d->offp = c->offload == ZS_OFFLOAD_PARAMS;
 	d->persist = zs_calloc(nt, sizeof *d->persist);
 	d->avail = zs_calloc(nt, sizeof *d->avail);
 	d->recent = zs_calloc(nt, sizeof *d->recent);
