@@ -112,9 +112,9 @@ size_t ds_coord_release(struct ds_coord *d, size_t j, int complete, size_t *out)
  * this, held[t] elements of tensor t's block, whole while t is. At N > 1
  * a fetch's all_gather_coalesced (1200-1310) of one param gives it a
  * buffer of ceil(n/N)·N, param.data a narrow of it (1246-1266); of
- * several, torch.cat's n each (707; _all_gather_dtype's flat they
- * came from, 1172, is not counted here). _post_step's _all_gather (1500-1534) of several gives
- * each a flat of ceil(n/N)·N, param.data a narrow of it
+ * several, torch.cat's n each (707; _all_gather_dtype's flat they came
+ * from, 1172, is not counted here). _post_step's _all_gather (1500-1534)
+ * of several gives each a flat of ceil(n/N)·N, param.data a narrow of it
  * (_allgather_params_coalesced, 1817-1821, 1886); of one, n
  * (_allgather_params, 1895-1970: replicated_tensor, 1954), copied out of
  * a flat of ceil(n/N)·N that it frees on return (at N = 1 too): `flat`
@@ -122,8 +122,8 @@ size_t ds_coord_release(struct ds_coord *d, size_t j, int complete, size_t *out)
  * 810-820, from all_gather_coalesced 1207-1208 and
  * _allgather_params_coalesced 1796-1799): param.data a view of the
  * partition (NoGatherHandle, 54-55; NoGatherCoalescedHandle, 77-78), 0
- * elements; with --offload params
- * its device copy, n; _post_step's one param n as above. */
+ * elements; with --offload params its device copy, n; _post_step's one
+ * param n as above. */
 size_t ds_coord_step(struct ds_coord *d, size_t *released, size_t *nreleased, size_t *out);
 /* That rule: the elements of the block a param of n elements holds,
  * gathered at N = world in one call of ncall params by a fetch (fetch
