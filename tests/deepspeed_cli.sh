@@ -168,12 +168,13 @@ gathers() {
 tr -d ' \t\n' <"$tmp/t3.json" | grep -q '"gathered_params":474112' ||
 	fail "the default threshold partitions part of the tiny gpt2: $(tr -d ' \t\n' <"$tmp/t3.json" | head -c 400)"
 # The engine's figure for the point tests/test_theory.c works by hand:
-# N = 3, mixed, --ds-persist 100, resident 1,000,634,192 B.
+# N = 3, mixed, --ds-persist 100, resident 1,000,634,248 B.
 "$zerosim" measure -q --framework deepspeed --model "$tmp/gpt2.json" --seq 32 --batch 2 --precision mixed \
 	--schemes zero3 --world 3 --ds-persist 100 --steps 2 --out "$tmp/t4.json" || fail "measure the hand-worked point"
-tr -d ' \t\n' <"$tmp/t4.json" | grep -q '"resident_bytes":1000634192' || fail "the hand-worked resident"
+tr -d ' \t\n' <"$tmp/t4.json" | grep -q '"resident_bytes":1000634248' || fail "the hand-worked resident"
 # And its held tables (tests/test_theory.c): with the optimizer
-# offloaded, the optimizer phase's most is resident + (16384 + 2048)·2 B.
+# offloaded, the optimizer phase's most is resident + (16386 + 2048)·2 B
+# (step 2 fetches wte alone, a padded buffer; wpe comes in the prefetch).
 "$zerosim" measure -q --framework deepspeed --model "$tmp/gpt2.json" --seq 32 --batch 2 --precision mixed \
 	--schemes zero3 --world 3 --ds-persist 100 --steps 2 --offload optimizer --timeline --out "$tmp/t5.json" ||
 	fail "measure the hand-worked point offloaded"
@@ -181,7 +182,7 @@ if command -v python3 >/dev/null 2>&1; then
 	held=$(python3 -c 'import json, sys
 r = json.load(open(sys.argv[1]))["runs"][0]
 print(max(e["current_bytes"] for e in r["timeline"] if e["phase"] == "optimizer") - r["resident_bytes"])' "$tmp/t5.json")
-	[ "$held" = 36864 ] || fail "the tables held into step(): $held B over resident, not 36,864"
+	[ "$held" = 36868 ] || fail "the tables held into step(): $held B over resident, not 36,868"
 fi
 # DeepSpeed's settings are options, not keys of a sweep spec; where they
 # are meaningless the spec's framework refuses them as an option's would.

@@ -119,6 +119,10 @@ TESTS += tests/moe_fw.sh
 EXTRA_DIST += tests/moe_fw.sh
 TESTS += tests/ds_moe.sh
 EXTRA_DIST += tests/ds_moe.sh
+# zerosim's own DeepSpeed ZeRO-3: each gathered param in DeepSpeed's block
+# (padded at N > 1 where DeepSpeed's buffer is, a view at N = 1)
+TESTS += tests/ds3_gather.sh
+EXTRA_DIST += tests/ds3_gather.sh
 
 # Agreement with PyTorch (skipped where no python3 imports torch).
 check_PROGRAMS += tests/tfm_dump

@@ -1717,10 +1717,12 @@ END_TEST
  * c_fc's bias 256 gives 86, c_fc and mlp.c_proj 5462. A block: six 22s +
  * 4096 + 64 + 1366 + 5462 + 86 + 5462 = 16668; S = 5462 + 683 + 22 + 22 +
  * 2·16668 = 39525. Persistent (n <= 100): the fourteen 64-element norms
- * and biases, 896 elements, whole on every rank between steps. Resident:
- * 16 B a shard element (fp16 partition 2, grad partition 2, fp32
- * partition 4, Adam 8) = 632,400, the reduce bucket 5e8·2 = 1e9 and the
- * persistent params 896·2 = 1792: 1,000,634,192 B. Sent per rank, N - 1 =
+ * and biases, 896 elements, whole on every rank between steps, each in
+ * _post_step's flat of ceil(64/3)·3 = 66 (_allgather_params_coalesced,
+ * docs/schedule.md): 924. Resident: 16 B a shard element (fp16 partition
+ * 2, grad partition 2, fp32 partition 4, Adam 8) = 632,400, the reduce
+ * bucket 5e8·2 = 1e9 and the persistent params 924·2 = 1848:
+ * 1,000,634,248 B. Sent per rank, N - 1 =
  * 2 times each gathered shard and every grad shard (S): step 1 records the
  * trace, every module released after it runs, so each tensor is gathered
  * in forward and in backward, wte twice more (the tied lm_head's), and
@@ -1729,7 +1731,8 @@ END_TEST
  * fetch prefetches everything, kept through forward (reuse distance 1e9),
  * so each tensor once: 2·(39525 + 39525) = 158,100. With DeepSpeed's
  * default threshold, 1e5, every tensor (at most 16384) is persistent:
- * whole, 2Ψ = 237,056 B. */
+ * whole, each in a flat of ceil(n/3)·3: 2·3·S = 237,150 B (2Ψ = 237,056
+ * where N divides every tensor). */
 START_TEST(test_deepspeed_zero3_on_the_tiny_gpt2_worked_by_hand)
 {
 	struct zs_model m = { .family = ZS_FAMILY_GPT2, .hidden = 64, .intermediate = 256, .layers = 2,
@@ -1749,9 +1752,9 @@ START_TEST(test_deepspeed_zero3_on_the_tiny_gpt2_worked_by_hand)
 	ck_assert_uint_eq(sc.shard_elements, 39525);
 	ck_assert_uint_eq(sc.padded_elements, 3 * 39525);
 	ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_PARAM16], 2 * 39525);
-	ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_GATHERED], 1792);
+	ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_GATHERED], 1848);
 	ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_BUCKETS], 1000000000);
-	ck_assert_uint_eq(sc.resident_bytes, 1000634192);
+	ck_assert_uint_eq(sc.resident_bytes, 1000634248);
 	ck_assert_uint_eq(sc.comm_elements, 259614);
 	c.steps = 2;
 	theory_tfm_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
@@ -1759,7 +1762,7 @@ START_TEST(test_deepspeed_zero3_on_the_tiny_gpt2_worked_by_hand)
 	ck_assert_double_eq(sc.comm_elements_mean, (259614.0 + 158100.0) / 2);
 	c.ds_persist = 1e5;
 	theory_tfm_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
-	ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_GATHERED], 2 * 118528);
+	ck_assert_uint_eq(sc.resident_breakdown[ZS_CAT_GATHERED], 2 * 3 * 39525);
 	/* A full recompute: step 1's rerun of each block's forward gathers
 	 * its 12 tensors again, Σ ceil(n/3) = 2·22 (ln_1) + 4096 + 64
 	 * (c_attn) + 1366 + 22 (c_proj) + 2·22 (ln_2) + 5462 + 86 (c_fc)
@@ -1781,16 +1784,20 @@ START_TEST(test_deepspeed_zero3_on_the_tiny_gpt2_worked_by_hand)
 	 * theirs needs grad; util/ds_coord.h): wte (16384) and wpe (2048) stay
 	 * whole, 2 B each, until step() releases everything. With the
 	 * optimizer offloaded step() adds nothing on the device, so the
-	 * optimizer phase's most is its start: resident + (16384 + 2048)·2 =
-	 * 36,864 B more, less in step 1 the persistent 1,792 B (the recording
-	 * step released them after each module; _post_step gathers them). */
+	 * optimizer phase's most is its start. Step 2's first fetch gathers
+	 * wte alone, a padded buffer of 16386 (docs/schedule.md, ZeRO-3's
+	 * gathered blocks), its prefetch the rest, wpe's 2048 among them:
+	 * resident + (16386 + 2048)·2 = 36,868 B more. Step 1 fetches wpe
+	 * alone too (2049) and holds none of the persistent 1,848 B (the
+	 * recording step released them after each module; _post_step gathers
+	 * them): resident + (16386 + 2049)·2 − 1848. */
 	o.recompute = ZS_RECOMPUTE_NONE;
 	c.offload = ZS_OFFLOAD_OPTIMIZER;
 	theory_tfm_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
-	ck_assert_uint_eq(sc.phase_peak[ZS_PH_OPTIMIZER], sc.resident_bytes + 36864);
+	ck_assert_uint_eq(sc.phase_peak[ZS_PH_OPTIMIZER], sc.resident_bytes + 36868);
 	c.steps = 1;
 	theory_tfm_framework_schedule(&m, NULL, &o, &b, &c, 2, ZS_ZERO3, ZS_UNIT_LAYER, 3, &sc);
-	ck_assert_uint_eq(sc.phase_peak[ZS_PH_OPTIMIZER], sc.resident_bytes + 36864 - 1792);
+	ck_assert_uint_eq(sc.phase_peak[ZS_PH_OPTIMIZER], sc.resident_bytes + 36870 - 1848);
 	/* --grad-accum 2: the second micro-step starts with them whole, so
 	 * its prefetch gathers all but their 5462 + 683 shard elements:
 	 * micro-step 1 sends 2·(2·39525 + 2·5462) + 2·39525 = 258,998 (no

@@ -705,33 +705,66 @@ static size_t psize(const struct zs_run *r) { return coll_dtype_size(r->dt); }
  * 1186 for several), the copy dropped once gathered. */
 static int params_offloaded(const struct zs_run *r) { return r->config->offload == ZS_OFFLOAD_PARAMS; }
 
-/* Tensor t gathered on every rank into a block of its own (all-gather of
- * its partitions; a copy at N = 1, coll.h's N = 1 rule). */
-static void gather_tensor(struct zs_run *r, struct ds *ds, size_t t)
+/* Rank k's partition of tensor t (at N = 1 the whole tensor). */
+static void *partition_of(struct zs_run *r, size_t t, unsigned k)
+{
+	return run_at(r, k, ZS_BUF_PARAMS, layout_own(&r->layout, ZS_BUF_PARAMS, t, k).at);
+}
+
+/* Tensor t gathered on every rank into a block of its own, of the
+ * coordinator's held[t] elements (util/ds_coord.h, ds_coord_step:
+ * ceil(n/N)·N where DeepSpeed's buffer is padded, else n; at N = 1 none,
+ * a view of the partition, or its device copy with the params
+ * offloaded); an all-gather of its partitions. With flat > 0 (the one
+ * persistent param of _post_step, _allgather_params) into a flat of flat
+ * elements first, copied into the block and freed. */
+static void gather_tensor(struct zs_run *r, struct ds *ds, size_t t, uint64_t flat)
 {
 	const struct zs_layout_tensor *ts = &r->layout.tensor[t];
-	size_t s = ts->s * psize(r);
+	size_t s = ts->s * psize(r), n = ts->n * psize(r), held = ds->ds3->coord->held[t] * psize(r);
+	/* offloaded, the partition's device copy, dropped once gathered (at
+	 * N = 1 the copy is the block; _allgather_params copies from the host) */
+	int dev = params_offloaded(r) && r->world > 1 && flat == 0;
+	void **into = zs_calloc(r->r1 - r->r0 + 1, sizeof *into);
 	for (unsigned k = r->r0; k < r->r1; k++) {
 		struct ds_rank *rk = ds_rank(r, ds, k);
-		rk->whole[t] = tracker_alloc(&r->tracker, k, ZS_CAT_GATHERED, ts->n * psize(r));
-		r->ptr_a[k - r->r0] = run_at(r, k, ZS_BUF_PARAMS, layout_own(&r->layout, ZS_BUF_PARAMS, t, k).at);
-		r->ptr_b[k - r->r0] = rk->whole[t];
-		if (params_offloaded(r)) {
-			void *dev = tracker_alloc(&r->tracker, k, ZS_CAT_GATHERED, s);
-			memcpy(dev, r->ptr_a[k - r->r0], s);
-			r->ptr_a[k - r->r0] = dev;
+		size_t i = k - r->r0;
+		r->ptr_a[i] = partition_of(r, t, k);
+		if (held == 0) { /* a view */
+			rk->whole[t] = r->ptr_a[i];
+			continue;
+		}
+		if (flat > 0)
+			into[i] = tracker_alloc(&r->tracker, k, ZS_CAT_GATHERED, flat * psize(r));
+		rk->whole[t] = tracker_alloc(&r->tracker, k, ZS_CAT_GATHERED, held);
+		r->ptr_b[i] = flat > 0 ? into[i] : rk->whole[t];
+		if (dev) {
+			void *copy = tracker_alloc(&r->tracker, k, ZS_CAT_GATHERED, s);
+			memcpy(copy, r->ptr_a[i], s);
+			r->ptr_a[i] = copy;
 		}
 	}
-	coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, ts->n, r->dt);
-	for (unsigned k = r->r0; k < r->r1 && params_offloaded(r); k++)
-		tracker_free(&r->tracker, k, r->ptr_a[k - r->r0]);
+	if (held > 0)
+		coll_all_gather(&r->coll, (const void *const *)r->ptr_a, r->ptr_b, ts->n, r->dt);
+	for (unsigned k = r->r0; k < r->r1 && held > 0; k++) {
+		size_t i = k - r->r0;
+		if (dev)
+			tracker_free(&r->tracker, k, r->ptr_a[i]);
+		if (flat > 0) {
+			memcpy(ds_rank(r, ds, k)->whole[t], into[i], n);
+			tracker_free(&r->tracker, k, into[i]);
+		}
+	}
+	free(into);
 }
 
 static void release_tensor(struct zs_run *r, struct ds *ds, size_t t)
 {
 	for (unsigned k = r->r0; k < r->r1; k++) {
-		tracker_free(&r->tracker, k, ds_rank(r, ds, k)->whole[t]);
-		ds_rank(r, ds, k)->whole[t] = NULL;
+		struct ds_rank *rk = ds_rank(r, ds, k);
+		if (rk->whole[t] != partition_of(r, t, k)) /* a view holds nothing */
+			tracker_free(&r->tracker, k, rk->whole[t]);
+		rk->whole[t] = NULL;
 	}
 }
 
@@ -793,7 +826,7 @@ static void ds3_fetch(struct zs_run *r, struct ds *ds, size_t j)
 	const size_t *got;
 	size_t n = ds_coord_fetch(ds->ds3->coord, r->config, j, ds->ds3->complete, &got);
 	for (size_t i = 0; i < n; i++)
-		gather_tensor(r, ds, got[i]);
+		gather_tensor(r, ds, got[i], 0);
 }
 
 /* release_sub_module after trace entry j (util/ds_coord.h). */
@@ -1291,7 +1324,7 @@ static void ds3_after_optimizer(struct zs_run *r, void *ctx)
 	finish_sub_group(r, ds);
 	tracker_set_phase(&r->tracker, ZS_PH_GATHER);
 	for (size_t i = 0; i < ds->ds3->npost; i++)
-		gather_tensor(r, ds, ds->ds3->post[i]);
+		gather_tensor(r, ds, ds->ds3->post[i], ds->ds3->coord->flat);
 	ds->ds3->complete = 1;
 	ds->ds3->step++;
 	ds3_reset_step(ds);

@@ -248,7 +248,8 @@ void theory_deepspeed_resident(const struct theory_bytes *b, const struct zs_con
  * partition_parameters.py): every parameter tensor on its own, ceil(n/N)
  * elements a rank, except that a tensor of at most c->ds_persist elements
  * (param_persistence_threshold) is also held whole on every rank. The
- * resident bytes between steps: the persistent tensors whole (p each), and
+ * resident bytes between steps: the persistent tensors whole as _post_step
+ * holds them (persistent_held, p each), and
  * per shard element the fp16 partition, the grad partition, the fp32
  * partition and the optimizer state (p + g + 4 + o), and the reduce bucket
  * stage 3 allocates at set-up (B·g). */
@@ -257,6 +258,7 @@ struct theory_deepspeed_z3 {
 	uint64_t persistent_params, partitioned_params;
 	uint64_t shard_elements;     /* Σ_t ceil(n_t/N) */
 	uint64_t persistent_shard;   /* the persistent tensors' part of it */
+	uint64_t persistent_held;    /* their elements whole between steps (util/ds_coord.h, ds_coord_block) */
 	uint64_t resident_bytes;
 };
 void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config *c, unsigned world,

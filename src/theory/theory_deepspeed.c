@@ -136,8 +136,12 @@ void theory_deepspeed_zero3(const struct theory_shape *s, const struct zs_config
 		out->persistent_shard += persist ? (n + world - 1) / world : 0;
 	}
 	out->partitioned_params = p.numel - out->persistent_params;
+	for (size_t t = 0; t < p.ntensors; t++) /* whole between steps: as _post_step gathered them */
+		if ((double)p.tensor[t].numel <= c->ds_persist)
+			out->persistent_held += ds_coord_block(p.tensor[t].numel, world, out->persistent_tensors, 0,
+			                                      c->offload == ZS_OFFLOAD_PARAMS);
 	step_params_free(&p);
-	out->resident_bytes = out->persistent_params * b->p + out->shard_elements * per_shard +
+	out->resident_bytes = out->persistent_held * b->p + out->shard_elements * per_shard +
 	                      (uint64_t)c->ds_reduce_bucket * b->g;
 }
 /* DeepSpeed's PartitionedParameterCoordinator (util/ds_coord.h: its rules,
@@ -240,7 +244,7 @@ void theory_deepspeed_memory(const struct theory_shape *s, const struct zs_confi
 	if (scheme == ZS_ZERO3) {
 		struct theory_deepspeed_z3 z;
 		theory_deepspeed_zero3(s, c, world, &z);
-		uint64_t S = z.shard_elements, whole = z.persistent_params * b->p, bucket = (uint64_t)c->ds_reduce_bucket * b->g;
+		uint64_t S = z.shard_elements, whole = z.persistent_held * b->p, bucket = (uint64_t)c->ds_reduce_bucket * b->g;
 		if (c->offload == ZS_OFFLOAD_NONE) {
 			out->device_bytes = z.resident_bytes;
 		} else if (c->offload == ZS_OFFLOAD_OPTIMIZER) { /* the fp32 partition's fp32 grad kept too */

@@ -725,6 +725,7 @@ struct ds3_fw {
 	size_t *of_layer;   /* inside layers: layer l's modules are [of_layer[l], of_layer[l + 1]) */
 	size_t *src;        /* inside layers: the description's module each is (a z3 leaf: its first) */
 	size_t *rel, *post, j;
+	uint64_t *blk;      /* per tensor: the elements of its block while whole */
 	uint64_t N, S, S_t, sent, sent_el; /* S_t: Σ ceil(tt/N), the grad and fp32 partitions' */
 	uint64_t msent, msent_el; /* this step's so far (--grad-accum: its micro-steps') */
 	int off, offp;
@@ -739,7 +740,7 @@ struct ds3_fw {
  * t's gathered copy and (params offloaded) its partition's device copy,
  * the module's grads, the flush's padding and flat copy, the held grad,
  * step()'s two buffers. */
-enum { DS3_GATHERED = 1, DS3_OFFP, DS3_GRADS, DS3_PAD, DS3_FLAT, DS3_HELD, DS3_G16, DS3_G32 };
+enum { DS3_GATHERED = 1, DS3_OFFP, DS3_GRADS, DS3_PAD, DS3_FLAT, DS3_HELD, DS3_G16, DS3_G32, DS3_POSTFLAT };
 #define DS3_KEY(kind, i) (THEORY_TRACE_UNIT + ((uint64_t)(kind) << 40) + (uint64_t)(i))
 
 static void ds3_add(struct walk *w, enum zs_cat c, uint64_t bytes, uint64_t key)
@@ -783,22 +784,29 @@ static void ds3_flush(struct walk *w, struct ds3_bucket *bk, const uint64_t *tn,
 	bk->used = bk->count = 0;
 }
 
-/* The tensors the coordinator gathered: each whole block, and with the
- * params offloaded the device copy of the rank's partition before it. */
-static void ds3_gathered(struct walk *w, const struct ds3_fw *f, const size_t *t, size_t n)
+/* The tensors the coordinator gathered: each whole block (its held
+ * elements, kept in blk until its release; 0 a view at N = 1), with
+ * flat > 0 a flat before it (_post_step's one param: util/ds_coord.h),
+ * and at N > 1 with the params offloaded but no flat the device copy of
+ * the rank's partition. */
+static void ds3_gathered(struct walk *w, const struct ds3_fw *f, const size_t *t, size_t n, uint64_t flat)
 {
 	unsigned p = f->b->p;
+	int dev = f->offp && f->N > 1 && flat == 0;
 	for (size_t i = 0; i < n; i++) {
-		ds3_add(w, ZS_CAT_GATHERED, f->tn[t[i]] * p, DS3_KEY(DS3_GATHERED, t[i]));
-		ds3_add(w, ZS_CAT_GATHERED, f->offp ? f->d->s[t[i]] * p : 0, DS3_KEY(DS3_OFFP, t[i]));
-		ds3_sub(w, ZS_CAT_GATHERED, f->offp ? f->d->s[t[i]] * p : 0, DS3_KEY(DS3_OFFP, t[i]));
+		f->blk[t[i]] = f->d->held[t[i]];
+		ds3_add(w, ZS_CAT_GATHERED, flat * p, DS3_KEY(DS3_POSTFLAT, t[i]));
+		ds3_add(w, ZS_CAT_GATHERED, f->blk[t[i]] * p, DS3_KEY(DS3_GATHERED, t[i]));
+		ds3_add(w, ZS_CAT_GATHERED, dev ? f->d->s[t[i]] * p : 0, DS3_KEY(DS3_OFFP, t[i]));
+		ds3_sub(w, ZS_CAT_GATHERED, dev ? f->d->s[t[i]] * p : 0, DS3_KEY(DS3_OFFP, t[i]));
+		ds3_sub(w, ZS_CAT_GATHERED, flat * p, DS3_KEY(DS3_POSTFLAT, t[i]));
 	}
 }
 
 static void ds3_released(struct walk *w, const struct ds3_fw *f, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		ds3_sub(w, ZS_CAT_GATHERED, f->tn[f->rel[i]] * f->b->p, DS3_KEY(DS3_GATHERED, f->rel[i]));
+		ds3_sub(w, ZS_CAT_GATHERED, f->blk[f->rel[i]] * f->b->p, DS3_KEY(DS3_GATHERED, f->rel[i]));
 }
 
 /* Module mi's backward: its grads made, put in the bucket tensor by
@@ -853,7 +861,7 @@ static void ds3_fetch(struct ds3_fw *f, struct walk *w, size_t mi, size_t l, int
 {
 	const size_t *got;
 	size_t ng = ds_coord_fetch(f->d, f->c, f->j, complete, &got);
-	ds3_gathered(w, f, got, ng);
+	ds3_gathered(w, f, got, ng, 0);
 	if (f->d->bwd[f->j])
 		ds3_grads(f, w, mi);
 	ds3_routed(f, w, mi, l);
@@ -940,7 +948,7 @@ static void ds3_at(void *ctx, struct walk *w, enum walk_point pt, size_t l, unsi
 			ds3_sub(w, ZS_CAT_GRAD32, sg->g32, DS3_KEY(DS3_G32, 0));
 		}
 		walk_phase(w, ZS_PH_GATHER); /* the persistent params gathered after step() */
-		ds3_gathered(w, f, f->post, npost);
+		ds3_gathered(w, f, f->post, npost, f->d->flat);
 		uint64_t N = f->N, gathered = f->d->gathered, reduced = f->bk.reduced;
 		f->msent += (N - 1) * gathered * b->p + reduced * b->g; /* with the step's earlier micro-steps' */
 		f->msent_el += (N - 1) * gathered + reduced;
@@ -1027,6 +1035,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	                   .off = c->offload != ZS_OFFLOAD_NONE, .offp = c->offload == ZS_OFFLOAD_PARAMS};
 	f.rel = zs_calloc(p->ntensors, sizeof *f.rel);
 	f.post = zs_calloc(p->ntensors, sizeof *f.post);
+	f.blk = zs_calloc(p->ntensors, sizeof *f.blk);
 	f.bk = (struct ds3_bucket){.B = (uint64_t)c->ds_reduce_bucket, .t = zs_calloc(p->ntensors, sizeof *f.bk.t)};
 	for (size_t t = 0; t < p->ntensors; t++) { /* --freeze: only requires_grad params train (stage3.py 491-495) */
 		tn[t] = p->tensor[t].numel;
@@ -1041,11 +1050,14 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 		group[i] = !f.by_unit && d->recompute == ZS_RECOMPUTE_FULL ? p->module[f.src[i]].index : -1;
 	f.d = ds_coord_new_recompute(tn, p->ntensors, f.first, f.count, f.nmodules, group, f.no_grad_in, c, world);
 	free(group);
+	size_t npersist = 0;
 	for (size_t t = 0; t < p->ntensors; t++) {
 		f.S += f.d->s[t];
 		f.S_t += (tt[t] + world - 1) / world;
-		persist += f.d->persist[t] ? tn[t] : 0;
+		npersist += (size_t)f.d->persist[t];
 	}
+	for (size_t t = 0; t < p->ntensors; t++) /* whole between steps: as _post_step gathered them */
+		persist += f.d->persist[t] ? ds_coord_block(tn[t], world, npersist, 0, f.offp) : 0;
 	out->params = p->numel;
 	f.sub = zs_calloc(p->ntensors + 1, sizeof *f.sub);
 	f.nsub = theory_ds3_sub_groups(b, c, tt, p->ntensors, world, f.sub);
@@ -1076,6 +1088,7 @@ static void ds3_walk(const struct theory_desc *d, const struct theory_bytes *b, 
 	free(f.of_layer);
 	free(f.rel);
 	free(f.post);
+	free(f.blk);
 	free(f.bk.t);
 	free(f.sub);
 }

@@ -41,7 +41,24 @@ static void gather(struct ds_coord *d, size_t t)
 	}
 }
 
-/* fetch_sub_module (285-418) of trace entry j, the trace complete or not. */
+/* The blocks of one gathering call's params, fetched[from, nfetched)
+ * (ds_coord.h, ds_coord_step). */
+uint64_t ds_coord_block(uint64_t n, unsigned world, size_t ncall, int fetch, int offp)
+{
+	if (world == 1) /* a view of the partition (a device copy of it offloaded), or _allgather_params's */
+		return !fetch && ncall == 1 ? n : offp ? n : 0;
+	return (ncall == 1) == (fetch != 0) ? (n + world - 1) / world * world : n;
+}
+
+static void call_held(struct ds_coord *d, size_t from, int fetch)
+{
+	for (size_t i = from; i < d->nfetched; i++)
+		d->held[d->fetched[i]] = ds_coord_block(d->n[d->fetched[i]], d->world, d->nfetched - from, fetch, d->offp);
+}
+
+/* fetch_sub_module (285-418) of trace entry j, the trace complete or not:
+ * the module's params not whole in one call (314), the prefetch's in
+ * another (412). */
 static void fetch(struct ds_coord *d, const struct zs_config *c, size_t j, int complete)
 {
 	size_t m = d->trace[j], not_fetched = 0;
@@ -50,6 +67,8 @@ static void fetch(struct ds_coord *d, const struct zs_config *c, size_t j, int c
 		not_fetched += d->recent[t] < (double)j; /* 356-357 */
 		gather(d, t);
 	}
+	call_held(d, 0, 1);
+	size_t own = d->nfetched;
 	if (!complete)
 		return;
 	for (size_t i = 0; i < not_fetched && d->head < d->nqueue; i++, d->head++) /* 358-362 */
@@ -70,6 +89,7 @@ static void fetch(struct ds_coord *d, const struct zs_config *c, size_t j, int c
 	for (size_t t = 0; t < d->ntensors; t++)
 		if (chosen[t])
 			gather(d, t);
+	call_held(d, own, 1);
 	free(chosen);
 }
 
@@ -148,6 +168,9 @@ static void setup(struct ds_coord *d, const uint64_t *n, size_t nt, const size_t
 	d->ntensors = nt;
 	d->n = zs_calloc(nt, sizeof *d->n);
 	d->s = zs_calloc(nt, sizeof *d->s);
+	d->held = zs_calloc(nt, sizeof *d->held);
+	d->world = world;
+	d->offp = c->offload == ZS_OFFLOAD_PARAMS;
 	d->persist = zs_calloc(nt, sizeof *d->persist);
 	d->avail = zs_calloc(nt, sizeof *d->avail);
 	d->recent = zs_calloc(nt, sizeof *d->recent);
@@ -194,6 +217,7 @@ void ds_coord_free(struct ds_coord *d)
 {
 	free(d->n);
 	free(d->s);
+	free(d->held);
 	free(d->persist);
 	free(d->avail);
 	free(d->recent);
@@ -273,6 +297,8 @@ size_t ds_coord_step(struct ds_coord *d, size_t *released, size_t *nreleased, si
 			gather(d, t);
 			out[n++] = t;
 		}
+	call_held(d, 0, 0);
+	d->flat = n == 1 ? d->s[out[0]] * d->world : 0; /* _allgather_params's, 1899-1902, at any N */
 	return n;
 }
 

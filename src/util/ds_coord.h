@@ -30,6 +30,10 @@ struct ds_coord {
 	size_t ntensors, nmodules, ntrace, nqueue, head;
 	/* Every list malloc'd to its size by ds_coord_new (ds_coord_free). */
 	uint64_t *n, *s;                     /* per tensor: elements, and ceil(n/N) a rank */
+	uint64_t *held;                      /* per tensor: the elements of its block while whole (ds_coord_step) */
+	uint64_t flat;                       /* _post_step's transient flat, elements (ds_coord_step) */
+	unsigned world;
+	int offp;                            /* --offload params */
 	size_t *mod_first, *mod_n;           /* per module */
 	uint64_t gathered;                   /* Σ ceil(n/N) of the tensors gathered so far */
 	int *persist, *avail;                /* per tensor */
@@ -101,8 +105,30 @@ size_t ds_coord_fetch(struct ds_coord *d, const struct zs_config *c, size_t j, i
  * NULL), how many (none after the backward of a no_grad_in module). */
 size_t ds_coord_release(struct ds_coord *d, size_t j, int complete, size_t *out);
 /* step(): everything released (into released, *nreleased of them), then
- * _post_step gathers the persistent params (into out; how many). */
+ * _post_step gathers the persistent params (into out; how many).
+ *
+ * What a gathered param holds (docs/schedule.md, "deepspeed", ZeRO-3's
+ * gathered blocks; partition_parameters.py at 38327e0): after a fetch or
+ * this, held[t] elements of tensor t's block, whole while t is. At N > 1
+ * a fetch's all_gather_coalesced (1200-1310) of one param gives it a
+ * buffer of ceil(n/N)·N, param.data a narrow of it (1246-1266); of
+ * several, torch.cat's n each (707; _all_gather_dtype's flat they came
+ * from, 1172, is not counted here). _post_step's _all_gather (1500-1534)
+ * of several gives each a flat of ceil(n/N)·N, param.data a narrow of it
+ * (_allgather_params_coalesced, 1817-1821, 1886); of one, n
+ * (_allgather_params, 1895-1970: replicated_tensor, 1954), copied out of
+ * a flat of ceil(n/N)·N that it frees on return (at N = 1 too): `flat`
+ * elements, 0 otherwise. At N = 1 no gather (_no_gather_coalesced,
+ * 810-820, from all_gather_coalesced 1207-1208 and
+ * _allgather_params_coalesced 1796-1799): param.data a view of the
+ * partition (NoGatherHandle, 54-55; NoGatherCoalescedHandle, 77-78), 0
+ * elements; with --offload params its device copy, n; _post_step's one
+ * param n as above. */
 size_t ds_coord_step(struct ds_coord *d, size_t *released, size_t *nreleased, size_t *out);
+/* That rule: the elements of the block a param of n elements holds,
+ * gathered at N = world in one call of ncall params by a fetch (fetch
+ * 1) or by _post_step (fetch 0), offp under --offload params. */
+uint64_t ds_coord_block(uint64_t n, unsigned world, size_t ncall, int fetch, int offp);
 /* Whether tensor t is in module m; the elements whole now. */
 int ds_coord_in(const struct ds_coord *d, size_t t, size_t m);
 /* DeepSpeed's z3 leaf in layer l of p (docs/schedule.md, "Mixtures of
