@@ -833,6 +833,8 @@ void net_tfm_init(struct zs_net *m, const struct zs_tfm_run *tr, size_t batch, u
 		case STEP_SAVED: m->layer[x->layer].act[x->index] = i; break;
 		case STEP_MOE: m->layer[x->layer].moe[x->index] = i; break;
 		case STEP_MOE_SCRATCH: n->moe_scratch[x->index] = i; break;
+		case STEP_LORA: /* util/step.h's step_buffers_lora: not run here yet (util/config.c's check_lora) */
+		case STEP_LORA_SCRATCH: abort();
 		}
 	}
 	free(sb.buf);

@@ -112,7 +112,7 @@ uint64_t zs_lora_trained(const struct zs_lora_set *s)
 	return n;
 }
 
-void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s)
+void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s, double dropout)
 {
 	size_t nt = p->ntensors + 2 * s->n, nm = p->nmodules + 2 * s->n, k = 0;
 	struct step_tensor *t = zs_malloc(nt * sizeof *t);
@@ -168,6 +168,7 @@ void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s)
 	}
 	p->numel = off;
 	p->freeze = "everything but LoRA's adapters";
+	p->lora_dropout = dropout;
 	step_params_first_matmuls(p);
 	free(tmap);
 	free(mmap);

@@ -80,10 +80,12 @@ void zs_lora_free(struct zs_lora_set *s);
  * right after it in the modules' (forward) order and at the end of its
  * layer's tensors (a layer's base tensors first: its trained elements
  * are its tail), and mark every base tensor frozen, the adapters trained
- * (PEFT's mark_only_lora_as_trainable, bias "none"). Not run by the
- * engine or walked by the theory yet: the CLI refuses --lora-r under
- * --framework paper and deepspeed. */
-void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s);
+ * (PEFT's mark_only_lora_as_trainable, bias "none"); `dropout`,
+ * --lora-dropout, goes in p->lora_dropout (which of the inputs the step
+ * keeps: util/step.h's step_buffers_lora). Not run by the engine or walked
+ * by the theory yet: the CLI refuses --lora-r under --framework paper and
+ * deepspeed. */
+void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s, double dropout);
 
 /* The adapters' elements, Σ r·(in + out): PEFT's trainable count
  * (PeftModel.get_nb_trainable_parameters, peft_model.py line 955). */
