@@ -627,6 +627,7 @@ int zs_cmd_theory(int argc, char **argv)
 		goto bad;
 	req.act.freeze = config.freeze;
 	req.act.freeze_graph = *zs_freeze_saved_spec(&config) != '\0';
+	req.act.lora = config.lora_r && config.framework == ZS_FW_PAPER ? &config : NULL;
 	if (model_arg != NULL && zs_wrapper_step(&config) &&
 	    zs_torch_recompute_set(&config, zs_recompute_name(req.act.recompute), &cause) < 0)
 		goto bad;

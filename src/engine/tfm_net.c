@@ -315,7 +315,7 @@ static void lora_fwd(const struct zs_layer *l, const struct zs_layer_io *io, siz
 			continue;
 		lora_forward(keep_only ? sc.dx : lin.y, io->t[md->xa], lin.x, param32(l, io, md->first, 1),
 		             param32(l, io, md->first + 1, 1), n->lora_scaling, n->B * n->T, md->in, md->r, md->out,
-		             keep_only ? 0 : lin.out, keep_only ? 0 : md->row0);
+		             keep_only ? md->out : lin.out, keep_only ? 0 : md->row0);
 	}
 }
 

@@ -47,6 +47,11 @@ const char *zs_optim_impl_name(enum zs_optim_impl i) { return optim_impl_names[i
 const char *zs_zero_grad_name(enum zs_zero_grad z) { return zero_grad_names[z]; }
 const char *zs_attn_name(enum zs_attn a) { return attn_names[a]; }
 const char *zs_wrapper_name(enum zs_wrapper w) { return wrapper_names[w]; }
+int zs_config_trains_part(const struct zs_config *c)
+{
+	return c->freeze[0] || (c->lora_r && c->framework == ZS_FW_PAPER);
+}
+
 int zs_wrapper_step(const struct zs_config *c)
 {
 	return c->wrapper == ZS_WRAPPER_NONE || c->wrapper == ZS_WRAPPER_DDP || c->wrapper == ZS_WRAPPER_FSDP ||
