@@ -199,9 +199,12 @@ int zs_lora_paper_check(const struct zs_config *c, const struct zs_model *m, cha
 	if (m == NULL)
 		return zs_fail(cause, "--lora-r under --framework paper: only with --model (a transformer: the MLP has no "
 		                      "linear layers PEFT names)");
-	if (m->experts > 0)
-		return zs_fail(cause, "--lora-r under --framework paper: a mixture of experts (%s) is not run with "
-		                      "adapters yet (give --framework torch)", m->name);
+	/* the adapters start as the PyTorch step's (engine.c), which runs no
+	 * gemma with LoRA yet */
+	if (m->experts > 0 || m->gemma)
+		return zs_fail(cause, "--lora-r under --framework paper: %s (a %s) is not run with adapters yet (give "
+		                      "--framework torch%s)", m->name, m->experts > 0 ? "mixture of experts" : m->model_type,
+		               m->experts > 0 ? "" : ", which refuses it too");
 	struct step_params p;
 	if (zs_lora_step_params(&p, m, m, c, cause) != 0)
 		return -1;

@@ -100,8 +100,8 @@ int zs_lora_step_params(struct step_params *p, const struct zs_model *shape, con
 /* --lora-r under --framework paper (0 under any other, or without it):
  * what the paper's step runs with adapters, every --unit and --schemes
  * of c laid out over m's description (zs_freeze_units), or -1 with one
- * line in *cause (the MLP, a mixture of experts, --unit model, zero3 at
- * N > 1, targets that match nothing). */
+ * line in *cause (the MLP, a mixture of experts, a gemma, --unit model,
+ * zero3 at N > 1, targets that match nothing). */
 int zs_lora_paper_check(const struct zs_config *c, const struct zs_model *m, char **cause);
 
 /* The adapters' elements, Σ r·(in + out): PEFT's trainable count
