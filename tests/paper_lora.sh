@@ -31,11 +31,6 @@ name=paper_lora
 . "${srcdir:-.}/tests/freeze_lib.sh"
 ft_configs 256 160 # $tmp/gpt2.json, llama.json: the PyTorch step's tiny models (dropout 0)
 
-gpt2=$src/report/models/gpt2-tiny.json llama=$src/report/models/llama-tiny.json
-for f in "$gpt2" "$llama"; do
-	[ -r "$f" ] || { echo "$name: $f is missing" >&2; exit 99; }
-done
-
 # 1. theory = measure (tests/freeze_lib.sh's fz_agree)
 fz_agree --model "$llama" --lora-r 4 --precision fp32 --world 1,2,3 --schemes dp,zero1,zero2 --unit layer
 fz_agree --model "$llama" --lora-r 8 --lora-targets all-linear --precision fp32 --grad-accum 2 --world 1,2,3 \
@@ -49,61 +44,22 @@ fz_agree --model "$gpt2" --lora-r 4 --lora-targets all-linear --precision fp32 -
 	--schemes dp,zero1,zero2 --unit layer --recompute full
 fz_agree --model "$gpt2" --lora-r 8 --lora-targets all-linear --precision fp32 --world 1 --schemes zero3 --unit layer
 
-# 2. The losses against the PyTorch step's (the engine at --seq T - 1: the
-# plain loop scores T - 1 tokens of a row, as tests/paper_accum_tfm.sh says).
-losses() {
-	tr -d ' \n\t' <"$1" | grep -o '"losses":\[[^]]*\]' | head -1 | sed 's/.*\[//; s/\]//' | tr ',' '\n'
-}
-# close A B: the losses of files A and B within 1e-5 relative, 3 each.
-close() {
-	losses "$1" >"$tmp/la"
-	losses "$2" >"$tmp/lb"
-	[ "$(wc -l <"$tmp/la")" -eq 3 ] && [ "$(wc -l <"$tmp/lb")" -eq 3 ] ||
-		{ echo "$name: 3 losses expected in each file" >&2; exit 99; }
-	paste "$tmp/la" "$tmp/lb" | awk -v tol=1e-5 '
-		{ d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1)
-		  printf " %.2g", r; if (!(r <= tol)) bad = 1 }
-		END { exit bad }' >"$tmp/cmp"
-}
-torch="--framework torch --torch-version 1.13 --torch-device cpu --optimizer-impl single --zero-grad none --attn eager"
-checked=0
+# 2. The losses against the PyTorch step's (tests/freeze_lib.sh's fz_train).
 for model in gpt2 llama; do
 	for targets in default all-linear; do
 		lora="--lora-r 4"
 		[ $targets = all-linear ] && lora="$lora --lora-targets all-linear"
 		for run in 1:none 2:ddp; do # N and the PyTorch step's wrapper
-			world=${run%:*} wrapper=${run#*:}
-			schemes=dp,zero1,zero2,zero3
+			world=${run%:*} wrapper=${run#*:} schemes=dp,zero1,zero2,zero3
 			[ "$world" -gt 1 ] && schemes=dp,zero1,zero2 # zero3 at N > 1 is refused (part 5)
-			common="--model $tmp/$model.json --world $world --precision fp32 --batch 2 --steps 3 $lora"
 			# shellcheck disable=SC2086
-			"$zerosim" measure $common --schemes dp $torch --wrapper $wrapper --seq 32 --out "$tmp/a.json" ||
-				exit 99
-			for scheme in $(echo $schemes | tr ',' ' '); do
-				# shellcheck disable=SC2086
-				"$zerosim" measure $common --schemes $scheme --unit layer --seq 31 --out "$tmp/b.json" || exit 99
-				checked=$((checked + 1))
-				what="$model $targets N=$world $scheme against --wrapper $wrapper"
-				close "$tmp/a.json" "$tmp/b.json" && { echo "ok: $what: relative$(cat "$tmp/cmp")"; continue; }
-				echo "$name: FAIL: $what: the losses differ by more than 1e-5 (relative$(cat "$tmp/cmp"))" >&2
-				status=1
-			done
+			fz_train "$model $targets N=$world" $wrapper $schemes --model $tmp/$model.json --world $world \
+				--precision fp32 --batch 2 --steps 3 $lora
 		done
 	done
 done
 [ "$checked" -eq 28 ] || { echo "$name: $checked comparisons, 28 expected" >&2; exit 1; }
-# The control: the paper's step without --lora-r against the PyTorch step with it.
-common="--model $tmp/llama.json --world 1 --precision fp32 --batch 2 --steps 3 --schemes dp"
-# shellcheck disable=SC2086
-"$zerosim" measure $common $torch --wrapper none --seq 32 --lora-r 4 --out "$tmp/a.json" || exit 99
-# shellcheck disable=SC2086
-"$zerosim" measure $common --seq 31 --out "$tmp/b.json" || exit 99
-if close "$tmp/a.json" "$tmp/b.json"; then
-	echo "$name: FAIL: the control (no --lora-r) agrees with the PyTorch step's LoRA: the check cannot fail" >&2
-	status=1
-else
-	echo "ok: the control (no --lora-r) differs:$(cat "$tmp/cmp")"
-fi
+fz_control --lora-r 4
 
 # 3. The base's bytes (tests/freeze_lib.sh): llama-tiny's embedding and
 # block 0's base are elements 1..n of both vectors (no adapter before

@@ -7,9 +7,10 @@
  *
  * It is the part of the contract that does not depend on how a framework
  * runs the adapters: the PyTorch step (util/autograd.c) matches its
- * targets with zs_lora_target; the paper's schedule and DeepSpeed's own
- * step are to walk zs_lora_build's list (docs/finetune.md, "LoRA under
- * the paper's schedule and DeepSpeed": designed, refused until built).
+ * targets with zs_lora_target; the paper's step (engine and theory)
+ * walks the description zs_lora_step_params builds from zs_lora_build's
+ * list (docs/finetune.md, "LoRA under the paper's schedule and DeepSpeed's
+ * own step"; DeepSpeed's own step refuses --lora-r).
  *
  * Ownership: zs_lora_build allocates s->a; zs_lora_free releases it.
  * Out of memory is fatal.
@@ -83,9 +84,7 @@ void zs_lora_free(struct zs_lora_set *s);
  * are its tail), and mark every base tensor frozen, the adapters trained
  * (PEFT's mark_only_lora_as_trainable, bias "none"); `dropout`,
  * --lora-dropout, goes in p->lora_dropout (which of the inputs the step
- * keeps: util/step.h's step_buffers_lora). Not run by the engine or walked
- * by the theory yet: the CLI refuses --lora-r under --framework paper and
- * deepspeed. */
+ * keeps: util/step.h's step_buffers_lora). */
 void zs_lora_describe(struct step_params *p, const struct zs_lora_set *s, double dropout);
 
 /* The step description zerosim's own step runs for c over `shape` (the
