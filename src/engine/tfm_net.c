@@ -288,18 +288,20 @@ static void embed_bwd(const struct zs_layer *l, const struct zs_layer_io *io, si
 
 /* ---- a block -------------------------------------------------------------- */
 
-/* LoRA's adapters on module s (--lora-r; util/lora.h): after the module's
- * product, each pair adds scaling·(x·Aᵀ)·Bᵀ into its rows of the
- * product's output, keeping xa = x·Aᵀ (PEFT's result +
- * lora_B(lora_A(x))·scaling, the dropout nn.Identity: config.c refuses
- * p > 0 here). Under full recompute the block's last module's output is
- * kept, not rebuilt: its adapters rebuild xa alone, adding into the
- * backward's scratch dx, free until the block's backward. Returns whether
- * s has adapters. */
+/* Whether module s has LoRA's adapters (--lora-r; util/lora.h): its
+ * lora_A and lora_B modules follow it. */
 static int adapters_on(const struct zs_layer *l, size_t s)
 {
 	return s + 1 < l->nmodules && l->module[s + 1].adapter == 1;
 }
+
+/* Module s's adapters, after its product: each pair adds
+ * scaling·(x·Aᵀ)·Bᵀ into its rows of the product's output, keeping xa =
+ * x·Aᵀ (PEFT's result + lora_B(lora_A(x))·scaling, the dropout
+ * nn.Identity: config.c refuses p > 0 here). keep_only: full
+ * recompute's rebuild of the block's last module, whose output is kept,
+ * not rebuilt: xa alone, the sum going to the backward's scratch dx, free
+ * until the block's backward. */
 
 static void lora_fwd(const struct zs_layer *l, const struct zs_layer_io *io, size_t s, const struct tfm_block_acts *a,
                      int keep_only)
@@ -344,7 +346,8 @@ static void lora_bwd(const struct zs_layer *l, const struct zs_layer_io *io, siz
 	}
 }
 
-/* The block's last module that is no adapter's (its backward's first). */
+/* Whether s is the block's last module but the adapters' (its backward's
+ * first). */
 static int last_base(const struct zs_layer *l, size_t s)
 {
 	for (size_t k = s + 1; k < l->nmodules; k++)
